@@ -1,0 +1,49 @@
+# Two commands do all set-up on a fresh machine:  `make demo`  and  `make test`.
+SHELL := /bin/bash
+VENV ?= .venv
+BIN := $(CURDIR)/$(VENV)/bin
+# Install the standard (CUDA-built) torch wheels from the package index: they also run on CPU,
+# and torchvision's compiled ops need them. Ignore site-wide find-links that carry a CPU-only torch.
+PIP := env -u PIP_FIND_LINKS PIP_CONFIG_FILE=/dev/null $(BIN)/pip
+RUN := env PATH="$(BIN):$$PATH"
+PROFILE ?= profiles/local
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint format setup sysdeps clean help
+
+help:
+	@echo "make demo   - set up and run the whole workflow on the demo world (CPU, minutes)"
+	@echo "make test   - set up and run the test suite"
+	@echo "make lint   - ruff, snakefmt --check, snakemake --lint"
+
+setup: $(VENV)/.installed sysdeps
+
+$(VENV)/.installed: requirements.lock pyproject.toml
+	test -x $(BIN)/python || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -r requirements.lock
+	$(PIP) install -q --no-deps -e .
+	touch $@
+
+sysdeps:
+	bash scripts/system-deps.sh
+
+demo: setup
+	$(RUN) snakemake --profile $(PROFILE) all
+
+test: setup
+	$(RUN) pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed
+	$(RUN) ruff check workflow tests benchmarks
+	$(RUN) ruff format --check workflow tests benchmarks
+	$(RUN) snakefmt --check Snakefile rules
+	$(RUN) snakemake --lint
+
+format: $(VENV)/.installed
+	$(RUN) ruff check --fix workflow tests benchmarks
+	$(RUN) ruff format workflow tests benchmarks
+	$(RUN) snakefmt Snakefile rules
+
+clean:
+	rm -rf results .snakemake

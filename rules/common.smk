@@ -1,0 +1,68 @@
+# Config lookups shared by all stages. Stage-specific lookups live at the top of each stage file.
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
+
+from imagenot.config import validate_config
+from imagenot.demo import plan as demo_plan
+from imagenot.curate import plan as curate_plan
+from imagenot.acquire import plan as acquire_plan
+from imagenot.train import plan as train_plan
+from imagenot.evaluate import plan as evaluate_plan
+from imagenot.figures import plan as figures_plan
+from imagenot.diagnostics import plan as diagnostics_plan
+
+# Validate before any job runs. A wrong key or value stops here, naming the key.
+validate_config(config)
+
+RESULTS = "results"
+LOGS = f"{RESULTS}/logs"
+BENCH = f"{RESULTS}/benchmarks"
+NLTK_DATA = f"{RESULTS}/wordnet/nltk_data"
+
+
+def datasets_of_kind(*kinds):
+    """Names of configured datasets whose kind is one of `kinds`, in config order."""
+    return [name for name, spec in config["datasets"].items() if spec["kind"] in kinds]
+
+
+def laion_datasets():
+    """Datasets this workflow builds from LAION metadata."""
+    return datasets_of_kind("laion")
+
+
+def mem_mb(rule_class):
+    return config["resources"]["classes"][rule_class]["mem_mb"]
+
+
+def runtime(rule_class):
+    return config["resources"]["classes"][rule_class]["runtime"]
+
+
+def gpus():
+    return config["resources"]["gpus"]
+
+
+def wordnet_dict_dir_option():
+    dict_dir = config["wordnet"]["dict_dir"]
+    return f"--dict-dir {dict_dir}" if dict_dir else ""
+
+
+STAGE_PLANS = [
+    demo_plan,
+    curate_plan,
+    acquire_plan,
+    train_plan,
+    evaluate_plan,
+    figures_plan,
+    diagnostics_plan,
+]
+
+
+def all_targets():
+    """Every final output of the workflow: the union of each stage's targets."""
+    targets = [NLTK_DATA]
+    for plan in STAGE_PLANS:
+        targets += plan.targets(config)
+    return targets

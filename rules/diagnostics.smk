@@ -1,0 +1,1 @@
+# Stage: diagnostics. Config lookups: imagenot.diagnostics.plan (imported as diagnostics_plan in rules/common.smk).

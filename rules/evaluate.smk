@@ -1,0 +1,1 @@
+# Stage: evaluate. Config lookups: imagenot.evaluate.plan (imported as evaluate_plan in rules/common.smk).

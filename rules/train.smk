@@ -1,0 +1,1 @@
+# Stage: train. Config lookups: imagenot.train.plan (imported as train_plan in rules/common.smk).

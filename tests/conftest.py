@@ -1,0 +1,39 @@
+"""Shared fixtures: repository paths, the prepared WordNet corpus, the shared data folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data beside the clone (as CI has it)."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared data folder {SHARED_DATA} not present beside the repository")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def nltk_data(tmp_path_factory) -> Path:
+    """An NLTK_DATA directory with WordNet 3.0, prepared once per test session."""
+    from imagenot.wordnet import prepare_nltk_wordnet
+
+    return prepare_nltk_wordnet(tmp_path_factory.mktemp("nltk_data"))
+
+
+@pytest.fixture(scope="session")
+def wn(nltk_data):
+    """The WordNet 3.0 corpus reader."""
+    from imagenot.wordnet import load_wordnet
+
+    return load_wordnet(str(nltk_data))

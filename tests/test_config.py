@@ -1,0 +1,64 @@
+"""Config validation: defaults, and errors that name the key and the allowed values."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from imagenot.config import ConfigError, load_config, validate_config
+
+
+@pytest.fixture()
+def demo_config(repo_root):
+    with open(repo_root / "config" / "config.yaml") as f:
+        return yaml.safe_load(f)
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml"])
+def test_shipped_configs_validate(repo_root, name):
+    config = load_config(repo_root / "config" / name)
+    assert config["seed"] == 0
+    assert "resources" in config and "classes" in config["resources"]
+
+
+def test_defaults_are_filled(demo_config):
+    demo_config.pop("resources")
+    validate_config(demo_config)
+    assert demo_config["resources"]["classes"]["light"]["mem_mb"] > 0
+
+
+def test_unknown_top_level_key_is_named(demo_config):
+    bad = copy.deepcopy(demo_config)
+    bad["sede"] = 1
+    with pytest.raises(ConfigError, match=r"'sede'.*allowed keys: .*seed"):
+        validate_config(bad)
+
+
+def test_unknown_nested_key_is_named_with_its_path(demo_config):
+    bad = copy.deepcopy(demo_config)
+    bad["wordnet"]["dictdir"] = "/x"
+    with pytest.raises(ConfigError, match=r"'dictdir' under wordnet; allowed keys: dict_dir"):
+        validate_config(bad)
+
+
+def test_bad_enum_value_lists_allowed_values(demo_config):
+    bad = copy.deepcopy(demo_config)
+    bad["datasets"]["imagenot"]["kind"] = "flickr"
+    with pytest.raises(ConfigError, match=r"datasets.imagenot.kind: 'flickr' is not allowed; allowed values: \['laion'"):
+        validate_config(bad)
+
+
+def test_wrong_type_names_the_key(demo_config):
+    bad = copy.deepcopy(demo_config)
+    bad["seed"] = "zero"
+    with pytest.raises(ConfigError, match="config key seed"):
+        validate_config(bad)
+
+
+def test_invalid_yaml_names_the_file(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("seed: [1,\n")
+    with pytest.raises(ConfigError, match="broken.yaml"):
+        load_config(path)

@@ -1,0 +1,100 @@
+"""Config validation against the JSON schema in ``workflow/schemas`` (defaults filled in).
+
+The top-level schema ``config.schema.yaml`` refers to one schema file per stage. A wrong key or
+value raises :class:`ConfigError` naming the key path and the allowed values, before any job runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
+MAIN_SCHEMA = "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """Invalid workflow configuration; the message names the offending key."""
+
+
+def _load_yaml(path: Path) -> Any:
+    with open(path) as f:
+        return yaml.safe_load(f)
+
+
+def _registry(schema_dir: Path) -> Registry:
+    def retrieve(uri: str) -> Resource:
+        name = uri.rsplit("/", 1)[-1]
+        return Resource.from_contents(_load_yaml(schema_dir / name), default_specification=DRAFT202012)
+
+    return Registry(retrieve=retrieve)
+
+
+def _with_defaults(validator_class):
+    """A validator class that fills ``default`` values of ``properties`` while validating."""
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def properties(validator, props, instance, schema):
+        if isinstance(instance, dict):
+            for name, sub in props.items():
+                if isinstance(sub, Mapping) and "default" in sub:
+                    instance.setdefault(name, copy.deepcopy(sub["default"]))
+        yield from validate_properties(validator, props, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": properties})
+
+
+def _key_path(error: jsonschema.ValidationError) -> str:
+    return ".".join(str(p) for p in error.absolute_path) or "<top level>"
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    key = _key_path(error)
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+    if error.validator == "additionalProperties":
+        allowed = sorted(schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed)) if isinstance(error.instance, dict) else []
+        where = key if key != "<top level>" else "top level"
+        return (
+            f"unknown config key(s) {', '.join(repr(e) for e in extra)} under {where}; "
+            f"allowed keys: {', '.join(allowed)}"
+        )
+    if error.validator == "enum":
+        return f"config key {key}: {error.instance!r} is not allowed; allowed values: {error.validator_value}"
+    return f"config key {key}: {error.message}"
+
+
+def validate_config(
+    config: dict, schema_dir: str | os.PathLike = SCHEMA_DIR, schema: str = MAIN_SCHEMA
+) -> dict:
+    """Validate ``config`` in place, filling defaults; raise ConfigError naming the key."""
+    schema_dir = Path(schema_dir)
+    main = _load_yaml(schema_dir / schema)
+    cls = _with_defaults(jsonschema.validators.validator_for(main))
+    validator = cls(main, registry=_registry(schema_dir))
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
+    if errors:
+        detail = "\n".join(f"  - {_describe(e)}" for e in errors[:10])
+        raise ConfigError(f"invalid workflow config ({len(errors)} problem(s)):\n{detail}")
+    return config
+
+
+def load_config(path: str | os.PathLike) -> dict:
+    """Read a YAML config file and validate it (defaults filled)."""
+    path = Path(path)
+    try:
+        config = _load_yaml(path) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+    try:
+        return validate_config(config)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc

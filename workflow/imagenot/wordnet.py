@@ -1,0 +1,153 @@
+"""WordNet 3.0 (the version ImageNet uses) and ImageNet's 1000 classes.
+
+``prepare_nltk_wordnet`` builds an nltk-readable corpus from Debian's ``/usr/share/wordnet``
+(packages ``wordnet-base`` and ``wordnet-sense-index``), generating the ``lexnames`` file those
+packages lack; if nltk's own ``wordnet`` corpus is already installed it is copied instead.
+ImageNet's classes come from the copy shipped inside ``timm`` (``timm/data/_info``).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+from importlib import resources
+from pathlib import Path
+
+import pyarrow as pa
+
+DEBIAN_WORDNET = Path("/usr/share/wordnet")
+
+# The 45 lexicographer files of WordNet 3.0 (``man 5 lexnames``): number, name, syntactic category.
+LEXNAMES = (
+    "adj.all adj.pert adv.all noun.Tops noun.act noun.animal noun.artifact noun.attribute "
+    "noun.body noun.cognition noun.communication noun.event noun.feeling noun.food noun.group "
+    "noun.location noun.motive noun.object noun.person noun.phenomenon noun.plant "
+    "noun.possession noun.process noun.quantity noun.relation noun.shape noun.state "
+    "noun.substance noun.time verb.body verb.change verb.cognition verb.communication "
+    "verb.competition verb.consumption verb.contact verb.creation verb.emotion verb.motion "
+    "verb.perception verb.possession verb.social verb.stative verb.weather adj.ppl"
+).split()
+_POS_NUMBER = {"noun": 1, "verb": 2, "adj": 3, "adv": 4}
+
+# Files nltk's WordNetCorpusReader opens (index.sense is optional but we ship it when present).
+_REQUIRED = [f"{kind}.{pos}" for kind in ("data", "index") for pos in ("noun", "verb", "adj", "adv")]
+_OPTIONAL = ["adj.exc", "adv.exc", "noun.exc", "verb.exc", "index.sense", "cntlist.rev"]
+
+
+def lexnames_text() -> str:
+    """The ``lexnames`` file: ``NN<TAB>name<TAB>pos-number`` per line."""
+    lines = []
+    for number, name in enumerate(LEXNAMES):
+        pos = 3 if name == "adj.ppl" else _POS_NUMBER[name.split(".")[0]]
+        lines.append(f"{number:02d}\t{name}\t{pos}")
+    return "\n".join(lines) + "\n"
+
+
+def _existing_nltk_wordnet() -> Path | None:
+    import nltk
+
+    try:
+        found = nltk.data.find("corpora/wordnet")
+    except LookupError:
+        return None
+    path = Path(str(found))
+    return path if path.is_dir() else None
+
+
+def prepare_nltk_wordnet(
+    out_dir: str | os.PathLike, dict_dir: str | os.PathLike | None = None
+) -> Path:
+    """Create ``out_dir/corpora/wordnet`` readable by nltk and return ``out_dir`` (an NLTK_DATA).
+
+    Source order: ``dict_dir`` if given; else an installed nltk ``wordnet`` corpus; else Debian's
+    ``/usr/share/wordnet``. Raises FileNotFoundError naming the missing file and the package.
+    """
+    out = Path(out_dir)
+    target = out / "corpora" / "wordnet"
+    source = Path(dict_dir) if dict_dir else (_existing_nltk_wordnet() or DEBIAN_WORDNET)
+    for name in _REQUIRED:
+        if not (source / name).exists():
+            raise FileNotFoundError(
+                f"WordNet file {source / name} is missing: install Debian packages "
+                "wordnet-base and wordnet-sense-index, or set config key wordnet.dict_dir"
+            )
+    tmp = target.with_name(".wordnet.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for name in _REQUIRED + _OPTIONAL:
+        if (source / name).exists():
+            shutil.copyfile(source / name, tmp / name)
+    if (source / "lexnames").exists():
+        shutil.copyfile(source / "lexnames", tmp / "lexnames")
+    else:
+        (tmp / "lexnames").write_text(lexnames_text())
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(tmp, target)
+    return out
+
+
+@functools.cache
+def load_wordnet(nltk_data: str | os.PathLike):
+    """An nltk ``WordNetCorpusReader`` over ``nltk_data/corpora/wordnet`` (cached per path)."""
+    import nltk
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+    data_dir = str(Path(nltk_data).resolve())
+    if data_dir not in nltk.data.path:  # nltk only reads corpora under its data path
+        nltk.data.path.insert(0, data_dir)
+    root = Path(data_dir) / "corpora" / "wordnet"
+    if not (root / "data.noun").exists():
+        raise FileNotFoundError(f"no WordNet at {root}: run `imagenot prepare-wordnet {nltk_data}`")
+    return WordNetCorpusReader(str(root), None)
+
+
+def wnid(synset) -> str:
+    """WordNet id of a noun synset: ``n`` + 8-digit offset (ImageNet's convention)."""
+    return f"{synset.pos()}{synset.offset():08d}"
+
+
+def synset_of(wn, wnid_: str):
+    """The synset for a wnid such as ``n02084071``; ValueError for a malformed id."""
+    if len(wnid_) != 9 or wnid_[0] not in "nvar" or not wnid_[1:].isdigit():
+        raise ValueError(f"malformed WordNet id {wnid_!r} (expected like 'n02084071')")
+    return wn.synset_from_pos_and_offset(wnid_[0], int(wnid_[1:]))
+
+
+def lemma_text(name: str) -> str:
+    """WordNet lemma name as text: underscores become spaces (``hot_dog`` -> ``hot dog``)."""
+    return name.replace("_", " ")
+
+
+def noun_lemma_table(wn) -> pa.Table:
+    """Every (lemma text, wnid) pair of WordNet's noun synsets, sorted; lemma text as in WordNet."""
+    lemmas: list[str] = []
+    ids: list[str] = []
+    for synset in wn.all_synsets("n"):
+        sid = wnid(synset)
+        for name in synset.lemma_names():
+            lemmas.append(lemma_text(name))
+            ids.append(sid)
+    table = pa.table({"lemma": lemmas, "wnid": ids})
+    return table.sort_by([("lemma", "ascending"), ("wnid", "ascending")])
+
+
+def _timm_info(name: str) -> list[str]:
+    return (resources.files("timm") / "data" / "_info" / name).read_text().splitlines()
+
+
+@functools.cache
+def imagenet_wnids() -> tuple[str, ...]:
+    """ILSVRC-2012's 1000 class wnids in label order, from timm's shipped copy."""
+    return tuple(line.strip() for line in _timm_info("imagenet_synsets.txt") if line.strip())
+
+
+@functools.cache
+def imagenet_lemmas() -> dict[str, str]:
+    """wnid -> comma-separated lemmas, from timm's shipped copy."""
+    out = {}
+    for line in _timm_info("imagenet_synset_to_lemma.txt"):
+        if "\t" in line:
+            key, value = line.split("\t", 1)
+            out[key] = value
+    return out

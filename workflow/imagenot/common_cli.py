@@ -8,7 +8,11 @@ import argparse
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("prepare-wordnet", help="build an nltk-readable WordNet 3.0 corpus")
     p.add_argument("out", help="NLTK_DATA directory to create (corpora/wordnet inside)")
-    p.add_argument("--dict-dir", default=None, help="WordNet dict directory (default: nltk's, else /usr/share/wordnet)")
+    p.add_argument(
+        "--dict-dir",
+        default=None,
+        help="WordNet dict directory (default: nltk's, else /usr/share/wordnet)",
+    )
     p.set_defaults(func=_prepare_wordnet)
 
     p = subparsers.add_parser("validate-config", help="validate a config file against the schema")

@@ -33,7 +33,9 @@ def _load_yaml(path: Path) -> Any:
 def _registry(schema_dir: Path) -> Registry:
     def retrieve(uri: str) -> Resource:
         name = uri.rsplit("/", 1)[-1]
-        return Resource.from_contents(_load_yaml(schema_dir / name), default_specification=DRAFT202012)
+        return Resource.from_contents(
+            _load_yaml(schema_dir / name), default_specification=DRAFT202012
+        )
 
     return Registry(retrieve=retrieve)
 
@@ -61,7 +63,9 @@ def _describe(error: jsonschema.ValidationError) -> str:
     schema = error.schema if isinstance(error.schema, Mapping) else {}
     if error.validator == "additionalProperties":
         allowed = sorted(schema.get("properties", {}))
-        extra = sorted(set(error.instance) - set(allowed)) if isinstance(error.instance, dict) else []
+        extra = (
+            sorted(set(error.instance) - set(allowed)) if isinstance(error.instance, dict) else []
+        )
         where = key if key != "<top level>" else "top level"
         return (
             f"unknown config key(s) {', '.join(repr(e) for e in extra)} under {where}; "
@@ -80,7 +84,9 @@ def validate_config(
     main = _load_yaml(schema_dir / schema)
     cls = _with_defaults(jsonschema.validators.validator_for(main))
     validator = cls(main, registry=_registry(schema_dir))
-    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
+    errors = sorted(
+        validator.iter_errors(config), key=lambda e: (len(e.absolute_path), str(e.absolute_path))
+    )
     if errors:
         detail = "\n".join(f"  - {_describe(e)}" for e in errors[:10])
         raise ConfigError(f"invalid workflow config ({len(errors)} problem(s)):\n{detail}")

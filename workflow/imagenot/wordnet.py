@@ -31,7 +31,9 @@ LEXNAMES = (
 _POS_NUMBER = {"noun": 1, "verb": 2, "adj": 3, "adv": 4}
 
 # Files nltk's WordNetCorpusReader opens (index.sense is optional but we ship it when present).
-_REQUIRED = [f"{kind}.{pos}" for kind in ("data", "index") for pos in ("noun", "verb", "adj", "adv")]
+_REQUIRED = [
+    f"{kind}.{pos}" for kind in ("data", "index") for pos in ("noun", "verb", "adj", "adv")
+]
 _OPTIONAL = ["adj.exc", "adv.exc", "noun.exc", "verb.exc", "index.sense", "cntlist.rev"]
 
 

@@ -1,0 +1,129 @@
+"""The on-disk dataset format: writer, readers, determinism, bad input."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+from PIL import Image
+
+from imagenot.acquire.dataset import (
+    DatasetError,
+    ManifestDataset,
+    Record,
+    load_split_tensors,
+    read_classes,
+    read_fingerprint,
+    read_manifest,
+    write_dataset,
+)
+from imagenot.io import sha256_file
+
+
+def _jpeg(colour: tuple[int, int, int], size: int = 16) -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (size, size), colour).save(buf, format="JPEG", quality=95)
+    return buf.getvalue()
+
+
+def _records() -> list[Record]:
+    recs = []
+    for c, wnid in enumerate(["n001", "n002", "n003"]):
+        for i, split in enumerate(["train", "train", "train", "val", "test"]):
+            colour = (80 * c, 10 * i, 200)
+            recs.append(Record(f"k{c}-{i}", wnid, split, _jpeg(colour), similarity=0.5 + i / 10))
+    return recs
+
+
+def test_write_and_read_roundtrip(tmp_path):
+    out = tmp_path / "ds"
+    write_dataset(out, _records(), ["n001", "n002", "n003"], shard_size=4)
+    manifest = read_manifest(out)
+    assert manifest.num_rows == 15
+    assert set(manifest.column_names) >= {"key", "wnid", "label", "split", "sha256", "shard"}
+    assert "similarity" in manifest.column_names
+    assert read_classes(out) == ["n001", "n002", "n003"]
+    assert read_fingerprint(out) == sha256_file(out / "manifest.parquet")
+    # train has 9 images in shards of 4: three tars; each tar is a valid webdataset shard
+    train = read_manifest(out, "train")
+    assert sorted(set(train["shard"].to_pylist())) == [
+        "shards/train-000000.tar",
+        "shards/train-000001.tar",
+        "shards/train-000002.tar",
+    ]
+    with tarfile.open(out / "shards/train-000000.tar") as tar:
+        names = tar.getnames()
+        assert names[:2] == ["k0-0.jpg", "k0-0.cls"]
+        assert tar.extractfile("k0-0.cls").read() == b"0"
+
+    ds = ManifestDataset(out, "train")
+    image, label = ds[4]
+    assert image.dtype == torch.uint8 and image.shape == (3, 16, 16)
+    assert label == train["label"][4].as_py()
+
+    images, labels = load_split_tensors(out, "test")
+    assert images.shape == (3, 3, 16, 16) and labels.dtype == torch.int64
+    assert labels.tolist() == [0, 1, 2]
+    # colour of class 2 test image survives JPEG round trip approximately
+    assert abs(int(images[2, 0].float().mean()) - 160) < 4
+
+
+def test_rewrite_is_byte_identical_and_removes_stale_shards(tmp_path):
+    out = tmp_path / "ds"
+    write_dataset(out, _records(), ["n001", "n002", "n003"], shard_size=2)
+    fp1 = read_fingerprint(out)
+    tar1 = (out / "shards/train-000000.tar").read_bytes()
+    write_dataset(out, _records(), ["n001", "n002", "n003"], shard_size=2)
+    assert read_fingerprint(out) == fp1
+    assert (out / "shards/train-000000.tar").read_bytes() == tar1
+    write_dataset(out, _records(), ["n001", "n002", "n003"], shard_size=100)
+    assert sorted(p.name for p in (out / "shards").iterdir()) == [
+        "test-000000.tar",
+        "train-000000.tar",
+        "val-000000.tar",
+    ]
+
+
+def test_offsets_match_tar_members(tmp_path):
+    out = tmp_path / "ds"
+    write_dataset(out, _records(), ["n001", "n002", "n003"], shard_size=3)
+    table = pq.read_table(out / "manifest.parquet").to_pylist()
+    for row in table:
+        with tarfile.open(out / row["shard"]) as tar:
+            data = tar.extractfile(f"{row['key']}.jpg").read()
+        blob = (out / row["shard"]).read_bytes()
+        assert blob[row["offset"] : row["offset"] + row["length"]] == data
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (Record("x", "n999", "train", b""), "not in the class list"),
+        (Record("x", "n001", "holdout", b""), "split 'holdout'"),
+        (Record("a.b", "n001", "train", b""), "may not contain"),
+    ],
+)
+def test_bad_records_are_named(tmp_path, bad, message):
+    with pytest.raises(DatasetError, match=message):
+        write_dataset(tmp_path / "ds", [bad], ["n001"])
+    assert not (tmp_path / "ds" / "manifest.parquet").exists()
+
+
+def test_missing_manifest_is_a_clear_error(tmp_path):
+    with pytest.raises(DatasetError, match="no manifest"):
+        ManifestDataset(tmp_path, "train")
+
+
+def test_mixed_sizes_rejected_by_load_split_tensors(tmp_path):
+    recs = [
+        Record("a", "n001", "train", _jpeg((1, 2, 3), 16)),
+        Record("b", "n001", "train", _jpeg((1, 2, 3), 8)),
+    ]
+    write_dataset(tmp_path, recs, ["n001"])
+    with pytest.raises(DatasetError, match="'b' has shape"):
+        load_split_tensors(tmp_path, "train")
+    assert np.all(ManifestDataset(tmp_path, "train").labels == 0)

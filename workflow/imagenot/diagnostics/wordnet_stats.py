@@ -1,0 +1,261 @@
+"""WordNet subtree statistics of a class list, against a reference list (method.md section 3).
+
+The subtree of a class list is the union of every hypernym path (instance hypernyms included)
+from each class up to the root, as a directed graph with edges parent -> child and wnids as
+nodes. Its statistics:
+
+- ``nodes``, ``edges``: graph size;
+- ``min_depth``, ``median_depth``, ``max_depth``: over the classes, depth = shortest path from
+  the root (``entity.n.01``) to the class (nltk's ``Synset.min_depth``);
+- ``density``: directed density E / (N (N - 1));
+- ``modularity``: modularity of networkx's greedy modularity communities of the undirected graph;
+- ``n_classes``; ``n_leaf_classes``: classes that are no other class's ancestor (leaves of the
+  subtree); ``n_parents``: distinct direct hypernyms of the classes.
+
+Overlaps with the reference are fractions of the *classes'* own sets: ``synset_overlap`` =
+|A ∩ B| / |A| over class wnids, ``parent_overlap`` = |P(A) ∩ P(B)| / |P(A)| over direct
+hypernyms, as in the paper ("shared parents over the number of ImageNot parents").
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import networkx as nx
+import pyarrow as pa
+
+from imagenot.wordnet import wnid as wnid_of
+
+WNID_RE = re.compile(r"^n\d{8}$")
+STAT_KEYS = (
+    "nodes",
+    "edges",
+    "min_depth",
+    "median_depth",
+    "max_depth",
+    "density",
+    "modularity",
+    "n_classes",
+    "n_leaf_classes",
+    "n_parents",
+)
+
+
+class ClassListError(ValueError):
+    """A class list with malformed, unknown or duplicated ids; the message names each line."""
+
+
+@dataclass(frozen=True)
+class ClassEntry:
+    """One class of a list: its wnid and the line it came from (1-based)."""
+
+    wnid: str
+    line: int
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading and checking class lists (I/O at the edge)
+
+
+def parse_class_lines(lines: Iterable[str]) -> list[ClassEntry]:
+    """Class entries of a text list: the first token of each line; blanks and ``#`` skipped."""
+    entries = []
+    for number, line in enumerate(lines, start=1):
+        text = line.strip()
+        if text and not text.startswith("#"):
+            entries.append(ClassEntry(text.split()[0], number))
+    return entries
+
+
+def read_class_entries(path: str | os.PathLike) -> list[ClassEntry]:
+    """Class entries of a ``.txt`` list (one wnid a line) or a parquet with a ``wnid`` column.
+
+    For parquet, ``line`` is the 1-based row number.
+    """
+    path = Path(path)
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        column = pq.read_table(path, columns=["wnid"])["wnid"].to_pylist()
+        return [ClassEntry(str(w).strip(), i) for i, w in enumerate(column, start=1)]
+    with open(path) as f:
+        return parse_class_lines(f)
+
+
+def resolve_classes(wn, entries: Sequence[ClassEntry], source: str = "class list") -> list:
+    """Synsets of ``entries`` in list order; ClassListError naming every bad line at once."""
+    problems: list[str] = []
+    synsets = []
+    first_line: dict[str, int] = {}
+    for entry in entries:
+        where = f"{source}:{entry.line}"
+        if not WNID_RE.match(entry.wnid):
+            problems.append(f"{where}: malformed WordNet noun id {entry.wnid!r} (like 'n02084071')")
+            continue
+        if entry.wnid in first_line:
+            problems.append(
+                f"{where}: duplicate id {entry.wnid} (first on line {first_line[entry.wnid]})"
+            )
+            continue
+        first_line[entry.wnid] = entry.line
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                synset = wn.synset_from_pos_and_offset("n", int(entry.wnid[1:]))
+            except Exception:  # nltk raises or returns None depending on the offset
+                synset = None
+        if synset is None:
+            problems.append(f"{where}: unknown id {entry.wnid} (no such WordNet 3.0 noun synset)")
+            continue
+        synsets.append(synset)
+    if problems:
+        shown = "\n".join(f"  {p}" for p in problems[:50])
+        more = f"\n  ... and {len(problems) - 50} more" if len(problems) > 50 else ""
+        raise ClassListError(f"{len(problems)} bad line(s) in {source}:\n{shown}{more}")
+    if not synsets:
+        raise ClassListError(f"{source} holds no class")
+    return synsets
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure graph functions
+
+
+def direct_hypernyms(synset) -> list:
+    """Hypernyms and instance hypernyms of a synset."""
+    return synset.hypernyms() + synset.instance_hypernyms()
+
+
+def hypernym_graph(synsets: Iterable) -> nx.DiGraph:
+    """Union of all hypernym paths of ``synsets`` to the root: wnid nodes, edges parent -> child.
+
+    Nodes and edges are inserted in sorted order so that every graph algorithm downstream
+    (greedy modularity included) is deterministic whatever the list order.
+    """
+    nodes: set[str] = set()
+    edges: set[tuple[str, str]] = set()
+    stack = list(synsets)
+    seen = set()
+    while stack:
+        synset = stack.pop()
+        if synset in seen:
+            continue
+        seen.add(synset)
+        child = wnid_of(synset)
+        nodes.add(child)
+        for parent in direct_hypernyms(synset):
+            edges.add((wnid_of(parent), child))
+            stack.append(parent)
+    graph = nx.DiGraph()
+    graph.add_nodes_from(sorted(nodes))
+    graph.add_edges_from(sorted(edges))
+    return graph
+
+
+def class_depths(graph: nx.DiGraph, classes: Iterable[str]) -> dict[str, int]:
+    """Shortest-path depth of each class from the graph's root(s) (in-degree 0 nodes)."""
+    roots = [n for n, d in graph.in_degree() if d == 0]
+    dist = nx.multi_source_dijkstra_path_length(graph, roots)  # unit weights: BFS depth
+    return {c: int(dist[c]) for c in classes}
+
+
+def leaf_classes(graph: nx.DiGraph, classes: Iterable[str]) -> list[str]:
+    """Classes that have no descendant in the graph (no other class below them)."""
+    return [c for c in classes if graph.out_degree(c) == 0]
+
+
+def parents_of(synsets: Iterable) -> set[str]:
+    """Distinct direct hypernyms (instance hypernyms included) of ``synsets``, as wnids."""
+    return {wnid_of(p) for s in synsets for p in direct_hypernyms(s)}
+
+
+def modularity(graph: nx.DiGraph) -> float:
+    """Modularity of networkx's greedy modularity communities of the undirected graph."""
+    undirected = graph.to_undirected()
+    if undirected.number_of_edges() == 0:
+        return 0.0
+    communities = nx.community.greedy_modularity_communities(undirected)
+    return float(nx.community.modularity(undirected, communities))
+
+
+def subtree_stats(synsets: Sequence) -> dict:
+    """The statistics of STAT_KEYS for a list of class synsets."""
+    classes = [wnid_of(s) for s in synsets]
+    graph = hypernym_graph(synsets)
+    depths = list(class_depths(graph, classes).values())
+    return {
+        "nodes": graph.number_of_nodes(),
+        "edges": graph.number_of_edges(),
+        "min_depth": min(depths),
+        "median_depth": float(statistics.median(depths)),
+        "max_depth": max(depths),
+        "density": float(nx.density(graph)),
+        "modularity": modularity(graph),
+        "n_classes": len(classes),
+        "n_leaf_classes": len(leaf_classes(graph, classes)),
+        "n_parents": len(parents_of(synsets)),
+    }
+
+
+def overlap(own: set[str], other: set[str]) -> float:
+    """|own ∩ other| / |own| (0 for an empty ``own``)."""
+    return len(own & other) / len(own) if own else 0.0
+
+
+def compare(classes: Sequence, reference: Sequence) -> dict:
+    """The ``wordnet-stats`` JSON document: stats of both lists and their overlaps."""
+    return {
+        "classes": subtree_stats(classes),
+        "reference": subtree_stats(reference),
+        "synset_overlap": overlap({wnid_of(s) for s in classes}, {wnid_of(s) for s in reference}),
+        "parent_overlap": overlap(parents_of(classes), parents_of(reference)),
+    }
+
+
+def n_siblings(synset) -> int:
+    """WordNet siblings of a class: other hyponyms (instance ones included) of its parents."""
+    siblings = {
+        h for p in direct_hypernyms(synset) for h in p.hyponyms() + p.instance_hyponyms()
+    }
+    siblings.discard(synset)
+    return len(siblings)
+
+
+def per_class_table(classes: Sequence, reference: Sequence) -> pa.Table:
+    """One row per class of both lists: ``role`` (classes/reference), ``wnid``, ``name``,
+    ``depth``, ``n_siblings``, ``is_leaf`` (within its own list's subtree), ``n_parents``."""
+    columns: dict[str, list] = {
+        k: [] for k in ("role", "wnid", "name", "depth", "n_siblings", "is_leaf", "n_parents")
+    }
+    for role, synsets in (("classes", classes), ("reference", reference)):
+        ids = [wnid_of(s) for s in synsets]
+        graph = hypernym_graph(synsets)
+        depths = class_depths(graph, ids)
+        for synset, sid in zip(synsets, ids, strict=True):
+            columns["role"].append(role)
+            columns["wnid"].append(sid)
+            columns["name"].append(synset.name())
+            columns["depth"].append(depths[sid])
+            columns["n_siblings"].append(n_siblings(synset))
+            columns["is_leaf"].append(graph.out_degree(sid) == 0)
+            columns["n_parents"].append(len(direct_hypernyms(synset)))
+    return pa.table(
+        columns,
+        schema=pa.schema(
+            [
+                ("role", pa.string()),
+                ("wnid", pa.string()),
+                ("name", pa.string()),
+                ("depth", pa.int32()),
+                ("n_siblings", pa.int32()),
+                ("is_leaf", pa.bool_()),
+                ("n_parents", pa.int32()),
+            ]
+        ),
+    )

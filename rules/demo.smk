@@ -1,1 +1,30 @@
 # Stage: demo. Config lookups: imagenot.demo.plan (imported as demo_plan in rules/common.smk).
+# The demo world: LAION-style metadata shards, the JPEGs their URLs point at, and ground truth.
+
+
+rule demo_world:
+    input:
+        NLTK_DATA,
+    output:
+        shards=expand(
+            "results/demo_world/laion/{shard}.parquet",
+            shard=demo_plan.shard_names(config),
+        ),
+        images=directory("results/demo_world/images"),
+        truth="results/demo_world/truth.parquet",
+        world="results/demo_world/world.json",
+    log:
+        f"{LOGS}/demo_world.log",
+    benchmark:
+        f"{BENCH}/demo_world.tsv"
+    conda:
+        "../envs/curate.yaml"
+    threads: 1
+    resources:
+        mem_mb=mem_mb("light"),
+        runtime=runtime("light"),
+    params:
+        settings=demo_plan.settings_json(config),
+    shell:
+        "imagenot demo-world --nltk-data {input} --out results/demo_world"
+        " --settings '{params.settings}' > {log} 2>&1"

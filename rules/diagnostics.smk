@@ -1,1 +1,240 @@
-# Stage: diagnostics. Config lookups: imagenot.diagnostics.plan (imported as diagnostics_plan in rules/common.smk).
+# Stage: diagnostics (method.md section 3): how a contrast dataset differs from its reference.
+# Config lookups: imagenot.diagnostics.plan (imported as diagnostics_plan in rules/common.smk).
+# WordNet subjects are dataset names or list-{name} for the class lists named in config.
+
+
+rule diagnostics_wordnet_stats:
+    input:
+        classes=lambda wc: diagnostics_plan.class_list_file(config, wc.subject),
+        reference=diagnostics_plan.reference_classes_input(config),
+        nltk_data=NLTK_DATA,
+    output:
+        stats=f"{RESULTS}/diagnostics/{{subject,[a-z][a-z0-9_-]*}}/wordnet_stats.json",
+        per_class=f"{RESULTS}/diagnostics/{{subject}}/wordnet_classes.parquet",
+    log:
+        f"{LOGS}/diagnostics_wordnet_stats/{{subject}}.log",
+    benchmark:
+        f"{BENCH}/diagnostics_wordnet_stats/{{subject}}.tsv"
+    conda:
+        "../envs/curate.yaml"
+    threads: 1
+    resources:
+        mem_mb=mem_mb("light"),
+        runtime=runtime("light"),
+    params:
+        reference=diagnostics_plan.reference_classes_option(config),
+    shell:
+        "imagenot wordnet-stats --classes {input.classes} {params.reference}"
+        " --nltk-data {input.nltk_data} --out {output.stats}"
+        " --per-class {output.per_class} > {log} 2>&1"
+
+
+rule diagnostics_caption_stats:
+    input:
+        classes=f"{RESULTS}/curate/{{dataset}}/classes.parquet",
+        selection=f"{RESULTS}/curate/{{dataset}}/selection.parquet",
+    output:
+        f"{RESULTS}/diagnostics/{{dataset}}/caption_similarity.json",
+    log:
+        f"{LOGS}/diagnostics_caption_stats/{{dataset}}.log",
+    benchmark:
+        f"{BENCH}/diagnostics_caption_stats/{{dataset}}.tsv"
+    conda:
+        "../envs/analyse.yaml"
+    threads: 1
+    resources:
+        mem_mb=mem_mb("light"),
+        runtime=runtime("light"),
+    params:
+        curate_dir=lambda wc: f"{RESULTS}/curate/{wc.dataset}",
+    shell:
+        "imagenot caption-similarity-stats --curate-dir {params.curate_dir}"
+        " --out {output} > {log} 2>&1"
+
+
+rule diagnostics_embed_images:
+    input:
+        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
+        classes=f"{RESULTS}/datasets/{{dataset}}/classes.txt",
+        checkpoint=diagnostics_plan.encoder_checkpoint(config),
+    output:
+        f"{RESULTS}/diagnostics/{{dataset}}/image_embeddings.npz",
+    log:
+        f"{LOGS}/diagnostics_embed_images/{{dataset}}.log",
+    benchmark:
+        f"{BENCH}/diagnostics_embed_images/{{dataset}}.tsv"
+    conda:
+        "../envs/train.yaml"
+    threads: 2
+    resources:
+        mem_mb=mem_mb("medium"),
+        runtime=runtime("medium"),
+        gpu=gpus(),
+    params:
+        dataset_dir=lambda wc: f"{RESULTS}/datasets/{wc.dataset}",
+        encoder=diagnostics_plan.encoder_options(config),
+        images=diagnostics_plan.image_options(config),
+        identity=diagnostics_plan.encoder_description(config),
+    shell:
+        "imagenot embed-images --dataset-dir {params.dataset_dir} {params.encoder}"
+        " {params.images} --workers {threads} --out {output} > {log} 2>&1"
+
+
+rule diagnostics_image_similarity:
+    input:
+        f"{RESULTS}/diagnostics/{{dataset}}/image_embeddings.npz",
+    output:
+        stats=f"{RESULTS}/diagnostics/{{dataset}}/image_similarity.json",
+        per_class=f"{RESULTS}/diagnostics/{{dataset}}/image_similarity.parquet",
+    log:
+        f"{LOGS}/diagnostics_image_similarity/{{dataset}}.log",
+    benchmark:
+        f"{BENCH}/diagnostics_image_similarity/{{dataset}}.tsv"
+    conda:
+        "../envs/analyse.yaml"
+    threads: 1
+    resources:
+        mem_mb=mem_mb("light"),
+        runtime=runtime("light"),
+    shell:
+        "imagenot image-similarity --embeddings {input} --out-json {output.stats}"
+        " --out-table {output.per_class} > {log} 2>&1"
+
+
+rule diagnostics_figure_class_depth:
+    input:
+        diagnostics_plan.wordnet_figure_inputs(config),
+    output:
+        pdf=f"{RESULTS}/figures/diagnostics_class_depth.pdf",
+        png=report(
+            f"{RESULTS}/figures/diagnostics_class_depth.png",
+            caption="../report/diagnostics_class_depth.rst",
+            category="Diagnostics",
+        ),
+    log:
+        f"{LOGS}/diagnostics_figure_class_depth.log",
+    benchmark:
+        f"{BENCH}/diagnostics_figure_class_depth.tsv"
+    conda:
+        "../envs/analyse.yaml"
+    threads: 1
+    resources:
+        mem_mb=mem_mb("light"),
+        runtime=runtime("light"),
+    params:
+        inputs=diagnostics_plan.wordnet_figure_args(config),
+        reference=diagnostics_plan.reference_label(config),
+    shell:
+        "imagenot diagnostics-figure class_depth {params.inputs}"
+        " --reference-name {params.reference} --pdf {output.pdf} --png {output.png}"
+        " > {log} 2>&1"
+
+
+rule diagnostics_figure_siblings:
+    input:
+        diagnostics_plan.wordnet_figure_inputs(config),
+    output:
+        pdf=f"{RESULTS}/figures/diagnostics_siblings.pdf",
+        png=report(
+            f"{RESULTS}/figures/diagnostics_siblings.png",
+            caption="../report/diagnostics_siblings.rst",
+            category="Diagnostics",
+        ),
+    log:
+        f"{LOGS}/diagnostics_figure_siblings.log",
+    benchmark:
+        f"{BENCH}/diagnostics_figure_siblings.tsv"
+    conda:
+        "../envs/analyse.yaml"
+    threads: 1
+    resources:
+        mem_mb=mem_mb("light"),
+        runtime=runtime("light"),
+    params:
+        inputs=diagnostics_plan.wordnet_figure_args(config),
+        reference=diagnostics_plan.reference_label(config),
+    shell:
+        "imagenot diagnostics-figure siblings {params.inputs}"
+        " --reference-name {params.reference} --pdf {output.pdf} --png {output.png}"
+        " > {log} 2>&1"
+
+
+rule diagnostics_figure_caption_similarity:
+    input:
+        diagnostics_plan.caption_figure_inputs(config),
+    output:
+        pdf=f"{RESULTS}/figures/diagnostics_caption_similarity.pdf",
+        png=report(
+            f"{RESULTS}/figures/diagnostics_caption_similarity.png",
+            caption="../report/diagnostics_caption_similarity.rst",
+            category="Diagnostics",
+        ),
+    log:
+        f"{LOGS}/diagnostics_figure_caption_similarity.log",
+    benchmark:
+        f"{BENCH}/diagnostics_figure_caption_similarity.tsv"
+    conda:
+        "../envs/analyse.yaml"
+    threads: 1
+    resources:
+        mem_mb=mem_mb("light"),
+        runtime=runtime("light"),
+    params:
+        inputs=diagnostics_plan.caption_figure_args(config),
+    shell:
+        "imagenot diagnostics-figure caption_similarity {params.inputs}"
+        " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+
+
+rule diagnostics_figure_image_similarity:
+    input:
+        diagnostics_plan.image_figure_inputs(config),
+    output:
+        pdf=f"{RESULTS}/figures/diagnostics_image_similarity.pdf",
+        png=report(
+            f"{RESULTS}/figures/diagnostics_image_similarity.png",
+            caption="../report/diagnostics_image_similarity.rst",
+            category="Diagnostics",
+        ),
+    log:
+        f"{LOGS}/diagnostics_figure_image_similarity.log",
+    benchmark:
+        f"{BENCH}/diagnostics_figure_image_similarity.tsv"
+    conda:
+        "../envs/analyse.yaml"
+    threads: 1
+    resources:
+        mem_mb=mem_mb("light"),
+        runtime=runtime("light"),
+    params:
+        inputs=diagnostics_plan.image_figure_args(config),
+    shell:
+        "imagenot diagnostics-figure image_similarity {params.inputs}"
+        " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+
+
+rule diagnostics_table:
+    input:
+        unpack(lambda wc: diagnostics_plan.table_inputs(config, wc.subject)),
+    output:
+        csv=report(
+            f"{RESULTS}/tables/diagnostics_{{subject,[a-z][a-z0-9_-]*}}.csv",
+            caption="../report/diagnostics_table.rst",
+            category="Diagnostics",
+        ),
+        md=f"{RESULTS}/tables/diagnostics_{{subject}}.md",
+    log:
+        f"{LOGS}/diagnostics_table/{{subject}}.log",
+    benchmark:
+        f"{BENCH}/diagnostics_table/{{subject}}.tsv"
+    conda:
+        "../envs/analyse.yaml"
+    threads: 1
+    resources:
+        mem_mb=mem_mb("light"),
+        runtime=runtime("light"),
+    params:
+        options=lambda wc: diagnostics_plan.table_options(config, wc.subject),
+    shell:
+        "imagenot diagnostics-table {params.options} --csv {output.csv} --md {output.md}"
+        " > {log} 2>&1"

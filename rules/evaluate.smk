@@ -1,1 +1,33 @@
 # Stage: evaluate. Config lookups: imagenot.evaluate.plan (imported as evaluate_plan in rules/common.smk).
+# Each final run of the train stage, on its dataset's test split, under the 17 test-time
+# transformations of method section 6 (parameters: the `evaluate` config section).
+
+
+rule evaluate_robustness:
+    input:
+        model=f"{RESULTS}/train/{{dataset}}/{{protocol}}/{{model}}/final/seed-{{seed}}/model.safetensors",
+        result=f"{RESULTS}/train/{{dataset}}/{{protocol}}/{{model}}/final/seed-{{seed}}/result.json",
+        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
+    output:
+        robustness=f"{RESULTS}/evaluate/{{dataset}}/{{protocol}}/{{model}}/seed-{{seed}}/robustness.parquet",
+        per_image=f"{RESULTS}/evaluate/{{dataset}}/{{protocol}}/{{model}}/seed-{{seed}}/per_image.parquet",
+    log:
+        f"{LOGS}/evaluate_robustness/{{dataset}}/{{protocol}}/{{model}}/seed-{{seed}}.log",
+    benchmark:
+        f"{BENCH}/evaluate_robustness/{{dataset}}/{{protocol}}/{{model}}/seed-{{seed}}.tsv"
+    wildcard_constraints:
+        protocol="[a-z0-9_]+(-[a-z0-9_]+)?",
+    conda:
+        "../envs/train.yaml"
+    threads: 4
+    resources:
+        mem_mb=mem_mb("gpu"),
+        runtime=runtime("gpu"),
+        gpu=gpus(),
+    params:
+        dataset_dir=lambda wc: evaluate_plan.dataset_dir(wc.dataset),
+        settings=evaluate_plan.settings_json(config),
+    shell:
+        "imagenot evaluate-robustness {input.model} --dataset-dir {params.dataset_dir}"
+        " --robustness {output.robustness} --per-image {output.per_image}"
+        " --settings {params.settings:q} --threads {threads} > {log} 2>&1"

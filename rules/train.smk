@@ -1,1 +1,187 @@
 # Stage: train. Config lookups: imagenot.train.plan (imported as train_plan in rules/common.smk).
+# Per dataset x protocol x model: pre-registered trials, one job per trial (per halving rung),
+# selection of the best trial, and its retraining with each configured seed.
+
+TRAIN_RUN = f"{RESULTS}/train/{{dataset}}/{{protocol}}/{{model}}"
+TRAIN_WC = "{dataset}/{protocol}/{model}"
+
+
+rule train_draw_trials:
+    output:
+        f"{TRAIN_RUN}/trials.parquet",
+    log:
+        f"{LOGS}/train_draw_trials/{TRAIN_WC}.log",
+    benchmark:
+        f"{BENCH}/train_draw_trials/{TRAIN_WC}.tsv"
+    wildcard_constraints:
+        protocol="st|(ft|tl)-[a-z][a-z0-9_]*",
+    conda:
+        "../envs/train.yaml"
+    threads: 1
+    resources:
+        mem_mb=mem_mb("light"),
+        runtime=runtime("light"),
+    params:
+        options=lambda wc: train_plan.draw_options(config, wc.dataset, wc.protocol),
+    shell:
+        "imagenot train-draw-trials --model {wildcards.model} {params.options} "
+        "--out {output} > {log} 2>&1"
+
+
+rule train_trial_rung:
+    input:
+        trials=f"{TRAIN_RUN}/trials.parquet",
+        data=lambda wc: train_plan.dataset_inputs(wc.dataset),
+        init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
+        previous=lambda wc: train_plan.previous_rung(
+            config, wc.dataset, wc.protocol, wc.model, wc.trial, wc.rung
+        ),
+    output:
+        f"{TRAIN_RUN}/trial-{{trial}}/rung-{{rung}}.json",
+    log:
+        f"{LOGS}/train_trial_rung/{TRAIN_WC}/{{trial}}-{{rung}}.log",
+    benchmark:
+        f"{BENCH}/train_trial_rung/{TRAIN_WC}/{{trial}}-{{rung}}.tsv"
+    wildcard_constraints:
+        protocol="st|(ft|tl)-[a-z][a-z0-9_]*",
+        trial="[0-9]+",
+        rung="[0-9]+",
+    conda:
+        "../envs/train.yaml"
+    threads: 1
+    resources:
+        mem_mb=mem_mb("gpu"),
+        runtime=runtime("gpu"),
+        gpu=gpus(),
+    params:
+        job=lambda wc: train_plan.job_options(config, wc.dataset, wc.protocol, wc.model),
+        epochs=lambda wc: train_plan.rung_epochs(
+            config, wc.dataset, wc.protocol, wc.rung
+        ),
+        promoted=lambda wc: train_plan.promoted_option(
+            config, wc.dataset, wc.protocol, wc.model, wc.trial, wc.rung
+        ),
+        data=f"{RESULTS}/datasets/{{dataset}}",
+    shell:
+        "imagenot train-trial {params.job} --dataset-dir {params.data} --trials {input.trials} "
+        "--trial {wildcards.trial} --rung-epochs {params.epochs} {params.promoted} "
+        "--threads {threads} --out {output} > {log} 2>&1"
+
+
+rule train_halve:
+    input:
+        lambda wc: train_plan.rung_results(
+            config, wc.dataset, wc.protocol, wc.model, wc.rung
+        ),
+    output:
+        f"{TRAIN_RUN}/halving/rung-{{rung}}.json",
+    log:
+        f"{LOGS}/train_halve/{TRAIN_WC}/{{rung}}.log",
+    benchmark:
+        f"{BENCH}/train_halve/{TRAIN_WC}/{{rung}}.tsv"
+    wildcard_constraints:
+        protocol="st|(ft|tl)-[a-z][a-z0-9_]*",
+        rung="[0-9]+",
+    conda:
+        "../envs/train.yaml"
+    threads: 1
+    resources:
+        mem_mb=mem_mb("light"),
+        runtime=runtime("light"),
+    params:
+        eta=lambda wc: train_plan.halving_eta(config, wc.dataset, wc.protocol),
+    shell:
+        "imagenot train-halve {input} --rung {wildcards.rung} --eta {params.eta} "
+        "--out {output} > {log} 2>&1"
+
+
+rule train_trial:
+    input:
+        trials=f"{TRAIN_RUN}/trials.parquet",
+        data=lambda wc: train_plan.dataset_inputs(wc.dataset),
+        init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
+        previous=lambda wc: train_plan.previous_rung(
+            config, wc.dataset, wc.protocol, wc.model, wc.trial
+        ),
+    output:
+        f"{TRAIN_RUN}/trial-{{trial}}/result.json",
+    log:
+        f"{LOGS}/train_trial/{TRAIN_WC}/{{trial}}.log",
+    benchmark:
+        f"{BENCH}/train_trial/{TRAIN_WC}/{{trial}}.tsv"
+    wildcard_constraints:
+        protocol="st|(ft|tl)-[a-z][a-z0-9_]*",
+        trial="[0-9]+",
+    conda:
+        "../envs/train.yaml"
+    threads: 1
+    resources:
+        mem_mb=mem_mb("gpu"),
+        runtime=runtime("gpu"),
+        gpu=gpus(),
+    params:
+        job=lambda wc: train_plan.job_options(config, wc.dataset, wc.protocol, wc.model),
+        promoted=lambda wc: train_plan.promoted_option(
+            config, wc.dataset, wc.protocol, wc.model, wc.trial
+        ),
+        data=f"{RESULTS}/datasets/{{dataset}}",
+    shell:
+        "imagenot train-trial {params.job} --dataset-dir {params.data} --trials {input.trials} "
+        "--trial {wildcards.trial} {params.promoted} --threads {threads} "
+        "--out {output} > {log} 2>&1"
+
+
+rule train_select:
+    input:
+        lambda wc: train_plan.trial_results(config, wc.dataset, wc.protocol, wc.model),
+    output:
+        f"{TRAIN_RUN}/selection.json",
+    log:
+        f"{LOGS}/train_select/{TRAIN_WC}.log",
+    benchmark:
+        f"{BENCH}/train_select/{TRAIN_WC}.tsv"
+    wildcard_constraints:
+        protocol="st|(ft|tl)-[a-z][a-z0-9_]*",
+    conda:
+        "../envs/train.yaml"
+    threads: 1
+    resources:
+        mem_mb=mem_mb("light"),
+        runtime=runtime("light"),
+    shell:
+        "imagenot train-select {input} --out {output} > {log} 2>&1"
+
+
+rule train_final:
+    input:
+        trials=f"{TRAIN_RUN}/trials.parquet",
+        selection=f"{TRAIN_RUN}/selection.json",
+        data=lambda wc: train_plan.dataset_inputs(wc.dataset),
+        init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
+    output:
+        model=f"{TRAIN_RUN}/final/seed-{{seed}}/model.safetensors",
+        result=f"{TRAIN_RUN}/final/seed-{{seed}}/result.json",
+    log:
+        f"{LOGS}/train_final/{TRAIN_WC}/{{seed}}.log",
+    benchmark:
+        f"{BENCH}/train_final/{TRAIN_WC}/{{seed}}.tsv"
+    wildcard_constraints:
+        protocol="st|(ft|tl)-[a-z][a-z0-9_]*",
+    conda:
+        "../envs/train.yaml"
+    threads: 1
+    resources:
+        mem_mb=mem_mb("gpu"),
+        runtime=runtime("gpu"),
+        gpu=gpus(),
+    params:
+        job=lambda wc: train_plan.job_options(config, wc.dataset, wc.protocol, wc.model),
+        data=f"{RESULTS}/datasets/{{dataset}}",
+        out_dir=f"{TRAIN_RUN}/final/seed-{{seed}}",
+        seed=config["seed"],
+    shell:
+        "imagenot train-final {params.job} --dataset-dir {params.data} --trials {input.trials} "
+        "--selection {input.selection} "
+        "--run {wildcards.dataset}/{wildcards.protocol}/{wildcards.model}/{wildcards.seed} "
+        "--master-seed {params.seed} --threads {threads} --out-dir {params.out_dir} "
+        "> {log} 2>&1"

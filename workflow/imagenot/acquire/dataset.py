@@ -55,13 +55,17 @@ class DatasetError(ValueError):
 
 @dataclass(frozen=True)
 class Record:
-    """One image to store: ``jpeg`` must already be an RGB JPEG at the dataset's resolution."""
+    """One image to store: ``jpeg`` is an RGB JPEG at the dataset's resolution, or a callable
+    returning it (read lazily, one image in memory at a time)."""
 
     key: str
     wnid: str
     split: str
-    jpeg: bytes
+    jpeg: bytes | Callable[[], bytes]
     similarity: float | None = None
+
+    def data(self) -> bytes:
+        return self.jpeg() if callable(self.jpeg) else self.jpeg
 
 
 def shard_name(split: str, index: int) -> str:
@@ -79,17 +83,19 @@ def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
     return info
 
 
-def _write_tar(path: Path, members: Sequence[tuple[Record, int]]) -> list[tuple[int, int]]:
-    """Write one shard atomically; return (offset, length) of each record's JPEG data."""
+def write_tar(path: Path, members: Sequence[tuple[Record, int]]) -> list[tuple[int, int, str]]:
+    """Write one shard atomically; return (offset, length, sha256) of each record's JPEG."""
     spans = []
     with (
         atomic_path(path, ".tar") as tmp,
         tarfile.open(tmp, "w", format=tarfile.USTAR_FORMAT) as tar,
     ):
         for rec, label in members:
-            info = _tarinfo(f"{rec.key}.jpg", len(rec.jpeg))
-            tar.addfile(info, io.BytesIO(rec.jpeg))
-            spans.append((info.offset_data, len(rec.jpeg)))
+            data = rec.data()
+            info = _tarinfo(f"{rec.key}.jpg", len(data))
+            header = len(info.tobuf(tarfile.USTAR_FORMAT, tar.encoding, tar.errors))
+            spans.append((tar.offset + header, len(data), sha256_bytes(data)))
+            tar.addfile(info, io.BytesIO(data))
             cls = str(label).encode("ascii")
             tar.addfile(_tarinfo(f"{rec.key}.cls", len(cls)), io.BytesIO(cls))
     return spans
@@ -123,8 +129,8 @@ def write_dataset(
             raise DatasetError(f"record {rec.key!r}: class {rec.wnid!r} is not in the class list")
         if rec.key in seen:
             raise DatasetError(f"record {rec.key!r}: duplicate key")
-        if "/" in rec.key or "." in rec.key:
-            raise DatasetError(f"record {rec.key!r}: keys may not contain '/' or '.'")
+        if "/" in rec.key or "." in rec.key or not 0 < len(rec.key) <= 90:
+            raise DatasetError(f"record {rec.key!r}: keys are 1-90 characters without '/' or '.'")
         seen.add(rec.key)
         by_split[rec.split].append((rec, label_of[rec.wnid]))
 
@@ -136,14 +142,14 @@ def write_dataset(
         for index, start in enumerate(range(0, len(members), shard_size)):
             chunk = members[start : start + shard_size]
             name = shard_name(split, index)
-            spans = _write_tar(out_dir / name, chunk)
+            spans = write_tar(out_dir / name, chunk)
             written.add(name)
-            for (rec, label), (offset, length) in zip(chunk, spans, strict=True):
+            for (rec, label), (offset, length, digest) in zip(chunk, spans, strict=True):
                 columns["key"].append(rec.key)
                 columns["wnid"].append(rec.wnid)
                 columns["label"].append(label)
                 columns["split"].append(split)
-                columns["sha256"].append(sha256_bytes(rec.jpeg))
+                columns["sha256"].append(digest)
                 columns["shard"].append(name)
                 columns["offset"].append(offset)
                 columns["length"].append(length)
@@ -207,8 +213,8 @@ def decode_jpeg(data: bytes):
     return decode_jpeg(buf, mode=ImageReadMode.RGB)
 
 
-class _ShardReader:
-    """Reads byte ranges from shard files, keeping one open descriptor per shard."""
+class ShardReader:
+    """Reads byte ranges from files under ``root`` (or absolute paths), one descriptor each."""
 
     def __init__(self, root: Path):
         self.root = root
@@ -259,7 +265,7 @@ class ManifestDataset(Dataset):
         self._shards = table["shard"].to_pylist()
         self._offsets = table["offset"].to_numpy()
         self._lengths = table["length"].to_numpy()
-        self._reader = _ShardReader(self.dataset_dir)
+        self._reader = ShardReader(self.dataset_dir)
 
     def __len__(self) -> int:
         return len(self.keys)

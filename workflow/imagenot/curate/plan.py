@@ -5,7 +5,129 @@ The rule file rules/curate.smk calls these; Snakemake files themselves define no
 
 from __future__ import annotations
 
+import json
+import shlex
+
+RESULTS = "results"
+CURATE = f"{RESULTS}/curate"
+
+
+def laion_datasets(config: dict) -> list[str]:
+    """Datasets built from LAION metadata, in config order."""
+    return [n for n, spec in config.get("datasets", {}).items() if spec["kind"] == "laion"]
+
+
+def shard_files(config: dict) -> list[str]:
+    """File names of the LAION shards (explicit list, else generated from the pattern)."""
+    laion = config["laion"]
+    if laion["shards"]:
+        return list(laion["shards"])
+    return [laion["shard_pattern"].format(i=i) for i in range(laion["n_shards"])]
+
+
+def shard_names(config: dict) -> list[str]:
+    """Shard names: file names without the '.parquet' suffix."""
+    return [f.removesuffix(".parquet") for f in shard_files(config)]
+
+
+def shard_path(config: dict, shard: str) -> str:
+    return f"{config['laion']['dir'].rstrip('/')}/{shard}.parquet"
+
+
+def match_files(config: dict) -> list[str]:
+    return [f"{CURATE}/matches/{s}.parquet" for s in shard_names(config)]
+
+
+def match_stats_files(config: dict) -> list[str]:
+    return [f"{CURATE}/matches/{s}.json" for s in shard_names(config)]
+
+
+def match_args(config: dict) -> str:
+    laion = config["laion"]
+    return f"--batch-rows {laion['batch_rows']} --max-caption-bytes {laion['max_caption_bytes']}"
+
+
+def class_mode(config: dict, dataset: str) -> str:
+    """'discover', 'imagenet' or the path of a class list file."""
+    return config["datasets"][dataset].get("classes", "discover")
+
+
+def class_list_input(config: dict, dataset: str) -> list[str]:
+    """The class list file as a rule input (published-list mode), else nothing."""
+    mode = class_mode(config, dataset)
+    return [] if mode in ("discover", "imagenet") else [mode]
+
+
+def n_classes(config: dict, dataset: str) -> int:
+    return config["datasets"][dataset].get("n_classes", config["curate"]["n_classes"])
+
+
+def images_per_class(config: dict, dataset: str) -> int:
+    return config["datasets"][dataset].get("images_per_class", config["curate"]["images_per_class"])
+
+
+def candidates_args(config: dict, dataset: str) -> str:
+    curate = config["curate"]
+    return " ".join(
+        [
+            f"--classes {shlex.quote(class_mode(config, dataset))}",
+            f"--min-count {curate['min_count']}",
+            f"--query-template {shlex.quote(curate['query_template'])}",
+            f"--nsfw {shlex.quote(json.dumps(curate['nsfw'], sort_keys=True))}",
+        ]
+    )
+
+
+def captions_args(config: dict, shard: str) -> str:
+    max_punsafe = config["laion"]["max_punsafe"]
+    args = f"--shard-name {shlex.quote(shard)}"
+    return args + (f" --max-punsafe {max_punsafe}" if max_punsafe is not None else "")
+
+
+def caption_files(config: dict, dataset: str) -> list[str]:
+    return [f"{CURATE}/{dataset}/captions/{s}.parquet" for s in shard_names(config)]
+
+
+def caption_stats_files(config: dict, dataset: str) -> list[str]:
+    return [f"{CURATE}/{dataset}/captions/{s}.json" for s in shard_names(config)]
+
+
+def embed_args(config: dict) -> str:
+    enc = config["curate"]["encoder"]
+    args = [
+        f"--model {shlex.quote(enc['model'])}",
+        f"--device {enc['device']}",
+        f"--precision {enc['precision']}",
+        f"--batch-size {enc['batch_size']}",
+        f"--max-seq-length {enc['max_seq_length']}",
+        f"--chunk-size {enc['chunk_size']}",
+    ]
+    if enc["local_path"]:
+        args.append(f"--local-path {shlex.quote(enc['local_path'])}")
+    return " ".join(args)
+
+
+def select_args(config: dict, dataset: str) -> str:
+    curate = config["curate"]
+    args = [
+        f"--top-n {curate['top_n']}",
+        f"--images-per-class {images_per_class(config, dataset)}",
+        f"--oversample {curate['oversample']}",
+    ]
+    listed = class_mode(config, dataset) not in ("discover", "imagenet")
+    if not listed or curate["apply_threshold_to_lists"]:
+        args += [f"--threshold {curate['threshold']}", f"--n-classes {n_classes(config, dataset)}"]
+    return " ".join(args)
+
+
+def dataset_outputs(dataset: str) -> list[str]:
+    """The contract outputs of one LAION-built dataset."""
+    return [
+        f"{CURATE}/{dataset}/{name}"
+        for name in ("classes.parquet", "selection.parquet", "audit.parquet", "funnel.csv")
+    ]
+
 
 def targets(config: dict) -> list[str]:
     """Final outputs of this stage for ``rule all``."""
-    return []
+    return [path for dataset in laion_datasets(config) for path in dataset_outputs(dataset)]

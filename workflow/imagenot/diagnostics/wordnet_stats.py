@@ -220,9 +220,7 @@ def compare(classes: Sequence, reference: Sequence) -> dict:
 
 def n_siblings(synset) -> int:
     """WordNet siblings of a class: other hyponyms (instance ones included) of its parents."""
-    siblings = {
-        h for p in direct_hypernyms(synset) for h in p.hyponyms() + p.instance_hyponyms()
-    }
+    siblings = {h for p in direct_hypernyms(synset) for h in p.hyponyms() + p.instance_hyponyms()}
     siblings.discard(synset)
     return len(siblings)
 

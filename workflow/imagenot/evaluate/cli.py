@@ -3,7 +3,52 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add this stage's subcommands (none yet)."""
+    """Add this stage's subcommands."""
+    p = subparsers.add_parser(
+        "evaluate-robustness",
+        help="evaluate a final checkpoint under the 17 test-time transformations",
+        description=(
+            "Decode each test image once, apply the 17 transformations (randomness seeded per "
+            "image) on batched tensors and write robustness.parquet and per_image.parquet."
+        ),
+    )
+    p.add_argument("model", help=".../final/seed-{seed}/model.safetensors (result.json beside it)")
+    p.add_argument("--dataset-dir", required=True, help="materialised dataset directory")
+    p.add_argument("--robustness", required=True, help="output: per-transformation parquet")
+    p.add_argument("--per-image", required=True, help="output: per-image parquet")
+    p.add_argument(
+        "--settings",
+        default="{}",
+        help="JSON of the resolved `evaluate` config section (imagenot.evaluate.plan.settings)",
+    )
+    p.add_argument("--device", default="auto", help="torch device; auto = GPU when there is one")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads (torch and decoding)")
+    p.set_defaults(func=_evaluate_robustness)
+
+
+def _evaluate_robustness(args: argparse.Namespace) -> None:
+    import torch
+
+    from imagenot.evaluate.metrics import robust_accuracy
+    from imagenot.evaluate.robustness import Settings, evaluate_checkpoint
+
+    torch.set_num_threads(max(1, args.threads))
+    raw = json.loads(args.settings)
+    settings = Settings.from_mapping(raw)
+    table = evaluate_checkpoint(
+        args.model,
+        args.dataset_dir,
+        settings,
+        args.robustness,
+        args.per_image,
+        device=args.device,
+        workers=max(0, args.threads - 1),
+        split=raw.get("split", "test"),
+    )
+    for row in table.to_pylist():
+        print(f"{row['transform']:>16}: top-1 {row['top1']:6.2f}%  top-5 {row['top5']:6.2f}%")
+    print(f"{'Robust':>16}: top-1 {robust_accuracy(table['top1'].to_pylist()):6.2f}%")

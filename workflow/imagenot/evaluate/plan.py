@@ -5,13 +5,48 @@ The rule file rules/evaluate.smk calls these; Snakemake files themselves define 
 
 from __future__ import annotations
 
+import json
 
-def targets(config: dict) -> list[str]:
-    """Final outputs of this stage for ``rule all``."""
-    return []
+from imagenot.train import plan as train_plan
+
+RESULTS = "results"
+RUN_DIR = "{dataset}/{protocol}/{model}/seed-{seed}"
+
+
+def run_dir(run: dict) -> str:
+    """``results/evaluate/{dataset}/{protocol}/{model}/seed-{seed}`` of one final run."""
+    return f"{RESULTS}/evaluate/" + RUN_DIR.format(**run)
 
 
 def robustness_files(config: dict) -> list[str]:
     """``results/evaluate/{dataset}/{protocol}/{model}/seed-{seed}/robustness.parquet`` for
     every final run (see ``imagenot.train.plan.final_runs``)."""
-    return []
+    return [f"{run_dir(run)}/robustness.parquet" for run in train_plan.final_runs(config)]
+
+
+def per_image_files(config: dict) -> list[str]:
+    """The per-image results beside each ``robustness.parquet``."""
+    return [f"{run_dir(run)}/per_image.parquet" for run in train_plan.final_runs(config)]
+
+
+def targets(config: dict) -> list[str]:
+    """Final outputs of this stage for ``rule all``."""
+    return robustness_files(config)
+
+
+def settings(config: dict) -> dict:
+    """The ``evaluate`` section with its seed resolved (null = the top-level seed)."""
+    section = dict(config.get("evaluate", {}))
+    if section.get("seed") is None:
+        section["seed"] = int(config.get("seed", 0))
+    return section
+
+
+def settings_json(config: dict) -> str:
+    """:func:`settings` as compact, key-sorted JSON (the rule's ``--settings`` argument)."""
+    return json.dumps(settings(config), sort_keys=True, separators=(",", ":"))
+
+
+def dataset_dir(dataset: str) -> str:
+    """The materialised dataset a run is evaluated on (``results/datasets/{dataset}``)."""
+    return f"{RESULTS}/datasets/{dataset}"

@@ -1,9 +1,95 @@
-"""`imagenot` subcommands of the train stage."""
+"""`imagenot` subcommands of the train stage (one per rule; torch is imported in handlers)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
+
+
+def _job(text: str) -> dict:
+    return json.loads(text)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add this stage's subcommands (none yet)."""
+    """Add this stage's subcommands."""
+    p = subparsers.add_parser(
+        "train-draw-trials", help="pre-register and draw an experiment's trials"
+    )
+    p.add_argument("--experiment", required=True, help="{dataset}/{protocol}")
+    p.add_argument("--model", required=True)
+    p.add_argument("--definition", required=True, type=json.loads, help="space as JSON")
+    p.add_argument("--amendments", default="[]", type=json.loads, help="amendments as JSON")
+    p.add_argument("--record", required=True, type=Path, help="preregistration.json")
+    p.add_argument("--out", required=True, type=Path, help="trials.parquet")
+    p.set_defaults(func=_draw)
+
+    p = subparsers.add_parser("train-trial", help="train one trial (to a halving rung or the end)")
+    _common(p)
+    p.add_argument("--trials", required=True, type=Path)
+    p.add_argument("--trial", required=True, type=int)
+    p.add_argument("--rung-epochs", type=int, default=None, help="stop at this epoch (a rung)")
+    p.add_argument("--promoted", type=Path, default=None, help="previous rung's decision")
+    p.add_argument("--out", required=True, type=Path, help="result JSON")
+    p.set_defaults(func=_trial)
+
+    p = subparsers.add_parser("train-halve", help="successive halving: promote the best trials")
+    p.add_argument("results", nargs="+", type=Path, help="the rung's trial results")
+    p.add_argument("--rung", required=True, type=int)
+    p.add_argument("--eta", required=True, type=int)
+    p.add_argument("--out", required=True, type=Path)
+    p.set_defaults(func=_halve)
+
+    p = subparsers.add_parser("train-select", help="pick the best trial by validation accuracy")
+    p.add_argument("results", nargs="+", type=Path)
+    p.add_argument("--out", required=True, type=Path)
+    p.set_defaults(func=_select)
+
+    p = subparsers.add_parser("train-final", help="retrain the selected trial with one seed")
+    _common(p)
+    p.add_argument("--trials", required=True, type=Path)
+    p.add_argument("--selection", required=True, type=Path)
+    p.add_argument("--run", required=True, help="dataset/protocol/model/seed")
+    p.add_argument("--master-seed", required=True, type=int)
+    p.add_argument("--out-dir", required=True, type=Path)
+    p.set_defaults(func=_final)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--job", required=True, type=_job, help="job settings as JSON (from the plan)")
+    p.add_argument("--dataset-dir", required=True, type=Path)
+    p.add_argument("--threads", type=int, default=1)
+
+
+def _lazy():
+    from imagenot.train import jobs
+
+    return jobs
+
+
+def _draw(a: argparse.Namespace) -> None:
+    _lazy().draw(a.definition, a.experiment, a.model, a.record, a.amendments, a.out)
+
+
+def _halve(a: argparse.Namespace) -> None:
+    decision = _lazy().halve(a.results, a.rung, a.eta, a.out)
+    print(f"rung {a.rung}: promoted trials {decision['promoted']}")
+
+
+def _select(a: argparse.Namespace) -> None:
+    selection = _lazy().select(a.results, a.out)
+    print(f"best trial {selection['trial']}: val accuracy {selection['val_accuracy']:.2f}%")
+
+
+def _trial(a: argparse.Namespace) -> None:
+    settings = {**a.job, "threads": a.threads}
+    _lazy().run_trial(settings, a.dataset_dir, a.trials, a.trial, a.out, a.rung_epochs, a.promoted)
+
+
+def _final(a: argparse.Namespace) -> None:
+    dataset, protocol, model, seed = a.run.split("/")
+    run = {"dataset": dataset, "protocol": protocol, "model": model}
+    settings = {**a.job, "threads": a.threads}
+    _lazy().run_final(
+        settings, a.dataset_dir, a.trials, a.selection, int(seed), run, a.master_seed, a.out_dir
+    )

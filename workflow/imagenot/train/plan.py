@@ -1,18 +1,227 @@
 """Config lookups for the train stage's rules (pure functions of the workflow config).
 
 The rule file rules/train.smk calls these; Snakemake files themselves define no functions.
+Layout: ``results/train/{dataset}/{protocol}/{model}/`` holds ``trials.parquet``,
+``trial-{trial}/`` (``rung-{k}.json`` per halving rung, ``result.json``, ``metrics.csv``),
+``halving/rung-{k}.json``, ``selection.json`` and ``final/seed-{seed}/``.
 """
 
 from __future__ import annotations
 
+import json
+import shlex
 
-def targets(config: dict) -> list[str]:
-    """Final outputs of this stage for ``rule all``."""
-    return []
+from imagenot.config import ConfigError
+from imagenot.train.registry import MODELS, RegistryError, check_input_size
+from imagenot.train.search import SearchError, check_space, rungs
+
+RESULTS = "results"
+TRAIN = f"{RESULTS}/train"
+PREREGISTRATION = f"{TRAIN}/preregistration.json"
+TORCHVISION = "torchvision"
+
+
+def check(config: dict) -> None:
+    """Cross-key checks the schema cannot express; raise ConfigError naming the key."""
+    train = config["train"]
+    for model in train["models"]:
+        try:
+            check_input_size(model, train["image_size"])
+        except RegistryError as exc:
+            raise ConfigError(f"config key train.image_size: {exc}") from None
+    st = {e["dataset"] for e in train["experiments"] if e["protocol"] == "st"}
+    for i, exp in enumerate(train["experiments"]):
+        where = f"train.experiments.{i}"
+        if exp["dataset"] not in config["datasets"]:
+            raise ConfigError(
+                f"config key {where}.dataset: {exp['dataset']!r} is not a configured dataset; "
+                f"allowed values: {sorted(config['datasets'])}"
+            )
+        if exp["space"] not in train["spaces"]:
+            raise ConfigError(
+                f"config key {where}.space: {exp['space']!r} is not defined; allowed values: "
+                f"{sorted(train['spaces'])}"
+            )
+        source = _source(exp["protocol"])
+        if source and source != TORCHVISION and source not in st:
+            raise ConfigError(
+                f"config key {where}.protocol: source {source!r} has no st experiment; allowed "
+                f"sources: {sorted(st | {TORCHVISION})}"
+            )
+    for name, space in train["spaces"].items():
+        try:
+            check_space(space["hyperparameters"], f"train.spaces.{name}.hyperparameters")
+        except SearchError as exc:
+            raise ConfigError(f"config key {exc}") from None
+        for model in space["batch_size_overrides"]:
+            if model not in MODELS:
+                raise ConfigError(
+                    f"config key train.spaces.{name}.batch_size_overrides: {model!r} is not in "
+                    f"the registry; allowed values: {sorted(MODELS)}"
+                )
+    known = {f"{e['dataset']}/{e['protocol']}" for e in train["experiments"]}
+    for i, amendment in enumerate(train["amendments"]):
+        if amendment["experiment"] not in known or amendment["model"] not in train["models"]:
+            raise ConfigError(
+                f"config key train.amendments.{i}: experiment must be one of {sorted(known)} "
+                f"and model one of {train['models']}"
+            )
+
+
+def _source(protocol: str) -> str | None:
+    return None if protocol == "st" else protocol.split("-", 1)[1]
+
+
+def experiments(config: dict) -> list[dict]:
+    """The configured experiments (validated)."""
+    check(config)
+    return config["train"]["experiments"]
+
+
+def space(config: dict, dataset: str, protocol: str) -> dict:
+    """The search space of an experiment."""
+    for exp in config["train"]["experiments"]:
+        if (exp["dataset"], exp["protocol"]) == (dataset, protocol):
+            return config["train"]["spaces"][exp["space"]]
+    raise ConfigError(f"no train.experiments entry for dataset {dataset!r}, protocol {protocol!r}")
+
+
+def run_dir(dataset: str, protocol: str, model: str) -> str:
+    return f"{TRAIN}/{dataset}/{protocol}/{model}"
+
+
+def trial_ids(config: dict, dataset: str, protocol: str) -> list[int]:
+    return list(range(space(config, dataset, protocol)["budget"]))
+
+
+def rung_ids(config: dict, dataset: str, protocol: str) -> list[int]:
+    """Indices of the halving rungs before the final one ([] when halving is off)."""
+    return list(range(len(rungs(space(config, dataset, protocol)))))
+
+
+def definition(config: dict, dataset: str, protocol: str) -> dict:
+    """What is pre-registered for an experiment: its space, budgets, seeds and master seed."""
+    return {"seed": config["seed"], **space(config, dataset, protocol)}
+
+
+def draw_options(config: dict, dataset: str, protocol: str) -> str:
+    """Shell options of the trials-drawing job (definition and amendments, quoted JSON)."""
+    experiment = f"{dataset}/{protocol}"
+    amendments = [a for a in config["train"]["amendments"] if a["experiment"] == experiment]
+    return (
+        f"--experiment {experiment} --record {PREREGISTRATION} "
+        f"--definition {shlex.quote(json.dumps(definition(config, dataset, protocol)))} "
+        f"--amendments {shlex.quote(json.dumps(amendments))}"
+    )
+
+
+def _device(config: dict) -> str:
+    wanted = config["train"]["device"]
+    if wanted != "auto":
+        return wanted
+    return "cuda" if config["resources"]["gpus"] > 0 else "cpu"
+
+
+def init_weights(config: dict, protocol: str, model: str) -> list[str]:
+    """The weights file an FT/TL run starts from ([] for st)."""
+    source = _source(protocol)
+    if source is None:
+        return []
+    if source == TORCHVISION:
+        from imagenot.train.registry import get_spec, torchvision_weights_filename
+
+        weights = config["train"]["weights"].get(model) or get_spec(model).weights
+        if weights is None or not config["train"]["weights_dir"]:
+            raise ConfigError(
+                f"config key train.weights_dir: protocol {protocol} needs published weights of "
+                f"{model!r} in a local directory (registry weights: {weights})"
+            )
+        return [f"{config['train']['weights_dir']}/{torchvision_weights_filename(weights)}"]
+    seed = space(config, source, "st")["seeds"][0]
+    return [f"{run_dir(source, 'st', model)}/final/seed-{seed}/model.safetensors"]
+
+
+def job_options(config: dict, dataset: str, protocol: str, model: str) -> str:
+    """Shell option ``--job`` with the job settings as quoted JSON."""
+    train, sp = config["train"], space(config, dataset, protocol)
+    init = init_weights(config, protocol, model)
+    job = {
+        "model": model,
+        "image_size": train["image_size"],
+        "batch_size": sp["batch_size_overrides"].get(model, sp["batch_size"]),
+        "max_epochs": sp["max_epochs"],
+        "patience": sp["patience"],
+        "trainable": "head" if protocol.startswith("tl-") else "all",
+        "init": init[0] if init else None,
+        "eval_batch_size": train["eval_batch_size"],
+        "device": _device(config),
+        "compile": train["compile"],
+        "deterministic": train["deterministic"],
+        "in_memory": train["in_memory"],
+        "num_workers": train["num_workers"],
+    }
+    return f"--job {shlex.quote(json.dumps(job, sort_keys=True))}"
+
+
+def dataset_inputs(dataset: str) -> list[str]:
+    """The materialised dataset's manifest and fingerprint (acquire's outputs)."""
+    return [
+        f"{RESULTS}/datasets/{dataset}/manifest.parquet",
+        f"{RESULTS}/datasets/{dataset}/fingerprint.txt",
+    ]
+
+
+def rung_epochs(config: dict, dataset: str, protocol: str, rung: int) -> int:
+    return rungs(space(config, dataset, protocol))[int(rung)]
+
+
+def previous_rung(
+    config: dict, dataset: str, protocol: str, model: str, trial, rung=None
+) -> list[str]:
+    """Inputs a trial needs from the rung before ``rung`` (None: the final stage)."""
+    n = len(rung_ids(config, dataset, protocol))
+    before = n - 1 if rung is None else int(rung) - 1
+    if before < 0:
+        return []
+    base = run_dir(dataset, protocol, model)
+    return [f"{base}/halving/rung-{before}.json", f"{base}/trial-{trial}/rung-{before}.json"]
+
+
+def promoted_option(config: dict, dataset: str, protocol: str, model: str, trial, rung=None) -> str:
+    files = previous_rung(config, dataset, protocol, model, trial, rung)
+    return f"--promoted {files[0]}" if files else ""
+
+
+def rung_results(config: dict, dataset: str, protocol: str, model: str, rung) -> list[str]:
+    base = run_dir(dataset, protocol, model)
+    return [f"{base}/trial-{t}/rung-{rung}.json" for t in trial_ids(config, dataset, protocol)]
+
+
+def halving_eta(config: dict, dataset: str, protocol: str) -> int:
+    return space(config, dataset, protocol)["halving"]["eta"]
+
+
+def trial_results(config: dict, dataset: str, protocol: str, model: str) -> list[str]:
+    base = run_dir(dataset, protocol, model)
+    return [f"{base}/trial-{t}/result.json" for t in trial_ids(config, dataset, protocol)]
 
 
 def final_runs(config: dict) -> list[dict]:
     """Every final (retrained-best) run the workflow makes: dicts with keys ``dataset``,
     ``protocol``, ``model``, ``seed``; their outputs are
     ``results/train/{dataset}/{protocol}/{model}/final/seed-{seed}/model.safetensors``."""
-    return []
+    return [
+        {"dataset": e["dataset"], "protocol": e["protocol"], "model": m, "seed": s}
+        for e in experiments(config)
+        for m in config["train"]["models"]
+        for s in config["train"]["spaces"][e["space"]]["seeds"]
+    ]
+
+
+def final_dir(run: dict) -> str:
+    return f"{run_dir(run['dataset'], run['protocol'], run['model'])}/final/seed-{run['seed']}"
+
+
+def targets(config: dict) -> list[str]:
+    """Final outputs of this stage for ``rule all``: every final run's result.json."""
+    return [f"{final_dir(run)}/result.json" for run in final_runs(config)]

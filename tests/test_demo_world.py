@@ -1,0 +1,259 @@
+"""The demo world: deterministic bytes, the declared schema, every curation hazard, the images."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+from imagenot.cli import main
+from imagenot.config import ConfigError
+from imagenot.demo import plan
+from imagenot.demo.cli import demo_settings
+from imagenot.demo.world import LAION_SCHEMA, build_world, write_world
+from imagenot.wordnet import imagenet_wnids, lemma_text, synset_of
+
+SMALL = {
+    "enabled": True,
+    "n_shards": 2,
+    "rows_per_shard": 800,
+    "n_survivors": 6,
+    "n_imagenet_classes": 6,
+    "captions_per_class_min": 40,
+    "captions_per_class_max": 60,
+    "captions_per_hazard_class": 20,
+    "rare_captions_max": 5,
+    "n_rare": 22,
+    "two_class_captions": 50,
+    "broken_url_fraction": 0.05,
+    "corrupt_fraction": 0.02,
+    "non_image_fraction": 0.01,
+}
+
+
+def _build(wn, out: Path, seed: int) -> Path:
+    settings = demo_settings(json.dumps(SMALL), seed)
+    write_world(build_world(wn, settings), out, settings)
+    return out
+
+
+@pytest.fixture(scope="module")
+def world_dir(tmp_path_factory, nltk_data) -> Path:
+    """The small world, seed 0, built through the CLI."""
+    out = tmp_path_factory.mktemp("world_a")
+    rc = main(
+        [
+            *("demo-world", "--nltk-data", str(nltk_data), "--out", str(out)),
+            *("--settings", json.dumps(SMALL), "--seed", "0"),
+        ]
+    )
+    assert rc == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def world(world_dir) -> dict:
+    return json.loads((world_dir / "world.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def truth(world_dir) -> list[dict]:
+    return pq.read_table(world_dir / "truth.parquet").to_pylist()
+
+
+@pytest.fixture(scope="module")
+def captions(world_dir, world) -> dict[tuple[str, int], str]:
+    out = {}
+    for shard in world["shards"]:
+        for row, text in enumerate(pq.read_table(world_dir / "laion" / f"{shard}.parquet")["TEXT"]):
+            out[(shard, row)] = text.as_py()
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference_lemmas(wn) -> dict[str, set[str]]:
+    """Reference matcher data: lower-cased noun lemma text (non-alphanumerics as spaces) -> wnids."""
+    out: dict[str, set[str]] = {}
+    for name in wn.all_lemma_names(pos="n"):
+        out.setdefault(_words(lemma_text(name)), set()).add(name)
+    return out
+
+
+def _synsets_named(wn, lemma_names: set[str]) -> set[str]:
+    return {f"n{s.offset():08d}" for name in lemma_names for s in wn.synsets(name, pos="n")}
+
+
+def _words(text: str) -> str:
+    return " ".join("".join(c if c.isalnum() else " " for c in text.lower()).split())
+
+
+def _matched_lemmas(text: str, lemmas: dict[str, set[str]]) -> set[str]:
+    """Every noun lemma occurring in ``text`` on word boundaries, case-insensitively."""
+    padded = f" {_words(text)} "
+    words = padded.split()
+    grams = {" ".join(words[i : i + n]) for n in range(1, 10) for i in range(len(words) - n + 1)}
+    return {g for g in grams if g in lemmas and f" {g} " in padded}
+
+
+def _tree_digest(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_same_seed_is_byte_identical_and_another_seed_differs(world_dir, wn, tmp_path):
+    again = _tree_digest(_build(wn, tmp_path / "again", seed=0))
+    assert again == _tree_digest(world_dir)
+    other = _tree_digest(_build(wn, tmp_path / "other", seed=1))
+    assert other != again
+    for name in ("world.json", "laion/part-00000.parquet", "laion/part-00001.parquet"):
+        assert other[name] != again[name], name
+
+
+def test_shards_have_the_declared_schema_and_plausible_values(world_dir, world):
+    assert (
+        world["shards"] == ["part-00000", "part-00001"] == plan.shard_names({"demo_world": SMALL})
+    )
+    for shard in world["shards"]:
+        path = world_dir / "laion" / f"{shard}.parquet"
+        assert pq.read_schema(path).remove_metadata() == LAION_SCHEMA
+        table = pq.read_table(path)
+        assert table.num_rows == SMALL["rows_per_shard"]
+        assert set(table["WIDTH"].to_pylist()) == {64} == set(table["HEIGHT"].to_pylist())
+        sims = table["similarity"].to_numpy()
+        assert sims.min() > 0.2 and sims.max() < 0.5
+        assert table["hash"].type == pa.int64()
+        urls = table["URL"].to_pylist()
+        assert urls[7] == f"http://demo-world.invalid/{shard}/000007.jpg"
+    assert world["punsafe_over_0_5"] > 0
+
+
+def test_imagenet_and_lemma_sharing_classes(world, wn):
+    hazards = world["hazards"]
+    imagenet = set(imagenet_wnids())
+    assert len(hazards["imagenet_classes"]) == SMALL["n_imagenet_classes"]
+    assert set(hazards["imagenet_classes"]) <= imagenet
+    for sid in hazards["imagenet_classes"]:
+        assert world["classes"][sid]["n_captions"] >= SMALL["captions_per_class_min"]
+    imagenet_lemmas = {
+        lemma_text(n).lower() for s in imagenet for n in synset_of(wn, s).lemma_names()
+    }
+    assert hazards["shares_imagenet_lemma"]
+    for sid in hazards["shares_imagenet_lemma"]:
+        assert sid not in imagenet
+        lemmas = {lemma_text(n).lower() for n in synset_of(wn, sid).lemma_names()}
+        assert lemmas & imagenet_lemmas, sid
+
+
+def _ancestors(wn, sid: str) -> set[str]:
+    synset = synset_of(wn, sid)
+    ups = synset.closure(lambda s: s.hypernyms() + s.instance_hypernyms())
+    return {f"n{s.offset():08d}" for s in ups}
+
+
+def test_survivors_rare_ancestors_nsfw_low_similarity(world, truth, wn):
+    hazards, classes = world["hazards"], world["classes"]
+    imagenet = set(imagenet_wnids())
+    planted = set(classes)
+    # Step 3: rare synsets have few captions.
+    assert hazards["rare"]
+    assert all(classes[s]["n_captions"] <= SMALL["rare_captions_max"] for s in hazards["rare"])
+    # Step 4: every ancestor is a hypernym of another planted candidate.
+    assert hazards["ancestors"]
+    for sid in hazards["ancestors"]:
+        assert any(sid in _ancestors(wn, other) for other in planted - {sid}), sid
+    # Step 5: class names in an obscenity/vulgarism usage domain.
+    assert hazards["nsfw"]
+    for sid in hazards["nsfw"]:
+        domains = {d.name() for d in synset_of(wn, sid).usage_domains()}
+        assert domains & {"obscenity.n.02", "vulgarism.n.01"}, sid
+    # Step 7: low-similarity synsets only ever appear incidentally.
+    low = set(hazards["low_similarity"])
+    assert low and {t["kind"] for t in truth if t["wnid"] in low} == {"incidental"}
+    # Survivors: not ImageNet, many captions, leaves relative to every other planted synset.
+    survivors = hazards["intended_survivors"]
+    assert len(survivors) == SMALL["n_survivors"]
+    for sid in survivors:
+        assert sid not in imagenet
+        assert classes[sid]["n_captions"] >= SMALL["captions_per_class_min"]
+        assert not any(sid in _ancestors(wn, other) for other in planted), sid
+
+
+def test_caption_kinds_mention_exactly_the_lemmas_they_should(
+    world, truth, captions, reference_lemmas, wn
+):
+    classes = world["classes"]
+    found = set()
+    kinds = {}
+    for t in truth:
+        text = captions[(t["shard"], t["row"])]
+        matched = _matched_lemmas(text, reference_lemmas)
+        kinds[t["kind"]] = kinds.get(t["kind"], 0) + 1
+        for lemma in matched:
+            found |= _synsets_named(wn, reference_lemmas[lemma])
+        if t["kind"] == "no_noun":
+            assert not matched, text
+        elif t["kind"] == "two_class":
+            expected = {classes[t["wnid"]]["lemma"], classes[t["other_wnid"]]["lemma"]}
+            assert matched == expected and t["wnid"] != t["other_wnid"], text
+        else:
+            assert matched == {classes[t["wnid"]]["lemma"]}, text
+    assert kinds["two_class"] == world["two_class_captions"] == SMALL["two_class_captions"]
+    assert kinds["no_noun"] == world["no_noun_captions"] > 0
+    # Method step 1 finds at least 60 candidate synsets in these captions.
+    assert len(found) >= 60
+    assert set(world["hazards"]["shares_imagenet_lemma"]) <= found
+
+
+def test_images_decode_except_the_planted_broken_ones(world_dir, world, truth):
+    images = world_dir / "images"
+    statuses = {}
+    for t in truth:
+        status = t["url_status"]
+        statuses[status] = statuses.get(status, 0) + 1
+        path = images / t["shard"] / f"{t['row']:06d}.jpg"
+        if status == "missing":
+            assert not path.exists()
+            continue
+        if status == "ok":
+            with Image.open(path) as im:
+                im.load()
+                assert im.mode == "RGB" and im.size == (64, 64)
+        else:
+            with pytest.raises(OSError), Image.open(path) as im:
+                im.load()
+    assert statuses == world["url_status"]
+    assert all(statuses.get(s, 0) > 0 for s in ("ok", "missing", "truncated", "non_image"))
+    assert re.match(
+        r"^<!DOCTYPE html>",
+        next(
+            (images / t["shard"] / f"{t['row']:06d}.jpg").read_text()
+            for t in truth
+            if t["url_status"] == "non_image"
+        ),
+    )
+    noisy = [t for t in truth if t["wnid"] and t["image_wnid"] != t["wnid"]]
+    assert len(noisy) == world["label_noise_rows"] > 0
+
+
+def test_plan_lookups():
+    config = {"demo_world": {"enabled": True, "n_shards": 3}}
+    assert plan.shard_names(config) == ["part-00000", "part-00001", "part-00002"]
+    assert plan.targets(config) == ["results/demo_world/world.json"]
+    assert plan.targets({"demo_world": {"enabled": False}}) == []
+    assert json.loads(plan.settings_json(config)) == config["demo_world"]
+
+
+def test_bad_settings_name_the_key():
+    with pytest.raises(ConfigError, match="n_shardz"):
+        demo_settings(json.dumps({"n_shardz": 2}))
+    with pytest.raises(ConfigError, match="label_noise"):
+        demo_settings(json.dumps({"label_noise": 2.0}))

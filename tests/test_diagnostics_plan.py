@@ -1,0 +1,230 @@
+"""Diagnostics config lookups, tables, caption statistics and figures (no WordNet needed)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from imagenot.config import validate_config
+from imagenot.diagnostics import captions, figures, plan, table
+
+DEMO_DATASETS = {
+    "imagenot": {"kind": "laion", "classes": "discover"},
+    "imagenet": {"kind": "laion", "classes": "imagenet"},
+    "fashion_mnist": {"kind": "fashion_mnist", "path": "/x"},
+}
+
+
+def config_with(diagnostics=None, datasets=None, runs=None, monkeypatch=None):
+    config = {"datasets": datasets or DEMO_DATASETS, "diagnostics": diagnostics or {}}
+    validate_config(config)
+    if monkeypatch is not None:
+        monkeypatch.setattr("imagenot.train.plan.final_runs", lambda _c: runs or [])
+    return config
+
+
+def test_defaults_in_the_schema():
+    config = config_with()
+    d = config["diagnostics"]
+    assert d["reference_dataset"] == "imagenet" and d["class_lists"] == {}
+    assert d["encoder"]["kind"] == "backbone"
+    assert d["image_similarity"] == {
+        "split": "test",
+        "max_images_per_class": None,
+        "batch_size": 256,
+    }
+
+
+def test_unknown_key_is_refused():
+    from imagenot.config import ConfigError
+
+    with pytest.raises(ConfigError, match="diagnostics"):
+        config_with({"encodr": {}})
+
+
+def test_demo_targets_without_a_trained_backbone(monkeypatch):
+    config = config_with(monkeypatch=monkeypatch)
+    assert plan.contrast_datasets(config) == ["imagenot"]
+    assert plan.caption_datasets(config) == ["imagenot", "imagenet"]
+    assert plan.image_datasets(config) == []  # no final run to take a backbone from
+    targets = plan.targets(config)
+    assert "results/diagnostics/imagenot/wordnet_stats.json" in targets
+    assert "results/tables/diagnostics_imagenot.md" in targets
+    assert "results/figures/diagnostics_caption_similarity.png" in targets
+    assert not any("image_similarity" in t for t in targets)
+
+
+def test_backbone_encoder_is_taken_from_the_final_runs(monkeypatch):
+    runs = [
+        {"dataset": "imagenot", "protocol": "ft-imagenet", "model": "resnet18", "seed": 0},
+        {"dataset": "imagenot", "protocol": "st", "model": "tiny", "seed": 0},
+        {"dataset": "imagenot", "protocol": "st", "model": "tiny", "seed": 1},
+    ]
+    config = config_with({"encoder": {"backbone_seed": 1}}, runs=runs, monkeypatch=monkeypatch)
+    checkpoint = "results/train/imagenot/st/tiny/final/seed-1/model.safetensors"
+    assert plan.encoder_checkpoint(config) == [checkpoint]
+    assert plan.encoder_options(config) == f"--encoder backbone --checkpoint {checkpoint}"
+    assert plan.image_datasets(config) == ["imagenot", "imagenet"]
+    assert "results/figures/diagnostics_image_similarity.pdf" in plan.targets(config)
+    inputs = plan.table_inputs(config, "imagenot")
+    assert inputs["reference_images"] == "results/diagnostics/imagenet/image_similarity.json"
+    assert inputs["reference_captions"] == "results/diagnostics/imagenet/caption_similarity.json"
+
+
+def test_paper_like_config_with_clip_and_class_lists(monkeypatch):
+    datasets = {
+        "imagenot": {"kind": "laion", "classes": "discover"},
+        "imagenet": {"kind": "imagenet", "path": "/data/ILSVRC2012"},
+    }
+    diagnostics = {
+        "class_lists": {"published": "../shared/data/list.txt"},
+        "encoder": {"kind": "clip", "clip_model": "/models/clip"},
+        "image_similarity": {"max_images_per_class": 10},
+    }
+    config = config_with(diagnostics, datasets, monkeypatch=monkeypatch)
+    assert plan.wordnet_subjects(config) == ["imagenot", "list-published"]
+    assert plan.class_list_file(config, "list-published") == "../shared/data/list.txt"
+    assert plan.class_list_file(config, "imagenot") == "results/datasets/imagenot/classes.txt"
+    assert plan.caption_datasets(config) == ["imagenot"]  # ILSVRC has no captions
+    assert plan.encoder_checkpoint(config) == []
+    assert plan.encoder_options(config) == "--encoder clip --clip-model /models/clip"
+    assert "--max-per-class 10" in plan.image_options(config)
+    assert "reference_captions" not in plan.table_inputs(config, "imagenot")
+    assert plan.table_inputs(config, "list-published") == {
+        "wordnet": "results/diagnostics/list-published/wordnet_stats.json"
+    }
+    assert "results/tables/diagnostics_list-published.csv" in plan.targets(config)
+
+
+def test_reference_classes_option(monkeypatch):
+    config = config_with({"reference_classes": "lists/ref.txt"}, monkeypatch=monkeypatch)
+    assert plan.reference_classes_input(config) == ["lists/ref.txt"]
+    assert plan.reference_classes_option(config) == "--reference lists/ref.txt"
+    assert plan.reference_classes_option(config_with()) == ""
+
+
+WORDNET_DOC = {
+    "classes": dict.fromkeys(
+        ("nodes", "edges", "min_depth", "median_depth", "max_depth", "density", "modularity",
+         "n_classes", "n_leaf_classes", "n_parents"), 2),
+    "reference": dict.fromkeys(
+        ("nodes", "edges", "min_depth", "median_depth", "max_depth", "density", "modularity",
+         "n_classes", "n_leaf_classes", "n_parents"), 4),
+    "synset_overlap": 0.0,
+    "parent_overlap": 0.25,
+}  # fmt: skip
+
+
+def test_table_rows_and_ratios():
+    rows = table.diagnostics_rows(
+        wordnet=WORDNET_DOC,
+        captions={"class_score": {"min": 0.8, "mean": 0.9, "median": 0.9, "max": 1.0}},
+        images={"intra_class_similarity": 0.6, "inter_class_similarity": 0.3,
+                "intra_inter_ratio": 2.0, "n_images": 10, "encoder": "clip:x"},
+        reference_images={"intra_class_similarity": 0.8, "inter_class_similarity": 0.2,
+                          "intra_inter_ratio": 4.0, "n_images": 20},
+    )  # fmt: skip
+    by_metric = {r["metric"]: r for r in rows}
+    assert by_metric["nodes"]["ratio"] == 0.5
+    assert by_metric["parent_overlap"]["reference"] is None
+    assert by_metric["mean over classes"]["ratio"] is None  # no reference curation
+    assert by_metric["intra-class image similarity"]["ratio"] == pytest.approx(0.75)
+    text = table.to_csv(rows, "imagenot", "imagenet")
+    parsed = list(csv.DictReader(io.StringIO(text)))
+    assert list(parsed[0]) == ["group", "metric", "imagenot", "imagenet", "ratio"]
+    assert len(parsed) == len(rows) == 12 + 4 + 4
+    md = table.to_markdown(rows, "imagenot", "imagenet")
+    assert md.splitlines()[0] == "| group | metric | imagenot | imagenet | ratio |"
+    assert "| WordNet | nodes | 2 | 4 | 0.5 |" in md
+
+
+@pytest.fixture
+def curate_dir(tmp_path):
+    d = tmp_path / "curate"
+    d.mkdir()
+    pq.write_table(pa.table({"wnid": ["n1", "n2"], "score": [0.9, 0.85]}), d / "classes.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "wnid": ["n1", "n1", "n2", "n2", "n2"],
+                "similarity": pa.array([0.95, 0.85, 0.9, 0.8, 0.85], pa.float32()),
+            }
+        ),
+        d / "selection.parquet",
+    )
+    return d
+
+
+def test_caption_stats(curate_dir):
+    stats = captions.caption_stats(*captions.read_curation(curate_dir))
+    assert stats["n_classes"] == 2 and stats["n_captions"] == 5
+    assert stats["class_score"]["mean"] == pytest.approx(0.875)
+    assert stats["class_score"]["min"] == pytest.approx(0.85)
+    assert stats["class_mean_selected_similarity"]["max"] == pytest.approx(0.9)
+    assert stats["caption_similarity"]["median"] == pytest.approx(0.85)
+
+
+def test_grouped_quantiles_match_numpy():
+    rng = np.random.default_rng(1)
+    groups = rng.integers(0, 4, 200).astype(str)
+    values = rng.random(200)
+    ids, q = figures.grouped_quantiles(groups, values)
+    for i, g in enumerate(ids):
+        v = np.sort(values[groups == g])
+        assert q[i, 0] == v[0] and q[i, 4] == v[-1]
+        assert q[i, 2] == v[(len(v) - 1) // 2]
+
+
+def test_cli_table_and_figures(tmp_path, curate_dir):
+    from imagenot.cli import main
+
+    wordnet = tmp_path / "wordnet.json"
+    wordnet.write_text(json.dumps(WORDNET_DOC))
+    caption_json = tmp_path / "captions.json"
+    assert (
+        main(
+            [
+                "caption-similarity-stats",
+                "--curate-dir",
+                str(curate_dir),
+                "--out",
+                str(caption_json),
+            ]
+        )
+        == 0
+    )
+    out = tmp_path / "t"
+    argv = [
+        "diagnostics-table",
+        "--name",
+        "a",
+        "--reference-name",
+        "b",
+        "--wordnet-stats",
+        str(wordnet),
+    ]
+    argv += ["--caption-stats", str(caption_json), "--csv", f"{out}.csv", "--md", f"{out}.md"]
+    assert main(argv) == 0
+    assert "caption-gloss similarity" in (tmp_path / "t.md").read_text()
+
+    per_class = tmp_path / "per_class.parquet"
+    pq.write_table(
+        pa.table({"role": ["classes", "classes", "reference"], "depth": [3, 5, 4],
+                  "n_siblings": [0, 10, 3]}), per_class)  # fmt: skip
+    sims = tmp_path / "sim.parquet"
+    pq.write_table(pa.table({"intra": [0.5, None], "inter": [0.1, 0.2]}), sims)
+    for figure, item in [
+        ("class_depth", f"a={per_class}"),
+        ("siblings", f"a={per_class}"),
+        ("caption_similarity", f"a={curate_dir}"),
+        ("image_similarity", f"a={sims}"),
+    ]:
+        pdf, png = tmp_path / f"{figure}.pdf", tmp_path / f"{figure}.png"
+        assert main(["diagnostics-figure", figure, item, "--pdf", str(pdf), "--png", str(png)]) == 0
+        assert pdf.read_bytes()[:4] == b"%PDF" and png.read_bytes()[:4] == b"\x89PNG"

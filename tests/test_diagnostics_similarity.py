@@ -1,0 +1,173 @@
+"""Image similarity from class sums, checked against a brute-force Gram matrix; encoders."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from imagenot.diagnostics import embed
+from imagenot.diagnostics import image_similarity as sim
+
+
+def brute_force(x: np.ndarray, labels: np.ndarray, n_classes: int):
+    """Per-class intra/inter means from the full N x N similarity matrix."""
+    x = x / np.linalg.norm(x, axis=1, keepdims=True)
+    gram = x @ x.T
+    same = labels[:, None] == labels[None, :]
+    off_diagonal = ~np.eye(len(x), dtype=bool)
+    intra, inter = [], []
+    for c in range(n_classes):
+        rows = labels == c
+        intra.append(gram[rows][:, rows][off_diagonal[rows][:, rows]].mean())
+        inter.append(gram[rows][:, ~rows].mean())
+    cross = gram[~same].mean()
+    return np.array(intra), np.array(inter), cross
+
+
+@pytest.fixture
+def clustered():
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(5, 16)) * 3
+    labels = np.repeat(np.arange(5), [3, 4, 5, 6, 7])
+    x = centres[labels] + rng.normal(size=(len(labels), 16))
+    return x, labels
+
+
+def test_class_sums_agree_with_brute_force(clustered):
+    x, labels = clustered
+    per_class = sim.class_similarity(x, labels, 5)
+    intra, inter, pooled = brute_force(x, labels, 5)
+    np.testing.assert_allclose(per_class["intra"], intra, rtol=1e-10)
+    np.testing.assert_allclose(per_class["inter"], inter, rtol=1e-10)
+    summary = sim.summarise(per_class)
+    assert summary["intra_class_similarity"] == pytest.approx(intra.mean())
+    assert summary["inter_class_similarity"] == pytest.approx(inter.mean())
+    assert summary["inter_class_similarity_pooled"] == pytest.approx(pooled)
+    assert summary["intra_class_similarity"] > summary["inter_class_similarity"]
+    assert summary["n_images"] == 25 and summary["n_classes"] == 5
+
+
+def test_identical_and_orthogonal_embeddings():
+    x = np.array([[1.0, 0], [2.0, 0], [0, 1.0], [0, 3.0]])
+    per_class = sim.class_similarity(x, np.array([0, 0, 1, 1]))
+    np.testing.assert_allclose(per_class["intra"], [1.0, 1.0])
+    np.testing.assert_allclose(per_class["inter"], [0.0, 0.0])
+
+
+def test_singleton_and_empty_classes_are_nan():
+    x = np.eye(3)
+    per_class = sim.class_similarity(x, np.array([0, 0, 2]), 4)
+    assert per_class["n"].tolist() == [2, 0, 1, 0]
+    assert np.isnan(per_class["intra"][[1, 2, 3]]).all()
+    assert np.isnan(per_class["inter"][[1, 3]]).all()
+    table = sim.per_class_table(per_class, ["a", "b", "c", "d"])
+    assert table.column("class").to_pylist() == ["a", "b", "c", "d"]
+    assert sim.summarise(per_class)["n_classes"] == 2
+
+
+def test_first_per_class_keeps_input_order():
+    labels = np.array([2, 0, 2, 1, 0, 2, 0])
+    assert embed.first_per_class(labels, 2).tolist() == [0, 1, 2, 3, 4]
+    assert embed.first_per_class(labels, None).tolist() == list(range(7))
+
+
+def test_penultimate_features_are_the_last_linear_input():
+    import torch
+
+    torch.manual_seed(0)
+    body = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten()
+    )
+    model = torch.nn.Sequential(body, torch.nn.Linear(4, 7)).eval()
+    x = torch.rand(2, 3, 8, 8)
+    encode = embed.penultimate_encoder(model)
+    with torch.no_grad():
+        torch.testing.assert_close(encode(x), body(x))
+
+
+def test_embed_preprocesses_in_batches():
+    import torch
+
+    images = torch.randint(0, 256, (5, 3, 6, 6), dtype=torch.uint8)
+    seen = []
+
+    def encode(x):
+        seen.append(tuple(x.shape))
+        return x.mean(dim=(2, 3))
+
+    out = embed.embed(images, encode, 4, (0.5, 0.5, 0.5), (0.5, 0.5, 0.5), batch_size=2)
+    assert out.shape == (5, 3) and out.dtype == np.float32
+    assert seen == [(2, 3, 4, 4), (2, 3, 4, 4), (1, 3, 4, 4)]
+
+
+def test_clip_encoder_loads_from_a_local_directory(tmp_path):
+    """The CLIP path offline: a tiny random CLIP saved locally, loaded by path."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    config = transformers.CLIPConfig(
+        text_config={"hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+                     "num_attention_heads": 2, "vocab_size": 50},
+        vision_config={"hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+                       "num_attention_heads": 2, "image_size": 16, "patch_size": 8},
+        projection_dim=6,
+    )  # fmt: skip
+    transformers.CLIPModel(config).save_pretrained(tmp_path / "clip")
+    encode, size, mean, std = embed.clip_encoder(str(tmp_path / "clip"))
+    assert size == 16 and mean == embed.CLIP_MEAN
+    images = torch.randint(0, 256, (3, 3, 20, 20), dtype=torch.uint8)
+    out = embed.embed(images, encode, size, mean, std)
+    assert out.shape == (3, 6)
+
+
+def test_embed_images_and_similarity_cli_with_a_trained_backbone(tmp_path):
+    """A dataset on disk, a registry model checkpoint, then the two CLI steps of the rules."""
+    import io
+    import json
+
+    import pyarrow.parquet as pq
+    import torch
+    from PIL import Image
+    from safetensors.torch import save_file
+
+    from imagenot.acquire.dataset import Record, write_dataset
+    from imagenot.cli import main
+    from imagenot.train.registry import build_model
+
+    rng = np.random.default_rng(0)
+    classes = ["n00000001", "n00000002", "n00000003"]
+    records = []
+    for c, wnid in enumerate(classes):
+        for i in range(4):
+            pixels = np.clip(rng.normal(60 * (c + 1), 20, (32, 32, 3)), 0, 255).astype(np.uint8)
+            buf = io.BytesIO()
+            Image.fromarray(pixels).save(buf, format="JPEG")
+            records.append(Record(f"{wnid}-{i}", wnid, "test", buf.getvalue()))
+    write_dataset(tmp_path / "ds", records, classes)
+
+    run = tmp_path / "run"
+    run.mkdir()
+    torch.manual_seed(0)
+    save_file(build_model("resnet_mini", 3).state_dict(), str(run / "model.safetensors"))
+    (run / "result.json").write_text(
+        json.dumps({"model": "resnet_mini", "num_classes": 3, "image_size": 32})
+    )
+
+    npz = tmp_path / "emb.npz"
+    argv = ["embed-images", "--dataset-dir", str(tmp_path / "ds"), "--split", "test"]
+    argv += ["--encoder", "backbone", "--checkpoint", str(run / "model.safetensors")]
+    argv += ["--max-per-class", "3", "--batch-size", "4", "--device", "cpu", "--out", str(npz)]
+    assert main(argv) == 0
+    arrays = embed.read_embeddings(npz)
+    assert arrays["embeddings"].shape[0] == 9  # 3 classes x 3 kept
+    assert sorted(np.bincount(arrays["labels"]).tolist()) == [3, 3, 3]
+    assert arrays["classes"].tolist() == classes
+
+    out_json, out_table = tmp_path / "sim.json", tmp_path / "sim.parquet"
+    argv = ["image-similarity", "--embeddings", str(npz), "--out-json", str(out_json)]
+    assert main([*argv, "--out-table", str(out_table)]) == 0
+    summary = json.loads(out_json.read_text())
+    assert summary["n_images"] == 9 and summary["encoder"].startswith("backbone:")
+    per_class = sim.class_similarity(arrays["embeddings"], arrays["labels"], 3)
+    assert summary["intra_class_similarity"] == pytest.approx(np.mean(per_class["intra"]))
+    assert pq.read_table(out_table)["class"].to_pylist() == classes

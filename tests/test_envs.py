@@ -1,0 +1,313 @@
+"""Conda envs: every rule names one, every env pins exact versions, each rule's imports are in it.
+
+A rule's imports are found statically: the rule's shell calls `imagenot <subcommand>`; the stage
+package that registers the subcommand is imported in full (every import of every file, following
+`imagenot.*` imports), and the `imagenot` command line itself (cli.py and the module-level imports
+of every stage's cli module, which it loads at start-up). Third-party import names are mapped to
+distributions with the metadata of the installed .venv (the tested environment); the env file
+must pin each of them, and every dependency of a pinned distribution too (a closed set: pip then
+installs exactly what the .venv has).
+
+`python tests/test_envs.py --write` regenerates envs/*.yaml from this analysis and requirements.lock.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata as md
+import re
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+import yaml
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+REPO = Path(__file__).resolve().parents[1]
+PKG = REPO / "workflow" / "imagenot"
+ENVS = REPO / "envs"
+ENV_NAMES = ("curate", "acquire", "train", "analyse")
+PYTHON = "3.11.7"
+
+
+# ---- rules ---------------------------------------------------------------------------------------
+def rule_blocks() -> dict[str, str]:
+    """Rule name -> source text of its block, from the Snakefile and rules/*.smk."""
+    blocks: dict[str, str] = {}
+    for path in [REPO / "Snakefile", *sorted((REPO / "rules").glob("*.smk"))]:
+        parts = re.split(r"^(?:rule|checkpoint) (\w+):", path.read_text(), flags=re.M)
+        for name, body in zip(parts[1::2], parts[2::2], strict=True):
+            blocks[name] = body
+    return blocks
+
+
+def rule_env(body: str) -> str | None:
+    m = re.search(r'^\s+conda:\s*\n\s+"([^"]+)"', body, flags=re.M)
+    return m.group(1) if m else None
+
+
+def rule_subcommands(body: str) -> set[str]:
+    return set(re.findall(r'"imagenot ([a-z][a-z0-9-]*)', body))
+
+
+# ---- imports -------------------------------------------------------------------------------------
+def _module_file(module: str) -> Path | None:
+    rel = Path(*module.split("."))
+    for cand in (
+        REPO / "workflow" / rel.with_suffix(".py"),
+        REPO / "workflow" / rel / "__init__.py",
+    ):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def _imports(path: Path, module_level_only: bool) -> set[str]:
+    """Absolute module names imported by a file (relative imports resolved)."""
+    tree = ast.parse(path.read_text())
+    package = ".".join(path.relative_to(REPO / "workflow").with_suffix("").parts)
+    if path.name != "__init__.py":
+        package = package.rsplit(".", 1)[0]
+    nodes = []
+    if module_level_only:
+        stack = list(tree.body)
+        while stack:  # top-level statements, including inside top-level if/try blocks
+            node = stack.pop()
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                nodes.append(node)
+            elif isinstance(node, ast.If | ast.Try):
+                stack += node.body + node.orelse + getattr(node, "finalbody", [])
+                stack += [s for h in getattr(node, "handlers", []) for s in h.body]
+    else:
+        nodes = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+    names = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif node.level:  # relative
+            base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+            mod = f"{base}.{node.module}" if node.module else base
+            names.add(mod)
+            names |= {f"{mod}.{a.name}" for a in node.names}
+        else:
+            names.add(node.module)
+            names |= {f"{node.module}.{a.name}" for a in node.names}
+    return names
+
+
+def external_imports(roots_full: list[Path], roots_top: list[Path]) -> set[str]:
+    """Top-level third-party names imported from `roots_full` (every import, followed through
+    imagenot modules) and `roots_top` (module-level imports only)."""
+    seen: dict[Path, bool] = {}
+    todo = [(p, True) for p in roots_full] + [(p, False) for p in roots_top]
+    external: set[str] = set()
+    while todo:
+        path, full = todo.pop()
+        if seen.get(path) is True or (path in seen and not full):
+            continue
+        seen[path] = full
+        for name in _imports(path, module_level_only=not full):
+            top = name.split(".")[0]
+            if top == "imagenot":
+                f = _module_file(name)
+                if f is not None:
+                    todo.append((f, full))
+            elif top not in sys.stdlib_module_names and top != "__future__":
+                external.add(top)
+    return external
+
+
+@cache
+def subcommand_packages() -> dict[str, Path]:
+    """Subcommand -> the files that implement it (its stage package, or common_cli)."""
+    out = {}
+    for cli in PKG.rglob("*cli.py"):
+        if cli.name == "cli.py" and cli.parent == PKG:
+            continue
+        files = [cli] if cli.parent == PKG else sorted(cli.parent.rglob("*.py"))
+        for sub in re.findall(r'add_parser\(\s*"([a-z0-9-]+)"', cli.read_text()):
+            out[sub] = files
+    return out
+
+
+def cli_startup_files() -> list[Path]:
+    return [PKG / "cli.py", PKG / "common_cli.py", *sorted(PKG.glob("*/cli.py"))]
+
+
+# ---- distributions -------------------------------------------------------------------------------
+@cache
+def import_to_dists() -> dict[str, list[str]]:
+    return {k: [canonicalize_name(d) for d in v] for k, v in md.packages_distributions().items()}
+
+
+def dists_for_imports(names: set[str]) -> set[str]:
+    mapping = import_to_dists()
+    missing = sorted(n for n in names if n not in mapping)
+    assert not missing, f"imports with no installed distribution in the .venv: {missing}"
+    return {d for n in names for d in mapping[n] if d != "imagenot"}
+
+
+def requirement_closure(dists: set[str]) -> set[str]:
+    """`dists` and, recursively, their (marker-applicable, extra-free) requirements."""
+    env = default_environment()
+    todo, done = list(dists), set()
+    while todo:
+        d = todo.pop()
+        if d in done:
+            continue
+        done.add(d)
+        for spec in md.requires(d) or []:
+            req = Requirement(spec)
+            if req.marker and not req.marker.evaluate({**env, "extra": ""}):
+                continue
+            todo.append(canonicalize_name(req.name))
+    return done
+
+
+@cache
+def lock_versions() -> dict[str, str]:
+    pins = {}
+    for line in (REPO / "requirements.lock").read_text().splitlines():
+        if "==" in line and not line.startswith("#"):
+            name, version = line.split("==")
+            pins[canonicalize_name(name)] = version.strip()
+    # `pip freeze` leaves out setuptools: pin the version installed in the .venv
+    pins.setdefault("setuptools", md.version("setuptools"))
+    return pins
+
+
+# ---- env files -----------------------------------------------------------------------------------
+def env_rules() -> dict[str, list[str]]:
+    """env name -> rules that use it."""
+    out: dict[str, list[str]] = {}
+    for name, body in rule_blocks().items():
+        env = rule_env(body)
+        if env:
+            out.setdefault(Path(env).stem, []).append(name)
+    return out
+
+
+def rule_imports(body: str) -> set[str]:
+    files = [f for sub in rule_subcommands(body) for f in subcommand_packages().get(sub, [])]
+    return external_imports(files, cli_startup_files())
+
+
+def needed_dists(env: str) -> set[str]:
+    blocks = rule_blocks()
+    names = set()
+    for rule in env_rules().get(env, []):
+        names |= rule_imports(blocks[rule])
+    names |= external_imports([], cli_startup_files())
+    return dists_for_imports(names)
+
+
+def parse_env(path: Path) -> tuple[list[str], dict[str, str]]:
+    """(conda dependency strings, {canonical pip name: pinned version})."""
+    spec = yaml.safe_load(path.read_text())
+    conda, pip = [], {}
+    for dep in spec["dependencies"]:
+        if isinstance(dep, dict):
+            for line in dep.get("pip", []):
+                name, _, version = line.partition("==")
+                pip[canonicalize_name(name)] = version
+        else:
+            conda.append(dep)
+    return conda, pip
+
+
+def write_envs() -> None:
+    lock = lock_versions()
+    pip_version = md.version("pip")
+    for env in ENV_NAMES:
+        dists = sorted(requirement_closure(needed_dists(env)))
+        unlocked = [d for d in dists if d not in lock]
+        assert not unlocked, f"{env}: not in requirements.lock: {unlocked}"
+        rules = ", ".join(sorted(env_rules().get(env, []))) or "(none yet)"
+        lines = [
+            f"# imagenot env '{env}': generated by `python tests/test_envs.py --write` from the",
+            "# imports of the rules that use it and the exact versions of requirements.lock (the",
+            "# tested .venv). Closed set: every dependency of a listed package is listed.",
+            "# The imagenot package itself is installed by envs/" + env + ".post-deploy.sh.",
+            f"# Rules: {rules}",
+            "channels:",
+            "  - conda-forge",
+            "  - nodefaults",
+            "dependencies:",
+            f"  - python={PYTHON}",
+            f"  - pip={pip_version}",
+            "  - pip:",
+            *[f"      - {d}=={lock[d]}" for d in dists],
+        ]
+        (ENVS / f"{env}.yaml").write_text("\n".join(lines) + "\n")
+
+
+# ---- tests ---------------------------------------------------------------------------------------
+def test_every_rule_names_an_env_file():
+    blocks = rule_blocks()
+    assert "prepare_wordnet" in blocks
+    for name, body in blocks.items():
+        if name == "all":
+            continue
+        env = rule_env(body)
+        assert env, f"rule {name} has no conda: directive"
+        assert (REPO / "rules" / env).resolve().parent == ENVS, (name, env)
+        assert Path(env).stem in ENV_NAMES, (name, env)
+        assert (REPO / "rules" / env).is_file(), (name, env)
+
+
+def test_every_rule_subcommand_is_known():
+    known = subcommand_packages()
+    for name, body in rule_blocks().items():
+        for sub in rule_subcommands(body):
+            assert sub in known, f"rule {name}: `imagenot {sub}` is registered by no cli module"
+
+
+@pytest.mark.parametrize("env", ENV_NAMES)
+def test_env_pins_exact_versions(env):
+    conda, pip = parse_env(ENVS / f"{env}.yaml")
+    assert f"python={PYTHON}" in conda
+    for dep in conda:
+        assert re.fullmatch(r"[A-Za-z0-9_.-]+==?[0-9][A-Za-z0-9_.]*", dep), f"unpinned: {dep}"
+    lock = lock_versions()
+    for name, version in pip.items():
+        assert version, f"{env}: {name} not pinned with =="
+        assert lock.get(name) == version, f"{env}: {name}=={version} differs from requirements.lock"
+
+
+@pytest.mark.parametrize("env", ENV_NAMES)
+def test_env_is_closed_under_dependencies(env):
+    _, pip = parse_env(ENVS / f"{env}.yaml")
+    missing = requirement_closure(set(pip)) - set(pip)
+    assert not missing, f"{env}: dependencies not pinned: {sorted(missing)}"
+
+
+def test_each_rules_imports_are_in_its_env():
+    blocks = rule_blocks()
+    for env, rules in env_rules().items():
+        _, pip = parse_env(ENVS / f"{env}.yaml")
+        for rule in rules:
+            missing = dists_for_imports(rule_imports(blocks[rule])) - set(pip)
+            assert not missing, f"rule {rule} imports {sorted(missing)}, not in envs/{env}.yaml"
+
+
+def test_import_analysis_sees_heavy_imports():
+    # guards the static analysis itself: curate-embed reaches sentence_transformers / torch
+    files = subcommand_packages()["curate-embed"]
+    assert {"torch", "pyarrow"} <= external_imports(files, [])
+
+
+def test_post_deploy_scripts_install_the_package():
+    for env in ENV_NAMES:
+        script = ENVS / f"{env}.post-deploy.sh"
+        assert script.is_file(), script
+        assert "pip install" in script.read_text()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--write"]:
+        write_envs()
+    else:
+        sys.exit("usage: python tests/test_envs.py --write")

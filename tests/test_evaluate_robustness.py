@@ -1,0 +1,253 @@
+"""Robustness evaluation: identical images for every model, metrics, intervals, outputs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+from statsmodels.stats.proportion import proportion_confint
+
+from imagenot.config import validate_config
+from imagenot.evaluate import plan
+from imagenot.evaluate.metrics import clopper_pearson, robust_accuracy, topk_correct
+from imagenot.evaluate.robustness import (
+    Settings,
+    evaluate_batches,
+    evaluate_checkpoint,
+    evaluate_tensors,
+    summarise,
+    tensor_batches,
+)
+from imagenot.evaluate.transforms import NAMES, build_transforms
+
+torch.set_num_threads(1)
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+N, CLASSES, SIZE = 10, 6, 16
+
+
+@pytest.fixture(scope="module")
+def settings() -> Settings:
+    config = validate_config({"seed": 3})
+    return Settings.from_mapping(plan.settings(config))
+
+
+@pytest.fixture(scope="module")
+def data():
+    g = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (N, 3, 20, 20), dtype=torch.uint8, generator=g)
+    labels = torch.randint(0, CLASSES, (N,), generator=g)
+    keys = [f"img-{i:03d}" for i in range(N)]
+    return images, labels, keys
+
+
+def tiny_model(seed: int, hidden: int = 4) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, hidden, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(4 * hidden, CLASSES),
+    ).eval()
+
+
+class Recorder(torch.nn.Module):
+    """Wraps a model and keeps every input batch it sees."""
+
+    def __init__(self, inner: torch.nn.Module):
+        super().__init__()
+        self.inner = inner
+        self.seen: list[torch.Tensor] = []
+
+    def forward(self, x):
+        self.seen.append(x.clone())
+        return self.inner(x)
+
+
+def _sorted_inputs(rec: Recorder) -> torch.Tensor:
+    x = torch.cat(rec.seen)
+    weights = torch.rand(x[0].numel(), generator=torch.Generator().manual_seed(0))
+    return x[torch.argsort(x.flatten(1) @ weights)]  # an order no flip or shuffle preserves
+
+
+def test_two_models_see_identical_transformed_images(settings, data):
+    images, labels, keys = data
+    transforms = build_transforms(settings.transforms)
+    a, b = Recorder(tiny_model(0)), Recorder(tiny_model(1, hidden=7))
+    evaluate_batches(a, tensor_batches(images, labels, keys, SIZE, 4), transforms, 3, MEAN, STD)
+    evaluate_batches(b, tensor_batches(images, labels, keys, SIZE, 3), transforms, 3, MEAN, STD)
+    xa, xb = _sorted_inputs(a), _sorted_inputs(b)
+    assert xa.shape == xb.shape and xa.shape[-2:] == (SIZE, SIZE)
+    torch.testing.assert_close(xa, xb, atol=1e-5, rtol=0)
+    # a different evaluation seed draws different images
+    c = Recorder(tiny_model(0))
+    evaluate_batches(c, tensor_batches(images, labels, keys, SIZE, 4), transforms, 4, MEAN, STD)
+    xc = _sorted_inputs(c)
+    assert xc.shape != xa.shape or not torch.allclose(xc, xa)
+
+
+def test_per_image_results_do_not_depend_on_batching(settings, data):
+    images, labels, keys = data
+    model = tiny_model(0)
+    one = evaluate_tensors(model, images, labels, keys, settings, SIZE, MEAN, STD)
+    other = evaluate_tensors(
+        model,
+        images,
+        labels,
+        keys,
+        Settings(**{**settings.__dict__, "batch_size": 3}),
+        SIZE,
+        MEAN,
+        STD,
+    )
+    assert one.num_rows == N * 17
+    assert one.column_names == ["key", "transform", "label", "pred", "correct", "correct_top5"]
+    assert one.equals(other)
+    assert list(dict.fromkeys(one["transform"].to_pylist())) == list(NAMES)
+
+
+def test_gated_images_reuse_identity_predictions(settings, data):
+    images, labels, keys = data
+    table = evaluate_tensors(tiny_model(2), images, labels, keys, settings, SIZE, MEAN, STD)
+    preds = {
+        (k, t): p
+        for k, t, p in zip(
+            *(table[c].to_pylist() for c in ("key", "transform", "pred")), strict=True
+        )
+    }
+    never = Settings(
+        **{**settings.__dict__, "transforms": {**settings.transforms, "Invert": {"p": 0.0}}}
+    )
+    table0 = evaluate_tensors(tiny_model(2), images, labels, keys, never, SIZE, MEAN, STD)
+    for key, t, p in zip(
+        *(table0[c].to_pylist() for c in ("key", "transform", "pred")), strict=True
+    ):
+        if t == "Invert":
+            assert p == preds[(key, "Identity")]
+
+
+def test_topk_on_hand_made_logits():
+    logits = torch.tensor(
+        [
+            [0.9, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0],  # label 0: top-1
+            [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7],  # label 2: 5th highest -> top-5 only
+            [0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1],  # label 5: 6th highest -> neither
+            [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0],  # label 3: top-1
+        ]
+    )
+    labels = torch.tensor([0, 2, 5, 3])
+    assert topk_correct(logits, labels, 1).tolist() == [True, False, False, True]
+    assert topk_correct(logits, labels, 5).tolist() == [True, True, False, True]
+    # fewer classes than k: top-k is every class
+    assert topk_correct(logits[:, :3], torch.tensor([0, 2, 1, 1]), 5).all()
+
+
+@pytest.mark.parametrize("k,n", [(0, 10), (10, 10), (3, 10), (57, 100), (1, 1), (499, 1000)])
+def test_clopper_pearson_matches_statsmodels(k, n):
+    low, high = clopper_pearson(k, n)
+    ref_low, ref_high = proportion_confint(k, n, alpha=0.05, method="beta")
+    assert low == pytest.approx(ref_low, abs=1e-12)
+    assert high == pytest.approx(ref_high, abs=1e-12)
+
+
+def test_clopper_pearson_vectorised_on_random_counts():
+    rng = np.random.default_rng(0)
+    n = rng.integers(1, 500, 50)
+    k = rng.integers(0, n + 1)
+    low, high = clopper_pearson(k, n, alpha=0.1)
+    ref_low, ref_high = proportion_confint(k, n, alpha=0.1, method="beta")
+    np.testing.assert_allclose(low, np.nan_to_num(ref_low, nan=0.0), atol=1e-12)
+    np.testing.assert_allclose(high, np.nan_to_num(ref_high, nan=1.0), atol=1e-12)
+
+
+def test_summary_rows_and_robust_accuracy(settings, data):
+    images, labels, keys = data
+    per_image = evaluate_tensors(tiny_model(0), images, labels, keys, settings, SIZE, MEAN, STD)
+    meta = {"model": "tiny", "dataset": "toy", "protocol": "st", "seed": 0}
+    table = summarise(per_image, meta)
+    assert table.column_names == [
+        "model", "dataset", "protocol", "seed", "transform", "top1", "top5", "n", "ci_low", "ci_high",
+    ]  # fmt: skip
+    rows = table.to_pylist()
+    assert [r["transform"] for r in rows] == list(NAMES)
+    correct = np.array(per_image["correct"].to_pylist()).reshape(17, N)
+    correct5 = np.array(per_image["correct_top5"].to_pylist()).reshape(17, N)
+    for r, c, c5 in zip(rows, correct, correct5, strict=True):
+        assert r["n"] == N and r["model"] == "tiny"
+        assert r["top1"] == pytest.approx(100 * c.mean())
+        assert r["top5"] == pytest.approx(100 * c5.mean())
+        assert r["top1"] <= r["top5"]
+        low, high = proportion_confint(int(c.sum()), N, method="beta")
+        assert r["ci_low"] == pytest.approx(100 * np.nan_to_num(low, nan=0.0))
+        assert r["ci_high"] == pytest.approx(100 * np.nan_to_num(high, nan=1.0))
+        assert r["ci_low"] <= r["top1"] <= r["ci_high"]
+    top1 = [r["top1"] for r in rows]
+    assert robust_accuracy(top1) == pytest.approx(sum(top1) / 17)
+    assert robust_accuracy([50.0, 70.0]) == 60.0
+    with pytest.raises(ValueError):
+        robust_accuracy([])
+
+
+def test_plan_builds_paths_from_final_runs(monkeypatch):
+    runs = [
+        {"dataset": "imagenot", "protocol": "st", "model": "resnet18", "seed": 0},
+        {"dataset": "fashion_mnist", "protocol": "ft-imagenot", "model": "alexnet", "seed": 2},
+    ]
+    monkeypatch.setattr(plan.train_plan, "final_runs", lambda config: runs)
+    config = validate_config({"seed": 5})
+    assert plan.robustness_files(config) == [
+        "results/evaluate/imagenot/st/resnet18/seed-0/robustness.parquet",
+        "results/evaluate/fashion_mnist/ft-imagenot/alexnet/seed-2/robustness.parquet",
+    ]
+    assert plan.targets(config) == plan.robustness_files(config)
+    assert plan.per_image_files(config)[1].endswith("alexnet/seed-2/per_image.parquet")
+    assert json.loads(plan.settings_json(config))["seed"] == 5
+    assert json.loads(plan.settings_json(validate_config({"evaluate": {"seed": 9}})))["seed"] == 9
+
+
+def test_evaluate_checkpoint_end_to_end(tmp_path, settings):
+    """A materialised dataset and a saved checkpoint -> both parquet files."""
+    from safetensors.torch import save_file
+    from torchvision.io import encode_jpeg
+
+    from imagenot.acquire.dataset import Record, read_fingerprint, write_dataset
+    from imagenot.train.registry import build_model
+
+    g = torch.Generator().manual_seed(1)
+    records = []
+    for i in range(12):
+        img = torch.randint(0, 256, (3, 20, 20), dtype=torch.uint8, generator=g)
+        jpeg = bytes(encode_jpeg(img, quality=90).numpy())
+        split = "test" if i % 2 else "train"
+        records.append(Record(key=f"k{i:03d}", wnid=f"c{i % 3}", split=split, jpeg=jpeg))
+    ds_dir = tmp_path / "datasets" / "toy"
+    write_dataset(ds_dir, records, ["c0", "c1", "c2"])
+
+    name = "resnet_mini"
+    model = build_model(name, 3)
+    run = tmp_path / "final" / "seed-0"
+    run.mkdir(parents=True)
+    save_file(model.state_dict(), str(run / "model.safetensors"))
+    info = {
+        "model": name, "dataset": "toy", "protocol": "st", "seed": 0, "num_classes": 3,
+        "image_size": SIZE, "dataset_fingerprint": read_fingerprint(ds_dir),
+    }  # fmt: skip
+    (run / "result.json").write_text(json.dumps(info))
+
+    small = Settings(**{**settings.__dict__, "batch_size": 4})
+    out = tmp_path / "out"
+    table = evaluate_checkpoint(
+        run / "model.safetensors", ds_dir, small, out / "robustness.parquet", out / "per_image.parquet",
+        device="cpu",
+    )  # fmt: skip
+    robustness = pq.read_table(out / "robustness.parquet")
+    per_image = pq.read_table(out / "per_image.parquet")
+    assert robustness.equals(table)
+    assert robustness.num_rows == 17 and set(robustness["n"].to_pylist()) == {6}
+    assert per_image.num_rows == 17 * 6
+    assert set(per_image["key"].to_pylist()) == {f"k{i:03d}" for i in range(1, 12, 2)}
+    assert sorted(p.name for p in out.iterdir()) == ["per_image.parquet", "robustness.parquet"]

@@ -1,0 +1,219 @@
+"""The 17 test-time transformations: per-image determinism, shape/range, torchvision agreement."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torchvision.transforms.v2 import functional as F
+
+from imagenot.config import validate_config
+from imagenot.evaluate import transforms as T
+
+torch.set_num_threads(1)
+
+BILINEAR = F.InterpolationMode.BILINEAR
+
+
+@pytest.fixture(scope="module")
+def settings() -> dict:
+    return validate_config({})["evaluate"]["transforms"]
+
+
+@pytest.fixture(scope="module")
+def images() -> torch.Tensor:
+    """Eight 24 x 28 float images in [0, 1] from uint8 values, with some structure."""
+    g = torch.Generator().manual_seed(0)
+    noise = torch.randint(0, 256, (8, 3, 24, 28), generator=g)
+    ramp = torch.linspace(0, 255, 28).round().to(torch.int64).expand(8, 3, 24, 28)
+    return ((noise + ramp) // 2).to(torch.float32) / 255.0
+
+
+KEYS = [f"part-00000-{i:09d}" for i in range(8)]
+
+
+def test_registry_has_the_papers_17_in_order():
+    assert T.NAMES == (
+        "Identity", "GaussianBlur", "AdjustSharpness", "Affine", "ColorJitter", "Contrast",
+        "Equalize", "Grayscale", "HorizontalFlip", "Invert", "Perspective", "Posterize",
+        "ResizedCrop", "Rotation", "Sharpness", "Solarize", "VerticalFlip",
+    )  # fmt: skip
+
+
+def test_every_transform_is_random_except_identity(settings):
+    built = T.build_transforms(settings)
+    assert [t.name for t in built] == list(T.NAMES)
+    assert built[0].n_uniforms == 0
+    assert all(t.n_uniforms >= 1 for t in built[1:])
+
+
+def test_unknown_transform_is_refused():
+    with pytest.raises(KeyError, match="Blurr"):
+        T.build_transforms({"Blurr": {}})
+
+
+def test_uniforms_depend_only_on_seed_transform_and_key():
+    a = T.image_uniforms(0, 3, KEYS, 5)
+    assert a.shape == (8, 5) and ((a >= 0) & (a < 1)).all()
+    # same key -> same row, whatever the batch it sits in and its position
+    b = T.image_uniforms(0, 3, [KEYS[5], KEYS[2]], 5)
+    assert (b[0] == a[5]).all() and (b[1] == a[2]).all()
+    assert (T.image_uniforms(0, 3, KEYS, 5) == a).all()
+    assert not (T.image_uniforms(1, 3, KEYS, 5) == a).all()
+    assert not (T.image_uniforms(0, 4, KEYS, 5) == a).all()
+    assert len({tuple(row) for row in a}) == 8
+    # strings or precomputed hashes give the same stream
+    assert (T.image_uniforms(0, 3, T.key_hashes(KEYS), 5) == a).all()
+
+
+def test_uniforms_look_uniform():
+    u = T.image_uniforms(0, 12, [f"k{i}" for i in range(4000)], 6)
+    assert abs(u.mean() - 0.5) < 0.01 and abs(u.var() - 1 / 12) < 0.003
+    assert abs(float(np.corrcoef(u[:, 0], u[:, 1])[0, 1])) < 0.05
+    hist = np.histogram(u, bins=10, range=(0, 1))[0]
+    assert hist.min() > 0.9 * u.size / 10
+
+
+@pytest.mark.parametrize("name", T.NAMES)
+def test_shape_dtype_range_and_determinism(name, settings, images):
+    t = T.build_transform(name, settings[name])
+    u = T.transform_uniforms(t, 7, KEYS)
+    out = t(images, u)
+    assert out.shape == images.shape and out.dtype == images.dtype
+    assert out.min() >= 0.0 and out.max() <= 1.0
+    assert torch.equal(out, t(images, T.transform_uniforms(t, 7, KEYS)))
+    # per image: a sub-batch in another order gives the same images
+    idx = [6, 1, 3]
+    sub = t(images[idx], T.transform_uniforms(t, 7, [KEYS[i] for i in idx]))
+    torch.testing.assert_close(sub, out[idx], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("name", T.NAMES[1:])
+def test_each_transform_changes_images_where_applied(name, settings, images):
+    params = dict(settings[name], p=1.0)
+    t = T.build_transform(name, params)
+    out = t(images, T.transform_uniforms(t, 0, KEYS))
+    changed = (out - images).abs().flatten(1).amax(dim=1) > 1e-6
+    # a draw can come close to the identity (a full-image crop, a sharpness factor near 1)
+    assert changed.float().mean() >= 0.75, f"{name} left images {(~changed).nonzero().tolist()}"
+
+
+def test_gate_leaves_images_untouched(settings, images):
+    t = T.build_transform("HorizontalFlip", settings["HorizontalFlip"])
+    u = T.transform_uniforms(t, 0, KEYS)
+    out = t(images, u)
+    gate = t.gate(u)
+    assert torch.equal(out[~gate], images[~gate])
+    assert torch.equal(out[gate], images[gate].flip(-1))
+    none = T.build_transform("HorizontalFlip", {"p": 0.0})
+    assert torch.equal(none(images, u), images)
+
+
+def test_identity_returns_the_images(images):
+    t = T.build_transform("Identity")
+    assert torch.equal(t(images, T.transform_uniforms(t, 0, KEYS)), images)
+
+
+# ---- the batched kernels equal torchvision.transforms.v2.functional image by image
+
+
+def _each(fn, images, *params):
+    return torch.stack([fn(images[i], *(p[i] for p in params)) for i in range(len(images))])
+
+
+def test_color_kernels_match_torchvision(images):
+    f = torch.linspace(0.1, 1.9, 8)
+    hue = torch.linspace(-0.45, 0.45, 8)
+    for ours, theirs, factor in [
+        (T.adjust_brightness, F.adjust_brightness, f),
+        (T.adjust_contrast, F.adjust_contrast, f),
+        (T.adjust_saturation, F.adjust_saturation, f),
+        (T.adjust_sharpness, F.adjust_sharpness, f),
+        (T.adjust_hue, F.adjust_hue, hue),
+    ]:
+        expected = _each(lambda im, v, fn=theirs: fn(im, float(v)), images, factor)
+        torch.testing.assert_close(ours(images, factor), expected, atol=1e-5, rtol=0)
+
+
+def test_blur_matches_torchvision(images):
+    sigma = torch.linspace(0.1, 2.0, 8)
+    expected = _each(lambda im, s: F.gaussian_blur(im, [9, 9], [float(s)] * 2), images, sigma)
+    torch.testing.assert_close(T.gaussian_blur(images, sigma, 9), expected, atol=1e-5, rtol=0)
+
+
+def test_affine_and_rotation_match_torchvision(images):
+    g = torch.Generator().manual_seed(1)
+    angle, scale = torch.rand(8, generator=g) * 30 - 15, torch.rand(8, generator=g) * 0.2 + 0.9
+    tx, ty = torch.randint(-3, 4, (8,), generator=g), torch.randint(-2, 3, (8,), generator=g)
+    shear = torch.rand(8, generator=g) * 20 - 10
+    ours = T.affine(images, T.inverse_affine(angle, tx.float(), ty.float(), scale, shear), 0.0)
+    expected = torch.stack(
+        [
+            F.affine(
+                images[i],
+                angle=float(angle[i]),
+                translate=[int(tx[i]), int(ty[i])],
+                scale=float(scale[i]),
+                shear=[float(shear[i]), 0.0],
+                interpolation=BILINEAR,
+                fill=0.0,
+            )
+            for i in range(8)
+        ]
+    )
+    torch.testing.assert_close(ours, expected, atol=1e-4, rtol=0)
+
+    t = T.build_transform("Rotation", {"degrees": 30.0, "fill": 0.0})
+    u = T.transform_uniforms(t, 0, KEYS)
+    angles = -30.0 + 60.0 * u[:, 1]
+    expected = _each(
+        lambda im, a: F.rotate(im, float(a), interpolation=BILINEAR, fill=0.0), images, angles
+    )
+    torch.testing.assert_close(t.op(images, u[:, 1:]), expected, atol=1e-4, rtol=0)
+
+
+def test_perspective_matches_torchvision(images):
+    u = torch.rand(8, 8, generator=torch.Generator().manual_seed(2))
+    h, w = images.shape[-2:]
+    end = T.perspective_endpoints(u, h, w, 0.5)
+    start = T.perspective_startpoints(h, w)
+    ours = T.perspective(images, T.perspective_coefficients(start.expand_as(end), end), 0.0)
+    expected = _each(
+        lambda im, e: F.perspective(
+            im, start.tolist(), e.tolist(), interpolation=BILINEAR, fill=0.0
+        ),
+        images,
+        end,
+    )
+    torch.testing.assert_close(ours, expected, atol=1e-4, rtol=0)
+
+
+def test_resized_crop_matches_torchvision(images):
+    u = torch.rand(8, 40, generator=torch.Generator().manual_seed(3))
+    h, w = images.shape[-2:]
+    top, left, ch, cw = T.crop_boxes(u, h, w, (0.08, 1.0), (3 / 4, 4 / 3))
+    assert ((top >= 0) & (left >= 0) & (top + ch <= h) & (left + cw <= w)).all()
+    expected = torch.stack(
+        [
+            F.resized_crop(images[i], int(top[i]), int(left[i]), int(ch[i]), int(cw[i]), [h, w])
+            for i in range(8)
+        ]
+    )
+    torch.testing.assert_close(
+        T.resized_crop(images, top, left, ch, cw), expected, atol=1e-5, rtol=0
+    )
+
+
+def test_crop_falls_back_to_centre_when_no_box_fits():
+    # scale > 1 can never fit: every attempt fails
+    top, left, ch, cw = T.crop_boxes(torch.rand(2, 40), 20, 40, (1.5, 2.0), (0.75, 4 / 3))
+    assert ch.tolist() == [20, 20] and cw.tolist() == [27, 27]
+    assert top.tolist() == [0, 0] and left.tolist() == [6, 6]
+
+
+def test_pixel_ops_match_torchvision(images):
+    torch.testing.assert_close(T.posterize(images, 4), F.posterize(images, 4))
+    torch.testing.assert_close(T.solarize(images, 0.5), F.solarize(images, 0.5))
+    gray = T.build_transform("Grayscale", {"p": 1.0})
+    u = T.transform_uniforms(gray, 0, KEYS)
+    torch.testing.assert_close(gray(images, u), F.rgb_to_grayscale(images, 3), atol=1e-6, rtol=0)

@@ -1,0 +1,222 @@
+"""Figures and tables: config lookups, every figure kind and table from synthetic results."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from imagenot.analyse import synthetic
+from imagenot.analyse.accuracy import (
+    accuracy_table,
+    read_per_image,
+    read_published,
+    read_robustness,
+)
+from imagenot.cli import main
+from imagenot.config import load_config
+from imagenot.figures import plan
+from imagenot.figures.tables import to_markdown
+
+DATASETS = ["imagenet", "imagenot", "fashion_mnist"]
+
+
+@pytest.fixture(scope="module")
+def config(repo_root):
+    config = load_config(repo_root / "config" / "config.yaml")
+    # the synthetic runs use the paper's model names, which have published accuracies
+    config["analyse"].update(baseline_model="alexnet", imagenet_axis="published")
+    return config
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return synthetic.runs_grid(
+        DATASETS, downstream="fashion_mnist", sources=("imagenet", "imagenot")
+    )
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory, runs):
+    """accuracy.csv, per-image results and both rankings reports of a synthetic run."""
+    root = tmp_path_factory.mktemp("results")
+    paths = synthetic.robustness_results(root, runs, n_images=150)
+    published = synthetic.published_accuracy(root / "published.csv")
+    acc = accuracy_table(read_robustness(paths), read_published(published))
+    acc_path = root / "accuracy.csv"
+    acc.to_csv(acc_path, index=False)
+    per_image = root / "per_image.parquet"
+    read_per_image(paths).to_parquet(per_image)
+    reports = []
+    for variant in ("standard", "robust"):
+        out = root / f"rankings_{variant}.json"
+        argv = ["rankings", str(acc_path), "--variant", variant, "--reference", "imagenet"]
+        argv += ["--baseline", "alexnet", "--per-image", str(per_image)]
+        assert main([*argv, "--bootstrap-reps", "50", "--out", str(out)]) == 0
+        reports.append(str(out))
+    return {"root": root, "accuracy": acc_path, "rankings": reports, "paths": paths}
+
+
+COMMON = ["--datasets", *DATASETS, "--reference", "imagenet", "--dpi", "60"]
+
+
+def test_accuracy_table_follows_the_contract(results, runs):
+    acc = pd.read_csv(results["accuracy"])
+    assert list(acc.columns[:6]) == [
+        "model",
+        "dataset",
+        "protocol",
+        "seed",
+        "transform",
+        "accuracy",
+    ]
+    assert {"n", "ci_low", "ci_high", "imagenet_top1"} <= set(acc.columns)
+    runs_rows = acc[acc.protocol != "published"]
+    assert len(runs_rows) == len(runs) * len(synthetic.TRANSFORMS)
+    published = acc[acc.dataset == "imagenet_published"]
+    assert set(published.model) == set(synthetic.MODELS)
+    assert (published.accuracy == published.imagenet_top1).all()
+    alex = runs_rows[runs_rows.model == "alexnet"]
+    assert np.allclose(alex.imagenet_top1, 56.522)
+    per = pd.read_parquet(results["root"] / "per_image.parquet")
+    # per-image correctness reproduces each accuracy
+    g = per.groupby(["model", "dataset", "protocol", "transform"])["correct"].mean() * 100
+    merged = runs_rows.set_index(["model", "dataset", "protocol", "transform"])["accuracy"]
+    assert np.allclose(g.reindex(merged.index), merged)
+
+
+def test_figure_outputs_come_from_config(config, runs):
+    assert plan.outputs(config, []) == []
+    assert plan.targets(config) == plan.outputs(config, plan._runs(config))
+    names = plan.figure_names(config, runs)
+    assert names[:3] == ["rankings_st", "rankings_transfer", "relative_progress"]
+    assert "accuracy_vs_imagenet_fashion_mnist_ft-imagenot" in names
+    assert "per_transform_imagenot" in names
+    out = plan.outputs(config, runs)
+    assert plan.ACCURACY in out and "results/analyse/rankings_robust.json" in out
+    assert "results/tables/agreement.md" in out and "results/figures/rankings_st.png" in out
+    # a config without the downstream protocols or the baseline asks for fewer figures
+    st_only = [r for r in runs if r["protocol"] == "st" and r["model"] != "alexnet"]
+    fewer = plan.figure_names(config, st_only)
+    assert "rankings_transfer" not in fewer and "relative_progress" not in fewer
+    cfg = copy.deepcopy(config)
+    cfg["analyse"]["figures"] = ["per_transform"]
+    assert plan.figure_names(cfg, runs) == [f"per_transform_{d}" for d in DATASETS]
+
+
+def test_wildcards_parse_figure_names_unambiguously(config, runs):
+    pattern = re.compile(
+        rf"accuracy_vs_imagenet_(?P<d>[a-z][a-z0-9_]*)_(?P<p>{plan.PROTOCOL_REGEX})"
+    )
+    for run in runs:
+        name = f"accuracy_vs_imagenet_{run['dataset']}_{run['protocol']}"
+        m = pattern.fullmatch(name)
+        assert (m["d"], m["p"]) == (run["dataset"], run["protocol"])
+
+
+def test_reference_falls_back_to_published_accuracies(config, runs):
+    assert plan.reference(config, runs) == "imagenet"
+    no_imagenet = [r for r in runs if r["dataset"] != "imagenet"]
+    assert plan.reference(config, no_imagenet) == "imagenet_published"
+    assert plan.dataset_order(config)[:2] == ["imagenet", "imagenot"]
+    assert "--bootstrap-reps" in plan.rankings_args(config, "robust")
+    assert plan.code("rankings_transfer").endswith("figures/rankings.py")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["rankings_st"],
+        ["rankings_transfer"],
+        ["relative_progress"],
+        ["accuracy_vs_imagenet", "--dataset", "imagenot"],
+        ["accuracy_vs_imagenet", "--dataset", "fashion_mnist", "--protocol", "tl-imagenet"],
+        ["per_transform", "--dataset", "imagenet"],
+    ],
+)
+def test_every_figure_kind_writes_pdf_and_png(results, tmp_path, argv):
+    pdf, png = tmp_path / "f.pdf", tmp_path / "f.png"
+    kind, *rest = argv
+    cmd = ["figure", kind, str(results["accuracy"]), *COMMON, *rest]
+    assert main([*cmd, "--pdf", str(pdf), "--png", str(png)]) == 0
+    assert pdf.read_bytes()[:5] == b"%PDF-"
+    with Image.open(png) as im:
+        width, height = im.size
+    # paper size: the text width (6.75 in) or a column (0.55 of it), at the requested dpi
+    inches = {"relative_progress": 6.75 * 0.55 * 1.3, "accuracy_vs_imagenet": 6.75 * 0.55}
+    assert width == pytest.approx(60 * inches.get(kind, 6.75), abs=2)
+    assert height > 100
+    assert not list(tmp_path.glob(".*"))  # no temporary files left behind
+
+
+def test_fit_in_figure_matches_the_fits_table(results, tmp_path):
+    from imagenot.figures import accuracy_vs_imagenet
+    from imagenot.figures.data import Options, load_accuracy
+
+    acc = load_accuracy(results["accuracy"])
+    rows = accuracy_vs_imagenet.fit_rows(acc, "imagenot", "st", Options(DATASETS))
+    assert [r["variant"] for r in rows] == ["standard", "robust"]
+    csv, md = tmp_path / "fits.csv", tmp_path / "fits.md"
+    cmd = ["table", "fits", str(results["accuracy"]), *COMMON, "--rankings", *results["rankings"]]
+    assert main([*cmd, "--csv", str(csv), "--md", str(md)]) == 0
+    fits = pd.read_csv(csv).set_index(["dataset", "protocol", "variant"])
+    assert fits.loc[("imagenot", "st", "standard"), "slope"] == pytest.approx(
+        rows[0]["fit"].summary()["slope"]
+    )
+    assert fits.loc[("imagenot", "st", "robust"), "adj_r2"] == pytest.approx(
+        rows[1]["fit"].summary()["adj_r2"]
+    )
+
+
+@pytest.mark.parametrize("name", plan.TABLE_NAMES)
+def test_every_table_writes_csv_and_markdown(results, tmp_path, name):
+    csv, md = tmp_path / f"{name}.csv", tmp_path / f"{name}.md"
+    cmd = ["table", name, str(results["accuracy"]), *COMMON, "--rankings", *results["rankings"]]
+    assert main([*cmd, "--csv", str(csv), "--md", str(md)]) == 0
+    df = pd.read_csv(csv)
+    assert len(df) > 0
+    lines = md.read_text().splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("| "))
+    assert lines[header + 1].startswith("|---")
+    assert len(lines) - header - 2 == len(df)
+    if name == "rankings":
+        report = json.loads(Path(results["rankings"][0]).read_text())
+        ranks = df.set_index("model")
+        for label, entry in report["datasets"].items():
+            for model, rank in entry["ranks"].items():
+                assert ranks.loc[model, label] == rank
+        # config order: datasets (then their protocols), the published accuracies last
+        assert list(ranks.columns[:3]) == ["imagenet", "imagenot", "fashion_mnist"]
+        assert ranks.columns[-1] == "imagenet_published"
+
+
+def test_markdown_escapes_and_formats():
+    df = pd.DataFrame({"a|b": ["x|y"], "rank": [2.0], "r": [0.12345], "acc": [71.234]})
+    md = to_markdown(df)
+    assert "| x\\|y | 2 | 0.123 | 71.23 |" in md
+
+
+def test_reference_axis_for_models_without_published_weights(results, config, runs, tmp_path):
+    """The demo's models have no published ImageNet accuracy: the x-axis is the reference's."""
+    from imagenot.figures import accuracy_vs_imagenet
+    from imagenot.figures.data import Options, load_accuracy
+
+    acc = load_accuracy(results["accuracy"])
+    acc["imagenet_top1"] = np.nan
+    opts = Options(DATASETS, reference="imagenet", imagenet_axis="reference")
+    rows = accuracy_vs_imagenet.fit_rows(acc, "imagenot", "st", opts)
+    ref = acc[(acc["dataset"] == "imagenet") & (acc["transform"] == "Identity")].set_index("model")
+    assert rows[0]["x"] == pytest.approx(ref.loc[rows[0]["models"], "accuracy"].to_numpy())
+    assert rows[0]["fit"] is not None
+    cfg = copy.deepcopy(config)
+    cfg["analyse"]["imagenet_axis"] = "reference"
+    names = plan.figure_names(cfg, runs)
+    assert "accuracy_vs_imagenet_imagenet_st" not in names  # the reference against itself
+    assert "accuracy_vs_imagenet_imagenot_st" in names
+    assert "--imagenet-axis reference" in plan.figure_args(cfg)

@@ -1,0 +1,162 @@
+"""End to end: the analyse and figures rules on a synthetic run, then `snakemake --report`.
+
+A small workflow in tmp_path includes the real rules/common.smk and rules/figures.smk; its
+evaluation results are synthetic (written before Snakemake starts, so only the figure and
+table jobs run). The report must open in headless Chromium and show every figure and table.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from imagenot.analyse import synthetic
+from imagenot.analyse.accuracy import (
+    accuracy_table,
+    read_per_image,
+    read_published,
+    read_robustness,
+)
+from imagenot.config import load_config
+from imagenot.figures import plan
+
+pytestmark = pytest.mark.slow
+
+CODE = ["rankings", "relative_progress", "accuracy_vs_imagenet", "per_transform", "tables"]
+
+
+def chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        if path := shutil.which(name):
+            return path
+    return None
+
+
+def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "2", "--directory", str(workdir), *args],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def workflow(tmp_path_factory, repo_root):
+    """A workflow dir with synthetic evaluation results and the figure/table outputs built."""
+    wd = tmp_path_factory.mktemp("wf")
+    config = load_config(repo_root / "config" / "config.yaml")
+    config["description"] = "synthetic report test"
+    config["analyse"]["bootstrap"]["reps"] = 20
+    config["analyse"].update(baseline_model="alexnet", imagenet_axis="published")
+    config["analyse"]["figure_options"]["dpi"] = 60
+    (wd / "config.yaml").write_text(yaml.safe_dump(config))
+    (wd / "Snakefile").write_text(
+        f'configfile: "config.yaml"\n\n\n'
+        f'include: "{repo_root}/rules/common.smk"\n\n\n'
+        "wildcard_constraints:\n"
+        '    dataset="[a-z][a-z0-9_]*",\n\n\n'
+        f'include: "{repo_root}/rules/figures.smk"\n'
+    )
+    # The figure rules' code inputs and the published accuracies, relative to the workdir.
+    code_dir = wd / "workflow" / "imagenot" / "figures"
+    code_dir.mkdir(parents=True)
+    for name in CODE:
+        shutil.copy(repo_root / "workflow" / "imagenot" / "figures" / f"{name}.py", code_dir)
+    published = synthetic.published_accuracy(wd / plan.PUBLISHED_ACCURACY)
+    runs = synthetic.runs_grid(["imagenet", "imagenot"])
+    runs += synthetic.runs_grid([], downstream="fashion_mnist", sources=("imagenot",))
+    runs = [r for r in runs if not r["protocol"].startswith("ft")]
+    paths = synthetic.robustness_results(wd / "sim", runs, n_images=100)
+    acc = accuracy_table(read_robustness(paths), read_published(published))
+    (wd / plan.ACCURACY).parent.mkdir(parents=True)
+    acc.to_csv(wd / plan.ACCURACY, index=False)
+    read_per_image(paths).to_parquet(wd / plan.PER_IMAGE)
+    targets = [t for t in plan.outputs(config, runs) if t != plan.ACCURACY]
+    done = snakemake(wd, *targets)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return {"dir": wd, "config": config, "runs": runs, "targets": targets, "log": done.stderr}
+
+
+def test_every_target_is_built_by_its_own_job(workflow):
+    wd = workflow["dir"]
+    for target in workflow["targets"]:
+        assert (wd / target).stat().st_size > 0, target
+    assert "accuracy_table" not in workflow["log"]  # the synthetic accuracy.csv was used
+    for rule in ("figure_rankings_st", "figure_rankings_transfer", "figure_relative_progress"):
+        assert (wd / "results" / "logs" / f"{rule}.log").exists()
+    # editing one figure's plotting code reruns exactly that figure's job
+    code = wd / plan.code("relative_progress")
+    code.write_text(code.read_text() + "# edited\n")
+    dry = snakemake(wd, "-n", *workflow["targets"], "--quiet", "rules")
+    assert dry.returncode == 0, dry.stderr
+    assert job_counts(dry.stdout + dry.stderr) == {"figure_relative_progress": 1}
+
+
+def job_counts(text: str) -> dict[str, int]:
+    """The ``Job stats`` table of a Snakemake dry run, without the total."""
+    lines = text.split("Job stats:", 1)[1].splitlines()
+    counts = {}
+    for line in lines[3:]:
+        parts = line.split()
+        if len(parts) != 2 or parts[0] == "total":
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+def visible_text(dom: str) -> str:
+    """Text a reader sees: the body without scripts and tags."""
+    body = dom[dom.find("<body") :]
+    body = re.sub(r"<(script|style)\b.*?</\1>", " ", body, flags=re.S)
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", body))
+
+
+def test_report_renders_in_headless_chromium(workflow, tmp_path):
+    wd = workflow["dir"]
+    report = wd / "results" / "report.html"
+    done = snakemake(wd, "--report", "results/report.html", *workflow["targets"])
+    assert done.returncode == 0, done.stderr[-4000:]
+    html = report.read_text(errors="replace")
+    for name in (
+        "rankings_st.png",
+        "relative_progress.png",
+        "agreement.csv",
+        "rankings_robust.json",
+    ):
+        assert name in html
+    assert "synthetic report test" in html  # captions name the config
+    browser = chromium()
+    if browser is None:
+        pytest.skip("no chromium on PATH (Debian package 'chromium'): render check skipped")
+    dom = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--virtual-time-budget=15000",
+            "--dump-dom",
+            report.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    # the page's script ran and drew the navigation with the report's result categories
+    text = visible_text(dom.stdout)
+    for category in ("Results", "Figures", "Tables", "Analysis"):
+        assert category in text, text[:2000]

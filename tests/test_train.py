@@ -1,0 +1,262 @@
+"""Training stage: registry, search, preregistration, the loop's checkpoints and resumption."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import torch
+import yaml
+
+from imagenot.config import ConfigError, validate_config
+from imagenot.train import jobs, plan, search
+from imagenot.train.loop import InMemory, Job, ResumeError, fit, learning_rate, preprocess
+from imagenot.train.prereg import PreregistrationError, register
+from imagenot.train.registry import (
+    MODELS,
+    RegistryError,
+    build_model,
+    head_module,
+    load_backbone,
+    published_accuracy,
+    read_state_dict,
+    torchvision_weights_filename,
+)
+
+torch.set_num_threads(1)
+
+HP = {**search.DEFAULTS, "optimizer": "sgd", "lr": 0.05}
+
+
+@pytest.fixture()
+def demo_config(repo_root):
+    with open(repo_root / "config" / "config.yaml") as f:
+        return validate_config(yaml.safe_load(f))
+
+
+def _data(n=48, classes=3, size=64, seed=0) -> InMemory:
+    """Learnable toy images: each class a different mean colour, plus noise."""
+    g = torch.Generator().manual_seed(seed)
+    labels = torch.arange(n) % classes
+    base = (labels.view(-1, 1, 1, 1).float() * 80 + 40).expand(n, 3, size, size)
+    noise = torch.randint(-30, 30, (n, 3, size, size), generator=g)
+    return InMemory((base + noise).clamp(0, 255).to(torch.uint8), labels)
+
+
+def _job(**kw) -> Job:
+    args = dict(
+        model="resnet_mini", num_classes=3, hyperparameters=HP, seed=1, image_size=32,
+        batch_size=16, max_epochs=3, patience=5,
+    )  # fmt: skip
+    return Job(**{**args, **kw})
+
+
+# ---------------------------------------------------------------------------------- registry
+
+
+def test_registry_builds_every_model_with_its_head():
+    for name in ["alexnet_mini", "vgg_mini", "resnet_mini", "densenet_mini", "convnext_mini"]:
+        model = build_model(name, 5)
+        assert isinstance(head_module(model, name), torch.nn.Linear)
+        assert head_module(model, name).out_features == 5
+        x = torch.zeros(2, 3, MODELS[name].min_size if MODELS[name].min_size > 32 else 32, 64)
+        assert model.eval()(x).shape == (2, 5)
+
+
+def test_unknown_model_and_small_input_are_refused(demo_config):
+    bad = copy.deepcopy(demo_config)
+    bad["train"]["models"] = ["alexnet", "resnet19"]
+    with pytest.raises(ConfigError, match=r"'resnet19' is not allowed; allowed values: .*resnet18"):
+        validate_config(bad)
+    bad = copy.deepcopy(demo_config)
+    bad["train"]["image_size"] = 32
+    with pytest.raises(ConfigError, match="alexnet_mini' needs inputs of at least 63 px"):
+        plan.check(bad)
+
+
+def test_hyperparameter_outside_whitelist_is_refused(demo_config):
+    bad = copy.deepcopy(demo_config)
+    bad["train"]["spaces"]["st"]["hyperparameters"]["label_smoothing"] = {"value": 0.1}
+    with pytest.raises(ConfigError, match=r"'label_smoothing' under .*allowed keys: .*lr"):
+        validate_config(bad)
+    with pytest.raises(search.SearchError, match="may not be tuned; allowed: optimizer, lr"):
+        search.check_space({"batch_size": {"value": 3}}, "space")
+
+
+def test_published_accuracy_table_matches_registry():
+    rows = {r["model"]: r for r in published_accuracy()}
+    assert rows["alexnet"]["top1"] == 56.522 and rows["resnet152"]["top5"] == 96.002
+    for name, row in rows.items():
+        assert MODELS[name].weights == row["weights"]
+        assert row["source"].startswith("https://pytorch.org/vision")
+    paper = ["alexnet", "vgg19", "resnet18", "resnet152", "densenet161", "efficientnet_v2_l"]
+    assert {*paper, "convnext_large"} <= set(rows)
+
+
+def test_torchvision_weights_load_from_a_local_file(tmp_path):
+    """FT/TL from published weights: a .pth written here under torchvision's file name."""
+    name = torchvision_weights_filename("ResNet18_Weights.IMAGENET1K_V1")
+    assert name == "resnet18-f37072fd.pth"
+    published = build_model("resnet18", 1000)
+    torch.save(published.state_dict(), tmp_path / name)
+    model = build_model("resnet18", 10)
+    load_backbone(model, "resnet18", read_state_dict(tmp_path / name), name)
+    assert torch.equal(model.conv1.weight, published.conv1.weight)
+    assert model.fc.out_features == 10
+    with pytest.raises(RegistryError, match="do not fit model 'alexnet'"):
+        load_backbone(build_model("alexnet", 10), "alexnet", published.state_dict(), name)
+
+
+# ------------------------------------------------------------------------------------ search
+
+
+def test_trials_tables_are_identical_across_reruns(demo_config, tmp_path):
+    definition = plan.definition(demo_config, "fashion_mnist", "ft-imagenot")
+    paths = []
+    for run in range(2):
+        out = tmp_path / f"r{run}" / "fashion_mnist/ft-imagenot/vgg_mini/trials.parquet"
+        jobs.draw(definition, "fashion_mnist/ft-imagenot", "vgg_mini", tmp_path / "p.json", [], out)
+        paths.append(out)
+    assert paths[0].read_bytes() == paths[1].read_bytes()
+    trials = search.draw_trials(definition, 0, "fashion_mnist", "ft-imagenot")
+    assert len(trials) == 2 and all(0.0005 <= t["lr"] <= 0.003 for t in trials)
+    assert trials != search.draw_trials(definition, 1, "fashion_mnist", "ft-imagenot")
+
+
+def test_halving_rungs_and_promotion():
+    space = {"max_epochs": 1000, "halving": {"enabled": True, "min_epochs": 10, "eta": 3}}
+    assert search.rungs(space) == [10, 30, 90, 270, 810]
+    assert search.rungs({**space, "halving": {**space["halving"], "enabled": False}}) == []
+    assert search.promote({0: 50.0, 1: 70.0, 2: 70.0, 3: 10.0}, 2) == [1, 2]
+    assert search.promote({4: 1.0}, 3) == [4]
+    assert search.best_trial({0: 5.0, 1: 9.0, 2: 9.0}) == 1
+
+
+def test_learning_rate_warmup_and_schedules():
+    hp = {**HP, "lr": 1.0, "warmup_steps": 10, "warmup_decay": 0.1}
+    assert learning_rate(0, 10, 5, hp) == pytest.approx(0.1)
+    assert learning_rate(10, 10, 5, hp) == pytest.approx(1.0)
+    assert learning_rate(50, 10, 5, hp) == pytest.approx(0.0, abs=1e-9)
+    step = {**HP, "lr": 1.0, "scheduler": "step", "step_epochs": 2}
+    assert learning_rate(25, 10, 9, step) == pytest.approx(0.1)
+    assert learning_rate(45, 10, 9, step) == pytest.approx(0.01)
+
+
+# ---------------------------------------------------------------------------- preregistration
+
+
+def _results(run_dir, model, accuracies, num_classes=10, n_val=100):
+    for t, acc in enumerate(accuracies):
+        result = {"trial": t, "val_accuracy": acc, "num_classes": num_classes, "n_val": n_val}
+        path = run_dir / model / f"trial-{t}" / "result.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result))
+
+
+def test_space_change_after_results_is_refused_then_accepted_with_amendment(tmp_path):
+    record, exp_dir = tmp_path / "preregistration.json", tmp_path / "cifar10/st"
+    space = {"seed": 0, "budget": 2, "hyperparameters": {"lr": {"log_uniform": [0.001, 0.1]}}}
+    wider = {**space, "hyperparameters": {"lr": {"log_uniform": [0.0001, 1.0]}}}
+    register(record, "cifar10/st", space, "alexnet", [], exp_dir)
+    register(record, "cifar10/st", wider, "alexnet", [], exp_dir)  # no results yet: re-register
+    register(record, "cifar10/st", space, "alexnet", [], exp_dir)
+    _results(exp_dir, "alexnet", [10.0, 11.0])  # at chance (10 classes)
+    _results(exp_dir, "resnet18", [60.0, 45.0])
+    with pytest.raises(PreregistrationError, match="changed after results exist"):
+        register(record, "cifar10/st", wider, "alexnet", [], exp_dir)
+    trained = [{"experiment": "cifar10/st", "model": "resnet18", "reason": "x"}]
+    with pytest.raises(PreregistrationError, match="trained above chance"):
+        register(record, "cifar10/st", wider, "alexnet", trained, exp_dir)
+    amendment = [{"experiment": "cifar10/st", "model": "alexnet", "reason": "lr too small"}]
+    entry = register(record, "cifar10/st", wider, "alexnet", amendment, exp_dir)
+    assert entry["definition"] == wider
+    saved = json.loads(record.read_text())["experiments"]["cifar10/st"]["amendments"]
+    assert saved[0]["model"] == "alexnet" and saved[0]["evidence_val_accuracy"] == [10.0, 11.0]
+    register(record, "cifar10/st", wider, "resnet18", amendment, exp_dir)  # now registered
+
+
+# ------------------------------------------------------------------------------------ loop
+
+
+def test_preprocess_normalises_and_resizes():
+    x = preprocess(torch.full((2, 3, 28, 28), 255, dtype=torch.uint8), 64)
+    assert x.shape == (2, 3, 64, 64)
+    assert x[0, 0, 0, 0].item() == pytest.approx((1 - 0.485) / 0.229, rel=1e-4)
+
+
+class _Killed(RuntimeError):
+    pass
+
+
+class _KillingData(torch.utils.data.Dataset):
+    """Serves the toy data but dies after ``after`` items (a job killed mid-epoch)."""
+
+    def __init__(self, data: InMemory, after: int):
+        self.data, self.after, self.reads = data, after, 0
+
+    def __len__(self):
+        return len(self.data)
+
+    def __getitem__(self, i):
+        self.reads += 1
+        if self.reads > self.after:
+            raise _Killed
+        return self.data.images[i], int(self.data.labels[i])
+
+
+def test_killed_job_resumes_to_identical_metrics(tmp_path):
+    torch.use_deterministic_algorithms(True)
+    data, val = _data(), _data(24, seed=1)
+    job = _job()
+    _, straight = fit(job, _KillingData(data, 10**9), val, tmp_path / "a.safetensors", "fp")
+    with pytest.raises(_Killed):  # dies in epoch 2 (48 images per epoch)
+        fit(job, _KillingData(data, 48 + 20), val, tmp_path / "b.safetensors", "fp")
+    _, resumed = fit(job, _KillingData(data, 10**9), val, tmp_path / "b.safetensors", "fp")
+    assert resumed.epoch == straight.epoch == 3
+    assert resumed.history == [
+        {**row, "images_per_s": r["images_per_s"]}
+        for row, r in zip(straight.history, resumed.history, strict=True)
+    ]
+    assert resumed.best_val == straight.best_val
+
+
+def test_resume_refused_when_dataset_fingerprint_changed(tmp_path):
+    job = _job(max_epochs=1)
+    fit(job, _data(16), _data(8), tmp_path / "c.safetensors", "fingerprint-1", stop_epoch=1)
+    with pytest.raises(ResumeError, match="fingerprint is now fingerpr"):
+        fit(job, _data(16), _data(8), tmp_path / "c.safetensors", "fingerprint-2")
+
+
+def test_training_learns_and_stops_early(tmp_path):
+    job = _job(hyperparameters={**HP, "optimizer": "adam", "lr": 0.003}, max_epochs=6, patience=1)
+    _, state = fit(job, _data(), _data(24, seed=1), tmp_path / "d.safetensors", "fp")
+    assert state.best_val > 100 / 3 + 10  # above chance
+    assert state.stopped_by in {"early_stopping", "max_epochs"}
+    assert state.history[-1]["epoch"] == state.epoch
+
+
+def test_linear_probe_trains_only_the_head(tmp_path):
+    source = build_model("resnet_mini", 3).state_dict()
+    job = _job(trainable="head", max_epochs=1)
+
+    def init(model):
+        load_backbone(model, "resnet_mini", source, "source")
+
+    model, _ = fit(job, _data(16), _data(8), tmp_path / "e.safetensors", "fp", init=init)
+    after = model.state_dict()
+    assert torch.equal(after["conv1.weight"], source["conv1.weight"])
+    assert torch.equal(after["bn1.running_mean"], source["bn1.running_mean"])
+    assert not torch.equal(after["fc.weight"], build_model("resnet_mini", 3).fc.weight)
+
+
+# ------------------------------------------------------------------------------------ plan
+
+
+def test_plan_lists_final_runs_and_transfer_inputs(demo_config):
+    runs = plan.final_runs(demo_config)
+    assert len(runs) == 5 * 6
+    assert plan.targets(demo_config)[0].endswith("final/seed-0/result.json")
+    weights = plan.init_weights(demo_config, "ft-imagenot", "vgg_mini")
+    assert weights == ["results/train/imagenot/st/vgg_mini/final/seed-0/model.safetensors"]
+    assert "--job" in plan.job_options(demo_config, "fashion_mnist", "tl-imagenot", "vgg_mini")

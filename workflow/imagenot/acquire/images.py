@@ -1,0 +1,171 @@
+"""Image validation and normalisation: bytes in, one RGB JPEG at the dataset resolution out.
+
+Every image is decoded exactly once, here. Each outcome has a reason code; the explicit rules:
+
+- ``not_an_image``: Pillow cannot identify the bytes and they carry no image signature (HTML
+  error pages, empty bodies); with an image signature the outcome is ``corrupt``.
+- ``decompression_bomb``: width x height from the header exceeds the pixel limit; rejected
+  before any pixel is decoded.
+- ``too_small``: the shorter side is below ``min_size``.
+- ``corrupt``: the header parses but decoding fails (truncated or damaged data).
+- modes: RGB kept; transparent images (RGBA, LA, PA, P with transparency) composited on white;
+  16-bit and float greyscale scaled to 8 bits; every other mode (L, 1, P, CMYK, YCbCr, LAB, HSV)
+  converted by Pillow. The original mode is recorded. Multi-frame images use their first frame.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+OK = "success"
+FETCH_REASONS = ("http_error", "timeout", "network_error", "disallowed", "other_fetch_error")
+DECODE_REASONS = ("not_an_image", "decompression_bomb", "too_small", "corrupt")
+REASONS = (OK, *FETCH_REASONS, *DECODE_REASONS)
+RESIZE_MODES = ("center_crop", "border")
+
+
+@dataclass(frozen=True)
+class ImageResult:
+    """Outcome of validating one image; ``jpeg`` is None unless ``reason == 'success'``."""
+
+    reason: str
+    jpeg: bytes | None = None
+    width: int | None = None
+    height: int | None = None
+    mode: str | None = None
+    detail: str | None = None
+
+
+_MAGIC = (
+    b"\xff\xd8\xff",
+    b"\x89PNG\r\n\x1a\n",
+    b"GIF87a",
+    b"GIF89a",
+    b"BM",
+    b"II*\x00",
+    b"MM\x00*",
+)
+
+
+def looks_like_image(data: bytes) -> bool:
+    """True when ``data`` starts with the signature of a common image format."""
+    return data.startswith(_MAGIC) or (data[:4] == b"RIFF" and data[8:12] == b"WEBP")
+
+
+def classify_fetch_error(message: str | None) -> str:
+    """Reason code for an img2dataset/urllib download error message."""
+    if not message:
+        return OK
+    m = message.lower()
+    if "timed out" in m or "timeout" in m:
+        return "timeout"
+    if m.startswith("http error") or "http error" in m:
+        return "http_error"
+    if "x-robots-tag" in m:
+        return "disallowed"
+    if any(s in m for s in ("urlopen error", "connection", "name or service", "refused", "reset")):
+        return "network_error"
+    return "other_fetch_error"
+
+
+def to_rgb(img: Image.Image) -> Image.Image:
+    """Convert any Pillow mode to RGB by the rules of this module's docstring."""
+    if img.mode == "RGB":
+        return img
+    if img.mode == "P" and "transparency" in img.info:
+        img = img.convert("RGBA")
+    if img.mode in ("RGBA", "LA", "PA", "RGBa", "La"):
+        rgba = img.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(background, rgba).convert("RGB")
+    if img.mode in ("I", "I;16", "I;16B", "I;16L", "I;16N", "F"):
+        a = np.asarray(img, dtype=np.float64)
+        hi = 65535.0 if img.mode.startswith("I;16") or a.max(initial=0) > 255 else 255.0
+        a = np.clip(np.rint(a * (255.0 / hi)), 0, 255).astype(np.uint8)
+        return Image.fromarray(a, "L").convert("RGB")
+    return img.convert("RGB")
+
+
+def resize_square(img: Image.Image, size: int, mode: str = "center_crop") -> Image.Image:
+    """Scale and crop (center_crop) or scale and pad with white (border) to ``size`` x ``size``."""
+    if mode not in RESIZE_MODES:
+        raise ValueError(f"resize mode {mode!r} is not one of {RESIZE_MODES}")
+    w, h = img.size
+    if (w, h) == (size, size):
+        return img
+    if mode == "center_crop":
+        scale = size / min(w, h)
+        nw, nh = max(size, round(w * scale)), max(size, round(h * scale))
+        img = img.resize((nw, nh), Image.Resampling.BICUBIC, reducing_gap=3.0)
+        left, top = (nw - size) // 2, (nh - size) // 2
+        return img.crop((left, top, left + size, top + size))
+    scale = size / max(w, h)
+    nw, nh = max(1, round(w * scale)), max(1, round(h * scale))
+    img = img.resize((nw, nh), Image.Resampling.BICUBIC, reducing_gap=3.0)
+    canvas = Image.new("RGB", (size, size), (255, 255, 255))
+    canvas.paste(img, ((size - nw) // 2, (size - nh) // 2))
+    return canvas
+
+
+def encode_jpeg(img: Image.Image, quality: int = 95) -> bytes:
+    """Deterministic baseline JPEG bytes of an RGB image."""
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=quality, optimize=False, progressive=False)
+    return buf.getvalue()
+
+
+def normalise_array(pixels: np.ndarray, size: int, mode: str = "center_crop", quality: int = 95):
+    """JPEG bytes of an HxW (grey) or HxWx3 (RGB) uint8 array at ``size`` (adapters' path)."""
+    img = Image.fromarray(pixels, "L" if pixels.ndim == 2 else "RGB")
+    return encode_jpeg(resize_square(to_rgb(img), size, mode), quality)
+
+
+def validate_image(
+    data: bytes,
+    *,
+    size: int,
+    resize_mode: str = "center_crop",
+    max_pixels: int = 89_478_485,
+    min_size: int = 0,
+    quality: int = 95,
+) -> ImageResult:
+    """Decode ``data`` once and return the normalised JPEG or the reason it was rejected."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            img = Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError as exc:
+        return ImageResult("decompression_bomb", detail=str(exc))
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
+        reason = "corrupt" if looks_like_image(data) else "not_an_image"
+        return ImageResult(reason, detail=str(exc)[:200])
+    w, h = img.size
+    mode = img.mode
+    if w * h > max_pixels:
+        return ImageResult("decompression_bomb", width=w, height=h, mode=mode)
+    if min(w, h) < max(min_size, 1):
+        return ImageResult("too_small", width=w, height=h, mode=mode)
+    try:
+        img.seek(0)
+        img.load()
+        rgb = to_rgb(img)
+        out = encode_jpeg(resize_square(rgb, size, resize_mode), quality)
+    except Exception as exc:  # Pillow raises many types on damaged data
+        return ImageResult("corrupt", width=w, height=h, mode=mode, detail=str(exc)[:200])
+    return ImageResult(OK, out, w, h, mode)
+
+
+def phash64(jpeg: bytes) -> int:
+    """64-bit perceptual hash (imagehash.phash) as a signed int64."""
+    import imagehash
+
+    bits = imagehash.phash(Image.open(io.BytesIO(jpeg))).hash.flatten()
+    value = 0
+    for b in bits:
+        value = (value << 1) | int(b)
+    return value - (1 << 64) if value >= (1 << 63) else value

@@ -1,0 +1,123 @@
+"""The run's accuracy table: every evaluation result plus the published ImageNet accuracies.
+
+``results/analyse/accuracy.csv`` (docs/contracts.md): ``model``, ``dataset``, ``protocol``,
+``seed``, ``transform``, ``accuracy`` (top-1 percent), ``top5``, ``n``, ``ci_low``, ``ci_high``,
+``imagenet_top1`` (published torchvision top-1 of the architecture). The published accuracies
+also appear as rows of dataset ``imagenet_published`` (protocol ``published``), so that
+``imagenot rankings`` can compare any dataset against them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from imagenot.analyse import stats
+from imagenot.analyse.table import PUBLISHED_DATASET, PUBLISHED_PROTOCOL, TableError
+
+ROBUSTNESS_COLUMNS = (
+    "model",
+    "dataset",
+    "protocol",
+    "seed",
+    "transform",
+    "top1",
+    "top5",
+    "n",
+    "ci_low",
+    "ci_high",
+)
+PUBLISHED_COLUMNS = ("model", "weights", "top1", "top5", "source")
+IMAGENET_VAL_SIZE = 50_000
+COLUMNS = [
+    "model",
+    "dataset",
+    "protocol",
+    "seed",
+    "transform",
+    "accuracy",
+    "top5",
+    "n",
+    "ci_low",
+    "ci_high",
+    "imagenet_top1",
+]
+
+
+def read_robustness(paths: Sequence[str | os.PathLike]) -> pd.DataFrame:
+    """Concatenate evaluation ``robustness.parquet`` files, checking their columns."""
+    frames = []
+    for path in paths:
+        df = pd.read_parquet(path)
+        missing = [c for c in ROBUSTNESS_COLUMNS if c not in df.columns]
+        if missing:
+            raise TableError(f"{path}: lacks column(s) {', '.join(missing)}")
+        frames.append(df[list(ROBUSTNESS_COLUMNS)])
+    if not frames:
+        return pd.DataFrame({c: [] for c in ROBUSTNESS_COLUMNS})
+    return pd.concat(frames, ignore_index=True)
+
+
+def read_published(path: str | os.PathLike) -> pd.DataFrame:
+    """The published torchvision ImageNet accuracies (one row per registry model)."""
+    df = pd.read_csv(path)
+    missing = [c for c in PUBLISHED_COLUMNS if c not in df.columns]
+    if missing:
+        raise TableError(f"{path}: lacks column(s) {', '.join(missing)}")
+    if df["model"].duplicated().any():
+        raise TableError(f"{path}: model {df['model'][df['model'].duplicated()].iloc[0]!r} twice")
+    return df
+
+
+def accuracy_table(
+    robustness: pd.DataFrame,
+    published: pd.DataFrame,
+    standard_transform: str = "Identity",
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """One row per evaluation result, then one per published model (see the module doc)."""
+    top1 = dict(zip(published["model"], published["top1"].astype(float), strict=True))
+    runs = robustness.rename(columns={"top1": "accuracy"}).copy()
+    runs["imagenet_top1"] = runs["model"].map(top1)
+    n = np.full(len(published), IMAGENET_VAL_SIZE)
+    lo, hi = stats.clopper_pearson(published["top1"].to_numpy(float), n, confidence)
+    pub = pd.DataFrame(
+        {
+            "model": published["model"],
+            "dataset": PUBLISHED_DATASET,
+            "protocol": PUBLISHED_PROTOCOL,
+            "seed": 0,
+            "transform": standard_transform,
+            "accuracy": published["top1"].astype(float),
+            "top5": published["top5"].astype(float),
+            "n": n,
+            "ci_low": lo,
+            "ci_high": hi,
+            "imagenet_top1": published["top1"].astype(float),
+        }
+    )
+    frames = [f for f in (runs[COLUMNS], pub[COLUMNS]) if len(f)]
+    table = pd.concat(frames, ignore_index=True) if frames else pub[COLUMNS]
+    return table.sort_values(
+        ["dataset", "protocol", "model", "seed", "transform"], kind="stable"
+    ).reset_index(drop=True)
+
+
+def read_per_image(robustness_paths: Sequence[str | os.PathLike]) -> pd.DataFrame:
+    """Per-image correctness beside each ``robustness.parquet``, labelled with its run."""
+    frames = []
+    for path in robustness_paths:
+        run = pd.read_parquet(path, columns=["model", "dataset", "protocol", "seed"]).iloc[0]
+        per = pd.read_parquet(Path(path).with_name("per_image.parquet"))
+        per = per[["key", "transform", "correct"]].copy()
+        for col in ("model", "dataset", "protocol", "seed"):
+            per[col] = run[col]
+        frames.append(per)
+    cols = ["model", "dataset", "protocol", "seed", "transform", "key", "correct"]
+    if not frames:
+        return pd.DataFrame({c: [] for c in cols})
+    return pd.concat(frames, ignore_index=True)[cols]

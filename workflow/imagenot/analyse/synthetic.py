@@ -1,0 +1,129 @@
+"""Synthetic evaluation results in the evaluate stage's layout, for tests and dry runs.
+
+Each model has a latent quality; accuracy on a dataset is a logistic function of it, lowered
+by each test-time transformation, and every image's correctness is a Bernoulli draw, so the
+per-image and per-transform tables agree exactly.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from imagenot.analyse import stats
+from imagenot.io import write_parquet
+
+MODELS = ("alexnet", "vgg19", "resnet18", "resnet152", "densenet161")
+TRANSFORMS = ("Identity", "GaussianBlur", "Grayscale", "Invert")
+
+
+def robustness_results(
+    root: str | os.PathLike,
+    runs: list[dict],
+    *,
+    transforms: tuple[str, ...] = TRANSFORMS,
+    n_images: int = 200,
+    seed: int = 0,
+) -> list[str]:
+    """Write ``{root}/evaluate/{dataset}/{protocol}/{model}/seed-{seed}/robustness.parquet``
+    and ``per_image.parquet`` for each run dict (dataset, protocol, model, seed)."""
+    rng = np.random.default_rng(seed)
+    quality = {m: i / max(len(MODELS) - 1, 1) for i, m in enumerate(MODELS)}
+    paths = []
+    for run in runs:
+        q = quality.get(run["model"], rng.uniform())
+        offset = {"st": 0.0}.get(run["protocol"], 0.5) + 0.2 * len(run["dataset"]) % 3
+        rows, per_image = [], []
+        keys = [f"{run['dataset']}-{i:06d}" for i in range(n_images)]
+        for t, transform in enumerate(transforms):
+            p = 1 / (1 + np.exp(-(-1.0 + offset + 3.0 * q - 0.4 * t + rng.normal(0, 0.1))))
+            correct = rng.uniform(size=n_images) < p
+            top1 = 100.0 * correct.mean()
+            lo, hi = stats.clopper_pearson(np.array([top1]), np.array([n_images]))
+            rows.append(
+                {
+                    **{k: run[k] for k in ("model", "dataset", "protocol")},
+                    "seed": int(run["seed"]),
+                    "transform": transform,
+                    "top1": top1,
+                    "top5": min(100.0, top1 + 15.0),
+                    "n": n_images,
+                    "ci_low": float(lo[0]),
+                    "ci_high": float(hi[0]),
+                }
+            )
+            per_image.append(
+                pd.DataFrame(
+                    {
+                        "key": keys,
+                        "transform": transform,
+                        "correct": correct,
+                        "pred": np.where(correct, 0, 1),
+                    }
+                )
+            )
+        out = (
+            Path(root)
+            / "evaluate"
+            / run["dataset"]
+            / run["protocol"]
+            / run["model"]
+            / f"seed-{run['seed']}"
+        )
+        write_parquet(pa.Table.from_pandas(pd.DataFrame(rows)), out / "robustness.parquet")
+        write_parquet(
+            pa.Table.from_pandas(pd.concat(per_image, ignore_index=True)),
+            out / "per_image.parquet",
+        )
+        paths.append(str(out / "robustness.parquet"))
+    return paths
+
+
+def runs_grid(
+    datasets: list[str],
+    models: tuple[str, ...] = MODELS,
+    seeds: tuple[int, ...] = (0,),
+    downstream: str | None = None,
+    sources: tuple[str, ...] = (),
+) -> list[dict]:
+    """ST runs on every dataset, plus FT and TL runs on ``downstream`` from each source."""
+    runs = [
+        {"dataset": d, "protocol": "st", "model": m, "seed": s}
+        for d in datasets
+        for m in models
+        for s in seeds
+    ]
+    if downstream:
+        runs += [
+            {"dataset": downstream, "protocol": f"{kind}-{src}", "model": m, "seed": s}
+            for kind in ("ft", "tl")
+            for src in sources
+            for m in models
+            for s in seeds
+        ]
+    return runs
+
+
+def published_accuracy(path: str | os.PathLike, models: tuple[str, ...] = MODELS) -> str:
+    """A stand-in for torchvision_imagenet_accuracy.csv (the real values of these models)."""
+    known = {
+        "alexnet": (56.522, 79.066),
+        "vgg19": (72.376, 90.876),
+        "resnet18": (69.758, 89.078),
+        "resnet152": (78.312, 94.046),
+        "densenet161": (77.138, 93.560),
+        "efficientnet_v2_l": (85.808, 97.788),
+        "convnext_large": (84.414, 96.976),
+    }
+    rows = [
+        {"model": m, "weights": "IMAGENET1K_V1", "top1": a, "top5": b, "source": "synthetic"}
+        for m, (a, b) in known.items()
+        if m in models
+    ]
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return str(path)

@@ -1,0 +1,125 @@
+"""The audit trail (every synset considered and its fate) and the funnel (counts per step)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from imagenot.curate.candidates import AUDIT_SCHEMA, STEP_NAMES
+
+FULL_AUDIT_SCHEMA = AUDIT_SCHEMA.append(pa.field("score", pa.float64()))
+FUNNEL_COLUMNS = ("step", "step_name", "synsets", "captions", "note")
+
+
+def audit_table(candidates_audit: pa.Table, candidates: pa.Table, scores: pa.Table) -> pa.Table:
+    """Steps 1-5 removals plus the fate of every candidate at steps 6-8, sorted by step, wnid."""
+    early = candidates_audit.append_column(
+        "score", pa.nulls(candidates_audit.num_rows, pa.float64())
+    )
+    late = candidates.select(["wnid", "name", "n_captions"]).join(scores, "wnid")
+    late = pa.table(
+        {
+            "wnid": late.column("wnid"),
+            "name": late.column("name"),
+            "step": late.column("step"),
+            "step_name": pa.array(
+                [STEP_NAMES[s] for s in late.column("step").to_pylist()], pa.string()
+            ),
+            "status": late.column("status"),
+            "reason": late.column("reason"),
+            "n_captions": late.column("n_captions"),
+            "score": late.column("score"),
+        }
+    )
+    table = pa.concat_tables([early.cast(FULL_AUDIT_SCHEMA), late.cast(FULL_AUDIT_SCHEMA)])
+    return table.sort_by([("step", "ascending"), ("wnid", "ascending")])
+
+
+def funnel_rows(
+    match_stats: list[dict],
+    candidate_stats: dict,
+    audit: pa.Table,
+    caption_stats: list[dict],
+    selection_stats: dict,
+) -> list[dict]:
+    """Counts after each step: synsets remaining and captions remaining where meaningful."""
+    rows_read = sum(s["rows"] for s in match_stats)
+    skipped = (
+        {k: sum(s["skipped"][k] for s in match_stats) for k in match_stats[0]["skipped"]}
+        if match_stats
+        else {}
+    )
+    usable = sum(s["captions"] for s in match_stats)
+    removed = {
+        step: int(
+            pc.sum(
+                pc.and_(
+                    pc.equal(audit.column("step"), step),
+                    pc.equal(audit.column("status"), "removed"),
+                )
+            ).as_py()
+            or 0
+        )
+        for step in STEP_NAMES
+    }
+    out = [
+        {"step": 0, "step_name": "input", "synsets": None, "captions": rows_read, "note": ""},
+        {
+            "step": 0,
+            "step_name": "usable_captions",
+            "synsets": None,
+            "captions": usable,
+            "note": "skipped " + ", ".join(f"{k}={v}" for k, v in skipped.items()),
+        },
+    ]
+    synsets = candidate_stats["universe"]
+    notes = {
+        1: f"mode {candidate_stats['mode']}: {candidate_stats['universe']} synsets considered",
+        6: "ambiguous captions {a}, punsafe removed {p}".format(
+            a=sum(s["ambiguous_captions"] for s in caption_stats),
+            p=sum(s["punsafe_removed"] for s in caption_stats),
+        ),
+        8: f"duplicate URLs removed {selection_stats['duplicate_urls_removed']}",
+    }
+    if candidate_stats.get("ancestors_in_list"):
+        notes[4] = (
+            f"list holds {candidate_stats['ancestors_in_list']} ancestors of other listed classes"
+        )
+    captions = {
+        1: sum(s["matched_captions"] for s in match_stats),
+        6: sum(s["captions"] for s in caption_stats),
+        8: selection_stats["selected_captions"],
+    }
+    for step, name in STEP_NAMES.items():
+        synsets -= removed[step]
+        out.append(
+            {
+                "step": step,
+                "step_name": name,
+                "synsets": synsets,
+                "captions": captions.get(step),
+                "note": notes.get(step, ""),
+            }
+        )
+    return out
+
+
+def funnel_csv(rows: list[dict]) -> str:
+    """The funnel as CSV text (empty cells for counts that do not apply)."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=FUNNEL_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if row[k] is None else row[k]) for k in FUNNEL_COLUMNS})
+    return buf.getvalue()
+
+
+def removed_per_step(audit: pa.Table) -> dict[int, int]:
+    """Number of synsets each step removed (for reports and tests)."""
+    steps = audit.filter(pc.equal(audit.column("status"), "removed")).column("step").to_numpy()
+    values, counts = np.unique(steps, return_counts=True)
+    return {int(v): int(c) for v, c in zip(values, counts, strict=True)}

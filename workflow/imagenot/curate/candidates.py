@@ -1,0 +1,253 @@
+"""Steps 1-5 of class selection: from match counts to the candidate classes, with an audit trail.
+
+Modes (the dataset's ``classes`` key):
+
+- ``discover``: every matched noun synset; remove ImageNet classes and synsets sharing a
+  (normalised) lemma with one (step 2), those under ``min_count`` matching captions (3), those
+  that are WordNet ancestors of another candidate (4: the leaves of the minimal spanning
+  subtree), and NSFW class names (5).
+- ``imagenet``: ImageNet's 1000 classes that occur in the captions, then steps 3-5 (LAIONet-style).
+- a path: a published class list (one wnid per line); discovery is skipped, classes no caption
+  mentions are dropped, and ancestors of other listed classes are kept but counted.
+
+Audit rows: ``wnid``, ``name``, ``step`` (method step number), ``step_name``, ``status``
+(``removed`` or ``kept``), ``reason``, ``n_captions`` (matching captions over all shards).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+STEP_NAMES = {
+    1: "match",
+    2: "imagenet_overlap",
+    3: "min_count",
+    4: "leaves",
+    5: "nsfw",
+    6: "one_synset_captions",
+    7: "similarity_threshold",
+    8: "top_classes",
+}
+AUDIT_SCHEMA = pa.schema(
+    [
+        ("wnid", pa.string()),
+        ("name", pa.string()),
+        ("step", pa.int32()),
+        ("step_name", pa.string()),
+        ("status", pa.string()),
+        ("reason", pa.string()),
+        ("n_captions", pa.int64()),
+    ]
+)
+
+
+def count_matches(match_files: Iterable[str | os.PathLike]) -> dict[str, int]:
+    """Matching captions per wnid across all match files (DuckDB over the parquet files)."""
+    import duckdb
+
+    files = [str(f) for f in match_files]
+    if not files:
+        return {}
+    con = duckdb.connect()
+    rows = con.execute(
+        "SELECT wnid, count(*) AS n FROM read_parquet(?) GROUP BY wnid", [files]
+    ).fetchall()
+    return {wnid: int(n) for wnid, n in rows}
+
+
+def read_class_list(path: str | os.PathLike) -> list[str]:
+    """wnids of a class list file (one per line; blank lines and '#' comments ignored)."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
+        item = line.split("#", 1)[0].strip()
+        if not item:
+            continue
+        if len(item) != 9 or item[0] != "n" or not item[1:].isdigit():
+            raise ValueError(f"{path}, line {number}: {item!r} is not a noun wnid like n02084071")
+        if item in seen:
+            raise ValueError(f"{path}, line {number}: duplicate wnid {item}")
+        seen.add(item)
+        out.append(item)
+    return out
+
+
+def synset_name(synset) -> str:
+    """Class name: the synset's first lemma as text."""
+    return synset.lemma_names()[0].replace("_", " ")
+
+
+def query_text(template: str, name: str, gloss: str) -> str:
+    """The text embedded for a class, e.g. "<name> which is <gloss>"."""
+    return template.format(name=name, gloss=gloss)
+
+
+def lemma_keys(lemma_table: pa.Table) -> dict[str, set[str]]:
+    """wnid -> its normalised lemma keys."""
+    from imagenot.curate.match import normalise
+
+    keys = normalise(lemma_table.column("lemma")).to_pylist()
+    out: dict[str, set[str]] = {}
+    for key, wnid in zip(keys, lemma_table.column("wnid").to_pylist(), strict=True):
+        out.setdefault(wnid, set()).add(key)
+    return out
+
+
+def imagenet_overlap(
+    candidates: Iterable[str], keys_of: dict[str, set[str]], imagenet: Iterable[str]
+) -> dict[str, str]:
+    """Candidates that are ImageNet classes or share a lemma with one -> reason."""
+    imagenet = set(imagenet)
+    owner: dict[str, str] = {}
+    for w in sorted(imagenet):
+        for key in sorted(keys_of.get(w, ())):
+            owner.setdefault(key, w)
+    out = {}
+    for w in candidates:
+        if w in imagenet:
+            out[w] = "ImageNet class"
+            continue
+        shared = sorted(k for k in keys_of.get(w, ()) if k in owner)
+        if shared:
+            out[w] = f"shares lemma {shared[0]!r} with ImageNet {owner[shared[0]]}"
+    return out
+
+
+def ancestors_within(wn, wnids: Iterable[str]) -> dict[str, str]:
+    """Members of ``wnids`` that are hypernyms (instance hypernyms included) of another member
+    -> one such descendant (the smallest wnid). The rest are the leaves of the minimal subtree."""
+    from imagenot.wordnet import synset_of, wnid
+
+    members = set(wnids)
+    found: dict[str, str] = {}
+    for w in sorted(members):
+        synset = synset_of(wn, w)
+        for ancestor in synset.closure(lambda s: s.hypernyms() + s.instance_hypernyms()):
+            a = wnid(ancestor)
+            if a in members and a != w:
+                found.setdefault(a, w)
+    return found
+
+
+def build_candidates(
+    counts: dict[str, int],
+    wn,
+    mode: str,
+    min_count: int,
+    nsfw_cfg: dict,
+    query_template: str,
+    imagenet: Iterable[str],
+    lemma_table: pa.Table | None = None,
+) -> tuple[pa.Table, pa.Table, dict]:
+    """(candidates, audit of steps 1-5, stats) for ``mode`` 'discover', 'imagenet' or a list path.
+
+    Stats: ``mode``, ``universe`` (synsets considered at step 1), ``ancestors_in_list``."""
+    from imagenot.curate.nsfw import nsfw_reasons
+    from imagenot.wordnet import noun_lemma_table, synset_of
+
+    audit: list[dict] = []
+    imagenet = list(imagenet)
+
+    def remove(wnids: dict[str, str], step: int) -> None:
+        for w in sorted(wnids):
+            audit.append(
+                {
+                    "wnid": w,
+                    "name": synset_name(synset_of(wn, w)),
+                    "step": step,
+                    "step_name": STEP_NAMES[step],
+                    "status": "removed",
+                    "reason": wnids[w],
+                    "n_captions": counts.get(w, 0),
+                }
+            )
+
+    notes: dict[str, str] = {}
+    if mode in ("discover", "imagenet"):
+        if mode == "discover":
+            current = sorted(w for w, n in counts.items() if n > 0)
+            universe = len(current)
+            if lemma_table is None:
+                lemma_table = noun_lemma_table(wn)
+            overlap = imagenet_overlap(current, lemma_keys(lemma_table), imagenet)
+            remove(overlap, 2)
+            current = [w for w in current if w not in overlap]
+        else:
+            absent = {w: "no caption mentions it" for w in imagenet if counts.get(w, 0) == 0}
+            remove(absent, 1)
+            universe = len(imagenet)
+            current = sorted(w for w in imagenet if w not in absent)
+        rare = {
+            w: f"{counts.get(w, 0)} captions < min_count {min_count}"
+            for w in current
+            if counts.get(w, 0) < min_count
+        }
+        remove(rare, 3)
+        current = [w for w in current if w not in rare]
+        inner = {w: f"ancestor of {d}" for w, d in ancestors_within(wn, current).items()}
+        remove(inner, 4)
+        current = [w for w in current if w not in inner]
+        table = _class_table(wn, current, counts, query_template)
+        reasons = nsfw_reasons(table, nsfw_cfg, wn) if table.num_rows else []
+        flagged = {w: r for w, r in zip(current, reasons, strict=True) if r}
+        remove(flagged, 5)
+        table = table.filter(pa.array([not r for r in reasons], pa.bool_()))
+    else:
+        listed = read_class_list(mode)
+        for w in listed:
+            try:
+                synset_of(wn, w)
+            except Exception as exc:
+                raise ValueError(f"{mode}: {w} is not a WordNet 3.0 noun synset ({exc})") from exc
+        universe = len(listed)
+        absent = {w: "no caption mentions it" for w in listed if counts.get(w, 0) == 0}
+        remove(absent, 1)
+        current = [w for w in listed if w not in absent]
+        notes = {
+            w: f"listed; ancestor of listed {d}" for w, d in ancestors_within(wn, listed).items()
+        }
+        table = _class_table(wn, current, counts, query_template)
+    table = table.append_column(
+        "note", pa.array([notes.get(w, "") for w in table.column("wnid").to_pylist()], pa.string())
+    )
+    stats = {
+        "mode": mode if mode in ("discover", "imagenet") else "list",
+        "class_list": None if mode in ("discover", "imagenet") else str(mode),
+        "universe": universe,
+        "candidates": table.num_rows,
+        "ancestors_in_list": len(notes),
+    }
+    return table, pa.Table.from_pylist(audit, schema=AUDIT_SCHEMA), stats
+
+
+def _class_table(wn, wnids: list[str], counts: dict[str, int], template: str) -> pa.Table:
+    from imagenot.wordnet import synset_of
+
+    synsets = [synset_of(wn, w) for w in wnids]
+    names = [synset_name(s) for s in synsets]
+    glosses = [s.definition() for s in synsets]
+    return pa.table(
+        {
+            "wnid": pa.array(wnids, pa.string()),
+            "name": pa.array(names, pa.string()),
+            "lemmas": pa.array(
+                [[n.replace("_", " ") for n in s.lemma_names()] for s in synsets],
+                pa.list_(pa.string()),
+            ),
+            "gloss": pa.array(glosses, pa.string()),
+            "query": pa.array(
+                [query_text(template, n, g) for n, g in zip(names, glosses, strict=True)],
+                pa.string(),
+            ),
+            "n_captions": pa.array([counts.get(w, 0) for w in wnids], pa.int64()),
+        }
+    )
+
+
+def count_removed(audit: pa.Table, step: int) -> int:
+    return int(pc.sum(pc.equal(audit.column("step"), step)).as_py() or 0)

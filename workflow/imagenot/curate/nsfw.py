@@ -1,0 +1,121 @@
+"""Step 5: not-safe-for-work filters over class names, pluggable by name.
+
+``NSFW_FILTERS`` maps a filter name to a class built from the ``curate.nsfw`` config section.
+Each filter takes a table of candidate synsets (``wnid``, ``name``, ``lemmas``, ``gloss``) and
+returns a reason string per row (empty string = safe). Filters run in config order and the first
+reason found is recorded in the audit trail.
+
+- ``wordnet`` (default, licence-clean): WordNet usage domains such as obscenity or ethnic slur,
+  cue words in the gloss ("obscene", "vulgar", ...), and a config word list matched against the
+  lemmas (whole normalised words).
+- ``hf_classifier``: a Hugging Face text-classification model named by hub id or local path, for
+  real runs (not exercised offline); a class is flagged when the score of ``label`` reaches
+  ``threshold``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pyarrow as pa
+
+from imagenot.curate.match import normalise_one
+
+
+class WordNetCueFilter:
+    """WordNet usage domains, gloss cue words and a word list."""
+
+    def __init__(self, wn, usage_domains: list[str], gloss_cues: list[str], words: list[str]):
+        self.wn = wn
+        self.usage_domains = set(usage_domains)
+        self.gloss_cues = [normalise_one(c) for c in gloss_cues if c.strip()]
+        self.words = {normalise_one(w) for w in words if w.strip()}
+
+    def reason(self, wnid: str, lemmas: list[str], gloss: str) -> str:
+        from imagenot.wordnet import synset_of
+
+        synset = synset_of(self.wn, wnid)
+        domains = sorted(d.name() for d in synset.usage_domains() if d.name() in self.usage_domains)
+        if domains:
+            return f"usage domain {domains[0]}"
+        padded_gloss = f" {normalise_one(gloss)} "
+        for cue in self.gloss_cues:
+            if f" {cue}" in padded_gloss:
+                return f"gloss cue {cue!r}"
+        for lemma in lemmas:
+            key = normalise_one(lemma)
+            hits = sorted(w for w in self.words if f" {w} " in f" {key} ")
+            if hits:
+                return f"word list {hits[0]!r}"
+        return ""
+
+    def __call__(self, table: pa.Table) -> list[str]:
+        return [
+            self.reason(w, lemmas, gloss)
+            for w, lemmas, gloss in zip(
+                table.column("wnid").to_pylist(),
+                table.column("lemmas").to_pylist(),
+                table.column("gloss").to_pylist(),
+                strict=True,
+            )
+        ]
+
+
+class HFTextClassifierFilter:
+    """A Hugging Face text classifier applied to "<name>: <gloss>" (for real runs)."""
+
+    def __init__(self, model: str, label: str, threshold: float, batch_size: int = 64):
+        self.model, self.label, self.threshold, self.batch_size = (
+            model,
+            label,
+            threshold,
+            batch_size,
+        )
+
+    def __call__(self, table: pa.Table) -> list[str]:
+        from transformers import pipeline
+
+        classify = pipeline("text-classification", model=self.model, top_k=None)
+        texts = [
+            f"{n}: {g}"
+            for n, g in zip(
+                table.column("name").to_pylist(), table.column("gloss").to_pylist(), strict=True
+            )
+        ]
+        reasons = []
+        for scores in classify(texts, batch_size=self.batch_size, truncation=True):
+            score = next((s["score"] for s in scores if s["label"] == self.label), 0.0)
+            reasons.append(
+                f"classifier {self.label} score {score:.3f}" if score >= self.threshold else ""
+            )
+        return reasons
+
+
+def _wordnet_filter(cfg: dict, wn) -> Callable[[pa.Table], list[str]]:
+    return WordNetCueFilter(wn, cfg["usage_domains"], cfg["gloss_cues"], cfg["words"])
+
+
+def _hf_filter(cfg: dict, wn) -> Callable[[pa.Table], list[str]]:
+    hf = cfg["hf_classifier"]
+    if not (hf["local_path"] or hf["model"]):
+        raise ValueError("config key curate.nsfw.hf_classifier.model (or local_path) is not set")
+    return HFTextClassifierFilter(hf["local_path"] or hf["model"], hf["label"], hf["threshold"])
+
+
+NSFW_FILTERS: dict[str, Callable[[dict, object], Callable[[pa.Table], list[str]]]] = {
+    "wordnet": _wordnet_filter,
+    "hf_classifier": _hf_filter,
+}
+
+
+def nsfw_reasons(table: pa.Table, cfg: dict, wn) -> list[str]:
+    """First NSFW reason per row over the configured filters ('' = safe)."""
+    reasons = [""] * table.num_rows
+    for name in cfg["filters"]:
+        if name not in NSFW_FILTERS:
+            raise ValueError(
+                f"config key curate.nsfw.filters: unknown filter {name!r}; known: {sorted(NSFW_FILTERS)}"
+            )
+        flagged = NSFW_FILTERS[name](cfg, wn)(table)
+        reasons = [r or f for r, f in zip(reasons, flagged, strict=True)]
+    return reasons

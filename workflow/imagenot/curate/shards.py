@@ -1,0 +1,149 @@
+"""Reading LAION metadata shards: lenient validation, clear errors, counted skips.
+
+A shard must have a string-like ``TEXT`` and ``URL`` column (string, large_string, or binary
+holding UTF-8); anything else stops the job with an error naming the file and the column.
+Caption rows that cannot be used are skipped and counted, never fatal:
+
+- ``null``: TEXT is null;
+- ``empty``: TEXT holds only whitespace;
+- ``invalid_utf8``: TEXT is not valid UTF-8;
+- ``too_long``: TEXT is longer than ``max_caption_bytes`` bytes (megabyte "captions" are page
+  dumps, not captions).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+REQUIRED_COLUMNS = ("URL", "TEXT")
+STRING_LIKE = (pa.string(), pa.large_string(), pa.binary(), pa.large_binary())
+SKIP_REASONS = ("null", "empty", "invalid_utf8", "too_long")
+DEFAULT_MAX_CAPTION_BYTES = 16384
+
+
+class ShardError(ValueError):
+    """A LAION shard that cannot be read as captions; the message names file and column."""
+
+
+def check_schema(
+    path: str | os.PathLike, schema: pa.Schema, required: tuple[str, ...] = REQUIRED_COLUMNS
+) -> None:
+    """Raise ShardError naming ``path`` and the column if a required column is missing or not text."""
+    for name in required:
+        if name not in schema.names:
+            raise ShardError(
+                f"{path}: required column {name!r} is missing (columns: {', '.join(schema.names)})"
+            )
+        col_type = schema.field(name).type
+        if col_type not in STRING_LIKE and not pa.types.is_dictionary(col_type):
+            raise ShardError(
+                f"{path}: column {name!r} has type {col_type}, expected a string column"
+            )
+
+
+def open_shard(
+    path: str | os.PathLike, required: tuple[str, ...] = REQUIRED_COLUMNS
+) -> pq.ParquetFile:
+    """Open a parquet shard and validate its schema (ShardError on a bad file or column)."""
+    try:
+        parquet = pq.ParquetFile(path)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise ShardError(f"{path}: not a readable parquet file ({exc})") from exc
+    check_schema(path, parquet.schema_arrow, required)
+    return parquet
+
+
+@dataclass
+class SkipCounts:
+    """Rows read and rows skipped per reason."""
+
+    rows: int = 0
+    skipped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SKIP_REASONS, 0))
+
+    def add(self, other: SkipCounts) -> None:
+        self.rows += other.rows
+        for k, v in other.skipped.items():
+            self.skipped[k] += v
+
+    def as_dict(self) -> dict:
+        return {"rows": self.rows, "skipped": dict(self.skipped)}
+
+
+def _as_binary(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    if column.type in (pa.string(), pa.binary()):
+        return column.cast(pa.binary())
+    return column.cast(pa.large_binary())
+
+
+def _utf8_valid_mask(binary: pa.Array) -> np.ndarray:
+    """True where the value decodes as UTF-8 (nulls count as valid here)."""
+    try:
+        binary.cast(pa.large_string() if binary.type == pa.large_binary() else pa.string())
+        return np.ones(len(binary), dtype=bool)
+    except pa.ArrowInvalid:
+        pass
+    # Slow path, only for batches that hold invalid bytes.
+    mask = np.ones(len(binary), dtype=bool)
+    for i, value in enumerate(binary.to_pylist()):
+        if value is not None:
+            try:
+                value.decode("utf-8")
+            except UnicodeDecodeError:
+                mask[i] = False
+    return mask
+
+
+def clean_captions(
+    text: pa.Array | pa.ChunkedArray, max_caption_bytes: int = DEFAULT_MAX_CAPTION_BYTES
+) -> tuple[np.ndarray, pa.Array, SkipCounts]:
+    """Usable captions of a TEXT column: (row indices, their text as strings, skip counts)."""
+    binary = _as_binary(text)
+    n = len(binary)
+    is_null = np.asarray(binary.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    nbytes = pc.fill_null(pc.binary_length(binary), 0).to_numpy(zero_copy_only=False)
+    too_long = ~is_null & (nbytes > max_caption_bytes)
+    valid_utf8 = _utf8_valid_mask(binary)
+    invalid = ~is_null & ~too_long & ~valid_utf8
+    usable = ~is_null & ~too_long & ~invalid
+    rows = np.flatnonzero(usable)
+    string_type = pa.large_string() if binary.type == pa.large_binary() else pa.string()
+    texts = binary.take(pa.array(rows)).cast(string_type)
+    blank = np.asarray(
+        pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(texts)), 0).to_numpy(zero_copy_only=False),
+        dtype=bool,
+    )
+    counts = SkipCounts(rows=n)
+    counts.skipped.update(
+        null=int(is_null.sum()),
+        empty=int(blank.sum()),
+        invalid_utf8=int(invalid.sum()),
+        too_long=int(too_long.sum()),
+    )
+    keep = ~blank
+    return rows[keep], texts.filter(pa.array(keep)), counts
+
+
+def iter_captions(
+    path: str | os.PathLike,
+    batch_rows: int = 262144,
+    max_caption_bytes: int = DEFAULT_MAX_CAPTION_BYTES,
+    required: tuple[str, ...] = REQUIRED_COLUMNS,
+) -> Iterator[tuple[np.ndarray, pa.Array, SkipCounts]]:
+    """Batches of (row index in the shard, caption text, skip counts) of a validated shard."""
+    parquet = open_shard(path, required)
+    offset = 0
+    for batch in parquet.iter_batches(batch_size=batch_rows, columns=["TEXT"]):
+        rows, texts, counts = clean_captions(batch.column(0), max_caption_bytes)
+        yield rows + offset, texts, counts
+        offset += batch.num_rows

@@ -1,0 +1,303 @@
+"""The demo world: LAION-style metadata shards, the images their URLs point at, and ground truth.
+
+:func:`build_world` is pure (WordNet and the ``demo_world`` config section in, tables and a summary
+out, every random draw from one numpy Generator seeded by ``demo_world.seed``); :func:`write_world`
+renders the images and writes everything. Same seed, same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from imagenot.demo import images as img
+from imagenot.demo.captions import (
+    ROLES,
+    CaptionWriter,
+    NounLemmaIndex,
+    PlantedClass,
+    hypernym_ancestors,
+    plan_classes,
+    shared_lemma_synsets,
+)
+from imagenot.demo.plan import shard_name
+from imagenot.io import write_json, write_parquet
+
+LAION_SCHEMA = pa.schema(
+    [
+        ("URL", pa.string()),
+        ("TEXT", pa.string()),
+        ("WIDTH", pa.int64()),
+        ("HEIGHT", pa.int64()),
+        ("similarity", pa.float64()),
+        ("hash", pa.int64()),
+        ("punsafe", pa.float32()),
+        ("pwatermark", pa.float32()),
+    ]
+)
+TRUTH_SCHEMA = pa.schema(
+    [
+        ("shard", pa.string()),
+        ("row", pa.int64()),
+        ("kind", pa.string()),  # good, incidental, two_class, no_noun
+        ("role", pa.string()),  # planted role of the caption's class ("" for none)
+        ("wnid", pa.string()),  # the class the caption was written for ("" for none)
+        ("other_wnid", pa.string()),  # second class of a two-class caption
+        ("image_wnid", pa.string()),  # the class whose prototype the image shows ("" = clutter)
+        ("url_status", pa.string()),  # ok, missing, truncated, non_image
+    ]
+)
+URL_STATUSES = ("ok", "missing", "truncated", "non_image")
+# Roles whose captions are many and written to be on topic (all but rare / low similarity).
+_WELL_CAPTIONED = ("imagenet_classes", "shares_imagenet_lemma", "ancestors", "nsfw")
+
+
+def shard_names(n_shards: int) -> list[str]:
+    """``part-00000``, ``part-00001``, ...: the shard file stems."""
+    return [shard_name(i) for i in range(n_shards)]
+
+
+def image_path(shard: str, row: int) -> str:
+    """Path of a row's image relative to the images directory (and to the URL base)."""
+    return f"{shard}/{row:06d}.jpg"
+
+
+@dataclass
+class World:
+    """Everything the demo world consists of, before images are rendered."""
+
+    shards: dict[str, pa.Table]  # shard name -> LAION metadata
+    truth: pa.Table  # TRUTH_SCHEMA, one row per metadata row
+    summary: dict  # world.json
+    prototypes: dict[str, img.Prototype]  # wnid -> visual prototype
+
+
+def _row_hash(url: str, text: str) -> int:
+    digest = hashlib.blake2b(f"{url}\t{text}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
+
+
+def _captions(plan: dict, writer: CaptionWriter, rng: np.random.Generator, cfg: dict) -> list:
+    """(kind, role, wnid, other_wnid, text) for every planted caption, in a fixed order."""
+    rows = []
+    lo, hi = cfg["captions_per_class_min"], cfg["captions_per_class_max"]
+    for cls in plan["intended_survivors"]:
+        for _ in range(int(rng.integers(lo, hi + 1))):
+            if rng.random() < cfg["incidental_fraction"]:
+                rows.append(("incidental", cls.role, cls.wnid, "", writer.incidental(cls)))
+            else:
+                rows.append(("good", cls.role, cls.wnid, "", writer.good(cls)))
+    for role in _WELL_CAPTIONED:
+        n = (
+            cfg["captions_per_class_min"]
+            if role == "imagenet_classes"
+            else cfg["captions_per_hazard_class"]
+        )
+        for cls in plan[role]:
+            rows += [("good", role, cls.wnid, "", writer.good(cls)) for _ in range(n)]
+    for cls in plan["low_similarity"]:
+        for _ in range(cfg["captions_per_hazard_class"]):
+            rows.append(("incidental", cls.role, cls.wnid, "", writer.incidental(cls)))
+    for cls in plan["rare"]:
+        for _ in range(int(rng.integers(1, cfg["rare_captions_max"] + 1))):
+            rows.append(("good", cls.role, cls.wnid, "", writer.good(cls)))
+    survivors = plan["intended_survivors"]
+    for _ in range(cfg["two_class_captions"] if len(survivors) >= 2 else 0):
+        a, b = (survivors[i] for i in rng.choice(len(survivors), size=2, replace=False))
+        rows.append(("two_class", a.role, a.wnid, b.wnid, writer.two_class(a, b)))
+    return rows
+
+
+def build_world(wn, cfg: dict) -> World:
+    """Plan the demo world from WordNet and the validated ``demo_world`` config section."""
+    rng = np.random.default_rng(cfg["seed"])
+    index = NounLemmaIndex.from_wordnet(wn)
+    plan = plan_classes(wn, index, rng, cfg)
+    writer = CaptionWriter(index, rng)
+    planted = _captions(plan, writer, rng, cfg)
+
+    names = shard_names(cfg["n_shards"])
+    total = cfg["n_shards"] * cfg["rows_per_shard"]
+    if len(planted) > total:
+        raise ValueError(
+            f"config key demo_world.rows_per_shard: {len(planted)} planted captions do not fit "
+            f"in {cfg['n_shards']} shards of {cfg['rows_per_shard']} rows"
+        )
+    planted += [("no_noun", "", "", "", writer.no_noun()) for _ in range(total - len(planted))]
+    order = rng.permutation(total)
+
+    classes: list[PlantedClass] = sorted(
+        (c for role in ROLES for c in plan[role]), key=lambda c: c.wnid
+    )
+    class_ids = [c.wnid for c in classes]
+    prototypes = dict(zip(class_ids, img.make_prototypes(len(classes), rng), strict=True))
+    nsfw_ids = {c.wnid for c in plan["nsfw"]}
+
+    p_bad = [cfg["broken_url_fraction"], cfg["corrupt_fraction"], cfg["non_image_fraction"]]
+    statuses = rng.choice(len(URL_STATUSES), size=total, p=[1 - sum(p_bad), *p_bad])
+    noisy = rng.random(total) < cfg["label_noise"]
+    noise_pick = rng.integers(0, max(len(classes) - 1, 1), size=total)
+    similarity = rng.uniform(0.28, 0.42, size=total)
+    punsafe = rng.beta(1.0, 40.0, size=total)
+    unsafe_random = rng.random(total) < cfg["nsfw_image_fraction"]
+    unsafe_level = rng.uniform(0.55, 0.99, size=total)
+    pwatermark = rng.beta(1.0, 12.0, size=total).astype(np.float32)
+
+    size = cfg["image_size"]
+    base = cfg["url_base"].rstrip("/")
+    columns = {n: {k: [] for k in LAION_SCHEMA.names} for n in names}
+    truth = {k: [] for k in TRUTH_SCHEMA.names}
+    n_noisy = 0
+    for position, source in enumerate(order):
+        kind, role, sid, other, text = planted[source]
+        shard = names[position // cfg["rows_per_shard"]]
+        row = position % cfg["rows_per_shard"]
+        image_wnid = sid
+        if sid and noisy[position] and len(classes) > 1:
+            others = [c for c in class_ids if c != sid]
+            image_wnid = others[int(noise_pick[position]) % len(others)]
+            n_noisy += 1
+        unsafe = unsafe_random[position] or (sid in nsfw_ids and position % 2 == 0)
+        url = f"{base}/{image_path(shard, row)}"
+        col = columns[shard]
+        col["URL"].append(url)
+        col["TEXT"].append(text)
+        col["WIDTH"].append(size)
+        col["HEIGHT"].append(size)
+        col["similarity"].append(float(similarity[position]))
+        col["hash"].append(_row_hash(url, text))
+        col["punsafe"].append(float(unsafe_level[position] if unsafe else punsafe[position]))
+        col["pwatermark"].append(float(pwatermark[position]))
+        for key, value in (
+            ("shard", shard),
+            ("row", row),
+            ("kind", kind),
+            ("role", role),
+            ("wnid", sid),
+            ("other_wnid", other),
+            ("image_wnid", image_wnid),
+            ("url_status", URL_STATUSES[int(statuses[position])]),
+        ):
+            truth[key].append(value)
+
+    shards = {n: pa.table(columns[n], schema=LAION_SCHEMA) for n in names}
+    truth_table = pa.table(truth, schema=TRUTH_SCHEMA)
+    summary = _summary(wn, cfg, plan, index, truth_table, shards, n_noisy)
+    return World(shards=shards, truth=truth_table, summary=summary, prototypes=prototypes)
+
+
+def _count(values: list[str]) -> dict[str, int]:
+    keys, counts = np.unique(np.asarray(values, dtype=object).astype(str), return_counts=True)
+    return {str(k): int(c) for k, c in zip(keys, counts, strict=True)}
+
+
+def _summary(wn, cfg, plan, index, truth: pa.Table, shards: dict, n_noisy: int) -> dict:
+    kinds = _count(truth["kind"].to_pylist())
+    n_captions = _count([w for w in truth["wnid"].to_pylist() if w])
+    leaves = plan["intended_survivors"] + plan["low_similarity"] + plan["nsfw"]
+    below = {c.wnid: hypernym_ancestors(wn, c.wnid) for c in leaves}
+    ancestor_of = {
+        a.wnid: sorted(w for w, ups in below.items() if a.wnid in ups) for a in plan["ancestors"]
+    }
+    hazards = {role: sorted(c.wnid for c in plan[role]) for role in ROLES}
+    hazards["shares_imagenet_lemma"] = sorted(
+        s for c in plan["shares_imagenet_lemma"] for s in shared_lemma_synsets(index, c.lemma)
+    )
+    return {
+        "seed": cfg["seed"],
+        "shards": sorted(shards),
+        "rows_per_shard": cfg["rows_per_shard"],
+        "rows": sum(t.num_rows for t in shards.values()),
+        "image_size": cfg["image_size"],
+        "url_base": cfg["url_base"].rstrip("/"),
+        "hazards": hazards,
+        "ancestor_of": ancestor_of,
+        "classes": {
+            c.wnid: {
+                "lemma": c.lemma,
+                "name": c.name,
+                "gloss": c.gloss,
+                "role": c.role,
+                "n_captions": n_captions.get(c.wnid, 0),
+            }
+            for role in ROLES
+            for c in plan[role]
+        },
+        "caption_kinds": kinds,
+        "two_class_captions": kinds.get("two_class", 0),
+        "no_noun_captions": kinds.get("no_noun", 0),
+        "url_status": _count(truth["url_status"].to_pylist()),
+        "label_noise_rows": n_noisy,
+        "punsafe_over_0_5": int(
+            sum(int(np.sum(t["punsafe"].to_numpy() > 0.5)) for t in shards.values())
+        ),
+        "truth": "truth.parquet",
+    }
+
+
+def render_file(
+    status: str,
+    shard: str,
+    row: int,
+    prototype: img.Prototype | None,
+    seed: int,
+    size: int,
+    quality: int,
+) -> bytes | None:
+    """The file served for one row: JPEG, truncated JPEG, HTML page, or None (a 404).
+
+    Seeded by (seed, shard number, row), so each image is the same whatever order they are made.
+    """
+    if status == "missing":
+        return None
+    if status == "non_image":
+        return img.html_page(f"/{image_path(shard, row)}")
+    rng = np.random.default_rng([seed, int(shard.rsplit("-", 1)[1]), row])
+    if prototype is not None:
+        pixels = img.render(prototype, rng, size)
+    else:
+        pixels = img.render_clutter(rng, size)
+    data = img.jpeg_bytes(pixels, quality)
+    return img.truncated(data, rng) if status == "truncated" else data
+
+
+def write_world(world: World, out_dir: str | os.PathLike, cfg: dict) -> Path:
+    """Render the images and write shards, truth and world.json under ``out_dir``.
+
+    Images go to a temporary directory renamed to ``images`` when complete; world.json is
+    written last, so its presence means the world is whole.
+    """
+    from tqdm import tqdm
+
+    out = Path(out_dir)
+    images_tmp = out / ".images.tmp"
+    shutil.rmtree(images_tmp, ignore_errors=True)
+    for name in world.shards:
+        (images_tmp / name).mkdir(parents=True)
+    truth = world.truth.select(["url_status", "shard", "row", "image_wnid"]).to_pylist()
+    for t in tqdm(truth, desc="demo images", unit="img", mininterval=5):
+        prototype = world.prototypes.get(t["image_wnid"])
+        data = render_file(
+            t["url_status"],
+            t["shard"],
+            t["row"],
+            prototype,
+            cfg["seed"],
+            cfg["image_size"],
+            cfg["jpeg_quality"],
+        )
+        if data is not None:
+            (images_tmp / image_path(t["shard"], t["row"])).write_bytes(data)
+    shutil.rmtree(out / "images", ignore_errors=True)
+    os.replace(images_tmp, out / "images")
+    for name, table in world.shards.items():
+        write_parquet(table, out / "laion" / f"{name}.parquet")
+    write_parquet(world.truth, out / "truth.parquet")
+    write_json(world.summary, out / "world.json")
+    return out

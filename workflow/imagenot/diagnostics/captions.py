@@ -1,0 +1,62 @@
+"""Caption-gloss similarity of curated classes (curation outputs, docs/contracts.md).
+
+``classes.parquet`` holds each class's ``score`` (mean similarity of its top-n captions);
+``selection.parquet`` holds every selected caption's ``similarity`` with its class's query.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+
+
+def summary(values: np.ndarray) -> dict[str, float | None]:
+    """min, mean, median, max of finite ``values`` (None for none)."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return {"min": None, "mean": None, "median": None, "max": None}
+    return {
+        "min": float(v.min()),
+        "mean": float(v.mean()),
+        "median": float(np.median(v)),
+        "max": float(v.max()),
+    }
+
+
+def per_class_similarity(wnids: np.ndarray, similarity: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-class mean and count of caption similarities (vectorised group-by on wnid)."""
+    classes, inverse = np.unique(np.asarray(wnids, dtype=object).astype(str), return_inverse=True)
+    sims = np.asarray(similarity, dtype=np.float64)
+    counts = np.bincount(inverse, minlength=len(classes))
+    means = np.bincount(inverse, weights=sims, minlength=len(classes)) / np.maximum(counts, 1)
+    return {"wnid": classes, "n": counts, "mean": means}
+
+
+def read_curation(curate_dir: str | os.PathLike) -> tuple[dict, dict]:
+    """(classes columns wnid/score, selection columns wnid/similarity) as numpy arrays."""
+    curate_dir = Path(curate_dir)
+    classes = pq.read_table(curate_dir / "classes.parquet", columns=["wnid", "score"])
+    selection = pq.read_table(curate_dir / "selection.parquet", columns=["wnid", "similarity"])
+    return (
+        {"wnid": np.asarray(classes["wnid"].to_pylist()), "score": classes["score"].to_numpy()},
+        {
+            "wnid": np.asarray(selection["wnid"].to_pylist()),
+            "similarity": selection["similarity"].to_numpy(zero_copy_only=False),
+        },
+    )
+
+
+def caption_stats(classes: dict, selection: dict) -> dict:
+    """Class-score summary across classes (the paper's figure) and caption-level summaries."""
+    per_class = per_class_similarity(selection["wnid"], selection["similarity"])
+    return {
+        "n_classes": len(classes["wnid"]),
+        "n_captions": len(selection["wnid"]),
+        "class_score": summary(classes["score"]),
+        "class_mean_selected_similarity": summary(per_class["mean"]),
+        "caption_similarity": summary(selection["similarity"]),
+    }

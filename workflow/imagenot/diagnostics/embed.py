@@ -1,0 +1,172 @@
+"""Image embeddings for the similarity diagnostics: a CLIP image tower or a trained backbone.
+
+Two encoders (config ``diagnostics.encoder.kind``):
+
+- ``backbone``: a model trained by this workflow (``model.safetensors`` + ``result.json``
+  beside it, docs/contracts.md), rebuilt with ``imagenot.train.registry.build_model``; the
+  embedding is the penultimate feature vector, i.e. the input of the model's
+  classifier head (the registry's ``head_module``), captured with a forward pre-hook;
+- ``clip``: a CLIP model loaded with ``transformers`` from a hub id or a local directory
+  (``CLIPModel.get_image_features``); offline, point it at a local copy.
+
+Images are uint8 CHW tensors streamed from a dataset on disk (``ManifestDataset``); they are
+converted in batches to float in [0, 1], resized and normalised as the encoder expects.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
+CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+
+
+def _preprocess(images, size: int, mean, std):
+    """uint8 N x 3 x H x W -> float normalised N x 3 x size x size."""
+    import torch
+    import torch.nn.functional as F
+
+    x = images.float().div_(255.0)
+    if x.shape[-2:] != (size, size):
+        x = F.interpolate(
+            x, size=(size, size), mode="bilinear", antialias=True, align_corners=False
+        )
+    mean_t = torch.tensor(mean, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
+    std_t = torch.tensor(std, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
+    return (x - mean_t) / std_t
+
+
+def penultimate_encoder(model, head=None) -> Callable:
+    """A function images -> features: the input of ``head`` (default: the last ``nn.Linear``)."""
+    import torch
+
+    if head is None:
+        linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+        if not linears:
+            raise ValueError(f"{type(model).__name__} has no nn.Linear to take features before")
+        head = linears[-1]
+    captured: list = []
+    head.register_forward_pre_hook(lambda _m, args: captured.append(args[0]))
+
+    def encode(x):
+        captured.clear()
+        model(x)
+        return torch.flatten(captured[-1], 1)
+
+    return encode
+
+
+def backbone_encoder(checkpoint: str | os.PathLike, model_name: str | None = None, device="cpu"):
+    """(encode, image_size, mean, std) for a checkpoint trained by this workflow."""
+    import torch
+    from safetensors.torch import load_file
+
+    from imagenot.train.registry import IMAGENET_MEAN, IMAGENET_STD, build_model, head_module
+
+    checkpoint = Path(checkpoint)
+    result = json.loads((checkpoint.parent / "result.json").read_text())
+    name = model_name or result["model"]
+    model = build_model(name, int(result["num_classes"]))
+    model.load_state_dict(load_file(str(checkpoint)))
+    model.eval().to(device)
+    encode = penultimate_encoder(model, head_module(model, name))
+    size = int(result["image_size"])
+    return torch.no_grad()(encode), size, IMAGENET_MEAN, IMAGENET_STD
+
+
+def clip_encoder(model_id: str, device="cpu"):
+    """(encode, image_size, mean, std) for a transformers CLIP model (hub id or local dir)."""
+    import torch
+    from transformers import CLIPModel
+
+    model = CLIPModel.from_pretrained(model_id).eval().to(device)
+    size = int(model.config.vision_config.image_size)
+
+    @torch.no_grad()
+    def encode(x):
+        out = model.get_image_features(pixel_values=x)
+        return out if isinstance(out, torch.Tensor) else out.pooler_output
+
+    return encode, size, CLIP_MEAN, CLIP_STD
+
+
+def embed(images, encode: Callable, size: int, mean, std, batch_size: int = 256, device="cpu"):
+    """Embeddings (float32 numpy N x D) of uint8 images, in batches, in input order."""
+    import torch
+
+    chunks = []
+    with torch.no_grad():
+        for start in range(0, len(images), batch_size):
+            batch = images[start : start + batch_size].to(device)
+            chunks.append(encode(_preprocess(batch, size, mean, std)).float().cpu().numpy())
+    if not chunks:
+        return np.zeros((0, 0), dtype=np.float32)
+    return np.concatenate(chunks).astype(np.float32)
+
+
+def first_per_class(labels: np.ndarray, limit: int | None) -> np.ndarray:
+    """Indices of the first ``limit`` items of each label, in input order (all if None)."""
+    labels = np.asarray(labels, dtype=np.int64)
+    if limit is None or labels.size == 0:
+        return np.arange(labels.size)
+    order = np.argsort(labels, kind="stable")
+    sorted_labels = labels[order]
+    starts = np.searchsorted(sorted_labels, sorted_labels, side="left")
+    rank = np.arange(labels.size) - starts  # position of each item within its label
+    return np.sort(order[rank < limit])
+
+
+def embed_dataset(
+    dataset_dir: str | os.PathLike,
+    split: str,
+    encoder: tuple,
+    batch_size: int = 256,
+    max_per_class: int | None = None,
+    workers: int = 0,
+    device: str = "cpu",
+) -> dict[str, np.ndarray]:
+    """Embed one split of a dataset on disk (streamed through a DataLoader).
+
+    Returns ``embeddings`` (N x D float32), ``labels`` (N), ``keys`` (N) and ``classes``.
+    """
+    import torch
+    from torch.utils.data import DataLoader, Subset
+
+    from imagenot.acquire.dataset import ManifestDataset
+
+    encode, size, mean, std = encoder
+    dataset = ManifestDataset(dataset_dir, split)
+    indices = first_per_class(dataset.labels, max_per_class)
+    loader = DataLoader(
+        Subset(dataset, indices.tolist()), batch_size=batch_size, num_workers=workers, shuffle=False
+    )
+    chunks = []
+    with torch.no_grad():
+        for images, _labels in loader:
+            x = _preprocess(images.to(device), size, mean, std)
+            chunks.append(encode(x).float().cpu().numpy())
+    embeddings = np.concatenate(chunks) if chunks else np.zeros((0, 0), np.float32)
+    return {
+        "embeddings": embeddings.astype(np.float32),
+        "labels": dataset.labels[indices],
+        "keys": np.asarray(dataset.keys, dtype=str)[indices],
+        "classes": np.asarray(dataset.classes, dtype=str),
+    }
+
+
+def write_embeddings(arrays: dict[str, np.ndarray], path: str | os.PathLike) -> None:
+    """Save the arrays of :func:`embed_dataset` atomically as ``.npz``."""
+    from imagenot.io import atomic_path
+
+    with atomic_path(path, ".npz") as tmp:
+        np.savez(tmp, **arrays)
+
+
+def read_embeddings(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as f:
+        return {k: f[k] for k in f.files}

@@ -1,0 +1,109 @@
+"""The diagnostics table: a contrast subject and the reference side by side, with their ratio."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+
+from imagenot.diagnostics.wordnet_stats import STAT_KEYS
+
+Row = dict[str, object]
+
+_CAPTION_KEYS = ("min", "mean", "median", "max")
+_IMAGE_KEYS = (
+    ("intra_class_similarity", "intra-class image similarity"),
+    ("inter_class_similarity", "inter-class image similarity"),
+    ("intra_inter_ratio", "intra / inter"),
+    ("n_images", "images embedded"),
+)
+
+
+def ratio(value, reference) -> float | None:
+    """value / reference, None when either is missing or the reference is 0."""
+    if value is None or reference is None or reference == 0:
+        return None
+    return float(value) / float(reference)
+
+
+def _row(group: str, metric: str, value, reference) -> Row:
+    return {
+        "group": group,
+        "metric": metric,
+        "value": value,
+        "reference": reference,
+        "ratio": ratio(value, reference),
+    }
+
+
+def diagnostics_rows(
+    wordnet: dict | None = None,
+    captions: dict | None = None,
+    reference_captions: dict | None = None,
+    images: dict | None = None,
+    reference_images: dict | None = None,
+) -> list[Row]:
+    """Rows ``group, metric, value, reference, ratio`` from the stage's JSON documents."""
+    rows: list[Row] = []
+    if wordnet:
+        for key in STAT_KEYS:
+            rows.append(_row("WordNet", key, wordnet["classes"][key], wordnet["reference"][key]))
+        rows.append(_row("WordNet", "synset_overlap", wordnet["synset_overlap"], None))
+        rows.append(_row("WordNet", "parent_overlap", wordnet["parent_overlap"], None))
+    if captions:
+        ref = (reference_captions or {}).get("class_score", {})
+        for key in _CAPTION_KEYS:
+            rows.append(
+                _row(
+                    "caption-gloss similarity",
+                    f"{key} over classes",
+                    captions["class_score"][key],
+                    ref.get(key),
+                )
+            )
+    if images:
+        ref = reference_images or {}
+        for key, label in _IMAGE_KEYS:
+            rows.append(
+                _row(
+                    f"images ({images.get('encoder', 'encoder')})", label, images[key], ref.get(key)
+                )
+            )
+    return rows
+
+
+def _fmt(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, int | bool):
+        return str(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) >= 1:
+        return f"{value:.1f}"
+    return f"{value:.4g}"
+
+
+def to_csv(rows: list[Row], name: str, reference_name: str) -> str:
+    """CSV with columns group, metric, <name>, <reference_name>, ratio (full precision)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["group", "metric", name, reference_name, "ratio"])
+    for r in rows:
+        writer.writerow(
+            [r["group"], r["metric"]]
+            + ["" if r[k] is None else r[k] for k in ("value", "reference", "ratio")]
+        )
+    return out.getvalue()
+
+
+def to_markdown(rows: list[Row], name: str, reference_name: str) -> str:
+    """The same table in Markdown (4 significant digits)."""
+    lines = [
+        f"| group | metric | {name} | {reference_name} | ratio |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        cells = [str(r["group"]), str(r["metric"])] + [
+            _fmt(r[k]) for k in ("value", "reference", "ratio")
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,338 @@
+"""Evaluate one model under the 17 test-time transformations, decoding each test image once.
+
+Core: :func:`evaluate_batches` takes a model and an iterable of decoded batches (float images in
+[0, 1] at the model's input size, labels, keys) and returns the per-image results; every batch is
+transformed 17 times on the device and fed to the model. Images a transformation leaves unchanged
+(its gate is closed) reuse the untransformed images' predictions. :func:`summarise` turns per-image
+results into the per-transformation table. I/O lives at the edges: :func:`load_checkpoint`,
+:func:`dataset_batches` and :func:`evaluate_checkpoint`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from imagenot.evaluate.metrics import clopper_pearson, topk_correct
+from imagenot.evaluate.transforms import (
+    Transform,
+    build_transforms,
+    key_hashes,
+    transform_uniforms,
+)
+from imagenot.io import write_parquet
+
+log = logging.getLogger(__name__)
+
+ROBUSTNESS_SCHEMA = pa.schema(
+    [
+        ("model", pa.string()),
+        ("dataset", pa.string()),
+        ("protocol", pa.string()),
+        ("seed", pa.int64()),
+        ("transform", pa.string()),
+        ("top1", pa.float64()),
+        ("top5", pa.float64()),
+        ("n", pa.int64()),
+        ("ci_low", pa.float64()),
+        ("ci_high", pa.float64()),
+    ]
+)
+PER_IMAGE_SCHEMA = pa.schema(
+    [
+        ("key", pa.string()),
+        ("transform", pa.string()),
+        ("label", pa.int64()),
+        ("pred", pa.int64()),
+        ("correct", pa.bool_()),
+        ("correct_top5", pa.bool_()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The ``evaluate`` config section, resolved (see ``imagenot.evaluate.plan.settings``)."""
+
+    seed: int = 0
+    batch_size: int = 256
+    confidence: float = 0.95
+    transforms: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> Settings:
+        return cls(
+            seed=int(data.get("seed", 0)),
+            batch_size=int(data.get("batch_size", 256)),
+            confidence=float(data.get("confidence", 0.95)),
+            transforms=dict(data.get("transforms", {})),
+        )
+
+
+@dataclass
+class PerImage:
+    """Per-image results in evaluation order (one block of N rows per transformation)."""
+
+    keys: list[str] = field(default_factory=list)
+    transforms: list[str] = field(default_factory=list)
+    labels: list[np.ndarray] = field(default_factory=list)
+    preds: list[np.ndarray] = field(default_factory=list)
+    correct: list[np.ndarray] = field(default_factory=list)
+    correct5: list[np.ndarray] = field(default_factory=list)
+
+    def add(self, name: str, keys: Sequence[str], labels, preds, correct, correct5) -> None:
+        self.keys += list(keys)
+        self.transforms += [name] * len(keys)
+        for dest, value in (
+            (self.labels, labels),
+            (self.preds, preds),
+            (self.correct, correct),
+            (self.correct5, correct5),
+        ):
+            dest.append(value.detach().cpu().numpy())
+
+    def table(self) -> pa.Table:
+        """Rows sorted by transformation (registry order), then evaluation order."""
+
+        def cat(parts: list[np.ndarray], dtype) -> np.ndarray:
+            return np.concatenate(parts).astype(dtype) if parts else np.empty(0, dtype)
+
+        t = pa.table(
+            {
+                "key": self.keys,
+                "transform": self.transforms,
+                "label": cat(self.labels, np.int64),
+                "pred": cat(self.preds, np.int64),
+                "correct": cat(self.correct, bool),
+                "correct_top5": cat(self.correct5, bool),
+            },
+            schema=PER_IMAGE_SCHEMA,
+        )
+        order = {name: i for i, name in enumerate(dict.fromkeys(self.transforms))}
+        rank = np.array([order[name] for name in self.transforms], dtype=np.int64)
+        return t.take(np.argsort(rank, kind="stable"))
+
+
+def normalise(x: torch.Tensor, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
+    m = torch.tensor(mean, dtype=x.dtype, device=x.device).reshape(1, -1, 1, 1)
+    s = torch.tensor(std, dtype=x.dtype, device=x.device).reshape(1, -1, 1, 1)
+    return (x - m) / s
+
+
+def to_model_input(images: torch.Tensor, image_size: int) -> torch.Tensor:
+    """uint8 (or [0, 1] float) ``B x 3 x H x W`` -> float [0, 1] at ``image_size`` x ``image_size``.
+
+    The resize of training's input convention (bilinear, antialiased; ``imagenot.train.loop``).
+    """
+    x = images.to(torch.float32) / 255.0 if images.dtype == torch.uint8 else images.float()
+    if tuple(x.shape[-2:]) != (image_size, image_size):
+        x = torch.nn.functional.interpolate(
+            x, size=(image_size, image_size), mode="bilinear", antialias=True
+        ).clamp_(0.0, 1.0)
+    return x
+
+
+@torch.inference_mode()
+def evaluate_batches(
+    model: torch.nn.Module,
+    batches: Iterable[tuple[torch.Tensor, torch.Tensor, Sequence[str]]],
+    transforms: Sequence[Transform],
+    seed: int,
+    mean: Sequence[float],
+    std: Sequence[float],
+    device: torch.device | str = "cpu",
+) -> PerImage:
+    """Run ``model`` on every batch under every transformation; return per-image results.
+
+    ``batches`` yields ``(x, labels, keys)`` with ``x`` float in [0, 1] at the model's input size.
+    The first transformation must be Identity: other transformations reuse its predictions for
+    the images they leave unchanged.
+    """
+    if not transforms or transforms[0].n_uniforms != 0:
+        raise ValueError("the first transformation must be Identity (no randomness)")
+    model = model.to(device).eval()
+    out = PerImage()
+    for x, labels, keys in batches:
+        x, labels = x.to(device), labels.to(device)
+        base_logits = model(normalise(x, mean, std))
+        hashes = key_hashes(keys)
+        for t in transforms:
+            logits = base_logits
+            u = transform_uniforms(t, seed, hashes, device)
+            mask = t.gate(u)
+            if bool(mask.any()):
+                xt = t.op(x[mask], u[mask, 1:])
+                logits = base_logits.clone()
+                logits[mask] = model(normalise(xt, mean, std)).to(logits.dtype)
+            out.add(
+                t.name,
+                keys,
+                labels,
+                logits.argmax(dim=1),
+                topk_correct(logits, labels, 1),
+                topk_correct(logits, labels, 5),
+            )
+    return out
+
+
+def tensor_batches(
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    keys: Sequence[str],
+    image_size: int,
+    batch_size: int,
+) -> Iterator[tuple[torch.Tensor, torch.Tensor, list[str]]]:
+    """Batches of in-memory images (uint8 or [0, 1] float) for :func:`evaluate_batches`."""
+    if not (len(images) == len(labels) == len(keys)):
+        raise ValueError(f"{len(images)} images, {len(labels)} labels and {len(keys)} keys differ")
+    for start in range(0, len(images), batch_size):
+        stop = start + batch_size
+        yield (
+            to_model_input(images[start:stop], image_size),
+            labels[start:stop],
+            list(keys[start:stop]),
+        )
+
+
+def evaluate_tensors(
+    model: torch.nn.Module,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    keys: Sequence[str],
+    settings: Settings,
+    image_size: int,
+    mean: Sequence[float],
+    std: Sequence[float],
+    device: torch.device | str = "cpu",
+) -> pa.Table:
+    """Per-image results of ``model`` on in-memory images under the configured transformations."""
+    batches = tensor_batches(images, labels, keys, image_size, settings.batch_size)
+    transforms = build_transforms(settings.transforms)
+    return evaluate_batches(model, batches, transforms, settings.seed, mean, std, device).table()
+
+
+def summarise(per_image: pa.Table, meta: Mapping[str, Any], confidence: float = 0.95) -> pa.Table:
+    """Per-transformation top-1/top-5 (percent), n and the Clopper-Pearson top-1 interval."""
+    names = list(dict.fromkeys(per_image["transform"].to_pylist()))
+    transform = np.asarray(per_image["transform"].to_pylist(), dtype=object)
+    correct = per_image["correct"].to_numpy(zero_copy_only=False)
+    correct5 = per_image["correct_top5"].to_numpy(zero_copy_only=False)
+    rows: dict[str, list] = {name: [] for name in ROBUSTNESS_SCHEMA.names}
+    for name in names:
+        sel = transform == name
+        n = int(sel.sum())
+        k = int(correct[sel].sum())
+        low, high = clopper_pearson(k, n, 1.0 - confidence)
+        rows["model"].append(meta["model"])
+        rows["dataset"].append(meta["dataset"])
+        rows["protocol"].append(meta["protocol"])
+        rows["seed"].append(int(meta["seed"]))
+        rows["transform"].append(name)
+        rows["top1"].append(100.0 * k / n)
+        rows["top5"].append(100.0 * float(correct5[sel].sum()) / n)
+        rows["n"].append(n)
+        rows["ci_low"].append(100.0 * float(low))
+        rows["ci_high"].append(100.0 * float(high))
+    return pa.table(rows, schema=ROBUSTNESS_SCHEMA)
+
+
+# --------------------------------------------------------------------------- I/O edges
+
+
+def load_checkpoint(model_path: str | os.PathLike) -> tuple[torch.nn.Module, dict]:
+    """The trained network of ``.../final/seed-{seed}/model.safetensors`` and its ``result.json``."""
+    from safetensors.torch import load_file
+
+    from imagenot.train.registry import build_model
+
+    model_path = Path(model_path)
+    info = json.loads((model_path.parent / "result.json").read_text())
+    missing = {"model", "dataset", "protocol", "seed", "num_classes", "image_size"} - set(info)
+    if missing:
+        raise ValueError(f"{model_path.parent / 'result.json'}: lacks key(s) {sorted(missing)}")
+    model = build_model(info["model"], int(info["num_classes"]))
+    model.load_state_dict(load_file(str(model_path)))
+    return model.eval(), info
+
+
+def dataset_batches(
+    dataset_dir: str | os.PathLike,
+    split: str,
+    image_size: int,
+    batch_size: int,
+    workers: int = 0,
+) -> Iterator[tuple[torch.Tensor, torch.Tensor, list[str]]]:
+    """Decode each image of ``split`` once (DataLoader workers) into model-input batches."""
+    from torch.utils.data import DataLoader
+
+    from imagenot.acquire.dataset import ManifestDataset
+
+    ds = ManifestDataset(dataset_dir, split)
+    keys = ds.keys
+
+    def collate(items):
+        images = [to_model_input(img.unsqueeze(0), image_size)[0] for img, _ in items]
+        return torch.stack(images), torch.tensor([label for _, label in items])
+
+    loader = DataLoader(
+        ds, batch_size=batch_size, shuffle=False, num_workers=workers, collate_fn=collate
+    )
+    start = 0
+    for x, labels in loader:
+        yield x, labels, keys[start : start + len(labels)]
+        start += len(labels)
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` = the GPU when there is one, else the CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def evaluate_checkpoint(
+    model_path: str | os.PathLike,
+    dataset_dir: str | os.PathLike,
+    settings: Settings,
+    robustness_out: str | os.PathLike,
+    per_image_out: str | os.PathLike,
+    device: str = "auto",
+    workers: int = 0,
+    split: str = "test",
+) -> pa.Table:
+    """Evaluate a final checkpoint on its dataset's ``split``; write both tables atomically."""
+    from imagenot.acquire.dataset import read_fingerprint
+    from imagenot.train.registry import IMAGENET_MEAN, IMAGENET_STD
+
+    model, info = load_checkpoint(model_path)
+    fingerprint = read_fingerprint(dataset_dir)
+    if info.get("dataset_fingerprint") not in (None, fingerprint):
+        log.warning(
+            "%s was trained on dataset fingerprint %s but %s has %s",
+            model_path,
+            info["dataset_fingerprint"],
+            dataset_dir,
+            fingerprint,
+        )
+    dev = resolve_device(device)
+    log.info("evaluating %s on %s/%s on %s", model_path, dataset_dir, split, dev)
+    batches = dataset_batches(
+        dataset_dir, split, int(info["image_size"]), settings.batch_size, workers
+    )
+    transforms = build_transforms(settings.transforms)
+    per_image = evaluate_batches(
+        model, batches, transforms, settings.seed, IMAGENET_MEAN, IMAGENET_STD, dev
+    ).table()
+    table = summarise(per_image, info, settings.confidence)
+    write_parquet(per_image, per_image_out)
+    write_parquet(table, robustness_out)
+    return table

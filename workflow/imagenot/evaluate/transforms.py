@@ -1,0 +1,538 @@
+"""The 17 test-time transformations of the robustness evaluation, on batched tensors.
+
+Every transformation takes a batch ``x`` (float, ``B x 3 x H x W`` in [0, 1], already resized to the
+model's input size) and a matrix ``u`` of per-image uniforms in [0, 1) (``B x n_uniforms``), and
+returns a batch of the same shape, dtype and range. All randomness enters through ``u``, which
+:func:`image_uniforms` derives from (seed, transformation index, image key) alone, never from the
+model, the batch composition or the device. So every model sees the identical transformed images.
+
+Column 0 of ``u`` is the application gate: the operation is applied where ``u[:, 0] < p``, and the
+image is left untouched elsewhere (torchvision's ``Random*`` semantics). Evaluation uses the gate to
+reuse the untransformed images' predictions instead of running the model on unchanged copies.
+
+Each operation reproduces torchvision.transforms.v2 (same formulas, grids and parameter sampling,
+bilinear interpolation) with one parameter set per image instead of one per call; the tests check
+this against ``torchvision.transforms.v2.functional`` image by image.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as nnf
+
+Op = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Transform:
+    """One test-time transformation: ``op(x, params)`` applied to images whose gate is below ``p``.
+
+    ``n_params`` uniforms per image feed ``op``; ``n_uniforms = 1 + n_params`` counts the gate.
+    """
+
+    name: str
+    index: int
+    p: float
+    n_params: int
+    op: Op
+
+    @property
+    def n_uniforms(self) -> int:
+        return 0 if self.name == "Identity" else 1 + self.n_params
+
+    def gate(self, u: torch.Tensor) -> torch.Tensor:
+        """Boolean mask (B,) of images the operation changes."""
+        if self.n_uniforms == 0:
+            return torch.zeros(u.shape[0], dtype=torch.bool, device=u.device)
+        return u[:, 0] < self.p
+
+    def __call__(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """The transformed batch (a new tensor; ``x`` is not modified)."""
+        mask = self.gate(u)
+        out = x.clone()
+        if bool(mask.any()):
+            out[mask] = self.op(x[mask], u[mask, 1:])
+        return out
+
+
+# --------------------------------------------------------------------------- per-image seeds
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def key_hash(key: str) -> int:
+    """A stable 64-bit integer of an image key (independent of Python's hash seed)."""
+    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "little")
+
+
+def key_hashes(keys: Sequence[str]) -> np.ndarray:
+    """:func:`key_hash` of each key (uint64), computed once per batch and reused by every transform."""
+    return np.fromiter((key_hash(k) for k in keys), dtype=np.uint64, count=len(keys))
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's output function (Steele et al. 2014) on uint64 arrays (wrapping arithmetic)."""
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def image_uniforms(seed: int, index: int, keys: Sequence[str] | np.ndarray, n: int) -> np.ndarray:
+    """``len(keys) x n`` uniforms in [0, 1): row i depends only on (seed, index, keys[i]).
+
+    A counter-based generator: the stream of image i is SplitMix64 of (image state + j), the image
+    state mixing the key's hash with (seed, index). ``keys`` may be strings or :func:`key_hashes`.
+    """
+    hashes = keys if isinstance(keys, np.ndarray) else key_hashes(keys)
+    if n == 0 or len(hashes) == 0:
+        return np.empty((len(hashes), n), dtype=np.float64)
+    stream = _splitmix64(np.array([(seed * 0x100000001B3 + index) & _MASK64], dtype=np.uint64))
+    state = _splitmix64(hashes.astype(np.uint64) ^ stream)
+    counters = np.arange(1, n + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    bits = _splitmix64(state[:, None] + counters[None, :])
+    return (bits >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+
+
+# --------------------------------------------------------------------------- batched kernels
+
+
+def _between(u: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
+    return lo + u * (hi - lo)
+
+
+def _randint(u: torch.Tensor, lo: torch.Tensor | int, hi: torch.Tensor | int) -> torch.Tensor:
+    """Integers uniform in [lo, hi) from uniforms in [0, 1) (like ``torch.randint(lo, hi)``)."""
+    return (lo + torch.floor(u * (hi - lo))).to(torch.long)
+
+
+def _per_image(v: torch.Tensor) -> torch.Tensor:
+    return v.reshape(-1, 1, 1, 1)
+
+
+def grayscale(x: torch.Tensor) -> torch.Tensor:
+    """ITU-R 601 luma (torchvision's weights), one channel."""
+    r, g, b = x.unbind(dim=-3)
+    return (0.2989 * r + 0.587 * g + 0.114 * b).unsqueeze(-3)
+
+
+def blend(x: torch.Tensor, y: torch.Tensor, ratio: torch.Tensor) -> torch.Tensor:
+    """``ratio * x + (1 - ratio) * y`` clamped to [0, 1], ``ratio`` per image (B,)."""
+    r = _per_image(ratio)
+    return (r * x + (1.0 - r) * y).clamp(0.0, 1.0)
+
+
+def adjust_brightness(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    return (x * _per_image(factor)).clamp(0.0, 1.0)
+
+
+def adjust_contrast(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    mean = grayscale(x).mean(dim=(-3, -2, -1), keepdim=True)
+    return blend(x, mean, factor)
+
+
+def adjust_saturation(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    return blend(x, grayscale(x), factor)
+
+
+def adjust_sharpness(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """Blend with a 3x3 smoothed copy (border pixels kept), ``factor`` per image."""
+    if x.shape[-1] <= 2 or x.shape[-2] <= 2:
+        return x
+    # torchvision's kernel [[1, 1, 1], [1, 5, 1], [1, 1, 1]] / 13 = (9 * 3x3 mean + 4 * centre) / 13
+    rows = x[..., :-2, :] + x[..., 1:-1, :] + x[..., 2:, :]
+    box = rows[..., :-2] + rows[..., 1:-1] + rows[..., 2:]
+    degenerate = (box + 4.0 * x[..., 1:-1, 1:-1]) / 13.0
+    out = x.clone()
+    inner = out[..., 1:-1, 1:-1]
+    inner += _per_image(1.0 - factor) * (degenerate - inner)
+    return out.clamp_(0.0, 1.0)
+
+
+def _rgb_to_hsv(x: torch.Tensor) -> torch.Tensor:
+    r, g, _ = x.unbind(dim=-3)
+    minc, maxc = torch.aminmax(x, dim=-3)
+    eqc = maxc == minc
+    crange = maxc - minc
+    ones = torch.ones_like(maxc)
+    s = crange / torch.where(eqc, ones, maxc)
+    divisor = torch.where(eqc, ones, crange).unsqueeze(-3)
+    rc, gc, bc = ((maxc.unsqueeze(-3) - x) / divisor).unbind(dim=-3)
+    not_r = maxc != r
+    is_g = maxc == g
+    h = (bc - gc) * ~not_r + (2.0 + rc - bc) * (is_g & not_r) + (4.0 + gc - rc) * (not_r & ~is_g)
+    h = (h / 6.0 + 1.0).fmod(1.0)
+    return torch.stack((h, s, maxc), dim=-3)
+
+
+def _hsv_to_rgb(x: torch.Tensor) -> torch.Tensor:
+    h, s, v = x.unbind(dim=-3)
+    h6 = h * 6
+    i = torch.floor(h6)
+    f = h6 - i
+    i = i.to(torch.long).remainder(6)
+    q = ((1.0 - s * f) * v).clamp(0.0, 1.0)
+    t = ((s * f + 1.0 - s) * v).clamp(0.0, 1.0)
+    p = ((1.0 - s) * v).clamp(0.0, 1.0)
+    vpqt = torch.stack((v, p, q, t), dim=-3)
+    select = torch.tensor(
+        [[0, 2, 1, 1, 3, 0], [3, 0, 0, 2, 1, 1], [1, 1, 3, 0, 0, 2]], device=x.device
+    )
+    return vpqt.gather(-3, select[:, i].moveaxis(0, -3))
+
+
+def adjust_hue(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    """Rotate the HSV hue by ``shift`` (fraction of a turn, per image)."""
+    hsv = _rgb_to_hsv(x)
+    h = (hsv[:, 0] + shift.reshape(-1, 1, 1)).remainder(1.0)
+    return _hsv_to_rgb(torch.stack((h, hsv[:, 1], hsv[:, 2]), dim=-3))
+
+
+def gaussian_blur(x: torch.Tensor, sigma: torch.Tensor, kernel_size: int) -> torch.Tensor:
+    """Gaussian blur with reflect padding, ``sigma`` per image (torchvision's kernel)."""
+    lim = (kernel_size - 1) / (2.0 * math.sqrt(2.0))
+    grid = torch.linspace(-lim, lim, kernel_size, dtype=x.dtype, device=x.device)
+    k1 = torch.softmax(-((grid / sigma.reshape(-1, 1).to(x.dtype)) ** 2), dim=1)  # B x K
+    b, c, h, w = x.shape
+    # one depthwise 2D kernel per (image, channel): the fastest CPU path, and torchvision's sums
+    k2 = (k1[:, :, None] * k1[:, None, :]).repeat_interleave(c, dim=0).unsqueeze(1)
+    pad = kernel_size // 2
+    out = nnf.pad(x.reshape(1, b * c, h, w), [pad, pad, pad, pad], mode="reflect")
+    return nnf.conv2d(out, k2, groups=b * c).reshape(b, c, h, w)
+
+
+def _pixel_base_grid(h: int, w: int, x: torch.Tensor, offset: float) -> torch.Tensor:
+    """``(1, H*W, 3)`` homogeneous pixel coordinates: centred (offset 0) or from 0.5 (offset 0.5)."""
+    if offset:
+        xs = torch.linspace(0.5, w - 0.5, w, dtype=x.dtype, device=x.device)
+        ys = torch.linspace(0.5, h - 0.5, h, dtype=x.dtype, device=x.device)
+    else:
+        xs = torch.linspace((1.0 - w) * 0.5, (w - 1.0) * 0.5, w, dtype=x.dtype, device=x.device)
+        ys = torch.linspace((1.0 - h) * 0.5, (h - 1.0) * 0.5, h, dtype=x.dtype, device=x.device)
+    base = torch.ones(h, w, 3, dtype=x.dtype, device=x.device)
+    base[..., 0] = xs
+    base[..., 1] = ys[:, None]
+    return base.reshape(1, h * w, 3)
+
+
+def grid_sample_fill(x: torch.Tensor, grid: torch.Tensor, fill: float) -> torch.Tensor:
+    """Bilinear sampling; outside the image blends to ``fill`` (torchvision's mask trick)."""
+    b, _, h, w = x.shape
+    ones = torch.ones((b, 1, h, w), dtype=x.dtype, device=x.device)
+    out = nnf.grid_sample(
+        torch.cat((x, ones), dim=1),
+        grid,
+        mode="bilinear",
+        padding_mode="zeros",
+        align_corners=False,
+    )
+    img, mask = out[:, :-1], out[:, -1:]
+    return (img - fill) * mask + fill
+
+
+def inverse_affine(
+    angle: torch.Tensor,
+    tx: torch.Tensor,
+    ty: torch.Tensor,
+    scale: torch.Tensor,
+    shear_x: torch.Tensor,
+) -> torch.Tensor:
+    """``B x 2 x 3`` inverse affine matrices about the image centre (degrees, pixels)."""
+    rot = torch.deg2rad(angle)
+    tan_sx = torch.tan(torch.deg2rad(shear_x))
+    a, c = torch.cos(rot), torch.sin(rot)
+    b = -(a * tan_sx + torch.sin(rot))
+    d = torch.cos(rot) - c * tan_sx
+    m0, m1, m3, m4 = d / scale, -b / scale, -c / scale, a / scale
+    m2 = -m0 * tx - m1 * ty
+    m5 = -m3 * tx - m4 * ty
+    return torch.stack((m0, m1, m2, m3, m4, m5), dim=1).reshape(-1, 2, 3)
+
+
+def affine(x: torch.Tensor, theta: torch.Tensor, fill: float) -> torch.Tensor:
+    """Warp each image by its inverse affine matrix ``theta`` (``B x 2 x 3``, pixel units)."""
+    b, _, h, w = x.shape
+    base = _pixel_base_grid(h, w, x, offset=0.0)
+    scale = torch.tensor([0.5 * w, 0.5 * h], dtype=x.dtype, device=x.device)
+    grid = base @ (theta.to(x.dtype).transpose(1, 2) / scale)
+    return grid_sample_fill(x, grid.reshape(b, h, w, 2), fill)
+
+
+def perspective_coefficients(start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
+    """``B x 8`` homography coefficients mapping ``end`` corners to ``start`` (``B x 4 x 2``)."""
+    n = end.shape[0]
+    a = torch.zeros(n, 8, 8, dtype=torch.float64, device=end.device)
+    e, s = end.to(torch.float64), start.to(torch.float64)
+    for i in range(4):
+        ex, ey, sx, sy = e[:, i, 0], e[:, i, 1], s[:, i, 0], s[:, i, 1]
+        a[:, 2 * i, 0], a[:, 2 * i, 1], a[:, 2 * i, 2] = ex, ey, 1.0
+        a[:, 2 * i, 6], a[:, 2 * i, 7] = -sx * ex, -sx * ey
+        a[:, 2 * i + 1, 3], a[:, 2 * i + 1, 4], a[:, 2 * i + 1, 5] = ex, ey, 1.0
+        a[:, 2 * i + 1, 6], a[:, 2 * i + 1, 7] = -sy * ex, -sy * ey
+    return torch.linalg.solve(a, s.reshape(n, 8)).to(torch.float32)
+
+
+def perspective(x: torch.Tensor, coeffs: torch.Tensor, fill: float) -> torch.Tensor:
+    """Warp each image by its homography ``coeffs`` (``B x 8``)."""
+    b, _, h, w = x.shape
+    c = coeffs.to(x.dtype)
+    one = torch.ones_like(c[:, 0])
+    theta1 = torch.stack((c[:, 0:3], c[:, 3:6]), dim=1)  # B x 2 x 3
+    theta2 = torch.stack((c[:, 6], c[:, 7], one), dim=1)[:, None, :].expand(b, 2, 3)
+    base = _pixel_base_grid(h, w, x, offset=0.5)
+    scale = torch.tensor([0.5 * w, 0.5 * h], dtype=x.dtype, device=x.device)
+    grid = (base @ (theta1.transpose(1, 2) / scale)) / (base @ theta2.transpose(1, 2)) - 1.0
+    return grid_sample_fill(x, grid.reshape(b, h, w, 2), fill)
+
+
+def resized_crop(x: torch.Tensor, top: torch.Tensor, left: torch.Tensor, height: torch.Tensor,
+                 width: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    """Crop each image's box (integer pixels, per image) and resize it bilinearly to full size."""
+    b, _, h, w = x.shape
+    dt, dev = x.dtype, x.device
+    oy = torch.arange(h, dtype=dt, device=dev)
+    ox = torch.arange(w, dtype=dt, device=dev)
+    hh, ww = height.to(dt)[:, None], width.to(dt)[:, None]
+    sy = top.to(dt)[:, None] + torch.minimum(((oy + 0.5) * hh / h - 0.5).clamp(min=0.0), hh - 1)
+    sx = left.to(dt)[:, None] + torch.minimum(((ox + 0.5) * ww / w - 0.5).clamp(min=0.0), ww - 1)
+    gy = (2.0 * sy + 1.0) / h - 1.0  # B x H
+    gx = (2.0 * sx + 1.0) / w - 1.0  # B x W
+    grid = torch.stack((gx[:, None, :].expand(b, h, w), gy[:, :, None].expand(b, h, w)), dim=-1)
+    return nnf.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
+
+
+def equalize(x: torch.Tensor) -> torch.Tensor:
+    """Per-channel histogram equalisation (torchvision's, on 8-bit levels)."""
+    from torchvision.transforms.v2 import functional as F
+
+    return F.equalize(x)
+
+
+def posterize(x: torch.Tensor, bits: int) -> torch.Tensor:
+    levels = 1 << bits
+    return (x * levels).floor().clamp(0, levels - 1) / levels
+
+
+def solarize(x: torch.Tensor, threshold: float) -> torch.Tensor:
+    return torch.where(x >= threshold, 1.0 - x, x)
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def _identity() -> tuple[int, Op]:
+    return 0, lambda x, u: x
+
+
+def _gaussian_blur(kernel_size: int, sigma: Sequence[float]) -> tuple[int, Op]:
+    if kernel_size % 2 != 1:
+        raise ValueError(f"GaussianBlur kernel_size must be odd, got {kernel_size}")
+    return 1, lambda x, u: gaussian_blur(x, _between(u[:, 0], *sigma), kernel_size)
+
+
+def _adjust_sharpness(sharpness_factor: float) -> tuple[int, Op]:
+    return 0, lambda x, u: adjust_sharpness(
+        x, torch.full((x.shape[0],), sharpness_factor, dtype=x.dtype, device=x.device)
+    )
+
+
+def _affine(
+    degrees: float, translate: Sequence[float], scale: Sequence[float], shear: float, fill: float
+) -> tuple[int, Op]:
+    def op(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        h, w = x.shape[-2:]
+        max_dx, max_dy = translate[0] * w, translate[1] * h
+        theta = inverse_affine(
+            angle=_between(u[:, 0], -degrees, degrees),
+            tx=torch.round(_between(u[:, 1], -max_dx, max_dx)),
+            ty=torch.round(_between(u[:, 2], -max_dy, max_dy)),
+            scale=_between(u[:, 3], *scale),
+            shear_x=_between(u[:, 4], -shear, shear),
+        )
+        return affine(x, theta, fill)
+
+    return 5, op
+
+
+def _color_jitter(brightness: float, contrast: float, saturation: float, hue: float):
+    def op(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        x = adjust_brightness(x, _between(u[:, 0], max(0.0, 1 - brightness), 1 + brightness))
+        x = adjust_contrast(x, _between(u[:, 1], max(0.0, 1 - contrast), 1 + contrast))
+        x = adjust_saturation(x, _between(u[:, 2], max(0.0, 1 - saturation), 1 + saturation))
+        return adjust_hue(x, _between(u[:, 3], -hue, hue))
+
+    return 4, op
+
+
+def _contrast(factor: Sequence[float]) -> tuple[int, Op]:
+    return 1, lambda x, u: adjust_contrast(x, _between(u[:, 0], *factor))
+
+
+def _equalize() -> tuple[int, Op]:
+    return 0, lambda x, u: equalize(x)
+
+
+def _grayscale() -> tuple[int, Op]:
+    return 0, lambda x, u: grayscale(x).expand_as(x).clone()
+
+
+def _horizontal_flip() -> tuple[int, Op]:
+    return 0, lambda x, u: x.flip(-1)
+
+
+def _invert() -> tuple[int, Op]:
+    return 0, lambda x, u: 1.0 - x
+
+
+def perspective_endpoints(u: torch.Tensor, h: int, w: int, distortion_scale: float) -> torch.Tensor:
+    """``B x 4 x 2`` distorted corners (x, y) from ``B x 8`` uniforms, as RandomPerspective draws."""
+    bh = int(distortion_scale * (h // 2)) + 1
+    bw = int(distortion_scale * (w // 2)) + 1
+    corners = [
+        (_randint(u[:, 0], 0, bw), _randint(u[:, 1], 0, bh)),
+        (_randint(u[:, 2], w - bw, w), _randint(u[:, 3], 0, bh)),
+        (_randint(u[:, 4], w - bw, w), _randint(u[:, 5], h - bh, h)),
+        (_randint(u[:, 6], 0, bw), _randint(u[:, 7], h - bh, h)),
+    ]
+    return torch.stack([torch.stack(c, dim=-1) for c in corners], dim=1)
+
+
+def perspective_startpoints(h: int, w: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """``4 x 2`` image corners (x, y): top-left, top-right, bottom-right, bottom-left."""
+    return torch.tensor([[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]], device=device)
+
+
+def _perspective(distortion_scale: float, fill: float) -> tuple[int, Op]:
+    def op(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        h, w = x.shape[-2:]
+        end = perspective_endpoints(u, h, w, distortion_scale)
+        start = perspective_startpoints(h, w, x.device).expand_as(end)
+        return perspective(x, perspective_coefficients(start, end), fill)
+
+    return 8, op
+
+
+def _posterize(bits: int) -> tuple[int, Op]:
+    return 0, lambda x, u: posterize(x, bits)
+
+
+ATTEMPTS = 10  # torchvision's RandomResizedCrop tries 10 boxes, then falls back to a centre crop
+
+
+def crop_boxes(u: torch.Tensor, h: int, w: int, scale: Sequence[float], ratio: Sequence[float]):
+    """(top, left, height, width) per image from ``B x 40`` uniforms, as RandomResizedCrop draws."""
+    u = u.reshape(-1, ATTEMPTS, 4).to(torch.float64)
+    area = h * w * _between(u[..., 0], *scale)
+    aspect = torch.exp(_between(u[..., 1], math.log(ratio[0]), math.log(ratio[1])))
+    cw = torch.round(torch.sqrt(area * aspect))
+    ch = torch.round(torch.sqrt(area / aspect))
+    ok = (cw > 0) & (cw <= w) & (ch > 0) & (ch <= h)
+    first = ok.to(torch.int8).argmax(dim=1)
+    rows = torch.arange(u.shape[0], device=u.device)
+    cw, ch, ui, uj = cw[rows, first], ch[rows, first], u[rows, first, 2], u[rows, first, 3]
+    top, left = _randint(ui, 0, h - ch + 1), _randint(uj, 0, w - cw + 1)
+    found = ok.any(dim=1)
+    # fallback: the largest centre crop whose aspect ratio lies within ``ratio``
+    in_ratio = w / h
+    if in_ratio < ratio[0]:
+        fw, fh = w, round(w / ratio[0])
+    elif in_ratio > ratio[1]:
+        fw, fh = round(h * ratio[1]), h
+    else:
+        fw, fh = w, h
+    ftop, fleft = (h - fh) // 2, (w - fw) // 2
+
+    def pick(a: torch.Tensor, b: int) -> torch.Tensor:
+        return torch.where(found, a.to(torch.long), torch.full_like(a, b, dtype=torch.long))
+
+    return pick(top, ftop), pick(left, fleft), pick(ch, fh), pick(cw, fw)
+
+
+def _resized_crop(scale: Sequence[float], ratio: Sequence[float]) -> tuple[int, Op]:
+    def op(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        return resized_crop(x, *crop_boxes(u, x.shape[-2], x.shape[-1], scale, ratio))
+
+    return 4 * ATTEMPTS, op
+
+
+def _rotation(degrees: float, fill: float) -> tuple[int, Op]:
+    def op(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        angle = _between(u[:, 0], -degrees, degrees)
+        zero = torch.zeros_like(angle)
+        # torchvision's rotate(angle) is counter-clockwise: the affine warp of -angle
+        return affine(x, inverse_affine(-angle, zero, zero, zero + 1.0, zero), fill)
+
+    return 1, op
+
+
+def _sharpness(factor: Sequence[float]) -> tuple[int, Op]:
+    return 1, lambda x, u: adjust_sharpness(x, _between(u[:, 0], *factor))
+
+
+def _solarize(threshold: float) -> tuple[int, Op]:
+    return 0, lambda x, u: solarize(x, threshold)
+
+
+def _vertical_flip() -> tuple[int, Op]:
+    return 0, lambda x, u: x.flip(-2)
+
+
+#: The 17 transformations in the paper's order: name -> constructor of (n_params, op) from the
+#: transformation's config parameters (all but ``p``). Index in this order seeds the randomness.
+REGISTRY: dict[str, Callable[..., tuple[int, Op]]] = {
+    "Identity": _identity,
+    "GaussianBlur": _gaussian_blur,
+    "AdjustSharpness": _adjust_sharpness,
+    "Affine": _affine,
+    "ColorJitter": _color_jitter,
+    "Contrast": _contrast,
+    "Equalize": _equalize,
+    "Grayscale": _grayscale,
+    "HorizontalFlip": _horizontal_flip,
+    "Invert": _invert,
+    "Perspective": _perspective,
+    "Posterize": _posterize,
+    "ResizedCrop": _resized_crop,
+    "Rotation": _rotation,
+    "Sharpness": _sharpness,
+    "Solarize": _solarize,
+    "VerticalFlip": _vertical_flip,
+}
+NAMES: tuple[str, ...] = tuple(REGISTRY)
+
+
+def build_transform(name: str, params: Mapping[str, Any] | None = None) -> Transform:
+    """The transformation ``name`` with its config parameters (``p`` = application probability)."""
+    if name not in REGISTRY:
+        raise KeyError(f"unknown transformation {name!r}; known: {', '.join(NAMES)}")
+    params = dict(params or {})
+    p = float(params.pop("p", 1.0))
+    n_params, op = REGISTRY[name](**params)
+    return Transform(name=name, index=NAMES.index(name), p=p, n_params=n_params, op=op)
+
+
+def build_transforms(settings: Mapping[str, Mapping[str, Any]]) -> list[Transform]:
+    """All 17 transformations, in registry order, parameterised by ``settings[name]``."""
+    unknown = set(settings) - set(NAMES)
+    if unknown:
+        raise KeyError(f"unknown transformation(s) {sorted(unknown)}; known: {', '.join(NAMES)}")
+    return [build_transform(name, settings.get(name)) for name in NAMES]
+
+
+def transform_uniforms(
+    transform: Transform,
+    seed: int,
+    keys: Sequence[str] | np.ndarray,
+    device: torch.device | str = "cpu",
+) -> torch.Tensor:
+    """The per-image uniforms of ``transform`` for ``keys`` (``B x n_uniforms``, float32)."""
+    u = image_uniforms(seed, transform.index, keys, transform.n_uniforms)
+    return torch.from_numpy(u).to(device=device, dtype=torch.float32)

@@ -1,0 +1,97 @@
+"""Reading the run's accuracy table for figures and tables."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from imagenot.analyse.rankings import Cells, build_cells
+from imagenot.analyse.table import (
+    PUBLISHED_DATASET,
+    read_table,
+    select_variant,
+    validate_table,
+)
+
+
+@dataclass
+class Options:
+    """What the figure and table commands share (from config via ``figures_plan.figure_args``)."""
+
+    datasets: list[str]
+    reference: str = PUBLISHED_DATASET
+    downstream: str = "fashion_mnist"
+    baseline: str = "alexnet"
+    standard_transform: str = "Identity"
+    confidence: float = 0.95
+    axis: str = "linear"
+    imagenet_axis: str = "published"
+
+
+def load_accuracy(path: str | os.PathLike) -> pd.DataFrame:
+    """accuracy.csv, validated."""
+    return validate_table(read_table(path))
+
+
+def cells(acc: pd.DataFrame, variant: str, opts: Options) -> Cells:
+    """Per (model, dataset label) accuracy cells of the standard or Robust variant."""
+    return build_cells(select_variant(acc, variant, opts.standard_transform), opts.confidence)
+
+
+def published(acc: pd.DataFrame) -> dict[str, float]:
+    """Published ImageNet top-1 per model (from the ``imagenet_top1`` column)."""
+    if "imagenet_top1" not in acc.columns:
+        return {}
+    pub = acc.dropna(subset=["imagenet_top1"]).drop_duplicates("model")
+    return dict(zip(pub["model"], pub["imagenet_top1"].astype(float), strict=True))
+
+
+def imagenet_x(acc: pd.DataFrame, opts: Options) -> dict[str, float]:
+    """Per model, the x-axis ImageNet accuracy: published top-1, or the reference dataset's
+    standard accuracy (``opts.imagenet_axis == 'reference'``)."""
+    if opts.imagenet_axis == "published":
+        return published(acc)
+    c = cells(acc, "standard", opts)
+    return {m: c.cells[m, opts.reference].mean for m in c.models_of(opts.reference)}
+
+
+def imagenet_x_label(opts: Options) -> str:
+    if opts.imagenet_axis == "published":
+        return "published ImageNet top-1 (%)"
+    return f"{nice(opts.reference)} top-1 (%), ST"
+
+
+def ordered_labels(acc: pd.DataFrame, opts: Options, protocol: str | None = "st") -> list[str]:
+    """Dataset labels present for ``protocol`` ('st' -> trained datasets), in config order."""
+    present = acc if protocol is None else acc[acc["protocol"] == protocol]
+    names = list(dict.fromkeys(present["dataset"]))
+    order = [d for d in opts.datasets if d in names] + [d for d in names if d not in opts.datasets]
+    return order
+
+
+def transfer_labels(acc: pd.DataFrame, opts: Options) -> list[str]:
+    """``downstream/ft-*`` and ``downstream/tl-*`` labels present in the table."""
+    down = acc[(acc["dataset"] == opts.downstream) & (acc["protocol"].str.match(r"(ft|tl)-"))]
+    return [f"{opts.downstream}/{p}" for p in sorted(dict.fromkeys(down["protocol"]))]
+
+
+def label_of(dataset: str, protocol: str) -> str:
+    return dataset if protocol == "st" else f"{dataset}/{protocol}"
+
+
+def nice(label: str) -> str:
+    """Human-readable dataset label for axes: ``cifar10/ft-imagenet`` -> ``cifar10 FT (imagenet)``."""
+    if label == PUBLISHED_DATASET:
+        return "ImageNet (published)"
+    if "/" not in label:
+        return label
+    dataset, protocol = label.split("/", 1)
+    kind, _, source = protocol.partition("-")
+    return f"{dataset} {kind.upper()} ({source})"
+
+
+def finite(values: list[float]) -> np.ndarray:
+    return np.asarray(values, dtype=float)

@@ -1,0 +1,63 @@
+"""Per-transformation rankings of the models trained on one dataset (heat map of ranks)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from imagenot.analyse import stats
+from imagenot.analyse.table import is_standard
+from imagenot.figures.data import Options
+from imagenot.figures.style import Style, paper_style
+
+
+def rank_matrix(
+    acc: pd.DataFrame, dataset: str, opts: Options
+) -> tuple[list, list, np.ndarray, np.ndarray]:
+    """Models (by standard rank), transforms (standard first, then table order, then Robust),
+    ranks and mean accuracies (models x transforms) of ST runs on ``dataset``."""
+    d = acc[(acc["dataset"] == dataset) & (acc["protocol"] == "st")]
+    mean = d.groupby(["model", "transform"], sort=False)["accuracy"].mean().unstack("transform")
+    transforms = list(dict.fromkeys(d["transform"]))
+    std = [t for t in transforms if is_standard(pd.Series([t]), opts.standard_transform)[0]]
+    transforms = std + [t for t in transforms if t not in std]
+    mean = mean[transforms]
+    mean["Robust"] = mean.mean(axis=1)
+    if std:
+        mean = mean.sort_values(std[0], ascending=False, kind="stable")
+    values = mean.to_numpy(dtype=float)
+    ranks = np.column_stack([stats.ranks(values[:, j]) for j in range(values.shape[1])])
+    return list(mean.index), list(mean.columns), ranks, values
+
+
+def draw(acc: pd.DataFrame, dataset: str, opts: Options, style: Style):
+    """Heat map of ranks (1 = best) with accuracies written in the cells."""
+    import matplotlib.pyplot as plt
+
+    models, transforms, ranks, values = rank_matrix(acc, dataset, opts)
+    with paper_style(style):
+        fig, ax = plt.subplots(figsize=(style.width_in, 1.2 + 0.28 * max(len(models), 1)))
+        if not models:
+            ax.text(0.5, 0.5, "no results", ha="center", transform=ax.transAxes)
+            return fig
+        im = ax.imshow(ranks, cmap="viridis_r", aspect="auto", vmin=1, vmax=max(len(models), 2))
+        for i in range(len(models)):
+            for j in range(len(transforms)):
+                ax.text(
+                    j,
+                    i,
+                    f"{values[i, j]:.0f}",
+                    ha="center",
+                    va="center",
+                    color="k" if ranks[i, j] <= (len(models) + 1) / 2 else "w",
+                    fontsize=style.font_size - 2,
+                )
+        ax.set_xticks(range(len(transforms)), transforms, rotation=45, ha="right")
+        ax.set_yticks(range(len(models)), models)
+        ax.grid(False)
+        ax.set_title(
+            f"Rank (colour) and top-1 % (text) per test-time transformation, "
+            f"models trained on {dataset}"
+        )
+        fig.colorbar(im, ax=ax, label="rank (1 = best)", shrink=0.8)
+    return fig

@@ -1,0 +1,64 @@
+"""Shared figure style (paper size) and atomic PDF + PNG saving."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from imagenot.io import atomic_path
+
+
+@dataclass(frozen=True)
+class Style:
+    """Figure options from config ``analyse.figure_options``."""
+
+    width_in: float = 6.75
+    font_size: float = 8.0
+    dpi: int = 300
+
+    @property
+    def column_in(self) -> float:
+        """Width of a single-column figure (half the text width, a little more for labels)."""
+        return self.width_in * 0.55
+
+
+@contextmanager
+def paper_style(style: Style) -> Iterator[None]:
+    """Matplotlib rc settings readable when printed at ``style.width_in`` inches."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fs = style.font_size
+    rc = {
+        "font.size": fs,
+        "axes.titlesize": fs,
+        "axes.labelsize": fs,
+        "xtick.labelsize": fs - 1,
+        "ytick.labelsize": fs - 1,
+        "legend.fontsize": fs - 1,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "axes.grid": True,
+        "grid.alpha": 0.3,
+        "lines.markersize": 4,
+        "pdf.fonttype": 42,
+        "svg.fonttype": "none",
+        "figure.constrained_layout.use": True,
+    }
+    with plt.rc_context(rc):
+        yield
+
+
+def save(fig, pdf: str | os.PathLike, png: str | os.PathLike, dpi: int) -> None:
+    """Write ``fig`` as PDF and PNG atomically, then close it."""
+    import matplotlib.pyplot as plt
+
+    with atomic_path(pdf, ".pdf") as tmp:
+        fig.savefig(tmp, format="pdf", metadata={"CreationDate": None})
+    with atomic_path(png, ".png") as tmp:
+        fig.savefig(tmp, format="png", dpi=dpi)
+    plt.close(fig)

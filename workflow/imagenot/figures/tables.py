@@ -1,0 +1,162 @@
+"""Tables of the run (CSV and Markdown) from accuracy.csv and the rankings reports."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from imagenot.figures import accuracy_vs_imagenet
+from imagenot.figures.data import Options, cells, nice
+from imagenot.io import atomic_path
+
+
+def accuracy(acc: pd.DataFrame, reports: dict[str, dict], opts: Options) -> pd.DataFrame:
+    """Standard and Robust top-1 per model and dataset label, with the error-bar interval."""
+    std, rob = cells(acc, "standard", opts), cells(acc, "robust", opts)
+    rows = []
+    for (model, label), cell in std.cells.items():
+        r = rob.cells.get((model, label))
+        rows.append(
+            {
+                "model": model,
+                "dataset": label,
+                "seeds": len(cell.seeds),
+                "standard": cell.mean,
+                "standard_low": cell.lo,
+                "standard_high": cell.hi,
+                "interval": cell.interval,
+                "robust": r.mean if r else np.nan,
+                "robust_se": r.se if r else np.nan,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def order(labels: list[str], opts: Options) -> list[str]:
+    """Dataset labels in config order (datasets, then protocol), unknown ones last."""
+    rank = {d: i for i, d in enumerate(opts.datasets)}
+    return sorted(labels, key=lambda x: (rank.get(x.split("/")[0], len(rank)), x))
+
+
+def _wide(reports: dict[str, dict], key: str, opts: Options) -> pd.DataFrame:
+    rep = reports["standard"]
+    cols = {d: e[key] for d, e in rep["datasets"].items() if key in e}
+    df = pd.DataFrame(cols).reindex(index=rep["models"], columns=order(list(cols), opts))
+    df.index.name = "model"
+    return df.reset_index()
+
+
+def rankings(acc: pd.DataFrame, reports: dict[str, dict], opts: Options) -> pd.DataFrame:
+    """Rank of every model on every dataset label (1 = best, ties averaged; standard)."""
+    return _wide(reports, "ranks", opts)
+
+
+def relative_progress(acc: pd.DataFrame, reports: dict[str, dict], opts: Options) -> pd.DataFrame:
+    """Accuracy divided by the baseline model's accuracy, per dataset label (standard)."""
+    return _wide(reports, "relative_progress", opts)
+
+
+def agreement(acc: pd.DataFrame, reports: dict[str, dict], opts: Options) -> pd.DataFrame:
+    """Rank agreement of every dataset label with the reference, standard and Robust."""
+    rows = []
+    for variant, rep in reports.items():
+        for d in order(list(rep["datasets"]), opts):
+            e = rep["datasets"][d]
+            if d == rep["reference"]:
+                continue
+            ols = e.get("ols") or {}
+            boot = e.get("bootstrap") or {}
+            up = e.get("rank_agreement_up_to_error_bars") or {}
+            rows.append(
+                {
+                    "variant": variant,
+                    "dataset": d,
+                    "reference": rep["reference"],
+                    "models": len(e.get("common_models", [])),
+                    "kendall_tau": e.get("kendall_tau"),
+                    "kendall_tau_ci_low": (boot.get("kendall_tau_ci") or [None, None])[0],
+                    "kendall_tau_ci_high": (boot.get("kendall_tau_ci") or [None, None])[1],
+                    "kendall_tau_up_to_error_bars": up.get("tau_b"),
+                    "spearman_rho": e.get("spearman_rho"),
+                    "spearman_p": e.get("spearman_p"),
+                    "pearson_r": e.get("pearson_r"),
+                    "slope": ols.get("slope"),
+                    "adj_r2": ols.get("adj_r2"),
+                    "bootstrap": boot.get("method"),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def fits(acc: pd.DataFrame, reports: dict[str, dict], opts: Options) -> pd.DataFrame:
+    """OLS of each dataset and protocol's accuracy on ImageNet accuracy."""
+    rows = []
+    runs = acc[acc["protocol"] != "published"][["dataset", "protocol"]].drop_duplicates()
+    for dataset, protocol in runs.itertuples(index=False):
+        if opts.imagenet_axis == "reference" and (dataset, protocol) == (opts.reference, "st"):
+            continue
+        for r in accuracy_vs_imagenet.fit_rows(acc, dataset, protocol, opts):
+            s = r["fit"].summary() if r["fit"] is not None else {}
+            rows.append(
+                {
+                    "dataset": dataset,
+                    "protocol": protocol,
+                    "variant": r["variant"],
+                    "models": len(r["models"]),
+                    "slope": s.get("slope"),
+                    "slope_ci_low": s.get("slope_ci", [None, None])[0],
+                    "slope_ci_high": s.get("slope_ci", [None, None])[1],
+                    "intercept": s.get("intercept"),
+                    "adj_r2": s.get("adj_r2"),
+                    "axis": opts.axis,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def error_correlations(acc: pd.DataFrame, reports: dict[str, dict], opts: Options) -> pd.DataFrame:
+    """Spearman rho of model errors between every pair of dataset labels (standard)."""
+    return pd.DataFrame(reports["standard"]["error_spearman"], columns=["a", "b", "n", "rho", "p"])
+
+
+BUILDERS: dict[str, Callable[[pd.DataFrame, dict, Options], pd.DataFrame]] = {
+    "accuracy": accuracy,
+    "rankings": rankings,
+    "agreement": agreement,
+    "fits": fits,
+    "relative_progress": relative_progress,
+    "error_correlations": error_correlations,
+}
+
+
+def _cell(v: Any) -> str:
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return ""
+    if isinstance(v, float | np.floating) and float(v).is_integer():
+        return f"{v:g}"
+    if isinstance(v, float | np.floating):
+        return f"{v:.3g}" if abs(v) < 1 else f"{v:.2f}"
+    return str(v).replace("|", "\\|")
+
+
+def to_markdown(df: pd.DataFrame, title: str = "") -> str:
+    """A GitHub-flavoured Markdown table (numbers to 2 decimals or 3 significant digits)."""
+    head = [nice(str(c)) if "/" in str(c) else str(c) for c in df.columns]
+    lines = [f"**{title}**", ""] if title else []
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "|".join("---" for _ in head) + "|")
+    for row in df.itertuples(index=False):
+        lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write(df: pd.DataFrame, csv: str | os.PathLike, md: str | os.PathLike, title: str) -> None:
+    """Write the table as CSV and Markdown, atomically."""
+    with atomic_path(csv, ".csv") as tmp:
+        df.to_csv(tmp, index=False)
+    with atomic_path(md, ".md") as tmp:
+        tmp.write_text(to_markdown(df, title))

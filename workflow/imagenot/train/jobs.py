@@ -1,0 +1,251 @@
+"""The train stage's jobs: I/O around the pure search functions and the training loop.
+
+Each function reads its inputs (dataset directory, trials table, settings from the rule),
+runs ``loop.fit`` and writes its outputs atomically. Accuracies are percent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from imagenot.io import sha256_file, write_json, write_parquet, write_text
+from imagenot.train import search
+from imagenot.train.loop import InMemory, Job, configure, fit, history_csv
+from imagenot.train.prereg import register
+from imagenot.train.registry import load_backbone, read_state_dict
+
+log = logging.getLogger(__name__)
+CHECKPOINT = "checkpoint.safetensors"
+
+
+class JobError(RuntimeError):
+    """Bad job input (missing trial, malformed table)."""
+
+
+# ------------------------------------------------------------------------------------ trials
+
+
+def draw(
+    definition: Mapping,
+    experiment: str,
+    model: str,
+    record: Path,
+    amendments: Sequence[Mapping],
+    out: Path,
+) -> None:
+    """Check/record the preregistration, then write the experiment's trials table."""
+    dataset, protocol = experiment.split("/", 1)
+    register(record, experiment, dict(definition), model, amendments, out.parent.parent)
+    trials = search.draw_trials(definition, definition["seed"], dataset, protocol)
+    write_parquet(pa.table(search.trial_columns(trials)), out)
+    log.info("%s %s: %d trials drawn and pre-registered", experiment, model, len(trials))
+
+
+def read_trial(path: Path, trial: int) -> dict:
+    rows = pq.read_table(path).to_pylist()
+    match = [r for r in rows if r["trial"] == trial]
+    if not match:
+        raise JobError(f"{path}: no row for trial {trial} (trials {[r['trial'] for r in rows]})")
+    return match[0]
+
+
+# -------------------------------------------------------------------------------------- data
+
+
+def load_split(dataset_dir: Path, split: str, in_memory: bool):
+    """A split as InMemory tensors, or a streaming ManifestDataset."""
+    from imagenot.acquire.dataset import ManifestDataset, load_split_tensors
+
+    if in_memory:
+        return InMemory(*load_split_tensors(dataset_dir, split))
+    return ManifestDataset(dataset_dir, split)
+
+
+def dataset_info(dataset_dir: Path) -> tuple[int, str]:
+    """(number of classes, fingerprint) of a materialised dataset."""
+    from imagenot.acquire.dataset import read_classes, read_fingerprint
+
+    return len(read_classes(dataset_dir)), read_fingerprint(dataset_dir)
+
+
+def make_job(settings: Mapping, row: Mapping, seed: int, num_classes: int) -> Job:
+    """The loop's Job for rule settings, a trials row and a seed."""
+    init = settings.get("init")
+    return Job(
+        model=settings["model"],
+        num_classes=num_classes,
+        hyperparameters=search.hyperparameters_of(row),
+        seed=seed,
+        image_size=settings["image_size"],
+        batch_size=settings["batch_size"],
+        max_epochs=settings["max_epochs"],
+        patience=settings["patience"],
+        trainable=settings["trainable"],
+        init=f"{init} sha256:{sha256_file(init)}" if init else "random",
+        eval_batch_size=settings["eval_batch_size"],
+        device=settings["device"],
+        compile=settings["compile"],
+        num_workers=settings["num_workers"],
+    )
+
+
+def backbone_loader(settings: Mapping):
+    """A callable loading the FT/TL starting weights into a fresh model, or None (ST)."""
+    init = settings.get("init")
+    if not init:
+        return None
+    state = read_state_dict(init)
+    return lambda model: load_backbone(model, settings["model"], state, init)
+
+
+def _fit(settings, dataset_dir, row, seed, workdir: Path, stop_epoch=None, best=None):
+    configure(settings["deterministic"], settings.get("threads", 1))
+    num_classes, fingerprint = dataset_info(dataset_dir)
+    job = make_job(settings, row, seed, num_classes)
+    train = load_split(dataset_dir, "train", settings["in_memory"])
+    val = load_split(dataset_dir, "val", settings["in_memory"])
+    model, state = fit(
+        job,
+        train,
+        val,
+        workdir / CHECKPOINT,
+        fingerprint,
+        stop_epoch,
+        best,
+        backbone_loader(settings),
+    )
+    write_text(history_csv(state), workdir / "metrics.csv")
+    summary = {
+        "model": settings["model"],
+        "num_classes": num_classes,
+        "n_val": len(val),
+        "image_size": settings["image_size"],
+        "val_accuracy": state.best_val,
+        "best_epoch": state.best_epoch,
+        "epochs": state.epoch,
+        "stopped_by": state.stopped_by,
+        "hyperparameters": job.hyperparameters,
+        "seed": seed,
+        "dataset_fingerprint": fingerprint,
+    }
+    return job, model, summary
+
+
+def run_trial(
+    settings: Mapping,
+    dataset_dir: Path,
+    trials: Path,
+    trial: int,
+    out: Path,
+    rung_epochs: int | None = None,
+    promoted: Path | None = None,
+) -> dict:
+    """Train one trial up to ``rung_epochs`` (a halving rung) or to the end; write ``out``.
+
+    A trial not promoted by the previous rung is not trained further; its previous rung's
+    result is carried forward with ``stopped_by: halving``.
+    """
+    row = read_trial(trials, trial)
+    workdir = out.parent
+    if promoted is not None:
+        decision = json.loads(promoted.read_text())
+        if trial not in decision["promoted"]:
+            previous = json.loads((workdir / f"rung-{decision['rung']}.json").read_text())
+            result = {
+                **previous,
+                "stopped_by": previous["stopped_by"] or "halving",
+                "promoted": False,
+            }
+            write_json(result, out)
+            return result
+    _, _, summary = _fit(settings, dataset_dir, row, row["seed"], workdir, rung_epochs)
+    result = {"trial": trial, **summary, "promoted": True}
+    write_json(result, out)
+    log.info(
+        "trial %d: best val accuracy %.2f%% after %d epochs",
+        trial,
+        result["val_accuracy"],
+        result["epochs"],
+    )
+    return result
+
+
+def halve(results: Sequence[Path], rung: int, eta: int, out: Path) -> dict:
+    """The trials promoted past a rung (among those that trained at it)."""
+    rows = [json.loads(p.read_text()) for p in results]
+    alive = {r["trial"]: r["val_accuracy"] for r in rows if r["promoted"]}
+    decision = {
+        "rung": rung,
+        "eta": eta,
+        "val_accuracy": alive,
+        "promoted": search.promote(alive, eta),
+    }
+    write_json(decision, out)
+    return decision
+
+
+def select(results: Sequence[Path], out: Path) -> dict:
+    """The best trial by validation accuracy."""
+    rows = {r["trial"]: r for r in (json.loads(p.read_text()) for p in results)}
+    best = search.best_trial({t: r["val_accuracy"] for t, r in rows.items()})
+    selection = {
+        "trial": best,
+        "val_accuracy": rows[best]["val_accuracy"],
+        "hyperparameters": rows[best]["hyperparameters"],
+    }
+    write_json(selection, out)
+    return selection
+
+
+def run_final(
+    settings: Mapping,
+    dataset_dir: Path,
+    trials: Path,
+    selection: Path,
+    seed: int,
+    run: Mapping,
+    master_seed: int,
+    out_dir: Path,
+) -> dict:
+    """Retrain the selected trial with ``seed``; keep the best-validation weights and test them."""
+    import torch
+    from safetensors.torch import load_file
+
+    from imagenot.train.loop import evaluate
+
+    chosen = json.loads(selection.read_text())["trial"]
+    row = read_trial(trials, chosen)
+    train_seed = search.stable_int(master_seed, run["dataset"], run["protocol"], "final", seed)
+    best = out_dir / "best.safetensors"
+    job, model, summary = _fit(settings, dataset_dir, row, train_seed, out_dir, best=best)
+    model.load_state_dict(load_file(best))
+    test = load_split(dataset_dir, "test", settings["in_memory"])
+    forward = model
+    test_accuracy, _, n_test = evaluate(model, forward, test, job, torch.device(job.device))
+    (out_dir / "model.safetensors").unlink(missing_ok=True)
+    best.replace(out_dir / "model.safetensors")
+    result = {
+        **summary,
+        **run,
+        "seed": seed,
+        "train_seed": train_seed,
+        "trial": chosen,
+        "test_accuracy": test_accuracy,
+        "n_test": n_test,
+        "chance_accuracy": 100.0 / summary["num_classes"],
+    }
+    write_json(result, out_dir / "result.json")
+    log.info(
+        "final %s seed %d: test accuracy %.2f%% (chance %.2f%%)",
+        run,
+        seed,
+        test_accuracy,
+        result["chance_accuracy"],
+    )
+    return result

@@ -1,0 +1,401 @@
+"""The training loop (torchvision-references style) with epoch-end checkpoints and resumption.
+
+Core pieces are pure functions on tensors (``preprocess``, ``learning_rate``); ``fit`` owns the
+loop and the checkpoint, written atomically at every epoch end. Everything random is derived
+from the job seed and the epoch number (data order, dropout), and the learning rate is a pure
+function of the global step, so a job killed mid-epoch and rerun repeats the unfinished epoch
+exactly: the final metrics equal those of an uninterrupted run (CPU, deterministic algorithms).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import nn
+from tqdm import tqdm
+
+from imagenot.io import atomic_path
+from imagenot.train.registry import IMAGENET_MEAN, IMAGENET_STD, build_model, head_module
+from imagenot.train.search import stable_int
+
+log = logging.getLogger(__name__)
+
+
+class ResumeError(RuntimeError):
+    """A checkpoint that must not be resumed silently (its dataset changed)."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """What one training job does. ``identity()`` excludes only how far this job trains."""
+
+    model: str
+    num_classes: int
+    hyperparameters: dict
+    seed: int
+    image_size: int
+    batch_size: int
+    max_epochs: int  # the space's epoch budget (the schedule's horizon)
+    patience: int
+    trainable: str = "all"  # "all" (ST, FT) or "head" (TL)
+    init: str = ""  # description of the starting weights (random, a file and its sha256)
+    eval_batch_size: int = 256
+    device: str = "cpu"
+    compile: bool = False
+    num_workers: int = 0
+
+    def identity(self) -> str:
+        keys = asdict(self)
+        for transient in ("device", "compile", "num_workers", "eval_batch_size"):
+            keys.pop(transient)
+        return json.dumps(keys, sort_keys=True)
+
+
+@dataclass
+class State:
+    """Progress of a job, stored in the checkpoint's metadata."""
+
+    identity: str
+    fingerprint: str
+    epoch: int = 0
+    step: int = 0
+    best_val: float = -1.0
+    best_epoch: int = 0
+    bad_epochs: int = 0
+    stopped_by: str | None = None
+    history: list[dict] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------- pure tensor functions
+
+
+def preprocess(images: torch.Tensor, image_size: int) -> torch.Tensor:
+    """uint8 N x 3 x H x W -> float, [0, 1], resized to ``image_size``, ImageNet-normalised."""
+    x = images.float().div_(255.0)
+    if x.shape[-1] != image_size or x.shape[-2] != image_size:
+        x = F.interpolate(x, size=(image_size, image_size), mode="bilinear", antialias=True)
+    mean = torch.tensor(IMAGENET_MEAN, device=x.device).view(1, 3, 1, 1)
+    std = torch.tensor(IMAGENET_STD, device=x.device).view(1, 3, 1, 1)
+    return (x - mean) / std
+
+
+def _cosine(t: float, hp: Mapping) -> float:
+    return hp["min_lr_factor"] + (1 - hp["min_lr_factor"]) * 0.5 * (1 + math.cos(math.pi * t))
+
+
+SCHEDULES: dict[str, Callable[[int, int, int, Mapping], float]] = {
+    # (steps after warm-up, steps per epoch, steps after warm-up in the whole budget, hp) -> factor
+    "constant": lambda t, spe, total, hp: 1.0,
+    "cosine": lambda t, spe, total, hp: _cosine(min(t / max(total, 1), 1.0), hp),
+    "cosine_restarts": lambda t, spe, total, hp: _cosine(
+        (t % (hp["restart_epochs"] * spe)) / (hp["restart_epochs"] * spe), hp
+    ),
+    "step": lambda t, spe, total, hp: hp["step_gamma"] ** (t // (hp["step_epochs"] * spe)),
+}
+
+
+def learning_rate(step: int, steps_per_epoch: int, max_epochs: int, hp: Mapping) -> float:
+    """Learning rate at optimizer step ``step``: linear warm-up from ``lr * warmup_decay``,
+    then the named schedule over the rest of the ``max_epochs`` budget."""
+    warmup = hp["warmup_steps"] + hp["warmup_epochs"] * steps_per_epoch
+    if step < warmup:
+        return hp["lr"] * (hp["warmup_decay"] + (1 - hp["warmup_decay"]) * step / warmup)
+    total = max_epochs * steps_per_epoch - warmup
+    return hp["lr"] * SCHEDULES[hp["scheduler"]](step - warmup, steps_per_epoch, total, hp)
+
+
+OPTIMIZERS: dict[str, Callable[[list, Mapping], torch.optim.Optimizer]] = {
+    "sgd": lambda params, hp: torch.optim.SGD(
+        params, lr=hp["lr"], momentum=hp["momentum"], weight_decay=hp["weight_decay"]
+    ),
+    "adam": lambda params, hp: torch.optim.Adam(
+        params, lr=hp["lr"], betas=(hp["momentum"], 0.999), weight_decay=hp["weight_decay"]
+    ),
+}
+
+
+# ------------------------------------------------------------------------------------- data
+
+
+@dataclass(frozen=True)
+class InMemory:
+    """A whole split as tensors: uint8 N x 3 x H x W images and int64 labels."""
+
+    images: torch.Tensor
+    labels: torch.Tensor
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def batches(
+    data, order: torch.Tensor, batch_size: int, num_workers: int = 0, pin: bool = False
+) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
+    """(uint8 images, labels) batches in ``order``: slices of an InMemory split, else a
+    DataLoader over any Dataset of (uint8 CHW tensor, label)."""
+    if isinstance(data, InMemory):
+        return ((data.images[idx], data.labels[idx]) for idx in order.split(batch_size))
+    return torch.utils.data.DataLoader(
+        data,
+        batch_size=batch_size,
+        sampler=order.tolist(),
+        num_workers=num_workers,
+        pin_memory=pin,
+        persistent_workers=False,
+    )
+
+
+def _generator(*parts: object) -> torch.Generator:
+    return torch.Generator().manual_seed(stable_int(*parts))
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+
+def save_checkpoint(path: Path, model: nn.Module, optimizer, state: State) -> None:
+    """Model and optimizer tensors plus the JSON state, atomically, as one safetensors file."""
+    tensors = {f"model.{k}": v.detach().contiguous() for k, v in model.state_dict().items()}
+    opt = optimizer.state_dict()
+    scalars: dict = {}
+    for pid, slots in opt["state"].items():
+        for key, value in slots.items():
+            if torch.is_tensor(value):
+                tensors[f"optim.{pid}.{key}"] = value.contiguous()
+            else:
+                scalars[f"{pid}.{key}"] = value
+    meta = {
+        "state": json.dumps(asdict(state)),
+        "param_groups": json.dumps(opt["param_groups"]),
+        "optim_scalars": json.dumps(scalars),
+    }
+    with atomic_path(path, ".safetensors") as tmp:
+        save_file(tensors, str(tmp), metadata=meta)
+
+
+def load_checkpoint(path: Path, model: nn.Module, optimizer) -> State:
+    """Restore model and optimizer from ``path``; return the saved State."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata()
+    tensors = load_file(str(path))
+    model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+    slots: dict[int, dict] = {}
+    for key, value in tensors.items():
+        if key.startswith("optim."):
+            _, pid, name = key.split(".", 2)
+            slots.setdefault(int(pid), {})[name] = value
+    for key, value in json.loads(meta["optim_scalars"]).items():
+        pid, name = key.split(".", 1)
+        slots.setdefault(int(pid), {})[name] = value
+    optimizer.load_state_dict({"state": slots, "param_groups": json.loads(meta["param_groups"])})
+    return State(**json.loads(meta["state"]))
+
+
+def read_state(path: Path) -> State:
+    """The State stored in a checkpoint, without loading tensors."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        return State(**json.loads(f.metadata()["state"]))
+
+
+def save_weights(model: nn.Module, path: Path) -> None:
+    """``model.state_dict()`` as safetensors, atomically."""
+    tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    with atomic_path(path, ".safetensors") as tmp:
+        save_file(tensors, str(tmp))
+
+
+# ----------------------------------------------------------------------------- the loop
+
+
+def configure(deterministic: bool, threads: int) -> None:
+    """Process-wide settings: thread count, deterministic algorithms (CPU runs)."""
+    torch.set_num_threads(max(1, threads))
+    if deterministic:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.backends.cudnn.benchmark = False
+    else:
+        torch.backends.cudnn.benchmark = True
+
+
+def make_model(job: Job, init: Callable[[nn.Module], None] | None = None):
+    """Model (with ``init`` applied, e.g. backbone weights) and optimizer over its trainables."""
+    torch.manual_seed(stable_int(job.seed, "init"))
+    model = build_model(job.model, job.num_classes)
+    if init is not None:
+        init(model)
+    if job.trainable == "head":
+        for p in model.parameters():
+            p.requires_grad_(False)
+        for p in head_module(model, job.model).parameters():
+            p.requires_grad_(True)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = OPTIMIZERS[job.hyperparameters["optimizer"]](params, job.hyperparameters)
+    return model, optimizer
+
+
+def set_mode(model: nn.Module, job: Job, train: bool) -> None:
+    """train/eval mode; under TL the frozen backbone stays in eval (BatchNorm statistics fixed)."""
+    model.train(train)
+    if train and job.trainable == "head":
+        model.eval()
+        head_module(model, job.model).train()
+
+
+def _autocast(device: torch.device):
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+
+
+def _to_device(x: torch.Tensor, y: torch.Tensor, device: torch.device, job: Job):
+    x = preprocess(x.to(device, non_blocking=True), job.image_size)
+    if device.type == "cuda":
+        x = x.contiguous(memory_format=torch.channels_last)
+    return x, y.to(device, non_blocking=True)
+
+
+def train_one_epoch(
+    model, forward, optimizer, data, job: Job, state: State, device: torch.device
+) -> dict:
+    """One pass over ``data`` in the epoch's seeded order; returns loss, accuracy, images/s."""
+    torch.manual_seed(stable_int(job.seed, "epoch", state.epoch))  # dropout etc.
+    order = torch.randperm(len(data), generator=_generator(job.seed, "order", state.epoch))
+    steps_per_epoch = math.ceil(len(data) / job.batch_size)
+    set_mode(model, job, True)
+    loss_sum, correct, seen, start = 0.0, 0, 0, time.perf_counter()
+    loader = batches(data, order, job.batch_size, job.num_workers, device.type == "cuda")
+    for images, labels in tqdm(
+        loader, total=steps_per_epoch, desc=f"epoch {state.epoch + 1}", file=sys.stderr, leave=False
+    ):
+        x, y = _to_device(images, labels, device, job)
+        lr = learning_rate(state.step, steps_per_epoch, job.max_epochs, job.hyperparameters)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        with _autocast(device):
+            logits = forward(x)
+            loss = F.cross_entropy(logits, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        state.step += 1
+        loss_sum += float(loss.detach()) * len(y)
+        correct += int((logits.argmax(1) == y).sum())
+        seen += len(y)
+    elapsed = time.perf_counter() - start
+    return {
+        "train_loss": loss_sum / max(seen, 1),
+        "train_accuracy": 100.0 * correct / max(seen, 1),
+        "lr": lr if seen else 0.0,
+        "images_per_s": seen / max(elapsed, 1e-9),
+    }
+
+
+@torch.no_grad()
+def evaluate(model, forward, data, job: Job, device: torch.device) -> tuple[float, float, int]:
+    """(top-1 accuracy in percent, mean loss, n) of the model on ``data``."""
+    set_mode(model, job, False)
+    loss_sum, correct = 0.0, 0
+    order = torch.arange(len(data))
+    for images, labels in batches(data, order, job.eval_batch_size, job.num_workers):
+        x, y = _to_device(images, labels, device, job)
+        with _autocast(device):
+            logits = forward(x)
+        loss_sum += float(F.cross_entropy(logits.float(), y, reduction="sum"))
+        correct += int((logits.argmax(1) == y).sum())
+    n = len(data)
+    return 100.0 * correct / max(n, 1), loss_sum / max(n, 1), n
+
+
+def fit(
+    job: Job,
+    train_data,
+    val_data,
+    checkpoint: Path,
+    fingerprint: str,
+    stop_epoch: int | None = None,
+    best_weights: Path | None = None,
+    init: Callable[[nn.Module], None] | None = None,
+    on_epoch: Callable[[State], None] | None = None,
+) -> tuple[nn.Module, State]:
+    """Train until early stopping, ``job.max_epochs`` or ``stop_epoch`` (a halving rung).
+
+    Resumes from ``checkpoint`` when it belongs to this job; refuses when the dataset
+    ``fingerprint`` differs from the checkpoint's. ``best_weights`` (optional) receives the
+    weights of the best validation epoch. ``on_epoch`` sees the state after each epoch.
+    """
+    device = torch.device(job.device)
+    model, optimizer = make_model(job, init)
+    state = State(identity=job.identity(), fingerprint=fingerprint)
+    if checkpoint.is_file():
+        saved = read_state(checkpoint)
+        if saved.fingerprint != fingerprint:
+            raise ResumeError(
+                f"{checkpoint}: written for dataset fingerprint {saved.fingerprint[:12]}..., but "
+                f"the dataset's fingerprint is now {fingerprint[:12]}...; the data changed. "
+                f"Delete the checkpoint to train from scratch on the new data."
+            )
+        if saved.identity == state.identity:
+            state = load_checkpoint(checkpoint, model, optimizer)
+            log.info("resumed %s at epoch %d", checkpoint, state.epoch)
+        else:
+            log.warning("%s belongs to a different job definition; starting afresh", checkpoint)
+    model.to(device)
+    if device.type == "cuda":
+        model.to(memory_format=torch.channels_last)
+    optimizer.load_state_dict(optimizer.state_dict())  # move state to the model's device
+    forward = torch.compile(model) if job.compile else model
+    stop_epoch = min(stop_epoch or job.max_epochs, job.max_epochs)
+
+    while state.stopped_by is None and state.epoch < stop_epoch:
+        row = train_one_epoch(model, forward, optimizer, train_data, job, state, device)
+        val_accuracy, val_loss, _ = evaluate(model, forward, val_data, job, device)
+        state.epoch += 1
+        row = {"epoch": state.epoch, **row, "val_loss": val_loss, "val_accuracy": val_accuracy}
+        state.history.append(row)
+        if val_accuracy > state.best_val:
+            state.best_val, state.best_epoch, state.bad_epochs = val_accuracy, state.epoch, 0
+            if best_weights is not None:
+                save_weights(model, best_weights)
+        else:
+            state.bad_epochs += 1
+        if state.bad_epochs >= job.patience:
+            state.stopped_by = "early_stopping"
+        elif state.epoch >= job.max_epochs:
+            state.stopped_by = "max_epochs"
+        save_checkpoint(checkpoint, model, optimizer, state)
+        log.info(
+            "epoch %d: train loss %.4f acc %.2f%%, val acc %.2f%%, lr %.3g, %.1f images/s",
+            state.epoch,
+            row["train_loss"],
+            row["train_accuracy"],
+            val_accuracy,
+            row["lr"],
+            row["images_per_s"],
+        )
+        if on_epoch is not None:
+            on_epoch(state)
+    return model, state
+
+
+def history_csv(state: State) -> str:
+    """The per-epoch metrics as CSV text."""
+    if not state.history:
+        return "epoch\n"
+    cols = list(state.history[0])
+    lines = [",".join(cols)]
+    lines += [
+        ",".join(f"{row[c]:.6g}" if isinstance(row[c], float) else str(row[c]) for c in cols)
+        for row in state.history
+    ]
+    return "\n".join(lines) + "\n"

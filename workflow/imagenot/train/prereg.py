@@ -1,0 +1,138 @@
+"""The preregistration record: spaces and budgets fixed before results exist, amendments logged.
+
+``results/train/preregistration.json`` holds, per experiment (``{dataset}/{protocol}``), the
+registered search definition (space, budget, epochs, patience, halving, seeds) and its hash, the
+models that drew trials, and every amendment. Once results of an experiment exist, a changed
+definition is refused unless the config records an amendment naming a model whose registered
+trials all ended at chance (method.md section 5, guardrail 4); the evidence is checked here
+against the trial results, then archived in the record.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from imagenot.io import write_json
+from imagenot.train.search import at_chance, canonical_hash
+
+
+class PreregistrationError(RuntimeError):
+    """A search definition changed after results exist, without a valid amendment."""
+
+
+@contextmanager
+def _locked(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _read(path: Path) -> dict:
+    if not path.is_file():
+        return {"experiments": {}}
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise PreregistrationError(f"{path}: not valid JSON ({exc})") from exc
+
+
+def trial_results(experiment_dir: Path, model: str | None = None) -> list[dict]:
+    """Every trial result.json (and halving rung result) under ``experiment_dir``."""
+    pattern = f"{model or '*'}/trial-*/result.json"
+    return [json.loads(p.read_text()) for p in sorted(experiment_dir.glob(pattern))]
+
+
+def _evidence(experiment_dir: Path, model: str, budget: int) -> list[float]:
+    """Validation accuracies of ``model``'s registered trials, if every one is at chance."""
+    results = trial_results(experiment_dir, model)
+    if len(results) < budget:
+        raise PreregistrationError(
+            f"amendment for model {model!r} in {experiment_dir}: only {len(results)} of its "
+            f"{budget} registered trials have results; it must run them all first"
+        )
+    above = [r for r in results if not at_chance(r["val_accuracy"], r["num_classes"], r["n_val"])]
+    if above:
+        raise PreregistrationError(
+            f"amendment for model {model!r} in {experiment_dir} refused: trial(s) "
+            f"{[r['trial'] for r in above]} trained above chance (val accuracy "
+            f"{[round(r['val_accuracy'], 2) for r in above]}%), so the model did train"
+        )
+    return [r["val_accuracy"] for r in results]
+
+
+def register(
+    record_path: Path,
+    experiment: str,
+    definition: Mapping,
+    model: str,
+    amendments: Sequence[Mapping],
+    experiment_dir: Path,
+) -> dict:
+    """Check ``definition`` of ``experiment`` against the record and update it; return the entry.
+
+    No entry, or no results yet: (re)register. Same hash: note the model. Different hash with
+    results: apply the config amendment that names this experiment (checking its evidence), or
+    raise PreregistrationError saying how to proceed.
+    """
+    digest = canonical_hash(definition)
+    with _locked(record_path):
+        record = _read(record_path)
+        entry = record["experiments"].get(experiment)
+        if entry is not None and entry["hash"] != digest and trial_results(experiment_dir):
+            entry = _amend(entry, experiment, definition, digest, amendments, experiment_dir)
+        elif entry is None or entry["hash"] != digest:
+            entry = {"definition": definition, "hash": digest, "models": [], "amendments": []}
+        entry["models"] = sorted(set(entry["models"]) | {model})
+        record["experiments"][experiment] = entry
+        record["hash"] = canonical_hash(
+            {k: (v["hash"], v["models"]) for k, v in sorted(record["experiments"].items())}
+        )
+        write_json(record, record_path)
+    return entry
+
+
+def _amend(entry, experiment, definition, digest, amendments, experiment_dir) -> dict:
+    matching = [a for a in amendments if a["experiment"] == experiment]
+    if not matching:
+        raise PreregistrationError(
+            f"the search definition of {experiment} changed after results exist "
+            f"(registered hash {entry['hash'][:12]}, now {digest[:12]}). Spaces and budgets are "
+            f"pre-registered: revert the change, or record an amendment in config "
+            f"train.amendments with experiment: {experiment}, the model that did not train, and "
+            f"a reason (allowed only if all that model's trials ended at chance)."
+        )
+    amendment = matching[-1]
+    evidence = _evidence(experiment_dir, amendment["model"], entry["definition"]["budget"])
+    history = [
+        *entry["amendments"],
+        {
+            "model": amendment["model"],
+            "reason": amendment["reason"],
+            "from_hash": entry["hash"],
+            "to_hash": digest,
+            "previous_definition": entry["definition"],
+            "evidence_val_accuracy": evidence,
+        },
+    ]
+    return {
+        "definition": definition,
+        "hash": digest,
+        "models": entry["models"],
+        "amendments": history,
+    }
+
+
+def amendments_of(record_path: str | os.PathLike) -> list[dict]:
+    """Every recorded amendment with its experiment (for the report)."""
+    record = _read(Path(record_path))
+    return [
+        {"experiment": name, **a}
+        for name, entry in record["experiments"].items()
+        for a in entry["amendments"]
+    ]

@@ -1,0 +1,264 @@
+"""Model registry: one name, one constructor (torchvision builders first, timm where it has none).
+
+Every entry knows its classifier head (the last fully connected layer, the only part TL trains),
+the smallest input side it accepts, and the torchvision weights enum its published ImageNet
+accuracy refers to (``resources/torchvision_imagenet_accuracy.csv``). The ``*_mini`` entries are
+narrow members of the paper's families, built from the same torchvision classes, for the CPU demo;
+they have no published weights.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch import nn
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+ACCURACY_TABLE = "torchvision_imagenet_accuracy.csv"
+
+
+class RegistryError(ValueError):
+    """Unknown model name, input too small, or weights that do not fit."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """How to build one registered model and what the protocols need to know about it."""
+
+    name: str
+    family: str
+    build: Callable[[int], nn.Module]  # num_classes -> randomly initialised model
+    head: str  # dotted path of the final nn.Linear
+    min_size: int  # smallest input side in pixels
+    weights: str | None = None  # torchvision weights enum name, "Class.MEMBER"
+
+
+def _torchvision(builder: str, num_classes: int) -> nn.Module:
+    import torchvision
+
+    return getattr(torchvision.models, builder)(weights=None, num_classes=num_classes)
+
+
+def _timm(name: str, num_classes: int) -> nn.Module:
+    import timm
+
+    return timm.create_model(name, pretrained=False, num_classes=num_classes)
+
+
+def _alexnet_mini(num_classes: int) -> nn.Module:
+    """AlexNet's layout (5 conv, 3 max-pool, 3 FC with dropout) at a quarter of its width."""
+    from torch import nn
+
+    return nn.Sequential(
+        nn.Sequential(
+            nn.Conv2d(3, 16, 11, stride=4, padding=2),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(3, 2),
+            nn.Conv2d(16, 48, 5, padding=2),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(3, 2),
+            nn.Conv2d(48, 96, 3, padding=1),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(96, 64, 3, padding=1),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(64, 64, 3, padding=1),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(3, 2),
+        ),
+        nn.AdaptiveAvgPool2d(2),
+        nn.Flatten(),
+        nn.Sequential(
+            nn.Dropout(0.5),
+            nn.Linear(64 * 4, 256),
+            nn.ReLU(inplace=True),
+            nn.Dropout(0.5),
+            nn.Linear(256, 256),
+            nn.ReLU(inplace=True),
+            nn.Linear(256, num_classes),
+        ),
+    )
+
+
+def _vgg_mini(num_classes: int) -> nn.Module:
+    """VGG-11's conv configuration at an eighth of its width, with a narrow VGG classifier."""
+    from torch import nn
+    from torchvision.models.vgg import make_layers
+
+    return nn.Sequential(
+        make_layers([8, "M", 16, "M", 32, 32, "M", 64, 64, "M", 64, 64, "M"]),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Sequential(
+            nn.Linear(64, 128),
+            nn.ReLU(inplace=True),
+            nn.Dropout(0.5),
+            nn.Linear(128, 128),
+            nn.ReLU(inplace=True),
+            nn.Dropout(0.5),
+            nn.Linear(128, num_classes),
+        ),
+    )
+
+
+def _resnet_mini(num_classes: int) -> nn.Module:
+    """ResNet with one BasicBlock per stage (ResNet-10), torchvision's ResNet class."""
+    from torchvision.models.resnet import BasicBlock, ResNet
+
+    return ResNet(BasicBlock, [1, 1, 1, 1], num_classes=num_classes)
+
+
+def _densenet_mini(num_classes: int) -> nn.Module:
+    """DenseNet-BC with growth rate 12 and 2 layers per block, torchvision's DenseNet class."""
+    from torchvision.models.densenet import DenseNet
+
+    return DenseNet(
+        growth_rate=12, block_config=(2, 2, 2, 2), num_init_features=24, num_classes=num_classes
+    )
+
+
+def _register(*specs: ModelSpec) -> dict[str, ModelSpec]:
+    return {spec.name: spec for spec in specs}
+
+
+def _tv(name: str, family: str, head: str, min_size: int, weights: str) -> ModelSpec:
+    return ModelSpec(name, family, partial(_torchvision, name), head, min_size, weights)
+
+
+MODELS: dict[str, ModelSpec] = _register(
+    # The seven paper models (method.md section 4).
+    _tv("alexnet", "alexnet", "classifier.6", 63, "AlexNet_Weights.IMAGENET1K_V1"),
+    _tv("vgg19", "vgg", "classifier.6", 32, "VGG19_Weights.IMAGENET1K_V1"),
+    _tv("resnet18", "resnet", "fc", 1, "ResNet18_Weights.IMAGENET1K_V1"),
+    _tv("resnet152", "resnet", "fc", 1, "ResNet152_Weights.IMAGENET1K_V2"),
+    _tv("densenet161", "densenet", "classifier", 29, "DenseNet161_Weights.IMAGENET1K_V1"),
+    _tv(
+        "efficientnet_v2_l",
+        "efficientnet",
+        "classifier.1",
+        33,
+        "EfficientNet_V2_L_Weights.IMAGENET1K_V1",
+    ),
+    _tv("convnext_large", "convnext", "classifier.2", 32, "ConvNeXt_Large_Weights.IMAGENET1K_V1"),
+    # Small torchvision members of the same families.
+    _tv("vgg11", "vgg", "classifier.6", 32, "VGG11_Weights.IMAGENET1K_V1"),
+    _tv("densenet121", "densenet", "classifier", 29, "DenseNet121_Weights.IMAGENET1K_V1"),
+    _tv(
+        "efficientnet_b0",
+        "efficientnet",
+        "classifier.1",
+        1,
+        "EfficientNet_B0_Weights.IMAGENET1K_V1",
+    ),
+    _tv("convnext_tiny", "convnext", "classifier.2", 32, "ConvNeXt_Tiny_Weights.IMAGENET1K_V1"),
+    # CPU-demo members (no published weights): torchvision classes narrowed, timm's smallest.
+    ModelSpec("alexnet_mini", "alexnet", _alexnet_mini, "3.6", 63),
+    ModelSpec("vgg_mini", "vgg", _vgg_mini, "3.6", 32),
+    ModelSpec("resnet_mini", "resnet", _resnet_mini, "fc", 1),
+    ModelSpec("densenet_mini", "densenet", _densenet_mini, "classifier", 29),
+    ModelSpec("efficientnet_mini", "efficientnet", partial(_timm, "tinynet_e"), "classifier", 1),
+    ModelSpec("convnext_mini", "convnext", partial(_timm, "convnext_atto"), "head.fc", 32),
+)
+
+
+def get_spec(name: str) -> ModelSpec:
+    """The registry entry of ``name``; an unknown name is an error listing the registered ones."""
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise RegistryError(
+            f"model {name!r} is not in the registry; registered models: {', '.join(MODELS)}"
+        ) from None
+
+
+def check_input_size(name: str, image_size: int) -> None:
+    """Raise if ``image_size`` is below the model's minimum input side."""
+    spec = get_spec(name)
+    if image_size < spec.min_size:
+        raise RegistryError(
+            f"model {name!r} needs inputs of at least {spec.min_size} px; train.image_size is "
+            f"{image_size}"
+        )
+
+
+def build_model(name: str, num_classes: int) -> nn.Module:
+    """A randomly initialised ``name`` with a ``num_classes``-way head."""
+    return get_spec(name).build(num_classes)
+
+
+def head_module(model: nn.Module, name: str) -> nn.Module:
+    """The classifier head (final nn.Linear) of a model built from registry entry ``name``."""
+    return model.get_submodule(get_spec(name).head)
+
+
+def head_keys(name: str, state: dict) -> set[str]:
+    """Keys of ``state`` (a state dict of model ``name``) that belong to the classifier head."""
+    prefix = get_spec(name).head + "."
+    return {key for key in state if key.startswith(prefix)}
+
+
+def load_backbone(model: nn.Module, name: str, state: dict, source: str) -> None:
+    """Load every weight of ``state`` except the classifier head into ``model`` (FT/TL start).
+
+    The head keeps its fresh initialisation (the target's number of classes differs). Any other
+    missing, unexpected or mis-shaped key is an error naming ``source``.
+    """
+    own = model.state_dict()
+    skip = head_keys(name, own) | head_keys(name, state)
+    wanted = {k for k in own if k not in skip}
+    given = {k: v for k, v in state.items() if k not in skip}
+    missing, unexpected = sorted(wanted - set(given)), sorted(set(given) - wanted)
+    if missing or unexpected:
+        raise RegistryError(
+            f"{source}: weights do not fit model {name!r}: missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]}"
+        )
+    for key, value in given.items():
+        if tuple(value.shape) != tuple(own[key].shape):
+            raise RegistryError(
+                f"{source}: weight {key!r} has shape {tuple(value.shape)}, model {name!r} "
+                f"expects {tuple(own[key].shape)}"
+            )
+    model.load_state_dict(given, strict=False)
+
+
+def read_state_dict(path: str | Path) -> dict:
+    """A state dict from a ``.safetensors`` file, or a torchvision ``.pth`` (weights_only)."""
+    import torch
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    if not path.is_file():
+        raise RegistryError(f"weights file {path} does not exist")
+    if path.suffix == ".safetensors":
+        return load_file(path)
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(state, dict):
+        raise RegistryError(f"{path}: not a state dict")
+    return state
+
+
+def torchvision_weights_filename(weights: str) -> str:
+    """File name torchvision downloads the weights enum ``weights`` to (its URL's basename)."""
+    from torchvision.models import get_weight
+
+    try:
+        return get_weight(weights).url.rsplit("/", 1)[-1]
+    except (ValueError, KeyError, AttributeError) as exc:
+        raise RegistryError(f"unknown torchvision weights {weights!r}: {exc}") from exc
+
+
+def published_accuracy() -> list[dict]:
+    """Rows of the shipped table of torchvision's published ImageNet top-1/top-5 (percent)."""
+    text = resources.files("imagenot.resources").joinpath(ACCURACY_TABLE).read_text()
+    rows = list(csv.DictReader(text.splitlines()))
+    for row in rows:
+        row["top1"], row["top5"] = float(row["top1"]), float(row["top5"])
+    return rows

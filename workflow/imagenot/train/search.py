@@ -1,0 +1,146 @@
+"""Pre-registered search: trials drawn from a seeded space, successive-halving rungs, selection.
+
+Pure functions of plain data; the trials table is written by the CLI. A space maps each
+whitelisted hyperparameter to one of ``{value: x}``, ``{choice: [...]}``,
+``{uniform: [lo, hi]}`` or ``{log_uniform: [lo, hi]}``; hyperparameters it omits keep the fixed
+defaults below. The same trials are drawn for every model of a (dataset, protocol): one space,
+one draw, shared by all models.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+# The whitelist (method.md section 5): lr, scheduler settings, weight decay, and the optimizer,
+# momentum and warm-up the paper's CIFAR-10 space adds. Nothing else may vary.
+DEFAULTS: dict[str, object] = {
+    "optimizer": "sgd",
+    "lr": 0.1,
+    "momentum": 0.9,
+    "weight_decay": 0.0,
+    "scheduler": "cosine",
+    "warmup_steps": 0,
+    "warmup_epochs": 0,
+    "warmup_decay": 0.01,
+    "min_lr_factor": 0.0,
+    "restart_epochs": 10,
+    "step_epochs": 30,
+    "step_gamma": 0.1,
+}
+HYPERPARAMETERS = tuple(DEFAULTS)
+INTEGER_HYPERPARAMETERS = {"warmup_steps", "warmup_epochs", "restart_epochs", "step_epochs"}
+
+
+class SearchError(ValueError):
+    """A space outside the whitelist or otherwise unusable."""
+
+
+def stable_int(*parts: object) -> int:
+    """A 32-bit integer derived from ``parts`` (stable across processes and machines)."""
+    digest = hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).hexdigest()
+    return int(digest[:8], 16)
+
+
+def canonical_hash(obj: object) -> str:
+    """sha256 of ``obj`` as sorted-key JSON (the preregistration's identity of a space)."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+
+
+def check_space(hyperparameters: Mapping[str, Mapping], where: str) -> None:
+    """Raise naming ``where`` if a hyperparameter is not whitelisted or its spec is malformed."""
+    for name, spec in hyperparameters.items():
+        if name not in DEFAULTS:
+            raise SearchError(
+                f"{where}: hyperparameter {name!r} may not be tuned; allowed: "
+                f"{', '.join(HYPERPARAMETERS)}"
+            )
+        if len(spec) != 1:
+            raise SearchError(
+                f"{where}.{name}: give exactly one of value, choice, uniform, log_uniform"
+            )
+        kind, arg = next(iter(spec.items()))
+        if kind in ("uniform", "log_uniform") and not (len(arg) == 2 and arg[0] <= arg[1]):
+            raise SearchError(f"{where}.{name}: {kind} needs [low, high] with low <= high")
+        if kind == "log_uniform" and arg[0] <= 0:
+            raise SearchError(f"{where}.{name}: log_uniform bounds must be positive")
+
+
+def _draw(rng: np.random.Generator, name: str, spec: Mapping) -> object:
+    kind, arg = next(iter(spec.items()))
+    if kind == "value":
+        return arg
+    if kind == "choice":
+        return arg[int(rng.integers(len(arg)))]
+    low, high = float(arg[0]), float(arg[1])
+    value = (
+        float(np.exp(rng.uniform(np.log(low), np.log(high))))
+        if kind == "log_uniform"
+        else float(rng.uniform(low, high))
+    )
+    return round(value) if name in INTEGER_HYPERPARAMETERS else value
+
+
+def draw_trials(space: Mapping, seed: int, dataset: str, protocol: str) -> list[dict]:
+    """The ``space['budget']`` trials of a (dataset, protocol): hyperparameters and a seed each.
+
+    Deterministic in (seed, dataset, protocol, space); independent of the model.
+    """
+    check_space(space["hyperparameters"], f"space of {dataset}/{protocol}")
+    rng = np.random.default_rng([seed, stable_int(dataset), stable_int(protocol)])
+    trials = []
+    for trial in range(space["budget"]):
+        row: dict = {"trial": trial}
+        for name in HYPERPARAMETERS:  # fixed order: the draw does not depend on YAML order
+            spec = space["hyperparameters"].get(name, {"value": DEFAULTS[name]})
+            row[name] = _draw(rng, name, spec)
+        row["seed"] = stable_int(seed, dataset, protocol, "trial", trial)
+        trials.append(row)
+    return trials
+
+
+def rungs(space: Mapping) -> list[int]:
+    """Epoch milestones of successive halving before the last (max_epochs) rung; [] when off."""
+    halving = space["halving"]
+    if not halving["enabled"]:
+        return []
+    out, epochs = [], halving["min_epochs"]
+    while epochs < space["max_epochs"]:
+        out.append(epochs)
+        epochs *= halving["eta"]
+    return out
+
+
+def promote(results: Mapping[int, float], eta: int) -> list[int]:
+    """Trials kept after a rung: the best ceil(n / eta) by validation accuracy (ties: lower id)."""
+    keep = max(1, math.ceil(len(results) / eta))
+    ranked = sorted(results, key=lambda t: (-results[t], t))
+    return sorted(ranked[:keep])
+
+
+def best_trial(results: Mapping[int, float]) -> int:
+    """The trial with the highest validation accuracy (ties: lower id)."""
+    if not results:
+        raise SearchError("no trial results to select from")
+    return min(results, key=lambda t: (-results[t], t))
+
+
+def at_chance(accuracy: float, num_classes: int, n: int) -> bool:
+    """Whether ``accuracy`` (percent) is within 3 binomial standard errors of chance."""
+    p = 1.0 / num_classes
+    return accuracy / 100.0 <= p + 3.0 * math.sqrt(p * (1 - p) / max(n, 1))
+
+
+def hyperparameters_of(row: Mapping) -> dict:
+    """The whitelisted hyperparameters of a trials-table row."""
+    return {name: row[name] for name in HYPERPARAMETERS}
+
+
+def trial_columns(trials: Sequence[Mapping]) -> dict[str, list]:
+    """Column-wise form of the trials (for the parquet table)."""
+    names = ["trial", *HYPERPARAMETERS, "seed"]
+    return {name: [row[name] for row in trials] for name in names}

@@ -30,6 +30,7 @@ sysdeps:
 
 demo: setup
 	$(RUN) snakemake --profile $(PROFILE) all
+	$(RUN) snakemake --profile $(PROFILE) --report results/report.html
 
 test: setup
 	$(RUN) pytest $(PYTEST_ARGS)

@@ -19,6 +19,7 @@ rule acquire_download:
     wildcard_constraints:
         dataset=acquire_plan.laion_pattern(config),
         part="[0-9]+",
+    priority: DATA_PRIORITY
     conda:
         "../envs/acquire.yaml"
     threads: 2
@@ -52,6 +53,7 @@ rule acquire_build:
         f"{BENCH}/acquire_build/{{dataset}}.tsv"
     wildcard_constraints:
         dataset=acquire_plan.laion_pattern(config),
+    priority: DATA_PRIORITY
     conda:
         "../envs/acquire.yaml"
     threads: 1
@@ -79,6 +81,7 @@ rule acquire_materialise:
         f"{BENCH}/acquire_materialise/{{dataset}}.tsv"
     wildcard_constraints:
         dataset=acquire_plan.adapter_pattern(config),
+    priority: DATA_PRIORITY
     conda:
         "../envs/acquire.yaml"
     threads: 1

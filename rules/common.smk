@@ -13,13 +13,13 @@ from imagenot.evaluate import plan as evaluate_plan
 from imagenot.figures import plan as figures_plan
 from imagenot.diagnostics import plan as diagnostics_plan
 
-# Validate before any job runs. A wrong key or value stops here, naming the key.
-validate_config(config)
-
 RESULTS = "results"
 LOGS = f"{RESULTS}/logs"
 BENCH = f"{RESULTS}/benchmarks"
 NLTK_DATA = f"{RESULTS}/wordnet/nltk_data"
+# Dataset-building rules (demo world, curation, acquisition) go first when jobs compete for
+# cores: they are the critical path every training job waits on.
+DATA_PRIORITY = 10
 
 
 def datasets_of_kind(*kinds):
@@ -58,6 +58,13 @@ STAGE_PLANS = [
     figures_plan,
     diagnostics_plan,
 ]
+
+# Validate before any job runs: the JSON schema (defaults filled), then the cross-key checks the
+# schema cannot express (each stage plan's `check`). A wrong key or value stops here, naming it.
+validate_config(config)
+for stage_plan in STAGE_PLANS:
+    if hasattr(stage_plan, "check"):
+        stage_plan.check(config)
 
 
 def all_targets():

@@ -14,6 +14,7 @@ rule curate_match:
         f"{LOGS}/curate_match/{{shard}}.log",
     benchmark:
         f"{BENCH}/curate_match/{{shard}}.tsv"
+    priority: DATA_PRIORITY
     conda:
         "../envs/curate.yaml"
     threads: 1
@@ -41,6 +42,7 @@ rule curate_candidates:
         f"{LOGS}/curate_candidates/{{dataset}}.log",
     benchmark:
         f"{BENCH}/curate_candidates/{{dataset}}.tsv"
+    priority: DATA_PRIORITY
     conda:
         "../envs/curate.yaml"
     threads: 1
@@ -68,6 +70,7 @@ rule curate_captions:
         f"{LOGS}/curate_captions/{{dataset}}/{{shard}}.log",
     benchmark:
         f"{BENCH}/curate_captions/{{dataset}}/{{shard}}.tsv"
+    priority: DATA_PRIORITY
     conda:
         "../envs/curate.yaml"
     threads: 1
@@ -93,6 +96,7 @@ rule curate_embed:
         f"{LOGS}/curate_embed/{{dataset}}.log",
     benchmark:
         f"{BENCH}/curate_embed/{{dataset}}.tsv"
+    priority: DATA_PRIORITY
     conda:
         "../envs/curate.yaml"
     threads: 2
@@ -122,6 +126,7 @@ rule curate_select:
         f"{LOGS}/curate_select/{{dataset}}.log",
     benchmark:
         f"{BENCH}/curate_select/{{dataset}}.tsv"
+    priority: DATA_PRIORITY
     conda:
         "../envs/curate.yaml"
     threads: 1
@@ -154,6 +159,7 @@ rule curate_audit:
         f"{LOGS}/curate_audit/{{dataset}}.log",
     benchmark:
         f"{BENCH}/curate_audit/{{dataset}}.tsv"
+    priority: DATA_PRIORITY
     conda:
         "../envs/curate.yaml"
     threads: 1

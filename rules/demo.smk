@@ -17,6 +17,7 @@ rule demo_world:
         f"{LOGS}/demo_world.log",
     benchmark:
         f"{BENCH}/demo_world.tsv"
+    priority: DATA_PRIORITY
     conda:
         "../envs/curate.yaml"
     threads: 1

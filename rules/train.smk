@@ -2,6 +2,14 @@
 # Per dataset x protocol x model: pre-registered trials, one job per trial (per halving rung),
 # selection of the best trial, and its retraining with each configured seed.
 
+
+# Bookkeeping rules (no torch) run on the submitting host under a cluster executor.
+localrules:
+    train_draw_trials,
+    train_halve,
+    train_select,
+
+
 TRAIN_RUN = f"{RESULTS}/train/{{dataset}}/{{protocol}}/{{model}}"
 TRAIN_WC = "{dataset}/{protocol}/{model}"
 
@@ -22,7 +30,9 @@ rule train_draw_trials:
         mem_mb=mem_mb("light"),
         runtime=runtime("light"),
     params:
-        options=lambda wc: train_plan.draw_options(config, wc.dataset, wc.protocol),
+        options=lambda wc: train_plan.draw_options(
+            config, wc.dataset, wc.protocol, wc.model
+        ),
     shell:
         "imagenot train-draw-trials --model {wildcards.model} {params.options} "
         "--out {output} > {log} 2>&1"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Ensure the system data the workflow reads is present; install it with apt when we are root.
 #   WordNet 3.0 database (wordnet-base, wordnet-sense-index), graphviz (dot, for --dag pictures),
-#   Fashion-MNIST (dataset-fashion-mnist, the demo's downstream dataset).
+#   Fashion-MNIST (dataset-fashion-mnist, the demo's downstream dataset), chromium (the headless
+#   browser the report test renders results/report.html with).
 # A second run installs nothing. Not root or no apt: print what to install and fail.
 set -euo pipefail
 declare -A check=(
@@ -9,6 +10,7 @@ declare -A check=(
   [wordnet-sense-index]=/usr/share/wordnet/index.sense
   [graphviz]=/usr/bin/dot
   [dataset-fashion-mnist]=/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
+  [chromium]=/usr/bin/chromium
 )
 missing=()
 for pkg in "${!check[@]}"; do

@@ -185,6 +185,9 @@ def test_survivors_rare_ancestors_nsfw_low_similarity(world, truth, wn):
         assert sid not in imagenet
         assert classes[sid]["n_captions"] >= SMALL["captions_per_class_min"]
         assert not any(sid in _ancestors(wn, other) for other in planted), sid
+    # ... and no survivor is also a hazard of another step (e.g. shares a lemma with ImageNet)
+    others = {s for role, sids in hazards.items() if role != "intended_survivors" for s in sids}
+    assert not set(survivors) & others
 
 
 def test_caption_kinds_mention_exactly_the_lemmas_they_should(

@@ -10,7 +10,8 @@ import torch
 import yaml
 
 from imagenot.config import ConfigError, validate_config
-from imagenot.train import jobs, plan, search
+from imagenot.train import plan, search
+from imagenot.train import trials as trial_jobs
 from imagenot.train.loop import InMemory, Job, ResumeError, fit, learning_rate, preprocess
 from imagenot.train.prereg import PreregistrationError, register
 from imagenot.train.registry import (
@@ -116,7 +117,9 @@ def test_trials_tables_are_identical_across_reruns(demo_config, tmp_path):
     paths = []
     for run in range(2):
         out = tmp_path / f"r{run}" / "fashion_mnist/ft-imagenot/vgg_mini/trials.parquet"
-        jobs.draw(definition, "fashion_mnist/ft-imagenot", "vgg_mini", tmp_path / "p.json", [], out)
+        trial_jobs.draw(
+            definition, "fashion_mnist/ft-imagenot", "vgg_mini", tmp_path / "p.json", [], out
+        )
         paths.append(out)
     assert paths[0].read_bytes() == paths[1].read_bytes()
     trials = search.draw_trials(definition, 0, "fashion_mnist", "ft-imagenot")
@@ -174,6 +177,20 @@ def test_space_change_after_results_is_refused_then_accepted_with_amendment(tmp_
     saved = json.loads(record.read_text())["experiments"]["cifar10/st"]["amendments"]
     assert saved[0]["model"] == "alexnet" and saved[0]["evidence_val_accuracy"] == [10.0, 11.0]
     register(record, "cifar10/st", wider, "resnet18", amendment, exp_dir)  # now registered
+
+
+def test_one_models_settings_change_is_guarded_by_its_own_results(tmp_path):
+    record, exp_dir = tmp_path / "preregistration.json", tmp_path / "cifar10/st"
+    space = {"seed": 0, "budget": 2, "hyperparameters": {"lr": {"value": 0.1}}}
+    register(record, "cifar10/st", space, "alexnet", [], exp_dir, {"batch_size": 32})
+    register(record, "cifar10/st", space, "resnet18", [], exp_dir, {"batch_size": 32})
+    _results(exp_dir, "resnet18", [60.0, 45.0])
+    # alexnet has no results yet: its own batch size may still change
+    register(record, "cifar10/st", space, "alexnet", [], exp_dir, {"batch_size": 64})
+    with pytest.raises(PreregistrationError, match="settings of model 'resnet18'"):
+        register(record, "cifar10/st", space, "resnet18", [], exp_dir, {"batch_size": 16})
+    saved = json.loads(record.read_text())["experiments"]["cifar10/st"]["model_settings"]
+    assert saved == {"alexnet": {"batch_size": 64}, "resnet18": {"batch_size": 32}}
 
 
 # ------------------------------------------------------------------------------------ loop

@@ -19,6 +19,15 @@ import pyarrow.parquet as pq
 log = logging.getLogger("imagenot")
 
 
+def _new_file_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+NEW_FILE_MODE = _new_file_mode()
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside ``path``; move it into place only if the block succeeds.
@@ -32,6 +41,8 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        if tmp_path.exists():
+            tmp_path.chmod(NEW_FILE_MODE)  # mkstemp makes 0600; an ordinary new file is wider
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():

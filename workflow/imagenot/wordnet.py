@@ -9,9 +9,9 @@ ImageNet's classes come from the copy shipped inside ``timm`` (``timm/data/_info
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import shutil
-from importlib import resources
 from pathlib import Path
 
 import pyarrow as pa
@@ -135,7 +135,12 @@ def noun_lemma_table(wn) -> pa.Table:
 
 
 def _timm_info(name: str) -> list[str]:
-    return (resources.files("timm") / "data" / "_info" / name).read_text().splitlines()
+    """A file of timm's ``data/_info``, located without importing timm (and with it torch)."""
+    spec = importlib.util.find_spec("timm")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("package timm is not installed: it ships ImageNet's class list")
+    root = Path(spec.submodule_search_locations[0])
+    return (root / "data" / "_info" / name).read_text().splitlines()
 
 
 @functools.cache

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import shlex
 
+from imagenot.curate import plan as curate_plan
+
 RESULTS = "results"
 ADAPTER_KINDS = ("fashion_mnist", "cifar10", "imagenet", "imagefolder")
-PAPER_IMAGES_PER_CLASS = 1000
 
 
 def dataset_dir(name: str) -> str:
@@ -102,9 +103,8 @@ def _per_class(config: dict, name: str, key: str):
 def build_options(config: dict, name: str) -> str:
     """Options of ``imagenot acquire-build`` for LAION-built dataset ``name``."""
     acq = config["acquire"]
-    spec = config["datasets"][name]
     return (
-        f"--images-per-class {spec.get('images_per_class', PAPER_IMAGES_PER_CLASS)} "
+        f"--images-per-class {curate_plan.images_per_class(config, name)} "
         f"--test-per-class {_per_class(config, name, 'test_per_class')} "
         f"--val-per-class {_per_class(config, name, 'val_per_class')} "
         f"--short-classes {acq['short_classes']} --near-duplicates {acq['near_duplicates']} "

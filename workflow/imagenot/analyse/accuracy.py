@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from imagenot.analyse import stats
-from imagenot.analyse.table import PUBLISHED_DATASET, PUBLISHED_PROTOCOL, TableError
+from imagenot.analyse import PUBLISHED_DATASET, PUBLISHED_PROTOCOL, stats
+from imagenot.analyse.table import TableError
 
 ROBUSTNESS_COLUMNS = (
     "model",

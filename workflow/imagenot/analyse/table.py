@@ -14,10 +14,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from imagenot.analyse import PUBLISHED_PROTOCOL
+
 REQUIRED = ("model", "dataset", "accuracy")
-PUBLISHED_DATASET = "imagenet_published"
-"""Dataset label of the published torchvision ImageNet accuracies in accuracy.csv."""
-PUBLISHED_PROTOCOL = "published"
 
 
 class TableError(ValueError):

@@ -1,4 +1,4 @@
-"""Step 1: match every WordNet noun lemma against every caption (one Aho-Corasick scan).
+"""Step 1: match every WordNet noun lemma against every caption (a vectorised token trie walk).
 
 Normalisation rule, applied identically to lemmas and captions:
 
@@ -13,14 +13,24 @@ A lemma matches a caption when `` lemma `` (normalised, padded) occurs in `` cap
 (normalised, padded): whole words only, multi-word lemmas included. A lemma names every synset
 it is a lemma of, and all of them are emitted; output rows are unique (row, wnid) pairs.
 
-The hot path keeps matches in NumPy arrays: captions of a batch are concatenated into one string
-(separated by a newline, which normalised text never holds), scanned once by the automaton, and
-the match end positions are mapped back to rows with ``searchsorted``.
+A normalised text is its words joined by single spaces, so that substring test is the same as
+"the lemma's words occur as consecutive words of the caption", which is what the hot path
+computes, keeping every match in NumPy arrays (no Python object per caption or per match):
+
+- tokenise: pure-ASCII captions (most of them) are lowercased and split in NumPy with a 256-entry
+  byte table (``[A-Za-z0-9]`` are exactly the ASCII letters and digits); the others go through
+  ``normalise`` (Arrow, Unicode-aware) first and are then split at its spaces. The words form
+  one Arrow string array, hashed once against the lemma word vocabulary (``index_in``);
+- walk: the lemma keys form a trie over word ids; all word positions advance through it
+  together, one level (one more word) at a time, each level a sorted-array lookup of
+  (node, next word);
+- expand: the (caption, lemma key) hits form a sparse boolean matrix, multiplied by the
+  key x synset incidence matrix (SciPy, compiled), which gives the unique (caption, wnid) pairs
+  row by row, with column indices then sorted per row.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 from dataclasses import dataclass
 
@@ -29,7 +39,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 NON_WORD = r"[^\p{L}\p{N}]+"
-SEPARATOR = "\n"
 
 
 def normalise(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -81,52 +90,216 @@ class LemmaIndex:
         return cls.from_lemma_table(noun_lemma_table(load_wordnet(str(nltk_data))))
 
 
+# Byte -> lowercased byte, or 0 for a separator. ASCII letters and digits are word bytes; bytes
+# of multi-byte UTF-8 characters (>= 0x80) only reach this table in text that ``normalise`` has
+# already reduced to letters, digits and single spaces, where they all belong to words.
+_BYTE_TABLE = np.zeros(256, dtype=np.uint8)
+_BYTE_TABLE[np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", np.uint8)] = np.frombuffer(
+    b"abcdefghijklmnopqrstuvwxyz0123456789", np.uint8
+)
+_BYTE_TABLE[np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", np.uint8)] = np.frombuffer(
+    b"abcdefghijklmnopqrstuvwxyz", np.uint8
+)
+_BYTE_TABLE[0x80:] = np.arange(0x80, 0x100, dtype=np.uint8)
+_LOWER = _BYTE_TABLE.tobytes()  # for ``bytes.translate``, which runs at memcpy-like speed
+_SEPARATORS = bytes(np.flatnonzero(_BYTE_TABLE == 0).astype(np.uint8))
+_IS_WORD = (_BYTE_TABLE != 0).astype(np.uint8).tobytes()  # 0 / 1, viewed as NumPy bool
+
+CHUNK_ROWS = 65536  # captions per matching pass: its arrays stay small enough to reuse memory
+_FILTER_BITS = 22  # 4 MiB prefilter of trie edges: ~2% false positives for ~80k edges
+_HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _filter_slot(codes: np.ndarray) -> np.ndarray:
+    return (codes.astype(np.uint64) * _HASH_MULTIPLIER) >> np.uint64(64 - _FILTER_BITS)
+
+
+def _string_array(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """One string (or large_string) array without nulls (a null caption matches nothing)."""
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks()
+    if texts.type not in (pa.string(), pa.large_string()):
+        large = texts.type in (pa.large_binary(), pa.large_string())
+        texts = texts.cast(pa.large_string() if large else pa.string())
+    if texts.null_count:
+        texts = pc.fill_null(texts, "")
+    return texts
+
+
+def _split_words(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """Words of ASCII or already normalised texts: (words, index of the text of each word).
+
+    A word is a maximal run of bytes that ``_BYTE_TABLE`` keeps, lowercased by it. Each text
+    gets one separator appended first, so words never span two texts; they come in text order.
+    """
+    n = len(texts)
+    texts = pc.binary_join_element_wise(texts, " ", "")
+    offsets_type = np.int64 if texts.type == pa.large_string() else np.int32
+    buffers = texts.buffers()
+    offsets = np.frombuffer(buffers[1], dtype=offsets_type)[texts.offset : texts.offset + n + 1]
+    first, size = int(offsets[0]), int(offsets[-1] - offsets[0])
+    raw = buffers[2].slice(first, size).to_pybytes()
+    word = np.frombuffer(raw.translate(_IS_WORD), dtype=np.bool_)
+    change = np.empty(size, dtype=bool)
+    change[0] = word[0]
+    np.not_equal(word[1:], word[:-1], out=change[1:])
+    bounds = np.flatnonzero(change)  # start, end, start, end, ... (a separator ends each text)
+    starts, ends = bounds[0::2], bounds[1::2]
+    chars = raw.translate(_LOWER, _SEPARATORS)  # the words' bytes, lowercased, back to back
+    word_offsets = np.empty(len(starts) + 1, dtype=np.int64)
+    word_offsets[0] = 0
+    np.cumsum(ends - starts, out=word_offsets[1:])
+    words_type = pa.large_string()
+    if len(chars) < 2**31:
+        words_type, word_offsets = pa.string(), word_offsets.astype(np.int32)
+    words = pa.Array.from_buffers(
+        words_type, len(starts), [None, pa.py_buffer(word_offsets), pa.py_buffer(chars)]
+    )
+    per_text = np.diff(np.searchsorted(starts, offsets - first))
+    return words, np.repeat(np.arange(n, dtype=np.int64), per_text)
+
+
+def tokenise(texts: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
+    """Words of ``normalise(texts)`` (split at its spaces) and the position of each word's text.
+
+    Words come in text order, and in order within a text. Pure-ASCII texts are split directly
+    (lowercase, ``[^a-z0-9]`` separates: the same result as ``normalise`` for ASCII), the others
+    after ``normalise``.
+    """
+    texts = _string_array(texts)
+    if len(texts) == 0:
+        return pa.array([], pa.string()), np.empty(0, np.int64)
+    ascii_mask = pc.string_is_ascii(texts)
+    if not pc.all(ascii_mask).as_py():
+        unicode_mask = pc.invert(ascii_mask)
+        texts = pc.replace_with_mask(texts, unicode_mask, normalise(texts.filter(unicode_mask)))
+    return _split_words(texts)
+
+
 class Matcher:
-    """A compiled Aho-Corasick automaton over the padded lemma keys of a LemmaIndex."""
+    """The lemma keys of a LemmaIndex as a trie over word ids, and the key x synset matrix."""
 
     def __init__(self, index: LemmaIndex):
-        import ahocorasick
+        import scipy.sparse as sp
 
         self.index = index
-        automaton = ahocorasick.Automaton(ahocorasick.STORE_INTS)
-        for i, key in enumerate(index.keys):
-            automaton.add_word(f" {key} ", i)
-        automaton.make_automaton()
-        self.automaton = automaton
-
-    def match_arrays(self, texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-        """Unique (position in ``texts``, wnid index) pairs, sorted, as two NumPy arrays."""
-        if len(texts) == 0:
-            return np.empty(0, np.int64), np.empty(0, np.int32)
-        norm = normalise(texts)
-        padded = pc.binary_join_element_wise(" ", norm, " " + SEPARATOR, "")
-        # Code-point offsets of each padded caption inside the joined string.
-        lengths = pc.utf8_length(padded).to_numpy(zero_copy_only=False).astype(np.int64)
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-        joined = _join(padded)
-        flat = np.fromiter(
-            itertools.chain.from_iterable(self.automaton.iter(joined)), dtype=np.int64
+        split = pc.split_pattern(pa.array(index.keys, pa.string()), " ")
+        lengths = pc.list_value_length(split).to_numpy(zero_copy_only=False).astype(np.int64)
+        flat = pc.list_flatten(split)
+        self.vocab = pc.unique(flat).sort()
+        n_words = len(self.vocab)
+        word_ids = pc.index_in(flat, value_set=self.vocab).to_numpy().astype(np.int64)
+        first_word = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        # Level 1: one node per distinct first word; level k: one per distinct k-word prefix.
+        # An edge (node, next word) -> child is looked up by its code node * n_words + word.
+        firsts = np.unique(word_ids[first_word]) if len(lengths) else np.empty(0, np.int64)
+        self.first_node = np.full(n_words + 1, -1, dtype=np.int32)  # [-1]: unknown word
+        self.first_node[firsts] = np.arange(len(firsts))
+        node = self.first_node[word_ids[first_word]].astype(np.int64)
+        n_nodes = len(firsts)
+        # Per level >= 2: edge codes (Arrow, for ``index_in``) and the child node of each.
+        self.edges: list[tuple[pa.Array, np.ndarray]] = []
+        self.max_words = int(lengths.max()) if len(lengths) else 0
+        self.edge_filter = np.zeros(2**_FILTER_BITS, dtype=bool)
+        parents = [np.empty(0, np.int64)]
+        for level in range(2, self.max_words + 1):
+            longer = np.flatnonzero(lengths >= level)
+            codes = node[longer] * n_words + word_ids[first_word[longer] + level - 1]
+            unique_codes, inverse = np.unique(codes, return_inverse=True)
+            children = n_nodes + np.arange(len(unique_codes), dtype=np.int32)
+            self.edges.append((pa.array(unique_codes), children))
+            self.edge_filter[_filter_slot(unique_codes)] = True
+            parents.append(unique_codes // n_words)
+            node[longer] = children[inverse]
+            n_nodes += len(unique_codes)
+        self.has_child = np.zeros(n_nodes, dtype=bool)
+        self.has_child[np.concatenate(parents)] = True
+        self.key_of_node = np.full(n_nodes, -1, dtype=np.int32)
+        self.key_of_node[node] = np.arange(len(index.keys))  # ``node``: each key's last node
+        # Key x synset incidence (CSR; each key's wnid indices sorted).
+        self.key_synsets = sp.csr_matrix(
+            (np.ones(len(index.wnid_idx), dtype=bool), index.wnid_idx, index.key_ptr),
+            shape=(len(index.keys), len(index.wnids)),
         )
-        ends, key_ids = flat[0::2], flat[1::2]
-        pos = np.searchsorted(starts, ends, side="right") - 1
-        counts = np.diff(self.index.key_ptr)[key_ids]
-        pos = np.repeat(pos, counts)
-        first = self.index.key_ptr[key_ids]
-        within = np.arange(len(pos)) - np.repeat(np.cumsum(counts) - counts, counts)
-        wnid = self.index.wnid_idx[np.repeat(first, counts) + within]
-        code = np.sort(pos * len(self.index.wnids) + wnid)  # sort + diff: faster than np.unique
-        code = code[np.concatenate([[True], code[1:] != code[:-1]])] if len(code) else code
-        return code // len(self.index.wnids), (code % len(self.index.wnids)).astype(np.int32)
 
+    def key_hits(self, texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+        """Every (position in ``texts``, lemma key id) occurrence, repeats kept; the hits of
+        each trie level are in position order, levels one after another."""
+        words, parent = tokenise(texts)
+        empty = np.empty(0, np.int64), np.empty(0, np.int32)
+        if len(words) == 0 or len(self.vocab) == 0:
+            return empty
+        ids = pc.fill_null(pc.index_in(words, value_set=self.vocab), -1).to_numpy()
+        # ``follow[i]``: id of word i if word i - 1 is in the same caption, else -1 (and -1 after
+        # the last word). A prefix that ends at word i - 1 is extended with follow[i].
+        follow = np.empty(len(ids) + 1, dtype=np.int32)
+        follow[:-1] = ids
+        follow[-1] = -1
+        follow[1:-1][parent[1:] != parent[:-1]] = -1
+        node = self.first_node[ids]  # first_node[-1] is -1: unknown words start nothing
+        start = np.flatnonzero(node >= 0)  # word positions where a live prefix starts
+        node = node[start]
+        rows, keys = [], []
+        n_words = len(self.vocab)
+        for level in range(1, self.max_words + 1):
+            if level > 1:  # extend every live prefix by the next word of the same caption
+                codes_k, children_k = self.edges[level - 2]
+                alive = self.has_child[node]
+                start, node = start[alive], node[alive]
+                word = follow[start + (level - 1)]
+                codes = node.astype(np.int64) * n_words + word
+                alive = (word >= 0) & self.edge_filter[_filter_slot(codes)]
+                start, codes = start[alive], codes[alive]
+                at = pc.fill_null(pc.index_in(codes, value_set=codes_k), -1).to_numpy()
+                alive = at >= 0
+                start, node = start[alive], children_k[at[alive]]
+            if len(start) == 0:
+                break
+            key = self.key_of_node[node]
+            hit = key >= 0
+            rows.append(parent[start[hit]])
+            keys.append(key[hit])
+        if not rows:
+            return empty
+        return np.concatenate(rows), np.concatenate(keys)
 
-def _join(padded: pa.Array) -> str:
-    """All values of a string array concatenated, decoded once from Arrow's data buffer."""
-    arr = padded.combine_chunks() if isinstance(padded, pa.ChunkedArray) else padded
-    offsets_type = np.int64 if arr.type == pa.large_string() else np.int32
-    buffers = arr.buffers()
-    offsets = np.frombuffer(buffers[1], dtype=offsets_type)[arr.offset : arr.offset + len(arr) + 1]
-    data = buffers[2]
-    return data.to_pybytes()[offsets[0] : offsets[-1]].decode("utf-8")
+    def match_arrays(self, texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+        """Unique (position in ``texts``, wnid index) pairs, sorted, as two NumPy arrays."""
+        texts = _string_array(texts)
+        parts = [
+            self._match_chunk(texts.slice(start, CHUNK_ROWS))
+            for start in range(0, len(texts), CHUNK_ROWS)
+        ]
+        if len(parts) == 1:
+            return parts[0]
+        positions = [
+            p + start for (p, _), start in zip(parts, range(0, len(texts), CHUNK_ROWS), strict=True)
+        ]
+        return (
+            np.concatenate([np.empty(0, np.int64), *positions]),
+            np.concatenate([np.empty(0, np.int32), *(w for _, w in parts)]),
+        )
+
+    def _match_chunk(self, texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        rows, keys = self.key_hits(texts)
+        if len(rows) == 0:
+            return np.empty(0, np.int64), np.empty(0, np.int32)
+        order = np.argsort(rows, kind="stable")  # one sorted run per level: a cheap merge
+        rows, keys = rows[order], keys[order]
+        synsets = self.key_synsets[keys]  # CSR rows of the hit keys, in hit order
+        positions = np.repeat(rows, np.diff(synsets.indptr))
+        offsets = positions * len(self.index.wnids)
+        codes = offsets + synsets.indices
+        # Rows are already in order, so the stable sort (timsort) only orders each row's few
+        # wnids (merging the sorted runs it finds) and leaves ``positions`` valid as it is.
+        codes.sort(kind="stable")
+        wnid_idx = np.empty(len(codes), dtype=np.int32)
+        np.subtract(codes, offsets, out=wnid_idx, casting="unsafe")
+        repeat = codes[1:] == codes[:-1]  # a wnid named twice in a caption
+        if repeat.any():
+            keep = np.concatenate([[True], ~repeat])
+            positions, wnid_idx = positions[keep], wnid_idx[keep]
+        return positions, wnid_idx
 
 
 def match_table(
@@ -135,9 +308,30 @@ def match_table(
     """The matches contract table: ``row`` int64 (shard row) and ``wnid`` string."""
     return pa.table(
         {
-            "row": pa.array(rows[positions].astype(np.int64)),
-            "wnid": index.wnids.take(pa.array(wnid_idx)),
+            "row": pa.array(rows[positions].astype(np.int64, copy=False)),
+            "wnid": _wnid_strings(index.wnids, wnid_idx),
         }
+    )
+
+
+def _wnid_strings(wnids: pa.Array, wnid_idx: np.ndarray) -> pa.Array:
+    """``wnids.take(wnid_idx)``; a NumPy row gather when all wnids have one length (n + 8 digits)."""
+    lengths = pc.binary_length(wnids).to_numpy(zero_copy_only=False)
+    if (
+        len(wnids) == 0
+        or wnids.null_count
+        or lengths.min() != lengths.max()
+        or wnids.type != pa.string()
+    ):
+        return wnids.take(pa.array(wnid_idx))
+    width = int(lengths[0])
+    buffers = wnids.buffers()
+    first = int(np.frombuffer(buffers[1], dtype=np.int32)[wnids.offset])
+    table = np.frombuffer(buffers[2], dtype=np.uint8)[first : first + width * len(wnids)]
+    data = np.take(table.reshape(len(wnids), width), wnid_idx, axis=0)
+    offsets = np.arange(0, width * (len(wnid_idx) + 1), width, dtype=np.int32)
+    return pa.Array.from_buffers(
+        pa.string(), len(wnid_idx), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
     )
 
 
@@ -149,7 +343,11 @@ def match_shard(
     progress: bool = True,
     require_url: bool = True,
 ) -> tuple[pa.Table, dict]:
-    """Match one shard: (matches table sorted by row then wnid, stats dict)."""
+    """Match one shard: (matches table sorted by row then wnid, stats dict).
+
+    The table is chunked (one chunk per ``CHUNK_ROWS`` captions); no array is built for the whole
+    shard at once.
+    """
     from tqdm import tqdm
 
     from imagenot.curate.shards import SkipCounts, iter_captions, open_shard
@@ -158,14 +356,20 @@ def match_shard(
     total = open_shard(path, required).metadata.num_rows
     counts = SkipCounts()
     parts: list[pa.Table] = []
+    matched = 0
     with tqdm(
         total=total, unit="caption", desc=f"match {os.path.basename(path)}", disable=not progress
     ) as bar:
         for rows, texts, batch_counts in iter_captions(
             path, batch_rows, max_caption_bytes, required
         ):
-            positions, wnid_idx = matcher.match_arrays(texts)
-            parts.append(match_table(rows, positions, wnid_idx, matcher.index))
+            for start in range(0, len(texts), CHUNK_ROWS):
+                chunk = texts.slice(start, CHUNK_ROWS)
+                positions, wnid_idx = matcher.match_arrays(chunk)
+                chunk_rows = rows[start : start + len(chunk)]
+                parts.append(match_table(chunk_rows, positions, wnid_idx, matcher.index))
+                if len(positions):
+                    matched += 1 + int(np.count_nonzero(positions[1:] != positions[:-1]))
             counts.add(batch_counts)
             bar.update(batch_counts.rows)
     schema = pa.schema([("row", pa.int64()), ("wnid", pa.string())])
@@ -173,5 +377,5 @@ def match_shard(
     stats = counts.as_dict()
     stats["captions"] = stats["rows"] - sum(stats["skipped"].values())
     stats["matches"] = table.num_rows
-    stats["matched_captions"] = len(pc.unique(table.column("row"))) if table.num_rows else 0
+    stats["matched_captions"] = matched
     return table, stats

@@ -169,8 +169,12 @@ def plan_classes(wn, index: NounLemmaIndex, rng: np.random.Generator, counts: di
     for lemma in vocab.ORDINARY_POOL:
         sid = _only_synset(index, lemma, "ordinary")
         synset = synset_of(wn, sid)
-        if sid in imagenet or normalise(lemma) in imagenet_lemmas or synset.hyponyms():
-            raise ValueError(f"demo vocabulary: ordinary lemma {lemma!r} is ImageNet or no leaf")
+        shares = any(normalise(lemma_text(n)) in imagenet_lemmas for n in synset.lemma_names())
+        if sid in imagenet or shares or synset.hyponyms():
+            raise ValueError(
+                f"demo vocabulary: ordinary lemma {lemma!r} is ImageNet, shares a lemma with an "
+                f"ImageNet class, or is no leaf"
+            )
         ordinary[lemma] = sid
     n_ord = counts["n_survivors"] + counts["n_low_similarity"] + counts["n_rare"]
     dealt = _sample(rng, sorted(ordinary), n_ord, "n_survivors")

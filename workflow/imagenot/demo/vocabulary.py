@@ -12,15 +12,16 @@ from __future__ import annotations
 # first lemma), not ImageNet classes, sharing no lemma with one, WordNet leaves. The seed deals
 # them out to the roles "intended survivor", "low similarity" and "rare".
 ORDINARY_POOL = (
-    "aardvark aardwolf baklava capybara cassowary chandelier colander cormorant crumpet cupcake "
+    "aardwolf baklava capybara cassowary chandelier colander cormorant crumpet cupcake "
     "easel falafel gnu harpoon hummus igloo kayak kookaburra manatee marshmallow meringue "
-    "metronome minaret ocelot okapi pagoda pangolin ravioli sampan sauerkraut serval sitar "
+    "metronome minaret ocelot okapi pagoda ravioli sampan sauerkraut serval sitar "
     "strudel tadpole thermos tiara tiramisu toboggan wigwam"
 ).split()
 # Left out after checking with MiniLM (caption vs "<name> which is <gloss>"): words whose bare
 # mention already scores high (gyroscope, stapler, hovercraft, skateboard, sushi, risotto,
 # gnocchi, trampoline, paella) or whose on-topic captions score low (lectern, brioche, narwhal,
-# caracal), so "survivor" and "low similarity" stay apart whatever the seed deals.
+# caracal), so "survivor" and "low similarity" stay apart whatever the seed deals; and words
+# with another lemma naming an ImageNet class (aardvark and pangolin are both "anteater").
 
 # ILSVRC-2012 classes named by a lemma no other noun synset has (clean ImageNet stand-in classes).
 IMAGENET_POOL = (

@@ -119,81 +119,88 @@ def _per_image(v: torch.Tensor) -> torch.Tensor:
 
 
 def grayscale(x: torch.Tensor) -> torch.Tensor:
-    """ITU-R 601 luma (torchvision's weights), one channel."""
+    """ITU-R 601 luma (torchvision's weights and operation order), one channel."""
     r, g, b = x.unbind(dim=-3)
-    return (0.2989 * r + 0.587 * g + 0.114 * b).unsqueeze(-3)
+    return r.mul(0.2989).add_(g, alpha=0.587).add_(b, alpha=0.114).unsqueeze(-3)
 
 
 def blend(x: torch.Tensor, y: torch.Tensor, ratio: torch.Tensor) -> torch.Tensor:
-    """``ratio * x + (1 - ratio) * y`` clamped to [0, 1], ``ratio`` per image (B,)."""
+    """``ratio * x + (1 - ratio) * y`` clamped to [0, 1], ``ratio`` per image (B,).
+
+    ``y`` may broadcast against ``x`` (a per-image mean, a one-channel image): it is scaled at its
+    own size, then a single fused multiply-add and an in-place clamp make the full-size result.
+    """
     r = _per_image(ratio)
-    return (r * x + (1.0 - r) * y).clamp(0.0, 1.0)
+    return torch.addcmul(y * (1.0 - r), x, r).clamp_(0.0, 1.0)
 
 
 def adjust_brightness(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
-    return (x * _per_image(factor)).clamp(0.0, 1.0)
+    return torch.mul(x, _per_image(factor)).clamp_(0.0, 1.0)
 
 
 def adjust_contrast(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
-    mean = grayscale(x).mean(dim=(-3, -2, -1), keepdim=True)
-    return blend(x, mean, factor)
+    """Blend with the image's mean luma (weighted channel means: no grayscale image is formed)."""
+    luma = torch.tensor((0.2989, 0.587, 0.114), dtype=x.dtype, device=x.device)
+    mean = x.mean(dim=(-2, -1)) @ luma  # (B,)
+    return blend(x, _per_image(mean), factor)
 
 
 def adjust_saturation(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
     return blend(x, grayscale(x), factor)
 
 
+def _sharpness_kernel(n: int, x: torch.Tensor) -> torch.Tensor:
+    # torchvision's smoothing kernel [[1, 1, 1], [1, 5, 1], [1, 1, 1]] / 13, one per channel
+    k = torch.ones(3, 3, dtype=x.dtype, device=x.device)
+    k[1, 1] = 5.0
+    return (k / k.sum()).expand(n, 1, 3, 3)
+
+
 def adjust_sharpness(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
-    """Blend with a 3x3 smoothed copy (border pixels kept), ``factor`` per image."""
-    if x.shape[-1] <= 2 or x.shape[-2] <= 2:
+    """Blend with a 3x3 smoothed copy (border pixels kept), ``factor`` per image.
+
+    The smoothing is one depthwise convolution over all images and channels at once.
+    """
+    b, c, h, w = x.shape
+    if h <= 2 or w <= 2:
         return x
-    # torchvision's kernel [[1, 1, 1], [1, 5, 1], [1, 1, 1]] / 13 = (9 * 3x3 mean + 4 * centre) / 13
-    rows = x[..., :-2, :] + x[..., 1:-1, :] + x[..., 2:, :]
-    box = rows[..., :-2] + rows[..., 1:-1] + rows[..., 2:]
-    degenerate = (box + 4.0 * x[..., 1:-1, 1:-1]) / 13.0
+    n = b * c
+    smooth = nnf.conv2d(x.reshape(1, n, h, w), _sharpness_kernel(n, x), groups=n)
     out = x.clone()
-    inner = out[..., 1:-1, 1:-1]
-    inner += _per_image(1.0 - factor) * (degenerate - inner)
+    # factor * x + (1 - factor) * smooth on the interior, as x + (1 - factor) * (smooth - x)
+    out[..., 1:-1, 1:-1].lerp_(smooth.reshape(b, c, h - 2, w - 2), _per_image(1.0 - factor))
     return out.clamp_(0.0, 1.0)
 
 
-def _rgb_to_hsv(x: torch.Tensor) -> torch.Tensor:
-    r, g, _ = x.unbind(dim=-3)
-    minc, maxc = torch.aminmax(x, dim=-3)
-    eqc = maxc == minc
-    crange = maxc - minc
-    ones = torch.ones_like(maxc)
-    s = crange / torch.where(eqc, ones, maxc)
-    divisor = torch.where(eqc, ones, crange).unsqueeze(-3)
-    rc, gc, bc = ((maxc.unsqueeze(-3) - x) / divisor).unbind(dim=-3)
-    not_r = maxc != r
-    is_g = maxc == g
-    h = (bc - gc) * ~not_r + (2.0 + rc - bc) * (is_g & not_r) + (4.0 + gc - rc) * (not_r & ~is_g)
-    h = (h / 6.0 + 1.0).fmod(1.0)
-    return torch.stack((h, s, maxc), dim=-3)
-
-
-def _hsv_to_rgb(x: torch.Tensor) -> torch.Tensor:
-    h, s, v = x.unbind(dim=-3)
-    h6 = h * 6
-    i = torch.floor(h6)
-    f = h6 - i
-    i = i.to(torch.long).remainder(6)
-    q = ((1.0 - s * f) * v).clamp(0.0, 1.0)
-    t = ((s * f + 1.0 - s) * v).clamp(0.0, 1.0)
-    p = ((1.0 - s) * v).clamp(0.0, 1.0)
-    vpqt = torch.stack((v, p, q, t), dim=-3)
-    select = torch.tensor(
-        [[0, 2, 1, 1, 3, 0], [3, 0, 0, 2, 1, 1], [1, 1, 3, 0, 0, 2]], device=x.device
-    )
-    return vpqt.gather(-3, select[:, i].moveaxis(0, -3))
-
-
 def adjust_hue(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
-    """Rotate the HSV hue by ``shift`` (fraction of a turn, per image)."""
-    hsv = _rgb_to_hsv(x)
-    h = (hsv[:, 0] + shift.reshape(-1, 1, 1)).remainder(1.0)
-    return _hsv_to_rgb(torch.stack((h, hsv[:, 1], hsv[:, 2]), dim=-3))
+    """Rotate the HSV hue by ``shift`` (fraction of a turn, per image).
+
+    torchvision's RGB -> HSV -> RGB round trip, fused: the rotated image keeps each pixel's
+    maximum and minimum, so saturation and value are never formed. With the hue ``h`` in sextants
+    ([0, 6)), channel n (R, G, B: n = 5, 3, 1) is ``max - range * clamp(min(k, 4 - k), 0, 1)``,
+    ``k = (n + h) mod 6`` (the six-sector conversion in closed form), computed here as
+    ``min + range * clamp(d - 1, 0, 1)`` with ``d`` the distance from ``n - 2 + h`` to the nearest
+    multiple of 6.
+    """
+    # channel planes as contiguous tensors: elementwise ops on strided channel views are slower
+    r, g, b = x.movedim(-3, 0).contiguous()
+    maxc, minc = torch.maximum(torch.maximum(r, g), b), torch.minimum(torch.minimum(r, g), b)
+    crange = maxc - minc
+    # torchvision's sector: R holds the maximum, else G, else B (lerp with weight 0 or 1 is exact)
+    hue = torch.lerp(
+        torch.add(r - g, crange, alpha=4.0),
+        torch.add(b - r, crange, alpha=2.0),
+        (maxc == g).to(x.dtype),
+    )
+    hue = torch.lerp(hue, g - b, (maxc == r).to(x.dtype))
+    # grey pixels (range 0) have hue 0; a tiny floor keeps 0 / 0 out
+    hue.div_(crange.clamp_min(torch.finfo(x.dtype).tiny))
+    hue.add_(6.0 * shift.reshape(-1, 1, 1).to(x.dtype)).remainder_(6.0)
+    n2 = torch.tensor((3.0, 1.0, -1.0), dtype=x.dtype, device=x.device).reshape(1, 3, 1, 1)
+    y = hue.unsqueeze(-3) + n2  # in [-1, 9): the nearest multiple of 6 is 0 or 6
+    d = y.abs()
+    d = torch.minimum(d, y.sub_(6.0).abs_())
+    return torch.addcmul(minc.unsqueeze(-3), crange.unsqueeze(-3), d.sub_(1.0).clamp_(0.0, 1.0))
 
 
 def gaussian_blur(x: torch.Tensor, sigma: torch.Tensor, kernel_size: int) -> torch.Tensor:
@@ -209,23 +216,26 @@ def gaussian_blur(x: torch.Tensor, sigma: torch.Tensor, kernel_size: int) -> tor
     return nnf.conv2d(out, k2, groups=b * c).reshape(b, c, h, w)
 
 
-def _pixel_base_grid(h: int, w: int, x: torch.Tensor, offset: float) -> torch.Tensor:
-    """``(1, H*W, 3)`` homogeneous pixel coordinates: centred (offset 0) or from 0.5 (offset 0.5)."""
+def _pixel_coords(n: int, x: torch.Tensor, offset: float) -> torch.Tensor:
+    """Pixel coordinates along one axis: centred (offset 0) or from 0.5 (offset 0.5)."""
     if offset:
-        xs = torch.linspace(0.5, w - 0.5, w, dtype=x.dtype, device=x.device)
-        ys = torch.linspace(0.5, h - 0.5, h, dtype=x.dtype, device=x.device)
-    else:
-        xs = torch.linspace((1.0 - w) * 0.5, (w - 1.0) * 0.5, w, dtype=x.dtype, device=x.device)
-        ys = torch.linspace((1.0 - h) * 0.5, (h - 1.0) * 0.5, h, dtype=x.dtype, device=x.device)
-    base = torch.ones(h, w, 3, dtype=x.dtype, device=x.device)
-    base[..., 0] = xs
-    base[..., 1] = ys[:, None]
-    return base.reshape(1, h * w, 3)
+        return torch.linspace(0.5, n - 0.5, n, dtype=x.dtype, device=x.device)
+    return torch.linspace((1.0 - n) * 0.5, (n - 1.0) * 0.5, n, dtype=x.dtype, device=x.device)
+
+
+def _affine_grid(coef: torch.Tensor, xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
+    """``B x H x W x 2`` values ``a * x + b * y + c`` per image, from ``coef`` (``B x 2 x 3``).
+
+    Row k of ``coef`` holds (a, b, c) of output coordinate k; one broadcast add forms the grid.
+    """
+    row = xs[None, :, None] * coef[:, None, :, 0]  # B x W x 2
+    col = torch.addcmul(coef[:, None, :, 2], ys[None, :, None], coef[:, None, :, 1])  # B x H x 2
+    return row[:, None, :, :] + col[:, :, None, :]
 
 
 def grid_sample_fill(x: torch.Tensor, grid: torch.Tensor, fill: float) -> torch.Tensor:
     """Bilinear sampling; outside the image blends to ``fill`` (torchvision's mask trick)."""
-    b, _, h, w = x.shape
+    b, c, h, w = x.shape
     ones = torch.ones((b, 1, h, w), dtype=x.dtype, device=x.device)
     out = nnf.grid_sample(
         torch.cat((x, ones), dim=1),
@@ -234,8 +244,10 @@ def grid_sample_fill(x: torch.Tensor, grid: torch.Tensor, fill: float) -> torch.
         padding_mode="zeros",
         align_corners=False,
     )
-    img, mask = out[:, :-1], out[:, -1:]
-    return (img - fill) * mask + fill
+    img, mask = out[:, :c], out[:, c:]
+    if fill == 0.0:
+        return img * mask  # (img - 0) * mask + 0, bit for bit
+    return (img - fill).mul_(mask).add_(fill)
 
 
 def inverse_affine(
@@ -259,11 +271,10 @@ def inverse_affine(
 
 def affine(x: torch.Tensor, theta: torch.Tensor, fill: float) -> torch.Tensor:
     """Warp each image by its inverse affine matrix ``theta`` (``B x 2 x 3``, pixel units)."""
-    b, _, h, w = x.shape
-    base = _pixel_base_grid(h, w, x, offset=0.0)
-    scale = torch.tensor([0.5 * w, 0.5 * h], dtype=x.dtype, device=x.device)
-    grid = base @ (theta.to(x.dtype).transpose(1, 2) / scale)
-    return grid_sample_fill(x, grid.reshape(b, h, w, 2), fill)
+    _, _, h, w = x.shape
+    xs, ys = _pixel_coords(w, x, 0.0), _pixel_coords(h, x, 0.0)
+    scale = torch.tensor([0.5 * w, 0.5 * h], dtype=x.dtype, device=x.device)[:, None]
+    return grid_sample_fill(x, _affine_grid(theta.to(x.dtype) / scale, xs, ys), fill)
 
 
 def perspective_coefficients(start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
@@ -282,15 +293,13 @@ def perspective_coefficients(start: torch.Tensor, end: torch.Tensor) -> torch.Te
 
 def perspective(x: torch.Tensor, coeffs: torch.Tensor, fill: float) -> torch.Tensor:
     """Warp each image by its homography ``coeffs`` (``B x 8``)."""
-    b, _, h, w = x.shape
+    _, _, h, w = x.shape
     c = coeffs.to(x.dtype)
-    one = torch.ones_like(c[:, 0])
-    theta1 = torch.stack((c[:, 0:3], c[:, 3:6]), dim=1)  # B x 2 x 3
-    theta2 = torch.stack((c[:, 6], c[:, 7], one), dim=1)[:, None, :].expand(b, 2, 3)
-    base = _pixel_base_grid(h, w, x, offset=0.5)
-    scale = torch.tensor([0.5 * w, 0.5 * h], dtype=x.dtype, device=x.device)
-    grid = (base @ (theta1.transpose(1, 2) / scale)) / (base @ theta2.transpose(1, 2)) - 1.0
-    return grid_sample_fill(x, grid.reshape(b, h, w, 2), fill)
+    xs, ys = _pixel_coords(w, x, 0.5), _pixel_coords(h, x, 0.5)
+    scale = torch.tensor([0.5 * w, 0.5 * h], dtype=x.dtype, device=x.device)[:, None]
+    num = _affine_grid(c[:, :6].reshape(-1, 2, 3) / scale, xs, ys)
+    den = _affine_grid(torch.cat((c[:, 6:], torch.ones_like(c[:, :1])), 1)[:, None], xs, ys)
+    return grid_sample_fill(x, num.div_(den).sub_(1.0), fill)
 
 
 def resized_crop(x: torch.Tensor, top: torch.Tensor, left: torch.Tensor, height: torch.Tensor,
@@ -318,7 +327,7 @@ def equalize(x: torch.Tensor) -> torch.Tensor:
 
 def posterize(x: torch.Tensor, bits: int) -> torch.Tensor:
     levels = 1 << bits
-    return (x * levels).floor().clamp(0, levels - 1) / levels
+    return (x * levels).floor_().clamp_(0, levels - 1).div_(levels)
 
 
 def solarize(x: torch.Tensor, threshold: float) -> torch.Tensor:

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from imagenot.analyse import PUBLISHED_DATASET
 from imagenot.analyse.rankings import Cells, build_cells
 from imagenot.analyse.table import (
-    PUBLISHED_DATASET,
     read_table,
     select_variant,
     validate_table,

@@ -9,8 +9,9 @@ evaluation results, never the files on disk.
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
-from imagenot.analyse.table import PUBLISHED_DATASET
+from imagenot.analyse import PUBLISHED_DATASET
 
 RESULTS = "results"
 ACCURACY = f"{RESULTS}/analyse/accuracy.csv"
@@ -19,7 +20,9 @@ RANKINGS = f"{RESULTS}/analyse/rankings_{{variant}}.json"
 VARIANTS = ("standard", "robust")
 FIGURES = f"{RESULTS}/figures"
 TABLES = f"{RESULTS}/tables"
-PUBLISHED_ACCURACY = "workflow/imagenot/resources/torchvision_imagenet_accuracy.csv"
+# Package files used as rule inputs, as absolute paths: valid whatever the working directory.
+_PACKAGE = Path(__file__).resolve().parents[1]
+PUBLISHED_ACCURACY = str(_PACKAGE / "resources" / "torchvision_imagenet_accuracy.csv")
 PROTOCOL_REGEX = "st|(ft|tl)-[a-z0-9_]+"
 FIGURE_KINDS = (
     "rankings_st",
@@ -37,7 +40,7 @@ TABLE_NAMES = (
     "error_correlations",
 )
 
-_CODE_DIR = "workflow/imagenot/figures"
+_CODE_DIR = str(_PACKAGE / "figures")
 
 
 def code(kind: str) -> str:

@@ -19,6 +19,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--experiment", required=True, help="{dataset}/{protocol}")
     p.add_argument("--model", required=True)
     p.add_argument("--definition", required=True, type=json.loads, help="space as JSON")
+    p.add_argument(
+        "--model-settings", default="{}", type=json.loads, help="this model's settings as JSON"
+    )
     p.add_argument("--amendments", default="[]", type=json.loads, help="amendments as JSON")
     p.add_argument("--record", required=True, type=Path, help="preregistration.json")
     p.add_argument("--out", required=True, type=Path, help="trials.parquet")
@@ -67,17 +70,25 @@ def _lazy():
     return jobs
 
 
+def _trials():
+    from imagenot.train import trials
+
+    return trials
+
+
 def _draw(a: argparse.Namespace) -> None:
-    _lazy().draw(a.definition, a.experiment, a.model, a.record, a.amendments, a.out)
+    _trials().draw(
+        a.definition, a.experiment, a.model, a.record, a.amendments, a.out, a.model_settings
+    )
 
 
 def _halve(a: argparse.Namespace) -> None:
-    decision = _lazy().halve(a.results, a.rung, a.eta, a.out)
+    decision = _trials().halve(a.results, a.rung, a.eta, a.out)
     print(f"rung {a.rung}: promoted trials {decision['promoted']}")
 
 
 def _select(a: argparse.Namespace) -> None:
-    selection = _lazy().select(a.results, a.out)
+    selection = _trials().select(a.results, a.out)
     print(f"best trial {selection['trial']}: val accuracy {selection['val_accuracy']:.2f}%")
 
 

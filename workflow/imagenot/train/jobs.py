@@ -8,51 +8,17 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from imagenot.io import sha256_file, write_json, write_parquet, write_text
+from imagenot.io import sha256_file, write_json, write_text
 from imagenot.train import search
 from imagenot.train.loop import InMemory, Job, configure, fit, history_csv
-from imagenot.train.prereg import register
 from imagenot.train.registry import load_backbone, read_state_dict
+from imagenot.train.trials import read_trial
 
 log = logging.getLogger(__name__)
 CHECKPOINT = "checkpoint.safetensors"
-
-
-class JobError(RuntimeError):
-    """Bad job input (missing trial, malformed table)."""
-
-
-# ------------------------------------------------------------------------------------ trials
-
-
-def draw(
-    definition: Mapping,
-    experiment: str,
-    model: str,
-    record: Path,
-    amendments: Sequence[Mapping],
-    out: Path,
-) -> None:
-    """Check/record the preregistration, then write the experiment's trials table."""
-    dataset, protocol = experiment.split("/", 1)
-    register(record, experiment, dict(definition), model, amendments, out.parent.parent)
-    trials = search.draw_trials(definition, definition["seed"], dataset, protocol)
-    write_parquet(pa.table(search.trial_columns(trials)), out)
-    log.info("%s %s: %d trials drawn and pre-registered", experiment, model, len(trials))
-
-
-def read_trial(path: Path, trial: int) -> dict:
-    rows = pq.read_table(path).to_pylist()
-    match = [r for r in rows if r["trial"] == trial]
-    if not match:
-        raise JobError(f"{path}: no row for trial {trial} (trials {[r['trial'] for r in rows]})")
-    return match[0]
 
 
 # -------------------------------------------------------------------------------------- data
@@ -174,33 +140,6 @@ def run_trial(
         result["epochs"],
     )
     return result
-
-
-def halve(results: Sequence[Path], rung: int, eta: int, out: Path) -> dict:
-    """The trials promoted past a rung (among those that trained at it)."""
-    rows = [json.loads(p.read_text()) for p in results]
-    alive = {r["trial"]: r["val_accuracy"] for r in rows if r["promoted"]}
-    decision = {
-        "rung": rung,
-        "eta": eta,
-        "val_accuracy": alive,
-        "promoted": search.promote(alive, eta),
-    }
-    write_json(decision, out)
-    return decision
-
-
-def select(results: Sequence[Path], out: Path) -> dict:
-    """The best trial by validation accuracy."""
-    rows = {r["trial"]: r for r in (json.loads(p.read_text()) for p in results)}
-    best = search.best_trial({t: r["val_accuracy"] for t, r in rows.items()})
-    selection = {
-        "trial": best,
-        "val_accuracy": rows[best]["val_accuracy"],
-        "hyperparameters": rows[best]["hyperparameters"],
-    }
-    write_json(selection, out)
-    return selection
 
 
 def run_final(

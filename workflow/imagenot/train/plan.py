@@ -100,17 +100,30 @@ def rung_ids(config: dict, dataset: str, protocol: str) -> list[int]:
 
 
 def definition(config: dict, dataset: str, protocol: str) -> dict:
-    """What is pre-registered for an experiment: its space, budgets, seeds and master seed."""
-    return {"seed": config["seed"], **space(config, dataset, protocol)}
+    """What is pre-registered for an experiment and shared by all its models: the space,
+    budget, epochs, patience, halving, seeds and master seed (per-model batch sizes aside)."""
+    shared = {
+        k: v for k, v in space(config, dataset, protocol).items() if k != "batch_size_overrides"
+    }
+    return {"seed": config["seed"], **shared}
 
 
-def draw_options(config: dict, dataset: str, protocol: str) -> str:
-    """Shell options of the trials-drawing job (definition and amendments, quoted JSON)."""
+def model_settings(config: dict, dataset: str, protocol: str, model: str) -> dict:
+    """The pre-registered settings of one model in an experiment (its batch size)."""
+    sp = space(config, dataset, protocol)
+    return {"batch_size": sp["batch_size_overrides"].get(model, sp["batch_size"])}
+
+
+def draw_options(config: dict, dataset: str, protocol: str, model: str) -> str:
+    """Shell options of the trials-drawing job (definition, model settings and amendments, as
+    quoted JSON). Only ``model``'s own settings enter, so changing one model's batch size
+    reruns that model's jobs alone."""
     experiment = f"{dataset}/{protocol}"
     amendments = [a for a in config["train"]["amendments"] if a["experiment"] == experiment]
     return (
         f"--experiment {experiment} --record {PREREGISTRATION} "
         f"--definition {shlex.quote(json.dumps(definition(config, dataset, protocol)))} "
+        f"--model-settings {shlex.quote(json.dumps(model_settings(config, dataset, protocol, model)))} "
         f"--amendments {shlex.quote(json.dumps(amendments))}"
     )
 
@@ -148,7 +161,7 @@ def job_options(config: dict, dataset: str, protocol: str, model: str) -> str:
     job = {
         "model": model,
         "image_size": train["image_size"],
-        "batch_size": sp["batch_size_overrides"].get(model, sp["batch_size"]),
+        **model_settings(config, dataset, protocol, model),
         "max_epochs": sp["max_epochs"],
         "patience": sp["patience"],
         "trainable": "head" if protocol.startswith("tl-") else "all",

@@ -73,14 +73,18 @@ def register(
     model: str,
     amendments: Sequence[Mapping],
     experiment_dir: Path,
+    model_settings: Mapping | None = None,
 ) -> dict:
-    """Check ``definition`` of ``experiment`` against the record and update it; return the entry.
+    """Check ``definition`` of ``experiment`` (shared by its models) and ``model_settings`` (this
+    model's own, e.g. its batch size) against the record and update it; return the entry.
 
     No entry, or no results yet: (re)register. Same hash: note the model. Different hash with
     results: apply the config amendment that names this experiment (checking its evidence), or
-    raise PreregistrationError saying how to proceed.
+    raise PreregistrationError saying how to proceed. A model's own settings are guarded the
+    same way against that model's results, with an amendment naming that model.
     """
     digest = canonical_hash(definition)
+    settings = dict(model_settings or {})
     with _locked(record_path):
         record = _read(record_path)
         entry = record["experiments"].get(experiment)
@@ -88,6 +92,10 @@ def register(
             entry = _amend(entry, experiment, definition, digest, amendments, experiment_dir)
         elif entry is None or entry["hash"] != digest:
             entry = {"definition": definition, "hash": digest, "models": [], "amendments": []}
+        recorded = entry.setdefault("model_settings", {}).get(model)
+        if recorded not in (None, settings) and trial_results(experiment_dir, model):
+            _amend_model(entry, experiment, model, recorded, settings, amendments, experiment_dir)
+        entry["model_settings"][model] = settings
         entry["models"] = sorted(set(entry["models"]) | {model})
         record["experiments"][experiment] = entry
         record["hash"] = canonical_hash(
@@ -126,6 +134,28 @@ def _amend(entry, experiment, definition, digest, amendments, experiment_dir) ->
         "models": entry["models"],
         "amendments": history,
     }
+
+
+def _amend_model(entry, experiment, model, recorded, settings, amendments, experiment_dir):
+    """Record an amendment of one model's own settings, or refuse the change."""
+    matching = [a for a in amendments if a["experiment"] == experiment and a["model"] == model]
+    if not matching:
+        raise PreregistrationError(
+            f"the settings of model {model!r} in {experiment} changed after its results exist "
+            f"(registered {recorded}, now {settings}). Revert the change, or record an amendment "
+            f"in config train.amendments with experiment: {experiment}, model: {model} and a "
+            f"reason (allowed only if all that model's trials ended at chance)."
+        )
+    evidence = _evidence(experiment_dir, model, entry["definition"]["budget"])
+    entry["amendments"].append(
+        {
+            "model": model,
+            "reason": matching[-1]["reason"],
+            "previous_model_settings": recorded,
+            "model_settings": settings,
+            "evidence_val_accuracy": evidence,
+        }
+    )
 
 
 def amendments_of(record_path: str | os.PathLike) -> list[dict]:

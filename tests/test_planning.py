@@ -1,0 +1,92 @@
+"""Paper-scale planning and pictures of the pipeline.
+
+`snakemake -n` plans the whole study from config/paper.yaml pointed at placeholder inputs (every
+shard, trial, seed, evaluation and figure; the same procedure as benchmarks/bench_dag.py, which
+times it), and `--dag` / `--rulegraph` render through graphviz.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from imagenot.config import load_config
+from imagenot.curate import plan as curate_plan
+from imagenot.train import plan as train_plan
+
+REPO = Path(__file__).resolve().parents[1]
+PAPER = REPO / "config" / "paper.yaml"
+
+
+def _bench_dag():
+    spec = importlib.util.spec_from_file_location("bench_dag", REPO / "benchmarks" / "bench_dag.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_paper_config_plans_every_shard_trial_seed_evaluation_and_figure():
+    planned = _bench_dag().bench(PAPER, repeat=1, cores=1)["rules"]
+    config = load_config(PAPER)
+    finals = train_plan.final_runs(config)
+    assert planned["curate_match"] == len(curate_plan.shard_names(config))
+    trials = sum(
+        len(train_plan.trial_ids(config, e["dataset"], e["protocol"]))
+        * len(config["train"]["models"])
+        for e in train_plan.experiments(config)
+    )
+    assert planned["train_trial"] == trials
+    assert planned["train_final"] == len(finals)
+    assert planned["evaluate_robustness"] == len(finals)
+    assert len(finals) >= 7 * 3  # seven paper models, at least ST on three datasets
+    for rule in (
+        "figure_rankings_st",
+        "figure_rankings_transfer",
+        "figure_relative_progress",
+        "figure_accuracy_vs_imagenet",
+        "figure_per_transform",
+        "results_table",
+        "diagnostics_table",
+    ):
+        assert planned.get(rule, 0) >= 1, rule
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{REPO / '.venv' / 'bin'}:{env.get('PATH', '')}"
+    return env
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz 'dot' not installed")
+@pytest.mark.parametrize("graph", ["--rulegraph", "--dag"])
+def test_dag_and_rulegraph_render_through_graphviz(graph, tmp_path):
+    dot = subprocess.run(
+        [
+            "snakemake",
+            "--snakefile",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            "--configfile",
+            str(REPO / "config" / "config.yaml"),
+            graph,
+        ],
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert dot.returncode == 0, dot.stderr[-3000:]
+    assert dot.stdout.lstrip().startswith("digraph")
+    svg = subprocess.run(
+        ["dot", "-Tsvg"], input=dot.stdout, capture_output=True, text=True, timeout=300
+    )
+    assert svg.returncode == 0, svg.stderr
+    assert "<svg" in svg.stdout and "curate_select" in svg.stdout

@@ -9,12 +9,13 @@ RUN := env PATH="$(BIN):$$PATH"
 PROFILE ?= profiles/local
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint format setup sysdeps clean help
+.PHONY: demo test lint format setup sysdeps rulegraph clean help
 
 help:
 	@echo "make demo   - set up and run the whole workflow on the demo world (CPU, minutes)"
 	@echo "make test   - set up and run the test suite"
 	@echo "make lint   - ruff, snakefmt --check, snakemake --lint"
+	@echo "make rulegraph - redraw docs/rulegraph.svg"
 
 setup: $(VENV)/.installed sysdeps
 
@@ -45,6 +46,9 @@ format: $(VENV)/.installed
 	$(RUN) ruff check --fix workflow tests benchmarks
 	$(RUN) ruff format workflow tests benchmarks
 	$(RUN) snakefmt Snakefile rules
+
+rulegraph: $(VENV)/.installed
+	$(RUN) snakemake --rulegraph | dot -Tsvg > docs/rulegraph.svg
 
 clean:
 	rm -rf results .snakemake

@@ -47,6 +47,18 @@ rule acquire_build:
         fingerprint=f"{RESULTS}/datasets/{{dataset}}/fingerprint.txt",
         stats=f"{RESULTS}/acquire/{{dataset}}/download_stats.parquet",
         report=f"{RESULTS}/acquire/{{dataset}}/classes_report.parquet",
+        stats_csv=report(
+            f"{RESULTS}/acquire/{{dataset}}/download_stats.csv",
+            caption="../report/acquire_download_stats.rst",
+            category="Acquisition",
+            subcategory="{dataset}",
+        ),
+        classes_csv=report(
+            f"{RESULTS}/acquire/{{dataset}}/classes_report.csv",
+            caption="../report/acquire_classes_report.rst",
+            category="Acquisition",
+            subcategory="{dataset}",
+        ),
     log:
         f"{LOGS}/acquire_build/{{dataset}}.log",
     benchmark:

@@ -154,7 +154,18 @@ rule curate_audit:
         selection_stats=f"{RESULTS}/curate/{{dataset}}/selection.json",
     output:
         audit=f"{RESULTS}/curate/{{dataset}}/audit.parquet",
-        funnel=f"{RESULTS}/curate/{{dataset}}/funnel.csv",
+        audit_csv=report(
+            f"{RESULTS}/curate/{{dataset}}/audit.csv",
+            caption="../report/curate_audit.rst",
+            category="Curation",
+            subcategory="{dataset}",
+        ),
+        funnel=report(
+            f"{RESULTS}/curate/{{dataset}}/funnel.csv",
+            caption="../report/curate_funnel.rst",
+            category="Curation",
+            subcategory="{dataset}",
+        ),
     log:
         f"{LOGS}/curate_audit/{{dataset}}.log",
     benchmark:
@@ -171,4 +182,5 @@ rule curate_audit:
         " --candidates-audit {input.candidates_audit}"
         " --candidates-stats {input.candidates_stats} --caption-stats {input.caption_stats}"
         " --scores {input.scores} --selection-stats {input.selection_stats}"
-        " --audit-out {output.audit} --funnel-out {output.funnel} > {log} 2>&1"
+        " --audit-out {output.audit} --audit-csv-out {output.audit_csv}"
+        " --funnel-out {output.funnel} > {log} 2>&1"

@@ -5,13 +5,16 @@ from __future__ import annotations
 import gzip
 import io
 import pickle
+import re
+import shutil
 import struct
+import tarfile
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from imagenot.acquire.adapters import AdapterError, materialise, read_idx
+from imagenot.acquire.adapters import AdapterError, materialise, parse_meta_mat, read_idx
 from imagenot.acquire.dataset import load_split_tensors, read_classes, read_manifest
 
 
@@ -125,6 +128,104 @@ def test_imagenet_layout(tmp_path):
     (bad / "val").mkdir()
     with pytest.raises(AdapterError, match="not wnids"):
         materialise("imagenet", bad, tmp_path / "ds3", image_size=16)
+
+
+# leaf IDs 1-3 as in the real devkit (ID order is not wnid order); non-leaves added below
+LEAVES = {1: "n02119789", 2: "n02100735", 3: "n02110185"}
+VAL_IDS = [3, 1, 2, 1, 3, 3, 2]  # ground truth: line n = ILSVRC2012_val_0000000n.JPEG
+
+
+def _write_devkit(root) -> None:
+    """meta.mat (a ``synsets`` struct array, real field names) and the val ground truth."""
+    from scipy.io import savemat
+
+    fields = ["ILSVRC2012_ID", "WNID", "words", "gloss", "num_children", "children"]
+    fields += ["wordnet_height", "num_train_images"]
+    rows = [(i, w, f"words {i}", "gloss", 0, np.zeros((1, 0)), 0, 1300) for i, w in LEAVES.items()]
+    rows += [(1001, "n02075296", "carnivore", "gloss", 2, np.array([[1, 2]]), 3, 0)]
+    rows += [(1002, "n02083346", "canine", "gloss", 1, np.array([[1003]]), 2, 0)]
+    synsets = np.zeros((len(rows), 1), dtype=[(f, "O") for f in fields])
+    for k, row in enumerate(rows):
+        synsets[k, 0] = row
+    data = root / "ILSVRC2012_devkit_t12" / "data"
+    data.mkdir(parents=True)
+    savemat(data / "meta.mat", {"synsets": synsets})
+    (data / "ILSVRC2012_validation_ground_truth.txt").write_text("".join(f"{i}\n" for i in VAL_IDS))
+
+
+def _flat_imagenet(root) -> None:
+    _tree(root / "train", sorted(LEAVES.values()), 3)
+    (root / "val").mkdir()
+    rng = np.random.default_rng(4)
+    for n in range(1, len(VAL_IDS) + 1):
+        img = Image.fromarray(rng.integers(0, 255, (18, 24, 3), dtype=np.uint8))
+        img.save(root / "val" / f"ILSVRC2012_val_{n:08d}.JPEG")
+    _write_devkit(root)
+
+
+def test_imagenet_flat_val_with_devkit(tmp_path):
+    root = tmp_path / "ILSVRC2012"
+    _flat_imagenet(root)
+    meta = root / "ILSVRC2012_devkit_t12" / "data" / "meta.mat"
+    assert parse_meta_mat(meta.read_bytes()) == LEAVES  # non-leaf synsets ignored
+    out = tmp_path / "ds"
+    materialise("imagenet", root, out, image_size=16, val_per_class=1)
+    classes = read_classes(out)
+    assert classes == sorted(LEAVES.values())  # label order: sorted wnids, as for folders
+    m = read_manifest(out).to_pylist()
+    test = {r["key"]: classes[r["label"]] for r in m if r["split"] == "test"}
+    expected = {
+        f"val_{LEAVES[i]}_ILSVRC2012_val_{n:08d}": LEAVES[i] for n, i in enumerate(VAL_IDS, 1)
+    }
+    assert test == expected
+    assert [r["split"] for r in m].count("val") == 3
+    _check_invariants(out, 3)
+
+    # the same images sorted into val/<wnid>/ (valprep.sh) give the same dataset
+    folders = tmp_path / "folders"
+    shutil.copytree(root / "train", folders / "train")
+    for n, i in enumerate(VAL_IDS, 1):
+        (folders / "val" / LEAVES[i]).mkdir(parents=True, exist_ok=True)
+        name = f"ILSVRC2012_val_{n:08d}.JPEG"
+        shutil.copy(root / "val" / name, folders / "val" / LEAVES[i] / name)
+    materialise("imagenet", folders, tmp_path / "ds2", image_size=16, val_per_class=1)
+    manifest = (out / "manifest.parquet").read_bytes()
+    assert (tmp_path / "ds2" / "manifest.parquet").read_bytes() == manifest
+
+    # and so does the devkit as its tarball, read without extracting
+    with tarfile.open(root / "ILSVRC2012_devkit_t12.tar.gz", "w:gz") as tar:
+        tar.add(root / "ILSVRC2012_devkit_t12", "ILSVRC2012_devkit_t12")
+    shutil.rmtree(root / "ILSVRC2012_devkit_t12")
+    materialise("imagenet", root, tmp_path / "ds3", image_size=16, val_per_class=1)
+    assert (tmp_path / "ds3" / "manifest.parquet").read_bytes() == manifest
+
+
+def test_imagenet_devkit_errors(tmp_path):
+    root = tmp_path / "ILSVRC2012"
+    _flat_imagenet(root)
+    data = root / "ILSVRC2012_devkit_t12" / "data"
+    gt = data / "ILSVRC2012_validation_ground_truth.txt"
+
+    def fails(pattern: str) -> None:
+        with pytest.raises(AdapterError, match=pattern):
+            materialise("imagenet", root, tmp_path / "out", image_size=16)
+
+    gt.write_text("3\n1\nfish\n1\n3\n3\n2\n")
+    fails(re.escape(f"{gt}, line 3: 'fish' is not an ILSVRC2012_ID in 1..1000"))
+    gt.write_text("3\n1\n2\n1\n3\n1001\n2\n")
+    fails(re.escape(f"{gt}, line 6: '1001'"))
+    gt.write_text("3\n1\n2\n")
+    fails(re.escape(f"{gt}: 3 lines, but val/ holds 7 flat images"))
+    gt.write_text("3\n1\n2\n1\n3\n4\n2\n")
+    fails(re.escape(f"{gt}, line 6: ID 4 is not a leaf synset"))
+    (data / "meta.mat").write_bytes(b"not a mat file" * 10)
+    fails(re.escape(f"{data / 'meta.mat'}: not a devkit meta.mat"))
+    (data / "meta.mat").unlink()
+    fails(re.escape(f"{data / 'meta.mat'}: missing"))
+    shutil.rmtree(root / "ILSVRC2012_devkit_t12")
+    with tarfile.open(root / "ILSVRC2012_devkit_t12.tar.gz", "w:gz"):
+        pass
+    fails(r"ILSVRC2012_devkit_t12\.tar\.gz\[ILSVRC2012_devkit_t12/data/meta\.mat\]: missing")
 
 
 def test_imagefolder_split_here(tmp_path):

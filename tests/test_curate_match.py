@@ -9,7 +9,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from imagenot.curate.match import LemmaIndex, Matcher, match_shard, normalise, normalise_one
+from imagenot.curate import match as match_module
+from imagenot.curate.match import (
+    LemmaIndex,
+    Matcher,
+    match_shard,
+    normalise,
+    normalise_one,
+    tokenise,
+)
 from imagenot.curate.shards import ShardError, clean_captions, open_shard
 
 
@@ -134,3 +142,129 @@ def test_match_cli_writes_row_wnid(nltk_data, tmp_path):
 def test_normalise_matches_reference_on_array():
     texts = ["Ångström-unit", "ROCK'n'roll", "x_y"]
     assert normalise(pa.array(texts)).to_pylist() == [" ".join(reference_tokens(t)) for t in texts]
+
+
+UNICODE_SAMPLES = [
+    "İstanbul Kelvin\u212a",  # dotted capital I, Kelvin sign: lowercasing changes byte length
+    "ǅemal ǆ",  # title-case digraph
+    "ⅫⅠ roman",  # letter-like numbers (Nl)
+    "a\u0301b",  # combining accent (Mn) separates
+    "x²y ٣٤ ৫",  # superscript, Arabic-Indic and Bengali digits
+    "🐱cat🐶dog",
+    "ÀB-CD_éF",
+    "ΣΑΣ σας",
+    "Straße ẞ",
+    "ﬁne ﬀ",
+    "\u00a0hot\u2003dog\u3000",  # Unicode spaces
+]
+
+
+def _words_by_text(texts) -> list[str]:
+    words, parent = tokenise(texts)
+    out: list[list[str]] = [[] for _ in range(len(texts))]
+    for word, i in zip(words.to_pylist(), parent.tolist(), strict=True):
+        out[i].append(word)
+    return [" ".join(w) for w in out]
+
+
+@pytest.mark.parametrize("string_type", [pa.string(), pa.large_string()])
+def test_tokenise_equals_normalise_split(string_type):
+    texts = [
+        *UNICODE_SAMPLES,
+        "  A Hot-Dog, NEW_York!! ",
+        "Jack-O'-Lantern",
+        "",
+        "   ",
+        "!!!",
+        "end",
+        "start",
+        "tab\tand\nnewline",
+        "MiXeD 123abc ABC123",
+    ]
+    array = pa.array(texts, string_type)
+    for part in (array, array.slice(3, 9), pa.chunked_array([array.slice(0, 5), array.slice(5)])):
+        expected = normalise(part).to_pylist()
+        assert _words_by_text(part) == expected
+    # each text's words stay within it: 'end' + 'start' are two texts, not one word
+    assert _words_by_text(pa.array(["ho", "t dog"])) == ["ho", "t dog"]
+
+
+def test_random_captions_match_reference(matcher, lemma_table, monkeypatch):
+    """Lemma keys (multi-word ones up to the longest) glued with random separators, case and
+    Unicode noise, matched in small chunks; compared caption by caption with the reference."""
+    rng = np.random.default_rng(3)
+    lemmas = lemma_table.column("lemma").to_pylist()
+    lemmas = [lemma.replace("_", " ") for lemma in lemmas]
+    longest = max(lemmas, key=lambda x: len(reference_tokens(x)))
+    multi = [x for x in lemmas if len(reference_tokens(x)) >= 2]
+    seps = [" ", "  ", ", ", "-", "_", "'", "/", ". ", "\u00a0", "—", "🐶", "\u0301", "²"]
+    # (no 'İ' here: Python's lower() gives 'i' + a combining dot, Arrow's gives 'i'; the
+    # normalisation tests above pin Arrow's rule)
+    noise = ["Ünïcode", "ÉCOLE", "σας", "naïve", "x", "ZZQX", "ǅ", "١٢"]
+    captions = []
+    for _ in range(600):
+        parts = []
+        for _word in range(int(rng.integers(0, 8))):
+            kind = rng.random()
+            if kind < 0.4:
+                word = lemmas[int(rng.integers(len(lemmas)))]
+            elif kind < 0.7:
+                word = multi[int(rng.integers(len(multi)))]
+            elif kind < 0.75:
+                word = longest
+            else:
+                word = noise[int(rng.integers(len(noise)))]
+            word = word.upper() if rng.random() < 0.2 else word
+            parts.append(word)
+            parts.append(seps[int(rng.integers(len(seps)))])
+        captions.append("".join(parts[:-1]) if parts and rng.random() < 0.5 else "".join(parts))
+    # a two-word lemma split across consecutive captions must not match
+    captions += ["a hot", "dog", "hot", "dog stand"]
+    monkeypatch.setattr(match_module, "CHUNK_ROWS", 37)
+    monkeypatch.setattr(match_module, "TOKENISE_ROWS", 150)
+    pos, w = matcher.match_arrays(pa.array(captions))
+    got = set(zip(pos.tolist(), matcher.index.wnids.take(pa.array(w)).to_pylist(), strict=True))
+    expected = reference_matches(captions, lemma_table)
+    for row in range(len(captions)):
+        assert {x for r, x in got if r == row} == {x for r, x in expected if r == row}, (
+            f"row {row}: {captions[row]!r}"
+        )
+    code = pos * len(matcher.index.wnids) + w
+    assert np.all(np.diff(code) > 0)  # unique pairs, sorted by row then wnid
+    hot_dog = {r for r, x in got if x == "n07697537"}
+    assert hot_dog.isdisjoint(range(len(captions) - 4, len(captions)))
+
+
+def test_tokenise_random_unicode_equals_normalise():
+    """Random code points from every plane: the byte-table path agrees with the regex."""
+    rng = np.random.default_rng(7)
+    pool = np.concatenate([np.arange(32, 127), rng.integers(0x80, 0x110000, 3000)])
+    pool = pool[(pool < 0xD800) | (pool > 0xDFFF)]
+    texts = [
+        "".join(chr(int(c)) for c in rng.choice(pool, int(rng.integers(0, 25))))
+        for _ in range(3000)
+    ]
+    assert _words_by_text(pa.array(texts)) == normalise(pa.array(texts)).to_pylist()
+
+
+def test_match_arrays_edge_cases(matcher):
+    empty_pos, empty_w = matcher.match_arrays(pa.array([], pa.string()))
+    assert empty_pos.dtype == np.int64 and empty_w.dtype == np.int32 and len(empty_pos) == 0
+    pos, w = matcher.match_arrays(pa.array([None, "", "zzqx qqxzw", None, "a cat"]))
+    assert set(pos.tolist()) == {4}
+    idx = matcher.index
+    assert "n02121620" in idx.wnids.take(pa.array(w)).to_pylist()
+
+
+def test_small_lemma_index():
+    table = pa.table(
+        {
+            "lemma": ["hot_dog", "dog", "Dog", "hot", "New_York_City", "frank"],
+            "wnid": ["n1", "n2", "n2", "n3", "n4", "n1"],
+        }
+    )
+    m = Matcher(LemmaIndex.from_lemma_table(table))
+    texts = pa.array(["Hot dog, frank!", "new york", "NEW-YORK city dog", "hotdog"])
+    pos, w = m.match_arrays(texts)
+    pairs = list(zip(pos.tolist(), m.index.wnids.take(pa.array(w)).to_pylist(), strict=True))
+    assert pairs == [(0, "n1"), (0, "n2"), (0, "n3"), (2, "n2"), (2, "n4")]

@@ -251,3 +251,53 @@ def test_evaluate_checkpoint_end_to_end(tmp_path, settings):
     assert per_image.num_rows == 17 * 6
     assert set(per_image["key"].to_pylist()) == {f"k{i:03d}" for i in range(1, 12, 2)}
     assert sorted(p.name for p in out.iterdir()) == ["per_image.parquet", "robustness.parquet"]
+
+
+def test_channels_last_gives_the_same_results_and_leaves_the_model_alone(settings, data):
+    images, labels, keys = data
+    model = tiny_model(4)
+    before = {k: (v.clone(), v.stride()) for k, v in model.state_dict().items()}
+    transforms = build_transforms(settings.transforms)
+    tables = [
+        evaluate_batches(
+            model, tensor_batches(images, labels, keys, SIZE, 4), transforms, 3, MEAN, STD,
+            channels_last=flag,
+        ).table()
+        for flag in (True, False)
+    ]  # fmt: skip
+    assert tables[0].equals(tables[1])
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k][0]) and v.stride() == before[k][1], k
+    # the weights are still ordinary (not inference-mode) tensors: the model can be trained on
+    assert not any(p.is_inference() for p in model.parameters())
+    model(torch.rand(2, 3, SIZE, SIZE)).sum().backward()
+    assert all(p.grad is not None for p in model.parameters())
+
+
+def test_decoded_batches_equal_per_image_conversion(tmp_path):
+    """The whole-batch uint8 -> float conversion equals converting image by image."""
+    from torchvision.io import encode_jpeg
+
+    from imagenot.acquire.dataset import ManifestDataset, Record, write_dataset
+    from imagenot.evaluate.robustness import dataset_batches, to_model_input
+
+    g = torch.Generator().manual_seed(2)
+    records = []
+    for i in range(5):
+        pixels = torch.randint(0, 256, (3, SIZE, SIZE), dtype=torch.uint8, generator=g)
+        jpeg = bytes(encode_jpeg(pixels).numpy())
+        records.append(Record(key=f"k{i:03d}", wnid=f"c{i % 2}", split="test", jpeg=jpeg))
+    write_dataset(tmp_path, records, ["c0", "c1"])
+    ds = ManifestDataset(tmp_path, "test")
+    expected = torch.stack([to_model_input(ds[i][0].unsqueeze(0), SIZE)[0] for i in range(5)])
+    got = list(dataset_batches(tmp_path, "test", SIZE, 3))
+    assert [len(k) for _, _, k in got] == [3, 2]
+    assert torch.equal(torch.cat([x for x, _, _ in got]), expected)
+    assert [k for _, _, ks in got for k in ks] == ds.keys
+
+
+def test_keep_freed_memory_is_harmless():
+    from imagenot.evaluate.robustness import keep_freed_memory
+
+    assert isinstance(keep_freed_memory(), bool)
+    assert torch.ones(1 << 22).sum().item() == float(1 << 22)

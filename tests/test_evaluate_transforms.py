@@ -217,3 +217,23 @@ def test_pixel_ops_match_torchvision(images):
     gray = T.build_transform("Grayscale", {"p": 1.0})
     u = T.transform_uniforms(gray, 0, KEYS)
     torch.testing.assert_close(gray(images, u), F.rgb_to_grayscale(images, 3), atol=1e-6, rtol=0)
+
+
+def test_hue_handles_ties_grey_and_extreme_shifts():
+    """The fused hue rotation keeps torchvision's sector priority (R, then G, then B) on ties."""
+    levels = torch.tensor([0.0, 0.2, 0.5, 0.5, 1.0])
+    rgb = torch.cartesian_prod(levels, levels, levels)  # every tie pattern, grey included
+    image = rgb.T.reshape(1, 3, 1, -1).expand(6, -1, -1, -1).contiguous()
+    shift = torch.tensor([-0.5, -0.25, -1e-7, 0.0, 1e-7, 0.5])
+    expected = _each(lambda im, v: F.adjust_hue(im, float(v)), image, shift)
+    torch.testing.assert_close(T.adjust_hue(image, shift), expected, atol=1e-5, rtol=0)
+
+
+def test_nonzero_fill_matches_torchvision(images):
+    t = T.build_transform("Rotation", {"degrees": 30.0, "fill": 0.25})
+    u = T.transform_uniforms(t, 0, KEYS)
+    angles = -30.0 + 60.0 * u[:, 1]
+    expected = _each(
+        lambda im, a: F.rotate(im, float(a), interpolation=BILINEAR, fill=0.25), images, angles
+    )
+    torch.testing.assert_close(t.op(images, u[:, 1:]), expected, atol=1e-4, rtol=0)

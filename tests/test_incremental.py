@@ -9,7 +9,7 @@ One real run of the whole workflow on the demo world with the small overlay
   * changing one model's settings (its batch size) reruns that model's jobs only;
 and faults on a copy of it: a training job killed mid-epoch by SIGKILL resumes from its checkpoint
 to the same result as the uninterrupted run and leaves no output a downstream rule could consume;
-a failed job's log path is printed.
+a failed job's log path is printed; published-list mode builds a selection from a class list.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -194,3 +195,19 @@ def test_failed_job_prints_its_log_path(copy_of_finished):
     )
     assert run.returncode != 0
     assert "results/logs/train_final/imagenot/st/alexnet_mini/0.log" in run.stderr + run.stdout
+
+
+def test_published_list_mode_runs_on_the_demo_world(copy_of_finished, tmp_path):
+    from imagenot.curate.candidates import read_class_list
+
+    listed = REPO / "resources" / "demo_class_list.txt"
+    dataset = {"listed": {"kind": "laion", "classes": str(listed)}}
+    configs = overlay(tmp_path, {"datasets": dataset})
+    target = "results/curate/listed/selection.parquet"
+    rules = {rule for rule, _ in planned(copy_of_finished, "--", target, configs=configs)}
+    assert "curate_select" in rules and "curate_candidates" in rules
+    assert not rules & {"curate_match", "demo_world", "prepare_wordnet"}  # matches are reused
+    run = snakemake(copy_of_finished, "--", target, configs=configs)
+    assert run.returncode == 0, run.stderr[-4000:]
+    selected = pq.read_table(copy_of_finished / target).column("wnid").unique().to_pylist()
+    assert set(selected) == set(read_class_list(listed))  # a published list is kept as given

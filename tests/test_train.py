@@ -113,7 +113,7 @@ def test_torchvision_weights_load_from_a_local_file(tmp_path):
 
 
 def test_trials_tables_are_identical_across_reruns(demo_config, tmp_path):
-    definition = plan.definition(demo_config, "fashion_mnist", "ft-imagenot")
+    definition = {**plan.definition(demo_config, "fashion_mnist", "ft-imagenot"), "budget": 3}
     paths = []
     for run in range(2):
         out = tmp_path / f"r{run}" / "fashion_mnist/ft-imagenot/vgg_mini/trials.parquet"
@@ -123,7 +123,7 @@ def test_trials_tables_are_identical_across_reruns(demo_config, tmp_path):
         paths.append(out)
     assert paths[0].read_bytes() == paths[1].read_bytes()
     trials = search.draw_trials(definition, 0, "fashion_mnist", "ft-imagenot")
-    assert len(trials) == 2 and all(0.0005 <= t["lr"] <= 0.003 for t in trials)
+    assert len(trials) == 3 and all(0.0005 <= t["lr"] <= 0.003 for t in trials)
     assert trials != search.draw_trials(definition, 1, "fashion_mnist", "ft-imagenot")
 
 

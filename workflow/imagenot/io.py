@@ -57,6 +57,15 @@ def write_parquet(table: pa.Table, path: str | os.PathLike, **kwargs: Any) -> Pa
     return Path(path)
 
 
+def write_csv(table: pa.Table, path: str | os.PathLike) -> Path:
+    """Write ``table`` atomically as CSV with a header (for the Snakemake report and people)."""
+    import pyarrow.csv as pacsv
+
+    with atomic_path(path, ".csv") as tmp:
+        pacsv.write_csv(table, tmp)
+    return Path(path)
+
+
 def write_text(text: str, path: str | os.PathLike) -> Path:
     """Write ``text`` atomically to ``path``."""
     with atomic_path(path) as tmp:

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from imagenot.acquire.dataset import Record, ShardReader, write_dataset
-from imagenot.io import write_parquet
+from imagenot.io import write_csv, write_parquet
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +187,7 @@ def build_dataset(
         row for path in part_tables for row in reason_counts(pq.read_table(path), Path(path).stem)
     ]
     write_parquet(pa.Table.from_pylist(stats), report_dir / "download_stats.parquet")
+    write_csv(pa.Table.from_pylist(stats), report_dir / "download_stats.csv")
 
     ok = status.filter(pc.equal(status["reason"], "success"))
     candidates = ok.join(selection, "key", join_type="inner")
@@ -201,6 +202,7 @@ def build_dataset(
         seed=seed,
     )
     write_parquet(report, report_dir / "classes_report.parquet")
+    write_csv(report, report_dir / "classes_report.csv")
     dropped = [r["wnid"] for r in report.to_pylist() if r["status"] == "dropped"]
     if dropped:
         log.warning("%d class(es) dropped as short: %s", len(dropped), ", ".join(dropped[:20]))

@@ -95,6 +95,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--scores", required=True)
     p.add_argument("--selection-stats", required=True)
     p.add_argument("--audit-out", required=True)
+    p.add_argument("--audit-csv-out", default=None, help="the audit table again as CSV")
     p.add_argument("--funnel-out", required=True)
     p.set_defaults(func=_audit)
 
@@ -219,7 +220,7 @@ def _audit(args: argparse.Namespace) -> None:
     import pyarrow.parquet as pq
 
     from imagenot.curate.audit import audit_table, funnel_csv, funnel_rows
-    from imagenot.io import write_parquet, write_text
+    from imagenot.io import write_csv, write_parquet, write_text
 
     audit = audit_table(
         pq.read_table(args.candidates_audit),
@@ -234,5 +235,7 @@ def _audit(args: argparse.Namespace) -> None:
         _read_json(args.selection_stats),
     )
     write_parquet(audit, args.audit_out)
+    if args.audit_csv_out:
+        write_csv(audit, args.audit_csv_out)
     write_text(funnel_csv(funnel), args.funnel_out)
     print(funnel_csv(funnel))

@@ -34,9 +34,10 @@ def _evaluate_robustness(args: argparse.Namespace) -> None:
     import torch
 
     from imagenot.evaluate.metrics import robust_accuracy
-    from imagenot.evaluate.robustness import Settings, evaluate_checkpoint
+    from imagenot.evaluate.robustness import Settings, evaluate_checkpoint, keep_freed_memory
 
     torch.set_num_threads(max(1, args.threads))
+    keep_freed_memory()  # a one-shot process: reuse freed tensor memory instead of page-faulting
     raw = json.loads(args.settings)
     settings = Settings.from_mapping(raw)
     table = evaluate_checkpoint(

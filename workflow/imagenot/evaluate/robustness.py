@@ -143,7 +143,6 @@ def to_model_input(images: torch.Tensor, image_size: int) -> torch.Tensor:
     return x
 
 
-@torch.inference_mode()
 def evaluate_batches(
     model: torch.nn.Module,
     batches: Iterable[tuple[torch.Tensor, torch.Tensor, Sequence[str]]],
@@ -168,7 +167,9 @@ def evaluate_batches(
     model = model.to(dev).eval()
     if channels_last is None:
         channels_last = dev.type == "cpu"
-    with _channels_last(model, channels_last):
+    # the layout change (and its undoing) stays outside inference mode: the model's weights must
+    # remain ordinary tensors (trainable) afterwards
+    with _channels_last(model, channels_last), torch.inference_mode():
         return _evaluate(model, batches, transforms, seed, mean, std, dev)
 
 
@@ -178,15 +179,23 @@ def _channels_last(model: torch.nn.Module, enabled: bool) -> Iterator[None]:
     if not enabled:
         yield
         return
-    tensors = [t for t in itertools.chain(model.parameters(), model.buffers()) if t.dim() == 4]
-    contiguous = [t.is_contiguous() for t in tensors]
+
+    def four_d() -> dict[str, torch.Tensor]:
+        named = itertools.chain(model.named_parameters(), model.named_buffers())
+        return {name: t for name, t in named if t.dim() == 4}
+
+    strides = {name: t.stride() for name, t in four_d().items()}
     model.to(memory_format=torch.channels_last)
     try:
         yield
     finally:
-        for t, was in zip(tensors, contiguous, strict=True):
-            if was and not t.is_contiguous():
-                t.data = t.data.contiguous()
+        with torch.no_grad():
+            for name, t in four_d().items():  # buffers are replaced, parameters keep identity
+                if name in strides and t.stride() != strides[name]:
+                    restored = torch.empty_strided(
+                        t.shape, strides[name], dtype=t.dtype, device=t.device
+                    )
+                    t.data = restored.copy_(t.data)
 
 
 def _evaluate(
@@ -348,6 +357,28 @@ def dataset_batches(
     for x, labels in loader:
         yield x, labels, keys[start : start + len(labels)]
         start += len(labels)
+
+
+def keep_freed_memory(trim_threshold: int = 1 << 30) -> bool:
+    """Make glibc's malloc keep freed memory for reuse (process-wide); False where it cannot.
+
+    Batched evaluation allocates and frees tensors of megabytes per transformation and per layer.
+    By default glibc maps blocks above its mmap threshold fresh from the kernel and trims the top
+    of the heap, so many allocations page-fault on new zeroed pages: at the demo size that costs
+    the decode-once evaluation about a quarter of its time (and the per-image way its model
+    batches too). With this, every block comes from the heap and the heap is trimmed only above
+    ``trim_threshold`` bytes: the process holds its peak heap until it exits. For one-shot
+    processes (``imagenot evaluate-robustness``, ``benchmarks/bench_eval.py``).
+    """
+    import ctypes
+    import ctypes.util
+
+    m_trim_threshold, m_mmap_max = -1, -4  # <malloc.h>
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):  # not glibc (macOS, Windows)
+        return False
+    return bool(mallopt(m_mmap_max, 0)) and bool(mallopt(m_trim_threshold, trim_threshold))
 
 
 def resolve_device(device: str) -> torch.device:

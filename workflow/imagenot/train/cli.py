@@ -93,6 +93,8 @@ def _select(a: argparse.Namespace) -> None:
 
 
 def _trial(a: argparse.Namespace) -> None:
+    if a.promoted is not None and _trials().carry_forward(a.trial, a.promoted, a.out) is not None:
+        return  # not promoted at the last rung: no training, no torch import
     settings = {**a.job, "threads": a.threads}
     _lazy().run_trial(settings, a.dataset_dir, a.trials, a.trial, a.out, a.rung_epochs, a.promoted)
 

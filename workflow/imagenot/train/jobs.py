@@ -15,7 +15,7 @@ from imagenot.io import sha256_file, write_json, write_text
 from imagenot.train import search
 from imagenot.train.loop import InMemory, Job, configure, fit, history_csv
 from imagenot.train.registry import load_backbone, read_state_dict
-from imagenot.train.trials import read_trial
+from imagenot.train.trials import carry_forward, read_trial
 
 log = logging.getLogger(__name__)
 CHECKPOINT = "checkpoint.safetensors"
@@ -119,17 +119,8 @@ def run_trial(
     """
     row = read_trial(trials, trial)
     workdir = out.parent
-    if promoted is not None:
-        decision = json.loads(promoted.read_text())
-        if trial not in decision["promoted"]:
-            previous = json.loads((workdir / f"rung-{decision['rung']}.json").read_text())
-            result = {
-                **previous,
-                "stopped_by": previous["stopped_by"] or "halving",
-                "promoted": False,
-            }
-            write_json(result, out)
-            return result
+    if promoted is not None and (carried := carry_forward(trial, promoted, out)) is not None:
+        return carried
     _, _, summary = _fit(settings, dataset_dir, row, row["seed"], workdir, rung_epochs)
     result = {"trial": trial, **summary, "promoted": True}
     write_json(result, out)

@@ -50,6 +50,18 @@ def read_trial(path: Path, trial: int) -> dict:
     return match[0]
 
 
+def carry_forward(trial: int, promoted: Path, out: Path) -> dict | None:
+    """A trial the previous rung did not promote is not trained further: write its previous
+    rung's result, marked ``stopped_by: halving``, to ``out`` and return it (None: promoted)."""
+    decision = json.loads(promoted.read_text())
+    if trial in decision["promoted"]:
+        return None
+    previous = json.loads((out.parent / f"rung-{decision['rung']}.json").read_text())
+    result = {**previous, "stopped_by": previous["stopped_by"] or "halving", "promoted": False}
+    write_json(result, out)
+    return result
+
+
 def halve(results: Sequence[Path], rung: int, eta: int, out: Path) -> dict:
     """The trials promoted past a rung (among those that trained at it)."""
     rows = [json.loads(p.read_text()) for p in results]

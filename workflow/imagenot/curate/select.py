@@ -16,18 +16,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-SELECTION_SCHEMA = pa.schema(
-    [
-        ("key", pa.string()),
-        ("shard", pa.string()),
-        ("row", pa.int64()),
-        ("URL", pa.string()),
-        ("TEXT", pa.string()),
-        ("hash", pa.int64()),
-        ("wnid", pa.string()),
-        ("similarity", pa.float32()),
-        ("rank_in_class", pa.int32()),
-    ]
+from imagenot.curate.captions import CAPTION_SCHEMA
+
+SELECTION_SCHEMA = CAPTION_SCHEMA.append(pa.field("similarity", pa.float32())).append(
+    pa.field("rank_in_class", pa.int32())
 )
 
 

@@ -54,7 +54,23 @@ def placeholder_overlay(root: Path, paper: dict) -> dict:
         weights = root / "weights"
         weights.mkdir()
         overlay["train"]["weights_dir"] = str(weights)
+        for name in published_weight_files(paper):
+            (weights / name).touch()
     return {k: v for k, v in overlay.items() if v}
+
+
+def published_weight_files(paper: dict) -> list[str]:
+    """File names of the torchvision weights the paper's FT/TL runs start from."""
+    sys.path.insert(0, str(REPO / "workflow"))
+    from imagenot.train.registry import get_spec, torchvision_weights_filename
+
+    chosen = paper["train"].get("weights") or {}
+    names = []
+    for model in paper["train"].get("models", []):
+        weights = chosen.get(model) or get_spec(model).weights
+        if weights:
+            names.append(torchvision_weights_filename(weights))
+    return names
 
 
 def dry_run(

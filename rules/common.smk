@@ -17,6 +17,7 @@ RESULTS = "results"
 LOGS = f"{RESULTS}/logs"
 BENCH = f"{RESULTS}/benchmarks"
 NLTK_DATA = f"{RESULTS}/wordnet/nltk_data"
+NOUN_LEMMAS = f"{RESULTS}/wordnet/noun_lemmas.parquet"
 # Dataset-building rules (demo world, curation, acquisition) go first when jobs compete for
 # cores: they are the critical path every training job waits on.
 DATA_PRIORITY = 10

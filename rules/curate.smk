@@ -6,7 +6,7 @@
 rule curate_match:
     input:
         shard=lambda wc: curate_plan.shard_path(config, wc.shard),
-        nltk_data=NLTK_DATA,
+        lemmas=NOUN_LEMMAS,
     output:
         matches=f"{RESULTS}/curate/matches/{{shard}}.parquet",
         stats=f"{RESULTS}/curate/matches/{{shard}}.json",
@@ -25,7 +25,7 @@ rule curate_match:
         args=curate_plan.match_args(config),
     shell:
         "imagenot match {input.shard} -o {output.matches} --stats {output.stats}"
-        " --nltk-data {input.nltk_data} {params.args} > {log} 2>&1"
+        " --lemmas {input.lemmas} {params.args} > {log} 2>&1"
 
 
 # Steps 1-5 per dataset: counts over all shards, ImageNet overlap, min count, leaves, NSFW.

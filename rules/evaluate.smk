@@ -19,7 +19,7 @@ rule evaluate_robustness:
         protocol="[a-z0-9_]+(-[a-z0-9_]+)?",
     conda:
         "../envs/train.yaml"
-    threads: 4
+    threads: evaluate_plan.threads(config)
     resources:
         mem_mb=mem_mb("gpu"),
         runtime=runtime("gpu"),

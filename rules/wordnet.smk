@@ -18,3 +18,25 @@ rule prepare_wordnet:
         dict_dir=wordnet_dict_dir_option(),
     shell:
         "imagenot prepare-wordnet {output} {params.dict_dir} > {log} 2>&1"
+
+
+# Every (lemma, wnid) pair of WordNet's nouns, once: each matching job reads it in a fraction of
+# a second instead of loading WordNet itself (seconds, times thousands of LAION shards).
+rule noun_lemmas:
+    input:
+        NLTK_DATA,
+    output:
+        NOUN_LEMMAS,
+    log:
+        f"{LOGS}/noun_lemmas.log",
+    benchmark:
+        f"{BENCH}/noun_lemmas.tsv"
+    priority: DATA_PRIORITY
+    conda:
+        "../envs/curate.yaml"
+    threads: 1
+    resources:
+        mem_mb=mem_mb("light"),
+        runtime=runtime("light"),
+    shell:
+        "imagenot lemmas --nltk-data {input} -o {output} > {log} 2>&1"

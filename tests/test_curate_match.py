@@ -139,6 +139,32 @@ def test_match_cli_writes_row_wnid(nltk_data, tmp_path):
     assert np.all(np.diff(table.column("row").to_numpy()) >= 0)
 
 
+def test_match_cli_reads_the_lemma_table_like_wordnet(nltk_data, tmp_path):
+    from imagenot.cli import main
+
+    src = tmp_path / "in.parquet"
+    texts = ["a tabby cat on a mat", "New York skyline", "nothing here zzqx"]
+    pq.write_table(pa.table({"URL": ["a", "b", "c"], "TEXT": texts}), src)
+    lemmas = tmp_path / "lemmas.parquet"
+    assert main(["lemmas", "--nltk-data", str(nltk_data), "-o", str(lemmas)]) == 0
+    outputs = {}
+    for how in (["--lemmas", str(lemmas)], ["--nltk-data", str(nltk_data)]):
+        out = tmp_path / f"{how[0][2:]}.parquet"
+        assert main(["match", str(src), "-o", str(out), *how]) == 0
+        outputs[how[0]] = pq.read_table(out)
+    assert outputs["--lemmas"].equals(outputs["--nltk-data"])
+    assert outputs["--lemmas"].num_rows > 0
+
+
+def test_a_table_without_lemmas_is_named(tmp_path):
+    from imagenot.curate.match import read_lemma_table
+
+    path = tmp_path / "not-lemmas.parquet"
+    pq.write_table(pa.table({"word": ["cat"]}), path)
+    with pytest.raises(ValueError, match=r"not-lemmas\.parquet.*\['lemma', 'wnid'\]"):
+        read_lemma_table(path)
+
+
 def test_normalise_matches_reference_on_array():
     texts = ["Ångström-unit", "ROCK'n'roll", "x_y"]
     assert normalise(pa.array(texts)).to_pylist() == [" ".join(reference_tokens(t)) for t in texts]

@@ -128,7 +128,7 @@ def test_threshold_change_reruns_from_selection_not_matching(finished, tmp_path)
 
 
 def test_one_models_settings_change_reruns_that_model_only(finished, tmp_path):
-    changed = {"train": {"spaces": {"st": {"batch_size_overrides": {"vgg_mini": 16}}}}}
+    changed = {"train": {"spaces": {"st": {"batch_size_overrides": {"vgg_mini": 8}}}}}
     jobs = planned(finished, configs=overlay(tmp_path, changed))
     per_model = [(rule, wc) for rule, wc in jobs if "model" in wc]
     assert per_model, jobs

@@ -72,8 +72,21 @@ def test_unknown_model_and_small_input_are_refused(demo_config):
         validate_config(bad)
     bad = copy.deepcopy(demo_config)
     bad["train"]["image_size"] = 32
-    with pytest.raises(ConfigError, match="alexnet_mini' needs inputs of at least 63 px"):
+    with pytest.raises(ConfigError, match="alexnet_mini' needs inputs of at least 35 px"):
         plan.check(bad)
+    bad["train"]["models"], bad["train"]["image_size"] = ["alexnet"], 62
+    with pytest.raises(ConfigError, match="alexnet' needs inputs of at least 63 px"):
+        plan.check(bad)
+
+
+@pytest.mark.parametrize("name", ["alexnet_mini", "vgg_mini", "densenet_mini", "alexnet"])
+def test_min_size_is_the_smallest_input_the_model_takes(name):
+    model = build_model(name, 3).eval()
+    side = MODELS[name].min_size
+    with torch.no_grad():
+        assert model(torch.zeros(1, 3, side, side)).shape == (1, 3)
+        with pytest.raises(RuntimeError):
+            model(torch.zeros(1, 3, side - 1, side - 1))
 
 
 def test_hyperparameter_outside_whitelist_is_refused(demo_config):
@@ -86,11 +99,15 @@ def test_hyperparameter_outside_whitelist_is_refused(demo_config):
 
 
 def test_published_accuracy_table_matches_registry():
+    from torchvision.models import get_weight
+
     rows = {r["model"]: r for r in published_accuracy()}
     assert rows["alexnet"]["top1"] == 56.522 and rows["resnet152"]["top5"] == 96.002
     for name, row in rows.items():
         assert MODELS[name].weights == row["weights"]
         assert row["source"].startswith("https://pytorch.org/vision")
+        # the shipped file name is torchvision's own (planning reads it without importing torch)
+        assert row["weights_file"] == get_weight(row["weights"]).url.rsplit("/", 1)[-1]
     paper = ["alexnet", "vgg19", "resnet18", "resnet152", "densenet161", "efficientnet_v2_l"]
     assert {*paper, "convnext_large"} <= set(rows)
 

@@ -87,6 +87,7 @@ def test_trial_halving_selection_and_final_via_cli(dataset_dir, tmp_path):
          "toy/st/resnet_mini/0", "--master-seed", "0", "--out-dir", str(out))  # fmt: skip
     result = json.loads((out / "result.json").read_text())
     assert (out / "model.safetensors").is_file()
+    assert not (out / "checkpoint.safetensors").exists()  # finished: nothing left to resume
     assert result["test_accuracy"] > result["chance_accuracy"]
     fingerprint = (dataset_dir / "fingerprint.txt").read_text().strip()
     assert result["dataset_fingerprint"] == fingerprint

@@ -21,7 +21,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("input", help="parquet file with TEXT (and URL) columns")
     p.add_argument("-o", "--output", required=True, help="output parquet (row, wnid)")
-    p.add_argument("--nltk-data", default=DEFAULT_NLTK_DATA, help="NLTK_DATA dir with WordNet 3.0")
+    lexicon = p.add_mutually_exclusive_group()
+    lexicon.add_argument(
+        "--lemmas", default=None, help="(lemma, wnid) parquet from `imagenot lemmas` (fastest)"
+    )
+    lexicon.add_argument(
+        "--nltk-data", default=DEFAULT_NLTK_DATA, help="else: NLTK_DATA dir with WordNet 3.0"
+    )
     p.add_argument("--stats", default=None, help="write row/skip/match counts to this JSON file")
     p.add_argument("--batch-rows", type=int, default=262144, help="rows matched per batch")
     p.add_argument(
@@ -29,6 +35,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-url", action="store_true", help="do not require a URL column")
     p.set_defaults(func=_match)
+
+    p = subparsers.add_parser(
+        "lemmas",
+        help="write every (lemma, wnid) pair of WordNet's nouns to parquet (the match lexicon)",
+        description="Loading WordNet takes seconds; matching jobs read this table instead.",
+    )
+    p.add_argument("--nltk-data", default=DEFAULT_NLTK_DATA, help="NLTK_DATA dir with WordNet 3.0")
+    p.add_argument("-o", "--output", required=True, help="output parquet (lemma, wnid)")
+    p.set_defaults(func=_lemmas)
 
     p = subparsers.add_parser(
         "curate-candidates", help="class selection steps 1-5 with audit trail"
@@ -105,13 +120,17 @@ def _read_json(path: str) -> dict:
 
 
 def _match(args: argparse.Namespace) -> None:
-    from imagenot.curate.match import LemmaIndex, Matcher, match_shard
+    from imagenot.curate.match import LemmaIndex, Matcher, match_shard, read_lemma_table
     from imagenot.curate.shards import open_shard
     from imagenot.io import write_json, write_parquet
 
     # Fail fast, naming file and column, before loading WordNet.
     open_shard(args.input, ("TEXT",) if args.no_url else ("URL", "TEXT"))
-    matcher = Matcher(LemmaIndex.from_wordnet(args.nltk_data))
+    if args.lemmas:
+        index = LemmaIndex.from_lemma_table(read_lemma_table(args.lemmas))
+    else:
+        index = LemmaIndex.from_wordnet(args.nltk_data)
+    matcher = Matcher(index)
     table, stats = match_shard(
         args.input, matcher, args.batch_rows, args.max_caption_bytes, require_url=not args.no_url
     )
@@ -119,6 +138,15 @@ def _match(args: argparse.Namespace) -> None:
     if args.stats:
         write_json(stats, args.stats)
     log.info("%s: %s", args.input, json.dumps(stats))
+
+
+def _lemmas(args: argparse.Namespace) -> None:
+    from imagenot.io import write_parquet
+    from imagenot.wordnet import load_wordnet, noun_lemma_table
+
+    table = noun_lemma_table(load_wordnet(args.nltk_data))
+    write_parquet(table, args.output)
+    log.info("%s: %d (lemma, wnid) pairs", args.output, table.num_rows)
 
 
 def _candidates(args: argparse.Namespace) -> None:

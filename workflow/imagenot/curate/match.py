@@ -94,9 +94,26 @@ class LemmaIndex:
 
     @classmethod
     def from_wordnet(cls, nltk_data: str | os.PathLike) -> LemmaIndex:
+        """Build straight from WordNet (seconds; rules read ``imagenot lemmas``' table instead)."""
         from imagenot.wordnet import load_wordnet, noun_lemma_table
 
         return cls.from_lemma_table(noun_lemma_table(load_wordnet(str(nltk_data))))
+
+
+LEMMA_COLUMNS = ("lemma", "wnid")
+
+
+def read_lemma_table(path: str | os.PathLike) -> pa.Table:
+    """A (lemma, wnid) parquet as written by ``imagenot lemmas``; names the file if it is not one."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    missing = [c for c in LEMMA_COLUMNS if c not in table.column_names]
+    if missing:
+        raise ValueError(f"{path}: not a lemma table, missing column(s) {missing}")
+    if table.num_rows == 0:
+        raise ValueError(f"{path}: the lemma table is empty")
+    return table.select(list(LEMMA_COLUMNS))
 
 
 # Byte -> lowercased byte, or 0 for a separator. ASCII letters and digits are word bytes; bytes

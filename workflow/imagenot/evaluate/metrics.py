@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from scipy.stats import beta
+from scipy.special import betaincinv  # the beta quantile; scipy.stats takes a second to import
 
 
 def topk_correct(logits: torch.Tensor, labels: torch.Tensor, k: int) -> torch.Tensor:
@@ -29,8 +29,8 @@ def clopper_pearson(
     k = np.asarray(successes, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        low = np.where(k > 0, beta.ppf(alpha / 2, k, n - k + 1), 0.0)
-        high = np.where(k < n, beta.ppf(1 - alpha / 2, k + 1, n - k), 1.0)
+        low = np.where(k > 0, betaincinv(k, n - k + 1, alpha / 2), 0.0)
+        high = np.where(k < n, betaincinv(k + 1, n - k, 1 - alpha / 2), 1.0)
     empty = n <= 0
     return np.where(empty, np.nan, low), np.where(empty, np.nan, high)
 

@@ -34,9 +34,15 @@ def targets(config: dict) -> list[str]:
     return robustness_files(config)
 
 
+def threads(config: dict) -> int:
+    """CPU threads of one evaluation job (``evaluate.threads``)."""
+    return int(config.get("evaluate", {}).get("threads", 4))
+
+
 def settings(config: dict) -> dict:
-    """The ``evaluate`` section with its seed resolved (null = the top-level seed)."""
+    """The ``evaluate`` section (less ``threads``) with its seed resolved (null = top-level seed)."""
     section = dict(config.get("evaluate", {}))
+    section.pop("threads", None)  # how fast, not what: a change must not rerun evaluations
     if section.get("seed") is None:
         section["seed"] = int(config.get("seed", 0))
     return section

@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,12 +54,17 @@ def _timm(name: str, num_classes: int) -> nn.Module:
 
 
 def _alexnet_mini(num_classes: int) -> nn.Module:
-    """AlexNet's layout (5 conv, 3 max-pool, 3 FC with dropout) at a quarter of its width."""
+    """AlexNet's layout (5 conv, 3 max-pool, 3 FC with dropout) at a quarter of its width.
+
+    Sized for 64 px inputs: the first convolution strides 2 (not 4), so the feature maps keep
+    AlexNet's proportions (31, 15, 7, 3 px at 64 px as 55, 27, 13, 6 at 224), and dropout is
+    0.25 (not 0.5): at 0.5 it stays near chance within a CPU demo's few dozen optimiser steps.
+    """
     from torch import nn
 
     return nn.Sequential(
         nn.Sequential(
-            nn.Conv2d(3, 16, 11, stride=4, padding=2),
+            nn.Conv2d(3, 16, 11, stride=2, padding=2),
             nn.ReLU(inplace=True),
             nn.MaxPool2d(3, 2),
             nn.Conv2d(16, 48, 5, padding=2),
@@ -76,10 +81,10 @@ def _alexnet_mini(num_classes: int) -> nn.Module:
         nn.AdaptiveAvgPool2d(2),
         nn.Flatten(),
         nn.Sequential(
-            nn.Dropout(0.5),
+            nn.Dropout(0.25),
             nn.Linear(64 * 4, 256),
             nn.ReLU(inplace=True),
-            nn.Dropout(0.5),
+            nn.Dropout(0.25),
             nn.Linear(256, 256),
             nn.ReLU(inplace=True),
             nn.Linear(256, num_classes),
@@ -88,12 +93,16 @@ def _alexnet_mini(num_classes: int) -> nn.Module:
 
 
 def _vgg_mini(num_classes: int) -> nn.Module:
-    """VGG-11's conv configuration at an eighth of its width, with a narrow VGG classifier."""
+    """VGG-11-BN's conv configuration at an eighth of its width, with a narrow VGG classifier.
+
+    Batch norm (torchvision's ``vgg11_bn`` variant): without it eight plain conv layers do not
+    leave chance level within a CPU demo's few dozen optimiser steps.
+    """
     from torch import nn
     from torchvision.models.vgg import make_layers
 
     return nn.Sequential(
-        make_layers([8, "M", 16, "M", 32, 32, "M", 64, 64, "M", 64, 64, "M"]),
+        make_layers([8, "M", 16, "M", 32, 32, "M", 64, 64, "M", 64, 64, "M"], batch_norm=True),
         nn.AdaptiveAvgPool2d(1),
         nn.Flatten(),
         nn.Sequential(
@@ -159,7 +168,7 @@ MODELS: dict[str, ModelSpec] = _register(
     ),
     _tv("convnext_tiny", "convnext", "classifier.2", 32, "ConvNeXt_Tiny_Weights.IMAGENET1K_V1"),
     # CPU-demo members (no published weights): torchvision classes narrowed, timm's smallest.
-    ModelSpec("alexnet_mini", "alexnet", _alexnet_mini, "3.6", 63),
+    ModelSpec("alexnet_mini", "alexnet", _alexnet_mini, "3.6", 35),
     ModelSpec("vgg_mini", "vgg", _vgg_mini, "3.6", 32),
     ModelSpec("resnet_mini", "resnet", _resnet_mini, "fc", 1),
     ModelSpec("densenet_mini", "densenet", _densenet_mini, "classifier", 29),
@@ -246,7 +255,14 @@ def read_state_dict(path: str | Path) -> dict:
 
 
 def torchvision_weights_filename(weights: str) -> str:
-    """File name torchvision downloads the weights enum ``weights`` to (its URL's basename)."""
+    """File name torchvision downloads the weights enum ``weights`` to (its URL's basename).
+
+    Read from the shipped table when listed there (planning a DAG must not import torch, which
+    takes seconds); else from torchvision's weights enum.
+    """
+    shipped = {row["weights"]: row["weights_file"] for row in published_accuracy()}
+    if weights in shipped:
+        return shipped[weights]
     from torchvision.models import get_weight
 
     try:
@@ -255,10 +271,16 @@ def torchvision_weights_filename(weights: str) -> str:
         raise RegistryError(f"unknown torchvision weights {weights!r}: {exc}") from exc
 
 
-def published_accuracy() -> list[dict]:
-    """Rows of the shipped table of torchvision's published ImageNet top-1/top-5 (percent)."""
+@cache
+def _published_rows() -> tuple[dict, ...]:
     text = resources.files("imagenot.resources").joinpath(ACCURACY_TABLE).read_text()
-    rows = list(csv.DictReader(text.splitlines()))
+    return tuple(csv.DictReader(text.splitlines()))
+
+
+def published_accuracy() -> list[dict]:
+    """Rows of the shipped table of torchvision's published ImageNet top-1/top-5 (percent)
+    and weight file names."""
+    rows = [dict(row) for row in _published_rows()]
     for row in rows:
         row["top1"], row["top5"] = float(row["top1"]), float(row["top5"])
     return rows

@@ -185,6 +185,12 @@ def test_training_job_killed_mid_epoch_resumes_to_the_same_result(copy_of_finish
         (rule, {k: v for k, v in wc.items() if k != "seed"})
         for rule, wc in planned(workdir, "--", f"{FINAL}/result.json")
     ]
+    # Snakemake itself was killed too (the worst case: the head node died), so its lock remains:
+    # the rerun says so, `--unlock` (as the README says) clears it, and the job resumes.
+    locked = snakemake(workdir, "--", f"{FINAL}/result.json")
+    assert locked.returncode != 0 and "--unlock" in locked.stderr, locked.stderr[-2000:]
+    unlocked = snakemake(workdir, "--unlock")
+    assert unlocked.returncode == 0, unlocked.stderr[-2000:]
     rerun = snakemake(workdir, "--", f"{FINAL}/result.json")
     assert rerun.returncode == 0, rerun.stderr[-4000:]
     assert re.search(r"resumed .* at epoch 1", log.read_text())

@@ -36,7 +36,7 @@ def targets(config: dict) -> list[str]:
 
 def threads(config: dict) -> int:
     """CPU threads of one evaluation job (``evaluate.threads``)."""
-    return int(config.get("evaluate", {}).get("threads", 4))
+    return config["evaluate"]["threads"]  # validated: the schema fills in its default
 
 
 def settings(config: dict) -> dict:

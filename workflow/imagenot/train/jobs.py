@@ -153,17 +153,14 @@ def run_final(
     row = read_trial(trials, chosen)
     train_seed = search.stable_int(master_seed, run["dataset"], run["protocol"], "final", seed)
     best = out_dir / "best.safetensors"
-    checkpoint = out_dir / CHECKPOINT
-    if checkpoint.is_file() and not best.is_file():
-        # Epoch 1 writes best weights before the first checkpoint, so only a run that had already
-        # handed its weights on can leave this pair; its checkpoint cannot be finished from.
-        log.warning("%s has no best weights beside it; training afresh", checkpoint)
-        checkpoint.unlink()
     job, model, summary = _fit(settings, dataset_dir, row, train_seed, out_dir, best=best)
     model.load_state_dict(load_file(best))
     test = load_split(dataset_dir, "test", settings["in_memory"])
     forward = model
     test_accuracy, _, n_test = evaluate(model, forward, test, job, torch.device(job.device))
+    # Finished training: drop the checkpoint before handing the best weights on, so a checkpoint
+    # never outlives them (a rerun after a kill here trains afresh, to the same weights).
+    (out_dir / CHECKPOINT).unlink(missing_ok=True)
     (out_dir / "model.safetensors").unlink(missing_ok=True)
     best.replace(out_dir / "model.safetensors")
     result = {
@@ -177,7 +174,6 @@ def run_final(
         "chance_accuracy": 100.0 / summary["num_classes"],
     }
     write_json(result, out_dir / "result.json")
-    checkpoint.unlink(missing_ok=True)  # finished: the weights and metrics are the outputs
     log.info(
         "final %s seed %d: test accuracy %.2f%% (chance %.2f%%)",
         run,

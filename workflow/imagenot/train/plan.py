@@ -135,15 +135,23 @@ def _device(config: dict) -> str:
     return "cuda" if config["resources"]["gpus"] > 0 else "cpu"
 
 
+def published_weights(train: dict, model: str) -> str | None:
+    """The torchvision weights enum FT/TL-from-ImageNet starts ``model`` from: config
+    ``train.weights`` if set for it, else the registry's."""
+    from imagenot.train.registry import get_spec
+
+    return (train.get("weights") or {}).get(model) or get_spec(model).weights
+
+
 def init_weights(config: dict, protocol: str, model: str) -> list[str]:
     """The weights file an FT/TL run starts from ([] for st)."""
     source = _source(protocol)
     if source is None:
         return []
     if source == TORCHVISION:
-        from imagenot.train.registry import get_spec, torchvision_weights_filename
+        from imagenot.train.registry import torchvision_weights_filename
 
-        weights = config["train"]["weights"].get(model) or get_spec(model).weights
+        weights = published_weights(config["train"], model)
         if weights is None or not config["train"]["weights_dir"]:
             raise ConfigError(
                 f"config key train.weights_dir: protocol {protocol} needs published weights of "

@@ -260,7 +260,7 @@ def torchvision_weights_filename(weights: str) -> str:
     Read from the shipped table when listed there (planning a DAG must not import torch, which
     takes seconds); else from torchvision's weights enum.
     """
-    shipped = {row["weights"]: row["weights_file"] for row in published_accuracy()}
+    shipped = _shipped_weight_files()
     if weights in shipped:
         return shipped[weights]
     from torchvision.models import get_weight
@@ -275,6 +275,11 @@ def torchvision_weights_filename(weights: str) -> str:
 def _published_rows() -> tuple[dict, ...]:
     text = resources.files("imagenot.resources").joinpath(ACCURACY_TABLE).read_text()
     return tuple(csv.DictReader(text.splitlines()))
+
+
+@cache
+def _shipped_weight_files() -> dict[str, str]:
+    return {row["weights"]: row["weights_file"] for row in _published_rows()}
 
 
 def published_accuracy() -> list[dict]:

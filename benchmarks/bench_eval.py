@@ -6,8 +6,8 @@ one model on it under the 17 transformations:
 
 * ``decode_once``: what ``imagenot evaluate-robustness`` does: one DataLoader pass decodes every
   image once; each batch is transformed 17 times as a tensor (per-image parameters) and images a
-  transformation leaves unchanged reuse the untransformed predictions; on the CPU the model runs
-  with channels-last weights;
+  transformation leaves unchanged reuse the untransformed predictions; the model runs with its
+  batch norms folded into the convolutions and, on the CPU, channels-last weights;
 * ``per_transform_passes``: the straightforward way: 17 DataLoader passes, each decoding every
   image again and applying the torchvision.transforms.v2 class image by image.
 
@@ -157,7 +157,9 @@ def decode_once(model, ds_dir, settings, size, batch_size, workers) -> float:
     transforms = build_transforms(settings["transforms"])
     start = time.perf_counter()
     batches = dataset_batches(ds_dir, "test", size, batch_size, workers)
-    evaluate_batches(model, batches, transforms, settings["seed"], MEAN, STD, "cpu")
+    evaluate_batches(
+        model, batches, transforms, settings["seed"], MEAN, STD, "cpu", fold_batch_norm=True
+    )
     return time.perf_counter() - start
 
 

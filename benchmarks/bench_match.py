@@ -48,13 +48,12 @@ def make_shard(path: Path, rows: int, lemma_keys: list[str], seed: int = 0) -> N
 
 
 def run_match(matcher, shard: Path, out: Path) -> dict:
-    from imagenot.curate.match import match_shard
-    from imagenot.io import write_parquet
+    from imagenot.curate.match import match_shard, write_matches
 
     cpu0, start = time.process_time(), time.perf_counter()
     table, _ = match_shard(shard, matcher, progress=False)
     matched = time.perf_counter()
-    write_parquet(table, out)
+    write_matches(table, out)
     end = time.perf_counter()
     return {
         "wall_s": end - start,

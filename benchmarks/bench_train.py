@@ -4,6 +4,7 @@ the same model, batch and input. ``--json`` prints one object; ``overhead_pct`` 
 model's slowdown of ours relative to the plain loop, in percent.
 
     python benchmarks/bench_train.py --json                       # CPU, demo models, 64 px
+    python benchmarks/bench_train.py --json --threads 1 --pin 1   # one core, steadier
     python benchmarks/bench_train.py --json --device cuda --image-size 224 \
         --models alexnet vgg19 resnet18 resnet152 densenet161 efficientnet_v2_l convnext_large
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -87,7 +89,12 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3, help="alternating runs; best kept")
+    parser.add_argument(
+        "--pin", type=int, nargs="+", default=None, help="run on these CPU cores only (Linux)"
+    )
     args = parser.parse_args()
+    if args.pin:
+        os.sched_setaffinity(0, set(args.pin))
     torch.set_num_threads(args.threads)
     n, size = args.batch_size * args.batches, args.image_size
     g = torch.Generator().manual_seed(0)
@@ -111,6 +118,10 @@ def main() -> None:
         "device": args.device,
         "image_size": size,
         "batch_size": args.batch_size,
+        "threads": args.threads,
+        "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "repeats": args.repeats,
+        "load_average": round(os.getloadavg()[0], 2),
         "overhead_pct": max(r["overhead_pct"] for r in rows),
         "models": rows,
     }

@@ -91,6 +91,20 @@ def test_matches_reference_caption_by_caption(shared_data, matcher, lemma_table,
     assert stats["rows"] == 1000 and stats["matches"] == len(got) > 1000
 
 
+def test_written_matches_read_back_as_matched(shared_data, matcher, tmp_path):
+    from imagenot.curate.match import write_matches
+
+    path = shared_data / "web_captions_1000.parquet"
+    table, _ = match_shard(path, matcher, batch_rows=300, progress=False)
+    assert table.column("wnid").num_chunks > 1  # one shared dictionary across batches
+    out = tmp_path / "matches.parquet"
+    write_matches(table, out)
+    back = pq.read_table(out)
+    assert back.column("row").equals(table.column("row"))
+    assert back.column("wnid").to_pylist() == table.column("wnid").to_pylist()
+    assert back.schema.field("wnid").type == pa.string()
+
+
 def test_bad_and_skipped_captions_are_counted(matcher, tmp_path):
     text = pa.array(
         [b"a red fox", None, b"   ", b"\xff\xfe broken fox", b"fox " * 300_000, b"fox"],
@@ -133,7 +147,7 @@ def test_match_cli_writes_row_wnid(nltk_data, tmp_path):
     out = tmp_path / "out.parquet"
     assert main(["match", str(src), "-o", str(out), "--nltk-data", str(nltk_data)]) == 0
     table = pq.read_table(out)
-    assert table.column_names == ["row", "wnid"]
+    assert table.schema == pa.schema([("row", pa.int64()), ("wnid", pa.string())])
     assert set(table.column("row").to_pylist()) == {1}
     assert "n02121620" in table.column("wnid").to_pylist()
     assert np.all(np.diff(table.column("row").to_numpy()) >= 0)

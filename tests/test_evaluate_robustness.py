@@ -301,3 +301,57 @@ def test_keep_freed_memory_is_harmless():
 
     assert isinstance(keep_freed_memory(), bool)
     assert torch.ones(1 << 22).sum().item() == float(1 << 22)
+
+
+def _with_batch_norm(seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    c = torch.nn
+    model = c.Sequential(
+        c.Conv2d(3, 8, 3, padding=1), c.BatchNorm2d(8), c.ReLU(),
+        c.Conv2d(8, 8, 3, padding=1), c.BatchNorm2d(8), c.ReLU(),
+        c.AdaptiveAvgPool2d(1), c.Flatten(), c.Linear(8, CLASSES),
+    )  # fmt: skip
+    with torch.no_grad():  # running statistics far from the identity, as after training
+        for m in model.modules():
+            if isinstance(m, c.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+    return model.eval()
+
+
+def test_folded_batch_norms_give_the_same_results_and_leave_the_model_alone(settings, data):
+    from imagenot.evaluate.robustness import fold_batch_norms
+
+    images, labels, keys = data
+    model = _with_batch_norm(5)
+    folded = fold_batch_norms(model)
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in folded.modules())
+    assert sum(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules()) == 2
+    transforms = build_transforms(settings.transforms)
+    tables = [
+        evaluate_batches(
+            model, tensor_batches(images, labels, keys, SIZE, 4), transforms, 3, MEAN, STD,
+            fold_batch_norm=flag,
+        ).table()
+        for flag in (True, False)
+    ]  # fmt: skip
+    for column in ("key", "transform", "pred", "correct", "correct_top5"):
+        assert tables[0][column].equals(tables[1][column]), column
+
+
+def test_a_model_fx_cannot_trace_is_evaluated_unfused(caplog):
+    from imagenot.evaluate.robustness import fold_batch_norms
+
+    class DataDependent(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = _with_batch_norm(6)
+
+        def forward(self, x):
+            return self.body(x) if x.sum() > 0 else -self.body(x)
+
+    model = DataDependent().eval()
+    assert fold_batch_norms(model) is model
+    assert "unfused" in caplog.text

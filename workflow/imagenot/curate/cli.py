@@ -120,9 +120,15 @@ def _read_json(path: str) -> dict:
 
 
 def _match(args: argparse.Namespace) -> None:
-    from imagenot.curate.match import LemmaIndex, Matcher, match_shard, read_lemma_table
+    from imagenot.curate.match import (
+        LemmaIndex,
+        Matcher,
+        match_shard,
+        read_lemma_table,
+        write_matches,
+    )
     from imagenot.curate.shards import open_shard
-    from imagenot.io import write_json, write_parquet
+    from imagenot.io import write_json
 
     # Fail fast, naming file and column, before loading WordNet.
     open_shard(args.input, ("TEXT",) if args.no_url else ("URL", "TEXT"))
@@ -134,7 +140,7 @@ def _match(args: argparse.Namespace) -> None:
     table, stats = match_shard(
         args.input, matcher, args.batch_rows, args.max_caption_bytes, require_url=not args.no_url
     )
-    write_parquet(table, args.output)
+    write_matches(table, args.output)
     if args.stats:
         write_json(stats, args.stats)
     log.info("%s: %s", args.input, json.dumps(stats))

@@ -398,36 +398,47 @@ class Matcher:
 
 
 def match_table(
-    rows: np.ndarray, positions: np.ndarray, wnid_idx: np.ndarray, index: LemmaIndex
+    rows: np.ndarray, parts: list[tuple[np.ndarray, np.ndarray]], index: LemmaIndex
 ) -> pa.Table:
-    """The matches contract table: ``row`` int64 (shard row) and ``wnid`` string."""
-    return pa.table(
-        {
-            "row": pa.array(rows[positions].astype(np.int64, copy=False)),
-            "wnid": _wnid_strings(index.wnids, wnid_idx),
-        }
+    """The matches contract table from ``iter_matches`` pieces: ``row`` int64, ``wnid`` string.
+
+    ``rows`` maps a position in the matched texts to its shard row. ``wnid`` is dictionary
+    encoded, every chunk sharing one dictionary (the sorted wnids that occur), so the parquet
+    writer stores the indices as they are instead of hashing millions of strings; it reads back
+    as plain strings (``write_matches``).
+    """
+    counts = np.zeros(len(index.wnids), dtype=np.int64)
+    for _, wnid_idx in parts:
+        counts += np.bincount(wnid_idx, minlength=len(index.wnids))
+    used = np.flatnonzero(counts)
+    dictionary = index.wnids.take(pa.array(used))
+    recode = np.zeros(len(index.wnids), dtype=np.int32)
+    recode[used] = np.arange(len(used), dtype=np.int32)
+    row = [pa.array(rows[positions].astype(np.int64, copy=False)) for positions, _ in parts]
+    wnid = [pa.DictionaryArray.from_arrays(recode[wnid_idx], dictionary) for _, wnid_idx in parts]
+    schema = pa.schema([("row", pa.int64()), ("wnid", pa.dictionary(pa.int32(), pa.string()))])
+    return pa.Table.from_batches(
+        [pa.record_batch([r, w], schema=schema) for r, w in zip(row, wnid, strict=True)],
+        schema=schema,
     )
 
 
-def _wnid_strings(wnids: pa.Array, wnid_idx: np.ndarray) -> pa.Array:
-    """``wnids.take(wnid_idx)``; a NumPy row gather when all wnids have one length (n + 8 digits)."""
-    lengths = pc.binary_length(wnids).to_numpy(zero_copy_only=False)
-    if (
-        len(wnids) == 0
-        or wnids.null_count
-        or lengths.min() != lengths.max()
-        or wnids.type != pa.string()
-    ):
-        return wnids.take(pa.array(wnid_idx))
-    width = int(lengths[0])
-    buffers = wnids.buffers()
-    first = int(np.frombuffer(buffers[1], dtype=np.int32)[wnids.offset])
-    table = np.frombuffer(buffers[2], dtype=np.uint8)[first : first + width * len(wnids)]
-    data = np.take(table.reshape(len(wnids), width), wnid_idx, axis=0)
-    offsets = np.arange(0, width * (len(wnid_idx) + 1), width, dtype=np.int32)
-    return pa.Array.from_buffers(
-        pa.string(), len(wnid_idx), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-    )
+# Matches are (row, wnid) rows sorted by row, millions per shard: ``row`` delta-encoded, ``wnid``
+# written from its dictionary indices, statistics only for ``row``; no Arrow schema stored, so the
+# file reads back with a plain string ``wnid`` column.
+MATCH_PARQUET_OPTIONS = {
+    "use_dictionary": ["wnid"],
+    "column_encoding": {"row": "DELTA_BINARY_PACKED"},
+    "write_statistics": ["row"],
+    "store_schema": False,
+}
+
+
+def write_matches(table: pa.Table, path: str | os.PathLike) -> None:
+    """Write a ``match_shard`` table to parquet (atomically, zstd)."""
+    from imagenot.io import write_parquet
+
+    write_parquet(table, path, **MATCH_PARQUET_OPTIONS)
 
 
 def match_shard(
@@ -441,7 +452,7 @@ def match_shard(
     """Match one shard: (matches table sorted by row then wnid, stats dict).
 
     The table is chunked (one chunk per ``CHUNK_ROWS`` captions); no array is built for the whole
-    shard at once.
+    shard at once. Write it with ``write_matches``.
     """
     from tqdm import tqdm
 
@@ -450,8 +461,9 @@ def match_shard(
     required = ("URL", "TEXT") if require_url else ("TEXT",)
     total = open_shard(path, required).metadata.num_rows
     counts = SkipCounts()
-    parts: list[pa.Table] = []
-    matched = 0
+    shard_rows: list[np.ndarray] = []
+    parts: list[tuple[np.ndarray, np.ndarray]] = []  # (position in shard_rows, wnid index)
+    offset = matched = 0
     with tqdm(
         total=total, unit="caption", desc=f"match {os.path.basename(path)}", disable=not progress
     ) as bar:
@@ -459,13 +471,14 @@ def match_shard(
             path, batch_rows, max_caption_bytes, required
         ):
             for positions, wnid_idx in matcher.iter_matches(texts):
-                parts.append(match_table(rows, positions, wnid_idx, matcher.index))
+                parts.append((positions + offset, wnid_idx))
                 if len(positions):
                     matched += 1 + int(np.count_nonzero(positions[1:] != positions[:-1]))
+            shard_rows.append(rows)
+            offset += len(rows)
             counts.add(batch_counts)
             bar.update(batch_counts.rows)
-    schema = pa.schema([("row", pa.int64()), ("wnid", pa.string())])
-    table = pa.concat_tables(parts) if parts else schema.empty_table()
+    table = match_table(np.concatenate([np.empty(0, np.int64), *shard_rows]), parts, matcher.index)
     stats = counts.as_dict()
     stats["captions"] = stats["rows"] - sum(stats["skipped"].values())
     stats["matches"] = table.num_rows

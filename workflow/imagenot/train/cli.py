@@ -27,6 +27,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, type=Path, help="trials.parquet")
     p.set_defaults(func=_draw)
 
+    p = subparsers.add_parser(
+        "train-preregistration-table",
+        help="the preregistration record as CSV: experiments, hashes, models, amendments",
+    )
+    p.add_argument("record", type=Path, help="preregistration.json")
+    p.add_argument("--out", required=True, type=Path, help="CSV for the report")
+    p.set_defaults(func=_preregistration_table)
+
     p = subparsers.add_parser("train-trial", help="train one trial (to a halving rung or the end)")
     _common(p)
     p.add_argument("--trials", required=True, type=Path)
@@ -80,6 +88,17 @@ def _draw(a: argparse.Namespace) -> None:
     _trials().draw(
         a.definition, a.experiment, a.model, a.record, a.amendments, a.out, a.model_settings
     )
+
+
+def _preregistration_table(a: argparse.Namespace) -> None:
+    import pyarrow as pa
+
+    from imagenot.io import write_csv
+    from imagenot.train.prereg import record_table
+
+    rows = record_table(a.record)
+    write_csv(pa.Table.from_pylist(rows), a.out)
+    print(f"{len(rows)} experiments, {sum(r['amendments'] for r in rows)} amendments")
 
 
 def _halve(a: argparse.Namespace) -> None:

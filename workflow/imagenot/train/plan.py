@@ -18,6 +18,7 @@ from imagenot.train.search import SearchError, check_space, rungs
 RESULTS = "results"
 TRAIN = f"{RESULTS}/train"
 PREREGISTRATION = f"{TRAIN}/preregistration.json"
+PREREGISTRATION_TABLE = f"{TRAIN}/preregistration.csv"
 TORCHVISION = "torchvision"
 
 
@@ -243,6 +244,13 @@ def final_dir(run: dict) -> str:
     return f"{run_dir(run['dataset'], run['protocol'], run['model'])}/final/seed-{run['seed']}"
 
 
+def trials_tables(config: dict) -> list[str]:
+    """Every experiment x model's trials table (each written after its preregistration check)."""
+    runs = {(r["dataset"], r["protocol"], r["model"]) for r in final_runs(config)}
+    return [f"{run_dir(*run)}/trials.parquet" for run in sorted(runs)]
+
+
 def targets(config: dict) -> list[str]:
-    """Final outputs of this stage for ``rule all``: every final run's result.json."""
-    return [f"{final_dir(run)}/result.json" for run in final_runs(config)]
+    """Final outputs of this stage for ``rule all``: every final run's result.json and the
+    preregistration table of the report."""
+    return [f"{final_dir(run)}/result.json" for run in final_runs(config)] + [PREREGISTRATION_TABLE]

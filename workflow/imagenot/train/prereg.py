@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
@@ -42,10 +43,21 @@ def _read(path: Path) -> dict:
         raise PreregistrationError(f"{path}: not valid JSON ({exc})") from exc
 
 
+def _result_order(path: Path) -> float:
+    """A trial's results in the order they are written: halving rungs 0, 1, ..., then the end."""
+    return math.inf if path.name == "result.json" else int(path.stem.removeprefix("rung-"))
+
+
 def trial_results(experiment_dir: Path, model: str | None = None) -> list[dict]:
-    """Every trial result.json (and halving rung result) under ``experiment_dir``."""
-    pattern = f"{model or '*'}/trial-*/result.json"
-    return [json.loads(p.read_text()) for p in sorted(experiment_dir.glob(pattern))]
+    """The latest result of every trial under ``experiment_dir`` that has one: its
+    ``result.json``, else its last halving rung (``rung-{k}.json``), in trial-directory order."""
+    latest: dict[Path, Path] = {}
+    for pattern in ("result.json", "rung-*.json"):
+        for path in experiment_dir.glob(f"{model or '*'}/trial-*/{pattern}"):
+            known = latest.get(path.parent)
+            if known is None or _result_order(path) > _result_order(known):
+                latest[path.parent] = path
+    return [json.loads(path.read_text()) for _, path in sorted(latest.items())]
 
 
 def _evidence(experiment_dir: Path, model: str, budget: int) -> list[float]:
@@ -105,15 +117,26 @@ def register(
     return entry
 
 
+def _unused(amendments: Sequence[Mapping], entry: Mapping, experiment: str) -> list[Mapping]:
+    """The config's amendments of ``experiment`` not yet recorded: each covers one change."""
+    used = {(a["model"], a["reason"]) for a in entry["amendments"]}
+    return [
+        a
+        for a in amendments
+        if a["experiment"] == experiment and (a["model"], a["reason"]) not in used
+    ]
+
+
 def _amend(entry, experiment, definition, digest, amendments, experiment_dir) -> dict:
-    matching = [a for a in amendments if a["experiment"] == experiment]
+    matching = _unused(amendments, entry, experiment)
     if not matching:
         raise PreregistrationError(
             f"the search definition of {experiment} changed after results exist "
             f"(registered hash {entry['hash'][:12]}, now {digest[:12]}). Spaces and budgets are "
-            f"pre-registered: revert the change, or record an amendment in config "
+            f"pre-registered: revert the change, or record a new amendment in config "
             f"train.amendments with experiment: {experiment}, the model that did not train, and "
-            f"a reason (allowed only if all that model's trials ended at chance)."
+            f"a reason (allowed only if all that model's trials ended at chance; an amendment "
+            f"already recorded does not cover a further change)."
         )
     amendment = matching[-1]
     evidence = _evidence(experiment_dir, amendment["model"], entry["definition"]["budget"])
@@ -138,13 +161,14 @@ def _amend(entry, experiment, definition, digest, amendments, experiment_dir) ->
 
 def _amend_model(entry, experiment, model, recorded, settings, amendments, experiment_dir):
     """Record an amendment of one model's own settings, or refuse the change."""
-    matching = [a for a in amendments if a["experiment"] == experiment and a["model"] == model]
+    matching = [a for a in _unused(amendments, entry, experiment) if a["model"] == model]
     if not matching:
         raise PreregistrationError(
             f"the settings of model {model!r} in {experiment} changed after its results exist "
-            f"(registered {recorded}, now {settings}). Revert the change, or record an amendment "
-            f"in config train.amendments with experiment: {experiment}, model: {model} and a "
-            f"reason (allowed only if all that model's trials ended at chance)."
+            f"(registered {recorded}, now {settings}). Revert the change, or record a new "
+            f"amendment in config train.amendments with experiment: {experiment}, model: {model} "
+            f"and a reason (allowed only if all that model's trials ended at chance; an amendment "
+            f"already recorded does not cover a further change)."
         )
     evidence = _evidence(experiment_dir, model, entry["definition"]["budget"])
     entry["amendments"].append(
@@ -158,11 +182,31 @@ def _amend_model(entry, experiment, model, recorded, settings, amendments, exper
     )
 
 
-def amendments_of(record_path: str | os.PathLike) -> list[dict]:
-    """Every recorded amendment with its experiment (for the report)."""
+def record_table(record_path: str | os.PathLike) -> list[dict]:
+    """One row per experiment of the record (for the report): its definition hash, the models
+    registered, and every amendment as text ("model: reason (hash -> hash; trial val
+    accuracies ...)"), or "none"."""
     record = _read(Path(record_path))
-    return [
-        {"experiment": name, **a}
-        for name, entry in record["experiments"].items()
-        for a in entry["amendments"]
-    ]
+    rows = []
+    for name, entry in sorted(record["experiments"].items()):
+        amendments = [
+            f"{a['model']}: {a['reason']} ("
+            + (
+                f"{a['from_hash'][:12]} -> {a['to_hash'][:12]}"
+                if "from_hash" in a
+                else f"settings {a['previous_model_settings']} -> {a['model_settings']}"
+            )
+            + f"; trial val accuracies {[round(v, 2) for v in a['evidence_val_accuracy']]})"
+            for a in entry["amendments"]
+        ]
+        rows.append(
+            {
+                "experiment": name,
+                "definition_hash": entry["hash"][:12],
+                "models": " ".join(entry["models"]),
+                "budget": entry["definition"].get("budget"),
+                "amendments": len(amendments),
+                "amendment_details": " | ".join(amendments) or "none",
+            }
+        )
+    return rows

@@ -34,6 +34,13 @@ DEFAULTS: dict[str, object] = {
 }
 HYPERPARAMETERS = tuple(DEFAULTS)
 INTEGER_HYPERPARAMETERS = {"warmup_steps", "warmup_epochs", "restart_epochs", "step_epochs"}
+# Named hyperparameters and their allowed values: the keys of imagenot.train.loop's OPTIMIZERS
+# and SCHEDULES (listed here so that planning checks them without importing torch; a test keeps
+# the two in step).
+NAMED_VALUES: dict[str, tuple[str, ...]] = {
+    "optimizer": ("adam", "sgd"),
+    "scheduler": ("constant", "cosine", "cosine_restarts", "step"),
+}
 
 
 class SearchError(ValueError):
@@ -68,6 +75,13 @@ def check_space(hyperparameters: Mapping[str, Mapping], where: str) -> None:
             raise SearchError(f"{where}.{name}: {kind} needs [low, high] with low <= high")
         if kind == "log_uniform" and arg[0] <= 0:
             raise SearchError(f"{where}.{name}: log_uniform bounds must be positive")
+        allowed = NAMED_VALUES.get(name)
+        values = [arg] if kind == "value" else arg if kind == "choice" else None
+        if allowed is not None and (values is None or any(v not in allowed for v in values)):
+            raise SearchError(
+                f"{where}.{name}: {kind} {arg!r} is not allowed; give value or choice of "
+                f"{', '.join(allowed)}"
+            )
 
 
 def _draw(rng: np.random.Generator, name: str, spec: Mapping) -> object:

@@ -128,11 +128,12 @@ rule curate_select:
         f"{BENCH}/curate_select/{{dataset}}.tsv"
     priority: DATA_PRIORITY
     conda:
-        "../envs/curate.yaml"
+        curate_plan.select_env(config)
     threads: 1
     resources:
         mem_mb=mem_mb("heavy"),
         runtime=runtime("medium"),
+        gpu=curate_plan.select_gpus(config),
     params:
         args=lambda wc: curate_plan.select_args(config, wc.dataset),
     shell:

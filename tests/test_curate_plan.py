@@ -55,3 +55,13 @@ def test_a_class_list_is_named_with_from_file(demo):
     config["datasets"]["listed"] = {"kind": "laion", "classes": "data/my classes.txt"}
     with pytest.raises(ConfigError, match=r"datasets\.listed\.classes"):
         validate_config(config)
+
+
+def test_faiss_device_picks_env_gpus_and_option(demo):
+    assert plan.select_env(demo) == "../envs/curate.yaml" and plan.select_gpus(demo) == 0
+    assert "--device cpu" in plan.select_args(demo, "imagenot")
+    config = copy.deepcopy(demo)
+    config["curate"]["faiss_device"] = "cuda"
+    config["resources"]["gpus"] = 1
+    assert plan.select_env(config) == "../envs/curate_gpu.yaml" and plan.select_gpus(config) == 1
+    assert "--device cuda" in plan.select_args(config, "imagenot")

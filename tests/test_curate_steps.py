@@ -290,3 +290,16 @@ def test_audit_and_funnel(wn, counts):
     text = funnel_csv(rows)
     assert text.splitlines()[0] == "step,step_name,synsets,captions,note"
     assert "null=1" in text
+
+
+def test_faiss_on_a_gpu_is_refused_clearly_without_one():
+    faiss = pytest.importorskip("faiss", reason="faiss is the similarity step's search library")
+    from imagenot.curate.select import inner_product_index
+
+    assert inner_product_index("cpu") is faiss.IndexFlatIP
+    if hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0:
+        pytest.skip("a GPU faiss with a GPU is present: the refusal cannot be shown here")
+    with pytest.raises(RuntimeError, match=r"curate\.faiss_device.*envs/curate_gpu\.yaml"):
+        inner_product_index("cuda")
+    with pytest.raises(ValueError, match="'cpu' or 'cuda'"):
+        inner_product_index("mps")

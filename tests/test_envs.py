@@ -29,8 +29,21 @@ from packaging.utils import canonicalize_name
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "workflow" / "imagenot"
 ENVS = REPO / "envs"
-ENV_NAMES = ("curate", "acquire", "train", "analyse")
+ENV_NAMES = ("curate", "curate_gpu", "acquire", "train", "analyse")
 PYTHON = "3.11.7"
+# GPU variants: another env with distributions swapped for GPU builds the (CPU) .venv cannot
+# hold. The GPU pins and their requirements are copied from each wheel's METADATA on PyPI
+# (2026-11-23); the closure test reads requirements from here instead of the .venv.
+GPU_VARIANTS = {"curate_gpu": ("curate", {"faiss-cpu": "faiss-gpu-cu12"})}
+GPU_PINS: dict[str, tuple[str, list[str]]] = {
+    "faiss-gpu-cu12": (
+        "1.14.1.post1",
+        ["numpy", "packaging", "nvidia-cuda-runtime-cu12", "nvidia-cublas-cu12"],
+    ),
+    "nvidia-cuda-runtime-cu12": ("12.9.79", []),
+    "nvidia-cublas-cu12": ("12.9.3.13", ["nvidia-cuda-nvrtc-cu12"]),
+    "nvidia-cuda-nvrtc-cu12": ("12.9.86", []),
+}
 
 
 # ---- rules ---------------------------------------------------------------------------------------
@@ -44,9 +57,22 @@ def rule_blocks() -> dict[str, str]:
     return blocks
 
 
-def rule_env(body: str) -> str | None:
-    m = re.search(r'^\s+conda:\s*\n\s+"([^"]+)"', body, flags=re.M)
-    return m.group(1) if m else None
+def rule_envs(body: str) -> list[str]:
+    """The env files (relative to rules/) a rule's ``conda:`` names: a literal path, or a call
+    ``<stage>_plan.<function>(config)`` evaluated for the demo and the paper config."""
+    literal = re.search(r'^\s+conda:\s*\n\s+"([^"]+)"', body, flags=re.M)
+    if literal:
+        return [literal.group(1)]
+    call = re.search(r"^\s+conda:\s*\n\s+(\w+)_plan\.(\w+)\(config\)", body, flags=re.M)
+    if not call:
+        return []
+    from importlib import import_module
+
+    from imagenot.config import load_config
+
+    function = getattr(import_module(f"imagenot.{call.group(1)}.plan"), call.group(2))
+    configs = [load_config(REPO / "config" / name) for name in ("config.yaml", "paper.yaml")]
+    return sorted({function(config) for config in configs})
 
 
 def rule_subcommands(body: str) -> set[str]:
@@ -159,7 +185,7 @@ def requirement_closure(dists: set[str]) -> set[str]:
         if d in done:
             continue
         done.add(d)
-        for spec in md.requires(d) or []:
+        for spec in GPU_PINS[d][1] if d in GPU_PINS else md.requires(d) or []:
             req = Requirement(spec)
             if req.marker and not req.marker.evaluate({**env, "extra": ""}):
                 continue
@@ -184,8 +210,7 @@ def env_rules() -> dict[str, list[str]]:
     """env name -> rules that use it."""
     out: dict[str, list[str]] = {}
     for name, body in rule_blocks().items():
-        env = rule_env(body)
-        if env:
+        for env in rule_envs(body):
             out.setdefault(Path(env).stem, []).append(name)
     return out
 
@@ -221,8 +246,11 @@ def parse_env(path: Path) -> tuple[list[str], dict[str, str]]:
 def write_envs() -> None:
     lock = lock_versions()
     pip_version = md.version("pip")
+    lock = {**lock, **{name: version for name, (version, _) in GPU_PINS.items()}}
     for env in ENV_NAMES:
-        dists = sorted(requirement_closure(needed_dists(env)))
+        swap = GPU_VARIANTS.get(env, (None, {}))[1]
+        needed = {swap.get(d, d) for d in needed_dists(env)}
+        dists = sorted(requirement_closure(needed))
         unlocked = [d for d in dists if d not in lock]
         assert not unlocked, f"{env}: not in requirements.lock: {unlocked}"
         rules = ", ".join(sorted(env_rules().get(env, []))) or "(none yet)"
@@ -251,11 +279,12 @@ def test_every_rule_names_an_env_file():
     for name, body in blocks.items():
         if name == "all":
             continue
-        env = rule_env(body)
-        assert env, f"rule {name} has no conda: directive"
-        assert (REPO / "rules" / env).resolve().parent == ENVS, (name, env)
-        assert Path(env).stem in ENV_NAMES, (name, env)
-        assert (REPO / "rules" / env).is_file(), (name, env)
+        envs = rule_envs(body)
+        assert envs, f"rule {name} has no conda: directive"
+        for env in envs:
+            assert (REPO / "rules" / env).resolve().parent == ENVS, (name, env)
+            assert Path(env).stem in ENV_NAMES, (name, env)
+            assert (REPO / "rules" / env).is_file(), (name, env)
 
 
 def test_every_rule_subcommand_is_known():
@@ -271,7 +300,7 @@ def test_env_pins_exact_versions(env):
     assert f"python={PYTHON}" in conda
     for dep in conda:
         assert re.fullmatch(r"[A-Za-z0-9_.-]+==?[0-9][A-Za-z0-9_.]*", dep), f"unpinned: {dep}"
-    lock = lock_versions()
+    lock = {**lock_versions(), **{name: version for name, (version, _) in GPU_PINS.items()}}
     for name, version in pip.items():
         assert version, f"{env}: {name} not pinned with =="
         assert lock.get(name) == version, f"{env}: {name}=={version} differs from requirements.lock"
@@ -288,9 +317,22 @@ def test_each_rules_imports_are_in_its_env():
     blocks = rule_blocks()
     for env, rules in env_rules().items():
         _, pip = parse_env(ENVS / f"{env}.yaml")
+        swap = GPU_VARIANTS.get(env, (None, {}))[1]
         for rule in rules:
-            missing = dists_for_imports(rule_imports(blocks[rule])) - set(pip)
+            needed = {swap.get(d, d) for d in dists_for_imports(rule_imports(blocks[rule]))}
+            missing = needed - set(pip)
             assert not missing, f"rule {rule} imports {sorted(missing)}, not in envs/{env}.yaml"
+
+
+def test_gpu_variant_is_its_base_env_with_the_gpu_builds_swapped_in():
+    for env, (base, swap) in GPU_VARIANTS.items():
+        _, pip = parse_env(ENVS / f"{env}.yaml")
+        _, base_pip = parse_env(ENVS / f"{base}.yaml")
+        assert not set(swap) & set(pip) and set(swap.values()) <= set(pip)
+        # the rest: the base env's own pins (the variant holds only what its rules need)
+        for dist, version in pip.items():
+            assert dist in GPU_PINS or base_pip.get(dist) == version, (env, dist, version)
+    assert "curate_gpu" in env_rules() and "curate_select" in env_rules()["curate_gpu"]
 
 
 def test_import_analysis_sees_heavy_imports():

@@ -99,6 +99,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--n-classes", type=int, default=None, help="keep the top K classes")
     p.add_argument("--images-per-class", type=int, required=True)
     p.add_argument("--oversample", type=float, default=0.0, help="extra fraction of captions")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where faiss searches")
     p.add_argument("--classes-out", required=True)
     p.add_argument("--selection-out", required=True)
     p.add_argument("--scores-out", required=True)
@@ -239,7 +240,7 @@ def _select(args: argparse.Namespace) -> None:
             f"{args.embeddings}: {len(queries)} query vectors for {len(wnids)} candidates; "
             "re-run the embedding step"
         )
-    sims = caption_similarities(captions, texts, vectors, wnids, queries)
+    sims = caption_similarities(captions, texts, vectors, wnids, queries, args.device)
     scores = score_classes(candidates, captions, sims, args.top_n, args.threshold, args.n_classes)
     classes = class_table(candidates, scores)
     per_class = math.ceil(args.images_per_class * (1 + args.oversample))

@@ -122,11 +122,24 @@ def select_args(config: dict, dataset: str) -> str:
         f"--top-n {curate['top_n']}",
         f"--images-per-class {images_per_class(config, dataset)}",
         f"--oversample {curate['oversample']}",
+        f"--device {curate['faiss_device']}",
     ]
     listed = class_mode(config, dataset) not in ("discover", "imagenet")
     if not listed or curate["apply_threshold_to_lists"]:
         args += [f"--threshold {curate['threshold']}", f"--n-classes {n_classes(config, dataset)}"]
     return " ".join(args)
+
+
+def select_env(config: dict) -> str:
+    """The conda env of curate_select (relative to rules/): faiss-gpu for a GPU search."""
+    return (
+        f"../envs/{'curate_gpu' if config['curate']['faiss_device'] == 'cuda' else 'curate'}.yaml"
+    )
+
+
+def select_gpus(config: dict) -> int:
+    """GPUs curate_select requests: resources.gpus for a GPU search, else none."""
+    return config["resources"]["gpus"] if config["curate"]["faiss_device"] == "cuda" else 0
 
 
 def dataset_outputs(dataset: str) -> list[str]:

@@ -29,10 +29,10 @@ def caption_similarities(
     vectors: np.ndarray,
     class_wnids: list[str],
     query_vectors: np.ndarray,
+    device: str = "cpu",
 ) -> np.ndarray:
-    """Similarity (float32) of each caption to its own class query, via per-class faiss search."""
-    import faiss
-
+    """Similarity (float32) of each caption to its own class query, via per-class faiss search
+    (on the GPU with ``device="cuda"``, which needs a faiss built with GPU support)."""
     text_id = _text_ids(captions, texts)
     class_of = pc.index_in(captions.column("wnid"), value_set=pa.array(class_wnids, pa.string()))
     class_idx = class_of.to_numpy(zero_copy_only=False)
@@ -40,15 +40,35 @@ def caption_similarities(
     order = np.argsort(class_idx, kind="stable")
     bounds = np.searchsorted(class_idx[order], np.arange(len(class_wnids) + 1))
     dim = query_vectors.shape[1] if query_vectors.ndim == 2 else vectors.shape[1]
+    new_index = inner_product_index(device)
     for c in range(len(class_wnids)):
         members = order[bounds[c] : bounds[c + 1]]
         if not len(members):
             continue
-        index = faiss.IndexFlatIP(dim)
+        index = new_index(dim)
         index.add(np.ascontiguousarray(vectors[text_id[members]], dtype=np.float32))
         scores, found = index.search(query_vectors[c : c + 1].astype(np.float32), len(members))
         sims[members[found[0]]] = scores[0]
     return sims
+
+
+def inner_product_index(device: str):
+    """A constructor of empty exact inner-product indexes (``dim -> index``) on ``device``:
+    ``faiss.IndexFlatIP`` on the CPU, ``faiss.GpuIndexFlatIP`` on GPU 0 for ``"cuda"``."""
+    import faiss
+
+    if device == "cpu":
+        return faiss.IndexFlatIP
+    if device != "cuda":
+        raise ValueError(f"faiss device must be 'cpu' or 'cuda', not {device!r}")
+    if not hasattr(faiss, "StandardGpuResources") or faiss.get_num_gpus() < 1:
+        raise RuntimeError(
+            "config key curate.faiss_device is 'cuda', but this faiss has no GPU support or sees "
+            "no GPU: run the rule in envs/curate_gpu.yaml (faiss-gpu) on a GPU node, or set "
+            "curate.faiss_device: cpu"
+        )
+    resources = faiss.StandardGpuResources()
+    return lambda dim: faiss.GpuIndexFlatIP(resources, dim)
 
 
 def _text_ids(captions: pa.Table, texts: pa.Table) -> np.ndarray:

@@ -141,6 +141,44 @@ def test_one_models_settings_change_reruns_that_model_only(finished, tmp_path):
     assert not {rule for rule, _ in jobs} & {"curate_select", "acquire_build", "demo_world"}
 
 
+def test_the_funnel_removes_each_hazard_of_the_demo_world_at_its_step(finished):
+    """The demo world plants one group of synsets per hazard; the audit of the real run names
+    the step that removed each (method section 2), and keeps the intended survivors."""
+    world = json.loads((finished / "results/demo_world/world.json").read_text())
+    audit = pq.read_table(finished / "results/curate/imagenot/audit.parquet").to_pylist()
+    fate = {row["wnid"]: (row["step_name"], row["status"]) for row in audit}
+    expected = {
+        "imagenet_classes": "imagenet_overlap",
+        "shares_imagenet_lemma": "imagenet_overlap",
+        "rare": "min_count",
+        "ancestors": "leaves",
+        "nsfw": "nsfw",
+        "low_similarity": "similarity_threshold",
+    }
+    assert set(world["hazards"]) == {*expected, "intended_survivors"}
+    for hazard, step in expected.items():
+        assert world["hazards"][hazard], hazard
+        for wnid in world["hazards"][hazard]:
+            assert fate[wnid] == (step, "removed"), (hazard, wnid, fate.get(wnid))
+    for wnid in world["hazards"]["intended_survivors"]:
+        assert fate[wnid] == ("top_classes", "kept"), (wnid, fate.get(wnid))
+    funnel = (finished / "results/curate/imagenot/funnel.csv").read_text()
+    assert all(f",{step}," in funnel for step in expected.values())
+
+
+def test_curation_reruns_to_byte_identical_selections(copy_of_finished):
+    """Everything of curation rerun from matching (--forcerun) writes the same bytes."""
+    base = "results/curate/imagenot"
+    names = ("classes.parquet", "selection.parquet", "class_scores.parquet", "audit.parquet")
+    before = {name: (copy_of_finished / base / name).read_bytes() for name in names}
+    targets = [f"{base}/{name}" for name in names]
+    run = snakemake(copy_of_finished, "--forcerun", "curate_match", "--", *targets)
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert "curate_embed" in run.stderr and "curate_match" in run.stderr  # really recomputed
+    for name in names:
+        assert (copy_of_finished / base / name).read_bytes() == before[name], name
+
+
 @pytest.fixture
 def copy_of_finished(finished, tmp_path) -> Path:
     workdir = tmp_path / "copy"

@@ -296,8 +296,16 @@ class _KillingData(torch.utils.data.Dataset):
         return self.data.images[i], int(self.data.labels[i])
 
 
-def test_killed_job_resumes_to_identical_metrics(tmp_path):
+@pytest.fixture
+def deterministic_algorithms():
+    """torch's deterministic algorithms on for one test, the previous setting restored after."""
+    previous = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)
+    yield
+    torch.use_deterministic_algorithms(previous)
+
+
+def test_killed_job_resumes_to_identical_metrics(tmp_path, deterministic_algorithms):
     data, val = _data(), _data(24, seed=1)
     job = _job()
     _, straight = fit(job, _KillingData(data, 10**9), val, tmp_path / "a.safetensors", "fp")
@@ -325,6 +333,15 @@ def test_training_learns_and_stops_early(tmp_path):
     assert state.best_val > 100 / 3 + 10  # above chance
     assert state.stopped_by in {"early_stopping", "max_epochs"}
     assert state.history[-1]["epoch"] == state.epoch
+
+
+def test_early_stopping_ends_a_run_that_stopped_improving(tmp_path):
+    # lr 0: the weights never change, so validation accuracy cannot beat epoch 1's
+    job = _job(hyperparameters={**HP, "lr": 0.0}, max_epochs=6, patience=2)
+    _, state = fit(job, _data(), _data(24, seed=1), tmp_path / "s.safetensors", "fp")
+    assert state.stopped_by == "early_stopping"
+    assert state.epoch == 3 < job.max_epochs  # best at epoch 1, then `patience` epochs without
+    assert [row["epoch"] for row in state.history] == [1, 2, 3]
 
 
 def test_linear_probe_trains_only_the_head(tmp_path):

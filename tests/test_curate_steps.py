@@ -303,3 +303,50 @@ def test_faiss_on_a_gpu_is_refused_clearly_without_one():
         inner_product_index("cuda")
     with pytest.raises(ValueError, match="'cpu' or 'cuda'"):
         inner_product_index("mps")
+
+
+def _tiny_text_classifier(path):
+    """A randomly initialised two-label BERT classifier with a word-level tokenizer, saved as
+    a Hugging Face model directory (what curate.nsfw.hf_classifier.local_path points at)."""
+    torch = pytest.importorskip("torch", reason="the classifier filter runs a torch model")
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
+
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "cat", "dog", "animal", "kept", "as", "pet"]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+        sep_token="[SEP]",
+    )  # fmt: skip
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=len(words), hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=16, max_position_embeddings=32, num_labels=2,
+        id2label={0: "SAFE", 1: "NSFW"}, label2id={"SAFE": 0, "NSFW": 1},
+    )  # fmt: skip
+    BertForSequenceClassification(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def test_hf_classifier_filter_runs_a_local_model_and_names_missing_config(tmp_path):
+    import copy
+
+    from imagenot.config import validate_config
+    from imagenot.curate.nsfw import nsfw_reasons
+
+    model_dir = str(_tiny_text_classifier(tmp_path / "classifier"))
+    cfg = copy.deepcopy(validate_config({})["curate"]["nsfw"])
+    cfg["filters"] = ["hf_classifier"]
+    table = pa.table({"name": ["cat", "dog"], "gloss": ["a cat kept as pet", "a dog"]})
+    cfg["hf_classifier"].update(local_path=model_dir, label="NSFW", threshold=0.0)
+    assert all(r.startswith("classifier NSFW score ") for r in nsfw_reasons(table, cfg, None))
+    cfg["hf_classifier"]["threshold"] = 1.01  # no probability reaches it
+    assert nsfw_reasons(table, cfg, None) == ["", ""]
+    cfg["hf_classifier"].update(local_path=None, model=None)
+    with pytest.raises(ValueError, match=r"curate\.nsfw\.hf_classifier\.model"):
+        nsfw_reasons(table, cfg, None)
+    cfg["filters"] = ["nope"]
+    with pytest.raises(ValueError, match=r"unknown filter 'nope'; known: \['hf_classifier'"):
+        nsfw_reasons(table, cfg, None)

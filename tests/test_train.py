@@ -57,12 +57,13 @@ def _job(**kw) -> Job:
 
 
 def test_registry_builds_every_model_with_its_head():
-    for name in ["alexnet_mini", "vgg_mini", "resnet_mini", "densenet_mini", "convnext_mini"]:
+    for name in MODELS:  # the paper's full-size models too: their heads are found by name
         model = build_model(name, 5)
-        assert isinstance(head_module(model, name), torch.nn.Linear)
-        assert head_module(model, name).out_features == 5
-        x = torch.zeros(2, 3, MODELS[name].min_size if MODELS[name].min_size > 32 else 32, 64)
-        assert model.eval()(x).shape == (2, 5)
+        assert isinstance(head_module(model, name), torch.nn.Linear), name
+        assert head_module(model, name).out_features == 5, name
+        if name.endswith("_mini"):  # a forward pass of the small ones
+            x = torch.zeros(2, 3, max(MODELS[name].min_size, 32), 64)
+            assert model.eval()(x).shape == (2, 5), name
 
 
 def test_unknown_model_and_small_input_are_refused(demo_config):
@@ -124,9 +125,18 @@ def test_published_accuracy_table_matches_registry():
         assert MODELS[name].weights == row["weights"]
         assert row["source"].startswith("https://pytorch.org/vision")
         # the shipped file name is torchvision's own (planning reads it without importing torch)
-        assert row["weights_file"] == get_weight(row["weights"]).url.rsplit("/", 1)[-1]
+        weights = get_weight(row["weights"])
+        assert row["weights_file"] == weights.url.rsplit("/", 1)[-1]
+        # ... and so are the accuracies: torchvision's published ImageNet-1K metrics
+        metrics = weights.meta["_metrics"]["ImageNet-1K"]
+        assert (row["top1"], row["top5"]) == (metrics["acc@1"], metrics["acc@5"]), name
     paper = ["alexnet", "vgg19", "resnet18", "resnet152", "densenet161", "efficientnet_v2_l"]
     assert {*paper, "convnext_large"} <= set(rows)
+
+
+def test_schema_model_names_are_the_registry(repo_root):
+    schema = yaml.safe_load((repo_root / "workflow/schemas/train.schema.yaml").read_text())
+    assert set(schema["properties"]["models"]["items"]["enum"]) == set(MODELS)
 
 
 def test_torchvision_weights_load_from_a_local_file(tmp_path):

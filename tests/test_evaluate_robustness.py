@@ -253,18 +253,23 @@ def test_evaluate_checkpoint_end_to_end(tmp_path, settings):
     assert sorted(p.name for p in out.iterdir()) == ["per_image.parquet", "robustness.parquet"]
 
 
-def test_channels_last_gives_the_same_results_and_leaves_the_model_alone(settings, data):
+def _on_and_off(model, settings, data, option: str) -> list:
+    """Per-image tables of ``model`` evaluated with ``evaluate_batches`` option on, then off."""
     images, labels, keys = data
-    model = tiny_model(4)
-    before = {k: (v.clone(), v.stride()) for k, v in model.state_dict().items()}
     transforms = build_transforms(settings.transforms)
-    tables = [
+    return [
         evaluate_batches(
             model, tensor_batches(images, labels, keys, SIZE, 4), transforms, 3, MEAN, STD,
-            channels_last=flag,
+            **{option: flag},
         ).table()
         for flag in (True, False)
     ]  # fmt: skip
+
+
+def test_channels_last_gives_the_same_results_and_leaves_the_model_alone(settings, data):
+    model = tiny_model(4)
+    before = {k: (v.clone(), v.stride()) for k, v in model.state_dict().items()}
+    tables = _on_and_off(model, settings, data, "channels_last")
     assert tables[0].equals(tables[1])
     for k, v in model.state_dict().items():
         assert torch.equal(v, before[k][0]) and v.stride() == before[k][1], k
@@ -324,19 +329,11 @@ def _with_batch_norm(seed: int) -> torch.nn.Module:
 def test_folded_batch_norms_give_the_same_results_and_leave_the_model_alone(settings, data):
     from imagenot.evaluate.robustness import fold_batch_norms
 
-    images, labels, keys = data
     model = _with_batch_norm(5)
     folded = fold_batch_norms(model)
     assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in folded.modules())
     assert sum(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules()) == 2
-    transforms = build_transforms(settings.transforms)
-    tables = [
-        evaluate_batches(
-            model, tensor_batches(images, labels, keys, SIZE, 4), transforms, 3, MEAN, STD,
-            fold_batch_norm=flag,
-        ).table()
-        for flag in (True, False)
-    ]  # fmt: skip
+    tables = _on_and_off(model, settings, data, "fold_batch_norm")
     for column in ("key", "transform", "pred", "correct", "correct_top5"):
         assert tables[0][column].equals(tables[1][column]), column
 

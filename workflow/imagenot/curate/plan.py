@@ -130,16 +130,18 @@ def select_args(config: dict, dataset: str) -> str:
     return " ".join(args)
 
 
+def _gpu_search(config: dict) -> bool:
+    return config["curate"]["faiss_device"] == "cuda"
+
+
 def select_env(config: dict) -> str:
     """The conda env of curate_select (relative to rules/): faiss-gpu for a GPU search."""
-    return (
-        f"../envs/{'curate_gpu' if config['curate']['faiss_device'] == 'cuda' else 'curate'}.yaml"
-    )
+    return f"../envs/{'curate_gpu' if _gpu_search(config) else 'curate'}.yaml"
 
 
 def select_gpus(config: dict) -> int:
     """GPUs curate_select requests: resources.gpus for a GPU search, else none."""
-    return config["resources"]["gpus"] if config["curate"]["faiss_device"] == "cuda" else 0
+    return config["resources"]["gpus"] if _gpu_search(config) else 0
 
 
 def dataset_outputs(dataset: str) -> list[str]:

@@ -182,23 +182,25 @@ def _amend_model(entry, experiment, model, recorded, settings, amendments, exper
     )
 
 
+def _amendment_text(amendment: Mapping) -> str:
+    """ "model: reason (what changed; trial val accuracies [...])" for the report."""
+    a = amendment
+    change = (
+        f"{a['from_hash'][:12]} -> {a['to_hash'][:12]}"
+        if "from_hash" in a  # the experiment's definition, else one model's own settings
+        else f"settings {a['previous_model_settings']} -> {a['model_settings']}"
+    )
+    accuracies = [round(v, 2) for v in a["evidence_val_accuracy"]]
+    return f"{a['model']}: {a['reason']} ({change}; trial val accuracies {accuracies})"
+
+
 def record_table(record_path: str | os.PathLike) -> list[dict]:
     """One row per experiment of the record (for the report): its definition hash, the models
-    registered, and every amendment as text ("model: reason (hash -> hash; trial val
-    accuracies ...)"), or "none"."""
+    registered, the budget, and every amendment as text (``_amendment_text``), or "none"."""
     record = _read(Path(record_path))
     rows = []
     for name, entry in sorted(record["experiments"].items()):
-        amendments = [
-            f"{a['model']}: {a['reason']} ("
-            + (
-                f"{a['from_hash'][:12]} -> {a['to_hash'][:12]}"
-                if "from_hash" in a
-                else f"settings {a['previous_model_settings']} -> {a['model_settings']}"
-            )
-            + f"; trial val accuracies {[round(v, 2) for v in a['evidence_val_accuracy']]})"
-            for a in entry["amendments"]
-        ]
+        amendments = [_amendment_text(a) for a in entry["amendments"]]
         rows.append(
             {
                 "experiment": name,

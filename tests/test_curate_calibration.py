@@ -118,7 +118,7 @@ def test_settings_json_names_a_wrong_key():
         CalibrationSettings.from_json(json.dumps({**good, "treshold": 0.8}))
     with pytest.raises(CalibrationError, match=r"missing key\(s\) \['encoder'\]"):
         CalibrationSettings.from_json(json.dumps({k: v for k, v in good.items() if k != "encoder"}))
-    with pytest.raises(CalibrationError, match=r"key n_classes: 2.5 is not a int"):
+    with pytest.raises(CalibrationError, match=r"--settings.n_classes must be an integer, not 2.5"):
         CalibrationSettings.from_json(json.dumps({**good, "n_classes": 2.5}))
     with pytest.raises(CalibrationError, match=r"grid .* is empty"):
         CalibrationSettings.from_json(json.dumps({**good, "start": 0.9, "stop": 0.5}))

@@ -15,10 +15,9 @@ leaves ``n_classes`` classes, the mean score of the classes kept) and a figure.
 
 from __future__ import annotations
 
-import json
 import math
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -65,23 +64,14 @@ class CalibrationSettings:
 
     @classmethod
     def from_json(cls, text: str) -> CalibrationSettings:
-        """Parse the JSON settings argument; a missing, unknown or mistyped key is named."""
+        """Parse the JSON settings argument (:func:`imagenot.settings.parse`: a missing, unknown
+        or mistyped key is named), then check the grid."""
+        from imagenot.settings import SettingsError, parse
+
         try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise CalibrationError(f"--settings is not valid JSON: {exc}") from None
-        if not isinstance(raw, dict):
-            raise CalibrationError("--settings must be a JSON object")
-        names = [f.name for f in fields(cls)]
-        unknown = sorted(set(raw) - set(names))
-        missing = [n for n in names if n not in raw]
-        if unknown or missing:
-            raise CalibrationError(
-                f"--settings: unknown key(s) {unknown}, missing key(s) {missing}; "
-                f"expected keys: {names}"
-            )
-        values = {name: _typed(name, raw[name], _TYPES[name]) for name in names}
-        settings = cls(**values)
+            settings = parse(cls, text)
+        except SettingsError as exc:
+            raise CalibrationError(str(exc)) from None
         if not settings.step > 0 or settings.stop < settings.start:
             raise CalibrationError(
                 f"--settings: the grid start {settings.start}, stop {settings.stop}, step "
@@ -96,10 +86,6 @@ class CalibrationSettings:
         n = math.floor((self.stop - self.start) / self.step + 1e-9) + 1
         return np.round(self.start + self.step * np.arange(n), 10)
 
-
-_TYPES = {
-    f.name: {"float": float, "int": int, "str": str}[f.type] for f in fields(CalibrationSettings)
-}
 
 
 def read_scores(path: str | os.PathLike) -> pa.Table:

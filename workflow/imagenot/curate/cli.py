@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -264,14 +264,10 @@ class SelectSettings:
 
 
 def _settings(cls, text: str):
-    """Parse a rule's JSON settings into ``cls``, naming an unknown or missing key."""
-    raw = json.loads(text)
-    names = {f.name for f in fields(cls)}
-    unknown = sorted(set(raw) - names)
-    missing = sorted(names - set(raw))
-    if unknown or missing:
-        raise ValueError(f"--settings: unknown keys {unknown}, missing keys {missing}")
-    return cls(**raw)
+    """Parse a rule's JSON settings into ``cls`` (:func:`imagenot.settings.parse`)."""
+    from imagenot.settings import parse
+
+    return parse(cls, text)
 
 
 def _encoder_spec(section: dict):

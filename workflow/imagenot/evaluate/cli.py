@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--per-image", required=True, help="output: per-image parquet")
     p.add_argument(
         "--settings",
-        default="{}",
+        required=True,
         help="JSON of the resolved `evaluate` config section (imagenot.evaluate.plan.settings)",
     )
     p.add_argument("--device", default="auto", help="torch device; auto = GPU when there is one")
@@ -38,8 +37,7 @@ def _evaluate_robustness(args: argparse.Namespace) -> None:
 
     torch.set_num_threads(max(1, args.threads))
     keep_freed_memory()  # a one-shot process: reuse freed tensor memory instead of page-faulting
-    raw = json.loads(args.settings)
-    settings = Settings.from_mapping(raw)
+    settings = Settings.from_mapping(args.settings)
     table = evaluate_checkpoint(
         args.model,
         args.dataset_dir,
@@ -48,7 +46,7 @@ def _evaluate_robustness(args: argparse.Namespace) -> None:
         args.per_image,
         device=args.device,
         workers=max(0, args.threads - 1),
-        split=raw.get("split", "test"),
+        split=settings.split,
     )
     for row in table.to_pylist():
         print(f"{row['transform']:>16}: top-1 {row['top1']:6.2f}%  top-5 {row['top5']:6.2f}%")

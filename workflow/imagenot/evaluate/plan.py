@@ -5,8 +5,6 @@ The rule file rules/evaluate.smk calls these; Snakemake files themselves define 
 
 from __future__ import annotations
 
-import json
-
 from imagenot.train import plan as train_plan
 
 RESULTS = "results"
@@ -50,7 +48,9 @@ def settings(config: dict) -> dict:
 
 def settings_json(config: dict) -> str:
     """:func:`settings` as compact, key-sorted JSON (the rule's ``--settings`` argument)."""
-    return json.dumps(settings(config), sort_keys=True, separators=(",", ":"))
+    from imagenot.settings import to_json
+
+    return to_json(settings(config))
 
 
 def dataset_dir(dataset: str) -> str:

@@ -63,21 +63,22 @@ PER_IMAGE_SCHEMA = pa.schema(
 
 @dataclass(frozen=True)
 class Settings:
-    """The ``evaluate`` config section, resolved (see ``imagenot.evaluate.plan.settings``)."""
+    """The ``evaluate`` config section, resolved by ``imagenot.evaluate.plan.settings`` and
+    parsed by :func:`imagenot.settings.parse` (no defaults here: they live in the schema)."""
 
-    seed: int = 0
-    batch_size: int = 256
-    confidence: float = 0.95
-    transforms: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    seed: int
+    batch_size: int
+    confidence: float
+    split: str
+    transforms: Mapping[str, Mapping[str, Any]]
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> Settings:
-        return cls(
-            seed=int(data.get("seed", 0)),
-            batch_size=int(data.get("batch_size", 256)),
-            confidence=float(data.get("confidence", 0.95)),
-            transforms=dict(data.get("transforms", {})),
-        )
+    def from_mapping(cls, data: Mapping[str, Any] | str) -> Settings:
+        """The settings from the plan's dict or its JSON text; a missing, unknown or mistyped
+        key is named."""
+        from imagenot.settings import parse
+
+        return parse(cls, data)
 
 
 @dataclass

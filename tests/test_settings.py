@@ -1,0 +1,67 @@
+"""imagenot.settings: one settings object per rule, parsed strictly from the plan's JSON."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pytest
+
+from imagenot.settings import SettingsError, parse, to_arg, to_json
+
+
+@dataclass(frozen=True)
+class Inner:
+    name: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Outer:
+    threshold: float | None
+    flag: bool
+    inner: Inner
+    values: list
+    extra: dict
+
+
+GOOD = {"threshold": 1, "flag": True, "inner": {"name": "a", "size": 2}, "values": [1], "extra": {}}
+
+
+def test_round_trip_through_json_and_file(tmp_path):
+    parsed = parse(Outer, to_json(GOOD))
+    assert parsed == Outer(1.0, True, Inner("a", 2), [1], {})
+    assert isinstance(parsed.threshold, float)
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(GOOD))
+    assert parse(Outer, f"@{path}") == parsed
+    assert parse(Outer, {**GOOD, "threshold": None}).threshold is None
+    assert to_json(parsed) == to_json(GOOD | {"threshold": 1.0})
+    assert to_arg({"a": "it's"}).startswith("'")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"treshold": 0.5}, r"unknown key\(s\) \['treshold'\]"),
+        ({"flag": "yes"}, r"--settings\.flag must be true or false"),
+        ({"inner": {"name": "a", "size": 2.5}}, r"--settings\.inner\.size must be an integer"),
+        ({"inner": {"name": "a"}}, r"missing key\(s\) \['size'\]"),
+        ({"threshold": "high"}, r"--settings\.threshold must be a number"),
+        ({"values": 3}, r"must be a list"),
+    ],
+)
+def test_a_wrong_key_is_named(change, message):
+    with pytest.raises(SettingsError, match=message):
+        parse(Outer, json.dumps({**GOOD, **change}))
+
+
+def test_missing_key_and_bad_json_are_named(tmp_path):
+    with pytest.raises(SettingsError, match=r"missing key\(s\) \['flag'\]"):
+        parse(Outer, json.dumps({k: v for k, v in GOOD.items() if k != "flag"}))
+    with pytest.raises(SettingsError, match="not valid JSON"):
+        parse(Outer, "{")
+    with pytest.raises(SettingsError, match="must be a JSON object"):
+        parse(Outer, "[1]")
+    with pytest.raises(SettingsError, match="cannot read"):
+        parse(Outer, f"@{tmp_path / 'absent.json'}")

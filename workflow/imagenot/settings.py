@@ -1,0 +1,138 @@
+"""One settings object per rule.
+
+Why: a config key used to travel schema -> shell string -> argparse flag -> function keyword,
+with a default at every hop, and the defaults drifted. Now a stage's ``plan.py`` builds one dict
+from the validated config (defaults live in the schema only), the rule hands it over as one
+JSON argument (:func:`to_arg`), and the command parses it into a frozen dataclass
+(:func:`parse`). The dataclass has no defaults: a key the plan forgot, or one the command does
+not know, is an error naming the key, never a silent fallback.
+
+Flag-by-flag argparse stays only for commands people type by hand (``rankings``,
+``validate-config``, ``match``, ...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class SettingsError(ValueError):
+    """A rule's settings argument does not match its dataclass (one line, names the key)."""
+
+
+def to_json(settings: Mapping[str, Any] | Any) -> str:
+    """A settings dict (or dataclass) as compact, key-sorted JSON: the same config gives the same
+    text, so Snakemake's params-change detection reruns a job exactly when its settings change."""
+    if dataclasses.is_dataclass(settings) and not isinstance(settings, type):
+        settings = dataclasses.asdict(settings)
+    return json.dumps(settings, sort_keys=True, separators=(",", ":"))
+
+
+def to_arg(settings: Mapping[str, Any] | Any) -> str:
+    """:func:`to_json`, shell-quoted for a rule's ``shell:`` line."""
+    return shlex.quote(to_json(settings))
+
+
+def load(text: str, *, what: str = "--settings") -> dict:
+    """The JSON object in ``text``; ``@path`` reads it from a file (for settings too long for a
+    command line)."""
+    if text.startswith("@"):
+        path = Path(text[1:])
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SettingsError(f"{what}: cannot read {path}: {exc.strerror}") from None
+        what = f"{what} {path}"
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SettingsError(f"{what} is not valid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise SettingsError(f"{what} must be a JSON object, not {type(raw).__name__}")
+    return raw
+
+
+def parse(cls: type[T], text: str | Mapping[str, Any], *, what: str = "--settings") -> T:
+    """``text`` (JSON, ``@file`` or an already-loaded mapping) as a ``cls`` instance.
+
+    Every field must be given and no other key; scalar fields are type-checked (an int is a
+    valid float; ``X | None`` accepts null); a field whose type is itself a dataclass is parsed
+    recursively, so nested sections get the same checks. A field with a default may be omitted
+    only when the dataclass says so explicitly - use that for values the command, not the
+    config, decides."""
+    raw = dict(text) if isinstance(text, Mapping) else load(text, what=what)
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    required = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    unknown = sorted(set(raw) - set(names))
+    missing = [n for n in required if n not in raw]
+    if unknown or missing:
+        raise SettingsError(
+            f"{what} for {cls.__name__}: unknown key(s) {unknown}, missing key(s) {missing}; "
+            f"expected keys: {names}"
+        )
+    values = {name: _typed(f"{what}.{name}", raw[name], hints[name]) for name in raw}
+    return cls(**values)
+
+
+def _typed(key: str, value: Any, hint: Any) -> Any:
+    """``value`` checked against ``hint`` (scalars, optionals, nested dataclasses); containers
+    and anything else are passed through."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(hint)
+        if value is None:
+            if type(None) in options:
+                return None
+            raise SettingsError(f"{key} must not be null")
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _typed(key, value, option)
+            except SettingsError as exc:
+                errors.append(str(exc))
+        raise SettingsError(errors[0] if errors else f"{key}: no type accepts {value!r}")
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        if not isinstance(value, Mapping):
+            raise SettingsError(f"{key} must be an object, not {value!r}")
+        return parse(hint, value, what=key)
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise SettingsError(f"{key} must be true or false, not {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SettingsError(f"{key} must be an integer, not {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise SettingsError(f"{key} must be a number, not {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise SettingsError(f"{key} must be a string, not {value!r}")
+        return value
+    if origin in (list, tuple) or hint in (list, tuple):
+        if not isinstance(value, list | tuple):
+            raise SettingsError(f"{key} must be a list, not {value!r}")
+        return tuple(value) if (origin or hint) is tuple else list(value)
+    if origin in (dict, Mapping) or hint in (dict, Mapping):
+        if not isinstance(value, Mapping):
+            raise SettingsError(f"{key} must be an object, not {value!r}")
+        return dict(value)
+    return value

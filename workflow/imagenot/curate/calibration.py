@@ -87,7 +87,6 @@ class CalibrationSettings:
         return np.round(self.start + self.step * np.arange(n), 10)
 
 
-
 def read_scores(path: str | os.PathLike) -> pa.Table:
     """The class-scores table, checked: required columns, NaN score exactly when a class has no
     selectable caption, finite scores within [-1, 1]."""

@@ -45,6 +45,8 @@ UNTRANSFORMED = "Identity"
 # name -> the statement a fresh interpreter runs; what a job imports before its first line of work
 STARTUP = {
     "cli": "import imagenot.cli",
+    "acquire_job": "import imagenot.cli, imagenot.acquire.build, imagenot.acquire.download, "
+    "imagenot.acquire.adapters",
     "torch": "import torch",
     "torchvision": "import torchvision",
     "timm": "import timm",

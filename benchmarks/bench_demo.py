@@ -147,6 +147,24 @@ def by_rule(results: Path) -> dict[str, dict]:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["s"]))
 
 
+def concurrency(results: Path) -> dict[str, float]:
+    """Seconds during which 0, 1, 2, ... jobs ran, from each benchmark file's modification time
+    (the job's end) and its wall seconds: time with fewer jobs than cores is idle capacity
+    (a serial stretch of the DAG, or jobs that reserve every core but use one)."""
+    spans = []
+    for path in (results / "benchmarks").rglob("*.tsv"):
+        rows = list(csv.DictReader(path.read_text().splitlines(), delimiter="\t"))
+        if rows:
+            end = path.stat().st_mtime
+            spans.append((end - float(rows[-1]["s"]), end))
+    events = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    running, last, seconds = 0, events[0][0] if events else 0.0, defaultdict(float)
+    for moment, step in events:
+        seconds[str(running)] += moment - last
+        running, last = running + step, moment
+    return {k: round(v, 1) for k, v in sorted(seconds.items(), key=lambda kv: int(kv[0]))}
+
+
 def above_chance(results: Path) -> dict:
     """Final models whose 95% interval (untransformed test split) lies above chance."""
     table = results / "analyse" / "accuracy.csv"
@@ -246,6 +264,12 @@ def markdown(report: dict) -> str:
             f"Final models above chance (95% interval): {report['above_chance']} of "
             f"{report['final_models']}; closest: {json.dumps(report['closest'])}."
         )
+    if report.get("seconds_with_n_jobs_running"):
+        lines.append(
+            "Seconds with n jobs running: "
+            + ", ".join(f"{n}: {v:.0f}" for n, v in report["seconds_with_n_jobs_running"].items())
+            + "."
+        )
     if report.get("by_rule"):
         lines += ["", "| rule | jobs | job-seconds | CPU-seconds |", "|---|---|---|---|"]
         for rule, v in report["by_rule"].items():
@@ -286,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry", action="store_true", help="plan only: jobs by rule")
     parser.add_argument("--startup-only", action="store_true", help="measure start-up only")
     parser.add_argument("--repeat", type=int, default=3, help="start-up runs (best of)")
+    parser.add_argument("--no-startup", action="store_true", help="skip the start-up timings")
     args = parser.parse_args(argv)
     # the Snakefile's own `configfile:` is relative to the working directory: name it
     configs = [str(Path(c).resolve()) for c in args.configfile] or [
@@ -313,8 +338,10 @@ def main(argv: list[str] | None = None) -> int:
             report["job_seconds"] = round(sum(v["s"] for v in rules.values()), 1)
             report["job_cpu_seconds"] = round(sum(v["cpu_s"] for v in rules.values()), 1)
             report.update(above_chance(workdir / "results"))
+            report["seconds_with_n_jobs_running"] = concurrency(workdir / "results")
             report["by_rule"] = rules
-    report["startup"] = startup(args.repeat)
+    if not args.no_startup:
+        report["startup"] = startup(args.repeat)
     if args.json or not args.markdown:
         print(json.dumps(report, indent=1))
     if args.markdown:

@@ -7,6 +7,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
 from imagenot import slurm_profile, work
 from imagenot.config import read_config_file
+from imagenot.settings import to_json
 from imagenot.stages import check_workflow_config, stage_plans
 from imagenot.demo import plan as demo_plan
 from imagenot.demo import scale_plan
@@ -37,19 +38,18 @@ def laion_datasets():
     return datasets_of_kind("laion")
 
 
-def work_mem_mb(rule):
-    """Memory of a heavy rule's job from its input size and attempt (imagenot.work)."""
-    return lambda wildcards, input, attempt: work.mem_mb(
-        config, rule, input.size_mb, attempt
-    )
-
-
-def work_runtime(rule):
-    """Runtime (minutes) of a heavy rule's job from its input size and attempt, capped at the
-    site maximum (imagenot.work)."""
-    return lambda wildcards, input, attempt: work.runtime_min(
-        config, rule, input.size_mb, attempt
-    )
+def work_resources(rule):
+    """Memory and runtime (minutes) of a heavy rule's job from its input size and attempt, the
+    runtime capped at the site maximum (imagenot.work; config resources.work.<rule>):
+    `resources: **work_resources("curate_match")`."""
+    return {
+        "mem_mb": lambda wildcards, input, attempt: work.mem_mb(
+            config, rule, input.size_mb, attempt
+        ),
+        "runtime": lambda wildcards, input, attempt: work.runtime_min(
+            config, rule, input.size_mb, attempt
+        ),
+    }
 
 
 def gpu_request(n=None):
@@ -78,9 +78,13 @@ for configfile in workflow.configfiles:
     read_config_file(configfile)
 check_workflow_config(config)
 
+# The one protocol constraint of every rule with a {protocol} wildcard (the Snakefile's global
+# wildcard_constraints): the configured train.experiments' protocols.
+PROTOCOL = train_plan.protocol_regex(config)
+
 # Cluster resources. Memory and runtime of most rules are in the workflow profile
 # profiles/default/config.yaml (Snakemake loads it by itself); the heavy curation rules size theirs
-# from their input (work_mem_mb, work_runtime). A SLURM site profile (`imagenot slurm-profile`)
+# from their input (work_resources). A SLURM site profile (`imagenot slurm-profile`)
 # passes its site settings file as config `resources.site`: its maximum runtime replaces
 # resources.max_runtime_min (no job asks past what the partitions accept), its GPU flag shapes
 # gpu_request(). The profile's expressions read the maximum and the attempt growth from the

@@ -22,8 +22,7 @@ rule curate_match:
         "../envs/curate.yaml"
     threads: 1
     resources:
-        mem_mb=work_mem_mb("curate_match"),
-        runtime=work_runtime("curate_match"),
+        **work_resources("curate_match"),
     params:
         args=curate_plan.match_args(config),
     shell:
@@ -52,8 +51,7 @@ rule curate_candidates:
         "../envs/curate.yaml"
     threads: 1
     resources:
-        mem_mb=work_mem_mb("curate_candidates"),
-        runtime=work_runtime("curate_candidates"),
+        **work_resources("curate_candidates"),
     params:
         args=lambda wc: curate_plan.candidates_args(config, wc.dataset),
     shell:
@@ -81,8 +79,7 @@ rule curate_captions:
         "../envs/curate.yaml"
     threads: 1
     resources:
-        mem_mb=work_mem_mb("curate_captions"),
-        runtime=work_runtime("curate_captions"),
+        **work_resources("curate_captions"),
     params:
         settings=lambda wc: curate_plan.captions_settings(config, wc.shard),
     shell:
@@ -132,8 +129,7 @@ rule curate_embed:
     threads: 2
     resources:
         **gpu_request(),
-        mem_mb=work_mem_mb("curate_embed"),
-        runtime=work_runtime("curate_embed"),
+        **work_resources("curate_embed"),
     params:
         settings=curate_plan.embed_settings(config),
         work=f"{RESULTS}/curate/{{dataset}}/embeddings/{{shard}}",
@@ -165,8 +161,7 @@ rule curate_select:
         "../envs/curate.yaml"
     threads: 1
     resources:
-        mem_mb=work_mem_mb("curate_select"),
-        runtime=work_runtime("curate_select"),
+        **work_resources("curate_select"),
     params:
         settings=lambda wc: curate_plan.select_settings(config, wc.dataset),
     shell:

@@ -15,8 +15,6 @@ rule evaluate_robustness:
         f"{LOGS}/evaluate_robustness/{{dataset}}/{{protocol}}/{{model}}/seed-{{seed}}.log",
     benchmark:
         f"{BENCH}/evaluate_robustness/{{dataset}}/{{protocol}}/{{model}}/seed-{{seed}}.tsv"
-    wildcard_constraints:
-        protocol="[a-z0-9_]+(-[a-z0-9_]+)?",
     conda:
         "../envs/train.yaml"
     threads: evaluate_plan.threads(config)

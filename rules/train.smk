@@ -24,8 +24,6 @@ rule train_draw_trials:
         f"{LOGS}/train_draw_trials/{TRAIN_WC}.log",
     benchmark:
         f"{BENCH}/train_draw_trials/{TRAIN_WC}.tsv"
-    wildcard_constraints:
-        protocol="st|(ft|tl)-[a-z][a-z0-9_]*",
     conda:
         "../envs/train.yaml"
     threads: 1
@@ -58,7 +56,6 @@ rule train_trial:
     benchmark:
         f"{BENCH}/train_trial/{TRAIN_WC}/{{stage}}-{{slot}}.tsv"
     wildcard_constraints:
-        protocol="st|(ft|tl)-[a-z][a-z0-9_]*",
         stage="[0-9]+",
         slot="[0-9]+",
     conda:
@@ -93,7 +90,6 @@ rule train_halve:
     benchmark:
         f"{BENCH}/train_halve/{TRAIN_WC}/{{rung}}.tsv"
     wildcard_constraints:
-        protocol="st|(ft|tl)-[a-z][a-z0-9_]*",
         rung="[0-9]+",
     conda:
         "../envs/train.yaml"
@@ -114,8 +110,6 @@ rule train_select:
         f"{LOGS}/train_select/{TRAIN_WC}.log",
     benchmark:
         f"{BENCH}/train_select/{TRAIN_WC}.tsv"
-    wildcard_constraints:
-        protocol="st|(ft|tl)-[a-z][a-z0-9_]*",
     conda:
         "../envs/train.yaml"
     threads: 1
@@ -136,8 +130,6 @@ rule train_final:
         f"{LOGS}/train_final/{TRAIN_WC}/{{seed}}.log",
     benchmark:
         f"{BENCH}/train_final/{TRAIN_WC}/{{seed}}.tsv"
-    wildcard_constraints:
-        protocol="st|(ft|tl)-[a-z][a-z0-9_]*",
     conda:
         "../envs/train.yaml"
     threads: train_plan.threads(config)

@@ -120,10 +120,10 @@ def test_every_rule_has_memory_and_runtime():
     set_resources = _workflow_profile()["set-resources"]
     blocks = rule_names()
     for name, body in blocks.items():
-        work = "work_mem_mb(" in body and "work_runtime(" in body
+        work = f'**work_resources("{name}")' in body  # sized by its own resources.work entry
         assert work != (name in set_resources), (
             f"rule {name}: memory and runtime in neither or both of profiles/default and "
-            "work_mem_mb/work_runtime"
+            "work_resources"
         )
     assert not set(set_resources) - set(blocks), "set-resources names rules that do not exist"
     arrays = _workflow_profile()["slurm-array-jobs"].split(",")
@@ -279,7 +279,7 @@ def test_bookkeeping_rules_are_local_and_light(tmp_path, monkeypatch):
     assert {"train_halve", "train_select", "acquire_build", "rankings_json", "results_table"} <= (
         local
     )
-    assert {"diagnostics_table", "diagnostics_figure_siblings"} <= local
+    assert {"diagnostics_table", "diagnostics_figure"} <= local
     profile = _workflow_profile()
     light = profile["set-resources"]["prepare_wordnet"]
     for rule in local:

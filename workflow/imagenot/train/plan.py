@@ -115,6 +115,16 @@ def published_pattern(config: dict) -> str:
     return "|".join(names) or "(?!)"
 
 
+def protocol_regex(config: dict) -> str:
+    """The one ``protocol`` wildcard constraint of the workflow (rules/common.smk): the
+    protocols of the configured train.experiments (``st``, ``ft-SOURCE``, ``tl-SOURCE``), so no
+    rule matches a protocol the config does not train. Never matches without experiments."""
+    import re
+
+    protocols = sorted({e["protocol"] for e in config["train"]["experiments"]})
+    return "|".join(map(re.escape, protocols)) or "(?!)"
+
+
 def _source(protocol: str) -> str | None:
     return None if protocol == "st" else protocol.split("-", 1)[1]
 

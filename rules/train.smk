@@ -28,12 +28,13 @@ rule train_draw_trials:
         "../envs/train.yaml"
     threads: 1
     params:
-        options=lambda wc: train_plan.draw_options(
-            config, wc.dataset, wc.protocol, wc.model
+        settings=lambda wc: to_json(
+            train_plan.draw_settings(config, wc.dataset, wc.protocol, wc.model)
         ),
+        record=train_plan.PREREGISTRATION,
     shell:
-        "imagenot train-draw-trials --model {wildcards.model} {params.options} "
-        "--out {output} > {log} 2>&1"
+        "imagenot train-draw-trials --settings {params.settings:q} --record {params.record}"
+        " --out {output} > {log} 2>&1"
 
 
 # One GPU job per slot of a stage (see imagenot.train.plan): stage 0 trains every trial to the
@@ -64,18 +65,17 @@ rule train_trial:
     resources:
         **gpu_request(train_plan.gpus(config)),
     params:
-        job=lambda wc: train_plan.job_options(config, wc.dataset, wc.protocol, wc.model),
-        epochs=lambda wc: train_plan.stage_epochs_option(
-            config, wc.dataset, wc.protocol, wc.stage
+        settings=lambda wc: to_json(
+            train_plan.trial_settings(config, wc.dataset, wc.protocol, wc.model, wc.stage)
         ),
         promoted=lambda wc: train_plan.promoted_option(
             config, wc.dataset, wc.protocol, wc.model, wc.stage
         ),
         data=f"{RESULTS}/datasets/{{dataset}}",
     shell:
-        "imagenot train-trial {params.job} --dataset-dir {params.data} --trials {input.trials} "
-        "--stage {wildcards.stage} --slot {wildcards.slot} {params.epochs} {params.promoted} "
-        "--threads {threads} --out {output} > {log} 2>&1"
+        "imagenot train-trial --settings {params.settings:q} --dataset-dir {params.data}"
+        " --trials {input.trials} --stage {wildcards.stage} --slot {wildcards.slot}"
+        " {params.promoted} --threads {threads} --out {output} > {log} 2>&1"
 
 
 rule train_halve:
@@ -95,10 +95,10 @@ rule train_halve:
         "../envs/train.yaml"
     threads: 1
     params:
-        eta=lambda wc: train_plan.halving_eta(config, wc.dataset, wc.protocol),
+        settings=lambda wc: to_json(train_plan.halve_settings(config, wc.dataset, wc.protocol)),
     shell:
-        "imagenot train-halve {input} --rung {wildcards.rung} --eta {params.eta} "
-        "--out {output} > {log} 2>&1"
+        "imagenot train-halve {input} --rung {wildcards.rung} --settings {params.settings:q}"
+        " --out {output} > {log} 2>&1"
 
 
 rule train_select:
@@ -136,19 +136,16 @@ rule train_final:
     resources:
         **gpu_request(train_plan.gpus(config)),
     params:
-        job=lambda wc: train_plan.job_options(config, wc.dataset, wc.protocol, wc.model),
+        settings=lambda wc: to_json(
+            train_plan.final_settings(config, wc.dataset, wc.protocol, wc.model, wc.seed)
+        ),
         data=f"{RESULTS}/datasets/{{dataset}}",
         out_dir=f"{TRAIN_RUN}/final/seed-{{seed}}",
-        seed=config["seed"],
-        reuse=lambda wc: train_plan.final_options(
-            config, wc.dataset, wc.protocol, wc.seed
-        ),
     shell:
-        "imagenot train-final {params.job} --dataset-dir {params.data} --trials {input.trials} "
-        "--selection {input.selection} {params.reuse} "
-        "--run {wildcards.dataset}/{wildcards.protocol}/{wildcards.model}/{wildcards.seed} "
-        "--master-seed {params.seed} --threads {threads} --out-dir {params.out_dir} "
-        "> {log} 2>&1"
+        "imagenot train-final --settings {params.settings:q} --dataset-dir {params.data}"
+        " --trials {input.trials} --selection {input.selection}"
+        " --run {wildcards.dataset}/{wildcards.protocol}/{wildcards.model}/{wildcards.seed}"
+        " --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"
 
 
 # The paper's ImageNet models are torchvision's published weights (its appendix A.1): written as
@@ -174,14 +171,14 @@ rule train_published:
         "../envs/train.yaml"
     threads: 1
     params:
-        options=lambda wc: train_plan.published_options(config, wc.model),
+        settings=lambda wc: to_json(train_plan.published_settings(config, wc.model)),
         data=f"{RESULTS}/datasets/{{dataset}}",
         out_dir=f"{TRAIN_RUN}/final/seed-0",
     shell:
-        "imagenot train-published --model {wildcards.model} {params.options} "
-        "--weights-file {input.weights} --dataset-dir {params.data} "
-        "--run {wildcards.dataset}/{wildcards.protocol} --out-dir {params.out_dir} "
-        "> {log} 2>&1"
+        "imagenot train-published --settings {params.settings:q}"
+        " --weights-file {input.weights} --dataset-dir {params.data}"
+        " --run {wildcards.dataset}/{wildcards.protocol} --out-dir {params.out_dir}"
+        " > {log} 2>&1"
 
 
 # The preregistration record (spaces, budgets, models, amendments) as a report table; read once

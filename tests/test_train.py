@@ -421,4 +421,10 @@ def test_plan_lists_final_runs_and_transfer_inputs(demo_config):
     assert plan.targets(demo_config)[0].endswith("final/seed-0/result.json")
     weights = plan.init_weights(demo_config, "ft-imagenot", "vgg_mini")
     assert weights == ["results/train/imagenot/st/vgg_mini/final/seed-0/model.safetensors"]
-    assert "--job" in plan.job_options(demo_config, "fashion_mnist", "tl-imagenot", "vgg_mini")
+    job = plan.job_settings(demo_config, "fashion_mnist", "tl-imagenot", "vgg_mini")
+    assert (job["trainable"], job["init"]) == ("head", weights[0])
+    from imagenot.settings import parse
+    from imagenot.train.cli import FinalSettings
+
+    final = plan.final_settings(demo_config, "fashion_mnist", "tl-imagenot", "vgg_mini", 0)
+    assert parse(FinalSettings, final).job.model == "vgg_mini"  # the plan's keys, no more

@@ -70,6 +70,14 @@ def options(config: dict) -> dict:
     return {**opts, "dpi": 60}
 
 
+def figure_options(config: dict, **changes):
+    """figures.data.Options as the figure command builds it from the plan's settings."""
+    from imagenot.figures.cli import OptionSettings, _options
+    from imagenot.settings import parse
+
+    return _options(parse(OptionSettings, {**options(config), **changes}))[0]
+
+
 def figure_argv(config, kind, dataset=None, protocol=None) -> list[str]:
     settings = {"kind": kind, "dataset": dataset, "protocol": protocol, "options": options(config)}
     return ["figure", "--settings", json.dumps(settings)]
@@ -197,10 +205,10 @@ def test_every_figure_kind_writes_pdf_and_png(config, results, tmp_path, request
 
 def test_fit_in_figure_matches_the_fits_table(config, results, tmp_path):
     from imagenot.figures import accuracy_vs_imagenet
-    from imagenot.figures.data import Options, load_accuracy
+    from imagenot.figures.data import load_accuracy
 
     acc = load_accuracy(results["accuracy"])
-    rows = accuracy_vs_imagenet.fit_rows(acc, "imagenot", "st", Options(DATASETS))
+    rows = accuracy_vs_imagenet.fit_rows(acc, "imagenot", "st", figure_options(config))
     assert [r["variant"] for r in rows] == ["standard", "robust"]
     csv, md = tmp_path / "fits.csv", tmp_path / "fits.md"
     cmd = [
@@ -250,11 +258,11 @@ def test_markdown_escapes_and_formats():
 def test_reference_axis_for_models_without_published_weights(results, config, runs, tmp_path):
     """The demo's models have no published ImageNet accuracy: the x-axis is the reference's."""
     from imagenot.figures import accuracy_vs_imagenet
-    from imagenot.figures.data import Options, load_accuracy
+    from imagenot.figures.data import load_accuracy
 
     acc = load_accuracy(results["accuracy"])
     acc["imagenet_top1"] = np.nan
-    opts = Options(DATASETS, reference="imagenet", imagenet_axis="reference")
+    opts = figure_options(config, imagenet_axis="reference")
     rows = accuracy_vs_imagenet.fit_rows(acc, "imagenot", "st", opts)
     ref = acc[(acc["dataset"] == "imagenet") & (acc["transform"] == "Identity")].set_index("model")
     assert rows[0]["x"] == pytest.approx(ref.loc[rows[0]["models"], "accuracy"].to_numpy())

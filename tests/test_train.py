@@ -415,6 +415,25 @@ def test_linear_probe_trains_only_the_head(tmp_path):
 # ------------------------------------------------------------------------------------ plan
 
 
+def test_one_protocol_constraint_from_the_configured_experiments(demo_config, repo_root):
+    import re
+
+    pattern = re.compile(plan.protocol_regex(demo_config))
+    for protocol in ("st", "ft-imagenot", "tl-imagenot"):
+        assert pattern.fullmatch(protocol), protocol
+    for protocol in ("ft-imagenet", "tl-nope", "st-x", "ft"):
+        assert not pattern.fullmatch(protocol), protocol
+    none = copy.deepcopy(demo_config)
+    none["train"]["experiments"] = []
+    assert not re.fullmatch(plan.protocol_regex(none), "st")
+    # the rules write no regex of their own: the Snakefile's global constraint is the one
+    # (train_published narrows it to st, the only protocol of published weights)
+    rules = "\n".join(p.read_text() for p in sorted((repo_root / "rules").glob("*.smk")))
+    assert re.findall(r"^\s+protocol=(.*)$", rules, flags=re.M) == ['"st",']
+    snakefile = (repo_root / "Snakefile").read_text()
+    assert "protocol=PROTOCOL" in snakefile
+
+
 def test_plan_lists_final_runs_and_transfer_inputs(demo_config):
     runs = plan.final_runs(demo_config)
     assert len(runs) == 5 * 6

@@ -258,3 +258,19 @@ def test_cli_table_and_figures(tmp_path, curate_dir):
         argv = ["diagnostics-figure", item, "--settings", settings]
         assert main([*argv, "--pdf", str(pdf), "--png", str(png)]) == 0
         assert pdf.read_bytes()[:4] == b"%PDF" and png.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("name", plan.FIGURES)
+def test_every_diagnostics_figure_has_its_report_caption(repo_root, name):
+    from types import SimpleNamespace
+
+    from jinja2 import Environment
+
+    template = (repo_root / "report" / "diagnostics_figure.rst").read_text()
+    job = SimpleNamespace(wildcards=SimpleNamespace(name=name), config={})
+    text = (
+        Environment(trim_blocks=True, lstrip_blocks=True)
+        .from_string(template)
+        .render(snakemake=job)
+    )
+    assert len(text.strip()) > 100

@@ -290,3 +290,22 @@ def test_settings_name_a_wrong_key_and_an_unregistered_kind(config, results, tmp
         wrong = {**settings, "kind": "pie_chart"}
         main(["figure", "--settings", json.dumps(wrong), str(results["accuracy"]), *out])
     assert plan.figure_settings(config, "per_transform_imagenot")["dataset"] == "imagenot"
+
+
+@pytest.mark.parametrize("kind", plan.FIGURE_KINDS)
+def test_every_registered_figure_has_its_report_caption(config, repo_root, kind):
+    """report/figure.rst, the one figure rule's caption, says something for every kind (rendered
+    as Snakemake renders captions: Jinja with the job's params and the config)."""
+    from types import SimpleNamespace
+
+    from jinja2 import Environment
+
+    template = (repo_root / "report" / "figure.rst").read_text()
+    request = {"kind": kind, "dataset": "imagenot", "protocol": "st"}
+    job = SimpleNamespace(params=SimpleNamespace(figure=request), config=config)
+    text = (
+        Environment(trim_blocks=True, lstrip_blocks=True)
+        .from_string(template)
+        .render(snakemake=job)
+    )
+    assert len(text.strip()) > 100 and config["description"] in text

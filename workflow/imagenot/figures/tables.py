@@ -200,14 +200,13 @@ REPORT_BUILDERS: dict[str, Callable[[dict], pd.DataFrame]] = {
 }
 
 
-BUILDERS: dict[str, Callable[[pd.DataFrame, dict, Options], pd.DataFrame]] = {
-    "accuracy": accuracy,
-    "rankings": rankings,
-    "agreement": agreement,
-    "fits": fits,
-    "relative_progress": relative_progress,
-    "error_correlations": error_correlations,
-}
+def builder(name: str) -> Callable[[pd.DataFrame, dict, Options], pd.DataFrame]:
+    """The builder of workflow table ``name`` (registered in
+    :data:`imagenot.figures.registry.WORKFLOW_TABLES`, the one list of table names)."""
+    from imagenot.figures.registry import WORKFLOW_TABLES
+    from imagenot.registries import resolve
+
+    return resolve(WORKFLOW_TABLES.entry(name))
 
 
 def _cell(v: Any) -> str:

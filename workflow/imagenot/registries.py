@@ -1,0 +1,117 @@
+"""The one list of each kind of name: models, transformations, dataset kinds, figures, tables,
+optimizers, schedulers, text encoders, NSFW filters.
+
+Each list is a :class:`Registry` living beside the code it names (``REGISTRIES`` says where).
+Everything else derives from it: the config schema (an ``x-registry: KIND`` marker that
+:mod:`imagenot.config` replaces by the registry's names when it loads the schema), CLI
+``choices=``, plan tuples and tests. So a name registered at run time (a plugin, a test)
+validates and plans with no edit of the schema, the rules or the CLI.
+
+No registry module imports torch: planning and config validation must stay fast (importing torch
+takes seconds). Where the code behind a name needs torch (transformation kernels, optimizers,
+model builders), the entry holds a cheap reference, e.g. a ``"module:function"`` string that
+:func:`resolve` imports on first use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Iterator
+from typing import Any
+
+
+class RegistryError(KeyError):
+    """An unknown name, or a name registered twice."""
+
+    def __str__(self) -> str:  # KeyError's str() would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class Registry(dict):
+    """An ordered ``name -> entry`` mapping with checked registration.
+
+    A dict (existing code reads it as one: ``name in r``, ``r[name]``, iteration in registration
+    order); :meth:`register` refuses a duplicate and :meth:`temporarily` undoes itself, so that
+    tests and plugins cannot leak or silently replace entries.
+    """
+
+    def __init__(self, what: str, entries: Any = ()):
+        super().__init__(entries)
+        self.what = what
+
+    def names(self) -> tuple[str, ...]:
+        """The registered names, in registration order."""
+        return tuple(self)
+
+    def register(self, name: str, entry: Any) -> Any:
+        """Add ``name``; a name already registered is an error (never a silent replacement)."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{self.what} name must be a non-empty string, got {name!r}")
+        if name in self:
+            raise RegistryError(f"{self.what} {name!r} is already registered")
+        self[name] = entry
+        return entry
+
+    def unregister(self, name: str) -> None:
+        self.entry(name)
+        del self[name]
+
+    def entry(self, name: str) -> Any:
+        """The entry of ``name``; an unknown name is an error listing the registered ones."""
+        try:
+            return self[name]
+        except KeyError:
+            raise RegistryError(
+                f"unknown {self.what} {name!r}; registered: {', '.join(self)}"
+            ) from None
+
+    @contextlib.contextmanager
+    def temporarily(self, name: str, entry: Any) -> Iterator[Any]:
+        """Register ``name`` for the duration of a ``with`` block (tests, one-off runs)."""
+        self.register(name, entry)
+        try:
+            yield entry
+        finally:
+            self.pop(name, None)
+
+
+#: Registry kind (the value of a schema's ``x-registry`` marker) -> ``"module:attribute"``.
+REGISTRIES: dict[str, str] = {
+    "models": "imagenot.train.registry:MODELS",
+    "transforms": "imagenot.evaluate.transform_registry:TRANSFORMS",
+    "dataset_kinds": "imagenot.acquire.kinds:DATASET_KINDS",
+    "figures": "imagenot.figures.registry:WORKFLOW_FIGURES",
+    "tables": "imagenot.figures.registry:WORKFLOW_TABLES",
+    "report_figures": "imagenot.figures.registry:REPORT_FIGURES",
+    "report_tables": "imagenot.figures.registry:REPORT_TABLES",
+    "optimizers": "imagenot.train.optim_registry:OPTIMIZERS",
+    "schedulers": "imagenot.train.optim_registry:SCHEDULERS",
+    "encoders": "imagenot.curate.encoders:ENCODERS",
+    "nsfw_filters": "imagenot.curate.nsfw:NSFW_FILTERS",
+}
+
+
+def resolve(ref: Any) -> Any:
+    """``"package.module:attribute"`` imported (lazily: only the code that runs it pays for its
+    imports); anything else is returned as it is."""
+    if isinstance(ref, str) and ":" in ref:
+        module, _, attribute = ref.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+    return ref
+
+
+def registry(kind: str) -> Registry:
+    """The registry of ``kind`` (a key of :data:`REGISTRIES`)."""
+    try:
+        where = REGISTRIES[kind]
+    except KeyError:
+        raise RegistryError(
+            f"unknown registry {kind!r}; registries: {', '.join(REGISTRIES)}"
+        ) from None
+    return resolve(where)
+
+
+def names(kind: str) -> tuple[str, ...]:
+    """The names registered in ``kind`` now (a name registered at run time included)."""
+    return registry(kind).names()

@@ -426,3 +426,37 @@ def test_plan_lists_final_runs_and_transfer_inputs(demo_config):
     weights = plan.init_weights(demo_config, "ft-imagenot", "vgg_mini")
     assert weights == ["results/train/imagenot/st/vgg_mini/final/seed-0/model.safetensors"]
     assert "--job" in plan.job_options(demo_config, "fashion_mnist", "tl-imagenot", "vgg_mini")
+
+
+def test_job_identity_is_every_field_but_the_transient_ones(monkeypatch):
+    """Job.identity() is derived (a checkpoint or trial of a different job is never reused):
+    every field counts unless named in JOB_TRANSIENT_FIELDS, which names existing fields only,
+    and a field added to Job joins the identity with no other edit."""
+    import dataclasses
+
+    from imagenot.train import loop
+
+    names = {f.name for f in dataclasses.fields(loop.Job)}
+    assert names >= loop.JOB_TRANSIENT_FIELDS
+    job = loop.Job("resnet_mini", 3, {"lr": 0.1}, 0, 32, 8, 2, 1)
+    assert set(json.loads(job.identity())) == names - loop.JOB_TRANSIENT_FIELDS
+    for name in names:
+        value = getattr(job, name)
+        changed = {
+            bool: lambda v: not v,
+            str: lambda v: v + "x",
+            int: lambda v: v + 1,
+            dict: lambda v: {**v, "lr": 0.2},
+        }[type(value)](value)
+        other = dataclasses.replace(job, **{name: changed})
+        assert (other.identity() == job.identity()) == (name in loop.JOB_TRANSIENT_FIELDS), name
+
+    @dataclasses.dataclass(frozen=True)
+    class Extended(loop.Job):
+        extra_option: int = 0
+
+    fields = dataclasses.asdict(job)
+    one, two = Extended(**fields, extra_option=1), Extended(**fields, extra_option=2)
+    assert one.identity() != two.identity()
+    monkeypatch.setattr(loop, "JOB_TRANSIENT_FIELDS", loop.JOB_TRANSIENT_FIELDS | {"extra_option"})
+    assert one.identity() == two.identity()

@@ -17,8 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from collections.abc import Iterator
+import os
+from collections.abc import Iterable, Iterator
 from typing import Any
+
+#: Environment variable naming the plugin modules (comma-separated) that every ``imagenot``
+#: command imports first: set by :func:`load_plugins`, inherited by the workflow's jobs.
+PLUGINS_ENV = "IMAGENOT_PLUGINS"
 
 
 class RegistryError(KeyError):
@@ -115,3 +120,28 @@ def registry(kind: str) -> Registry:
 def names(kind: str) -> tuple[str, ...]:
     """The names registered in ``kind`` now (a name registered at run time included)."""
     return registry(kind).names()
+
+
+def load_plugins(modules: Iterable[str]) -> list[str]:
+    """Import plugin modules (config key ``plugins``), which register names through the
+    registries, and export them in :data:`PLUGINS_ENV` so that the workflow's jobs (each an
+    ``imagenot`` command, which calls :func:`load_env_plugins`) see the same names."""
+    modules = list(modules)
+    for module in modules:
+        if not isinstance(module, str) or not module:
+            raise ValueError(f"config key plugins: {module!r} is not a module name")
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ValueError(f"config key plugins: cannot import {module!r}: {exc}") from exc
+    known = [m for m in os.environ.get(PLUGINS_ENV, "").split(",") if m]
+    os.environ[PLUGINS_ENV] = ",".join(dict.fromkeys(known + modules))
+    return modules
+
+
+def load_env_plugins() -> None:
+    """Import the plugin modules named in :data:`PLUGINS_ENV` (a workflow job's view of the
+    config's ``plugins``)."""
+    for module in os.environ.get(PLUGINS_ENV, "").split(","):
+        if module:
+            importlib.import_module(module)

@@ -200,6 +200,7 @@ def image_classes_file(dataset: str) -> str:
     return f"{R}/diagnostics/{dataset}/image_similarity.parquet"
 
 
+# The diagnostics figures (the one list: ``imagenot diagnostics-figure`` choices derive from it).
 FIGURES = ("class_depth", "siblings", "caption_similarity", "image_similarity")
 
 

@@ -220,6 +220,10 @@ def test_a_stale_schema_entry_is_an_error(tmp_path):
     )
     with pytest.raises(ConfigError, match="NoSuchTransform"):
         load_schema("s.yaml", tmp_path)
+    # ... also when the schema file is reached through a $ref while validating
+    (tmp_path / "main.yaml").write_text("properties: {evaluate: {$ref: s.yaml}}\n")
+    with pytest.raises(ConfigError, match=r"s\.yaml: properties \['NoSuchTransform'\]"):
+        validate_config({"evaluate": {}}, tmp_path, "main.yaml")
 
 
 def test_registration_refuses_duplicates_and_unknown_names():

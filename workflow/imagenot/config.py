@@ -21,6 +21,7 @@ from typing import Any
 import jsonschema
 import yaml
 from referencing import Registry, Resource
+from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
@@ -168,9 +169,18 @@ def validate_config(
     main = load_schema(schema, schema_dir)
     cls = _with_defaults(jsonschema.validators.validator_for(main))
     validator = cls(main, registry=_registry(schema_dir))
-    errors = sorted(
-        validator.iter_errors(config), key=lambda e: (len(e.absolute_path), str(e.absolute_path))
-    )
+    try:
+        errors = sorted(
+            validator.iter_errors(config),
+            key=lambda e: (len(e.absolute_path), str(e.absolute_path)),
+        )
+    except Unresolvable as exc:  # a referenced schema file failed to load: say why, not where
+        cause: BaseException = exc
+        while cause.__cause__ is not None:
+            cause = cause.__cause__
+        if isinstance(cause, ConfigError):
+            raise cause from None
+        raise ConfigError(f"schema {exc}: {type(cause).__name__}: {cause}") from exc
     if errors:
         detail = "\n".join(f"  - {_describe(e)}" for e in errors[:10])
         raise ConfigError(f"invalid workflow config ({len(errors)} problem(s)):\n{detail}")

@@ -71,6 +71,7 @@ def test_toys_validate_and_plan_through_the_registries_alone(toys):
     assert any("/toy/st/toy_mlp/" in f for f in evaluate_plan.robustness_files(config))
     outputs = figures_plan.outputs(config, runs)
     assert "results/figures/toy_figure.pdf" in outputs
+    assert figures_plan.code("toy_figure") == str(PLUGINS / "toy_figure_module.py")
     assert "results/tables/toy_table.csv" in outputs
     assert "toy_table" in figures_plan.table_regex().split("|")
 
@@ -108,6 +109,35 @@ def test_registered_transformation_and_dataset_kind_reach_the_job_code(toys):
     assert adapters._adapter("toy_kind")[1]("/anywhere") == ["heads", "tails"]
     assert adapters.class_count_hint("toy_kind", "/anywhere") == 2
     assert "toy_kind" in adapter_kinds()
+
+
+def test_toy_figure_and_table_are_drawn_by_the_figure_and_table_commands(toys, tmp_path):
+    """``imagenot figure`` / ``imagenot table`` offer and draw registered kinds they do not
+    know by name (the figure's ``module:draw``, the table's builder)."""
+    import pandas as pd
+
+    from imagenot.analyse import synthetic
+    from imagenot.analyse.accuracy import accuracy_table, read_published, read_robustness
+    from imagenot.cli import main
+
+    runs = synthetic.runs_grid(["imagenet", "imagenot"], downstream="imagenot", sources=())
+    paths = synthetic.robustness_results(tmp_path, runs, n_images=20)
+    published = read_published(synthetic.published_accuracy(tmp_path / "published.csv"))
+    acc = tmp_path / "accuracy.csv"
+    accuracy_table(read_robustness(paths), published).to_csv(acc, index=False)
+    common = [str(acc), "--datasets", "imagenet", "imagenot", "--reference", "imagenet"]
+    pdf, png = tmp_path / "toy.pdf", tmp_path / "toy.png"
+    argv = ["figure", "toy_figure", *common, "--dpi", "40", "--pdf", str(pdf), "--png", str(png)]
+    assert main(argv) == 0
+    assert pdf.read_bytes()[:5] == b"%PDF-" and png.stat().st_size > 0
+    reports = [tmp_path / "standard.json", tmp_path / "robust.json"]
+    for report in reports:
+        report.write_text("{}")
+    csv, md = tmp_path / "toy.csv", tmp_path / "toy.md"
+    argv = ["table", "toy_table", *common, "--rankings", *map(str, reports)]
+    assert main([*argv, "--csv", str(csv), "--md", str(md)]) == 0
+    assert pd.read_csv(csv)["rows"].tolist() == [len(pd.read_csv(acc))]
+    assert "Number of result rows" in md.read_text()  # the builder's docstring is the caption
 
 
 def test_a_plugin_module_registers_for_a_snakemake_dry_run(tmp_path, monkeypatch):

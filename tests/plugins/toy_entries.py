@@ -61,7 +61,7 @@ ENTRIES = [
             },
         ),
     ),
-    (WORKFLOW_FIGURES, "toy_figure", "toy_figure"),
+    (WORKFLOW_FIGURES, "toy_figure", "toy_figure_module:draw"),
     (WORKFLOW_TABLES, "toy_table", f"{HERE}:toy_table"),
     (DATASET_KINDS, "toy_kind", DatasetKind(f"{HERE}:toy_items", f"{HERE}:toy_classes", 2)),
 ]

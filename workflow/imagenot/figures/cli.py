@@ -103,10 +103,15 @@ def _figure(args: argparse.Namespace) -> int:
         from imagenot.figures import accuracy_vs_imagenet
 
         fig = accuracy_vs_imagenet.draw(acc, args.dataset, args.protocol, opts, style)
-    else:
+    elif args.kind == "per_transform":
         from imagenot.figures import per_transform
 
         fig = per_transform.draw(acc, args.dataset, opts, style)
+    else:  # any other registered kind: its "module:draw", draw(accuracy, options, style)
+        from imagenot.figures.registry import WORKFLOW_FIGURES
+        from imagenot.registries import resolve
+
+        fig = resolve(WORKFLOW_FIGURES[args.kind])(acc, opts, style)
     save(fig, args.pdf, args.png, style.dpi)
     print(f"wrote {args.pdf} and {args.png}")
     return 0

@@ -32,8 +32,19 @@ _CODE_DIR = str(_PACKAGE / "figures")
 
 
 def code(kind: str) -> str:
-    """Plotting module of a figure kind (a rule input: editing it rebuilds only its figures)."""
-    return f"{_CODE_DIR}/{WORKFLOW_FIGURES[kind]}.py"
+    """Plotting module of a figure kind (a rule input: editing it rebuilds only its figures): a
+    module of ``imagenot.figures`` by its bare name, or a plugin's ``"module:draw"`` (located
+    without importing it)."""
+    entry = WORKFLOW_FIGURES.entry(kind)
+    if ":" not in entry:
+        return f"{_CODE_DIR}/{entry}.py"
+    import importlib.util
+
+    module = entry.partition(":")[0]
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin:
+        raise ValueError(f"figure {kind!r}: plotting module {module!r} not found")
+    return spec.origin
 
 
 def tables_code() -> str:

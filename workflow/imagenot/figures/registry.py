@@ -23,8 +23,10 @@ WORKFLOW_FIGURES: Registry = Registry(
         "per_transform": "per_transform",
     },
 )
-"""Workflow figure kind -> its plotting module in ``imagenot.figures`` (a rule input). A kind
-other than these five is planned as one figure ``results/figures/<kind>.pdf``."""
+"""Workflow figure kind -> its plotting module (a rule input): a module of ``imagenot.figures``
+by its bare name, or ``"module:function"`` for a figure drawn by ``function(accuracy, options,
+style) -> matplotlib figure`` (a plugin's). A kind other than these five is planned as one figure
+``results/figures/<kind>.pdf``."""
 
 _TABLES = "imagenot.figures.tables"
 WORKFLOW_TABLES: Registry = Registry(

@@ -106,7 +106,8 @@ def _expand_registries(node: Any, where: str) -> Any:
                 own = getattr(entry, "params_schema", None)
                 props[name] = copy.deepcopy(own if own is not None else _NO_PARAMETERS)
         out["properties"] = props
-        out["propertyNames"] = {"enum": list(reg)}
+        if out.get("additionalProperties") is not False:  # else that already refuses the rest
+            out["propertyNames"] = {"enum": list(reg)}
     return out
 
 

@@ -449,6 +449,8 @@ def test_one_registry_of_names(repo_root):
     assert props["tables"]["items"]["enum"] == list(registry.WORKFLOW_TABLES)
     assert list(plan.TABLE_NAMES) == list(registry.WORKFLOW_TABLES)
     assert all(callable(tables.builder(name)) for name in registry.WORKFLOW_TABLES)
+    assert list(tables.BUILDERS) == list(registry.WORKFLOW_TABLES)  # a view of the registry
+    assert tables.BUILDERS["fits"] is tables.fits
     assert list(report.FIGURE_FUNCTIONS) == list(registry.REPORT_FIGURES)
     assert list(tables.REPORT_BUILDERS) == list(registry.REPORT_TABLES)
     boot = props["bootstrap"]["properties"]

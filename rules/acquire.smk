@@ -2,7 +2,7 @@
 # LAION-built datasets: download + validate per part (round 0: the selection; rounds 1..
 # acquire.topup_rounds: reserve captions of classes still short), one fill-and-split plan over
 # every round, the kept images stored by one job per download part, then a small gather.
-# Datasets on disk (fashion_mnist, cifar10, imagenet, imagefolder): one job per class range
+# Datasets on disk (the adapter kinds of imagenot.acquire.kinds): one job per class range
 # (acquire.classes_per_job), then the same gather.
 
 

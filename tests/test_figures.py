@@ -292,7 +292,7 @@ def test_settings_name_a_wrong_key_and_an_unregistered_kind(config, results, tmp
     assert plan.figure_settings(config, "per_transform_imagenot")["dataset"] == "imagenot"
 
 
-@pytest.mark.parametrize("kind", plan.FIGURE_KINDS)
+@pytest.mark.parametrize("kind", [*plan.FIGURE_KINDS, "a_plugin_kind"])
 def test_every_registered_figure_has_its_report_caption(config, repo_root, kind):
     """report/figure.rst, the one figure rule's caption, says something for every kind (rendered
     as Snakemake renders captions: Jinja with the job's params and the config)."""

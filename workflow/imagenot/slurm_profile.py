@@ -35,11 +35,9 @@ ENV_GROWTH = "IMAGENOT_ATTEMPT_GROWTH"
 
 
 def site_schema() -> dict:
-    import yaml
+    from imagenot.config import load_schema
 
-    from imagenot.config import SCHEMA_DIR
-
-    return yaml.safe_load((SCHEMA_DIR / SITE_SCHEMA).read_text())
+    return load_schema(SITE_SCHEMA)
 
 
 def validate_site(site: dict, source: str) -> dict:

@@ -153,9 +153,9 @@ def _fill_args(p: argparse.ArgumentParser) -> None:
 
 
 def _adapter_args(p: argparse.ArgumentParser) -> None:
-    from imagenot.acquire.plan import ADAPTER_KINDS
+    from imagenot.acquire.kinds import adapter_kinds
 
-    p.add_argument("--kind", required=True, choices=ADAPTER_KINDS)
+    p.add_argument("--kind", required=True, choices=adapter_kinds())
     p.add_argument("--path", required=True, help="where the dataset lies on disk")
     _image_args(p)
     p.add_argument("--seed", type=int, required=True)

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import shlex
 
+from imagenot.acquire.kinds import DATASET_KINDS, adapter_kinds
 from imagenot.curate import plan as curate_plan
 
 RESULTS = "results"
-ADAPTER_KINDS = ("fashion_mnist", "cifar10", "imagenet", "imagefolder")
 
 
 def dataset_dir(name: str) -> str:
@@ -29,7 +29,7 @@ def _kinds(config: dict, kinds: tuple[str, ...]) -> list[str]:
 
 def adapter_datasets(config: dict) -> list[str]:
     """Configured datasets materialised from files on disk by an adapter."""
-    return _kinds(config, ADAPTER_KINDS)
+    return _kinds(config, adapter_kinds())
 
 
 def _pattern(names: list[str]) -> str:
@@ -257,7 +257,7 @@ def targets(config: dict) -> list[str]:
     """Manifest and fingerprint of every configured dataset, and the LAION download reports."""
     out = []
     for name, spec in config.get("datasets", {}).items():
-        if spec["kind"] not in (*ADAPTER_KINDS, "laion"):
+        if spec["kind"] not in DATASET_KINDS:
             continue
         out += [f"{dataset_dir(name)}/manifest.parquet", f"{dataset_dir(name)}/fingerprint.txt"]
         if spec["kind"] == "laion":

@@ -152,10 +152,15 @@ def _figure(args: argparse.Namespace) -> int:
                 "imagenot figure accuracy_vs_imagenet: --settings.protocol is required"
             )
         fig = accuracy_vs_imagenet.draw(acc, s.dataset, s.protocol, opts, style)
-    else:
+    elif s.kind == "per_transform":
         from imagenot.figures import per_transform
 
         fig = per_transform.draw(acc, s.dataset, opts, style)
+    else:  # any other registered kind: its "module:draw", draw(accuracy, options, style)
+        from imagenot.figures.registry import WORKFLOW_FIGURES
+        from imagenot.registries import resolve
+
+        fig = resolve(WORKFLOW_FIGURES[s.kind])(acc, opts, style)
     save(fig, args.pdf, args.png, style.dpi)
     print(f"wrote {args.pdf} and {args.png}")
     return 0
@@ -173,7 +178,7 @@ def _table(args: argparse.Namespace) -> int:
     for variant, path in zip(("standard", "robust"), args.rankings, strict=True):
         with open(path) as f:
             reports[variant] = json.load(f)
-    builder = tables.BUILDERS[s.name]
+    builder = tables.builder(s.name)
     df = builder(acc, reports, opts)
     tables.write(df, args.csv, args.md, (builder.__doc__ or s.name).strip().rstrip("."))
     print(f"wrote {args.csv} and {args.md}: {len(df)} rows")

@@ -7,6 +7,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
 from imagenot import slurm_profile, work
 from imagenot.config import read_config_file
+from imagenot.settings import to_arg
 from imagenot.stages import check_workflow_config, stage_plans
 from imagenot.demo import plan as demo_plan
 from imagenot.demo import scale_plan

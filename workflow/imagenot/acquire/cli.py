@@ -129,9 +129,7 @@ def _topup(args: argparse.Namespace) -> None:
     from imagenot.acquire.build import select_topup
     from imagenot.acquire.settings import TopupSettings
 
-    select_topup(
-        args.selection, args.status, args.reserve, args.out, _parse(TopupSettings, args)
-    )
+    select_topup(args.selection, args.status, args.reserve, args.out, _parse(TopupSettings, args))
 
 
 def _plan(args: argparse.Namespace) -> None:

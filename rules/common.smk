@@ -65,11 +65,6 @@ def download_resources():
     return slurm_profile.download_resources(config["acquire"]["download_on"], SITE)
 
 
-def wordnet_dict_dir_option():
-    dict_dir = config["wordnet"]["dict_dir"]
-    return f"--dict-dir {dict_dir}" if dict_dir else ""
-
-
 STAGE_PLANS = stage_plans()
 
 # Validate before any job runs: the config files' YAML (a duplicated key is an error), the JSON

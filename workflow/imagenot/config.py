@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +132,26 @@ def load_config(path: str | os.PathLike) -> dict:
         return validate_config(config)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
+
+
+@cache
+def _schema_file(name: str) -> dict:
+    return _load_yaml(SCHEMA_DIR / name)
+
+
+def schema_default(key: str) -> Any:
+    """The schema's default of config key ``key`` (dotted: ``laion.batch_rows``), for the flags
+    of commands people type by hand that mirror a config key: the default lives in the schema
+    only, never in a copy. Follows the stage schemas' ``$ref``; reads YAML only (no validation),
+    so a command line pays milliseconds for it."""
+    node: Any = _schema_file(MAIN_SCHEMA)
+    for part in key.split("."):
+        props = node.get("properties", {}) if isinstance(node, Mapping) else {}
+        if part not in props:
+            raise ConfigError(f"config key {key}: no such key in the schema ({part!r})")
+        node = props[part]
+        if "$ref" in node:
+            node = {**_schema_file(node["$ref"].rsplit("/", 1)[-1]), **node}
+    if "default" not in node:
+        raise ConfigError(f"config key {key}: the schema gives it no default")
+    return copy.deepcopy(node["default"])

@@ -152,6 +152,8 @@ def schema_default(key: str) -> Any:
         node = props[part]
         if "$ref" in node:
             node = {**_schema_file(node["$ref"].rsplit("/", 1)[-1]), **node}
+    if "properties" in node:
+        raise ConfigError(f"config key {key} is a section; a flag mirrors one of its keys")
     if "default" not in node:
         raise ConfigError(f"config key {key}: the schema gives it no default")
     return copy.deepcopy(node["default"])

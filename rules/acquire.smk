@@ -213,7 +213,9 @@ rule acquire_materialise_range:
     threads: 1
     params:
         out=f"{RESULTS}/datasets/{{dataset}}",
-        settings=lambda wc: to_arg(acquire_plan.materialise_settings(config, wc.dataset)),
+        settings=lambda wc: to_arg(
+            acquire_plan.materialise_settings(config, wc.dataset)
+        ),
     shell:
         "imagenot materialise-range {params.out} --job {wildcards.job}"
         " --part-manifest {output.part} --settings {params.settings} > {log} 2>&1"

@@ -1,6 +1,8 @@
 """Config lookups for the acquire stage's rules (pure functions of the workflow config).
 
 The rule file rules/acquire.smk calls these; Snakemake files themselves define no functions.
+Each ``*_settings`` function builds one command's ``--settings`` object from the validated config
+(:mod:`imagenot.acquire.settings` holds the dataclasses it parses into); paths stay arguments.
 """
 
 from __future__ import annotations

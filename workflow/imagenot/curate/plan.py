@@ -1,6 +1,8 @@
 """Config lookups for the curate stage's rules (pure functions of the workflow config).
 
 The rule file rules/curate.smk calls these; Snakemake files themselves define no functions.
+Each ``*_settings`` function builds one command's ``--settings`` object from the validated config
+(the dataclasses are in :mod:`imagenot.curate.cli`); paths stay arguments.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
 from imagenot import slurm_profile, work
 from imagenot.config import read_config_file
+from imagenot.settings import to_arg
 from imagenot.stages import check_workflow_config, stage_plans
 from imagenot.demo import plan as demo_plan
 from imagenot.demo import scale_plan
@@ -62,11 +63,6 @@ def download_resources():
     """A download job's partition: the site's download partition under acquire.download_on:
     local (without one, download rules are local rules: rules/acquire.smk)."""
     return slurm_profile.download_resources(config["acquire"]["download_on"], SITE)
-
-
-def wordnet_dict_dir_option():
-    dict_dir = config["wordnet"]["dict_dir"]
-    return f"--dict-dir {dict_dir}" if dict_dir else ""
 
 
 STAGE_PLANS = stage_plans()

@@ -22,7 +22,7 @@ rule demo_world:
         "../envs/curate.yaml"
     threads: 1
     params:
-        settings=demo_plan.settings_json(config),
+        settings=to_arg(demo_plan.settings(config)),
     shell:
         "imagenot demo-world --nltk-data {input} --out results/demo_world"
-        " --settings '{params.settings}' > {log} 2>&1"
+        " --settings {params.settings} > {log} 2>&1"

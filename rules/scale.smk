@@ -22,8 +22,8 @@ if scale_plan.enabled(config):
             "../envs/curate.yaml"
         threads: 1
         params:
-            settings=scale_plan.settings_json(config),
+            settings=to_arg(scale_plan.settings(config)),
         shell:
             "imagenot scale-world-shard --index {wildcards.shard} --captions {input.captions}"
-            " --lemmas {input.lemmas} -o {output.shard} --settings '{params.settings}'"
+            " --lemmas {input.lemmas} -o {output.shard} --settings {params.settings}"
             " > {log} 2>&1"

@@ -12,9 +12,9 @@ rule prepare_wordnet:
         "../envs/curate.yaml"
     threads: 1
     params:
-        dict_dir=wordnet_dict_dir_option(),
+        settings=to_arg(curate_plan.wordnet_settings(config)),
     shell:
-        "imagenot prepare-wordnet {output} {params.dict_dir} > {log} 2>&1"
+        "imagenot prepare-wordnet {output} --settings {params.settings} > {log} 2>&1"
 
 
 # Every (lemma, wnid) pair of WordNet's nouns, once: each matching job reads it in a fraction of

@@ -19,7 +19,7 @@ if scale_plan.enabled(config):
             shard=scale_plan.shard_constraint(config),
         priority: DATA_PRIORITY
         conda:
-            "../envs/curate.yaml"
+            gpu_env("curate")
         threads: 1
         params:
             settings=scale_plan.settings_json(config),

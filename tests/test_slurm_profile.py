@@ -332,3 +332,89 @@ def test_the_image_builds(tmp_path):
     assert built.returncode == 0, built.stderr[-4000:]
     version = subprocess.run([apptainer, "run", str(image), "--version"], capture_output=True)
     assert version.returncode == 0 and b"imagenot" in version.stdout
+
+
+# ---- CUDA variant of the GPU envs --------------------------------------------------------------
+def _rule_envs(tmp_path: Path, *configfiles: Path) -> tuple[dict[str, str], set[str]]:
+    """({rule: its conda env file}, the GPU rules) of the workflow parsed with these config files
+    over the demo config with one GPU per GPU rule."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import (
+        ConfigSettings,
+        OutputSettings,
+        ResourceSettings,
+        StorageSettings,
+    )
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    gpus = tmp_path / "gpus.yaml"
+    gpus.write_text("resources:\n  gpus: 1\n")
+    configs = [REPO / "config" / "config.yaml", gpus, *configfiles]
+    with SnakemakeApi(OutputSettings()) as api:
+        workflow = api.workflow(
+            snakefile=REPO / "Snakefile",
+            workdir=tmp_path,
+            config_settings=ConfigSettings(configfiles=configs),
+            resource_settings=ResourceSettings(),
+            storage_settings=StorageSettings(),
+        )._workflow
+        rules = [rule for rule in workflow.rules if rule.name != "all"]
+        envs = {rule.name: rule.conda_env for rule in rules}
+        gpu = {rule.name for rule in rules if {"gpu", "gres"} & set(rule.resources)}
+        return envs, gpu
+
+
+def test_the_cuda_key_switches_the_env_of_every_gpu_rule(tmp_path, monkeypatch):
+    """config resources.cuda (or the site's `cuda`) picks the CUDA variant of the GPU envs for
+    every GPU rule, and for the CPU rules sharing those envs (one variant per checkout); the
+    other envs stay as they are."""
+    from imagenot.conda_envs import CUDA_VARIANTS, GPU_ENVS
+
+    monkeypatch.chdir(REPO)
+    gpu_env_files = {
+        f"../envs/{env}{variant.suffix}.yaml": cuda
+        for cuda, variant in CUDA_VARIANTS.items()
+        for env in GPU_ENVS
+    }
+    default, gpu_rules = _rule_envs(tmp_path / "default")
+    assert {"curate_embed", "train_trial", "train_final", "evaluate_robustness"} <= gpu_rules
+    assert {default[rule] for rule in gpu_rules} == {"../envs/curate.yaml", "../envs/train.yaml"}
+    cu12 = tmp_path / "cu12.yaml"
+    cu12.write_text("resources:\n  cuda: 12\n")
+    chosen, gpu_rules_12 = _rule_envs(tmp_path / "cu12", cu12)
+    assert gpu_rules_12 == gpu_rules
+    assert {chosen[rule] for rule in gpu_rules} == {
+        "../envs/curate-cu12.yaml",
+        "../envs/train-cu12.yaml",
+    }
+    for rule, env in default.items():
+        if env in gpu_env_files:  # every rule of a GPU env follows the key
+            assert gpu_env_files[env] == 13 and gpu_env_files[chosen[rule]] == 12, rule
+        else:
+            assert chosen[rule] == env, rule
+    # the site's driver decides over the workflow config: --cuda 12 with resources.cuda 13
+    directory = _write(tmp_path / "home", "--cuda", "12")
+    assert slurm_profile.load_site(directory / "site.yaml")["cuda"] == 12
+    site = tmp_path / "site.yaml"
+    site.write_text(f"resources:\n  cuda: 13\n  site: {directory / 'site.yaml'}\n")
+    assert _rule_envs(tmp_path / "site", site)[0] == chosen
+
+
+def test_cuda_choices_come_from_the_registry(tmp_path, capsys):
+    from imagenot.conda_envs import CUDA_VARIANTS, cuda_major, env_file
+
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "resources.schema.yaml").read_text())
+    assert schema["properties"]["cuda"]["enum"] == list(CUDA_VARIANTS)
+    assert slurm_profile.site_schema()["properties"]["cuda"]["enum"] == [*CUDA_VARIANTS, None]
+    config = {"resources": {"cuda": 13}}
+    assert cuda_major(config, None) == 13
+    assert cuda_major(config, {"cuda": None}) == 13
+    assert cuda_major(config, {"cuda": 12}) == 12
+    assert env_file({"resources": {"cuda": 12}}, "train") == "../envs/train-cu12.yaml"
+    with pytest.raises(ValueError, match="not a GPU env"):
+        env_file(config, "analyse")
+    for cuda, variant in CUDA_VARIANTS.items():
+        assert (REPO / variant.lock).is_file(), cuda
+    with pytest.raises(SystemExit):
+        _write(tmp_path, "--cuda", "11")
+    assert "--cuda: invalid choice: 11" in capsys.readouterr().err

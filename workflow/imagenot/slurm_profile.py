@@ -189,7 +189,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             flag = "--max-runtime"
         kwargs: dict = {"dest": key, "help": " ".join(spec.get("description", "").split())}
         if "enum" in spec:
-            kwargs["choices"] = spec["enum"]
+            kwargs["choices"] = [v for v in spec["enum"] if v is not None]
+            if all(isinstance(v, int) for v in kwargs["choices"]):
+                kwargs["type"] = int  # e.g. --cuda 12
         elif spec.get("type") == "integer":
             kwargs["type"] = int
         if key in schema["required"]:

@@ -91,6 +91,15 @@ python -m pip install --no-deps --force-reinstall "$wheels"/imagenot-"$wanted"-*
 """
 
 
+def build_requirements() -> set[str]:
+    """The package's build backend (pyproject's build-system), which each env needs: the
+    post-deploy script builds the wheel without build isolation (offline-safe, pinned)."""
+    import tomllib
+
+    spec = tomllib.loads((REPO / "pyproject.toml").read_text())["build-system"]["requires"]
+    return {canonicalize_name(Requirement(r).name) for r in spec}
+
+
 def package_version() -> str:
     import tomllib
 
@@ -337,7 +346,7 @@ def write_envs() -> None:
         cuda = env_cuda(env)[1]
         lock_file = CUDA_VARIANTS[cuda].lock
         lock = lock_versions(cuda)
-        dists = sorted(requirement_closure(needed_dists(env), cuda))
+        dists = sorted(requirement_closure(needed_dists(env) | build_requirements(), cuda))
         unlocked = [d for d in dists if d not in lock]
         assert not unlocked, f"{env}: not in {lock_file}: {unlocked}"
         rules = ", ".join(sorted(env_rules().get(env, []))) or "(none yet)"
@@ -441,6 +450,9 @@ def test_post_deploy_scripts_install_the_package_at_its_version():
         )
         assert f"# Package: imagenot=={version}," in (ENVS / f"{env}.yaml").read_text()
         assert " -e " not in script.read_text()  # a copy, not an editable install
+        # the wheel is built without isolation: the build backend must be in the env
+        missing = build_requirements() - set(parse_env(ENVS / f"{env}.yaml")[1])
+        assert not missing, f"envs/{env}.yaml lacks the build backend {sorted(missing)}"
 
 
 # ---- resolution against the package registry ---------------------------------------------------

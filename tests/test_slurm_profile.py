@@ -310,10 +310,16 @@ def test_the_image_holds_the_locked_set_and_the_package():
 
     text = DEFINITION.read_text()
     assert re.search(rf"^From: python:{re.escape(PYTHON)}-slim-bookworm$", text, flags=re.M)
+    from imagenot.conda_envs import CUDA_VARIANTS
+
     files = text.split("%files", 1)[1].split("%post", 1)[0].split()
-    assert {"requirements.lock", "pyproject.toml", "workflow"} <= set(files[::2])
+    locks = {variant.lock for variant in CUDA_VARIANTS.values()}  # each CUDA variant's lock
+    assert {"pyproject.toml", "workflow", *locks} <= set(files[::2])
+    # the build argument LOCK picks one, requirements.lock (CUDA 13) unless given
+    arguments = text.split("%arguments", 1)[1].split("%files", 1)[0].split()
+    assert arguments == ["LOCK=requirements.lock"]
     post = text.split("%post", 1)[1].split("%environment", 1)[0]
-    assert re.search(r"pip install .*-r /opt/imagenot/src/requirements.lock", post)
+    assert re.search(r"pip install .*-r /opt/imagenot/src/\{\{ LOCK \}\}$", post, flags=re.M)
     assert re.search(r"pip install .*--no-deps /opt/imagenot/src$", post, flags=re.M)
     assert " -e " not in post
 

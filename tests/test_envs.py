@@ -455,6 +455,70 @@ def test_post_deploy_scripts_install_the_package_at_its_version():
         assert not missing, f"envs/{env}.yaml lacks the build backend {sorted(missing)}"
 
 
+def test_cuda_variant_locks_differ_from_requirements_lock_only_in_the_cuda_build():
+    """A variant's lock is requirements.lock with another CUDA build of torch: every other pin is
+    the same (rerun --lock-cuda12 after changing requirements.lock), each package it holds at
+    another version has its requirements recorded, and its envs hold that CUDA's runtime only."""
+    base = lock_versions(13)
+    for cuda, variant in CUDA_VARIANTS.items():
+        if variant.lock == "requirements.lock":
+            continue
+        lock, metadata = lock_versions(cuda), lock_metadata(cuda)
+        for name, version in base.items():
+            if not CUDA_BUILD.fullmatch(name):
+                assert lock.get(name) == version, (
+                    f"{variant.lock}: {name} is not {version} as in requirements.lock: "
+                    f"python tests/test_envs.py --lock-cuda{cuda}"
+                )
+        changed = {name for name, version in lock.items() if base.get(name) != version}
+        assert changed - {"setuptools"} <= set(metadata), sorted(changed - set(metadata))
+        torch_requires = {canonicalize_name(Requirement(r).name) for r in metadata["torch"]}
+        assert f"nvidia-cuda-runtime-cu{cuda}" in torch_requires
+        for env in GPU_ENVS:
+            pins = parse_env(ENVS / f"{env_name(env, cuda)}.yaml")[1]
+            assert f"nvidia-cuda-runtime-cu{cuda}" in pins
+            other = [n for n in pins if n == "cuda-toolkit" or re.fullmatch(r"nvidia-[a-z-]+", n)]
+            other += [n for n in pins if re.search(r"-cu\d+$", n) and not n.endswith(f"cu{cuda}")]
+            assert not other, f"{env_name(env, cuda)}: another CUDA's packages {other}"
+
+
+PIP_WHEEL = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet"]
+
+
+def test_the_built_package_holds_the_schemas(tmp_path):
+    """The envs get a wheel of the checkout (not the checkout itself): every `imagenot` command
+    reads workflow/schemas at start-up (imagenot.config.SCHEMA_DIR, beside the package), so the
+    wheel must carry them there."""
+    import shutil
+    import subprocess
+    import zipfile
+
+    from imagenot.config import SCHEMA_DIR
+
+    # a clean copy: setuptools would reuse an earlier build/ of the checkout
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    shutil.copytree(REPO / "workflow", src / "workflow", ignore=skip)
+    built = subprocess.run(
+        [*PIP_WHEEL, "--wheel-dir", str(tmp_path), str(src)],
+        env=_pip_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = tmp_path.glob(f"imagenot-{package_version()}-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "imagenot/config.py" in names
+    relative = SCHEMA_DIR.relative_to((PKG / "config.py").parents[1])  # as config.py finds it
+    schemas = sorted(p.name for p in SCHEMA_DIR.glob("*.yaml"))
+    assert schemas
+    missing = [s for s in schemas if f"{relative.as_posix()}/{s}" not in names]
+    assert not missing, f"the wheel lacks {missing}"
+
+
 # ---- resolution against the package registry ---------------------------------------------------
 INDEX = "https://pypi.org/simple"
 # The target: Linux x86_64 with glibc >= 2.17 (pip does not widen a given --platform to older

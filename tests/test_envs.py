@@ -54,12 +54,16 @@ CUDA12_TORCH = ("torch==2.10.0", "torchvision==0.25.0")
 CUDA_BUILD = re.compile(r"torch|torchvision|triton|nvidia-.*|cuda-.*")
 
 
-def env_cuda(env: str) -> tuple[str, int]:
+# the CUDA variant of the base env files (no suffix), pinned by requirements.lock
+BASE_CUDA = next(cuda for cuda, variant in CUDA_VARIANTS.items() if not variant.suffix)
+
+
+def env_cuda(env: str) -> tuple[str, str]:
     """(the base env, the CUDA major version whose lock pins it) of an env file's stem."""
     for cuda, variant in CUDA_VARIANTS.items():
         if variant.suffix and env.endswith(variant.suffix):
             return env.removesuffix(variant.suffix), cuda
-    return env, next(cuda for cuda, variant in CUDA_VARIANTS.items() if not variant.suffix)
+    return env, BASE_CUDA
 
 
 POST_DEPLOY = """\
@@ -242,7 +246,7 @@ def dists_for_imports(names: set[str]) -> set[str]:
     return {d for n in names for d in mapping[n] if d != "imagenot"}
 
 
-def requirement_closure(dists: set[str], cuda: int) -> set[str]:
+def requirement_closure(dists: set[str], cuda: str) -> set[str]:
     """`dists` and, recursively, their marker-applicable requirements, following extras: torch
     requires `cuda-toolkit[cudart,cufft,...]`, whose extras pull the CUDA runtime libraries; an
     env that left them out would let pip pick their versions when the env is created. The
@@ -277,7 +281,7 @@ def read_lock(path: Path) -> dict[str, str]:
 
 
 @cache
-def lock_versions(cuda: int) -> dict[str, str]:
+def lock_versions(cuda: str) -> dict[str, str]:
     """The pins of CUDA variant `cuda`: requirements.lock (the tested .venv) or the variant's."""
     pins = read_lock(REPO / CUDA_VARIANTS[cuda].lock)
     # `pip freeze` leaves out setuptools: pin the version installed in the .venv
@@ -285,21 +289,20 @@ def lock_versions(cuda: int) -> dict[str, str]:
     return pins
 
 
-def metadata_file(cuda: int) -> Path:
+def metadata_file(cuda: str) -> Path:
     return REPO / CUDA_VARIANTS[cuda].lock.replace(".lock", ".metadata.json")
 
 
 @cache
-def lock_metadata(cuda: int) -> dict[str, list[str]]:
+def lock_metadata(cuda: str) -> dict[str, list[str]]:
     """Requirements (Requires-Dist of the registry's wheels) of the packages a variant's lock
     pins at another version than the .venv: the .venv cannot tell them. Empty for the .venv's own
     lock."""
     import json
 
-    path = metadata_file(cuda)
-    if CUDA_VARIANTS[cuda].lock == "requirements.lock":
+    if cuda == BASE_CUDA:
         return {}
-    return json.loads(path.read_text())["requires"]
+    return json.loads(metadata_file(cuda).read_text())["requires"]
 
 
 # ---- env files -----------------------------------------------------------------------------------
@@ -459,9 +462,9 @@ def test_cuda_variant_locks_differ_from_requirements_lock_only_in_the_cuda_build
     """A variant's lock is requirements.lock with another CUDA build of torch: every other pin is
     the same (rerun --lock-cuda12 after changing requirements.lock), each package it holds at
     another version has its requirements recorded, and its envs hold that CUDA's runtime only."""
-    base = lock_versions(13)
+    base = lock_versions(BASE_CUDA)
     for cuda, variant in CUDA_VARIANTS.items():
-        if variant.lock == "requirements.lock":
+        if cuda == BASE_CUDA:
             continue
         lock, metadata = lock_versions(cuda), lock_metadata(cuda)
         for name, version in base.items():
@@ -615,7 +618,7 @@ def lock_cuda12(tmp: Path) -> None:
     packages that no env holds keep their versions (none of them depends on torch's build)."""
     import json
 
-    cuda = 12
+    cuda = "12"
     base = read_lock(REPO / "requirements.lock")
     pins = {}
     for env in ENV_NAMES:

@@ -386,7 +386,7 @@ def test_the_cuda_key_switches_the_env_of_every_gpu_rule(tmp_path, monkeypatch):
     assert {"curate_embed", "train_trial", "train_final", "evaluate_robustness"} <= gpu_rules
     assert {default[rule] for rule in gpu_rules} == {"../envs/curate.yaml", "../envs/train.yaml"}
     cu12 = tmp_path / "cu12.yaml"
-    cu12.write_text("resources:\n  cuda: 12\n")
+    cu12.write_text("resources:\n  cuda: '12'\n")
     chosen, gpu_rules_12 = _rule_envs(tmp_path / "cu12", cu12)
     assert gpu_rules_12 == gpu_rules
     assert {chosen[rule] for rule in gpu_rules} == {
@@ -395,32 +395,41 @@ def test_the_cuda_key_switches_the_env_of_every_gpu_rule(tmp_path, monkeypatch):
     }
     for rule, env in default.items():
         if env in gpu_env_files:  # every rule of a GPU env follows the key
-            assert gpu_env_files[env] == 13 and gpu_env_files[chosen[rule]] == 12, rule
+            assert gpu_env_files[env] == "13" and gpu_env_files[chosen[rule]] == "12", rule
         else:
             assert chosen[rule] == env, rule
     # the site's driver decides over the workflow config: --cuda 12 with resources.cuda 13
     directory = _write(tmp_path / "home", "--cuda", "12")
-    assert slurm_profile.load_site(directory / "site.yaml")["cuda"] == 12
+    assert slurm_profile.load_site(directory / "site.yaml")["cuda"] == "12"
     site = tmp_path / "site.yaml"
-    site.write_text(f"resources:\n  cuda: 13\n  site: {directory / 'site.yaml'}\n")
+    site.write_text(f"resources:\n  cuda: '13'\n  site: {directory / 'site.yaml'}\n")
     assert _rule_envs(tmp_path / "site", site)[0] == chosen
 
 
 def test_cuda_choices_come_from_the_registry(tmp_path, capsys):
     from imagenot.conda_envs import CUDA_VARIANTS, cuda_major, env_file
+    from imagenot.config import ConfigError, load_schema, validate_config
+    from imagenot.registries import RegistryError, names
 
-    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "resources.schema.yaml").read_text())
-    assert schema["properties"]["cuda"]["enum"] == list(CUDA_VARIANTS)
-    assert slurm_profile.site_schema()["properties"]["cuda"]["enum"] == [*CUDA_VARIANTS, None]
-    config = {"resources": {"cuda": 13}}
-    assert cuda_major(config, None) == 13
-    assert cuda_major(config, {"cuda": None}) == 13
-    assert cuda_major(config, {"cuda": 12}) == 12
-    assert env_file({"resources": {"cuda": 12}}, "train") == "../envs/train-cu12.yaml"
+    # the schemas name the registry; loaded, they list its names
+    for name in ("resources.schema.yaml", "site.schema.yaml"):
+        assert "x-registry: cuda_variants" in (REPO / "workflow" / "schemas" / name).read_text()
+    assert names("cuda_variants") == tuple(CUDA_VARIANTS)
+    cuda = load_schema("resources.schema.yaml")["properties"]["cuda"]
+    assert cuda["enum"] == list(CUDA_VARIANTS)
+    with pytest.raises(ConfigError, match=r"cuda: 12 is not allowed"):
+        validate_config({"cuda": 12}, schema="resources.schema.yaml")
+    config = {"resources": {"cuda": "13"}}
+    assert cuda_major(config, None) == "13"
+    assert cuda_major(config, {"cuda": None}) == "13"
+    assert cuda_major(config, {"cuda": "12"}) == "12"
+    assert env_file({"resources": {"cuda": "12"}}, "train") == "../envs/train-cu12.yaml"
     with pytest.raises(ValueError, match="not a GPU env"):
         env_file(config, "analyse")
-    for cuda, variant in CUDA_VARIANTS.items():
-        assert (REPO / variant.lock).is_file(), cuda
+    with pytest.raises(RegistryError, match="unknown CUDA variant '11'"):
+        env_file({"resources": {"cuda": "11"}}, "train")
+    for variant in CUDA_VARIANTS.values():
+        assert (REPO / variant.lock).is_file(), variant
     with pytest.raises(SystemExit):
         _write(tmp_path, "--cuda", "11")
-    assert "--cuda: invalid choice: 11" in capsys.readouterr().err
+    assert "--cuda: invalid choice: '11'" in capsys.readouterr().err

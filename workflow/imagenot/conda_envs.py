@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from imagenot.registries import Registry
+
 
 @dataclass(frozen=True)
 class CudaVariant:
@@ -30,18 +32,22 @@ class CudaVariant:
     lock: str
 
 
-# The registry: CUDA major version -> its variant. The schema enums of `resources.cuda` and the
-# site's `cuda` list these keys (tested), as do the env files tests/test_envs.py generates.
-CUDA_VARIANTS: dict[int, CudaVariant] = {
-    13: CudaVariant(suffix="", lock="requirements.lock"),
-    12: CudaVariant(suffix="-cu12", lock="requirements-cu12.lock"),
-}
+# The registry (imagenot.registries kind "cuda_variants"): CUDA major version -> its variant.
+# The schema of `resources.cuda` and the site's `cuda` name it (x-registry), as do the env files
+# tests/test_envs.py generates. Names are strings, as Snakemake's --config passes them.
+CUDA_VARIANTS = Registry(
+    "CUDA variant",
+    {
+        "13": CudaVariant(suffix="", lock="requirements.lock"),
+        "12": CudaVariant(suffix="-cu12", lock="requirements-cu12.lock"),
+    },
+)
 # Envs used by GPU rules (the only ones with CUDA variants; the others carry torch for shared
 # imports but never touch a GPU, and torch's CUDA 13 build runs on CPU without a driver).
 GPU_ENVS = ("curate", "train")
 
 
-def cuda_major(config: dict, site: dict | None) -> int:
+def cuda_major(config: dict, site: dict | None) -> str:
     """The CUDA major version of the GPU envs: the site's ``cuda`` when a site profile sets it,
     else config ``resources.cuda``."""
     if site is not None and site.get("cuda") is not None:
@@ -49,13 +55,11 @@ def cuda_major(config: dict, site: dict | None) -> int:
     return config["resources"]["cuda"]
 
 
-def env_name(env: str, cuda: int) -> str:
+def env_name(env: str, cuda: str) -> str:
     """The env file's stem of GPU env ``env`` built for CUDA ``cuda`` (e.g. train-cu12)."""
     if env not in GPU_ENVS:
         raise ValueError(f"{env!r} is not a GPU env (one of {', '.join(GPU_ENVS)})")
-    if cuda not in CUDA_VARIANTS:
-        raise ValueError(f"CUDA {cuda!r} has no env variant (one of {sorted(CUDA_VARIANTS)})")
-    return env + CUDA_VARIANTS[cuda].suffix
+    return env + CUDA_VARIANTS.entry(cuda).suffix
 
 
 def env_file(config: dict, env: str) -> str:

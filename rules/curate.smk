@@ -19,7 +19,7 @@ rule curate_match:
         f"{BENCH}/curate_match/{{shard}}.tsv"
     priority: DATA_PRIORITY
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 1
     resources:
         mem_mb=work_mem_mb("curate_match"),
@@ -50,7 +50,7 @@ rule curate_candidates:
         f"{BENCH}/curate_candidates/{{dataset}}.tsv"
     priority: DATA_PRIORITY
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 1
     resources:
         mem_mb=work_mem_mb("curate_candidates"),
@@ -79,7 +79,7 @@ rule curate_captions:
         f"{BENCH}/curate_captions/{{dataset}}/{{shard}}.tsv"
     priority: DATA_PRIORITY
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 1
     resources:
         mem_mb=work_mem_mb("curate_captions"),
@@ -104,7 +104,7 @@ rule curate_queries:
         f"{BENCH}/curate_queries/{{dataset}}.tsv"
     priority: DATA_PRIORITY
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 2
     params:
         settings=to_arg(curate_plan.queries_settings(config)),
@@ -129,7 +129,7 @@ rule curate_embed:
         f"{BENCH}/curate_embed/{{dataset}}/{{shard}}.tsv"
     priority: DATA_PRIORITY
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 2
     resources:
         **gpu_request(),
@@ -163,7 +163,7 @@ rule curate_select:
         f"{BENCH}/curate_select/{{dataset}}.tsv"
     priority: DATA_PRIORITY
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 1
     resources:
         mem_mb=work_mem_mb("curate_select"),
@@ -208,7 +208,7 @@ rule curate_audit:
         f"{BENCH}/curate_audit/{{dataset}}.tsv"
     priority: DATA_PRIORITY
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 1
     shell:
         "imagenot curate-audit --match-stats {input.match_stats} --candidates {input.candidates}"
@@ -247,7 +247,7 @@ rule curate_calibration:
     benchmark:
         f"{BENCH}/curate_calibration/{{dataset}}.tsv"
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 1
     params:
         settings=lambda wc: to_arg(curate_plan.calibration_settings(config, wc.dataset)),

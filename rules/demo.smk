@@ -19,7 +19,7 @@ rule demo_world:
         f"{BENCH}/demo_world.tsv"
     priority: DATA_PRIORITY
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 1
     params:
         settings=to_arg(demo_plan.settings(config)),

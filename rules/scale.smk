@@ -19,7 +19,7 @@ if scale_plan.enabled(config):
             shard=scale_plan.shard_constraint(config),
         priority: DATA_PRIORITY
         conda:
-            "../envs/curate.yaml"
+            gpu_env("curate")
         threads: 1
         params:
             settings=to_arg(scale_plan.settings(config)),

@@ -9,7 +9,7 @@ rule prepare_wordnet:
     benchmark:
         f"{BENCH}/prepare_wordnet.tsv"
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 1
     params:
         settings=to_arg(curate_plan.wordnet_settings(config)),
@@ -30,7 +30,7 @@ rule noun_lemmas:
         f"{BENCH}/noun_lemmas.tsv"
     priority: DATA_PRIORITY
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 1
     shell:
         "imagenot lemmas --nltk-data {input} -o {output} > {log} 2>&1"

@@ -23,7 +23,7 @@ rule diagnostics_wordnet_stats:
     benchmark:
         f"{BENCH}/diagnostics_wordnet_stats/{{subject}}.tsv"
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 1
     params:
         reference=diagnostics_plan.reference_classes_option(config),
@@ -65,18 +65,18 @@ rule diagnostics_embed_images:
     benchmark:
         f"{BENCH}/diagnostics_embed_images/{{dataset}}.tsv"
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: 2
     resources:
         **gpu_request(),
     params:
         dataset_dir=lambda wc: f"{RESULTS}/datasets/{wc.dataset}",
-        settings=to_json(diagnostics_plan.embed_settings(config)),
+        settings=to_arg(diagnostics_plan.embed_settings(config)),
         checkpoint=diagnostics_plan.checkpoint_option(config),
         identity=diagnostics_plan.encoder_description(config),
     shell:
         "imagenot embed-images --dataset-dir {params.dataset_dir}"
-        " --settings {params.settings:q} {params.checkpoint}"
+        " --settings {params.settings} {params.checkpoint}"
         " --workers {threads} --out {output} > {log} 2>&1"
 
 
@@ -122,9 +122,9 @@ rule diagnostics_figure:
     threads: 1
     params:
         inputs=lambda wc: diagnostics_plan.figure_args(config, wc.name),
-        settings=lambda wc: to_json(diagnostics_plan.figure_settings(config, wc.name)),
+        settings=lambda wc: to_arg(diagnostics_plan.figure_settings(config, wc.name)),
     shell:
-        "imagenot diagnostics-figure {params.inputs} --settings {params.settings:q}"
+        "imagenot diagnostics-figure {params.inputs} --settings {params.settings}"
         " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
 
 
@@ -147,7 +147,7 @@ rule diagnostics_table:
     threads: 1
     params:
         files=lambda wc: diagnostics_plan.table_args(config, wc.subject),
-        settings=lambda wc: to_json(diagnostics_plan.table_settings(config, wc.subject)),
+        settings=lambda wc: to_arg(diagnostics_plan.table_settings(config, wc.subject)),
     shell:
-        "imagenot diagnostics-table {params.files} --settings {params.settings:q}"
+        "imagenot diagnostics-table {params.files} --settings {params.settings}"
         " --csv {output.csv} --md {output.md} > {log} 2>&1"

@@ -16,7 +16,7 @@ rule evaluate_robustness:
     benchmark:
         f"{BENCH}/evaluate_robustness/{{dataset}}/{{protocol}}/{{model}}/seed-{{seed}}.tsv"
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: evaluate_plan.threads(config)
     resources:
         **gpu_request(),

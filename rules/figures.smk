@@ -34,10 +34,10 @@ rule accuracy_table:
         "../envs/analyse.yaml"
     threads: 1
     params:
-        settings=to_json(figures_plan.accuracy_settings(config)),
+        settings=to_arg(figures_plan.accuracy_settings(config)),
     shell:
         "imagenot accuracy-table {input.robustness} --published {input.published}"
-        " --settings {params.settings:q} --out {output.accuracy}"
+        " --settings {params.settings} --out {output.accuracy}"
         " --per-image-out {output.per_image} > {log} 2>&1"
 
 
@@ -61,12 +61,12 @@ rule rankings_json:
         "../envs/analyse.yaml"
     threads: 1
     params:
-        settings=lambda wc: to_json(
+        settings=lambda wc: to_arg(
             figures_plan.rankings_settings(config, wc.variant)
         ),
     shell:
         "imagenot rankings {input.accuracy} --per-image {input.per_image}"
-        " --settings {params.settings:q} --out {output} > {log} 2>&1"
+        " --settings {params.settings} --out {output} > {log} 2>&1"
 
 
 rule figure:
@@ -92,9 +92,9 @@ rule figure:
     threads: 1
     params:
         figure=lambda wc: figures_plan.figure_params(config, wc.figure),
-        settings=lambda wc: to_json(figures_plan.figure_settings(config, wc.figure)),
+        settings=lambda wc: to_arg(figures_plan.figure_settings(config, wc.figure)),
     shell:
-        "imagenot figure {input.accuracy} --settings {params.settings:q}"
+        "imagenot figure {input.accuracy} --settings {params.settings}"
         " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
 
 
@@ -120,7 +120,7 @@ rule results_table:
         "../envs/analyse.yaml"
     threads: 1
     params:
-        settings=lambda wc: to_json(figures_plan.table_settings(config, wc.table)),
+        settings=lambda wc: to_arg(figures_plan.table_settings(config, wc.table)),
     shell:
-        "imagenot table {input.accuracy} --settings {params.settings:q}"
+        "imagenot table {input.accuracy} --settings {params.settings}"
         " --rankings {input.rankings} --csv {output.csv} --md {output.md} > {log} 2>&1"

@@ -25,15 +25,15 @@ rule train_draw_trials:
     benchmark:
         f"{BENCH}/train_draw_trials/{TRAIN_WC}.tsv"
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: 1
     params:
-        settings=lambda wc: to_json(
+        settings=lambda wc: to_arg(
             train_plan.draw_settings(config, wc.dataset, wc.protocol, wc.model)
         ),
         record=train_plan.PREREGISTRATION,
     shell:
-        "imagenot train-draw-trials --settings {params.settings:q} --record {params.record}"
+        "imagenot train-draw-trials --settings {params.settings} --record {params.record}"
         " --out {output} > {log} 2>&1"
 
 
@@ -60,12 +60,12 @@ rule train_trial:
         stage="[0-9]+",
         slot="[0-9]+",
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: train_plan.threads(config)
     resources:
         **gpu_request(train_plan.gpus(config)),
     params:
-        settings=lambda wc: to_json(
+        settings=lambda wc: to_arg(
             train_plan.trial_settings(config, wc.dataset, wc.protocol, wc.model, wc.stage)
         ),
         promoted=lambda wc: train_plan.promoted_option(
@@ -73,7 +73,7 @@ rule train_trial:
         ),
         data=f"{RESULTS}/datasets/{{dataset}}",
     shell:
-        "imagenot train-trial --settings {params.settings:q} --dataset-dir {params.data}"
+        "imagenot train-trial --settings {params.settings} --dataset-dir {params.data}"
         " --trials {input.trials} --stage {wildcards.stage} --slot {wildcards.slot}"
         " {params.promoted} --threads {threads} --out {output} > {log} 2>&1"
 
@@ -92,12 +92,12 @@ rule train_halve:
     wildcard_constraints:
         rung="[0-9]+",
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: 1
     params:
-        settings=lambda wc: to_json(train_plan.halve_settings(config, wc.dataset, wc.protocol)),
+        settings=lambda wc: to_arg(train_plan.halve_settings(config, wc.dataset, wc.protocol)),
     shell:
-        "imagenot train-halve {input} --rung {wildcards.rung} --settings {params.settings:q}"
+        "imagenot train-halve {input} --rung {wildcards.rung} --settings {params.settings}"
         " --out {output} > {log} 2>&1"
 
 
@@ -111,7 +111,7 @@ rule train_select:
     benchmark:
         f"{BENCH}/train_select/{TRAIN_WC}.tsv"
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: 1
     shell:
         "imagenot train-select {input} --out {output} > {log} 2>&1"
@@ -131,18 +131,18 @@ rule train_final:
     benchmark:
         f"{BENCH}/train_final/{TRAIN_WC}/{{seed}}.tsv"
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: train_plan.threads(config)
     resources:
         **gpu_request(train_plan.gpus(config)),
     params:
-        settings=lambda wc: to_json(
+        settings=lambda wc: to_arg(
             train_plan.final_settings(config, wc.dataset, wc.protocol, wc.model, wc.seed)
         ),
         data=f"{RESULTS}/datasets/{{dataset}}",
         out_dir=f"{TRAIN_RUN}/final/seed-{{seed}}",
     shell:
-        "imagenot train-final --settings {params.settings:q} --dataset-dir {params.data}"
+        "imagenot train-final --settings {params.settings} --dataset-dir {params.data}"
         " --trials {input.trials} --selection {input.selection}"
         " --run {wildcards.dataset}/{wildcards.protocol}/{wildcards.model}/{wildcards.seed}"
         " --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"
@@ -168,14 +168,14 @@ rule train_published:
         dataset=train_plan.published_pattern(config),
         protocol="st",
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: 1
     params:
-        settings=lambda wc: to_json(train_plan.published_settings(config, wc.model)),
+        settings=lambda wc: to_arg(train_plan.published_settings(config, wc.model)),
         data=f"{RESULTS}/datasets/{{dataset}}",
         out_dir=f"{TRAIN_RUN}/final/seed-0",
     shell:
-        "imagenot train-published --settings {params.settings:q}"
+        "imagenot train-published --settings {params.settings}"
         " --weights-file {input.weights} --dataset-dir {params.data}"
         " --run {wildcards.dataset}/{wildcards.protocol} --out-dir {params.out_dir}"
         " > {log} 2>&1"
@@ -197,7 +197,7 @@ rule train_preregistration_table:
     benchmark:
         f"{BENCH}/train_preregistration_table.tsv"
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: 1
     params:
         record=train_plan.PREREGISTRATION,

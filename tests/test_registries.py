@@ -194,7 +194,7 @@ def test_a_plugin_module_registers_for_a_snakemake_dry_run(tmp_path, monkeypatch
     assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-3000:]
     out = run.stdout
     assert "results/datasets/toy/manifest.parquet" in out
-    assert "--kind toy_kind" in out
+    assert '"kind":"toy_kind"' in out  # in the materialisation's settings JSON
     assert "results/evaluate/toy/st/toy_mlp/seed-0/robustness.parquet" in out
     assert "ToyNoise" in out  # in the evaluation's settings JSON
     assert "results/tables/toy_table.csv" in out

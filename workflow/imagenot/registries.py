@@ -1,5 +1,5 @@
 """The one list of each kind of name: models, transformations, dataset kinds, figures, tables,
-optimizers, schedulers, text encoders, NSFW filters.
+optimizers, schedulers, text encoders, NSFW filters, CUDA variants of the GPU envs.
 
 Each list is a :class:`Registry` living beside the code it names (``REGISTRIES`` says where).
 Everything else derives from it: the config schema (an ``x-registry: KIND`` marker that
@@ -94,6 +94,7 @@ REGISTRIES: dict[str, str] = {
     "schedulers": "imagenot.train.optim_registry:SCHEDULERS",
     "encoders": "imagenot.curate.encoders:ENCODERS",
     "nsfw_filters": "imagenot.curate.nsfw:NSFW_FILTERS",
+    "cuda_variants": "imagenot.conda_envs:CUDA_VARIANTS",
 }
 
 

@@ -14,6 +14,7 @@ include: "rules/common.smk"
 wildcard_constraints:
     dataset="[a-z][a-z0-9_]*",
     shard=curate_plan.SHARD_ID_PATTERN,
+    protocol=PROTOCOL,
     model="[a-z0-9_]+",
     seed="[0-9]+",
 

@@ -6,10 +6,7 @@
 # Plots and the table of small statistics files run on the submitting host under a cluster
 # executor, not as jobs.
 localrules:
-    diagnostics_figure_class_depth,
-    diagnostics_figure_siblings,
-    diagnostics_figure_caption_similarity,
-    diagnostics_figure_image_similarity,
+    diagnostics_figure,
     diagnostics_table,
 
 
@@ -26,7 +23,7 @@ rule diagnostics_wordnet_stats:
     benchmark:
         f"{BENCH}/diagnostics_wordnet_stats/{{subject}}.tsv"
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 1
     params:
         reference=diagnostics_plan.reference_classes_option(config),
@@ -68,18 +65,19 @@ rule diagnostics_embed_images:
     benchmark:
         f"{BENCH}/diagnostics_embed_images/{{dataset}}.tsv"
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: 2
     resources:
         **gpu_request(),
     params:
         dataset_dir=lambda wc: f"{RESULTS}/datasets/{wc.dataset}",
-        encoder=diagnostics_plan.encoder_options(config),
-        images=diagnostics_plan.image_options(config),
+        settings=to_arg(diagnostics_plan.embed_settings(config)),
+        checkpoint=diagnostics_plan.checkpoint_option(config),
         identity=diagnostics_plan.encoder_description(config),
     shell:
-        "imagenot embed-images --dataset-dir {params.dataset_dir} {params.encoder}"
-        " {params.images} --workers {threads} --out {output} > {log} 2>&1"
+        "imagenot embed-images --dataset-dir {params.dataset_dir}"
+        " --settings {params.settings} {params.checkpoint}"
+        " --workers {threads} --out {output} > {log} 2>&1"
 
 
 rule diagnostics_image_similarity:
@@ -100,103 +98,33 @@ rule diagnostics_image_similarity:
         " --out-table {output.per_class} > {log} 2>&1"
 
 
-rule diagnostics_figure_class_depth:
+# One rule for every diagnostics figure, its name constrained to imagenot.diagnostics.plan.FIGURES;
+# the plan gives each figure its inputs (WordNet per-class tables, curation outputs or per-class
+# image similarities) and their labels.
+rule diagnostics_figure:
     input:
-        diagnostics_plan.wordnet_figure_inputs(config),
+        lambda wc: diagnostics_plan.figure_inputs(config, wc.name),
     output:
-        pdf=f"{RESULTS}/figures/diagnostics_class_depth.pdf",
+        pdf=f"{RESULTS}/figures/diagnostics_{{name}}.pdf",
         png=report(
-            f"{RESULTS}/figures/diagnostics_class_depth.png",
-            caption="../report/diagnostics_class_depth.rst",
+            f"{RESULTS}/figures/diagnostics_{{name}}.png",
+            caption="../report/diagnostics_figure.rst",
             category="Diagnostics",
         ),
     log:
-        f"{LOGS}/diagnostics_figure_class_depth.log",
+        f"{LOGS}/diagnostics_figure/{{name}}.log",
     benchmark:
-        f"{BENCH}/diagnostics_figure_class_depth.tsv"
+        f"{BENCH}/diagnostics_figure/{{name}}.tsv"
+    wildcard_constraints:
+        name="|".join(diagnostics_plan.FIGURES),
     conda:
         "../envs/analyse.yaml"
     threads: 1
     params:
-        inputs=diagnostics_plan.wordnet_figure_args(config),
-        reference=diagnostics_plan.reference_label(config),
+        inputs=lambda wc: diagnostics_plan.figure_args(config, wc.name),
+        settings=lambda wc: to_arg(diagnostics_plan.figure_settings(config, wc.name)),
     shell:
-        "imagenot diagnostics-figure class_depth {params.inputs}"
-        " --reference-name {params.reference} --pdf {output.pdf} --png {output.png}"
-        " > {log} 2>&1"
-
-
-rule diagnostics_figure_siblings:
-    input:
-        diagnostics_plan.wordnet_figure_inputs(config),
-    output:
-        pdf=f"{RESULTS}/figures/diagnostics_siblings.pdf",
-        png=report(
-            f"{RESULTS}/figures/diagnostics_siblings.png",
-            caption="../report/diagnostics_siblings.rst",
-            category="Diagnostics",
-        ),
-    log:
-        f"{LOGS}/diagnostics_figure_siblings.log",
-    benchmark:
-        f"{BENCH}/diagnostics_figure_siblings.tsv"
-    conda:
-        "../envs/analyse.yaml"
-    threads: 1
-    params:
-        inputs=diagnostics_plan.wordnet_figure_args(config),
-        reference=diagnostics_plan.reference_label(config),
-    shell:
-        "imagenot diagnostics-figure siblings {params.inputs}"
-        " --reference-name {params.reference} --pdf {output.pdf} --png {output.png}"
-        " > {log} 2>&1"
-
-
-rule diagnostics_figure_caption_similarity:
-    input:
-        diagnostics_plan.caption_figure_inputs(config),
-    output:
-        pdf=f"{RESULTS}/figures/diagnostics_caption_similarity.pdf",
-        png=report(
-            f"{RESULTS}/figures/diagnostics_caption_similarity.png",
-            caption="../report/diagnostics_caption_similarity.rst",
-            category="Diagnostics",
-        ),
-    log:
-        f"{LOGS}/diagnostics_figure_caption_similarity.log",
-    benchmark:
-        f"{BENCH}/diagnostics_figure_caption_similarity.tsv"
-    conda:
-        "../envs/analyse.yaml"
-    threads: 1
-    params:
-        inputs=diagnostics_plan.caption_figure_args(config),
-    shell:
-        "imagenot diagnostics-figure caption_similarity {params.inputs}"
-        " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
-
-
-rule diagnostics_figure_image_similarity:
-    input:
-        diagnostics_plan.image_figure_inputs(config),
-    output:
-        pdf=f"{RESULTS}/figures/diagnostics_image_similarity.pdf",
-        png=report(
-            f"{RESULTS}/figures/diagnostics_image_similarity.png",
-            caption="../report/diagnostics_image_similarity.rst",
-            category="Diagnostics",
-        ),
-    log:
-        f"{LOGS}/diagnostics_figure_image_similarity.log",
-    benchmark:
-        f"{BENCH}/diagnostics_figure_image_similarity.tsv"
-    conda:
-        "../envs/analyse.yaml"
-    threads: 1
-    params:
-        inputs=diagnostics_plan.image_figure_args(config),
-    shell:
-        "imagenot diagnostics-figure image_similarity {params.inputs}"
+        "imagenot diagnostics-figure {params.inputs} --settings {params.settings}"
         " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
 
 
@@ -218,7 +146,8 @@ rule diagnostics_table:
         "../envs/analyse.yaml"
     threads: 1
     params:
-        options=lambda wc: diagnostics_plan.table_options(config, wc.subject),
+        files=lambda wc: diagnostics_plan.table_args(config, wc.subject),
+        settings=lambda wc: to_arg(diagnostics_plan.table_settings(config, wc.subject)),
     shell:
-        "imagenot diagnostics-table {params.options} --csv {output.csv} --md {output.md}"
-        " > {log} 2>&1"
+        "imagenot diagnostics-table {params.files} --settings {params.settings}"
+        " --csv {output.csv} --md {output.md} > {log} 2>&1"

@@ -15,10 +15,8 @@ rule evaluate_robustness:
         f"{LOGS}/evaluate_robustness/{{dataset}}/{{protocol}}/{{model}}/seed-{{seed}}.log",
     benchmark:
         f"{BENCH}/evaluate_robustness/{{dataset}}/{{protocol}}/{{model}}/seed-{{seed}}.tsv"
-    wildcard_constraints:
-        protocol="[a-z0-9_]+(-[a-z0-9_]+)?",
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: evaluate_plan.threads(config)
     resources:
         **gpu_request(),

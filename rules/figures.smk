@@ -1,17 +1,16 @@
 # Stage: analyse + figures. Config lookups: imagenot.figures.plan (imported as figures_plan in rules/common.smk).
 # accuracy.csv -> rankings JSON (standard, Robust) -> one job per figure and per table.
-# Each figure rule lists its plotting module as an input: editing it rebuilds only its figures.
+# One rule draws every figure and one writes every table, their names constrained to the
+# registry (imagenot.figures.registry). Each figure lists its own plotting module as an input:
+# editing it rebuilds only that kind's figures. Every command gets its config as one --settings
+# JSON object built by imagenot.figures.plan.
 
 
 # Small tables and plots (seconds, little memory) run on the submitting host under a cluster
 # executor, not as jobs; the accuracy table reads every evaluation and stays a job.
 localrules:
     rankings_json,
-    figure_rankings_st,
-    figure_rankings_transfer,
-    figure_relative_progress,
-    figure_accuracy_vs_imagenet,
-    figure_per_transform,
+    figure,
     results_table,
 
 
@@ -35,10 +34,10 @@ rule accuracy_table:
         "../envs/analyse.yaml"
     threads: 1
     params:
-        transform=config["analyse"]["standard_transform"],
+        settings=to_arg(figures_plan.accuracy_settings(config)),
     shell:
         "imagenot accuracy-table {input.robustness} --published {input.published}"
-        " --standard-transform {params.transform} --out {output.accuracy}"
+        " --settings {params.settings} --out {output.accuracy}"
         " --per-image-out {output.per_image} > {log} 2>&1"
 
 
@@ -57,148 +56,46 @@ rule rankings_json:
     benchmark:
         f"{BENCH}/rankings_json/{{variant}}.tsv"
     wildcard_constraints:
-        variant="standard|robust",
+        variant="|".join(figures_plan.VARIANTS),
     conda:
         "../envs/analyse.yaml"
     threads: 1
     params:
-        args=lambda wc: figures_plan.rankings_args(config, wc.variant),
+        settings=lambda wc: to_arg(
+            figures_plan.rankings_settings(config, wc.variant)
+        ),
     shell:
-        "imagenot rankings {input.accuracy} --per-image {input.per_image} {params.args}"
-        " --out {output} > {log} 2>&1"
+        "imagenot rankings {input.accuracy} --per-image {input.per_image}"
+        " --settings {params.settings} --out {output} > {log} 2>&1"
 
 
-rule figure_rankings_st:
+rule figure:
     input:
         accuracy=figures_plan.ACCURACY,
-        code=figures_plan.code("rankings_st"),
+        code=lambda wc: figures_plan.figure_code(config, wc.figure),
     output:
-        pdf=f"{figures_plan.FIGURES}/rankings_st.pdf",
+        pdf=f"{figures_plan.FIGURES}/{{figure}}.pdf",
         png=report(
-            f"{figures_plan.FIGURES}/rankings_st.png",
-            caption="../report/rankings_st.rst",
+            f"{figures_plan.FIGURES}/{{figure}}.png",
+            caption="../report/figure.rst",
             category="Figures",
-            subcategory="Rankings",
+            subcategory=lambda wc: figures_plan.figure_subcategory(config, wc.figure),
         ),
     log:
-        f"{LOGS}/figure_rankings_st.log",
+        f"{LOGS}/figure/{{figure}}.log",
     benchmark:
-        f"{BENCH}/figure_rankings_st.tsv"
-    conda:
-        "../envs/analyse.yaml"
-    threads: 1
-    params:
-        args=figures_plan.figure_args(config),
-    shell:
-        "imagenot figure rankings_st {input.accuracy} {params.args}"
-        " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
-
-
-rule figure_rankings_transfer:
-    input:
-        accuracy=figures_plan.ACCURACY,
-        code=figures_plan.code("rankings_transfer"),
-    output:
-        pdf=f"{figures_plan.FIGURES}/rankings_transfer.pdf",
-        png=report(
-            f"{figures_plan.FIGURES}/rankings_transfer.png",
-            caption="../report/rankings_transfer.rst",
-            category="Figures",
-            subcategory="Rankings",
-        ),
-    log:
-        f"{LOGS}/figure_rankings_transfer.log",
-    benchmark:
-        f"{BENCH}/figure_rankings_transfer.tsv"
-    conda:
-        "../envs/analyse.yaml"
-    threads: 1
-    params:
-        args=figures_plan.figure_args(config),
-    shell:
-        "imagenot figure rankings_transfer {input.accuracy} {params.args}"
-        " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
-
-
-rule figure_relative_progress:
-    input:
-        accuracy=figures_plan.ACCURACY,
-        code=figures_plan.code("relative_progress"),
-    output:
-        pdf=f"{figures_plan.FIGURES}/relative_progress.pdf",
-        png=report(
-            f"{figures_plan.FIGURES}/relative_progress.png",
-            caption="../report/relative_progress.rst",
-            category="Figures",
-            subcategory="Relative progress",
-        ),
-    log:
-        f"{LOGS}/figure_relative_progress.log",
-    benchmark:
-        f"{BENCH}/figure_relative_progress.tsv"
-    conda:
-        "../envs/analyse.yaml"
-    threads: 1
-    params:
-        args=figures_plan.figure_args(config),
-    shell:
-        "imagenot figure relative_progress {input.accuracy} {params.args}"
-        " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
-
-
-rule figure_accuracy_vs_imagenet:
-    input:
-        accuracy=figures_plan.ACCURACY,
-        code=figures_plan.code("accuracy_vs_imagenet"),
-    output:
-        pdf=f"{figures_plan.FIGURES}/accuracy_vs_imagenet_{{dataset}}_{{protocol}}.pdf",
-        png=report(
-            f"{figures_plan.FIGURES}/accuracy_vs_imagenet_{{dataset}}_{{protocol}}.png",
-            caption="../report/accuracy_vs_imagenet.rst",
-            category="Figures",
-            subcategory="Accuracy vs ImageNet",
-        ),
-    log:
-        f"{LOGS}/figure_accuracy_vs_imagenet/{{dataset}}_{{protocol}}.log",
-    benchmark:
-        f"{BENCH}/figure_accuracy_vs_imagenet/{{dataset}}_{{protocol}}.tsv"
+        f"{BENCH}/figure/{{figure}}.tsv"
     wildcard_constraints:
-        protocol=figures_plan.PROTOCOL_REGEX,
+        figure=figures_plan.figure_regex(),
     conda:
         "../envs/analyse.yaml"
     threads: 1
     params:
-        args=figures_plan.figure_args(config),
+        figure=lambda wc: figures_plan.figure_params(config, wc.figure),
+        settings=lambda wc: to_arg(figures_plan.figure_settings(config, wc.figure)),
     shell:
-        "imagenot figure accuracy_vs_imagenet {input.accuracy} {params.args}"
-        " --dataset {wildcards.dataset} --protocol {wildcards.protocol}"
+        "imagenot figure {input.accuracy} --settings {params.settings}"
         " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
-
-
-rule figure_per_transform:
-    input:
-        accuracy=figures_plan.ACCURACY,
-        code=figures_plan.code("per_transform"),
-    output:
-        pdf=f"{figures_plan.FIGURES}/per_transform_{{dataset}}.pdf",
-        png=report(
-            f"{figures_plan.FIGURES}/per_transform_{{dataset}}.png",
-            caption="../report/per_transform.rst",
-            category="Figures",
-            subcategory="Per-transformation rankings",
-        ),
-    log:
-        f"{LOGS}/figure_per_transform/{{dataset}}.log",
-    benchmark:
-        f"{BENCH}/figure_per_transform/{{dataset}}.tsv"
-    conda:
-        "../envs/analyse.yaml"
-    threads: 1
-    params:
-        args=figures_plan.figure_args(config),
-    shell:
-        "imagenot figure per_transform {input.accuracy} {params.args}"
-        " --dataset {wildcards.dataset} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
 
 
 rule results_table:
@@ -223,7 +120,7 @@ rule results_table:
         "../envs/analyse.yaml"
     threads: 1
     params:
-        args=figures_plan.figure_args(config),
+        settings=lambda wc: to_arg(figures_plan.table_settings(config, wc.table)),
     shell:
-        "imagenot table {wildcards.table} {input.accuracy} {params.args}"
+        "imagenot table {input.accuracy} --settings {params.settings}"
         " --rankings {input.rankings} --csv {output.csv} --md {output.md} > {log} 2>&1"

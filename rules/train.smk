@@ -24,18 +24,17 @@ rule train_draw_trials:
         f"{LOGS}/train_draw_trials/{TRAIN_WC}.log",
     benchmark:
         f"{BENCH}/train_draw_trials/{TRAIN_WC}.tsv"
-    wildcard_constraints:
-        protocol="st|(ft|tl)-[a-z][a-z0-9_]*",
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: 1
     params:
-        options=lambda wc: train_plan.draw_options(
-            config, wc.dataset, wc.protocol, wc.model
+        settings=lambda wc: to_arg(
+            train_plan.draw_settings(config, wc.dataset, wc.protocol, wc.model)
         ),
+        record=train_plan.PREREGISTRATION,
     shell:
-        "imagenot train-draw-trials --model {wildcards.model} {params.options} "
-        "--out {output} > {log} 2>&1"
+        "imagenot train-draw-trials --settings {params.settings} --record {params.record}"
+        " --out {output} > {log} 2>&1"
 
 
 # One GPU job per slot of a stage (see imagenot.train.plan): stage 0 trains every trial to the
@@ -58,27 +57,25 @@ rule train_trial:
     benchmark:
         f"{BENCH}/train_trial/{TRAIN_WC}/{{stage}}-{{slot}}.tsv"
     wildcard_constraints:
-        protocol="st|(ft|tl)-[a-z][a-z0-9_]*",
         stage="[0-9]+",
         slot="[0-9]+",
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: train_plan.threads(config)
     resources:
         **gpu_request(train_plan.gpus(config)),
     params:
-        job=lambda wc: train_plan.job_options(config, wc.dataset, wc.protocol, wc.model),
-        epochs=lambda wc: train_plan.stage_epochs_option(
-            config, wc.dataset, wc.protocol, wc.stage
+        settings=lambda wc: to_arg(
+            train_plan.trial_settings(config, wc.dataset, wc.protocol, wc.model, wc.stage)
         ),
         promoted=lambda wc: train_plan.promoted_option(
             config, wc.dataset, wc.protocol, wc.model, wc.stage
         ),
         data=f"{RESULTS}/datasets/{{dataset}}",
     shell:
-        "imagenot train-trial {params.job} --dataset-dir {params.data} --trials {input.trials} "
-        "--stage {wildcards.stage} --slot {wildcards.slot} {params.epochs} {params.promoted} "
-        "--threads {threads} --out {output} > {log} 2>&1"
+        "imagenot train-trial --settings {params.settings} --dataset-dir {params.data}"
+        " --trials {input.trials} --stage {wildcards.stage} --slot {wildcards.slot}"
+        " {params.promoted} --threads {threads} --out {output} > {log} 2>&1"
 
 
 rule train_halve:
@@ -93,16 +90,15 @@ rule train_halve:
     benchmark:
         f"{BENCH}/train_halve/{TRAIN_WC}/{{rung}}.tsv"
     wildcard_constraints:
-        protocol="st|(ft|tl)-[a-z][a-z0-9_]*",
         rung="[0-9]+",
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: 1
     params:
-        eta=lambda wc: train_plan.halving_eta(config, wc.dataset, wc.protocol),
+        settings=lambda wc: to_arg(train_plan.halve_settings(config, wc.dataset, wc.protocol)),
     shell:
-        "imagenot train-halve {input} --rung {wildcards.rung} --eta {params.eta} "
-        "--out {output} > {log} 2>&1"
+        "imagenot train-halve {input} --rung {wildcards.rung} --settings {params.settings}"
+        " --out {output} > {log} 2>&1"
 
 
 rule train_select:
@@ -114,10 +110,8 @@ rule train_select:
         f"{LOGS}/train_select/{TRAIN_WC}.log",
     benchmark:
         f"{BENCH}/train_select/{TRAIN_WC}.tsv"
-    wildcard_constraints:
-        protocol="st|(ft|tl)-[a-z][a-z0-9_]*",
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: 1
     shell:
         "imagenot train-select {input} --out {output} > {log} 2>&1"
@@ -136,27 +130,22 @@ rule train_final:
         f"{LOGS}/train_final/{TRAIN_WC}/{{seed}}.log",
     benchmark:
         f"{BENCH}/train_final/{TRAIN_WC}/{{seed}}.tsv"
-    wildcard_constraints:
-        protocol="st|(ft|tl)-[a-z][a-z0-9_]*",
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: train_plan.threads(config)
     resources:
         **gpu_request(train_plan.gpus(config)),
     params:
-        job=lambda wc: train_plan.job_options(config, wc.dataset, wc.protocol, wc.model),
+        settings=lambda wc: to_arg(
+            train_plan.final_settings(config, wc.dataset, wc.protocol, wc.model, wc.seed)
+        ),
         data=f"{RESULTS}/datasets/{{dataset}}",
         out_dir=f"{TRAIN_RUN}/final/seed-{{seed}}",
-        seed=config["seed"],
-        reuse=lambda wc: train_plan.final_options(
-            config, wc.dataset, wc.protocol, wc.seed
-        ),
     shell:
-        "imagenot train-final {params.job} --dataset-dir {params.data} --trials {input.trials} "
-        "--selection {input.selection} {params.reuse} "
-        "--run {wildcards.dataset}/{wildcards.protocol}/{wildcards.model}/{wildcards.seed} "
-        "--master-seed {params.seed} --threads {threads} --out-dir {params.out_dir} "
-        "> {log} 2>&1"
+        "imagenot train-final --settings {params.settings} --dataset-dir {params.data}"
+        " --trials {input.trials} --selection {input.selection}"
+        " --run {wildcards.dataset}/{wildcards.protocol}/{wildcards.model}/{wildcards.seed}"
+        " --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"
 
 
 # The paper's ImageNet models are torchvision's published weights (its appendix A.1): written as
@@ -179,17 +168,17 @@ rule train_published:
         dataset=train_plan.published_pattern(config),
         protocol="st",
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: 1
     params:
-        options=lambda wc: train_plan.published_options(config, wc.model),
+        settings=lambda wc: to_arg(train_plan.published_settings(config, wc.model)),
         data=f"{RESULTS}/datasets/{{dataset}}",
         out_dir=f"{TRAIN_RUN}/final/seed-0",
     shell:
-        "imagenot train-published --model {wildcards.model} {params.options} "
-        "--weights-file {input.weights} --dataset-dir {params.data} "
-        "--run {wildcards.dataset}/{wildcards.protocol} --out-dir {params.out_dir} "
-        "> {log} 2>&1"
+        "imagenot train-published --settings {params.settings}"
+        " --weights-file {input.weights} --dataset-dir {params.data}"
+        " --run {wildcards.dataset}/{wildcards.protocol} --out-dir {params.out_dir}"
+        " > {log} 2>&1"
 
 
 # The preregistration record (spaces, budgets, models, amendments) as a report table; read once
@@ -208,7 +197,7 @@ rule train_preregistration_table:
     benchmark:
         f"{BENCH}/train_preregistration_table.tsv"
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: 1
     params:
         record=train_plan.PREREGISTRATION,

@@ -260,3 +260,43 @@ def test_cli_json_and_refusal(tmp_path, capsys):
     assert "is not a percentage in 0-100" in capsys.readouterr().err
     assert main(["rankings", str(path), "--reference", "nope"]) == 2
     assert "reference dataset 'nope' is not in the table" in capsys.readouterr().err
+
+
+def test_rule_settings_replace_the_flags_of_rankings(tmp_path, capsys, monkeypatch):
+    """The workflow's rule passes the plan's settings as one JSON object: the same report as
+    the flags by hand; a wrong key is one line naming it."""
+    from imagenot.analyse.cli import schema_defaults
+    from imagenot.figures.plan import rankings_settings
+
+    rng = np.random.default_rng(5)
+    path = tmp_path / "t.csv"
+    random_table(rng, seeds=(0, 1)).to_csv(path, index=False)
+    d = schema_defaults()
+    config = {
+        "analyse": {
+            "reference_dataset": "a",
+            "baseline_model": "m1",
+            "axis": "probit",
+            "confidence": 0.9,
+            "bootstrap": {"reps": 30, "seed": 3, "over": "models", "interval": d["interval"]},
+            "standard_transform": d["standard_transform"],
+        },
+    }
+    monkeypatch.setattr("imagenot.figures.plan._runs", lambda _config: [])
+    settings = rankings_settings(config, "standard")
+    settings["reference"] = "a"  # no final runs here: the plan would pick the published list
+    by_json = tmp_path / "json.json"
+    assert (
+        main(["rankings", str(path), "--settings", json.dumps(settings), "--out", str(by_json)])
+        == 0
+    )
+    flags = ["--variant", "standard", "--reference", "a", "--baseline", "m1", "--axis", "probit"]
+    flags += ["--confidence", "0.9", "--bootstrap-reps", "30", "--seed", "3"]
+    flags += ["--bootstrap-over", "models", "--interval", d["interval"]]
+    by_flags = tmp_path / "flags.json"
+    assert main(["rankings", str(path), *flags, "--out", str(by_flags)]) == 0
+    assert json.loads(by_json.read_text()) == json.loads(by_flags.read_text())
+    capsys.readouterr()
+    assert main(["rankings", str(path), "--settings", json.dumps({**settings, "reps": 3})]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "reps" in err and len(err.splitlines()) == 1

@@ -152,8 +152,15 @@ def test_new_test_sets_as_a_wide_table(shared_data, tmp_path, capsys, benchmark)
     assert max(abs(v) for v in new["delta_rank"].values()) <= 1
 
 
-def test_workflow_figures_point_plain_tables_to_the_toolbox(shared_data, tmp_path, capsys):
+def test_workflow_figures_point_plain_tables_to_the_toolbox(
+    shared_data, repo_root, tmp_path, capsys
+):
+    from imagenot.config import load_config
+    from imagenot.figures import plan
+
+    config = load_config(repo_root / "config" / "config.yaml")
+    settings = json.dumps(plan.figure_settings(config, "rankings_st"))
     out = ["--pdf", str(tmp_path / "f.pdf"), "--png", str(tmp_path / "f.png")]
-    assert main(["figure", "rankings_st", str(shared_data / SSL), *out]) == 2
+    assert main(["figure", "--settings", settings, str(shared_data / SSL), *out]) == 2
     err = capsys.readouterr().err
     assert "imagenot rankings TABLE --report DIR" in err and len(err.strip().splitlines()) == 1

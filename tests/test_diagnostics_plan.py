@@ -69,7 +69,8 @@ def test_backbone_encoder_is_taken_from_the_final_runs(monkeypatch):
     config = config_with({"encoder": {"backbone_seed": 1}}, runs=runs, monkeypatch=monkeypatch)
     checkpoint = "results/train/imagenot/st/tiny/final/seed-1/model.safetensors"
     assert plan.encoder_checkpoint(config) == [checkpoint]
-    assert plan.encoder_options(config) == f"--encoder backbone --checkpoint {checkpoint}"
+    assert plan.embed_settings(config)["encoder"] == "backbone"
+    assert plan.checkpoint_option(config) == f"--checkpoint {checkpoint}"
     assert plan.image_datasets(config) == ["imagenot", "imagenet"]
     assert "results/figures/diagnostics_image_similarity.pdf" in plan.targets(config)
     inputs = plan.table_inputs(config, "imagenot")
@@ -93,13 +94,42 @@ def test_paper_like_config_with_clip_and_class_lists(monkeypatch):
     assert plan.class_list_file(config, "imagenot") == "results/datasets/imagenot/classes.txt"
     assert plan.caption_datasets(config) == ["imagenot"]  # ILSVRC has no captions
     assert plan.encoder_checkpoint(config) == []
-    assert plan.encoder_options(config) == "--encoder clip --clip-model /models/clip"
-    assert "--max-per-class 10" in plan.image_options(config)
+    assert plan.embed_settings(config) == {
+        "encoder": "clip",
+        "clip_model": "/models/clip",
+        "split": "test",
+        "batch_size": 256,
+        "max_per_class": 10,
+    }
+    assert plan.checkpoint_option(config) == ""
+    from imagenot.diagnostics.cli import EmbedSettings
+    from imagenot.settings import parse
+
+    assert parse(EmbedSettings, plan.embed_settings(config)).max_per_class == 10
     assert "reference_captions" not in plan.table_inputs(config, "imagenot")
     assert plan.table_inputs(config, "list-published") == {
         "wordnet": "results/diagnostics/list-published/wordnet_stats.json"
     }
     assert "results/tables/diagnostics_list-published.csv" in plan.targets(config)
+
+
+def test_one_rule_per_diagnostics_figure_gets_its_inputs_from_the_plan(monkeypatch):
+    runs = [{"dataset": "imagenot", "protocol": "st", "model": "tiny", "seed": 0}]
+    config = config_with(runs=runs, monkeypatch=monkeypatch)
+    assert plan.figures(config) == list(plan.FIGURES)
+    for name in plan.FIGURES:
+        inputs = plan.figure_inputs(config, name)
+        assert inputs, name
+        assert plan.figure_settings(config, name) == {"figure": name, "reference_name": "imagenet"}
+    assert plan.figure_inputs(config, "siblings") == [
+        "results/diagnostics/imagenot/wordnet_classes.parquet"
+    ]
+    assert "imagenot=results/curate/imagenot" in plan.figure_args(config, "caption_similarity")
+    assert "results/curate/imagenet/selection.parquet" in plan.figure_inputs(
+        config, "caption_similarity"
+    )
+    with pytest.raises(ValueError, match="not one of"):
+        plan.figure_inputs(config, "pie")
 
 
 def test_reference_classes_option(monkeypatch):
@@ -202,10 +232,8 @@ def test_cli_table_and_figures(tmp_path, curate_dir):
     out = tmp_path / "t"
     argv = [
         "diagnostics-table",
-        "--name",
-        "a",
-        "--reference-name",
-        "b",
+        "--settings",
+        json.dumps({"name": "a", "reference_name": "b"}),
         "--wordnet-stats",
         str(wordnet),
     ]
@@ -226,5 +254,23 @@ def test_cli_table_and_figures(tmp_path, curate_dir):
         ("image_similarity", f"a={sims}"),
     ]:
         pdf, png = tmp_path / f"{figure}.pdf", tmp_path / f"{figure}.png"
-        assert main(["diagnostics-figure", figure, item, "--pdf", str(pdf), "--png", str(png)]) == 0
+        settings = json.dumps({"figure": figure, "reference_name": "imagenet"})
+        argv = ["diagnostics-figure", item, "--settings", settings]
+        assert main([*argv, "--pdf", str(pdf), "--png", str(png)]) == 0
         assert pdf.read_bytes()[:4] == b"%PDF" and png.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("name", plan.FIGURES)
+def test_every_diagnostics_figure_has_its_report_caption(repo_root, name):
+    from types import SimpleNamespace
+
+    from jinja2 import Environment
+
+    template = (repo_root / "report" / "diagnostics_figure.rst").read_text()
+    job = SimpleNamespace(wildcards=SimpleNamespace(name=name), config={})
+    text = (
+        Environment(trim_blocks=True, lstrip_blocks=True)
+        .from_string(template)
+        .render(snakemake=job)
+    )
+    assert len(text.strip()) > 100

@@ -154,9 +154,22 @@ def test_embed_images_and_similarity_cli_with_a_trained_backbone(tmp_path):
     )
 
     npz = tmp_path / "emb.npz"
-    argv = ["embed-images", "--dataset-dir", str(tmp_path / "ds"), "--split", "test"]
-    argv += ["--encoder", "backbone", "--checkpoint", str(run / "model.safetensors")]
-    argv += ["--max-per-class", "3", "--batch-size", "4", "--device", "cpu", "--out", str(npz)]
+    settings = {
+        "encoder": "backbone",
+        "clip_model": None,
+        "split": "test",
+        "batch_size": 4,
+        "max_per_class": 3,
+    }
+    argv = [
+        "embed-images",
+        "--dataset-dir",
+        str(tmp_path / "ds"),
+        "--settings",
+        json.dumps(settings),
+    ]
+    argv += ["--checkpoint", str(run / "model.safetensors"), "--workers", "0"]
+    argv += ["--device", "cpu", "--out", str(npz)]
     assert main(argv) == 0
     arrays = embed.read_embeddings(npz)
     assert arrays["embeddings"].shape[0] == 9  # 3 classes x 3 kept

@@ -63,7 +63,28 @@ def results(tmp_path_factory, runs):
     return {"root": root, "accuracy": acc_path, "rankings": reports, "paths": paths}
 
 
-COMMON = ["--datasets", *DATASETS, "--reference", "imagenet", "--dpi", "60"]
+def options(config: dict) -> dict:
+    """The shared figure/table settings of the plan, at a low dpi for speed."""
+    opts = plan.options_settings(config)
+    assert opts["datasets"] == DATASETS and opts["reference"] == "imagenet"
+    return {**opts, "dpi": 60}
+
+
+def figure_options(config: dict, **changes):
+    """figures.data.Options as the figure command builds it from the plan's settings."""
+    from imagenot.figures.cli import OptionSettings, _options
+    from imagenot.settings import parse
+
+    return _options(parse(OptionSettings, {**options(config), **changes}))[0]
+
+
+def figure_argv(config, kind, dataset=None, protocol=None) -> list[str]:
+    settings = {"kind": kind, "dataset": dataset, "protocol": protocol, "options": options(config)}
+    return ["figure", "--settings", json.dumps(settings)]
+
+
+def table_argv(config, name) -> list[str]:
+    return ["table", "--settings", json.dumps({"name": name, "options": options(config)})]
 
 
 def test_accuracy_table_follows_the_contract(results, runs):
@@ -110,14 +131,38 @@ def test_figure_outputs_come_from_config(config, runs):
     assert plan.figure_names(cfg, runs) == [f"per_transform_{d}" for d in DATASETS]
 
 
-def test_wildcards_parse_figure_names_unambiguously(config, runs):
-    pattern = re.compile(
-        rf"accuracy_vs_imagenet_(?P<d>[a-z][a-z0-9_]*)_(?P<p>{plan.PROTOCOL_REGEX})"
-    )
+def test_figure_names_parse_back_unambiguously(config, runs):
+    protocols = "|".join(re.escape(p) for p in sorted({r["protocol"] for r in runs}))
     for run in runs:
-        name = f"accuracy_vs_imagenet_{run['dataset']}_{run['protocol']}"
-        m = pattern.fullmatch(name)
-        assert (m["d"], m["p"]) == (run["dataset"], run["protocol"])
+        name = plan.figure_name("accuracy_vs_imagenet", run["dataset"], run["protocol"])
+        assert plan.figure_request(name, protocols) == {
+            "kind": "accuracy_vs_imagenet",
+            "dataset": run["dataset"],
+            "protocol": run["protocol"],
+        }
+    # underscores in both the dataset and the source of the protocol
+    request = plan.figure_request(
+        "accuracy_vs_imagenet_my_data_tl-fashion_mnist", "tl-fashion_mnist"
+    )
+    assert (request["dataset"], request["protocol"]) == ("my_data", "tl-fashion_mnist")
+    assert (
+        plan.figure_request("per_transform_fashion_mnist", protocols)["dataset"] == "fashion_mnist"
+    )
+    assert plan.figure_request("rankings_st", protocols) == {
+        "kind": "rankings_st",
+        "dataset": None,
+        "protocol": None,
+    }
+    # the rule's wildcard takes every planned name and none of the diagnostics figures
+    wildcard = re.compile(plan.figure_regex())
+    for name in plan.figure_names(config, runs):
+        assert wildcard.fullmatch(name), name
+        assert plan.figure_name(**plan.figure_request(name, protocols)) == name
+    assert not wildcard.fullmatch("diagnostics_class_depth")
+    with pytest.raises(ValueError, match="protocol"):
+        plan.figure_request("accuracy_vs_imagenet_imagenot", protocols)
+    with pytest.raises(ValueError, match="no registered figure kind"):
+        plan.figure_request("diagnostics_siblings", protocols)
 
 
 def test_reference_falls_back_to_published_accuracies(config, runs):
@@ -125,25 +170,28 @@ def test_reference_falls_back_to_published_accuracies(config, runs):
     no_imagenet = [r for r in runs if r["dataset"] != "imagenet"]
     assert plan.reference(config, no_imagenet) == "imagenet_published"
     assert plan.dataset_order(config)[:2] == ["imagenet", "imagenot"]
-    assert "--bootstrap-reps" in plan.rankings_args(config, "robust")
+    assert (
+        plan.rankings_settings(config, "robust")["bootstrap_reps"]
+        == (config["analyse"]["bootstrap"]["reps"])
+    )
     assert plan.code("rankings_transfer").endswith("figures/rankings.py")
 
 
 @pytest.mark.parametrize(
-    "argv",
+    "request_",
     [
-        ["rankings_st"],
-        ["rankings_transfer"],
-        ["relative_progress"],
-        ["accuracy_vs_imagenet", "--dataset", "imagenot"],
-        ["accuracy_vs_imagenet", "--dataset", "fashion_mnist", "--protocol", "tl-imagenet"],
-        ["per_transform", "--dataset", "imagenet"],
+        ("rankings_st",),
+        ("rankings_transfer",),
+        ("relative_progress",),
+        ("accuracy_vs_imagenet", "imagenot", "st"),
+        ("accuracy_vs_imagenet", "fashion_mnist", "tl-imagenet"),
+        ("per_transform", "imagenet"),
     ],
 )
-def test_every_figure_kind_writes_pdf_and_png(results, tmp_path, argv):
+def test_every_figure_kind_writes_pdf_and_png(config, results, tmp_path, request_):
     pdf, png = tmp_path / "f.pdf", tmp_path / "f.png"
-    kind, *rest = argv
-    cmd = ["figure", kind, str(results["accuracy"]), *COMMON, *rest]
+    kind = request_[0]
+    cmd = [*figure_argv(config, *request_), str(results["accuracy"])]
     assert main([*cmd, "--pdf", str(pdf), "--png", str(png)]) == 0
     assert pdf.read_bytes()[:5] == b"%PDF-"
     with Image.open(png) as im:
@@ -155,15 +203,20 @@ def test_every_figure_kind_writes_pdf_and_png(results, tmp_path, argv):
     assert not list(tmp_path.glob(".*"))  # no temporary files left behind
 
 
-def test_fit_in_figure_matches_the_fits_table(results, tmp_path):
+def test_fit_in_figure_matches_the_fits_table(config, results, tmp_path):
     from imagenot.figures import accuracy_vs_imagenet
-    from imagenot.figures.data import Options, load_accuracy
+    from imagenot.figures.data import load_accuracy
 
     acc = load_accuracy(results["accuracy"])
-    rows = accuracy_vs_imagenet.fit_rows(acc, "imagenot", "st", Options(DATASETS))
+    rows = accuracy_vs_imagenet.fit_rows(acc, "imagenot", "st", figure_options(config))
     assert [r["variant"] for r in rows] == ["standard", "robust"]
     csv, md = tmp_path / "fits.csv", tmp_path / "fits.md"
-    cmd = ["table", "fits", str(results["accuracy"]), *COMMON, "--rankings", *results["rankings"]]
+    cmd = [
+        *table_argv(config, "fits"),
+        str(results["accuracy"]),
+        "--rankings",
+        *results["rankings"],
+    ]
     assert main([*cmd, "--csv", str(csv), "--md", str(md)]) == 0
     fits = pd.read_csv(csv).set_index(["dataset", "protocol", "variant"])
     assert fits.loc[("imagenot", "st", "standard"), "slope"] == pytest.approx(
@@ -175,9 +228,9 @@ def test_fit_in_figure_matches_the_fits_table(results, tmp_path):
 
 
 @pytest.mark.parametrize("name", plan.TABLE_NAMES)
-def test_every_table_writes_csv_and_markdown(results, tmp_path, name):
+def test_every_table_writes_csv_and_markdown(config, results, tmp_path, name):
     csv, md = tmp_path / f"{name}.csv", tmp_path / f"{name}.md"
-    cmd = ["table", name, str(results["accuracy"]), *COMMON, "--rankings", *results["rankings"]]
+    cmd = [*table_argv(config, name), str(results["accuracy"]), "--rankings", *results["rankings"]]
     assert main([*cmd, "--csv", str(csv), "--md", str(md)]) == 0
     df = pd.read_csv(csv)
     assert len(df) > 0
@@ -205,11 +258,11 @@ def test_markdown_escapes_and_formats():
 def test_reference_axis_for_models_without_published_weights(results, config, runs, tmp_path):
     """The demo's models have no published ImageNet accuracy: the x-axis is the reference's."""
     from imagenot.figures import accuracy_vs_imagenet
-    from imagenot.figures.data import Options, load_accuracy
+    from imagenot.figures.data import load_accuracy
 
     acc = load_accuracy(results["accuracy"])
     acc["imagenet_top1"] = np.nan
-    opts = Options(DATASETS, reference="imagenet", imagenet_axis="reference")
+    opts = figure_options(config, imagenet_axis="reference")
     rows = accuracy_vs_imagenet.fit_rows(acc, "imagenot", "st", opts)
     ref = acc[(acc["dataset"] == "imagenet") & (acc["transform"] == "Identity")].set_index("model")
     assert rows[0]["x"] == pytest.approx(ref.loc[rows[0]["models"], "accuracy"].to_numpy())
@@ -219,4 +272,40 @@ def test_reference_axis_for_models_without_published_weights(results, config, ru
     names = plan.figure_names(cfg, runs)
     assert "accuracy_vs_imagenet_imagenet_st" not in names  # the reference against itself
     assert "accuracy_vs_imagenet_imagenot_st" in names
-    assert "--imagenet-axis reference" in plan.figure_args(cfg)
+    assert plan.options_settings(cfg)["imagenet_axis"] == "reference"
+
+
+def test_settings_name_a_wrong_key_and_an_unregistered_kind(config, results, tmp_path, capsys):
+    out = ["--pdf", str(tmp_path / "f.pdf"), "--png", str(tmp_path / "f.png")]
+    settings = {
+        "kind": "rankings_st",
+        "dataset": None,
+        "protocol": None,
+        "options": options(config),
+    }
+    bad = {**settings, "options": {**options(config), "colour": "red"}}
+    with pytest.raises(SystemExit, match="colour"):
+        main(["figure", "--settings", json.dumps(bad), str(results["accuracy"]), *out])
+    with pytest.raises(SystemExit, match="not registered"):
+        wrong = {**settings, "kind": "pie_chart"}
+        main(["figure", "--settings", json.dumps(wrong), str(results["accuracy"]), *out])
+    assert plan.figure_settings(config, "per_transform_imagenot")["dataset"] == "imagenot"
+
+
+@pytest.mark.parametrize("kind", [*plan.FIGURE_KINDS, "a_plugin_kind"])
+def test_every_registered_figure_has_its_report_caption(config, repo_root, kind):
+    """report/figure.rst, the one figure rule's caption, says something for every kind (rendered
+    as Snakemake renders captions: Jinja with the job's params and the config)."""
+    from types import SimpleNamespace
+
+    from jinja2 import Environment
+
+    template = (repo_root / "report" / "figure.rst").read_text()
+    request = {"kind": kind, "dataset": "imagenot", "protocol": "st"}
+    job = SimpleNamespace(params=SimpleNamespace(figure=request), config=config)
+    text = (
+        Environment(trim_blocks=True, lstrip_blocks=True)
+        .from_string(template)
+        .render(snakemake=job)
+    )
+    assert len(text.strip()) > 100 and config["description"] in text

@@ -87,8 +87,8 @@ def test_every_target_is_built_by_its_own_job(workflow):
     for target in workflow["targets"]:
         assert (wd / target).stat().st_size > 0, target
     assert "accuracy_table" not in workflow["log"]  # the synthetic accuracy.csv was used
-    for rule in ("figure_rankings_st", "figure_rankings_transfer", "figure_relative_progress"):
-        assert (wd / "results" / "logs" / f"{rule}.log").exists()
+    for name in ("rankings_st", "rankings_transfer", "relative_progress"):
+        assert (wd / "results" / "logs" / "figure" / f"{name}.log").exists()
     dry = snakemake(wd, "-n", *workflow["targets"], "--quiet", "rules")
     assert dry.returncode == 0, dry.stderr
     assert "Nothing to be done" in dry.stdout + dry.stderr

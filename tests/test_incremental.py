@@ -114,7 +114,8 @@ def test_editing_one_figures_code_reruns_that_figure_alone(finished):
     finally:
         code.write_bytes(original)
         os.utime(code, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert [rule for rule, _ in jobs] == ["figure_relative_progress"]
+    # the one figure rule, for the relative-progress figure only
+    assert jobs == [("figure", {"figure": "relative_progress"})]
     assert untouched == []  # same content again, though newer: nothing to do
 
 

@@ -48,12 +48,14 @@ def test_the_refusal_reaches_the_training_job(tmp_path):
             },
         }
     )
-    job = json.loads(plan.job_options(config, "toy", "st", "resnet_mini")[6:].strip("'"))
+    job = plan.job_settings(config, "toy", "st", "resnet_mini")
     assert (job["device"], job["gpu_job"]) == ("auto", True)
     trials = tmp_path / "trials.parquet"
-    main(["train-draw-trials", "--experiment", "toy/st", "--model", "resnet_mini", "--definition", json.dumps(plan.definition(config, "toy", "st")), "--record", str(tmp_path / "p.json"), "--out", str(trials)])  # fmt: skip
+    draw = json.dumps(plan.draw_settings(config, "toy", "st", "resnet_mini"))
+    main(["train-draw-trials", "--settings", draw, "--record", str(tmp_path / "p.json"), "--out", str(trials)])  # fmt: skip
     with pytest.raises(DeviceError, match="sees no CUDA device"):
-        main(["train-trial", "--job", json.dumps(job), "--dataset-dir", str(tmp_path), "--trials", str(trials), "--stage", "0", "--slot", "0", "--out", str(tmp_path / "s.json")])  # fmt: skip
+        trial = json.dumps(plan.trial_settings(config, "toy", "st", "resnet_mini", 0))
+        main(["train-trial", "--settings", trial, "--dataset-dir", str(tmp_path), "--trials", str(trials), "--stage", "0", "--slot", "0", "--threads", "1", "--out", str(tmp_path / "s.json")])  # fmt: skip
     assert not (tmp_path / "s.json").exists()
 
 

@@ -69,20 +69,28 @@ def test_trial_halving_selection_and_final_via_cli(dataset_dir, tmp_path):
     config = validate_config(_config())
     assert plan.slot_counts(config, "toy", "st") == [2, 1]  # a dropped trial gets no job
     run = tmp_path / "toy/st/resnet_mini"
-    job = json.loads(plan.job_options(config, "toy", "st", "resnet_mini")[6:].strip("'"))
-    defn = json.dumps(plan.definition(config, "toy", "st"))
-    _cli("train-draw-trials", "--experiment", "toy/st", "--model", "resnet_mini", "--definition",
-         defn, "--record", str(tmp_path / "prereg.json"), "--out", str(run / "trials.parquet"))  # fmt: skip
-    common = ["--job", json.dumps(job), "--dataset-dir", str(dataset_dir), "--trials", str(run / "trials.parquet")]  # fmt: skip
+    assert plan.trial_settings(config, "toy", "st", "resnet_mini", 0)["stage_epochs"] == 1
+    assert plan.trial_settings(config, "toy", "st", "resnet_mini", 1)["stage_epochs"] is None
+    draw = json.dumps(plan.draw_settings(config, "toy", "st", "resnet_mini"))
+    _cli("train-draw-trials", "--settings", draw, "--record", str(tmp_path / "prereg.json"),
+         "--out", str(run / "trials.parquet"))  # fmt: skip
+
+    def stage(k: int) -> list[str]:
+        settings = json.dumps(plan.trial_settings(config, "toy", "st", "resnet_mini", k))
+        return ["--settings", settings, *common]
+
+    common = ["--dataset-dir", str(dataset_dir), "--trials", str(run / "trials.parquet"), "--threads", "1"]  # fmt: skip
     for t in range(2):
-        _cli("train-trial", *common, "--stage", "0", "--slot", str(t), "--stage-epochs", "1", "--out", str(run / f"stage-0/slot-{t}.json"))  # fmt: skip
+        _cli("train-trial", *stage(0), "--stage", "0", "--slot", str(t), "--out", str(run / f"stage-0/slot-{t}.json"))  # fmt: skip
         assert (run / f"trial-{t}/checkpoint.safetensors").is_file()  # paused at the rung
+    assert plan.halve_settings(config, "toy", "st") == {"eta": 2}
     _cli("train-halve", str(run / "stage-0/slot-0.json"), str(run / "stage-0/slot-1.json"),
-         "--rung", "0", "--eta", "2", "--out", str(run / "halving/rung-0.json"))  # fmt: skip
+         "--rung", "0", "--settings", json.dumps(plan.halve_settings(config, "toy", "st")),
+         "--out", str(run / "halving/rung-0.json"))  # fmt: skip
     (kept,) = json.loads((run / "halving/rung-0.json").read_text())["promoted"]
     dropped = 1 - kept
     assert not (run / f"trial-{dropped}/checkpoint.safetensors").exists()  # its trial ended
-    _cli("train-trial", *common, "--stage", "1", "--slot", "0", "--promoted", str(run / "halving/rung-0.json"), "--out", str(run / "stage-1/slot-0.json"))  # fmt: skip
+    _cli("train-trial", *stage(1), "--stage", "1", "--slot", "0", "--promoted", str(run / "halving/rung-0.json"), "--out", str(run / "stage-1/slot-0.json"))  # fmt: skip
     last = json.loads((run / "stage-1/slot-0.json").read_text())
     assert (last["trial"], last["epochs"], last["stopped_by"]) == (kept, 2, "max_epochs")
     assert not (run / f"trial-{kept}/checkpoint.safetensors").exists()  # ended: deleted
@@ -92,8 +100,14 @@ def test_trial_halving_selection_and_final_via_cli(dataset_dir, tmp_path):
     selection = json.loads((run / "selection.json").read_text())
     assert selection["result"]["stage"] == (1 if selection["trial"] == kept else 0)
     out = run / "final/seed-0"
-    final = ["train-final", *common, "--selection", str(run / "selection.json"), "--run", "toy/st/resnet_mini/0", "--master-seed", "0"]  # fmt: skip
-    _cli(*final, "--reuse-trial", "--out-dir", str(out))
+
+    def final(seed: int) -> list[str]:
+        settings = json.dumps(plan.final_settings(config, "toy", "st", "resnet_mini", seed))
+        return ["train-final", "--settings", settings, *common, "--selection", str(run / "selection.json"), "--run", f"toy/st/resnet_mini/{seed}"]  # fmt: skip
+
+    assert plan.final_settings(config, "toy", "st", "resnet_mini", 0)["reuse_trial"] is True
+    assert plan.final_settings(config, "toy", "st", "resnet_mini", 1)["reuse_trial"] is False
+    _cli(*final(0), "--out-dir", str(out))
     result = json.loads((out / "result.json").read_text())
     assert (out / "model.safetensors").is_file()
     assert not (out / "checkpoint.safetensors").exists()  # finished: nothing left to resume
@@ -107,13 +121,13 @@ def test_trial_halving_selection_and_final_via_cli(dataset_dir, tmp_path):
     assert result["train_seed"] == selection["result"]["seed"]
     (run / f"trial-{selection['trial']}/best.safetensors").unlink(missing_ok=True)
     again = run / "final/again"
-    _cli(*final, "--reuse-trial", "--out-dir", str(again))
+    _cli(*final(0), "--out-dir", str(again))
     retrained = json.loads((again / "result.json").read_text())
     assert retrained["reused_trial"] is False
     assert (again / "model.safetensors").read_bytes() == (out / "model.safetensors").read_bytes()
     assert retrained["test_accuracy"] == result["test_accuracy"]
     # another seed is a new run
-    _cli(*final[:-3], "toy/st/resnet_mini/1", "--master-seed", "0", "--out-dir", str(run / "final/seed-1"))  # fmt: skip
+    _cli(*final(1), "--out-dir", str(run / "final/seed-1"))
     other = json.loads((run / "final/seed-1/result.json").read_text())
     assert other["train_seed"] != result["train_seed"] and other["reused_trial"] is False
 
@@ -123,7 +137,11 @@ def test_a_slot_nothing_was_promoted_into_trains_nothing(tmp_path):
     decision.parent.mkdir()
     decision.write_text(json.dumps({"rung": 0, "promoted": [3]}))
     out = tmp_path / "stage-1/slot-1.json"
-    _cli("train-trial", "--job", "{}", "--dataset-dir", str(tmp_path), "--trials", "none", "--stage", "1", "--slot", "1", "--promoted", str(decision), "--out", str(out))  # fmt: skip
+    from imagenot.config import validate_config
+
+    job = plan.job_settings(validate_config(_config()), "toy", "st", "resnet_mini")
+    settings = json.dumps({"job": job, "stage_epochs": None})
+    _cli("train-trial", "--settings", settings, "--dataset-dir", str(tmp_path), "--trials", "none", "--stage", "1", "--slot", "1", "--promoted", str(decision), "--threads", "1", "--out", str(out))  # fmt: skip
     assert json.loads(out.read_text()) == {"stage": 1, "slot": 1, "trial": None}
 
 

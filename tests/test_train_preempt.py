@@ -146,13 +146,14 @@ def test_a_signalled_training_process_checkpoints_and_exits_75(tmp_path):
             },
         }
     )
-    job = plan.job_options(config, "toy", "st", "resnet_mini")[6:].strip("'")
+    trial = json.dumps(plan.trial_settings(config, "toy", "st", "resnet_mini", 0))
     run = tmp_path / "run"
     from imagenot.cli import main
 
-    main(["train-draw-trials", "--experiment", "toy/st", "--model", "resnet_mini", "--definition", json.dumps(plan.definition(config, "toy", "st")), "--record", str(tmp_path / "p.json"), "--out", str(run / "trials.parquet")])  # fmt: skip
+    draw = json.dumps(plan.draw_settings(config, "toy", "st", "resnet_mini"))
+    main(["train-draw-trials", "--settings", draw, "--record", str(tmp_path / "p.json"), "--out", str(run / "trials.parquet")])  # fmt: skip
     out, log = run / "stage-0/slot-0.json", tmp_path / "job.log"
-    cmd = [sys.executable, "-m", "imagenot.cli", "train-trial", "--job", job, "--dataset-dir", str(data), "--trials", str(run / "trials.parquet"), "--stage", "0", "--slot", "0", "--out", str(out)]  # fmt: skip
+    cmd = [sys.executable, "-m", "imagenot.cli", "train-trial", "--settings", trial, "--dataset-dir", str(data), "--trials", str(run / "trials.parquet"), "--stage", "0", "--slot", "0", "--threads", "1", "--out", str(out)]  # fmt: skip
     with open(log, "w") as f:
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
     try:

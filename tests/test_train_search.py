@@ -94,10 +94,8 @@ def test_learning_rate_follows_the_horizon_not_max_epochs():
     assert not schedule_ended(floor, 10)  # a positive floor keeps learning
 
 
-def test_job_options_carry_the_horizon(paper_config):
-    import json
-
-    job = json.loads(plan.job_options(paper_config, "imagenot", "st", "resnet18")[6:].strip("'"))
+def test_job_settings_carry_the_horizon(paper_config):
+    job = plan.job_settings(paper_config, "imagenot", "st", "resnet18")
     assert (job["schedule_epochs"], job["max_epochs"]) == (90, 1000)
 
 
@@ -111,7 +109,11 @@ def test_paper_imagenet_models_are_published_weights(paper_config):
     assert name.startswith("ResNet152_Weights.IMAGENET1K_")
     weights = plan.published_weights_file(paper_config, "resnet152")
     assert weights == f"/data/torchvision_weights/{torchvision_weights_filename(name)}"
-    assert f"--weights {name} " in plan.published_options(paper_config, "resnet152")
+    assert plan.published_settings(paper_config, "resnet152") == {
+        "model": "resnet152",
+        "weights": name,
+        "image_size": paper_config["train"]["image_size"],
+    }
     bad = copy.deepcopy(paper_config)
     bad["train"]["experiments"][1]["space"] = "imagenot_st"
     with pytest.raises(ConfigError, match=r"train\.experiments\.1: weights: published takes"):

@@ -4,8 +4,10 @@ result, and the run's accuracy table."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -31,11 +33,9 @@ Tables with protocol/transform columns (results/analyse/accuracy.csv) are reduce
 @cache
 def schema_defaults() -> dict[str, Any]:
     """Defaults of the analyse config schema: the one place a default value lives."""
-    import yaml
+    from imagenot.config import load_schema
 
-    from imagenot.config import SCHEMA_DIR
-
-    props = yaml.safe_load((SCHEMA_DIR / "analyse.schema.yaml").read_text())["properties"]
+    props = load_schema("analyse.schema.yaml")["properties"]
     boot = props["bootstrap"]["properties"]
     return {
         "confidence": props["confidence"]["default"],
@@ -52,6 +52,31 @@ def schema_defaults() -> dict[str, Any]:
         "font_size": props["figure_options"]["properties"]["font_size"]["default"],
         "dpi": props["figure_options"]["properties"]["dpi"]["default"],
     }
+
+
+@dataclass(frozen=True)
+class RankingsSettings:
+    """The flags of ``imagenot rankings`` that the workflow's rule sets from config
+    (imagenot.figures.plan.rankings_settings), by their argparse dest names."""
+
+    variant: str
+    reference: str
+    baseline: str
+    axis: str
+    confidence: float
+    bootstrap_reps: int
+    seed: int
+    bootstrap_over: str
+    interval: str
+    standard_transform: str
+
+
+@dataclass(frozen=True)
+class AccuracySettings:
+    """``imagenot accuracy-table`` settings (imagenot.figures.plan.accuracy_settings)."""
+
+    standard_transform: str
+    confidence: float
 
 
 def confidence_level(text: str) -> float:
@@ -126,6 +151,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="bootstrap interval: bias-corrected, basic or percentile",
     )
     g.add_argument("--seed", type=int, default=d["seed"], help="bootstrap and permutation seed")
+    g.add_argument(
+        "--settings",
+        metavar="JSON",
+        help="the workflow's rule: these analyses options as one JSON object (imagenot.figures."
+        "plan.rankings_settings); its keys replace the flags of the same name",
+    )
     g = p.add_argument_group("output")
     g.add_argument("--json", action="store_true", help="print the full report as JSON")
     g.add_argument("--out", help="also write the JSON report to this file (atomically)")
@@ -159,8 +190,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--per-image-out", help="also collect the per_image.parquet beside each input here"
     )
-    p.add_argument("--standard-transform", default=d["standard_transform"])
-    p.add_argument("--confidence", type=confidence_level, default=d["confidence"])
+    p.add_argument(
+        "--settings", required=True, help="JSON from imagenot.figures.plan.accuracy_settings"
+    )
     p.set_defaults(func=_accuracy_table)
 
 
@@ -189,6 +221,17 @@ def _rankings(args: argparse.Namespace) -> int:
     )
     from imagenot.io import write_text
 
+    if args.settings:
+        from imagenot.settings import SettingsError, parse
+
+        try:
+            settings = parse(RankingsSettings, args.settings)
+            confidence_level(str(settings.confidence))
+        except (SettingsError, argparse.ArgumentTypeError) as exc:
+            print(f"imagenot rankings: {exc}", file=sys.stderr)
+            return 2
+        for field in dataclasses.fields(RankingsSettings):
+            setattr(args, field.name, getattr(settings, field.name))
     try:
         if args.models not in (None, "all") and not str(args.models).isdigit():
             raise TableError(f"--models must be a number or 'all', not {args.models!r}")
@@ -374,6 +417,12 @@ def _ci(args: argparse.Namespace) -> int:
 
 
 def _accuracy_table(args: argparse.Namespace) -> None:
+    from imagenot.settings import SettingsError, parse
+
+    try:
+        settings = parse(AccuracySettings, args.settings)
+    except SettingsError as exc:
+        raise SystemExit(f"imagenot accuracy-table: {exc}") from None
     from imagenot.analyse.accuracy import (
         accuracy_table,
         read_per_image,
@@ -385,8 +434,8 @@ def _accuracy_table(args: argparse.Namespace) -> None:
     table = accuracy_table(
         read_robustness(args.robustness),
         read_published(args.published),
-        args.standard_transform,
-        args.confidence,
+        settings.standard_transform,
+        settings.confidence,
     )
     with atomic_path(args.out, ".csv") as tmp:
         table.to_csv(tmp, index=False)

@@ -1,4 +1,10 @@
-"""`imagenot` subcommands of the diagnostics stage (method.md section 3)."""
+"""`imagenot` subcommands of the diagnostics stage (method.md section 3).
+
+``wordnet-stats`` is also typed by hand and keeps its flags. The other rule commands get
+everything from config as one ``--settings`` JSON object built by
+``imagenot.diagnostics.plan`` and parsed into the frozen dataclasses below; file paths stay
+arguments (they are the rule's inputs and outputs).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,48 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import dataclass
+
+from imagenot.diagnostics.plan import FIGURES
+
+
+@dataclass(frozen=True)
+class EmbedSettings:
+    """``embed-images``: encoder and images (imagenot.diagnostics.plan.embed_settings)."""
+
+    encoder: str
+    clip_model: str | None
+    split: str
+    batch_size: int
+    max_per_class: int | None
+
+
+@dataclass(frozen=True)
+class TableSettings:
+    """``diagnostics-table``: column headings (imagenot.diagnostics.plan.table_settings)."""
+
+    name: str
+    reference_name: str
+
+
+@dataclass(frozen=True)
+class FigureSettings:
+    """``diagnostics-figure``: which figure, the reference's label
+    (imagenot.diagnostics.plan.figure_settings)."""
+
+    figure: str
+    reference_name: str
+
+
+def _parse(cls, text: str, command: str):
+    """The parsed settings, or exit with one line naming the key."""
+    from imagenot.settings import SettingsError, parse
+
+    try:
+        return parse(cls, text)
+    except SettingsError as exc:
+        raise SystemExit(f"imagenot {command}: {exc}") from None
+
 
 DEFAULT_NLTK_DATA = "results/wordnet/nltk_data"
 
@@ -49,17 +97,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "embed-images", help="embed one split of a dataset with the diagnostics encoder"
     )
     p.add_argument("--dataset-dir", required=True, help="results/datasets/{dataset}")
-    p.add_argument("--split", default="test", choices=["train", "val", "test"])
-    p.add_argument("--encoder", required=True, choices=["backbone", "clip"])
+    p.add_argument(
+        "--settings", required=True, help="JSON from imagenot.diagnostics.plan.embed_settings"
+    )
     p.add_argument(
         "--checkpoint", default=None, help="backbone: model.safetensors (result.json beside it)"
     )
-    p.add_argument(
-        "--clip-model", default=None, help="clip: hub id or local directory (transformers)"
-    )
-    p.add_argument("--max-per-class", type=int, default=None)
-    p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
+    p.add_argument("--workers", type=int, required=True, help="DataLoader worker processes")
     p.add_argument("--device", default=None, help="torch device (default: cuda if available)")
     p.add_argument("--out", required=True, help=".npz with embeddings, labels, keys, classes")
     p.set_defaults(func=_embed_images)
@@ -75,8 +119,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_image_similarity)
 
     p = subparsers.add_parser("diagnostics-table", help="contrast vs reference table with ratios")
-    p.add_argument("--name", required=True, help="column heading of the contrast subject")
-    p.add_argument("--reference-name", required=True, help="column heading of the reference")
+    p.add_argument(
+        "--settings", required=True, help="JSON from imagenot.diagnostics.plan.table_settings"
+    )
     for option in (
         "wordnet-stats",
         "caption-stats",
@@ -91,9 +136,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser("diagnostics-figure", help="one diagnostics figure (PDF + PNG)")
     p.add_argument(
-        "figure", choices=["class_depth", "siblings", "caption_similarity", "image_similarity"]
-    )
-    p.add_argument(
         "inputs",
         nargs="+",
         metavar="LABEL=PATH",
@@ -101,7 +143,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "image_similarity: image_similarity.parquet",
     )
     p.add_argument(
-        "--reference-name", default="imagenet", help="label of the WordNet reference list"
+        "--settings", required=True, help="JSON from imagenot.diagnostics.plan.figure_settings"
     )
     p.add_argument("--pdf", required=True)
     p.add_argument("--png", required=True)
@@ -166,23 +208,28 @@ def _embed_images(args: argparse.Namespace) -> None:
 
     from imagenot.diagnostics import embed
 
+    s = _parse(EmbedSettings, args.settings, "embed-images")
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if args.encoder == "backbone":
+    if s.encoder == "backbone":
         if not args.checkpoint:
-            raise SystemExit("--encoder backbone needs --checkpoint")
+            raise SystemExit("imagenot embed-images: a backbone encoder needs --checkpoint")
         encoder = embed.backbone_encoder(args.checkpoint, device=device)
         description = f"backbone:{args.checkpoint}"
+    elif s.encoder == "clip":
+        if not s.clip_model:
+            raise SystemExit("imagenot embed-images: --settings.clip_model is required for clip")
+        encoder = embed.clip_encoder(s.clip_model, device=device)
+        description = f"clip:{s.clip_model}"
     else:
-        if not args.clip_model:
-            raise SystemExit("--encoder clip needs --clip-model")
-        encoder = embed.clip_encoder(args.clip_model, device=device)
-        description = f"clip:{args.clip_model}"
+        raise SystemExit(
+            f"imagenot embed-images: --settings.encoder {s.encoder!r}: backbone or clip"
+        )
     arrays = embed.embed_dataset(
         args.dataset_dir,
-        args.split,
+        s.split,
         encoder,
-        args.batch_size,
-        args.max_per_class,
+        s.batch_size,
+        s.max_per_class,
         args.workers,
         device,
     )
@@ -216,6 +263,7 @@ def _table(args: argparse.Namespace) -> None:
     from imagenot.diagnostics import table
     from imagenot.io import write_text
 
+    s = _parse(TableSettings, args.settings, "diagnostics-table")
     rows = table.diagnostics_rows(
         wordnet=_read_json(args.wordnet_stats),
         captions=_read_json(args.caption_stats),
@@ -223,8 +271,8 @@ def _table(args: argparse.Namespace) -> None:
         images=_read_json(args.image_stats),
         reference_images=_read_json(args.reference_image_stats),
     )
-    write_text(table.to_csv(rows, args.name, args.reference_name), args.csv)
-    write_text(table.to_markdown(rows, args.name, args.reference_name), args.md)
+    write_text(table.to_csv(rows, s.name, s.reference_name), args.csv)
+    write_text(table.to_markdown(rows, s.name, s.reference_name), args.md)
 
 
 def _figure(args: argparse.Namespace) -> None:
@@ -234,9 +282,15 @@ def _figure(args: argparse.Namespace) -> None:
 
     from imagenot.diagnostics import figures
 
+    s = _parse(FigureSettings, args.settings, "diagnostics-figure")
+    if s.figure not in FIGURES:
+        raise SystemExit(
+            f"imagenot diagnostics-figure: --settings.figure {s.figure!r} is not one of "
+            f"{', '.join(FIGURES)}"
+        )
     inputs = _labelled(args.inputs)
-    if args.figure in ("class_depth", "siblings"):
-        column = "depth" if args.figure == "class_depth" else "n_siblings"
+    if s.figure in ("class_depth", "siblings"):
+        column = "depth" if s.figure == "class_depth" else "n_siblings"
         series, reference = {}, None
         for label, path in inputs.items():
             t = pq.read_table(path, columns=["role", column])
@@ -244,13 +298,11 @@ def _figure(args: argparse.Namespace) -> None:
             series[label] = own
             if reference is None:
                 ref = t.filter(pc.equal(t["role"], "reference"))[column].to_numpy()
-                reference = (args.reference_name, ref)
+                reference = (s.reference_name, ref)
         series = figures.with_reference(series, reference)
-        make = (
-            figures.class_depth_figure if args.figure == "class_depth" else figures.siblings_figure
-        )
+        make = figures.class_depth_figure if s.figure == "class_depth" else figures.siblings_figure
         fig = make(series)
-    elif args.figure == "caption_similarity":
+    elif s.figure == "caption_similarity":
         from imagenot.diagnostics.captions import read_curation
 
         fig = figures.caption_similarity_figure({k: read_curation(v) for k, v in inputs.items()})

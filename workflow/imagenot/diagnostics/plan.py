@@ -12,34 +12,16 @@ from __future__ import annotations
 
 import shlex
 
-R = "results"
-WNID_KINDS = ("laion", "imagenet")
-LIST_PREFIX = "list-"
+from imagenot.acquire.kinds import wnid_kinds
 
-_DEFAULTS = {
-    "datasets": None,
-    "reference_dataset": "imagenet",
-    "reference_classes": None,
-    "class_lists": {},
-    "image_similarity": {},
-    "encoder": {},
-}
-_ENCODER_DEFAULTS = {
-    "kind": "backbone",
-    "clip_model": "openai/clip-vit-base-patch32",
-    "backbone_dataset": None,
-    "backbone_model": None,
-    "backbone_seed": None,
-}
-_IMAGE_DEFAULTS = {"split": "test", "max_images_per_class": None, "batch_size": 256}
+R = "results"
+LIST_PREFIX = "list-"
 
 
 def settings(config: dict) -> dict:
-    """The ``diagnostics`` section with defaults filled (config may be unvalidated)."""
-    section = {**_DEFAULTS, **(config.get("diagnostics") or {})}
-    section["encoder"] = {**_ENCODER_DEFAULTS, **(section["encoder"] or {})}
-    section["image_similarity"] = {**_IMAGE_DEFAULTS, **(section["image_similarity"] or {})}
-    return section
+    """The validated ``diagnostics`` section (defaults filled by its schema, the only place a
+    default lives)."""
+    return config["diagnostics"]
 
 
 def _datasets(config: dict) -> dict:
@@ -68,7 +50,7 @@ def contrast_datasets(config: dict) -> list[str]:
 def wordnet_subjects(config: dict) -> list[str]:
     """Subjects of the WordNet statistics: wnid-labelled contrast datasets, then class lists."""
     datasets = _datasets(config)
-    subjects = [d for d in contrast_datasets(config) if datasets[d].get("kind") in WNID_KINDS]
+    subjects = [d for d in contrast_datasets(config) if datasets[d].get("kind") in wnid_kinds()]
     return subjects + [LIST_PREFIX + name for name in settings(config)["class_lists"]]
 
 
@@ -141,13 +123,26 @@ def encoder_available(config: dict) -> bool:
     return settings(config)["encoder"]["kind"] == "clip" or bool(encoder_checkpoint(config))
 
 
-def encoder_options(config: dict) -> str:
-    """``imagenot embed-images`` options naming the encoder."""
+def embed_settings(config: dict) -> dict:
+    """Settings of ``imagenot embed-images``: the encoder and which images (the backbone
+    checkpoint is the rule's input, passed as ``--checkpoint``)."""
     encoder = settings(config)["encoder"]
-    if encoder["kind"] == "clip":
-        return f"--encoder clip --clip-model {shlex.quote(encoder['clip_model'])}"
-    checkpoint = encoder_checkpoint(config)
-    return f"--encoder backbone --checkpoint {checkpoint[0]}" if checkpoint else ""
+    image = settings(config)["image_similarity"]
+    return {
+        "encoder": encoder["kind"],
+        "clip_model": encoder["clip_model"] if encoder["kind"] == "clip" else None,
+        "split": image["split"],
+        "batch_size": image["batch_size"],
+        "max_per_class": image["max_images_per_class"],
+    }
+
+
+def checkpoint_option(config: dict) -> str:
+    """``--checkpoint FILE`` of ``imagenot embed-images`` for a backbone encoder ('' for CLIP)."""
+    checkpoint = (
+        encoder_checkpoint(config) if settings(config)["encoder"]["kind"] == "backbone" else []
+    )
+    return f"--checkpoint {shlex.quote(checkpoint[0])}" if checkpoint else ""
 
 
 def encoder_description(config: dict) -> str:
@@ -157,15 +152,6 @@ def encoder_description(config: dict) -> str:
         return f"clip:{encoder['clip_model']}"
     checkpoint = encoder_checkpoint(config)
     return f"backbone:{checkpoint[0]}" if checkpoint else "backbone:none"
-
-
-def image_options(config: dict) -> str:
-    """Split, per-class cap and batch size options of ``imagenot embed-images``."""
-    image = settings(config)["image_similarity"]
-    options = f"--split {image['split']} --batch-size {image['batch_size']}"
-    if image["max_images_per_class"]:
-        options += f" --max-per-class {image['max_images_per_class']}"
-    return options
 
 
 def image_datasets(config: dict) -> list[str]:
@@ -199,6 +185,7 @@ def image_classes_file(dataset: str) -> str:
     return f"{R}/diagnostics/{dataset}/image_similarity.parquet"
 
 
+# The diagnostics figures (the one list: ``imagenot diagnostics-figure`` choices derive from it).
 FIGURES = ("class_depth", "siblings", "caption_similarity", "image_similarity")
 
 
@@ -217,15 +204,6 @@ def _labelled(pairs: list[tuple[str, str]]) -> str:
     return " ".join(shlex.quote(f"{label}={path}") for label, path in pairs)
 
 
-def wordnet_figure_inputs(config: dict) -> list[str]:
-    return [wordnet_classes_file(s) for s in wordnet_subjects(config)]
-
-
-def wordnet_figure_args(config: dict) -> str:
-    """``LABEL=per-class.parquet`` arguments of the WordNet figures."""
-    return _labelled([(s, wordnet_classes_file(s)) for s in wordnet_subjects(config)])
-
-
 def caption_figure_inputs(config: dict) -> list[str]:
     return [
         f"{R}/curate/{d}/{name}.parquet"
@@ -234,17 +212,33 @@ def caption_figure_inputs(config: dict) -> list[str]:
     ]
 
 
-def caption_figure_args(config: dict) -> str:
-    """``LABEL=curate-dir`` arguments of the caption-similarity figure."""
-    return _labelled([(d, f"{R}/curate/{d}") for d in caption_datasets(config)])
+def _figure_sources(config: dict, name: str) -> list[tuple[str, str]]:
+    """``(label, input)`` pairs of one diagnostics figure: per-class WordNet tables, curation
+    folders or per-class image similarities."""
+    if name in ("class_depth", "siblings"):
+        return [(s, wordnet_classes_file(s)) for s in wordnet_subjects(config)]
+    if name == "caption_similarity":
+        return [(d, f"{R}/curate/{d}") for d in caption_datasets(config)]
+    if name == "image_similarity":
+        return [(d, image_classes_file(d)) for d in image_datasets(config)]
+    raise ValueError(f"diagnostics figure {name!r}: not one of {', '.join(FIGURES)}")
 
 
-def image_figure_inputs(config: dict) -> list[str]:
-    return [image_classes_file(d) for d in image_datasets(config)]
+def figure_inputs(config: dict, name: str) -> list[str]:
+    """Input files of the diagnostics figure ``name`` (rule diagnostics_figure)."""
+    if name == "caption_similarity":
+        return caption_figure_inputs(config)
+    return [path for _, path in _figure_sources(config, name)]
 
 
-def image_figure_args(config: dict) -> str:
-    return _labelled([(d, image_classes_file(d)) for d in image_datasets(config)])
+def figure_args(config: dict, name: str) -> str:
+    """``LABEL=PATH`` arguments of ``imagenot diagnostics-figure`` for ``name``."""
+    return _labelled(_figure_sources(config, name))
+
+
+def figure_settings(config: dict, name: str) -> dict:
+    """Settings of ``imagenot diagnostics-figure`` for ``name``."""
+    return {"figure": name, "reference_name": reference_label(config)}
 
 
 def table_subjects(config: dict) -> list[str]:
@@ -280,13 +274,16 @@ _TABLE_OPTIONS = {
 }
 
 
-def table_options(config: dict, subject: str) -> str:
-    """Options of ``imagenot diagnostics-table`` for one subject."""
-    parts = [f"{_TABLE_OPTIONS[k]} {v}" for k, v in table_inputs(config, subject).items()]
-    parts.append(
-        f"--name {shlex.quote(subject)} --reference-name {shlex.quote(reference_label(config))}"
+def table_args(config: dict, subject: str) -> str:
+    """The statistics files of ``imagenot diagnostics-table`` for one subject, as options."""
+    return " ".join(
+        f"{_TABLE_OPTIONS[k]} {shlex.quote(v)}" for k, v in table_inputs(config, subject).items()
     )
-    return " ".join(parts)
+
+
+def table_settings(config: dict, subject: str) -> dict:
+    """Settings of ``imagenot diagnostics-table``: the column headings."""
+    return {"name": subject, "reference_name": reference_label(config)}
 
 
 def figures(config: dict) -> list[str]:

@@ -25,7 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="JSON of the resolved `evaluate` config section (imagenot.evaluate.plan.settings)",
     )
     p.add_argument("--device", default="auto", help="torch device; auto = GPU when there is one")
-    p.add_argument("--threads", type=int, default=1, help="CPU threads (torch and decoding)")
+    p.add_argument(
+        "--threads", type=int, required=True, help="CPU threads (the rule's, evaluate.threads)"
+    )
     p.set_defaults(func=_evaluate_robustness)
 
 

@@ -1,66 +1,110 @@
-"""`imagenot` subcommands of the figures stage: one figure or one table per call."""
+"""`imagenot` subcommands of the figures stage: one figure or one table per call.
+
+Both are rule commands: everything from config arrives as one ``--settings`` JSON object built
+by ``imagenot.figures.plan`` (``figure_settings`` / ``table_settings``), parsed into the frozen
+dataclasses below; file paths stay arguments (they are the rule's inputs and outputs).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 
 from imagenot.figures.plan import FIGURE_KINDS, TABLE_NAMES
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("accuracy", help="results/analyse/accuracy.csv")
-    p.add_argument("--datasets", nargs="*", default=[], help="dataset drawing order")
-    p.add_argument("--reference", default="imagenet_published")
-    p.add_argument("--downstream", default="fashion_mnist")
-    p.add_argument("--baseline", default="alexnet")
-    p.add_argument("--standard-transform", default="Identity")
-    p.add_argument("--confidence", type=float, default=0.95)
-    p.add_argument("--axis", choices=["linear", "probit", "logit"], default="linear")
-    p.add_argument("--imagenet-axis", choices=["published", "reference"], default="published")
-    p.add_argument("--width", type=float, default=6.75, help="figure width (inches)")
-    p.add_argument("--font-size", type=float, default=8.0)
-    p.add_argument("--dpi", type=int, default=300)
+@dataclass(frozen=True)
+class OptionSettings:
+    """What every figure and table shares (figures.data.Options and figures.style.Style)."""
+
+    datasets: list[str]
+    reference: str
+    downstream: str
+    baseline: str
+    standard_transform: str
+    confidence: float
+    axis: str
+    imagenet_axis: str
+    width_in: float
+    font_size: float
+    dpi: int
+
+
+@dataclass(frozen=True)
+class FigureSettings:
+    """One figure file: its registered kind, what it is drawn for, the shared options."""
+
+    kind: str
+    dataset: str | None
+    protocol: str | None
+    options: OptionSettings
+
+
+@dataclass(frozen=True)
+class TableSettings:
+    """One results table: its registered name and the shared options."""
+
+    name: str
+    options: OptionSettings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``figure`` and ``table``."""
     p = subparsers.add_parser("figure", help="draw one figure (PDF + PNG) from accuracy.csv")
-    p.add_argument("kind", choices=FIGURE_KINDS)
-    _common(p)
-    p.add_argument("--dataset", help="accuracy_vs_imagenet, per_transform: the dataset")
-    p.add_argument("--protocol", default="st", help="accuracy_vs_imagenet: the protocol")
+    p.add_argument("accuracy", help="results/analyse/accuracy.csv")
+    p.add_argument(
+        "--settings", required=True, help="JSON from imagenot.figures.plan.figure_settings"
+    )
     p.add_argument("--pdf", required=True)
     p.add_argument("--png", required=True)
     p.set_defaults(func=_figure)
 
     p = subparsers.add_parser("table", help="write one table (CSV + Markdown)")
-    p.add_argument("name", choices=TABLE_NAMES)
-    _common(p)
+    p.add_argument("accuracy", help="results/analyse/accuracy.csv")
+    p.add_argument(
+        "--settings", required=True, help="JSON from imagenot.figures.plan.table_settings"
+    )
     p.add_argument("--rankings", nargs=2, required=True, metavar=("STANDARD", "ROBUST"))
     p.add_argument("--csv", required=True)
     p.add_argument("--md", required=True)
     p.set_defaults(func=_table)
 
 
-def _options(args: argparse.Namespace):
+def _settings(cls, text: str, command: str, field: str, names):
+    """The parsed settings; a wrong key or an unregistered name exits with one line."""
+    from imagenot.settings import SettingsError, parse
+
+    try:
+        settings = parse(cls, text)
+    except SettingsError as exc:
+        raise SystemExit(f"imagenot {command}: {exc}") from None
+    if getattr(settings, field) not in names:
+        raise SystemExit(
+            f"imagenot {command}: --settings.{field} {getattr(settings, field)!r} is not "
+            f"registered ({', '.join(names)}; imagenot.figures.registry)"
+        )
+    return settings
+
+
+def _options(s: OptionSettings):
     from imagenot.figures.data import Options
     from imagenot.figures.style import Style
 
     opts = Options(
-        datasets=args.datasets,
-        reference=args.reference,
-        downstream=args.downstream,
-        baseline=args.baseline,
-        standard_transform=args.standard_transform,
-        confidence=args.confidence,
-        axis=args.axis,
-        imagenet_axis=args.imagenet_axis,
+        datasets=list(s.datasets),
+        reference=s.reference,
+        downstream=s.downstream,
+        baseline=s.baseline,
+        standard_transform=s.standard_transform,
+        confidence=s.confidence,
+        axis=s.axis,
+        imagenet_axis=s.imagenet_axis,
     )
-    return opts, Style(width_in=args.width, font_size=args.font_size, dpi=args.dpi)
+    return opts, Style(width_in=s.width_in, font_size=s.font_size, dpi=s.dpi)
 
 
-def _load(args: argparse.Namespace, command: str):
+def _load(path: str, command: str):
     """accuracy.csv, or None after a one-line error on stderr."""
     import sys
 
@@ -68,7 +112,7 @@ def _load(args: argparse.Namespace, command: str):
     from imagenot.figures import data
 
     try:
-        return data.load_accuracy(args.accuracy)
+        return data.load_accuracy(path)
     except TableError as exc:
         print(f"imagenot {command}: {exc}", file=sys.stderr)
         return None
@@ -78,35 +122,45 @@ def _figure(args: argparse.Namespace) -> int:
     from imagenot.figures import data
     from imagenot.figures.style import save
 
-    opts, style = _options(args)
-    acc = _load(args, "figure")
+    s = _settings(FigureSettings, args.settings, "figure", "kind", FIGURE_KINDS)
+    opts, style = _options(s.options)
+    acc = _load(args.accuracy, "figure")
     if acc is None:
         return 2
-    if args.kind in ("accuracy_vs_imagenet", "per_transform") and not args.dataset:
-        raise SystemExit(f"imagenot figure {args.kind}: --dataset is required")
-    if args.kind == "rankings_st":
+    if s.kind in ("accuracy_vs_imagenet", "per_transform") and not s.dataset:
+        raise SystemExit(f"imagenot figure {s.kind}: --settings.dataset is required")
+    if s.kind == "rankings_st":
         from imagenot.figures import rankings
 
         labels = data.ordered_labels(acc, opts, "st")
         fig = rankings.draw(acc, labels, opts, style, "Standard training (ST), test top-1")
-    elif args.kind == "rankings_transfer":
+    elif s.kind == "rankings_transfer":
         from imagenot.figures import rankings
 
         labels = data.transfer_labels(acc, opts)
-        title = f"Fine-tuning (FT) and linear probe (TL) on {args.downstream}"
+        title = f"Fine-tuning (FT) and linear probe (TL) on {opts.downstream}"
         fig = rankings.draw(acc, labels, opts, style, title)
-    elif args.kind == "relative_progress":
+    elif s.kind == "relative_progress":
         from imagenot.figures import relative_progress
 
         fig = relative_progress.draw(acc, opts, style)
-    elif args.kind == "accuracy_vs_imagenet":
+    elif s.kind == "accuracy_vs_imagenet":
         from imagenot.figures import accuracy_vs_imagenet
 
-        fig = accuracy_vs_imagenet.draw(acc, args.dataset, args.protocol, opts, style)
-    else:
+        if not s.protocol:
+            raise SystemExit(
+                "imagenot figure accuracy_vs_imagenet: --settings.protocol is required"
+            )
+        fig = accuracy_vs_imagenet.draw(acc, s.dataset, s.protocol, opts, style)
+    elif s.kind == "per_transform":
         from imagenot.figures import per_transform
 
-        fig = per_transform.draw(acc, args.dataset, opts, style)
+        fig = per_transform.draw(acc, s.dataset, opts, style)
+    else:  # any other registered kind: its "module:draw", draw(accuracy, options, style)
+        from imagenot.figures.registry import WORKFLOW_FIGURES
+        from imagenot.registries import resolve
+
+        fig = resolve(WORKFLOW_FIGURES[s.kind])(acc, opts, style)
     save(fig, args.pdf, args.png, style.dpi)
     print(f"wrote {args.pdf} and {args.png}")
     return 0
@@ -115,16 +169,17 @@ def _figure(args: argparse.Namespace) -> int:
 def _table(args: argparse.Namespace) -> int:
     from imagenot.figures import tables
 
-    opts, _ = _options(args)
-    acc = _load(args, "table")
+    s = _settings(TableSettings, args.settings, "table", "name", TABLE_NAMES)
+    opts, _ = _options(s.options)
+    acc = _load(args.accuracy, "table")
     if acc is None:
         return 2
     reports = {}
     for variant, path in zip(("standard", "robust"), args.rankings, strict=True):
         with open(path) as f:
             reports[variant] = json.load(f)
-    builder = tables.BUILDERS[args.name]
+    builder = tables.builder(s.name)
     df = builder(acc, reports, opts)
-    tables.write(df, args.csv, args.md, (builder.__doc__ or args.name).strip().rstrip("."))
+    tables.write(df, args.csv, args.md, (builder.__doc__ or s.name).strip().rstrip("."))
     print(f"wrote {args.csv} and {args.md}: {len(df)} rows")
     return 0

@@ -20,16 +20,17 @@ from imagenot.analyse.table import (
 
 @dataclass
 class Options:
-    """What the figure and table commands share (from config via ``figures_plan.figure_args``)."""
+    """What the figure and table commands share (from config via
+    ``figures_plan.options_settings``; no defaults here: they live in the analyse schema)."""
 
     datasets: list[str]
-    reference: str = PUBLISHED_DATASET
-    downstream: str = "fashion_mnist"
-    baseline: str = "alexnet"
-    standard_transform: str = "Identity"
-    confidence: float = 0.95
-    axis: str = "linear"
-    imagenet_axis: str = "published"
+    reference: str
+    downstream: str
+    baseline: str
+    standard_transform: str
+    confidence: float
+    axis: str
+    imagenet_axis: str
 
 
 WORKFLOW_COLUMNS = ("protocol", "transform")

@@ -8,7 +8,7 @@ evaluation results, never the files on disk.
 
 from __future__ import annotations
 
-import shlex
+import re
 from pathlib import Path
 
 from imagenot.analyse import PUBLISHED_DATASET
@@ -24,16 +24,33 @@ TABLES = f"{RESULTS}/tables"
 # Package files used as rule inputs, as absolute paths: valid whatever the working directory.
 _PACKAGE = Path(__file__).resolve().parents[1]
 PUBLISHED_ACCURACY = str(_PACKAGE / "resources" / "torchvision_imagenet_accuracy.csv")
-PROTOCOL_REGEX = "st|(ft|tl)-[a-z0-9_]+"
-FIGURE_KINDS = tuple(WORKFLOW_FIGURES)
+FIGURE_KINDS = WORKFLOW_FIGURES  # the registries themselves: a kind registered later counts
+# What one file of a figure kind is drawn for, in the order its name spells them
+# (``accuracy_vs_imagenet_{dataset}_{protocol}``); kinds not listed draw one file for the run.
+# Read by figure_name / figure_request, which are inverses (tests/test_figures.py).
+FIGURE_FIELDS: dict[str, tuple[str, ...]] = {
+    "accuracy_vs_imagenet": ("dataset", "protocol"),
+    "per_transform": ("dataset",),
+}
 TABLE_NAMES = WORKFLOW_TABLES
 
 _CODE_DIR = str(_PACKAGE / "figures")
 
 
 def code(kind: str) -> str:
-    """Plotting module of a figure kind (a rule input: editing it rebuilds only its figures)."""
-    return f"{_CODE_DIR}/{WORKFLOW_FIGURES[kind]}.py"
+    """Plotting module of a figure kind (a rule input: editing it rebuilds only its figures): a
+    module of ``imagenot.figures`` by its bare name, or a plugin's ``"module:draw"`` (located
+    without importing it)."""
+    entry = WORKFLOW_FIGURES.entry(kind)
+    if ":" not in entry:
+        return f"{_CODE_DIR}/{entry}.py"
+    import importlib.util
+
+    module = entry.partition(":")[0]
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin:
+        raise ValueError(f"figure {kind!r}: plotting module {module!r} not found")
+    return spec.origin
 
 
 def tables_code() -> str:
@@ -41,7 +58,52 @@ def tables_code() -> str:
 
 
 def table_regex() -> str:
-    return "|".join(TABLE_NAMES)
+    """The ``table`` wildcard: a registered table name (imagenot.figures.registry)."""
+    return "|".join(map(re.escape, TABLE_NAMES))
+
+
+def figure_regex() -> str:
+    """The ``figure`` wildcard of the one figure rule: a registered kind, optionally followed by
+    what the file is drawn for. Anchored on the registry, so it never matches the diagnostics
+    figures that share results/figures/."""
+    kinds = sorted(FIGURE_KINDS, key=len, reverse=True)
+    return f"(?:{'|'.join(map(re.escape, kinds))})(?:_[a-z0-9][a-z0-9_-]*)?"
+
+
+def figure_name(kind: str, dataset: str | None = None, protocol: str | None = None) -> str:
+    """File name (without extension) of one figure: its kind, then its FIGURE_FIELDS."""
+    values = {"dataset": dataset, "protocol": protocol}
+    return "_".join([kind, *(values[f] for f in FIGURE_FIELDS.get(kind, ()))])
+
+
+def figure_request(name: str, protocol_regex: str) -> dict:
+    """The kind, dataset and protocol of the figure file ``name`` (inverse of figure_name).
+
+    ``protocol_regex`` is the workflow's one protocol constraint
+    (imagenot.train.plan.protocol_regex); a protocol is always last, so a dataset name with
+    underscores stays whole."""
+    kinds = sorted(FIGURE_KINDS, key=len, reverse=True)
+    kind = next((k for k in kinds if name == k or name.startswith(f"{k}_")), None)
+    if kind is None:
+        raise ValueError(f"figure {name!r}: no registered figure kind ({', '.join(FIGURE_KINDS)})")
+    fields = FIGURE_FIELDS.get(kind, ())
+    rest = name[len(kind) + 1 :]
+    pattern = {
+        (): "",
+        ("dataset",): "(?P<dataset>[a-z][a-z0-9_]*)",
+        ("dataset", "protocol"): f"(?P<dataset>[a-z][a-z0-9_]*)_(?P<protocol>{protocol_regex})",
+    }[fields]
+    match = re.fullmatch(pattern, rest)
+    if match is None:
+        raise ValueError(
+            f"figure {name!r}: kind {kind} is drawn for {', '.join(fields) or 'the whole run'}; "
+            f"{rest!r} does not name that"
+        )
+    return {
+        "kind": kind,
+        "dataset": match.groupdict().get("dataset"),
+        "protocol": match.groupdict().get("protocol"),
+    }
 
 
 def _runs(config: dict) -> list[dict]:
@@ -93,27 +155,42 @@ def transfer_protocols(config: dict, runs: list[dict]) -> list[str]:
     return list(dict.fromkeys(sorted(protos)))
 
 
+def _accuracy_vs_imagenet(config: dict, runs: list[dict]) -> list[str]:
+    pairs = dict.fromkeys((r["dataset"], r["protocol"]) for r in runs)
+    if config["analyse"]["imagenet_axis"] == "reference":  # the reference against itself
+        pairs.pop((reference(config, runs), "st"), None)
+    return [figure_name("accuracy_vs_imagenet", d, p) for d, p in pairs]
+
+
+# Figure kind -> the figures of that kind that the config's runs can feed. A registered kind not
+# listed here is drawn once, as ``results/figures/<kind>.pdf``: these are planning rules for
+# kinds drawn per dataset or only when their data exists, not a list of the kinds.
+_PLANNERS = {
+    "rankings_st": lambda config, runs: ["rankings_st"] if st_datasets(config, runs) else [],
+    "rankings_transfer": lambda config, runs: (
+        ["rankings_transfer"] if transfer_protocols(config, runs) else []
+    ),
+    "relative_progress": lambda config, runs: (
+        ["relative_progress"]
+        if any(r["model"] == config["analyse"]["baseline_model"] for r in runs)
+        else []
+    ),
+    "accuracy_vs_imagenet": _accuracy_vs_imagenet,
+    "per_transform": lambda config, runs: [
+        figure_name("per_transform", d) for d in st_datasets(config, runs)
+    ],
+}
+
+
 def figure_names(config: dict, runs: list[dict]) -> list[str]:
-    """Names of the figures the config asks for and its runs can feed."""
+    """Names of the figures the config asks for and its runs can feed, in registry order."""
     if not runs:
         return []
     kinds = config["analyse"]["figures"]
     names = []
-    if "rankings_st" in kinds and st_datasets(config, runs):
-        names.append("rankings_st")
-    if "rankings_transfer" in kinds and transfer_protocols(config, runs):
-        names.append("rankings_transfer")
-    if "relative_progress" in kinds and any(
-        r["model"] == config["analyse"]["baseline_model"] for r in runs
-    ):
-        names.append("relative_progress")
-    if "accuracy_vs_imagenet" in kinds:
-        pairs = dict.fromkeys((r["dataset"], r["protocol"]) for r in runs)
-        if config["analyse"]["imagenet_axis"] == "reference":  # the reference against itself
-            pairs.pop((reference(config, runs), "st"), None)
-        names += [f"accuracy_vs_imagenet_{d}_{p}" for d, p in pairs]
-    if "per_transform" in kinds:
-        names += [f"per_transform_{d}" for d in st_datasets(config, runs)]
+    for kind in WORKFLOW_FIGURES:
+        if kind in kinds:
+            names += _PLANNERS.get(kind, lambda config, runs, kind=kind: [kind])(config, runs)
     return names
 
 
@@ -134,62 +211,79 @@ def targets(config: dict) -> list[str]:
     return outputs(config, _runs(config))
 
 
-def rankings_args(config: dict, variant: str) -> str:
-    """Options of ``imagenot rankings`` for the run's rankings JSON."""
+def rankings_settings(config: dict, variant: str) -> dict:
+    """Settings of ``imagenot rankings`` for the run's rankings JSON of one variant (the
+    command's flags, by their dest names: the rule passes them as ``--settings``)."""
     a = config["analyse"]
-    return shlex.join(
-        [
-            "--variant",
-            variant,
-            "--reference",
-            reference(config),
-            "--baseline",
-            a["baseline_model"],
-            "--axis",
-            a["axis"],
-            "--confidence",
-            str(a["confidence"]),
-            "--bootstrap-reps",
-            str(a["bootstrap"]["reps"]),
-            "--seed",
-            str(a["bootstrap"]["seed"]),
-            "--bootstrap-over",
-            a["bootstrap"]["over"],
-            "--interval",
-            a["bootstrap"]["interval"],
-            "--standard-transform",
-            a["standard_transform"],
-        ]
-    )
+    return {
+        "variant": variant,
+        "reference": reference(config),
+        "baseline": a["baseline_model"],
+        "axis": a["axis"],
+        "confidence": a["confidence"],
+        "bootstrap_reps": a["bootstrap"]["reps"],
+        "seed": a["bootstrap"]["seed"],
+        "bootstrap_over": a["bootstrap"]["over"],
+        "interval": a["bootstrap"]["interval"],
+        "standard_transform": a["standard_transform"],
+    }
 
 
-def figure_args(config: dict) -> str:
-    """Options shared by every ``imagenot figure`` and ``imagenot table`` call."""
+def accuracy_settings(config: dict) -> dict:
+    """Settings of ``imagenot accuracy-table`` (the interval drawn as error bar uses
+    analyse.confidence, as every other statistic does)."""
+    a = config["analyse"]
+    return {"standard_transform": a["standard_transform"], "confidence": a["confidence"]}
+
+
+def options_settings(config: dict) -> dict:
+    """What every ``imagenot figure`` and ``imagenot table`` call shares (figures.data.Options
+    and figures.style.Style)."""
     a = config["analyse"]
     opts = a["figure_options"]
-    return shlex.join(
-        [
-            "--datasets",
-            *dataset_order(config),
-            "--reference",
-            reference(config),
-            "--downstream",
-            a["downstream_dataset"],
-            "--baseline",
-            a["baseline_model"],
-            "--standard-transform",
-            a["standard_transform"],
-            "--confidence",
-            str(a["confidence"]),
-            "--axis",
-            a["axis"],
-            "--imagenet-axis",
-            a["imagenet_axis"],
-            "--width",
-            str(opts["width_in"]),
-            "--font-size",
-            str(opts["font_size"]),
-            "--dpi",
-            str(opts["dpi"]),
-        ]
-    )
+    return {
+        "datasets": dataset_order(config),
+        "reference": reference(config),
+        "downstream": a["downstream_dataset"],
+        "baseline": a["baseline_model"],
+        "standard_transform": a["standard_transform"],
+        "confidence": a["confidence"],
+        "axis": a["axis"],
+        "imagenet_axis": a["imagenet_axis"],
+        "width_in": opts["width_in"],
+        "font_size": opts["font_size"],
+        "dpi": opts["dpi"],
+    }
+
+
+def figure_params(config: dict, name: str) -> dict:
+    """Kind, dataset and protocol of the figure file ``name`` under this config's protocols
+    (rule param: the report caption, report/figure.rst, reads it)."""
+    from imagenot.train.plan import protocol_regex
+
+    return figure_request(name, protocol_regex(config))
+
+
+def figure_settings(config: dict, name: str) -> dict:
+    """Settings of ``imagenot figure`` for the figure file ``name``."""
+    return {**figure_params(config, name), "options": options_settings(config)}
+
+
+def figure_code(config: dict, name: str) -> str:
+    """Plotting module of the figure file ``name`` (its rule input: editing one kind's module
+    reruns that kind's figures alone)."""
+    return code(figure_params(config, name)["kind"])
+
+
+def figure_subcategory(config: dict, name: str) -> str:
+    """Report subcategory of a figure: its plotting module, as words (``rankings_st`` and
+    ``rankings_transfer`` share "Rankings"; a plugin's ``module:draw`` by its module's last
+    part)."""
+    entry = WORKFLOW_FIGURES.entry(figure_params(config, name)["kind"])
+    module = entry.partition(":")[0].rsplit(".", 1)[-1]
+    return module.replace("_", " ").capitalize()
+
+
+def table_settings(config: dict, name: str) -> dict:
+    """Settings of ``imagenot table`` for the table ``name``."""
+    return {"name": name, "options": options_settings(config)}

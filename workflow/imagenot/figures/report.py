@@ -190,7 +190,11 @@ def write_report(
     rep: dict, outdir: str | os.PathLike, *, dpi: int = 150, style: Style | None = None
 ) -> list[str]:
     """Write every report figure (PDF and PNG) and table (CSV and Markdown) into ``outdir``."""
-    style = style or Style(dpi=dpi)
+    if style is None:
+        from imagenot.analyse.cli import schema_defaults
+
+        d = schema_defaults()
+        style = Style(width_in=d["width_in"], font_size=d["font_size"], dpi=dpi)
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     written = []

@@ -12,11 +12,11 @@ from imagenot.io import atomic_path
 
 @dataclass(frozen=True)
 class Style:
-    """Figure options from config ``analyse.figure_options``."""
+    """Figure options from config ``analyse.figure_options`` (defaults: its schema only)."""
 
-    width_in: float = 6.75
-    font_size: float = 8.0
-    dpi: int = 300
+    width_in: float
+    font_size: float
+    dpi: int
 
     @property
     def column_in(self) -> float:

@@ -1,14 +1,103 @@
-"""`imagenot` subcommands of the train stage (one per rule; torch is imported in handlers)."""
+"""`imagenot` subcommands of the train stage (one per rule; torch is imported in handlers).
+
+Each rule command gets everything from config as one ``--settings`` JSON object built by
+``imagenot.train.plan`` (``draw_settings``, ``trial_settings``, ``final_settings``,
+``halve_settings``, ``published_settings``) and parsed into the frozen dataclasses below, which
+have no defaults: a key the plan forgot or one the command does not know is a one-line error.
+File paths and the job's place in the DAG (stage, slot, run) stay arguments.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 
 
-def _job(text: str) -> dict:
-    return json.loads(text)
+@dataclass(frozen=True)
+class JobSettings:
+    """A training job (trial or final run): imagenot.train.plan.job_settings."""
+
+    model: str
+    image_size: int
+    batch_size: int
+    max_epochs: int
+    schedule_epochs: int
+    patience: int
+    trainable: str
+    init: str | None
+    eval_batch_size: int
+    device: str
+    gpu_job: bool
+    compile: bool
+    deterministic: bool | None
+    checkpoint_minutes: float
+    in_memory: bool
+    num_workers: int
+    world: int
+    max_batch_per_gpu: int | None
+    decode_on_gpu: bool
+    stage_to_local: bool
+
+
+@dataclass(frozen=True)
+class DrawSettings:
+    """``train-draw-trials``: what is pre-registered (imagenot.train.plan.draw_settings)."""
+
+    experiment: str
+    model: str
+    definition: dict
+    model_settings: dict
+    amendments: list
+
+
+@dataclass(frozen=True)
+class TrialSettings:
+    """``train-trial``: the job and the epoch its stage stops at (null: the end)."""
+
+    job: JobSettings
+    stage_epochs: int | None
+
+
+@dataclass(frozen=True)
+class FinalSettings:
+    """``train-final``: the job, the master seed, whether the selected trial is reused."""
+
+    job: JobSettings
+    master_seed: int
+    reuse_trial: bool
+
+
+@dataclass(frozen=True)
+class HalveSettings:
+    """``train-halve``: the halving rate."""
+
+    eta: int
+
+
+@dataclass(frozen=True)
+class PublishedSettings:
+    """``train-published``: the model, its torchvision weights enum name, the input size."""
+
+    model: str
+    weights: str
+    image_size: int
+
+
+def _parse(cls, text: str, command: str):
+    """The parsed settings, or exit with one line naming the key."""
+    from imagenot.settings import SettingsError, parse
+
+    try:
+        return parse(cls, text)
+    except SettingsError as exc:
+        raise SystemExit(f"imagenot {command}: {exc}") from None
+
+
+def _job(settings, threads: int) -> dict:
+    """The job dict imagenot.train.jobs runs, with the job's cores."""
+    return {**dataclasses.asdict(settings.job), "threads": threads}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -16,13 +105,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "train-draw-trials", help="pre-register and draw an experiment's trials"
     )
-    p.add_argument("--experiment", required=True, help="{dataset}/{protocol}")
-    p.add_argument("--model", required=True)
-    p.add_argument("--definition", required=True, type=json.loads, help="space as JSON")
-    p.add_argument(
-        "--model-settings", default="{}", type=json.loads, help="this model's settings as JSON"
-    )
-    p.add_argument("--amendments", default="[]", type=json.loads, help="amendments as JSON")
+    p.add_argument("--settings", required=True, help="JSON from imagenot.train.plan.draw_settings")
     p.add_argument("--record", required=True, type=Path, help="preregistration.json")
     p.add_argument("--out", required=True, type=Path, help="trials.parquet")
     p.set_defaults(func=_draw)
@@ -42,7 +125,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--trials", required=True, type=Path)
     p.add_argument("--stage", required=True, type=int, help="0, 1, ...: rungs, then the end")
     p.add_argument("--slot", required=True, type=int, help="stage 0: the trial id")
-    p.add_argument("--stage-epochs", type=int, default=None, help="stop at this epoch (a rung)")
     p.add_argument("--promoted", type=Path, default=None, help="previous rung's decision")
     p.add_argument("--out", required=True, type=Path, help="the slot's result JSON")
     p.set_defaults(func=_trial)
@@ -51,11 +133,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "train-published",
         help="torchvision's published ImageNet weights as a final run (nothing trained)",
     )
-    p.add_argument("--model", required=True)
-    p.add_argument("--weights", required=True, help="torchvision weights enum name")
+    p.add_argument(
+        "--settings", required=True, help="JSON from imagenot.train.plan.published_settings"
+    )
     p.add_argument("--weights-file", required=True, type=Path)
     p.add_argument("--dataset-dir", required=True, type=Path)
-    p.add_argument("--image-size", required=True, type=int)
     p.add_argument("--run", required=True, help="dataset/protocol")
     p.add_argument("--out-dir", required=True, type=Path)
     p.set_defaults(func=_published)
@@ -63,7 +145,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("train-halve", help="successive halving: promote the best trials")
     p.add_argument("results", nargs="+", type=Path, help="the rung's trial results")
     p.add_argument("--rung", required=True, type=int)
-    p.add_argument("--eta", required=True, type=int)
+    p.add_argument("--settings", required=True, help="JSON from imagenot.train.plan.halve_settings")
     p.add_argument("--out", required=True, type=Path)
     p.set_defaults(func=_halve)
 
@@ -77,20 +159,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--trials", required=True, type=Path)
     p.add_argument("--selection", required=True, type=Path)
     p.add_argument("--run", required=True, help="dataset/protocol/model/seed")
-    p.add_argument("--master-seed", required=True, type=int)
-    p.add_argument(
-        "--reuse-trial",
-        action="store_true",
-        help="train with the trial's own seed, reusing its weights when it ran the full schedule",
-    )
     p.add_argument("--out-dir", required=True, type=Path)
     p.set_defaults(func=_final)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--job", required=True, type=_job, help="job settings as JSON (from the plan)")
+    p.add_argument(
+        "--settings", required=True, help="JSON from imagenot.train.plan (trial/final_settings)"
+    )
     p.add_argument("--dataset-dir", required=True, type=Path)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=int, required=True, help="the job's cores (rule threads)")
 
 
 # Exit status of a job stopped by SIGUSR1 / SIGTERM after writing its checkpoint (EX_TEMPFAIL:
@@ -124,8 +202,9 @@ def _trials():
 
 
 def _draw(a: argparse.Namespace) -> None:
+    s = _parse(DrawSettings, a.settings, "train-draw-trials")
     _trials().draw(
-        a.definition, a.experiment, a.model, a.record, a.amendments, a.out, a.model_settings
+        s.definition, s.experiment, s.model, a.record, s.amendments, a.out, s.model_settings
     )
 
 
@@ -141,7 +220,8 @@ def _preregistration_table(a: argparse.Namespace) -> None:
 
 
 def _halve(a: argparse.Namespace) -> None:
-    decision = _trials().halve(a.results, a.rung, a.eta, a.out)
+    s = _parse(HalveSettings, a.settings, "train-halve")
+    decision = _trials().halve(a.results, a.rung, s.eta, a.out)
     print(f"rung {a.rung}: promoted trials {decision['promoted']}")
 
 
@@ -151,39 +231,42 @@ def _select(a: argparse.Namespace) -> None:
 
 
 def _trial(a: argparse.Namespace) -> None:
+    s = _parse(TrialSettings, a.settings, "train-trial")
     if _trials().slot_trial(a.slot, a.promoted) is None:
         _trials().write_empty_slot(a.stage, a.slot, a.out)  # nothing promoted: no torch import
         return
-    settings = {**a.job, "threads": a.threads}
+    job = _job(s, a.threads)
     _preemptible(
         lambda: _lazy().run_slot(
-            settings, a.dataset_dir, a.trials, a.stage, a.slot, a.out, a.stage_epochs, a.promoted
+            job, a.dataset_dir, a.trials, a.stage, a.slot, a.out, s.stage_epochs, a.promoted
         )
     )
 
 
 def _final(a: argparse.Namespace) -> None:
+    s = _parse(FinalSettings, a.settings, "train-final")
     dataset, protocol, model, seed = a.run.split("/")
     run = {"dataset": dataset, "protocol": protocol, "model": model}
-    settings = {**a.job, "threads": a.threads}
+    job = _job(s, a.threads)
     _preemptible(
         lambda: _lazy().run_final(
-            settings,
+            job,
             a.dataset_dir,
             a.trials,
             a.selection,
             int(seed),
             run,
-            a.master_seed,
+            s.master_seed,
             a.out_dir,
-            a.reuse_trial,
+            s.reuse_trial,
         )
     )
 
 
 def _published(a: argparse.Namespace) -> None:
+    s = _parse(PublishedSettings, a.settings, "train-published")
     dataset, protocol = a.run.split("/")
     run = {"dataset": dataset, "protocol": protocol}
     _lazy().run_published(
-        a.model, a.weights, a.weights_file, a.dataset_dir, a.image_size, run, a.out_dir
+        s.model, s.weights, a.weights_file, a.dataset_dir, s.image_size, run, a.out_dir
     )

@@ -1,7 +1,9 @@
 """The train stage's jobs: I/O around the pure search functions and the training loop.
 
 Each function reads its inputs (dataset directory, trials table, settings from the rule),
-runs ``loop.fit`` and writes its outputs atomically. Accuracies are percent.
+runs ``loop.fit`` and writes its outputs atomically. Accuracies are percent. ``settings`` is the
+rule's job settings as parsed by ``imagenot.train.cli.JobSettings`` (every key present, no
+fallback here: a default lives in the train schema only) plus the job's ``threads``.
 """
 
 from __future__ import annotations
@@ -49,11 +51,11 @@ def load_split(dataset_dir: Path, split: str, in_memory: bool, encoded: bool = F
 def _data_source(settings: Mapping, dataset_dir: Path, fingerprint: str) -> tuple[Path, bool]:
     """Where the job reads the dataset (node-local copy when asked) and whether it decodes
     on the GPU (CUDA jobs streaming from shards, unless train.decode_on_gpu is off)."""
-    if settings.get("stage_to_local") and not settings["in_memory"]:
+    if settings["stage_to_local"] and not settings["in_memory"]:
         from imagenot.train.feed import stage_to_local
 
         dataset_dir = stage_to_local(dataset_dir, fingerprint)
-    encoded = bool(settings.get("decode_on_gpu")) and job_device(settings) == "cuda"
+    encoded = settings["decode_on_gpu"] and job_device(settings) == "cuda"
     return dataset_dir, encoded
 
 
@@ -66,7 +68,7 @@ def dataset_info(dataset_dir: Path) -> tuple[int, str]:
 
 def make_job(settings: Mapping, row: Mapping, seed: int, num_classes: int) -> Job:
     """The loop's Job for rule settings, a trials row and a seed."""
-    init = settings.get("init")
+    init = settings["init"]
     return Job(
         model=settings["model"],
         num_classes=num_classes,
@@ -75,7 +77,7 @@ def make_job(settings: Mapping, row: Mapping, seed: int, num_classes: int) -> Jo
         image_size=settings["image_size"],
         batch_size=settings["batch_size"],
         max_epochs=settings["max_epochs"],
-        schedule_epochs=settings.get("schedule_epochs", 0),
+        schedule_epochs=settings["schedule_epochs"],
         patience=settings["patience"],
         trainable=settings["trainable"],
         init=f"{init} sha256:{sha256_file(init)}" if init else "random",
@@ -90,19 +92,17 @@ def job_device(settings: Mapping) -> str:
     """The device of this job (see ``loop.resolve_device``): the one place CUDA is probed."""
     import torch
 
-    return resolve_device(
-        settings["device"], settings.get("gpu_job", False), torch.cuda.is_available()
-    )
+    return resolve_device(settings["device"], settings["gpu_job"], torch.cuda.is_available())
 
 
 def _configure(settings: Mapping) -> None:
     deterministic = deterministic_for(settings["deterministic"], job_device(settings))
-    configure(deterministic, settings.get("threads", 1))
+    configure(deterministic, settings["threads"])
 
 
 def backbone_loader(settings: Mapping):
     """A callable loading the FT/TL starting weights into a fresh model, or None (ST)."""
-    init = settings.get("init")
+    init = settings["init"]
     if not init:
         return None
     state = read_state_dict(init)
@@ -130,9 +130,9 @@ def _fit(settings, dataset_dir, row, seed, workdir: Path, stop_epoch=None, best=
         stop_epoch,
         best,
         backbone_loader(settings),
-        checkpoint_minutes=settings.get("checkpoint_minutes", 0.0),
-        world=settings.get("world", 1),
-        max_batch=settings.get("max_batch_per_gpu"),
+        checkpoint_minutes=settings["checkpoint_minutes"],
+        world=settings["world"],
+        max_batch=settings["max_batch_per_gpu"],
     )
     write_text(history_csv(state), workdir / "metrics.csv")
     summary = {

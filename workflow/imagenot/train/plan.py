@@ -8,9 +8,6 @@ Layout: ``results/train/{dataset}/{protocol}/{model}/`` holds ``trials.parquet``
 
 from __future__ import annotations
 
-import json
-import shlex
-
 from imagenot.config import ConfigError
 from imagenot.train.registry import MODELS, RegistryError, check_input_size
 from imagenot.train.search import (
@@ -115,6 +112,16 @@ def published_pattern(config: dict) -> str:
     return "|".join(names) or "(?!)"
 
 
+def protocol_regex(config: dict) -> str:
+    """The one ``protocol`` wildcard constraint of the workflow (rules/common.smk): the
+    protocols of the configured train.experiments (``st``, ``ft-SOURCE``, ``tl-SOURCE``), so no
+    rule matches a protocol the config does not train. Never matches without experiments."""
+    import re
+
+    protocols = sorted({e["protocol"] for e in config["train"]["experiments"]})
+    return "|".join(map(re.escape, protocols)) or "(?!)"
+
+
 def _source(protocol: str) -> str | None:
     return None if protocol == "st" else protocol.split("-", 1)[1]
 
@@ -154,18 +161,18 @@ def model_settings(config: dict, dataset: str, protocol: str, model: str) -> dic
     return {"batch_size": sp["batch_size_overrides"].get(model, sp["batch_size"])}
 
 
-def draw_options(config: dict, dataset: str, protocol: str, model: str) -> str:
-    """Shell options of the trials-drawing job (definition, model settings and amendments, as
-    quoted JSON). Only ``model``'s own settings enter, so changing one model's batch size
-    reruns that model's jobs alone."""
+def draw_settings(config: dict, dataset: str, protocol: str, model: str) -> dict:
+    """Settings of the trials-drawing job (``imagenot train-draw-trials``): the experiment's
+    definition, the model's own settings and the amendments. Only ``model``'s own settings
+    enter, so changing one model's batch size reruns that model's jobs alone."""
     experiment = f"{dataset}/{protocol}"
-    amendments = [a for a in config["train"]["amendments"] if a["experiment"] == experiment]
-    return (
-        f"--experiment {experiment} --record {PREREGISTRATION} "
-        f"--definition {shlex.quote(json.dumps(definition(config, dataset, protocol)))} "
-        f"--model-settings {shlex.quote(json.dumps(model_settings(config, dataset, protocol, model)))} "
-        f"--amendments {shlex.quote(json.dumps(amendments))}"
-    )
+    return {
+        "experiment": experiment,
+        "model": model,
+        "definition": definition(config, dataset, protocol),
+        "model_settings": model_settings(config, dataset, protocol, model),
+        "amendments": [a for a in config["train"]["amendments"] if a["experiment"] == experiment],
+    }
 
 
 def published_weights(train: dict, model: str) -> str | None:
@@ -195,8 +202,8 @@ def init_weights(config: dict, protocol: str, model: str) -> list[str]:
     return [f"{run_dir(source, 'st', model)}/final/seed-{seed}/model.safetensors"]
 
 
-def job_options(config: dict, dataset: str, protocol: str, model: str) -> str:
-    """Shell option ``--job`` with the job settings as quoted JSON."""
+def job_settings(config: dict, dataset: str, protocol: str, model: str) -> dict:
+    """What a training job (trial or final run) needs from config (train.cli.JobSettings)."""
     train, sp = config["train"], space(config, dataset, protocol)
     init = init_weights(config, protocol, model)
     job = {
@@ -221,7 +228,29 @@ def job_options(config: dict, dataset: str, protocol: str, model: str) -> str:
         "decode_on_gpu": train["decode_on_gpu"],
         "stage_to_local": train["stage_to_local"],
     }
-    return f"--job {shlex.quote(json.dumps(job, sort_keys=True))}"
+    return job
+
+
+def trial_settings(config: dict, dataset: str, protocol: str, model: str, stage) -> dict:
+    """Settings of ``imagenot train-trial`` for one stage: the job, and the epoch the stage
+    stops at (its rung; null for the last stage, which trains to the end)."""
+    milestones = rungs(space(config, dataset, protocol))
+    return {
+        "job": job_settings(config, dataset, protocol, model),
+        "stage_epochs": milestones[int(stage)] if int(stage) < len(milestones) else None,
+    }
+
+
+def final_settings(config: dict, dataset: str, protocol: str, model: str, seed) -> dict:
+    """Settings of ``imagenot train-final``: the job, the master seed, and whether this run
+    reuses the selected trial (the space's first seed: it trains with the trial's own seed,
+    so a trial that already ran the full schedule is reused, not retrained)."""
+    first = space(config, dataset, protocol)["seeds"][0]
+    return {
+        "job": job_settings(config, dataset, protocol, model),
+        "master_seed": config["seed"],
+        "reuse_trial": int(seed) == first,
+    }
 
 
 def gpus(config: dict) -> int:
@@ -276,12 +305,6 @@ def slot_ids(config: dict, dataset: str, protocol: str, stage) -> list[int]:
     return list(range(slot_counts(config, dataset, protocol)[int(stage)]))
 
 
-def stage_epochs_option(config: dict, dataset: str, protocol: str, stage) -> str:
-    """``--stage-epochs N`` (train to the stage's rung), or nothing for the last stage."""
-    milestones = rungs(space(config, dataset, protocol))
-    return f"--stage-epochs {milestones[int(stage)]}" if int(stage) < len(milestones) else ""
-
-
 def slot_file(dataset: str, protocol: str, model: str, stage, slot) -> str:
     return f"{run_dir(dataset, protocol, model)}/stage-{stage}/slot-{slot}.json"
 
@@ -318,19 +341,13 @@ def all_results(config: dict, dataset: str, protocol: str, model: str) -> list[s
     ]
 
 
-def halving_eta(config: dict, dataset: str, protocol: str) -> int:
-    return space(config, dataset, protocol)["halving"]["eta"]
+def halve_settings(config: dict, dataset: str, protocol: str) -> dict:
+    """Settings of ``imagenot train-halve``: the experiment's halving rate."""
+    return {"eta": space(config, dataset, protocol)["halving"]["eta"]}
 
 
 def trial_ids(config: dict, dataset: str, protocol: str) -> list[int]:
     return list(range(space(config, dataset, protocol)["budget"]))
-
-
-def final_options(config: dict, dataset: str, protocol: str, seed) -> str:
-    """``--reuse-trial`` for the space's first seed: that final run trains with the selected
-    trial's own seed, so a trial that already ran the full schedule is reused, not retrained."""
-    first = space(config, dataset, protocol)["seeds"][0]
-    return "--reuse-trial" if int(seed) == first else ""
 
 
 def final_runs(config: dict) -> list[dict]:
@@ -366,12 +383,13 @@ def published_weights_file(config: dict, model: str) -> str:
     return init_weights(config, "ft-torchvision", model)[0]
 
 
-def published_options(config: dict, model: str) -> str:
-    """Shell options of a published-weights job: the weights enum name and the input size."""
-    return (
-        f"--weights {published_weights(config['train'], model)} "
-        f"--image-size {config['train']['image_size']}"
-    )
+def published_settings(config: dict, model: str) -> dict:
+    """Settings of ``imagenot train-published``: the weights enum name and the input size."""
+    return {
+        "model": model,
+        "weights": published_weights(config["train"], model),
+        "image_size": config["train"]["image_size"],
+    }
 
 
 def targets(config: dict) -> list[str]:

@@ -156,10 +156,17 @@ def model_settings(config: dict, dataset: str, protocol: str, model: str) -> dic
 
 def draw_options(config: dict, dataset: str, protocol: str, model: str) -> str:
     """Shell options of the trials-drawing job (definition, model settings and amendments, as
-    quoted JSON). Only ``model``'s own settings enter, so changing one model's batch size
-    reruns that model's jobs alone."""
+    quoted JSON). Only ``model``'s own settings enter, and of the amendments only those of the
+    experiment's definition (scope ``space``: every model's job may be the first to see the
+    change) and those of this model's own settings: recording an amendment of one model's batch
+    size then changes that model's job alone, so only its jobs rerun (a rerun drawing job
+    rewrites ``trials.parquet``, which retrains every trial of the model)."""
     experiment = f"{dataset}/{protocol}"
-    amendments = [a for a in config["train"]["amendments"] if a["experiment"] == experiment]
+    amendments = [
+        a
+        for a in config["train"]["amendments"]
+        if a["experiment"] == experiment and (a["scope"] == "space" or a["model"] == model)
+    ]
     return (
         f"--experiment {experiment} --record {PREREGISTRATION} "
         f"--definition {shlex.quote(json.dumps(definition(config, dataset, protocol)))} "

@@ -122,7 +122,8 @@ def _unused(amendments: Sequence[Mapping], entry: Mapping, experiment: str) -> l
 
 
 def _amend(entry, experiment, definition, digest, amendments, experiment_dir) -> dict:
-    matching = _unused(amendments, entry, experiment)
+    # a model-scope amendment is about one model's own settings: it cannot cover the space
+    matching = [a for a in _unused(amendments, entry, experiment) if a.get("scope") != "model"]
     if not matching:
         raise PreregistrationError(
             f"the search definition of {experiment} changed after results exist "
@@ -160,9 +161,9 @@ def _amend_model(entry, experiment, model, recorded, settings, amendments, exper
         raise PreregistrationError(
             f"the settings of model {model!r} in {experiment} changed after its results exist "
             f"(registered {recorded}, now {settings}). Revert the change, or record a new "
-            f"amendment in config train.amendments with experiment: {experiment}, model: {model} "
-            f"and a reason (allowed only if all that model's trials ended at chance; an amendment "
-            f"already recorded does not cover a further change)."
+            f"amendment in config train.amendments with experiment: {experiment}, model: {model}, "
+            f"scope: model and a reason (allowed only if all that model's trials ended at chance; "
+            f"an amendment already recorded does not cover a further change)."
         )
     evidence = _evidence(experiment_dir, model, entry["definition"]["budget"])
     entry["amendments"].append(

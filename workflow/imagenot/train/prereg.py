@@ -21,8 +21,11 @@ from imagenot.io import write_json
 from imagenot.train.search import at_chance, canonical_hash
 
 
-class PreregistrationError(RuntimeError):
-    """A search definition changed after results exist, without a valid amendment."""
+class PreregistrationError(ValueError):
+    """A search definition changed after results exist, without a valid amendment.
+
+    A ValueError (the config asks for a change the guardrail refuses), so that
+    ``imagenot.cli.main`` prints it as one line naming the key, with no traceback."""
 
 
 @contextmanager

@@ -6,14 +6,17 @@ One real run of the whole workflow on the demo world with the small overlay
   * touching one figure's plotting code reruns that figure alone;
   * changing the similarity threshold reruns curation from the selection step and everything
     downstream, but neither WordNet preparation nor matching;
-  * changing one model's settings (its batch size) reruns that model's jobs only;
 and faults on a copy of it: a training job killed mid-epoch by SIGKILL resumes from its checkpoint
 to the same result as the uninterrupted run and leaves no output a downstream rule could consume;
 a failed job's log path is printed; published-list mode builds a selection from a class list.
+README section 5's examples run for real on copies of it, as a user runs them (issue 16): the
+threshold down then up over an interrupted trial's checkpoint and a truncated one, and one
+model's batch size (refused, then amended: that model's jobs alone rerun).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -69,16 +72,21 @@ def snakemake(workdir: Path, *extra: str, configs: list[str] = CONFIGS):
 JOB = re.compile(r"^(?:local)?rule (\w+):\n((?:[ \t]+.*\n)*)", re.M)
 
 
-def planned(workdir: Path, *extra: str, configs: list[str] = CONFIGS) -> list[tuple[str, dict]]:
-    """The jobs a dry run schedules: (rule, wildcards) pairs, `all` left out."""
-    run = snakemake(workdir, "--dry-run", *extra, configs=configs)
-    assert run.returncode == 0, run.stderr[-3000:]
+def jobs_in(text: str) -> list[tuple[str, dict]]:
+    """The jobs Snakemake's output lists: (rule, wildcards) pairs, `all` left out."""
     jobs = []
-    for rule, body in JOB.findall(run.stdout):
+    for rule, body in JOB.findall(text):
         found = re.search(r"^\s+wildcards: (.*)$", body, re.M)
         pairs = found.group(1).split(", ") if found else []
         jobs.append((rule, dict(p.split("=", 1) for p in pairs)))
     return [job for job in jobs if job[0] != "all"]
+
+
+def planned(workdir: Path, *extra: str, configs: list[str] = CONFIGS) -> list[tuple[str, dict]]:
+    """The jobs a dry run schedules."""
+    run = snakemake(workdir, "--dry-run", *extra, configs=configs)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return jobs_in(run.stdout)
 
 
 @pytest.fixture(scope="module")
@@ -126,20 +134,6 @@ def test_threshold_change_reruns_from_selection_not_matching(finished, tmp_path)
     assert {"acquire_build", "train_final", "evaluate_robustness", "accuracy_table"} <= rules
     upstream = {"prepare_wordnet", "demo_world", "curate_match", "curate_candidates"}
     assert not rules & (upstream | {"curate_captions", "curate_embed"})
-
-
-def test_one_models_settings_change_reruns_that_model_only(finished, tmp_path):
-    changed = {"train": {"spaces": {"st": {"batch_size_overrides": {"vgg_mini": 8}}}}}
-    jobs = planned(finished, configs=overlay(tmp_path, changed))
-    per_model = [(rule, wc) for rule, wc in jobs if "model" in wc]
-    assert per_model, jobs
-    assert {wc["model"] for _, wc in per_model} == {"vgg_mini"}
-    assert ("train_final", {"dataset": "imagenot", "protocol": "st", "model": "vgg_mini"}) in [
-        (rule, {k: wc[k] for k in ("dataset", "protocol", "model")})
-        for rule, wc in per_model
-        if rule == "train_final"
-    ]
-    assert not {rule for rule, _ in jobs} & {"curate_select", "acquire_build", "demo_world"}
 
 
 def test_the_funnel_removes_each_hazard_of_the_demo_world_at_its_step(finished):
@@ -284,3 +278,183 @@ def test_a_threshold_keeping_no_class_stops_before_the_dataset(copy_of_finished,
     assert "0 classes pass" in log and "curate.threshold" in log
     assert "Traceback" not in log
     assert manifest.read_bytes() == before
+
+
+# ---------------------------------------------------------------- README section 5, as run
+# Each example of README section 5 run as a user runs it: the same `snakemake` command with a
+# config overlay, on a copy of the finished run, with no file removed by hand between runs; then
+# a dry run with the same config schedules nothing more for the same targets.
+
+MODEL = "alexnet_mini"  # the model the threshold changes are followed through, to its evaluation
+EXPERIMENT = "results/train/imagenot/st"
+
+
+def _thresholds(workdir: Path) -> tuple[float, float]:
+    """(down, up): thresholds two more, and two fewer, classes pass than the finished run's,
+    each halfway between two classes' scores (from the run's own class scores)."""
+    rows = pq.read_table(workdir / "results/curate/imagenot/class_scores.parquet").to_pylist()
+    kept = sorted(r["score"] for r in rows if r["status"] == "kept")
+    below = sorted(
+        (r["score"] for r in rows if r["status"] == "removed" and r["reason"].startswith("score")),
+        reverse=True,
+    )
+    assert len(kept) > 3 and len(below) >= 3, (kept, below)
+    return (below[1] + below[2]) / 2, (kept[1] + kept[2]) / 2
+
+
+def _interrupt_a_trial(workdir: Path, run_dir: str) -> Path:
+    """Leave an interrupted trial behind, as Ctrl-C in the middle of training does: the trial
+    runs again (``--forcerun``, standing in for a run that had not finished) and the terminal's
+    SIGINT reaches Snakemake and the job once the first epoch's checkpoint is written."""
+    from imagenot.train.trials import CHECKPOINT
+
+    checkpoint = workdir / run_dir / "trial-0" / CHECKPOINT
+    slot = f"{run_dir}/stage-0/slot-0.json"
+    proc = subprocess.Popen(
+        snakemake_cmd(workdir, "--forcerun", slot, "--", slot),
+        cwd=REPO,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 900
+        while not checkpoint.is_file() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=600)
+    assert checkpoint.is_file(), "the trial ended before it could be interrupted"
+    return checkpoint
+
+
+def _download_logs(workdir: Path) -> str:
+    logs = sorted((workdir / "results/logs/acquire_download/imagenot").glob("*.log"))
+    assert logs
+    return "\n".join(path.read_text() for path in logs)
+
+
+def _followed_through(workdir: Path, run_dir: str, configs: list[str], targets: list[str]):
+    """Run to ``targets`` with ``configs``; return (classes, result) after checking the run
+    succeeded, the trained model saw the whole new dataset, and nothing is left to do."""
+    run = snakemake(workdir, "--", *targets, configs=configs)
+    assert run.returncode == 0, run.stderr[-4000:]
+    data = workdir / "results/datasets/imagenot"
+    classes = (data / "classes.txt").read_text().split()
+    manifest = pq.read_table(data / "manifest.parquet").to_pylist()
+    assert {row["wnid"] for row in manifest if row["split"] == "train"} == set(classes)
+    result = json.loads((workdir / run_dir / "final/seed-0/result.json").read_text())
+    assert result["num_classes"] == len(classes)
+    assert result["dataset_fingerprint"] == (data / "fingerprint.txt").read_text().strip()
+    assert planned(workdir, "--", *targets, configs=configs) == []
+    return classes, run
+
+
+def test_readme5_threshold_down_then_up_over_a_stale_and_a_truncated_checkpoint(
+    copy_of_finished, tmp_path
+):
+    """Section 5: a new `curate.threshold` reruns from the selection step, with no manual step.
+    Down (two more classes) after a trial was interrupted on the old data: the download work
+    made for the old selection is recognised by its fingerprint and its images reused, the
+    new classes are in the dataset, the stale checkpoint is set aside (data-changed) and the
+    trial trains afresh. Up (two fewer classes) over a truncated checkpoint: every image is
+    reused, the checkpoint is set aside (unreadable). Both follow one model to its evaluation."""
+    from imagenot.train.loop import read_state
+
+    workdir = copy_of_finished
+    run_dir = f"{EXPERIMENT}/{MODEL}"
+    data = workdir / "results/datasets/imagenot"
+    targets = [
+        f"{run_dir}/final/seed-0/result.json",
+        f"results/evaluate/imagenot/st/{MODEL}/seed-0/robustness.parquet",
+    ]
+    before = (data / "classes.txt").read_text().split()
+    old_fingerprint = (data / "fingerprint.txt").read_text().strip()
+    down, up = _thresholds(workdir)
+    trial_log = workdir / f"results/logs/train_trial/imagenot/st/{MODEL}/0-0.log"
+
+    checkpoint = _interrupt_a_trial(workdir, run_dir)
+    assert read_state(checkpoint).fingerprint == old_fingerprint
+
+    # threshold down: more classes
+    classes, _ = _followed_through(
+        workdir, run_dir, overlay(tmp_path, {"curate": {"threshold": down}}), targets
+    )
+    assert set(before) < set(classes) and len(classes) == len(before) + 2
+    downloads = _download_logs(workdir)
+    assert "made for another selection" in downloads, downloads[-3000:]
+    assert re.search(r"\d+ row\(s\) reused from earlier work", downloads), downloads[-3000:]
+    aside = checkpoint.with_name(f"{checkpoint.name}.set-aside-data-changed")
+    assert aside.is_file() and not checkpoint.exists()
+    assert f"set aside as {aside.name}, training starts afresh" in trial_log.read_text()
+    assert "resumed" not in trial_log.read_text()
+
+    # threshold up: fewer classes, over a truncated checkpoint (a disk that filled up)
+    blob = aside.read_bytes()
+    checkpoint.write_bytes(blob[: len(blob) // 2])
+    classes, _ = _followed_through(
+        workdir, run_dir, overlay(tmp_path, {"curate": {"threshold": up}}), targets
+    )
+    assert set(classes) < set(before) and len(classes) == len(before) - 2
+    downloads = _download_logs(workdir)
+    assert "made for another selection" in downloads
+    assert "reused from earlier work" in downloads
+    unreadable = checkpoint.with_name(f"{checkpoint.name}.set-aside-unreadable")
+    assert unreadable.read_bytes() == blob[: len(blob) // 2] and not checkpoint.exists()
+    assert f"set aside as {unreadable.name}, training starts afresh" in trial_log.read_text()
+
+
+def _a_model_at_chance(workdir: Path, models: list[str]) -> tuple[str, str]:
+    """(dataset, model) of an ST experiment of the finished run where the model did not train
+    (every trial at chance): the one change of a model's settings the guardrail allows."""
+    from imagenot.train.search import at_chance
+
+    for dataset in ("imagenot", "imagenet", "fashion_mnist"):
+        for model in models:
+            slots = (workdir / f"results/train/{dataset}/st/{model}").glob("stage-*/slot-*.json")
+            trials = [json.loads(path.read_text()) for path in slots]
+            if trials and all(
+                at_chance(t["val_accuracy"], t["num_classes"], t["n_val"]) for t in trials
+            ):
+                return dataset, model
+    raise AssertionError("every model trained above chance in the demo run: no amendment allowed")
+
+
+def test_readme5_one_models_batch_size_reruns_that_models_jobs_only(copy_of_finished, tmp_path):
+    """Section 5 with section 4's guardrail: a model's batch size is pre-registered, so changing
+    it stops at that model's drawing step until `train.amendments` records it (the model did
+    not train: every trial at chance); then only that model's jobs run, and the run succeeds."""
+    workdir = copy_of_finished
+    models = ["alexnet_mini", "vgg_mini", "resnet_mini"]
+    dataset, model = _a_model_at_chance(workdir, models)
+    targets = [f"results/evaluate/{dataset}/st/{m}/seed-0/robustness.parquet" for m in models]
+    changed = {"train": {"spaces": {"st": {"batch_size_overrides": {model: 8}}}}}
+
+    refused = snakemake(workdir, "--", *targets, configs=overlay(tmp_path, changed))
+    assert refused.returncode != 0
+    log = (workdir / f"results/logs/train_draw_trials/{dataset}/st/{model}.log").read_text()
+    assert "train.amendments" in log and "scope: model" in log and "Traceback" not in log
+    assert {wc.get("model") for _, wc in jobs_in(refused.stderr)} == {model}
+
+    reason = "did not train at batch size 16 (every trial at chance): batch size 8"
+    changed["train"]["amendments"] = [
+        {"experiment": f"{dataset}/st", "model": model, "reason": reason, "scope": "model"}
+    ]
+    configs = overlay(tmp_path, changed)
+    run = snakemake(workdir, "--", *targets, configs=configs)
+    assert run.returncode == 0, run.stderr[-4000:]
+    ran = jobs_in(run.stderr)
+    assert {wc.get("model") for _, wc in ran} == {model}, ran
+    rules = {rule for rule, _ in ran}
+    assert {"train_draw_trials", "train_trial", "train_final", "evaluate_robustness"} <= rules
+    record = json.loads((workdir / "results/train/preregistration.json").read_text())
+    entry = record["experiments"][f"{dataset}/st"]
+    assert entry["model_settings"][model] == {"batch_size": 8}
+    assert [a["reason"] for a in entry["amendments"]] == [reason]
+    result = json.loads(
+        (workdir / f"results/train/{dataset}/st/{model}/final/seed-0/result.json").read_text()
+    )
+    assert json.loads(result["identity"])["batch_size"] == 8
+    assert planned(workdir, "--", *targets, configs=configs) == []

@@ -257,6 +257,40 @@ def test_an_amendment_covers_one_change_and_the_report_table_lists_it(tmp_path):
     assert "[10.0, 11.0]" in row["amendment_details"]
 
 
+def test_a_model_scope_amendment_reaches_that_models_draw_only_and_covers_no_space_change(
+    demo_config, tmp_path
+):
+    """README section 5: recording the amendment of one model's batch size must change that
+    model's trials-drawing job alone (any other changed job would redraw and retrain its model);
+    an amendment of the experiment's space reaches every model's job."""
+    config = copy.deepcopy(demo_config)
+    config["train"]["amendments"] = [
+        {"experiment": "imagenot/st", "model": "vgg_mini", "reason": "batch", "scope": "model"}
+    ]
+    validate_config(config)
+    before = {
+        m: plan.draw_settings(demo_config, "imagenot", "st", m)
+        for m in demo_config["train"]["models"]
+    }
+    after = {
+        m: plan.draw_settings(config, "imagenot", "st", m) for m in demo_config["train"]["models"]
+    }
+    assert [m for m in demo_config["train"]["models"] if before[m] != after[m]] == ["vgg_mini"]
+    config["train"]["amendments"][0]["scope"] = "space"
+    assert all(plan.draw_settings(config, "imagenot", "st", m) != before[m] for m in before)
+    # a model-scope amendment covers that model's settings, not a change of the shared space
+    record, exp_dir = tmp_path / "preregistration.json", tmp_path / "cifar10/st"
+    space = {"seed": 0, "budget": 2, "hyperparameters": {"lr": {"log_uniform": [0.001, 0.1]}}}
+    wider = {**space, "hyperparameters": {"lr": {"log_uniform": [0.0001, 1.0]}}}
+    register(record, "cifar10/st", space, "alexnet", [], exp_dir, {"batch_size": 16})
+    _results(exp_dir, "alexnet", [10.0, 11.0])
+    own = [{"experiment": "cifar10/st", "model": "alexnet", "reason": "b", "scope": "model"}]
+    with pytest.raises(PreregistrationError, match="changed after results exist"):
+        register(record, "cifar10/st", wider, "alexnet", own, exp_dir, {"batch_size": 16})
+    entry = register(record, "cifar10/st", space, "alexnet", own, exp_dir, {"batch_size": 8})
+    assert entry["model_settings"]["alexnet"] == {"batch_size": 8}
+
+
 def test_halving_rung_results_count_as_results(tmp_path):
     """Trials stopped at a rung have results of early stages only: their space is guarded all
     the same, and the evidence is each trial's latest (highest-stage) result."""

@@ -164,14 +164,23 @@ def model_settings(config: dict, dataset: str, protocol: str, model: str) -> dic
 def draw_settings(config: dict, dataset: str, protocol: str, model: str) -> dict:
     """Settings of the trials-drawing job (``imagenot train-draw-trials``): the experiment's
     definition, the model's own settings and the amendments. Only ``model``'s own settings
-    enter, so changing one model's batch size reruns that model's jobs alone."""
+    enter, and of the amendments only those of the experiment's definition (scope ``space``:
+    every model's job may be the first to see the change) and those of this model's own
+    settings: recording an amendment of one model's batch size then changes that model's job
+    alone, so only its jobs rerun (a rerun drawing job rewrites ``trials.parquet``, which
+    retrains every trial of the model)."""
     experiment = f"{dataset}/{protocol}"
+    amendments = [
+        a
+        for a in config["train"]["amendments"]
+        if a["experiment"] == experiment and (a["scope"] == "space" or a["model"] == model)
+    ]
     return {
         "experiment": experiment,
         "model": model,
         "definition": definition(config, dataset, protocol),
         "model_settings": model_settings(config, dataset, protocol, model),
-        "amendments": [a for a in config["train"]["amendments"] if a["experiment"] == experiment],
+        "amendments": amendments,
     }
 
 

@@ -21,8 +21,11 @@ from imagenot.io import write_json
 from imagenot.train.search import at_chance, canonical_hash
 
 
-class PreregistrationError(RuntimeError):
-    """A search definition changed after results exist, without a valid amendment."""
+class PreregistrationError(ValueError):
+    """A search definition changed after results exist, without a valid amendment.
+
+    A ValueError (the config asks for a change the guardrail refuses), so that
+    ``imagenot.cli.main`` prints it as one line naming the key, with no traceback."""
 
 
 @contextmanager
@@ -122,7 +125,8 @@ def _unused(amendments: Sequence[Mapping], entry: Mapping, experiment: str) -> l
 
 
 def _amend(entry, experiment, definition, digest, amendments, experiment_dir) -> dict:
-    matching = _unused(amendments, entry, experiment)
+    # a model-scope amendment is about one model's own settings: it cannot cover the space
+    matching = [a for a in _unused(amendments, entry, experiment) if a.get("scope") != "model"]
     if not matching:
         raise PreregistrationError(
             f"the search definition of {experiment} changed after results exist "
@@ -160,9 +164,9 @@ def _amend_model(entry, experiment, model, recorded, settings, amendments, exper
         raise PreregistrationError(
             f"the settings of model {model!r} in {experiment} changed after its results exist "
             f"(registered {recorded}, now {settings}). Revert the change, or record a new "
-            f"amendment in config train.amendments with experiment: {experiment}, model: {model} "
-            f"and a reason (allowed only if all that model's trials ended at chance; an amendment "
-            f"already recorded does not cover a further change)."
+            f"amendment in config train.amendments with experiment: {experiment}, model: {model}, "
+            f"scope: model and a reason (allowed only if all that model's trials ended at chance; "
+            f"an amendment already recorded does not cover a further change)."
         )
     evidence = _evidence(experiment_dir, model, entry["definition"]["budget"])
     entry["amendments"].append(

@@ -568,8 +568,9 @@ def train_one_epoch(
                 loss = F.cross_entropy(logits.float(), y, reduction="sum") * (d.world / size)
             with _no_sync(forward, not last):
                 loss.backward()
-            losses[state.batch] += loss.detach().double() * (size / d.world)
-            correct[state.batch] += (logits.detach().argmax(1) == y).sum()
+            # in place on the step's element (``t[i] += v`` would also copy it back into itself)
+            losses[state.batch].add_(loss.detach().double() * (size / d.world))
+            correct[state.batch].add_((logits.detach().argmax(1) == y).sum())
         optimizer.step()
         state.step += 1
         state.batch += 1

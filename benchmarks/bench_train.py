@@ -4,7 +4,10 @@ the same model, batch and input. ``--json`` prints one object; ``overhead_pct`` 
 model's slowdown of ours relative to the plain loop, in percent, from wall-clock time;
 ``overhead_cpu_pct`` the same from this process's CPU time, which a machine shared with other
 jobs inflates far less than wall-clock time (each side: best of ``--repeats`` alternating runs).
-Both sides include building the model (``make_model``): every training job does it.
+Both sides include building the model (``make_model``): every training job does it. Two
+components of the difference are reported alone: ``checkpoint_ms`` per model (one epoch-end
+checkpoint, paid once per epoch, so its share is larger the shorter ``--batches`` makes an
+epoch) and ``step_overhead_ms`` (CPU time our loop adds per optimizer step, on a tiny model).
 
     python benchmarks/bench_train.py --json                       # CPU, demo models, 64 px
     python benchmarks/bench_train.py --json --threads 1 --pin 1   # one core, steadier
@@ -24,7 +27,18 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from imagenot.train.loop import InMemory, Job, fit, make_model, preprocess
+from imagenot.train.loop import (
+    Feeder,
+    InMemory,
+    Interrupts,
+    Job,
+    State,
+    fit,
+    make_model,
+    preprocess,
+    save_checkpoint,
+    train_one_epoch,
+)
 from imagenot.train.search import DEFAULTS
 
 DEMO = [
@@ -86,6 +100,61 @@ def ours(job: Job, data: InMemory, val: InMemory, epochs: int) -> tuple[float, f
         return seen / (time.perf_counter() - start), seen / (time.process_time() - cpu)
 
 
+def step_overhead(repeats: int, steps: int = 400) -> float:
+    """Milliseconds of CPU time our ``train_one_epoch`` adds per optimizer step to the plain step
+    (seeding, learning rate, on-device sums, the checkpoint check, tqdm), measured with a linear
+    model on 8 px images so that the model's own work does not hide it; best of ``repeats``."""
+    size, batch = 8, 4
+    n = batch * steps
+    g = torch.Generator().manual_seed(0)
+    data = InMemory(
+        torch.randint(0, 256, (n, 3, size, size), dtype=torch.uint8, generator=g),
+        torch.arange(n) % 10,
+    )
+    job = Job("alexnet_mini", 10, {**DEFAULTS, "lr": 0.01}, 0, size, batch, 100, 100)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * size * size, 10))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    cpu = torch.device("cpu")
+
+    def plain() -> None:
+        for idx in torch.randperm(n).split(batch):
+            loss = F.cross_entropy(model(preprocess(data.images[idx], size)), data.labels[idx])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+
+    def mine() -> None:
+        with Interrupts(0) as interrupts:
+            train_one_epoch(model, model, optimizer, Feeder(data), job, State("bench", "bench"),
+                            cpu, lambda: None, interrupts)  # fmt: skip
+
+    def best(run) -> float:
+        times = []
+        for _ in range(repeats):
+            start = time.process_time()
+            run()
+            times.append(time.process_time() - start)
+        return min(times)
+
+    return 1e3 * (best(mine) - best(plain)) / steps
+
+
+def checkpoint_ms(job: Job, repeats: int) -> float:
+    """Wall-clock milliseconds of one epoch-end checkpoint of ``job``'s model and optimizer
+    (after one step, so the optimizer state exists); best of ``repeats``."""
+    model, optimizer = make_model(job)
+    x = torch.zeros(2, 3, job.image_size, job.image_size)
+    F.cross_entropy(model(x), torch.zeros(2, dtype=torch.int64)).backward()
+    optimizer.step()
+    times = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(repeats):
+            start = time.perf_counter()
+            save_checkpoint(Path(tmp) / "ckpt.safetensors", model, optimizer, State("b", "b"))
+            times.append(time.perf_counter() - start)
+    return 1e3 * min(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", action="store_true")
@@ -125,6 +194,7 @@ def main() -> None:
             base, mine = max(r[i] for r in plain_runs), max(r[i] for r in our_runs)
             row |= {f"plain{clock}_img_s": round(base, 1), f"ours{clock}_img_s": round(mine, 1),
                     f"overhead{clock}_pct": round(100 * (base - mine) / base, 2)}  # fmt: skip
+        row["checkpoint_ms"] = round(checkpoint_ms(job, args.repeats), 1)
         rows.append(row)
     result = {
         "device": args.device,
@@ -136,6 +206,7 @@ def main() -> None:
         "load_average": round(os.getloadavg()[0], 2),
         "overhead_pct": max(r["overhead_pct"] for r in rows),
         "overhead_cpu_pct": max(r["overhead_cpu_pct"] for r in rows),
+        "step_overhead_ms": round(step_overhead(args.repeats), 3) if args.device == "cpu" else None,
         "models": rows,
     }
     print(json.dumps(result) if args.json else json.dumps(result, indent=2))

@@ -4,7 +4,10 @@ the same model, batch and input. ``--json`` prints one object; ``overhead_pct`` 
 model's slowdown of ours relative to the plain loop, in percent, from wall-clock time;
 ``overhead_cpu_pct`` the same from this process's CPU time, which a machine shared with other
 jobs inflates far less than wall-clock time (each side: best of ``--repeats`` alternating runs).
-Both sides include building the model (``make_model``): every training job does it. Two
+Both sides include building the model (``make_model``): every training job does it. glibc's
+malloc is set as every training job sets it (``keep_freed_memory``, in ``loop.configure``); being
+process-wide it serves both loops (``--default-malloc`` leaves glibc's defaults, under which page
+faults depend on the allocation history that the alternating runs share). Two
 components of the difference are reported alone: ``checkpoint_ms`` per model (one epoch-end
 checkpoint, paid once per epoch, so its share is larger the shorter ``--batches`` makes an
 epoch) and ``step_overhead_ms`` (CPU time our loop adds per optimizer step, on a tiny model).
@@ -27,6 +30,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from imagenot.io import keep_freed_memory
 from imagenot.train.loop import (
     Feeder,
     InMemory,
@@ -169,7 +173,11 @@ def main() -> None:
     parser.add_argument(
         "--pin", type=int, nargs="+", default=None, help="run on these CPU cores only (Linux)"
     )
+    parser.add_argument(
+        "--default-malloc", action="store_true", help="glibc's defaults, not keep_freed_memory()"
+    )
     args = parser.parse_args()
+    malloc_tuned = False if args.default_malloc else keep_freed_memory()
     if args.pin:
         os.sched_setaffinity(0, set(args.pin))
     torch.set_num_threads(args.threads)
@@ -203,6 +211,7 @@ def main() -> None:
         "threads": args.threads,
         "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "repeats": args.repeats,
+        "keep_freed_memory": malloc_tuned,
         "load_average": round(os.getloadavg()[0], 2),
         "overhead_pct": max(r["overhead_pct"] for r in rows),
         "overhead_cpu_pct": max(r["overhead_cpu_pct"] for r in rows),

@@ -100,40 +100,54 @@ def linear_probe(n_classes: int) -> torch.nn.Module:
 
 
 def torchvision_transforms(settings: dict, size: int) -> list:
-    """The same 17 transformations as torchvision.transforms.v2 classes (per image)."""
+    """The registered transformations as torchvision.transforms.v2 classes (per image), in
+    registry order (imagenot.evaluate.transform_registry.TRANSFORMS); one without a torchvision
+    counterpart here is an error naming it."""
     from torchvision.transforms import v2
+
+    from imagenot.evaluate.transforms import names
 
     s = settings
     bil = v2.InterpolationMode.BILINEAR
-    return [
-        v2.Identity(),
-        v2.GaussianBlur(s["GaussianBlur"]["kernel_size"], s["GaussianBlur"]["sigma"]),
-        v2.RandomAdjustSharpness(
+    counterparts = {
+        "Identity": lambda: v2.Identity(),
+        "GaussianBlur": lambda: v2.GaussianBlur(
+            s["GaussianBlur"]["kernel_size"], s["GaussianBlur"]["sigma"]
+        ),
+        "AdjustSharpness": lambda: v2.RandomAdjustSharpness(
             s["AdjustSharpness"]["sharpness_factor"], s["AdjustSharpness"]["p"]
         ),
-        v2.RandomAffine(
+        "Affine": lambda: v2.RandomAffine(
             s["Affine"]["degrees"],
             s["Affine"]["translate"],
             s["Affine"]["scale"],
             s["Affine"]["shear"],
             interpolation=bil,
         ),
-        v2.ColorJitter(
+        "ColorJitter": lambda: v2.ColorJitter(
             *(s["ColorJitter"][k] for k in ("brightness", "contrast", "saturation", "hue"))
         ),
-        v2.ColorJitter(contrast=s["Contrast"]["factor"]),
-        v2.RandomEqualize(s["Equalize"]["p"]),
-        v2.RandomGrayscale(s["Grayscale"]["p"]),
-        v2.RandomHorizontalFlip(s["HorizontalFlip"]["p"]),
-        v2.RandomInvert(s["Invert"]["p"]),
-        v2.RandomPerspective(s["Perspective"]["distortion_scale"], s["Perspective"]["p"], bil),
-        v2.RandomPosterize(s["Posterize"]["bits"], s["Posterize"]["p"]),
-        v2.RandomResizedCrop(size, s["ResizedCrop"]["scale"], s["ResizedCrop"]["ratio"]),
-        v2.RandomRotation(s["Rotation"]["degrees"], bil),
-        v2.RandomAdjustSharpness(s["Sharpness"]["factor"][1], 1.0),
-        v2.RandomSolarize(s["Solarize"]["threshold"], s["Solarize"]["p"]),
-        v2.RandomVerticalFlip(s["VerticalFlip"]["p"]),
-    ]
+        "Contrast": lambda: v2.ColorJitter(contrast=s["Contrast"]["factor"]),
+        "Equalize": lambda: v2.RandomEqualize(s["Equalize"]["p"]),
+        "Grayscale": lambda: v2.RandomGrayscale(s["Grayscale"]["p"]),
+        "HorizontalFlip": lambda: v2.RandomHorizontalFlip(s["HorizontalFlip"]["p"]),
+        "Invert": lambda: v2.RandomInvert(s["Invert"]["p"]),
+        "Perspective": lambda: v2.RandomPerspective(
+            s["Perspective"]["distortion_scale"], s["Perspective"]["p"], bil
+        ),
+        "Posterize": lambda: v2.RandomPosterize(s["Posterize"]["bits"], s["Posterize"]["p"]),
+        "ResizedCrop": lambda: v2.RandomResizedCrop(
+            size, s["ResizedCrop"]["scale"], s["ResizedCrop"]["ratio"]
+        ),
+        "Rotation": lambda: v2.RandomRotation(s["Rotation"]["degrees"], bil),
+        "Sharpness": lambda: v2.RandomAdjustSharpness(s["Sharpness"]["factor"][1], 1.0),
+        "Solarize": lambda: v2.RandomSolarize(s["Solarize"]["threshold"], s["Solarize"]["p"]),
+        "VerticalFlip": lambda: v2.RandomVerticalFlip(s["VerticalFlip"]["p"]),
+    }
+    missing = [n for n in names() if n not in counterparts]
+    if missing:
+        raise SystemExit(f"bench_eval: no torchvision counterpart for {missing}")
+    return [counterparts[n]() for n in names()]
 
 
 @torch.inference_mode()
@@ -237,7 +251,7 @@ def main() -> None:
         "model": args.model,
         "images": args.images,
         "size_px": args.size,
-        "transforms": 17,
+        "transforms": len(settings["transforms"]),
         "batch_size": args.batch_size,
         "workers": args.workers,
         "threads": args.threads,

@@ -2,7 +2,7 @@
 # LAION-built datasets: download + validate per part (round 0: the selection; rounds 1..
 # acquire.topup_rounds: reserve captions of classes still short), one fill-and-split plan over
 # every round, the kept images stored by one job per download part, then a small gather.
-# Datasets on disk (fashion_mnist, cifar10, imagenet, imagefolder): one job per class range
+# Datasets on disk (the adapter kinds of imagenot.acquire.kinds): one job per class range
 # (acquire.classes_per_job), then the same gather.
 
 
@@ -36,12 +36,11 @@ rule acquire_download:
         **download_resources(),
     params:
         work=f"{RESULTS}/acquire/{{dataset}}/work/part-{{part}}",
-        parts=config["acquire"]["download_parts"],
-        args=acquire_plan.download_options(config),
+        settings=to_arg(acquire_plan.download_settings(config)),
     shell:
         "imagenot acquire-download {input.selection} --part {wildcards.part}"
-        " --parts {params.parts} --work-dir {params.work} --out-status {output.status}"
-        " --processes {threads} {params.args} > {log} 2>&1"
+        " --work-dir {params.work} --out-status {output.status}"
+        " --processes {threads} --settings {params.settings} > {log} 2>&1"
 
 
 # Top-up round {round}: for each class still short after the earlier rounds, its next-best
@@ -69,10 +68,10 @@ rule acquire_topup_select:
             "--selection", input.selections
         ),
         status=lambda wc, input: acquire_plan.repeat_option("--status", input.status),
-        args=lambda wc: acquire_plan.topup_options(config, wc.dataset),
+        settings=lambda wc: to_arg(acquire_plan.topup_settings(config, wc.dataset)),
     shell:
         "imagenot acquire-topup {params.selections} {params.status} --reserve {input.reserve}"
-        " --out {output.selection} {params.args} > {log} 2>&1"
+        " --out {output.selection} --settings {params.settings} > {log} 2>&1"
 
 
 # The top-up round's download: the same job on that round's selection.
@@ -94,8 +93,7 @@ use rule acquire_download as acquire_topup_download with:
     localrule: acquire_plan.download_local(config, SITE)
     params:
         work=f"{RESULTS}/acquire/{{dataset}}/round-{{round}}/work/part-{{part}}",
-        parts=config["acquire"]["download_parts"],
-        args=acquire_plan.download_options(config),
+        settings=to_arg(acquire_plan.download_settings(config)),
 
 
 # Fill and split over every round: top images per class by caption similarity, duplicates
@@ -138,11 +136,11 @@ rule acquire_split:
         status=lambda wc, input: acquire_plan.repeat_option("--status", input.status),
         reserve=lambda wc, input: acquire_plan.repeat_option("--reserve", input.reserve),
         report_dir=f"{RESULTS}/acquire/{{dataset}}",
-        args=lambda wc: acquire_plan.build_options(config, wc.dataset),
+        settings=lambda wc: to_arg(acquire_plan.fill_settings(config, wc.dataset)),
     shell:
         "imagenot acquire-plan {params.selections} {params.status} {params.reserve}"
         " --assignment {output.assignment} --report-dir {params.report_dir}"
-        " --name {wildcards.dataset} {params.args} > {log} 2>&1"
+        " --name {wildcards.dataset} --settings {params.settings} > {log} 2>&1"
 
 
 # The kept images of one download part (every round's tar of it) into the dataset's shards.
@@ -164,11 +162,11 @@ rule acquire_write:
     threads: 1
     params:
         out=f"{RESULTS}/datasets/{{dataset}}",
-        shard_size=config["acquire"]["shard_size"],
+        settings=to_arg(acquire_plan.write_settings(config)),
     shell:
         "imagenot acquire-write {input.assignment} --job part-{wildcards.part}"
         " --out {params.out} --part-manifest {output.part}"
-        " --shard-size {params.shard_size} > {log} 2>&1"
+        " --settings {params.settings} > {log} 2>&1"
 
 
 # Gather: manifest, classes.txt and the content fingerprint from the part manifests.
@@ -191,10 +189,10 @@ rule acquire_build:
     threads: 1
     params:
         out=f"{RESULTS}/datasets/{{dataset}}",
-        seed=config["seed"],
+        settings=to_arg(acquire_plan.gather_settings(config)),
     shell:
-        "imagenot acquire-gather {input.parts} --out {params.out} --seed {params.seed}"
-        " > {log} 2>&1"
+        "imagenot acquire-gather {input.parts} --out {params.out}"
+        " --settings {params.settings} > {log} 2>&1"
 
 
 # A dataset already on disk, one class range (acquire.classes_per_job classes) per job, written
@@ -215,10 +213,12 @@ rule acquire_materialise_range:
     threads: 1
     params:
         out=f"{RESULTS}/datasets/{{dataset}}",
-        args=lambda wc: acquire_plan.materialise_range_options(config, wc.dataset),
+        settings=lambda wc: to_arg(
+            acquire_plan.materialise_settings(config, wc.dataset)
+        ),
     shell:
         "imagenot materialise-range {params.out} --job {wildcards.job}"
-        " --part-manifest {output.part} {params.args} > {log} 2>&1"
+        " --part-manifest {output.part} --settings {params.settings} > {log} 2>&1"
 
 
 # Gather of a dataset on disk.

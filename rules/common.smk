@@ -5,8 +5,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
-from imagenot import slurm_profile, work
+from imagenot import conda_envs, slurm_profile, work
 from imagenot.config import read_config_file
+from imagenot.settings import to_arg
 from imagenot.stages import check_workflow_config, stage_plans
 from imagenot.demo import plan as demo_plan
 from imagenot.demo import scale_plan
@@ -58,15 +59,16 @@ def gpu_request(n=None):
     return slurm_profile.gpu_request(config, SITE, n)
 
 
+def gpu_env(env):
+    """The conda env file of GPU env `env` (curate, train) in the CUDA variant of config
+    resources.cuda or the site's `cuda` (imagenot.conda_envs, docs/cluster.md)."""
+    return conda_envs.env_file(config, env)
+
+
 def download_resources():
     """A download job's partition: the site's download partition under acquire.download_on:
     local (without one, download rules are local rules: rules/acquire.smk)."""
     return slurm_profile.download_resources(config["acquire"]["download_on"], SITE)
-
-
-def wordnet_dict_dir_option():
-    dict_dir = config["wordnet"]["dict_dir"]
-    return f"--dict-dir {dict_dir}" if dict_dir else ""
 
 
 STAGE_PLANS = stage_plans()
@@ -83,10 +85,12 @@ check_workflow_config(config)
 # from their input (work_mem_mb, work_runtime). A SLURM site profile (`imagenot slurm-profile`)
 # passes its site settings file as config `resources.site`: its maximum runtime replaces
 # resources.max_runtime_min (no job asks past what the partitions accept), its GPU flag shapes
-# gpu_request(). The profile's expressions read the maximum and the attempt growth from the
-# environment, set here before Snakemake evaluates any job's resources.
+# gpu_request(), its `cuda` replaces resources.cuda (gpu_env()). The profile's expressions read
+# the maximum and the attempt growth from the environment, set here before Snakemake evaluates
+# any job's resources.
 SITE = slurm_profile.load_site(config["resources"]["site"])
 config["resources"]["max_runtime_min"] = slurm_profile.max_runtime_min(config, SITE)
+config["resources"]["cuda"] = conda_envs.cuda_major(config, SITE)
 os.environ[slurm_profile.ENV_MAX_RUNTIME] = str(config["resources"]["max_runtime_min"])
 os.environ[slurm_profile.ENV_GROWTH] = str(config["resources"]["attempt_growth"])
 

@@ -19,16 +19,17 @@ rule curate_match:
         f"{BENCH}/curate_match/{{shard}}.tsv"
     priority: DATA_PRIORITY
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 1
     resources:
         mem_mb=work_mem_mb("curate_match"),
         runtime=work_runtime("curate_match"),
     params:
-        args=curate_plan.match_args(config),
+        settings=to_arg(curate_plan.match_settings(config)),
     shell:
         "imagenot match {input.shard} -o {output.matches} --counts {output.counts}"
-        " --stats {output.stats} --lemmas {input.lemmas} {params.args} > {log} 2>&1"
+        " --stats {output.stats} --lemmas {input.lemmas} --settings {params.settings}"
+        " > {log} 2>&1"
 
 
 # Steps 1-5 per dataset: class counts summed over the shards (gather), ImageNet overlap, min
@@ -49,17 +50,17 @@ rule curate_candidates:
         f"{BENCH}/curate_candidates/{{dataset}}.tsv"
     priority: DATA_PRIORITY
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 1
     resources:
         mem_mb=work_mem_mb("curate_candidates"),
         runtime=work_runtime("curate_candidates"),
     params:
-        args=lambda wc: curate_plan.candidates_args(config, wc.dataset),
+        settings=lambda wc: to_arg(curate_plan.candidates_settings(config, wc.dataset)),
     shell:
         "imagenot curate-candidates --counts {input.counts} --lemmas {input.lemmas}"
         " --nltk-data {input.nltk_data}"
-        " {params.args} -o {output.candidates} --audit {output.audit}"
+        " --settings {params.settings} -o {output.candidates} --audit {output.audit}"
         " --stats {output.stats} > {log} 2>&1"
 
 
@@ -78,13 +79,13 @@ rule curate_captions:
         f"{BENCH}/curate_captions/{{dataset}}/{{shard}}.tsv"
     priority: DATA_PRIORITY
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 1
     resources:
         mem_mb=work_mem_mb("curate_captions"),
         runtime=work_runtime("curate_captions"),
     params:
-        settings=lambda wc: curate_plan.captions_settings(config, wc.shard),
+        settings=lambda wc: to_arg(curate_plan.captions_settings(config, wc.shard)),
     shell:
         "imagenot curate-captions --shard {input.shard} --matches {input.matches}"
         " --candidates {input.candidates} --settings {params.settings} -o {output.captions}"
@@ -103,10 +104,10 @@ rule curate_queries:
         f"{BENCH}/curate_queries/{{dataset}}.tsv"
     priority: DATA_PRIORITY
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 2
     params:
-        settings=curate_plan.queries_settings(config),
+        settings=to_arg(curate_plan.queries_settings(config)),
     shell:
         "imagenot curate-queries --candidates {input.candidates} --settings {params.settings}"
         " -o {output.queries} > {log} 2>&1"
@@ -128,14 +129,14 @@ rule curate_embed:
         f"{BENCH}/curate_embed/{{dataset}}/{{shard}}.tsv"
     priority: DATA_PRIORITY
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 2
     resources:
         **gpu_request(),
         mem_mb=work_mem_mb("curate_embed"),
         runtime=work_runtime("curate_embed"),
     params:
-        settings=curate_plan.embed_settings(config),
+        settings=to_arg(curate_plan.embed_settings(config)),
         work=f"{RESULTS}/curate/{{dataset}}/embeddings/{{shard}}",
     shell:
         "imagenot curate-embed --captions {input.captions} --candidates {input.candidates}"
@@ -162,13 +163,13 @@ rule curate_select:
         f"{BENCH}/curate_select/{{dataset}}.tsv"
     priority: DATA_PRIORITY
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 1
     resources:
         mem_mb=work_mem_mb("curate_select"),
         runtime=work_runtime("curate_select"),
     params:
-        settings=lambda wc: curate_plan.select_settings(config, wc.dataset),
+        settings=lambda wc: to_arg(curate_plan.select_settings(config, wc.dataset)),
     shell:
         "imagenot curate-select --scores {input.scores} --captions {input.captions}"
         " --candidates {input.candidates} --settings {params.settings}"
@@ -207,7 +208,7 @@ rule curate_audit:
         f"{BENCH}/curate_audit/{{dataset}}.tsv"
     priority: DATA_PRIORITY
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 1
     shell:
         "imagenot curate-audit --match-stats {input.match_stats} --candidates {input.candidates}"
@@ -246,11 +247,11 @@ rule curate_calibration:
     benchmark:
         f"{BENCH}/curate_calibration/{{dataset}}.tsv"
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 1
     params:
-        settings=lambda wc: curate_plan.calibration_settings_json(config, wc.dataset),
+        settings=lambda wc: to_arg(curate_plan.calibration_settings(config, wc.dataset)),
     shell:
-        "imagenot curate-calibration --scores {input.scores} --settings {params.settings:q}"
+        "imagenot curate-calibration --scores {input.scores} --settings {params.settings}"
         " --csv-out {output.csv} --summary-out {output.summary}"
         " --figure-out {output.figure} > {log} 2>&1"

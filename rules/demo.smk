@@ -19,10 +19,10 @@ rule demo_world:
         f"{BENCH}/demo_world.tsv"
     priority: DATA_PRIORITY
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 1
     params:
-        settings=demo_plan.settings_json(config),
+        settings=to_arg(demo_plan.settings(config)),
     shell:
         "imagenot demo-world --nltk-data {input} --out results/demo_world"
-        " --settings '{params.settings}' > {log} 2>&1"
+        " --settings {params.settings} > {log} 2>&1"

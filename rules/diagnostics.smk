@@ -26,7 +26,7 @@ rule diagnostics_wordnet_stats:
     benchmark:
         f"{BENCH}/diagnostics_wordnet_stats/{{subject}}.tsv"
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 1
     params:
         reference=diagnostics_plan.reference_classes_option(config),
@@ -68,7 +68,7 @@ rule diagnostics_embed_images:
     benchmark:
         f"{BENCH}/diagnostics_embed_images/{{dataset}}.tsv"
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: 2
     resources:
         **gpu_request(),

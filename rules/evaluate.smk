@@ -18,7 +18,7 @@ rule evaluate_robustness:
     wildcard_constraints:
         protocol="[a-z0-9_]+(-[a-z0-9_]+)?",
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: evaluate_plan.threads(config)
     resources:
         **gpu_request(),

@@ -19,11 +19,11 @@ if scale_plan.enabled(config):
             shard=scale_plan.shard_constraint(config),
         priority: DATA_PRIORITY
         conda:
-            "../envs/curate.yaml"
+            gpu_env("curate")
         threads: 1
         params:
-            settings=scale_plan.settings_json(config),
+            settings=to_arg(scale_plan.settings(config)),
         shell:
             "imagenot scale-world-shard --index {wildcards.shard} --captions {input.captions}"
-            " --lemmas {input.lemmas} -o {output.shard} --settings '{params.settings}'"
+            " --lemmas {input.lemmas} -o {output.shard} --settings {params.settings}"
             " > {log} 2>&1"

@@ -27,7 +27,7 @@ rule train_draw_trials:
     wildcard_constraints:
         protocol="st|(ft|tl)-[a-z][a-z0-9_]*",
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: 1
     params:
         options=lambda wc: train_plan.draw_options(
@@ -62,7 +62,7 @@ rule train_trial:
         stage="[0-9]+",
         slot="[0-9]+",
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: train_plan.threads(config)
     resources:
         **gpu_request(train_plan.gpus(config)),
@@ -96,7 +96,7 @@ rule train_halve:
         protocol="st|(ft|tl)-[a-z][a-z0-9_]*",
         rung="[0-9]+",
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: 1
     params:
         eta=lambda wc: train_plan.halving_eta(config, wc.dataset, wc.protocol),
@@ -117,7 +117,7 @@ rule train_select:
     wildcard_constraints:
         protocol="st|(ft|tl)-[a-z][a-z0-9_]*",
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: 1
     shell:
         "imagenot train-select {input} --out {output} > {log} 2>&1"
@@ -139,7 +139,7 @@ rule train_final:
     wildcard_constraints:
         protocol="st|(ft|tl)-[a-z][a-z0-9_]*",
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: train_plan.threads(config)
     resources:
         **gpu_request(train_plan.gpus(config)),
@@ -179,7 +179,7 @@ rule train_published:
         dataset=train_plan.published_pattern(config),
         protocol="st",
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: 1
     params:
         options=lambda wc: train_plan.published_options(config, wc.model),
@@ -208,7 +208,7 @@ rule train_preregistration_table:
     benchmark:
         f"{BENCH}/train_preregistration_table.tsv"
     conda:
-        "../envs/train.yaml"
+        gpu_env("train")
     threads: 1
     params:
         record=train_plan.PREREGISTRATION,

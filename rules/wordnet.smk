@@ -9,12 +9,12 @@ rule prepare_wordnet:
     benchmark:
         f"{BENCH}/prepare_wordnet.tsv"
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 1
     params:
-        dict_dir=wordnet_dict_dir_option(),
+        settings=to_arg(curate_plan.wordnet_settings(config)),
     shell:
-        "imagenot prepare-wordnet {output} {params.dict_dir} > {log} 2>&1"
+        "imagenot prepare-wordnet {output} --settings {params.settings} > {log} 2>&1"
 
 
 # Every (lemma, wnid) pair of WordNet's nouns, once: each matching job reads it in a fraction of
@@ -30,7 +30,7 @@ rule noun_lemmas:
         f"{BENCH}/noun_lemmas.tsv"
     priority: DATA_PRIORITY
     conda:
-        "../envs/curate.yaml"
+        gpu_env("curate")
     threads: 1
     shell:
         "imagenot lemmas --nltk-data {input} -o {output} > {log} 2>&1"

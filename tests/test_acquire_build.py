@@ -14,6 +14,7 @@ from PIL import Image
 from imagenot.acquire.build import build_dataset, near_duplicate_mask
 from imagenot.acquire.dataset import load_split_tensors, read_fingerprint, read_manifest
 from imagenot.acquire.download import download_part
+from imagenot.acquire.settings import FillSettings
 
 CLASSES = ["n00000003", "n00000001", "n00000002", "n00000009"]
 PER_CLASS = {"n00000003": 14, "n00000001": 14, "n00000002": 14, "n00000009": 5}
@@ -76,18 +77,20 @@ def world(tmp_path_factory):
 
 
 def _build(root, parts, out, **kw):
-    opts = {
+    fill = {
         "images_per_class": 12,
         "test_per_class": 3,
         "val_per_class": 2,
         "short_classes": "keep",
         "allow_fewer": True,
         "near_duplicates": "phash",
+        "near_distance": 4,
         "seed": 7,
-        "shard_size": 10,
     }
-    opts.update(kw)
-    return build_dataset(root / "selection.parquet", parts, out, root / "report", **opts)
+    fill.update(kw)
+    return build_dataset(
+        root / "selection.parquet", parts, out, root / "report", FillSettings(**fill), shard_size=10
+    )
 
 
 def test_build_invariants(world, tmp_path):

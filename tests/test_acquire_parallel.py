@@ -38,7 +38,9 @@ from imagenot.acquire.dataset import (
     write_dataset,
 )
 from imagenot.acquire.download import STATUS_SCHEMA, select_part
+from imagenot.acquire.settings import FillSettings, TopupSettings
 from imagenot.io import write_parquet
+from imagenot.settings import to_json
 
 CONTENT = ["key", "wnid", "label", "split", "sha256"]
 
@@ -252,8 +254,15 @@ FILL = {
     "near_duplicates": "phash",
     "near_distance": 4,
     "seed": 3,
-    "shard_size": 3,
 }
+
+
+def _fill(allow_fewer: bool, **kw) -> FillSettings:
+    return FillSettings(**{**FILL, **kw}, allow_fewer=allow_fewer)
+
+
+def _topup(images_per_class=6, oversample=0.5, near_duplicates="off", near_distance=4):
+    return TopupSettings(images_per_class, oversample, near_duplicates, near_distance)
 
 
 @pytest.fixture
@@ -284,7 +293,7 @@ def test_parallel_build_equals_the_single_job_build(laion):
     every valid candidate, then write_dataset (the fingerprint is the same too)."""
     root, parts, _ = laion
     build_dataset(
-        root / "selection.parquet", parts, root / "ds", root / "rep", allow_fewer=True, **FILL
+        root / "selection.parquet", parts, root / "ds", root / "rep", _fill(True), shard_size=3
     )
     # the one-job reference, as build_dataset wrote it before the parallel split
     from imagenot.acquire.build import read_parts
@@ -292,8 +301,7 @@ def test_parallel_build_equals_the_single_job_build(laion):
     status = read_parts(parts)
     sel = pq.read_table(root / "selection.parquet").select(["key", "wnid", "similarity"])
     cand = status.filter(pc.equal(status["reason"], "success")).join(sel, "key")
-    kw = {k: FILL[k] for k in FILL if k != "shard_size"}
-    assignment, _ = plan_splits(cand, **kw)
+    assignment, _ = plan_splits(cand, **FILL)
     reader = ShardReader(root.parent)
     records = [
         Record(r["key"], r["wnid"], r["split"], reader.read(r["part_tar"], r["offset"], r["length"]),
@@ -314,7 +322,7 @@ def test_shortfall_stops_with_the_numbers_and_the_keys(laion):
     root, parts, _ = laion
     with pytest.raises(ShortfallError) as err:
         build_dataset(
-            root / "selection.parquet", parts, root / "ds", root / "rep", allow_fewer=False, **FILL
+            root / "selection.parquet", parts, root / "ds", root / "rep", _fill(False), shard_size=3
         )
     msg = str(err.value)
     assert "1 of 3 classes have fewer than 6 valid distinct images" in msg
@@ -331,7 +339,7 @@ def test_shortfall_stops_with_the_numbers_and_the_keys(laion):
     assert not (root / "ds" / "manifest.parquet").exists()
     # allowed: the short class is kept with 4 images (keep) or left out (drop)
     build_dataset(
-        root / "selection.parquet", parts, root / "ds", root / "rep", allow_fewer=True, **FILL
+        root / "selection.parquet", parts, root / "ds", root / "rep", _fill(True), shard_size=3
     )
     m = read_manifest(root / "ds")
     assert pc.sum(pc.equal(m["wnid"], "n00000002")).as_py() == 4
@@ -340,8 +348,8 @@ def test_shortfall_stops_with_the_numbers_and_the_keys(laion):
         parts,
         root / "ds2",
         root / "rep",
-        allow_fewer=True,
-        **{**FILL, "short_classes": "drop"},
+        _fill(True, short_classes="drop"),
+        shard_size=3,
     )
     assert read_classes(root / "ds2") == ["n00000001", "n00000003"]
 
@@ -356,10 +364,10 @@ def test_a_class_without_any_valid_image_is_reported_short(laion):
         ShortfallError, match=r"1 of 3 classes .* \(6 images short in all; fewest: n00000003 0\)"
     ):
         build_dataset(
-            root / "selection.parquet", parts, root / "ds", root / "rep", allow_fewer=False, **FILL
+            root / "selection.parquet", parts, root / "ds", root / "rep", _fill(False), shard_size=3
         )
     build_dataset(
-        root / "selection.parquet", parts, root / "ds", root / "rep", allow_fewer=True, **FILL
+        root / "selection.parquet", parts, root / "ds", root / "rep", _fill(True), shard_size=3
     )
     report = {r["wnid"]: r for r in pq.read_table(root / "rep/classes_report.parquet").to_pylist()}
     assert report["n00000003"]["status"] == "dropped" and report["n00000003"]["n_tried"] == 8
@@ -379,12 +387,9 @@ def test_shortfall_message_from_the_command_line_has_no_traceback(laion):
         str(root / "rep"),
         "--name",
         "mine",
-        *[
-            f"--{k.replace('_', '-')}={v}"
-            for k, v in FILL.items()
-            if k != "shard_size"
-        ],
-    ]  # fmt: skip
+        "--settings",
+        to_json(_fill(False)),
+    ]
     run = subprocess.run(
         [sys.executable, "-m", "imagenot.cli", *args], capture_output=True, text=True
     )
@@ -404,10 +409,7 @@ def test_topup_round_fills_a_short_class_from_the_reserve(laion):
         parts,
         root / "reserve.parquet",
         root / "round-1.parquet",
-        images_per_class=6,
-        oversample=0.5,
-        near_duplicates="phash",
-        near_distance=4,
+        _topup(near_duplicates="phash"),
     )
     # only the short class, its best reserve rows first: ceil(2 short * 1.5) = 3
     assert topup["wnid"].to_pylist() == ["n00000002"] * 3
@@ -419,10 +421,10 @@ def test_topup_round_fills_a_short_class_from_the_reserve(laion):
         parts,
         root / "ds",
         root / "rep",
-        allow_fewer=False,
+        _fill(False),
+        shard_size=3,
         topup=[(root / "round-1.parquet", parts1)],
         reserve=root / "reserve.parquet",
-        **FILL,
     )
     m = read_manifest(root / "ds")
     per_class = pc.value_counts(m["wnid"]).to_pylist()
@@ -443,8 +445,7 @@ def test_topup_round_fills_a_short_class_from_the_reserve(laion):
         [*parts, *parts1],
         root / "reserve.parquet",
         root / "round-2.parquet",
-        images_per_class=6,
-        oversample=0.5,
+        _topup(),
     )
     assert again.num_rows == 0
 
@@ -456,8 +457,7 @@ def test_exhausted_reserve_gives_the_shortfall_message(laion):
         parts,
         root / "reserve.parquet",
         root / "round-1.parquet",
-        images_per_class=6,
-        oversample=0.5,
+        _topup(),
     )
     (root / "r1").mkdir()
     topup = pq.read_table(root / "round-1.parquet")
@@ -475,10 +475,10 @@ def test_exhausted_reserve_gives_the_shortfall_message(laion):
             parts,
             root / "ds",
             root / "rep",
-            allow_fewer=False,
+            _fill(False),
+            shard_size=3,
             topup=[(root / "round-1.parquet", parts1)],
             reserve=root / "reserve-small.parquet",
-            **FILL,
         )
     msg = str(err.value)
     assert "after 1 top-up round(s)" in msg and "fewest: n00000002 4" in msg
@@ -495,8 +495,7 @@ def test_reserve_must_not_repeat_the_selection(laion):
             parts,
             root / "bad-reserve.parquet",
             root / "r.parquet",
-            images_per_class=6,
-            oversample=0.5,
+            _topup(),
         )
 
 
@@ -524,8 +523,8 @@ def test_plan_lookups_for_rounds_and_ranges():
     config["curate"]["reserve"] = 0.5
     assert plan.materialise_jobs(config, "inet") == 20  # ImageNet's 1000 classes
     assert plan.materialise_jobs(config, "fm") == 1
-    assert "--allow-fewer" in plan.build_options(config, "mine")
-    assert "--allow-fewer" not in plan.build_options(config, "other")
+    assert plan.fill_settings(config, "mine")["allow_fewer"] is True
+    assert plan.fill_settings(config, "other")["allow_fewer"] is False
     inputs = plan.plan_inputs(config, "mine")
     assert inputs["selections"] == [
         "results/curate/mine/selection.parquet",
@@ -549,6 +548,7 @@ def test_rule_command_lines_run_the_whole_chain(laion, monkeypatch):
     from imagenot.acquire import plan
     from imagenot.cli import main
     from imagenot.config import validate_config
+    from imagenot.settings import to_arg
 
     root, parts, _ = laion
     config = validate_config(
@@ -576,7 +576,7 @@ def test_rule_command_lines_run_the_whole_chain(laion, monkeypatch):
             str(root / "reserve.parquet"),
             "--out",
             str(root / "r1.parquet"),
-            *shlex.split(plan.topup_options(config, "mine")),
+            *shlex.split(f"--settings {to_arg(plan.topup_settings(config, 'mine'))}"),
         ]
     )
     (root / "r1").mkdir()
@@ -601,7 +601,7 @@ def test_rule_command_lines_run_the_whole_chain(laion, monkeypatch):
             str(root / "rep"),
             "--name",
             "mine",
-            *shlex.split(plan.build_options(config, "mine")),
+            *shlex.split(f"--settings {to_arg(plan.fill_settings(config, 'mine'))}"),
         ]
     )
     written = []
@@ -617,11 +617,12 @@ def test_rule_command_lines_run_the_whole_chain(laion, monkeypatch):
                 str(root / "ds"),
                 "--part-manifest",
                 written[-1],
-                "--shard-size",
-                str(config["acquire"]["shard_size"]),
+                "--settings",
+                to_json(plan.write_settings(config)),
             ]
         )
-    main(["acquire-gather", *written, "--out", str(root / "ds"), "--seed", "3"])
+    gather = to_json(plan.gather_settings(config))
+    main(["acquire-gather", *written, "--out", str(root / "ds"), "--settings", gather])
     m = read_manifest(root / "ds")
     assert sorted(pc.value_counts(m["wnid"]).field("counts").to_pylist()) == [6, 6, 6]
     assert read_classes(root / "ds") == ["n00000001", "n00000002", "n00000003"]

@@ -21,6 +21,7 @@ from imagenot.curate.calibration import (
     read_scores,
     write_calibration,
 )
+from imagenot.settings import to_json
 
 SCORES = [0.95, 0.9, 0.85, 0.82, 0.81, 0.6, math.nan]
 
@@ -161,13 +162,14 @@ def test_plan_targets_and_settings(repo_root):
     for dataset in plan.laion_datasets(demo):
         assert set(plan.calibration_outputs(dataset)) <= set(targets)
     assert "results/curate/imagenot/calibration.png" in targets
-    settings = CalibrationSettings.from_json(plan.calibration_settings_json(demo, "imagenot"))
+    settings = CalibrationSettings.from_json(to_json(plan.calibration_settings(demo, "imagenot")))
     assert settings.threshold == demo["curate"]["threshold"]
     assert settings.n_classes == plan.n_classes(demo, "imagenot")
     assert (settings.start, settings.stop, settings.step) == (0.5, 0.95, 0.01)  # schema defaults
     assert settings.encoder.startswith("sentence_transformers: ")
     paper = load_config(repo_root / "config" / "paper.yaml")
-    label = CalibrationSettings.from_json(plan.calibration_settings_json(paper, "imagenot")).encoder
+    label = CalibrationSettings.from_json(to_json(plan.calibration_settings(paper, "imagenot")))
+    label = label.encoder
     assert label == "transformers: FacebookAI/roberta-large, mean pooling"
 
 
@@ -176,4 +178,4 @@ def test_rule_writes_the_planned_files(repo_root):
     block = rules[rules.index("rule curate_calibration:") :]
     for name in plan.CALIBRATION_FILES:
         assert f"{{{{dataset}}}}/{name}" in block
-    assert "curate_plan.calibration_settings_json" in block and 'category="Curation"' in block
+    assert "curate_plan.calibration_settings(" in block and 'category="Curation"' in block

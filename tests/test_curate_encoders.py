@@ -10,7 +10,6 @@ import sys
 
 import numpy as np
 import pytest
-import yaml
 
 from imagenot.config import ConfigError, load_config
 from imagenot.curate import plan
@@ -35,7 +34,9 @@ TEXTS = [
 
 
 def _schema(repo_root) -> dict:
-    schema = yaml.safe_load((repo_root / "workflow/schemas/curate.schema.yaml").read_text())
+    from imagenot.config import load_schema
+
+    schema = load_schema("curate.schema.yaml", repo_root / "workflow/schemas")
     return schema["properties"]["encoder"]["properties"]
 
 
@@ -52,7 +53,7 @@ def test_registry_imports_without_torch():
 
 
 def test_schema_backend_enum_is_the_registry(repo_root):
-    assert set(_schema(repo_root)["backend"]["enum"]) == set(ENCODERS)
+    assert _schema(repo_root)["backend"]["enum"] == list(ENCODERS)
     assert {"sentence_transformers", "transformers", "test_only_hashed_words"} <= set(ENCODERS)
 
 
@@ -71,6 +72,22 @@ def test_identity_is_every_field_but_the_transient_ones():
         }[type(value)](value)
         other = dataclasses.replace(spec, **{name: changed})
         assert (other.identity() == spec.identity()) == (name in TRANSIENT_FIELDS), name
+
+
+def test_a_new_field_joins_the_identity_unless_declared_transient(monkeypatch):
+    """The identity is derived: a field added to EncoderSpec is in it with no other edit, and
+    leaves it only when named in TRANSIENT_FIELDS."""
+    import imagenot.curate.encoders as enc
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Extended(EncoderSpec):
+        extra_option: int
+
+    base = dataclasses.asdict(EncoderSpec.from_config({}))
+    one, two = Extended(**base, extra_option=1), Extended(**base, extra_option=2)
+    assert one.identity()["extra_option"] == 1 and one.identity() != two.identity()
+    monkeypatch.setattr(enc, "TRANSIENT_FIELDS", TRANSIENT_FIELDS | {"extra_option"})
+    assert one.identity() == two.identity()
 
 
 def test_from_config_takes_its_defaults_from_the_schema(repo_root):

@@ -8,6 +8,8 @@ import pytest
 
 from imagenot.config import ConfigError, load_config, validate_config
 from imagenot.curate import plan
+from imagenot.curate.cli import CandidatesSettings, EmbedSettings, SelectSettings
+from imagenot.settings import parse, to_arg
 
 
 @pytest.fixture(scope="module")
@@ -65,9 +67,11 @@ def test_paper_shards_and_settings(repo_root):
     assert len(files) == 128
     assert files[0] == "part-00000-5114fd87-297e-42b0-9d11-50f1df323dfa-c000.snappy.parquet"
     assert plan.shard_ids(paper)[-1] == "00127"
-    embed = json.loads(shlex.split(plan.embed_settings(paper))[0])
-    assert "roberta-large" in embed["encoder"]["model"]
-    select = json.loads(shlex.split(plan.select_settings(paper, "imagenot"))[0])
+    # what the rule's shell line passes: one shell word, parsed by the command's dataclass
+    embed = parse(EmbedSettings, shlex.split(to_arg(plan.embed_settings(paper)))[0])
+    assert "roberta-large" in embed.encoder["model"]
+    select = json.loads(shlex.split(to_arg(plan.select_settings(paper, "imagenot")))[0])
+    parse(SelectSettings, json.dumps(select))
     assert select["threshold"] == 0.82 and select["n_classes"] == 1000
     assert select["per_class"] == 2000 and select["allow_fewer"] is False
 
@@ -84,10 +88,11 @@ def test_list_mode_and_dataset_overrides(demo):
     }
     validate_config(config)
     assert plan.class_list_input(config, "listed") == ["data/my classes.txt"]
-    assert "'data/my classes.txt'" in plan.candidates_args(config, "listed")
+    arg = shlex.split(to_arg(plan.candidates_settings(config, "listed")))
+    assert len(arg) == 1 and parse(CandidatesSettings, arg[0]).classes == "data/my classes.txt"
 
     def select(name):
-        return json.loads(shlex.split(plan.select_settings(config, name))[0])
+        return json.loads(shlex.split(to_arg(plan.select_settings(config, name)))[0])
 
     assert select("listed")["per_class"] == 9  # ceil(7 * 1.25)
     assert select("listed")["threshold"] is None and select("listed")["n_classes"] is None

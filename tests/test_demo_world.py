@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import re
@@ -13,10 +14,12 @@ import pytest
 from PIL import Image
 
 from imagenot.cli import main
-from imagenot.config import ConfigError
+from imagenot.config import ConfigError, validate_config
 from imagenot.demo import plan
 from imagenot.demo.cli import demo_settings
+from imagenot.demo.settings import DemoSettings
 from imagenot.demo.world import LAION_SCHEMA, build_world, write_world
+from imagenot.settings import parse, to_json
 from imagenot.wordnet import imagenet_wnids, lemma_text, synset_of
 
 SMALL = {
@@ -252,7 +255,12 @@ def test_plan_lookups():
     assert plan.shard_names(config) == ["part-00000", "part-00001", "part-00002"]
     assert plan.targets(config) == ["results/demo_world/world.json"]
     assert plan.targets({"demo_world": {"enabled": False}}) == []
-    assert json.loads(plan.settings_json(config)) == config["demo_world"]
+    # the rule's --settings: the validated section but `enabled`, exactly what the command parses
+    valid = validate_config(copy.deepcopy(config))
+    settings = plan.settings(valid)
+    assert settings == {k: v for k, v in valid["demo_world"].items() if k != "enabled"}
+    assert demo_settings(to_json(settings)) == parse(DemoSettings, settings)
+    assert demo_settings(to_json(settings)).n_shards == 3
 
 
 def test_bad_settings_name_the_key():

@@ -9,6 +9,13 @@ must pin each of them, and every dependency of a pinned distribution too (a clos
 installs exactly what the .venv has).
 
 `python tests/test_envs.py --write` regenerates envs/*.yaml from this analysis and requirements.lock.
+
+CUDA variants (imagenot.conda_envs): each GPU env has a CUDA 12 variant, envs/<env>-cu12.yaml,
+the same imports pinned from requirements-cu12.lock: requirements.lock with the newest torch and
+torchvision whose PyPI wheels use CUDA 12 (CUDA12_TORCH) and what they pull in. That lock, and the
+requirements (wheel METADATA) of its packages the .venv does not hold at its version
+(requirements-cu12.metadata.json), are made with the package registry's resolver by
+`python tests/test_envs.py --lock-cuda12` (network); `--write` then needs no network.
 """
 
 from __future__ import annotations
@@ -26,17 +33,37 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from imagenot.conda_envs import CUDA_VARIANTS, GPU_ENVS, env_name
+
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "workflow" / "imagenot"
 ENVS = REPO / "envs"
-ENV_NAMES = ("curate", "acquire", "train", "analyse")
+BASE_ENVS = ("curate", "acquire", "train", "analyse")
+# every env file: the base envs (CUDA 13 where they hold torch) and the other CUDA variants of
+# the GPU envs (imagenot.conda_envs)
+ENV_NAMES = BASE_ENVS + tuple(
+    env_name(env, cuda) for cuda in CUDA_VARIANTS if CUDA_VARIANTS[cuda].suffix for env in GPU_ENVS
+)
 PYTHON = "3.11.7"
-# GPU variants: another env with distributions swapped for GPU builds the (CPU) .venv cannot
-# hold, e.g. {"curate_gpu": ("curate", {"faiss-cpu": "faiss-gpu-cu12"})}, with each GPU pin and its
-# requirements copied from the wheel's METADATA into GPU_PINS. None is needed today: the
-# similarity step is a dot product inside the embedding job (torch's CUDA wheels).
-GPU_VARIANTS: dict[str, tuple[str, dict[str, str]]] = {}
-GPU_PINS: dict[str, tuple[str, list[str]]] = {}
+# The torch of the CUDA 12 variant: the newest torch/torchvision pair whose PyPI wheels require
+# the nvidia-*-cu12 runtime (torch 2.10 is built with CUDA 12.8; from torch 2.11 on, PyPI's
+# default wheels require CUDA 13: cuda-toolkit 13, nvidia-cudnn-cu13). Input of --lock-cuda12.
+CUDA12_TORCH = ("torch==2.10.0", "torchvision==0.25.0")
+# Packages of requirements.lock that belong to torch's CUDA build: replaced in the CUDA 12 lock
+# by whatever the CUDA 12 torch requires.
+CUDA_BUILD = re.compile(r"torch|torchvision|triton|nvidia-.*|cuda-.*")
+
+
+# the CUDA variant of the base env files (no suffix), pinned by requirements.lock
+BASE_CUDA = next(cuda for cuda, variant in CUDA_VARIANTS.items() if not variant.suffix)
+
+
+def env_cuda(env: str) -> tuple[str, str]:
+    """(the base env, the CUDA major version whose lock pins it) of an env file's stem."""
+    for cuda, variant in CUDA_VARIANTS.items():
+        if variant.suffix and env.endswith(variant.suffix):
+            return env.removesuffix(variant.suffix), cuda
+    return env, BASE_CUDA
 
 
 POST_DEPLOY = """\
@@ -68,6 +95,15 @@ python -m pip install --no-deps --force-reinstall "$wheels"/imagenot-"$wanted"-*
 """
 
 
+def build_requirements() -> set[str]:
+    """The package's build backend (pyproject's build-system), which each env needs: the
+    post-deploy script builds the wheel without build isolation (offline-safe, pinned)."""
+    import tomllib
+
+    spec = tomllib.loads((REPO / "pyproject.toml").read_text())["build-system"]["requires"]
+    return {canonicalize_name(Requirement(r).name) for r in spec}
+
+
 def package_version() -> str:
     import tomllib
 
@@ -86,11 +122,17 @@ def rule_blocks() -> dict[str, str]:
 
 
 def rule_envs(body: str) -> list[str]:
-    """The env files (relative to rules/) a rule's ``conda:`` names: a literal path, or a call
-    ``<stage>_plan.<function>(config)`` evaluated for the demo and the paper config."""
+    """The env files (relative to rules/) a rule's ``conda:`` names: a literal path, a GPU env
+    ``gpu_env("<env>")`` (every CUDA variant of it), or a call ``<stage>_plan.<function>(config)``
+    evaluated for the demo and the paper config."""
     literal = re.search(r'^\s+conda:\s*\n\s+"([^"]+)"', body, flags=re.M)
     if literal:
         return [literal.group(1)]
+    gpu = re.search(r'^\s+conda:\s*\n\s+gpu_env\("(\w+)"\)', body, flags=re.M)
+    if gpu:
+        from imagenot.conda_envs import env_file
+
+        return [env_file({"resources": {"cuda": c}}, gpu.group(1)) for c in CUDA_VARIANTS]
     call = re.search(r"^\s+conda:\s*\n\s+(\w+)_plan\.(\w+)\(config\)", body, flags=re.M)
     if not call:
         return []
@@ -204,10 +246,13 @@ def dists_for_imports(names: set[str]) -> set[str]:
     return {d for n in names for d in mapping[n] if d != "imagenot"}
 
 
-def requirement_closure(dists: set[str]) -> set[str]:
+def requirement_closure(dists: set[str], cuda: str) -> set[str]:
     """`dists` and, recursively, their marker-applicable requirements, following extras: torch
     requires `cuda-toolkit[cudart,cufft,...]`, whose extras pull the CUDA runtime libraries; an
-    env that left them out would let pip pick their versions when the env is created."""
+    env that left them out would let pip pick their versions when the env is created. The
+    requirements are those of the lock of CUDA variant `cuda`: the .venv's installed metadata,
+    except for the packages that lock holds at another version (lock_metadata)."""
+    metadata = lock_metadata(cuda)
     env = default_environment()
     todo: list[tuple[str, frozenset[str]]] = [(d, frozenset()) for d in dists]
     done: set[tuple[str, frozenset[str]]] = set()
@@ -216,7 +261,7 @@ def requirement_closure(dists: set[str]) -> set[str]:
         if (d, extras) in done:
             continue
         done.add((d, extras))
-        for spec in GPU_PINS[d][1] if d in GPU_PINS else md.requires(d) or []:
+        for spec in metadata[d] if d in metadata else md.requires(d) or []:
             req = Requirement(spec)
             if req.marker and not any(
                 req.marker.evaluate({**env, "extra": extra}) for extra in ("", *extras)
@@ -226,16 +271,38 @@ def requirement_closure(dists: set[str]) -> set[str]:
     return {d for d, _ in done}
 
 
-@cache
-def lock_versions() -> dict[str, str]:
+def read_lock(path: Path) -> dict[str, str]:
     pins = {}
-    for line in (REPO / "requirements.lock").read_text().splitlines():
+    for line in path.read_text().splitlines():
         if "==" in line and not line.startswith("#"):
             name, version = line.split("==")
             pins[canonicalize_name(name)] = version.strip()
+    return pins
+
+
+@cache
+def lock_versions(cuda: str) -> dict[str, str]:
+    """The pins of CUDA variant `cuda`: requirements.lock (the tested .venv) or the variant's."""
+    pins = read_lock(REPO / CUDA_VARIANTS[cuda].lock)
     # `pip freeze` leaves out setuptools: pin the version installed in the .venv
     pins.setdefault("setuptools", md.version("setuptools"))
     return pins
+
+
+def metadata_file(cuda: str) -> Path:
+    return REPO / CUDA_VARIANTS[cuda].lock.replace(".lock", ".metadata.json")
+
+
+@cache
+def lock_metadata(cuda: str) -> dict[str, list[str]]:
+    """Requirements (Requires-Dist of the registry's wheels) of the packages a variant's lock
+    pins at another version than the .venv: the .venv cannot tell them. Empty for the .venv's own
+    lock."""
+    import json
+
+    if cuda == BASE_CUDA:
+        return {}
+    return json.loads(metadata_file(cuda).read_text())["requires"]
 
 
 # ---- env files -----------------------------------------------------------------------------------
@@ -277,20 +344,30 @@ def parse_env(path: Path) -> tuple[list[str], dict[str, str]]:
 
 
 def write_envs() -> None:
-    lock = lock_versions()
     pip_version = md.version("pip")
-    lock = {**lock, **{name: version for name, (version, _) in GPU_PINS.items()}}
     for env in ENV_NAMES:
-        swap = GPU_VARIANTS.get(env, (None, {}))[1]
-        needed = {swap.get(d, d) for d in needed_dists(env)}
-        dists = sorted(requirement_closure(needed))
+        cuda = env_cuda(env)[1]
+        lock_file = CUDA_VARIANTS[cuda].lock
+        lock = lock_versions(cuda)
+        dists = sorted(requirement_closure(needed_dists(env) | build_requirements(), cuda))
         unlocked = [d for d in dists if d not in lock]
-        assert not unlocked, f"{env}: not in requirements.lock: {unlocked}"
+        assert not unlocked, f"{env}: not in {lock_file}: {unlocked}"
         rules = ", ".join(sorted(env_rules().get(env, []))) or "(none yet)"
+        source = (
+            [
+                "# imports of the rules that use it and the exact versions of requirements.lock (the",
+                "# tested .venv). Closed set: every dependency of a listed package is listed.",
+            ]
+            if lock_file == "requirements.lock"
+            else [
+                f"# imports of the rules that use it and the exact versions of {lock_file}",
+                f"# (the tested .venv's, with torch for CUDA {cuda}: `--lock-cuda{cuda}`). Closed set:",
+                "# every dependency of a listed package is listed.",
+            ]
+        )
         lines = [
             f"# imagenot env '{env}': generated by `python tests/test_envs.py --write` from the",
-            "# imports of the rules that use it and the exact versions of requirements.lock (the",
-            "# tested .venv). Closed set: every dependency of a listed package is listed.",
+            *source,
             f"# Package: imagenot=={package_version()}, built from the checkout and installed by",
             f"# envs/{env}.post-deploy.sh (not editable).",
             f"# Rules: {rules}",
@@ -336,16 +413,19 @@ def test_env_pins_exact_versions(env):
     assert f"python={PYTHON}" in conda
     for dep in conda:
         assert re.fullmatch(r"[A-Za-z0-9_.-]+==?[0-9][A-Za-z0-9_.]*", dep), f"unpinned: {dep}"
-    lock = {**lock_versions(), **{name: version for name, (version, _) in GPU_PINS.items()}}
+    cuda = env_cuda(env)[1]
+    lock = lock_versions(cuda)
     for name, version in pip.items():
         assert version, f"{env}: {name} not pinned with =="
-        assert lock.get(name) == version, f"{env}: {name}=={version} differs from requirements.lock"
+        assert lock.get(name) == version, (
+            f"{env}: {name}=={version} differs from {CUDA_VARIANTS[cuda].lock}"
+        )
 
 
 @pytest.mark.parametrize("env", ENV_NAMES)
 def test_env_is_closed_under_dependencies(env):
     _, pip = parse_env(ENVS / f"{env}.yaml")
-    missing = requirement_closure(set(pip)) - set(pip)
+    missing = requirement_closure(set(pip), env_cuda(env)[1]) - set(pip)
     assert not missing, f"{env}: dependencies not pinned: {sorted(missing)}"
 
 
@@ -353,10 +433,8 @@ def test_each_rules_imports_are_in_its_env():
     blocks = rule_blocks()
     for env, rules in env_rules().items():
         _, pip = parse_env(ENVS / f"{env}.yaml")
-        swap = GPU_VARIANTS.get(env, (None, {}))[1]
         for rule in rules:
-            needed = {swap.get(d, d) for d in dists_for_imports(rule_imports(blocks[rule]))}
-            missing = needed - set(pip)
+            missing = dists_for_imports(rule_imports(blocks[rule])) - set(pip)
             assert not missing, f"rule {rule} imports {sorted(missing)}, not in envs/{env}.yaml"
 
 
@@ -375,6 +453,73 @@ def test_post_deploy_scripts_install_the_package_at_its_version():
         )
         assert f"# Package: imagenot=={version}," in (ENVS / f"{env}.yaml").read_text()
         assert " -e " not in script.read_text()  # a copy, not an editable install
+        # the wheel is built without isolation: the build backend must be in the env
+        missing = build_requirements() - set(parse_env(ENVS / f"{env}.yaml")[1])
+        assert not missing, f"envs/{env}.yaml lacks the build backend {sorted(missing)}"
+
+
+def test_cuda_variant_locks_differ_from_requirements_lock_only_in_the_cuda_build():
+    """A variant's lock is requirements.lock with another CUDA build of torch: every other pin is
+    the same (rerun --lock-cuda12 after changing requirements.lock), each package it holds at
+    another version has its requirements recorded, and its envs hold that CUDA's runtime only."""
+    base = lock_versions(BASE_CUDA)
+    for cuda, variant in CUDA_VARIANTS.items():
+        if cuda == BASE_CUDA:
+            continue
+        lock, metadata = lock_versions(cuda), lock_metadata(cuda)
+        for name, version in base.items():
+            if not CUDA_BUILD.fullmatch(name):
+                assert lock.get(name) == version, (
+                    f"{variant.lock}: {name} is not {version} as in requirements.lock: "
+                    f"python tests/test_envs.py --lock-cuda{cuda}"
+                )
+        changed = {name for name, version in lock.items() if base.get(name) != version}
+        assert changed - {"setuptools"} <= set(metadata), sorted(changed - set(metadata))
+        torch_requires = {canonicalize_name(Requirement(r).name) for r in metadata["torch"]}
+        assert f"nvidia-cuda-runtime-cu{cuda}" in torch_requires
+        for env in GPU_ENVS:
+            pins = parse_env(ENVS / f"{env_name(env, cuda)}.yaml")[1]
+            assert f"nvidia-cuda-runtime-cu{cuda}" in pins
+            other = [n for n in pins if n == "cuda-toolkit" or re.fullmatch(r"nvidia-[a-z-]+", n)]
+            other += [n for n in pins if re.search(r"-cu\d+$", n) and not n.endswith(f"cu{cuda}")]
+            assert not other, f"{env_name(env, cuda)}: another CUDA's packages {other}"
+
+
+PIP_WHEEL = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet"]
+
+
+def test_the_built_package_holds_the_schemas(tmp_path):
+    """The envs get a wheel of the checkout (not the checkout itself): every `imagenot` command
+    reads workflow/schemas at start-up (imagenot.config.SCHEMA_DIR, beside the package), so the
+    wheel must carry them there."""
+    import shutil
+    import subprocess
+    import zipfile
+
+    from imagenot.config import SCHEMA_DIR
+
+    # a clean copy: setuptools would reuse an earlier build/ of the checkout
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    shutil.copytree(REPO / "workflow", src / "workflow", ignore=skip)
+    built = subprocess.run(
+        [*PIP_WHEEL, "--wheel-dir", str(tmp_path), str(src)],
+        env=_pip_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = tmp_path.glob(f"imagenot-{package_version()}-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "imagenot/config.py" in names
+    relative = SCHEMA_DIR.relative_to((PKG / "config.py").parents[1])  # as config.py finds it
+    schemas = sorted(p.name for p in SCHEMA_DIR.glob("*.yaml"))
+    assert schemas
+    missing = [s for s in schemas if f"{relative.as_posix()}/{s}" not in names]
+    assert not missing, f"the wheel lacks {missing}"
 
 
 # ---- resolution against the package registry ---------------------------------------------------
@@ -396,6 +541,16 @@ def _registry_reachable() -> bool:
         return False
 
 
+def _pip_env() -> dict[str, str]:
+    """This process's environment without pip settings: no site config, find-links or
+    constraints of this machine."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    return env
+
+
 def resolve_command(requirements: Path, report: Path) -> list[str]:
     """pip's resolver, for the env files' platform and Python, binary wheels only, against the
     public index alone (no site config, find-links or constraints of this machine)."""
@@ -409,44 +564,109 @@ def resolve_command(requirements: Path, report: Path) -> list[str]:
     return [*cmd, "--index-url", INDEX, "--report", str(report), "-r", str(requirements)]
 
 
-@pytest.mark.slow
-@pytest.mark.network
-def test_env_files_resolve_on_the_registry(tmp_path):
-    """Every pin of every env file installs on Linux x86_64 with the env's Python, from the
-    public index: an unsatisfiable pin (a version never published, a wheel missing for the
-    platform) fails here, not on a user's cluster. All envs take their pins from
-    requirements.lock, so their union is one consistent set: one pip call resolves them all, and
-    it must install exactly the pinned set (nothing unpinned pulled in)."""
+def resolve(requirements: list[str], tmp: Path) -> dict[str, dict]:
+    """pip's resolution of `requirements` on the registry for the env files' platform: canonical
+    name -> the wheel's metadata (version, requires_dist, ...)."""
     import json
-    import os
     import subprocess
 
+    path, report = tmp / "requirements.txt", tmp / "report.json"
+    path.write_text("".join(f"{line}\n" for line in requirements))
+    run = subprocess.run(
+        resolve_command(path, report), env=_pip_env(), capture_output=True, text=True
+    )
+    assert run.returncode == 0, f"does not resolve on {INDEX}:\n{run.stderr[-3000:]}"
+    return {
+        canonicalize_name(item["metadata"]["name"]): item["metadata"]
+        for item in json.loads(report.read_text())["install"]
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.network
+@pytest.mark.parametrize("cuda", sorted(CUDA_VARIANTS))
+def test_env_files_resolve_on_the_registry(tmp_path, cuda):
+    """Every pin of every env file installs on Linux x86_64 with the env's Python, from the
+    public index: an unsatisfiable pin (a version never published, a wheel missing for the
+    platform) fails here, not on a user's cluster. The envs of one CUDA variant take their pins
+    from one lock, so their union is one consistent set: one pip call per variant resolves them
+    all, and it must install exactly the pinned set (nothing unpinned pulled in)."""
     if not _registry_reachable():
         pytest.skip(f"the package registry {INDEX} is unreachable")
     pins: dict[str, str] = {}
-    for env in ENV_NAMES:
+    envs = [env for env in ENV_NAMES if env_cuda(env)[1] == cuda]
+    assert envs
+    for env in envs:
         pins.update(parse_env(ENVS / f"{env}.yaml")[1])
-    requirements = tmp_path / "requirements.txt"
-    requirements.write_text("".join(f"{name}=={version}\n" for name, version in pins.items()))
-    report = tmp_path / "report.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env["PIP_CONFIG_FILE"] = os.devnull
-    run = subprocess.run(
-        resolve_command(requirements, report), env=env, capture_output=True, text=True
-    )
-    assert run.returncode == 0, f"env pins do not resolve on {INDEX}:\n{run.stderr[-3000:]}"
     installed = {
-        canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"]
-        for item in json.loads(report.read_text())["install"]
+        name: meta["version"]
+        for name, meta in resolve([f"{n}=={v}" for n, v in pins.items()], tmp_path).items()
     }
     assert installed == pins, {
+        "envs": envs,
         "unpinned": sorted(set(installed) - set(pins)),
         "changed": {k: (v, installed.get(k)) for k, v in pins.items() if installed.get(k) != v},
     }
 
 
+def lock_cuda12(tmp: Path) -> None:
+    """Write requirements-cu12.lock and its metadata: requirements.lock with its CUDA build of
+    torch (CUDA_BUILD) replaced by CUDA12_TORCH and what the registry's resolver installs with it.
+    Resolved: the pins of the CUDA 13 env files (requirements.lock as a whole has packages with no
+    wheel on PyPI, e.g. snakemake's connection-pool, which no env needs) without their CUDA build,
+    plus CUDA12_TORCH; every other pin is kept (pip fails if one does not fit), and the lock's
+    packages that no env holds keep their versions (none of them depends on torch's build)."""
+    import json
+
+    cuda = "12"
+    base = read_lock(REPO / "requirements.lock")
+    pins = {}
+    for env in ENV_NAMES:
+        if env_cuda(env)[1] != cuda:
+            pins.update(parse_env(ENVS / f"{env}.yaml")[1])
+    kept = [f"{n}=={v}" for n, v in pins.items() if not CUDA_BUILD.fullmatch(n)]
+    resolved = resolve([*kept, *CUDA12_TORCH], tmp)
+    for name, meta in resolved.items():
+        for spec in meta.get("requires_dist", []):
+            req = canonicalize_name(Requirement(spec).name)
+            if req == "cuda-toolkit" or (req.startswith("nvidia-") and not req.endswith("-cu12")):
+                raise SystemExit(f"{name} {meta['version']} requires a CUDA other than 12: {spec}")
+    lock_file = REPO / CUDA_VARIANTS[cuda].lock
+    header = [
+        "# requirements.lock for the CUDA 12 variant of the GPU envs (imagenot.conda_envs):",
+        f"# the same pins, with {' '.join(CUDA12_TORCH)} from PyPI (built with CUDA 12) and the",
+        "# versions pip's resolver installs with them. Generated by",
+        "# `python tests/test_envs.py --lock-cuda12` (network); do not edit.",
+    ]
+    lock = {n: v for n, v in base.items() if not CUDA_BUILD.fullmatch(n)}
+    lock |= {name: meta["version"] for name, meta in resolved.items()}
+    body = [f"{name}=={version}" for name, version in sorted(lock.items())]
+    lock_file.write_text("\n".join(header + body) + "\n")
+    changed = {
+        name: meta.get("requires_dist", [])
+        for name, meta in sorted(resolved.items())
+        if base.get(name) != meta["version"]
+    }
+    metadata_file(cuda).write_text(
+        json.dumps(
+            {
+                "about": "Requires-Dist of the packages requirements-cu12.lock pins at another "
+                "version than requirements.lock (from the registry; --lock-cuda12)",
+                "requires": changed,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--write"]:
         write_envs()
+    elif sys.argv[1:] == ["--lock-cuda12"]:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            lock_cuda12(Path(tmp))
     else:
-        sys.exit("usage: python tests/test_envs.py --write")
+        sys.exit("usage: python tests/test_envs.py --write | --lock-cuda12")

@@ -21,7 +21,7 @@ from imagenot.evaluate.robustness import (
     summarise,
     tensor_batches,
 )
-from imagenot.evaluate.transforms import NAMES, build_transforms
+from imagenot.evaluate.transforms import build_transforms, names
 
 torch.set_num_threads(1)
 
@@ -107,7 +107,7 @@ def test_per_image_results_do_not_depend_on_batching(settings, data):
     assert one.num_rows == N * 17
     assert one.column_names == ["key", "transform", "label", "pred", "correct", "correct_top5"]
     assert one.equals(other)
-    assert list(dict.fromkeys(one["transform"].to_pylist())) == list(NAMES)
+    assert list(dict.fromkeys(one["transform"].to_pylist())) == list(names())
 
 
 def test_gated_images_reuse_identity_predictions(settings, data):
@@ -173,7 +173,7 @@ def test_summary_rows_and_robust_accuracy(settings, data):
         "model", "dataset", "protocol", "seed", "transform", "top1", "top5", "n", "ci_low", "ci_high",
     ]  # fmt: skip
     rows = table.to_pylist()
-    assert [r["transform"] for r in rows] == list(NAMES)
+    assert [r["transform"] for r in rows] == list(names())
     correct = np.array(per_image["correct"].to_pylist()).reshape(17, N)
     correct5 = np.array(per_image["correct_top5"].to_pylist()).reshape(17, N)
     for r, c, c5 in zip(rows, correct, correct5, strict=True):

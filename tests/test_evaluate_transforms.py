@@ -33,7 +33,7 @@ KEYS = [f"part-00000-{i:09d}" for i in range(8)]
 
 
 def test_registry_has_the_papers_17_in_order():
-    assert T.NAMES == (
+    assert T.names() == (
         "Identity", "GaussianBlur", "AdjustSharpness", "Affine", "ColorJitter", "Contrast",
         "Equalize", "Grayscale", "HorizontalFlip", "Invert", "Perspective", "Posterize",
         "ResizedCrop", "Rotation", "Sharpness", "Solarize", "VerticalFlip",
@@ -42,7 +42,7 @@ def test_registry_has_the_papers_17_in_order():
 
 def test_every_transform_is_random_except_identity(settings):
     built = T.build_transforms(settings)
-    assert [t.name for t in built] == list(T.NAMES)
+    assert [t.name for t in built] == list(T.names())
     assert built[0].n_uniforms == 0
     assert all(t.n_uniforms >= 1 for t in built[1:])
 
@@ -66,6 +66,34 @@ def test_uniforms_depend_only_on_seed_transform_and_key():
     assert (T.image_uniforms(0, 3, T.key_hashes(KEYS), 5) == a).all()
 
 
+def test_randomness_is_seeded_by_name_not_registry_position(settings, images):
+    """Registering a transformation first (before all the others) leaves every other
+    transformation's random images unchanged: the name, not the position, seeds them."""
+    from imagenot.evaluate.transform_registry import TRANSFORMS, TransformEntry
+
+    before = {
+        t.name: t(images, T.transform_uniforms(t, 5, KEYS)) for t in T.build_transforms(settings)
+    }
+    entries = dict(TRANSFORMS)
+    TRANSFORMS.clear()
+    try:
+        TRANSFORMS["ToyNoise"] = TransformEntry("imagenot.evaluate.transforms:_invert")
+        TRANSFORMS.update(entries)
+        assert T.names()[0] == "ToyNoise"
+        after = {
+            t.name: t(images, T.transform_uniforms(t, 5, KEYS))
+            for t in T.build_transforms(settings)
+        }
+    finally:
+        TRANSFORMS.clear()
+        TRANSFORMS.update(entries)
+    assert set(after) == {"ToyNoise", *before}
+    for name, out in before.items():
+        assert torch.equal(after[name], out), name
+    # ... whereas a different name gives different draws
+    assert T.transform_stream("Rotation") != T.transform_stream("Rotation2")
+
+
 def test_uniforms_look_uniform():
     u = T.image_uniforms(0, 12, [f"k{i}" for i in range(4000)], 6)
     assert abs(u.mean() - 0.5) < 0.01 and abs(u.var() - 1 / 12) < 0.003
@@ -74,7 +102,7 @@ def test_uniforms_look_uniform():
     assert hist.min() > 0.9 * u.size / 10
 
 
-@pytest.mark.parametrize("name", T.NAMES)
+@pytest.mark.parametrize("name", T.names())
 def test_shape_dtype_range_and_determinism(name, settings, images):
     t = T.build_transform(name, settings[name])
     u = T.transform_uniforms(t, 7, KEYS)
@@ -88,7 +116,7 @@ def test_shape_dtype_range_and_determinism(name, settings, images):
     torch.testing.assert_close(sub, out[idx], atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("name", T.NAMES[1:])
+@pytest.mark.parametrize("name", T.names()[1:])
 def test_each_transform_changes_images_where_applied(name, settings, images):
     params = dict(settings[name], p=1.0)
     t = T.build_transform(name, params)

@@ -107,6 +107,19 @@ def _download(tmp_path, urls, **validate):
     )
 
 
+def _download_cmd(sel, tmp_path, work, **acquire) -> list[str]:
+    """The rule's ``imagenot acquire-download`` command line on one part, its settings built by
+    the plan from ``acquire`` keys on top of the schema's defaults."""
+    from imagenot.acquire import plan
+    from imagenot.config import validate_config
+    from imagenot.settings import to_json
+
+    config = validate_config({"acquire": {"download_parts": 1, "image_size": 16, **acquire}})
+    cmd = [sys.executable, "-m", "imagenot.cli", "acquire-download", str(sel), "--part", "0"]
+    cmd += ["--work-dir", str(work), "--out-status", str(tmp_path / "part.parquet")]
+    return [*cmd, "--processes", "1", "--settings", to_json(plan.download_settings(config))]
+
+
 def _gone(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
@@ -124,11 +137,14 @@ def test_killed_download_job_leaves_no_process_and_no_finished_batch(tmp_path, w
     sel = tmp_path / "selection.parquet"
     pq.write_table(_selection(urls), sel)
     work = tmp_path / "work"
-    cmd = [sys.executable, "-m", "imagenot.cli", "acquire-download", str(sel)]
-    cmd += ["--part", "0", "--parts", "1", "--work-dir", str(work)]
-    cmd += ["--out-status", str(tmp_path / "part.parquet"), "--image-size", "16"]
-    cmd += ["--timeout", "100", "--threads-per-process", "4"]
-    cmd += ["--url-map", f"http://mirror.invalid/={mirror}"]
+    cmd = _download_cmd(
+        sel,
+        tmp_path,
+        work,
+        timeout_s=100,
+        threads_per_process=4,
+        url_map={"http://mirror.invalid/": str(mirror)},
+    )
     _Handler.hung = 0
     job = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -161,9 +177,7 @@ def test_dead_server_batch_is_not_finished_and_the_rerun_fetches_it(tmp_path):
     urls = [f"http://127.0.0.1:{port}/good-{i}.jpg" for i in range(8)]
     sel = tmp_path / "selection.parquet"
     pq.write_table(_selection(urls), sel)
-    cmd = [sys.executable, "-m", "imagenot.cli", "acquire-download", str(sel), "--part", "0"]
-    cmd += ["--parts", "1", "--work-dir", str(tmp_path / "work"), "--image-size", "16"]
-    cmd += ["--out-status", str(tmp_path / "part.parquet"), "--timeout", "3"]
+    cmd = _download_cmd(sel, tmp_path, tmp_path / "work", timeout_s=3, retries=0)
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert run.returncode == 2, run.stderr[-3000:]
     last = run.stderr.strip().splitlines()[-1]  # one line, no traceback (imagenot.cli.main)

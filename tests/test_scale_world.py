@@ -42,11 +42,13 @@ def web(shared_data):
     return read_web_captions(shared_data / "web_captions_1000.parquet")
 
 
-def _settings(**overrides) -> dict:
-    return validate_config(dict(overrides), schema="scale.schema.yaml")
+def _settings(**overrides):
+    from imagenot.demo.scale_cli import scale_settings
+
+    return scale_settings(json.dumps(overrides))
 
 
-def _write(index: int, cfg: dict, web, lemma_table, path) -> dict:
+def _write(index: int, cfg, web, lemma_table, path) -> dict:
     from imagenot.demo import scale_world as sw
 
     vocab = sw.vocabulary(lemma_table, cfg)
@@ -168,7 +170,7 @@ def test_the_lemma_mix_gives_curation_work_at_every_step(tmp_path, web, lemma_ta
     vocab = vocabulary(lemma_table, cfg)
     vocab_ids = vocab.wnids.to_pylist()
     imagenet = {w for w, flag in zip(vocab_ids, vocab.imagenet, strict=True) if flag}
-    assert len(imagenet) == cfg["n_imagenet_classes"]
+    assert len(imagenet) == cfg.n_imagenet_classes
     assert imagenet & set(counts)
     # Zipf: the ten top-ranked vocabulary synsets are matched far more than the median ones
     top = np.mean([counts.get(w, 0) for w in vocab_ids[:10]])

@@ -310,10 +310,16 @@ def test_the_image_holds_the_locked_set_and_the_package():
 
     text = DEFINITION.read_text()
     assert re.search(rf"^From: python:{re.escape(PYTHON)}-slim-bookworm$", text, flags=re.M)
+    from imagenot.conda_envs import CUDA_VARIANTS
+
     files = text.split("%files", 1)[1].split("%post", 1)[0].split()
-    assert {"requirements.lock", "pyproject.toml", "workflow"} <= set(files[::2])
+    locks = {variant.lock for variant in CUDA_VARIANTS.values()}  # each CUDA variant's lock
+    assert {"pyproject.toml", "workflow", *locks} <= set(files[::2])
+    # the build argument LOCK picks one, requirements.lock (CUDA 13) unless given
+    arguments = text.split("%arguments", 1)[1].split("%files", 1)[0].split()
+    assert arguments == ["LOCK=requirements.lock"]
     post = text.split("%post", 1)[1].split("%environment", 1)[0]
-    assert re.search(r"pip install .*-r /opt/imagenot/src/requirements.lock", post)
+    assert re.search(r"pip install .*-r /opt/imagenot/src/\{\{ LOCK \}\}$", post, flags=re.M)
     assert re.search(r"pip install .*--no-deps /opt/imagenot/src$", post, flags=re.M)
     assert " -e " not in post
 
@@ -332,3 +338,98 @@ def test_the_image_builds(tmp_path):
     assert built.returncode == 0, built.stderr[-4000:]
     version = subprocess.run([apptainer, "run", str(image), "--version"], capture_output=True)
     assert version.returncode == 0 and b"imagenot" in version.stdout
+
+
+# ---- CUDA variant of the GPU envs --------------------------------------------------------------
+def _rule_envs(tmp_path: Path, *configfiles: Path) -> tuple[dict[str, str], set[str]]:
+    """({rule: its conda env file}, the GPU rules) of the workflow parsed with these config files
+    over the demo config with one GPU per GPU rule."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import (
+        ConfigSettings,
+        OutputSettings,
+        ResourceSettings,
+        StorageSettings,
+    )
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    gpus = tmp_path / "gpus.yaml"
+    gpus.write_text("resources:\n  gpus: 1\n")
+    configs = [REPO / "config" / "config.yaml", gpus, *configfiles]
+    with SnakemakeApi(OutputSettings()) as api:
+        workflow = api.workflow(
+            snakefile=REPO / "Snakefile",
+            workdir=tmp_path,
+            config_settings=ConfigSettings(configfiles=configs),
+            resource_settings=ResourceSettings(),
+            storage_settings=StorageSettings(),
+        )._workflow
+        rules = [rule for rule in workflow.rules if rule.name != "all"]
+        envs = {rule.name: rule.conda_env for rule in rules}
+        gpu = {rule.name for rule in rules if {"gpu", "gres"} & set(rule.resources)}
+        return envs, gpu
+
+
+def test_the_cuda_key_switches_the_env_of_every_gpu_rule(tmp_path, monkeypatch):
+    """config resources.cuda (or the site's `cuda`) picks the CUDA variant of the GPU envs for
+    every GPU rule, and for the CPU rules sharing those envs (one variant per checkout); the
+    other envs stay as they are."""
+    from imagenot.conda_envs import CUDA_VARIANTS, GPU_ENVS
+
+    monkeypatch.chdir(REPO)
+    gpu_env_files = {
+        f"../envs/{env}{variant.suffix}.yaml": cuda
+        for cuda, variant in CUDA_VARIANTS.items()
+        for env in GPU_ENVS
+    }
+    default, gpu_rules = _rule_envs(tmp_path / "default")
+    assert {"curate_embed", "train_trial", "train_final", "evaluate_robustness"} <= gpu_rules
+    assert {default[rule] for rule in gpu_rules} == {"../envs/curate.yaml", "../envs/train.yaml"}
+    cu12 = tmp_path / "cu12.yaml"
+    cu12.write_text("resources:\n  cuda: '12'\n")
+    chosen, gpu_rules_12 = _rule_envs(tmp_path / "cu12", cu12)
+    assert gpu_rules_12 == gpu_rules
+    assert {chosen[rule] for rule in gpu_rules} == {
+        "../envs/curate-cu12.yaml",
+        "../envs/train-cu12.yaml",
+    }
+    for rule, env in default.items():
+        if env in gpu_env_files:  # every rule of a GPU env follows the key
+            assert gpu_env_files[env] == "13" and gpu_env_files[chosen[rule]] == "12", rule
+        else:
+            assert chosen[rule] == env, rule
+    # the site's driver decides over the workflow config: --cuda 12 with resources.cuda 13
+    directory = _write(tmp_path / "home", "--cuda", "12")
+    assert slurm_profile.load_site(directory / "site.yaml")["cuda"] == "12"
+    site = tmp_path / "site.yaml"
+    site.write_text(f"resources:\n  cuda: '13'\n  site: {directory / 'site.yaml'}\n")
+    assert _rule_envs(tmp_path / "site", site)[0] == chosen
+
+
+def test_cuda_choices_come_from_the_registry(tmp_path, capsys):
+    from imagenot.conda_envs import CUDA_VARIANTS, cuda_major, env_file
+    from imagenot.config import ConfigError, load_schema, validate_config
+    from imagenot.registries import RegistryError, names
+
+    # the schemas name the registry; loaded, they list its names
+    for name in ("resources.schema.yaml", "site.schema.yaml"):
+        assert "x-registry: cuda_variants" in (REPO / "workflow" / "schemas" / name).read_text()
+    assert names("cuda_variants") == tuple(CUDA_VARIANTS)
+    cuda = load_schema("resources.schema.yaml")["properties"]["cuda"]
+    assert cuda["enum"] == list(CUDA_VARIANTS)
+    with pytest.raises(ConfigError, match=r"cuda: 12 is not allowed"):
+        validate_config({"cuda": 12}, schema="resources.schema.yaml")
+    config = {"resources": {"cuda": "13"}}
+    assert cuda_major(config, None) == "13"
+    assert cuda_major(config, {"cuda": None}) == "13"
+    assert cuda_major(config, {"cuda": "12"}) == "12"
+    assert env_file({"resources": {"cuda": "12"}}, "train") == "../envs/train-cu12.yaml"
+    with pytest.raises(ValueError, match="not a GPU env"):
+        env_file(config, "analyse")
+    with pytest.raises(RegistryError, match="unknown CUDA variant '11'"):
+        env_file({"resources": {"cuda": "11"}}, "train")
+    for variant in CUDA_VARIANTS.values():
+        assert (REPO / variant.lock).is_file(), variant
+    with pytest.raises(SystemExit):
+        _write(tmp_path, "--cuda", "11")
+    assert "--cuda: invalid choice: '11'" in capsys.readouterr().err

@@ -100,10 +100,12 @@ def test_hyperparameter_outside_whitelist_is_refused(demo_config):
 
 
 def test_named_hyperparameter_values_are_checked_at_validation(demo_config):
-    from imagenot.train.loop import OPTIMIZERS, SCHEDULES
+    from imagenot.registries import resolve
+    from imagenot.train.optim_registry import OPTIMIZERS, SCHEDULERS
 
-    assert set(search.NAMED_VALUES["optimizer"]) == set(OPTIMIZERS)
-    assert set(search.NAMED_VALUES["scheduler"]) == set(SCHEDULES)
+    # every registered name resolves to the loop's code (planning checks names without torch)
+    assert all(callable(resolve(ref)) for ref in (*OPTIMIZERS.values(), *SCHEDULERS.values()))
+    assert search.NAMED_HYPERPARAMETERS == {"optimizer": OPTIMIZERS, "scheduler": SCHEDULERS}
     for spec in ({"value": "rmsprop"}, {"choice": ["sgd", "rmsprop"]}, {"uniform": [0, 1]}):
         bad = copy.deepcopy(demo_config)
         bad["train"]["spaces"]["st"]["hyperparameters"]["optimizer"] = spec
@@ -134,9 +136,11 @@ def test_published_accuracy_table_matches_registry():
     assert {*paper, "convnext_large"} <= set(rows)
 
 
-def test_schema_model_names_are_the_registry(repo_root):
-    schema = yaml.safe_load((repo_root / "workflow/schemas/train.schema.yaml").read_text())
-    assert set(schema["properties"]["models"]["items"]["enum"]) == set(MODELS)
+def test_schema_model_names_are_the_registry():
+    from imagenot.config import load_schema
+
+    schema = load_schema("train.schema.yaml")
+    assert schema["properties"]["models"]["items"]["enum"] == list(MODELS)
 
 
 def test_torchvision_weights_load_from_a_local_file(tmp_path):
@@ -422,3 +426,37 @@ def test_plan_lists_final_runs_and_transfer_inputs(demo_config):
     weights = plan.init_weights(demo_config, "ft-imagenot", "vgg_mini")
     assert weights == ["results/train/imagenot/st/vgg_mini/final/seed-0/model.safetensors"]
     assert "--job" in plan.job_options(demo_config, "fashion_mnist", "tl-imagenot", "vgg_mini")
+
+
+def test_job_identity_is_every_field_but_the_transient_ones(monkeypatch):
+    """Job.identity() is derived (a checkpoint or trial of a different job is never reused):
+    every field counts unless named in JOB_TRANSIENT_FIELDS, which names existing fields only,
+    and a field added to Job joins the identity with no other edit."""
+    import dataclasses
+
+    from imagenot.train import loop
+
+    names = {f.name for f in dataclasses.fields(loop.Job)}
+    assert names >= loop.JOB_TRANSIENT_FIELDS
+    job = loop.Job("resnet_mini", 3, {"lr": 0.1}, 0, 32, 8, 2, 1)
+    assert set(json.loads(job.identity())) == names - loop.JOB_TRANSIENT_FIELDS
+    for name in names:
+        value = getattr(job, name)
+        changed = {
+            bool: lambda v: not v,
+            str: lambda v: v + "x",
+            int: lambda v: v + 1,
+            dict: lambda v: {**v, "lr": 0.2},
+        }[type(value)](value)
+        other = dataclasses.replace(job, **{name: changed})
+        assert (other.identity() == job.identity()) == (name in loop.JOB_TRANSIENT_FIELDS), name
+
+    @dataclasses.dataclass(frozen=True)
+    class Extended(loop.Job):
+        extra_option: int = 0
+
+    fields = dataclasses.asdict(job)
+    one, two = Extended(**fields, extra_option=1), Extended(**fields, extra_option=2)
+    assert one.identity() != two.identity()
+    monkeypatch.setattr(loop, "JOB_TRANSIENT_FIELDS", loop.JOB_TRANSIENT_FIELDS | {"extra_option"})
+    assert one.identity() == two.identity()

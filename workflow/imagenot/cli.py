@@ -65,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run one subcommand. Bad input ends in one line on stderr (``imagenot CMD: error: ...``)
     and exit code 2, with the traceback only under ``--debug``; a closed stdout (``| head``) is
     not an error."""
+    from imagenot.registries import load_env_plugins
+
+    load_env_plugins()  # names a workflow job's plugins register (CLI choices derive from them)
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
     try:

@@ -3,22 +3,51 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class WordnetSettings:
+    """Settings of ``prepare-wordnet`` (built by imagenot.curate.plan.wordnet_settings): the
+    ``wordnet`` config section."""
+
+    dict_dir: str | None
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("prepare-wordnet", help="build an nltk-readable WordNet 3.0 corpus")
     p.add_argument("out", help="NLTK_DATA directory to create (corpora/wordnet inside)")
-    p.add_argument(
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
         "--dict-dir",
         default=None,
-        help="WordNet dict directory (default: nltk's, else /usr/share/wordnet)",
+        help="WordNet dict directory (default: the schema's wordnet.dict_dir: null = nltk's, "
+        "else /usr/share/wordnet)",
+    )
+    where.add_argument(
+        "--settings",
+        default=None,
+        metavar="JSON",
+        help="instead of --dict-dir: JSON (WordnetSettings; what the rule passes)",
     )
     p.set_defaults(func=_prepare_wordnet)
+
+
+def wordnet_settings(args: argparse.Namespace) -> WordnetSettings:
+    """The rule's ``--settings``, or the hand-typed ``--dict-dir`` (default: the schema's)."""
+    from imagenot.config import schema_default
+    from imagenot.settings import parse
+
+    if args.settings is not None:
+        return parse(WordnetSettings, args.settings)
+    return WordnetSettings(
+        args.dict_dir if args.dict_dir is not None else schema_default("wordnet.dict_dir")
+    )
 
 
 def _prepare_wordnet(args: argparse.Namespace) -> None:
     from imagenot.wordnet import load_wordnet, prepare_nltk_wordnet
 
-    out = prepare_nltk_wordnet(args.out, args.dict_dir)
+    out = prepare_nltk_wordnet(args.out, wordnet_settings(args).dict_dir)
     n = sum(1 for _ in load_wordnet(str(out)).all_synsets("n"))
     print(f"WordNet ready at {out}: {n} noun synsets")

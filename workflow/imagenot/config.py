@@ -2,6 +2,12 @@
 
 The top-level schema ``config.schema.yaml`` refers to one schema file per stage. A wrong key or
 value raises :class:`ConfigError` naming the key path and the allowed values, before any job runs.
+
+Lists of names are not written in the schema files: ``x-registry: KIND`` stands for "one of the
+names registered in ``imagenot.registries`` KIND" and ``x-registry-keys: KIND`` on an object for
+"its keys are such names". :func:`load_schema` expands both when it reads a schema, so a name
+registered at run time validates (this is the only schema loader: the workflow, ``imagenot
+validate-config`` and every ``from_config`` go through it).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import Any
 import jsonschema
 import yaml
 from referencing import Registry, Resource
+from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
@@ -60,11 +67,60 @@ def read_config_file(path: str | os.PathLike) -> dict:
         raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
 
 
+REGISTRY_MARKER = "x-registry"
+REGISTRY_KEYS_MARKER = "x-registry-keys"
+# Schema of a registered name's value under an ``x-registry-keys`` object when the schema file
+# does not describe it and its registry entry gives no ``params_schema``: no parameters.
+_NO_PARAMETERS = {"type": "object", "default": {}, "additionalProperties": False, "properties": {}}
+
+
+def _expand_registries(node: Any, where: str) -> Any:
+    """``node`` with each registry marker replaced by the registry's current names (see the
+    module docstring); ``where`` names the schema file in errors."""
+    if isinstance(node, list):
+        return [_expand_registries(n, where) for n in node]
+    if not isinstance(node, dict):
+        return node
+    from imagenot import registries
+
+    default = node.get("default")
+    if isinstance(default, dict) and set(default) == {REGISTRY_MARKER}:
+        # ``default: {x-registry: KIND}``: every registered name (a list of them, in order)
+        node = {**node, "default": list(registries.names(default[REGISTRY_MARKER]))}
+    out = {k: _expand_registries(v, where) for k, v in node.items()}
+
+    if REGISTRY_MARKER in out:
+        out["enum"] = list(registries.names(out[REGISTRY_MARKER]))
+    if REGISTRY_KEYS_MARKER in out:
+        kind = out[REGISTRY_KEYS_MARKER]
+        reg = registries.registry(kind)
+        props = dict(out.get("properties", {}))
+        stale = sorted(set(props) - set(reg))
+        if stale:
+            raise ConfigError(
+                f"schema {where}: properties {stale} are not registered {kind}; registered: "
+                f"{', '.join(reg)}"
+            )
+        for name, entry in reg.items():
+            if name not in props:
+                own = getattr(entry, "params_schema", None)
+                props[name] = copy.deepcopy(own if own is not None else _NO_PARAMETERS)
+        out["properties"] = props
+        if out.get("additionalProperties") is not False:  # else that already refuses the rest
+            out["propertyNames"] = {"enum": list(reg)}
+    return out
+
+
+def load_schema(name: str, schema_dir: str | os.PathLike = SCHEMA_DIR) -> dict:
+    """The schema file ``name`` with its registry markers expanded (names registered now)."""
+    return _expand_registries(_load_yaml(Path(schema_dir) / name), name)
+
+
 def _registry(schema_dir: Path) -> Registry:
     def retrieve(uri: str) -> Resource:
         name = uri.rsplit("/", 1)[-1]
         return Resource.from_contents(
-            _load_yaml(schema_dir / name), default_specification=DRAFT202012
+            load_schema(name, schema_dir), default_specification=DRAFT202012
         )
 
     return Registry(retrieve=retrieve)
@@ -111,12 +167,21 @@ def validate_config(
 ) -> dict:
     """Validate ``config`` in place, filling defaults; raise ConfigError naming the key."""
     schema_dir = Path(schema_dir)
-    main = _load_yaml(schema_dir / schema)
+    main = load_schema(schema, schema_dir)
     cls = _with_defaults(jsonschema.validators.validator_for(main))
     validator = cls(main, registry=_registry(schema_dir))
-    errors = sorted(
-        validator.iter_errors(config), key=lambda e: (len(e.absolute_path), str(e.absolute_path))
-    )
+    try:
+        errors = sorted(
+            validator.iter_errors(config),
+            key=lambda e: (len(e.absolute_path), str(e.absolute_path)),
+        )
+    except Unresolvable as exc:  # a referenced schema file failed to load: say why, not where
+        cause: BaseException = exc
+        while cause.__cause__ is not None:
+            cause = cause.__cause__
+        if isinstance(cause, ConfigError):
+            raise cause from None
+        raise ConfigError(f"schema {exc}: {type(cause).__name__}: {cause}") from exc
     if errors:
         detail = "\n".join(f"  - {_describe(e)}" for e in errors[:10])
         raise ConfigError(f"invalid workflow config ({len(errors)} problem(s)):\n{detail}")
@@ -131,3 +196,24 @@ def load_config(path: str | os.PathLike) -> dict:
         return validate_config(config)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
+
+
+def schema_default(key: str) -> Any:
+    """The schema's default of config key ``key`` (dotted: ``laion.batch_rows``), for the flags
+    of commands people type by hand that mirror a config key: the default lives in the schema
+    only, never in a copy. Follows the stage schemas' ``$ref``; reads YAML only (no validation),
+    so a command line pays milliseconds for it. Through :func:`load_schema`, so a default that
+    names a registry (``{x-registry: figures}``) comes back as the registered names."""
+    node: Any = load_schema(MAIN_SCHEMA)
+    for part in key.split("."):
+        props = node.get("properties", {}) if isinstance(node, Mapping) else {}
+        if part not in props:
+            raise ConfigError(f"config key {key}: no such key in the schema ({part!r})")
+        node = props[part]
+        if "$ref" in node:
+            node = {**load_schema(node["$ref"].rsplit("/", 1)[-1]), **node}
+    if "properties" in node:
+        raise ConfigError(f"config key {key} is a section; a flag mirrors one of its keys")
+    if "default" not in node:
+        raise ConfigError(f"config key {key}: the schema gives it no default")
+    return copy.deepcopy(node["default"])

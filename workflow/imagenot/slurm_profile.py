@@ -35,11 +35,9 @@ ENV_GROWTH = "IMAGENOT_ATTEMPT_GROWTH"
 
 
 def site_schema() -> dict:
-    import yaml
+    from imagenot.config import load_schema
 
-    from imagenot.config import SCHEMA_DIR
-
-    return yaml.safe_load((SCHEMA_DIR / SITE_SCHEMA).read_text())
+    return load_schema(SITE_SCHEMA)
 
 
 def validate_site(site: dict, source: str) -> dict:
@@ -190,8 +188,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         if key == "max_runtime_min":
             flag = "--max-runtime"
         kwargs: dict = {"dest": key, "help": " ".join(spec.get("description", "").split())}
-        if "enum" in spec:
-            kwargs["choices"] = spec["enum"]
+        # a key that may be null names its choices in an anyOf (e.g. cuda: a variant or null)
+        enum = spec.get("enum") or next(
+            (s["enum"] for s in spec.get("anyOf", []) if "enum" in s), None
+        )
+        if enum:
+            kwargs["choices"] = [v for v in enum if v is not None]
         elif spec.get("type") == "integer":
             kwargs["type"] = int
         if key in schema["required"]:

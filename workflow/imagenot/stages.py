@@ -8,6 +8,7 @@ only the Snakefile and ``validate-config`` need them all.
 from __future__ import annotations
 
 from imagenot.config import validate_config
+from imagenot.registries import load_plugins
 
 
 def stage_plans() -> list:
@@ -38,7 +39,12 @@ def stage_plans() -> list:
 def check_workflow_config(config: dict) -> dict:
     """Everything the workflow checks before any job runs: the schema (defaults filled), then
     each stage's cross-key checks. ``imagenot validate-config`` calls exactly this, so "valid"
-    means the workflow accepts the config."""
+    means the workflow accepts the config. The config's ``plugins`` (modules that register
+    models, transformations, figures, tables or dataset kinds) are imported first."""
+    plugins = config.get("plugins", [])
+    if not isinstance(plugins, list):
+        raise ValueError(f"config key plugins: a list of module names, got {plugins!r}")
+    load_plugins(plugins)
     validate_config(config)
     for plan in stage_plans():
         if hasattr(plan, "check"):

@@ -61,11 +61,12 @@ import numpy as np
 from imagenot.acquire import images
 from imagenot.acquire.build import class_seed
 from imagenot.acquire.dataset import Record, gather_parts, part_is_done, write_part
+from imagenot.acquire.kinds import DATASET_KINDS, adapter_kinds
 from imagenot.io import write_text
+from imagenot.registries import resolve
 
 log = logging.getLogger(__name__)
 
-KINDS = ("fashion_mnist", "cifar10", "imagenet", "imagefolder")
 FASHION_MNIST_CLASSES = (
     "T-shirt/top",
     "Trouser",
@@ -194,7 +195,8 @@ def _unpickle(path: Path) -> dict:
     return obj
 
 
-def _cifar10_classes(root: Path) -> list[str]:
+def cifar10_classes(root: str | os.PathLike) -> list[str]:
+    root = Path(root)
     meta = _unpickle(root / "batches.meta")
     names = meta.get(b"label_names", meta.get("label_names"))
     if not isinstance(names, list) or not names:
@@ -206,7 +208,7 @@ def cifar10_items(
     root: str | os.PathLike, only: set[str] | None = None
 ) -> tuple[list[str], list[Item]]:
     root = Path(root)
-    classes = _cifar10_classes(root)
+    classes = cifar10_classes(root)
     items: list[Item] = []
     counts = {"train": 0, "test": 0}
     batches = [(f"data_batch_{i}", "train") for i in range(1, 6)] + [("test_batch", "test")]
@@ -469,22 +471,17 @@ def imagenet_items(
     return _check_wnids(root, classes), items
 
 
-READERS = {
-    "fashion_mnist": fashion_mnist_items,
-    "cifar10": cifar10_items,
-    "imagenet": imagenet_items,
-    "imagefolder": imagefolder_items,
-}
-# The class list of each kind, without listing images (every range job needs the whole list:
-# labels are global).
-CLASS_LISTS = {
-    "fashion_mnist": lambda root: list(FASHION_MNIST_CLASSES),
-    "cifar10": lambda root: _cifar10_classes(Path(root)),
-    "imagenet": imagenet_classes,
-    "imagefolder": imagefolder_classes,
-}
-# Class counts of the fixed datasets, for planning jobs before the data is at hand.
-KNOWN_CLASS_COUNTS = {"fashion_mnist": 10, "cifar10": 10, "imagenet": 1000}
+def fashion_mnist_classes(root: str | os.PathLike) -> list[str]:
+    return list(FASHION_MNIST_CLASSES)
+
+
+def _adapter(kind: str) -> tuple[Callable, Callable]:
+    """The (items reader, class-list reader) of adapter kind ``kind`` (registered in
+    :data:`imagenot.acquire.kinds.DATASET_KINDS`, the one list of kinds)."""
+    entry = DATASET_KINDS.get(kind)
+    if entry is None or not entry.adapter:
+        raise AdapterError(f"unknown dataset kind {kind!r}; adapters exist for {adapter_kinds()}")
+    return resolve(entry.items), resolve(entry.classes)
 
 
 def class_count_hint(kind: str, path: str | os.PathLike) -> int:
@@ -495,13 +492,14 @@ def class_count_hint(kind: str, path: str | os.PathLike) -> int:
     every class past the planned ranges, so a wrong hint costs balance, never coverage.
     """
     root = Path(path)
-    if kind in ("imagenet", "imagefolder"):
+    entry = DATASET_KINDS.entry(kind)
+    if entry.class_folders:
         folder = root / "train" if (root / "train").is_dir() else root
         try:
             return max(1, sum(1 for d in os.scandir(folder) if d.is_dir()))
         except OSError:
             pass
-    return KNOWN_CLASS_COUNTS.get(kind, 1)
+    return entry.class_count or 1
 
 
 def n_range_jobs(n_classes: int, classes_per_job: int) -> int:
@@ -623,9 +621,8 @@ def materialise_range(
     """
     from tqdm import tqdm
 
-    if kind not in READERS:
-        raise AdapterError(f"unknown dataset kind {kind!r}; adapters exist for {sorted(READERS)}")
-    classes = CLASS_LISTS[kind](path)
+    read_items, read_classes = _adapter(kind)
+    classes = read_classes(path)
     mine = range_classes(classes, job, jobs, classes_per_job)
     params = {
         "kind": kind,
@@ -646,7 +643,7 @@ def materialise_range(
     if part_is_done(out_dir, part_manifest, params):
         log.info("%s: range %d already written with these settings; nothing to do", path, job)
         return Path(part_manifest)
-    _, items = READERS[kind](path, set(mine))
+    _, items = read_items(path, set(mine))
     skipped = {"hidden": sum(1 for it in items if it.path and _hidden(Path(it.path).name))}
     items = [it for it in items if not (it.path and _hidden(Path(it.path).name))]
     by_class = _by_class(items)
@@ -776,9 +773,8 @@ def materialise(
     ``parts_dir`` (a temporary folder by default)."""
     import tempfile
 
-    if kind not in READERS:
-        raise AdapterError(f"unknown dataset kind {kind!r}; adapters exist for {sorted(READERS)}")
-    n_classes = len(CLASS_LISTS[kind](path))
+    _, read_classes = _adapter(kind)
+    n_classes = len(read_classes(path))
     per_job = classes_per_job or max(1, n_classes)
     jobs = n_range_jobs(n_classes, per_job)
     with tempfile.TemporaryDirectory() as tmp:

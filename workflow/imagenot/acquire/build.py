@@ -39,6 +39,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from imagenot.acquire.dataset import SPLITS, Record, ShardReader, read_classes
+from imagenot.acquire.settings import FillSettings, TopupSettings
 from imagenot.io import write_csv, write_parquet
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ def near_duplicate_mask(phashes: np.ndarray, distance: int) -> np.ndarray:
 
 
 def distinct_candidates(
-    candidates: pa.Table, near_duplicates: str = "off", near_distance: int = 4
+    candidates: pa.Table, near_duplicates: str, near_distance: int
 ) -> tuple[pa.Table, np.ndarray]:
     """Candidates ordered by (similarity desc, key), and True where an image is the first of
     its exact (sha256) or, with ``near_duplicates='phash'``, near duplicates (rules 1-2)."""
@@ -106,10 +107,10 @@ def plan_splits(
     images_per_class: int,
     test_per_class: int,
     val_per_class: int,
-    short_classes: str = "drop",
-    near_duplicates: str = "off",
-    near_distance: int = 4,
-    seed: int = 0,
+    short_classes: str,
+    near_duplicates: str,
+    near_distance: int,
+    seed: int,
 ) -> tuple[pa.Table, pa.Table]:
     """Assign splits. ``candidates``: key, wnid, similarity, sha256 (+ phash) of valid images.
 
@@ -248,15 +249,8 @@ def plan_build(
     part_tables: list[str | os.PathLike],
     report_dir: str | os.PathLike,
     assignment_path: str | os.PathLike,
+    fill: FillSettings,
     *,
-    images_per_class: int,
-    test_per_class: int,
-    val_per_class: int,
-    short_classes: str,
-    allow_fewer: bool,
-    near_duplicates: str = "off",
-    near_distance: int = 4,
-    seed: int = 0,
     reserve: str | os.PathLike | None = None,
     name: str | None = None,
 ) -> pa.Table:
@@ -266,7 +260,8 @@ def plan_build(
     ``allow_fewer``) or writes the assignment: one row per kept image (key, wnid, split,
     similarity, where its bytes lie: part_tar, offset, length; ``job``, the download part whose
     write job stores it; ``order``, its row in the final manifest), classes in its metadata.
-    ``selections`` are round 0's selection then each top-up round's.
+    ``selections`` are round 0's selection then each top-up round's; ``fill`` is the config's
+    (:mod:`imagenot.acquire.settings`).
     """
     from imagenot.acquire.download import reason_counts
 
@@ -287,15 +282,16 @@ def plan_build(
 
     ok = status.filter(pc.equal(status["reason"], "success"))
     candidates = ok.join(selection.drop_columns(["round"]), "key", join_type="inner")
+    images_per_class = fill.images_per_class
     assignment, report = plan_splits(
         candidates,
         images_per_class=images_per_class,
-        test_per_class=test_per_class,
-        val_per_class=val_per_class,
-        short_classes=short_classes,
-        near_duplicates=near_duplicates,
-        near_distance=near_distance,
-        seed=seed,
+        test_per_class=fill.test_per_class,
+        val_per_class=fill.val_per_class,
+        short_classes=fill.short_classes,
+        near_duplicates=fill.near_duplicates,
+        near_distance=fill.near_distance,
+        seed=fill.seed,
     )
     # classes none of whose images validated are reported (and short) too
     reported = set(report["wnid"].to_pylist()) if report.num_rows else set()
@@ -317,7 +313,7 @@ def plan_build(
     message = shortfall_message(
         name, report, images_per_class, len(selections) - 1, reserve_left(reserve, selection)
     )
-    if message and not allow_fewer:
+    if message and not fill.allow_fewer:
         raise ShortfallError(message)
     if message:
         log.warning("%s (going on: allow_fewer is true)", message.replace("\n", " "))
@@ -420,16 +416,9 @@ def build_dataset(
     part_tables: list[str | os.PathLike],
     out_dir: str | os.PathLike,
     report_dir: str | os.PathLike,
+    fill: FillSettings,
     *,
-    images_per_class: int,
-    test_per_class: int,
-    val_per_class: int,
-    short_classes: str,
-    allow_fewer: bool,
-    near_duplicates: str = "off",
-    near_distance: int = 4,
-    seed: int = 0,
-    shard_size: int = 5000,
+    shard_size: int,
     topup: list[tuple[str | os.PathLike, list[str | os.PathLike]]] = (),
     reserve: str | os.PathLike | None = None,
 ) -> Path:
@@ -444,19 +433,7 @@ def build_dataset(
     tables = [*part_tables, *(t for _, parts in topup for t in parts)]
     with tempfile.TemporaryDirectory() as tmp:
         assignment = plan_build(
-            selections,
-            tables,
-            report_dir,
-            Path(tmp) / "assignment.parquet",
-            images_per_class=images_per_class,
-            test_per_class=test_per_class,
-            val_per_class=val_per_class,
-            short_classes=short_classes,
-            allow_fewer=allow_fewer,
-            near_duplicates=near_duplicates,
-            near_distance=near_distance,
-            seed=seed,
-            reserve=reserve,
+            selections, tables, report_dir, Path(tmp) / "assignment.parquet", fill, reserve=reserve
         )
         parts = []
         for job in sorted({Path(t).stem for t in tables}):
@@ -464,7 +441,7 @@ def build_dataset(
             write_build_part(
                 Path(tmp) / "assignment.parquet", job, out_dir, parts[-1], shard_size=shard_size
             )
-        manifest = gather_parts(out_dir, parts, seed=seed)
+        manifest = gather_parts(out_dir, parts, seed=fill.seed)
     log.info("%s: %d images, %d classes", out_dir, assignment.num_rows, len(read_classes(out_dir)))
     return manifest
 
@@ -477,11 +454,7 @@ def select_topup(
     part_tables: list[str | os.PathLike],
     reserve: str | os.PathLike,
     out: str | os.PathLike,
-    *,
-    images_per_class: int,
-    oversample: float,
-    near_duplicates: str = "off",
-    near_distance: int = 4,
+    settings: TopupSettings,
 ) -> pa.Table:
     """The next top-up round's selection: for each class short after the rounds so far
     (fewer than ``images_per_class`` valid distinct images, counted as the build counts them),
@@ -494,7 +467,8 @@ def select_topup(
     selection, status = read_rounds(selections, part_tables)
     ok = status.filter(pc.equal(status["reason"], "success"))
     cand = ok.join(selection.drop_columns(["round"]), "key", join_type="inner")
-    cand, keep = distinct_candidates(cand, near_duplicates, near_distance)
+    cand, keep = distinct_candidates(cand, settings.near_duplicates, settings.near_distance)
+    images_per_class, oversample = settings.images_per_class, settings.oversample
     have = Counter(np.asarray(cand["wnid"].to_pylist(), dtype=object)[keep].tolist())
     table = read_selection(reserve)
     overlap = pc.sum(pc.is_in(table["key"], selection["key"])).as_py() or 0

@@ -1,16 +1,18 @@
 """Config lookups for the acquire stage's rules (pure functions of the workflow config).
 
 The rule file rules/acquire.smk calls these; Snakemake files themselves define no functions.
+Each ``*_settings`` function builds one command's ``--settings`` object from the validated config
+(:mod:`imagenot.acquire.settings` holds the dataclasses it parses into); paths stay arguments.
 """
 
 from __future__ import annotations
 
 import shlex
 
+from imagenot.acquire.kinds import DATASET_KINDS, adapter_kinds
 from imagenot.curate import plan as curate_plan
 
 RESULTS = "results"
-ADAPTER_KINDS = ("fashion_mnist", "cifar10", "imagenet", "imagefolder")
 
 
 def dataset_dir(name: str) -> str:
@@ -29,7 +31,7 @@ def _kinds(config: dict, kinds: tuple[str, ...]) -> list[str]:
 
 def adapter_datasets(config: dict) -> list[str]:
     """Configured datasets materialised from files on disk by an adapter."""
-    return _kinds(config, ADAPTER_KINDS)
+    return _kinds(config, adapter_kinds())
 
 
 def _pattern(names: list[str]) -> str:
@@ -120,20 +122,21 @@ def allow_fewer(config: dict, name: str) -> bool:
     return bool(_per_class(config, name, "allow_fewer"))
 
 
-def _dedup_options(config: dict) -> str:
+def _dedup_settings(config: dict) -> dict:
     acq = config["acquire"]
-    return (
-        f"--near-duplicates {acq['near_duplicates']} "
-        f"--near-distance {acq['near_duplicate_distance']}"
-    )
+    return {
+        "near_duplicates": acq["near_duplicates"],
+        "near_distance": acq["near_duplicate_distance"],
+    }
 
 
-def topup_options(config: dict, name: str) -> str:
-    """Options of ``imagenot acquire-topup`` besides paths."""
-    return (
-        f"--images-per-class {curate_plan.images_per_class(config, name)} "
-        f"--oversample {config['curate']['oversample']} {_dedup_options(config)}"
-    )
+def topup_settings(config: dict, name: str) -> dict:
+    """``imagenot acquire-topup --settings`` (imagenot.acquire.settings.TopupSettings)."""
+    return {
+        "images_per_class": curate_plan.images_per_class(config, name),
+        "oversample": config["curate"]["oversample"],
+        **_dedup_settings(config),
+    }
 
 
 def materialise_jobs(config: dict, name: str) -> int:
@@ -155,14 +158,6 @@ def range_manifests(config: dict, name: str) -> list[str]:
     return [f"{acquire_dir(name)}/ranges/range-{j}.parquet" for j in range_ids(config, name)]
 
 
-def url_map_option(config: dict) -> str:
-    """--url-map PREFIX=DIR options for the download job's loopback servers."""
-    return " ".join(
-        f"--url-map {shlex.quote(f'{prefix}={path}')}"
-        for prefix, path in config["acquire"]["url_map"].items()
-    )
-
-
 def url_map_dirs(config: dict) -> list[str]:
     """Local directories served by the download job (inputs of the download rule); generated
     images (``generate:<seed>``, the scale world) need no input."""
@@ -171,35 +166,35 @@ def url_map_dirs(config: dict) -> list[str]:
     return [v for v in config["acquire"]["url_map"].values() if not is_generated(v)]
 
 
-def _image_options(config: dict, name: str | None = None) -> str:
+def _image_settings(config: dict, name: str | None = None) -> dict:
     acq = config["acquire"]
     spec = config["datasets"].get(name, {}) if name else {}
-    return (
-        f"--image-size {spec.get('image_size', acq['image_size'])} "
-        f"--resize-mode {acq['resize_mode']} --quality {acq['jpeg_quality']}"
-    )
+    return {
+        "image_size": spec.get("image_size", acq["image_size"]),
+        "resize_mode": acq["resize_mode"],
+        "quality": acq["jpeg_quality"],
+    }
 
 
-def download_options(config: dict) -> str:
-    """Options of ``imagenot acquire-download`` besides paths, part and threads."""
+def download_settings(config: dict) -> dict:
+    """``imagenot acquire-download --settings`` (imagenot.acquire.settings.DownloadSettings)."""
     acq = config["acquire"]
-    token = acq["user_agent_token"]
-    return " ".join(
-        [
-            _image_options(config),
-            f"--parts {acq['download_parts']}",
-            f"--shard-size {acq['images_per_download_shard']}",
-            f"--threads-per-process {acq['threads_per_process']}",
-            f"--timeout {acq['timeout_s']} --retries {acq['retries']}",
-            f"--max-unreachable {acq['max_unreachable_fraction']}",
-            f"--min-size {acq['min_image_size']} --max-pixels {acq['max_image_pixels']}",
-            f"--min-success-rate {acq['min_success_rate']}",
-            f"--max-response-bytes {acq['max_response_bytes']}",
-            f"--image-deadline {acq['image_deadline_s']}",
-            f"--user-agent {shlex.quote(token)}" if token else "",
-            url_map_option(config),
-        ]
-    ).strip()
+    return {
+        **_image_settings(config),
+        "parts": acq["download_parts"],
+        "shard_size": acq["images_per_download_shard"],
+        "threads_per_process": acq["threads_per_process"],
+        "timeout": acq["timeout_s"],
+        "retries": acq["retries"],
+        "max_unreachable": acq["max_unreachable_fraction"],
+        "min_size": acq["min_image_size"],
+        "max_pixels": acq["max_image_pixels"],
+        "min_success_rate": acq["min_success_rate"],
+        "max_response_bytes": acq["max_response_bytes"],
+        "image_deadline": acq["image_deadline_s"],
+        "user_agent": acq["user_agent_token"] or None,
+        "url_map": dict(acq["url_map"]),
+    }
 
 
 def download_local(config: dict, site: dict | None) -> bool:
@@ -213,51 +208,56 @@ def _per_class(config: dict, name: str, key: str):
     return config["datasets"][name].get(key, config["acquire"][key])
 
 
-def build_options(config: dict, name: str) -> str:
-    """Fill options (``imagenot acquire-plan`` / ``acquire-build``) of LAION-built ``name``."""
-    acq = config["acquire"]
-    return (
-        f"--images-per-class {curate_plan.images_per_class(config, name)} "
-        f"--test-per-class {_per_class(config, name, 'test_per_class')} "
-        f"--val-per-class {_per_class(config, name, 'val_per_class')} "
-        f"--short-classes {acq['short_classes']} {_dedup_options(config)} "
-        f"{'--allow-fewer ' if allow_fewer(config, name) else ''}"
-        f"--seed {config['seed']}"
-    )
+def fill_settings(config: dict, name: str) -> dict:
+    """``imagenot acquire-plan --settings`` of LAION-built ``name``
+    (imagenot.acquire.settings.FillSettings)."""
+    return {
+        "images_per_class": curate_plan.images_per_class(config, name),
+        "test_per_class": _per_class(config, name, "test_per_class"),
+        "val_per_class": _per_class(config, name, "val_per_class"),
+        "short_classes": config["acquire"]["short_classes"],
+        "allow_fewer": allow_fewer(config, name),
+        **_dedup_settings(config),
+        "seed": config["seed"],
+    }
 
 
-def materialise_options(config: dict, name: str) -> str:
-    """Options of ``imagenot materialise[-range]`` for adapter dataset ``name``."""
+def write_settings(config: dict) -> dict:
+    """``imagenot acquire-write --settings`` (imagenot.acquire.settings.WriteSettings)."""
+    return {"shard_size": config["acquire"]["shard_size"]}
+
+
+def gather_settings(config: dict) -> dict:
+    """``imagenot acquire-gather --settings`` (imagenot.acquire.settings.GatherSettings)."""
+    return {"seed": config["seed"]}
+
+
+def materialise_settings(config: dict, name: str) -> dict:
+    """``imagenot materialise-range --settings`` of adapter dataset ``name``
+    (imagenot.acquire.settings.MaterialiseSettings)."""
     spec = config["datasets"][name]
-    opts = [
-        f"--kind {spec['kind']} --path {shlex.quote(spec['path'])}",
-        _image_options(config, name),
-        f"--seed {config['seed']} --shard-size {config['acquire']['shard_size']}",
-        f"--val-per-class {_per_class(config, name, 'val_per_class')}",
-        f"--max-unreadable-share {config['acquire']['max_unreadable_share']}",
-    ]
-    if config["acquire"]["allow_empty"]:
-        opts.append("--allow-empty")
-    if "test_per_class" in spec:
-        opts.append(f"--test-per-class {spec['test_per_class']}")
-    if "max_train_per_class" in spec:
-        opts.append(f"--max-train-per-class {spec['max_train_per_class']}")
-    return " ".join(opts)
-
-
-def materialise_range_options(config: dict, name: str) -> str:
-    """Options of ``imagenot materialise-range`` besides output, job and part manifest."""
-    return (
-        f"{materialise_options(config, name)} --jobs {materialise_jobs(config, name)} "
-        f"--classes-per-job {config['acquire']['classes_per_job']}"
-    )
+    acq = config["acquire"]
+    return {
+        "kind": spec["kind"],
+        "path": spec["path"],
+        **_image_settings(config, name),
+        "seed": config["seed"],
+        "val_per_class": _per_class(config, name, "val_per_class"),
+        "test_per_class": spec.get("test_per_class"),
+        "max_train_per_class": spec.get("max_train_per_class"),
+        "shard_size": acq["shard_size"],
+        "max_unreadable_share": acq["max_unreadable_share"],
+        "allow_empty": acq["allow_empty"],
+        "jobs": materialise_jobs(config, name),
+        "classes_per_job": acq["classes_per_job"],
+    }
 
 
 def targets(config: dict) -> list[str]:
     """Manifest and fingerprint of every configured dataset, and the LAION download reports."""
     out = []
     for name, spec in config.get("datasets", {}).items():
-        if spec["kind"] not in (*ADAPTER_KINDS, "laion"):
+        if spec["kind"] not in DATASET_KINDS:
             continue
         out += [f"{dataset_dir(name)}/manifest.parquet", f"{dataset_dir(name)}/fingerprint.txt"]
         if spec["kind"] == "laion":

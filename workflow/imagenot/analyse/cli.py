@@ -31,11 +31,9 @@ Tables with protocol/transform columns (results/analyse/accuracy.csv) are reduce
 @cache
 def schema_defaults() -> dict[str, Any]:
     """Defaults of the analyse config schema: the one place a default value lives."""
-    import yaml
+    from imagenot.config import load_schema
 
-    from imagenot.config import SCHEMA_DIR
-
-    props = yaml.safe_load((SCHEMA_DIR / "analyse.schema.yaml").read_text())["properties"]
+    props = load_schema("analyse.schema.yaml")["properties"]
     boot = props["bootstrap"]["properties"]
     return {
         "confidence": props["confidence"]["default"],

@@ -1,4 +1,9 @@
-"""`imagenot` subcommands of the curate stage (one per rule; heavy imports inside handlers)."""
+"""`imagenot` subcommands of the curate stage (one per rule; heavy imports inside handlers).
+
+A rule hands its command everything the config decides as one ``--settings`` JSON object (built
+by :mod:`imagenot.curate.plan`, parsed into a frozen dataclass below). ``match`` and ``lemmas``
+are typed by hand too: ``match`` keeps its flags, whose defaults are the schema's.
+"""
 
 from __future__ import annotations
 
@@ -33,14 +38,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--counts", default=None, help="write matching captions per wnid to this parquet file"
     )
-    p.add_argument("--batch-rows", type=int, default=262144, help="rows matched per batch")
     p.add_argument(
-        "--max-caption-bytes", type=int, default=16384, help="longer captions are skipped"
+        "--batch-rows",
+        type=int,
+        default=None,
+        help="rows matched per batch (default: the schema's laion.batch_rows)",
+    )
+    p.add_argument(
+        "--max-caption-bytes",
+        type=int,
+        default=None,
+        help="longer captions are skipped (default: the schema's laion.max_caption_bytes)",
     )
     p.add_argument(
         "--require-url",
         action="store_true",
         help="also require a URL string column (LAION shards: the workflow's images come from it)",
+    )
+    p.add_argument(
+        "--settings",
+        default=None,
+        metavar="JSON",
+        help="instead of the three flags above: JSON (MatchSettings; "
+        "imagenot.curate.plan.match_settings, what the rule passes)",
     )
     p.set_defaults(func=_match)
 
@@ -63,10 +83,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--lemmas", default=None, help="(lemma, wnid) parquet of `imagenot lemmas` (else WordNet)"
     )
-    p.add_argument("--classes", required=True, help="'discover', 'imagenet' or a class list file")
-    p.add_argument("--min-count", type=int, required=True, help="minimum matching captions")
-    p.add_argument("--nsfw", required=True, help="curate.nsfw config section as JSON")
-    p.add_argument("--query-template", default="{name} which is {gloss}")
+    p.add_argument(
+        "--settings",
+        required=True,
+        help="JSON: classes ('discover', 'imagenet' or a class list file), min_count, "
+        "query_template, nsfw (imagenot.curate.plan.candidates_settings)",
+    )
     p.add_argument("-o", "--output", required=True, help="candidates parquet")
     p.add_argument("--audit", required=True, help="audit parquet of steps 1-5")
     p.add_argument("--stats", required=True, help="JSON: mode and number of synsets considered")
@@ -154,6 +176,46 @@ def _read_json(path: str) -> dict:
     return json.loads(Path(path).read_text())
 
 
+@dataclass(frozen=True)
+class MatchSettings:
+    """Settings of ``match`` (built by imagenot.curate.plan.match_settings)."""
+
+    batch_rows: int
+    max_caption_bytes: int
+    require_url: bool
+
+
+def match_settings(args: argparse.Namespace) -> MatchSettings:
+    """The rule's ``--settings``, or the hand-typed flags with the schema's defaults (never both:
+    a flag beside ``--settings`` would be silently ignored)."""
+    from imagenot.config import schema_default
+
+    if args.settings is not None:
+        given = [
+            flag
+            for flag, value in (
+                ("--batch-rows", args.batch_rows),
+                ("--max-caption-bytes", args.max_caption_bytes),
+                ("--require-url", args.require_url or None),
+            )
+            if value is not None
+        ]
+        if given:
+            raise ValueError(f"--settings replaces {', '.join(given)}: give one or the other")
+        return _settings(MatchSettings, args.settings)
+    return MatchSettings(
+        batch_rows=(
+            args.batch_rows if args.batch_rows is not None else schema_default("laion.batch_rows")
+        ),
+        max_caption_bytes=(
+            args.max_caption_bytes
+            if args.max_caption_bytes is not None
+            else schema_default("laion.max_caption_bytes")
+        ),
+        require_url=args.require_url,
+    )
+
+
 def _match(args: argparse.Namespace) -> None:
     import pyarrow as pa
 
@@ -166,8 +228,9 @@ def _match(args: argparse.Namespace) -> None:
     from imagenot.curate.shards import open_shard
     from imagenot.io import write_json, write_parquet
 
+    s = match_settings(args)
     # Fail fast, naming file and column, before loading WordNet.
-    open_shard(args.input, ("URL", "TEXT") if args.require_url else ("TEXT",))
+    open_shard(args.input, ("URL", "TEXT") if s.require_url else ("TEXT",))
     if args.lemmas:
         index = LemmaIndex.from_lemma_table(read_lemma_table(args.lemmas))
     else:
@@ -176,9 +239,9 @@ def _match(args: argparse.Namespace) -> None:
         args.input,
         Matcher(index),
         args.output,
-        args.batch_rows,
-        args.max_caption_bytes,
-        require_url=args.require_url,
+        s.batch_rows,
+        s.max_caption_bytes,
+        require_url=s.require_url,
     )
     counts = stats.pop("counts")
     if args.counts:
@@ -211,15 +274,16 @@ def _candidates(args: argparse.Namespace) -> None:
     from imagenot.io import write_json, write_parquet
     from imagenot.wordnet import imagenet_wnids, load_wordnet
 
+    s = _settings(CandidatesSettings, args.settings)
     wn = load_wordnet(args.nltk_data)
     counts = sum_counts(args.counts)
     table, audit, stats = build_candidates(
         counts,
         wn,
-        args.classes,
-        args.min_count,
-        json.loads(args.nsfw),
-        args.query_template,
+        s.classes,
+        s.min_count,
+        s.nsfw,
+        s.query_template,
         imagenet_wnids(),
         lemma_table=read_lemma_table(args.lemmas) if args.lemmas else None,
     )
@@ -227,6 +291,18 @@ def _candidates(args: argparse.Namespace) -> None:
     write_json(stats, args.stats)
     write_parquet(table, args.output)
     log.info("%d candidate classes (%s)", table.num_rows, json.dumps(stats))
+
+
+@dataclass(frozen=True)
+class CandidatesSettings:
+    """Settings of ``curate-candidates`` (built by imagenot.curate.plan.candidates_settings):
+    ``classes`` is 'discover', 'imagenet' or a class list file; ``nsfw`` the curate.nsfw
+    section."""
+
+    classes: str
+    min_count: int
+    query_template: str
+    nsfw: dict
 
 
 @dataclass(frozen=True)
@@ -238,6 +314,14 @@ class CaptionSettings:
     nsfw_tags: list[str]
     unknown_nsfw: str
     batch_rows: int
+
+
+@dataclass(frozen=True)
+class QueriesSettings:
+    """Settings of ``curate-queries`` (built by imagenot.curate.plan.queries_settings): the
+    curate.encoder section without its chunking keys."""
+
+    encoder: dict
 
 
 @dataclass(frozen=True)
@@ -303,9 +387,9 @@ def _queries(args: argparse.Namespace) -> None:
 
     from imagenot.curate.embed import embed_queries
 
-    raw = json.loads(args.settings)
+    s = _settings(QueriesSettings, args.settings)
     queries = pq.read_table(args.candidates, columns=["query"]).column("query").to_pylist()
-    info = embed_queries(queries, _encoder_spec(raw["encoder"]), args.output)
+    info = embed_queries(queries, _encoder_spec(s.encoder), args.output)
     log.info("embedded %d class queries (%s)", len(queries), json.dumps(info))
 
 

@@ -15,7 +15,7 @@ lower. So the encoder is a choice with consequences, and one interface covers ev
   validation unless ``curate.encoder.allow_test_only: true``).
 
 Backends register with :func:`register_encoder` (like timm's model registry); :data:`ENCODERS`
-maps a name to its class and is the one list of names (the schema enum is tested against it).
+maps a name to its class and is the one list of names (the schema's values derive from it).
 This module imports neither torch nor transformers: backends import them when they load.
 
 Every backend has ``dim`` (int), ``device`` (str), ``token_lengths(texts)`` (tokens per text as
@@ -37,6 +37,7 @@ from typing import ClassVar
 import numpy as np
 
 from imagenot.config import ConfigError
+from imagenot.registries import Registry
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,9 @@ class TextEncoder:
         raise NotImplementedError
 
 
-ENCODERS: dict[str, type[TextEncoder]] = {}
+#: Backend name -> its TextEncoder class: the one list of backends (the schema's
+#: ``curate.encoder.backend`` values derive from it).
+ENCODERS: Registry = Registry("encoder backend")
 
 
 def register_encoder(name: str, *, test_only: bool = False) -> Callable[[type], type]:

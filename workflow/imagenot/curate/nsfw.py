@@ -20,6 +20,7 @@ from collections.abc import Callable
 import pyarrow as pa
 
 from imagenot.curate.match import normalise, normalise_one
+from imagenot.registries import Registry
 
 
 class WordNetCueFilter:
@@ -105,10 +106,11 @@ def _hf_filter(cfg: dict, wn) -> Callable[[pa.Table], list[str]]:
     return HFTextClassifierFilter(hf["local_path"] or hf["model"], hf["label"], hf["threshold"])
 
 
-NSFW_FILTERS: dict[str, Callable[[dict, object], Callable[[pa.Table], list[str]]]] = {
-    "wordnet": _wordnet_filter,
-    "hf_classifier": _hf_filter,
-}
+#: Filter name -> ``(curate.nsfw config, wordnet) -> filter``; the one list of filter names
+#: (the schema's ``curate.nsfw.filters`` items derive from it).
+NSFW_FILTERS: Registry = Registry(
+    "NSFW filter", {"wordnet": _wordnet_filter, "hf_classifier": _hf_filter}
+)
 
 
 def nsfw_reasons(table: pa.Table, cfg: dict, wn) -> list[str]:

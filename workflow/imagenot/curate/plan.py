@@ -1,12 +1,11 @@
 """Config lookups for the curate stage's rules (pure functions of the workflow config).
 
 The rule file rules/curate.smk calls these; Snakemake files themselves define no functions.
+Each ``*_settings`` function builds one command's ``--settings`` object from the validated config
+(the dataclasses are in :mod:`imagenot.curate.cli`); paths stay arguments.
 """
 
 from __future__ import annotations
-
-import json
-import shlex
 
 RESULTS = "results"
 CURATE = f"{RESULTS}/curate"
@@ -78,12 +77,20 @@ def match_stats_files(config: dict) -> list[str]:
     return [f"{CURATE}/matches/{s}.json" for s in shard_ids(config)]
 
 
-def match_args(config: dict) -> str:
+def wordnet_settings(config: dict) -> dict:
+    """``imagenot prepare-wordnet --settings`` (imagenot.common_cli.WordnetSettings)."""
+    return {"dict_dir": config["wordnet"]["dict_dir"]}
+
+
+def match_settings(config: dict) -> dict:
+    """``imagenot match --settings`` (imagenot.curate.cli.MatchSettings): LAION shards need a
+    URL column (the workflow's images come from it)."""
     laion = config["laion"]
-    return (
-        f"--batch-rows {laion['batch_rows']} --max-caption-bytes {laion['max_caption_bytes']}"
-        " --require-url"
-    )
+    return {
+        "batch_rows": laion["batch_rows"],
+        "max_caption_bytes": laion["max_caption_bytes"],
+        "require_url": True,
+    }
 
 
 def class_mode(config: dict, dataset: str) -> str:
@@ -106,35 +113,27 @@ def images_per_class(config: dict, dataset: str) -> int:
     return config["datasets"][dataset].get("images_per_class", config["curate"]["images_per_class"])
 
 
-def candidates_args(config: dict, dataset: str) -> str:
+def candidates_settings(config: dict, dataset: str) -> dict:
+    """``imagenot curate-candidates --settings`` (imagenot.curate.cli.CandidatesSettings)."""
     curate = config["curate"]
-    return " ".join(
-        [
-            f"--classes {shlex.quote(class_mode(config, dataset))}",
-            f"--min-count {curate['min_count']}",
-            f"--query-template {shlex.quote(curate['query_template'])}",
-            f"--nsfw {shlex.quote(json.dumps(curate['nsfw'], sort_keys=True))}",
-        ]
-    )
+    return {
+        "classes": class_mode(config, dataset),
+        "min_count": curate["min_count"],
+        "query_template": curate["query_template"],
+        "nsfw": curate["nsfw"],
+    }
 
 
-def _json(settings: dict) -> str:
-    """A settings dict as one shell-quoted, key-sorted JSON argument."""
-    return shlex.quote(json.dumps(settings, sort_keys=True, separators=(",", ":")))
-
-
-def captions_settings(config: dict, shard: str) -> str:
+def captions_settings(config: dict, shard: str) -> dict:
     """``imagenot curate-captions --settings`` (imagenot.curate.cli.CaptionSettings)."""
     laion = config["laion"]
-    return _json(
-        {
-            "shard_id": shard,
-            "max_punsafe": laion["max_punsafe"],
-            "nsfw_tags": laion["nsfw_tags"],
-            "unknown_nsfw": laion["unknown_nsfw"],
-            "batch_rows": laion["batch_rows"],
-        }
-    )
+    return {
+        "shard_id": shard,
+        "max_punsafe": laion["max_punsafe"],
+        "nsfw_tags": laion["nsfw_tags"],
+        "unknown_nsfw": laion["unknown_nsfw"],
+        "batch_rows": laion["batch_rows"],
+    }
 
 
 def caption_files(config: dict, dataset: str) -> list[str]:
@@ -157,21 +156,19 @@ def encoder_settings(config: dict) -> dict:
     return {k: v for k, v in enc.items() if k not in ("chunk_size", "keep_vectors")}
 
 
-def queries_settings(config: dict) -> str:
-    """``imagenot curate-queries --settings``: the encoder."""
-    return _json({"encoder": encoder_settings(config)})
+def queries_settings(config: dict) -> dict:
+    """``imagenot curate-queries --settings`` (imagenot.curate.cli.QueriesSettings)."""
+    return {"encoder": encoder_settings(config)}
 
 
-def embed_settings(config: dict) -> str:
+def embed_settings(config: dict) -> dict:
     """``imagenot curate-embed --settings`` (imagenot.curate.cli.EmbedSettings)."""
     enc = config["curate"]["encoder"]
-    return _json(
-        {
-            "encoder": encoder_settings(config),
-            "chunk_size": enc["chunk_size"],
-            "keep_vectors": enc["keep_vectors"],
-        }
-    )
+    return {
+        "encoder": encoder_settings(config),
+        "chunk_size": enc["chunk_size"],
+        "keep_vectors": enc["keep_vectors"],
+    }
 
 
 def per_class(config: dict, dataset: str) -> int:
@@ -188,23 +185,21 @@ def reserve_per_class(config: dict, dataset: str) -> int:
     return math.ceil(images_per_class(config, dataset) * config["curate"]["reserve"])
 
 
-def select_settings(config: dict, dataset: str) -> str:
+def select_settings(config: dict, dataset: str) -> dict:
     """``imagenot curate-select --settings`` (imagenot.curate.cli.SelectSettings)."""
     curate = config["curate"]
     listed = class_mode(config, dataset) not in ("discover", "imagenet")
     apply = not listed or curate["apply_threshold_to_lists"]
-    return _json(
-        {
-            "dataset": dataset,
-            "top_n": curate["top_n"],
-            "threshold": curate["threshold"] if apply else None,
-            "n_classes": n_classes(config, dataset) if apply else None,
-            "per_class": per_class(config, dataset),
-            "reserve": reserve_per_class(config, dataset),
-            "allow_fewer": curate["allow_fewer"],
-            "batch_rows": curate["select_batch_rows"],
-        }
-    )
+    return {
+        "dataset": dataset,
+        "top_n": curate["top_n"],
+        "threshold": curate["threshold"] if apply else None,
+        "n_classes": n_classes(config, dataset) if apply else None,
+        "per_class": per_class(config, dataset),
+        "reserve": reserve_per_class(config, dataset),
+        "allow_fewer": curate["allow_fewer"],
+        "batch_rows": curate["select_batch_rows"],
+    }
 
 
 def dataset_outputs(dataset: str) -> list[str]:
@@ -299,8 +294,3 @@ def calibration_settings(config: dict, dataset: str) -> dict:
         **curate["calibration"],
         "encoder": encoder_label(config),
     }
-
-
-def calibration_settings_json(config: dict, dataset: str) -> str:
-    """:func:`calibration_settings` as compact, key-sorted JSON."""
-    return json.dumps(calibration_settings(config, dataset), sort_keys=True, separators=(",", ":"))

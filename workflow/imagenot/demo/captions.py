@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from imagenot.demo import vocabulary as vocab
+from imagenot.demo.settings import DemoSettings
 from imagenot.wordnet import imagenet_wnids, lemma_text, synset_of, wnid
 
 ROLES = (
@@ -156,10 +157,10 @@ def _sample(rng: np.random.Generator, pool: Sequence[str], n: int, key: str) -> 
     return sorted(pool[i] for i in picked)
 
 
-def plan_classes(wn, index: NounLemmaIndex, rng: np.random.Generator, counts: dict) -> dict:
+def plan_classes(wn, index: NounLemmaIndex, rng: np.random.Generator, counts: DemoSettings) -> dict:
     """Choose the planted synsets of each role (``ROLES``) from the vocabulary pools.
 
-    ``counts`` holds ``n_survivors``, ``n_low_similarity``, ``n_rare``, ``n_imagenet_classes``,
+    ``counts`` (the demo settings) gives ``n_survivors``, ``n_low_similarity``, ``n_rare``, ``n_imagenet_classes``,
     ``n_shares_imagenet_lemma``, ``n_ancestors``, ``n_nsfw``. Returns role -> [PlantedClass].
     """
     imagenet = set(imagenet_wnids())
@@ -176,14 +177,12 @@ def plan_classes(wn, index: NounLemmaIndex, rng: np.random.Generator, counts: di
                 f"ImageNet class, or is no leaf"
             )
         ordinary[lemma] = sid
-    n_ord = counts["n_survivors"] + counts["n_low_similarity"] + counts["n_rare"]
+    n_ord = counts.n_survivors + counts.n_low_similarity + counts.n_rare
     dealt = _sample(rng, sorted(ordinary), n_ord, "n_survivors")
     dealt = [dealt[i] for i in rng.permutation(len(dealt))]
-    survivors = sorted(dealt[: counts["n_survivors"]])
-    low_sim = sorted(
-        dealt[counts["n_survivors"] : counts["n_survivors"] + counts["n_low_similarity"]]
-    )
-    rare = sorted(dealt[counts["n_survivors"] + counts["n_low_similarity"] :])
+    survivors = sorted(dealt[: counts.n_survivors])
+    low_sim = sorted(dealt[counts.n_survivors : counts.n_survivors + counts.n_low_similarity])
+    rare = sorted(dealt[counts.n_survivors + counts.n_low_similarity :])
 
     plan: dict[str, list[PlantedClass]] = {role: [] for role in ROLES}
     for role, lemmas in (
@@ -193,15 +192,13 @@ def plan_classes(wn, index: NounLemmaIndex, rng: np.random.Generator, counts: di
     ):
         plan[role] = [_planted(wn, index, ordinary[lem], lem, role) for lem in lemmas]
 
-    for lemma in _sample(
-        rng, vocab.IMAGENET_POOL, counts["n_imagenet_classes"], "n_imagenet_classes"
-    ):
+    for lemma in _sample(rng, vocab.IMAGENET_POOL, counts.n_imagenet_classes, "n_imagenet_classes"):
         sid = _only_synset(index, lemma, "imagenet")
         if sid not in imagenet:
             raise ValueError(f"demo vocabulary: {lemma!r} is not an ImageNet class")
         plan["imagenet_classes"].append(_planted(wn, index, sid, lemma, "imagenet_classes"))
 
-    n_shares = counts["n_shares_imagenet_lemma"]
+    n_shares = counts.n_shares_imagenet_lemma
     for lemma in _sample(
         rng, vocab.SHARES_IMAGENET_LEMMA_POOL, n_shares, "n_shares_imagenet_lemma"
     ):
@@ -220,11 +217,11 @@ def plan_classes(wn, index: NounLemmaIndex, rng: np.random.Generator, counts: di
         sid = _only_synset(index, lemma, "ancestor")
         if any(sid in hypernym_ancestors(wn, leaf) for leaf in leaves):
             eligible.append(lemma)
-    for lemma in _sample(rng, eligible, min(counts["n_ancestors"], len(eligible)), "n_ancestors"):
+    for lemma in _sample(rng, eligible, min(counts.n_ancestors, len(eligible)), "n_ancestors"):
         sid = _only_synset(index, lemma, "ancestor")
         plan["ancestors"].append(_planted(wn, index, sid, lemma, "ancestors"))
 
-    for lemma in _sample(rng, vocab.NSFW_POOL, counts["n_nsfw"], "n_nsfw"):
+    for lemma in _sample(rng, vocab.NSFW_POOL, counts.n_nsfw, "n_nsfw"):
         sid = _only_synset(index, lemma, "nsfw")
         if not nsfw_by_usage_domain(wn, sid):
             raise ValueError(f"demo vocabulary: {lemma!r} has no NSFW usage domain in WordNet")

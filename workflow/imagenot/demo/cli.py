@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 
 log = logging.getLogger("imagenot.demo")
@@ -20,26 +19,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--settings",
         default="{}",
-        help="the demo_world config section as JSON (missing keys take the schema defaults)",
+        help="the demo_world config section as JSON (imagenot.demo.plan.settings; typed by "
+        "hand, missing keys take the schema defaults)",
     )
     p.add_argument("--seed", type=int, default=None, help="override demo_world.seed")
     p.set_defaults(func=_demo_world)
 
 
-def demo_settings(settings_json: str, seed: int | None = None) -> dict:
-    """The demo_world section parsed, validated and completed with the schema defaults."""
-    from imagenot.config import ConfigError, validate_config
+def demo_settings(settings_json: str, seed: int | None = None):
+    """The demo_world section parsed, validated and completed with the schema defaults
+    (:class:`imagenot.demo.settings.DemoSettings`)."""
+    from imagenot.demo.settings import DemoSettings, section_settings
 
-    try:
-        settings = json.loads(settings_json)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"--settings is not valid JSON: {exc}") from exc
-    if seed is not None:
-        settings["seed"] = seed
-    try:
-        return validate_config(settings, schema="demo.schema.yaml")
-    except ConfigError as exc:
-        raise ConfigError(f"demo_world: {exc}") from exc
+    overrides = {} if seed is None else {"seed": seed}
+    return section_settings(
+        DemoSettings, settings_json, "demo.schema.yaml", "demo_world", **overrides
+    )
 
 
 def _demo_world(args: argparse.Namespace) -> None:

@@ -33,8 +33,9 @@ def targets(config: dict) -> list[str]:
     return [f"{DEMO_DIR}/world.json"] if enabled(config) else []
 
 
-def settings_json(config: dict) -> str:
-    """The ``demo_world`` section as compact, key-sorted JSON (the CLI's ``--settings``)."""
-    import json
+def settings(config: dict) -> dict:
+    """``imagenot demo-world --settings`` (imagenot.demo.settings.DemoSettings): the
+    ``demo_world`` section but ``enabled``."""
+    from imagenot.demo.settings import DemoSettings, fields_of
 
-    return json.dumps(config.get("demo_world", {}), sort_keys=True, separators=(",", ":"))
+    return fields_of(DemoSettings, config["demo_world"])

@@ -21,25 +21,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--settings",
         default="{}",
-        help="the scale_world config section as JSON (missing keys take the schema defaults)",
+        help="the scale_world config section as JSON (imagenot.demo.scale_plan.settings; typed "
+        "by hand, missing keys take the schema defaults)",
     )
     p.set_defaults(func=_scale_world_shard)
 
 
-def scale_settings(settings_json: str) -> dict:
-    """The scale_world section parsed, validated and completed with the schema defaults."""
-    import json
+def scale_settings(settings_json: str):
+    """The scale_world section parsed, validated and completed with the schema defaults
+    (:class:`imagenot.demo.settings.ScaleSettings`)."""
+    from imagenot.demo.settings import ScaleSettings, section_settings
 
-    from imagenot.config import ConfigError, validate_config
-
-    try:
-        settings = json.loads(settings_json)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"--settings is not valid JSON: {exc}") from exc
-    try:
-        return validate_config(settings, schema="scale.schema.yaml")
-    except ConfigError as exc:
-        raise ConfigError(f"scale_world: {exc}") from exc
+    return section_settings(ScaleSettings, settings_json, "scale.schema.yaml", "scale_world")
 
 
 def _scale_world_shard(args: argparse.Namespace) -> None:

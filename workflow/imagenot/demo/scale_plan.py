@@ -9,7 +9,6 @@ rules/scale.smk calls these; Snakemake files themselves define no functions.
 
 from __future__ import annotations
 
-import json
 import re
 import string
 
@@ -126,9 +125,12 @@ def run_targets(config: dict) -> list[str]:
     return [f"results/datasets/{n}/manifest.parquet" for n in names]
 
 
-def settings_json(config: dict) -> str:
-    """The ``scale_world`` section as compact, key-sorted JSON (the CLI's ``--settings``)."""
-    return json.dumps(config.get("scale_world", {}), sort_keys=True, separators=(",", ":"))
+def settings(config: dict) -> dict:
+    """``imagenot scale-world-shard --settings`` (imagenot.demo.settings.ScaleSettings): the
+    ``scale_world`` section but the keys only the plan and the rule's inputs read."""
+    from imagenot.demo.settings import ScaleSettings, fields_of
+
+    return fields_of(ScaleSettings, config["scale_world"])
 
 
 def is_generated(value: str) -> bool:

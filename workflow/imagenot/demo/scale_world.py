@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from imagenot.demo.settings import ScaleSettings
 from imagenot.demo.world import LAION_SCHEMA
 
 KINDS = ("web", "web_lemma", "lemma", "two_class", "no_noun")
@@ -88,11 +89,11 @@ class Vocabulary:
     imagenet: np.ndarray  # bool: an ILSVRC-2012 class
 
 
-def vocabulary(lemma_table: pa.Table, cfg: dict) -> Vocabulary:
-    """Draw the vocabulary from a (lemma, wnid) table (seeded by ``cfg['seed']``)."""
+def vocabulary(lemma_table: pa.Table, cfg: ScaleSettings) -> Vocabulary:
+    """Draw the vocabulary from a (lemma, wnid) table (seeded by ``cfg.seed``)."""
     from imagenot.wordnet import imagenet_wnids
 
-    rng = np.random.default_rng([cfg["seed"], 0])
+    rng = np.random.default_rng([cfg.seed, 0])
     table = lemma_table.select(["lemma", "wnid"]).filter(
         pc.match_substring_regex(lemma_table.column("lemma"), _LEMMA_TEXT)
     )
@@ -108,14 +109,14 @@ def vocabulary(lemma_table: pa.Table, cfg: dict) -> Vocabulary:
     classes = np.flatnonzero(in_imagenet)
     pick = np.concatenate(
         [
-            others[: min(cfg["n_synsets"], len(others))],
-            classes[: min(cfg["n_imagenet_classes"], len(classes))],
+            others[: min(cfg.n_synsets, len(others))],
+            classes[: min(cfg.n_imagenet_classes, len(classes))],
         ]
     )
     pick = pick[rng.permutation(len(pick))]  # the Zipf rank order
     chosen = table.take(pa.array(pick))
     ranks = np.arange(1, len(pick) + 1, dtype=np.float64)
-    weights = ranks ** -float(cfg["zipf_exponent"])
+    weights = ranks ** -float(cfg.zipf_exponent)
     return Vocabulary(
         wnids=chosen.column("wnid").combine_chunks(),
         lemmas=chosen.column("lemma").combine_chunks(),
@@ -124,9 +125,9 @@ def vocabulary(lemma_table: pa.Table, cfg: dict) -> Vocabulary:
     )
 
 
-def _kind_probabilities(cfg: dict) -> list[float]:
-    web, web_lemma = cfg["web_fraction"], cfg["web_lemma_fraction"]
-    two, none = cfg["two_class_fraction"], cfg["no_noun_fraction"]
+def _kind_probabilities(cfg: ScaleSettings) -> list[float]:
+    web, web_lemma = cfg.web_fraction, cfg.web_lemma_fraction
+    two, none = cfg.two_class_fraction, cfg.no_noun_fraction
     lemma = 1.0 - web - web_lemma - two - none
     if lemma < -1e-9:
         raise ValueError(
@@ -137,13 +138,18 @@ def _kind_probabilities(cfg: dict) -> list[float]:
 
 
 def _captions(
-    rng: np.random.Generator, n: int, cfg: dict, web: pa.Array, filler: pa.Array, vocab: Vocabulary
+    rng: np.random.Generator,
+    n: int,
+    cfg: ScaleSettings,
+    web: pa.Array,
+    filler: pa.Array,
+    vocab: Vocabulary,
 ) -> tuple[pa.Array, np.ndarray]:
     """(TEXT, kind index) of ``n`` rows, built column-wise from token indices."""
     kind = rng.choice(len(KINDS), size=n, p=_kind_probabilities(cfg))
     is_web = kind <= 1
     n_lemmas = np.select([kind == 1, kind == 2, kind == 3], [1, 1, 2], 0)
-    lo, hi = cfg["filler_words_min"], cfg["filler_words_max"]
+    lo, hi = cfg.filler_words_min, cfg.filler_words_max
     n_fill = np.where(is_web, 0, rng.integers(lo, hi + 1, size=n))
     width = hi + 2  # filler slots, then two lemma slots
     # Token ids: [0, len(filler)) filler words, then vocabulary lemmas; -1 = no token.
@@ -173,7 +179,7 @@ def _batch(
     index: int,
     start: int,
     n: int,
-    cfg: dict,
+    cfg: ScaleSettings,
     web: pa.Array,
     filler: pa.Array,
     vocab: Vocabulary,
@@ -181,10 +187,10 @@ def _batch(
     """Rows ``start`` .. ``start + n`` of shard ``index`` (LAION_SCHEMA) and their kinds."""
     text, kind = _captions(rng, n, cfg, web, filler, vocab)
     rows = pc.cast(pa.array(np.arange(start, start + n, dtype=np.int64)), pa.string())
-    base = f"{cfg['url_base'].rstrip('/')}/{index:05d}/"
+    base = f"{cfg.url_base.rstrip('/')}/{index:05d}/"
     url = pc.binary_join_element_wise(base, pc.utf8_lpad(rows, width=9, padding="0"), ".jpg", "")
     size = np.clip(np.exp(rng.normal(6.0, 0.55, size=(2, n))), 32, 8192).astype(np.int64)
-    unsafe = rng.random(n) < cfg["nsfw_image_fraction"]
+    unsafe = rng.random(n) < cfg.nsfw_image_fraction
     punsafe = np.where(unsafe, rng.uniform(0.55, 0.99, n), rng.beta(1.0, 40.0, n))
     info = np.iinfo(np.int64)
     table = pa.table(
@@ -204,12 +210,12 @@ def _batch(
 
 
 def iter_row_groups(
-    index: int, cfg: dict, web: pa.Array, filler: pa.Array, vocab: Vocabulary
+    index: int, cfg: ScaleSettings, web: pa.Array, filler: pa.Array, vocab: Vocabulary
 ) -> Iterator[tuple[pa.Table, np.ndarray]]:
     """Shard ``index`` of the scale world, one row group (``row_group_rows`` rows) at a time:
     (LAION_SCHEMA table, count of each caption kind). Memory is bounded by a row group."""
-    rng = np.random.default_rng([cfg["seed"], 1, index])
-    total, step = cfg["rows_per_shard"], cfg["row_group_rows"]
+    rng = np.random.default_rng([cfg.seed, 1, index])
+    total, step = cfg.rows_per_shard, cfg.row_group_rows
     for start in range(0, total, step):
         table, kind = _batch(rng, index, start, min(step, total - start), cfg, web, filler, vocab)
         yield table, np.bincount(kind, minlength=len(KINDS))
@@ -217,7 +223,7 @@ def iter_row_groups(
 
 def write_shard(
     index: int,
-    cfg: dict,
+    cfg: ScaleSettings,
     web: pa.Array,
     filler: pa.Array,
     vocab: Vocabulary,
@@ -237,7 +243,7 @@ def write_shard(
             counts += kinds
     return {
         "shard_index": index,
-        "rows": cfg["rows_per_shard"],
+        "rows": cfg.rows_per_shard,
         "caption_kinds": {k: int(c) for k, c in zip(KINDS, counts, strict=True)},
         "vocabulary_synsets": len(vocab.wnids),
         "vocabulary_imagenet_classes": int(vocab.imagenet.sum()),

@@ -27,6 +27,7 @@ from imagenot.demo.captions import (
     shared_lemma_synsets,
 )
 from imagenot.demo.plan import shard_name
+from imagenot.demo.settings import DemoSettings
 from imagenot.io import write_json, write_parquet
 
 LAION_SCHEMA = pa.schema(
@@ -83,51 +84,53 @@ def _row_hash(url: str, text: str) -> int:
     return int.from_bytes(digest, "little", signed=True)
 
 
-def _captions(plan: dict, writer: CaptionWriter, rng: np.random.Generator, cfg: dict) -> list:
+def _captions(
+    plan: dict, writer: CaptionWriter, rng: np.random.Generator, cfg: DemoSettings
+) -> list:
     """(kind, role, wnid, other_wnid, text) for every planted caption, in a fixed order."""
     rows = []
-    lo, hi = cfg["captions_per_class_min"], cfg["captions_per_class_max"]
+    lo, hi = cfg.captions_per_class_min, cfg.captions_per_class_max
     for cls in plan["intended_survivors"]:
         for _ in range(int(rng.integers(lo, hi + 1))):
-            if rng.random() < cfg["incidental_fraction"]:
+            if rng.random() < cfg.incidental_fraction:
                 rows.append(("incidental", cls.role, cls.wnid, "", writer.incidental(cls)))
             else:
                 rows.append(("good", cls.role, cls.wnid, "", writer.good(cls)))
     for role in _WELL_CAPTIONED:
         n = (
-            cfg["captions_per_class_min"]
+            cfg.captions_per_class_min
             if role == "imagenet_classes"
-            else cfg["captions_per_hazard_class"]
+            else cfg.captions_per_hazard_class
         )
         for cls in plan[role]:
             rows += [("good", role, cls.wnid, "", writer.good(cls)) for _ in range(n)]
     for cls in plan["low_similarity"]:
-        for _ in range(cfg["captions_per_hazard_class"]):
+        for _ in range(cfg.captions_per_hazard_class):
             rows.append(("incidental", cls.role, cls.wnid, "", writer.incidental(cls)))
     for cls in plan["rare"]:
-        for _ in range(int(rng.integers(1, cfg["rare_captions_max"] + 1))):
+        for _ in range(int(rng.integers(1, cfg.rare_captions_max + 1))):
             rows.append(("good", cls.role, cls.wnid, "", writer.good(cls)))
     survivors = plan["intended_survivors"]
-    for _ in range(cfg["two_class_captions"] if len(survivors) >= 2 else 0):
+    for _ in range(cfg.two_class_captions if len(survivors) >= 2 else 0):
         a, b = (survivors[i] for i in rng.choice(len(survivors), size=2, replace=False))
         rows.append(("two_class", a.role, a.wnid, b.wnid, writer.two_class(a, b)))
     return rows
 
 
-def build_world(wn, cfg: dict) -> World:
+def build_world(wn, cfg: DemoSettings) -> World:
     """Plan the demo world from WordNet and the validated ``demo_world`` config section."""
-    rng = np.random.default_rng(cfg["seed"])
+    rng = np.random.default_rng(cfg.seed)
     index = NounLemmaIndex.from_wordnet(wn)
     plan = plan_classes(wn, index, rng, cfg)
     writer = CaptionWriter(index, rng)
     planted = _captions(plan, writer, rng, cfg)
 
-    names = shard_names(cfg["n_shards"])
-    total = cfg["n_shards"] * cfg["rows_per_shard"]
+    names = shard_names(cfg.n_shards)
+    total = cfg.n_shards * cfg.rows_per_shard
     if len(planted) > total:
         raise ValueError(
             f"config key demo_world.rows_per_shard: {len(planted)} planted captions do not fit "
-            f"in {cfg['n_shards']} shards of {cfg['rows_per_shard']} rows"
+            f"in {cfg.n_shards} shards of {cfg.rows_per_shard} rows"
         )
     planted += [("no_noun", "", "", "", writer.no_noun()) for _ in range(total - len(planted))]
     order = rng.permutation(total)
@@ -139,25 +142,25 @@ def build_world(wn, cfg: dict) -> World:
     prototypes = dict(zip(class_ids, img.make_prototypes(len(classes), rng), strict=True))
     nsfw_ids = {c.wnid for c in plan["nsfw"]}
 
-    p_bad = [cfg["broken_url_fraction"], cfg["corrupt_fraction"], cfg["non_image_fraction"]]
+    p_bad = [cfg.broken_url_fraction, cfg.corrupt_fraction, cfg.non_image_fraction]
     statuses = rng.choice(len(URL_STATUSES), size=total, p=[1 - sum(p_bad), *p_bad])
-    noisy = rng.random(total) < cfg["label_noise"]
+    noisy = rng.random(total) < cfg.label_noise
     noise_pick = rng.integers(0, max(len(classes) - 1, 1), size=total)
     similarity = rng.uniform(0.28, 0.42, size=total)
     punsafe = rng.beta(1.0, 40.0, size=total)
-    unsafe_random = rng.random(total) < cfg["nsfw_image_fraction"]
+    unsafe_random = rng.random(total) < cfg.nsfw_image_fraction
     unsafe_level = rng.uniform(0.55, 0.99, size=total)
     pwatermark = rng.beta(1.0, 12.0, size=total).astype(np.float32)
 
-    size = cfg["image_size"]
-    base = cfg["url_base"].rstrip("/")
+    size = cfg.image_size
+    base = cfg.url_base.rstrip("/")
     columns = {n: {k: [] for k in LAION_SCHEMA.names} for n in names}
     truth = {k: [] for k in TRUTH_SCHEMA.names}
     n_noisy = 0
     for position, source in enumerate(order):
         kind, role, sid, other, text = planted[source]
-        shard = names[position // cfg["rows_per_shard"]]
-        row = position % cfg["rows_per_shard"]
+        shard = names[position // cfg.rows_per_shard]
+        row = position % cfg.rows_per_shard
         image_wnid = sid
         if sid and noisy[position] and len(classes) > 1:
             others = [c for c in class_ids if c != sid]
@@ -210,12 +213,12 @@ def _summary(wn, cfg, plan, index, truth: pa.Table, shards: dict, n_noisy: int) 
         s for c in plan["shares_imagenet_lemma"] for s in shared_lemma_synsets(index, c.lemma)
     )
     return {
-        "seed": cfg["seed"],
+        "seed": cfg.seed,
         "shards": sorted(shards),
-        "rows_per_shard": cfg["rows_per_shard"],
+        "rows_per_shard": cfg.rows_per_shard,
         "rows": sum(t.num_rows for t in shards.values()),
-        "image_size": cfg["image_size"],
-        "url_base": cfg["url_base"].rstrip("/"),
+        "image_size": cfg.image_size,
+        "url_base": cfg.url_base.rstrip("/"),
         "hazards": hazards,
         "ancestor_of": ancestor_of,
         "classes": {
@@ -267,7 +270,7 @@ def render_file(
     return img.truncated(data, rng) if status == "truncated" else data
 
 
-def write_world(world: World, out_dir: str | os.PathLike, cfg: dict) -> Path:
+def write_world(world: World, out_dir: str | os.PathLike, cfg: DemoSettings) -> Path:
     """Render the images and write shards, truth and world.json under ``out_dir``.
 
     Images go to a temporary directory renamed to ``images`` when complete; world.json is
@@ -288,9 +291,9 @@ def write_world(world: World, out_dir: str | os.PathLike, cfg: dict) -> Path:
             t["shard"],
             t["row"],
             prototype,
-            cfg["seed"],
-            cfg["image_size"],
-            cfg["jpeg_quality"],
+            cfg.seed,
+            cfg.image_size,
+            cfg.jpeg_quality,
         )
         if data is not None:
             (images_tmp / image_path(t["shard"], t["row"])).write_bytes(data)

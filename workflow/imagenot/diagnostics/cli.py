@@ -89,10 +89,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--md", required=True)
     p.set_defaults(func=_table)
 
+    from imagenot.diagnostics.plan import FIGURES
+
     p = subparsers.add_parser("diagnostics-figure", help="one diagnostics figure (PDF + PNG)")
-    p.add_argument(
-        "figure", choices=["class_depth", "siblings", "caption_similarity", "image_similarity"]
-    )
+    p.add_argument("figure", choices=FIGURES)
     p.add_argument(
         "inputs",
         nargs="+",

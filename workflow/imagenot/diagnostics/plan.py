@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import shlex
 
+from imagenot.acquire.kinds import wnid_kinds
+
 R = "results"
-WNID_KINDS = ("laion", "imagenet")
 LIST_PREFIX = "list-"
 
 _DEFAULTS = {
@@ -68,7 +69,7 @@ def contrast_datasets(config: dict) -> list[str]:
 def wordnet_subjects(config: dict) -> list[str]:
     """Subjects of the WordNet statistics: wnid-labelled contrast datasets, then class lists."""
     datasets = _datasets(config)
-    subjects = [d for d in contrast_datasets(config) if datasets[d].get("kind") in WNID_KINDS]
+    subjects = [d for d in contrast_datasets(config) if datasets[d].get("kind") in wnid_kinds()]
     return subjects + [LIST_PREFIX + name for name in settings(config)["class_lists"]]
 
 
@@ -199,6 +200,7 @@ def image_classes_file(dataset: str) -> str:
     return f"{R}/diagnostics/{dataset}/image_similarity.parquet"
 
 
+# The diagnostics figures (the one list: ``imagenot diagnostics-figure`` choices derive from it).
 FIGURES = ("class_depth", "siblings", "caption_similarity", "image_similarity")
 
 

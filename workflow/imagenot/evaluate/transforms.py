@@ -3,8 +3,10 @@
 Every transformation takes a batch ``x`` (float, ``B x 3 x H x W`` in [0, 1], already resized to the
 model's input size) and a matrix ``u`` of per-image uniforms in [0, 1) (``B x n_uniforms``), and
 returns a batch of the same shape, dtype and range. All randomness enters through ``u``, which
-:func:`image_uniforms` derives from (seed, transformation index, image key) alone, never from the
-model, the batch composition or the device. So every model sees the identical transformed images.
+:func:`image_uniforms` derives from (seed, transformation name, image key) alone, never from the
+model, the batch composition, the device or the transformation's place in the registry
+(:data:`imagenot.evaluate.transform_registry.TRANSFORMS`, the one list of names). So every model
+sees the identical transformed images, and registering a transformation leaves the others' alone.
 
 Column 0 of ``u`` is the application gate: the operation is applied where ``u[:, 0] < p``, and the
 image is left untouched elsewhere (torchvision's ``Random*`` semantics). Evaluation uses the gate to
@@ -30,6 +32,9 @@ import numpy as np
 import torch
 import torch.nn.functional as nnf
 
+from imagenot.evaluate.transform_registry import TRANSFORMS
+from imagenot.registries import resolve
+
 Op = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
@@ -41,7 +46,7 @@ class Transform:
     """
 
     name: str
-    index: int
+    stream: int  # transform_stream(name): seeds this transformation's randomness
     p: float
     n_params: int
     op: Op
@@ -89,16 +94,22 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
-def image_uniforms(seed: int, index: int, keys: Sequence[str] | np.ndarray, n: int) -> np.ndarray:
-    """``len(keys) x n`` uniforms in [0, 1): row i depends only on (seed, index, keys[i]).
+def transform_stream(name: str) -> int:
+    """The random stream of transformation ``name``: a stable hash of its name, never its position
+    in the registry (inserting a transformation must not change the images of the others)."""
+    return key_hash(f"transform:{name}")
+
+
+def image_uniforms(seed: int, stream: int, keys: Sequence[str] | np.ndarray, n: int) -> np.ndarray:
+    """``len(keys) x n`` uniforms in [0, 1): row i depends only on (seed, stream, keys[i]).
 
     A counter-based generator: the stream of image i is SplitMix64 of (image state + j), the image
-    state mixing the key's hash with (seed, index). ``keys`` may be strings or :func:`key_hashes`.
+    state mixing the key's hash with (seed, stream). ``keys`` may be strings or :func:`key_hashes`.
     """
     hashes = keys if isinstance(keys, np.ndarray) else key_hashes(keys)
     if n == 0 or len(hashes) == 0:
         return np.empty((len(hashes), n), dtype=np.float64)
-    stream = _splitmix64(np.array([(seed * 0x100000001B3 + index) & _MASK64], dtype=np.uint64))
+    stream = _splitmix64(np.array([(seed * 0x100000001B3 + stream) & _MASK64], dtype=np.uint64))
     state = _splitmix64(hashes.astype(np.uint64) ^ stream)
     counters = np.arange(1, n + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     bits = _splitmix64(state[:, None] + counters[None, :])
@@ -504,46 +515,28 @@ def _vertical_flip() -> tuple[int, Op]:
     return 0, lambda x, u: x.flip(-2)
 
 
-#: The 17 transformations in the paper's order: name -> constructor of (n_params, op) from the
-#: transformation's config parameters (all but ``p``). Index in this order seeds the randomness.
-REGISTRY: dict[str, Callable[..., tuple[int, Op]]] = {
-    "Identity": _identity,
-    "GaussianBlur": _gaussian_blur,
-    "AdjustSharpness": _adjust_sharpness,
-    "Affine": _affine,
-    "ColorJitter": _color_jitter,
-    "Contrast": _contrast,
-    "Equalize": _equalize,
-    "Grayscale": _grayscale,
-    "HorizontalFlip": _horizontal_flip,
-    "Invert": _invert,
-    "Perspective": _perspective,
-    "Posterize": _posterize,
-    "ResizedCrop": _resized_crop,
-    "Rotation": _rotation,
-    "Sharpness": _sharpness,
-    "Solarize": _solarize,
-    "VerticalFlip": _vertical_flip,
-}
-NAMES: tuple[str, ...] = tuple(REGISTRY)
+def names() -> tuple[str, ...]:
+    """The registered transformations, in registry order."""
+    return TRANSFORMS.names()
 
 
 def build_transform(name: str, params: Mapping[str, Any] | None = None) -> Transform:
     """The transformation ``name`` with its config parameters (``p`` = application probability)."""
-    if name not in REGISTRY:
-        raise KeyError(f"unknown transformation {name!r}; known: {', '.join(NAMES)}")
+    entry = TRANSFORMS.entry(name)
     params = dict(params or {})
     p = float(params.pop("p", 1.0))
-    n_params, op = REGISTRY[name](**params)
-    return Transform(name=name, index=NAMES.index(name), p=p, n_params=n_params, op=op)
+    n_params, op = resolve(entry.build)(**params)
+    return Transform(name=name, stream=transform_stream(name), p=p, n_params=n_params, op=op)
 
 
 def build_transforms(settings: Mapping[str, Mapping[str, Any]]) -> list[Transform]:
-    """All 17 transformations, in registry order, parameterised by ``settings[name]``."""
-    unknown = set(settings) - set(NAMES)
+    """Every registered transformation, in registry order, parameterised by ``settings[name]``."""
+    unknown = set(settings) - set(TRANSFORMS)
     if unknown:
-        raise KeyError(f"unknown transformation(s) {sorted(unknown)}; known: {', '.join(NAMES)}")
-    return [build_transform(name, settings.get(name)) for name in NAMES]
+        raise KeyError(
+            f"unknown transformation(s) {sorted(unknown)}; known: {', '.join(TRANSFORMS)}"
+        )
+    return [build_transform(name, settings.get(name)) for name in TRANSFORMS]
 
 
 def transform_uniforms(
@@ -553,5 +546,5 @@ def transform_uniforms(
     device: torch.device | str = "cpu",
 ) -> torch.Tensor:
     """The per-image uniforms of ``transform`` for ``keys`` (``B x n_uniforms``, float32)."""
-    u = image_uniforms(seed, transform.index, keys, transform.n_uniforms)
+    u = image_uniforms(seed, transform.stream, keys, transform.n_uniforms)
     return torch.from_numpy(u).to(device=device, dtype=torch.float32)

@@ -26,7 +26,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``figure`` and ``table``."""
     p = subparsers.add_parser("figure", help="draw one figure (PDF + PNG) from accuracy.csv")
-    p.add_argument("kind", choices=FIGURE_KINDS)
+    p.add_argument("kind", choices=list(FIGURE_KINDS))
     _common(p)
     p.add_argument("--dataset", help="accuracy_vs_imagenet, per_transform: the dataset")
     p.add_argument("--protocol", default="st", help="accuracy_vs_imagenet: the protocol")
@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_figure)
 
     p = subparsers.add_parser("table", help="write one table (CSV + Markdown)")
-    p.add_argument("name", choices=TABLE_NAMES)
+    p.add_argument("name", choices=list(TABLE_NAMES))
     _common(p)
     p.add_argument("--rankings", nargs=2, required=True, metavar=("STANDARD", "ROBUST"))
     p.add_argument("--csv", required=True)
@@ -103,10 +103,15 @@ def _figure(args: argparse.Namespace) -> int:
         from imagenot.figures import accuracy_vs_imagenet
 
         fig = accuracy_vs_imagenet.draw(acc, args.dataset, args.protocol, opts, style)
-    else:
+    elif args.kind == "per_transform":
         from imagenot.figures import per_transform
 
         fig = per_transform.draw(acc, args.dataset, opts, style)
+    else:  # any other registered kind: its "module:draw", draw(accuracy, options, style)
+        from imagenot.figures.registry import WORKFLOW_FIGURES
+        from imagenot.registries import resolve
+
+        fig = resolve(WORKFLOW_FIGURES[args.kind])(acc, opts, style)
     save(fig, args.pdf, args.png, style.dpi)
     print(f"wrote {args.pdf} and {args.png}")
     return 0
@@ -123,7 +128,7 @@ def _table(args: argparse.Namespace) -> int:
     for variant, path in zip(("standard", "robust"), args.rankings, strict=True):
         with open(path) as f:
             reports[variant] = json.load(f)
-    builder = tables.BUILDERS[args.name]
+    builder = tables.builder(args.name)
     df = builder(acc, reports, opts)
     tables.write(df, args.csv, args.md, (builder.__doc__ or args.name).strip().rstrip("."))
     print(f"wrote {args.csv} and {args.md}: {len(df)} rows")

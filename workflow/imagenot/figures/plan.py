@@ -25,15 +25,26 @@ TABLES = f"{RESULTS}/tables"
 _PACKAGE = Path(__file__).resolve().parents[1]
 PUBLISHED_ACCURACY = str(_PACKAGE / "resources" / "torchvision_imagenet_accuracy.csv")
 PROTOCOL_REGEX = "st|(ft|tl)-[a-z0-9_]+"
-FIGURE_KINDS = tuple(WORKFLOW_FIGURES)
+FIGURE_KINDS = WORKFLOW_FIGURES  # the registries themselves: a kind registered later counts
 TABLE_NAMES = WORKFLOW_TABLES
 
 _CODE_DIR = str(_PACKAGE / "figures")
 
 
 def code(kind: str) -> str:
-    """Plotting module of a figure kind (a rule input: editing it rebuilds only its figures)."""
-    return f"{_CODE_DIR}/{WORKFLOW_FIGURES[kind]}.py"
+    """Plotting module of a figure kind (a rule input: editing it rebuilds only its figures): a
+    module of ``imagenot.figures`` by its bare name, or a plugin's ``"module:draw"`` (located
+    without importing it)."""
+    entry = WORKFLOW_FIGURES.entry(kind)
+    if ":" not in entry:
+        return f"{_CODE_DIR}/{entry}.py"
+    import importlib.util
+
+    module = entry.partition(":")[0]
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin:
+        raise ValueError(f"figure {kind!r}: plotting module {module!r} not found")
+    return spec.origin
 
 
 def tables_code() -> str:
@@ -93,27 +104,40 @@ def transfer_protocols(config: dict, runs: list[dict]) -> list[str]:
     return list(dict.fromkeys(sorted(protos)))
 
 
+def _accuracy_vs_imagenet(config: dict, runs: list[dict]) -> list[str]:
+    pairs = dict.fromkeys((r["dataset"], r["protocol"]) for r in runs)
+    if config["analyse"]["imagenet_axis"] == "reference":  # the reference against itself
+        pairs.pop((reference(config, runs), "st"), None)
+    return [f"accuracy_vs_imagenet_{d}_{p}" for d, p in pairs]
+
+
+# Figure kind -> the figures of that kind that the config's runs can feed. A registered kind not
+# listed here is drawn once, as ``results/figures/<kind>.pdf``: these are planning rules for
+# kinds drawn per dataset or only when their data exists, not a list of the kinds.
+_PLANNERS = {
+    "rankings_st": lambda config, runs: ["rankings_st"] if st_datasets(config, runs) else [],
+    "rankings_transfer": lambda config, runs: (
+        ["rankings_transfer"] if transfer_protocols(config, runs) else []
+    ),
+    "relative_progress": lambda config, runs: (
+        ["relative_progress"]
+        if any(r["model"] == config["analyse"]["baseline_model"] for r in runs)
+        else []
+    ),
+    "accuracy_vs_imagenet": _accuracy_vs_imagenet,
+    "per_transform": lambda config, runs: [f"per_transform_{d}" for d in st_datasets(config, runs)],
+}
+
+
 def figure_names(config: dict, runs: list[dict]) -> list[str]:
-    """Names of the figures the config asks for and its runs can feed."""
+    """Names of the figures the config asks for and its runs can feed, in registry order."""
     if not runs:
         return []
     kinds = config["analyse"]["figures"]
     names = []
-    if "rankings_st" in kinds and st_datasets(config, runs):
-        names.append("rankings_st")
-    if "rankings_transfer" in kinds and transfer_protocols(config, runs):
-        names.append("rankings_transfer")
-    if "relative_progress" in kinds and any(
-        r["model"] == config["analyse"]["baseline_model"] for r in runs
-    ):
-        names.append("relative_progress")
-    if "accuracy_vs_imagenet" in kinds:
-        pairs = dict.fromkeys((r["dataset"], r["protocol"]) for r in runs)
-        if config["analyse"]["imagenet_axis"] == "reference":  # the reference against itself
-            pairs.pop((reference(config, runs), "st"), None)
-        names += [f"accuracy_vs_imagenet_{d}_{p}" for d, p in pairs]
-    if "per_transform" in kinds:
-        names += [f"per_transform_{d}" for d in st_datasets(config, runs)]
+    for kind in WORKFLOW_FIGURES:
+        if kind in kinds:
+            names += _PLANNERS.get(kind, lambda config, runs, kind=kind: [kind])(config, runs)
     return names
 
 

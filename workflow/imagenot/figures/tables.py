@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -200,14 +200,34 @@ REPORT_BUILDERS: dict[str, Callable[[dict], pd.DataFrame]] = {
 }
 
 
-BUILDERS: dict[str, Callable[[pd.DataFrame, dict, Options], pd.DataFrame]] = {
-    "accuracy": accuracy,
-    "rankings": rankings,
-    "agreement": agreement,
-    "fits": fits,
-    "relative_progress": relative_progress,
-    "error_correlations": error_correlations,
-}
+def builder(name: str) -> Callable[[pd.DataFrame, dict, Options], pd.DataFrame]:
+    """The builder of workflow table ``name`` (registered in
+    :data:`imagenot.figures.registry.WORKFLOW_TABLES`, the one list of table names)."""
+    from imagenot.figures.registry import WORKFLOW_TABLES
+    from imagenot.registries import resolve
+
+    return resolve(WORKFLOW_TABLES.entry(name))
+
+
+class _Builders(Mapping):
+    """``BUILDERS[name]``: :func:`builder` as a read-only mapping over the registered names (a
+    view of the registry, not a second list: a table registered later is in it)."""
+
+    def __getitem__(self, name: str) -> Callable[[pd.DataFrame, dict, Options], pd.DataFrame]:
+        return builder(name)
+
+    def __iter__(self):
+        from imagenot.figures.registry import WORKFLOW_TABLES
+
+        return iter(WORKFLOW_TABLES)
+
+    def __len__(self) -> int:
+        from imagenot.figures.registry import WORKFLOW_TABLES
+
+        return len(WORKFLOW_TABLES)
+
+
+BUILDERS: Mapping[str, Callable[[pd.DataFrame, dict, Options], pd.DataFrame]] = _Builders()
 
 
 def _cell(v: Any) -> str:

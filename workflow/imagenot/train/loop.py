@@ -29,16 +29,23 @@ from torch import nn
 from tqdm import tqdm
 
 from imagenot.io import atomic_path, keep_freed_memory
+from imagenot.registries import resolve
 from imagenot.train.distributed import SINGLE, Dist, accumulation, micro_batches, shard
+from imagenot.train.optim_registry import OPTIMIZERS, SCHEDULERS
 from imagenot.train.registry import IMAGENET_MEAN, IMAGENET_STD, build_model, head_module
 from imagenot.train.search import stable_int
 
 log = logging.getLogger(__name__)
 
 
+# Fields of Job that say where or how fast, not what: changing them must not invalidate a
+# checkpoint or a trial (tested to name existing fields only). Every other field is identity.
+JOB_TRANSIENT_FIELDS = frozenset({"device", "compile", "num_workers", "eval_batch_size"})
+
+
 @dataclass(frozen=True)
 class Job:
-    """What one training job does. ``identity()`` excludes only how far this job trains."""
+    """What one training job does; ``identity()`` is every field but the transient ones."""
 
     model: str
     num_classes: int
@@ -57,8 +64,11 @@ class Job:
     num_workers: int = 0
 
     def identity(self) -> str:
+        """What decides whether a checkpoint or trial may be resumed or reused: every field
+        except :data:`JOB_TRANSIENT_FIELDS` (derived, so that a new field can never be left
+        out and silently reuse results of a different job)."""
         keys = asdict(self)
-        for transient in ("device", "compile", "num_workers", "eval_batch_size"):
+        for transient in JOB_TRANSIENT_FIELDS:
             keys.pop(transient)
         return json.dumps(keys, sort_keys=True)
 
@@ -101,15 +111,30 @@ def _cosine(t: float, hp: Mapping) -> float:
     return hp["min_lr_factor"] + (1 - hp["min_lr_factor"]) * 0.5 * (1 + math.cos(math.pi * t))
 
 
-SCHEDULES: dict[str, Callable[[int, int, int, Mapping], float]] = {
-    # (steps after warm-up, steps per epoch, steps after warm-up in the whole budget, hp) -> factor
-    "constant": lambda t, spe, total, hp: 1.0,
-    "cosine": lambda t, spe, total, hp: _cosine(min(t / max(total, 1), 1.0), hp),
-    "cosine_restarts": lambda t, spe, total, hp: _cosine(
-        (t % (hp["restart_epochs"] * spe)) / (hp["restart_epochs"] * spe), hp
-    ),
-    "step": lambda t, spe, total, hp: hp["step_gamma"] ** (t // (hp["step_epochs"] * spe)),
-}
+# Schedules and optimizers, registered by name in imagenot.train.optim_registry (the one list).
+# A schedule: (steps after warm-up, steps per epoch, steps after warm-up in the whole budget,
+# hp) -> factor of lr.
+
+
+def constant_schedule(t: int, spe: int, total: int, hp: Mapping) -> float:
+    return 1.0
+
+
+def cosine_schedule(t: int, spe: int, total: int, hp: Mapping) -> float:
+    return _cosine(min(t / max(total, 1), 1.0), hp)
+
+
+def cosine_restarts_schedule(t: int, spe: int, total: int, hp: Mapping) -> float:
+    return _cosine((t % (hp["restart_epochs"] * spe)) / (hp["restart_epochs"] * spe), hp)
+
+
+def step_schedule(t: int, spe: int, total: int, hp: Mapping) -> float:
+    return hp["step_gamma"] ** (t // (hp["step_epochs"] * spe))
+
+
+def schedule(name: str) -> Callable[[int, int, int, Mapping], float]:
+    """The registered learning-rate schedule ``name``."""
+    return resolve(SCHEDULERS.entry(name))
 
 
 def learning_rate(step: int, steps_per_epoch: int, schedule_epochs: int, hp: Mapping) -> float:
@@ -120,17 +145,24 @@ def learning_rate(step: int, steps_per_epoch: int, schedule_epochs: int, hp: Map
     if step < warmup:
         return hp["lr"] * (hp["warmup_decay"] + (1 - hp["warmup_decay"]) * step / warmup)
     total = schedule_epochs * steps_per_epoch - warmup
-    return hp["lr"] * SCHEDULES[hp["scheduler"]](step - warmup, steps_per_epoch, total, hp)
+    return hp["lr"] * schedule(hp["scheduler"])(step - warmup, steps_per_epoch, total, hp)
 
 
-OPTIMIZERS: dict[str, Callable[[list, Mapping], torch.optim.Optimizer]] = {
-    "sgd": lambda params, hp: torch.optim.SGD(
+def sgd_optimizer(params: list, hp: Mapping) -> torch.optim.Optimizer:
+    return torch.optim.SGD(
         params, lr=hp["lr"], momentum=hp["momentum"], weight_decay=hp["weight_decay"]
-    ),
-    "adam": lambda params, hp: torch.optim.Adam(
+    )
+
+
+def adam_optimizer(params: list, hp: Mapping) -> torch.optim.Optimizer:
+    return torch.optim.Adam(
         params, lr=hp["lr"], betas=(hp["momentum"], 0.999), weight_decay=hp["weight_decay"]
-    ),
-}
+    )
+
+
+def build_optimizer(params: list, hp: Mapping) -> torch.optim.Optimizer:
+    """The registered optimizer ``hp["optimizer"]`` over ``params``."""
+    return resolve(OPTIMIZERS.entry(hp["optimizer"]))(params, hp)
 
 
 # ------------------------------------------------------------------------------------- data
@@ -459,7 +491,7 @@ def make_model(job: Job, init: Callable[[nn.Module], None] | None = None):
         for p in head_module(model, job.model).parameters():
             p.requires_grad_(True)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = OPTIMIZERS[job.hyperparameters["optimizer"]](params, job.hyperparameters)
+    optimizer = build_optimizer(params, job.hyperparameters)
     return model, optimizer
 
 

@@ -17,6 +17,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from imagenot.registries import Registry
+
 if TYPE_CHECKING:
     from torch import nn
 
@@ -133,15 +135,17 @@ def _densenet_mini(num_classes: int) -> nn.Module:
     )
 
 
-def _register(*specs: ModelSpec) -> dict[str, ModelSpec]:
-    return {spec.name: spec for spec in specs}
+def _register(*specs: ModelSpec) -> Registry:
+    return Registry("model", {spec.name: spec for spec in specs})
 
 
 def _tv(name: str, family: str, head: str, min_size: int, weights: str) -> ModelSpec:
     return ModelSpec(name, family, partial(_torchvision, name), head, min_size, weights)
 
 
-MODELS: dict[str, ModelSpec] = _register(
+#: The one list of model names (the config schema's ``train.models`` items derive from it).
+#: Register a new one with ``MODELS.register(name, ModelSpec(...))``.
+MODELS: Registry = _register(
     # The seven paper models (method.md section 4).
     _tv("alexnet", "alexnet", "classifier.6", 63, "AlexNet_Weights.IMAGENET1K_V1"),
     _tv("vgg19", "vgg", "classifier.6", 32, "VGG19_Weights.IMAGENET1K_V1"),

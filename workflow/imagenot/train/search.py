@@ -23,6 +23,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from imagenot.registries import Registry
+from imagenot.train.optim_registry import OPTIMIZERS, SCHEDULERS
+
 # The whitelist (method.md section 5): lr, scheduler settings, weight decay, and the optimizer,
 # momentum and warm-up the paper's CIFAR-10 space adds. Nothing else may vary.
 DEFAULTS: dict[str, object] = {
@@ -41,13 +44,9 @@ DEFAULTS: dict[str, object] = {
 }
 HYPERPARAMETERS = tuple(DEFAULTS)
 INTEGER_HYPERPARAMETERS = {"warmup_steps", "warmup_epochs", "restart_epochs", "step_epochs"}
-# Named hyperparameters and their allowed values: the keys of imagenot.train.loop's OPTIMIZERS
-# and SCHEDULES (listed here so that planning checks them without importing torch; a test keeps
-# the two in step).
-NAMED_VALUES: dict[str, tuple[str, ...]] = {
-    "optimizer": ("adam", "sgd"),
-    "scheduler": ("constant", "cosine", "cosine_restarts", "step"),
-}
+# Named hyperparameters and the registry of their allowed values (imagenot.train.optim_registry,
+# importable without torch, so that planning checks them cheaply).
+NAMED_HYPERPARAMETERS: dict[str, Registry] = {"optimizer": OPTIMIZERS, "scheduler": SCHEDULERS}
 
 
 class SearchError(ValueError):
@@ -82,7 +81,8 @@ def check_space(hyperparameters: Mapping[str, Mapping], where: str) -> None:
             raise SearchError(f"{where}.{name}: {kind} needs [low, high] with low <= high")
         if kind == "log_uniform" and arg[0] <= 0:
             raise SearchError(f"{where}.{name}: log_uniform bounds must be positive")
-        allowed = NAMED_VALUES.get(name)
+        registry = NAMED_HYPERPARAMETERS.get(name)
+        allowed = sorted(registry) if registry is not None else None
         values = [arg] if kind == "value" else arg if kind in ("choice", "grid") else None
         if allowed is not None and (values is None or any(v not in allowed for v in values)):
             raise SearchError(

@@ -1,0 +1,67 @@
+"""A toy model, transformation, figure, table and dataset kind, as a newcomer would add them:
+each is one registry entry and its code (no schema, rule or CLI edit). Importing this module
+registers nothing; ``imagenot_toy_plugin`` registers them (tests/test_registries.py)."""
+
+from __future__ import annotations
+
+from imagenot.acquire.kinds import DATASET_KINDS, DatasetKind
+from imagenot.evaluate.transform_registry import TRANSFORMS, TransformEntry
+from imagenot.figures.registry import WORKFLOW_FIGURES, WORKFLOW_TABLES
+from imagenot.train.registry import MODELS, ModelSpec
+
+HERE = "toy_entries"
+
+
+def build_toy_model(num_classes: int):
+    """A linear classifier on 8 x 8 average-pooled pixels."""
+    from torch import nn
+
+    return nn.Sequential(nn.AdaptiveAvgPool2d(8), nn.Flatten(), nn.Linear(3 * 64, num_classes))
+
+
+def toy_noise(amount: float):
+    """Adds one uniform offset in [-amount, amount] per image (one uniform besides the gate)."""
+
+    def op(x, u):
+        return (x + amount * (2 * u[:, :1, None, None] - 1)).clamp(0, 1)
+
+    return 1, op
+
+
+def toy_table(accuracy, reports, options):
+    """Number of result rows."""
+    import pandas as pd
+
+    return pd.DataFrame({"rows": [len(accuracy)]})
+
+
+def toy_classes(root) -> list[str]:
+    return ["heads", "tails"]
+
+
+def toy_items(root, only=None):
+    raise NotImplementedError("the toy dataset kind is planned, never read")
+
+
+ENTRIES = [
+    (MODELS, "toy_mlp", ModelSpec("toy_mlp", "toy", build_toy_model, "2", 1)),
+    (
+        TRANSFORMS,
+        "ToyNoise",
+        TransformEntry(
+            f"{HERE}:toy_noise",
+            {
+                "type": "object",
+                "default": {},
+                "additionalProperties": False,
+                "properties": {
+                    "p": {"type": "number", "minimum": 0, "maximum": 1, "default": 1.0},
+                    "amount": {"type": "number", "minimum": 0, "default": 0.1},
+                },
+            },
+        ),
+    ),
+    (WORKFLOW_FIGURES, "toy_figure", "toy_figure_module:draw"),
+    (WORKFLOW_TABLES, "toy_table", f"{HERE}:toy_table"),
+    (DATASET_KINDS, "toy_kind", DatasetKind(f"{HERE}:toy_items", f"{HERE}:toy_classes", 2)),
+]

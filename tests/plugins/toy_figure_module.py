@@ -1,0 +1,14 @@
+"""The toy figure's plotting module: ``draw(accuracy, options, style)`` -> a matplotlib figure."""
+
+from __future__ import annotations
+
+
+def draw(acc, opts, style):
+    """Test top-1 per model, one bar each."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(style.width_in, style.width_in / 2))
+    mean = acc.groupby("model")["accuracy"].mean()
+    ax.bar(list(mean.index), list(mean.values))
+    ax.set_ylabel("top-1 (%)")
+    return fig

@@ -1,0 +1,225 @@
+"""One settings object per rule (acquire, curate, wordnet, demo, scale): each plan's dict parses
+into its command's dataclass for every shipped config, the commands run on what the rules pass,
+and the flags of hand-typed commands take their defaults from the schema."""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+from imagenot.acquire import plan as acquire_plan
+from imagenot.acquire import settings as acquire_settings
+from imagenot.cli import main
+from imagenot.common_cli import WordnetSettings
+from imagenot.config import ConfigError, load_config, schema_default, validate_config
+from imagenot.curate import cli as curate_cli
+from imagenot.curate import plan as curate_plan
+from imagenot.curate.calibration import CalibrationSettings
+from imagenot.demo import plan as demo_plan
+from imagenot.demo import scale_plan
+from imagenot.demo.settings import DemoSettings, ScaleSettings
+from imagenot.settings import SettingsError, parse, to_arg, to_json
+
+
+def _rule_settings(config: dict) -> list[tuple[str, type, dict]]:
+    """(what, dataclass, plan dict) of every rule of the five stages for ``config``."""
+    out = [
+        ("prepare_wordnet", WordnetSettings, curate_plan.wordnet_settings(config)),
+        ("curate_match", curate_cli.MatchSettings, curate_plan.match_settings(config)),
+        ("curate_queries", curate_cli.QueriesSettings, curate_plan.queries_settings(config)),
+        ("curate_embed", curate_cli.EmbedSettings, curate_plan.embed_settings(config)),
+        ("demo_world", DemoSettings, demo_plan.settings(config)),
+        ("scale_world", ScaleSettings, scale_plan.settings(config)),
+        ("acquire_download", acquire_settings.DownloadSettings, acquire_plan.download_settings(config)),
+        ("acquire_write", acquire_settings.WriteSettings, acquire_plan.write_settings(config)),
+        ("acquire_build", acquire_settings.GatherSettings, acquire_plan.gather_settings(config)),
+    ]  # fmt: skip
+    shard = curate_plan.shard_ids(config)[0]
+    out.append(
+        (
+            "curate_captions",
+            curate_cli.CaptionSettings,
+            curate_plan.captions_settings(config, shard),
+        )
+    )
+    for name in curate_plan.laion_datasets(config):
+        out += [
+            ("curate_candidates", curate_cli.CandidatesSettings, curate_plan.candidates_settings(config, name)),
+            ("curate_select", curate_cli.SelectSettings, curate_plan.select_settings(config, name)),
+            ("curate_calibration", CalibrationSettings, curate_plan.calibration_settings(config, name)),
+            ("acquire_topup_select", acquire_settings.TopupSettings, acquire_plan.topup_settings(config, name)),
+            ("acquire_split", acquire_settings.FillSettings, acquire_plan.fill_settings(config, name)),
+        ]  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "scale.yaml"])
+def test_every_plan_dict_parses_into_its_commands_dataclass(repo_root, name):
+    """No key missing, none unknown, every type right - through the shell quoting the rules use
+    (a settings object is one shell word)."""
+    config = load_config(repo_root / "config" / name)
+    for what, cls, settings in _rule_settings(config):
+        words = shlex.split(to_arg(settings))
+        assert len(words) == 1, what
+        parsed = parse(cls, words[0], what=what)
+        assert json.loads(to_json(parsed)) == settings, what  # (an int may become a float)
+
+
+def test_adapter_settings_parse(repo_root):
+    config = load_config(repo_root / "config" / "config.yaml")
+    for name in acquire_plan.adapter_datasets(config):
+        s = parse(
+            acquire_settings.MaterialiseSettings, acquire_plan.materialise_settings(config, name)
+        )
+        assert s.kind == config["datasets"][name]["kind"]
+        assert s.jobs == acquire_plan.materialise_jobs(config, name)
+
+
+def test_a_missing_or_unknown_key_is_named():
+    fill = acquire_plan.fill_settings(
+        validate_config({"datasets": {"d": {"kind": "laion", "classes": "discover"}}}), "d"
+    )
+    with pytest.raises(SettingsError, match=r"missing key\(s\) \['seed'\]"):
+        parse(acquire_settings.FillSettings, {k: v for k, v in fill.items() if k != "seed"})
+    with pytest.raises(SettingsError, match=r"unknown key\(s\) \['shard_size'\]"):
+        parse(acquire_settings.FillSettings, {**fill, "shard_size": 3})
+    with pytest.raises(SettingsError, match=r"--settings\.allow_fewer must be true or false"):
+        parse(acquire_settings.FillSettings, {**fill, "allow_fewer": "yes"})
+
+
+def test_download_settings_take_the_schemas_defaults():
+    """The drift issue #19 names: acquire.threads_per_process was 64 in the schema, 16 in the
+    CLI. Now the command has no default at all; the plan reads the validated config."""
+    settings = acquire_plan.download_settings(validate_config({}))
+    assert settings["threads_per_process"] == schema_default("acquire.threads_per_process") == 64
+    assert settings["timeout"] == schema_default("acquire.timeout_s")
+    with pytest.raises(SystemExit):  # --settings is required: no flag-by-flag fallback
+        main(["acquire-download", "s.parquet", "--part", "0", "--work-dir", "w"])
+
+
+def test_schema_default_reads_through_the_stage_schemas():
+    defaults = validate_config({})
+    for key in ("laion.batch_rows", "laion.max_caption_bytes", "wordnet.dict_dir", "seed"):
+        section, _, leaf = key.rpartition(".")
+        expected = defaults[section][leaf] if section else defaults[leaf]
+        assert schema_default(key) == expected, key
+    with pytest.raises(ConfigError, match=r"laion\.nope"):
+        schema_default("laion.nope")
+    with pytest.raises(ConfigError, match=r"config key laion is a section"):
+        schema_default("laion")  # a section's default ({}) is no value to copy into a flag
+
+
+def _shard(path, texts):
+    urls = [f"http://x.invalid/{i}.jpg" for i in range(len(texts))]
+    pq.write_table(pa.table({"URL": urls, "TEXT": texts}), path)
+
+
+def test_match_runs_on_the_rules_settings_and_hand_flags_default_from_the_schema(
+    nltk_data, tmp_path, monkeypatch
+):
+    src = tmp_path / "in.parquet"
+    _shard(src, ["a tabby cat on a mat", "x" * 40 + " cat", "zzqx qqxzw"])
+    lemmas = tmp_path / "lemmas.parquet"
+    assert main(["lemmas", "--nltk-data", str(nltk_data), "-o", str(lemmas)]) == 0
+    config = validate_config({"laion": {"max_caption_bytes": 30}})
+    rule = ["match", str(src), "--lemmas", str(lemmas)]
+    settings = to_json(curate_plan.match_settings(config))
+    assert main([*rule, "-o", str(tmp_path / "rule.parquet"), "--settings", settings]) == 0
+    assert set(pq.read_table(tmp_path / "rule.parquet")["row"].to_pylist()) == {0}  # row 1 > 30 B
+
+    # by hand: the schema's defaults (16384 bytes: row 1 is matched too)
+    assert main([*rule, "-o", str(tmp_path / "hand.parquet")]) == 0
+    assert set(pq.read_table(tmp_path / "hand.parquet")["row"].to_pylist()) == {0, 1}
+    seen = {}
+    real = curate_cli.match_settings
+
+    def spy(args):
+        seen["s"] = real(args)
+        return seen["s"]
+
+    monkeypatch.setattr(curate_cli, "match_settings", spy)
+    assert main([*rule, "-o", str(tmp_path / "hand2.parquet")]) == 0
+    assert seen["s"] == curate_cli.MatchSettings(
+        schema_default("laion.batch_rows"), schema_default("laion.max_caption_bytes"), False
+    )
+    # a flag beside --settings would be ignored silently: refused instead
+    both = [*rule, "-o", str(tmp_path / "x.parquet"), "--settings", settings, "--batch-rows", "8"]
+    assert main(both) == 2
+
+
+def test_prepare_wordnet_takes_the_rules_settings_or_the_hand_flag():
+    parser_args = ["prepare-wordnet", "out"]
+    from imagenot.cli import build_parser
+    from imagenot.common_cli import wordnet_settings
+
+    parser = build_parser()
+    rule = parser.parse_args([*parser_args, "--settings", to_json({"dict_dir": "/wn/dict"})])
+    assert wordnet_settings(rule) == WordnetSettings("/wn/dict")
+    hand = parser.parse_args(parser_args)
+    assert wordnet_settings(hand) == WordnetSettings(schema_default("wordnet.dict_dir"))
+    assert wordnet_settings(parser.parse_args([*parser_args, "--dict-dir", "d"])).dict_dir == "d"
+    with pytest.raises(SystemExit):  # one or the other
+        parser.parse_args([*parser_args, "--dict-dir", "d", "--settings", "{}"])
+
+
+def _tree(root, classes, n):
+    rng = np.random.default_rng(0)
+    for c in classes:
+        (root / c).mkdir(parents=True)
+        for i in range(n):
+            buf = io.BytesIO()
+            Image.fromarray(rng.integers(0, 255, (20, 24, 3), dtype=np.uint8)).save(buf, "JPEG")
+            (root / c / f"{i}.jpg").write_bytes(buf.getvalue())
+
+
+def test_materialise_range_and_gather_run_on_the_rules_settings(tmp_path):
+    from imagenot.acquire.dataset import read_classes, read_manifest
+
+    root = tmp_path / "folder"
+    _tree(root, ["cat", "dog", "eel"], 6)
+    config = validate_config(
+        {
+            "datasets": {"mine": {"kind": "imagefolder", "path": str(root), "test_per_class": 2}},
+            "acquire": {"image_size": 16, "val_per_class": 1, "classes_per_job": 2},
+        }
+    )
+    settings = acquire_plan.materialise_settings(config, "mine")
+    assert settings["jobs"] == 2
+    out, parts = tmp_path / "ds", []
+    for job in acquire_plan.range_ids(config, "mine"):
+        parts.append(str(tmp_path / f"range-{job}.parquet"))
+        argv = ["materialise-range", str(out), "--job", job, "--part-manifest", parts[-1]]
+        assert main([*argv, *shlex.split(f"--settings {to_arg(settings)}")]) == 0
+    gather = to_json(acquire_plan.gather_settings(config))
+    assert main(["acquire-gather", *parts, "--out", str(out), "--settings", gather]) == 0
+    manifest = read_manifest(out)
+    assert read_classes(out) == ["cat", "dog", "eel"]
+    assert manifest["split"].to_pylist().count("test") == 6
+
+
+def test_scale_world_shard_runs_on_the_rules_settings(shared_data, nltk_data, tmp_path):
+    config = validate_config(
+        {
+            "scale_world": {"enabled": True, "rows_per_shard": 300, "row_group_rows": 100},
+            "laion": {"dir": scale_plan.LAION_DIR, "shard_pattern": "part-{i:05d}.parquet"},
+        }
+    )
+    lemmas = tmp_path / "lemmas.parquet"
+    assert main(["lemmas", "--nltk-data", str(nltk_data), "-o", str(lemmas)]) == 0
+    out = tmp_path / "part-00000.parquet"
+    captions = str(shared_data / "web_captions_1000.parquet")
+    argv = ["scale-world-shard", "--index", "0", "--captions", captions]
+    argv += ["--lemmas", str(lemmas), "-o", str(out), "--settings"]
+    assert main([*argv, to_json(scale_plan.settings(config))]) == 0
+    assert pq.read_metadata(out).num_rows == 300
+    # the keys only the plan reads are not the command's: given by hand, they are dropped after
+    # the schema validated them; a misspelt key is named
+    assert main([*argv, json.dumps({"enabled": True, "rows_per_shard": 300})]) == 0
+    assert main([*argv, json.dumps({"rows_per_shardz": 300})]) == 2

@@ -1,0 +1,73 @@
+"""The one list of dataset kinds (``datasets.<name>.kind``), importable without torch or numpy.
+
+``laion`` datasets are built by the workflow itself (curate + acquire); every other kind is read
+from files on disk by an adapter: a reader of its images and a reader of its class list, given as
+``"module:function"`` strings that :func:`imagenot.registries.resolve` imports when a job reads
+data (planning and config validation import neither the adapters nor numpy). The config schema's
+``kind`` values, ``imagenot materialise --kind`` choices and the acquire and diagnostics plans
+derive from this list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from imagenot.registries import Registry
+
+
+@dataclass(frozen=True)
+class DatasetKind:
+    """How a dataset of this kind is obtained.
+
+    ``items(root, only) -> (classes, items)`` lists its images (``only``: the classes wanted, or
+    None for all; see :mod:`imagenot.acquire.adapters`); ``classes(root) -> list`` its class list
+    without listing images. Both None: built by the workflow (``laion``). ``class_count``: classes
+    of the kind when fixed, for planning range jobs before the data is at hand.
+    ``class_folders``: one folder per class on disk (planning counts them when the data is there).
+    ``wnid_classes``: its class names are WordNet ids (the WordNet diagnostics apply).
+    """
+
+    items: str | Callable[..., Any] | None
+    classes: str | Callable[..., Any] | None
+    class_count: int | None = None
+    class_folders: bool = False
+    wnid_classes: bool = False
+
+    @property
+    def adapter(self) -> bool:
+        """Read from disk by an adapter (rather than built by the workflow)."""
+        return self.items is not None
+
+
+def _adapter(name: str, count: int | None, folders: bool = False, wnids: bool = False):
+    where = "imagenot.acquire.adapters"
+    return DatasetKind(f"{where}:{name}_items", f"{where}:{name}_classes", count, folders, wnids)
+
+
+DATASET_KINDS: Registry = Registry(
+    "dataset kind",
+    {
+        "laion": DatasetKind(None, None, wnid_classes=True),
+        "fashion_mnist": _adapter("fashion_mnist", 10),
+        "cifar10": _adapter("cifar10", 10),
+        "imagenet": _adapter("imagenet", 1000, folders=True, wnids=True),
+        "imagefolder": _adapter("imagefolder", None, folders=True),
+    },
+)
+
+
+def adapter_kinds() -> tuple[str, ...]:
+    """Kinds read from disk by an adapter, in registry order."""
+    return tuple(name for name, kind in DATASET_KINDS.items() if kind.adapter)
+
+
+def built_kinds() -> tuple[str, ...]:
+    """Kinds built by the workflow (curate + acquire)."""
+    return tuple(name for name, kind in DATASET_KINDS.items() if not kind.adapter)
+
+
+def wnid_kinds() -> tuple[str, ...]:
+    """Kinds whose class names are WordNet ids."""
+    return tuple(name for name, kind in DATASET_KINDS.items() if kind.wnid_classes)

@@ -1,0 +1,89 @@
+"""The settings objects of the demo and scale worlds' commands (``demo-world``,
+``scale-world-shard``): their config sections as frozen dataclasses.
+
+Why: the world builders used to read a dict, so a key misspelt in code was a KeyError deep in a
+run and a key the schema dropped went unnoticed. The plans (:mod:`imagenot.demo.plan`,
+:mod:`imagenot.demo.scale_plan`) build the dict from the validated config; the commands
+complete a hand-typed, partial section with the schema's defaults (:func:`section_settings`)
+and parse it here (:func:`imagenot.settings.parse`): no field has a default of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    """The ``demo_world`` section but ``enabled`` (which only the plan reads)."""
+
+    seed: int
+    n_shards: int
+    rows_per_shard: int
+    image_size: int
+    jpeg_quality: int
+    url_base: str
+    n_survivors: int
+    n_imagenet_classes: int
+    n_shares_imagenet_lemma: int
+    n_rare: int
+    n_ancestors: int
+    n_nsfw: int
+    n_low_similarity: int
+    captions_per_class_min: int
+    captions_per_class_max: int
+    captions_per_hazard_class: int
+    rare_captions_max: int
+    incidental_fraction: float
+    two_class_captions: int
+    label_noise: float
+    broken_url_fraction: float
+    corrupt_fraction: float
+    non_image_fraction: float
+    nsfw_image_fraction: float
+
+
+@dataclass(frozen=True)
+class ScaleSettings:
+    """The ``scale_world`` section but ``enabled``, ``captions`` (the rule's input file) and
+    ``captions_only`` (which only the plan reads)."""
+
+    seed: int
+    rows_per_shard: int
+    row_group_rows: int
+    url_base: str
+    n_synsets: int
+    n_imagenet_classes: int
+    zipf_exponent: float
+    web_fraction: float
+    web_lemma_fraction: float
+    two_class_fraction: float
+    no_noun_fraction: float
+    filler_words_min: int
+    filler_words_max: int
+    nsfw_image_fraction: float
+
+
+def fields_of(cls: type, section: dict[str, Any]) -> dict[str, Any]:
+    """The keys of a validated config ``section`` that ``cls`` holds (what a plan hands over)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in section.items() if k in names}
+
+
+def section_settings(cls: type[T], text: str, schema: str, section: str, **overrides: Any) -> T:
+    """``cls`` from ``--settings`` JSON: the rule's complete section, or a partial one typed by
+    hand, completed with the schema's defaults (``schema``, the section's schema file) and
+    validated there (an unknown key or a wrong value names the key), then parsed strictly."""
+    from imagenot.config import ConfigError, validate_config
+    from imagenot.settings import load, parse
+
+    raw = {**load(text), **overrides}
+    try:
+        complete = validate_config(raw, schema=schema)
+    except ConfigError as exc:
+        raise ConfigError(f"{section}: {exc}") from exc
+    return parse(cls, fields_of(cls, complete))

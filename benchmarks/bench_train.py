@@ -1,7 +1,16 @@
 """Images per second of our training job (imagenot.train.loop.fit: preprocessing, schedule,
 progress, per-epoch validation, metrics and atomic checkpoints) against a plain PyTorch loop with
 the same model, batch and input. ``--json`` prints one object; ``overhead_pct`` is the worst
-model's slowdown of ours relative to the plain loop, in percent.
+model's slowdown of ours relative to the plain loop, in percent, from wall-clock time;
+``overhead_cpu_pct`` the same from this process's CPU time, which a machine shared with other
+jobs inflates far less than wall-clock time (each side: best of ``--repeats`` alternating runs).
+Both sides include building the model (``make_model``): every training job does it. glibc's
+malloc is set as every training job sets it (``keep_freed_memory``, in ``loop.configure``); being
+process-wide it serves both loops (``--default-malloc`` leaves glibc's defaults, under which page
+faults depend on the allocation history that the alternating runs share). Two
+components of the difference are reported alone: ``checkpoint_ms`` per model (one epoch-end
+checkpoint, paid once per epoch, so its share is larger the shorter ``--batches`` makes an
+epoch) and ``step_overhead_ms`` (CPU time our loop adds per optimizer step, on a tiny model).
 
     python benchmarks/bench_train.py --json                       # CPU, demo models, 64 px
     python benchmarks/bench_train.py --json --threads 1 --pin 1   # one core, steadier
@@ -21,7 +30,19 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from imagenot.train.loop import InMemory, Job, fit, make_model, preprocess
+from imagenot.io import keep_freed_memory
+from imagenot.train.loop import (
+    Feeder,
+    InMemory,
+    Interrupts,
+    Job,
+    State,
+    fit,
+    make_model,
+    preprocess,
+    save_checkpoint,
+    train_one_epoch,
+)
 from imagenot.train.search import DEFAULTS
 
 DEMO = [
@@ -34,16 +55,19 @@ DEMO = [
 ]
 
 
-def plain_loop(job: Job, data: InMemory, epochs: int, val: InMemory | None = None) -> float:
-    """Images per second (training images) of a minimal loop: same model, optimizer, batch and
-    preprocessing, and, like torchvision's reference scripts, a validation pass per epoch
-    (``val``): that is work every training job does, not overhead of ours."""
+def plain_loop(
+    job: Job, data: InMemory, epochs: int, val: InMemory | None = None
+) -> tuple[float, float]:
+    """Images per second (training images; wall-clock, CPU time) of a minimal loop: same model,
+    optimizer, batch and preprocessing, and, like torchvision's reference scripts, a validation
+    pass per epoch (``val``) and building the model: work every training job does, not overhead
+    of ours (``fit`` builds its model inside the timed call, so the plain loop does too)."""
     device = torch.device(job.device)
+    start, cpu, seen = time.perf_counter(), time.process_time(), 0
     model, optimizer = make_model(job)
     model.to(device).train()
     if device.type == "cuda":
         model.to(memory_format=torch.channels_last)
-    start, seen = time.perf_counter(), 0
     for _ in range(epochs):
         for idx in torch.randperm(len(data)).split(job.batch_size):
             x = preprocess(data.images[idx].to(device), job.image_size)
@@ -65,17 +89,74 @@ def plain_loop(job: Job, data: InMemory, epochs: int, val: InMemory | None = Non
             model.train()
     if device.type == "cuda":
         torch.cuda.synchronize()
-    return seen / (time.perf_counter() - start)
+    return seen / (time.perf_counter() - start), seen / (time.process_time() - cpu)
 
 
-def ours(job: Job, data: InMemory, val: InMemory, epochs: int) -> float:
-    """Images per second (training images) of our job, checkpoints and validation included."""
+def ours(job: Job, data: InMemory, val: InMemory, epochs: int) -> tuple[float, float]:
+    """Images per second (training images; wall-clock, CPU time) of our job: model, checkpoints
+    and validation included."""
     with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         fit(job, data, val, Path(tmp) / "ckpt.safetensors", "bench", stop_epoch=epochs)
         if job.device == "cuda":
             torch.cuda.synchronize()
-        return epochs * len(data) / (time.perf_counter() - start)
+        seen = epochs * len(data)
+        return seen / (time.perf_counter() - start), seen / (time.process_time() - cpu)
+
+
+def step_overhead(repeats: int, steps: int = 400) -> float:
+    """Milliseconds of CPU time our ``train_one_epoch`` adds per optimizer step to the plain step
+    (seeding, learning rate, on-device sums, the checkpoint check, tqdm), measured with a linear
+    model on 8 px images so that the model's own work does not hide it; best of ``repeats``."""
+    size, batch = 8, 4
+    n = batch * steps
+    g = torch.Generator().manual_seed(0)
+    data = InMemory(
+        torch.randint(0, 256, (n, 3, size, size), dtype=torch.uint8, generator=g),
+        torch.arange(n) % 10,
+    )
+    job = Job("alexnet_mini", 10, {**DEFAULTS, "lr": 0.01}, 0, size, batch, 100, 100)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * size * size, 10))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    cpu = torch.device("cpu")
+
+    def plain() -> None:
+        for idx in torch.randperm(n).split(batch):
+            loss = F.cross_entropy(model(preprocess(data.images[idx], size)), data.labels[idx])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+
+    def mine() -> None:
+        with Interrupts(0) as interrupts:
+            train_one_epoch(model, model, optimizer, Feeder(data), job, State("bench", "bench"),
+                            cpu, lambda: None, interrupts)  # fmt: skip
+
+    def best(run) -> float:
+        times = []
+        for _ in range(repeats):
+            start = time.process_time()
+            run()
+            times.append(time.process_time() - start)
+        return min(times)
+
+    return 1e3 * (best(mine) - best(plain)) / steps
+
+
+def checkpoint_ms(job: Job, repeats: int) -> float:
+    """Wall-clock milliseconds of one epoch-end checkpoint of ``job``'s model and optimizer
+    (after one step, so the optimizer state exists); best of ``repeats``."""
+    model, optimizer = make_model(job)
+    x = torch.zeros(2, 3, job.image_size, job.image_size)
+    F.cross_entropy(model(x), torch.zeros(2, dtype=torch.int64)).backward()
+    optimizer.step()
+    times = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(repeats):
+            start = time.perf_counter()
+            save_checkpoint(Path(tmp) / "ckpt.safetensors", model, optimizer, State("b", "b"))
+            times.append(time.perf_counter() - start)
+    return 1e3 * min(times)
 
 
 def main() -> None:
@@ -92,7 +173,11 @@ def main() -> None:
     parser.add_argument(
         "--pin", type=int, nargs="+", default=None, help="run on these CPU cores only (Linux)"
     )
+    parser.add_argument(
+        "--default-malloc", action="store_true", help="glibc's defaults, not keep_freed_memory()"
+    )
     args = parser.parse_args()
+    malloc_tuned = False if args.default_malloc else keep_freed_memory()
     if args.pin:
         os.sched_setaffinity(0, set(args.pin))
     torch.set_num_threads(args.threads)
@@ -108,12 +193,17 @@ def main() -> None:
         job = Job(name, 10, {**DEFAULTS, "lr": 0.01}, 0, size, args.batch_size, 100, 100,
                   eval_batch_size=args.batch_size, device=args.device)  # fmt: skip
         plain_loop(job, data, 1)  # warm-up (allocator, kernels)
-        base = mine = 0.0
+        plain_runs, our_runs = [], []  # (wall, CPU) images/s of each run
         for _ in range(args.repeats):  # alternate, keep the best: robust to a shared machine
-            base = max(base, plain_loop(job, data, args.epochs, val))
-            mine = max(mine, ours(job, data, val, args.epochs))
-        rows.append({"model": name, "plain_img_s": round(base, 1), "ours_img_s": round(mine, 1),
-                     "overhead_pct": round(100 * (base - mine) / base, 2)})  # fmt: skip
+            plain_runs.append(plain_loop(job, data, args.epochs, val))
+            our_runs.append(ours(job, data, val, args.epochs))
+        row = {"model": name}
+        for i, clock in enumerate(("", "_cpu")):
+            base, mine = max(r[i] for r in plain_runs), max(r[i] for r in our_runs)
+            row |= {f"plain{clock}_img_s": round(base, 1), f"ours{clock}_img_s": round(mine, 1),
+                    f"overhead{clock}_pct": round(100 * (base - mine) / base, 2)}  # fmt: skip
+        row["checkpoint_ms"] = round(checkpoint_ms(job, args.repeats), 1)
+        rows.append(row)
     result = {
         "device": args.device,
         "image_size": size,
@@ -121,8 +211,11 @@ def main() -> None:
         "threads": args.threads,
         "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "repeats": args.repeats,
+        "keep_freed_memory": malloc_tuned,
         "load_average": round(os.getloadavg()[0], 2),
         "overhead_pct": max(r["overhead_pct"] for r in rows),
+        "overhead_cpu_pct": max(r["overhead_cpu_pct"] for r in rows),
+        "step_overhead_ms": round(step_overhead(args.repeats), 3) if args.device == "cpu" else None,
         "models": rows,
     }
     print(json.dumps(result) if args.json else json.dumps(result, indent=2))

@@ -97,3 +97,30 @@ def setup_logging(verbose: bool = False) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+
+
+def keep_freed_memory(trim_threshold: int = 1 << 30) -> bool:
+    """Make glibc's malloc keep freed memory for reuse (process-wide); False where it cannot.
+
+    Batched evaluation allocates and frees tensors of megabytes per transformation and per layer.
+    By default glibc maps blocks above its mmap threshold fresh from the kernel and trims the top
+    of the heap, so many allocations page-fault on new zeroed pages: at the demo size that costs
+    the decode-once evaluation about a quarter of its time (and the per-image way its model
+    batches too). With this, every block comes from the heap and the heap is trimmed only above
+    ``trim_threshold`` bytes: the process holds its peak heap until it exits. For one-shot
+    processes (``imagenot evaluate-robustness``, ``benchmarks/bench_eval.py``, every training job
+    through ``imagenot.train.loop.configure``, ``benchmarks/bench_train.py``). Training on the CPU
+    frees and re-allocates each step's activations: with glibc's defaults how often they fault
+    depends on the allocation history (about 2 x 10^5 faults and 0.2-0.4 s of system time per 16
+    efficientnet_mini steps in one order of the same work, near none in another; see
+    docs/benchmarks.md).
+    """
+    import ctypes
+    import ctypes.util
+
+    m_trim_threshold, m_mmap_max = -1, -4  # <malloc.h>
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):  # not glibc (macOS, Windows)
+        return False
+    return bool(mallopt(m_mmap_max, 0)) and bool(mallopt(m_trim_threshold, trim_threshold))

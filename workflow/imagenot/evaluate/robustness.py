@@ -31,7 +31,7 @@ from imagenot.evaluate.transforms import (
     key_hashes,
     transform_uniforms,
 )
-from imagenot.io import write_parquet
+from imagenot.io import keep_freed_memory, write_parquet  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -382,28 +382,6 @@ def dataset_batches(
     for x, labels in loader:
         yield x, labels, keys[start : start + len(labels)]
         start += len(labels)
-
-
-def keep_freed_memory(trim_threshold: int = 1 << 30) -> bool:
-    """Make glibc's malloc keep freed memory for reuse (process-wide); False where it cannot.
-
-    Batched evaluation allocates and frees tensors of megabytes per transformation and per layer.
-    By default glibc maps blocks above its mmap threshold fresh from the kernel and trims the top
-    of the heap, so many allocations page-fault on new zeroed pages: at the demo size that costs
-    the decode-once evaluation about a quarter of its time (and the per-image way its model
-    batches too). With this, every block comes from the heap and the heap is trimmed only above
-    ``trim_threshold`` bytes: the process holds its peak heap until it exits. For one-shot
-    processes (``imagenot evaluate-robustness``, ``benchmarks/bench_eval.py``).
-    """
-    import ctypes
-    import ctypes.util
-
-    m_trim_threshold, m_mmap_max = -1, -4  # <malloc.h>
-    try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
-    except (OSError, AttributeError):  # not glibc (macOS, Windows)
-        return False
-    return bool(mallopt(m_mmap_max, 0)) and bool(mallopt(m_trim_threshold, trim_threshold))
 
 
 def resolve_device(device: str) -> torch.device:

@@ -28,7 +28,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from tqdm import tqdm
 
-from imagenot.io import atomic_path
+from imagenot.io import atomic_path, keep_freed_memory
 from imagenot.registries import resolve
 from imagenot.train.distributed import SINGLE, Dist, accumulation, micro_batches, shard
 from imagenot.train.optim_registry import OPTIMIZERS, SCHEDULERS
@@ -242,6 +242,20 @@ def _generator(*parts: object) -> torch.Generator:
     return torch.Generator().manual_seed(stable_int(*parts))
 
 
+def seed_step(seed: int, device: torch.device) -> None:
+    """Seed the generators a training step draws from (dropout, stochastic depth): the CPU's
+    and, on CUDA, this process's device's; the same draws as ``torch.manual_seed(seed)``.
+
+    Why not ``torch.manual_seed``: it also seeds every other backend, and for each one not
+    initialised (CUDA, XPU, MTIA on a CPU job) torch queues a deferred call together with a
+    formatted stack trace; that cost 0.1-0.2 ms per step, on every step of a CPU job, whereas
+    seeding the generator in use costs about a microsecond (see docs/benchmarks.md).
+    """
+    torch.default_generator.manual_seed(seed)
+    if device.type == "cuda":
+        torch.cuda.manual_seed(seed)  # the current device: this rank's GPU
+
+
 # ----------------------------------------------------------------------------- checkpoints
 
 
@@ -452,7 +466,11 @@ def deterministic_for(setting: bool | None, device: str) -> bool:
 
 
 def configure(deterministic: bool, threads: int) -> None:
-    """Process-wide settings: thread count, deterministic algorithms or cuDNN autotuning."""
+    """Process-wide settings: thread count, deterministic algorithms or cuDNN autotuning, and
+    glibc's malloc keeping freed memory (``imagenot.io.keep_freed_memory``: a training job is one
+    process whose every step frees and re-allocates the same activations; without it they
+    page-fault anew in some allocation histories, up to a tenth of a CPU step's time)."""
+    keep_freed_memory()
     torch.set_num_threads(max(1, threads))
     if deterministic:
         torch.use_deterministic_algorithms(True, warn_only=True)
@@ -571,7 +589,7 @@ def train_one_epoch(
     ):
         size = len(global_batches[state.batch])
         # dropout etc.: a function of (seed, step, rank), so a resumed step draws what it drew
-        torch.manual_seed(stable_int(job.seed, "step", state.step, d.rank))
+        seed_step(stable_int(job.seed, "step", state.step, d.rank), device)
         lr = learning_rate(state.step, steps_per_epoch, horizon(job), job.hyperparameters)
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -586,8 +604,9 @@ def train_one_epoch(
                 loss = F.cross_entropy(logits.float(), y, reduction="sum") * (d.world / size)
             with _no_sync(forward, not last):
                 loss.backward()
-            losses[state.batch] += loss.detach().double() * (size / d.world)
-            correct[state.batch] += (logits.detach().argmax(1) == y).sum()
+            # in place on the step's element (``t[i] += v`` would also copy it back into itself)
+            losses[state.batch].add_(loss.detach().double() * (size / d.world))
+            correct[state.batch].add_((logits.detach().argmax(1) == y).sum())
         optimizer.step()
         state.step += 1
         state.batch += 1

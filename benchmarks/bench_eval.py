@@ -43,10 +43,10 @@ from imagenot.config import validate_config
 from imagenot.evaluate.robustness import (
     dataset_batches,
     evaluate_batches,
-    keep_freed_memory,
     normalise,
 )
 from imagenot.evaluate.transforms import build_transforms
+from imagenot.io import keep_freed_memory
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 

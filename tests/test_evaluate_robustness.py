@@ -302,7 +302,7 @@ def test_decoded_batches_equal_per_image_conversion(tmp_path):
 
 
 def test_keep_freed_memory_is_harmless():
-    from imagenot.evaluate.robustness import keep_freed_memory
+    from imagenot.io import keep_freed_memory
 
     assert isinstance(keep_freed_memory(), bool)
     assert torch.ones(1 << 22).sum().item() == float(1 << 22)

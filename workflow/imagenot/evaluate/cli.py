@@ -35,7 +35,8 @@ def _evaluate_robustness(args: argparse.Namespace) -> None:
     import torch
 
     from imagenot.evaluate.metrics import robust_accuracy
-    from imagenot.evaluate.robustness import Settings, evaluate_checkpoint, keep_freed_memory
+    from imagenot.evaluate.robustness import Settings, evaluate_checkpoint
+    from imagenot.io import keep_freed_memory
 
     torch.set_num_threads(max(1, args.threads))
     keep_freed_memory()  # a one-shot process: reuse freed tensor memory instead of page-faulting

@@ -31,7 +31,7 @@ from imagenot.evaluate.transforms import (
     key_hashes,
     transform_uniforms,
 )
-from imagenot.io import keep_freed_memory, write_parquet  # noqa: F401 (re-exported)
+from imagenot.io import write_parquet
 
 log = logging.getLogger(__name__)
 

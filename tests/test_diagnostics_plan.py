@@ -13,6 +13,7 @@ import pytest
 
 from imagenot.config import validate_config
 from imagenot.diagnostics import captions, figures, plan, table
+from imagenot.registries import RegistryError
 
 DEMO_DATASETS = {
     "imagenot": {"kind": "laion", "classes": "discover"},
@@ -128,7 +129,9 @@ def test_one_rule_per_diagnostics_figure_gets_its_inputs_from_the_plan(monkeypat
     assert "results/curate/imagenet/selection.parquet" in plan.figure_inputs(
         config, "caption_similarity"
     )
-    with pytest.raises(ValueError, match="not one of"):
+    with pytest.raises(
+        RegistryError, match="unknown diagnostics figure 'pie'; registered: class_depth"
+    ):
         plan.figure_inputs(config, "pie")
 
 

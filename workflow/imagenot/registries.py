@@ -90,6 +90,7 @@ REGISTRIES: dict[str, str] = {
     "tables": "imagenot.figures.registry:WORKFLOW_TABLES",
     "report_figures": "imagenot.figures.registry:REPORT_FIGURES",
     "report_tables": "imagenot.figures.registry:REPORT_TABLES",
+    "diagnostics_figures": "imagenot.diagnostics.plan:FIGURES",
     "optimizers": "imagenot.train.optim_registry:OPTIMIZERS",
     "schedulers": "imagenot.train.optim_registry:SCHEDULERS",
     "encoders": "imagenot.curate.encoders:ENCODERS",

@@ -276,43 +276,10 @@ def _table(args: argparse.Namespace) -> None:
 
 
 def _figure(args: argparse.Namespace) -> None:
-    import numpy as np
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
     from imagenot.diagnostics import figures
+    from imagenot.registries import resolve
 
     s = _parse(FigureSettings, args.settings, "diagnostics-figure")
-    if s.figure not in FIGURES:
-        raise SystemExit(
-            f"imagenot diagnostics-figure: --settings.figure {s.figure!r} is not one of "
-            f"{', '.join(FIGURES)}"
-        )
-    inputs = _labelled(args.inputs)
-    if s.figure in ("class_depth", "siblings"):
-        column = "depth" if s.figure == "class_depth" else "n_siblings"
-        series, reference = {}, None
-        for label, path in inputs.items():
-            t = pq.read_table(path, columns=["role", column])
-            own = t.filter(pc.equal(t["role"], "classes"))[column].to_numpy()
-            series[label] = own
-            if reference is None:
-                ref = t.filter(pc.equal(t["role"], "reference"))[column].to_numpy()
-                reference = (s.reference_name, ref)
-        series = figures.with_reference(series, reference)
-        make = figures.class_depth_figure if s.figure == "class_depth" else figures.siblings_figure
-        fig = make(series)
-    elif s.figure == "caption_similarity":
-        from imagenot.diagnostics.captions import read_curation
-
-        fig = figures.caption_similarity_figure({k: read_curation(v) for k, v in inputs.items()})
-    else:
-        tables = {}
-        for label, path in inputs.items():
-            t = pq.read_table(path)
-            tables[label] = {
-                k: np.asarray(t[k].to_numpy(zero_copy_only=False), dtype=float)
-                for k in ("intra", "inter")
-            }
-        fig = figures.image_similarity_figure(tables)
+    draw = resolve(FIGURES.entry(s.figure).draw)
+    fig = draw(s.figure, _labelled(args.inputs), s.reference_name)
     figures.save(fig, args.pdf, args.png)

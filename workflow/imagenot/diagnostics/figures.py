@@ -27,6 +27,45 @@ def save(fig, pdf: str | os.PathLike, png: str | os.PathLike) -> None:
     _plt().close(fig)
 
 
+def draw_wordnet_figure(name: str, inputs: dict[str, str], reference_name: str):
+    """``class_depth`` / ``siblings``: one per-class WordNet table per subject (its ``classes``
+    rows; the first table's ``reference`` rows are the reference list)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    column = "depth" if name == "class_depth" else "n_siblings"
+    series, reference = {}, None
+    for label, path in inputs.items():
+        t = pq.read_table(path, columns=["role", column])
+        series[label] = t.filter(pc.equal(t["role"], "classes"))[column].to_numpy()
+        if reference is None:
+            ref = t.filter(pc.equal(t["role"], "reference"))[column].to_numpy()
+            reference = (reference_name, ref)
+    series = with_reference(series, reference)
+    return (class_depth_figure if name == "class_depth" else siblings_figure)(series)
+
+
+def draw_caption_figure(name: str, inputs: dict[str, str], reference_name: str):
+    """``caption_similarity``: one curation folder per dataset."""
+    from imagenot.diagnostics.captions import read_curation
+
+    return caption_similarity_figure({k: read_curation(v) for k, v in inputs.items()})
+
+
+def draw_image_figure(name: str, inputs: dict[str, str], reference_name: str):
+    """``image_similarity``: one per-class image-similarity table per dataset."""
+    import pyarrow.parquet as pq
+
+    tables = {}
+    for label, path in inputs.items():
+        t = pq.read_table(path)
+        tables[label] = {
+            k: np.asarray(t[k].to_numpy(zero_copy_only=False), dtype=float)
+            for k in ("intra", "inter")
+        }
+    return image_similarity_figure(tables)
+
+
 def with_reference(series: dict[str, np.ndarray], reference: tuple[str, np.ndarray] | None):
     """Series in display order: the subjects, then the reference (if any)."""
     out = dict(series)

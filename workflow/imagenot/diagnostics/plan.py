@@ -11,8 +11,11 @@ Subjects of the WordNet statistics are the diagnosed datasets whose classes are 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from imagenot.acquire.kinds import wnid_kinds
+from imagenot.registries import Registry
 
 R = "results"
 LIST_PREFIX = "list-"
@@ -186,7 +189,53 @@ def image_classes_file(dataset: str) -> str:
 
 
 # The diagnostics figures (the one list: ``imagenot diagnostics-figure`` choices derive from it).
-FIGURES = ("class_depth", "siblings", "caption_similarity", "image_similarity")
+@dataclass(frozen=True)
+class DiagnosticsFigure:
+    """A diagnostics figure: where its inputs come from and what draws it.
+
+    ``sources(config)`` gives ``(label, path)`` pairs handed to the command; ``inputs(config)``
+    the rule's input files when they differ from the sources' paths (a folder source);
+    ``draw`` a ``"module:function"`` called as ``draw(name, {label: path}, reference_name)``
+    returning a matplotlib figure (imported by the job only: planning stays matplotlib-free)."""
+
+    sources: Callable[[dict], list[tuple[str, str]]]
+    draw: str
+    inputs: Callable[[dict], list[str]] | None = None
+
+
+def _wordnet_sources(config: dict) -> list[tuple[str, str]]:
+    return [(s, wordnet_classes_file(s)) for s in wordnet_subjects(config)]
+
+
+def _caption_sources(config: dict) -> list[tuple[str, str]]:
+    return [(d, f"{R}/curate/{d}") for d in caption_datasets(config)]
+
+
+def _image_sources(config: dict) -> list[tuple[str, str]]:
+    return [(d, image_classes_file(d)) for d in image_datasets(config)]
+
+
+#: The one list of diagnostics figures (rule ``diagnostics_figure``'s wildcard, the command's
+#: check, the default of what is drawn).
+FIGURES = Registry(
+    "diagnostics figure",
+    {
+        "class_depth": DiagnosticsFigure(
+            _wordnet_sources, "imagenot.diagnostics.figures:draw_wordnet_figure"
+        ),
+        "siblings": DiagnosticsFigure(
+            _wordnet_sources, "imagenot.diagnostics.figures:draw_wordnet_figure"
+        ),
+        "caption_similarity": DiagnosticsFigure(
+            _caption_sources,
+            "imagenot.diagnostics.figures:draw_caption_figure",
+            inputs=lambda config: caption_figure_inputs(config),
+        ),
+        "image_similarity": DiagnosticsFigure(
+            _image_sources, "imagenot.diagnostics.figures:draw_image_figure"
+        ),
+    },
+)
 
 
 def figure_files(name: str) -> list[str]:
@@ -212,28 +261,17 @@ def caption_figure_inputs(config: dict) -> list[str]:
     ]
 
 
-def _figure_sources(config: dict, name: str) -> list[tuple[str, str]]:
-    """``(label, input)`` pairs of one diagnostics figure: per-class WordNet tables, curation
-    folders or per-class image similarities."""
-    if name in ("class_depth", "siblings"):
-        return [(s, wordnet_classes_file(s)) for s in wordnet_subjects(config)]
-    if name == "caption_similarity":
-        return [(d, f"{R}/curate/{d}") for d in caption_datasets(config)]
-    if name == "image_similarity":
-        return [(d, image_classes_file(d)) for d in image_datasets(config)]
-    raise ValueError(f"diagnostics figure {name!r}: not one of {', '.join(FIGURES)}")
-
-
 def figure_inputs(config: dict, name: str) -> list[str]:
     """Input files of the diagnostics figure ``name`` (rule diagnostics_figure)."""
-    if name == "caption_similarity":
-        return caption_figure_inputs(config)
-    return [path for _, path in _figure_sources(config, name)]
+    figure = FIGURES.entry(name)
+    if figure.inputs is not None:
+        return figure.inputs(config)
+    return [path for _, path in figure.sources(config)]
 
 
 def figure_args(config: dict, name: str) -> str:
     """``LABEL=PATH`` arguments of ``imagenot diagnostics-figure`` for ``name``."""
-    return _labelled(_figure_sources(config, name))
+    return _labelled(FIGURES.entry(name).sources(config))
 
 
 def figure_settings(config: dict, name: str) -> dict:
@@ -287,15 +325,8 @@ def table_settings(config: dict, subject: str) -> dict:
 
 
 def figures(config: dict) -> list[str]:
-    """Names of the diagnostics figures this config produces."""
-    names = []
-    if wordnet_subjects(config):
-        names += ["class_depth", "siblings"]
-    if caption_datasets(config):
-        names.append("caption_similarity")
-    if image_datasets(config):
-        names.append("image_similarity")
-    return names
+    """Names of the diagnostics figures this config produces: those with something to draw."""
+    return [name for name, figure in FIGURES.items() if figure.sources(config)]
 
 
 def targets(config: dict) -> list[str]:

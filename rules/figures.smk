@@ -61,9 +61,7 @@ rule rankings_json:
         "../envs/analyse.yaml"
     threads: 1
     params:
-        settings=lambda wc: to_arg(
-            figures_plan.rankings_settings(config, wc.variant)
-        ),
+        settings=lambda wc: to_arg(figures_plan.rankings_settings(config, wc.variant)),
     shell:
         "imagenot rankings {input.accuracy} --per-image {input.per_image}"
         " --settings {params.settings} --out {output} > {log} 2>&1"

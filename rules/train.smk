@@ -66,7 +66,9 @@ rule train_trial:
         **gpu_request(train_plan.gpus(config)),
     params:
         settings=lambda wc: to_arg(
-            train_plan.trial_settings(config, wc.dataset, wc.protocol, wc.model, wc.stage)
+            train_plan.trial_settings(
+                config, wc.dataset, wc.protocol, wc.model, wc.stage
+            )
         ),
         promoted=lambda wc: train_plan.promoted_option(
             config, wc.dataset, wc.protocol, wc.model, wc.stage
@@ -95,7 +97,9 @@ rule train_halve:
         gpu_env("train")
     threads: 1
     params:
-        settings=lambda wc: to_arg(train_plan.halve_settings(config, wc.dataset, wc.protocol)),
+        settings=lambda wc: to_arg(
+            train_plan.halve_settings(config, wc.dataset, wc.protocol)
+        ),
     shell:
         "imagenot train-halve {input} --rung {wildcards.rung} --settings {params.settings}"
         " --out {output} > {log} 2>&1"
@@ -137,7 +141,9 @@ rule train_final:
         **gpu_request(train_plan.gpus(config)),
     params:
         settings=lambda wc: to_arg(
-            train_plan.final_settings(config, wc.dataset, wc.protocol, wc.model, wc.seed)
+            train_plan.final_settings(
+                config, wc.dataset, wc.protocol, wc.model, wc.seed
+            )
         ),
         data=f"{RESULTS}/datasets/{{dataset}}",
         out_dir=f"{TRAIN_RUN}/final/seed-{{seed}}",

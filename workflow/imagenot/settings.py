@@ -88,6 +88,15 @@ def parse(cls: type[T], text: str | Mapping[str, Any], *, what: str = "--setting
     return cls(**values)
 
 
+def parse_or_exit(cls: type[T], text: str, command: str) -> T:
+    """:func:`parse` for a command's ``main``: a wrong key exits with one line naming the command
+    and the key (``imagenot <command>: ...``), no traceback."""
+    try:
+        return parse(cls, text)
+    except SettingsError as exc:
+        raise SystemExit(f"imagenot {command}: {exc}") from None
+
+
 def _typed(key: str, value: Any, hint: Any) -> Any:
     """``value`` checked against ``hint`` (scalars, optionals, nested dataclasses); containers
     and anything else are passed through."""

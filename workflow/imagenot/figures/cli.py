@@ -73,12 +73,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _settings(cls, text: str, command: str, field: str, names):
     """The parsed settings; a wrong key or an unregistered name exits with one line."""
-    from imagenot.settings import SettingsError, parse
+    from imagenot.settings import parse_or_exit
 
-    try:
-        settings = parse(cls, text)
-    except SettingsError as exc:
-        raise SystemExit(f"imagenot {command}: {exc}") from None
+    settings = parse_or_exit(cls, text, command)
     if getattr(settings, field) not in names:
         raise SystemExit(
             f"imagenot {command}: --settings.{field} {getattr(settings, field)!r} is not "

@@ -87,12 +87,9 @@ class PublishedSettings:
 
 def _parse(cls, text: str, command: str):
     """The parsed settings, or exit with one line naming the key."""
-    from imagenot.settings import SettingsError, parse
+    from imagenot.settings import parse_or_exit
 
-    try:
-        return parse(cls, text)
-    except SettingsError as exc:
-        raise SystemExit(f"imagenot {command}: {exc}") from None
+    return parse_or_exit(cls, text, command)
 
 
 def _job(settings, threads: int) -> dict:

@@ -66,6 +66,8 @@ def env_cuda(env: str) -> tuple[str, str]:
     return env, BASE_CUDA
 
 
+#: The one post-deploy script; ``envs/<env>.post-deploy.sh`` are symlinks to it.
+SHARED_POST_DEPLOY = ENVS / "post-deploy.sh"
 POST_DEPLOY = """\
 #!/usr/bin/env bash
 # Snakemake runs this once after creating the env, with the env activated, from the directory
@@ -381,8 +383,12 @@ def write_envs() -> None:
             *[f"      - {d}=={lock[d]}" for d in dists],
         ]
         (ENVS / f"{env}.yaml").write_text("\n".join(lines) + "\n")
+        # Snakemake wants the script beside each env file; one script, linked from each name
         script = ENVS / f"{env}.post-deploy.sh"
-        script.write_text(POST_DEPLOY.replace("{version}", package_version()))
+        script.unlink(missing_ok=True)
+        script.symlink_to(SHARED_POST_DEPLOY.name)
+    SHARED_POST_DEPLOY.write_text(POST_DEPLOY.replace("{version}", package_version()))
+    SHARED_POST_DEPLOY.chmod(0o755)
 
 
 # ---- tests ---------------------------------------------------------------------------------------

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+NO_SLURM = REPO / "tests" / "no-slurm"
+
+
+def pytest_configure(config):
+    """Tests run without a SLURM cluster, except tests/test_slurm.py (which calls `with_slurm`).
+
+    tests/no-slurm/scontrol fails at once, instead of the 9 s that the real client waits for a
+    controller that is not running; every Snakemake command asks it (see that file)."""
+    os.environ["PATH"] = f"{NO_SLURM}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def with_slurm(path: str) -> str:
+    """PATH without tests/no-slurm: for commands that talk to the real (loopback) cluster."""
+    return os.pathsep.join(p for p in path.split(os.pathsep) if Path(p) != NO_SLURM)
 
 
 @pytest.fixture(scope="session")

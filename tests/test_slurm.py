@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import with_slurm
 
 REPO = Path(__file__).resolve().parents[1]
 HARNESS = REPO / "scripts" / "slurm-local.sh"
@@ -94,7 +95,7 @@ def _skip_reason() -> str | None:
 def _env(home: Path | None = None) -> dict[str, str]:
     env = dict(os.environ)
     venv_bin = str(Path(sys.executable).parent)
-    env["PATH"] = f"{venv_bin}:{env.get('PATH', '')}"
+    env["PATH"] = f"{venv_bin}:{with_slurm(env.get('PATH', ''))}"
     if home is not None:
         env["HOME"] = str(home)
     return env
@@ -120,14 +121,16 @@ def slurm_cluster():
     reason = _skip_reason()
     if reason:
         pytest.skip(reason)
-    was_up = subprocess.run([str(HARNESS), "status"], capture_output=True).returncode == 0
-    started = subprocess.run([str(HARNESS), "start"], capture_output=True, text=True)
+    was_up = (
+        subprocess.run([str(HARNESS), "status"], env=_env(), capture_output=True).returncode == 0
+    )
+    started = subprocess.run([str(HARNESS), "start"], env=_env(), capture_output=True, text=True)
     try:
         assert started.returncode == 0, f"slurm-local.sh start failed:\n{started.stderr}"
         yield
     finally:
         if not was_up:  # stop only what this fixture started (the script stops by PID)
-            subprocess.run([str(HARNESS), "stop"], capture_output=True)
+            subprocess.run([str(HARNESS), "stop"], env=_env(), capture_output=True)
 
 
 def _run(cmd: list[str], home: Path | None = None) -> subprocess.CompletedProcess:

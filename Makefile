@@ -8,6 +8,9 @@ PIP := env -u PIP_FIND_LINKS PIP_CONFIG_FILE=/dev/null $(BIN)/pip
 RUN := env PATH="$(BIN):$$PATH"
 PROFILE ?= profiles/local
 PYTEST_ARGS ?=
+# make test: one worker per core (at most 3), each taking whole test modules (their fixtures are
+# built once), the costliest first (tests/conftest.py). `pytest tests/test_x.py` runs in-process.
+PYTEST_WORKERS ?= -n auto --maxprocesses 3 --dist loadscope --no-loadscope-reorder
 
 .PHONY: demo test lint format setup sysdeps rulegraph clean help slurm-profile
 
@@ -36,7 +39,7 @@ demo: setup
 	$(RUN) snakemake --profile $(PROFILE) --report results/report.html
 
 test: setup
-	$(RUN) pytest $(PYTEST_ARGS)
+	$(RUN) pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(RUN) ruff check workflow tests benchmarks

@@ -20,6 +20,18 @@ def pytest_configure(config):
     os.environ["PATH"] = f"{NO_SLURM}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
+# The end-to-end modules, costliest first (measured: docs/benchmarks.md, "make test"). `make test`
+# runs the suite on several workers (pytest-xdist, one module per worker at a time, in collection
+# order): starting these first keeps one long module from running alone at the end.
+COSTLIEST_FIRST = ("test_incremental.py", "test_slurm.py", "test_scale_world.py", "test_envs.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Collect the modules of COSTLIEST_FIRST first (a stable sort: the rest keep their order)."""
+    rank = {name: i for i, name in enumerate(COSTLIEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 def with_slurm(path: str) -> str:
     """PATH without tests/no-slurm: for commands that talk to the real (loopback) cluster."""
     return os.pathsep.join(p for p in path.split(os.pathsep) if Path(p) != NO_SLURM)

@@ -64,22 +64,28 @@ def results(tmp_path_factory, runs):
 
 
 def options(config: dict) -> dict:
-    """The shared figure/table settings of the plan, at a low dpi for speed."""
+    """The shared figure/table options of the plan."""
     opts = plan.options_settings(config)
     assert opts["datasets"] == DATASETS and opts["reference"] == "imagenet"
-    return {**opts, "dpi": 60}
+    return opts
+
+
+def style(config: dict) -> dict:
+    """The plan's figure style, at a low dpi for speed."""
+    return {**plan.style_settings(config), "dpi": 60}
 
 
 def figure_options(config: dict, **changes):
-    """figures.data.Options as the figure command builds it from the plan's settings."""
-    from imagenot.figures.cli import OptionSettings, _options
+    """figures.options.Options as the figure command parses it from the plan's settings."""
+    from imagenot.figures.options import Options
     from imagenot.settings import parse
 
-    return _options(parse(OptionSettings, {**options(config), **changes}))[0]
+    return parse(Options, {**options(config), **changes})
 
 
 def figure_argv(config, kind, dataset=None, protocol=None) -> list[str]:
-    settings = {"kind": kind, "dataset": dataset, "protocol": protocol, "options": options(config)}
+    settings = {"kind": kind, "dataset": dataset, "protocol": protocol}
+    settings |= {"options": options(config), "style": style(config)}
     return ["figure", "--settings", json.dumps(settings)]
 
 
@@ -282,9 +288,16 @@ def test_settings_name_a_wrong_key_and_an_unregistered_kind(config, results, tmp
         "dataset": None,
         "protocol": None,
         "options": options(config),
+        "style": style(config),
     }
     bad = {**settings, "options": {**options(config), "colour": "red"}}
-    with pytest.raises(SystemExit, match="colour"):
+    with pytest.raises(SystemExit, match=r"--settings\.options.*colour"):
+        main(["figure", "--settings", json.dumps(bad), str(results["accuracy"]), *out])
+    bad = {**settings, "style": {**style(config), "dpi": "high"}}
+    with pytest.raises(SystemExit, match=r"--settings\.style\.dpi must be an integer"):
+        main(["figure", "--settings", json.dumps(bad), str(results["accuracy"]), *out])
+    bad = {**settings, "style": {"width_in": 6.75, "dpi": 60}}
+    with pytest.raises(SystemExit, match=r"--settings\.style.*missing key\(s\) \['font_size'\]"):
         main(["figure", "--settings", json.dumps(bad), str(results["accuracy"]), *out])
     with pytest.raises(SystemExit, match="not registered"):
         wrong = {**settings, "kind": "pie_chart"}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -77,6 +78,50 @@ def test_toys_validate_and_plan_through_the_registries_alone(toys):
     assert "toy_table" in figures_plan.table_regex().split("|")
 
 
+def test_a_plugin_figure_drawn_per_dataset_plans_one_file_per_st_dataset(toys):
+    """A kind's FigureKind alone (drawn for a dataset, when ST runs exist) makes the plan draw it
+    once per ST dataset, in drawing order, with names the figure rule reads back."""
+    from imagenot.figures import plan as figures_plan
+    from imagenot.stages import check_workflow_config
+    from imagenot.train import plan as train_plan
+    from imagenot.train.plan import protocol_regex
+
+    config = _toy_config()
+    config["analyse"]["figures"] = ["toy_per_dataset"]
+    check_workflow_config(config)
+    runs = train_plan.final_runs(config)
+    st = [
+        d
+        for d in figures_plan.dataset_order(config, runs)
+        if (d, "st") in {(r["dataset"], r["protocol"]) for r in runs}
+    ]
+    assert "toy" in st and len(st) >= 2
+    names = figures_plan.figure_names(config, runs)
+    assert names == [f"toy_per_dataset_{d}" for d in st]
+    for name, dataset in zip(names, st, strict=True):
+        assert re.fullmatch(figures_plan.figure_regex(), name)
+        request = figures_plan.figure_request(name, protocol_regex(config))
+        assert request == {"kind": "toy_per_dataset", "dataset": dataset, "protocol": None}
+    assert figures_plan.code("toy_per_dataset") == str(PLUGINS / "toy_figure_module.py")
+    # no ST run, no file (its ``when``), however many other runs there are
+    transfer = [r for r in runs if r["protocol"] != "st"]
+    assert transfer and figures_plan.figure_names(config, transfer) == []
+
+
+def test_a_figure_kind_names_only_known_fields_and_conditions():
+    from imagenot.figures.registry import WORKFLOW_FIGURES, FigureKind
+
+    with pytest.raises(ValueError, match="drawn_for"):
+        FigureKind("m:f", ("protocol",))
+    with pytest.raises(ValueError, match="when 'sometimes'"):
+        FigureKind("m:f", when="sometimes")
+    with pytest.raises(TypeError, match="must be a FigureKind"):
+        WORKFLOW_FIGURES.register("bad_figure", ("m:f", ("dataset",)))
+    with WORKFLOW_FIGURES.temporarily("plain_figure", "m:f"):  # a plain string: once, always
+        assert WORKFLOW_FIGURES["plain_figure"] == FigureKind("m:f", (), "always")
+    assert "bad_figure" not in WORKFLOW_FIGURES
+
+
 def test_toys_are_refused_once_unregistered(toys):
     from toy_entries import ENTRIES
 
@@ -135,16 +180,23 @@ def test_toy_figure_and_table_are_drawn_by_the_figure_and_table_commands(toys, t
         "confidence": 0.95,
         "axis": "linear",
         "imagenet_axis": "published",
-        "width_in": 6.75,
-        "font_size": 8,
-        "dpi": 40,
     }
-    figure = {"kind": "toy_figure", "dataset": None, "protocol": None, "options": options}
+    style = {"width_in": 6.75, "font_size": 8, "dpi": 40}
+    figure = {"kind": "toy_figure", "dataset": None, "protocol": None}
+    figure |= {"options": options, "style": style}
     common = [str(acc), "--settings"]
     pdf, png = tmp_path / "toy.pdf", tmp_path / "toy.png"
     argv = ["figure", *common, json.dumps(figure), "--pdf", str(pdf), "--png", str(png)]
     assert main(argv) == 0
     assert pdf.read_bytes()[:5] == b"%PDF-" and png.stat().st_size > 0
+    # a kind drawn per dataset gets its dataset as a keyword (and refuses to draw without one)
+    per_dataset = {**figure, "kind": "toy_per_dataset", "dataset": "imagenot"}
+    pdf, png = tmp_path / "toy_imagenot.pdf", tmp_path / "toy_imagenot.png"
+    argv = ["figure", *common, json.dumps(per_dataset), "--pdf", str(pdf), "--png", str(png)]
+    assert main(argv) == 0 and pdf.read_bytes()[:5] == b"%PDF-"
+    argv[3] = json.dumps({**per_dataset, "dataset": None})
+    with pytest.raises(SystemExit, match=r"toy_per_dataset: --settings\.dataset is required"):
+        main(argv)
     reports = [tmp_path / "standard.json", tmp_path / "robust.json"]
     for report in reports:
         report.write_text("{}")

@@ -1,4 +1,4 @@
-"""One settings object per rule (acquire, curate, wordnet, demo, scale): each plan's dict parses
+"""One settings object per rule (acquire, curate, wordnet, demo, scale, figures): each plan's dict parses
 into its command's dataclass for every shipped config, the commands run on what the rules pass,
 and the flags of hand-typed commands take their defaults from the schema."""
 
@@ -25,7 +25,10 @@ from imagenot.curate.calibration import CalibrationSettings
 from imagenot.demo import plan as demo_plan
 from imagenot.demo import scale_plan
 from imagenot.demo.settings import DemoSettings, ScaleSettings
+from imagenot.figures import cli as figures_cli
+from imagenot.figures import plan as figures_plan
 from imagenot.settings import SettingsError, parse, to_arg, to_json
+from imagenot.train import plan as train_plan
 
 
 def _rule_settings(config: dict) -> list[tuple[str, type, dict]]:
@@ -57,6 +60,15 @@ def _rule_settings(config: dict) -> list[tuple[str, type, dict]]:
             ("acquire_topup_select", acquire_settings.TopupSettings, acquire_plan.topup_settings(config, name)),
             ("acquire_split", acquire_settings.FillSettings, acquire_plan.fill_settings(config, name)),
         ]  # fmt: skip
+    runs = train_plan.final_runs(config)
+    out += [
+        (f"figure {name}", figures_cli.FigureSettings, figures_plan.figure_settings(config, name))
+        for name in figures_plan.figure_names(config, runs)
+    ]
+    out += [
+        (f"table {name}", figures_cli.TableSettings, figures_plan.table_settings(config, name))
+        for name in config["analyse"]["tables"]
+    ]
     return out
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from imagenot.acquire.kinds import DATASET_KINDS, DatasetKind
 from imagenot.evaluate.transform_registry import TRANSFORMS, TransformEntry
-from imagenot.figures.registry import WORKFLOW_FIGURES, WORKFLOW_TABLES
+from imagenot.figures.registry import WORKFLOW_FIGURES, WORKFLOW_TABLES, FigureKind
 from imagenot.train.registry import MODELS, ModelSpec
 
 HERE = "toy_entries"
@@ -61,7 +61,12 @@ ENTRIES = [
             },
         ),
     ),
-    (WORKFLOW_FIGURES, "toy_figure", "toy_figure_module:draw"),
+    (WORKFLOW_FIGURES, "toy_figure", "toy_figure_module:draw"),  # drawn once, always
+    (
+        WORKFLOW_FIGURES,
+        "toy_per_dataset",
+        FigureKind("toy_figure_module:draw_per_dataset", ("dataset",), when="st_runs"),
+    ),
     (WORKFLOW_TABLES, "toy_table", f"{HERE}:toy_table"),
     (DATASET_KINDS, "toy_kind", DatasetKind(f"{HERE}:toy_items", f"{HERE}:toy_classes", 2)),
 ]

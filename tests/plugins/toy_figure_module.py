@@ -1,4 +1,5 @@
-"""The toy figure's plotting module: ``draw(accuracy, options, style)`` -> a matplotlib figure."""
+"""The toy figures' plotting module: ``draw(accuracy, options, style, **drawn_for)`` -> a
+matplotlib figure."""
 
 from __future__ import annotations
 
@@ -12,3 +13,8 @@ def draw(acc, opts, style):
     ax.bar(list(mean.index), list(mean.values))
     ax.set_ylabel("top-1 (%)")
     return fig
+
+
+def draw_per_dataset(acc, opts, style, dataset):
+    """Test top-1 per model on one dataset (a kind drawn once per ST dataset)."""
+    return draw(acc[acc["dataset"] == dataset], opts, style)

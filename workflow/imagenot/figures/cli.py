@@ -11,34 +11,21 @@ import argparse
 import json
 from dataclasses import dataclass
 
+from imagenot.figures.options import Options
 from imagenot.figures.plan import FIGURE_KINDS, TABLE_NAMES
-
-
-@dataclass(frozen=True)
-class OptionSettings:
-    """What every figure and table shares (figures.data.Options and figures.style.Style)."""
-
-    datasets: list[str]
-    reference: str
-    downstream: str
-    baseline: str
-    standard_transform: str
-    confidence: float
-    axis: str
-    imagenet_axis: str
-    width_in: float
-    font_size: float
-    dpi: int
+from imagenot.figures.style import Style
 
 
 @dataclass(frozen=True)
 class FigureSettings:
-    """One figure file: its registered kind, what it is drawn for, the shared options."""
+    """One figure file: its registered kind, what it is drawn for, the shared options and the
+    style (the plotting code's own dataclasses, parsed as nested sections)."""
 
     kind: str
     dataset: str | None
     protocol: str | None
-    options: OptionSettings
+    options: Options
+    style: Style
 
 
 @dataclass(frozen=True)
@@ -46,7 +33,7 @@ class TableSettings:
     """One results table: its registered name and the shared options."""
 
     name: str
-    options: OptionSettings
+    options: Options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -84,23 +71,6 @@ def _settings(cls, text: str, command: str, field: str, names):
     return settings
 
 
-def _options(s: OptionSettings):
-    from imagenot.figures.data import Options
-    from imagenot.figures.style import Style
-
-    opts = Options(
-        datasets=list(s.datasets),
-        reference=s.reference,
-        downstream=s.downstream,
-        baseline=s.baseline,
-        standard_transform=s.standard_transform,
-        confidence=s.confidence,
-        axis=s.axis,
-        imagenet_axis=s.imagenet_axis,
-    )
-    return opts, Style(width_in=s.width_in, font_size=s.font_size, dpi=s.dpi)
-
-
 def _load(path: str, command: str):
     """accuracy.csv, or None after a one-line error on stderr."""
     import sys
@@ -117,15 +87,18 @@ def _load(path: str, command: str):
 
 def _figure(args: argparse.Namespace) -> int:
     from imagenot.figures import data
+    from imagenot.figures.registry import WORKFLOW_FIGURES
     from imagenot.figures.style import save
 
     s = _settings(FigureSettings, args.settings, "figure", "kind", FIGURE_KINDS)
-    opts, style = _options(s.options)
+    opts, style = s.options, s.style
     acc = _load(args.accuracy, "figure")
     if acc is None:
         return 2
-    if s.kind in ("accuracy_vs_imagenet", "per_transform") and not s.dataset:
-        raise SystemExit(f"imagenot figure {s.kind}: --settings.dataset is required")
+    request = {field: getattr(s, field) for field in WORKFLOW_FIGURES[s.kind].drawn_for}
+    for field, value in request.items():
+        if not value:
+            raise SystemExit(f"imagenot figure {s.kind}: --settings.{field} is required")
     if s.kind == "rankings_st":
         from imagenot.figures import rankings
 
@@ -144,20 +117,15 @@ def _figure(args: argparse.Namespace) -> int:
     elif s.kind == "accuracy_vs_imagenet":
         from imagenot.figures import accuracy_vs_imagenet
 
-        if not s.protocol:
-            raise SystemExit(
-                "imagenot figure accuracy_vs_imagenet: --settings.protocol is required"
-            )
         fig = accuracy_vs_imagenet.draw(acc, s.dataset, s.protocol, opts, style)
     elif s.kind == "per_transform":
         from imagenot.figures import per_transform
 
         fig = per_transform.draw(acc, s.dataset, opts, style)
-    else:  # any other registered kind: its "module:draw", draw(accuracy, options, style)
-        from imagenot.figures.registry import WORKFLOW_FIGURES
+    else:  # any other registered kind: its "module:draw", draw(accuracy, options, style, ...)
         from imagenot.registries import resolve
 
-        fig = resolve(WORKFLOW_FIGURES[s.kind])(acc, opts, style)
+        fig = resolve(WORKFLOW_FIGURES[s.kind].code)(acc, opts, style, **request)
     save(fig, args.pdf, args.png, style.dpi)
     print(f"wrote {args.pdf} and {args.png}")
     return 0
@@ -167,7 +135,7 @@ def _table(args: argparse.Namespace) -> int:
     from imagenot.figures import tables
 
     s = _settings(TableSettings, args.settings, "table", "name", TABLE_NAMES)
-    opts, _ = _options(s.options)
+    opts = s.options
     acc = _load(args.accuracy, "table")
     if acc is None:
         return 2

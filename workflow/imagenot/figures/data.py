@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -16,22 +15,7 @@ from imagenot.analyse.table import (
     select_variant,
     validate_table,
 )
-
-
-@dataclass
-class Options:
-    """What the figure and table commands share (from config via
-    ``figures_plan.options_settings``; no defaults here: they live in the analyse schema)."""
-
-    datasets: list[str]
-    reference: str
-    downstream: str
-    baseline: str
-    standard_transform: str
-    confidence: float
-    axis: str
-    imagenet_axis: str
-
+from imagenot.figures.options import Options
 
 WORKFLOW_COLUMNS = ("protocol", "transform")
 

@@ -25,13 +25,6 @@ TABLES = f"{RESULTS}/tables"
 _PACKAGE = Path(__file__).resolve().parents[1]
 PUBLISHED_ACCURACY = str(_PACKAGE / "resources" / "torchvision_imagenet_accuracy.csv")
 FIGURE_KINDS = WORKFLOW_FIGURES  # the registries themselves: a kind registered later counts
-# What one file of a figure kind is drawn for, in the order its name spells them
-# (``accuracy_vs_imagenet_{dataset}_{protocol}``); kinds not listed draw one file for the run.
-# Read by figure_name / figure_request, which are inverses (tests/test_figures.py).
-FIGURE_FIELDS: dict[str, tuple[str, ...]] = {
-    "accuracy_vs_imagenet": ("dataset", "protocol"),
-    "per_transform": ("dataset",),
-}
 TABLE_NAMES = WORKFLOW_TABLES
 
 _CODE_DIR = str(_PACKAGE / "figures")
@@ -41,7 +34,7 @@ def code(kind: str) -> str:
     """Plotting module of a figure kind (a rule input: editing it rebuilds only its figures): a
     module of ``imagenot.figures`` by its bare name, or a plugin's ``"module:draw"`` (located
     without importing it)."""
-    entry = WORKFLOW_FIGURES.entry(kind)
+    entry = WORKFLOW_FIGURES.entry(kind).code
     if ":" not in entry:
         return f"{_CODE_DIR}/{entry}.py"
     import importlib.util
@@ -70,10 +63,16 @@ def figure_regex() -> str:
     return f"(?:{'|'.join(map(re.escape, kinds))})(?:_[a-z0-9][a-z0-9_-]*)?"
 
 
+def drawn_for(kind: str) -> tuple[str, ...]:
+    """What one file of a registered kind is drawn for (its FigureKind.drawn_for), in the order
+    its name spells them. Read by figure_name / figure_request, which are inverses."""
+    return WORKFLOW_FIGURES.entry(kind).drawn_for
+
+
 def figure_name(kind: str, dataset: str | None = None, protocol: str | None = None) -> str:
-    """File name (without extension) of one figure: its kind, then its FIGURE_FIELDS."""
+    """File name (without extension) of one figure: its kind, then what it is drawn for."""
     values = {"dataset": dataset, "protocol": protocol}
-    return "_".join([kind, *(values[f] for f in FIGURE_FIELDS.get(kind, ()))])
+    return "_".join([kind, *(values[f] for f in drawn_for(kind))])
 
 
 def figure_request(name: str, protocol_regex: str) -> dict:
@@ -86,7 +85,7 @@ def figure_request(name: str, protocol_regex: str) -> dict:
     kind = next((k for k in kinds if name == k or name.startswith(f"{k}_")), None)
     if kind is None:
         raise ValueError(f"figure {name!r}: no registered figure kind ({', '.join(FIGURE_KINDS)})")
-    fields = FIGURE_FIELDS.get(kind, ())
+    fields = drawn_for(kind)
     rest = name[len(kind) + 1 :]
     pattern = {
         (): "",
@@ -144,42 +143,38 @@ def reference(config: dict, runs: list[dict] | None = None) -> str:
     return PUBLISHED_DATASET
 
 
-def st_datasets(config: dict, runs: list[dict]) -> list[str]:
-    trained = {r["dataset"] for r in runs if r["protocol"] == "st"}
-    return [d for d in dataset_order(config, runs) if d in trained]
+def feeding_runs(config: dict, runs: list[dict], when: str) -> list[dict]:
+    """The runs that feed a figure kind drawn ``when`` (a FigureKind.when of
+    imagenot.figures.registry.WHEN)."""
+    a = config["analyse"]
+    keep = {
+        "always": lambda r: True,
+        "st_runs": lambda r: r["protocol"] == "st",
+        "transfer_runs": lambda r: (
+            r["dataset"] == a["downstream_dataset"] and r["protocol"] != "st"
+        ),
+        "baseline_run": lambda r: r["model"] == a["baseline_model"],
+    }[when]
+    return [r for r in runs if keep(r)]
 
 
-def transfer_protocols(config: dict, runs: list[dict]) -> list[str]:
-    down = config["analyse"]["downstream_dataset"]
-    protos = [r["protocol"] for r in runs if r["dataset"] == down and r["protocol"] != "st"]
-    return list(dict.fromkeys(sorted(protos)))
-
-
-def _accuracy_vs_imagenet(config: dict, runs: list[dict]) -> list[str]:
-    pairs = dict.fromkeys((r["dataset"], r["protocol"]) for r in runs)
-    if config["analyse"]["imagenet_axis"] == "reference":  # the reference against itself
-        pairs.pop((reference(config, runs), "st"), None)
-    return [figure_name("accuracy_vs_imagenet", d, p) for d, p in pairs]
-
-
-# Figure kind -> the figures of that kind that the config's runs can feed. A registered kind not
-# listed here is drawn once, as ``results/figures/<kind>.pdf``: these are planning rules for
-# kinds drawn per dataset or only when their data exists, not a list of the kinds.
-_PLANNERS = {
-    "rankings_st": lambda config, runs: ["rankings_st"] if st_datasets(config, runs) else [],
-    "rankings_transfer": lambda config, runs: (
-        ["rankings_transfer"] if transfer_protocols(config, runs) else []
-    ),
-    "relative_progress": lambda config, runs: (
-        ["relative_progress"]
-        if any(r["model"] == config["analyse"]["baseline_model"] for r in runs)
-        else []
-    ),
-    "accuracy_vs_imagenet": _accuracy_vs_imagenet,
-    "per_transform": lambda config, runs: [
-        figure_name("per_transform", d) for d in st_datasets(config, runs)
-    ],
-}
+def kind_names(config: dict, runs: list[dict], kind: str) -> list[str]:
+    """The files of one figure kind that these runs can feed (its FigureKind says for what and
+    when): none without feeding runs; else one, one per dataset in drawing order, or one per
+    (dataset, protocol) pair in run order."""
+    entry = WORKFLOW_FIGURES.entry(kind)
+    fed = feeding_runs(config, runs, entry.when)
+    if not fed:
+        return []
+    if entry.drawn_for == ():
+        return [kind]
+    if entry.drawn_for == ("dataset",):
+        have = {r["dataset"] for r in fed}
+        return [figure_name(kind, d) for d in dataset_order(config, fed) if d in have]
+    pairs = dict.fromkeys((r["dataset"], r["protocol"]) for r in fed)
+    if entry.against_imagenet and config["analyse"]["imagenet_axis"] == "reference":
+        pairs.pop((reference(config, runs), "st"), None)  # the reference against itself
+    return [figure_name(kind, d, p) for d, p in pairs]
 
 
 def figure_names(config: dict, runs: list[dict]) -> list[str]:
@@ -187,11 +182,12 @@ def figure_names(config: dict, runs: list[dict]) -> list[str]:
     if not runs:
         return []
     kinds = config["analyse"]["figures"]
-    names = []
-    for kind in WORKFLOW_FIGURES:
-        if kind in kinds:
-            names += _PLANNERS.get(kind, lambda config, runs, kind=kind: [kind])(config, runs)
-    return names
+    return [
+        name
+        for kind in WORKFLOW_FIGURES
+        if kind in kinds
+        for name in kind_names(config, runs, kind)
+    ]
 
 
 def outputs(config: dict, runs: list[dict]) -> list[str]:
@@ -237,10 +233,9 @@ def accuracy_settings(config: dict) -> dict:
 
 
 def options_settings(config: dict) -> dict:
-    """What every ``imagenot figure`` and ``imagenot table`` call shares (figures.data.Options
-    and figures.style.Style)."""
+    """What every ``imagenot figure`` and ``imagenot table`` call shares (its ``options``
+    section: imagenot.figures.options.Options)."""
     a = config["analyse"]
-    opts = a["figure_options"]
     return {
         "datasets": dataset_order(config),
         "reference": reference(config),
@@ -250,10 +245,14 @@ def options_settings(config: dict) -> dict:
         "confidence": a["confidence"],
         "axis": a["axis"],
         "imagenet_axis": a["imagenet_axis"],
-        "width_in": opts["width_in"],
-        "font_size": opts["font_size"],
-        "dpi": opts["dpi"],
     }
+
+
+def style_settings(config: dict) -> dict:
+    """The ``style`` section of ``imagenot figure`` (imagenot.figures.style.Style):
+    ``analyse.figure_options``."""
+    opts = config["analyse"]["figure_options"]
+    return {"width_in": opts["width_in"], "font_size": opts["font_size"], "dpi": opts["dpi"]}
 
 
 def figure_params(config: dict, name: str) -> dict:
@@ -266,7 +265,11 @@ def figure_params(config: dict, name: str) -> dict:
 
 def figure_settings(config: dict, name: str) -> dict:
     """Settings of ``imagenot figure`` for the figure file ``name``."""
-    return {**figure_params(config, name), "options": options_settings(config)}
+    return {
+        **figure_params(config, name),
+        "options": options_settings(config),
+        "style": style_settings(config),
+    }
 
 
 def figure_code(config: dict, name: str) -> str:
@@ -279,7 +282,7 @@ def figure_subcategory(config: dict, name: str) -> str:
     """Report subcategory of a figure: its plotting module, as words (``rankings_st`` and
     ``rankings_transfer`` share "Rankings"; a plugin's ``module:draw`` by its module's last
     part)."""
-    entry = WORKFLOW_FIGURES.entry(figure_params(config, name)["kind"])
+    entry = WORKFLOW_FIGURES.entry(figure_params(config, name)["kind"]).code
     module = entry.partition(":")[0].rsplit(".", 1)[-1]
     return module.replace("_", " ").capitalize()
 

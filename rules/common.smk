@@ -77,7 +77,9 @@ STAGE_PLANS = stage_plans()
 # `check`). A wrong key or value stops here, naming it. `imagenot validate-config` runs the same.
 for configfile in workflow.configfiles:
     read_config_file(configfile)
-check_workflow_config(config)
+# The checks against results on disk (the preregistration record) run in the main process only:
+# a cluster job's own Snakemake would repeat them while other jobs update the record.
+check_workflow_config(config, against_results=workflow.is_main_process)
 
 # The one protocol constraint of every rule with a {protocol} wildcard (the Snakefile's global
 # wildcard_constraints): the configured train.experiments' protocols.

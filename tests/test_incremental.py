@@ -424,19 +424,35 @@ def _a_model_at_chance(workdir: Path, models: list[str]) -> tuple[str, str]:
 
 def test_readme5_one_models_batch_size_reruns_that_models_jobs_only(copy_of_finished, tmp_path):
     """Section 5 with section 4's guardrail: a model's batch size is pre-registered, so changing
-    it stops at that model's drawing step until `train.amendments` records it (the model did
-    not train: every trial at chance); then only that model's jobs run, and the run succeeds."""
+    it stops the workflow before any job runs, touching no file, until `train.amendments`
+    records it (the model did not train: every trial at chance); then only that model's jobs
+    run, and the run succeeds."""
     workdir = copy_of_finished
     models = ["alexnet_mini", "vgg_mini", "resnet_mini"]
     dataset, model = _a_model_at_chance(workdir, models)
     targets = [f"results/evaluate/{dataset}/st/{m}/seed-0/robustness.parquet" for m in models]
-    changed = {"train": {"spaces": {"st": {"batch_size_overrides": {model: 8}}}}}
+    # the tiny config's ST experiments share space `st`: the chosen experiment gets a space of
+    # its own, the same definition (as registered) plus the one model's batch size, so that no
+    # other experiment's pre-registered settings change (the check covers the whole config)
+    record = json.loads((workdir / "results/train/preregistration.json").read_text())
+    registered = record["experiments"][f"{dataset}/st"]["definition"]
+    own = {k: v for k, v in registered.items() if k != "seed"}
+    own["batch_size_overrides"] = {model: 8}
+    tiny = yaml.safe_load(Path(CONFIGS[-1]).read_text())["train"]["experiments"]
+    experiments = [
+        {**e, "space": "st_changed"} if (e["dataset"], e["protocol"]) == (dataset, "st") else e
+        for e in tiny
+    ]
+    changed = {"train": {"spaces": {"st_changed": own}, "experiments": experiments}}
 
+    results = workdir / "results"
+    before = {p: p.stat().st_mtime_ns for p in results.rglob("*") if p.is_file()}
     refused = snakemake(workdir, "--", *targets, configs=overlay(tmp_path, changed))
     assert refused.returncode != 0
-    log = (workdir / f"results/logs/train_draw_trials/{dataset}/st/{model}.log").read_text()
-    assert "train.amendments" in log and "scope: model" in log and "Traceback" not in log
-    assert {wc.get("model") for _, wc in jobs_in(refused.stderr)} == {model}
+    assert "train.amendments" in refused.stderr and "scope: model" in refused.stderr
+    assert "Traceback" not in refused.stderr and jobs_in(refused.stderr) == []
+    assert {p: p.stat().st_mtime_ns for p in results.rglob("*") if p.is_file()} == before
+    assert planned(workdir, "--", *targets) == []  # reverted: nothing lost, nothing to redo
 
     reason = "did not train at batch size 16 (every trial at chance): batch size 8"
     changed["train"]["amendments"] = [

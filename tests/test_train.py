@@ -322,6 +322,41 @@ def test_one_models_settings_change_is_guarded_by_its_own_results(tmp_path):
     assert saved == {"alexnet": {"batch_size": 64}, "resnet18": {"batch_size": 32}}
 
 
+def test_a_refused_change_stops_at_planning_and_touches_no_file(demo_config, tmp_path, monkeypatch):
+    """The workflow's config check (the Snakefile's, and validate-config's) refuses what a
+    trials-drawing job would refuse, before any job could delete a trials table; a valid
+    amendment passes and is left for the job to record."""
+    from imagenot.stages import check_workflow_config
+
+    monkeypatch.chdir(tmp_path)  # the working directory holds results/
+    check_workflow_config(copy.deepcopy(demo_config))  # no record yet: nothing to check
+    record = tmp_path / plan.PREREGISTRATION
+    for run in plan._drawn(demo_config):
+        s = plan.draw_settings(demo_config, *run)
+        register(
+            record, s["experiment"], s["definition"], s["model"], [],
+            tmp_path / plan.TRAIN / s["experiment"], s["model_settings"],
+        )  # fmt: skip
+    _results(tmp_path / plan.TRAIN / "imagenot/st", "vgg_mini", [0.0] * 8, num_classes=12)
+    trials = tmp_path / plan.run_dir("imagenot", "st", "vgg_mini") / "trials.parquet"
+    trials.write_bytes(b"drawn trials")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    check_workflow_config(copy.deepcopy(demo_config))  # unchanged config: accepted
+
+    changed = copy.deepcopy(demo_config)
+    space = next(e["space"] for e in changed["train"]["experiments"] if e["dataset"] == "imagenot")
+    changed["train"]["spaces"][space]["batch_size_overrides"] = {"vgg_mini": 8}
+    with pytest.raises(PreregistrationError, match="settings of model 'vgg_mini' in imagenot/st"):
+        check_workflow_config(copy.deepcopy(changed))
+    # the job-side processes (a cluster job's own Snakemake) leave the check to the job
+    check_workflow_config(copy.deepcopy(changed), against_results=False)
+    changed["train"]["amendments"] = [
+        {"experiment": "imagenot/st", "model": "vgg_mini", "reason": "b", "scope": "model"}
+    ]
+    check_workflow_config(copy.deepcopy(changed))  # at chance: the amendment is allowed
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
 # ------------------------------------------------------------------------------------ loop
 
 

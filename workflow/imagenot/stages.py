@@ -36,11 +36,14 @@ def stage_plans() -> list:
     ]
 
 
-def check_workflow_config(config: dict) -> dict:
+def check_workflow_config(config: dict, against_results: bool = True) -> dict:
     """Everything the workflow checks before any job runs: the schema (defaults filled), then
-    each stage's cross-key checks. ``imagenot validate-config`` calls exactly this, so "valid"
-    means the workflow accepts the config. The config's ``plugins`` (modules that register
-    models, transformations, figures, tables or dataset kinds) are imported first."""
+    each stage's cross-key checks, then (``against_results``) each stage's checks of the config
+    against the results already in the working directory (``check_results``: the train stage's
+    preregistration record). ``imagenot validate-config`` calls exactly this, so "valid" means
+    the workflow accepts the config (run it where the workflow runs). The config's ``plugins``
+    (modules that register models, transformations, figures, tables or dataset kinds) are
+    imported first."""
     plugins = config.get("plugins", [])
     if not isinstance(plugins, list):
         raise ValueError(f"config key plugins: a list of module names, got {plugins!r}")
@@ -49,4 +52,8 @@ def check_workflow_config(config: dict) -> dict:
     for plan in stage_plans():
         if hasattr(plan, "check"):
             plan.check(config)
+    if against_results:
+        for plan in stage_plans():
+            if hasattr(plan, "check_results"):
+                plan.check_results(config)
     return config

@@ -8,6 +8,8 @@ Layout: ``results/train/{dataset}/{protocol}/{model}/`` holds ``trials.parquet``
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from imagenot.config import ConfigError
 from imagenot.train.registry import MODELS, RegistryError, check_input_size
 from imagenot.train.search import (
@@ -375,16 +377,35 @@ def final_dir(run: dict) -> str:
     return f"{run_dir(run['dataset'], run['protocol'], run['model'])}/final/seed-{run['seed']}"
 
 
-def trials_tables(config: dict) -> list[str]:
-    """Every trained experiment x model's trials table (each written after its
-    preregistration check); published-weights experiments register nothing."""
+def _drawn(config: dict) -> list[tuple[str, str, str]]:
+    """(dataset, protocol, model) of every trials-drawing job; published-weights experiments
+    register nothing."""
     trained = {(e["dataset"], e["protocol"]) for e in experiments(config) if not is_published(e)}
     runs = {
         (r["dataset"], r["protocol"], r["model"])
         for r in final_runs(config)
         if (r["dataset"], r["protocol"]) in trained
     }
-    return [f"{run_dir(*run)}/trials.parquet" for run in sorted(runs)]
+    return sorted(runs)
+
+
+def trials_tables(config: dict) -> list[str]:
+    """Every trained experiment x model's trials table (each written after its
+    preregistration check)."""
+    return [f"{run_dir(*run)}/trials.parquet" for run in _drawn(config)]
+
+
+def check_results(config: dict) -> None:
+    """The config against the preregistration record in the working directory: a changed space,
+    budget or model setting without its amendment stops the workflow before any job runs, as
+    the trials-drawing job would (imagenot.train.prereg.check_planned says why), losing nothing.
+    Nothing to check before the first run."""
+    from imagenot.train.prereg import check_planned
+
+    if not Path(PREREGISTRATION).is_file():
+        return
+    drawing = [draw_settings(config, *run) for run in _drawn(config)]
+    check_planned(Path(PREREGISTRATION), drawing, Path(TRAIN))
 
 
 def published_weights_file(config: dict, model: str) -> str:

@@ -10,6 +10,7 @@ against the trial results, then archived in the record.
 
 from __future__ import annotations
 
+import copy
 import fcntl
 import json
 import os
@@ -87,30 +88,74 @@ def register(
     """Check ``definition`` of ``experiment`` (shared by its models) and ``model_settings`` (this
     model's own, e.g. its batch size) against the record and update it; return the entry.
 
-    No entry, or no results yet: (re)register. Same hash: note the model. Different hash with
-    results: apply the config amendment that names this experiment (checking its evidence), or
-    raise PreregistrationError saying how to proceed. A model's own settings are guarded the
-    same way against that model's results, with an amendment naming that model.
-    """
-    digest = canonical_hash(definition)
-    settings = dict(model_settings or {})
+    The trials-drawing job calls this, under the record's lock; :func:`check_planned` runs the
+    same decision for every drawing job before any runs (:func:`_registered` is both)."""
     with _locked(record_path):
         record = _read(record_path)
-        entry = record["experiments"].get(experiment)
-        if entry is not None and entry["hash"] != digest and trial_results(experiment_dir):
-            entry = _amend(entry, experiment, definition, digest, amendments, experiment_dir)
-        elif entry is None or entry["hash"] != digest:
-            entry = {"definition": definition, "hash": digest, "models": [], "amendments": []}
-        recorded = entry.setdefault("model_settings", {}).get(model)
-        if recorded not in (None, settings) and trial_results(experiment_dir, model):
-            _amend_model(entry, experiment, model, recorded, settings, amendments, experiment_dir)
-        entry["model_settings"][model] = settings
-        entry["models"] = sorted(set(entry["models"]) | {model})
+        entry = _registered(
+            record, experiment, definition, model, amendments, experiment_dir, model_settings
+        )
         record["experiments"][experiment] = entry
         record["hash"] = canonical_hash(
             {k: (v["hash"], v["models"]) for k, v in sorted(record["experiments"].items())}
         )
         write_json(record, record_path)
+    return entry
+
+
+def check_planned(record_path: Path, registrations: Sequence[Mapping], train_dir: Path) -> None:
+    """Refuse, before any job runs, what a trials-drawing job would refuse; write nothing.
+
+    ``registrations``: the drawing jobs' settings (``imagenot.train.plan.draw_settings``: keys
+    experiment, model, definition, model_settings, amendments), checked in order against an
+    in-memory copy of the record, as the jobs would update it. Run at planning time because a
+    refusal inside the job costs that model's ``trials.parquet`` (Snakemake removes a failed
+    job's outputs), so reverting the config would retrain the model. Cheap at paper scale: the
+    record is read once, and trial results are read only for a changed definition."""
+    if not record_path.is_file():
+        return
+    record = _read(record_path)
+    for r in registrations:
+        experiment = r["experiment"]
+        record["experiments"][experiment] = _registered(
+            record,
+            experiment,
+            r["definition"],
+            r["model"],
+            r["amendments"],
+            train_dir / experiment,
+            r["model_settings"],
+        )
+
+
+def _registered(
+    record: dict,
+    experiment: str,
+    definition: Mapping,
+    model: str,
+    amendments: Sequence[Mapping],
+    experiment_dir: Path,
+    model_settings: Mapping | None,
+) -> dict:
+    """The record's entry of ``experiment`` once ``model`` is registered (``record`` itself is
+    left unchanged).
+
+    No entry, or no results yet: (re)register. Same hash: note the model. Different hash with
+    results: apply the config amendment that names this experiment (checking its evidence), or
+    raise PreregistrationError saying how to proceed. A model's own settings are guarded the
+    same way against that model's results, with an amendment naming that model."""
+    digest = canonical_hash(definition)
+    settings = dict(model_settings or {})
+    entry = copy.deepcopy(record["experiments"].get(experiment))
+    if entry is not None and entry["hash"] != digest and trial_results(experiment_dir):
+        entry = _amend(entry, experiment, definition, digest, amendments, experiment_dir)
+    elif entry is None or entry["hash"] != digest:
+        entry = {"definition": definition, "hash": digest, "models": [], "amendments": []}
+    recorded = entry.setdefault("model_settings", {}).get(model)
+    if recorded not in (None, settings) and trial_results(experiment_dir, model):
+        _amend_model(entry, experiment, model, recorded, settings, amendments, experiment_dir)
+    entry["model_settings"][model] = settings
+    entry["models"] = sorted(set(entry["models"]) | {model})
     return entry
 
 

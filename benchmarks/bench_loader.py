@@ -80,9 +80,27 @@ def bench_read(root: Path, jpegs: list[bytes], n_classes: int = 10) -> dict:
 
 
 def bench_download(root: Path, jpegs: list[bytes], size: int, threads: int) -> dict:
+    from imagenot.acquire import plan
     from imagenot.acquire.download import download_part
+    from imagenot.acquire.settings import DownloadSettings
+    from imagenot.config import validate_config
 
     www = root / "www"
+    config: dict = {}
+    validate_config(config)  # the schema's defaults, then what this benchmark sets
+    settings = DownloadSettings(
+        **{
+            **plan.download_settings(config),
+            "threads_per_process": threads,
+            "url_map": {"http://bench.invalid/": str(www)},
+            "shard_size": 10000,
+            "image_size": size,
+            "retries": 0,
+            "min_success_rate": 0.0,
+            "max_unreachable": None,
+        }
+    )
+
     www.mkdir()
     for i, data in enumerate(jpegs):
         (www / f"{i}.jpg").write_bytes(data)
@@ -104,12 +122,8 @@ def bench_download(root: Path, jpegs: list[bytes], size: int, threads: int) -> d
             root / "work",
             root / "part.tar",
             root / "part.parquet",
-            fetch_options={
-                "threads": threads,
-                "url_map": {"http://bench.invalid/": str(www)},
-                "shard_size": 10000,
-            },
-            validate_options={"size": size},
+            settings=settings,
+            processes=1,
         )
     )
     ok = pq.read_table(root / "part.parquet")["reason"].to_pylist().count("success")

@@ -37,6 +37,36 @@ def with_slurm(path: str) -> str:
     return os.pathsep.join(p for p in path.split(os.pathsep) if Path(p) != NO_SLURM)
 
 
+def download_settings(**fields):
+    """``acquire-download`` settings of a config holding only the schema's defaults
+    (imagenot.acquire.plan.download_settings), with the ``fields`` a test sets: the library has
+    no defaults of its own (they live in the schema only)."""
+    from imagenot.acquire import plan
+    from imagenot.acquire.settings import DownloadSettings
+    from imagenot.config import validate_config
+
+    config: dict = {}
+    validate_config(config)
+    return DownloadSettings(**{**plan.download_settings(config), **fields})
+
+
+def materialise(kind: str, path, out_dir, **fields):
+    """imagenot.acquire.adapters.materialise with the adapter settings of a config holding
+    only the schema's defaults (``acquire.*``, imagenot.acquire.plan.materialise_settings) and
+    the ``fields`` a test sets. The tests' class folders hold a handful of images: no
+    validation split and no unreadable file tolerated, unless a test says otherwise."""
+    from imagenot.acquire import adapters, plan
+    from imagenot.acquire.settings import MaterialiseSettings
+    from imagenot.config import validate_config
+
+    config: dict = {"datasets": {"under_test": {"kind": kind, "path": str(path)}}}
+    validate_config(config)
+    settings = MaterialiseSettings(**plan.materialise_settings(config, "under_test"))
+    small = {"val_per_class": 0, "max_unreadable_share": 0.0}
+    kwargs = {**settings.adapter_kwargs(), **small, **fields}
+    return adapters.materialise(kind, path, out_dir, **kwargs)
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO

@@ -12,9 +12,10 @@ import tarfile
 
 import numpy as np
 import pytest
+from conftest import materialise
 from PIL import Image
 
-from imagenot.acquire.adapters import AdapterError, materialise, parse_meta_mat, read_idx
+from imagenot.acquire.adapters import AdapterError, parse_meta_mat, read_idx
 from imagenot.acquire.dataset import load_split_tensors, read_classes, read_manifest
 
 

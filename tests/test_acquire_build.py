@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import download_settings
 from PIL import Image
 
 from imagenot.acquire.build import build_dataset, near_duplicate_mask
@@ -65,13 +66,13 @@ def world(tmp_path_factory):
             root / "work" / str(part),
             status.with_suffix(".tar"),
             status,
-            fetch_options={
-                "threads": 4,
-                "timeout": 5,
-                "url_map": {"http://demo-world.invalid/": str(root / "images")},
-            },
-            validate_options={"size": 24},
-        )
+            settings=download_settings(
+                threads_per_process=4, timeout=5, retries=0, image_size=24, shard_size=10000,
+                url_map={"http://demo-world.invalid/": str(root / "images")},
+                min_success_rate=0.0, max_unreachable=None,
+            ),
+            processes=1,
+        )  # fmt: skip
         parts.append(status)
     return root, parts
 

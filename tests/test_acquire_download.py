@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import download_settings
 from PIL import Image
 
 from imagenot.acquire import images
@@ -106,9 +107,12 @@ def test_bad_input_ends_in_statistics(tmp_path, server):
         tmp_path / "work",
         tmp_path / "part.tar",
         tmp_path / "part.parquet",
-        fetch_options={"threads": 4, "timeout": 1, "retries": 0, "shard_size": 100},
-        validate_options={"size": 16, "max_pixels": 1_000_000, "min_size": 8},
-    )
+        settings=download_settings(
+            threads_per_process=4, timeout=1, retries=0, shard_size=100, image_size=16,
+            max_pixels=1_000_000, min_size=8, min_success_rate=0.0, max_unreachable=None,
+        ),
+        processes=1,
+    )  # fmt: skip
     by_key = {r["key"]: r for r in status.to_pylist()}
     for i, name in enumerate(names):
         assert by_key[f"s-{i:09d}"]["reason"] == expected[name], name
@@ -135,10 +139,11 @@ def test_rerun_resumes_without_duplicates(tmp_path, server):
     table = _selection(base, names)
     sel = tmp_path / "selection.parquet"
     pq.write_table(table, sel)
-    kwargs = {
-        "fetch_options": {"threads": 2, "timeout": 2, "shard_size": 10},
-        "validate_options": {"size": 16},
-    }
+    settings = download_settings(
+        threads_per_process=2, timeout=2, retries=0, shard_size=10, image_size=16,
+        min_success_rate=0.0, max_unreachable=None,
+    )  # fmt: skip
+    kwargs = {"settings": settings, "processes": 1}
     args = (sel, 0, 1, tmp_path / "work", tmp_path / "p.tar", tmp_path / "p.parquet")
     first = download_part(*args, **kwargs)
     # simulate a job killed inside the second img2dataset shard: its stats file is missing

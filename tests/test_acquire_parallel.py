@@ -17,10 +17,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from conftest import materialise
 from PIL import Image
 
 from imagenot.acquire import images
-from imagenot.acquire.adapters import materialise, materialise_range, n_range_jobs
+from imagenot.acquire.adapters import materialise_range, n_range_jobs
 from imagenot.acquire.build import (
     ShortfallError,
     build_dataset,
@@ -68,6 +69,10 @@ OPTS = {
     "max_train_per_class": 3,
     "seed": 4,
     "shard_size": 4,
+    "resize_mode": "center_crop",
+    "quality": 95,
+    "max_unreadable_share": 0.0,
+    "allow_empty": False,
 }
 
 

@@ -29,6 +29,7 @@ import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import download_settings
 from PIL import Image
 
 from imagenot.acquire.download import DownloadError, download_part
@@ -102,9 +103,12 @@ def _download(tmp_path, urls, **validate):
         tmp_path / "work",
         tmp_path / "part.tar",
         tmp_path / "part.parquet",
-        fetch_options={"threads": 4, "timeout": 3, "retries": 0, "shard_size": 100},
-        validate_options={"size": 16, **validate},
-    )
+        settings=download_settings(
+            threads_per_process=4, timeout=3, retries=0, shard_size=100, image_size=16,
+            **{"min_success_rate": 0.0, "max_unreachable": None, **validate},
+        ),
+        processes=1,
+    )  # fmt: skip
 
 
 def _download_cmd(sel, tmp_path, work, **acquire) -> list[str]:
@@ -299,15 +303,13 @@ def test_downloads_are_http_only_size_capped_and_deadlined(tmp_path, www):
             tmp_path / "work",
             tmp_path / "part.tar",
             tmp_path / "part.parquet",
-            fetch_options={
-                "threads": 6,
-                "timeout": 5,
-                "shard_size": 100,
-                "max_bytes": 65_536,
-                "deadline": 1.5,
-            },
-            validate_options={"size": 16},
-        )
+            settings=download_settings(
+                threads_per_process=6, timeout=5, retries=0, shard_size=100,
+                max_response_bytes=65_536, image_deadline=1.5, image_size=16,
+                min_success_rate=0.0, max_unreachable=None,
+            ),
+            processes=1,
+        )  # fmt: skip
     finally:
         srv.shutdown()
         srv.server_close()

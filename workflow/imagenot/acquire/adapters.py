@@ -602,15 +602,15 @@ def materialise_range(
     jobs: int,
     classes_per_job: int,
     image_size: int,
-    resize_mode: str = "center_crop",
-    quality: int = 95,
-    seed: int = 0,
-    val_per_class: int = 0,
-    test_per_class: int | None = None,
-    max_train_per_class: int | None = None,
-    shard_size: int = 5000,
-    max_unreadable_share: float = 0.0,
-    allow_empty: bool = False,
+    resize_mode: str,
+    quality: int,
+    seed: int,
+    val_per_class: int,
+    test_per_class: int | None,
+    max_train_per_class: int | None,
+    shard_size: int,
+    max_unreadable_share: float,
+    allow_empty: bool,
 ) -> Path:
     """Write the classes of range job ``job`` (:func:`range_classes`): their shards
     ``shards/{split}-{job:05d}-{i:06d}.tar`` in ``out_dir`` and the part manifest (in class
@@ -756,21 +756,24 @@ def materialise(
     out_dir: str | os.PathLike,
     *,
     image_size: int,
-    resize_mode: str = "center_crop",
-    quality: int = 95,
-    seed: int = 0,
-    val_per_class: int = 0,
-    test_per_class: int | None = None,
-    max_train_per_class: int | None = None,
-    shard_size: int = 5000,
+    resize_mode: str,
+    quality: int,
+    seed: int,
+    val_per_class: int,
+    test_per_class: int | None,
+    max_train_per_class: int | None,
+    shard_size: int,
+    max_unreadable_share: float,
+    allow_empty: bool,
     classes_per_job: int | None = None,
     parts_dir: str | os.PathLike | None = None,
-    max_unreadable_share: float = 0.0,
-    allow_empty: bool = False,
 ) -> Path:
     """Write dataset ``kind`` at ``path`` to ``out_dir`` in the on-disk format: every range job
-    in turn (one range of all classes by default), then the gather. Part manifests go to
-    ``parts_dir`` (a temporary folder by default)."""
+    in turn (one range of all classes unless ``classes_per_job``), then the gather, in one
+    process (the workflow runs the range jobs in parallel instead). Part manifests go to
+    ``parts_dir`` (a temporary folder by default). The settings are ``materialise-range``'s
+    (:meth:`imagenot.acquire.settings.MaterialiseSettings.adapter_kwargs`): no defaults here,
+    they live in the config schema."""
     import tempfile
 
     _, read_classes = _adapter(kind)

@@ -102,26 +102,8 @@ def _download(args: argparse.Namespace) -> None:
         args.work_dir,
         status.with_suffix(".tar"),
         status,
-        fetch_options={
-            "processes": args.processes,
-            "threads": s.threads_per_process,
-            "timeout": s.timeout,
-            "retries": s.retries,
-            "shard_size": s.shard_size,
-            "user_agent_token": s.user_agent,
-            "url_map": s.url_map,
-            "max_bytes": s.max_response_bytes,
-            "deadline": s.image_deadline,
-        },
-        validate_options={
-            "size": s.image_size,
-            "resize_mode": s.resize_mode,
-            "quality": s.quality,
-            "max_pixels": s.max_pixels,
-            "min_size": s.min_size,
-            "min_success_rate": s.min_success_rate,
-        },
-        max_unreachable=s.max_unreachable,
+        settings=s,
+        processes=args.processes,
     )
 
 

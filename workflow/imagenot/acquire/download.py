@@ -57,6 +57,7 @@ import pyarrow.parquet as pq
 
 from imagenot.acquire import images
 from imagenot.acquire.dataset import Record, write_tar
+from imagenot.acquire.settings import DownloadSettings
 from imagenot.io import write_parquet, write_text
 
 log = logging.getLogger(__name__)
@@ -264,15 +265,15 @@ def fetch(
     part_table: pa.Table,
     work_dir: str | os.PathLike,
     *,
-    processes: int = 1,
-    threads: int = 16,
-    timeout: float = 10,
-    retries: int = 0,
-    shard_size: int = 10000,
-    user_agent_token: str | None = "imagenot",
-    url_map: Mapping[str, str] | None = None,
-    max_bytes: int = 1 << 62,
-    deadline: float = float("inf"),
+    processes: int,
+    threads: int,
+    timeout: float,
+    retries: int,
+    shard_size: int,
+    user_agent_token: str | None,
+    url_map: Mapping[str, str] | None,
+    max_bytes: int,
+    deadline: float,
 ) -> Path:
     """Fetch every URL of ``part_table`` with img2dataset into ``work_dir``/img2dataset.
 
@@ -476,11 +477,11 @@ def validate_fetched(
     out_status: str | os.PathLike,
     *,
     size: int,
-    resize_mode: str = "center_crop",
-    max_pixels: int = 89_478_485,
-    min_size: int = 0,
-    quality: int = 95,
-    min_success_rate: float = 0.0,
+    resize_mode: str,
+    max_pixels: int,
+    min_size: int,
+    quality: int,
+    min_success_rate: float,
 ) -> pa.Table:
     """Decode every fetched image once; write the valid ones to ``out_tar`` and a status table.
 
@@ -636,20 +637,45 @@ def download_part(
     out_tar: str | os.PathLike,
     out_status: str | os.PathLike,
     *,
-    fetch_options: dict,
-    validate_options: dict,
-    max_unreachable: float | None = None,
+    settings: DownloadSettings,
+    processes: int,
 ) -> pa.Table:
-    """Fetch and validate one part of a selection; return its status table. A part whose
-    downloads mostly could not reach their hosts fails (:func:`check_reachable`)."""
+    """Fetch and validate one part of a selection as ``settings`` say (the rule's
+    ``acquire-download`` settings, :func:`imagenot.acquire.plan.download_settings`; ``processes``
+    is the job's thread count); return its status table. A part whose downloads mostly could not
+    reach their hosts fails (:func:`check_reachable`)."""
+    s = settings
     table = select_part(read_selection(selection_path), part, n_parts)
     log.info("part %d/%d: %d selection rows", part, n_parts, table.num_rows)
-    folder = fetch(table, work_dir, **fetch_options)
-    status = validate_fetched(folder, table, out_tar, out_status, **validate_options)
+    folder = fetch(
+        table,
+        work_dir,
+        processes=processes,
+        threads=s.threads_per_process,
+        timeout=s.timeout,
+        retries=s.retries,
+        shard_size=s.shard_size,
+        user_agent_token=s.user_agent,
+        url_map=s.url_map,
+        max_bytes=s.max_response_bytes,
+        deadline=s.image_deadline,
+    )
+    status = validate_fetched(
+        folder,
+        table,
+        out_tar,
+        out_status,
+        size=s.image_size,
+        resize_mode=s.resize_mode,
+        quality=s.quality,
+        max_pixels=s.max_pixels,
+        min_size=s.min_size,
+        min_success_rate=s.min_success_rate,
+    )
     counts = {r["reason"]: r["count"] for r in reason_counts(status, str(part)) if r["count"]}
     log.info("part %d: %s", part, json.dumps(counts, sort_keys=True))
-    if max_unreachable is not None:
-        check_reachable(counts, part, max_unreachable, work_dir)
+    if s.max_unreachable is not None:
+        check_reachable(counts, part, s.max_unreachable, work_dir)
     return status
 
 

@@ -19,7 +19,6 @@ import json
 import os
 import re
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,9 +26,9 @@ import time
 from pathlib import Path
 
 import yaml
+from snakemake_run import snakemake_cmd
 
 REPO = Path(__file__).resolve().parents[1]
-SNAKEMAKE = shutil.which("snakemake") or str(Path(sys.executable).parent / "snakemake")
 
 
 def placeholder_overlay(root: Path, paper: dict) -> dict:
@@ -72,22 +71,7 @@ def published_weight_files(paper: dict) -> list[str]:
 def dry_run(
     workdir: Path, configs: list[Path], cores: int
 ) -> tuple[float, subprocess.CompletedProcess]:
-    cmd = [
-        SNAKEMAKE,
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--cores",
-        str(cores),
-        "--dry-run",
-        "--quiet",
-        "rules",
-        "--configfile",
-        *map(str, configs),
-        "--",
-        "all",
-    ]
+    cmd = snakemake_cmd(workdir, configs, ("all",), "--dry-run", "--quiet", "rules", cores=cores)
     start = time.perf_counter()
     cpu0 = _children_cpu()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)

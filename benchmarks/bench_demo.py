@@ -30,7 +30,6 @@ import json
 import os
 import re
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,8 +37,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from snakemake_run import SNAKEMAKE, snakemake_cmd
+
 REPO = Path(__file__).resolve().parents[1]
-SNAKEMAKE = shutil.which("snakemake") or str(Path(sys.executable).parent / "snakemake")
 UNTRANSFORMED = "Identity"
 
 # name -> the statement a fresh interpreter runs; what a job imports before its first line of work
@@ -57,21 +57,9 @@ STARTUP = {
 }
 
 
-def snakemake_cmd(workdir: Path, cores: int, configs: list[str], *extra: str) -> list[str]:
-    cmd = [
-        SNAKEMAKE,
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--profile",
-        str(REPO / "profiles" / "local"),
-        "--cores",
-        str(cores),
-        "--configfile",
-        *configs,
-    ]
-    return [*cmd, *extra, "--", "all"]
+def demo_cmd(workdir: Path, cores: int, configs: list[str], *extra: str) -> list[str]:
+    """The README's demo command (``--profile profiles/local all``) in ``workdir``."""
+    return snakemake_cmd(workdir, configs, ("all",), *extra, cores=cores, profile="local")
 
 
 def env() -> dict[str, str]:
@@ -88,7 +76,7 @@ def run_demo(workdir: Path, cores: int, configs: list[str]) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     run = subprocess.run(
-        snakemake_cmd(workdir, cores, configs),
+        demo_cmd(workdir, cores, configs),
         cwd=REPO,
         env=env(),
         capture_output=True,
@@ -111,7 +99,7 @@ def run_demo(workdir: Path, cores: int, configs: list[str]) -> dict:
 def planned_jobs(workdir: Path, cores: int, configs: list[str]) -> dict[str, int]:
     """Jobs by rule of a dry run (Snakemake's "Job stats" table)."""
     run = subprocess.run(
-        snakemake_cmd(workdir, cores, configs, "--dry-run", "--quiet", "rules"),
+        demo_cmd(workdir, cores, configs, "--dry-run", "--quiet", "rules"),
         cwd=REPO,
         env=env(),
         capture_output=True,

@@ -76,20 +76,19 @@ import json
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import yaml
+from snakemake_run import snakemake_cmd
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
 from imagenot.demo.scale_plan import SCALE_DIR, run_targets  # noqa: E402 (after the path)
 
-SNAKEMAKE = shutil.which("snakemake") or str(Path(sys.executable).parent / "snakemake")
 TARGET = {"captions": 2_320_000_000, "parts": 128}
 ROBERTA_LARGE_RATE = {
     "model": "sentence-transformers/all-roberta-large-v1",
@@ -479,20 +478,7 @@ def _load_config(paths: list[Path]) -> dict:
 
 
 def _snakemake(workdir: Path, configs: list[Path], targets: list[str], *extra: str):
-    cmd = [
-        SNAKEMAKE,
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--cores",
-        "2",
-        *extra,
-        "--configfile",
-        *map(str, configs),
-        "--",
-        *targets,
-    ]
+    cmd = snakemake_cmd(workdir, configs, targets, *extra, cores=2)
     return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
 
 

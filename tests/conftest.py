@@ -37,6 +37,18 @@ def with_slurm(path: str) -> str:
     return os.pathsep.join(p for p in path.split(os.pathsep) if Path(p) != NO_SLURM)
 
 
+def load_benchmark(name: str):
+    """The module ``benchmarks/<name>.py``, imported as its script runs it (with benchmarks/ on
+    ``sys.path``, for their shared ``snakemake_run``)."""
+    import importlib
+    import sys
+
+    folder = str(REPO / "benchmarks")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module(name)
+
+
 def download_settings(**fields):
     """``acquire-download`` settings of a config holding only the schema's defaults
     (imagenot.acquire.plan.download_settings), with the ``fields`` a test sets: the library has

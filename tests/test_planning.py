@@ -7,13 +7,13 @@ times it), and `--dag` / `--rulegraph` render through graphviz.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import load_benchmark
 
 from imagenot.config import load_config
 from imagenot.curate import plan as curate_plan
@@ -24,10 +24,7 @@ PAPER = REPO / "config" / "paper.yaml"
 
 
 def _bench_dag():
-    spec = importlib.util.spec_from_file_location("bench_dag", REPO / "benchmarks" / "bench_dag.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_dag")
 
 
 @pytest.mark.slow

@@ -3,7 +3,6 @@ parsing and projection (pure functions; the one end-to-end run is marked slow)."
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import urllib.request
@@ -12,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import load_benchmark
 
 from imagenot.config import validate_config
 from imagenot.demo import scale_plan
@@ -240,12 +240,7 @@ def test_generated_url_map_values_are_not_rule_inputs():
 
 @pytest.fixture(scope="module")
 def bench(repo_root):
-    spec = importlib.util.spec_from_file_location(
-        "bench_scale", repo_root / "benchmarks" / "bench_scale.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_scale")
 
 
 DRY_RUN = """

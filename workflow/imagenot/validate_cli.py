@@ -10,7 +10,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "validate-config",
         help="check config files exactly as the workflow does (schema and cross-key checks)",
-        description="Later files override earlier ones key by key, as Snakemake's --configfile.",
+        description="Later files override earlier ones key by key, as Snakemake's --configfile. "
+        "Run it where the workflow runs: a changed search definition or model setting is also "
+        "checked against the preregistration record under results/ there.",
     )
     p.add_argument("config", nargs="+", help="YAML config file(s)")
     p.set_defaults(func=_validate_config)

@@ -755,25 +755,16 @@ def materialise(
     path: str | os.PathLike,
     out_dir: str | os.PathLike,
     *,
-    image_size: int,
-    resize_mode: str,
-    quality: int,
-    seed: int,
-    val_per_class: int,
-    test_per_class: int | None,
-    max_train_per_class: int | None,
-    shard_size: int,
-    max_unreadable_share: float,
-    allow_empty: bool,
     classes_per_job: int | None = None,
     parts_dir: str | os.PathLike | None = None,
+    **settings,
 ) -> Path:
     """Write dataset ``kind`` at ``path`` to ``out_dir`` in the on-disk format: every range job
     in turn (one range of all classes unless ``classes_per_job``), then the gather, in one
     process (the workflow runs the range jobs in parallel instead). Part manifests go to
-    ``parts_dir`` (a temporary folder by default). The settings are ``materialise-range``'s
-    (:meth:`imagenot.acquire.settings.MaterialiseSettings.adapter_kwargs`): no defaults here,
-    they live in the config schema."""
+    ``parts_dir`` (a temporary folder by default). ``settings`` are :func:`materialise_range`'s
+    (:meth:`imagenot.acquire.settings.MaterialiseSettings.adapter_kwargs`), all required: no
+    defaults here, they live in the config schema."""
     import tempfile
 
     _, read_classes = _adapter(kind)
@@ -785,22 +776,6 @@ def materialise(
         parts = [folder / f"range-{j:05d}.parquet" for j in range(jobs)]
         for j, part in enumerate(parts):
             materialise_range(
-                kind,
-                path,
-                out_dir,
-                part,
-                job=j,
-                jobs=jobs,
-                classes_per_job=per_job,
-                image_size=image_size,
-                resize_mode=resize_mode,
-                quality=quality,
-                seed=seed,
-                val_per_class=val_per_class,
-                test_per_class=test_per_class,
-                max_train_per_class=max_train_per_class,
-                shard_size=shard_size,
-                max_unreadable_share=max_unreadable_share,
-                allow_empty=allow_empty,
+                kind, path, out_dir, part, job=j, jobs=jobs, classes_per_job=per_job, **settings
             )
-        return gather_parts(out_dir, parts, seed=seed)
+        return gather_parts(out_dir, parts, seed=settings["seed"])

@@ -5,7 +5,7 @@ model's slowdown of ours relative to the plain loop, in percent, from wall-clock
 ``overhead_cpu_pct`` the same from this process's CPU time, which a machine shared with other
 jobs inflates far less than wall-clock time (each side: best of ``--repeats`` alternating runs).
 Both sides include building the model (``make_model``): every training job does it. glibc's
-malloc is set as every training job sets it (``keep_freed_memory``, in ``loop.configure``); being
+malloc is set as every training job sets it (``keep_freed_memory``, in ``device.configure``); being
 process-wide it serves both loops (``--default-malloc`` leaves glibc's defaults, under which page
 faults depend on the allocation history that the alternating runs share). Two
 components of the difference are reported alone: ``checkpoint_ms`` per model (one epoch-end
@@ -31,18 +31,10 @@ import torch
 import torch.nn.functional as F
 
 from imagenot.io import keep_freed_memory
-from imagenot.train.loop import (
-    Feeder,
-    InMemory,
-    Interrupts,
-    Job,
-    State,
-    fit,
-    make_model,
-    preprocess,
-    save_checkpoint,
-    train_one_epoch,
-)
+from imagenot.train.checkpoints import State, save_checkpoint
+from imagenot.train.feed import Feeder, InMemory, preprocess
+from imagenot.train.interrupts import Interrupts
+from imagenot.train.loop import Job, fit, make_model, train_one_epoch
 from imagenot.train.search import DEFAULTS
 
 DEMO = [

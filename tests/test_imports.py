@@ -17,10 +17,13 @@ TORCH_MODULES = {
     "imagenot.evaluate.metrics",
     "imagenot.evaluate.robustness",
     "imagenot.evaluate.transforms",
+    "imagenot.train.checkpoints",
+    "imagenot.train.device",
     "imagenot.train.distributed",
     "imagenot.train.feed",
     "imagenot.train.jobs",
     "imagenot.train.loop",
+    "imagenot.train.schedules",
 }
 HEAVY = ("torch", "torchvision", "timm")
 

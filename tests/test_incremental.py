@@ -361,7 +361,7 @@ def test_readme5_threshold_down_then_up_over_a_stale_and_a_truncated_checkpoint(
     new classes are in the dataset, the stale checkpoint is set aside (data-changed) and the
     trial trains afresh. Up (two fewer classes) over a truncated checkpoint: every image is
     reused, the checkpoint is set aside (unreadable). Both follow one model to its evaluation."""
-    from imagenot.train.loop import read_state
+    from imagenot.train.checkpoints import read_state
 
     workdir = copy_of_finished
     run_dir = f"{EXPERIMENT}/{MODEL}"

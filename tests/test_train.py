@@ -10,13 +10,14 @@ import torch
 import yaml
 
 from imagenot.config import ConfigError, validate_config
+from imagenot.registries import RegistryError
 from imagenot.train import plan, search
 from imagenot.train import trials as trial_jobs
-from imagenot.train.loop import InMemory, Job, fit, learning_rate, preprocess
+from imagenot.train.feed import InMemory, preprocess
+from imagenot.train.loop import Job, fit
 from imagenot.train.prereg import PreregistrationError, record_table, register
 from imagenot.train.registry import (
     MODELS,
-    RegistryError,
     build_model,
     head_module,
     load_backbone,
@@ -24,6 +25,7 @@ from imagenot.train.registry import (
     read_state_dict,
     torchvision_weights_filename,
 )
+from imagenot.train.schedules import learning_rate
 
 torch.set_num_threads(1)
 
@@ -411,7 +413,7 @@ def test_killed_job_resumes_to_identical_metrics(tmp_path, deterministic_algorit
 
 
 def _ckpt_epoch(path):
-    from imagenot.train.loop import read_state
+    from imagenot.train.checkpoints import read_state
 
     return read_state(path).epoch
 
@@ -434,7 +436,7 @@ def test_stale_or_unreadable_checkpoint_is_set_aside_and_training_starts_afresh(
         rerun_job = _job(max_epochs=3, seed=job.seed + 1)
     else:
         ckpt.write_bytes(before[: len(before) // 2])  # a job killed while copying, a full disk
-    with caplog.at_level("WARNING", logger="imagenot.train.loop"):
+    with caplog.at_level("WARNING", logger="imagenot.train.checkpoints"):
         _, state = fit(rerun_job, _data(16), _data(8), ckpt, fingerprint, stop_epoch=2)
     aside = tmp_path / f"c.safetensors.set-aside-{change}"
     assert aside.is_file()

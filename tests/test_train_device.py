@@ -7,7 +7,7 @@ import json
 import pytest
 
 from imagenot.train import plan
-from imagenot.train.loop import DeviceError, deterministic_for, resolve_device
+from imagenot.train.device import DeviceError, deterministic_for, resolve_device
 
 
 def test_device_is_what_the_job_was_given():

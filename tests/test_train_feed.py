@@ -7,8 +7,8 @@ import io
 import pytest
 import torch
 
-from imagenot.train.feed import EncodedImages, decode_batch, stage_to_local
-from imagenot.train.loop import Feeder, Job, fit
+from imagenot.train.feed import EncodedImages, Feeder, decode_batch, stage_to_local
+from imagenot.train.loop import Job, fit
 
 torch.set_num_threads(1)
 

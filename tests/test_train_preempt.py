@@ -11,7 +11,10 @@ import torch
 from safetensors.torch import load_file
 
 from imagenot.train import search
-from imagenot.train.loop import InMemory, Job, Preempted, fit, read_state
+from imagenot.train.checkpoints import read_state
+from imagenot.train.feed import InMemory
+from imagenot.train.interrupts import Preempted
+from imagenot.train.loop import Job, fit
 
 torch.set_num_threads(1)
 

@@ -9,8 +9,9 @@ import yaml
 
 from imagenot.config import ConfigError, validate_config
 from imagenot.train import plan, search
-from imagenot.train.loop import Job, learning_rate, schedule_ended
+from imagenot.train.loop import Job, schedule_ended
 from imagenot.train.registry import torchvision_weights_filename
+from imagenot.train.schedules import learning_rate
 
 
 @pytest.fixture()

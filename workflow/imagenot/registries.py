@@ -26,8 +26,10 @@ from typing import Any
 PLUGINS_ENV = "IMAGENOT_PLUGINS"
 
 
-class RegistryError(KeyError):
-    """An unknown name, or a name registered twice."""
+class RegistryError(KeyError, ValueError):
+    """An unknown name, a name registered twice, or an entry that cannot serve the request (a
+    model's input too small, weights that do not fit it): the one error of every registry.
+    A KeyError for lookups, a ValueError for callers validating input."""
 
     def __str__(self) -> str:  # KeyError's str() would quote the message
         return str(self.args[0]) if self.args else ""

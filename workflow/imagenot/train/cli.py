@@ -183,7 +183,7 @@ def _preemptible(run):
     """Run a training job; a stop request becomes a log line and exit status 75."""
     import logging
 
-    from imagenot.train.loop import Preempted
+    from imagenot.train.interrupts import Preempted
 
     try:
         run()

@@ -90,7 +90,7 @@ def _free_port() -> int:
 
 
 def _worker(rank: int, world: int, port: int, backend: str, threads: int, fn, args, kwargs) -> None:
-    from imagenot.train.loop import Interrupts
+    from imagenot.train.interrupts import Interrupts
 
     Interrupts.record_early()  # a signal forwarded while this worker starts is not lost
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))

@@ -13,13 +13,97 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
+from imagenot.train.registry import IMAGENET_MEAN, IMAGENET_STD
+
 log = logging.getLogger(__name__)
+
+
+def preprocess(images: torch.Tensor, image_size: int) -> torch.Tensor:
+    """uint8 N x 3 x H x W -> float, [0, 1], resized to ``image_size``, ImageNet-normalised."""
+    x = images.float().div_(255.0)
+    if x.shape[-1] != image_size or x.shape[-2] != image_size:
+        x = F.interpolate(x, size=(image_size, image_size), mode="bilinear", antialias=True)
+    mean = torch.tensor(IMAGENET_MEAN, device=x.device).view(1, 3, 1, 1)
+    std = torch.tensor(IMAGENET_STD, device=x.device).view(1, 3, 1, 1)
+    return (x - mean) / std
+
+
+@dataclass(frozen=True)
+class InMemory:
+    """A whole split as tensors: uint8 N x 3 x H x W images and int64 labels."""
+
+    images: torch.Tensor
+    labels: torch.Tensor
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+class _Batches:
+    """A batch sampler whose batches are replaced every epoch: persistent DataLoader workers
+    then serve every epoch (they are not re-forked), and the sampler stays seeded and exact."""
+
+    def __init__(self):
+        self.batches: list[list[int]] = []
+
+    def __iter__(self):
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+
+class Feeder:
+    """(uint8 images, labels) for lists of index tensors: slices of an InMemory split, else one
+    persistent DataLoader (workers kept across epochs, ``prefetch_factor`` batches ahead each,
+    pinned memory for CUDA) over any Dataset of (uint8 CHW tensor, label). An empty index list
+    gives an empty batch (a rank with no share of a short last batch)."""
+
+    PREFETCH = 4
+
+    def __init__(self, data, num_workers: int = 0, pin: bool = False):
+        self.data = data
+        self.sampler = _Batches()
+        self.loader = None
+        if not isinstance(data, InMemory):
+            self.loader = torch.utils.data.DataLoader(
+                data,
+                batch_sampler=self.sampler,
+                num_workers=num_workers,
+                pin_memory=pin,
+                persistent_workers=num_workers > 0,
+                prefetch_factor=self.PREFETCH if num_workers > 0 else None,
+                collate_fn=getattr(data, "collate", None),  # encoded JPEGs: a list
+                # its own generator: creating the iterator must not draw from the global random
+                # state, which a mid-epoch checkpoint restores for the model's dropout
+                generator=torch.Generator().manual_seed(0),
+            )
+
+    def _empty(self):
+        if hasattr(self.data, "empty"):
+            return self.data.empty()
+        image = self.data.images[:0] if isinstance(self.data, InMemory) else None
+        if image is None:
+            first, _ = self.data[0]
+            image = torch.empty((0, *first.shape), dtype=torch.uint8)
+        return image, torch.empty(0, dtype=torch.int64)
+
+    def epoch(self, pieces: list[torch.Tensor]) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
+        if isinstance(self.data, InMemory):
+            return ((self.data.images[idx], self.data.labels[idx]) for idx in pieces)
+        self.sampler.batches = [idx.tolist() for idx in pieces if len(idx)]
+        if len(self.sampler.batches) == len(pieces):
+            return iter(self.loader)
+        loaded = iter(self.loader)
+        return (next(loaded) if len(idx) else self._empty() for idx in pieces)
 
 
 class EncodedImages(Dataset):

@@ -16,15 +16,10 @@ from pathlib import Path
 
 from imagenot.io import sha256_file, write_json, write_text
 from imagenot.train import search
-from imagenot.train.loop import (
-    InMemory,
-    Job,
-    configure,
-    deterministic_for,
-    fit,
-    history_csv,
-    resolve_device,
-)
+from imagenot.train.checkpoints import history_csv
+from imagenot.train.device import configure, deterministic_for, resolve_device
+from imagenot.train.feed import InMemory
+from imagenot.train.loop import Job, fit
 from imagenot.train.registry import load_backbone, read_state_dict
 from imagenot.train.trials import BEST, CHECKPOINT, read_trial, slot_trial, trial_dir
 
@@ -317,8 +312,9 @@ def run_published(
     import torch
 
     from imagenot.acquire.dataset import read_classes
-    from imagenot.train.loop import save_weights
-    from imagenot.train.registry import RegistryError, build_model, head_keys
+    from imagenot.registries import RegistryError
+    from imagenot.train.checkpoints import save_weights
+    from imagenot.train.registry import build_model, head_keys
     from imagenot.wordnet import imagenet_wnids
 
     classes = read_classes(dataset_dir)

@@ -1,8 +1,9 @@
 """The training loop (torchvision-references style) with step-level checkpoints and resumption.
 
-Core pieces are pure functions on tensors (``preprocess``, ``learning_rate``); ``fit`` owns the
-loop and the checkpoint, written atomically at every epoch end, every ``checkpoint_minutes`` and
-when SIGUSR1 / SIGTERM asks the job to stop (``Interrupts``). Everything random is derived from
+Its parts live beside it: the feed (``feed``: data, preprocessing), learning-rate schedules and
+optimizers (``schedules``), checkpoints (``checkpoints``), stop requests (``interrupts``) and the
+device (``device``). ``fit`` owns the loop and the checkpoint, written atomically at every epoch
+end, every ``checkpoint_minutes`` and when SIGUSR1 / SIGTERM asks the job to stop. Everything random is derived from
 the job seed (data order from the epoch, dropout from the global step and rank), and the learning
 rate is a pure function of the global step, so a job stopped mid-epoch resumes at the saved step
 and one killed without a step checkpoint repeats the unfinished epoch: either way the final
@@ -14,25 +15,29 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
 from torch import nn
 from tqdm import tqdm
 
-from imagenot.io import atomic_path, keep_freed_memory
-from imagenot.registries import resolve
+from imagenot.train.checkpoints import (
+    State,
+    load_checkpoint,
+    save_checkpoint,
+    save_weights,
+    set_aside_stale_checkpoint,
+)
 from imagenot.train.distributed import SINGLE, Dist, accumulation, micro_batches, shard
-from imagenot.train.optim_registry import OPTIMIZERS, SCHEDULERS
-from imagenot.train.registry import IMAGENET_MEAN, IMAGENET_STD, build_model, head_module
+from imagenot.train.feed import Feeder, preprocess
+from imagenot.train.interrupts import Interrupts, Preempted
+from imagenot.train.registry import build_model, head_module
+from imagenot.train.schedules import build_optimizer, learning_rate
 from imagenot.train.search import stable_int
 
 log = logging.getLogger(__name__)
@@ -73,171 +78,6 @@ class Job:
         return json.dumps(keys, sort_keys=True)
 
 
-@dataclass
-class State:
-    """Progress of a job, stored in the checkpoint's metadata."""
-
-    identity: str
-    fingerprint: str
-    epoch: int = 0
-    step: int = 0
-    best_val: float = -1.0
-    best_epoch: int = 0
-    bad_epochs: int = 0
-    stopped_by: str | None = None
-    history: list[dict] = field(default_factory=list)
-    # Within the current epoch (a step-level checkpoint): global batches done, and each one's
-    # summed loss and correct count over all ranks (summed in order at the epoch's end, so a
-    # resumed epoch adds the same numbers in the same order as an uninterrupted one).
-    batch: int = 0
-    step_losses: list[float] = field(default_factory=list)
-    step_correct: list[int] = field(default_factory=list)
-
-
-# ----------------------------------------------------------------------- pure tensor functions
-
-
-def preprocess(images: torch.Tensor, image_size: int) -> torch.Tensor:
-    """uint8 N x 3 x H x W -> float, [0, 1], resized to ``image_size``, ImageNet-normalised."""
-    x = images.float().div_(255.0)
-    if x.shape[-1] != image_size or x.shape[-2] != image_size:
-        x = F.interpolate(x, size=(image_size, image_size), mode="bilinear", antialias=True)
-    mean = torch.tensor(IMAGENET_MEAN, device=x.device).view(1, 3, 1, 1)
-    std = torch.tensor(IMAGENET_STD, device=x.device).view(1, 3, 1, 1)
-    return (x - mean) / std
-
-
-def _cosine(t: float, hp: Mapping) -> float:
-    return hp["min_lr_factor"] + (1 - hp["min_lr_factor"]) * 0.5 * (1 + math.cos(math.pi * t))
-
-
-# Schedules and optimizers, registered by name in imagenot.train.optim_registry (the one list).
-# A schedule: (steps after warm-up, steps per epoch, steps after warm-up in the whole budget,
-# hp) -> factor of lr.
-
-
-def constant_schedule(t: int, spe: int, total: int, hp: Mapping) -> float:
-    return 1.0
-
-
-def cosine_schedule(t: int, spe: int, total: int, hp: Mapping) -> float:
-    return _cosine(min(t / max(total, 1), 1.0), hp)
-
-
-def cosine_restarts_schedule(t: int, spe: int, total: int, hp: Mapping) -> float:
-    return _cosine((t % (hp["restart_epochs"] * spe)) / (hp["restart_epochs"] * spe), hp)
-
-
-def step_schedule(t: int, spe: int, total: int, hp: Mapping) -> float:
-    return hp["step_gamma"] ** (t // (hp["step_epochs"] * spe))
-
-
-def schedule(name: str) -> Callable[[int, int, int, Mapping], float]:
-    """The registered learning-rate schedule ``name``."""
-    return resolve(SCHEDULERS.entry(name))
-
-
-def learning_rate(step: int, steps_per_epoch: int, schedule_epochs: int, hp: Mapping) -> float:
-    """Learning rate at optimizer step ``step``: linear warm-up from ``lr * warmup_decay``,
-    then the named schedule over the rest of the ``schedule_epochs`` horizon (cosine stays at
-    its floor after it)."""
-    warmup = hp["warmup_steps"] + hp["warmup_epochs"] * steps_per_epoch
-    if step < warmup:
-        return hp["lr"] * (hp["warmup_decay"] + (1 - hp["warmup_decay"]) * step / warmup)
-    total = schedule_epochs * steps_per_epoch - warmup
-    return hp["lr"] * schedule(hp["scheduler"])(step - warmup, steps_per_epoch, total, hp)
-
-
-def sgd_optimizer(params: list, hp: Mapping) -> torch.optim.Optimizer:
-    return torch.optim.SGD(
-        params, lr=hp["lr"], momentum=hp["momentum"], weight_decay=hp["weight_decay"]
-    )
-
-
-def adam_optimizer(params: list, hp: Mapping) -> torch.optim.Optimizer:
-    return torch.optim.Adam(
-        params, lr=hp["lr"], betas=(hp["momentum"], 0.999), weight_decay=hp["weight_decay"]
-    )
-
-
-def build_optimizer(params: list, hp: Mapping) -> torch.optim.Optimizer:
-    """The registered optimizer ``hp["optimizer"]`` over ``params``."""
-    return resolve(OPTIMIZERS.entry(hp["optimizer"]))(params, hp)
-
-
-# ------------------------------------------------------------------------------------- data
-
-
-@dataclass(frozen=True)
-class InMemory:
-    """A whole split as tensors: uint8 N x 3 x H x W images and int64 labels."""
-
-    images: torch.Tensor
-    labels: torch.Tensor
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-
-class _Batches:
-    """A batch sampler whose batches are replaced every epoch: persistent DataLoader workers
-    then serve every epoch (they are not re-forked), and the sampler stays seeded and exact."""
-
-    def __init__(self):
-        self.batches: list[list[int]] = []
-
-    def __iter__(self):
-        return iter(self.batches)
-
-    def __len__(self) -> int:
-        return len(self.batches)
-
-
-class Feeder:
-    """(uint8 images, labels) for lists of index tensors: slices of an InMemory split, else one
-    persistent DataLoader (workers kept across epochs, ``prefetch_factor`` batches ahead each,
-    pinned memory for CUDA) over any Dataset of (uint8 CHW tensor, label). An empty index list
-    gives an empty batch (a rank with no share of a short last batch)."""
-
-    PREFETCH = 4
-
-    def __init__(self, data, num_workers: int = 0, pin: bool = False):
-        self.data = data
-        self.sampler = _Batches()
-        self.loader = None
-        if not isinstance(data, InMemory):
-            self.loader = torch.utils.data.DataLoader(
-                data,
-                batch_sampler=self.sampler,
-                num_workers=num_workers,
-                pin_memory=pin,
-                persistent_workers=num_workers > 0,
-                prefetch_factor=self.PREFETCH if num_workers > 0 else None,
-                collate_fn=getattr(data, "collate", None),  # encoded JPEGs: a list
-                # its own generator: creating the iterator must not draw from the global random
-                # state, which a mid-epoch checkpoint restores for the model's dropout
-                generator=torch.Generator().manual_seed(0),
-            )
-
-    def _empty(self):
-        if hasattr(self.data, "empty"):
-            return self.data.empty()
-        image = self.data.images[:0] if isinstance(self.data, InMemory) else None
-        if image is None:
-            first, _ = self.data[0]
-            image = torch.empty((0, *first.shape), dtype=torch.uint8)
-        return image, torch.empty(0, dtype=torch.int64)
-
-    def epoch(self, pieces: list[torch.Tensor]) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
-        if isinstance(self.data, InMemory):
-            return ((self.data.images[idx], self.data.labels[idx]) for idx in pieces)
-        self.sampler.batches = [idx.tolist() for idx in pieces if len(idx)]
-        if len(self.sampler.batches) == len(pieces):
-            return iter(self.loader)
-        loaded = iter(self.loader)
-        return (next(loaded) if len(idx) else self._empty() for idx in pieces)
-
-
 def _generator(*parts: object) -> torch.Generator:
     return torch.Generator().manual_seed(stable_int(*parts))
 
@@ -254,229 +94,6 @@ def seed_step(seed: int, device: torch.device) -> None:
     torch.default_generator.manual_seed(seed)
     if device.type == "cuda":
         torch.cuda.manual_seed(seed)  # the current device: this rank's GPU
-
-
-# ----------------------------------------------------------------------------- checkpoints
-
-
-def save_checkpoint(path: Path, model: nn.Module, optimizer, state: State) -> None:
-    """Model and optimizer tensors, the random-number state (a mid-epoch checkpoint resumes
-    dropout exactly) and the JSON state, atomically, as one safetensors file."""
-    tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    tensors["rng.cpu"] = torch.get_rng_state()
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        tensors["rng.cuda"] = torch.cuda.get_rng_state()
-    opt = optimizer.state_dict()
-    scalars: dict = {}
-    for pid, slots in opt["state"].items():
-        for key, value in slots.items():
-            if torch.is_tensor(value):
-                tensors[f"optim.{pid}.{key}"] = value.detach().cpu().contiguous()
-            else:
-                scalars[f"{pid}.{key}"] = value
-    meta = {
-        "state": json.dumps(asdict(state)),
-        "param_groups": json.dumps(opt["param_groups"]),
-        "optim_scalars": json.dumps(scalars),
-    }
-    with atomic_path(path, ".safetensors") as tmp:
-        save_file(tensors, str(tmp), metadata=meta)
-
-
-def load_checkpoint(path: Path, model: nn.Module, optimizer) -> State:
-    """Restore model and optimizer from ``path``; return the saved State."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as f:
-        meta = f.metadata()
-    tensors = load_file(str(path))
-    model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
-    slots: dict[int, dict] = {}
-    for key, value in tensors.items():
-        if key.startswith("optim."):
-            _, pid, name = key.split(".", 2)
-            slots.setdefault(int(pid), {})[name] = value
-    for key, value in json.loads(meta["optim_scalars"]).items():
-        pid, name = key.split(".", 1)
-        slots.setdefault(int(pid), {})[name] = value
-    optimizer.load_state_dict({"state": slots, "param_groups": json.loads(meta["param_groups"])})
-    if "rng.cpu" in tensors:
-        torch.set_rng_state(tensors["rng.cpu"])
-    if "rng.cuda" in tensors and torch.cuda.is_available():
-        torch.cuda.set_rng_state(tensors["rng.cuda"])
-    return State(**json.loads(meta["state"]))
-
-
-def read_state(path: Path) -> State:
-    """The State stored in a checkpoint, without loading tensors."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as f:
-        return State(**json.loads(f.metadata()["state"]))
-
-
-def set_aside_stale_checkpoint(path: Path, identity: str, fingerprint: str) -> str | None:
-    """Rename a checkpoint this job must not resume; return the reason (None: resumable or none).
-
-    Reasons: ``unreadable`` (truncated or damaged: safetensors or its metadata cannot be
-    read), ``data-changed`` (written for another dataset fingerprint), ``other-job`` (another
-    job definition: hyperparameters, seed, epochs). The file becomes
-    ``<name>.set-aside-<reason>`` beside it (replacing an older one of the same reason, so
-    set-aside files never pile up) and a warning is logged: a rerun after any config change
-    trains afresh with no manual step, and nothing is deleted that a user may want to inspect.
-    Why not resume anyway or stop: resuming other data or another job would mix two
-    experiments; stopping left every rerun at a dead end until the file was deleted by hand.
-    """
-    if not path.is_file():
-        return None
-    try:
-        saved = read_state(path)
-    except Exception as exc:  # SafetensorError, JSON, missing metadata: all mean unreadable
-        reason, detail = "unreadable", f"{type(exc).__name__}: {exc}"
-    else:
-        if saved.fingerprint != fingerprint:
-            reason = "data-changed"
-            detail = (
-                f"written for dataset fingerprint {saved.fingerprint[:12]}..., the dataset's "
-                f"is now {fingerprint[:12]}..."
-            )
-        elif saved.identity != identity:
-            reason, detail = "other-job", "written for another job definition"
-        else:
-            return None
-    aside = path.with_name(f"{path.name}.set-aside-{reason}")
-    os.replace(path, aside)
-    log.warning("%s: %s; set aside as %s, training starts afresh", path, detail, aside.name)
-    return reason
-
-
-def save_weights(model: nn.Module, path: Path) -> None:
-    """``model.state_dict()`` as safetensors, atomically."""
-    tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    with atomic_path(path, ".safetensors") as tmp:
-        save_file(tensors, str(tmp))
-
-
-# ----------------------------------------------------------------------------- the loop
-
-
-class Preempted(RuntimeError):
-    """The job was told to stop (SLURM's warning signal, SIGTERM) and saved a checkpoint."""
-
-
-class Interrupts:
-    """Stop requests and the recovery-checkpoint clock of one training job.
-
-    While active, SIGUSR1 (SLURM's ``--signal=USR1@<seconds>`` warning before a time limit or
-    preemption) and SIGTERM (``scancel``, preemption, Snakemake) only set a flag; the loop sees
-    it after the current optimizer step, writes a step-level checkpoint and raises
-    :class:`Preempted`, so the job exits and its retry or requeue resumes at that step. Every
-    ``checkpoint_minutes`` (0: never) the loop also writes a recovery checkpoint, bounding what
-    a SIGKILL or node failure loses.
-    """
-
-    SIGNALS = ("SIGUSR1", "SIGTERM")
-    # a stop requested before training began (see ``record_early``), taken over by __enter__
-    pending: str | None = None
-
-    @classmethod
-    def record_early(cls) -> None:
-        """From now on, SIGUSR1 / SIGTERM are recorded instead of ending the process, so a
-        signal during start-up (imports, data, model) still ends in a clean checkpoint."""
-        import signal
-
-        def record(number, frame) -> None:
-            cls.pending = signal.Signals(number).name
-
-        for name in cls.SIGNALS:
-            signal.signal(getattr(signal, name), record)
-
-    def __init__(self, checkpoint_minutes: float = 0.0):
-        self.every = checkpoint_minutes * 60.0
-        self.requested: str | None = None
-        self.last = time.monotonic()
-        self._previous: dict = {}
-
-    def __enter__(self) -> Interrupts:
-        import signal
-        import threading
-
-        if threading.current_thread() is threading.main_thread():  # handlers: main thread only
-            for name in self.SIGNALS:
-                number = getattr(signal, name)
-                self._previous[number] = signal.signal(number, self._handle)
-        self.requested, Interrupts.pending = Interrupts.pending, None
-        return self
-
-    def __exit__(self, *exc) -> None:
-        import signal
-
-        for number, handler in self._previous.items():
-            signal.signal(number, handler)
-
-    def _handle(self, number, frame) -> None:
-        import signal
-
-        self.requested = signal.Signals(number).name
-
-    def checkpoint_due(self) -> bool:
-        """A stop was requested, or the recovery interval has passed since the last save."""
-        return self.requested is not None or (
-            self.every > 0 and time.monotonic() - self.last >= self.every
-        )
-
-    def saved(self, stop: bool | None = None) -> None:
-        """After a checkpoint: restart the clock; raise Preempted when a stop was requested
-        (``stop``: on any rank of a data-parallel job; default: in this process)."""
-        self.last = time.monotonic()
-        if self.requested is not None if stop is None else stop:
-            raise Preempted(
-                f"{self.requested or 'stop on another rank'} received: step-level checkpoint "
-                f"written, exiting"
-            )
-
-
-class DeviceError(RuntimeError):
-    """A job planned for a GPU that finds none (or asked for CUDA without one)."""
-
-
-def resolve_device(requested: str, gpu_job: bool, cuda_available: bool) -> str:
-    """The device a job trains on, by fact: the GPUs it was given, however they were requested
-    (``--gpus`` or a ``gres`` string). ``cpu`` is an explicit choice; ``auto`` uses CUDA when
-    the job sees a device, and the CPU only when the config plans no GPUs (``gpu_job`` false);
-    a job planned for a GPU that sees none stops instead of training for days on the CPU."""
-    if requested == "cpu":
-        return "cpu"
-    if cuda_available:
-        return "cuda"
-    if requested == "cuda" or gpu_job:
-        why = "train.device is cuda" if requested == "cuda" else "resources.gpus > 0"
-        raise DeviceError(
-            f"this job is a GPU job ({why}) but sees no CUDA device "
-            f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); check the "
-            f"GPU request of your profile (gpu / gres), or set train.device: cpu to train on CPUs"
-        )
-    return "cpu"
-
-
-def deterministic_for(setting: bool | None, device: str) -> bool:
-    """Deterministic algorithms: as ``train.deterministic`` says, else (null) on the CPU only,
-    where exact resumption is tested; GPU runs then autotune cuDNN (the field's default)."""
-    return device == "cpu" if setting is None else bool(setting)
-
-
-def configure(deterministic: bool, threads: int) -> None:
-    """Process-wide settings: thread count, deterministic algorithms or cuDNN autotuning, and
-    glibc's malloc keeping freed memory (``imagenot.io.keep_freed_memory``: a training job is one
-    process whose every step frees and re-allocates the same activations; without it they
-    page-fault anew in some allocation histories, up to a tenth of a CPU step's time)."""
-    keep_freed_memory()
-    torch.set_num_threads(max(1, threads))
-    if deterministic:
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        torch.backends.cudnn.benchmark = False
-    else:
-        torch.backends.cudnn.benchmark = True
 
 
 def make_model(job: Job, init: Callable[[nn.Module], None] | None = None):
@@ -799,16 +416,3 @@ def _epochs(
             )
         if on_epoch is not None:
             on_epoch(state)
-
-
-def history_csv(state: State) -> str:
-    """The per-epoch metrics as CSV text."""
-    if not state.history:
-        return "epoch\n"
-    cols = list(state.history[0])
-    lines = [",".join(cols)]
-    lines += [
-        ",".join(f"{row[c]:.6g}" if isinstance(row[c], float) else str(row[c]) for c in cols)
-        for row in state.history
-    ]
-    return "\n".join(lines) + "\n"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from imagenot.registries import Registry
 
-_LOOP = "imagenot.train.loop"
+_LOOP = "imagenot.train.schedules"
 
 OPTIMIZERS: Registry = Registry(
     "optimizer", {"sgd": f"{_LOOP}:sgd_optimizer", "adam": f"{_LOOP}:adam_optimizer"}

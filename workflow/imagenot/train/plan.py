@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from imagenot.config import ConfigError
-from imagenot.train.registry import MODELS, RegistryError, check_input_size
+from imagenot.registries import RegistryError
+from imagenot.train.registry import MODELS, check_input_size
 from imagenot.train.search import (
     SearchError,
     check_budget,

@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenot.registries import Registry
+from imagenot.registries import Registry, RegistryError
 
 if TYPE_CHECKING:
     from torch import nn
@@ -25,10 +25,6 @@ if TYPE_CHECKING:
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 ACCURACY_TABLE = "torchvision_imagenet_accuracy.csv"
-
-
-class RegistryError(ValueError):
-    """Unknown model name, input too small, or weights that do not fit."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,155 @@
+"""Checkpoints and weights of a training job: one safetensors file each, written atomically.
+
+A checkpoint holds the model and optimizer tensors, the random-number state and the job's
+progress (:class:`State`, JSON in the metadata), so a job stopped after any optimizer step
+resumes at that step. A checkpoint written for another job definition or another dataset is set
+aside, never resumed (:func:`set_aside_stale_checkpoint`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from imagenot.io import atomic_path
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class State:
+    """Progress of a job, stored in the checkpoint's metadata."""
+
+    identity: str
+    fingerprint: str
+    epoch: int = 0
+    step: int = 0
+    best_val: float = -1.0
+    best_epoch: int = 0
+    bad_epochs: int = 0
+    stopped_by: str | None = None
+    history: list[dict] = field(default_factory=list)
+    # Within the current epoch (a step-level checkpoint): global batches done, and each one's
+    # summed loss and correct count over all ranks (summed in order at the epoch's end, so a
+    # resumed epoch adds the same numbers in the same order as an uninterrupted one).
+    batch: int = 0
+    step_losses: list[float] = field(default_factory=list)
+    step_correct: list[int] = field(default_factory=list)
+
+
+def save_checkpoint(path: Path, model: nn.Module, optimizer, state: State) -> None:
+    """Model and optimizer tensors, the random-number state (a mid-epoch checkpoint resumes
+    dropout exactly) and the JSON state, atomically, as one safetensors file."""
+    tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    tensors["rng.cpu"] = torch.get_rng_state()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        tensors["rng.cuda"] = torch.cuda.get_rng_state()
+    opt = optimizer.state_dict()
+    scalars: dict = {}
+    for pid, slots in opt["state"].items():
+        for key, value in slots.items():
+            if torch.is_tensor(value):
+                tensors[f"optim.{pid}.{key}"] = value.detach().cpu().contiguous()
+            else:
+                scalars[f"{pid}.{key}"] = value
+    meta = {
+        "state": json.dumps(asdict(state)),
+        "param_groups": json.dumps(opt["param_groups"]),
+        "optim_scalars": json.dumps(scalars),
+    }
+    with atomic_path(path, ".safetensors") as tmp:
+        save_file(tensors, str(tmp), metadata=meta)
+
+
+def load_checkpoint(path: Path, model: nn.Module, optimizer) -> State:
+    """Restore model and optimizer from ``path``; return the saved State."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata()
+    tensors = load_file(str(path))
+    model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+    slots: dict[int, dict] = {}
+    for key, value in tensors.items():
+        if key.startswith("optim."):
+            _, pid, name = key.split(".", 2)
+            slots.setdefault(int(pid), {})[name] = value
+    for key, value in json.loads(meta["optim_scalars"]).items():
+        pid, name = key.split(".", 1)
+        slots.setdefault(int(pid), {})[name] = value
+    optimizer.load_state_dict({"state": slots, "param_groups": json.loads(meta["param_groups"])})
+    if "rng.cpu" in tensors:
+        torch.set_rng_state(tensors["rng.cpu"])
+    if "rng.cuda" in tensors and torch.cuda.is_available():
+        torch.cuda.set_rng_state(tensors["rng.cuda"])
+    return State(**json.loads(meta["state"]))
+
+
+def read_state(path: Path) -> State:
+    """The State stored in a checkpoint, without loading tensors."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        return State(**json.loads(f.metadata()["state"]))
+
+
+def set_aside_stale_checkpoint(path: Path, identity: str, fingerprint: str) -> str | None:
+    """Rename a checkpoint this job must not resume; return the reason (None: resumable or none).
+
+    Reasons: ``unreadable`` (truncated or damaged: safetensors or its metadata cannot be
+    read), ``data-changed`` (written for another dataset fingerprint), ``other-job`` (another
+    job definition: hyperparameters, seed, epochs). The file becomes
+    ``<name>.set-aside-<reason>`` beside it (replacing an older one of the same reason, so
+    set-aside files never pile up) and a warning is logged: a rerun after any config change
+    trains afresh with no manual step, and nothing is deleted that a user may want to inspect.
+    Why not resume anyway or stop: resuming other data or another job would mix two
+    experiments; stopping left every rerun at a dead end until the file was deleted by hand.
+    """
+    if not path.is_file():
+        return None
+    try:
+        saved = read_state(path)
+    except Exception as exc:  # SafetensorError, JSON, missing metadata: all mean unreadable
+        reason, detail = "unreadable", f"{type(exc).__name__}: {exc}"
+    else:
+        if saved.fingerprint != fingerprint:
+            reason = "data-changed"
+            detail = (
+                f"written for dataset fingerprint {saved.fingerprint[:12]}..., the dataset's "
+                f"is now {fingerprint[:12]}..."
+            )
+        elif saved.identity != identity:
+            reason, detail = "other-job", "written for another job definition"
+        else:
+            return None
+    aside = path.with_name(f"{path.name}.set-aside-{reason}")
+    os.replace(path, aside)
+    log.warning("%s: %s; set aside as %s, training starts afresh", path, detail, aside.name)
+    return reason
+
+
+def save_weights(model: nn.Module, path: Path) -> None:
+    """``model.state_dict()`` as safetensors, atomically."""
+    tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    with atomic_path(path, ".safetensors") as tmp:
+        save_file(tensors, str(tmp))
+
+
+def history_csv(state: State) -> str:
+    """The per-epoch metrics as CSV text."""
+    if not state.history:
+        return "epoch\n"
+    cols = list(state.history[0])
+    lines = [",".join(cols)]
+    lines += [
+        ",".join(f"{row[c]:.6g}" if isinstance(row[c], float) else str(row[c]) for c in cols)
+        for row in state.history
+    ]
+    return "\n".join(lines) + "\n"

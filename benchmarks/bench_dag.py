@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import yaml
-from snakemake_run import snakemake_cmd
+from snakemake_run import snakemake_cmd, snakemake_env
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,7 +74,7 @@ def dry_run(
     cmd = snakemake_cmd(workdir, configs, ("all",), "--dry-run", "--quiet", "rules", cores=cores)
     start = time.perf_counter()
     cpu0 = _children_cpu()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=snakemake_env())
     LAST_CPU[0] = _children_cpu() - cpu0
     return time.perf_counter() - start, proc
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import re
 import resource
 import subprocess
@@ -37,7 +36,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from snakemake_run import SNAKEMAKE, snakemake_cmd
+from snakemake_run import SNAKEMAKE, snakemake_cmd, snakemake_env
 
 REPO = Path(__file__).resolve().parents[1]
 UNTRANSFORMED = "Identity"
@@ -62,15 +61,6 @@ def demo_cmd(workdir: Path, cores: int, configs: list[str], *extra: str) -> list
     return snakemake_cmd(workdir, configs, ("all",), *extra, cores=cores, profile="local")
 
 
-def env() -> dict[str, str]:
-    """The venv's tools first on PATH and the checkout's package importable, as `make demo`."""
-    out = dict(os.environ)
-    out["PATH"] = f"{Path(sys.executable).parent}:{out.get('PATH', '')}"
-    workflow = str(REPO / "workflow")
-    out["PYTHONPATH"] = os.pathsep.join(p for p in (workflow, out.get("PYTHONPATH")) if p)
-    return out
-
-
 def run_demo(workdir: Path, cores: int, configs: list[str]) -> dict:
     """Run the demo in `workdir`; wall and CPU seconds of the whole Snakemake process tree."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -78,7 +68,7 @@ def run_demo(workdir: Path, cores: int, configs: list[str]) -> dict:
     run = subprocess.run(
         demo_cmd(workdir, cores, configs),
         cwd=REPO,
-        env=env(),
+        env=snakemake_env(),
         capture_output=True,
         text=True,
     )
@@ -101,7 +91,7 @@ def planned_jobs(workdir: Path, cores: int, configs: list[str]) -> dict[str, int
     run = subprocess.run(
         demo_cmd(workdir, cores, configs, "--dry-run", "--quiet", "rules"),
         cwd=REPO,
-        env=env(),
+        env=snakemake_env(),
         capture_output=True,
         text=True,
     )
@@ -196,7 +186,7 @@ def _timed_python(statement: str, *flags: str) -> tuple[float, float, str]:
     run = subprocess.run(
         [sys.executable, *flags, "-c", statement],
         cwd=REPO,
-        env=env(),
+        env=snakemake_env(),
         capture_output=True,
         text=True,
     )

@@ -82,7 +82,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from snakemake_run import snakemake_cmd
+from snakemake_run import snakemake_cmd, snakemake_env
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
@@ -479,7 +479,7 @@ def _load_config(paths: list[Path]) -> dict:
 
 def _snakemake(workdir: Path, configs: list[Path], targets: list[str], *extra: str):
     cmd = snakemake_cmd(workdir, configs, targets, *extra, cores=2)
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=snakemake_env())
 
 
 def _selected(workdir: Path, config: dict) -> int:

@@ -7,14 +7,17 @@ A benchmark is run as a script (``python benchmarks/bench_x.py``, which puts thi
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-# the snakemake of the environment running the benchmark (the .venv's when run with its python)
-SNAKEMAKE = shutil.which("snakemake") or str(Path(sys.executable).parent / "snakemake")
+# the snakemake of the environment running the benchmark (the .venv's when run with its python,
+# whatever PATH says), else the one on PATH
+_OWN = Path(sys.executable).parent / "snakemake"
+SNAKEMAKE = str(_OWN) if _OWN.is_file() else (shutil.which("snakemake") or str(_OWN))
 
 
 def snakemake_cmd(
@@ -33,3 +36,15 @@ def snakemake_cmd(
         cmd += ["--profile", str(REPO / "profiles" / profile)]
     cmd += ["--cores", str(cores), *extra, "--configfile", *map(str, configs)]
     return [*cmd, "--", *targets]
+
+
+def snakemake_env() -> dict[str, str]:
+    """The environment for that command: the benchmark interpreter's bin folder first on PATH
+    and this checkout's package importable, as `make demo` sets them, so jobs find `imagenot`
+    when a benchmark is run as `.venv/bin/python benchmarks/bench_x.py` without an activated
+    venv (without it, every job's shell line failed with exit 127)."""
+    out = dict(os.environ)
+    out["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{out.get('PATH', '')}"
+    workflow = str(REPO / "workflow")
+    out["PYTHONPATH"] = os.pathsep.join(p for p in (workflow, out.get("PYTHONPATH")) if p)
+    return out

@@ -443,6 +443,7 @@ def test_report_handles_missing_models_and_a_lone_reference(tmp_path):
 def test_one_registry_of_names(repo_root):
     from imagenot.config import load_schema
     from imagenot.figures import plan
+    from imagenot.registries import resolve
 
     props = load_schema("analyse.schema.yaml")["properties"]
     assert props["figures"]["items"]["enum"] == list(registry.WORKFLOW_FIGURES)
@@ -451,8 +452,10 @@ def test_one_registry_of_names(repo_root):
     assert all(callable(tables.builder(name)) for name in registry.WORKFLOW_TABLES)
     assert list(tables.BUILDERS) == list(registry.WORKFLOW_TABLES)  # a view of the registry
     assert tables.BUILDERS["fits"] is tables.fits
-    assert list(report.FIGURE_FUNCTIONS) == list(registry.REPORT_FIGURES)
-    assert list(tables.REPORT_BUILDERS) == list(registry.REPORT_TABLES)
+    # report figures and tables register as every figure does: "module:function", resolved
+    for code in [*registry.REPORT_FIGURES.values(), *registry.REPORT_TABLES.values()]:
+        function = resolve(code)
+        assert callable(function) and function.__doc__.strip(), code
     boot = props["bootstrap"]["properties"]
     assert tuple(boot["over"]["enum"]) == BOOTSTRAP_OVER
     assert tuple(boot["interval"]["enum"]) == stats.INTERVALS

@@ -115,6 +115,8 @@ def test_a_figure_kind_names_only_known_fields_and_conditions():
         FigureKind("m:f", ("protocol",))
     with pytest.raises(ValueError, match="when 'sometimes'"):
         FigureKind("m:f", when="sometimes")
+    with pytest.raises(ValueError, match="'module:function'"):  # built-ins name theirs too
+        FigureKind("rankings")
     with pytest.raises(TypeError, match="must be a FigureKind"):
         WORKFLOW_FIGURES.register("bad_figure", ("m:f", ("dataset",)))
     with WORKFLOW_FIGURES.temporarily("plain_figure", "m:f"):  # a plain string: once, always

@@ -102,7 +102,7 @@ def fit_panel(ax, rows: list[dict], style: Style, legend: bool = True) -> None:
         ax.legend(frameon=False, loc="upper left")
 
 
-def draw(acc: pd.DataFrame, dataset: str, protocol: str, opts: Options, style: Style):
+def draw(acc: pd.DataFrame, opts: Options, style: Style, *, dataset: str, protocol: str):
     """Scatter with OLS line and confidence band; slope and adjusted R^2 in the legend."""
     import matplotlib.pyplot as plt
 

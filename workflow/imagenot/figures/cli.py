@@ -86,9 +86,9 @@ def _load(path: str, command: str):
 
 
 def _figure(args: argparse.Namespace) -> int:
-    from imagenot.figures import data
     from imagenot.figures.registry import WORKFLOW_FIGURES
     from imagenot.figures.style import save
+    from imagenot.registries import resolve
 
     s = _settings(FigureSettings, args.settings, "figure", "kind", FIGURE_KINDS)
     opts, style = s.options, s.style
@@ -99,33 +99,8 @@ def _figure(args: argparse.Namespace) -> int:
     for field, value in request.items():
         if not value:
             raise SystemExit(f"imagenot figure {s.kind}: --settings.{field} is required")
-    if s.kind == "rankings_st":
-        from imagenot.figures import rankings
-
-        labels = data.ordered_labels(acc, opts, "st")
-        fig = rankings.draw(acc, labels, opts, style, "Standard training (ST), test top-1")
-    elif s.kind == "rankings_transfer":
-        from imagenot.figures import rankings
-
-        labels = data.transfer_labels(acc, opts)
-        title = f"Fine-tuning (FT) and linear probe (TL) on {opts.downstream}"
-        fig = rankings.draw(acc, labels, opts, style, title)
-    elif s.kind == "relative_progress":
-        from imagenot.figures import relative_progress
-
-        fig = relative_progress.draw(acc, opts, style)
-    elif s.kind == "accuracy_vs_imagenet":
-        from imagenot.figures import accuracy_vs_imagenet
-
-        fig = accuracy_vs_imagenet.draw(acc, s.dataset, s.protocol, opts, style)
-    elif s.kind == "per_transform":
-        from imagenot.figures import per_transform
-
-        fig = per_transform.draw(acc, s.dataset, opts, style)
-    else:  # any other registered kind: its "module:draw", draw(accuracy, options, style, ...)
-        from imagenot.registries import resolve
-
-        fig = resolve(WORKFLOW_FIGURES[s.kind].code)(acc, opts, style, **request)
+    # built-in and plugin figures alike: the registered "module:draw"
+    fig = resolve(WORKFLOW_FIGURES[s.kind].code)(acc, opts, style, **request)
     save(fig, args.pdf, args.png, style.dpi)
     print(f"wrote {args.pdf} and {args.png}")
     return 0

@@ -30,7 +30,7 @@ def rank_matrix(
     return list(mean.index), list(mean.columns), ranks, values
 
 
-def draw(acc: pd.DataFrame, dataset: str, opts: Options, style: Style):
+def draw(acc: pd.DataFrame, opts: Options, style: Style, *, dataset: str):
     """Heat map of ranks (1 = best) with accuracies written in the cells."""
     import matplotlib.pyplot as plt
 

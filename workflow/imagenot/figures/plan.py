@@ -31,12 +31,9 @@ _CODE_DIR = str(_PACKAGE / "figures")
 
 
 def code(kind: str) -> str:
-    """Plotting module of a figure kind (a rule input: editing it rebuilds only its figures): a
-    module of ``imagenot.figures`` by its bare name, or a plugin's ``"module:draw"`` (located
-    without importing it)."""
+    """Plotting module of a figure kind (a rule input: editing it rebuilds only its figures),
+    located from its ``"module:draw"`` without importing it."""
     entry = WORKFLOW_FIGURES.entry(kind).code
-    if ":" not in entry:
-        return f"{_CODE_DIR}/{entry}.py"
     import importlib.util
 
     module = entry.partition(":")[0]

@@ -80,8 +80,24 @@ def draw_panels(
     return fig
 
 
+def draw_st(acc: pd.DataFrame, opts: Options, style: Style):
+    """Workflow figure ``rankings_st``: standard training on every dataset, best first."""
+    from imagenot.figures.data import ordered_labels
+
+    labels = ordered_labels(acc, opts, "st")
+    return draw(acc, labels, opts, style, "Standard training (ST), test top-1")
+
+
+def draw_transfer(acc: pd.DataFrame, opts: Options, style: Style):
+    """Workflow figure ``rankings_transfer``: FT and TL on the downstream dataset."""
+    from imagenot.figures.data import transfer_labels
+
+    title = f"Fine-tuning (FT) and linear probe (TL) on {opts.downstream}"
+    return draw(acc, transfer_labels(acc, opts), opts, style, title)
+
+
 def draw(acc: pd.DataFrame, labels: list[str], opts: Options, style: Style, title: str):
-    """Workflow figure: the standard accuracy of each dataset label of accuracy.csv."""
+    """The standard accuracy of each dataset label of accuracy.csv, one panel each."""
     c = cells(acc, "standard", opts)
     panels = []
     for d in labels:

@@ -31,9 +31,9 @@ WHEN = ("always", "st_runs", "transfer_runs", "baseline_run")
 class FigureKind:
     """A workflow figure kind: what draws it, what one file is drawn for, when it is drawn.
 
-    ``code``: its plotting module (a rule input), a module of ``imagenot.figures`` by its bare
-    name, or ``"module:function"`` for a figure drawn by ``function(accuracy, options, style,
-    **drawn_for)`` (a plugin's; ``dataset=`` / ``protocol=`` as keywords when drawn for them).
+    ``code``: ``"module:function"``, drawn by ``function(accuracy, options, style, **drawn_for)``
+    (``dataset=`` / ``protocol=`` as keywords when drawn for them); built-in and plugin figures
+    alike, through the one call of ``imagenot figure``. The module file is the rule's input.
     ``drawn_for``: one of :data:`DRAWN_FOR`: one file for the run, or one per dataset (in drawing
     order) or per (dataset, protocol) pair of the runs that ``when`` selects.
     ``when``: one of :data:`WHEN`, the runs that feed it (none: the kind is not planned).
@@ -48,6 +48,8 @@ class FigureKind:
     is not planned. Only for a kind drawn per (dataset, protocol)."""
 
     def __post_init__(self) -> None:
+        if ":" not in self.code:
+            raise ValueError(f"figure code {self.code!r}: 'module:function'")
         if self.drawn_for not in DRAWN_FOR:
             raise ValueError(f"figure drawn_for {self.drawn_for!r}: one of {DRAWN_FOR}")
         if self.when not in WHEN:
@@ -73,16 +75,17 @@ class FigureRegistry(Registry):
         super().__setitem__(name, entry)
 
 
+_FIGURES = "imagenot.figures"
 WORKFLOW_FIGURES: FigureRegistry = FigureRegistry(
     "figure",
     {
-        "rankings_st": FigureKind("rankings", when="st_runs"),
-        "rankings_transfer": FigureKind("rankings", when="transfer_runs"),
-        "relative_progress": FigureKind("relative_progress", when="baseline_run"),
+        "rankings_st": FigureKind(f"{_FIGURES}.rankings:draw_st", when="st_runs"),
+        "rankings_transfer": FigureKind(f"{_FIGURES}.rankings:draw_transfer", when="transfer_runs"),
+        "relative_progress": FigureKind(f"{_FIGURES}.relative_progress:draw", when="baseline_run"),
         "accuracy_vs_imagenet": FigureKind(
-            "accuracy_vs_imagenet", ("dataset", "protocol"), against_imagenet=True
+            f"{_FIGURES}.accuracy_vs_imagenet:draw", ("dataset", "protocol"), against_imagenet=True
         ),
-        "per_transform": FigureKind("per_transform", ("dataset",), when="st_runs"),
+        "per_transform": FigureKind(f"{_FIGURES}.per_transform:draw", ("dataset",), when="st_runs"),
     },
 )
 """Workflow figure kind -> its :class:`FigureKind` (plotting module, what one file is drawn for,
@@ -110,19 +113,20 @@ WORKFLOW_TABLES: Registry = Registry(
 REPORT_FIGURES: Registry = Registry(
     "report figure",
     {
-        "accuracy_vs_reference": "accuracy on each dataset against the reference, OLS line, band",
-        "rank_changes": "rank on the reference and on each dataset, one line per model",
-        "rankings": "accuracy with error bars per dataset, best first",
-        "error_correlations": "Spearman rho of model errors between datasets (heat map)",
+        name: f"{_FIGURES}.report:{function}"
+        for name, function in (
+            ("accuracy_vs_reference", "accuracy_vs_reference"),
+            ("rank_changes", "rank_changes"),
+            ("rankings", "rankings_figure"),
+            ("error_correlations", "error_correlations"),
+        )
     },
 )
-"""Report figure -> its description; drawn by ``imagenot.figures.report.FIGURE_FUNCTIONS``."""
+"""Report figure -> its drawing function ``(rankings report, Style) -> figure``
+(``"module:function"``, as every other figure; its docstring describes it)."""
 REPORT_TABLES: Registry = Registry(
     "report table",
-    {
-        "statistics": "Rank agreement and fit of each dataset against the reference",
-        "ranks": "Accuracy, rank and delta rank of every model on every dataset",
-        "across_datasets": "Size-weighted and geometric means across datasets, ranks, rank changes",
-    },
+    {name: f"{_TABLES}:report_{name}" for name in ("statistics", "ranks", "across_datasets")},
 )
-"""Report table -> its title; built by ``imagenot.figures.tables.REPORT_BUILDERS``."""
+"""Report table -> its builder ``(rankings report) -> DataFrame`` (``"module:function"``, as
+every workflow table; its docstring is the title)."""

@@ -177,34 +177,31 @@ def error_correlations(rep: dict, style: Style):
     return fig
 
 
-FIGURE_FUNCTIONS = {
-    "accuracy_vs_reference": accuracy_vs_reference,
-    "rank_changes": rank_changes,
-    "rankings": rankings_figure,
-    "error_correlations": error_correlations,
-}
-assert set(FIGURE_FUNCTIONS) == set(REPORT_FIGURES)
-
-
 def write_report(
     rep: dict, outdir: str | os.PathLike, *, dpi: int = 150, style: Style | None = None
 ) -> list[str]:
     """Write every report figure (PDF and PNG) and table (CSV and Markdown) into ``outdir``."""
-    if style is None:
-        from imagenot.analyse.cli import schema_defaults
+    from imagenot.config import schema_default
+    from imagenot.registries import resolve
 
-        d = schema_defaults()
-        style = Style(width_in=d["width_in"], font_size=d["font_size"], dpi=dpi)
+    if style is None:
+        options = "analyse.figure_options"
+        style = Style(
+            width_in=schema_default(f"{options}.width_in"),
+            font_size=schema_default(f"{options}.font_size"),
+            dpi=dpi,
+        )
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name in REPORT_FIGURES:
-        fig = FIGURE_FUNCTIONS[name](rep, style)
+    for name, code in REPORT_FIGURES.items():
+        fig = resolve(code)(rep, style)
         pdf, png = out / f"{name}.pdf", out / f"{name}.png"
         save(fig, pdf, png, dpi)
         written += [str(pdf), str(png)]
-    for name, title in REPORT_TABLES.items():
-        df = tables.REPORT_BUILDERS[name](rep)
+    for name, code in REPORT_TABLES.items():
+        build = resolve(code)
+        df, title = build(rep), build.__doc__.strip()
         csv, md = out / f"{name}.csv", out / f"{name}.md"
         tables.write(df, csv, md, title)
         written += [str(csv), str(md)]

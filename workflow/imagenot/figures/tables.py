@@ -148,8 +148,9 @@ def error_correlations(acc: pd.DataFrame, reports: dict[str, dict], opts: Option
 
 
 def report_statistics(rep: dict) -> pd.DataFrame:
-    """Report table ``statistics``: :func:`agreement_rows`, plus each dataset's correlation
-    with the mean of the other aggregated datasets."""
+    """Rank agreement and fit of each dataset against the reference"""
+    # agreement_rows, plus each dataset's correlation with the mean of the other aggregated
+    # datasets
     df = pd.DataFrame(agreement_rows(rep))
     others = (rep.get("across_datasets") or {}).get("with_mean_of_others") or {}
     if len(df) and others:
@@ -160,8 +161,9 @@ def report_statistics(rep: dict) -> pd.DataFrame:
 
 
 def report_ranks(rep: dict) -> pd.DataFrame:
-    """Report table ``ranks``: per model and dataset (table order) accuracy, rank and delta
-    rank (rank on the reference - rank here; positive = climbs), one row per model."""
+    """Accuracy, rank and delta rank of every model on every dataset"""
+    # per model and dataset (table order); delta rank = rank on the reference - rank here
+    # (positive = climbs); one row per model
     cols: dict[str, pd.Series] = {}
     for d, e in rep["datasets"].items():
         cols[f"{d} accuracy"] = pd.Series(e["accuracy"], dtype=float)
@@ -175,9 +177,9 @@ def report_ranks(rep: dict) -> pd.DataFrame:
     return df.reset_index()
 
 
-def report_across(rep: dict) -> pd.DataFrame:
-    """Report table ``across_datasets``: size-weighted and geometric means, ranks and rank
-    changes against the reference, one row per model that has every aggregated dataset."""
+def report_across_datasets(rep: dict) -> pd.DataFrame:
+    """Size-weighted and geometric means across datasets, ranks, rank changes"""
+    # against the reference, one row per model that has every aggregated dataset
     across = rep.get("across_datasets") or {}
     keys = [
         f"{base}{suffix}"
@@ -191,13 +193,6 @@ def report_across(rep: dict) -> pd.DataFrame:
         df = df.sort_values(keys[1] if len(keys) > 1 else keys[0], kind="stable")
     df.index.name = "model"
     return df.reset_index()
-
-
-REPORT_BUILDERS: dict[str, Callable[[dict], pd.DataFrame]] = {
-    "statistics": report_statistics,
-    "ranks": report_ranks,
-    "across_datasets": report_across,
-}
 
 
 def builder(name: str) -> Callable[[pd.DataFrame, dict, Options], pd.DataFrame]:

@@ -104,7 +104,7 @@ def test_per_image_results_do_not_depend_on_batching(settings, data):
         MEAN,
         STD,
     )
-    assert one.num_rows == N * 17
+    assert one.num_rows == N * len(names())
     assert one.column_names == ["key", "transform", "label", "pred", "correct", "correct_top5"]
     assert one.equals(other)
     assert list(dict.fromkeys(one["transform"].to_pylist())) == list(names())
@@ -174,8 +174,8 @@ def test_summary_rows_and_robust_accuracy(settings, data):
     ]  # fmt: skip
     rows = table.to_pylist()
     assert [r["transform"] for r in rows] == list(names())
-    correct = np.array(per_image["correct"].to_pylist()).reshape(17, N)
-    correct5 = np.array(per_image["correct_top5"].to_pylist()).reshape(17, N)
+    correct = np.array(per_image["correct"].to_pylist()).reshape(len(names()), N)
+    correct5 = np.array(per_image["correct_top5"].to_pylist()).reshape(len(names()), N)
     for r, c, c5 in zip(rows, correct, correct5, strict=True):
         assert r["n"] == N and r["model"] == "tiny"
         assert r["top1"] == pytest.approx(100 * c.mean())
@@ -186,7 +186,7 @@ def test_summary_rows_and_robust_accuracy(settings, data):
         assert r["ci_high"] == pytest.approx(100 * np.nan_to_num(high, nan=1.0))
         assert r["ci_low"] <= r["top1"] <= r["ci_high"]
     top1 = [r["top1"] for r in rows]
-    assert robust_accuracy(top1) == pytest.approx(sum(top1) / 17)
+    assert robust_accuracy(top1) == pytest.approx(sum(top1) / len(names()))
     assert robust_accuracy([50.0, 70.0]) == 60.0
     with pytest.raises(ValueError):
         robust_accuracy([])
@@ -247,8 +247,8 @@ def test_evaluate_checkpoint_end_to_end(tmp_path, settings):
     robustness = pq.read_table(out / "robustness.parquet")
     per_image = pq.read_table(out / "per_image.parquet")
     assert robustness.equals(table)
-    assert robustness.num_rows == 17 and set(robustness["n"].to_pylist()) == {6}
-    assert per_image.num_rows == 17 * 6
+    assert robustness.num_rows == len(names()) and set(robustness["n"].to_pylist()) == {6}
+    assert per_image.num_rows == len(names()) * 6
     assert set(per_image["key"].to_pylist()) == {f"k{i:03d}" for i in range(1, 12, 2)}
     assert sorted(p.name for p in out.iterdir()) == ["per_image.parquet", "robustness.parquet"]
 

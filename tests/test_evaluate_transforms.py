@@ -32,8 +32,10 @@ def images() -> torch.Tensor:
 KEYS = [f"part-00000-{i:09d}" for i in range(8)]
 
 
-def test_registry_has_the_papers_17_in_order():
-    assert T.names() == (
+def test_registry_holds_the_papers_17_in_order():
+    """The paper's list, first and in its order; a transformation registered later (a plugin,
+    an 18th of ours) comes after them and changes none of their draws (seeded by name)."""
+    assert T.names()[:17] == (
         "Identity", "GaussianBlur", "AdjustSharpness", "Affine", "ColorJitter", "Contrast",
         "Equalize", "Grayscale", "HorizontalFlip", "Invert", "Perspective", "Posterize",
         "ResizedCrop", "Rotation", "Sharpness", "Solarize", "VerticalFlip",

@@ -9,9 +9,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add this stage's subcommands."""
     p = subparsers.add_parser(
         "evaluate-robustness",
-        help="evaluate a final checkpoint under the 17 test-time transformations",
+        help="evaluate a final checkpoint under every registered test-time transformation (the paper's 17)",
         description=(
-            "Decode each test image once, apply the 17 transformations (randomness seeded per "
+            "Decode each test image once, apply every registered transformation (randomness seeded per "
             "image) on batched tensors and write robustness.parquet and per_image.parquet."
         ),
     )

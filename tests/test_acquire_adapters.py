@@ -342,6 +342,26 @@ def test_imagefolder_skips_unreadable_files_by_reason_and_keys_are_unique(tmp_pa
     assert skipped == {"corrupt": 1, "hidden": 1}
 
 
+def test_a_new_folder_kind_gets_the_empty_folder_check_from_its_declared_class_roots(tmp_path):
+    """The check asks the registry entry (its ``class_roots``), not the kind's name: a kind
+    registered under a new name, reading class folders, is checked like ``imagefolder``."""
+    from imagenot.acquire.kinds import DATASET_KINDS, DatasetKind
+
+    where = "imagenot.acquire.adapters"
+    kind = DatasetKind(
+        f"{where}:imagefolder_items",
+        f"{where}:imagefolder_classes",
+        class_roots=f"{where}:imagefolder_class_roots",
+    )
+    root = tmp_path / "folder"
+    _tree(root, ["cat", "dog"], 6, fmt="PNG", ext=".png")
+    (root / "eel").mkdir()
+    with DATASET_KINDS.temporarily("my_folders", kind):
+        assert DATASET_KINDS["my_folders"].class_folders
+        with pytest.raises(AdapterError, match=r"without images, left out: \['eel'\]"):
+            materialise("my_folders", root, tmp_path / "a", image_size=16, test_per_class=2)
+
+
 def test_imagefolder_empty_class_and_empty_training_split_are_errors_unless_allowed(tmp_path):
     root = tmp_path / "folder"
     _tree(root, ["cat", "dog"], 6, fmt="PNG", ext=".png")

@@ -312,6 +312,11 @@ def _imagefolder_roots(root: Path) -> list[tuple[Path, str, str]]:
     return roots
 
 
+def imagefolder_class_roots(root: str | os.PathLike) -> list[Path]:
+    """The folders of an image folder that hold its class folders (``DatasetKind.class_roots``)."""
+    return [r for r, _, _ in _imagefolder_roots(Path(root))]
+
+
 def imagefolder_classes(root: str | os.PathLike) -> list[str]:
     """Sorted class folder names with at least one image, without listing every image."""
     root = Path(root)
@@ -437,6 +442,12 @@ def _imagenet_flat_val(root: Path) -> list[str]:
     if flat and any(p.is_dir() for p in val):
         raise AdapterError(f"{root / 'val'}: mixes wnid folders and flat images")
     return flat
+
+
+def imagenet_class_roots(root: str | os.PathLike) -> list[Path]:
+    """``train/``, and ``val/`` when it holds wnid folders (``DatasetKind.class_roots``)."""
+    root = Path(root)
+    return [root / "train"] + ([] if _imagenet_flat_val(root) else [root / "val"])
 
 
 def _check_wnids(root: Path, classes: list[str]) -> list[str]:
@@ -714,14 +725,12 @@ def materialise_range(
 
 
 def empty_class_folders(kind: str, path: str | os.PathLike) -> list[str]:
-    """Class folders without any image file, for the kinds read from folders."""
-    root = Path(path)
-    if kind == "imagefolder":
-        roots = [r for r, _, _ in _imagefolder_roots(root)]
-    elif kind == "imagenet":
-        roots = [root / "train"] + ([] if _imagenet_flat_val(root) else [root / "val"])
-    else:
+    """Class folders without any image file, for the kinds stored as class folders (those that
+    declare ``class_roots`` in :data:`imagenot.acquire.kinds.DATASET_KINDS`)."""
+    entry = DATASET_KINDS.entry(kind)
+    if entry.class_roots is None:
         return []
+    roots = resolve(entry.class_roots)(Path(path))
     full: set[str] = set()
     empty: set[str] = set()
     for r in roots:

@@ -25,14 +25,18 @@ class DatasetKind:
     None for all; see :mod:`imagenot.acquire.adapters`); ``classes(root) -> list`` its class list
     without listing images. Both None: built by the workflow (``laion``). ``class_count``: classes
     of the kind when fixed, for planning range jobs before the data is at hand.
-    ``class_folders``: one folder per class on disk (planning counts them when the data is there).
+    ``class_roots(root) -> list[Path]``: for a kind stored as one folder per class, the folders
+    holding those class folders (``train/``, ``val/``, ...): the materialisation's empty-folder
+    check reads every one of them and planning counts classes there; None: not folder-based.
+    A folder-based kind that does not declare its roots cannot skip the check silently: the
+    check asks the entry, never the kind's name.
     ``wnid_classes``: its class names are WordNet ids (the WordNet diagnostics apply).
     """
 
     items: str | Callable[..., Any] | None
     classes: str | Callable[..., Any] | None
     class_count: int | None = None
-    class_folders: bool = False
+    class_roots: str | Callable[..., Any] | None = None
     wnid_classes: bool = False
 
     @property
@@ -40,10 +44,16 @@ class DatasetKind:
         """Read from disk by an adapter (rather than built by the workflow)."""
         return self.items is not None
 
+    @property
+    def class_folders(self) -> bool:
+        """Stored as one folder per class (it declares :attr:`class_roots`)."""
+        return self.class_roots is not None
+
 
 def _adapter(name: str, count: int | None, folders: bool = False, wnids: bool = False):
     where = "imagenot.acquire.adapters"
-    return DatasetKind(f"{where}:{name}_items", f"{where}:{name}_classes", count, folders, wnids)
+    roots = f"{where}:{name}_class_roots" if folders else None
+    return DatasetKind(f"{where}:{name}_items", f"{where}:{name}_classes", count, roots, wnids)
 
 
 DATASET_KINDS: Registry = Registry(

@@ -59,13 +59,13 @@ def placeholder_overlay(root: Path, paper: dict) -> dict:
 
 
 def published_weight_files(paper: dict) -> list[str]:
-    """File names of the torchvision weights the paper's FT/TL runs start from."""
+    """File names of the published weights the paper's FT/TL runs start from."""
     sys.path.insert(0, str(REPO / "workflow"))
     from imagenot.train.plan import published_weights
-    from imagenot.train.registry import torchvision_weights_filename
+    from imagenot.train.registry import weights_filename
 
     chosen = (published_weights(paper["train"], m) for m in paper["train"].get("models", []))
-    return [torchvision_weights_filename(weights) for weights in chosen if weights]
+    return [weights_filename(weights) for weights in chosen if weights]
 
 
 def dry_run(

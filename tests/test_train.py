@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -157,6 +158,46 @@ def test_torchvision_weights_load_from_a_local_file(tmp_path):
     assert model.fc.out_features == 10
     with pytest.raises(RegistryError, match="do not fit model 'alexnet'"):
         load_backbone(build_model("alexnet", 10), "alexnet", published.state_dict(), name)
+
+
+def test_a_timm_model_starts_ft_and_tl_from_its_published_weights_in_one_entry(
+    demo_config, tmp_path
+):
+    """The recipe of docs/contributing.md ("a timm model, pre-trained on ImageNet"): one
+    registry entry naming ``timm:<model.tag>`` weights; planning then finds the file under
+    ``train.weights_dir`` as the hub stores it, and the FT/TL start loads it (a randomly
+    initialised timm model written here is the stand-in for the hub's file)."""
+    import functools
+
+    from safetensors.torch import save_file
+
+    from imagenot.train import jobs
+    from imagenot.train.registry import ModelSpec, _timm
+
+    spec = ModelSpec(
+        "toy_timm",
+        "resnet",
+        functools.partial(_timm, "resnet10t"),
+        "fc",
+        1,
+        "timm:resnet10t.c3_in1k",
+    )
+    config = copy.deepcopy(demo_config)
+    config["train"]["weights_dir"] = str(tmp_path)
+    with MODELS.temporarily("toy_timm", spec):
+        for protocol in ("ft-torchvision", "tl-torchvision"):
+            (init,) = plan.init_weights(config, protocol, "toy_timm")
+            assert init == str(tmp_path / "timm/resnet10t.c3_in1k/model.safetensors")
+        published = build_model("toy_timm", 1000)
+        Path(init).parent.mkdir(parents=True)
+        save_file({k: v.contiguous() for k, v in published.state_dict().items()}, init)
+        model = build_model("toy_timm", 10)
+        jobs.backbone_loader({"init": init, "model": "toy_timm"})(model)
+        assert torch.equal(model.conv1[0].weight, published.conv1[0].weight)
+        assert model.fc.out_features == 10
+    config["train"]["weights"] = {"resnet_mini": "hub:somewhere"}
+    with pytest.raises(ConfigError, match=r"train\.weights\.resnet_mini: unknown weights source"):
+        plan.init_weights(config, "ft-torchvision", "resnet_mini")
 
 
 # ------------------------------------------------------------------------------------ search

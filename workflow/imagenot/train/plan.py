@@ -188,8 +188,9 @@ def draw_settings(config: dict, dataset: str, protocol: str, model: str) -> dict
 
 
 def published_weights(train: dict, model: str) -> str | None:
-    """The torchvision weights enum FT/TL-from-ImageNet starts ``model`` from: config
-    ``train.weights`` if set for it, else the registry's."""
+    """The published ImageNet weights FT/TL-from-ImageNet starts ``model`` from (a weights
+    reference of ``imagenot.train.registry.WEIGHT_SOURCES``: torchvision, timm or a file):
+    config ``train.weights`` if set for it, else the registry's."""
     from imagenot.train.registry import get_spec
 
     return (train.get("weights") or {}).get(model) or get_spec(model).weights
@@ -200,8 +201,9 @@ def init_weights(config: dict, protocol: str, model: str) -> list[str]:
     source = _source(protocol)
     if source is None:
         return []
-    if source == TORCHVISION:
-        from imagenot.train.registry import torchvision_weights_filename
+    if source == TORCHVISION:  # published ImageNet weights, whatever their source
+        from imagenot.registries import RegistryError
+        from imagenot.train.registry import weights_filename
 
         weights = published_weights(config["train"], model)
         if weights is None or not config["train"]["weights_dir"]:
@@ -209,7 +211,11 @@ def init_weights(config: dict, protocol: str, model: str) -> list[str]:
                 f"config key train.weights_dir: protocol {protocol} needs published weights of "
                 f"{model!r} in a local directory (registry weights: {weights})"
             )
-        return [f"{config['train']['weights_dir']}/{torchvision_weights_filename(weights)}"]
+        try:
+            name = weights_filename(weights)
+        except RegistryError as exc:
+            raise ConfigError(f"config key train.weights.{model}: {exc}") from None
+        return [str(Path(config["train"]["weights_dir"]) / name)]
     seed = seeds(config, _experiment(config, source, "st"))[0]
     return [f"{run_dir(source, 'st', model)}/final/seed-{seed}/model.safetensors"]
 

@@ -36,7 +36,10 @@ class ModelSpec:
     build: Callable[[int], nn.Module]  # num_classes -> randomly initialised model
     head: str  # dotted path of the final nn.Linear
     min_size: int  # smallest input side in pixels
-    weights: str | None = None  # torchvision weights enum name, "Class.MEMBER"
+    # its published ImageNet weights (FT/TL from ImageNet, and ImageNet's ST by published
+    # weights): "SOURCE:NAME" of a WEIGHT_SOURCES entry ("timm:convnext_atto.d2_in1k",
+    # "file:my_net.safetensors"), or a torchvision weights enum name, "Class.MEMBER"
+    weights: str | None = None
 
 
 def _torchvision(builder: str, num_classes: int) -> nn.Module:
@@ -172,8 +175,22 @@ MODELS: Registry = _register(
     ModelSpec("vgg_mini", "vgg", _vgg_mini, "3.6", 32),
     ModelSpec("resnet_mini", "resnet", _resnet_mini, "fc", 1),
     ModelSpec("densenet_mini", "densenet", _densenet_mini, "classifier", 29),
-    ModelSpec("efficientnet_mini", "efficientnet", partial(_timm, "tinynet_e"), "classifier", 1),
-    ModelSpec("convnext_mini", "convnext", partial(_timm, "convnext_atto"), "head.fc", 32),
+    ModelSpec(
+        "efficientnet_mini",
+        "efficientnet",
+        partial(_timm, "tinynet_e"),
+        "classifier",
+        1,
+        "timm:tinynet_e.in1k",
+    ),
+    ModelSpec(
+        "convnext_mini",
+        "convnext",
+        partial(_timm, "convnext_atto"),
+        "head.fc",
+        32,
+        "timm:convnext_atto.d2_in1k",
+    ),
 )
 
 
@@ -252,6 +269,51 @@ def read_state_dict(path: str | Path) -> dict:
     if not isinstance(state, dict):
         raise RegistryError(f"{path}: not a state dict")
     return state
+
+
+#: Where published weights come from: source -> ``name -> file name`` under
+#: ``train.weights_dir`` (nothing is downloaded at run time; the file holds a state dict the
+#: registered builder's model loads). A weights reference without ``SOURCE:`` is torchvision's.
+WEIGHT_SOURCES: Registry = Registry(
+    "weights source",
+    {
+        "torchvision": "imagenot.train.registry:torchvision_weights_filename",
+        "timm": "imagenot.train.registry:timm_weights_filename",
+        "file": "imagenot.train.registry:file_weights_filename",
+    },
+)
+
+
+def split_weights(weights: str) -> tuple[str, str]:
+    """``(source, name)`` of a weights reference (``"timm:resnet18.a1_in1k"``, or a bare
+    torchvision enum name); an unknown source is an error listing the registered ones."""
+    source, sep, name = weights.partition(":")
+    if not sep:
+        return "torchvision", weights
+    WEIGHT_SOURCES.entry(source)
+    return source, name
+
+
+def weights_filename(weights: str) -> str:
+    """The file of a weights reference, relative to ``train.weights_dir`` (absolute for a
+    ``file:`` reference given as an absolute path)."""
+    from imagenot.registries import resolve
+
+    source, name = split_weights(weights)
+    return resolve(WEIGHT_SOURCES[source])(name)
+
+
+def timm_weights_filename(name: str) -> str:
+    """timm's pretrained weights ``name`` (``model.tag``) as the Hugging Face hub stores them
+    (repository ``timm/<name>``, file ``model.safetensors``): fetch once with
+    ``huggingface-cli download timm/<name> model.safetensors --local-dir <weights_dir>/timm/<name>``.
+    The state dict loads into ``timm.create_model(model)``, the registry's builder."""
+    return f"timm/{name}/model.safetensors"
+
+
+def file_weights_filename(name: str) -> str:
+    """A state dict file of the user's (``.safetensors`` or ``.pth``), as named."""
+    return name
 
 
 def torchvision_weights_filename(weights: str) -> str:

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import load_benchmark
 
+from imagenot.acquire import generated
 from imagenot.config import validate_config
 from imagenot.demo import scale_plan
 
@@ -113,7 +114,7 @@ def test_the_scale_config_is_valid_and_points_the_laion_section_at_the_world(rep
     assert config["laion"]["shard_pattern"] == LAION2B_EN_PATTERN
     assert [n for n, s in config["datasets"].items() if s["kind"] == "laion"]
     url_map = config["acquire"]["url_map"]
-    assert any(scale_plan.is_generated(v) for v in url_map.values())
+    assert any(generated.is_generated(v) for v in url_map.values())
     assert url_map.get(config["scale_world"]["url_base"].rstrip("/") + "/")
 
 
@@ -228,11 +229,11 @@ def test_generated_url_map_values_are_not_rule_inputs():
         {"acquire": {"url_map": {"http://a/": "generate:0:32", "http://b/": "some/dir"}}}
     )
     assert acquire_plan.url_map_dirs(config) == ["some/dir"]
-    assert scale_plan.parse_generated("generate:0:32") == (0, 32)
-    assert scale_plan.parse_generated("generate:7") == (7, scale_plan.GENERATED_IMAGE_SIZE)
+    assert generated.parse_generated("generate:0:32") == (0, 32)
+    assert generated.parse_generated("generate:7") == (7, generated.GENERATED_IMAGE_SIZE)
     for bad in ("generate:x", "generate:1:2:3", "generate:1:4"):
-        with pytest.raises(scale_plan.ScaleConfigError, match="url_map"):
-            scale_plan.parse_generated(bad)
+        with pytest.raises(generated.UrlMapError, match="url_map"):
+            generated.parse_generated(bad)
 
 
 # --- bench_scale: parsing and projection (pure) ---------------------------------------------

@@ -234,16 +234,14 @@ def serve_directories(url_map: Mapping[str, str | os.PathLike]) -> Iterator[dict
     A value ``generate:<seed>[:<size>]`` serves a generated JPEG for every path instead (the
     scale world, whose millions of images are never rendered to disk).
     """
-    from imagenot.demo import scale_plan
+    from imagenot.acquire import generated
 
     servers = []
     mapping = {}
     try:
         for prefix, directory in url_map.items():
-            if scale_plan.is_generated(directory):
-                from imagenot.demo.generated_images import generated_image_handler
-
-                handler = generated_image_handler(*scale_plan.parse_generated(directory))
+            if generated.is_generated(directory):
+                handler = generated.generated_image_handler(*generated.parse_generated(directory))
             elif not Path(directory).is_dir():
                 raise FileNotFoundError(f"url_map[{prefix!r}]: directory {directory} not found")
             else:

@@ -161,7 +161,7 @@ def range_manifests(config: dict, name: str) -> list[str]:
 def url_map_dirs(config: dict) -> list[str]:
     """Local directories served by the download job (inputs of the download rule); generated
     images (``generate:<seed>``, the scale world) need no input."""
-    from imagenot.demo.scale_plan import is_generated
+    from imagenot.acquire.generated import is_generated
 
     return [v for v in config["acquire"]["url_map"].values() if not is_generated(v)]
 

@@ -14,10 +14,6 @@ import string
 
 SCALE_DIR = "results/scale_world"
 LAION_DIR = f"{SCALE_DIR}/laion"
-# acquire.url_map value that serves generated JPEGs instead of a directory: generate:<seed>
-# or generate:<seed>:<size in pixels>.
-GENERATE_PREFIX = "generate:"
-GENERATED_IMAGE_SIZE = 64
 
 
 class ScaleConfigError(ValueError):
@@ -131,27 +127,3 @@ def settings(config: dict) -> dict:
     from imagenot.demo.settings import ScaleSettings, fields_of
 
     return fields_of(ScaleSettings, config["scale_world"])
-
-
-def is_generated(value: str) -> bool:
-    """Whether an ``acquire.url_map`` value asks for generated images rather than a directory."""
-    return str(value).startswith(GENERATE_PREFIX)
-
-
-def parse_generated(value: str) -> tuple[int, int]:
-    """(seed, image size) of a ``generate:<seed>[:<size>]`` url_map value."""
-    fields = str(value)[len(GENERATE_PREFIX) :].split(":")
-    try:
-        if len(fields) > 2:
-            raise ValueError
-        seed = int(fields[0])
-        size = int(fields[1]) if len(fields) == 2 else GENERATED_IMAGE_SIZE
-    except ValueError:
-        raise ScaleConfigError(
-            f"acquire.url_map value {value!r}: expected generate:<seed> or generate:<seed>:<size>"
-        ) from None
-    if seed < 0 or not 8 <= size <= 1024:
-        raise ScaleConfigError(
-            f"acquire.url_map value {value!r}: seed must be >= 0 and size in 8..1024"
-        )
-    return seed, size

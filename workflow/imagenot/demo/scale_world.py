@@ -29,7 +29,7 @@ punsafe, pwatermark. Every draw comes from ``numpy.random.default_rng([seed, 1, 
 shard is the same whichever job writes it and in whichever order; the vocabulary comes from
 ``default_rng([seed, 0])`` and is the same for every shard.
 
-Images are never stored: :func:`imagenot.demo.generated_images.generated_jpeg` makes a small
+Images are never stored: :func:`imagenot.acquire.generated.generated_jpeg` makes a small
 deterministic JPEG for any URL path on request (the download job's loopback server,
 ``acquire.url_map`` value ``generate:<seed>``).
 """

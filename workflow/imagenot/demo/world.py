@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from imagenot.clutter import jpeg_bytes, render_clutter
 from imagenot.demo import images as img
 from imagenot.demo.captions import (
     ROLES,
@@ -265,8 +266,8 @@ def render_file(
     if prototype is not None:
         pixels = img.render(prototype, rng, size)
     else:
-        pixels = img.render_clutter(rng, size)
-    data = img.jpeg_bytes(pixels, quality)
+        pixels = render_clutter(rng, size)
+    data = jpeg_bytes(pixels, quality)
     return img.truncated(data, rng) if status == "truncated" else data
 
 

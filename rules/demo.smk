@@ -6,10 +6,7 @@ rule demo_world:
     input:
         NLTK_DATA,
     output:
-        shards=expand(
-            "results/demo_world/laion/{shard}.parquet",
-            shard=demo_plan.shard_names(config),
-        ),
+        shards=demo_plan.shard_files(config),
         images=directory("results/demo_world/images"),
         truth="results/demo_world/truth.parquet",
         world="results/demo_world/world.json",
@@ -25,4 +22,4 @@ rule demo_world:
         settings=to_arg(demo_plan.settings(config)),
     shell:
         "imagenot demo-world --nltk-data {input} --out results/demo_world"
-        " --settings {params.settings} > {log} 2>&1"
+        " --shards {output.shards} --settings {params.settings} > {log} 2>&1"

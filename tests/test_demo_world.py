@@ -24,7 +24,6 @@ from imagenot.wordnet import imagenet_wnids, lemma_text, synset_of
 
 SMALL = {
     "enabled": True,
-    "n_shards": 2,
     "rows_per_shard": 800,
     "n_survivors": 6,
     "n_imagenet_classes": 6,
@@ -38,11 +37,13 @@ SMALL = {
     "corrupt_fraction": 0.02,
     "non_image_fraction": 0.01,
 }
+# the LAION shards the world writes: the laion section's (two of the default pattern)
+SHARDS = ["part-00000.parquet", "part-00001.parquet"]
 
 
 def _build(wn, out: Path, seed: int) -> Path:
     settings = demo_settings(json.dumps(SMALL), seed)
-    write_world(build_world(wn, settings), out, settings)
+    write_world(build_world(wn, settings, SHARDS), out, settings)
     return out
 
 
@@ -53,7 +54,7 @@ def world_dir(tmp_path_factory, nltk_data) -> Path:
     rc = main(
         [
             *("demo-world", "--nltk-data", str(nltk_data), "--out", str(out)),
-            *("--settings", json.dumps(SMALL), "--seed", "0"),
+            *("--settings", json.dumps(SMALL), "--seed", "0", "--shards", *SHARDS),
         ]
     )
     assert rc == 0
@@ -122,9 +123,7 @@ def test_same_seed_is_byte_identical_and_another_seed_differs(world_dir, wn, tmp
 
 
 def test_shards_have_the_declared_schema_and_plausible_values(world_dir, world):
-    assert (
-        world["shards"] == ["part-00000", "part-00001"] == plan.shard_names({"demo_world": SMALL})
-    )
+    assert world["shards"] == ["part-00000", "part-00001"]
     for shard in world["shards"]:
         path = world_dir / "laion" / f"{shard}.parquet"
         assert pq.read_schema(path).remove_metadata() == LAION_SCHEMA
@@ -251,8 +250,21 @@ def test_images_decode_except_the_planted_broken_ones(world_dir, world, truth):
 
 
 def test_plan_lookups():
-    config = {"demo_world": {"enabled": True, "n_shards": 3}}
-    assert plan.shard_names(config) == ["part-00000", "part-00001", "part-00002"]
+    """The demo world is a LAION source like any other: it writes the shards the laion section
+    names (pattern and count, or an explicit list), where laion.dir says curation reads them."""
+    config = {"demo_world": {"enabled": True}, "laion": {"n_shards": 3}}
+    config["laion"]["dir"] = plan.LAION_DIR
+    assert plan.shard_files(validate_config(copy.deepcopy(config))) == [
+        f"{plan.LAION_DIR}/part-0000{i}.parquet" for i in range(3)
+    ]
+    listed = {**config, "laion": {**config["laion"], "shards": ["a.snappy.parquet", "b.parquet"]}}
+    assert plan.shard_files(validate_config(listed)) == [
+        f"{plan.LAION_DIR}/a.snappy.parquet",
+        f"{plan.LAION_DIR}/b.parquet",
+    ]
+    elsewhere = validate_config({"demo_world": {"enabled": True}, "laion": {"dir": "data/x"}})
+    with pytest.raises(plan.DemoConfigError, match=r"laion\.dir is 'data/x'"):
+        plan.check(elsewhere)
     assert plan.targets(config) == ["results/demo_world/world.json"]
     assert plan.targets({"demo_world": {"enabled": False}}) == []
     # the rule's --settings: the validated section but `enabled`, exactly what the command parses
@@ -260,7 +272,6 @@ def test_plan_lookups():
     settings = plan.settings(valid)
     assert settings == {k: v for k, v in valid["demo_world"].items() if k != "enabled"}
     assert demo_settings(to_json(settings)) == parse(DemoSettings, settings)
-    assert demo_settings(to_json(settings)).n_shards == 3
 
 
 def test_bad_settings_name_the_key():

@@ -17,15 +17,11 @@ def laion_datasets(config: dict) -> list[str]:
 
 
 def shard_files(config: dict) -> list[str]:
-    """File names of the LAION shards: an explicit list, the demo world's shards when the demo
-    world is enabled, else names generated from the pattern."""
-    from imagenot.demo import plan as demo_plan
-
+    """File names of the LAION shards: an explicit list, else names generated from the pattern.
+    Whatever writes them (LAION's release, the demo or scale world) reads the same names here."""
     laion = config["laion"]
     if laion["shards"]:
         return list(laion["shards"])
-    if demo_plan.enabled(config):
-        return [f"{name}.parquet" for name in demo_plan.shard_names(config)]
     return [laion["shard_pattern"].format(i=i) for i in range(laion["n_shards"])]
 
 

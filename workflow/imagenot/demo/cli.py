@@ -17,6 +17,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--nltk-data", required=True, help="NLTK_DATA directory holding WordNet 3.0")
     p.add_argument("--out", required=True, help="output directory (e.g. results/demo_world)")
     p.add_argument(
+        "--shards",
+        nargs="+",
+        required=True,
+        help="the LAION shard files to write (paths under OUT/laion; the rule gives those the "
+        "laion section names)",
+    )
+    p.add_argument(
         "--settings",
         default="{}",
         help="the demo_world config section as JSON (imagenot.demo.plan.settings; typed by "
@@ -45,7 +52,7 @@ def _demo_world(args: argparse.Namespace) -> None:
 
     settings = demo_settings(args.settings, args.seed)
     start = time.perf_counter()
-    world = build_world(load_wordnet(args.nltk_data), settings)
+    world = build_world(load_wordnet(args.nltk_data), settings, args.shards)
     log.info("planned %d rows in %.1f s", world.truth.num_rows, time.perf_counter() - start)
     write_world(world, args.out, settings)
     summary = world.summary

@@ -6,6 +6,11 @@ The rule file rules/demo.smk calls these; Snakemake files themselves define no f
 from __future__ import annotations
 
 DEMO_DIR = "results/demo_world"
+LAION_DIR = f"{DEMO_DIR}/laion"
+
+
+class DemoConfigError(ValueError):
+    """The demo_world and laion sections do not fit together."""
 
 
 def enabled(config: dict) -> bool:
@@ -13,19 +18,24 @@ def enabled(config: dict) -> bool:
     return bool(config.get("demo_world", {}).get("enabled", False))
 
 
-def shard_name(index: int) -> str:
-    """Stem of the demo world's metadata shard number ``index``: ``part-00000``, ..."""
-    return f"part-{index:05d}"
-
-
-def shard_names(config: dict) -> list[str]:
-    """Stems of the demo world's metadata shards: ``part-00000``, ``part-00001``, ..."""
-    return [shard_name(i) for i in range(config.get("demo_world", {}).get("n_shards", 4))]
-
-
 def shard_files(config: dict) -> list[str]:
-    """The demo world's metadata shard paths."""
-    return [f"{DEMO_DIR}/laion/{name}.parquet" for name in shard_names(config)]
+    """The demo world's metadata shard paths: the LAION shards the ``laion`` section names
+    (``laion.shards``, else ``laion.shard_pattern`` x ``laion.n_shards``), under ``laion.dir``.
+    The demo world is a data source like any other: curation reads the shards the laion section
+    names and knows nothing of the demo; the demo writes exactly those files."""
+    from imagenot.curate.plan import shard_files as laion_shard_files
+
+    return [f"{LAION_DIR}/{name}" for name in laion_shard_files(config)]
+
+
+def check(config: dict) -> None:
+    """Stop before any job runs if the demo world would write its shards where curation does not
+    read them."""
+    if enabled(config) and config["laion"]["dir"].rstrip("/") != LAION_DIR:
+        raise DemoConfigError(
+            f"config key laion.dir is {config['laion']['dir']!r}: with demo_world.enabled it must "
+            f"be {LAION_DIR!r} (where the demo world writes its shards)"
+        )
 
 
 def targets(config: dict) -> list[str]:

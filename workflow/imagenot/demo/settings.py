@@ -22,7 +22,6 @@ class DemoSettings:
     """The ``demo_world`` section but ``enabled`` (which only the plan reads)."""
 
     seed: int
-    n_shards: int
     rows_per_shard: int
     image_size: int
     jpeg_quality: int

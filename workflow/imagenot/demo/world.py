@@ -27,7 +27,6 @@ from imagenot.demo.captions import (
     plan_classes,
     shared_lemma_synsets,
 )
-from imagenot.demo.plan import shard_name
 from imagenot.demo.settings import DemoSettings
 from imagenot.io import write_json, write_parquet
 
@@ -60,9 +59,11 @@ URL_STATUSES = ("ok", "missing", "truncated", "non_image")
 _WELL_CAPTIONED = ("imagenet_classes", "shares_imagenet_lemma", "ancestors", "nsfw")
 
 
-def shard_names(n_shards: int) -> list[str]:
-    """``part-00000``, ``part-00001``, ...: the shard file stems."""
-    return [shard_name(i) for i in range(n_shards)]
+def shard_name(path: str | os.PathLike) -> str:
+    """A shard's name in truth, image paths and URLs: its file name without ``.parquet``
+    (``part-00000.parquet`` -> ``part-00000``)."""
+    name = Path(path).name
+    return name[: -len(".parquet")] if name.endswith(".parquet") else name
 
 
 def image_path(shard: str, row: int) -> str:
@@ -74,7 +75,7 @@ def image_path(shard: str, row: int) -> str:
 class World:
     """Everything the demo world consists of, before images are rendered."""
 
-    shards: dict[str, pa.Table]  # shard name -> LAION metadata
+    shards: dict[str, pa.Table]  # shard file name -> LAION metadata
     truth: pa.Table  # TRUTH_SCHEMA, one row per metadata row
     summary: dict  # world.json
     prototypes: dict[str, img.Prototype]  # wnid -> visual prototype
@@ -118,20 +119,23 @@ def _captions(
     return rows
 
 
-def build_world(wn, cfg: DemoSettings) -> World:
-    """Plan the demo world from WordNet and the validated ``demo_world`` config section."""
+def build_world(wn, cfg: DemoSettings, shard_files: list[str]) -> World:
+    """Plan the demo world from WordNet and the validated ``demo_world`` config section, in the
+    LAION shards ``shard_files`` (their file names, as the laion section names them)."""
     rng = np.random.default_rng(cfg.seed)
     index = NounLemmaIndex.from_wordnet(wn)
     plan = plan_classes(wn, index, rng, cfg)
     writer = CaptionWriter(index, rng)
     planted = _captions(plan, writer, rng, cfg)
 
-    names = shard_names(cfg.n_shards)
-    total = cfg.n_shards * cfg.rows_per_shard
+    names = [shard_name(f) for f in shard_files]
+    if len(set(names)) != len(names) or not names:
+        raise ValueError(f"demo world shards {shard_files}: distinct names needed, at least one")
+    total = len(names) * cfg.rows_per_shard
     if len(planted) > total:
         raise ValueError(
             f"config key demo_world.rows_per_shard: {len(planted)} planted captions do not fit "
-            f"in {cfg.n_shards} shards of {cfg.rows_per_shard} rows"
+            f"in {len(names)} shards (laion.n_shards) of {cfg.rows_per_shard} rows"
         )
     planted += [("no_noun", "", "", "", writer.no_noun()) for _ in range(total - len(planted))]
     order = rng.permutation(total)
@@ -190,7 +194,10 @@ def build_world(wn, cfg: DemoSettings) -> World:
         ):
             truth[key].append(value)
 
-    shards = {n: pa.table(columns[n], schema=LAION_SCHEMA) for n in names}
+    shards = {
+        Path(f).name: pa.table(columns[n], schema=LAION_SCHEMA)
+        for f, n in zip(shard_files, names, strict=True)
+    }
     truth_table = pa.table(truth, schema=TRUTH_SCHEMA)
     summary = _summary(wn, cfg, plan, index, truth_table, shards, n_noisy)
     return World(shards=shards, truth=truth_table, summary=summary, prototypes=prototypes)
@@ -215,7 +222,7 @@ def _summary(wn, cfg, plan, index, truth: pa.Table, shards: dict, n_noisy: int) 
     )
     return {
         "seed": cfg.seed,
-        "shards": sorted(shards),
+        "shards": sorted(shard_name(n) for n in shards),
         "rows_per_shard": cfg.rows_per_shard,
         "rows": sum(t.num_rows for t in shards.values()),
         "image_size": cfg.image_size,
@@ -283,7 +290,7 @@ def write_world(world: World, out_dir: str | os.PathLike, cfg: DemoSettings) -> 
     images_tmp = out / ".images.tmp"
     shutil.rmtree(images_tmp, ignore_errors=True)
     for name in world.shards:
-        (images_tmp / name).mkdir(parents=True)
+        (images_tmp / shard_name(name)).mkdir(parents=True)
     truth = world.truth.select(["url_status", "shard", "row", "image_wnid"]).to_pylist()
     for t in tqdm(truth, desc="demo images", unit="img", mininterval=5):
         prototype = world.prototypes.get(t["image_wnid"])
@@ -301,7 +308,7 @@ def write_world(world: World, out_dir: str | os.PathLike, cfg: DemoSettings) -> 
     shutil.rmtree(out / "images", ignore_errors=True)
     os.replace(images_tmp, out / "images")
     for name, table in world.shards.items():
-        write_parquet(table, out / "laion" / f"{name}.parquet")
+        write_parquet(table, out / "laion" / name)
     write_parquet(world.truth, out / "truth.parquet")
     write_json(world.summary, out / "world.json")
     return out

@@ -159,6 +159,36 @@ def test_registered_transformation_and_dataset_kind_reach_the_job_code(toys):
     assert "toy_kind" in adapter_kinds()
 
 
+def test_toy_optimizer_schedule_and_encoder_validate_and_reach_the_job_code(toys):
+    """The recipes' last rows: a space naming the toy optimizer and schedule, and a curation
+    with the toy encoder, validate and plan; the training loop builds the toy optimizer and
+    follows the toy schedule; the embedding job creates the toy encoder."""
+    import torch
+
+    from imagenot.curate.encoders import EncoderSpec, create_encoder
+    from imagenot.stages import check_workflow_config
+    from imagenot.train import plan as train_plan
+    from imagenot.train.schedules import build_optimizer, learning_rate
+
+    config = _toy_config()
+    space = next(iter(config["train"]["spaces"].values()))
+    space["hyperparameters"]["optimizer"] = {"value": "toy_sgd"}
+    space["hyperparameters"]["scheduler"] = {"value": "toy_linear"}
+    config["curate"]["encoder"] = {"backend": "toy_hash"}
+    check_workflow_config(config)
+    assert train_plan.final_runs(config)
+    hp = {"optimizer": "toy_sgd", "scheduler": "toy_linear", "lr": 0.5, "warmup_steps": 0}
+    hp |= {"warmup_epochs": 0, "warmup_decay": 1.0}
+    opt = build_optimizer([torch.nn.Parameter(torch.zeros(2))], hp)
+    assert type(opt) is torch.optim.SGD and opt.defaults["momentum"] == 0
+    assert learning_rate(5, 10, 1, hp) == pytest.approx(0.25)  # halfway through 10 steps
+    section = config["curate"]["encoder"]
+    fields = {f: section[f] for f in EncoderSpec.__dataclass_fields__ if f in section}
+    encoder = create_encoder(EncoderSpec(**fields))
+    vectors = encoder.encode(["a dog", "a cat"])
+    assert vectors.shape == (2, 8) and abs(float((vectors[0] ** 2).sum()) - 1) < 1e-6
+
+
 def test_toy_figure_and_table_are_drawn_by_the_figure_and_table_commands(toys, tmp_path):
     """``imagenot figure`` / ``imagenot table`` offer and draw registered kinds they do not
     know by name (the figure's ``module:draw``, the table's builder)."""

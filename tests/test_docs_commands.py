@@ -52,6 +52,25 @@ def test_documented_benchmark_options_exist(script):
             assert option in help_text, f"{doc}: {script} has no option {option}"
 
 
+VENV_TOOLS = ("imagenot", "snakemake", "pytest", "python", "python3", "ruff")
+
+
+def test_shell_blocks_run_the_venvs_tools_from_a_fresh_shell():
+    """A ```bash block of README.md and docs/ is copied as is into a shell without an activated
+    venv: a line starting with a tool the venv installs names it as `.venv/bin/<tool>`."""
+    bad = []
+    for doc in DOCS:
+        block = False
+        for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+            if line.startswith("```"):
+                block = line.startswith("```bash") and not block
+                continue
+            words = line.split()
+            if block and words and words[0] in VENV_TOOLS:
+                bad.append(f"{doc.name}:{number}: {line.strip()}")
+    assert not bad, "use .venv/bin/<tool>:\n" + "\n".join(bad)
+
+
 def test_benchmark_jobs_find_imagenot_without_an_activated_venv(monkeypatch):
     """A fresh shell's PATH has no venv: the jobs that a benchmark's Snakemake starts must still
     find `imagenot` and `snakemake` (before, every job failed with exit 127)."""

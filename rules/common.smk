@@ -58,6 +58,35 @@ def gpu_request(n=None):
     return slurm_profile.gpu_request(config, SITE, n)
 
 
+def gpu_threads(cpu_threads):
+    """Cores of a GPU rule's job: resources.cpus_per_gpu per GPU it asks for (its feed:
+    decoding, transforms, tokenising), `cpu_threads` when the config plans no GPU."""
+    return slurm_profile.gpu_threads(config, cpu_threads)
+
+
+def train_slot_resources():
+    """A train_trial job's GPUs, memory and runtime, from its promotion input when the job is
+    ready (imagenot.train.plan.slot_trains): an empty slot asks for no GPU (so the plugin sends
+    it to the CPU partition), little memory and a short runtime. While planning, before the
+    decision exists, the full request."""
+    full = gpu_request(train_plan.gpus(config))
+
+    def gpu_key(key, value):
+        return lambda wildcards, input: (
+            value if train_plan.slot_trains(input.previous, wildcards.slot) else None
+        )
+
+    return {
+        **{key: gpu_key(key, value) for key, value in full.items()},
+        "mem_mb": lambda wildcards, input, attempt: train_plan.slot_mem_mb(
+            config, input.previous, wildcards.slot, attempt
+        ),
+        "runtime": lambda wildcards, input, attempt: train_plan.slot_runtime_min(
+            config, input.previous, wildcards.slot, attempt
+        ),
+    }
+
+
 def gpu_env(env):
     """The conda env file of GPU env `env` (curate, train) in the CUDA variant of config
     resources.cuda or the site's `cuda` (imagenot.conda_envs, docs/cluster.md)."""

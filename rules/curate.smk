@@ -127,7 +127,7 @@ rule curate_embed:
     priority: DATA_PRIORITY
     conda:
         gpu_env("curate")
-    threads: 2
+    threads: gpu_threads(2)
     resources:
         **gpu_request(),
         **work_resources("curate_embed"),

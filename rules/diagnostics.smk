@@ -66,7 +66,7 @@ rule diagnostics_embed_images:
         f"{BENCH}/diagnostics_embed_images/{{dataset}}.tsv"
     conda:
         gpu_env("train")
-    threads: 2
+    threads: gpu_threads(2)
     resources:
         **gpu_request(),
     params:

@@ -17,7 +17,7 @@ rule evaluate_robustness:
         f"{BENCH}/evaluate_robustness/{{dataset}}/{{protocol}}/{{model}}/seed-{{seed}}.tsv"
     conda:
         gpu_env("train")
-    threads: evaluate_plan.threads(config)
+    threads: gpu_threads(evaluate_plan.threads(config))
     resources:
         **gpu_request(),
     params:

@@ -61,9 +61,10 @@ rule train_trial:
         slot="[0-9]+",
     conda:
         gpu_env("train")
-    threads: train_plan.threads(config)
+    # sized from the promotion input when the job is ready: an empty slot asks for no GPU
+    threads: lambda wc, input: train_plan.slot_threads(config, input.previous, wc.slot)
     resources:
-        **gpu_request(train_plan.gpus(config)),
+        **train_slot_resources(),
     params:
         settings=lambda wc: to_arg(
             train_plan.trial_settings(

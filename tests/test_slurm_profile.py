@@ -114,16 +114,22 @@ def test_gpu_request_follows_the_site():
         "gpu_model": "a100",
     }
     assert slurm_profile.gpu_request({"resources": {"gpus": 0}}, site) == {}
+    # every GPU job gets the cores that feed its GPUs; a CPU job keeps its rule's own
+    fed = {"resources": {"gpus": 2, "cpus_per_gpu": 6}}
+    assert slurm_profile.gpu_threads(fed, 2) == 12
+    assert slurm_profile.gpu_threads({"resources": {"gpus": 0, "cpus_per_gpu": 6}}, 2) == 2
 
 
 def test_every_rule_has_memory_and_runtime():
     set_resources = _workflow_profile()["set-resources"]
     blocks = rule_names()
     for name, body in blocks.items():
-        work = f'**work_resources("{name}")' in body  # sized by its own resources.work entry
-        assert work != (name in set_resources), (
+        # sized by its own resources.work entry, or (train_trial) from its promotion input
+        own = f'**work_resources("{name}")' in body or "**train_slot_resources()" in body
+        profiled = "mem_mb" in set_resources.get(name, {})
+        assert own != profiled, (
             f"rule {name}: memory and runtime in neither or both of profiles/default and "
-            "work_resources"
+            "the rule's own sizing"
         )
     assert not set(set_resources) - set(blocks), "set-resources names rules that do not exist"
     arrays = _workflow_profile()["slurm-array-jobs"].split(",")
@@ -150,18 +156,22 @@ def _evaluate(expression: str, attempt: int, max_runtime: int, growth: float = 1
 
 def test_resources_grow_with_attempt_up_to_the_maximum():
     for rule, spec in _workflow_profile()["set-resources"].items():
+        if "mem_mb" not in spec:  # train_trial: sized from its promotion input (tested below)
+            continue
         mem = [_evaluate(spec["mem_mb"], a, 720) for a in (1, 2, 3)]
         assert all(isinstance(m, int) for m in mem), (rule, mem)
         assert mem[0] < mem[1] < mem[2], (rule, mem)
         runtime = [_evaluate(spec["runtime"], a, 720) for a in (1, 2, 3, 10)]
         assert runtime == sorted(runtime) and runtime[-1] == 720, (rule, runtime)
         assert runtime[0] < runtime[1] or runtime[0] == 720, (rule, runtime)
-    train = _workflow_profile()["set-resources"]["train_trial"]
+    train = _workflow_profile()["set-resources"]["train_final"]
     assert (
         _evaluate(train["runtime"], 1, 1440) == 1440 and _evaluate(train["runtime"], 1, 600) == 600
     )
     # SLURM's warning signal reaches the training processes (docs/gpu.md), not other rules
-    assert _evaluate(train["slurm_extra"], 1, 60) == "--signal=USR1@600"
+    for rule in ("train_trial", "train_final"):
+        spec = _workflow_profile()["set-resources"][rule]
+        assert _evaluate(spec["slurm_extra"], 1, 60) == "--signal=USR1@600"
     signalled = {r for r, s in _workflow_profile()["set-resources"].items() if "slurm_extra" in s}
     assert signalled == {"train_trial", "train_final"}
 
@@ -200,6 +210,133 @@ def test_plan_with_the_site_profile_from_the_clone_root(tmp_path):
 
 
 # ---- downloads where the internet is -------------------------------------------------------------
+def _slot_config(**resources):
+    from imagenot.config import load_config
+
+    config = load_config(REPO / "config" / "config.yaml")
+    config["resources"].update({"gpus": 1, **resources})
+    return config
+
+
+def test_a_slot_is_sized_from_its_promotion_input(tmp_path):
+    """An empty slot (its rung promoted fewer trials than there are slots) asks for one core,
+    little memory and a short runtime; a slot that trains, and any slot while its decision is
+    not written yet (planning), asks for the full GPU job; both grow per attempt, capped."""
+    from imagenot.train import plan
+
+    config = _slot_config(max_runtime_min=2000)
+    decision = tmp_path / "rung-0.json"
+    decision.write_text('{"promoted": [3]}')
+    missing = str(tmp_path / "rung-9.json")
+    own = config["resources"]["train_trial"]
+    assert own == {"mem_mb": 32000, "runtime_min": 1440, "empty_mem_mb": 2000,
+                   "empty_runtime_min": 10}  # fmt: skip
+    for previous, slot in (([], 5), (str(decision), 0), (missing, 1)):  # trains / unknown
+        assert plan.slot_trains(previous, slot), (previous, slot)
+        assert plan.slot_threads(config, previous, slot) == config["resources"]["cpus_per_gpu"]
+        assert plan.slot_mem_mb(config, previous, slot, 1) == 32000
+        assert plan.slot_runtime_min(config, previous, slot, 1) == 1440
+        assert plan.slot_runtime_min(config, previous, slot, 2) == 2000  # capped
+    assert not plan.slot_trains(str(decision), 1)
+    assert plan.slot_threads(config, str(decision), 1) == 1
+    assert plan.slot_mem_mb(config, str(decision), 1, 1) == 2000
+    assert plan.slot_mem_mb(config, str(decision), 1, 2) == 3000  # attempt_growth 1.5
+    assert plan.slot_runtime_min(config, str(decision), 1, 1) == 10
+    # the SLURM plugin (2.8) submits an array with its first task's resources for every task:
+    # slots sized one by one must go one sbatch each
+    assert "train_trial" not in _workflow_profile()["slurm-array-jobs"].split(",")
+
+
+def _plugin_job(resources: dict, threads: int):
+    class Resources(dict):
+        __getattr__ = dict.__getitem__
+
+    class Job:
+        name = "train_trial"
+        is_group = staticmethod(lambda: False)
+
+    job = Job()
+    job.resources, job.threads = Resources(resources), threads
+    return job
+
+
+@pytest.mark.parametrize("flag", ["gpus", "gres"])
+def test_an_empty_slot_goes_to_the_cpu_partition_without_a_gpu(tmp_path, flag):
+    """What the SLURM plugin submits for the two kinds of slot (its own functions, the
+    partitions file `imagenot slurm-profile` writes): no --gpus/--gres and the CPU partition
+    for an empty slot; the GPU partition, the GPU and its cores for a slot that trains."""
+    from snakemake_executor_plugin_slurm.partitions import get_best_partition, read_partition_file
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    from imagenot.train import plan
+
+    site = slurm_profile.validate_site(
+        {"partition": "cpu", "gpu_partition": "gpu", "max_runtime_min": 720, "gpu_flag": flag},
+        "test",
+    )
+    (tmp_path / "partitions.yaml").write_text(yaml.safe_dump(slurm_profile.partitions(site)))
+    partitions = read_partition_file(tmp_path / "partitions.yaml")
+    config = _slot_config(max_runtime_min=720)
+    decision = str(tmp_path / "rung-0.json")
+    Path(decision).write_text('{"promoted": [3]}')
+    full = slurm_profile.gpu_request(config, site, 1)
+
+    class Log:
+        info = debug = warning = staticmethod(lambda *a, **k: None)
+
+    submitted = {}
+    for slot in (0, 1):  # as rules/common.smk train_slot_resources asks
+        resources = {
+            **(full if plan.slot_trains(decision, slot) else {}),
+            "mem_mb": plan.slot_mem_mb(config, decision, slot, 1),
+            "runtime": plan.slot_runtime_min(config, decision, slot, 1),
+        }
+        job = _plugin_job(resources, plan.slot_threads(config, decision, slot))
+        partition = get_best_partition(partitions, job, Log())
+        params = {"run_uuid": "u", "slurm_logfile": "l", "comment_str": "c", "account": "",
+                  "partition": f"-p {partition}", "workdir": None}  # fmt: skip
+        submitted[slot] = get_submit_command(job, params) + set_gres_string(job)
+    assert " -p gpu " in submitted[0] and "--cpus-per-task=8" in submitted[0]
+    assert ("--gpus=1" if flag == "gpus" else "--gres=gpu:1") in submitted[0]
+    assert " -p cpu " in submitted[1] and "gpu" not in submitted[1]
+    assert "--cpus-per-task=1" in submitted[1] and "--mem 2000" in submitted[1]
+    assert "-t 10 " in submitted[1]
+
+
+def test_snakemake_sizes_an_empty_slot_when_its_decision_exists(tmp_path):
+    """The workflow itself (a dry run with a GPU config): the stage-1 slot whose rung decision
+    promoted nothing asks for no GPU, one core, 2 GB and 10 minutes; a slot whose decision
+    promotes a trial, and one whose decision is not written yet, ask for the GPU job."""
+    run = tmp_path / "results" / "train" / "imagenot" / "st"
+    for model, decision in (("resnet_mini", []), ("vgg_mini", [1])):
+        (run / model / "halving").mkdir(parents=True)
+        (run / model / "halving" / "rung-0.json").write_text(f'{{"promoted": {decision}}}')
+    targets = [
+        f"results/train/imagenot/st/{m}/stage-1/slot-0.json"
+        for m in ("resnet_mini", "vgg_mini", "alexnet_mini")
+    ]
+    cmd = ["snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+           "-n", "--cores", "16", "--configfile", "config/config.yaml",
+           ".test/config-slurm.yaml", "--", *targets]  # fmt: skip
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    jobs = {}
+    for block in re.split(r"\n(?=rule )", out.stdout):
+        m = re.search(r"output: (\S+/stage-1/slot-0\.json)", block)
+        if block.startswith("rule train_trial:") and m:
+            jobs[m.group(1).split("/")[4]] = block
+    assert set(jobs) == {"resnet_mini", "vgg_mini", "alexnet_mini"}, out.stdout[-3000:]
+    empty = jobs.pop("resnet_mini")
+    assert "gpu" not in re.search(r"resources: (.*)", empty).group(1)
+    assert "runtime=10," in empty and "mem_mb=2000," in empty and "threads:" not in empty
+    for model, block in jobs.items():
+        resources = re.search(r"resources: (.*)", block).group(1)
+        assert "gpu=1" in resources and "runtime=1440" in resources, (model, block)
+        assert "threads: 8" in block, (model, block)
+
+
 def test_download_placement():
     from imagenot.acquire.plan import download_local
 

@@ -98,6 +98,15 @@ def gpu_request(config: dict, site: dict | None, n: int | None = None) -> dict:
     return {"gpu": n, **({"gpu_model": model} if model else {})}
 
 
+def gpu_threads(config: dict, cpu_threads: int, n: int | None = None) -> int:
+    """Cores of a GPU rule's job: ``resources.cpus_per_gpu`` for each of its ``n`` GPUs
+    (default ``resources.gpus``), the cores that feed them (decoding, transforms, tokenising:
+    a GPU job with two cores waits on its loader); ``cpu_threads``, the rule's own count, when
+    the config plans no GPU."""
+    n = config["resources"]["gpus"] if n is None else n
+    return n * config["resources"]["cpus_per_gpu"] if n > 0 else cpu_threads
+
+
 def download_resources(download_on: str, site: dict | None) -> dict:
     """Resources of a download job: under ``download_on: local`` with a download partition, that
     partition (its nodes reach the internet); otherwise none (the plugin picks the CPU

@@ -337,6 +337,47 @@ def previous_decision(config: dict, dataset: str, protocol: str, model: str, sta
     return [decision_file(dataset, protocol, model, stage - 1)] if stage > 0 else []
 
 
+def slot_trains(previous, slot) -> bool:
+    """Whether a slot has a trial to train, read from its promotion input ``previous`` (the
+    rule's ``input.previous``: the previous rung's decision file, none at stage 0) when the job
+    becomes ready. Why: a slot no trial was promoted into exits at once (``jobs.run_slot``), so
+    it must not wait in the GPU queue for a GPU, 24 h and 32 GB. A decision not written yet
+    (``snakemake -n`` plans before it exists) or unreadable counts as a slot that trains: the
+    full request, and the job itself reports a bad file."""
+    from imagenot.train.trials import slot_trial
+
+    files = [previous] if isinstance(previous, str) else list(previous)
+    if not files:
+        return True
+    try:
+        return slot_trial(int(slot), Path(files[0])) is not None
+    except (OSError, ValueError, KeyError, TypeError):
+        return True
+
+
+def slot_threads(config: dict, previous, slot) -> int:
+    """Cores of a train_trial job: :func:`threads`, one for an empty slot."""
+    return threads(config) if slot_trains(previous, slot) else 1
+
+
+def slot_mem_mb(config: dict, previous, slot, attempt: int) -> int:
+    """Memory (MB) of a train_trial job (``resources.train_trial``), grown per attempt by
+    ``resources.attempt_growth`` as every rule's; the small ``empty_mem_mb`` for an empty slot."""
+    own = config["resources"]["train_trial"]
+    key = "mem_mb" if slot_trains(previous, slot) else "empty_mem_mb"
+    return int(own[key] * config["resources"]["attempt_growth"] ** max(attempt - 1, 0))
+
+
+def slot_runtime_min(config: dict, previous, slot, attempt: int) -> int:
+    """Runtime (minutes) of a train_trial job (``resources.train_trial``), grown per attempt
+    and capped at ``resources.max_runtime_min`` (the site's maximum under a site profile);
+    ``empty_runtime_min`` for an empty slot."""
+    own = config["resources"]["train_trial"]
+    key = "runtime_min" if slot_trains(previous, slot) else "empty_runtime_min"
+    grown = int(own[key] * config["resources"]["attempt_growth"] ** max(attempt - 1, 0))
+    return min(grown, config["resources"]["max_runtime_min"])
+
+
 def promoted_option(config: dict, dataset: str, protocol: str, model: str, stage) -> str:
     files = previous_decision(config, dataset, protocol, model, stage)
     return f"--promoted {files[0]}" if files else ""

@@ -64,6 +64,12 @@ def gpu_threads(cpu_threads):
     return slurm_profile.gpu_threads(config, cpu_threads)
 
 
+def gpu_job_option():
+    """`--gpu-job` for the command of a GPU rule when the config plans GPUs: the job then stops
+    if it sees no CUDA device instead of running on the CPU (imagenot.device)."""
+    return "--gpu-job" if config["resources"]["gpus"] > 0 else ""
+
+
 def train_slot_resources():
     """A train_trial job's GPUs, memory and runtime, from its promotion input when the job is
     ready (imagenot.train.plan.slot_trains): an empty slot asks for no GPU (so the plugin sends

@@ -134,10 +134,11 @@ rule curate_embed:
     params:
         settings=to_arg(curate_plan.embed_settings(config)),
         work=f"{RESULTS}/curate/{{dataset}}/embeddings/{{shard}}",
+        gpu_job=gpu_job_option(),
     shell:
         "imagenot curate-embed --captions {input.captions} --candidates {input.candidates}"
         " --queries {input.queries} --settings {params.settings} --work-dir {params.work}"
-        " -o {output.scores} --stats {output.stats} > {log} 2>&1"
+        " {params.gpu_job} -o {output.scores} --stats {output.stats} > {log} 2>&1"
 
 
 # Steps 7b-8 (gather): class scores from each class's best captions over all parts, threshold,

@@ -74,10 +74,11 @@ rule diagnostics_embed_images:
         settings=to_arg(diagnostics_plan.embed_settings(config)),
         checkpoint=diagnostics_plan.checkpoint_option(config),
         identity=diagnostics_plan.encoder_description(config),
+        gpu_job=gpu_job_option(),
     shell:
         "imagenot embed-images --dataset-dir {params.dataset_dir}"
         " --settings {params.settings} {params.checkpoint}"
-        " --workers {threads} --out {output} > {log} 2>&1"
+        " --workers {threads} {params.gpu_job} --out {output} > {log} 2>&1"
 
 
 rule diagnostics_image_similarity:

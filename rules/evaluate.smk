@@ -23,7 +23,8 @@ rule evaluate_robustness:
     params:
         dataset_dir=lambda wc: evaluate_plan.dataset_dir(wc.dataset),
         settings=evaluate_plan.settings_json(config),
+        gpu_job=gpu_job_option(),
     shell:
         "imagenot evaluate-robustness {input.model} --dataset-dir {params.dataset_dir}"
         " --robustness {output.robustness} --per-image {output.per_image}"
-        " --settings {params.settings:q} --threads {threads} > {log} 2>&1"
+        " --settings {params.settings:q} --threads {threads} {params.gpu_job} > {log} 2>&1"

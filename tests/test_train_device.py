@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -27,7 +28,7 @@ def test_a_gpu_job_without_a_gpu_stops_with_a_message(monkeypatch):
         resolve_device("cuda", gpu_job=False, cuda_available=False)
 
 
-def test_the_refusal_reaches_the_training_job(tmp_path):
+def test_the_refusal_reaches_the_training_job(tmp_path, capsys):
     """`imagenot train-trial` of a config with resources.gpus 1 on this GPU-less machine."""
     import torch
 
@@ -53,10 +54,80 @@ def test_the_refusal_reaches_the_training_job(tmp_path):
     trials = tmp_path / "trials.parquet"
     draw = json.dumps(plan.draw_settings(config, "toy", "st", "resnet_mini"))
     main(["train-draw-trials", "--settings", draw, "--record", str(tmp_path / "p.json"), "--out", str(trials)])  # fmt: skip
-    with pytest.raises(DeviceError, match="sees no CUDA device"):
-        trial = json.dumps(plan.trial_settings(config, "toy", "st", "resnet_mini", 0))
-        main(["train-trial", "--settings", trial, "--dataset-dir", str(tmp_path), "--trials", str(trials), "--stage", "0", "--slot", "0", "--threads", "1", "--out", str(tmp_path / "s.json")])  # fmt: skip
+    trial = json.dumps(plan.trial_settings(config, "toy", "st", "resnet_mini", 0))
+    code = main(["train-trial", "--settings", trial, "--dataset-dir", str(tmp_path), "--trials", str(trials), "--stage", "0", "--slot", "0", "--threads", "1", "--out", str(tmp_path / "s.json")])  # fmt: skip
+    assert code == 2  # one line (imagenot.cli), not a traceback
+    assert "sees no CUDA device" in capsys.readouterr().err
     assert not (tmp_path / "s.json").exists()
+
+
+def test_one_check_names_each_rule_s_cpu_choice(monkeypatch):
+    """The same function decides for every GPU rule (imagenot.device); the message names the
+    key that makes the CPU an explicit choice: the rule's device key, else resources.gpus."""
+    import imagenot.device
+
+    assert resolve_device is imagenot.device.resolve_device
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(DeviceError, match=r"CUDA_VISIBLE_DEVICES=\).*set resources.gpus: 0"):
+        resolve_device("auto", gpu_job=True, cuda_available=False, key=None)
+    key = "curate.encoder.device"
+    with pytest.raises(DeviceError, match=rf"{key} is cuda.*set {key}: cpu to run on CPUs"):
+        resolve_device("cuda", gpu_job=False, cuda_available=False, key=key)
+    assert resolve_device("auto", gpu_job=False, cuda_available=False, key=None) == "cpu"
+
+
+def _gpu_job_commands(tmp_path, repo: Path) -> dict[str, list[str]]:
+    """The evaluation and the two embedding commands as their GPU rules run them under a
+    config that plans GPUs (--gpu-job), on inputs they never reach."""
+    from imagenot.config import load_config
+    from imagenot.curate import plan as curate_plan
+    from imagenot.diagnostics import plan as diagnostics_plan
+    from imagenot.evaluate import plan as evaluate_plan
+    from imagenot.settings import to_json
+
+    config = load_config(repo / "config" / "config.yaml")
+    config["curate"]["encoder"]["device"] = "auto"  # the demo's explicit cpu would be obeyed
+    m = str(tmp_path / "missing")
+    curate, diagnostics = (
+        curate_plan.embed_settings(config),
+        diagnostics_plan.embed_settings(config),
+    )
+    commands = {
+        "evaluate-robustness": f"evaluate-robustness {m} --dataset-dir {m} --robustness {m} "
+        f"--per-image {m} --threads 1",
+        "embed-images": f"embed-images --dataset-dir {m} --workers 0 --out {m}",
+        "curate-embed": f"curate-embed --captions {m} --candidates {m} --queries {m} "
+        f"--work-dir {m} -o {m} --stats {m}",
+    }
+    settings = {
+        "evaluate-robustness": evaluate_plan.settings_json(config),
+        "embed-images": to_json(diagnostics),
+        "curate-embed": to_json(curate),
+    }
+    return {name: [*line.split(), "--settings", settings[name]] for name, line in commands.items()}
+
+
+@pytest.mark.parametrize("command", ["evaluate-robustness", "embed-images", "curate-embed"])
+def test_evaluation_and_embedding_jobs_planned_for_a_gpu_stop_without_one(
+    tmp_path, capsys, monkeypatch, command, repo_root
+):
+    """Each GPU rule's command applies the check before reading its inputs: one line naming
+    CUDA_VISIBLE_DEVICES and the key, exit code 2. Without --gpu-job (resources.gpus: 0) the
+    same command runs on the CPU (tests/test_evaluate_robustness.py, test_curate_embed.py,
+    test_diagnostics_similarity.py)."""
+    import torch
+
+    from imagenot.cli import main
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is visible here: the refusal cannot be shown")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    argv = _gpu_job_commands(tmp_path, repo_root)[command]
+    assert main([*argv, "--gpu-job"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(f"imagenot {command}: error: this job is a GPU job")
+    assert "CUDA_VISIBLE_DEVICES=)" in err and "resources.gpus" in err
 
 
 def test_gpu_runs_autotune_unless_deterministic_is_asked():

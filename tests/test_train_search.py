@@ -177,6 +177,9 @@ def test_only_training_evaluation_and_embedding_rules_request_a_gpu(repo_root):
                     block,
                     re.M,
                 ), m.group(1)
+                # a GPU job without a GPU stops (imagenot.device); training jobs carry gpu_job
+                # in their settings (tests/test_train_device.py)
+                assert m.group(1).startswith("train_") or "{params.gpu_job}" in block, m.group(1)
     assert gpu_rules == {
         "train_trial",
         "train_final",

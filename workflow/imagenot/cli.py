@@ -51,7 +51,9 @@ USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, EOFError, K
 def _user_errors() -> tuple[type[BaseException], ...]:
     import pickle
 
-    extra: list[type[BaseException]] = [pickle.UnpicklingError]
+    from imagenot.device import DeviceError  # a GPU job without a GPU: one line, not a trace
+
+    extra: list[type[BaseException]] = [pickle.UnpicklingError, DeviceError]
     try:  # a truncated or corrupt weights file
         from safetensors import SafetensorError
 

@@ -123,6 +123,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "-o", "--output", required=True, help="score parquet (key, row, wnid, similarity)"
     )
     p.add_argument("--stats", required=True)
+    p.add_argument(
+        "--gpu-job",
+        action="store_true",
+        help="the config plans this job for a GPU (resources.gpus > 0): stop without one",
+    )
     p.set_defaults(func=_embed)
 
     p = subparsers.add_parser("curate-select", help="steps 7b-8: score classes, select captions")
@@ -401,12 +406,22 @@ def _embed(args: argparse.Namespace) -> None:
     from imagenot.io import write_json
 
     settings = _settings(EmbedSettings, args.settings)
+    spec = _encoder_spec(settings.encoder)
+    if args.gpu_job or spec.device == "cuda":
+        import dataclasses
+
+        from imagenot.curate.encoders import CONFIG_KEY
+        from imagenot.device import cuda_available, resolve_device
+
+        # by fact, before any caption is read: a GPU job without a GPU stops (imagenot.device)
+        device = resolve_device(spec.device, args.gpu_job, cuda_available(), f"{CONFIG_KEY}.device")
+        spec = dataclasses.replace(spec, device=device)
     wnids = pq.read_table(args.candidates, columns=["wnid"]).column("wnid").to_pylist()
     stats = embed_part(
         args.captions,
         wnids,
         np.load(args.queries),
-        _encoder_spec(settings.encoder),
+        spec,
         args.work_dir,
         args.output,
         settings.chunk_size,

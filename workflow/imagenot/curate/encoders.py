@@ -186,12 +186,15 @@ def create_encoder(spec: EncoderSpec) -> TextEncoder:
 
 
 def resolve_device(device: str) -> str:
-    """``auto`` = cuda when available, else cpu."""
-    if device != "auto":
-        return device
-    import torch
+    """``auto`` = cuda when available, else cpu; ``cuda`` without a device stops
+    (``imagenot.device``, the one device check; a GPU-planned embedding job applies it with
+    ``--gpu-job`` before it builds the encoder)."""
+    if device not in ("auto", "cpu", "cuda"):
+        return device  # an explicit device such as cuda:1
+    from imagenot.device import cuda_available
+    from imagenot.device import resolve_device as by_fact
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return by_fact(device, False, cuda_available(), f"{CONFIG_KEY}.device")
 
 
 class TorchEncoder(TextEncoder):

@@ -102,6 +102,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--workers", type=int, required=True, help="DataLoader worker processes")
     p.add_argument("--device", default=None, help="torch device (default: cuda if available)")
+    p.add_argument(
+        "--gpu-job",
+        action="store_true",
+        help="the config plans this job for a GPU (resources.gpus > 0): stop without one",
+    )
     p.add_argument("--out", required=True, help=".npz with embeddings, labels, keys, classes")
     p.set_defaults(func=_embed_images)
 
@@ -201,12 +206,13 @@ def _caption_stats(args: argparse.Namespace) -> None:
 
 def _embed_images(args: argparse.Namespace) -> None:
     import numpy as np
-    import torch
 
+    from imagenot.device import cuda_available, resolve_device
     from imagenot.diagnostics import embed
 
     s = _parse(EmbedSettings, args.settings, "embed-images")
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    # by fact (imagenot.device): a GPU-planned job that sees no CUDA device stops here
+    device = args.device or resolve_device("auto", args.gpu_job, cuda_available(), key=None)
     if s.encoder == "backbone":
         if not args.checkpoint:
             raise SystemExit("imagenot embed-images: a backbone encoder needs --checkpoint")

@@ -26,6 +26,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--device", default="auto", help="torch device; auto = GPU when there is one")
     p.add_argument(
+        "--gpu-job",
+        action="store_true",
+        help="the config plans this job for a GPU (resources.gpus > 0): stop without one",
+    )
+    p.add_argument(
         "--threads", type=int, required=True, help="CPU threads (the rule's, evaluate.threads)"
     )
     p.set_defaults(func=_evaluate_robustness)
@@ -50,6 +55,7 @@ def _evaluate_robustness(args: argparse.Namespace) -> None:
         device=args.device,
         workers=max(0, args.threads - 1),
         split=settings.split,
+        gpu_job=args.gpu_job,
     )
     for row in table.to_pylist():
         print(f"{row['transform']:>16}: top-1 {row['top1']:6.2f}%  top-5 {row['top5']:6.2f}%")

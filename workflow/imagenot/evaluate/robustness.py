@@ -159,9 +159,12 @@ def evaluate_batches(
 
     ``batches`` yields ``(x, labels, keys)`` with ``x`` float in [0, 1] at the model's input size.
     The first transformation must be Identity: other transformations reuse its predictions for
-    the images they leave unchanged. ``channels_last`` (default: on the CPU) runs the model with
-    channels-last weights (the CPU convolution kernels run faster in that layout; the weights get
-    their layout back afterwards). ``fold_batch_norm`` runs a copy of the model with each batch
+    the images they leave unchanged. ``channels_last`` (default: on) runs the model with
+    channels-last weights (the CPU convolution kernels run faster in that layout, CUDA's tensor
+    cores too; the weights get their layout back afterwards). On CUDA the model runs under bf16
+    autocast on channels-last inputs, as training does (``imagenot.train.loop``): the
+    transformations stay float32, the logits are compared in float32. Not run on a GPU yet
+    (docs/gpu.md). ``fold_batch_norm`` runs a copy of the model with each batch
     norm folded into the convolution before it (:func:`fold_batch_norms`; for models torch.fx
     traces faithfully, such as the registry's). The model sees :func:`normalise`'s values either way.
     """
@@ -172,7 +175,7 @@ def evaluate_batches(
     if fold_batch_norm:
         model = fold_batch_norms(model)
     if channels_last is None:
-        channels_last = dev.type == "cpu"
+        channels_last = True
     # the layout change (and its undoing) stays outside inference mode: the model's weights must
     # remain ordinary tensors (trainable) afterwards
     with _channels_last(model, channels_last), torch.inference_mode():
@@ -234,6 +237,7 @@ def _evaluate(
 ) -> PerImage:
     m = torch.tensor(mean, dtype=torch.float32, device=dev).reshape(1, -1, 1, 1)
     s = torch.tensor(std, dtype=torch.float32, device=dev).reshape(1, -1, 1, 1)
+    cuda = dev.type == "cuda"
 
     def forward(xt: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         # normalise(xt), in place when xt is a transformation's own output
@@ -241,7 +245,12 @@ def _evaluate(
             xt = xt - m.to(xt.dtype)
         else:
             xt = xt.sub_(m.to(xt.dtype))
-        return model(xt.div_(s.to(xt.dtype)))
+        xt = xt.div_(s.to(xt.dtype))
+        if not cuda:
+            return model(xt)
+        # GPU only, as training runs: channels-last input, bf16 autocast, float32 logits
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            return model(xt.contiguous(memory_format=torch.channels_last)).float()
 
     out = PerImage()
     for x, labels, keys in batches:
@@ -384,11 +393,14 @@ def dataset_batches(
         start += len(labels)
 
 
-def resolve_device(device: str) -> torch.device:
-    """``auto`` = the GPU when there is one, else the CPU."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+def resolve_device(device: str, gpu_job: bool = False) -> torch.device:
+    """The evaluation's device by fact (``imagenot.device.resolve_device``): ``auto`` = the GPU
+    when there is one; a job planned for a GPU (``gpu_job``) that sees none stops."""
+    from imagenot.device import resolve_device as by_fact
+
+    if device not in ("auto", "cpu", "cuda"):
+        return torch.device(device)  # an explicit device such as cuda:1
+    return torch.device(by_fact(device, gpu_job, torch.cuda.is_available(), key=None))
 
 
 def evaluate_checkpoint(
@@ -400,11 +412,15 @@ def evaluate_checkpoint(
     device: str = "auto",
     workers: int = 0,
     split: str = "test",
+    gpu_job: bool = False,
 ) -> pa.Table:
-    """Evaluate a final checkpoint on its dataset's ``split``; write both tables atomically."""
+    """Evaluate a final checkpoint on its dataset's ``split``; write both tables atomically.
+    ``gpu_job``: the config plans this job for a GPU (``resources.gpus > 0``): without a CUDA
+    device it stops (:func:`resolve_device`) before reading anything."""
     from imagenot.acquire.dataset import read_fingerprint
     from imagenot.train.registry import IMAGENET_MEAN, IMAGENET_STD
 
+    dev = resolve_device(device, gpu_job)
     model, info = load_checkpoint(model_path)
     fingerprint = read_fingerprint(dataset_dir)
     if info.get("dataset_fingerprint") not in (None, fingerprint):
@@ -415,7 +431,6 @@ def evaluate_checkpoint(
             dataset_dir,
             fingerprint,
         )
-    dev = resolve_device(device)
     log.info("evaluating %s on %s/%s on %s", model_path, dataset_dir, split, dev)
     batches = dataset_batches(
         dataset_dir, split, int(info["image_size"]), settings.batch_size, workers

@@ -1,36 +1,14 @@
-"""Which device a training job runs on (by fact, not by request) and the process-wide torch
-settings of a job."""
+"""Which device a training job runs on (by fact, not by request: ``imagenot.device``, the one
+check of every GPU rule) and the process-wide torch settings of a job."""
 
 from __future__ import annotations
 
-import os
-
 import torch
 
+from imagenot.device import DeviceError, resolve_device
 from imagenot.io import keep_freed_memory
 
-
-class DeviceError(RuntimeError):
-    """A job planned for a GPU that finds none (or asked for CUDA without one)."""
-
-
-def resolve_device(requested: str, gpu_job: bool, cuda_available: bool) -> str:
-    """The device a job trains on, by fact: the GPUs it was given, however they were requested
-    (``--gpus`` or a ``gres`` string). ``cpu`` is an explicit choice; ``auto`` uses CUDA when
-    the job sees a device, and the CPU only when the config plans no GPUs (``gpu_job`` false);
-    a job planned for a GPU that sees none stops instead of training for days on the CPU."""
-    if requested == "cpu":
-        return "cpu"
-    if cuda_available:
-        return "cuda"
-    if requested == "cuda" or gpu_job:
-        why = "train.device is cuda" if requested == "cuda" else "resources.gpus > 0"
-        raise DeviceError(
-            f"this job is a GPU job ({why}) but sees no CUDA device "
-            f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); check the "
-            f"GPU request of your profile (gpu / gres), or set train.device: cpu to train on CPUs"
-        )
-    return "cpu"
+__all__ = ["DeviceError", "configure", "deterministic_for", "resolve_device"]
 
 
 def deterministic_for(setting: bool | None, device: str) -> bool:

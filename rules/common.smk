@@ -59,14 +59,14 @@ def gpu_request(n=None):
 
 
 def gpu_threads(cpu_threads):
-    """Cores of a GPU rule's job: resources.cpus_per_gpu per GPU it asks for (its feed:
-    decoding, transforms, tokenising), `cpu_threads` when the config plans no GPU."""
+    """Cores of the job of a GPU rule, resources.cpus_per_gpu per GPU it asks for (its feed,
+    decoding, transforms, tokenising); `cpu_threads` when the config plans no GPU."""
     return slurm_profile.gpu_threads(config, cpu_threads)
 
 
 def gpu_job_option():
-    """`--gpu-job` for the command of a GPU rule when the config plans GPUs: the job then stops
-    if it sees no CUDA device instead of running on the CPU (imagenot.device)."""
+    """`--gpu-job` for the command of each GPU rule when the config plans GPUs; the job then
+    stops if it sees no CUDA device instead of running on the CPU (imagenot.device)."""
     return "--gpu-job" if config["resources"]["gpus"] > 0 else ""
 
 
@@ -76,14 +76,15 @@ def train_slot_resources():
     it to the CPU partition), little memory and a short runtime. While planning, before the
     decision exists, the full request."""
     full = gpu_request(train_plan.gpus(config))
-
-    def gpu_key(key, value):
-        return lambda wildcards, input: (
-            value if train_plan.slot_trains(input.previous, wildcards.slot) else None
-        )
-
     return {
-        **{key: gpu_key(key, value) for key, value in full.items()},
+        **{
+            key: lambda wildcards, input, value=value: (
+                value
+                if train_plan.slot_trains(input.previous, wildcards.slot)
+                else None
+            )
+            for key, value in full.items()
+        },
         "mem_mb": lambda wildcards, input, attempt: train_plan.slot_mem_mb(
             config, input.previous, wildcards.slot, attempt
         ),

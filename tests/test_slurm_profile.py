@@ -337,6 +337,35 @@ def test_snakemake_sizes_an_empty_slot_when_its_decision_exists(tmp_path):
         assert "threads: 8" in block, (model, block)
 
 
+def test_an_empty_slot_runs_without_a_gpu_under_a_gpu_config(tmp_path):
+    """The job itself, run by Snakemake (local executor) on this GPU-less machine under a config
+    that plans GPUs: the empty slot asks for 2 GB, 10 min and no GPU, and writes its empty
+    result without a device check (it imports no torch). Upstream files are stand-ins: only
+    train_trial may run (--allowed-rules)."""
+    import time
+
+    results = tmp_path / "results"
+    run = results / "train" / "imagenot" / "st" / "resnet_mini"
+    (run / "halving").mkdir(parents=True)
+    (results / "datasets" / "imagenot").mkdir(parents=True)
+    for stand_in in ("datasets/imagenot/manifest.parquet", "datasets/imagenot/fingerprint.txt"):
+        (results / stand_in).touch()
+    (run / "trials.parquet").touch()
+    time.sleep(1.1)  # the decision is newer than its stand-in inputs
+    (run / "halving" / "rung-0.json").write_text('{"promoted": []}')
+    target = "results/train/imagenot/st/resnet_mini/stage-1/slot-0.json"
+    cmd = ["snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+           "--allowed-rules", "train_trial", "--cores", "4", "--configfile", "config/config.yaml",
+           ".test/config-slurm.yaml", "--", target]  # fmt: skip
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    log = out.stdout + out.stderr
+    assert out.returncode == 0, log[-4000:]
+    resources = re.search(r"rule train_trial:(?:\n    .*)*?\n    resources: (.*)", log).group(1)
+    assert "gpu" not in resources and "mem_mb=2000," in resources and "runtime=10," in resources
+    assert yaml.safe_load((tmp_path / target).read_text())["trial"] is None
+
+
 def test_download_placement():
     from imagenot.acquire.plan import download_local
 

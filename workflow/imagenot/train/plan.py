@@ -278,8 +278,10 @@ def gpus(config: dict) -> int:
 
 def threads(config: dict) -> int:
     """CPU cores of a training job: resources.cpus_per_gpu per GPU (decoding and feeding), one
-    for a CPU job."""
-    return gpus(config) * config["resources"]["cpus_per_gpu"] or 1
+    for a CPU job (``slurm_profile.gpu_threads``, as every GPU rule's)."""
+    from imagenot.slurm_profile import gpu_threads
+
+    return gpu_threads(config, 1, gpus(config))
 
 
 def num_workers(config: dict) -> int:

@@ -328,13 +328,16 @@ def test_snakemake_sizes_an_empty_slot_when_its_decision_exists(tmp_path):
         if block.startswith("rule train_trial:") and m:
             jobs[m.group(1).split("/")[4]] = block
     assert set(jobs) == {"resnet_mini", "vgg_mini", "alexnet_mini"}, out.stdout[-3000:]
+    cpus = yaml.safe_load((REPO / ".test" / "config-slurm.yaml").read_text())["resources"][
+        "cpus_per_gpu"
+    ]
     empty = jobs.pop("resnet_mini")
     assert "gpu" not in re.search(r"resources: (.*)", empty).group(1)
     assert "runtime=10," in empty and "mem_mb=2000," in empty and "threads:" not in empty
     for model, block in jobs.items():
         resources = re.search(r"resources: (.*)", block).group(1)
         assert "gpu=1" in resources and "runtime=1440" in resources, (model, block)
-        assert "threads: 8" in block, (model, block)
+        assert f"threads: {cpus}" in block, (model, block)  # resources.cpus_per_gpu x 1 GPU
 
 
 def test_an_empty_slot_runs_without_a_gpu_under_a_gpu_config(tmp_path):

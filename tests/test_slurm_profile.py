@@ -130,10 +130,16 @@ def test_every_rule_has_memory_and_runtime():
     assert set(arrays) <= set(blocks), set(arrays) - set(blocks)
 
 
-def _evaluate(expression: str, attempt: int, max_runtime: int, growth: float = 1.5):
+def _evaluate(
+    expression: str, attempt: int, max_runtime: int, growth: float = 1.5, gpus_per_node: int = 1
+):
     from snakemake.resources import Resource
 
-    env = {slurm_profile.ENV_MAX_RUNTIME: str(max_runtime), slurm_profile.ENV_GROWTH: str(growth)}
+    env = {
+        slurm_profile.ENV_MAX_RUNTIME: str(max_runtime),
+        slurm_profile.ENV_GROWTH: str(growth),
+        slurm_profile.ENV_TRAIN_GPUS_PER_NODE: str(gpus_per_node),
+    }
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:  # Snakemake's own evaluator of profile resource expressions
@@ -159,6 +165,10 @@ def test_resources_grow_with_attempt_up_to_the_maximum():
     train = _workflow_profile()["set-resources"]["train_trial"]
     assert (
         _evaluate(train["runtime"], 1, 1440) == 1440 and _evaluate(train["runtime"], 1, 600) == 600
+    )
+    # training memory is per GPU of a node (SLURM's --mem is per node)
+    assert _evaluate(train["mem_mb"], 1, 60, gpus_per_node=4) == 4 * _evaluate(
+        train["mem_mb"], 1, 60
     )
     # SLURM's warning signal reaches the training processes (docs/gpu.md), not other rules
     assert _evaluate(train["slurm_extra"], 1, 60) == "--signal=USR1@600"

@@ -62,7 +62,7 @@ def weights(path) -> dict:
 
 
 def max_difference(a: dict, b: dict) -> float:
-    assert a.keys() == b.keys()
+    assert a and a.keys() == b.keys()
     return max(float((a[k] - b[k]).abs().max()) for k in a)
 
 

@@ -25,6 +25,7 @@ from ddp_rank import (
     max_difference,
     weights,
 )
+from safetensors.torch import load_file
 
 from imagenot.train import plan
 from imagenot.train.checkpoints import read_state
@@ -225,3 +226,64 @@ def test_a_rank_reads_its_place_from_torchrun_and_refuses_the_wrong_launch(monke
     assert from_environment({**env, "MASTER_ADDR": "h", "MASTER_PORT": "1"}) == Dist(3, 4, 1, 2)
     with pytest.raises(LaunchError, match="MASTER_ADDR"):
         from_environment(env)
+
+
+def test_a_training_rule_runs_its_ranks_under_the_plans_launcher(tmp_path):
+    """``imagenot train-trial`` as the rule runs it for a two-GPU job, on the CPU: behind the
+    plan's launcher, each rank configures its own process (half the job's cores), rank 0
+    alone writes the result, and the weights are those of the same job in one process."""
+    import io
+    import json
+
+    from PIL import Image
+
+    from imagenot.acquire.dataset import Record, write_dataset
+    from imagenot.cli import main
+    from imagenot.config import validate_config
+
+    colours = [(200, 30, 30), (30, 200, 30), (30, 30, 200)]
+    records = []
+    for i in range(48):
+        c, split = i % 3, ["train", "train", "train", "val"][(i // 3) % 4]
+        pixels = Image.new("RGB", (32, 32), colours[c])
+        pixels.putpixel((i % 32, i // 32), (i * 5 % 255, 0, 0))
+        buf = io.BytesIO()
+        pixels.save(buf, format="JPEG")
+        records.append(Record(f"k{i:03d}", f"c{c}", split, buf.getvalue()))
+    dataset = tmp_path / "toy"
+    write_dataset(dataset, records, ["c0", "c1", "c2"])
+    space = {"budget": 1, "max_epochs": 2, "schedule_epochs": 2, "batch_size": 8,
+             "hyperparameters": {"optimizer": {"value": "sgd"}, "lr": {"value": 0.05}}}  # fmt: skip
+    config = validate_config(
+        {
+            "datasets": {"toy": {"kind": "imagefolder", "path": "x"}},
+            "train": {
+                "models": ["convnext_mini"],
+                "image_size": 32,
+                "experiments": [{"dataset": "toy", "protocol": "st", "space": "s"}],
+                "spaces": {"s": space},
+            },
+        }
+    )
+    settings = plan.trial_settings(config, "toy", "st", "convnext_mini", 0)
+    draw = json.dumps(plan.draw_settings(config, "toy", "st", "convnext_mini"))
+    outs = {}
+    for world in (1, 2):
+        run = tmp_path / f"world-{world}"
+        assert main(["train-draw-trials", "--settings", draw, "--record", str(tmp_path / f"p{world}.json"), "--out", str(run / "trials.parquet")]) == 0  # fmt: skip
+        job = json.dumps({**settings, "job": {**settings["job"], "world": world}})
+        out = run / "stage-0/slot-0.json"
+        command = [sys.executable, "-m", "imagenot.cli", "train-trial", "--settings", job, "--dataset-dir", str(dataset), "--trials", str(run / "trials.parquet"), "--stage", "0", "--slot", "0", "--threads", "2", "--out", str(out)]  # fmt: skip
+        launcher = plan.launch_line(1, world, 2).split()
+        log = tmp_path / f"world-{world}.log"
+        with open(log, "w") as f:
+            assert subprocess.run([*launcher, *command], stdout=f, stderr=subprocess.STDOUT, timeout=300).returncode == 0, log.read_text()[-3000:]  # fmt: skip
+        text = log.read_text()
+        threads = 2 // world
+        assert text.count(f"torch configured: {threads} threads, deterministic") == world, text[-3000:]  # fmt: skip
+        assert text.count("stage 0 slot 0 (trial 0)") == 1  # rank 0 alone reports and writes
+        outs[world] = (json.loads(out.read_text()), load_file(run / "trial-0/best.safetensors"))
+    (one, w1), (two, w2) = outs[1], outs[2]
+    assert (one["epochs"], one["stopped_by"]) == (two["epochs"], two["stopped_by"]) == (2, "max_epochs")  # fmt: skip
+    assert one["val_accuracy"] == two["val_accuracy"] and one["best_epoch"] == two["best_epoch"]
+    assert max_difference(w1, w2) < TOLERANCE

@@ -3,11 +3,14 @@ settings of a job."""
 
 from __future__ import annotations
 
+import logging
 import os
 
 import torch
 
 from imagenot.io import keep_freed_memory
+
+log = logging.getLogger(__name__)
 
 
 class DeviceError(RuntimeError):
@@ -51,3 +54,9 @@ def configure(deterministic: bool, threads: int) -> None:
         torch.backends.cudnn.benchmark = False
     else:
         torch.backends.cudnn.benchmark = True
+    # one line per process: a data-parallel job logs it once per rank (each configures itself)
+    log.info(
+        "torch configured: %d threads, %s",
+        torch.get_num_threads(),
+        "deterministic algorithms" if deterministic else "cuDNN autotuning",
+    )

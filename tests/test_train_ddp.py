@@ -7,6 +7,7 @@ checkpoint; a killed rank ends the whole job."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 import socket
@@ -65,7 +66,7 @@ class Launched:
 
     def __init__(self, commands: list[list[str]], logs: Path):
         self.logs = [logs.with_suffix(f".{i}.log") for i in range(len(commands))]
-        self.procs = []
+        self.procs, self.seen = [], []
         for command, log in zip(commands, self.logs, strict=True):
             with open(log, "w") as out:
                 self.procs.append(subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT))
@@ -74,11 +75,14 @@ class Launched:
         return "\n".join(log.read_text(errors="replace") for log in self.logs)
 
     def wait(self, timeout: float = 300) -> list[int]:
+        """The launchers' exit statuses; whatever still runs afterwards (a launcher, a rank it
+        left behind) is killed, so a failing test leaves no process either."""
         try:
             return [p.wait(timeout=timeout) for p in self.procs]
         finally:
-            for p in self.procs:
-                p.kill()
+            for p in [*self.procs, *self.seen]:
+                with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):
+                    p.kill()
 
     def wait_for(self, text: str, count: int, timeout: float = 300) -> None:
         deadline = time.monotonic() + timeout
@@ -86,10 +90,13 @@ class Launched:
             assert all(p.poll() is None for p in self.procs), self.text()[-3000:]
             assert time.monotonic() < deadline, self.text()[-3000:]
             time.sleep(0.2)
+        self.ranks()
 
     def ranks(self) -> list[psutil.Process]:
-        """The ranks (the launchers' children)."""
-        return [c for p in self.procs for c in psutil.Process(p.pid).children(recursive=True)]
+        """The ranks (the launchers' children), remembered for the clean-up of ``wait``."""
+        ranks = [c for p in self.procs for c in psutil.Process(p.pid).children(recursive=True)]
+        self.seen.extend(ranks)
+        return ranks
 
 
 def _run(commands: list[list[str]], logs: Path) -> tuple[list[int], str]:

@@ -88,7 +88,8 @@ def test_the_launcher_of_a_training_job_follows_its_gpus_and_nodes():
     """One process: no launcher (nothing between the rule and the job); GPUs on one node:
     torchrun --standalone; several nodes: srun, one torchrun per node, rendezvous on the
     first. Either launcher forwards SLURM's warning (SIGUSR1) to the ranks. A node count the
-    GPUs do not fill evenly, or a CPU job over nodes, is a one-line error naming the key."""
+    GPUs do not fill evenly, a CPU job over nodes, or nodes outside SLURM, is a one-line error
+    naming the key."""
     from imagenot.config import ConfigError, validate_config
 
     def config(gpus, **train):
@@ -119,3 +120,6 @@ def test_the_launcher_of_a_training_job_follows_its_gpus_and_nodes():
         plan.check(config(1, gpus_per_job=8, nodes_per_job=3))
     with pytest.raises(ConfigError, match=r"train.nodes_per_job: 2 nodes per job needs GPU"):
         plan.check(config(0, gpus_per_job=8, nodes_per_job=2))
+    with pytest.raises(ConfigError, match=r"train.nodes_per_job: .*srun; run with the site prof"):
+        plan.check(nodes)  # a local run: no srun
+    plan.check({**nodes, "resources": {**nodes["resources"], "site": "site.yaml"}})

@@ -295,7 +295,8 @@ def threads(config: dict) -> int:
 
 
 def check_nodes(config: dict) -> None:
-    """train.nodes_per_job against the GPUs: whole GPUs per node, and only GPU jobs span nodes."""
+    """train.nodes_per_job against the GPUs and the executor: whole GPUs per node, only GPU jobs
+    span nodes, and only under SLURM (whose srun starts a launcher on each node)."""
     train, n = config["train"], config["train"]["nodes_per_job"]
     if n == 1:
         return
@@ -308,6 +309,11 @@ def check_nodes(config: dict) -> None:
         raise ConfigError(
             f"config key train.nodes_per_job: train.gpus_per_job ({train['gpus_per_job']}) must "
             f"split evenly over {n} nodes (the same GPUs on every node)"
+        )
+    if not config["resources"].get("site"):
+        raise ConfigError(
+            f"config key train.nodes_per_job: {n} nodes per job are started by SLURM's srun; run "
+            f"with the site profile (snakemake --profile slurm, docs/cluster.md)"
         )
 
 

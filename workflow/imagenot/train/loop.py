@@ -8,7 +8,8 @@ the job seed (data order from the epoch, dropout from the global step and rank),
 rate is a pure function of the global step, so a job stopped mid-epoch resumes at the saved step
 and one killed without a step checkpoint repeats the unfinished epoch: either way the final
 metrics equal those of an uninterrupted run (CPU, deterministic algorithms). Data-parallel
-training (``Dist.world > 1``, ranks started by torchrun) is described in ``imagenot.train.distributed``.
+training (``Dist.world > 1``, ranks started by torchrun) is described in
+``imagenot.train.distributed``.
 """
 
 from __future__ import annotations
@@ -306,8 +307,8 @@ def fit(
     afresh (:func:`set_aside_stale_checkpoint`). ``best_weights``
     (optional) receives the weights of the best validation epoch. ``on_epoch`` sees the state
     after each epoch. ``dist`` is this process's place in a data-parallel job whose every rank
-    calls ``fit`` (started by torchrun, process group joined: ``distributed.joined``); each
-    rank returns the same model and state. ``max_batch`` caps the per-process batch (gradient
+    calls ``fit`` (started by torchrun, process group joined: ``distributed.joined``); rank 0's
+    model and state are the job's (those it saves). ``max_batch`` caps the per-process batch (gradient
     accumulation keeps the global batch ``job.batch_size``).
     """
     d = dist

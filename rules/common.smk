@@ -52,10 +52,11 @@ def work_resources(rule):
     }
 
 
-def gpu_request(n=None):
-    """A GPU rule's request for `n` GPUs (default resources.gpus), `gpu` or `gres` as the site
-    profile says; nothing at 0 GPUs."""
-    return slurm_profile.gpu_request(config, SITE, n)
+def gpu_request(n=None, nodes=1):
+    """A GPU rule's request for `n` GPUs (default resources.gpus) on each of `nodes` nodes,
+    `gpu` or `gres` as the site profile says (multi-node: `gres`, counted per node); nothing at
+    0 GPUs."""
+    return slurm_profile.gpu_request(config, SITE, n, nodes)
 
 
 def gpu_threads(cpu_threads):
@@ -75,7 +76,7 @@ def train_slot_resources():
     ready (imagenot.train.plan.slot_trains): an empty slot asks for no GPU (so the plugin sends
     it to the CPU partition), little memory and a short runtime. While planning, before the
     decision exists, the full request."""
-    full = gpu_request(train_plan.gpus(config))
+    full = gpu_request(train_plan.gpus_per_node(config), train_plan.nodes(config))
     return {
         **{
             key: lambda wildcards, input, value=value: (
@@ -134,6 +135,10 @@ config["resources"]["max_runtime_min"] = slurm_profile.max_runtime_min(config, S
 config["resources"]["cuda"] = conda_envs.cuda_major(config, SITE)
 os.environ[slurm_profile.ENV_MAX_RUNTIME] = str(config["resources"]["max_runtime_min"])
 os.environ[slurm_profile.ENV_GROWTH] = str(config["resources"]["attempt_growth"])
+# training memory is per GPU: a job (SLURM's --mem: per node) asks it for each GPU of a node
+os.environ[slurm_profile.ENV_TRAIN_GPUS_PER_NODE] = str(
+    max(1, train_plan.gpus_per_node(config))
+)
 
 # Sites without conda: every job runs in the site's Apptainer image (containers/imagenot.def).
 if slurm_profile.container(SITE):

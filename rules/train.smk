@@ -2,7 +2,9 @@
 # Per dataset x protocol x model: pre-registered trials, one job per trained slot of each
 # halving stage, selection of the best trial, and its final runs with each configured seed (the
 # first reuses the selected trial's weights when it ran the full schedule). Only training and
-# evaluation request a GPU; drawing, halving and selection are local jobs.
+# evaluation request a GPU; drawing, halving and selection are local jobs. A training job of
+# several GPUs runs under torchrun, on one node or (train.nodes_per_job) under srun on several:
+# the launcher is its shell line's prefix (imagenot.train.plan.launcher; empty for one GPU).
 
 
 # Bookkeeping rules (no torch) run on the submitting host under a cluster executor.
@@ -75,8 +77,9 @@ rule train_trial:
             config, wc.dataset, wc.protocol, wc.model, wc.stage
         ),
         data=f"{RESULTS}/datasets/{{dataset}}",
+        launch=train_plan.launcher(config),
     shell:
-        "imagenot train-trial --settings {params.settings} --dataset-dir {params.data}"
+        "{params.launch} imagenot train-trial --settings {params.settings} --dataset-dir {params.data}"
         " --trials {input.trials} --stage {wildcards.stage} --slot {wildcards.slot}"
         " {params.promoted} --threads {threads} --out {output} > {log} 2>&1"
 
@@ -139,7 +142,7 @@ rule train_final:
         gpu_env("train")
     threads: train_plan.threads(config)
     resources:
-        **gpu_request(train_plan.gpus(config)),
+        **gpu_request(train_plan.gpus_per_node(config), train_plan.nodes(config)),
     params:
         settings=lambda wc: to_arg(
             train_plan.final_settings(
@@ -148,8 +151,9 @@ rule train_final:
         ),
         data=f"{RESULTS}/datasets/{{dataset}}",
         out_dir=f"{TRAIN_RUN}/final/seed-{{seed}}",
+        launch=train_plan.launcher(config),
     shell:
-        "imagenot train-final --settings {params.settings} --dataset-dir {params.data}"
+        "{params.launch} imagenot train-final --settings {params.settings} --dataset-dir {params.data}"
         " --trials {input.trials} --selection {input.selection}"
         " --run {wildcards.dataset}/{wildcards.protocol}/{wildcards.model}/{wildcards.seed}"
         " --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"

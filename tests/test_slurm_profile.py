@@ -136,10 +136,16 @@ def test_every_rule_has_memory_and_runtime():
     assert set(arrays) <= set(blocks), set(arrays) - set(blocks)
 
 
-def _evaluate(expression: str, attempt: int, max_runtime: int, growth: float = 1.5):
+def _evaluate(
+    expression: str, attempt: int, max_runtime: int, growth: float = 1.5, gpus_per_node: int = 1
+):
     from snakemake.resources import Resource
 
-    env = {slurm_profile.ENV_MAX_RUNTIME: str(max_runtime), slurm_profile.ENV_GROWTH: str(growth)}
+    env = {
+        slurm_profile.ENV_MAX_RUNTIME: str(max_runtime),
+        slurm_profile.ENV_GROWTH: str(growth),
+        slurm_profile.ENV_TRAIN_GPUS_PER_NODE: str(gpus_per_node),
+    }
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:  # Snakemake's own evaluator of profile resource expressions
@@ -167,6 +173,10 @@ def test_resources_grow_with_attempt_up_to_the_maximum():
     train = _workflow_profile()["set-resources"]["train_final"]
     assert (
         _evaluate(train["runtime"], 1, 1440) == 1440 and _evaluate(train["runtime"], 1, 600) == 600
+    )
+    # training memory is per GPU of a node (SLURM's --mem is per node)
+    assert _evaluate(train["mem_mb"], 1, 60, gpus_per_node=4) == 4 * _evaluate(
+        train["mem_mb"], 1, 60
     )
     # SLURM's warning signal reaches the training processes (docs/gpu.md), not other rules
     for rule in ("train_trial", "train_final"):
@@ -602,3 +612,69 @@ def test_cuda_choices_come_from_the_registry(tmp_path, capsys):
     with pytest.raises(SystemExit):
         _write(tmp_path, "--cuda", "11")
     assert "--cuda: invalid choice: '11'" in capsys.readouterr().err
+
+
+# ---- training jobs over several nodes (train.nodes_per_job) --------------------------------------
+def test_multi_node_jobs_ask_whole_nodes_of_gpus():
+    """A multi-node job asks --nodes and its GPUs per node with --gres (SLURM counts it per
+    node) whatever the site's flag: the plugin's --gpus is a job total that SLURM may split
+    unevenly, and it has no --gpus-per-node."""
+    config = {"resources": {"gpus": 1}}
+    for site in (None, {"gpu_flag": "gpus", "gpu_model": None}):
+        assert slurm_profile.gpu_request(config, site, 4, nodes=2) == {"gres": "gpu:4", "nodes": 2}
+    a100 = {"gpu_flag": "gres", "gpu_model": "a100"}
+    assert slurm_profile.gpu_request(config, a100, 8, 3) == {"gres": "gpu:a100:8", "nodes": 3}
+    assert slurm_profile.gpu_request(config, None, 4, nodes=1) == {"gpu": 4}  # one node: as today
+
+
+def test_the_plugin_submits_a_multi_node_job_with_gpus_cores_and_memory_per_node():
+    """What the SLURM executor plugin makes of a multi-node training job's resources: one task
+    per node, each with the node's GPUs (gres), cores (threads) and memory (--mem is per node),
+    and nothing that would split the GPUs or multiply the tasks."""
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    from imagenot.train import plan
+
+    class Resources(dict):
+        __getattr__ = dict.__getitem__
+
+    config = {
+        "resources": {"gpus": 1, "cpus_per_gpu": 6},
+        "train": {"gpus_per_job": 8, "nodes_per_job": 2},
+    }
+    resources = slurm_profile.gpu_request(config, None, plan.gpus_per_node(config), plan.nodes(config))  # fmt: skip
+    job = type("Job", (), {})()
+    job.threads = plan.threads(config)
+    job.resources = Resources(resources, mem_mb=4 * 32000, runtime=60)
+    params = {"run_uuid": "u", "slurm_logfile": "l", "comment_str": "c", "account": "", "partition": "-p gpu", "workdir": "."}  # fmt: skip
+    call = (get_submit_command(job, params) + set_gres_string(job)).split()  # as the plugin
+    assert {"--nodes=2", "--gres=gpu:4", "--cpus-per-task=24", "--mem"} <= set(call), call
+    assert call[call.index("--mem") + 1] == "128000"
+    assert not [o for o in call if o.startswith(("--ntasks", "--gpus"))], call
+
+
+def test_multi_node_training_plans_srun_and_torchrun(tmp_path):
+    """`snakemake --profile slurm -n` with train.nodes_per_job 2 and 8 GPUs per job: training
+    jobs ask 2 nodes of 4 GPUs (gres), each node's cores and 4 GPUs' memory, and their shell
+    line starts one torchrun per node under srun."""
+    home = tmp_path / "home"
+    _write(home)
+    overlay = tmp_path / "nodes.yaml"
+    overlay.write_text("train: {gpus_per_job: 8, nodes_per_job: 2}\nresources: {cpus_per_gpu: 6}\n")
+    env = {**os.environ, "HOME": str(home)}
+    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+    cmd = ["snakemake", "--profile", "slurm", "--software-deployment-method", "env-modules", "-n",
+           "--printshellcmds", "--forceall", "--configfile", "config/config.yaml", ".test/config-slurm.yaml",
+           str(overlay), "--", "all"]  # fmt: skip
+    run = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-4000:]
+    block = re.search(r"rule train_trial:(?:\n    .*)*", out).group(0)
+    assert re.search(r"resources: .*mem_mb=128000", block), block
+    assert "nodes=2" in block and "gres=gpu:4" in block, block
+    assert re.search(
+        r"srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=24 .*torchrun "
+        r"--nnodes=2 --nproc-per-node=4 .*--rdzv-backend=c10d .*--no-python imagenot train-trial ",
+        out,
+    ), out[-4000:]

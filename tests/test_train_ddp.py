@@ -1,143 +1,208 @@
-"""Data-parallel training on the CPU (gloo, 2 processes): the same steps as one process with the
-same global batch, and a 2-process job stopped mid-epoch resumes to identical metrics."""
+"""Data-parallel training on the CPU (gloo), launched as the training rules launch it: torchrun
+with the plan's own command line on one node (``plan.launch_line``), and two torchrun launchers
+with ``--nnodes 2`` meeting at a c10d rendezvous on 127.0.0.1 as two SLURM nodes would. Each
+gives the weights of one process with the same global batch; a job stopped mid-epoch resumes to
+identical metrics with any world size; a signal to a launcher stops every rank at one
+checkpoint; a killed rank ends the whole job."""
 
 from __future__ import annotations
 
-import os
+import contextlib
 import shutil
 import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
+import psutil
 import pytest
 import torch
+from ddp_rank import (
+    JOB,
+    TOLERANCE,
+    data,
+    max_difference,
+    weights,
+)
 from safetensors.torch import load_file
 
-from imagenot.train import search
+from imagenot.train import plan
 from imagenot.train.checkpoints import read_state
-from imagenot.train.feed import InMemory
-from imagenot.train.interrupts import Preempted
-from imagenot.train.loop import Job, fit
+from imagenot.train.loop import fit
 
 torch.set_num_threads(1)
 
-# convnext_mini: LayerNorm and no active dropout, so per-process statistics cannot differ from
-# one process's; AdamW-free plain SGD. Tolerance: gradients are averaged by an all-reduce
-# instead of one reduction over the batch, so weights agree to float32 rounding, not bits.
-TOLERANCE = 1e-5
-HP = {**search.DEFAULTS, "optimizer": "sgd", "lr": 0.05}
+RANK = Path(__file__).with_name("ddp_rank.py")
+# every test here waits on processes: a hang fails the test instead of the suite
+pytestmark = pytest.mark.timeout(600)
 
 
-def _data(n=48, classes=3, size=32, seed=0) -> InMemory:
-    g = torch.Generator().manual_seed(seed)
-    labels = torch.arange(n) % classes
-    base = (labels.view(-1, 1, 1, 1).float() * 80 + 40).expand(n, 3, size, size)
-    noise = torch.randint(-30, 30, (n, 3, size, size), generator=g)
-    return InMemory((base + noise).clamp(0, 255).to(torch.uint8), labels)
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
-JOB = Job("convnext_mini", 3, HP, seed=3, image_size=32, batch_size=8, max_epochs=2, patience=5)
+def _one_node(*args: str) -> list[str]:
+    """Two ranks on this machine, under the launcher the plan puts in the rules' shell line."""
+    return [*plan.launch_line(1, 2, 2).split(), sys.executable, str(RANK), *args]
 
 
-class SignalAt(torch.utils.data.Dataset):
-    """The toy data; the process reading item number ``after`` signals itself (SIGUSR1, as
-    SLURM's warning), in every rank. Module level: spawned workers unpickle it."""
-
-    def __init__(self, data: InMemory, after: int):
-        self.data, self.after, self.reads = data, after, 0
-
-    def __len__(self):
-        return len(self.data)
-
-    def __getitem__(self, i):
-        self.reads += 1
-        if self.reads == self.after:
-            os.kill(os.getpid(), signal.SIGUSR1)
-        return self.data.images[i], int(self.data.labels[i])
+def _two_nodes(*args: str) -> list[list[str]]:
+    """Two launchers of one rank each, meeting as two nodes would (c10d on 127.0.0.1): the
+    plan's multi-node torchrun options without srun and the SLURM job id."""
+    endpoint = f"127.0.0.1:{_free_port()}"
+    line = plan.launch_line(2, 1, 1).split()
+    torchrun = line[line.index("torchrun") :]
+    torchrun = [o for o in torchrun if not o.startswith(("--rdzv-endpoint", "--rdzv-id"))]
+    torchrun += [f"--rdzv-endpoint={endpoint}", f"--rdzv-id=test-{endpoint}"]
+    return [[*torchrun, sys.executable, str(RANK), *args]] * 2
 
 
-def _weights(path):
-    return {k: v for k, v in load_file(str(path)).items() if k.startswith("model.")}
+class Launched:
+    """Launcher processes started together, each writing its own log."""
+
+    def __init__(self, commands: list[list[str]], logs: Path):
+        self.logs = [logs.with_suffix(f".{i}.log") for i in range(len(commands))]
+        self.procs, self.seen = [], []
+        for command, log in zip(commands, self.logs, strict=True):
+            with open(log, "w") as out:
+                self.procs.append(subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT))
+
+    def text(self) -> str:
+        return "\n".join(log.read_text(errors="replace") for log in self.logs)
+
+    def wait(self, timeout: float = 300) -> list[int]:
+        """The launchers' exit statuses; whatever still runs afterwards (a launcher, a rank it
+        left behind) is killed, so a failing test leaves no process either."""
+        try:
+            return [p.wait(timeout=timeout) for p in self.procs]
+        finally:
+            for p in [*self.procs, *self.seen]:
+                with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):
+                    p.kill()
+
+    def wait_for(self, text: str, count: int, timeout: float = 300) -> None:
+        deadline = time.monotonic() + timeout
+        while self.text().count(text) < count:
+            assert all(p.poll() is None for p in self.procs), self.text()[-3000:]
+            assert time.monotonic() < deadline, self.text()[-3000:]
+            time.sleep(0.2)
+        self.ranks()
+
+    def ranks(self) -> list[psutil.Process]:
+        """The ranks (the launchers' children), remembered for the clean-up of ``wait``."""
+        ranks = [c for p in self.procs for c in psutil.Process(p.pid).children(recursive=True)]
+        self.seen.extend(ranks)
+        return ranks
+
+
+def _run(commands: list[list[str]], logs: Path) -> tuple[list[int], str]:
+    launched = Launched(commands, logs)
+    codes = launched.wait()
+    return codes, launched.text()
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """One process, and two processes (gloo), each over two epochs of the same global batch."""
+    """One process, two ranks on one node, and two nodes of one rank, each over two epochs of
+    the same global batch."""
     tmp = tmp_path_factory.mktemp("ddp")
-    data, val = _data(), _data(12, seed=1)
-    _, one = fit(JOB, data, val, tmp / "one.safetensors", "fp")
-    _, two = fit(JOB, data, val, tmp / "two.safetensors", "fp", world=2)
-    return tmp, one, two
+    _, one = fit(JOB, data(), data(12, seed=1), tmp / "one.safetensors", "fp")
+    codes, log = _run([_one_node("--checkpoint", str(tmp / "two.safetensors"))], tmp / "two")
+    assert codes == [0], log[-3000:]
+    codes, log = _run(_two_nodes("--checkpoint", str(tmp / "nodes.safetensors")), tmp / "nodes")
+    assert codes == [0, 0], log[-3000:]
+    assert "rank 1 of 2 (local 0 of 1)" in log  # one rank per launcher: two "nodes"
+    return tmp, one
 
 
-def test_two_processes_train_the_weights_of_one(runs):
-    tmp, one, two = runs
-    assert two.epoch == one.epoch == 2 and two.step == one.step == 12
-    a, b = _weights(tmp / "one.safetensors"), _weights(tmp / "two.safetensors")
-    assert max(float((a[k] - b[k]).abs().max()) for k in a) < TOLERANCE
-    for x, y in zip(one.history, two.history, strict=True):
+@pytest.mark.parametrize("name", ["two", "nodes"])
+def test_data_parallel_ranks_train_the_weights_of_one_process(runs, name):
+    tmp, one = runs
+    state = read_state(tmp / f"{name}.safetensors")
+    assert state.epoch == one.epoch == 2 and state.step == one.step == 12
+    assert max_difference(weights(tmp / "one.safetensors"), weights(tmp / f"{name}.safetensors")) < TOLERANCE  # fmt: skip
+    for x, y in zip(one.history, state.history, strict=True):
         assert x["val_accuracy"] == y["val_accuracy"]
         assert x["train_loss"] == pytest.approx(y["train_loss"], abs=TOLERANCE)
 
 
 def test_gradient_accumulation_keeps_the_global_batch(runs, tmp_path):
-    tmp, one, _ = runs
-    data, val = _data(), _data(12, seed=1)
-    _, acc = fit(JOB, data, val, tmp_path / "acc.safetensors", "fp", max_batch=3)  # 3+3+2
-    a, b = _weights(tmp / "one.safetensors"), _weights(tmp_path / "acc.safetensors")
-    assert max(float((a[k] - b[k]).abs().max()) for k in a) < TOLERANCE
+    tmp, one = runs
+    _, acc = fit(JOB, data(), data(12, seed=1), tmp_path / "acc.safetensors", "fp", max_batch=3)  # 3+3+2  # fmt: skip
+    assert max_difference(weights(tmp / "one.safetensors"), weights(tmp_path / "acc.safetensors")) < TOLERANCE  # fmt: skip
     assert acc.step == one.step
 
 
 def test_two_process_job_stopped_mid_epoch_resumes_identically_with_any_world_size(runs, tmp_path):
-    tmp, _, two = runs
-    data, val = _data(), _data(12, seed=1)
+    tmp, _ = runs
+    two = read_state(tmp / "two.safetensors")
     ckpt = tmp_path / "stopped.safetensors"
     # 6 steps per epoch, each rank reads 4 items per step: the signal comes in global step 7
     # (epoch 2, batch 1); the ranks agree at the next check (every 8 steps in a data-parallel
     # job), so the step-level checkpoint is written after epoch 2's second batch
-    with pytest.raises(Preempted):
-        fit(JOB, SignalAt(data, 24 + 2), val, ckpt, "fp", world=2)
+    codes, log = _run([_one_node("--checkpoint", str(ckpt), "--signal-after", "26")], tmp_path / "s")  # fmt: skip
+    assert codes[0] != 0 and log.count("SIGUSR1 received: step-level checkpoint") == 2, log[-3000:]
     paused = read_state(ckpt)
     assert (paused.epoch, paused.batch, paused.step) == (1, 2, 8)
     other = tmp_path / "one-process.safetensors"
     shutil.copyfile(ckpt, other)
-    _, resumed = fit(JOB, data, val, ckpt, "fp", world=2)
+    codes, log = _run([_one_node("--checkpoint", str(ckpt))], tmp_path / "r")
+    assert codes == [0], log[-3000:]
+    resumed = read_state(ckpt)
     strip = [{k: v for k, v in r.items() if k != "images_per_s"} for r in two.history]
     assert strip == [{k: v for k, v in r.items() if k != "images_per_s"} for r in resumed.history]
-    a, b = _weights(tmp / "two.safetensors"), _weights(ckpt)
+    a, b = weights(tmp / "two.safetensors"), weights(ckpt)
     assert all(torch.equal(a[k], b[k]) for k in a)
 
     # the same checkpoint resumed by one process: the one-process run, within the tolerance
-    tmp_one = tmp / "one.safetensors"
-    _, single = fit(JOB, data, val, other, "fp")
-    a, b = _weights(tmp_one), _weights(other)
+    _, single = fit(JOB, data(), data(12, seed=1), other, "fp")
     assert single.step == 12
-    assert max(float((a[k] - b[k]).abs().max()) for k in a) < TOLERANCE
+    assert max_difference(weights(tmp / "one.safetensors"), weights(other)) < TOLERANCE
 
 
-def test_a_signal_to_the_launcher_stops_every_worker(tmp_path):
-    """SLURM signals the job's process (the launcher): it forwards to the workers, which agree
-    on a step, write one checkpoint and stop."""
-    import threading
-    import time
-
-    job = Job("convnext_mini", 3, HP, 3, 32, batch_size=8, max_epochs=500, patience=500)
-    default = signal.getsignal(signal.SIGTERM)
-
-    def send_once_forwarding():
-        deadline = time.monotonic() + 60
-        while signal.getsignal(signal.SIGTERM) == default and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(1.0)  # the workers are training
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=send_once_forwarding, daemon=True).start()
-    with pytest.raises(Preempted, match="SIGTERM"):
-        fit(job, _data(), _data(12, seed=1), tmp_path / "c.safetensors", "fp", world=2)
-    assert signal.getsignal(signal.SIGTERM) == default  # the launcher's forwarding is undone
-    paused = read_state(tmp_path / "c.safetensors")
+@pytest.mark.parametrize(
+    ("nodes", "number"), [(False, signal.SIGTERM), (True, signal.SIGUSR1)], ids=["one-node-TERM", "two-nodes-USR1"]
+)  # fmt: skip
+def test_a_signal_to_a_launcher_stops_every_rank_at_one_checkpoint(tmp_path, nodes, number):
+    """SLURM signals the job's launchers (scancel, preemption: SIGTERM; the warning before the
+    time limit: SIGUSR1, which torchrun forwards because the plan asks it to). One launcher
+    signalled is enough: its rank asks for the stop, the ranks agree on a step, rank 0 writes
+    one checkpoint and every rank exits with the preemption status."""
+    ckpt = tmp_path / "c.safetensors"
+    args = ("--checkpoint", str(ckpt), "--long")
+    launched = Launched(_two_nodes(*args) if nodes else [_one_node(*args)], tmp_path / "l")
+    launched.wait_for("epoch 1", 1)
+    launched.wait_for("epoch 2", 1)  # both ranks are in the training loop
+    launched.procs[0].send_signal(number)
+    codes = launched.wait()
+    log = launched.text()
+    assert all(c != 0 for c in codes), log[-3000:]
+    assert f"{number.name} received: step-level checkpoint written" in log, log[-3000:]
+    stopped = log.count("received: step-level checkpoint written")
+    assert stopped == 2, log[-3000:]
+    paused = read_state(ckpt)
     # stopped where the ranks agree: a check step (every 8) or an epoch's end (batch 0)
     assert paused.step > 0 and (paused.step % 8 == 0 or paused.batch == 0)
     assert paused.stopped_by is None
+
+
+def test_a_killed_rank_ends_the_whole_job(tmp_path):
+    """A rank killed outright (out of memory, a node lost): both launchers end with a failure
+    status, no rank is left running and nothing hangs (the module's timeout)."""
+    launched = Launched(_two_nodes("--checkpoint", str(tmp_path / "k.safetensors"), "--long"), tmp_path / "k")  # fmt: skip
+    launched.wait_for("epoch 1", 1)
+    ranks = launched.ranks()
+    assert len(ranks) == 2
+    victim = psutil.Process(launched.procs[1].pid).children(recursive=True)[0]
+    victim.send_signal(signal.SIGKILL)
+    codes = launched.wait()
+    assert all(c != 0 for c in codes), launched.text()[-3000:]
+    _, alive = psutil.wait_procs(ranks, timeout=30)
+    assert not alive, [p.pid for p in alive]
 
 
 def test_every_rank_runs_the_same_number_of_micro_batches():
@@ -151,3 +216,81 @@ def test_every_rank_runs_the_same_number_of_micro_batches():
     assert [[len(p) for p in ps] for ps in parts] == [[2, 2, 1], [2, 1, 1]]
     assert torch.equal(torch.cat([p for ps in parts for p in ps]), batch)  # each item once
     assert accumulation(256, 4, None) == 1 and accumulation(256, 1, 96) == 3
+
+
+def test_a_rank_reads_its_place_from_torchrun_and_refuses_the_wrong_launch(monkeypatch):
+    from imagenot.train.distributed import SINGLE, Dist, LaunchError, from_environment, joined
+
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(k, raising=False)
+    assert from_environment() == SINGLE
+    with (
+        pytest.raises(LaunchError, match=r"plans 2 data-parallel processes .* without torchrun"),
+        joined("gloo", planned=2),
+    ):
+        pass
+    env = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
+    assert from_environment({**env, "MASTER_ADDR": "h", "MASTER_PORT": "1"}) == Dist(3, 4, 1, 2)
+    with pytest.raises(LaunchError, match="MASTER_ADDR"):
+        from_environment(env)
+
+
+def test_a_training_rule_runs_its_ranks_under_the_plans_launcher(tmp_path):
+    """``imagenot train-trial`` as the rule runs it for a two-GPU job, on the CPU: behind the
+    plan's launcher, each rank configures its own process (half the job's cores), rank 0
+    alone writes the result, and the weights are those of the same job in one process."""
+    import io
+    import json
+
+    from PIL import Image
+
+    from imagenot.acquire.dataset import Record, write_dataset
+    from imagenot.cli import main
+    from imagenot.config import validate_config
+
+    colours = [(200, 30, 30), (30, 200, 30), (30, 30, 200)]
+    records = []
+    for i in range(48):
+        c, split = i % 3, ["train", "train", "train", "val"][(i // 3) % 4]
+        pixels = Image.new("RGB", (32, 32), colours[c])
+        pixels.putpixel((i % 32, i // 32), (i * 5 % 255, 0, 0))
+        buf = io.BytesIO()
+        pixels.save(buf, format="JPEG")
+        records.append(Record(f"k{i:03d}", f"c{c}", split, buf.getvalue()))
+    dataset = tmp_path / "toy"
+    write_dataset(dataset, records, ["c0", "c1", "c2"])
+    space = {"budget": 1, "max_epochs": 2, "schedule_epochs": 2, "batch_size": 8,
+             "hyperparameters": {"optimizer": {"value": "sgd"}, "lr": {"value": 0.05}}}  # fmt: skip
+    config = validate_config(
+        {
+            "datasets": {"toy": {"kind": "imagefolder", "path": "x"}},
+            "train": {
+                "models": ["convnext_mini"],
+                "image_size": 32,
+                "experiments": [{"dataset": "toy", "protocol": "st", "space": "s"}],
+                "spaces": {"s": space},
+            },
+        }
+    )
+    settings = plan.trial_settings(config, "toy", "st", "convnext_mini", 0)
+    draw = json.dumps(plan.draw_settings(config, "toy", "st", "convnext_mini"))
+    outs = {}
+    for world in (1, 2):
+        run = tmp_path / f"world-{world}"
+        assert main(["train-draw-trials", "--settings", draw, "--record", str(tmp_path / f"p{world}.json"), "--out", str(run / "trials.parquet")]) == 0  # fmt: skip
+        job = json.dumps({**settings, "job": {**settings["job"], "world": world}})
+        out = run / "stage-0/slot-0.json"
+        command = [sys.executable, "-m", "imagenot.cli", "train-trial", "--settings", job, "--dataset-dir", str(dataset), "--trials", str(run / "trials.parquet"), "--stage", "0", "--slot", "0", "--threads", "2", "--out", str(out)]  # fmt: skip
+        launcher = plan.launch_line(1, world, 2).split()
+        log = tmp_path / f"world-{world}.log"
+        with open(log, "w") as f:
+            assert subprocess.run([*launcher, *command], stdout=f, stderr=subprocess.STDOUT, timeout=300).returncode == 0, log.read_text()[-3000:]  # fmt: skip
+        text = log.read_text()
+        threads = 2 // world
+        assert text.count(f"torch configured: {threads} threads, deterministic") == world, text[-3000:]  # fmt: skip
+        assert text.count("stage 0 slot 0 (trial 0)") == 1  # rank 0 alone reports and writes
+        outs[world] = (json.loads(out.read_text()), load_file(run / "trial-0/best.safetensors"))
+    (one, w1), (two, w2) = outs[1], outs[2]
+    assert (one["epochs"], one["stopped_by"]) == (two["epochs"], two["stopped_by"]) == (2, "max_epochs")  # fmt: skip
+    assert one["val_accuracy"] == two["val_accuracy"] and one["best_epoch"] == two["best_epoch"]
+    assert max_difference(w1, w2) < TOLERANCE

@@ -153,3 +153,44 @@ def test_gpu_jobs_get_cores_and_workers_per_gpu():
     assert (plan.gpus(cpu), plan.threads(cpu), plan.num_workers(cpu)) == (0, 1, 0)
     assert (plan.gpus(gpu), plan.threads(gpu), plan.num_workers(gpu)) == (4, 24, 5)
     assert plan.num_workers(config(1, num_workers=2)) == 2  # explicit wins
+
+
+def test_the_launcher_of_a_training_job_follows_its_gpus_and_nodes():
+    """One process: no launcher (nothing between the rule and the job); GPUs on one node:
+    torchrun --standalone; several nodes: srun, one torchrun per node, rendezvous on the
+    first. Either launcher forwards SLURM's warning (SIGUSR1) to the ranks. A node count the
+    GPUs do not fill evenly, a CPU job over nodes, or nodes outside SLURM, is a one-line error
+    naming the key."""
+    from imagenot.config import ConfigError, validate_config
+
+    def config(gpus, **train):
+        return validate_config(
+            {
+                "datasets": {"toy": {"kind": "imagefolder", "path": "x"}},
+                "resources": {"gpus": gpus, "cpus_per_gpu": 6},
+                "train": {"models": ["resnet_mini"], **train},
+            }
+        )
+
+    assert plan.launcher(config(0, gpus_per_job=4)) == ""  # a CPU job: one process
+    assert plan.launcher(config(1)) == ""  # one GPU
+    one_node = plan.launcher(config(1, gpus_per_job=4)).split()
+    assert one_node[:2] == ["torchrun", "--standalone"] and "--nproc-per-node=4" in one_node
+    assert one_node[-1] == "--no-python"  # then the rule's `imagenot train-...` command
+    nodes = config(1, gpus_per_job=8, nodes_per_job=2)
+    assert (plan.nodes(nodes), plan.gpus_per_node(nodes), plan.threads(nodes)) == (2, 4, 24)
+    line = plan.launcher(nodes).split()
+    srun, torchrun = line[: line.index("torchrun")], line[line.index("torchrun") :]
+    assert srun[0] == "srun" and {"--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=24", "--kill-on-bad-exit=1"} <= set(srun)  # fmt: skip
+    assert {"--nnodes=2", "--nproc-per-node=4", "--rdzv-backend=c10d", "--max-restarts=0"} <= set(torchrun)  # fmt: skip
+    assert "--standalone" not in torchrun
+    for launcher in (one_node, torchrun):
+        (signals,) = [o for o in launcher if o.startswith("--signals-to-handle=")]
+        assert {"SIGUSR1", "SIGTERM"} <= set(signals.split("=")[1].split(","))
+    with pytest.raises(ConfigError, match=r"train.nodes_per_job: .*split evenly over 3 nodes"):
+        plan.check(config(1, gpus_per_job=8, nodes_per_job=3))
+    with pytest.raises(ConfigError, match=r"train.nodes_per_job: 2 nodes per job needs GPU"):
+        plan.check(config(0, gpus_per_job=8, nodes_per_job=2))
+    with pytest.raises(ConfigError, match=r"train.nodes_per_job: .*srun; run with the site prof"):
+        plan.check(nodes)  # a local run: no srun
+    plan.check({**nodes, "resources": {**nodes["resources"], "site": "site.yaml"}})

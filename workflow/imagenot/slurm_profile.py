@@ -32,6 +32,8 @@ PARTITIONS_FILE = "partitions.yaml"
 # $VARS in those expressions when it evaluates them, after the Snakefile has run).
 ENV_MAX_RUNTIME = "IMAGENOT_MAX_RUNTIME_MIN"
 ENV_GROWTH = "IMAGENOT_ATTEMPT_GROWTH"
+# ... and the GPUs per node of a training job, by which its per-GPU memory is multiplied
+ENV_TRAIN_GPUS_PER_NODE = "IMAGENOT_TRAIN_GPUS_PER_NODE"
 
 
 def site_schema() -> dict:
@@ -85,16 +87,21 @@ def max_runtime_min(config: dict, site: dict | None) -> int:
     return site["max_runtime_min"] if site else config["resources"]["max_runtime_min"]
 
 
-def gpu_request(config: dict, site: dict | None, n: int | None = None) -> dict:
-    """Resources by which a GPU rule asks for ``n`` GPUs (default ``resources.gpus``), the way
-    the site wants: ``gpu`` (the plugin submits ``--gpus``) or ``gres`` (``--gres=gpu:N``). No
-    GPU: nothing, so the job asks SLURM for none and runs on CPU."""
+def gpu_request(config: dict, site: dict | None, n: int | None = None, nodes: int = 1) -> dict:
+    """Resources by which a GPU rule asks for ``n`` GPUs (default ``resources.gpus``) on each of
+    ``nodes`` nodes, the way the site wants: ``gpu`` (the plugin submits ``--gpus``) or ``gres``
+    (``--gres=gpu:N``). No GPU: nothing, so the job asks SLURM for none and runs on CPU.
+
+    A multi-node job asks ``--nodes`` and ``--gres=gpu:N`` whatever the site's flag: SLURM counts
+    ``--gres`` per node, so every node gets N GPUs, while the plugin's ``--gpus`` is a total
+    that SLURM may split unevenly (7 + 1), and the plugin has no ``--gpus-per-node``."""
     n = config["resources"]["gpus"] if n is None else n
     if n == 0:
         return {}
     model = site["gpu_model"] if site else None
-    if site and site["gpu_flag"] == "gres":
-        return {"gres": f"gpu:{model}:{n}" if model else f"gpu:{n}"}
+    if nodes > 1 or (site and site["gpu_flag"] == "gres"):
+        gres = {"gres": f"gpu:{model}:{n}" if model else f"gpu:{n}"}
+        return {**gres, "nodes": nodes} if nodes > 1 else gres
     return {"gpu": n, **({"gpu_model": model} if model else {})}
 
 

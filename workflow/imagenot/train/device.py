@@ -3,10 +3,14 @@ check of every GPU rule) and the process-wide torch settings of a job."""
 
 from __future__ import annotations
 
+import logging
+
 import torch
 
 from imagenot.device import DeviceError, resolve_device
 from imagenot.io import keep_freed_memory
+
+log = logging.getLogger(__name__)
 
 __all__ = ["DeviceError", "configure", "deterministic_for", "resolve_device"]
 
@@ -29,3 +33,9 @@ def configure(deterministic: bool, threads: int) -> None:
         torch.backends.cudnn.benchmark = False
     else:
         torch.backends.cudnn.benchmark = True
+    # one line per process: a data-parallel job logs it once per rank (each configures itself)
+    log.info(
+        "torch configured: %d threads, %s",
+        torch.get_num_threads(),
+        "deterministic algorithms" if deterministic else "cuDNN autotuning",
+    )

@@ -1,10 +1,27 @@
-"""Data-parallel training inside one job: N processes, one per GPU (or CPU processes with gloo).
+"""Data-parallel training: one process per GPU (or CPU processes with gloo), on one node or many.
 
-Why self-launched rather than ``torchrun`` on the command line: the rule's shell command stays
-the same for 1 and N GPUs, the launcher forwards SLURM's signals to its workers, and a test can
-start two CPU processes exactly as a GPU job starts eight. Each worker joins a process group on
-a free localhost port (one node: the rule asks for N GPUs on one node), ``nccl`` on CUDA and
-``gloo`` on the CPU.
+Who starts the processes: ``torchrun`` (``torch.distributed.run``, shipped with torch), the
+engine users already have, on one node and on many; a job of one process runs without it. The
+rule's shell line carries the launcher (``imagenot.train.plan.launcher``):
+
+* one process: ``imagenot train-trial ...`` (no launcher, no process group);
+* one node, N processes: ``torchrun --standalone --nproc-per-node N --no-python imagenot ...``
+  (c10d rendezvous on a free localhost port);
+* M nodes: ``srun --nodes M --ntasks-per-node 1 torchrun --nnodes M --nproc-per-node N
+  --rdzv-backend c10d --rdzv-endpoint <first node>:<port> ...``, one launcher per node.
+
+Every rank runs the same command; :func:`joined` reads ``RANK``, ``WORLD_SIZE`` and
+``LOCAL_RANK`` from torchrun's environment, binds the rank's GPU, joins the process group
+(``nccl`` on CUDA, ``gloo`` on the CPU) and yields its :class:`Dist`. Every rank configures its
+own process (threads, cuDNN autotuning or deterministic algorithms: ``device.configure``), since
+nothing of a parent's torch settings reaches a rank that torchrun starts.
+
+Signals: torchrun is told to handle SLURM's warning (SIGUSR1) as well as SIGTERM
+(``--signals-to-handle``); it forwards the signal to its ranks, which agree on a step, write one
+checkpoint and exit, and waits :data:`SHUTDOWN_S` for them before killing. A rank that dies ends
+the job: its launcher stops the node's other ranks and exits non-zero; the ranks of other nodes
+see the broken collective (gloo at once; NCCL through its watchdog) and exit, and under SLURM
+``srun --kill-on-bad-exit`` ends the other nodes' launchers at once.
 
 How the work is split (see ``imagenot.train.loop``): the epoch's seeded order is cut into the
 paper's global batches; each global batch is split into ``world`` contiguous near-equal parts,
@@ -24,8 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import socket
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -34,10 +50,13 @@ import torch.distributed as dist
 
 @dataclass(frozen=True)
 class Dist:
-    """This process's place in a data-parallel job (rank 0 of 1 when not distributed)."""
+    """This process's place in a data-parallel job (rank 0 of 1 when not distributed): its
+    rank among all, the world size, and its rank and the process count on its own node."""
 
     rank: int = 0
     world: int = 1
+    local_rank: int = 0
+    local_world: int = 1
 
     @property
     def main(self) -> bool:
@@ -83,67 +102,51 @@ def accumulation(global_size: int, world: int, max_batch: int | None) -> int:
     return max(1, -(-largest // max_batch)) if max_batch else 1
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class LaunchError(RuntimeError):
+    """A data-parallel job started without the launcher its plan names (or a broken one)."""
 
 
-def _worker(rank: int, world: int, port: int, backend: str, threads: int, fn, args, kwargs) -> None:
-    from imagenot.train.interrupts import Interrupts
-
-    Interrupts.record_early()  # a signal forwarded while this worker starts is not lost
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(threads)
-    if backend == "nccl":
-        torch.cuda.set_device(rank)
-    dist.init_process_group(backend, rank=rank, world_size=world)
-    try:
-        fn(*args, dist=Dist(rank, world), **kwargs)
-    finally:
-        dist.destroy_process_group()
+# torchrun's variables (torch.distributed.run): every rank gets them, a plain process none
+_TORCHRUN = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
-class WorkerStopped(RuntimeError):
-    """A worker raised; ``preempted`` when it was a stop request (checkpoint written)."""
-
-    def __init__(self, message: str, preempted: bool):
-        super().__init__(message)
-        self.preempted = preempted
-
-
-def launch(world: int, backend: str, fn, *args, **kwargs) -> None:
-    """Run ``fn(*args, dist=Dist(rank, world), **kwargs)`` in ``world`` spawned processes.
-
-    SIGUSR1 and SIGTERM received by this (launching) process are forwarded to the workers, which
-    write a step-level checkpoint and stop; a worker's exception is raised here as
-    :class:`WorkerStopped`.
-    """
-    import torch.multiprocessing as mp
-
-    port = _free_port()
-    context = mp.start_processes(
-        _worker,
-        # the job's CPU threads shared among the workers (each also runs its own loader)
-        args=(world, port, backend, max(1, torch.get_num_threads() // world), fn, args, kwargs),
-        nprocs=world,
-        join=False,
-        # CUDA cannot be used in a forked child; CPU (gloo) workers fork, which starts in a
-        # fraction of a second instead of re-importing torch in each worker
-        start_method="spawn" if backend == "nccl" else "fork",
+def from_environment(environ=os.environ) -> Dist:
+    """This process's Dist from torchrun's environment; rank 0 of 1 without torchrun."""
+    if "WORLD_SIZE" not in environ:
+        return SINGLE
+    missing = [k for k in _TORCHRUN if k not in environ]
+    if missing:
+        raise LaunchError(
+            f"WORLD_SIZE is set but {', '.join(missing)} not: start ranks with torchrun"
+        )
+    return Dist(
+        rank=int(environ["RANK"]),
+        world=int(environ["WORLD_SIZE"]),
+        local_rank=int(environ["LOCAL_RANK"]),
+        local_world=int(environ["LOCAL_WORLD_SIZE"]),
     )
 
-    def forward(number, frame) -> None:
-        for pid in context.pids():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, number)
 
-    previous = {n: signal.signal(n, forward) for n in (signal.SIGUSR1, signal.SIGTERM)}
+@contextlib.contextmanager
+def joined(backend: str, planned: int | None = None) -> Iterator[Dist]:
+    """This rank's :class:`Dist`, its GPU bound (``nccl``) and its process group joined for the
+    duration (rendezvous address from torchrun: ``env://``). ``planned``: the world size the
+    job's plan launches; a process started without torchrun, or by one with another
+    ``--nproc-per-node`` / ``--nnodes``, stops with one line instead of training alone."""
+    d = from_environment()
+    if planned is not None and d.world != planned:
+        how = "without torchrun" if d.world == 1 else f"by a launcher of {d.world} processes"
+        raise LaunchError(
+            f"this job plans {planned} data-parallel processes (train.gpus_per_job) but was "
+            f"started {how}; run the rule's own command line (imagenot.train.plan.launcher)"
+        )
+    if d.world == 1:
+        yield d
+        return
+    if backend == "nccl":
+        torch.cuda.set_device(d.local_rank)
+    dist.init_process_group(backend)
     try:
-        while not context.join():
-            pass
-    except mp.ProcessRaisedException as exc:
-        raise WorkerStopped(str(exc).strip().splitlines()[-1], "Preempted" in str(exc)) from None
+        yield d
     finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
+        dist.destroy_process_group()

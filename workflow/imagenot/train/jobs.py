@@ -90,9 +90,11 @@ def job_device(settings: Mapping) -> str:
     return resolve_device(settings["device"], settings["gpu_job"], torch.cuda.is_available())
 
 
-def _configure(settings: Mapping) -> None:
+def _configure(settings: Mapping, processes: int = 1) -> None:
+    """This process's torch settings; ``processes``: the data-parallel ranks sharing the node's
+    cores (each rank of a torchrun job configures itself: nothing of a parent's reaches it)."""
     deterministic = deterministic_for(settings["deterministic"], job_device(settings))
-    configure(deterministic, settings["threads"])
+    configure(deterministic, max(1, settings["threads"] // processes))
 
 
 def backbone_loader(settings: Mapping):
@@ -110,25 +112,38 @@ def _load_backbone(model, name: str, state: dict, source: str) -> None:
 
 
 def _fit(settings, dataset_dir, row, seed, workdir: Path, stop_epoch=None, best=None):
-    _configure(settings)
+    """Train one job in this process, a rank of a data-parallel job when torchrun started it
+    (``imagenot.train.distributed``). Returns (job, model, summary) on rank 0 and None on the
+    other ranks, which write nothing."""
+    from imagenot.train.distributed import from_environment, joined
+    from imagenot.train.interrupts import Interrupts
+
+    ranks = from_environment()
+    if ranks.world > 1:  # torchrun forwards SLURM's signals at once: keep one that comes early
+        Interrupts.record_early()
+    _configure(settings, ranks.local_world)
     num_classes, fingerprint = dataset_info(dataset_dir)
     job = make_job(settings, row, seed, num_classes)
     source, encoded = _data_source(settings, dataset_dir, fingerprint)
     train = load_split(source, "train", settings["in_memory"], encoded)
     val = load_split(source, "val", settings["in_memory"], encoded)
-    model, state = fit(
-        job,
-        train,
-        val,
-        workdir / CHECKPOINT,
-        fingerprint,
-        stop_epoch,
-        best,
-        backbone_loader(settings),
-        checkpoint_minutes=settings["checkpoint_minutes"],
-        world=settings["world"],
-        max_batch=settings["max_batch_per_gpu"],
-    )
+    backend = "nccl" if job.device == "cuda" else "gloo"
+    with joined(backend, planned=settings["world"]) as d:
+        model, state = fit(
+            job,
+            train,
+            val,
+            workdir / CHECKPOINT,
+            fingerprint,
+            stop_epoch,
+            best,
+            backbone_loader(settings),
+            checkpoint_minutes=settings["checkpoint_minutes"],
+            max_batch=settings["max_batch_per_gpu"],
+            dist=d,
+        )
+    if not d.main:
+        return None
     write_text(history_csv(state), workdir / "metrics.csv")
     summary = {
         "model": settings["model"],
@@ -162,7 +177,8 @@ def run_slot(
 
     The trial keeps its best-validation weights in its folder; when it ends (early stopping,
     the cap or the schedule's end) its checkpoint is deleted and the weights' sha256 recorded,
-    so ``run_final`` can reuse them. Returns None for an empty slot (nothing promoted into it).
+    so ``run_final`` can reuse them. Returns None for an empty slot (nothing promoted into it)
+    and on data-parallel ranks other than 0.
     """
     from imagenot.train.trials import write_empty_slot
 
@@ -172,9 +188,10 @@ def run_slot(
         return None
     row = read_trial(trials, trial)
     workdir = trial_dir(out.parent.parent, trial)
-    _, _, summary = _fit(
-        settings, dataset_dir, row, row["seed"], workdir, stage_epochs, best=workdir / BEST
-    )
+    fitted = _fit(settings, dataset_dir, row, row["seed"], workdir, stage_epochs, workdir / BEST)
+    if fitted is None:  # a data-parallel rank other than 0: rank 0 writes the result
+        return None
+    summary = fitted[2]
     result = {"stage": stage, "slot": slot, "trial": trial, **summary}
     if summary["stopped_by"] in search.ENDED:
         (workdir / CHECKPOINT).unlink(missing_ok=True)
@@ -214,13 +231,13 @@ def run_final(
     master_seed: int,
     out_dir: Path,
     reuse_trial: bool = False,
-) -> dict:
+) -> dict | None:
     """Retrain the selected trial with ``seed``; keep the best-validation weights and test them.
 
     With ``reuse_trial`` (the space's first seed) the run trains with the trial's own seed, so
     it is the trial run again: when the trial already ran the full schedule its weights and
     metrics are taken as they are (no retraining; deterministic CPU runs give the same weights
-    either way, which a test checks).
+    either way, which a test checks). Returns None on data-parallel ranks other than 0.
     """
     import shutil
 
@@ -241,6 +258,10 @@ def run_final(
     job = make_job(settings, row, train_seed, num_classes)
     source = trial_dir(selection.parent, chosen["trial"])
     if reuse_trial and reusable_trial(chosen, job.identity(), source / BEST):
+        from imagenot.train.distributed import from_environment
+
+        if not from_environment().main:  # nothing to train: rank 0 copies and tests
+            return None
         _configure(settings)
         out_dir.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source / BEST, best)
@@ -259,7 +280,10 @@ def run_final(
         model = build_model(job.model, num_classes).to(torch.device(job.device))
         log.info("final %s seed %d: reusing trial %d's weights", run, seed, chosen["trial"])
     else:
-        job, model, summary = _fit(settings, dataset_dir, row, train_seed, out_dir, best=best)
+        fitted = _fit(settings, dataset_dir, row, train_seed, out_dir, best=best)
+        if fitted is None:  # a data-parallel rank other than 0: rank 0 tests and writes
+            return None
+        job, model, summary = fitted
         summary["reused_trial"] = False
     model.load_state_dict(load_file(best))
     source, encoded = _data_source(settings, dataset_dir, summary["dataset_fingerprint"])

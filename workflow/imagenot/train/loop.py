@@ -8,7 +8,8 @@ the job seed (data order from the epoch, dropout from the global step and rank),
 rate is a pure function of the global step, so a job stopped mid-epoch resumes at the saved step
 and one killed without a step checkpoint repeats the unfinished epoch: either way the final
 metrics equal those of an uninterrupted run (CPU, deterministic algorithms). Data-parallel
-training (``world > 1``) is described in ``imagenot.train.distributed``.
+training (``Dist.world > 1``, ranks started by torchrun) is described in
+``imagenot.train.distributed``.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from imagenot.train.checkpoints import (
 )
 from imagenot.train.distributed import SINGLE, Dist, accumulation, micro_batches, shard
 from imagenot.train.feed import Feeder, preprocess
-from imagenot.train.interrupts import Interrupts, Preempted
+from imagenot.train.interrupts import Interrupts
 from imagenot.train.registry import build_model, head_module
 from imagenot.train.schedules import build_optimizer, learning_rate
 from imagenot.train.search import stable_int
@@ -296,9 +297,8 @@ def fit(
     init: Callable[[nn.Module], None] | None = None,
     on_epoch: Callable[[State], None] | None = None,
     checkpoint_minutes: float = 0.0,
-    world: int = 1,
     max_batch: int | None = None,
-    dist: Dist | None = None,
+    dist: Dist = SINGLE,
 ) -> tuple[nn.Module, State]:
     """Train until early stopping, ``job.max_epochs`` or ``stop_epoch`` (a halving rung).
 
@@ -306,21 +306,18 @@ def fit(
     to this dataset ``fingerprint``; any other checkpoint is set aside and training starts
     afresh (:func:`set_aside_stale_checkpoint`). ``best_weights``
     (optional) receives the weights of the best validation epoch. ``on_epoch`` sees the state
-    after each epoch. ``world > 1`` trains data-parallel in that many spawned processes
-    (``imagenot.train.distributed``; ``init`` must then be picklable) and returns the model and
-    state read back from the checkpoint; ``max_batch`` caps the per-process batch (gradient
+    after each epoch. ``dist`` is this process's place in a data-parallel job whose every rank
+    calls ``fit`` (started by torchrun, process group joined: ``distributed.joined``); rank 0's
+    model and state are the job's (those it saves). ``max_batch`` caps the per-process batch (gradient
     accumulation keeps the global batch ``job.batch_size``).
     """
-    if world > 1 and dist is None:
-        set_aside_stale_checkpoint(checkpoint, job.identity(), fingerprint)
-        return _launch(job, train_data, val_data, checkpoint, fingerprint, stop_epoch,
-                       best_weights, init, checkpoint_minutes, world, max_batch)  # fmt: skip
-    d = dist or SINGLE
+    d = dist
     device = torch.device(job.device)
     model, optimizer = make_model(job, init)
     state = State(identity=job.identity(), fingerprint=fingerprint)
-    if dist is None:  # the job's own process (not a data-parallel rank): vet once, here
+    if d.main:  # vetted once, before any rank reads it
         set_aside_stale_checkpoint(checkpoint, state.identity, fingerprint)
+    d.barrier()
     if checkpoint.is_file():
         state = load_checkpoint(checkpoint, model, optimizer)
         if d.main:
@@ -349,23 +346,6 @@ def fit(
         _epochs(model, forward, optimizer, feeders, job, state, device, checkpoint, stop_epoch,
                 best_weights, on_epoch, interrupts, d, max_batch)  # fmt: skip
     return model, state
-
-
-def _launch(job, train_data, val_data, checkpoint, fingerprint, stop_epoch, best_weights, init,
-            checkpoint_minutes, world, max_batch):  # fmt: skip
-    """``fit`` in ``world`` processes; the model and state come back through the checkpoint."""
-    from imagenot.train.distributed import WorkerStopped, launch
-
-    backend = "nccl" if job.device == "cuda" else "gloo"
-    try:
-        launch(world, backend, fit, job, train_data, val_data, checkpoint, fingerprint,
-               stop_epoch, best_weights, init, None, checkpoint_minutes, world, max_batch)  # fmt: skip
-    except WorkerStopped as exc:
-        if exc.preempted:
-            raise Preempted(str(exc)) from None
-        raise
-    model, optimizer = make_model(job, init)
-    return model.to(torch.device(job.device)), load_checkpoint(checkpoint, model, optimizer)
 
 
 def _epochs(

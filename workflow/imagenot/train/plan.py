@@ -32,6 +32,7 @@ TORCHVISION = "torchvision"
 def check(config: dict) -> None:
     """Cross-key checks the schema cannot express; raise ConfigError naming the key."""
     train = config["train"]
+    check_nodes(config)
     for model in train["models"]:
         try:
             check_input_size(model, train["image_size"])
@@ -241,7 +242,7 @@ def job_settings(config: dict, dataset: str, protocol: str, model: str) -> dict:
         "checkpoint_minutes": train["checkpoint_minutes"],
         "in_memory": train["in_memory"],
         "num_workers": num_workers(config),
-        "world": gpus(config) or 1,
+        "world": gpus(config) or 1,  # every rank checks it was launched with this many
         "max_batch_per_gpu": train["max_batch_per_gpu"],
         "decode_on_gpu": train["decode_on_gpu"],
         "stage_to_local": train["stage_to_local"],
@@ -276,12 +277,98 @@ def gpus(config: dict) -> int:
     return config["train"]["gpus_per_job"] if config["resources"]["gpus"] > 0 else 0
 
 
+def nodes(config: dict) -> int:
+    """Nodes of a training job: train.nodes_per_job (1 for CPU jobs)."""
+    return config["train"]["nodes_per_job"] if gpus(config) else 1
+
+
+def gpus_per_node(config: dict) -> int:
+    """GPUs of a training job on each of its nodes (0 for a CPU job)."""
+    return gpus(config) // nodes(config)
+
+
 def threads(config: dict) -> int:
-    """CPU cores of a training job: resources.cpus_per_gpu per GPU (decoding and feeding), one
-    for a CPU job (``slurm_profile.gpu_threads``, as every GPU rule's)."""
+    """CPU cores of a training job on each of its nodes (the rule's threads, SLURM's
+    --cpus-per-task of its one task per node): resources.cpus_per_gpu per GPU of the node
+    (decoding and feeding), one for a CPU job (``slurm_profile.gpu_threads``, as every GPU
+    rule's)."""
     from imagenot.slurm_profile import gpu_threads
 
-    return gpu_threads(config, 1, gpus(config))
+    return gpu_threads(config, 1, gpus_per_node(config))
+
+
+def check_nodes(config: dict) -> None:
+    """train.nodes_per_job against the GPUs and the executor: whole GPUs per node, only GPU jobs
+    span nodes, and only under SLURM (whose srun starts a launcher on each node)."""
+    train, n = config["train"], config["train"]["nodes_per_job"]
+    if n == 1:
+        return
+    if config["resources"]["gpus"] == 0:
+        raise ConfigError(
+            f"config key train.nodes_per_job: {n} nodes per job needs GPU jobs "
+            f"(resources.gpus > 0); CPU training jobs run on one node"
+        )
+    if train["gpus_per_job"] % n:
+        raise ConfigError(
+            f"config key train.nodes_per_job: train.gpus_per_job ({train['gpus_per_job']}) must "
+            f"split evenly over {n} nodes (the same GPUs on every node)"
+        )
+    if not config["resources"].get("site"):
+        raise ConfigError(
+            f"config key train.nodes_per_job: {n} nodes per job are started by SLURM's srun; run "
+            f"with the site profile (snakemake --profile slurm, docs/cluster.md)"
+        )
+
+
+# torchrun's stop signals: its defaults and SLURM's warning before a time limit (SIGUSR1,
+# --signal=USR1@600 of the workflow profile), forwarded to every rank, which checkpoints and exits
+STOP_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
+# How long torchrun waits for its ranks to agree on a step, checkpoint and exit after a stop
+# signal before it kills them: well inside SLURM's 600 s warning (a check every
+# loop.CHECK_EVERY steps, then one checkpoint written by rank 0)
+SHUTDOWN_S = 300
+# The c10d rendezvous port of a multi-node job: this base plus the SLURM job id modulo 1000,
+# so two jobs sharing a first node rarely collide (their ids differ in the last digits)
+RDZV_PORT_BASE = 29500
+
+
+def launcher(config: dict) -> str:
+    """What the training rules' shell line puts before ``imagenot train-trial|train-final``:
+    nothing for one process (no launcher, no process group), torchrun for a data-parallel
+    job on one node, and ``srun`` starting one torchrun per node for a multi-node job
+    (``imagenot.train.distributed``, docs/gpu.md "Data parallelism")."""
+    return launch_line(nodes(config), gpus_per_node(config), threads(config))
+
+
+def launch_line(n_nodes: int, per_node: int, threads: int) -> str:
+    """The launcher of :func:`launcher` for ``n_nodes`` nodes of ``per_node`` processes."""
+    if n_nodes * per_node <= 1:
+        return ""
+    torchrun = [
+        "torchrun",
+        f"--nnodes={n_nodes}",
+        f"--nproc-per-node={per_node}",
+        "--max-restarts=0",  # a failed rank ends the job; its retry resumes the checkpoint
+        f"--signals-to-handle={STOP_SIGNALS}",
+        f"--shutdown-timeout={SHUTDOWN_S}",
+    ]
+    if n_nodes == 1:
+        return " ".join(["torchrun", "--standalone", *torchrun[1:], "--no-python"])
+    # SLURM's job id names the rendezvous; the shell that runs the line runs on the job's
+    # first node, whose launcher hosts it. --overlap: outside a job array the workflow's own
+    # step already holds the first node (the executor plugin wraps the rule in `srun -n1`)
+    endpoint = f'"$(hostname):$(({RDZV_PORT_BASE}+SLURM_JOB_ID%1000))"'
+    rdzv = ["--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", '--rdzv-id="$SLURM_JOB_ID"']
+    srun = [
+        "srun",
+        f"--nodes={n_nodes}",
+        f"--ntasks={n_nodes}",
+        "--ntasks-per-node=1",
+        f"--cpus-per-task={threads}",
+        "--overlap",
+        "--kill-on-bad-exit=1",  # one node's launcher failing ends the others at once
+    ]
+    return " ".join([*srun, *torchrun, *rdzv, "--no-python"])
 
 
 def num_workers(config: dict) -> int:
@@ -363,11 +450,15 @@ def slot_threads(config: dict, previous, slot) -> int:
 
 
 def slot_mem_mb(config: dict, previous, slot, attempt: int) -> int:
-    """Memory (MB) of a train_trial job (``resources.train_trial``), grown per attempt by
-    ``resources.attempt_growth`` as every rule's; the small ``empty_mem_mb`` for an empty slot."""
+    """Memory (MB) of a train_trial job (``resources.train_trial``: per GPU of a node, as SLURM's
+    --mem counts per node), grown per attempt by ``resources.attempt_growth`` as every rule's;
+    the small ``empty_mem_mb`` for an empty slot."""
     own = config["resources"]["train_trial"]
-    key = "mem_mb" if slot_trains(previous, slot) else "empty_mem_mb"
-    return int(own[key] * config["resources"]["attempt_growth"] ** max(attempt - 1, 0))
+    if slot_trains(previous, slot):
+        base = own["mem_mb"] * max(1, gpus_per_node(config))
+    else:
+        base = own["empty_mem_mb"]
+    return int(base * config["resources"]["attempt_growth"] ** max(attempt - 1, 0))
 
 
 def slot_runtime_min(config: dict, previous, slot, attempt: int) -> int:

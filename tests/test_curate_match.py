@@ -383,3 +383,34 @@ def test_web_text_rule_on_entities_compatibility_forms_and_accents(matcher, tmp_
     assert (1, dog) in found and (3, dog) in found  # full-width DOG matches like dog
     cafe = {w for r, w in found if r == 0} & {w for r, w in found if r == 2}
     assert cafe  # café (entity) and café (combining accent) match the same lemma, 'cafe'
+
+
+@pytest.mark.parametrize("string_type", [pa.string(), pa.large_string()])
+def test_web_text_cleaned_together_equals_text_by_text(shared_data, string_type):
+    """``clean_web_text`` folds all non-ASCII texts as one string; it must equal the rule applied
+    to each text alone: real web captions, random code points from every plane (marks, Hangul
+    jamo that compose, compatibility forms), references that turn ASCII into non-ASCII, '&'
+    that starts no reference, and U+0000 inside a text (the separator of the fast path)."""
+    from imagenot.curate.match import clean_web_text
+
+    web = pq.read_table(shared_data / "web_captions_1000.parquet").column("TEXT").to_pylist()
+    rng = np.random.default_rng(11)
+    pool = np.concatenate(
+        [np.arange(32, 127), np.arange(0x300, 0x370), np.arange(0x1100, 0x1176), [0x26] * 20]
+    )
+    pool = np.concatenate([pool, rng.integers(0x80, 0x110000, 2000)])
+    pool = pool[(pool < 0xD800) | (pool > 0xDFFF)]
+    random = [
+        "".join(chr(int(c)) for c in rng.choice(pool, int(rng.integers(0, 30))))
+        for _ in range(2000)
+    ]
+    crafted = ["AT&T & co", "caf&eacute; &#x301;x &amp", "\u1100\u1161 jamo", "ﬁsh", None, ""]
+    texts = web + random + crafted
+    expected = [None if t is None else reference_clean(t) for t in texts]
+    assert clean_web_text(pa.array(texts, string_type)).to_pylist() == expected
+    with_nul = ["a\u0000b cafe\u0301", "e\u0301", "plain"]
+    assert clean_web_text(pa.array(with_nul, string_type)).to_pylist() == [
+        reference_clean(t) for t in with_nul
+    ]
+    sliced = pa.array(texts, string_type).slice(500, 1200)
+    assert clean_web_text(sliced).to_pylist() == expected[500:1700]

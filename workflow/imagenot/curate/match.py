@@ -65,19 +65,80 @@ def clean_one(text: str) -> str:
     return unicodedata.normalize("NFC", kept)
 
 
+# ``html.unescape`` changes a text only where ``&`` starts a character reference: ``&#`` or a
+# named reference, and every HTML5 entity name starts with an ASCII letter.
+_ENTITY = "&[#A-Za-z]"
+
+
+@functools.cache
+def _combining_code_points() -> np.ndarray:
+    """bool per Unicode code point: ``unicodedata.combining`` (the marks step 0 drops)."""
+    import unicodedata
+
+    table = np.zeros(0x110000, dtype=bool)
+    table[[c for c in range(0x110000) if unicodedata.combining(chr(c))]] = True
+    return table
+
+
+def _fold_unicode(texts: pa.Array) -> pa.Array:
+    """``clean_one`` without the entity step on a null-free string array, as one Python string.
+
+    The texts are joined with U+0000 between them and normalised together: U+0000 is a starter
+    that nothing composes with and no decomposition produces, so NFKD and NFC of the whole are
+    the NFKD and NFC of each text, joined. Combining marks are dropped in NumPy with a per-code
+    point table taken from ``unicodedata.combining``, then the result is split at U+0000 again.
+    A text that holds U+0000 itself goes through ``clean_one`` one text at a time.
+    """
+    import unicodedata
+
+    n = len(texts)
+    separator, nothing = pa.scalar("\0", texts.type), pa.scalar("", texts.type)
+    joined = pc.binary_join_element_wise(texts, separator, nothing)
+    offsets_type = np.int64 if texts.type == pa.large_string() else np.int32
+    buffers = joined.buffers()
+    offsets = np.frombuffer(buffers[1], dtype=offsets_type)[joined.offset : joined.offset + n + 1]
+    data = buffers[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+    folded = unicodedata.normalize("NFKD", data.to_pybytes().decode("utf-8"))
+    points = np.frombuffer(folded.encode("utf-32-le"), dtype=np.uint32)
+    points = points[~_combining_code_points()[points]]
+    folded = unicodedata.normalize("NFC", points.tobytes().decode("utf-32-le"))
+    out = np.frombuffer(folded.encode("utf-8"), dtype=np.uint8)
+    ends = np.flatnonzero(out == 0)
+    if len(ends) != n:  # a text holds U+0000
+        return pa.array([clean_one(t) for t in texts.to_pylist()], texts.type)
+    text_offsets = np.empty(n + 1, dtype=offsets_type)
+    text_offsets[0] = 0
+    text_offsets[1:] = ends - np.arange(n)  # each end, less the separators before it
+    keep = np.ones(len(out), dtype=bool)
+    keep[ends] = False
+    return pa.Array.from_buffers(
+        texts.type, n, [None, pa.py_buffer(text_offsets), pa.py_buffer(out[keep])]
+    )
+
+
 def clean_web_text(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """Step 0 of the rule on a string array; pure-ASCII texts without ``&`` are left as they are
-    (no Python object is made for them)."""
+    """Step 0 of the rule on a string array, equal to ``clean_one`` on every text.
+
+    Pure-ASCII texts without a character reference are left as they are; the others are
+    unescaped one by one (few: ``html.unescape``), then folded together (``_fold_unicode``), so
+    no Python object is made per caption for the rest.
+    """
+    import html
+
     if isinstance(texts, pa.ChunkedArray):
         texts = texts.combine_chunks()
     if len(texts) == 0:
         return texts
-    needs = pc.or_(pc.invert(pc.string_is_ascii(texts)), pc.match_substring(texts, "&"))
-    needs = pc.fill_null(needs, False)
+    entity = pc.fill_null(pc.match_substring_regex(texts, _ENTITY), False)
+    needs = pc.or_(entity, pc.fill_null(pc.invert(pc.string_is_ascii(texts)), False))
     if not pc.any(needs).as_py():
         return texts
-    cleaned = [clean_one(t) for t in texts.filter(needs).to_pylist()]
-    return pc.replace_with_mask(texts, needs, pa.array(cleaned, texts.type))
+    chosen = texts.filter(needs)
+    unescape = entity.filter(needs)
+    if pc.any(unescape).as_py():
+        unescaped = [html.unescape(t) for t in chosen.filter(unescape).to_pylist()]
+        chosen = pc.replace_with_mask(chosen, unescape, pa.array(unescaped, chosen.type))
+    return pc.replace_with_mask(texts, needs, _fold_unicode(chosen))
 
 
 def normalise(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -298,7 +359,8 @@ class Matcher:
         import scipy.sparse as sp
 
         self.index = index
-        _word_code_points()  # build the (cached) code point table now, not in the first batch
+        _word_code_points()  # build the (cached) code point tables now, not in the first batch
+        _combining_code_points()
         split = pc.split_pattern(pa.array(index.keys, pa.string()), " ")
         lengths = pc.list_value_length(split).to_numpy(zero_copy_only=False).astype(np.int64)
         flat = pc.list_flatten(split)

@@ -414,3 +414,27 @@ def test_web_text_cleaned_together_equals_text_by_text(shared_data, string_type)
     ]
     sliced = pa.array(texts, string_type).slice(500, 1200)
     assert clean_web_text(sliced).to_pylist() == expected[500:1700]
+
+
+def test_many_synsets_keep_codes_within_32_bits(monkeypatch):
+    """With 300,000 synsets a chunk holds at most 2**32 // 300,000 = 14,316 captions, so that
+    row * n_synsets + wnid stays within the 32-bit codes ``_expand`` sorts; matches across
+    several chunks (and the highest wnid indices) equal a direct lookup."""
+    n = 300_000
+    table = pa.table(
+        {"lemma": [f"w{i}" for i in range(n)], "wnid": [f"n{i:08d}" for i in range(n)]}
+    )
+    m = Matcher(LemmaIndex.from_lemma_table(table))
+    monkeypatch.setattr(match_module, "CHUNK_ROWS", 10**9)
+    monkeypatch.setattr(match_module, "TOKENISE_ROWS", 40_000)
+    rng = np.random.default_rng(3)
+    picks = rng.integers(n - 1000, n, size=(35_000, 3))  # the highest wnid indices
+    captions = [f"w{a} and w{b}, w{a} w{c}" for a, b, c in picks.tolist()]
+    pos, w = m.match_arrays(pa.array(captions))
+    got = list(zip(pos.tolist(), m.index.wnids.take(pa.array(w)).to_pylist(), strict=True))
+    expected = [
+        (row, wnid)
+        for row, ids in enumerate(picks.tolist())
+        for wnid in sorted({f"n{i:08d}" for i in ids})
+    ]
+    assert got == expected

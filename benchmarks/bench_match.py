@@ -101,11 +101,25 @@ def substring_baseline(captions: list[str], keys: list[str]) -> float:
     return (time.perf_counter() - start) / len(captions)
 
 
+def match_process() -> None:
+    """Set this process up as the imported tree's ``imagenot match`` does: Arrow on one thread,
+    and glibc's malloc keeping freed memory where that tree's command does."""
+    import inspect
+
+    from imagenot.curate import cli
+
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+    if "keep_freed_memory()" in inspect.getsource(cli._match):
+        from imagenot.io import keep_freed_memory
+
+        keep_freed_memory()
+
+
 def worker(lemmas: str, shard: str, out: str) -> None:
     """One tree's side of ``--compare-to``: build the matcher, then one end-to-end match per
     line read from stdin, answered by one JSON line on stdout."""
-    pa.set_cpu_count(1)
-    pa.set_io_thread_count(1)
+    match_process()
     from imagenot.curate.match import LemmaIndex, Matcher, read_lemma_table
 
     matcher = Matcher(LemmaIndex.from_lemma_table(read_lemma_table(lemmas)))
@@ -223,8 +237,7 @@ def main() -> None:
         result = compare(args.compare_to, args.rows, args.rounds, args.nltk_data)
         print(json.dumps(result) if args.json else json.dumps(result, indent=2))
         return
-    pa.set_cpu_count(1)
-    pa.set_io_thread_count(1)
+    match_process()
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0, 1]
     load_before = os.getloadavg()[0]
 

@@ -131,6 +131,18 @@ def test_clean_captions_keeps_row_indices():
     assert rows.tolist() == [0, 3] and texts.to_pylist() == ["x", "y"] and counts.rows == 4
 
 
+def test_blank_captions_are_whitespace_of_any_script():
+    """Whitespace-only captions (ASCII, ideographic U+3000, no-break U+00A0, line separator
+    U+2028) are skipped as empty; every row usable keeps the column as it is."""
+    raw = ["\u3000\u00a0", "\t\n ", "a\u3000b", "\u2028", "dog"]
+    rows, texts, counts = clean_captions(pa.array(raw))
+    assert rows.tolist() == [2, 4] and texts.to_pylist() == ["a\u3000b", "dog"]
+    assert counts.skipped["empty"] == 3
+    rows, texts, counts = clean_captions(pa.array(["dog", "a cat"], pa.large_string()))
+    assert rows.tolist() == [0, 1] and texts.type == pa.large_string()
+    assert texts.to_pylist() == ["dog", "a cat"] and counts.skipped["empty"] == 0
+
+
 @pytest.mark.parametrize(
     ("columns", "message"),
     [

@@ -549,12 +549,13 @@ def match_table(
     )
 
 
-# Matches are (row, wnid) rows sorted by row, millions per shard: ``row`` delta-encoded, ``wnid``
-# written from its dictionary indices, statistics only for ``row``; no Arrow schema stored, so the
-# file reads back with a plain string ``wnid`` column.
+# Matches are (row, wnid) rows sorted by row, millions per shard: ``row`` plain (zstd takes its
+# runs of repeats down to 2.4 MB per 1M captions; delta encoding made 1.3 MB but took 0.06 s
+# longer), ``wnid`` written from its dictionary indices, statistics only for ``row``; no Arrow
+# schema stored, so the file reads back with a plain string ``wnid`` column.
 MATCH_PARQUET_OPTIONS = {
     "use_dictionary": ["wnid"],
-    "column_encoding": {"row": "DELTA_BINARY_PACKED"},
+    "column_encoding": {"row": "PLAIN"},
     "write_statistics": ["row"],
     "store_schema": False,
 }

@@ -6,7 +6,8 @@ Normalisation rule, applied identically to lemmas and captions:
    ``&``, ``&#233;`` -> ``é``: web captions are often scraped HTML), Unicode compatibility forms
    are folded (NFKD: ``ﬁ`` -> ``fi``, full-width ``ＤＯＧ`` -> ``DOG``) and combining marks are
    dropped (``café``, written either way, -> ``cafe``, as WordNet spells it), then NFC. Only
-   captions holding a non-ASCII character or ``&`` need it, so the rest skip it;
+   captions holding a non-ASCII character or a character reference (``&#``, ``&`` + letter)
+   can change, so the rest skip it, and the others are folded together as one string;
 1. lowercase (Unicode-aware, Arrow's ``utf8_lower``): matching is case-insensitive, unlike
    LAIONet's case-sensitive test;
 2. every run of characters that are neither letters (Unicode ``L*``) nor digits (``N*``)

@@ -2,15 +2,24 @@
 
 Generates a shard of >= 1M captions (real web captions from ../shared/data when present, each
 with one random WordNet noun lemma appended so every caption has matches), then times
-read + match all ~117k noun lemmas + write (exactly what `imagenot match` does), in one process
-pinned to one core and in two processes pinned to two cores (fork, one half-shard each); best
-of ``--repeat`` runs. The LAIONet-style baseline (`' ' + lemma + ' ' in caption` over the same
-lemma keys) is timed on a sample in the same run.
+read + match all ~117k noun lemmas + write (exactly what `imagenot match` does: the streamed
+``write_shard_matches``), in one process pinned to one core and in two processes pinned to two
+cores (fork, one half-shard each); best of ``--repeat`` runs. The LAIONet-style baseline
+(`' ' + lemma + ' ' in caption` over the same lemma keys) is timed on a sample in the same run.
+
+``--compare-to REV`` instead measures this checkout against an earlier commit in one run, on the
+same shard and lemma table: the commit is checked out in a temporary git worktree, one worker
+process per tree (each imports its own ``imagenot``, builds its matcher once, then matches the
+shard end to end as that tree's ``imagenot match`` does, once per request), and the runs
+alternate between the two trees, the order swapped every round (earlier, this, this, earlier,
+...) so that a drift of the machine's load falls on both alike. Pin it from outside, e.g.
+``taskset -c 1 nice python benchmarks/bench_match.py --json --compare-to 11fcb8f``.
 
 On a shared machine, other jobs take turns on the same core, which inflates wall-clock times;
 ``captions_per_cpu_s`` (the process's own CPU time) is the steadier per-core figure there.
 
     python benchmarks/bench_match.py --json [--rows 1000000] [--repeat 3] [--nltk-data DIR]
+    python benchmarks/bench_match.py --json --compare-to REV [--rounds 5]
 """
 
 from __future__ import annotations
@@ -19,6 +28,9 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -48,18 +60,21 @@ def make_shard(path: Path, rows: int, lemma_keys: list[str], seed: int = 0) -> N
 
 
 def run_match(matcher, shard: Path, out: Path) -> dict:
-    from imagenot.curate.match import match_shard, write_matches
+    """Match ``shard`` into ``out`` as the imported tree's ``imagenot match`` does: streamed
+    (``write_shard_matches``), or, in trees from before streaming, ``match_shard`` then
+    ``write_matches``."""
+    from imagenot.curate import match
 
     cpu0, start = time.process_time(), time.perf_counter()
-    table, _ = match_shard(shard, matcher, progress=False)
-    matched = time.perf_counter()
-    write_matches(table, out)
-    end = time.perf_counter()
+    if hasattr(match, "write_shard_matches"):
+        stats = match.write_shard_matches(shard, matcher, out, progress=False)
+    else:
+        table, stats = match.match_shard(shard, matcher, progress=False)
+        match.write_matches(table, out)
     return {
-        "wall_s": end - start,
+        "wall_s": time.perf_counter() - start,
         "cpu_s": time.process_time() - cpu0,
-        "match_s": matched - start,
-        "write_s": end - matched,
+        "matches": stats["matches"],
     }
 
 
@@ -86,17 +101,143 @@ def substring_baseline(captions: list[str], keys: list[str]) -> float:
     return (time.perf_counter() - start) / len(captions)
 
 
+def match_process() -> None:
+    """Set this process up as the imported tree's ``imagenot match`` does: Arrow on one thread,
+    and glibc's malloc keeping freed memory where that tree's command does."""
+    import inspect
+
+    from imagenot.curate import cli
+
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+    if "keep_freed_memory()" in inspect.getsource(cli._match):
+        from imagenot.io import keep_freed_memory
+
+        keep_freed_memory()
+
+
+def worker(lemmas: str, shard: str, out: str) -> None:
+    """One tree's side of ``--compare-to``: build the matcher, then one end-to-end match per
+    line read from stdin, answered by one JSON line on stdout."""
+    match_process()
+    from imagenot.curate.match import LemmaIndex, Matcher, read_lemma_table
+
+    matcher = Matcher(LemmaIndex.from_lemma_table(read_lemma_table(lemmas)))
+    print(json.dumps({"ready": True}), flush=True)
+    for _ in sys.stdin:
+        print(json.dumps(run_match(matcher, Path(shard), Path(out))), flush=True)
+
+
+def _summary(runs: list[dict], rows: int) -> dict:
+    rate = sorted(rows / r["wall_s"] for r in runs)
+    per_cpu = sorted(rows / r["cpu_s"] for r in runs)
+    return {
+        "captions_per_s_per_core_median": round(statistics.median(rate)),
+        "captions_per_s_per_core_range": [round(rate[0]), round(rate[-1])],
+        "captions_per_cpu_s_median": round(statistics.median(per_cpu)),
+        "captions_per_cpu_s_range": [round(per_cpu[0]), round(per_cpu[-1])],
+        "runs_wall_s": [round(r["wall_s"], 3) for r in runs],
+        "runs_cpu_s": [round(r["cpu_s"], 3) for r in runs],
+        "matches": runs[0]["matches"],
+    }
+
+
+def compare(rev: str, rows: int, rounds: int, nltk_data: str) -> dict:
+    """This checkout against ``rev``, interleaved in one run (see the module docstring)."""
+    from imagenot.curate.match import LemmaIndex
+    from imagenot.wordnet import load_wordnet, noun_lemma_table
+
+    load_before = os.getloadavg()[0]
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--verify", f"{rev}^{{commit}}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        lemmas = tmp / "lemmas.parquet"
+        table = noun_lemma_table(load_wordnet(nltk_data))
+        pq.write_table(table, lemmas)
+        shard = tmp / "shard.parquet"
+        make_shard(shard, rows, LemmaIndex.from_lemma_table(table).keys)
+        earlier = tmp / "earlier"
+        subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "add", "--detach", str(earlier), commit],
+            check=True,
+            capture_output=True,
+        )
+        trees = {"earlier": earlier, "this": REPO}
+        procs = {}
+        try:
+            for name, tree in trees.items():
+                env = {**os.environ, "PYTHONPATH": str(tree / "workflow")}
+                argv = [sys.executable, __file__, "--worker", str(lemmas), str(shard)]
+                procs[name] = subprocess.Popen(
+                    [*argv, str(tmp / f"{name}.parquet")],
+                    env=env,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+            for proc in procs.values():
+                json.loads(proc.stdout.readline())  # matcher built
+            runs: dict[str, list[dict]] = {name: [] for name in trees}
+            for i in range(rounds):
+                for name in ("earlier", "this") if i % 2 == 0 else ("this", "earlier"):
+                    procs[name].stdin.write("run\n")
+                    procs[name].stdin.flush()
+                    runs[name].append(json.loads(procs[name].stdout.readline()))
+        finally:
+            for proc in procs.values():
+                proc.stdin.close()
+                proc.wait()
+            subprocess.run(
+                ["git", "-C", str(REPO), "worktree", "remove", "--force", str(earlier)],
+                check=False,
+                capture_output=True,
+            )
+    ratios = [e["wall_s"] / t["wall_s"] for e, t in zip(runs["earlier"], runs["this"], strict=True)]
+    cpu_ratios = [
+        e["cpu_s"] / t["cpu_s"] for e, t in zip(runs["earlier"], runs["this"], strict=True)
+    ]
+    result = {"rows": rows, "rounds": rounds, "earlier_commit": commit}
+    result["earlier"] = _summary(runs["earlier"], rows)
+    result["this"] = _summary(runs["this"], rows)
+    result["speed_ratio_this_over_earlier_median"] = round(statistics.median(ratios), 3)
+    result["speed_ratio_range"] = [round(min(ratios), 3), round(max(ratios), 3)]
+    result["cpu_speed_ratio_median"] = round(statistics.median(cpu_ratios), 3)
+    result["cpu_speed_ratio_range"] = [round(min(cpu_ratios), 3), round(max(cpu_ratios), 3)]
+    result["cpus_allowed"] = sorted(os.sched_getaffinity(0))
+    result["cpu_count"] = os.cpu_count()
+    result["load_average_before"] = round(load_before, 2)
+    result["load_average"] = round(os.getloadavg()[0], 2)
+    return result
+
+
 def main() -> None:
     global _MATCHER
+    if len(sys.argv) == 5 and sys.argv[1] == "--worker":
+        worker(*sys.argv[2:])
+        return
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3, help="runs of each timing; best kept")
     parser.add_argument("--baseline-sample", type=int, default=200)
     parser.add_argument("--nltk-data", default=str(REPO / "results" / "wordnet" / "nltk_data"))
+    parser.add_argument(
+        "--compare-to",
+        metavar="REV",
+        help="measure against this earlier commit instead, interleaved in one run",
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="--compare-to: runs of each tree")
     args = parser.parse_args()
-    pa.set_cpu_count(1)
-    pa.set_io_thread_count(1)
+    if args.compare_to:
+        result = compare(args.compare_to, args.rows, args.rounds, args.nltk_data)
+        print(json.dumps(result) if args.json else json.dumps(result, indent=2))
+        return
+    match_process()
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0, 1]
     load_before = os.getloadavg()[0]
 
@@ -145,8 +286,6 @@ def main() -> None:
         "matches": matches,
         "index_build_s": round(build_s, 2),
         "one_process_s": round(one["wall_s"], 2),
-        "one_process_match_s": round(one["match_s"], 2),
-        "one_process_write_s": round(one["write_s"], 2),
         "one_process_cpu_s": round(one["cpu_s"], 2),
         "one_process_runs_s": [round(r["wall_s"], 2) for r in runs],
         "captions_per_s_per_core": round(args.rows / one["wall_s"]),

@@ -131,6 +131,18 @@ def test_clean_captions_keeps_row_indices():
     assert rows.tolist() == [0, 3] and texts.to_pylist() == ["x", "y"] and counts.rows == 4
 
 
+def test_blank_captions_are_whitespace_of_any_script():
+    """Whitespace-only captions (ASCII, ideographic U+3000, no-break U+00A0, line separator
+    U+2028) are skipped as empty; every row usable keeps the column as it is."""
+    raw = ["\u3000\u00a0", "\t\n ", "a\u3000b", "\u2028", "dog"]
+    rows, texts, counts = clean_captions(pa.array(raw))
+    assert rows.tolist() == [2, 4] and texts.to_pylist() == ["a\u3000b", "dog"]
+    assert counts.skipped["empty"] == 3
+    rows, texts, counts = clean_captions(pa.array(["dog", "a cat"], pa.large_string()))
+    assert rows.tolist() == [0, 1] and texts.type == pa.large_string()
+    assert texts.to_pylist() == ["dog", "a cat"] and counts.skipped["empty"] == 0
+
+
 @pytest.mark.parametrize(
     ("columns", "message"),
     [
@@ -383,3 +395,58 @@ def test_web_text_rule_on_entities_compatibility_forms_and_accents(matcher, tmp_
     assert (1, dog) in found and (3, dog) in found  # full-width DOG matches like dog
     cafe = {w for r, w in found if r == 0} & {w for r, w in found if r == 2}
     assert cafe  # café (entity) and café (combining accent) match the same lemma, 'cafe'
+
+
+@pytest.mark.parametrize("string_type", [pa.string(), pa.large_string()])
+def test_web_text_cleaned_together_equals_text_by_text(shared_data, string_type):
+    """``clean_web_text`` folds all non-ASCII texts as one string; it must equal the rule applied
+    to each text alone: real web captions, random code points from every plane (marks, Hangul
+    jamo that compose, compatibility forms), references that turn ASCII into non-ASCII, '&'
+    that starts no reference, and U+0000 inside a text (the separator of the fast path)."""
+    from imagenot.curate.match import clean_web_text
+
+    web = pq.read_table(shared_data / "web_captions_1000.parquet").column("TEXT").to_pylist()
+    rng = np.random.default_rng(11)
+    pool = np.concatenate(
+        [np.arange(32, 127), np.arange(0x300, 0x370), np.arange(0x1100, 0x1176), [0x26] * 20]
+    )
+    pool = np.concatenate([pool, rng.integers(0x80, 0x110000, 2000)])
+    pool = pool[(pool < 0xD800) | (pool > 0xDFFF)]
+    random = [
+        "".join(chr(int(c)) for c in rng.choice(pool, int(rng.integers(0, 30))))
+        for _ in range(2000)
+    ]
+    crafted = ["AT&T & co", "caf&eacute; &#x301;x &amp", "\u1100\u1161 jamo", "ﬁsh", None, ""]
+    texts = web + random + crafted
+    expected = [None if t is None else reference_clean(t) for t in texts]
+    assert clean_web_text(pa.array(texts, string_type)).to_pylist() == expected
+    with_nul = ["a\u0000b cafe\u0301", "e\u0301", "plain"]
+    assert clean_web_text(pa.array(with_nul, string_type)).to_pylist() == [
+        reference_clean(t) for t in with_nul
+    ]
+    sliced = pa.array(texts, string_type).slice(500, 1200)
+    assert clean_web_text(sliced).to_pylist() == expected[500:1700]
+
+
+def test_many_synsets_keep_codes_within_32_bits(monkeypatch):
+    """With 300,000 synsets a chunk holds at most 2**32 // 300,000 = 14,316 captions, so that
+    row * n_synsets + wnid stays within the 32-bit codes ``_expand`` sorts; matches across
+    several chunks (and the highest wnid indices) equal a direct lookup."""
+    n = 300_000
+    table = pa.table(
+        {"lemma": [f"w{i}" for i in range(n)], "wnid": [f"n{i:08d}" for i in range(n)]}
+    )
+    m = Matcher(LemmaIndex.from_lemma_table(table))
+    monkeypatch.setattr(match_module, "CHUNK_ROWS", 10**9)
+    monkeypatch.setattr(match_module, "TOKENISE_ROWS", 40_000)
+    rng = np.random.default_rng(3)
+    picks = rng.integers(n - 1000, n, size=(35_000, 3))  # the highest wnid indices
+    captions = [f"w{a} and w{b}, w{a} w{c}" for a, b, c in picks.tolist()]
+    pos, w = m.match_arrays(pa.array(captions))
+    got = list(zip(pos.tolist(), m.index.wnids.take(pa.array(w)).to_pylist(), strict=True))
+    expected = [
+        (row, wnid)
+        for row, ids in enumerate(picks.tolist())
+        for wnid in sorted({f"n{i:08d}" for i in ids})
+    ]
+    assert got == expected

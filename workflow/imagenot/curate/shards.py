@@ -86,11 +86,12 @@ def _as_binary(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     return column.cast(pa.large_binary())
 
 
-def _utf8_valid_mask(binary: pa.Array) -> np.ndarray:
-    """True where the value decodes as UTF-8 (nulls count as valid here)."""
+def _utf8_valid_mask(binary: pa.Array) -> tuple[np.ndarray, pa.Array | None]:
+    """True where the value decodes as UTF-8 (nulls count as valid here), and the whole column
+    as strings when every value does (the check is that cast, so it is kept, not repeated)."""
     try:
-        binary.cast(pa.large_string() if binary.type == pa.large_binary() else pa.string())
-        return np.ones(len(binary), dtype=bool)
+        text = binary.cast(pa.large_string() if binary.type == pa.large_binary() else pa.string())
+        return np.ones(len(binary), dtype=bool), text
     except pa.ArrowInvalid:
         pass
     # Slow path, only for batches that hold invalid bytes.
@@ -101,7 +102,7 @@ def _utf8_valid_mask(binary: pa.Array) -> np.ndarray:
                 value.decode("utf-8")
             except UnicodeDecodeError:
                 mask[i] = False
-    return mask
+    return mask, None
 
 
 def clean_captions(
@@ -113,16 +114,19 @@ def clean_captions(
     is_null = np.asarray(binary.is_null().to_numpy(zero_copy_only=False), dtype=bool)
     nbytes = pc.fill_null(pc.binary_length(binary), 0).to_numpy(zero_copy_only=False)
     too_long = ~is_null & (nbytes > max_caption_bytes)
-    valid_utf8 = _utf8_valid_mask(binary)
+    valid_utf8, as_text = _utf8_valid_mask(binary)
     invalid = ~is_null & ~too_long & ~valid_utf8
     usable = ~is_null & ~too_long & ~invalid
     rows = np.flatnonzero(usable)
     string_type = pa.large_string() if binary.type == pa.large_binary() else pa.string()
-    texts = binary.take(pa.array(rows)).cast(string_type)
-    blank = np.asarray(
-        pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(texts)), 0).to_numpy(zero_copy_only=False),
-        dtype=bool,
-    )
+    # Usually every row is usable: then the validated column is used as it is, with no copy.
+    if len(rows) == n and as_text is not None:
+        texts = as_text
+    else:
+        texts = binary.take(pa.array(rows)).cast(string_type)
+    # Blank: empty, or whitespace only (the same Unicode whitespace as utf8_trim_whitespace).
+    blank = pc.or_(pc.equal(pc.binary_length(texts), 0), pc.utf8_is_space(texts))
+    blank = np.asarray(blank.to_numpy(zero_copy_only=False), dtype=bool)
     counts = SkipCounts(rows=n)
     counts.skipped.update(
         null=int(is_null.sum()),
@@ -130,6 +134,8 @@ def clean_captions(
         invalid_utf8=int(invalid.sum()),
         too_long=int(too_long.sum()),
     )
+    if not blank.any():
+        return rows, texts, counts
     keep = ~blank
     return rows[keep], texts.filter(pa.array(keep)), counts
 

@@ -59,3 +59,58 @@ def test_modules_outside_training_and_evaluation_import_no_torch():
     assert run.returncode == 0, run.stderr[-3000:]
     # the first module (in this order) after whose import torch, torchvision or timm is loaded
     assert run.stdout.strip() == "", f"imports a heavy module: {run.stdout.strip()}"
+
+
+# The stages in the order data flows through them. A module may import the package's base
+# modules (imagenot.<module>.py) and the stages before its own, never one after it: "no upward
+# arrow" keeps each stage testable and reusable without the ones built on it (issue 25). The demo
+# and scale worlds come last: they are data sources that build on curation's normaliser, and
+# nothing below them knows they exist. Entry points (the CLI, the config check that imports every
+# stage's plan) sit above all stages.
+STAGE_ORDER = (
+    "curate",
+    "acquire",
+    "train",
+    "evaluate",
+    "analyse",
+    "figures",
+    "diagnostics",
+    "demo",
+)
+ENTRY_POINTS = {"cli", "stages", "validate_cli"}
+
+
+def _imported_modules(path) -> set[str]:
+    """Every imagenot module ``path`` imports, at module level or inside functions."""
+    import ast
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("imagenot"):
+            found.add(node.module)
+            if node.module == "imagenot":
+                found |= {f"imagenot.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("imagenot")}
+    return found
+
+
+def test_no_import_goes_up_the_stages():
+    from pathlib import Path
+
+    root = Path(imagenot.__file__).parent
+    stages = {p.name for p in root.iterdir() if (p / "__init__.py").is_file()}
+    assert stages == set(STAGE_ORDER), "a new stage package needs its place in STAGE_ORDER"
+    rank = {stage: i for i, stage in enumerate(STAGE_ORDER)}
+    upward = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).parts
+        if len(parts) == 1 and path.stem in ENTRY_POINTS:
+            continue
+        own = rank[parts[0]] if len(parts) > 1 else -1  # base modules: below every stage
+        for module in _imported_modules(path):
+            target = module.split(".")[1] if "." in module else ""
+            same = target == (parts[0] if len(parts) > 1 else None)
+            if target in rank and not same and rank[target] > own:
+                upward.append(f"{path.relative_to(root)} imports {module}")
+    assert not upward, "imports up the stages:\n" + "\n".join(upward)

@@ -23,6 +23,7 @@ STAGE_CLIS = (
     "imagenot.train.cli",
     "imagenot.evaluate.cli",
     "imagenot.analyse.cli",
+    "imagenot.figures.rankings_cli",
     "imagenot.figures.cli",
     "imagenot.diagnostics.cli",
     "imagenot.slurm_profile",

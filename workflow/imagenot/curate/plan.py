@@ -246,20 +246,26 @@ def check_query_template(template: str) -> None:
 
 
 def check_class_list(config: dict, dataset: str) -> None:
-    """Published-list mode: the list file reads as wnids, and (unless allowed) holds no ImageNet
-    class, since a contrast dataset must not share ImageNet's classes."""
+    """Published-list mode: the list file reads as wnids of WordNet 3.0 noun synsets (the
+    check of the curate-candidates job itself, :func:`imagenot.curate.candidates.
+    checked_class_list`), and (unless allowed) holds no ImageNet class, since a contrast dataset
+    must not share ImageNet's classes."""
     classes = config["datasets"][dataset].get("classes", "discover")
     if not isinstance(classes, dict):
         return
     from pathlib import Path
 
-    from imagenot.curate.candidates import read_class_list
-    from imagenot.wordnet import imagenet_wnids
+    from imagenot.curate.candidates import checked_class_list
+    from imagenot.wordnet import imagenet_wnids, wordnet_source
 
     path = classes["from_file"]
     if not Path(path).is_file():
         raise ValueError(f"config key datasets.{dataset}.classes.from_file: no file {path}")
-    listed = read_class_list(path)
+    try:
+        source = wordnet_source(config["wordnet"]["dict_dir"])
+    except FileNotFoundError as exc:
+        raise ValueError(f"config key datasets.{dataset}.classes.from_file: {exc}") from None
+    listed = checked_class_list(path, source)
     shared = sorted(set(listed) & set(imagenet_wnids()))
     if shared and not classes.get("allow_imagenet_classes", False):
         raise ValueError(

@@ -59,10 +59,11 @@ def test_published_list_with_imagenet_classes_is_refused_unless_allowed(repo_roo
     assert run.returncode == 0, run.stderr
 
 
-def test_the_shipped_configs_are_valid(repo_root, tmp_path):
+def test_the_shipped_configs_are_valid(repo_root, tmp_path, shared_data):
     """config.yaml as shipped; paper.yaml once its data paths point at folders that exist
     (benchmarks/bench_dag.py's placeholders, as `snakemake -n` plans it): as shipped, its
-    placeholder /data paths are refused, naming the key."""
+    placeholder /data paths are refused, naming the key. (paper.yaml's diagnostics read the
+    published class lists in the shared data folder.)"""
     from conftest import load_benchmark
 
     def run(*files):
@@ -250,3 +251,34 @@ def test_class_lists_the_curation_job_would_refuse_are_refused_before_any_job(
         with pytest.raises(ValueError) as job:
             build_candidates({}, wn, str(listed), 1, {}, "{name}", [])
         assert str(job.value) == checked
+
+
+@pytest.mark.parametrize(
+    ("line", "expect"),
+    [
+        ("n02084072", ":2: unknown id n02084072 (no such WordNet 3.0 noun synset)"),
+        ("v01168468", ":2: malformed WordNet noun id 'v01168468'"),
+    ],
+    ids=["unknown", "verb"],
+)
+def test_diagnostics_class_lists_the_wordnet_job_would_refuse_are_refused_first(
+    repo_root, tmp_path, wn, line, expect
+):
+    """diagnostics.class_lists: validate-config, `snakemake -n` and the wordnet-stats job's own
+    check give the same line."""
+    from imagenot.diagnostics import wordnet_stats as ws
+
+    listed = tmp_path / "published.txt"
+    listed.write_text(f"n02084071\n{line}\n")
+    checked, planned = _refusals(tmp_path, {"diagnostics": {"class_lists": {"mine": str(listed)}}})
+    assert checked == planned and checked.startswith(f"{listed}{expect}"), (checked, planned)
+    with pytest.raises(ws.ClassListError) as job:
+        ws.resolve_classes(wn, ws.read_class_entries(listed), str(listed))
+    assert str(job.value) == checked
+    missing = {"diagnostics": {"class_lists": {"mine": str(tmp_path / "gone.txt")}}}
+    checked, planned = _refusals(tmp_path, missing)
+    assert (
+        checked
+        == planned
+        == f"config key diagnostics.class_lists.mine: no file {tmp_path}/gone.txt"
+    )

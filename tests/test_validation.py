@@ -210,11 +210,28 @@ def test_every_kind_with_its_required_keys_is_accepted(repo_root, tmp_path):
     assert run.returncode == 0, run.stderr
 
 
-def test_a_dataset_path_that_is_not_a_directory_is_refused(repo_root, tmp_path):
-    spec = {"kind": "imagefolder", "path": str(tmp_path / "nowhere")}
-    run = _validate(tmp_path, yaml.safe_dump({"datasets": {"extra": spec}}))
-    assert run.returncode == 2
-    assert f"datasets.extra.path: {tmp_path / 'nowhere'} does not exist" in run.stderr
+def test_a_dataset_path_that_is_not_a_directory_is_refused_until_materialised(tmp_path):
+    """The materialisation job reads the path; once the dataset is materialised (its manifest
+    under results/) the data may be gone, and the config is still valid there."""
+    from imagenot.acquire import plan as acquire_plan
+    from imagenot.config import validate_config
+
+    config = validate_config(
+        {"datasets": {"extra": {"kind": "imagefolder", "path": str(tmp_path / "nowhere")}}}
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(work)
+        with pytest.raises(ValueError, match=r"datasets.extra.path: .*nowhere does not exist"):
+            acquire_plan.check(config)
+        (tmp_path / "nowhere").write_text("")
+        with pytest.raises(ValueError, match=r"datasets.extra.path: .*nowhere is not a directory"):
+            acquire_plan.check(config)
+        manifest = work / acquire_plan.dataset_dir("extra") / "manifest.parquet"
+        manifest.parent.mkdir(parents=True)
+        manifest.write_bytes(b"")
+        acquire_plan.check(config)  # materialised: the data is no longer read
 
 
 def _imagenet_first() -> str:

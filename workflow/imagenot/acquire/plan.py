@@ -257,9 +257,10 @@ def check(config: dict) -> None:
     """Each dataset against its kind's declaration in the registry
     (:class:`imagenot.acquire.kinds.DatasetKind` ``keys``, ``required_keys``): a required key
     set, no key the kind would ignore, and a ``path`` that is a directory (what the
-    materialisation job reads; one stat, so every job's own planning can afford it). Raises
-    ValueError naming ``datasets.<name>.<key>``, before planning reads the keys (without this a
-    missing ``path`` stops the DAG as a KeyError)."""
+    materialisation job reads; one stat, so every job's own planning can afford it) unless the
+    dataset is materialised already (its manifest under results/: the data may be gone, as on
+    a machine that only analyses). Raises ValueError naming ``datasets.<name>.<key>``, before
+    planning reads the keys (without this a missing ``path`` stops the DAG as a KeyError)."""
     from pathlib import Path
 
     for name, spec in config.get("datasets", {}).items():
@@ -278,7 +279,8 @@ def check(config: dict) -> None:
                     f"config key datasets.{name}.{ignored[0]} does not apply to kind {kind!r} "
                     f"(its keys: {', '.join(entry.keys)})"
                 )
-        if "path" in spec and not Path(spec["path"]).is_dir():
+        built = Path(dataset_dir(name), "manifest.parquet").is_file()
+        if "path" in spec and not built and not Path(spec["path"]).is_dir():
             what = "is not a directory" if Path(spec["path"]).exists() else "does not exist"
             raise ValueError(f"config key datasets.{name}.path: {spec['path']} {what}")
 

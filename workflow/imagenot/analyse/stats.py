@@ -253,14 +253,6 @@ enumerated or 10^6-permutation null), so the permutation test is the better of t
 PERMUTATIONS = 20_000
 
 
-def _pearson_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Pearson r of each row of ``x`` (..., n) with the vector ``y`` (n)."""
-    xc = x - x.mean(axis=-1, keepdims=True)
-    yc = y - y.mean()
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (xc * yc).sum(axis=-1) / np.sqrt((xc * xc).sum(axis=-1) * (yc @ yc))
-
-
 def correlation_tests(a: np.ndarray, b: np.ndarray, seed: int = 0) -> dict[str, Any]:
     """Kendall tau-b, Spearman rho and Pearson r of two accuracy vectors, with two-sided
     p-values that are exact where the number of models is small.
@@ -300,20 +292,35 @@ def correlation_tests(a: np.ndarray, b: np.ndarray, seed: int = 0) -> dict[str, 
     }
     if n > PERMUTATION_MAX_MODELS:
         return out
+    # Re-pairing keeps each vector's values, so every denominator (spreads, tied pairs) is a
+    # constant: each statistic of a batch of pairings is one product with b's side.
     ra, rb = stats.rankdata(a), stats.rankdata(b)
-    i, j = np.triu_indices(n, 1)
-    sb = np.sign(b[i] - b[j])
+    ac, bc, rac, rbc = a - a.mean(), b - b.mean(), ra - ra.mean(), rb - rb.mean()
+    pairs = n * (n - 1) / 2
+
+    def untied(v: np.ndarray) -> float:
+        counts = np.unique(v, return_counts=True)[1]
+        return pairs - float((counts * (counts - 1) / 2).sum())
+
+    tau_den = np.sqrt(untied(a) * untied(b))
+    rho_den = np.sqrt((rac @ rac) * (rbc @ rbc))
+    r_den = np.sqrt((ac @ ac) * (bc @ bc))
+    # Kendall's C - D over the pairs (m, m + k), one offset k at a time, on a's dense ranks as
+    # int8 (at most PERMUTATION_MAX_MODELS < 127), models x pairings so that the slices are
+    # contiguous: 20x faster than float gathers of every pair (30 models, 20,000 pairings).
+    dense = stats.rankdata(a, method="dense").astype(np.int8)
+    sb = [np.sign(b[:-k] - b[k:]).astype(np.int8)[:, None] for k in range(1, n)]
 
     def statistic(idx: np.ndarray, axis: int = -1) -> np.ndarray:
         """(tau-b, rho, r) of ``a`` re-paired by the index rows ``idx`` against ``b``."""
         idx = np.moveaxis(idx, axis, -1)
-        ap = a[idx]
-        sa = np.sign(ap[..., i] - ap[..., j])
-        with np.errstate(invalid="ignore", divide="ignore"):
-            tau_b = (sa * sb).sum(axis=-1) / np.sqrt(
-                np.count_nonzero(sa, axis=-1) * np.count_nonzero(sb)
-            )
-        return np.stack([tau_b, _pearson_rows(ra[idx], rb), _pearson_rows(ap, b)], axis=-1)
+        flat = idx.reshape(-1, n)
+        dt = np.ascontiguousarray(dense[flat].T)
+        num = np.zeros(len(flat), dtype=np.int64)
+        for k in range(1, n):
+            num += (np.sign(dt[:-k] - dt[k:]) * sb[k - 1]).sum(axis=0, dtype=np.int64)
+        out = np.stack([num / tau_den, rac[flat] @ rbc / rho_den, ac[flat] @ bc / r_den], axis=-1)
+        return out.reshape(*idx.shape[:-1], 3)
 
     exact = n <= EXACT_MAX_MODELS
     reps = math.factorial(n) if exact else PERMUTATIONS
@@ -323,7 +330,7 @@ def correlation_tests(a: np.ndarray, b: np.ndarray, seed: int = 0) -> dict[str, 
         permutation_type="pairings",
         vectorized=True,
         n_resamples=reps,
-        batch=max(1, 2_000_000 // (n * n)),
+        batch=max(1, 2_000_000 // n),
         rng=np.random.default_rng(seed),
     )
     out["kendall_p"], out["spearman_p"], out["pearson_p"] = (float(p) for p in res.pvalue)

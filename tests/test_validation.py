@@ -270,6 +270,18 @@ def test_class_lists_the_curation_job_would_refuse_are_refused_before_any_job(
         assert str(job.value) == checked
 
 
+def test_a_wordnet_source_the_prepare_job_would_refuse_is_refused_first(repo_root, tmp_path):
+    from imagenot.wordnet import prepare_nltk_wordnet
+
+    empty = tmp_path / "dict"
+    empty.mkdir()
+    checked, planned = _refusals(tmp_path, {"wordnet": {"dict_dir": str(empty)}})
+    assert checked == planned, (checked, planned)
+    with pytest.raises(FileNotFoundError) as job:
+        prepare_nltk_wordnet(tmp_path / "nltk", empty)
+    assert checked == f"config key wordnet.dict_dir: {job.value}"
+
+
 @pytest.mark.parametrize(
     ("line", "expect"),
     [

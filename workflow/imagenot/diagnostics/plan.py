@@ -71,18 +71,17 @@ def check(config: dict) -> None:
         return
     from pathlib import Path
 
+    from imagenot.curate.plan import wordnet_dir
     from imagenot.diagnostics import wordnet_stats as ws
-    from imagenot.wordnet import wordnet_source
 
     for key, path in lists.items():
         if not Path(path).is_file():
             raise ValueError(f"config key diagnostics.{key}: no file {path}")
         try:
             entries = ws.read_class_entries(path)
-            source = wordnet_source(config["wordnet"]["dict_dir"])
         except (OSError, UnicodeDecodeError, KeyError) as exc:
             raise ValueError(f"config key diagnostics.{key}: {path}: {exc}") from None
-        ws.check_class_entries(entries, path, source)
+        ws.check_class_entries(entries, path, wordnet_dir(config))
 
 
 def class_list_file(config: dict, subject: str) -> str:

@@ -73,6 +73,16 @@ def wordnet_source(dict_dir: str | os.PathLike | None = None) -> Path:
     return source
 
 
+def wordnet_for_checks(dict_dir: str | os.PathLike | None = None) -> Path:
+    """A WordNet 3.0 dict directory for the config checks: ``dict_dir``; else Debian's when
+    complete, found without importing nltk (seconds, and every cluster job's Snakemake runs the
+    checks), since the job then succeeds from either source; else :func:`wordnet_source`'s
+    (nltk's corpus). Same errors as :func:`wordnet_source`."""
+    if not dict_dir and all((DEBIAN_WORDNET / name).exists() for name in _REQUIRED):
+        return DEBIAN_WORDNET
+    return wordnet_source(dict_dir)
+
+
 def unknown_noun_synsets(
     wordnet_dir: str | os.PathLike, wnids: list[str] | tuple[str, ...]
 ) -> list[str]:

@@ -82,10 +82,10 @@ def wordnet_dir(config: dict):
     else Debian's), which the config checks read too; ValueError naming ``wordnet.dict_dir``
     when it lacks a file, as that job would fail (it reruns when ``dict_dir`` changes, so a
     corpus prepared before does not excuse a wrong one)."""
-    from imagenot.wordnet import wordnet_source
+    from imagenot.wordnet import wordnet_for_checks
 
     try:
-        return wordnet_source(config["wordnet"]["dict_dir"])
+        return wordnet_for_checks(config["wordnet"]["dict_dir"])
     except FileNotFoundError as exc:
         raise ValueError(f"config key wordnet.dict_dir: {exc}") from None
 

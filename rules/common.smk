@@ -112,11 +112,15 @@ STAGE_PLANS = stage_plans()
 # Validate before any job runs: the config files' YAML (a duplicated key is an error), the JSON
 # schema (defaults filled), then the cross-key checks the schema cannot express (each stage plan's
 # `check`). A wrong key or value stops here, naming it. `imagenot validate-config` runs the same.
-for configfile in workflow.configfiles:
-    read_config_file(configfile)
 # The checks against results on disk (the preregistration record) run in the main process only:
-# a cluster job's own Snakemake would repeat them while other jobs update the record.
-check_workflow_config(config, against_results=workflow.is_main_process)
+# a cluster job's own Snakemake would repeat them while other jobs update the record. A refusal
+# is one line, the message validate-config prints, without a traceback.
+try:
+    for configfile in workflow.configfiles:
+        read_config_file(configfile)
+    check_workflow_config(config, against_results=workflow.is_main_process)
+except ValueError as exc:  # ConfigError included
+    raise SystemExit(f"invalid workflow config: {exc}") from None
 
 # The one protocol constraint of every rule with a {protocol} wildcard (the Snakefile's global
 # wildcard_constraints): the configured train.experiments' protocols.

@@ -37,7 +37,7 @@ def wide(df, dataset):
 @pytest.mark.parametrize("trial", range(5))
 def test_statistics_match_scipy_and_statsmodels(trial):
     rng = np.random.default_rng(trial)
-    df = random_table(rng, models=12)  # above 10 models the p-values are scipy's asymptotic
+    df = random_table(rng, models=stats.PERMUTATION_MAX_MODELS + 2)  # scipy's asymptotic p
     rep = rankings_report(validate_table(df), "ref", baseline="m0", reps=0)
     ref, a = wide(df, "ref"), wide(df, "a")
     a = a.reindex(ref.index)
@@ -87,7 +87,15 @@ def test_across_datasets_means_and_error_spearman():
     assert set(pairs) == {("ref", "a"), ("ref", "b"), ("a", "b")}
     res = sps.spearmanr(100 - mat["a"], 100 - mat["b"])
     assert pairs["a", "b"]["rho"] == pytest.approx(res.statistic)
-    assert pairs["a", "b"]["p"] == pytest.approx(res.pvalue)
+    # seven models: the p-value of all 5,040 pairings (scipy's t approximation is not exact)
+    exact = sps.permutation_test(
+        (100 - mat["a"].to_numpy(),),
+        lambda u: sps.spearmanr(u, 100 - mat["b"].to_numpy()).statistic,
+        permutation_type="pairings",
+        n_resamples=np.inf,
+    )
+    assert pairs["a", "b"]["p"] == pytest.approx(exact.pvalue, abs=1e-12)
+    assert pairs["a", "b"]["p_method"] == "exact: all 5040 pairings"
 
 
 def test_probit_and_logit_axes_fit_transformed_accuracies():

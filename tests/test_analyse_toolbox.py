@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 
 import numpy as np
 import pandas as pd
@@ -180,34 +181,154 @@ def test_spearman_p_for_four_models_is_exact():
     x = report_of(df, "r")["datasets"]["x"]
     assert x["spearman_rho"] == pytest.approx(1.0)
     assert x["spearman_p"] == pytest.approx(2 / 24)  # scipy's t approximation says 0.0
-    assert x["kendall_p"] == pytest.approx(2 / 24)
-    assert x["p_method"] == "exact: all 24 permutations"
+    assert x["kendall_p"] == x["pearson_p"] == pytest.approx(2 / 24)
+    assert x["p_method"] == "exact: all 24 pairings"
 
 
 @pytest.mark.parametrize("models", [5, 6])
-def test_small_sample_pvalues_equal_scipys_exact_permutation_test(models):
+def test_correlation_tests_equal_scipys_permutation_test(models):
     rng = np.random.default_rng(models)
     a = rng.normal(size=models)
     b = np.round(a + rng.normal(size=models), 1)
-    b[1] = b[2]  # a tie
-    got = stats.small_sample_pvalues(a, b)
-    ra, rb = sps.rankdata(a), sps.rankdata(b)
-    rho = sps.permutation_test(
-        (ra,),
-        lambda u: sps.spearmanr(u, rb).statistic,
-        permutation_type="pairings",
-        n_resamples=np.inf,
+    b[1] = b[2]  # a tie in each vector
+    a[3] = a[4]
+    got = stats.correlation_tests(a, b, seed=3)
+    for key, f in (
+        ("spearman_p", lambda u: sps.spearmanr(u, b).statistic),
+        ("kendall_p", lambda u: sps.kendalltau(u, b).statistic),
+        ("pearson_p", lambda u: sps.pearsonr(u, b).statistic),
+    ):
+        ref = sps.permutation_test((a,), f, permutation_type="pairings", n_resamples=np.inf)
+        assert got[key] == pytest.approx(ref.pvalue, abs=1e-12), key
+    assert got["p_method"] == f"exact: all {math.factorial(models)} pairings"
+    assert got["spearman_rho"] == pytest.approx(sps.spearmanr(a, b).statistic)
+    assert got["kendall_tau"] == pytest.approx(sps.kendalltau(a, b).statistic)
+    assert got["pearson_r"] == pytest.approx(sps.pearsonr(a, b).statistic)
+
+
+@pytest.mark.parametrize("models", [12, stats.PERMUTATION_MAX_MODELS])
+def test_correlation_tests_between_the_thresholds_draw_random_pairings(models):
+    """Without ties, scipy's exact Kendall p-value is the permutation distribution's: the
+    seeded random pairings land within their Monte Carlo error of it (sd <= 0.0036)."""
+    rng = np.random.default_rng(models)
+    a = rng.normal(size=models)
+    b = a + rng.normal(0, 2.5, size=models)
+    got = stats.correlation_tests(a, b, seed=1)
+    assert got["p_method"] == f"permutation: {stats.PERMUTATIONS} random pairings, seed 1"
+    exact = sps.kendalltau(a, b, method="exact").pvalue
+    assert 0.01 < exact < 0.99  # a p-value with Monte Carlo error to speak of
+    assert got["kendall_p"] == pytest.approx(exact, abs=0.015)
+    assert got == stats.correlation_tests(a, b, seed=1)  # seeded
+
+
+def test_correlation_tests_above_the_threshold_and_undefined():
+    n = stats.PERMUTATION_MAX_MODELS + 1
+    a = np.arange(n, dtype=float)
+    b = a + np.random.default_rng(0).normal(0, 5, n)
+    got = stats.correlation_tests(a, b)
+    assert got["p_method"] == "asymptotic (scipy)"
+    assert got["spearman_p"] == pytest.approx(sps.spearmanr(a, b).pvalue)
+    undefined = stats.correlation_tests(np.ones(5), np.arange(5.0))
+    assert undefined["p_method"].startswith("undefined")
+    assert np.isnan(undefined["spearman_p"]) and np.isnan(undefined["kendall_tau"])
+
+
+def brute_force_p(a, b, statistic):
+    """Two-sided p over all pairings, as scipy defines it: 2 x the smaller tail, at most 1."""
+    obs = statistic(a, b)
+    null = np.array([statistic(np.array(p), b) for p in itertools.permutations(a)])
+    tol = 1e-12 * max(1.0, abs(obs))
+    return min(1.0, 2 * min(np.mean(null >= obs - tol), np.mean(null <= obs + tol)))
+
+
+def test_every_p_value_of_every_section_is_exact_for_four_models(tmp_path, capsys):
+    """Issue 26: per dataset, subsets, aggregates, correlation averages and error correlations.
+
+    Walks the whole ``imagenot rankings --json`` report: every dict holding a p-value names its
+    method, and on four models every p-value is the enumerated one (perfectly agreeing ranks:
+    2/24 = 0.083, where scipy's approximations say 0.0).
+    """
+    acc = {
+        "ref": [80, 70, 60, 50],
+        "same": [40, 35, 30, 20],  # the reference's order
+        "swap": [62, 66, 50, 41],  # the first two swapped
+        "reversed": [20, 30, 35, 50],
+        "noisy": [71, 69, 70, 52],
+    }
+    df = pd.DataFrame(
+        [
+            {"model": m, "dataset": d, "accuracy": float(v), "n": 1000}
+            for d, values in acc.items()
+            for m, v in zip("abcd", values, strict=True)
+        ]
     )
-    tau = sps.permutation_test(
-        (a,),
-        lambda u: sps.kendalltau(u, b).statistic,
-        permutation_type="pairings",
-        n_resamples=np.inf,
+    path = tmp_path / "four.csv"
+    df.to_csv(path, index=False)
+    assert (
+        main(
+            [
+                "rankings",
+                str(path),
+                "--json",
+                "--bootstrap-reps",
+                "0",
+                "--min-reference-accuracy",
+                "55",
+                "--aggregate",
+                "same",
+                "swap",
+                "reversed",
+                "noisy",
+            ]
+        )
+        == 0
     )
-    assert got["spearman_p"] == pytest.approx(rho.pvalue, abs=1e-12)
-    assert got["kendall_p"] == pytest.approx(tau.pvalue, abs=1e-12)
-    assert stats.small_sample_pvalues(np.arange(11.0), np.arange(11.0)) is None
-    assert stats.small_sample_pvalues(np.ones(5), np.arange(5.0)) is None  # undefined
+    rep = json.loads(capsys.readouterr().out)
+    found = []
+
+    def walk(node, where):
+        if isinstance(node, dict):
+            ps = [k for k in node if k == "p" or k.endswith("_p")]
+            if ps:
+                found.append((where, node, ps))
+            for k, v in node.items():
+                walk(v, f"{where}.{k}")
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, f"{where}[{i}]")
+
+    walk(rep, "report")
+    sections = {where.split(".")[1].split("[")[0] for where, _, _ in found}
+    assert sections == {"datasets", "across_datasets", "error_spearman"}, sections
+    wide = pd.DataFrame(acc, index=list("abcd"))
+    funcs = {
+        "kendall_p": lambda u, v: sps.kendalltau(u, v).statistic,
+        "spearman_p": lambda u, v: sps.spearmanr(u, v).statistic,
+        "pearson_p": lambda u, v: sps.pearsonr(u, v).statistic,
+        "p": lambda u, v: sps.spearmanr(u, v).statistic,
+    }
+    checked = 0
+    for where, node, ps in found:
+        assert node["p_method"] == "exact: all 24 pairings", where
+        if where.startswith("report.datasets."):
+            d = where.split(".")[2]
+            u, v = wide[d], wide["ref"]
+        elif ".with_mean_of_others." in where:
+            d = where.split(".")[-1]
+            others = [c for c in ("same", "swap", "reversed", "noisy") if c != d]
+            u, v = wide[d], wide[others].mean(axis=1)
+        else:
+            u, v = 100 - wide[node["a"]], 100 - wide[node["b"]]
+        for key in ps:
+            expect = brute_force_p(u.to_numpy(), v.to_numpy(), funcs[key])
+            assert node[key] == pytest.approx(expect, abs=1e-12), (where, key)
+            assert node[key] >= 2 / 24, (where, key)  # never 0 with four models
+            checked += 1
+    # 4 compared datasets x 3, 4 aggregated datasets x 3, 10 dataset pairs
+    assert checked == 4 * 3 + 4 * 3 + 10
+    same = rep["datasets"]["same"]
+    assert same["spearman_p"] == same["kendall_p"] == same["pearson_p"] == pytest.approx(2 / 24)
+    assert "slope" in same["ols_subset"]  # the subset fit is computed (intervals, no p-value)
 
 
 # ------------------------------------------------------------------------------ bootstrap

@@ -59,15 +59,33 @@ def test_published_list_with_imagenet_classes_is_refused_unless_allowed(repo_roo
     assert run.returncode == 0, run.stderr
 
 
-def test_the_shipped_configs_are_valid(repo_root):
-    for name in ("config.yaml", "paper.yaml"):
-        run = subprocess.run(
-            [sys.executable, "-m", "imagenot.cli", "validate-config", f"config/{name}"],
+def test_the_shipped_configs_are_valid(repo_root, tmp_path, shared_data):
+    """config.yaml as shipped; paper.yaml once its data paths point at folders that exist
+    (benchmarks/bench_dag.py's placeholders, as `snakemake -n` plans it): as shipped, its
+    placeholder /data paths are refused, naming the key. (paper.yaml's diagnostics read the
+    published class lists in the shared data folder.)"""
+    from conftest import load_benchmark
+
+    def run(*files):
+        return subprocess.run(
+            [sys.executable, "-m", "imagenot.cli", "validate-config", *files],
             capture_output=True,
             text=True,
             cwd=repo_root,
         )
-        assert run.returncode == 0 and "valid" in run.stdout, run.stderr
+
+    for files in (["config/config.yaml"], ["config/scale.yaml"]):
+        done = run(*files)
+        assert done.returncode == 0 and "valid" in done.stdout, done.stderr
+    paper = yaml.safe_load((repo_root / "config" / "paper.yaml").read_text())
+    overlay = tmp_path / "placeholders.yaml"
+    placeholders = load_benchmark("bench_dag").placeholder_overlay(tmp_path / "inputs", paper)
+    overlay.write_text(yaml.safe_dump(placeholders))
+    done = run("config/paper.yaml", str(overlay))
+    assert done.returncode == 0 and "valid" in done.stdout, done.stderr
+    if not (repo_root / paper["datasets"]["imagenet"]["path"]).is_dir():
+        done = run("config/paper.yaml")
+        assert done.returncode == 2 and "datasets.imagenet.path" in done.stderr, done.stderr
 
 
 def test_the_workflow_refuses_what_validate_config_refuses(repo_root, tmp_path):
@@ -90,3 +108,206 @@ def test_the_workflow_refuses_what_validate_config_refuses(repo_root, tmp_path):
     )
     assert run.returncode != 0
     assert "curate.query_template" in run.stdout + run.stderr
+
+
+# ------------------------------------------------------------------------------------------
+# Issue 26: what the workflow would refuse (at planning or in a job), validate-config refuses
+# first, with the same message. Bad datasets are generated from the registry's declarations.
+
+
+def _refusals(tmp_path, overlay: dict) -> tuple[str, str]:
+    """The message of validate-config (after the config files it names) and of `snakemake -n`
+    (after "invalid workflow config: ") for the same overlay; both refuse before any job."""
+    path = tmp_path / "overlay.yaml"
+    path.write_text(yaml.safe_dump(overlay))
+    checked = _validate(tmp_path, path.read_text())
+    assert checked.returncode == 2, checked.stdout
+    assert "Traceback" not in checked.stderr and len(checked.stderr.strip().splitlines()) == 1
+    planned = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--configfile", "config/config.yaml", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert planned.returncode != 0, planned.stdout
+    out = planned.stdout + planned.stderr
+    assert "Traceback" not in out and "KeyError" not in out, out[-2000:]
+    lines = [line for line in out.splitlines() if line.startswith("invalid workflow config: ")]
+    assert len(lines) == 1, out[-2000:]
+    return checked.stderr.strip().split(f"{path}: ", 1)[1], lines[0].split(": ", 1)[1]
+
+
+def _kind_cases():
+    from imagenot.acquire.kinds import DATASET_KINDS
+
+    schema_keys = set(_dataset_schema_keys())
+    cases = []
+    for kind, entry in DATASET_KINDS.items():
+        for key in entry.required_keys:
+            cases.append(pytest.param(kind, "drop", key, id=f"{kind}-without-{key}"))
+        if entry.keys is not None:
+            foreign = sorted(schema_keys - {"kind", "description", *entry.keys})
+            if foreign:
+                cases.append(pytest.param(kind, "add", foreign[0], id=f"{kind}-with-{foreign[0]}"))
+    return cases
+
+
+def _dataset_schema_keys() -> list[str]:
+    from imagenot.config import load_schema
+
+    return list(load_schema("datasets.schema.yaml")["additionalProperties"]["properties"])
+
+
+# A valid value of each key a kind may require or be given; a kind declaring a new required
+# key makes _valid_spec fail until the key gets a value here.
+def _values(tmp_path) -> dict:
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    return {
+        "path": str(data),
+        "classes": "discover",
+        "n_classes": 10,
+        "images_per_class": 5,
+        "allow_fewer": True,
+        "max_train_per_class": 3,
+        "image_size": 32,
+        "test_per_class": 2,
+        "val_per_class": 1,
+    }
+
+
+def _valid_spec(kind: str, tmp_path) -> dict:
+    from imagenot.acquire.kinds import DATASET_KINDS
+
+    values = _values(tmp_path)
+    entry = DATASET_KINDS.entry(kind)
+    missing = sorted(set(entry.required_keys) - set(values))
+    assert not missing, f"give required key(s) {missing} of kind {kind!r} a value in _values"
+    return {"kind": kind, **{key: values[key] for key in entry.required_keys}}
+
+
+@pytest.mark.parametrize(("kind", "change", "key"), _kind_cases())
+def test_each_kind_refuses_a_missing_required_or_ignored_key_as_the_workflow_does(
+    repo_root, tmp_path, kind, change, key
+):
+    spec = _valid_spec(kind, tmp_path)
+    if change == "drop":
+        del spec[key]
+        expect = f"config key datasets.extra.{key} is required for kind {kind!r}"
+    else:
+        spec[key] = _values(tmp_path)[key]
+        expect = f"config key datasets.extra.{key} does not apply to kind {kind!r}"
+    checked, planned = _refusals(tmp_path, {"datasets": {"extra": spec}})
+    assert checked == planned and checked.startswith(expect), (checked, planned)
+
+
+def test_every_kind_with_its_required_keys_is_accepted(repo_root, tmp_path):
+    """The control: the generated configs differ from accepted ones only in the changed key."""
+    from imagenot.acquire.kinds import DATASET_KINDS
+
+    specs = {f"d{i}": _valid_spec(kind, tmp_path) for i, kind in enumerate(DATASET_KINDS)}
+    run = _validate(tmp_path, yaml.safe_dump({"datasets": specs}))
+    assert run.returncode == 0, run.stderr
+
+
+def test_a_dataset_path_that_is_not_a_directory_is_refused_until_materialised(tmp_path):
+    """The materialisation job reads the path; once the dataset is materialised (its manifest
+    under results/) the data may be gone, and the config is still valid there."""
+    from imagenot.acquire import plan as acquire_plan
+    from imagenot.config import validate_config
+
+    config = validate_config(
+        {"datasets": {"extra": {"kind": "imagefolder", "path": str(tmp_path / "nowhere")}}}
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(work)
+        with pytest.raises(ValueError, match=r"datasets.extra.path: .*nowhere does not exist"):
+            acquire_plan.check(config)
+        (tmp_path / "nowhere").write_text("")
+        with pytest.raises(ValueError, match=r"datasets.extra.path: .*nowhere is not a directory"):
+            acquire_plan.check(config)
+        manifest = work / acquire_plan.dataset_dir("extra") / "manifest.parquet"
+        manifest.parent.mkdir(parents=True)
+        manifest.write_bytes(b"")
+        acquire_plan.check(config)  # materialised: the data is no longer read
+
+
+def _imagenet_first() -> str:
+    from imagenot.wordnet import imagenet_wnids
+
+    return imagenet_wnids()[0]
+
+
+@pytest.mark.parametrize(
+    ("second", "expect"),
+    [
+        ("n02084072", "line 2: n02084072 is not a noun synset of WordNet 3.0"),  # one byte off dog
+        ("v01168468", "line 2: 'v01168468' is not a noun wnid"),  # a verb synset
+        ("n12345", "line 2: 'n12345' is not a noun wnid"),
+        (None, "1 ImageNet class(es) in the class list of dataset 'listed'"),
+    ],
+    ids=["unknown", "verb", "malformed", "imagenet"],
+)
+def test_class_lists_the_curation_job_would_refuse_are_refused_before_any_job(
+    repo_root, tmp_path, wn, second, expect
+):
+    """Unknown, non-noun and ImageNet wnids: validate-config and `snakemake -n` give the same
+    line naming the file, the line and the wnid; the curate-candidates job, given the list
+    anyway, refuses it with that line too (it used to end in an AttributeError)."""
+    from imagenot.curate.candidates import build_candidates
+
+    listed = tmp_path / "classes.txt"
+    listed.write_text(f"n02084071\n{second or _imagenet_first()}\n")
+    spec = {"kind": "laion", "classes": {"from_file": str(listed)}}
+    checked, planned = _refusals(tmp_path, {"datasets": {"listed": spec}})
+    assert checked == planned and expect in checked, (checked, planned)
+    if second is not None:
+        assert checked.startswith(f"{listed}, line 2: ")
+        with pytest.raises(ValueError) as job:
+            build_candidates({}, wn, str(listed), 1, {}, "{name}", [])
+        assert str(job.value) == checked
+
+
+def test_a_wordnet_source_the_prepare_job_would_refuse_is_refused_first(repo_root, tmp_path):
+    from imagenot.wordnet import prepare_nltk_wordnet
+
+    empty = tmp_path / "dict"
+    empty.mkdir()
+    checked, planned = _refusals(tmp_path, {"wordnet": {"dict_dir": str(empty)}})
+    assert checked == planned, (checked, planned)
+    with pytest.raises(FileNotFoundError) as job:
+        prepare_nltk_wordnet(tmp_path / "nltk", empty)
+    assert checked == f"config key wordnet.dict_dir: {job.value}"
+
+
+@pytest.mark.parametrize(
+    ("line", "expect"),
+    [
+        ("n02084072", ":2: unknown id n02084072 (no such WordNet 3.0 noun synset)"),
+        ("v01168468", ":2: malformed WordNet noun id 'v01168468'"),
+    ],
+    ids=["unknown", "verb"],
+)
+def test_diagnostics_class_lists_the_wordnet_job_would_refuse_are_refused_first(
+    repo_root, tmp_path, wn, line, expect
+):
+    """diagnostics.class_lists: validate-config, `snakemake -n` and the wordnet-stats job's own
+    check give the same line."""
+    from imagenot.diagnostics import wordnet_stats as ws
+
+    listed = tmp_path / "published.txt"
+    listed.write_text(f"n02084071\n{line}\n")
+    checked, planned = _refusals(tmp_path, {"diagnostics": {"class_lists": {"mine": str(listed)}}})
+    assert checked == planned and checked.startswith(f"{listed}{expect}"), (checked, planned)
+    with pytest.raises(ws.ClassListError) as job:
+        ws.resolve_classes(wn, ws.read_class_entries(listed), str(listed))
+    assert str(job.value) == checked
+    missing = {"diagnostics": {"class_lists": {"mine": str(tmp_path / "gone.txt")}}}
+    checked, planned = _refusals(tmp_path, missing)
+    assert (
+        checked
+        == planned
+        == f"config key diagnostics.class_lists.mine: no file {tmp_path}/gone.txt"
+    )

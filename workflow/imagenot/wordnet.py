@@ -47,14 +47,65 @@ def lexnames_text() -> str:
 
 
 def _existing_nltk_wordnet() -> Path | None:
-    import nltk
-
+    try:
+        import nltk
+    except ImportError:  # planning may run where nltk is not installed: Debian's copy then
+        return None
     try:
         found = nltk.data.find("corpora/wordnet")
     except LookupError:
         return None
     path = Path(str(found))
     return path if path.is_dir() else None
+
+
+def wordnet_source(dict_dir: str | os.PathLike | None = None) -> Path:
+    """The WordNet 3.0 dict directory the workflow reads (``wordnet.dict_dir``; else nltk's
+    installed corpus; else Debian's ``/usr/share/wordnet``), with every file nltk needs; else
+    FileNotFoundError naming the missing file and the packages that hold it."""
+    source = Path(dict_dir) if dict_dir else (_existing_nltk_wordnet() or DEBIAN_WORDNET)
+    for name in _REQUIRED:
+        if not (source / name).exists():
+            raise FileNotFoundError(
+                f"WordNet file {source / name} is missing: install Debian packages "
+                "wordnet-base and wordnet-sense-index, or set config key wordnet.dict_dir"
+            )
+    return source
+
+
+def wordnet_for_checks(dict_dir: str | os.PathLike | None = None) -> Path:
+    """A WordNet 3.0 dict directory for the config checks: ``dict_dir``; else Debian's when
+    complete, found without importing nltk (seconds, and every cluster job's Snakemake runs the
+    checks), since the job then succeeds from either source; else :func:`wordnet_source`'s
+    (nltk's corpus). Same errors as :func:`wordnet_source`."""
+    if not dict_dir and all((DEBIAN_WORDNET / name).exists() for name in _REQUIRED):
+        return DEBIAN_WORDNET
+    return wordnet_source(dict_dir)
+
+
+def unknown_noun_synsets(
+    wordnet_dir: str | os.PathLike, wnids: list[str] | tuple[str, ...]
+) -> list[str]:
+    """The ``wnids`` that name no noun synset of the WordNet in ``wordnet_dir`` (a dict
+    directory or an nltk ``corpora/wordnet``).
+
+    A noun wnid is ``n`` + the byte offset of its synset's line in ``data.noun``, and that line
+    starts with the offset (WordNet's own addressing, which nltk's
+    ``synset_from_pos_and_offset`` reads): one seek per wnid, without loading WordNet, so the
+    config check at planning can afford it (milliseconds for a thousand classes). ``n02084072``
+    (one byte into dog's line) is not a synset.
+    """
+    bad = []
+    with open(Path(wordnet_dir) / "data.noun", "rb") as f:
+        for w in wnids:
+            offset = int(w[1:]) if len(w) == 9 and w[0] == "n" and w[1:].isdigit() else -1
+            if offset < 0:
+                bad.append(w)
+                continue
+            f.seek(offset)
+            if not f.readline().startswith(b"%08d " % offset):
+                bad.append(w)
+    return bad
 
 
 def prepare_nltk_wordnet(
@@ -67,13 +118,7 @@ def prepare_nltk_wordnet(
     """
     out = Path(out_dir)
     target = out / "corpora" / "wordnet"
-    source = Path(dict_dir) if dict_dir else (_existing_nltk_wordnet() or DEBIAN_WORDNET)
-    for name in _REQUIRED:
-        if not (source / name).exists():
-            raise FileNotFoundError(
-                f"WordNet file {source / name} is missing: install Debian packages "
-                "wordnet-base and wordnet-sense-index, or set config key wordnet.dict_dir"
-            )
+    source = wordnet_source(dict_dir)
     tmp = target.with_name(".wordnet.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -110,10 +155,18 @@ def wnid(synset) -> str:
 
 
 def synset_of(wn, wnid_: str):
-    """The synset for a wnid such as ``n02084071``; ValueError for a malformed id."""
+    """The synset for a wnid such as ``n02084071``; ValueError for a malformed id or one that
+    names no synset (nltk returns None for it, which would fail later as an AttributeError)."""
+    import warnings
+
     if len(wnid_) != 9 or wnid_[0] not in "nvar" or not wnid_[1:].isdigit():
         raise ValueError(f"malformed WordNet id {wnid_!r} (expected like 'n02084071')")
-    return wn.synset_from_pos_and_offset(wnid_[0], int(wnid_[1:]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # nltk warns "No WordNet synset found"
+        synset = wn.synset_from_pos_and_offset(wnid_[0], int(wnid_[1:]))
+    if synset is None:
+        raise ValueError(f"{wnid_} is not a synset of WordNet 3.0")
+    return synset
 
 
 def lemma_text(name: str) -> str:

@@ -31,6 +31,12 @@ class DatasetKind:
     A folder-based kind that does not declare its roots cannot skip the check silently: the
     check asks the entry, never the kind's name.
     ``wnid_classes``: its class names are WordNet ids (the WordNet diagnostics apply).
+    ``keys``: the keys of ``datasets.<name>`` (beyond ``kind`` and ``description``) a dataset
+    of this kind reads, and ``required_keys`` those it cannot do without: the config check
+    (:func:`imagenot.acquire.plan.check`, hence planning and ``imagenot validate-config``)
+    refuses a missing required key and a key the kind would ignore, naming
+    ``datasets.<name>.<key>``, before any rule reads them. ``keys`` None: any key of the
+    schema (a plugin kind that declares none).
     """
 
     items: str | Callable[..., Any] | None
@@ -38,6 +44,8 @@ class DatasetKind:
     class_count: int | None = None
     class_roots: str | Callable[..., Any] | None = None
     wnid_classes: bool = False
+    keys: tuple[str, ...] | None = None
+    required_keys: tuple[str, ...] = ()
 
     @property
     def adapter(self) -> bool:
@@ -50,16 +58,37 @@ class DatasetKind:
         return self.class_roots is not None
 
 
+LAION_KEYS = (
+    "classes",
+    "n_classes",
+    "images_per_class",
+    "test_per_class",
+    "val_per_class",
+    "allow_fewer",
+)
+"""What a LAION-built dataset reads (imagenot.curate.plan, imagenot.acquire.plan fill/top-up)."""
+ADAPTER_KEYS = ("path", "test_per_class", "val_per_class", "max_train_per_class", "image_size")
+"""What a dataset on disk reads (imagenot.acquire.plan.materialise_settings); ``path`` needed."""
+
+
 def _adapter(name: str, count: int | None, folders: bool = False, wnids: bool = False):
     where = "imagenot.acquire.adapters"
     roots = f"{where}:{name}_class_roots" if folders else None
-    return DatasetKind(f"{where}:{name}_items", f"{where}:{name}_classes", count, roots, wnids)
+    return DatasetKind(
+        f"{where}:{name}_items",
+        f"{where}:{name}_classes",
+        count,
+        roots,
+        wnids,
+        keys=ADAPTER_KEYS,
+        required_keys=("path",),
+    )
 
 
 DATASET_KINDS: Registry = Registry(
     "dataset kind",
     {
-        "laion": DatasetKind(None, None, wnid_classes=True),
+        "laion": DatasetKind(None, None, wnid_classes=True, keys=LAION_KEYS),
         "fashion_mnist": _adapter("fashion_mnist", 10),
         "cifar10": _adapter("cifar10", 10),
         "imagenet": _adapter("imagenet", 1000, folders=True, wnids=True),

@@ -253,6 +253,38 @@ def materialise_settings(config: dict, name: str) -> dict:
     }
 
 
+def check(config: dict) -> None:
+    """Each dataset against its kind's declaration in the registry
+    (:class:`imagenot.acquire.kinds.DatasetKind` ``keys``, ``required_keys``): a required key
+    set, no key the kind would ignore, and a ``path`` that is a directory (what the
+    materialisation job reads; one stat, so every job's own planning can afford it) unless the
+    dataset is materialised already (its manifest under results/: the data may be gone, as on
+    a machine that only analyses). Raises ValueError naming ``datasets.<name>.<key>``, before
+    planning reads the keys (without this a missing ``path`` stops the DAG as a KeyError)."""
+    from pathlib import Path
+
+    for name, spec in config.get("datasets", {}).items():
+        kind = spec["kind"]
+        entry = DATASET_KINDS.entry(kind)
+        for key in entry.required_keys:
+            if key not in spec:
+                raise ValueError(
+                    f"config key datasets.{name}.{key} is required for kind {kind!r}"
+                    + (" (where the data lies on disk)" if key == "path" else "")
+                )
+        if entry.keys is not None:
+            ignored = sorted(set(spec) - {"kind", "description", *entry.keys})
+            if ignored:
+                raise ValueError(
+                    f"config key datasets.{name}.{ignored[0]} does not apply to kind {kind!r} "
+                    f"(its keys: {', '.join(entry.keys)})"
+                )
+        built = Path(dataset_dir(name), "manifest.parquet").is_file()
+        if "path" in spec and not built and not Path(spec["path"]).is_dir():
+            what = "is not a directory" if Path(spec["path"]).exists() else "does not exist"
+            raise ValueError(f"config key datasets.{name}.path: {spec['path']} {what}")
+
+
 def targets(config: dict) -> list[str]:
     """Manifest and fingerprint of every configured dataset, and the LAION download reports."""
     out = []

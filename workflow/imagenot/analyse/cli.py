@@ -17,7 +17,7 @@ Do rankings transfer? Statistics of any results table with columns model, datase
 one column per dataset, as papers print them).
 
 Per dataset against the reference: ranks (1 = best, ties averaged), delta rank, Kendall tau-b,
-Spearman rho and Pearson r (exact or permutation p-values for up to 10 models), the OLS fit of
+Spearman rho and Pearson r (exact or permutation p-values for up to 30 models), the OLS fit of
 accuracy on reference accuracy (optionally on the models above a cut), rank agreement up to
 error bars, bootstrap intervals (over models, seeds or images). Across datasets: size-weighted
 and geometric means with their ranks and rank changes, correlations averaged over datasets and

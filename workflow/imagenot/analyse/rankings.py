@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import kendalltau, spearmanr
+from scipy.stats import kendalltau
 
 from imagenot.analyse import stats
 from imagenot.analyse.table import (
@@ -165,20 +165,6 @@ def _clean(obj: Any) -> Any:
     """JSON-ready: numpy scalars to Python, NaN/inf to None."""
     if isinstance(obj, dict):
         return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_clean(v) for v in obj]
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, float | np.floating):
-        f = float(obj)
-        return f if np.isfinite(f) else None
-    return obj
-
-
-def _clean(obj: Any) -> Any:
-    """JSON-ready: numpy scalars to Python, NaN/inf to None."""
-    if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple | np.ndarray):
         return [_clean(v) for v in obj]
     if isinstance(obj, np.integer | np.bool_):
@@ -318,13 +304,7 @@ def compare(
         ):
             missing[key] = why
         return out, missing
-    out.update(stats.correlations(y, x))
-    exact = stats.small_sample_pvalues(y, x, seed)
-    if exact is not None:
-        out["kendall_p"], out["spearman_p"] = exact["kendall_p"], exact["spearman_p"]
-        out["p_method"] = exact["method"]
-    else:
-        out["p_method"] = "asymptotic (scipy)"
+    out.update(stats.correlation_tests(y, x, seed))
     fit = stats.ols_fit(x, y, axis, confidence)
     out["ols"] = fit.summary()
     if min_reference_accuracy is not None:
@@ -376,6 +356,7 @@ def across_datasets(
     datasets: list[str],
     reference: str | None = None,
     floors: dict[str, float] | None = None,
+    seed: int = 0,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Per model: size-weighted and geometric mean over ``datasets``, their ranks and rank
     changes against ``reference``; per dataset, the correlation with the mean of the others.
@@ -383,7 +364,9 @@ def across_datasets(
     The geometric mean of a model with an accuracy of 0 somewhere (after the optional
     per-dataset floor) is 0 whatever its other results: such models are excluded from the
     geometric mean and listed, the others keep theirs. Where ``n`` differs within a dataset,
-    each model's own ``n`` weighs its accuracy.
+    each model's own ``n`` weighs its accuracy. The correlations with the mean of the others
+    carry the p-values of :func:`imagenot.analyse.stats.correlation_tests` (``seed`` for its
+    random pairings), like every other section.
     """
     floors = floors or {}
     unknown = sorted(set(floors) - set(datasets) - {"*"})
@@ -439,14 +422,7 @@ def across_datasets(
         others = {}
         for j, d in enumerate(datasets):
             rest = np.delete(acc, j, axis=1).mean(axis=1)
-            rho = spearmanr(acc[:, j], rest)
-            tau = kendalltau(acc[:, j], rest)
-            others[d] = {
-                "spearman_rho": rho.statistic,
-                "spearman_p": rho.pvalue,
-                "kendall_tau": tau.statistic,
-                "kendall_p": tau.pvalue,
-            }
+            others[d] = stats.correlation_tests(acc[:, j], rest, seed)
         out["with_mean_of_others"] = others
     else:
         missing["with_mean_of_others"] = "needs at least 3 aggregated datasets and 3 models"
@@ -467,8 +443,9 @@ def mean_correlations(entries: dict[str, dict[str, Any]], datasets: list[str]) -
     return out
 
 
-def error_correlations(cells: Cells) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """Spearman rho between model errors (100 - accuracy) on every pair of datasets."""
+def error_correlations(cells: Cells, seed: int = 0) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Spearman rho between model errors (100 - accuracy) on every pair of datasets, with the
+    p-value of :func:`imagenot.analyse.stats.correlation_tests` (exact for few models)."""
     rows, missing = [], {}
     ds = cells.datasets
     for i, a in enumerate(ds):
@@ -478,8 +455,19 @@ def error_correlations(cells: Cells) -> tuple[list[dict[str, Any]], dict[str, st
             if len(common) < MIN_MODELS:
                 missing[f"{a} vs {b}"] = f"needs at least {MIN_MODELS} common models"
                 continue
-            res = spearmanr(100 - cells.accuracy(common, a), 100 - cells.accuracy(common, b))
-            rows.append({"a": a, "b": b, "n": len(common), "rho": res.statistic, "p": res.pvalue})
+            res = stats.correlation_tests(
+                100 - cells.accuracy(common, a), 100 - cells.accuracy(common, b), seed
+            )
+            rows.append(
+                {
+                    "a": a,
+                    "b": b,
+                    "n": len(common),
+                    "rho": res["spearman_rho"],
+                    "p": res["spearman_p"],
+                    "p_method": res["p_method"],
+                }
+            )
     return rows, missing
 
 
@@ -610,9 +598,9 @@ def rankings_report(
             for note in (comp.get("bootstrap") or {}).get("notes", []):
                 warnings.append(f"{d}: bootstrap: {note}")
         out_ds[d] = entry
-    across, missing = across_datasets(cells, agg_datasets, reference, floors)
+    across, missing = across_datasets(cells, agg_datasets, reference, floors, seed)
     not_computed.update(missing)
-    errors, missing = error_correlations(cells)
+    errors, missing = error_correlations(cells, seed)
     not_computed.update({f"error_spearman {k}": v for k, v in missing.items()})
     if baseline is None:
         not_computed["relative_progress"] = "no baseline model given"

@@ -62,11 +62,16 @@ def sum_counts(count_files: Iterable[str | os.PathLike]) -> dict[str, int]:
     return total
 
 
-def read_class_list(path: str | os.PathLike) -> list[str]:
-    """wnids of a class list file (one per line; blank lines and '#' comments ignored)."""
-    out: list[str] = []
+def class_list_entries(path: str | os.PathLike) -> list[tuple[int, str]]:
+    """(line number, wnid) of a class list file (one wnid per line; blank lines and '#'
+    comments ignored); ValueError naming the file and line of a malformed or repeated wnid."""
+    out: list[tuple[int, str]] = []
     seen: set[str] = set()
-    for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read the class list ({exc})") from None
+    for number, line in enumerate(text.splitlines(), start=1):
         item = line.split("#", 1)[0].strip()
         if not item:
             continue
@@ -75,8 +80,36 @@ def read_class_list(path: str | os.PathLike) -> list[str]:
         if item in seen:
             raise ValueError(f"{path}, line {number}: duplicate wnid {item}")
         seen.add(item)
-        out.append(item)
+        out.append((number, item))
+    if not out:
+        raise ValueError(f"{path}: the class list holds no wnid")
     return out
+
+
+def read_class_list(path: str | os.PathLike) -> list[str]:
+    """wnids of a class list file (see :func:`class_list_entries`)."""
+    return [w for _, w in class_list_entries(path)]
+
+
+def checked_class_list(path: str | os.PathLike, wordnet_dir: str | os.PathLike) -> list[str]:
+    """wnids of a class list file, each a noun synset of the WordNet in ``wordnet_dir``; else
+    ValueError naming the file, the line and the wnid.
+
+    The config check at planning (``imagenot.curate.plan.check_class_list``, hence
+    ``imagenot validate-config``) and the curate-candidates job both call this, so a list the
+    job would refuse is refused before any job, with the same message.
+    """
+    from imagenot.wordnet import unknown_noun_synsets
+
+    entries = class_list_entries(path)
+    bad = set(unknown_noun_synsets(wordnet_dir, [w for _, w in entries]))
+    for number, w in entries:
+        if w in bad:
+            more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+            raise ValueError(
+                f"{path}, line {number}: {w} is not a noun synset of WordNet 3.0{more}"
+            )
+    return [w for _, w in entries]
 
 
 def synset_name(synset) -> str:
@@ -200,12 +233,7 @@ def build_candidates(
         remove(flagged, 5)
         table = table.filter(pa.array([not r for r in reasons], pa.bool_()))
     else:
-        listed = read_class_list(mode)
-        for w in listed:
-            try:
-                synset_of(wn, w)
-            except Exception as exc:
-                raise ValueError(f"{mode}: {w} is not a WordNet 3.0 noun synset ({exc})") from exc
+        listed = checked_class_list(mode, wn.root.path)
         universe = len(listed)
         absent = {w: "no caption mentions it" for w in listed if counts.get(w, 0) == 0}
         remove(absent, 1)

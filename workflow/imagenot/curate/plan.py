@@ -73,6 +73,19 @@ def match_stats_files(config: dict) -> list[str]:
     return [f"{CURATE}/matches/{s}.json" for s in shard_ids(config)]
 
 
+def wordnet_dir(config: dict):
+    """The WordNet that rule prepare_wordnet reads (``wordnet.dict_dir``, else nltk's corpus,
+    else Debian's), which the config checks read too; ValueError naming ``wordnet.dict_dir``
+    when it lacks a file, as that job would fail (it reruns when ``dict_dir`` changes, so a
+    corpus prepared before does not excuse a wrong one)."""
+    from imagenot.wordnet import wordnet_for_checks
+
+    try:
+        return wordnet_for_checks(config["wordnet"]["dict_dir"])
+    except FileNotFoundError as exc:
+        raise ValueError(f"config key wordnet.dict_dir: {exc}") from None
+
+
 def wordnet_settings(config: dict) -> dict:
     """``imagenot prepare-wordnet --settings`` (imagenot.common_cli.WordnetSettings)."""
     return {"dict_dir": config["wordnet"]["dict_dir"]}
@@ -217,6 +230,7 @@ def check(config: dict) -> None:
     from imagenot.curate.encoders import check_encoder_config
 
     check_encoder_config(config["curate"]["encoder"])
+    wordnet_dir(config)  # every config prepares WordNet (rule all asks for it)
     check_shards(config)
     check_query_template(config["curate"]["query_template"])
     for dataset in laion_datasets(config):
@@ -242,20 +256,22 @@ def check_query_template(template: str) -> None:
 
 
 def check_class_list(config: dict, dataset: str) -> None:
-    """Published-list mode: the list file reads as wnids, and (unless allowed) holds no ImageNet
-    class, since a contrast dataset must not share ImageNet's classes."""
+    """Published-list mode: the list file reads as wnids of WordNet 3.0 noun synsets (the
+    check of the curate-candidates job itself, :func:`imagenot.curate.candidates.
+    checked_class_list`), and (unless allowed) holds no ImageNet class, since a contrast dataset
+    must not share ImageNet's classes."""
     classes = config["datasets"][dataset].get("classes", "discover")
     if not isinstance(classes, dict):
         return
     from pathlib import Path
 
-    from imagenot.curate.candidates import read_class_list
+    from imagenot.curate.candidates import checked_class_list
     from imagenot.wordnet import imagenet_wnids
 
     path = classes["from_file"]
     if not Path(path).is_file():
         raise ValueError(f"config key datasets.{dataset}.classes.from_file: no file {path}")
-    listed = read_class_list(path)
+    listed = checked_class_list(path, wordnet_dir(config))
     shared = sorted(set(listed) & set(imagenet_wnids()))
     if shared and not classes.get("allow_imagenet_classes", False):
         raise ValueError(

@@ -1,7 +1,8 @@
 """Config lookups for the diagnostics stage's rules (pure functions of the workflow config).
 
 The rule file rules/diagnostics.smk calls these; Snakemake files themselves define no functions.
-Nothing here looks at the filesystem: every output is derived from config alone.
+Nothing here looks at the filesystem but :func:`check` (the class-list files the WordNet jobs
+would refuse): every output is derived from config alone.
 
 Subjects of the WordNet statistics are the diagnosed datasets whose classes are WordNet ids
 (kinds ``laion`` and ``imagenet``), named by the dataset, and every class-list file of
@@ -55,6 +56,32 @@ def wordnet_subjects(config: dict) -> list[str]:
     datasets = _datasets(config)
     subjects = [d for d in contrast_datasets(config) if datasets[d].get("kind") in wnid_kinds()]
     return subjects + [LIST_PREFIX + name for name in settings(config)["class_lists"]]
+
+
+def check(config: dict) -> None:
+    """The class-list files of ``diagnostics.class_lists`` and ``diagnostics.reference_classes``
+    exist and pass the WordNet job's own check
+    (:func:`imagenot.diagnostics.wordnet_stats.check_class_entries`): a list with a malformed,
+    repeated or unknown wnid is refused before any job, with the job's message."""
+    cfg = settings(config)
+    lists = {f"class_lists.{name}": path for name, path in cfg["class_lists"].items()}
+    if cfg["reference_classes"]:
+        lists["reference_classes"] = cfg["reference_classes"]
+    if not lists:
+        return
+    from pathlib import Path
+
+    from imagenot.curate.plan import wordnet_dir
+    from imagenot.diagnostics import wordnet_stats as ws
+
+    for key, path in lists.items():
+        if not Path(path).is_file():
+            raise ValueError(f"config key diagnostics.{key}: no file {path}")
+        try:
+            entries = ws.read_class_entries(path)
+        except (OSError, UnicodeDecodeError, KeyError) as exc:
+            raise ValueError(f"config key diagnostics.{key}: {path}: {exc}") from None
+        ws.check_class_entries(entries, path, wordnet_dir(config))
 
 
 def class_list_file(config: dict, subject: str) -> str:

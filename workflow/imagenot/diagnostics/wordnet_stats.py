@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import re
 import statistics
-import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,39 +87,62 @@ def read_class_entries(path: str | os.PathLike) -> list[ClassEntry]:
         return parse_class_lines(f)
 
 
-def resolve_classes(wn, entries: Sequence[ClassEntry], source: str = "class list") -> list:
-    """Synsets of ``entries`` in list order; ClassListError naming every bad line at once."""
-    problems: list[str] = []
-    synsets = []
+def check_class_entries(
+    entries: Sequence[ClassEntry], source: str, wordnet_dir: str | os.PathLike
+) -> None:
+    """ClassListError naming every malformed, duplicated or unknown line of ``entries`` at once
+    (unknown: no noun synset of the WordNet in ``wordnet_dir``), or an empty list.
+
+    The job (:func:`resolve_classes`) and the config check at planning
+    (:func:`imagenot.diagnostics.plan.check`, hence ``imagenot validate-config``) both call
+    this, so a list the job would refuse is refused before any job, with the same message.
+    """
+    from imagenot.wordnet import unknown_noun_synsets
+
+    problems: list[tuple[int, str]] = []
     first_line: dict[str, int] = {}
     for entry in entries:
         where = f"{source}:{entry.line}"
         if not WNID_RE.match(entry.wnid):
-            problems.append(f"{where}: malformed WordNet noun id {entry.wnid!r} (like 'n02084071')")
-            continue
-        if entry.wnid in first_line:
             problems.append(
-                f"{where}: duplicate id {entry.wnid} (first on line {first_line[entry.wnid]})"
+                (
+                    entry.line,
+                    f"{where}: malformed WordNet noun id {entry.wnid!r} (like 'n02084071')",
+                )
             )
-            continue
-        first_line[entry.wnid] = entry.line
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                synset = wn.synset_from_pos_and_offset("n", int(entry.wnid[1:]))
-            except Exception:  # nltk raises or returns None depending on the offset
-                synset = None
-        if synset is None:
-            problems.append(f"{where}: unknown id {entry.wnid} (no such WordNet 3.0 noun synset)")
-            continue
-        synsets.append(synset)
+        elif entry.wnid in first_line:
+            problems.append(
+                (
+                    entry.line,
+                    f"{where}: duplicate id {entry.wnid} (first on line {first_line[entry.wnid]})",
+                )
+            )
+        else:
+            first_line[entry.wnid] = entry.line
+    unknown = set(unknown_noun_synsets(wordnet_dir, list(first_line)))
+    problems += [
+        (line, f"{source}:{line}: unknown id {w} (no such WordNet 3.0 noun synset)")
+        for w, line in first_line.items()
+        if w in unknown
+    ]
+    if len(problems) == 1:
+        raise ClassListError(problems[0][1])  # one bad line: one line
     if problems:
-        shown = "\n".join(f"  {p}" for p in problems[:50])
-        more = f"\n  ... and {len(problems) - 50} more" if len(problems) > 50 else ""
-        raise ClassListError(f"{len(problems)} bad line(s) in {source}:\n{shown}{more}")
-    if not synsets:
+        lines = [text for _, text in sorted(problems)]
+        shown = "\n".join(f"  {p}" for p in lines[:50])
+        more = f"\n  ... and {len(lines) - 50} more" if len(lines) > 50 else ""
+        raise ClassListError(f"{len(lines)} bad line(s) in {source}:\n{shown}{more}")
+    if not entries:
         raise ClassListError(f"{source} holds no class")
-    return synsets
+
+
+def resolve_classes(wn, entries: Sequence[ClassEntry], source: str = "class list") -> list:
+    """Synsets of ``entries`` in list order, after :func:`check_class_entries` (ClassListError
+    naming every bad line at once)."""
+    from imagenot.wordnet import synset_of
+
+    check_class_entries(entries, source, wn.root.path)
+    return [synset_of(wn, entry.wnid) for entry in entries]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -79,6 +79,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import yaml
@@ -108,7 +109,9 @@ GROWTH_TOLERANCE = (1.10, 64.0)  # a peak "did not grow" if large <= small * 1.1
 # --- parsing Snakemake's output -------------------------------------------------------------
 
 _RULE_LINE = re.compile(r"^\s*(?:local)?(?:checkpoint|rule) (\S+):\s*$")
-_FIELD_LINE = re.compile(r"^\s+(input|output|benchmark|wildcards|resources|threads|jobid): (.*)$")
+_FIELD_LINE = re.compile(
+    r"^\s+(input|output|log|benchmark|wildcards|resources|threads|jobid): (.*)$"
+)
 
 
 def _mapping(text: str) -> dict[str, str]:
@@ -129,7 +132,8 @@ def parse_jobs(text: str) -> list[dict]:
     for line in text.splitlines():
         m = _RULE_LINE.match(line)
         if m:
-            job = {"rule": m.group(1), "wildcards": {}, "benchmark": None, "resources": {}}
+            job = {"rule": m.group(1), "wildcards": {}, "benchmark": None, "log": None}
+            job["resources"] = {}
             job.update(threads=1, input=[], output=[])
             jobs.append(job)
             continue
@@ -141,8 +145,8 @@ def parse_jobs(text: str) -> list[dict]:
             job[key] = _mapping(value)
         elif key in ("input", "output"):
             job[key] = [v.strip() for v in value.split(", ") if v.strip()]
-        elif key == "benchmark":
-            job["benchmark"] = value.strip()
+        elif key in ("benchmark", "log"):
+            job[key] = value.strip()
         elif key == "threads":
             job["threads"] = int(value)
     return jobs
@@ -164,8 +168,27 @@ def read_benchmark(path: Path) -> dict[str, float | None]:
     return {k: _number(v) for k, v in row.items()}
 
 
+SOURCE_JOB = "job getrusage (log line, imagenot.job_usage)"
+SOURCE_SAMPLED = "Snakemake benchmark (sampled)"
+
+
+def job_usage_of(workdir: Path, log: str | None) -> dict | None:
+    """The usage line a job wrote at its end (imagenot.job_usage), or None without one."""
+    from imagenot import job_usage
+
+    path = workdir / log if log else None
+    if path is None or not path.is_file():
+        return None
+    return job_usage.parse(path.read_text(errors="replace"))
+
+
 def measured_jobs(dry_run: str, run_log: str, workdir: Path) -> list[dict]:
-    """Every job of the dry run with its benchmark measurement and requested resources."""
+    """Every job of the dry run with its measurement and requested resources.
+
+    Peak memory and CPU time come from the job's own usage line in its log (exact: the kernel's
+    high-water mark of the job's processes, imagenot.job_usage); a job without one (killed, or
+    run before the line existed) falls back to its Snakemake benchmark, which samples them.
+    ``rss_source`` / ``cpu_source`` say which. Wall seconds ``s`` are the benchmark's."""
     evaluated = {
         (j["rule"], tuple(sorted(j["wildcards"].items()))): j["resources"]
         for j in parse_jobs(run_log)
@@ -175,6 +198,7 @@ def measured_jobs(dry_run: str, run_log: str, workdir: Path) -> list[dict]:
         if not job["benchmark"] or not (workdir / job["benchmark"]).is_file():
             continue
         bench = read_benchmark(workdir / job["benchmark"])
+        own = job_usage_of(workdir, job.get("log"))
         resources = dict(job["resources"])
         later = evaluated.get((job["rule"], tuple(sorted(job["wildcards"].items()))), {})
         for key in ("mem_mb", "runtime"):
@@ -187,8 +211,11 @@ def measured_jobs(dry_run: str, run_log: str, workdir: Path) -> list[dict]:
                 "input": job["input"],
                 "output": job["output"],
                 "s": bench.get("s"),
-                "cpu_time": bench.get("cpu_time"),
-                "max_rss": bench.get("max_rss"),
+                "cpu_time": own["cpu_s"] if own else bench.get("cpu_time"),
+                "max_rss": own["peak_rss_mb"] if own else bench.get("max_rss"),
+                "rss_source": SOURCE_JOB if own else SOURCE_SAMPLED,
+                "cpu_source": SOURCE_JOB if own else SOURCE_SAMPLED,
+                "sampled_max_rss": bench.get("max_rss"),
                 "mem_mb": _number(resources.get("mem_mb")),
                 "runtime": _number(resources.get("runtime")),
                 "input_mb": sum(_size_mb(workdir / f) for f in job["input"]),
@@ -217,6 +244,10 @@ def _size_mb(path: Path) -> float:
 
 
 # --- projection (pure) ------------------------------------------------------------------------
+
+
+def _source(job: dict, key: str) -> str:
+    return job.get(key) or SOURCE_SAMPLED
 
 
 def _busy(job: dict) -> float:
@@ -424,6 +455,8 @@ def project(
                 "scale_model_only": scale_only,
                 "jobs": [len(js), len(jl)],
                 "peak_rss_mb": [round(p, 1) for p in peak],
+                "peak_rss_source": sorted({_source(j, "rss_source") for j in js + jl}),
+                "cpu_source": sorted({_source(j, "cpu_source") for j in js + jl}),
                 "busy_s": [round(b, 2) for b in busy],
                 "item": item,
                 "cpu_s_per_item": per_item,
@@ -452,6 +485,7 @@ def project(
         "interpreter_floor_mb": floor,
         "selected_images": {"scale": list(selected), "paper": paper_selected},
         "rules": rules,
+        "peak_rss_sources": dict(Counter(_source(j, "rss_source") for j in all_jobs)),
         "all_within_requests": all(r["fits"] for r in rules if not r["scale_model_only"]),
     }
 

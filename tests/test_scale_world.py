@@ -293,10 +293,21 @@ def test_jobs_are_parsed_from_a_dry_run_and_tbd_resources_from_the_run_log(bench
         (tmp_path / "results/benchmarks" / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "results/benchmarks" / path).write_text(header + row)
     measured = bench.measured_jobs(DRY_RUN, RUN_LOG, tmp_path)
-    assert [(m["rule"], m["max_rss"], m["cpu_time"]) for m in measured] == [
-        ("curate_match", 236.4, 5.5),
-        ("curate_select", 512.0, 3.0),
+    assert [(m["rule"], m["max_rss"], m["cpu_time"], m["rss_source"]) for m in measured] == [
+        ("curate_match", 236.4, 5.5, bench.SOURCE_SAMPLED),
+        ("curate_select", 512.0, 3.0, bench.SOURCE_SAMPLED),
     ]
+    # the job's own usage line (imagenot.job_usage), the last in its log, replaces the sample
+    log = tmp_path / "results/logs/curate_match/00000.log"
+    log.parent.mkdir(parents=True)
+    line = 'imagenot job-usage: {"peak_rss_mb": %s, "cpu_s": %s}\n'
+    log.write_text("started\n" + line % (100.0, 1.0) + "Traceback ...\n" + line % (250.5, 7.25))
+    measured = bench.measured_jobs(DRY_RUN, RUN_LOG, tmp_path)
+    assert [(m["max_rss"], m["cpu_time"], m["rss_source"]) for m in measured] == [
+        (250.5, 7.25, bench.SOURCE_JOB),
+        (512.0, 3.0, bench.SOURCE_SAMPLED),
+    ]
+    assert measured[0]["sampled_max_rss"] == 236.4
     assert (measured[0]["mem_mb"], measured[0]["runtime"]) == (8000.0, 240.0)
     assert (measured[1]["mem_mb"], measured[1]["runtime"]) == (32000.0, 1440.0)
 
@@ -459,6 +470,9 @@ def test_projection_follows_the_documented_rules(bench):
         pytest.approx(20 / 60, abs=0.01),
     )
     assert result["interpreter_floor_mb"] == 150.0
+    # _job rows carry no source: they count as sampled, and the JSON says so per rule
+    assert result["peak_rss_sources"] == {bench.SOURCE_SAMPLED: len(_jobs(2, 0)) + len(_jobs(4, 0))}
+    assert wordnet["peak_rss_source"] == [bench.SOURCE_SAMPLED]
 
 
 def test_projection_of_per_part_jobs_whose_memory_grows_and_of_fitting_jobs(bench):
@@ -497,3 +511,6 @@ def test_bench_scale_quick_builds_the_dataset_from_laion2b_en_named_shards(bench
     assert any(r["class"] == "download_part" for r in result["rules"])
     assert all(r["requested_mem_mb"] and r["requested_runtime_min"] for r in result["rules"])
     assert result["sizes"] == [1, 2] and result["rows_per_part"] == 20_000
+    # every job recorded its own peak (imagenot.job_usage): no figure is Snakemake's sample
+    assert set(result["peak_rss_sources"]) == {bench.SOURCE_JOB}
+    assert all(r["peak_rss_source"] == [bench.SOURCE_JOB] for r in result["rules"])

@@ -55,6 +55,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from imagenot import job_usage
 from imagenot.acquire import images
 from imagenot.acquire.dataset import Record, write_tar
 from imagenot.acquire.settings import DownloadSettings
@@ -319,6 +320,8 @@ def fetch(
         deadline=deadline,
     )
     if part_table.num_rows:
+        # the fetch process and img2dataset's processes run at once (the job's recorded peak)
+        job_usage.declare_workers(1 + max(1, processes))
         run_in_process_group(_fetch_here, part_table, work_dir, **options)
     unmark_dead_batches(out)
     return out

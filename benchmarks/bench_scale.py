@@ -11,12 +11,18 @@ Rerunning with the same --workdir and sizes reruns nothing that is up to date (S
 and projects again in seconds. Nothing here names a rule of the DAG: jobs come from ``snakemake -n
 --forceall`` at the same config after the run (rule, wildcards, benchmark file, requested
 resources); a resource printed as ``<TBD>`` there is taken from the run's own log, where Snakemake
-prints each job's evaluated resources when it starts. Measurements come from each job's Snakemake
-benchmark TSV (``s`` wall seconds, ``max_rss`` MB, ``cpu_time`` seconds). A job's *busy seconds*
-are max(cpu_time, s): CPU time for compute-bound jobs, wall time for jobs that wait (downloads);
-Snakemake samples the job's process tree (every 0.5 s for the first 30 samples, then every 30 s),
-so cpu_time of short jobs is under-counted and a peak shorter than the sampling gap of a long job
-can be missed.
+prints each job's evaluated resources when it starts.
+
+Measurements: peak memory (MB) and CPU seconds come from the last line of each job's log, which
+the job writes itself (imagenot.job_usage: ``getrusage`` of the job and its children, the
+kernel's high-water mark, so the same job on the same input measures the same); wall seconds
+``s`` from its Snakemake benchmark TSV. Snakemake's own ``max_rss`` and ``cpu_time`` sample the
+process tree (every 0.5 s for the first 30 samples, then every 30 s): a short job is caught at a
+random moment (the same job measured 111 MB in one run and 646 MB in another), so they are used
+only for a job without the line, and the JSON says per rule which source each figure came from
+(``peak_rss_source``, ``cpu_source``; ``peak_rss_sources`` counts the jobs). A job's *busy
+seconds* are max(cpu, s): CPU time for compute-bound jobs, wall time for jobs that wait
+(downloads).
 
 Projection to laion2B-en (2.32e9 captions in 128 parts), per rule, by the wildcards of its jobs:
 
@@ -246,6 +252,12 @@ def _size_mb(path: Path) -> float:
 # --- projection (pure) ------------------------------------------------------------------------
 
 
+def _sampled_peak(jobs: list[dict]) -> float | None:
+    """Snakemake's sampled peak of the rule's jobs (for comparison with their own figure)."""
+    values = [j["sampled_max_rss"] for j in jobs if j.get("sampled_max_rss") is not None]
+    return round(max(values), 1) if values else None
+
+
 def _source(job: dict, key: str) -> str:
     return job.get(key) or SOURCE_SAMPLED
 
@@ -456,6 +468,7 @@ def project(
                 "jobs": [len(js), len(jl)],
                 "peak_rss_mb": [round(p, 1) for p in peak],
                 "peak_rss_source": sorted({_source(j, "rss_source") for j in js + jl}),
+                "sampled_peak_rss_mb": [_sampled_peak(js), _sampled_peak(jl)],
                 "cpu_source": sorted({_source(j, "cpu_source") for j in js + jl}),
                 "busy_s": [round(b, 2) for b in busy],
                 "item": item,

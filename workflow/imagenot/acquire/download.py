@@ -320,8 +320,10 @@ def fetch(
         deadline=deadline,
     )
     if part_table.num_rows:
-        # the fetch process and img2dataset's processes run at once (the job's recorded peak)
-        job_usage.declare_workers(1 + max(1, processes))
+        # processes running at once beside the job (its recorded peak counts each as the
+        # largest): the fetch process, img2dataset's pool and its logger process, and
+        # multiprocessing's resource tracker (spawn starts one)
+        job_usage.declare_workers(max(1, processes) + 3)
         run_in_process_group(_fetch_here, part_table, work_dir, **options)
     unmark_dead_batches(out)
     return out

@@ -616,6 +616,47 @@ def work_requests(config: dict):
     return request
 
 
+def agreement(a: dict, b: dict) -> list[dict]:
+    """Per rule, two runs' projected peaks and runtimes and the larger over the smaller (1.0 =
+    the same): the check that the projection is measured, not sampled (docs/scale.md)."""
+
+    def ratio(x: float, y: float) -> float:
+        lo, hi = sorted((x, y))
+        return round(hi / lo, 3) if lo > 0 else (1.0 if hi == 0 else math.inf)
+
+    runs = [{r["rule"]: r for r in result["rules"]} for result in (a, b)]
+    out = []
+    for rule in runs[0].keys() & runs[1].keys():
+        pa_, pb = runs[0][rule]["projected"], runs[1][rule]["projected"]
+        out.append(
+            {
+                "rule": rule,
+                "peak_rss_mb": [pa_["peak_rss_mb"], pb["peak_rss_mb"]],
+                "peak_ratio": ratio(pa_["peak_rss_mb"], pb["peak_rss_mb"]),
+                "runtime_min": [pa_["runtime_min"], pb["runtime_min"]],
+                "runtime_ratio": ratio(pa_["runtime_min"], pb["runtime_min"]),
+            }
+        )
+    order = list(runs[0])
+    return sorted(out, key=lambda r: order.index(r["rule"]))
+
+
+def agreement_table(rows: list[dict]) -> str:
+    """:func:`agreement` as a Markdown table."""
+    lines = [
+        "| rule | projected peak MB (run 1, run 2) | ratio | projected runtime min (run 1, "
+        "run 2) | ratio |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['rule']} | {r['peak_rss_mb'][0]:.0f}, {r['peak_rss_mb'][1]:.0f} "
+            f"| {r['peak_ratio']:.3f} | {r['runtime_min'][0]:.1f}, {r['runtime_min'][1]:.1f} "
+            f"| {r['runtime_ratio']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
 def markdown_table(result: dict) -> str:
     """The projection as the Markdown table of docs/scale.md."""
     lines = [
@@ -671,7 +712,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--markdown", action="store_true", help="print the docs/scale.md table instead"
     )
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        type=Path,
+        metavar="JSON",
+        help="compare two runs' --json outputs (per rule, larger / smaller projection); runs "
+        "nothing",
+    )
     args = parser.parse_args(argv)
+    if args.compare:
+        a, b = (json.loads(p.read_text()) for p in args.compare)
+        rows = agreement(a, b)
+        print(json.dumps(rows, indent=2) if args.json else agreement_table(rows))
+        return 0
     sizes = (
         tuple(int(s) for s in args.sizes.split(","))
         if args.sizes

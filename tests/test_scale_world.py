@@ -493,6 +493,26 @@ def test_projection_of_per_part_jobs_whose_memory_grows_and_of_fitting_jobs(benc
     assert tight["all_within_requests"] is False
 
 
+def test_two_runs_are_compared_rule_by_rule(bench, tmp_path, capsys):
+    def result(peak, runtime):
+        rules = [
+            {"rule": "a", "projected": {"peak_rss_mb": peak, "runtime_min": runtime}},
+            {"rule": "b", "projected": {"peak_rss_mb": 100.0, "runtime_min": 0.0}},
+        ]
+        return {"rules": rules}
+
+    rows = bench.agreement(result(1000.0, 2.0), result(1100.0, 1.0))
+    assert [r["rule"] for r in rows] == ["a", "b"]
+    assert rows[0]["peak_rss_mb"] == [1000.0, 1100.0] and rows[0]["peak_ratio"] == 1.1
+    assert rows[0]["runtime_ratio"] == 2.0
+    assert (rows[1]["peak_ratio"], rows[1]["runtime_ratio"]) == (1.0, 1.0)
+    one, two = tmp_path / "1.json", tmp_path / "2.json"
+    one.write_text(json.dumps(result(1000.0, 2.0)))
+    two.write_text(json.dumps(result(900.0, 2.0)))
+    assert bench.main(["--compare", str(one), str(two)]) == 0
+    assert "| a | 1000, 900 | 1.111 |" in capsys.readouterr().out
+
+
 # --- end to end -----------------------------------------------------------------------------
 
 

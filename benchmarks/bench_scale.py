@@ -45,8 +45,14 @@ Projection to laion2B-en (2.32e9 captions in 128 parts), per rule, by the wildca
   images_per_class to K x parts so that it does. Images come from a loopback server, so runtime
   is a lower bound for real web downloads.
 - **selection gathers** (downstream of download-part outputs, e.g. the dataset build): runtime =
-  busy seconds per selected image x the paper's selected images; memory linear in selected
-  images between the two sizes.
+  busy seconds per selected image x the paper's selected images. Memory: the peak at the larger
+  size above the interpreter floor (the smallest peak of any job), scaled by the paper's
+  selected images over the larger size's (an upper bound: the job's own fixed memory above the
+  floor is scaled too). Not the line through the two sizes: their selections differ by ~1.7x
+  while the paper's is ~46x the larger one, so a peak's run-to-run jitter of ~10 MB (the
+  allocator, at identical input) moved that line's projection by ~1 GB. A streamed job that
+  declares the most rows it holds at once (``rows_held`` of its usage line) scales by rows held
+  (min(selected, rows_held)) instead.
 - **gathers** (downstream of per-part outputs, per dataset): memory extrapolated linearly in the
   number of parts, runtime linearly in the total caption rows, from the two sizes to 128 parts
   and 2.32e9 rows (never below the larger size's value).
@@ -220,6 +226,7 @@ def measured_jobs(dry_run: str, run_log: str, workdir: Path) -> list[dict]:
                 "cpu_time": own["cpu_s"] if own else bench.get("cpu_time"),
                 "max_rss": own["peak_rss_mb"] if own else bench.get("max_rss"),
                 "rss_source": SOURCE_JOB if own else SOURCE_SAMPLED,
+                "rows_held": own.get("rows_held") if own else None,
                 "cpu_source": SOURCE_JOB if own else SOURCE_SAMPLED,
                 "sampled_max_rss": bench.get("max_rss"),
                 "mem_mb": _number(resources.get("mem_mb")),
@@ -395,10 +402,14 @@ def project(
             per_item = busy[1] / len(jl) / max(selected[1], 1)
             projected["jobs"] = len(jl)
             runtime_s = per_item * paper_selected
-            projected["peak_rss_mb"] = _linear(
-                selected[0], peak[0], selected[1], peak[1], paper_selected
+            held = max((j.get("rows_held") or 0 for j in js + jl), default=0)
+            rows = [min(n, held) if held else n for n in (paper_selected, max(selected[1], 1))]
+            projected["peak_rss_mb"] = max(peak[1], floor + (peak[1] - floor) * rows[0] / rows[1])
+            projected["memory_rule"] = (
+                f"streamed (holds at most {held} rows): proportional above the floor in rows held"
+                if held
+                else "proportional above the floor in selected images"
             )
-            projected["memory_rule"] = "linear in selected images"
             embed_items = 0.0
             projected["input_mb"] = input_mb[1] * paper_selected / max(selected[1], 1)
         elif kind == "fixed":

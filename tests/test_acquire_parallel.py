@@ -211,6 +211,8 @@ def test_parts_with_row_orders_are_gathered_window_by_window_as_whole(tmp_path):
         fingerprints.add(read_fingerprint(tmp_path / "ds"))
         assert read_classes(tmp_path / "ds") == classes
     assert fingerprints == {dataset.content_fingerprint(whole, classes)}
+    # its usage line says how many rows it holds at once (bench_scale projects by them)
+    assert dataset.job_usage.usage()["rows_held"] >= 2 * 1000 + 7
     assert gather_parts(tmp_path / "ds", parts, seed=0) == tmp_path / "ds" / "manifest.parquet"
     assert read_fingerprint(tmp_path / "ds") in fingerprints
 

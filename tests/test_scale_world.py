@@ -457,10 +457,12 @@ def test_projection_follows_the_documented_rules(bench):
         4.0 / 50 * 2_000_000 / 64 / 60, abs=0.01
     )
     assert down["projected"]["peak_rss_mb"] == 150.0
-    # the build reads download parts: it grows with the selected images (1 MB per image here)
+    # the build reads download parts: above the floor (150, the downloads' peak), its peak
+    # scales with the selected images (100 at the larger size, 2 M in the paper)
     build = rules["acquire_build"]
     assert build["class"] == "selection_gather"
-    assert build["projected"]["peak_rss_mb"] == pytest.approx(300 + (2_000_000 - 100))
+    assert build["projected"]["peak_rss_mb"] == pytest.approx(150 + 150 * 2_000_000 / 100)
+    assert build["projected"]["memory_rule"].startswith("proportional above the floor")
     assert build["projected"]["runtime_min"] == pytest.approx(2.0 / 100 * 2_000_000 / 60, abs=0.01)
     # WordNet preparation reads no LAION output: measured as it is
     wordnet = rules["prepare_wordnet"]
@@ -473,6 +475,24 @@ def test_projection_follows_the_documented_rules(bench):
     # _job rows carry no source: they count as sampled, and the JSON says so per rule
     assert result["peak_rss_sources"] == {bench.SOURCE_SAMPLED: len(_jobs(2, 0)) + len(_jobs(4, 0))}
     assert wordnet["peak_rss_source"] == [bench.SOURCE_SAMPLED]
+
+
+def test_a_streamed_selection_gather_is_projected_by_the_rows_it_holds(bench):
+    def jobs(n_parts):
+        out = _jobs(n_parts, 500.0)
+        for j in out:
+            if j["rule"] == "acquire_build":
+                j["rows_held"] = 1000  # its usage line: at most 1000 rows at once
+        return out
+
+    result = bench.project(
+        jobs(2), jobs(4), (2, 4), 1000, max_runtime_min=1440, selected=(50, 100),
+        paper_selected=2_000_000, paper_download_parts=64,
+    )  # fmt: skip
+    build = {r["rule"]: r for r in result["rules"]}["acquire_build"]
+    # 300 MB at 100 images, floor 150: x min(2 M, 1000) / min(100, 1000) above the floor
+    assert build["projected"]["peak_rss_mb"] == pytest.approx(150 + 150 * 10)
+    assert "holds at most 1000 rows" in build["projected"]["memory_rule"]
 
 
 def test_projection_of_per_part_jobs_whose_memory_grows_and_of_fitting_jobs(bench):

@@ -29,6 +29,8 @@ What the figures are (Linux ``getrusage(2)``; MiB, as Snakemake's ``max_rss``):
   there. It is exact for a job without children. A job that runs several processes at once
   without declaring them would be under-counted: every command that starts worker processes
   declares them.
+- ``rows_held``: for a streamed job, the most input rows it holds at once, as its code declared
+  it (:func:`declare_rows_held`); null for a job that holds its whole input.
 - ``cpu_s``: user + system CPU seconds of the job and its waited-for descendants (exact, where a
   sampled ``cpu_time`` misses the short jobs); ``wall_s``: seconds since the command started.
 
@@ -50,6 +52,7 @@ PREFIX = "imagenot job-usage: "
 _KIB_PER_MIB = 1024  # Linux reports ru_maxrss in KiB
 
 _workers: int | None = None
+_rows_held: int | None = None
 
 
 def declare_workers(n: int) -> None:
@@ -57,6 +60,14 @@ def declare_workers(n: int) -> None:
     largest declaration counts): the recorded peak then counts the largest one ``n`` times."""
     global _workers
     _workers = max(_workers or 0, int(n))
+
+
+def declare_rows_held(n: int) -> None:
+    """Declare that this job holds at most ``n`` rows of its input at once, whatever the
+    input's size (a streamed job): a projection to a larger input scales the measured memory
+    by held rows, not input rows (benchmarks/bench_scale.py)."""
+    global _rows_held
+    _rows_held = max(_rows_held or 0, int(n))
 
 
 def usage(started: float | None = None) -> dict:
@@ -71,6 +82,7 @@ def usage(started: float | None = None) -> dict:
         "self_rss_mb": round(self_mb, 1),
         "children_rss_mb": round(children_mb, 1),
         "workers": _workers,
+        "rows_held": _rows_held,
         "cpu_s": round(own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime, 3),
         "wall_s": None if started is None else round(time.monotonic() - started, 3),
     }

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from imagenot import job_usage
 from imagenot.io import atomic_path, sha256_bytes, write_parquet, write_text
 
 SPLITS = ("train", "val", "test")
@@ -423,6 +424,10 @@ def _gather_ordered(out_dir: Path, parts: list[Path], window: int = GATHER_WINDO
         dup = counts.filter(pc.greater(counts.field("counts"), 1))
         raise DatasetError(f"{out_dir}: key {dup[0]['values']} is in more than one part")
     del keys, all_keys
+    # held at once: a window's pieces and their sorted copy, and the part being read
+    job_usage.declare_rows_held(
+        2 * window + max(pq.ParquetFile(p).metadata.num_rows for p in parts)
+    )
     schema = pa.unify_schemas(schemas)
     out_schema = pa.schema([f for f in schema if f.name != ORDER])
     shards: set[str] = set()

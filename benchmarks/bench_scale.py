@@ -21,8 +21,9 @@ process tree (every 0.5 s for the first 30 samples, then every 30 s): a short jo
 random moment (the same job measured 111 MB in one run and 646 MB in another), so they are used
 only for a job without the line, and the JSON says per rule which source each figure came from
 (``peak_rss_source``, ``cpu_source``; ``peak_rss_sources`` counts the jobs). A job's *busy
-seconds* are max(cpu, s): CPU time for compute-bound jobs, wall time for jobs that wait
-(downloads).
+seconds* are its exact CPU seconds, except for jobs that wait (downloads: the network) and jobs
+with only a sampled figure, where they are max(cpu, s): on a shared machine wall time measures
+the machine's load (3-4x the CPU time at a load average of 14 on 2 cores), not the job.
 
 Projection to laion2B-en (2.32e9 captions in 128 parts), per rule, by the wildcards of its jobs:
 
@@ -269,7 +270,11 @@ def _source(job: dict, key: str) -> str:
     return job.get(key) or SOURCE_SAMPLED
 
 
-def _busy(job: dict) -> float:
+def _busy(job: dict, waits: bool = False) -> float:
+    """A job's busy seconds: its exact CPU seconds (its own usage line) unless it ``waits``
+    (downloads: the network) or only Snakemake's sample is known; then max(CPU, wall)."""
+    if job.get("cpu_source") == SOURCE_JOB and not waits:
+        return job.get("cpu_time") or 0.0
     return max(job.get("cpu_time") or 0.0, job.get("s") or 0.0)
 
 
@@ -355,7 +360,8 @@ def project(
         js = js or jl
         kind = _rule_class(jl, laion_files, image_files)
         peak = [max(j["max_rss"] or 0.0 for j in js), max(j["max_rss"] or 0.0 for j in jl)]
-        busy = [sum(map(_busy, js)), sum(map(_busy, jl))]
+        waits = kind == "download_part"
+        busy = [sum(_busy(j, waits) for j in js), sum(_busy(j, waits) for j in jl)]
         input_mb = [
             sum(j.get("input_mb", 0.0) for j in js) / len(js),
             sum(j.get("input_mb", 0.0) for j in jl) / len(jl),

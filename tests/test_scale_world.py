@@ -477,6 +477,13 @@ def test_projection_follows_the_documented_rules(bench):
     assert wordnet["peak_rss_source"] == [bench.SOURCE_SAMPLED]
 
 
+def test_busy_seconds_are_exact_cpu_seconds_unless_the_job_waits(bench):
+    own = {"cpu_time": 2.0, "s": 9.0, "cpu_source": bench.SOURCE_JOB}
+    assert bench._busy(own) == 2.0  # a loaded machine's wall time is not the job's
+    assert bench._busy(own, waits=True) == 9.0  # a download waits on the network
+    assert bench._busy({**own, "cpu_source": bench.SOURCE_SAMPLED}) == 9.0
+
+
 def test_a_streamed_selection_gather_is_projected_by_the_rows_it_holds(bench):
     def jobs(n_parts):
         out = _jobs(n_parts, 500.0)

@@ -11,12 +11,19 @@ Rerunning with the same --workdir and sizes reruns nothing that is up to date (S
 and projects again in seconds. Nothing here names a rule of the DAG: jobs come from ``snakemake -n
 --forceall`` at the same config after the run (rule, wildcards, benchmark file, requested
 resources); a resource printed as ``<TBD>`` there is taken from the run's own log, where Snakemake
-prints each job's evaluated resources when it starts. Measurements come from each job's Snakemake
-benchmark TSV (``s`` wall seconds, ``max_rss`` MB, ``cpu_time`` seconds). A job's *busy seconds*
-are max(cpu_time, s): CPU time for compute-bound jobs, wall time for jobs that wait (downloads);
-Snakemake samples the job's process tree (every 0.5 s for the first 30 samples, then every 30 s),
-so cpu_time of short jobs is under-counted and a peak shorter than the sampling gap of a long job
-can be missed.
+prints each job's evaluated resources when it starts.
+
+Measurements: peak memory (MB) and CPU seconds come from the last line of each job's log, which
+the job writes itself (imagenot.job_usage: ``getrusage`` of the job and its children, the
+kernel's high-water mark, so the same job on the same input measures the same); wall seconds
+``s`` from its Snakemake benchmark TSV. Snakemake's own ``max_rss`` and ``cpu_time`` sample the
+process tree (every 0.5 s for the first 30 samples, then every 30 s): a short job is caught at a
+random moment (the same job measured 111 MB in one run and 646 MB in another), so they are used
+only for a job without the line, and the JSON says per rule which source each figure came from
+(``peak_rss_source``, ``cpu_source``; ``peak_rss_sources`` counts the jobs). A job's *busy
+seconds* are its exact CPU seconds, except for jobs that wait (downloads: the network) and jobs
+with only a sampled figure, where they are max(cpu, s): on a shared machine wall time measures
+the machine's load (3-4x the CPU time at a load average of 14 on 2 cores), not the job.
 
 Projection to laion2B-en (2.32e9 captions in 128 parts), per rule, by the wildcards of its jobs:
 
@@ -39,8 +46,14 @@ Projection to laion2B-en (2.32e9 captions in 128 parts), per rule, by the wildca
   images_per_class to K x parts so that it does. Images come from a loopback server, so runtime
   is a lower bound for real web downloads.
 - **selection gathers** (downstream of download-part outputs, e.g. the dataset build): runtime =
-  busy seconds per selected image x the paper's selected images; memory linear in selected
-  images between the two sizes.
+  busy seconds per selected image x the paper's selected images. Memory: the peak at the larger
+  size above the interpreter floor (the smallest peak of any job), scaled by the paper's
+  selected images over the larger size's (an upper bound: the job's own fixed memory above the
+  floor is scaled too). Not the line through the two sizes: their selections differ by ~1.7x
+  while the paper's is ~46x the larger one, so a peak's run-to-run jitter of ~10 MB (the
+  allocator, at identical input) moved that line's projection by ~1 GB. A streamed job that
+  declares the most rows it holds at once (``rows_held`` of its usage line) scales by rows held
+  (min(selected, rows_held)) instead.
 - **gathers** (downstream of per-part outputs, per dataset): memory extrapolated linearly in the
   number of parts, runtime linearly in the total caption rows, from the two sizes to 128 parts
   and 2.32e9 rows (never below the larger size's value).
@@ -79,6 +92,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import yaml
@@ -108,7 +122,9 @@ GROWTH_TOLERANCE = (1.10, 64.0)  # a peak "did not grow" if large <= small * 1.1
 # --- parsing Snakemake's output -------------------------------------------------------------
 
 _RULE_LINE = re.compile(r"^\s*(?:local)?(?:checkpoint|rule) (\S+):\s*$")
-_FIELD_LINE = re.compile(r"^\s+(input|output|benchmark|wildcards|resources|threads|jobid): (.*)$")
+_FIELD_LINE = re.compile(
+    r"^\s+(input|output|log|benchmark|wildcards|resources|threads|jobid): (.*)$"
+)
 
 
 def _mapping(text: str) -> dict[str, str]:
@@ -129,7 +145,8 @@ def parse_jobs(text: str) -> list[dict]:
     for line in text.splitlines():
         m = _RULE_LINE.match(line)
         if m:
-            job = {"rule": m.group(1), "wildcards": {}, "benchmark": None, "resources": {}}
+            job = {"rule": m.group(1), "wildcards": {}, "benchmark": None, "log": None}
+            job["resources"] = {}
             job.update(threads=1, input=[], output=[])
             jobs.append(job)
             continue
@@ -141,8 +158,8 @@ def parse_jobs(text: str) -> list[dict]:
             job[key] = _mapping(value)
         elif key in ("input", "output"):
             job[key] = [v.strip() for v in value.split(", ") if v.strip()]
-        elif key == "benchmark":
-            job["benchmark"] = value.strip()
+        elif key in ("benchmark", "log"):
+            job[key] = value.strip()
         elif key == "threads":
             job["threads"] = int(value)
     return jobs
@@ -164,8 +181,27 @@ def read_benchmark(path: Path) -> dict[str, float | None]:
     return {k: _number(v) for k, v in row.items()}
 
 
+SOURCE_JOB = "job getrusage (log line, imagenot.job_usage)"
+SOURCE_SAMPLED = "Snakemake benchmark (sampled)"
+
+
+def job_usage_of(workdir: Path, log: str | None) -> dict | None:
+    """The usage line a job wrote at its end (imagenot.job_usage), or None without one."""
+    from imagenot import job_usage
+
+    path = workdir / log if log else None
+    if path is None or not path.is_file():
+        return None
+    return job_usage.parse(path.read_text(errors="replace"))
+
+
 def measured_jobs(dry_run: str, run_log: str, workdir: Path) -> list[dict]:
-    """Every job of the dry run with its benchmark measurement and requested resources."""
+    """Every job of the dry run with its measurement and requested resources.
+
+    Peak memory and CPU time come from the job's own usage line in its log (exact: the kernel's
+    high-water mark of the job's processes, imagenot.job_usage); a job without one (killed, or
+    run before the line existed) falls back to its Snakemake benchmark, which samples them.
+    ``rss_source`` / ``cpu_source`` say which. Wall seconds ``s`` are the benchmark's."""
     evaluated = {
         (j["rule"], tuple(sorted(j["wildcards"].items()))): j["resources"]
         for j in parse_jobs(run_log)
@@ -175,6 +211,7 @@ def measured_jobs(dry_run: str, run_log: str, workdir: Path) -> list[dict]:
         if not job["benchmark"] or not (workdir / job["benchmark"]).is_file():
             continue
         bench = read_benchmark(workdir / job["benchmark"])
+        own = job_usage_of(workdir, job.get("log"))
         resources = dict(job["resources"])
         later = evaluated.get((job["rule"], tuple(sorted(job["wildcards"].items()))), {})
         for key in ("mem_mb", "runtime"):
@@ -187,8 +224,12 @@ def measured_jobs(dry_run: str, run_log: str, workdir: Path) -> list[dict]:
                 "input": job["input"],
                 "output": job["output"],
                 "s": bench.get("s"),
-                "cpu_time": bench.get("cpu_time"),
-                "max_rss": bench.get("max_rss"),
+                "cpu_time": own["cpu_s"] if own else bench.get("cpu_time"),
+                "max_rss": own["peak_rss_mb"] if own else bench.get("max_rss"),
+                "rss_source": SOURCE_JOB if own else SOURCE_SAMPLED,
+                "rows_held": own.get("rows_held") if own else None,
+                "cpu_source": SOURCE_JOB if own else SOURCE_SAMPLED,
+                "sampled_max_rss": bench.get("max_rss"),
                 "mem_mb": _number(resources.get("mem_mb")),
                 "runtime": _number(resources.get("runtime")),
                 "input_mb": sum(_size_mb(workdir / f) for f in job["input"]),
@@ -219,7 +260,21 @@ def _size_mb(path: Path) -> float:
 # --- projection (pure) ------------------------------------------------------------------------
 
 
-def _busy(job: dict) -> float:
+def _sampled_peak(jobs: list[dict]) -> float | None:
+    """Snakemake's sampled peak of the rule's jobs (for comparison with their own figure)."""
+    values = [j["sampled_max_rss"] for j in jobs if j.get("sampled_max_rss") is not None]
+    return round(max(values), 1) if values else None
+
+
+def _source(job: dict, key: str) -> str:
+    return job.get(key) or SOURCE_SAMPLED
+
+
+def _busy(job: dict, waits: bool = False) -> float:
+    """A job's busy seconds: its exact CPU seconds (its own usage line) unless it ``waits``
+    (downloads: the network) or only Snakemake's sample is known; then max(CPU, wall)."""
+    if job.get("cpu_source") == SOURCE_JOB and not waits:
+        return job.get("cpu_time") or 0.0
     return max(job.get("cpu_time") or 0.0, job.get("s") or 0.0)
 
 
@@ -305,7 +360,8 @@ def project(
         js = js or jl
         kind = _rule_class(jl, laion_files, image_files)
         peak = [max(j["max_rss"] or 0.0 for j in js), max(j["max_rss"] or 0.0 for j in jl)]
-        busy = [sum(map(_busy, js)), sum(map(_busy, jl))]
+        waits = kind == "download_part"
+        busy = [sum(_busy(j, waits) for j in js), sum(_busy(j, waits) for j in jl)]
         input_mb = [
             sum(j.get("input_mb", 0.0) for j in js) / len(js),
             sum(j.get("input_mb", 0.0) for j in jl) / len(jl),
@@ -352,10 +408,14 @@ def project(
             per_item = busy[1] / len(jl) / max(selected[1], 1)
             projected["jobs"] = len(jl)
             runtime_s = per_item * paper_selected
-            projected["peak_rss_mb"] = _linear(
-                selected[0], peak[0], selected[1], peak[1], paper_selected
+            held = max((j.get("rows_held") or 0 for j in js + jl), default=0)
+            rows = [min(n, held) if held else n for n in (paper_selected, max(selected[1], 1))]
+            projected["peak_rss_mb"] = max(peak[1], floor + (peak[1] - floor) * rows[0] / rows[1])
+            projected["memory_rule"] = (
+                f"streamed (holds at most {held} rows): proportional above the floor in rows held"
+                if held
+                else "proportional above the floor in selected images"
             )
-            projected["memory_rule"] = "linear in selected images"
             embed_items = 0.0
             projected["input_mb"] = input_mb[1] * paper_selected / max(selected[1], 1)
         elif kind == "fixed":
@@ -424,6 +484,9 @@ def project(
                 "scale_model_only": scale_only,
                 "jobs": [len(js), len(jl)],
                 "peak_rss_mb": [round(p, 1) for p in peak],
+                "peak_rss_source": sorted({_source(j, "rss_source") for j in js + jl}),
+                "sampled_peak_rss_mb": [_sampled_peak(js), _sampled_peak(jl)],
+                "cpu_source": sorted({_source(j, "cpu_source") for j in js + jl}),
                 "busy_s": [round(b, 2) for b in busy],
                 "item": item,
                 "cpu_s_per_item": per_item,
@@ -452,6 +515,7 @@ def project(
         "interpreter_floor_mb": floor,
         "selected_images": {"scale": list(selected), "paper": paper_selected},
         "rules": rules,
+        "peak_rss_sources": dict(Counter(_source(j, "rss_source") for j in all_jobs)),
         "all_within_requests": all(r["fits"] for r in rules if not r["scale_model_only"]),
     }
 
@@ -569,6 +633,47 @@ def work_requests(config: dict):
     return request
 
 
+def agreement(a: dict, b: dict) -> list[dict]:
+    """Per rule, two runs' projected peaks and runtimes and the larger over the smaller (1.0 =
+    the same): the check that the projection is measured, not sampled (docs/scale.md)."""
+
+    def ratio(x: float, y: float) -> float:
+        lo, hi = sorted((x, y))
+        return round(hi / lo, 3) if lo > 0 else (1.0 if hi == 0 else math.inf)
+
+    runs = [{r["rule"]: r for r in result["rules"]} for result in (a, b)]
+    out = []
+    for rule in runs[0].keys() & runs[1].keys():
+        pa_, pb = runs[0][rule]["projected"], runs[1][rule]["projected"]
+        out.append(
+            {
+                "rule": rule,
+                "peak_rss_mb": [pa_["peak_rss_mb"], pb["peak_rss_mb"]],
+                "peak_ratio": ratio(pa_["peak_rss_mb"], pb["peak_rss_mb"]),
+                "runtime_min": [pa_["runtime_min"], pb["runtime_min"]],
+                "runtime_ratio": ratio(pa_["runtime_min"], pb["runtime_min"]),
+            }
+        )
+    order = list(runs[0])
+    return sorted(out, key=lambda r: order.index(r["rule"]))
+
+
+def agreement_table(rows: list[dict]) -> str:
+    """:func:`agreement` as a Markdown table."""
+    lines = [
+        "| rule | projected peak MB (run 1, run 2) | ratio | projected runtime min (run 1, "
+        "run 2) | ratio |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['rule']} | {r['peak_rss_mb'][0]:.0f}, {r['peak_rss_mb'][1]:.0f} "
+            f"| {r['peak_ratio']:.3f} | {r['runtime_min'][0]:.1f}, {r['runtime_min'][1]:.1f} "
+            f"| {r['runtime_ratio']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
 def markdown_table(result: dict) -> str:
     """The projection as the Markdown table of docs/scale.md."""
     lines = [
@@ -624,7 +729,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--markdown", action="store_true", help="print the docs/scale.md table instead"
     )
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        type=Path,
+        metavar="JSON",
+        help="compare two runs' --json outputs (per rule, larger / smaller projection); runs "
+        "nothing",
+    )
     args = parser.parse_args(argv)
+    if args.compare:
+        a, b = (json.loads(p.read_text()) for p in args.compare)
+        rows = agreement(a, b)
+        print(json.dumps(rows, indent=2) if args.json else agreement_table(rows))
+        return 0
     sizes = (
         tuple(int(s) for s in args.sizes.split(","))
         if args.sizes

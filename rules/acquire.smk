@@ -45,7 +45,8 @@ rule acquire_download:
 
 # Top-up round {round}: for each class still short after the earlier rounds, its next-best
 # reserve captions (ceil(deficit * (1 + curate.oversample)), best first). Reads status tables
-# only (no images), but every round's: memory grows with the dataset (2 M rows in the paper).
+# only (no images), but every round's: memory grows with the dataset (2 M rows in the paper), so
+# its request is sized from its input (resources.work, docs/scale.md).
 rule acquire_topup_select:
     input:
         unpack(lambda wc: acquire_plan.rounds_before(config, wc.dataset, int(wc.round))),
@@ -63,6 +64,8 @@ rule acquire_topup_select:
     conda:
         "../envs/acquire.yaml"
     threads: 1
+    resources:
+        **work_resources("acquire_topup_select"),
     params:
         selections=lambda wc, input: acquire_plan.repeat_option(
             "--selection", input.selections
@@ -99,7 +102,7 @@ use rule acquire_download as acquire_topup_download with:
 # Fill and split over every round: top images per class by caption similarity, duplicates
 # removed across the dataset, seeded splits; the download and class reports. Stops with the
 # shortfall (classes short, the fewest, keys to change) unless allow_fewer. Status tables only,
-# no images; memory grows with the dataset.
+# no images; memory grows with the dataset: the request is sized from the input (resources.work).
 rule acquire_split:
     input:
         unpack(lambda wc: acquire_plan.plan_inputs(config, wc.dataset)),
@@ -129,6 +132,8 @@ rule acquire_split:
     conda:
         "../envs/acquire.yaml"
     threads: 1
+    resources:
+        **work_resources("acquire_split"),
     params:
         selections=lambda wc, input: acquire_plan.repeat_option(
             "--selection", input.selections

@@ -5,7 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
-from imagenot import conda_envs, slurm_profile, work
+from imagenot import conda_envs, job_usage, slurm_profile, work
 from imagenot.config import read_config_file
 from imagenot.settings import to_arg
 from imagenot.stages import check_workflow_config, stage_plans
@@ -143,6 +143,11 @@ os.environ[slurm_profile.ENV_GROWTH] = str(config["resources"]["attempt_growth"]
 os.environ[slurm_profile.ENV_TRAIN_GPUS_PER_NODE] = str(
     max(1, train_plan.gpus_per_node(config))
 )
+# Every job's `imagenot` command ends its log with its own peak memory and CPU time, measured by
+# the kernel (imagenot.job_usage; Snakemake's benchmark files only sample them). Set here, in
+# the process that runs the job's shell line (the main Snakemake locally, the job's own on a
+# cluster), so every job inherits it.
+os.environ[job_usage.ENV] = "1"
 
 # Sites without conda: every job runs in the site's Apptainer image (containers/imagenot.def).
 if slurm_profile.container(SITE):

@@ -20,7 +20,7 @@ import pytest
 from conftest import materialise
 from PIL import Image
 
-from imagenot.acquire import images
+from imagenot.acquire import dataset, images
 from imagenot.acquire.adapters import materialise_range, n_range_jobs
 from imagenot.acquire.build import (
     ShortfallError,
@@ -168,6 +168,67 @@ def test_gather_rejects_missing_or_mismatched_parts(imagenet, tmp_path):
     pq.write_table(table.replace_schema_metadata({b"imagenot.part": meta}), parts[1])
     with pytest.raises(DatasetError, match="class list differs"):
         gather_parts(tmp_path / "ds", parts, seed=4)
+
+
+def _ordered_parts(tmp_path, n_parts=3, per_part=7, seed=0):
+    """Part manifests of a LAION-like build: every row carries its manifest place (``order``),
+    parts interleaved in it as the plan interleaves download parts."""
+    rng = np.random.default_rng(seed)
+    classes = ["n00000001", "n00000002", "n00000003"]
+    n = n_parts * per_part
+    order = rng.permutation(n)
+    parts = []
+    for p in range(n_parts):
+        idx = np.arange(p, n, n_parts)  # part p holds every n_parts-th record
+        records = []
+        for i in idx:
+            buf = io.BytesIO()
+            Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)).save(buf, "JPEG")
+            split = ("train", "val", "test")[int(i) % 3]
+            records.append(Record(f"k{i:04d}", classes[int(i) % 3], split, buf.getvalue(), 0.5))
+        path = tmp_path / "parts" / f"part-{p:05d}.parquet"
+        dataset.write_part(
+            tmp_path / "ds", records, classes, path, part=f"{p:05d}", shard_size=4,
+            with_similarity=True, order=order[idx].tolist(),
+        )  # fmt: skip
+        parts.append(path)
+    return parts
+
+
+def test_parts_with_row_orders_are_gathered_window_by_window_as_whole(tmp_path):
+    """The LAION gather (parts carry ``order``) streams the manifest in windows: any window
+    gives the manifest and fingerprint of the whole table sorted by order."""
+    parts = _ordered_parts(tmp_path)
+    whole = pa.concat_tables([pq.read_table(p).replace_schema_metadata(None) for p in parts])
+    whole = whole.take(pc.sort_indices(whole, [("order", "ascending")])).drop_columns(["order"])
+    classes = ["n00000001", "n00000002", "n00000003"]
+    fingerprints = set()
+    for window in (1, 4, 21, 1000):
+        manifest = dataset._gather_ordered(tmp_path / "ds", parts, window=window)
+        got = pq.read_table(manifest)
+        assert got.equals(whole.cast(got.schema)), window
+        assert got.column_names == whole.column_names
+        fingerprints.add(read_fingerprint(tmp_path / "ds"))
+        assert read_classes(tmp_path / "ds") == classes
+    assert fingerprints == {dataset.content_fingerprint(whole, classes)}
+    # its usage line says how many rows it holds at once (bench_scale projects by them)
+    assert dataset.job_usage.usage()["rows_held"] >= 2 * 1000 + 7
+    assert gather_parts(tmp_path / "ds", parts, seed=0) == tmp_path / "ds" / "manifest.parquet"
+    assert read_fingerprint(tmp_path / "ds") in fingerprints
+
+
+def test_gather_refuses_row_orders_with_a_gap_or_repeat(tmp_path):
+    parts = _ordered_parts(tmp_path)
+    table = pq.read_table(parts[0])
+    order = table["order"].to_numpy().copy()
+    order[0] = 10_000  # a place no manifest row of this plan has
+    bad = table.set_column(table.schema.get_field_index("order"), "order", pa.array(order))
+    pq.write_table(bad, parts[0])
+    with pytest.raises(DatasetError, match=r"row orders are not 0\.\.20"):
+        gather_parts(tmp_path / "ds", parts, seed=0)
+    assert not (tmp_path / "ds" / "manifest.parquet").exists()
+    with pytest.raises(DatasetError, match="more than one part"):
+        gather_parts(tmp_path / "ds", [parts[1], parts[1]], seed=0)
 
 
 def test_stale_shards_of_another_layout_are_removed(imagenet, tmp_path):

@@ -294,10 +294,21 @@ def test_jobs_are_parsed_from_a_dry_run_and_tbd_resources_from_the_run_log(bench
         (tmp_path / "results/benchmarks" / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "results/benchmarks" / path).write_text(header + row)
     measured = bench.measured_jobs(DRY_RUN, RUN_LOG, tmp_path)
-    assert [(m["rule"], m["max_rss"], m["cpu_time"]) for m in measured] == [
-        ("curate_match", 236.4, 5.5),
-        ("curate_select", 512.0, 3.0),
+    assert [(m["rule"], m["max_rss"], m["cpu_time"], m["rss_source"]) for m in measured] == [
+        ("curate_match", 236.4, 5.5, bench.SOURCE_SAMPLED),
+        ("curate_select", 512.0, 3.0, bench.SOURCE_SAMPLED),
     ]
+    # the job's own usage line (imagenot.job_usage), the last in its log, replaces the sample
+    log = tmp_path / "results/logs/curate_match/00000.log"
+    log.parent.mkdir(parents=True)
+    line = 'imagenot job-usage: {"peak_rss_mb": %s, "cpu_s": %s}\n'
+    log.write_text("started\n" + line % (100.0, 1.0) + "Traceback ...\n" + line % (250.5, 7.25))
+    measured = bench.measured_jobs(DRY_RUN, RUN_LOG, tmp_path)
+    assert [(m["max_rss"], m["cpu_time"], m["rss_source"]) for m in measured] == [
+        (250.5, 7.25, bench.SOURCE_JOB),
+        (512.0, 3.0, bench.SOURCE_SAMPLED),
+    ]
+    assert measured[0]["sampled_max_rss"] == 236.4
     assert (measured[0]["mem_mb"], measured[0]["runtime"]) == (8000.0, 240.0)
     assert (measured[1]["mem_mb"], measured[1]["runtime"]) == (32000.0, 1440.0)
 
@@ -447,10 +458,12 @@ def test_projection_follows_the_documented_rules(bench):
         4.0 / 50 * 2_000_000 / 64 / 60, abs=0.01
     )
     assert down["projected"]["peak_rss_mb"] == 150.0
-    # the build reads download parts: it grows with the selected images (1 MB per image here)
+    # the build reads download parts: above the floor (150, the downloads' peak), its peak
+    # scales with the selected images (100 at the larger size, 2 M in the paper)
     build = rules["acquire_build"]
     assert build["class"] == "selection_gather"
-    assert build["projected"]["peak_rss_mb"] == pytest.approx(300 + (2_000_000 - 100))
+    assert build["projected"]["peak_rss_mb"] == pytest.approx(150 + 150 * 2_000_000 / 100)
+    assert build["projected"]["memory_rule"].startswith("proportional above the floor")
     assert build["projected"]["runtime_min"] == pytest.approx(2.0 / 100 * 2_000_000 / 60, abs=0.01)
     # WordNet preparation reads no LAION output: measured as it is
     wordnet = rules["prepare_wordnet"]
@@ -460,6 +473,34 @@ def test_projection_follows_the_documented_rules(bench):
         pytest.approx(20 / 60, abs=0.01),
     )
     assert result["interpreter_floor_mb"] == 150.0
+    # _job rows carry no source: they count as sampled, and the JSON says so per rule
+    assert result["peak_rss_sources"] == {bench.SOURCE_SAMPLED: len(_jobs(2, 0)) + len(_jobs(4, 0))}
+    assert wordnet["peak_rss_source"] == [bench.SOURCE_SAMPLED]
+
+
+def test_busy_seconds_are_exact_cpu_seconds_unless_the_job_waits(bench):
+    own = {"cpu_time": 2.0, "s": 9.0, "cpu_source": bench.SOURCE_JOB}
+    assert bench._busy(own) == 2.0  # a loaded machine's wall time is not the job's
+    assert bench._busy(own, waits=True) == 9.0  # a download waits on the network
+    assert bench._busy({**own, "cpu_source": bench.SOURCE_SAMPLED}) == 9.0
+
+
+def test_a_streamed_selection_gather_is_projected_by_the_rows_it_holds(bench):
+    def jobs(n_parts):
+        out = _jobs(n_parts, 500.0)
+        for j in out:
+            if j["rule"] == "acquire_build":
+                j["rows_held"] = 1000  # its usage line: at most 1000 rows at once
+        return out
+
+    result = bench.project(
+        jobs(2), jobs(4), (2, 4), 1000, max_runtime_min=1440, selected=(50, 100),
+        paper_selected=2_000_000, paper_download_parts=64,
+    )  # fmt: skip
+    build = {r["rule"]: r for r in result["rules"]}["acquire_build"]
+    # 300 MB at 100 images, floor 150: x min(2 M, 1000) / min(100, 1000) above the floor
+    assert build["projected"]["peak_rss_mb"] == pytest.approx(150 + 150 * 10)
+    assert "holds at most 1000 rows" in build["projected"]["memory_rule"]
 
 
 def test_projection_of_per_part_jobs_whose_memory_grows_and_of_fitting_jobs(bench):
@@ -480,6 +521,26 @@ def test_projection_of_per_part_jobs_whose_memory_grows_and_of_fitting_jobs(benc
     assert tight["all_within_requests"] is False
 
 
+def test_two_runs_are_compared_rule_by_rule(bench, tmp_path, capsys):
+    def result(peak, runtime):
+        rules = [
+            {"rule": "a", "projected": {"peak_rss_mb": peak, "runtime_min": runtime}},
+            {"rule": "b", "projected": {"peak_rss_mb": 100.0, "runtime_min": 0.0}},
+        ]
+        return {"rules": rules}
+
+    rows = bench.agreement(result(1000.0, 2.0), result(1100.0, 1.0))
+    assert [r["rule"] for r in rows] == ["a", "b"]
+    assert rows[0]["peak_rss_mb"] == [1000.0, 1100.0] and rows[0]["peak_ratio"] == 1.1
+    assert rows[0]["runtime_ratio"] == 2.0
+    assert (rows[1]["peak_ratio"], rows[1]["runtime_ratio"]) == (1.0, 1.0)
+    one, two = tmp_path / "1.json", tmp_path / "2.json"
+    one.write_text(json.dumps(result(1000.0, 2.0)))
+    two.write_text(json.dumps(result(900.0, 2.0)))
+    assert bench.main(["--compare", str(one), str(two)]) == 0
+    assert "| a | 1000, 900 | 1.111 |" in capsys.readouterr().out
+
+
 # --- end to end -----------------------------------------------------------------------------
 
 
@@ -498,3 +559,6 @@ def test_bench_scale_quick_builds_the_dataset_from_laion2b_en_named_shards(bench
     assert any(r["class"] == "download_part" for r in result["rules"])
     assert all(r["requested_mem_mb"] and r["requested_runtime_min"] for r in result["rules"])
     assert result["sizes"] == [1, 2] and result["rows_per_part"] == 20_000
+    # every job recorded its own peak (imagenot.job_usage): no figure is Snakemake's sample
+    assert set(result["peak_rss_sources"]) == {bench.SOURCE_JOB}
+    assert all(r["peak_rss_source"] == [bench.SOURCE_JOB] for r in result["rules"])

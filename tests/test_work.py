@@ -48,3 +48,11 @@ def test_runtime_never_exceeds_the_site_maximum(paper):
 def test_streaming_rules_ask_the_same_memory_for_any_part(paper):
     for rule in ("curate_match", "curate_captions", "curate_select"):
         assert work.mem_mb(paper, rule, 100) == work.mem_mb(paper, rule, 100_000)
+
+
+def test_dataset_wide_acquisition_rules_ask_memory_for_their_input(paper):
+    """The top-up selection and the split hold every status row of a dataset: their request
+    grows with their input (the 2 M-image projection of docs/scale.md sits inside it)."""
+    for rule in ("acquire_topup_select", "acquire_split"):
+        small, large = work.mem_mb(paper, rule, 10), work.mem_mb(paper, rule, 1000)
+        assert large > small >= paper["resources"]["work"][rule]["floor_mb"]

@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import time
 
-from imagenot import __version__
+from imagenot import __version__, job_usage
 from imagenot.io import setup_logging
 
 STAGE_CLIS = (
@@ -67,7 +68,17 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand. Bad input ends in one line on stderr (``imagenot CMD: error: ...``)
     and exit code 2, with the traceback only under ``--debug``; a closed stdout (``| head``) is
-    not an error."""
+    not an error. In a workflow job the last line on stderr is the job's own peak memory and CPU
+    time (imagenot.job_usage), however the command ends: returned, failed, ``SystemExit``."""
+    started = time.monotonic()
+    try:
+        return _run(argv)
+    finally:
+        if job_usage.enabled():
+            job_usage.report(started)
+
+
+def _run(argv: list[str] | None) -> int:
     from imagenot.registries import load_env_plugins
 
     load_env_plugins()  # names a workflow job's plugins register (CLI choices derive from them)

@@ -1,9 +1,9 @@
 """Job resources from the work: memory and runtime of the heavy rules sized from their input.
 
 Why: at paper scale a fixed class per rule either wastes a cluster's memory or fails; the input of
-a job (one LAION part, one part's captions, one dataset's scores) says how much work it holds.
-Each heavy rule has a cost (config ``resources.work.<rule>``, defaults measured on the scale model,
-see docs/scale.md):
+a job (one LAION part, one part's captions, one dataset's scores or download status tables) says
+how much work it holds. Each heavy rule has a cost (config ``resources.work.<rule>``, defaults
+measured on the scale model, see docs/scale.md):
 
     mem_mb  = (floor_mb  + mb_per_gb  x input GB) x growth ** (attempt - 1)
     runtime = (floor_min + min_per_gb x input GB) x growth ** (attempt - 1), in minutes

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from imagenot import job_usage
 from imagenot.io import atomic_path, sha256_bytes, write_parquet, write_text
 
 SPLITS = ("train", "val", "test")
@@ -191,7 +192,10 @@ def _write_shards(
 
 def _remove_unreferenced(out_dir: Path, table: pa.Table) -> None:
     """Remove tars under shards/ that the manifest does not name (left by an earlier run)."""
-    referenced = set(table["shard"].unique().to_pylist())
+    _remove_unreferenced_names(out_dir, set(table["shard"].unique().to_pylist()))
+
+
+def _remove_unreferenced_names(out_dir: Path, referenced: set[str]) -> None:
     for stale in sorted((out_dir / SHARD_DIR).glob("*.tar")):
         if f"{SHARD_DIR}/{stale.name}" not in referenced:
             stale.unlink()
@@ -204,14 +208,25 @@ def content_fingerprint(manifest: pa.Table, classes: Sequence[str]) -> str:
     Why not the manifest file's sha256: shard names and byte offsets depend on how many jobs
     wrote the shards; what a model is trained and tested on does not, and neither does this.
     """
+    h = _fingerprint_start(classes)
+    _fingerprint_update(h, manifest)
+    return h.hexdigest()
+
+
+def _fingerprint_start(classes: Sequence[str]):
     h = hashlib.sha256()
     h.update(("\n".join(classes) + "\n\0").encode())
-    for batch in manifest.select(list(CONTENT_COLUMNS)).to_batches(max_chunksize=1 << 16):
+    return h
+
+
+def _fingerprint_update(h, rows: pa.Table) -> None:
+    """Add manifest rows (in order) to a :func:`content_fingerprint` hash: the same digest
+    whether the manifest is hashed whole or window by window."""
+    for batch in rows.select(list(CONTENT_COLUMNS)).to_batches(max_chunksize=1 << 16):
         cols = [c.to_pylist() for c in batch.columns]
         h.update(
             "".join("\t".join(map(str, row)) + "\n" for row in zip(*cols, strict=True)).encode()
         )
-    return h.hexdigest()
 
 
 def _write_index(out_dir: Path, table: pa.Table, classes: Sequence[str]) -> Path:
@@ -289,8 +304,9 @@ def write_part(
     return table
 
 
-def _part_meta(table: pa.Table, path: Path) -> dict:
-    raw = (table.schema.metadata or {}).get(PART_META)
+def _part_meta(table: pa.Table | pa.Schema, path: Path) -> dict:
+    schema = table if isinstance(table, pa.Schema) else table.schema
+    raw = (schema.metadata or {}).get(PART_META)
     if raw is None:
         raise DatasetError(f"{path}: not a part manifest (no {PART_META.decode()} metadata)")
     return json.loads(raw)
@@ -333,10 +349,19 @@ def gather_parts(
     ``default_rng([seed, 1])`` of their concatenated order, then validation, then test rows
     in concatenated order; this is the order a single job writes. Tars under ``shards/`` that
     no part names (left by a run with other parts) are removed.
+
+    Parts that carry ``order`` are gathered streamed (:func:`_gather_ordered`): the LAION
+    datasets' gather is a local job over the whole dataset (2 M rows in the paper), so it holds
+    one part and one window of the manifest at a time, not the manifest.
     """
     out_dir = Path(out_dir)
     if not part_manifests:
         raise DatasetError(f"{out_dir}: no part manifests to gather")
+    for path in part_manifests:
+        if not Path(path).is_file():
+            raise DatasetError(f"{path}: part manifest not found (its job has not finished)")
+    if all(ORDER in pq.read_schema(p).names for p in part_manifests):
+        return _gather_ordered(out_dir, [Path(p) for p in part_manifests])
     tables, classes = [], None
     for path in part_manifests:
         path = Path(path)
@@ -369,6 +394,82 @@ def gather_parts(
         table = table.take(pa.array(np.concatenate([train, *rest]), pa.int64()))
     _remove_unreferenced(out_dir, table)
     return _write_index(out_dir, table.combine_chunks(), classes)
+
+
+GATHER_WINDOW_ROWS = 1 << 18  # manifest rows held at once by the streamed gather (~50 MB)
+
+
+def _gather_ordered(out_dir: Path, parts: list[Path], window: int = GATHER_WINDOW_ROWS) -> Path:
+    """:func:`gather_parts` for parts that carry ``order`` (every row's place in the manifest),
+    in bounded memory: the manifest is written window by window of ``window`` rows (each part
+    read in turn, its rows of the window kept), the fingerprint hashed as it goes. Memory: one
+    part, one window, and the keys of the dataset (one compact string column, for the check
+    that no key is in two parts). The orders must be exactly 0..n-1: a gap or a repeat means
+    parts of different plans, and nothing is written."""
+    classes, schemas, n_rows, keys = None, [], 0, []
+    for path in parts:
+        meta = pq.ParquetFile(path)
+        schema = meta.schema_arrow
+        part_classes = _part_meta(schema, path)["classes"]
+        if classes is None:
+            classes = part_classes
+        elif part_classes != classes:
+            raise DatasetError(f"{path}: class list differs from {parts[0]}'s; rerun the parts")
+        schemas.append(schema.remove_metadata())
+        n_rows += meta.metadata.num_rows
+        keys.append(pq.read_table(path, columns=["key"])["key"])
+    all_keys = pa.chunked_array([c for k in keys for c in k.chunks], pa.string())
+    if pc.count_distinct(all_keys).as_py() != len(all_keys):
+        counts = pc.value_counts(all_keys)
+        dup = counts.filter(pc.greater(counts.field("counts"), 1))
+        raise DatasetError(f"{out_dir}: key {dup[0]['values']} is in more than one part")
+    del keys, all_keys
+    # held at once: a window's pieces and their sorted copy, and the part being read
+    job_usage.declare_rows_held(
+        2 * window + max(pq.ParquetFile(p).metadata.num_rows for p in parts)
+    )
+    schema = pa.unify_schemas(schemas)
+    out_schema = pa.schema([f for f in schema if f.name != ORDER])
+    shards: set[str] = set()
+    h = _fingerprint_start(classes)
+    with atomic_path(out_dir / MANIFEST, ".parquet") as tmp:
+        with pq.ParquetWriter(tmp, out_schema, compression="zstd") as writer:
+            for start in range(0, n_rows, window):
+                stop = min(start + window, n_rows)
+                rows = _window(parts, schema, start, stop)
+                order = rows[ORDER].to_numpy()
+                if not np.array_equal(order, np.arange(start, stop)):
+                    raise DatasetError(
+                        f"{out_dir}: the parts' row orders are not 0..{n_rows - 1} (rows "
+                        f"{start}..{stop - 1} hold {len(order)}): parts of different plans; "
+                        "rerun the parts"
+                    )
+                rows = rows.drop_columns([ORDER]).cast(out_schema)
+                shards.update(rows["shard"].unique().to_pylist())
+                _fingerprint_update(h, rows)
+                writer.write_table(rows)
+        _remove_unreferenced_names(out_dir, shards)
+        write_text("".join(f"{c}\n" for c in classes), out_dir / CLASSES)
+    write_text(h.hexdigest() + "\n", out_dir / FINGERPRINT)
+    return out_dir / MANIFEST
+
+
+def _window(parts: list[Path], schema: pa.Schema, start: int, stop: int) -> pa.Table:
+    """Rows of every part whose ``order`` is in [start, stop), sorted by it (one part read at
+    a time; columns a part lacks are null)."""
+    pieces = []
+    for path in parts:
+        table = pq.read_table(path).replace_schema_metadata(None)
+        order = table[ORDER]
+        keep = pc.and_(pc.greater_equal(order, start), pc.less(order, stop))
+        piece = table.filter(keep)
+        for field in schema:
+            if field.name not in piece.column_names:
+                piece = piece.append_column(field, pa.nulls(piece.num_rows, field.type))
+        pieces.append(piece.select(schema.names).cast(schema))
+        del table
+    rows = pa.concat_tables(pieces)
+    return rows.take(pc.sort_indices(rows, [(ORDER, "ascending")]))
 
 
 # ------------------------------------------------------------------------------------ readers

@@ -55,6 +55,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from imagenot import job_usage
 from imagenot.acquire import images
 from imagenot.acquire.dataset import Record, write_tar
 from imagenot.acquire.settings import DownloadSettings
@@ -317,6 +318,10 @@ def fetch(
         deadline=deadline,
     )
     if part_table.num_rows:
+        # processes running at once beside the job (its recorded peak counts each as the
+        # largest): the fetch process, img2dataset's pool and its logger process, and
+        # multiprocessing's resource tracker (spawn starts one)
+        job_usage.declare_workers(max(1, processes) + 3)
         run_in_process_group(_fetch_here, part_table, work_dir, **options)
     unmark_dead_batches(out)
     return out

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from imagenot import job_usage
+
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 
@@ -142,6 +144,7 @@ def embed_dataset(
     encode, size, mean, std = encoder
     dataset = ManifestDataset(dataset_dir, split)
     indices = first_per_class(dataset.labels, max_per_class)
+    job_usage.declare_workers(workers)  # the job's recorded peak counts them
     loader = DataLoader(
         Subset(dataset, indices.tolist()), batch_size=batch_size, num_workers=workers, shuffle=False
     )

@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from imagenot import job_usage
 from imagenot.evaluate.metrics import clopper_pearson, topk_correct
 from imagenot.evaluate.transforms import (
     Transform,
@@ -384,6 +385,7 @@ def dataset_batches(
         images = [to_model_input(img.unsqueeze(0), image_size)[0] for img, _ in items]
         return torch.stack(images), labels
 
+    job_usage.declare_workers(workers)  # the job's recorded peak counts them
     loader = DataLoader(
         ds, batch_size=batch_size, shuffle=False, num_workers=workers, collate_fn=collate
     )

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
+from imagenot import job_usage
 from imagenot.train.checkpoints import (
     State,
     load_checkpoint,
@@ -341,6 +342,7 @@ def fit(
     stop_epoch = min(stop_epoch or job.max_epochs, job.max_epochs)
     pin = device.type == "cuda"
     feeders = (Feeder(train_data, job.num_workers, pin), Feeder(val_data, job.num_workers, pin))
+    job_usage.declare_workers(2 * job.num_workers)  # both feeders' workers persist
 
     with Interrupts(checkpoint_minutes) as interrupts:
         _epochs(model, forward, optimizer, feeders, job, state, device, checkpoint, stop_epoch,

@@ -137,7 +137,12 @@ def _autocast(device: torch.device):
 
 
 def _to_device(x, y: torch.Tensor, device: torch.device, job: Job):
-    """A batch ready for the model; a list of encoded JPEGs is decoded on ``device`` first."""
+    """A batch ready for the model; a list of encoded JPEGs is decoded on ``device`` first.
+    A floating-point batch is stored backbone features (``imagenot.train.features``: the
+    head's input, preprocessed when they were computed; images are always uint8) and only
+    moves to the device."""
+    if isinstance(x, torch.Tensor) and x.is_floating_point():
+        return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
     if isinstance(x, list):
         from imagenot.train.feed import decode_batch
 
@@ -299,6 +304,7 @@ def fit(
     world: int = 1,
     max_batch: int | None = None,
     dist: Dist | None = None,
+    head_only: bool = False,
 ) -> tuple[nn.Module, State]:
     """Train until early stopping, ``job.max_epochs`` or ``stop_epoch`` (a halving rung).
 
@@ -310,7 +316,13 @@ def fit(
     (``imagenot.train.distributed``; ``init`` must then be picklable) and returns the model and
     state read back from the checkpoint; ``max_batch`` caps the per-process batch (gradient
     accumulation keeps the global batch ``job.batch_size``).
+
+    ``head_only`` (TL over stored features, ``imagenot.train.features``): the data are the
+    head's inputs, so each step runs the head alone; the model, its checkpoints and best
+    weights stay the full model (frozen backbone + head), as on the image path. One process.
     """
+    if head_only and (world > 1 or job.trainable != "head"):
+        raise ValueError("head_only fits a TL job's head in one process (world 1)")
     if world > 1 and dist is None:
         set_aside_stale_checkpoint(checkpoint, job.identity(), fingerprint)
         return _launch(job, train_data, val_data, checkpoint, fingerprint, stop_epoch,
@@ -329,7 +341,7 @@ def fit(
     if device.type == "cuda":
         model.to(memory_format=torch.channels_last)
     optimizer.load_state_dict(optimizer.state_dict())  # move state to the model's device
-    forward: nn.Module = model
+    forward: nn.Module = head_module(model, job.model) if head_only else model
     if d.world > 1:
         if device.type == "cuda":  # BatchNorm over the whole per-step batch (module docstring)
             forward = nn.SyncBatchNorm.convert_sync_batchnorm(model)

@@ -239,8 +239,6 @@ use rule train_final as train_head_final with:
 
 
 ruleorder: train_head_final > train_final
-
-
 # The paper's ImageNet models are torchvision's published weights (its appendix A.1): written as
 # final runs (head rows matched to the dataset's wnids) for the evaluate stage; no GPU, no search.
 ruleorder: train_published > train_final

@@ -120,10 +120,9 @@ def run_features(settings: Mapping, dataset_dir: Path, split: str, out: Path) ->
     preprocess, on the job's device. Returns the file's metadata."""
     import torch
 
+    from imagenot.acquire.dataset import SPLITS
     from imagenot.train import features
     from imagenot.train.registry import build_model, head_module
-
-    from imagenot.acquire.dataset import SPLITS
 
     if settings["trainable"] != "head" or not settings["init"]:
         raise ValueError("features are computed for TL jobs (trainable head, starting weights)")

@@ -81,23 +81,23 @@ rule train_trial:
 
 
 # Transfer learning (tl-SOURCE) trains the head alone over a frozen, eval-mode backbone without
-# augmentation, so what the head sees never changes: one GPU job per (starting weights, dataset,
-# split) computes the backbone's features once (imagenot.train.features), and the TL trials and
-# final runs fit the head over them on the CPU (same loop, seeds and selection; the final
-# weights are the full model, as before). docs/gpu.md gives the GPU time this saves.
+# augmentation, so what the head sees never changes: one GPU job per (starting weights, dataset)
+# computes the backbone's features of each split once, one file per split
+# (imagenot.train.features), and the TL trials and final runs fit the head over them on the CPU
+# (same loop, seeds and selection; the final weights are the full model, as before). One job for
+# the three splits: the model loads once. docs/gpu.md gives the GPU time this saves.
 rule train_features:
     input:
         data=lambda wc: train_plan.dataset_inputs(wc.dataset),
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
     output:
-        f"{TRAIN_RUN}/features/{{split}}.safetensors",
+        train_plan.feature_files("{dataset}", "{protocol}", "{model}"),
     log:
-        f"{LOGS}/train_features/{TRAIN_WC}/{{split}}.log",
+        f"{LOGS}/train_features/{TRAIN_WC}.log",
     benchmark:
-        f"{BENCH}/train_features/{TRAIN_WC}/{{split}}.tsv"
+        f"{BENCH}/train_features/{TRAIN_WC}.tsv"
     wildcard_constraints:
         protocol=train_plan.tl_protocol_regex(config),
-        split="train|val|test",
     conda:
         gpu_env("train")
     threads: train_plan.threads(config)
@@ -108,9 +108,10 @@ rule train_features:
             train_plan.features_settings(config, wc.dataset, wc.protocol, wc.model)
         ),
         data=f"{RESULTS}/datasets/{{dataset}}",
+        out_dir=lambda wc: train_plan.features_dir(wc.dataset, wc.protocol, wc.model),
     shell:
         "imagenot train-features --settings {params.settings} --dataset-dir {params.data}"
-        " --split {wildcards.split} --threads {threads} --out {output} > {log} 2>&1"
+        " --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"
 
 
 # A TL slot: the same job as train_trial (its settings name the features folder), over the
@@ -124,7 +125,7 @@ use rule train_trial as train_head_trial with:
             config, wc.dataset, wc.protocol, wc.model, wc.stage
         ),
         features=lambda wc: train_plan.feature_files(
-            wc.dataset, wc.protocol, wc.model, ["train", "val"]
+            wc.dataset, wc.protocol, wc.model, train_plan.TRIAL_SPLITS
         ),
     log:
         f"{LOGS}/train_head_trial/{TRAIN_WC}/{{stage}}-{{slot}}.log",
@@ -224,9 +225,7 @@ use rule train_final as train_head_final with:
         selection=f"{TRAIN_RUN}/selection.json",
         data=lambda wc: train_plan.dataset_inputs(wc.dataset),
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
-        features=lambda wc: train_plan.feature_files(
-            wc.dataset, wc.protocol, wc.model, ["train", "val", "test"]
-        ),
+        features=lambda wc: train_plan.feature_files(wc.dataset, wc.protocol, wc.model),
     log:
         f"{LOGS}/train_head_final/{TRAIN_WC}/{{seed}}.log",
     benchmark:

@@ -46,8 +46,8 @@ def test_paper_config_plans_every_shard_trial_seed_evaluation_and_figure():
     assert planned["train_head_trial"] == models * sum(
         sum(train_plan.slot_counts(config, e["dataset"], e["protocol"])) for e in tl
     )
-    # one features job per (starting weights, dataset, split) of a TL experiment
-    assert planned["train_features"] == len(tl) * models * 3
+    # one features job (three split files) per (starting weights, dataset) of a TL experiment
+    assert planned["train_features"] == len(tl) * models
     published = [r for r in finals if r["dataset"] == "imagenet" and r["protocol"] == "st"]
     assert planned["train_published"] == len(published) == len(config["train"]["models"])
     tl_finals = [r for r in finals if train_plan.is_tl(r["protocol"])]

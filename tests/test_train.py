@@ -581,8 +581,8 @@ def test_plan_lists_final_runs_and_transfer_inputs(demo_config):
     assert plan.features_settings(demo_config, "fashion_mnist", "tl-imagenot", "vgg_mini") == {
         "job": job
     }
-    assert plan.feature_files("fashion_mnist", "tl-imagenot", "vgg_mini", ["test"]) == [
-        f"{features}/test.safetensors"
+    assert plan.feature_files("fashion_mnist", "tl-imagenot", "vgg_mini") == [
+        f"{features}/{split}.safetensors" for split in ("train", "val", "test")
     ]
     ft = plan.trial_settings(demo_config, "fashion_mnist", "ft-imagenot", "vgg_mini", 0)
     assert ft["job"]["features"] is None

@@ -60,6 +60,12 @@ def test_a_features_file_of_other_weights_is_an_error_naming_it(tmp_path):
         features.read(path, other)
 
 
+def test_the_plans_splits_are_the_datasets():
+    from imagenot.acquire.dataset import SPLITS
+
+    assert plan.SPLITS == SPLITS and set(plan.TRIAL_SPLITS) < set(SPLITS)
+
+
 # ------------------------------------------------------------------ feature path = image path
 
 
@@ -190,9 +196,9 @@ def test_tl_over_features_selects_and_scores_as_the_image_path(
     (image_run / "trials.parquet").write_bytes((features_run / "trials.parquet").read_bytes())
 
     job = json.dumps(plan.features_settings(config, "toy", "tl-src", model))
-    files = plan.feature_files("toy", "tl-src", model, ["train", "val", "test"])
-    for split, file in zip(["train", "val", "test"], files, strict=True):
-        _cli("train-features", "--settings", job, "--dataset-dir", str(dataset_dir), "--threads", "1", "--split", split, "--out", file)  # fmt: skip
+    out_dir = plan.features_dir("toy", "tl-src", model)
+    _cli("train-features", "--settings", job, "--dataset-dir", str(dataset_dir), "--threads", "1", "--out-dir", out_dir)  # fmt: skip
+    assert all((tmp_path / f).is_file() for f in plan.feature_files("toy", "tl-src", model))
     ours = _experiment(config, model, dataset_dir, features_run, image_path=False)
     today = _experiment(config, model, dataset_dir, image_run, image_path=True)
 

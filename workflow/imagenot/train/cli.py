@@ -137,11 +137,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser(
         "train-features",
-        help="a TL backbone's features of one split, computed once for every head fit",
+        help="a TL backbone's features of every split, computed once for every head fit",
     )
     _common(p)
-    p.add_argument("--split", required=True, help="train, val or test (the dataset's splits)")
-    p.add_argument("--out", required=True, type=Path, help="the split's features .safetensors")
+    p.add_argument("--out-dir", required=True, type=Path, help="gets {split}.safetensors")
     p.set_defaults(func=_features)
 
     p = subparsers.add_parser(
@@ -260,7 +259,7 @@ def _trial(a: argparse.Namespace) -> None:
 
 def _features(a: argparse.Namespace) -> None:
     s = _parse(FeaturesSettings, a.settings, "train-features")
-    _lazy().run_features(_job(s, a.threads), a.dataset_dir, a.split, a.out)
+    _lazy().run_features(_job(s, a.threads), a.dataset_dir, a.out_dir)
 
 
 def _final(a: argparse.Namespace) -> None:

@@ -269,8 +269,16 @@ def features_dir(dataset: str, protocol: str, model: str) -> str:
     return f"{run_dir(dataset, protocol, model)}/features"
 
 
-def feature_files(dataset: str, protocol: str, model: str, splits) -> list[str]:
-    """The features files of ``splits`` (train and val for trials; and test for final runs)."""
+# A dataset's splits: imagenot.acquire.dataset.SPLITS, not imported (plan modules stay free of
+# pyarrow: every job's Snakemake parses the rules); tests/test_train_features.py checks they agree.
+SPLITS = ("train", "val", "test")
+# What a trial reads: it selects on validation accuracy and never sees the test split.
+TRIAL_SPLITS = ("train", "val")
+
+
+def feature_files(dataset: str, protocol: str, model: str, splits=SPLITS) -> list[str]:
+    """The features files of ``splits`` (a trial's TRIAL_SPLITS; every split for a final run,
+    which also scores the test split)."""
     return [f"{features_dir(dataset, protocol, model)}/{split}.safetensors" for split in splits]
 
 

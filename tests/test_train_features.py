@@ -48,11 +48,12 @@ def test_the_head_over_stored_features_gives_the_models_logits(name):
 
 def test_a_features_file_of_other_weights_is_an_error_naming_it(tmp_path):
     from imagenot.train import features
-    from imagenot.train.feed import InMemory
 
     meta = features.describe("resnet_mini", "w.safetensors sha256:aa", "fp", "train", SIZE)
     path = tmp_path / "train.safetensors"
-    features.write(InMemory(torch.ones(3, 4, dtype=torch.bfloat16), torch.arange(3)), meta, path)
+    features.write(
+        features.Features(torch.ones(3, 4, dtype=torch.bfloat16), torch.arange(3)), meta, path
+    )
     read = features.read(path, meta)
     assert read.images.dtype == torch.float32 and read.labels.tolist() == [0, 1, 2]
     other = {**meta, "init": "w.safetensors sha256:bb"}

@@ -33,6 +33,12 @@ log = logging.getLogger(__name__)
 FORMAT = "imagenot-features-1"
 
 
+class Features(InMemory):
+    """A split's stored features: float N x D (the head's input) and int64 labels. Served by
+    ``Feeder`` as any InMemory; the loop moves them to the device without preprocessing and
+    runs the head alone on them (``loop.fit(head_only=True)``)."""
+
+
 class FeaturesError(ValueError):
     """A features file that is not the one a job needs (other weights, dataset or size)."""
 
@@ -50,11 +56,10 @@ def describe(model: str, init: str, fingerprint: str, split: str, image_size: in
 
 
 @torch.no_grad()
-def extract(model: torch.nn.Module, head: torch.nn.Module, data, job, device) -> InMemory:
+def extract(model: torch.nn.Module, head: torch.nn.Module, data, job, device) -> Features:
     """The input of ``head`` for every item of ``data`` (in order), computed by ``model`` in
     eval mode on ``device`` with the training path's preprocess and autocast
-    (``loop._to_device``, ``loop._autocast``): an InMemory of (N x D features, labels) on the
-    CPU. ``job`` gives the image size, eval batch size and loader workers."""
+    (``loop._to_device``, ``loop._autocast``): the Features (N x D, labels) on the CPU. ``job`` gives the image size, eval batch size and loader workers."""
     from imagenot.train.loop import _autocast, _to_device
 
     captured: list[torch.Tensor] = []
@@ -78,10 +83,10 @@ def extract(model: torch.nn.Module, head: torch.nn.Module, data, job, device) ->
         hook.remove()
     if not features:
         raise FeaturesError("a split without images has no features")
-    return InMemory(torch.cat(features), torch.cat(labels))
+    return Features(torch.cat(features), torch.cat(labels))
 
 
-def write(features: InMemory, meta: dict, out: Path) -> None:
+def write(features: Features, meta: dict, out: Path) -> None:
     """The features file (atomically: written beside, then renamed)."""
     from safetensors.torch import save_file
 
@@ -95,7 +100,7 @@ def write(features: InMemory, meta: dict, out: Path) -> None:
     partial.replace(out)
 
 
-def read(path: Path, expected: dict) -> InMemory:
+def read(path: Path, expected: dict) -> Features:
     """The features of ``path`` as float32 (the head fits in float32 on the CPU), after
     checking its metadata against ``expected`` (:func:`describe`)."""
     from safetensors import safe_open
@@ -112,4 +117,4 @@ def read(path: Path, expected: dict) -> InMemory:
         labels = f.get_tensor("labels").to(torch.int64)
     if len(features) != len(labels):
         raise FeaturesError(f"{path}: {len(features)} feature rows but {len(labels)} labels")
-    return InMemory(features, labels)
+    return Features(features, labels)

@@ -34,6 +34,7 @@ from imagenot.train.checkpoints import (
     set_aside_stale_checkpoint,
 )
 from imagenot.train.distributed import SINGLE, Dist, accumulation, micro_batches, shard
+from imagenot.train.features import Features
 from imagenot.train.feed import Feeder, preprocess
 from imagenot.train.interrupts import Interrupts, Preempted
 from imagenot.train.registry import build_model, head_module
@@ -136,12 +137,11 @@ def _autocast(device: torch.device):
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
 
 
-def _to_device(x, y: torch.Tensor, device: torch.device, job: Job):
+def _to_device(x, y: torch.Tensor, device: torch.device, job: Job, features: bool = False):
     """A batch ready for the model; a list of encoded JPEGs is decoded on ``device`` first.
-    A floating-point batch is stored backbone features (``imagenot.train.features``: the
-    head's input, preprocessed when they were computed; images are always uint8) and only
-    moves to the device."""
-    if isinstance(x, torch.Tensor) and x.is_floating_point():
+    ``features``: the batch is stored backbone features (``imagenot.train.features``: the
+    head's input, preprocessed when they were computed) and only moves to the device."""
+    if features:
         return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
     if isinstance(x, list):
         from imagenot.train.feed import decode_batch
@@ -177,6 +177,7 @@ def train_one_epoch(
     Per-step sums stay on the device: the host synchronises only at checkpoints and the end.
     """
     n = len(feeder.data)
+    features = isinstance(feeder.data, Features)
     if state.batch == 0:
         state.step_losses, state.step_correct = [], []
     order = torch.randperm(n, generator=_generator(job.seed, "order", state.epoch))
@@ -218,7 +219,7 @@ def train_one_epoch(
         optimizer.zero_grad(set_to_none=True)
         for i, _ in enumerate(pieces):
             images, labels = next(loader)
-            x, y = _to_device(images, labels, device, job)
+            x, y = _to_device(images, labels, device, job, features)
             last = i == len(pieces) - 1
             with _no_sync(forward, not last), _autocast(device):
                 logits = forward(x)
@@ -279,7 +280,7 @@ def evaluate(
     correct = torch.zeros((), dtype=torch.int64, device=device)
     mine = shard(torch.arange(len(data)), d)
     for images, labels in feeder.epoch(list(mine.split(job.eval_batch_size))):
-        x, y = _to_device(images, labels, device, job)
+        x, y = _to_device(images, labels, device, job, isinstance(data, Features))
         with _autocast(device):
             logits = forward(x)
         loss_sum += F.cross_entropy(logits.float(), y, reduction="sum").double()
@@ -323,6 +324,8 @@ def fit(
     """
     if head_only and (world > 1 or job.trainable != "head"):
         raise ValueError("head_only fits a TL job's head in one process (world 1)")
+    if head_only != isinstance(train_data, Features):
+        raise ValueError("head_only fits a head over Features, and only over Features")
     if world > 1 and dist is None:
         set_aside_stale_checkpoint(checkpoint, job.identity(), fingerprint)
         return _launch(job, train_data, val_data, checkpoint, fingerprint, stop_epoch,

@@ -224,3 +224,60 @@ def test_tl_over_features_selects_and_scores_as_the_image_path(
         assert mine.keys() == theirs.keys() == build_model(model, 3).state_dict().keys()
         for key in mine:
             torch.testing.assert_close(mine[key], theirs[key], rtol=1e-4, atol=1e-5)
+
+
+class _Killed(RuntimeError):
+    pass
+
+
+def test_a_head_fit_killed_mid_epoch_resumes_to_the_uninterrupted_run(tmp_path):
+    """Resumption works unchanged over features: a head fit that dies after a step
+    checkpoint mid-epoch resumes to the uninterrupted run's history and weights (CPU,
+    deterministic)."""
+    import dataclasses
+
+    from safetensors.torch import load_file
+
+    from imagenot.train import search
+    from imagenot.train.checkpoints import read_state
+    from imagenot.train.features import Features
+    from imagenot.train.feed import InMemory
+    from imagenot.train.loop import Job, fit
+    from imagenot.train.registry import build_model, head_module
+
+    width = head_module(build_model("vgg_mini", 3), "vgg_mini").in_features
+    g = torch.Generator().manual_seed(0)
+    train = Features(torch.randn(48, width, generator=g), torch.arange(48) % 3)
+    val = Features(torch.randn(24, width, generator=g), torch.arange(24) % 3)
+    hp = {**search.DEFAULTS, "optimizer": "sgd", "lr": 0.05}
+    job = Job("vgg_mini", 3, hp, seed=1, image_size=32, batch_size=8, max_epochs=2, patience=5)
+    job = dataclasses.replace(job, trainable="head")
+    calls = []
+
+    def dies_in_epoch_2(model):  # head calls: 6 steps, 1 validation batch, then 4 steps
+        def hook(*_):
+            calls.append(1)
+            if len(calls) == 6 + 1 + 4:
+                raise _Killed
+
+        head_module(model, "vgg_mini").register_forward_hook(hook)
+
+    previous = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        _, straight = fit(job, train, val, tmp_path / "a.safetensors", "fp", head_only=True)
+        with pytest.raises(_Killed):
+            fit(job, train, val, tmp_path / "b.safetensors", "fp", init=dies_in_epoch_2,
+                checkpoint_minutes=1e-9, head_only=True)  # fmt: skip
+        paused = read_state(tmp_path / "b.safetensors")
+        assert (paused.epoch, paused.batch) == (1, 3)  # killed in the 4th step of epoch 2
+        _, resumed = fit(job, train, val, tmp_path / "b.safetensors", "fp", head_only=True)
+    finally:
+        torch.use_deterministic_algorithms(previous)
+    strip = [{k: v for k, v in r.items() if k != "images_per_s"} for r in straight.history]
+    assert strip == [{k: v for k, v in r.items() if k != "images_per_s"} for r in resumed.history]
+    a, b = load_file(tmp_path / "a.safetensors"), load_file(tmp_path / "b.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a if k.startswith("model."))
+    images = InMemory(train.images, train.labels)  # not Features: would be preprocessed
+    with pytest.raises(ValueError, match="only over Features"):
+        fit(job, images, val, tmp_path / "c.safetensors", "fp", head_only=True)

@@ -140,6 +140,7 @@ use rule train_trial as train_head_trial with:
         **gpu_request(0),
 
 
+# TL slots match train_trial too: the head-fitting rule takes them.
 ruleorder: train_head_trial > train_trial
 
 
@@ -237,6 +238,7 @@ use rule train_final as train_head_final with:
         **gpu_request(0),
 
 
+# TL runs match train_final too: the head-fitting rule takes them.
 ruleorder: train_head_final > train_final
 # The paper's ImageNet models are torchvision's published weights (its appendix A.1): written as
 # final runs (head rows matched to the dataset's wnids) for the evaluate stage; no GPU, no search.

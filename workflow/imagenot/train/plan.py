@@ -119,10 +119,14 @@ def protocol_regex(config: dict) -> str:
     """The one ``protocol`` wildcard constraint of the workflow (rules/common.smk): the
     protocols of the configured train.experiments (``st``, ``ft-SOURCE``, ``tl-SOURCE``), so no
     rule matches a protocol the config does not train. Never matches without experiments."""
+    return _protocols_regex(e["protocol"] for e in config["train"]["experiments"])
+
+
+def _protocols_regex(protocols) -> str:
+    """An alternation of the given protocols, escaped; a regex matching nothing for none."""
     import re
 
-    protocols = sorted({e["protocol"] for e in config["train"]["experiments"]})
-    return "|".join(map(re.escape, protocols)) or "(?!)"
+    return "|".join(map(re.escape, sorted(set(protocols)))) or "(?!)"
 
 
 def _source(protocol: str) -> str | None:
@@ -257,10 +261,9 @@ def is_tl(protocol: str) -> bool:
 
 def tl_protocol_regex(config: dict) -> str:
     """The configured TL protocols (constraint of the feature and head-fitting rules)."""
-    import re
-
-    protocols = sorted({e["protocol"] for e in config["train"]["experiments"]})
-    return "|".join(re.escape(p) for p in protocols if is_tl(p)) or "(?!)"
+    return _protocols_regex(
+        e["protocol"] for e in config["train"]["experiments"] if is_tl(e["protocol"])
+    )
 
 
 def features_dir(dataset: str, protocol: str, model: str) -> str:
@@ -293,8 +296,8 @@ def features_settings(config: dict, dataset: str, protocol: str, model: str) -> 
 def head_job_settings(config: dict, dataset: str, protocol: str, model: str) -> dict:
     """A TL training job over stored features: the job of :func:`job_settings` reading the
     features folder, fitting the head on the CPU in one process (docs/gpu.md: the head of
-    the paper's CIFAR-10 TL is a 10-way linear layer over at most 4,096 features, ~0.1 ms of
-    compute per image and epoch on one core). Device, workers and world size are not part of
+    the paper's CIFAR-10 TL is a 10-way linear layer over at most 4,096 features, ~0.05 ms
+    per image and epoch on one core, benchmarks/bench_head.py). Device, workers and world size are not part of
     a job's identity, so the trial and checkpoint reuse keys are those of the image path."""
     return {
         **job_settings(config, dataset, protocol, model),

@@ -84,6 +84,82 @@ rule train_trial:
         " {params.promoted} --threads {threads} --out {output} > {log} 2>&1"
 
 
+# Transfer learning (tl-SOURCE) trains the head alone over a frozen, eval-mode backbone without
+# augmentation, so what the head sees never changes: one GPU job per (starting weights, dataset)
+# computes the backbone's features of each split once, one file per split
+# (imagenot.train.features), and the TL trials and final runs fit the head over them on the CPU
+# (same loop, seeds and selection; the final weights are the full model, as before). One job for
+# the three splits: the model loads once. docs/gpu.md gives the GPU time this saves.
+rule train_features:
+    input:
+        data=lambda wc: train_plan.dataset_inputs(wc.dataset),
+        init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
+    output:
+        train_plan.feature_files("{dataset}", "{protocol}", "{model}"),
+    log:
+        f"{LOGS}/train_features/{TRAIN_WC}.log",
+    benchmark:
+        f"{BENCH}/train_features/{TRAIN_WC}.tsv"
+    wildcard_constraints:
+        protocol=train_plan.tl_protocol_regex(config),
+    conda:
+        gpu_env("train")
+    # one process: one GPU (resources.gpus), the cores that feed it
+    threads: gpu_threads(1)
+    resources:
+        **gpu_request(),
+    params:
+        settings=lambda wc: to_arg(
+            train_plan.features_settings(config, wc.dataset, wc.protocol, wc.model)
+        ),
+        data=f"{RESULTS}/datasets/{{dataset}}",
+        out_dir=lambda wc: train_plan.features_dir(wc.dataset, wc.protocol, wc.model),
+    shell:
+        "imagenot train-features --settings {params.settings} --dataset-dir {params.data}"
+        " --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"
+
+
+# A TL slot: the same job as train_trial (its settings name the features folder), over the
+# train and val features, on one core and no GPU.
+use rule train_trial as train_head_trial with:
+    input:
+        trials=f"{TRAIN_RUN}/trials.parquet",
+        data=lambda wc: train_plan.dataset_inputs(wc.dataset),
+        init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
+        previous=lambda wc: train_plan.previous_decision(
+            config, wc.dataset, wc.protocol, wc.model, wc.stage
+        ),
+        features=lambda wc: train_plan.feature_files(
+            wc.dataset, wc.protocol, wc.model, train_plan.TRIAL_SPLITS
+        ),
+    log:
+        f"{LOGS}/train_head_trial/{TRAIN_WC}/{{stage}}-{{slot}}.log",
+    benchmark:
+        f"{BENCH}/train_head_trial/{TRAIN_WC}/{{stage}}-{{slot}}.tsv"
+    wildcard_constraints:
+        protocol=train_plan.tl_protocol_regex(config),
+        stage="[0-9]+",
+        slot="[0-9]+",
+    threads: 1
+    resources:
+        **gpu_request(0),
+    params:
+        settings=lambda wc: to_arg(
+            train_plan.trial_settings(
+                config, wc.dataset, wc.protocol, wc.model, wc.stage
+            )
+        ),
+        promoted=lambda wc: train_plan.promoted_option(
+            config, wc.dataset, wc.protocol, wc.model, wc.stage
+        ),
+        data=f"{RESULTS}/datasets/{{dataset}}",
+        launch="",  # one process on the CPU: no launcher, whatever train.gpus_per_job says
+
+
+# TL slots match train_trial too: the head-fitting rule takes them.
+ruleorder: train_head_trial > train_trial
+
+
 rule train_halve:
     input:
         lambda wc: train_plan.stage_results(
@@ -159,6 +235,37 @@ rule train_final:
         " --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"
 
 
+# A TL final run over the train, val and test features (test accuracy from the head over the
+# test features); it writes the full model, as train_final.
+use rule train_final as train_head_final with:
+    input:
+        trials=f"{TRAIN_RUN}/trials.parquet",
+        selection=f"{TRAIN_RUN}/selection.json",
+        data=lambda wc: train_plan.dataset_inputs(wc.dataset),
+        init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
+        features=lambda wc: train_plan.feature_files(wc.dataset, wc.protocol, wc.model),
+    log:
+        f"{LOGS}/train_head_final/{TRAIN_WC}/{{seed}}.log",
+    benchmark:
+        f"{BENCH}/train_head_final/{TRAIN_WC}/{{seed}}.tsv"
+    wildcard_constraints:
+        protocol=train_plan.tl_protocol_regex(config),
+    threads: 1
+    resources:
+        **gpu_request(0),
+    params:
+        settings=lambda wc: to_arg(
+            train_plan.final_settings(
+                config, wc.dataset, wc.protocol, wc.model, wc.seed
+            )
+        ),
+        data=f"{RESULTS}/datasets/{{dataset}}",
+        out_dir=f"{TRAIN_RUN}/final/seed-{{seed}}",
+        launch="",  # one process on the CPU: no launcher, whatever train.gpus_per_job says
+
+
+# TL runs match train_final too: the head-fitting rule takes them.
+ruleorder: train_head_final > train_final
 # The paper's ImageNet models are torchvision's published weights (its appendix A.1): written as
 # final runs (head rows matched to the dataset's wnids) for the evaluate stage; no GPU, no search.
 ruleorder: train_published > train_final

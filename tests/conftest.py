@@ -106,3 +106,15 @@ def wn(nltk_data):
     from imagenot.wordnet import load_wordnet
 
     return load_wordnet(str(nltk_data))
+
+
+@pytest.fixture(autouse=True)
+def _not_a_workflow_job():
+    """Tests run commands as a person does, not as a workflow job: no usage line at the end of
+    a command's output (imagenot.job_usage). A test that loads the Snakefile in-process (which sets
+    the variable for its jobs, rules/common.smk) must not leak it into the next test's commands."""
+    from imagenot import job_usage
+
+    os.environ.pop(job_usage.ENV, None)
+    yield
+    os.environ.pop(job_usage.ENV, None)

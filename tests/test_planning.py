@@ -39,10 +39,20 @@ def test_paper_config_plans_every_shard_trial_seed_evaluation_and_figure():
         * len(config["train"]["models"])
         for e in trained
     )
-    assert planned["train_trial"] == slots  # one GPU job per trained slot, none carries forward
+    # one job per trained slot, none carries forward; TL slots fit heads over stored features
+    assert planned["train_trial"] + planned["train_head_trial"] == slots
+    tl = [e for e in trained if train_plan.is_tl(e["protocol"])]
+    models = len(config["train"]["models"])
+    assert planned["train_head_trial"] == models * sum(
+        sum(train_plan.slot_counts(config, e["dataset"], e["protocol"])) for e in tl
+    )
+    # one features job (three split files) per (starting weights, dataset) of a TL experiment
+    assert planned["train_features"] == len(tl) * models
     published = [r for r in finals if r["dataset"] == "imagenet" and r["protocol"] == "st"]
     assert planned["train_published"] == len(published) == len(config["train"]["models"])
-    assert planned["train_final"] == len(finals) - len(published)
+    tl_finals = [r for r in finals if train_plan.is_tl(r["protocol"])]
+    assert planned["train_head_final"] == len(tl_finals) > 0
+    assert planned["train_final"] == len(finals) - len(published) - len(tl_finals)
     assert planned["evaluate_robustness"] == len(finals)
     assert len(finals) >= 7 * 3  # seven paper models, at least ST on three datasets
     for rule in ("results_table", "diagnostics_table", "diagnostics_figure"):

@@ -33,18 +33,20 @@ def _workflow_profile() -> dict:
 
 
 def rule_names() -> dict[str, str]:
-    """Rule name -> its block's text (a `use rule A as B` rule: B -> A's block, its resources)."""
+    """Rule name -> its block's text (a `use rule A as B` rule: B -> A's block, its resources,
+    unless its `with:` block sets resources of its own)."""
     blocks: dict[str, str] = {}
-    uses: dict[str, str] = {}
+    uses: dict[str, tuple[str, str]] = {}
     for path in [REPO / "Snakefile", *sorted((REPO / "rules").glob("*.smk"))]:
         text = path.read_text()
         parts = re.split(r"^ *(?:rule|checkpoint) (\w+):", text, flags=re.M)
         for name, body in zip(parts[1::2], parts[2::2], strict=True):
-            blocks[name] = body
-        for parent, child in re.findall(r"^use rule (\w+) as (\w+) with:", text, flags=re.M):
-            uses[child] = parent
-    for child, parent in uses.items():
-        blocks[child] = blocks[parent]
+            blocks[name] = re.split(r"^use rule ", body, flags=re.M)[0]
+        pattern = r"^use rule (\w+) as (\w+) with:(.*?)(?=^\S)"
+        for parent, child, body in re.findall(pattern, text + "\n.", flags=re.M | re.S):
+            uses[child] = (parent, body)
+    for child, (parent, body) in uses.items():
+        blocks[child] = body if "resources:" in body else blocks[parent]
     blocks.pop("all", None)
     return blocks
 

@@ -543,9 +543,14 @@ def test_one_protocol_constraint_from_the_configured_experiments(demo_config, re
     none["train"]["experiments"] = []
     assert not re.fullmatch(plan.protocol_regex(none), "st")
     # the rules write no regex of their own: the Snakefile's global constraint is the one
-    # (train_published narrows it to st, the only protocol of published weights)
+    # (train_published narrows it to st, the only protocol of published weights; the TL
+    # feature and head-fitting rules to the configured TL protocols)
     rules = "\n".join(p.read_text() for p in sorted((repo_root / "rules").glob("*.smk")))
-    assert re.findall(r"^\s+protocol=(.*)$", rules, flags=re.M) == ['"st",']
+    narrowed = re.findall(r"^\s+protocol=(.*)$", rules, flags=re.M)
+    assert sorted(set(narrowed)) == ['"st",', "train_plan.tl_protocol_regex(config),"]
+    tl = re.compile(plan.tl_protocol_regex(demo_config))
+    assert [p for p in ("st", "ft-imagenot", "tl-imagenot") if tl.fullmatch(p)] == ["tl-imagenot"]
+    assert not re.fullmatch(plan.tl_protocol_regex(none), "tl-imagenot")
     snakefile = (repo_root / "Snakefile").read_text()
     assert "protocol=PROTOCOL" in snakefile
 
@@ -563,6 +568,26 @@ def test_plan_lists_final_runs_and_transfer_inputs(demo_config):
 
     final = plan.final_settings(demo_config, "fashion_mnist", "tl-imagenot", "vgg_mini", 0)
     assert parse(FinalSettings, final).job.model == "vgg_mini"  # the plan's keys, no more
+    # TL trials and final runs fit the head over stored features on the CPU, in one process;
+    # the features job is the image path's job
+    features = "results/train/fashion_mnist/tl-imagenot/vgg_mini/features"
+    trial = plan.trial_settings(demo_config, "fashion_mnist", "tl-imagenot", "vgg_mini", 0)
+    for head in (trial["job"], final["job"]):
+        where = (head["features"], head["device"], head["gpu_job"], head["world"])
+        assert where == (features, "cpu", False, 1)
+        assert {**head, "features": None, "device": job["device"], "gpu_job": job["gpu_job"],
+                "world": job["world"], "num_workers": job["num_workers"],
+                "compile": job["compile"]} == job  # fmt: skip
+    assert plan.features_settings(demo_config, "fashion_mnist", "tl-imagenot", "vgg_mini") == {
+        "job": job
+    }
+    assert plan.feature_files("fashion_mnist", "tl-imagenot", "vgg_mini") == [
+        f"{features}/{split}.safetensors" for split in ("train", "val", "test")
+    ]
+    ft = plan.trial_settings(demo_config, "fashion_mnist", "ft-imagenot", "vgg_mini", 0)
+    assert ft["job"]["features"] is None
+    with pytest.raises(ConfigError, match="not TL"):
+        plan.features_settings(demo_config, "fashion_mnist", "ft-imagenot", "vgg_mini")
 
 
 def test_job_identity_is_every_field_but_the_transient_ones(monkeypatch):

@@ -183,6 +183,7 @@ def test_only_training_evaluation_and_embedding_rules_request_a_gpu(repo_root):
     assert gpu_rules == {
         "train_trial",
         "train_final",
+        "train_features",
         "evaluate_robustness",
         "curate_embed",
         "diagnostics_embed_images",

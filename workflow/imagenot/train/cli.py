@@ -39,6 +39,8 @@ class JobSettings:
     max_batch_per_gpu: int | None
     decode_on_gpu: bool
     stage_to_local: bool
+    # TL over stored features: the folder of the train_features files (null: the image path)
+    features: str | None
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,13 @@ class FinalSettings:
     job: JobSettings
     master_seed: int
     reuse_trial: bool
+
+
+@dataclass(frozen=True)
+class FeaturesSettings:
+    """``train-features``: the TL job whose backbone features are computed (image path)."""
+
+    job: JobSettings
 
 
 @dataclass(frozen=True)
@@ -125,6 +134,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--promoted", type=Path, default=None, help="previous rung's decision")
     p.add_argument("--out", required=True, type=Path, help="the slot's result JSON")
     p.set_defaults(func=_trial)
+
+    p = subparsers.add_parser(
+        "train-features",
+        help="a TL backbone's features of every split, computed once for every head fit",
+    )
+    _common(p)
+    p.add_argument("--out-dir", required=True, type=Path, help="gets {split}.safetensors")
+    p.set_defaults(func=_features)
 
     p = subparsers.add_parser(
         "train-published",
@@ -238,6 +255,11 @@ def _trial(a: argparse.Namespace) -> None:
             job, a.dataset_dir, a.trials, a.stage, a.slot, a.out, s.stage_epochs, a.promoted
         )
     )
+
+
+def _features(a: argparse.Namespace) -> None:
+    s = _parse(FeaturesSettings, a.settings, "train-features")
+    _lazy().run_features(_job(s, a.threads), a.dataset_dir, a.out_dir)
 
 
 def _final(a: argparse.Namespace) -> None:

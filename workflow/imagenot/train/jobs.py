@@ -61,9 +61,14 @@ def dataset_info(dataset_dir: Path) -> tuple[int, str]:
     return len(read_classes(dataset_dir)), read_fingerprint(dataset_dir)
 
 
+def init_description(settings: Mapping) -> str:
+    """The starting weights as they enter a job's identity: their file and its sha256."""
+    init = settings["init"]
+    return f"{init} sha256:{sha256_file(init)}" if init else "random"
+
+
 def make_job(settings: Mapping, row: Mapping, seed: int, num_classes: int) -> Job:
     """The loop's Job for rule settings, a trials row and a seed."""
-    init = settings["init"]
     return Job(
         model=settings["model"],
         num_classes=num_classes,
@@ -75,7 +80,7 @@ def make_job(settings: Mapping, row: Mapping, seed: int, num_classes: int) -> Jo
         schedule_epochs=settings["schedule_epochs"],
         patience=settings["patience"],
         trainable=settings["trainable"],
-        init=f"{init} sha256:{sha256_file(init)}" if init else "random",
+        init=init_description(settings),
         eval_batch_size=settings["eval_batch_size"],
         device=job_device(settings),
         compile=settings["compile"],
@@ -111,6 +116,77 @@ def _load_backbone(model, name: str, state: dict, source: str) -> None:
     load_backbone(model, name, state, source)
 
 
+def run_features(settings: Mapping, dataset_dir: Path, out_dir: Path) -> dict[str, dict]:
+    """The TL backbone's features of every image of every split (``imagenot.train.features``),
+    written as ``out_dir/{split}.safetensors``: the starting weights in a fresh model, eval
+    mode, the image path's data source and preprocess, on the job's device. One job for the
+    three splits: the model is loaded and the device set up once (on a cluster, a GPU job's
+    start-up is longer than a CIFAR-10 split's pass). Returns each split's metadata."""
+    import torch
+
+    from imagenot.acquire.dataset import SPLITS
+    from imagenot.train import features
+    from imagenot.train.registry import build_model, head_module
+
+    if settings["trainable"] != "head" or not settings["init"]:
+        raise ValueError("features are computed for TL jobs (trainable head, starting weights)")
+    _configure(settings)
+    num_classes, fingerprint = dataset_info(dataset_dir)
+    device = torch.device(job_device(settings))
+    job = Job(
+        model=settings["model"],
+        num_classes=num_classes,
+        hyperparameters={},
+        seed=0,
+        image_size=settings["image_size"],
+        batch_size=settings["batch_size"],
+        max_epochs=settings["max_epochs"],
+        patience=settings["patience"],
+        trainable="head",
+        init=init_description(settings),
+        eval_batch_size=settings["eval_batch_size"],
+        device=device.type,
+        num_workers=settings["num_workers"],
+    )
+    model = build_model(job.model, num_classes)  # the head is never run: its init is moot
+    backbone_loader(settings)(model)
+    model.to(device)
+    if device.type == "cuda":  # as loop.fit: the same kernels as the image path
+        model.to(memory_format=torch.channels_last)
+    head = head_module(model, job.model)
+    source, encoded = _data_source(settings, dataset_dir, fingerprint)
+    written = {}
+    for split in SPLITS:
+        data = load_split(source, split, settings["in_memory"], encoded)
+        extracted = features.extract(model, head, data, job, device)
+        meta = features.describe(job.model, job.init, fingerprint, split, job.image_size)
+        meta["dtype"] = str(extracted.images.dtype).removeprefix("torch.")
+        meta["device"] = device.type
+        features.write(extracted, meta, out_dir / f"{split}.safetensors")
+        written[split] = meta
+        log.info(
+            "%s %s: %d x %s features (%s) written to %s",
+            job.model,
+            split,
+            len(extracted),
+            tuple(extracted.images.shape[1:]),
+            meta["dtype"],
+            out_dir,
+        )
+    return written
+
+
+def load_features(settings: Mapping, job: Job, fingerprint: str, split: str):
+    """A TL job's stored features of ``split`` (settings ``features``: their folder), checked
+    to be those of the job's starting weights, dataset version and image size."""
+    from imagenot.train import features
+
+    path = Path(settings["features"]) / f"{split}.safetensors"
+    return features.read(
+        path, features.describe(job.model, job.init, fingerprint, split, job.image_size)
+    )
+
+
 def _fit(settings, dataset_dir, row, seed, workdir: Path, stop_epoch=None, best=None):
     """Train one job in this process, a rank of a data-parallel job when torchrun started it
     (``imagenot.train.distributed``). Returns (job, model, summary) on rank 0 and None on the
@@ -124,9 +200,14 @@ def _fit(settings, dataset_dir, row, seed, workdir: Path, stop_epoch=None, best=
     _configure(settings, ranks.local_world)
     num_classes, fingerprint = dataset_info(dataset_dir)
     job = make_job(settings, row, seed, num_classes)
-    source, encoded = _data_source(settings, dataset_dir, fingerprint)
-    train = load_split(source, "train", settings["in_memory"], encoded)
-    val = load_split(source, "val", settings["in_memory"], encoded)
+    head_only = bool(settings["features"])
+    if head_only:  # TL over stored features: the head alone, in one process
+        train = load_features(settings, job, fingerprint, "train")
+        val = load_features(settings, job, fingerprint, "val")
+    else:
+        source, encoded = _data_source(settings, dataset_dir, fingerprint)
+        train = load_split(source, "train", settings["in_memory"], encoded)
+        val = load_split(source, "val", settings["in_memory"], encoded)
     backend = "nccl" if job.device == "cuda" else "gloo"
     with joined(backend, planned=settings["world"]) as d:
         model, state = fit(
@@ -141,6 +222,7 @@ def _fit(settings, dataset_dir, row, seed, workdir: Path, stop_epoch=None, best=
             checkpoint_minutes=settings["checkpoint_minutes"],
             max_batch=settings["max_batch_per_gpu"],
             dist=d,
+            head_only=head_only,
         )
     if not d.main:
         return None
@@ -245,6 +327,7 @@ def run_final(
     from safetensors.torch import load_file
 
     from imagenot.train.loop import evaluate
+    from imagenot.train.registry import head_module
 
     chosen = json.loads(selection.read_text())
     row = read_trial(trials, chosen["trial"])
@@ -286,9 +369,15 @@ def run_final(
         job, model, summary = fitted
         summary["reused_trial"] = False
     model.load_state_dict(load_file(best))
-    source, encoded = _data_source(settings, dataset_dir, summary["dataset_fingerprint"])
-    test = load_split(source, "test", settings["in_memory"], encoded)
-    test_accuracy, _, n_test = evaluate(model, model, test, job, torch.device(job.device))
+    fingerprint = summary["dataset_fingerprint"]
+    if settings["features"]:  # TL over stored features: score the head on the test features
+        test = load_features(settings, job, fingerprint, "test")
+        forward = head_module(model, job.model)
+    else:
+        source, encoded = _data_source(settings, dataset_dir, fingerprint)
+        test = load_split(source, "test", settings["in_memory"], encoded)
+        forward = model
+    test_accuracy, _, n_test = evaluate(model, forward, test, job, torch.device(job.device))
     # Finished training: drop the checkpoint before handing the best weights on, so a checkpoint
     # never outlives them (a rerun after a kill here trains afresh, to the same weights).
     (out_dir / CHECKPOINT).unlink(missing_ok=True)

@@ -36,6 +36,7 @@ from imagenot.train.checkpoints import (
     set_aside_stale_checkpoint,
 )
 from imagenot.train.distributed import SINGLE, Dist, accumulation, micro_batches, shard
+from imagenot.train.features import Features
 from imagenot.train.feed import Feeder, preprocess
 from imagenot.train.interrupts import Interrupts
 from imagenot.train.registry import build_model, head_module
@@ -138,8 +139,12 @@ def _autocast(device: torch.device):
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
 
 
-def _to_device(x, y: torch.Tensor, device: torch.device, job: Job):
-    """A batch ready for the model; a list of encoded JPEGs is decoded on ``device`` first."""
+def _to_device(x, y: torch.Tensor, device: torch.device, job: Job, features: bool = False):
+    """A batch ready for the model; a list of encoded JPEGs is decoded on ``device`` first.
+    ``features``: the batch is stored backbone features (``imagenot.train.features``: the
+    head's input, preprocessed when they were computed) and only moves to the device."""
+    if features:
+        return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
     if isinstance(x, list):
         from imagenot.train.feed import decode_batch
 
@@ -174,6 +179,7 @@ def train_one_epoch(
     Per-step sums stay on the device: the host synchronises only at checkpoints and the end.
     """
     n = len(feeder.data)
+    features = isinstance(feeder.data, Features)
     if state.batch == 0:
         state.step_losses, state.step_correct = [], []
     order = torch.randperm(n, generator=_generator(job.seed, "order", state.epoch))
@@ -215,7 +221,7 @@ def train_one_epoch(
         optimizer.zero_grad(set_to_none=True)
         for i, _ in enumerate(pieces):
             images, labels = next(loader)
-            x, y = _to_device(images, labels, device, job)
+            x, y = _to_device(images, labels, device, job, features)
             last = i == len(pieces) - 1
             with _no_sync(forward, not last), _autocast(device):
                 logits = forward(x)
@@ -276,7 +282,7 @@ def evaluate(
     correct = torch.zeros((), dtype=torch.int64, device=device)
     mine = shard(torch.arange(len(data)), d)
     for images, labels in feeder.epoch(list(mine.split(job.eval_batch_size))):
-        x, y = _to_device(images, labels, device, job)
+        x, y = _to_device(images, labels, device, job, isinstance(data, Features))
         with _autocast(device):
             logits = forward(x)
         loss_sum += F.cross_entropy(logits.float(), y, reduction="sum").double()
@@ -300,6 +306,7 @@ def fit(
     checkpoint_minutes: float = 0.0,
     max_batch: int | None = None,
     dist: Dist = SINGLE,
+    head_only: bool = False,
 ) -> tuple[nn.Module, State]:
     """Train until early stopping, ``job.max_epochs`` or ``stop_epoch`` (a halving rung).
 
@@ -311,7 +318,15 @@ def fit(
     calls ``fit`` (started by torchrun, process group joined: ``distributed.joined``); rank 0's
     model and state are the job's (those it saves). ``max_batch`` caps the per-process batch (gradient
     accumulation keeps the global batch ``job.batch_size``).
+
+    ``head_only`` (TL over stored features, ``imagenot.train.features``): the data are the
+    head's inputs, so each step runs the head alone; the model, its checkpoints and best
+    weights stay the full model (frozen backbone + head), as on the image path. One process.
     """
+    if head_only and (dist.world > 1 or job.trainable != "head"):
+        raise ValueError("head_only fits a TL job's head in one process (world 1)")
+    if head_only != isinstance(train_data, Features):
+        raise ValueError("head_only fits a head over Features, and only over Features")
     d = dist
     device = torch.device(job.device)
     model, optimizer = make_model(job, init)
@@ -327,7 +342,7 @@ def fit(
     if device.type == "cuda":
         model.to(memory_format=torch.channels_last)
     optimizer.load_state_dict(optimizer.state_dict())  # move state to the model's device
-    forward: nn.Module = model
+    forward: nn.Module = head_module(model, job.model) if head_only else model
     if d.world > 1:
         if device.type == "cuda":  # BatchNorm over the whole per-step batch (module docstring)
             forward = nn.SyncBatchNorm.convert_sync_batchnorm(model)

@@ -120,10 +120,14 @@ def protocol_regex(config: dict) -> str:
     """The one ``protocol`` wildcard constraint of the workflow (rules/common.smk): the
     protocols of the configured train.experiments (``st``, ``ft-SOURCE``, ``tl-SOURCE``), so no
     rule matches a protocol the config does not train. Never matches without experiments."""
+    return _protocols_regex(e["protocol"] for e in config["train"]["experiments"])
+
+
+def _protocols_regex(protocols) -> str:
+    """An alternation of the given protocols, escaped; a regex matching nothing for none."""
     import re
 
-    protocols = sorted({e["protocol"] for e in config["train"]["experiments"]})
-    return "|".join(map(re.escape, protocols)) or "(?!)"
+    return "|".join(map(re.escape, sorted(set(protocols)))) or "(?!)"
 
 
 def _source(protocol: str) -> str | None:
@@ -232,7 +236,7 @@ def job_settings(config: dict, dataset: str, protocol: str, model: str) -> dict:
         "max_epochs": sp["max_epochs"],
         "schedule_epochs": schedule_epochs(sp),
         "patience": sp["patience"],
-        "trainable": "head" if protocol.startswith("tl-") else "all",
+        "trainable": "head" if is_tl(protocol) else "all",
         "init": init[0] if init else None,
         "eval_batch_size": train["eval_batch_size"],
         "device": train["device"],
@@ -246,8 +250,72 @@ def job_settings(config: dict, dataset: str, protocol: str, model: str) -> dict:
         "max_batch_per_gpu": train["max_batch_per_gpu"],
         "decode_on_gpu": train["decode_on_gpu"],
         "stage_to_local": train["stage_to_local"],
+        "features": None,
     }
     return job
+
+
+def is_tl(protocol: str) -> bool:
+    """Whether a protocol is transfer learning (``tl-SOURCE``: the head alone is trained)."""
+    return protocol.startswith("tl-")
+
+
+def tl_protocol_regex(config: dict) -> str:
+    """The configured TL protocols (constraint of the feature and head-fitting rules)."""
+    return _protocols_regex(
+        e["protocol"] for e in config["train"]["experiments"] if is_tl(e["protocol"])
+    )
+
+
+def features_dir(dataset: str, protocol: str, model: str) -> str:
+    """Where a TL experiment's backbone features live: one file per split, a function of the
+    starting weights (protocol and model name them), the dataset and the split."""
+    return f"{run_dir(dataset, protocol, model)}/features"
+
+
+# A dataset's splits: imagenot.acquire.dataset.SPLITS, not imported (plan modules stay free of
+# pyarrow: every job's Snakemake parses the rules); tests/test_train_features.py checks they agree.
+SPLITS = ("train", "val", "test")
+# What a trial reads: it selects on validation accuracy and never sees the test split.
+TRIAL_SPLITS = ("train", "val")
+
+
+def feature_files(dataset: str, protocol: str, model: str, splits=SPLITS) -> list[str]:
+    """The features files of ``splits`` (a trial's TRIAL_SPLITS; every split for a final run,
+    which also scores the test split)."""
+    return [f"{features_dir(dataset, protocol, model)}/{split}.safetensors" for split in splits]
+
+
+def features_settings(config: dict, dataset: str, protocol: str, model: str) -> dict:
+    """Settings of ``imagenot train-features``: the TL job as the image path runs it (its
+    device, data source, preprocess, eval batch size)."""
+    if not is_tl(protocol):
+        raise ConfigError(f"protocol {protocol!r} is not TL: only tl-SOURCE computes features")
+    return {"job": job_settings(config, dataset, protocol, model)}
+
+
+def head_job_settings(config: dict, dataset: str, protocol: str, model: str) -> dict:
+    """A TL training job over stored features: the job of :func:`job_settings` reading the
+    features folder, fitting the head on the CPU in one process (docs/gpu.md: the head of
+    the paper's CIFAR-10 TL is a 10-way linear layer over at most 4,096 features, ~0.05 ms
+    per image and epoch on one core, benchmarks/bench_head.py). Device, workers and world size are not part of
+    a job's identity, so the trial and checkpoint reuse keys are those of the image path."""
+    return {
+        **job_settings(config, dataset, protocol, model),
+        "features": features_dir(dataset, protocol, model),
+        "device": "cpu",
+        "gpu_job": False,
+        "world": 1,
+        "num_workers": 0,
+        "compile": False,
+    }
+
+
+def _training_job(config: dict, dataset: str, protocol: str, model: str) -> dict:
+    """A trial's or final run's job: over stored features for TL, on images otherwise."""
+    if is_tl(protocol):
+        return head_job_settings(config, dataset, protocol, model)
+    return job_settings(config, dataset, protocol, model)
 
 
 def trial_settings(config: dict, dataset: str, protocol: str, model: str, stage) -> dict:
@@ -255,7 +323,7 @@ def trial_settings(config: dict, dataset: str, protocol: str, model: str, stage)
     stops at (its rung; null for the last stage, which trains to the end)."""
     milestones = rungs(space(config, dataset, protocol))
     return {
-        "job": job_settings(config, dataset, protocol, model),
+        "job": _training_job(config, dataset, protocol, model),
         "stage_epochs": milestones[int(stage)] if int(stage) < len(milestones) else None,
     }
 
@@ -266,7 +334,7 @@ def final_settings(config: dict, dataset: str, protocol: str, model: str, seed) 
     so a trial that already ran the full schedule is reused, not retrained)."""
     first = space(config, dataset, protocol)["seeds"][0]
     return {
-        "job": job_settings(config, dataset, protocol, model),
+        "job": _training_job(config, dataset, protocol, model),
         "master_seed": config["seed"],
         "reuse_trial": int(seed) == first,
     }

@@ -1,0 +1,120 @@
+"""Transfer learning over stored features: the frozen backbone runs once per split, not per epoch.
+
+Why: TL (protocol ``tl-SOURCE``, ``trainable: head``) freezes every layer but the classifier
+head, keeps the backbone in eval mode (BatchNorm statistics fixed, no dropout) and trains
+without augmentation, so what the head receives for an image is the same in every epoch of
+every trial and final run. The ``train_features`` rule therefore computes, per (backbone
+weights file, dataset, split), the head's input for every image once (the same preprocess,
+autocast and eval-mode backbone as the image path of ``imagenot.train.loop``); TL trials and
+final runs then fit the head on those features with the same ``loop.fit`` (optimizer,
+schedule, seeds, data order, batch cutting, early stopping, checkpoints), and the saved
+weights are the full model (backbone + fitted head), as before.
+
+File format (docs/contracts.md): a safetensors file with tensors ``features`` (N x D, in the
+dtype the backbone emitted: float32 on the CPU; under CUDA's bf16 autocast whatever the layer
+before the head returns, bf16 for most families, so storing it loses nothing the head would
+have seen) and ``labels`` (N, int64), rows in the split's manifest order, and metadata naming
+what the features are a function of (model, starting weights and their sha256, dataset
+fingerprint, split, image size). A reader checks the metadata against its job: a file of other
+weights or another dataset version is an error naming the file, never silently used.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+
+from imagenot.train.feed import Feeder, InMemory
+
+log = logging.getLogger(__name__)
+
+FORMAT = "imagenot-features-1"
+
+
+class Features(InMemory):
+    """A split's stored features: float N x D (the head's input) and int64 labels. Served by
+    ``Feeder`` as any InMemory; the loop moves them to the device without preprocessing and
+    runs the head alone on them (``loop.fit(head_only=True)``)."""
+
+
+class FeaturesError(ValueError):
+    """A features file that is not the one a job needs (other weights, dataset or size)."""
+
+
+def describe(model: str, init: str, fingerprint: str, split: str, image_size: int) -> dict:
+    """What a features file is a function of (its safetensors metadata, all strings)."""
+    return {
+        "format": FORMAT,
+        "model": model,
+        "init": init,
+        "dataset_fingerprint": fingerprint,
+        "split": split,
+        "image_size": str(image_size),
+    }
+
+
+@torch.no_grad()
+def extract(model: torch.nn.Module, head: torch.nn.Module, data, job, device) -> Features:
+    """The input of ``head`` for every item of ``data`` (in order), computed by ``model`` in
+    eval mode on ``device`` with the training path's preprocess and autocast
+    (``loop._to_device``, ``loop._autocast``): the Features (N x D, labels) on the CPU. ``job`` gives the image size, eval batch size and loader workers."""
+    from imagenot.train.loop import _autocast, _to_device
+
+    captured: list[torch.Tensor] = []
+
+    def keep(_module, inputs):
+        captured.append(inputs[0].detach())
+
+    model.eval()
+    hook = head.register_forward_pre_hook(keep)
+    feeder = Feeder(data, job.num_workers, device.type == "cuda")
+    features, labels = [], []
+    try:
+        batches = list(torch.arange(len(data)).split(job.eval_batch_size))
+        for images, y in feeder.epoch(batches):
+            x, _ = _to_device(images, y, device, job)
+            with _autocast(device):
+                model(x)
+            features.append(captured.pop().to("cpu"))
+            labels.append(y.to(torch.int64))
+    finally:
+        hook.remove()
+    if not features:
+        raise FeaturesError("a split without images has no features")
+    return Features(torch.cat(features), torch.cat(labels))
+
+
+def write(features: Features, meta: dict, out: Path) -> None:
+    """The features file (atomically: written beside, then renamed)."""
+    from safetensors.torch import save_file
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(f"{out.name}.partial")
+    tensors = {
+        "features": features.images.contiguous(),
+        "labels": features.labels.contiguous(),
+    }
+    save_file(tensors, str(partial), metadata=meta)
+    partial.replace(out)
+
+
+def read(path: Path, expected: dict) -> Features:
+    """The features of ``path`` as float32 (the head fits in float32 on the CPU), after
+    checking its metadata against ``expected`` (:func:`describe`)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata() or {}
+        for key, value in expected.items():
+            if meta.get(key) != value:
+                raise FeaturesError(
+                    f"{path}: metadata {key} is {meta.get(key)!r}, this job needs {value!r} "
+                    f"(stale features: delete the file and rerun train_features)"
+                )
+        features = f.get_tensor("features").float()
+        labels = f.get_tensor("labels").to(torch.int64)
+    if len(features) != len(labels):
+        raise FeaturesError(f"{path}: {len(features)} feature rows but {len(labels)} labels")
+    return Features(features, labels)

@@ -240,6 +240,7 @@ def job_settings(config: dict, dataset: str, protocol: str, model: str) -> dict:
         "compile": train["compile"],
         "deterministic": train["deterministic"],
         "checkpoint_minutes": train["checkpoint_minutes"],
+        "deadline_margin_minutes": train["deadline_margin_minutes"],
         "in_memory": train["in_memory"],
         "num_workers": num_workers(config),
         "world": gpus(config) or 1,  # every rank checks it was launched with this many

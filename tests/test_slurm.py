@@ -9,7 +9,10 @@ profiles/default/. Checks that
     by `--gpus`, and CPU rules asked for none;
   * a job that outgrew its memory request was killed by SLURM and its retry asked for more
     (memory grows with the attempt) and completed;
-  * the outputs equal those of a local run of the same targets.
+  * the outputs equal those of a local run of the same targets;
+  * a training job run as an array task with a 1-minute time limit stops by its own deadline
+    (checkpoint, exit 75) before the limit, and its retry resumes to an uninterrupted run's
+    weights.
 Needs root and apt (the harness installs slurmctld, slurmd, munge). Whatever the fixture started
 is stopped by PID afterwards, also when the test fails.
 """
@@ -17,8 +20,10 @@ is stopped by PID afterwards, also when the test fails.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -284,3 +289,65 @@ def test_site_profile_runs_through_slurm(slurm_cluster, tmp_path):
     # same results as the local run
     for target in TARGETS:
         assert _tree_digest(slurm_dir / target) == _tree_digest(local_dir / target), target
+
+
+def _scontrol_job(job: str) -> dict[str, str]:
+    out = subprocess.run(
+        ["scontrol", "-o", "show", "job", job], env=_env(), capture_output=True, text=True
+    ).stdout
+    return dict(f.split("=", 1) for f in out.split() if "=" in f)
+
+
+def _sbatch_array(cmd: list[str], minutes: int, log: Path, cwd: Path) -> str:
+    """Submit ``cmd`` as a one-task job array with a time limit of ``minutes``, as the plugin
+    submits an array rule's job (no srun step: the batch step runs it; the jobstep plugin
+    drops SLURM_JOB_END_TIME from an array task's environment, so here too); wait for it to
+    end and return its job id."""
+    line = " ".join(["env -u SLURM_JOB_END_TIME", *map(shlex.quote, cmd)])
+    line += f" --runtime-min {minutes}"
+    done = subprocess.run(
+        ["sbatch", "--parsable", "--wait", "--array=0", f"--time={minutes}", "--mem=3000",
+         "--cpus-per-task=1", f"--output={log}", f"--chdir={cwd}", f"--wrap={line}"],
+        env=_env(), capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    return done.stdout.strip().split(";")[0] + "_0"
+
+
+def test_an_array_training_job_stops_before_its_time_limit_and_the_retry_resumes(
+    slurm_cluster, tmp_path
+):
+    """A training job submitted as an array task (which no `--signal` warning reaches) with a
+    time limit of 1 minute stops by its own deadline (SLURM's end time from squeue less
+    train.deadline_margin_minutes): it writes a checkpoint and exits 75 before the limit
+    (FAILED with 75, not TIMEOUT). Its retry, submitted as Snakemake's retry would (the same
+    command, a longer limit), resumes there and ends with the weights and result of an
+    uninterrupted run."""
+    from test_train_preempt import _toy_trial
+
+    from imagenot.train.checkpoints import read_state
+
+    cmd, run = _toy_trial(tmp_path / "local")
+    straight = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
+    assert straight.returncode == 0, straight.stderr[-3000:]
+
+    # margin 0.9 min of 1: the deadline comes 6 s after the job started, well inside training
+    cmd, run_slurm = _toy_trial(tmp_path / "slurm", deadline_margin_minutes=0.9)
+    first = _sbatch_array(cmd, 1, tmp_path / "first.log", tmp_path)
+    job = _scontrol_job(first)
+    log = (tmp_path / "first.log").read_text()
+    assert (job["JobState"], job["ExitCode"]) == ("FAILED", "75:0"), (job, log[-3000:])
+    assert "deadline reached: step-level checkpoint written" in log, log[-3000:]
+    paused = read_state(run_slurm / "trial-0/checkpoint.safetensors")
+    assert paused.step > 0 and not (run_slurm / "stage-0/slot-0.json").exists()
+
+    retry = _sbatch_array(cmd, 10, tmp_path / "retry.log", tmp_path)
+    job = _scontrol_job(retry)
+    log = (tmp_path / "retry.log").read_text()
+    assert (job["JobState"], job["ExitCode"]) == ("COMPLETED", "0:0"), (job, log[-3000:])
+    assert f"at epoch {paused.epoch}, batch {paused.batch}" in log, log[-3000:]
+
+    result = json.loads((run_slurm / "stage-0/slot-0.json").read_text())
+    expected = json.loads((run / "stage-0/slot-0.json").read_text())
+    assert result == expected
+    best = "trial-0/best.safetensors"
+    assert (run_slurm / best).read_bytes() == (run / best).read_bytes()

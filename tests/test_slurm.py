@@ -317,7 +317,7 @@ def test_an_array_training_job_stops_before_its_time_limit_and_the_retry_resumes
     slurm_cluster, tmp_path
 ):
     """A training job submitted as an array task (which no `--signal` warning reaches) with a
-    time limit of 1 minute stops by its own deadline (SLURM's end time from squeue less
+    time limit of 1 minute, training longer than that, stops by its own deadline (SLURM's end time from squeue less
     train.deadline_margin_minutes): it writes a checkpoint and exits 75 before the limit
     (FAILED with 75, not TIMEOUT). Its retry, submitted as Snakemake's retry would (the same
     command, a longer limit), resumes there and ends with the weights and result of an
@@ -326,19 +326,22 @@ def test_an_array_training_job_stops_before_its_time_limit_and_the_retry_resumes
 
     from imagenot.train.checkpoints import read_state
 
-    cmd, run = _toy_trial(tmp_path / "local")
+    # 120 epochs without early stopping: about a minute of training here, past the first
+    # job's limit; its deadline (margin 0.5 of 1 minute) comes 30 s after the job started
+    space = {"s": {"budget": 1, "max_epochs": 120, "patience": 120, "batch_size": 4}}
+    cmd, run = _toy_trial(tmp_path / "local", spaces=space)
     straight = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
     assert straight.returncode == 0, straight.stderr[-3000:]
 
-    # margin 0.9 min of 1: the deadline comes 6 s after the job started, well inside training
-    cmd, run_slurm = _toy_trial(tmp_path / "slurm", deadline_margin_minutes=0.9)
+    cmd, run_slurm = _toy_trial(tmp_path / "slurm", spaces=space, deadline_margin_minutes=0.5)
     first = _sbatch_array(cmd, 1, tmp_path / "first.log", tmp_path)
     job = _scontrol_job(first)
     log = (tmp_path / "first.log").read_text()
     assert (job["JobState"], job["ExitCode"]) == ("FAILED", "75:0"), (job, log[-3000:])
     assert "deadline reached: step-level checkpoint written" in log, log[-3000:]
     paused = read_state(run_slurm / "trial-0/checkpoint.safetensors")
-    assert paused.step > 0 and not (run_slurm / "stage-0/slot-0.json").exists()
+    # it trained until the deadline (not stopped at start-up) and left the rest to the retry
+    assert 0 < paused.epoch < 120 and not (run_slurm / "stage-0/slot-0.json").exists()
 
     retry = _sbatch_array(cmd, 10, tmp_path / "retry.log", tmp_path)
     job = _scontrol_job(retry)

@@ -57,9 +57,12 @@ def job_deadline(
     env: Mapping[str, str] = os.environ,
 ) -> float | None:
     """When a training job must checkpoint and exit (seconds since the epoch): ``margin_min``
-    before the end of its allocation, SLURM's end time when known (:func:`slurm_end_time`),
-    else ``started`` (the process's start) plus the job's ``runtime_min`` resource. None (no
-    deadline) without a runtime outside SLURM, e.g. a test calling the loop directly."""
+    before the end of its SLURM allocation, SLURM's end time when known
+    (:func:`slurm_end_time`), else ``started`` (the process's start) plus the job's
+    ``runtime_min`` resource. None (no deadline) outside SLURM: nothing enforces the runtime
+    resource of a local run, which must not stop a long training job for nothing."""
+    if not env.get("SLURM_JOB_ID"):
+        return None
     end = slurm_end_time(env)
     if end is None:
         if not runtime_min:

@@ -12,7 +12,7 @@ profiles/default/. Checks that
   * the outputs equal those of a local run of the same targets;
   * a training job run as an array task with a 1-minute time limit stops by its own deadline
     (checkpoint, exit 75) before the limit, and its retry resumes to an uninterrupted run's
-    weights.
+    weights; scancel's SIGTERM reaches such a trainer, which checkpoints.
 Needs root and apt (the harness installs slurmctld, slurmd, munge). Whatever the fixture started
 is stopped by PID afterwards, also when the test fails.
 """
@@ -354,3 +354,35 @@ def test_an_array_training_job_stops_before_its_time_limit_and_the_retry_resumes
     assert result == expected
     best = "trial-0/best.safetensors"
     assert (run_slurm / best).read_bytes() == (run / best).read_bytes()
+
+
+def test_scancel_of_an_array_training_job_reaches_the_trainer(slurm_cluster, tmp_path):
+    """SLURM sends SIGTERM (scancel, preemption, the time limit) to every process of a job,
+    also an array task's, whose rule runs in the batch step under the batch shell: the trainer
+    gets it, writes a checkpoint and exits 75 within KillWait (docs/gpu.md)."""
+    import time
+
+    from test_train_preempt import _toy_trial
+
+    from imagenot.train.checkpoints import read_state
+
+    space = {"s": {"budget": 1, "max_epochs": 300, "patience": 300, "batch_size": 4}}
+    cmd, run = _toy_trial(tmp_path, spaces=space, deadline_margin_minutes=0)
+    log = tmp_path / "job.log"
+    line = " ".join(map(shlex.quote, cmd)) + " --runtime-min 10"
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", "--array=0", "--time=10", "--mem=3000", "--cpus-per-task=1",
+         f"--output={log}", f"--chdir={tmp_path}", f"--wrap={line}"],
+        env=_env(), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    job = submitted.stdout.strip().split(";")[0] + "_0"
+    waited = time.monotonic() + 600
+    while "epoch 3:" not in (log.read_text(errors="replace") if log.exists() else ""):
+        assert time.monotonic() < waited, log.read_text()[-2000:] if log.exists() else job
+        time.sleep(1)
+    subprocess.run(["scancel", job], env=_env(), check=True)
+    while _scontrol_job(job).get("JobState") in ("RUNNING", "COMPLETING", "PENDING"):
+        assert time.monotonic() < waited, log.read_text()[-2000:]
+        time.sleep(1)
+    assert "SIGTERM received: step-level checkpoint written" in log.read_text(), log.read_text()[-2000:]  # fmt: skip
+    assert read_state(run / "trial-0/checkpoint.safetensors").epoch >= 2

@@ -8,9 +8,9 @@ Both sides include building the model (``make_model``): every training job does 
 malloc is set as every training job sets it (``keep_freed_memory``, in ``device.configure``); being
 process-wide it serves both loops (``--default-malloc`` leaves glibc's defaults, under which page
 faults depend on the allocation history that the alternating runs share). Two
-components of the difference are reported alone: ``checkpoint_ms`` per model (one epoch-end
-checkpoint, paid once per epoch, so its share is larger the shorter ``--batches`` makes an
-epoch) and ``step_overhead_ms`` (CPU time our loop adds per optimizer step, on a tiny model).
+components of the difference are reported alone: ``checkpoint_ms`` per model (one checkpoint,
+fsynced; a job writes one at its stage's end and every ``train.checkpoint_minutes``, no longer
+after every epoch, so ``ours`` pays it once per run) and ``step_overhead_ms`` (CPU time our loop adds per optimizer step, on a tiny model).
 
     python benchmarks/bench_train.py --json                       # CPU, demo models, 64 px
     python benchmarks/bench_train.py --json --threads 1 --pin 1   # one core, steadier
@@ -136,7 +136,7 @@ def step_overhead(repeats: int, steps: int = 400) -> float:
 
 
 def checkpoint_ms(job: Job, repeats: int) -> float:
-    """Wall-clock milliseconds of one epoch-end checkpoint of ``job``'s model and optimizer
+    """Wall-clock milliseconds of one checkpoint of ``job``'s model and optimizer
     (after one step, so the optimizer state exists); best of ``repeats``."""
     model, optimizer = make_model(job)
     x = torch.zeros(2, 3, job.image_size, job.image_size)

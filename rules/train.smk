@@ -5,6 +5,8 @@
 # evaluation request a GPU; drawing, halving and selection are local jobs. A training job of
 # several GPUs runs under torchrun, on one node or (train.nodes_per_job) under srun on several:
 # the launcher is its shell line's prefix (imagenot.train.plan.launcher; empty for one GPU).
+# Training jobs get their runtime resource (--runtime-min): they checkpoint and exit 75
+# train.deadline_margin_minutes before their time limit, needing no signal (docs/gpu.md).
 
 
 # Bookkeeping rules (no torch) run on the submitting host under a cluster executor.
@@ -81,7 +83,8 @@ rule train_trial:
     shell:
         "{params.launch} imagenot train-trial --settings {params.settings} --dataset-dir {params.data}"
         " --trials {input.trials} --stage {wildcards.stage} --slot {wildcards.slot}"
-        " {params.promoted} --threads {threads} --out {output} > {log} 2>&1"
+        " {params.promoted} --threads {threads} --runtime-min {resources.runtime}"
+        " --out {output} > {log} 2>&1"
 
 
 # Transfer learning (tl-SOURCE) trains the head alone over a frozen, eval-mode backbone without
@@ -232,7 +235,8 @@ rule train_final:
         "{params.launch} imagenot train-final --settings {params.settings} --dataset-dir {params.data}"
         " --trials {input.trials} --selection {input.selection}"
         " --run {wildcards.dataset}/{wildcards.protocol}/{wildcards.model}/{wildcards.seed}"
-        " --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"
+        " --threads {threads} --runtime-min {resources.runtime}"
+        " --out-dir {params.out_dir} > {log} 2>&1"
 
 
 # A TL final run over the train, val and test features (test accuracy from the head over the

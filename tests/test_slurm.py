@@ -9,7 +9,10 @@ profiles/default/. Checks that
     by `--gpus`, and CPU rules asked for none;
   * a job that outgrew its memory request was killed by SLURM and its retry asked for more
     (memory grows with the attempt) and completed;
-  * the outputs equal those of a local run of the same targets.
+  * the outputs equal those of a local run of the same targets;
+  * a training job run as an array task with a 1-minute time limit stops by its own deadline
+    (checkpoint, exit 75) before the limit, and its retry resumes to an uninterrupted run's
+    weights; scancel's SIGTERM reaches such a trainer, which checkpoints.
 Needs root and apt (the harness installs slurmctld, slurmd, munge). Whatever the fixture started
 is stopped by PID afterwards, also when the test fails.
 """
@@ -17,8 +20,10 @@ is stopped by PID afterwards, also when the test fails.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -284,3 +289,100 @@ def test_site_profile_runs_through_slurm(slurm_cluster, tmp_path):
     # same results as the local run
     for target in TARGETS:
         assert _tree_digest(slurm_dir / target) == _tree_digest(local_dir / target), target
+
+
+def _scontrol_job(job: str) -> dict[str, str]:
+    out = subprocess.run(
+        ["scontrol", "-o", "show", "job", job], env=_env(), capture_output=True, text=True
+    ).stdout
+    return dict(f.split("=", 1) for f in out.split() if "=" in f)
+
+
+def _sbatch_array(cmd: list[str], minutes: int, log: Path, cwd: Path) -> str:
+    """Submit ``cmd`` as a one-task job array with a time limit of ``minutes``, as the plugin
+    submits an array rule's job (no srun step: the batch step runs it; the jobstep plugin
+    drops SLURM_JOB_END_TIME from an array task's environment, so here too); wait for it to
+    end and return its job id."""
+    line = " ".join(["env -u SLURM_JOB_END_TIME", *map(shlex.quote, cmd)])
+    line += f" --runtime-min {minutes}"
+    done = subprocess.run(
+        ["sbatch", "--parsable", "--wait", "--array=0", f"--time={minutes}", "--mem=3000",
+         "--cpus-per-task=1", f"--output={log}", f"--chdir={cwd}", f"--wrap={line}"],
+        env=_env(), capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    return done.stdout.strip().split(";")[0] + "_0"
+
+
+def test_an_array_training_job_stops_before_its_time_limit_and_the_retry_resumes(
+    slurm_cluster, tmp_path
+):
+    """A training job submitted as an array task (which no `--signal` warning reaches) with a
+    time limit of 1 minute, training longer than that, stops by its own deadline (SLURM's end time from squeue less
+    train.deadline_margin_minutes): it writes a checkpoint and exits 75 before the limit
+    (FAILED with 75, not TIMEOUT). Its retry, submitted as Snakemake's retry would (the same
+    command, a longer limit), resumes there and ends with the weights and result of an
+    uninterrupted run."""
+    from test_train_preempt import _toy_trial
+
+    from imagenot.train.checkpoints import read_state
+
+    # 120 epochs without early stopping: about a minute of training here, past the first
+    # job's limit; its deadline (margin 0.5 of 1 minute) comes 30 s after the job started
+    space = {"s": {"budget": 1, "max_epochs": 120, "patience": 120, "batch_size": 4}}
+    cmd, run = _toy_trial(tmp_path / "local", spaces=space)
+    straight = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
+    assert straight.returncode == 0, straight.stderr[-3000:]
+
+    cmd, run_slurm = _toy_trial(tmp_path / "slurm", spaces=space, deadline_margin_minutes=0.5)
+    first = _sbatch_array(cmd, 1, tmp_path / "first.log", tmp_path)
+    job = _scontrol_job(first)
+    log = (tmp_path / "first.log").read_text()
+    assert (job["JobState"], job["ExitCode"]) == ("FAILED", "75:0"), (job, log[-3000:])
+    assert "deadline reached: step-level checkpoint written" in log, log[-3000:]
+    paused = read_state(run_slurm / "trial-0/checkpoint.safetensors")
+    # it trained until the deadline (not stopped at start-up) and left the rest to the retry
+    assert 0 < paused.epoch < 120 and not (run_slurm / "stage-0/slot-0.json").exists()
+
+    retry = _sbatch_array(cmd, 10, tmp_path / "retry.log", tmp_path)
+    job = _scontrol_job(retry)
+    log = (tmp_path / "retry.log").read_text()
+    assert (job["JobState"], job["ExitCode"]) == ("COMPLETED", "0:0"), (job, log[-3000:])
+    assert f"at epoch {paused.epoch}, batch {paused.batch}" in log, log[-3000:]
+
+    result = json.loads((run_slurm / "stage-0/slot-0.json").read_text())
+    expected = json.loads((run / "stage-0/slot-0.json").read_text())
+    assert result == expected
+    best = "trial-0/best.safetensors"
+    assert (run_slurm / best).read_bytes() == (run / best).read_bytes()
+
+
+def test_scancel_of_an_array_training_job_reaches_the_trainer(slurm_cluster, tmp_path):
+    """SLURM sends SIGTERM (scancel, preemption, the time limit) to every process of a job,
+    also an array task's, whose rule runs in the batch step under the batch shell: the trainer
+    gets it, writes a checkpoint and exits 75 within KillWait (docs/gpu.md)."""
+    import time
+
+    from test_train_preempt import _toy_trial
+
+    from imagenot.train.checkpoints import read_state
+
+    space = {"s": {"budget": 1, "max_epochs": 300, "patience": 300, "batch_size": 4}}
+    cmd, run = _toy_trial(tmp_path, spaces=space, deadline_margin_minutes=0)
+    log = tmp_path / "job.log"
+    line = " ".join(map(shlex.quote, cmd)) + " --runtime-min 10"
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", "--array=0", "--time=10", "--mem=3000", "--cpus-per-task=1",
+         f"--output={log}", f"--chdir={tmp_path}", f"--wrap={line}"],
+        env=_env(), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    job = submitted.stdout.strip().split(";")[0] + "_0"
+    waited = time.monotonic() + 600
+    while "epoch 3:" not in (log.read_text(errors="replace") if log.exists() else ""):
+        assert time.monotonic() < waited, log.read_text()[-2000:] if log.exists() else job
+        time.sleep(1)
+    subprocess.run(["scancel", job], env=_env(), check=True)
+    while _scontrol_job(job).get("JobState") in ("RUNNING", "COMPLETING", "PENDING"):
+        assert time.monotonic() < waited, log.read_text()[-2000:]
+        time.sleep(1)
+    assert "SIGTERM received: step-level checkpoint written" in log.read_text(), log.read_text()[-2000:]  # fmt: skip
+    assert read_state(run / "trial-0/checkpoint.safetensors").epoch >= 2

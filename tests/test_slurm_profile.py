@@ -180,12 +180,11 @@ def test_resources_grow_with_attempt_up_to_the_maximum():
     assert _evaluate(train["mem_mb"], 1, 60, gpus_per_node=4) == 4 * _evaluate(
         train["mem_mb"], 1, 60
     )
-    # SLURM's warning signal reaches the training processes (docs/gpu.md), not other rules
-    for rule in ("train_trial", "train_final"):
-        spec = _workflow_profile()["set-resources"][rule]
-        assert _evaluate(spec["slurm_extra"], 1, 60) == "--signal=USR1@600"
-    signalled = {r for r, s in _workflow_profile()["set-resources"].items() if "slurm_extra" in s}
-    assert signalled == {"train_trial", "train_final"}
+    # No rule asks SLURM for a warning signal: USR1 without B: kills a job step's Snakemake and
+    # misses array tasks, with B: it kills the plugin's batch shell; training stops by its own
+    # deadline and on SIGTERM instead (docs/gpu.md "Preemption and time limits")
+    extra = [s.get("slurm_extra", "") for s in _workflow_profile()["set-resources"].values()]
+    assert not any("--signal" in e for e in extra), extra
 
 
 def test_plan_with_the_site_profile_from_the_clone_root(tmp_path):

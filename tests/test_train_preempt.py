@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import pytest
 import torch
@@ -117,17 +118,17 @@ def test_a_stopped_job_exits_with_the_retry_status():
     assert exc.value.code == PREEMPTED_EXIT == 75
 
 
-def test_a_signalled_training_process_checkpoints_and_exits_75(tmp_path):
-    """`imagenot train-trial` as the rule runs it, sent SIGUSR1 while it trains."""
+def _toy_trial(tmp_path: Path, **train) -> tuple[list[str], Path]:
+    """`imagenot train-trial` of a toy dataset as the rule runs it (its command, the trial's
+    folder), the config's train section extended by ``train``."""
     import io
     import json
-    import subprocess
     import sys
-    import time
 
     from PIL import Image
 
     from imagenot.acquire.dataset import Record, write_dataset
+    from imagenot.cli import main
     from imagenot.config import validate_config
     from imagenot.train import plan
 
@@ -146,17 +147,26 @@ def test_a_signalled_training_process_checkpoints_and_exits_75(tmp_path):
                 "image_size": 32,
                 "experiments": [{"dataset": "toy", "protocol": "st", "space": "s"}],
                 "spaces": {"s": {"budget": 1, "max_epochs": 200, "batch_size": 4}},
+                **train,
             },
         }
     )
     trial = json.dumps(plan.trial_settings(config, "toy", "st", "resnet_mini", 0))
     run = tmp_path / "run"
-    from imagenot.cli import main
-
     draw = json.dumps(plan.draw_settings(config, "toy", "st", "resnet_mini"))
     main(["train-draw-trials", "--settings", draw, "--record", str(tmp_path / "p.json"), "--out", str(run / "trials.parquet")])  # fmt: skip
-    out, log = run / "stage-0/slot-0.json", tmp_path / "job.log"
+    out = run / "stage-0/slot-0.json"
     cmd = [sys.executable, "-m", "imagenot.cli", "train-trial", "--settings", trial, "--dataset-dir", str(data), "--trials", str(run / "trials.parquet"), "--stage", "0", "--slot", "0", "--threads", "1", "--out", str(out)]  # fmt: skip
+    return cmd, run
+
+
+def test_a_signalled_training_process_checkpoints_and_exits_75(tmp_path):
+    """`imagenot train-trial` as the rule runs it, sent SIGUSR1 while it trains."""
+    import subprocess
+    import time
+
+    cmd, run = _toy_trial(tmp_path)
+    log = tmp_path / "job.log"
     with open(log, "w") as f:
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
     try:
@@ -169,6 +179,133 @@ def test_a_signalled_training_process_checkpoints_and_exits_75(tmp_path):
     finally:
         proc.kill()
     assert "SIGUSR1 received: step-level checkpoint written" in log.read_text()
-    assert not out.exists()
+    assert not (run / "stage-0/slot-0.json").exists()
     saved = read_state(run / "trial-0/checkpoint.safetensors")
     assert saved.epoch >= 1 and saved.step > 0
+
+
+def test_a_training_process_stops_at_its_time_limit_less_the_margin(tmp_path):
+    """`imagenot train-trial` in a SLURM job (its environment) that ends in a minute, with
+    train.deadline_margin_minutes 1: the deadline has come, so the job checkpoints after one
+    step and exits 75, no signal sent."""
+    import subprocess
+    import time
+
+    cmd, run = _toy_trial(tmp_path, deadline_margin_minutes=1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env.update(SLURM_JOB_ID="1", SLURM_JOB_END_TIME=str(int(time.time()) + 60))
+    done = subprocess.run([*cmd, "--runtime-min", "1"], capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert done.returncode == 75, done.stderr[-2000:]
+    assert "deadline reached: step-level checkpoint written" in done.stderr
+    saved = read_state(run / "trial-0/checkpoint.safetensors")
+    assert (saved.epoch, saved.step) == (0, 1)
+
+
+def test_the_deadline_stops_a_job_without_any_signal_and_it_resumes_identically(
+    tmp_path, deterministic
+):
+    """A job past its own deadline (its time limit less the margin) checkpoints after the step
+    under way and raises Preempted, whether or not SLURM's signal reaches it."""
+    import time
+
+    data, val, job = _data(), _data(24, seed=1), _job()
+    _, straight = fit(job, _Served(data), val, tmp_path / "a.safetensors", "fp")
+    with pytest.raises(Preempted, match="deadline reached"):
+        fit(job, _Served(data), val, tmp_path / "b.safetensors", "fp", deadline=time.time())
+    paused = read_state(tmp_path / "b.safetensors")
+    assert (paused.epoch, paused.batch) == (0, 1)
+    _, resumed = fit(job, _Served(data), val, tmp_path / "b.safetensors", "fp")
+    _same(straight, resumed, tmp_path / "a.safetensors", tmp_path / "b.safetensors")
+
+
+def test_checkpoints_at_the_interval_and_the_end_not_after_every_epoch(
+    tmp_path, deterministic, monkeypatch
+):
+    """Without an interval due or a stop, a 3-epoch job writes one checkpoint: at its end (the
+    next stage resumes there). A job killed in epoch 3 then has no checkpoint and starts
+    afresh, to the same result."""
+    from imagenot.train import loop
+
+    writes = []
+    real = loop.save_checkpoint
+    monkeypatch.setattr(loop, "save_checkpoint", lambda p, *a: (writes.append(p), real(p, *a))[1])
+    data, val = _data(), _data(24, seed=1)
+    job = Job("vgg_mini", 3, HP, seed=1, image_size=32, batch_size=8, max_epochs=3, patience=5)
+    _, straight = fit(job, _Served(data), val, tmp_path / "a.safetensors", "fp")
+    assert writes == [tmp_path / "a.safetensors"]
+    with pytest.raises(_Killed):
+        fit(job, _Served(data, 2 * 48 + 10, _kill), val, tmp_path / "b.safetensors", "fp")
+    assert not (tmp_path / "b.safetensors").exists()
+    # a stage ending at a rung (stop_epoch) saves there, and the next stage resumes from it
+    writes.clear()
+    fit(job, _Served(data), val, tmp_path / "c.safetensors", "fp", stop_epoch=2)
+    assert writes == [tmp_path / "c.safetensors"] and read_state(writes[0]).epoch == 2
+    _, resumed = fit(job, _Served(data), val, tmp_path / "c.safetensors", "fp")
+    _same(straight, resumed, tmp_path / "a.safetensors", tmp_path / "c.safetensors")
+
+
+def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, deterministic):
+    """Each save keeps the one before as <name>.prev; a newest checkpoint cut short (a crash
+    while the filesystem wrote it) is set aside and the job resumes one step earlier, to the
+    uninterrupted run's weights."""
+    from imagenot.train.checkpoints import previous
+
+    data, val, job = _data(), _data(24, seed=1), _job()
+    _, straight = fit(job, _Served(data), val, tmp_path / "a.safetensors", "fp")
+    ckpt = tmp_path / "b.safetensors"
+    with pytest.raises(_Killed):
+        fit(job, _Served(data, 30, _kill), val, ckpt, "fp", checkpoint_minutes=1e-9)
+    assert (read_state(ckpt).batch, read_state(previous(ckpt)).batch) == (3, 2)
+    ckpt.write_bytes(ckpt.read_bytes()[:1000])  # truncated
+    _, resumed = fit(job, _Served(data), val, ckpt, "fp")
+    assert (tmp_path / "b.safetensors.set-aside-unreadable").is_file()
+    _same(straight, resumed, tmp_path / "a.safetensors", ckpt)
+
+
+def test_a_crash_while_writing_keeps_the_last_checkpoint(tmp_path, monkeypatch):
+    """The new checkpoint goes to a temporary file first: a failure while writing it leaves the
+    current checkpoint in place and no temporary file behind."""
+    from imagenot.train import checkpoints
+    from imagenot.train.checkpoints import State, previous, save_checkpoint
+    from imagenot.train.loop import make_model
+
+    model, optimizer = make_model(_job())
+    ckpt = tmp_path / "c.safetensors"
+    save_checkpoint(ckpt, model, optimizer, State("id", "fp", epoch=1))
+
+    def broken(tensors, path, metadata=None):
+        Path(path).write_bytes(b"half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(checkpoints, "save_file", broken)
+    with pytest.raises(OSError, match="disk full"):
+        save_checkpoint(ckpt, model, optimizer, State("id", "fp", epoch=2))
+    assert read_state(ckpt).epoch == 1 and not previous(ckpt).exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.safetensors"]
+
+
+def test_the_deadline_comes_from_slurm_when_it_knows_the_end(tmp_path):
+    """job_deadline: SLURM_JOB_END_TIME, else squeue's end time of the job (an array task's
+    environment lacks the variable), else start + runtime; minus the margin."""
+    import stat
+    from datetime import datetime
+
+    from imagenot.train.interrupts import job_deadline
+
+    assert job_deadline(60, 10, started=1000.0, env={}) is None  # a local run: no limit
+    env = {"SLURM_JOB_ID": "7", "SLURM_JOB_END_TIME": "5000"}
+    assert job_deadline(60, 10, started=1000.0, env=env) == 5000.0 - 600
+    end = datetime(2030, 1, 2, 3, 4, 5)
+    squeue = tmp_path / "squeue"
+    squeue.write_text(f'#!/bin/sh\necho "$*" > {tmp_path}/args\necho {end.isoformat()}\n')
+    squeue.chmod(squeue.stat().st_mode | stat.S_IEXEC)
+    env = {"SLURM_JOB_ID": "8", "SLURM_ARRAY_JOB_ID": "7", "SLURM_ARRAY_TASK_ID": "1"}
+    path = os.environ["PATH"]
+    try:
+        os.environ["PATH"] = f"{tmp_path}{os.pathsep}{path}"
+        assert job_deadline(60, 10, 1000.0, env) == end.timestamp() - 600
+        assert (tmp_path / "args").read_text().split() == ["-h", "-j", "7_1", "-o", "%e"]
+        squeue.write_text("#!/bin/sh\nexit 1\n")  # SLURM cannot say: start + runtime
+        assert job_deadline(60, 10, 1000.0, env) == 1000.0 + 50 * 60
+    finally:
+        os.environ["PATH"] = path

@@ -4,6 +4,13 @@ A checkpoint holds the model and optimizer tensors, the random-number state and 
 progress (:class:`State`, JSON in the metadata), so a job stopped after any optimizer step
 resumes at that step. A checkpoint written for another job definition or another dataset is set
 aside, never resumed (:func:`set_aside_stale_checkpoint`).
+
+Durability (:func:`save_checkpoint`): the new file is written beside the old one, fsynced, and
+renamed into place only after the old one became ``<name>.prev``; the directory is fsynced
+too. A crash or kill mid-write therefore leaves the newest complete checkpoint, or (at worst,
+between the two renames, or when the filesystem lost the newest) the one before it, which
+:func:`resume_candidates` falls back to: the job repeats one checkpoint interval, never the
+whole run.
 """
 
 from __future__ import annotations
@@ -44,9 +51,30 @@ class State:
     step_correct: list[int] = field(default_factory=list)
 
 
+def previous(path: Path) -> Path:
+    """Where the checkpoint before the newest is kept: ``<name>.prev``."""
+    return path.with_name(f"{path.name}.prev")
+
+
+def remove_checkpoint(path: Path) -> None:
+    """Delete a job's checkpoint and the one kept before it (the job is finished)."""
+    for p in (path, previous(path)):
+        p.unlink(missing_ok=True)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def save_checkpoint(path: Path, model: nn.Module, optimizer, state: State) -> None:
     """Model and optimizer tensors, the random-number state (a mid-epoch checkpoint resumes
-    dropout exactly) and the JSON state, atomically, as one safetensors file."""
+    dropout exactly) and the JSON state as one safetensors file, durably (module docstring):
+    temporary file, fsync, the current checkpoint renamed to ``<name>.prev``, the new one
+    renamed into place, the directory fsynced."""
     tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     tensors["rng.cpu"] = torch.get_rng_state()
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -66,6 +94,16 @@ def save_checkpoint(path: Path, model: nn.Module, optimizer, state: State) -> No
     }
     with atomic_path(path, ".safetensors") as tmp:
         save_file(tensors, str(tmp), metadata=meta)
+        with open(tmp, "rb") as f:  # on disk before any rename makes it the checkpoint
+            os.fsync(f.fileno())
+        if path.is_file():
+            os.replace(path, previous(path))
+    _fsync_dir(path.parent)
+
+
+def resume_candidates(path: Path) -> list[Path]:
+    """The checkpoints a job may resume, newest first: ``path``, then ``<name>.prev``."""
+    return [p for p in (path, previous(path)) if p.is_file()]
 
 
 def load_checkpoint(path: Path, model: nn.Module, optimizer) -> State:

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+# When this process started: a training job's deadline counts from here when SLURM cannot tell
+# its end time (imagenot.train.interrupts.job_deadline).
+STARTED = time.time()
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,7 @@ class JobSettings:
     compile: bool
     deterministic: bool | None
     checkpoint_minutes: float
+    deadline_margin_minutes: float
     in_memory: bool
     num_workers: int
     world: int
@@ -101,9 +107,12 @@ def _parse(cls, text: str, command: str):
     return parse_or_exit(cls, text, command)
 
 
-def _job(settings, threads: int) -> dict:
-    """The job dict imagenot.train.jobs runs, with the job's cores."""
-    return {**dataclasses.asdict(settings.job), "threads": threads}
+def _job(settings, a: argparse.Namespace) -> dict:
+    """The job dict imagenot.train.jobs runs, with the job's cores and its deadline."""
+    from imagenot.train.interrupts import job_deadline
+
+    deadline = job_deadline(a.runtime_min, settings.job.deadline_margin_minutes, STARTED)
+    return {**dataclasses.asdict(settings.job), "threads": a.threads, "deadline": deadline}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -183,10 +192,18 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--dataset-dir", required=True, type=Path)
     p.add_argument("--threads", type=int, required=True, help="the job's cores (rule threads)")
+    p.add_argument(
+        "--runtime-min",
+        type=float,
+        default=None,
+        help="the job's runtime resource (its time limit): checkpoint and exit 75 "
+        "train.deadline_margin_minutes before the job's end (SLURM's end time when known)",
+    )
 
 
-# Exit status of a job stopped by SIGUSR1 / SIGTERM after writing its checkpoint (EX_TEMPFAIL:
-# try again); Snakemake's retry or SLURM's requeue resumes it.
+# Exit status of a job stopped by SIGTERM / SIGUSR1 or its deadline after writing its checkpoint
+# (EX_TEMPFAIL: try again); Snakemake's retry (one attempt of --retries) or SLURM's requeue
+# resumes it.
 PREEMPTED_EXIT = 75
 
 
@@ -249,7 +266,7 @@ def _trial(a: argparse.Namespace) -> None:
     if _trials().slot_trial(a.slot, a.promoted) is None:
         _trials().write_empty_slot(a.stage, a.slot, a.out)  # nothing promoted: no torch import
         return
-    job = _job(s, a.threads)
+    job = _job(s, a)
     _preemptible(
         lambda: _lazy().run_slot(
             job, a.dataset_dir, a.trials, a.stage, a.slot, a.out, s.stage_epochs, a.promoted
@@ -259,14 +276,16 @@ def _trial(a: argparse.Namespace) -> None:
 
 def _features(a: argparse.Namespace) -> None:
     s = _parse(FeaturesSettings, a.settings, "train-features")
-    _lazy().run_features(_job(s, a.threads), a.dataset_dir, a.out_dir)
+    # one pass over the data, no checkpoint to write: no deadline
+    job = {**dataclasses.asdict(s.job), "threads": a.threads, "deadline": None}
+    _lazy().run_features(job, a.dataset_dir, a.out_dir)
 
 
 def _final(a: argparse.Namespace) -> None:
     s = _parse(FinalSettings, a.settings, "train-final")
     dataset, protocol, model, seed = a.run.split("/")
     run = {"dataset": dataset, "protocol": protocol, "model": model}
-    job = _job(s, a.threads)
+    job = _job(s, a)
     _preemptible(
         lambda: _lazy().run_final(
             job,

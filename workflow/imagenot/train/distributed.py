@@ -16,7 +16,7 @@ Every rank runs the same command; :func:`joined` reads ``RANK``, ``WORLD_SIZE`` 
 own process (threads, cuDNN autotuning or deterministic algorithms: ``device.configure``), since
 nothing of a parent's torch settings reaches a rank that torchrun starts.
 
-Signals: torchrun is told to handle SLURM's warning (SIGUSR1) as well as SIGTERM
+Signals: torchrun is told to handle SIGUSR1 (a site's ``--signal`` warning) as well as SIGTERM
 (``--signals-to-handle``); it forwards the signal to its ranks, which agree on a step, write one
 checkpoint and exit, and waits :data:`SHUTDOWN_S` for them before killing. A rank that dies ends
 the job: its launcher stops the node's other ranks and exits non-zero; the ranks of other nodes

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from imagenot.io import sha256_file, write_json, write_text
 from imagenot.train import search
-from imagenot.train.checkpoints import history_csv
+from imagenot.train.checkpoints import history_csv, remove_checkpoint
 from imagenot.train.device import configure, deterministic_for, resolve_device
 from imagenot.train.feed import InMemory
 from imagenot.train.loop import Job, fit
@@ -223,6 +223,7 @@ def _fit(settings, dataset_dir, row, seed, workdir: Path, stop_epoch=None, best=
             max_batch=settings["max_batch_per_gpu"],
             dist=d,
             head_only=head_only,
+            deadline=settings.get("deadline"),
         )
     if not d.main:
         return None
@@ -276,7 +277,7 @@ def run_slot(
     summary = fitted[2]
     result = {"stage": stage, "slot": slot, "trial": trial, **summary}
     if summary["stopped_by"] in search.ENDED:
-        (workdir / CHECKPOINT).unlink(missing_ok=True)
+        remove_checkpoint(workdir / CHECKPOINT)
         result["best_sha256"] = sha256_file(workdir / BEST)
     write_json(result, out)
     log.info(
@@ -380,7 +381,7 @@ def run_final(
     test_accuracy, _, n_test = evaluate(model, forward, test, job, torch.device(job.device))
     # Finished training: drop the checkpoint before handing the best weights on, so a checkpoint
     # never outlives them (a rerun after a kill here trains afresh, to the same weights).
-    (out_dir / CHECKPOINT).unlink(missing_ok=True)
+    remove_checkpoint(out_dir / CHECKPOINT)
     (out_dir / "model.safetensors").unlink(missing_ok=True)
     best.replace(out_dir / "model.safetensors")
     result = {

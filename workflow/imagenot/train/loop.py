@@ -2,12 +2,14 @@
 
 Its parts live beside it: the feed (``feed``: data, preprocessing), learning-rate schedules and
 optimizers (``schedules``), checkpoints (``checkpoints``), stop requests (``interrupts``) and the
-device (``device``). ``fit`` owns the loop and the checkpoint, written atomically at every epoch
-end, every ``checkpoint_minutes`` and when SIGUSR1 / SIGTERM asks the job to stop. Everything random is derived from
-the job seed (data order from the epoch, dropout from the global step and rank), and the learning
-rate is a pure function of the global step, so a job stopped mid-epoch resumes at the saved step
-and one killed without a step checkpoint repeats the unfinished epoch: either way the final
-metrics equal those of an uninterrupted run (CPU, deterministic algorithms). Data-parallel
+device (``device``). ``fit`` owns the loop and the checkpoint, written durably every
+``checkpoint_minutes``, when a signal or the job's deadline asks it to stop, and when the job's
+stage or run ends; not after every epoch (a short epoch would rewrite gigabytes every minute).
+Everything random is derived from the job seed (data order from the epoch, dropout from the
+global step and rank), and the learning rate is a pure function of the global step, so a job
+stopped mid-epoch resumes at the saved step and one killed without a recent checkpoint repeats
+the epochs and steps since the last one: either way the final metrics equal those of an
+uninterrupted run (CPU, deterministic algorithms). Data-parallel
 training (``Dist.world > 1``, ranks started by torchrun) is described in
 ``imagenot.train.distributed``.
 """
@@ -31,6 +33,8 @@ from imagenot import job_usage
 from imagenot.train.checkpoints import (
     State,
     load_checkpoint,
+    previous,
+    resume_candidates,
     save_checkpoint,
     save_weights,
     set_aside_stale_checkpoint,
@@ -307,12 +311,15 @@ def fit(
     max_batch: int | None = None,
     dist: Dist = SINGLE,
     head_only: bool = False,
+    deadline: float | None = None,
 ) -> tuple[nn.Module, State]:
     """Train until early stopping, ``job.max_epochs`` or ``stop_epoch`` (a halving rung).
 
     Resumes from ``checkpoint`` when it belongs to this job (whatever world size wrote it) and
-    to this dataset ``fingerprint``; any other checkpoint is set aside and training starts
-    afresh (:func:`set_aside_stale_checkpoint`). ``best_weights``
+    to this dataset ``fingerprint``, or from the one kept before it when the newest is
+    unreadable; any other checkpoint is set aside and training starts afresh
+    (:func:`set_aside_stale_checkpoint`). ``deadline`` (seconds since the epoch,
+    ``interrupts.job_deadline``): checkpoint and raise Preempted once it has come. ``best_weights``
     (optional) receives the weights of the best validation epoch. ``on_epoch`` sees the state
     after each epoch. ``dist`` is this process's place in a data-parallel job whose every rank
     calls ``fit`` (started by torchrun, process group joined: ``distributed.joined``); rank 0's
@@ -331,13 +338,15 @@ def fit(
     device = torch.device(job.device)
     model, optimizer = make_model(job, init)
     state = State(identity=job.identity(), fingerprint=fingerprint)
-    if d.main:  # vetted once, before any rank reads it
-        set_aside_stale_checkpoint(checkpoint, state.identity, fingerprint)
+    if d.main:  # vetted once, before any rank reads them
+        for candidate in (checkpoint, previous(checkpoint)):
+            set_aside_stale_checkpoint(candidate, state.identity, fingerprint)
     d.barrier()
-    if checkpoint.is_file():
-        state = load_checkpoint(checkpoint, model, optimizer)
+    found = resume_candidates(checkpoint)
+    if found:
+        state = load_checkpoint(found[0], model, optimizer)
         if d.main:
-            log.info("resumed %s at epoch %d, batch %d", checkpoint, state.epoch, state.batch)
+            log.info("resumed %s at epoch %d, batch %d", found[0], state.epoch, state.batch)
     model.to(device)
     if device.type == "cuda":
         model.to(memory_format=torch.channels_last)
@@ -359,7 +368,7 @@ def fit(
     feeders = (Feeder(train_data, job.num_workers, pin), Feeder(val_data, job.num_workers, pin))
     job_usage.declare_workers(2 * job.num_workers)  # both feeders' workers persist
 
-    with Interrupts(checkpoint_minutes) as interrupts:
+    with Interrupts(checkpoint_minutes, deadline) as interrupts:
         _epochs(model, forward, optimizer, feeders, job, state, device, checkpoint, stop_epoch,
                 best_weights, on_epoch, interrupts, d, max_batch)  # fmt: skip
     return model, state
@@ -398,9 +407,13 @@ def _epochs(
             state.stopped_by = "max_epochs"
         elif schedule_ended(job, state.epoch):
             state.stopped_by = "schedule_end"
-        save()
-        # a stop requested during validation: exit after the epoch's save
-        interrupts.saved(d.any(interrupts.requested is not None, device))
+        # Save when the interval or a stop (signal, deadline) asks, and when the stage or run
+        # ends (the next stage resumes there); a kill in between repeats from the last save.
+        ended = state.stopped_by is not None or state.epoch >= stop_epoch
+        if d.any(interrupts.checkpoint_due(), device) or ended:
+            stop = d.any(interrupts.requested is not None, device)
+            save()
+            interrupts.saved(stop and not ended)  # a stop now only matters if work is left
         if d.main:
             log.info(
                 "epoch %d: train loss %.4f acc %.2f%%, val acc %.2f%%, lr %.3g, %.1f images/s",

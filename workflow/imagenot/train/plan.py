@@ -244,6 +244,7 @@ def job_settings(config: dict, dataset: str, protocol: str, model: str) -> dict:
         "compile": train["compile"],
         "deterministic": train["deterministic"],
         "checkpoint_minutes": train["checkpoint_minutes"],
+        "deadline_margin_minutes": train["deadline_margin_minutes"],
         "in_memory": train["in_memory"],
         "num_workers": num_workers(config),
         "world": gpus(config) or 1,  # every rank checks it was launched with this many
@@ -388,11 +389,12 @@ def check_nodes(config: dict) -> None:
         )
 
 
-# torchrun's stop signals: its defaults and SLURM's warning before a time limit (SIGUSR1,
-# --signal=USR1@600 of the workflow profile), forwarded to every rank, which checkpoints and exits
+# torchrun's stop signals: its defaults and SIGUSR1 (a warning a site may send with --signal),
+# forwarded to every rank, which checkpoints and exits. A time limit needs none: every rank stops
+# by the job's own deadline (imagenot.train.interrupts.job_deadline)
 STOP_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
 # How long torchrun waits for its ranks to agree on a step, checkpoint and exit after a stop
-# signal before it kills them: well inside SLURM's 600 s warning (a check every
+# signal before it kills them: well inside the default 10-minute deadline margin (a check every
 # loop.CHECK_EVERY steps, then one checkpoint written by rank 0)
 SHUTDOWN_S = 300
 # The c10d rendezvous port of a multi-node job: this base plus the SLURM job id modulo 1000,

@@ -54,6 +54,8 @@ def read_trial(path: Path, trial: int) -> dict:
 
 
 CHECKPOINT = "checkpoint.safetensors"
+# the checkpoint before the newest (imagenot.train.checkpoints.previous)
+PREVIOUS_CHECKPOINT = f"{CHECKPOINT}.prev"
 BEST = "best.safetensors"
 
 
@@ -104,7 +106,7 @@ def halve(results: Sequence[Path], rung: int, eta: int, out: Path) -> dict:
     if results:
         run = Path(results[0]).parent.parent
         for trial in set(alive) - set(promoted):
-            _drop(run, trial, CHECKPOINT, BEST)
+            _drop(run, trial, CHECKPOINT, PREVIOUS_CHECKPOINT, BEST)
     decision = {
         "rung": rung,
         "eta": eta,
@@ -131,5 +133,5 @@ def select(results: Sequence[Path], out: Path) -> dict:
     if results:
         run = Path(results[0]).parent.parent
         for trial in latest:
-            _drop(run, trial, CHECKPOINT, *(() if trial == best else (BEST,)))
+            _drop(run, trial, CHECKPOINT, PREVIOUS_CHECKPOINT, *(() if trial == best else (BEST,)))
     return selection

@@ -20,6 +20,7 @@ TORCH_MODULES = {
     "imagenot.train.checkpoints",
     "imagenot.train.device",
     "imagenot.train.distributed",
+    "imagenot.train.features",
     "imagenot.train.feed",
     "imagenot.train.jobs",
     "imagenot.train.loop",

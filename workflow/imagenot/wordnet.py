@@ -211,3 +211,14 @@ def imagenet_lemmas() -> dict[str, str]:
             key, value = line.split("\t", 1)
             out[key] = value
     return out
+
+
+def config_wordnet_dir(config: dict):
+    """The WordNet that rule prepare_wordnet reads (``wordnet.dict_dir``, else nltk's corpus,
+    else Debian's), which the config checks read too; ValueError naming ``wordnet.dict_dir``
+    when it lacks a file, as that job would fail (it reruns when ``dict_dir`` changes, so a
+    corpus prepared before does not excuse a wrong one)."""
+    try:
+        return wordnet_for_checks(config["wordnet"]["dict_dir"])
+    except FileNotFoundError as exc:
+        raise ValueError(f"config key wordnet.dict_dir: {exc}") from None

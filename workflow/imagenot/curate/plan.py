@@ -73,19 +73,6 @@ def match_stats_files(config: dict) -> list[str]:
     return [f"{CURATE}/matches/{s}.json" for s in shard_ids(config)]
 
 
-def wordnet_dir(config: dict):
-    """The WordNet that rule prepare_wordnet reads (``wordnet.dict_dir``, else nltk's corpus,
-    else Debian's), which the config checks read too; ValueError naming ``wordnet.dict_dir``
-    when it lacks a file, as that job would fail (it reruns when ``dict_dir`` changes, so a
-    corpus prepared before does not excuse a wrong one)."""
-    from imagenot.wordnet import wordnet_for_checks
-
-    try:
-        return wordnet_for_checks(config["wordnet"]["dict_dir"])
-    except FileNotFoundError as exc:
-        raise ValueError(f"config key wordnet.dict_dir: {exc}") from None
-
-
 def wordnet_settings(config: dict) -> dict:
     """``imagenot prepare-wordnet --settings`` (imagenot.common_cli.WordnetSettings)."""
     return {"dict_dir": config["wordnet"]["dict_dir"]}
@@ -230,7 +217,9 @@ def check(config: dict) -> None:
     from imagenot.curate.encoders import check_encoder_config
 
     check_encoder_config(config["curate"]["encoder"])
-    wordnet_dir(config)  # every config prepares WordNet (rule all asks for it)
+    from imagenot.wordnet import config_wordnet_dir
+
+    config_wordnet_dir(config)  # every config prepares WordNet (rule all asks for it)
     check_shards(config)
     check_query_template(config["curate"]["query_template"])
     for dataset in laion_datasets(config):
@@ -266,12 +255,12 @@ def check_class_list(config: dict, dataset: str) -> None:
     from pathlib import Path
 
     from imagenot.curate.candidates import checked_class_list
-    from imagenot.wordnet import imagenet_wnids
+    from imagenot.wordnet import config_wordnet_dir, imagenet_wnids
 
     path = classes["from_file"]
     if not Path(path).is_file():
         raise ValueError(f"config key datasets.{dataset}.classes.from_file: no file {path}")
-    listed = checked_class_list(path, wordnet_dir(config))
+    listed = checked_class_list(path, config_wordnet_dir(config))
     shared = sorted(set(listed) & set(imagenet_wnids()))
     if shared and not classes.get("allow_imagenet_classes", False):
         raise ValueError(

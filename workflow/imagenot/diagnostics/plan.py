@@ -71,8 +71,8 @@ def check(config: dict) -> None:
         return
     from pathlib import Path
 
-    from imagenot.curate.plan import wordnet_dir
     from imagenot.diagnostics import wordnet_stats as ws
+    from imagenot.wordnet import config_wordnet_dir
 
     for key, path in lists.items():
         if not Path(path).is_file():
@@ -81,7 +81,7 @@ def check(config: dict) -> None:
             entries = ws.read_class_entries(path)
         except (OSError, UnicodeDecodeError, KeyError) as exc:
             raise ValueError(f"config key diagnostics.{key}: {path}: {exc}") from None
-        ws.check_class_entries(entries, path, wordnet_dir(config))
+        ws.check_class_entries(entries, path, config_wordnet_dir(config))
 
 
 def class_list_file(config: dict, subject: str) -> str:

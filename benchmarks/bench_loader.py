@@ -4,12 +4,21 @@ Generates N synthetic JPEGs at the demo resolution, stores them both as an Image
 as one of our datasets, then reads every image once on one core (no DataLoader workers) into a
 uint8 CHW tensor, as training does. Prints one JSON object with ``--json``.
 
-    python benchmarks/bench_loader.py --json [--n 4000] [--size 64] [--download 400]
+    .venv/bin/python benchmarks/bench_loader.py --json [--n 4000] [--size 64] [--download 400]
+
+``--feed`` measures the training feed instead, as a training job builds it
+(``imagenot.train.feed.Feeder``: persistent workers, prefetch, the batch collated in the worker,
+then ``preprocess`` on the CPU device): images/s, images/s per worker core, the most file
+descriptors the job's processes held at once, and the decode floor (the same images decoded on
+one core in this process, no loader) in the same run:
+
+    .venv/bin/python benchmarks/bench_loader.py --feed --workers 2 --batch-size 2048 --size 224 --json
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -136,6 +145,80 @@ def bench_download(root: Path, jpegs: list[bytes], size: int, threads: int) -> d
     }
 
 
+def _open_fds(pids: list[int]) -> int:
+    """File descriptors held by these processes now (Linux /proc)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):  # a worker that just ended
+            total += len(os.listdir(f"/proc/{pid}/fd"))
+    return total
+
+
+def bench_feed(
+    root: Path, jpegs: list[bytes], workers: int, batch_size: int, encoded: bool
+) -> dict:
+    """The training feed over one of our datasets (module docstring)."""
+    import threading
+
+    import psutil
+
+    from imagenot.train.feed import EncodedImages, Feeder, decode_batch, preprocess
+
+    classes = [f"c{i:02d}" for i in range(10)]
+    records = [Record(f"k{i:06d}", classes[i % 10], "train", d) for i, d in enumerate(jpegs)]
+    write_dataset(root / "feed", records, classes)
+    plain = ManifestDataset(root / "feed", "train")
+    size = int(plain[0][0].shape[-1])
+    torch.set_num_threads(1)
+    # the decode floor: every image decoded once on one core, no loader
+    for i in range(min(len(plain), 64)):
+        plain[i]
+    floor_s = min(_time(lambda: [plain[i] for i in range(len(plain))]) for _ in range(2))
+
+    data = EncodedImages(plain) if encoded else plain
+    feeder = Feeder(data, num_workers=workers)
+    order = torch.arange(len(plain))
+    pieces = list(order.split(batch_size))
+    me = psutil.Process()
+    peak = {"fds": 0}
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            pids = [me.pid, *(c.pid for c in me.children(recursive=True))]
+            peak["fds"] = max(peak["fds"], _open_fds(pids))
+            time.sleep(0.01)
+
+    def one_epoch() -> None:
+        for images, _ in feeder.epoch(pieces):
+            if encoded:
+                images = decode_batch(images, size, "cpu")
+            preprocess(images, size)
+
+    one_epoch()  # start the persistent workers, warm the page cache
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    seconds = min(_time(one_epoch) for _ in range(2))
+    stop.set()
+    watcher.join()
+    n = len(plain)
+    cores = max(workers, 1)
+    per_core = n / seconds / cores
+    floor = n / floor_s
+    return {
+        "feed": "encoded (decode after the queue)" if encoded else "decoded in workers",
+        "images": n,
+        "workers": workers,
+        "batch_size": batch_size,
+        "img_per_s": round(n / seconds, 1),
+        "img_per_s_per_core": round(per_core, 1),
+        "decode_floor_img_per_s_per_core": round(floor, 1),
+        "feed_to_floor_per_core": round(per_core / floor, 3),
+        "max_open_fds": peak["fds"],
+        "fd_soft_limit": __import__("resource").getrlimit(__import__("resource").RLIMIT_NOFILE)[0],
+    }
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -143,10 +226,21 @@ def main() -> None:
     p.add_argument("--size", type=int, default=64, help="image side (demo resolution)")
     p.add_argument("--download", type=int, default=400, help="images to download (0 = skip)")
     p.add_argument("--threads", type=int, default=16, help="download threads")
+    p.add_argument("--feed", action="store_true", help="measure the training feed (docstring)")
+    p.add_argument("--workers", type=int, default=2, help="--feed: DataLoader workers")
+    p.add_argument("--batch-size", type=int, default=256, help="--feed: images per batch")
+    p.add_argument(
+        "--encoded", action="store_true", help="--feed: workers read bytes (decode_on_gpu path)"
+    )
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         result = {"size": args.size, "cpu_count": os.cpu_count()}
+        if args.feed:
+            jpegs = _images(args.n, args.size)
+            result.update(bench_feed(root, jpegs, args.workers, args.batch_size, args.encoded))
+            print(json.dumps(result, sort_keys=True) if args.json else result)
+            return
         result.update(bench_read(root, _images(args.n, args.size)))
         if args.download:
             result.update(

@@ -58,10 +58,10 @@ def test_training_on_encoded_batches_equals_decoded_items(dataset_dir, tmp_path)
     _, b = fit(job, EncodedImages(train), EncodedImages(val), tmp_path / "b.safetensors", "fp")
     strip = [{k: v for k, v in r.items() if k != "images_per_s"} for r in a.history]
     assert strip == [{k: v for k, v in r.items() if k != "images_per_s"} for r in b.history]
-    # an empty share of a batch (a rank beyond a short last batch) is an empty list
+    # an empty share of a batch (a rank beyond a short last batch) is an empty batch
     feeder = Feeder(EncodedImages(train))
     ((images, labels),) = list(feeder.epoch([torch.tensor([], dtype=torch.int64)]))
-    assert images == [] and len(labels) == 0
+    assert len(images) == 0 and images.images() == [] and len(labels) == 0
 
 
 def test_dataset_staged_to_node_local_disk_once(dataset_dir, tmp_path, monkeypatch):
@@ -77,3 +77,45 @@ def test_dataset_staged_to_node_local_disk_once(dataset_dir, tmp_path, monkeypat
     assert stage_to_local(dataset_dir, fingerprint) == local  # a second job reuses the copy
     monkeypatch.delenv("TMPDIR")
     assert stage_to_local(dataset_dir, fingerprint) == dataset_dir  # no local disk: in place
+
+
+# A batch larger than a low descriptor limit allows per-image objects: before, every JPEG of an
+# encoded batch crossed the worker queue as its own shared-memory tensor (one descriptor each,
+# times prefetch and workers), and the loader died with "Too many open files".
+FEED_UNDER_LIMIT = """
+import resource, sys, torch
+resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
+from imagenot.acquire.dataset import ManifestDataset
+from imagenot.train.feed import EncodedImages, Feeder, decode_batch
+plain = ManifestDataset(sys.argv[1], "train")
+data = EncodedImages(plain) if sys.argv[2] == "encoded" else plain
+feeder = Feeder(data, num_workers=2)
+order = torch.arange(len(plain)).repeat(40)   # 1,200 images in batches of 400
+seen = 0
+for epoch in range(2):   # persistent workers serve a second epoch
+    for images, labels in feeder.epoch(list(order.split(400))):
+        if sys.argv[2] == "encoded":
+            images = decode_batch(images, 32, "cpu")
+        assert images.shape == (len(labels), 3, 32, 32), images.shape
+        assert torch.equal(labels, torch.as_tensor(plain.labels)[order[seen % len(order):][:len(labels)]])
+        seen += len(labels)
+print(seen)
+"""
+
+
+@pytest.mark.parametrize("source", ["decoded", "encoded"])
+def test_the_feed_runs_with_workers_at_batches_beyond_a_low_descriptor_limit(dataset_dir, source):
+    """The training feed as a job builds it (persistent workers, prefetch, collate) at batches
+    of 400 images under ``ulimit -n 128``: each batch crosses the worker queue as one object
+    (decoded: one uint8 tensor; encoded: one flat buffer + offsets), whatever its size."""
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, "-c", FEED_UNDER_LIMIT, str(dataset_dir), source],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split() == [str(2 * 1200)]

@@ -1,18 +1,34 @@
-"""Feeding a GPU: JPEG decoding on the device, and datasets staged to node-local disk.
+"""Feeding the model: the DataLoader of a training job, its batches, and datasets staged to
+node-local disk.
 
-Why: AlexNet or ResNet-18 on an H100 wants ~10,000 images/s, about eight cores of CPU JPEG
-decoding at 224 px (docs/gpu.md). On CUDA jobs the loader workers therefore only read the
-stored JPEG bytes and the batch is decoded on the GPU by nvJPEG
-(``torchvision.io.decode_jpeg(device="cuda")``); elsewhere the same function decodes on the CPU.
+Decoding happens in the loader workers on the CPU by default (``train.decode_on_gpu: false``):
+each worker decodes its batch's JPEGs (libjpeg-turbo) and collates them into one uint8 tensor,
+which crosses the worker queue as one shared-memory object, so a job holds a few file
+descriptors per batch in flight whatever the batch size. ``resources.cpus_per_gpu`` sizes the
+workers (docs/gpu.md: ~3,200 images/s per core at 224 px).
+
+Decoding on the GPU (nvJPEG, ``train.decode_on_gpu: true``) is an explicit choice: with the
+pinned torch/torchvision, ``decode_jpeg(device="cuda")`` allocates its outputs on the caller's
+stream but writes them on nvJPEG's own (pytorch/vision issue 9606), which silently corrupted
+images on H100 while the previous step's kernels were still queued. :func:`decode_batch`
+therefore waits for the device before decoding and for the decode before the images are used
+(two synchronisations per batch: the price of correctness). The workers then only read bytes,
+and a batch of JPEGs crosses the queue as one flat buffer plus offsets (:class:`EncodedBatch`):
+a list of per-image tensors took one descriptor each, 1,000 per worker at prefetch 4, and died
+with "Too many open files" under ``ulimit -n 1024``.
+
 Shared cluster filesystems serve many small random reads slowly; ``train.stage_to_local``
 copies a dataset's shards to ``$TMPDIR`` (node-local on most clusters) before the first epoch.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import logging
 import os
 import shutil
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,13 +42,22 @@ from imagenot.train.registry import IMAGENET_MEAN, IMAGENET_STD
 log = logging.getLogger(__name__)
 
 
+@functools.cache
+def _mean_std(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """ImageNet's mean and std as 1 x 3 x 1 x 1 tensors on ``device``, made once per device (as
+    timm's PrefetchLoader): building them per batch was a blocking host-to-device copy every
+    step."""
+    mean = torch.tensor(IMAGENET_MEAN, device=device).view(1, 3, 1, 1)
+    std = torch.tensor(IMAGENET_STD, device=device).view(1, 3, 1, 1)
+    return mean, std
+
+
 def preprocess(images: torch.Tensor, image_size: int) -> torch.Tensor:
     """uint8 N x 3 x H x W -> float, [0, 1], resized to ``image_size``, ImageNet-normalised."""
     x = images.float().div_(255.0)
     if x.shape[-1] != image_size or x.shape[-2] != image_size:
         x = F.interpolate(x, size=(image_size, image_size), mode="bilinear", antialias=True)
-    mean = torch.tensor(IMAGENET_MEAN, device=x.device).view(1, 3, 1, 1)
-    std = torch.tensor(IMAGENET_STD, device=x.device).view(1, 3, 1, 1)
+    mean, std = _mean_std(x.device)
     return (x - mean) / std
 
 
@@ -106,9 +131,32 @@ class Feeder:
         return (next(loaded) if len(idx) else self._empty() for idx in pieces)
 
 
+@dataclass(frozen=True)
+class EncodedBatch:
+    """A batch of JPEGs as one flat uint8 buffer (every image's bytes back to back) and int64
+    offsets (n + 1): one shared-memory object per batch crosses the worker queue, not one per
+    image (module docstring)."""
+
+    data: torch.Tensor
+    offsets: torch.Tensor
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def images(self) -> list[torch.Tensor]:
+        """Each image's bytes (views of the buffer), as ``decode_jpeg`` takes them."""
+        bounds = self.offsets.tolist()
+        return [self.data[a:b] for a, b in itertools.pairwise(bounds)]
+
+    def pin_memory(self) -> EncodedBatch:
+        """The DataLoader's ``pin_memory`` calls this for a type it does not know."""
+        return EncodedBatch(self.data.pin_memory(), self.offsets)
+
+
 class EncodedImages(Dataset):
     """``ds[i] -> (uint8 1-D tensor of the JPEG bytes, int label)`` over a ManifestDataset:
-    loader workers only read; :func:`decode_batch` decodes where the model runs."""
+    loader workers only read and collate (:func:`collate_encoded`); :func:`decode_batch`
+    decodes where the model runs (``train.decode_on_gpu``)."""
 
     def __init__(self, manifest):
         self.manifest = manifest
@@ -119,7 +167,8 @@ class EncodedImages(Dataset):
 
     @staticmethod
     def empty():
-        return [], torch.empty(0, dtype=torch.int64)
+        none = EncodedBatch(torch.empty(0, dtype=torch.uint8), torch.zeros(1, dtype=torch.int64))
+        return none, torch.empty(0, dtype=torch.int64)
 
     def __len__(self) -> int:
         return len(self.manifest)
@@ -134,31 +183,47 @@ class EncodedImages(Dataset):
         return getattr(self.manifest, name)
 
 
-def collate_encoded(items):
-    """A batch of encoded images: (list of byte tensors, int64 labels)."""
-    return [data for data, _ in items], torch.tensor([label for _, label in items])
+def collate_encoded(items) -> tuple[EncodedBatch, torch.Tensor]:
+    """A batch of encoded images: (:class:`EncodedBatch`, int64 labels)."""
+    sizes = torch.tensor([0] + [len(data) for data, _ in items], dtype=torch.int64)
+    data = torch.cat([data for data, _ in items]) if items else torch.empty(0, dtype=torch.uint8)
+    labels = torch.tensor([label for _, label in items], dtype=torch.int64)
+    return EncodedBatch(data, sizes.cumsum(0)), labels
 
 
-def decode_batch(encoded: list[torch.Tensor], image_size: int, device) -> torch.Tensor:
+def decode_batch(
+    encoded: EncodedBatch | list[torch.Tensor], image_size: int, device
+) -> torch.Tensor:
     """JPEG bytes -> uint8 N x 3 x image_size x image_size on ``device`` (nvJPEG on CUDA,
-    libjpeg-turbo on the CPU); each image resized (antialiased bilinear) when its size differs."""
+    libjpeg-turbo on the CPU); images resized (antialiased bilinear) when their size differs,
+    one call per distinct size (a batch of a materialised dataset has one)."""
     from torchvision.io import ImageReadMode, decode_jpeg
 
     device = torch.device(device)
+    if isinstance(encoded, EncodedBatch):
+        encoded = encoded.images()
     if not encoded:
         return torch.empty((0, 3, image_size, image_size), dtype=torch.uint8, device=device)
-    images = decode_jpeg(encoded, mode=ImageReadMode.RGB, device=device)
+    if device.type == "cuda":
+        # pytorch/vision#9606 (module docstring): nothing queued may touch memory nvJPEG is
+        # about to write, and nothing may read its outputs before its own stream is done
+        torch.cuda.current_stream(device).synchronize()
+        images = decode_jpeg(encoded, mode=ImageReadMode.RGB, device=device)
+        torch.cuda.synchronize(device)
+    else:
+        images = decode_jpeg(encoded, mode=ImageReadMode.RGB)
     out = torch.empty((len(images), 3, image_size, image_size), dtype=torch.uint8, device=device)
+    by_size: dict[tuple[int, int], list[int]] = defaultdict(list)
     for i, image in enumerate(images):
-        if tuple(image.shape[-2:]) != (image_size, image_size):
-            image = F.interpolate(
-                image.unsqueeze(0).float(),
-                size=(image_size, image_size),
-                mode="bilinear",
-                antialias=True,
+        by_size[tuple(image.shape[-2:])].append(i)
+    for size, index in by_size.items():
+        batch = torch.stack([images[i] for i in index])
+        if size != (image_size, image_size):
+            batch = F.interpolate(
+                batch.float(), size=(image_size, image_size), mode="bilinear", antialias=True
             )
-            image = image.round_().clamp_(0, 255).to(torch.uint8)[0]
-        out[i] = image
+            batch = batch.round_().clamp_(0, 255).to(torch.uint8)
+        out[index] = batch
     return out
 
 

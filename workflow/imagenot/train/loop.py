@@ -41,7 +41,7 @@ from imagenot.train.checkpoints import (
 )
 from imagenot.train.distributed import SINGLE, Dist, accumulation, micro_batches, shard
 from imagenot.train.features import Features
-from imagenot.train.feed import Feeder, preprocess
+from imagenot.train.feed import EncodedBatch, Feeder, decode_batch, preprocess
 from imagenot.train.interrupts import Interrupts
 from imagenot.train.registry import build_model, head_module
 from imagenot.train.schedules import build_optimizer, learning_rate
@@ -149,9 +149,7 @@ def _to_device(x, y: torch.Tensor, device: torch.device, job: Job, features: boo
     head's input, preprocessed when they were computed) and only moves to the device."""
     if features:
         return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-    if isinstance(x, list):
-        from imagenot.train.feed import decode_batch
-
+    if isinstance(x, EncodedBatch | list):
         x = decode_batch(x, job.image_size, device)
     x = preprocess(x.to(device, non_blocking=True), job.image_size)
     if device.type == "cuda":

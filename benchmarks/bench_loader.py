@@ -187,7 +187,7 @@ def bench_feed(
         while not stop.is_set():
             pids = [me.pid, *(c.pid for c in me.children(recursive=True))]
             peak["fds"] = max(peak["fds"], _open_fds(pids))
-            time.sleep(0.01)
+            time.sleep(0.05)
 
     def one_epoch() -> None:
         for images, _ in feeder.epoch(pieces):

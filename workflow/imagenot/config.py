@@ -198,20 +198,33 @@ def load_config(path: str | os.PathLike) -> dict:
         raise ConfigError(f"{path}: {exc}") from exc
 
 
+def schema_node(key: str) -> Mapping[str, Any]:
+    """The schema of config key ``key`` (dotted: ``laion.batch_rows``; a part in braces, as in
+    ``datasets.{dataset}``, is any name of a mapping section: its ``additionalProperties``).
+    Follows the stage schemas' ``$ref``; reads YAML only (no validation)."""
+    node: Any = load_schema(MAIN_SCHEMA)
+    for part in key.split("."):
+        if part.startswith("{") and part.endswith("}"):
+            node = node.get("additionalProperties") if isinstance(node, Mapping) else None
+            if not isinstance(node, Mapping):
+                raise ConfigError(f"config key {key}: {part} is not a named-entry section")
+        else:
+            props = node.get("properties", {}) if isinstance(node, Mapping) else {}
+            if part not in props:
+                raise ConfigError(f"config key {key}: no such key in the schema ({part!r})")
+            node = props[part]
+        if "$ref" in node:
+            node = {**load_schema(node["$ref"].rsplit("/", 1)[-1]), **node}
+    return node
+
+
 def schema_default(key: str) -> Any:
     """The schema's default of config key ``key`` (dotted: ``laion.batch_rows``), for the flags
     of commands people type by hand that mirror a config key: the default lives in the schema
-    only, never in a copy. Follows the stage schemas' ``$ref``; reads YAML only (no validation),
-    so a command line pays milliseconds for it. Through :func:`load_schema`, so a default that
-    names a registry (``{x-registry: figures}``) comes back as the registered names."""
-    node: Any = load_schema(MAIN_SCHEMA)
-    for part in key.split("."):
-        props = node.get("properties", {}) if isinstance(node, Mapping) else {}
-        if part not in props:
-            raise ConfigError(f"config key {key}: no such key in the schema ({part!r})")
-        node = props[part]
-        if "$ref" in node:
-            node = {**load_schema(node["$ref"].rsplit("/", 1)[-1]), **node}
+    only, never in a copy. Reads YAML only (:func:`schema_node`), so a command line pays
+    milliseconds for it. Through :func:`load_schema`, so a default that names a registry
+    (``{x-registry: figures}``) comes back as the registered names."""
+    node = schema_node(key)
     if "properties" in node:
         raise ConfigError(f"config key {key} is a section; a flag mirrors one of its keys")
     if "default" not in node:

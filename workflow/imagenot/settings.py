@@ -1,11 +1,14 @@
 """One settings object per rule.
 
 Why: a config key used to travel schema -> shell string -> argparse flag -> function keyword,
-with a default at every hop, and the defaults drifted. Now a stage's ``plan.py`` builds one dict
-from the validated config (defaults live in the schema only), the rule hands it over as one
-JSON argument (:func:`to_arg`), and the command parses it into a frozen dataclass
-(:func:`parse`). The dataclass has no defaults: a key the plan forgot, or one the command does
-not know, is an error naming the key, never a silent fallback.
+with a default at every hop, and the defaults drifted. Now each stage's ``settings.py`` holds its
+rules' settings classes (frozen dataclasses deriving :class:`FromConfig`); a class's field names
+*are* the schema's keys, and its one ``from_config(config, **wildcards)`` builds it from the
+validated config (defaults live in the schema only). The rule hands the object over as one JSON
+argument (:func:`to_arg`), the command parses it back (:func:`parse`), and the library functions
+take the object itself, never its fields re-spelled as keyword arguments. The dataclass has no
+defaults: a key the plan forgot, or one the command does not know, is an error naming the key,
+never a silent fallback. ``tests/test_settings_schema.py`` walks every class against the schema.
 
 Flag-by-flag argparse stays only for commands people type by hand (``rankings``,
 ``validate-config``, ``match``, ...).
@@ -20,13 +23,78 @@ import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 T = TypeVar("T")
+F = TypeVar("F", bound="FromConfig")
 
 
 class SettingsError(ValueError):
     """A rule's settings argument does not match its dataclass (one line, names the key)."""
+
+
+class FromConfig:
+    """Base of every rule's settings dataclass (module docstring).
+
+    A field is one of three things, and the class says which:
+
+    - a **config key**: its name is a key of one of ``SECTIONS`` (dotted config paths, which may
+      name the rule's wildcards: ``"datasets.{dataset}"``); the first section that holds the key
+      in the validated config gives the value. So ``SECTIONS = ("datasets.{dataset}",
+      "acquire")`` reads a dataset's own ``image_size`` where it sets one, else
+      ``acquire.image_size`` (whose default the schema fills);
+    - a **wildcard** of the rule (``WILDCARDS``), passed to :meth:`from_config` by name;
+    - **derived** (``DERIVED``: field -> why), computed by the class's own :meth:`from_config`
+      from config keys (``per_class = ceil(images_per_class * (1 + oversample))``).
+
+    The default :meth:`from_config` handles the first two; a class with derived fields overrides
+    it, calls :meth:`config_values` and adds them.
+    """
+
+    SECTIONS: ClassVar[tuple[str, ...]] = ()
+    WILDCARDS: ClassVar[tuple[str, ...]] = ()
+    DERIVED: ClassVar[Mapping[str, str]] = {}
+
+    @classmethod
+    def config_values(cls, config: Mapping[str, Any], **wildcards: Any) -> dict[str, Any]:
+        """Every config-key and wildcard field's value (derived fields left out)."""
+        values: dict[str, Any] = {}
+        for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+            name = field.name
+            if name in cls.DERIVED:
+                continue
+            if name in cls.WILDCARDS:
+                if name not in wildcards:
+                    raise SettingsError(f"{cls.__name__}.from_config: wildcard {name!r} not given")
+                values[name] = wildcards[name]
+                continue
+            values[name] = config_lookup(config, cls.SECTIONS, name, wildcards, cls.__name__)
+        return values
+
+    @classmethod
+    def from_config(cls: type[F], config: Mapping[str, Any], **wildcards: Any) -> F:
+        """This rule's settings from the validated config and the job's wildcards."""
+        return cls(**cls.config_values(config, **wildcards))
+
+
+def config_lookup(
+    config: Mapping[str, Any],
+    sections: tuple[str, ...],
+    key: str,
+    wildcards: Mapping[str, Any],
+    owner: str = "settings",
+) -> Any:
+    """``key`` from the first of ``sections`` (dotted paths, formatted with ``wildcards``) that
+    holds it in ``config``; an error naming the key when none does (a config that skipped
+    validation, whose defaults were never filled)."""
+    for section in sections:
+        node: Any = config
+        for part in section.format(**wildcards).split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if isinstance(node, Mapping) and key in node:
+            return node[key]
+    where = " or ".join(f"{s}.{key}" for s in sections) or key
+    raise SettingsError(f"{owner}: config key {where} is missing (was the config validated?)")
 
 
 def to_json(settings: Mapping[str, Any] | Any) -> str:

@@ -43,22 +43,29 @@ log = logging.getLogger(__name__)
 
 
 @functools.cache
-def _mean_std(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """ImageNet's mean and std as 1 x 3 x 1 x 1 tensors on ``device``, made once per device (as
-    timm's PrefetchLoader): building them per batch was a blocking host-to-device copy every
-    step."""
-    mean = torch.tensor(IMAGENET_MEAN, device=device).view(1, 3, 1, 1)
-    std = torch.tensor(IMAGENET_STD, device=device).view(1, 3, 1, 1)
-    return mean, std
+def _scale_shift(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """``1 / (255 std)`` and ``-mean / std`` (ImageNet's) as 1 x 3 x 1 x 1 tensors on ``device``,
+    made once per device (as timm's PrefetchLoader): building them per batch was a blocking
+    host-to-device copy every step."""
+    mean = torch.tensor(IMAGENET_MEAN, dtype=torch.float64).view(1, 3, 1, 1)
+    std = torch.tensor(IMAGENET_STD, dtype=torch.float64).view(1, 3, 1, 1)
+    scale, shift = 1.0 / (255.0 * std), -mean / std
+    return scale.float().to(device), shift.float().to(device)
 
 
 def preprocess(images: torch.Tensor, image_size: int) -> torch.Tensor:
-    """uint8 N x 3 x H x W -> float, [0, 1], resized to ``image_size``, ImageNet-normalised."""
-    x = images.float().div_(255.0)
+    """uint8 N x 3 x H x W -> float, resized to ``image_size``, ImageNet-normalised
+    (``(x / 255 - mean) / std``).
+
+    Why one multiply-add in place: ``(x - mean) / std`` on a fresh float tensor allocated two
+    more batch-sized tensors and made four passes over them; on the CPU (the tests' and
+    benchmarks' device) that cost more than decoding the batch (183 vs 75 ms for 256 images at
+    224 px, one core; docs/gpu.md). Resizing is linear, so it may come before the scaling."""
+    x = images.to(torch.float32)
     if x.shape[-1] != image_size or x.shape[-2] != image_size:
         x = F.interpolate(x, size=(image_size, image_size), mode="bilinear", antialias=True)
-    mean, std = _mean_std(x.device)
-    return (x - mean) / std
+    scale, shift = _scale_shift(x.device)
+    return x.mul_(scale).add_(shift)
 
 
 @dataclass(frozen=True)

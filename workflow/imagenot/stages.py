@@ -7,7 +7,7 @@ only the Snakefile and ``validate-config`` need them all.
 
 from __future__ import annotations
 
-from imagenot.config import validate_config
+from imagenot.config import schema_default, validate_config
 from imagenot.registries import load_plugins
 
 
@@ -43,8 +43,9 @@ def check_workflow_config(config: dict, against_results: bool = True) -> dict:
     preregistration record). ``imagenot validate-config`` calls exactly this, so "valid" means
     the workflow accepts the config (run it where the workflow runs). The config's ``plugins``
     (modules that register models, transformations, figures, tables or dataset kinds) are
-    imported first."""
-    plugins = config.get("plugins", [])
+    imported first: before validation, since they register names the schema's enums list, so an
+    absent key takes the schema's default here, read from the schema."""
+    plugins = config["plugins"] if "plugins" in config else schema_default("plugins")
     if not isinstance(plugins, list):
         raise ValueError(f"config key plugins: a list of module names, got {plugins!r}")
     load_plugins(plugins)

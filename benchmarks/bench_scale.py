@@ -57,6 +57,11 @@ Projection to laion2B-en (2.32e9 captions in 128 parts), per rule, by the wildca
 - **gathers** (downstream of per-part outputs, per dataset): memory extrapolated linearly in the
   number of parts, runtime linearly in the total caption rows, from the two sizes to 128 parts
   and 2.32e9 rows (never below the larger size's value).
+- **Arrow data** (gathers and selection gathers whose jobs report ``arrow_peak_mb``, the Arrow
+  pool's high-water mark): only that part of the peak is scaled by the rule above, the rest
+  (interpreter, libraries, allocator slack: the larger of the two sizes) is kept as measured,
+  unless the rest itself grew between the sizes (then the whole peak is scaled). The Arrow
+  figure is the same in every run at identical input; the RSS peak is not (``_arrow_split``).
 - **fixed** (not downstream of any per-part job, e.g. WordNet preparation): the measurement at
   the larger size; LAION's size does not change it.
 - **embedding** (a rule whose name contains ``embed``): the stand-in encoder's CPU rate says
@@ -228,6 +233,7 @@ def measured_jobs(dry_run: str, run_log: str, workdir: Path) -> list[dict]:
                 "max_rss": own["peak_rss_mb"] if own else bench.get("max_rss"),
                 "rss_source": SOURCE_JOB if own else SOURCE_SAMPLED,
                 "rows_held": own.get("rows_held") if own else None,
+                "arrow_peak": own.get("arrow_peak_mb") if own else None,
                 "cpu_source": SOURCE_JOB if own else SOURCE_SAMPLED,
                 "sampled_max_rss": bench.get("max_rss"),
                 "mem_mb": _number(resources.get("mem_mb")),
@@ -312,6 +318,26 @@ def _rule_class(jobs: list[dict], laion_files: set[str], image_files: set[str]) 
     if inputs & laion_files:
         return "gather"
     return "fixed"
+
+
+def _arrow_split(small: list[dict], large: list[dict]) -> dict | None:
+    """A gather's peak as Arrow data plus the rest, when every job reported its Arrow pool's
+    peak (``arrow_peak_mb`` of the usage line) and the rest did not grow between the sizes:
+    ``{"arrow": (small, large), "rest": the larger rest}``; else None (the RSS rules apply).
+
+    Why: the data a selection job holds lives in Arrow; the rest of its peak is the interpreter,
+    the libraries and the allocator's slack, which does not follow the input but does vary from
+    run to run (519-585 MB for one selection at identical input). Projecting the whole peak
+    multiplied that jitter by the projection's factor (x62 for linear in parts), and two runs
+    disagreed 3x; the Arrow figure is what the job asked for, the same in every run."""
+    jobs = (small, large)
+    if any(j.get("arrow_peak") is None or j.get("max_rss") is None for js in jobs for j in js):
+        return None
+    arrow = tuple(max(j["arrow_peak"] for j in js) for js in jobs)
+    rest = tuple(max(j["max_rss"] - j["arrow_peak"] for j in js) for js in jobs)
+    if rest[1] > rest[0] * GROWTH_TOLERANCE[0] + GROWTH_TOLERANCE[1]:
+        return None  # memory outside Arrow grew with the input: project the whole peak
+    return {"arrow": arrow, "rest": max(rest)}
 
 
 def _groups(jobs: list[dict], drop: str) -> int:
@@ -410,12 +436,24 @@ def project(
             runtime_s = per_item * paper_selected
             held = max((j.get("rows_held") or 0 for j in js + jl), default=0)
             rows = [min(n, held) if held else n for n in (paper_selected, max(selected[1], 1))]
-            projected["peak_rss_mb"] = max(peak[1], floor + (peak[1] - floor) * rows[0] / rows[1])
-            projected["memory_rule"] = (
-                f"streamed (holds at most {held} rows): proportional above the floor in rows held"
-                if held
-                else "proportional above the floor in selected images"
-            )
+            basis = f"streamed (holds at most {held} rows): " if held else ""
+            data = _arrow_split(js, jl)
+            if data:
+                projected["peak_rss_mb"] = data["rest"] + data["arrow"][1] * max(
+                    rows[0] / rows[1], 1.0
+                )
+                projected["memory_rule"] = basis + (
+                    f"Arrow data ({data['arrow'][1]:.0f} MB) proportional in "
+                    f"{'rows held' if held else 'selected images'}, the rest "
+                    f"({data['rest']:.0f} MB) as measured"
+                )
+            else:
+                projected["peak_rss_mb"] = max(
+                    peak[1], floor + (peak[1] - floor) * rows[0] / rows[1]
+                )
+                projected["memory_rule"] = basis + (
+                    f"proportional above the floor in {'rows held' if held else 'selected images'}"
+                )
             embed_items = 0.0
             projected["input_mb"] = input_mb[1] * paper_selected / max(selected[1], 1)
         elif kind == "fixed":
@@ -435,8 +473,22 @@ def project(
             runtime_s = _linear(
                 rows[0], busy[0] / len(js), rows[1], busy[1] / len(jl), target["captions"]
             )
-            projected["peak_rss_mb"] = _linear(n_small, peak[0], n_large, peak[1], target["parts"])
-            projected["memory_rule"] = "linear in parts"
+            data = _arrow_split(js, jl)
+            if data and n_large != n_small:
+                arrow = data["arrow"]
+                grown = max(
+                    _linear(n_small, arrow[0], n_large, arrow[1], target["parts"]), arrow[1]
+                )
+                projected["peak_rss_mb"] = data["rest"] + grown
+                projected["memory_rule"] = (
+                    f"Arrow data ({arrow[0]:.0f} -> {arrow[1]:.0f} MB) linear in parts, the rest "
+                    f"({data['rest']:.0f} MB) as measured"
+                )
+            else:
+                projected["peak_rss_mb"] = _linear(
+                    n_small, peak[0], n_large, peak[1], target["parts"]
+                )
+                projected["memory_rule"] = "linear in parts"
             embed_items = float(target["captions"])
             projected["input_mb"] = _linear(
                 n_small, input_mb[0], n_large, input_mb[1], target["parts"]

@@ -23,6 +23,15 @@ CLASS_MODES = ("discover", "imagenet")
 """The ``classes`` values that are no class list file (``{from_file: PATH}`` is one)."""
 
 
+class _PerDataset:
+    """A rule per dataset: ``from_config`` takes the ``dataset`` wildcard by name, which the
+    ``"datasets.{dataset}"`` section (the dataset's own value of a key, else the stage's) needs."""
+
+    @classmethod
+    def from_config(cls, config, dataset: str):
+        return cls(**cls.config_values(config, dataset=dataset))  # type: ignore[attr-defined]
+
+
 @dataclass(frozen=True)
 class WordnetSettings(FromConfig):
     """``prepare-wordnet``: where WordNet 3.0 comes from (``wordnet.dict_dir``; null = nltk's
@@ -54,7 +63,7 @@ class MatchSettings(FromConfig):
 
 
 @dataclass(frozen=True)
-class CandidatesSettings(FromConfig):
+class CandidatesSettings(_PerDataset, FromConfig):
     """``curate-candidates`` (steps 1-5, per dataset): ``classes`` is the dataset's (``discover``,
     ``imagenet`` or ``{from_file: PATH, ...}``), ``nsfw`` the ``curate.nsfw`` section."""
 
@@ -64,10 +73,6 @@ class CandidatesSettings(FromConfig):
     min_count: int
     query_template: str
     nsfw: dict
-
-    @classmethod
-    def from_config(cls, config, dataset: str) -> CandidatesSettings:  # type: ignore[override]
-        return cls(**cls.config_values(config, dataset=dataset))
 
     @property
     def class_mode(self) -> str:
@@ -129,7 +134,7 @@ class EmbedSettings(QueriesSettings):
 
 
 @dataclass(frozen=True)
-class SelectSettings(FromConfig):
+class SelectSettings(_PerDataset, FromConfig):
     """``curate-select`` (steps 7b-8, per dataset). ``n_classes`` and ``images_per_class`` are
     the dataset's own where it sets them; the threshold and ``n_classes`` apply to a published
     class list only with ``apply_threshold_to_lists`` (:attr:`filters`)."""
@@ -148,10 +153,6 @@ class SelectSettings(FromConfig):
     reserve: float
     allow_fewer: bool
     select_batch_rows: int
-
-    @classmethod
-    def from_config(cls, config, dataset: str) -> SelectSettings:  # type: ignore[override]
-        return cls(**cls.config_values(config, dataset=dataset))
 
     @property
     def filters(self) -> bool:

@@ -225,6 +225,3 @@ def encoder_label(encoder: dict[str, Any]) -> str:
     return label + (
         f", {encoder['pooling']} pooling" if encoder["backend"] == "transformers" else ""
     )
-
-
-NOT_SETTINGS: dict[str, str] = {}

@@ -51,22 +51,25 @@ def main() -> None:
 
     import torch
 
-    from imagenot.curate.embed import embed_part
-    from imagenot.curate.encoders import EncoderSpec, create_encoder
+    from imagenot.config import validate_config
+    from imagenot.curate.embed import embed_part, encoder_spec
+    from imagenot.curate.encoders import create_encoder
+    from imagenot.curate.settings import EmbedSettings
 
     torch.set_num_threads(args.threads)
     captions = draw_captions(args.captions, args.distinct_only)
-    spec = EncoderSpec.from_config(
-        {
-            "backend": "sentence_transformers",
-            "model": args.model,
-            "local_path": args.model if args.model.startswith("pkg:") else None,
-            "device": "cpu",
-            "batch_size": args.batch_size,
-            "max_seq_length": 128,
-        }
-    )
-    encoder = create_encoder(spec)
+    encoder_section = {
+        "backend": "sentence_transformers",
+        "model": args.model,
+        "local_path": args.model if args.model.startswith("pkg:") else None,
+        "device": "cpu",
+        "batch_size": args.batch_size,
+        "max_seq_length": 128,
+        "chunk_size": args.chunk_size,
+    }
+    config = validate_config({"curate": {"encoder": encoder_section}})
+    settings = EmbedSettings.from_config(config)  # what the curate_embed rule passes
+    encoder = create_encoder(encoder_spec(settings))
     query = encoder.encode(["a photo which is a query"])
     encoder.encode(captions[:8])  # warm-up
 
@@ -101,11 +104,10 @@ def main() -> None:
                 tmp / "captions.parquet",
                 ["Q"],
                 query,
-                spec,
+                settings,
                 out,
                 tmp / f"scores{run}.parquet",
-                args.chunk_size,
-                encoder=encoder,
+                text_encoder=encoder,
                 progress=False,
             )
             ours_runs.append(time.perf_counter() - start)

@@ -63,10 +63,22 @@ def run_match(matcher, shard: Path, out: Path) -> dict:
     """Match ``shard`` into ``out`` as the imported tree's ``imagenot match`` does: streamed
     (``write_shard_matches``), or, in trees from before streaming, ``match_shard`` then
     ``write_matches``."""
+    import inspect
+
     from imagenot.curate import match
 
+    writer = getattr(match, "write_shard_matches", None)
+    settings = None
+    if writer is not None and "settings" in inspect.signature(writer).parameters:
+        # trees with settings objects: the schema's defaults, as the rule passes them
+        from imagenot.config import validate_config
+        from imagenot.curate.settings import MatchSettings
+
+        settings = MatchSettings.from_config(validate_config({}))
     cpu0, start = time.process_time(), time.perf_counter()
-    if hasattr(match, "write_shard_matches"):
+    if settings is not None:
+        stats = match.write_shard_matches(shard, matcher, out, settings, progress=False)
+    elif writer is not None:
         stats = match.write_shard_matches(shard, matcher, out, progress=False)
     else:
         table, stats = match.match_shard(shard, matcher, progress=False)

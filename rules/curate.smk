@@ -1,4 +1,5 @@
-# Stage: curate. Config lookups: imagenot.curate.plan (imported as curate_plan in rules/common.smk).
+# Stage: curate. Config lookups: imagenot.curate.plan (imported as curate_plan in rules/common.smk);
+# each rule's settings: its class in imagenot.curate.settings (curate_settings), from_config.
 # Method section 2, one rule per step; parquet between steps; keys are shard id + row.
 # Per-shard jobs scatter, per-dataset jobs gather: no job's memory grows with the shard count.
 
@@ -24,7 +25,7 @@ rule curate_match:
     resources:
         **work_resources("curate_match"),
     params:
-        settings=to_arg(curate_plan.match_settings(config)),
+        settings=to_arg(curate_settings.MatchSettings.from_config(config)),
     shell:
         "imagenot match {input.shard} -o {output.matches} --counts {output.counts}"
         " --stats {output.stats} --lemmas {input.lemmas} --settings {params.settings}"
@@ -54,7 +55,9 @@ rule curate_candidates:
     resources:
         **work_resources("curate_candidates"),
     params:
-        settings=lambda wc: to_arg(curate_plan.candidates_settings(config, wc.dataset)),
+        settings=lambda wc: to_arg(
+            curate_settings.CandidatesSettings.from_config(config, dataset=wc.dataset)
+        ),
     shell:
         "imagenot curate-candidates --counts {input.counts} --lemmas {input.lemmas}"
         " --nltk-data {input.nltk_data}"
@@ -82,7 +85,9 @@ rule curate_captions:
     resources:
         **work_resources("curate_captions"),
     params:
-        settings=lambda wc: to_arg(curate_plan.captions_settings(config, wc.shard)),
+        settings=lambda wc: to_arg(
+            curate_settings.CaptionSettings.from_config(config, shard=wc.shard)
+        ),
     shell:
         "imagenot curate-captions --shard {input.shard} --matches {input.matches}"
         " --candidates {input.candidates} --settings {params.settings} -o {output.captions}"
@@ -104,7 +109,7 @@ rule curate_queries:
         gpu_env("curate")
     threads: 2
     params:
-        settings=to_arg(curate_plan.queries_settings(config)),
+        settings=to_arg(curate_settings.QueriesSettings.from_config(config)),
     shell:
         "imagenot curate-queries --candidates {input.candidates} --settings {params.settings}"
         " -o {output.queries} > {log} 2>&1"
@@ -132,7 +137,7 @@ rule curate_embed:
         **gpu_request(),
         **work_resources("curate_embed"),
     params:
-        settings=to_arg(curate_plan.embed_settings(config)),
+        settings=to_arg(curate_settings.EmbedSettings.from_config(config)),
         work=f"{RESULTS}/curate/{{dataset}}/embeddings/{{shard}}",
         gpu_job=gpu_job_option(),
     shell:
@@ -165,7 +170,9 @@ rule curate_select:
     resources:
         **work_resources("curate_select"),
     params:
-        settings=lambda wc: to_arg(curate_plan.select_settings(config, wc.dataset)),
+        settings=lambda wc: to_arg(
+            curate_settings.SelectSettings.from_config(config, dataset=wc.dataset)
+        ),
     shell:
         "imagenot curate-select --scores {input.scores} --captions {input.captions}"
         " --candidates {input.candidates} --settings {params.settings}"
@@ -246,7 +253,9 @@ rule curate_calibration:
         gpu_env("curate")
     threads: 1
     params:
-        settings=lambda wc: to_arg(curate_plan.calibration_settings(config, wc.dataset)),
+        settings=lambda wc: to_arg(
+            curate_settings.CalibrationSettings.from_config(config, dataset=wc.dataset)
+        ),
     shell:
         "imagenot curate-calibration --scores {input.scores} --settings {params.settings}"
         " --csv-out {output.csv} --summary-out {output.summary}"

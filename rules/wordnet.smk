@@ -12,7 +12,7 @@ rule prepare_wordnet:
         gpu_env("curate")
     threads: 1
     params:
-        settings=to_arg(curate_plan.wordnet_settings(config)),
+        settings=to_arg(curate_settings.WordnetSettings.from_config(config)),
     shell:
         "imagenot prepare-wordnet {output} --settings {params.settings} > {log} 2>&1"
 

@@ -95,9 +95,12 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def nltk_data(tmp_path_factory) -> Path:
     """An NLTK_DATA directory with WordNet 3.0, prepared once per test session."""
+    from imagenot.config import validate_config
+    from imagenot.curate.settings import WordnetSettings
     from imagenot.wordnet import prepare_nltk_wordnet
 
-    return prepare_nltk_wordnet(tmp_path_factory.mktemp("nltk_data"))
+    settings = WordnetSettings.from_config(validate_config({}))  # the schema's source
+    return prepare_nltk_wordnet(tmp_path_factory.mktemp("nltk_data"), settings.dict_dir)
 
 
 @pytest.fixture(scope="session")

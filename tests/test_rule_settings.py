@@ -4,6 +4,7 @@ and the flags of hand-typed commands take their defaults from the schema."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import shlex
@@ -17,11 +18,11 @@ from PIL import Image
 from imagenot.acquire import plan as acquire_plan
 from imagenot.acquire import settings as acquire_settings
 from imagenot.cli import main
-from imagenot.common_cli import WordnetSettings
 from imagenot.config import ConfigError, load_config, schema_default, validate_config
 from imagenot.curate import cli as curate_cli
 from imagenot.curate import plan as curate_plan
-from imagenot.curate.calibration import CalibrationSettings
+from imagenot.curate import settings as curate_settings
+from imagenot.curate.settings import WordnetSettings
 from imagenot.demo import plan as demo_plan
 from imagenot.demo import scale_plan
 from imagenot.demo.settings import DemoSettings, ScaleSettings
@@ -34,29 +35,14 @@ from imagenot.train import plan as train_plan
 def _rule_settings(config: dict) -> list[tuple[str, type, dict]]:
     """(what, dataclass, plan dict) of every rule of the five stages for ``config``."""
     out = [
-        ("prepare_wordnet", WordnetSettings, curate_plan.wordnet_settings(config)),
-        ("curate_match", curate_cli.MatchSettings, curate_plan.match_settings(config)),
-        ("curate_queries", curate_cli.QueriesSettings, curate_plan.queries_settings(config)),
-        ("curate_embed", curate_cli.EmbedSettings, curate_plan.embed_settings(config)),
         ("demo_world", DemoSettings, demo_plan.settings(config)),
         ("scale_world", ScaleSettings, scale_plan.settings(config)),
         ("acquire_download", acquire_settings.DownloadSettings, acquire_plan.download_settings(config)),
         ("acquire_write", acquire_settings.WriteSettings, acquire_plan.write_settings(config)),
         ("acquire_build", acquire_settings.GatherSettings, acquire_plan.gather_settings(config)),
     ]  # fmt: skip
-    shard = curate_plan.shard_ids(config)[0]
-    out.append(
-        (
-            "curate_captions",
-            curate_cli.CaptionSettings,
-            curate_plan.captions_settings(config, shard),
-        )
-    )
     for name in curate_plan.laion_datasets(config):
         out += [
-            ("curate_candidates", curate_cli.CandidatesSettings, curate_plan.candidates_settings(config, name)),
-            ("curate_select", curate_cli.SelectSettings, curate_plan.select_settings(config, name)),
-            ("curate_calibration", CalibrationSettings, curate_plan.calibration_settings(config, name)),
             ("acquire_topup_select", acquire_settings.TopupSettings, acquire_plan.topup_settings(config, name)),
             ("acquire_split", acquire_settings.FillSettings, acquire_plan.fill_settings(config, name)),
         ]  # fmt: skip
@@ -70,6 +56,50 @@ def _rule_settings(config: dict) -> list[tuple[str, type, dict]]:
         for name in config["analyse"]["tables"]
     ]
     return out
+
+
+def _curate_rule_settings(config: dict) -> list[tuple[str, object]]:
+    """(rule, settings object) of every curate rule (and prepare_wordnet) for ``config``, built
+    as the rules build them."""
+    cs = curate_settings
+    out = [
+        ("prepare_wordnet", cs.WordnetSettings.from_config(config)),
+        ("curate_match", cs.MatchSettings.from_config(config)),
+        ("curate_queries", cs.QueriesSettings.from_config(config)),
+        ("curate_embed", cs.EmbedSettings.from_config(config)),
+    ]
+    for shard in curate_plan.shard_ids(config)[:1]:
+        out.append(("curate_captions", cs.CaptionSettings.from_config(config, shard=shard)))
+    for name in curate_plan.laion_datasets(config):
+        out += [
+            ("curate_candidates", cs.CandidatesSettings.from_config(config, dataset=name)),
+            ("curate_select", cs.SelectSettings.from_config(config, dataset=name)),
+            ("curate_calibration", cs.CalibrationSettings.from_config(config, dataset=name)),
+        ]
+    return out
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "scale.yaml"])
+def test_every_curate_settings_object_survives_the_rules_shell_word(repo_root, name):
+    """What the command parses is what the rule built: one shell word, every field back."""
+    config = load_config(repo_root / "config" / name)
+    for what, settings in _curate_rule_settings(config):
+        words = shlex.split(to_arg(settings))
+        assert len(words) == 1, what
+        assert parse(type(settings), words[0], what=what) == settings, what
+
+
+def test_select_settings_apply_the_threshold_to_a_class_list_only_when_asked(tmp_path):
+    listed = {"kind": "laion", "classes": {"from_file": str(tmp_path / "l.txt")}, "n_classes": 7}
+    config = validate_config({"datasets": {"found": {"kind": "laion"}, "listed": listed}})
+    found = curate_settings.SelectSettings.from_config(config, dataset="found")
+    assert (found.applied_threshold, found.applied_n_classes) == (0.82, 1000)
+    fixed = curate_settings.SelectSettings.from_config(config, dataset="listed")
+    assert (fixed.applied_threshold, fixed.applied_n_classes) == (None, None)
+    config["curate"]["apply_threshold_to_lists"] = True
+    again = curate_settings.SelectSettings.from_config(config, dataset="listed")
+    assert (again.applied_threshold, again.applied_n_classes) == (0.82, 7)  # the dataset's own
+    assert (again.per_class, again.reserve_per_class) == (1500, 500)
 
 
 @pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "scale.yaml"])
@@ -142,7 +172,7 @@ def test_match_runs_on_the_rules_settings_and_hand_flags_default_from_the_schema
     assert main(["lemmas", "--nltk-data", str(nltk_data), "-o", str(lemmas)]) == 0
     config = validate_config({"laion": {"max_caption_bytes": 30}})
     rule = ["match", str(src), "--lemmas", str(lemmas)]
-    settings = to_json(curate_plan.match_settings(config))
+    settings = to_json(curate_settings.MatchSettings.from_config(config))
     assert main([*rule, "-o", str(tmp_path / "rule.parquet"), "--settings", settings]) == 0
     assert set(pq.read_table(tmp_path / "rule.parquet")["row"].to_pylist()) == {0}  # row 1 > 30 B
 
@@ -158,9 +188,12 @@ def test_match_runs_on_the_rules_settings_and_hand_flags_default_from_the_schema
 
     monkeypatch.setattr(curate_cli, "match_settings", spy)
     assert main([*rule, "-o", str(tmp_path / "hand2.parquet")]) == 0
-    assert seen["s"] == curate_cli.MatchSettings(
+    assert seen["s"] == curate_settings.MatchSettings(
         schema_default("laion.batch_rows"), schema_default("laion.max_caption_bytes"), False
     )
+    # the same object the rule builds, but for the URL column the rule requires
+    rule_settings = curate_settings.MatchSettings.from_config(validate_config({}))
+    assert seen["s"] == dataclasses.replace(rule_settings, require_url=False)
     # a flag beside --settings would be ignored silently: refused instead
     both = [*rule, "-o", str(tmp_path / "x.parquet"), "--settings", settings, "--batch-rows", "8"]
     assert main(both) == 2

@@ -157,12 +157,15 @@ def test_the_lemma_mix_gives_curation_work_at_every_step(tmp_path, web, lemma_ta
     """Matching a shard finds thousands of synsets, Zipf-like counts, ImageNet classes,
     captions naming exactly one synset and captions naming two vocabulary synsets."""
     from imagenot.curate.match import LemmaIndex, Matcher, match_shard
+    from imagenot.curate.settings import MatchSettings
     from imagenot.demo.scale_world import vocabulary
 
     cfg = _settings(rows_per_shard=8000, row_group_rows=4000)
     path = tmp_path / LAION2B_EN_PATTERN.format(i=0)
     _write(0, cfg, web, lemma_table, path)
-    matches, stats = match_shard(path, Matcher(LemmaIndex.from_lemma_table(lemma_table)))
+    match_settings = MatchSettings.from_config(validate_config({}))
+    matcher = Matcher(LemmaIndex.from_lemma_table(lemma_table))
+    matches, stats = match_shard(path, matcher, match_settings)
     assert stats["captions"] == 8000
     rows = matches["row"].to_numpy()
     wnids = np.asarray(matches["wnid"].to_pylist())

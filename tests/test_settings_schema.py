@@ -116,7 +116,7 @@ def test_from_config_gives_the_schema_defaults(cls):
         for section in cls.SECTIONS:
             node = _schema_props(section).get(f.name)
             if node is not None and "default" in node:
-                expected = node["default"]
+                expected = _filled_default(node)
                 break
         else:
             continue  # no default: a required key, or one the config must set
@@ -129,6 +129,18 @@ def test_from_config_gives_the_schema_defaults(cls):
             f"{cls.__name__}.{f.name} = {value!r} from the default config, the schema says "
             f"{expected!r}"
         )
+
+
+def _filled_default(node: dict):
+    """A key's schema default; a section's (``curate.nsfw``: ``{}``) with its keys' defaults
+    filled in, as validation fills them."""
+    value = node["default"]
+    if isinstance(value, dict) and "properties" in node:
+        value = dict(value)
+        for name, sub in node["properties"].items():
+            if name not in value and isinstance(sub, dict) and "default" in sub:
+                value[name] = _filled_default(sub)
+    return value
 
 
 def _schema_keys() -> set[str]:

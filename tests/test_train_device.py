@@ -80,7 +80,7 @@ def _gpu_job_commands(tmp_path, repo: Path) -> dict[str, list[str]]:
     """The evaluation and the two embedding commands as their GPU rules run them under a
     config that plans GPUs (--gpu-job), on inputs they never reach."""
     from imagenot.config import load_config
-    from imagenot.curate import plan as curate_plan
+    from imagenot.curate.settings import EmbedSettings
     from imagenot.diagnostics import plan as diagnostics_plan
     from imagenot.evaluate import plan as evaluate_plan
     from imagenot.settings import to_json
@@ -89,7 +89,7 @@ def _gpu_job_commands(tmp_path, repo: Path) -> dict[str, list[str]]:
     config["curate"]["encoder"]["device"] = "auto"  # the demo's explicit cpu would be obeyed
     m = str(tmp_path / "missing")
     curate, diagnostics = (
-        curate_plan.embed_settings(config),
+        EmbedSettings.from_config(config),
         diagnostics_plan.embed_settings(config),
     )
     commands = {

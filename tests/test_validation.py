@@ -257,6 +257,7 @@ def test_class_lists_the_curation_job_would_refuse_are_refused_before_any_job(
     line naming the file, the line and the wnid; the curate-candidates job, given the list
     anyway, refuses it with that line too (it used to end in an AttributeError)."""
     from imagenot.curate.candidates import build_candidates
+    from imagenot.curate.settings import CandidatesSettings
 
     listed = tmp_path / "classes.txt"
     listed.write_text(f"n02084071\n{second or _imagenet_first()}\n")
@@ -266,7 +267,7 @@ def test_class_lists_the_curation_job_would_refuse_are_refused_before_any_job(
     if second is not None:
         assert checked.startswith(f"{listed}, line 2: ")
         with pytest.raises(ValueError) as job:
-            build_candidates({}, wn, str(listed), 1, {}, "{name}", [])
+            build_candidates({}, wn, CandidatesSettings(str(listed), 1, "{name}", {}), [])
         assert str(job.value) == checked
 
 

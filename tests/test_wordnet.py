@@ -44,4 +44,4 @@ def test_noun_lemma_table_covers_multiword_lemmas(wn):
 
 def test_missing_wordnet_files_name_the_packages(tmp_path):
     with pytest.raises(FileNotFoundError, match="wordnet-base"):
-        wordnet.prepare_nltk_wordnet(tmp_path / "out", dict_dir=tmp_path)
+        wordnet.prepare_nltk_wordnet(tmp_path / "out", str(tmp_path))

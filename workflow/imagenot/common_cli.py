@@ -3,15 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class WordnetSettings:
-    """Settings of ``prepare-wordnet`` (built by imagenot.curate.plan.wordnet_settings): the
-    ``wordnet`` config section."""
-
-    dict_dir: str | None
+from imagenot.curate.settings import WordnetSettings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

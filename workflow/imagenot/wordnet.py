@@ -59,7 +59,7 @@ def _existing_nltk_wordnet() -> Path | None:
     return path if path.is_dir() else None
 
 
-def wordnet_source(dict_dir: str | os.PathLike | None = None) -> Path:
+def wordnet_source(dict_dir: str | os.PathLike | None) -> Path:
     """The WordNet 3.0 dict directory the workflow reads (``wordnet.dict_dir``; else nltk's
     installed corpus; else Debian's ``/usr/share/wordnet``), with every file nltk needs; else
     FileNotFoundError naming the missing file and the packages that hold it."""
@@ -73,7 +73,7 @@ def wordnet_source(dict_dir: str | os.PathLike | None = None) -> Path:
     return source
 
 
-def wordnet_for_checks(dict_dir: str | os.PathLike | None = None) -> Path:
+def wordnet_for_checks(dict_dir: str | os.PathLike | None) -> Path:
     """A WordNet 3.0 dict directory for the config checks: ``dict_dir``; else Debian's when
     complete, found without importing nltk (seconds, and every cluster job's Snakemake runs the
     checks), since the job then succeeds from either source; else :func:`wordnet_source`'s
@@ -108,13 +108,13 @@ def unknown_noun_synsets(
     return bad
 
 
-def prepare_nltk_wordnet(
-    out_dir: str | os.PathLike, dict_dir: str | os.PathLike | None = None
-) -> Path:
+def prepare_nltk_wordnet(out_dir: str | os.PathLike, dict_dir: str | os.PathLike | None) -> Path:
     """Create ``out_dir/corpora/wordnet`` readable by nltk and return ``out_dir`` (an NLTK_DATA).
 
-    Source order: ``dict_dir`` if given; else an installed nltk ``wordnet`` corpus; else Debian's
-    ``/usr/share/wordnet``. Raises FileNotFoundError naming the missing file and the package.
+    Source order: ``dict_dir`` (config key ``wordnet.dict_dir``, a field of
+    ``imagenot.curate.settings.WordnetSettings``) if set; else an installed nltk ``wordnet``
+    corpus; else Debian's ``/usr/share/wordnet``. Raises FileNotFoundError naming the missing
+    file and the package. No default: a caller passes the config's value, or None by choice.
     """
     out = Path(out_dir)
     target = out / "corpora" / "wordnet"

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -29,62 +29,31 @@ REQUIRED_COLUMNS = ("wnid", "score", "n_selectable", "status")
 SCORE_TOLERANCE = 1e-2
 
 
+if TYPE_CHECKING:
+    from imagenot.curate.settings import CalibrationSettings
+
+
 class CalibrationError(ValueError):
     """Bad calibration input; the message names the file, row or key."""
 
 
-def _typed(name: str, value, kind: type):
-    """``value`` as ``kind`` (str, float, or int: a whole number), else CalibrationError."""
-    if kind is str:
-        ok = isinstance(value, str)
-    else:
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        ok = number and (kind is float or float(value).is_integer())
-    if not ok:
-        raise CalibrationError(f"--settings key {name}: {value!r} is not a {kind.__name__}")
-    return kind(value)
+def parse_settings(text: str) -> CalibrationSettings:
+    """The JSON settings argument (:func:`imagenot.settings.parse`: a missing, unknown or
+    mistyped key is named), its grid checked (CalibrationError)."""
+    from imagenot.curate.settings import CalibrationSettings
+    from imagenot.settings import SettingsError, parse
 
-
-@dataclass(frozen=True, kw_only=True)
-class CalibrationSettings:
-    """What ``imagenot curate-calibration --settings`` receives (built by
-    ``imagenot.curate.plan.calibration_settings``; defaults live in the schema, not here).
-
-    ``threshold`` and ``n_classes`` are the configured ones (marked, not applied: the scores
-    table already records what the selection step did); ``start``/``stop``/``step`` make the grid
-    (``curate.calibration``); ``encoder`` is a label for the figure.
-    """
-
-    threshold: float
-    n_classes: int
-    start: float
-    stop: float
-    step: float
-    encoder: str
-
-    @classmethod
-    def from_json(cls, text: str) -> CalibrationSettings:
-        """Parse the JSON settings argument (:func:`imagenot.settings.parse`: a missing, unknown
-        or mistyped key is named), then check the grid."""
-        from imagenot.settings import SettingsError, parse
-
-        try:
-            settings = parse(cls, text)
-        except SettingsError as exc:
-            raise CalibrationError(str(exc)) from None
-        if not settings.step > 0 or settings.stop < settings.start:
-            raise CalibrationError(
-                f"--settings: the grid start {settings.start}, stop {settings.stop}, step "
-                f"{settings.step} is empty (config keys curate.calibration.*: step > 0, "
-                "stop >= start)"
-            )
-        return settings
-
-    def grid(self) -> np.ndarray:
-        """start, start + step, ..., stop (stop included when on the grid), rounded so that
-        0.5 + 32 * 0.01 reads 0.82 and not 0.8200000000000001."""
-        n = math.floor((self.stop - self.start) / self.step + 1e-9) + 1
-        return np.round(self.start + self.step * np.arange(n), 10)
+    try:
+        settings = parse(CalibrationSettings, text)
+    except SettingsError as exc:
+        raise CalibrationError(str(exc)) from None
+    if not settings.step > 0 or settings.stop < settings.start:
+        raise CalibrationError(
+            f"--settings: the grid start {settings.start}, stop {settings.stop}, step "
+            f"{settings.step} is empty (config keys curate.calibration.*: step > 0, "
+            "stop >= start)"
+        )
+    return settings
 
 
 def read_scores(path: str | os.PathLike) -> pa.Table:

@@ -19,9 +19,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+if TYPE_CHECKING:
+    from imagenot.curate.settings import CandidatesSettings
 
 STEP_NAMES = {
     1: "match",
@@ -172,16 +176,16 @@ def ancestors_within(wn, wnids: Iterable[str]) -> dict[str, str]:
 def build_candidates(
     counts: dict[str, int],
     wn,
-    mode: str,
-    min_count: int,
-    nsfw_cfg: dict,
-    query_template: str,
+    settings: CandidatesSettings,
     imagenet: Iterable[str],
     lemma_table: pa.Table | None = None,
 ) -> tuple[pa.Table, pa.Table, dict]:
-    """(candidates, audit of steps 1-5, stats) for ``mode`` 'discover', 'imagenet' or a list path.
+    """(candidates, audit of steps 1-5, stats) for ``settings.classes``: 'discover', 'imagenet'
+    or a class list file; ``min_count``, ``query_template`` and ``nsfw`` are ``settings``'.
 
     Stats: ``mode``, ``universe`` (synsets considered at step 1), ``ancestors_in_list``."""
+    mode, min_count = settings.class_mode, settings.min_count
+    query_template = settings.query_template
     from imagenot.curate.nsfw import nsfw_reasons
     from imagenot.wordnet import noun_lemma_table, synset_of
 
@@ -228,7 +232,7 @@ def build_candidates(
         remove(inner, 4)
         current = [w for w in current if w not in inner]
         table = _class_table(wn, current, counts, query_template)
-        reasons = nsfw_reasons(table, nsfw_cfg, wn) if table.num_rows else []
+        reasons = nsfw_reasons(table, settings.nsfw, wn) if table.num_rows else []
         flagged = {w: r for w, r in zip(current, reasons, strict=True) if r}
         remove(flagged, 5)
         table = table.filter(pa.array([not r for r in reasons], pa.bool_()))

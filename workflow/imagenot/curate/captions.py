@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+if TYPE_CHECKING:
+    from imagenot.curate.settings import CaptionSettings
 
 CAPTION_SCHEMA = pa.schema(
     [
@@ -98,35 +101,28 @@ def iter_one_class_rows(
         yield picked
 
 
-@dataclass(frozen=True)
-class NsfwPolicy:
-    """LAION's own unsafe-image signal, per layout (config keys laion.max_punsafe,
-    laion.nsfw_tags, laion.unknown_nsfw)."""
-
-    max_punsafe: float | None = None
-    nsfw_tags: tuple[str, ...] = ("NSFW",)
-    unknown: str = "unsafe"
-
-    def unsafe(self, table: pa.Table, path) -> tuple[np.ndarray, np.ndarray]:
-        """(unsafe, signal null) masks of a table's rows."""
-        n = table.num_rows
-        unsafe = np.zeros(n, dtype=bool)
-        null = np.zeros(n, dtype=bool)
-        if self.max_punsafe is not None and "punsafe" in table.column_names:
-            punsafe = _typed(table.column("punsafe"), pa.float64(), path, "punsafe")
-            missing = np.asarray(punsafe.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-            values = pc.fill_null(punsafe, 0.0).to_numpy()
-            unsafe |= values > self.max_punsafe
-            null |= missing
-        if self.nsfw_tags and "NSFW" in table.column_names:
-            tags = _typed(table.column("NSFW"), pa.string(), path, "NSFW")
-            missing = np.asarray(tags.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-            hit = pc.is_in(tags, value_set=pa.array(list(self.nsfw_tags), pa.string()))
-            unsafe |= np.asarray(pc.fill_null(hit, False).to_numpy(zero_copy_only=False), bool)
-            null |= missing
-        if self.unknown == "unsafe":
-            unsafe |= null
-        return unsafe, null
+def unsafe_rows(settings: CaptionSettings, table: pa.Table, path) -> tuple[np.ndarray, np.ndarray]:
+    """(unsafe, signal null) masks of a table's rows by LAION's own unsafe-image signal, per
+    layout: ``punsafe`` above ``settings.max_punsafe``, or an ``NSFW`` tag in
+    ``settings.nsfw_tags``; a null signal is unsafe when ``settings.unknown_nsfw`` says so."""
+    n = table.num_rows
+    unsafe = np.zeros(n, dtype=bool)
+    null = np.zeros(n, dtype=bool)
+    if settings.max_punsafe is not None and "punsafe" in table.column_names:
+        punsafe = _typed(table.column("punsafe"), pa.float64(), path, "punsafe")
+        missing = np.asarray(punsafe.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        values = pc.fill_null(punsafe, 0.0).to_numpy()
+        unsafe |= values > settings.max_punsafe
+        null |= missing
+    if settings.nsfw_tags and "NSFW" in table.column_names:
+        tags = _typed(table.column("NSFW"), pa.string(), path, "NSFW")
+        missing = np.asarray(tags.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        hit = pc.is_in(tags, value_set=pa.array(list(settings.nsfw_tags), pa.string()))
+        unsafe |= np.asarray(pc.fill_null(hit, False).to_numpy(zero_copy_only=False), bool)
+        null |= missing
+    if settings.unknown_nsfw == "unsafe":
+        unsafe |= null
+    return unsafe, null
 
 
 def _typed(column: pa.ChunkedArray | pa.Array, to: pa.DataType, path, name: str) -> pa.Array:
@@ -139,15 +135,13 @@ def _typed(column: pa.ChunkedArray | pa.Array, to: pa.DataType, path, name: str)
 
 def iter_shard_captions(
     shard_path: str | os.PathLike,
-    shard_id: str,
     matches_path: str | os.PathLike,
     class_wnids: list[str],
-    max_punsafe: float | None = None,
-    batch_rows: int = 262144,
+    settings: CaptionSettings,
     stats: dict | None = None,
-    nsfw: NsfwPolicy | None = None,
 ) -> Iterator[pa.Table]:
-    """Step 6 for one shard as a stream of caption tables (``CAPTION_SCHEMA``), in row order.
+    """Step 6 for one shard (short id ``settings.shard``) as a stream of caption tables
+    (``CAPTION_SCHEMA``), in row order, ``settings.batch_rows`` rows at a time.
 
     ``stats`` (filled as the stream is consumed): ``class_captions``, ``ambiguous_captions``,
     ``null_url_removed``, ``punsafe_removed`` (unsafe by LAION's signal, either layout),
@@ -157,12 +151,12 @@ def iter_shard_captions(
 
     stats = {} if stats is None else stats
     stats.update(null_url_removed=0, punsafe_removed=0, unknown_nsfw_removed=0, captions=0)
-    nsfw = NsfwPolicy(max_punsafe) if nsfw is None else nsfw
     parquet = open_shard(shard_path)
     names = parquet.schema_arrow.names
     columns = ["URL", "TEXT"] + [c for c in ("hash", "punsafe", "NSFW") if c in names]
     n_rows = parquet.metadata.num_rows
     file_name = os.path.basename(shard_path)
+    batch_rows = settings.batch_rows
     picked_iter = iter_one_class_rows(matches_path, class_wnids, batch_rows, stats)
     pending: list[pa.Table] = []
     exhausted = False
@@ -187,7 +181,7 @@ def iter_shard_captions(
         here, rest = picked.slice(0, inside), picked.slice(inside)
         pending = [rest] if rest.num_rows else []
         if here.num_rows:
-            yield _batch_captions(batch, here, offset, shard_id, file_name, shard_path, nsfw, stats)
+            yield _batch_captions(batch, here, offset, file_name, shard_path, settings, stats)
         offset = end
     leftover = sum(t.num_rows for t in pending)
     if not exhausted:
@@ -203,17 +197,16 @@ def _batch_captions(
     batch: pa.RecordBatch,
     picked: pa.Table,
     offset: int,
-    shard_id: str,
     file_name: str,
     shard_path,
-    nsfw: NsfwPolicy,
+    settings: CaptionSettings,
     stats: dict,
 ) -> pa.Table:
     rows = picked.column("row").to_numpy().astype(np.int64)
     sub = pa.Table.from_batches([batch]).take(pa.array(rows - offset))
     keep = np.asarray(sub.column("URL").is_valid().to_numpy(zero_copy_only=False), dtype=bool)
     stats["null_url_removed"] += int((~keep).sum())
-    unsafe, unknown = nsfw.unsafe(sub, shard_path)
+    unsafe, unknown = unsafe_rows(settings, sub, shard_path)
     unsafe &= keep
     stats["punsafe_removed"] += int(unsafe.sum())
     stats["unknown_nsfw_removed"] += int((unsafe & unknown).sum())
@@ -227,7 +220,7 @@ def _batch_captions(
         hashes = pa.nulls(len(rows), pa.int64())
     table = pa.table(
         {
-            "key": caption_keys(shard_id, rows),
+            "key": caption_keys(settings.shard, rows),
             "shard": pa.array([file_name] * len(rows), pa.string()),
             "row": pa.array(rows, pa.int64()),
             "URL": _typed(sub.column("URL"), pa.string(), shard_path, "URL"),
@@ -243,13 +236,10 @@ def _batch_captions(
 
 def write_shard_captions(
     shard_path: str | os.PathLike,
-    shard_id: str,
     matches_path: str | os.PathLike,
     class_wnids: list[str],
     out: str | os.PathLike,
-    max_punsafe: float | None = None,
-    batch_rows: int = 262144,
-    nsfw: NsfwPolicy | None = None,
+    settings: CaptionSettings,
 ) -> dict:
     """Stream step 6 of one shard to ``out`` (atomically); return its stats."""
     import pyarrow.parquet as pq
@@ -261,8 +251,6 @@ def write_shard_captions(
         atomic_path(out, ".parquet") as tmp,
         pq.ParquetWriter(tmp, CAPTION_SCHEMA, compression="zstd") as writer,
     ):
-        for table in iter_shard_captions(
-            shard_path, shard_id, matches_path, class_wnids, max_punsafe, batch_rows, stats, nsfw
-        ):
+        for table in iter_shard_captions(shard_path, matches_path, class_wnids, settings, stats):
             writer.write_table(table)
     return stats

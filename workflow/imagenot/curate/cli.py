@@ -1,7 +1,7 @@
 """`imagenot` subcommands of the curate stage (one per rule; heavy imports inside handlers).
 
-A rule hands its command everything the config decides as one ``--settings`` JSON object (built
-by :mod:`imagenot.curate.plan`, parsed into a frozen dataclass below). ``match`` and ``lemmas``
+A rule hands its command everything the config decides as one ``--settings`` JSON object (a
+settings object of :mod:`imagenot.curate.settings`, built by its ``from_config``). ``match`` and ``lemmas``
 are typed by hand too: ``match`` keeps its flags, whose defaults are the schema's.
 """
 
@@ -10,8 +10,17 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from dataclasses import dataclass
 from pathlib import Path
+
+from imagenot.curate.settings import (
+    CandidatesSettings,
+    CaptionSettings,
+    EmbedSettings,
+    MatchSettings,
+    QueriesSettings,
+    SelectSettings,
+)
+from imagenot.settings import parse
 
 log = logging.getLogger(__name__)
 DEFAULT_NLTK_DATA = "results/wordnet/nltk_data"
@@ -59,8 +68,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--settings",
         default=None,
         metavar="JSON",
-        help="instead of the three flags above: JSON (MatchSettings; "
-        "imagenot.curate.plan.match_settings, what the rule passes)",
+        help="instead of the three flags above: JSON (imagenot.curate.settings.MatchSettings, "
+        "what the rule passes)",
     )
     p.set_defaults(func=_match)
 
@@ -86,8 +95,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--settings",
         required=True,
-        help="JSON: classes ('discover', 'imagenet' or a class list file), min_count, "
-        "query_template, nsfw (imagenot.curate.plan.candidates_settings)",
+        help="JSON: classes ('discover', 'imagenet' or {from_file: PATH}), min_count, "
+        "query_template, nsfw (imagenot.curate.settings.CandidatesSettings)",
     )
     p.add_argument("-o", "--output", required=True, help="candidates parquet")
     p.add_argument("--audit", required=True, help="audit parquet of steps 1-5")
@@ -99,7 +108,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--matches", required=True, help="that shard's match parquet")
     p.add_argument("--candidates", required=True, help="candidates parquet")
     p.add_argument(
-        "--settings", required=True, help="JSON (imagenot.curate.plan.captions_settings)"
+        "--settings", required=True, help="JSON (imagenot.curate.settings.CaptionSettings)"
     )
     p.add_argument("-o", "--output", required=True)
     p.add_argument("--stats", required=True)
@@ -107,7 +116,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser("curate-queries", help="step 7: embed the class queries")
     p.add_argument("--candidates", required=True, help="candidates parquet (query column)")
-    p.add_argument("--settings", required=True, help="JSON (imagenot.curate.plan.queries_settings)")
+    p.add_argument(
+        "--settings", required=True, help="JSON (imagenot.curate.settings.QueriesSettings)"
+    )
     p.add_argument("-o", "--output", required=True, help="query vectors (.npy, candidates order)")
     p.set_defaults(func=_queries)
 
@@ -117,7 +128,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--captions", required=True, help="the part's caption parquet")
     p.add_argument("--candidates", required=True, help="candidates parquet (class order)")
     p.add_argument("--queries", required=True, help="query vectors of curate-queries")
-    p.add_argument("--settings", required=True, help="JSON (imagenot.curate.plan.embed_settings)")
+    p.add_argument(
+        "--settings", required=True, help="JSON (imagenot.curate.settings.EmbedSettings)"
+    )
     p.add_argument("--work-dir", required=True, help="resumable chunk files of this part")
     p.add_argument(
         "-o", "--output", required=True, help="score parquet (key, row, wnid, similarity)"
@@ -136,7 +149,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--captions", nargs="+", required=True, help="per-part caption files (same order)"
     )
     p.add_argument("--candidates", required=True)
-    p.add_argument("--settings", required=True, help="JSON (imagenot.curate.plan.select_settings)")
+    p.add_argument(
+        "--settings", required=True, help="JSON (imagenot.curate.settings.SelectSettings)"
+    )
     p.add_argument("--classes-out", required=True)
     p.add_argument("--selection-out", required=True)
     p.add_argument("--reserve-out", required=True)
@@ -169,7 +184,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--settings",
         required=True,
         help="JSON: threshold, n_classes, start, stop, step, encoder "
-        "(imagenot.curate.plan.calibration_settings)",
+        "(imagenot.curate.settings.CalibrationSettings)",
     )
     p.add_argument("--csv-out", required=True, help="per-threshold CSV")
     p.add_argument("--summary-out", required=True, help="summary CSV (statistic, value)")
@@ -179,15 +194,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _read_json(path: str) -> dict:
     return json.loads(Path(path).read_text())
-
-
-@dataclass(frozen=True)
-class MatchSettings:
-    """Settings of ``match`` (built by imagenot.curate.plan.match_settings)."""
-
-    batch_rows: int
-    max_caption_bytes: int
-    require_url: bool
 
 
 def match_settings(args: argparse.Namespace) -> MatchSettings:
@@ -207,7 +213,7 @@ def match_settings(args: argparse.Namespace) -> MatchSettings:
         ]
         if given:
             raise ValueError(f"--settings replaces {', '.join(given)}: give one or the other")
-        return _settings(MatchSettings, args.settings)
+        return parse(MatchSettings, args.settings)
     return MatchSettings(
         batch_rows=(
             args.batch_rows if args.batch_rows is not None else schema_default("laion.batch_rows")
@@ -230,7 +236,7 @@ def _match(args: argparse.Namespace) -> None:
         read_lemma_table,
         write_shard_matches,
     )
-    from imagenot.curate.shards import open_shard
+    from imagenot.curate.shards import open_shard, required_columns
     from imagenot.io import keep_freed_memory, write_json, write_parquet
 
     s = match_settings(args)
@@ -238,19 +244,12 @@ def _match(args: argparse.Namespace) -> None:
     # instead of fresh zeroed pages (60% fewer page faults, 0.2-0.3 s less per 1M captions).
     keep_freed_memory()
     # Fail fast, naming file and column, before loading WordNet.
-    open_shard(args.input, ("URL", "TEXT") if s.require_url else ("TEXT",))
+    open_shard(args.input, required_columns(s))
     if args.lemmas:
         index = LemmaIndex.from_lemma_table(read_lemma_table(args.lemmas))
     else:
         index = LemmaIndex.from_wordnet(args.nltk_data)
-    stats = write_shard_matches(
-        args.input,
-        Matcher(index),
-        args.output,
-        s.batch_rows,
-        s.max_caption_bytes,
-        require_url=s.require_url,
-    )
+    stats = write_shard_matches(args.input, Matcher(index), args.output, s)
     counts = stats.pop("counts")
     if args.counts:
         write_parquet(
@@ -282,16 +281,13 @@ def _candidates(args: argparse.Namespace) -> None:
     from imagenot.io import write_json, write_parquet
     from imagenot.wordnet import imagenet_wnids, load_wordnet
 
-    s = _settings(CandidatesSettings, args.settings)
+    s = parse(CandidatesSettings, args.settings)
     wn = load_wordnet(args.nltk_data)
     counts = sum_counts(args.counts)
     table, audit, stats = build_candidates(
         counts,
         wn,
-        s.classes,
-        s.min_count,
-        s.nsfw,
-        s.query_template,
+        s,
         imagenet_wnids(),
         lemma_table=read_lemma_table(args.lemmas) if args.lemmas else None,
     )
@@ -301,93 +297,17 @@ def _candidates(args: argparse.Namespace) -> None:
     log.info("%d candidate classes (%s)", table.num_rows, json.dumps(stats))
 
 
-@dataclass(frozen=True)
-class CandidatesSettings:
-    """Settings of ``curate-candidates`` (built by imagenot.curate.plan.candidates_settings):
-    ``classes`` is 'discover', 'imagenet' or a class list file; ``nsfw`` the curate.nsfw
-    section."""
-
-    classes: str
-    min_count: int
-    query_template: str
-    nsfw: dict
-
-
-@dataclass(frozen=True)
-class CaptionSettings:
-    """Settings of ``curate-captions`` (built by imagenot.curate.plan.captions_settings)."""
-
-    shard_id: str
-    max_punsafe: float | None
-    nsfw_tags: list[str]
-    unknown_nsfw: str
-    batch_rows: int
-
-
-@dataclass(frozen=True)
-class QueriesSettings:
-    """Settings of ``curate-queries`` (built by imagenot.curate.plan.queries_settings): the
-    curate.encoder section without its chunking keys."""
-
-    encoder: dict
-
-
-@dataclass(frozen=True)
-class EmbedSettings:
-    """Settings of ``curate-embed`` (built by imagenot.curate.plan.embed_settings)."""
-
-    encoder: dict
-    chunk_size: int
-    keep_vectors: bool
-
-
-@dataclass(frozen=True)
-class SelectSettings:
-    """Settings of ``curate-select`` (built by imagenot.curate.plan.select_settings)."""
-
-    dataset: str
-    top_n: int
-    threshold: float | None
-    n_classes: int | None
-    per_class: int
-    reserve: int
-    allow_fewer: bool
-    batch_rows: int
-
-
-def _settings(cls, text: str):
-    """Parse a rule's JSON settings into ``cls`` (:func:`imagenot.settings.parse`)."""
-    from imagenot.settings import parse
-
-    return parse(cls, text)
-
-
-def _encoder_spec(section: dict):
-    from imagenot.curate.encoders import EncoderSpec
-
-    return EncoderSpec.from_config(section)
-
-
 def _captions(args: argparse.Namespace) -> None:
     import pyarrow.parquet as pq
 
-    from imagenot.curate.captions import NsfwPolicy, write_shard_captions
+    from imagenot.curate.captions import write_shard_captions
     from imagenot.io import write_json
 
-    settings = _settings(CaptionSettings, args.settings)
+    settings = parse(CaptionSettings, args.settings)
     classes = pq.read_table(args.candidates, columns=["wnid"]).column("wnid").to_pylist()
-    stats = write_shard_captions(
-        args.shard,
-        settings.shard_id,
-        args.matches,
-        classes,
-        args.output,
-        settings.max_punsafe,
-        settings.batch_rows,
-        NsfwPolicy(settings.max_punsafe, tuple(settings.nsfw_tags), settings.unknown_nsfw),
-    )
+    stats = write_shard_captions(args.shard, args.matches, classes, args.output, settings)
     write_json(stats, args.stats)
-    log.info("%s (%s): %s", settings.shard_id, args.shard, json.dumps(stats))
+    log.info("%s (%s): %s", settings.shard, args.shard, json.dumps(stats))
 
 
 def _queries(args: argparse.Namespace) -> None:
@@ -395,9 +315,9 @@ def _queries(args: argparse.Namespace) -> None:
 
     from imagenot.curate.embed import embed_queries
 
-    s = _settings(QueriesSettings, args.settings)
+    s = parse(QueriesSettings, args.settings)
     queries = pq.read_table(args.candidates, columns=["query"]).column("query").to_pylist()
-    info = embed_queries(queries, _encoder_spec(s.encoder), args.output)
+    info = embed_queries(queries, s, args.output)
     log.info("embedded %d class queries (%s)", len(queries), json.dumps(info))
 
 
@@ -405,30 +325,24 @@ def _embed(args: argparse.Namespace) -> None:
     import numpy as np
     import pyarrow.parquet as pq
 
-    from imagenot.curate.embed import embed_part
+    from imagenot.curate.embed import embed_part, encoder_spec
     from imagenot.io import write_json
 
-    settings = _settings(EmbedSettings, args.settings)
-    spec = _encoder_spec(settings.encoder)
-    if args.gpu_job or spec.device == "cuda":
+    settings = parse(EmbedSettings, args.settings)
+    encoder_spec(settings)  # a wrong encoder section stops here, naming the key
+    if args.gpu_job or settings.device == "cuda":
         import dataclasses
 
         from imagenot.curate.encoders import CONFIG_KEY
         from imagenot.device import cuda_available, resolve_device
 
         # by fact, before any caption is read: a GPU job without a GPU stops (imagenot.device)
-        device = resolve_device(spec.device, args.gpu_job, cuda_available(), f"{CONFIG_KEY}.device")
-        spec = dataclasses.replace(spec, device=device)
+        where = f"{CONFIG_KEY}.device"
+        device = resolve_device(settings.device, args.gpu_job, cuda_available(), where)
+        settings = dataclasses.replace(settings, device=device)
     wnids = pq.read_table(args.candidates, columns=["wnid"]).column("wnid").to_pylist()
     stats = embed_part(
-        args.captions,
-        wnids,
-        np.load(args.queries),
-        spec,
-        args.work_dir,
-        args.output,
-        settings.chunk_size,
-        settings.keep_vectors,
+        args.captions, wnids, np.load(args.queries), settings, args.work_dir, args.output
     )
     write_json(stats, args.stats)
     log.info("%s: %s", args.captions, json.dumps(stats))
@@ -448,22 +362,22 @@ def _select(args: argparse.Namespace) -> None:
     )
     from imagenot.io import write_json, write_parquet
 
-    s = _settings(SelectSettings, args.settings)
+    s = parse(SelectSettings, args.settings)
     if len(args.scores) != len(args.captions):
         raise ValueError("--scores and --captions must list the same parts in the same order")
     candidates = pq.read_table(args.candidates)
     wnids = candidates.column("wnid").to_pylist()
-    best, counts = top_captions(args.scores, wnids, s.top_n, s.batch_rows, with_keys=False)
-    scores = score_classes(candidates, best, counts, s.top_n, s.threshold, s.n_classes)
-    check_class_count(scores, s.n_classes, s.threshold, s.allow_fewer, s.dataset)
+    best, counts = top_captions(args.scores, wnids, s.top_n, s, with_keys=False)
+    scores = score_classes(candidates, best, counts, s)
+    check_class_count(scores, s)
     classes = class_table(candidates, scores)
     kept = np.flatnonzero(scores.column("status").to_numpy(zero_copy_only=False) == "kept")
-    top, _ = top_captions(args.scores, wnids, s.per_class + s.reserve, s.batch_rows, kept)
+    top, _ = top_captions(args.scores, wnids, s.per_class + s.reserve_per_class, s, kept)
     rows = candidate_rows(top, scores, args.captions)
-    selection, reserve, stats = select_captions(
-        rows, classes.column("wnid").to_pylist(), s.per_class, s.reserve
+    selection, reserve, stats = select_captions(rows, classes.column("wnid").to_pylist(), s)
+    stats.update(
+        classes=classes.num_rows, per_class=s.per_class, reserve_per_class=s.reserve_per_class
     )
-    stats.update(classes=classes.num_rows, per_class=s.per_class, reserve_per_class=s.reserve)
     write_parquet(scores, args.scores_out)
     write_parquet(classes, args.classes_out)
     write_parquet(reserve, args.reserve_out)
@@ -498,9 +412,9 @@ def _audit(args: argparse.Namespace) -> None:
 
 
 def _calibration(args: argparse.Namespace) -> None:
-    from imagenot.curate.calibration import CalibrationSettings, write_calibration
+    from imagenot.curate.calibration import parse_settings, write_calibration
 
-    settings = CalibrationSettings.from_json(args.settings)
+    settings = parse_settings(args.settings)
     summary = write_calibration(
         args.scores, settings, args.csv_out, args.summary_out, args.figure_out
     )

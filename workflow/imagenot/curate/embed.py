@@ -30,13 +30,17 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from imagenot.curate.encoders import EncoderSpec, create_encoder
+from imagenot.curate.encoders import EncoderSpec, TextEncoder, create_encoder
 from imagenot.io import atomic_path, write_json, write_parquet
+
+if TYPE_CHECKING:
+    from imagenot.curate.settings import EmbedSettings, QueriesSettings
 
 log = logging.getLogger(__name__)
 CHUNK_DTYPE = np.float16
@@ -179,6 +183,14 @@ def embed_texts(
     )
 
 
+def encoder_spec(settings: QueriesSettings) -> EncoderSpec:
+    """The :class:`EncoderSpec` of a settings object's ``curate.encoder`` keys (checked there:
+    a wrong key or a test-only backend without ``allow_test_only`` is named)."""
+    import dataclasses
+
+    return EncoderSpec.from_config(dataclasses.asdict(settings))
+
+
 def _check_chunk_size(spec: EncoderSpec, chunk_size: int) -> None:
     if chunk_size % spec.batch_size:
         raise ValueError(
@@ -188,10 +200,15 @@ def _check_chunk_size(spec: EncoderSpec, chunk_size: int) -> None:
 
 
 def embed_queries(
-    queries: Sequence[str], spec: EncoderSpec, out: str | os.PathLike, encoder=None
+    queries: Sequence[str],
+    settings: QueriesSettings,
+    out: str | os.PathLike,
+    text_encoder: TextEncoder | None = None,
 ) -> dict:
-    """Unit float32 vectors of the class queries (candidates order) to ``out`` (.npy)."""
-    encoder = encoder or create_encoder(spec)
+    """Unit float32 vectors of the class queries (candidates order) to ``out`` (.npy), by the
+    encoder of ``settings`` (or ``text_encoder``, one already loaded)."""
+    spec = encoder_spec(settings)
+    encoder = text_encoder or create_encoder(spec)
     vectors = (
         encoder.encode(list(queries)) if len(queries) else np.zeros((0, encoder.dim), np.float32)
     )
@@ -203,22 +220,24 @@ def embed_part(
     captions_path: str | os.PathLike,
     class_wnids: Sequence[str],
     query_vectors: np.ndarray,
-    spec: EncoderSpec,
+    settings: EmbedSettings,
     work_dir: str | os.PathLike,
     out_scores: str | os.PathLike,
-    chunk_size: int,
-    keep_vectors: bool = False,
-    encoder=None,
+    text_encoder: TextEncoder | None = None,
     on_chunk: Callable[[int], None] | None = None,
     progress: bool = True,
 ) -> dict:
     """Similarity of every caption of one part to its own class's query; write the score table.
 
-    ``class_wnids`` and ``query_vectors`` are the candidates in the same order. Returns stats
-    (captions, distinct pairs, chunks, encoder identity).
+    ``class_wnids`` and ``query_vectors`` are the candidates in the same order; the encoder is
+    ``settings``' (or ``text_encoder``, one already loaded), in chunks of
+    ``settings.chunk_size`` captions. Returns stats (captions, distinct pairs, chunks, encoder
+    identity).
     """
     import pyarrow.parquet as pq
 
+    spec = encoder_spec(settings)
+    chunk_size, keep_vectors = settings.chunk_size, settings.keep_vectors
     _check_chunk_size(spec, chunk_size)
     if len(query_vectors) != len(class_wnids):
         raise ValueError(
@@ -247,7 +266,7 @@ def embed_part(
 
     def process(i: int, start: int, stop: int) -> dict[str, np.ndarray]:
         if "encoder" not in loaded:  # a finished part never loads the model
-            loaded["encoder"] = encoder or create_encoder(spec)
+            loaded["encoder"] = text_encoder or create_encoder(spec)
         vectors = loaded["encoder"].encode(column.slice(start, stop - start).to_pylist())
         sims = np.einsum("ij,ij->i", vectors, queries[cls[start:stop]]).astype(np.float32)
         arrays = {"sims": sims}

@@ -111,7 +111,7 @@ def check_encoder_config(section: Mapping) -> None:
             f"config key {CONFIG_KEY}.backend: {backend!r} is not allowed; "
             f"allowed values: {sorted(ENCODERS)}"
         )
-    if ENCODERS[backend].test_only and not section.get("allow_test_only", False):
+    if ENCODERS[backend].test_only and not section["allow_test_only"]:
         raise ConfigError(
             f"config key {CONFIG_KEY}.allow_test_only: backend {backend!r} is a stand-in for "
             f"benchmarks and tests (no language model); set {CONFIG_KEY}.allow_test_only: true "

@@ -47,10 +47,14 @@ import functools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+if TYPE_CHECKING:
+    from imagenot.curate.settings import MatchSettings
 
 NON_WORD = r"[^\p{L}\p{N}]+"
 
@@ -572,14 +576,12 @@ def write_matches(table: pa.Table, path: str | os.PathLike) -> None:
 def iter_shard_matches(
     path: str | os.PathLike,
     matcher: Matcher,
-    batch_rows: int = 262144,
-    max_caption_bytes: int = 16384,
+    settings: MatchSettings,
     progress: bool = True,
-    require_url: bool = True,
     stats: dict | None = None,
 ) -> Iterator[pa.Table]:
     """Match one shard batch by batch: one matches table (``match_table``) per batch of
-    ``batch_rows`` shard rows, sorted by row then wnid. Memory is bounded by the batch, never by
+    ``settings.batch_rows`` shard rows, sorted by row then wnid. Memory is bounded by the batch, never by
     the shard: a laion2B-en part holds ~18 M captions and ~450 M matches.
 
     ``stats`` (if given) is filled when the iterator is exhausted: row/skip counts, ``captions``,
@@ -588,19 +590,16 @@ def iter_shard_matches(
     """
     from tqdm import tqdm
 
-    from imagenot.curate.shards import SkipCounts, iter_captions, open_shard
+    from imagenot.curate.shards import SkipCounts, iter_captions, open_shard, required_columns
 
-    required = ("URL", "TEXT") if require_url else ("TEXT",)
-    total = open_shard(path, required).metadata.num_rows
+    total = open_shard(path, required_columns(settings)).metadata.num_rows
     counts = SkipCounts()
     per_wnid = np.zeros(len(matcher.index.wnids), dtype=np.int64)
     n_matches = matched = 0
     with tqdm(
         total=total, unit="caption", desc=f"match {os.path.basename(path)}", disable=not progress
     ) as bar:
-        for rows, texts, batch_counts in iter_captions(
-            path, batch_rows, max_caption_bytes, required
-        ):
+        for rows, texts, batch_counts in iter_captions(path, settings):
             parts = list(matcher.iter_matches(texts))
             for positions, _ in parts:
                 if len(positions):
@@ -626,23 +625,14 @@ def iter_shard_matches(
 
 
 def match_shard(
-    path: str | os.PathLike,
-    matcher: Matcher,
-    batch_rows: int = 262144,
-    max_caption_bytes: int = 16384,
-    progress: bool = True,
-    require_url: bool = True,
+    path: str | os.PathLike, matcher: Matcher, settings: MatchSettings, progress: bool = True
 ) -> tuple[pa.Table, dict]:
     """Match one shard in memory: (matches table sorted by row then wnid, stats dict).
 
     For tests and small files; the workflow streams with ``write_shard_matches``.
     """
     stats: dict = {}
-    pieces = list(
-        iter_shard_matches(
-            path, matcher, batch_rows, max_caption_bytes, progress, require_url, stats
-        )
-    )
+    pieces = list(iter_shard_matches(path, matcher, settings, progress, stats))
     stats.pop("counts")
     schema = pa.schema([("row", pa.int64()), ("wnid", pa.string())])
     table = pa.Table.from_batches(
@@ -655,10 +645,8 @@ def write_shard_matches(
     path: str | os.PathLike,
     matcher: Matcher,
     out: str | os.PathLike,
-    batch_rows: int = 262144,
-    max_caption_bytes: int = 16384,
+    settings: MatchSettings,
     progress: bool = True,
-    require_url: bool = True,
 ) -> dict:
     """Match one shard and stream the matches to ``out`` (one row group per batch, written
     atomically); return the stats of ``iter_shard_matches`` (with per-wnid ``counts``)."""
@@ -672,8 +660,6 @@ def write_shard_matches(
         atomic_path(out, ".parquet") as tmp,
         pq.ParquetWriter(tmp, schema, compression="zstd", **MATCH_PARQUET_OPTIONS) as writer,
     ):
-        for table in iter_shard_matches(
-            path, matcher, batch_rows, max_caption_bytes, progress, require_url, stats
-        ):
+        for table in iter_shard_matches(path, matcher, settings, progress, stats):
             writer.write_table(table, row_group_size=max(table.num_rows, 1))
     return stats

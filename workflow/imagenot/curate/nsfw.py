@@ -68,13 +68,12 @@ class WordNetCueFilter:
 class HFTextClassifierFilter:
     """A Hugging Face text classifier applied to "<name>: <gloss>" (for real runs)."""
 
-    def __init__(self, model: str, label: str, threshold: float, batch_size: int = 64):
-        self.model, self.label, self.threshold, self.batch_size = (
-            model,
-            label,
-            threshold,
-            batch_size,
-        )
+    # Class names per forward pass: a few thousand short texts once per dataset, so no config
+    # key (curate.encoder.batch_size is the caption encoder's, a different model).
+    BATCH = 64
+
+    def __init__(self, model: str, label: str, threshold: float):
+        self.model, self.label, self.threshold = model, label, threshold
 
     def __call__(self, table: pa.Table) -> list[str]:
         from transformers import pipeline
@@ -87,7 +86,7 @@ class HFTextClassifierFilter:
             )
         ]
         reasons = []
-        for scores in classify(texts, batch_size=self.batch_size, truncation=True):
+        for scores in classify(texts, batch_size=self.BATCH, truncation=True):
             score = next((s["score"] for s in scores if s["label"] == self.label), 0.0)
             reasons.append(
                 f"classifier {self.label} score {score:.3f}" if score >= self.threshold else ""

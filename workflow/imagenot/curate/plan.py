@@ -1,8 +1,8 @@
 """Config lookups for the curate stage's rules (pure functions of the workflow config).
 
 The rule file rules/curate.smk calls these; Snakemake files themselves define no functions.
-Each ``*_settings`` function builds one command's ``--settings`` object from the validated config
-(the dataclasses are in :mod:`imagenot.curate.cli`); paths stay arguments.
+Each rule's settings object is built by its class's ``from_config`` (:mod:`imagenot.curate.
+settings`); this module keeps the file lists, the job enumeration and the cross-key checks.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ CURATE = f"{RESULTS}/curate"
 
 def laion_datasets(config: dict) -> list[str]:
     """Datasets built from LAION metadata, in config order."""
-    return [n for n, spec in config.get("datasets", {}).items() if spec["kind"] == "laion"]
+    return [n for n, spec in config["datasets"].items() if spec["kind"] == "laion"]
 
 
 def shard_files(config: dict) -> list[str]:
@@ -73,63 +73,28 @@ def match_stats_files(config: dict) -> list[str]:
     return [f"{CURATE}/matches/{s}.json" for s in shard_ids(config)]
 
 
-def wordnet_settings(config: dict) -> dict:
-    """``imagenot prepare-wordnet --settings`` (imagenot.common_cli.WordnetSettings)."""
-    return {"dict_dir": config["wordnet"]["dict_dir"]}
-
-
-def match_settings(config: dict) -> dict:
-    """``imagenot match --settings`` (imagenot.curate.cli.MatchSettings): LAION shards need a
-    URL column (the workflow's images come from it)."""
-    laion = config["laion"]
-    return {
-        "batch_rows": laion["batch_rows"],
-        "max_caption_bytes": laion["max_caption_bytes"],
-        "require_url": True,
-    }
-
-
 def class_mode(config: dict, dataset: str) -> str:
     """'discover', 'imagenet' or the path of a class list file (``classes: {from_file: ...}``)."""
-    classes = config["datasets"][dataset].get("classes", "discover")
-    return classes["from_file"] if isinstance(classes, dict) else classes
+    from imagenot.curate.settings import class_mode
+
+    return class_mode(config["datasets"][dataset]["classes"])
 
 
 def class_list_input(config: dict, dataset: str) -> list[str]:
     """The class list file as a rule input (published-list mode), else nothing."""
     mode = class_mode(config, dataset)
-    return [] if mode in ("discover", "imagenet") else [mode]
+    from imagenot.curate.settings import CLASS_MODES
 
-
-def n_classes(config: dict, dataset: str) -> int:
-    return config["datasets"][dataset].get("n_classes", config["curate"]["n_classes"])
+    return [] if mode in CLASS_MODES else [mode]
 
 
 def images_per_class(config: dict, dataset: str) -> int:
-    return config["datasets"][dataset].get("images_per_class", config["curate"]["images_per_class"])
+    """The dataset's ``images_per_class``, else ``curate.images_per_class`` (acquire's fill
+    reads it too)."""
+    from imagenot.settings import config_lookup
 
-
-def candidates_settings(config: dict, dataset: str) -> dict:
-    """``imagenot curate-candidates --settings`` (imagenot.curate.cli.CandidatesSettings)."""
-    curate = config["curate"]
-    return {
-        "classes": class_mode(config, dataset),
-        "min_count": curate["min_count"],
-        "query_template": curate["query_template"],
-        "nsfw": curate["nsfw"],
-    }
-
-
-def captions_settings(config: dict, shard: str) -> dict:
-    """``imagenot curate-captions --settings`` (imagenot.curate.cli.CaptionSettings)."""
-    laion = config["laion"]
-    return {
-        "shard_id": shard,
-        "max_punsafe": laion["max_punsafe"],
-        "nsfw_tags": laion["nsfw_tags"],
-        "unknown_nsfw": laion["unknown_nsfw"],
-        "batch_rows": laion["batch_rows"],
-    }
+    sections = ("datasets.{dataset}", "curate")
+    return config_lookup(config, sections, "images_per_class", {"dataset": dataset})
 
 
 def caption_files(config: dict, dataset: str) -> list[str]:
@@ -143,59 +108,6 @@ def caption_stats_files(config: dict, dataset: str) -> list[str]:
 def score_files(config: dict, dataset: str) -> list[str]:
     """Per-part caption similarities written by curate_embed (selection's inputs)."""
     return [f"{CURATE}/{dataset}/scores/{s}.parquet" for s in shard_ids(config)]
-
-
-def encoder_settings(config: dict) -> dict:
-    """The ``curate.encoder`` section as the embedding commands take it
-    (``imagenot.curate.encoders.EncoderSpec.from_config``), without the chunking keys."""
-    enc = config["curate"]["encoder"]
-    return {k: v for k, v in enc.items() if k not in ("chunk_size", "keep_vectors")}
-
-
-def queries_settings(config: dict) -> dict:
-    """``imagenot curate-queries --settings`` (imagenot.curate.cli.QueriesSettings)."""
-    return {"encoder": encoder_settings(config)}
-
-
-def embed_settings(config: dict) -> dict:
-    """``imagenot curate-embed --settings`` (imagenot.curate.cli.EmbedSettings)."""
-    enc = config["curate"]["encoder"]
-    return {
-        "encoder": encoder_settings(config),
-        "chunk_size": enc["chunk_size"],
-        "keep_vectors": enc["keep_vectors"],
-    }
-
-
-def per_class(config: dict, dataset: str) -> int:
-    """Captions selected per class: ceil(images_per_class * (1 + oversample))."""
-    import math
-
-    return math.ceil(images_per_class(config, dataset) * (1 + config["curate"]["oversample"]))
-
-
-def reserve_per_class(config: dict, dataset: str) -> int:
-    """Reserve captions per class for the top-up round: ceil(images_per_class * reserve)."""
-    import math
-
-    return math.ceil(images_per_class(config, dataset) * config["curate"]["reserve"])
-
-
-def select_settings(config: dict, dataset: str) -> dict:
-    """``imagenot curate-select --settings`` (imagenot.curate.cli.SelectSettings)."""
-    curate = config["curate"]
-    listed = class_mode(config, dataset) not in ("discover", "imagenet")
-    apply = not listed or curate["apply_threshold_to_lists"]
-    return {
-        "dataset": dataset,
-        "top_n": curate["top_n"],
-        "threshold": curate["threshold"] if apply else None,
-        "n_classes": n_classes(config, dataset) if apply else None,
-        "per_class": per_class(config, dataset),
-        "reserve": reserve_per_class(config, dataset),
-        "allow_fewer": curate["allow_fewer"],
-        "batch_rows": curate["select_batch_rows"],
-    }
 
 
 def dataset_outputs(dataset: str) -> list[str]:
@@ -249,7 +161,7 @@ def check_class_list(config: dict, dataset: str) -> None:
     check of the curate-candidates job itself, :func:`imagenot.curate.candidates.
     checked_class_list`), and (unless allowed) holds no ImageNet class, since a contrast dataset
     must not share ImageNet's classes."""
-    classes = config["datasets"][dataset].get("classes", "discover")
+    classes = config["datasets"][dataset]["classes"]
     if not isinstance(classes, dict):
         return
     from pathlib import Path
@@ -262,7 +174,7 @@ def check_class_list(config: dict, dataset: str) -> None:
         raise ValueError(f"config key datasets.{dataset}.classes.from_file: no file {path}")
     listed = checked_class_list(path, config_wordnet_dir(config))
     shared = sorted(set(listed) & set(imagenet_wnids()))
-    if shared and not classes.get("allow_imagenet_classes", False):
+    if shared and not classes["allow_imagenet_classes"]:
         raise ValueError(
             f"{path}: {len(shared)} ImageNet class(es) in the class list of dataset {dataset!r} "
             f"({', '.join(shared[:5])}{', ...' if len(shared) > 5 else ''}); remove them or set "
@@ -276,22 +188,3 @@ CALIBRATION_FILES = ("calibration.csv", "calibration_summary.csv", "calibration.
 def calibration_outputs(dataset: str) -> list[str]:
     """Threshold calibration of one dataset: per-threshold table, summary, figure."""
     return [f"{CURATE}/{dataset}/{name}" for name in CALIBRATION_FILES]
-
-
-def encoder_label(config: dict) -> str:
-    """The text encoder in words, for figures: backend, model and (transformers) pooling."""
-    enc = config["curate"]["encoder"]
-    label = f"{enc['backend']}: {enc['model']}"
-    return label + (f", {enc['pooling']} pooling" if enc["backend"] == "transformers" else "")
-
-
-def calibration_settings(config: dict, dataset: str) -> dict:
-    """The ``--settings`` of curate_calibration (imagenot.curate.calibration.CalibrationSettings):
-    the configured threshold and n_classes (marked), the grid (``curate.calibration``)."""
-    curate = config["curate"]
-    return {
-        "threshold": float(curate["threshold"]),
-        "n_classes": n_classes(config, dataset),
-        **curate["calibration"],
-        "encoder": encoder_label(config),
-    }

@@ -23,12 +23,16 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from imagenot.curate.captions import CAPTION_SCHEMA
+
+if TYPE_CHECKING:
+    from imagenot.curate.settings import SelectSettings
 
 SELECTION_SCHEMA = CAPTION_SCHEMA.append(pa.field("similarity", pa.float32())).append(
     pa.field("rank_in_class", pa.int32())
@@ -66,15 +70,15 @@ def top_captions(
     score_files: Sequence[str | os.PathLike],
     class_wnids: Sequence[str],
     depth: int,
-    batch_rows: int = 1 << 20,
-    classes: np.ndarray | None = None,
+    settings: SelectSettings,
+    only: np.ndarray | None = None,
     with_keys: bool = True,
 ) -> tuple[pa.Table, np.ndarray]:
     """(per class the ``depth`` best captions over all parts, captions per class).
 
-    Reads the parts one record batch at a time and merges each batch's best into the kept rows:
-    memory is O(classes x depth + batch), never O(parts). ``classes`` (indices into
-    ``class_wnids``) restricts the kept rows to those classes (counts still cover all).
+    Reads the parts ``settings.select_batch_rows`` rows at a time and merges each batch's best
+    into the kept rows: memory is O(classes x depth + batch), never O(parts). ``only`` (indices
+    into ``class_wnids``) restricts the kept rows to those classes (counts still cover all).
     ``with_keys=False`` keeps only (class, similarity): enough for class scores, in a third of
     the memory."""
     import pyarrow.parquet as pq
@@ -87,13 +91,15 @@ def top_captions(
         else pa.schema([TOP_SCHEMA.field("cls"), TOP_SCHEMA.field("similarity")])
     )
     wanted = None
-    if classes is not None:
+    if only is not None:
         wanted = np.zeros(len(class_wnids), dtype=bool)
-        wanted[np.asarray(classes, dtype=np.int64)] = True
+        wanted[np.asarray(only, dtype=np.int64)] = True
     kept = schema.empty_table()
     columns = ["key", "row", "wnid", "similarity"] if with_keys else ["wnid", "similarity"]
     for part, path in enumerate(score_files):
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=columns):
+        for batch in pq.ParquetFile(path).iter_batches(
+            batch_size=settings.select_batch_rows, columns=columns
+        ):
             cls = pc.index_in(batch.column("wnid"), value_set=value_set)
             if cls.null_count:
                 raise ValueError(
@@ -123,16 +129,17 @@ def score_classes(
     candidates: pa.Table,
     top: pa.Table,
     counts: np.ndarray,
-    top_n: int,
-    threshold: float | None,
-    n_classes: int | None,
+    settings: SelectSettings,
 ) -> pa.Table:
     """Per candidate: ``score`` (mean top-n similarity), ``n_selectable`` captions, and the
     ``step``/``status``/``reason`` of its fate (6: no caption, 7: threshold, 8: top K).
 
-    ``top`` holds each class's best similarities (``top_captions``, at least ``top_n`` per class)."""
+    ``top`` holds each class's best similarities (``top_captions``, at least ``top_n`` per
+    class). The threshold and ``n_classes`` drop classes only where they apply
+    (:attr:`imagenot.curate.settings.SelectSettings.filters`)."""
+    threshold, n_classes = settings.applied_threshold, settings.applied_n_classes
     wnids = candidates.column("wnid").to_pylist()
-    top = _top_per_class(top, top_n)
+    top = _top_per_class(top, settings.top_n)
     cls = top.column("cls").to_numpy()
     sims = top.column("similarity").to_numpy().astype(np.float64)
     sums = np.bincount(cls, weights=sims, minlength=len(wnids))
@@ -173,15 +180,12 @@ def score_classes(
     )
 
 
-def check_class_count(
-    scores: pa.Table,
-    n_classes: int | None,
-    threshold: float | None,
-    allow_fewer: bool,
-    dataset: str,
-) -> None:
-    """Raise ShortfallError when fewer classes are kept than ``n_classes`` (unless allowed), and
-    always when none is: an empty selection would empty every dataset built from it."""
+def check_class_count(scores: pa.Table, settings: SelectSettings) -> None:
+    """Raise ShortfallError when fewer classes are kept than ``n_classes`` (unless
+    ``allow_fewer``), and always when none is: an empty selection would empty every dataset
+    built from it."""
+    n_classes, threshold = settings.applied_n_classes, settings.applied_threshold
+    allow_fewer, dataset = settings.allow_fewer, settings.dataset
     kept = int(pc.sum(pc.equal(scores.column("status"), "kept")).as_py() or 0)
     if kept > 0 and (n_classes is None or allow_fewer or kept >= n_classes):
         return
@@ -227,10 +231,12 @@ def candidate_rows(
 
 
 def select_captions(
-    candidates: pa.Table, class_wnids: list[str], per_class: int, reserve: int = 0
+    candidates: pa.Table, class_wnids: list[str], settings: SelectSettings
 ) -> tuple[pa.Table, pa.Table, dict]:
-    """(selection, reserve, stats): per class in ``class_wnids`` the top ``per_class`` captions
-    and the next ``reserve`` ones, one use per URL (its most similar caption)."""
+    """(selection, reserve, stats): per class in ``class_wnids`` the top ``settings.per_class``
+    captions and the next ``settings.reserve_per_class`` ones, one use per URL (its most similar
+    caption)."""
+    per_class, reserve = settings.per_class, settings.reserve_per_class
     table = candidates
     keys = np.asarray(table.column("key").to_numpy(zero_copy_only=False)).astype(str)
     order = np.lexsort((keys, -table.column("similarity").to_numpy().astype(np.float64)))

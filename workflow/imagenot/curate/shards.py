@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -25,7 +26,9 @@ import pyarrow.parquet as pq
 REQUIRED_COLUMNS = ("URL", "TEXT")
 STRING_LIKE = (pa.string(), pa.large_string(), pa.binary(), pa.large_binary())
 SKIP_REASONS = ("null", "empty", "invalid_utf8", "too_long")
-DEFAULT_MAX_CAPTION_BYTES = 16384
+
+if TYPE_CHECKING:
+    from imagenot.curate.settings import MatchSettings
 
 
 class ShardError(ValueError):
@@ -106,14 +109,15 @@ def _utf8_valid_mask(binary: pa.Array) -> tuple[np.ndarray, pa.Array | None]:
 
 
 def clean_captions(
-    text: pa.Array | pa.ChunkedArray, max_caption_bytes: int = DEFAULT_MAX_CAPTION_BYTES
+    text: pa.Array | pa.ChunkedArray, settings: MatchSettings
 ) -> tuple[np.ndarray, pa.Array, SkipCounts]:
-    """Usable captions of a TEXT column: (row indices, their text as strings, skip counts)."""
+    """Usable captions of a TEXT column: (row indices, their text as strings, skip counts);
+    ``settings.max_caption_bytes`` bounds a caption."""
     binary = _as_binary(text)
     n = len(binary)
     is_null = np.asarray(binary.is_null().to_numpy(zero_copy_only=False), dtype=bool)
     nbytes = pc.fill_null(pc.binary_length(binary), 0).to_numpy(zero_copy_only=False)
-    too_long = ~is_null & (nbytes > max_caption_bytes)
+    too_long = ~is_null & (nbytes > settings.max_caption_bytes)
     valid_utf8, as_text = _utf8_valid_mask(binary)
     invalid = ~is_null & ~too_long & ~valid_utf8
     usable = ~is_null & ~too_long & ~invalid
@@ -140,16 +144,19 @@ def clean_captions(
     return rows[keep], texts.filter(pa.array(keep)), counts
 
 
+def required_columns(settings: MatchSettings) -> tuple[str, ...]:
+    """The columns a shard must have: URL and TEXT, or TEXT alone without ``require_url``."""
+    return REQUIRED_COLUMNS if settings.require_url else ("TEXT",)
+
+
 def iter_captions(
-    path: str | os.PathLike,
-    batch_rows: int = 262144,
-    max_caption_bytes: int = DEFAULT_MAX_CAPTION_BYTES,
-    required: tuple[str, ...] = REQUIRED_COLUMNS,
+    path: str | os.PathLike, settings: MatchSettings
 ) -> Iterator[tuple[np.ndarray, pa.Array, SkipCounts]]:
-    """Batches of (row index in the shard, caption text, skip counts) of a validated shard."""
-    parquet = open_shard(path, required)
+    """Batches of (row index in the shard, caption text, skip counts) of a validated shard,
+    ``settings.batch_rows`` rows at a time."""
+    parquet = open_shard(path, required_columns(settings))
     offset = 0
-    for batch in parquet.iter_batches(batch_size=batch_rows, columns=["TEXT"]):
-        rows, texts, counts = clean_captions(batch.column(0), max_caption_bytes)
+    for batch in parquet.iter_batches(batch_size=settings.batch_rows, columns=["TEXT"]):
+        rows, texts, counts = clean_captions(batch.column(0), settings)
         yield rows + offset, texts, counts
         offset += batch.num_rows

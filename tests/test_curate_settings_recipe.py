@@ -1,0 +1,132 @@
+"""The recipe "add a curation key" of docs/contributing.md, performed on a throwaway key.
+
+The recipe says a key touches the schema, one field of a settings class in
+``imagenot/curate/settings.py``, the library code that reads it, and a test - and neither the
+rule file, nor the command, nor the plan. This test adds ``curate.throwaway_key`` to a temporary
+copy of the schema directory and a field of that name to a throwaway subclass of
+:class:`SelectSettings`, and checks that the key then flows from the config to the code that
+reads it through the rule's own transport; and that every curate rule and command still passes
+its settings object whole (the reason no other file needs an edit).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+import imagenot.curate.cli as curate_cli
+from imagenot.config import SCHEMA_DIR, ConfigError, validate_config
+from imagenot.curate import plan, settings
+from imagenot.settings import FromConfig, parse, to_arg
+
+RECIPE = Path(__file__).parents[1] / "docs" / "contributing.md"
+KEY = "throwaway_key"
+
+
+@pytest.fixture
+def schema_dir(tmp_path) -> Path:
+    """Step 1 of the recipe, in a copy of the schema files: the key, its type and default."""
+    copy = tmp_path / "schemas"
+    shutil.copytree(SCHEMA_DIR, copy)
+    path = copy / "curate.schema.yaml"
+    schema = yaml.safe_load(path.read_text())
+    schema["properties"][KEY] = {
+        "type": "integer",
+        "minimum": 1,
+        "default": 3,
+        "description": "a throwaway key of tests/test_curate_settings_recipe.py",
+    }
+    path.write_text(yaml.safe_dump(schema, sort_keys=False))
+    return copy
+
+
+# Step 2 of the recipe: a field named as the key in the rule's settings class.
+@dataclasses.dataclass(frozen=True)
+class _Select(settings.SelectSettings):
+    throwaway_key: int
+
+
+def _uses_the_key(s: settings.SelectSettings) -> int:
+    """Step 3: the library code reads the key from the object it already takes."""
+    return s.per_class * s.throwaway_key
+
+
+def _config(schema_dir: Path, **curate) -> dict:
+    config = {"datasets": {"d": {"kind": "laion"}}, "curate": curate}
+    return validate_config(config, schema_dir=schema_dir)
+
+
+def test_a_new_key_reaches_the_code_with_the_schema_and_one_field(schema_dir):
+    default = _Select.from_config(_config(schema_dir), dataset="d")
+    assert default.throwaway_key == 3  # the schema's default, written nowhere else
+    chosen = _Select.from_config(_config(schema_dir, throwaway_key=5), dataset="d")
+    # the rule's transport: one shell word, parsed back by the command's parse
+    (word,) = shlex.split(to_arg(chosen))
+    parsed = parse(_Select, word)
+    assert parsed == chosen and _uses_the_key(parsed) == chosen.per_class * 5
+    # the schema checks the new key like any other, naming it
+    with pytest.raises(ConfigError, match=rf"curate\.{KEY}"):
+        _config(schema_dir, throwaway_key=0)
+    # without step 2 the command refuses the key by name (no silent drop)
+    with pytest.raises(Exception, match=KEY):
+        parse(settings.SelectSettings, word)
+
+
+def test_rules_build_each_settings_object_whole(repo_root):
+    """No rule names a key: each ``settings=`` param is one class's ``from_config``, so a new
+    field reaches the job (and changes its params, so Snakemake reruns it) with no rule edit."""
+    classes = {
+        name
+        for name, cls in vars(settings).items()
+        if isinstance(cls, type) and issubclass(cls, FromConfig) and cls is not FromConfig
+    }
+    whole = re.compile(
+        r"to_arg\(\s*curate_settings\.(\w+)\.from_config\(config(?:, \w+=wc\.\w+)?\)\s*\)"
+    )
+    seen = set()
+    for name in ("curate.smk", "wordnet.smk"):
+        text = (repo_root / "rules" / name).read_text()
+        params = re.findall(r"settings=(.*?\)),\n", text, flags=re.S)
+        assert params, name
+        for param in params:
+            found = whole.search(param)
+            assert found, f"rules/{name}: settings={param.strip()} does not pass an object whole"
+            seen.add(found.group(1))
+    assert seen == classes, f"classes no rule builds, or rules building others: {seen ^ classes}"
+
+
+def test_commands_parse_each_settings_class_whole():
+    """Each curate command parses its whole class (``parse(XSettings, ...)``; calibration through
+    ``parse_settings``, which adds the grid check), so a new field needs no command edit; and
+    the plan holds no settings builder a key could be added to."""
+    source = Path(curate_cli.__file__).read_text()
+    for name in ("CandidatesSettings", "CaptionSettings", "QueriesSettings", "EmbedSettings"):
+        assert f"parse({name}, args.settings)" in source, name
+    assert "parse(SelectSettings, args.settings)" in source
+    assert "parse(MatchSettings, args.settings)" in source
+    assert "parse_settings(args.settings)" in source  # CalibrationSettings
+    builders = [n for n in vars(plan) if n.endswith("_settings")]
+    assert not builders, f"curate/plan.py builds settings again: {builders}"
+
+
+def test_the_recipe_names_the_files_this_test_touched():
+    text = RECIPE.read_text()
+    section = text[text.index("## Adding a curation key") :]
+    section = section[: section.index("\n## ", 3)]
+    for path in (
+        "workflow/schemas/curate.schema.yaml",
+        "workflow/imagenot/curate/settings.py",
+        "workflow/imagenot/curate/<step>.py",
+        "tests/test_curate_<step>.py",
+        "rules/curate.smk",
+        "workflow/imagenot/curate/cli.py",
+        "workflow/imagenot/curate/plan.py",
+        "tests/test_curate_settings_recipe.py",
+    ):
+        assert f"`{path}`" in section, path

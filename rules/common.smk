@@ -15,7 +15,9 @@ from imagenot.curate import plan as curate_plan
 from imagenot.curate import settings as curate_settings
 from imagenot.acquire import plan as acquire_plan
 from imagenot.train import plan as train_plan
+from imagenot.train import settings as train_settings
 from imagenot.evaluate import plan as evaluate_plan
+from imagenot.evaluate import settings as evaluate_settings
 from imagenot.figures import plan as figures_plan
 from imagenot.diagnostics import plan as diagnostics_plan
 

@@ -22,9 +22,9 @@ rule evaluate_robustness:
         **gpu_request(),
     params:
         dataset_dir=lambda wc: evaluate_plan.dataset_dir(wc.dataset),
-        settings=evaluate_plan.settings_json(config),
+        settings=to_arg(evaluate_settings.RobustnessSettings.from_config(config)),
         gpu_job=gpu_job_option(),
     shell:
         "imagenot evaluate-robustness {input.model} --dataset-dir {params.dataset_dir}"
         " --robustness {output.robustness} --per-image {output.per_image}"
-        " --settings {params.settings:q} --threads {threads} {params.gpu_job} > {log} 2>&1"
+        " --settings {params.settings} --threads {threads} {params.gpu_job} > {log} 2>&1"

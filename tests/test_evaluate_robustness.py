@@ -14,13 +14,13 @@ from imagenot.config import validate_config
 from imagenot.evaluate import plan
 from imagenot.evaluate.metrics import clopper_pearson, robust_accuracy, topk_correct
 from imagenot.evaluate.robustness import (
-    Settings,
     evaluate_batches,
     evaluate_checkpoint,
     evaluate_tensors,
     summarise,
     tensor_batches,
 )
+from imagenot.evaluate.settings import RobustnessSettings as Settings
 from imagenot.evaluate.transforms import build_transforms, names
 
 torch.set_num_threads(1)
@@ -32,7 +32,7 @@ N, CLASSES, SIZE = 10, 6, 16
 @pytest.fixture(scope="module")
 def settings() -> Settings:
     config = validate_config({"seed": 3})
-    return Settings.from_mapping(plan.settings(config))
+    return Settings.from_config(config)
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +168,7 @@ def test_summary_rows_and_robust_accuracy(settings, data):
     images, labels, keys = data
     per_image = evaluate_tensors(tiny_model(0), images, labels, keys, settings, SIZE, MEAN, STD)
     meta = {"model": "tiny", "dataset": "toy", "protocol": "st", "seed": 0}
-    table = summarise(per_image, meta)
+    table = summarise(per_image, meta, settings.confidence)
     assert table.column_names == [
         "model", "dataset", "protocol", "seed", "transform", "top1", "top5", "n", "ci_low", "ci_high",
     ]  # fmt: skip
@@ -205,8 +205,9 @@ def test_plan_builds_paths_from_final_runs(monkeypatch):
     ]
     assert plan.targets(config) == plan.robustness_files(config)
     assert plan.per_image_files(config)[1].endswith("alexnet/seed-2/per_image.parquet")
-    assert json.loads(plan.settings_json(config))["seed"] == 5
-    assert json.loads(plan.settings_json(validate_config({"evaluate": {"seed": 9}})))["seed"] == 9
+    # evaluate.seed null means the top-level seed; a seed of its own wins
+    assert Settings.from_config(config).seed == 5
+    assert Settings.from_config(validate_config({"evaluate": {"seed": 9}})).seed == 9
 
 
 def test_evaluate_checkpoint_end_to_end(tmp_path, settings):
@@ -242,7 +243,7 @@ def test_evaluate_checkpoint_end_to_end(tmp_path, settings):
     out = tmp_path / "out"
     table = evaluate_checkpoint(
         run / "model.safetensors", ds_dir, small, out / "robustness.parquet", out / "per_image.parquet",
-        device="cpu",
+        device="cpu", workers=0, gpu_job=False,
     )  # fmt: skip
     robustness = pq.read_table(out / "robustness.parquet")
     per_image = pq.read_table(out / "per_image.parquet")

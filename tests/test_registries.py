@@ -53,6 +53,7 @@ def _toy_config() -> dict:
 def test_toys_validate_and_plan_through_the_registries_alone(toys):
     from imagenot.acquire import plan as acquire_plan
     from imagenot.evaluate import plan as evaluate_plan
+    from imagenot.evaluate.settings import RobustnessSettings
     from imagenot.figures import plan as figures_plan
     from imagenot.stages import check_workflow_config, stage_plans
     from imagenot.train import plan as train_plan
@@ -62,7 +63,7 @@ def test_toys_validate_and_plan_through_the_registries_alone(toys):
     check_workflow_config(config)
     # the toy transformation's parameters come from its registry entry's schema (p filled)
     assert config["evaluate"]["transforms"]["ToyNoise"] == {"amount": 0.2, "p": 1.0}
-    assert "ToyNoise" in evaluate_plan.settings(config)["transforms"]
+    assert "ToyNoise" in RobustnessSettings.from_config(config).transforms
 
     targets = {t for plan in stage_plans() for t in plan.targets(config)}
     assert {"results/datasets/toy/manifest.parquet", "results/datasets/toy/fingerprint.txt"} <= (

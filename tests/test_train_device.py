@@ -82,7 +82,7 @@ def _gpu_job_commands(tmp_path, repo: Path) -> dict[str, list[str]]:
     from imagenot.config import load_config
     from imagenot.curate.settings import EmbedSettings
     from imagenot.diagnostics import plan as diagnostics_plan
-    from imagenot.evaluate import plan as evaluate_plan
+    from imagenot.evaluate.settings import RobustnessSettings
     from imagenot.settings import to_json
 
     config = load_config(repo / "config" / "config.yaml")
@@ -100,7 +100,7 @@ def _gpu_job_commands(tmp_path, repo: Path) -> dict[str, list[str]]:
         f"--work-dir {m} -o {m} --stats {m}",
     }
     settings = {
-        "evaluate-robustness": evaluate_plan.settings_json(config),
+        "evaluate-robustness": to_json(RobustnessSettings.from_config(config)),
         "embed-images": to_json(diagnostics),
         "curate-embed": to_json(curate),
     }

@@ -22,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--settings",
         required=True,
-        help="JSON of the resolved `evaluate` config section (imagenot.evaluate.plan.settings)",
+        help="JSON of imagenot.evaluate.settings.RobustnessSettings (the rule builds it)",
     )
     p.add_argument("--device", default="auto", help="torch device; auto = GPU when there is one")
     p.add_argument(
@@ -40,12 +40,14 @@ def _evaluate_robustness(args: argparse.Namespace) -> None:
     import torch
 
     from imagenot.evaluate.metrics import robust_accuracy
-    from imagenot.evaluate.robustness import Settings, evaluate_checkpoint
+    from imagenot.evaluate.robustness import evaluate_checkpoint
+    from imagenot.evaluate.settings import RobustnessSettings
     from imagenot.io import keep_freed_memory
+    from imagenot.settings import parse_or_exit
 
     torch.set_num_threads(max(1, args.threads))
     keep_freed_memory()  # a one-shot process: reuse freed tensor memory instead of page-faulting
-    settings = Settings.from_mapping(args.settings)
+    settings = parse_or_exit(RobustnessSettings, args.settings, "evaluate-robustness")
     table = evaluate_checkpoint(
         args.model,
         args.dataset_dir,
@@ -54,7 +56,6 @@ def _evaluate_robustness(args: argparse.Namespace) -> None:
         args.per_image,
         device=args.device,
         workers=max(0, args.threads - 1),
-        split=settings.split,
         gpu_job=args.gpu_job,
     )
     for row in table.to_pylist():

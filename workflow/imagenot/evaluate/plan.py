@@ -37,22 +37,6 @@ def threads(config: dict) -> int:
     return config["evaluate"]["threads"]  # validated: the schema fills in its default
 
 
-def settings(config: dict) -> dict:
-    """The ``evaluate`` section (less ``threads``) with its seed resolved (null = top-level seed)."""
-    section = dict(config.get("evaluate", {}))
-    section.pop("threads", None)  # how fast, not what: a change must not rerun evaluations
-    if section.get("seed") is None:
-        section["seed"] = int(config.get("seed", 0))
-    return section
-
-
-def settings_json(config: dict) -> str:
-    """:func:`settings` as compact, key-sorted JSON (the rule's ``--settings`` argument)."""
-    from imagenot.settings import to_json
-
-    return to_json(settings(config))
-
-
 def dataset_dir(dataset: str) -> str:
     """The materialised dataset a run is evaluated on (``results/datasets/{dataset}``)."""
     return f"{RESULTS}/datasets/{dataset}"

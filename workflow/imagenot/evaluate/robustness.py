@@ -26,6 +26,7 @@ import torch
 
 from imagenot import job_usage
 from imagenot.evaluate.metrics import clopper_pearson, topk_correct
+from imagenot.evaluate.settings import RobustnessSettings
 from imagenot.evaluate.transforms import (
     Transform,
     build_transforms,
@@ -60,26 +61,6 @@ PER_IMAGE_SCHEMA = pa.schema(
         ("correct_top5", pa.bool_()),
     ]
 )
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The ``evaluate`` config section, resolved by ``imagenot.evaluate.plan.settings`` and
-    parsed by :func:`imagenot.settings.parse` (no defaults here: they live in the schema)."""
-
-    seed: int
-    batch_size: int
-    confidence: float
-    split: str
-    transforms: Mapping[str, Mapping[str, Any]]
-
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any] | str) -> Settings:
-        """The settings from the plan's dict or its JSON text; a missing, unknown or mistyped
-        key is named."""
-        from imagenot.settings import parse
-
-        return parse(cls, data)
 
 
 @dataclass
@@ -305,7 +286,7 @@ def evaluate_tensors(
     images: torch.Tensor,
     labels: torch.Tensor,
     keys: Sequence[str],
-    settings: Settings,
+    settings: RobustnessSettings,
     image_size: int,
     mean: Sequence[float],
     std: Sequence[float],
@@ -317,8 +298,9 @@ def evaluate_tensors(
     return evaluate_batches(model, batches, transforms, settings.seed, mean, std, device).table()
 
 
-def summarise(per_image: pa.Table, meta: Mapping[str, Any], confidence: float = 0.95) -> pa.Table:
-    """Per-transformation top-1/top-5 (percent), n and the Clopper-Pearson top-1 interval."""
+def summarise(per_image: pa.Table, meta: Mapping[str, Any], confidence: float) -> pa.Table:
+    """Per-transformation top-1/top-5 (percent), n and the Clopper-Pearson top-1 interval of
+    coverage ``confidence`` (``evaluate.confidence``)."""
     names = list(dict.fromkeys(per_image["transform"].to_pylist()))
     transform = np.asarray(per_image["transform"].to_pylist(), dtype=object)
     correct = per_image["correct"].to_numpy(zero_copy_only=False)
@@ -408,15 +390,16 @@ def resolve_device(device: str, gpu_job: bool = False) -> torch.device:
 def evaluate_checkpoint(
     model_path: str | os.PathLike,
     dataset_dir: str | os.PathLike,
-    settings: Settings,
+    settings: RobustnessSettings,
     robustness_out: str | os.PathLike,
     per_image_out: str | os.PathLike,
-    device: str = "auto",
-    workers: int = 0,
-    split: str = "test",
-    gpu_job: bool = False,
+    device: str,
+    workers: int,
+    gpu_job: bool,
 ) -> pa.Table:
-    """Evaluate a final checkpoint on its dataset's ``split``; write both tables atomically.
+    """Evaluate a final checkpoint on its dataset's ``settings.split``; write both tables
+    atomically. ``device``: the command's ``--device`` (``auto``, ``cpu``, ``cuda[:N]``);
+    ``workers``: DataLoader workers (the job's cores but one).
     ``gpu_job``: the config plans this job for a GPU (``resources.gpus > 0``): without a CUDA
     device it stops (:func:`resolve_device`) before reading anything."""
     from imagenot.acquire.dataset import read_fingerprint
@@ -433,9 +416,9 @@ def evaluate_checkpoint(
             dataset_dir,
             fingerprint,
         )
-    log.info("evaluating %s on %s/%s on %s", model_path, dataset_dir, split, dev)
+    log.info("evaluating %s on %s/%s on %s", model_path, dataset_dir, settings.split, dev)
     batches = dataset_batches(
-        dataset_dir, split, int(info["image_size"]), settings.batch_size, workers
+        dataset_dir, settings.split, int(info["image_size"]), settings.batch_size, workers
     )
     transforms = build_transforms(settings.transforms)
     per_image = evaluate_batches(

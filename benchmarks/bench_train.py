@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from imagenot.config import schema_default
 from imagenot.io import keep_freed_memory
 from imagenot.train.checkpoints import State, save_checkpoint
 from imagenot.train.feed import Feeder, InMemory, preprocess
@@ -84,6 +85,18 @@ def plain_loop(
     return seen / (time.perf_counter() - start), seen / (time.process_time() - cpu)
 
 
+def bench_job(model: str, size: int, batch: int, device: str) -> Job:
+    """The benchmarked job: 10 classes, lr 0.01, a 100-epoch cap (never reached), evaluation in
+    training-sized batches, the schema's compile setting, no loader workers (in-memory data),
+    and a recovery checkpoint only at the end (as ``train.checkpoint_minutes: 0``)."""
+    return Job(
+        model=model, num_classes=10, hyperparameters={**DEFAULTS, "lr": 0.01}, seed=0,
+        image_size=size, batch_size=batch, max_epochs=100, patience=100, schedule_epochs=100,
+        trainable="all", init="random", eval_batch_size=batch, device=device,
+        compile=schema_default("train.compile"), num_workers=0, checkpoint_minutes=0.0,
+    )  # fmt: skip
+
+
 def ours(job: Job, data: InMemory, val: InMemory, epochs: int) -> tuple[float, float]:
     """Images per second (training images; wall-clock, CPU time) of our job: model, checkpoints
     and validation included."""
@@ -107,7 +120,7 @@ def step_overhead(repeats: int, steps: int = 400) -> float:
         torch.randint(0, 256, (n, 3, size, size), dtype=torch.uint8, generator=g),
         torch.arange(n) % 10,
     )
-    job = Job("alexnet_mini", 10, {**DEFAULTS, "lr": 0.01}, 0, size, batch, 100, 100)
+    job = bench_job("alexnet_mini", size, batch, "cpu")
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * size * size, 10))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     cpu = torch.device("cpu")
@@ -120,8 +133,8 @@ def step_overhead(repeats: int, steps: int = 400) -> float:
             optimizer.step()
 
     def mine() -> None:
-        with Interrupts(0) as interrupts:
-            train_one_epoch(model, model, optimizer, Feeder(data), job, State("bench", "bench"),
+        with Interrupts(job.checkpoint_minutes, None) as interrupts:
+            train_one_epoch(model, model, optimizer, Feeder(data, job.num_workers), job, State("bench", "bench"),
                             cpu, lambda: None, interrupts)  # fmt: skip
 
     def best(run) -> float:
@@ -182,8 +195,7 @@ def main() -> None:
     val = InMemory(data.images[: args.batch_size], data.labels[: args.batch_size])
     rows = []
     for name in args.models:
-        job = Job(name, 10, {**DEFAULTS, "lr": 0.01}, 0, size, args.batch_size, 100, 100,
-                  eval_batch_size=args.batch_size, device=args.device)  # fmt: skip
+        job = bench_job(name, size, args.batch_size, args.device)
         plain_loop(job, data, 1)  # warm-up (allocator, kernels)
         plain_runs, our_runs = [], []  # (wall, CPU) images/s of each run
         for _ in range(args.repeats):  # alternate, keep the best: robust to a shared machine

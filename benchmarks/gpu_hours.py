@@ -48,9 +48,9 @@ def table(
                     "experiment": f"{d}/{p}",
                     "model": model,
                     "epochs": epochs,
-                    "gpu_hours": round(budget.hours(epochs, n, rate), 2),
+                    "gpu_hours": round(budget.hours(epochs, n, rate, 1), 2),
                     f"gpu_hours_{gpus}gpu": round(gpus * budget.hours(epochs, n, rate, gpus), 2),
-                    "chain_h": round(budget.hours(chain, n, rate), 1),
+                    "chain_h": round(budget.hours(chain, n, rate, 1), 1),
                     f"chain_h_{gpus}gpu": round(budget.hours(chain, n, rate, gpus), 1),
                 }
             )

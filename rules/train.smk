@@ -33,7 +33,9 @@ rule train_draw_trials:
     threads: 1
     params:
         settings=lambda wc: to_arg(
-            train_plan.draw_settings(config, wc.dataset, wc.protocol, wc.model)
+            train_settings.DrawSettings.from_config(
+                config, wc.dataset, wc.protocol, wc.model
+            )
         ),
         record=train_plan.PREREGISTRATION,
     shell:
@@ -71,7 +73,7 @@ rule train_trial:
         **train_slot_resources(),
     params:
         settings=lambda wc: to_arg(
-            train_plan.trial_settings(
+            train_settings.TrialSettings.from_config(
                 config, wc.dataset, wc.protocol, wc.model, wc.stage
             )
         ),
@@ -113,7 +115,9 @@ rule train_features:
         **gpu_request(),
     params:
         settings=lambda wc: to_arg(
-            train_plan.features_settings(config, wc.dataset, wc.protocol, wc.model)
+            train_settings.FeaturesSettings.from_config(
+                config, wc.dataset, wc.protocol, wc.model
+            )
         ),
         data=f"{RESULTS}/datasets/{{dataset}}",
         out_dir=lambda wc: train_plan.features_dir(wc.dataset, wc.protocol, wc.model),
@@ -148,7 +152,7 @@ use rule train_trial as train_head_trial with:
         **gpu_request(0),
     params:
         settings=lambda wc: to_arg(
-            train_plan.trial_settings(
+            train_settings.TrialSettings.from_config(
                 config, wc.dataset, wc.protocol, wc.model, wc.stage
             )
         ),
@@ -181,7 +185,7 @@ rule train_halve:
     threads: 1
     params:
         settings=lambda wc: to_arg(
-            train_plan.halve_settings(config, wc.dataset, wc.protocol)
+            train_settings.HalveSettings.from_config(config, wc.dataset, wc.protocol)
         ),
     shell:
         "imagenot train-halve {input} --rung {wildcards.rung} --settings {params.settings}"
@@ -224,7 +228,7 @@ rule train_final:
         **gpu_request(train_plan.gpus_per_node(config), train_plan.nodes(config)),
     params:
         settings=lambda wc: to_arg(
-            train_plan.final_settings(
+            train_settings.FinalSettings.from_config(
                 config, wc.dataset, wc.protocol, wc.model, wc.seed
             )
         ),
@@ -259,7 +263,7 @@ use rule train_final as train_head_final with:
         **gpu_request(0),
     params:
         settings=lambda wc: to_arg(
-            train_plan.final_settings(
+            train_settings.FinalSettings.from_config(
                 config, wc.dataset, wc.protocol, wc.model, wc.seed
             )
         ),
@@ -293,7 +297,9 @@ rule train_published:
         gpu_env("train")
     threads: 1
     params:
-        settings=lambda wc: to_arg(train_plan.published_settings(config, wc.model)),
+        settings=lambda wc: to_arg(
+            train_settings.PublishedSettings.from_config(config, wc.model)
+        ),
         data=f"{RESULTS}/datasets/{{dataset}}",
         out_dir=f"{TRAIN_RUN}/final/seed-0",
     shell:

@@ -16,19 +16,19 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
+from toy_job import toy_job
 
 from imagenot.train import search
 from imagenot.train.feed import InMemory
-from imagenot.train.loop import Job
 
 # convnext_mini: LayerNorm and no active dropout, so per-process statistics cannot differ from
 # one process's; AdamW-free plain SGD. Tolerance: gradients are averaged by an all-reduce
 # instead of one reduction over the batch, so weights agree to float32 rounding, not bits.
 TOLERANCE = 1e-5
 HP = {**search.DEFAULTS, "optimizer": "sgd", "lr": 0.05}
-JOB = Job("convnext_mini", 3, HP, seed=3, image_size=32, batch_size=8, max_epochs=2, patience=5)
+JOB = toy_job("convnext_mini", 3, HP, seed=3, image_size=32, batch_size=8, max_epochs=2, patience=5)
 # the same, long enough that a signal or a kill always comes while it trains
-LONG = Job("convnext_mini", 3, HP, 3, 32, batch_size=8, max_epochs=500, patience=500)
+LONG = toy_job("convnext_mini", 3, HP, 3, 32, batch_size=8, max_epochs=500, patience=500)
 PREEMPTED_EXIT = 75
 
 

@@ -29,12 +29,25 @@ PACKAGE = Path(imagenot.__file__).parent
 WILDCARD_EXAMPLES = {
     "dataset": "d",
     "shard": "00000",
+    "protocol": "st",
+    "model": "resnet_mini",
+    "stage": "0",
+    "seed": "0",
 }
 
 
 def _default_config() -> dict:
     """The schema's defaults, plus one dataset of each shape a rule's wildcards name."""
-    return validate_config({"datasets": {"d": {"kind": "laion"}}})
+    return validate_config(
+        {
+            "datasets": {"d": {"kind": "laion"}},
+            # one trained experiment, whose space is all defaults (train.spaces.{space})
+            "train": {
+                "experiments": [{"dataset": "d", "protocol": "st", "space": "s"}],
+                "spaces": {"s": {}},
+            },
+        }
+    )
 
 
 def _settings_modules() -> list:

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 import yaml
+from toy_job import toy_job
 
 from imagenot.config import ConfigError, validate_config
 from imagenot.registries import RegistryError
 from imagenot.train import plan, search
+from imagenot.train import settings as train_settings
 from imagenot.train import trials as trial_jobs
 from imagenot.train.feed import InMemory, preprocess
-from imagenot.train.loop import Job, fit
+from imagenot.train.loop import fit
 from imagenot.train.prereg import PreregistrationError, record_table, register
 from imagenot.train.registry import (
     MODELS,
@@ -48,12 +52,12 @@ def _data(n=48, classes=3, size=64, seed=0) -> InMemory:
     return InMemory((base + noise).clamp(0, 255).to(torch.uint8), labels)
 
 
-def _job(**kw) -> Job:
+def _job(**kw):
     args = dict(
         model="resnet_mini", num_classes=3, hyperparameters=HP, seed=1, image_size=32,
         batch_size=16, max_epochs=3, patience=5,
     )  # fmt: skip
-    return Job(**{**args, **kw})
+    return toy_job(**{**args, **kw})
 
 
 # ---------------------------------------------------------------------------------- registry
@@ -192,7 +196,7 @@ def test_a_timm_model_starts_ft_and_tl_from_its_published_weights_in_one_entry(
         Path(init).parent.mkdir(parents=True)
         save_file({k: v.contiguous() for k, v in published.state_dict().items()}, init)
         model = build_model("toy_timm", 10)
-        jobs.backbone_loader({"init": init, "model": "toy_timm"})(model)
+        jobs.backbone_loader(SimpleNamespace(init=init, model="toy_timm"))(model)
         assert torch.equal(model.conv1[0].weight, published.conv1[0].weight)
         assert model.fc.out_features == 10
     config["train"]["weights"] = {"resnet_mini": "hub:somewhere"}
@@ -205,12 +209,14 @@ def test_a_timm_model_starts_ft_and_tl_from_its_published_weights_in_one_entry(
 
 def test_trials_tables_are_identical_across_reruns(demo_config, tmp_path):
     definition = {**plan.definition(demo_config, "fashion_mnist", "ft-imagenot"), "budget": 3}
+    drawing = train_settings.DrawSettings.from_config(
+        demo_config, "fashion_mnist", "ft-imagenot", "vgg_mini"
+    )
+    drawing = dataclasses.replace(drawing, definition=definition, amendments=[])
     paths = []
     for run in range(2):
         out = tmp_path / f"r{run}" / "fashion_mnist/ft-imagenot/vgg_mini/trials.parquet"
-        trial_jobs.draw(
-            definition, "fashion_mnist/ft-imagenot", "vgg_mini", tmp_path / "p.json", [], out
-        )
+        trial_jobs.draw(drawing, tmp_path / "p.json", out)
         paths.append(out)
     assert paths[0].read_bytes() == paths[1].read_bytes()
     trials = search.draw_trials(definition, 0, "fashion_mnist", "ft-imagenot")
@@ -312,15 +318,19 @@ def test_a_model_scope_amendment_reaches_that_models_draw_only_and_covers_no_spa
     ]
     validate_config(config)
     before = {
-        m: plan.draw_settings(demo_config, "imagenot", "st", m)
+        m: train_settings.DrawSettings.from_config(demo_config, "imagenot", "st", m)
         for m in demo_config["train"]["models"]
     }
     after = {
-        m: plan.draw_settings(config, "imagenot", "st", m) for m in demo_config["train"]["models"]
+        m: train_settings.DrawSettings.from_config(config, "imagenot", "st", m)
+        for m in demo_config["train"]["models"]
     }
     assert [m for m in demo_config["train"]["models"] if before[m] != after[m]] == ["vgg_mini"]
     config["train"]["amendments"][0]["scope"] = "space"
-    assert all(plan.draw_settings(config, "imagenot", "st", m) != before[m] for m in before)
+    assert all(
+        train_settings.DrawSettings.from_config(config, "imagenot", "st", m) != before[m]
+        for m in before
+    )
     # a model-scope amendment covers that model's settings, not a change of the shared space
     record, exp_dir = tmp_path / "preregistration.json", tmp_path / "cifar10/st"
     space = {"seed": 0, "budget": 2, "hyperparameters": {"lr": {"log_uniform": [0.001, 0.1]}}}
@@ -375,10 +385,10 @@ def test_a_refused_change_stops_at_planning_and_touches_no_file(demo_config, tmp
     check_workflow_config(copy.deepcopy(demo_config))  # no record yet: nothing to check
     record = tmp_path / plan.PREREGISTRATION
     for run in plan._drawn(demo_config):
-        s = plan.draw_settings(demo_config, *run)
+        s = train_settings.DrawSettings.from_config(demo_config, *run)
         register(
-            record, s["experiment"], s["definition"], s["model"], [],
-            tmp_path / plan.TRAIN / s["experiment"], s["model_settings"],
+            record, s.experiment, s.definition, s.model, [],
+            tmp_path / plan.TRAIN / s.experiment, s.model_settings,
         )  # fmt: skip
     _results(tmp_path / plan.TRAIN / "imagenot/st", "vgg_mini", [0.0] * 8, num_classes=12)
     trials = tmp_path / plan.run_dir("imagenot", "st", "vgg_mini") / "trials.parquet"
@@ -561,33 +571,42 @@ def test_plan_lists_final_runs_and_transfer_inputs(demo_config):
     assert plan.targets(demo_config)[0].endswith("final/seed-0/result.json")
     weights = plan.init_weights(demo_config, "ft-imagenot", "vgg_mini")
     assert weights == ["results/train/imagenot/st/vgg_mini/final/seed-0/model.safetensors"]
-    job = plan.job_settings(demo_config, "fashion_mnist", "tl-imagenot", "vgg_mini")
-    assert (job["trainable"], job["init"]) == ("head", weights[0])
-    from imagenot.settings import parse
-    from imagenot.train.cli import FinalSettings
+    job = train_settings.JobSettings.from_config(
+        demo_config, "fashion_mnist", "tl-imagenot", "vgg_mini"
+    )
+    assert (job.trainable, job.init) == ("head", weights[0])
+    from imagenot.settings import parse, to_json
 
-    final = plan.final_settings(demo_config, "fashion_mnist", "tl-imagenot", "vgg_mini", 0)
-    assert parse(FinalSettings, final).job.model == "vgg_mini"  # the plan's keys, no more
+    final = train_settings.FinalSettings.from_config(
+        demo_config, "fashion_mnist", "tl-imagenot", "vgg_mini", 0
+    )
+    # what the rule passes is what the command parses: the class's keys, no more
+    assert parse(train_settings.FinalSettings, to_json(final)) == final
     # TL trials and final runs fit the head over stored features on the CPU, in one process;
     # the features job is the image path's job
     features = "results/train/fashion_mnist/tl-imagenot/vgg_mini/features"
-    trial = plan.trial_settings(demo_config, "fashion_mnist", "tl-imagenot", "vgg_mini", 0)
-    for head in (trial["job"], final["job"]):
-        where = (head["features"], head["device"], head["gpu_job"], head["world"])
+    trial = train_settings.TrialSettings.from_config(
+        demo_config, "fashion_mnist", "tl-imagenot", "vgg_mini", 0
+    )
+    for head in (trial.job, final.job):
+        where = (head.features, head.device, head.gpu_job, head.world)
         assert where == (features, "cpu", False, 1)
-        assert {**head, "features": None, "device": job["device"], "gpu_job": job["gpu_job"],
-                "world": job["world"], "num_workers": job["num_workers"],
-                "compile": job["compile"]} == job  # fmt: skip
-    assert plan.features_settings(demo_config, "fashion_mnist", "tl-imagenot", "vgg_mini") == {
-        "job": job
-    }
+        assert dataclasses.replace(
+            head, features=None, device=job.device, gpu_job=job.gpu_job, world=job.world,
+            num_workers=job.num_workers, compile=job.compile,
+        ) == job  # fmt: skip
+    assert train_settings.FeaturesSettings.from_config(
+        demo_config, "fashion_mnist", "tl-imagenot", "vgg_mini"
+    ) == train_settings.FeaturesSettings(job=job)
     assert plan.feature_files("fashion_mnist", "tl-imagenot", "vgg_mini") == [
         f"{features}/{split}.safetensors" for split in ("train", "val", "test")
     ]
-    ft = plan.trial_settings(demo_config, "fashion_mnist", "ft-imagenot", "vgg_mini", 0)
-    assert ft["job"]["features"] is None
-    with pytest.raises(ConfigError, match="not TL"):
-        plan.features_settings(demo_config, "fashion_mnist", "ft-imagenot", "vgg_mini")
+    ft = train_settings.TrialSettings.from_config(
+        demo_config, "fashion_mnist", "ft-imagenot", "vgg_mini", 0
+    )
+    assert ft.job.features is None
+    # only TL protocols have a features rule (its wildcard constraint)
+    assert "ft-imagenot" not in plan.tl_protocol_regex(demo_config).split("|")
 
 
 def test_job_identity_is_every_field_but_the_transient_ones(monkeypatch):
@@ -600,7 +619,7 @@ def test_job_identity_is_every_field_but_the_transient_ones(monkeypatch):
 
     names = {f.name for f in dataclasses.fields(loop.Job)}
     assert names >= loop.JOB_TRANSIENT_FIELDS
-    job = loop.Job("resnet_mini", 3, {"lr": 0.1}, 0, 32, 8, 2, 1)
+    job = toy_job("resnet_mini", 3, {"lr": 0.1}, 0, 32, 8, 2, 1)
     assert set(json.loads(job.identity())) == names - loop.JOB_TRANSIENT_FIELDS
     for name in names:
         value = getattr(job, name)

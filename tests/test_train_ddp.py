@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -28,7 +29,9 @@ from ddp_rank import (
 )
 from safetensors.torch import load_file
 
+from imagenot.settings import to_json
 from imagenot.train import plan
+from imagenot.train import settings as train_settings
 from imagenot.train.checkpoints import read_state
 from imagenot.train.loop import fit
 
@@ -272,13 +275,13 @@ def test_a_training_rule_runs_its_ranks_under_the_plans_launcher(tmp_path):
             },
         }
     )
-    settings = plan.trial_settings(config, "toy", "st", "convnext_mini", 0)
-    draw = json.dumps(plan.draw_settings(config, "toy", "st", "convnext_mini"))
+    settings = train_settings.TrialSettings.from_config(config, "toy", "st", "convnext_mini", 0)
+    draw = to_json(train_settings.DrawSettings.from_config(config, "toy", "st", "convnext_mini"))
     outs = {}
     for world in (1, 2):
         run = tmp_path / f"world-{world}"
         assert main(["train-draw-trials", "--settings", draw, "--record", str(tmp_path / f"p{world}.json"), "--out", str(run / "trials.parquet")]) == 0  # fmt: skip
-        job = json.dumps({**settings, "job": {**settings["job"], "world": world}})
+        job = to_json(replace(settings, job=replace(settings.job, world=world)))
         out = run / "stage-0/slot-0.json"
         command = [sys.executable, "-m", "imagenot.cli", "train-trial", "--settings", job, "--dataset-dir", str(dataset), "--trials", str(run / "trials.parquet"), "--stage", "0", "--slot", "0", "--threads", "2", "--out", str(out)]  # fmt: skip
         launcher = plan.launch_line(1, world, 2).split()

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
+from imagenot.settings import to_json
 from imagenot.train import plan
+from imagenot.train import settings as train_settings
 from imagenot.train.device import DeviceError, deterministic_for, resolve_device
 
 
@@ -49,12 +50,12 @@ def test_the_refusal_reaches_the_training_job(tmp_path, capsys):
             },
         }
     )
-    job = plan.job_settings(config, "toy", "st", "resnet_mini")
-    assert (job["device"], job["gpu_job"]) == ("auto", True)
+    job = train_settings.JobSettings.from_config(config, "toy", "st", "resnet_mini")
+    assert (job.device, job.gpu_job) == ("auto", True)
     trials = tmp_path / "trials.parquet"
-    draw = json.dumps(plan.draw_settings(config, "toy", "st", "resnet_mini"))
+    draw = to_json(train_settings.DrawSettings.from_config(config, "toy", "st", "resnet_mini"))
     main(["train-draw-trials", "--settings", draw, "--record", str(tmp_path / "p.json"), "--out", str(trials)])  # fmt: skip
-    trial = json.dumps(plan.trial_settings(config, "toy", "st", "resnet_mini", 0))
+    trial = to_json(train_settings.TrialSettings.from_config(config, "toy", "st", "resnet_mini", 0))
     code = main(["train-trial", "--settings", trial, "--dataset-dir", str(tmp_path), "--trials", str(trials), "--stage", "0", "--slot", "0", "--threads", "1", "--out", str(tmp_path / "s.json")])  # fmt: skip
     assert code == 2  # one line (imagenot.cli), not a traceback
     assert "sees no CUDA device" in capsys.readouterr().err

@@ -3,14 +3,18 @@ backbone's features computed once gives what the per-epoch image path gives."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 
 import numpy as np
 import pytest
 import torch
+from toy_job import toy_job
 
+from imagenot.settings import to_json
 from imagenot.train import plan
+from imagenot.train import settings as train_settings
 
 torch.set_num_threads(1)
 
@@ -19,9 +23,8 @@ SIZE = 40  # above every demo model's minimum input side (alexnet_mini: 35)
 
 
 def _job(model: str, num_classes: int, **fields):
-    from imagenot.train.loop import Job
 
-    return Job(model, num_classes, {}, 0, SIZE, 8, 2, 1, trainable="head", **fields)
+    return toy_job(model, num_classes, {}, 0, SIZE, 8, 2, 1, trainable="head", **fields)
 
 
 @pytest.mark.parametrize("name", DEMO_MODELS)
@@ -138,16 +141,19 @@ def _experiment(config, model, dataset_dir, run, image_path: bool) -> dict:
     ``run``: over the stored features as the workflow plans it, or (``image_path``) with
     today's per-epoch backbone (the same settings without the features folder)."""
 
-    def settings(s: dict) -> str:
+    def settings(s) -> str:
         if image_path:
-            s = {**s, "job": plan.job_settings(config, "toy", "tl-src", model)}
-            assert s["job"]["features"] is None
-        return json.dumps(s)
+            job = train_settings.JobSettings.from_config(config, "toy", "tl-src", model)
+            s = dataclasses.replace(s, job=job)
+            assert s.job.features is None
+        return to_json(s)
 
     data = ["--dataset-dir", str(dataset_dir), "--threads", "1", "--trials", str(run / "trials.parquet")]  # fmt: skip
     out: dict = {"slots": [], "rungs": []}
     for stage in plan.stage_ids(config, "toy", "tl-src"):
-        s = settings(plan.trial_settings(config, "toy", "tl-src", model, stage))
+        s = settings(
+            train_settings.TrialSettings.from_config(config, "toy", "tl-src", model, stage)
+        )
         promoted = ["--promoted", str(run / f"halving/rung-{stage - 1}.json")] if stage else []
         results = []
         for slot in plan.slot_ids(config, "toy", "tl-src", stage):
@@ -156,14 +162,14 @@ def _experiment(config, model, dataset_dir, run, image_path: bool) -> dict:
             out["slots"].append(json.loads(results[-1].read_text()))
         if stage < len(plan.stage_ids(config, "toy", "tl-src")) - 1:
             rung = run / f"halving/rung-{stage}.json"
-            _cli("train-halve", *map(str, results), "--rung", str(stage), "--settings", json.dumps(plan.halve_settings(config, "toy", "tl-src")), "--out", str(rung))  # fmt: skip
+            _cli("train-halve", *map(str, results), "--rung", str(stage), "--settings", to_json(train_settings.HalveSettings.from_config(config, "toy", "tl-src")), "--out", str(rung))  # fmt: skip
             out["rungs"].append(json.loads(rung.read_text())["promoted"])
     every = sorted(run.glob("stage-*/slot-*.json"))
     _cli("train-select", *map(str, every), "--out", str(run / "selection.json"))
     out["selected"] = json.loads((run / "selection.json").read_text())["trial"]
     out["finals"] = []
     for seed in (0, 1):
-        s = settings(plan.final_settings(config, "toy", "tl-src", model, seed))
+        s = settings(train_settings.FinalSettings.from_config(config, "toy", "tl-src", model, seed))
         final = run / f"final/seed-{seed}"
         _cli("train-final", "--settings", s, *data, "--selection", str(run / "selection.json"), "--run", f"toy/tl-src/{model}/{seed}", "--out-dir", str(final))  # fmt: skip
         out["finals"].append(json.loads((final / "result.json").read_text()))
@@ -189,14 +195,14 @@ def test_tl_over_features_selects_and_scores_as_the_image_path(
     torch.manual_seed(1)  # the "ST source" weights: any backbone will do
     init = plan.init_weights(config, "tl-src", model)[0]
     save_weights(build_model(model, 7), tmp_path / init)
-    draw = json.dumps(plan.draw_settings(config, "toy", "tl-src", model))
+    draw = to_json(train_settings.DrawSettings.from_config(config, "toy", "tl-src", model))
     features_run = tmp_path / plan.run_dir("toy", "tl-src", model)
     _cli("train-draw-trials", "--settings", draw, "--record", "prereg.json", "--out", str(features_run / "trials.parquet"))  # fmt: skip
     image_run = tmp_path / "image-path"
     image_run.mkdir()
     (image_run / "trials.parquet").write_bytes((features_run / "trials.parquet").read_bytes())
 
-    job = json.dumps(plan.features_settings(config, "toy", "tl-src", model))
+    job = to_json(train_settings.FeaturesSettings.from_config(config, "toy", "tl-src", model))
     out_dir = plan.features_dir("toy", "tl-src", model)
     _cli("train-features", "--settings", job, "--dataset-dir", str(dataset_dir), "--threads", "1", "--out-dir", out_dir)  # fmt: skip
     assert all((tmp_path / f).is_file() for f in plan.feature_files("toy", "tl-src", model))
@@ -242,7 +248,7 @@ def test_a_head_fit_killed_mid_epoch_resumes_to_the_uninterrupted_run(tmp_path):
     from imagenot.train.checkpoints import read_state
     from imagenot.train.features import Features
     from imagenot.train.feed import InMemory
-    from imagenot.train.loop import Job, fit
+    from imagenot.train.loop import fit
     from imagenot.train.registry import build_model, head_module
 
     width = head_module(build_model("vgg_mini", 3), "vgg_mini").in_features
@@ -250,7 +256,7 @@ def test_a_head_fit_killed_mid_epoch_resumes_to_the_uninterrupted_run(tmp_path):
     train = Features(torch.randn(48, width, generator=g), torch.arange(48) % 3)
     val = Features(torch.randn(24, width, generator=g), torch.arange(24) % 3)
     hp = {**search.DEFAULTS, "optimizer": "sgd", "lr": 0.05}
-    job = Job("vgg_mini", 3, hp, seed=1, image_size=32, batch_size=8, max_epochs=2, patience=5)
+    job = toy_job("vgg_mini", 3, hp, seed=1, image_size=32, batch_size=8, max_epochs=2, patience=5)
     job = dataclasses.replace(job, trainable="head")
     calls = []
 

@@ -6,9 +6,10 @@ import io
 
 import pytest
 import torch
+from toy_job import toy_job
 
 from imagenot.train.feed import EncodedImages, Feeder, decode_batch, stage_to_local
-from imagenot.train.loop import Job, fit
+from imagenot.train.loop import fit
 
 torch.set_num_threads(1)
 
@@ -52,14 +53,16 @@ def test_training_on_encoded_batches_equals_decoded_items(dataset_dir, tmp_path)
     from imagenot.train import search
 
     hp = {**search.DEFAULTS, "optimizer": "sgd", "lr": 0.05}
-    job = Job("resnet_mini", 3, hp, seed=0, image_size=32, batch_size=8, max_epochs=1, patience=2)
+    job = toy_job(
+        "resnet_mini", 3, hp, seed=0, image_size=32, batch_size=8, max_epochs=1, patience=2
+    )
     train, val = ManifestDataset(dataset_dir, "train"), ManifestDataset(dataset_dir, "val")
     _, a = fit(job, train, val, tmp_path / "a.safetensors", "fp")
     _, b = fit(job, EncodedImages(train), EncodedImages(val), tmp_path / "b.safetensors", "fp")
     strip = [{k: v for k, v in r.items() if k != "images_per_s"} for r in a.history]
     assert strip == [{k: v for k, v in r.items() if k != "images_per_s"} for r in b.history]
     # an empty share of a batch (a rank beyond a short last batch) is an empty batch
-    feeder = Feeder(EncodedImages(train))
+    feeder = Feeder(EncodedImages(train), 0)
     ((images, labels),) = list(feeder.epoch([torch.tensor([], dtype=torch.int64)]))
     assert len(images) == 0 and images.images() == [] and len(labels) == 0
 

@@ -8,7 +8,9 @@ import json
 import pytest
 import torch
 
+from imagenot.settings import to_json
 from imagenot.train import plan
+from imagenot.train import settings as train_settings
 
 torch.set_num_threads(1)
 
@@ -69,23 +71,31 @@ def test_trial_halving_selection_and_final_via_cli(dataset_dir, tmp_path):
     config = validate_config(_config())
     assert plan.slot_counts(config, "toy", "st") == [2, 1]  # a dropped trial gets no job
     run = tmp_path / "toy/st/resnet_mini"
-    assert plan.trial_settings(config, "toy", "st", "resnet_mini", 0)["stage_epochs"] == 1
-    assert plan.trial_settings(config, "toy", "st", "resnet_mini", 1)["stage_epochs"] is None
-    draw = json.dumps(plan.draw_settings(config, "toy", "st", "resnet_mini"))
+    assert (
+        train_settings.TrialSettings.from_config(config, "toy", "st", "resnet_mini", 0).stage_epochs
+        == 1
+    )
+    assert (
+        train_settings.TrialSettings.from_config(config, "toy", "st", "resnet_mini", 1).stage_epochs
+        is None
+    )
+    draw = to_json(train_settings.DrawSettings.from_config(config, "toy", "st", "resnet_mini"))
     _cli("train-draw-trials", "--settings", draw, "--record", str(tmp_path / "prereg.json"),
          "--out", str(run / "trials.parquet"))  # fmt: skip
 
     def stage(k: int) -> list[str]:
-        settings = json.dumps(plan.trial_settings(config, "toy", "st", "resnet_mini", k))
+        settings = to_json(
+            train_settings.TrialSettings.from_config(config, "toy", "st", "resnet_mini", k)
+        )
         return ["--settings", settings, *common]
 
     common = ["--dataset-dir", str(dataset_dir), "--trials", str(run / "trials.parquet"), "--threads", "1"]  # fmt: skip
     for t in range(2):
         _cli("train-trial", *stage(0), "--stage", "0", "--slot", str(t), "--out", str(run / f"stage-0/slot-{t}.json"))  # fmt: skip
         assert (run / f"trial-{t}/checkpoint.safetensors").is_file()  # paused at the rung
-    assert plan.halve_settings(config, "toy", "st") == {"eta": 2}
+    assert train_settings.HalveSettings.from_config(config, "toy", "st").eta == 2
     _cli("train-halve", str(run / "stage-0/slot-0.json"), str(run / "stage-0/slot-1.json"),
-         "--rung", "0", "--settings", json.dumps(plan.halve_settings(config, "toy", "st")),
+         "--rung", "0", "--settings", to_json(train_settings.HalveSettings.from_config(config, "toy", "st")),
          "--out", str(run / "halving/rung-0.json"))  # fmt: skip
     (kept,) = json.loads((run / "halving/rung-0.json").read_text())["promoted"]
     dropped = 1 - kept
@@ -102,11 +112,19 @@ def test_trial_halving_selection_and_final_via_cli(dataset_dir, tmp_path):
     out = run / "final/seed-0"
 
     def final(seed: int) -> list[str]:
-        settings = json.dumps(plan.final_settings(config, "toy", "st", "resnet_mini", seed))
+        settings = to_json(
+            train_settings.FinalSettings.from_config(config, "toy", "st", "resnet_mini", seed)
+        )
         return ["train-final", "--settings", settings, *common, "--selection", str(run / "selection.json"), "--run", f"toy/st/resnet_mini/{seed}"]  # fmt: skip
 
-    assert plan.final_settings(config, "toy", "st", "resnet_mini", 0)["reuse_trial"] is True
-    assert plan.final_settings(config, "toy", "st", "resnet_mini", 1)["reuse_trial"] is False
+    assert (
+        train_settings.FinalSettings.from_config(config, "toy", "st", "resnet_mini", 0).reuse_trial
+        is True
+    )
+    assert (
+        train_settings.FinalSettings.from_config(config, "toy", "st", "resnet_mini", 1).reuse_trial
+        is False
+    )
     _cli(*final(0), "--out-dir", str(out))
     result = json.loads((out / "result.json").read_text())
     assert (out / "model.safetensors").is_file()
@@ -139,8 +157,10 @@ def test_a_slot_nothing_was_promoted_into_trains_nothing(tmp_path):
     out = tmp_path / "stage-1/slot-1.json"
     from imagenot.config import validate_config
 
-    job = plan.job_settings(validate_config(_config()), "toy", "st", "resnet_mini")
-    settings = json.dumps({"job": job, "stage_epochs": None})
+    job = train_settings.JobSettings.from_config(
+        validate_config(_config()), "toy", "st", "resnet_mini"
+    )
+    settings = to_json(train_settings.TrialSettings(job=job, stage_epochs=None))
     _cli("train-trial", "--settings", settings, "--dataset-dir", str(tmp_path), "--trials", "none", "--stage", "1", "--slot", "1", "--promoted", str(decision), "--threads", "1", "--out", str(out))  # fmt: skip
     assert json.loads(out.read_text()) == {"stage": 1, "slot": 1, "trial": None}
 

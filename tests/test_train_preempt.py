@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import os
 import signal
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
+from toy_job import toy_job
 
+from imagenot.settings import to_json
 from imagenot.train import search
+from imagenot.train import settings as train_settings
 from imagenot.train.checkpoints import read_state
 from imagenot.train.feed import InMemory
 from imagenot.train.interrupts import Preempted
-from imagenot.train.loop import Job, fit
+from imagenot.train.loop import fit
 
 torch.set_num_threads(1)
 
@@ -31,8 +35,8 @@ def _data(n=48, classes=3, size=32, seed=0) -> InMemory:
     return InMemory((base + noise).clamp(0, 255).to(torch.uint8), labels)
 
 
-def _job() -> Job:
-    return Job("vgg_mini", 3, HP, seed=1, image_size=32, batch_size=8, max_epochs=2, patience=5)
+def _job():
+    return toy_job("vgg_mini", 3, HP, seed=1, image_size=32, batch_size=8, max_epochs=2, patience=5)
 
 
 class _Served(torch.utils.data.Dataset):
@@ -122,7 +126,6 @@ def _toy_trial(tmp_path: Path, **train) -> tuple[list[str], Path]:
     """`imagenot train-trial` of a toy dataset as the rule runs it (its command, the trial's
     folder), the config's train section extended by ``train``."""
     import io
-    import json
     import sys
 
     from PIL import Image
@@ -130,7 +133,6 @@ def _toy_trial(tmp_path: Path, **train) -> tuple[list[str], Path]:
     from imagenot.acquire.dataset import Record, write_dataset
     from imagenot.cli import main
     from imagenot.config import validate_config
-    from imagenot.train import plan
 
     records = []
     for i in range(60):
@@ -151,9 +153,9 @@ def _toy_trial(tmp_path: Path, **train) -> tuple[list[str], Path]:
             },
         }
     )
-    trial = json.dumps(plan.trial_settings(config, "toy", "st", "resnet_mini", 0))
+    trial = to_json(train_settings.TrialSettings.from_config(config, "toy", "st", "resnet_mini", 0))
     run = tmp_path / "run"
-    draw = json.dumps(plan.draw_settings(config, "toy", "st", "resnet_mini"))
+    draw = to_json(train_settings.DrawSettings.from_config(config, "toy", "st", "resnet_mini"))
     main(["train-draw-trials", "--settings", draw, "--record", str(tmp_path / "p.json"), "--out", str(run / "trials.parquet")])  # fmt: skip
     out = run / "stage-0/slot-0.json"
     cmd = [sys.executable, "-m", "imagenot.cli", "train-trial", "--settings", trial, "--dataset-dir", str(data), "--trials", str(run / "trials.parquet"), "--stage", "0", "--slot", "0", "--threads", "1", "--out", str(out)]  # fmt: skip
@@ -230,7 +232,7 @@ def test_checkpoints_at_the_interval_and_the_end_not_after_every_epoch(
     real = loop.save_checkpoint
     monkeypatch.setattr(loop, "save_checkpoint", lambda p, *a: (writes.append(p), real(p, *a))[1])
     data, val = _data(), _data(24, seed=1)
-    job = Job("vgg_mini", 3, HP, seed=1, image_size=32, batch_size=8, max_epochs=3, patience=5)
+    job = toy_job("vgg_mini", 3, HP, seed=1, image_size=32, batch_size=8, max_epochs=3, patience=5)
     _, straight = fit(job, _Served(data), val, tmp_path / "a.safetensors", "fp")
     assert writes == [tmp_path / "a.safetensors"]
     with pytest.raises(_Killed):
@@ -254,7 +256,7 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, de
     _, straight = fit(job, _Served(data), val, tmp_path / "a.safetensors", "fp")
     ckpt = tmp_path / "b.safetensors"
     with pytest.raises(_Killed):
-        fit(job, _Served(data, 30, _kill), val, ckpt, "fp", checkpoint_minutes=1e-9)
+        fit(replace(job, checkpoint_minutes=1e-9), _Served(data, 30, _kill), val, ckpt, "fp")
     assert (read_state(ckpt).batch, read_state(previous(ckpt)).batch) == (3, 2)
     ckpt.write_bytes(ckpt.read_bytes()[:1000])  # truncated
     _, resumed = fit(job, _Served(data), val, ckpt, "fp")

@@ -6,10 +6,12 @@ import copy
 
 import pytest
 import yaml
+from toy_job import toy_job
 
 from imagenot.config import ConfigError, validate_config
 from imagenot.train import plan, search
-from imagenot.train.loop import Job, schedule_ended
+from imagenot.train import settings as train_settings
+from imagenot.train.loop import schedule_ended
 from imagenot.train.registry import torchvision_weights_filename
 from imagenot.train.schedules import learning_rate
 
@@ -21,12 +23,16 @@ def paper_config(repo_root):
 
 
 def _space(**kw):
+    """A space as validation leaves it: every whitelisted hyperparameter present (those not
+    searched at the schema's default value)."""
+    fixed = {name: {"value": value} for name, value in search.DEFAULTS.items()}
+    searched = kw.pop("hyperparameters", {"lr": {"grid": [0.5, 0.1, 0.01, 0.0001]}})
     space = {
         "budget": 4,
         "max_epochs": 1000,
         "schedule_epochs": None,
         "halving": {"enabled": False, "min_epochs": 10, "eta": 2},
-        "hyperparameters": {"lr": {"grid": [0.5, 0.1, 0.01, 0.0001]}},
+        "hyperparameters": {**fixed, **searched},
     }
     return {**space, **kw}
 
@@ -89,15 +95,15 @@ def test_learning_rate_follows_the_horizon_not_max_epochs():
     assert learning_rate(50, 10, 10, hp) == pytest.approx(0.5)
     assert learning_rate(100, 10, 10, hp) == pytest.approx(0.0, abs=1e-12)
     assert learning_rate(150, 10, 10, hp) == pytest.approx(0.0, abs=1e-12)  # stays at floor
-    job = Job("resnet_mini", 3, hp, 0, 32, 8, max_epochs=1000, patience=10, schedule_epochs=10)
+    job = toy_job("resnet_mini", 3, hp, 0, 32, 8, max_epochs=1000, patience=10, schedule_epochs=10)
     assert not schedule_ended(job, 9) and schedule_ended(job, 10)
-    floor = Job("resnet_mini", 3, {**hp, "min_lr_factor": 0.1}, 0, 32, 8, 1000, 10, 10)
+    floor = toy_job("resnet_mini", 3, {**hp, "min_lr_factor": 0.1}, 0, 32, 8, 1000, 10, 10)
     assert not schedule_ended(floor, 10)  # a positive floor keeps learning
 
 
 def test_job_settings_carry_the_horizon(paper_config):
-    job = plan.job_settings(paper_config, "imagenot", "st", "resnet18")
-    assert (job["schedule_epochs"], job["max_epochs"]) == (90, 1000)
+    job = train_settings.JobSettings.from_config(paper_config, "imagenot", "st", "resnet18")
+    assert (job.schedule_epochs, job.max_epochs) == (90, 1000)
 
 
 def test_paper_imagenet_models_are_published_weights(paper_config):
@@ -110,16 +116,16 @@ def test_paper_imagenet_models_are_published_weights(paper_config):
     assert name.startswith("ResNet152_Weights.IMAGENET1K_")
     weights = plan.published_weights_file(paper_config, "resnet152")
     assert weights == f"/data/torchvision_weights/{torchvision_weights_filename(name)}"
-    assert plan.published_settings(paper_config, "resnet152") == {
-        "model": "resnet152",
-        "weights": name,
-        "image_size": paper_config["train"]["image_size"],
-    }
+    assert train_settings.PublishedSettings.from_config(
+        paper_config, "resnet152"
+    ) == train_settings.PublishedSettings(
+        model="resnet152", weights=name, image_size=paper_config["train"]["image_size"]
+    )
     bad = copy.deepcopy(paper_config)
     bad["train"]["experiments"][1]["space"] = "imagenot_st"
     with pytest.raises(ConfigError, match=r"train\.experiments\.1: weights: published takes"):
         plan.check(bad)
-    del bad["train"]["experiments"][1]["weights"]  # from scratch: still available
+    bad["train"]["experiments"][1]["weights"] = "trained"  # from scratch: still available
     plan.check(bad)
     assert any("/imagenet/st/" in t for t in plan.trials_tables(bad))
 
@@ -143,9 +149,8 @@ def test_published_job_keeps_the_head_rows_of_the_datasets_wnids(tmp_path):
     (data / "classes.txt").write_text("\n".join([wnids[7], wnids[3]]) + "\n")
     (data / "fingerprint.txt").write_text("fp\n")
     out = tmp_path / "final/seed-0"
-    result = run_published(
-        "resnet_mini", "X.Y", weights, data, 64, {"dataset": "d", "protocol": "st"}, out
-    )
+    settings = train_settings.PublishedSettings(model="resnet_mini", weights="X.Y", image_size=64)
+    result = run_published(settings, weights, data, {"dataset": "d", "protocol": "st"}, out)
     got = load_file(str(out / "model.safetensors"))
     assert torch.equal(got["fc.weight"], published["fc.weight"][[7, 3]])
     assert torch.equal(got["conv1.weight"], published["conv1.weight"])
@@ -153,7 +158,7 @@ def test_published_job_keeps_the_head_rows_of_the_datasets_wnids(tmp_path):
     assert json.loads((out / "result.json").read_text())["source"] == "published"
     (data / "classes.txt").write_text("n99999999\n")
     with pytest.raises(ValueError, match=r"classes.txt: class 'n99999999' is not an ILSVRC"):
-        run_published("resnet_mini", "X.Y", weights, data, 64, {"dataset": "d"}, out)
+        run_published(settings, weights, data, {"dataset": "d"}, out)
 
 
 def test_only_training_evaluation_and_embedding_rules_request_a_gpu(repo_root):
@@ -199,5 +204,5 @@ def test_gpu_time_of_the_paper_search_counts_slots_and_stages(paper_config):
     assert budget.trial_epochs(paper_config, "imagenot", "st") == 4 * 10 + 2 * 10 + 20 + 40 + 10
     assert budget.final_epochs(paper_config, "imagenot", "st") == 0  # seed 0 reuses the trial
     assert budget.final_epochs(paper_config, "cifar10", "st") == 2 * 1000
-    assert budget.hours(10, 3600, 10.0) == pytest.approx(1.0)
+    assert budget.hours(10, 3600, 10.0, 1) == pytest.approx(1.0)
     assert budget.hours(10, 3600, 10.0, gpus=2, efficiency=1.0) == pytest.approx(0.5)

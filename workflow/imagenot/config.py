@@ -202,7 +202,8 @@ def schema_node(key: str) -> Mapping[str, Any]:
     """The schema of config key ``key`` (dotted: ``laion.batch_rows``; a part in braces, as in
     ``datasets.{dataset}``, is any name of a mapping section: its ``additionalProperties``).
     Follows the stage schemas' ``$ref``; reads YAML only (no validation)."""
-    node: Any = load_schema(MAIN_SCHEMA)
+    document: Any = load_schema(MAIN_SCHEMA)  # the file a local "#/$defs/..." $ref points into
+    node: Any = document
     for part in key.split("."):
         if part.startswith("{") and part.endswith("}"):
             node = node.get("additionalProperties") if isinstance(node, Mapping) else None
@@ -214,7 +215,14 @@ def schema_node(key: str) -> Mapping[str, Any]:
                 raise ConfigError(f"config key {key}: no such key in the schema ({part!r})")
             node = props[part]
         if "$ref" in node:
-            node = {**load_schema(node["$ref"].rsplit("/", 1)[-1]), **node}
+            ref = node["$ref"]
+            if ref.startswith("#/"):  # train.spaces.{space}: the train schema's $defs.space
+                target = document
+                for name in ref[2:].split("/"):
+                    target = target[name]
+            else:
+                document = target = load_schema(ref.rsplit("/", 1)[-1])
+            node = {**target, **node}
     return node
 
 

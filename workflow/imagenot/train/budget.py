@@ -38,7 +38,7 @@ def chain_epochs(config: dict, dataset: str, protocol: str) -> int:
     return n + (n if len(sp["seeds"]) > 1 else 0)
 
 
-def hours(epochs: int, images: int, throughput: float, gpus: int = 1, efficiency=0.9) -> float:
+def hours(epochs: int, images: int, throughput: float, gpus: int, efficiency=0.9) -> float:
     """Wall-clock hours of ``epochs`` over ``images`` at ``throughput`` images/s per GPU; with
     ``gpus > 1`` data-parallel at ``efficiency`` of linear scaling (an assumption)."""
     rate = throughput * (gpus * efficiency if gpus > 1 else 1)

@@ -1,18 +1,17 @@
 """`imagenot` subcommands of the train stage (one per rule; torch is imported in handlers).
 
-Each rule command gets everything from config as one ``--settings`` JSON object built by
-``imagenot.train.plan`` (``draw_settings``, ``trial_settings``, ``final_settings``,
-``halve_settings``, ``published_settings``) and parsed into the frozen dataclasses below, which
-have no defaults: a key the plan forgot or one the command does not know is a one-line error.
-File paths and the job's place in the DAG (stage, slot, run) stay arguments.
+Each rule command gets everything from config as one ``--settings`` JSON object: the rule builds
+it with ``imagenot.train.settings`` (``DrawSettings``, ``TrialSettings``, ``FinalSettings``,
+``FeaturesSettings``, ``HalveSettings``, ``PublishedSettings``: ``from_config``), the command
+parses it back into the same class, which has no defaults: a key the rule forgot or one the
+command does not know is a one-line error. File paths, the job's place in the DAG (stage, slot,
+run), its cores and its time limit stay arguments.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 # When this process started: a training job's deadline counts from here when SLURM cannot tell
@@ -20,99 +19,21 @@ from pathlib import Path
 STARTED = time.time()
 
 
-@dataclass(frozen=True)
-class JobSettings:
-    """A training job (trial or final run): imagenot.train.plan.job_settings."""
-
-    model: str
-    image_size: int
-    batch_size: int
-    max_epochs: int
-    schedule_epochs: int
-    patience: int
-    trainable: str
-    init: str | None
-    eval_batch_size: int
-    device: str
-    gpu_job: bool
-    compile: bool
-    deterministic: bool | None
-    checkpoint_minutes: float
-    deadline_margin_minutes: float
-    in_memory: bool
-    num_workers: int
-    world: int
-    max_batch_per_gpu: int | None
-    decode_on_gpu: bool
-    stage_to_local: bool
-    # TL over stored features: the folder of the train_features files (null: the image path)
-    features: str | None
-
-
-@dataclass(frozen=True)
-class DrawSettings:
-    """``train-draw-trials``: what is pre-registered (imagenot.train.plan.draw_settings)."""
-
-    experiment: str
-    model: str
-    definition: dict
-    model_settings: dict
-    amendments: list
-
-
-@dataclass(frozen=True)
-class TrialSettings:
-    """``train-trial``: the job and the epoch its stage stops at (null: the end)."""
-
-    job: JobSettings
-    stage_epochs: int | None
-
-
-@dataclass(frozen=True)
-class FinalSettings:
-    """``train-final``: the job, the master seed, whether the selected trial is reused."""
-
-    job: JobSettings
-    master_seed: int
-    reuse_trial: bool
-
-
-@dataclass(frozen=True)
-class FeaturesSettings:
-    """``train-features``: the TL job whose backbone features are computed (image path)."""
-
-    job: JobSettings
-
-
-@dataclass(frozen=True)
-class HalveSettings:
-    """``train-halve``: the halving rate."""
-
-    eta: int
-
-
-@dataclass(frozen=True)
-class PublishedSettings:
-    """``train-published``: the model, its torchvision weights enum name, the input size."""
-
-    model: str
-    weights: str
-    image_size: int
-
-
-def _parse(cls, text: str, command: str):
-    """The parsed settings, or exit with one line naming the key."""
+def _parse(name: str, text: str, command: str):
+    """The parsed settings of class ``name`` of imagenot.train.settings, or exit with one line
+    naming the key."""
     from imagenot.settings import parse_or_exit
+    from imagenot.train import settings
 
-    return parse_or_exit(cls, text, command)
+    return parse_or_exit(getattr(settings, name), text, command)
 
 
-def _job(settings, a: argparse.Namespace) -> dict:
-    """The job dict imagenot.train.jobs runs, with the job's cores and its deadline."""
+def _deadline(settings, a: argparse.Namespace) -> float | None:
+    """When the training job must have checkpointed and exited (its time limit less
+    train.deadline_margin_minutes)."""
     from imagenot.train.interrupts import job_deadline
 
-    deadline = job_deadline(a.runtime_min, settings.job.deadline_margin_minutes, STARTED)
-    return {**dataclasses.asdict(settings.job), "threads": a.threads, "deadline": deadline}
+    return job_deadline(a.runtime_min, settings.job.deadline_margin_minutes, STARTED)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -120,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "train-draw-trials", help="pre-register and draw an experiment's trials"
     )
-    p.add_argument("--settings", required=True, help="JSON from imagenot.train.plan.draw_settings")
+    p.add_argument("--settings", required=True, help="JSON of imagenot.train.settings.DrawSettings")
     p.add_argument("--record", required=True, type=Path, help="preregistration.json")
     p.add_argument("--out", required=True, type=Path, help="trials.parquet")
     p.set_defaults(func=_draw)
@@ -157,7 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="torchvision's published ImageNet weights as a final run (nothing trained)",
     )
     p.add_argument(
-        "--settings", required=True, help="JSON from imagenot.train.plan.published_settings"
+        "--settings", required=True, help="JSON of imagenot.train.settings.PublishedSettings"
     )
     p.add_argument("--weights-file", required=True, type=Path)
     p.add_argument("--dataset-dir", required=True, type=Path)
@@ -168,7 +89,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("train-halve", help="successive halving: promote the best trials")
     p.add_argument("results", nargs="+", type=Path, help="the rung's trial results")
     p.add_argument("--rung", required=True, type=int)
-    p.add_argument("--settings", required=True, help="JSON from imagenot.train.plan.halve_settings")
+    p.add_argument(
+        "--settings", required=True, help="JSON of imagenot.train.settings.HalveSettings"
+    )
     p.add_argument("--out", required=True, type=Path)
     p.set_defaults(func=_halve)
 
@@ -188,7 +111,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--settings", required=True, help="JSON from imagenot.train.plan (trial/final_settings)"
+        "--settings",
+        required=True,
+        help="JSON of imagenot.train.settings (Trial/Final/FeaturesSettings)",
     )
     p.add_argument("--dataset-dir", required=True, type=Path)
     p.add_argument("--threads", type=int, required=True, help="the job's cores (rule threads)")
@@ -233,10 +158,8 @@ def _trials():
 
 
 def _draw(a: argparse.Namespace) -> None:
-    s = _parse(DrawSettings, a.settings, "train-draw-trials")
-    _trials().draw(
-        s.definition, s.experiment, s.model, a.record, s.amendments, a.out, s.model_settings
-    )
+    s = _parse("DrawSettings", a.settings, "train-draw-trials")
+    _trials().draw(s, a.record, a.out)
 
 
 def _preregistration_table(a: argparse.Namespace) -> None:
@@ -251,7 +174,7 @@ def _preregistration_table(a: argparse.Namespace) -> None:
 
 
 def _halve(a: argparse.Namespace) -> None:
-    s = _parse(HalveSettings, a.settings, "train-halve")
+    s = _parse("HalveSettings", a.settings, "train-halve")
     decision = _trials().halve(a.results, a.rung, s.eta, a.out)
     print(f"rung {a.rung}: promoted trials {decision['promoted']}")
 
@@ -262,49 +185,38 @@ def _select(a: argparse.Namespace) -> None:
 
 
 def _trial(a: argparse.Namespace) -> None:
-    s = _parse(TrialSettings, a.settings, "train-trial")
+    s = _parse("TrialSettings", a.settings, "train-trial")
     if _trials().slot_trial(a.slot, a.promoted) is None:
         _trials().write_empty_slot(a.stage, a.slot, a.out)  # nothing promoted: no torch import
         return
-    job = _job(s, a)
+    deadline = _deadline(s, a)
     _preemptible(
         lambda: _lazy().run_slot(
-            job, a.dataset_dir, a.trials, a.stage, a.slot, a.out, s.stage_epochs, a.promoted
+            s, a.threads, deadline, a.dataset_dir, a.trials, a.stage, a.slot, a.out, a.promoted
         )
     )
 
 
 def _features(a: argparse.Namespace) -> None:
-    s = _parse(FeaturesSettings, a.settings, "train-features")
+    s = _parse("FeaturesSettings", a.settings, "train-features")
     # one pass over the data, no checkpoint to write: no deadline
-    job = {**dataclasses.asdict(s.job), "threads": a.threads, "deadline": None}
-    _lazy().run_features(job, a.dataset_dir, a.out_dir)
+    _lazy().run_features(s.job, a.threads, a.dataset_dir, a.out_dir)
 
 
 def _final(a: argparse.Namespace) -> None:
-    s = _parse(FinalSettings, a.settings, "train-final")
+    s = _parse("FinalSettings", a.settings, "train-final")
     dataset, protocol, model, seed = a.run.split("/")
     run = {"dataset": dataset, "protocol": protocol, "model": model}
-    job = _job(s, a)
+    deadline = _deadline(s, a)
     _preemptible(
         lambda: _lazy().run_final(
-            job,
-            a.dataset_dir,
-            a.trials,
-            a.selection,
-            int(seed),
-            run,
-            s.master_seed,
-            a.out_dir,
-            s.reuse_trial,
+            s, a.threads, deadline, a.dataset_dir, a.trials, a.selection, int(seed), run, a.out_dir
         )
     )
 
 
 def _published(a: argparse.Namespace) -> None:
-    s = _parse(PublishedSettings, a.settings, "train-published")
+    s = _parse("PublishedSettings", a.settings, "train-published")
     dataset, protocol = a.run.split("/")
     run = {"dataset": dataset, "protocol": protocol}
-    _lazy().run_published(
-        s.model, s.weights, a.weights_file, a.dataset_dir, s.image_size, run, a.out_dir
-    )
+    _lazy().run_published(s, a.weights_file, a.dataset_dir, run, a.out_dir)

@@ -101,7 +101,7 @@ class Feeder:
 
     PREFETCH = 4
 
-    def __init__(self, data, num_workers: int = 0, pin: bool = False):
+    def __init__(self, data, num_workers: int, pin: bool = False):
         self.data = data
         self.sampler = _Batches()
         self.loader = None

@@ -104,7 +104,7 @@ class Interrupts:
         for name in cls.SIGNALS:
             signal.signal(getattr(signal, name), record)
 
-    def __init__(self, checkpoint_minutes: float = 0.0, deadline: float | None = None):
+    def __init__(self, checkpoint_minutes: float, deadline: float | None):
         self.every = checkpoint_minutes * 60.0
         self.deadline = deadline
         self.requested: str | None = None
@@ -142,9 +142,10 @@ class Interrupts:
             self.every > 0 and time.monotonic() - self.last >= self.every
         )
 
-    def saved(self, stop: bool | None = None) -> None:
+    def saved(self, stop: bool | None) -> None:
         """After a checkpoint: restart the clock; raise Preempted when a stop was requested
-        (``stop``: on any rank of a data-parallel job; default: in this process)."""
+        (``stop``: on any rank of a data-parallel job, as the ranks agreed; None: in this
+        process)."""
         self.last = time.monotonic()
         if self.requested is not None if stop is None else stop:
             reason = {None: "stop on another rank received", DEADLINE: "deadline reached"}.get(

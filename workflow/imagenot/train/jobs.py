@@ -2,8 +2,10 @@
 
 Each function reads its inputs (dataset directory, trials table, settings from the rule),
 runs ``loop.fit`` and writes its outputs atomically. Accuracies are percent. ``settings`` is the
-rule's job settings as parsed by ``imagenot.train.cli.JobSettings`` (every key present, no
-fallback here: a default lives in the train schema only) plus the job's ``threads``.
+rule's :class:`imagenot.train.settings.JobSettings` (or the trial's or final run's settings
+holding it), read field by field with no fallback here: a default lives in the train schema
+only. What the job's process adds is passed beside it: its cores (``threads``, the rule's) and
+its ``deadline`` (``interrupts.job_deadline``; None for a pass with no checkpoint to write).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from imagenot.io import sha256_file, write_json, write_text
 from imagenot.train import search
@@ -22,6 +25,14 @@ from imagenot.train.feed import InMemory
 from imagenot.train.loop import Job, fit
 from imagenot.train.registry import load_backbone, read_state_dict
 from imagenot.train.trials import BEST, CHECKPOINT, read_trial, slot_trial, trial_dir
+
+if TYPE_CHECKING:
+    from imagenot.train.settings import (
+        FinalSettings,
+        JobSettings,
+        PublishedSettings,
+        TrialSettings,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +54,14 @@ def load_split(dataset_dir: Path, split: str, in_memory: bool, encoded: bool = F
     return ManifestDataset(dataset_dir, split)
 
 
-def _data_source(settings: Mapping, dataset_dir: Path, fingerprint: str) -> tuple[Path, bool]:
+def _data_source(settings: JobSettings, dataset_dir: Path, fingerprint: str) -> tuple[Path, bool]:
     """Where the job reads the dataset (node-local copy when asked) and whether it decodes
     on the GPU (CUDA jobs streaming from shards, unless train.decode_on_gpu is off)."""
-    if settings["stage_to_local"] and not settings["in_memory"]:
+    if settings.stage_to_local and not settings.in_memory:
         from imagenot.train.feed import stage_to_local
 
         dataset_dir = stage_to_local(dataset_dir, fingerprint)
-    encoded = settings["decode_on_gpu"] and job_device(settings) == "cuda"
+    encoded = settings.decode_on_gpu and job_device(settings) == "cuda"
     return dataset_dir, encoded
 
 
@@ -61,62 +72,67 @@ def dataset_info(dataset_dir: Path) -> tuple[int, str]:
     return len(read_classes(dataset_dir)), read_fingerprint(dataset_dir)
 
 
-def init_description(settings: Mapping) -> str:
+def init_description(settings: JobSettings) -> str:
     """The starting weights as they enter a job's identity: their file and its sha256."""
-    init = settings["init"]
+    init = settings.init
     return f"{init} sha256:{sha256_file(init)}" if init else "random"
 
 
-def make_job(settings: Mapping, row: Mapping, seed: int, num_classes: int) -> Job:
-    """The loop's Job for rule settings, a trials row and a seed."""
+def make_job(settings: JobSettings, hyperparameters: Mapping, seed: int, num_classes: int) -> Job:
+    """The loop's Job: the rule's settings, with the trial's hyperparameters and seed, the
+    dataset's classes, the starting weights' description and the device this process found."""
     return Job(
-        model=settings["model"],
+        model=settings.model,
         num_classes=num_classes,
-        hyperparameters=search.hyperparameters_of(row),
+        hyperparameters=dict(hyperparameters),
         seed=seed,
-        image_size=settings["image_size"],
-        batch_size=settings["batch_size"],
-        max_epochs=settings["max_epochs"],
-        schedule_epochs=settings["schedule_epochs"],
-        patience=settings["patience"],
-        trainable=settings["trainable"],
+        image_size=settings.image_size,
+        batch_size=settings.batch_size,
+        max_epochs=settings.max_epochs,
+        schedule_epochs=settings.schedule_epochs,
+        patience=settings.patience,
+        trainable=settings.trainable,
         init=init_description(settings),
-        eval_batch_size=settings["eval_batch_size"],
+        eval_batch_size=settings.eval_batch_size,
         device=job_device(settings),
-        compile=settings["compile"],
-        num_workers=settings["num_workers"],
+        compile=settings.compile,
+        num_workers=settings.num_workers,
+        checkpoint_minutes=settings.checkpoint_minutes,
     )
 
 
-def job_device(settings: Mapping) -> str:
+def job_device(settings: JobSettings) -> str:
     """The device of this job (see ``loop.resolve_device``): the one place CUDA is probed."""
     import torch
 
-    return resolve_device(settings["device"], settings["gpu_job"], torch.cuda.is_available())
+    return resolve_device(settings.device, settings.gpu_job, torch.cuda.is_available())
 
 
-def _configure(settings: Mapping, processes: int = 1) -> None:
-    """This process's torch settings; ``processes``: the data-parallel ranks sharing the node's
-    cores (each rank of a torchrun job configures itself: nothing of a parent's reaches it)."""
-    deterministic = deterministic_for(settings["deterministic"], job_device(settings))
-    configure(deterministic, max(1, settings["threads"] // processes))
+def _configure(settings: JobSettings, threads: int, processes: int) -> None:
+    """This process's torch settings; ``threads``: the job's cores on this node; ``processes``:
+    the data-parallel ranks sharing them (each rank of a torchrun job configures itself:
+    nothing of a parent's reaches it)."""
+    deterministic = deterministic_for(settings.deterministic, job_device(settings))
+    configure(deterministic, max(1, threads // processes))
 
 
-def backbone_loader(settings: Mapping):
+def backbone_loader(settings: JobSettings):
     """A callable loading the FT/TL starting weights into a fresh model, or None (ST)."""
-    init = settings["init"]
+    init = settings.init
     if not init:
         return None
     state = read_state_dict(init)
     # a partial, not a lambda: data-parallel workers receive it pickled
-    return functools.partial(_load_backbone, name=settings["model"], state=state, source=init)
+    return functools.partial(_load_backbone, name=settings.model, state=state, source=init)
 
 
 def _load_backbone(model, name: str, state: dict, source: str) -> None:
     load_backbone(model, name, state, source)
 
 
-def run_features(settings: Mapping, dataset_dir: Path, out_dir: Path) -> dict[str, dict]:
+def run_features(
+    settings: JobSettings, threads: int, dataset_dir: Path, out_dir: Path
+) -> dict[str, dict]:
     """The TL backbone's features of every image of every split (``imagenot.train.features``),
     written as ``out_dir/{split}.safetensors``: the starting weights in a fresh model, eval
     mode, the image path's data source and preprocess, on the job's device. One job for the
@@ -128,26 +144,13 @@ def run_features(settings: Mapping, dataset_dir: Path, out_dir: Path) -> dict[st
     from imagenot.train import features
     from imagenot.train.registry import build_model, head_module
 
-    if settings["trainable"] != "head" or not settings["init"]:
+    if settings.trainable != "head" or not settings.init:
         raise ValueError("features are computed for TL jobs (trainable head, starting weights)")
-    _configure(settings)
+    _configure(settings, threads, 1)
     num_classes, fingerprint = dataset_info(dataset_dir)
-    device = torch.device(job_device(settings))
-    job = Job(
-        model=settings["model"],
-        num_classes=num_classes,
-        hyperparameters={},
-        seed=0,
-        image_size=settings["image_size"],
-        batch_size=settings["batch_size"],
-        max_epochs=settings["max_epochs"],
-        patience=settings["patience"],
-        trainable="head",
-        init=init_description(settings),
-        eval_batch_size=settings["eval_batch_size"],
-        device=device.type,
-        num_workers=settings["num_workers"],
-    )
+    # no training: no hyperparameters, and the seed is moot (eval mode, no random draw)
+    job = make_job(settings, {}, 0, num_classes)
+    device = torch.device(job.device)
     model = build_model(job.model, num_classes)  # the head is never run: its init is moot
     backbone_loader(settings)(model)
     model.to(device)
@@ -157,7 +160,7 @@ def run_features(settings: Mapping, dataset_dir: Path, out_dir: Path) -> dict[st
     source, encoded = _data_source(settings, dataset_dir, fingerprint)
     written = {}
     for split in SPLITS:
-        data = load_split(source, split, settings["in_memory"], encoded)
+        data = load_split(source, split, settings.in_memory, encoded)
         extracted = features.extract(model, head, data, job, device)
         meta = features.describe(job.model, job.init, fingerprint, split, job.image_size)
         meta["dtype"] = str(extracted.images.dtype).removeprefix("torch.")
@@ -176,18 +179,28 @@ def run_features(settings: Mapping, dataset_dir: Path, out_dir: Path) -> dict[st
     return written
 
 
-def load_features(settings: Mapping, job: Job, fingerprint: str, split: str):
+def load_features(settings: JobSettings, job: Job, fingerprint: str, split: str):
     """A TL job's stored features of ``split`` (settings ``features``: their folder), checked
     to be those of the job's starting weights, dataset version and image size."""
     from imagenot.train import features
 
-    path = Path(settings["features"]) / f"{split}.safetensors"
+    path = Path(settings.features) / f"{split}.safetensors"
     return features.read(
         path, features.describe(job.model, job.init, fingerprint, split, job.image_size)
     )
 
 
-def _fit(settings, dataset_dir, row, seed, workdir: Path, stop_epoch=None, best=None):
+def _fit(
+    settings: JobSettings,
+    threads: int,
+    deadline: float | None,
+    dataset_dir: Path,
+    row: Mapping,
+    seed: int,
+    workdir: Path,
+    stop_epoch: int | None,
+    best: Path,
+):
     """Train one job in this process, a rank of a data-parallel job when torchrun started it
     (``imagenot.train.distributed``). Returns (job, model, summary) on rank 0 and None on the
     other ranks, which write nothing."""
@@ -197,19 +210,19 @@ def _fit(settings, dataset_dir, row, seed, workdir: Path, stop_epoch=None, best=
     ranks = from_environment()
     if ranks.world > 1:  # torchrun forwards SLURM's signals at once: keep one that comes early
         Interrupts.record_early()
-    _configure(settings, ranks.local_world)
+    _configure(settings, threads, ranks.local_world)
     num_classes, fingerprint = dataset_info(dataset_dir)
-    job = make_job(settings, row, seed, num_classes)
-    head_only = bool(settings["features"])
+    job = make_job(settings, search.hyperparameters_of(row), seed, num_classes)
+    head_only = bool(settings.features)
     if head_only:  # TL over stored features: the head alone, in one process
         train = load_features(settings, job, fingerprint, "train")
         val = load_features(settings, job, fingerprint, "val")
     else:
         source, encoded = _data_source(settings, dataset_dir, fingerprint)
-        train = load_split(source, "train", settings["in_memory"], encoded)
-        val = load_split(source, "val", settings["in_memory"], encoded)
+        train = load_split(source, "train", settings.in_memory, encoded)
+        val = load_split(source, "val", settings.in_memory, encoded)
     backend = "nccl" if job.device == "cuda" else "gloo"
-    with joined(backend, planned=settings["world"]) as d:
+    with joined(backend, planned=settings.world) as d:
         model, state = fit(
             job,
             train,
@@ -219,20 +232,19 @@ def _fit(settings, dataset_dir, row, seed, workdir: Path, stop_epoch=None, best=
             stop_epoch,
             best,
             backbone_loader(settings),
-            checkpoint_minutes=settings["checkpoint_minutes"],
-            max_batch=settings["max_batch_per_gpu"],
+            max_batch=settings.max_batch_per_gpu,
             dist=d,
             head_only=head_only,
-            deadline=settings.get("deadline"),
+            deadline=deadline,
         )
     if not d.main:
         return None
     write_text(history_csv(state), workdir / "metrics.csv")
     summary = {
-        "model": settings["model"],
+        "model": settings.model,
         "num_classes": num_classes,
         "n_val": len(val),
-        "image_size": settings["image_size"],
+        "image_size": settings.image_size,
         "val_accuracy": state.best_val,
         "best_epoch": state.best_epoch,
         "epochs": state.epoch,
@@ -246,17 +258,19 @@ def _fit(settings, dataset_dir, row, seed, workdir: Path, stop_epoch=None, best=
 
 
 def run_slot(
-    settings: Mapping,
+    settings: TrialSettings,
+    threads: int,
+    deadline: float | None,
     dataset_dir: Path,
     trials: Path,
     stage: int,
     slot: int,
     out: Path,
-    stage_epochs: int | None = None,
-    promoted: Path | None = None,
+    promoted: Path | None,
 ) -> dict | None:
-    """Train the trial in ``slot`` of ``stage`` up to ``stage_epochs`` (a halving rung) or to
-    the end, resuming its checkpoint; write the slot's result to ``out``.
+    """Train the trial in ``slot`` of ``stage`` up to ``settings.stage_epochs`` (a halving rung)
+    or to the end, resuming its checkpoint; write the slot's result to ``out``. ``promoted``:
+    the previous rung's decision (None at stage 0, whose slot is the trial).
 
     The trial keeps its best-validation weights in its folder; when it ends (early stopping,
     the cap or the schedule's end) its checkpoint is deleted and the weights' sha256 recorded,
@@ -271,7 +285,10 @@ def run_slot(
         return None
     row = read_trial(trials, trial)
     workdir = trial_dir(out.parent.parent, trial)
-    fitted = _fit(settings, dataset_dir, row, row["seed"], workdir, stage_epochs, workdir / BEST)
+    fitted = _fit(
+        settings.job, threads, deadline, dataset_dir, row, row["seed"], workdir,
+        settings.stage_epochs, workdir / BEST,
+    )  # fmt: skip
     if fitted is None:  # a data-parallel rank other than 0: rank 0 writes the result
         return None
     summary = fitted[2]
@@ -305,19 +322,19 @@ def reusable_trial(selection: Mapping, job_identity: str, trial_weights: Path) -
 
 
 def run_final(
-    settings: Mapping,
+    final: FinalSettings,
+    threads: int,
+    deadline: float | None,
     dataset_dir: Path,
     trials: Path,
     selection: Path,
     seed: int,
     run: Mapping,
-    master_seed: int,
     out_dir: Path,
-    reuse_trial: bool = False,
 ) -> dict | None:
     """Retrain the selected trial with ``seed``; keep the best-validation weights and test them.
 
-    With ``reuse_trial`` (the space's first seed) the run trains with the trial's own seed, so
+    With ``final.reuse_trial`` (the space's first seed) the run trains with the trial's own seed, so
     it is the trial run again: when the trial already ran the full schedule its weights and
     metrics are taken as they are (no retraining; deterministic CPU runs give the same weights
     either way, which a test checks). Returns None on data-parallel ranks other than 0.
@@ -330,23 +347,24 @@ def run_final(
     from imagenot.train.loop import evaluate
     from imagenot.train.registry import head_module
 
+    settings = final.job
     chosen = json.loads(selection.read_text())
     row = read_trial(trials, chosen["trial"])
     train_seed = (
         row["seed"]
-        if reuse_trial
-        else search.stable_int(master_seed, run["dataset"], run["protocol"], "final", seed)
+        if final.reuse_trial
+        else search.stable_int(final.master_seed, run["dataset"], run["protocol"], "final", seed)
     )
     best = out_dir / "best.safetensors"
     num_classes, _ = dataset_info(dataset_dir)
-    job = make_job(settings, row, train_seed, num_classes)
+    job = make_job(settings, search.hyperparameters_of(row), train_seed, num_classes)
     source = trial_dir(selection.parent, chosen["trial"])
-    if reuse_trial and reusable_trial(chosen, job.identity(), source / BEST):
+    if final.reuse_trial and reusable_trial(chosen, job.identity(), source / BEST):
         from imagenot.train.distributed import from_environment
 
         if not from_environment().main:  # nothing to train: rank 0 copies and tests
             return None
-        _configure(settings)
+        _configure(settings, threads, 1)
         out_dir.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source / BEST, best)
         shutil.copyfile(source / "metrics.csv", out_dir / "metrics.csv")
@@ -364,19 +382,21 @@ def run_final(
         model = build_model(job.model, num_classes).to(torch.device(job.device))
         log.info("final %s seed %d: reusing trial %d's weights", run, seed, chosen["trial"])
     else:
-        fitted = _fit(settings, dataset_dir, row, train_seed, out_dir, best=best)
+        fitted = _fit(
+            settings, threads, deadline, dataset_dir, row, train_seed, out_dir, None, best
+        )
         if fitted is None:  # a data-parallel rank other than 0: rank 0 tests and writes
             return None
         job, model, summary = fitted
         summary["reused_trial"] = False
     model.load_state_dict(load_file(best))
     fingerprint = summary["dataset_fingerprint"]
-    if settings["features"]:  # TL over stored features: score the head on the test features
+    if settings.features:  # TL over stored features: score the head on the test features
         test = load_features(settings, job, fingerprint, "test")
         forward = head_module(model, job.model)
     else:
         source, encoded = _data_source(settings, dataset_dir, fingerprint)
-        test = load_split(source, "test", settings["in_memory"], encoded)
+        test = load_split(source, "test", settings.in_memory, encoded)
         forward = model
     test_accuracy, _, n_test = evaluate(model, forward, test, job, torch.device(job.device))
     # Finished training: drop the checkpoint before handing the best weights on, so a checkpoint
@@ -406,13 +426,7 @@ def run_final(
 
 
 def run_published(
-    model_name: str,
-    weights: str,
-    weights_file: Path,
-    dataset_dir: Path,
-    image_size: int,
-    run: Mapping,
-    out_dir: Path,
+    settings: PublishedSettings, weights_file: Path, dataset_dir: Path, run: Mapping, out_dir: Path
 ) -> dict:
     """The paper's ImageNet models (appendix A.1): torchvision's published weights, not trained
     here. Write them as the run's ``model.safetensors`` with a ``result.json`` like a final
@@ -431,6 +445,7 @@ def run_published(
     from imagenot.train.registry import build_model, head_keys
     from imagenot.wordnet import imagenet_wnids
 
+    model_name, weights = settings.model, settings.weights
     classes = read_classes(dataset_dir)
     order = {wnid: i for i, wnid in enumerate(imagenet_wnids())}
     unknown = [c for c in classes if c not in order]
@@ -457,7 +472,7 @@ def run_published(
         "seed": 0,
         "model": model_name,
         "num_classes": num_classes,
-        "image_size": image_size,
+        "image_size": settings.image_size,
         "source": "published",
         "weights": weights,
         "init": f"{weights_file} sha256:{sha256_file(weights_file)}",

@@ -52,12 +52,19 @@ log = logging.getLogger(__name__)
 
 # Fields of Job that say where or how fast, not what: changing them must not invalidate a
 # checkpoint or a trial (tested to name existing fields only). Every other field is identity.
-JOB_TRANSIENT_FIELDS = frozenset({"device", "compile", "num_workers", "eval_batch_size"})
+JOB_TRANSIENT_FIELDS = frozenset(
+    {"device", "compile", "num_workers", "eval_batch_size", "checkpoint_minutes"}
+)
 
 
 @dataclass(frozen=True)
 class Job:
-    """What one training job does; ``identity()`` is every field but the transient ones."""
+    """What one training job does; ``identity()`` is every field but the transient ones.
+
+    No field has a default: a job's values come from its rule's settings
+    (``imagenot.train.settings.JobSettings``, built from the config, whose schema holds the
+    defaults) through ``imagenot.train.jobs.make_job``, plus the trial's hyperparameters and
+    seed and the dataset's classes."""
 
     model: str
     num_classes: int
@@ -67,13 +74,14 @@ class Job:
     batch_size: int
     max_epochs: int  # the space's epoch cap
     patience: int
-    schedule_epochs: int = 0  # the learning-rate schedule's horizon (0: max_epochs)
-    trainable: str = "all"  # "all" (ST, FT) or "head" (TL)
-    init: str = ""  # description of the starting weights (random, a file and its sha256)
-    eval_batch_size: int = 256
-    device: str = "cpu"
-    compile: bool = False
-    num_workers: int = 0
+    schedule_epochs: int  # the learning-rate schedule's horizon (0: max_epochs)
+    trainable: str  # "all" (ST, FT) or "head" (TL)
+    init: str  # description of the starting weights (random, a file and its sha256)
+    eval_batch_size: int
+    device: str
+    compile: bool
+    num_workers: int
+    checkpoint_minutes: float  # write a recovery checkpoint this often (0: only at stops)
 
     def identity(self) -> str:
         """What decides whether a checkpoint or trial may be resumed or reused: every field
@@ -305,7 +313,6 @@ def fit(
     best_weights: Path | None = None,
     init: Callable[[nn.Module], None] | None = None,
     on_epoch: Callable[[State], None] | None = None,
-    checkpoint_minutes: float = 0.0,
     max_batch: int | None = None,
     dist: Dist = SINGLE,
     head_only: bool = False,
@@ -366,7 +373,7 @@ def fit(
     feeders = (Feeder(train_data, job.num_workers, pin), Feeder(val_data, job.num_workers, pin))
     job_usage.declare_workers(2 * job.num_workers)  # both feeders' workers persist
 
-    with Interrupts(checkpoint_minutes, deadline) as interrupts:
+    with Interrupts(job.checkpoint_minutes, deadline) as interrupts:
         _epochs(model, forward, optimizer, feeders, job, state, device, checkpoint, stop_epoch,
                 best_weights, on_epoch, interrupts, d, max_batch)  # fmt: skip
     return model, state

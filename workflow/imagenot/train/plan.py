@@ -19,7 +19,6 @@ from imagenot.train.search import (
     check_space,
     promoted_count,
     rungs,
-    schedule_epochs,
 )
 
 RESULTS = "results"
@@ -94,7 +93,7 @@ def check(config: dict) -> None:
 
 def is_published(exp: dict) -> bool:
     """Whether an experiment takes torchvision's published weights instead of training."""
-    return exp.get("weights", "trained") == "published"
+    return exp["weights"] == "published"
 
 
 def seeds(config: dict, exp: dict) -> list[int]:
@@ -169,36 +168,13 @@ def model_settings(config: dict, dataset: str, protocol: str, model: str) -> dic
     return {"batch_size": sp["batch_size_overrides"].get(model, sp["batch_size"])}
 
 
-def draw_settings(config: dict, dataset: str, protocol: str, model: str) -> dict:
-    """Settings of the trials-drawing job (``imagenot train-draw-trials``): the experiment's
-    definition, the model's own settings and the amendments. Only ``model``'s own settings
-    enter, and of the amendments only those of the experiment's definition (scope ``space``:
-    every model's job may be the first to see the change) and those of this model's own
-    settings: recording an amendment of one model's batch size then changes that model's job
-    alone, so only its jobs rerun (a rerun drawing job rewrites ``trials.parquet``, which
-    retrains every trial of the model)."""
-    experiment = f"{dataset}/{protocol}"
-    amendments = [
-        a
-        for a in config["train"]["amendments"]
-        if a["experiment"] == experiment and (a["scope"] == "space" or a["model"] == model)
-    ]
-    return {
-        "experiment": experiment,
-        "model": model,
-        "definition": definition(config, dataset, protocol),
-        "model_settings": model_settings(config, dataset, protocol, model),
-        "amendments": amendments,
-    }
-
-
 def published_weights(train: dict, model: str) -> str | None:
     """The published ImageNet weights FT/TL-from-ImageNet starts ``model`` from (a weights
     reference of ``imagenot.train.registry.WEIGHT_SOURCES``: torchvision, timm or a file):
     config ``train.weights`` if set for it, else the registry's."""
     from imagenot.train.registry import get_spec
 
-    return (train.get("weights") or {}).get(model) or get_spec(model).weights
+    return train["weights"].get(model) or get_spec(model).weights
 
 
 def init_weights(config: dict, protocol: str, model: str) -> list[str]:
@@ -223,37 +199,6 @@ def init_weights(config: dict, protocol: str, model: str) -> list[str]:
         return [str(Path(config["train"]["weights_dir"]) / name)]
     seed = seeds(config, _experiment(config, source, "st"))[0]
     return [f"{run_dir(source, 'st', model)}/final/seed-{seed}/model.safetensors"]
-
-
-def job_settings(config: dict, dataset: str, protocol: str, model: str) -> dict:
-    """What a training job (trial or final run) needs from config (train.cli.JobSettings)."""
-    train, sp = config["train"], space(config, dataset, protocol)
-    init = init_weights(config, protocol, model)
-    job = {
-        "model": model,
-        "image_size": train["image_size"],
-        **model_settings(config, dataset, protocol, model),
-        "max_epochs": sp["max_epochs"],
-        "schedule_epochs": schedule_epochs(sp),
-        "patience": sp["patience"],
-        "trainable": "head" if is_tl(protocol) else "all",
-        "init": init[0] if init else None,
-        "eval_batch_size": train["eval_batch_size"],
-        "device": train["device"],
-        "gpu_job": config["resources"]["gpus"] > 0 or bool(config["resources"].get("gres")),
-        "compile": train["compile"],
-        "deterministic": train["deterministic"],
-        "checkpoint_minutes": train["checkpoint_minutes"],
-        "deadline_margin_minutes": train["deadline_margin_minutes"],
-        "in_memory": train["in_memory"],
-        "num_workers": num_workers(config),
-        "world": gpus(config) or 1,  # every rank checks it was launched with this many
-        "max_batch_per_gpu": train["max_batch_per_gpu"],
-        "decode_on_gpu": train["decode_on_gpu"],
-        "stage_to_local": train["stage_to_local"],
-        "features": None,
-    }
-    return job
 
 
 def is_tl(protocol: str) -> bool:
@@ -285,60 +230,6 @@ def feature_files(dataset: str, protocol: str, model: str, splits=SPLITS) -> lis
     """The features files of ``splits`` (a trial's TRIAL_SPLITS; every split for a final run,
     which also scores the test split)."""
     return [f"{features_dir(dataset, protocol, model)}/{split}.safetensors" for split in splits]
-
-
-def features_settings(config: dict, dataset: str, protocol: str, model: str) -> dict:
-    """Settings of ``imagenot train-features``: the TL job as the image path runs it (its
-    device, data source, preprocess, eval batch size)."""
-    if not is_tl(protocol):
-        raise ConfigError(f"protocol {protocol!r} is not TL: only tl-SOURCE computes features")
-    return {"job": job_settings(config, dataset, protocol, model)}
-
-
-def head_job_settings(config: dict, dataset: str, protocol: str, model: str) -> dict:
-    """A TL training job over stored features: the job of :func:`job_settings` reading the
-    features folder, fitting the head on the CPU in one process (docs/gpu.md: the head of
-    the paper's CIFAR-10 TL is a 10-way linear layer over at most 4,096 features, ~0.05 ms
-    per image and epoch on one core, benchmarks/bench_head.py). Device, workers and world size are not part of
-    a job's identity, so the trial and checkpoint reuse keys are those of the image path."""
-    return {
-        **job_settings(config, dataset, protocol, model),
-        "features": features_dir(dataset, protocol, model),
-        "device": "cpu",
-        "gpu_job": False,
-        "world": 1,
-        "num_workers": 0,
-        "compile": False,
-    }
-
-
-def _training_job(config: dict, dataset: str, protocol: str, model: str) -> dict:
-    """A trial's or final run's job: over stored features for TL, on images otherwise."""
-    if is_tl(protocol):
-        return head_job_settings(config, dataset, protocol, model)
-    return job_settings(config, dataset, protocol, model)
-
-
-def trial_settings(config: dict, dataset: str, protocol: str, model: str, stage) -> dict:
-    """Settings of ``imagenot train-trial`` for one stage: the job, and the epoch the stage
-    stops at (its rung; null for the last stage, which trains to the end)."""
-    milestones = rungs(space(config, dataset, protocol))
-    return {
-        "job": _training_job(config, dataset, protocol, model),
-        "stage_epochs": milestones[int(stage)] if int(stage) < len(milestones) else None,
-    }
-
-
-def final_settings(config: dict, dataset: str, protocol: str, model: str, seed) -> dict:
-    """Settings of ``imagenot train-final``: the job, the master seed, and whether this run
-    reuses the selected trial (the space's first seed: it trains with the trial's own seed,
-    so a trial that already ran the full schedule is reused, not retrained)."""
-    first = space(config, dataset, protocol)["seeds"][0]
-    return {
-        "job": _training_job(config, dataset, protocol, model),
-        "master_seed": config["seed"],
-        "reuse_trial": int(seed) == first,
-    }
 
 
 def gpus(config: dict) -> int:
@@ -563,11 +454,6 @@ def all_results(config: dict, dataset: str, protocol: str, model: str) -> list[s
     ]
 
 
-def halve_settings(config: dict, dataset: str, protocol: str) -> dict:
-    """Settings of ``imagenot train-halve``: the experiment's halving rate."""
-    return {"eta": space(config, dataset, protocol)["halving"]["eta"]}
-
-
 def trial_ids(config: dict, dataset: str, protocol: str) -> list[int]:
     return list(range(space(config, dataset, protocol)["budget"]))
 
@@ -615,22 +501,15 @@ def check_results(config: dict) -> None:
 
     if not Path(PREREGISTRATION).is_file():
         return
-    drawing = [draw_settings(config, *run) for run in _drawn(config)]
+    from imagenot.train.settings import DrawSettings
+
+    drawing = [DrawSettings.from_config(config, *run) for run in _drawn(config)]
     check_planned(Path(PREREGISTRATION), drawing, Path(TRAIN))
 
 
 def published_weights_file(config: dict, model: str) -> str:
     """The local file of ``model``'s published ImageNet weights (train.weights_dir)."""
     return init_weights(config, "ft-torchvision", model)[0]
-
-
-def published_settings(config: dict, model: str) -> dict:
-    """Settings of ``imagenot train-published``: the weights enum name and the input size."""
-    return {
-        "model": model,
-        "weights": published_weights(config["train"], model),
-        "image_size": config["train"]["image_size"],
-    }
 
 
 def targets(config: dict) -> list[str]:

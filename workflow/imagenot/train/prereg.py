@@ -46,9 +46,10 @@ def _read(path: Path) -> dict:
         raise PreregistrationError(f"{path}: not valid JSON ({exc})") from exc
 
 
-def trial_results(experiment_dir: Path, model: str | None = None) -> list[dict]:
+def trial_results(experiment_dir: Path, model: str | None) -> list[dict]:
     """The latest result of every trial under ``experiment_dir`` that has one (its highest
-    stage's slot result, ``{model}/stage-{k}/slot-{s}.json``), per model, in trial order."""
+    stage's slot result, ``{model}/stage-{k}/slot-{s}.json``), per model, in trial order;
+    ``model``: that model's alone, None: every model's."""
     from imagenot.train.search import latest_results
 
     out = []
@@ -103,11 +104,11 @@ def register(
     return entry
 
 
-def check_planned(record_path: Path, registrations: Sequence[Mapping], train_dir: Path) -> None:
+def check_planned(record_path: Path, registrations: Sequence, train_dir: Path) -> None:
     """Refuse, before any job runs, what a trials-drawing job would refuse; write nothing.
 
-    ``registrations``: the drawing jobs' settings (``imagenot.train.plan.draw_settings``: keys
-    experiment, model, definition, model_settings, amendments), checked in order against an
+    ``registrations``: the drawing jobs' settings (``imagenot.train.settings.DrawSettings``),
+    checked in order against an
     in-memory copy of the record, as the jobs would update it. Run at planning time because a
     refusal inside the job costs that model's ``trials.parquet`` (Snakemake removes a failed
     job's outputs), so reverting the config would retrain the model. Cheap at paper scale: the
@@ -116,15 +117,14 @@ def check_planned(record_path: Path, registrations: Sequence[Mapping], train_dir
         return
     record = _read(record_path)
     for r in registrations:
-        experiment = r["experiment"]
-        record["experiments"][experiment] = _registered(
+        record["experiments"][r.experiment] = _registered(
             record,
-            experiment,
-            r["definition"],
-            r["model"],
-            r["amendments"],
-            train_dir / experiment,
-            r["model_settings"],
+            r.experiment,
+            r.definition,
+            r.model,
+            r.amendments,
+            train_dir / r.experiment,
+            r.model_settings,
         )
 
 
@@ -147,7 +147,7 @@ def _registered(
     digest = canonical_hash(definition)
     settings = dict(model_settings or {})
     entry = copy.deepcopy(record["experiments"].get(experiment))
-    if entry is not None and entry["hash"] != digest and trial_results(experiment_dir):
+    if entry is not None and entry["hash"] != digest and trial_results(experiment_dir, None):
         entry = _amend(entry, experiment, definition, digest, amendments, experiment_dir)
     elif entry is None or entry["hash"] != digest:
         entry = {"definition": definition, "hash": digest, "models": [], "amendments": []}

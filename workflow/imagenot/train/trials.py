@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,6 +20,9 @@ from imagenot.io import write_json, write_parquet
 from imagenot.train import search
 from imagenot.train.prereg import register
 
+if TYPE_CHECKING:
+    from imagenot.train.settings import DrawSettings
+
 log = logging.getLogger(__name__)
 
 
@@ -26,23 +30,18 @@ class JobError(RuntimeError):
     """Bad job input (missing trial, malformed table)."""
 
 
-def draw(
-    definition: Mapping,
-    experiment: str,
-    model: str,
-    record: Path,
-    amendments: Sequence[Mapping],
-    out: Path,
-    model_settings: Mapping | None = None,
-) -> None:
-    """Check/record the preregistration, then write the experiment's trials table."""
-    dataset, protocol = experiment.split("/", 1)
+def draw(settings: DrawSettings, record: Path, out: Path) -> None:
+    """Check/record the preregistration in ``record``, then write the experiment's trials
+    table ``out``."""
+    s = settings
+    dataset, protocol = s.experiment.split("/", 1)
     register(
-        record, experiment, dict(definition), model, amendments, out.parent.parent, model_settings
-    )
-    trials = search.draw_trials(definition, definition["seed"], dataset, protocol)
+        record, s.experiment, dict(s.definition), s.model, s.amendments, out.parent.parent,
+        s.model_settings,
+    )  # fmt: skip
+    trials = search.draw_trials(s.definition, s.definition["seed"], dataset, protocol)
     write_parquet(pa.table(search.trial_columns(trials)), out)
-    log.info("%s %s: %d trials drawn and pre-registered", experiment, model, len(trials))
+    log.info("%s %s: %d trials drawn and pre-registered", s.experiment, s.model, len(trials))
 
 
 def read_trial(path: Path, trial: int) -> dict:

@@ -1,0 +1,282 @@
+"""The settings objects of the train stage's rules, one per rule (a training job's is shared).
+
+Why: a training key used to travel schema -> a dict built in ``train/plan.py`` -> the rule's JSON
+-> a dataclass in ``train/cli.py`` -> a dict again -> the loop's ``Job``, which carried defaults
+of its own (``eval_batch_size=256``). Now a key is written in the schema and as a field here,
+named as the schema names it; :meth:`FromConfig.from_config` reads it from the validated config
+(the space's keys from the experiment's space, ``train.spaces.{space}``, then ``train``), the rule
+hands the object over as one JSON argument, the command parses it back, and the jobs, the loop,
+the feed and the interrupts take the object or values read from it, with no default of their
+own. What the plan computes per job (the model's batch size, the schedule's horizon, the starting
+weights, the launcher's world size) is a derived field with its reason.
+
+Kept free of torch: every rule's params build these objects when Snakemake parses the rules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from imagenot.settings import FromConfig
+
+# The sections of a training job's keys: the experiment's space, then the train section.
+_JOB_SECTIONS = ("train.spaces.{space}", "train")
+
+
+def _space_name(config, dataset: str, protocol: str) -> str:
+    """The ``train.spaces`` key of the experiment ``dataset``/``protocol`` (an error naming it
+    for a published-weights experiment, which has no space)."""
+    from imagenot.train import plan
+
+    plan.space(config, dataset, protocol)  # the one error for a missing or spaceless experiment
+    return plan._experiment(config, dataset, protocol)["space"]
+
+
+@dataclass(frozen=True)
+class JobSettings(FromConfig):
+    """A training job (trial or final run) and the TL backbone's feature pass."""
+
+    SECTIONS: ClassVar = _JOB_SECTIONS
+    WILDCARDS: ClassVar = ("model",)
+    DERIVED: ClassVar = {
+        "batch_size": "the space's batch_size_overrides entry of the model, else its batch_size "
+        "(the model's pre-registered setting, DrawSettings.model_settings)",
+        "schedule_epochs": "the space's schedule_epochs, or where null the expected training "
+        "length (imagenot.train.search.schedule_epochs)",
+        "trainable": "'head' for a tl-SOURCE protocol (the head alone is trained), else 'all'",
+        "init": "the starting weights file of an ft/tl protocol (plan.init_weights), null for st",
+        "gpu_job": "whether the config plans GPU jobs (resources.gpus > 0): a job that then "
+        "sees no GPU stops instead of training on the CPU",
+        "num_workers": "train.num_workers, or where null the GPU's cores but one on GPU jobs and "
+        "none on CPU jobs (plan.num_workers); 0 for a head fit over stored features",
+        "world": "the processes the launcher starts (train.gpus_per_job on GPU jobs, else 1): "
+        "every rank checks it was launched with this many; 1 for a head fit",
+        "features": "the folder of the TL backbone's stored features for a head fit "
+        "(plan.features_dir), null on the image path",
+    }
+
+    model: str
+    image_size: int
+    batch_size: int
+    max_epochs: int
+    schedule_epochs: int
+    patience: int
+    trainable: str
+    init: str | None
+    eval_batch_size: int
+    device: str
+    gpu_job: bool
+    compile: bool
+    deterministic: bool | None
+    checkpoint_minutes: float
+    deadline_margin_minutes: float
+    in_memory: bool
+    num_workers: int
+    world: int
+    max_batch_per_gpu: int | None
+    decode_on_gpu: bool
+    stage_to_local: bool
+    features: str | None
+
+    @classmethod
+    def from_config(  # type: ignore[override]
+        cls, config, dataset: str, protocol: str, model: str
+    ) -> JobSettings:
+        """The job on images (TL too: the feature pass runs it so)."""
+        from imagenot.train import plan, search
+
+        space_name = _space_name(config, dataset, protocol)
+        space = config["train"]["spaces"][space_name]
+        init = plan.init_weights(config, protocol, model)
+        return cls(
+            **cls.config_values(config, space=space_name, model=model),
+            batch_size=space["batch_size_overrides"].get(model, space["batch_size"]),
+            schedule_epochs=search.schedule_epochs(space),
+            trainable="head" if plan.is_tl(protocol) else "all",
+            init=init[0] if init else None,
+            gpu_job=config["resources"]["gpus"] > 0,
+            num_workers=plan.num_workers(config),
+            world=plan.gpus(config) or 1,
+            features=None,
+        )
+
+    @classmethod
+    def for_training(cls, config, dataset: str, protocol: str, model: str) -> JobSettings:
+        """A trial's or final run's job: :meth:`from_config` on images; for TL, the head fit
+        over the stored features on the CPU in one process (device cpu, no GPU, one rank, no
+        loader workers, no compile: docs/gpu.md, benchmarks/bench_head.py). Device, workers
+        and world size are no part of a job's identity, so its trials and checkpoints are those
+        of the image path."""
+        from imagenot.train import plan
+
+        job = cls.from_config(config, dataset, protocol, model)
+        if not plan.is_tl(protocol):
+            return job
+        return dataclasses.replace(
+            job,
+            features=plan.features_dir(dataset, protocol, model),
+            device="cpu",
+            gpu_job=False,
+            world=1,
+            num_workers=0,
+            compile=False,
+        )
+
+
+@dataclass(frozen=True)
+class DrawSettings(FromConfig):
+    """``train-draw-trials``: what is pre-registered for one model of an experiment."""
+
+    WILDCARDS: ClassVar = ("model",)
+    DERIVED: ClassVar = {
+        "experiment": "'{dataset}/{protocol}', the preregistration record's key",
+        "definition": "the experiment's space less batch_size_overrides, with the top-level "
+        "seed (plan.definition): what every model of the experiment shares",
+        "model_settings": "the model's own pre-registered settings (its batch size)",
+        "amendments": "train.amendments of this experiment whose scope is the space or this "
+        "model: recording one model's amendment reruns that model's jobs alone",
+    }
+
+    experiment: str
+    model: str
+    definition: dict
+    model_settings: dict
+    amendments: list
+
+    @classmethod
+    def from_config(  # type: ignore[override]
+        cls, config, dataset: str, protocol: str, model: str
+    ) -> DrawSettings:
+        from imagenot.train import plan
+
+        experiment = f"{dataset}/{protocol}"
+        amendments = [
+            a
+            for a in config["train"]["amendments"]
+            if a["experiment"] == experiment and (a["scope"] == "space" or a["model"] == model)
+        ]
+        return cls(
+            **cls.config_values(config, model=model),
+            experiment=experiment,
+            definition=plan.definition(config, dataset, protocol),
+            model_settings=plan.model_settings(config, dataset, protocol, model),
+            amendments=amendments,
+        )
+
+
+@dataclass(frozen=True)
+class TrialSettings(FromConfig):
+    """``train-trial``: the job and the epoch its stage stops at (null: the end)."""
+
+    DERIVED: ClassVar = {
+        "job": "JobSettings.for_training of the experiment and model",
+        "stage_epochs": "the stage's halving rung (imagenot.train.search.rungs of the space); "
+        "null for the last stage, which trains to the end",
+    }
+
+    job: JobSettings
+    stage_epochs: int | None
+
+    @classmethod
+    def from_config(  # type: ignore[override]
+        cls, config, dataset: str, protocol: str, model: str, stage: Any
+    ) -> TrialSettings:
+        from imagenot.train import plan, search
+
+        milestones = search.rungs(plan.space(config, dataset, protocol))
+        stage = int(stage)
+        return cls(
+            job=JobSettings.for_training(config, dataset, protocol, model),
+            stage_epochs=milestones[stage] if stage < len(milestones) else None,
+        )
+
+
+@dataclass(frozen=True)
+class FinalSettings(FromConfig):
+    """``train-final``: the job, the master seed, whether the selected trial is reused."""
+
+    DERIVED: ClassVar = {
+        "job": "JobSettings.for_training of the experiment and model",
+        "master_seed": "the top-level seed key, named apart from the run's seed wildcard",
+        "reuse_trial": "whether the run's seed is the space's first: that run trains with the "
+        "trial's own seed, so a trial that ran the full schedule is reused, not retrained",
+    }
+
+    job: JobSettings
+    master_seed: int
+    reuse_trial: bool
+
+    @classmethod
+    def from_config(  # type: ignore[override]
+        cls, config, dataset: str, protocol: str, model: str, seed: Any
+    ) -> FinalSettings:
+        from imagenot.train import plan
+
+        first = plan.space(config, dataset, protocol)["seeds"][0]
+        return cls(
+            job=JobSettings.for_training(config, dataset, protocol, model),
+            master_seed=config["seed"],
+            reuse_trial=int(seed) == first,
+        )
+
+
+@dataclass(frozen=True)
+class FeaturesSettings(FromConfig):
+    """``train-features``: the TL job whose backbone features are computed (on images)."""
+
+    DERIVED: ClassVar = {
+        "job": "JobSettings.from_config of the TL experiment (its device, data source, "
+        "preprocess and eval batch size: the image path's)",
+    }
+
+    job: JobSettings
+
+    @classmethod
+    def from_config(  # type: ignore[override]
+        cls, config, dataset: str, protocol: str, model: str
+    ) -> FeaturesSettings:
+        # the rule matches tl-SOURCE protocols only (plan.tl_protocol_regex), and
+        # jobs.run_features refuses a job that is not TL
+        return cls(job=JobSettings.from_config(config, dataset, protocol, model))
+
+
+@dataclass(frozen=True)
+class HalveSettings(FromConfig):
+    """``train-halve``: the experiment's halving rate."""
+
+    SECTIONS: ClassVar = ("train.spaces.{space}.halving",)
+
+    eta: int
+
+    @classmethod
+    def from_config(  # type: ignore[override]
+        cls, config, dataset: str, protocol: str
+    ) -> HalveSettings:
+        return cls(**cls.config_values(config, space=_space_name(config, dataset, protocol)))
+
+
+@dataclass(frozen=True)
+class PublishedSettings(FromConfig):
+    """``train-published``: the model, its published weights reference, the input size."""
+
+    SECTIONS: ClassVar = ("train",)
+    WILDCARDS: ClassVar = ("model",)
+    DERIVED: ClassVar = {
+        "weights": "train.weights' entry of the model, else the registry's published weights "
+        "(plan.published_weights)",
+    }
+
+    model: str
+    weights: str | None
+    image_size: int
+
+    @classmethod
+    def from_config(cls, config, model: str) -> PublishedSettings:  # type: ignore[override]
+        from imagenot.train import plan
+
+        return cls(
+            **cls.config_values(config, model=model),
+            weights=plan.published_weights(config["train"], model),
+        )

@@ -1,4 +1,4 @@
-"""One settings object per rule (acquire, curate, wordnet, demo, scale, figures): each plan's dict parses
+"""One settings object per rule (acquire, curate, wordnet, demo, scale, figures, train, evaluate): each plan's dict parses
 into its command's dataclass for every shipped config, the commands run on what the rules pass,
 and the flags of hand-typed commands take their defaults from the schema."""
 
@@ -26,10 +26,12 @@ from imagenot.curate.settings import WordnetSettings
 from imagenot.demo import plan as demo_plan
 from imagenot.demo import scale_plan
 from imagenot.demo.settings import DemoSettings, ScaleSettings
+from imagenot.evaluate.settings import RobustnessSettings
 from imagenot.figures import cli as figures_cli
 from imagenot.figures import plan as figures_plan
 from imagenot.settings import SettingsError, parse, to_arg, to_json
 from imagenot.train import plan as train_plan
+from imagenot.train import settings as train_settings
 
 
 def _rule_settings(config: dict) -> list[tuple[str, type, dict]]:
@@ -87,6 +89,65 @@ def test_every_curate_settings_object_survives_the_rules_shell_word(repo_root, n
         words = shlex.split(to_arg(settings))
         assert len(words) == 1, what
         assert parse(type(settings), words[0], what=what) == settings, what
+
+
+def _train_evaluate_rule_settings(config: dict) -> list[tuple[str, object]]:
+    """(rule, settings object) of every train and evaluate rule for ``config``, built as the
+    rules build them (every experiment, each model's first run of each kind)."""
+    ts = train_settings
+    out = [("evaluate_robustness", RobustnessSettings.from_config(config))]
+    for exp in train_plan.experiments(config):
+        dataset, protocol = exp["dataset"], exp["protocol"]
+        if train_plan.is_published(exp):
+            for model in config["train"]["models"]:
+                out.append(("train_published", ts.PublishedSettings.from_config(config, model)))
+            continue
+        out.append(("train_halve", ts.HalveSettings.from_config(config, dataset, protocol)))
+        for model in config["train"]["models"]:
+            wc = (config, dataset, protocol, model)
+            out.append(("train_draw_trials", ts.DrawSettings.from_config(*wc)))
+            for stage in train_plan.stage_ids(config, dataset, protocol):
+                out.append(("train_trial", ts.TrialSettings.from_config(*wc, str(stage))))
+            for seed in train_plan.seeds(config, exp):
+                out.append(("train_final", ts.FinalSettings.from_config(*wc, str(seed))))
+            if train_plan.is_tl(protocol):
+                out.append(("train_features", ts.FeaturesSettings.from_config(*wc)))
+    return out
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "scale.yaml"])
+def test_every_train_and_evaluate_settings_object_survives_the_rules_shell_word(repo_root, name):
+    """What the train and evaluate commands parse is what their rules built: one shell word,
+    every field back (the nested job settings too)."""
+    config = load_config(repo_root / "config" / name)
+    seen = set()
+    for what, settings in _train_evaluate_rule_settings(config):
+        seen.add(what)
+        words = shlex.split(to_arg(settings))
+        assert len(words) == 1, what
+        assert parse(type(settings), words[0], what=what) == settings, what
+    if any(not train_plan.is_published(e) for e in train_plan.experiments(config)):
+        assert {"train_draw_trials", "train_trial", "train_final"} <= seen, name
+
+
+def test_a_training_jobs_settings_are_read_once_from_the_config():
+    """The issue's example: the batch sizes reach the job from the schema in one step, with no
+    default on the way (the job carries the space's batch size, or the model's override, and
+    train.eval_batch_size as configured)."""
+    config = validate_config(
+        {
+            "datasets": {"d": {"kind": "laion"}},
+            "train": {
+                "eval_batch_size": 64,
+                "experiments": [{"dataset": "d", "protocol": "st", "space": "s"}],
+                "spaces": {"s": {"batch_size": 16, "batch_size_overrides": {"vgg_mini": 8}}},
+            },
+        }
+    )
+    job = train_settings.JobSettings.from_config(config, "d", "st", "resnet_mini")
+    assert (job.batch_size, job.eval_batch_size) == (16, 64)
+    vgg = train_settings.JobSettings.from_config(config, "d", "st", "vgg_mini")
+    assert vgg.batch_size == 8
 
 
 def test_select_settings_apply_the_threshold_to_a_class_list_only_when_asked(tmp_path):

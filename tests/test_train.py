@@ -229,7 +229,7 @@ def test_halving_rungs_and_promotion():
         "max_epochs": 1000,
         "budget": 24,
         "halving": {"enabled": True, "min_epochs": 10, "eta": 3},
-        "hyperparameters": {"scheduler": {"value": "step"}},
+        "hyperparameters": {"scheduler": {"value": "step"}, "min_lr_factor": {"value": 0.0}},
     }
     assert search.rungs(space) == [10, 30, 90, 270, 810]
     assert search.rungs({**space, "halving": {**space["halving"], "enabled": False}}) == []
@@ -627,6 +627,7 @@ def test_job_identity_is_every_field_but_the_transient_ones(monkeypatch):
             bool: lambda v: not v,
             str: lambda v: v + "x",
             int: lambda v: v + 1,
+            float: lambda v: v + 1.0,
             dict: lambda v: {**v, "lr": 0.2},
         }[type(value)](value)
         other = dataclasses.replace(job, **{name: changed})

@@ -273,8 +273,9 @@ def test_a_head_fit_killed_mid_epoch_resumes_to_the_uninterrupted_run(tmp_path):
     try:
         _, straight = fit(job, train, val, tmp_path / "a.safetensors", "fp", head_only=True)
         with pytest.raises(_Killed):
-            fit(job, train, val, tmp_path / "b.safetensors", "fp", init=dies_in_epoch_2,
-                checkpoint_minutes=1e-9, head_only=True)  # fmt: skip
+            often = dataclasses.replace(job, checkpoint_minutes=1e-9)
+            fit(often, train, val, tmp_path / "b.safetensors", "fp", init=dies_in_epoch_2,
+                head_only=True)  # fmt: skip
         paused = read_state(tmp_path / "b.safetensors")
         assert (paused.epoch, paused.batch) == (1, 3)  # killed in the 4th step of epoch 2
         _, resumed = fit(job, train, val, tmp_path / "b.safetensors", "fp", head_only=True)

@@ -10,6 +10,7 @@ its ``deadline`` (``interrupts.job_deadline``; None for a pass with no checkpoin
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -79,26 +80,19 @@ def init_description(settings: JobSettings) -> str:
 
 
 def make_job(settings: JobSettings, hyperparameters: Mapping, seed: int, num_classes: int) -> Job:
-    """The loop's Job: the rule's settings, with the trial's hyperparameters and seed, the
-    dataset's classes, the starting weights' description and the device this process found."""
-    return Job(
-        model=settings.model,
-        num_classes=num_classes,
-        hyperparameters=dict(hyperparameters),
-        seed=seed,
-        image_size=settings.image_size,
-        batch_size=settings.batch_size,
-        max_epochs=settings.max_epochs,
-        schedule_epochs=settings.schedule_epochs,
-        patience=settings.patience,
-        trainable=settings.trainable,
-        init=init_description(settings),
-        eval_batch_size=settings.eval_batch_size,
-        device=job_device(settings),
-        compile=settings.compile,
-        num_workers=settings.num_workers,
-        checkpoint_minutes=settings.checkpoint_minutes,
-    )
+    """The loop's Job: the trial's hyperparameters and seed, the dataset's classes, the starting
+    weights' description and the device this process found; every other field is the rule's
+    setting of that name (a Job field the settings lack is an AttributeError naming it, never a
+    default)."""
+    own = {
+        "num_classes": num_classes,
+        "hyperparameters": dict(hyperparameters),
+        "seed": seed,
+        "init": init_description(settings),
+        "device": job_device(settings),
+    }
+    shared = [f.name for f in dataclasses.fields(Job) if f.name not in own]
+    return Job(**own, **{name: getattr(settings, name) for name in shared})
 
 
 def job_device(settings: JobSettings) -> str:

@@ -103,8 +103,8 @@ def test_recovery_checkpoints_bound_what_a_kill_loses(tmp_path, deterministic):
     _, straight = fit(job, _Served(data), val, tmp_path / "a.safetensors", "fp")
     # a checkpoint after every step (a tiny interval), then SIGKILL-like death in epoch 1
     with pytest.raises(_Killed):
-        fit(job, _Served(data, 30, _kill), val, tmp_path / "c.safetensors", "fp",
-            checkpoint_minutes=1e-9)  # fmt: skip
+        often = replace(job, checkpoint_minutes=1e-9)
+        fit(often, _Served(data, 30, _kill), val, tmp_path / "c.safetensors", "fp")
     paused = read_state(tmp_path / "c.safetensors")
     assert (paused.epoch, paused.batch) == (0, 3)  # items 25-30 were being read for batch 4
     _, resumed = fit(job, _Served(data), val, tmp_path / "c.safetensors", "fp")

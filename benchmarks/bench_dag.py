@@ -15,6 +15,7 @@ measure on a shared machine. Target: under 30 s on one core (docs/benchmarks.md)
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import re
@@ -61,10 +62,12 @@ def placeholder_overlay(root: Path, paper: dict) -> dict:
 def published_weight_files(paper: dict) -> list[str]:
     """File names of the published weights the paper's FT/TL runs start from."""
     sys.path.insert(0, str(REPO / "workflow"))
+    from imagenot.config import validate_config
     from imagenot.train.plan import published_weights
     from imagenot.train.registry import weights_filename
 
-    chosen = (published_weights(paper["train"], m) for m in paper["train"].get("models", []))
+    train = validate_config(copy.deepcopy(paper))["train"]  # the schema's defaults filled in
+    chosen = (published_weights(train, m) for m in train["models"])
     return [weights_filename(weights) for weights in chosen if weights]
 
 

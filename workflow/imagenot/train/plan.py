@@ -273,7 +273,7 @@ def check_nodes(config: dict) -> None:
             f"config key train.nodes_per_job: train.gpus_per_job ({train['gpus_per_job']}) must "
             f"split evenly over {n} nodes (the same GPUs on every node)"
         )
-    if not config["resources"].get("site"):
+    if not config["resources"]["site"]:
         raise ConfigError(
             f"config key train.nodes_per_job: {n} nodes per job are started by SLURM's srun; run "
             f"with the site profile (snakemake --profile slurm, docs/cluster.md)"

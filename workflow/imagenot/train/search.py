@@ -137,7 +137,7 @@ def draw_trials(space: Mapping, seed: int, dataset: str, protocol: str) -> list[
     for trial in range(space["budget"]):
         row: dict = {"trial": trial}
         for name in HYPERPARAMETERS:  # fixed order: the draw does not depend on YAML order
-            spec = space["hyperparameters"].get(name, {"value": DEFAULTS[name]})
+            spec = space["hyperparameters"][name]  # validated: the schema fills every one
             # grid values need no random number: the other draws stay as without the grid
             row[name] = points[trial][name] if "grid" in spec else _draw(rng, name, spec)
         row["seed"] = stable_int(seed, dataset, protocol, "trial", trial)
@@ -165,7 +165,7 @@ def schedule_epochs(space: Mapping) -> int:
     is a cap for early stopping, and a cosine over it keeps the rate almost constant for any run
     that stops early.
     """
-    if space.get("schedule_epochs") is not None:
+    if space["schedule_epochs"] is not None:
         return int(space["schedule_epochs"])
     alive = space["budget"]
     for epochs in _milestones(space, space["max_epochs"]):

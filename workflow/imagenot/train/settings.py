@@ -92,7 +92,7 @@ class JobSettings(FromConfig):
         init = plan.init_weights(config, protocol, model)
         return cls(
             **cls.config_values(config, space=space_name, model=model),
-            batch_size=space["batch_size_overrides"].get(model, space["batch_size"]),
+            **plan.model_settings(config, dataset, protocol, model),  # its batch size
             schedule_epochs=search.schedule_epochs(space),
             trainable="head" if plan.is_tl(protocol) else "all",
             init=init[0] if init else None,

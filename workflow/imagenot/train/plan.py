@@ -139,14 +139,19 @@ def experiments(config: dict) -> list[dict]:
     return config["train"]["experiments"]
 
 
-def space(config: dict, dataset: str, protocol: str) -> dict:
-    """The search space of an experiment."""
+def space_name(config: dict, dataset: str, protocol: str) -> str:
+    """The ``train.spaces`` key of an experiment (the settings classes' ``{space}`` section)."""
     exp = _experiment(config, dataset, protocol)
     if is_published(exp):
         raise ConfigError(
             f"train.experiments {dataset}/{protocol} uses published weights: it has no space"
         )
-    return config["train"]["spaces"][exp["space"]]
+    return exp["space"]
+
+
+def space(config: dict, dataset: str, protocol: str) -> dict:
+    """The search space of an experiment."""
+    return config["train"]["spaces"][space_name(config, dataset, protocol)]
 
 
 def run_dir(dataset: str, protocol: str, model: str) -> str:

@@ -25,15 +25,6 @@ from imagenot.settings import FromConfig
 _JOB_SECTIONS = ("train.spaces.{space}", "train")
 
 
-def _space_name(config, dataset: str, protocol: str) -> str:
-    """The ``train.spaces`` key of the experiment ``dataset``/``protocol`` (an error naming it
-    for a published-weights experiment, which has no space)."""
-    from imagenot.train import plan
-
-    plan.space(config, dataset, protocol)  # the one error for a missing or spaceless experiment
-    return plan._experiment(config, dataset, protocol)["space"]
-
-
 @dataclass(frozen=True)
 class JobSettings(FromConfig):
     """A training job (trial or final run) and the TL backbone's feature pass."""
@@ -87,7 +78,7 @@ class JobSettings(FromConfig):
         """The job on images (TL too: the feature pass runs it so)."""
         from imagenot.train import plan, search
 
-        space_name = _space_name(config, dataset, protocol)
+        space_name = plan.space_name(config, dataset, protocol)
         space = config["train"]["spaces"][space_name]
         init = plan.init_weights(config, protocol, model)
         return cls(
@@ -254,7 +245,9 @@ class HalveSettings(FromConfig):
     def from_config(  # type: ignore[override]
         cls, config, dataset: str, protocol: str
     ) -> HalveSettings:
-        return cls(**cls.config_values(config, space=_space_name(config, dataset, protocol)))
+        from imagenot.train import plan
+
+        return cls(**cls.config_values(config, space=plan.space_name(config, dataset, protocol)))
 
 
 @dataclass(frozen=True)

@@ -224,7 +224,9 @@ rule acquire_materialise_range:
     params:
         out=f"{RESULTS}/datasets/{{dataset}}",
         settings=lambda wc: to_arg(
-            acquire_settings.MaterialiseSettings.from_config(config, dataset=wc.dataset)
+            acquire_settings.MaterialiseSettings.from_config(
+                config, dataset=wc.dataset
+            )
         ),
     shell:
         "imagenot materialise-range {params.out} --job {wildcards.job}"

@@ -366,7 +366,7 @@ def _fetch_here(
     from imagenot.acquire import guarded
 
     s = settings
-    guarded.install(s.max_response_bytes, s.image_deadline_s)
+    guarded.install(s)
 
     out = work_dir / "img2dataset"
     with serve_directories(s.url_map) as mapping:

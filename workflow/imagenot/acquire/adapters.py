@@ -536,10 +536,11 @@ def range_classes(classes: list[str], job: int, jobs: int, classes_per_job: int)
 def class_split(
     cls: str, group: list[Item], settings: MaterialiseSettings
 ) -> list[tuple[Item, str]]:
-    """Seeded split of one class's items (listing order): (item, split) for test, then val,
-    then train items. Official test items stay test (capped at ``test_per_class`` if given);
-    items without a source split give ``test_per_class`` test images first. Depends only on the
-    seed, the class name and its items, never on other classes (so ranges can be split apart).
+    """Seeded split of one class's items (listing order) as the dataset's ``settings`` say:
+    (item, split) for test, then val, then train items. Official test items stay test (capped
+    at ``test_per_class`` if given); items without a source split give ``test_per_class`` test
+    images first. Depends only on the seed, the class name and its items, never on other classes
+    (so ranges can be split apart).
     """
     seed, val_per_class = settings.seed, settings.val_per_class
     test_per_class, max_train_per_class = settings.test_per_class, settings.max_train_per_class

@@ -341,6 +341,12 @@ def _topup(near_duplicates="off"):
     )
 
 
+def _build(root, parts, fill: FillSettings, out="ds", **kw):
+    """build_dataset of the ``laion`` fixture's selection into ``root/out`` (3 images a shard)."""
+    sel, rep = root / "selection.parquet", root / "rep"
+    return build_dataset(sel, parts, root / out, rep, fill, WriteSettings(3), **kw)
+
+
 @pytest.fixture
 def laion(tmp_path):
     """Three classes with 8 captions each (6 wanted, oversample 1/3); class n00000002 loses 4
@@ -368,9 +374,7 @@ def test_parallel_build_equals_the_single_job_build(laion):
     """The per-part writes + gather give the rows today's one-job build wrote: plan_splits on
     every valid candidate, then write_dataset (the fingerprint is the same too)."""
     root, parts, _ = laion
-    build_dataset(
-        root / "selection.parquet", parts, root / "ds", root / "rep", _fill(True), WriteSettings(3)
-    )
+    _build(root, parts, _fill(True))
     # the one-job reference, as build_dataset wrote it before the parallel split
     from imagenot.acquire.build import read_parts
 
@@ -397,14 +401,7 @@ def test_parallel_build_equals_the_single_job_build(laion):
 def test_shortfall_stops_with_the_numbers_and_the_keys(laion):
     root, parts, _ = laion
     with pytest.raises(ShortfallError) as err:
-        build_dataset(
-            root / "selection.parquet",
-            parts,
-            root / "ds",
-            root / "rep",
-            _fill(False),
-            WriteSettings(3),
-        )
+        _build(root, parts, _fill(False))
     msg = str(err.value)
     assert "1 of 3 classes have fewer than 6 valid distinct images" in msg
     assert "(2 images short in all; fewest: n00000002 4)" in msg
@@ -419,19 +416,10 @@ def test_shortfall_stops_with_the_numbers_and_the_keys(laion):
         assert key in msg
     assert not (root / "ds" / "manifest.parquet").exists()
     # allowed: the short class is kept with 4 images (keep) or left out (drop)
-    build_dataset(
-        root / "selection.parquet", parts, root / "ds", root / "rep", _fill(True), WriteSettings(3)
-    )
+    _build(root, parts, _fill(True))
     m = read_manifest(root / "ds")
     assert pc.sum(pc.equal(m["wnid"], "n00000002")).as_py() == 4
-    build_dataset(
-        root / "selection.parquet",
-        parts,
-        root / "ds2",
-        root / "rep",
-        _fill(True, short_classes="drop"),
-        WriteSettings(3),
-    )
+    _build(root, parts, _fill(True, short_classes="drop"), out="ds2")
     assert read_classes(root / "ds2") == ["n00000001", "n00000003"]
 
 
@@ -444,17 +432,8 @@ def test_a_class_without_any_valid_image_is_reported_short(laion):
     with pytest.raises(
         ShortfallError, match=r"1 of 3 classes .* \(6 images short in all; fewest: n00000003 0\)"
     ):
-        build_dataset(
-            root / "selection.parquet",
-            parts,
-            root / "ds",
-            root / "rep",
-            _fill(False),
-            WriteSettings(3),
-        )
-    build_dataset(
-        root / "selection.parquet", parts, root / "ds", root / "rep", _fill(True), WriteSettings(3)
-    )
+        _build(root, parts, _fill(False))
+    _build(root, parts, _fill(True))
     report = {r["wnid"]: r for r in pq.read_table(root / "rep/classes_report.parquet").to_pylist()}
     assert report["n00000003"]["status"] == "dropped" and report["n00000003"]["n_tried"] == 8
     assert read_classes(root / "ds") == ["n00000001", "n00000002"]
@@ -502,13 +481,10 @@ def test_topup_round_fills_a_short_class_from_the_reserve(laion):
     assert topup["rank_in_class"].to_pylist() == [8, 9, 10]
     (root / "r1").mkdir()
     parts1 = _fake_download(root / "round-1.parquet", root / "r1", 2)
-    build_dataset(
-        root / "selection.parquet",
+    _build(
+        root,
         parts,
-        root / "ds",
-        root / "rep",
         _fill(False),
-        WriteSettings(3),
         topup=[(root / "round-1.parquet", parts1)],
         reserve_path=root / "reserve.parquet",
     )
@@ -556,13 +532,10 @@ def test_exhausted_reserve_gives_the_shortfall_message(laion):
         reserve.filter(pc.is_in(reserve["key"], topup["key"])), root / "reserve-small.parquet"
     )
     with pytest.raises(ShortfallError) as err:
-        build_dataset(
-            root / "selection.parquet",
+        _build(
+            root,
             parts,
-            root / "ds",
-            root / "rep",
             _fill(False),
-            WriteSettings(3),
             topup=[(root / "round-1.parquet", parts1)],
             reserve_path=root / "reserve-small.parquet",
         )

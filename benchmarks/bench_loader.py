@@ -89,25 +89,26 @@ def bench_read(root: Path, jpegs: list[bytes], n_classes: int = 10) -> dict:
 
 
 def bench_download(root: Path, jpegs: list[bytes], size: int, threads: int) -> dict:
-    from imagenot.acquire import plan
+    import dataclasses
+
     from imagenot.acquire.download import download_part
     from imagenot.acquire.settings import DownloadSettings
     from imagenot.config import validate_config
 
     www = root / "www"
-    config: dict = {}
-    validate_config(config)  # the schema's defaults, then what this benchmark sets
-    settings = DownloadSettings(
+    config = validate_config({})  # the schema's defaults, then what this benchmark sets
+    settings = dataclasses.replace(
+        DownloadSettings.from_config(config),
         **{
-            **plan.download_settings(config),
+            "download_parts": 1,
             "threads_per_process": threads,
             "url_map": {"http://bench.invalid/": str(www)},
-            "shard_size": 10000,
+            "images_per_download_shard": 10000,
             "image_size": size,
             "retries": 0,
             "min_success_rate": 0.0,
-            "max_unreachable": None,
-        }
+            "max_unreachable_fraction": None,
+        },
     )
 
     www.mkdir()
@@ -127,7 +128,6 @@ def bench_download(root: Path, jpegs: list[bytes], size: int, threads: int) -> d
         lambda: download_part(
             root / "sel.parquet",
             0,
-            1,
             root / "work",
             root / "part.tar",
             root / "part.parquet",

@@ -1,4 +1,5 @@
-# Stage: acquire. Config lookups: imagenot.acquire.plan (imported as acquire_plan in rules/common.smk).
+# Stage: acquire. Config lookups: imagenot.acquire.plan (imported as acquire_plan in rules/common.smk);
+# each rule's settings: its class in imagenot.acquire.settings (acquire_settings), from_config.
 # LAION-built datasets: download + validate per part (round 0: the selection; rounds 1..
 # acquire.topup_rounds: reserve captions of classes still short), one fill-and-split plan over
 # every round, the kept images stored by one job per download part, then a small gather.
@@ -36,7 +37,7 @@ rule acquire_download:
         **download_resources(),
     params:
         work=f"{RESULTS}/acquire/{{dataset}}/work/part-{{part}}",
-        settings=to_arg(acquire_plan.download_settings(config)),
+        settings=to_arg(acquire_settings.DownloadSettings.from_config(config)),
     shell:
         "imagenot acquire-download {input.selection} --part {wildcards.part}"
         " --work-dir {params.work} --out-status {output.status}"
@@ -71,7 +72,9 @@ rule acquire_topup_select:
             "--selection", input.selections
         ),
         status=lambda wc, input: acquire_plan.repeat_option("--status", input.status),
-        settings=lambda wc: to_arg(acquire_plan.topup_settings(config, wc.dataset)),
+        settings=lambda wc: to_arg(
+            acquire_settings.TopupSettings.from_config(config, dataset=wc.dataset)
+        ),
     shell:
         "imagenot acquire-topup {params.selections} {params.status} --reserve {input.reserve}"
         " --out {output.selection} --settings {params.settings} > {log} 2>&1"
@@ -96,7 +99,7 @@ use rule acquire_download as acquire_topup_download with:
     localrule: acquire_plan.download_local(config, SITE)
     params:
         work=f"{RESULTS}/acquire/{{dataset}}/round-{{round}}/work/part-{{part}}",
-        settings=to_arg(acquire_plan.download_settings(config)),
+        settings=to_arg(acquire_settings.DownloadSettings.from_config(config)),
 
 
 # Fill and split over every round: top images per class by caption similarity, duplicates
@@ -141,7 +144,9 @@ rule acquire_split:
         status=lambda wc, input: acquire_plan.repeat_option("--status", input.status),
         reserve=lambda wc, input: acquire_plan.repeat_option("--reserve", input.reserve),
         report_dir=f"{RESULTS}/acquire/{{dataset}}",
-        settings=lambda wc: to_arg(acquire_plan.fill_settings(config, wc.dataset)),
+        settings=lambda wc: to_arg(
+            acquire_settings.FillSettings.from_config(config, dataset=wc.dataset)
+        ),
     shell:
         "imagenot acquire-plan {params.selections} {params.status} {params.reserve}"
         " --assignment {output.assignment} --report-dir {params.report_dir}"
@@ -167,7 +172,7 @@ rule acquire_write:
     threads: 1
     params:
         out=f"{RESULTS}/datasets/{{dataset}}",
-        settings=to_arg(acquire_plan.write_settings(config)),
+        settings=to_arg(acquire_settings.WriteSettings.from_config(config)),
     shell:
         "imagenot acquire-write {input.assignment} --job part-{wildcards.part}"
         " --out {params.out} --part-manifest {output.part}"
@@ -194,7 +199,7 @@ rule acquire_build:
     threads: 1
     params:
         out=f"{RESULTS}/datasets/{{dataset}}",
-        settings=to_arg(acquire_plan.gather_settings(config)),
+        settings=to_arg(acquire_settings.GatherSettings.from_config(config)),
     shell:
         "imagenot acquire-gather {input.parts} --out {params.out}"
         " --settings {params.settings} > {log} 2>&1"
@@ -219,7 +224,9 @@ rule acquire_materialise_range:
     params:
         out=f"{RESULTS}/datasets/{{dataset}}",
         settings=lambda wc: to_arg(
-            acquire_plan.materialise_settings(config, wc.dataset)
+            acquire_settings.MaterialiseSettings.from_config(
+                config, dataset=wc.dataset
+            )
         ),
     shell:
         "imagenot materialise-range {params.out} --job {wildcards.job}"

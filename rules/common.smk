@@ -11,9 +11,11 @@ from imagenot.settings import to_arg
 from imagenot.stages import check_workflow_config, stage_plans
 from imagenot.demo import plan as demo_plan
 from imagenot.demo import scale_plan
+from imagenot.demo import settings as demo_settings
 from imagenot.curate import plan as curate_plan
 from imagenot.curate import settings as curate_settings
 from imagenot.acquire import plan as acquire_plan
+from imagenot.acquire import settings as acquire_settings
 from imagenot.train import plan as train_plan
 from imagenot.train import settings as train_settings
 from imagenot.evaluate import plan as evaluate_plan

@@ -19,7 +19,7 @@ rule demo_world:
         gpu_env("curate")
     threads: 1
     params:
-        settings=to_arg(demo_plan.settings(config)),
+        settings=to_arg(demo_settings.DemoSettings.from_config(config)),
     shell:
         "imagenot demo-world --nltk-data {input} --out results/demo_world"
         " --shards {output.shards} --settings {params.settings} > {log} 2>&1"

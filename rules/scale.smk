@@ -22,7 +22,7 @@ if scale_plan.enabled(config):
             gpu_env("curate")
         threads: 1
         params:
-            settings=to_arg(scale_plan.settings(config)),
+            settings=to_arg(demo_settings.ScaleSettings.from_config(config)),
         shell:
             "imagenot scale-world-shard --index {wildcards.shard} --captions {input.captions}"
             " --lemmas {input.lemmas} -o {output.shard} --settings {params.settings}"

@@ -51,32 +51,39 @@ def load_benchmark(name: str):
 
 def download_settings(**fields):
     """``acquire-download`` settings of a config holding only the schema's defaults
-    (imagenot.acquire.plan.download_settings), with the ``fields`` a test sets: the library has
-    no defaults of its own (they live in the schema only)."""
-    from imagenot.acquire import plan
+    (imagenot.acquire.settings.DownloadSettings.from_config), with the ``fields`` a test sets:
+    the library has no defaults of its own (they live in the schema only)."""
+    import dataclasses
+
     from imagenot.acquire.settings import DownloadSettings
     from imagenot.config import validate_config
 
-    config: dict = {}
-    validate_config(config)
-    return DownloadSettings(**{**plan.download_settings(config), **fields})
+    return dataclasses.replace(DownloadSettings.from_config(validate_config({})), **fields)
 
 
-def materialise(kind: str, path, out_dir, **fields):
-    """imagenot.acquire.adapters.materialise with the adapter settings of a config holding
-    only the schema's defaults (``acquire.*``, imagenot.acquire.plan.materialise_settings) and
-    the ``fields`` a test sets. The tests' class folders hold a handful of images: no
-    validation split and no unreadable file tolerated, unless a test says otherwise."""
-    from imagenot.acquire import adapters, plan
+def materialise_settings(kind: str, path, **fields):
+    """The ``materialise-range`` settings of dataset ``kind`` at ``path`` in a config holding
+    only the schema's defaults (``acquire.*``, imagenot.acquire.settings.MaterialiseSettings.
+    from_config) and the ``fields`` a test sets. The tests' class folders hold a handful of
+    images: no validation split and no unreadable file tolerated, unless a test says
+    otherwise."""
+    import dataclasses
+
     from imagenot.acquire.settings import MaterialiseSettings
     from imagenot.config import validate_config
 
-    config: dict = {"datasets": {"under_test": {"kind": kind, "path": str(path)}}}
-    validate_config(config)
-    settings = MaterialiseSettings(**plan.materialise_settings(config, "under_test"))
+    config = validate_config({"datasets": {"under_test": {"kind": kind, "path": str(path)}}})
+    settings = MaterialiseSettings.from_config(config, dataset="under_test")
     small = {"val_per_class": 0, "max_unreadable_share": 0.0}
-    kwargs = {**settings.adapter_kwargs(), **small, **fields}
-    return adapters.materialise(kind, path, out_dir, **kwargs)
+    return dataclasses.replace(settings, **{**small, **fields})
+
+
+def materialise(kind: str, path, out_dir, parts_dir=None, **fields):
+    """imagenot.acquire.adapters.materialise with :func:`materialise_settings`."""
+    from imagenot.acquire import adapters
+
+    settings = materialise_settings(kind, path, **fields)
+    return adapters.materialise(out_dir, settings, parts_dir=parts_dir)
 
 
 @pytest.fixture(scope="session")

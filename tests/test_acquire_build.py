@@ -15,7 +15,7 @@ from PIL import Image
 from imagenot.acquire.build import build_dataset, near_duplicate_mask
 from imagenot.acquire.dataset import load_split_tensors, read_fingerprint, read_manifest
 from imagenot.acquire.download import download_part
-from imagenot.acquire.settings import FillSettings
+from imagenot.acquire.settings import FillSettings, WriteSettings
 
 CLASSES = ["n00000003", "n00000001", "n00000002", "n00000009"]
 PER_CLASS = {"n00000003": 14, "n00000001": 14, "n00000002": 14, "n00000009": 5}
@@ -62,14 +62,13 @@ def world(tmp_path_factory):
         download_part(
             root / "selection.parquet",
             part,
-            2,
             root / "work" / str(part),
             status.with_suffix(".tar"),
             status,
             settings=download_settings(
-                threads_per_process=4, timeout=5, retries=0, image_size=24, shard_size=10000,
+                download_parts=2, threads_per_process=4, timeout_s=5, retries=0, image_size=24, images_per_download_shard=10000,
                 url_map={"http://demo-world.invalid/": str(root / "images")},
-                min_success_rate=0.0, max_unreachable=None,
+                min_success_rate=0.0, max_unreachable_fraction=None,
             ),
             processes=1,
         )  # fmt: skip
@@ -85,12 +84,17 @@ def _build(root, parts, out, **kw):
         "short_classes": "keep",
         "allow_fewer": True,
         "near_duplicates": "phash",
-        "near_distance": 4,
+        "near_duplicate_distance": 4,
         "seed": 7,
     }
     fill.update(kw)
     return build_dataset(
-        root / "selection.parquet", parts, out, root / "report", FillSettings(**fill), shard_size=10
+        root / "selection.parquet",
+        parts,
+        out,
+        root / "report",
+        FillSettings(**fill),
+        WriteSettings(shard_size=10),
     )
 
 

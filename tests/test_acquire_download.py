@@ -103,13 +103,12 @@ def test_bad_input_ends_in_statistics(tmp_path, server):
     status = download_part(
         sel,
         0,
-        1,
         tmp_path / "work",
         tmp_path / "part.tar",
         tmp_path / "part.parquet",
         settings=download_settings(
-            threads_per_process=4, timeout=1, retries=0, shard_size=100, image_size=16,
-            max_pixels=1_000_000, min_size=8, min_success_rate=0.0, max_unreachable=None,
+            download_parts=1, threads_per_process=4, timeout_s=1, retries=0, images_per_download_shard=100, image_size=16,
+            max_image_pixels=1_000_000, min_image_size=8, min_success_rate=0.0, max_unreachable_fraction=None,
         ),
         processes=1,
     )  # fmt: skip
@@ -140,11 +139,11 @@ def test_rerun_resumes_without_duplicates(tmp_path, server):
     sel = tmp_path / "selection.parquet"
     pq.write_table(table, sel)
     settings = download_settings(
-        threads_per_process=2, timeout=2, retries=0, shard_size=10, image_size=16,
-        min_success_rate=0.0, max_unreachable=None,
+        download_parts=1, threads_per_process=2, timeout_s=2, retries=0, images_per_download_shard=10, image_size=16,
+        min_success_rate=0.0, max_unreachable_fraction=None,
     )  # fmt: skip
     kwargs = {"settings": settings, "processes": 1}
-    args = (sel, 0, 1, tmp_path / "work", tmp_path / "p.tar", tmp_path / "p.parquet")
+    args = (sel, 0, tmp_path / "work", tmp_path / "p.tar", tmp_path / "p.parquet")
     first = download_part(*args, **kwargs)
     # simulate a job killed inside the second img2dataset shard: its stats file is missing
     stats = sorted((tmp_path / "work" / "img2dataset").glob("*_stats.json"))
@@ -194,7 +193,9 @@ def test_classify_fetch_error(message, reason):
 
 def test_mode_rules():
     cmyk = _encoded("JPEG", mode="CMYK", colour=(0, 255, 255, 0))
-    res = images.validate_image(cmyk, size=8)
+    res = images.validate_image(
+        cmyk, size=8, resize_mode="center_crop", max_pixels=10**6, min_size=1, quality=95
+    )
     assert res.reason == "success" and res.mode == "CMYK"
     arr = np.asarray(Image.open(io.BytesIO(res.jpeg)))
     assert arr[..., 0].mean() > 200 and arr[..., 1].mean() < 60

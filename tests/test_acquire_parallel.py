@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from conftest import materialise
+from conftest import materialise, materialise_settings
 from PIL import Image
 
 from imagenot.acquire import dataset, images
@@ -39,7 +39,13 @@ from imagenot.acquire.dataset import (
     write_dataset,
 )
 from imagenot.acquire.download import STATUS_SCHEMA, select_part
-from imagenot.acquire.settings import FillSettings, TopupSettings
+from imagenot.acquire.settings import (
+    FillSettings,
+    GatherSettings,
+    MaterialiseSettings,
+    TopupSettings,
+    WriteSettings,
+)
 from imagenot.io import write_parquet
 from imagenot.settings import to_json
 
@@ -70,7 +76,7 @@ OPTS = {
     "seed": 4,
     "shard_size": 4,
     "resize_mode": "center_crop",
-    "quality": 95,
+    "jpeg_quality": 95,
     "max_unreadable_share": 0.0,
     "allow_empty": False,
 }
@@ -88,20 +94,19 @@ def _range_paths(out, n):
     return [out / "parts" / f"range-{j:05d}.parquet" for j in range(n)]
 
 
-def _run_ranges(root, out, per_job):
+def _range_settings(root, per_job, **fields):
+    """The ranges of ``per_job`` classes of the ImageNet-like tree at ``root``."""
     jobs = n_range_jobs(len(WNIDS), per_job)
-    parts = _range_paths(out, jobs)
+    return materialise_settings(
+        "imagenet", root, jobs=jobs, classes_per_job=per_job, **{**OPTS, **fields}
+    )
+
+
+def _run_ranges(root, out, per_job):
+    settings = _range_settings(root, per_job)
+    parts = _range_paths(out, settings.jobs)
     for j, part in enumerate(parts):
-        materialise_range(
-            "imagenet",
-            root,
-            out / "ds",
-            part,
-            job=j,
-            jobs=jobs,
-            classes_per_job=per_job,
-            **OPTS,
-        )
+        materialise_range(out / "ds", part, settings, job=j)
     return parts
 
 
@@ -148,10 +153,7 @@ def test_a_killed_range_is_redone_alone(imagenet, tmp_path):
     assert redone and all("-00001-" in n for n in redone)
     assert gather_parts(out / "ds", parts, seed=OPTS["seed"]).read_bytes() == first
     # other settings for a range: it is redone, not skipped
-    materialise_range(
-        "imagenet", imagenet, out / "ds", parts[0], job=0, jobs=3, classes_per_job=3,
-        **{**OPTS, "seed": 5},
-    )  # fmt: skip
+    materialise_range(out / "ds", parts[0], _range_settings(imagenet, 3, seed=5), job=0)
     assert (shards / "train-00000-000000.tar").stat().st_mtime_ns != before[
         "train-00000-000000.tar"
     ]
@@ -295,7 +297,10 @@ def _fake_download(selection_path, folder, n_parts, dead=frozenset(), duplicate_
                 rows.append(row)
                 continue
             source = int(duplicate_of.get(key, key).split("-")[1])
-            result = images.validate_image(_jpeg(source), size=16)
+            result = images.validate_image(
+                _jpeg(source), size=16, resize_mode="center_crop", max_pixels=10**6, min_size=1,
+                quality=95,
+            )  # fmt: skip
             row.update(reason=result.reason, width=20, height=20, mode="RGB")
             row["sha256"] = __import__("hashlib").sha256(result.jpeg).hexdigest()
             row["phash"] = images.phash64(result.jpeg)
@@ -318,7 +323,7 @@ FILL = {
     "val_per_class": 1,
     "short_classes": "keep",
     "near_duplicates": "phash",
-    "near_distance": 4,
+    "near_duplicate_distance": 4,
     "seed": 3,
 }
 
@@ -327,8 +332,19 @@ def _fill(allow_fewer: bool, **kw) -> FillSettings:
     return FillSettings(**{**FILL, **kw}, allow_fewer=allow_fewer)
 
 
-def _topup(images_per_class=6, oversample=0.5, near_duplicates="off", near_distance=4):
-    return TopupSettings(images_per_class, oversample, near_duplicates, near_distance)
+def _topup(near_duplicates="off"):
+    return TopupSettings(
+        images_per_class=6,
+        oversample=0.5,
+        near_duplicates=near_duplicates,
+        near_duplicate_distance=4,
+    )
+
+
+def _build(root, parts, fill: FillSettings, out="ds", **kw):
+    """build_dataset of the ``laion`` fixture's selection into ``root/out`` (3 images a shard)."""
+    sel, rep = root / "selection.parquet", root / "rep"
+    return build_dataset(sel, parts, root / out, rep, fill, WriteSettings(3), **kw)
 
 
 @pytest.fixture
@@ -358,16 +374,14 @@ def test_parallel_build_equals_the_single_job_build(laion):
     """The per-part writes + gather give the rows today's one-job build wrote: plan_splits on
     every valid candidate, then write_dataset (the fingerprint is the same too)."""
     root, parts, _ = laion
-    build_dataset(
-        root / "selection.parquet", parts, root / "ds", root / "rep", _fill(True), shard_size=3
-    )
+    _build(root, parts, _fill(True))
     # the one-job reference, as build_dataset wrote it before the parallel split
     from imagenot.acquire.build import read_parts
 
     status = read_parts(parts)
     sel = pq.read_table(root / "selection.parquet").select(["key", "wnid", "similarity"])
     cand = status.filter(pc.equal(status["reason"], "success")).join(sel, "key")
-    assignment, _ = plan_splits(cand, **FILL)
+    assignment, _ = plan_splits(cand, _fill(True))
     reader = ShardReader(root.parent)
     records = [
         Record(r["key"], r["wnid"], r["split"], reader.read(r["part_tar"], r["offset"], r["length"]),
@@ -387,9 +401,7 @@ def test_parallel_build_equals_the_single_job_build(laion):
 def test_shortfall_stops_with_the_numbers_and_the_keys(laion):
     root, parts, _ = laion
     with pytest.raises(ShortfallError) as err:
-        build_dataset(
-            root / "selection.parquet", parts, root / "ds", root / "rep", _fill(False), shard_size=3
-        )
+        _build(root, parts, _fill(False))
     msg = str(err.value)
     assert "1 of 3 classes have fewer than 6 valid distinct images" in msg
     assert "(2 images short in all; fewest: n00000002 4)" in msg
@@ -404,19 +416,10 @@ def test_shortfall_stops_with_the_numbers_and_the_keys(laion):
         assert key in msg
     assert not (root / "ds" / "manifest.parquet").exists()
     # allowed: the short class is kept with 4 images (keep) or left out (drop)
-    build_dataset(
-        root / "selection.parquet", parts, root / "ds", root / "rep", _fill(True), shard_size=3
-    )
+    _build(root, parts, _fill(True))
     m = read_manifest(root / "ds")
     assert pc.sum(pc.equal(m["wnid"], "n00000002")).as_py() == 4
-    build_dataset(
-        root / "selection.parquet",
-        parts,
-        root / "ds2",
-        root / "rep",
-        _fill(True, short_classes="drop"),
-        shard_size=3,
-    )
+    _build(root, parts, _fill(True, short_classes="drop"), out="ds2")
     assert read_classes(root / "ds2") == ["n00000001", "n00000003"]
 
 
@@ -429,12 +432,8 @@ def test_a_class_without_any_valid_image_is_reported_short(laion):
     with pytest.raises(
         ShortfallError, match=r"1 of 3 classes .* \(6 images short in all; fewest: n00000003 0\)"
     ):
-        build_dataset(
-            root / "selection.parquet", parts, root / "ds", root / "rep", _fill(False), shard_size=3
-        )
-    build_dataset(
-        root / "selection.parquet", parts, root / "ds", root / "rep", _fill(True), shard_size=3
-    )
+        _build(root, parts, _fill(False))
+    _build(root, parts, _fill(True))
     report = {r["wnid"]: r for r in pq.read_table(root / "rep/classes_report.parquet").to_pylist()}
     assert report["n00000003"]["status"] == "dropped" and report["n00000003"]["n_tried"] == 8
     assert read_classes(root / "ds") == ["n00000001", "n00000002"]
@@ -482,15 +481,12 @@ def test_topup_round_fills_a_short_class_from_the_reserve(laion):
     assert topup["rank_in_class"].to_pylist() == [8, 9, 10]
     (root / "r1").mkdir()
     parts1 = _fake_download(root / "round-1.parquet", root / "r1", 2)
-    build_dataset(
-        root / "selection.parquet",
+    _build(
+        root,
         parts,
-        root / "ds",
-        root / "rep",
         _fill(False),
-        shard_size=3,
         topup=[(root / "round-1.parquet", parts1)],
-        reserve=root / "reserve.parquet",
+        reserve_path=root / "reserve.parquet",
     )
     m = read_manifest(root / "ds")
     per_class = pc.value_counts(m["wnid"]).to_pylist()
@@ -536,15 +532,12 @@ def test_exhausted_reserve_gives_the_shortfall_message(laion):
         reserve.filter(pc.is_in(reserve["key"], topup["key"])), root / "reserve-small.parquet"
     )
     with pytest.raises(ShortfallError) as err:
-        build_dataset(
-            root / "selection.parquet",
+        _build(
+            root,
             parts,
-            root / "ds",
-            root / "rep",
             _fill(False),
-            shard_size=3,
             topup=[(root / "round-1.parquet", parts1)],
-            reserve=root / "reserve-small.parquet",
+            reserve_path=root / "reserve-small.parquet",
         )
     msg = str(err.value)
     assert "after 1 top-up round(s)" in msg and "fewest: n00000002 4" in msg
@@ -587,10 +580,11 @@ def test_plan_lookups_for_rounds_and_ranges():
     config["curate"]["reserve"] = 0  # no reserve, nothing to top up from: no top-up round
     assert plan.topup_rounds(config) == 0
     config["curate"]["reserve"] = 0.5
-    assert plan.materialise_jobs(config, "inet") == 20  # ImageNet's 1000 classes
-    assert plan.materialise_jobs(config, "fm") == 1
-    assert plan.fill_settings(config, "mine")["allow_fewer"] is True
-    assert plan.fill_settings(config, "other")["allow_fewer"] is False
+    jobs = MaterialiseSettings.from_config(config, dataset="inet").jobs
+    assert jobs == 20  # ImageNet's 1000 classes
+    assert MaterialiseSettings.from_config(config, dataset="fm").jobs == 1
+    assert FillSettings.from_config(config, dataset="mine").allow_fewer is True
+    assert FillSettings.from_config(config, dataset="other").allow_fewer is False
     inputs = plan.plan_inputs(config, "mine")
     assert inputs["selections"] == [
         "results/curate/mine/selection.parquet",
@@ -642,7 +636,7 @@ def test_rule_command_lines_run_the_whole_chain(laion, monkeypatch):
             str(root / "reserve.parquet"),
             "--out",
             str(root / "r1.parquet"),
-            *shlex.split(f"--settings {to_arg(plan.topup_settings(config, 'mine'))}"),
+            *shlex.split(f"--settings {to_arg(TopupSettings.from_config(config, dataset='mine'))}"),
         ]
     )
     (root / "r1").mkdir()
@@ -667,7 +661,7 @@ def test_rule_command_lines_run_the_whole_chain(laion, monkeypatch):
             str(root / "rep"),
             "--name",
             "mine",
-            *shlex.split(f"--settings {to_arg(plan.fill_settings(config, 'mine'))}"),
+            *shlex.split(f"--settings {to_arg(FillSettings.from_config(config, dataset='mine'))}"),
         ]
     )
     written = []
@@ -684,10 +678,10 @@ def test_rule_command_lines_run_the_whole_chain(laion, monkeypatch):
                 "--part-manifest",
                 written[-1],
                 "--settings",
-                to_json(plan.write_settings(config)),
+                to_json(WriteSettings.from_config(config)),
             ]
         )
-    gather = to_json(plan.gather_settings(config))
+    gather = to_json(GatherSettings.from_config(config))
     main(["acquire-gather", *written, "--out", str(root / "ds"), "--settings", gather])
     m = read_manifest(root / "ds")
     assert sorted(pc.value_counts(m["wnid"]).field("counts").to_pylist()) == [6, 6, 6]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import re
@@ -19,7 +20,7 @@ from imagenot.demo import plan
 from imagenot.demo.cli import demo_settings
 from imagenot.demo.settings import DemoSettings
 from imagenot.demo.world import LAION_SCHEMA, build_world, write_world
-from imagenot.settings import parse, to_json
+from imagenot.settings import to_json
 from imagenot.wordnet import imagenet_wnids, lemma_text, synset_of
 
 SMALL = {
@@ -269,13 +270,15 @@ def test_plan_lookups():
     assert plan.targets({"demo_world": {"enabled": False}}) == []
     # the rule's --settings: the validated section but `enabled`, exactly what the command parses
     valid = validate_config(copy.deepcopy(config))
-    settings = plan.settings(valid)
-    assert settings == {k: v for k, v in valid["demo_world"].items() if k != "enabled"}
-    assert demo_settings(to_json(settings)) == parse(DemoSettings, settings)
+    settings = DemoSettings.from_config(valid)
+    as_dict = {k: v for k, v in valid["demo_world"].items() if k != "enabled"}
+    assert dataclasses.asdict(settings) == as_dict
+    assert demo_settings(to_json(settings), None) == settings
+    assert demo_settings(to_json(settings), 9).seed == 9  # the --seed flag
 
 
 def test_bad_settings_name_the_key():
     with pytest.raises(ConfigError, match="n_shardz"):
-        demo_settings(json.dumps({"n_shardz": 2}))
+        demo_settings(json.dumps({"n_shardz": 2}), None)
     with pytest.raises(ConfigError, match="label_noise"):
-        demo_settings(json.dumps({"label_noise": 2.0}))
+        demo_settings(json.dumps({"label_noise": 2.0}), None)

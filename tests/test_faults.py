@@ -99,29 +99,28 @@ def _download(tmp_path, urls, **validate):
     return download_part(
         sel,
         0,
-        1,
         tmp_path / "work",
         tmp_path / "part.tar",
         tmp_path / "part.parquet",
         settings=download_settings(
-            threads_per_process=4, timeout=3, retries=0, shard_size=100, image_size=16,
-            **{"min_success_rate": 0.0, "max_unreachable": None, **validate},
+            download_parts=1, threads_per_process=4, timeout_s=3, retries=0, images_per_download_shard=100, image_size=16,
+            **{"min_success_rate": 0.0, "max_unreachable_fraction": None, **validate},
         ),
         processes=1,
     )  # fmt: skip
 
 
 def _download_cmd(sel, tmp_path, work, **acquire) -> list[str]:
-    """The rule's ``imagenot acquire-download`` command line on one part, its settings built by
-    the plan from ``acquire`` keys on top of the schema's defaults."""
-    from imagenot.acquire import plan
+    """The rule's ``imagenot acquire-download`` command line on one part, its settings built as
+    the rule builds them from ``acquire`` keys on top of the schema's defaults."""
+    from imagenot.acquire.settings import DownloadSettings
     from imagenot.config import validate_config
     from imagenot.settings import to_json
 
     config = validate_config({"acquire": {"download_parts": 1, "image_size": 16, **acquire}})
     cmd = [sys.executable, "-m", "imagenot.cli", "acquire-download", str(sel), "--part", "0"]
     cmd += ["--work-dir", str(work), "--out-status", str(tmp_path / "part.parquet")]
-    return [*cmd, "--processes", "1", "--settings", to_json(plan.download_settings(config))]
+    return [*cmd, "--processes", "1", "--settings", to_json(DownloadSettings.from_config(config))]
 
 
 def _gone(pid: int) -> bool:
@@ -299,14 +298,13 @@ def test_downloads_are_http_only_size_capped_and_deadlined(tmp_path, www):
         status = download_part(
             sel,
             0,
-            1,
             tmp_path / "work",
             tmp_path / "part.tar",
             tmp_path / "part.parquet",
             settings=download_settings(
-                threads_per_process=6, timeout=5, retries=0, shard_size=100,
-                max_response_bytes=65_536, image_deadline=1.5, image_size=16,
-                min_success_rate=0.0, max_unreachable=None,
+                download_parts=1, threads_per_process=6, timeout_s=5, retries=0, images_per_download_shard=100,
+                max_response_bytes=65_536, image_deadline_s=1.5, image_size=16,
+                min_success_rate=0.0, max_unreachable_fraction=None,
             ),
             processes=1,
         )  # fmt: skip
@@ -340,7 +338,10 @@ def _exif_rotated_jpeg() -> bytes:
 def test_exif_orientation_is_applied():
     from imagenot.acquire.images import validate_image
 
-    res = validate_image(_exif_rotated_jpeg(), size=16, resize_mode="border")
+    res = validate_image(
+        _exif_rotated_jpeg(), size=16, resize_mode="border", max_pixels=10**6, min_size=1,
+        quality=95,
+    )  # fmt: skip
     assert res.reason == "success" and (res.width, res.height) == (40, 20)
     out = np.asarray(Image.open(io.BytesIO(res.jpeg)).convert("RGB")).astype(int)
     # displayed upright: 20 wide, 40 tall, red on top (the stored left), blue below

@@ -1,5 +1,5 @@
-"""One settings object per rule (acquire, curate, wordnet, demo, scale, figures, train, evaluate): each plan's dict parses
-into its command's dataclass for every shipped config, the commands run on what the rules pass,
+"""One settings object per rule (every stage): each rule's object parses into its command's
+dataclass for every shipped config, the commands run on what the rules pass,
 and the flags of hand-typed commands take their defaults from the schema."""
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from imagenot.curate import cli as curate_cli
 from imagenot.curate import plan as curate_plan
 from imagenot.curate import settings as curate_settings
 from imagenot.curate.settings import WordnetSettings
-from imagenot.demo import plan as demo_plan
 from imagenot.demo import scale_plan
 from imagenot.demo.settings import DemoSettings, ScaleSettings
 from imagenot.evaluate.settings import RobustnessSettings
@@ -36,20 +35,8 @@ from imagenot.train import settings as train_settings
 
 def _rule_settings(config: dict) -> list[tuple[str, type, dict]]:
     """(what, dataclass, plan dict) of every rule of the five stages for ``config``."""
-    out = [
-        ("demo_world", DemoSettings, demo_plan.settings(config)),
-        ("scale_world", ScaleSettings, scale_plan.settings(config)),
-        ("acquire_download", acquire_settings.DownloadSettings, acquire_plan.download_settings(config)),
-        ("acquire_write", acquire_settings.WriteSettings, acquire_plan.write_settings(config)),
-        ("acquire_build", acquire_settings.GatherSettings, acquire_plan.gather_settings(config)),
-    ]  # fmt: skip
-    for name in curate_plan.laion_datasets(config):
-        out += [
-            ("acquire_topup_select", acquire_settings.TopupSettings, acquire_plan.topup_settings(config, name)),
-            ("acquire_split", acquire_settings.FillSettings, acquire_plan.fill_settings(config, name)),
-        ]  # fmt: skip
     runs = train_plan.final_runs(config)
-    out += [
+    out = [
         (f"figure {name}", figures_cli.FigureSettings, figures_plan.figure_settings(config, name))
         for name in figures_plan.figure_names(config, runs)
     ]
@@ -60,11 +47,27 @@ def _rule_settings(config: dict) -> list[tuple[str, type, dict]]:
     return out
 
 
-def _curate_rule_settings(config: dict) -> list[tuple[str, object]]:
-    """(rule, settings object) of every curate rule (and prepare_wordnet) for ``config``, built
-    as the rules build them."""
-    cs = curate_settings
+def _settings_objects(config: dict) -> list[tuple[str, object]]:
+    """(rule, settings object) of every curate rule (and prepare_wordnet), acquire rule and
+    demo/scale world rule for ``config``, built as the rules build them."""
+    cs, acq = curate_settings, acquire_settings
     out = [
+        ("demo_world", DemoSettings.from_config(config)),
+        ("scale_world", ScaleSettings.from_config(config)),
+        ("acquire_download", acq.DownloadSettings.from_config(config)),
+        ("acquire_write", acq.WriteSettings.from_config(config)),
+        ("acquire_build", acq.GatherSettings.from_config(config)),
+    ]
+    for name in curate_plan.laion_datasets(config):
+        out += [
+            ("acquire_topup_select", acq.TopupSettings.from_config(config, dataset=name)),
+            ("acquire_split", acq.FillSettings.from_config(config, dataset=name)),
+        ]
+    for name in acquire_plan.adapter_datasets(config):
+        out.append(
+            ("acquire_materialise_range", acq.MaterialiseSettings.from_config(config, dataset=name))
+        )
+    out += [
         ("prepare_wordnet", cs.WordnetSettings.from_config(config)),
         ("curate_match", cs.MatchSettings.from_config(config)),
         ("curate_queries", cs.QueriesSettings.from_config(config)),
@@ -82,10 +85,10 @@ def _curate_rule_settings(config: dict) -> list[tuple[str, object]]:
 
 
 @pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "scale.yaml"])
-def test_every_curate_settings_object_survives_the_rules_shell_word(repo_root, name):
+def test_every_settings_object_survives_the_rules_shell_word(repo_root, name):
     """What the command parses is what the rule built: one shell word, every field back."""
     config = load_config(repo_root / "config" / name)
-    for what, settings in _curate_rule_settings(config):
+    for what, settings in _settings_objects(config):
         words = shlex.split(to_arg(settings))
         assert len(words) == 1, what
         assert parse(type(settings), words[0], what=what) == settings, what
@@ -175,19 +178,42 @@ def test_every_plan_dict_parses_into_its_commands_dataclass(repo_root, name):
         assert json.loads(to_json(parsed)) == settings, what  # (an int may become a float)
 
 
-def test_adapter_settings_parse(repo_root):
+def test_adapter_settings_are_the_datasets_own_where_it_sets_them(repo_root):
     config = load_config(repo_root / "config" / "config.yaml")
+    assert acquire_plan.adapter_datasets(config)
     for name in acquire_plan.adapter_datasets(config):
-        s = parse(
-            acquire_settings.MaterialiseSettings, acquire_plan.materialise_settings(config, name)
-        )
-        assert s.kind == config["datasets"][name]["kind"]
-        assert s.jobs == acquire_plan.materialise_jobs(config, name)
+        s = acquire_settings.MaterialiseSettings.from_config(config, dataset=name)
+        spec = config["datasets"][name]
+        assert (s.kind, s.path) == (spec["kind"], spec["path"])
+        assert s.image_size == spec.get("image_size", config["acquire"]["image_size"])
+        assert s.test_per_class == spec.get("test_per_class")  # null: the whole test split
+        assert len(acquire_plan.range_ids(config, name)) == s.jobs
+
+
+def test_fill_settings_take_the_datasets_overrides():
+    config = validate_config(
+        {
+            "datasets": {
+                "own": {"kind": "laion", "images_per_class": 7, "test_per_class": 2},
+                "plain": {"kind": "laion"},
+            },
+            "acquire": {"near_duplicate_distance": 6},
+        }
+    )
+    own = acquire_settings.FillSettings.from_config(config, dataset="own")
+    plain = acquire_settings.FillSettings.from_config(config, dataset="plain")
+    assert (own.images_per_class, own.test_per_class) == (7, 2)
+    assert plain.images_per_class == config["curate"]["images_per_class"]
+    assert plain.test_per_class == config["acquire"]["test_per_class"]
+    assert own.near_duplicate_distance == plain.near_duplicate_distance == 6
+    assert own.seed == config["seed"]
 
 
 def test_a_missing_or_unknown_key_is_named():
-    fill = acquire_plan.fill_settings(
-        validate_config({"datasets": {"d": {"kind": "laion", "classes": "discover"}}}), "d"
+    fill = dataclasses.asdict(
+        acquire_settings.FillSettings.from_config(
+            validate_config({"datasets": {"d": {"kind": "laion", "classes": "discover"}}}), "d"
+        )
     )
     with pytest.raises(SettingsError, match=r"missing key\(s\) \['seed'\]"):
         parse(acquire_settings.FillSettings, {k: v for k, v in fill.items() if k != "seed"})
@@ -199,10 +225,10 @@ def test_a_missing_or_unknown_key_is_named():
 
 def test_download_settings_take_the_schemas_defaults():
     """The drift issue #19 names: acquire.threads_per_process was 64 in the schema, 16 in the
-    CLI. Now the command has no default at all; the plan reads the validated config."""
-    settings = acquire_plan.download_settings(validate_config({}))
-    assert settings["threads_per_process"] == schema_default("acquire.threads_per_process") == 64
-    assert settings["timeout"] == schema_default("acquire.timeout_s")
+    CLI. Now the command has no default at all; the rule reads the validated config."""
+    settings = acquire_settings.DownloadSettings.from_config(validate_config({}))
+    assert settings.threads_per_process == schema_default("acquire.threads_per_process") == 64
+    assert settings.timeout_s == schema_default("acquire.timeout_s")
     with pytest.raises(SystemExit):  # --settings is required: no flag-by-flag fallback
         main(["acquire-download", "s.parquet", "--part", "0", "--work-dir", "w"])
 
@@ -296,14 +322,14 @@ def test_materialise_range_and_gather_run_on_the_rules_settings(tmp_path):
             "acquire": {"image_size": 16, "val_per_class": 1, "classes_per_job": 2},
         }
     )
-    settings = acquire_plan.materialise_settings(config, "mine")
-    assert settings["jobs"] == 2
+    settings = acquire_settings.MaterialiseSettings.from_config(config, dataset="mine")
+    assert settings.jobs == 2
     out, parts = tmp_path / "ds", []
     for job in acquire_plan.range_ids(config, "mine"):
         parts.append(str(tmp_path / f"range-{job}.parquet"))
         argv = ["materialise-range", str(out), "--job", job, "--part-manifest", parts[-1]]
         assert main([*argv, *shlex.split(f"--settings {to_arg(settings)}")]) == 0
-    gather = to_json(acquire_plan.gather_settings(config))
+    gather = to_json(acquire_settings.GatherSettings.from_config(config))
     assert main(["acquire-gather", *parts, "--out", str(out), "--settings", gather]) == 0
     manifest = read_manifest(out)
     assert read_classes(out) == ["cat", "dog", "eel"]
@@ -323,7 +349,7 @@ def test_scale_world_shard_runs_on_the_rules_settings(shared_data, nltk_data, tm
     captions = str(shared_data / "web_captions_1000.parquet")
     argv = ["scale-world-shard", "--index", "0", "--captions", captions]
     argv += ["--lemmas", str(lemmas), "-o", str(out), "--settings"]
-    assert main([*argv, to_json(scale_plan.settings(config))]) == 0
+    assert main([*argv, to_json(ScaleSettings.from_config(config))]) == 0
     assert pq.read_metadata(out).num_rows == 300
     # the keys only the plan reads are not the command's: given by hand, they are dropped after
     # the schema validated them; a misspelt key is named

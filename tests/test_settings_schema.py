@@ -34,13 +34,15 @@ WILDCARD_EXAMPLES = {
     "stage": "0",
     "seed": "0",
 }
+# Per class, where its rule's wildcard names another dataset: the rules over datasets on disk.
+CLASS_WILDCARD_EXAMPLES = {"MaterialiseSettings": {"dataset": "disk"}}
 
 
 def _default_config() -> dict:
     """The schema's defaults, plus one dataset of each shape a rule's wildcards name."""
     return validate_config(
         {
-            "datasets": {"d": {"kind": "laion"}},
+            "datasets": {"d": {"kind": "laion"}, "disk": {"kind": "imagefolder", "path": "disk"}},
             # one trained experiment, whose space is all defaults (train.spaces.{space})
             "train": {
                 "experiments": [{"dataset": "d", "protocol": "st", "space": "s"}],
@@ -121,7 +123,8 @@ def test_from_config_gives_the_schema_defaults(cls):
     wanted = set(cls.WILDCARDS) | params
     missing = wanted - set(WILDCARD_EXAMPLES)
     assert not missing, f"add an example for wildcard(s) {missing} to WILDCARD_EXAMPLES"
-    settings = cls.from_config(config, **{k: WILDCARD_EXAMPLES[k] for k in wanted})
+    examples = {**WILDCARD_EXAMPLES, **CLASS_WILDCARD_EXAMPLES.get(cls.__name__, {})}
+    settings = cls.from_config(config, **{k: examples[k] for k in wanted})
     assert isinstance(settings, cls)
     for f in dataclasses.fields(cls):
         if f.name in cls.WILDCARDS or f.name in cls.DERIVED:

@@ -62,6 +62,7 @@ from imagenot.acquire import images
 from imagenot.acquire.build import class_seed
 from imagenot.acquire.dataset import Record, gather_parts, part_is_done, write_part
 from imagenot.acquire.kinds import DATASET_KINDS, adapter_kinds
+from imagenot.acquire.settings import MaterialiseSettings
 from imagenot.io import write_text
 from imagenot.registries import resolve
 
@@ -533,19 +534,16 @@ def range_classes(classes: list[str], job: int, jobs: int, classes_per_job: int)
 
 
 def class_split(
-    cls: str,
-    group: list[Item],
-    *,
-    seed: int,
-    val_per_class: int,
-    test_per_class: int | None = None,
-    max_train_per_class: int | None = None,
+    cls: str, group: list[Item], settings: MaterialiseSettings
 ) -> list[tuple[Item, str]]:
-    """Seeded split of one class's items (listing order): (item, split) for test, then val,
-    then train items. Official test items stay test (capped at ``test_per_class`` if given);
-    items without a source split give ``test_per_class`` test images first. Depends only on the
-    seed, the class name and its items, never on other classes (so ranges can be split apart).
+    """Seeded split of one class's items (listing order) as the dataset's ``settings`` say:
+    (item, split) for test, then val, then train items. Official test items stay test (capped
+    at ``test_per_class`` if given); items without a source split give ``test_per_class`` test
+    images first. Depends only on the seed, the class name and its items, never on other classes
+    (so ranges can be split apart).
     """
+    seed, val_per_class = settings.seed, settings.val_per_class
+    test_per_class, max_train_per_class = settings.test_per_class, settings.max_train_per_class
     rng = class_seed(seed, cls)
     test = [it for it in group if it.source == "test"]
     pool = [it for it in group if it.source != "test"]
@@ -573,28 +571,16 @@ def _by_class(items: list[Item]) -> dict[str, list[Item]]:
 
 
 def assign_adapter_splits(
-    items: list[Item],
-    *,
-    seed: int,
-    val_per_class: int,
-    test_per_class: int | None = None,
-    max_train_per_class: int | None = None,
+    items: list[Item], settings: MaterialiseSettings
 ) -> list[tuple[Item, str]]:
     """Every class's :func:`class_split`, in class order; training items then in the seeded
     permutation ``default_rng([seed, 1])`` (the order :func:`gather_parts` gives)."""
     by_class = _by_class(items)
     out: list[tuple[Item, str]] = []
     for cls in sorted(by_class):
-        out += class_split(
-            cls,
-            by_class[cls],
-            seed=seed,
-            val_per_class=val_per_class,
-            test_per_class=test_per_class,
-            max_train_per_class=max_train_per_class,
-        )
+        out += class_split(cls, by_class[cls], settings)
     train_idx = [i for i, (_, s) in enumerate(out) if s == "train"]
-    order = np.random.default_rng([seed, 1]).permutation(len(train_idx))
+    order = np.random.default_rng([settings.seed, 1]).permutation(len(train_idx))
     shuffled = [out[train_idx[i]] for i in order]
     return (
         shuffled
@@ -603,25 +589,33 @@ def assign_adapter_splits(
     )
 
 
+def _written_with(settings: MaterialiseSettings) -> dict:
+    """What a range's part manifest records of its settings, and compares on a rerun (a range
+    written with other settings is redone): every field but the range plan. The key names are
+    those of the manifests written so far (``quality``), so that finished ranges stay done."""
+    s = settings
+    return {
+        "kind": s.kind,
+        "path": str(s.path),
+        "image_size": s.image_size,
+        "resize_mode": s.resize_mode,
+        "quality": s.jpeg_quality,
+        "seed": s.seed,
+        "val_per_class": s.val_per_class,
+        "test_per_class": s.test_per_class,
+        "max_train_per_class": s.max_train_per_class,
+        "shard_size": s.shard_size,
+        "max_unreadable_share": s.max_unreadable_share,
+        "allow_empty": s.allow_empty,
+    }
+
+
 def materialise_range(
-    kind: str,
-    path: str | os.PathLike,
     out_dir: str | os.PathLike,
     part_manifest: str | os.PathLike,
+    settings: MaterialiseSettings,
     *,
     job: int,
-    jobs: int,
-    classes_per_job: int,
-    image_size: int,
-    resize_mode: str,
-    quality: int,
-    seed: int,
-    val_per_class: int,
-    test_per_class: int | None,
-    max_train_per_class: int | None,
-    shard_size: int,
-    max_unreadable_share: float,
-    allow_empty: bool,
 ) -> Path:
     """Write the classes of range job ``job`` (:func:`range_classes`): their shards
     ``shards/{split}-{job:05d}-{i:06d}.tar`` in ``out_dir`` and the part manifest (in class
@@ -632,25 +626,13 @@ def materialise_range(
     """
     from tqdm import tqdm
 
+    s = settings
+    kind, path, jobs = s.kind, s.path, s.jobs
+    image_size, resize_mode, quality = s.image_size, s.resize_mode, s.jpeg_quality
     read_items, read_classes = _adapter(kind)
     classes = read_classes(path)
-    mine = range_classes(classes, job, jobs, classes_per_job)
-    params = {
-        "kind": kind,
-        "path": str(path),
-        "job": job,
-        "classes": mine,
-        "image_size": image_size,
-        "resize_mode": resize_mode,
-        "quality": quality,
-        "seed": seed,
-        "val_per_class": val_per_class,
-        "test_per_class": test_per_class,
-        "max_train_per_class": max_train_per_class,
-        "shard_size": shard_size,
-        "max_unreadable_share": max_unreadable_share,
-        "allow_empty": allow_empty,
-    }
+    mine = range_classes(classes, job, jobs, s.classes_per_job)
+    params = {"job": job, "classes": mine, **_written_with(s)}
     if part_is_done(out_dir, part_manifest, params):
         log.info("%s: range %d already written with these settings; nothing to do", path, job)
         return Path(part_manifest)
@@ -660,21 +642,14 @@ def materialise_range(
     by_class = _by_class(items)
     pairs = []
     for cls in mine:
-        pairs += class_split(
-            cls,
-            by_class.get(cls, []),
-            seed=seed,
-            val_per_class=val_per_class,
-            test_per_class=test_per_class,
-            max_train_per_class=max_train_per_class,
-        )
-    _check_empty(path, kind, mine, pairs, allow_empty)
+        pairs += class_split(cls, by_class.get(cls, []), settings)
+    _check_empty(path, kind, mine, pairs, s.allow_empty)
     log.info("%s: range %d/%d, %d classes, %d images", path, job, jobs, len(mine), len(pairs))
     progress = tqdm(
         total=len(pairs), desc=f"materialise {kind} range {job}", unit="img", mininterval=5
     )
 
-    allowed = int(max_unreadable_share * len(pairs))
+    allowed = int(s.max_unreadable_share * len(pairs))
     first_bad: list[str] = []
 
     def skip(item: Item, reason: str, detail: str | None) -> None:
@@ -684,7 +659,7 @@ def materialise_range(
         if n_bad > allowed:
             raise AdapterError(
                 f"{path}: {n_bad} unreadable image(s) in range {job} of {len(pairs)}, more than "
-                f"acquire.max_unreadable_share {max_unreadable_share:g} allows (first: "
+                f"acquire.max_unreadable_share {s.max_unreadable_share:g} allows (first: "
                 f"{first_bad[0]})"
             )
         log.warning("%s: skipped %s", path, first_bad[-1])
@@ -699,7 +674,12 @@ def materialise_range(
             if isinstance(pixels, np.ndarray):
                 return images.normalise_array(pixels, image_size, resize_mode, quality)
             result = images.validate_image(
-                pixels, size=image_size, resize_mode=resize_mode, quality=quality
+                pixels,
+                size=image_size,
+                resize_mode=resize_mode,
+                max_pixels=images.ON_DISK_MAX_PIXELS,
+                min_size=0,
+                quality=quality,
             )
             if result.jpeg is None:
                 return skip(item, result.reason, result.detail)
@@ -714,7 +694,7 @@ def materialise_range(
         classes,
         part_manifest,
         part=f"{job:05d}",
-        shard_size=shard_size,
+        shard_size=s.shard_size,
         params=params,
     )
     progress.close()
@@ -760,31 +740,25 @@ def _check_empty(path, kind: str, mine: list[str], pairs: list, allow_empty: boo
 
 
 def materialise(
-    kind: str,
-    path: str | os.PathLike,
     out_dir: str | os.PathLike,
+    settings: MaterialiseSettings,
     *,
-    classes_per_job: int | None = None,
     parts_dir: str | os.PathLike | None = None,
-    **settings,
 ) -> Path:
-    """Write dataset ``kind`` at ``path`` to ``out_dir`` in the on-disk format: every range job
-    in turn (one range of all classes unless ``classes_per_job``), then the gather, in one
-    process (the workflow runs the range jobs in parallel instead). Part manifests go to
-    ``parts_dir`` (a temporary folder by default). ``settings`` are :func:`materialise_range`'s
-    (:meth:`imagenot.acquire.settings.MaterialiseSettings.adapter_kwargs`), all required: no
-    defaults here, they live in the config schema."""
+    """Write the dataset ``settings`` name (``kind`` at ``path``) to ``out_dir`` in the on-disk
+    format: every range job in turn (ranges of ``settings.classes_per_job`` classes, counted on
+    the real class list rather than planned from a hint), then the gather, in one process (the
+    workflow runs the range jobs in parallel instead). Part manifests go to ``parts_dir`` (a
+    temporary folder by default)."""
+    import dataclasses
     import tempfile
 
-    _, read_classes = _adapter(kind)
-    n_classes = len(read_classes(path))
-    per_job = classes_per_job or max(1, n_classes)
-    jobs = n_range_jobs(n_classes, per_job)
+    _, read_classes = _adapter(settings.kind)
+    jobs = n_range_jobs(len(read_classes(settings.path)), settings.classes_per_job)
+    settings = dataclasses.replace(settings, jobs=jobs)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(parts_dir) if parts_dir is not None else Path(tmp)
         parts = [folder / f"range-{j:05d}.parquet" for j in range(jobs)]
         for j, part in enumerate(parts):
-            materialise_range(
-                kind, path, out_dir, part, job=j, jobs=jobs, classes_per_job=per_job, **settings
-            )
-        return gather_parts(out_dir, parts, seed=settings["seed"])
+            materialise_range(out_dir, part, settings, job=j)
+        return gather_parts(out_dir, parts, seed=settings.seed)

@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from imagenot.acquire.dataset import SPLITS, Record, ShardReader, read_classes
-from imagenot.acquire.settings import FillSettings, TopupSettings
+from imagenot.acquire.settings import FillSettings, TopupSettings, WriteSettings
 from imagenot.io import write_csv, write_parquet
 
 log = logging.getLogger(__name__)
@@ -79,10 +79,12 @@ def near_duplicate_mask(phashes: np.ndarray, distance: int) -> np.ndarray:
 
 
 def distinct_candidates(
-    candidates: pa.Table, near_duplicates: str, near_distance: int
+    candidates: pa.Table, settings: FillSettings | TopupSettings
 ) -> tuple[pa.Table, np.ndarray]:
     """Candidates ordered by (similarity desc, key), and True where an image is the first of
-    its exact (sha256) or, with ``near_duplicates='phash'``, near duplicates (rules 1-2)."""
+    its exact (sha256) or, with ``settings.near_duplicates='phash'``, near duplicates (within
+    ``near_duplicate_distance`` bits; rules 1-2). The fill and the top-up count alike."""
+    near_duplicates, near_distance = settings.near_duplicates, settings.near_duplicate_distance
     order = pc.sort_indices(candidates, [("similarity", "descending"), ("key", "ascending")])
     cand = candidates.take(order)
     sha = cand["sha256"].to_pylist()
@@ -101,23 +103,16 @@ def distinct_candidates(
     return cand, keep
 
 
-def plan_splits(
-    candidates: pa.Table,
-    *,
-    images_per_class: int,
-    test_per_class: int,
-    val_per_class: int,
-    short_classes: str,
-    near_duplicates: str,
-    near_distance: int,
-    seed: int,
-) -> tuple[pa.Table, pa.Table]:
-    """Assign splits. ``candidates``: key, wnid, similarity, sha256 (+ phash) of valid images.
+def plan_splits(candidates: pa.Table, fill: FillSettings) -> tuple[pa.Table, pa.Table]:
+    """Assign splits as ``fill`` says. ``candidates``: key, wnid, similarity, sha256 (+ phash)
+    of valid images.
 
     Returns (assignment: the candidates kept with ``split`` added, in write order;
     per-class report: wnid, n_valid, n_unique, n_kept, n_test, n_val, n_train, status).
     """
-    cand, keep = distinct_candidates(candidates, near_duplicates, near_distance)
+    cand, keep = distinct_candidates(candidates, fill)
+    images_per_class, short_classes, seed = fill.images_per_class, fill.short_classes, fill.seed
+    test_per_class, val_per_class = fill.test_per_class, fill.val_per_class
     if short_classes not in ("drop", "keep"):
         raise ValueError(f"short_classes {short_classes!r} is not one of 'drop', 'keep'")
 
@@ -251,7 +246,7 @@ def plan_build(
     assignment_path: str | os.PathLike,
     fill: FillSettings,
     *,
-    reserve: str | os.PathLike | None = None,
+    reserve_path: str | os.PathLike | None,
     name: str | None = None,
 ) -> pa.Table:
     """Fill and split a LAION-built dataset from the status tables of every download round
@@ -283,16 +278,7 @@ def plan_build(
     ok = status.filter(pc.equal(status["reason"], "success"))
     candidates = ok.join(selection.drop_columns(["round"]), "key", join_type="inner")
     images_per_class = fill.images_per_class
-    assignment, report = plan_splits(
-        candidates,
-        images_per_class=images_per_class,
-        test_per_class=fill.test_per_class,
-        val_per_class=fill.val_per_class,
-        short_classes=fill.short_classes,
-        near_duplicates=fill.near_duplicates,
-        near_distance=fill.near_distance,
-        seed=fill.seed,
-    )
+    assignment, report = plan_splits(candidates, fill)
     # classes none of whose images validated are reported (and short) too
     reported = set(report["wnid"].to_pylist()) if report.num_rows else set()
     absent = sorted(set(selection["wnid"].to_pylist()) - reported)
@@ -311,7 +297,7 @@ def plan_build(
         if row["n_unique"] < images_per_class:
             log.info("short class %s: %s", row["wnid"], row)
     message = shortfall_message(
-        name, report, images_per_class, len(selections) - 1, reserve_left(reserve, selection)
+        name, report, images_per_class, len(selections) - 1, reserve_left(reserve_path, selection)
     )
     if message and not fill.allow_fewer:
         raise ShortfallError(message)
@@ -356,8 +342,7 @@ def write_build_part(
     job: str,
     out_dir: str | os.PathLike,
     part_manifest: str | os.PathLike,
-    *,
-    shard_size: int,
+    settings: WriteSettings,
 ) -> pa.Table:
     """Store the assignment rows of download part ``job`` (e.g. ``part-00003``, every round's
     tar of that part) in the dataset's shards ``shards/{split}-{job}-{i:06d}.tar``, in manifest
@@ -374,6 +359,7 @@ def write_build_part(
     digest = hashlib.sha256()
     for batch in rows.drop_columns(["similarity"]).to_batches(1 << 16):
         digest.update(repr(batch.to_pydict()).encode())
+    shard_size = settings.shard_size
     params = {"rows": digest.hexdigest(), "shard_size": shard_size, "classes": classes}
     if part_is_done(out_dir, part_manifest, params):
         log.info("%s: part %s already written from these rows; nothing to do", out_dir, job)
@@ -417,10 +403,10 @@ def build_dataset(
     out_dir: str | os.PathLike,
     report_dir: str | os.PathLike,
     fill: FillSettings,
+    write: WriteSettings,
     *,
-    shard_size: int,
     topup: list[tuple[str | os.PathLike, list[str | os.PathLike]]] = (),
-    reserve: str | os.PathLike | None = None,
+    reserve_path: str | os.PathLike | None = None,
 ) -> Path:
     """Fill, split and write a LAION-built dataset in one process: :func:`plan_build`, then
     :func:`write_build_part` for each download part, then the gather (what the workflow's
@@ -433,14 +419,17 @@ def build_dataset(
     tables = [*part_tables, *(t for _, parts in topup for t in parts)]
     with tempfile.TemporaryDirectory() as tmp:
         assignment = plan_build(
-            selections, tables, report_dir, Path(tmp) / "assignment.parquet", fill, reserve=reserve
+            selections,
+            tables,
+            report_dir,
+            Path(tmp) / "assignment.parquet",
+            fill,
+            reserve_path=reserve_path,
         )
         parts = []
         for job in sorted({Path(t).stem for t in tables}):
             parts.append(Path(tmp) / f"{job}.parquet")
-            write_build_part(
-                Path(tmp) / "assignment.parquet", job, out_dir, parts[-1], shard_size=shard_size
-            )
+            write_build_part(Path(tmp) / "assignment.parquet", job, out_dir, parts[-1], write)
         manifest = gather_parts(out_dir, parts, seed=fill.seed)
     log.info("%s: %d images, %d classes", out_dir, assignment.num_rows, len(read_classes(out_dir)))
     return manifest
@@ -467,7 +456,7 @@ def select_topup(
     selection, status = read_rounds(selections, part_tables)
     ok = status.filter(pc.equal(status["reason"], "success"))
     cand = ok.join(selection.drop_columns(["round"]), "key", join_type="inner")
-    cand, keep = distinct_candidates(cand, settings.near_duplicates, settings.near_distance)
+    cand, keep = distinct_candidates(cand, settings)
     images_per_class, oversample = settings.images_per_class, settings.oversample
     have = Counter(np.asarray(cand["wnid"].to_pylist(), dtype=object)[keep].tolist())
     table = read_selection(reserve)

@@ -1,8 +1,8 @@
 """`imagenot` subcommands of the acquire stage (one per rule).
 
 Each takes its paths as arguments and everything the config decides as one ``--settings`` JSON
-object (built by :mod:`imagenot.acquire.plan`, parsed into :mod:`imagenot.acquire.settings`):
-defaults live in the schema only. ``@FILE`` reads the object from a file.
+object (a class of :mod:`imagenot.acquire.settings`, built by its ``from_config`` in
+rules/acquire.smk): defaults live in the schema only. ``@FILE`` reads the object from a file.
 """
 
 from __future__ import annotations
@@ -10,13 +10,12 @@ from __future__ import annotations
 import argparse
 
 
-def _settings_arg(p: argparse.ArgumentParser, cls: str, builder: str) -> None:
+def _settings_arg(p: argparse.ArgumentParser, cls: str) -> None:
     p.add_argument(
         "--settings",
         required=True,
         metavar="JSON",
-        help=f"JSON object (imagenot.acquire.settings.{cls}; built by "
-        f"imagenot.acquire.plan.{builder})",
+        help=f"JSON object (imagenot.acquire.settings.{cls}, built by its from_config)",
     )
 
 
@@ -36,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--work-dir", required=True, help="img2dataset work folder (kept to resume)")
     p.add_argument("--out-status", required=True, help="status table (parquet), tar beside it")
     p.add_argument("--processes", type=int, required=True, help="download processes (threads)")
-    _settings_arg(p, "DownloadSettings", "download_settings")
+    _settings_arg(p, "DownloadSettings")
     p.set_defaults(func=_download)
 
     p = subparsers.add_parser(
@@ -46,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--status", action="append", required=True, help="each earlier part's table")
     p.add_argument("--reserve", required=True, help="reserve.parquet of the curate stage")
     p.add_argument("--out", required=True, help="this round's selection (parquet)")
-    _settings_arg(p, "TopupSettings", "topup_settings")
+    _settings_arg(p, "TopupSettings")
     p.set_defaults(func=_topup)
 
     p = subparsers.add_parser(
@@ -58,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--assignment", required=True, help="output: the kept images (parquet)")
     p.add_argument("--report-dir", required=True, help="where download and class reports go")
     p.add_argument("--name", required=True, help="dataset name (for messages)")
-    _settings_arg(p, "FillSettings", "fill_settings")
+    _settings_arg(p, "FillSettings")
     p.set_defaults(func=_plan)
 
     p = subparsers.add_parser("acquire-write", help="store one download part's kept images")
@@ -66,7 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--job", required=True, help="download part, e.g. part-00003")
     p.add_argument("--out", required=True, help="dataset directory")
     p.add_argument("--part-manifest", required=True)
-    _settings_arg(p, "WriteSettings", "write_settings")
+    _settings_arg(p, "WriteSettings")
     p.set_defaults(func=_write)
 
     p = subparsers.add_parser(
@@ -74,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("parts", nargs="+", help="part manifests, in job order")
     p.add_argument("--out", required=True, help="dataset directory")
-    _settings_arg(p, "GatherSettings", "gather_settings")
+    _settings_arg(p, "GatherSettings")
     p.set_defaults(func=_gather)
 
     p = subparsers.add_parser(
@@ -83,7 +82,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("out", help="dataset directory")
     p.add_argument("--job", type=int, required=True)
     p.add_argument("--part-manifest", required=True)
-    _settings_arg(p, "MaterialiseSettings", "materialise_settings")
+    _settings_arg(p, "MaterialiseSettings")
     p.set_defaults(func=_materialise_range)
 
 
@@ -93,16 +92,14 @@ def _download(args: argparse.Namespace) -> None:
     from imagenot.acquire.download import download_part
     from imagenot.acquire.settings import DownloadSettings
 
-    s = _parse(DownloadSettings, args)
     status = Path(args.out_status)
     download_part(
         args.selection,
         args.part,
-        s.parts,
         args.work_dir,
         status.with_suffix(".tar"),
         status,
-        settings=s,
+        _parse(DownloadSettings, args),
         processes=args.processes,
     )
 
@@ -125,7 +122,7 @@ def _plan(args: argparse.Namespace) -> None:
         args.report_dir,
         args.assignment,
         _parse(FillSettings, args),
-        reserve=args.reserve,
+        reserve_path=args.reserve,
         name=args.name,
     )
 
@@ -134,9 +131,8 @@ def _write(args: argparse.Namespace) -> None:
     from imagenot.acquire.build import write_build_part
     from imagenot.acquire.settings import WriteSettings
 
-    s = _parse(WriteSettings, args)
     write_build_part(
-        args.assignment, args.job, args.out, args.part_manifest, shard_size=s.shard_size
+        args.assignment, args.job, args.out, args.part_manifest, _parse(WriteSettings, args)
     )
 
 
@@ -151,14 +147,4 @@ def _materialise_range(args: argparse.Namespace) -> None:
     from imagenot.acquire.adapters import materialise_range
     from imagenot.acquire.settings import MaterialiseSettings
 
-    s = _parse(MaterialiseSettings, args)
-    materialise_range(
-        s.kind,
-        s.path,
-        args.out,
-        args.part_manifest,
-        job=args.job,
-        jobs=s.jobs,
-        classes_per_job=s.classes_per_job,
-        **s.adapter_kwargs(),
-    )
+    materialise_range(args.out, args.part_manifest, _parse(MaterialiseSettings, args), job=args.job)

@@ -274,7 +274,7 @@ def write_part(
     part_manifest: str | os.PathLike,
     *,
     part: str,
-    shard_size: int = 5000,
+    shard_size: int,
     with_similarity: bool = False,
     order: Sequence[int] | None = None,
     params: dict | None = None,

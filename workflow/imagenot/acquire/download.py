@@ -263,16 +263,9 @@ def serve_directories(url_map: Mapping[str, str | os.PathLike]) -> Iterator[dict
 def fetch(
     part_table: pa.Table,
     work_dir: str | os.PathLike,
+    settings: DownloadSettings,
     *,
     processes: int,
-    threads: int,
-    timeout: float,
-    retries: int,
-    shard_size: int,
-    user_agent_token: str | None,
-    url_map: Mapping[str, str] | None,
-    max_bytes: int,
-    deadline: float,
 ) -> Path:
     """Fetch every URL of ``part_table`` with img2dataset into ``work_dir``/img2dataset.
 
@@ -306,23 +299,12 @@ def fetch(
         part_table = part_table.filter(
             pc.invert(pc.is_in(part_table["key"], pa.array(sorted(reused), pa.string())))
         )
-    options = dict(
-        processes=processes,
-        threads=threads,
-        timeout=timeout,
-        retries=retries,
-        shard_size=shard_size,
-        user_agent_token=user_agent_token,
-        url_map=dict(url_map or {}),
-        max_bytes=max_bytes,
-        deadline=deadline,
-    )
     if part_table.num_rows:
         # processes running at once beside the job (its recorded peak counts each as the
         # largest): the fetch process, img2dataset's pool and its logger process, and
         # multiprocessing's resource tracker (spawn starts one)
         job_usage.declare_workers(max(1, processes) + 3)
-        run_in_process_group(_fetch_here, part_table, work_dir, **options)
+        run_in_process_group(_fetch_here, part_table, work_dir, settings, processes=processes)
     unmark_dead_batches(out)
     return out
 
@@ -374,18 +356,7 @@ def _reusable_keys(reuse: Path, part_table: pa.Table) -> set[str]:
 
 
 def _fetch_here(
-    part_table: pa.Table,
-    work_dir: Path,
-    *,
-    processes: int,
-    threads: int,
-    timeout: float,
-    retries: int,
-    shard_size: int,
-    user_agent_token: str | None,
-    url_map: Mapping[str, str],
-    max_bytes: int,
-    deadline: float,
+    part_table: pa.Table, work_dir: Path, settings: DownloadSettings, *, processes: int
 ) -> None:
     """The fetch itself, in this process: loopback servers, then img2dataset, whose workers
     fetch with :mod:`imagenot.acquire.guarded` (http(s) only, size cap, deadline)."""
@@ -394,10 +365,11 @@ def _fetch_here(
 
     from imagenot.acquire import guarded
 
-    guarded.install(max_bytes, deadline)
+    s = settings
+    guarded.install(s)
 
     out = work_dir / "img2dataset"
-    with serve_directories(url_map) as mapping:
+    with serve_directories(s.url_map) as mapping:
         urls = rewrite_urls(part_table["URL"].to_pylist(), mapping)
         text = (
             part_table["TEXT"].to_pylist()
@@ -422,15 +394,15 @@ def _fetch_here(
             output_format="webdataset",
             output_folder=str(out),
             processes_count=max(1, processes),
-            thread_count=max(1, threads),
-            timeout=timeout,
-            retries=retries,
-            number_sample_per_shard=shard_size,
+            thread_count=max(1, s.threads_per_process),
+            timeout=s.timeout_s,
+            retries=s.retries,
+            number_sample_per_shard=s.images_per_download_shard,
             disable_all_reencoding=True,
             compute_hash="sha256",
             extract_exif=False,
             incremental_mode="incremental",
-            user_agent_token=user_agent_token,
+            user_agent_token=s.user_agent_token or None,  # "" = no token, as null
             max_shard_retry=2,
             enable_wandb=False,
         )
@@ -478,19 +450,14 @@ def validate_fetched(
     part_table: pa.Table,
     out_tar: str | os.PathLike,
     out_status: str | os.PathLike,
-    *,
-    size: int,
-    resize_mode: str,
-    max_pixels: int,
-    min_size: int,
-    quality: int,
-    min_success_rate: float,
+    settings: DownloadSettings,
 ) -> pa.Table:
     """Decode every fetched image once; write the valid ones to ``out_tar`` and a status table.
 
     The status table has one row per selection row of the part (``STATUS_SCHEMA``); a row
     img2dataset never reported is an error (the download did not finish). A part below the
-    success floor ``min_success_rate`` fails before writing anything (module docstring).
+    success floor ``settings.min_success_rate`` fails before writing anything (module
+    docstring); the images are normalised as ``settings`` say.
     """
     from tqdm import tqdm
 
@@ -525,11 +492,11 @@ def validate_fetched(
             continue
         result = images.validate_image(
             data,
-            size=size,
-            resize_mode=resize_mode,
-            max_pixels=max_pixels,
-            min_size=min_size,
-            quality=quality,
+            size=settings.image_size,
+            resize_mode=settings.resize_mode,
+            max_pixels=settings.max_image_pixels,
+            min_size=settings.min_image_size,
+            quality=settings.jpeg_quality,
         )
         row.update(
             reason=result.reason,
@@ -544,7 +511,7 @@ def validate_fetched(
             records.append(Record(key, "", "train", result.jpeg))
         rows.append(row)
 
-    _check_floor(folder, rows, min_success_rate)
+    _check_floor(folder, rows, settings.min_success_rate)
     spans = write_tar(Path(out_tar), [(r, -1) for r in records])
     span_of = {r.key: s for r, s in zip(records, spans, strict=True)}
     for row in rows:
@@ -635,50 +602,27 @@ def read_selection(path: str | os.PathLike) -> pa.Table:
 def download_part(
     selection_path: str | os.PathLike,
     part: int,
-    n_parts: int,
     work_dir: str | os.PathLike,
     out_tar: str | os.PathLike,
     out_status: str | os.PathLike,
-    *,
     settings: DownloadSettings,
+    *,
     processes: int,
 ) -> pa.Table:
     """Fetch and validate one part of a selection as ``settings`` say (the rule's
-    ``acquire-download`` settings, :func:`imagenot.acquire.plan.download_settings`; ``processes``
-    is the job's thread count); return its status table. A part whose downloads mostly could not
+    ``acquire-download`` settings, :class:`~imagenot.acquire.settings.DownloadSettings`; ``processes``
+    is the job's thread count; the part is ``part`` of ``settings.download_parts``); return its
+    status table. A part whose downloads mostly could not
     reach their hosts fails (:func:`check_reachable`)."""
-    s = settings
+    n_parts = settings.download_parts
     table = select_part(read_selection(selection_path), part, n_parts)
     log.info("part %d/%d: %d selection rows", part, n_parts, table.num_rows)
-    folder = fetch(
-        table,
-        work_dir,
-        processes=processes,
-        threads=s.threads_per_process,
-        timeout=s.timeout,
-        retries=s.retries,
-        shard_size=s.shard_size,
-        user_agent_token=s.user_agent,
-        url_map=s.url_map,
-        max_bytes=s.max_response_bytes,
-        deadline=s.image_deadline,
-    )
-    status = validate_fetched(
-        folder,
-        table,
-        out_tar,
-        out_status,
-        size=s.image_size,
-        resize_mode=s.resize_mode,
-        quality=s.quality,
-        max_pixels=s.max_pixels,
-        min_size=s.min_size,
-        min_success_rate=s.min_success_rate,
-    )
+    folder = fetch(table, work_dir, settings, processes=processes)
+    status = validate_fetched(folder, table, out_tar, out_status, settings)
     counts = {r["reason"]: r["count"] for r in reason_counts(status, str(part)) if r["count"]}
     log.info("part %d: %s", part, json.dumps(counts, sort_keys=True))
-    if s.max_unreachable is not None:
-        check_reachable(counts, part, s.max_unreachable, work_dir)
+    if settings.max_unreachable_fraction is not None:
+        check_reachable(counts, part, settings.max_unreachable_fraction, work_dir)
     return status
 
 

@@ -41,6 +41,8 @@ from urllib.parse import urlsplit
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 from img2dataset import downloader as _i2d
 
+from imagenot.acquire.settings import DownloadSettings
+
 ALLOWED_SCHEMES = ("http", "https")
 CHUNK = 1 << 16
 
@@ -177,12 +179,16 @@ class GuardedDownloader(_i2d.Downloader):
         return super().__call__(row)
 
 
-def install(max_bytes: int, deadline: float) -> None:
-    """Make ``img2dataset.download`` build a :class:`GuardedDownloader` with these limits
-    (in this process: the fetch child of :mod:`imagenot.acquire.download`)."""
+def install(settings: DownloadSettings) -> None:
+    """Make ``img2dataset.download`` build a :class:`GuardedDownloader` with the download's
+    limits (``acquire.max_response_bytes``, ``acquire.image_deadline_s``), in this process: the
+    fetch child of :mod:`imagenot.acquire.download`."""
     import sys
 
     import img2dataset  # noqa: F401 (loads img2dataset.main, whose name the package rebinds)
 
-    GuardedDownloader.limits = {"max_bytes": int(max_bytes), "deadline": float(deadline)}
+    GuardedDownloader.limits = {
+        "max_bytes": int(settings.max_response_bytes),
+        "deadline": float(settings.image_deadline_s),
+    }
     sys.modules["img2dataset.main"].Downloader = GuardedDownloader

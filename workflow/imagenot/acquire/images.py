@@ -112,7 +112,7 @@ def to_rgb(img: Image.Image) -> Image.Image:
     return img.convert("RGB")
 
 
-def resize_square(img: Image.Image, size: int, mode: str = "center_crop") -> Image.Image:
+def resize_square(img: Image.Image, size: int, mode: str) -> Image.Image:
     """Scale and crop (center_crop) or scale and pad with white (border) to ``size`` x ``size``."""
     if mode not in RESIZE_MODES:
         raise ValueError(f"resize mode {mode!r} is not one of {RESIZE_MODES}")
@@ -132,29 +132,39 @@ def resize_square(img: Image.Image, size: int, mode: str = "center_crop") -> Ima
     return canvas
 
 
-def encode_jpeg(img: Image.Image, quality: int = 95) -> bytes:
+def encode_jpeg(img: Image.Image, quality: int) -> bytes:
     """Deterministic baseline JPEG bytes of an RGB image."""
     buf = io.BytesIO()
     img.save(buf, format="JPEG", quality=quality, optimize=False, progressive=False)
     return buf.getvalue()
 
 
-def normalise_array(pixels: np.ndarray, size: int, mode: str = "center_crop", quality: int = 95):
+def normalise_array(pixels: np.ndarray, size: int, mode: str, quality: int):
     """JPEG bytes of an HxW (grey) or HxWx3 (RGB) uint8 array at ``size`` (adapters' path)."""
     img = Image.fromarray(pixels, "L" if pixels.ndim == 2 else "RGB")
     return encode_jpeg(resize_square(to_rgb(img), size, mode), quality)
+
+
+ON_DISK_MAX_PIXELS = 89_478_485
+"""Pixel limit for files of a dataset on disk: Pillow's own decompression-bomb limit. Such files
+are the user's data, not the web's: only a bomb is refused (no ``acquire.min_image_size`` either:
+CIFAR's images are 32 px), and ``acquire.max_image_pixels`` guards downloads only."""
 
 
 def validate_image(
     data: bytes,
     *,
     size: int,
-    resize_mode: str = "center_crop",
-    max_pixels: int = 89_478_485,
-    min_size: int = 0,
-    quality: int = 95,
+    resize_mode: str,
+    max_pixels: int,
+    min_size: int,
+    quality: int,
 ) -> ImageResult:
-    """Decode ``data`` once and return the normalised JPEG or the reason it was rejected."""
+    """Decode ``data`` once and return the normalised JPEG or the reason it was rejected.
+
+    Every argument is the caller's setting (``acquire.image_size``, ``resize_mode``,
+    ``max_image_pixels``, ``min_image_size``, ``jpeg_quality`` for downloads; the dataset's for
+    files on disk, :data:`ON_DISK_MAX_PIXELS`): no default here, they live in the schema."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)

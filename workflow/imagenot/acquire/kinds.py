@@ -66,9 +66,11 @@ LAION_KEYS = (
     "val_per_class",
     "allow_fewer",
 )
-"""What a LAION-built dataset reads (imagenot.curate.plan, imagenot.acquire.plan fill/top-up)."""
+"""What a LAION-built dataset reads (imagenot.curate.settings, imagenot.acquire.settings
+FillSettings/TopupSettings)."""
 ADAPTER_KEYS = ("path", "test_per_class", "val_per_class", "max_train_per_class", "image_size")
-"""What a dataset on disk reads (imagenot.acquire.plan.materialise_settings); ``path`` needed."""
+"""What a dataset on disk reads (imagenot.acquire.settings.MaterialiseSettings); ``path``
+needed."""
 
 
 def _adapter(name: str, count: int | None, folders: bool = False, wnids: bool = False):

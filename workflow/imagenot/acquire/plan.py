@@ -1,8 +1,8 @@
 """Config lookups for the acquire stage's rules (pure functions of the workflow config).
 
 The rule file rules/acquire.smk calls these; Snakemake files themselves define no functions.
-Each ``*_settings`` function builds one command's ``--settings`` object from the validated config
-(:mod:`imagenot.acquire.settings` holds the dataclasses it parses into); paths stay arguments.
+File lists and job enumeration only: each rule's settings object is its class's ``from_config``
+in :mod:`imagenot.acquire.settings`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def acquire_dir(name: str) -> str:
 
 
 def _kinds(config: dict, kinds: tuple[str, ...]) -> list[str]:
-    return [n for n, spec in config.get("datasets", {}).items() if spec["kind"] in kinds]
+    return [n for n, spec in config["datasets"].items() if spec["kind"] in kinds]
 
 
 def adapter_datasets(config: dict) -> list[str]:
@@ -117,40 +117,13 @@ def write_manifests(config: dict, name: str) -> list[str]:
     return [f"{acquire_dir(name)}/write/part-{p}.parquet" for p in part_ids(config)]
 
 
-def allow_fewer(config: dict, name: str) -> bool:
-    """Whether dataset ``name`` may end with classes short of images_per_class."""
-    return bool(_per_class(config, name, "allow_fewer"))
-
-
-def _dedup_settings(config: dict) -> dict:
-    acq = config["acquire"]
-    return {
-        "near_duplicates": acq["near_duplicates"],
-        "near_distance": acq["near_duplicate_distance"],
-    }
-
-
-def topup_settings(config: dict, name: str) -> dict:
-    """``imagenot acquire-topup --settings`` (imagenot.acquire.settings.TopupSettings)."""
-    return {
-        "images_per_class": curate_plan.images_per_class(config, name),
-        "oversample": config["curate"]["oversample"],
-        **_dedup_settings(config),
-    }
-
-
-def materialise_jobs(config: dict, name: str) -> int:
-    """Range jobs of adapter dataset ``name`` (acquire.classes_per_job classes each)."""
-    from imagenot.acquire.adapters import class_count_hint, n_range_jobs
-
-    spec = config["datasets"][name]
-    n = class_count_hint(spec["kind"], spec["path"])
-    return n_range_jobs(n, config["acquire"]["classes_per_job"])
-
-
 def range_ids(config: dict, name: str) -> list[str]:
-    """Range job ids of adapter dataset ``name`` ('00000', ...)."""
-    return [f"{j:05d}" for j in range(materialise_jobs(config, name))]
+    """Range job ids of adapter dataset ``name`` ('00000', ...): as many as its settings plan
+    (:class:`imagenot.acquire.settings.MaterialiseSettings` ``jobs``)."""
+    from imagenot.acquire.settings import MaterialiseSettings
+
+    jobs = MaterialiseSettings.from_config(config, dataset=name).jobs
+    return [f"{j:05d}" for j in range(jobs)]
 
 
 def range_manifests(config: dict, name: str) -> list[str]:
@@ -166,91 +139,11 @@ def url_map_dirs(config: dict) -> list[str]:
     return [v for v in config["acquire"]["url_map"].values() if not is_generated(v)]
 
 
-def _image_settings(config: dict, name: str | None = None) -> dict:
-    acq = config["acquire"]
-    spec = config["datasets"].get(name, {}) if name else {}
-    return {
-        "image_size": spec.get("image_size", acq["image_size"]),
-        "resize_mode": acq["resize_mode"],
-        "quality": acq["jpeg_quality"],
-    }
-
-
-def download_settings(config: dict) -> dict:
-    """``imagenot acquire-download --settings`` (imagenot.acquire.settings.DownloadSettings)."""
-    acq = config["acquire"]
-    return {
-        **_image_settings(config),
-        "parts": acq["download_parts"],
-        "shard_size": acq["images_per_download_shard"],
-        "threads_per_process": acq["threads_per_process"],
-        "timeout": acq["timeout_s"],
-        "retries": acq["retries"],
-        "max_unreachable": acq["max_unreachable_fraction"],
-        "min_size": acq["min_image_size"],
-        "max_pixels": acq["max_image_pixels"],
-        "min_success_rate": acq["min_success_rate"],
-        "max_response_bytes": acq["max_response_bytes"],
-        "image_deadline": acq["image_deadline_s"],
-        "user_agent": acq["user_agent_token"] or None,
-        "url_map": dict(acq["url_map"]),
-    }
-
-
 def download_local(config: dict, site: dict | None) -> bool:
     """Whether download jobs run on the submitting node (``acquire.download_on: local`` and no
     download partition in the site profile; with one, they are jobs there)."""
     on_local = config["acquire"]["download_on"] == "local"
     return on_local and not (site and site["download_partition"])
-
-
-def _per_class(config: dict, name: str, key: str):
-    return config["datasets"][name].get(key, config["acquire"][key])
-
-
-def fill_settings(config: dict, name: str) -> dict:
-    """``imagenot acquire-plan --settings`` of LAION-built ``name``
-    (imagenot.acquire.settings.FillSettings)."""
-    return {
-        "images_per_class": curate_plan.images_per_class(config, name),
-        "test_per_class": _per_class(config, name, "test_per_class"),
-        "val_per_class": _per_class(config, name, "val_per_class"),
-        "short_classes": config["acquire"]["short_classes"],
-        "allow_fewer": allow_fewer(config, name),
-        **_dedup_settings(config),
-        "seed": config["seed"],
-    }
-
-
-def write_settings(config: dict) -> dict:
-    """``imagenot acquire-write --settings`` (imagenot.acquire.settings.WriteSettings)."""
-    return {"shard_size": config["acquire"]["shard_size"]}
-
-
-def gather_settings(config: dict) -> dict:
-    """``imagenot acquire-gather --settings`` (imagenot.acquire.settings.GatherSettings)."""
-    return {"seed": config["seed"]}
-
-
-def materialise_settings(config: dict, name: str) -> dict:
-    """``imagenot materialise-range --settings`` of adapter dataset ``name``
-    (imagenot.acquire.settings.MaterialiseSettings)."""
-    spec = config["datasets"][name]
-    acq = config["acquire"]
-    return {
-        "kind": spec["kind"],
-        "path": spec["path"],
-        **_image_settings(config, name),
-        "seed": config["seed"],
-        "val_per_class": _per_class(config, name, "val_per_class"),
-        "test_per_class": spec.get("test_per_class"),
-        "max_train_per_class": spec.get("max_train_per_class"),
-        "shard_size": acq["shard_size"],
-        "max_unreadable_share": acq["max_unreadable_share"],
-        "allow_empty": acq["allow_empty"],
-        "jobs": materialise_jobs(config, name),
-        "classes_per_job": acq["classes_per_job"],
-    }
 
 
 def check(config: dict) -> None:
@@ -263,7 +156,7 @@ def check(config: dict) -> None:
     planning reads the keys (without this a missing ``path`` stops the DAG as a KeyError)."""
     from pathlib import Path
 
-    for name, spec in config.get("datasets", {}).items():
+    for name, spec in config["datasets"].items():
         kind = spec["kind"]
         entry = DATASET_KINDS.entry(kind)
         for key in entry.required_keys:
@@ -288,7 +181,7 @@ def check(config: dict) -> None:
 def targets(config: dict) -> list[str]:
     """Manifest and fingerprint of every configured dataset, and the LAION download reports."""
     out = []
-    for name, spec in config.get("datasets", {}).items():
+    for name, spec in config["datasets"].items():
         if spec["kind"] not in DATASET_KINDS:
             continue
         out += [f"{dataset_dir(name)}/manifest.parquet", f"{dataset_dir(name)}/fingerprint.txt"]

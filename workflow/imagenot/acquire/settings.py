@@ -1,25 +1,55 @@
-"""The settings objects of the acquire stage's commands, one per rule.
+"""The settings objects of the acquire stage's rules, one per rule.
 
-Why: each used to be a block of argparse flags, mirrored by a string builder in
-:mod:`imagenot.acquire.plan` and by keyword arguments (with their own defaults) in the library,
-and the defaults drifted (``acquire.threads_per_process``: 64 in the schema, 16 in the CLI).
-Now :mod:`imagenot.acquire.plan` builds each object's dict from the validated config, the rule
-hands it over as one JSON argument, and the command parses it here
-(:func:`imagenot.settings.parse`). No field has a default: defaults live in the schema only.
-Kept free of heavy imports, so that parsing a command line imports neither pyarrow nor numpy.
+Why: each used to be a block of argparse flags, then a dict builder in
+:mod:`imagenot.acquire.plan` that renamed the schema's keys (``jpeg_quality`` became
+``quality``, ``timeout_s`` ``timeout``) and the library functions re-spelled them once more as
+keyword arguments, with defaults of their own that drifted from the schema's
+(``acquire.threads_per_process``: 64 in the schema, 16 in the CLI). Now a field *is* the schema's
+key: :meth:`FromConfig.from_config` reads it from the validated config (the dataset's own value
+where ``datasets.<name>`` sets one, else the stage's), the rule hands the object over as one JSON
+argument, the command parses it back and the library functions take the object itself. No field
+has a default. Kept free of heavy imports, so that parsing a command line imports neither pyarrow
+nor numpy.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
+
+from imagenot.settings import FromConfig
+
+SEED = (
+    "the workflow's master seed (the config's top-level `seed`): a key of no section, which "
+    "every random choice derives from"
+)
+
+NOT_SETTINGS = {
+    "imagenot.acquire.dataset:read_manifest(split)": "which split to read (a caller's choice, "
+    "None = all), not acquire's split sizes",
+    "imagenot.acquire.dataset:write_dataset(shard_size)": "the one-job writer that tests and "
+    "benchmarks use to make small datasets (no rule calls it; rules write through write_part, "
+    "whose shard_size is required); its default is acquire.shard_size's value",
+}
+
+
+class _PerDataset:
+    """A rule per dataset: ``from_config`` takes the ``dataset`` wildcard by name (the
+    ``"datasets.{dataset}"`` section, the dataset's own value of a key, needs it)."""
+
+    @classmethod
+    def from_config(cls, config, dataset: str):
+        return cls(**cls.config_values(config, dataset=dataset))  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
-class FillSettings:
-    """How a LAION-built dataset is filled and split (``acquire-plan``; the library's
-    :func:`imagenot.acquire.build.plan_build` and ``build_dataset`` take it as is).
-    ``images_per_class`` and the split sizes are the dataset's (``datasets.<name>`` overrides
-    ``curate``/``acquire``); ``near_distance`` is ``acquire.near_duplicate_distance``."""
+class FillSettings(FromConfig):
+    """How a LAION-built dataset is filled and split (``acquire-plan``;
+    :func:`imagenot.acquire.build.plan_build` takes it as is). ``images_per_class`` and the
+    split sizes are the dataset's where it sets them (else ``curate``'s and ``acquire``'s)."""
+
+    SECTIONS: ClassVar = ("datasets.{dataset}", "acquire", "curate")
+    DERIVED: ClassVar = {"seed": SEED}
 
     images_per_class: int
     test_per_class: int
@@ -27,75 +57,101 @@ class FillSettings:
     short_classes: str
     allow_fewer: bool
     near_duplicates: str
-    near_distance: int
+    near_duplicate_distance: int
     seed: int
+
+    @classmethod
+    def from_config(cls, config, dataset: str) -> FillSettings:  # type: ignore[override]
+        return cls(**cls.config_values(config, dataset=dataset), seed=config["seed"])
 
 
 @dataclass(frozen=True)
-class TopupSettings:
+class TopupSettings(_PerDataset, FromConfig):
     """The next top-up round's choice (``acquire-topup``, :func:`imagenot.acquire.build.
-    select_topup`): deficits are counted as the fill counts them, hence the duplicate keys."""
+    select_topup`): deficits are counted as the fill counts them (``images_per_class``, the
+    near-duplicate keys), ``oversample`` is the curation's."""
+
+    SECTIONS: ClassVar = ("datasets.{dataset}", "acquire", "curate")
 
     images_per_class: int
     oversample: float
     near_duplicates: str
-    near_distance: int
+    near_duplicate_distance: int
 
 
 @dataclass(frozen=True)
-class DownloadSettings:
-    """One download part's fetch and validation (``acquire-download``); every field is the
-    ``acquire`` key of the same meaning (``shard_size`` is ``images_per_download_shard``,
-    ``quality`` ``jpeg_quality``, ``timeout`` ``timeout_s``, ``max_unreachable``
-    ``max_unreachable_fraction``, ``min_size``/``max_pixels`` ``min_image_size``/
-    ``max_image_pixels``, ``image_deadline`` ``image_deadline_s``, ``user_agent``
-    ``user_agent_token``); ``url_map`` maps URL prefixes to served folders (or ``generate:``)."""
+class DownloadSettings(FromConfig):
+    """One download part's fetch and validation (``acquire-download``,
+    :func:`imagenot.acquire.download.download_part`): the ``acquire`` keys of the same names.
+    ``url_map`` maps URL prefixes to served folders (or ``generate:``)."""
 
-    parts: int
+    SECTIONS: ClassVar = ("acquire",)
+
+    download_parts: int
     image_size: int
     resize_mode: str
-    quality: int
-    shard_size: int
+    jpeg_quality: int
+    images_per_download_shard: int
     threads_per_process: int
-    timeout: float
+    timeout_s: float
     retries: int
-    max_unreachable: float | None
-    min_size: int
-    max_pixels: int
+    max_unreachable_fraction: float | None
+    min_image_size: int
+    max_image_pixels: int
     min_success_rate: float
     max_response_bytes: int
-    image_deadline: float
-    user_agent: str | None
+    image_deadline_s: float
+    user_agent_token: str | None
     url_map: dict
 
 
 @dataclass(frozen=True)
-class WriteSettings:
-    """Storing one download part's kept images (``acquire-write``)."""
+class WriteSettings(FromConfig):
+    """Storing one download part's kept images (``acquire-write``): ``shard_size`` images per
+    tar."""
+
+    SECTIONS: ClassVar = ("acquire",)
 
     shard_size: int
 
 
 @dataclass(frozen=True)
-class GatherSettings:
+class GatherSettings(FromConfig):
     """The gather of part manifests (``acquire-gather``): the master seed orders an adapter
     dataset's training rows (:func:`imagenot.acquire.dataset.gather_parts`)."""
 
+    DERIVED: ClassVar = {"seed": SEED}
+
     seed: int
+
+    @classmethod
+    def from_config(cls, config, **wildcards) -> GatherSettings:
+        return cls(seed=config["seed"])
 
 
 @dataclass(frozen=True)
-class MaterialiseSettings:
-    """One class range of a dataset on disk (``materialise-range``): the adapter (``kind``,
-    ``path``), the image format, the splits (``test_per_class``/``max_train_per_class`` null
-    when the dataset does not set them), and the range plan (``jobs`` ranges of
-    ``classes_per_job`` classes)."""
+class MaterialiseSettings(FromConfig):
+    """One class range of a dataset on disk (``materialise-range``,
+    :func:`imagenot.acquire.adapters.materialise_range`): the adapter (``kind``, ``path``), the
+    image format, the splits and the range plan (``jobs`` ranges of ``classes_per_job``
+    classes)."""
+
+    SECTIONS: ClassVar = ("datasets.{dataset}", "acquire")
+    DERIVED: ClassVar = {
+        "seed": SEED,
+        "test_per_class": "the dataset's own key, or null: without it an adapter dataset keeps "
+        "its whole test split (acquire.test_per_class sizes LAION-built test splits)",
+        "max_train_per_class": "the dataset's own key, or null (keep every training image): "
+        "the key exists for datasets on disk only",
+        "jobs": "the number of range jobs: the dataset's classes (counted on disk) over "
+        "classes_per_job",
+    }
 
     kind: str
     path: str
     image_size: int
     resize_mode: str
-    quality: int
+    jpeg_quality: int
     seed: int
     val_per_class: int
     test_per_class: int | None
@@ -106,18 +162,18 @@ class MaterialiseSettings:
     jobs: int
     classes_per_job: int
 
-    def adapter_kwargs(self) -> dict:
-        """The keyword arguments :func:`imagenot.acquire.adapters.materialise_range` and
-        ``materialise`` take besides the range plan."""
-        return {
-            "image_size": self.image_size,
-            "resize_mode": self.resize_mode,
-            "quality": self.quality,
-            "seed": self.seed,
-            "val_per_class": self.val_per_class,
-            "test_per_class": self.test_per_class,
-            "max_train_per_class": self.max_train_per_class,
-            "shard_size": self.shard_size,
-            "max_unreadable_share": self.max_unreadable_share,
-            "allow_empty": self.allow_empty,
-        }
+    @classmethod
+    def from_config(cls, config, dataset: str) -> MaterialiseSettings:  # type: ignore[override]
+        from imagenot.acquire.adapters import class_count_hint, n_range_jobs
+
+        values = cls.config_values(config, dataset=dataset)
+        spec = config["datasets"][dataset]
+        return cls(
+            **values,
+            seed=config["seed"],
+            test_per_class=spec.get("test_per_class"),
+            max_train_per_class=spec.get("max_train_per_class"),
+            jobs=n_range_jobs(
+                class_count_hint(values["kind"], values["path"]), values["classes_per_job"]
+            ),
+        )

@@ -88,15 +88,6 @@ def class_list_input(config: dict, dataset: str) -> list[str]:
     return [] if mode in CLASS_MODES else [mode]
 
 
-def images_per_class(config: dict, dataset: str) -> int:
-    """The dataset's ``images_per_class``, else ``curate.images_per_class`` (acquire's fill
-    reads it too)."""
-    from imagenot.settings import config_lookup
-
-    sections = ("datasets.{dataset}", "curate")
-    return config_lookup(config, sections, "images_per_class", {"dataset": dataset})
-
-
 def caption_files(config: dict, dataset: str) -> list[str]:
     return [f"{CURATE}/{dataset}/captions/{s}.parquet" for s in shard_ids(config)]
 

@@ -26,16 +26,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--settings",
         default="{}",
-        help="the demo_world config section as JSON (imagenot.demo.plan.settings; typed by "
-        "hand, missing keys take the schema defaults)",
+        help="the demo_world config section as JSON (imagenot.demo.settings.DemoSettings; typed "
+        "by hand, missing keys take the schema defaults)",
     )
     p.add_argument("--seed", type=int, default=None, help="override demo_world.seed")
     p.set_defaults(func=_demo_world)
 
 
-def demo_settings(settings_json: str, seed: int | None = None):
+def demo_settings(settings_json: str, seed: int | None):
     """The demo_world section parsed, validated and completed with the schema defaults
-    (:class:`imagenot.demo.settings.DemoSettings`)."""
+    (:class:`imagenot.demo.settings.DemoSettings`); ``seed``, where not None, replaces
+    ``demo_world.seed`` (the ``--seed`` flag)."""
     from imagenot.demo.settings import DemoSettings, section_settings
 
     overrides = {} if seed is None else {"seed": seed}

@@ -15,7 +15,7 @@ class DemoConfigError(ValueError):
 
 def enabled(config: dict) -> bool:
     """Whether this config builds the demo world."""
-    return bool(config.get("demo_world", {}).get("enabled", False))
+    return config["demo_world"]["enabled"]
 
 
 def shard_files(config: dict) -> list[str]:
@@ -41,11 +41,3 @@ def check(config: dict) -> None:
 def targets(config: dict) -> list[str]:
     """Final outputs of this stage for ``rule all``: world.json when the demo world is enabled."""
     return [f"{DEMO_DIR}/world.json"] if enabled(config) else []
-
-
-def settings(config: dict) -> dict:
-    """``imagenot demo-world --settings`` (imagenot.demo.settings.DemoSettings): the
-    ``demo_world`` section but ``enabled``."""
-    from imagenot.demo.settings import DemoSettings, fields_of
-
-    return fields_of(DemoSettings, config["demo_world"])

@@ -21,8 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--settings",
         default="{}",
-        help="the scale_world config section as JSON (imagenot.demo.scale_plan.settings; typed "
-        "by hand, missing keys take the schema defaults)",
+        help="the scale_world config section as JSON (imagenot.demo.settings.ScaleSettings; "
+        "typed by hand, missing keys take the schema defaults)",
     )
     p.set_defaults(func=_scale_world_shard)
 

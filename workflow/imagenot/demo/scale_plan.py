@@ -22,7 +22,7 @@ class ScaleConfigError(ValueError):
 
 def enabled(config: dict) -> bool:
     """Whether this config builds the scale world."""
-    return bool(config.get("scale_world", {}).get("enabled", False))
+    return config["scale_world"]["enabled"]
 
 
 def _pattern_parts(pattern: str) -> tuple[str, str, str]:
@@ -91,7 +91,7 @@ def check(config: dict) -> None:
             "config key laion.shards: the scale world names its shards from laion.shard_pattern "
             "and laion.n_shards; leave laion.shards empty"
         )
-    if config.get("demo_world", {}).get("enabled", False):
+    if config["demo_world"]["enabled"]:
         raise ScaleConfigError(
             "config keys demo_world.enabled and scale_world.enabled: enable one world, not both"
         )
@@ -114,16 +114,7 @@ def targets(config: dict) -> list[str]:
 def run_targets(config: dict) -> list[str]:
     """What a scale run builds: each LAION-built dataset's manifest, or its caption selection
     when ``scale_world.captions_only`` (images are then never fetched)."""
-    captions_only = config.get("scale_world", {}).get("captions_only", False)
-    names = [n for n, spec in config.get("datasets", {}).items() if spec["kind"] == "laion"]
-    if captions_only:
+    names = [n for n, spec in config["datasets"].items() if spec["kind"] == "laion"]
+    if config["scale_world"]["captions_only"]:
         return [f"results/curate/{n}/selection.parquet" for n in names]
     return [f"results/datasets/{n}/manifest.parquet" for n in names]
-
-
-def settings(config: dict) -> dict:
-    """``imagenot scale-world-shard --settings`` (imagenot.demo.settings.ScaleSettings): the
-    ``scale_world`` section but the keys only the plan and the rule's inputs read."""
-    from imagenot.demo.settings import ScaleSettings, fields_of
-
-    return fields_of(ScaleSettings, config["scale_world"])

@@ -1,25 +1,29 @@
-"""The settings objects of the demo and scale worlds' commands (``demo-world``,
+"""The settings objects of the demo and scale worlds' rules (``demo-world``,
 ``scale-world-shard``): their config sections as frozen dataclasses.
 
 Why: the world builders used to read a dict, so a key misspelt in code was a KeyError deep in a
-run and a key the schema dropped went unnoticed. The plans (:mod:`imagenot.demo.plan`,
-:mod:`imagenot.demo.scale_plan`) build the dict from the validated config; the commands
-complete a hand-typed, partial section with the schema's defaults (:func:`section_settings`)
-and parse it here (:func:`imagenot.settings.parse`): no field has a default of its own.
+run and a key the schema dropped went unnoticed. Each class's fields are its section's keys;
+:meth:`FromConfig.from_config` reads them from the validated config for the rule, and the
+commands complete a hand-typed, partial section with the schema's defaults
+(:func:`section_settings`) and parse it strictly: no field has a default of its own.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
+
+from imagenot.settings import FromConfig
 
 T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class DemoSettings:
+class DemoSettings(FromConfig):
     """The ``demo_world`` section but ``enabled`` (which only the plan reads)."""
+
+    SECTIONS: ClassVar = ("demo_world",)
 
     seed: int
     rows_per_shard: int
@@ -47,9 +51,11 @@ class DemoSettings:
 
 
 @dataclass(frozen=True)
-class ScaleSettings:
+class ScaleSettings(FromConfig):
     """The ``scale_world`` section but ``enabled``, ``captions`` (the rule's input file) and
     ``captions_only`` (which only the plan reads)."""
+
+    SECTIONS: ClassVar = ("scale_world",)
 
     seed: int
     rows_per_shard: int
@@ -67,12 +73,6 @@ class ScaleSettings:
     nsfw_image_fraction: float
 
 
-def fields_of(cls: type, section: dict[str, Any]) -> dict[str, Any]:
-    """The keys of a validated config ``section`` that ``cls`` holds (what a plan hands over)."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    return {k: v for k, v in section.items() if k in names}
-
-
 def section_settings(cls: type[T], text: str, schema: str, section: str, **overrides: Any) -> T:
     """``cls`` from ``--settings`` JSON: the rule's complete section, or a partial one typed by
     hand, completed with the schema's defaults (``schema``, the section's schema file) and
@@ -85,4 +85,5 @@ def section_settings(cls: type[T], text: str, schema: str, section: str, **overr
         complete = validate_config(raw, schema=schema)
     except ConfigError as exc:
         raise ConfigError(f"{section}: {exc}") from exc
-    return parse(cls, fields_of(cls, complete))
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return parse(cls, {k: v for k, v in complete.items() if k in names})

@@ -17,6 +17,7 @@ from imagenot.acquire import plan as acquire_plan
 from imagenot.train import plan as train_plan
 from imagenot.evaluate import plan as evaluate_plan
 from imagenot.figures import plan as figures_plan
+from imagenot.analyse import settings as analyse_settings
 from imagenot.diagnostics import plan as diagnostics_plan
 
 RESULTS = "results"

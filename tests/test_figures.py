@@ -19,8 +19,9 @@ from imagenot.analyse.accuracy import (
     read_published,
     read_robustness,
 )
+from imagenot.analyse.settings import AccuracySettings, RankingsSettings
 from imagenot.cli import main
-from imagenot.config import load_config
+from imagenot.config import load_config, validate_config
 from imagenot.figures import plan
 from imagenot.figures.tables import to_markdown
 
@@ -38,7 +39,11 @@ def config(repo_root):
 @pytest.fixture(scope="module")
 def runs():
     return synthetic.runs_grid(
-        DATASETS, downstream="fashion_mnist", sources=("imagenet", "imagenot")
+        DATASETS,
+        synthetic.MODELS,
+        (0,),
+        downstream="fashion_mnist",
+        sources=("imagenet", "imagenot"),
     )
 
 
@@ -46,9 +51,15 @@ def runs():
 def results(tmp_path_factory, runs):
     """accuracy.csv, per-image results and both rankings reports of a synthetic run."""
     root = tmp_path_factory.mktemp("results")
-    paths = synthetic.robustness_results(root, runs, n_images=150)
-    published = synthetic.published_accuracy(root / "published.csv")
-    acc = accuracy_table(read_robustness(paths), read_published(published))
+    paths = synthetic.robustness_results(
+        root, runs, transforms=synthetic.TRANSFORMS, n_images=150, seed=0
+    )
+    published = synthetic.published_accuracy(root / "published.csv", synthetic.MODELS)
+    acc = accuracy_table(
+        read_robustness(paths),
+        read_published(published),
+        AccuracySettings.from_config(validate_config({})),
+    )
     acc_path = root / "accuracy.csv"
     acc.to_csv(acc_path, index=False)
     per_image = root / "per_image.parquet"
@@ -176,10 +187,9 @@ def test_reference_falls_back_to_published_accuracies(config, runs):
     no_imagenet = [r for r in runs if r["dataset"] != "imagenet"]
     assert plan.reference(config, no_imagenet) == "imagenet_published"
     assert plan.dataset_order(config)[:2] == ["imagenet", "imagenot"]
-    assert (
-        plan.rankings_settings(config, "robust")["bootstrap_reps"]
-        == (config["analyse"]["bootstrap"]["reps"])
-    )
+    settings = RankingsSettings.from_config(config, variant="robust")
+    assert settings.reps == config["analyse"]["bootstrap"]["reps"]
+    assert settings.reference == plan.reference(config)
     assert plan.code("rankings_transfer").endswith("figures/rankings.py")
 
 

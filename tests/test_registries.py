@@ -197,13 +197,23 @@ def test_toy_figure_and_table_are_drawn_by_the_figure_and_table_commands(toys, t
 
     from imagenot.analyse import synthetic
     from imagenot.analyse.accuracy import accuracy_table, read_published, read_robustness
+    from imagenot.analyse.settings import AccuracySettings
     from imagenot.cli import main
+    from imagenot.config import validate_config
 
-    runs = synthetic.runs_grid(["imagenet", "imagenot"], downstream="imagenot", sources=())
-    paths = synthetic.robustness_results(tmp_path, runs, n_images=20)
-    published = read_published(synthetic.published_accuracy(tmp_path / "published.csv"))
+    runs = synthetic.runs_grid(
+        ["imagenet", "imagenot"], synthetic.MODELS, (0,), downstream="imagenot", sources=()
+    )
+    paths = synthetic.robustness_results(
+        tmp_path, runs, transforms=synthetic.TRANSFORMS, n_images=20, seed=0
+    )
+    published = read_published(
+        synthetic.published_accuracy(tmp_path / "published.csv", synthetic.MODELS)
+    )
     acc = tmp_path / "accuracy.csv"
-    accuracy_table(read_robustness(paths), published).to_csv(acc, index=False)
+    accuracy_table(
+        read_robustness(paths), published, AccuracySettings.from_config(validate_config({}))
+    ).to_csv(acc, index=False)
     options = {
         "datasets": ["imagenet", "imagenot"],
         "reference": "imagenet",

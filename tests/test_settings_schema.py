@@ -29,6 +29,7 @@ PACKAGE = Path(imagenot.__file__).parent
 WILDCARD_EXAMPLES = {
     "dataset": "d",
     "shard": "00000",
+    "variant": "standard",
 }
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
+
+from imagenot.analyse.settings import AccuracySettings
 
 RANKINGS_DESCRIPTION = """\
 Do rankings transfer? Statistics of any results table with columns model, dataset, accuracy
@@ -54,31 +55,6 @@ def schema_defaults() -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class RankingsSettings:
-    """The flags of ``imagenot rankings`` that the workflow's rule sets from config
-    (imagenot.figures.plan.rankings_settings), by their argparse dest names."""
-
-    variant: str
-    reference: str
-    baseline: str
-    axis: str
-    confidence: float
-    bootstrap_reps: int
-    seed: int
-    bootstrap_over: str
-    interval: str
-    standard_transform: str
-
-
-@dataclass(frozen=True)
-class AccuracySettings:
-    """``imagenot accuracy-table`` settings (imagenot.figures.plan.accuracy_settings)."""
-
-    standard_transform: str
-    confidence: float
-
-
 def confidence_level(text: str) -> float:
     """argparse type: a confidence level strictly between 0 and 1."""
     from imagenot.analyse.table import TableError, check_confidence
@@ -114,7 +90,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--per-image-out", help="also collect the per_image.parquet beside each input here"
     )
     p.add_argument(
-        "--settings", required=True, help="JSON from imagenot.figures.plan.accuracy_settings"
+        "--settings", required=True, help="JSON of imagenot.analyse.settings.AccuracySettings"
     )
     p.set_defaults(func=_accuracy_table)
 
@@ -141,7 +117,7 @@ def _fmt(v: Any, spec: str = ".3f") -> str:
     return "n/a" if v is None else format(v, spec)
 
 
-def summary_text(report: dict, models: str | None = None) -> str:
+def summary_text(report: dict, models: str | None) -> str:
     """A digest of a rankings report: one block per dataset (``models``: 'all' or K per block).
 
     Compact by default (about six lines per dataset whatever the number of models); the JSON
@@ -271,12 +247,9 @@ def _ci(args: argparse.Namespace) -> int:
 
 
 def _accuracy_table(args: argparse.Namespace) -> None:
-    from imagenot.settings import SettingsError, parse
+    from imagenot.settings import parse_or_exit
 
-    try:
-        settings = parse(AccuracySettings, args.settings)
-    except SettingsError as exc:
-        raise SystemExit(f"imagenot accuracy-table: {exc}") from None
+    settings = parse_or_exit(AccuracySettings, args.settings, "accuracy-table")
     from imagenot.analyse.accuracy import (
         accuracy_table,
         read_per_image,
@@ -288,8 +261,7 @@ def _accuracy_table(args: argparse.Namespace) -> None:
     table = accuracy_table(
         read_robustness(args.robustness),
         read_published(args.published),
-        settings.standard_transform,
-        settings.confidence,
+        settings,
     )
     with atomic_path(args.out, ".csv") as tmp:
         table.to_csv(tmp, index=False)

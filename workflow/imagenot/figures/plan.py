@@ -131,13 +131,11 @@ def check(config: dict) -> None:
 
 
 def reference(config: dict, runs: list[dict] | None = None) -> str:
-    """The rankings reference: ``analyse.reference_dataset`` when some standard (ST) run trains
-    on it, else the published torchvision ImageNet accuracies."""
-    runs = _runs(config) if runs is None else runs
-    ref = config["analyse"]["reference_dataset"]
-    if any(r["dataset"] == ref and r["protocol"] == "st" for r in runs):
-        return ref
-    return PUBLISHED_DATASET
+    """The rankings reference (:func:`imagenot.analyse.settings.reference`, which the rankings
+    rule's settings read too)."""
+    from imagenot.analyse.settings import reference as analyse_reference
+
+    return analyse_reference(config, runs)
 
 
 def feeding_runs(config: dict, runs: list[dict], when: str) -> list[dict]:
@@ -202,31 +200,6 @@ def outputs(config: dict, runs: list[dict]) -> list[str]:
 def targets(config: dict) -> list[str]:
     """Final outputs of this stage for ``rule all`` (none until the config has final runs)."""
     return outputs(config, _runs(config))
-
-
-def rankings_settings(config: dict, variant: str) -> dict:
-    """Settings of ``imagenot rankings`` for the run's rankings JSON of one variant (the
-    command's flags, by their dest names: the rule passes them as ``--settings``)."""
-    a = config["analyse"]
-    return {
-        "variant": variant,
-        "reference": reference(config),
-        "baseline": a["baseline_model"],
-        "axis": a["axis"],
-        "confidence": a["confidence"],
-        "bootstrap_reps": a["bootstrap"]["reps"],
-        "seed": a["bootstrap"]["seed"],
-        "bootstrap_over": a["bootstrap"]["over"],
-        "interval": a["bootstrap"]["interval"],
-        "standard_transform": a["standard_transform"],
-    }
-
-
-def accuracy_settings(config: dict) -> dict:
-    """Settings of ``imagenot accuracy-table`` (the interval drawn as error bar uses
-    analyse.confidence, as every other statistic does)."""
-    a = config["analyse"]
-    return {"standard_transform": a["standard_transform"], "confidence": a["confidence"]}
 
 
 def options_settings(config: dict) -> dict:

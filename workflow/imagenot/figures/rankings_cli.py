@@ -9,18 +9,17 @@ the command line is the same whoever registers it.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 
 from imagenot.analyse.cli import (
     RANKINGS_DESCRIPTION,
-    RankingsSettings,
     confidence_level,
     parse_floors,
     schema_defaults,
     summary_text,
 )
+from imagenot.analyse.settings import RankingsSettings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -88,8 +87,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument(
         "--settings",
         metavar="JSON",
-        help="the workflow's rule: these analyses options as one JSON object (imagenot.figures."
-        "plan.rankings_settings); its keys replace the flags of the same name",
+        help="the workflow's rule: --variant, --standard-transform, --reference, --baseline, "
+        "--axis, --confidence and the --bootstrap-*/--interval/--seed flags as one JSON object "
+        "(imagenot.analyse.settings.RankingsSettings, keys named as the config's), replacing "
+        "those flags",
     )
     g = p.add_argument_group("output")
     g.add_argument("--json", action="store_true", help="print the full report as JSON")
@@ -116,37 +117,21 @@ def _rankings(args: argparse.Namespace) -> int:
     )
     from imagenot.io import write_text
 
-    if args.settings:
-        from imagenot.settings import SettingsError, parse
-
-        try:
-            settings = parse(RankingsSettings, args.settings)
-            confidence_level(str(settings.confidence))
-        except (SettingsError, argparse.ArgumentTypeError) as exc:
-            print(f"imagenot rankings: {exc}", file=sys.stderr)
-            return 2
-        for field in dataclasses.fields(RankingsSettings):
-            setattr(args, field.name, getattr(settings, field.name))
+    settings = _settings(args)
+    if isinstance(settings, str):
+        print(f"imagenot rankings: {settings}", file=sys.stderr)
+        return 2
     try:
         if args.models not in (None, "all") and not str(args.models).isdigit():
             raise TableError(f"--models must be a number or 'all', not {args.models!r}")
         raw = read_table(args.table, args.format, parse_sizes(args.n))
         df = validate_table(raw, fractions=args.fractions)
-        df = select_variant(df, args.variant, args.standard_transform)
+        df = select_variant(df, settings.variant, settings.standard_transform)
         per_image = read_table(args.per_image) if args.per_image else None
         report = rankings_report(
             df,
-            args.reference,
-            baseline=args.baseline,
-            axis=args.axis,
-            confidence=args.confidence,
-            reps=args.bootstrap_reps,
-            seed=args.seed,
+            settings,
             per_image=per_image,
-            variant=args.variant,
-            standard_transform=args.standard_transform,
-            bootstrap_over=args.bootstrap_over,
-            interval=args.interval,
             min_reference_accuracy=args.min_reference_accuracy,
             aggregate=args.aggregate,
             floors=parse_floors(args.floor),
@@ -172,3 +157,29 @@ def _rankings(args: argparse.Namespace) -> int:
     for warning in report["warnings"][:10]:
         print(f"warning: {warning}", file=sys.stderr)
     return 0
+
+
+def _settings(args: argparse.Namespace) -> RankingsSettings | str:
+    """The analysis settings: the rule's ``--settings`` JSON, else the flags (whose defaults are
+    the schema's); a bad ``--settings`` gives the one-line reason instead."""
+    if not args.settings:
+        return RankingsSettings(
+            variant=args.variant,
+            reference=args.reference,
+            baseline_model=args.baseline,
+            axis=args.axis,
+            confidence=args.confidence,
+            standard_transform=args.standard_transform,
+            reps=args.bootstrap_reps,
+            seed=args.seed,
+            over=args.bootstrap_over,
+            interval=args.interval,
+        )
+    from imagenot.settings import SettingsError, parse
+
+    try:
+        settings = parse(RankingsSettings, args.settings)
+        confidence_level(str(settings.confidence))
+    except (SettingsError, argparse.ArgumentTypeError) as exc:
+        return str(exc)
+    return settings

@@ -18,6 +18,7 @@ from imagenot.train import plan as train_plan
 from imagenot.evaluate import plan as evaluate_plan
 from imagenot.figures import plan as figures_plan
 from imagenot.analyse import settings as analyse_settings
+from imagenot.figures import settings as figures_settings
 from imagenot.diagnostics import plan as diagnostics_plan
 
 RESULTS = "results"

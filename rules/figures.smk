@@ -92,7 +92,9 @@ rule figure:
     threads: 1
     params:
         figure=lambda wc: figures_plan.figure_params(config, wc.figure),
-        settings=lambda wc: to_arg(figures_plan.figure_settings(config, wc.figure)),
+        settings=lambda wc: to_arg(
+            figures_settings.FigureSettings.from_config(config, figure=wc.figure)
+        ),
     shell:
         "imagenot figure {input.accuracy} --settings {params.settings}"
         " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
@@ -120,7 +122,9 @@ rule results_table:
         "../envs/analyse.yaml"
     threads: 1
     params:
-        settings=lambda wc: to_arg(figures_plan.table_settings(config, wc.table)),
+        settings=lambda wc: to_arg(
+            figures_settings.TableSettings.from_config(config, table=wc.table)
+        ),
     shell:
         "imagenot table {input.accuracy} --settings {params.settings}"
         " --rankings {input.rankings} --csv {output.csv} --md {output.md} > {log} 2>&1"

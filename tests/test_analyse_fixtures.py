@@ -156,10 +156,11 @@ def test_workflow_figures_point_plain_tables_to_the_toolbox(
     shared_data, repo_root, tmp_path, capsys
 ):
     from imagenot.config import load_config
-    from imagenot.figures import plan
+    from imagenot.figures.settings import FigureSettings
+    from imagenot.settings import to_json
 
     config = load_config(repo_root / "config" / "config.yaml")
-    settings = json.dumps(plan.figure_settings(config, "rankings_st"))
+    settings = to_json(FigureSettings.from_config(config, figure="rankings_st"))
     out = ["--pdf", str(tmp_path / "f.pdf"), "--png", str(tmp_path / "f.png")]
     assert main(["figure", "--settings", settings, str(shared_data / SSL), *out]) == 2
     err = capsys.readouterr().err

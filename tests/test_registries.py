@@ -217,8 +217,8 @@ def test_toy_figure_and_table_are_drawn_by_the_figure_and_table_commands(toys, t
     options = {
         "datasets": ["imagenet", "imagenot"],
         "reference": "imagenet",
-        "downstream": "imagenot",
-        "baseline": "alexnet",
+        "downstream_dataset": "imagenot",
+        "baseline_model": "alexnet",
         "standard_transform": "Identity",
         "confidence": 0.95,
         "axis": "linear",
@@ -226,7 +226,7 @@ def test_toy_figure_and_table_are_drawn_by_the_figure_and_table_commands(toys, t
     }
     style = {"width_in": 6.75, "font_size": 8, "dpi": 40}
     figure = {"kind": "toy_figure", "dataset": None, "protocol": None}
-    figure |= {"options": options, "style": style}
+    figure |= {"options": options, "figure_options": style}
     common = [str(acc), "--settings"]
     pdf, png = tmp_path / "toy.pdf", tmp_path / "toy.png"
     argv = ["figure", *common, json.dumps(figure), "--pdf", str(pdf), "--png", str(png)]
@@ -244,7 +244,7 @@ def test_toy_figure_and_table_are_drawn_by_the_figure_and_table_commands(toys, t
     for report in reports:
         report.write_text("{}")
     csv, md = tmp_path / "toy.csv", tmp_path / "toy.md"
-    table = json.dumps({"name": "toy_table", "options": options})
+    table = json.dumps({"table": "toy_table", "options": options})
     argv = ["table", *common, table, "--rankings", *map(str, reports)]
     assert main([*argv, "--csv", str(csv), "--md", str(md)]) == 0
     assert pd.read_csv(csv)["rows"].tolist() == [len(pd.read_csv(acc))]

@@ -1,4 +1,4 @@
-"""One settings object per rule (acquire, curate, wordnet, demo, scale, figures): each plan's dict parses
+"""One settings object per rule (acquire, curate, wordnet, demo, scale, analyse, figures): each plan's dict parses
 into its command's dataclass for every shipped config, the commands run on what the rules pass,
 and the flags of hand-typed commands take their defaults from the schema."""
 
@@ -17,6 +17,7 @@ from PIL import Image
 
 from imagenot.acquire import plan as acquire_plan
 from imagenot.acquire import settings as acquire_settings
+from imagenot.analyse.settings import AccuracySettings, RankingsSettings
 from imagenot.cli import main
 from imagenot.config import ConfigError, load_config, schema_default, validate_config
 from imagenot.curate import cli as curate_cli
@@ -26,8 +27,8 @@ from imagenot.curate.settings import WordnetSettings
 from imagenot.demo import plan as demo_plan
 from imagenot.demo import scale_plan
 from imagenot.demo.settings import DemoSettings, ScaleSettings
-from imagenot.figures import cli as figures_cli
 from imagenot.figures import plan as figures_plan
+from imagenot.figures.settings import FigureSettings, TableSettings
 from imagenot.settings import SettingsError, parse, to_arg, to_json
 from imagenot.train import plan as train_plan
 
@@ -46,16 +47,39 @@ def _rule_settings(config: dict) -> list[tuple[str, type, dict]]:
             ("acquire_topup_select", acquire_settings.TopupSettings, acquire_plan.topup_settings(config, name)),
             ("acquire_split", acquire_settings.FillSettings, acquire_plan.fill_settings(config, name)),
         ]  # fmt: skip
+    return out
+
+
+def _analyse_figures_rule_settings(config: dict) -> list[tuple[str, object]]:
+    """(rule, settings object) of every analyse and figures rule for ``config``, built as the
+    rules build them."""
+    out: list[tuple[str, object]] = [
+        ("accuracy_table", AccuracySettings.from_config(config)),
+        *[
+            (f"rankings_json {v}", RankingsSettings.from_config(config, variant=v))
+            for v in figures_plan.VARIANTS
+        ],
+    ]
     runs = train_plan.final_runs(config)
     out += [
-        (f"figure {name}", figures_cli.FigureSettings, figures_plan.figure_settings(config, name))
+        (f"figure {name}", FigureSettings.from_config(config, figure=name))
         for name in figures_plan.figure_names(config, runs)
     ]
     out += [
-        (f"table {name}", figures_cli.TableSettings, figures_plan.table_settings(config, name))
+        (f"results_table {name}", TableSettings.from_config(config, table=name))
         for name in config["analyse"]["tables"]
     ]
     return out
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "scale.yaml"])
+def test_every_analyse_and_figures_settings_object_survives_the_rules_shell_word(repo_root, name):
+    """What the command parses is what the rule built (nested sections too): one shell word."""
+    config = load_config(repo_root / "config" / name)
+    for what, settings in _analyse_figures_rule_settings(config):
+        words = shlex.split(to_arg(settings))
+        assert len(words) == 1, what
+        assert parse(type(settings), words[0], what=what) == settings, what
 
 
 def _curate_rule_settings(config: dict) -> list[tuple[str, object]]:

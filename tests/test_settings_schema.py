@@ -30,6 +30,8 @@ WILDCARD_EXAMPLES = {
     "dataset": "d",
     "shard": "00000",
     "variant": "standard",
+    "figure": "rankings_st",
+    "table": "accuracy",
 }
 
 

@@ -20,6 +20,7 @@ from imagenot.figures import plan as figures_plan
 from imagenot.analyse import settings as analyse_settings
 from imagenot.figures import settings as figures_settings
 from imagenot.diagnostics import plan as diagnostics_plan
+from imagenot.diagnostics import settings as diagnostics_settings
 
 RESULTS = "results"
 LOGS = f"{RESULTS}/logs"

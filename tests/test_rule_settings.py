@@ -1,5 +1,5 @@
-"""One settings object per rule (acquire, curate, wordnet, demo, scale, analyse, figures): each plan's dict parses
-into its command's dataclass for every shipped config, the commands run on what the rules pass,
+"""One settings object per rule (acquire, curate, wordnet, demo, scale, analyse, figures,
+diagnostics): each plan's dict parses into its command's dataclass for every shipped config, the commands run on what the rules pass,
 and the flags of hand-typed commands take their defaults from the schema."""
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from imagenot.curate.settings import WordnetSettings
 from imagenot.demo import plan as demo_plan
 from imagenot.demo import scale_plan
 from imagenot.demo.settings import DemoSettings, ScaleSettings
+from imagenot.diagnostics import plan as diagnostics_plan
+from imagenot.diagnostics import settings as diagnostics_settings
 from imagenot.figures import plan as figures_plan
 from imagenot.figures.settings import FigureSettings, TableSettings
 from imagenot.settings import SettingsError, parse, to_arg, to_json
@@ -50,9 +52,9 @@ def _rule_settings(config: dict) -> list[tuple[str, type, dict]]:
     return out
 
 
-def _analyse_figures_rule_settings(config: dict) -> list[tuple[str, object]]:
-    """(rule, settings object) of every analyse and figures rule for ``config``, built as the
-    rules build them."""
+def _analyse_figures_diagnostics_rule_settings(config: dict) -> list[tuple[str, object]]:
+    """(rule, settings object) of every analyse, figures and diagnostics rule for ``config``,
+    built as the rules build them."""
     out: list[tuple[str, object]] = [
         ("accuracy_table", AccuracySettings.from_config(config)),
         *[
@@ -69,14 +71,26 @@ def _analyse_figures_rule_settings(config: dict) -> list[tuple[str, object]]:
         (f"results_table {name}", TableSettings.from_config(config, table=name))
         for name in config["analyse"]["tables"]
     ]
+    ds = diagnostics_settings
+    out.append(("diagnostics_embed_images", ds.EmbedSettings.from_config(config)))
+    out += [
+        (f"diagnostics_figure {name}", ds.FigureSettings.from_config(config, name=name))
+        for name in diagnostics_plan.figures(config)
+    ]
+    out += [
+        (f"diagnostics_table {s}", ds.TableSettings.from_config(config, subject=s))
+        for s in diagnostics_plan.table_subjects(config)
+    ]
     return out
 
 
 @pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "scale.yaml"])
-def test_every_analyse_and_figures_settings_object_survives_the_rules_shell_word(repo_root, name):
+def test_every_analyse_figures_and_diagnostics_settings_object_survives_the_shell_word(
+    repo_root, name
+):
     """What the command parses is what the rule built (nested sections too): one shell word."""
     config = load_config(repo_root / "config" / name)
-    for what, settings in _analyse_figures_rule_settings(config):
+    for what, settings in _analyse_figures_diagnostics_rule_settings(config):
         words = shlex.split(to_arg(settings))
         assert len(words) == 1, what
         assert parse(type(settings), words[0], what=what) == settings, what

@@ -32,6 +32,8 @@ WILDCARD_EXAMPLES = {
     "variant": "standard",
     "figure": "rankings_st",
     "table": "accuracy",
+    "subject": "d",
+    "name": "class_depth",
 }
 
 

@@ -42,46 +42,50 @@ class EmbedSettings(FromConfig):
         return cls(**values, clip_model=clip)
 
 
-def _reference_name(config: Any) -> str:
-    from imagenot.diagnostics.plan import reference_label
+class _ReferenceNamed:
+    """A rule per value of its one wildcard, whose settings are that value and the reference's
+    column heading (derived from the config: :func:`imagenot.diagnostics.plan.reference_label`)."""
 
-    return reference_label(config)
+    DERIVED: ClassVar = {
+        "reference_name": "the reference's column heading: diagnostics.reference_dataset when "
+        "it is a configured dataset, else 'reference' with a reference_classes file, else "
+        "'imagenet' (imagenot.diagnostics.plan.reference_label)",
+    }
 
+    @classmethod
+    def _with_reference(cls, config: Any, **wildcard: Any):
+        """The settings for the rule's ``wildcard`` (its one, by name) under ``config``."""
+        from imagenot.diagnostics.plan import reference_label
 
-_REFERENCE_NAME = (
-    "the reference's column heading: diagnostics.reference_dataset when it is a configured "
-    "dataset, else 'reference' with a reference_classes file, else 'imagenet' "
-    "(imagenot.diagnostics.plan.reference_label)"
-)
+        values = cls.config_values(config, **wildcard)  # type: ignore[attr-defined]
+        return cls(**values, reference_name=reference_label(config))
 
 
 @dataclass(frozen=True)
-class TableSettings(FromConfig):
+class TableSettings(_ReferenceNamed, FromConfig):
     """``diagnostics-table``: the column headings, the subject (the rule's wildcard) and the
     reference."""
 
     WILDCARDS: ClassVar = ("subject",)
-    DERIVED: ClassVar = {"reference_name": _REFERENCE_NAME}
 
     subject: str
     reference_name: str
 
     @classmethod
     def from_config(cls, config: Any, subject: str) -> TableSettings:  # type: ignore[override]
-        return cls(subject=subject, reference_name=_reference_name(config))
+        return cls._with_reference(config, subject=subject)
 
 
 @dataclass(frozen=True)
-class FigureSettings(FromConfig):
+class FigureSettings(_ReferenceNamed, FromConfig):
     """``diagnostics-figure``: which registered figure (the rule's ``name`` wildcard) and the
     reference's label."""
 
     WILDCARDS: ClassVar = ("name",)
-    DERIVED: ClassVar = {"reference_name": _REFERENCE_NAME}
 
     name: str
     reference_name: str
 
     @classmethod
     def from_config(cls, config: Any, name: str) -> FigureSettings:  # type: ignore[override]
-        return cls(name=name, reference_name=_reference_name(config))
+        return cls._with_reference(config, name=name)

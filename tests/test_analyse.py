@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -280,14 +281,12 @@ def test_cli_json_and_refusal(tmp_path, capsys):
 def test_rule_settings_replace_the_flags_of_rankings(tmp_path, capsys, monkeypatch):
     """The workflow's rule passes its settings object as one JSON object: the same report as
     the flags by hand; a wrong key is one line naming it."""
-    from imagenot.analyse.cli import schema_defaults
     from imagenot.config import validate_config
     from imagenot.settings import to_json
 
     rng = np.random.default_rng(5)
     path = tmp_path / "t.csv"
     random_table(rng, seeds=(0, 1)).to_csv(path, index=False)
-    d = schema_defaults()
     config = validate_config(
         {
             "analyse": {
@@ -311,7 +310,7 @@ def test_rule_settings_replace_the_flags_of_rankings(tmp_path, capsys, monkeypat
     )
     flags = ["--variant", "standard", "--reference", "a", "--baseline", "m1", "--axis", "probit"]
     flags += ["--confidence", "0.9", "--bootstrap-reps", "30", "--seed", "3"]
-    flags += ["--bootstrap-over", "models", "--interval", d["interval"]]
+    flags += ["--bootstrap-over", "models", "--interval", hand().interval]
     by_flags = tmp_path / "flags.json"
     assert main(["rankings", str(path), *flags, "--out", str(by_flags)]) == 0
     assert json.loads(by_json.read_text()) == json.loads(by_flags.read_text())
@@ -322,3 +321,25 @@ def test_rule_settings_replace_the_flags_of_rankings(tmp_path, capsys, monkeypat
     )
     err = capsys.readouterr().err.strip()
     assert "bootstrap_reps" in err and len(err.splitlines()) == 1
+
+
+def test_rankings_flags_default_to_the_settings_the_rule_builds_from_the_default_config(
+    monkeypatch,
+):
+    """``imagenot rankings`` typed without flags analyses with the schema's defaults: the same
+    RankingsSettings the rule builds from a config that sets nothing, but for the reference and
+    baseline the rule always names (the hand-typed command takes the table's first dataset and
+    no baseline); each flag replaces its field."""
+    from imagenot.cli import build_parser
+    from imagenot.config import validate_config
+    from imagenot.figures.rankings_cli import _settings
+
+    parser = build_parser()
+    by_hand = _settings(parser.parse_args(["rankings", "t.csv"]))
+    assert by_hand == hand()
+    monkeypatch.setattr("imagenot.train.plan.final_runs", lambda _config: [])
+    rule = RankingsSettings.from_config(validate_config({}), variant="standard")
+    assert dataclasses.replace(rule, reference=None, baseline_model=None) == by_hand
+    flags = ["--bootstrap-reps", "7", "--bootstrap-over", "models", "--baseline", "m1"]
+    typed = _settings(parser.parse_args(["rankings", "t.csv", *flags]))
+    assert typed == hand(reps=7, over="models", baseline_model="m1")

@@ -33,25 +33,18 @@ Tables with protocol/transform columns (results/analyse/accuracy.csv) are reduce
 
 @cache
 def schema_defaults() -> dict[str, Any]:
-    """Defaults of the analyse config schema: the one place a default value lives."""
-    from imagenot.config import load_schema
+    """What the flags of ``ci`` and ``rankings`` read from the analyse config schema, the one
+    place a default value lives: the settings typed by hand (``settings``:
+    :meth:`RankingsSettings.hand_typed`), the choices of the enumerated keys, the PNG dpi."""
+    from imagenot.analyse.settings import RankingsSettings
+    from imagenot.config import schema_default, schema_node
 
-    props = load_schema("analyse.schema.yaml")["properties"]
-    boot = props["bootstrap"]["properties"]
     return {
-        "confidence": props["confidence"]["default"],
-        "axis": props["axis"]["default"],
-        "axes": props["axis"]["enum"],
-        "standard_transform": props["standard_transform"]["default"],
-        "reps": boot["reps"]["default"],
-        "seed": boot["seed"]["default"],
-        "over": boot["over"]["default"],
-        "overs": boot["over"]["enum"],
-        "interval": boot["interval"]["default"],
-        "intervals": boot["interval"]["enum"],
-        "width_in": props["figure_options"]["properties"]["width_in"]["default"],
-        "font_size": props["figure_options"]["properties"]["font_size"]["default"],
-        "dpi": props["figure_options"]["properties"]["dpi"]["default"],
+        "settings": RankingsSettings.hand_typed(),
+        "axes": schema_node("analyse.axis")["enum"],
+        "overs": schema_node("analyse.bootstrap.over")["enum"],
+        "intervals": schema_node("analyse.bootstrap.interval")["enum"],
+        "dpi": schema_default("analyse.figure_options.dpi"),
     }
 
 
@@ -75,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--accuracy", type=float, required=True, help="top-1 accuracy in percent")
     p.add_argument("--n", type=int, required=True, help="test-set size")
-    p.add_argument("--confidence", type=confidence_level, default=d["confidence"])
+    p.add_argument("--confidence", type=confidence_level, default=d["settings"].confidence)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_ci)
 

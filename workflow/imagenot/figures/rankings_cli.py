@@ -25,6 +25,7 @@ from imagenot.analyse.settings import RankingsSettings
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``rankings``."""
     d = schema_defaults()
+    hand = d["settings"]  # the schema's defaults
     p = subparsers.add_parser(
         "rankings",
         help="do rankings transfer? statistics, figures and tables of any results table",
@@ -46,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="accuracies are fractions in 0-1 (refused otherwise when all are at most 1)",
     )
     g.add_argument("--variant", choices=["standard", "robust"], default="standard")
-    g.add_argument("--standard-transform", default=d["standard_transform"])
+    g.add_argument("--standard-transform", default=hand.standard_transform)
     g.add_argument(
         "--per-image",
         help="per-image results (model, dataset, key, correct): bootstrap over test images",
@@ -54,8 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g = p.add_argument_group("analyses")
     g.add_argument("--reference", help="dataset to compare against (default: the first one)")
     g.add_argument("--baseline", help="model for relative progress (accuracy / baseline's)")
-    g.add_argument("--axis", choices=d["axes"], default=d["axis"], help="OLS fitting scale")
-    g.add_argument("--confidence", type=confidence_level, default=d["confidence"])
+    g.add_argument("--axis", choices=d["axes"], default=hand.axis, help="OLS fitting scale")
+    g.add_argument("--confidence", type=confidence_level, default=hand.confidence)
     g.add_argument(
         "--min-reference-accuracy",
         type=float,
@@ -75,15 +76,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="raise accuracies below X to X before the geometric mean (all datasets, or one); "
         "without it a model with 0%% somewhere is left out of the geometric mean",
     )
-    g.add_argument("--bootstrap-reps", type=int, default=d["reps"])
-    g.add_argument("--bootstrap-over", choices=d["overs"], default=d["over"])
+    g.add_argument("--bootstrap-reps", type=int, default=hand.reps)
+    g.add_argument("--bootstrap-over", choices=d["overs"], default=hand.over)
     g.add_argument(
         "--interval",
         choices=d["intervals"],
-        default=d["interval"],
+        default=hand.interval,
         help="bootstrap interval: bias-corrected, basic or percentile",
     )
-    g.add_argument("--seed", type=int, default=d["seed"], help="bootstrap and permutation seed")
+    g.add_argument("--seed", type=int, default=hand.seed, help="bootstrap and permutation seed")
     g.add_argument(
         "--settings",
         metavar="JSON",

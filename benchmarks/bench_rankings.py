@@ -52,6 +52,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from imagenot.analyse.rankings import rankings_report
+    from imagenot.analyse.settings import RankingsSettings
     from imagenot.analyse.table import read_table, validate_table
     from imagenot.cli import main as imagenot
     from imagenot.figures.report import write_report
@@ -70,10 +71,10 @@ def main() -> None:
 
         df = validate_table(read_table(path))
         t0 = time.perf_counter()
-        rep = rankings_report(df, bootstrap_over="models", reps=args.reps)
+        rep = rankings_report(df, RankingsSettings.hand_typed(over="models", reps=args.reps))
         statistics = time.perf_counter() - t0
         t0 = time.perf_counter()
-        rankings_report(df, reps=0)
+        rankings_report(df, RankingsSettings.hand_typed(reps=0))
         no_bootstrap = time.perf_counter() - t0
         t0 = time.perf_counter()
         write_report(rep, f"{tmp}/again", dpi=150)

@@ -21,7 +21,10 @@ from imagenot.train import settings as train_settings
 from imagenot.evaluate import plan as evaluate_plan
 from imagenot.evaluate import settings as evaluate_settings
 from imagenot.figures import plan as figures_plan
+from imagenot.analyse import settings as analyse_settings
+from imagenot.figures import settings as figures_settings
 from imagenot.diagnostics import plan as diagnostics_plan
+from imagenot.diagnostics import settings as diagnostics_settings
 
 RESULTS = "results"
 LOGS = f"{RESULTS}/logs"

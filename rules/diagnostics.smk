@@ -71,7 +71,7 @@ rule diagnostics_embed_images:
         **gpu_request(),
     params:
         dataset_dir=lambda wc: f"{RESULTS}/datasets/{wc.dataset}",
-        settings=to_arg(diagnostics_plan.embed_settings(config)),
+        settings=to_arg(diagnostics_settings.EmbedSettings.from_config(config)),
         checkpoint=diagnostics_plan.checkpoint_option(config),
         identity=diagnostics_plan.encoder_description(config),
         gpu_job=gpu_job_option(),
@@ -123,7 +123,9 @@ rule diagnostics_figure:
     threads: 1
     params:
         inputs=lambda wc: diagnostics_plan.figure_args(config, wc.name),
-        settings=lambda wc: to_arg(diagnostics_plan.figure_settings(config, wc.name)),
+        settings=lambda wc: to_arg(
+            diagnostics_settings.FigureSettings.from_config(config, name=wc.name)
+        ),
     shell:
         "imagenot diagnostics-figure {params.inputs} --settings {params.settings}"
         " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
@@ -148,7 +150,9 @@ rule diagnostics_table:
     threads: 1
     params:
         files=lambda wc: diagnostics_plan.table_args(config, wc.subject),
-        settings=lambda wc: to_arg(diagnostics_plan.table_settings(config, wc.subject)),
+        settings=lambda wc: to_arg(
+            diagnostics_settings.TableSettings.from_config(config, subject=wc.subject)
+        ),
     shell:
         "imagenot diagnostics-table {params.files} --settings {params.settings}"
         " --csv {output.csv} --md {output.md} > {log} 2>&1"

@@ -3,7 +3,7 @@
 # One rule draws every figure and one writes every table, their names constrained to the
 # registry (imagenot.figures.registry). Each figure lists its own plotting module as an input:
 # editing it rebuilds only that kind's figures. Every command gets its config as one --settings
-# JSON object built by imagenot.figures.plan.
+# JSON object: a settings object of imagenot.analyse.settings / imagenot.figures.settings.
 
 
 # Small tables and plots (seconds, little memory) run on the submitting host under a cluster
@@ -34,7 +34,7 @@ rule accuracy_table:
         "../envs/analyse.yaml"
     threads: 1
     params:
-        settings=to_arg(figures_plan.accuracy_settings(config)),
+        settings=to_arg(analyse_settings.AccuracySettings.from_config(config)),
     shell:
         "imagenot accuracy-table {input.robustness} --published {input.published}"
         " --settings {params.settings} --out {output.accuracy}"
@@ -61,7 +61,9 @@ rule rankings_json:
         "../envs/analyse.yaml"
     threads: 1
     params:
-        settings=lambda wc: to_arg(figures_plan.rankings_settings(config, wc.variant)),
+        settings=lambda wc: to_arg(
+            analyse_settings.RankingsSettings.from_config(config, variant=wc.variant)
+        ),
     shell:
         "imagenot rankings {input.accuracy} --per-image {input.per_image}"
         " --settings {params.settings} --out {output} > {log} 2>&1"
@@ -90,7 +92,9 @@ rule figure:
     threads: 1
     params:
         figure=lambda wc: figures_plan.figure_params(config, wc.figure),
-        settings=lambda wc: to_arg(figures_plan.figure_settings(config, wc.figure)),
+        settings=lambda wc: to_arg(
+            figures_settings.FigureSettings.from_config(config, figure=wc.figure)
+        ),
     shell:
         "imagenot figure {input.accuracy} --settings {params.settings}"
         " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
@@ -118,7 +122,9 @@ rule results_table:
         "../envs/analyse.yaml"
     threads: 1
     params:
-        settings=lambda wc: to_arg(figures_plan.table_settings(config, wc.table)),
+        settings=lambda wc: to_arg(
+            figures_settings.TableSettings.from_config(config, table=wc.table)
+        ),
     shell:
         "imagenot table {input.accuracy} --settings {params.settings}"
         " --rankings {input.rankings} --csv {output.csv} --md {output.md} > {log} 2>&1"

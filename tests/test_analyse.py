@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -13,6 +14,7 @@ from statsmodels.stats.proportion import proportion_confint
 
 from imagenot.analyse import stats
 from imagenot.analyse.rankings import rankings_report
+from imagenot.analyse.settings import RankingsSettings
 from imagenot.analyse.table import TableError, select_variant, validate_table
 from imagenot.cli import main
 
@@ -30,6 +32,10 @@ def random_table(rng, models=7, datasets=("ref", "a", "b"), seeds=(0,), n=10_000
     return pd.DataFrame(rows)
 
 
+hand = RankingsSettings.hand_typed
+"""The settings of ``imagenot rankings`` typed by hand, with the fields a test sets."""
+
+
 def wide(df, dataset):
     return df[df.dataset == dataset].groupby("model", sort=False)["accuracy"].mean()
 
@@ -38,7 +44,7 @@ def wide(df, dataset):
 def test_statistics_match_scipy_and_statsmodels(trial):
     rng = np.random.default_rng(trial)
     df = random_table(rng, models=stats.PERMUTATION_MAX_MODELS + 2)  # scipy's asymptotic p
-    rep = rankings_report(validate_table(df), "ref", baseline="m0", reps=0)
+    rep = rankings_report(validate_table(df), hand(reference="ref", baseline_model="m0", reps=0))
     ref, a = wide(df, "ref"), wide(df, "a")
     a = a.reindex(ref.index)
     got = rep["datasets"]["a"]
@@ -72,7 +78,7 @@ def test_across_datasets_means_and_error_spearman():
     rng = np.random.default_rng(7)
     df = random_table(rng, datasets=("ref", "a", "b"))
     df["n"] = df["dataset"].map({"ref": 50_000, "a": 10_000, "b": 2_000})
-    rep = rankings_report(validate_table(df), "ref", reps=0)
+    rep = rankings_report(validate_table(df), hand(reference="ref", reps=0))
     mat = pd.DataFrame({d: wide(df, d) for d in ("ref", "a", "b")})
     w = np.array([50_000, 10_000, 2_000])
     wm = mat.to_numpy() @ w / w.sum()
@@ -106,11 +112,11 @@ def test_probit_and_logit_axes_fit_transformed_accuracies():
         ("probit", lambda p: sps.norm.ppf(p / 100)),
         ("logit", lambda p: np.log(p / (100 - p))),
     ):
-        rep = rankings_report(validate_table(df), "ref", axis=axis, reps=0)
+        rep = rankings_report(validate_table(df), hand(reference="ref", axis=axis, reps=0))
         fit = sm.OLS(f(a.to_numpy()), sm.add_constant(f(ref.to_numpy()))).fit()
         assert rep["datasets"]["a"]["ols"]["slope"] == pytest.approx(fit.params[1])
         assert rep["datasets"]["a"]["ols"]["axis"] == axis
-    band = stats.ols_fit(ref.to_numpy(), a.to_numpy(), "logit").band(np.array([50.0, 70.0]))
+    band = stats.ols_fit(ref.to_numpy(), a.to_numpy(), "logit", 0.95).band(np.array([50.0, 70.0]))
     assert all(np.all((b > 0) & (b < 100)) for b in band)
     assert np.all(band[1] <= band[0]) and np.all(band[0] <= band[2])
 
@@ -118,7 +124,7 @@ def test_probit_and_logit_axes_fit_transformed_accuracies():
 def test_seed_bootstrap_and_seed_error_bars():
     rng = np.random.default_rng(11)
     df = random_table(rng, seeds=(0, 1, 2))
-    rep = rankings_report(validate_table(df), "ref", reps=300, seed=5)
+    rep = rankings_report(validate_table(df), hand(reference="ref", reps=300, seed=5))
     a = rep["datasets"]["a"]
     boot = a["bootstrap"]
     assert boot["method"] == "seeds" and boot["reps"] == 300
@@ -130,7 +136,7 @@ def test_seed_bootstrap_and_seed_error_bars():
     assert a["standard_error"]["m2"] == pytest.approx(se)
     assert a["interval"]["m2"] == pytest.approx([g.mean() - se, g.mean() + se])
     assert a["interval_kind"]["m2"] == "seed_se"
-    again = rankings_report(validate_table(df), "ref", reps=300, seed=5)
+    again = rankings_report(validate_table(df), hand(reference="ref", reps=300, seed=5))
     assert again["datasets"]["a"]["bootstrap"] == boot
 
 
@@ -146,12 +152,14 @@ def test_image_bootstrap_from_per_image_results():
                 pd.DataFrame({"model": f"m{i}", "dataset": d, "key": keys, "correct": correct})
             )
     rep = rankings_report(
-        validate_table(pd.DataFrame(rows)), "ref", reps=200, per_image=pd.concat(per)
+        validate_table(pd.DataFrame(rows)),
+        hand(reference="ref", reps=200),
+        per_image=pd.concat(per),
     )
     boot = rep["datasets"]["a"]["bootstrap"]
     assert boot["method"] == "images"
     assert boot["slope_ci"][0] < rep["datasets"]["a"]["ols"]["slope"] < boot["slope_ci"][1]
-    no_images = rankings_report(validate_table(pd.DataFrame(rows)), "ref", reps=200)
+    no_images = rankings_report(validate_table(pd.DataFrame(rows)), hand(reference="ref", reps=200))
     assert "bootstrap" not in no_images["datasets"]["a"]
     assert "nothing to resample" in no_images["not_computed"]["a: bootstrap"]
 
@@ -220,7 +228,7 @@ def test_fewer_than_three_models_gives_what_exists():
             "accuracy": [70, 60, 40, 45],
         }
     )
-    rep = rankings_report(validate_table(df), "r", baseline="a", reps=100)
+    rep = rankings_report(validate_table(df), hand(reference="r", baseline_model="a", reps=100))
     x = rep["datasets"]["x"]
     assert x["ranks"] == {"a": 2.0, "b": 1.0}
     assert x["delta_rank"] == {"a": -1.0, "b": 1.0}  # b climbs from 2nd to 1st
@@ -246,7 +254,7 @@ def test_variants_of_the_accuracy_table():
     )
     std = select_variant(validate_table(df), "standard", "identity")
     assert dict(zip(std.dataset, std.accuracy, strict=True)) == {"x": 80.0, "y/ft-x": 90.0}
-    rob = select_variant(validate_table(df), "robust")
+    rob = select_variant(validate_table(df), "robust", "identity")
     assert dict(zip(rob.dataset, rob.accuracy, strict=True)) == {"x": 60.0, "y/ft-x": 80.0}
 
 
@@ -271,28 +279,30 @@ def test_cli_json_and_refusal(tmp_path, capsys):
 
 
 def test_rule_settings_replace_the_flags_of_rankings(tmp_path, capsys, monkeypatch):
-    """The workflow's rule passes the plan's settings as one JSON object: the same report as
+    """The workflow's rule passes its settings object as one JSON object: the same report as
     the flags by hand; a wrong key is one line naming it."""
-    from imagenot.analyse.cli import schema_defaults
-    from imagenot.figures.plan import rankings_settings
+    from imagenot.config import validate_config
+    from imagenot.settings import to_json
 
     rng = np.random.default_rng(5)
     path = tmp_path / "t.csv"
     random_table(rng, seeds=(0, 1)).to_csv(path, index=False)
-    d = schema_defaults()
-    config = {
-        "analyse": {
-            "reference_dataset": "a",
-            "baseline_model": "m1",
-            "axis": "probit",
-            "confidence": 0.9,
-            "bootstrap": {"reps": 30, "seed": 3, "over": "models", "interval": d["interval"]},
-            "standard_transform": d["standard_transform"],
-        },
-    }
-    monkeypatch.setattr("imagenot.figures.plan._runs", lambda _config: [])
-    settings = rankings_settings(config, "standard")
-    settings["reference"] = "a"  # no final runs here: the plan would pick the published list
+    config = validate_config(
+        {
+            "analyse": {
+                "reference_dataset": "a",
+                "baseline_model": "m1",
+                "axis": "probit",
+                "confidence": 0.9,
+                "bootstrap": {"reps": 30, "seed": 3, "over": "models"},
+            },
+        }
+    )
+    # a standard-training run on "a": the reference is "a", not the published accuracies
+    st_run = {"dataset": "a", "protocol": "st", "model": "m1", "seed": 0}
+    monkeypatch.setattr("imagenot.train.plan.final_runs", lambda _config: [st_run])
+    settings = json.loads(to_json(RankingsSettings.from_config(config, variant="standard")))
+    assert settings["reference"] == "a"
     by_json = tmp_path / "json.json"
     assert (
         main(["rankings", str(path), "--settings", json.dumps(settings), "--out", str(by_json)])
@@ -300,11 +310,36 @@ def test_rule_settings_replace_the_flags_of_rankings(tmp_path, capsys, monkeypat
     )
     flags = ["--variant", "standard", "--reference", "a", "--baseline", "m1", "--axis", "probit"]
     flags += ["--confidence", "0.9", "--bootstrap-reps", "30", "--seed", "3"]
-    flags += ["--bootstrap-over", "models", "--interval", d["interval"]]
+    flags += ["--bootstrap-over", "models", "--interval", hand().interval]
     by_flags = tmp_path / "flags.json"
     assert main(["rankings", str(path), *flags, "--out", str(by_flags)]) == 0
     assert json.loads(by_json.read_text()) == json.loads(by_flags.read_text())
     capsys.readouterr()
-    assert main(["rankings", str(path), "--settings", json.dumps({**settings, "reps": 3})]) == 2
+    assert (
+        main(["rankings", str(path), "--settings", json.dumps({**settings, "bootstrap_reps": 3})])
+        == 2
+    )
     err = capsys.readouterr().err.strip()
-    assert "reps" in err and len(err.splitlines()) == 1
+    assert "bootstrap_reps" in err and len(err.splitlines()) == 1
+
+
+def test_rankings_flags_default_to_the_settings_the_rule_builds_from_the_default_config(
+    monkeypatch,
+):
+    """``imagenot rankings`` typed without flags analyses with the schema's defaults: the same
+    RankingsSettings the rule builds from a config that sets nothing, but for the reference and
+    baseline the rule always names (the hand-typed command takes the table's first dataset and
+    no baseline); each flag replaces its field."""
+    from imagenot.cli import build_parser
+    from imagenot.config import validate_config
+    from imagenot.figures.rankings_cli import _settings
+
+    parser = build_parser()
+    by_hand = _settings(parser.parse_args(["rankings", "t.csv"]))
+    assert by_hand == hand()
+    monkeypatch.setattr("imagenot.train.plan.final_runs", lambda _config: [])
+    rule = RankingsSettings.from_config(validate_config({}), variant="standard")
+    assert dataclasses.replace(rule, reference=None, baseline_model=None) == by_hand
+    flags = ["--bootstrap-reps", "7", "--bootstrap-over", "models", "--baseline", "m1"]
+    typed = _settings(parser.parse_args(["rankings", "t.csv", *flags]))
+    assert typed == hand(reps=7, over="models", baseline_model="m1")

@@ -94,10 +94,10 @@ def test_new_test_sets_clopper_pearson_intervals(shared_data, benchmark):
     for which, n in (("original", n_orig), ("new", n_new)):
         acc = ex[f"{which}_accuracy"].to_numpy()
         # the true accuracy lies within +-0.05 of the printed one; the interval bounds move with it
-        lo_min, _ = stats.clopper_pearson(acc - 0.05, np.full(len(acc), n))
-        lo_max, _ = stats.clopper_pearson(acc + 0.05, np.full(len(acc), n))
-        _, hi_min = stats.clopper_pearson(acc - 0.05, np.full(len(acc), n))
-        _, hi_max = stats.clopper_pearson(acc + 0.05, np.full(len(acc), n))
+        lo_min, _ = stats.clopper_pearson(acc - 0.05, np.full(len(acc), n), 0.95)
+        lo_max, _ = stats.clopper_pearson(acc + 0.05, np.full(len(acc), n), 0.95)
+        _, hi_min = stats.clopper_pearson(acc - 0.05, np.full(len(acc), n), 0.95)
+        _, hi_max = stats.clopper_pearson(acc + 0.05, np.full(len(acc), n), 0.95)
         printed_lo = ex[f"{which}_ci_low"].to_numpy()
         printed_hi = ex[f"{which}_ci_high"].to_numpy()
         assert np.all(printed_lo >= lo_min - 0.051) and np.all(printed_lo <= lo_max + 0.051)
@@ -156,10 +156,11 @@ def test_workflow_figures_point_plain_tables_to_the_toolbox(
     shared_data, repo_root, tmp_path, capsys
 ):
     from imagenot.config import load_config
-    from imagenot.figures import plan
+    from imagenot.figures.settings import FigureSettings
+    from imagenot.settings import to_json
 
     config = load_config(repo_root / "config" / "config.yaml")
-    settings = json.dumps(plan.figure_settings(config, "rankings_st"))
+    settings = to_json(FigureSettings.from_config(config, figure="rankings_st"))
     out = ["--pdf", str(tmp_path / "f.pdf"), "--png", str(tmp_path / "f.png")]
     assert main(["figure", "--settings", settings, str(shared_data / SSL), *out]) == 2
     err = capsys.readouterr().err

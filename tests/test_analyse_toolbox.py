@@ -19,6 +19,7 @@ from statsmodels.stats.proportion import proportion_confint
 from imagenot.analyse import stats
 from imagenot.analyse.cli import summary_text
 from imagenot.analyse.rankings import BOOTSTRAP_OVER, DELTA_RANK_SIGN, rankings_report
+from imagenot.analyse.settings import RankingsSettings
 from imagenot.analyse.table import TableError, read_table, validate_table
 from imagenot.cli import build_parser, main
 from imagenot.figures import registry, report, tables
@@ -41,8 +42,15 @@ def random_table(rng, models=8, datasets=("ref", "a", "b", "c"), n=10_000, missi
     return pd.DataFrame(rows)
 
 
+COMMAND_ONLY = ("per_image", "min_reference_accuracy", "aggregate", "floors")
+"""The options of ``rankings_report`` that are the command's, not settings fields."""
+
+
 def report_of(df, reference="ref", **kw):
-    return rankings_report(validate_table(df), reference, **kw)
+    """The report of ``df`` under the settings typed by hand, ``kw`` replacing fields."""
+    options = {k: kw.pop(k) for k in COMMAND_ONLY if k in kw}
+    settings = RankingsSettings.hand_typed(reference=reference, **kw)
+    return rankings_report(validate_table(df), settings, **options)
 
 
 def cli(argv, capsys):
@@ -65,7 +73,9 @@ def test_fractions_are_refused_with_a_hint_unless_declared(tmp_path, capsys):
     code, _, err = cli(["rankings", str(path)], capsys)
     assert code == 2 and "75.1, not 0.751" in err and len(err.strip().splitlines()) == 1
     as_pct = report_of(df, reps=0)
-    as_frac = rankings_report(validate_table(frac, fractions=True), "ref", reps=0)
+    as_frac = rankings_report(
+        validate_table(frac, fractions=True), RankingsSettings.hand_typed(reference="ref", reps=0)
+    )
     assert as_frac["datasets"]["a"]["accuracy"] == pytest.approx(
         as_pct["datasets"]["a"]["accuracy"]
     )
@@ -154,8 +164,8 @@ def test_wide_tables_with_sizes_equal_their_long_form(tmp_path, shared_data):
 
     got = read_table(path, "wide", parse_sizes(argv))
     assert list(dict.fromkeys(got["dataset"])) == order[::-1]
-    a = rankings_report(validate_table(got), "imagenet-val", reps=0)
-    b = rankings_report(validate_table(long), "imagenet-val", reps=0)
+    a = report_of(got, "imagenet-val", reps=0)
+    b = report_of(long, "imagenet-val", reps=0)
     assert list(a["datasets"]) == order[::-1]
     for d in order:
         for m, bounds in b["datasets"][d]["interval"].items():
@@ -225,10 +235,10 @@ def test_correlation_tests_above_the_threshold_and_undefined():
     n = stats.PERMUTATION_MAX_MODELS + 1
     a = np.arange(n, dtype=float)
     b = a + np.random.default_rng(0).normal(0, 5, n)
-    got = stats.correlation_tests(a, b)
+    got = stats.correlation_tests(a, b, seed=0)
     assert got["p_method"] == "asymptotic (scipy)"
     assert got["spearman_p"] == pytest.approx(sps.spearmanr(a, b).pvalue)
-    undefined = stats.correlation_tests(np.ones(5), np.arange(5.0))
+    undefined = stats.correlation_tests(np.ones(5), np.arange(5.0), seed=0)
     assert undefined["p_method"].startswith("undefined")
     assert np.isnan(undefined["spearman_p"]) and np.isnan(undefined["kendall_tau"])
 
@@ -356,10 +366,10 @@ def test_bootstrap_interval_methods():
 def test_bootstrap_over_models_is_seeded_and_close_to_the_ols_interval():
     rng = np.random.default_rng(5)
     df = random_table(rng, models=60, datasets=("ref", "a"))
-    rep = report_of(df, reps=400, seed=3, bootstrap_over="models")
+    rep = report_of(df, reps=400, seed=3, over="models")
     boot = rep["datasets"]["a"]["bootstrap"]
     assert boot["method"] == "models" and boot["interval"] == "bc"
-    again = report_of(df, reps=400, seed=3, bootstrap_over="models")
+    again = report_of(df, reps=400, seed=3, over="models")
     assert again["datasets"]["a"]["bootstrap"] == boot
     lo, hi = rep["datasets"]["a"]["ols"]["slope_ci"]
     blo, bhi = boot["slope_ci"]
@@ -368,10 +378,10 @@ def test_bootstrap_over_models_is_seeded_and_close_to_the_ols_interval():
     assert (
         boot["kendall_tau_ci"][0] < rep["datasets"]["a"]["kendall_tau"] < boot["kendall_tau_ci"][1]
     )
-    basic = report_of(df, reps=400, seed=3, bootstrap_over="models", interval="basic")
+    basic = report_of(df, reps=400, seed=3, over="models", interval="basic")
     assert basic["datasets"]["a"]["bootstrap"]["interval_name"] == "basic (reverse percentile)"
-    with pytest.raises(ValueError, match="bootstrap_over"):
-        report_of(df, bootstrap_over="rows")
+    with pytest.raises(ValueError, match="bootstrap over"):
+        report_of(df, over="rows")
 
 
 # ------------------------------------------------------------------------ other analyses
@@ -494,7 +504,7 @@ def test_summary_is_compact_for_many_models_and_complete_on_request():
     rng = np.random.default_rng(12)
     df = random_table(rng, models=400, datasets=("r", "a", "b", "c", "d", "e"), missing=0.01)
     rep = report_of(df, "r", reps=0)
-    short = summary_text(rep).splitlines()
+    short = summary_text(rep, None).splitlines()
     assert len(short) <= 40
     assert any(line.startswith("a: ") and "missing" in line for line in short)
     full = summary_text(rep, "all").splitlines()

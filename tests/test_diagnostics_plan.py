@@ -11,8 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from imagenot.config import validate_config
+from imagenot.config import schema_default, validate_config
 from imagenot.diagnostics import captions, figures, plan, table
+from imagenot.diagnostics.settings import EmbedSettings, FigureSettings
 from imagenot.registries import RegistryError
 
 DEMO_DATASETS = {
@@ -70,7 +71,7 @@ def test_backbone_encoder_is_taken_from_the_final_runs(monkeypatch):
     config = config_with({"encoder": {"backbone_seed": 1}}, runs=runs, monkeypatch=monkeypatch)
     checkpoint = "results/train/imagenot/st/tiny/final/seed-1/model.safetensors"
     assert plan.encoder_checkpoint(config) == [checkpoint]
-    assert plan.embed_settings(config)["encoder"] == "backbone"
+    assert EmbedSettings.from_config(config).kind == "backbone"
     assert plan.checkpoint_option(config) == f"--checkpoint {checkpoint}"
     assert plan.image_datasets(config) == ["imagenot", "imagenet"]
     assert "results/figures/diagnostics_image_similarity.pdf" in plan.targets(config)
@@ -95,18 +96,14 @@ def test_paper_like_config_with_clip_and_class_lists(monkeypatch):
     assert plan.class_list_file(config, "imagenot") == "results/datasets/imagenot/classes.txt"
     assert plan.caption_datasets(config) == ["imagenot"]  # ILSVRC has no captions
     assert plan.encoder_checkpoint(config) == []
-    assert plan.embed_settings(config) == {
-        "encoder": "clip",
-        "clip_model": "/models/clip",
-        "split": "test",
-        "batch_size": 256,
-        "max_per_class": 10,
-    }
+    assert EmbedSettings.from_config(config) == EmbedSettings(
+        kind="clip",
+        clip_model="/models/clip",
+        split="test",
+        batch_size=schema_default("diagnostics.image_similarity.batch_size"),
+        max_images_per_class=10,
+    )
     assert plan.checkpoint_option(config) == ""
-    from imagenot.diagnostics.cli import EmbedSettings
-    from imagenot.settings import parse
-
-    assert parse(EmbedSettings, plan.embed_settings(config)).max_per_class == 10
     assert "reference_captions" not in plan.table_inputs(config, "imagenot")
     assert plan.table_inputs(config, "list-published") == {
         "wordnet": "results/diagnostics/list-published/wordnet_stats.json"
@@ -121,7 +118,7 @@ def test_one_rule_per_diagnostics_figure_gets_its_inputs_from_the_plan(monkeypat
     for name in plan.FIGURES:
         inputs = plan.figure_inputs(config, name)
         assert inputs, name
-        assert plan.figure_settings(config, name) == {"figure": name, "reference_name": "imagenet"}
+        assert FigureSettings.from_config(config, name=name) == FigureSettings(name, "imagenet")
     assert plan.figure_inputs(config, "siblings") == [
         "results/diagnostics/imagenot/wordnet_classes.parquet"
     ]
@@ -158,6 +155,7 @@ def test_table_rows_and_ratios():
     rows = table.diagnostics_rows(
         wordnet=WORDNET_DOC,
         captions={"class_score": {"min": 0.8, "mean": 0.9, "median": 0.9, "max": 1.0}},
+        reference_captions=None,
         images={"intra_class_similarity": 0.6, "inter_class_similarity": 0.3,
                 "intra_inter_ratio": 2.0, "n_images": 10, "encoder": "clip:x"},
         reference_images={"intra_class_similarity": 0.8, "inter_class_similarity": 0.2,
@@ -236,7 +234,7 @@ def test_cli_table_and_figures(tmp_path, curate_dir):
     argv = [
         "diagnostics-table",
         "--settings",
-        json.dumps({"name": "a", "reference_name": "b"}),
+        json.dumps({"subject": "a", "reference_name": "b"}),
         "--wordnet-stats",
         str(wordnet),
     ]
@@ -257,7 +255,7 @@ def test_cli_table_and_figures(tmp_path, curate_dir):
         ("image_similarity", f"a={sims}"),
     ]:
         pdf, png = tmp_path / f"{figure}.pdf", tmp_path / f"{figure}.png"
-        settings = json.dumps({"figure": figure, "reference_name": "imagenet"})
+        settings = json.dumps({"name": figure, "reference_name": "imagenet"})
         argv = ["diagnostics-figure", item, "--settings", settings]
         assert main([*argv, "--pdf", str(pdf), "--png", str(png)]) == 0
         assert pdf.read_bytes()[:4] == b"%PDF" and png.read_bytes()[:4] == b"\x89PNG"

@@ -49,7 +49,7 @@ def test_class_sums_agree_with_brute_force(clustered):
 
 def test_identical_and_orthogonal_embeddings():
     x = np.array([[1.0, 0], [2.0, 0], [0, 1.0], [0, 3.0]])
-    per_class = sim.class_similarity(x, np.array([0, 0, 1, 1]))
+    per_class = sim.class_similarity(x, np.array([0, 0, 1, 1]), None)
     np.testing.assert_allclose(per_class["intra"], [1.0, 1.0])
     np.testing.assert_allclose(per_class["inter"], [0.0, 0.0])
 
@@ -95,7 +95,7 @@ def test_embed_preprocesses_in_batches():
         seen.append(tuple(x.shape))
         return x.mean(dim=(2, 3))
 
-    out = embed.embed(images, encode, 4, (0.5, 0.5, 0.5), (0.5, 0.5, 0.5), batch_size=2)
+    out = embed.embed(images, encode, 4, (0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 2, "cpu")
     assert out.shape == (5, 3) and out.dtype == np.float32
     assert seen == [(2, 3, 4, 4), (2, 3, 4, 4), (1, 3, 4, 4)]
 
@@ -113,10 +113,10 @@ def test_clip_encoder_loads_from_a_local_directory(tmp_path):
         projection_dim=6,
     )  # fmt: skip
     transformers.CLIPModel(config).save_pretrained(tmp_path / "clip")
-    encode, size, mean, std = embed.clip_encoder(str(tmp_path / "clip"))
+    encode, size, mean, std = embed.clip_encoder(str(tmp_path / "clip"), "cpu")
     assert size == 16 and mean == embed.CLIP_MEAN
     images = torch.randint(0, 256, (3, 3, 20, 20), dtype=torch.uint8)
-    out = embed.embed(images, encode, size, mean, std)
+    out = embed.embed(images, encode, size, mean, std, 2, "cpu")
     assert out.shape == (3, 6)
 
 
@@ -155,11 +155,11 @@ def test_embed_images_and_similarity_cli_with_a_trained_backbone(tmp_path):
 
     npz = tmp_path / "emb.npz"
     settings = {
-        "encoder": "backbone",
+        "kind": "backbone",
         "clip_model": None,
         "split": "test",
         "batch_size": 4,
-        "max_per_class": 3,
+        "max_images_per_class": 3,
     }
     argv = [
         "embed-images",

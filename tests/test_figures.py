@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -19,10 +20,13 @@ from imagenot.analyse.accuracy import (
     read_published,
     read_robustness,
 )
+from imagenot.analyse.settings import AccuracySettings, RankingsSettings
 from imagenot.cli import main
-from imagenot.config import load_config
+from imagenot.config import load_config, validate_config
 from imagenot.figures import plan
+from imagenot.figures.settings import FigureSettings, Options, Style
 from imagenot.figures.tables import to_markdown
+from imagenot.settings import to_json
 
 DATASETS = ["imagenet", "imagenot", "fashion_mnist"]
 
@@ -38,7 +42,11 @@ def config(repo_root):
 @pytest.fixture(scope="module")
 def runs():
     return synthetic.runs_grid(
-        DATASETS, downstream="fashion_mnist", sources=("imagenet", "imagenot")
+        DATASETS,
+        synthetic.MODELS,
+        (0,),
+        downstream="fashion_mnist",
+        sources=("imagenet", "imagenot"),
     )
 
 
@@ -46,9 +54,15 @@ def runs():
 def results(tmp_path_factory, runs):
     """accuracy.csv, per-image results and both rankings reports of a synthetic run."""
     root = tmp_path_factory.mktemp("results")
-    paths = synthetic.robustness_results(root, runs, n_images=150)
-    published = synthetic.published_accuracy(root / "published.csv")
-    acc = accuracy_table(read_robustness(paths), read_published(published))
+    paths = synthetic.robustness_results(
+        root, runs, transforms=synthetic.TRANSFORMS, n_images=150, seed=0
+    )
+    published = synthetic.published_accuracy(root / "published.csv", synthetic.MODELS)
+    acc = accuracy_table(
+        read_robustness(paths),
+        read_published(published),
+        AccuracySettings.from_config(validate_config({})),
+    )
     acc_path = root / "accuracy.csv"
     acc.to_csv(acc_path, index=False)
     per_image = root / "per_image.parquet"
@@ -64,33 +78,30 @@ def results(tmp_path_factory, runs):
 
 
 def options(config: dict) -> dict:
-    """The shared figure/table options of the plan."""
-    opts = plan.options_settings(config)
+    """The shared figure/table options the rules build, as the JSON they pass."""
+    opts = json.loads(to_json(Options.from_config(config)))
     assert opts["datasets"] == DATASETS and opts["reference"] == "imagenet"
     return opts
 
 
 def style(config: dict) -> dict:
-    """The plan's figure style, at a low dpi for speed."""
-    return {**plan.style_settings(config), "dpi": 60}
+    """The rules' figure style (analyse.figure_options), at a low dpi for speed."""
+    return {**dataclasses.asdict(Style.from_config(config)), "dpi": 60}
 
 
-def figure_options(config: dict, **changes):
-    """figures.options.Options as the figure command parses it from the plan's settings."""
-    from imagenot.figures.options import Options
-    from imagenot.settings import parse
-
-    return parse(Options, {**options(config), **changes})
+def figure_options(config: dict, **changes) -> Options:
+    """The Options the rules build, with ``changes``."""
+    return dataclasses.replace(Options.from_config(config), **changes)
 
 
 def figure_argv(config, kind, dataset=None, protocol=None) -> list[str]:
     settings = {"kind": kind, "dataset": dataset, "protocol": protocol}
-    settings |= {"options": options(config), "style": style(config)}
+    settings |= {"options": options(config), "figure_options": style(config)}
     return ["figure", "--settings", json.dumps(settings)]
 
 
 def table_argv(config, name) -> list[str]:
-    return ["table", "--settings", json.dumps({"name": name, "options": options(config)})]
+    return ["table", "--settings", json.dumps({"table": name, "options": options(config)})]
 
 
 def test_accuracy_table_follows_the_contract(results, runs):
@@ -176,10 +187,9 @@ def test_reference_falls_back_to_published_accuracies(config, runs):
     no_imagenet = [r for r in runs if r["dataset"] != "imagenet"]
     assert plan.reference(config, no_imagenet) == "imagenet_published"
     assert plan.dataset_order(config)[:2] == ["imagenet", "imagenot"]
-    assert (
-        plan.rankings_settings(config, "robust")["bootstrap_reps"]
-        == (config["analyse"]["bootstrap"]["reps"])
-    )
+    settings = RankingsSettings.from_config(config, variant="robust")
+    assert settings.reps == config["analyse"]["bootstrap"]["reps"]
+    assert settings.reference == plan.reference(config)
     assert plan.code("rankings_transfer").endswith("figures/rankings.py")
 
 
@@ -278,7 +288,7 @@ def test_reference_axis_for_models_without_published_weights(results, config, ru
     names = plan.figure_names(cfg, runs)
     assert "accuracy_vs_imagenet_imagenet_st" not in names  # the reference against itself
     assert "accuracy_vs_imagenet_imagenot_st" in names
-    assert plan.options_settings(cfg)["imagenet_axis"] == "reference"
+    assert Options.from_config(cfg).imagenet_axis == "reference"
 
 
 def test_settings_name_a_wrong_key_and_an_unregistered_kind(config, results, tmp_path, capsys):
@@ -288,21 +298,24 @@ def test_settings_name_a_wrong_key_and_an_unregistered_kind(config, results, tmp
         "dataset": None,
         "protocol": None,
         "options": options(config),
-        "style": style(config),
+        "figure_options": style(config),
     }
     bad = {**settings, "options": {**options(config), "colour": "red"}}
     with pytest.raises(SystemExit, match=r"--settings\.options.*colour"):
         main(["figure", "--settings", json.dumps(bad), str(results["accuracy"]), *out])
-    bad = {**settings, "style": {**style(config), "dpi": "high"}}
-    with pytest.raises(SystemExit, match=r"--settings\.style\.dpi must be an integer"):
+    bad = {**settings, "figure_options": {**style(config), "dpi": "high"}}
+    with pytest.raises(SystemExit, match=r"--settings\.figure_options\.dpi must be an integer"):
         main(["figure", "--settings", json.dumps(bad), str(results["accuracy"]), *out])
-    bad = {**settings, "style": {"width_in": 6.75, "dpi": 60}}
-    with pytest.raises(SystemExit, match=r"--settings\.style.*missing key\(s\) \['font_size'\]"):
+    bad = {**settings, "figure_options": {"width_in": 6.75, "dpi": 60}}
+    with pytest.raises(
+        SystemExit, match=r"--settings\.figure_options.*missing key\(s\) \['font_size'\]"
+    ):
         main(["figure", "--settings", json.dumps(bad), str(results["accuracy"]), *out])
     with pytest.raises(SystemExit, match="not registered"):
         wrong = {**settings, "kind": "pie_chart"}
         main(["figure", "--settings", json.dumps(wrong), str(results["accuracy"]), *out])
-    assert plan.figure_settings(config, "per_transform_imagenot")["dataset"] == "imagenot"
+    rule = FigureSettings.from_config(config, figure="per_transform_imagenot")
+    assert (rule.kind, rule.dataset, rule.protocol) == ("per_transform", "imagenot", None)
 
 
 @pytest.mark.parametrize("kind", [*plan.FIGURE_KINDS, "a_plugin_kind"])

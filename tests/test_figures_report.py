@@ -24,7 +24,8 @@ from imagenot.analyse.accuracy import (
     read_published,
     read_robustness,
 )
-from imagenot.config import load_config
+from imagenot.analyse.settings import AccuracySettings
+from imagenot.config import load_config, validate_config
 from imagenot.figures import plan
 
 pytestmark = pytest.mark.slow
@@ -68,11 +69,19 @@ def workflow(tmp_path_factory, repo_root):
     )
     # The figure rules read their plotting code and the published accuracies from the package.
     published = plan.PUBLISHED_ACCURACY
-    runs = synthetic.runs_grid(["imagenet", "imagenot"])
-    runs += synthetic.runs_grid([], downstream="fashion_mnist", sources=("imagenot",))
+    runs = synthetic.runs_grid(["imagenet", "imagenot"], synthetic.MODELS, (0,))
+    runs += synthetic.runs_grid(
+        [], synthetic.MODELS, (0,), downstream="fashion_mnist", sources=("imagenot",)
+    )
     runs = [r for r in runs if not r["protocol"].startswith("ft")]
-    paths = synthetic.robustness_results(wd / "sim", runs, n_images=100)
-    acc = accuracy_table(read_robustness(paths), read_published(published))
+    paths = synthetic.robustness_results(
+        wd / "sim", runs, transforms=synthetic.TRANSFORMS, n_images=100, seed=0
+    )
+    acc = accuracy_table(
+        read_robustness(paths),
+        read_published(published),
+        AccuracySettings.from_config(validate_config({})),
+    )
     (wd / plan.ACCURACY).parent.mkdir(parents=True)
     acc.to_csv(wd / plan.ACCURACY, index=False)
     read_per_image(paths).to_parquet(wd / plan.PER_IMAGE)

@@ -198,18 +198,28 @@ def test_toy_figure_and_table_are_drawn_by_the_figure_and_table_commands(toys, t
 
     from imagenot.analyse import synthetic
     from imagenot.analyse.accuracy import accuracy_table, read_published, read_robustness
+    from imagenot.analyse.settings import AccuracySettings
     from imagenot.cli import main
+    from imagenot.config import validate_config
 
-    runs = synthetic.runs_grid(["imagenet", "imagenot"], downstream="imagenot", sources=())
-    paths = synthetic.robustness_results(tmp_path, runs, n_images=20)
-    published = read_published(synthetic.published_accuracy(tmp_path / "published.csv"))
+    runs = synthetic.runs_grid(
+        ["imagenet", "imagenot"], synthetic.MODELS, (0,), downstream="imagenot", sources=()
+    )
+    paths = synthetic.robustness_results(
+        tmp_path, runs, transforms=synthetic.TRANSFORMS, n_images=20, seed=0
+    )
+    published = read_published(
+        synthetic.published_accuracy(tmp_path / "published.csv", synthetic.MODELS)
+    )
     acc = tmp_path / "accuracy.csv"
-    accuracy_table(read_robustness(paths), published).to_csv(acc, index=False)
+    accuracy_table(
+        read_robustness(paths), published, AccuracySettings.from_config(validate_config({}))
+    ).to_csv(acc, index=False)
     options = {
         "datasets": ["imagenet", "imagenot"],
         "reference": "imagenet",
-        "downstream": "imagenot",
-        "baseline": "alexnet",
+        "downstream_dataset": "imagenot",
+        "baseline_model": "alexnet",
         "standard_transform": "Identity",
         "confidence": 0.95,
         "axis": "linear",
@@ -217,7 +227,7 @@ def test_toy_figure_and_table_are_drawn_by_the_figure_and_table_commands(toys, t
     }
     style = {"width_in": 6.75, "font_size": 8, "dpi": 40}
     figure = {"kind": "toy_figure", "dataset": None, "protocol": None}
-    figure |= {"options": options, "style": style}
+    figure |= {"options": options, "figure_options": style}
     common = [str(acc), "--settings"]
     pdf, png = tmp_path / "toy.pdf", tmp_path / "toy.png"
     argv = ["figure", *common, json.dumps(figure), "--pdf", str(pdf), "--png", str(png)]
@@ -235,7 +245,7 @@ def test_toy_figure_and_table_are_drawn_by_the_figure_and_table_commands(toys, t
     for report in reports:
         report.write_text("{}")
     csv, md = tmp_path / "toy.csv", tmp_path / "toy.md"
-    table = json.dumps({"name": "toy_table", "options": options})
+    table = json.dumps({"table": "toy_table", "options": options})
     argv = ["table", *common, table, "--rankings", *map(str, reports)]
     assert main([*argv, "--csv", str(csv), "--md", str(md)]) == 0
     assert pd.read_csv(csv)["rows"].tolist() == [len(pd.read_csv(acc))]

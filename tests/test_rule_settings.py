@@ -17,6 +17,7 @@ from PIL import Image
 
 from imagenot.acquire import plan as acquire_plan
 from imagenot.acquire import settings as acquire_settings
+from imagenot.analyse.settings import AccuracySettings, RankingsSettings
 from imagenot.cli import main
 from imagenot.config import ConfigError, load_config, schema_default, validate_config
 from imagenot.curate import cli as curate_cli
@@ -25,26 +26,58 @@ from imagenot.curate import settings as curate_settings
 from imagenot.curate.settings import WordnetSettings
 from imagenot.demo import scale_plan
 from imagenot.demo.settings import DemoSettings, ScaleSettings
+from imagenot.diagnostics import plan as diagnostics_plan
+from imagenot.diagnostics import settings as diagnostics_settings
 from imagenot.evaluate.settings import RobustnessSettings
-from imagenot.figures import cli as figures_cli
 from imagenot.figures import plan as figures_plan
+from imagenot.figures.settings import FigureSettings, TableSettings
 from imagenot.settings import SettingsError, parse, to_arg, to_json
 from imagenot.train import plan as train_plan
 from imagenot.train import settings as train_settings
 
 
-def _rule_settings(config: dict) -> list[tuple[str, type, dict]]:
-    """(what, dataclass, plan dict) of every rule of the five stages for ``config``."""
+def _analyse_figures_diagnostics_rule_settings(config: dict) -> list[tuple[str, object]]:
+    """(rule, settings object) of every analyse, figures and diagnostics rule for ``config``,
+    built as the rules build them."""
+    out: list[tuple[str, object]] = [
+        ("accuracy_table", AccuracySettings.from_config(config)),
+        *[
+            (f"rankings_json {v}", RankingsSettings.from_config(config, variant=v))
+            for v in figures_plan.VARIANTS
+        ],
+    ]
     runs = train_plan.final_runs(config)
-    out = [
-        (f"figure {name}", figures_cli.FigureSettings, figures_plan.figure_settings(config, name))
+    out += [
+        (f"figure {name}", FigureSettings.from_config(config, figure=name))
         for name in figures_plan.figure_names(config, runs)
     ]
     out += [
-        (f"table {name}", figures_cli.TableSettings, figures_plan.table_settings(config, name))
+        (f"results_table {name}", TableSettings.from_config(config, table=name))
         for name in config["analyse"]["tables"]
     ]
+    ds = diagnostics_settings
+    out.append(("diagnostics_embed_images", ds.EmbedSettings.from_config(config)))
+    out += [
+        (f"diagnostics_figure {name}", ds.FigureSettings.from_config(config, name=name))
+        for name in diagnostics_plan.figures(config)
+    ]
+    out += [
+        (f"diagnostics_table {s}", ds.TableSettings.from_config(config, subject=s))
+        for s in diagnostics_plan.table_subjects(config)
+    ]
     return out
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "scale.yaml"])
+def test_every_analyse_figures_and_diagnostics_settings_object_survives_the_shell_word(
+    repo_root, name
+):
+    """What the command parses is what the rule built (nested sections too): one shell word."""
+    config = load_config(repo_root / "config" / name)
+    for what, settings in _analyse_figures_diagnostics_rule_settings(config):
+        words = shlex.split(to_arg(settings))
+        assert len(words) == 1, what
+        assert parse(type(settings), words[0], what=what) == settings, what
 
 
 def _settings_objects(config: dict) -> list[tuple[str, object]]:
@@ -164,18 +197,6 @@ def test_select_settings_apply_the_threshold_to_a_class_list_only_when_asked(tmp
     again = curate_settings.SelectSettings.from_config(config, dataset="listed")
     assert (again.applied_threshold, again.applied_n_classes) == (0.82, 7)  # the dataset's own
     assert (again.per_class, again.reserve_per_class) == (1500, 500)
-
-
-@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "scale.yaml"])
-def test_every_plan_dict_parses_into_its_commands_dataclass(repo_root, name):
-    """No key missing, none unknown, every type right - through the shell quoting the rules use
-    (a settings object is one shell word)."""
-    config = load_config(repo_root / "config" / name)
-    for what, cls, settings in _rule_settings(config):
-        words = shlex.split(to_arg(settings))
-        assert len(words) == 1, what
-        parsed = parse(cls, words[0], what=what)
-        assert json.loads(to_json(parsed)) == settings, what  # (an int may become a float)
 
 
 def test_adapter_settings_are_the_datasets_own_where_it_sets_them(repo_root):

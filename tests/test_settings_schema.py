@@ -33,6 +33,11 @@ WILDCARD_EXAMPLES = {
     "model": "resnet_mini",
     "stage": "0",
     "seed": "0",
+    "variant": "standard",
+    "figure": "rankings_st",
+    "table": "accuracy",
+    "subject": "d",
+    "name": "class_depth",
 }
 # Per class, where its rule's wildcard names another dataset: the rules over datasets on disk.
 CLASS_WILDCARD_EXAMPLES = {"MaterialiseSettings": {"dataset": "disk"}}

@@ -82,7 +82,7 @@ def _gpu_job_commands(tmp_path, repo: Path) -> dict[str, list[str]]:
     config that plans GPUs (--gpu-job), on inputs they never reach."""
     from imagenot.config import load_config
     from imagenot.curate.settings import EmbedSettings
-    from imagenot.diagnostics import plan as diagnostics_plan
+    from imagenot.diagnostics.settings import EmbedSettings as ImageEmbedSettings
     from imagenot.evaluate.settings import RobustnessSettings
     from imagenot.settings import to_json
 
@@ -91,7 +91,7 @@ def _gpu_job_commands(tmp_path, repo: Path) -> dict[str, list[str]]:
     m = str(tmp_path / "missing")
     curate, diagnostics = (
         EmbedSettings.from_config(config),
-        diagnostics_plan.embed_settings(config),
+        ImageEmbedSettings.from_config(config),
     )
     commands = {
         "evaluate-robustness": f"evaluate-robustness {m} --dataset-dir {m} --robustness {m} "

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from imagenot.analyse import PUBLISHED_DATASET, PUBLISHED_PROTOCOL, stats
+from imagenot.analyse.settings import AccuracySettings
 from imagenot.analyse.table import TableError
 
 ROBUSTNESS_COLUMNS = (
@@ -76,10 +77,12 @@ def read_published(path: str | os.PathLike) -> pd.DataFrame:
 def accuracy_table(
     robustness: pd.DataFrame,
     published: pd.DataFrame,
-    standard_transform: str = "Identity",
-    confidence: float = 0.95,
+    settings: AccuracySettings,
 ) -> pd.DataFrame:
-    """One row per evaluation result, then one per published model (see the module doc)."""
+    """One row per evaluation result, then one per published model (see the module doc); the
+    published rows are labelled with ``settings.standard_transform`` and carry Clopper-Pearson
+    intervals at ``settings.confidence``."""
+    standard_transform, confidence = settings.standard_transform, settings.confidence
     top1 = dict(zip(published["model"], published["top1"].astype(float), strict=True))
     runs = robustness.rename(columns={"top1": "accuracy"}).copy()
     runs["imagenet_top1"] = runs["model"].map(top1)

@@ -7,9 +7,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
+
+from imagenot.analyse.settings import AccuracySettings
 
 RANKINGS_DESCRIPTION = """\
 Do rankings transfer? Statistics of any results table with columns model, dataset, accuracy
@@ -32,51 +33,19 @@ Tables with protocol/transform columns (results/analyse/accuracy.csv) are reduce
 
 @cache
 def schema_defaults() -> dict[str, Any]:
-    """Defaults of the analyse config schema: the one place a default value lives."""
-    from imagenot.config import load_schema
+    """What the flags of ``ci`` and ``rankings`` read from the analyse config schema, the one
+    place a default value lives: the settings typed by hand (``settings``:
+    :meth:`RankingsSettings.hand_typed`), the choices of the enumerated keys, the PNG dpi."""
+    from imagenot.analyse.settings import RankingsSettings
+    from imagenot.config import schema_default, schema_node
 
-    props = load_schema("analyse.schema.yaml")["properties"]
-    boot = props["bootstrap"]["properties"]
     return {
-        "confidence": props["confidence"]["default"],
-        "axis": props["axis"]["default"],
-        "axes": props["axis"]["enum"],
-        "standard_transform": props["standard_transform"]["default"],
-        "reps": boot["reps"]["default"],
-        "seed": boot["seed"]["default"],
-        "over": boot["over"]["default"],
-        "overs": boot["over"]["enum"],
-        "interval": boot["interval"]["default"],
-        "intervals": boot["interval"]["enum"],
-        "width_in": props["figure_options"]["properties"]["width_in"]["default"],
-        "font_size": props["figure_options"]["properties"]["font_size"]["default"],
-        "dpi": props["figure_options"]["properties"]["dpi"]["default"],
+        "settings": RankingsSettings.hand_typed(),
+        "axes": schema_node("analyse.axis")["enum"],
+        "overs": schema_node("analyse.bootstrap.over")["enum"],
+        "intervals": schema_node("analyse.bootstrap.interval")["enum"],
+        "dpi": schema_default("analyse.figure_options.dpi"),
     }
-
-
-@dataclass(frozen=True)
-class RankingsSettings:
-    """The flags of ``imagenot rankings`` that the workflow's rule sets from config
-    (imagenot.figures.plan.rankings_settings), by their argparse dest names."""
-
-    variant: str
-    reference: str
-    baseline: str
-    axis: str
-    confidence: float
-    bootstrap_reps: int
-    seed: int
-    bootstrap_over: str
-    interval: str
-    standard_transform: str
-
-
-@dataclass(frozen=True)
-class AccuracySettings:
-    """``imagenot accuracy-table`` settings (imagenot.figures.plan.accuracy_settings)."""
-
-    standard_transform: str
-    confidence: float
 
 
 def confidence_level(text: str) -> float:
@@ -99,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--accuracy", type=float, required=True, help="top-1 accuracy in percent")
     p.add_argument("--n", type=int, required=True, help="test-set size")
-    p.add_argument("--confidence", type=confidence_level, default=d["confidence"])
+    p.add_argument("--confidence", type=confidence_level, default=d["settings"].confidence)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_ci)
 
@@ -114,7 +83,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--per-image-out", help="also collect the per_image.parquet beside each input here"
     )
     p.add_argument(
-        "--settings", required=True, help="JSON from imagenot.figures.plan.accuracy_settings"
+        "--settings", required=True, help="JSON of imagenot.analyse.settings.AccuracySettings"
     )
     p.set_defaults(func=_accuracy_table)
 
@@ -141,7 +110,7 @@ def _fmt(v: Any, spec: str = ".3f") -> str:
     return "n/a" if v is None else format(v, spec)
 
 
-def summary_text(report: dict, models: str | None = None) -> str:
+def summary_text(report: dict, models: str | None) -> str:
     """A digest of a rankings report: one block per dataset (``models``: 'all' or K per block).
 
     Compact by default (about six lines per dataset whatever the number of models); the JSON
@@ -271,12 +240,9 @@ def _ci(args: argparse.Namespace) -> int:
 
 
 def _accuracy_table(args: argparse.Namespace) -> None:
-    from imagenot.settings import SettingsError, parse
+    from imagenot.settings import parse_or_exit
 
-    try:
-        settings = parse(AccuracySettings, args.settings)
-    except SettingsError as exc:
-        raise SystemExit(f"imagenot accuracy-table: {exc}") from None
+    settings = parse_or_exit(AccuracySettings, args.settings, "accuracy-table")
     from imagenot.analyse.accuracy import (
         accuracy_table,
         read_per_image,
@@ -288,8 +254,7 @@ def _accuracy_table(args: argparse.Namespace) -> None:
     table = accuracy_table(
         read_robustness(args.robustness),
         read_published(args.published),
-        settings.standard_transform,
-        settings.confidence,
+        settings,
     )
     with atomic_path(args.out, ".csv") as tmp:
         table.to_csv(tmp, index=False)

@@ -20,6 +20,7 @@ import pandas as pd
 from scipy.stats import kendalltau
 
 from imagenot.analyse import stats
+from imagenot.analyse.settings import RankingsSettings
 from imagenot.analyse.table import (
     TableError,
     check_confidence,
@@ -81,7 +82,7 @@ class Cells:
         )
 
 
-def build_cells(df: pd.DataFrame, confidence: float = 0.95) -> Cells:
+def build_cells(df: pd.DataFrame, confidence: float) -> Cells:
     """Group a validated table into cells; choose each cell's interval.
 
     Several seeds: mean +- one standard error over seeds. One seed: the table's ``ci_low`` /
@@ -134,7 +135,7 @@ def build_cells(df: pd.DataFrame, confidence: float = 0.95) -> Cells:
 
 
 def per_image_matrices(
-    per_image: pd.DataFrame, variant: str = "standard", standard_transform: str = "Identity"
+    per_image: pd.DataFrame, variant: str, standard_transform: str
 ) -> dict[str, tuple[list[str], np.ndarray]]:
     """Per dataset label: (models, models x images correctness matrix aligned on ``key``).
 
@@ -186,16 +187,12 @@ def _bootstrap(
     dataset: str,
     reference: str,
     images: dict[str, tuple[list[str], np.ndarray]] | None,
-    *,
-    reps: int,
-    seed: int,
-    axis: str,
-    confidence: float,
-    over: str,
-    interval: str,
+    settings: RankingsSettings,
     estimates: dict[str, float],
 ) -> dict[str, Any] | str:
-    """Bootstrap intervals of Kendall tau and the OLS slope, or the reason there are none."""
+    """Bootstrap intervals of Kendall tau and the OLS slope, or the reason there are none
+    (``settings.reps`` replicates resampling ``settings.over``, ``settings.interval``)."""
+    reps, seed, over = settings.reps, settings.seed, settings.over
     if reps <= 0:
         return "bootstrap disabled (0 replicates)"
     rng = np.random.default_rng(seed)
@@ -247,6 +244,7 @@ def _bootstrap(
 
         y, x = draw(dataset), draw(reference)
     taus = _taus(y, x)
+    axis, confidence, interval = settings.axis, settings.confidence, settings.interval
     slopes = stats.slopes(stats.to_axis(x, axis), stats.to_axis(y, axis))
     tau_ci = stats.bootstrap_interval(taus, estimates["kendall_tau"], confidence, interval)
     slope_ci = stats.bootstrap_interval(slopes, estimates["slope"], confidence, interval)
@@ -273,17 +271,15 @@ def compare(
     cells: Cells,
     dataset: str,
     reference: str,
+    settings: RankingsSettings,
     *,
-    axis: str = "linear",
-    confidence: float = 0.95,
-    reps: int = 0,
-    seed: int = 0,
     images: dict[str, tuple[list[str], np.ndarray]] | None = None,
-    bootstrap_over: str = "auto",
-    interval: str = "bc",
     min_reference_accuracy: float | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """Statistics of ``dataset`` against ``reference`` on their common models."""
+    """Statistics of ``dataset`` against ``reference`` on their common models (OLS on
+    ``settings.axis``, intervals at ``settings.confidence``, the bootstrap of
+    :func:`_bootstrap`; ``images``: :func:`per_image_matrices`, for resampling test images)."""
+    axis, confidence = settings.axis, settings.confidence
     ref_models = set(cells.models_of(reference))
     common = [m for m in cells.models_of(dataset) if m in ref_models]
     out: dict[str, Any] = {"reference": reference, "common_models": len(common)}
@@ -304,7 +300,7 @@ def compare(
         ):
             missing[key] = why
         return out, missing
-    out.update(stats.correlation_tests(y, x, seed))
+    out.update(stats.correlation_tests(y, x, settings.seed))
     fit = stats.ols_fit(x, y, axis, confidence)
     out["ols"] = fit.summary()
     if min_reference_accuracy is not None:
@@ -326,12 +322,7 @@ def compare(
         dataset,
         reference,
         images,
-        reps=reps,
-        seed=seed,
-        axis=axis,
-        confidence=confidence,
-        over=bootstrap_over,
-        interval=interval,
+        settings,
         estimates={"kendall_tau": out["kendall_tau"], "slope": out["ols"]["slope"]},
     )
     if isinstance(boot, str):
@@ -354,9 +345,9 @@ def _floored(acc: np.ndarray, datasets: list[str], floors: dict[str, float]) -> 
 def across_datasets(
     cells: Cells,
     datasets: list[str],
-    reference: str | None = None,
-    floors: dict[str, float] | None = None,
-    seed: int = 0,
+    reference: str | None,
+    floors: dict[str, float] | None,
+    seed: int,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Per model: size-weighted and geometric mean over ``datasets``, their ranks and rank
     changes against ``reference``; per dataset, the correlation with the mean of the others.
@@ -443,7 +434,7 @@ def mean_correlations(entries: dict[str, dict[str, Any]], datasets: list[str]) -
     return out
 
 
-def error_correlations(cells: Cells, seed: int = 0) -> tuple[list[dict[str, Any]], dict[str, str]]:
+def error_correlations(cells: Cells, seed: int) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """Spearman rho between model errors (100 - accuracy) on every pair of datasets, with the
     p-value of :func:`imagenot.analyse.stats.correlation_tests` (exact for few models)."""
     rows, missing = [], {}
@@ -481,34 +472,30 @@ def _uniform(values: dict[str, Any]) -> Any:
 
 def rankings_report(
     df: pd.DataFrame,
-    reference: str | None = None,
+    settings: RankingsSettings,
     *,
-    baseline: str | None = None,
-    axis: str = "linear",
-    confidence: float = 0.95,
-    reps: int = 0,
-    seed: int = 0,
     per_image: pd.DataFrame | None = None,
-    variant: str = "standard",
-    standard_transform: str = "Identity",
-    bootstrap_over: str = "auto",
-    interval: str = "bc",
     min_reference_accuracy: float | None = None,
     aggregate: list[str] | None = None,
     floors: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """Every rankings statistic of a validated results table (see the module docstring).
 
+    ``settings`` (:class:`imagenot.analyse.settings.RankingsSettings`: from the config in the
+    workflow, from the flags of ``imagenot rankings``, or ``RankingsSettings.hand_typed(...)``)
+    chooses the reference (None = the table's first dataset), the baseline, the fitting axis,
+    the confidence and the bootstrap. The remaining options are those of the command alone:
     ``aggregate`` chooses the datasets of the across-dataset means (default: all);
     ``floors`` raises accuracies to a floor per dataset (``*`` = all) before the geometric
     mean; ``min_reference_accuracy`` adds an OLS fit on the models at or above it (Fang et
-    al.'s 70% cut); ``bootstrap_over`` and ``interval`` choose the bootstrap.
+    al.'s 70% cut).
     """
-    if axis not in stats.AXES:
-        raise ValueError(f"axis must be one of {stats.AXES}, not {axis!r}")
-    if bootstrap_over not in BOOTSTRAP_OVER:
-        raise ValueError(f"bootstrap_over must be one of {BOOTSTRAP_OVER}, not {bootstrap_over!r}")
-    confidence = check_confidence(confidence)
+    if settings.axis not in stats.AXES:
+        raise ValueError(f"axis must be one of {stats.AXES}, not {settings.axis!r}")
+    if settings.over not in BOOTSTRAP_OVER:
+        raise ValueError(f"bootstrap over must be one of {BOOTSTRAP_OVER}, not {settings.over!r}")
+    confidence = check_confidence(settings.confidence)
+    reference, baseline, seed = settings.reference, settings.baseline_model, settings.seed
     cells = build_cells(df, confidence)
     if reference is None:
         reference, chosen = cells.datasets[0], "first dataset of the table"
@@ -532,7 +519,7 @@ def rankings_report(
             )
     agg_datasets = list(dict.fromkeys(aggregate)) if aggregate else cells.datasets
     images = (
-        per_image_matrices(per_image, variant, standard_transform)
+        per_image_matrices(per_image, settings.variant, settings.standard_transform)
         if per_image is not None
         else None
     )
@@ -584,13 +571,8 @@ def rankings_report(
                 cells,
                 d,
                 reference,
-                axis=axis,
-                confidence=confidence,
-                reps=reps,
-                seed=seed,
+                settings,
                 images=images,
-                bootstrap_over=bootstrap_over,
-                interval=interval,
                 min_reference_accuracy=min_reference_accuracy,
             )
             entry.update(comp)
@@ -608,9 +590,9 @@ def rankings_report(
         "reference": reference,
         "reference_chosen": chosen,
         "baseline": baseline,
-        "axis": axis,
+        "axis": settings.axis,
         "confidence": confidence,
-        "variant": variant,
+        "variant": settings.variant,
         "delta_rank_sign": DELTA_RANK_SIGN,
         "models": cells.models,
         "dataset_order": cells.datasets,

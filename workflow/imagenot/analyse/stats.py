@@ -23,7 +23,7 @@ def ranks(accuracy: np.ndarray) -> np.ndarray:
 
 
 def clopper_pearson(
-    accuracy: np.ndarray, n: np.ndarray, confidence: float = 0.95
+    accuracy: np.ndarray, n: np.ndarray, confidence: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact binomial interval (percent) for ``accuracy`` percent correct of ``n`` images."""
     from statsmodels.stats.proportion import proportion_confint
@@ -34,7 +34,7 @@ def clopper_pearson(
     return np.asarray(lo) * 100.0, np.asarray(hi) * 100.0
 
 
-def to_axis(accuracy: np.ndarray, axis: str = "linear", eps: float = 1e-4) -> np.ndarray:
+def to_axis(accuracy: np.ndarray, axis: str, eps: float = 1e-4) -> np.ndarray:
     """Accuracy (percent) on the fitting scale: percent, probit or logit of the fraction."""
     a = np.asarray(accuracy, dtype=float)
     if axis == "linear":
@@ -47,7 +47,7 @@ def to_axis(accuracy: np.ndarray, axis: str = "linear", eps: float = 1e-4) -> np
     raise ValueError(f"axis must be one of {AXES}, not {axis!r}")
 
 
-def from_axis(value: np.ndarray, axis: str = "linear") -> np.ndarray:
+def from_axis(value: np.ndarray, axis: str) -> np.ndarray:
     """Inverse of :func:`to_axis` (back to percent)."""
     v = np.asarray(value, dtype=float)
     if axis == "linear":
@@ -94,9 +94,7 @@ class OLSFit:
         )
 
 
-def ols_fit(
-    x_percent: np.ndarray, y_percent: np.ndarray, axis: str = "linear", confidence: float = 0.95
-) -> OLSFit:
+def ols_fit(x_percent: np.ndarray, y_percent: np.ndarray, axis: str, confidence: float) -> OLSFit:
     """statsmodels OLS of accuracy y on reference accuracy x (needs at least 3 points)."""
     import statsmodels.api as sm
 
@@ -196,7 +194,7 @@ INTERVAL_NAMES = {
 
 
 def bootstrap_interval(
-    values: np.ndarray, estimate: float, confidence: float = 0.95, method: str = "bc"
+    values: np.ndarray, estimate: float, confidence: float, method: str
 ) -> dict[str, Any]:
     """Bootstrap interval of ``estimate`` from its replicates, ignoring undefined replicates.
 
@@ -233,7 +231,7 @@ def bootstrap_interval(
     return out
 
 
-def percentile_interval(values: np.ndarray, confidence: float = 0.95) -> list[float]:
+def percentile_interval(values: np.ndarray, confidence: float) -> list[float]:
     """Percentile bootstrap interval, ignoring undefined replicates."""
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
@@ -254,7 +252,7 @@ enumerated or 10^6-permutation null), so the permutation test is the better of t
 PERMUTATIONS = 20_000
 
 
-def correlation_tests(a: np.ndarray, b: np.ndarray, seed: int = 0) -> dict[str, Any]:
+def correlation_tests(a: np.ndarray, b: np.ndarray, seed: int) -> dict[str, Any]:
     """Kendall tau-b, Spearman rho and Pearson r of two accuracy vectors, with two-sided
     p-values that are exact where the number of models is small.
 
@@ -316,9 +314,9 @@ def correlation_tests(a: np.ndarray, b: np.ndarray, seed: int = 0) -> dict[str, 
     dense = stats.rankdata(a, method="dense").astype(np.int8)
     sb = [np.sign(b[:-k] - b[k:]).astype(np.int8)[:, None] for k in range(1, n)]
 
-    def statistic(idx: np.ndarray, axis: int = -1) -> np.ndarray:
-        """(tau-b, rho, r) of ``a`` re-paired by the index rows ``idx`` against ``b``."""
-        idx = np.moveaxis(idx, axis, -1)
+    def statistic(idx: np.ndarray) -> np.ndarray:
+        """(tau-b, rho, r) of ``a`` re-paired by the index rows ``idx`` (last axis) against
+        ``b``."""
         flat = idx.reshape(-1, n)
         dt = np.ascontiguousarray(dense[flat].T)
         num = np.zeros(len(flat), dtype=np.int64)
@@ -364,9 +362,7 @@ def all_pairings(n: int) -> np.ndarray:
     return np.array(list(itertools.permutations(range(n))), dtype=np.int8)
 
 
-def wilson(
-    accuracy: np.ndarray, n: np.ndarray, confidence: float = 0.95
-) -> tuple[np.ndarray, np.ndarray]:
+def wilson(accuracy: np.ndarray, n: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
     """Wilson score interval (percent) for ``accuracy`` percent correct of ``n`` images."""
     from statsmodels.stats.proportion import proportion_confint
 

@@ -25,12 +25,17 @@ def robustness_results(
     root: str | os.PathLike,
     runs: list[dict],
     *,
-    transforms: tuple[str, ...] = TRANSFORMS,
-    n_images: int = 200,
-    seed: int = 0,
+    transforms: tuple[str, ...],
+    n_images: int,
+    seed: int,
 ) -> list[str]:
     """Write ``{root}/evaluate/{dataset}/{protocol}/{model}/seed-{seed}/robustness.parquet``
-    and ``per_image.parquet`` for each run dict (dataset, protocol, model, seed)."""
+    and ``per_image.parquet`` for each run dict (dataset, protocol, model, seed): ``n_images``
+    images under each of ``transforms`` (e.g. :data:`TRANSFORMS`), drawn from ``seed``, with the
+    intervals the evaluate stage writes under its default ``evaluate.confidence``."""
+    from imagenot.config import schema_default
+
+    confidence = schema_default("evaluate.confidence")
     rng = np.random.default_rng(seed)
     quality = {m: i / max(len(MODELS) - 1, 1) for i, m in enumerate(MODELS)}
     paths = []
@@ -43,7 +48,7 @@ def robustness_results(
             p = 1 / (1 + np.exp(-(-1.0 + offset + 3.0 * q - 0.4 * t + rng.normal(0, 0.1))))
             correct = rng.uniform(size=n_images) < p
             top1 = 100.0 * correct.mean()
-            lo, hi = stats.clopper_pearson(np.array([top1]), np.array([n_images]))
+            lo, hi = stats.clopper_pearson(np.array([top1]), np.array([n_images]), confidence)
             rows.append(
                 {
                     **{k: run[k] for k in ("model", "dataset", "protocol")},
@@ -85,12 +90,13 @@ def robustness_results(
 
 def runs_grid(
     datasets: list[str],
-    models: tuple[str, ...] = MODELS,
-    seeds: tuple[int, ...] = (0,),
+    models: tuple[str, ...],
+    seeds: tuple[int, ...],
     downstream: str | None = None,
     sources: tuple[str, ...] = (),
 ) -> list[dict]:
-    """ST runs on every dataset, plus FT and TL runs on ``downstream`` from each source."""
+    """ST runs of ``models`` (e.g. :data:`MODELS`) with ``seeds`` on every dataset, plus FT and
+    TL runs on ``downstream`` from each source."""
     runs = [
         {"dataset": d, "protocol": "st", "model": m, "seed": s}
         for d in datasets
@@ -108,8 +114,9 @@ def runs_grid(
     return runs
 
 
-def published_accuracy(path: str | os.PathLike, models: tuple[str, ...] = MODELS) -> str:
-    """A stand-in for torchvision_imagenet_accuracy.csv (the real values of these models)."""
+def published_accuracy(path: str | os.PathLike, models: tuple[str, ...]) -> str:
+    """A stand-in for torchvision_imagenet_accuracy.csv (the real values of ``models`` among
+    those it knows)."""
     known = {
         "alexnet": (56.522, 79.066),
         "vgg19": (72.376, 90.876),

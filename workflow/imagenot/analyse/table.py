@@ -211,9 +211,7 @@ def is_standard(transform: pd.Series, standard_transform: str) -> pd.Series:
     return transform.astype(str).str.lower() == standard_transform.lower()
 
 
-def select_variant(
-    df: pd.DataFrame, variant: str = "standard", standard_transform: str = "Identity"
-) -> pd.DataFrame:
+def select_variant(df: pd.DataFrame, variant: str, standard_transform: str) -> pd.DataFrame:
     """Reduce a table with ``protocol``/``transform`` columns to one row per model, label, seed.
 
     ``standard`` keeps the identity transformation; ``robust`` averages every transformation

@@ -1,8 +1,8 @@
 """`imagenot` subcommands of the diagnostics stage (method.md section 3).
 
 ``wordnet-stats`` is also typed by hand and keeps its flags. The other rule commands get
-everything from config as one ``--settings`` JSON object built by
-``imagenot.diagnostics.plan`` and parsed into the frozen dataclasses below; file paths stay
+everything from config as one ``--settings`` JSON object, a settings object of
+:mod:`imagenot.diagnostics.settings` the rule built with ``from_config``; file paths stay
 arguments (they are the rule's inputs and outputs).
 """
 
@@ -12,37 +12,9 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import dataclass
 
 from imagenot.diagnostics.plan import FIGURES
-
-
-@dataclass(frozen=True)
-class EmbedSettings:
-    """``embed-images``: encoder and images (imagenot.diagnostics.plan.embed_settings)."""
-
-    encoder: str
-    clip_model: str | None
-    split: str
-    batch_size: int
-    max_per_class: int | None
-
-
-@dataclass(frozen=True)
-class TableSettings:
-    """``diagnostics-table``: column headings (imagenot.diagnostics.plan.table_settings)."""
-
-    name: str
-    reference_name: str
-
-
-@dataclass(frozen=True)
-class FigureSettings:
-    """``diagnostics-figure``: which figure, the reference's label
-    (imagenot.diagnostics.plan.figure_settings)."""
-
-    figure: str
-    reference_name: str
+from imagenot.diagnostics.settings import EmbedSettings, FigureSettings, TableSettings
 
 
 def _parse(cls, text: str, command: str):
@@ -95,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--dataset-dir", required=True, help="results/datasets/{dataset}")
     p.add_argument(
-        "--settings", required=True, help="JSON from imagenot.diagnostics.plan.embed_settings"
+        "--settings", required=True, help="JSON of imagenot.diagnostics.settings.EmbedSettings"
     )
     p.add_argument(
         "--checkpoint", default=None, help="backbone: model.safetensors (result.json beside it)"
@@ -122,7 +94,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser("diagnostics-table", help="contrast vs reference table with ratios")
     p.add_argument(
-        "--settings", required=True, help="JSON from imagenot.diagnostics.plan.table_settings"
+        "--settings", required=True, help="JSON of imagenot.diagnostics.settings.TableSettings"
     )
     for option in (
         "wordnet-stats",
@@ -145,7 +117,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "image_similarity: image_similarity.parquet",
     )
     p.add_argument(
-        "--settings", required=True, help="JSON from imagenot.diagnostics.plan.figure_settings"
+        "--settings", required=True, help="JSON of imagenot.diagnostics.settings.FigureSettings"
     )
     p.add_argument("--pdf", required=True)
     p.add_argument("--png", required=True)
@@ -213,29 +185,19 @@ def _embed_images(args: argparse.Namespace) -> None:
     s = _parse(EmbedSettings, args.settings, "embed-images")
     # by fact (imagenot.device): a GPU-planned job that sees no CUDA device stops here
     device = args.device or resolve_device("auto", args.gpu_job, cuda_available(), key=None)
-    if s.encoder == "backbone":
+    if s.kind == "backbone":
         if not args.checkpoint:
             raise SystemExit("imagenot embed-images: a backbone encoder needs --checkpoint")
-        encoder = embed.backbone_encoder(args.checkpoint, device=device)
+        encoder = embed.backbone_encoder(args.checkpoint, device)
         description = f"backbone:{args.checkpoint}"
-    elif s.encoder == "clip":
+    elif s.kind == "clip":
         if not s.clip_model:
             raise SystemExit("imagenot embed-images: --settings.clip_model is required for clip")
-        encoder = embed.clip_encoder(s.clip_model, device=device)
+        encoder = embed.clip_encoder(s.clip_model, device)
         description = f"clip:{s.clip_model}"
     else:
-        raise SystemExit(
-            f"imagenot embed-images: --settings.encoder {s.encoder!r}: backbone or clip"
-        )
-    arrays = embed.embed_dataset(
-        args.dataset_dir,
-        s.split,
-        encoder,
-        s.batch_size,
-        s.max_per_class,
-        args.workers,
-        device,
-    )
+        raise SystemExit(f"imagenot embed-images: --settings.kind {s.kind!r}: backbone or clip")
+    arrays = embed.embed_dataset(args.dataset_dir, s, encoder, args.workers, device)
     arrays["encoder"] = np.asarray(description)
     embed.write_embeddings(arrays, args.out)
     print(f"{args.out}: {arrays['embeddings'].shape} embeddings ({description})")
@@ -250,7 +212,7 @@ def _image_similarity(args: argparse.Namespace) -> None:
     classes = [str(c) for c in arrays["classes"]]
     per_class = sim.class_similarity(arrays["embeddings"], arrays["labels"], len(classes))
     summary = sim.summarise(per_class)
-    summary["encoder"] = str(arrays.get("encoder", "unknown"))
+    summary["encoder"] = str(arrays["encoder"])  # embed-images always writes it
     write_json(summary, args.out_json)
     write_parquet(sim.per_class_table(per_class, classes), args.out_table)
 
@@ -274,8 +236,8 @@ def _table(args: argparse.Namespace) -> None:
         images=_read_json(args.image_stats),
         reference_images=_read_json(args.reference_image_stats),
     )
-    write_text(table.to_csv(rows, s.name, s.reference_name), args.csv)
-    write_text(table.to_markdown(rows, s.name, s.reference_name), args.md)
+    write_text(table.to_csv(rows, s.subject, s.reference_name), args.csv)
+    write_text(table.to_markdown(rows, s.subject, s.reference_name), args.md)
 
 
 def _figure(args: argparse.Namespace) -> None:
@@ -283,6 +245,6 @@ def _figure(args: argparse.Namespace) -> None:
     from imagenot.registries import resolve
 
     s = _parse(FigureSettings, args.settings, "diagnostics-figure")
-    draw = resolve(FIGURES.entry(s.figure).draw)
-    fig = draw(s.figure, _labelled(args.inputs), s.reference_name)
+    draw = resolve(FIGURES.entry(s.name).draw)
+    fig = draw(s.name, _labelled(args.inputs), s.reference_name)
     figures.save(fig, args.pdf, args.png)

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from imagenot import job_usage
+from imagenot.diagnostics.settings import EmbedSettings
 
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
@@ -63,7 +64,7 @@ def penultimate_encoder(model, head=None) -> Callable:
     return encode
 
 
-def backbone_encoder(checkpoint: str | os.PathLike, model_name: str | None = None, device="cpu"):
+def backbone_encoder(checkpoint: str | os.PathLike, device: str, model_name: str | None = None):
     """(encode, image_size, mean, std) for a checkpoint trained by this workflow."""
     import torch
     from safetensors.torch import load_file
@@ -81,7 +82,7 @@ def backbone_encoder(checkpoint: str | os.PathLike, model_name: str | None = Non
     return torch.no_grad()(encode), size, IMAGENET_MEAN, IMAGENET_STD
 
 
-def clip_encoder(model_id: str, device="cpu"):
+def clip_encoder(model_id: str, device: str):
     """(encode, image_size, mean, std) for a transformers CLIP model (hub id or local dir)."""
     import torch
     from transformers import CLIPModel
@@ -97,7 +98,7 @@ def clip_encoder(model_id: str, device="cpu"):
     return encode, size, CLIP_MEAN, CLIP_STD
 
 
-def embed(images, encode: Callable, size: int, mean, std, batch_size: int = 256, device="cpu"):
+def embed(images, encode: Callable, size: int, mean, std, batch_size: int, device: str):
     """Embeddings (float32 numpy N x D) of uint8 images, in batches, in input order."""
     import torch
 
@@ -125,14 +126,13 @@ def first_per_class(labels: np.ndarray, limit: int | None) -> np.ndarray:
 
 def embed_dataset(
     dataset_dir: str | os.PathLike,
-    split: str,
+    settings: EmbedSettings,
     encoder: tuple,
-    batch_size: int = 256,
-    max_per_class: int | None = None,
-    workers: int = 0,
-    device: str = "cpu",
+    workers: int,
+    device: str,
 ) -> dict[str, np.ndarray]:
-    """Embed one split of a dataset on disk (streamed through a DataLoader).
+    """Embed one split of a dataset on disk (streamed through a DataLoader): ``settings.split``,
+    at most ``settings.max_images_per_class`` per class, ``settings.batch_size`` at a time.
 
     Returns ``embeddings`` (N x D float32), ``labels`` (N), ``keys`` (N) and ``classes``.
     """
@@ -142,11 +142,14 @@ def embed_dataset(
     from imagenot.acquire.dataset import ManifestDataset
 
     encode, size, mean, std = encoder
-    dataset = ManifestDataset(dataset_dir, split)
-    indices = first_per_class(dataset.labels, max_per_class)
+    dataset = ManifestDataset(dataset_dir, settings.split)
+    indices = first_per_class(dataset.labels, settings.max_images_per_class)
     job_usage.declare_workers(workers)  # the job's recorded peak counts them
     loader = DataLoader(
-        Subset(dataset, indices.tolist()), batch_size=batch_size, num_workers=workers, shuffle=False
+        Subset(dataset, indices.tolist()),
+        batch_size=settings.batch_size,
+        num_workers=workers,
+        shuffle=False,
     )
     chunks = []
     with torch.no_grad():

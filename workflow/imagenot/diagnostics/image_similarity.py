@@ -39,7 +39,7 @@ def class_sums(x: np.ndarray, labels: np.ndarray, n_classes: int) -> tuple[np.nd
 
 
 def class_similarity(
-    embeddings: np.ndarray, labels: np.ndarray, n_classes: int | None = None
+    embeddings: np.ndarray, labels: np.ndarray, n_classes: int | None
 ) -> dict[str, np.ndarray]:
     """Per-class ``n``, ``intra`` and ``inter`` similarity (NaN where undefined).
 

@@ -153,20 +153,6 @@ def encoder_available(config: dict) -> bool:
     return settings(config)["encoder"]["kind"] == "clip" or bool(encoder_checkpoint(config))
 
 
-def embed_settings(config: dict) -> dict:
-    """Settings of ``imagenot embed-images``: the encoder and which images (the backbone
-    checkpoint is the rule's input, passed as ``--checkpoint``)."""
-    encoder = settings(config)["encoder"]
-    image = settings(config)["image_similarity"]
-    return {
-        "encoder": encoder["kind"],
-        "clip_model": encoder["clip_model"] if encoder["kind"] == "clip" else None,
-        "split": image["split"],
-        "batch_size": image["batch_size"],
-        "max_per_class": image["max_images_per_class"],
-    }
-
-
 def checkpoint_option(config: dict) -> str:
     """``--checkpoint FILE`` of ``imagenot embed-images`` for a backbone encoder ('' for CLIP)."""
     checkpoint = (
@@ -301,11 +287,6 @@ def figure_args(config: dict, name: str) -> str:
     return _labelled(FIGURES.entry(name).sources(config))
 
 
-def figure_settings(config: dict, name: str) -> dict:
-    """Settings of ``imagenot diagnostics-figure`` for ``name``."""
-    return {"figure": name, "reference_name": reference_label(config)}
-
-
 def table_subjects(config: dict) -> list[str]:
     """Subjects with a diagnostics table: WordNet subjects, then image-only contrast datasets."""
     subjects = wordnet_subjects(config)
@@ -344,11 +325,6 @@ def table_args(config: dict, subject: str) -> str:
     return " ".join(
         f"{_TABLE_OPTIONS[k]} {shlex.quote(v)}" for k, v in table_inputs(config, subject).items()
     )
-
-
-def table_settings(config: dict, subject: str) -> dict:
-    """Settings of ``imagenot diagnostics-table``: the column headings."""
-    return {"name": subject, "reference_name": reference_label(config)}
 
 
 def figures(config: dict) -> list[str]:

@@ -37,13 +37,15 @@ def _row(group: str, metric: str, value, reference) -> Row:
 
 
 def diagnostics_rows(
-    wordnet: dict | None = None,
-    captions: dict | None = None,
-    reference_captions: dict | None = None,
-    images: dict | None = None,
-    reference_images: dict | None = None,
+    *,
+    wordnet: dict | None,
+    captions: dict | None,
+    reference_captions: dict | None,
+    images: dict | None,
+    reference_images: dict | None,
 ) -> list[Row]:
-    """Rows ``group, metric, value, reference, ratio`` from the stage's JSON documents."""
+    """Rows ``group, metric, value, reference, ratio`` from the stage's JSON documents (None:
+    a document this subject does not have)."""
     rows: list[Row] = []
     if wordnet:
         for key in STAT_KEYS:
@@ -64,11 +66,7 @@ def diagnostics_rows(
     if images:
         ref = reference_images or {}
         for key, label in _IMAGE_KEYS:
-            rows.append(
-                _row(
-                    f"images ({images.get('encoder', 'encoder')})", label, images[key], ref.get(key)
-                )
-            )
+            rows.append(_row(f"images ({images['encoder']})", label, images[key], ref.get(key)))
     return rows
 
 

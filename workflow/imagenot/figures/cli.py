@@ -1,39 +1,17 @@
 """`imagenot` subcommands of the figures stage: one figure or one table per call.
 
-Both are rule commands: everything from config arrives as one ``--settings`` JSON object built
-by ``imagenot.figures.plan`` (``figure_settings`` / ``table_settings``), parsed into the frozen
-dataclasses below; file paths stay arguments (they are the rule's inputs and outputs).
+Both are rule commands: everything from config arrives as one ``--settings`` JSON object, a
+:class:`imagenot.figures.settings.FigureSettings` / ``TableSettings`` the rule built with
+``from_config``; file paths stay arguments (they are the rule's inputs and outputs).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass
 
-from imagenot.figures.options import Options
 from imagenot.figures.plan import FIGURE_KINDS, TABLE_NAMES
-from imagenot.figures.style import Style
-
-
-@dataclass(frozen=True)
-class FigureSettings:
-    """One figure file: its registered kind, what it is drawn for, the shared options and the
-    style (the plotting code's own dataclasses, parsed as nested sections)."""
-
-    kind: str
-    dataset: str | None
-    protocol: str | None
-    options: Options
-    style: Style
-
-
-@dataclass(frozen=True)
-class TableSettings:
-    """One results table: its registered name and the shared options."""
-
-    name: str
-    options: Options
+from imagenot.figures.settings import FigureSettings, TableSettings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("figure", help="draw one figure (PDF + PNG) from accuracy.csv")
     p.add_argument("accuracy", help="results/analyse/accuracy.csv")
     p.add_argument(
-        "--settings", required=True, help="JSON from imagenot.figures.plan.figure_settings"
+        "--settings", required=True, help="JSON of imagenot.figures.settings.FigureSettings"
     )
     p.add_argument("--pdf", required=True)
     p.add_argument("--png", required=True)
@@ -50,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("table", help="write one table (CSV + Markdown)")
     p.add_argument("accuracy", help="results/analyse/accuracy.csv")
     p.add_argument(
-        "--settings", required=True, help="JSON from imagenot.figures.plan.table_settings"
+        "--settings", required=True, help="JSON of imagenot.figures.settings.TableSettings"
     )
     p.add_argument("--rankings", nargs=2, required=True, metavar=("STANDARD", "ROBUST"))
     p.add_argument("--csv", required=True)
@@ -91,7 +69,7 @@ def _figure(args: argparse.Namespace) -> int:
     from imagenot.registries import resolve
 
     s = _settings(FigureSettings, args.settings, "figure", "kind", FIGURE_KINDS)
-    opts, style = s.options, s.style
+    opts, style = s.options, s.figure_options
     acc = _load(args.accuracy, "figure")
     if acc is None:
         return 2
@@ -109,7 +87,7 @@ def _figure(args: argparse.Namespace) -> int:
 def _table(args: argparse.Namespace) -> int:
     from imagenot.figures import tables
 
-    s = _settings(TableSettings, args.settings, "table", "name", TABLE_NAMES)
+    s = _settings(TableSettings, args.settings, "table", "table", TABLE_NAMES)
     opts = s.options
     acc = _load(args.accuracy, "table")
     if acc is None:
@@ -118,8 +96,8 @@ def _table(args: argparse.Namespace) -> int:
     for variant, path in zip(("standard", "robust"), args.rankings, strict=True):
         with open(path) as f:
             reports[variant] = json.load(f)
-    builder = tables.builder(s.name)
+    builder = tables.builder(s.table)
     df = builder(acc, reports, opts)
-    tables.write(df, args.csv, args.md, (builder.__doc__ or s.name).strip().rstrip("."))
+    tables.write(df, args.csv, args.md, (builder.__doc__ or s.table).strip().rstrip("."))
     print(f"wrote {args.csv} and {args.md}: {len(df)} rows")
     return 0

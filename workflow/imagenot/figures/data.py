@@ -15,7 +15,7 @@ from imagenot.analyse.table import (
     select_variant,
     validate_table,
 )
-from imagenot.figures.options import Options
+from imagenot.figures.settings import Options
 
 WORKFLOW_COLUMNS = ("protocol", "transform")
 
@@ -61,7 +61,7 @@ def imagenet_x_label(opts: Options) -> str:
     return f"{nice(opts.reference)} top-1 (%), ST"
 
 
-def ordered_labels(acc: pd.DataFrame, opts: Options, protocol: str | None = "st") -> list[str]:
+def ordered_labels(acc: pd.DataFrame, opts: Options, protocol: str | None) -> list[str]:
     """Dataset labels present for ``protocol`` ('st' -> trained datasets), in config order."""
     present = acc if protocol is None else acc[acc["protocol"] == protocol]
     names = list(dict.fromkeys(present["dataset"]))
@@ -71,8 +71,10 @@ def ordered_labels(acc: pd.DataFrame, opts: Options, protocol: str | None = "st"
 
 def transfer_labels(acc: pd.DataFrame, opts: Options) -> list[str]:
     """``downstream/ft-*`` and ``downstream/tl-*`` labels present in the table."""
-    down = acc[(acc["dataset"] == opts.downstream) & (acc["protocol"].str.match(r"(ft|tl)-"))]
-    return [f"{opts.downstream}/{p}" for p in sorted(dict.fromkeys(down["protocol"]))]
+    down = acc[
+        (acc["dataset"] == opts.downstream_dataset) & (acc["protocol"].str.match(r"(ft|tl)-"))
+    ]
+    return [f"{opts.downstream_dataset}/{p}" for p in sorted(dict.fromkeys(down["protocol"]))]
 
 
 def label_of(dataset: str, protocol: str) -> str:

@@ -66,7 +66,7 @@ def drawn_for(kind: str) -> tuple[str, ...]:
     return WORKFLOW_FIGURES.entry(kind).drawn_for
 
 
-def figure_name(kind: str, dataset: str | None = None, protocol: str | None = None) -> str:
+def figure_name(kind: str, dataset: str | None, protocol: str | None) -> str:
     """File name (without extension) of one figure: its kind, then what it is drawn for."""
     values = {"dataset": dataset, "protocol": protocol}
     return "_".join([kind, *(values[f] for f in drawn_for(kind))])
@@ -111,7 +111,7 @@ def _runs(config: dict) -> list[dict]:
 def dataset_order(config: dict, runs: list[dict] | None = None) -> list[str]:
     """Datasets in drawing order: reference, contrast, the others in config order."""
     a = config["analyse"]
-    names = list(config.get("datasets", {}))
+    names = list(config["datasets"])
     if runs is not None:
         names += [r["dataset"] for r in runs if r["dataset"] not in names]
     first = [d for d in (a["reference_dataset"], a["contrast_dataset"]) if d in names]
@@ -122,7 +122,7 @@ def check(config: dict) -> None:
     """``analyse.reference_dataset`` names a configured dataset (or the published accuracies): a
     typo must not silently switch the reference of every statistic."""
     ref = config["analyse"]["reference_dataset"]
-    names = list(config.get("datasets", {}))
+    names = list(config["datasets"])
     if ref not in names and ref != PUBLISHED_DATASET:
         raise ValueError(
             f"config key analyse.reference_dataset: {ref!r} is not a configured dataset "
@@ -131,13 +131,11 @@ def check(config: dict) -> None:
 
 
 def reference(config: dict, runs: list[dict] | None = None) -> str:
-    """The rankings reference: ``analyse.reference_dataset`` when some standard (ST) run trains
-    on it, else the published torchvision ImageNet accuracies."""
-    runs = _runs(config) if runs is None else runs
-    ref = config["analyse"]["reference_dataset"]
-    if any(r["dataset"] == ref and r["protocol"] == "st" for r in runs):
-        return ref
-    return PUBLISHED_DATASET
+    """The rankings reference (:func:`imagenot.analyse.settings.reference`, which the rankings
+    rule's settings read too)."""
+    from imagenot.analyse.settings import reference as analyse_reference
+
+    return analyse_reference(config, runs)
 
 
 def feeding_runs(config: dict, runs: list[dict], when: str) -> list[dict]:
@@ -167,7 +165,7 @@ def kind_names(config: dict, runs: list[dict], kind: str) -> list[str]:
         return [kind]
     if entry.drawn_for == ("dataset",):
         have = {r["dataset"] for r in fed}
-        return [figure_name(kind, d) for d in dataset_order(config, fed) if d in have]
+        return [figure_name(kind, d, None) for d in dataset_order(config, fed) if d in have]
     pairs = dict.fromkeys((r["dataset"], r["protocol"]) for r in fed)
     if entry.against_imagenet and config["analyse"]["imagenet_axis"] == "reference":
         pairs.pop((reference(config, runs), "st"), None)  # the reference against itself
@@ -204,69 +202,12 @@ def targets(config: dict) -> list[str]:
     return outputs(config, _runs(config))
 
 
-def rankings_settings(config: dict, variant: str) -> dict:
-    """Settings of ``imagenot rankings`` for the run's rankings JSON of one variant (the
-    command's flags, by their dest names: the rule passes them as ``--settings``)."""
-    a = config["analyse"]
-    return {
-        "variant": variant,
-        "reference": reference(config),
-        "baseline": a["baseline_model"],
-        "axis": a["axis"],
-        "confidence": a["confidence"],
-        "bootstrap_reps": a["bootstrap"]["reps"],
-        "seed": a["bootstrap"]["seed"],
-        "bootstrap_over": a["bootstrap"]["over"],
-        "interval": a["bootstrap"]["interval"],
-        "standard_transform": a["standard_transform"],
-    }
-
-
-def accuracy_settings(config: dict) -> dict:
-    """Settings of ``imagenot accuracy-table`` (the interval drawn as error bar uses
-    analyse.confidence, as every other statistic does)."""
-    a = config["analyse"]
-    return {"standard_transform": a["standard_transform"], "confidence": a["confidence"]}
-
-
-def options_settings(config: dict) -> dict:
-    """What every ``imagenot figure`` and ``imagenot table`` call shares (its ``options``
-    section: imagenot.figures.options.Options)."""
-    a = config["analyse"]
-    return {
-        "datasets": dataset_order(config),
-        "reference": reference(config),
-        "downstream": a["downstream_dataset"],
-        "baseline": a["baseline_model"],
-        "standard_transform": a["standard_transform"],
-        "confidence": a["confidence"],
-        "axis": a["axis"],
-        "imagenet_axis": a["imagenet_axis"],
-    }
-
-
-def style_settings(config: dict) -> dict:
-    """The ``style`` section of ``imagenot figure`` (imagenot.figures.style.Style):
-    ``analyse.figure_options``."""
-    opts = config["analyse"]["figure_options"]
-    return {"width_in": opts["width_in"], "font_size": opts["font_size"], "dpi": opts["dpi"]}
-
-
 def figure_params(config: dict, name: str) -> dict:
     """Kind, dataset and protocol of the figure file ``name`` under this config's protocols
-    (rule param: the report caption, report/figure.rst, reads it)."""
+    (rule param: the report caption, report/figure.rst, reads it; and FigureSettings)."""
     from imagenot.train.plan import protocol_regex
 
     return figure_request(name, protocol_regex(config))
-
-
-def figure_settings(config: dict, name: str) -> dict:
-    """Settings of ``imagenot figure`` for the figure file ``name``."""
-    return {
-        **figure_params(config, name),
-        "options": options_settings(config),
-        "style": style_settings(config),
-    }
 
 
 def figure_code(config: dict, name: str) -> str:
@@ -282,8 +223,3 @@ def figure_subcategory(config: dict, name: str) -> str:
     entry = WORKFLOW_FIGURES.entry(figure_params(config, name)["kind"]).code
     module = entry.partition(":")[0].rsplit(".", 1)[-1]
     return module.replace("_", " ").capitalize()
-
-
-def table_settings(config: dict, name: str) -> dict:
-    """Settings of ``imagenot table`` for the table ``name``."""
-    return {"name": name, "options": options_settings(config)}

@@ -92,7 +92,7 @@ def draw_transfer(acc: pd.DataFrame, opts: Options, style: Style):
     """Workflow figure ``rankings_transfer``: FT and TL on the downstream dataset."""
     from imagenot.figures.data import transfer_labels
 
-    title = f"Fine-tuning (FT) and linear probe (TL) on {opts.downstream}"
+    title = f"Fine-tuning (FT) and linear probe (TL) on {opts.downstream_dataset}"
     return draw(acc, transfer_labels(acc, opts), opts, style, title)
 
 

@@ -9,23 +9,23 @@ the command line is the same whoever registers it.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 
 from imagenot.analyse.cli import (
     RANKINGS_DESCRIPTION,
-    RankingsSettings,
     confidence_level,
     parse_floors,
     schema_defaults,
     summary_text,
 )
+from imagenot.analyse.settings import RankingsSettings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``rankings``."""
     d = schema_defaults()
+    hand = d["settings"]  # the schema's defaults
     p = subparsers.add_parser(
         "rankings",
         help="do rankings transfer? statistics, figures and tables of any results table",
@@ -47,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="accuracies are fractions in 0-1 (refused otherwise when all are at most 1)",
     )
     g.add_argument("--variant", choices=["standard", "robust"], default="standard")
-    g.add_argument("--standard-transform", default=d["standard_transform"])
+    g.add_argument("--standard-transform", default=hand.standard_transform)
     g.add_argument(
         "--per-image",
         help="per-image results (model, dataset, key, correct): bootstrap over test images",
@@ -55,8 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g = p.add_argument_group("analyses")
     g.add_argument("--reference", help="dataset to compare against (default: the first one)")
     g.add_argument("--baseline", help="model for relative progress (accuracy / baseline's)")
-    g.add_argument("--axis", choices=d["axes"], default=d["axis"], help="OLS fitting scale")
-    g.add_argument("--confidence", type=confidence_level, default=d["confidence"])
+    g.add_argument("--axis", choices=d["axes"], default=hand.axis, help="OLS fitting scale")
+    g.add_argument("--confidence", type=confidence_level, default=hand.confidence)
     g.add_argument(
         "--min-reference-accuracy",
         type=float,
@@ -76,20 +76,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="raise accuracies below X to X before the geometric mean (all datasets, or one); "
         "without it a model with 0%% somewhere is left out of the geometric mean",
     )
-    g.add_argument("--bootstrap-reps", type=int, default=d["reps"])
-    g.add_argument("--bootstrap-over", choices=d["overs"], default=d["over"])
+    g.add_argument("--bootstrap-reps", type=int, default=hand.reps)
+    g.add_argument("--bootstrap-over", choices=d["overs"], default=hand.over)
     g.add_argument(
         "--interval",
         choices=d["intervals"],
-        default=d["interval"],
+        default=hand.interval,
         help="bootstrap interval: bias-corrected, basic or percentile",
     )
-    g.add_argument("--seed", type=int, default=d["seed"], help="bootstrap and permutation seed")
+    g.add_argument("--seed", type=int, default=hand.seed, help="bootstrap and permutation seed")
     g.add_argument(
         "--settings",
         metavar="JSON",
-        help="the workflow's rule: these analyses options as one JSON object (imagenot.figures."
-        "plan.rankings_settings); its keys replace the flags of the same name",
+        help="the workflow's rule: --variant, --standard-transform, --reference, --baseline, "
+        "--axis, --confidence and the --bootstrap-*/--interval/--seed flags as one JSON object "
+        "(imagenot.analyse.settings.RankingsSettings, keys named as the config's), replacing "
+        "those flags",
     )
     g = p.add_argument_group("output")
     g.add_argument("--json", action="store_true", help="print the full report as JSON")
@@ -116,37 +118,21 @@ def _rankings(args: argparse.Namespace) -> int:
     )
     from imagenot.io import write_text
 
-    if args.settings:
-        from imagenot.settings import SettingsError, parse
-
-        try:
-            settings = parse(RankingsSettings, args.settings)
-            confidence_level(str(settings.confidence))
-        except (SettingsError, argparse.ArgumentTypeError) as exc:
-            print(f"imagenot rankings: {exc}", file=sys.stderr)
-            return 2
-        for field in dataclasses.fields(RankingsSettings):
-            setattr(args, field.name, getattr(settings, field.name))
+    settings = _settings(args)
+    if isinstance(settings, str):
+        print(f"imagenot rankings: {settings}", file=sys.stderr)
+        return 2
     try:
         if args.models not in (None, "all") and not str(args.models).isdigit():
             raise TableError(f"--models must be a number or 'all', not {args.models!r}")
         raw = read_table(args.table, args.format, parse_sizes(args.n))
         df = validate_table(raw, fractions=args.fractions)
-        df = select_variant(df, args.variant, args.standard_transform)
+        df = select_variant(df, settings.variant, settings.standard_transform)
         per_image = read_table(args.per_image) if args.per_image else None
         report = rankings_report(
             df,
-            args.reference,
-            baseline=args.baseline,
-            axis=args.axis,
-            confidence=args.confidence,
-            reps=args.bootstrap_reps,
-            seed=args.seed,
+            settings,
             per_image=per_image,
-            variant=args.variant,
-            standard_transform=args.standard_transform,
-            bootstrap_over=args.bootstrap_over,
-            interval=args.interval,
             min_reference_accuracy=args.min_reference_accuracy,
             aggregate=args.aggregate,
             floors=parse_floors(args.floor),
@@ -172,3 +158,29 @@ def _rankings(args: argparse.Namespace) -> int:
     for warning in report["warnings"][:10]:
         print(f"warning: {warning}", file=sys.stderr)
     return 0
+
+
+def _settings(args: argparse.Namespace) -> RankingsSettings | str:
+    """The analysis settings: the rule's ``--settings`` JSON, else the flags (whose defaults are
+    the schema's); a bad ``--settings`` gives the one-line reason instead."""
+    if not args.settings:
+        return RankingsSettings(
+            variant=args.variant,
+            reference=args.reference,
+            baseline_model=args.baseline,
+            axis=args.axis,
+            confidence=args.confidence,
+            standard_transform=args.standard_transform,
+            reps=args.bootstrap_reps,
+            seed=args.seed,
+            over=args.bootstrap_over,
+            interval=args.interval,
+        )
+    from imagenot.settings import SettingsError, parse
+
+    try:
+        settings = parse(RankingsSettings, args.settings)
+        confidence_level(str(settings.confidence))
+    except (SettingsError, argparse.ArgumentTypeError) as exc:
+        return str(exc)
+    return settings

@@ -178,7 +178,7 @@ def error_correlations(rep: dict, style: Style):
 
 
 def write_report(
-    rep: dict, outdir: str | os.PathLike, *, dpi: int = 150, style: Style | None = None
+    rep: dict, outdir: str | os.PathLike, *, dpi: int, style: Style | None = None
 ) -> list[str]:
     """Write every report figure (PDF and PNG) and table (CSV and Markdown) into ``outdir``."""
     from imagenot.config import schema_default

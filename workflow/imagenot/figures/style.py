@@ -5,23 +5,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
+from imagenot.figures.settings import Style
 from imagenot.io import atomic_path
 
-
-@dataclass(frozen=True)
-class Style:
-    """Figure options from config ``analyse.figure_options`` (defaults: its schema only)."""
-
-    width_in: float
-    font_size: float
-    dpi: int
-
-    @property
-    def column_in(self) -> float:
-        """Width of a single-column figure (half the text width, a little more for labels)."""
-        return self.width_in * 0.55
+__all__ = ["Style", "paper_style", "save"]
 
 
 @contextmanager

@@ -188,7 +188,7 @@ def report_across_datasets(rep: dict) -> pd.DataFrame:
         if f"{base}{suffix}" in across
     ]
     df = pd.DataFrame({k: pd.Series(across[k], dtype=float) for k in keys})
-    df = df.reindex(across.get("models", []))
+    df = df.reindex(across["models"] if across else [])  # {}: no model on every dataset
     if keys:
         df = df.sort_values(keys[1] if len(keys) > 1 else keys[0], kind="stable")
     df.index.name = "model"

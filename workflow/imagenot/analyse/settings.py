@@ -1,0 +1,94 @@
+"""The settings objects of the analyse stage's rules: ``imagenot rankings`` (one per variant) and
+``imagenot accuracy-table``.
+
+Why: an analysis key (``analyse.confidence``, ``analyse.bootstrap.reps``, ...) used to be
+written in the schema, in a dict builder of ``figures/plan.py``, as a field of a dataclass in
+``analyse/cli.py`` under another name (``bootstrap_reps``) and as a keyword argument with a
+default of its own in every function of ``analyse/rankings.py`` it passed through. Now it is a
+field here named as the schema names it; the library takes the object (``rankings_report(table,
+settings)``) and reads the field, and the low-level math helpers (``stats.py``) take the value
+as a required argument. Kept free of heavy imports: every rule's plan reads these classes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+from imagenot.analyse import PUBLISHED_DATASET
+from imagenot.settings import FromConfig
+
+
+def reference(config: dict, runs: list[dict] | None = None) -> str:
+    """The rankings reference: ``analyse.reference_dataset`` when some standard (ST) run trains
+    on it, else the published torchvision ImageNet accuracies (:data:`PUBLISHED_DATASET`)."""
+    if runs is None:
+        from imagenot.train import plan as train_plan
+
+        runs = train_plan.final_runs(config)
+    ref = config["analyse"]["reference_dataset"]
+    if any(r["dataset"] == ref and r["protocol"] == "st" for r in runs):
+        return ref
+    return PUBLISHED_DATASET
+
+
+@dataclass(frozen=True)
+class RankingsSettings(FromConfig):
+    """``imagenot rankings``: the statistics of one variant (``standard`` or ``robust``) of the
+    accuracy table. ``reference`` None = the table's first dataset and ``baseline_model`` None =
+    no relative progress (the command typed by hand, without ``--reference``/``--baseline``);
+    the workflow's rule always sets both."""
+
+    SECTIONS: ClassVar = ("analyse", "analyse.bootstrap")
+    WILDCARDS: ClassVar = ("variant",)
+    DERIVED: ClassVar = {
+        "reference": "analyse.reference_dataset when a standard-training run of the config "
+        "trains on it, else the published torchvision ImageNet accuracies (reference())",
+    }
+
+    variant: str
+    reference: str | None
+    baseline_model: str | None
+    axis: str
+    confidence: float
+    standard_transform: str
+    reps: int
+    seed: int
+    over: str
+    interval: str
+
+    @classmethod
+    def from_config(cls, config, variant: str) -> RankingsSettings:  # type: ignore[override]
+        return cls(**cls.config_values(config, variant=variant), reference=reference(config))
+
+    @classmethod
+    def hand_typed(cls, **overrides: Any) -> RankingsSettings:
+        """The settings of ``imagenot rankings`` typed without flags (the schema's defaults, the
+        standard variant, the table's first dataset as reference, no baseline), with
+        ``overrides`` replacing fields: for callers of the library outside the workflow."""
+        from imagenot.config import schema_default
+
+        base = cls(
+            variant="standard",
+            reference=None,
+            baseline_model=None,
+            axis=schema_default("analyse.axis"),
+            confidence=schema_default("analyse.confidence"),
+            standard_transform=schema_default("analyse.standard_transform"),
+            reps=schema_default("analyse.bootstrap.reps"),
+            seed=schema_default("analyse.bootstrap.seed"),
+            over=schema_default("analyse.bootstrap.over"),
+            interval=schema_default("analyse.bootstrap.interval"),
+        )
+        return replace(base, **overrides)
+
+
+@dataclass(frozen=True)
+class AccuracySettings(FromConfig):
+    """``imagenot accuracy-table``: which transformation is 'standard', and the confidence of
+    the interval drawn as each accuracy's error bar (the one every other statistic uses)."""
+
+    SECTIONS: ClassVar = ("analyse",)
+
+    standard_transform: str
+    confidence: float

@@ -1,0 +1,91 @@
+"""The settings objects of the diagnostics stage's rules: ``embed-images``,
+``diagnostics-table`` (one per subject) and ``diagnostics-figure`` (one per figure).
+
+Why: these used to be dicts built in ``diagnostics/plan.py`` under names of their own
+(``encoder`` for ``diagnostics.encoder.kind``, ``max_per_class`` for
+``image_similarity.max_images_per_class``) and parsed into dataclasses of ``diagnostics/cli.py``,
+while the library's ``embed_dataset`` kept a default batch size of its own. Now each field is
+named as the schema names it, ``from_config`` reads it from the validated config and
+``embed_dataset`` takes the object. Kept free of heavy imports: every rule's plan reads these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from imagenot.settings import FromConfig
+
+
+@dataclass(frozen=True)
+class EmbedSettings(FromConfig):
+    """``embed-images``: the encoder (``diagnostics.encoder``) and which images are embedded,
+    how many at a time (``diagnostics.image_similarity``). A backbone's checkpoint is the rule's
+    input, passed as ``--checkpoint``."""
+
+    SECTIONS: ClassVar = ("diagnostics.encoder", "diagnostics.image_similarity")
+    DERIVED: ClassVar = {
+        "clip_model": "diagnostics.encoder.clip_model for kind clip, else null: a backbone "
+        "encoder's embeddings do not rerun when an unused CLIP id changes",
+    }
+
+    kind: str
+    clip_model: str | None
+    split: str
+    batch_size: int
+    max_images_per_class: int | None
+
+    @classmethod
+    def from_config(cls, config: Any, **wildcards: Any) -> EmbedSettings:
+        values = cls.config_values(config)
+        clip = config["diagnostics"]["encoder"]["clip_model"] if values["kind"] == "clip" else None
+        return cls(**values, clip_model=clip)
+
+
+class _ReferenceNamed:
+    """A rule per value of its one wildcard, whose settings are that value and the reference's
+    column heading (derived from the config: :func:`imagenot.diagnostics.plan.reference_label`)."""
+
+    DERIVED: ClassVar = {
+        "reference_name": "the reference's column heading: diagnostics.reference_dataset when "
+        "it is a configured dataset, else 'reference' with a reference_classes file, else "
+        "'imagenet' (imagenot.diagnostics.plan.reference_label)",
+    }
+
+    @classmethod
+    def _with_reference(cls, config: Any, **wildcard: Any):
+        """The settings for the rule's ``wildcard`` (its one, by name) under ``config``."""
+        from imagenot.diagnostics.plan import reference_label
+
+        values = cls.config_values(config, **wildcard)  # type: ignore[attr-defined]
+        return cls(**values, reference_name=reference_label(config))
+
+
+@dataclass(frozen=True)
+class TableSettings(_ReferenceNamed, FromConfig):
+    """``diagnostics-table``: the column headings, the subject (the rule's wildcard) and the
+    reference."""
+
+    WILDCARDS: ClassVar = ("subject",)
+
+    subject: str
+    reference_name: str
+
+    @classmethod
+    def from_config(cls, config: Any, subject: str) -> TableSettings:  # type: ignore[override]
+        return cls._with_reference(config, subject=subject)
+
+
+@dataclass(frozen=True)
+class FigureSettings(_ReferenceNamed, FromConfig):
+    """``diagnostics-figure``: which registered figure (the rule's ``name`` wildcard) and the
+    reference's label."""
+
+    WILDCARDS: ClassVar = ("name",)
+
+    name: str
+    reference_name: str
+
+    @classmethod
+    def from_config(cls, config: Any, name: str) -> FigureSettings:  # type: ignore[override]
+        return cls._with_reference(config, name=name)

@@ -1,0 +1,113 @@
+"""The settings objects of the figures stage's rules: ``imagenot figure`` (one per figure file)
+and ``imagenot table`` (one per table), with the sections they share: :class:`Options` (the
+analyse keys every figure and table reads) and :class:`Style` (``analyse.figure_options``).
+
+Why: these used to be dicts built in ``figures/plan.py`` under names of their own (``downstream``
+for ``analyse.downstream_dataset``, ``baseline`` for ``analyse.baseline_model``, ``style`` for
+``analyse.figure_options``) and parsed into dataclasses of ``figures/cli.py``. Now each field is
+named as the schema names it and ``from_config`` reads it from the validated config. Kept free of
+pandas and matplotlib: every ``imagenot`` command and every rule's plan imports this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from imagenot.settings import FromConfig
+
+
+@dataclass(frozen=True)
+class Options(FromConfig):
+    """What every figure and table reads: the analyse keys below, the datasets in drawing order
+    and the rankings reference."""
+
+    SECTIONS: ClassVar = ("analyse",)
+    DERIVED: ClassVar = {
+        "datasets": "the configured and trained datasets in drawing order: reference, contrast, "
+        "then config order (imagenot.figures.plan.dataset_order)",
+        "reference": "analyse.reference_dataset when a standard-training run trains on it, else "
+        "the published accuracies (imagenot.analyse.settings.reference)",
+    }
+
+    datasets: list[str]
+    reference: str
+    downstream_dataset: str
+    baseline_model: str
+    standard_transform: str
+    confidence: float
+    axis: str
+    imagenet_axis: str
+
+    @classmethod
+    def from_config(cls, config: Any, **wildcards: Any) -> Options:
+        from imagenot.analyse.settings import reference
+        from imagenot.figures.plan import dataset_order
+
+        return cls(
+            **cls.config_values(config), datasets=dataset_order(config), reference=reference(config)
+        )
+
+
+@dataclass(frozen=True)
+class Style(FromConfig):
+    """Figure size, font and resolution: ``analyse.figure_options``."""
+
+    SECTIONS: ClassVar = ("analyse.figure_options",)
+
+    width_in: float
+    font_size: float
+    dpi: int
+
+    @property
+    def column_in(self) -> float:
+        """Width of a single-column figure (half the text width, a little more for labels)."""
+        return self.width_in * 0.55
+
+
+@dataclass(frozen=True)
+class FigureSettings(FromConfig):
+    """``imagenot figure``: one figure file, its registered kind and what it is drawn for (from
+    the rule's ``figure`` wildcard, the file name), the shared options and the style."""
+
+    SECTIONS: ClassVar = ("analyse",)
+    DERIVED: ClassVar = {
+        "kind": "the registered figure kind that the figure wildcard names (figure_request)",
+        "dataset": "the dataset the figure wildcard names, if its kind is drawn per dataset",
+        "protocol": "the protocol the figure wildcard names, if its kind is drawn per protocol",
+        "options": "the analyse keys every figure and table shares (Options.from_config)",
+    }
+
+    kind: str
+    dataset: str | None
+    protocol: str | None
+    options: Options
+    figure_options: Style
+
+    @classmethod
+    def from_config(cls, config: Any, figure: str) -> FigureSettings:  # type: ignore[override]
+        from imagenot.figures.plan import figure_params
+
+        return cls(
+            **figure_params(config, figure),
+            options=Options.from_config(config),
+            figure_options=Style.from_config(config),
+        )
+
+
+@dataclass(frozen=True)
+class TableSettings(FromConfig):
+    """``imagenot table``: one results table (the rule's ``table`` wildcard, a registered name)
+    and the shared options."""
+
+    WILDCARDS: ClassVar = ("table",)
+    DERIVED: ClassVar = {
+        "options": "the analyse keys every figure and table shares (Options.from_config)",
+    }
+
+    table: str
+    options: Options
+
+    @classmethod
+    def from_config(cls, config: Any, table: str) -> TableSettings:  # type: ignore[override]
+        return cls(table=table, options=Options.from_config(config))

@@ -232,6 +232,8 @@ def main() -> None:
     batches = _batch_sizes(config, models, args.space, args.batch_size)
     if args.workers is None:
         args.workers = plan.num_workers(config)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch sees no CUDA device on this machine")
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     result = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",

@@ -45,7 +45,9 @@ from torch.utils.data import Dataset, get_worker_info
 
 from imagenot.acquire.dataset import ManifestDataset, Record, write_dataset
 from imagenot.config import load_config
+from imagenot.registries import RegistryError
 from imagenot.train import plan
+from imagenot.train.device import configure, deterministic_for
 from imagenot.train.feed import EncodedBatch, EncodedImages, Feeder, decode_batch, preprocess
 from imagenot.train.registry import build_model, check_input_size
 from imagenot.train.schedules import build_optimizer
@@ -134,7 +136,6 @@ def bench_model(
     device: torch.device,
     root: Path,
 ) -> dict:
-    check_input_size(name, args.size)
     model = build_model(name, args.num_classes).to(device)
     if device.type == "cuda":
         model.to(memory_format=torch.channels_last)
@@ -229,18 +230,30 @@ def main() -> None:
 
     config = load_config(args.config)
     models = args.models.split(",") if args.models else list(config["train"]["models"])
+    try:  # before writing any image: a name or size the registry refuses is a one-line error
+        for name in models:
+            check_input_size(name, args.size)
+    except RegistryError as exc:
+        raise SystemExit(f"--models/--size: {exc}") from None
     batches = _batch_sizes(config, models, args.space, args.batch_size)
     if args.workers is None:
         args.workers = plan.num_workers(config)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: torch sees no CUDA device on this machine")
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    # the process-wide settings of a training job: its threads (a GPU job's process: its node's
+    # cores over its GPUs there, as imagenot.train.jobs), cuDNN autotuning on CUDA, glibc's
+    # malloc keeping freed memory
+    per_gpu = plan.threads(config) // max(1, plan.gpus_per_node(config))
+    threads = per_gpu if device.type == "cuda" else torch.get_num_threads()
+    configure(deterministic_for(None, device.type), threads)
     result = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "cpu_count": os.cpu_count(),
         "size": args.size,
         "images_written": args.images,
         "workers": args.workers,
+        "threads": threads,
         "feed": "encoded (decode_batch on the device)" if args.encoded else "decoded in workers",
         "warmup_steps": args.warmup,
         "models": [],
@@ -258,7 +271,15 @@ def main() -> None:
             torch.tensor(dataset.labels, dtype=torch.int64).to(device),
         )
         for name in models:
-            row = bench_model(name, dataset, resident, args, batches[name], device, root)
+            try:
+                row = bench_model(name, dataset, resident, args, batches[name], device, root)
+            except torch.OutOfMemoryError:
+                row = {
+                    "model": name,
+                    "batch_size": batches[name],
+                    "error": "out of device memory: pass --batch-size, or set "
+                    "train.max_batch_per_gpu in --config as a training job would",
+                }
             result["models"].append(row)
             if device.type == "cuda":
                 torch.cuda.empty_cache()
@@ -272,6 +293,9 @@ def main() -> None:
     )
     print(f"{'model':<20} {'batch':>6} {'feed img/s':>11} {'device img/s':>13} {'ratio':>6}")
     for r in result["models"]:
+        if "error" in r:
+            print(f"{r['model']:<20} {r['batch_size']:>6} {r['error']}")
+            continue
         print(
             f"{r['model']:<20} {r['batch_size']:>6} {r['feed_img_per_s']:>11} "
             f"{r['device_img_per_s']:>13} {r['ratio']:>6}"

@@ -16,6 +16,7 @@ import pytest
 from conftest import load_benchmark
 
 from imagenot.config import load_config
+from imagenot.train.registry import MODELS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -72,3 +73,19 @@ def test_default_models_and_batches_come_from_the_config():
     )
     with pytest.raises(SystemExit, match=r"--space 'nope' is not a key of train\.spaces"):
         bench_feed_models._batch_sizes(config, models, "nope", None)
+
+
+def test_an_unknown_model_is_a_one_line_error_before_any_work():
+    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    done = subprocess.run(
+        [sys.executable, "benchmarks/bench_feed_models.py", "--device", "cpu", "--models", "nope"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == [
+        f"--models/--size: model 'nope' is not in the registry; registered models: "
+        f"{', '.join(MODELS)}"
+    ]

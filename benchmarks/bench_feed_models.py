@@ -222,6 +222,12 @@ def main() -> None:
         type=int,
         help="DataLoader workers (default: the config's, cpus_per_gpu - 1 on GPU jobs)",
     )
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="torch threads of the training process (default: cpus_per_gpu on CUDA, torch's on "
+        "the CPU, where the model's threads and the workers share the cores)",
+    )
     p.add_argument("--encoded", action="store_true", help="decode on the device (decode_on_gpu)")
     p.add_argument("--num-classes", type=int, default=1000, help="classifier width")
     p.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda if available")
@@ -245,7 +251,7 @@ def main() -> None:
     # cores over its GPUs there, as imagenot.train.jobs), cuDNN autotuning on CUDA, glibc's
     # malloc keeping freed memory
     per_gpu = plan.threads(config) // max(1, plan.gpus_per_node(config))
-    threads = per_gpu if device.type == "cuda" else torch.get_num_threads()
+    threads = args.threads or (per_gpu if device.type == "cuda" else torch.get_num_threads())
     configure(deterministic_for(None, device.type), threads)
     result = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",

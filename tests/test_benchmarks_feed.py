@@ -39,9 +39,10 @@ def test_feed_against_device_resident_on_the_cpu(encoded):
     steps, batch = 3, 8
     args = ["--device", "cpu", "--models", "resnet_mini", "--size", "32", "--images", "20"]
     args += ["--batch-size", str(batch), "--steps", str(steps), "--warmup", "1", "--workers", "1"]
+    args += ["--threads", "1"]
     result = _run(*args, *(["--encoded"] if encoded else []))
     assert result["device"] == "cpu"
-    assert result["workers"] == 1
+    assert result["workers"] == 1 and result["threads"] == 1
     assert result["decode_floor_img_per_s_per_core"] > 0
     assert result["feed"].startswith("encoded" if encoded else "decoded in workers")
     (row,) = result["models"]

@@ -56,7 +56,16 @@ Projection to laion2B-en (2.32e9 captions in 128 parts), per rule, by the wildca
   (min(selected, rows_held)) instead.
 - **gathers** (downstream of per-part outputs, per dataset): memory extrapolated linearly in the
   number of parts, runtime linearly in the total caption rows, from the two sizes to 128 parts
-  and 2.32e9 rows (never below the larger size's value).
+  and 2.32e9 rows (never below the larger size's value). A gather that declares the rows it
+  holds (``rows_held``: the caption selection, whose memory follows classes x kept captions,
+  ``per_class + reserve_per_class`` each, not the parts it streams) is extrapolated linearly in
+  rows held instead, to the paper config's (``paper_selection``): in the scale model its
+  selection grows with the parts (``--images-per-class-per-part``), so "linear in parts" to 128
+  would project 64 x the paper's per-class depth, and the line in parts multiplied a peak's
+  jitter by 62 (2.2 vs 6.9 GB in two runs at identical input). The line through two sizes
+  keeps the fixed part (a read batch, the first pass's top-n numbers) fixed and scales the
+  per-row part; it is exact for memory = fixed + rows x bytes per row, not a proven bound
+  (the paper's captions are assumed as long as the scale world's).
 - **Arrow data** (gathers and selection gathers whose jobs report ``arrow_peak_mb``, the Arrow
   pool's high-water mark): only that part of the peak is scaled by the rule above, the rest
   (interpreter, libraries, allocator slack: the larger of the two sizes) is kept as measured,
@@ -360,13 +369,15 @@ def project(
     selected: tuple[int, int] = (0, 0),
     paper_selected: int = 0,
     paper_download_parts: int = 1,
+    paper_held: int = 0,
     work_request=None,
 ) -> dict:
     """Project measured jobs at two sizes to laion2B-en (rules in the module docstring).
 
     ``small`` / ``large``: measured jobs (``measured_jobs`` rows) at ``sizes`` parts of
     ``rows_per_part`` rows. ``selected``: selected images (selection rows) of a dataset at the
-    two sizes; ``paper_selected``: those of the paper config, in ``paper_download_parts`` parts.
+    two sizes; ``paper_selected``: those of the paper config, in ``paper_download_parts`` parts;
+    ``paper_held``: the rows the paper config's caption selection holds (``paper_selection``).
     ``work_request(rule, input_mb)`` -> (mem_mb, runtime_min) or None: what a job of ``rule``
     requests for that input (work-sized resources); the projected input then sets the request
     the job would make on laion2B-en, which ``fits`` compares with.
@@ -474,7 +485,17 @@ def project(
                 rows[0], busy[0] / len(js), rows[1], busy[1] / len(jl), target["captions"]
             )
             data = _arrow_split(js, jl)
-            if data and n_large != n_small:
+            held = [max(j.get("rows_held") or 0 for j in jobs) for jobs in (js, jl)]
+            if data and paper_held and 0 < held[0] < held[1]:
+                arrow = data["arrow"]
+                grown = max(_linear(held[0], arrow[0], held[1], arrow[1], paper_held), arrow[1])
+                projected["peak_rss_mb"] = data["rest"] + grown
+                projected["memory_rule"] = (
+                    f"holds classes x kept captions ({held[0]} -> {held[1]} rows, paper "
+                    f"{paper_held}): Arrow data ({arrow[0]:.0f} -> {arrow[1]:.0f} MB) linear in "
+                    f"rows held, the rest ({data['rest']:.0f} MB) as measured"
+                )
+            elif data and n_large != n_small:
                 arrow = data["arrow"]
                 grown = max(
                     _linear(n_small, arrow[0], n_large, arrow[1], target["parts"]), arrow[1]
@@ -566,6 +587,7 @@ def project(
         "embed_fraction": embed_fraction,
         "interpreter_floor_mb": floor,
         "selected_images": {"scale": list(selected), "paper": paper_selected},
+        "selection_rows_held_paper": paper_held,
         "rules": rules,
         "peak_rss_sources": dict(Counter(_source(j, "rss_source") for j in all_jobs)),
         "all_within_requests": all(r["fits"] for r in rules if not r["scale_model_only"]),
@@ -657,17 +679,23 @@ def run_size(
     return jobs, _selected(workdir, config)
 
 
-def paper_selection(paper_path: Path) -> tuple[int, int]:
-    """(most selected images of one LAION-built dataset of the paper config, download parts)."""
+def paper_selection(paper_path: Path) -> tuple[int, int, int]:
+    """(most selected images of one LAION-built dataset of the paper config, download parts,
+    most rows its caption selection holds). Rows held = classes x (per_class + reserve_per_class)
+    (imagenot.curate.settings.SelectSettings): each kept class's best captions with their keys,
+    what ``curate-select`` declares as ``rows_held`` in its usage line."""
     paper = _load_config([paper_path])
-    most = 0
+    cur = paper["curate"]
+    most = held = 0
     for spec in paper["datasets"].values():
         if spec["kind"] != "laion":
             continue
-        n = spec.get("n_classes", paper["curate"]["n_classes"])
-        per = spec.get("images_per_class", paper["curate"]["images_per_class"])
-        most = max(most, n * math.ceil(per * (1 + paper["curate"]["oversample"])))
-    return most, paper["acquire"]["download_parts"]
+        n = spec.get("n_classes", cur["n_classes"])
+        per = spec.get("images_per_class", cur["images_per_class"])
+        selected = n * math.ceil(per * (1 + cur["oversample"]))
+        most = max(most, selected)
+        held = max(held, selected + n * math.ceil(per * cur["reserve"]))
+    return most, paper["acquire"]["download_parts"], held
 
 
 def work_requests(config: dict):
@@ -803,7 +831,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(sizes) != 2 or not 0 < sizes[0] < sizes[1]:
         parser.error("--sizes: two increasing numbers of parts, e.g. 2,4")
     rows = args.rows_per_part or (QUICK_ROWS_PER_PART if args.quick else 2_500_000)
-    paper_selected, paper_parts = paper_selection(args.paper_config.resolve())
+    paper_selected, paper_parts, paper_held = paper_selection(args.paper_config.resolve())
     scale_config = _load_config([args.config.resolve()])
     max_runtime_min = args.max_runtime_min or scale_config["resources"]["max_runtime_min"]
     tmp = None
@@ -837,6 +865,7 @@ def main(argv: list[str] | None = None) -> int:
         selected=(measured[0][1], measured[1][1]),
         paper_selected=paper_selected,
         paper_download_parts=paper_parts,
+        paper_held=paper_held,
         work_request=work_requests(scale_config),
     )
     result["load_average_1min"] = round(os.getloadavg()[0], 2)

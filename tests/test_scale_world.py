@@ -506,6 +506,36 @@ def test_a_streamed_selection_gather_is_projected_by_the_rows_it_holds(bench):
     assert "holds at most 1000 rows" in build["projected"]["memory_rule"]
 
 
+def test_a_gather_that_declares_rows_held_scales_its_arrow_data_by_them(bench):
+    """The caption selection's memory follows classes x kept captions (its ``rows_held``), not
+    the number of parts: its Arrow data is extrapolated in rows held to the paper's, the rest
+    of its peak (interpreter, allocator slack: jitter) is kept as measured, not scaled."""
+
+    def jobs(n_parts, arrow, held):
+        out = _jobs(n_parts, 500.0)
+        for j in out:
+            if j["rule"] == "curate_candidates":
+                j.update(arrow_peak=arrow, rows_held=held)
+        return out
+
+    result = bench.project(
+        jobs(2, 200.0, 1000), jobs(4, 220.0, 2000), (2, 4), 1000, max_runtime_min=1440,
+        selected=(50, 100), paper_selected=2_000_000, paper_download_parts=64,
+        paper_held=101_000,
+    )  # fmt: skip
+    cand = {r["rule"]: r for r in result["rules"]}["curate_candidates"]
+    # rest: max(500 - 200, 500 - 220) = 300; Arrow: 220 + 20 MB per 1000 rows x 99 000 more
+    assert cand["projected"]["peak_rss_mb"] == pytest.approx(300 + 220 + 20 * 99)
+    assert "linear in rows held" in cand["projected"]["memory_rule"]
+    # without the paper's rows held the rule falls back to linear in parts (Arrow data only)
+    parts = bench.project(
+        jobs(2, 200.0, 1000), jobs(4, 220.0, 2000), (2, 4), 1000, max_runtime_min=1440,
+    )  # fmt: skip
+    cand = {r["rule"]: r for r in parts["rules"]}["curate_candidates"]
+    assert cand["projected"]["peak_rss_mb"] == pytest.approx(300 + 220 + 10 * 124)
+    assert "linear in parts" in cand["projected"]["memory_rule"]
+
+
 def test_projection_of_per_part_jobs_whose_memory_grows_and_of_fitting_jobs(bench):
     small = [
         _job("curate_x", {"shard": f"{i}"}, 300.0, 0.001, mem=100_000, runtime=1440)

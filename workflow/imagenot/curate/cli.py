@@ -352,6 +352,7 @@ def _select(args: argparse.Namespace) -> None:
     import numpy as np
     import pyarrow.parquet as pq
 
+    from imagenot import job_usage
     from imagenot.curate.select import (
         candidate_rows,
         check_class_count,
@@ -373,6 +374,7 @@ def _select(args: argparse.Namespace) -> None:
     classes = class_table(candidates, scores)
     kept = np.flatnonzero(scores.column("status").to_numpy(zero_copy_only=False) == "kept")
     top, _ = top_captions(args.scores, wnids, s.per_class + s.reserve_per_class, s, kept)
+    job_usage.declare_rows_held(top.num_rows)  # classes x kept captions: bench_scale's basis
     rows = candidate_rows(top, scores, args.captions)
     selection, reserve, stats = select_captions(rows, classes.column("wnid").to_pylist(), s)
     stats.update(

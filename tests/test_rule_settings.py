@@ -68,18 +68,6 @@ def _analyse_figures_diagnostics_rule_settings(config: dict) -> list[tuple[str, 
     return out
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "scale.yaml"])
-def test_every_analyse_figures_and_diagnostics_settings_object_survives_the_shell_word(
-    repo_root, name
-):
-    """What the command parses is what the rule built (nested sections too): one shell word."""
-    config = load_config(repo_root / "config" / name)
-    for what, settings in _analyse_figures_diagnostics_rule_settings(config):
-        words = shlex.split(to_arg(settings))
-        assert len(words) == 1, what
-        assert parse(type(settings), words[0], what=what) == settings, what
-
-
 def _settings_objects(config: dict) -> list[tuple[str, object]]:
     """(rule, settings object) of every curate rule (and prepare_wordnet), acquire rule and
     demo/scale world rule for ``config``, built as the rules build them."""
@@ -121,7 +109,10 @@ def _settings_objects(config: dict) -> list[tuple[str, object]]:
 def test_every_settings_object_survives_the_rules_shell_word(repo_root, name):
     """What the command parses is what the rule built: one shell word, every field back."""
     config = load_config(repo_root / "config" / name)
-    for what, settings in _settings_objects(config):
+    for what, settings in [
+        *_settings_objects(config),
+        *_analyse_figures_diagnostics_rule_settings(config),
+    ]:
         words = shlex.split(to_arg(settings))
         assert len(words) == 1, what
         assert parse(type(settings), words[0], what=what) == settings, what

@@ -71,7 +71,7 @@ def make_dataset(root: Path, n_test: int, size: int, n_classes: int) -> Path:
         pixels = render(prototypes[i % n_classes], rng, size)
         jpeg = encode_jpeg(Image.fromarray(pixels), quality=95)
         records.append(Record(key=f"img{i:06d}", wnid=f"c{i % n_classes}", split="test", jpeg=jpeg))
-    write_dataset(root, records, [f"c{c}" for c in range(n_classes)])
+    write_dataset(root, records, [f"c{c}" for c in range(n_classes)], shard_size=5000)
     return root
 
 

@@ -272,7 +272,7 @@ def main() -> None:
         classes = [f"c{i:02d}" for i in range(10)]
         jpegs = _images(args.images, args.size)
         records = [Record(f"k{i:06d}", classes[i % 10], "train", d) for i, d in enumerate(jpegs)]
-        write_dataset(root / "ds", records, classes)
+        write_dataset(root / "ds", records, classes, shard_size=5000)
         dataset = ManifestDataset(root / "ds", "train")
         result["decode_floor_img_per_s_per_core"] = round(decode_floor(dataset), 1)
         resident = (

@@ -65,7 +65,7 @@ def bench_read(root: Path, jpegs: list[bytes], n_classes: int = 10) -> dict:
         d.mkdir(parents=True, exist_ok=True)
         (d / f"{i:06d}.jpg").write_bytes(data)
     records = [Record(f"k{i:06d}", classes[i % n_classes], "train", d) for i, d in enumerate(jpegs)]
-    write_dataset(root / "ours", records, classes)
+    write_dataset(root / "ours", records, classes, shard_size=5000)
 
     torch.set_num_threads(1)
     ours = ManifestDataset(root / "ours", "train")
@@ -166,7 +166,7 @@ def bench_feed(
 
     classes = [f"c{i:02d}" for i in range(10)]
     records = [Record(f"k{i:06d}", classes[i % 10], "train", d) for i, d in enumerate(jpegs)]
-    write_dataset(root / "feed", records, classes)
+    write_dataset(root / "feed", records, classes, shard_size=5000)
     plain = ManifestDataset(root / "feed", "train")
     size = int(plain[0][0].shape[-1])
     torch.set_num_threads(1)

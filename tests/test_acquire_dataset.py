@@ -110,7 +110,7 @@ def test_offsets_match_tar_members(tmp_path):
 )
 def test_bad_records_are_named(tmp_path, bad, message):
     with pytest.raises(DatasetError, match=message):
-        write_dataset(tmp_path / "ds", [bad], ["n001"])
+        write_dataset(tmp_path / "ds", [bad], ["n001"], shard_size=5000)
     assert not (tmp_path / "ds" / "manifest.parquet").exists()
 
 
@@ -124,7 +124,7 @@ def test_mixed_sizes_rejected_by_load_split_tensors(tmp_path):
         Record("a", "n001", "train", _jpeg((1, 2, 3), 16)),
         Record("b", "n001", "train", _jpeg((1, 2, 3), 8)),
     ]
-    write_dataset(tmp_path, recs, ["n001"])
+    write_dataset(tmp_path, recs, ["n001"], shard_size=5000)
     with pytest.raises(DatasetError, match="'b' has shape"):
         load_split_tensors(tmp_path, "train")
     assert np.all(ManifestDataset(tmp_path, "train").labels == 0)

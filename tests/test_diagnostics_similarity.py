@@ -143,7 +143,7 @@ def test_embed_images_and_similarity_cli_with_a_trained_backbone(tmp_path):
             buf = io.BytesIO()
             Image.fromarray(pixels).save(buf, format="JPEG")
             records.append(Record(f"{wnid}-{i}", wnid, "test", buf.getvalue()))
-    write_dataset(tmp_path / "ds", records, classes)
+    write_dataset(tmp_path / "ds", records, classes, shard_size=5000)
 
     run = tmp_path / "run"
     run.mkdir()

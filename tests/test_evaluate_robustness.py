@@ -226,7 +226,7 @@ def test_evaluate_checkpoint_end_to_end(tmp_path, settings):
         split = "test" if i % 2 else "train"
         records.append(Record(key=f"k{i:03d}", wnid=f"c{i % 3}", split=split, jpeg=jpeg))
     ds_dir = tmp_path / "datasets" / "toy"
-    write_dataset(ds_dir, records, ["c0", "c1", "c2"])
+    write_dataset(ds_dir, records, ["c0", "c1", "c2"], shard_size=5000)
 
     name = "resnet_mini"
     model = build_model(name, 3)
@@ -293,7 +293,7 @@ def test_decoded_batches_equal_per_image_conversion(tmp_path):
         pixels = torch.randint(0, 256, (3, SIZE, SIZE), dtype=torch.uint8, generator=g)
         jpeg = bytes(encode_jpeg(pixels).numpy())
         records.append(Record(key=f"k{i:03d}", wnid=f"c{i % 2}", split="test", jpeg=jpeg))
-    write_dataset(tmp_path, records, ["c0", "c1"])
+    write_dataset(tmp_path, records, ["c0", "c1"], shard_size=5000)
     ds = ManifestDataset(tmp_path, "test")
     expected = torch.stack([to_model_input(ds[i][0].unsqueeze(0), SIZE)[0] for i in range(5)])
     got = list(dataset_batches(tmp_path, "test", SIZE, 3))

@@ -261,7 +261,7 @@ def test_a_training_rule_runs_its_ranks_under_the_plans_launcher(tmp_path):
         pixels.save(buf, format="JPEG")
         records.append(Record(f"k{i:03d}", f"c{c}", split, buf.getvalue()))
     dataset = tmp_path / "toy"
-    write_dataset(dataset, records, ["c0", "c1", "c2"])
+    write_dataset(dataset, records, ["c0", "c1", "c2"], shard_size=5000)
     space = {"budget": 1, "max_epochs": 2, "schedule_epochs": 2, "batch_size": 8,
              "hyperparameters": {"optimizer": {"value": "sgd"}, "lr": {"value": 0.05}}}  # fmt: skip
     config = validate_config(

@@ -126,7 +126,7 @@ def dataset_dir(tmp_path_factory):
         buf = io.BytesIO()
         Image.fromarray(pixels.clip(0, 255).astype(np.uint8)).save(buf, format="JPEG")
         records.append(Record(f"k{i:03d}", f"c{c}", split[(i // 3) % 5], buf.getvalue()))
-    write_dataset(out, records, ["c0", "c1", "c2"])
+    write_dataset(out, records, ["c0", "c1", "c2"], shard_size=5000)
     return out
 
 

@@ -31,7 +31,7 @@ def dataset_dir(tmp_path_factory):
         buf = io.BytesIO()
         Image.fromarray(arr.clamp(0, 255).to(torch.uint8).numpy()).save(buf, format="JPEG")
         records.append(Record(f"k{i:03d}", f"c{c}", split, buf.getvalue()))
-    write_dataset(out, records, ["c0", "c1", "c2"])
+    write_dataset(out, records, ["c0", "c1", "c2"], shard_size=5000)
     return out
 
 

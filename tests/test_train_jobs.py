@@ -29,7 +29,7 @@ def dataset_dir(tmp_path_factory):
         buf = io.BytesIO()
         Image.new("RGB", (32, 32), colours[c]).save(buf, format="JPEG")
         records.append(Record(f"k{i:03d}", f"c{c}", split, buf.getvalue()))
-    write_dataset(out, records, ["c0", "c1", "c2"])
+    write_dataset(out, records, ["c0", "c1", "c2"], shard_size=5000)
     return out
 
 

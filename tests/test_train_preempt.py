@@ -140,7 +140,7 @@ def _toy_trial(tmp_path: Path, **train) -> tuple[list[str], Path]:
         Image.new("RGB", (32, 32), (80 * (i % 3), 40, 40)).save(buf, format="JPEG")
         records.append(Record(f"k{i:03d}", f"c{i % 3}", "train" if i % 5 else "val", buf.getvalue()))  # fmt: skip
     data = tmp_path / "toy"
-    write_dataset(data, records, ["c0", "c1", "c2"])
+    write_dataset(data, records, ["c0", "c1", "c2"], shard_size=5000)
     config = validate_config(
         {
             "datasets": {"toy": {"kind": "imagefolder", "path": "x"}},

@@ -250,7 +250,7 @@ def write_dataset(
     records: Iterable[Record],
     classes: Sequence[str],
     *,
-    shard_size: int = 5000,
+    shard_size: int,
     with_similarity: bool | None = None,
 ) -> Path:
     """Write ``records`` as a dataset directory in one job; return the manifest path.

@@ -27,9 +27,6 @@ SEED = (
 NOT_SETTINGS = {
     "imagenot.acquire.dataset:read_manifest(split)": "which split to read (a caller's choice, "
     "None = all), not acquire's split sizes",
-    "imagenot.acquire.dataset:write_dataset(shard_size)": "the one-job writer that tests and "
-    "benchmarks use to make small datasets (no rule calls it; rules write through write_part, "
-    "whose shard_size is required); its default is acquire.shard_size's value",
 }
 
 

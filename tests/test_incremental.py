@@ -320,8 +320,10 @@ def _interrupt_a_trial(workdir: Path, run_dir: str) -> Path:
     )
     try:
         deadline = time.monotonic() + 900
+        # the tiny trial keeps a checkpoint for well under a second (it is removed when the
+        # trial ends): look often, or a loaded machine misses it
         while not checkpoint.is_file() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
+            time.sleep(0.005)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGINT)

@@ -486,23 +486,22 @@ def project(
             )
             data = _arrow_split(js, jl)
             held = [max(j.get("rows_held") or 0 for j in jobs) for jobs in (js, jl)]
-            if data and paper_held and 0 < held[0] < held[1]:
-                arrow = data["arrow"]
-                grown = max(_linear(held[0], arrow[0], held[1], arrow[1], paper_held), arrow[1])
-                projected["peak_rss_mb"] = data["rest"] + grown
-                projected["memory_rule"] = (
+            # what the Arrow data grows with: rows held where the job declares them, else parts
+            if paper_held and 0 < held[0] < held[1]:
+                x, target_x = held, paper_held
+                basis = (
                     f"holds classes x kept captions ({held[0]} -> {held[1]} rows, paper "
-                    f"{paper_held}): Arrow data ({arrow[0]:.0f} -> {arrow[1]:.0f} MB) linear in "
-                    f"rows held, the rest ({data['rest']:.0f} MB) as measured"
+                    f"{paper_held}): "
                 )
-            elif data and n_large != n_small:
+                unit = "rows held"
+            else:
+                x, target_x, basis, unit = (n_small, n_large), target["parts"], "", "parts"
+            if data and x[0] != x[1]:
                 arrow = data["arrow"]
-                grown = max(
-                    _linear(n_small, arrow[0], n_large, arrow[1], target["parts"]), arrow[1]
-                )
+                grown = max(_linear(x[0], arrow[0], x[1], arrow[1], target_x), arrow[1])
                 projected["peak_rss_mb"] = data["rest"] + grown
-                projected["memory_rule"] = (
-                    f"Arrow data ({arrow[0]:.0f} -> {arrow[1]:.0f} MB) linear in parts, the rest "
+                projected["memory_rule"] = basis + (
+                    f"Arrow data ({arrow[0]:.0f} -> {arrow[1]:.0f} MB) linear in {unit}, the rest "
                     f"({data['rest']:.0f} MB) as measured"
                 )
             else:

@@ -286,6 +286,42 @@ def test_a_crash_while_writing_keeps_the_last_checkpoint(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.safetensors"]
 
 
+def test_an_interrupt_at_any_step_of_a_save_leaves_a_complete_checkpoint(tmp_path, monkeypatch):
+    """Ctrl-C (KeyboardInterrupt) may land between any two steps of a save: the checkpoint's
+    own name always holds a complete checkpoint, the old one or the new one, and ``.prev`` one
+    from before. (The old rotation renamed the checkpoint away first: an interrupt before the
+    second rename left no checkpoint and deleted the new one.)"""
+    from imagenot.train.checkpoints import State, previous, save_checkpoint
+    from imagenot.train.loop import make_model
+
+    model, optimizer = make_model(_job())
+    real_replace = os.replace
+    for interrupted in range(2):  # at the first rename of the third save (to .prev), the second
+        folder = tmp_path / str(interrupted)
+        ckpt = folder / "c.safetensors"
+        monkeypatch.setattr(os, "replace", real_replace)
+        save_checkpoint(ckpt, model, optimizer, State("id", "fp", epoch=1))
+        save_checkpoint(ckpt, model, optimizer, State("id", "fp", epoch=2))
+        calls = []
+
+        def interrupt_at(src, dst, calls=calls, interrupted=interrupted):
+            calls.append(dst)
+            if len(calls) > interrupted:
+                raise KeyboardInterrupt
+            real_replace(src, dst)
+
+        monkeypatch.setattr(os, "replace", interrupt_at)  # io.atomic_path's renames
+        with pytest.raises(KeyboardInterrupt):
+            save_checkpoint(ckpt, model, optimizer, State("id", "fp", epoch=3))
+        monkeypatch.setattr(os, "replace", real_replace)
+        assert len(calls) == interrupted + 1
+        assert read_state(ckpt).epoch in (2, 3) and read_state(previous(ckpt)).epoch in (1, 2)
+        assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]  # no temp files
+    # a save that completes: the newest at the name, the one before at .prev
+    save_checkpoint(ckpt, model, optimizer, State("id", "fp", epoch=4))
+    assert (read_state(ckpt).epoch, read_state(previous(ckpt)).epoch) == (4, 2)
+
+
 def test_the_deadline_comes_from_slurm_when_it_knows_the_end(tmp_path):
     """job_deadline: SLURM_JOB_END_TIME, else squeue's end time of the job (an array task's
     environment lacks the variable), else start + runtime; minus the margin."""

@@ -5,12 +5,14 @@ progress (:class:`State`, JSON in the metadata), so a job stopped after any opti
 resumes at that step. A checkpoint written for another job definition or another dataset is set
 aside, never resumed (:func:`set_aside_stale_checkpoint`).
 
-Durability (:func:`save_checkpoint`): the new file is written beside the old one, fsynced, and
-renamed into place only after the old one became ``<name>.prev``; the directory is fsynced
-too. A crash or kill mid-write therefore leaves the newest complete checkpoint, or (at worst,
-between the two renames, or when the filesystem lost the newest) the one before it, which
-:func:`resume_candidates` falls back to: the job repeats one checkpoint interval, never the
-whole run.
+Durability (:func:`save_checkpoint`): the new file is written beside the old one and fsynced;
+the old one is linked (copied where the filesystem has no hard links) to ``<name>.prev``, and
+only then is the new one renamed over it; the directory is fsynced too. ``<name>`` therefore
+always holds a complete checkpoint, the old or the new one, whatever step a kill or Ctrl-C
+interrupts (an earlier design renamed the old one away first: a SIGINT between the two renames
+left no ``<name>`` and deleted the new file). When the filesystem lost the newest file,
+:func:`resume_candidates` falls back to ``<name>.prev``: the job repeats one checkpoint
+interval, never the whole run.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -73,8 +76,8 @@ def _fsync_dir(directory: Path) -> None:
 def save_checkpoint(path: Path, model: nn.Module, optimizer, state: State) -> None:
     """Model and optimizer tensors, the random-number state (a mid-epoch checkpoint resumes
     dropout exactly) and the JSON state as one safetensors file, durably (module docstring):
-    temporary file, fsync, the current checkpoint renamed to ``<name>.prev``, the new one
-    renamed into place, the directory fsynced."""
+    temporary file, fsync, the current checkpoint kept as ``<name>.prev`` (:func:`_keep_previous`),
+    the new one renamed over it, the directory fsynced."""
     tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     tensors["rng.cpu"] = torch.get_rng_state()
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -97,8 +100,22 @@ def save_checkpoint(path: Path, model: nn.Module, optimizer, state: State) -> No
         with open(tmp, "rb") as f:  # on disk before any rename makes it the checkpoint
             os.fsync(f.fileno())
         if path.is_file():
-            os.replace(path, previous(path))
+            _keep_previous(path)
     _fsync_dir(path.parent)
+
+
+def _keep_previous(path: Path) -> None:
+    """Make ``<name>.prev`` the checkpoint now at ``path``, leaving ``path`` in place: a hard
+    link (a copy where the filesystem refuses links) under a temporary name, renamed over the
+    old ``.prev``, so every step of it leaves both names holding complete files."""
+    with atomic_path(previous(path)) as tmp:
+        tmp.unlink()
+        try:
+            os.link(path, tmp)
+        except OSError:  # no hard links here (some network filesystems): copy, and sync it
+            shutil.copyfile(path, tmp)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
 
 
 def resume_candidates(path: Path) -> list[Path]:

@@ -153,7 +153,7 @@ def bench_model(
     log = root / f"workers-{name}.txt"
     log.unlink(missing_ok=True)
     data = _Witness(EncodedImages(dataset) if args.encoded else dataset, log)
-    feeder = Feeder(data, num_workers=args.workers, pin=device.type == "cuda")
+    feeder = Feeder(data, args.workers, batch, pin=device.type == "cuda")
     feed_s, feed_n = _timed(feeder.epoch(pieces), model, optimizer, device, args.size, args.warmup)
     seen = [line.split() for line in log.read_text().splitlines()]
     del feeder  # ends its persistent workers

@@ -176,7 +176,7 @@ def bench_feed(
     floor_s = min(_time(lambda: [plain[i] for i in range(len(plain))]) for _ in range(2))
 
     data = EncodedImages(plain) if encoded else plain
-    feeder = Feeder(data, num_workers=workers)
+    feeder = Feeder(data, workers, batch_size)
     order = torch.arange(len(plain))
     pieces = list(order.split(batch_size))
     me = psutil.Process()

@@ -134,7 +134,7 @@ def step_overhead(repeats: int, steps: int = 400) -> float:
 
     def mine() -> None:
         with Interrupts(job.checkpoint_minutes, None) as interrupts:
-            train_one_epoch(model, model, optimizer, Feeder(data, job.num_workers), job, State("bench", "bench"),
+            train_one_epoch(model, model, optimizer, Feeder(data, job.num_workers, batch), job, State("bench", "bench"),
                             cpu, lambda: None, interrupts)  # fmt: skip
 
     def best(run) -> float:

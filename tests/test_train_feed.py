@@ -62,7 +62,7 @@ def test_training_on_encoded_batches_equals_decoded_items(dataset_dir, tmp_path)
     strip = [{k: v for k, v in r.items() if k != "images_per_s"} for r in a.history]
     assert strip == [{k: v for k, v in r.items() if k != "images_per_s"} for r in b.history]
     # an empty share of a batch (a rank beyond a short last batch) is an empty batch
-    feeder = Feeder(EncodedImages(train), 0)
+    feeder = Feeder(EncodedImages(train), 0, 8)
     ((images, labels),) = list(feeder.epoch([torch.tensor([], dtype=torch.int64)]))
     assert len(images) == 0 and images.images() == [] and len(labels) == 0
 
@@ -92,7 +92,7 @@ from imagenot.acquire.dataset import ManifestDataset
 from imagenot.train.feed import EncodedImages, Feeder, decode_batch
 plain = ManifestDataset(sys.argv[1], "train")
 data = EncodedImages(plain) if sys.argv[2] == "encoded" else plain
-feeder = Feeder(data, num_workers=2)
+feeder = Feeder(data, 2, 400)
 order = torch.arange(len(plain)).repeat(40)   # 1,200 images in batches of 400
 seen = 0
 for epoch in range(2):   # persistent workers serve a second epoch
@@ -122,3 +122,107 @@ def test_the_feed_runs_with_workers_at_batches_beyond_a_low_descriptor_limit(dat
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.split() == [str(2 * 1200)]
+
+
+def _epochs(feeder, plans):
+    """Every batch of ``plans`` (one list of index tensors per epoch) as (images, labels) copies
+    taken before the next batch is asked for (ring batches are valid until then). A plan given
+    as (pieces, k) is abandoned after k batches, as a stopped epoch is."""
+    seen = []
+    for plan in plans:
+        pieces, stop = plan if isinstance(plan, tuple) else (plan, None)
+        for i, (images, labels) in enumerate(feeder.epoch(pieces)):
+            if i == stop:
+                break
+            seen.append((images.clone(), labels))
+    return seen
+
+
+def test_worker_batches_arrive_in_one_reused_ring_identical_to_the_in_process_feed(dataset_dir):
+    """With workers, every batch is decoded into a slot of one shared-memory ring allocated
+    once (workers x prefetch + 1 slots): the same images and labels as the feed without workers,
+    over epochs with empty shares, a smaller last batch, and an epoch abandoned midway (its
+    batches in flight are drained, never handed out)."""
+    from imagenot.acquire.dataset import ManifestDataset
+
+    plain = ManifestDataset(dataset_dir, "train")
+    g = torch.Generator().manual_seed(1)
+    empty = torch.tensor([], dtype=torch.int64)
+    plans = [
+        list(torch.randperm(len(plain), generator=g).split(4)),
+        (list(torch.randperm(len(plain), generator=g).split(4)), 3),
+        [empty, *torch.randperm(len(plain), generator=g).split(7), empty],
+        list(torch.arange(len(plain)).repeat(3).split(4)),  # more batches than slots, twice
+    ]
+    expected = _epochs(Feeder(plain, 0, 7), plans)
+    feeder = Feeder(plain, 2, 7)
+    got = _epochs(feeder, plans)
+    ring = feeder.ring_sampler.ring
+    assert ring.slots == 2 * Feeder.PREFETCH + 1 and ring.capacity == 7
+    assert len(got) == len(expected) > 3 * ring.slots
+    for (a, la), (b, lb) in zip(got, expected, strict=True):
+        assert torch.equal(a, b) and torch.equal(la, lb)
+    # the images are views into the ring: no batch-sized allocation per step
+    start = ring.images.untyped_storage().data_ptr()
+    end = start + ring.images.untyped_storage().nbytes()
+    for images, _ in feeder.epoch(plans[0]):
+        assert start <= images.data_ptr() < end
+
+
+def test_a_ring_too_small_for_the_batches_in_flight_is_refused_not_overwritten(dataset_dir):
+    """Should the DataLoader run further ahead than workers x prefetch batches (here: a ring
+    sized for a prefetch of 3 under a loader prefetching 4), the sampler refuses the batch whose
+    slot still holds one in flight: an error, never a batch overwritten while it is read."""
+    from imagenot.acquire.dataset import ManifestDataset
+    from imagenot.train.feed import RingOverrun
+
+    plain = ManifestDataset(dataset_dir, "train")
+    feeder = Feeder(plain, 2, 4)
+    feeder.PREFETCH = 3  # the ring's size only; the loader was built with Feeder.PREFETCH
+    with pytest.raises(RingOverrun, match="in flight"):
+        list(feeder.epoch(list(torch.arange(len(plain)).repeat(2).split(4))))
+
+
+def test_a_streamed_split_of_mixed_image_sizes_is_named(tmp_path):
+    """A ring slot holds one image size: an image of another size ends the batch with its key."""
+    from PIL import Image
+
+    from imagenot.acquire.dataset import ManifestDataset, Record, write_dataset
+
+    records = []
+    for i, size in enumerate([32, 32, 32, 24]):
+        buf = io.BytesIO()
+        Image.new("RGB", (size, size), (i * 40, 0, 0)).save(buf, format="JPEG")
+        records.append(Record(f"k{i:03d}", "c0", "train", buf.getvalue()))
+    write_dataset(tmp_path / "ds", records, ["c0"], shard_size=5000)
+    feeder = Feeder(ManifestDataset(tmp_path / "ds", "train"), 1, 4)
+    with pytest.raises(ValueError, match=r"item k003: image of \(3, 24, 24\)"):
+        list(feeder.epoch([torch.arange(4)]))
+
+
+def test_training_with_loader_workers_equals_training_without(dataset_dir, tmp_path):
+    """The training loop as a GPU job runs it (persistent workers for the train and val splits,
+    batches through the ring, a second epoch served by the same workers) gives the weights and
+    history of the in-process feed."""
+    import dataclasses
+
+    from safetensors.torch import load_file
+
+    from imagenot.acquire.dataset import ManifestDataset
+    from imagenot.train import search
+
+    hp = {**search.DEFAULTS, "optimizer": "sgd", "lr": 0.05}
+    job = toy_job(
+        "resnet_mini", 3, hp, seed=0, image_size=32, batch_size=8, max_epochs=2, patience=3
+    )
+    train, val = ManifestDataset(dataset_dir, "train"), ManifestDataset(dataset_dir, "val")
+    runs = {}
+    for workers in (0, 2):
+        best = tmp_path / f"best-{workers}.safetensors"
+        worker_job = dataclasses.replace(job, num_workers=workers)
+        _, state = fit(worker_job, train, val, tmp_path / f"c-{workers}", "fp", best_weights=best)
+        history = [{k: v for k, v in r.items() if k != "images_per_s"} for r in state.history]
+        runs[workers] = history, load_file(best)
+    (h0, w0), (h2, w2) = runs[0], runs[2]
+    assert h0 == h2 and len(h0) == 2
+    assert w0.keys() == w2.keys() and all(torch.equal(w0[k], w2[k]) for k in w0)

@@ -69,7 +69,8 @@ def extract(model: torch.nn.Module, head: torch.nn.Module, data, job, device) ->
 
     model.eval()
     hook = head.register_forward_pre_hook(keep)
-    feeder = Feeder(data, job.num_workers, device.type == "cuda")
+    largest = min(job.eval_batch_size, len(data))
+    feeder = Feeder(data, job.num_workers, largest, device.type == "cuda")
     features, labels = [], []
     try:
         batches = list(torch.arange(len(data)).split(job.eval_batch_size))

@@ -2,10 +2,16 @@
 node-local disk.
 
 Decoding happens in the loader workers on the CPU by default (``train.decode_on_gpu: false``):
-each worker decodes its batch's JPEGs (libjpeg-turbo) and collates them into one uint8 tensor,
-which crosses the worker queue as one shared-memory object, so a job holds a few file
-descriptors per batch in flight whatever the batch size. ``resources.cpus_per_gpu`` sizes the
-workers (docs/gpu.md: ~3,200 images/s per core at 224 px).
+each worker decodes its batch's JPEGs (libjpeg-turbo) straight into a slot of a ring of
+shared-memory batch buffers that the job allocates once (:class:`BatchRing`); only the slot's
+number crosses the worker queue. Why a ring: collating every batch into a fresh shared-memory
+tensor (the DataLoader's ``default_collate``, timm's ``fast_collate``) cost ~40 ms per batch of
+256 at 224 px to allocate and first touch, against ~105 ms of decoding; the workers reached 0.74
+of bare decoding per core (docs/gpu.md). The ring holds one slot per batch the DataLoader may
+have in flight (workers x prefetch) plus the one the trainer holds, and the sampler checks,
+batch by batch, that no slot is refilled while the trainer may still read it. The price: a
+batch's images are valid until the next batch is asked for (copy what you keep; as in DALI).
+``resources.cpus_per_gpu`` sizes the workers (docs/gpu.md: ~3,200 images/s per core at 224 px).
 
 Decoding on the GPU (nvJPEG, ``train.decode_on_gpu: true``) is an explicit choice: with the
 pinned torch/torchvision, ``decode_jpeg(device="cuda")`` allocates its outputs on the caller's
@@ -28,6 +34,8 @@ import itertools
 import logging
 import os
 import shutil
+import uuid
+import weakref
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -93,31 +101,173 @@ class _Batches:
         return len(self.batches)
 
 
+class RingOverrun(RuntimeError):
+    """A ring slot was about to be refilled while the trainer may still read it: the DataLoader
+    ran further ahead than ``workers x prefetch`` batches (a torch change), never silently."""
+
+
+# The rings of this process by id, for the pin-memory thread (which only sees slot numbers).
+_RINGS: weakref.WeakValueDictionary[str, BatchRing] = weakref.WeakValueDictionary()
+
+
+@dataclass(frozen=True)
+class _Task:
+    """What the sampler hands a worker: the batch's sequence number, its slot, its items."""
+
+    seq: int
+    slot: int
+    indices: list[int]
+
+
+@dataclass(frozen=True)
+class _Filled:
+    """A worker's answer: ring ``ring``'s ``slot`` holds batch ``seq``'s ``n`` images."""
+
+    ring: str
+    seq: int
+    slot: int
+    n: int
+
+    def pin_memory(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The DataLoader's pin-memory thread (CUDA jobs) calls this: pinned copies, after
+        which the slot is free (the copy happens before the batch is handed out)."""
+        images, labels = _RINGS[self.ring].view(self)
+        return images.pin_memory(), labels.pin_memory()
+
+
+class BatchRing:
+    """Shared-memory batch buffers reused across steps (module docstring): ``slots`` x
+    ``capacity`` images of ``shape`` (uint8) and their int64 labels, allocated once, before
+    the workers start (they inherit it, or receive it pickled as shared memory)."""
+
+    def __init__(self, slots: int, capacity: int, shape: tuple[int, ...]):
+        self.id = uuid.uuid4().hex
+        self.slots, self.capacity = slots, capacity
+        self.images = torch.empty((slots, capacity, *shape), dtype=torch.uint8).share_memory_()
+        self.labels = torch.empty((slots, capacity), dtype=torch.int64).share_memory_()
+        # training process only (the sampler's checks): the batch the trainer holds, and the
+        # first batch of this epoch not yet handed out (from it on, batches are in flight)
+        self.held: int | None = None
+        self.in_flight_from = 0
+        _RINGS[self.id] = self
+
+    def refusal(self, seq: int) -> str | None:
+        """Why batch ``seq`` may not be dispatched now (None: it may): its slot would be
+        refilled while the trainer holds that slot's batch, or while a batch in flight (not
+        yet handed out) waits in it."""
+        if seq - self.in_flight_from >= self.slots:
+            return f"batches {self.in_flight_from}..{seq} in flight, {self.slots} slots"
+        if self.held is not None and (seq - self.held) % self.slots == 0:
+            return f"the trainer holds batch {self.held} in its slot"
+        return None
+
+    def fill(self, data, task: _Task) -> _Filled:
+        """In a worker: decode ``task``'s items into its slot (each image is copied once, into
+        memory that is already mapped)."""
+        images, labels = self.images[task.slot], self.labels[task.slot]
+        if len(task.indices) > self.capacity:
+            raise ValueError(
+                f"a batch of {len(task.indices)} images; the ring holds {self.capacity}"
+            )
+        for j, index in enumerate(task.indices):
+            image, label = data[index]
+            if image.shape != images.shape[1:]:
+                name = data.keys[index] if hasattr(data, "keys") else index
+                raise ValueError(
+                    f"item {name}: image of {tuple(image.shape)}, the split's first is "
+                    f"{tuple(images.shape[1:])}: a streamed split needs one image size"
+                )
+            images[j].copy_(image)
+            labels[j] = label
+        return _Filled(self.id, task.seq, task.slot, len(task.indices))
+
+    def view(self, filled: _Filled) -> tuple[torch.Tensor, torch.Tensor]:
+        """The images of a filled slot (a view, valid until the next batch is asked for) and a
+        copy of its labels (small; callers keep them)."""
+        n = filled.n
+        return self.images[filled.slot, :n], self.labels[filled.slot, :n].clone()
+
+
+class _RingSampler(_Batches):
+    """Numbers the epoch's batches across epochs and gives each its slot (sequence number
+    modulo the slots); refuses a slot the trainer may still read (:class:`RingOverrun`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ring: BatchRing | None = None
+        self.sent = 0
+
+    def __iter__(self):
+        ring = self.ring
+        if not self.batches:  # (an epoch of empty shares only: no ring may exist yet)
+            return
+        # runs when the DataLoader first asks (after a new epoch's iterator has drained what an
+        # abandoned one left in flight): batches before this one are done
+        ring.in_flight_from = self.sent
+        for batch in self.batches:
+            seq, self.sent = self.sent, self.sent + 1
+            why = ring.refusal(seq)
+            if why is not None:
+                raise RingOverrun(f"batch {seq} may not refill slot {seq % ring.slots}: {why}")
+            yield _Task(seq, seq % ring.slots, batch)
+
+
+class _IntoRing:
+    """The Dataset the workers see: ``__getitems__`` (the DataLoader's batched fetch) fills the
+    task's ring slot from ``data``."""
+
+    def __init__(self, data, sampler: _RingSampler):
+        self.data, self.sampler = data, sampler
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, index: int):
+        return self.data[index]
+
+    def __getitems__(self, task: _Task) -> _Filled:
+        return self.sampler.ring.fill(self.data, task)
+
+
+def _as_is(batch):
+    """The collate function of ring batches: the worker's answer is already the batch."""
+    return batch
+
+
 class Feeder:
     """(uint8 images, labels) for lists of index tensors: slices of an InMemory split, else one
     persistent DataLoader (workers kept across epochs, ``prefetch_factor`` batches ahead each,
-    pinned memory for CUDA) over any Dataset of (uint8 CHW tensor, label). An empty index list
-    gives an empty batch (a rank with no share of a short last batch)."""
+    pinned memory for CUDA) over any Dataset of (uint8 CHW tensor, label); with workers, the
+    images arrive in a :class:`BatchRing` of batches of at most ``largest`` images, valid until
+    the next batch or epoch is asked for. An empty index list gives an empty batch (a rank with no share
+    of a short last batch)."""
 
     PREFETCH = 4
 
-    def __init__(self, data, num_workers: int, pin: bool = False):
+    def __init__(self, data, num_workers: int, largest: int, pin: bool = False):
         self.data = data
-        self.sampler = _Batches()
+        self.largest = largest
+        self.ring_sampler = None
         self.loader = None
-        if not isinstance(data, InMemory):
-            self.loader = torch.utils.data.DataLoader(
-                data,
-                batch_sampler=self.sampler,
-                num_workers=num_workers,
-                pin_memory=pin,
-                persistent_workers=num_workers > 0,
-                prefetch_factor=self.PREFETCH if num_workers > 0 else None,
-                collate_fn=getattr(data, "collate", None),  # encoded JPEGs: a list
-                # its own generator: creating the iterator must not draw from the global random
-                # state, which a mid-epoch checkpoint restores for the model's dropout
-                generator=torch.Generator().manual_seed(0),
-            )
+        if isinstance(data, InMemory):
+            return
+        collate = getattr(data, "collate", None)  # encoded JPEGs: one flat buffer per batch
+        dataset, self.sampler = data, _Batches()
+        if num_workers > 0 and collate is None:
+            self.ring_sampler = self.sampler = _RingSampler()
+            dataset, collate = _IntoRing(data, self.sampler), _as_is
+        self.loader = torch.utils.data.DataLoader(
+            dataset,
+            batch_sampler=self.sampler,
+            num_workers=num_workers,
+            pin_memory=pin,
+            persistent_workers=num_workers > 0,
+            prefetch_factor=self.PREFETCH if num_workers > 0 else None,
+            collate_fn=collate,
+            # its own generator: creating the iterator must not draw from the global random
+            # state, which a mid-epoch checkpoint restores for the model's dropout
+            generator=torch.Generator().manual_seed(0),
+        )
 
     def _empty(self):
         if hasattr(self.data, "empty"):
@@ -132,10 +282,38 @@ class Feeder:
         if isinstance(self.data, InMemory):
             return ((self.data.images[idx], self.data.labels[idx]) for idx in pieces)
         self.sampler.batches = [idx.tolist() for idx in pieces if len(idx)]
-        if len(self.sampler.batches) == len(pieces):
-            return iter(self.loader)
-        loaded = iter(self.loader)
-        return (next(loaded) if len(idx) else self._empty() for idx in pieces)
+        too_big = max((len(idx) for idx in pieces), default=0)
+        if too_big > self.largest:
+            raise ValueError(f"a batch of {too_big} images; this feeder serves {self.largest}")
+        sampler = self.ring_sampler
+        if sampler is not None and sampler.ring is None and self.sampler.batches:
+            # allocated before the first iterator starts the workers, which inherit it: one
+            # slot per batch in flight (workers x prefetch) and the one the trainer holds
+            shape = tuple(self.data[0][0].shape)
+            slots = self.loader.num_workers * self.PREFETCH + 1
+            sampler.ring = BatchRing(slots, self.largest, shape)
+        if sampler is not None and sampler.ring is not None:
+            sampler.ring.held = None  # a new epoch gives back the batch held from the last
+        return self._serve(iter(self.loader), pieces)
+
+    def _serve(self, loaded, pieces: list[torch.Tensor]):
+        ring = self.ring_sampler.ring if self.ring_sampler is not None else None
+        for idx in pieces:
+            if not len(idx):
+                yield self._empty()
+                continue
+            if ring is None:
+                yield next(loaded)
+                continue
+            ring.held = None  # asking for the next batch gives the last one back
+            item = next(loaded)
+            seq, ring.in_flight_from = ring.in_flight_from, ring.in_flight_from + 1
+            if isinstance(item, _Filled):  # (pinned batches arrive as tensors, slot freed)
+                if item.seq != seq:
+                    raise RingOverrun(f"batch {item.seq} handed out where {seq} was due")
+                ring.held = seq
+                item = ring.view(item)
+            yield item
 
 
 @dataclass(frozen=True)

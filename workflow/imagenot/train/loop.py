@@ -165,6 +165,14 @@ def _to_device(x, y: torch.Tensor, device: torch.device, job: Job, features: boo
     return x, y.to(device, non_blocking=True)
 
 
+def _largest_piece(n: int, job: Job, d: Dist, max_batch: int | None) -> int:
+    """The most images one of this rank's micro-batches holds (as :func:`train_one_epoch` cuts
+    a full global batch): what a feeder's batch buffers must hold."""
+    first = torch.arange(min(job.batch_size, n))
+    pieces = micro_batches(shard(first, d), accumulation(len(first), d.world, max_batch))
+    return max(len(piece) for piece in pieces)
+
+
 def train_one_epoch(
     model,
     forward,
@@ -287,7 +295,8 @@ def evaluate(
     """(top-1 accuracy in percent, mean loss, n) of the model on ``data``; each rank scores its
     part and the sums are all-reduced. Sums stay on the device (one sync at the end)."""
     set_mode(model, job, False)
-    feeder = feeder or Feeder(data, job.num_workers, device.type == "cuda")
+    largest = min(job.eval_batch_size, len(data))
+    feeder = feeder or Feeder(data, job.num_workers, largest, device.type == "cuda")
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     correct = torch.zeros((), dtype=torch.int64, device=device)
     mine = shard(torch.arange(len(data)), d)
@@ -370,7 +379,12 @@ def fit(
     forward = torch.compile(forward) if job.compile else forward
     stop_epoch = min(stop_epoch or job.max_epochs, job.max_epochs)
     pin = device.type == "cuda"
-    feeders = (Feeder(train_data, job.num_workers, pin), Feeder(val_data, job.num_workers, pin))
+    feeders = (
+        Feeder(
+            train_data, job.num_workers, _largest_piece(len(train_data), job, d, max_batch), pin
+        ),
+        Feeder(val_data, job.num_workers, min(job.eval_batch_size, len(val_data)), pin),
+    )
     job_usage.declare_workers(2 * job.num_workers)  # both feeders' workers persist
 
     with Interrupts(job.checkpoint_minutes, deadline) as interrupts:

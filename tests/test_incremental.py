@@ -16,7 +16,6 @@ model's batch size (refused, then amended: that model's jobs alone rerun).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -303,34 +302,29 @@ def _thresholds(workdir: Path) -> tuple[float, float]:
 
 
 def _interrupt_a_trial(workdir: Path, run_dir: str) -> Path:
-    """Leave an interrupted trial behind, as Ctrl-C in the middle of training does: the trial
-    runs again (``--forcerun``, standing in for a run that had not finished) and the terminal's
-    SIGINT reaches Snakemake and the job once the first epoch's checkpoint is written."""
+    """Leave an interrupted trial behind, as a SLURM time limit does: the trial runs again
+    (``--forcerun``, standing in for a run that had not finished) in an environment whose SLURM
+    job ends now (``SLURM_JOB_END_TIME``), so its deadline (that end less
+    ``train.deadline_margin_minutes``) has passed: after its first step it writes a checkpoint
+    and exits 75 (imagenot.train.interrupts). Deterministic, unlike a Ctrl-C timed against a
+    checkpoint that the tiny trial keeps for well under a second (that race failed in CI)."""
     from imagenot.train.trials import CHECKPOINT
 
     checkpoint = workdir / run_dir / "trial-0" / CHECKPOINT
     slot = f"{run_dir}/stage-0/slot-0.json"
-    proc = subprocess.Popen(
+    env = {**_env(), "SLURM_JOB_ID": "1", "SLURM_JOB_END_TIME": str(int(time.time()))}
+    run = subprocess.run(
         snakemake_cmd(workdir, "--forcerun", slot, "--", slot),
         cwd=REPO,
-        env=_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
-    try:
-        deadline = time.monotonic() + 900
-        # the tiny trial keeps a checkpoint for well under a second (it is removed when the
-        # trial ends): look often. It saves every 0.12 s (.test/config-tiny.yaml), so the
-        # SIGINT often lands mid-save: the checkpoint's name holds a complete file at every
-        # step of a save (checkpoints._keep_previous; this test found the gap before it)
-        while not checkpoint.is_file() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.005)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGINT)
-        proc.wait(timeout=600)
-    assert checkpoint.is_file(), "the trial ended before it could be interrupted"
+    log = workdir / f"results/logs/train_trial/{run_dir.removeprefix('results/train/')}/0-0.log"
+    assert run.returncode != 0, run.stdout[-2000:]
+    assert "deadline reached: step-level checkpoint written" in log.read_text(), log.read_text()
+    assert checkpoint.is_file() and not (workdir / slot).exists()
     return checkpoint
 
 

@@ -94,9 +94,8 @@ def _step(model, optimizer, images, labels, device: torch.device, size: int) -> 
     cuda = device.type == "cuda"
     if isinstance(images, EncodedBatch | list):
         images = decode_batch(images, size, device)
-    x = preprocess(images.to(device, non_blocking=True), size)
-    if cuda:
-        x = x.contiguous(memory_format=torch.channels_last)
+    layout = torch.channels_last if cuda else torch.contiguous_format
+    x = preprocess(images.to(device, non_blocking=True), size, layout)
     y = labels.to(device, non_blocking=True)
     optimizer.zero_grad(set_to_none=True)
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cuda):

@@ -7,12 +7,14 @@ uint8 CHW tensor, as training does. Prints one JSON object with ``--json``.
     .venv/bin/python benchmarks/bench_loader.py --json [--n 4000] [--size 64] [--download 400]
 
 ``--feed`` measures the training feed instead, as a training job builds it
-(``imagenot.train.feed.Feeder``: persistent workers, prefetch, the batch collated in the worker,
-then ``preprocess`` on the CPU device): images/s, images/s per worker core, the most file
-descriptors the job's processes held at once, and the decode floor (the same images decoded on
-one core in this process, no loader) in the same run:
+(``imagenot.train.feed.Feeder``: persistent workers, prefetch, each batch decoded into a slot of
+the feeder's shared-memory ring, then ``preprocess`` on the CPU device): images/s, images/s per
+worker core, the most file descriptors the job's processes held at once, and the decode floor
+(the same images decoded on one core in this process, no loader) in the same run. Per-core
+figures need a core per worker besides the main process's, and epochs of >= 32 batches (shorter
+ones measure the pipeline's fill and drain; docs/gpu.md):
 
-    .venv/bin/python benchmarks/bench_loader.py --feed --workers 2 --batch-size 2048 --size 224 --json
+    .venv/bin/python benchmarks/bench_loader.py --feed --workers 1 --batch-size 256 --size 224 --n 8192 --json
 """
 
 from __future__ import annotations

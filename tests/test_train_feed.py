@@ -110,7 +110,7 @@ print(seen)
 def test_the_feed_runs_with_workers_at_batches_beyond_a_low_descriptor_limit(dataset_dir, source):
     """The training feed as a job builds it (persistent workers, prefetch, collate) at batches
     of 400 images under ``ulimit -n 128``: each batch crosses the worker queue as one object
-    (decoded: one uint8 tensor; encoded: one flat buffer + offsets), whatever its size."""
+    (decoded: a ring slot's number; encoded: one flat buffer + offsets), whatever its size."""
     import subprocess
     import sys
 

@@ -583,6 +583,20 @@ class ManifestDataset:
             self._shards[index], int(self._offsets[index]), int(self._lengths[index])
         )
 
+    def image_shape(self, index: int = 0) -> tuple[int, int, int]:
+        """(3, H, W) of item ``index`` as ``ds[index]`` decodes it, from the JPEG's header alone
+        (what a loader needs to size its batch buffers without decoding in the training
+        process)."""
+        import io
+
+        from PIL import Image
+
+        if self.transform is not None:  # it may change the size: decode
+            return tuple(self[index][0].shape)
+        with Image.open(io.BytesIO(self.read_bytes(index))) as image:
+            width, height = image.size
+        return 3, height, width
+
     def __getitem__(self, index: int):
         image = decode_jpeg(self.read_bytes(index))
         if self.transform is not None:

@@ -61,17 +61,22 @@ def _scale_shift(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     return scale.float().to(device), shift.float().to(device)
 
 
-def preprocess(images: torch.Tensor, image_size: int) -> torch.Tensor:
+def preprocess(
+    images: torch.Tensor, image_size: int, memory_format=torch.contiguous_format
+) -> torch.Tensor:
     """uint8 N x 3 x H x W -> float, resized to ``image_size``, ImageNet-normalised
-    (``(x / 255 - mean) / std``).
+    (``(x / 255 - mean) / std``), laid out in ``memory_format`` (the model's: channels-last on
+    GPUs); the conversion also changes the layout, whatever the input's (the loader's batches
+    are channels-last, :class:`BatchRing`).
 
     Why one multiply-add in place: ``(x - mean) / std`` on a fresh float tensor allocated two
     more batch-sized tensors and made four passes over them; on the CPU (the tests' and
     benchmarks' device) that cost more than decoding the batch (183 vs 75 ms for 256 images at
     224 px, one core; docs/gpu.md). Resizing is linear, so it may come before the scaling."""
-    x = images.to(torch.float32)
+    x = images.to(torch.float32, memory_format=memory_format)
     if x.shape[-1] != image_size or x.shape[-2] != image_size:
         x = F.interpolate(x, size=(image_size, image_size), mode="bilinear", antialias=True)
+        x = x.contiguous(memory_format=memory_format)
     scale, shift = _scale_shift(x.device)
     return x.mul_(scale).add_(shift)
 
@@ -143,7 +148,12 @@ class BatchRing:
     def __init__(self, slots: int, capacity: int, shape: tuple[int, ...]):
         self.id = uuid.uuid4().hex
         self.slots, self.capacity = slots, capacity
-        self.images = torch.empty((slots, capacity, *shape), dtype=torch.uint8).share_memory_()
+        # stored channels-last (N x H x W x C), viewed as N x C x H x W: a decoded JPEG is
+        # already laid out so (libjpeg writes pixels), and copying it into an NCHW-contiguous
+        # slot was a transposing copy of ~70 us per 224 px image, a quarter of its decoding
+        channels, height, width = shape
+        base = torch.empty((slots, capacity, height, width, channels), dtype=torch.uint8)
+        self.images = base.share_memory_().permute(0, 1, 4, 2, 3)
         self.labels = torch.empty((slots, capacity), dtype=torch.int64).share_memory_()
         # training process only (the sampler's checks): the batch the trainer holds, and the
         # first batch of this epoch not yet handed out (from it on, batches are in flight)
@@ -289,7 +299,8 @@ class Feeder:
         if sampler is not None and sampler.ring is None and self.sampler.batches:
             # allocated before the first iterator starts the workers, which inherit it: one
             # slot per batch in flight (workers x prefetch) and the one the trainer holds
-            shape = tuple(self.data[0][0].shape)
+            probe = getattr(self.data, "image_shape", None)  # the header: no decode here
+            shape = tuple(probe() if probe is not None else self.data[0][0].shape)
             slots = self.loader.num_workers * self.PREFETCH + 1
             sampler.ring = BatchRing(slots, self.largest, shape)
         if sampler is not None and sampler.ring is not None:

@@ -159,9 +159,8 @@ def _to_device(x, y: torch.Tensor, device: torch.device, job: Job, features: boo
         return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
     if isinstance(x, EncodedBatch | list):
         x = decode_batch(x, job.image_size, device)
-    x = preprocess(x.to(device, non_blocking=True), job.image_size)
-    if device.type == "cuda":
-        x = x.contiguous(memory_format=torch.channels_last)
+    layout = torch.channels_last if device.type == "cuda" else torch.contiguous_format
+    x = preprocess(x.to(device, non_blocking=True), job.image_size, layout)
     return x, y.to(device, non_blocking=True)
 
 

@@ -296,8 +296,9 @@ class Feeder:
         if too_big > self.largest:
             raise ValueError(f"a batch of {too_big} images; this feeder serves {self.largest}")
         sampler = self.ring_sampler
-        if sampler is not None and sampler.ring is None and self.sampler.batches:
-            # allocated before the first iterator starts the workers, which inherit it: one
+        if sampler is not None and sampler.ring is None and len(self.data):
+            # allocated before the first iterator starts the workers, which inherit it (also
+            # when this epoch has only empty shares: the workers start now, and for good): one
             # slot per batch in flight (workers x prefetch) and the one the trainer holds
             probe = getattr(self.data, "image_shape", None)  # the header: no decode here
             shape = tuple(probe() if probe is not None else self.data[0][0].shape)

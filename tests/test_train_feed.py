@@ -227,3 +227,21 @@ def test_training_with_loader_workers_equals_training_without(dataset_dir, tmp_p
     (h0, w0), (h2, w2) = runs[0], runs[2]
     assert h0 == h2 and len(h0) == 2
     assert w0.keys() == w2.keys() and all(torch.equal(w0[k], w2[k]) for k in w0)
+
+
+def test_a_pinned_batch_is_a_copy_of_its_slot(dataset_dir, monkeypatch):
+    """CUDA jobs: the DataLoader's pin-memory thread calls ``pin_memory()`` on a worker's answer
+    (a slot number) and hands out pinned copies, after which the slot may be refilled. Pinning
+    needs a GPU; here ``Tensor.pin_memory`` is a copy, which is what it is on the host side."""
+    from imagenot.acquire.dataset import ManifestDataset
+    from imagenot.train.feed import BatchRing, _Task
+
+    plain = ManifestDataset(dataset_dir, "train")
+    ring = BatchRing(2, 4, plain.image_shape())
+    filled = ring.fill(plain, _Task(seq=7, slot=1, indices=[3, 1, 2]))
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: self.clone())
+    images, labels = filled.pin_memory()
+    assert torch.equal(images, torch.stack([plain[i][0] for i in (3, 1, 2)]))
+    assert labels.tolist() == [int(plain.labels[i]) for i in (3, 1, 2)]
+    ring.images[1].zero_()  # the slot refilled: the pinned copy keeps its images
+    assert images.float().mean() > 0

@@ -20,10 +20,26 @@ def pytest_configure(config):
     os.environ["PATH"] = f"{NO_SLURM}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
-# The end-to-end modules, costliest first (measured: docs/benchmarks.md, "make test"). `make test`
-# runs the suite on several workers (pytest-xdist, one module per worker at a time, in collection
-# order): starting these first keeps one long module from running alone at the end.
-COSTLIEST_FIRST = ("test_incremental.py", "test_slurm.py", "test_scale_world.py", "test_envs.py")
+# The modules of 15 s or more, costliest first (measured in a clean-clone CI run, session 12:
+# docs/benchmarks.md, "make test"). `make test` runs the suite on several workers (pytest-xdist,
+# one module per worker at a time, in collection order): longest first, so that the last modules
+# to start are short and the workers end together (with only the four end-to-end modules first, a
+# 90 s module could start last and one worker ran ~40 s alone).
+COSTLIEST_FIRST = (
+    "test_incremental.py",  # 520 s
+    "test_slurm.py",  # 296 s
+    "test_scale_world.py",  # 163 s
+    "test_train_ddp.py",  # 89 s
+    "test_faults.py",  # 85 s
+    "test_envs.py",  # 54 s
+    "test_validation.py",  # 51 s
+    "test_figures_report.py",  # 33 s
+    "test_acquire_download.py",  # 27 s
+    "test_acquire_build.py",  # 19 s
+    "test_train_feed.py",  # 18 s
+    "test_train.py",  # 17 s
+    "test_train_preempt.py",  # 15 s
+)
 
 
 def pytest_collection_modifyitems(config, items):

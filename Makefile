@@ -10,7 +10,10 @@ PIP := env -u PIP_FIND_LINKS PIP_CONFIG_FILE=/dev/null $(BIN)/pip
 # CUDA build on this machine (docs/benchmarks.md, "make test"). pip stays in the venv (newest):
 # tests/test_envs.py resolves the conda envs' pip parts with it.
 UV_VERSION := 0.13.9
-UV := env -u PIP_FIND_LINKS UV_NO_CONFIG=1 $(BIN)/uv pip install -q --python $(BIN)/python
+# --compile-bytecode as pip does: where PYTHONDONTWRITEBYTECODE is set (this CI machine), no job
+# would cache the .pyc files, and every process compiled torch again (a run took minutes longer).
+UV := env -u PIP_FIND_LINKS UV_NO_CONFIG=1 $(BIN)/uv pip install -q --compile-bytecode \
+	--python $(BIN)/python
 RUN := env PATH="$(BIN):$$PATH"
 PROFILE ?= profiles/local
 PYTEST_ARGS ?=

@@ -89,7 +89,7 @@ class _Witness(Dataset):
 
 
 def _step(model, optimizer, images, labels, device: torch.device, size: int) -> None:
-    """One training step as ``train_one_epoch`` takes it: its ``_to_device`` (decode, preprocess,
+    """One training step as ``train_one_epoch`` takes it: its ``feed.to_device`` (decode, preprocess,
     channels_last), forward under its autocast, cross-entropy, backward, optimizer step."""
     cuda = device.type == "cuda"
     if isinstance(images, EncodedBatch | list):

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from imagenot.train.feed import Feeder, InMemory
+from imagenot.train.feed import Feeder, InMemory, autocast, to_device
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +59,8 @@ def describe(model: str, init: str, fingerprint: str, split: str, image_size: in
 def extract(model: torch.nn.Module, head: torch.nn.Module, data, job, device) -> Features:
     """The input of ``head`` for every item of ``data`` (in order), computed by ``model`` in
     eval mode on ``device`` with the training path's preprocess and autocast
-    (``loop._to_device``, ``loop._autocast``): the Features (N x D, labels) on the CPU. ``job`` gives the image size, eval batch size and loader workers."""
-    from imagenot.train.loop import _autocast, _to_device
-
+    (``feed.to_device``, ``feed.autocast``): the Features (N x D, labels) on the CPU. ``job``
+    gives the image size, eval batch size and loader workers."""
     captured: list[torch.Tensor] = []
 
     def keep(_module, inputs):
@@ -75,8 +74,8 @@ def extract(model: torch.nn.Module, head: torch.nn.Module, data, job, device) ->
     try:
         batches = list(torch.arange(len(data)).split(job.eval_batch_size))
         for images, y in feeder.epoch(batches):
-            x, _ = _to_device(images, y, device, job)
-            with _autocast(device):
+            x, _ = to_device(images, y, device, job.image_size)
+            with autocast(device):
                 model(x)
             features.append(captured.pop().to("cpu"))
             labels.append(y.to(torch.int64))

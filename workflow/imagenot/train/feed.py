@@ -424,6 +424,26 @@ def decode_batch(
     return out
 
 
+def autocast(device: torch.device):
+    """The mixed precision every forward pass runs under (training, evaluation, stored
+    features): bfloat16 on CUDA, none on the CPU (so CPU runs stay deterministic)."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+
+
+def to_device(x, y: torch.Tensor, device: torch.device, image_size: int, features: bool = False):
+    """A batch ready for the model; a list of encoded JPEGs is decoded on ``device`` first.
+    ``features``: the batch is stored backbone features (``imagenot.train.features``: the
+    head's input, preprocessed when they were computed) and only moves to the device. One
+    function for the loop and for feature extraction, so both see the same pixels."""
+    if features:
+        return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+    if isinstance(x, EncodedBatch | list):
+        x = decode_batch(x, image_size, device)
+    layout = torch.channels_last if device.type == "cuda" else torch.contiguous_format
+    x = preprocess(x.to(device, non_blocking=True), image_size, layout)
+    return x, y.to(device, non_blocking=True)
+
+
 def stage_to_local(dataset_dir: Path, fingerprint: str, root: str | None = None) -> Path:
     """A copy of the dataset under node-local ``root`` (default ``$TMPDIR``), made once per node
     and dataset version (the directory is named by the fingerprint and renamed into place when

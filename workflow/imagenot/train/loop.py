@@ -41,7 +41,7 @@ from imagenot.train.checkpoints import (
 )
 from imagenot.train.distributed import SINGLE, Dist, accumulation, micro_batches, shard
 from imagenot.train.features import Features
-from imagenot.train.feed import EncodedBatch, Feeder, decode_batch, preprocess
+from imagenot.train.feed import Feeder, autocast, to_device
 from imagenot.train.interrupts import Interrupts
 from imagenot.train.registry import build_model, head_module
 from imagenot.train.schedules import build_optimizer, learning_rate
@@ -147,23 +147,6 @@ def schedule_ended(job: Job, epoch: int) -> bool:
     return hp["scheduler"] == "cosine" and hp["min_lr_factor"] == 0 and epoch >= horizon(job)
 
 
-def _autocast(device: torch.device):
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
-
-
-def _to_device(x, y: torch.Tensor, device: torch.device, job: Job, features: bool = False):
-    """A batch ready for the model; a list of encoded JPEGs is decoded on ``device`` first.
-    ``features``: the batch is stored backbone features (``imagenot.train.features``: the
-    head's input, preprocessed when they were computed) and only moves to the device."""
-    if features:
-        return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-    if isinstance(x, EncodedBatch | list):
-        x = decode_batch(x, job.image_size, device)
-    layout = torch.channels_last if device.type == "cuda" else torch.contiguous_format
-    x = preprocess(x.to(device, non_blocking=True), job.image_size, layout)
-    return x, y.to(device, non_blocking=True)
-
-
 def _largest_piece(n: int, job: Job, d: Dist, max_batch: int | None) -> int:
     """The most images one of this rank's micro-batches holds (as :func:`train_one_epoch` cuts
     a full global batch): what a feeder's batch buffers must hold."""
@@ -238,9 +221,9 @@ def train_one_epoch(
         optimizer.zero_grad(set_to_none=True)
         for i, _ in enumerate(pieces):
             images, labels = next(loader)
-            x, y = _to_device(images, labels, device, job, features)
+            x, y = to_device(images, labels, device, job.image_size, features)
             last = i == len(pieces) - 1
-            with _no_sync(forward, not last), _autocast(device):
+            with _no_sync(forward, not last), autocast(device):
                 logits = forward(x)
                 # summed, scaled so that DDP's average over ranks is the global batch's mean
                 loss = F.cross_entropy(logits.float(), y, reduction="sum") * (d.world / size)
@@ -300,8 +283,8 @@ def evaluate(
     correct = torch.zeros((), dtype=torch.int64, device=device)
     mine = shard(torch.arange(len(data)), d)
     for images, labels in feeder.epoch(list(mine.split(job.eval_batch_size))):
-        x, y = _to_device(images, labels, device, job, isinstance(data, Features))
-        with _autocast(device):
+        x, y = to_device(images, labels, device, job.image_size, isinstance(data, Features))
+        with autocast(device):
             logits = forward(x)
         loss_sum += F.cross_entropy(logits.float(), y, reduction="sum").double()
         correct += (logits.argmax(1) == y).sum()

@@ -73,7 +73,7 @@ def test_paper_shards_and_settings(repo_root):
     select = SelectSettings.from_config(paper, dataset="imagenot")
     assert parse(SelectSettings, shlex.split(to_arg(select))[0]) == select
     assert select.applied_threshold == 0.82 and select.applied_n_classes == 1000
-    assert select.per_class == 2000 and select.allow_fewer is False
+    assert select.per_class == 2000 and select.allow_fewer_classes is False
 
 
 def test_list_mode_and_dataset_overrides(demo):

@@ -52,7 +52,7 @@ def _select(**fields) -> SelectSettings:
     """Selection settings of a discovered dataset; one caption per class, one in reserve."""
     base = dict(dataset="imagenot", classes="discover", top_n=2, threshold=0.5)
     base.update(apply_threshold_to_lists=False, n_classes=1, images_per_class=1, oversample=0.0)
-    base.update(reserve=1.0, allow_fewer=False, select_batch_rows=1 << 20)
+    base.update(reserve=1.0, allow_fewer_classes=False, select_batch_rows=1 << 20)
     return SelectSettings(**{**base, **fields})
 
 
@@ -372,13 +372,39 @@ def test_too_few_classes_stop_with_numbers_and_keys(tmp_path):
         check_class_count(scores, settings)
     message = str(err.value)
     assert "1 classes pass, 2 wanted" in message and "1 under the similarity threshold" in message
-    assert "curate.threshold" in message and "curate.allow_fewer" in message
-    check_class_count(scores, _select(threshold=0.7, n_classes=2, allow_fewer=True))  # allowed
+    assert "curate.threshold" in message and "curate.allow_fewer_classes" in message
+    check_class_count(
+        scores, _select(threshold=0.7, n_classes=2, allow_fewer_classes=True)
+    )  # allowed
     check_class_count(scores, _select(threshold=0.7, n_classes=1))  # enough: no error
-    never = _select(threshold=0.99, n_classes=2, allow_fewer=True)
+    never = _select(threshold=0.99, n_classes=2, allow_fewer_classes=True)
     none = score_classes(CANDIDATES, top, counts, never)
     with pytest.raises(ShortfallError, match="0 classes pass"):  # never an empty dataset
         check_class_count(none, never)
+
+
+def test_a_datasets_allow_fewer_leaves_the_class_count_stop_on(tmp_path):
+    """``datasets.<name>.allow_fewer`` is acquisition's (classes short of images): it must not
+    also let the selection go on with fewer than ``n_classes`` classes (issue 35), which only
+    ``curate.allow_fewer_classes`` does."""
+    from imagenot.acquire.settings import FillSettings
+    from imagenot.config import validate_config
+
+    curate = {"threshold": 0.7, "n_classes": 2, "top_n": 2, "images_per_class": 1}
+    curate.update(oversample=0.0, reserve=1.0)
+    config = validate_config(
+        {"datasets": {"imagenot": {"kind": "laion", "allow_fewer": True}}, "curate": curate}
+    )
+    assert FillSettings.from_config(config, dataset="imagenot").allow_fewer is True
+    settings = SelectSettings.from_config(config, dataset="imagenot")
+    assert settings.allow_fewer_classes is False
+    score_files, _ = _parts(tmp_path)
+    top, counts = top_captions(score_files, ["A", "B", "C"], 2, settings)
+    scores = score_classes(CANDIDATES, top, counts, settings)
+    with pytest.raises(ShortfallError, match="1 classes pass, 2 wanted"):
+        check_class_count(scores, settings)
+    config["curate"]["allow_fewer_classes"] = True
+    check_class_count(scores, SelectSettings.from_config(config, dataset="imagenot"))
 
 
 def test_audit_and_funnel(wn, counts):

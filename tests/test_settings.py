@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from imagenot.settings import SettingsError, parse, to_arg, to_json
+from imagenot.settings import FromConfig, SettingsError, parse, to_arg, to_json
 
 
 @dataclass(frozen=True)
@@ -65,3 +65,27 @@ def test_missing_key_and_bad_json_are_named(tmp_path):
         parse(Outer, "[1]")
     with pytest.raises(SettingsError, match="cannot read"):
         parse(Outer, f"@{tmp_path / 'absent.json'}")
+
+
+@dataclass(frozen=True)
+class _Overridden(FromConfig):
+    """A throwaway class reading ``size`` from a dataset or its stage, ``flag`` from one."""
+
+    SECTIONS = ("datasets.{dataset}", "stage")
+    DATASET_OVERRIDES = ("size",)
+    WILDCARDS = ("dataset",)
+
+    dataset: str
+    size: int
+    flag: bool
+
+
+def test_a_key_two_sections_hold_is_read_only_where_declared():
+    """A dataset's value of a declared key wins over the stage's; two sections holding an
+    undeclared key is an error naming both (issue 35: one meaning per key name)."""
+    config = {"datasets": {"d": {"size": 3}, "e": {}}, "stage": {"size": 1, "flag": False}}
+    assert _Overridden.from_config(config, dataset="d") == _Overridden("d", 3, False)
+    assert _Overridden.from_config(config, dataset="e") == _Overridden("e", 1, False)
+    config["datasets"]["d"]["flag"] = True
+    with pytest.raises(SettingsError, match=r"datasets\.d\.flag and stage\.flag"):
+        _Overridden.from_config(config, dataset="d")

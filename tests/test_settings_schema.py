@@ -15,6 +15,7 @@ import dataclasses
 import importlib
 import inspect
 import pkgutil
+import re
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,9 @@ from imagenot.config import schema_node, validate_config
 from imagenot.settings import FromConfig
 
 PACKAGE = Path(imagenot.__file__).parent
+
+# The section of a dataset's own keys (DATASET_OVERRIDES: the keys that override a stage's).
+DATASET_SECTION = "datasets.{dataset}"
 
 # A value for every wildcard a from_config takes, valid in DEFAULT_CONFIG.
 WILDCARD_EXAMPLES = {
@@ -120,6 +124,48 @@ def test_fields_are_schema_keys_wildcards_or_derived(cls):
             f"{cls.__name__}.{name} is no key of {cls.SECTIONS}: name the field as the schema "
             f"does, or declare it a wildcard or derived"
         )
+        if name in cls.DATASET_OVERRIDES:
+            assert len(held) == 2 and held[0] == DATASET_SECTION, (
+                f"{cls.__name__}.{name} is declared a dataset override, but is held by {held}: "
+                f"an override is a key of {DATASET_SECTION} and of one stage section"
+            )
+        else:
+            assert len(held) == 1, (
+                f"{cls.__name__}.{name} is a key of {held}: one meaning per key name. Rename "
+                f"one, or (a dataset's own value of the stage's key) list it in "
+                f"{cls.__name__}.DATASET_OVERRIDES"
+            )
+    stray = set(cls.DATASET_OVERRIDES) - set(keyed)
+    assert not stray, f"{cls.__name__}.DATASET_OVERRIDES names no config-key field: {stray}"
+
+
+def _overrides() -> dict[str, set[str]]:
+    """Per dataset key that some class declares an override: the stage sections it overrides."""
+    found: dict[str, set[str]] = {}
+    for cls in CLASSES:
+        for name in cls.DATASET_OVERRIDES:
+            held = [s for s in cls.SECTIONS if name in _schema_props(s)]
+            found.setdefault(name, set()).update(held[1:])
+    return found
+
+
+def test_a_dataset_key_overrides_one_stage_key_and_says_which():
+    """``datasets.<name>.K`` has one meaning: every class that reads it reads it in place of
+    the same stage's K, and its schema description names that key (``default acquire.K``), so
+    that what a user reads is what the code does. A dataset key whose description names a
+    default no class reads it in place of is an error as well (issue 35: ``allow_fewer``)."""
+    overrides = _overrides()
+    two = {name: sorted(sections) for name, sections in overrides.items() if len(sections) > 1}
+    assert not two, f"dataset keys overriding two stages' keys of the same name: {two}"
+    documented = {}
+    for name, node in _schema_props(DATASET_SECTION).items():
+        said = re.findall(rf"default (\w+)\.{name}\b", str(node.get("description", "")))
+        if said:
+            documented[name] = set(said)
+    assert documented == overrides, (
+        f"datasets.<name>.K descriptions say 'default S.K' for {documented}; the settings "
+        f"classes read {overrides}"
+    )
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__qualname__)

@@ -39,10 +39,15 @@ class FromConfig:
     A field is one of three things, and the class says which:
 
     - a **config key**: its name is a key of one of ``SECTIONS`` (dotted config paths, which may
-      name the rule's wildcards: ``"datasets.{dataset}"``); the first section that holds the key
-      in the validated config gives the value. So ``SECTIONS = ("datasets.{dataset}",
-      "acquire")`` reads a dataset's own ``image_size`` where it sets one, else
-      ``acquire.image_size`` (whose default the schema fills);
+      name the rule's wildcards: ``"datasets.{dataset}"``), and of one only, unless the class
+      lists it in ``DATASET_OVERRIDES``: then the first section that holds the key in the
+      validated config gives the value. So ``SECTIONS = ("datasets.{dataset}", "acquire")`` with
+      ``DATASET_OVERRIDES = ("image_size",)`` reads a dataset's own ``image_size`` where it sets
+      one, else ``acquire.image_size`` (whose default the schema fills). Why declared: a key
+      taken from whichever section holds it first once let ``datasets.<name>.allow_fewer``
+      (acquisition's, images short) switch off curation's stop for classes short as well;
+      ``tests/test_settings_schema.py`` fails on a key two of a class's sections hold without
+      the declaration, and here a config in which two do is an error naming the key;
     - a **wildcard** of the rule (``WILDCARDS``), passed to :meth:`from_config` by name;
     - **derived** (``DERIVED``: field -> why), computed by the class's own :meth:`from_config`
       from config keys (``per_class = ceil(images_per_class * (1 + oversample))``).
@@ -52,6 +57,7 @@ class FromConfig:
     """
 
     SECTIONS: ClassVar[tuple[str, ...]] = ()
+    DATASET_OVERRIDES: ClassVar[tuple[str, ...]] = ()
     WILDCARDS: ClassVar[tuple[str, ...]] = ()
     DERIVED: ClassVar[Mapping[str, str]] = {}
 
@@ -68,7 +74,14 @@ class FromConfig:
                     raise SettingsError(f"{cls.__name__}.from_config: wildcard {name!r} not given")
                 values[name] = wildcards[name]
                 continue
-            values[name] = config_lookup(config, cls.SECTIONS, name, wildcards, cls.__name__)
+            values[name] = config_lookup(
+                config,
+                cls.SECTIONS,
+                name,
+                wildcards,
+                cls.__name__,
+                override=name in cls.DATASET_OVERRIDES,
+            )
         return values
 
     @classmethod
@@ -83,16 +96,30 @@ def config_lookup(
     key: str,
     wildcards: Mapping[str, Any],
     owner: str = "settings",
+    *,
+    override: bool,
 ) -> Any:
-    """``key`` from the first of ``sections`` (dotted paths, formatted with ``wildcards``) that
-    holds it in ``config``; an error naming the key when none does (a config that skipped
-    validation, whose defaults were never filled)."""
+    """``key`` from the one of ``sections`` (dotted paths, formatted with ``wildcards``) that
+    holds it in ``config``, or with ``override`` (a dataset's own value of a stage's key) from
+    the first that does; an error naming the key when none does (a config that skipped
+    validation, whose defaults were never filled) or when two do without ``override`` (two
+    meanings of one name: :class:`FromConfig`)."""
+    holders = []
     for section in sections:
+        where = section.format(**wildcards)
         node: Any = config
-        for part in section.format(**wildcards).split("."):
+        for part in where.split("."):
             node = node.get(part) if isinstance(node, Mapping) else None
         if isinstance(node, Mapping) and key in node:
-            return node[key]
+            holders.append((where, node[key]))
+    if len(holders) > 1 and not override:
+        both = " and ".join(f"{where}.{key}" for where, _ in holders)
+        raise SettingsError(
+            f"{owner}: config keys {both} both set {key}; a class reads a key from one section "
+            "unless it lists the key in DATASET_OVERRIDES"
+        )
+    if holders:
+        return holders[0][1]
     where = " or ".join(f"{s}.{key}" for s in sections) or key
     raise SettingsError(f"{owner}: config key {where} is missing (was the config validated?)")
 

@@ -46,6 +46,12 @@ class FillSettings(FromConfig):
     split sizes are the dataset's where it sets them (else ``curate``'s and ``acquire``'s)."""
 
     SECTIONS: ClassVar = ("datasets.{dataset}", "acquire", "curate")
+    DATASET_OVERRIDES: ClassVar = (
+        "images_per_class",
+        "test_per_class",
+        "val_per_class",
+        "allow_fewer",
+    )
     DERIVED: ClassVar = {"seed": SEED}
 
     images_per_class: int
@@ -69,6 +75,7 @@ class TopupSettings(_PerDataset, FromConfig):
     near-duplicate keys), ``oversample`` is the curation's."""
 
     SECTIONS: ClassVar = ("datasets.{dataset}", "acquire", "curate")
+    DATASET_OVERRIDES: ClassVar = ("images_per_class",)
 
     images_per_class: int
     oversample: float
@@ -134,6 +141,7 @@ class MaterialiseSettings(FromConfig):
     classes)."""
 
     SECTIONS: ClassVar = ("datasets.{dataset}", "acquire")
+    DATASET_OVERRIDES: ClassVar = ("image_size", "val_per_class")
     DERIVED: ClassVar = {
         "seed": SEED,
         "test_per_class": "the dataset's own key, or null: without it an adapter dataset keeps "

@@ -182,10 +182,10 @@ def score_classes(
 
 def check_class_count(scores: pa.Table, settings: SelectSettings) -> None:
     """Raise ShortfallError when fewer classes are kept than ``n_classes`` (unless
-    ``allow_fewer``), and always when none is: an empty selection would empty every dataset
+    ``allow_fewer_classes``), and always when none is: an empty selection would empty every dataset
     built from it."""
     n_classes, threshold = settings.applied_n_classes, settings.applied_threshold
-    allow_fewer, dataset = settings.allow_fewer, settings.dataset
+    allow_fewer, dataset = settings.allow_fewer_classes, settings.dataset
     kept = int(pc.sum(pc.equal(scores.column("status"), "kept")).as_py() or 0)
     if kept > 0 and (n_classes is None or allow_fewer or kept >= n_classes):
         return
@@ -196,7 +196,7 @@ def check_class_count(scores: pa.Table, settings: SelectSettings) -> None:
         f"{int((step == 7).sum())} under the similarity threshold {threshold}); "
         f"see results/curate/{dataset}/class_scores.parquet. Change curate.threshold, "
         "curate.min_count, the encoder (curate.encoder) or n_classes, or set "
-        "curate.allow_fewer: true to go on with fewer"
+        "curate.allow_fewer_classes: true to go on with fewer"
     )
 
 

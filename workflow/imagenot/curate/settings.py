@@ -140,6 +140,7 @@ class SelectSettings(_PerDataset, FromConfig):
     class list only with ``apply_threshold_to_lists`` (:attr:`filters`)."""
 
     SECTIONS: ClassVar = ("datasets.{dataset}", "curate")
+    DATASET_OVERRIDES: ClassVar = ("n_classes", "images_per_class")
     WILDCARDS: ClassVar = ("dataset",)
 
     dataset: str
@@ -151,7 +152,7 @@ class SelectSettings(_PerDataset, FromConfig):
     images_per_class: int
     oversample: float
     reserve: float
-    allow_fewer: bool
+    allow_fewer_classes: bool
     select_batch_rows: int
 
     @property
@@ -190,6 +191,7 @@ class CalibrationSettings(FromConfig):
     figure."""
 
     SECTIONS: ClassVar = ("datasets.{dataset}", "curate", "curate.calibration")
+    DATASET_OVERRIDES: ClassVar = ("n_classes",)
     DERIVED: ClassVar = {
         "encoder": "the text encoder in words for the figure's title (backend, model and, for "
         "transformers, the pooling of curate.encoder): a label, not a key",

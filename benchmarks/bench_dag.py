@@ -63,7 +63,7 @@ def published_weight_files(paper: dict) -> list[str]:
     """File names of the published weights the paper's FT/TL runs start from."""
     sys.path.insert(0, str(REPO / "workflow"))
     from imagenot.config import validate_config
-    from imagenot.train.plan import published_weights
+    from imagenot.train.experiments import published_weights
     from imagenot.train.registry import weights_filename
 
     train = validate_config(copy.deepcopy(paper))["train"]  # the schema's defaults filled in

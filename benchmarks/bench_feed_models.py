@@ -46,7 +46,7 @@ from torch.utils.data import Dataset, get_worker_info
 from imagenot.acquire.dataset import ManifestDataset, Record, write_dataset
 from imagenot.config import load_config
 from imagenot.registries import RegistryError
-from imagenot.train import plan
+from imagenot.train import experiments, plan
 from imagenot.train.device import configure, deterministic_for
 from imagenot.train.feed import EncodedBatch, EncodedImages, Feeder, decode_batch, preprocess
 from imagenot.train.registry import build_model, check_input_size
@@ -245,7 +245,7 @@ def main() -> None:
         raise SystemExit(f"--models/--size: {exc}") from None
     batches = _batch_sizes(config, models, args.space, args.batch_size)
     if args.workers is None:
-        args.workers = plan.num_workers(config)
+        args.workers = experiments.num_workers(config)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: torch sees no CUDA device on this machine")
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))

@@ -15,7 +15,7 @@ from toy_job import toy_job
 
 from imagenot.config import ConfigError, validate_config
 from imagenot.registries import RegistryError
-from imagenot.train import plan, search
+from imagenot.train import experiments, plan, search
 from imagenot.train import settings as train_settings
 from imagenot.train import trials as trial_jobs
 from imagenot.train.feed import InMemory, preprocess
@@ -208,7 +208,10 @@ def test_a_timm_model_starts_ft_and_tl_from_its_published_weights_in_one_entry(
 
 
 def test_trials_tables_are_identical_across_reruns(demo_config, tmp_path):
-    definition = {**plan.definition(demo_config, "fashion_mnist", "ft-imagenot"), "budget": 3}
+    definition = {
+        **experiments.definition(demo_config, "fashion_mnist", "ft-imagenot"),
+        "budget": 3,
+    }
     drawing = train_settings.DrawSettings.from_config(
         demo_config, "fashion_mnist", "ft-imagenot", "vgg_mini"
     )

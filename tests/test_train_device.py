@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from imagenot.settings import to_json
-from imagenot.train import plan
+from imagenot.train import experiments, plan
 from imagenot.train import settings as train_settings
 from imagenot.train.device import DeviceError, deterministic_for, resolve_device
 
@@ -151,9 +151,9 @@ def test_gpu_jobs_get_cores_and_workers_per_gpu():
         )
 
     cpu, gpu = config(0, gpus_per_job=4), config(1, gpus_per_job=4)
-    assert (plan.gpus(cpu), plan.threads(cpu), plan.num_workers(cpu)) == (0, 1, 0)
-    assert (plan.gpus(gpu), plan.threads(gpu), plan.num_workers(gpu)) == (4, 24, 5)
-    assert plan.num_workers(config(1, num_workers=2)) == 2  # explicit wins
+    assert (experiments.gpus(cpu), plan.threads(cpu), experiments.num_workers(cpu)) == (0, 1, 0)
+    assert (experiments.gpus(gpu), plan.threads(gpu), experiments.num_workers(gpu)) == (4, 24, 5)
+    assert experiments.num_workers(config(1, num_workers=2)) == 2  # explicit wins
 
 
 def test_the_launcher_of_a_training_job_follows_its_gpus_and_nodes():

@@ -9,7 +9,7 @@ import yaml
 from toy_job import toy_job
 
 from imagenot.config import ConfigError, validate_config
-from imagenot.train import plan, search
+from imagenot.train import experiments, plan, search
 from imagenot.train import settings as train_settings
 from imagenot.train.loop import schedule_ended
 from imagenot.train.registry import torchvision_weights_filename
@@ -38,7 +38,7 @@ def _space(**kw):
 
 
 def test_paper_imagenot_space_runs_each_learning_rate_exactly_once(paper_config):
-    definition = plan.definition(paper_config, "imagenot", "st")
+    definition = experiments.definition(paper_config, "imagenot", "st")
     trials = search.draw_trials(definition, paper_config["seed"], "imagenot", "st")
     assert [t["lr"] for t in trials] == [0.5, 0.1, 0.01, 0.0001]
     assert {t["optimizer"] for t in trials} == {"sgd"}
@@ -112,7 +112,7 @@ def test_paper_imagenet_models_are_published_weights(paper_config):
     assert len(runs) == len(paper_config["train"]["models"])
     assert not [t for t in plan.trials_tables(paper_config) if "/imagenet/" in t]
     assert plan.published_pattern(paper_config) == "imagenet"
-    name = plan.published_weights(paper_config["train"], "resnet152")
+    name = experiments.published_weights(paper_config["train"], "resnet152")
     assert name.startswith("ResNet152_Weights.IMAGENET1K_")
     weights = plan.published_weights_file(paper_config, "resnet152")
     assert weights == f"/data/torchvision_weights/{torchvision_weights_filename(name)}"

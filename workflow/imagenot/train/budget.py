@@ -7,7 +7,7 @@ docs/gpu.md.
 
 from __future__ import annotations
 
-from imagenot.train import plan, search
+from imagenot.train import experiments, plan, search
 
 
 def stage_epochs(space: dict) -> list[int]:
@@ -18,7 +18,7 @@ def stage_epochs(space: dict) -> list[int]:
 
 def trial_epochs(config: dict, dataset: str, protocol: str) -> int:
     """Epochs of all the search's training jobs of one model (slots x stage epochs)."""
-    sp = plan.space(config, dataset, protocol)
+    sp = experiments.space(config, dataset, protocol)
     counts = plan.slot_counts(config, dataset, protocol)
     return sum(n * e for n, e in zip(counts, stage_epochs(sp), strict=True))
 
@@ -26,14 +26,14 @@ def trial_epochs(config: dict, dataset: str, protocol: str) -> int:
 def final_epochs(config: dict, dataset: str, protocol: str) -> int:
     """Epochs of the final runs of one model: every seed but the first (which reuses the
     selected trial's weights when it ran the full schedule)."""
-    sp = plan.space(config, dataset, protocol)
+    sp = experiments.space(config, dataset, protocol)
     return (len(sp["seeds"]) - 1) * search.training_epochs(sp)
 
 
 def chain_epochs(config: dict, dataset: str, protocol: str) -> int:
     """The longest sequence of dependent training epochs: one trial through every stage, then
     a final seed (the seeds run side by side)."""
-    sp = plan.space(config, dataset, protocol)
+    sp = experiments.space(config, dataset, protocol)
     n = search.training_epochs(sp)
     return n + (n if len(sp["seeds"]) > 1 else 0)
 

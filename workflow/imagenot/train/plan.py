@@ -1,6 +1,8 @@
 """Config lookups for the train stage's rules (pure functions of the workflow config).
 
 The rule file rules/train.smk calls these; Snakemake files themselves define no functions.
+What the config says about one experiment (its space, seeds, starting weights, GPUs and nodes)
+lives below this module and the settings objects, in :mod:`imagenot.train.experiments`.
 Layout: ``results/train/{dataset}/{protocol}/{model}/`` holds ``trials.parquet``,
 ``trial-{trial}/`` (``rung-{k}.json`` per halving rung, ``result.json``, ``metrics.csv``),
 ``halving/rung-{k}.json``, ``selection.json`` and ``final/seed-{seed}/``.
@@ -12,6 +14,21 @@ from pathlib import Path
 
 from imagenot.config import ConfigError
 from imagenot.registries import RegistryError
+from imagenot.train.experiments import (
+    RESULTS,
+    TORCHVISION,
+    TRAIN,
+    features_dir,
+    gpus_per_node,
+    init_weights,
+    is_published,
+    is_tl,
+    nodes,
+    run_dir,
+    seeds,
+    source,
+    space,
+)
 from imagenot.train.registry import MODELS, check_input_size
 from imagenot.train.search import (
     SearchError,
@@ -21,11 +38,8 @@ from imagenot.train.search import (
     rungs,
 )
 
-RESULTS = "results"
-TRAIN = f"{RESULTS}/train"
 PREREGISTRATION = f"{TRAIN}/preregistration.json"
 PREREGISTRATION_TABLE = f"{TRAIN}/preregistration.csv"
-TORCHVISION = "torchvision"
 
 
 def check(config: dict) -> None:
@@ -64,19 +78,19 @@ def check(config: dict) -> None:
                 f"config key {where}.space: {exp['space']!r} is not defined; allowed values: "
                 f"{sorted(train['spaces'])}"
             )
-        source = _source(exp["protocol"])
-        if source and source != TORCHVISION and source not in st:
+        start = source(exp["protocol"])
+        if start and start != TORCHVISION and start not in st:
             raise ConfigError(
-                f"config key {where}.protocol: source {source!r} has no st experiment; allowed "
+                f"config key {where}.protocol: source {start!r} has no st experiment; allowed "
                 f"sources: {sorted(st | {TORCHVISION})}"
             )
-    for name, space in train["spaces"].items():
+    for name, sp in train["spaces"].items():
         try:
-            check_space(space["hyperparameters"], f"train.spaces.{name}.hyperparameters")
-            check_budget(space, f"train.spaces.{name}")
+            check_space(sp["hyperparameters"], f"train.spaces.{name}.hyperparameters")
+            check_budget(sp, f"train.spaces.{name}")
         except SearchError as exc:
             raise ConfigError(f"config key {exc}") from None
-        for model in space["batch_size_overrides"]:
+        for model in sp["batch_size_overrides"]:
             if model not in MODELS:
                 raise ConfigError(
                     f"config key train.spaces.{name}.batch_size_overrides: {model!r} is not in "
@@ -89,23 +103,6 @@ def check(config: dict) -> None:
                 f"config key train.amendments.{i}: experiment must be one of {sorted(known)} "
                 f"and model one of {train['models']}"
             )
-
-
-def is_published(exp: dict) -> bool:
-    """Whether an experiment takes torchvision's published weights instead of training."""
-    return exp["weights"] == "published"
-
-
-def seeds(config: dict, exp: dict) -> list[int]:
-    """The final runs' seeds of an experiment (one, 0, for published weights)."""
-    return [0] if is_published(exp) else config["train"]["spaces"][exp["space"]]["seeds"]
-
-
-def _experiment(config: dict, dataset: str, protocol: str) -> dict:
-    for exp in config["train"]["experiments"]:
-        if (exp["dataset"], exp["protocol"]) == (dataset, protocol):
-            return exp
-    raise ConfigError(f"no train.experiments entry for dataset {dataset!r}, protocol {protocol!r}")
 
 
 def published_pattern(config: dict) -> str:
@@ -129,86 +126,10 @@ def _protocols_regex(protocols) -> str:
     return "|".join(map(re.escape, sorted(set(protocols)))) or "(?!)"
 
 
-def _source(protocol: str) -> str | None:
-    return None if protocol == "st" else protocol.split("-", 1)[1]
-
-
 def experiments(config: dict) -> list[dict]:
     """The configured experiments (validated)."""
     check(config)
     return config["train"]["experiments"]
-
-
-def space_name(config: dict, dataset: str, protocol: str) -> str:
-    """The ``train.spaces`` key of an experiment (the settings classes' ``{space}`` section)."""
-    exp = _experiment(config, dataset, protocol)
-    if is_published(exp):
-        raise ConfigError(
-            f"train.experiments {dataset}/{protocol} uses published weights: it has no space"
-        )
-    return exp["space"]
-
-
-def space(config: dict, dataset: str, protocol: str) -> dict:
-    """The search space of an experiment."""
-    return config["train"]["spaces"][space_name(config, dataset, protocol)]
-
-
-def run_dir(dataset: str, protocol: str, model: str) -> str:
-    return f"{TRAIN}/{dataset}/{protocol}/{model}"
-
-
-def definition(config: dict, dataset: str, protocol: str) -> dict:
-    """What is pre-registered for an experiment and shared by all its models: the space,
-    budget, epochs, patience, halving, seeds and master seed (per-model batch sizes aside)."""
-    shared = {
-        k: v for k, v in space(config, dataset, protocol).items() if k != "batch_size_overrides"
-    }
-    return {"seed": config["seed"], **shared}
-
-
-def model_settings(config: dict, dataset: str, protocol: str, model: str) -> dict:
-    """The pre-registered settings of one model in an experiment (its batch size)."""
-    sp = space(config, dataset, protocol)
-    return {"batch_size": sp["batch_size_overrides"].get(model, sp["batch_size"])}
-
-
-def published_weights(train: dict, model: str) -> str | None:
-    """The published ImageNet weights FT/TL-from-ImageNet starts ``model`` from (a weights
-    reference of ``imagenot.train.registry.WEIGHT_SOURCES``: torchvision, timm or a file):
-    config ``train.weights`` if set for it, else the registry's."""
-    from imagenot.train.registry import get_spec
-
-    return train["weights"].get(model) or get_spec(model).weights
-
-
-def init_weights(config: dict, protocol: str, model: str) -> list[str]:
-    """The weights file an FT/TL run starts from ([] for st)."""
-    source = _source(protocol)
-    if source is None:
-        return []
-    if source == TORCHVISION:  # published ImageNet weights, whatever their source
-        from imagenot.registries import RegistryError
-        from imagenot.train.registry import weights_filename
-
-        weights = published_weights(config["train"], model)
-        if weights is None or not config["train"]["weights_dir"]:
-            raise ConfigError(
-                f"config key train.weights_dir: protocol {protocol} needs published weights of "
-                f"{model!r} in a local directory (registry weights: {weights})"
-            )
-        try:
-            name = weights_filename(weights)
-        except RegistryError as exc:
-            raise ConfigError(f"config key train.weights.{model}: {exc}") from None
-        return [str(Path(config["train"]["weights_dir"]) / name)]
-    seed = seeds(config, _experiment(config, source, "st"))[0]
-    return [f"{run_dir(source, 'st', model)}/final/seed-{seed}/model.safetensors"]
-
-
-def is_tl(protocol: str) -> bool:
-    """Whether a protocol is transfer learning (``tl-SOURCE``: the head alone is trained)."""
-    return protocol.startswith("tl-")
 
 
 def tl_protocol_regex(config: dict) -> str:
@@ -216,12 +137,6 @@ def tl_protocol_regex(config: dict) -> str:
     return _protocols_regex(
         e["protocol"] for e in config["train"]["experiments"] if is_tl(e["protocol"])
     )
-
-
-def features_dir(dataset: str, protocol: str, model: str) -> str:
-    """Where a TL experiment's backbone features live: one file per split, a function of the
-    starting weights (protocol and model name them), the dataset and the split."""
-    return f"{run_dir(dataset, protocol, model)}/features"
 
 
 # A dataset's splits: imagenot.acquire.dataset.SPLITS, not imported (plan modules stay free of
@@ -235,21 +150,6 @@ def feature_files(dataset: str, protocol: str, model: str, splits=SPLITS) -> lis
     """The features files of ``splits`` (a trial's TRIAL_SPLITS; every split for a final run,
     which also scores the test split)."""
     return [f"{features_dir(dataset, protocol, model)}/{split}.safetensors" for split in splits]
-
-
-def gpus(config: dict) -> int:
-    """GPUs a training job requests: train.gpus_per_job, or 0 when the config plans none."""
-    return config["train"]["gpus_per_job"] if config["resources"]["gpus"] > 0 else 0
-
-
-def nodes(config: dict) -> int:
-    """Nodes of a training job: train.nodes_per_job (1 for CPU jobs)."""
-    return config["train"]["nodes_per_job"] if gpus(config) else 1
-
-
-def gpus_per_node(config: dict) -> int:
-    """GPUs of a training job on each of its nodes (0 for a CPU job)."""
-    return gpus(config) // nodes(config)
 
 
 def threads(config: dict) -> int:
@@ -335,14 +235,6 @@ def launch_line(n_nodes: int, per_node: int, threads: int) -> str:
         "--kill-on-bad-exit=1",  # one node's launcher failing ends the others at once
     ]
     return " ".join([*srun, *torchrun, *rdzv, "--no-python"])
-
-
-def num_workers(config: dict) -> int:
-    """DataLoader workers per training process: train.num_workers if set; else, on GPU jobs,
-    the GPU's cores but one (the process itself), and none on CPU jobs."""
-    if config["train"]["num_workers"] is not None:
-        return config["train"]["num_workers"]
-    return config["resources"]["cpus_per_gpu"] - 1 if gpus(config) else 0
 
 
 def dataset_inputs(dataset: str) -> list[str]:

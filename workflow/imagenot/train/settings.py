@@ -37,15 +37,16 @@ class JobSettings(FromConfig):
         "schedule_epochs": "the space's schedule_epochs, or where null the expected training "
         "length (imagenot.train.search.schedule_epochs)",
         "trainable": "'head' for a tl-SOURCE protocol (the head alone is trained), else 'all'",
-        "init": "the starting weights file of an ft/tl protocol (plan.init_weights), null for st",
+        "init": "the starting weights file of an ft/tl protocol (experiments.init_weights), "
+        "null for st",
         "gpu_job": "whether the config plans GPU jobs (resources.gpus > 0): a job that then "
         "sees no GPU stops instead of training on the CPU",
         "num_workers": "train.num_workers, or where null the GPU's cores but one on GPU jobs and "
-        "none on CPU jobs (plan.num_workers); 0 for a head fit over stored features",
+        "none on CPU jobs (experiments.num_workers); 0 for a head fit over stored features",
         "world": "the processes the launcher starts (train.gpus_per_job on GPU jobs, else 1): "
         "every rank checks it was launched with this many; 1 for a head fit",
         "features": "the folder of the TL backbone's stored features for a head fit "
-        "(plan.features_dir), null on the image path",
+        "(experiments.features_dir), null on the image path",
     }
 
     model: str
@@ -76,20 +77,20 @@ class JobSettings(FromConfig):
         cls, config, dataset: str, protocol: str, model: str
     ) -> JobSettings:
         """The job on images (TL too: the feature pass runs it so)."""
-        from imagenot.train import plan, search
+        from imagenot.train import experiments, search
 
-        space_name = plan.space_name(config, dataset, protocol)
+        space_name = experiments.space_name(config, dataset, protocol)
         space = config["train"]["spaces"][space_name]
-        init = plan.init_weights(config, protocol, model)
+        init = experiments.init_weights(config, protocol, model)
         return cls(
             **cls.config_values(config, space=space_name, model=model),
-            **plan.model_settings(config, dataset, protocol, model),  # its batch size
+            **experiments.model_settings(config, dataset, protocol, model),  # its batch size
             schedule_epochs=search.schedule_epochs(space),
-            trainable="head" if plan.is_tl(protocol) else "all",
+            trainable="head" if experiments.is_tl(protocol) else "all",
             init=init[0] if init else None,
             gpu_job=config["resources"]["gpus"] > 0,
-            num_workers=plan.num_workers(config),
-            world=plan.gpus(config) or 1,
+            num_workers=experiments.num_workers(config),
+            world=experiments.gpus(config) or 1,
             features=None,
         )
 
@@ -100,14 +101,14 @@ class JobSettings(FromConfig):
         loader workers, no compile: docs/gpu.md, benchmarks/bench_head.py). Device, workers
         and world size are no part of a job's identity, so its trials and checkpoints are those
         of the image path."""
-        from imagenot.train import plan
+        from imagenot.train import experiments
 
         job = cls.from_config(config, dataset, protocol, model)
-        if not plan.is_tl(protocol):
+        if not experiments.is_tl(protocol):
             return job
         return dataclasses.replace(
             job,
-            features=plan.features_dir(dataset, protocol, model),
+            features=experiments.features_dir(dataset, protocol, model),
             device="cpu",
             gpu_job=False,
             world=1,
@@ -124,7 +125,7 @@ class DrawSettings(FromConfig):
     DERIVED: ClassVar = {
         "experiment": "'{dataset}/{protocol}', the preregistration record's key",
         "definition": "the experiment's space less batch_size_overrides, with the top-level "
-        "seed (plan.definition): what every model of the experiment shares",
+        "seed (experiments.definition): what every model of the experiment shares",
         "model_settings": "the model's own pre-registered settings (its batch size)",
         "amendments": "train.amendments of this experiment whose scope is the space or this "
         "model: recording one model's amendment reruns that model's jobs alone",
@@ -140,7 +141,7 @@ class DrawSettings(FromConfig):
     def from_config(  # type: ignore[override]
         cls, config, dataset: str, protocol: str, model: str
     ) -> DrawSettings:
-        from imagenot.train import plan
+        from imagenot.train import experiments
 
         experiment = f"{dataset}/{protocol}"
         amendments = [
@@ -151,8 +152,8 @@ class DrawSettings(FromConfig):
         return cls(
             **cls.config_values(config, model=model),
             experiment=experiment,
-            definition=plan.definition(config, dataset, protocol),
-            model_settings=plan.model_settings(config, dataset, protocol, model),
+            definition=experiments.definition(config, dataset, protocol),
+            model_settings=experiments.model_settings(config, dataset, protocol, model),
             amendments=amendments,
         )
 
@@ -174,9 +175,9 @@ class TrialSettings(FromConfig):
     def from_config(  # type: ignore[override]
         cls, config, dataset: str, protocol: str, model: str, stage: Any
     ) -> TrialSettings:
-        from imagenot.train import plan, search
+        from imagenot.train import experiments, search
 
-        milestones = search.rungs(plan.space(config, dataset, protocol))
+        milestones = search.rungs(experiments.space(config, dataset, protocol))
         stage = int(stage)
         return cls(
             job=JobSettings.for_training(config, dataset, protocol, model),
@@ -203,9 +204,9 @@ class FinalSettings(FromConfig):
     def from_config(  # type: ignore[override]
         cls, config, dataset: str, protocol: str, model: str, seed: Any
     ) -> FinalSettings:
-        from imagenot.train import plan
+        from imagenot.train import experiments
 
-        first = plan.space(config, dataset, protocol)["seeds"][0]
+        first = experiments.space(config, dataset, protocol)["seeds"][0]
         return cls(
             job=JobSettings.for_training(config, dataset, protocol, model),
             master_seed=config["seed"],
@@ -245,9 +246,11 @@ class HalveSettings(FromConfig):
     def from_config(  # type: ignore[override]
         cls, config, dataset: str, protocol: str
     ) -> HalveSettings:
-        from imagenot.train import plan
+        from imagenot.train import experiments
 
-        return cls(**cls.config_values(config, space=plan.space_name(config, dataset, protocol)))
+        return cls(
+            **cls.config_values(config, space=experiments.space_name(config, dataset, protocol))
+        )
 
 
 @dataclass(frozen=True)
@@ -258,7 +261,7 @@ class PublishedSettings(FromConfig):
     WILDCARDS: ClassVar = ("model",)
     DERIVED: ClassVar = {
         "weights": "train.weights' entry of the model, else the registry's published weights "
-        "(plan.published_weights)",
+        "(experiments.published_weights)",
     }
 
     model: str
@@ -267,9 +270,9 @@ class PublishedSettings(FromConfig):
 
     @classmethod
     def from_config(cls, config, model: str) -> PublishedSettings:  # type: ignore[override]
-        from imagenot.train import plan
+        from imagenot.train import experiments
 
         return cls(
             **cls.config_values(config, model=model),
-            weights=plan.published_weights(config["train"], model),
+            weights=experiments.published_weights(config["train"], model),
         )

@@ -1,0 +1,144 @@
+"""What the config says about one training experiment: its space, seeds, protocol, starting
+weights and the GPUs, nodes and loader workers of its jobs (pure functions of the validated
+config).
+
+Why a module of its own: the rules' plan (:mod:`imagenot.train.plan`) and the rules' settings
+objects (:mod:`imagenot.train.settings`) both read these facts, and the plan builds settings
+objects (``check_results``); with the facts in the plan, each imported the other. Here, below
+both, neither does. Kept free of heavy imports: every job's Snakemake parses the rules that read
+them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from imagenot.config import ConfigError
+
+RESULTS = "results"
+TRAIN = f"{RESULTS}/train"
+TORCHVISION = "torchvision"
+
+
+def is_published(exp: dict) -> bool:
+    """Whether an experiment takes torchvision's published weights instead of training."""
+    return exp["weights"] == "published"
+
+
+def seeds(config: dict, exp: dict) -> list[int]:
+    """The final runs' seeds of an experiment (one, 0, for published weights)."""
+    return [0] if is_published(exp) else config["train"]["spaces"][exp["space"]]["seeds"]
+
+
+def experiment(config: dict, dataset: str, protocol: str) -> dict:
+    """The ``train.experiments`` entry of (dataset, protocol)."""
+    for exp in config["train"]["experiments"]:
+        if (exp["dataset"], exp["protocol"]) == (dataset, protocol):
+            return exp
+    raise ConfigError(f"no train.experiments entry for dataset {dataset!r}, protocol {protocol!r}")
+
+
+def source(protocol: str) -> str | None:
+    """The dataset (or ``torchvision``) an ``ft-``/``tl-`` protocol starts from; None for st."""
+    return None if protocol == "st" else protocol.split("-", 1)[1]
+
+
+def is_tl(protocol: str) -> bool:
+    """Whether a protocol is transfer learning (``tl-SOURCE``: the head alone is trained)."""
+    return protocol.startswith("tl-")
+
+
+def space_name(config: dict, dataset: str, protocol: str) -> str:
+    """The ``train.spaces`` key of an experiment (the settings classes' ``{space}`` section)."""
+    exp = experiment(config, dataset, protocol)
+    if is_published(exp):
+        raise ConfigError(
+            f"train.experiments {dataset}/{protocol} uses published weights: it has no space"
+        )
+    return exp["space"]
+
+
+def space(config: dict, dataset: str, protocol: str) -> dict:
+    """The search space of an experiment."""
+    return config["train"]["spaces"][space_name(config, dataset, protocol)]
+
+
+def definition(config: dict, dataset: str, protocol: str) -> dict:
+    """What is pre-registered for an experiment and shared by all its models: the space,
+    budget, epochs, patience, halving, seeds and master seed (per-model batch sizes aside)."""
+    shared = {
+        k: v for k, v in space(config, dataset, protocol).items() if k != "batch_size_overrides"
+    }
+    return {"seed": config["seed"], **shared}
+
+
+def model_settings(config: dict, dataset: str, protocol: str, model: str) -> dict:
+    """The pre-registered settings of one model in an experiment (its batch size)."""
+    sp = space(config, dataset, protocol)
+    return {"batch_size": sp["batch_size_overrides"].get(model, sp["batch_size"])}
+
+
+def run_dir(dataset: str, protocol: str, model: str) -> str:
+    return f"{TRAIN}/{dataset}/{protocol}/{model}"
+
+
+def features_dir(dataset: str, protocol: str, model: str) -> str:
+    """Where a TL experiment's backbone features live: one file per split, a function of the
+    starting weights (protocol and model name them), the dataset and the split."""
+    return f"{run_dir(dataset, protocol, model)}/features"
+
+
+def published_weights(train: dict, model: str) -> str | None:
+    """The published ImageNet weights FT/TL-from-ImageNet starts ``model`` from (a weights
+    reference of ``imagenot.train.registry.WEIGHT_SOURCES``: torchvision, timm or a file):
+    config ``train.weights`` if set for it, else the registry's."""
+    from imagenot.train.registry import get_spec
+
+    return train["weights"].get(model) or get_spec(model).weights
+
+
+def init_weights(config: dict, protocol: str, model: str) -> list[str]:
+    """The weights file an FT/TL run starts from ([] for st)."""
+    start = source(protocol)
+    if start is None:
+        return []
+    if start == TORCHVISION:  # published ImageNet weights, whatever their source
+        from imagenot.registries import RegistryError
+        from imagenot.train.registry import weights_filename
+
+        weights = published_weights(config["train"], model)
+        if weights is None or not config["train"]["weights_dir"]:
+            raise ConfigError(
+                f"config key train.weights_dir: protocol {protocol} needs published weights of "
+                f"{model!r} in a local directory (registry weights: {weights})"
+            )
+        try:
+            name = weights_filename(weights)
+        except RegistryError as exc:
+            raise ConfigError(f"config key train.weights.{model}: {exc}") from None
+        return [str(Path(config["train"]["weights_dir"]) / name)]
+    seed = seeds(config, experiment(config, start, "st"))[0]
+    return [f"{run_dir(start, 'st', model)}/final/seed-{seed}/model.safetensors"]
+
+
+def gpus(config: dict) -> int:
+    """GPUs a training job requests: train.gpus_per_job, or 0 when the config plans none."""
+    return config["train"]["gpus_per_job"] if config["resources"]["gpus"] > 0 else 0
+
+
+def nodes(config: dict) -> int:
+    """Nodes of a training job: train.nodes_per_job (1 for CPU jobs)."""
+    return config["train"]["nodes_per_job"] if gpus(config) else 1
+
+
+def gpus_per_node(config: dict) -> int:
+    """GPUs of a training job on each of its nodes (0 for a CPU job)."""
+    return gpus(config) // nodes(config)
+
+
+def num_workers(config: dict) -> int:
+    """DataLoader workers per training process: train.num_workers if set; else, on GPU jobs,
+    the GPU's cores but one (the process itself), and none on CPU jobs."""
+    if config["train"]["num_workers"] is not None:
+        return config["train"]["num_workers"]
+    return config["resources"]["cpus_per_gpu"] - 1 if gpus(config) else 0

@@ -17,12 +17,12 @@ from scipy import stats as sps
 from statsmodels.stats.proportion import proportion_confint
 
 from imagenot.analyse import stats
-from imagenot.analyse.cli import summary_text
 from imagenot.analyse.rankings import BOOTSTRAP_OVER, DELTA_RANK_SIGN, rankings_report
 from imagenot.analyse.settings import RankingsSettings
 from imagenot.analyse.table import TableError, read_table, validate_table
 from imagenot.cli import build_parser, main
 from imagenot.figures import registry, report, tables
+from imagenot.figures.rankings_cli import summary_text
 
 SSL = "ssl_resnet50_imagenet_variants.csv"
 NEW = "new_test_sets_excerpt.csv"

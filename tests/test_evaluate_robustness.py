@@ -239,11 +239,11 @@ def test_evaluate_checkpoint_end_to_end(tmp_path, settings):
     }  # fmt: skip
     (run / "result.json").write_text(json.dumps(info))
 
-    small = Settings(**{**settings.__dict__, "batch_size": 4})
+    small = Settings(**{**settings.__dict__, "batch_size": 4, "device": "cpu"})
     out = tmp_path / "out"
     table = evaluate_checkpoint(
         run / "model.safetensors", ds_dir, small, out / "robustness.parquet", out / "per_image.parquet",
-        device="cpu", workers=0, gpu_job=False,
+        workers=0, gpu_job=False,
     )  # fmt: skip
     robustness = pq.read_table(out / "robustness.parquet")
     per_image = pq.read_table(out / "per_image.parquet")

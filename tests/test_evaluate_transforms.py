@@ -193,7 +193,7 @@ def test_affine_and_rotation_match_torchvision(images):
     )
     torch.testing.assert_close(ours, expected, atol=1e-4, rtol=0)
 
-    t = T.build_transform("Rotation", {"degrees": 30.0, "fill": 0.0})
+    t = T.build_transform("Rotation", {"p": 1.0, "degrees": 30.0, "fill": 0.0})
     u = T.transform_uniforms(t, 0, KEYS)
     angles = -30.0 + 60.0 * u[:, 1]
     expected = _each(
@@ -260,7 +260,7 @@ def test_hue_handles_ties_grey_and_extreme_shifts():
 
 
 def test_nonzero_fill_matches_torchvision(images):
-    t = T.build_transform("Rotation", {"degrees": 30.0, "fill": 0.25})
+    t = T.build_transform("Rotation", {"p": 1.0, "degrees": 30.0, "fill": 0.25})
     u = T.transform_uniforms(t, 0, KEYS)
     angles = -30.0 + 60.0 * u[:, 1]
     expected = _each(

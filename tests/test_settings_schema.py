@@ -3,9 +3,11 @@
 Walks every :class:`imagenot.settings.FromConfig` class of every stage's ``settings.py`` and
 fails when a field is neither a schema key of the class's sections, nor a wildcard, nor a
 derived value with its reason; when ``from_config`` on the schema-default config differs from the
-schema's default; and when library code keeps a fallback of its own: a keyword default or a
-``.get(key, default)`` whose name is a schema key (a stage's settings module lists the few
-keyword arguments that only share a name with a key, each with its reason, in ``NOT_SETTINGS``).
+schema's default; when two of a class's sections hold a field's key and the class does not
+declare it a dataset override; and when library code keeps a fallback of its own: a keyword
+default, a ``.get(key)``/``.get(key, default)``/``.pop(key, default)`` or a command-line flag's
+literal default whose name is a schema key (a stage's settings module lists the few that only
+share a name with a key, each with its reason, in ``NOT_SETTINGS``).
 """
 
 from __future__ import annotations
@@ -241,8 +243,11 @@ def _exempt() -> dict[str, str]:
 
 
 def _fallbacks() -> list[str]:
-    """``module:function(param)`` for every keyword default named like a schema key, and
-    ``module:.get('key')`` for every fallback lookup of one (``d.get(key, default)``)."""
+    """``module:function(param)`` for every keyword default named like a schema key;
+    ``module:.get('key')`` for every lookup of one that tolerates its absence (``d.get(key)``,
+    ``d.get(key, default)``: the validated config holds every key with a default) and
+    ``module:.pop('key')`` for ``d.pop(key, default)``; ``module:add_argument(--flag)`` for a
+    command-line flag named like a schema key with a literal default of its own."""
     keys = _schema_keys() - {"description"}
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -268,21 +273,44 @@ def _fallbacks() -> list[str]:
                     found += [f"{module}:{qual}({a.arg})" for a in with_default if a.arg in keys]
                     scopes.append((child, f"{qual}."))
         for node in ast.walk(tree):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "get"
-                and len(node.args) == 2
-                and isinstance(node.args[0], ast.Constant)
-                and node.args[0].value in keys
-            ):
-                found.append(f"{module}:.get({node.args[0].value!r})")
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            method, args = node.func.attr, node.args
+            named = bool(args) and isinstance(args[0], ast.Constant) and args[0].value in keys
+            if named and (method == "get" or (method == "pop" and len(args) == 2)):
+                found.append(f"{module}:.{method}({args[0].value!r})")
+            elif method == "add_argument" and _restated_default(node, keys):
+                found.append(f"{module}:add_argument({_flag(node)})")
     return found
 
 
+def _flag(call: ast.Call) -> str:
+    """The option string of an ``add_argument`` call (its first, ``--device``)."""
+    return next((a.value for a in call.args if isinstance(a, ast.Constant)), "?")
+
+
+def _restated_default(call: ast.Call, keys: set[str]) -> bool:
+    """Whether an ``add_argument`` call gives a flag named like a schema key (``--device``,
+    dest ``device``) a literal default of its own, instead of None or one read from the schema
+    (``schema_default(...)``, a settings object's field)."""
+    options = {k.arg: k.value for k in call.keywords}
+    if "default" not in options:
+        return False
+    dest = options.get("dest")
+    name = dest.value if isinstance(dest, ast.Constant) else _flag(call).lstrip("-")
+    if name.replace("-", "_") not in keys:
+        return False
+    try:
+        return ast.literal_eval(options["default"]) is not None
+    except ValueError:  # a call, a name or an attribute: computed, not restated here
+        return False
+
+
 def test_no_library_fallback_restates_a_setting():
-    """A keyword default named like a schema key is a second default; list the few that only
-    share a name (with the reason) in the stage's ``settings.NOT_SETTINGS``."""
+    """A keyword default, a ``.get``/``.pop`` fallback or a flag default named like a schema key
+    is a second default (issue 35: ``--device auto`` kept ``train.device`` from evaluation);
+    list the few that only share a name (with the reason) in the stage's
+    ``settings.NOT_SETTINGS``."""
     exempt = _exempt()
     for key, why in exempt.items():
         assert isinstance(why, str) and why.strip(), f"NOT_SETTINGS[{key!r}]: say why"

@@ -275,10 +275,12 @@ def test_space_change_after_results_is_refused_then_accepted_with_amendment(tmp_
     _results(exp_dir, "resnet18", [60.0, 45.0])
     with pytest.raises(PreregistrationError, match="changed after results exist"):
         register(record, "cifar10/st", wider, "alexnet", [], exp_dir)
-    trained = [{"experiment": "cifar10/st", "model": "resnet18", "reason": "x"}]
+    trained = [{"experiment": "cifar10/st", "model": "resnet18", "reason": "x", "scope": "space"}]
     with pytest.raises(PreregistrationError, match="trained above chance"):
         register(record, "cifar10/st", wider, "alexnet", trained, exp_dir)
-    amendment = [{"experiment": "cifar10/st", "model": "alexnet", "reason": "lr too small"}]
+    amendment = [
+        {"experiment": "cifar10/st", "model": "alexnet", "reason": "lr too small", "scope": "space"}
+    ]
     entry = register(record, "cifar10/st", wider, "alexnet", amendment, exp_dir)
     assert entry["definition"] == wider
     saved = json.loads(record.read_text())["experiments"]["cifar10/st"]["amendments"]
@@ -294,11 +296,21 @@ def test_an_amendment_covers_one_change_and_the_report_table_lists_it(tmp_path):
     register(record, "cifar10/st", space, "alexnet", [], exp_dir)
     assert record_table(record)[0]["amendment_details"] == "none"
     _results(exp_dir, "alexnet", [10.0, 11.0])
-    first = [{"experiment": "cifar10/st", "model": "alexnet", "reason": "lr too small"}]
+    first = [
+        {"experiment": "cifar10/st", "model": "alexnet", "reason": "lr too small", "scope": "space"}
+    ]
     register(record, "cifar10/st", wider, "alexnet", first, exp_dir)
     with pytest.raises(PreregistrationError, match="already recorded does not cover"):
         register(record, "cifar10/st", widest, "alexnet", first, exp_dir)
-    second = [*first, {"experiment": "cifar10/st", "model": "alexnet", "reason": "still at chance"}]
+    second = [
+        *first,
+        {
+            "experiment": "cifar10/st",
+            "model": "alexnet",
+            "reason": "still at chance",
+            "scope": "space",
+        },
+    ]
     assert (
         register(record, "cifar10/st", widest, "alexnet", second, exp_dir)["definition"] == widest
     )
@@ -357,7 +369,7 @@ def test_halving_rung_results_count_as_results(tmp_path):
     _results(exp_dir, "alexnet", [50.0, 60.0], stage=0)
     with pytest.raises(PreregistrationError, match="changed after results exist"):
         register(record, "cifar10/st", wider, "alexnet", [], exp_dir)
-    amendment = [{"experiment": "cifar10/st", "model": "alexnet", "reason": "x"}]
+    amendment = [{"experiment": "cifar10/st", "model": "alexnet", "reason": "x", "scope": "space"}]
     with pytest.raises(PreregistrationError, match="trained above chance"):
         register(record, "cifar10/st", wider, "alexnet", amendment, exp_dir)
     _results(exp_dir, "alexnet", [10.0, 10.0], stage=1)  # later stages: at chance

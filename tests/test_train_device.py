@@ -87,7 +87,8 @@ def _gpu_job_commands(tmp_path, repo: Path) -> dict[str, list[str]]:
     from imagenot.settings import to_json
 
     config = load_config(repo / "config" / "config.yaml")
-    config["curate"]["encoder"]["device"] = "auto"  # the demo's explicit cpu would be obeyed
+    # the demo's explicit cpu would be obeyed
+    config["curate"]["encoder"]["device"] = config["train"]["device"] = "auto"
     m = str(tmp_path / "missing")
     curate, diagnostics = (
         EmbedSettings.from_config(config),

@@ -50,7 +50,7 @@ GPU_ENVS = ("curate", "train")
 def cuda_major(config: dict, site: dict | None) -> str:
     """The CUDA major version of the GPU envs: the site's ``cuda`` when a site profile sets it,
     else config ``resources.cuda``."""
-    if site is not None and site.get("cuda") is not None:
+    if site is not None and site["cuda"] is not None:
         return site["cuda"]
     return config["resources"]["cuda"]
 

@@ -105,7 +105,7 @@ class EncoderSpec:
 
 def check_encoder_config(section: Mapping) -> None:
     """Cross-key checks of a (defaults-filled) ``curate.encoder`` section; ConfigError names the key."""
-    backend = section.get("backend")
+    backend = section["backend"]
     if backend not in ENCODERS:
         raise ConfigError(
             f"config key {CONFIG_KEY}.backend: {backend!r} is not allowed; "

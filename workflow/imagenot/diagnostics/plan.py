@@ -29,7 +29,7 @@ def settings(config: dict) -> dict:
 
 
 def _datasets(config: dict) -> dict:
-    return config.get("datasets") or {}
+    return config["datasets"]
 
 
 def reference_dataset(config: dict) -> str | None:
@@ -46,7 +46,7 @@ def contrast_datasets(config: dict) -> list[str]:
         return [
             name
             for name, spec in _datasets(config).items()
-            if spec.get("kind") == "laion" and name != reference
+            if spec["kind"] == "laion" and name != reference
         ]
     return [name for name in _datasets(config) if name in chosen]
 
@@ -54,7 +54,7 @@ def contrast_datasets(config: dict) -> list[str]:
 def wordnet_subjects(config: dict) -> list[str]:
     """Subjects of the WordNet statistics: wnid-labelled contrast datasets, then class lists."""
     datasets = _datasets(config)
-    subjects = [d for d in contrast_datasets(config) if datasets[d].get("kind") in wnid_kinds()]
+    subjects = [d for d in contrast_datasets(config) if datasets[d]["kind"] in wnid_kinds()]
     return subjects + [LIST_PREFIX + name for name in settings(config)["class_lists"]]
 
 
@@ -114,7 +114,7 @@ def caption_datasets(config: dict) -> list[str]:
     """LAION-built datasets (curation outputs exist) among the contrast and reference datasets."""
     datasets = _datasets(config)
     names = [*contrast_datasets(config), reference_dataset(config)]
-    return [n for n in names if n and datasets[n].get("kind") == "laion"]
+    return [n for n in names if n and datasets[n]["kind"] == "laion"]
 
 
 def backbone_run(config: dict) -> dict | None:

@@ -24,7 +24,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         required=True,
         help="JSON of imagenot.evaluate.settings.RobustnessSettings (the rule builds it)",
     )
-    p.add_argument("--device", default="auto", help="torch device; auto = GPU when there is one")
     p.add_argument(
         "--gpu-job",
         action="store_true",
@@ -54,7 +53,6 @@ def _evaluate_robustness(args: argparse.Namespace) -> None:
         settings,
         args.robustness,
         args.per_image,
-        device=args.device,
         workers=max(0, args.threads - 1),
         gpu_job=args.gpu_job,
     )

@@ -384,7 +384,7 @@ def resolve_device(device: str, gpu_job: bool = False) -> torch.device:
 
     if device not in ("auto", "cpu", "cuda"):
         return torch.device(device)  # an explicit device such as cuda:1
-    return torch.device(by_fact(device, gpu_job, torch.cuda.is_available(), key=None))
+    return torch.device(by_fact(device, gpu_job, torch.cuda.is_available()))
 
 
 def evaluate_checkpoint(
@@ -393,19 +393,18 @@ def evaluate_checkpoint(
     settings: RobustnessSettings,
     robustness_out: str | os.PathLike,
     per_image_out: str | os.PathLike,
-    device: str,
     workers: int,
     gpu_job: bool,
 ) -> pa.Table:
     """Evaluate a final checkpoint on its dataset's ``settings.split``; write both tables
-    atomically. ``device``: the command's ``--device`` (``auto``, ``cpu``, ``cuda[:N]``);
+    atomically, on ``settings.device`` (``train.device``: ``auto``, ``cpu``, ``cuda``);
     ``workers``: DataLoader workers (the job's cores but one).
     ``gpu_job``: the config plans this job for a GPU (``resources.gpus > 0``): without a CUDA
     device it stops (:func:`resolve_device`) before reading anything."""
     from imagenot.acquire.dataset import read_fingerprint
     from imagenot.train.registry import IMAGENET_MEAN, IMAGENET_STD
 
-    dev = resolve_device(device, gpu_job)
+    dev = resolve_device(settings.device, gpu_job)
     model, info = load_checkpoint(model_path)
     fingerprint = read_fingerprint(dataset_dir)
     if info.get("dataset_fingerprint") not in (None, fingerprint):

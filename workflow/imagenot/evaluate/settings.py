@@ -20,9 +20,11 @@ from imagenot.settings import FromConfig
 @dataclass(frozen=True)
 class RobustnessSettings(FromConfig):
     """``evaluate-robustness``: the ``evaluate`` section less ``threads`` (how fast, not what:
-    a change must not rerun evaluations), its seed resolved."""
+    a change must not rerun evaluations), its seed resolved, and ``train.device``: the model is
+    evaluated where it was trained (``cpu`` stays on the CPU where a GPU is visible; ``auto``
+    uses the GPU the job was given), as the job's command used to ignore it for ``auto``."""
 
-    SECTIONS: ClassVar = ("evaluate",)
+    SECTIONS: ClassVar = ("evaluate", "train")
     DERIVED: ClassVar = {
         "seed": "evaluate.seed, or the top-level seed where it is null (the schema's meaning "
         "of null), so that the job and its params-change detection see the seed in use",
@@ -33,6 +35,7 @@ class RobustnessSettings(FromConfig):
     confidence: float
     split: str
     transforms: Mapping[str, Mapping[str, Any]]
+    device: str
 
     @classmethod
     def from_config(cls, config, **wildcards) -> RobustnessSettings:

@@ -22,6 +22,7 @@ with torchvision's up to float rounding (about 1e-5 for the warps, 1e-6 elsewher
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -520,11 +521,36 @@ def names() -> tuple[str, ...]:
     return TRANSFORMS.names()
 
 
+def has_probability(name: str) -> bool:
+    """Whether transformation ``name``'s parameters (``evaluate.transforms.<name>`` in the
+    schema, or its registry entry's ``params_schema``) include ``p``, the probability of applying
+    it; one without (``Identity``, a plugin's registered without parameters) changes every
+    image it is applied to, always."""
+    return name in _with_probability(tuple(TRANSFORMS))
+
+
+@functools.cache
+def _with_probability(registered: tuple[str, ...]) -> frozenset[str]:
+    """The transformations whose parameters include ``p``, read from the schema once per set of
+    registered names (a plugin registering one later gets a fresh read)."""
+    from imagenot.config import schema_node
+
+    node = schema_node("evaluate.transforms")["properties"]
+    return frozenset(n for n in registered if "p" in node[n].get("properties", {}))
+
+
 def build_transform(name: str, params: Mapping[str, Any] | None = None) -> Transform:
-    """The transformation ``name`` with its config parameters (``p`` = application probability)."""
+    """The transformation ``name`` with its config parameters (``p`` = application probability,
+    required where the transformation has one: its default lives in the schema, which the
+    validated ``evaluate.transforms`` section has filled in)."""
     entry = TRANSFORMS.entry(name)
     params = dict(params or {})
-    p = float(params.pop("p", 1.0))
+    if not has_probability(name):
+        p = 1.0  # no probability to choose: the operation applies to every image
+    elif "p" in params:
+        p = float(params.pop("p"))
+    else:
+        raise KeyError(f"evaluate.transforms.{name}.p is missing (settings not validated?)")
     n_params, op = resolve(entry.build)(**params)
     return Transform(name=name, stream=transform_stream(name), p=p, n_params=n_params, op=op)
 

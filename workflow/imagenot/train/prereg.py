@@ -171,7 +171,7 @@ def _unused(amendments: Sequence[Mapping], entry: Mapping, experiment: str) -> l
 
 def _amend(entry, experiment, definition, digest, amendments, experiment_dir) -> dict:
     # a model-scope amendment is about one model's own settings: it cannot cover the space
-    matching = [a for a in _unused(amendments, entry, experiment) if a.get("scope") != "model"]
+    matching = [a for a in _unused(amendments, entry, experiment) if a["scope"] != "model"]
     if not matching:
         raise PreregistrationError(
             f"the search definition of {experiment} changed after results exist "
@@ -249,7 +249,7 @@ def record_table(record_path: str | os.PathLike) -> list[dict]:
                 "experiment": name,
                 "definition_hash": entry["hash"][:12],
                 "models": " ".join(entry["models"]),
-                "budget": entry["definition"].get("budget"),
+                "budget": entry["definition"]["budget"],
                 "amendments": len(amendments),
                 "amendment_details": " | ".join(amendments) or "none",
             }

@@ -16,6 +16,7 @@ import re
 import shlex
 import shutil
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import yaml
@@ -23,7 +24,7 @@ import yaml
 import imagenot.curate.cli as curate_cli
 from imagenot.config import SCHEMA_DIR, ConfigError, validate_config
 from imagenot.curate import plan, settings
-from imagenot.settings import FromConfig, parse, to_arg
+from imagenot.settings import FromConfig, SettingsError, parse, to_arg
 
 RECIPE = Path(__file__).parents[1] / "docs" / "contributing.md"
 KEY = "throwaway_key"
@@ -78,6 +79,31 @@ def test_a_new_key_reaches_the_code_with_the_schema_and_one_field(schema_dir):
         parse(settings.SelectSettings, word)
 
 
+def test_a_key_a_dataset_may_override_is_declared(schema_dir):
+    """Steps 1-2 for a key a dataset may override: also a key of ``datasets.<name>`` (no
+    default), and listed in the class's ``DATASET_OVERRIDES``; undeclared, a config where both
+    sections hold it is refused by name, never read from whichever comes first (issue 35)."""
+    path = schema_dir / "datasets.schema.yaml"
+    schema = yaml.safe_load(path.read_text())
+    schema["additionalProperties"]["properties"][KEY] = {
+        "type": "integer",
+        "minimum": 1,
+        "description": f"a throwaway key; default curate.{KEY}",
+    }
+    path.write_text(yaml.safe_dump(schema, sort_keys=False))
+    datasets = {"d": {"kind": "laion", KEY: 7}, "e": {"kind": "laion"}}
+    config = validate_config({"datasets": datasets}, schema_dir=schema_dir)
+
+    @dataclasses.dataclass(frozen=True)
+    class _Overridden(_Select):
+        DATASET_OVERRIDES: ClassVar = (*settings.SelectSettings.DATASET_OVERRIDES, KEY)
+
+    assert _Overridden.from_config(config, dataset="d").throwaway_key == 7  # the dataset's
+    assert _Overridden.from_config(config, dataset="e").throwaway_key == 3  # curate's default
+    with pytest.raises(SettingsError, match=rf"datasets\.d\.{KEY} and curate\.{KEY}"):
+        _Select.from_config(config, dataset="d")
+
+
 def test_rules_build_each_settings_object_whole(repo_root):
     """No rule names a key: each ``settings=`` param is one class's ``from_config``, so a new
     field reaches the job (and changes its params, so Snakemake reruns it) with no rule edit."""
@@ -128,5 +154,7 @@ def test_the_recipe_names_the_files_this_test_touched():
         "workflow/imagenot/curate/cli.py",
         "workflow/imagenot/curate/plan.py",
         "tests/test_curate_settings_recipe.py",
+        "workflow/schemas/datasets.schema.yaml",
+        "DATASET_OVERRIDES",
     ):
         assert f"`{path}`" in section, path

@@ -22,7 +22,8 @@ class RobustnessSettings(FromConfig):
     """``evaluate-robustness``: the ``evaluate`` section less ``threads`` (how fast, not what:
     a change must not rerun evaluations), its seed resolved, and ``train.device``: the model is
     evaluated where it was trained (``cpu`` stays on the CPU where a GPU is visible; ``auto``
-    uses the GPU the job was given), as the job's command used to ignore it for ``auto``."""
+    uses the GPU the job was given). Why from ``train``: the command's own ``--device auto``
+    used to stand in for it, so ``train.device: cpu`` never reached evaluation."""
 
     SECTIONS: ClassVar = ("evaluate", "train")
     DERIVED: ClassVar = {

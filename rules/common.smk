@@ -162,9 +162,7 @@ os.environ[job_usage.ENV] = "1"
 # bin folder when the job starts, so it still wins; a cluster job's Snakemake sets it again.
 VENV_BIN = str(Path(sys.executable).parent)
 if os.environ.get("PATH", "").split(os.pathsep)[0] != VENV_BIN:
-    os.environ["PATH"] = os.pathsep.join(
-        filter(None, [VENV_BIN, os.environ.get("PATH")])
-    )
+    os.environ.update(PATH=os.pathsep.join(filter(None, [VENV_BIN, os.getenv("PATH")])))
 
 # Sites without conda: every job runs in the site's Apptainer image (containers/imagenot.def).
 if slurm_profile.container(SITE):

@@ -332,3 +332,19 @@ def test_the_readme_rule_graph_is_the_demos(tmp_path):
     assert planned == drawn, (
         f"run make rulegraph: missing {planned - drawn}, extra {drawn - planned}"
     )
+
+
+PYTEST_SPAN = re.compile(r"`(\.venv/bin/python -m pytest [^`]*)`")
+
+
+def test_documented_pytest_commands_select_tests(tmp_path):
+    """A documented `.venv/bin/python -m pytest ... -k WORD` selects at least one test (pytest
+    exits 5 when none is collected): `-k resume` on a module without such a test ran nothing."""
+    found = [(d.name, m[1]) for d in DOCS for m in PYTEST_SPAN.finditer(d.read_text("utf-8"))]
+    assert found
+    for doc, command in found:
+        argv = [*shlex.split(command), "--collect-only", "-q", "-p", "no:cacheprovider"]
+        ran = subprocess.run(
+            argv, cwd=REPO, env=fresh_shell(tmp_path), capture_output=True, text=True
+        )
+        assert ran.returncode == 0, f"{doc}: `{command}` selects no test:\n{ran.stdout[-1000:]}"

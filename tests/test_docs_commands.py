@@ -93,7 +93,7 @@ def test_benchmark_jobs_find_imagenot_without_an_activated_venv(monkeypatch):
 # shaped like one: the checkout's files linked, no results/), in a shell whose PATH holds no venv
 # and whose HOME is empty, in document order: a command may use what an earlier one wrote (the
 # site profile). A ```yaml block whose first line names a file (`# my-change.yaml`) is written
-# there first. Commands that would run for minutes are checked with -n or --help (MODES says
+# there first. Commands that would run for minutes are checked with -n or --help (`mode` says
 # which and why), so a drifted document fails here.
 FENCE = re.compile(r"^```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^```[ \t]*$", re.M | re.S)
 NAMED_YAML = re.compile(r"#\s*(?P<name>[\w.-]+\.ya?ml)\s*$")
@@ -147,7 +147,7 @@ def mode(tokens: list[str]) -> tuple[str, str]:
         return "dry", "a run builds datasets and trains models: -n plans every job of it"
     if program.endswith(".venv/bin/imagenot"):
         return "run", "seconds on the CPU"
-    raise AssertionError(f"no rule for `{program}`: add one to MODES in this test")
+    raise AssertionError(f"no rule for `{program}`: add one to mode() in this test")
 
 
 def fake_clone(root: Path) -> Path:
@@ -225,7 +225,7 @@ def run_documented(doc: Path, root: Path, done: dict[str, str]) -> list[str]:
                 assert all((clone / t).exists() for t in tokens if t.endswith(".def")), where
                 continue
             argv = {
-                "run": ["bash", "-c", command],
+                "run": ["bash", "-o", "pipefail", "-c", command],
                 "dry": [*tokens, "-n", *_no_deployment_tool(home, tokens)],
                 "make-n": ["make", "-n", *tokens[1:]],
                 "help": [*tokens[:2], "--help"],

@@ -5,7 +5,13 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# The demo config is the default, read only when no --configfile is given: a --configfile
+# (config/paper.yaml, or the demo and an overlay: `--configfile config/config.yaml my.yaml`) is
+# the whole config, never merged over the demo's keys. Cluster jobs get the same --configfile
+# list, so they read the same config. `imagenot validate-config FILES` merges FILES the same way.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
 
 
 include: "rules/common.smk"

@@ -156,6 +156,13 @@ os.environ[slurm_profile.ENV_TRAIN_GPUS_PER_NODE] = str(
 # the process that runs the job's shell line (the main Snakemake locally, the job's own on a
 # cluster), so every job inherits it.
 os.environ[job_usage.ENV] = "1"
+# Jobs' shell lines call `imagenot` (and `torchrun`): the bin folder of the interpreter running
+# Snakemake goes first on PATH, so `.venv/bin/snakemake ...` finds the venv's commands without an
+# activated venv (before, every job exited 127). A rule's conda env (--sdm conda) prepends its own
+# bin folder when the job starts, so it still wins; a cluster job's Snakemake sets it again.
+VENV_BIN = str(Path(sys.executable).parent)
+if os.environ.get("PATH", "").split(os.pathsep)[0] != VENV_BIN:
+    os.environ.update(PATH=os.pathsep.join(filter(None, [VENV_BIN, os.getenv("PATH")])))
 
 # Sites without conda: every job runs in the site's Apptainer image (containers/imagenot.def).
 if slurm_profile.container(SITE):

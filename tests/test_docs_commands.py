@@ -5,13 +5,17 @@ interpreter, name scripts and options that exist, and the Snakemake jobs they st
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import load_benchmark
+import yaml
+from conftest import NO_SLURM, load_benchmark
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -82,3 +86,265 @@ def test_benchmark_jobs_find_imagenot_without_an_activated_venv(monkeypatch):
     done = subprocess.run(["imagenot", "--help"], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert Path(run.SNAKEMAKE).parent == Path(sys.executable).parent
+
+
+# ---- every fenced command block, as printed (issue 31) -------------------------------------------
+# Each ```bash block of README.md and docs/*.md is run from the root of a fresh clone (a folder
+# shaped like one: the checkout's files linked, no results/), in a shell whose PATH holds no venv
+# and whose HOME is empty, in document order: a command may use what an earlier one wrote (the
+# site profile). A ```yaml block whose first line names a file (`# my-change.yaml`) is written
+# there first. Commands that would run for minutes are checked with -n or --help (`mode` says
+# which and why), so a drifted document fails here.
+FENCE = re.compile(r"^```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^```[ \t]*$", re.M | re.S)
+NAMED_YAML = re.compile(r"#\s*(?P<name>[\w.-]+\.ya?ml)\s*$")
+# The paper as README section 4 prints it: a changed line fails until this test changes with it.
+PAPER_COMMAND = ".venv/bin/snakemake --profile slurm --configfile config/paper.yaml"
+SITE_COMMAND = (
+    ".venv/bin/imagenot slurm-profile --partition cpu --gpu-partition gpu --account my_lab"
+)
+CLONE = "imagenot"  # the fake clone's folder name, as docs/cluster.md's `../imagenot` names it
+# Small WordNet noun classes for the fake copies of the authors' published class lists.
+FAKE_CLASSES = "n01828556\nn03262809\nn03767745\nn07631023\n"
+SHARED_CSV = "ssl_resnet50_imagenet_variants.csv"
+
+
+def fenced_blocks(doc: Path) -> list[tuple[int, str, str]]:
+    """(line of the opening fence, language, body) of every fenced block of ``doc``."""
+    text = doc.read_text(encoding="utf-8")
+    return [
+        (text.count("\n", 0, m.start()) + 1, m["lang"], m["body"]) for m in FENCE.finditer(text)
+    ]
+
+
+def shell_commands(body: str, first: int) -> list[tuple[int, str]]:
+    """(line, command) of a shell block: continuation lines joined, comment lines dropped."""
+    out: list[tuple[int, str]] = []
+    pending, start = "", 0
+    for number, line in enumerate(body.splitlines(), first + 1):
+        if not pending and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        start = start if pending else number
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        out.append((start, pending + line.strip()))
+        pending = ""
+    return out
+
+
+def mode(tokens: list[str]) -> tuple[str, str]:
+    """How a documented command is checked, and why."""
+    program = tokens[0]
+    if program == "make":
+        return "make-n", "the whole demo or test suite takes minutes: `make -n` checks the target"
+    if program == "apptainer":
+        return "skip", "building the image takes minutes and Apptainer; its input must exist"
+    if program == ".venv/bin/python" and tokens[1].startswith("benchmarks/"):
+        return "help", "a benchmark runs for minutes: --help loads the script (options: above)"
+    if program.endswith(".venv/bin/snakemake"):
+        if {"--dag", "--rulegraph"} & set(tokens):
+            return "run", "draws the plan only"
+        return "dry", "a run builds datasets and trains models: -n plans every job of it"
+    if program.endswith(".venv/bin/imagenot"):
+        return "run", "seconds on the CPU"
+    raise AssertionError(f"no rule for `{program}`: add one to mode() in this test")
+
+
+def fake_clone(root: Path) -> Path:
+    """``root/imagenot`` shaped like a fresh clone: this checkout's files linked, config/ copied
+    with config/paper.yaml pointed at a small fake data layout under ``root`` (empty LAION parts
+    named as the config lists them, ImageNet / CIFAR-10 / weights folders, the published class
+    lists in ``root/shared/data``, beside the clone as ../shared), no results/."""
+    from snakemake.utils import update_config
+
+    clone = root / CLONE
+    clone.mkdir()
+    for name in (
+        *("Snakefile", "rules", "workflow", "profiles", "envs", "report", "resources"),
+        *("containers", "benchmarks", "scripts", "tests", "docs", ".test", ".venv"),
+        *("Makefile", "pyproject.toml", "requirements.lock", "requirements-cu12.lock"),
+    ):
+        if (REPO / name).exists():
+            (clone / name).symlink_to(REPO / name)
+    (clone / "config").mkdir()
+    for config in (REPO / "config").glob("*.yaml"):
+        (clone / "config" / config.name).write_text(config.read_text())
+    paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
+    update_config(paper, load_benchmark("bench_dag").placeholder_overlay(root / "data", paper))
+    (clone / "config" / "paper.yaml").write_text(yaml.safe_dump(paper, sort_keys=False))
+    for listed in paper["diagnostics"]["class_lists"].values():
+        path = clone / listed
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(FAKE_CLASSES)
+    shared = REPO.parent / "shared" / "data" / SHARED_CSV
+    if shared.is_file():
+        (root / "shared" / "data").mkdir(parents=True, exist_ok=True)
+        (root / "shared" / "data" / SHARED_CSV).symlink_to(shared)
+    return clone
+
+
+def fresh_shell(home: Path) -> dict[str, str]:
+    """A new user's shell: no venv on PATH (the scontrol stub of conftest kept: no SLURM
+    here), an empty HOME."""
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env["PATH"] = os.pathsep.join([str(NO_SLURM), "/usr/bin", "/bin"])
+    env["HOME"] = str(home)
+    return env
+
+
+def _no_deployment_tool(home: Path, tokens: list[str]) -> list[str]:
+    """`--sdm env-modules` when the site profile's deployment tool (conda, apptainer) is not
+    installed here: -n then plans without creating environments. Nothing otherwise."""
+    if "slurm" not in tokens:
+        return []
+    site = yaml.safe_load((home / ".config/snakemake/slurm/config.yaml").read_text())
+    return [] if shutil.which(site["software-deployment-method"]) else ["--sdm", "env-modules"]
+
+
+def run_documented(doc: Path, root: Path, done: dict[str, str]) -> list[str]:
+    """Run ``doc``'s blocks in a fresh clone under ``root``; the failures, one message each.
+    ``done``: commands already run as printed (command -> where), not run twice."""
+    clone, home = fake_clone(root), root / "home"
+    home.mkdir()
+    env, failures = fresh_shell(home), []
+    for first, lang, body in fenced_blocks(doc):
+        named = NAMED_YAML.fullmatch(body.splitlines()[0]) if lang == "yaml" else None
+        if named:
+            (clone / named["name"]).write_text(body)
+        if lang != "bash":
+            continue
+        for line, command in shell_commands(body, first):
+            where = f"{doc.name}:{line}"
+            tokens = shlex.split(command, comments=True)
+            how, why = mode(tokens)
+            if command in done:
+                print(f"{where}: as at {done[command]}")
+                continue
+            print(f"{where}: {how} ({why}): {command}")
+            if how == "skip":
+                assert all((clone / t).exists() for t in tokens if t.endswith(".def")), where
+                continue
+            argv = {
+                "run": ["bash", "-o", "pipefail", "-c", command],
+                "dry": [*tokens, "-n", *_no_deployment_tool(home, tokens)],
+                "make-n": ["make", "-n", *tokens[1:]],
+                "help": [*tokens[:2], "--help"],
+            }[how]
+            ran = subprocess.run(
+                argv, cwd=clone, env=env, capture_output=True,
+                text=True, timeout=600,
+            )  # fmt: skip
+            out = ran.stdout + ran.stderr
+            if ran.returncode != 0:
+                failures.append(f"{where}: `{command}` exited {ran.returncode}:\n{out[-3000:]}")
+                continue
+            done[command] = where
+            if command == PAPER_COMMAND:  # the paper alone: its rules, none of the demo's
+                models = yaml.safe_load((clone / "config" / "paper.yaml").read_text())
+                published = rf"^train_published\s+{len(models['train']['models'])}$"
+                assert re.search(published, out, re.M), out[-3000:]
+                assert "demo_world" not in out, out[-3000:]
+    return failures
+
+
+def _missing_shared_csv(doc: Path) -> bool:
+    shared = REPO.parent / "shared" / "data" / SHARED_CSV
+    return SHARED_CSV in doc.read_text(encoding="utf-8") and not shared.is_file()
+
+
+_DONE: dict[str, str] = {}  # the same command in two documents runs once
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[d.name for d in DOCS])
+def test_every_documented_command_block_works_as_printed(doc, tmp_path):
+    if _missing_shared_csv(doc):
+        pytest.skip(f"{doc.name}'s rankings example reads ../shared/data/{SHARED_CSV}: absent")
+    failures = run_documented(doc, tmp_path, _DONE)
+    assert not failures, "\n\n".join(failures)
+
+
+def test_the_readme_prints_the_paper_command_this_test_runs():
+    """README section 4's run is PAPER_COMMAND exactly (and the site profile before it), so
+    the command the block test plans is the one users copy."""
+    commands = [
+        c for first, lang, body in fenced_blocks(REPO / "README.md") if lang == "bash"
+        for _, c in shell_commands(body, first)
+    ]  # fmt: skip
+    assert PAPER_COMMAND in commands
+    assert any(c.startswith(SITE_COMMAND) for c in commands)
+    assert commands.index(PAPER_COMMAND) > next(
+        i for i, c in enumerate(commands) if c.startswith(SITE_COMMAND)
+    )
+
+
+def test_validate_config_checks_the_config_snakemake_reads(tmp_path):
+    """A --configfile is the whole config, never merged over config/config.yaml (which Snakemake
+    reads only without one): at the clone's root an overlay given alone is refused by
+    `snakemake -n` with the line `imagenot validate-config` prints for it, and accepted by both
+    after its base (before, Snakemake merged it over the demo config and accepted it)."""
+    clone = fake_clone(tmp_path)
+    env = fresh_shell(tmp_path / "home")
+    (clone / "my-changes.yaml").write_text("curate:\n  threshold: 0.6\n")
+
+    def run(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run(argv, cwd=clone, env=env, capture_output=True, text=True)
+
+    checked = run(".venv/bin/imagenot", "validate-config", "my-changes.yaml")
+    assert checked.returncode == 2, checked.stdout
+    message = checked.stderr.strip().split("my-changes.yaml: ", 1)[1]
+    planned = run(".venv/bin/snakemake", "-n", "--configfile", "my-changes.yaml")
+    assert planned.returncode != 0, planned.stdout[-2000:]
+    assert f"invalid workflow config: {message}" in planned.stdout + planned.stderr
+    based = run(".venv/bin/imagenot", "validate-config", "config/config.yaml", "my-changes.yaml")
+    assert based.returncode == 0, based.stderr  # and -n plans it: README section 5's block
+
+
+def test_a_local_run_finds_imagenot_without_an_activated_venv(tmp_path):
+    """`.venv/bin/snakemake ...` from a shell whose PATH has no venv: the job's shell line finds
+    `imagenot` (rules/common.smk puts the bin folder of Snakemake's interpreter first on PATH).
+    Before, every job exited 127 after Snakemake had removed its old outputs. One real job, the
+    cheapest: WordNet as an NLTK corpus."""
+    clone = fake_clone(tmp_path)
+    env = fresh_shell(tmp_path / "home")
+    assert shutil.which("imagenot", path=env["PATH"]) is None
+    ran = subprocess.run(
+        [".venv/bin/snakemake", "--cores", "1", "results/wordnet/nltk_data"],
+        cwd=clone, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    log = clone / "results" / "logs" / "prepare_wordnet.log"
+    assert ran.returncode == 0, (ran.stderr[-3000:], log.read_text() if log.is_file() else "")
+    assert "WordNet ready" in log.read_text()
+
+
+def test_the_readme_rule_graph_is_the_demos(tmp_path):
+    """docs/rulegraph.svg, README's picture (`make rulegraph`), has exactly the rules of the demo
+    config's rule graph: a rule added to the workflow fails here until the picture is redrawn
+    (three training rules were missing)."""
+    clone = fake_clone(tmp_path)
+    ran = subprocess.run(
+        [".venv/bin/snakemake", "--rulegraph"], cwd=clone, env=fresh_shell(tmp_path / "home"),
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    planned = set(re.findall(r'\[label = "(\w+)"', ran.stdout))
+    drawn = set(re.findall(r">(\w+)</text>", (REPO / "docs" / "rulegraph.svg").read_text()))
+    assert len(planned) > 30
+    assert planned == drawn, (
+        f"run make rulegraph: missing {planned - drawn}, extra {drawn - planned}"
+    )
+
+
+PYTEST_SPAN = re.compile(r"`(\.venv/bin/python -m pytest [^`]*)`")
+
+
+def test_documented_pytest_commands_select_tests(tmp_path):
+    """A documented `.venv/bin/python -m pytest ... -k WORD` selects at least one test (pytest
+    exits 5 when none is collected): `-k resume` on a module without such a test ran nothing."""
+    found = [(d.name, m[1]) for d in DOCS for m in PYTEST_SPAN.finditer(d.read_text("utf-8"))]
+    assert found
+    for doc, command in found:
+        argv = [*shlex.split(command), "--collect-only", "-q", "-p", "no:cacheprovider"]
+        ran = subprocess.run(
+            argv, cwd=REPO, env=fresh_shell(tmp_path), capture_output=True, text=True
+        )
+        assert ran.returncode == 0, f"{doc}: `{command}` selects no test:\n{ran.stdout[-1000:]}"

@@ -25,8 +25,11 @@ SCHEMAS = REPO / "workflow" / "schemas"
 
 
 @pytest.fixture
-def toys(monkeypatch):
-    """The toy entries registered for one test, removed afterwards (nothing leaks)."""
+def toys(monkeypatch, tmp_path):
+    """The toy entries registered for one test, removed afterwards (nothing leaks). The test runs
+    in an empty folder: the config check reads the preregistration record under the working
+    directory's results/, and a finished demo run's record refuses the toys' changed space."""
+    monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(PLUGINS))
     from toy_entries import ENTRIES
 
@@ -393,15 +396,16 @@ def test_registries_import_without_torch(kind):
     assert run.returncode == 0, run.stderr[-2000:]
 
 
-def test_validation_imports_no_torch():
+def test_validation_imports_no_torch(tmp_path):
     code = (
         "import sys; from imagenot.config import read_config_file; "
         "from imagenot.stages import check_workflow_config; "
-        "check_workflow_config(read_config_file('config/config.yaml')); "
+        f"check_workflow_config(read_config_file({str(REPO / 'config' / 'config.yaml')!r})); "
         "assert 'torch' not in sys.modules"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    # in an empty folder: no results/ of a run in the working tree to check the config against
     run = subprocess.run(
-        [sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True
     )
     assert run.returncode == 0, run.stderr[-2000:]

@@ -70,6 +70,32 @@ def test_command_writes_the_site_profile(tmp_path):
     }
 
 
+def test_an_existing_site_profile_is_never_overwritten_silently(tmp_path, capsys):
+    """The same command again changes nothing; other settings are refused in one line naming
+    the file, with nothing written; --force replaces them and keeps the old files as .bak."""
+    directory = _write(tmp_path, "--account", "lab1")
+    before = {p.name: p.read_text() for p in directory.iterdir()}
+    capsys.readouterr()
+    assert main(["slurm-profile", *SITE_ARGS, "--account", "lab1", "--dir", str(directory)]) == 0
+    assert {p.name: p.read_text() for p in directory.iterdir()} == before
+    other = ["slurm-profile", *SITE_ARGS, "--account", "lab2", "--dir", str(directory)]
+    assert main(other) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(directory / "config.yaml") in err, err
+    assert "--force" in err
+    assert {p.name: p.read_text() for p in directory.iterdir()} == before
+    assert main([*other, "--force"]) == 0
+    out = capsys.readouterr().out
+    assert f"the previous one is kept as {directory / 'config.yaml.bak'}" in out, out
+    assert (directory / "config.yaml.bak").read_text() == before["config.yaml"]
+    assert "lab2" in (directory / "config.yaml").read_text()
+    assert not (directory / "partitions.yaml.bak").exists()  # unchanged: no backup
+    # a second replacement keeps the first backup
+    assert main([*other[:-3], "lab3", "--dir", str(directory), "--force"]) == 0
+    assert (directory / "config.yaml.bak").read_text() == before["config.yaml"]
+    assert "lab2" in (directory / "config.yaml.bak.2").read_text()
+
+
 def test_one_partition_for_cpu_and_gpu(tmp_path):
     site = slurm_profile.validate_site(
         {"partition": "p", "gpu_partition": "p", "max_runtime_min": 60, "max_gpus": 2}, "t"

@@ -163,12 +163,19 @@ def profile(site: dict, directory: Path) -> dict:
     return out
 
 
-def write(site: dict, directory: str | os.PathLike) -> list[Path]:
-    """Write the site profile (config.yaml), its partition limits and the site settings."""
+def write(
+    site: dict, directory: str | os.PathLike, force: bool = False
+) -> tuple[list[Path], list[tuple[Path, Path]]]:
+    """Write the site profile (config.yaml), its partition limits and the site settings; return
+    the files written and (old file, its backup) for each file replaced.
+
+    A site profile holds what the user typed once (account, partitions): an existing file with
+    other content is never overwritten silently. Without ``force`` that is a FileExistsError
+    naming it, before anything is written; with ``force`` the old file is kept beside the new one
+    as ``<name>.bak`` (``.bak.2``, ... when that exists). The same content again is no change."""
     import yaml
 
     directory = Path(directory).expanduser().resolve()
-    directory.mkdir(parents=True, exist_ok=True)
     header = (
         "# Written by `imagenot slurm-profile` (imagenot's SLURM site profile; docs/cluster.md).\n"
         "# Rewrite it with the command rather than by hand: site.yaml is what the workflow reads.\n"
@@ -178,12 +185,27 @@ def write(site: dict, directory: str | os.PathLike) -> list[Path]:
         PARTITIONS_FILE: partitions(site),
         SITE_FILE: site,
     }
-    written = []
-    for name, content in files.items():
-        path = directory / name
-        path.write_text(header + yaml.safe_dump(content, sort_keys=False))
-        written.append(path)
-    return written
+    texts = {
+        directory / name: header + yaml.safe_dump(c, sort_keys=False) for name, c in files.items()
+    }
+    changed = [p for p, text in texts.items() if p.exists() and p.read_text() != text]
+    if changed and not force:
+        raise FileExistsError(
+            f"{', '.join(map(str, changed))} exists with other settings (another site profile): "
+            "not overwritten; rerun with --force to replace it (the old file is kept as .bak)"
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+    backups = []
+    for path in changed:
+        backup = path.with_name(path.name + ".bak")
+        n = 2
+        while backup.exists():
+            backup, n = path.with_name(f"{path.name}.bak.{n}"), n + 1
+        path.rename(backup)
+        backups.append((path, backup))
+    for path, text in texts.items():
+        path.write_text(text)
+    return list(texts), backups
 
 
 # ---- command line ------------------------------------------------------------------------------
@@ -220,11 +242,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=DEFAULT_DIR,
         help=f"where to write the profile (default {DEFAULT_DIR}: `--profile slurm` finds it)",
     )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing site profile with other settings (its files are kept as "
+        "<name>.bak); without it the command refuses, naming the file",
+    )
     p.set_defaults(func=_main, site_keys=list(schema["properties"]))
 
 
 def _main(args: argparse.Namespace) -> None:
     given = {k: getattr(args, k) for k in args.site_keys if getattr(args, k) is not None}
     site = validate_site(given, "imagenot slurm-profile")
-    for path in write(site, args.dir):
+    written, backups = write(site, args.dir, force=args.force)
+    for path in written:
         print(path)
+    for path, backup in backups:
+        print(f"replaced {path}: the previous one is kept as {backup}")

@@ -82,6 +82,12 @@ def check(config: dict) -> None:
                     f"config key train.spaces.{name}.batch_size_overrides: {model!r} is not in "
                     f"the registry; allowed values: {sorted(MODELS)}"
                 )
+    for model in train["max_batch_per_gpu_overrides"]:
+        if model not in MODELS:
+            raise ConfigError(
+                f"config key train.max_batch_per_gpu_overrides: {model!r} is not in the "
+                f"registry; allowed values: {sorted(MODELS)}"
+            )
     known = {f"{e['dataset']}/{e['protocol']}" for e in train["experiments"]}
     for i, amendment in enumerate(train["amendments"]):
         if amendment["experiment"] not in known or amendment["model"] not in train["models"]:
@@ -171,6 +177,30 @@ def model_settings(config: dict, dataset: str, protocol: str, model: str) -> dic
     """The pre-registered settings of one model in an experiment (its batch size)."""
     sp = space(config, dataset, protocol)
     return {"batch_size": sp["batch_size_overrides"].get(model, sp["batch_size"])}
+
+
+def max_batch_per_gpu(config: dict, model: str) -> int | None:
+    """The largest micro-batch one GPU takes for ``model``: its entry of
+    train.max_batch_per_gpu_overrides, else train.max_batch_per_gpu (null: no cap). Per model
+    because the paper's batch 256 fits one GPU for AlexNet but not for ConvNeXt-L, and a global
+    cap would also cut the small models' batches (and their BatchNorm statistics)."""
+    train = config["train"]
+    return train["max_batch_per_gpu_overrides"].get(model, train["max_batch_per_gpu"])
+
+
+def accumulation(global_size: int, world: int, max_batch: int | None) -> int:
+    """Micro-batches per rank for a global batch: enough that the largest part fits in
+    ``max_batch``. The same on every rank, so the ranks run the same forward passes (SyncBatchNorm
+    and DDP hold collectives in them)."""
+    largest = -(-global_size // world)
+    return max(1, -(-largest // max_batch)) if max_batch else 1
+
+
+def per_gpu_batch(global_size: int, world: int, max_batch: int | None) -> int:
+    """The most images one GPU holds at once for a global batch (its largest micro-batch, as
+    ``imagenot.train.loop`` cuts it): what must fit in the device's memory."""
+    largest = -(-global_size // world)
+    return -(-largest // accumulation(global_size, world, max_batch))
 
 
 def published_weights(train: dict, model: str) -> str | None:

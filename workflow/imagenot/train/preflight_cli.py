@@ -1,0 +1,123 @@
+"""``imagenot preflight``: run the preflight's checks (``imagenot.train.preflight``) and write
+its report, Markdown and JSON; the rule ``preflight`` calls it with ``--settings``, people and
+``benchmarks/gpu_check.sh`` with ``--config`` (and ``--models`` / ``--spaces`` to narrow it).
+
+The JSON is written only when every check passed: it is what the GPU rules wait for
+(``imagenot.train.preflight_plan``). A failed preflight leaves ``<site>.failed.md`` and
+``.failed.json`` beside it (no rule output: Snakemake would delete those of a failed job) and
+ends in one line naming the failed checks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from imagenot.settings import parse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "preflight",
+        help="check one GPU against the config's training jobs before submitting them",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--settings", help="PreflightSettings JSON (the rule's)")
+    source.add_argument("--config", help="a workflow config file (by hand)")
+    p.add_argument("--models", help="comma-separated: only these of the config's models")
+    p.add_argument("--spaces", help="comma-separated: only these train.spaces")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="replace train.device")
+    p.add_argument("--workers", type=int, help="loader workers (default: the config's)")
+    p.add_argument("--feed-steps", type=int, default=20, help="timed feed steps per side")
+    p.add_argument("--feed-warmup", type=int, default=5, help="untimed steps before them")
+    p.add_argument("--feed-images", type=int, default=512, help="JPEGs written per stored size")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (the job's cores)")
+    p.add_argument("--json", required=True, help="the report (written when all checks pass)")
+    p.add_argument("--md", required=True, help="the report in Markdown")
+    p.set_defaults(func=_main)
+
+
+def _settings(args):
+    from imagenot.config import load_config
+    from imagenot.train.settings import PreflightSettings
+
+    if args.settings:
+        settings = parse(PreflightSettings, args.settings)
+    else:
+        settings = PreflightSettings.from_config(load_config(args.config))
+    runs = settings.runs
+    for flag, key in (("models", "model"), ("spaces", "space")):
+        wanted = getattr(args, flag)
+        if wanted:
+            names = wanted.split(",")
+            known = {r[key] for r in settings.runs}
+            if unknown := [n for n in names if n not in known]:
+                raise ValueError(
+                    f"--{flag}: {unknown} not trained by this config; it has {sorted(known)}"
+                )
+            runs = [r for r in runs if r[key] in names]
+    settings = dataclasses.replace(settings, runs=runs)
+    if args.device:
+        settings = dataclasses.replace(settings, device=args.device)
+    return settings
+
+
+def _main(args: argparse.Namespace) -> None:
+    from imagenot.io import write_json, write_text
+    from imagenot.train import preflight, preflight_plan
+    from imagenot.train.device import configure, deterministic_for
+
+    settings = _settings(args)
+    for flag in ("feed_steps", "feed_images", "threads"):
+        if getattr(args, flag) < 1:
+            raise ValueError(f"--{flag.replace('_', '-')} must be at least 1")
+    configure(deterministic_for(None, "cuda" if settings.gpu_job else "cpu"), args.threads)
+    options = preflight.Options(args.feed_steps, args.feed_warmup, args.feed_images, args.workers)
+    report = preflight.run_checks(settings, options)
+    text = markdown(report)
+    print(text)
+    json_out, md_out = Path(args.json), Path(args.md)
+    if report["passed"]:
+        for path in (json_out, md_out):
+            Path(preflight_plan.failed_file(str(path))).unlink(missing_ok=True)
+        write_text(text, md_out)
+        write_json(report, json_out)
+        return
+    json_out.unlink(missing_ok=True)
+    md_out.unlink(missing_ok=True)
+    failed_md = preflight_plan.failed_file(str(md_out))
+    write_text(text, failed_md)
+    write_json(report, preflight_plan.failed_file(str(json_out)))
+    failed = [c for c in report["checks"] if c["status"] == "fail"]
+    raise preflight.PreflightFailed(
+        f"preflight failed ({len(failed)} checks: {', '.join(c['name'] for c in failed)}): "
+        f"{failed[0]['detail']}; no GPU job is submitted until it passes (report: {failed_md}; "
+        "resources.require_preflight: false overrides, docs/gpu.md)"
+    )
+
+
+def markdown(report: dict) -> str:
+    """The report as Markdown: verdict, environment, then one table of every check."""
+    env = report["environment"]
+    verdict = "passed" if report["passed"] else "**FAILED**"
+    lines = [
+        f"# Preflight `{report['site']}`: {verdict}",
+        "",
+        'Written by `imagenot preflight` (docs/gpu.md, "First hour on a GPU").',
+        "",
+        "| environment | |",
+        "|---|---|",
+        *(f"| {k} | {v} |" for k, v in env.items()),
+        "",
+        "| check | status | detail |",
+        "|---|---|---|",
+        *(
+            f"| {c['name']} | {c['status']} | {c['detail'].replace('|', '/')} |"
+            for c in report["checks"]
+        ),
+        "",
+    ]
+    return "\n".join(lines)

@@ -362,7 +362,9 @@ def test_an_empty_slot_runs_without_a_gpu_under_a_gpu_config(tmp_path):
     run = results / "train" / "imagenot" / "st" / "resnet_mini"
     (run / "halving").mkdir(parents=True)
     (results / "datasets" / "imagenot").mkdir(parents=True)
-    for stand_in in ("datasets/imagenot/manifest.parquet", "datasets/imagenot/fingerprint.txt"):
+    (results / "preflight").mkdir(parents=True)  # a passed preflight (rules/preflight.smk)
+    for stand_in in ("datasets/imagenot/manifest.parquet", "datasets/imagenot/fingerprint.txt",
+                     "preflight/local.json"):  # fmt: skip
         (results / stand_in).touch()
     (run / "trials.parquet").touch()
     time.sleep(1.1)  # the decision is newer than its stand-in inputs
@@ -477,6 +479,7 @@ def test_a_site_with_an_image_runs_every_job_in_it(tmp_path, monkeypatch):
     directory = _write(tmp_path / "home", "--container", image)
     profile = yaml.safe_load((directory / "config.yaml").read_text())
     assert profile["software-deployment-method"] == "apptainer"
+    assert profile["apptainer-args"] == "--nv"  # the node's GPUs and driver inside the image
     site = tmp_path / "site.yaml"
     site.write_text(f"resources:\n  site: {directory / 'site.yaml'}\n")
     assert _parsed(tmp_path / "a", site)[1] == {image}

@@ -26,8 +26,6 @@ import contextlib
 import copy
 import gc
 import os
-import platform
-import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -50,6 +48,9 @@ PRECISION_STEPS = 3
 PRECISION_BATCH = 8
 LOSS_RTOL = 0.05  # bf16 keeps ~3 significant digits; a broken kernel is off by far more
 LOGITS_RTOL = 0.05
+# a broken kernel gives ~0 or NaN; bf16 rounding of random-init gradients on a batch of 4-8
+# gave 0.90-1.00 (tiny models, the CPU's bf16): noise, not a fault
+GRAD_COSINE = 0.8
 GIB = 1 << 30
 
 
@@ -75,40 +76,6 @@ class Options:
     feed_warmup: int = 5
     feed_images: int = 512
     workers: int | None = None
-
-
-def environment() -> dict:
-    """What ran the checks: the env's torch and CUDA builds, the node, the container."""
-    env = {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torch_cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        "host": platform.node(),
-        "prefix": sys.prefix,
-        "container": os.environ.get("APPTAINER_CONTAINER")
-        or os.environ.get("SINGULARITY_CONTAINER"),
-        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "cpus": len(os.sched_getaffinity(0)),
-    }
-    if torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(0)
-        env |= {
-            "gpu": props.name,
-            "gpu_memory_gib": round(props.total_memory / GIB, 1),
-            "capability": f"{props.major}.{props.minor}",
-            "driver": _driver_version(),
-        }
-    return env
-
-
-def _driver_version() -> str | None:
-    with contextlib.suppress(Exception):
-        import pynvml  # shipped with recent torch (nvidia-ml-py)
-
-        pynvml.nvmlInit()
-        return str(pynvml.nvmlSystemGetDriverVersion())
-    return None
 
 
 # ---- cuda ----------------------------------------------------------------------------------
@@ -204,24 +171,32 @@ def step_peak(run: dict, batch: int, image_size: int, device: torch.device) -> i
 def check_memory(runs: list[dict], image_size: int, device: torch.device) -> Check:
     """``runs`` of one model, mode and per-GPU batch (their spaces share the result)."""
     run = runs[0]
-    spaces = ", ".join(r["space"] for r in runs)
-    name = f"memory {run['model']} ({spaces})"
-    batch = run["per_gpu"]
-    peak = step_peak(run, batch, image_size, device)
+    name = f"memory {run['model']} ({', '.join(r['space'] for r in runs)})"
     if device.type != "cuda":
-        return Check(name, "info", f"{batch} per GPU ran on the CPU; device memory not measured")
+        step_peak(run, run["per_gpu"], image_size, device)
+        return Check(
+            name, "info", f"{run['per_gpu']} per GPU ran on the CPU; device memory not measured"
+        )
     total = torch.cuda.get_device_properties(device).total_memory
+    return memory_verdict(name, run, total, lambda b: step_peak(run, b, image_size, device))
+
+
+def memory_verdict(name: str, run: dict, total: int, peak_of) -> Check:
+    """Whether ``run``'s per-GPU batch fits in :data:`FIT_FRACTION` of ``total`` bytes, by
+    ``peak_of(batch)`` (peak bytes, None: out of memory); if not, the largest batch measured to
+    fit (halving, then bisecting up) and the config key that sets it."""
+    batch = run["per_gpu"]
     limit = FIT_FRACTION * total
+    peak = peak_of(batch)
     values = {"per_gpu": batch, "peak_gib": None if peak is None else round(peak / GIB, 2)}
     values["device_gib"] = round(total / GIB, 2)
     if peak is not None and peak <= limit:
-        return Check(
-            name, "pass", f"{batch} per GPU: {peak / GIB:.1f} of {total / GIB:.1f} GiB", values
-        )
+        detail = f"{batch} per GPU: {peak / GIB:.1f} of {total / GIB:.1f} GiB"
+        return Check(name, "pass", detail, values)
     fit, fit_peak, over = 0, None, batch
     b = batch // 2
     while b >= 1:  # halve down to a batch that fits...
-        p = step_peak(run, b, image_size, device)
+        p = peak_of(b)
         if p is not None and p <= limit:
             fit, fit_peak = b, p
             break
@@ -230,7 +205,7 @@ def check_memory(runs: list[dict], image_size: int, device: torch.device) -> Che
         if over - fit <= 1:
             break
         mid = (fit + over) // 2
-        p = step_peak(run, mid, image_size, device)
+        p = peak_of(mid)
         if p is not None and p <= limit:
             fit, fit_peak = mid, p
         else:
@@ -351,40 +326,54 @@ def check_host(settings: PreflightSettings, workers: int) -> Check:
 
 
 # ---- precision -----------------------------------------------------------------------------
+def _loss_and_grad(model, x, labels, device: torch.device, bf16: bool):
+    model.zero_grad(set_to_none=True)
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+        loss = F.cross_entropy(model(x).float(), labels)
+    loss.backward()
+    grad = torch.cat([p.grad.flatten().float() for p in model.parameters() if p.grad is not None])
+    return loss.item(), grad
+
+
 def compare_precision(
     model_name: str, image_size: int, device: torch.device, batch: int = PRECISION_BATCH
 ) -> dict:
-    """bf16 autocast against float32 from the same weights on the same batches (autocast on
-    ``device``'s type: CUDA in a preflight, the CPU's bf16 in the tests): per-step training
-    losses over :data:`PRECISION_STEPS` SGD steps, then evaluation logits and top-1 on a batch."""
+    """bf16 autocast against float32 on the same weights and batches (autocast on ``device``'s
+    type: CUDA in a preflight, the CPU's bf16 in the tests). Over :data:`PRECISION_STEPS` SGD
+    steps (taken with the float32 gradients, so both see the same weights): each step's loss
+    and the cosine of the two gradients (the backward pass too); then evaluation logits and
+    top-1 predictions of the trained weights on a new batch."""
     torch.manual_seed(0)
-    base = build_model(model_name, NUM_CLASSES)
     layout = torch.channels_last if device.type == "cuda" else torch.contiguous_format
+    model = build_model(model_name, NUM_CLASSES).to(device, memory_format=layout)
+    optimizer = build_optimizer(
+        list(model.parameters()), {**feed_bench.HYPERPARAMETERS, "lr": 0.01}
+    )
     batches = [
-        (_images(batch, image_size, device, seed=s), _labels(batch, device, seed=s))
+        (preprocess(_images(batch, image_size, device, seed=s), image_size, layout),
+         _labels(batch, device, seed=s))
         for s in range(PRECISION_STEPS + 1)
-    ]
-    losses, logits = {}, {}
+    ]  # fmt: skip
+    losses, cosines = {False: [], True: []}, []
+    model.train()
+    for step, (x, labels) in enumerate(batches[:PRECISION_STEPS]):
+        # both passes: the same BatchNorm statistics and the same dropout draws
+        state = copy.deepcopy(model.state_dict())
+        torch.manual_seed(step)
+        low, g_low = _loss_and_grad(model, x, labels, device, True)
+        model.load_state_dict(state)
+        torch.manual_seed(step)
+        high, g_high = _loss_and_grad(model, x, labels, device, False)
+        losses[True].append(low)
+        losses[False].append(high)
+        cosines.append(F.cosine_similarity(g_low, g_high, dim=0).item())
+        optimizer.step()  # with the float32 gradients, the last computed
+    model.eval()
+    logits = {}
     for bf16 in (False, True):
-        model = copy.deepcopy(base).to(device, memory_format=layout)
-        optimizer = build_optimizer(
-            list(model.parameters()), {**feed_bench.HYPERPARAMETERS, "lr": 0.01}
-        )
-        model.train()
-        out = []
-        for images, labels in batches[:PRECISION_STEPS]:
-            x = preprocess(images, image_size, layout)
-            optimizer.zero_grad(set_to_none=True)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-                loss = F.cross_entropy(model(x).float(), labels)
-            loss.backward()
-            optimizer.step()
-            out.append(loss.item())
-        losses[bf16] = out
-        model.eval()
         with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            logits[bf16] = model(preprocess(batches[-1][0], image_size, layout)).float()
-        del model, optimizer
+            logits[bf16] = model(batches[-1][0]).float()
+    del model, optimizer
     rel = [abs(b - f) / max(abs(f), 1e-6) for f, b in zip(losses[False], losses[True], strict=True)]
     diff = (logits[True] - logits[False]).norm() / logits[False].norm().clamp_min(1e-6)
     agree = (logits[True].argmax(1) == logits[False].argmax(1)).float().mean()
@@ -393,6 +382,7 @@ def compare_precision(
         "loss_fp32": [round(v, 5) for v in losses[False]],
         "loss_bf16": [round(v, 5) for v in losses[True]],
         "loss_rel_diff": round(max(rel), 5),
+        "grad_cosine": round(min(cosines, key=lambda c: -1 if c != c else c), 5),  # NaN first
         "logits_rel_diff": round(diff.item(), 5),
         "top1_agreement": round(agree.item(), 4),
     }
@@ -404,11 +394,13 @@ def check_precision(model_name: str, image_size: int, device: torch.device) -> C
         return Check(name, "skip", "bf16 autocast runs on CUDA only; CPU jobs train in float32")
     values = compare_precision(model_name, image_size, device)
     detail = (
-        f"loss bf16 vs fp32 within {values['loss_rel_diff']:.2%} over {PRECISION_STEPS} steps; "
+        f"loss bf16 vs fp32 within {values['loss_rel_diff']:.2%} over {PRECISION_STEPS} steps, "
+        f"gradient cosine >= {values['grad_cosine']:.3f}; "
         f"eval logits within {values['logits_rel_diff']:.2%}, top-1 agreement "
         f"{values['top1_agreement']:.0%} (random weights: near ties move)"
     )
     ok = values["loss_rel_diff"] <= LOSS_RTOL and values["logits_rel_diff"] <= LOGITS_RTOL
+    ok = ok and values["grad_cosine"] >= GRAD_COSINE
     return Check(name, "pass" if ok else "fail", detail, values)
 
 
@@ -475,7 +467,6 @@ def _report(settings: PreflightSettings, checks: list[Check]) -> dict:
     return {
         "site": settings.site,
         "passed": not any(c.status == "fail" for c in checks),
-        "environment": environment(),
         "settings": asdict(settings),
         "checks": [asdict(c) for c in checks],
     }

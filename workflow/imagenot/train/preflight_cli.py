@@ -11,7 +11,11 @@ ends in one line naming the failed checks.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import os
+import platform
+import sys
 from pathlib import Path
 
 from imagenot.settings import parse
@@ -76,7 +80,7 @@ def _main(args: argparse.Namespace) -> None:
             raise ValueError(f"--{flag.replace('_', '-')} must be at least 1")
     configure(deterministic_for(None, "cuda" if settings.gpu_job else "cpu"), args.threads)
     options = preflight.Options(args.feed_steps, args.feed_warmup, args.feed_images, args.workers)
-    report = preflight.run_checks(settings, options)
+    report = {**preflight.run_checks(settings, options), "environment": environment()}
     text = markdown(report)
     print(text)
     json_out, md_out = Path(args.json), Path(args.md)
@@ -97,6 +101,44 @@ def _main(args: argparse.Namespace) -> None:
         f"{failed[0]['detail']}; no GPU job is submitted until it passes (report: {failed_md}; "
         "resources.require_preflight: false overrides, docs/gpu.md)"
     )
+
+
+def environment() -> dict:
+    """What ran the checks: the env's torch and CUDA builds, the node, the container."""
+    import torch
+
+    from imagenot.train.preflight import GIB
+
+    env = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "host": platform.node(),
+        "prefix": sys.prefix,
+        "container": os.environ.get("APPTAINER_CONTAINER")
+        or os.environ.get("SINGULARITY_CONTAINER"),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "cpus": len(os.sched_getaffinity(0)),
+    }
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        env |= {
+            "gpu": props.name,
+            "gpu_memory_gib": round(props.total_memory / GIB, 1),
+            "capability": f"{props.major}.{props.minor}",
+            "driver": _driver_version(),
+        }
+    return env
+
+
+def _driver_version() -> str | None:
+    with contextlib.suppress(Exception):
+        import pynvml  # shipped with recent torch (nvidia-ml-py)
+
+        pynvml.nvmlInit()
+        return str(pynvml.nvmlSystemGetDriverVersion())
+    return None
 
 
 def markdown(report: dict) -> str:

@@ -52,7 +52,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _batch_sizes(config: dict, models: list[str], space: str, given: int | None) -> dict:
     """``--batch-size``, else each model's batch in ``space`` (its override, else the space's),
-    capped by ``train.max_batch_per_gpu`` as a training job's per-GPU micro-batch is."""
+    cut as a one-GPU training job cuts it into micro-batches (the model's
+    ``train.max_batch_per_gpu_overrides`` entry, else ``train.max_batch_per_gpu``)."""
     if given:
         return dict.fromkeys(models, given)
     if space not in config["train"]["spaces"]:
@@ -61,11 +62,10 @@ def _batch_sizes(config: dict, models: list[str], space: str, given: int | None)
             f"{', '.join(config['train']['spaces'])})"
         )
     sp = config["train"]["spaces"][space]
-    cap = config["train"]["max_batch_per_gpu"]
     out = {}
     for m in models:
         b = sp.get("batch_size_overrides", {}).get(m, sp["batch_size"])
-        out[m] = min(b, cap) if cap else b
+        out[m] = plan.per_gpu_batch(b, 1, plan.max_batch_per_gpu(config, m))
     return out
 
 

@@ -75,7 +75,7 @@ def test_the_paper_runs_cap_convnext_l_and_efficientnet_v2_l_and_keep_the_others
     assert tl["mode"] == "features" and tl["per_gpu"] == config["train"]["eval_batch_size"]
     assert not any(r["space"] is None for r in runs.values())  # published ImageNet: nothing run
     # the training jobs read the same cap
-    settings = PreflightSettings.from_config(config)
+    settings = PreflightSettings.from_config(config, None)
     assert settings.gpu_job and settings.num_workers == plan.num_workers(config)
 
 
@@ -103,7 +103,7 @@ def test_a_model_that_does_not_fit_names_the_key_and_the_largest_batch_measured_
 
 
 def test_host_check_names_what_is_too_small():
-    settings = PreflightSettings.from_config(load_config(PAPER))
+    settings = PreflightSettings.from_config(load_config(PAPER), None)
     ring = preflight_plan.ring_bytes(7, 256, 256, 256)
     small = dataclasses.replace(settings, mem_mb=ring // 2_000_000)
     check = preflight.check_host(small, workers=7)

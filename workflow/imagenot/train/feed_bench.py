@@ -46,7 +46,7 @@ HYPERPARAMETERS = {"optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay
 N_CLASSES = 10
 
 
-def smooth_jpegs(n: int, size: int, seed: int = 0) -> list[bytes]:
+def smooth_jpegs(n: int, size: int, seed: int) -> list[bytes]:
     """``n`` JPEGs of ``size`` px: smooth colour waves plus noise, which compress and decode like
     photographs (a flat image decodes several times faster and would flatter the feed)."""
     from PIL import Image
@@ -68,7 +68,7 @@ def write_jpeg_dataset(root: Path, n: int, size: int) -> ManifestDataset:
     """``n`` :func:`smooth_jpegs` of ``size`` px written as one of our datasets (its train split,
     ten classes), as a training job reads them."""
     classes = [f"c{i:02d}" for i in range(N_CLASSES)]
-    jpegs = smooth_jpegs(n, size)
+    jpegs = smooth_jpegs(n, size, seed=0)
     records = [Record(f"k{i:06d}", classes[i % N_CLASSES], "train", d) for i, d in enumerate(jpegs)]
     write_dataset(root, records, classes, shard_size=5000)
     return ManifestDataset(root, "train")

@@ -117,12 +117,12 @@ def check_cuda(settings: PreflightSettings) -> tuple[Check, torch.device | None]
 
 
 # ---- memory --------------------------------------------------------------------------------
-def _images(n: int, side: int, device: torch.device, seed: int = 0) -> torch.Tensor:
+def _images(n: int, side: int, device: torch.device, seed: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randint(0, 256, (n, 3, side, side), dtype=torch.uint8, generator=g).to(device)
 
 
-def _labels(n: int, device: torch.device, seed: int = 0) -> torch.Tensor:
+def _labels(n: int, device: torch.device, seed: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed + 1)
     return torch.randint(0, NUM_CLASSES, (n,), generator=g).to(device)
 
@@ -145,8 +145,8 @@ def step_peak(run: dict, batch: int, image_size: int, device: torch.device) -> i
         if cuda:
             model.to(memory_format=torch.channels_last)
             torch.cuda.reset_peak_memory_stats(device)
-        images = _images(batch, run["stored_size"], device)
-        labels = _labels(batch, device)
+        images = _images(batch, run["stored_size"], device, seed=0)
+        labels = _labels(batch, device, seed=0)
         if run["mode"] == "features":
             model.eval()
             layout = torch.channels_last if cuda else torch.contiguous_format

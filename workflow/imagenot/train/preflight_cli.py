@@ -51,7 +51,7 @@ def _settings(args):
     if args.settings:
         settings = parse(PreflightSettings, args.settings)
     else:
-        settings = PreflightSettings.from_config(load_config(args.config))
+        settings = PreflightSettings.from_config(load_config(args.config), None)
     runs = settings.runs
     for flag, key in (("models", "model"), ("spaces", "space")):
         wanted = getattr(args, flag)

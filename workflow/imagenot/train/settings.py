@@ -311,7 +311,7 @@ class PreflightSettings(FromConfig):
 
     @classmethod
     def from_config(  # type: ignore[override]
-        cls, config, site: dict | None = None
+        cls, config, site: dict | None
     ) -> PreflightSettings:
         from imagenot.train import plan, preflight_plan
 

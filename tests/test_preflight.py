@@ -237,3 +237,25 @@ def test_a_failed_preflight_runs_no_gpu_job_and_the_override_runs_it(tmp_path):
     done, slot, reports = results["override"]
     assert done.returncode == 0, done.stderr[-3000:]
     assert slot.exists() and not reports.exists()
+
+
+def test_gpu_check_script_runs_its_cpu_smoke_with_the_tiny_models(tmp_path):
+    """benchmarks/gpu_check.sh --cpu: the script the first lent GPU runs, here with the tiny
+    models on the CPU; one table, a row per model, and the report in the folder given."""
+    done = subprocess.run(
+        ["bash", "benchmarks/gpu_check.sh", "--cpu", str(tmp_path)],
+        cwd=REPO,
+        env={**_env(), "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "_mini" in line]
+    names = [row.split("|")[1].strip() for row in rows]
+    assert sorted(names) == sorted(
+        ["alexnet_mini", "resnet_mini", "convnext_mini", "efficientnet_mini"]
+    )
+    assert all(row.split("|")[2].strip() == "16" for row in rows)  # the demo's batch, per GPU
+    report = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert report["passed"] and report["settings"]["device"] == "cpu"

@@ -174,9 +174,8 @@ def check_memory(runs: list[dict], image_size: int, device: torch.device) -> Che
     name = f"memory {run['model']} ({', '.join(r['space'] for r in runs)})"
     if device.type != "cuda":
         step_peak(run, run["per_gpu"], image_size, device)
-        return Check(
-            name, "info", f"{run['per_gpu']} per GPU ran on the CPU; device memory not measured"
-        )
+        detail = f"{run['per_gpu']} per GPU ran on the CPU; device memory not measured"
+        return Check(name, "info", detail, {"per_gpu": run["per_gpu"]})
     total = torch.cuda.get_device_properties(device).total_memory
     return memory_verdict(name, run, total, lambda b: step_peak(run, b, image_size, device))
 

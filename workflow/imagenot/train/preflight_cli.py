@@ -41,6 +41,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=1, help="torch threads (the job's cores)")
     p.add_argument("--json", required=True, help="the report (written when all checks pass)")
     p.add_argument("--md", required=True, help="the report in Markdown")
+    p.add_argument(
+        "--table",
+        action="store_true",
+        help="print one row per model (benchmarks/gpu_check.sh) instead of the whole report",
+    )
     p.set_defaults(func=_main)
 
 
@@ -82,7 +87,7 @@ def _main(args: argparse.Namespace) -> None:
     options = preflight.Options(args.feed_steps, args.feed_warmup, args.feed_images, args.workers)
     report = {**preflight.run_checks(settings, options), "environment": environment()}
     text = markdown(report)
-    print(text)
+    print(summary(report) if args.table else text)
     json_out, md_out = Path(args.json), Path(args.md)
     if report["passed"]:
         for path in (json_out, md_out):
@@ -139,6 +144,54 @@ def _driver_version() -> str | None:
         pynvml.nvmlInit()
         return str(pynvml.nvmlSystemGetDriverVersion())
     return None
+
+
+def summary(report: dict) -> str:
+    """One Markdown table, a row per model: its memory at the per-GPU batch, the feed against
+    device-resident data, bf16 against float32; then the checks that failed or warned."""
+    env = report["environment"]
+    rows: dict[str, dict] = {}
+    for c in report["checks"]:
+        kind, _, rest = c["name"].partition(" ")
+        if kind in ("memory", "feed", "precision"):
+            rows.setdefault(rest.split(" ")[0], {})[kind] = c
+    head = (
+        f"Preflight on {env.get('gpu', 'the CPU')} (torch {env['torch']}, CUDA "
+        f"{env['torch_cuda']}): {'passed' if report['passed'] else 'FAILED'}"
+    )
+    lines = [
+        head,
+        "",
+        "| model | batch/GPU | peak GiB | of GiB | feed img/s | device img/s | ratio "
+        "| bf16 loss diff | grad cosine | eval top-1 agree | status |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for model, by in rows.items():
+        mem = by.get("memory", {}).get("values", {})
+        feed = by.get("feed", {}).get("values", {})
+        prec = by.get("precision", {}).get("values", {})
+        worst = {c["status"] for c in by.values()}
+        status = next((s for s in ("fail", "warn", "pass", "info", "skip") if s in worst), "")
+        cells = [
+            model,
+            mem.get("per_gpu"),
+            mem.get("peak_gib"),
+            mem.get("device_gib"),
+            feed.get("feed_img_per_s"),
+            feed.get("device_img_per_s"),
+            feed.get("ratio"),
+            prec.get("loss_rel_diff"),
+            prec.get("grad_cosine"),
+            prec.get("top1_agreement"),
+            status,
+        ]
+        lines.append("| " + " | ".join("-" if v is None else str(v) for v in cells) + " |")
+    lines += [
+        f"\n{c['status']}: {c['name']}: {c['detail']}"
+        for c in report["checks"]
+        if c["status"] in ("fail", "warn")
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def markdown(report: dict) -> str:

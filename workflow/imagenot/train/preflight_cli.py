@@ -138,11 +138,22 @@ def environment() -> dict:
 
 
 def _driver_version() -> str | None:
-    with contextlib.suppress(Exception):
-        import pynvml  # shipped with recent torch (nvidia-ml-py)
+    """The node's NVIDIA driver, from nvidia-smi (on the node, or bound into the container by
+    Apptainer's --nv); None where there is none."""
+    import shutil
+    import subprocess
 
-        pynvml.nvmlInit()
-        return str(pynvml.nvmlSystemGetDriverVersion())
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(
+            [smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.split()
+        return out[0] if out else None
     return None
 
 

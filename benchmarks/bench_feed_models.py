@@ -139,22 +139,13 @@ def main() -> None:
         dataset = write_jpeg_dataset(root / "ds", args.images, args.stored_size or args.size)
         result["decode_floor_img_per_s_per_core"] = round(decode_floor(dataset), 1)
         on_device = resident(dataset, device)
+        timing = {k: getattr(args, k) for k in ("size", "steps", "warmup", "workers", "encoded")}
         for name in models:
             try:
                 row = bench_model(
-                    name,
-                    dataset,
-                    on_device,
-                    batch=batches[name],
-                    size=args.size,
-                    steps=args.steps,
-                    warmup=args.warmup,
-                    workers=args.workers,
-                    encoded=args.encoded,
-                    num_classes=args.num_classes,
-                    device=device,
-                    root=root,
-                )
+                    name, dataset, on_device, batch=batches[name], num_classes=args.num_classes,
+                    device=device, root=root, **timing,
+                )  # fmt: skip
             except torch.OutOfMemoryError:
                 row = {
                     "model": name,

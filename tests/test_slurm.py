@@ -55,8 +55,7 @@ REDO = [
         f"results/curate/imagenot/embeddings/{shard}",  # the part's resumable chunks
     )
 ]
-# ... after the preflight of the site (resources.gpus: 1 gates GPU rules; rules/preflight.smk)
-EXPECTED_RULES = {"curate_captions", "curate_embed", "preflight"}
+EXPECTED_RULES = {"curate_captions", "curate_embed"}
 OOM_RULE = "curate_captions"
 SLURMD_LOG = Path("/var/log/slurm/slurmd.log")
 # The site profile as a user writes it (docs/cluster.md), for the test cluster: one partition
@@ -118,12 +117,8 @@ def rule_blocks(repo: Path = REPO) -> dict[str, str]:
 
 
 def gpu_rules(repo: Path = REPO) -> set[str]:
-    """Rules that request GPUs (`**gpu_request()`, or a count: the preflight's)."""
-    return {
-        name
-        for name, body in rule_blocks(repo).items()
-        if "**gpu_request(" in body and "**gpu_request(0)" not in body
-    }
+    """Rules that request GPUs (`**gpu_request()`)."""
+    return {name for name, body in rule_blocks(repo).items() if "**gpu_request()" in body}
 
 
 @pytest.fixture(scope="module")

@@ -362,9 +362,7 @@ def test_an_empty_slot_runs_without_a_gpu_under_a_gpu_config(tmp_path):
     run = results / "train" / "imagenot" / "st" / "resnet_mini"
     (run / "halving").mkdir(parents=True)
     (results / "datasets" / "imagenot").mkdir(parents=True)
-    (results / "preflight").mkdir(parents=True)  # a passed preflight (rules/preflight.smk)
-    for stand_in in ("datasets/imagenot/manifest.parquet", "datasets/imagenot/fingerprint.txt",
-                     "preflight/local.json"):  # fmt: skip
+    for stand_in in ("datasets/imagenot/manifest.parquet", "datasets/imagenot/fingerprint.txt"):
         (results / stand_in).touch()
     (run / "trials.parquet").touch()
     time.sleep(1.1)  # the decision is newer than its stand-in inputs

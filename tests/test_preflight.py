@@ -79,6 +79,15 @@ def test_the_paper_runs_cap_convnext_l_and_efficientnet_v2_l_and_keep_the_others
     assert settings.gpu_job and settings.num_workers == plan.num_workers(config)
 
 
+def test_a_cap_for_an_unregistered_model_is_refused_by_name():
+    from imagenot.config import ConfigError
+
+    config = load_config(PAPER)
+    config["train"]["max_batch_per_gpu_overrides"] = {"convnext_lrage": 64}
+    with pytest.raises(ConfigError, match=r"train\.max_batch_per_gpu_overrides: 'convnext_lrage'"):
+        plan.check(config)
+
+
 def test_a_model_that_does_not_fit_names_the_key_and_the_largest_batch_measured_to_fit():
     run = {"model": "convnext_large", "mode": "train", "per_gpu": 256, "space": "s"}
     total = 80 * GIB

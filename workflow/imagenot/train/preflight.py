@@ -410,7 +410,8 @@ def run_checks(settings: PreflightSettings, options: Options) -> dict:
     cuda, device = check_cuda(settings)
     checks.append(cuda)
     workers = settings.num_workers if options.workers is None else options.workers
-    if settings.in_memory and options.workers is None:
+    held = settings.in_memory and options.workers is None  # in-memory splits: no loader
+    if held:
         workers = 0
     checks.append(check_host(settings, workers))
     if device is None:
@@ -439,12 +440,8 @@ def run_checks(settings: PreflightSettings, options: Options) -> dict:
             run = feeds.get(model)
             if run is None:
                 continue
-            if workers == 0:
-                reason = (
-                    "train.in_memory: splits are held in memory, no loader"
-                    if settings.in_memory
-                    else "no loader workers"
-                )
+            if held:
+                reason = "train.in_memory: splits are held in memory, no loader"
                 checks.append(Check(f"feed {model}", "skip", reason))
                 continue
             side = run["stored_size"]

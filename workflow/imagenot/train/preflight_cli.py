@@ -103,7 +103,8 @@ def _main(args: argparse.Namespace) -> None:
     failed = [c for c in report["checks"] if c["status"] == "fail"]
     raise preflight.PreflightFailed(
         f"preflight failed ({len(failed)} checks: {', '.join(c['name'] for c in failed)}): "
-        f"{failed[0]['detail']}; no GPU job is submitted until it passes (report: {failed_md}; "
+        f"{' | '.join(c['detail'] for c in failed)}; no GPU job is submitted until it passes "
+        f"(report: {failed_md}; "
         "resources.require_preflight: false overrides, docs/gpu.md)"
     )
 

@@ -137,35 +137,40 @@ def step_peak(run: dict, batch: int, image_size: int, device: torch.device) -> i
     """The allocator's peak (bytes) of two training steps of ``run``'s model at ``batch``
     (``features`` mode: one forward pass in eval mode), or None when the device ran out of
     memory. On the CPU the steps run (the model builds and trains at this size) and the peak is
-    0: the CPU has no device memory to measure."""
-    cuda = device.type == "cuda"
-    model = optimizer = None
+    0: the CPU has no device memory to measure. Every tensor of the steps lives in
+    :func:`_steps`'s frame, gone before the cache is emptied: the next, smaller attempt's peak
+    starts from nothing."""
     try:
-        model = build_model(run["model"], NUM_CLASSES).to(device)
-        if cuda:
-            model.to(memory_format=torch.channels_last)
-            torch.cuda.reset_peak_memory_stats(device)
-        images = _images(batch, run["stored_size"], device, seed=0)
-        labels = _labels(batch, device, seed=0)
-        if run["mode"] == "features":
-            model.eval()
-            layout = torch.channels_last if cuda else torch.contiguous_format
-            with torch.no_grad(), torch.autocast(device.type, torch.bfloat16, enabled=cuda):
-                model(preprocess(images, image_size, layout))
-        else:
-            model.train()
-            optimizer = build_optimizer(list(model.parameters()), feed_bench.HYPERPARAMETERS)
-            for _ in range(2):
-                feed_bench.train_step(model, optimizer, images, labels, device, image_size)
-        if cuda:
-            torch.cuda.synchronize(device)
-            return torch.cuda.max_memory_reserved(device)
-        return 0
+        return _steps(run, batch, image_size, device)
     except torch.OutOfMemoryError:
         return None
     finally:
-        del model, optimizer
         _release()
+
+
+def _steps(run: dict, batch: int, image_size: int, device: torch.device) -> int:
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+    model = build_model(run["model"], NUM_CLASSES).to(device)
+    if cuda:
+        model.to(memory_format=torch.channels_last)
+    images = _images(batch, run["stored_size"], device, seed=0)
+    labels = _labels(batch, device, seed=0)
+    if run["mode"] == "features":
+        model.eval()
+        layout = torch.channels_last if cuda else torch.contiguous_format
+        with torch.no_grad(), torch.autocast(device.type, torch.bfloat16, enabled=cuda):
+            model(preprocess(images, image_size, layout))
+    else:
+        model.train()
+        optimizer = build_optimizer(list(model.parameters()), feed_bench.HYPERPARAMETERS)
+        for _ in range(2):
+            feed_bench.train_step(model, optimizer, images, labels, device, image_size)
+    if not cuda:
+        return 0
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_reserved(device)
 
 
 def check_memory(runs: list[dict], image_size: int, device: torch.device) -> Check:

@@ -176,7 +176,10 @@ def _steps(run: dict, batch: int, image_size: int, device: torch.device) -> int:
 def check_memory(runs: list[dict], image_size: int, device: torch.device) -> Check:
     """``runs`` of one model, mode and per-GPU batch (their spaces share the result)."""
     run = runs[0]
-    name = f"memory {run['model']} ({', '.join(r['space'] for r in runs)})"
+    what = ", ".join(r["space"] for r in runs) + (
+        "; TL features" if run["mode"] == "features" else ""
+    )
+    name = f"memory {run['model']} ({what})"
     if device.type != "cuda":
         step_peak(run, run["per_gpu"], image_size, device)
         detail = f"{run['per_gpu']} per GPU ran on the CPU; device memory not measured"

@@ -166,7 +166,7 @@ def summary(report: dict) -> str:
     for c in report["checks"]:
         kind, _, rest = c["name"].partition(" ")
         if kind in ("memory", "feed", "precision"):
-            rows.setdefault(rest.split(" ")[0], {})[kind] = c
+            rows.setdefault(rest.split(" ")[0], {}).setdefault(kind, c)  # training's first
     head = (
         f"Preflight on {env.get('gpu', 'the CPU')} (torch {env['torch']}, CUDA "
         f"{env['torch_cuda']}): {'passed' if report['passed'] else 'FAILED'}"

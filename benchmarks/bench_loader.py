@@ -21,34 +21,22 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import json
 import os
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
-from PIL import Image
 
 from imagenot.acquire.dataset import ManifestDataset, Record, write_dataset
+from imagenot.train.feed_bench import smooth_jpegs
 
 
 def _images(n: int, size: int, seed: int = 0) -> list[bytes]:
-    rng = np.random.default_rng(seed)
-    out = []
-    yy, xx = np.mgrid[0:size, 0:size] / size
-    for _ in range(n):
-        a, b, c = rng.uniform(0, 6, 3)
-        base = np.stack([np.sin(a * xx + b * yy + c + k) for k in range(3)], -1)
-        arr = ((base * 0.4 + 0.5) * 255 + rng.normal(0, 12, base.shape)).clip(0, 255)
-        buf = io.BytesIO()
-        Image.fromarray(arr.astype(np.uint8)).save(buf, format="JPEG", quality=95)
-        out.append(buf.getvalue())
-    return out
+    return smooth_jpegs(n, size, seed)
 
 
 def _time(fn) -> float:

@@ -17,6 +17,7 @@ from imagenot.curate import settings as curate_settings
 from imagenot.acquire import plan as acquire_plan
 from imagenot.acquire import settings as acquire_settings
 from imagenot.train import plan as train_plan
+from imagenot.train import preflight_plan
 from imagenot.train import settings as train_settings
 from imagenot.evaluate import plan as evaluate_plan
 from imagenot.evaluate import settings as evaluate_settings
@@ -77,6 +78,13 @@ def gpu_job_option():
     """`--gpu-job` for the command of each GPU rule when the config plans GPUs; the job then
     stops if it sees no CUDA device instead of running on the CPU (imagenot.device)."""
     return "--gpu-job" if config["resources"]["gpus"] > 0 else ""
+
+
+def preflight_gate():
+    """A GPU rule's input that holds it until the preflight of this site, env and config has
+    passed (rules/preflight.smk); `ancient`, so a preflight rerun never outdates finished jobs.
+    Nothing at resources.gpus 0 or with resources.require_preflight false."""
+    return [ancient(f) for f in preflight_plan.gate_inputs(config, SITE)]
 
 
 def train_slot_resources():

@@ -122,6 +122,7 @@ rule curate_embed:
         captions=f"{RESULTS}/curate/{{dataset}}/captions/{{shard}}.parquet",
         candidates=f"{RESULTS}/curate/{{dataset}}/candidates.parquet",
         queries=f"{RESULTS}/curate/{{dataset}}/queries.npy",
+        preflight=preflight_gate(),
     output:
         scores=f"{RESULTS}/curate/{{dataset}}/scores/{{shard}}.parquet",
         stats=f"{RESULTS}/curate/{{dataset}}/scores/{{shard}}.json",

@@ -58,6 +58,7 @@ rule diagnostics_embed_images:
         manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
         classes=f"{RESULTS}/datasets/{{dataset}}/classes.txt",
         checkpoint=diagnostics_plan.encoder_checkpoint(config),
+        preflight=preflight_gate(),
     output:
         f"{RESULTS}/diagnostics/{{dataset}}/image_embeddings.npz",
     log:

@@ -8,6 +8,7 @@ rule evaluate_robustness:
         model=f"{RESULTS}/train/{{dataset}}/{{protocol}}/{{model}}/final/seed-{{seed}}/model.safetensors",
         result=f"{RESULTS}/train/{{dataset}}/{{protocol}}/{{model}}/final/seed-{{seed}}/result.json",
         manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
+        preflight=preflight_gate(),
     output:
         robustness=f"{RESULTS}/evaluate/{{dataset}}/{{protocol}}/{{model}}/seed-{{seed}}/robustness.parquet",
         per_image=f"{RESULTS}/evaluate/{{dataset}}/{{protocol}}/{{model}}/seed-{{seed}}/per_image.parquet",

@@ -56,6 +56,7 @@ rule train_trial:
         previous=lambda wc: train_plan.previous_decision(
             config, wc.dataset, wc.protocol, wc.model, wc.stage
         ),
+        preflight=preflight_gate(),
     output:
         f"{TRAIN_RUN}/stage-{{stage}}/slot-{{slot}}.json",
     log:
@@ -99,6 +100,7 @@ rule train_features:
     input:
         data=lambda wc: train_plan.dataset_inputs(wc.dataset),
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
+        preflight=preflight_gate(),
     output:
         train_plan.feature_files("{dataset}", "{protocol}", "{model}"),
     log:
@@ -214,6 +216,7 @@ rule train_final:
         selection=f"{TRAIN_RUN}/selection.json",
         data=lambda wc: train_plan.dataset_inputs(wc.dataset),
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
+        preflight=preflight_gate(),
     output:
         model=f"{TRAIN_RUN}/final/seed-{{seed}}/model.safetensors",
         result=f"{TRAIN_RUN}/final/seed-{{seed}}/result.json",

@@ -22,8 +22,10 @@ TORCH_MODULES = {
     "imagenot.train.distributed",
     "imagenot.train.features",
     "imagenot.train.feed",
+    "imagenot.train.feed_bench",  # the preflight's and bench_feed_models' timed steps
     "imagenot.train.jobs",
     "imagenot.train.loop",
+    "imagenot.train.preflight",  # one forward+backward per model on the device
     "imagenot.train.schedules",
 }
 HEAVY = ("torch", "torchvision", "timm")

@@ -503,6 +503,7 @@ def test_a_site_with_an_image_runs_every_job_in_it(tmp_path, monkeypatch):
     directory = _write(tmp_path / "home", "--container", image)
     profile = yaml.safe_load((directory / "config.yaml").read_text())
     assert profile["software-deployment-method"] == "apptainer"
+    assert profile["apptainer-args"] == "--nv"  # the node's GPUs and driver inside the image
     site = tmp_path / "site.yaml"
     site.write_text(f"resources:\n  site: {directory / 'site.yaml'}\n")
     assert _parsed(tmp_path / "a", site)[1] == {image}

@@ -182,9 +182,11 @@ def test_only_training_evaluation_and_embedding_rules_request_a_gpu(repo_root):
                     block,
                     re.M,
                 ), m.group(1)
-                # a GPU job without a GPU stops (imagenot.device); training jobs carry gpu_job
-                # in their settings (tests/test_train_device.py)
-                assert m.group(1).startswith("train_") or "{params.gpu_job}" in block, m.group(1)
+                # a GPU job without a GPU stops (imagenot.device); training jobs and the
+                # preflight carry gpu_job in their settings (tests/test_train_device.py,
+                # tests/test_preflight.py)
+                name = m.group(1)
+                assert name.startswith(("train_", "preflight")) or "{params.gpu_job}" in block, name
     assert gpu_rules == {
         "train_trial",
         "train_final",
@@ -192,6 +194,7 @@ def test_only_training_evaluation_and_embedding_rules_request_a_gpu(repo_root):
         "evaluate_robustness",
         "curate_embed",
         "diagnostics_embed_images",
+        "preflight",  # one job, before the others (rules/preflight.smk)
     }
 
 

@@ -22,6 +22,7 @@ STAGE_CLIS = (
     "imagenot.curate.cli",
     "imagenot.acquire.cli",
     "imagenot.train.cli",
+    "imagenot.train.preflight_cli",
     "imagenot.evaluate.cli",
     "imagenot.analyse.cli",
     "imagenot.figures.rankings_cli",

@@ -154,6 +154,10 @@ def profile(site: dict, directory: Path) -> dict:
         # YAML inside --config is read by Snakemake as strings only: pass the path, not values
         "config": [f"resources={json.dumps({'site': str(directory / SITE_FILE)})}"],
     }
+    if site["container"]:
+        # Apptainer hides the node's GPUs and driver from a container without --nv: every GPU
+        # job would see no CUDA device (the preflight's first check, docs/gpu.md)
+        out["apptainer-args"] = "--nv"
     if site["conda_prefix"]:
         out["conda-prefix"] = site["conda_prefix"]
     if site["account"]:

@@ -47,6 +47,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from imagenot.train.experiments import accumulation  # noqa: F401 (the loop's; arithmetic, torch-free)
+
 
 @dataclass(frozen=True)
 class Dist:
@@ -92,14 +94,6 @@ def shard(indices: torch.Tensor, d: Dist) -> torch.Tensor:
 def micro_batches(indices: torch.Tensor, pieces: int) -> list[torch.Tensor]:
     """``indices`` (this rank's part) cut into ``pieces`` near-equal micro-batches."""
     return list(indices.tensor_split(pieces))
-
-
-def accumulation(global_size: int, world: int, max_batch: int | None) -> int:
-    """Micro-batches per rank for a global batch: enough that the largest part fits in
-    ``max_batch``. The same on every rank, so the ranks run the same forward passes (SyncBatchNorm
-    and DDP hold collectives in them)."""
-    largest = -(-global_size // world)
-    return max(1, -(-largest // max_batch)) if max_batch else 1
 
 
 class LaunchError(RuntimeError):

@@ -47,6 +47,8 @@ class JobSettings(FromConfig):
         "every rank checks it was launched with this many; 1 for a head fit",
         "features": "the folder of the TL backbone's stored features for a head fit "
         "(experiments.features_dir), null on the image path",
+        "max_batch_per_gpu": "train.max_batch_per_gpu_overrides' entry of the model, else "
+        "train.max_batch_per_gpu (experiments.max_batch_per_gpu)",
     }
 
     model: str
@@ -92,6 +94,7 @@ class JobSettings(FromConfig):
             num_workers=experiments.num_workers(config),
             world=experiments.gpus(config) or 1,
             features=None,
+            max_batch_per_gpu=experiments.max_batch_per_gpu(config, model),
         )
 
     @classmethod
@@ -275,4 +278,52 @@ class PublishedSettings(FromConfig):
         return cls(
             **cls.config_values(config, model=model),
             weights=experiments.published_weights(config["train"], model),
+        )
+
+
+@dataclass(frozen=True)
+class PreflightSettings(FromConfig):
+    """``preflight``: what the training jobs of this config will ask of one GPU
+    (``imagenot.train.preflight``, ``imagenot.train.preflight_plan``)."""
+
+    SECTIONS: ClassVar = ("train",)
+    DERIVED: ClassVar = {
+        "site": "the report's name (preflight_plan.site_name: local, else the site's GPU "
+        "partition and model)",
+        "gpu_job": "whether the config plans GPU jobs (resources.gpus > 0): then a missing or "
+        "broken CUDA device fails the preflight, else the GPU-only checks are skipped",
+        "runs": "each model and space trained: global batch, per-GPU micro-batch (the model's "
+        "max_batch_per_gpu applied), mode (train, or features for TL) and stored image side "
+        "(preflight_plan.runs)",
+        "num_workers": "a training process's loader workers (experiments.num_workers)",
+        "gpus_per_node": "training processes sharing a node's /dev/shm (experiments.gpus_per_node)",
+        "mem_mb": "the memory a training process gets (preflight_plan.job_mem_mb)",
+    }
+
+    image_size: int
+    device: str
+    in_memory: bool
+    decode_on_gpu: bool
+    eval_batch_size: int
+    site: str
+    gpu_job: bool
+    runs: list
+    num_workers: int
+    gpus_per_node: int
+    mem_mb: int
+
+    @classmethod
+    def from_config(  # type: ignore[override]
+        cls, config, site: dict | None
+    ) -> PreflightSettings:
+        from imagenot.train import experiments, preflight_plan
+
+        return cls(
+            **cls.config_values(config),
+            site=preflight_plan.site_name(site),
+            gpu_job=config["resources"]["gpus"] > 0,
+            runs=preflight_plan.runs(config),
+            num_workers=experiments.num_workers(config),
+            gpus_per_node=max(1, experiments.gpus_per_node(config)),
+            mem_mb=preflight_plan.job_mem_mb(config),
         )

@@ -1,0 +1,214 @@
+"""Is the feed fast enough? One model's training images/s fed by the real feed against the same
+model fed from device memory: the logic that ``benchmarks/bench_feed_models.py`` and the
+preflight (``imagenot.train.preflight``) share, so that what the preflight reports on a cluster
+is what the benchmark measures on a workstation.
+
+For one model it times training steps (forward, backward, optimizer step; bf16 autocast and
+channels_last on CUDA, as ``imagenot.train.loop`` trains) twice over the same JPEGs, written once
+as one of our datasets at their *stored* side (the paper's 256 px, resized to the training side
+by ``preprocess`` as a training job does):
+
+* ``feed``: the training job's feed, :class:`imagenot.train.feed.Feeder` with persistent
+  DataLoader workers decoding JPEGs (``encoded``: workers read bytes and ``decode_batch``
+  decodes on the device, ``train.decode_on_gpu``), pinned memory on CUDA, ``preprocess`` on the
+  device;
+* ``device``: the same images decoded once and held on the device as one uint8 tensor, indexed
+  per batch, ``preprocess`` on the device: the model's own speed with a free feed.
+
+``ratio`` = feed / device: >= 0.9 means the feed keeps up (docs/gpu.md, "Is the feed fast
+enough?"). Warm-up steps are not timed; on CUDA the device is synchronised only at the ends of
+each timed window. The feed's workers decode up to ``Feeder.PREFETCH x workers`` batches ahead,
+some during the warm-up, so the timed window must be many times that long to measure the steady
+state. The step mirrors ``imagenot.train.loop.train_one_epoch`` (:func:`train_step`); what it
+leaves out (per-step seeding, the schedule, on-device loss sums, gradient accumulation) costs
+microseconds per step, not the feed's milliseconds.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import Dataset, get_worker_info
+
+from imagenot.acquire.dataset import ManifestDataset, Record, write_dataset
+from imagenot.train.feed import EncodedBatch, EncodedImages, Feeder, decode_batch, preprocess
+from imagenot.train.registry import build_model
+from imagenot.train.schedules import build_optimizer
+
+# the paper's ImageNot ST optimizer (config/paper.yaml, imagenot_st); its lr does not change speed
+HYPERPARAMETERS = {"optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay": 2e-5}
+N_CLASSES = 10
+
+
+def smooth_jpegs(n: int, size: int, seed: int) -> list[bytes]:
+    """``n`` JPEGs of ``size`` px: smooth colour waves plus noise, which compress and decode like
+    photographs (a flat image decodes several times faster and would flatter the feed)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    out = []
+    yy, xx = np.mgrid[0:size, 0:size] / size
+    for _ in range(n):
+        a, b, c = rng.uniform(0, 6, 3)
+        base = np.stack([np.sin(a * xx + b * yy + c + k) for k in range(3)], -1)
+        arr = ((base * 0.4 + 0.5) * 255 + rng.normal(0, 12, base.shape)).clip(0, 255)
+        buf = io.BytesIO()
+        Image.fromarray(arr.astype(np.uint8)).save(buf, format="JPEG", quality=95)
+        out.append(buf.getvalue())
+    return out
+
+
+def write_jpeg_dataset(root: Path, n: int, size: int) -> ManifestDataset:
+    """``n`` :func:`smooth_jpegs` of ``size`` px written as one of our datasets (its train split,
+    ten classes), as a training job reads them."""
+    classes = [f"c{i:02d}" for i in range(N_CLASSES)]
+    jpegs = smooth_jpegs(n, size, seed=0)
+    records = [Record(f"k{i:06d}", classes[i % N_CLASSES], "train", d) for i, d in enumerate(jpegs)]
+    write_dataset(root, records, classes, shard_size=5000)
+    return ManifestDataset(root, "train")
+
+
+def resident(dataset: ManifestDataset, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every image of ``dataset`` decoded once, as one uint8 tensor on ``device``, and labels."""
+    images = torch.stack([dataset[i][0] for i in range(len(dataset))])
+    return images.to(device), torch.tensor(dataset.labels, dtype=torch.int64).to(device)
+
+
+class Witness(Dataset):
+    """The feed's dataset, unchanged, but every process that serves an item appends its pid and
+    DataLoader worker id (``get_worker_info``; ``main`` in the training process) to ``log``
+    once: the report's evidence of who decoded."""
+
+    def __init__(self, data, log: Path):
+        self.data, self.log, self._pid = data, log, None
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, index: int):
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            info = get_worker_info()
+            with self.log.open("a") as f:
+                f.write(f"{self._pid} {'main' if info is None else info.id}\n")
+        return self.data[index]
+
+    def __getattr__(self, name):  # collate / empty / image_shape of the wrapped dataset
+        if name == "data":
+            raise AttributeError(name)
+        return getattr(self.data, name)
+
+
+def train_step(model, optimizer, images, labels, device: torch.device, size: int) -> None:
+    """One training step as ``train_one_epoch`` takes it: its ``_to_device`` (decode, preprocess,
+    channels_last), forward under its autocast, cross-entropy, backward, optimizer step."""
+    cuda = device.type == "cuda"
+    if isinstance(images, EncodedBatch | list):
+        images = decode_batch(images, size, device)
+    layout = torch.channels_last if cuda else torch.contiguous_format
+    x = preprocess(images.to(device, non_blocking=True), size, layout)
+    y = labels.to(device, non_blocking=True)
+    optimizer.zero_grad(set_to_none=True)
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cuda):
+        logits = model(x)
+        loss = F.cross_entropy(logits.float(), y)
+    loss.backward()
+    optimizer.step()
+
+
+def timed(batches, model, optimizer, device, size: int, warmup: int) -> tuple[float, int]:
+    """Seconds and images of the steps after ``warmup``; synchronised at the window's ends."""
+    start, seen = None, 0
+    for i, (images, labels) in enumerate(batches):
+        if i == warmup:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            start = time.perf_counter()
+        train_step(model, optimizer, images, labels, device, size)
+        if i >= warmup:
+            seen += len(labels)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start, seen
+
+
+def pieces(n: int, batch: int, steps: int) -> list[torch.Tensor]:
+    """``steps`` batches of ``batch`` indices, running over the dataset and round again."""
+    return [torch.arange(i * batch, (i + 1) * batch) % n for i in range(steps)]
+
+
+def bench_model(
+    name: str,
+    dataset: ManifestDataset,
+    on_device: tuple[torch.Tensor, torch.Tensor],
+    *,
+    batch: int,
+    size: int,
+    steps: int,
+    warmup: int,
+    workers: int,
+    encoded: bool,
+    num_classes: int,
+    device: torch.device,
+    root: Path,
+) -> dict:
+    """Images/s of model ``name`` at ``batch`` and training side ``size``, fed from
+    ``on_device`` (:func:`resident`) and by the real feed over ``dataset`` (``workers`` loader
+    workers); the workers' pids as evidence (``root`` holds their log)."""
+    model = build_model(name, num_classes).to(device)
+    if device.type == "cuda":
+        model.to(memory_format=torch.channels_last)
+    model.train()
+    optimizer = build_optimizer(list(model.parameters()), HYPERPARAMETERS)
+    order = pieces(len(dataset), batch, warmup + steps)
+
+    # (b) device-resident: indexing one uint8 tensor already on the device (the indices moved
+    # there before the timed window: no host-to-device copy per step)
+    images, labels = on_device
+    held = ((images[idx], labels[idx]) for idx in [idx.to(device) for idx in order])
+    device_s, device_n = timed(held, model, optimizer, device, size, warmup)
+
+    # (a) the real feed, as a training job builds it
+    log = root / f"workers-{name}.txt"
+    log.unlink(missing_ok=True)
+    data = Witness(EncodedImages(dataset) if encoded else dataset, log)
+    feeder = Feeder(data, workers, batch, pin=device.type == "cuda")
+    feed_s, feed_n = timed(feeder.epoch(order), model, optimizer, device, size, warmup)
+    seen = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+    del feeder  # ends its persistent workers
+    feed, dev = feed_n / feed_s, device_n / device_s
+    return {
+        "model": name,
+        "batch_size": batch,
+        "steps": steps,
+        "feed_images": feed_n,
+        "device_images": device_n,
+        "feed_img_per_s": round(feed, 1),
+        "device_img_per_s": round(dev, 1),
+        "ratio": round(feed / dev, 3),
+        "feed_worker_pids": sorted({int(pid) for pid, who in seen if who != "main"}),
+        "feed_main_process_items": any(who == "main" for _, who in seen),
+    }
+
+
+def decode_floor(dataset: ManifestDataset) -> float:
+    """Images/s of decoding every image once on one core, no loader (as bench_loader)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        best = min(_clock(lambda: [dataset[i] for i in range(len(dataset))]) for _ in range(2))
+    finally:
+        torch.set_num_threads(threads)
+    return len(dataset) / best
+
+
+def _clock(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0

@@ -1,0 +1,476 @@
+"""The preflight: one short job, in the training jobs' env and with their resources, that checks
+what every GPU job of the config depends on before any is submitted (why: the module docstring
+of ``imagenot.train.preflight_plan``; how to run it: docs/gpu.md, "First hour on a GPU").
+
+Checks, each ``pass``, ``warn`` (runs, but wastes GPU time), ``fail`` (the jobs would fail),
+``skip`` (with its reason: a GPU-only check on a CPU run) or ``info`` (measured, not judged):
+
+* ``cuda``: the device the jobs will use, by the jobs' own rule (``imagenot.device``), and a
+  matrix product and a cuDNN convolution on it (the env's CUDA against the node's driver);
+* ``memory``: per model and per-GPU batch of the config, two training steps (forward, backward,
+  SGD step: momentum buffers allocated) in bf16 autocast on channels-last inputs, as the loop
+  trains, or the TL backbone's forward pass at the eval batch; the allocator's peak against the
+  device's memory. A model that does not fit gets the config key and the largest batch measured
+  to fit;
+* ``feed``: the real feed against device-resident data at the dataset's stored size
+  (``imagenot.train.feed_bench``, shared with ``benchmarks/bench_feed_models.py``);
+* ``host``: ``/dev/shm`` and the job's memory (``mem_mb``, the cgroup limit) against the
+  loader rings' need (``preflight_plan.ring_bytes``);
+* ``precision``: bf16 against float32 from the same weights on the same batches: the losses of a
+  few training steps, and evaluation logits and top-1 predictions on a batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import gc
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from imagenot.device import DeviceError, cuda_available, resolve_device
+from imagenot.train import feed_bench, preflight_plan
+from imagenot.train.feed import preprocess
+from imagenot.train.registry import build_model
+from imagenot.train.schedules import build_optimizer
+from imagenot.train.settings import PreflightSettings
+
+NUM_CLASSES = 1000  # the widest head of the paper (ImageNot, ImageNet)
+FIT_FRACTION = 0.9  # of the device's memory: room for fragmentation and other processes
+SEARCH_STEPS = 4  # bisections between the largest batch that fits and the smallest that does not
+FEED_RATIO = 0.9  # docs/gpu.md "Is the feed fast enough?"
+PRECISION_STEPS = 3
+PRECISION_BATCH = 8
+LOSS_RTOL = 0.05  # bf16 keeps ~3 significant digits; a broken kernel is off by far more
+LOGITS_RTOL = 0.05
+# a broken kernel gives ~0 or NaN; bf16 rounding of random-init gradients on a batch of 4-8
+# gave 0.90-1.00 (tiny models, the CPU's bf16): noise, not a fault
+GRAD_COSINE = 0.8
+GIB = 1 << 30
+
+
+class PreflightFailed(ValueError):
+    """At least one check failed: one line naming them and the report."""
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # pass, warn, fail, skip, info
+    detail: str
+    values: dict = field(default_factory=dict)
+
+
+@dataclass
+class Options:
+    """How long the measured checks run (the rule's defaults; benchmarks/gpu_check.sh and the
+    tests shorten them): feed steps, warm-up steps and JPEGs written per stored size, and
+    ``workers`` replacing the config's loader workers (None: the config's)."""
+
+    feed_steps: int = 20
+    feed_warmup: int = 5
+    feed_images: int = 512
+    workers: int | None = None
+
+
+# ---- cuda ----------------------------------------------------------------------------------
+def check_cuda(settings: PreflightSettings) -> tuple[Check, torch.device | None]:
+    """The device the jobs will train on, and whether CUDA works on it (None: it does not)."""
+    try:
+        device = resolve_device(settings.device, settings.gpu_job, cuda_available())
+    except DeviceError as exc:
+        hint = ""
+        if os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER"):
+            hint = (
+                "; this job runs in a container: Apptainer shows the GPUs only with --nv "
+                "(the site profile of `imagenot slurm-profile` passes apptainer-args: --nv)"
+            )
+        return Check("cuda", "fail", f"{exc}{hint}"), None
+    if device == "cpu":
+        why = "train.device is cpu" if settings.device == "cpu" else "resources.gpus is 0"
+        return Check("cuda", "skip", f"no GPU planned ({why}): CPU jobs"), torch.device("cpu")
+    dev = torch.device("cuda")
+    try:
+        a = torch.randn(512, 512, device=dev)
+        (a @ a).sum().item()
+        x = torch.randn(2, 3, 32, 32, device=dev).to(memory_format=torch.channels_last)
+        conv = torch.nn.Conv2d(3, 8, 3).to(dev, memory_format=torch.channels_last)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            conv(x).float().sum().item()
+        torch.cuda.synchronize(dev)
+    except RuntimeError as exc:
+        msg = " ".join(str(exc).split())[:300]
+        return Check(
+            "cuda",
+            "fail",
+            f"CUDA is visible but does not run ({msg}); an env built for a newer driver: set "
+            'resources.cuda (or the site\'s cuda) to "12" (docs/cluster.md)',
+        ), None
+    props = torch.cuda.get_device_properties(dev)
+    detail = f"{props.name}, {props.total_memory / GIB:.1f} GiB, torch CUDA {torch.version.cuda}"
+    return Check("cuda", "pass", detail, {"gpu": props.name}), dev
+
+
+# ---- memory --------------------------------------------------------------------------------
+def _images(n: int, side: int, device: torch.device, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, (n, 3, side, side), dtype=torch.uint8, generator=g).to(device)
+
+
+def _labels(n: int, device: torch.device, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed + 1)
+    return torch.randint(0, NUM_CLASSES, (n,), generator=g).to(device)
+
+
+def _release() -> None:
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def step_peak(run: dict, batch: int, image_size: int, device: torch.device) -> int | None:
+    """The allocator's peak (bytes) of two training steps of ``run``'s model at ``batch``
+    (``features`` mode: one forward pass in eval mode), or None when the device ran out of
+    memory. On the CPU the steps run (the model builds and trains at this size) and the peak is
+    0: the CPU has no device memory to measure. Every tensor of the steps lives in
+    :func:`_steps`'s frame, gone before the cache is emptied: the next, smaller attempt's peak
+    starts from nothing."""
+    try:
+        return _steps(run, batch, image_size, device)
+    except torch.OutOfMemoryError:
+        return None
+    finally:
+        _release()
+
+
+def _steps(run: dict, batch: int, image_size: int, device: torch.device) -> int:
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+    model = build_model(run["model"], NUM_CLASSES).to(device)
+    if cuda:
+        model.to(memory_format=torch.channels_last)
+    images = _images(batch, run["stored_size"], device, seed=0)
+    labels = _labels(batch, device, seed=0)
+    if run["mode"] == "features":
+        model.eval()
+        layout = torch.channels_last if cuda else torch.contiguous_format
+        with torch.no_grad(), torch.autocast(device.type, torch.bfloat16, enabled=cuda):
+            model(preprocess(images, image_size, layout))
+    else:
+        model.train()
+        optimizer = build_optimizer(list(model.parameters()), feed_bench.HYPERPARAMETERS)
+        for _ in range(2):
+            feed_bench.train_step(model, optimizer, images, labels, device, image_size)
+    if not cuda:
+        return 0
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_reserved(device)
+
+
+def check_memory(runs: list[dict], image_size: int, device: torch.device) -> Check:
+    """``runs`` of one model, mode and per-GPU batch (their spaces share the result)."""
+    run = runs[0]
+    what = ", ".join(r["space"] for r in runs) + (
+        "; TL features" if run["mode"] == "features" else ""
+    )
+    name = f"memory {run['model']} ({what})"
+    if device.type != "cuda":
+        step_peak(run, run["per_gpu"], image_size, device)
+        detail = f"{run['per_gpu']} per GPU ran on the CPU; device memory not measured"
+        return Check(name, "info", detail, {"per_gpu": run["per_gpu"]})
+    total = torch.cuda.get_device_properties(device).total_memory
+    return memory_verdict(name, run, total, lambda b: step_peak(run, b, image_size, device))
+
+
+def memory_verdict(name: str, run: dict, total: int, peak_of) -> Check:
+    """Whether ``run``'s per-GPU batch fits in :data:`FIT_FRACTION` of ``total`` bytes, by
+    ``peak_of(batch)`` (peak bytes, None: out of memory); if not, the largest batch measured to
+    fit (halving, then bisecting up) and the config key that sets it."""
+    batch = run["per_gpu"]
+    limit = FIT_FRACTION * total
+    peak = peak_of(batch)
+    values = {"per_gpu": batch, "peak_gib": None if peak is None else round(peak / GIB, 2)}
+    values["device_gib"] = round(total / GIB, 2)
+    if peak is not None and peak <= limit:
+        detail = f"{batch} per GPU: {peak / GIB:.1f} of {total / GIB:.1f} GiB"
+        return Check(name, "pass", detail, values)
+    fit, fit_peak, over = 0, None, batch
+    b = batch // 2
+    while b >= 1:  # halve down to a batch that fits...
+        p = peak_of(b)
+        if p is not None and p <= limit:
+            fit, fit_peak = b, p
+            break
+        over, b = b, b // 2
+    for _ in range(SEARCH_STEPS if fit else 0):  # ...then bisect up towards the one that did not
+        if over - fit <= 1:
+            break
+        mid = (fit + over) // 2
+        p = peak_of(mid)
+        if p is not None and p <= limit:
+            fit, fit_peak = mid, p
+        else:
+            over = mid
+    values["fits"] = fit or None
+    used = "out of device memory" if peak is None else f"{peak / GIB:.1f} GiB"
+    head = f"{run['model']} at {batch} images per GPU: {used} of {total / GIB:.1f} GiB"
+    if not fit:
+        return Check(name, "fail", f"{head}; not even one image fits", values)
+    if run["mode"] == "features":
+        key = f"train.eval_batch_size: {fit}"
+    else:
+        key = (
+            f"train.max_batch_per_gpu_overrides.{run['model']}: {fit} (or "
+            f"train.max_batch_per_gpu: {fit} for every model)"
+        )
+    return Check(name, "fail", f"{head}; set {key}: measured {fit_peak / GIB:.1f} GiB", values)
+
+
+# ---- feed ----------------------------------------------------------------------------------
+def check_feed(
+    run: dict,
+    settings: PreflightSettings,
+    workers: int,
+    data,
+    device: torch.device,
+    options: Options,
+    root: Path,
+) -> Check:
+    """The real feed against device-resident data for ``run`` (its stored size and batch)."""
+    name = f"feed {run['model']} ({run['stored_size']} px stored)"
+    dataset, on_device = data
+    try:
+        row = feed_bench.bench_model(
+            run["model"],
+            dataset,
+            on_device,
+            batch=run["per_gpu"],
+            size=settings.image_size,
+            steps=options.feed_steps,
+            warmup=options.feed_warmup,
+            workers=workers,
+            encoded=settings.decode_on_gpu and device.type == "cuda",
+            num_classes=NUM_CLASSES,
+            device=device,
+            root=root,
+        )
+    except torch.OutOfMemoryError:
+        _release()
+        return Check(name, "skip", "out of device memory at this batch: see its memory check")
+    finally:
+        _release()
+    detail = (
+        f"{row['feed_img_per_s']} img/s fed, {row['device_img_per_s']} from device memory: "
+        f"ratio {row['ratio']} ({workers} workers, batch {run['per_gpu']})"
+    )
+    if device.type != "cuda":
+        return Check(
+            name, "info", f"{detail}; not judged on the CPU (model and workers share cores)", row
+        )
+    if row["ratio"] >= FEED_RATIO:
+        return Check(name, "pass", detail, row)
+    fix = "raise resources.cpus_per_gpu (more loader workers)"
+    return Check(name, "warn", f"{detail}: the GPU waits on the loader; {fix}", row)
+
+
+# ---- host ----------------------------------------------------------------------------------
+def _cgroup_limit() -> int | None:
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        with contextlib.suppress(OSError, ValueError):
+            value = Path(path).read_text().strip()
+            if value != "max" and int(value) < 1 << 60:
+                return int(value)
+    return None
+
+
+def check_host(settings: PreflightSettings, workers: int) -> Check:
+    """/dev/shm and the job's memory against the loader rings of the node's training
+    processes."""
+    train = max((r["per_gpu"] for r in settings.runs if r["mode"] == "train"), default=0)
+    stored = max((r["stored_size"] for r in settings.runs), default=0)
+    ring = preflight_plan.ring_bytes(workers, train, settings.eval_batch_size, stored)
+    node_ring = ring * settings.gpus_per_node
+    shm = os.statvfs("/dev/shm") if Path("/dev/shm").is_dir() else None
+    shm_total = shm.f_frsize * shm.f_blocks if shm else 0
+    mem = settings.mem_mb * 1_000_000
+    cgroup = _cgroup_limit()
+    values = {
+        "ring_gb_per_process": round(ring / 1e9, 2),
+        "shm_gb": round(shm_total / 1e9, 2),
+        "mem_mb": settings.mem_mb,
+        "cgroup_gb": None if cgroup is None else round(cgroup / 1e9, 2),
+    }
+    detail = (
+        f"loader rings {ring / 1e9:.2f} GB per process ({workers} workers, batch {train}+"
+        f"{settings.eval_batch_size}, {stored} px), x{settings.gpus_per_node} per node; "
+        f"/dev/shm {shm_total / 1e9:.1f} GB; mem_mb {settings.mem_mb}"
+    )
+    if ring == 0:
+        return Check("host", "pass", f"{detail} (no ring: in-memory splits or no workers)", values)
+    problems = []
+    if node_ring > shm_total:
+        problems.append(
+            "/dev/shm is smaller than the rings (ask the site for a larger one, or "
+            "lower train.num_workers)"
+        )
+    if ring > mem:
+        problems.append(
+            "the job's mem_mb is below the rings' need: raise resources.train_trial.mem_mb"
+        )
+    if cgroup is not None and cgroup < ring:
+        problems.append("this job's cgroup memory limit is below the rings' need")
+    if problems:
+        return Check("host", "fail", f"{detail}: {'; '.join(problems)}", values)
+    if ring > mem / 2:
+        return Check("host", "warn", f"{detail}: the rings take over half of mem_mb", values)
+    return Check("host", "pass", detail, values)
+
+
+# ---- precision -----------------------------------------------------------------------------
+def _loss_and_grad(model, x, labels, device: torch.device, bf16: bool):
+    model.zero_grad(set_to_none=True)
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+        loss = F.cross_entropy(model(x).float(), labels)
+    loss.backward()
+    grad = torch.cat([p.grad.flatten().float() for p in model.parameters() if p.grad is not None])
+    return loss.item(), grad
+
+
+def compare_precision(
+    model_name: str, image_size: int, device: torch.device, batch: int = PRECISION_BATCH
+) -> dict:
+    """bf16 autocast against float32 on the same weights and batches (autocast on ``device``'s
+    type: CUDA in a preflight, the CPU's bf16 in the tests). Over :data:`PRECISION_STEPS` SGD
+    steps (taken with the float32 gradients, so both see the same weights): each step's loss
+    and the cosine of the two gradients (the backward pass too); then evaluation logits and
+    top-1 predictions of the trained weights on a new batch."""
+    torch.manual_seed(0)
+    layout = torch.channels_last if device.type == "cuda" else torch.contiguous_format
+    model = build_model(model_name, NUM_CLASSES).to(device, memory_format=layout)
+    optimizer = build_optimizer(
+        list(model.parameters()), {**feed_bench.HYPERPARAMETERS, "lr": 0.01}
+    )
+    batches = [
+        (preprocess(_images(batch, image_size, device, seed=s), image_size, layout),
+         _labels(batch, device, seed=s))
+        for s in range(PRECISION_STEPS + 1)
+    ]  # fmt: skip
+    losses, cosines = {False: [], True: []}, []
+    model.train()
+    for step, (x, labels) in enumerate(batches[:PRECISION_STEPS]):
+        # both passes: the same BatchNorm statistics and the same dropout draws
+        state = copy.deepcopy(model.state_dict())
+        torch.manual_seed(step)
+        low, g_low = _loss_and_grad(model, x, labels, device, True)
+        model.load_state_dict(state)
+        torch.manual_seed(step)
+        high, g_high = _loss_and_grad(model, x, labels, device, False)
+        losses[True].append(low)
+        losses[False].append(high)
+        cosines.append(F.cosine_similarity(g_low, g_high, dim=0).item())
+        optimizer.step()  # with the float32 gradients, the last computed
+    model.eval()
+    logits = {}
+    for bf16 in (False, True):
+        with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            logits[bf16] = model(batches[-1][0]).float()
+    del model, optimizer
+    rel = [abs(b - f) / max(abs(f), 1e-6) for f, b in zip(losses[False], losses[True], strict=True)]
+    diff = (logits[True] - logits[False]).norm() / logits[False].norm().clamp_min(1e-6)
+    agree = (logits[True].argmax(1) == logits[False].argmax(1)).float().mean()
+    _release()
+    return {
+        "loss_fp32": [round(v, 5) for v in losses[False]],
+        "loss_bf16": [round(v, 5) for v in losses[True]],
+        "loss_rel_diff": round(max(rel), 5),
+        "grad_cosine": round(min(cosines, key=lambda c: -1 if c != c else c), 5),  # NaN first
+        "logits_rel_diff": round(diff.item(), 5),
+        "top1_agreement": round(agree.item(), 4),
+    }
+
+
+def check_precision(model_name: str, image_size: int, device: torch.device) -> Check:
+    name = f"precision {model_name}"
+    if device.type != "cuda":
+        return Check(name, "skip", "bf16 autocast runs on CUDA only; CPU jobs train in float32")
+    values = compare_precision(model_name, image_size, device)
+    detail = (
+        f"loss bf16 vs fp32 within {values['loss_rel_diff']:.2%} over {PRECISION_STEPS} steps, "
+        f"gradient cosine >= {values['grad_cosine']:.3f}; "
+        f"eval logits within {values['logits_rel_diff']:.2%}, top-1 agreement "
+        f"{values['top1_agreement']:.0%} (random weights: near ties move)"
+    )
+    ok = values["loss_rel_diff"] <= LOSS_RTOL and values["logits_rel_diff"] <= LOGITS_RTOL
+    ok = ok and values["grad_cosine"] >= GRAD_COSINE
+    return Check(name, "pass" if ok else "fail", detail, values)
+
+
+# ---- the run -------------------------------------------------------------------------------
+def run_checks(settings: PreflightSettings, options: Options) -> dict:
+    """Every check of ``settings`` (module docstring); the report as a dict."""
+    checks: list[Check] = []
+    cuda, device = check_cuda(settings)
+    checks.append(cuda)
+    workers = settings.num_workers if options.workers is None else options.workers
+    held = settings.in_memory and options.workers is None  # in-memory splits: no loader
+    if held:
+        workers = 0
+    checks.append(check_host(settings, workers))
+    if device is None:
+        checks.append(Check("models", "skip", "no working CUDA device: nothing to measure"))
+        return _report(settings, checks)
+    groups: dict[tuple, list[dict]] = {}
+    for run in settings.runs:
+        groups.setdefault(
+            (run["model"], run["mode"], run["per_gpu"], run["stored_size"]), []
+        ).append(run)
+    for runs in groups.values():
+        checks.append(check_memory(runs, settings.image_size, device))
+    models = list(dict.fromkeys(r["model"] for r in settings.runs))
+    feeds = {}
+    for run in settings.runs:  # per model: its largest stored size, then largest batch
+        if run["mode"] == "train":
+            best = feeds.get(run["model"])
+            if best is None or (run["stored_size"], run["per_gpu"]) > (
+                best["stored_size"],
+                best["per_gpu"],
+            ):
+                feeds[run["model"]] = run
+    with tempfile.TemporaryDirectory(prefix="imagenot-preflight-") as tmp:
+        data: dict[int, tuple] = {}
+        for model in models:
+            run = feeds.get(model)
+            if run is None:
+                continue
+            if held:
+                reason = "train.in_memory: splits are held in memory, no loader"
+                checks.append(Check(f"feed {model}", "skip", reason))
+                continue
+            side = run["stored_size"]
+            if side not in data:
+                ds = feed_bench.write_jpeg_dataset(
+                    Path(tmp) / f"s{side}", options.feed_images, side
+                )
+                data[side] = (ds, feed_bench.resident(ds, device))
+            checks.append(
+                check_feed(run, settings, workers, data[side], device, options, Path(tmp))
+            )
+        data.clear()
+    for model in models:
+        checks.append(check_precision(model, settings.image_size, device))
+    return _report(settings, checks)
+
+
+def _report(settings: PreflightSettings, checks: list[Check]) -> dict:
+    return {
+        "site": settings.site,
+        "passed": not any(c.status == "fail" for c in checks),
+        "settings": asdict(settings),
+        "checks": [asdict(c) for c in checks],
+    }

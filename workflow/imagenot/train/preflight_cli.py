@@ -1,0 +1,230 @@
+"""``imagenot preflight``: run the preflight's checks (``imagenot.train.preflight``) and write
+its report, Markdown and JSON; the rule ``preflight`` calls it with ``--settings``, people and
+``benchmarks/gpu_check.sh`` with ``--config`` (and ``--models`` / ``--spaces`` to narrow it).
+
+The JSON is written only when every check passed: it is what the GPU rules wait for
+(``imagenot.train.preflight_plan``). A failed preflight leaves ``<site>.failed.md`` and
+``.failed.json`` beside it (no rule output: Snakemake would delete those of a failed job) and
+ends in one line naming the failed checks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import os
+import platform
+import sys
+from pathlib import Path
+
+from imagenot.settings import parse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "preflight",
+        help="check one GPU against the config's training jobs before submitting them",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--settings", help="PreflightSettings JSON (the rule's)")
+    source.add_argument("--config", help="a workflow config file (by hand)")
+    p.add_argument("--models", help="comma-separated: only these of the config's models")
+    p.add_argument("--spaces", help="comma-separated: only these train.spaces")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="replace train.device")
+    p.add_argument("--workers", type=int, help="loader workers (default: the config's)")
+    p.add_argument("--feed-steps", type=int, default=20, help="timed feed steps per side")
+    p.add_argument("--feed-warmup", type=int, default=5, help="untimed steps before them")
+    p.add_argument("--feed-images", type=int, default=512, help="JPEGs written per stored size")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (the job's cores)")
+    p.add_argument("--json", required=True, help="the report (written when all checks pass)")
+    p.add_argument("--md", required=True, help="the report in Markdown")
+    p.add_argument(
+        "--table",
+        action="store_true",
+        help="print one row per model (benchmarks/gpu_check.sh) instead of the whole report",
+    )
+    p.set_defaults(func=_main)
+
+
+def _settings(args):
+    from imagenot.config import load_config
+    from imagenot.train.settings import PreflightSettings
+
+    if args.settings:
+        settings = parse(PreflightSettings, args.settings)
+    else:
+        settings = PreflightSettings.from_config(load_config(args.config), None)
+    runs = settings.runs
+    for flag, key in (("models", "model"), ("spaces", "space")):
+        wanted = getattr(args, flag)
+        if wanted:
+            names = wanted.split(",")
+            known = {r[key] for r in settings.runs}
+            if unknown := [n for n in names if n not in known]:
+                raise ValueError(
+                    f"--{flag}: {unknown} not trained by this config; it has {sorted(known)}"
+                )
+            runs = [r for r in runs if r[key] in names]
+    settings = dataclasses.replace(settings, runs=runs)
+    if args.device:
+        settings = dataclasses.replace(settings, device=args.device)
+    return settings
+
+
+def _main(args: argparse.Namespace) -> None:
+    from imagenot.io import write_json, write_text
+    from imagenot.train import preflight, preflight_plan
+    from imagenot.train.device import configure, deterministic_for
+
+    settings = _settings(args)
+    for flag in ("feed_steps", "feed_images", "threads"):
+        if getattr(args, flag) < 1:
+            raise ValueError(f"--{flag.replace('_', '-')} must be at least 1")
+    configure(deterministic_for(None, "cuda" if settings.gpu_job else "cpu"), args.threads)
+    options = preflight.Options(args.feed_steps, args.feed_warmup, args.feed_images, args.workers)
+    report = {**preflight.run_checks(settings, options), "environment": environment()}
+    text = markdown(report)
+    print(summary(report) if args.table else text)
+    json_out, md_out = Path(args.json), Path(args.md)
+    if report["passed"]:
+        for path in (json_out, md_out):
+            Path(preflight_plan.failed_file(str(path))).unlink(missing_ok=True)
+        write_text(text, md_out)
+        write_json(report, json_out)
+        return
+    json_out.unlink(missing_ok=True)
+    md_out.unlink(missing_ok=True)
+    failed_md = preflight_plan.failed_file(str(md_out))
+    write_text(text, failed_md)
+    write_json(report, preflight_plan.failed_file(str(json_out)))
+    failed = [c for c in report["checks"] if c["status"] == "fail"]
+    raise preflight.PreflightFailed(
+        f"preflight failed ({len(failed)} checks: {', '.join(c['name'] for c in failed)}): "
+        f"{' | '.join(c['detail'] for c in failed)}; no GPU job is submitted until it passes "
+        f"(report: {failed_md}; "
+        "resources.require_preflight: false overrides, docs/gpu.md)"
+    )
+
+
+def environment() -> dict:
+    """What ran the checks: the env's torch and CUDA builds, the node, the container."""
+    import torch
+
+    from imagenot.train.preflight import GIB
+
+    env = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "host": platform.node(),
+        "prefix": sys.prefix,
+        "container": os.environ.get("APPTAINER_CONTAINER")
+        or os.environ.get("SINGULARITY_CONTAINER"),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "cpus": len(os.sched_getaffinity(0)),
+    }
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        env |= {
+            "gpu": props.name,
+            "gpu_memory_gib": round(props.total_memory / GIB, 1),
+            "capability": f"{props.major}.{props.minor}",
+            "driver": _driver_version(),
+        }
+    return env
+
+
+def _driver_version() -> str | None:
+    """The node's NVIDIA driver, from nvidia-smi (on the node, or bound into the container by
+    Apptainer's --nv); None where there is none."""
+    import shutil
+    import subprocess
+
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(
+            [smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.split()
+        return out[0] if out else None
+    return None
+
+
+def summary(report: dict) -> str:
+    """One Markdown table, a row per model: its memory at the per-GPU batch, the feed against
+    device-resident data, bf16 against float32; then the checks that failed or warned."""
+    env = report["environment"]
+    rows: dict[str, dict] = {}
+    for c in report["checks"]:
+        kind, _, rest = c["name"].partition(" ")
+        if kind in ("memory", "feed", "precision"):
+            rows.setdefault(rest.split(" ")[0], {}).setdefault(kind, c)  # training's first
+    head = (
+        f"Preflight on {env.get('gpu', 'the CPU')} (torch {env['torch']}, CUDA "
+        f"{env['torch_cuda']}): {'passed' if report['passed'] else 'FAILED'}"
+    )
+    lines = [
+        head,
+        "",
+        "| model | batch/GPU | peak GiB | of GiB | feed img/s | device img/s | ratio "
+        "| bf16 loss diff | grad cosine | eval top-1 agree | status |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for model, by in rows.items():
+        mem = by.get("memory", {}).get("values", {})
+        feed = by.get("feed", {}).get("values", {})
+        prec = by.get("precision", {}).get("values", {})
+        worst = {c["status"] for c in by.values()}
+        status = next((s for s in ("fail", "warn", "pass", "info", "skip") if s in worst), "")
+        cells = [
+            model,
+            mem.get("per_gpu"),
+            mem.get("peak_gib"),
+            mem.get("device_gib"),
+            feed.get("feed_img_per_s"),
+            feed.get("device_img_per_s"),
+            feed.get("ratio"),
+            prec.get("loss_rel_diff"),
+            prec.get("grad_cosine"),
+            prec.get("top1_agreement"),
+            status,
+        ]
+        lines.append("| " + " | ".join("-" if v is None else str(v) for v in cells) + " |")
+    lines += [
+        f"\n{c['status']}: {c['name']}: {c['detail']}"
+        for c in report["checks"]
+        if c["status"] in ("fail", "warn")
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def markdown(report: dict) -> str:
+    """The report as Markdown: verdict, environment, then one table of every check."""
+    env = report["environment"]
+    verdict = "passed" if report["passed"] else "**FAILED**"
+    lines = [
+        f"# Preflight `{report['site']}`: {verdict}",
+        "",
+        'Written by `imagenot preflight` (docs/gpu.md, "First hour on a GPU").',
+        "",
+        "| environment | |",
+        "|---|---|",
+        *(f"| {k} | {v} |" for k, v in env.items()),
+        "",
+        "| check | status | detail |",
+        "|---|---|---|",
+        *(
+            f"| {c['name']} | {c['status']} | {c['detail'].replace('|', '/')} |"
+            for c in report["checks"]
+        ),
+        "",
+    ]
+    return "\n".join(lines)

@@ -44,13 +44,16 @@ import torch.nn.functional as F
 from torch.utils.data import Dataset, get_worker_info
 
 from imagenot.acquire.dataset import ManifestDataset, Record, write_dataset
-from imagenot.config import load_config
+from imagenot.config import load_config, schema_default
 from imagenot.registries import RegistryError
 from imagenot.train import plan
 from imagenot.train.device import configure, deterministic_for
 from imagenot.train.feed import EncodedBatch, EncodedImages, Feeder, decode_batch, preprocess
 from imagenot.train.registry import build_model, check_input_size
 from imagenot.train.schedules import build_optimizer
+
+# input statistics: the same cost whatever their values (models trained from scratch)
+NORMALISATION = {k: schema_default(f"train.normalisation.{k}") for k in ("mean", "std")}
 
 REPO = Path(__file__).resolve().parents[1]
 # the paper's ImageNot ST optimizer (config/paper.yaml, imagenot_st); its lr does not change speed
@@ -95,7 +98,7 @@ def _step(model, optimizer, images, labels, device: torch.device, size: int) -> 
     if isinstance(images, EncodedBatch | list):
         images = decode_batch(images, size, device)
     layout = torch.channels_last if cuda else torch.contiguous_format
-    x = preprocess(images.to(device, non_blocking=True), size, layout)
+    x = preprocess(images.to(device, non_blocking=True), size, NORMALISATION, layout)
     y = labels.to(device, non_blocking=True)
     optimizer.zero_grad(set_to_none=True)
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cuda):

@@ -44,7 +44,7 @@ def test_the_head_over_stored_features_gives_the_models_logits(name):
     assert stored.images.dtype == torch.float32 and stored.labels.tolist() == list(range(5))
     with torch.no_grad():
         model.eval()
-        expected = model(preprocess(images, SIZE))
+        expected = model(preprocess(images, SIZE, job.normalisation))
         got = head_module(model, name)(stored.images)
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from imagenot.analyse import PUBLISHED_DATASET
 from imagenot.figures.registry import WORKFLOW_FIGURES, WORKFLOW_TABLES
+from imagenot.train.facts import PUBLISHED_TABLE
 
 RESULTS = "results"
 ACCURACY = f"{RESULTS}/analyse/accuracy.csv"
@@ -23,7 +24,8 @@ FIGURES = f"{RESULTS}/figures"
 TABLES = f"{RESULTS}/tables"
 # Package files used as rule inputs, as absolute paths: valid whatever the working directory.
 _PACKAGE = Path(__file__).resolve().parents[1]
-PUBLISHED_ACCURACY = str(_PACKAGE / "resources" / "torchvision_imagenet_accuracy.csv")
+# every registered weights' facts, published top-1/top-5 among them (imagenot.train.facts)
+PUBLISHED_ACCURACY = str(_PACKAGE / "resources" / PUBLISHED_TABLE)
 FIGURE_KINDS = WORKFLOW_FIGURES  # the registries themselves: a kind registered later counts
 TABLE_NAMES = WORKFLOW_TABLES
 

@@ -71,6 +71,7 @@ class Job:
     hyperparameters: dict
     seed: int
     image_size: int
+    normalisation: dict  # {"mean": [3], "std": [3]} of the input (JobSettings.normalisation)
     batch_size: int
     max_epochs: int  # the space's epoch cap
     patience: int
@@ -160,7 +161,7 @@ def _to_device(x, y: torch.Tensor, device: torch.device, job: Job, features: boo
     if isinstance(x, EncodedBatch | list):
         x = decode_batch(x, job.image_size, device)
     layout = torch.channels_last if device.type == "cuda" else torch.contiguous_format
-    x = preprocess(x.to(device, non_blocking=True), job.image_size, layout)
+    x = preprocess(x.to(device, non_blocking=True), job.image_size, job.normalisation, layout)
     return x, y.to(device, non_blocking=True)
 
 

@@ -50,6 +50,9 @@ class JobSettings(FromConfig):
 
     model: str
     image_size: int
+    # train.normalisation ({"mean", "std"}), replaced by the starting weights' own statistics
+    # for FT/TL from published weights (plan.normalisation): what the input is normalised with
+    normalisation: dict
     batch_size: int
     max_epochs: int
     schedule_epochs: int
@@ -81,8 +84,10 @@ class JobSettings(FromConfig):
         space_name = plan.space_name(config, dataset, protocol)
         space = config["train"]["spaces"][space_name]
         init = plan.init_weights(config, protocol, model)
+        values = cls.config_values(config, space=space_name, model=model)
+        values["normalisation"] = plan.normalisation(config, protocol, model)
         return cls(
-            **cls.config_values(config, space=space_name, model=model),
+            **values,
             **plan.model_settings(config, dataset, protocol, model),  # its batch size
             schedule_epochs=search.schedule_epochs(space),
             trainable="head" if plan.is_tl(protocol) else "all",
@@ -252,7 +257,8 @@ class HalveSettings(FromConfig):
 
 @dataclass(frozen=True)
 class PublishedSettings(FromConfig):
-    """``train-published``: the model, its published weights reference, the input size."""
+    """``train-published``: the model and its published weights reference (their input size
+    and preprocessing are the weights' own: ``imagenot.train.facts``)."""
 
     SECTIONS: ClassVar = ("train",)
     WILDCARDS: ClassVar = ("model",)
@@ -263,7 +269,6 @@ class PublishedSettings(FromConfig):
 
     model: str
     weights: str | None
-    image_size: int
 
     @classmethod
     def from_config(cls, config, model: str) -> PublishedSettings:  # type: ignore[override]

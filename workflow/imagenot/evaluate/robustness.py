@@ -398,12 +398,12 @@ def check_published(table: pa.Table, info: Mapping[str, Any]) -> float | None:
     log.log(
         level,
         "%s on %s: measured top-1 %.3f%% (n=%d), published %.3f%% (%s): deviation %+.3f points%s",
-        info.get("weights", info["model"]),
+        info["weights"],
         info["dataset"],
         measured,
         rows[0]["n"],
         float(published),
-        info.get("published_source", ""),
+        info["published_source"],
         deviation,
         f", over {PUBLISHED_TOLERANCE}: check the protocol" if level == logging.WARNING else "",
     )

@@ -133,12 +133,14 @@ class Preprocessing:
                 x = F.interpolate(x, size=size, mode=self.interpolation, antialias=True)
                 x = x.clamp_(0.0, 1.0)
         else:
+            # torchvision.transforms.functional, as weights.transforms() calls it (the v2
+            # functions round some uint8 resizes differently, by one level)
             from torchvision.transforms import InterpolationMode
-            from torchvision.transforms.v2 import functional as TF
+            from torchvision.transforms import functional as TF
 
             pixels = x.mul(255.0).round_().clamp_(0, 255).to(torch.uint8)
             mode = InterpolationMode(self.interpolation)
-            pixels = TF.resize(pixels, [self.resize_size], interpolation=mode, antialias=True)
+            pixels = TF.resize(pixels, [self.resize_size], mode, antialias=True)
             pixels = TF.center_crop(pixels, [self.crop_size])
             x = pixels.to(torch.float32).div_(255.0)
         m = torch.tensor(self.mean, dtype=x.dtype, device=x.device).reshape(1, 3, 1, 1)
@@ -248,8 +250,10 @@ def file_facts(name: str, model: str | None) -> WeightFacts:
     )
 
 
-def live_facts(weights: str, model: str | None = None) -> WeightFacts:
-    """The facts of a weights reference, read from its publisher (imports torch)."""
+def live_facts(weights: str, model: str | None) -> WeightFacts:
+    """The facts of a weights reference, read from its publisher (imports torch); ``model``:
+    the registry entry whose weights they are (a ``file:`` source's facts are its entry's;
+    None where no entry is meant)."""
     from dataclasses import replace
 
     from imagenot.train.registry import get_spec, split_weights
@@ -336,7 +340,7 @@ def shipped_path() -> str:
     return str(resources.files("imagenot.resources").joinpath(PUBLISHED_TABLE))
 
 
-def weight_facts(weights: str, model: str | None = None) -> WeightFacts:
+def weight_facts(weights: str, model: str | None) -> WeightFacts:
     """The facts of a weights reference: the shipped table's row when it lists it (no torch),
     else read live (module docstring)."""
     for row in shipped_rows():

@@ -321,4 +321,4 @@ def torchvision_weights_filename(weights: str) -> str:
     the derived facts table's, else the enum's (``imagenot.train.facts.weight_facts``)."""
     from imagenot.train.facts import weight_facts
 
-    return weight_facts(weights).weights_file
+    return weight_facts(weights, None).weights_file

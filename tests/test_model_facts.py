@@ -306,3 +306,59 @@ def test_a_timm_weight_with_statistics_half_flows_with_them(half_entry, repo_roo
     stored_image = decode_jpeg(torch.frombuffer(bytearray(_real_image(200)), dtype=torch.uint8))
     manual = TF.center_crop(TF.resize(stored_image, [168], antialias=True), [160])
     torch.testing.assert_close(seen[0], (manual.float() / 255 - 0.5) / 0.5, rtol=0, atol=1e-5)
+
+
+# ------------------------------------------------------- measured beside published, flagged
+
+
+def test_a_deviation_from_the_published_top1_is_flagged_in_the_log_and_the_report(
+    repo_root, caplog
+):
+    import logging
+
+    import pandas as pd
+    import pyarrow as pa
+
+    from imagenot.evaluate.robustness import check_published
+    from imagenot.figures import plan as figures_plan
+    from imagenot.figures.settings import Options
+    from imagenot.figures.tables import published_check
+
+    info = {
+        "model": "resnet18",
+        "dataset": "imagenet",
+        "weights": "ResNet18_Weights.IMAGENET1K_V1",
+        "published_top1": 69.758,
+        "published_source": "torchvision",
+    }
+    table = pa.table({"transform": ["Identity", "Invert"], "top1": [69.1, 20.0], "n": [50, 50]})
+    with caplog.at_level(logging.INFO, logger="imagenot.evaluate.robustness"):
+        assert check_published(table, info) == pytest.approx(69.1 - 69.758)
+    (record,) = caplog.records
+    assert record.levelno == logging.WARNING and "published 69.758%" in record.message
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="imagenot.evaluate.robustness"):
+        check_published(table, {**info, "published_top1": 69.2})
+    assert caplog.records[0].levelno == logging.INFO
+    assert check_published(table, {"model": "resnet_mini"}) is None  # a trained run
+
+    paper, demo = _config(repo_root, "paper.yaml"), _config(repo_root, "config.yaml")
+    assert figures_plan.published_datasets(paper) == ["imagenet"]
+    assert "published_check" in figures_plan.table_names(paper)
+    assert "published_check" not in figures_plan.table_names(demo)  # no published weights
+    opts = Options.from_config(paper)
+    acc = pd.DataFrame(
+        {
+            "model": ["resnet18", "alexnet", "resnet18"],
+            "dataset": ["imagenet", "imagenet", "imagenot"],
+            "protocol": ["st", "st", "st"],
+            "transform": ["Identity"] * 3,
+            "accuracy": [69.1, 56.6, 40.0],
+            "imagenet_top1": [69.758, 56.522, 69.758],
+            "n": [50000, 50000, 50000],
+        }
+    )
+    check = published_check(acc, {}, opts)
+    assert check["model"].tolist() == ["resnet18", "alexnet"]
+    assert check["flagged"].tolist() == [True, False]
+    assert check["deviation"].tolist() == pytest.approx([69.1 - 69.758, 56.6 - 56.522])

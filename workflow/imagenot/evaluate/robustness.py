@@ -40,7 +40,7 @@ from imagenot.evaluate.transforms import (
     transform_uniforms,
 )
 from imagenot.io import write_parquet
-from imagenot.train.facts import Preprocessing, run_preprocessing
+from imagenot.train.facts import PUBLISHED_TOLERANCE, Preprocessing, run_preprocessing
 
 log = logging.getLogger(__name__)
 
@@ -112,12 +112,6 @@ class PerImage:
         order = {name: i for i, name in enumerate(dict.fromkeys(self.transforms))}
         rank = np.array([order[name] for name in self.transforms], dtype=np.int64)
         return t.take(np.argsort(rank, kind="stable"))
-
-
-#: How far (percentage points) a published weight's measured top-1 on the reference dataset may
-#: lie from its published one before the log and the report flag it (a wrong protocol shows
-#: there first).
-PUBLISHED_TOLERANCE = 0.3
 
 
 def _as_float(images: torch.Tensor) -> torch.Tensor:

@@ -58,6 +58,9 @@ TABLE_COLUMNS = (
     "classifier",
 )
 INTERPOLATIONS = ("bilinear", "bicubic")
+#: How far (percentage points) a published weight's measured top-1 may lie from its published
+#: one before the evaluation's log and the report's ``published_check`` table flag it.
+PUBLISHED_TOLERANCE = 0.3
 
 
 @dataclass(frozen=True)

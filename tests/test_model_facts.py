@@ -17,7 +17,7 @@ import torch
 import yaml
 
 from imagenot.config import validate_config
-from imagenot.train import facts, plan
+from imagenot.train import facts
 from imagenot.train.registry import MODELS, ModelSpec, _timm, build_model, head_module
 
 torch.set_num_threads(1)
@@ -168,8 +168,8 @@ def test_the_reference_dataset_is_stored_as_large_as_its_largest_weights_resize(
     from imagenot.acquire.settings import MaterialiseSettings
 
     paper = _config(repo_root, "paper.yaml")
-    assert plan.published_stored_size(paper, "imagenet") == 480
-    assert plan.published_stored_size(paper, "cifar10") == 0
+    assert facts.published_stored_size(paper, "imagenet") == 480
+    assert facts.published_stored_size(paper, "cifar10") == 0
     paper["datasets"]["imagenet"]["path"] = str(repo_root)  # counted, never read, here
     paper["datasets"]["cifar10"]["path"] = str(repo_root)
     assert MaterialiseSettings.from_config(paper, "imagenet").image_size == 480

@@ -145,7 +145,7 @@ class MaterialiseSettings(FromConfig):
     }
     # image_size: the dataset's own key, else acquire.image_size; for a dataset that published
     # weights are evaluated on, at least the largest resize their own protocols need
-    # (imagenot.train.plan.published_stored_size), so that no weight sees an upsampled image
+    # (imagenot.train.facts.published_stored_size), so that no weight sees an upsampled image
 
     kind: str
     path: str
@@ -165,7 +165,7 @@ class MaterialiseSettings(FromConfig):
     @classmethod
     def from_config(cls, config, dataset: str) -> MaterialiseSettings:  # type: ignore[override]
         from imagenot.acquire.adapters import class_count_hint, n_range_jobs
-        from imagenot.train.plan import published_stored_size
+        from imagenot.train.facts import published_stored_size
 
         values = cls.config_values(config, dataset=dataset)
         values["image_size"] = max(values["image_size"], published_stored_size(config, dataset))

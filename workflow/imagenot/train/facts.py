@@ -367,6 +367,29 @@ def run_preprocessing(info: dict[str, Any], where: Any) -> Preprocessing:
     return Preprocessing.trained(info["normalisation"], int(info["image_size"]))
 
 
+def published_stored_size(config: dict, dataset: str) -> int:
+    """The smallest stored image side ``dataset`` needs for the published weights evaluated on
+    it (0 where none are): the largest resize (or crop) of their own protocols
+    (``imagenot.train.facts``: 480 px for EfficientNet-V2-L), so that no weight sees an
+    upsampled image. The reference dataset's stored size follows from its models."""
+    from imagenot.config import ConfigError
+    from imagenot.train.plan import is_published, published_weights
+
+    if not any(is_published(e) and e["dataset"] == dataset for e in config["train"]["experiments"]):
+        return 0
+    needed = 0
+    for model in config["train"]["models"]:
+        weights = published_weights(config["train"], model)
+        if weights is None:
+            continue  # train_published stops with a message naming the model
+        try:
+            facts = weight_facts(weights, model)
+        except RegistryError as exc:
+            raise ConfigError(f"config key train.weights.{model}: {exc}") from None
+        needed = max(needed, facts.preprocessing.smallest_stored_size())
+    return needed
+
+
 if __name__ == "__main__":  # rewrite the derived table from the readers
     target = resources.files("imagenot.resources").joinpath(PUBLISHED_TABLE)
     with open(str(target), "w", encoding="utf-8") as fh:

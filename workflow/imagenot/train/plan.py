@@ -115,28 +115,6 @@ def published_pattern(config: dict) -> str:
     return "|".join(names) or "(?!)"
 
 
-def published_stored_size(config: dict, dataset: str) -> int:
-    """The smallest stored image side ``dataset`` needs for the published weights evaluated on
-    it (0 where none are): the largest resize (or crop) of their own protocols
-    (``imagenot.train.facts``: 480 px for EfficientNet-V2-L), so that no weight sees an
-    upsampled image. The reference dataset's stored size follows from its models."""
-    from imagenot.train.facts import weight_facts
-
-    if not any(is_published(e) and e["dataset"] == dataset for e in config["train"]["experiments"]):
-        return 0
-    needed = 0
-    for model in config["train"]["models"]:
-        weights = published_weights(config["train"], model)
-        if weights is None:
-            continue  # train_published stops with a message naming the model
-        try:
-            facts = weight_facts(weights, model)
-        except RegistryError as exc:
-            raise ConfigError(f"config key train.weights.{model}: {exc}") from None
-        needed = max(needed, facts.preprocessing.smallest_stored_size())
-    return needed
-
-
 def protocol_regex(config: dict) -> str:
     """The one ``protocol`` wildcard constraint of the workflow (rules/common.smk): the
     protocols of the configured train.experiments (``st``, ``ft-SOURCE``, ``tl-SOURCE``), so no

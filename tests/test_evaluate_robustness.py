@@ -300,7 +300,7 @@ def test_decoded_batches_equal_per_image_conversion(tmp_path):
     expected = torch.stack([to_model_input(ds[i][0].unsqueeze(0), SIZE)[0] for i in range(5)])
     got = list(dataset_batches(tmp_path, "test", 3))
     assert [len(k) for _, _, k in got] == [3, 2]
-    assert torch.equal(torch.cat([x for x, _, _ in got]), expected)
+    assert torch.equal(torch.cat([x.float() / 255.0 for x, _, _ in got]), expected)
     assert [k for _, _, ks in got for k in ks] == ds.keys
 
 

@@ -1,7 +1,7 @@
 """Evaluate one model under the 17 test-time transformations, decoding each test image once.
 
 Core: :func:`evaluate_batches` takes a model, its :class:`~imagenot.train.facts.Preprocessing`
-and an iterable of decoded batches (the stored test images as float in [0, 1], labels, keys) and
+and an iterable of decoded batches (the stored test images, labels, keys) and
 returns the per-image results; every batch is transformed 17 times on the device, then each
 result is brought to the model's input by the model's own protocol (resize, centre crop,
 normalisation: a published weight's ``weights.transforms()``, or for a model trained here its
@@ -143,8 +143,8 @@ def evaluate_batches(
 ) -> PerImage:
     """Run ``model`` on every batch under every transformation; return per-image results.
 
-    ``batches`` yields ``(x, labels, keys)`` with ``x`` the stored images, float in [0, 1]; each
-    transformed batch becomes the model's input by ``preprocessing.apply`` (module docstring).
+    ``batches`` yields ``(x, labels, keys)`` with ``x`` the stored images (uint8, or float in
+    [0, 1]; made float on the device); each transformed batch becomes the model's input by ``preprocessing.apply`` (module docstring).
     The first transformation must be Identity: other transformations reuse its predictions for
     the images they leave unchanged. ``channels_last`` (default: on) runs the model with
     channels-last weights (the CPU convolution kernels run faster in that layout, CUDA's tensor
@@ -233,7 +233,7 @@ def _evaluate(
 
     out = PerImage()
     for x, labels, keys in batches:
-        x, labels = x.to(dev), labels.to(dev)
+        x, labels = _as_float(x.to(dev)), labels.to(dev)
         base_logits = forward(x, x)
         hashes = key_hashes(keys)
         for t in transforms:
@@ -347,8 +347,8 @@ def dataset_batches(
     workers: int = 0,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor, list[str]]]:
     """Decode each image of ``split`` once (DataLoader workers) into batches of the stored
-    images (float in [0, 1]); an image stored at another size than its batch's first is resized
-    to that size (materialised datasets store one size)."""
+    images (uint8; float in [0, 1] where an image stored at another size than its batch's first
+    had to be resized to that size: materialised datasets store one size)."""
     from torch.utils.data import DataLoader
 
     from imagenot.acquire.dataset import ManifestDataset
@@ -360,8 +360,9 @@ def dataset_batches(
         labels = torch.tensor([label for _, label in items])
         size = tuple(items[0][0].shape[-2:])
         if all(tuple(img.shape[-2:]) == size for img, _ in items):
-            # the usual case: one uint8 -> float conversion for the whole batch
-            return _as_float(torch.stack([img for img, _ in items])), labels
+            # the usual case: the batch stays uint8 until it is on the device (a quarter of a
+            # float batch in the workers' queue: the reference's 480 px images are large)
+            return torch.stack([img for img, _ in items]), labels
         images = [to_model_input(img.unsqueeze(0), size[-1])[0] for img, _ in items]
         return torch.stack(images), labels
 

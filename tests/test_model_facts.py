@@ -163,17 +163,23 @@ def test_a_file_source_states_its_facts_in_its_entry():
 
 
 def test_the_reference_dataset_is_stored_as_large_as_its_largest_weights_resize(repo_root):
-    """The paper's ImageNet is evaluated by published weights: it is stored at EfficientNet-V2-L's
-    480 px (not acquire.image_size's 256), the datasets trained on keep theirs."""
+    """The paper's ImageNet is evaluated by published weights: it must be stored at
+    EfficientNet-V2-L's 480 px; at acquire.image_size's 256 the config check stops, naming the
+    key and the size."""
     from imagenot.acquire.settings import MaterialiseSettings
+    from imagenot.config import ConfigError
+    from imagenot.train import plan
 
     paper = _config(repo_root, "paper.yaml")
     assert facts.published_stored_size(paper, "imagenet") == 480
     assert facts.published_stored_size(paper, "cifar10") == 0
+    plan.check(paper)
     paper["datasets"]["imagenet"]["path"] = str(repo_root)  # counted, never read, here
-    paper["datasets"]["cifar10"]["path"] = str(repo_root)
     assert MaterialiseSettings.from_config(paper, "imagenet").image_size == 480
-    assert MaterialiseSettings.from_config(paper, "cifar10").image_size == 256
+    raw = yaml.safe_load((repo_root / "config" / "paper.yaml").read_text())
+    del raw["datasets"]["imagenet"]["image_size"]
+    with pytest.raises(ConfigError, match=r"datasets\.imagenet\.image_size: .* 256 px.*: 480$"):
+        plan.check(validate_config(raw))
 
 
 # ------------------------------------------------------------------ the evaluation's protocol

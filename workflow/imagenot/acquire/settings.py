@@ -143,9 +143,6 @@ class MaterialiseSettings(FromConfig):
         "jobs": "the number of range jobs: the dataset's classes (counted on disk) over "
         "classes_per_job",
     }
-    # image_size: the dataset's own key, else acquire.image_size; for a dataset that published
-    # weights are evaluated on, at least the largest resize their own protocols need
-    # (imagenot.train.facts.published_stored_size), so that no weight sees an upsampled image
 
     kind: str
     path: str
@@ -165,10 +162,8 @@ class MaterialiseSettings(FromConfig):
     @classmethod
     def from_config(cls, config, dataset: str) -> MaterialiseSettings:  # type: ignore[override]
         from imagenot.acquire.adapters import class_count_hint, n_range_jobs
-        from imagenot.train.facts import published_stored_size
 
         values = cls.config_values(config, dataset=dataset)
-        values["image_size"] = max(values["image_size"], published_stored_size(config, dataset))
         spec = config["datasets"][dataset]
         return cls(
             **values,

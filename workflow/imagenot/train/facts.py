@@ -367,6 +367,25 @@ def run_preprocessing(info: dict[str, Any], where: Any) -> Preprocessing:
     return Preprocessing.trained(info["normalisation"], int(info["image_size"]))
 
 
+def check_stored_size(config: dict, dataset: str) -> None:
+    """Stop (ConfigError naming the key) when ``dataset`` is stored smaller than the published
+    weights evaluated on it need (:func:`published_stored_size`): they would see upsampled
+    images, and their measured accuracy would not be the published protocol's. A check, not a
+    silent change of the size: the acquire stage comes before the models and knows none."""
+    from imagenot.config import ConfigError
+    from imagenot.settings import config_lookup
+
+    sections = ("datasets.{dataset}", "acquire")
+    stored = config_lookup(config, sections, "image_size", {"dataset": dataset})
+    needed = published_stored_size(config, dataset)
+    if stored < needed:
+        raise ConfigError(
+            f"config key datasets.{dataset}.image_size: {dataset} would be stored at {stored} "
+            f"px, but the published weights evaluated on it resize to {needed} px (their own "
+            f"protocol, imagenot.train.facts); set datasets.{dataset}.image_size: {needed}"
+        )
+
+
 def published_stored_size(config: dict, dataset: str) -> int:
     """The smallest stored image side ``dataset`` needs for the published weights evaluated on
     it (0 where none are): the largest resize (or crop) of their own protocols

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from imagenot.config import ConfigError
 from imagenot.registries import RegistryError
+from imagenot.train.facts import check_stored_size
 from imagenot.train.registry import MODELS, check_input_size
 from imagenot.train.search import (
     SearchError,
@@ -56,6 +57,7 @@ def check(config: dict) -> None:
                     f"config key train.weights_dir: {where} uses published weights; give the "
                     f"directory holding torchvision's weights files"
                 )
+            check_stored_size(config, exp["dataset"])
             continue
         if "space" not in exp:
             raise ConfigError(f"config key {where}.space: required (a key of train.spaces)")

@@ -156,7 +156,7 @@ def run_features(
     for split in SPLITS:
         data = load_split(source, split, settings.in_memory, encoded)
         extracted = features.extract(model, head, data, job, device)
-        meta = features.describe(job.model, job.init, fingerprint, split, job.image_size)
+        meta = features.describe(job, fingerprint, split)
         meta["dtype"] = str(extracted.images.dtype).removeprefix("torch.")
         meta["device"] = device.type
         features.write(extracted, meta, out_dir / f"{split}.safetensors")
@@ -179,9 +179,7 @@ def load_features(settings: JobSettings, job: Job, fingerprint: str, split: str)
     from imagenot.train import features
 
     path = Path(settings.features) / f"{split}.safetensors"
-    return features.read(
-        path, features.describe(job.model, job.init, fingerprint, split, job.image_size)
-    )
+    return features.read(path, features.describe(job, fingerprint, split))
 
 
 def _fit(

@@ -11,14 +11,15 @@ read from where its publisher keeps it, as timm's ``PretrainedCfg`` does:
 - torchvision: the weights enum (``weights.transforms()``: resize, crop, interpolation,
   mean/std; ``weights.meta["_metrics"]``: top-1/top-5), offline (the enum carries them);
 - timm: ``timm.models.get_pretrained_cfg`` (input size, ``crop_pct``, interpolation, mean/std,
-  classifier), offline; timm's configs carry no accuracy, so top-1/top-5 stay empty unless the
-  registry entry states them;
+  classifier), offline; timm's configs carry no accuracy, so top-1/top-5 stay empty (such a
+  model is left off the published-ImageNet axis, and the accuracy table logs it);
 - file: the registry entry's own ``facts``.
 
 ``resources/published_weights.csv`` is derived from these readers (``.venv/bin/python -m
 imagenot.train.facts`` rewrites it; ``tests/test_model_facts.py`` fails when it is stale): it
 exists because planning the DAG must not import torch (seconds per Snakemake parse), and the
-stored size of a reference dataset and the file names of weights are plan-time facts. A weights
+weights' file names, the statistics of FT/TL jobs and the stored size a reference dataset needs
+are plan-time facts. A weights
 reference missing from it is read live, so adding a model is still one registry entry.
 """
 
@@ -390,7 +391,8 @@ def published_stored_size(config: dict, dataset: str) -> int:
     """The smallest stored image side ``dataset`` needs for the published weights evaluated on
     it (0 where none are): the largest resize (or crop) of their own protocols
     (``imagenot.train.facts``: 480 px for EfficientNet-V2-L), so that no weight sees an
-    upsampled image. The reference dataset's stored size follows from its models."""
+    upsampled image: the reference dataset's stored size follows from its models
+    (:func:`check_stored_size`)."""
     from imagenot.config import ConfigError
     from imagenot.train.plan import is_published, published_weights
 

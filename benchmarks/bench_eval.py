@@ -43,12 +43,19 @@ from imagenot.config import validate_config
 from imagenot.evaluate.robustness import (
     dataset_batches,
     evaluate_batches,
-    normalise,
 )
 from imagenot.evaluate.transforms import build_transforms
 from imagenot.io import keep_freed_memory
+from imagenot.train.facts import Preprocessing
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def normalise(x: torch.Tensor, mean, std) -> torch.Tensor:
+    """``(x - mean) / std`` per channel: what the model's protocol ends with."""
+    m = torch.tensor(mean, dtype=x.dtype).reshape(1, -1, 1, 1)
+    s = torch.tensor(std, dtype=x.dtype).reshape(1, -1, 1, 1)
+    return (x - m) / s
 
 
 def make_dataset(root: Path, n_test: int, size: int, n_classes: int) -> Path:
@@ -170,9 +177,10 @@ def per_transform_passes(model, ds_dir, settings, size, batch_size, workers) -> 
 def decode_once(model, ds_dir, settings, size, batch_size, workers) -> float:
     transforms = build_transforms(settings["transforms"])
     start = time.perf_counter()
-    batches = dataset_batches(ds_dir, "test", size, batch_size, workers)
+    batches = dataset_batches(ds_dir, "test", batch_size, workers)
+    protocol = Preprocessing.trained({"mean": MEAN, "std": STD}, size)
     evaluate_batches(
-        model, batches, transforms, settings["seed"], MEAN, STD, "cpu", fold_batch_norm=True
+        model, batches, transforms, settings["seed"], protocol, "cpu", fold_batch_norm=True
     )
     return time.perf_counter() - start
 

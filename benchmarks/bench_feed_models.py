@@ -144,7 +144,8 @@ def main() -> None:
             try:
                 row = bench_model(
                     name, dataset, on_device, batch=batches[name], num_classes=args.num_classes,
-                    device=device, root=root, **timing,
+                    normalisation=config["train"]["normalisation"], device=device, root=root,
+                    **timing,
                 )  # fmt: skip
             except torch.OutOfMemoryError:
                 row = {

@@ -152,6 +152,7 @@ def bench_feed(
 
     import psutil
 
+    from imagenot.config import schema_default
     from imagenot.train.feed import EncodedImages, Feeder, decode_batch, preprocess
 
     classes = [f"c{i:02d}" for i in range(10)]
@@ -183,7 +184,11 @@ def bench_feed(
         for images, _ in feeder.epoch(pieces):
             if encoded:
                 images = decode_batch(images, size, "cpu")
-            preprocess(images, size)
+            preprocess(
+                images,
+                size,
+                {k: schema_default(f"train.normalisation.{k}") for k in ("mean", "std")},
+            )
 
     one_epoch()  # start the persistent workers, warm the page cache
     watcher = threading.Thread(target=watch, daemon=True)

@@ -63,7 +63,7 @@ def plain_loop(
         model.to(memory_format=torch.channels_last)
     for _ in range(epochs):
         for idx in torch.randperm(len(data)).split(job.batch_size):
-            x = preprocess(data.images[idx].to(device), job.image_size)
+            x = preprocess(data.images[idx].to(device), job.image_size, job.normalisation)
             if device.type == "cuda":
                 x = x.contiguous(memory_format=torch.channels_last)
             y = data.labels[idx].to(device)
@@ -77,7 +77,7 @@ def plain_loop(
             model.eval()
             with torch.no_grad():
                 for idx in torch.arange(len(val)).split(job.eval_batch_size):
-                    x = preprocess(val.images[idx].to(device), job.image_size)
+                    x = preprocess(val.images[idx].to(device), job.image_size, job.normalisation)
                     model(x).argmax(1).eq(val.labels[idx].to(device)).sum().item()
             model.train()
     if device.type == "cuda":
@@ -94,6 +94,7 @@ def bench_job(model: str, size: int, batch: int, device: str) -> Job:
         image_size=size, batch_size=batch, max_epochs=100, patience=100, schedule_epochs=100,
         trainable="all", init="random", eval_batch_size=batch, device=device,
         compile=schema_default("train.compile"), num_workers=0, checkpoint_minutes=0.0,
+        normalisation={k: schema_default(f"train.normalisation.{k}") for k in ("mean", "std")},
     )  # fmt: skip
 
 
@@ -127,7 +128,8 @@ def step_overhead(repeats: int, steps: int = 400) -> float:
 
     def plain() -> None:
         for idx in torch.randperm(n).split(batch):
-            loss = F.cross_entropy(model(preprocess(data.images[idx], size)), data.labels[idx])
+            x = preprocess(data.images[idx], size, job.normalisation)
+            loss = F.cross_entropy(model(x), data.labels[idx])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -95,7 +97,8 @@ def test_embed_preprocesses_in_batches():
         seen.append(tuple(x.shape))
         return x.mean(dim=(2, 3))
 
-    out = embed.embed(images, encode, 4, (0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 2, "cpu")
+    prepare = functools.partial(embed._preprocess, size=4, mean=(0.5,) * 3, std=(0.5,) * 3)
+    out = embed.embed(images, encode, prepare, 2, "cpu")
     assert out.shape == (5, 3) and out.dtype == np.float32
     assert seen == [(2, 3, 4, 4), (2, 3, 4, 4), (1, 3, 4, 4)]
 
@@ -113,10 +116,10 @@ def test_clip_encoder_loads_from_a_local_directory(tmp_path):
         projection_dim=6,
     )  # fmt: skip
     transformers.CLIPModel(config).save_pretrained(tmp_path / "clip")
-    encode, size, mean, std = embed.clip_encoder(str(tmp_path / "clip"), "cpu")
-    assert size == 16 and mean == embed.CLIP_MEAN
+    encode, prepare = embed.clip_encoder(str(tmp_path / "clip"), "cpu")
+    assert prepare.keywords == {"size": 16, "mean": embed.CLIP_MEAN, "std": embed.CLIP_STD}
     images = torch.randint(0, 256, (3, 3, 20, 20), dtype=torch.uint8)
-    out = embed.embed(images, encode, size, mean, std, 2, "cpu")
+    out = embed.embed(images, encode, prepare, 2, "cpu")
     assert out.shape == (3, 6)
 
 
@@ -150,7 +153,14 @@ def test_embed_images_and_similarity_cli_with_a_trained_backbone(tmp_path):
     torch.manual_seed(0)
     save_file(build_model("resnet_mini", 3).state_dict(), str(run / "model.safetensors"))
     (run / "result.json").write_text(
-        json.dumps({"model": "resnet_mini", "num_classes": 3, "image_size": 32})
+        json.dumps(
+            {
+                "model": "resnet_mini",
+                "num_classes": 3,
+                "image_size": 32,
+                "normalisation": {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]},
+            }
+        )
     )
 
     npz = tmp_path / "emb.npz"

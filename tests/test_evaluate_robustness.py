@@ -22,11 +22,14 @@ from imagenot.evaluate.robustness import (
 )
 from imagenot.evaluate.settings import RobustnessSettings as Settings
 from imagenot.evaluate.transforms import build_transforms, names
+from imagenot.train.facts import Preprocessing
 
 torch.set_num_threads(1)
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 N, CLASSES, SIZE = 10, 6, 16
+# a model trained here at SIZE: the whole stored (20 px) image resized, ImageNet's statistics
+PREP = Preprocessing.trained({"mean": MEAN, "std": STD}, SIZE)
 
 
 @pytest.fixture(scope="module")
@@ -78,14 +81,14 @@ def test_two_models_see_identical_transformed_images(settings, data):
     images, labels, keys = data
     transforms = build_transforms(settings.transforms)
     a, b = Recorder(tiny_model(0)), Recorder(tiny_model(1, hidden=7))
-    evaluate_batches(a, tensor_batches(images, labels, keys, SIZE, 4), transforms, 3, MEAN, STD)
-    evaluate_batches(b, tensor_batches(images, labels, keys, SIZE, 3), transforms, 3, MEAN, STD)
+    evaluate_batches(a, tensor_batches(images, labels, keys, 4), transforms, 3, PREP)
+    evaluate_batches(b, tensor_batches(images, labels, keys, 3), transforms, 3, PREP)
     xa, xb = _sorted_inputs(a), _sorted_inputs(b)
     assert xa.shape == xb.shape and xa.shape[-2:] == (SIZE, SIZE)
     torch.testing.assert_close(xa, xb, atol=1e-5, rtol=0)
     # a different evaluation seed draws different images
     c = Recorder(tiny_model(0))
-    evaluate_batches(c, tensor_batches(images, labels, keys, SIZE, 4), transforms, 4, MEAN, STD)
+    evaluate_batches(c, tensor_batches(images, labels, keys, 4), transforms, 4, PREP)
     xc = _sorted_inputs(c)
     assert xc.shape != xa.shape or not torch.allclose(xc, xa)
 
@@ -93,16 +96,14 @@ def test_two_models_see_identical_transformed_images(settings, data):
 def test_per_image_results_do_not_depend_on_batching(settings, data):
     images, labels, keys = data
     model = tiny_model(0)
-    one = evaluate_tensors(model, images, labels, keys, settings, SIZE, MEAN, STD)
+    one = evaluate_tensors(model, images, labels, keys, settings, PREP)
     other = evaluate_tensors(
         model,
         images,
         labels,
         keys,
         Settings(**{**settings.__dict__, "batch_size": 3}),
-        SIZE,
-        MEAN,
-        STD,
+        PREP,
     )
     assert one.num_rows == N * len(names())
     assert one.column_names == ["key", "transform", "label", "pred", "correct", "correct_top5"]
@@ -112,7 +113,7 @@ def test_per_image_results_do_not_depend_on_batching(settings, data):
 
 def test_gated_images_reuse_identity_predictions(settings, data):
     images, labels, keys = data
-    table = evaluate_tensors(tiny_model(2), images, labels, keys, settings, SIZE, MEAN, STD)
+    table = evaluate_tensors(tiny_model(2), images, labels, keys, settings, PREP)
     preds = {
         (k, t): p
         for k, t, p in zip(
@@ -122,7 +123,7 @@ def test_gated_images_reuse_identity_predictions(settings, data):
     never = Settings(
         **{**settings.__dict__, "transforms": {**settings.transforms, "Invert": {"p": 0.0}}}
     )
-    table0 = evaluate_tensors(tiny_model(2), images, labels, keys, never, SIZE, MEAN, STD)
+    table0 = evaluate_tensors(tiny_model(2), images, labels, keys, never, PREP)
     for key, t, p in zip(
         *(table0[c].to_pylist() for c in ("key", "transform", "pred")), strict=True
     ):
@@ -166,7 +167,7 @@ def test_clopper_pearson_vectorised_on_random_counts():
 
 def test_summary_rows_and_robust_accuracy(settings, data):
     images, labels, keys = data
-    per_image = evaluate_tensors(tiny_model(0), images, labels, keys, settings, SIZE, MEAN, STD)
+    per_image = evaluate_tensors(tiny_model(0), images, labels, keys, settings, PREP)
     meta = {"model": "tiny", "dataset": "toy", "protocol": "st", "seed": 0}
     table = summarise(per_image, meta, settings.confidence)
     assert table.column_names == [
@@ -236,6 +237,7 @@ def test_evaluate_checkpoint_end_to_end(tmp_path, settings):
     info = {
         "model": name, "dataset": "toy", "protocol": "st", "seed": 0, "num_classes": 3,
         "image_size": SIZE, "dataset_fingerprint": read_fingerprint(ds_dir),
+        "normalisation": {"mean": list(MEAN), "std": list(STD)},
     }  # fmt: skip
     (run / "result.json").write_text(json.dumps(info))
 
@@ -260,7 +262,7 @@ def _on_and_off(model, settings, data, option: str) -> list:
     transforms = build_transforms(settings.transforms)
     return [
         evaluate_batches(
-            model, tensor_batches(images, labels, keys, SIZE, 4), transforms, 3, MEAN, STD,
+            model, tensor_batches(images, labels, keys, 4), transforms, 3, PREP,
             **{option: flag},
         ).table()
         for flag in (True, False)
@@ -296,9 +298,9 @@ def test_decoded_batches_equal_per_image_conversion(tmp_path):
     write_dataset(tmp_path, records, ["c0", "c1"], shard_size=5000)
     ds = ManifestDataset(tmp_path, "test")
     expected = torch.stack([to_model_input(ds[i][0].unsqueeze(0), SIZE)[0] for i in range(5)])
-    got = list(dataset_batches(tmp_path, "test", SIZE, 3))
+    got = list(dataset_batches(tmp_path, "test", 3))
     assert [len(k) for _, _, k in got] == [3, 2]
-    assert torch.equal(torch.cat([x for x, _, _ in got]), expected)
+    assert torch.equal(torch.cat([x.float() / 255.0 for x, _, _ in got]), expected)
     assert [k for _, _, ks in got for k in ks] == ds.keys
 
 

@@ -246,7 +246,12 @@ def test_fit_in_figure_matches_the_fits_table(config, results, tmp_path):
 @pytest.mark.parametrize("name", plan.TABLE_NAMES)
 def test_every_table_writes_csv_and_markdown(config, results, tmp_path, name):
     csv, md = tmp_path / f"{name}.csv", tmp_path / f"{name}.md"
-    cmd = [*table_argv(config, name), str(results["accuracy"]), "--rankings", *results["rankings"]]
+    argv = table_argv(config, name)
+    if name == "published_check":  # the synthetic ImageNet runs stand for published weights
+        settings = json.loads(argv[2])
+        settings["options"]["published_datasets"] = ["imagenet"]
+        argv[2] = json.dumps(settings)
+    cmd = [*argv, str(results["accuracy"]), "--rankings", *results["rankings"]]
     assert main([*cmd, "--csv", str(csv), "--md", str(md)]) == 0
     df = pd.read_csv(csv)
     assert len(df) > 0

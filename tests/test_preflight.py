@@ -123,7 +123,13 @@ def test_host_check_names_what_is_too_small():
 
 def test_bf16_against_float32_agree_on_a_tiny_model_on_the_cpu():
     """The comparison the preflight runs on CUDA, here under the CPU's bf16 autocast."""
-    values = preflight.compare_precision("resnet_mini", 32, torch.device("cpu"), batch=4)
+    values = preflight.compare_precision(
+        "resnet_mini",
+        32,
+        load_config(REPO / "config" / "config.yaml")["train"]["normalisation"],
+        torch.device("cpu"),
+        batch=4,
+    )
     assert len(values["loss_fp32"]) == len(values["loss_bf16"]) == preflight.PRECISION_STEPS
     assert values["loss_fp32"] != values["loss_bf16"]  # bf16 really ran
     assert values["loss_rel_diff"] <= preflight.LOSS_RTOL

@@ -221,6 +221,7 @@ def test_toy_figure_and_table_are_drawn_by_the_figure_and_table_commands(toys, t
     options = {
         "datasets": ["imagenet", "imagenot"],
         "reference": "imagenet",
+        "published_datasets": [],
         "downstream_dataset": "imagenot",
         "baseline_model": "alexnet",
         "standard_transform": "Identity",

@@ -44,7 +44,7 @@ def test_the_head_over_stored_features_gives_the_models_logits(name):
     assert stored.images.dtype == torch.float32 and stored.labels.tolist() == list(range(5))
     with torch.no_grad():
         model.eval()
-        expected = model(preprocess(images, SIZE))
+        expected = model(preprocess(images, SIZE, job.normalisation))
         got = head_module(model, name)(stored.images)
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
 
@@ -52,7 +52,8 @@ def test_the_head_over_stored_features_gives_the_models_logits(name):
 def test_a_features_file_of_other_weights_is_an_error_naming_it(tmp_path):
     from imagenot.train import features
 
-    meta = features.describe("resnet_mini", "w.safetensors sha256:aa", "fp", "train", SIZE)
+    job = _job("resnet_mini", 3, init="w.safetensors sha256:aa")
+    meta = features.describe(job, "fp", "train")
     path = tmp_path / "train.safetensors"
     features.write(
         features.Features(torch.ones(3, 4, dtype=torch.bfloat16), torch.arange(3)), meta, path
@@ -62,6 +63,12 @@ def test_a_features_file_of_other_weights_is_an_error_naming_it(tmp_path):
     other = {**meta, "init": "w.safetensors sha256:bb"}
     with pytest.raises(features.FeaturesError, match=r"train\.safetensors: metadata init"):
         features.read(path, other)
+    # features of a backbone fed with other statistics are stale too
+    half = features.describe(
+        dataclasses.replace(job, normalisation={"mean": [0.5] * 3, "std": [0.5] * 3}), "fp", "train"
+    )
+    with pytest.raises(features.FeaturesError, match=r"metadata normalisation"):
+        features.read(path, half)
 
 
 def test_the_plans_splits_are_the_datasets():

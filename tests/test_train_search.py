@@ -11,8 +11,8 @@ from toy_job import toy_job
 from imagenot.config import ConfigError, validate_config
 from imagenot.train import experiments, plan, search
 from imagenot.train import settings as train_settings
+from imagenot.train.facts import torchvision_weights_filename
 from imagenot.train.loop import schedule_ended
-from imagenot.train.registry import torchvision_weights_filename
 from imagenot.train.schedules import learning_rate
 
 
@@ -118,9 +118,7 @@ def test_paper_imagenet_models_are_published_weights(paper_config):
     assert weights == f"/data/torchvision_weights/{torchvision_weights_filename(name)}"
     assert train_settings.PublishedSettings.from_config(
         paper_config, "resnet152"
-    ) == train_settings.PublishedSettings(
-        model="resnet152", weights=name, image_size=paper_config["train"]["image_size"]
-    )
+    ) == train_settings.PublishedSettings(model="resnet152", weights=name)
     bad = copy.deepcopy(paper_config)
     bad["train"]["experiments"][1]["space"] = "imagenot_st"
     with pytest.raises(ConfigError, match=r"train\.experiments\.1: weights: published takes"):
@@ -149,8 +147,17 @@ def test_published_job_keeps_the_head_rows_of_the_datasets_wnids(tmp_path):
     (data / "classes.txt").write_text("\n".join([wnids[7], wnids[3]]) + "\n")
     (data / "fingerprint.txt").write_text("fp\n")
     out = tmp_path / "final/seed-0"
-    settings = train_settings.PublishedSettings(model="resnet_mini", weights="X.Y", image_size=64)
+    # the facts of a real enum (read offline from torchvision): resnet_mini stands in for it
+    settings = train_settings.PublishedSettings(
+        model="resnet_mini", weights="ResNet18_Weights.IMAGENET1K_V1"
+    )
     result = run_published(settings, weights, data, {"dataset": "d", "protocol": "st"}, out)
+    # the run records the weights' own protocol and published accuracy for the evaluation
+    assert result["preprocessing"] == {
+        "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225], "crop_size": 224,
+        "resize_size": 256, "interpolation": "bilinear",
+    }  # fmt: skip
+    assert (result["image_size"], result["published_top1"]) == (224, 69.758)
     got = load_file(str(out / "model.safetensors"))
     assert torch.equal(got["fc.weight"], published["fc.weight"][[7, 3]])
     assert torch.equal(got["conv1.weight"], published["conv1.weight"])

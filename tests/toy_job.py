@@ -19,6 +19,11 @@ CPU_JOB = {
     "compile": schema_default("train.compile"),
     "num_workers": 0,
     "checkpoint_minutes": 0.0,  # only at stops and at the end (a test asks for more itself)
+    # a model trained from scratch: the schema's statistics
+    "normalisation": {
+        "mean": schema_default("train.normalisation.mean"),
+        "std": schema_default("train.normalisation.std"),
+    },
 }
 NAMES = (
     "model", "num_classes", "hyperparameters", "seed", "image_size", "batch_size", "max_epochs",

@@ -9,6 +9,7 @@ also appear as rows of dataset ``imagenet_published`` (protocol ``published``), 
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,6 +35,8 @@ ROBUSTNESS_COLUMNS = (
 )
 PUBLISHED_COLUMNS = ("model", "weights", "top1", "top5", "source")
 IMAGENET_VAL_SIZE = 50_000
+
+log = logging.getLogger(__name__)
 COLUMNS = [
     "model",
     "dataset",
@@ -64,14 +67,25 @@ def read_robustness(paths: Sequence[str | os.PathLike]) -> pd.DataFrame:
 
 
 def read_published(path: str | os.PathLike) -> pd.DataFrame:
-    """The published torchvision ImageNet accuracies (one row per registry model)."""
+    """The published ImageNet accuracies of the registry's weights (one row per model with
+    published weights: ``imagenot.train.facts``' derived table). A model whose publisher states
+    no accuracy (timm's configs carry none) has no row on the published axis: counted in the
+    log, never silently."""
     df = pd.read_csv(path)
     missing = [c for c in PUBLISHED_COLUMNS if c not in df.columns]
     if missing:
         raise TableError(f"{path}: lacks column(s) {', '.join(missing)}")
     if df["model"].duplicated().any():
         raise TableError(f"{path}: model {df['model'][df['model'].duplicated()].iloc[0]!r} twice")
-    return df
+    unstated = df["top1"].isna()
+    if unstated.any():
+        log.info(
+            "%s: %d model(s) without a published top-1 (%s) are left off the published axis",
+            path,
+            int(unstated.sum()),
+            ", ".join(df["model"][unstated]),
+        )
+    return df[~unstated].reset_index(drop=True)
 
 
 def accuracy_table(

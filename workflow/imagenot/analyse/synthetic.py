@@ -115,8 +115,8 @@ def runs_grid(
 
 
 def published_accuracy(path: str | os.PathLike, models: tuple[str, ...]) -> str:
-    """A stand-in for torchvision_imagenet_accuracy.csv (the real values of ``models`` among
-    those it knows)."""
+    """A stand-in for the published-weights table (``imagenot.train.facts``; the real values of
+    ``models`` among those it knows)."""
     known = {
         "alexnet": (56.522, 79.066),
         "vgg19": (72.376, 90.876),

@@ -10,11 +10,15 @@ Two encoders (config ``diagnostics.encoder.kind``):
   (``CLIPModel.get_image_features``); offline, point it at a local copy.
 
 Images are uint8 CHW tensors streamed from a dataset on disk (``ManifestDataset``); they are
-converted in batches to float in [0, 1], resized and normalised as the encoder expects.
+converted in batches to float in [0, 1], resized and normalised as the encoder expects: an
+encoder is ``(encode, prepare)``, ``prepare`` turning uint8 batches into its input (CLIP's size
+and statistics; a backbone's own protocol as its ``result.json`` records it,
+``imagenot.train.facts.run_preprocessing``: published weights' resize, crop and statistics).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable
@@ -65,25 +69,31 @@ def penultimate_encoder(model, head=None) -> Callable:
 
 
 def backbone_encoder(checkpoint: str | os.PathLike, device: str, model_name: str | None = None):
-    """(encode, image_size, mean, std) for a checkpoint trained by this workflow."""
+    """(encode, prepare) for a checkpoint trained (or published weights written) by this
+    workflow; ``prepare`` is the run's own input protocol."""
     import torch
     from safetensors.torch import load_file
 
-    from imagenot.train.registry import IMAGENET_MEAN, IMAGENET_STD, build_model, head_module
+    from imagenot.train.facts import run_preprocessing
+    from imagenot.train.registry import build_model, head_module
 
     checkpoint = Path(checkpoint)
     result = json.loads((checkpoint.parent / "result.json").read_text())
+    protocol = run_preprocessing(result, checkpoint.parent / "result.json")
     name = model_name or result["model"]
     model = build_model(name, int(result["num_classes"]))
     model.load_state_dict(load_file(str(checkpoint)))
     model.eval().to(device)
     encode = penultimate_encoder(model, head_module(model, name))
-    size = int(result["image_size"])
-    return torch.no_grad()(encode), size, IMAGENET_MEAN, IMAGENET_STD
+
+    def prepare(images):
+        return protocol.apply(images.float().div_(255.0))
+
+    return torch.no_grad()(encode), prepare
 
 
 def clip_encoder(model_id: str, device: str):
-    """(encode, image_size, mean, std) for a transformers CLIP model (hub id or local dir)."""
+    """(encode, prepare) for a transformers CLIP model (hub id or local dir)."""
     import torch
     from transformers import CLIPModel
 
@@ -95,10 +105,10 @@ def clip_encoder(model_id: str, device: str):
         out = model.get_image_features(pixel_values=x)
         return out if isinstance(out, torch.Tensor) else out.pooler_output
 
-    return encode, size, CLIP_MEAN, CLIP_STD
+    return encode, functools.partial(_preprocess, size=size, mean=CLIP_MEAN, std=CLIP_STD)
 
 
-def embed(images, encode: Callable, size: int, mean, std, batch_size: int, device: str):
+def embed(images, encode: Callable, prepare: Callable, batch_size: int, device: str):
     """Embeddings (float32 numpy N x D) of uint8 images, in batches, in input order."""
     import torch
 
@@ -106,7 +116,7 @@ def embed(images, encode: Callable, size: int, mean, std, batch_size: int, devic
     with torch.no_grad():
         for start in range(0, len(images), batch_size):
             batch = images[start : start + batch_size].to(device)
-            chunks.append(encode(_preprocess(batch, size, mean, std)).float().cpu().numpy())
+            chunks.append(encode(prepare(batch)).float().cpu().numpy())
     if not chunks:
         return np.zeros((0, 0), dtype=np.float32)
     return np.concatenate(chunks).astype(np.float32)
@@ -141,7 +151,7 @@ def embed_dataset(
 
     from imagenot.acquire.dataset import ManifestDataset
 
-    encode, size, mean, std = encoder
+    encode, prepare = encoder
     dataset = ManifestDataset(dataset_dir, settings.split)
     indices = first_per_class(dataset.labels, settings.max_images_per_class)
     job_usage.declare_workers(workers)  # the job's recorded peak counts them
@@ -154,7 +164,7 @@ def embed_dataset(
     chunks = []
     with torch.no_grad():
         for images, _labels in loader:
-            x = _preprocess(images.to(device), size, mean, std)
+            x = prepare(images.to(device))
             chunks.append(encode(x).float().cpu().numpy())
     embeddings = np.concatenate(chunks) if chunks else np.zeros((0, 0), np.float32)
     return {

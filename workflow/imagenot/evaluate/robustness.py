@@ -1,9 +1,15 @@
 """Evaluate one model under the 17 test-time transformations, decoding each test image once.
 
-Core: :func:`evaluate_batches` takes a model and an iterable of decoded batches (float images in
-[0, 1] at the model's input size, labels, keys) and returns the per-image results; every batch is
-transformed 17 times on the device and fed to the model. Images a transformation leaves unchanged
-(its gate is closed) reuse the untransformed images' predictions. :func:`summarise` turns per-image
+Core: :func:`evaluate_batches` takes a model, its :class:`~imagenot.train.facts.Preprocessing`
+and an iterable of decoded batches (the stored test images, labels, keys) and
+returns the per-image results; every batch is transformed 17 times on the device, then each
+result is brought to the model's input by the model's own protocol (resize, centre crop,
+normalisation: a published weight's ``weights.transforms()``, or for a model trained here its
+``train.image_size`` and ``train.normalisation``) and fed to the model. The order (transform the
+stored image, then the model's resize, crop and normalisation) is the paper's silence read as
+torchvision's: a transformation sees the image a model's protocol starts from, whatever the
+model. Images a transformation leaves unchanged (its gate is closed) reuse the untransformed
+images' predictions. :func:`summarise` turns per-image
 results into the per-transformation table. I/O lives at the edges: :func:`load_checkpoint`,
 :func:`dataset_batches` and :func:`evaluate_checkpoint`.
 """
@@ -34,6 +40,7 @@ from imagenot.evaluate.transforms import (
     transform_uniforms,
 )
 from imagenot.io import write_parquet
+from imagenot.train.facts import PUBLISHED_TOLERANCE, Preprocessing, run_preprocessing
 
 log = logging.getLogger(__name__)
 
@@ -107,18 +114,16 @@ class PerImage:
         return t.take(np.argsort(rank, kind="stable"))
 
 
-def normalise(x: torch.Tensor, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
-    m = torch.tensor(mean, dtype=x.dtype, device=x.device).reshape(1, -1, 1, 1)
-    s = torch.tensor(std, dtype=x.dtype, device=x.device).reshape(1, -1, 1, 1)
-    return (x - m) / s
+def _as_float(images: torch.Tensor) -> torch.Tensor:
+    """uint8 (or [0, 1] float) images as float32 in [0, 1]."""
+    return images.to(torch.float32) / 255.0 if images.dtype == torch.uint8 else images.float()
 
 
 def to_model_input(images: torch.Tensor, image_size: int) -> torch.Tensor:
-    """uint8 (or [0, 1] float) ``B x 3 x H x W`` -> float [0, 1] at ``image_size`` x ``image_size``.
-
-    The resize of training's input convention (bilinear, antialiased; ``imagenot.train.loop``).
-    """
-    x = images.to(torch.float32) / 255.0 if images.dtype == torch.uint8 else images.float()
+    """uint8 (or [0, 1] float) ``B x 3 x H x W`` -> float [0, 1] at ``image_size`` x ``image_size``
+    (bilinear, antialiased): how :func:`dataset_batches` brings an image stored at another size
+    than its split's first to that size."""
+    x = _as_float(images)
     if tuple(x.shape[-2:]) != (image_size, image_size):
         x = torch.nn.functional.interpolate(
             x, size=(image_size, image_size), mode="bilinear", antialias=True
@@ -131,15 +136,15 @@ def evaluate_batches(
     batches: Iterable[tuple[torch.Tensor, torch.Tensor, Sequence[str]]],
     transforms: Sequence[Transform],
     seed: int,
-    mean: Sequence[float],
-    std: Sequence[float],
+    preprocessing: Preprocessing,
     device: torch.device | str = "cpu",
     channels_last: bool | None = None,
     fold_batch_norm: bool = False,
 ) -> PerImage:
     """Run ``model`` on every batch under every transformation; return per-image results.
 
-    ``batches`` yields ``(x, labels, keys)`` with ``x`` float in [0, 1] at the model's input size.
+    ``batches`` yields ``(x, labels, keys)`` with ``x`` the stored images (uint8, or float in
+    [0, 1]; made float on the device); each transformed batch becomes the model's input by ``preprocessing.apply`` (module docstring).
     The first transformation must be Identity: other transformations reuse its predictions for
     the images they leave unchanged. ``channels_last`` (default: on) runs the model with
     channels-last weights (the CPU convolution kernels run faster in that layout, CUDA's tensor
@@ -148,7 +153,7 @@ def evaluate_batches(
     transformations stay float32, the logits are compared in float32. Not run on a GPU yet
     (docs/gpu.md). ``fold_batch_norm`` runs a copy of the model with each batch
     norm folded into the convolution before it (:func:`fold_batch_norms`; for models torch.fx
-    traces faithfully, such as the registry's). The model sees :func:`normalise`'s values either way.
+    traces faithfully, such as the registry's). The model sees the same input either way.
     """
     if not transforms or transforms[0].n_uniforms != 0:
         raise ValueError("the first transformation must be Identity (no randomness)")
@@ -161,7 +166,7 @@ def evaluate_batches(
     # the layout change (and its undoing) stays outside inference mode: the model's weights must
     # remain ordinary tensors (trainable) afterwards
     with _channels_last(model, channels_last), torch.inference_mode():
-        return _evaluate(model, batches, transforms, seed, mean, std, dev)
+        return _evaluate(model, batches, transforms, seed, preprocessing, dev)
 
 
 def fold_batch_norms(model: torch.nn.Module) -> torch.nn.Module:
@@ -213,21 +218,13 @@ def _evaluate(
     batches: Iterable[tuple[torch.Tensor, torch.Tensor, Sequence[str]]],
     transforms: Sequence[Transform],
     seed: int,
-    mean: Sequence[float],
-    std: Sequence[float],
+    preprocessing: Preprocessing,
     dev: torch.device,
 ) -> PerImage:
-    m = torch.tensor(mean, dtype=torch.float32, device=dev).reshape(1, -1, 1, 1)
-    s = torch.tensor(std, dtype=torch.float32, device=dev).reshape(1, -1, 1, 1)
     cuda = dev.type == "cuda"
 
     def forward(xt: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        # normalise(xt), in place when xt is a transformation's own output
-        if xt.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
-            xt = xt - m.to(xt.dtype)
-        else:
-            xt = xt.sub_(m.to(xt.dtype))
-        xt = xt.div_(s.to(xt.dtype))
+        xt = preprocessing.apply(xt)  # never in place: x is every transformation's input
         if not cuda:
             return model(xt)
         # GPU only, as training runs: channels-last input, bf16 autocast, float32 logits
@@ -236,7 +233,7 @@ def _evaluate(
 
     out = PerImage()
     for x, labels, keys in batches:
-        x, labels = x.to(dev), labels.to(dev)
+        x, labels = _as_float(x.to(dev)), labels.to(dev)
         base_logits = forward(x, x)
         hashes = key_hashes(keys)
         for t in transforms:
@@ -266,16 +263,16 @@ def tensor_batches(
     images: torch.Tensor,
     labels: torch.Tensor,
     keys: Sequence[str],
-    image_size: int,
     batch_size: int,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor, list[str]]]:
-    """Batches of in-memory images (uint8 or [0, 1] float) for :func:`evaluate_batches`."""
+    """Batches of in-memory images (uint8 or [0, 1] float, one size) for
+    :func:`evaluate_batches`, as stored (float in [0, 1])."""
     if not (len(images) == len(labels) == len(keys)):
         raise ValueError(f"{len(images)} images, {len(labels)} labels and {len(keys)} keys differ")
     for start in range(0, len(images), batch_size):
         stop = start + batch_size
         yield (
-            to_model_input(images[start:stop], image_size),
+            _as_float(images[start:stop]),
             labels[start:stop],
             list(keys[start:stop]),
         )
@@ -287,15 +284,15 @@ def evaluate_tensors(
     labels: torch.Tensor,
     keys: Sequence[str],
     settings: RobustnessSettings,
-    image_size: int,
-    mean: Sequence[float],
-    std: Sequence[float],
+    preprocessing: Preprocessing,
     device: torch.device | str = "cpu",
 ) -> pa.Table:
     """Per-image results of ``model`` on in-memory images under the configured transformations."""
-    batches = tensor_batches(images, labels, keys, image_size, settings.batch_size)
+    batches = tensor_batches(images, labels, keys, settings.batch_size)
     transforms = build_transforms(settings.transforms)
-    return evaluate_batches(model, batches, transforms, settings.seed, mean, std, device).table()
+    return evaluate_batches(
+        model, batches, transforms, settings.seed, preprocessing, device
+    ).table()
 
 
 def summarise(per_image: pa.Table, meta: Mapping[str, Any], confidence: float) -> pa.Table:
@@ -346,11 +343,12 @@ def load_checkpoint(model_path: str | os.PathLike) -> tuple[torch.nn.Module, dic
 def dataset_batches(
     dataset_dir: str | os.PathLike,
     split: str,
-    image_size: int,
     batch_size: int,
     workers: int = 0,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor, list[str]]]:
-    """Decode each image of ``split`` once (DataLoader workers) into model-input batches."""
+    """Decode each image of ``split`` once (DataLoader workers) into batches of the stored
+    images (uint8; float in [0, 1] where an image stored at another size than its batch's first
+    had to be resized to that size: materialised datasets store one size)."""
     from torch.utils.data import DataLoader
 
     from imagenot.acquire.dataset import ManifestDataset
@@ -360,11 +358,12 @@ def dataset_batches(
 
     def collate(items):
         labels = torch.tensor([label for _, label in items])
-        if all(tuple(img.shape[-2:]) == (image_size, image_size) for img, _ in items):
-            # the usual case (datasets are materialised at the model's input size): one
-            # uint8 -> float conversion for the whole batch
-            return to_model_input(torch.stack([img for img, _ in items]), image_size), labels
-        images = [to_model_input(img.unsqueeze(0), image_size)[0] for img, _ in items]
+        size = tuple(items[0][0].shape[-2:])
+        if all(tuple(img.shape[-2:]) == size for img, _ in items):
+            # the usual case: the batch stays uint8 until it is on the device (a quarter of a
+            # float batch in the workers' queue: the reference's 480 px images are large)
+            return torch.stack([img for img, _ in items]), labels
+        images = [to_model_input(img.unsqueeze(0), size[-1])[0] for img, _ in items]
         return torch.stack(images), labels
 
     job_usage.declare_workers(workers)  # the job's recorded peak counts them
@@ -375,6 +374,35 @@ def dataset_batches(
     for x, labels in loader:
         yield x, labels, keys[start : start + len(labels)]
         start += len(labels)
+
+
+def check_published(table: pa.Table, info: Mapping[str, Any]) -> float | None:
+    """For a run of published weights whose ``result.json`` records their published top-1:
+    the measured top-1 (untransformed images) minus the published one, logged beside it, and
+    logged as a warning past :data:`PUBLISHED_TOLERANCE` points (the report's
+    ``published_check`` table shows the same). None for other runs."""
+    published = info.get("published_top1")
+    if published is None:
+        return None
+    rows = [r for r in table.to_pylist() if r["transform"] == "Identity"]
+    if not rows:
+        return None
+    measured = rows[0]["top1"]
+    deviation = measured - float(published)
+    level = logging.WARNING if abs(deviation) > PUBLISHED_TOLERANCE else logging.INFO
+    log.log(
+        level,
+        "%s on %s: measured top-1 %.3f%% (n=%d), published %.3f%% (%s): deviation %+.3f points%s",
+        info["weights"],
+        info["dataset"],
+        measured,
+        rows[0]["n"],
+        float(published),
+        info["published_source"],
+        deviation,
+        f", over {PUBLISHED_TOLERANCE}: check the protocol" if level == logging.WARNING else "",
+    )
+    return deviation
 
 
 def resolve_device(device: str, gpu_job: bool = False) -> torch.device:
@@ -402,10 +430,10 @@ def evaluate_checkpoint(
     ``gpu_job``: the config plans this job for a GPU (``resources.gpus > 0``): without a CUDA
     device it stops (:func:`resolve_device`) before reading anything."""
     from imagenot.acquire.dataset import read_fingerprint
-    from imagenot.train.registry import IMAGENET_MEAN, IMAGENET_STD
 
     dev = resolve_device(settings.device, gpu_job)
     model, info = load_checkpoint(model_path)
+    preprocessing = run_preprocessing(info, Path(model_path).parent / "result.json")
     fingerprint = read_fingerprint(dataset_dir)
     if info.get("dataset_fingerprint") not in (None, fingerprint):
         log.warning(
@@ -416,21 +444,13 @@ def evaluate_checkpoint(
             fingerprint,
         )
     log.info("evaluating %s on %s/%s on %s", model_path, dataset_dir, settings.split, dev)
-    batches = dataset_batches(
-        dataset_dir, settings.split, int(info["image_size"]), settings.batch_size, workers
-    )
+    batches = dataset_batches(dataset_dir, settings.split, settings.batch_size, workers)
     transforms = build_transforms(settings.transforms)
     per_image = evaluate_batches(
-        model,
-        batches,
-        transforms,
-        settings.seed,
-        IMAGENET_MEAN,
-        IMAGENET_STD,
-        dev,
-        fold_batch_norm=True,
+        model, batches, transforms, settings.seed, preprocessing, dev, fold_batch_norm=True
     ).table()
     table = summarise(per_image, info, settings.confidence)
+    check_published(table, info)
     write_parquet(per_image, per_image_out)
     write_parquet(table, robustness_out)
     return table

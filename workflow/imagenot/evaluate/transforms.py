@@ -1,7 +1,7 @@
 """The 17 test-time transformations of the robustness evaluation, on batched tensors.
 
-Every transformation takes a batch ``x`` (float, ``B x 3 x H x W`` in [0, 1], already resized to the
-model's input size) and a matrix ``u`` of per-image uniforms in [0, 1) (``B x n_uniforms``), and
+Every transformation takes a batch ``x`` (float, ``B x 3 x H x W`` in [0, 1]: the stored test
+images, before the model's own resize, crop and normalisation) and a matrix ``u`` of per-image uniforms in [0, 1) (``B x n_uniforms``), and
 returns a batch of the same shape, dtype and range. All randomness enters through ``u``, which
 :func:`image_uniforms` derives from (seed, transformation name, image key) alone, never from the
 model, the batch composition, the device or the transformation's place in the registry

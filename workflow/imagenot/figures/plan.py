@@ -13,6 +13,7 @@ from pathlib import Path
 
 from imagenot.analyse import PUBLISHED_DATASET
 from imagenot.figures.registry import WORKFLOW_FIGURES, WORKFLOW_TABLES
+from imagenot.train.facts import PUBLISHED_TABLE
 
 RESULTS = "results"
 ACCURACY = f"{RESULTS}/analyse/accuracy.csv"
@@ -23,7 +24,8 @@ FIGURES = f"{RESULTS}/figures"
 TABLES = f"{RESULTS}/tables"
 # Package files used as rule inputs, as absolute paths: valid whatever the working directory.
 _PACKAGE = Path(__file__).resolve().parents[1]
-PUBLISHED_ACCURACY = str(_PACKAGE / "resources" / "torchvision_imagenet_accuracy.csv")
+# every registered weights' facts, published top-1/top-5 among them (imagenot.train.facts)
+PUBLISHED_ACCURACY = str(_PACKAGE / "resources" / PUBLISHED_TABLE)
 FIGURE_KINDS = WORKFLOW_FIGURES  # the registries themselves: a kind registered later counts
 TABLE_NAMES = WORKFLOW_TABLES
 
@@ -185,6 +187,20 @@ def figure_names(config: dict, runs: list[dict]) -> list[str]:
     ]
 
 
+def published_datasets(config: dict) -> list[str]:
+    """The datasets whose st runs are published weights (``weights: published``), in config
+    order: the ``published_check`` table compares their measured top-1 with the published."""
+    experiments = config["train"]["experiments"]
+    return list(dict.fromkeys(e["dataset"] for e in experiments if e["weights"] == "published"))
+
+
+def table_names(config: dict) -> list[str]:
+    """The tables the config asks for that it can feed: ``published_check`` only with runs of
+    published weights."""
+    published = bool(published_datasets(config))
+    return [n for n in config["analyse"]["tables"] if n != "published_check" or published]
+
+
 def outputs(config: dict, runs: list[dict]) -> list[str]:
     """Every output of the analyse and figures stages for these final runs."""
     if not runs:
@@ -192,7 +208,7 @@ def outputs(config: dict, runs: list[dict]) -> list[str]:
     out = [ACCURACY] + [RANKINGS.format(variant=v) for v in VARIANTS]
     for name in figure_names(config, runs):
         out += [f"{FIGURES}/{name}.pdf", f"{FIGURES}/{name}.png"]
-    for name in config["analyse"]["tables"]:
+    for name in table_names(config):
         out += [f"{TABLES}/{name}.csv", f"{TABLES}/{name}.md"]
     return out
 

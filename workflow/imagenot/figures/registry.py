@@ -104,6 +104,7 @@ WORKFLOW_TABLES: Registry = Registry(
             "fits",
             "relative_progress",
             "error_correlations",
+            "published_check",
         )
     },
 )

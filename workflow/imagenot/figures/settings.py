@@ -28,10 +28,13 @@ class Options(FromConfig):
         "then config order (imagenot.figures.plan.dataset_order)",
         "reference": "analyse.reference_dataset when a standard-training run trains on it, else "
         "the published accuracies (imagenot.analyse.settings.reference)",
+        "published_datasets": "the datasets whose st runs are published weights (experiments "
+        "with weights: published): their measured top-1 is checked against the published one",
     }
 
     datasets: list[str]
     reference: str
+    published_datasets: list[str]
     downstream_dataset: str
     baseline_model: str
     standard_transform: str
@@ -42,10 +45,13 @@ class Options(FromConfig):
     @classmethod
     def from_config(cls, config: Any, **wildcards: Any) -> Options:
         from imagenot.analyse.settings import reference
-        from imagenot.figures.plan import dataset_order
+        from imagenot.figures.plan import dataset_order, published_datasets
 
         return cls(
-            **cls.config_values(config), datasets=dataset_order(config), reference=reference(config)
+            **cls.config_values(config),
+            datasets=dataset_order(config),
+            reference=reference(config),
+            published_datasets=published_datasets(config),
         )
 
 

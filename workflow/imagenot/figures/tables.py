@@ -60,6 +60,34 @@ def relative_progress(acc: pd.DataFrame, reports: dict[str, dict], opts: Options
     return _wide(reports, "relative_progress", opts)
 
 
+def published_check(acc: pd.DataFrame, reports: dict[str, dict], opts: Options) -> pd.DataFrame:
+    """Published weights on their dataset (ImageNet's validation set): the top-1 measured here
+    (untransformed test images, each weight's own resize, crop, interpolation and
+    normalisation) beside the published one; ``flagged`` where they differ by more than
+    ``max_deviation`` points (a wrong protocol shows here first; a subset of ImageNet's classes
+    or images scores differently by design, see ``n``)."""
+    from imagenot.train.facts import PUBLISHED_TOLERANCE
+
+    rows = acc[
+        acc["dataset"].isin(opts.published_datasets)
+        & (acc["protocol"] == "st")
+        & (acc["transform"] == opts.standard_transform)
+    ]
+    deviation = rows["accuracy"] - rows["imagenet_top1"]
+    return pd.DataFrame(
+        {
+            "model": rows["model"],
+            "dataset": rows["dataset"],
+            "n": rows["n"],
+            "measured_top1": rows["accuracy"],
+            "published_top1": rows["imagenet_top1"],
+            "deviation": deviation,
+            "max_deviation": PUBLISHED_TOLERANCE,
+            "flagged": deviation.abs() > PUBLISHED_TOLERANCE,
+        }
+    ).reset_index(drop=True)
+
+
 def agreement_rows(rep: dict, order_of=None) -> list[dict]:
     """One row per dataset compared with the reference of a rankings report: correlations
     with p-values, the OLS fit, the bootstrap interval, agreement up to error bars.

@@ -97,6 +97,23 @@ def published_weights(train: dict, model: str) -> str | None:
     return train["weights"].get(model) or get_spec(model).weights
 
 
+def normalisation(config: dict, protocol: str, model: str) -> dict[str, list[float]]:
+    """The input statistics a training job of ``protocol`` normalises with: FT/TL from published
+    ImageNet weights use the weights' own (``imagenot.train.facts``: EfficientNet-V2-L's are
+    0.5), every other job ``train.normalisation`` (models trained here, and FT/TL from them)."""
+    if source(protocol) == TORCHVISION:
+        from imagenot.registries import RegistryError
+        from imagenot.train.facts import weight_facts
+
+        try:
+            facts = weight_facts(published_weights(config["train"], model), model)
+        except RegistryError as exc:
+            raise ConfigError(f"config key train.weights.{model}: {exc}") from None
+        return facts.preprocessing.normalisation()
+    own = config["train"]["normalisation"]
+    return {"mean": [float(v) for v in own["mean"]], "std": [float(v) for v in own["std"]]}
+
+
 def init_weights(config: dict, protocol: str, model: str) -> list[str]:
     """The weights file an FT/TL run starts from ([] for st)."""
     start = source(protocol)

@@ -15,12 +15,14 @@ dtype the backbone emitted: float32 on the CPU; under CUDA's bf16 autocast whate
 before the head returns, bf16 for most families, so storing it loses nothing the head would
 have seen) and ``labels`` (N, int64), rows in the split's manifest order, and metadata naming
 what the features are a function of (model, starting weights and their sha256, dataset
-fingerprint, split, image size). A reader checks the metadata against its job: a file of other
-weights or another dataset version is an error naming the file, never silently used.
+fingerprint, split, image size, input normalisation). A reader checks the metadata against its
+job: a file of other weights, statistics or dataset version is an error naming the file, never
+silently used.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -43,15 +45,18 @@ class FeaturesError(ValueError):
     """A features file that is not the one a job needs (other weights, dataset or size)."""
 
 
-def describe(model: str, init: str, fingerprint: str, split: str, image_size: int) -> dict:
-    """What a features file is a function of (its safetensors metadata, all strings)."""
+def describe(job, fingerprint: str, split: str) -> dict:
+    """What a features file is a function of (its safetensors metadata, all strings): the
+    loop's ``job`` (model, starting weights, image size and the normalisation the backbone's
+    input had), the dataset version and the split."""
     return {
         "format": FORMAT,
-        "model": model,
-        "init": init,
+        "model": job.model,
+        "init": job.init,
         "dataset_fingerprint": fingerprint,
         "split": split,
-        "image_size": str(image_size),
+        "image_size": str(job.image_size),
+        "normalisation": json.dumps(job.normalisation, sort_keys=True),
     }
 
 
@@ -74,7 +79,7 @@ def extract(model: torch.nn.Module, head: torch.nn.Module, data, job, device) ->
     try:
         batches = list(torch.arange(len(data)).split(job.eval_batch_size))
         for images, y in feeder.epoch(batches):
-            x, _ = to_device(images, y, device, job.image_size)
+            x, _ = to_device(images, y, device, job.image_size, job.normalisation)
             with autocast(device):
                 model(x)
             features.append(captured.pop().to("cpu"))

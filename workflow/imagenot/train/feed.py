@@ -45,29 +45,33 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
-from imagenot.train.registry import IMAGENET_MEAN, IMAGENET_STD
-
 log = logging.getLogger(__name__)
 
 
 @functools.cache
-def _scale_shift(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """``1 / (255 std)`` and ``-mean / std`` (ImageNet's) as 1 x 3 x 1 x 1 tensors on ``device``,
-    made once per device (as timm's PrefetchLoader): building them per batch was a blocking
-    host-to-device copy every step."""
-    mean = torch.tensor(IMAGENET_MEAN, dtype=torch.float64).view(1, 3, 1, 1)
-    std = torch.tensor(IMAGENET_STD, dtype=torch.float64).view(1, 3, 1, 1)
-    scale, shift = 1.0 / (255.0 * std), -mean / std
+def _scale_shift(
+    device: torch.device, mean: tuple[float, ...], std: tuple[float, ...]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``1 / (255 std)`` and ``-mean / std`` as 1 x 3 x 1 x 1 tensors on ``device``, made once
+    per device and statistics (as timm's PrefetchLoader): building them per batch was a
+    blocking host-to-device copy every step."""
+    mean_t = torch.tensor(mean, dtype=torch.float64).view(1, 3, 1, 1)
+    std_t = torch.tensor(std, dtype=torch.float64).view(1, 3, 1, 1)
+    scale, shift = 1.0 / (255.0 * std_t), -mean_t / std_t
     return scale.float().to(device), shift.float().to(device)
 
 
 def preprocess(
-    images: torch.Tensor, image_size: int, memory_format=torch.contiguous_format
+    images: torch.Tensor,
+    image_size: int,
+    normalisation: dict,
+    memory_format=torch.contiguous_format,
 ) -> torch.Tensor:
-    """uint8 N x 3 x H x W -> float, resized to ``image_size``, ImageNet-normalised
-    (``(x / 255 - mean) / std``), laid out in ``memory_format`` (the model's: channels-last on
-    GPUs); the conversion also changes the layout, whatever the input's (the loader's batches
-    are channels-last, :class:`BatchRing`).
+    """uint8 N x 3 x H x W -> float, resized to ``image_size``, normalised with the job's
+    ``normalisation`` (``(x / 255 - mean) / std``: the starting weights' own statistics for
+    FT/TL from published weights, else ``train.normalisation``; ``JobSettings``), laid out in
+    ``memory_format`` (the model's: channels-last on GPUs); the conversion also changes the
+    layout, whatever the input's (the loader's batches are channels-last, :class:`BatchRing`).
 
     Why one multiply-add in place: ``(x - mean) / std`` on a fresh float tensor allocated two
     more batch-sized tensors and made four passes over them; on the CPU (the tests' and
@@ -77,7 +81,8 @@ def preprocess(
     if x.shape[-1] != image_size or x.shape[-2] != image_size:
         x = F.interpolate(x, size=(image_size, image_size), mode="bilinear", antialias=True)
         x = x.contiguous(memory_format=memory_format)
-    scale, shift = _scale_shift(x.device)
+    mean, std = normalisation["mean"], normalisation["std"]
+    scale, shift = _scale_shift(x.device, tuple(map(float, mean)), tuple(map(float, std)))
     return x.mul_(scale).add_(shift)
 
 
@@ -430,8 +435,16 @@ def autocast(device: torch.device):
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
 
 
-def to_device(x, y: torch.Tensor, device: torch.device, image_size: int, features: bool = False):
-    """A batch ready for the model; a list of encoded JPEGs is decoded on ``device`` first.
+def to_device(
+    x,
+    y: torch.Tensor,
+    device: torch.device,
+    image_size: int,
+    normalisation: dict,
+    features: bool = False,
+):
+    """A batch ready for the model; a list of encoded JPEGs is decoded on ``device`` first, then
+    :func:`preprocess` (resized to ``image_size``, normalised with ``normalisation``).
     ``features``: the batch is stored backbone features (``imagenot.train.features``: the
     head's input, preprocessed when they were computed) and only moves to the device. One
     function for the loop and for feature extraction, so both see the same pixels."""
@@ -440,7 +453,7 @@ def to_device(x, y: torch.Tensor, device: torch.device, image_size: int, feature
     if isinstance(x, EncodedBatch | list):
         x = decode_batch(x, image_size, device)
     layout = torch.channels_last if device.type == "cuda" else torch.contiguous_format
-    x = preprocess(x.to(device, non_blocking=True), image_size, layout)
+    x = preprocess(x.to(device, non_blocking=True), image_size, normalisation, layout)
     return x, y.to(device, non_blocking=True)
 
 

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch.utils.data import Dataset, get_worker_info
 
 from imagenot.acquire.dataset import ManifestDataset, Record, write_dataset
-from imagenot.train.feed import EncodedBatch, EncodedImages, Feeder, decode_batch, preprocess
+from imagenot.train.feed import EncodedImages, Feeder, autocast, to_device
 from imagenot.train.registry import build_model
 from imagenot.train.schedules import build_optimizer
 
@@ -105,24 +105,24 @@ class Witness(Dataset):
         return getattr(self.data, name)
 
 
-def train_step(model, optimizer, images, labels, device: torch.device, size: int) -> None:
-    """One training step as ``train_one_epoch`` takes it: its ``_to_device`` (decode, preprocess,
-    channels_last), forward under its autocast, cross-entropy, backward, optimizer step."""
-    cuda = device.type == "cuda"
-    if isinstance(images, EncodedBatch | list):
-        images = decode_batch(images, size, device)
-    layout = torch.channels_last if cuda else torch.contiguous_format
-    x = preprocess(images.to(device, non_blocking=True), size, layout)
-    y = labels.to(device, non_blocking=True)
+def train_step(
+    model, optimizer, images, labels, device: torch.device, size: int, normalisation: dict
+) -> None:
+    """One training step as ``train_one_epoch`` takes it: the feed's :func:`to_device` (decode,
+    preprocess with the job's ``normalisation``, channels-last), forward under its autocast,
+    cross-entropy, backward, optimizer step."""
+    x, y = to_device(images, labels, device, size, normalisation)
     optimizer.zero_grad(set_to_none=True)
-    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cuda):
+    with autocast(device):
         logits = model(x)
         loss = F.cross_entropy(logits.float(), y)
     loss.backward()
     optimizer.step()
 
 
-def timed(batches, model, optimizer, device, size: int, warmup: int) -> tuple[float, int]:
+def timed(
+    batches, model, optimizer, device, size: int, normalisation: dict, warmup: int
+) -> tuple[float, int]:
     """Seconds and images of the steps after ``warmup``; synchronised at the window's ends."""
     start, seen = None, 0
     for i, (images, labels) in enumerate(batches):
@@ -130,7 +130,7 @@ def timed(batches, model, optimizer, device, size: int, warmup: int) -> tuple[fl
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             start = time.perf_counter()
-        train_step(model, optimizer, images, labels, device, size)
+        train_step(model, optimizer, images, labels, device, size, normalisation)
         if i >= warmup:
             seen += len(labels)
     if device.type == "cuda":
@@ -150,6 +150,7 @@ def bench_model(
     *,
     batch: int,
     size: int,
+    normalisation: dict,
     steps: int,
     warmup: int,
     workers: int,
@@ -159,7 +160,8 @@ def bench_model(
     root: Path,
 ) -> dict:
     """Images/s of model ``name`` at ``batch`` and training side ``size``, fed from
-    ``on_device`` (:func:`resident`) and by the real feed over ``dataset`` (``workers`` loader
+    ``on_device`` (:func:`resident`) and by the real feed (normalised with ``normalisation``: the
+    cost is the same whatever its values) over ``dataset`` (``workers`` loader
     workers); the workers' pids as evidence (``root`` holds their log)."""
     model = build_model(name, num_classes).to(device)
     if device.type == "cuda":
@@ -172,14 +174,16 @@ def bench_model(
     # there before the timed window: no host-to-device copy per step)
     images, labels = on_device
     held = ((images[idx], labels[idx]) for idx in [idx.to(device) for idx in order])
-    device_s, device_n = timed(held, model, optimizer, device, size, warmup)
+    device_s, device_n = timed(held, model, optimizer, device, size, normalisation, warmup)
 
     # (a) the real feed, as a training job builds it
     log = root / f"workers-{name}.txt"
     log.unlink(missing_ok=True)
     data = Witness(EncodedImages(dataset) if encoded else dataset, log)
     feeder = Feeder(data, workers, batch, pin=device.type == "cuda")
-    feed_s, feed_n = timed(feeder.epoch(order), model, optimizer, device, size, warmup)
+    feed_s, feed_n = timed(
+        feeder.epoch(order), model, optimizer, device, size, normalisation, warmup
+    )
     seen = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
     del feeder  # ends its persistent workers
     feed, dev = feed_n / feed_s, device_n / device_s

@@ -156,7 +156,7 @@ def run_features(
     for split in SPLITS:
         data = load_split(source, split, settings.in_memory, encoded)
         extracted = features.extract(model, head, data, job, device)
-        meta = features.describe(job.model, job.init, fingerprint, split, job.image_size)
+        meta = features.describe(job, fingerprint, split)
         meta["dtype"] = str(extracted.images.dtype).removeprefix("torch.")
         meta["device"] = device.type
         features.write(extracted, meta, out_dir / f"{split}.safetensors")
@@ -179,9 +179,7 @@ def load_features(settings: JobSettings, job: Job, fingerprint: str, split: str)
     from imagenot.train import features
 
     path = Path(settings.features) / f"{split}.safetensors"
-    return features.read(
-        path, features.describe(job.model, job.init, fingerprint, split, job.image_size)
-    )
+    return features.read(path, features.describe(job, fingerprint, split))
 
 
 def _fit(
@@ -246,6 +244,7 @@ def _fit(
         "hyperparameters": job.hyperparameters,
         "seed": seed,
         "dataset_fingerprint": fingerprint,
+        "normalisation": job.normalisation,
         "identity": job.identity(),
     }
     return job, model, summary
@@ -368,6 +367,7 @@ def run_final(
             {k: chosen["result"][k] for k in ("epochs", "stopped_by", "hyperparameters")},
             seed=train_seed,
             dataset_fingerprint=chosen["result"]["dataset_fingerprint"],
+            normalisation=job.normalisation,
             identity=job.identity(),
             reused_trial=True,
         )
@@ -425,7 +425,10 @@ def run_published(
     """The paper's ImageNet models (appendix A.1): torchvision's published weights, not trained
     here. Write them as the run's ``model.safetensors`` with a ``result.json`` like a final
     run's, so the evaluate stage tests them on the dataset's test split (ImageNet's validation
-    set) under the 17 transformations as any trained model.
+    set) under the 17 transformations as any trained model. The result records the weights'
+    own facts (``imagenot.train.facts``): the preprocessing the evaluation applies (their
+    resize, crop, interpolation and normalisation) and the published top-1/top-5 the measured
+    ones are compared with.
 
     The head keeps the rows of the dataset's classes, matched by wnid against ILSVRC-2012's
     label order, so a dataset holding a subset of the classes (or another order) is scored
@@ -436,6 +439,7 @@ def run_published(
     from imagenot.acquire.dataset import read_classes
     from imagenot.registries import RegistryError
     from imagenot.train.checkpoints import save_weights
+    from imagenot.train.facts import weight_facts
     from imagenot.train.registry import build_model, head_keys
     from imagenot.wordnet import imagenet_wnids
 
@@ -460,15 +464,21 @@ def run_published(
         state[key] = state[key].index_select(0, rows)
     model.load_state_dict(state)  # strict: every other key must fit as published
     num_classes, fingerprint = dataset_info(dataset_dir)
+    facts = weight_facts(weights, model_name)
     save_weights(model, out_dir / "model.safetensors")
     result = {
         **run,
         "seed": 0,
         "model": model_name,
         "num_classes": num_classes,
-        "image_size": settings.image_size,
+        "image_size": facts.preprocessing.crop_size,  # the weights' input, not train's
         "source": "published",
         "weights": weights,
+        "preprocessing": facts.preprocessing.to_dict(),
+        "normalisation": facts.preprocessing.normalisation(),
+        "published_top1": facts.top1,
+        "published_top5": facts.top5,
+        "published_source": facts.source,
         "init": f"{weights_file} sha256:{sha256_file(weights_file)}",
         "dataset_fingerprint": fingerprint,
         "chance_accuracy": 100.0 / num_classes,

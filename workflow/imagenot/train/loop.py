@@ -71,6 +71,7 @@ class Job:
     hyperparameters: dict
     seed: int
     image_size: int
+    normalisation: dict  # {"mean": [3], "std": [3]} of the input (JobSettings.normalisation)
     batch_size: int
     max_epochs: int  # the space's epoch cap
     patience: int
@@ -221,7 +222,7 @@ def train_one_epoch(
         optimizer.zero_grad(set_to_none=True)
         for i, _ in enumerate(pieces):
             images, labels = next(loader)
-            x, y = to_device(images, labels, device, job.image_size, features)
+            x, y = to_device(images, labels, device, job.image_size, job.normalisation, features)
             last = i == len(pieces) - 1
             with _no_sync(forward, not last), autocast(device):
                 logits = forward(x)
@@ -283,7 +284,9 @@ def evaluate(
     correct = torch.zeros((), dtype=torch.int64, device=device)
     mine = shard(torch.arange(len(data)), d)
     for images, labels in feeder.epoch(list(mine.split(job.eval_batch_size))):
-        x, y = to_device(images, labels, device, job.image_size, isinstance(data, Features))
+        x, y = to_device(
+            images, labels, device, job.image_size, job.normalisation, isinstance(data, Features)
+        )
         with autocast(device):
             logits = forward(x)
         loss_sum += F.cross_entropy(logits.float(), y, reduction="sum").double()

@@ -24,6 +24,7 @@ from imagenot.train.experiments import (
     is_published,
     is_tl,
     nodes,
+    published_weights,
     run_dir,
     seeds,
     source,
@@ -70,6 +71,7 @@ def check(config: dict) -> None:
                     f"config key train.weights_dir: {where} uses published weights; give the "
                     f"directory holding torchvision's weights files"
                 )
+            check_stored_size(config, exp["dataset"])
             continue
         if "space" not in exp:
             raise ConfigError(f"config key {where}.space: required (a key of train.spaces)")
@@ -136,6 +138,48 @@ def experiments(config: dict) -> list[dict]:
     """The configured experiments (validated)."""
     check(config)
     return config["train"]["experiments"]
+
+
+def check_stored_size(config: dict, dataset: str) -> None:
+    """Stop (ConfigError naming the key) when ``dataset`` is stored smaller than the published
+    weights evaluated on it need (:func:`published_stored_size`): they would see upsampled
+    images, and their measured accuracy would not be the published protocol's. A check, not a
+    silent change of the size: the acquire stage comes before the models and knows none."""
+    from imagenot.acquire.settings import stored_size
+    from imagenot.config import ConfigError
+
+    stored = stored_size(config, dataset)
+    needed = published_stored_size(config, dataset)
+    if stored < needed:
+        raise ConfigError(
+            f"config key datasets.{dataset}.image_size: {dataset} would be stored at {stored} "
+            f"px, but the published weights evaluated on it resize to {needed} px (their own "
+            f"protocol, imagenot.train.facts); set datasets.{dataset}.image_size: {needed}"
+        )
+
+
+def published_stored_size(config: dict, dataset: str) -> int:
+    """The smallest stored image side ``dataset`` needs for the published weights evaluated on
+    it (0 where none are): the largest resize (or crop) of their own protocols
+    (:mod:`imagenot.train.facts`: 480 px for EfficientNet-V2-L), so that no weight sees an
+    upsampled image: the reference dataset's stored size follows from its models
+    (:func:`check_stored_size`)."""
+    from imagenot.config import ConfigError
+    from imagenot.train.facts import weight_facts
+
+    if not any(is_published(e) and e["dataset"] == dataset for e in config["train"]["experiments"]):
+        return 0
+    needed = 0
+    for model in config["train"]["models"]:
+        weights = published_weights(config["train"], model)
+        if weights is None:
+            continue  # train_published stops with a message naming the model
+        try:
+            facts = weight_facts(weights, model)
+        except RegistryError as exc:
+            raise ConfigError(f"config key train.weights.{model}: {exc}") from None
+        needed = max(needed, facts.preprocessing.smallest_stored_size())
+    return needed
 
 
 def tl_protocol_regex(config: dict) -> str:

@@ -161,12 +161,14 @@ def _steps(run: dict, batch: int, image_size: int, device: torch.device) -> int:
         model.eval()
         layout = torch.channels_last if cuda else torch.contiguous_format
         with torch.no_grad(), torch.autocast(device.type, torch.bfloat16, enabled=cuda):
-            model(preprocess(images, image_size, layout))
+            model(preprocess(images, image_size, run["normalisation"], layout))
     else:
         model.train()
         optimizer = build_optimizer(list(model.parameters()), feed_bench.HYPERPARAMETERS)
         for _ in range(2):
-            feed_bench.train_step(model, optimizer, images, labels, device, image_size)
+            feed_bench.train_step(
+                model, optimizer, images, labels, device, image_size, run["normalisation"]
+            )
     if not cuda:
         return 0
     torch.cuda.synchronize(device)
@@ -252,6 +254,7 @@ def check_feed(
             on_device,
             batch=run["per_gpu"],
             size=settings.image_size,
+            normalisation=run["normalisation"],
             steps=options.feed_steps,
             warmup=options.feed_warmup,
             workers=workers,
@@ -343,7 +346,11 @@ def _loss_and_grad(model, x, labels, device: torch.device, bf16: bool):
 
 
 def compare_precision(
-    model_name: str, image_size: int, device: torch.device, batch: int = PRECISION_BATCH
+    model_name: str,
+    image_size: int,
+    normalisation: dict,
+    device: torch.device,
+    batch: int = PRECISION_BATCH,
 ) -> dict:
     """bf16 autocast against float32 on the same weights and batches (autocast on ``device``'s
     type: CUDA in a preflight, the CPU's bf16 in the tests). Over :data:`PRECISION_STEPS` SGD
@@ -357,7 +364,7 @@ def compare_precision(
         list(model.parameters()), {**feed_bench.HYPERPARAMETERS, "lr": 0.01}
     )
     batches = [
-        (preprocess(_images(batch, image_size, device, seed=s), image_size, layout),
+        (preprocess(_images(batch, image_size, device, seed=s), image_size, normalisation, layout),
          _labels(batch, device, seed=s))
         for s in range(PRECISION_STEPS + 1)
     ]  # fmt: skip
@@ -395,11 +402,13 @@ def compare_precision(
     }
 
 
-def check_precision(model_name: str, image_size: int, device: torch.device) -> Check:
+def check_precision(
+    model_name: str, image_size: int, normalisation: dict, device: torch.device
+) -> Check:
     name = f"precision {model_name}"
     if device.type != "cuda":
         return Check(name, "skip", "bf16 autocast runs on CUDA only; CPU jobs train in float32")
-    values = compare_precision(model_name, image_size, device)
+    values = compare_precision(model_name, image_size, normalisation, device)
     detail = (
         f"loss bf16 vs fp32 within {values['loss_rel_diff']:.2%} over {PRECISION_STEPS} steps, "
         f"gradient cosine >= {values['grad_cosine']:.3f}; "
@@ -463,7 +472,7 @@ def run_checks(settings: PreflightSettings, options: Options) -> dict:
             )
         data.clear()
     for model in models:
-        checks.append(check_precision(model, settings.image_size, device))
+        checks.append(check_precision(model, settings.image_size, settings.normalisation, device))
     return _report(settings, checks)
 
 

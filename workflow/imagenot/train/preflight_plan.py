@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from imagenot.settings import config_lookup
+from imagenot.acquire.settings import stored_size
 from imagenot.train import experiments
 
 PREFLIGHT = f"{experiments.RESULTS}/preflight"
@@ -60,18 +60,6 @@ def gate_inputs(config: dict, site: dict | None) -> list[str]:
     return [report_file(site, "json")] if gated(config) else []
 
 
-def stored_size(config: dict, dataset: str) -> int:
-    """Side of the dataset's stored images (its own image_size, else acquire.image_size):
-    what the loader decodes and the ring holds, 256 px for the paper, not the 224 trained."""
-    return config_lookup(
-        config,
-        ("datasets.{dataset}", "acquire"),
-        "image_size",
-        {"dataset": dataset},
-        override=True,  # a dataset's image_size overrides acquire's (AcquireSettings)
-    )
-
-
 def runs(config: dict) -> list[dict]:
     """One entry per model and space the config trains (published-weights experiments train
     nothing): the global batch and what one GPU holds of it (:func:`experiments.per_gpu_batch`, the
@@ -106,6 +94,9 @@ def runs(config: dict) -> list[dict]:
                 "batch_size": batch,
                 "per_gpu": per_gpu,
                 "stored_size": size,
+                # the input statistics of its first experiment (the cost is the same whatever
+                # they are; published weights bring their own: experiments.normalisation)
+                "normalisation": experiments.normalisation(config, exp["protocol"], model),
             }
     return list(out.values())
 

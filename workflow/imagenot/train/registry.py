@@ -1,19 +1,19 @@
 """Model registry: one name, one constructor (torchvision builders first, timm where it has none).
 
 Every entry knows its classifier head (the last fully connected layer, the only part TL trains),
-the smallest input side it accepts, and the torchvision weights enum its published ImageNet
-accuracy refers to (``resources/torchvision_imagenet_accuracy.csv``). The ``*_mini`` entries are
-narrow members of the paper's families, built from the same torchvision classes, for the CPU demo;
-they have no published weights.
+the smallest input side it accepts, and its published ImageNet weights. What those weights need
+and scored (mean/std, resize, crop, interpolation, published top-1/top-5) is read from their
+publisher by ``imagenot.train.facts`` (torchvision's weights enum, timm's pretrained config), or
+for a ``file:`` source from the entry's own ``facts``; nothing is restated here. The ``*_mini``
+entries are narrow members of the paper's families, built from the same torchvision classes, for
+the CPU demo; the two timm ones have timm's published weights.
 """
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache, partial
-from importlib import resources
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,10 +21,6 @@ from imagenot.registries import Registry, RegistryError
 
 if TYPE_CHECKING:
     from torch import nn
-
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
-ACCURACY_TABLE = "torchvision_imagenet_accuracy.csv"
 
 
 @dataclass(frozen=True)
@@ -40,6 +36,10 @@ class ModelSpec:
     # weights): "SOURCE:NAME" of a WEIGHT_SOURCES entry ("timm:convnext_atto.d2_in1k",
     # "file:my_net.safetensors"), or a torchvision weights enum name, "Class.MEMBER"
     weights: str | None = None
+    # a file source's own facts (imagenot.train.facts.file_facts): mean, std, crop_size,
+    # resize_size, interpolation, and optionally top1, top5, source; torchvision and timm
+    # weights carry theirs
+    facts: dict | None = None
 
 
 def _torchvision(builder: str, num_classes: int) -> nn.Module:
@@ -277,7 +277,7 @@ def read_state_dict(path: str | Path) -> dict:
 WEIGHT_SOURCES: Registry = Registry(
     "weights source",
     {
-        "torchvision": "imagenot.train.registry:torchvision_weights_filename",
+        "torchvision": "imagenot.train.facts:torchvision_weights_filename",
         "timm": "imagenot.train.registry:timm_weights_filename",
         "file": "imagenot.train.registry:file_weights_filename",
     },
@@ -314,40 +314,3 @@ def timm_weights_filename(name: str) -> str:
 def file_weights_filename(name: str) -> str:
     """A state dict file of the user's (``.safetensors`` or ``.pth``), as named."""
     return name
-
-
-def torchvision_weights_filename(weights: str) -> str:
-    """File name torchvision downloads the weights enum ``weights`` to (its URL's basename).
-
-    Read from the shipped table when listed there (planning a DAG must not import torch, which
-    takes seconds); else from torchvision's weights enum.
-    """
-    shipped = _shipped_weight_files()
-    if weights in shipped:
-        return shipped[weights]
-    from torchvision.models import get_weight
-
-    try:
-        return get_weight(weights).url.rsplit("/", 1)[-1]
-    except (ValueError, KeyError, AttributeError) as exc:
-        raise RegistryError(f"unknown torchvision weights {weights!r}: {exc}") from exc
-
-
-@cache
-def _published_rows() -> tuple[dict, ...]:
-    text = resources.files("imagenot.resources").joinpath(ACCURACY_TABLE).read_text()
-    return tuple(csv.DictReader(text.splitlines()))
-
-
-@cache
-def _shipped_weight_files() -> dict[str, str]:
-    return {row["weights"]: row["weights_file"] for row in _published_rows()}
-
-
-def published_accuracy() -> list[dict]:
-    """Rows of the shipped table of torchvision's published ImageNet top-1/top-5 (percent)
-    and weight file names."""
-    rows = [dict(row) for row in _published_rows()]
-    for row in rows:
-        row["top1"], row["top5"] = float(row["top1"]), float(row["top5"])
-    return rows

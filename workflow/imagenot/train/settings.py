@@ -25,6 +25,17 @@ from imagenot.settings import FromConfig
 _JOB_SECTIONS = ("train.spaces.{space}", "train")
 
 
+# Names of schema keys used for something else (tests/test_settings_schema.py's guard).
+NOT_SETTINGS = {
+    "imagenot.train.preflight_cli:.get('precision')": "the preflight report's precision check "
+    "of one model (absent where it did not run), not a config key",
+    "imagenot.train.preflight_cli:.get('ratio')": "the feed check's measured ratio (absent "
+    "where the check did not run), not a config key",
+    "imagenot.train.preflight_cli:add_argument(--threads)": "torch threads of a preflight run "
+    "by hand (the rule passes its job's cores), not resources.*.threads",
+}
+
+
 @dataclass(frozen=True)
 class JobSettings(FromConfig):
     """A training job (trial or final run) and the TL backbone's feature pass."""
@@ -53,6 +64,9 @@ class JobSettings(FromConfig):
 
     model: str
     image_size: int
+    # train.normalisation ({"mean", "std"}), replaced by the starting weights' own statistics
+    # for FT/TL from published weights (experiments.normalisation): what the input is normalised with
+    normalisation: dict
     batch_size: int
     max_epochs: int
     schedule_epochs: int
@@ -84,8 +98,10 @@ class JobSettings(FromConfig):
         space_name = experiments.space_name(config, dataset, protocol)
         space = config["train"]["spaces"][space_name]
         init = experiments.init_weights(config, protocol, model)
+        values = cls.config_values(config, space=space_name, model=model)
+        values["normalisation"] = experiments.normalisation(config, protocol, model)
         return cls(
-            **cls.config_values(config, space=space_name, model=model),
+            **values,
             **experiments.model_settings(config, dataset, protocol, model),  # its batch size
             schedule_epochs=search.schedule_epochs(space),
             trainable="head" if experiments.is_tl(protocol) else "all",
@@ -258,7 +274,8 @@ class HalveSettings(FromConfig):
 
 @dataclass(frozen=True)
 class PublishedSettings(FromConfig):
-    """``train-published``: the model, its published weights reference, the input size."""
+    """``train-published``: the model and its published weights reference (their input size
+    and preprocessing are the weights' own: ``imagenot.train.facts``)."""
 
     SECTIONS: ClassVar = ("train",)
     WILDCARDS: ClassVar = ("model",)
@@ -269,7 +286,6 @@ class PublishedSettings(FromConfig):
 
     model: str
     weights: str | None
-    image_size: int
 
     @classmethod
     def from_config(cls, config, model: str) -> PublishedSettings:  # type: ignore[override]
@@ -301,6 +317,7 @@ class PreflightSettings(FromConfig):
     }
 
     image_size: int
+    normalisation: dict
     device: str
     in_memory: bool
     decode_on_gpu: bool

@@ -1,0 +1,381 @@
+"""A model's own facts: how its published weights want their input, and what they scored.
+
+Why: the published weights of the paper's models do not share one protocol. torchvision's
+``EfficientNet_V2_L_Weights.IMAGENET1K_V1`` expects 480 px, bicubic, mean = std = 0.5; ConvNeXt-L
+resize 232 / crop 224; ResNet resize 256 / crop 224 (``weights.transforms()``). One global
+normalisation and resolution fed and evaluated them outside that protocol, with no error, and
+the published accuracies were restated in a second table that a new model could miss. Here each
+weights reference (``imagenot.train.registry.WEIGHT_SOURCES``) has one :class:`WeightFacts`,
+read from where its publisher keeps it, as timm's ``PretrainedCfg`` does:
+
+- torchvision: the weights enum (``weights.transforms()``: resize, crop, interpolation,
+  mean/std; ``weights.meta["_metrics"]``: top-1/top-5), offline (the enum carries them);
+- timm: ``timm.models.get_pretrained_cfg`` (input size, ``crop_pct``, interpolation, mean/std,
+  classifier), offline; timm's configs carry no accuracy, so top-1/top-5 stay empty (such a
+  model is left off the published-ImageNet axis, and the accuracy table logs it);
+- file: the registry entry's own ``facts``.
+
+``resources/published_weights.csv`` is derived from these readers (``.venv/bin/python -m
+imagenot.train.facts`` rewrites it; ``tests/test_model_facts.py`` fails when it is stale): it
+exists because planning the DAG must not import torch (seconds per Snakemake parse), and the
+weights' file names, the statistics of FT/TL jobs and the stored size a reference dataset needs
+are plan-time facts. A weights
+reference missing from it is read live, so adding a model is still one registry entry.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import sys
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from imagenot.registries import RegistryError
+
+if TYPE_CHECKING:
+    import torch
+
+#: Statistics of ImageNet's training images (the schema's default of ``train.normalisation``).
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+#: The derived table of every registered weights reference's facts (module docstring).
+PUBLISHED_TABLE = "published_weights.csv"
+TABLE_COLUMNS = (
+    "model",
+    "weights",
+    "top1",
+    "top5",
+    "source",
+    "weights_file",
+    "mean",
+    "std",
+    "crop_size",
+    "resize_size",
+    "interpolation",
+    "classifier",
+)
+INTERPOLATIONS = ("bilinear", "bicubic")
+#: How far (percentage points) a published weight's measured top-1 may lie from its published
+#: one before the evaluation's log and the report's ``published_check`` table flag it.
+PUBLISHED_TOLERANCE = 0.3
+
+
+@dataclass(frozen=True)
+class Preprocessing:
+    """How a model's input is made from a stored image: ``resize_size`` (the shorter side, then
+    a centre crop of ``crop_size``; None: the whole image resized to ``crop_size`` square, the
+    convention of models trained here), ``interpolation`` (antialiased), then ``(x - mean) /
+    std`` on values in [0, 1]."""
+
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    crop_size: int
+    resize_size: int | None
+    interpolation: str
+
+    def __post_init__(self) -> None:
+        if self.interpolation not in INTERPOLATIONS:
+            raise RegistryError(
+                f"interpolation {self.interpolation!r}: one of {', '.join(INTERPOLATIONS)}"
+            )
+        if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
+            raise RegistryError(f"mean {self.mean} / std {self.std}: three values, std > 0")
+
+    @classmethod
+    def trained(cls, normalisation: dict, image_size: int) -> Preprocessing:
+        """A model trained here: its ``train.normalisation`` and ``train.image_size``, the whole
+        image resized bilinearly (``imagenot.train.feed.preprocess``)."""
+        return cls(
+            tuple(normalisation["mean"]),
+            tuple(normalisation["std"]),
+            int(image_size),
+            None,
+            "bilinear",
+        )
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Preprocessing:
+        return cls(
+            tuple(d["mean"]),
+            tuple(d["std"]),
+            int(d["crop_size"]),
+            None if d.get("resize_size") is None else int(d["resize_size"]),
+            d["interpolation"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as JSON values (what ``result.json`` records; :meth:`from_dict` reads)."""
+        return {
+            "mean": list(self.mean),
+            "std": list(self.std),
+            "crop_size": self.crop_size,
+            "resize_size": self.resize_size,
+            "interpolation": self.interpolation,
+        }
+
+    def normalisation(self) -> dict[str, list[float]]:
+        """``{"mean": [...], "std": [...]}``, as ``train.normalisation`` spells it."""
+        return {"mean": list(self.mean), "std": list(self.std)}
+
+    def apply(self, x: torch.Tensor) -> torch.Tensor:
+        """Float [0, 1] ``B x 3 x H x W`` (a stored image, transformed or not) -> the model's
+        input. With a ``resize_size`` this is ``weights.transforms()`` on the image as a uint8
+        picture (torchvision's resize and centre crop on uint8, antialiased; then [0, 1] and
+        normalisation): a transformed image is rounded to 8 bits as a stored one would be. Without
+        one, the whole image is resized in float as training's input is (unchanged when it
+        already has the size)."""
+        import torch
+        import torch.nn.functional as F
+
+        if self.resize_size is None:
+            if tuple(x.shape[-2:]) != (self.crop_size, self.crop_size):
+                size = (self.crop_size, self.crop_size)
+                x = F.interpolate(x, size=size, mode=self.interpolation, antialias=True)
+                x = x.clamp_(0.0, 1.0)
+        else:
+            # torchvision.transforms.functional, as weights.transforms() calls it (the v2
+            # functions round some uint8 resizes differently, by one level)
+            from torchvision.transforms import InterpolationMode
+            from torchvision.transforms import functional as TF
+
+            pixels = x.mul(255.0).round_().clamp_(0, 255).to(torch.uint8)
+            mode = InterpolationMode(self.interpolation)
+            pixels = TF.resize(pixels, [self.resize_size], mode, antialias=True)
+            pixels = TF.center_crop(pixels, [self.crop_size])
+            x = pixels.to(torch.float32).div_(255.0)
+        m = torch.tensor(self.mean, dtype=x.dtype, device=x.device).reshape(1, 3, 1, 1)
+        s = torch.tensor(self.std, dtype=x.dtype, device=x.device).reshape(1, 3, 1, 1)
+        return (x - m).div_(s)
+
+    def smallest_stored_size(self) -> int:
+        """The smallest stored (square) image side this protocol does not upsample."""
+        return max(self.crop_size, self.resize_size or 0)
+
+
+@dataclass(frozen=True)
+class WeightFacts:
+    """One weights reference's facts (module docstring): its preprocessing, classifier, the
+    published ImageNet top-1/top-5 (percent; None where the publisher states none) and where
+    they come from."""
+
+    weights: str
+    weights_file: str
+    preprocessing: Preprocessing
+    classifier: str | None
+    top1: float | None
+    top5: float | None
+    source: str
+
+
+def torchvision_facts(name: str) -> WeightFacts:
+    """The facts of torchvision weights enum ``name`` (``"ResNet18_Weights.IMAGENET1K_V1"``)."""
+    import torchvision
+    from torchvision.models import get_weight
+
+    try:
+        weights = get_weight(name)
+    except (ValueError, KeyError, AttributeError) as exc:
+        raise RegistryError(f"unknown torchvision weights {name!r}: {exc}") from exc
+    t = weights.transforms()
+    metrics = weights.meta.get("_metrics", {}).get("ImageNet-1K", {})
+    return WeightFacts(
+        weights=name,
+        weights_file=weights.url.rsplit("/", 1)[-1],
+        preprocessing=Preprocessing(
+            tuple(t.mean),
+            tuple(t.std),
+            int(t.crop_size[0]),
+            int(t.resize_size[0]),
+            t.interpolation.value,
+        ),
+        classifier=None,
+        top1=metrics.get("acc@1"),
+        top5=metrics.get("acc@5"),
+        source=f"torchvision {torchvision.__version__.split('+')[0]} {name}: transforms(), "
+        f"meta['_metrics'] ({weights.meta.get('recipe', '')})",
+    )
+
+
+def timm_facts(name: str) -> WeightFacts:
+    """The facts of timm's pretrained weights ``name`` (``model.tag``), from its pretrained
+    config: the eval resize is ``floor(input_size / crop_pct)``, then a centre crop of
+    ``input_size`` (timm's ``transforms_factory`` for ``crop_mode='center'``)."""
+    import timm
+    from timm.models import get_pretrained_cfg
+
+    from imagenot.train.registry import timm_weights_filename
+
+    cfg = get_pretrained_cfg(name)
+    if cfg is None:
+        raise RegistryError(f"unknown timm pretrained weights {name!r}")
+    if (cfg.crop_mode or "center") != "center":
+        raise RegistryError(f"timm weights {name!r}: crop_mode {cfg.crop_mode!r} (only center)")
+    size = int(cfg.input_size[-1])
+    return WeightFacts(
+        weights=f"timm:{name}",
+        weights_file=timm_weights_filename(name),
+        preprocessing=Preprocessing(
+            tuple(cfg.mean),
+            tuple(cfg.std),
+            size,
+            math.floor(size / cfg.crop_pct),
+            cfg.interpolation,
+        ),
+        classifier=cfg.classifier,
+        top1=None,
+        top5=None,
+        source=f"timm {timm.__version__} get_pretrained_cfg({name!r}) (no published accuracy)",
+    )
+
+
+def file_facts(name: str, model: str | None) -> WeightFacts:
+    """The facts of a ``file:`` weights reference: the registry entry's ``facts`` (a dict of
+    :class:`Preprocessing`'s fields plus optional ``top1``, ``top5``, ``source``)."""
+    from imagenot.train.registry import get_spec
+
+    given = get_spec(model).facts if model else None
+    if not given:
+        raise RegistryError(
+            f"weights file:{name} of model {model!r}: a file source states its preprocessing "
+            f"in the registry entry's facts (mean, std, crop_size, resize_size, interpolation)"
+        )
+    return WeightFacts(
+        weights=f"file:{name}",
+        weights_file=name,
+        preprocessing=Preprocessing.from_dict(given),
+        classifier=get_spec(model).head,
+        top1=given.get("top1"),
+        top5=given.get("top5"),
+        source=given.get("source", f"registry entry {model!r}"),
+    )
+
+
+def live_facts(weights: str, model: str | None) -> WeightFacts:
+    """The facts of a weights reference, read from its publisher (imports torch); ``model``:
+    the registry entry whose weights they are (a ``file:`` source's facts are its entry's;
+    None where no entry is meant)."""
+    from dataclasses import replace
+
+    from imagenot.train.registry import get_spec, split_weights
+
+    source, name = split_weights(weights)
+    if source == "torchvision":
+        facts = torchvision_facts(name)
+    elif source == "timm":
+        facts = timm_facts(name)
+    else:
+        facts = file_facts(name, model)
+    if facts.classifier is None and model is not None:
+        # torchvision's enums do not name the head; the entry's is the one the model has
+        facts = replace(facts, classifier=get_spec(model).head)
+    return facts
+
+
+def _fmt(values) -> str:
+    return " ".join(repr(float(v)) for v in values)
+
+
+def table_row(model: str, facts: WeightFacts) -> dict[str, str]:
+    """``facts`` as a row of the derived table."""
+    p = facts.preprocessing
+    return {
+        "model": model,
+        "weights": facts.weights,
+        "top1": "" if facts.top1 is None else repr(facts.top1),
+        "top5": "" if facts.top5 is None else repr(facts.top5),
+        "source": facts.source,
+        "weights_file": facts.weights_file,
+        "mean": _fmt(p.mean),
+        "std": _fmt(p.std),
+        "crop_size": str(p.crop_size),
+        "resize_size": "" if p.resize_size is None else str(p.resize_size),
+        "interpolation": p.interpolation,
+        "classifier": facts.classifier or "",
+    }
+
+
+def _from_row(row: dict[str, str]) -> WeightFacts:
+    def floats(text: str) -> tuple[float, ...]:
+        return tuple(float(v) for v in text.split())
+
+    return WeightFacts(
+        weights=row["weights"],
+        weights_file=row["weights_file"],
+        preprocessing=Preprocessing(
+            floats(row["mean"]),
+            floats(row["std"]),
+            int(row["crop_size"]),
+            int(row["resize_size"]) if row["resize_size"] else None,
+            row["interpolation"],
+        ),
+        classifier=row["classifier"] or None,
+        top1=float(row["top1"]) if row["top1"] else None,
+        top5=float(row["top5"]) if row["top5"] else None,
+        source=row["source"],
+    )
+
+
+def derived_table() -> str:
+    """The table's text as the readers make it: one row per registry entry with weights."""
+    from imagenot.train.registry import MODELS
+
+    out = io.StringIO()
+    writer = csv.DictWriter(out, TABLE_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for name, spec in MODELS.items():
+        if spec.weights:
+            writer.writerow(table_row(name, live_facts(spec.weights, name)))
+    return out.getvalue()
+
+
+@cache
+def shipped_rows() -> tuple[dict[str, str], ...]:
+    """The shipped derived table's rows (read without torch)."""
+    text = resources.files("imagenot.resources").joinpath(PUBLISHED_TABLE).read_text()
+    return tuple(csv.DictReader(text.splitlines()))
+
+
+def shipped_path() -> str:
+    """The shipped table's file (the accuracy table's input)."""
+    return str(resources.files("imagenot.resources").joinpath(PUBLISHED_TABLE))
+
+
+def weight_facts(weights: str, model: str | None) -> WeightFacts:
+    """The facts of a weights reference: the shipped table's row when it lists it (no torch),
+    else read live (module docstring)."""
+    for row in shipped_rows():
+        if row["weights"] == weights and (not weights.startswith("file:") or row["model"] == model):
+            return _from_row(row)
+    return live_facts(weights, model)
+
+
+def run_preprocessing(info: dict[str, Any], where: Any) -> Preprocessing:
+    """The input protocol a run's ``result.json`` (``info``, read from ``where``) records: a
+    published weight's own (``preprocessing``: ``imagenot.train.jobs.run_published``), else the
+    image size and normalisation the run trained with. Used by the evaluation and the
+    diagnostics' backbone embeddings alike."""
+    if info.get("preprocessing"):
+        return Preprocessing.from_dict(info["preprocessing"])
+    if "normalisation" not in info:
+        raise RegistryError(
+            f"{where}: lacks key 'normalisation' (the input statistics the run trained with, "
+            f"recorded by every run since models' facts come from their weights: rerun it)"
+        )
+    return Preprocessing.trained(info["normalisation"], int(info["image_size"]))
+
+
+def torchvision_weights_filename(weights: str) -> str:
+    """File name torchvision downloads the weights enum ``weights`` to (its URL's basename):
+    the derived facts table's, else the enum's (:func:`weight_facts`)."""
+    return weight_facts(weights, None).weights_file
+
+
+if __name__ == "__main__":  # rewrite the derived table from the readers
+    target = resources.files("imagenot.resources").joinpath(PUBLISHED_TABLE)
+    with open(str(target), "w", encoding="utf-8") as fh:
+        fh.write(derived_table())
+    print(f"wrote {target}", file=sys.stderr)

@@ -193,6 +193,9 @@ os.environ[slurm_profile.ENV_GROWTH] = str(config["resources"]["attempt_growth"]
 os.environ[slurm_profile.ENV_TRAIN_GPUS_PER_NODE] = str(
     max(1, train_plan.gpus_per_node(config))
 )
+# ... plus the loader's batch rings of a training process (train_plan.ring_mb: train_final's
+# memory is a profile expression, so the largest of the config's; train_trial adds its own)
+os.environ[slurm_profile.ENV_TRAIN_RING_MB] = str(train_plan.largest_ring_mb(config))
 # Every job's `imagenot` command ends its log with its own peak memory and CPU time, measured by
 # the kernel (imagenot.job_usage; Snakemake's benchmark files only sample them). Set here, in
 # the process that runs the job's shell line (the main Snakemake locally, the job's own on a

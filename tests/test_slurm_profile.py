@@ -143,7 +143,12 @@ def test_every_rule_has_memory_and_runtime():
 
 
 def _evaluate(
-    expression: str, attempt: int, max_runtime: int, growth: float = 1.5, gpus_per_node: int = 1
+    expression: str,
+    attempt: int,
+    max_runtime: int,
+    growth: float = 1.5,
+    gpus_per_node: int = 1,
+    ring_mb: int = 0,
 ):
     from snakemake.resources import Resource
 
@@ -151,6 +156,7 @@ def _evaluate(
         slurm_profile.ENV_MAX_RUNTIME: str(max_runtime),
         slurm_profile.ENV_GROWTH: str(growth),
         slurm_profile.ENV_TRAIN_GPUS_PER_NODE: str(gpus_per_node),
+        slurm_profile.ENV_TRAIN_RING_MB: str(ring_mb),
     }
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
@@ -184,6 +190,8 @@ def test_resources_grow_with_attempt_up_to_the_maximum():
     assert _evaluate(train["mem_mb"], 1, 60, gpus_per_node=4) == 4 * _evaluate(
         train["mem_mb"], 1, 60
     )
+    # ... with each process's loader rings on top (imagenot.train.plan.largest_ring_mb)
+    assert _evaluate(train["mem_mb"], 1, 60, gpus_per_node=2, ring_mb=2784) == 2 * (32000 + 2784)
     # No rule asks SLURM for a warning signal: USR1 without B: kills a job step's Snakemake and
     # misses array tasks, with B: it kills the plugin's batch shell; training stops by its own
     # deadline and on SIGTERM instead (docs/gpu.md "Preemption and time limits")

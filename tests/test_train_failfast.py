@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 import torch
 from safetensors.torch import load_file
+from test_train_jobs import dataset_dir  # noqa: F401  (the module's tiny dataset fixture)
 from toy_job import toy_job
 
 from imagenot.train import failfast, search
@@ -389,3 +390,63 @@ def test_the_dataloaders_pin_thread_hands_out_pinned_copies_of_ring_slots():
         assert all(pinned for *_, pinned in served)
         for idx, (images, labels, _) in zip(pieces, served, strict=True):
             assert torch.equal(images, data.images[idx]) and torch.equal(labels, data.labels[idx])
+
+
+def test_a_final_runs_memory_holds_the_largest_ring_of_the_config(repo_root):
+    """train_final's memory is a profile expression of the attempt alone: rules/common.smk
+    hands it the config's largest ring, which is the paper's 256-px, batch-256 one."""
+    from imagenot.config import load_config
+    from imagenot.train import plan
+
+    config = load_config(repo_root / "config" / "paper.yaml")
+    assert plan.largest_ring_mb(config) >= 2784
+    config["train"]["num_workers"] = 0  # no loader workers: no ring
+    assert plan.largest_ring_mb(config) == 0
+
+
+# ---- divergence through the commands the rules run -------------------------------------------------
+def test_a_diverging_trial_ends_its_job_and_a_diverging_final_run_is_not_retried(
+    dataset_dir,  # noqa: F811  (the fixture imported from test_train_jobs)
+    tmp_path,
+):
+    """`imagenot train-trial` with a learning rate of 10^6: the job succeeds (its result is
+    data: stopped_by diverged, no weights, no checkpoint left). A final run of the same
+    hyperparameters fails with the key to change, recorded so that its retry ends at once."""
+    import json
+
+    from test_train_jobs import _cli, _config
+
+    from imagenot.cli import main
+    from imagenot.config import validate_config
+    from imagenot.settings import to_json
+    from imagenot.train import settings as train_settings
+
+    raw = _config()
+    raw["train"]["spaces"]["s"]["hyperparameters"] = {
+        "optimizer": {"value": "sgd"},
+        "lr": {"value": 1e6},
+    }
+    raw["train"]["spaces"]["s"]["budget"] = 1
+    config = validate_config(raw)
+    run = tmp_path / "toy/st/resnet_mini"
+    draw = to_json(train_settings.DrawSettings.from_config(config, "toy", "st", "resnet_mini"))
+    _cli("train-draw-trials", "--settings", draw, "--record", str(tmp_path / "prereg.json"),
+         "--out", str(run / "trials.parquet"))  # fmt: skip
+    trial = to_json(train_settings.TrialSettings.from_config(config, "toy", "st", "resnet_mini", 0))
+    common = ["--dataset-dir", str(dataset_dir), "--trials", str(run / "trials.parquet"), "--threads", "1"]  # fmt: skip
+    out = run / "stage-0/slot-0.json"
+    _cli("train-trial", "--settings", trial, *common, "--stage", "0", "--slot", "0", "--out", str(out))  # fmt: skip
+    result = json.loads(out.read_text())
+    assert result["stopped_by"] == search.DIVERGED and "best_sha256" not in result
+    assert not list((run / "trial-0").glob("*.safetensors*"))
+    # the final run of a (here: forced) selection of it
+    (run / "selection.json").write_text(json.dumps({"trial": 0, "result": result}))
+    final = to_json(train_settings.FinalSettings.from_config(config, "toy", "st", "resnet_mini", 1))
+    out_dir = run / "final/seed-1"
+    args = ["train-final", "--settings", final, *common, "--selection", str(run / "selection.json"),
+            "--run", "toy/st/resnet_mini/1", "--out-dir", str(out_dir)]  # fmt: skip
+    assert main(args) == 2
+    recorded = failfast.read(failfast.status_for(out_dir))["permanent"]
+    assert "hyperparameters.lr" in recorded and "NaN or infinite" in recorded
+    assert main(args) == 2  # the retry: the same message at once, nothing trained
+    assert not (out_dir / "checkpoint.safetensors").exists()

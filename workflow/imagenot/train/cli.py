@@ -11,6 +11,7 @@ run), its cores and its time limit stay arguments.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -156,7 +157,8 @@ def _preemptible(run, output: Path | None = None):
             status.unlink(missing_ok=True)  # done: its stops no longer matter
     except Preempted as exc:
         logging.getLogger(__name__).warning("%s", exc)
-        failfast.record_stop(status)
+        if os.environ.get("RANK", "0") == "0":  # one count per job, not one per torchrun rank
+            failfast.record_stop(status)
         raise SystemExit(PREEMPTED_EXIT) from None
     except Exception as exc:
         message = failfast.permanent_cause(exc)

@@ -461,6 +461,20 @@ def ring_mb(config: dict, dataset: str, protocol: str, model: str) -> int:
     return -(-slots * (per_rank + job.eval_batch_size) * image // 2**20)
 
 
+def largest_ring_mb(config: dict) -> int:
+    """The largest :func:`ring_mb` of the config's trained runs (0 when none): what a final
+    run's memory, a profile expression of the attempt alone (profiles/default), adds per GPU."""
+    return max(
+        (
+            ring_mb(config, e["dataset"], e["protocol"], m)
+            for e in experiments(config)
+            if not is_published(e)
+            for m in config["train"]["models"]
+        ),
+        default=0,
+    )
+
+
 # The DataLoader's batches in flight per worker (train.feed.Feeder.PREFETCH; light here: the
 # feed imports torch, and tests/test_train_feed.py checks the two agree)
 FEED_PREFETCH = 4

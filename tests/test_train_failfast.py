@@ -12,54 +12,25 @@ import pytest
 import torch
 from safetensors.torch import load_file
 from test_train_jobs import dataset_dir  # noqa: F401  (the module's tiny dataset fixture)
+from test_train_preempt import (
+    HP,
+    _data,
+    _Served,
+    deterministic,  # noqa: F401  (a fixture)
+)
 from toy_job import toy_job
 
 from imagenot.train import failfast, search
 from imagenot.train.checkpoints import read_state
-from imagenot.train.feed import InMemory
 from imagenot.train.interrupts import Preempted
 from imagenot.train.loop import fit
 
 torch.set_num_threads(1)
 
-HP = {**search.DEFAULTS, "optimizer": "sgd", "lr": 0.05}
-
-
-def _data(n=48, classes=3, size=32, seed=0) -> InMemory:
-    g = torch.Generator().manual_seed(seed)
-    labels = torch.arange(n) % classes
-    base = (labels.view(-1, 1, 1, 1).float() * 80 + 40).expand(n, 3, size, size)
-    noise = torch.randint(-30, 30, (n, 3, size, size), generator=g)
-    return InMemory((base + noise).clamp(0, 255).to(torch.uint8), labels)
-
 
 def _job(**fields):
     fields = {"max_epochs": 3, "patience": 5, **fields}
     return toy_job("resnet_mini", 3, HP, seed=1, image_size=32, batch_size=8, **fields)
-
-
-class _Served(torch.utils.data.Dataset):
-    """The toy data as a Dataset; when item ``after`` is read, ``action`` runs once."""
-
-    def __init__(self, data: InMemory, after: int = 10**9, action=None):
-        self.data, self.after, self.action, self.reads = data, after, action, 0
-
-    def __len__(self):
-        return len(self.data)
-
-    def __getitem__(self, i):
-        self.reads += 1
-        if self.reads == self.after and self.action is not None:
-            self.action()
-        return self.data.images[i], int(self.data.labels[i])
-
-
-@pytest.fixture
-def deterministic():
-    previous = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    yield
-    torch.use_deterministic_algorithms(previous)
 
 
 def _model_tensors(path):
@@ -110,8 +81,9 @@ def test_a_diverged_trial_is_the_worst_of_its_rung_and_never_selected(tmp_path):
 
 
 # ---- best weights: in host memory until the checkpoint ---------------------------------------------
+@pytest.mark.usefixtures("deterministic")
 def test_best_weights_are_written_with_the_checkpoint_not_at_each_improvement(
-    tmp_path, deterministic, monkeypatch
+    tmp_path, monkeypatch
 ):
     """Three improving epochs without a checkpoint interval: the best weights are written once,
     at the end (with the checkpoint), and hold the best epoch's weights, the same bytes as the
@@ -132,9 +104,8 @@ def test_best_weights_are_written_with_the_checkpoint_not_at_each_improvement(
     assert all(torch.equal(written[k], at_best[k]) for k in written)
 
 
-def test_a_stop_writes_the_held_best_weights_with_its_checkpoint(
-    tmp_path, deterministic, monkeypatch
-):
+@pytest.mark.usefixtures("deterministic")
+def test_a_stop_writes_the_held_best_weights_with_its_checkpoint(tmp_path, monkeypatch):
     """The deadline stops the job in epoch 2 (no save since epoch 1 improved): the checkpoint
     names best epoch 1, and epoch 1's weights are on disk beside it."""
     from imagenot.train import interrupts
@@ -157,9 +128,8 @@ def test_a_stop_writes_the_held_best_weights_with_its_checkpoint(
 
 
 # ---- the deadline in validation and in staging ---------------------------------------------------
-def test_the_deadline_during_validation_checkpoints_and_resumes_identically(
-    tmp_path, deterministic, monkeypatch
-):
+@pytest.mark.usefixtures("deterministic")
+def test_the_deadline_during_validation_checkpoints_and_resumes_identically(tmp_path, monkeypatch):
     """The deadline comes while epoch 1 is being validated: the job stops before the next
     validation batch, checkpoints the epoch's training (all its steps, unscored) and raises
     Preempted; its resumption validates that epoch and ends as an uninterrupted run."""

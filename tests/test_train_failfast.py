@@ -226,10 +226,8 @@ def test_a_retry_of_a_permanent_fault_asks_no_gpu_and_exits_at_once(tmp_path, re
     own = config["resources"]["train_trial"]
     assert plan.slot_gets_gpu([], 0, status, 1) and not plan.slot_gets_gpu([], 0, status, 2)
     assert plan.slot_threads(config, [], 0, status, 2) == 1
-    assert plan.slot_mem_mb(config, [], 0, 2, status, ring=500) == int(
-        own["empty_mem_mb"] * config["resources"]["attempt_growth"]
-    )
-    assert plan.slot_runtime_min(config, [], 0, 2, status) < own["runtime_min"]
+    assert plan.slot_mem_mb(config, [], 0, 2, status, ring=500) == own["empty_mem_mb"]
+    assert plan.slot_runtime_min(config, [], 0, 3, status) == own["empty_runtime_min"]
     assert plan.slot_mem_mb(config, [], 0, 1, status, ring=500) == own["mem_mb"] + 500
     assert failfast.clear_all(tmp_path / "results") == 1 and not status.exists()
     assert plan.slot_gets_gpu([], 0, status, 2)  # a new run tries again
@@ -420,3 +418,59 @@ def test_a_diverging_trial_ends_its_job_and_a_diverging_final_run_is_not_retried
     assert "hyperparameters.lr" in recorded and "NaN or infinite" in recorded
     assert main(args) == 2  # the retry: the same message at once, nothing trained
     assert not (out_dir / "checkpoint.safetensors").exists()
+
+
+def test_snakemake_retries_a_gpu_less_gpu_job_without_a_gpu_and_it_exits_at_once(
+    tmp_path, repo_root
+):
+    """The rule as Snakemake runs it (local executor, --retries 1) under a config that plans
+    GPUs, on this GPU-less machine: attempt 1 asks for the GPU and fails on the device check,
+    recording why; attempt 2 asks for no GPU, one core and the empty slot's memory and
+    runtime, and its log says it was not retried. Only train_trial may run; the dataset files
+    are stand-ins (the device check comes first)."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pyarrow as pa
+
+    from imagenot.config import load_config
+    from imagenot.io import write_parquet
+    from imagenot.train import plan
+
+    overlay = tmp_path / "gpus.yaml"
+    overlay.write_text("resources: {gpus: 1, cpus_per_gpu: 2}\n")
+    config = load_config(repo_root / "config" / "config.yaml")
+    results = tmp_path / "results"
+    run = results / "train" / "imagenot" / "st" / "resnet_mini"
+    (results / "datasets" / "imagenot").mkdir(parents=True)
+    for stand_in in ("manifest.parquet", "fingerprint.txt"):
+        (results / "datasets" / "imagenot" / stand_in).touch()
+    definition = plan.definition(config, "imagenot", "st")
+    drawn = search.draw_trials(definition, definition["seed"], "imagenot", "st")
+    write_parquet(pa.table(search.trial_columns(drawn)), run / "trials.parquet")
+    # a status file left by an earlier run: the run's start (onstart) removes it
+    stale = failfast.status_for(run / "stage-0/slot-1.json")
+    failfast.record_failure(stale, "from an earlier run")
+    target = "results/train/imagenot/st/resnet_mini/stage-0/slot-0.json"
+    cmd = ["snakemake", "--snakefile", str(repo_root / "Snakefile"),
+           "--directory", str(tmp_path), "--allowed-rules", "train_trial", "--cores", "4",
+           "--retries", "1", "--configfile", "config/config.yaml", str(overlay), "--", target]  # fmt: skip
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    out = subprocess.run(cmd, cwd=repo_root, env=env, capture_output=True, text=True, timeout=900)
+    log = out.stdout + out.stderr
+    assert out.returncode != 0, log[-4000:]
+    asked = re.findall(r"rule train_trial:(?:\n    .*)*?\n    resources: (.*)", log)
+    cores = re.findall(r"--threads (\d+) --runtime-min", log)  # (each command shown twice)
+    assert len(asked) == 2, log[-4000:]
+    assert "gpu=1" in asked[0] and cores[0] == "2", (asked, cores)
+    own = config["resources"]["train_trial"]
+    assert "gpu" not in asked[1] and cores[-1] == "1", (asked, cores)
+    assert f"mem_mb={own['empty_mem_mb']}," in asked[1], asked
+    assert f"runtime={own['empty_runtime_min']}," in asked[1], asked
+    job_log = (results / "logs/train_trial/imagenot/st/resnet_mini/0-0.log").read_text()
+    assert "sees no CUDA device" in job_log and "not retried" in job_log, job_log[-2000:]
+    assert "resources.gpus" in failfast.read(failfast.status_for(run / "stage-0/slot-0.json"))["permanent"]  # fmt: skip
+    assert not stale.exists()

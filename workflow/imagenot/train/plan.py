@@ -487,10 +487,12 @@ def slot_mem_mb(
     --mem counts per node, plus ``ring``, each process's batch rings: :func:`ring_mb`), grown per
     attempt by ``resources.attempt_growth`` as every rule's, except for attempts that followed a
     deadline stop (``failfast.memory_attempt``: the clock stopped it, not its memory); the
-    small ``empty_mem_mb`` for an empty slot or a refused retry."""
-    from imagenot.train.failfast import memory_attempt
+    small ``empty_mem_mb`` for an empty slot, and for a refused retry without growth."""
+    from imagenot.train.failfast import memory_attempt, refused
 
     own = config["resources"]["train_trial"]
+    if status is not None and refused(status, attempt):  # it only exits: the least, not grown
+        return own["empty_mem_mb"]
     if slot_gets_gpu(previous, slot, status, attempt):
         base = (own["mem_mb"] + ring) * max(1, gpus_per_node(config))
     else:
@@ -502,10 +504,13 @@ def slot_mem_mb(
 def slot_runtime_min(config: dict, previous, slot, attempt: int, status: Path | None = None) -> int:
     """Runtime (minutes) of a train_trial job (``resources.train_trial``), grown per attempt
     and capped at ``resources.max_runtime_min`` (the site's maximum under a site profile);
-    ``empty_runtime_min`` for an empty slot or a refused retry."""
+    ``empty_runtime_min`` for an empty slot, and for a refused retry without growth."""
+    from imagenot.train.failfast import refused
+
     own = config["resources"]["train_trial"]
-    trains = slot_gets_gpu(previous, slot, status, attempt)
-    key = "runtime_min" if trains else "empty_runtime_min"
+    if status is not None and refused(status, attempt):  # it only exits: the least, not grown
+        return own["empty_runtime_min"]
+    key = "runtime_min" if slot_trains(previous, slot) else "empty_runtime_min"
     grown = int(own[key] * config["resources"]["attempt_growth"] ** max(attempt - 1, 0))
     return min(grown, config["resources"]["max_runtime_min"])
 

@@ -18,6 +18,7 @@ from imagenot.acquire import plan as acquire_plan
 from imagenot.acquire import settings as acquire_settings
 from imagenot.train import failfast
 from imagenot.train import plan as train_plan
+from imagenot.train import rings as train_rings
 from imagenot.train import settings as train_settings
 from imagenot.evaluate import plan as evaluate_plan
 from imagenot.evaluate import settings as evaluate_settings
@@ -86,7 +87,7 @@ def train_slot_resources():
     it to the CPU partition), little memory and a short runtime, and so does the retry of a job
     that failed for good (imagenot.train.failfast: it exits at once). While planning, before
     the decision exists, the full request. Memory: the job's batch rings on top
-    (train_plan.ring_mb), not grown after a deadline stop."""
+    (train_rings.ring_mb), not grown after a deadline stop."""
     full = gpu_request(train_plan.gpus_per_node(config), train_plan.nodes(config))
     return {
         **{
@@ -105,7 +106,7 @@ def train_slot_resources():
             wildcards.slot,
             attempt,
             slot_status(wildcards),
-            train_plan.ring_mb(
+            train_rings.ring_mb(
                 config, wildcards.dataset, wildcards.protocol, wildcards.model
             ),
         ),
@@ -193,9 +194,9 @@ os.environ[slurm_profile.ENV_GROWTH] = str(config["resources"]["attempt_growth"]
 os.environ[slurm_profile.ENV_TRAIN_GPUS_PER_NODE] = str(
     max(1, train_plan.gpus_per_node(config))
 )
-# ... plus the loader's batch rings of a training process (train_plan.ring_mb: train_final's
+# ... plus the loader's batch rings of a training process (imagenot.train.rings: train_final's
 # memory is a profile expression, so the largest of the config's; train_trial adds its own)
-os.environ[slurm_profile.ENV_TRAIN_RING_MB] = str(train_plan.largest_ring_mb(config))
+os.environ[slurm_profile.ENV_TRAIN_RING_MB] = str(train_rings.largest_ring_mb(config))
 # Every job's `imagenot` command ends its log with its own peak memory and CPU time, measured by
 # the kernel (imagenot.job_usage; Snakemake's benchmark files only sample them). Set here, in
 # the process that runs the job's shell line (the main Snakemake locally, the job's own on a

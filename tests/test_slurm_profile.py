@@ -190,7 +190,7 @@ def test_resources_grow_with_attempt_up_to_the_maximum():
     assert _evaluate(train["mem_mb"], 1, 60, gpus_per_node=4) == 4 * _evaluate(
         train["mem_mb"], 1, 60
     )
-    # ... with each process's loader rings on top (imagenot.train.plan.largest_ring_mb)
+    # ... with each process's loader rings on top (imagenot.train.rings.largest_ring_mb)
     assert _evaluate(train["mem_mb"], 1, 60, gpus_per_node=2, ring_mb=2784) == 2 * (32000 + 2784)
     # No rule asks SLURM for a warning signal: USR1 without B: kills a job step's Snakemake and
     # misses array tasks, with B: it kills the plugin's batch shell; training stops by its own

@@ -283,26 +283,26 @@ def test_the_rings_memory_is_part_of_a_training_slot_request(repo_root):
     256 for training and validation: two rings of (7 x 4 + 1) slots x 256 x 3 x 256 x 256
     bytes, 1.46 GB each (docs/gpu.md), on top of the per-GPU memory of every slot that trains."""
     from imagenot.config import load_config
-    from imagenot.train import plan
+    from imagenot.train import plan, rings
     from imagenot.train.feed import Feeder
 
-    assert plan.FEED_PREFETCH == Feeder.PREFETCH  # the plan's copy of the feed's constant
+    assert rings.FEED_PREFETCH == Feeder.PREFETCH  # the copy of the feed's constant
     config = load_config(repo_root / "config" / "paper.yaml")
     exp = next(e for e in plan.experiments(config) if e["protocol"] == "st")
     model = next(
         m for m in config["train"]["models"]
         if plan.model_settings(config, exp["dataset"], "st", m)["batch_size"] == 256
     )  # fmt: skip
-    assert plan.stored_image_size(config, exp["dataset"]) == 256
+    assert rings.stored_image_size(config, exp["dataset"]) == 256
     assert plan.num_workers(config) == 7 and config["train"]["eval_batch_size"] == 256
-    ring = plan.ring_mb(config, exp["dataset"], "st", model)
+    ring = rings.ring_mb(config, exp["dataset"], "st", model)
     assert ring == 2 * 29 * 256 * 3 * 256 * 256 // 2**20 == 2784
     own = config["resources"]["train_trial"]["mem_mb"]
     assert plan.slot_mem_mb(config, [], 0, 1, None, ring) == own + ring
     # a head fit over stored features has no loader workers, and so no ring
     tl = next((e for e in plan.experiments(config) if plan.is_tl(e["protocol"])), None)
     if tl is not None:
-        assert plan.ring_mb(config, tl["dataset"], tl["protocol"], model) == 0
+        assert rings.ring_mb(config, tl["dataset"], tl["protocol"], model) == 0
 
 
 # ---- the feed's defaults on a GPU job ------------------------------------------------------------
@@ -364,12 +364,12 @@ def test_a_final_runs_memory_holds_the_largest_ring_of_the_config(repo_root):
     """train_final's memory is a profile expression of the attempt alone: rules/common.smk
     hands it the config's largest ring, which is the paper's 256-px, batch-256 one."""
     from imagenot.config import load_config
-    from imagenot.train import plan
+    from imagenot.train import rings
 
     config = load_config(repo_root / "config" / "paper.yaml")
-    assert plan.largest_ring_mb(config) >= 2784
+    assert rings.largest_ring_mb(config) >= 2784
     config["train"]["num_workers"] = 0  # no loader workers: no ring
-    assert plan.largest_ring_mb(config) == 0
+    assert rings.largest_ring_mb(config) == 0
 
 
 # ---- divergence through the commands the rules run -------------------------------------------------

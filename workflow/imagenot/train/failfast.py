@@ -55,6 +55,36 @@ class MissingWeights(PermanentFailure):
     """The starting weights file of an FT/TL job is missing or unreadable."""
 
 
+class Diverged(RuntimeError):
+    """The training loss (or the validation loss) became NaN or infinite: the trial can learn
+    nothing more, whatever its rung, and ends at once (``stopped_by``: ``search.DIVERGED``).
+    Not a fault of the job: its result says so (``train.loop``)."""
+
+
+def startup_out_of_memory(model: str, per_gpu: int, image_size: int) -> StartupOutOfMemory:
+    return StartupOutOfMemory(
+        f"CUDA out of memory at the first training step of {model} (per-GPU batch {per_gpu}, "
+        f"image size {image_size}): set train.max_batch_per_gpu below {per_gpu} (gradient "
+        "accumulation keeps the batch size), or use GPUs with more memory"
+    )
+
+
+def missing_weights(model: str, init: str, exc: Exception) -> MissingWeights:
+    return MissingWeights(
+        f"starting weights {init} of {model}: {exc}; published weights go in "
+        f"train.weights_dir (train.weights.{model} names them), a source run's weights are its "
+        "final run's model.safetensors (rerun it)"
+    )
+
+
+def diverged_final(run, seed: int, trial: int, lr: float, train_seed: int) -> PermanentFailure:
+    return PermanentFailure(
+        f"final run {run} seed {seed}: the loss became NaN or infinite with trial {trial}'s "
+        f"hyperparameters (lr {lr}) and seed {train_seed}; lower the learning rates of the "
+        "experiment's space (train.spaces.<space>.hyperparameters.lr)"
+    )
+
+
 def read(path: str | Path | None) -> dict:
     """A job's status (``{}`` when it has none or the file is unreadable: a retry then runs)."""
     if path is None:

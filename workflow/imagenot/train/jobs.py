@@ -22,6 +22,7 @@ from imagenot.io import sha256_file, write_json, write_text
 from imagenot.train import search
 from imagenot.train.checkpoints import history_csv, remove_checkpoint
 from imagenot.train.device import configure, deterministic_for, resolve_device
+from imagenot.train.failfast import diverged_final, missing_weights
 from imagenot.train.feed import InMemory
 from imagenot.train.loop import Job, fit
 from imagenot.train.registry import load_backbone, read_state_dict
@@ -85,17 +86,7 @@ def init_description(settings: JobSettings) -> str:
     try:
         return f"{init} sha256:{sha256_file(init)}"
     except OSError as exc:
-        raise _missing_weights(settings, exc) from None
-
-
-def _missing_weights(settings: JobSettings, exc: Exception):
-    from imagenot.train.failfast import MissingWeights
-
-    return MissingWeights(
-        f"starting weights {settings.init} of {settings.model}: {exc}; published weights go in "
-        f"train.weights_dir (train.weights.{settings.model} names them), a source run's weights "
-        "are its final run's model.safetensors (rerun it)"
-    )
+        raise missing_weights(settings.model, init, exc) from None
 
 
 def make_job(settings: JobSettings, hyperparameters: Mapping, seed: int, num_classes: int) -> Job:
@@ -137,7 +128,7 @@ def backbone_loader(settings: JobSettings):
     try:
         state = read_state_dict(init)
     except OSError as exc:
-        raise _missing_weights(settings, exc) from None
+        raise missing_weights(settings.model, init, exc) from None
     # a partial, not a lambda: data-parallel workers receive it pickled
     return functools.partial(_load_backbone, name=settings.model, state=state, source=init)
 
@@ -408,16 +399,10 @@ def run_final(
             return None
         job, model, summary = fitted
         summary["reused_trial"] = False
-        if summary["stopped_by"] == search.DIVERGED:
-            from imagenot.train.failfast import PermanentFailure
-
+        if summary["stopped_by"] == search.DIVERGED:  # not retried (failfast)
             remove_checkpoint(out_dir / CHECKPOINT)
-            raise PermanentFailure(
-                f"final run {run} seed {seed}: the loss became NaN or infinite with trial "
-                f"{chosen['trial']}'s hyperparameters (lr {job.hyperparameters['lr']}) and seed "
-                f"{train_seed}; lower the learning rates of the experiment's space "
-                "(train.spaces.<space>.hyperparameters.lr)"
-            )
+            lr = job.hyperparameters["lr"]
+            raise diverged_final(run, seed, chosen["trial"], lr, train_seed)
     model.load_state_dict(load_file(best))
     fingerprint = summary["dataset_fingerprint"]
     if settings.features:  # TL over stored features: score the head on the test features

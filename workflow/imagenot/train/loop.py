@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -41,7 +42,7 @@ from imagenot.train.checkpoints import (
     set_aside_stale_checkpoint,
 )
 from imagenot.train.distributed import SINGLE, Dist, accumulation, micro_batches, shard
-from imagenot.train.failfast import StartupOutOfMemory
+from imagenot.train.failfast import Diverged, startup_out_of_memory
 from imagenot.train.features import Features
 from imagenot.train.feed import EncodedBatch, Feeder, decode_batch, preprocess
 from imagenot.train.interrupts import Interrupts
@@ -195,11 +196,9 @@ def train_one_epoch(
     step-level checkpoint stopped mid-epoch (the order is a function of seed and epoch, each
     step's random draws of seed, step and rank, so the remaining steps are those of an
     uninterrupted run).
-    Per-step sums stay on the device: the host synchronises only at checkpoints, at the
-    divergence checks (every :data:`CHECK_EVERY` steps and at the epoch's end: a non-finite
-    loss on any rank raises :class:`Diverged`) and the end. The epoch's step sums stay in
-    ``state`` (``batch`` = the epoch's steps) until its validation is done (:func:`_epochs`), so
-    a stop during validation checkpoints an epoch whose training is done.
+    Per-step sums stay on the device: the host synchronises only at checkpoints, every
+    :data:`CHECK_EVERY` steps (a non-finite loss on any rank raises ``Diverged``) and the end;
+    they stay in ``state`` until the epoch is validated (a stop in validation saves them).
     """
     n = len(feeder.data)
     features = isinstance(feeder.data, Features)
@@ -285,11 +284,6 @@ def train_one_epoch(
     return row
 
 
-class Diverged(RuntimeError):
-    """The training loss (or the validation loss) became NaN or infinite: the trial can learn
-    nothing more, whatever its rung, and is ended at once (``stopped_by`` :data:`DIVERGED`)."""
-
-
 # In a data-parallel job, how often (optimizer steps) the ranks agree on a checkpoint or stop:
 # one small all-reduce, read on the host, per this many steps.
 CHECK_EVERY = 8
@@ -311,10 +305,8 @@ def evaluate(
     """(top-1 accuracy in percent, mean loss, n) of the model on ``data``; each rank scores its
     part and the sums are all-reduced. Sums stay on the device (one sync at the end).
 
-    ``expired`` (a training job's stop request: its deadline or a signal) is asked before each
-    batch: once it is true the pass ends early on this rank, the ranks agree, and None is
-    returned (the caller checkpoints and exits), so a long validation cannot outlast the job's
-    time limit."""
+    ``expired`` (a training job's stop request: deadline, signal), asked before each batch, ends
+    the pass early: the ranks agree and None is returned (the caller checkpoints and exits)."""
     set_mode(model, job, False)
     largest = min(job.eval_batch_size, len(data))
     feeder = feeder or Feeder(data, job.num_workers, largest, device.type == "cuda")
@@ -361,11 +353,10 @@ def fit(
     unreadable; any other checkpoint is set aside and training starts afresh
     (:func:`set_aside_stale_checkpoint`). ``deadline`` (seconds since the epoch,
     ``interrupts.job_deadline``): checkpoint and raise Preempted once it has come, in a training
-    step or in validation. ``best_weights`` (optional) receives the weights of the best
-    validation epoch: kept in host memory at each improvement and written with the checkpoint
-    (at its interval, a stop and the end), not at every improvement (up to ~0.8 GB per short
-    epoch). A loss that becomes NaN or infinite ends the job at once with ``stopped_by``
-    :data:`DIVERGED` (nothing saved: the weights are lost). ``on_epoch`` sees the state
+    step or in validation. ``best_weights`` (optional) receives the best validation epoch's
+    weights, held in host memory and written with each checkpoint (not at every improvement:
+    up to ~0.8 GB per short epoch). A NaN or infinite loss ends the job at once, nothing saved,
+    ``stopped_by`` :data:`DIVERGED`. ``on_epoch`` sees the state
     after each epoch. ``dist`` is this process's place in a data-parallel job whose every rank
     calls ``fit`` (started by torchrun, process group joined: ``distributed.joined``); rank 0's
     model and state are the job's (those it saves). ``max_batch`` caps the per-process batch (gradient
@@ -425,32 +416,21 @@ def fit(
     except torch.cuda.OutOfMemoryError as exc:
         if state.step != first_step:  # it trained here before: a retry may fit (fragmentation)
             raise
-        raise StartupOutOfMemory(
-            f"CUDA out of memory at the first training step of {job.model} (per-GPU batch "
-            f"{per_gpu}, image size {job.image_size}): set train.max_batch_per_gpu below "
-            f"{per_gpu} (gradient accumulation keeps the batch size), or use GPUs with more "
-            f"memory"
-        ) from exc
+        raise startup_out_of_memory(job.model, per_gpu, job.image_size) from exc
     return model, state
 
 
-class _Held:
-    """The best epoch's weights, copied to host memory at each improvement until the next save
-    writes them (``checkpoints.save_weights`` reads ``state_dict()``: the same file as when
-    they were written from the model at once)."""
-
-    def __init__(self, model: nn.Module):
-        self.tensors = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-
-    def state_dict(self) -> dict:
-        return self.tensors
+def _host_copy(model: nn.Module) -> SimpleNamespace:
+    """The model's weights in host memory, for ``save_weights`` (which reads ``state_dict()``)."""
+    tensors = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+    return SimpleNamespace(state_dict=lambda: tensors)
 
 
 def _epochs(
     model, forward, optimizer, feeders, job, state, device, checkpoint, stop_epoch, best_weights,
     on_epoch, interrupts, d: Dist, max_batch,
 ) -> None:  # fmt: skip
-    held: list[_Held] = []  # the best weights not yet written (rank 0)
+    held: list[SimpleNamespace] = []  # the best weights not yet written (rank 0)
 
     def save() -> None:  # rank 0 writes; the others wait until the files are there
         if d.main:
@@ -463,25 +443,26 @@ def _epochs(
 
     train, val = feeders
     while state.stopped_by is None and state.epoch < stop_epoch:
+        # each rank scores its part with the plain module: no collective inside the passes,
+        # whose number may differ between ranks
+        scorer = forward if d.world == 1 else model
         try:
             row = train_one_epoch(
                 model, forward, optimizer, train, job, state, device, save, interrupts, d,
                 max_batch,
             )  # fmt: skip
-        except Diverged as exc:
-            _diverged(state, exc, d)
+            scored = evaluate(model, scorer, val.data, job, device, d, val, interrupts.stop_due)
+            if scored is not None and not math.isfinite(scored[1]):
+                raise Diverged(f"validation loss {scored[1]} after epoch {state.epoch + 1}")
+        except Diverged as exc:  # nothing more is saved (the weights are not finite): the end
+            state.stopped_by = DIVERGED
+            if d.main:
+                log.warning("diverged: %s; the trial ends here (stopped_by %s)", exc, DIVERGED)
             return
-        # each rank scores its part with the plain module: no collective inside the passes,
-        # whose number may differ between ranks
-        scorer = forward if d.world == 1 else model
-        scored = evaluate(model, scorer, val.data, job, device, d, val, expired=interrupts.stop_due)
         if scored is None:  # the deadline or a signal came during validation: the epoch's
             save()  # training is kept (state.batch: all its steps); its validation reruns
             interrupts.saved(True)  # raises Preempted
         val_accuracy, val_loss, _ = scored
-        if not math.isfinite(val_loss):
-            _diverged(state, Diverged(f"validation loss {val_loss} after epoch {state.epoch + 1}"), d)  # fmt: skip
-            return
         state.batch, state.step_losses, state.step_correct = 0, [], []
         state.epoch += 1
         row = {"epoch": state.epoch, **row, "val_loss": val_loss, "val_accuracy": val_accuracy}
@@ -489,7 +470,7 @@ def _epochs(
         if val_accuracy > state.best_val:
             state.best_val, state.best_epoch, state.bad_epochs = val_accuracy, state.epoch, 0
             if best_weights is not None and d.main:
-                held[:] = [_Held(model)]
+                held[:] = [_host_copy(model)]
         else:
             state.bad_epochs += 1
         if state.bad_epochs >= job.patience:
@@ -517,11 +498,3 @@ def _epochs(
             )
         if on_epoch is not None:
             on_epoch(state)
-
-
-def _diverged(state: State, exc: Diverged, d: Dist) -> None:
-    """End a job whose loss is no longer finite: nothing more is saved (its weights are NaN),
-    the job ends and frees its device; its result says why (``stopped_by``)."""
-    state.stopped_by = DIVERGED
-    if d.main:
-        log.warning("diverged: %s; the trial ends here (stopped_by %s)", exc, DIVERGED)

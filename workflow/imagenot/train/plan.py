@@ -433,58 +433,11 @@ def slot_threads(config: dict, previous, slot, status: Path | None = None, attem
     return threads(config) if slot_gets_gpu(previous, slot, status, attempt) else 1
 
 
-def stored_image_size(config: dict, dataset: str) -> int:
-    """The side of a dataset's stored images (``datasets.<name>.image_size``, else
-    ``acquire.image_size``): what the loader decodes, before any resize to the model's size."""
-    return config["datasets"][dataset].get("image_size") or config["acquire"]["image_size"]
-
-
-def ring_mb(config: dict, dataset: str, protocol: str, model: str) -> int:
-    """Host memory (MB) of one training process's two batch rings (``train.feed.BatchRing``:
-    training and validation feeders, each (workers x prefetch + 1) slots of a batch of stored
-    images, shared memory held for the job's life); 0 without loader workers or for a head fit
-    over stored features. Why: at 256 px, 7 workers and batches of 256 a ring is ~1.5 GB, two
-    per process, which a job's memory request must hold besides the model."""
-    from imagenot.train.settings import JobSettings
-
-    job = JobSettings.for_training(config, dataset, protocol, model)
-    if job.features or job.num_workers == 0 or job.in_memory:
-        return 0
-    if job.decode_on_gpu and job.gpu_job:  # JPEG bytes cross the queue, no ring (train.feed)
-        return 0
-    side = stored_image_size(config, dataset)
-    per_rank = -(-job.batch_size // job.world)  # ceil: the largest share of a global batch
-    if job.max_batch_per_gpu:
-        per_rank = min(per_rank, job.max_batch_per_gpu)
-    slots = job.num_workers * FEED_PREFETCH + 1
-    image = 3 * side * side
-    return -(-slots * (per_rank + job.eval_batch_size) * image // 2**20)
-
-
-def largest_ring_mb(config: dict) -> int:
-    """The largest :func:`ring_mb` of the config's trained runs (0 when none): what a final
-    run's memory, a profile expression of the attempt alone (profiles/default), adds per GPU."""
-    return max(
-        (
-            ring_mb(config, e["dataset"], e["protocol"], m)
-            for e in experiments(config)
-            if not is_published(e)
-            for m in config["train"]["models"]
-        ),
-        default=0,
-    )
-
-
-# The DataLoader's batches in flight per worker (train.feed.Feeder.PREFETCH; light here: the
-# feed imports torch, and tests/test_train_feed.py checks the two agree)
-FEED_PREFETCH = 4
-
-
 def slot_mem_mb(
     config: dict, previous, slot, attempt: int, status: Path | None = None, ring: int = 0
 ) -> int:
     """Memory (MB) of a train_trial job (``resources.train_trial``: per GPU of a node, as SLURM's
-    --mem counts per node, plus ``ring``, each process's batch rings: :func:`ring_mb`), grown per
+    --mem counts per node, plus ``ring``, each process's batch rings: ``rings.ring_mb``), grown per
     attempt by ``resources.attempt_growth`` as every rule's, except for attempts that followed a
     deadline stop (``failfast.memory_attempt``: the clock stopped it, not its memory); the
     small ``empty_mem_mb`` for an empty slot, and for a refused retry without growth."""

@@ -16,8 +16,10 @@ from imagenot.curate import plan as curate_plan
 from imagenot.curate import settings as curate_settings
 from imagenot.acquire import plan as acquire_plan
 from imagenot.acquire import settings as acquire_settings
+from imagenot.train import failfast
 from imagenot.train import plan as train_plan
 from imagenot.train import preflight_plan
+from imagenot.train import rings as train_rings
 from imagenot.train import settings as train_settings
 from imagenot.evaluate import plan as evaluate_plan
 from imagenot.evaluate import settings as evaluate_settings
@@ -90,24 +92,58 @@ def preflight_gate():
 def train_slot_resources():
     """A train_trial job's GPUs, memory and runtime, from its promotion input when the job is
     ready (imagenot.train.plan.slot_trains): an empty slot asks for no GPU (so the plugin sends
-    it to the CPU partition), little memory and a short runtime. While planning, before the
-    decision exists, the full request."""
+    it to the CPU partition), little memory and a short runtime, and so does the retry of a job
+    that failed for good (imagenot.train.failfast: it exits at once). While planning, before
+    the decision exists, the full request. Memory: the job's batch rings on top
+    (train_rings.ring_mb), not grown after a deadline stop."""
     full = gpu_request(train_plan.gpus_per_node(config), train_plan.nodes(config))
     return {
         **{
-            key: lambda wildcards, input, value=value: (
+            key: lambda wildcards, input, attempt, value=value: (
                 value
-                if train_plan.slot_trains(input.previous, wildcards.slot)
+                if train_plan.slot_gets_gpu(
+                    input.previous, wildcards.slot, slot_status(wildcards), attempt
+                )
                 else None
             )
             for key, value in full.items()
         },
         "mem_mb": lambda wildcards, input, attempt: train_plan.slot_mem_mb(
-            config, input.previous, wildcards.slot, attempt
+            config,
+            input.previous,
+            wildcards.slot,
+            attempt,
+            slot_status(wildcards),
+            train_rings.ring_mb(
+                config, wildcards.dataset, wildcards.protocol, wildcards.model
+            ),
         ),
         "runtime": lambda wildcards, input, attempt: train_plan.slot_runtime_min(
-            config, input.previous, wildcards.slot, attempt
+            config, input.previous, wildcards.slot, attempt, slot_status(wildcards)
         ),
+    }
+
+
+def slot_status(wildcards):
+    """The status file of a train_trial job (imagenot.train.failfast)."""
+    return train_plan.slot_status(
+        wildcards.dataset,
+        wildcards.protocol,
+        wildcards.model,
+        wildcards.stage,
+        wildcards.slot,
+    )
+
+
+def refused_gpu_request(full, status):
+    """A GPU rule's request `full`, each key None (no GPU, the CPU partition) on the retry of a
+    job whose earlier attempt failed for good (imagenot.train.failfast; it exits at once).
+    """
+    return {
+        key: lambda wildcards, attempt, value=value: (
+            None if failfast.refused(status(wildcards), attempt) else value
+        )
+        for key, value in full.items()
     }
 
 
@@ -124,6 +160,13 @@ def download_resources():
 
 
 STAGE_PLANS = stage_plans()
+
+
+# A new run tries every training job again: the status files of the last run's permanent faults
+# and deadline stops go (imagenot.train.failfast; main process only: jobs run without hooks).
+onstart:
+    failfast.clear_all(RESULTS)
+
 
 # Validate before any job runs: the config files' YAML (a duplicated key is an error), the JSON
 # schema (defaults filled), then the cross-key checks the schema cannot express (each stage plan's
@@ -159,6 +202,9 @@ os.environ[slurm_profile.ENV_GROWTH] = str(config["resources"]["attempt_growth"]
 os.environ[slurm_profile.ENV_TRAIN_GPUS_PER_NODE] = str(
     max(1, train_plan.gpus_per_node(config))
 )
+# ... plus the loader's batch rings of a training process (imagenot.train.rings: train_final's
+# memory is a profile expression, so the largest of the config's; train_trial adds its own)
+os.environ[slurm_profile.ENV_TRAIN_RING_MB] = str(train_rings.largest_ring_mb(config))
 # Every job's `imagenot` command ends its log with its own peak memory and CPU time, measured by
 # the kernel (imagenot.job_usage; Snakemake's benchmark files only sample them). Set here, in
 # the process that runs the job's shell line (the main Snakemake locally, the job's own on a

@@ -69,7 +69,10 @@ rule train_trial:
     conda:
         gpu_env("train")
     # sized from the promotion input when the job is ready: an empty slot asks for no GPU
-    threads: lambda wc, input: train_plan.slot_threads(config, input.previous, wc.slot)
+    threads:
+        lambda wc, input, attempt: train_plan.slot_threads(
+            config, input.previous, wc.slot, slot_status(wc), attempt
+        )
     resources:
         **train_slot_resources(),
     params:
@@ -111,10 +114,16 @@ rule train_features:
         protocol=train_plan.tl_protocol_regex(config),
     conda:
         gpu_env("train")
-    # one process: one GPU (resources.gpus), the cores that feed it
+    # one process: one GPU (resources.gpus), the cores that feed it; none on the retry of a job
+    # that failed for good (imagenot.train.failfast)
     threads: gpu_threads(1)
     resources:
-        **gpu_request(),
+        **refused_gpu_request(
+            gpu_request(),
+            lambda wc: failfast.status_for(
+                train_plan.features_dir(wc.dataset, wc.protocol, wc.model)
+            ),
+        ),
     params:
         settings=lambda wc: to_arg(
             train_settings.FeaturesSettings.from_config(
@@ -228,7 +237,10 @@ rule train_final:
         gpu_env("train")
     threads: train_plan.threads(config)
     resources:
-        **gpu_request(train_plan.gpus_per_node(config), train_plan.nodes(config)),
+        **refused_gpu_request(
+            gpu_request(train_plan.gpus_per_node(config), train_plan.nodes(config)),
+            lambda wc: failfast.status_for(train_plan.final_dir(dict(wc.items()))),
+        ),
     params:
         settings=lambda wc: to_arg(
             train_settings.FinalSettings.from_config(

@@ -21,7 +21,7 @@ import yaml
 
 from imagenot.cli import main
 from imagenot.config import load_config
-from imagenot.train import experiments, plan, preflight, preflight_plan
+from imagenot.train import experiments, plan, preflight, preflight_plan, rings
 from imagenot.train.distributed import Dist
 from imagenot.train.feed import Feeder
 from imagenot.train.settings import PreflightSettings
@@ -42,10 +42,10 @@ def _config(tmp_path: Path, overlay: dict, base: Path = REPO / "config" / "confi
 
 
 def test_the_ring_arithmetic_is_the_feeders():
-    assert preflight_plan.PREFETCH == Feeder.PREFETCH
+    assert rings.FEED_PREFETCH == Feeder.PREFETCH
     # paper: 7 workers, micro-batch 256 + eval 256 at 256 px stored: ~5.8 GB per process
-    assert preflight_plan.ring_bytes(7, 256, 256, 256) == 29 * 512 * 3 * 256 * 256
-    assert preflight_plan.ring_bytes(0, 256, 256, 256) == 0
+    assert rings.ring_bytes(7, 256, 256, 256) == 29 * 512 * 3 * 256 * 256
+    assert rings.ring_bytes(0, 256, 256, 256) == 0
 
 
 @pytest.mark.parametrize(
@@ -113,7 +113,7 @@ def test_a_model_that_does_not_fit_names_the_key_and_the_largest_batch_measured_
 
 def test_host_check_names_what_is_too_small():
     settings = PreflightSettings.from_config(load_config(PAPER), None)
-    ring = preflight_plan.ring_bytes(7, 256, 256, 256)
+    ring = rings.ring_bytes(7, 256, 256, 256)
     small = dataclasses.replace(settings, mem_mb=ring // 2_000_000)
     check = preflight.check_host(small, workers=7)
     assert check.status == "fail" and "resources.train_trial.mem_mb" in check.detail

@@ -132,15 +132,19 @@ def test_bad_site_input_is_named(tmp_path, capsys):
 def test_gpu_request_follows_the_site():
     config = {"resources": {"gpus": 2}}
     site = {"gpu_flag": "gres", "gpu_model": None}
-    assert slurm_profile.gpu_request(config, None) == {"gpu": 2}
-    assert slurm_profile.gpu_request(config, site) == {"gres": "gpu:2"}
+    # several GPUs of one job on one node: --nodes=1, or SLURM may split them over nodes
+    assert slurm_profile.gpu_request(config, None) == {"gpu": 2, "nodes": 1}
+    assert slurm_profile.gpu_request(config, site) == {"gres": "gpu:2", "nodes": 1}
     assert slurm_profile.gpu_request(config, {**site, "gpu_model": "a100"}) == {
-        "gres": "gpu:a100:2"
+        "gres": "gpu:a100:2",
+        "nodes": 1,
     }
     assert slurm_profile.gpu_request(config, {"gpu_flag": "gpus", "gpu_model": "a100"}) == {
         "gpu": 2,
         "gpu_model": "a100",
+        "nodes": 1,
     }
+    assert slurm_profile.gpu_request(config, None, 1) == {"gpu": 1}  # one GPU: one node anyway
     assert slurm_profile.gpu_request({"resources": {"gpus": 0}}, site) == {}
     # every GPU job gets the cores that feed its GPUs; a CPU job keeps its rule's own
     fed = {"resources": {"gpus": 2, "cpus_per_gpu": 6}}
@@ -165,7 +169,12 @@ def test_every_rule_has_memory_and_runtime():
 
 
 def _evaluate(
-    expression: str, attempt: int, max_runtime: int, growth: float = 1.5, gpus_per_node: int = 1
+    expression: str,
+    attempt: int,
+    max_runtime: int,
+    growth: float = 1.5,
+    gpus_per_node: int = 1,
+    ring_mb: int = 0,
 ):
     from snakemake.resources import Resource
 
@@ -173,6 +182,7 @@ def _evaluate(
         slurm_profile.ENV_MAX_RUNTIME: str(max_runtime),
         slurm_profile.ENV_GROWTH: str(growth),
         slurm_profile.ENV_TRAIN_GPUS_PER_NODE: str(gpus_per_node),
+        slurm_profile.ENV_TRAIN_RING_MB: str(ring_mb),
     }
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
@@ -206,6 +216,8 @@ def test_resources_grow_with_attempt_up_to_the_maximum():
     assert _evaluate(train["mem_mb"], 1, 60, gpus_per_node=4) == 4 * _evaluate(
         train["mem_mb"], 1, 60
     )
+    # ... with each process's loader rings on top (imagenot.train.rings.largest_ring_mb)
+    assert _evaluate(train["mem_mb"], 1, 60, gpus_per_node=2, ring_mb=2784) == 2 * (32000 + 2784)
     # No rule asks SLURM for a warning signal: USR1 without B: kills a job step's Snakemake and
     # misses array tasks, with B: it kills the plugin's batch shell; training stops by its own
     # deadline and on SIGTERM instead (docs/gpu.md "Preemption and time limits")
@@ -652,7 +664,8 @@ def test_multi_node_jobs_ask_whole_nodes_of_gpus():
         assert slurm_profile.gpu_request(config, site, 4, nodes=2) == {"gres": "gpu:4", "nodes": 2}
     a100 = {"gpu_flag": "gres", "gpu_model": "a100"}
     assert slurm_profile.gpu_request(config, a100, 8, 3) == {"gres": "gpu:a100:8", "nodes": 3}
-    assert slurm_profile.gpu_request(config, None, 4, nodes=1) == {"gpu": 4}  # one node: as today
+    # one node of 4 GPUs: --gpus=4 on exactly one node
+    assert slurm_profile.gpu_request(config, None, 4, nodes=1) == {"gpu": 4, "nodes": 1}
 
 
 def test_the_plugin_submits_a_multi_node_job_with_gpus_cores_and_memory_per_node():
@@ -680,6 +693,32 @@ def test_the_plugin_submits_a_multi_node_job_with_gpus_cores_and_memory_per_node
     assert {"--nodes=2", "--gres=gpu:4", "--cpus-per-task=24", "--mem"} <= set(call), call
     assert call[call.index("--mem") + 1] == "128000"
     assert not [o for o in call if o.startswith(("--ntasks", "--gpus"))], call
+
+
+def test_the_plugin_submits_a_one_node_multi_gpu_job_on_one_node():
+    """A data-parallel job on one node (torchrun --standalone) asks SLURM for exactly one node:
+    ``--gpus=4`` alone lets SLURM spread the 4 GPUs over nodes the one launcher cannot reach."""
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    from imagenot.train import plan
+
+    class Resources(dict):
+        __getattr__ = dict.__getitem__
+
+    config = {
+        "resources": {"gpus": 1, "cpus_per_gpu": 6},
+        "train": {"gpus_per_job": 4, "nodes_per_job": 1},
+    }
+    for site in (None, {"gpu_flag": "gres", "gpu_model": None}):
+        resources = slurm_profile.gpu_request(config, site, plan.gpus_per_node(config), plan.nodes(config))  # fmt: skip
+        job = type("Job", (), {})()
+        job.threads = plan.threads(config)
+        job.resources = Resources(resources, mem_mb=4 * 32000, runtime=60)
+        params = {"run_uuid": "u", "slurm_logfile": "l", "comment_str": "c", "account": "", "partition": "-p gpu", "workdir": "."}  # fmt: skip
+        call = (get_submit_command(job, params) + set_gres_string(job)).split()
+        assert "--nodes=1" in call, call
+        assert {"--gpus=4", "--gres=gpu:4"} & set(call), call
 
 
 def test_multi_node_training_plans_srun_and_torchrun(tmp_path):

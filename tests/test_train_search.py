@@ -179,12 +179,14 @@ def test_only_training_evaluation_and_embedding_rules_request_a_gpu(repo_root):
         for block in re.split(r"\n(?=rule )", smk.read_text()):
             m = re.match(r"rule (\w+):", block)
             if m and re.search(
-                r"^\s+(?:gpu=|\*\*gpu_request\(|\*\*train_slot_resources\()", block, re.M
+                r"^\s+(?:gpu=|\*\*(?:refused_)?gpu_request\(|\*\*train_slot_resources\()",
+                block,
+                re.M,
             ):
                 gpu_rules.add(m.group(1))
                 # the cores that feed its GPUs: resources.cpus_per_gpu per GPU
                 assert re.search(
-                    r"^    threads: (?:gpu_threads\(|train_plan\.(?:slot_)?threads\(|lambda .*"
+                    r"^    threads:\s+(?:gpu_threads\(|train_plan\.(?:slot_)?threads\(|lambda .*"
                     r"train_plan\.slot_threads\()",
                     block,
                     re.M,

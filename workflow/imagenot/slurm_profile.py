@@ -34,6 +34,8 @@ ENV_MAX_RUNTIME = "IMAGENOT_MAX_RUNTIME_MIN"
 ENV_GROWTH = "IMAGENOT_ATTEMPT_GROWTH"
 # ... and the GPUs per node of a training job, by which its per-GPU memory is multiplied
 ENV_TRAIN_GPUS_PER_NODE = "IMAGENOT_TRAIN_GPUS_PER_NODE"
+# ... and the host memory (MB) of a training process's batch rings, added to its per-GPU memory
+ENV_TRAIN_RING_MB = "IMAGENOT_TRAIN_RING_MB"
 
 
 def site_schema() -> dict:
@@ -94,15 +96,19 @@ def gpu_request(config: dict, site: dict | None, n: int | None = None, nodes: in
 
     A multi-node job asks ``--nodes`` and ``--gres=gpu:N`` whatever the site's flag: SLURM counts
     ``--gres`` per node, so every node gets N GPUs, while the plugin's ``--gpus`` is a total
-    that SLURM may split unevenly (7 + 1), and the plugin has no ``--gpus-per-node``."""
+    that SLURM may split unevenly (7 + 1), and the plugin has no ``--gpus-per-node``.
+
+    Several GPUs on one node (one process, or torchrun's ranks on one host) ask ``--nodes=1``:
+    without it SLURM may place a ``--gpus=N`` job on several nodes, where the job's one
+    launcher sees only the first node's GPUs."""
     n = config["resources"]["gpus"] if n is None else n
     if n == 0:
         return {}
     model = site["gpu_model"] if site else None
+    whole = {"nodes": nodes} if nodes > 1 or n > 1 else {}
     if nodes > 1 or (site and site["gpu_flag"] == "gres"):
-        gres = {"gres": f"gpu:{model}:{n}" if model else f"gpu:{n}"}
-        return {**gres, "nodes": nodes} if nodes > 1 else gres
-    return {"gpu": n, **({"gpu_model": model} if model else {})}
+        return {"gres": f"gpu:{model}:{n}" if model else f"gpu:{n}", **whole}
+    return {"gpu": n, **({"gpu_model": model} if model else {}), **whole}
 
 
 def gpu_threads(config: dict, cpu_threads: int, n: int | None = None) -> int:

@@ -11,6 +11,7 @@ run), its cores and its time limit stay arguments.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -138,17 +139,32 @@ def _lazy():
     return jobs
 
 
-def _preemptible(run):
-    """Run a training job; a stop request becomes a log line and exit status 75."""
+def _preemptible(run, output: Path | None = None):
+    """Run a training job; a stop request becomes a log line and exit status 75. With the
+    job's ``output`` (its status file beside it, ``imagenot.train.failfast``): a retry of a
+    job whose earlier attempt failed for good ends at once with that message; a stop is
+    counted (its retry's memory does not grow) and a fault no retry can fix is recorded."""
     import logging
 
+    from imagenot.train import failfast
     from imagenot.train.interrupts import Preempted
 
+    status = failfast.status_for(output) if output is not None else None
+    failfast.refuse_retry(status)
     try:
         run()
+        if status is not None:
+            status.unlink(missing_ok=True)  # done: its stops no longer matter
     except Preempted as exc:
         logging.getLogger(__name__).warning("%s", exc)
+        if os.environ.get("RANK", "0") == "0":  # one count per job, not one per torchrun rank
+            failfast.record_stop(status)
         raise SystemExit(PREEMPTED_EXIT) from None
+    except Exception as exc:
+        message = failfast.permanent_cause(exc)
+        if message is not None:
+            failfast.record_failure(status, message)
+        raise
 
 
 def _trials():
@@ -193,14 +209,17 @@ def _trial(a: argparse.Namespace) -> None:
     _preemptible(
         lambda: _lazy().run_slot(
             s, a.threads, deadline, a.dataset_dir, a.trials, a.stage, a.slot, a.out, a.promoted
-        )
+        ),
+        a.out,
     )
 
 
 def _features(a: argparse.Namespace) -> None:
     s = _parse("FeaturesSettings", a.settings, "train-features")
     # one pass over the data, no checkpoint to write: no deadline
-    _lazy().run_features(s.job, a.threads, a.dataset_dir, a.out_dir)
+    _preemptible(
+        lambda: _lazy().run_features(s.job, a.threads, a.dataset_dir, a.out_dir), a.out_dir
+    )
 
 
 def _final(a: argparse.Namespace) -> None:
@@ -211,7 +230,8 @@ def _final(a: argparse.Namespace) -> None:
     _preemptible(
         lambda: _lazy().run_final(
             s, a.threads, deadline, a.dataset_dir, a.trials, a.selection, int(seed), run, a.out_dir
-        )
+        ),
+        a.out_dir,
     )
 
 

@@ -457,11 +457,19 @@ def to_device(
     return x, y.to(device, non_blocking=True)
 
 
-def stage_to_local(dataset_dir: Path, fingerprint: str, root: str | None = None) -> Path:
+def stage_to_local(
+    dataset_dir: Path, fingerprint: str, root: str | None = None, deadline: float | None = None
+) -> Path:
     """A copy of the dataset under node-local ``root`` (default ``$TMPDIR``), made once per node
     and dataset version (the directory is named by the fingerprint and renamed into place when
     complete, so concurrent jobs never read a partial copy). Without a local root: the
-    dataset itself."""
+    dataset itself. ``deadline`` (the job's, ``interrupts.job_deadline``): checked before each
+    file; once it has come the partial copy is removed and ``Preempted`` raised (the job exits
+    75 and its retry stages again), so staging a large dataset cannot outlast the time limit."""
+    import time
+
+    from imagenot.train.interrupts import Preempted
+
     root = root or os.environ.get("TMPDIR")
     if not root:
         log.warning("train.stage_to_local: $TMPDIR is not set; reading %s in place", dataset_dir)
@@ -470,7 +478,17 @@ def stage_to_local(dataset_dir: Path, fingerprint: str, root: str | None = None)
     if (target / "fingerprint.txt").is_file():
         return target
     partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
-    shutil.copytree(dataset_dir, partial, dirs_exist_ok=True)
+
+    def copy(src, dst):
+        if deadline is not None and time.time() >= deadline:
+            raise Preempted("deadline reached while staging the dataset: exiting")
+        return shutil.copy2(src, dst)
+
+    try:
+        shutil.copytree(dataset_dir, partial, dirs_exist_ok=True, copy_function=copy)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
     try:
         partial.rename(target)
     except OSError:  # another job on this node finished its copy first

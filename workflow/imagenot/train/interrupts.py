@@ -133,14 +133,17 @@ class Interrupts:
 
         self.requested = signal.Signals(number).name
 
+    def stop_due(self) -> bool:
+        """A stop was requested: a signal, or the deadline has come (validation asks this
+        before each batch: ``loop.evaluate``)."""
+        if self.requested is None and self.deadline is not None and time.time() >= self.deadline:
+            self.requested = DEADLINE
+        return self.requested is not None
+
     def checkpoint_due(self) -> bool:
         """A stop was requested (a signal, or the deadline has come), or the recovery interval
         has passed since the last save."""
-        if self.requested is None and self.deadline is not None and time.time() >= self.deadline:
-            self.requested = DEADLINE
-        return self.requested is not None or (
-            self.every > 0 and time.monotonic() - self.last >= self.every
-        )
+        return self.stop_due() or (self.every > 0 and time.monotonic() - self.last >= self.every)
 
     def saved(self, stop: bool | None) -> None:
         """After a checkpoint: restart the clock; raise Preempted when a stop was requested

@@ -22,6 +22,7 @@ from imagenot.io import sha256_file, write_json, write_text
 from imagenot.train import search
 from imagenot.train.checkpoints import history_csv, remove_checkpoint
 from imagenot.train.device import configure, deterministic_for, resolve_device
+from imagenot.train.failfast import diverged_final, missing_weights
 from imagenot.train.feed import InMemory
 from imagenot.train.loop import Job, fit
 from imagenot.train.registry import load_backbone, read_state_dict
@@ -55,13 +56,16 @@ def load_split(dataset_dir: Path, split: str, in_memory: bool, encoded: bool = F
     return ManifestDataset(dataset_dir, split)
 
 
-def _data_source(settings: JobSettings, dataset_dir: Path, fingerprint: str) -> tuple[Path, bool]:
-    """Where the job reads the dataset (node-local copy when asked) and whether it decodes
-    on the GPU (CUDA jobs streaming from shards, unless train.decode_on_gpu is off)."""
+def _data_source(
+    settings: JobSettings, dataset_dir: Path, fingerprint: str, deadline: float | None = None
+) -> tuple[Path, bool]:
+    """Where the job reads the dataset (node-local copy when asked, staged before the job's
+    ``deadline``) and whether it decodes on the GPU (CUDA jobs streaming from shards, when
+    train.decode_on_gpu is on; off by default)."""
     if settings.stage_to_local and not settings.in_memory:
         from imagenot.train.feed import stage_to_local
 
-        dataset_dir = stage_to_local(dataset_dir, fingerprint)
+        dataset_dir = stage_to_local(dataset_dir, fingerprint, deadline=deadline)
     encoded = settings.decode_on_gpu and job_device(settings) == "cuda"
     return dataset_dir, encoded
 
@@ -74,9 +78,15 @@ def dataset_info(dataset_dir: Path) -> tuple[int, str]:
 
 
 def init_description(settings: JobSettings) -> str:
-    """The starting weights as they enter a job's identity: their file and its sha256."""
+    """The starting weights as they enter a job's identity: their file and its sha256. A
+    missing file is a fault no retry fixes (``failfast.MissingWeights``, naming the keys)."""
     init = settings.init
-    return f"{init} sha256:{sha256_file(init)}" if init else "random"
+    if not init:
+        return "random"
+    try:
+        return f"{init} sha256:{sha256_file(init)}"
+    except OSError as exc:
+        raise missing_weights(settings.model, init, exc) from None
 
 
 def make_job(settings: JobSettings, hyperparameters: Mapping, seed: int, num_classes: int) -> Job:
@@ -115,7 +125,10 @@ def backbone_loader(settings: JobSettings):
     init = settings.init
     if not init:
         return None
-    state = read_state_dict(init)
+    try:
+        state = read_state_dict(init)
+    except OSError as exc:
+        raise missing_weights(settings.model, init, exc) from None
     # a partial, not a lambda: data-parallel workers receive it pickled
     return functools.partial(_load_backbone, name=settings.model, state=state, source=init)
 
@@ -210,7 +223,7 @@ def _fit(
         train = load_features(settings, job, fingerprint, "train")
         val = load_features(settings, job, fingerprint, "val")
     else:
-        source, encoded = _data_source(settings, dataset_dir, fingerprint)
+        source, encoded = _data_source(settings, dataset_dir, fingerprint, deadline)
         train = load_split(source, "train", settings.in_memory, encoded)
         val = load_split(source, "val", settings.in_memory, encoded)
     backend = "nccl" if job.device == "cuda" else "gloo"
@@ -286,6 +299,9 @@ def run_slot(
         return None
     summary = fitted[2]
     result = {"stage": stage, "slot": slot, "trial": trial, **summary}
+    if summary["stopped_by"] == search.DIVERGED:  # never promoted nor selected: free its disk
+        remove_checkpoint(workdir / CHECKPOINT)
+        (workdir / BEST).unlink(missing_ok=True)
     if summary["stopped_by"] in search.ENDED:
         remove_checkpoint(workdir / CHECKPOINT)
         result["best_sha256"] = sha256_file(workdir / BEST)
@@ -383,6 +399,10 @@ def run_final(
             return None
         job, model, summary = fitted
         summary["reused_trial"] = False
+        if summary["stopped_by"] == search.DIVERGED:  # not retried (failfast)
+            remove_checkpoint(out_dir / CHECKPOINT)
+            lr = job.hyperparameters["lr"]
+            raise diverged_final(run, seed, chosen["trial"], lr, train_seed)
     model.load_state_dict(load_file(best))
     fingerprint = summary["dataset_fingerprint"]
     if settings.features:  # TL over stored features: score the head on the test features

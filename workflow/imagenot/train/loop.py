@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -40,12 +42,13 @@ from imagenot.train.checkpoints import (
     set_aside_stale_checkpoint,
 )
 from imagenot.train.distributed import SINGLE, Dist, accumulation, micro_batches, shard
+from imagenot.train.failfast import Diverged, startup_out_of_memory
 from imagenot.train.features import Features
 from imagenot.train.feed import Feeder, autocast, to_device
 from imagenot.train.interrupts import Interrupts
 from imagenot.train.registry import build_model, head_module
 from imagenot.train.schedules import build_optimizer, learning_rate
-from imagenot.train.search import stable_int
+from imagenot.train.search import DIVERGED, stable_int
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +180,9 @@ def train_one_epoch(
     step-level checkpoint stopped mid-epoch (the order is a function of seed and epoch, each
     step's random draws of seed, step and rank, so the remaining steps are those of an
     uninterrupted run).
-    Per-step sums stay on the device: the host synchronises only at checkpoints and the end.
+    Per-step sums stay on the device: the host synchronises only at checkpoints, every
+    :data:`CHECK_EVERY` steps (a non-finite loss on any rank raises ``Diverged``) and the end;
+    they stay in ``state`` until the epoch is validated (a stop in validation saves them).
     """
     n = len(feeder.data)
     features = isinstance(feeder.data, Features)
@@ -199,6 +204,7 @@ def train_one_epoch(
     loader = iter(feeder.epoch([piece for pieces in plan for piece in pieces]))
     done, start = state.batch, time.perf_counter()
     check = 1 if d.world == 1 else CHECK_EVERY
+    nonfinite = torch.zeros((), dtype=torch.bool, device=device)
 
     def sync() -> None:
         state.step_losses = d.sum_(losses.clone())[: state.batch].tolist()
@@ -233,9 +239,14 @@ def train_one_epoch(
             # in place on the step's element (``t[i] += v`` would also copy it back into itself)
             losses[state.batch].add_(loss.detach().double() * (size / d.world))
             correct[state.batch].add_((logits.detach().argmax(1) == y).sum())
+            nonfinite |= ~torch.isfinite(loss.detach())
         optimizer.step()
         state.step += 1
         state.batch += 1
+        # one host read per CHECK_EVERY steps (the ranks agree on it, at the same steps)
+        checked = state.step % CHECK_EVERY == 0 or state.batch == steps_per_epoch
+        if checked and d.any(bool(nonfinite), device):
+            raise Diverged(f"training loss not finite by step {state.step}")
         due = save is not None and interrupts is not None and state.step % check == 0
         if due and d.any(interrupts.checkpoint_due(), device):
             stop = d.any(interrupts.requested is not None, device)
@@ -245,7 +256,7 @@ def train_one_epoch(
     elapsed = time.perf_counter() - start
     sync()
     seen = n
-    images = n - done * job.batch_size
+    images = max(n - done * job.batch_size, 0)  # (0: resumed with the epoch trained, unscored)
     row = {
         "train_loss": sum(state.step_losses) / max(seen, 1),
         "train_accuracy": 100.0 * sum(state.step_correct) / max(seen, 1),
@@ -254,7 +265,6 @@ def train_one_epoch(
         else 0.0,
         "images_per_s": images / max(elapsed, 1e-9),
     }
-    state.batch, state.step_losses, state.step_correct = 0, [], []
     return row
 
 
@@ -273,17 +283,25 @@ def _no_sync(forward, skip: bool):
 
 @torch.no_grad()
 def evaluate(
-    model, forward, data, job: Job, device: torch.device, d: Dist = SINGLE, feeder=None
-) -> tuple[float, float, int]:
+    model, forward, data, job: Job, device: torch.device, d: Dist = SINGLE, feeder=None,
+    expired: Callable[[], bool] | None = None,
+) -> tuple[float, float, int] | None:  # fmt: skip
     """(top-1 accuracy in percent, mean loss, n) of the model on ``data``; each rank scores its
-    part and the sums are all-reduced. Sums stay on the device (one sync at the end)."""
+    part and the sums are all-reduced. Sums stay on the device (one sync at the end).
+
+    ``expired`` (a training job's stop request: deadline, signal), asked before each batch, ends
+    the pass early: the ranks agree and None is returned (the caller checkpoints and exits)."""
     set_mode(model, job, False)
     largest = min(job.eval_batch_size, len(data))
     feeder = feeder or Feeder(data, job.num_workers, largest, device.type == "cuda")
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     correct = torch.zeros((), dtype=torch.int64, device=device)
     mine = shard(torch.arange(len(data)), d)
+    stopped = False
     for images, labels in feeder.epoch(list(mine.split(job.eval_batch_size))):
+        if expired is not None and expired():
+            stopped = True
+            break
         x, y = to_device(
             images, labels, device, job.image_size, job.normalisation, isinstance(data, Features)
         )
@@ -291,6 +309,8 @@ def evaluate(
             logits = forward(x)
         loss_sum += F.cross_entropy(logits.float(), y, reduction="sum").double()
         correct += (logits.argmax(1) == y).sum()
+    if expired is not None and d.any(stopped, device):  # every rank reaches this once
+        return None
     d.sum_(loss_sum)
     d.sum_(correct)
     n = len(data)
@@ -318,8 +338,11 @@ def fit(
     to this dataset ``fingerprint``, or from the one kept before it when the newest is
     unreadable; any other checkpoint is set aside and training starts afresh
     (:func:`set_aside_stale_checkpoint`). ``deadline`` (seconds since the epoch,
-    ``interrupts.job_deadline``): checkpoint and raise Preempted once it has come. ``best_weights``
-    (optional) receives the weights of the best validation epoch. ``on_epoch`` sees the state
+    ``interrupts.job_deadline``): checkpoint and raise Preempted once it has come, in a training
+    step or in validation. ``best_weights`` (optional) receives the best validation epoch's
+    weights, held in host memory and written with each checkpoint (not at every improvement:
+    up to ~0.8 GB per short epoch). A NaN or infinite loss ends the job at once, nothing saved,
+    ``stopped_by`` :data:`DIVERGED`. ``on_epoch`` sees the state
     after each epoch. ``dist`` is this process's place in a data-parallel job whose every rank
     calls ``fit`` (started by torchrun, process group joined: ``distributed.joined``); rank 0's
     model and state are the job's (those it saves). ``max_batch`` caps the per-process batch (gradient
@@ -364,45 +387,76 @@ def fit(
     forward = torch.compile(forward) if job.compile else forward
     stop_epoch = min(stop_epoch or job.max_epochs, job.max_epochs)
     pin = device.type == "cuda"
+    per_gpu = _largest_piece(len(train_data), job, d, max_batch)
     feeders = (
-        Feeder(
-            train_data, job.num_workers, _largest_piece(len(train_data), job, d, max_batch), pin
-        ),
+        Feeder(train_data, job.num_workers, per_gpu, pin),
         Feeder(val_data, job.num_workers, min(job.eval_batch_size, len(val_data)), pin),
     )
     job_usage.declare_workers(2 * job.num_workers)  # both feeders' workers persist
 
-    with Interrupts(job.checkpoint_minutes, deadline) as interrupts:
-        _epochs(model, forward, optimizer, feeders, job, state, device, checkpoint, stop_epoch,
-                best_weights, on_epoch, interrupts, d, max_batch)  # fmt: skip
+    first_step = state.step
+    try:
+        with Interrupts(job.checkpoint_minutes, deadline) as interrupts:
+            _epochs(model, forward, optimizer, feeders, job, state, device, checkpoint,
+                    stop_epoch, best_weights, on_epoch, interrupts, d, max_batch)  # fmt: skip
+    except torch.cuda.OutOfMemoryError as exc:
+        if state.step != first_step:  # it trained here before: a retry may fit (fragmentation)
+            raise
+        raise startup_out_of_memory(job.model, per_gpu, job.image_size) from exc
     return model, state
+
+
+def _host_copy(model: nn.Module) -> SimpleNamespace:
+    """The model's weights in host memory, for ``save_weights`` (which reads ``state_dict()``)."""
+    tensors = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+    return SimpleNamespace(state_dict=lambda: tensors)
 
 
 def _epochs(
     model, forward, optimizer, feeders, job, state, device, checkpoint, stop_epoch, best_weights,
     on_epoch, interrupts, d: Dist, max_batch,
 ) -> None:  # fmt: skip
-    def save() -> None:  # rank 0 writes; the others wait until the file is there
+    held: list[SimpleNamespace] = []  # the best weights not yet written (rank 0)
+
+    def save() -> None:  # rank 0 writes; the others wait until the files are there
         if d.main:
+            # the best weights first: a checkpoint on disk never names a best epoch whose
+            # weights are not (a kill between the two repeats the epochs since the last save)
+            if held and best_weights is not None:
+                save_weights(held.pop(), best_weights)
             save_checkpoint(checkpoint, model, optimizer, state)
         d.barrier()
 
     train, val = feeders
     while state.stopped_by is None and state.epoch < stop_epoch:
-        row = train_one_epoch(
-            model, forward, optimizer, train, job, state, device, save, interrupts, d, max_batch
-        )
         # each rank scores its part with the plain module: no collective inside the passes,
         # whose number may differ between ranks
         scorer = forward if d.world == 1 else model
-        val_accuracy, val_loss, _ = evaluate(model, scorer, val.data, job, device, d, val)
+        try:
+            row = train_one_epoch(
+                model, forward, optimizer, train, job, state, device, save, interrupts, d,
+                max_batch,
+            )  # fmt: skip
+            scored = evaluate(model, scorer, val.data, job, device, d, val, interrupts.stop_due)
+            if scored is not None and not math.isfinite(scored[1]):
+                raise Diverged(f"validation loss {scored[1]} after epoch {state.epoch + 1}")
+        except Diverged as exc:  # nothing more is saved (the weights are not finite): the end
+            state.stopped_by = DIVERGED
+            if d.main:
+                log.warning("diverged: %s; the trial ends here (stopped_by %s)", exc, DIVERGED)
+            return
+        if scored is None:  # the deadline or a signal came during validation: the epoch's
+            save()  # training is kept (state.batch: all its steps); its validation reruns
+            interrupts.saved(True)  # raises Preempted
+        val_accuracy, val_loss, _ = scored
+        state.batch, state.step_losses, state.step_correct = 0, [], []
         state.epoch += 1
         row = {"epoch": state.epoch, **row, "val_loss": val_loss, "val_accuracy": val_accuracy}
         state.history.append(row)
         if val_accuracy > state.best_val:
             state.best_val, state.best_epoch, state.bad_epochs = val_accuracy, state.epoch, 0
             if best_weights is not None and d.main:
-                save_weights(model, best_weights)
+                held[:] = [_host_copy(model)]
         else:
             state.bad_epochs += 1
         if state.bad_epochs >= job.patience:

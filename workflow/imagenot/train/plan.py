@@ -352,28 +352,59 @@ def slot_trains(previous, slot) -> bool:
         return True
 
 
-def slot_threads(config: dict, previous, slot) -> int:
-    """Cores of a train_trial job: :func:`threads`, one for an empty slot."""
-    return threads(config) if slot_trains(previous, slot) else 1
+def slot_status(dataset: str, protocol: str, model: str, stage, slot) -> Path:
+    """A slot job's status file (``imagenot.train.failfast``: a permanent fault, deadline
+    stops), beside the slot's result."""
+    from imagenot.train.failfast import status_for
+
+    return status_for(slot_file(dataset, protocol, model, stage, slot))
 
 
-def slot_mem_mb(config: dict, previous, slot, attempt: int) -> int:
+def slot_gets_gpu(previous, slot, status: Path | None = None, attempt: int = 1) -> bool:
+    """Whether a train_trial job asks for its GPUs: a slot that trains, unless an earlier
+    attempt of it failed for good in this run (``failfast.refused``: its retry only exits)."""
+    from imagenot.train.failfast import refused
+
+    if status is not None and refused(status, attempt):
+        return False
+    return slot_trains(previous, slot)
+
+
+def slot_threads(config: dict, previous, slot, status: Path | None = None, attempt: int = 1) -> int:
+    """Cores of a train_trial job: :func:`threads`, one for an empty slot or a refused retry."""
+    return threads(config) if slot_gets_gpu(previous, slot, status, attempt) else 1
+
+
+def slot_mem_mb(
+    config: dict, previous, slot, attempt: int, status: Path | None = None, ring: int = 0
+) -> int:
     """Memory (MB) of a train_trial job (``resources.train_trial``: per GPU of a node, as SLURM's
-    --mem counts per node), grown per attempt by ``resources.attempt_growth`` as every rule's;
-    the small ``empty_mem_mb`` for an empty slot."""
+    --mem counts per node, plus ``ring``, each process's batch rings: ``rings.ring_mb``), grown per
+    attempt by ``resources.attempt_growth`` as every rule's, except for attempts that followed a
+    deadline stop (``failfast.memory_attempt``: the clock stopped it, not its memory); the
+    small ``empty_mem_mb`` for an empty slot, and for a refused retry without growth."""
+    from imagenot.train.failfast import memory_attempt, refused
+
     own = config["resources"]["train_trial"]
-    if slot_trains(previous, slot):
-        base = own["mem_mb"] * max(1, gpus_per_node(config))
+    if status is not None and refused(status, attempt):  # it only exits: the least, not grown
+        return own["empty_mem_mb"]
+    if slot_gets_gpu(previous, slot, status, attempt):
+        base = (own["mem_mb"] + ring) * max(1, gpus_per_node(config))
     else:
         base = own["empty_mem_mb"]
-    return int(base * config["resources"]["attempt_growth"] ** max(attempt - 1, 0))
+    grown = memory_attempt(status, attempt) if status is not None else attempt
+    return int(base * config["resources"]["attempt_growth"] ** max(grown - 1, 0))
 
 
-def slot_runtime_min(config: dict, previous, slot, attempt: int) -> int:
+def slot_runtime_min(config: dict, previous, slot, attempt: int, status: Path | None = None) -> int:
     """Runtime (minutes) of a train_trial job (``resources.train_trial``), grown per attempt
     and capped at ``resources.max_runtime_min`` (the site's maximum under a site profile);
-    ``empty_runtime_min`` for an empty slot."""
+    ``empty_runtime_min`` for an empty slot, and for a refused retry without growth."""
+    from imagenot.train.failfast import refused
+
     own = config["resources"]["train_trial"]
+    if status is not None and refused(status, attempt):  # it only exits: the least, not grown
+        return own["empty_runtime_min"]
     key = "runtime_min" if slot_trains(previous, slot) else "empty_runtime_min"
     grown = int(own[key] * config["resources"]["attempt_growth"] ** max(attempt - 1, 0))
     return min(grown, config["resources"]["max_runtime_min"])

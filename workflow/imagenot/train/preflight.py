@@ -15,7 +15,7 @@ Checks, each ``pass``, ``warn`` (runs, but wastes GPU time), ``fail`` (the jobs 
 * ``feed``: the real feed against device-resident data at the dataset's stored size
   (``imagenot.train.feed_bench``, shared with ``benchmarks/bench_feed_models.py``);
 * ``host``: ``/dev/shm`` and the job's memory (``mem_mb``, the cgroup limit) against the
-  loader rings' need (``preflight_plan.ring_bytes``);
+  loader rings' need (``rings.ring_bytes``);
 * ``precision``: bf16 against float32 from the same weights on the same batches: the losses of a
   few training steps, and evaluation logits and top-1 predictions on a batch.
 """
@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from imagenot.device import DeviceError, cuda_available, resolve_device
-from imagenot.train import feed_bench, preflight_plan
+from imagenot.train import feed_bench, rings
 from imagenot.train.feed import preprocess
 from imagenot.train.registry import build_model
 from imagenot.train.schedules import build_optimizer
@@ -297,7 +297,7 @@ def check_host(settings: PreflightSettings, workers: int) -> Check:
     processes."""
     train = max((r["per_gpu"] for r in settings.runs if r["mode"] == "train"), default=0)
     stored = max((r["stored_size"] for r in settings.runs), default=0)
-    ring = preflight_plan.ring_bytes(workers, train, settings.eval_batch_size, stored)
+    ring = rings.ring_bytes(workers, train, settings.eval_batch_size, stored)
     node_ring = ring * settings.gpus_per_node
     shm = os.statvfs("/dev/shm") if Path("/dev/shm").is_dir() else None
     shm_total = shm.f_frsize * shm.f_blocks if shm else 0

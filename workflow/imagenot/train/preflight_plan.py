@@ -24,9 +24,6 @@ from imagenot.train import experiments
 
 PREFLIGHT = f"{experiments.RESULTS}/preflight"
 LOCAL = "local"
-# The loader's prefetch per worker (imagenot.train.feed.Feeder.PREFETCH, which imports torch):
-# tests/test_preflight.py checks the two agree.
-PREFETCH = 4
 
 
 def site_name(site: dict | None) -> str:
@@ -101,19 +98,9 @@ def runs(config: dict) -> list[dict]:
     return list(out.values())
 
 
-def ring_bytes(workers: int, train_batch: int, eval_batch: int, stored: int) -> int:
-    """Shared memory of one training process's loader rings (``imagenot.train.feed.BatchRing``):
-    per feeder (workers x prefetch + 1) slots of a batch of uint8 3 x stored x stored images,
-    the train feeder's batch its largest micro-batch, the validation feeder's the eval batch.
-    No workers (in-memory splits, CPU jobs): no ring."""
-    if workers == 0:
-        return 0
-    slots = workers * PREFETCH + 1
-    return slots * (train_batch + eval_batch) * 3 * stored * stored
-
-
 def job_mem_mb(config: dict) -> int:
-    """The memory one training process gets: ``resources.train_trial.mem_mb``, which a
-    training slot asks per GPU of its node (``plan.slot_mem_mb``). Read here, not through the
-    plan, so that the settings below the plan need not import it."""
+    """The memory one training process gets besides its batch rings:
+    ``resources.train_trial.mem_mb`` (a training slot asks it per GPU of its node, plus the
+    rings, ``plan.slot_mem_mb``). Read here, not through the plan, so that the settings below
+    the plan need not import it."""
     return config["resources"]["train_trial"]["mem_mb"]

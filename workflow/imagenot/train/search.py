@@ -213,6 +213,16 @@ def promote(results: Mapping[int, float], eta: int, slots: int | None = None) ->
 # Why a trial stopped training for good (early stopping, the cap, the schedule's end); a trial
 # stopped by none of these at a rung may be promoted and trained further.
 ENDED = ("early_stopping", "max_epochs", "schedule_end")
+# Why a trial stopped that can learn nothing more either: its loss became NaN or infinite
+# (``loop.Diverged``). It ranks below every other result at its rung and in the selection
+# (:func:`standing`), whatever its validation accuracy before, and is never promoted.
+DIVERGED = "diverged"
+
+
+def standing(result: Mapping) -> float:
+    """A trial result's standing in halving and selection: its validation accuracy, or minus
+    infinity for a trial that diverged (the worst result at its rung)."""
+    return -math.inf if result.get("stopped_by") == DIVERGED else float(result["val_accuracy"])
 
 
 def latest_results(results: Sequence[Mapping]) -> dict[int, dict]:

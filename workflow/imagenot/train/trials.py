@@ -95,8 +95,9 @@ def halve(results: Sequence[Path], rung: int, eta: int, out: Path) -> dict:
     """The trials promoted past a rung, in rank order, one per slot of the next stage.
 
     Only trials still training compete (one that ended by early stopping has nothing left to
-    train, yet stays a candidate for selection). The trials not promoted end here: their
-    checkpoints and best weights are deleted.
+    train, yet stays a candidate for selection; one that diverged is the worst result at its
+    rung and is never promoted). The trials not promoted end here: their checkpoints and best
+    weights are deleted.
     """
     rows = [row for row in map(_read, results) if row["trial"] is not None]
     slots = search.promoted_count(len(results), eta)
@@ -121,7 +122,14 @@ def select(results: Sequence[Path], out: Path) -> dict:
     """The best trial by validation accuracy, over each trial's latest result. Every other
     trial's leftover weights are deleted (the search is over)."""
     latest = search.latest_results([_read(p) for p in results])
-    best = search.best_trial({t: r["val_accuracy"] for t, r in latest.items()})
+    if latest and all(r.get("stopped_by") == search.DIVERGED for r in latest.values()):
+        raise JobError(
+            f"{results[0]}: every trial's loss became NaN or infinite (stopped_by "
+            f"{search.DIVERGED}): lower the learning rates of the experiment's space "
+            "(train.spaces.<space>.hyperparameters.lr)"
+        )
+    # a trial that diverged ranks last (search.standing), whatever it reached before
+    best = search.best_trial({t: search.standing(r) for t, r in latest.items()})
     selection = {
         "trial": best,
         "val_accuracy": latest[best]["val_accuracy"],

@@ -61,10 +61,10 @@ def test_published_list_with_imagenet_classes_is_refused_unless_allowed(repo_roo
 
 def test_the_shipped_configs_are_valid(repo_root, tmp_path, shared_data):
     """config.yaml as shipped; paper.yaml once its data paths point at folders that exist
-    (benchmarks/bench_dag.py's placeholders, as `snakemake -n` plans it): as shipped, its
+    (imagenot.planning's placeholders, as `imagenot plan` plans it): as shipped, its
     placeholder /data paths are refused, naming the key. (paper.yaml's diagnostics read the
     published class lists in the shared data folder.)"""
-    from conftest import load_benchmark
+    from imagenot.planning import placeholder_overlay
 
     def run(*files):
         return subprocess.run(
@@ -79,7 +79,7 @@ def test_the_shipped_configs_are_valid(repo_root, tmp_path, shared_data):
         assert done.returncode == 0 and "valid" in done.stdout, done.stderr
     paper = yaml.safe_load((repo_root / "config" / "paper.yaml").read_text())
     overlay = tmp_path / "placeholders.yaml"
-    placeholders = load_benchmark("bench_dag").placeholder_overlay(tmp_path / "inputs", paper)
+    placeholders = placeholder_overlay(tmp_path / "inputs", paper)
     overlay.write_text(yaml.safe_dump(placeholders))
     done = run("config/paper.yaml", str(overlay))
     assert done.returncode == 0 and "valid" in done.stdout, done.stderr

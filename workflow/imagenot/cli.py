@@ -18,6 +18,7 @@ STAGE_CLIS = (
     "imagenot.common_cli",
     "imagenot.validate_cli",
     "imagenot.plan_cli",
+    "imagenot.run_summary_cli",
     "imagenot.demo.cli",
     "imagenot.demo.scale_cli",
     "imagenot.curate.cli",

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import GPU_RULES
 
 from imagenot import costs
 from imagenot.config import load_config
@@ -25,14 +26,6 @@ from imagenot.train import plan as train_plan
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "config" / "config.yaml"
 PAPER = REPO / "config" / "paper.yaml"
-GPU_RULES = {
-    "train_trial",
-    "train_final",
-    "train_features",
-    "evaluate_robustness",
-    "curate_embed",
-    "diagnostics_embed_images",
-}
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ the report's landing page; and `imagenot rankings` on the workflow's own accurac
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -137,44 +136,19 @@ def test_best_accuracy_is_over_seeds(tmp_path):
     ]
 
 
+def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "imagenot.cli", "run-summary", *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+
+
 def test_cli_writes_the_three_files(tmp_path):
     config = results_tree(tmp_path, broken=True)
     settings = tmp_path / "layout.json"
     settings.write_text(json.dumps(summary_plan.layout(config)))
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "imagenot.cli",
-            "run-summary",
-            "--settings",
-            f"@{settings}",
-            "--md",
-            "results/summary.md",
-            "--json",
-            "results/summary.json",
-            "--html",
-            "results/summary.html",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
+    outputs = ("--md", "results/summary.md", "--json", "results/summary.json")
+    done = _cli(tmp_path, "--settings", f"@{settings}", *outputs, "--html", "results/summary.html")
     assert done.returncode == 0, done.stderr  # the rule writes the report's page either way
-    strict = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "imagenot.cli",
-            "run-summary",
-            "--settings",
-            f"@{settings}",
-            "--strict",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
+    strict = _cli(tmp_path, "--settings", f"@{settings}", "--strict")
     assert strict.returncode == 1, strict.stderr
     assert "UNUSABLE RESULTS" in done.stdout
     assert json.loads((tmp_path / run_summary.SUMMARY_JSON).read_text())["errors"] == 1
@@ -185,15 +159,9 @@ def test_cli_writes_the_three_files(tmp_path):
 
 
 def _snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    return subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "1", "--directory", str(workdir), *args],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    from test_figures_report import snakemake  # this interpreter's Snakemake in workdir
+
+    return snakemake(workdir, *args)
 
 
 @pytest.fixture

@@ -185,14 +185,9 @@ def test_only_training_evaluation_and_embedding_rules_request_a_gpu(repo_root):
                 # a GPU job without a GPU stops (imagenot.device); training jobs carry gpu_job
                 # in their settings (tests/test_train_device.py)
                 assert m.group(1).startswith("train_") or "{params.gpu_job}" in block, m.group(1)
-    assert gpu_rules == {
-        "train_trial",
-        "train_final",
-        "train_features",
-        "evaluate_robustness",
-        "curate_embed",
-        "diagnostics_embed_images",
-    }
+    from conftest import GPU_RULES
+
+    assert gpu_rules == GPU_RULES
 
 
 def test_gpu_time_of_the_paper_search_counts_slots_and_stages(paper_config):

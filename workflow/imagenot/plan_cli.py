@@ -12,26 +12,22 @@ import argparse
 import json
 from pathlib import Path
 
+THROUGHPUT_HELP = (
+    "output of `benchmarks/bench_feed_models.py --json` on your GPU: its fed images/s replace "
+    "train.throughput for the models it measured"
+)
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "plan",
-        help="jobs, GPU-hours, core-hours, memory, storage and wall time of a config, before "
-        "launch and without its data",
-        description="Plans the config's `all` with Snakemake's dry run against empty placeholder "
-        "inputs in a temporary folder (no data is read), then sums per rule group. Requested "
-        "figures are upper bounds; estimates say their source.",
+    p = subparsers.add_parser("plan", help=__doc__.splitlines()[0].split(": ", 1)[1])
+    p.description = (
+        "Plans the config's `all` with Snakemake's dry run against empty placeholder inputs in a "
+        "temporary folder (no data is read), then sums per rule group. Requested figures are "
+        "upper bounds; estimates say their source."
     )
     p.add_argument("--config", required=True, type=Path, help="workflow config (YAML)")
-    p.add_argument(
-        "--gpus", type=int, default=8, help="GPUs available at once, for the wall time (8)"
-    )
-    p.add_argument(
-        "--throughput",
-        type=Path,
-        help="output of `benchmarks/bench_feed_models.py --json` on your GPU: its fed images/s "
-        "replace train.throughput for the models it measured",
-    )
+    p.add_argument("--gpus", type=int, default=8, help="GPUs at once, for the wall time (8)")
+    p.add_argument("--throughput", type=Path, help=THROUGHPUT_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_plan)
 

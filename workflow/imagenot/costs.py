@@ -21,7 +21,7 @@ import math
 from collections import Counter
 from pathlib import Path
 
-from imagenot.planning import REPO, Job, rule_groups
+from imagenot.planning import REPO, Job, rule_groups, world_rows_per_part
 
 SCALE_JSON = REPO / "docs" / "scale.json"
 # ILSVRC-2012's training set: 147.9 GB of JPEGs for 1,281,167 images of mean 469 x 387 px
@@ -40,9 +40,7 @@ def scale_projection() -> dict | None:
 
 def paper_shaped(config: dict, scale: dict | None) -> bool:
     """Whether the config's LAION source is laion2B-en's parts (the scale model's target)."""
-    from imagenot.demo import plan as demo_plan
-
-    if scale is None or demo_plan.enabled(config) or not config["laion"].get("n_shards"):
+    if scale is None or world_rows_per_part(config) or not config["laion"].get("n_shards"):
         return False
     return config["laion"]["n_shards"] == scale["projection_target"]["parts"]
 
@@ -134,7 +132,8 @@ def dataset_images(config: dict, dataset: str) -> dict | None:
             "train": classes * (per - fill.test_per_class - fill.val_per_class),
             "val": classes * fill.val_per_class,
             "test": classes * fill.test_per_class,
-            "source": "config: classes x images per class (full classes assumed)",
+            "source": "config: n_classes x images per class, an upper bound (every class "
+            "full; discovered classes may be fewer)",
         }
     if kind.published_images is None or kind.class_count is None:
         return None
@@ -258,7 +257,6 @@ def model_facts(models: list[str]) -> dict[str, dict]:
 def storage(config: dict) -> list[dict]:
     """Bytes of each stage's outputs (and the LAION input), each with its source."""
     from imagenot.curate.settings import SelectSettings
-    from imagenot.demo import plan as demo_plan
     from imagenot.train import plan as train_plan
 
     scale = scale_projection()
@@ -271,10 +269,8 @@ def storage(config: dict) -> list[dict]:
         if on_disk and all(p.is_file() and p.stat().st_size for p in on_disk):
             size, source = sum(p.stat().st_size for p in on_disk), "measured on disk"
         elif scale:
-            rows_per_part = (
-                config["demo_world"]["rows_per_shard"]
-                if demo_plan.enabled(config)
-                else scale["projection_target"]["captions"] / scale["projection_target"]["parts"]
+            rows_per_part = world_rows_per_part(config) or (
+                scale["projection_target"]["captions"] / scale["projection_target"]["parts"]
             )
             match = {r["rule"]: r for r in scale["rules"]}["curate_match"]
             per_row = (
@@ -358,6 +354,8 @@ def storage(config: dict) -> list[dict]:
         )
     finals = sum(len(train_plan.seeds(config, e)) for e in trained)
     weights = sum(facts[m]["parameters"] for m in models) * 4
+    if not trained:
+        return rows
     rows.append(
         {
             "stage": "train",

@@ -81,7 +81,9 @@ def build_plan(config_path: Path, gpus: int, throughput: Path | None = None) -> 
 
 
 def _gb(n: float | None) -> str:
-    return "not estimated" if n is None else f"{n / 1e9:,.1f} GB"
+    if n is None:
+        return "not estimated"
+    return f"{n / 1e9:,.1f} GB" if n >= 1e9 else f"{n / 1e6:,.1f} MB"
 
 
 def format_plan(plan: dict) -> str:
@@ -110,15 +112,17 @@ def format_plan(plan: dict) -> str:
     out.append(f"  throughput: {est['throughput_source']}")
     out += [f"  assumes: {a}" for a in est["assumptions"]]
     w = plan["wall_time"]
-    out += [
-        "",
-        f"wall time of training on {w['gpus']} GPUs, estimate: {w['hours']:,.1f} h "
-        f"(longest chain {w['longest_chain']}: {w['longest_chain_hours']:,.1f} h; "
-        f"GPU-hours / GPUs: {w['gpu_hours_over_gpus']:,.1f} h; queueing and data stages not "
-        "included)",
-        "",
-        "storage, estimate:",
-    ]
+    if w["longest_chain"]:
+        out += [
+            "",
+            f"wall time of training on {w['gpus']} GPUs, estimate: {w['hours']:,.1f} h "
+            f"(longest chain {w['longest_chain']}: {w['longest_chain_hours']:,.1f} h; "
+            f"GPU-hours / GPUs: {w['gpu_hours_over_gpus']:,.1f} h; queueing and data stages not "
+            "included)",
+        ]
+    else:
+        out += ["", "wall time of training: not estimated (no GPU-hours estimate)"]
+    out += ["", "storage, estimate:"]
     for s in plan["storage"]:
         out.append(f"  {s['stage']:<8} {s['item']:<52} {_gb(s['bytes']):>14}  ({s['source']})")
     out.append(f"  total {_gb(plan['storage_total_bytes'])}")

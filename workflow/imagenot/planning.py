@@ -66,15 +66,26 @@ def rule_groups() -> dict[str, str]:
     return groups
 
 
+def world_rows_per_part(config: dict) -> int | None:
+    """Caption rows per LAION part when the workflow writes the parts itself (the demo world or
+    the scale world, each a rule of its own); None for a LAION copy on disk."""
+    from imagenot.demo import plan as demo_plan
+    from imagenot.demo import scale_plan
+
+    if demo_plan.enabled(config):
+        return config["demo_world"]["rows_per_shard"]
+    if scale_plan.enabled(config):
+        return config["scale_world"]["rows_per_shard"]
+    return None
+
+
 def placeholder_overlay(root: Path, config: dict) -> dict:
     """A config overlay that points every external input of ``config`` into ``root``, creating
-    them empty: the LAION parts (unless the demo world writes them), each adapter dataset's
-    folder and the published weights the config starts from."""
-    from imagenot.demo import plan as demo_plan
-
+    them empty: the LAION parts (unless a demo or scale world writes them), each adapter
+    dataset's folder and the published weights the config starts from."""
     overlay: dict = {"datasets": {}, "laion": {}, "train": {}}
     laion = config.get("laion", {})
-    if not demo_plan.enabled(validated(config)):
+    if world_rows_per_part(validated(config)) is None:
         laion_dir = root / "laion"
         laion_dir.mkdir(parents=True)
         names = laion.get("shards") or [

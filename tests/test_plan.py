@@ -14,13 +14,14 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import GPU_RULES
 
 from imagenot import costs
 from imagenot.config import load_config
 from imagenot.curate import plan as curate_plan
 from imagenot.plan_cli import build_plan, format_plan
-from imagenot.planning import Job, parse_jobs, rule_groups
+from imagenot.planning import Job, parse_jobs, placeholder_overlay, rule_groups
 from imagenot.train import plan as train_plan
 
 REPO = Path(__file__).resolve().parents[1]
@@ -193,3 +194,16 @@ def test_cli_prints_json_and_refuses_bad_gpus(tmp_path):
     done = subprocess.run([*cmd, "--json"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["total"]["jobs"] > 0
+
+
+@pytest.mark.parametrize("config", ["config.yaml", "scale.yaml", "paper.yaml"])
+def test_placeholders_stand_in_for_external_inputs_only(config, tmp_path):
+    """LAION parts a world rule writes (demo, scale) keep their config path; a LAION copy, the
+    adapter datasets' folders and the published weights become empty placeholders."""
+    raw = yaml.safe_load((REPO / "config" / config).read_text())
+    overlay = placeholder_overlay(tmp_path, raw)
+    assert ("laion" in overlay) == (config == "paper.yaml")
+    if "laion" in overlay:
+        assert len(list(Path(overlay["laion"]["dir"]).iterdir())) == raw["laion"]["n_shards"]
+    for name, spec in overlay.get("datasets", {}).items():
+        assert "path" in raw["datasets"][name] and Path(spec["path"]).is_dir()

@@ -167,6 +167,7 @@ def read_throughput(path: Path | None, config: dict) -> tuple[dict, str]:
         measured = {
             r["model"]: float(r["feed_img_per_s"]) for r in data["models"] if "error" not in r
         }
+        device, size = data["device"], data["size"]
     except (KeyError, TypeError) as exc:
         raise ValueError(
             f"{path}: not the output of benchmarks/bench_feed_models.py --json (missing {exc})"
@@ -175,7 +176,7 @@ def read_throughput(path: Path | None, config: dict) -> tuple[dict, str]:
         raise ValueError(f"{path}: no model was measured (every row is an error)")
     table.update(measured)
     return table, (
-        f"{path} (bench_feed_models on {data.get('device', '?')} at {data.get('size', '?')} px) "
+        f"{path} (bench_feed_models on {device} at {size} px) "
         f"for {', '.join(sorted(measured))}; config train.throughput for the rest"
     )
 

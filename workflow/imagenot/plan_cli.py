@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_plan)
 
 
-def build_plan(config_path: Path, gpus: int, throughput: Path | None = None) -> dict:
+def build_plan(config_path: Path, gpus: int, measured: Path | None = None) -> dict:
     """The whole plan of ``config_path`` as one JSON-ready dict."""
     from imagenot import costs
     from imagenot.config import load_config
@@ -41,7 +41,7 @@ def build_plan(config_path: Path, gpus: int, throughput: Path | None = None) -> 
     if gpus < 1:
         raise ValueError(f"--gpus must be at least 1, got {gpus}")
     config = load_config(config_path)
-    table, source = costs.read_throughput(throughput, config)
+    table, source = costs.read_throughput(measured, config)
     jobs = planned_jobs(config_path)
     groups = costs.group_rows(config, jobs)
     rows = costs.training_rows(config, table)

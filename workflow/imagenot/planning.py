@@ -83,28 +83,26 @@ def placeholder_overlay(root: Path, config: dict) -> dict:
     """A config overlay that points every external input of ``config`` into ``root``, creating
     them empty: the LAION parts (unless a demo or scale world writes them), each adapter
     dataset's folder and the published weights the config starts from."""
+    from imagenot.curate import plan as curate_plan
+
+    full = validated(config)
     overlay: dict = {"datasets": {}, "laion": {}, "train": {}}
-    laion = config.get("laion", {})
-    if world_rows_per_part(validated(config)) is None:
+    if world_rows_per_part(full) is None:
         laion_dir = root / "laion"
         laion_dir.mkdir(parents=True)
-        names = laion.get("shards") or [
-            laion.get("shard_pattern", "part-{i:05d}.parquet").format(i=i)
-            for i in range(laion.get("n_shards", 4))
-        ]
-        for name in names:
+        for name in curate_plan.shard_files(full):
             (laion_dir / name).touch()
         overlay["laion"]["dir"] = str(laion_dir)
-    for name, spec in config.get("datasets", {}).items():
+    for name, spec in full["datasets"].items():
         if "path" in spec:
             path = root / "datasets" / name
             path.mkdir(parents=True)
             overlay["datasets"][name] = {"path": str(path)}
-    if config.get("train", {}).get("weights_dir"):
+    if full["train"]["weights_dir"]:
         weights = root / "weights"
         weights.mkdir()
         overlay["train"]["weights_dir"] = str(weights)
-        for name in published_weight_files(config):
+        for name in published_weight_files(full):
             (weights / name).touch()
     return {k: v for k, v in overlay.items() if v}
 

@@ -108,7 +108,8 @@ def test_unusable_results_are_errors_and_suspect_ones_warnings(tmp_path):
     assert not any("00000" in w for w in warnings)
     text = run_summary.format_text(summary)
     assert text.index("UNUSABLE RESULTS: 1 error(s)") < text.index("## Datasets")
-    assert "- ERROR: dataset imagenot: the train split has 0 images" in text
+    assert "## Problems\n\n- ERROR: dataset imagenot: the train split has 0 images" in text
+    assert f"| imagenot/st | {CHANCE_MODEL} | 1 | 10.00 | 10.00 (at chance) | 10.00 |" in text
 
 
 def test_best_accuracy_is_over_seeds(tmp_path):
@@ -120,8 +121,20 @@ def test_best_accuracy_is_over_seeds(tmp_path):
     extra = dict(run, seed=run["seed"] + 7)
     rows = run_summary._best_per_model(
         [
-            {**run, "val_accuracy": 50.0, "test_accuracy": 40.0, "chance_accuracy": 10.0},
-            {**extra, "val_accuracy": 45.0, "test_accuracy": 48.0, "chance_accuracy": 10.0},
+            {
+                **run,
+                "val_accuracy": 50.0,
+                "test_accuracy": 40.0,
+                "chance_accuracy": 10.0,
+                "at_chance": False,
+            },
+            {
+                **extra,
+                "val_accuracy": 45.0,
+                "test_accuracy": 48.0,
+                "chance_accuracy": 10.0,
+                "at_chance": False,
+            },
         ]
     )
     assert rows == [
@@ -132,6 +145,7 @@ def test_best_accuracy_is_over_seeds(tmp_path):
             "best_val_accuracy": 50.0,
             "best_test_accuracy": 48.0,
             "chance_accuracy": 10.0,
+            "at_chance": False,
         }
     ]
 

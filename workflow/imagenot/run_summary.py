@@ -183,9 +183,11 @@ def _best_per_model(runs: list[dict]) -> list[dict]:
                 "best_val_accuracy": None,
                 "best_test_accuracy": None,
                 "chance_accuracy": run["chance_accuracy"],
+                "at_chance": True,
             },
         )
         row["seeds"] += 1
+        row["at_chance"] = row["at_chance"] and run["at_chance"]
         for out, key_in in (
             ("best_val_accuracy", "val_accuracy"),
             ("best_test_accuracy", "test_accuracy"),
@@ -211,7 +213,8 @@ def format_text(summary: dict, snakemake: str = "snakemake") -> str:
         + "."
     )
     out += ["", "## Problems", ""]
-    out += [f"- {p['level'].upper()}: {p['message']}" for p in summary["problems"]] or ["none"]
+    ordered = sorted(summary["problems"], key=lambda p: p["level"] != "error")  # errors first
+    out += [f"- {p['level'].upper()}: {p['message']}" for p in ordered] or ["none"]
     out += ["", "## Datasets", "", "| dataset | train | val | test | download success |"]
     out.append("|---|---|---|---|---|")
     for name, d in summary["datasets"].items():
@@ -230,7 +233,8 @@ def format_text(summary: dict, snakemake: str = "snakemake") -> str:
     for m in summary["models"]:
         out.append(
             f"| {m['experiment']} | {m['model']} | {m['seeds']} | {_pct(m['best_val_accuracy'])} "
-            f"| {_pct(m['best_test_accuracy'])} | {_pct(m['chance_accuracy'])} |"
+            f"| {_pct(m['best_test_accuracy'])}{' (at chance)' if m['at_chance'] else ''} "
+            f"| {_pct(m['chance_accuracy'])} |"
         )
     if not summary["models"]:
         out.append("| (no final run yet) | | | | | |")

@@ -46,6 +46,7 @@ sysdeps:
 demo: setup
 	$(RUN) snakemake --profile $(PROFILE) all
 	$(RUN) snakemake --profile $(PROFILE) --report results/report.html
+	@echo "Report: results/report.html (summary: results/summary.md)"
 
 test: setup
 	$(RUN) pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)

@@ -35,6 +35,16 @@ include: "rules/preflight.smk"
 include: "rules/evaluate.smk"
 include: "rules/figures.smk"
 include: "rules/diagnostics.smk"
+include: "rules/summary.smk"
+
+
+# the report opens on this page (with the summary's counts: profiles/default), not the rule graph
+report: "report/workflow.rst"
+
+
+# at the end of every run: what it made and whether it is usable (exit 1 when it is not)
+onsuccess:
+    summary_plan.on_success(config)
 
 
 rule all:

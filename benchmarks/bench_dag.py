@@ -2,7 +2,8 @@
 
 Points config/paper.yaml at placeholder inputs in a temporary folder (empty LAION shard files
 named as the config lists them, empty ImageNet / CIFAR-10 / weights folders, and any other input
-file the DAG asks for under that folder), then times a dry run of `all`:
+file the DAG asks for under that folder; imagenot.planning, which `imagenot plan` uses), then
+times a dry run of `all`:
 
     python benchmarks/bench_dag.py --json
     {"jobs": ..., "planning_seconds": ..., "rules": {...}, ...}
@@ -15,7 +16,6 @@ measure on a shared machine. Target: under 30 s on one core (docs/benchmarks.md)
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import re
@@ -26,49 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
 from snakemake_run import snakemake_cmd, snakemake_env
 
+from imagenot.planning import missing_inputs, placeholder_workdir
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-def placeholder_overlay(root: Path, paper: dict) -> dict:
-    """A config overlay that points every external input of `paper` into `root`, creating them."""
-    overlay: dict = {"datasets": {}, "laion": {}, "train": {}}
-    laion = paper.get("laion", {})
-    laion_dir = root / "laion"
-    laion_dir.mkdir(parents=True)
-    names = laion.get("shards") or [
-        laion.get("shard_pattern", "part-{i:05d}.parquet").format(i=i)
-        for i in range(laion.get("n_shards", 4))
-    ]
-    for name in names:
-        (laion_dir / name).touch()
-    overlay["laion"]["dir"] = str(laion_dir)
-    for name, spec in paper.get("datasets", {}).items():
-        if "path" in spec:
-            path = root / "datasets" / name
-            path.mkdir(parents=True)
-            overlay["datasets"][name] = {"path": str(path)}
-    if paper.get("train", {}).get("weights_dir"):
-        weights = root / "weights"
-        weights.mkdir()
-        overlay["train"]["weights_dir"] = str(weights)
-        for name in published_weight_files(paper):
-            (weights / name).touch()
-    return {k: v for k, v in overlay.items() if v}
-
-
-def published_weight_files(paper: dict) -> list[str]:
-    """File names of the published weights the paper's FT/TL runs start from."""
-    sys.path.insert(0, str(REPO / "workflow"))
-    from imagenot.config import validate_config
-    from imagenot.train.experiments import published_weights
-    from imagenot.train.registry import weights_filename
-
-    train = validate_config(copy.deepcopy(paper))["train"]  # the schema's defaults filled in
-    chosen = (published_weights(train, m) for m in train["models"])
-    return [weights_filename(weights) for weights in chosen if weights]
 
 
 def dry_run(
@@ -90,12 +52,6 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def missing_inputs(output: str) -> list[str]:
-    """Files a MissingInputException names ('affected files:' block)."""
-    m = re.search(r"affected files:\n((?:\s+\S.*\n?)+)", output)
-    return [line.strip() for line in m.group(1).splitlines()] if m else []
-
-
 def job_stats(output: str) -> dict[str, int]:
     rules = {}
     for line in output.splitlines():
@@ -106,19 +62,8 @@ def job_stats(output: str) -> dict[str, int]:
 
 
 def bench(config: Path, repeat: int, cores: int) -> dict:
-    paper = yaml.safe_load(config.read_text())
     with tempfile.TemporaryDirectory(prefix="bench_dag_") as tmp:
-        root = Path(tmp)
-        overlay = root / "placeholders.yaml"
-        overlay.write_text(yaml.safe_dump(placeholder_overlay(root / "inputs", paper)))
-        workdir = root / "work"
-        workdir.mkdir()
-        # rules name some repository files by relative path (resolved in the working directory)
-        # and config files name the shared data folder beside the repository as ../shared
-        (workdir / "workflow").symlink_to(REPO / "workflow")
-        if (REPO.parent / "shared").is_dir():
-            (root / "shared").symlink_to(REPO.parent / "shared")
-        configs = [config, overlay]
+        workdir, configs = placeholder_workdir(Path(tmp), config)
         created: list[str] = []
         for _ in range(50):  # create further placeholder inputs the DAG asks for
             seconds, proc = dry_run(workdir, configs, cores)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
-from imagenot import conda_envs, job_usage, slurm_profile, work
+from imagenot import conda_envs, job_usage, slurm_profile, summary_plan, work
 from imagenot.config import read_config_file
 from imagenot.settings import to_arg
 from imagenot.stages import check_workflow_config, stage_plans

@@ -10,6 +10,19 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 NO_SLURM = REPO / "tests" / "no-slurm"
+# The rules whose jobs ask for GPUs when the config plans them (docs/gpu.md, "Which jobs ask for a
+# GPU"): tests/test_train_search.py finds them in the rule files, tests/test_plan.py in a plan.
+GPU_RULES = frozenset(
+    {
+        "train_trial",
+        "train_final",
+        "train_features",
+        "evaluate_robustness",
+        "curate_embed",
+        "diagnostics_embed_images",
+        "preflight",  # one job, before the others (rules/preflight.smk)
+    }
+)
 
 
 def pytest_configure(config):

@@ -82,7 +82,20 @@ STAGE_ORDER = (
 )
 # Command modules: like cli.py they may import any stage (common_cli's prepare-wordnet parses
 # its settings with imagenot.curate.settings.WordnetSettings).
-ENTRY_POINTS = {"cli", "common_cli", "stages", "validate_cli"}
+# The run's plan and its summary span every stage as `stages` does: `imagenot plan` (plan_cli,
+# planning, costs) and the end of a run (summary_plan, run_summary, run_summary_cli).
+ENTRY_POINTS = {
+    "cli",
+    "common_cli",
+    "stages",
+    "validate_cli",
+    "plan_cli",
+    "planning",
+    "costs",
+    "summary_plan",
+    "run_summary",
+    "run_summary_cli",
+}
 
 
 def _imported_modules(path) -> set[str]:

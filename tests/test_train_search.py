@@ -196,15 +196,9 @@ def test_only_training_evaluation_and_embedding_rules_request_a_gpu(repo_root):
                 # tests/test_preflight.py)
                 name = m.group(1)
                 assert name.startswith(("train_", "preflight")) or "{params.gpu_job}" in block, name
-    assert gpu_rules == {
-        "train_trial",
-        "train_final",
-        "train_features",
-        "evaluate_robustness",
-        "curate_embed",
-        "diagnostics_embed_images",
-        "preflight",  # one job, before the others (rules/preflight.smk)
-    }
+    from conftest import GPU_RULES
+
+    assert gpu_rules == GPU_RULES
 
 
 def test_gpu_time_of_the_paper_search_counts_slots_and_stages(paper_config):

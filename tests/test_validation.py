@@ -61,12 +61,12 @@ def test_published_list_with_imagenet_classes_is_refused_unless_allowed(repo_roo
 
 def test_the_shipped_configs_are_valid(repo_root, tmp_path, shared_data):
     """config.yaml as shipped; paper.yaml once its data paths point at folders that exist
-    (benchmarks/bench_dag.py's placeholders, as `snakemake -n` plans it): as shipped, its
+    (imagenot.planning's placeholders, as `imagenot plan` plans it): as shipped, its
     placeholder /data paths are refused, naming the key. (paper.yaml's diagnostics read the
     published class lists in the shared data folder.) Checked in an empty working folder: the
     check reads the preregistration record under results/ there, and the working tree's, left
     by `make demo`, holds the demo's search definitions, not the paper's."""
-    from conftest import load_benchmark
+    from imagenot.planning import placeholder_overlay
 
     work = tmp_path / "work"
     work.mkdir()
@@ -89,7 +89,7 @@ def test_the_shipped_configs_are_valid(repo_root, tmp_path, shared_data):
     class_lists = {k: str(repo_root / v) for k, v in paper["diagnostics"]["class_lists"].items()}
     lists.write_text(yaml.safe_dump({"diagnostics": {"class_lists": class_lists}}))
     overlay = tmp_path / "placeholders.yaml"
-    placeholders = load_benchmark("bench_dag").placeholder_overlay(tmp_path / "inputs", paper)
+    placeholders = placeholder_overlay(tmp_path / "inputs", paper)
     overlay.write_text(yaml.safe_dump(placeholders))
     done = run(config / "paper.yaml", lists, overlay)
     assert done.returncode == 0 and "valid" in done.stdout, done.stderr

@@ -17,6 +17,8 @@ from imagenot.io import setup_logging
 STAGE_CLIS = (
     "imagenot.common_cli",
     "imagenot.validate_cli",
+    "imagenot.plan_cli",
+    "imagenot.run_summary_cli",
     "imagenot.demo.cli",
     "imagenot.demo.scale_cli",
     "imagenot.curate.cli",

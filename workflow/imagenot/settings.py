@@ -240,3 +240,19 @@ def _typed(key: str, value: Any, hint: Any) -> Any:
             raise SettingsError(f"{key} must be an object, not {value!r}")
         return dict(value)
     return value
+
+
+# Names of schema keys used for something else (tests/test_settings_schema.py's guard): the
+# cost plan's reading of a dry run's jobs and of optional dataset keys.
+NOT_SETTINGS = {
+    "imagenot.costs:.get('mem_mb')": "a planned job's resources as Snakemake's dry run lists "
+    "them (absent for a job without the resource), not resources.<rule>.mem_mb",
+    "imagenot.costs:.get('n_shards')": "laion.n_shards has no default: a config may list "
+    "laion.shards instead",
+    "imagenot.costs:.get('max_train_per_class')": "a dataset's own key without a default: "
+    "absent means every training image is kept",
+    "imagenot.costs:.get('test_per_class')": "a dataset's own key without a default: absent "
+    "means the adapter keeps its whole test split",
+    "imagenot.plan_cli:add_argument(--gpus)": "how many GPUs the user will have at once (the "
+    "plan's wall time), not resources.gpus (GPUs per job)",
+}

@@ -15,6 +15,7 @@ def stage_plans() -> list:
     """The stage plan modules in DAG order (each may define ``check(config)`` and defines
     ``targets(config)``); imported here so that the workflow and ``imagenot validate-config`` run
     the same checks."""
+    from imagenot import summary_plan
     from imagenot.acquire import plan as acquire_plan
     from imagenot.curate import plan as curate_plan
     from imagenot.demo import plan as demo_plan
@@ -33,6 +34,7 @@ def stage_plans() -> list:
         evaluate_plan,
         figures_plan,
         diagnostics_plan,
+        summary_plan,
     ]
 
 

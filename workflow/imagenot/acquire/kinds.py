@@ -46,6 +46,9 @@ class DatasetKind:
     wnid_classes: bool = False
     keys: tuple[str, ...] | None = None
     required_keys: tuple[str, ...] = ()
+    # (training pool, test split) images as the dataset is published, for planning a run's cost
+    # before the data is at hand (``imagenot plan``); None: unknown until read
+    published_images: tuple[int, int] | None = None
 
     @property
     def adapter(self) -> bool:
@@ -73,7 +76,13 @@ ADAPTER_KEYS = ("path", "test_per_class", "val_per_class", "max_train_per_class"
 needed."""
 
 
-def _adapter(name: str, count: int | None, folders: bool = False, wnids: bool = False):
+def _adapter(
+    name: str,
+    count: int | None,
+    folders: bool = False,
+    wnids: bool = False,
+    images: tuple[int, int] | None = None,
+):
     where = "imagenot.acquire.adapters"
     roots = f"{where}:{name}_class_roots" if folders else None
     return DatasetKind(
@@ -84,6 +93,7 @@ def _adapter(name: str, count: int | None, folders: bool = False, wnids: bool = 
         wnids,
         keys=ADAPTER_KEYS,
         required_keys=("path",),
+        published_images=images,
     )
 
 
@@ -91,9 +101,13 @@ DATASET_KINDS: Registry = Registry(
     "dataset kind",
     {
         "laion": DatasetKind(None, None, wnid_classes=True, keys=LAION_KEYS),
-        "fashion_mnist": _adapter("fashion_mnist", 10),
-        "cifar10": _adapter("cifar10", 10),
-        "imagenet": _adapter("imagenet", 1000, folders=True, wnids=True),
+        # published sizes: Fashion-MNIST 60,000 + 10,000; CIFAR-10 50,000 + 10,000;
+        # ILSVRC-2012 1,281,167 training images + 50,000 validation images (our test split)
+        "fashion_mnist": _adapter("fashion_mnist", 10, images=(60_000, 10_000)),
+        "cifar10": _adapter("cifar10", 10, images=(50_000, 10_000)),
+        "imagenet": _adapter(
+            "imagenet", 1000, folders=True, wnids=True, images=(1_281_167, 50_000)
+        ),
         "imagefolder": _adapter("imagefolder", None, folders=True),
     },
 )

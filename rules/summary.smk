@@ -1,0 +1,33 @@
+# The run's summary, built once the datasets and final runs exist: what was built, images per split and download success per
+# dataset, best validation/test accuracy per model, and every problem (imagenot.run_summary;
+# what it reads: imagenot.summary_plan).
+# The Snakefile's onsuccess prints the same summary at the end of any run.
+
+
+localrules:
+    run_summary,
+
+
+rule run_summary:
+    input:
+        summary_plan.inputs(config),
+    output:
+        md=summary_plan.SUMMARY_MD,
+        json=summary_plan.SUMMARY_JSON,
+        html=report(
+            summary_plan.SUMMARY_HTML,
+            caption="../report/run_summary.rst",
+            category="Summary",
+        ),
+    log:
+        f"{LOGS}/run_summary.log",
+    benchmark:
+        f"{BENCH}/run_summary.tsv"
+    conda:
+        "../envs/analyse.yaml"
+    threads: 1
+    params:
+        settings=lambda wildcards: to_arg(summary_plan.layout(config)),
+    shell:
+        "imagenot run-summary --settings {params.settings} --md {output.md}"
+        " --json {output.json} --html {output.html} > {log} 2>&1"

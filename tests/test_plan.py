@@ -1,0 +1,215 @@
+"""`imagenot plan`: the jobs Snakemake plans for a config without its data, and what they cost.
+
+The demo and paper configs are planned once each (Snakemake's dry run against placeholder
+inputs, ~10-20 s each); the checks compare the plan with the stage plans' own counts and with
+itself (totals are sums, more GPUs never lengthen the wall time).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import GPU_RULES
+
+from imagenot import costs
+from imagenot.config import load_config
+from imagenot.curate import plan as curate_plan
+from imagenot.plan_cli import build_plan, format_plan
+from imagenot.planning import Job, parse_jobs, placeholder_overlay, rule_groups
+from imagenot.train import plan as train_plan
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "config" / "config.yaml"
+PAPER = REPO / "config" / "paper.yaml"
+
+
+@pytest.fixture(scope="module")
+def paper_plan():
+    return build_plan(PAPER, gpus=16)
+
+
+@pytest.fixture(scope="module")
+def demo_plan():
+    return build_plan(DEMO, gpus=2)
+
+
+def _rules(plan: dict) -> dict[str, int]:
+    return {rule: n for g in plan["groups"] for rule, n in g["rules"].items()}
+
+
+def test_parse_jobs_reads_rule_threads_and_resources():
+    text = """[Thu Nov 26 13:51:08 2026]
+rule train_trial:
+    input: a, b
+    jobid: 3
+    threads: 8
+    resources: tmpdir=/tmp, gpu=1, runtime=1440, mem_mb=32000, mem=32 GB, mem_mib=30518
+[Thu Nov 26 13:51:08 2026]
+localrule curate_embed:
+    jobid: 4
+    resources: tmpdir=/tmp, runtime=<TBD>, mem_mb=<TBD>
+rule train_final:
+    resources: tmpdir=/tmp, gres=gpu:a100:4, nodes=2, runtime=60, mem_mb=64000
+rule all:
+    input: x
+Job stats:
+"""
+    jobs = parse_jobs(text)
+    assert [j.rule for j in jobs] == ["train_trial", "curate_embed", "train_final"]
+    assert jobs[0].threads == 8 and jobs[0].gpus == 1 and jobs[0].resources["mem_mb"] == 32000
+    assert jobs[1].threads == 1 and jobs[1].gpus == 0 and jobs[1].resources["runtime"] is None
+    assert jobs[2].gpus == 8  # gres counts per node
+    assert Job("x", resources={"gres": "tmpfs:10"}).gpus == 0
+
+
+def test_every_rule_has_a_group():
+    groups = rule_groups()
+    text = "".join(p.read_text() for p in (REPO / "rules").glob("*.smk"))
+    assert "train_head_trial" in groups and groups["acquire_topup_download"] == "acquire"
+    assert text.count("\nrule ") + text.count("\n    rule ") + text.count("\nuse rule ") == len(
+        groups
+    )
+
+
+@pytest.mark.parametrize("which", ["demo", "paper"])
+def test_job_counts_are_the_stage_plans(which, demo_plan, paper_plan):
+    plan, path = (demo_plan, DEMO) if which == "demo" else (paper_plan, PAPER)
+    config = load_config(path)
+    rules = _rules(plan)
+    assert rules["curate_match"] == len(curate_plan.shard_ids(config))
+    models = len(config["train"]["models"])
+    trained = [e for e in train_plan.experiments(config) if not train_plan.is_published(e)]
+    slots = sum(
+        sum(train_plan.slot_counts(config, e["dataset"], e["protocol"])) * models for e in trained
+    )
+    assert rules["train_trial"] + rules["train_head_trial"] == slots
+    finals = len(train_plan.final_runs(config))
+    assert rules["evaluate_robustness"] == finals
+    # one estimate per trained experiment and model; the demo's mini models have no throughput
+    expected = len(trained) * models if which == "paper" else 0
+    assert len(plan["training_estimate"]["rows"]) == expected
+
+
+@pytest.mark.parametrize("which", ["demo", "paper"])
+def test_totals_are_the_sums_of_the_groups(which, demo_plan, paper_plan):
+    plan = demo_plan if which == "demo" else paper_plan
+    groups, total = plan["groups"], plan["total"]
+    assert total["jobs"] == sum(g["jobs"] for g in groups) == sum(_rules(plan).values())
+    for g in groups:
+        assert g["jobs"] == sum(g["rules"].values())
+        assert 0 <= g["gpu_jobs"] <= g["jobs"]
+    assert math.isclose(
+        total["gpu_hours_requested"], sum(g["gpu_hours_requested"] for g in groups), abs_tol=0.5
+    )
+    assert plan["storage_total_bytes"] == sum(s["bytes"] or 0 for s in plan["storage"])
+    est = plan["training_estimate"]
+    assert math.isclose(est["gpu_hours"], sum(r["gpu_hours"] for r in est["rows"]), abs_tol=0.1)
+    assert all(s["source"] for s in plan["storage"])
+
+
+def test_paper_gpu_jobs_and_requests(paper_plan):
+    rules = _rules(paper_plan)
+    gpu_jobs = sum(n for rule, n in rules.items() if rule in GPU_RULES)
+    assert paper_plan["total"]["gpu_jobs"] == gpu_jobs > 0
+    # every GPU job asks for one GPU at most 24 h: the request bounds the estimate
+    assert paper_plan["training_estimate"]["gpu_hours"] > 0
+    assert paper_plan["total"]["gpu_hours_requested"] <= gpu_jobs * 24
+    train = next(g for g in paper_plan["groups"] if g["group"] == "train")
+    # a training process's memory and its batch rings (imagenot.train.rings), per GPU
+    from imagenot.config import load_config
+    from imagenot.train.rings import largest_ring_mb
+
+    paper = load_config(REPO / "config" / "paper.yaml")
+    own = paper["resources"]["train_trial"]["mem_mb"]
+    assert train["peak_mem_mb_requested"] == own + largest_ring_mb(paper) > own
+    # the input-sized curation rules take the scale model's request at laion2B-en
+    curate = next(g for g in paper_plan["groups"] if g["group"] == "curate")
+    assert "curate_embed: scale projection" in curate["notes"]
+    items = " ".join(s["item"] for s in paper_plan["storage"])
+    for what in (
+        "LAION metadata (128 parts",
+        "imagenot downloaded images",
+        "TL features",
+        "final weights",
+    ):
+        assert what in items
+
+
+def test_demo_has_no_gpu_and_says_what_it_did_not_estimate(demo_plan):
+    assert demo_plan["total"]["gpu_jobs"] == 0  # the demo config plans resources.gpus: 0
+    assumptions = " ".join(demo_plan["training_estimate"]["assumptions"])
+    assert "models without a throughput (not estimated): alexnet_mini" in assumptions
+    curate = next(g for g in demo_plan["groups"] if g["group"] == "curate")
+    assert "curate_match: floor (sized from its input at run time)" in curate["notes"]
+    text = format_plan(demo_plan)
+    assert "total" in text and "storage, estimate:" in text
+
+
+def test_more_gpus_never_lengthen_the_wall_time(paper_plan):
+    rows = paper_plan["training_estimate"]["rows"]
+    hours = [costs.wall_time(rows, n)["hours"] for n in (1, 2, 4, 8, 16, 64, 256, 4096)]
+    assert hours == sorted(hours, reverse=True)
+    assert hours[-1] == paper_plan["wall_time"]["longest_chain_hours"]  # the chain bounds it
+    assert hours[0] == pytest.approx(paper_plan["training_estimate"]["gpu_hours"], abs=0.2)
+    with pytest.raises(ValueError, match="--gpus"):
+        costs.wall_time(rows, 0)
+
+
+def test_measured_throughput_replaces_the_table(tmp_path):
+    config = load_config(PAPER)
+    measured = tmp_path / "feed.json"
+    measured.write_text(
+        json.dumps(
+            {
+                "device": "NVIDIA H100",
+                "size": 224,
+                "models": [
+                    {"model": "resnet18", "feed_img_per_s": 7000.0},
+                    {"model": "vgg19", "batch_size": 256, "error": "out of device memory"},
+                ],
+            }
+        )
+    )
+    table, source = costs.read_throughput(measured, config)
+    assert table["resnet18"] == 7000.0 and table["vgg19"] == config["train"]["throughput"]["vgg19"]
+    assert "NVIDIA H100" in source and "resnet18" in source
+    base = {
+        r["experiment"] + r["model"]: r["gpu_hours"]
+        for r in costs.training_rows(config, config["train"]["throughput"])
+    }
+    faster = {
+        r["experiment"] + r["model"]: r["gpu_hours"] for r in costs.training_rows(config, table)
+    }
+    assert faster["imagenot/stresnet18"] == pytest.approx(base["imagenot/stresnet18"] / 2, rel=0.01)
+    assert faster["imagenot/stvgg19"] == base["imagenot/stvgg19"]
+    (tmp_path / "bad.json").write_text(json.dumps({"rows": []}))
+    with pytest.raises(ValueError, match=r"bad\.json: not the output of"):
+        costs.read_throughput(tmp_path / "bad.json", config)
+
+
+def test_cli_prints_json_and_refuses_bad_gpus(tmp_path):
+    cmd = [sys.executable, "-m", "imagenot.cli", "plan", "--config", str(DEMO)]
+    done = subprocess.run([*cmd, "--gpus", "0"], capture_output=True, text=True)
+    assert done.returncode == 2 and "imagenot plan: error: --gpus must be at least 1" in done.stderr
+    done = subprocess.run([*cmd, "--json"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["total"]["jobs"] > 0
+
+
+@pytest.mark.parametrize("config", ["config.yaml", "scale.yaml", "paper.yaml"])
+def test_placeholders_stand_in_for_external_inputs_only(config, tmp_path):
+    """LAION parts a world rule writes (demo, scale) keep their config path; a LAION copy, the
+    adapter datasets' folders and the published weights become empty placeholders."""
+    raw = yaml.safe_load((REPO / "config" / config).read_text())
+    overlay = placeholder_overlay(tmp_path, raw)
+    assert ("laion" in overlay) == (config == "paper.yaml")
+    if "laion" in overlay:
+        assert len(list(Path(overlay["laion"]["dir"]).iterdir())) == raw["laion"]["n_shards"]
+    for name, spec in overlay.get("datasets", {}).items():
+        assert "path" in raw["datasets"][name] and Path(spec["path"]).is_dir()

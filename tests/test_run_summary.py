@@ -1,0 +1,259 @@
+"""The run's summary (imagenot.run_summary): read from a small results tree in tmp_path, printed
+by the Snakefile's onsuccess handler (exit 1 on unusable results), written for the report, and
+the report's landing page; and `imagenot rankings` on the workflow's own accuracy table."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from imagenot import run_summary, summary_plan
+from imagenot.acquire import plan as acquire_plan
+from imagenot.acquire.dataset import MANIFEST
+from imagenot.analyse import PUBLISHED_DATASET
+from imagenot.config import load_config
+from imagenot.train import plan as train_plan
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "config" / "config.yaml"
+CHANCE_MODEL = "vgg_mini"
+
+
+def _manifest(root: Path, name: str, train: int, val: int, test: int) -> None:
+    splits = ["train"] * train + ["val"] * val + ["test"] * test
+    out = root / acquire_plan.dataset_dir(name) / MANIFEST
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"key": [f"k{i}" for i in range(len(splits))], "split": splits}), out)
+
+
+def _download_stats(root: Path, name: str, parts: dict[str, tuple[int, int]]) -> None:
+    rows = []
+    for part, (ok, failed) in parts.items():
+        rows += [
+            {"round": 0, "part": part, "reason": "success", "count": ok},
+            {"round": 0, "part": part, "reason": "http_error", "count": failed},
+        ]
+    out = root / acquire_plan.acquire_dir(name) / "download_stats.parquet"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), out)
+
+
+def _results(root: Path, config: dict, chance_model: str | None) -> None:
+    for i, run in enumerate(train_plan.final_runs(config)):
+        at_chance = run["model"] == chance_model
+        result = {
+            "val_accuracy": 10.0 if at_chance else 60.0 + i % 7,
+            "test_accuracy": 10.0 if at_chance else 55.0 + i % 5,
+            "num_classes": 10,
+            "n_test": 200,
+        }
+        out = root / train_plan.final_dir(run) / "result.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result))
+
+
+def results_tree(root: Path, *, broken: bool) -> dict:
+    """The demo config's results: with ``broken``, imagenot has no training image, one of its
+    download parts fetched 10% against the dataset's 50%, and one model is at chance."""
+    config = load_config(DEMO)
+    _manifest(root, "imagenot", 0 if broken else 80, 20, 20)
+    _manifest(root, "imagenet", 80, 20, 20)
+    _manifest(root, "fashion_mnist", 400, 100, 200)
+    _download_stats(
+        root, "imagenot", {"00000": (90, 10), "00001": (10, 90) if broken else (80, 20)}
+    )
+    _results(root, config, CHANCE_MODEL if broken else None)
+    return config
+
+
+def test_a_clean_run_has_no_problem(tmp_path):
+    config = results_tree(tmp_path, broken=False)
+    summary = run_summary.collect(summary_plan.layout(config), tmp_path)
+    assert summary["problems"] == [] and summary["errors"] == summary["warnings"] == 0
+    assert summary["datasets"]["fashion_mnist"]["images"] == {"train": 400, "val": 100, "test": 200}
+    assert summary["datasets"]["imagenot"]["download"]["success_rate"] == pytest.approx(0.85)
+    assert summary["built"]["final_runs"] == len(train_plan.final_runs(config))
+    text = run_summary.format_text(summary)
+    assert "## Problems\n\nnone" in text and "UNUSABLE" not in text
+    assert "| fashion_mnist | 400 | 100 | 200 | n/a (read from disk) |" in text
+
+
+def test_an_unreadable_file_is_a_warning_not_a_crash(tmp_path):
+    config = results_tree(tmp_path, broken=False)
+    manifest = tmp_path / acquire_plan.dataset_dir("imagenet") / MANIFEST
+    manifest.write_bytes(b"")  # a stand-in, as tests and interrupted writers leave
+    summary = run_summary.collect(summary_plan.layout(config), tmp_path)
+    assert summary["datasets"]["imagenet"] == {"built": False} and summary["errors"] == 0
+    assert [p["level"] for p in summary["problems"]] == ["warning"]
+    assert "manifest.parquet unreadable" in summary["problems"][0]["message"]
+
+
+def test_unusable_results_are_errors_and_suspect_ones_warnings(tmp_path):
+    config = results_tree(tmp_path, broken=True)
+    summary = run_summary.collect(summary_plan.layout(config), tmp_path)
+    errors = [p["message"] for p in summary["problems"] if p["level"] == "error"]
+    warnings = [p["message"] for p in summary["problems"] if p["level"] == "warning"]
+    assert errors == ["dataset imagenot: the train split has 0 images"]
+    assert any(f"model {CHANCE_MODEL} is at chance on every experiment" in w for w in warnings)
+    assert any("download part 00001 (round 0) fetched 10% of 100" in w for w in warnings)
+    assert not any("00000" in w for w in warnings)
+    text = run_summary.format_text(summary)
+    assert text.index("UNUSABLE RESULTS: 1 error(s)") < text.index("## Datasets")
+    assert "## Problems\n\n- ERROR: dataset imagenot: the train split has 0 images" in text
+    assert f"| imagenot/st | {CHANCE_MODEL} | 1 | 10.00 | 10.00 (at chance) | 10.00 |" in text
+
+
+def test_best_accuracy_is_over_seeds(tmp_path):
+    config = results_tree(tmp_path, broken=False)
+    models = run_summary.collect(summary_plan.layout(config), tmp_path)["models"]
+    experiments = {(r["dataset"], r["protocol"], r["model"]) for r in train_plan.final_runs(config)}
+    assert len(models) == len(experiments)
+    run = train_plan.final_runs(config)[0]
+    extra = dict(run, seed=run["seed"] + 7)
+    rows = run_summary._best_per_model(
+        [
+            {
+                **run,
+                "val_accuracy": 50.0,
+                "test_accuracy": 40.0,
+                "chance_accuracy": 10.0,
+                "at_chance": False,
+            },
+            {
+                **extra,
+                "val_accuracy": 45.0,
+                "test_accuracy": 48.0,
+                "chance_accuracy": 10.0,
+                "at_chance": False,
+            },
+        ]
+    )
+    assert rows == [
+        {
+            "experiment": f"{run['dataset']}/{run['protocol']}",
+            "model": run["model"],
+            "seeds": 2,
+            "best_val_accuracy": 50.0,
+            "best_test_accuracy": 48.0,
+            "chance_accuracy": 10.0,
+            "at_chance": False,
+        }
+    ]
+
+
+def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "imagenot.cli", "run-summary", *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+
+
+def test_cli_writes_the_three_files(tmp_path):
+    config = results_tree(tmp_path, broken=True)
+    settings = tmp_path / "layout.json"
+    settings.write_text(json.dumps(summary_plan.layout(config)))
+    outputs = ("--md", "results/summary.md", "--json", "results/summary.json")
+    done = _cli(tmp_path, "--settings", f"@{settings}", *outputs, "--html", "results/summary.html")
+    assert done.returncode == 0, done.stderr  # the rule writes the report's page either way
+    strict = _cli(tmp_path, "--settings", f"@{settings}", "--strict")
+    assert strict.returncode == 1, strict.stderr
+    assert "UNUSABLE RESULTS" in done.stdout
+    assert json.loads((tmp_path / run_summary.SUMMARY_JSON).read_text())["errors"] == 1
+    page = (tmp_path / run_summary.SUMMARY_HTML).read_text()
+    assert "<table>" in page and "UNUSABLE RESULTS" in page
+    assert run_summary.landing(tmp_path)["errors (unusable results)"] == 1
+    assert run_summary.landing(tmp_path / "elsewhere") == {"run summary built": 0}
+
+
+def _snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    from test_figures_report import snakemake  # this interpreter's Snakemake in workdir
+
+    return snakemake(workdir, *args)
+
+
+@pytest.fixture
+def tiny_workflow(tmp_path):
+    """A workflow of one rule with the real Snakefile's onsuccess handler and report page, over
+    the results tree of :func:`results_tree`."""
+    handler = re.search(r"^onsuccess:\n((?:    .+\n)+)", (REPO / "Snakefile").read_text(), re.M)
+    assert handler and len(handler.group(1).splitlines()) == 1  # the handler stays one call
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(load_config(DEMO)))
+    (tmp_path / "Snakefile").write_text(
+        'configfile: "config.yaml"\n\n\n'
+        f'include: "{REPO}/rules/common.smk"\n\n\n'
+        f'report: "{REPO}/report/workflow.rst"\n\n\n'
+        "rule page:\n"
+        "    output:\n"
+        '        report("results/summary.html", category="Summary"),\n'
+        "    shell:\n"
+        '        "echo summary > {output}"\n\n\n'
+        f"onsuccess:\n{handler.group(1)}"
+    )
+    return tmp_path
+
+
+def test_onsuccess_prints_the_summary_and_fails_on_unusable_results(tiny_workflow):
+    results_tree(tiny_workflow, broken=True)
+    done = _snakemake(tiny_workflow)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "# Run summary" in done.stderr and "the train split has 0 images" in done.stderr
+    assert "the run finished with UNUSABLE RESULTS (1 error(s)" in done.stderr
+    assert "--report results/report.html` writes it" in done.stderr
+
+
+def test_onsuccess_passes_a_clean_run_and_the_report_opens_on_the_results(tiny_workflow):
+    results_tree(tiny_workflow, broken=False)
+    done = _snakemake(tiny_workflow)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "## Problems\n\nnone" in done.stderr
+    (tiny_workflow / run_summary.SUMMARY_JSON).write_text(
+        json.dumps({"errors": 0, "warnings": 3, "built": {"datasets": 3, "final_runs": 30}})
+    )
+    profile = yaml.safe_load((REPO / "profiles" / "default" / "config.yaml").read_text())
+    landing = REPO / "profiles" / "default" / profile["report-metadata"]
+    done = _snakemake(
+        tiny_workflow, "--report", "results/report.html", "--report-metadata", str(landing)
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    page = (tiny_workflow / "results" / "report.html").read_text()
+    # with metadata, Snakemake's report opens on its landing page instead of the rule graph
+    meta = json.loads(re.search(r"metadata = (\{.*?\});?\n", page).group(1))
+    assert meta == {
+        "errors (unusable results)": 0,
+        "warnings": 3,
+        "datasets built": 3,
+        "final runs": 30,
+    }
+    assert "Start with the" in page and "summary.html" in page
+
+
+def test_rankings_of_the_workflows_table_miss_no_published_model(tmp_path, capsys):
+    from imagenot.cli import main
+
+    rows = []
+    for model, acc in (("m1", 70.0), ("m2", 60.0), ("m3", 50.0)):
+        for d in ("imagenet", "imagenot"):
+            rows.append({"model": model, "dataset": d, "accuracy": acc - (d == "imagenot")})
+    published = ("m1", "m2", "m3", "p4", "p5")  # torchvision publishes more models than ran
+    rows += [
+        {"model": m, "dataset": PUBLISHED_DATASET, "accuracy": 80.0 - i}
+        for i, m in enumerate(published)
+    ]
+    table = tmp_path / "accuracy.csv"
+    pd.DataFrame(rows).to_csv(table, index=False)
+    assert main(["rankings", str(table)]) == 0
+    assert "missing" not in capsys.readouterr().err
+    pd.DataFrame(
+        [r for r in rows if not (r["model"] == "m3" and r["dataset"] == "imagenot")]
+    ).to_csv(table, index=False)
+    assert main(["rankings", str(table)]) == 0
+    err = capsys.readouterr().err
+    assert "imagenot: 1 model(s) of the table missing: m3" in err
+    assert "p4" not in err

@@ -1,0 +1,378 @@
+"""What a config will cost: ``imagenot plan``'s summary per rule group, estimates labelled.
+
+Two kinds of figure, never mixed:
+
+* **requested** (an upper bound a scheduler must be ready for): from the jobs Snakemake plans
+  (:mod:`imagenot.planning`), each job's requested runtime x GPUs (GPU-hours) or x cores
+  (core-hours) and its requested memory. Rules that size their request from their input when
+  the job is ready (``resources.work``) take the scale model's projection at laion2B-en
+  (docs/scale.json) for a paper-shaped LAION source, else their floor (said so).
+* **estimated**: training GPU-hours from epochs x images / throughput (no trial stops early;
+  :mod:`imagenot.train.budget`), the throughput table ``train.throughput`` of the config or a
+  file written by ``benchmarks/bench_feed_models.py --json`` on the user's own GPU; storage
+  from image counts x bytes per image and model sizes; the wall time of the longest chain.
+  Each carries its source and assumptions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+
+from imagenot.planning import REPO, Job, rule_groups, world_rows_per_part
+
+SCALE_JSON = REPO / "docs" / "scale.json"
+# ILSVRC-2012's training set: 147.9 GB of JPEGs for 1,281,167 images of mean 469 x 387 px
+BYTES_PER_PIXEL = 147.9e9 / 1_281_167 / (469 * 387)
+BYTES_PER_PIXEL_SOURCE = (
+    "ILSVRC-2012 train's mean JPEG (147.9 GB / 1,281,167 images, mean 469 x 387 px) "
+    f"= {BYTES_PER_PIXEL:.2f} bytes per pixel, at the stored image size"
+)
+DDP_EFFICIENCY = 0.9  # imagenot.train.budget.hours' assumption for gpus_per_job > 1
+
+
+def scale_projection() -> dict | None:
+    """The scale model's projection to laion2B-en (docs/scale.json), None without it."""
+    return json.loads(SCALE_JSON.read_text()) if SCALE_JSON.is_file() else None
+
+
+def paper_shaped(config: dict, scale: dict | None) -> bool:
+    """Whether the config's LAION source is laion2B-en's parts (the scale model's target)."""
+    if scale is None or world_rows_per_part(config) or not config["laion"].get("n_shards"):
+        return False
+    return config["laion"]["n_shards"] == scale["projection_target"]["parts"]
+
+
+def _work_request(config: dict, job: Job, scale: dict | None, paper: bool) -> tuple[dict, str]:
+    """Memory and runtime of a job of an input-sized rule: the projection at laion2B-en, else
+    the rule's floor (the request grows with the input at run time)."""
+    from imagenot import work
+
+    rule = job.rule
+    projected = {r["rule"]: r for r in (scale or {}).get("rules", [])}.get(rule, {})
+    if paper and projected.get("requested_at_target"):
+        at = projected["requested_at_target"]
+        return {"mem_mb": at["mem_mb"], "runtime": at["runtime_min"]}, "scale projection"
+    return {
+        "mem_mb": work.mem_mb(config, rule, 0.0),
+        "runtime": work.runtime_min(config, rule, 0.0),
+    }, "floor (sized from its input at run time)"
+
+
+def group_rows(config: dict, jobs: list[Job]) -> list[dict]:
+    """One row per rule group (stage file): jobs, GPU jobs, requested GPU-hours and core-hours,
+    the largest requested memory of a job, and the scale model's projected peak where known."""
+    groups = rule_groups()
+    scale = scale_projection()
+    paper = paper_shaped(config, scale)
+    projected = {r["rule"]: r["projected"] for r in (scale or {}).get("rules", [])}
+    sized = set(config["resources"]["work"])
+    rows: dict[str, dict] = {}
+    for job in jobs:
+        res, source = dict(job.resources), "request"
+        if job.rule in sized:
+            got, source = _work_request(config, job, scale, paper)
+            res.update(got)
+        group = groups.get(job.rule, "other")
+        row = rows.setdefault(
+            group,
+            {
+                "group": group,
+                "rules": Counter(),
+                "jobs": 0,
+                "gpu_jobs": 0,
+                "gpu_hours_requested": 0.0,
+                "core_hours_requested": 0.0,
+                "peak_mem_mb_requested": 0,
+                "peak_mem_mb_projected": None,
+                "notes": set(),
+            },
+        )
+        hours = (res.get("runtime") or 0) / 60
+        row["rules"][job.rule] += 1
+        row["jobs"] += 1
+        row["gpu_jobs"] += job.gpus > 0
+        row["gpu_hours_requested"] += job.gpus * hours
+        row["core_hours_requested"] += job.threads * hours
+        row["peak_mem_mb_requested"] = max(row["peak_mem_mb_requested"], res.get("mem_mb") or 0)
+        if res.get("runtime") is None or res.get("mem_mb") is None:
+            row["notes"].add(f"{job.rule}: request unknown until its input exists")
+        if source != "request":
+            row["notes"].add(f"{job.rule}: {source}")
+        if paper and job.rule in projected:
+            peak = projected[job.rule]["peak_rss_mb"]
+            row["peak_mem_mb_projected"] = max(row["peak_mem_mb_projected"] or 0, round(peak))
+    out = []
+    for row in rows.values():
+        row["rules"] = dict(sorted(row["rules"].items()))
+        row["gpu_hours_requested"] = round(row["gpu_hours_requested"], 1)
+        row["core_hours_requested"] = round(row["core_hours_requested"], 1)
+        row["notes"] = sorted(row["notes"])
+        out.append(row)
+    return out
+
+
+def dataset_images(config: dict, dataset: str) -> dict | None:
+    """Classes and images per split of ``dataset`` as the config sizes it (LAION-built: classes
+    x images per class; adapters: the published sizes, capped by the config's per-class keys),
+    with the source; None when the kind's size is unknown until read."""
+    from imagenot.acquire.kinds import DATASET_KINDS
+    from imagenot.acquire.settings import FillSettings, MaterialiseSettings
+    from imagenot.curate.settings import SelectSettings
+
+    kind = DATASET_KINDS[config["datasets"][dataset]["kind"]]
+    if not kind.adapter:
+        fill = FillSettings.from_config(config, dataset)
+        classes = SelectSettings.from_config(config, dataset=dataset).n_classes
+        per = fill.images_per_class
+        return {
+            "classes": classes,
+            "train": classes * (per - fill.test_per_class - fill.val_per_class),
+            "val": classes * fill.val_per_class,
+            "test": classes * fill.test_per_class,
+            "source": "config: n_classes x images per class, an upper bound (every class "
+            "full; discovered classes may be fewer)",
+        }
+    if kind.published_images is None or kind.class_count is None:
+        return None
+    settings = MaterialiseSettings.config_values(config, dataset=dataset)
+    spec = config["datasets"][dataset]
+    classes, (pool, test) = kind.class_count, kind.published_images
+    val = classes * settings["val_per_class"]
+    train = pool - val
+    if spec.get("max_train_per_class"):
+        train = min(train, classes * spec["max_train_per_class"])
+    if spec.get("test_per_class"):
+        test = min(test, classes * spec["test_per_class"])
+    return {
+        "classes": classes,
+        "train": train,
+        "val": val,
+        "test": test,
+        "source": "the dataset's published size, capped by the config's per-class keys",
+    }
+
+
+def read_throughput(path: Path | None, config: dict) -> tuple[dict, str]:
+    """Training images/s per model: ``train.throughput`` of the config, with the models that
+    ``path`` (``benchmarks/bench_feed_models.py --json`` output) measured replaced by their
+    fed rate (``feed_img_per_s``: what a training job sees)."""
+    table = dict(config["train"]["throughput"])
+    if path is None:
+        return table, "config train.throughput (schema default: RTX 3090, docs/gpu.md)"
+    try:
+        data = json.loads(Path(path).read_text())
+        measured = {
+            r["model"]: float(r["feed_img_per_s"]) for r in data["models"] if "error" not in r
+        }
+        device, size = data["device"], data["size"]
+    except (KeyError, TypeError) as exc:
+        raise ValueError(
+            f"{path}: not the output of benchmarks/bench_feed_models.py --json (missing {exc})"
+        ) from None
+    if not measured:
+        raise ValueError(f"{path}: no model was measured (every row is an error)")
+    table.update(measured)
+    return table, (
+        f"{path} (bench_feed_models on {device} at {size} px) "
+        f"for {', '.join(sorted(measured))}; config train.throughput for the rest"
+    )
+
+
+def training_rows(config: dict, throughput: dict) -> list[dict]:
+    """Estimated GPU-hours per trained experiment and model (an upper bound: no trial stops
+    early), with ``train.gpus_per_job`` GPUs per job, and its chain: one trial through every
+    stage, then a final seed. A TL experiment's GPU work is its one features pass over every
+    split, counted at the training throughput (a forward pass costs about a third of a step)."""
+    from imagenot.train import budget, plan
+
+    gpus = max(1, plan.gpus_per_node(config) * plan.nodes(config))
+    rows = []
+    for exp in plan.experiments(config):
+        if plan.is_published(exp):
+            continue
+        d, p = exp["dataset"], exp["protocol"]
+        sizes = dataset_images(config, d)
+        if sizes is None:
+            continue
+        for model in config["train"]["models"]:
+            if model not in throughput:
+                continue
+            epochs = budget.trial_epochs(config, d, p) + budget.final_epochs(config, d, p)
+            chain, n = budget.chain_epochs(config, d, p), sizes["train"]
+            if plan.is_tl(p):
+                epochs, chain = 1, 1
+                n = sizes["train"] + sizes["val"] + sizes["test"]
+            rate = throughput[model]
+            rows.append(
+                {
+                    "experiment": f"{d}/{p}",
+                    "model": model,
+                    "epochs": epochs,
+                    "images_per_epoch": n,
+                    "gpu_hours": round(gpus * budget.hours(epochs, n, rate, gpus), 2),
+                    "chain_hours": round(budget.hours(chain, n, rate, gpus), 2),
+                }
+            )
+    return rows
+
+
+def wall_time(rows: list[dict], gpus: int) -> dict:
+    """Training's wall time on ``gpus`` GPUs: the longer of its longest chain and its GPU-hours
+    spread over every GPU (a lower bound of any schedule: queueing, rung barriers and the data
+    stages before training add to it). More GPUs never lengthen it."""
+    if gpus < 1:
+        raise ValueError(f"--gpus must be at least 1, got {gpus}")
+    total = sum(r["gpu_hours"] for r in rows)
+    longest = max(rows, key=lambda r: r["chain_hours"], default=None)
+    chain = longest["chain_hours"] if longest else 0.0
+    return {
+        "gpus": gpus,
+        "longest_chain": f"{longest['experiment']} {longest['model']}" if longest else None,
+        "longest_chain_hours": round(chain, 1),
+        "gpu_hours_over_gpus": round(total / gpus, 1),
+        "hours": round(max(chain, total / gpus), 1),
+    }
+
+
+def model_facts(models: list[str]) -> dict[str, dict]:
+    """Parameters and head input width of each model, built on torch's meta device (no memory,
+    no weights)."""
+    import torch
+
+    from imagenot.train.registry import build_model, head_module
+
+    out = {}
+    for name in models:
+        with torch.device("meta"):
+            model = build_model(name, 1000)
+        out[name] = {
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "features": head_module(model, name).in_features,
+        }
+    return out
+
+
+def storage(config: dict) -> list[dict]:
+    """Bytes of each stage's outputs (and the LAION input), each with its source."""
+    from imagenot.curate.settings import SelectSettings
+    from imagenot.train import plan as train_plan
+
+    scale = scale_projection()
+    rows: list[dict] = []
+    laion = config["laion"]
+    names = [n for n, s in config["datasets"].items() if s["kind"] == "laion"]
+    if names:
+        on_disk = [Path(laion["dir"]) / f for f in _shard_names(config)]
+        parts = len(on_disk)
+        if on_disk and all(p.is_file() and p.stat().st_size for p in on_disk):
+            size, source = sum(p.stat().st_size for p in on_disk), "measured on disk"
+        elif scale:
+            rows_per_part = world_rows_per_part(config) or (
+                scale["projection_target"]["captions"] / scale["projection_target"]["parts"]
+            )
+            match = {r["rule"]: r for r in scale["rules"]}["curate_match"]
+            per_row = (
+                match["projected"]["input_mb"]
+                * 1e6
+                / (scale["projection_target"]["captions"] / scale["projection_target"]["parts"])
+            )
+            size = parts * rows_per_part * per_row
+            source = "scale model's parquet bytes per caption row (docs/scale.json) x rows"
+        else:
+            size, source = None, "unknown (no docs/scale.json)"
+        rows.append(
+            {
+                "stage": "curate",
+                "item": f"LAION metadata ({parts} parts, input)",
+                "bytes": size,
+                "source": source,
+            }
+        )
+        rows.append(
+            {
+                "stage": "curate",
+                "item": "caption embeddings",
+                "bytes": None,
+                "source": "not estimated: the share of one-class captions is unknown "
+                "before matching (2-39 % of rows, docs/scale.md)",
+            }
+        )
+    pixel = BYTES_PER_PIXEL
+    for name in config["datasets"]:
+        sizes = dataset_images(config, name)
+        side = config["acquire"]["image_size"]
+        if sizes is None:
+            rows.append(
+                {
+                    "stage": "acquire",
+                    "item": f"{name} images",
+                    "bytes": None,
+                    "source": "unknown until the dataset is read",
+                }
+            )
+            continue
+        if name in names:
+            select = SelectSettings.from_config(config, dataset=name)
+            wanted = select.n_classes * math.ceil(select.images_per_class * (1 + select.oversample))
+            rows.append(
+                {
+                    "stage": "acquire",
+                    "item": f"{name} downloaded images ({wanted:,})",
+                    "bytes": wanted * side * side * pixel,
+                    "source": BYTES_PER_PIXEL_SOURCE,
+                }
+            )
+        total = sizes["train"] + sizes["val"] + sizes["test"]
+        rows.append(
+            {
+                "stage": "acquire",
+                "item": f"{name} dataset ({total:,} images)",
+                "bytes": total * side * side * pixel,
+                "source": f"{sizes['source']}; {BYTES_PER_PIXEL_SOURCE}",
+            }
+        )
+    trained = [e for e in train_plan.experiments(config) if not train_plan.is_published(e)]
+    models = list(config["train"]["models"])
+    facts = model_facts(models)
+    width = 2 if config["resources"]["gpus"] > 0 else 4  # bf16 under CUDA autocast, else fp32
+    tl = [e for e in trained if train_plan.is_tl(e["protocol"])]
+    feats = 0
+    for exp in tl:
+        sizes = dataset_images(config, exp["dataset"])
+        n = (sizes["train"] + sizes["val"] + sizes["test"]) if sizes else 0
+        feats += sum(n * facts[m]["features"] * width for m in models)
+    if tl:
+        rows.append(
+            {
+                "stage": "train",
+                "item": f"TL features ({len(tl)} experiments)",
+                "bytes": feats,
+                "source": f"images x head input width x {width} bytes",
+            }
+        )
+    finals = sum(len(train_plan.seeds(config, e)) for e in trained)
+    weights = sum(facts[m]["parameters"] for m in models) * 4
+    if not trained:
+        return rows
+    rows.append(
+        {
+            "stage": "train",
+            "item": f"final weights ({finals} runs per model, and each selected trial)",
+            "bytes": weights * (finals + len(trained)),
+            "source": "parameters x 4 bytes (float32), built on torch's meta device; "
+            "trial checkpoints are deleted as trials end",
+        }
+    )
+    return rows
+
+
+def _shard_names(config: dict) -> list[str]:
+    from imagenot.curate import plan as curate_plan
+
+    try:
+        return curate_plan.shard_files(config)
+    except (KeyError, ValueError):
+        return []

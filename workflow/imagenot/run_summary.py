@@ -1,0 +1,300 @@
+"""What a run made, and whether it is usable: the summary printed at the end of every workflow
+run (the Snakefile's ``onsuccess:``, :func:`imagenot.summary_plan.on_success`) and written for
+the report (rule ``run_summary``). This module reads only the files its layout names
+(:func:`imagenot.summary_plan.layout` knows the stages' paths), so the rule's environment needs
+no stage's libraries.
+
+Why: a run can end with exit 0 and results nobody can use (a dataset split without images, a
+model at chance everywhere, a download part that fetched almost nothing). timm's ``train.py``
+ends with a best-metric line and img2dataset with its success statistics; this is both, for the
+whole study, read from the results tree alone (no rule's state), so it can be printed after any
+run, however partial.
+
+Problems have two levels. **error**: the results cannot be used as they are (a train or test
+split with 0 images; a validation split with 0 images where the config asks for some); the
+workflow then exits 1 after printing, the summary and report still written. **warning**: usable
+but suspect (a model at chance on every experiment it ran, which the preregistration's
+amendments allow, method.md guardrail 4; a download part whose success rate is under half its
+dataset's; a part below ``acquire.min_success_rate`` already failed its own job).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from pathlib import Path
+
+SUMMARY_MD = "results/summary.md"
+SUMMARY_JSON = "results/summary.json"
+SUMMARY_HTML = "results/summary.html"
+REPORT = "results/report.html"
+FAR_BELOW = 0.5  # a part under this share of its dataset's download success rate is a warning
+MIN_PART_ROWS = 50  # as acquire.min_success_rate: smaller parts say little
+
+
+def _split_counts(manifest: Path) -> dict[str, int]:
+    import pyarrow.parquet as pq
+
+    splits = pq.read_table(manifest, columns=["split"])["split"].to_pylist()
+    return {s: splits.count(s) for s in ("train", "val", "test")}
+
+
+def _download(stats: Path) -> dict:
+    """Overall success rate of a LAION dataset's download, and its parts far below it."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(stats).to_pylist()
+    parts: dict[tuple, list[int]] = {}
+    for row in rows:
+        ok_all = parts.setdefault((row.get("round", 0), row["part"]), [0, 0])
+        ok_all[1] += row["count"]
+        ok_all[0] += row["count"] if row["reason"] == "success" else 0
+    ok, total = sum(v[0] for v in parts.values()), sum(v[1] for v in parts.values())
+    rate = ok / total if total else 0.0
+    low = [
+        {"round": r, "part": p, "success_rate": round(v[0] / v[1], 3), "rows": v[1]}
+        for (r, p), v in sorted(parts.items())
+        if v[1] >= MIN_PART_ROWS and v[0] / v[1] < FAR_BELOW * rate
+    ]
+    return {"attempted": total, "success": ok, "success_rate": round(rate, 4), "low_parts": low}
+
+
+def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
+    """The summary of the results under ``root`` (the workflow's working directory) laid out as
+    ``layout`` says (:func:`imagenot.summary_plan.layout`: each dataset's manifest and download
+    report, each final run's result): what exists is summarised, what does not is listed as not
+    built."""
+    from imagenot.train.search import at_chance
+
+    root = Path(root)
+    problems: list[dict] = []
+    datasets: dict[str, dict] = {}
+    for name, where in layout["datasets"].items():
+        manifest = root / where["manifest"]
+        if not manifest.is_file():
+            datasets[name] = {"built": False}
+            continue
+        try:
+            images = _split_counts(manifest)
+        except (OSError, ValueError, KeyError) as exc:  # a stand-in, or a file being rewritten
+            problems.append(_problem("warning", f"dataset {name}: {manifest} unreadable ({exc})"))
+            datasets[name] = {"built": False}
+            continue
+        entry: dict = {"built": True, "kind": where["kind"], "images": images}
+        stats = root / where["download_stats"] if where.get("download_stats") else None
+        if stats is not None and stats.is_file():
+            try:
+                entry["download"] = _download(stats)
+            except (OSError, ValueError, KeyError) as exc:
+                problems.append(_problem("warning", f"dataset {name}: {stats} unreadable ({exc})"))
+                entry["download"] = {
+                    "attempted": 0,
+                    "success": 0,
+                    "success_rate": 0.0,
+                    "low_parts": [],
+                }
+            for part in entry["download"]["low_parts"]:
+                problems.append(
+                    _problem(
+                        "warning",
+                        f"dataset {name}: download part {part['part']} (round {part['round']}) "
+                        f"fetched {part['success_rate']:.0%} of {part['rows']} images, under "
+                        f"half the dataset's {entry['download']['success_rate']:.0%}",
+                    )
+                )
+        for split, n in entry["images"].items():
+            if n == 0 and (split != "val" or where["val_per_class"]):
+                problems.append(
+                    _problem("error", f"dataset {name}: the {split} split has 0 images")
+                )
+        datasets[name] = entry
+    runs, missing = [], 0
+    for run in layout["runs"]:
+        path = root / run["result"]
+        if not path.is_file():
+            missing += 1
+            continue
+        try:
+            result = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            problems.append(_problem("warning", f"{path} unreadable ({exc})"))
+            missing += 1
+            continue
+        test, classes = result.get("test_accuracy"), result.get("num_classes")
+        runs.append(
+            {
+                **{k: run[k] for k in ("dataset", "protocol", "model", "seed")},
+                "val_accuracy": result.get("val_accuracy"),
+                "test_accuracy": test,
+                "chance_accuracy": 100.0 / classes if classes else None,
+                "at_chance": bool(
+                    test is not None
+                    and classes
+                    and at_chance(test, classes, result.get("n_test", 0))
+                ),
+            }
+        )
+    models = _best_per_model(runs)
+    for model, rows in _by_model(runs).items():
+        if rows and all(r["at_chance"] for r in rows):
+            problems.append(
+                _problem("warning", f"model {model} is at chance on every experiment it ran")
+            )
+    built = {
+        "datasets": sum(d["built"] for d in datasets.values()),
+        "final_runs": len(runs),
+        "final_runs_not_built": missing,
+    }
+    return {
+        "description": layout.get("description", ""),
+        "built": built,
+        "datasets": datasets,
+        "models": models,
+        "problems": problems,
+        "errors": sum(p["level"] == "error" for p in problems),
+        "warnings": sum(p["level"] == "warning" for p in problems),
+        "report": REPORT if (root / REPORT).is_file() else None,
+    }
+
+
+def _problem(level: str, message: str) -> dict:
+    return {"level": level, "message": message}
+
+
+def _by_model(runs: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for run in runs:
+        out.setdefault(run["model"], []).append(run)
+    return out
+
+
+def _best_per_model(runs: list[dict]) -> list[dict]:
+    """Per experiment and model, the best validation and test accuracy over its seeds."""
+    best: dict[tuple, dict] = {}
+    for run in runs:
+        key = (run["dataset"], run["protocol"], run["model"])
+        row = best.setdefault(
+            key,
+            {
+                "experiment": f"{run['dataset']}/{run['protocol']}",
+                "model": run["model"],
+                "seeds": 0,
+                "best_val_accuracy": None,
+                "best_test_accuracy": None,
+                "chance_accuracy": run["chance_accuracy"],
+                "at_chance": True,
+            },
+        )
+        row["seeds"] += 1
+        row["at_chance"] = row["at_chance"] and run["at_chance"]
+        for out, key_in in (
+            ("best_val_accuracy", "val_accuracy"),
+            ("best_test_accuracy", "test_accuracy"),
+        ):
+            if run[key_in] is not None:
+                row[out] = max(row[out] if row[out] is not None else -1.0, run[key_in])
+    return list(best.values())
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def format_text(summary: dict, snakemake: str = "snakemake") -> str:
+    """The summary as Markdown (also what the console shows)."""
+    b = summary["built"]
+    out = ["# Run summary", ""]
+    if summary["errors"]:
+        out += [f"**UNUSABLE RESULTS: {summary['errors']} error(s), see Problems.**", ""]
+    out.append(
+        f"Built: {b['datasets']} dataset(s), {b['final_runs']} final run(s)"
+        + (f" ({b['final_runs_not_built']} not built)" if b["final_runs_not_built"] else "")
+        + "."
+    )
+    out += ["", "## Problems", ""]
+    ordered = sorted(summary["problems"], key=lambda p: p["level"] != "error")  # errors first
+    out += [f"- {p['level'].upper()}: {p['message']}" for p in ordered] or ["none"]
+    out += ["", "## Datasets", "", "| dataset | train | val | test | download success |"]
+    out.append("|---|---|---|---|---|")
+    for name, d in summary["datasets"].items():
+        if not d["built"]:
+            out.append(f"| {name} | not built | | | |")
+            continue
+        n = d["images"]
+        dl = d.get("download")
+        rate = f"{dl['success_rate']:.1%} of {dl['attempted']:,}" if dl else "n/a (read from disk)"
+        out.append(f"| {name} | {n['train']:,} | {n['val']:,} | {n['test']:,} | {rate} |")
+    out += ["", "## Models: best over seeds (accuracy %)", ""]
+    out += [
+        "| experiment | model | seeds | validation | test | chance |",
+        "|---|---|---|---|---|---|",
+    ]
+    for m in summary["models"]:
+        out.append(
+            f"| {m['experiment']} | {m['model']} | {m['seeds']} | {_pct(m['best_val_accuracy'])} "
+            f"| {_pct(m['best_test_accuracy'])}{' (at chance)' if m['at_chance'] else ''} "
+            f"| {_pct(m['chance_accuracy'])} |"
+        )
+    if not summary["models"]:
+        out.append("| (no final run yet) | | | | | |")
+    out.append("")
+    if summary["report"]:
+        out.append(f"Report: {summary['report']}")
+    else:
+        out.append(f"Report: `{snakemake} --report {REPORT}` writes it.")
+    return "\n".join(out) + "\n"
+
+
+def format_html(summary: dict) -> str:
+    """The summary as a standalone HTML page (the report shows it on its Summary tab)."""
+    text = format_text(summary)
+    body = []
+    for block in text.split("\n\n"):
+        lines = block.strip().splitlines()
+        if not lines:
+            continue
+        if lines[0].startswith("|"):
+            rows = [ln.strip("|").split("|") for ln in lines if not ln.startswith("|---")]
+            cells = [
+                "<tr>" + "".join(f"<{t}>{html.escape(c.strip())}</{t}>" for c in row) + "</tr>"
+                for t, row in [("th", rows[0])] + [("td", r) for r in rows[1:]]
+            ]
+            body.append("<table>" + "".join(cells) + "</table>")
+        elif lines[0].startswith("#"):
+            level = len(lines[0]) - len(lines[0].lstrip("#"))
+            body.append(f"<h{level}>{html.escape(lines[0].lstrip('# '))}</h{level}>")
+        elif lines[0].startswith("- "):
+            items = "".join(f"<li>{html.escape(ln[2:])}</li>" for ln in lines)
+            body.append(f'<ul class="problems">{items}</ul>')
+        else:
+            para = html.escape(" ".join(lines)).replace("**", "")
+            style = ' style="color:#b00;font-weight:bold"' if "UNUSABLE" in para else ""
+            body.append(f"<p{style}>{para}</p>")
+    css = "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}"
+    return f"<!DOCTYPE html><html><head><meta charset='utf-8'><style>{css}</style></head><body>{''.join(body)}</body></html>\n"
+
+
+def write(summary: dict, md: Path, js: Path, page: Path) -> None:
+    from imagenot.io import write_json
+
+    for path in (md, js, page):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    md.write_text(format_text(summary))
+    write_json(summary, js)
+    page.write_text(format_html(summary))
+
+
+def landing(root: str | os.PathLike = ".") -> dict:
+    """Counts for the report's landing page (its ``--report-metadata`` template), from the
+    summary rule's JSON: numbers only (Snakemake renders text there as docutils internals)."""
+    path = Path(root) / SUMMARY_JSON
+    if not path.is_file():
+        return {"run summary built": 0}
+    s = json.loads(path.read_text())
+    return {
+        "errors (unusable results)": s["errors"],
+        "warnings": s["warnings"],
+        "datasets built": s["built"]["datasets"],
+        "final runs": s["built"]["final_runs"],
+    }

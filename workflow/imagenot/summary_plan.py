@@ -1,0 +1,71 @@
+"""Where the run summary reads and writes (stage plan of rule ``run_summary``), and the end of
+every workflow run: the Snakefile's ``onsuccess:`` calls :func:`on_success`.
+
+Kept apart from :mod:`imagenot.run_summary`, which the rule's job runs: this module knows every
+stage's paths (importing their plans), that one only reads the files named here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from imagenot.run_summary import REPORT, SUMMARY_HTML, SUMMARY_JSON, SUMMARY_MD
+
+
+def targets(config: dict) -> list[str]:
+    """The summary's files, built last by rule ``run_summary``."""
+    return [SUMMARY_MD, SUMMARY_JSON, SUMMARY_HTML]
+
+
+def layout(config: dict) -> dict:
+    """What the summary reads for ``config``: per dataset its manifest, its download report
+    (LAION-built) and the validation images per class it asks for; per final run its
+    ``result.json`` (the acquire and train stages' own paths)."""
+    from imagenot.acquire import plan as acquire_plan
+    from imagenot.acquire.settings import FillSettings
+    from imagenot.train import plan as train_plan
+
+    made = acquire_plan.targets(config)
+    datasets = {}
+    for name, spec in config["datasets"].items():
+        own = [t for t in made if t.startswith(acquire_plan.dataset_dir(name) + "/")]
+        report = [t for t in made if t.startswith(acquire_plan.acquire_dir(name) + "/")]
+        if not own:
+            continue
+        datasets[name] = {
+            "kind": spec["kind"],
+            "manifest": next(t for t in own if t.endswith(".parquet")),
+            "download_stats": report[0] if report else None,
+            "val_per_class": FillSettings.config_values(config, dataset=name)["val_per_class"],
+        }
+    runs = [
+        {**run, "result": f"{train_plan.final_dir(run)}/result.json"}
+        for run in train_plan.final_runs(config)
+    ]
+    return {"description": config.get("description", ""), "datasets": datasets, "runs": runs}
+
+
+def inputs(config: dict) -> list[str]:
+    """The files the summary reads (not the figures and tables: editing a figure's code reruns
+    that figure alone, docs/contracts.md)."""
+    where = layout(config)
+    files = [d[k] for d in where["datasets"].values() for k in ("manifest", "download_stats")]
+    return [f for f in files if f] + [run["result"] for run in where["runs"]]
+
+
+def on_success(config: dict) -> None:
+    """The end of a workflow run (in its working directory): print the summary and where the
+    report is; exit 1 when the results are unusable (an error of the summary)."""
+    from imagenot.run_summary import collect, format_text
+
+    snakemake = Path(sys.executable).parent / "snakemake"
+    shown = os.path.relpath(snakemake) if snakemake.is_file() else "snakemake"
+    summary = collect(layout(config))
+    print("\n" + format_text(summary, shown), file=sys.stderr)
+    if summary["errors"]:
+        raise SystemExit(
+            f"imagenot: the run finished with UNUSABLE RESULTS ({summary['errors']} error(s) "
+            f"above; {SUMMARY_MD} once rule run_summary ran; report: {REPORT})"
+        )

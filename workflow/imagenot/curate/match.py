@@ -592,7 +592,7 @@ def iter_shard_matches(
 
     from imagenot.curate.shards import SkipCounts, iter_captions, open_shard, required_columns
 
-    total = open_shard(path, required_columns(settings)).metadata.num_rows
+    total = open_shard(path, required_columns(settings)).num_rows
     counts = SkipCounts()
     per_wnid = np.zeros(len(matcher.index.wnids), dtype=np.int64)
     n_matches = matched = 0

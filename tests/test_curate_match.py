@@ -172,8 +172,15 @@ RELEASE_LAYOUTS = {
     "laion400m": ["SAMPLE_ID", "URL", "TEXT", "HEIGHT", "WIDTH", "LICENSE", "NSFW", "similarity"],
     "laion2b_en": ["SAMPLE_ID", "URL", "TEXT", "HEIGHT", "WIDTH", "LICENSE", "NSFW", "similarity"],
     "laion2b_joined": [
-        "URL", "TEXT", "WIDTH", "HEIGHT", "similarity", "hash", "punsafe", "pwatermark"
-    ],  # fmt: skip
+        "URL",
+        "TEXT",
+        "WIDTH",
+        "HEIGHT",
+        "similarity",
+        "hash",
+        "punsafe",
+        "pwatermark",
+    ],
     "relaion": ["url", "caption", "width", "height", "similarity", "punsafe", "pwatermark"],
     "img2dataset": ["url", "caption", "key", "status", "error_message", "width", "height"],
 }
@@ -194,8 +201,15 @@ def test_every_laion_release_maps_by_one_rule_without_warnings(layout, caplog):
 
 @pytest.mark.parametrize(
     ("column", "like"),
-    [("capton", "TEXT"), ("Url_", None), ("p-unsafe", None), ("punsafe_score", "punsafe"),
-     ("NSFW_tag", "NSFW"), ("texts", "TEXT"), ("URLS", "URL")],  # fmt: skip
+    [
+        ("capton", "TEXT"),
+        ("Url_", None),
+        ("p-unsafe", None),
+        ("punsafe_score", "punsafe"),
+        ("NSFW_tag", "NSFW"),
+        ("texts", "TEXT"),
+        ("URLS", "URL"),
+    ],
 )
 def test_a_column_like_a_known_one_is_read_or_warned_about(tmp_path, caplog, column, like):
     """Case, `_ - .` and spaces never matter; a near miss is a warning naming the column."""

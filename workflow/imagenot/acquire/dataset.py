@@ -63,7 +63,22 @@ PART_META = b"imagenot.part"  # part-manifest schema metadata: JSON {classes, pa
 
 
 class DatasetError(ValueError):
-    """A dataset directory or a record that breaks the on-disk contract."""
+    """A dataset directory or a record that breaks the on-disk contract.
+
+    Raised in a DataLoader worker, torch re-raises it in the main process as
+    ``DatasetError("Caught DatasetError in DataLoader worker process 0.\\nOriginal Traceback
+    ...")``: its message is then the original one (the traceback's last line), so the command
+    still ends in one line naming the shard and key."""
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if text.startswith("Caught ") and "\nOriginal Traceback" in text:
+            last = text.rstrip().rsplit("\n", 1)[-1]
+            return last.split(": ", 1)[-1] if ": " in last else last
+        return text
+
+
+REBUILD_HINT = "delete {manifest} and run the workflow again: it rebuilds the dataset"
 
 
 @dataclass(frozen=True)
@@ -572,16 +587,50 @@ class ManifestDataset:
         self._shards = table["shard"].to_pylist()
         self._offsets = table["offset"].to_numpy()
         self._lengths = table["length"].to_numpy()
+        # each image's sha256 as 32 bytes a row (a compact array, shared by forked workers)
+        hexes = table["sha256"].to_pylist()
+        try:
+            packed = bytes.fromhex("".join(hexes))
+            self._digests = np.frombuffer(packed, dtype=np.uint8).reshape(len(hexes), 32)
+        except (TypeError, ValueError):
+            raise DatasetError(
+                f"{self.dataset_dir / MANIFEST}: column sha256 must hold 64 hex digits a row"
+            ) from None
         self._reader = ShardReader(self.dataset_dir)
 
     def __len__(self) -> int:
         return len(self.keys)
 
     def read_bytes(self, index: int) -> bytes:
-        """The stored JPEG bytes of item ``index``."""
-        return self._reader.read(
-            self._shards[index], int(self._offsets[index]), int(self._lengths[index])
-        )
+        """The stored JPEG bytes of item ``index``, checked against the manifest's sha256.
+
+        Why every read: a shard damaged after it was written (a bad disk, a copy cut short and
+        padded, a stray write: same size, same mtime) decodes to wrong pixels or libjpeg's
+        "Corrupt JPEG data" warnings, and a training or evaluation on it ended at exit 0 with
+        results of other images. Per image, not per shard, so a job reads only its images and
+        the error names the image; it costs a sha256 of a few kilobytes, a few percent of the
+        decode (docs/benchmarks.md, ``benchmarks/bench_integrity.py``)."""
+        shard, offset = self._shards[index], int(self._offsets[index])
+        data = self._reader.read(shard, offset, int(self._lengths[index]))
+        if hashlib.sha256(data).digest() != self._digests[index].tobytes():
+            manifest = self.dataset_dir / MANIFEST
+            raise DatasetError(
+                f"{self.dataset_dir / shard}: image {self.keys[index]!r} (bytes {offset}-"
+                f"{offset + len(data)}) does not match its sha256 in {manifest}: the shard was "
+                f"damaged after it was written; {REBUILD_HINT.format(manifest=manifest)}"
+            )
+        return data
+
+    def decode(self, index: int):
+        """Item ``index`` as an RGB uint8 CHW tensor (its bytes checked by :meth:`read_bytes`)."""
+        data = self.read_bytes(index)
+        try:
+            return decode_jpeg(data)
+        except RuntimeError as exc:  # torchvision's decode error names neither shard nor image
+            raise DatasetError(
+                f"{self.dataset_dir / self._shards[index]}: image {self.keys[index]!r} is not a "
+                f"decodable JPEG ({str(exc).splitlines()[0]})"
+            ) from exc
 
     def image_shape(self, index: int = 0) -> tuple[int, int, int]:
         """(3, H, W) of item ``index`` as ``ds[index]`` decodes it, from the JPEG's header alone
@@ -598,7 +647,7 @@ class ManifestDataset:
         return 3, height, width
 
     def __getitem__(self, index: int):
-        image = decode_jpeg(self.read_bytes(index))
+        image = self.decode(index)
         if self.transform is not None:
             image = self.transform(image)
         return image, int(self.labels[index])

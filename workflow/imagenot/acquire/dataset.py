@@ -35,7 +35,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from imagenot import job_usage
-from imagenot.io import atomic_path, sha256_bytes, write_parquet, write_text
+from imagenot.io import (
+    atomic_path,
+    open_parquet,
+    read_parquet,
+    sha256_bytes,
+    write_parquet,
+    write_text,
+)
 
 SPLITS = ("train", "val", "test")
 MANIFEST = "manifest.parquet"
@@ -336,7 +343,7 @@ def part_is_done(
     if not path.is_file():
         return False
     try:
-        table = pq.read_table(path)
+        table = read_parquet(path)
         if _part_meta(table, path).get("params") != json.loads(json.dumps(params)):
             return False
     except (DatasetError, pa.ArrowException, ValueError):
@@ -382,7 +389,7 @@ def gather_parts(
         path = Path(path)
         if not path.is_file():
             raise DatasetError(f"{path}: part manifest not found (its job has not finished)")
-        table = pq.read_table(path)
+        table = read_parquet(path)
         part_classes = _part_meta(table, path)["classes"]
         if classes is None:
             classes = part_classes
@@ -423,7 +430,7 @@ def _gather_ordered(out_dir: Path, parts: list[Path], window: int = GATHER_WINDO
     parts of different plans, and nothing is written."""
     classes, schemas, n_rows, keys = None, [], 0, []
     for path in parts:
-        meta = pq.ParquetFile(path)
+        meta = open_parquet(path)
         schema = meta.schema_arrow
         part_classes = _part_meta(schema, path)["classes"]
         if classes is None:
@@ -432,7 +439,7 @@ def _gather_ordered(out_dir: Path, parts: list[Path], window: int = GATHER_WINDO
             raise DatasetError(f"{path}: class list differs from {parts[0]}'s; rerun the parts")
         schemas.append(schema.remove_metadata())
         n_rows += meta.metadata.num_rows
-        keys.append(pq.read_table(path, columns=["key"])["key"])
+        keys.append(read_parquet(path, columns=["key"])["key"])
     all_keys = pa.chunked_array([c for k in keys for c in k.chunks], pa.string())
     if pc.count_distinct(all_keys).as_py() != len(all_keys):
         counts = pc.value_counts(all_keys)
@@ -440,9 +447,7 @@ def _gather_ordered(out_dir: Path, parts: list[Path], window: int = GATHER_WINDO
         raise DatasetError(f"{out_dir}: key {dup[0]['values']} is in more than one part")
     del keys, all_keys
     # held at once: a window's pieces and their sorted copy, and the part being read
-    job_usage.declare_rows_held(
-        2 * window + max(pq.ParquetFile(p).metadata.num_rows for p in parts)
-    )
+    job_usage.declare_rows_held(2 * window + max(open_parquet(p).metadata.num_rows for p in parts))
     schema = pa.unify_schemas(schemas)
     out_schema = pa.schema([f for f in schema if f.name != ORDER])
     shards: set[str] = set()
@@ -474,7 +479,7 @@ def _window(parts: list[Path], schema: pa.Schema, start: int, stop: int) -> pa.T
     a time; columns a part lacks are null)."""
     pieces = []
     for path in parts:
-        table = pq.read_table(path).replace_schema_metadata(None)
+        table = read_parquet(path).replace_schema_metadata(None)
         order = table[ORDER]
         keep = pc.and_(pc.greater_equal(order, start), pc.less(order, stop))
         piece = table.filter(keep)
@@ -495,7 +500,7 @@ def read_manifest(dataset_dir: str | os.PathLike, split: str | None = None) -> p
     path = Path(dataset_dir) / MANIFEST
     if not path.is_file():
         raise DatasetError(f"{path}: no manifest (was the dataset materialised?)")
-    table = pq.read_table(path)
+    table = read_parquet(path)
     missing = set(MANIFEST_SCHEMA.names) - set(table.column_names)
     if missing:
         raise DatasetError(f"{path}: manifest lacks column(s) {sorted(missing)}")

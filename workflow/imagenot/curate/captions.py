@@ -26,6 +26,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from imagenot.io import iter_parquet
+
 if TYPE_CHECKING:
     from imagenot.curate.settings import CaptionSettings
 
@@ -75,15 +77,12 @@ def iter_one_class_rows(
     The last row of each batch may continue in the next one: it is held back and joined to it.
     ``stats`` accumulates ``class_captions`` and ``ambiguous_captions``.
     """
-    import pyarrow.parquet as pq
 
     stats.setdefault("class_captions", 0)
     stats.setdefault("ambiguous_captions", 0)
     carry: pa.Table | None = None
     schema = pa.schema([("row", pa.int64()), ("wnid", pa.string())])
-    for batch in pq.ParquetFile(matches_path).iter_batches(
-        batch_size=batch_rows, columns=["row", "wnid"]
-    ):
+    for batch in iter_parquet(matches_path, batch_size=batch_rows, columns=["row", "wnid"]):
         table = pa.Table.from_batches([batch]).cast(schema)
         if carry is not None:
             table = pa.concat_tables([carry, table])

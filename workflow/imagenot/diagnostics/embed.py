@@ -15,7 +15,6 @@ converted in batches to float in [0, 1], resized and normalised as the encoder e
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ import numpy as np
 
 from imagenot import job_usage
 from imagenot.diagnostics.settings import EmbedSettings
+from imagenot.io import read_json, read_npy
 
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
@@ -72,7 +72,7 @@ def backbone_encoder(checkpoint: str | os.PathLike, device: str, model_name: str
     from imagenot.train.registry import IMAGENET_MEAN, IMAGENET_STD, build_model, head_module
 
     checkpoint = Path(checkpoint)
-    result = json.loads((checkpoint.parent / "result.json").read_text())
+    result = read_json(checkpoint.parent / "result.json")
     name = model_name or result["model"]
     model = build_model(name, int(result["num_classes"]))
     model.load_state_dict(load_file(str(checkpoint)))
@@ -174,5 +174,4 @@ def write_embeddings(arrays: dict[str, np.ndarray], path: str | os.PathLike) -> 
 
 
 def read_embeddings(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as f:
-        return {k: f[k] for k in f.files}
+    return read_npy(path)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -33,7 +32,7 @@ from imagenot.evaluate.transforms import (
     key_hashes,
     transform_uniforms,
 )
-from imagenot.io import write_parquet
+from imagenot.io import read_json, write_parquet
 
 log = logging.getLogger(__name__)
 
@@ -334,7 +333,7 @@ def load_checkpoint(model_path: str | os.PathLike) -> tuple[torch.nn.Module, dic
     from imagenot.train.registry import build_model
 
     model_path = Path(model_path)
-    info = json.loads((model_path.parent / "result.json").read_text())
+    info = read_json(model_path.parent / "result.json")
     missing = {"model", "dataset", "protocol", "seed", "num_classes", "image_size"} - set(info)
     if missing:
         raise ValueError(f"{model_path.parent / 'result.json'}: lacks key(s) {sorted(missing)}")

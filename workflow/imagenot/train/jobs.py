@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenot.io import sha256_file, write_json, write_text
+from imagenot.io import read_json, sha256_file, write_json, write_text
 from imagenot.train import search
 from imagenot.train.checkpoints import history_csv, remove_checkpoint
 from imagenot.train.device import configure, deterministic_for, resolve_device
@@ -342,7 +341,7 @@ def run_final(
     from imagenot.train.registry import head_module
 
     settings = final.job
-    chosen = json.loads(selection.read_text())
+    chosen = read_json(selection)
     row = read_trial(trials, chosen["trial"])
     train_seed = (
         row["seed"]

@@ -93,7 +93,7 @@ def _damaged(path: Path, what: str, exc: BaseException) -> ArtefactError:
     the workflow finds it missing and reruns the rule that writes it (Snakemake reruns a job
     whose output is missing, never one whose output is present but damaged). Anything else
     (an input of the user's) is left where it is."""
-    from imagenot.train.plan import RESULTS
+    from imagenot.config import RESULTS
 
     detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     where = f"{path}: {what} is truncated or damaged ({detail})"

@@ -67,15 +67,15 @@ def penultimate_encoder(model, head=None) -> Callable:
 def backbone_encoder(checkpoint: str | os.PathLike, device: str, model_name: str | None = None):
     """(encode, image_size, mean, std) for a checkpoint trained by this workflow."""
     import torch
-    from safetensors.torch import load_file
 
+    from imagenot.train.checkpoints import load_weights
     from imagenot.train.registry import IMAGENET_MEAN, IMAGENET_STD, build_model, head_module
 
     checkpoint = Path(checkpoint)
     result = read_json(checkpoint.parent / "result.json")
     name = model_name or result["model"]
     model = build_model(name, int(result["num_classes"]))
-    model.load_state_dict(load_file(str(checkpoint)))
+    model.load_state_dict(load_weights(checkpoint, result.get("weights_sha256")))
     model.eval().to(device)
     encode = penultimate_encoder(model, head_module(model, name))
     size = int(result["image_size"])

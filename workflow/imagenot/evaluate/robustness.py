@@ -328,8 +328,7 @@ def summarise(per_image: pa.Table, meta: Mapping[str, Any], confidence: float) -
 
 def load_checkpoint(model_path: str | os.PathLike) -> tuple[torch.nn.Module, dict]:
     """The trained network of ``.../final/seed-{seed}/model.safetensors`` and its ``result.json``."""
-    from safetensors.torch import load_file
-
+    from imagenot.train.checkpoints import load_weights
     from imagenot.train.registry import build_model
 
     model_path = Path(model_path)
@@ -338,7 +337,8 @@ def load_checkpoint(model_path: str | os.PathLike) -> tuple[torch.nn.Module, dic
     if missing:
         raise ValueError(f"{model_path.parent / 'result.json'}: lacks key(s) {sorted(missing)}")
     model = build_model(info["model"], int(info["num_classes"]))
-    model.load_state_dict(load_file(str(model_path)))
+    # the weights result.json describes (its sha256), intact and finite (WeightsError otherwise)
+    model.load_state_dict(load_weights(model_path, info.get("weights_sha256")))
     return model.eval(), info
 
 

@@ -335,8 +335,8 @@ def run_final(
     import shutil
 
     import torch
-    from safetensors.torch import load_file
 
+    from imagenot.train.checkpoints import load_weights
     from imagenot.train.loop import evaluate
     from imagenot.train.registry import head_module
 
@@ -382,7 +382,7 @@ def run_final(
             return None
         job, model, summary = fitted
         summary["reused_trial"] = False
-    model.load_state_dict(load_file(best))
+    model.load_state_dict(load_weights(best))
     fingerprint = summary["dataset_fingerprint"]
     if settings.features:  # TL over stored features: score the head on the test features
         test = load_features(settings, job, fingerprint, "test")
@@ -406,6 +406,7 @@ def run_final(
         "test_accuracy": test_accuracy,
         "n_test": n_test,
         "chance_accuracy": 100.0 / summary["num_classes"],
+        "weights_sha256": sha256_file(out_dir / "model.safetensors"),
     }
     write_json(result, out_dir / "result.json")
     log.info(
@@ -471,6 +472,7 @@ def run_published(
         "init": f"{weights_file} sha256:{sha256_file(weights_file)}",
         "dataset_fingerprint": fingerprint,
         "chance_accuracy": 100.0 / num_classes,
+        "weights_sha256": sha256_file(out_dir / "model.safetensors"),
     }
     write_json(result, out_dir / "result.json")
     log.info("%s: published weights %s written for %d classes", run, weights, num_classes)

@@ -120,3 +120,20 @@ def test_a_command_reading_a_truncated_json_ends_in_one_line(tmp_path, monkeypat
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"imagenot train-select: error: {bad}: ")
     assert not out.exists() and not bad.exists() and os.path.exists(f"{bad}.damaged")
+
+
+def test_the_preregistration_record_is_never_moved_aside(tmp_path, monkeypatch):
+    """No rule rebuilds the preregistration record: moved aside, the next run would register
+    anew, so a damaged one stops the run and stays where it is."""
+    from imagenot.train import prereg
+    from imagenot.train.plan import PREREGISTRATION
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / PREREGISTRATION
+    path.parent.mkdir(parents=True)
+    path.write_text('{"experiments": {"imagenot/st": ')
+    with pytest.raises(
+        ArtefactError, match=r"preregistration\.json: JSON file is truncated.*never"
+    ):
+        prereg._read(path)
+    assert path.is_file()

@@ -87,7 +87,7 @@ class ArtefactError(ValueError):
     """A file a rule reads is truncated or damaged; the message names it and how it is rebuilt."""
 
 
-def _damaged(path: Path, what: str, exc: BaseException) -> ArtefactError:
+def _damaged(path: Path, what: str, exc: BaseException, hint: str | None = None) -> ArtefactError:
     """The one-line error for a damaged ``path``; a workflow output (a file under the working
     directory's results folder) is moved aside to ``<name>.damaged`` so that the next run of
     the workflow finds it missing and reruns the rule that writes it (Snakemake reruns a job
@@ -97,6 +97,8 @@ def _damaged(path: Path, what: str, exc: BaseException) -> ArtefactError:
 
     detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     where = f"{path}: {what} is truncated or damaged ({detail})"
+    if hint is not None:  # a record no rule rebuilds: never moved
+        return ArtefactError(f"{where}; {hint}")
     results = (Path.cwd() / RESULTS).resolve()
     try:
         inside = path.resolve().is_relative_to(results)
@@ -119,15 +121,16 @@ def _damaged(path: Path, what: str, exc: BaseException) -> ArtefactError:
     )
 
 
-def read_json(path: str | os.PathLike) -> Any:
+def read_json(path: str | os.PathLike, hint: str | None = None) -> Any:
     """The JSON document at ``path``; a truncated or damaged one raises ArtefactError naming
-    it (:func:`_damaged`). The one JSON reader of files a rule reads."""
+    it (:func:`_damaged`; ``hint``: what to do instead, for a record that no rule rebuilds,
+    which is then never moved). The one JSON reader of files a rule reads."""
     path = Path(path)
     text = path.read_bytes()  # a missing file: FileNotFoundError, which names it
     try:
         return json.loads(text)
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
-        raise _damaged(path, "JSON file", exc) from None
+        raise _damaged(path, "JSON file", exc, hint) from None
 
 
 def read_parquet(path: str | os.PathLike, **kwargs: Any) -> pa.Table:

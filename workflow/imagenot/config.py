@@ -166,7 +166,7 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return f"config key {key}: {error.message}"
 
 
-def non_finite_numbers(node: Any, path: tuple = ()) -> list[tuple[str, float]]:
+def non_finite_numbers(node: Any, at: tuple = ()) -> list[tuple[str, float]]:
     """(dotted key, value) of every NaN or infinity in ``node``, a config or any part of it.
 
     Why a walk of the values and not the schema: JSON Schema's ``minimum``/``maximum`` are
@@ -175,14 +175,14 @@ def non_finite_numbers(node: Any, path: tuple = ()) -> list[tuple[str, float]]:
     one-sided bound. No key of the workflow means "not a number", so none may hold one: a new
     number key is covered without a schema edit."""
     if isinstance(node, float) and not math.isfinite(node):
-        return [(".".join(str(p) for p in path) or "<top level>", node)]
+        return [(".".join(str(p) for p in at) or "<top level>", node)]
     if isinstance(node, Mapping):
         items = node.items()
     elif isinstance(node, (list, tuple)):
         items = enumerate(node)
     else:
         return []
-    return [bad for key, value in items for bad in non_finite_numbers(value, (*path, key))]
+    return [bad for key, value in items for bad in non_finite_numbers(value, (*at, key))]
 
 
 def validate_config(

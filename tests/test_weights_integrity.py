@@ -128,3 +128,87 @@ def test_a_truncated_weights_file_is_one_line_naming_it(tmp_path):
     path.write_bytes(path.read_bytes()[:500])
     with pytest.raises(WeightsError, match=r"model\.safetensors: not a readable safetensors"):
         load_tensors(path)
+
+
+def _toy_run(tmp_path):
+    """A 12-image dataset (6 test images in one shard) and a final run's folder beside it."""
+    from torchvision.io import encode_jpeg
+
+    from imagenot.acquire.dataset import Record, write_dataset
+
+    g = torch.Generator().manual_seed(1)
+    records = []
+    for i in range(12):
+        img = torch.randint(0, 256, (3, 20, 20), dtype=torch.uint8, generator=g)
+        jpeg = bytes(encode_jpeg(img, quality=90).numpy())
+        records.append(Record(f"k{i:03d}", f"c{i % 3}", "test" if i % 2 else "train", jpeg))
+    ds_dir = tmp_path / "datasets" / "toy"
+    write_dataset(ds_dir, records, ["c0", "c1", "c2"], shard_size=5000)
+    run = tmp_path / "final" / "seed-0"
+    save_weights(_model(), run / "model.safetensors")
+    info = {"model": "resnet_mini", "dataset": "toy", "protocol": "st", "seed": 0,
+            "num_classes": 3, "image_size": 32,
+            "weights_sha256": sha256_file(run / "model.safetensors")}  # fmt: skip
+    (run / "result.json").write_text(json.dumps(info))
+    return ds_dir, run
+
+
+def _evaluate(ds_dir, run, out) -> int:
+    from imagenot.cli import main
+    from imagenot.config import validate_config
+    from imagenot.evaluate.settings import RobustnessSettings
+    from imagenot.settings import to_json
+
+    settings = RobustnessSettings.from_config(validate_config({"seed": 3}))
+    return main([
+        "evaluate-robustness", str(run / "model.safetensors"), "--dataset-dir", str(ds_dir),
+        "--robustness", str(out / "robustness.parquet"), "--per-image",
+        str(out / "per_image.parquet"), "--settings", to_json(settings), "--device", "cpu",
+        "--threads", "2",
+    ])  # fmt: skip
+
+
+@pytest.mark.parametrize("damage", ["bits", "random"])
+def test_evaluation_on_a_damaged_shard_stops_in_one_line_naming_shard_and_key(
+    tmp_path, capsys, damage
+):
+    """The issue's case: image bytes changed after writing (same size, same mtime), through the
+    evaluate command with a DataLoader worker: exit 2, one line, nothing written."""
+    import os
+
+    import numpy as np
+
+    from imagenot.acquire.dataset import read_manifest
+
+    ds_dir, run = _toy_run(tmp_path)
+    row = read_manifest(ds_dir, "test").slice(2, 1).to_pylist()[0]
+    shard = ds_dir / row["shard"]
+    stat = shard.stat()
+    data = bytearray(shard.read_bytes())
+    start, length = row["offset"], row["length"]
+    if damage == "bits":
+        for i in range(start + length // 2, start + length // 2 + 4):
+            data[i] ^= 0x21
+    else:
+        data[start : start + length] = np.random.default_rng(0).bytes(length)
+    shard.write_bytes(bytes(data))
+    os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    out = tmp_path / "out"
+    assert _evaluate(ds_dir, run, out) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(err) == 1, err
+    assert str(shard) in err[0] and repr(row["key"]) in err[0]
+    assert "Traceback" not in err[0] and not out.exists()
+
+
+def test_evaluation_of_non_finite_weights_stops_in_one_line(tmp_path, capsys):
+    ds_dir, run = _toy_run(tmp_path)
+    state, name = _poisoned_state(float("nan"))
+    save_file(state, str(run / "model.safetensors"))
+    info = json.loads((run / "result.json").read_text())
+    info["weights_sha256"] = sha256_file(run / "model.safetensors")
+    (run / "result.json").write_text(json.dumps(info))
+    out = tmp_path / "out"
+    assert _evaluate(ds_dir, run, out) == 2
+    err = capsys.readouterr().err
+    assert f"model.safetensors: tensor '{name}' holds 1 non-finite" in err and not out.exists()

@@ -382,7 +382,7 @@ def gather_parts(
     for path in part_manifests:
         if not Path(path).is_file():
             raise DatasetError(f"{path}: part manifest not found (its job has not finished)")
-    if all(ORDER in pq.read_schema(p).names for p in part_manifests):
+    if all(ORDER in open_parquet(p).schema_arrow.names for p in part_manifests):
         return _gather_ordered(out_dir, [Path(p) for p in part_manifests])
     tables, classes = [], None
     for path in part_manifests:

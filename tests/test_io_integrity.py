@@ -137,3 +137,17 @@ def test_the_preregistration_record_is_never_moved_aside(tmp_path, monkeypatch):
     ):
         prereg._read(path)
     assert path.is_file()
+
+
+def test_an_intact_file_of_another_layout_is_not_called_damaged(tmp_path, monkeypatch):
+    """A column the reader needs that the file lacks: said as such, and the file stays."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "results" / "t.parquet"
+    write_parquet(_table(), path)
+    for read in (
+        lambda: read_parquet(path, columns=["key", "wnid"]),
+        lambda: list(iter_parquet(path, columns=["wnid"])),
+    ):
+        with pytest.raises(ArtefactError, match=r"t\.parquet: lacks column\(s\) wnid \(it has key"):
+            read()
+    assert path.is_file()

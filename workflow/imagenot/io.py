@@ -133,15 +133,32 @@ def read_json(path: str | os.PathLike, hint: str | None = None) -> Any:
         raise _damaged(path, "JSON file", exc, hint) from None
 
 
-def read_parquet(path: str | os.PathLike, **kwargs: Any) -> pa.Table:
-    """``pyarrow.parquet.read_table(path, **kwargs)`` with page checksums verified; a truncated
-    or damaged file raises ArtefactError naming it (:func:`_damaged`). The one parquet reader
-    of files a rule reads (with :func:`open_parquet` and :func:`iter_parquet`)."""
+# What a reader raises on a file it could not read though it may be intact: never "damaged".
+_NOT_DAMAGE = (PermissionError, FileNotFoundError, IsADirectoryError)
+
+
+def _check_columns(path: Path, parquet: pq.ParquetFile, columns: Any) -> None:
+    """ArtefactError naming the file and the columns it lacks (an intact file of another
+    layout: said as such, never moved aside as damaged)."""
+    missing = [c for c in columns or () if c not in parquet.schema_arrow.names]
+    if missing:
+        raise ArtefactError(
+            f"{path}: lacks column(s) {', '.join(missing)} (it has "
+            f"{', '.join(parquet.schema_arrow.names)})"
+        )
+
+
+def read_parquet(path: str | os.PathLike, columns: Any = None, **kwargs: Any) -> pa.Table:
+    """``pyarrow.parquet.read_table(path, columns=..., **kwargs)`` with page checksums
+    verified; a truncated or damaged file raises ArtefactError naming it (:func:`_damaged`).
+    The one parquet reader of files a rule reads (with :func:`open_parquet` and
+    :func:`iter_parquet`)."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+    _check_columns(path, open_parquet(path), columns)
     try:
-        return pq.read_table(path, page_checksum_verification=True, **kwargs)
+        return pq.read_table(path, columns=columns, page_checksum_verification=True, **kwargs)
+    except _NOT_DAMAGE:
+        raise
     except (OSError, pa.ArrowInvalid) as exc:
         raise _damaged(path, "parquet file", exc) from None
 
@@ -154,6 +171,8 @@ def open_parquet(path: str | os.PathLike) -> pq.ParquetFile:
         raise FileNotFoundError(f"{path}: no such file")
     try:
         return pq.ParquetFile(path, page_checksum_verification=True)
+    except _NOT_DAMAGE:
+        raise
     except (OSError, pa.ArrowInvalid) as exc:
         raise _damaged(path, "parquet file", exc) from None
 
@@ -162,8 +181,11 @@ def iter_parquet(path: str | os.PathLike, **kwargs: Any) -> Iterator[pa.RecordBa
     """``open_parquet(path).iter_batches(**kwargs)``; a damaged page raises ArtefactError
     naming the file."""
     parquet = open_parquet(path)
+    _check_columns(Path(path), parquet, kwargs.get("columns"))
     try:
         yield from parquet.iter_batches(**kwargs)
+    except _NOT_DAMAGE:
+        raise
     except (OSError, pa.ArrowInvalid) as exc:
         raise _damaged(Path(path), "parquet file", exc) from None
 
@@ -185,6 +207,8 @@ def read_npy(path: str | os.PathLike) -> Any:
                 with loaded:
                     return {k: loaded[k] for k in loaded.files}
             return loaded
+    except _NOT_DAMAGE:
+        raise
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise _damaged(path, "numpy file", exc) from None
 

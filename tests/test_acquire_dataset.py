@@ -128,3 +128,73 @@ def test_mixed_sizes_rejected_by_load_split_tensors(tmp_path):
     with pytest.raises(DatasetError, match="'b' has shape"):
         load_split_tensors(tmp_path, "train")
     assert np.all(ManifestDataset(tmp_path, "train").labels == 0)
+
+
+def _damage(path, offset: int, data: bytes) -> None:
+    """Overwrite bytes in place: same size, and the mtime put back (what a stray write or a
+    bad sector leaves, and what Snakemake cannot see)."""
+    import os
+
+    stat = path.stat()
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size
+
+
+@pytest.mark.parametrize("damage", ["flip", "random"])
+def test_a_damaged_shard_is_refused_naming_the_shard_and_image(tmp_path, damage):
+    """Flipped bits inside one image, or random bytes over it: refused on read, whatever
+    the path (item, header probe, whole split), naming the shard and the key."""
+    out = tmp_path / "ds"
+    write_dataset(out, _records(), ["n001", "n002", "n003"], shard_size=4)
+    row = read_manifest(out, "train").slice(5, 1).to_pylist()[0]
+    shard = out / row["shard"]
+    start = row["offset"] + row["length"] // 2
+    if damage == "flip":
+        original = shard.read_bytes()[start : start + 8]
+        _damage(shard, start, bytes(b ^ 0x5A for b in original))
+    else:
+        _damage(shard, row["offset"], np.random.default_rng(0).bytes(row["length"]))
+    ds = ManifestDataset(out, "train")
+    index = ds.keys.index(row["key"])
+    assert ds[index - 1][0].shape == (3, 16, 16)  # the other images of the shard still read
+    for read in (lambda: ds[index], lambda: ds.image_shape(index), lambda: ds.read_bytes(index)):
+        with pytest.raises(DatasetError) as info:
+            read()
+        message = str(info.value)
+        assert str(shard) in message and repr(row["key"]) in message
+        assert "does not match its sha256" in message and "\n" not in message
+    with pytest.raises(DatasetError, match=rf"{row['key']}'.*does not match its sha256"):
+        load_split_tensors(out, "train")
+
+
+def test_a_damaged_image_in_a_loader_worker_is_one_line(tmp_path):
+    """Raised in a DataLoader worker, the error comes back with the worker's traceback in its
+    message; it still prints as the one line naming shard and image."""
+    from torch.utils.data import DataLoader
+
+    out = tmp_path / "ds"
+    write_dataset(out, _records(), ["n001", "n002", "n003"], shard_size=4)
+    row = read_manifest(out, "test").slice(0, 1).to_pylist()[0]
+    _damage(out / row["shard"], row["offset"] + 40, b"\x00" * 16)
+    loader = DataLoader(ManifestDataset(out, "test"), batch_size=2, num_workers=1)
+    with pytest.raises(DatasetError) as info:
+        list(loader)
+    assert "Original Traceback" in info.value.args[0]  # what torch raised ...
+    assert str(info.value).startswith(str(out / row["shard"]))  # ... and what is printed
+    assert "\n" not in str(info.value)
+
+
+def test_a_manifest_without_image_digests_is_refused(tmp_path):
+    import pyarrow as pa
+
+    out = tmp_path / "ds"
+    write_dataset(out, _records(), ["n001", "n002", "n003"], shard_size=4)
+    table = pq.read_table(out / "manifest.parquet")
+    column = table.schema.get_field_index("sha256")
+    table = table.set_column(column, "sha256", pa.array(["xyz"] * table.num_rows))
+    pq.write_table(table, out / "manifest.parquet")
+    with pytest.raises(DatasetError, match=r"manifest\.parquet: column sha256 must hold 64 hex"):
+        ManifestDataset(out, "train")

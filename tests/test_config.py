@@ -65,3 +65,31 @@ def test_invalid_yaml_names_the_file(tmp_path):
     path.write_text("seed: [1,\n")
     with pytest.raises(ConfigError, match=r"broken\.yaml"):
         load_config(path)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("curate.threshold", float("nan")),
+        ("laion.max_punsafe", float("nan")),
+        ("curate.threshold", float("inf")),
+        ("seed", float("-inf")),
+    ],
+)
+def test_nan_and_infinity_are_refused_naming_the_key(demo_config, key, value):
+    """Every comparison with NaN is false, so NaN passes minimum/maximum; infinity passes a
+    one-sided bound: each is refused by itself, whatever the schema says of the key."""
+    bad = copy.deepcopy(demo_config)
+    section, _, name = key.rpartition(".")
+    (bad.setdefault(section, {}) if section else bad)[name] = value
+    with pytest.raises(ConfigError, match=rf"config key {key}: .* is not a finite number"):
+        validate_config(bad)
+
+
+def test_nan_in_a_yaml_file_is_refused(tmp_path, demo_config):
+    demo_config["laion"]["max_punsafe"] = float("nan")
+    path = tmp_path / "nan.yaml"
+    path.write_text(yaml.safe_dump(demo_config))
+    assert "max_punsafe: .nan" in path.read_text()
+    with pytest.raises(ConfigError, match=r"config key laion.max_punsafe: nan is not a finite"):
+        load_config(path)

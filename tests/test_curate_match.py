@@ -167,6 +167,82 @@ def test_bad_shard_names_file_and_column(tmp_path, columns, message):
     assert str(path) in str(info.value)
 
 
+# The column layouts of the LAION releases the workflow reads (and img2dataset's output).
+RELEASE_LAYOUTS = {
+    "laion400m": ["SAMPLE_ID", "URL", "TEXT", "HEIGHT", "WIDTH", "LICENSE", "NSFW", "similarity"],
+    "laion2b_en": ["SAMPLE_ID", "URL", "TEXT", "HEIGHT", "WIDTH", "LICENSE", "NSFW", "similarity"],
+    "laion2b_joined": [
+        "URL",
+        "TEXT",
+        "WIDTH",
+        "HEIGHT",
+        "similarity",
+        "hash",
+        "punsafe",
+        "pwatermark",
+    ],
+    "relaion": ["url", "caption", "width", "height", "similarity", "punsafe", "pwatermark"],
+    "img2dataset": ["url", "caption", "key", "status", "error_message", "width", "height"],
+}
+
+
+@pytest.mark.parametrize("layout", sorted(RELEASE_LAYOUTS))
+def test_every_laion_release_maps_by_one_rule_without_warnings(layout, caplog):
+    from imagenot.curate.shards import LAION_COLUMNS, column_names, normal_column_name
+
+    names = RELEASE_LAYOUTS[layout]
+    with caplog.at_level("WARNING"):
+        found = column_names("s.parquet", names)
+    assert not caplog.records
+    assert {"URL", "TEXT"} <= set(found)
+    for canonical, stored in found.items():  # the same rule for every column: a spelling of it
+        assert normal_column_name(stored) in map(normal_column_name, LAION_COLUMNS[canonical])
+
+
+@pytest.mark.parametrize(
+    ("column", "like"),
+    [
+        ("capton", "TEXT"),
+        ("Url_", None),
+        ("p-unsafe", None),
+        ("punsafe_score", "punsafe"),
+        ("NSFW_tag", "NSFW"),
+        ("texts", "TEXT"),
+        ("URLS", "URL"),
+    ],
+)
+def test_a_column_like_a_known_one_is_read_or_warned_about(tmp_path, caplog, column, like):
+    """Case, `_ - .` and spaces never matter; a near miss is a warning naming the column."""
+    from imagenot.curate.shards import column_names
+
+    with caplog.at_level("WARNING"):
+        found = column_names("s.parquet", ["URL", "TEXT", column] if like else ["TEXT", column])
+    if like is None:
+        assert column in found.values() and not caplog.records
+    else:
+        assert column not in found.values()
+        [record] = caplog.records
+        assert repr(column) in record.getMessage()
+        assert f"the {like} column" in record.getMessage()
+
+
+def test_two_spellings_of_one_column_are_refused(tmp_path):
+    path = tmp_path / "both.parquet"
+    pq.write_table(pa.table({"URL": ["u"], "url": ["v"], "TEXT": ["t"]}), path)
+    with pytest.raises(ShardError, match=r"both\.parquet: columns 'URL' and 'url' are both"):
+        open_shard(path)
+
+
+def test_caption_and_url_spellings_are_read_as_text_and_url(tmp_path):
+    from imagenot.curate.shards import iter_captions
+
+    path = tmp_path / "relaion.parquet"
+    pq.write_table(pa.table({"url": ["a", "b"], "Caption": ["a dog", " "]}), path)
+    [(rows, texts, counts)] = list(iter_captions(path, _settings()))
+    assert rows.tolist() == [0] and texts.to_pylist() == ["a dog"]
+    assert counts.skipped["empty"] == 1
+
+
 def test_match_cli_writes_row_wnid(nltk_data, tmp_path):
     from imagenot.cli import main
 

@@ -508,6 +508,13 @@ def test_hf_classifier_filter_runs_a_local_model_and_names_missing_config(tmp_pa
         ({"punsafe": pa.array([0.1, 0.9, None], pa.float32())}, "safe", [0, 2]),
         # punsafe stored as strings (some releases) parses
         ({"punsafe": pa.array(["0.1", "0.9", None])}, "unsafe", [0]),
+        # a NaN punsafe is no probability: treated as a null one, whatever the policy
+        ({"punsafe": pa.array([0.1, 0.9, float("nan")], pa.float32())}, "unsafe", [0]),
+        ({"punsafe": pa.array([0.1, 0.9, float("nan")], pa.float32())}, "safe", [0, 2]),
+        ({"punsafe": pa.array(["0.1", "0.9", "nan"])}, "unsafe", [0]),
+        # other spellings of the LAION releases are the same columns
+        ({"p_unsafe": pa.array([0.1, 0.9, None], pa.float32())}, "unsafe", [0]),
+        ({"nsfw": pa.array(["UNLIKELY", "NSFW", None])}, "unsafe", [0]),
         # LAION-400M layout: the NSFW tag column
         ({"NSFW": pa.array(["UNLIKELY", "NSFW", None])}, "unsafe", [0]),
         ({"NSFW": pa.array(["UNSURE", "NSFW", None])}, "safe", [0, 2]),
@@ -524,3 +531,5 @@ def test_laion_unsafe_signal_of_each_layout(tmp_path, columns, policy, kept):
     assert pq.read_table(out).column("row").to_pylist() == kept
     assert stats["punsafe_removed"] == 3 - len(kept)
     assert stats["unknown_nsfw_removed"] == (1 if policy == "unsafe" else 0)
+    values = next(iter(columns.values())).to_pylist()
+    assert stats["nan_punsafe"] == sum(v in ("nan",) or v != v for v in values if v is not None)

@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 
+from imagenot.io import sha256_file
 from imagenot.settings import to_json
 from imagenot.train import plan
 from imagenot.train import settings as train_settings
@@ -128,6 +129,8 @@ def test_trial_halving_selection_and_final_via_cli(dataset_dir, tmp_path):
     _cli(*final(0), "--out-dir", str(out))
     result = json.loads((out / "result.json").read_text())
     assert (out / "model.safetensors").is_file()
+    # the result names the weights it describes (the evaluate stage checks it)
+    assert result["weights_sha256"] == sha256_file(out / "model.safetensors")
     assert not (out / "checkpoint.safetensors").exists()  # finished: nothing left to resume
     assert result["test_accuracy"] > result["chance_accuracy"]
     fingerprint = (dataset_dir / "fingerprint.txt").read_text().strip()

@@ -13,6 +13,7 @@ validate-config`` and every ``from_config`` go through it).
 from __future__ import annotations
 
 import copy
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +25,9 @@ from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
+# The workflow's output folder, relative to its working directory (the stages' plan modules
+# build every output path under it).
+RESULTS = "results"
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
 MAIN_SCHEMA = "config.schema.yaml"
 
@@ -162,6 +166,25 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return f"config key {key}: {error.message}"
 
 
+def non_finite_numbers(node: Any, at: tuple = ()) -> list[tuple[str, float]]:
+    """(dotted key, value) of every NaN or infinity in ``node``, a config or any part of it.
+
+    Why a walk of the values and not the schema: JSON Schema's ``minimum``/``maximum`` are
+    comparisons, and every comparison with NaN is false, so ``threshold: .nan`` passes
+    ``minimum: 0, maximum: 1`` (and disables whatever the number bounds); infinity passes a
+    one-sided bound. No key of the workflow means "not a number", so none may hold one: a new
+    number key is covered without a schema edit."""
+    if isinstance(node, float) and not math.isfinite(node):
+        return [(".".join(str(p) for p in at) or "<top level>", node)]
+    if isinstance(node, Mapping):
+        items = node.items()
+    elif isinstance(node, (list, tuple)):
+        items = enumerate(node)
+    else:
+        return []
+    return [bad for key, value in items for bad in non_finite_numbers(value, (*at, key))]
+
+
 def validate_config(
     config: dict, schema_dir: str | os.PathLike = SCHEMA_DIR, schema: str = MAIN_SCHEMA
 ) -> dict:
@@ -182,9 +205,13 @@ def validate_config(
         if isinstance(cause, ConfigError):
             raise cause from None
         raise ConfigError(f"schema {exc}: {type(cause).__name__}: {cause}") from exc
-    if errors:
-        detail = "\n".join(f"  - {_describe(e)}" for e in errors[:10])
-        raise ConfigError(f"invalid workflow config ({len(errors)} problem(s)):\n{detail}")
+    problems = [
+        f"config key {key}: {value} is not a finite number (NaN and infinity are refused)"
+        for key, value in non_finite_numbers(config)
+    ] + [_describe(e) for e in errors]
+    if problems:
+        detail = "\n".join(f"  - {p}" for p in problems[:10])
+        raise ConfigError(f"invalid workflow config ({len(problems)} problem(s)):\n{detail}")
     return config
 
 

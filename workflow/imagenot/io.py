@@ -50,8 +50,13 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
 
 
 def write_parquet(table: pa.Table, path: str | os.PathLike, **kwargs: Any) -> Path:
-    """Write ``table`` atomically to ``path`` (zstd, deterministic bytes for identical input)."""
+    """Write ``table`` atomically to ``path`` (zstd, deterministic bytes for identical input).
+
+    Each data page carries a CRC-32 of its bytes (parquet's page checksum), which
+    :func:`read_parquet` verifies: a page damaged after writing is an error naming the file,
+    not other numbers read at exit 0."""
     kwargs.setdefault("compression", "zstd")
+    kwargs.setdefault("write_page_checksum", True)
     with atomic_path(path, ".parquet") as tmp:
         pq.write_table(table, tmp, **kwargs)
     return Path(path)
@@ -76,6 +81,136 @@ def write_text(text: str, path: str | os.PathLike) -> Path:
 def write_json(obj: Any, path: str | os.PathLike) -> Path:
     """Write ``obj`` as indented, key-sorted JSON atomically to ``path``."""
     return write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n", path)
+
+
+class ArtefactError(ValueError):
+    """A file a rule reads is truncated or damaged; the message names it and how it is rebuilt."""
+
+
+def _damaged(path: Path, what: str, exc: BaseException, hint: str | None = None) -> ArtefactError:
+    """The one-line error for a damaged ``path``; a workflow output (a file under the working
+    directory's results folder) is moved aside to ``<name>.damaged`` so that the next run of
+    the workflow finds it missing and reruns the rule that writes it (Snakemake reruns a job
+    whose output is missing, never one whose output is present but damaged). Anything else
+    (an input of the user's) is left where it is."""
+    from imagenot.config import RESULTS
+
+    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    where = f"{path}: {what} is truncated or damaged ({detail})"
+    if hint is not None:  # a record no rule rebuilds: never moved
+        return ArtefactError(f"{where}; {hint}")
+    results = (Path.cwd() / RESULTS).resolve()
+    try:
+        inside = path.resolve().is_relative_to(results)
+    except OSError:
+        inside = False
+    if inside and path.is_file():
+        aside = path.with_name(f"{path.name}.damaged")
+        try:
+            os.replace(path, aside)
+        except OSError:
+            pass
+        else:
+            return ArtefactError(
+                f"{where}; moved aside to {aside.name}: run the workflow again and it reruns "
+                "the rule that writes it"
+            )
+    return ArtefactError(
+        f"{where}; if the workflow wrote it, delete it and run the workflow again (Snakemake "
+        "reruns the rule whose output is missing)"
+    )
+
+
+def read_json(path: str | os.PathLike, hint: str | None = None) -> Any:
+    """The JSON document at ``path``; a truncated or damaged one raises ArtefactError naming
+    it (:func:`_damaged`; ``hint``: what to do instead, for a record that no rule rebuilds,
+    which is then never moved). The one JSON reader of files a rule reads."""
+    path = Path(path)
+    text = path.read_bytes()  # a missing file: FileNotFoundError, which names it
+    try:
+        return json.loads(text)
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise _damaged(path, "JSON file", exc, hint) from None
+
+
+# What a reader raises on a file it could not read though it may be intact: never "damaged".
+_NOT_DAMAGE = (PermissionError, FileNotFoundError, IsADirectoryError)
+
+
+def _check_columns(path: Path, parquet: pq.ParquetFile, columns: Any) -> None:
+    """ArtefactError naming the file and the columns it lacks (an intact file of another
+    layout: said as such, never moved aside as damaged)."""
+    missing = [c for c in columns or () if c not in parquet.schema_arrow.names]
+    if missing:
+        raise ArtefactError(
+            f"{path}: lacks column(s) {', '.join(missing)} (it has "
+            f"{', '.join(parquet.schema_arrow.names)})"
+        )
+
+
+def read_parquet(path: str | os.PathLike, columns: Any = None, **kwargs: Any) -> pa.Table:
+    """``pyarrow.parquet.read_table(path, columns=..., **kwargs)`` with page checksums
+    verified; a truncated or damaged file raises ArtefactError naming it (:func:`_damaged`).
+    The one parquet reader of files a rule reads (with :func:`open_parquet` and
+    :func:`iter_parquet`)."""
+    path = Path(path)
+    _check_columns(path, open_parquet(path), columns)
+    try:
+        return pq.read_table(path, columns=columns, page_checksum_verification=True, **kwargs)
+    except _NOT_DAMAGE:
+        raise
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise _damaged(path, "parquet file", exc) from None
+
+
+def open_parquet(path: str | os.PathLike) -> pq.ParquetFile:
+    """``pyarrow.parquet.ParquetFile`` (schema, metadata) with checksums verified on read;
+    a damaged footer raises ArtefactError naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    try:
+        return pq.ParquetFile(path, page_checksum_verification=True)
+    except _NOT_DAMAGE:
+        raise
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise _damaged(path, "parquet file", exc) from None
+
+
+def iter_parquet(path: str | os.PathLike, **kwargs: Any) -> Iterator[pa.RecordBatch]:
+    """``open_parquet(path).iter_batches(**kwargs)``; a damaged page raises ArtefactError
+    naming the file."""
+    parquet = open_parquet(path)
+    _check_columns(Path(path), parquet, kwargs.get("columns"))
+    try:
+        yield from parquet.iter_batches(**kwargs)
+    except _NOT_DAMAGE:
+        raise
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise _damaged(Path(path), "parquet file", exc) from None
+
+
+def read_npy(path: str | os.PathLike) -> Any:
+    """``numpy.load(path)`` of an ``.npy`` array or ``.npz`` archive (read whole, no pickles);
+    a truncated or damaged file raises ArtefactError naming it."""
+    import zipfile
+
+    import numpy as np
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    try:
+        with open(path, "rb") as f:
+            loaded = np.load(f, allow_pickle=False)
+            if isinstance(loaded, np.lib.npyio.NpzFile):
+                with loaded:
+                    return {k: loaded[k] for k in loaded.files}
+            return loaded
+    except _NOT_DAMAGE:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise _damaged(path, "numpy file", exc) from None
 
 
 def sha256_bytes(data: bytes) -> str:

@@ -36,11 +36,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from imagenot.acquire.dataset import SPLITS, Record, ShardReader, read_classes
 from imagenot.acquire.settings import FillSettings, TopupSettings, WriteSettings
-from imagenot.io import write_csv, write_parquet
+from imagenot.io import read_parquet, write_csv, write_parquet
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +163,7 @@ def read_parts(parts: list[str | os.PathLike]) -> pa.Table:
     tables = []
     for path in parts:
         path = Path(path)
-        t = pq.read_table(path)
+        t = read_parquet(path)
         tar = str(path.with_suffix(".tar"))
         tables.append(t.append_column("part_tar", pa.array([tar] * t.num_rows, pa.string())))
     return pa.concat_tables(tables) if tables else pa.table({})
@@ -271,7 +270,7 @@ def plan_build(
             if path.parent.parent.name.startswith("round-")
             else 0
         )
-        stats += [{"round": rnd, **row} for row in reason_counts(pq.read_table(path), path.stem)]
+        stats += [{"round": rnd, **row} for row in reason_counts(read_parquet(path), path.stem)]
     write_parquet(pa.Table.from_pylist(stats), report_dir / "download_stats.parquet")
     write_csv(pa.Table.from_pylist(stats), report_dir / "download_stats.csv")
 
@@ -352,7 +351,7 @@ def write_build_part(
 
     from imagenot.acquire.dataset import part_is_done, write_part
 
-    table = pq.read_table(assignment_path)
+    table = read_parquet(assignment_path)
     classes = json.loads(table.schema.metadata[CLASSES_META])
     rows = table.filter(pc.equal(table["job"], job))
     rows = rows.take(pc.sort_indices(rows, [("order", "ascending")]))
@@ -363,7 +362,7 @@ def write_build_part(
     params = {"rows": digest.hexdigest(), "shard_size": shard_size, "classes": classes}
     if part_is_done(out_dir, part_manifest, params):
         log.info("%s: part %s already written from these rows; nothing to do", out_dir, job)
-        return pq.read_table(part_manifest)
+        return read_parquet(part_manifest)
     reader = ShardReader(Path.cwd())
 
     def lazy(tar: str, offset: int, length: int):

@@ -35,7 +35,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from imagenot import job_usage
-from imagenot.io import atomic_path, sha256_bytes, write_parquet, write_text
+from imagenot.io import (
+    atomic_path,
+    open_parquet,
+    read_parquet,
+    sha256_bytes,
+    write_parquet,
+    write_text,
+)
 
 SPLITS = ("train", "val", "test")
 MANIFEST = "manifest.parquet"
@@ -63,7 +70,22 @@ PART_META = b"imagenot.part"  # part-manifest schema metadata: JSON {classes, pa
 
 
 class DatasetError(ValueError):
-    """A dataset directory or a record that breaks the on-disk contract."""
+    """A dataset directory or a record that breaks the on-disk contract.
+
+    Raised in a DataLoader worker, torch re-raises it in the main process as
+    ``DatasetError("Caught DatasetError in DataLoader worker process 0.\\nOriginal Traceback
+    ...")``: its message is then the original one (the traceback's last line), so the command
+    still ends in one line naming the shard and key."""
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if text.startswith("Caught ") and "\nOriginal Traceback" in text:
+            last = text.rstrip().rsplit("\n", 1)[-1]
+            return last.split(": ", 1)[-1] if ": " in last else last
+        return text
+
+
+REBUILD_HINT = "delete {manifest} and run the workflow again: it rebuilds the dataset"
 
 
 @dataclass(frozen=True)
@@ -321,7 +343,7 @@ def part_is_done(
     if not path.is_file():
         return False
     try:
-        table = pq.read_table(path)
+        table = read_parquet(path)
         if _part_meta(table, path).get("params") != json.loads(json.dumps(params)):
             return False
     except (DatasetError, pa.ArrowException, ValueError):
@@ -360,14 +382,14 @@ def gather_parts(
     for path in part_manifests:
         if not Path(path).is_file():
             raise DatasetError(f"{path}: part manifest not found (its job has not finished)")
-    if all(ORDER in pq.read_schema(p).names for p in part_manifests):
+    if all(ORDER in open_parquet(p).schema_arrow.names for p in part_manifests):
         return _gather_ordered(out_dir, [Path(p) for p in part_manifests])
     tables, classes = [], None
     for path in part_manifests:
         path = Path(path)
         if not path.is_file():
             raise DatasetError(f"{path}: part manifest not found (its job has not finished)")
-        table = pq.read_table(path)
+        table = read_parquet(path)
         part_classes = _part_meta(table, path)["classes"]
         if classes is None:
             classes = part_classes
@@ -408,7 +430,7 @@ def _gather_ordered(out_dir: Path, parts: list[Path], window: int = GATHER_WINDO
     parts of different plans, and nothing is written."""
     classes, schemas, n_rows, keys = None, [], 0, []
     for path in parts:
-        meta = pq.ParquetFile(path)
+        meta = open_parquet(path)
         schema = meta.schema_arrow
         part_classes = _part_meta(schema, path)["classes"]
         if classes is None:
@@ -417,7 +439,7 @@ def _gather_ordered(out_dir: Path, parts: list[Path], window: int = GATHER_WINDO
             raise DatasetError(f"{path}: class list differs from {parts[0]}'s; rerun the parts")
         schemas.append(schema.remove_metadata())
         n_rows += meta.metadata.num_rows
-        keys.append(pq.read_table(path, columns=["key"])["key"])
+        keys.append(read_parquet(path, columns=["key"])["key"])
     all_keys = pa.chunked_array([c for k in keys for c in k.chunks], pa.string())
     if pc.count_distinct(all_keys).as_py() != len(all_keys):
         counts = pc.value_counts(all_keys)
@@ -425,9 +447,7 @@ def _gather_ordered(out_dir: Path, parts: list[Path], window: int = GATHER_WINDO
         raise DatasetError(f"{out_dir}: key {dup[0]['values']} is in more than one part")
     del keys, all_keys
     # held at once: a window's pieces and their sorted copy, and the part being read
-    job_usage.declare_rows_held(
-        2 * window + max(pq.ParquetFile(p).metadata.num_rows for p in parts)
-    )
+    job_usage.declare_rows_held(2 * window + max(open_parquet(p).metadata.num_rows for p in parts))
     schema = pa.unify_schemas(schemas)
     out_schema = pa.schema([f for f in schema if f.name != ORDER])
     shards: set[str] = set()
@@ -459,7 +479,7 @@ def _window(parts: list[Path], schema: pa.Schema, start: int, stop: int) -> pa.T
     a time; columns a part lacks are null)."""
     pieces = []
     for path in parts:
-        table = pq.read_table(path).replace_schema_metadata(None)
+        table = read_parquet(path).replace_schema_metadata(None)
         order = table[ORDER]
         keep = pc.and_(pc.greater_equal(order, start), pc.less(order, stop))
         piece = table.filter(keep)
@@ -480,7 +500,7 @@ def read_manifest(dataset_dir: str | os.PathLike, split: str | None = None) -> p
     path = Path(dataset_dir) / MANIFEST
     if not path.is_file():
         raise DatasetError(f"{path}: no manifest (was the dataset materialised?)")
-    table = pq.read_table(path)
+    table = read_parquet(path)
     missing = set(MANIFEST_SCHEMA.names) - set(table.column_names)
     if missing:
         raise DatasetError(f"{path}: manifest lacks column(s) {sorted(missing)}")
@@ -572,16 +592,50 @@ class ManifestDataset:
         self._shards = table["shard"].to_pylist()
         self._offsets = table["offset"].to_numpy()
         self._lengths = table["length"].to_numpy()
+        # each image's sha256 as 32 bytes a row (a compact array, shared by forked workers)
+        hexes = table["sha256"].to_pylist()
+        try:
+            packed = bytes.fromhex("".join(hexes))
+            self._digests = np.frombuffer(packed, dtype=np.uint8).reshape(len(hexes), 32)
+        except (TypeError, ValueError):
+            raise DatasetError(
+                f"{self.dataset_dir / MANIFEST}: column sha256 must hold 64 hex digits a row"
+            ) from None
         self._reader = ShardReader(self.dataset_dir)
 
     def __len__(self) -> int:
         return len(self.keys)
 
     def read_bytes(self, index: int) -> bytes:
-        """The stored JPEG bytes of item ``index``."""
-        return self._reader.read(
-            self._shards[index], int(self._offsets[index]), int(self._lengths[index])
-        )
+        """The stored JPEG bytes of item ``index``, checked against the manifest's sha256.
+
+        Why every read: a shard damaged after it was written (a bad disk, a copy cut short and
+        padded, a stray write: same size, same mtime) decodes to wrong pixels or libjpeg's
+        "Corrupt JPEG data" warnings, and a training or evaluation on it ended at exit 0 with
+        results of other images. Per image, not per shard, so a job reads only its images and
+        the error names the image; it costs a sha256 of a few kilobytes, a few percent of the
+        decode (docs/benchmarks.md, ``benchmarks/bench_integrity.py``)."""
+        shard, offset = self._shards[index], int(self._offsets[index])
+        data = self._reader.read(shard, offset, int(self._lengths[index]))
+        if hashlib.sha256(data).digest() != self._digests[index].tobytes():
+            manifest = self.dataset_dir / MANIFEST
+            raise DatasetError(
+                f"{self.dataset_dir / shard}: image {self.keys[index]!r} (bytes {offset}-"
+                f"{offset + len(data)}) does not match its sha256 in {manifest}: the shard was "
+                f"damaged after it was written; {REBUILD_HINT.format(manifest=manifest)}"
+            )
+        return data
+
+    def decode(self, index: int):
+        """Item ``index`` as an RGB uint8 CHW tensor (its bytes checked by :meth:`read_bytes`)."""
+        data = self.read_bytes(index)
+        try:
+            return decode_jpeg(data)
+        except RuntimeError as exc:  # torchvision's decode error names neither shard nor image
+            raise DatasetError(
+                f"{self.dataset_dir / self._shards[index]}: image {self.keys[index]!r} is not a "
+                f"decodable JPEG ({str(exc).splitlines()[0]})"
+            ) from exc
 
     def image_shape(self, index: int = 0) -> tuple[int, int, int]:
         """(3, H, W) of item ``index`` as ``ds[index]`` decodes it, from the JPEG's header alone
@@ -598,7 +652,7 @@ class ManifestDataset:
         return 3, height, width
 
     def __getitem__(self, index: int):
-        image = decode_jpeg(self.read_bytes(index))
+        image = self.decode(index)
         if self.transform is not None:
             image = self.transform(image)
         return image, int(self.labels[index])

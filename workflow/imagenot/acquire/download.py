@@ -53,13 +53,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from imagenot import job_usage
 from imagenot.acquire import images
 from imagenot.acquire.dataset import Record, write_tar
 from imagenot.acquire.settings import DownloadSettings
-from imagenot.io import write_parquet, write_text
+from imagenot.io import read_parquet, write_parquet, write_text
 
 log = logging.getLogger(__name__)
 
@@ -346,7 +345,7 @@ def _reusable_keys(reuse: Path, part_table: pa.Table) -> set[str]:
     url_of = dict(zip(part_table["key"].to_pylist(), part_table["URL"].to_pylist(), strict=True))
     keys: set[str] = set()
     for shard in _done_shards(reuse):
-        meta = pq.read_table(reuse / f"{shard}.parquet")
+        meta = read_parquet(reuse / f"{shard}.parquet")
         names = [
             c for c in ("sel_key", "sel_url", "url", "error_message") if c in meta.column_names
         ]
@@ -420,7 +419,7 @@ def unmark_dead_batches(folder: str | os.PathLike) -> None:
     folder = Path(folder)
     dead = []
     for shard in _done_shards(folder) if folder.is_dir() else []:
-        meta = pq.read_table(folder / f"{shard}.parquet", columns=["error_message"])
+        meta = read_parquet(folder / f"{shard}.parquet", columns=["error_message"])
         messages = meta["error_message"].to_pylist()
         if len(messages) < DEAD_BATCH_MIN_ROWS or None in messages or len(set(messages)) != 1:
             continue
@@ -527,7 +526,7 @@ def _read_fetched(folder: Path, wanted: Callable[[dict], bool]) -> dict[str, dic
     their image bytes (``_bytes``) and batch name (``_shard``)."""
     fetched: dict[str, dict] = {}
     for shard in _done_shards(folder) if folder.is_dir() else []:
-        meta = [m for m in pq.read_table(folder / f"{shard}.parquet").to_pylist() if wanted(m)]
+        meta = [m for m in read_parquet(folder / f"{shard}.parquet").to_pylist() if wanted(m)]
         if not meta:
             continue
         by_i2d_key = {m["key"]: m for m in meta}
@@ -548,7 +547,7 @@ def unmark_transient_batches(folder: str | os.PathLike) -> int:
     folder = Path(folder)
     n = 0
     for shard in _done_shards(folder) if folder.is_dir() else []:
-        messages = pq.read_table(folder / f"{shard}.parquet", columns=["error_message"])
+        messages = read_parquet(folder / f"{shard}.parquet", columns=["error_message"])
         reasons = [images.classify_fetch_error(m) for m in messages["error_message"].to_pylist()]
         if sum(r in TRANSIENT_REASONS for r in reasons) * 2 > len(reasons):
             _unmark(folder, shard)
@@ -592,7 +591,7 @@ def read_selection(path: str | os.PathLike) -> pa.Table:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"selection {path} not found")
-    table = pq.read_table(path)
+    table = read_parquet(path)
     missing = [c for c in ("key", "URL", "wnid", "similarity") if c not in table.column_names]
     if missing:
         raise ValueError(f"{path}: selection lacks column(s) {missing}")

@@ -20,6 +20,7 @@ import pandas as pd
 from imagenot.analyse import PUBLISHED_DATASET, PUBLISHED_PROTOCOL, stats
 from imagenot.analyse.settings import AccuracySettings
 from imagenot.analyse.table import TableError
+from imagenot.io import read_parquet
 
 ROBUSTNESS_COLUMNS = (
     "model",
@@ -56,7 +57,7 @@ def read_robustness(paths: Sequence[str | os.PathLike]) -> pd.DataFrame:
     """Concatenate evaluation ``robustness.parquet`` files, checking their columns."""
     frames = []
     for path in paths:
-        df = pd.read_parquet(path)
+        df = read_parquet(path).to_pandas()
         missing = [c for c in ROBUSTNESS_COLUMNS if c not in df.columns]
         if missing:
             raise TableError(f"{path}: lacks column(s) {', '.join(missing)}")
@@ -128,8 +129,10 @@ def read_per_image(robustness_paths: Sequence[str | os.PathLike]) -> pd.DataFram
     """Per-image correctness beside each ``robustness.parquet``, labelled with its run."""
     frames = []
     for path in robustness_paths:
-        run = pd.read_parquet(path, columns=["model", "dataset", "protocol", "seed"]).iloc[0]
-        per = pd.read_parquet(Path(path).with_name("per_image.parquet"))
+        run = (
+            read_parquet(path, columns=["model", "dataset", "protocol", "seed"]).to_pandas().iloc[0]
+        )
+        per = read_parquet(Path(path).with_name("per_image.parquet")).to_pandas()
         per = per[["key", "transform", "correct"]].copy()
         for col in ("model", "dataset", "protocol", "seed"):
             per[col] = run[col]

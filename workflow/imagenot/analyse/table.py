@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from imagenot.analyse import PUBLISHED_PROTOCOL
+from imagenot.io import read_parquet
 
 REQUIRED = ("model", "dataset", "accuracy")
 FORMATS = ("long", "wide")
@@ -73,7 +74,7 @@ def read_table(
         raise TableError(f"{path}: no such file")
     try:
         if path.suffix == ".parquet":
-            df = pd.read_parquet(path)
+            df = read_parquet(path).to_pandas()
         else:
             df = pd.read_csv(path, skipinitialspace=True)
     except pd.errors.EmptyDataError:

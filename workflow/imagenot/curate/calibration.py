@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
+
+from imagenot.io import read_parquet
 
 REQUIRED_COLUMNS = ("wnid", "score", "n_selectable", "status")
 # Cosine similarities lie in [-1, 1]; float16 embeddings round a little past the ends.
@@ -61,7 +62,7 @@ def read_scores(path: str | os.PathLike) -> pa.Table:
     selectable caption, finite scores within [-1, 1]."""
     path = Path(path)
     try:
-        table = pq.read_table(path)
+        table = read_parquet(path)
     except (OSError, pa.ArrowInvalid) as exc:
         raise CalibrationError(f"{path}: cannot read as parquet ({exc})") from None
     missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]

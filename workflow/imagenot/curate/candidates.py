@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from imagenot.io import read_parquet
+
 if TYPE_CHECKING:
     from imagenot.curate.settings import CandidatesSettings
 
@@ -54,11 +56,10 @@ def sum_counts(count_files: Iterable[str | os.PathLike]) -> dict[str, int]:
     """Matching captions per wnid over all shards: the sum of the per-shard count files written by
     ``imagenot match --counts`` (gather of a scatter; one small file in memory at a time, so memory
     is bounded by the number of synsets, never by the number of shards)."""
-    import pyarrow.parquet as pq
 
     total: dict[str, int] = {}
     for path in count_files:
-        table = pq.read_table(path, columns=["wnid", "n"])
+        table = read_parquet(path, columns=["wnid", "n"])
         for wnid, n in zip(
             table.column("wnid").to_pylist(), table.column("n").to_pylist(), strict=True
         ):

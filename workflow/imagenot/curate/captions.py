@@ -5,7 +5,10 @@ any LAION file name works), ``shard`` (the shard's file name, for provenance), `
 ``TEXT``, ``hash`` (null when the shard has none), ``wnid``. Rows without a URL are dropped and
 counted, and so are rows LAION marks unsafe, by whichever signal the shard's layout carries:
 ``punsafe`` above ``max_punsafe`` (laion2B/laion5B layouts), or an ``NSFW`` tag in ``nsfw_tags``
-(LAION-400M layout). A null signal counts as unsafe unless ``unknown_nsfw`` is ``"safe"``.
+(LAION-400M layout). A null signal counts as unsafe unless ``unknown_nsfw`` is ``"safe"``; a
+NaN ``punsafe`` is no probability either, so it is a null signal too (counted apart:
+``nan_punsafe``), never compared with the cut (every comparison with NaN is false, so it was
+kept as safe).
 
 Memory is bounded by ``batch_rows``, not by the shard: a laion2B-en part has ~450 M matches. The
 match file is sorted by row, so it is read one row group at a time (a caption's matches that
@@ -22,6 +25,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from imagenot.io import iter_parquet
 
 if TYPE_CHECKING:
     from imagenot.curate.settings import CaptionSettings
@@ -72,15 +77,12 @@ def iter_one_class_rows(
     The last row of each batch may continue in the next one: it is held back and joined to it.
     ``stats`` accumulates ``class_captions`` and ``ambiguous_captions``.
     """
-    import pyarrow.parquet as pq
 
     stats.setdefault("class_captions", 0)
     stats.setdefault("ambiguous_captions", 0)
     carry: pa.Table | None = None
     schema = pa.schema([("row", pa.int64()), ("wnid", pa.string())])
-    for batch in pq.ParquetFile(matches_path).iter_batches(
-        batch_size=batch_rows, columns=["row", "wnid"]
-    ):
+    for batch in iter_parquet(matches_path, batch_size=batch_rows, columns=["row", "wnid"]):
         table = pa.Table.from_batches([batch]).cast(schema)
         if carry is not None:
             table = pa.concat_tables([carry, table])
@@ -101,19 +103,24 @@ def iter_one_class_rows(
         yield picked
 
 
-def unsafe_rows(settings: CaptionSettings, table: pa.Table, path) -> tuple[np.ndarray, np.ndarray]:
-    """(unsafe, signal null) masks of a table's rows by LAION's own unsafe-image signal, per
-    layout: ``punsafe`` above ``settings.max_punsafe``, or an ``NSFW`` tag in
-    ``settings.nsfw_tags``; a null signal is unsafe when ``settings.unknown_nsfw`` says so."""
+def unsafe_rows(
+    settings: CaptionSettings, table: pa.Table, path
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(unsafe, signal null, punsafe NaN) masks of a table's rows by LAION's own unsafe-image
+    signal, per layout: ``punsafe`` above ``settings.max_punsafe``, or an ``NSFW`` tag in
+    ``settings.nsfw_tags``; a null signal (a NaN ``punsafe`` is one) is unsafe when
+    ``settings.unknown_nsfw`` says so."""
     n = table.num_rows
     unsafe = np.zeros(n, dtype=bool)
     null = np.zeros(n, dtype=bool)
+    nan = np.zeros(n, dtype=bool)
     if settings.max_punsafe is not None and "punsafe" in table.column_names:
         punsafe = _typed(table.column("punsafe"), pa.float64(), path, "punsafe")
         missing = np.asarray(punsafe.is_null().to_numpy(zero_copy_only=False), dtype=bool)
         values = pc.fill_null(punsafe, 0.0).to_numpy()
-        unsafe |= values > settings.max_punsafe
-        null |= missing
+        nan = np.isnan(values)
+        unsafe |= ~nan & (values > settings.max_punsafe)
+        null |= missing | nan
     if settings.nsfw_tags and "NSFW" in table.column_names:
         tags = _typed(table.column("NSFW"), pa.string(), path, "NSFW")
         missing = np.asarray(tags.is_null().to_numpy(zero_copy_only=False), dtype=bool)
@@ -122,7 +129,7 @@ def unsafe_rows(settings: CaptionSettings, table: pa.Table, path) -> tuple[np.nd
         null |= missing
     if settings.unknown_nsfw == "unsafe":
         unsafe |= null
-    return unsafe, null
+    return unsafe, null, nan
 
 
 def _typed(column: pa.ChunkedArray | pa.Array, to: pa.DataType, path, name: str) -> pa.Array:
@@ -145,23 +152,25 @@ def iter_shard_captions(
 
     ``stats`` (filled as the stream is consumed): ``class_captions``, ``ambiguous_captions``,
     ``null_url_removed``, ``punsafe_removed`` (unsafe by LAION's signal, either layout),
-    ``unknown_nsfw_removed`` (of those, rows whose signal was null), ``captions``.
+    ``unknown_nsfw_removed`` (of those, rows whose signal was null or a NaN ``punsafe``),
+    ``nan_punsafe`` (rows whose ``punsafe`` was NaN, treated as null), ``captions``.
     """
     from imagenot.curate.shards import open_shard
 
     stats = {} if stats is None else stats
-    stats.update(null_url_removed=0, punsafe_removed=0, unknown_nsfw_removed=0, captions=0)
-    parquet = open_shard(shard_path)
-    names = parquet.schema_arrow.names
-    columns = ["URL", "TEXT"] + [c for c in ("hash", "punsafe", "NSFW") if c in names]
-    n_rows = parquet.metadata.num_rows
+    stats.update(
+        null_url_removed=0, punsafe_removed=0, unknown_nsfw_removed=0, nan_punsafe=0, captions=0
+    )
+    shard = open_shard(shard_path)
+    columns = ["URL", "TEXT"] + [c for c in ("hash", "punsafe", "NSFW") if c in shard.columns]
+    n_rows = shard.num_rows
     file_name = os.path.basename(shard_path)
     batch_rows = settings.batch_rows
     picked_iter = iter_one_class_rows(matches_path, class_wnids, batch_rows, stats)
     pending: list[pa.Table] = []
     exhausted = False
     offset = 0
-    for batch in parquet.iter_batches(batch_size=batch_rows, columns=columns):
+    for batch in shard.iter_batches(batch_rows, columns):
         end = offset + batch.num_rows
         # Pull picked rows until one lies beyond this batch (or none are left).
         while not exhausted and (not pending or pending[-1].column("row")[-1].as_py() < end):
@@ -206,8 +215,9 @@ def _batch_captions(
     sub = pa.Table.from_batches([batch]).take(pa.array(rows - offset))
     keep = np.asarray(sub.column("URL").is_valid().to_numpy(zero_copy_only=False), dtype=bool)
     stats["null_url_removed"] += int((~keep).sum())
-    unsafe, unknown = unsafe_rows(settings, sub, shard_path)
+    unsafe, unknown, nan = unsafe_rows(settings, sub, shard_path)
     unsafe &= keep
+    stats["nan_punsafe"] += int((nan & keep).sum())
     stats["punsafe_removed"] += int(unsafe.sum())
     stats["unknown_nsfw_removed"] += int((unsafe & unknown).sum())
     keep &= ~unsafe

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from pathlib import Path
 
 from imagenot.curate.settings import (
     CandidatesSettings,
@@ -193,7 +192,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _read_json(path: str) -> dict:
-    return json.loads(Path(path).read_text())
+    from imagenot.io import read_json
+
+    return read_json(path)
 
 
 def match_settings(args: argparse.Namespace) -> MatchSettings:
@@ -298,35 +299,30 @@ def _candidates(args: argparse.Namespace) -> None:
 
 
 def _captions(args: argparse.Namespace) -> None:
-    import pyarrow.parquet as pq
-
     from imagenot.curate.captions import write_shard_captions
-    from imagenot.io import write_json
+    from imagenot.io import read_parquet, write_json
 
     settings = parse(CaptionSettings, args.settings)
-    classes = pq.read_table(args.candidates, columns=["wnid"]).column("wnid").to_pylist()
+    classes = read_parquet(args.candidates, columns=["wnid"]).column("wnid").to_pylist()
     stats = write_shard_captions(args.shard, args.matches, classes, args.output, settings)
     write_json(stats, args.stats)
     log.info("%s (%s): %s", settings.shard, args.shard, json.dumps(stats))
 
 
 def _queries(args: argparse.Namespace) -> None:
-    import pyarrow.parquet as pq
-
     from imagenot.curate.embed import embed_queries
+    from imagenot.io import read_parquet
 
     s = parse(QueriesSettings, args.settings)
-    queries = pq.read_table(args.candidates, columns=["query"]).column("query").to_pylist()
+    queries = read_parquet(args.candidates, columns=["query"]).column("query").to_pylist()
     info = embed_queries(queries, s, args.output)
     log.info("embedded %d class queries (%s)", len(queries), json.dumps(info))
 
 
 def _embed(args: argparse.Namespace) -> None:
-    import numpy as np
-    import pyarrow.parquet as pq
 
     from imagenot.curate.embed import embed_part, encoder_spec
-    from imagenot.io import write_json
+    from imagenot.io import read_npy, read_parquet, write_json
 
     settings = parse(EmbedSettings, args.settings)
     encoder_spec(settings)  # a wrong encoder section stops here, naming the key
@@ -340,9 +336,9 @@ def _embed(args: argparse.Namespace) -> None:
         where = f"{CONFIG_KEY}.device"
         device = resolve_device(settings.device, args.gpu_job, cuda_available(), where)
         settings = dataclasses.replace(settings, device=device)
-    wnids = pq.read_table(args.candidates, columns=["wnid"]).column("wnid").to_pylist()
+    wnids = read_parquet(args.candidates, columns=["wnid"]).column("wnid").to_pylist()
     stats = embed_part(
-        args.captions, wnids, np.load(args.queries), settings, args.work_dir, args.output
+        args.captions, wnids, read_npy(args.queries), settings, args.work_dir, args.output
     )
     write_json(stats, args.stats)
     log.info("%s: %s", args.captions, json.dumps(stats))
@@ -350,7 +346,6 @@ def _embed(args: argparse.Namespace) -> None:
 
 def _select(args: argparse.Namespace) -> None:
     import numpy as np
-    import pyarrow.parquet as pq
 
     from imagenot import job_usage
     from imagenot.curate.select import (
@@ -361,12 +356,12 @@ def _select(args: argparse.Namespace) -> None:
         select_captions,
         top_captions,
     )
-    from imagenot.io import write_json, write_parquet
+    from imagenot.io import read_parquet, write_json, write_parquet
 
     s = parse(SelectSettings, args.settings)
     if len(args.scores) != len(args.captions):
         raise ValueError("--scores and --captions must list the same parts in the same order")
-    candidates = pq.read_table(args.candidates)
+    candidates = read_parquet(args.candidates)
     wnids = candidates.column("wnid").to_pylist()
     best, counts = top_captions(args.scores, wnids, s.top_n, s, with_keys=False)
     scores = score_classes(candidates, best, counts, s)
@@ -389,15 +384,13 @@ def _select(args: argparse.Namespace) -> None:
 
 
 def _audit(args: argparse.Namespace) -> None:
-    import pyarrow.parquet as pq
-
     from imagenot.curate.audit import audit_table, funnel_csv, funnel_rows
-    from imagenot.io import write_csv, write_parquet, write_text
+    from imagenot.io import read_parquet, write_csv, write_parquet, write_text
 
     audit = audit_table(
-        pq.read_table(args.candidates_audit),
-        pq.read_table(args.candidates),
-        pq.read_table(args.scores),
+        read_parquet(args.candidates_audit),
+        read_parquet(args.candidates),
+        read_parquet(args.scores),
     )
     funnel = funnel_rows(
         [_read_json(f) for f in args.match_stats],

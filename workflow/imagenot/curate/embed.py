@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from imagenot.curate.encoders import EncoderSpec, TextEncoder, create_encoder
-from imagenot.io import atomic_path, write_json, write_parquet
+from imagenot.io import atomic_path, read_json, read_npy, read_parquet, write_json, write_parquet
 
 if TYPE_CHECKING:
     from imagenot.curate.settings import EmbedSettings, QueriesSettings
@@ -128,7 +128,7 @@ def run_chunks(
         "n_chunks": n_chunks,
         "names": list(names),
     }
-    if plan_file.exists() and json.loads(plan_file.read_text()) != plan:
+    if plan_file.exists() and read_json(plan_file) != plan:
         stale = sorted(out.glob("*-[0-9][0-9][0-9][0-9][0-9][0-9].npy"))
         log.warning("embedding plan changed: discarding %d old chunk files in %s", len(stale), out)
         for path in stale:
@@ -234,7 +234,6 @@ def embed_part(
     ``settings.chunk_size`` captions. Returns stats (captions, distinct pairs, chunks, encoder
     identity).
     """
-    import pyarrow.parquet as pq
 
     spec = encoder_spec(settings)
     chunk_size, keep_vectors = settings.chunk_size, settings.keep_vectors
@@ -244,7 +243,7 @@ def embed_part(
             f"{len(query_vectors)} query vectors for {len(class_wnids)} candidate classes; "
             "rerun curate_queries"
         )
-    captions = pq.read_table(captions_path, columns=["key", "row", "TEXT", "wnid"])
+    captions = read_parquet(captions_path, columns=["key", "row", "TEXT", "wnid"])
     pairs = distinct_pairs(captions)
     cls = pc.index_in(pairs.column("wnid"), value_set=pa.array(list(class_wnids), pa.string()))
     if cls.null_count:
@@ -279,7 +278,7 @@ def embed_part(
         pairs.num_rows, chunk_size, names, process, work, fingerprint, progress, on_chunk
     )
     sims = np.concatenate(
-        [np.empty(0, np.float32)] + [np.load(chunk_path(work, i, "sims")) for i in range(n_chunks)]
+        [np.empty(0, np.float32)] + [read_npy(chunk_path(work, i, "sims")) for i in range(n_chunks)]
     )
     if len(sims) != pairs.num_rows:
         raise ValueError(f"{work}: {len(sims)} similarities for {pairs.num_rows} captions")

@@ -53,6 +53,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from imagenot.io import read_parquet
+
 if TYPE_CHECKING:
     from imagenot.curate.settings import MatchSettings
 
@@ -200,9 +202,8 @@ LEMMA_COLUMNS = ("lemma", "wnid")
 
 def read_lemma_table(path: str | os.PathLike) -> pa.Table:
     """A (lemma, wnid) parquet as written by ``imagenot lemmas``; names the file if it is not one."""
-    import pyarrow.parquet as pq
 
-    table = pq.read_table(path)
+    table = read_parquet(path)
     missing = [c for c in LEMMA_COLUMNS if c not in table.column_names]
     if missing:
         raise ValueError(f"{path}: not a lemma table, missing column(s) {missing}")
@@ -592,7 +593,7 @@ def iter_shard_matches(
 
     from imagenot.curate.shards import SkipCounts, iter_captions, open_shard, required_columns
 
-    total = open_shard(path, required_columns(settings)).metadata.num_rows
+    total = open_shard(path, required_columns(settings)).num_rows
     counts = SkipCounts()
     per_wnid = np.zeros(len(matcher.index.wnids), dtype=np.int64)
     n_matches = matched = 0

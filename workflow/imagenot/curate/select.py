@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from imagenot.curate.captions import CAPTION_SCHEMA
+from imagenot.io import iter_parquet
 
 if TYPE_CHECKING:
     from imagenot.curate.settings import SelectSettings
@@ -81,7 +82,6 @@ def top_captions(
     into ``class_wnids``) restricts the kept rows to those classes (counts still cover all).
     ``with_keys=False`` keeps only (class, similarity): enough for class scores, in a third of
     the memory."""
-    import pyarrow.parquet as pq
 
     value_set = pa.array(list(class_wnids), pa.string())
     counts = np.zeros(len(class_wnids), dtype=np.int64)
@@ -97,9 +97,7 @@ def top_captions(
     kept = schema.empty_table()
     columns = ["key", "row", "wnid", "similarity"] if with_keys else ["wnid", "similarity"]
     for part, path in enumerate(score_files):
-        for batch in pq.ParquetFile(path).iter_batches(
-            batch_size=settings.select_batch_rows, columns=columns
-        ):
+        for batch in iter_parquet(path, batch_size=settings.select_batch_rows, columns=columns):
             cls = pc.index_in(batch.column("wnid"), value_set=value_set)
             if cls.null_count:
                 raise ValueError(
@@ -205,7 +203,6 @@ def candidate_rows(
 ) -> pa.Table:
     """The kept classes' candidates with their caption columns (``CAPTION_SCHEMA`` +
     ``similarity``), read part by part from the caption files (only the candidate rows)."""
-    import pyarrow.parquet as pq
 
     kept_cls = np.flatnonzero(scores.column("status").to_numpy(zero_copy_only=False) == "kept")
     top = top.filter(pc.is_in(top.column("cls"), value_set=pa.array(kept_cls, pa.int32())))
@@ -215,7 +212,7 @@ def candidate_rows(
         if mine.num_rows == 0:
             continue
         wanted = mine.column("row")
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=1 << 20):
+        for batch in iter_parquet(path, batch_size=1 << 20):
             table = pa.Table.from_batches([batch])
             table = table.filter(pc.is_in(table.column("row"), value_set=wanted))
             if table.num_rows:

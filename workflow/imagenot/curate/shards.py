@@ -9,11 +9,25 @@ Caption rows that cannot be used are skipped and counted, never fatal:
 - ``invalid_utf8``: TEXT is not valid UTF-8;
 - ``too_long``: TEXT is longer than ``max_caption_bytes`` bytes (megabyte "captions" are page
   dumps, not captions).
+
+Column names: the LAION releases spell the same column differently (``URL`` in laion2B-en and
+LAION-400M, ``url`` in Re-LAION and img2dataset output; ``TEXT`` or ``caption``; ``punsafe``
+in laion2B-joined, ``NSFW`` tags in LAION-400M). One rule maps a shard's columns to the
+workflow's names, for every column it reads (:data:`LAION_COLUMNS`): names are compared
+without case and without ``_``, ``-``, spaces and dots, against the spellings listed for each
+column. Readers see the workflow's names only (:class:`Shard`). Two columns of a shard that
+map to one name are an error naming both; a column that looks like a known one (a close
+spelling, or one that contains it) but is not matched is a warning naming it, since it is
+ignored: a renamed ``capton`` column would otherwise silently leave the shard without captions
+or an unsafe signal.
 """
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -23,6 +37,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+log = logging.getLogger(__name__)
+
+# Every LAION column the workflow reads: its name in the workflow, and the spellings of the
+# LAION releases it stands for (compared by :func:`normal_column_name`).
+LAION_COLUMNS: dict[str, tuple[str, ...]] = {
+    "URL": ("URL", "url", "image_url"),
+    "TEXT": ("TEXT", "caption", "text"),
+    "hash": ("hash",),
+    "punsafe": ("punsafe", "p_unsafe", "prob_unsafe"),
+    "NSFW": ("NSFW", "nsfw"),
+}
 REQUIRED_COLUMNS = ("URL", "TEXT")
 STRING_LIKE = (pa.string(), pa.large_string(), pa.binary(), pa.large_binary())
 SKIP_REASONS = ("null", "empty", "invalid_utf8", "too_long")
@@ -35,32 +60,96 @@ class ShardError(ValueError):
     """A LAION shard that cannot be read as captions; the message names file and column."""
 
 
-def check_schema(
-    path: str | os.PathLike, schema: pa.Schema, required: tuple[str, ...] = REQUIRED_COLUMNS
-) -> None:
-    """Raise ShardError naming ``path`` and the column if a required column is missing or not text."""
-    for name in required:
-        if name not in schema.names:
+def normal_column_name(name: str) -> str:
+    """A column name as the rule compares it: lower case, without ``_ - . `` and spaces."""
+    return re.sub(r"[\s_.\-]+", "", name).lower()
+
+
+_SPELLINGS = {normal_column_name(s): c for c, spellings in LAION_COLUMNS.items() for s in spellings}
+
+
+def column_names(path: str | os.PathLike, names: list[str]) -> dict[str, str]:
+    """The workflow's name -> the shard's column, for each of :data:`LAION_COLUMNS` present.
+
+    ShardError when two columns map to one name; a warning naming each column that looks like
+    a known spelling (difflib ratio >= 0.8, or one containing it) without matching one."""
+    found: dict[str, str] = {}
+    for name in names:
+        canonical = _SPELLINGS.get(normal_column_name(name))
+        if canonical is None:
+            _warn_lookalike(path, name)
+            continue
+        if canonical in found:
             raise ShardError(
-                f"{path}: required column {name!r} is missing (columns: {', '.join(schema.names)})"
+                f"{path}: columns {found[canonical]!r} and {name!r} are both the {canonical} "
+                f"column (spellings: {', '.join(LAION_COLUMNS[canonical])}); keep one"
             )
-        col_type = schema.field(name).type
+        found[canonical] = name
+    return found
+
+
+def _warn_lookalike(path, name: str) -> None:
+    normal = normal_column_name(name)
+    close = difflib.get_close_matches(normal, list(_SPELLINGS), n=1, cutoff=0.8)
+    if not close and len(normal) > 2:
+        close = [s for s in _SPELLINGS if len(s) > 3 and s in normal][:1]
+    if close:
+        canonical = _SPELLINGS[close[0]]
+        log.warning(
+            "%s: column %r looks like the %s column (spellings: %s) but is not one; it is "
+            "ignored (rename it to read it)",
+            path,
+            name,
+            canonical,
+            ", ".join(LAION_COLUMNS[canonical]),
+        )
+
+
+class Shard:
+    """A LAION parquet shard read under the workflow's column names (:func:`column_names`)."""
+
+    def __init__(self, path: str | os.PathLike, parquet: pq.ParquetFile):
+        self.path = path
+        self.parquet = parquet
+        self.columns = column_names(path, parquet.schema_arrow.names)
+
+    @property
+    def num_rows(self) -> int:
+        return self.parquet.metadata.num_rows
+
+    def iter_batches(self, batch_size: int, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        """Batches of ``columns`` (the workflow's names, each present), named as asked."""
+        stored = [self.columns[c] for c in columns]
+        for batch in self.parquet.iter_batches(batch_size=batch_size, columns=stored):
+            yield batch.rename_columns(columns)
+
+
+def check_schema(path: str | os.PathLike, shard: Shard, required: tuple[str, ...]) -> None:
+    """Raise ShardError naming ``path`` and the column if a required column is missing or not text."""
+    schema = shard.parquet.schema_arrow
+    for name in required:
+        if name not in shard.columns:
+            raise ShardError(
+                f"{path}: required column {name!r} is missing (spellings: "
+                f"{', '.join(LAION_COLUMNS[name])}; columns: {', '.join(schema.names)})"
+            )
+        col_type = schema.field(shard.columns[name]).type
         if col_type not in STRING_LIKE and not pa.types.is_dictionary(col_type):
             raise ShardError(
-                f"{path}: column {name!r} has type {col_type}, expected a string column"
+                f"{path}: column {shard.columns[name]!r} has type {col_type}, expected a string "
+                "column"
             )
 
 
-def open_shard(
-    path: str | os.PathLike, required: tuple[str, ...] = REQUIRED_COLUMNS
-) -> pq.ParquetFile:
+def open_shard(path: str | os.PathLike, required: tuple[str, ...] = REQUIRED_COLUMNS) -> Shard:
     """Open a parquet shard and validate its schema (ShardError on a bad file or column)."""
     try:
         parquet = pq.ParquetFile(path)
     except (OSError, pa.ArrowInvalid) as exc:
         raise ShardError(f"{path}: not a readable parquet file ({exc})") from exc
-    check_schema(path, parquet.schema_arrow, required)
-    return parquet
+    shard = Shard(path, parquet)
+    check_schema(path, shard, required)
+    return shard
 
 
 @dataclass
@@ -154,9 +243,9 @@ def iter_captions(
 ) -> Iterator[tuple[np.ndarray, pa.Array, SkipCounts]]:
     """Batches of (row index in the shard, caption text, skip counts) of a validated shard,
     ``settings.batch_rows`` rows at a time."""
-    parquet = open_shard(path, required_columns(settings))
+    shard = open_shard(path, required_columns(settings))
     offset = 0
-    for batch in parquet.iter_batches(batch_size=settings.batch_rows, columns=["TEXT"]):
+    for batch in shard.iter_batches(settings.batch_rows, ["TEXT"]):
         rows, texts, counts = clean_captions(batch.column(0), settings)
         yield rows + offset, texts, counts
         offset += batch.num_rows

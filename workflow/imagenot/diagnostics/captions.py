@@ -10,7 +10,8 @@ import os
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
+
+from imagenot.io import read_parquet
 
 
 def summary(values: np.ndarray) -> dict[str, float | None]:
@@ -39,8 +40,8 @@ def per_class_similarity(wnids: np.ndarray, similarity: np.ndarray) -> dict[str,
 def read_curation(curate_dir: str | os.PathLike) -> tuple[dict, dict]:
     """(classes columns wnid/score, selection columns wnid/similarity) as numpy arrays."""
     curate_dir = Path(curate_dir)
-    classes = pq.read_table(curate_dir / "classes.parquet", columns=["wnid", "score"])
-    selection = pq.read_table(curate_dir / "selection.parquet", columns=["wnid", "similarity"])
+    classes = read_parquet(curate_dir / "classes.parquet", columns=["wnid", "score"])
+    selection = read_parquet(curate_dir / "selection.parquet", columns=["wnid", "similarity"])
     return (
         {"wnid": np.asarray(classes["wnid"].to_pylist()), "score": classes["score"].to_numpy()},
         {

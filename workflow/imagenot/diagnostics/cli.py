@@ -220,8 +220,9 @@ def _image_similarity(args: argparse.Namespace) -> None:
 def _read_json(path: str | None):
     if path is None:
         return None
-    with open(path) as f:
-        return json.load(f)
+    from imagenot.io import read_json
+
+    return read_json(path)
 
 
 def _table(args: argparse.Namespace) -> None:

@@ -19,7 +19,6 @@ and statistics; a backbone's own protocol as its ``result.json`` records it,
 from __future__ import annotations
 
 import functools
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +27,7 @@ import numpy as np
 
 from imagenot import job_usage
 from imagenot.diagnostics.settings import EmbedSettings
+from imagenot.io import read_json, read_npy
 
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
@@ -72,17 +72,17 @@ def backbone_encoder(checkpoint: str | os.PathLike, device: str, model_name: str
     """(encode, prepare) for a checkpoint trained (or published weights written) by this
     workflow; ``prepare`` is the run's own input protocol."""
     import torch
-    from safetensors.torch import load_file
 
+    from imagenot.train.checkpoints import load_weights
     from imagenot.train.facts import run_preprocessing
     from imagenot.train.registry import build_model, head_module
 
     checkpoint = Path(checkpoint)
-    result = json.loads((checkpoint.parent / "result.json").read_text())
+    result = read_json(checkpoint.parent / "result.json")
     protocol = run_preprocessing(result, checkpoint.parent / "result.json")
     name = model_name or result["model"]
     model = build_model(name, int(result["num_classes"]))
-    model.load_state_dict(load_file(str(checkpoint)))
+    model.load_state_dict(load_weights(checkpoint, result.get("weights_sha256")))
     model.eval().to(device)
     encode = penultimate_encoder(model, head_module(model, name))
 
@@ -184,5 +184,4 @@ def write_embeddings(arrays: dict[str, np.ndarray], path: str | os.PathLike) -> 
 
 
 def read_embeddings(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as f:
-        return {k: f[k] for k in f.files}
+    return read_npy(path)

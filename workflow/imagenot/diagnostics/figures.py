@@ -6,6 +6,8 @@ import os
 
 import numpy as np
 
+from imagenot.io import read_parquet
+
 
 def _plt():
     import matplotlib
@@ -31,12 +33,11 @@ def draw_wordnet_figure(name: str, inputs: dict[str, str], reference_name: str):
     """``class_depth`` / ``siblings``: one per-class WordNet table per subject (its ``classes``
     rows; the first table's ``reference`` rows are the reference list)."""
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     column = "depth" if name == "class_depth" else "n_siblings"
     series, reference = {}, None
     for label, path in inputs.items():
-        t = pq.read_table(path, columns=["role", column])
+        t = read_parquet(path, columns=["role", column])
         series[label] = t.filter(pc.equal(t["role"], "classes"))[column].to_numpy()
         if reference is None:
             ref = t.filter(pc.equal(t["role"], "reference"))[column].to_numpy()
@@ -54,11 +55,10 @@ def draw_caption_figure(name: str, inputs: dict[str, str], reference_name: str):
 
 def draw_image_figure(name: str, inputs: dict[str, str], reference_name: str):
     """``image_similarity``: one per-class image-similarity table per dataset."""
-    import pyarrow.parquet as pq
 
     tables = {}
     for label, path in inputs.items():
-        t = pq.read_table(path)
+        t = read_parquet(path)
         tables[label] = {
             k: np.asarray(t[k].to_numpy(zero_copy_only=False), dtype=float)
             for k in ("intra", "inter")

@@ -29,6 +29,7 @@ from pathlib import Path
 import networkx as nx
 import pyarrow as pa
 
+from imagenot.io import read_parquet
 from imagenot.wordnet import wnid as wnid_of
 
 WNID_RE = re.compile(r"^n\d{8}$")
@@ -79,9 +80,7 @@ def read_class_entries(path: str | os.PathLike) -> list[ClassEntry]:
     """
     path = Path(path)
     if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        column = pq.read_table(path, columns=["wnid"])["wnid"].to_pylist()
+        column = read_parquet(path, columns=["wnid"])["wnid"].to_pylist()
         return [ClassEntry(str(w).strip(), i) for i, w in enumerate(column, start=1)]
     with open(path) as f:
         return parse_class_lines(f)

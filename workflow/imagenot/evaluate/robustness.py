@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -39,7 +38,7 @@ from imagenot.evaluate.transforms import (
     key_hashes,
     transform_uniforms,
 )
-from imagenot.io import write_parquet
+from imagenot.io import read_json, write_parquet
 from imagenot.train.facts import PUBLISHED_TOLERANCE, Preprocessing, run_preprocessing
 
 log = logging.getLogger(__name__)
@@ -326,17 +325,17 @@ def summarise(per_image: pa.Table, meta: Mapping[str, Any], confidence: float) -
 
 def load_checkpoint(model_path: str | os.PathLike) -> tuple[torch.nn.Module, dict]:
     """The trained network of ``.../final/seed-{seed}/model.safetensors`` and its ``result.json``."""
-    from safetensors.torch import load_file
-
+    from imagenot.train.checkpoints import load_weights
     from imagenot.train.registry import build_model
 
     model_path = Path(model_path)
-    info = json.loads((model_path.parent / "result.json").read_text())
+    info = read_json(model_path.parent / "result.json")
     missing = {"model", "dataset", "protocol", "seed", "num_classes", "image_size"} - set(info)
     if missing:
         raise ValueError(f"{model_path.parent / 'result.json'}: lacks key(s) {sorted(missing)}")
     model = build_model(info["model"], int(info["num_classes"]))
-    model.load_state_dict(load_file(str(model_path)))
+    # the weights result.json describes (its sha256), intact and finite (WeightsError otherwise)
+    model.load_state_dict(load_weights(model_path, info.get("weights_sha256")))
     return model.eval(), info
 
 

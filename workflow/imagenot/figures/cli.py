@@ -8,7 +8,6 @@ Both are rule commands: everything from config arrives as one ``--settings`` JSO
 from __future__ import annotations
 
 import argparse
-import json
 
 from imagenot.figures.plan import FIGURE_KINDS, TABLE_NAMES
 from imagenot.figures.settings import FigureSettings, TableSettings
@@ -92,10 +91,11 @@ def _table(args: argparse.Namespace) -> int:
     acc = _load(args.accuracy, "table")
     if acc is None:
         return 2
+    from imagenot.io import read_json
+
     reports = {}
     for variant, path in zip(("standard", "robust"), args.rankings, strict=True):
-        with open(path) as f:
-            reports[variant] = json.load(f)
+        reports[variant] = read_json(path)
     builder = tables.builder(s.table)
     df = builder(acc, reports, opts)
     tables.write(df, args.csv, args.md, (builder.__doc__ or s.table).strip().rstrip("."))

@@ -17,10 +17,12 @@ interval, never the whole run.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -28,7 +30,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from imagenot.io import atomic_path
+from imagenot.io import atomic_path, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -190,11 +192,94 @@ def set_aside_stale_checkpoint(path: Path, identity: str, fingerprint: str) -> s
     return reason
 
 
-def save_weights(model: nn.Module, path: Path) -> None:
-    """``model.state_dict()`` as safetensors, atomically."""
-    tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+# The safetensors metadata key holding :func:`tensors_digest` of the file's tensors.
+DIGEST_KEY = "imagenot.sha256"
+
+
+class WeightsError(ValueError):
+    """Weights or features that must not be used: non-finite values, or tensors that are not
+    the ones written (the message names the file and the tensor)."""
+
+
+def check_finite(tensors: Mapping[str, torch.Tensor], where: str | os.PathLike) -> None:
+    """WeightsError naming ``where`` and the first floating-point tensor holding NaN or
+    infinity. Why refuse: a network with one non-finite weight predicts garbage (top-1 at
+    chance) and was evaluated as a normal result at exit 0."""
+    for name, tensor in tensors.items():
+        if tensor.is_floating_point() or tensor.is_complex():
+            bad = int((~torch.isfinite(tensor)).sum())
+            if bad:
+                raise WeightsError(
+                    f"{where}: tensor {name!r} holds {bad} non-finite value(s) (NaN or "
+                    f"infinity) of {tensor.numel()}; refused"
+                )
+
+
+def tensors_digest(tensors: Mapping[str, torch.Tensor]) -> str:
+    """sha256 over the tensors in name order: name, dtype, shape and raw bytes of each. Stored
+    in the file's own metadata (:data:`DIGEST_KEY`), so the file checks itself wherever it is
+    read, whatever its name (a trial's best weights become a final run's model)."""
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        tensor = tensors[name].detach().cpu().contiguous()
+        h.update(f"{name}\0{tensor.dtype}\0{tuple(tensor.shape)}\0".encode())
+        h.update(tensor.reshape(-1).view(torch.uint8).numpy())
+    return h.hexdigest()
+
+
+def save_tensors(
+    tensors: Mapping[str, torch.Tensor], path: Path, metadata: Mapping[str, str] | None = None
+) -> None:
+    """The one writer of weights and features: refuses non-finite values (:func:`check_finite`),
+    stores :func:`tensors_digest` in the metadata, writes atomically."""
+    tensors = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
+    check_finite(tensors, path)
+    meta = {**(metadata or {}), DIGEST_KEY: tensors_digest(tensors)}
     with atomic_path(path, ".safetensors") as tmp:
-        save_file(tensors, str(tmp))
+        save_file(tensors, str(tmp), metadata=meta)
+
+
+def load_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """The one reader of weights and features: (tensors, metadata), after checking the digest
+    :func:`save_tensors` stored (a file without one, e.g. published weights, has nothing to
+    check) and that every value is finite. A damaged file, or one whose tensors are not those
+    written, is a WeightsError naming it."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = dict(f.metadata() or {})
+            tensors = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118
+    except SafetensorError as exc:
+        raise WeightsError(f"{path}: not a readable safetensors file ({exc})") from None
+    stored = meta.get(DIGEST_KEY)
+    if stored is not None and stored != tensors_digest(tensors):
+        raise WeightsError(
+            f"{path}: its tensors do not match the sha256 stored when it was written: the file "
+            "was damaged; delete it and run the workflow again (it reruns the rule that writes it)"
+        )
+    check_finite(tensors, path)
+    return tensors, meta
+
+
+def save_weights(model: nn.Module, path: Path) -> None:
+    """``model.state_dict()`` as safetensors, atomically (:func:`save_tensors`)."""
+    save_tensors(model.state_dict(), path)
+
+
+def load_weights(path: str | os.PathLike, sha256: str | None = None) -> dict[str, torch.Tensor]:
+    """A state dict written by :func:`save_weights`, checked (:func:`load_tensors`); with
+    ``sha256`` (what a ``result.json`` records of the file it describes) the file's own sha256
+    must be it: a result is never paired with other weights."""
+    if sha256 is not None:
+        actual = sha256_file(path)
+        if actual != sha256:
+            raise WeightsError(
+                f"{path}: sha256 {actual[:16]}... is not the {sha256[:16]}... that its "
+                "result.json records: these are not the weights the result describes; delete "
+                "the run's folder and run the workflow again"
+            )
+    return load_tensors(path)[0]
 
 
 def history_csv(state: State) -> str:

@@ -92,34 +92,29 @@ def extract(model: torch.nn.Module, head: torch.nn.Module, data, job, device) ->
 
 
 def write(features: Features, meta: dict, out: Path) -> None:
-    """The features file (atomically: written beside, then renamed)."""
-    from safetensors.torch import save_file
+    """The features file, atomically, with the digest of its tensors and refused when any
+    value is not finite (``checkpoints.save_tensors``)."""
+    from imagenot.train.checkpoints import save_tensors
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_name(f"{out.name}.partial")
-    tensors = {
-        "features": features.images.contiguous(),
-        "labels": features.labels.contiguous(),
-    }
-    save_file(tensors, str(partial), metadata=meta)
-    partial.replace(out)
+    save_tensors({"features": features.images, "labels": features.labels}, out, meta)
 
 
 def read(path: Path, expected: dict) -> Features:
     """The features of ``path`` as float32 (the head fits in float32 on the CPU), after
     checking its metadata against ``expected`` (:func:`describe`)."""
-    from safetensors import safe_open
+    from imagenot.train.checkpoints import load_tensors
 
-    with safe_open(str(path), framework="pt") as f:
-        meta = f.metadata() or {}
-        for key, value in expected.items():
-            if meta.get(key) != value:
-                raise FeaturesError(
-                    f"{path}: metadata {key} is {meta.get(key)!r}, this job needs {value!r} "
-                    f"(stale features: delete the file and rerun train_features)"
-                )
-        features = f.get_tensor("features").float()
-        labels = f.get_tensor("labels").to(torch.int64)
+    tensors, meta = load_tensors(path)  # its digest and finite values checked
+    for key, value in expected.items():
+        if meta.get(key) != value:
+            raise FeaturesError(
+                f"{path}: metadata {key} is {meta.get(key)!r}, this job needs {value!r} "
+                f"(stale features: delete the file and rerun train_features)"
+            )
+    if set(tensors) != {"features", "labels"}:
+        raise FeaturesError(f"{path}: tensors {sorted(tensors)}, expected features and labels")
+    features = tensors["features"].float()
+    labels = tensors["labels"].to(torch.int64)
     if len(features) != len(labels):
         raise FeaturesError(f"{path}: {len(features)} feature rows but {len(labels)} labels")
     return Features(features, labels)

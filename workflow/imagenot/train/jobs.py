@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenot.io import sha256_file, write_json, write_text
+from imagenot.io import read_json, sha256_file, write_json, write_text
 from imagenot.train import search
 from imagenot.train.checkpoints import history_csv, remove_checkpoint
 from imagenot.train.device import configure, deterministic_for, resolve_device
@@ -351,13 +350,13 @@ def run_final(
     import shutil
 
     import torch
-    from safetensors.torch import load_file
 
+    from imagenot.train.checkpoints import load_weights
     from imagenot.train.loop import evaluate
     from imagenot.train.registry import head_module
 
     settings = final.job
-    chosen = json.loads(selection.read_text())
+    chosen = read_json(selection)
     row = read_trial(trials, chosen["trial"])
     train_seed = (
         row["seed"]
@@ -403,7 +402,7 @@ def run_final(
             remove_checkpoint(out_dir / CHECKPOINT)
             lr = job.hyperparameters["lr"]
             raise diverged_final(run, seed, chosen["trial"], lr, train_seed)
-    model.load_state_dict(load_file(best))
+    model.load_state_dict(load_weights(best))
     fingerprint = summary["dataset_fingerprint"]
     if settings.features:  # TL over stored features: score the head on the test features
         test = load_features(settings, job, fingerprint, "test")
@@ -427,6 +426,7 @@ def run_final(
         "test_accuracy": test_accuracy,
         "n_test": n_test,
         "chance_accuracy": 100.0 / summary["num_classes"],
+        "weights_sha256": sha256_file(out_dir / "model.safetensors"),
     }
     write_json(result, out_dir / "result.json")
     log.info(
@@ -502,6 +502,7 @@ def run_published(
         "init": f"{weights_file} sha256:{sha256_file(weights_file)}",
         "dataset_fingerprint": fingerprint,
         "chance_accuracy": 100.0 / num_classes,
+        "weights_sha256": sha256_file(out_dir / "model.safetensors"),
     }
     write_json(result, out_dir / "result.json")
     log.info("%s: published weights %s written for %d classes", run, weights, num_classes)

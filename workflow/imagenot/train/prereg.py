@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import copy
 import fcntl
-import json
 import os
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from imagenot.io import write_json
+from imagenot.io import read_json, write_json
 from imagenot.train.search import at_chance, canonical_hash
 
 
@@ -40,10 +39,8 @@ def _locked(path: Path):
 def _read(path: Path) -> dict:
     if not path.is_file():
         return {"experiments": {}}
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise PreregistrationError(f"{path}: not valid JSON ({exc})") from exc
+    # the record of what was registered: never moved aside, since a new one would register anew
+    return read_json(path, hint="restore the record (a copy, version control); never delete it")
 
 
 def trial_results(experiment_dir: Path, model: str | None) -> list[dict]:

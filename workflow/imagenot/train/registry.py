@@ -258,16 +258,18 @@ def load_backbone(model: nn.Module, name: str, state: dict, source: str) -> None
 def read_state_dict(path: str | Path) -> dict:
     """A state dict from a ``.safetensors`` file, or a torchvision ``.pth`` (weights_only)."""
     import torch
-    from safetensors.torch import load_file
+
+    from imagenot.train.checkpoints import check_finite, load_tensors
 
     path = Path(path)
     if not path.is_file():
         raise RegistryError(f"weights file {path} does not exist")
-    if path.suffix == ".safetensors":
-        return load_file(path)
+    if path.suffix == ".safetensors":  # this workflow's weights check their digest too
+        return load_tensors(path)[0]
     state = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(state, dict):
         raise RegistryError(f"{path}: not a state dict")
+    check_finite({k: v for k, v in state.items() if torch.is_tensor(v)}, path)
     return state
 
 

@@ -7,16 +7,14 @@ rung drops, and after selection the weights of every trial but the selected one.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from imagenot.io import write_json, write_parquet
+from imagenot.io import read_json, read_parquet, write_json, write_parquet
 from imagenot.train import search
 from imagenot.train.prereg import register
 
@@ -45,7 +43,7 @@ def draw(settings: DrawSettings, record: Path, out: Path) -> None:
 
 
 def read_trial(path: Path, trial: int) -> dict:
-    rows = pq.read_table(path).to_pylist()
+    rows = read_parquet(path).to_pylist()
     match = [r for r in rows if r["trial"] == trial]
     if not match:
         raise JobError(f"{path}: no row for trial {trial} (trials {[r['trial'] for r in rows]})")
@@ -68,7 +66,7 @@ def slot_trial(slot: int, promoted: Path | None) -> int | None:
     rung promoted (None: fewer trials were left to promote than slots)."""
     if promoted is None:
         return slot
-    chosen = json.loads(promoted.read_text())["promoted"]
+    chosen = read_json(promoted)["promoted"]
     return chosen[slot] if slot < len(chosen) else None
 
 
@@ -86,8 +84,8 @@ def _drop(run_dir: Path, trial: int, *names: str) -> None:
 
 def _read(path: Path) -> dict:
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        return read_json(path)
+    except OSError as exc:
         raise JobError(f"{path}: unreadable trial result ({exc})") from None
 
 

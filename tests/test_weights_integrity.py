@@ -1,0 +1,224 @@
+"""Weights and features are what was written and finite (issue 33): refused at save and at load
+naming the file and tensor; result.json records the sha256 of the weights it describes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from imagenot.io import sha256_file
+from imagenot.train.checkpoints import (
+    WeightsError,
+    load_tensors,
+    load_weights,
+    save_tensors,
+    save_weights,
+)
+from imagenot.train.registry import build_model, read_state_dict
+
+
+def _model():
+    torch.manual_seed(0)
+    return build_model("resnet_mini", 3)
+
+
+def _poisoned_state(value: float) -> tuple[dict, str]:
+    state = {k: v.clone() for k, v in _model().state_dict().items()}
+    name = next(k for k, v in state.items() if v.is_floating_point() and v.numel() > 4)
+    state[name].view(-1)[3] = value
+    return state, name
+
+
+def _flip_last_bytes(path) -> None:
+    """Damage the tensor data in place (same size): its last bytes."""
+    data = bytearray(path.read_bytes())
+    for i in range(len(data) - 16, len(data) - 8):
+        data[i] ^= 0x5A
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_weights_are_refused_at_save_naming_the_tensor(tmp_path, value):
+    model = _model()
+    state, name = _poisoned_state(value)
+    model.load_state_dict(state)
+    path = tmp_path / "best.safetensors"
+    with pytest.raises(WeightsError, match=rf"best\.safetensors: tensor '{name}' holds 1 non"):
+        save_weights(model, path)
+    assert not path.exists()
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_non_finite_weights_are_refused_at_load_naming_the_tensor(tmp_path, value):
+    """Written by anything else (an older version, another tool): refused where read."""
+    state, name = _poisoned_state(value)
+    path = tmp_path / "model.safetensors"
+    save_file(state, str(path))
+    for read in (load_weights, read_state_dict):
+        with pytest.raises(WeightsError, match=rf"model\.safetensors: tensor '{name}'"):
+            read(path)
+    pth = tmp_path / "published.pth"
+    torch.save(state, pth)
+    with pytest.raises(WeightsError, match=rf"published\.pth: tensor '{name}'"):
+        read_state_dict(pth)
+
+
+def test_weights_damaged_after_writing_are_refused(tmp_path):
+    path = tmp_path / "model.safetensors"
+    save_weights(_model(), path)
+    assert load_weights(path).keys() == _model().state_dict().keys()
+    _flip_last_bytes(path)
+    with pytest.raises(WeightsError, match=r"model\.safetensors: its tensors do not match"):
+        load_weights(path)
+
+
+def test_weights_other_than_those_result_json_describes_are_refused(tmp_path):
+    path = tmp_path / "model.safetensors"
+    save_weights(_model(), path)
+    digest = sha256_file(path)
+    load_weights(path, digest)
+    torch.manual_seed(1)
+    save_weights(build_model("resnet_mini", 3), path)  # intact, finite, but other weights
+    with pytest.raises(WeightsError, match=r"not the .* that its result\.json records"):
+        load_weights(path, digest)
+
+
+def test_evaluation_refuses_non_finite_or_other_weights(tmp_path):
+    """The evaluate stage's reader: result.json's weights_sha256 and finite values."""
+    from imagenot.evaluate.robustness import load_checkpoint
+
+    run = tmp_path / "final" / "seed-0"
+    path = run / "model.safetensors"
+    save_weights(_model(), path)
+    info = {"model": "resnet_mini", "dataset": "toy", "protocol": "st", "seed": 0,
+            "num_classes": 3, "image_size": 32, "weights_sha256": sha256_file(path)}  # fmt: skip
+    (run / "result.json").write_text(json.dumps(info))
+    _, read_info = load_checkpoint(path)
+    assert read_info["weights_sha256"] == info["weights_sha256"]
+    state, name = _poisoned_state(float("nan"))
+    save_file(state, str(path))
+    info["weights_sha256"] = sha256_file(path)
+    (run / "result.json").write_text(json.dumps(info))
+    with pytest.raises(WeightsError, match=rf"tensor '{name}' holds 1 non-finite"):
+        load_checkpoint(path)
+
+
+def test_features_are_refused_when_non_finite_or_damaged(tmp_path):
+    from types import SimpleNamespace
+
+    from imagenot.train import features
+
+    job = SimpleNamespace(
+        model="resnet_mini",
+        init="random",
+        image_size=32,
+        normalisation={"mean": [0.5] * 3, "std": [0.5] * 3},
+    )
+    meta = features.describe(job, "fp", "train")
+    path = tmp_path / "train.safetensors"
+    values = torch.randn(50, 8)
+    features.write(features.Features(values, torch.arange(50)), meta, path)
+    assert torch.equal(features.read(path, meta).images, values)
+    _flip_last_bytes(path)
+    with pytest.raises(WeightsError, match=r"train\.safetensors: its tensors do not match"):
+        features.read(path, meta)
+    values[7, 2] = float("nan")
+    with pytest.raises(WeightsError, match=r"train\.safetensors: tensor 'features' holds 1"):
+        features.write(features.Features(values, torch.arange(50)), meta, path)
+
+
+def test_a_truncated_weights_file_is_one_line_naming_it(tmp_path):
+    path = tmp_path / "model.safetensors"
+    save_tensors({"w": torch.ones(1000)}, path)
+    path.write_bytes(path.read_bytes()[:500])
+    with pytest.raises(WeightsError, match=r"model\.safetensors: not a readable safetensors"):
+        load_tensors(path)
+
+
+def _toy_run(tmp_path):
+    """A 12-image dataset (6 test images in one shard) and a final run's folder beside it."""
+    from torchvision.io import encode_jpeg
+
+    from imagenot.acquire.dataset import Record, write_dataset
+
+    g = torch.Generator().manual_seed(1)
+    records = []
+    for i in range(12):
+        img = torch.randint(0, 256, (3, 20, 20), dtype=torch.uint8, generator=g)
+        jpeg = bytes(encode_jpeg(img, quality=90).numpy())
+        records.append(Record(f"k{i:03d}", f"c{i % 3}", "test" if i % 2 else "train", jpeg))
+    ds_dir = tmp_path / "datasets" / "toy"
+    write_dataset(ds_dir, records, ["c0", "c1", "c2"], shard_size=5000)
+    run = tmp_path / "final" / "seed-0"
+    save_weights(_model(), run / "model.safetensors")
+    info = {"model": "resnet_mini", "dataset": "toy", "protocol": "st", "seed": 0,
+            "num_classes": 3, "image_size": 32,
+            "normalisation": {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]},
+            "weights_sha256": sha256_file(run / "model.safetensors")}  # fmt: skip
+    (run / "result.json").write_text(json.dumps(info))
+    return ds_dir, run
+
+
+def _evaluate(ds_dir, run, out) -> int:
+    from imagenot.cli import main
+    from imagenot.config import validate_config
+    from imagenot.evaluate.settings import RobustnessSettings
+    from imagenot.settings import to_json
+
+    settings = RobustnessSettings.from_config(
+        validate_config({"seed": 3, "train": {"device": "cpu"}})
+    )
+    return main([
+        "evaluate-robustness", str(run / "model.safetensors"), "--dataset-dir", str(ds_dir),
+        "--robustness", str(out / "robustness.parquet"), "--per-image",
+        str(out / "per_image.parquet"), "--settings", to_json(settings), "--threads", "2",
+    ])  # fmt: skip
+
+
+@pytest.mark.parametrize("damage", ["bits", "random"])
+def test_evaluation_on_a_damaged_shard_stops_in_one_line_naming_shard_and_key(
+    tmp_path, capsys, damage
+):
+    """The issue's case: image bytes changed after writing (same size, same mtime), through the
+    evaluate command with a DataLoader worker: exit 2, one line, nothing written."""
+    import os
+
+    import numpy as np
+
+    from imagenot.acquire.dataset import read_manifest
+
+    ds_dir, run = _toy_run(tmp_path)
+    row = read_manifest(ds_dir, "test").slice(2, 1).to_pylist()[0]
+    shard = ds_dir / row["shard"]
+    stat = shard.stat()
+    data = bytearray(shard.read_bytes())
+    start, length = row["offset"], row["length"]
+    if damage == "bits":
+        for i in range(start + length // 2, start + length // 2 + 4):
+            data[i] ^= 0x21
+    else:
+        data[start : start + length] = np.random.default_rng(0).bytes(length)
+    shard.write_bytes(bytes(data))
+    os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    out = tmp_path / "out"
+    assert _evaluate(ds_dir, run, out) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(err) == 1, err
+    assert str(shard) in err[0] and repr(row["key"]) in err[0]
+    assert "Traceback" not in err[0] and not out.exists()
+
+
+def test_evaluation_of_non_finite_weights_stops_in_one_line(tmp_path, capsys):
+    ds_dir, run = _toy_run(tmp_path)
+    state, name = _poisoned_state(float("nan"))
+    save_file(state, str(run / "model.safetensors"))
+    info = json.loads((run / "result.json").read_text())
+    info["weights_sha256"] = sha256_file(run / "model.safetensors")
+    (run / "result.json").write_text(json.dumps(info))
+    out = tmp_path / "out"
+    assert _evaluate(ds_dir, run, out) == 2
+    err = capsys.readouterr().err
+    assert f"model.safetensors: tensor '{name}' holds 1 non-finite" in err and not out.exists()

@@ -5,8 +5,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
-from imagenot import conda_envs, job_usage, slurm_profile, work
+from imagenot import conda_envs, job_usage, lifeline, slurm_profile, work
 from imagenot.config import read_config_file
+from imagenot.names import NAME_PATTERN
 from imagenot.settings import to_arg
 from imagenot.stages import check_workflow_config, stage_plans
 from imagenot.demo import plan as demo_plan
@@ -116,6 +117,10 @@ def download_resources():
 
 
 STAGE_PLANS = stage_plans()
+
+# Every rule's command replaces its shell (`exec`): a signal to the job reaches the command, and
+# no shell is left to die alone while its command writes outputs (imagenot.lifeline).
+shell.prefix(lifeline.SHELL_PREFIX)
 
 # Validate before any job runs: the config files' YAML (a duplicated key is an error), the JSON
 # schema (defaults filled), then the cross-key checks the schema cannot express (each stage plan's

@@ -16,6 +16,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from imagenot.lifeline import check_parent
+
 log = logging.getLogger("imagenot")
 
 
@@ -43,6 +45,7 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
         yield tmp_path
         if tmp_path.exists():
             tmp_path.chmod(NEW_FILE_MODE)  # mkstemp makes 0600; an ordinary new file is wider
+        check_parent(path)  # never an output after the job was recorded failed
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():

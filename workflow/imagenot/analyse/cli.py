@@ -95,6 +95,10 @@ def parse_floors(items: list[str] | None) -> dict[str, float]:
     out: dict[str, float] = {}
     for item in items or []:
         name, _, value = item.rpartition("=")
+        if (name or "*") in out:
+            raise TableError(
+                f"--floor {item!r}: {name or 'the floor of all datasets'} is given twice"
+            )
         try:
             out[name or "*"] = float(value)
         except ValueError:
@@ -249,6 +253,7 @@ def _accuracy_table(args: argparse.Namespace) -> None:
         read_published,
         read_robustness,
     )
+    from imagenot.escape import csv_frame
     from imagenot.io import atomic_path, write_parquet
 
     table = accuracy_table(
@@ -257,7 +262,7 @@ def _accuracy_table(args: argparse.Namespace) -> None:
         settings,
     )
     with atomic_path(args.out, ".csv") as tmp:
-        table.to_csv(tmp, index=False)
+        csv_frame(table).to_csv(tmp, index=False)
     print(f"{args.out}: {len(table)} rows from {len(args.robustness)} evaluation file(s)")
     if args.per_image_out:
         import pyarrow as pa

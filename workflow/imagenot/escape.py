@@ -1,0 +1,59 @@
+"""One escaping helper per output format, for every user-supplied text that reaches a file others
+open: model, dataset and class names from users' tables, config keys and descriptions, captions.
+
+Why: a model named ``=HYPERLINK(...)`` in ``ranks.csv`` is a formula to a spreadsheet, a ``|``
+or ``<script>`` in a name breaks or injects into a Markdown table or a page. Writers call these
+helpers instead of formatting such text themselves, so a new table is escaped by construction.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+# Leading characters a spreadsheet reads as the start of a formula (OWASP "CSV injection"),
+# tab and carriage return included, which some programs strip before looking.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# Characters that give text a meaning in a Markdown table cell: the cell separator, code, emphasis
+# and link brackets (``[x](javascript:...)``), and the escape itself; escaped with a backslash.
+# ``_`` is left alone (names are full of it, and GitHub does not emphasise inside words); HTML's
+# ``<``, ``>`` and ``&`` become entities.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*\[\]|])")
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text: a string starting like a formula gets a leading
+    apostrophe (the convention spreadsheets read as "text", and hide). Numbers are unchanged
+    (``-1.5`` as a number is no formula)."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def csv_frame(df):
+    """``df`` (pandas) with every string cell and column name through :func:`csv_cell`."""
+    out = df.rename(columns=lambda c: csv_cell(c) if isinstance(c, str) else c)
+    for col in out.columns:
+        if out[col].dtype == object or str(out[col].dtype) in ("string", "str"):
+            out[col] = out[col].map(csv_cell)
+    return out
+
+
+def csv_row(values) -> list:
+    """One CSV row (``csv.writer``) with each cell through :func:`csv_cell`."""
+    return [csv_cell(v) for v in values]
+
+
+def markdown_text(value: Any) -> str:
+    """Text that Markdown shows as written, on one line (a table cell or a heading): HTML's
+    special characters as entities, Markdown's punctuation backslash-escaped, line breaks as
+    spaces."""
+    text = " ".join(str(value).split())
+    text = html.escape(text, quote=False)
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def html_text(value: Any) -> str:
+    """Text for HTML content or an attribute value."""
+    return html.escape(str(value), quote=True)

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from imagenot.escape import csv_frame, markdown_text
 from imagenot.figures import accuracy_vs_imagenet
 from imagenot.figures.data import Options, cells, nice
-from imagenot.escape import csv_frame, markdown_text
 from imagenot.io import atomic_path
 
 

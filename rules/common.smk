@@ -5,7 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
-from imagenot import conda_envs, job_usage, lifeline, slurm_profile, work
+from imagenot import conda_envs, escape, job_usage, lifeline, slurm_profile, work
 from imagenot.config import read_config_file
 from imagenot.names import NAME_PATTERN
 from imagenot.settings import to_arg
@@ -134,6 +134,11 @@ try:
     check_workflow_config(config, against_results=workflow.is_main_process)
 except ValueError as exc:  # ConfigError included
     raise SystemExit(f"invalid workflow config: {exc}") from None
+
+# The report's captions (report/*.rst, reStructuredText) show the config's free-text description:
+# escaped once here, by the one reStructuredText escaper, so that no markup in it (a link, a
+# `.. raw:: html` block) reaches report.html. Nothing else reads the description.
+config["description"] = escape.rst_text(config["description"])
 
 # The one protocol constraint of every rule with a {protocol} wildcard (the Snakefile's global
 # wildcard_constraints): the configured train.experiments' protocols.

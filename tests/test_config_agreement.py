@@ -219,6 +219,7 @@ def test_config_files_that_are_not_a_mapping_are_refused(tmp_path, text, message
         ({"laion": {"n_shards": 0}}, "config key laion.n_shards"),
         ({"train": {"spaces": {"big": {"budget": 10**9}}}}, "config key train.spaces.big.budget"),
         ({"train": {"weights": {"nope": "x"}}}, "config key train.weights"),
+        ({"acquire": {"download_parts": 10**9}}, "config key acquire.download_parts"),
     ],
 )
 def test_named_cases_are_refused_naming_the_key(base, overlay, key):

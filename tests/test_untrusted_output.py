@@ -154,3 +154,19 @@ def test_a_whole_file_source_linked_out_of_its_folder_is_refused(tmp_path):
         os.symlink(elsewhere / name, root / name)
     with pytest.raises(AdapterError, match="outside the dataset folder"):
         fashion_mnist_items(root)
+
+
+def test_the_reports_captions_show_the_description_as_text(repo_root):
+    """report.html's captions are reStructuredText with the config's description in them: the
+    workflow escapes it once (rules/common.smk) with the one escaper, so no link, role or
+    ``.. raw:: html`` block in it reaches the page."""
+    from docutils.core import publish_parts
+
+    from imagenot.escape import rst_text
+
+    hostile = "run `x <javascript:alert(1)>`_ |s|\n\n.. raw:: html\n\n   <script>alert(1)</script>"
+    html = publish_parts(f"Config: {rst_text(hostile)}.", writer_name="html")["body"]
+    assert "<script>" not in html and "<a " not in html and "javascript:alert(1)" in html
+    assert "escape.rst_text(config[\"description\"])" in (repo_root / "rules/common.smk").read_text()
+    for caption in (repo_root / "report").glob("*.rst"):  # read raw nowhere else
+        assert "description" not in caption.read_text().replace('config["description"]', "")

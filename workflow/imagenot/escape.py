@@ -1,5 +1,7 @@
 """One escaping helper per output format, for every user-supplied text that reaches a file others
 open: model, dataset and class names from users' tables, config keys and descriptions, captions.
+CSV (:func:`csv_cell`), Markdown (:func:`markdown_text`) and reStructuredText (:func:`rst_text`:
+the Snakemake report's captions, which docutils turns into report.html, escaping HTML itself).
 
 Why: a model named ``=HYPERLINK(...)`` in ``ranks.csv`` is a formula to a spreadsheet, a ``|``
 or ``<script>`` in a name breaks or injects into a Markdown table or a page. Writers call these
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import html
 import re
+import string
 from typing import Any
 
 # Leading characters a spreadsheet reads as the start of a formula (OWASP "CSV injection"),
@@ -20,6 +23,7 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 # ``_`` is left alone (names are full of it, and GitHub does not emphasise inside words); HTML's
 # ``<``, ``>`` and ``&`` become entities.
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*\[\]|])")
+_PUNCTUATION = frozenset(string.punctuation)
 
 
 def csv_cell(value: Any) -> Any:
@@ -54,6 +58,11 @@ def markdown_text(value: Any) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
-def html_text(value: Any) -> str:
-    """Text for HTML content or an attribute value."""
-    return html.escape(str(value), quote=True)
+def rst_text(value: Any) -> str:
+    """Text that reStructuredText (the Snakemake report's captions) shows as written, on one
+    line: every ASCII punctuation character backslash-escaped (no inline markup, link or role
+    can start) and line breaks as spaces (no directive such as ``.. raw:: html`` can start a
+    line). docutils then escapes HTML's special characters itself."""
+    text = " ".join(str(value).split())
+    return "".join("\\" + c if c in _PUNCTUATION else c for c in text)
+

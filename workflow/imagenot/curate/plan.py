@@ -62,7 +62,7 @@ def check_shard_pattern(pattern: str) -> None:
     unknown = sorted({f for f in fields if f != "i"})
     if unknown or not fields:
         raise ValueError(
-            f"{key}: {pattern!r} must use the field {{i}} (the shard number) and no other; "
+            f"{key}: {pattern!r} needs the field {{i}} (the shard number) and no other; "
             f"unknown: {', '.join(repr(f) for f in unknown) or 'none'}"
         )
     try:

@@ -31,10 +31,15 @@ NEW_FILE_MODE = _new_file_mode()
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
+def atomic_path(
+    path: str | os.PathLike, suffix: str = "", *, output: bool = True
+) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; move it into place only if the block succeeds.
 
-    A job killed while writing leaves no file at ``path`` for a downstream rule to consume.
+    A job killed while writing leaves no file at ``path`` for a downstream rule to consume. An
+    ``output`` (a file the workflow may take as a job's result) is not moved into place once
+    the job has ended (:func:`imagenot.lifeline.check_parent`); a recovery file that a later
+    attempt only resumes from (a training checkpoint) says ``output=False``.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -45,7 +50,8 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
         yield tmp_path
         if tmp_path.exists():
             tmp_path.chmod(NEW_FILE_MODE)  # mkstemp makes 0600; an ordinary new file is wider
-        check_parent(path)  # never an output after the job was recorded failed
+        if output:
+            check_parent(path)  # never an output after the job was recorded failed
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():

@@ -209,6 +209,15 @@ def test_config_files_that_are_not_a_mapping_are_refused(tmp_path, text, message
     assert str(path) in str(caught.value) and "\n" not in str(caught.value)
 
 
+def _merged(base: dict, overlay: dict) -> dict:
+    """``overlay`` on ``base`` as Snakemake merges config files: mappings key by key."""
+    out = copy.deepcopy(base)
+    for key, value in overlay.items():
+        both = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = _merged(out[key], value) if both else copy.deepcopy(value)
+    return out
+
+
 @pytest.mark.parametrize(
     ("overlay", "key"),
     [
@@ -220,13 +229,18 @@ def test_config_files_that_are_not_a_mapping_are_refused(tmp_path, text, message
         ({"train": {"spaces": {"big": {"budget": 10**9}}}}, "config key train.spaces.big.budget"),
         ({"train": {"weights": {"nope": "x"}}}, "config key train.weights"),
         ({"acquire": {"download_parts": 10**9}}, "config key acquire.download_parts"),
+        (
+            {"train": {"spaces": {"s": {"hyperparameters": {"warmup_steps": {"grid": [1, 2.5]}}}}}},
+            "config key train.spaces.s.hyperparameters.warmup_steps: grid 2.5 is not an integer",
+        ),
+        (
+            {"train": {"spaces": {"s": {"hyperparameters": {"lr": {"value": "0.1"}}}}}},
+            "config key train.spaces.s.hyperparameters.lr: value '0.1' is not a number",
+        ),
     ],
 )
 def test_named_cases_are_refused_naming_the_key(base, overlay, key):
-    config = copy.deepcopy(base)
-    for section, value in overlay.items():
-        config[section] = {**config[section], **value} if isinstance(value, dict) else value
-    refusal = _check(config)
+    refusal = _check(_merged(base, overlay))
     assert refusal is not None and key in refusal, refusal
 
 

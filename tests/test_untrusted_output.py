@@ -167,6 +167,38 @@ def test_the_reports_captions_show_the_description_as_text(repo_root):
     hostile = "run `x <javascript:alert(1)>`_ |s|\n\n.. raw:: html\n\n   <script>alert(1)</script>"
     html = publish_parts(f"Config: {rst_text(hostile)}.", writer_name="html")["body"]
     assert "<script>" not in html and "<a " not in html and "javascript:alert(1)" in html
-    assert "escape.rst_text(config[\"description\"])" in (repo_root / "rules/common.smk").read_text()
+    assert 'escape.rst_text(config["description"])' in (repo_root / "rules/common.smk").read_text()
     for caption in (repo_root / "report").glob("*.rst"):  # read raw nowhere else
         assert "description" not in caption.read_text().replace('config["description"]', "")
+
+
+def test_every_csv_the_workflow_writes_goes_through_the_escaper(tmp_path):
+    """The one pyarrow CSV writer (download, class and audit reports, calibration tables)
+    escapes as the pandas and csv-module writers do."""
+    import pyarrow as pa
+
+    from imagenot.io import write_csv
+
+    table = pa.table({"class": ["=cmd|' /C calc'!A0", "dog", None], "n": [-1, 2, 3]})
+    write_csv(table, tmp_path / "t.csv")
+    back = pd.read_csv(tmp_path / "t.csv")
+    assert back["class"].tolist()[:2] == ["'=cmd|' /C calc'!A0", "dog"]
+    assert back["n"].tolist() == [-1, 2, 3]
+
+
+def test_no_csv_writer_bypasses_the_escaper(repo_root):
+    """A new table written with pandas, the csv module or pyarrow goes through imagenot.escape
+    (or through imagenot.io.write_csv, which does): checked on the package's source."""
+    import re
+
+    package = repo_root / "workflow" / "imagenot"
+    for path in package.rglob("*.py"):
+        text = path.read_text()
+        rel = path.relative_to(package).as_posix()
+        for line in text.splitlines():
+            if re.search(r"\.to_csv\(", line) and "def to_csv" not in line:
+                assert "csv_frame(" in line or re.search(r"\bto_csv\(rows", line), f"{rel}: {line}"
+            if re.search(r"pacsv\.write_csv\(", line):
+                assert "csv_table(" in line, f"{rel}: {line}"
+        if re.search(r"csv\.(writer|DictWriter)\(", text):
+            assert re.search(r"from imagenot\.escape import .*csv_(row|cell)", text), rel

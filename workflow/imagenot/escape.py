@@ -44,6 +44,23 @@ def csv_frame(df):
     return out
 
 
+def csv_table(table):
+    """``table`` (pyarrow) with every string cell through :func:`csv_cell`, as column
+    operations (tables of many rows: the download and audit reports)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    pattern = "^[" + re.escape("".join(_FORMULA_START)) + "]"
+    columns = []
+    for column in table.columns:
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            formula = pc.fill_null(pc.match_substring_regex(column, pattern), False)
+            column = pc.if_else(formula, pc.binary_join_element_wise("'", column, ""), column)
+        columns.append(column)
+    names = [csv_cell(name) for name in table.column_names]
+    return pa.Table.from_arrays(columns, names=names)
+
+
 def csv_row(values) -> list:
     """One CSV row (``csv.writer``) with each cell through :func:`csv_cell`."""
     return [csv_cell(v) for v in values]
@@ -65,4 +82,3 @@ def rst_text(value: Any) -> str:
     line). docutils then escapes HTML's special characters itself."""
     text = " ".join(str(value).split())
     return "".join("\\" + c if c in _PUNCTUATION else c for c in text)
-

@@ -67,11 +67,14 @@ def write_parquet(table: pa.Table, path: str | os.PathLike, **kwargs: Any) -> Pa
 
 
 def write_csv(table: pa.Table, path: str | os.PathLike) -> Path:
-    """Write ``table`` atomically as CSV with a header (for the Snakemake report and people)."""
+    """Write ``table`` atomically as CSV with a header (for the Snakemake report and people);
+    text cells that a spreadsheet would read as a formula are escaped (imagenot.escape)."""
     import pyarrow.csv as pacsv
 
+    from imagenot.escape import csv_table
+
     with atomic_path(path, ".csv") as tmp:
-        pacsv.write_csv(table, tmp)
+        pacsv.write_csv(csv_table(table), tmp)
     return Path(path)
 
 

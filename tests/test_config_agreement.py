@@ -235,6 +235,8 @@ def _merged(base: dict, overlay: dict) -> dict:
         ({"train": {"spaces": {"big": {"budget": 10**9}}}}, "config key train.spaces.big.budget"),
         ({"train": {"weights": {"nope": "x"}}}, "config key train.weights"),
         ({"acquire": {"download_parts": 10**9}}, "config key acquire.download_parts"),
+        ({"acquire": {"url_map": {"http://x/": ""}}}, "config key acquire.url_map.http://x/"),
+        ({"laion": {"dir": ""}}, "config key laion.dir"),
         (
             {"train": {"spaces": {"s": {"hyperparameters": {"warmup_steps": {"grid": [1, 2.5]}}}}}},
             "config key train.spaces.s.hyperparameters.warmup_steps: grid 2.5 is not an integer",

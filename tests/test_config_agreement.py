@@ -133,7 +133,8 @@ def _plan(config: dict) -> list[str]:
 def _one_line_naming_a_key(message: str) -> bool:
     """A refusal: one line per problem (after validate_config's count header, which lists up to
     ten), each naming the key it is about."""
-    lines = [line for line in message.strip().splitlines() if not line.startswith("invalid ")]
+    lines = message.strip().splitlines()
+    lines = lines[1:] if lines[0].startswith("invalid workflow config (") else lines
     return 1 <= len(lines) <= 10 and all("config key" in line for line in lines)
 
 

@@ -219,6 +219,8 @@ def validate_config(
         if isinstance(cause, ConfigError):
             raise cause from None
         raise ConfigError(f"schema {exc}: {type(cause).__name__}: {cause}") from exc
+    if len(errors) == 1:  # the usual case: one line naming the key
+        raise ConfigError(_describe(errors[0]))
     if errors:
         detail = "\n".join(f"  - {_describe(e)}" for e in errors[:10])
         raise ConfigError(f"invalid workflow config ({len(errors)} problem(s)):\n{detail}")

@@ -52,7 +52,7 @@ def _rows(models, datasets=("ref", "a", "b"), n=1000):
 
 
 def test_rankings_report_escapes_user_names_in_csv_and_markdown(tmp_path, capsys):
-    models = [*HOSTILE, "plain_model", "m2"]
+    models = [*HOSTILE, "m$\\frac$x", "plain_model"]  # "$": mathtext to matplotlib
     table = _table(tmp_path, _rows(models))
     code = main(["rankings", str(table), "--report", str(tmp_path / "r"), "--bootstrap-reps", "0"])
     assert code == 0, capsys.readouterr().err

@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import re
 
+from imagenot.analyse import PUBLISHED_DATASET
+
 # A lower-case ASCII letter, then lower-case letters, digits and underscores.
 NAME_PATTERN = "[a-z][a-z0-9_]*"
+TORCHVISION = "torchvision"
 # Longest name: a path component well under every file system's limit, with room for suffixes.
 NAME_MAX_LENGTH = 64
 # Names the workflow gives a meaning of its own: ``torchvision`` is the source of protocols
 # ft-torchvision / tl-torchvision (published ImageNet weights), so a dataset of that name would
-# make ``ft-torchvision`` mean two things.
-RESERVED_NAMES = ("torchvision",)
+# make ``ft-torchvision`` mean two things; ``imagenet_published`` labels the published ImageNet
+# accuracies in accuracy.csv (a dataset of that name would merge with them).
+RESERVED_NAMES = (TORCHVISION, PUBLISHED_DATASET)
 
 _NAME = re.compile(NAME_PATTERN)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from imagenot import names
 from imagenot.config import ConfigError
 from imagenot.names import name_problem
 from imagenot.registries import RegistryError
@@ -26,7 +27,7 @@ RESULTS = "results"
 TRAIN = f"{RESULTS}/train"
 PREREGISTRATION = f"{TRAIN}/preregistration.json"
 PREREGISTRATION_TABLE = f"{TRAIN}/preregistration.csv"
-TORCHVISION = "torchvision"
+TORCHVISION = names.TORCHVISION  # the protocol source of published ImageNet weights
 
 
 def check(config: dict) -> None:

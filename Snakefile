@@ -18,10 +18,10 @@ include: "rules/common.smk"
 
 
 wildcard_constraints:
-    dataset="[a-z][a-z0-9_]*",
+    dataset=NAME_PATTERN,
     shard=curate_plan.SHARD_ID_PATTERN,
     protocol=PROTOCOL,
-    model="[a-z0-9_]+",
+    model=NAME_PATTERN,
     seed="[0-9]+",
 
 

@@ -5,8 +5,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
-from imagenot import conda_envs, job_usage, slurm_profile, summary_plan, work
+from imagenot import conda_envs, escape, job_usage, lifeline, slurm_profile, summary_plan, work
 from imagenot.config import read_config_file
+from imagenot.names import NAME_PATTERN
 from imagenot.settings import to_arg
 from imagenot.stages import check_workflow_config, stage_plans
 from imagenot.demo import plan as demo_plan
@@ -168,6 +169,10 @@ onstart:
     failfast.clear_all(RESULTS)
 
 
+# Every rule's command replaces its shell (`exec`): a signal to the job reaches the command, and
+# no shell is left to die alone while its command writes outputs (imagenot.lifeline).
+shell.prefix(lifeline.SHELL_PREFIX)
+
 # Validate before any job runs: the config files' YAML (a duplicated key is an error), the JSON
 # schema (defaults filled), then the cross-key checks the schema cannot express (each stage plan's
 # `check`). A wrong key or value stops here, naming it. `imagenot validate-config` runs the same.
@@ -180,6 +185,11 @@ try:
     check_workflow_config(config, against_results=workflow.is_main_process)
 except ValueError as exc:  # ConfigError included
     raise SystemExit(f"invalid workflow config: {exc}") from None
+
+# The report's captions (report/*.rst, reStructuredText) show the config's free-text description:
+# escaped once here, by the one reStructuredText escaper, so that no markup in it (a link, a
+# `.. raw:: html` block) reaches report.html. Nothing else reads the description.
+config["description"] = escape.rst_text(config["description"])
 
 # The one protocol constraint of every rule with a {protocol} wildcard (the Snakefile's global
 # wildcard_constraints): the configured train.experiments' protocols.

@@ -54,7 +54,7 @@ def test_a_pattern_without_i_is_refused(demo):
     config = copy.deepcopy(demo)
     config["demo_world"]["enabled"] = False
     config["laion"].update(shard_pattern="part.parquet", n_shards=3)
-    with pytest.raises(ValueError, match=r"laion\.shard_pattern.*occurs more than once"):
+    with pytest.raises(ValueError, match=r"laion\.shard_pattern"):
         plan.check(config)
 
 

@@ -11,7 +11,7 @@ import importlib
 import sys
 import time
 
-from imagenot import __version__, job_usage
+from imagenot import __version__, job_usage, lifeline
 from imagenot.io import setup_logging
 
 STAGE_CLIS = (
@@ -71,9 +71,12 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand. Bad input ends in one line on stderr (``imagenot CMD: error: ...``)
     and exit code 2, with the traceback only under ``--debug``; a closed stdout (``| head``) is
-    not an error. In a workflow job the last line on stderr is the job's own peak memory and CPU
+    not an error. In a workflow job the command dies with its job (:mod:`imagenot.lifeline`), and
+    the last line on stderr is the job's own peak memory and CPU
     time (imagenot.job_usage), however the command ends: returned, failed, ``SystemExit``."""
     started = time.monotonic()
+    if job_usage.enabled():  # a workflow job's command: it ends with its job (lifeline)
+        lifeline.bind_to_parent()
     try:
         return _run(argv)
     finally:

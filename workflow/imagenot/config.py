@@ -66,12 +66,26 @@ def read_config_file(path: str | os.PathLike) -> dict:
     path = Path(path)
     try:
         with open(path) as f:
-            return yaml.load(f, Loader=_UniqueKeyLoader) or {}
+            config = yaml.load(f, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: {exc.strerror or exc}") from exc
+    # An empty file or a list would merge as "no change" (or crash the merge): a config file that
+    # says nothing is a mistake (a wrong path, a truncated copy), not an overlay.
+    if config is None or config == {}:
+        raise ConfigError(f"config file {path} is empty (a config file is a mapping of keys)")
+    if not isinstance(config, dict):
+        raise ConfigError(
+            f"config file {path}: the top level is a {type(config).__name__}, not a mapping of "
+            "config keys"
+        )
+    return config
 
 
 REGISTRY_MARKER = "x-registry"
+# ``x-name: true``: a name (imagenot.names); ``x-name: "ft-{name}"``: a string of that form.
+NAME_MARKER = "x-name"
 REGISTRY_KEYS_MARKER = "x-registry-keys"
 # Schema of a registered name's value under an ``x-registry-keys`` object when the schema file
 # does not describe it and its registry entry gives no ``params_schema``: no parameters.
@@ -93,6 +107,10 @@ def _expand_registries(node: Any, where: str) -> Any:
         node = {**node, "default": list(registries.names(default[REGISTRY_MARKER]))}
     out = {k: _expand_registries(v, where) for k, v in node.items()}
 
+    if NAME_MARKER in out:
+        from imagenot.names import name_schema
+
+        out.update(name_schema(out[NAME_MARKER]))
     if REGISTRY_MARKER in out:
         out["enum"] = list(registries.names(out[REGISTRY_MARKER]))
     if REGISTRY_KEYS_MARKER in out:
@@ -130,8 +148,15 @@ def _registry(schema_dir: Path) -> Registry:
     return Registry(retrieve=retrieve)
 
 
+def _is_integer(checker, instance) -> bool:
+    """An integer is an ``int``: JSON Schema also takes ``2.0``, which ``range``, ``%05d`` and
+    tensor shapes refuse in a job long after validation said "valid"."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
 def _with_defaults(validator_class):
-    """A validator class that fills ``default`` values of ``properties`` while validating."""
+    """A validator class that fills ``default`` values of ``properties`` while validating, and
+    whose integers are ints (:func:`_is_integer`)."""
     validate_properties = validator_class.VALIDATORS["properties"]
 
     def properties(validator, props, instance, schema):
@@ -141,7 +166,11 @@ def _with_defaults(validator_class):
                     instance.setdefault(name, copy.deepcopy(sub["default"]))
         yield from validate_properties(validator, props, instance, schema)
 
-    return jsonschema.validators.extend(validator_class, {"properties": properties})
+    return jsonschema.validators.extend(
+        validator_class,
+        {"properties": properties},
+        type_checker=validator_class.TYPE_CHECKER.redefine("integer", _is_integer),
+    )
 
 
 def _key_path(error: jsonschema.ValidationError) -> str:
@@ -161,6 +190,14 @@ def _describe(error: jsonschema.ValidationError) -> str:
             f"unknown config key(s) {', '.join(repr(e) for e in extra)} under {where}; "
             f"allowed keys: {', '.join(allowed)}"
         )
+    if NAME_MARKER in schema and isinstance(error.instance, str):
+        from imagenot.names import NAME_PATTERN, name_problem
+
+        # a key under a named section (propertyNames) or a value naming one: say which rule
+        problem = name_problem(error.instance) if schema[NAME_MARKER] is True else None
+        template = schema[NAME_MARKER]
+        form = "" if template is True else f" of the form {template} with {{name}} ~ {NAME_PATTERN}"
+        return f"config key {key}: name {problem or repr(error.instance) + form}"
     if error.validator == "enum":
         return f"config key {key}: {error.instance!r} is not allowed; allowed values: {error.validator_value}"
     return f"config key {key}: {error.message}"
@@ -209,6 +246,8 @@ def validate_config(
         f"config key {key}: {value} is not a finite number (NaN and infinity are refused)"
         for key, value in non_finite_numbers(config)
     ] + [_describe(e) for e in errors]
+    if len(problems) == 1:  # the usual case: one line naming the key
+        raise ConfigError(problems[0])
     if problems:
         detail = "\n".join(f"  - {p}" for p in problems[:10])
         raise ConfigError(f"invalid workflow config ({len(problems)} problem(s)):\n{detail}")

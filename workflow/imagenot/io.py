@@ -16,6 +16,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from imagenot.lifeline import check_parent
+
 log = logging.getLogger("imagenot")
 
 
@@ -29,10 +31,15 @@ NEW_FILE_MODE = _new_file_mode()
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
+def atomic_path(
+    path: str | os.PathLike, suffix: str = "", *, output: bool = True
+) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; move it into place only if the block succeeds.
 
-    A job killed while writing leaves no file at ``path`` for a downstream rule to consume.
+    A job killed while writing leaves no file at ``path`` for a downstream rule to consume. An
+    ``output`` (a file the workflow may take as a job's result) is not moved into place once
+    the job has ended (:func:`imagenot.lifeline.check_parent`); a recovery file that a later
+    attempt only resumes from (a training checkpoint) says ``output=False``.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -43,6 +50,8 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
         yield tmp_path
         if tmp_path.exists():
             tmp_path.chmod(NEW_FILE_MODE)  # mkstemp makes 0600; an ordinary new file is wider
+        if output:
+            check_parent(path)  # never an output after the job was recorded failed
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():
@@ -63,11 +72,14 @@ def write_parquet(table: pa.Table, path: str | os.PathLike, **kwargs: Any) -> Pa
 
 
 def write_csv(table: pa.Table, path: str | os.PathLike) -> Path:
-    """Write ``table`` atomically as CSV with a header (for the Snakemake report and people)."""
+    """Write ``table`` atomically as CSV with a header (for the Snakemake report and people);
+    text cells that a spreadsheet would read as a formula are escaped (imagenot.escape)."""
     import pyarrow.csv as pacsv
 
+    from imagenot.escape import csv_table
+
     with atomic_path(path, ".csv") as tmp:
-        pacsv.write_csv(table, tmp)
+        pacsv.write_csv(csv_table(table), tmp)
     return Path(path)
 
 

@@ -34,6 +34,9 @@ Files on disk (imagefolder, imagenet), issue 16:
   a file that cannot be read or decoded is skipped and counted by its reason
   (``imagenot.acquire.images`` codes, ``unreadable`` for I/O errors), up to
   ``max_unreadable_share`` of a range's images, beyond which the job fails naming the first.
+  An image whose links lead out of the dataset folder is not read: skipped and counted the
+  same way (reason ``outside_dataset``); a whole-file source (CIFAR-10 batches, idx files, the
+  devkit) that does is refused naming it.
   A skipped image leaves its split one short (the split is drawn before decoding, so each image
   is decoded once).
 - a class folder without images, and a class left with no training image, stop the job with
@@ -122,10 +125,27 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     return body.reshape(shape)
 
 
+def outside(root: str | os.PathLike, path: str | os.PathLike) -> str | None:
+    """Where ``path`` really lies when links take it out of the dataset folder ``root`` (None
+    when it lies inside). Why: a link in a dataset folder to a file elsewhere (another
+    dataset's test image, a system file) would be read as this dataset's data unseen."""
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(path)
+    return None if real.startswith(real_root.rstrip(os.sep) + os.sep) else real
+
+
+def _inside(root: Path, path: Path) -> Path:
+    """``path``, refused (naming it and its target) when links take it out of ``root``."""
+    target = outside(root, path)
+    if target is not None:
+        raise AdapterError(f"{path}: a link to {target}, outside the dataset folder {root}")
+    return path
+
+
 def _find(root: Path, stem: str) -> Path:
     for name in (stem, stem + ".gz"):
         if (root / name).is_file():
-            return root / name
+            return _inside(root, root / name)
     raise AdapterError(f"{root}: missing {stem}[.gz]")
 
 
@@ -198,7 +218,7 @@ def _unpickle(path: Path) -> dict:
 
 def cifar10_classes(root: str | os.PathLike) -> list[str]:
     root = Path(root)
-    meta = _unpickle(root / "batches.meta")
+    meta = _unpickle(_inside(root, root / "batches.meta"))
     names = meta.get(b"label_names", meta.get("label_names"))
     if not isinstance(names, list) or not names:
         raise AdapterError(f"{root / 'batches.meta'}: no label_names list")
@@ -214,7 +234,7 @@ def cifar10_items(
     counts = {"train": 0, "test": 0}
     batches = [(f"data_batch_{i}", "train") for i in range(1, 6)] + [("test_batch", "test")]
     for name, source in batches:
-        batch = _unpickle(root / name)
+        batch = _unpickle(_inside(root, root / name))
         try:
             data = np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
             labels = list(batch[b"labels"])
@@ -403,7 +423,8 @@ def _devkit_file(root: Path, member: str) -> tuple[str, bytes]:
                 f"{path}: missing; flat val/ images are labelled by the ILSVRC-2012 devkit "
                 f"({DEVKIT}/ or {DEVKIT}.tar.gz in {root})"
             )
-        return str(path), path.read_bytes()
+        return str(path), _inside(root, path).read_bytes()
+    _inside(root, tarball)
     name = f"{tarball}[{DEVKIT}/{member}]"
     try:
         with tarfile.open(tarball) as tar:
@@ -667,6 +688,9 @@ def materialise_range(
     def loader(item: Item) -> Callable[[], bytes | None]:
         def load() -> bytes | None:
             progress.update()
+            target = outside(path, Path(path) / item.path) if item.path else None
+            if target is not None:  # a link out of the dataset folder: counted, not read
+                return skip(item, "outside_dataset", f"a link to {target}")
             try:
                 pixels = item.load()
             except OSError as exc:

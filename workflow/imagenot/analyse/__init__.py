@@ -1,5 +1,5 @@
 """Pipeline stage: analyse (rankings statistics on accuracy tables)."""
 
-PUBLISHED_DATASET = "imagenet_published"
-"""Dataset label of the published torchvision ImageNet accuracies in accuracy.csv."""
+from imagenot.names import PUBLISHED_DATASET  # noqa: F401 (the analyse stage's label)
+
 PUBLISHED_PROTOCOL = "published"

@@ -100,6 +100,7 @@ def _accuracy_table(args: argparse.Namespace) -> None:
         read_published,
         read_robustness,
     )
+    from imagenot.escape import csv_frame
     from imagenot.io import atomic_path, write_parquet
 
     table = accuracy_table(
@@ -108,7 +109,7 @@ def _accuracy_table(args: argparse.Namespace) -> None:
         settings,
     )
     with atomic_path(args.out, ".csv") as tmp:
-        table.to_csv(tmp, index=False)
+        csv_frame(table).to_csv(tmp, index=False)
     print(f"{args.out}: {len(table)} rows from {len(args.robustness)} evaluation file(s)")
     if args.per_image_out:
         import pyarrow as pa

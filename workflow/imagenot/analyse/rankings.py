@@ -150,6 +150,14 @@ def per_image_matrices(
         df["dataset"] = [
             dataset_label(d, p) for d, p in zip(df["dataset"], df["protocol"], strict=True)
         ]
+    key = [c for c in ("model", "dataset", "transform", "key") if c in df.columns]
+    dup = df.duplicated(subset=key, keep="first")
+    if dup.any():  # the pivot below would average them silently
+        row = df.loc[dup].iloc[0]
+        raise TableError(
+            f"per-image table: row {int(np.flatnonzero(dup.to_numpy())[0])} repeats "
+            f"({', '.join(f'{k}={row[k]!r}' for k in key)})"
+        )
     if "transform" in df.columns and variant == "standard":
         df = df[is_standard(df["transform"], standard_transform)]
     df["correct"] = df["correct"].astype(float)
@@ -511,6 +519,9 @@ def rankings_report(
             f"baseline model {baseline!r} is not in the table; models: {', '.join(cells.models[:20])}"
         )
     if aggregate:
+        twice = sorted({d for d in aggregate if aggregate.count(d) > 1})
+        if twice:
+            raise TableError(f"--aggregate names dataset(s) twice: {', '.join(twice)}")
         unknown = [d for d in aggregate if d not in cells.datasets]
         if unknown:
             raise TableError(

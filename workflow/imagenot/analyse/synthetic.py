@@ -15,6 +15,7 @@ import pandas as pd
 import pyarrow as pa
 
 from imagenot.analyse import stats
+from imagenot.escape import csv_frame
 from imagenot.io import write_parquet
 
 MODELS = ("alexnet", "vgg19", "resnet18", "resnet152", "densenet161")
@@ -132,5 +133,5 @@ def published_accuracy(path: str | os.PathLike, models: tuple[str, ...]) -> str:
         if m in models
     ]
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_csv(path, index=False)
+    csv_frame(pd.DataFrame(rows)).to_csv(path, index=False)
     return str(path)

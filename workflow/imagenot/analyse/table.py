@@ -51,8 +51,12 @@ def parse_sizes(items: list[str] | None) -> dict[str, float]:
             n = float(value)
         except ValueError:
             n = float("nan")
-        if not sep or not name or not np.isfinite(n) or n <= 0:
-            raise TableError(f"--n {item!r}: expected DATASET=N with a positive test-set size N")
+        if not sep or not name or not np.isfinite(n) or n <= 0 or not n.is_integer():
+            raise TableError(
+                f"--n {item!r}: expected DATASET=N with a positive whole test-set size N"
+            )
+        if name in sizes:
+            raise TableError(f"--n {item!r}: dataset {name!r} is given twice")
         sizes[name] = n
     return sizes
 
@@ -83,6 +87,10 @@ def read_table(
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TableError(f"{path}: cannot be read as a table: {msg}") from None
     df.columns = [str(c).strip() for c in df.columns]
+    header = _header(path) if path.suffix != ".parquet" else list(df.columns)
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:  # pandas would rename the second to "name.1" and read it as another dataset
+        raise TableError(f"{path}: column(s) {', '.join(map(repr, twice))} given twice")
     if len(df) == 0:
         raise TableError(f"{path}: header only, no data rows (columns: {', '.join(df.columns)})")
     if fmt == "wide":
@@ -94,6 +102,14 @@ def read_table(
         given = df["dataset"].astype(str).map(sizes)
         df["n"] = given if "n" not in df.columns else df["n"].where(df["n"].notna(), given)
     return df
+
+
+def _header(path: Path) -> list[str]:
+    """The CSV file's column names as written (stripped), before pandas renames repeats."""
+    import csv
+
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        return [c.strip() for c in next(csv.reader(f), [])]
 
 
 def _from_wide(df: pd.DataFrame, path: Path) -> pd.DataFrame:
@@ -162,9 +178,13 @@ def validate_table(df: pd.DataFrame, fractions: bool = False) -> pd.DataFrame:
             df[col] = pd.to_numeric(df[col], errors="coerce") * scale
     if "n" in df.columns:
         n = pd.to_numeric(df["n"], errors="coerce")
-        bad = df.index[n.notna() & (n <= 0)]
-        if len(bad):
-            raise TableError(f"{_row_name(df, bad[0])}: n must be positive, got {n.iloc[bad[0]]}")
+        whole = np.isfinite(n) & (n > 0) & (n == np.floor(n))
+        bad = df.index[(n.notna() | df["n"].notna()) & ~whole]
+        if len(bad):  # a size is a count of test images: 100.5 or "abc" is a broken table
+            raise TableError(
+                f"{_row_name(df, bad[0])}: n must be a positive whole number of test images, "
+                f"got {df['n'].iloc[bad[0]]!r}"
+            )
         df["n"] = n
     if "seed" in df.columns:
         seed = pd.to_numeric(df["seed"], errors="coerce")

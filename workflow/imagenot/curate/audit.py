@@ -112,11 +112,13 @@ def funnel_csv(rows: list[dict]) -> str:
     import csv
     import io
 
+    from imagenot.escape import csv_cell
+
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=FUNNEL_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: ("" if row[k] is None else row[k]) for k in FUNNEL_COLUMNS})
+        writer.writerow({k: csv_cell("" if row[k] is None else row[k]) for k in FUNNEL_COLUMNS})
     return buf.getvalue()
 
 

@@ -48,9 +48,36 @@ def shard_path(config: dict, shard: str) -> str:
     return f"{config['laion']['dir'].rstrip('/')}/{shard_file(config, shard)}"
 
 
+def check_shard_pattern(pattern: str) -> None:
+    """``laion.shard_pattern`` is a format string whose only field is ``i`` (any format spec an
+    int takes) and whose names are file names: an unknown field, a positional ``{}``, an index or
+    a spec ``int`` refuses would otherwise fail in planning with a bare KeyError."""
+    import string
+
+    key = "config key laion.shard_pattern"
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(pattern) if f is not None]
+    except ValueError as exc:
+        raise ValueError(f"{key}: {pattern!r}: {exc}") from None
+    unknown = sorted({f for f in fields if f != "i"})
+    if unknown or not fields:
+        raise ValueError(
+            f"{key}: {pattern!r} needs the field {{i}} (the shard number) and no other; "
+            f"unknown: {', '.join(repr(f) for f in unknown) or 'none'}"
+        )
+    try:
+        name = pattern.format(i=0)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{key}: {pattern!r}: {exc}") from None
+    if "/" in name or "\\" in name or name in ("", ".", ".."):
+        raise ValueError(f"{key}: {pattern!r} gives {name!r}, not a file name inside laion.dir")
+
+
 def check_shards(config: dict) -> None:
-    """Cross-key checks of the LAION shard list: distinct file names (a pattern without ``{i}``
-    would name every shard alike)."""
+    """Cross-key checks of the LAION shard list: a usable pattern (:func:`check_shard_pattern`)
+    and distinct file names (a pattern without ``{i}`` would name every shard alike)."""
+    if not config["laion"]["shards"]:
+        check_shard_pattern(config["laion"]["shard_pattern"])
     files = shard_files(config)
     if len(set(files)) != len(files):
         dup = next(f for f in files if files.count(f) > 1)

@@ -7,6 +7,7 @@ import io
 import math
 
 from imagenot.diagnostics.wordnet_stats import STAT_KEYS
+from imagenot.escape import csv_row, markdown_text
 
 Row = dict[str, object]
 
@@ -84,11 +85,13 @@ def to_csv(rows: list[Row], name: str, reference_name: str) -> str:
     """CSV with columns group, metric, <name>, <reference_name>, ratio (full precision)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["group", "metric", name, reference_name, "ratio"])
+    writer.writerow(csv_row(["group", "metric", name, reference_name, "ratio"]))
     for r in rows:
         writer.writerow(
-            [r["group"], r["metric"]]
-            + ["" if r[k] is None else r[k] for k in ("value", "reference", "ratio")]
+            csv_row(
+                [r["group"], r["metric"]]
+                + ["" if r[k] is None else r[k] for k in ("value", "reference", "ratio")]
+            )
         )
     return out.getvalue()
 
@@ -96,11 +99,11 @@ def to_csv(rows: list[Row], name: str, reference_name: str) -> str:
 def to_markdown(rows: list[Row], name: str, reference_name: str) -> str:
     """The same table in Markdown (4 significant digits)."""
     lines = [
-        f"| group | metric | {name} | {reference_name} | ratio |",
+        f"| group | metric | {markdown_text(name)} | {markdown_text(reference_name)} | ratio |",
         "|---|---|---:|---:|---:|",
     ]
     for r in rows:
-        cells = [str(r["group"]), str(r["metric"])] + [
+        cells = [markdown_text(r["group"]), markdown_text(r["metric"])] + [
             _fmt(r[k]) for k in ("value", "reference", "ratio")
         ]
         lines.append("| " + " | ".join(cells) + " |")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from imagenot.analyse import PUBLISHED_DATASET
 from imagenot.figures.registry import WORKFLOW_FIGURES, WORKFLOW_TABLES
+from imagenot.names import NAME_PATTERN
 from imagenot.train.facts import PUBLISHED_TABLE
 
 RESULTS = "results"
@@ -88,8 +89,8 @@ def figure_request(name: str, protocol_regex: str) -> dict:
     rest = name[len(kind) + 1 :]
     pattern = {
         (): "",
-        ("dataset",): "(?P<dataset>[a-z][a-z0-9_]*)",
-        ("dataset", "protocol"): f"(?P<dataset>[a-z][a-z0-9_]*)_(?P<protocol>{protocol_regex})",
+        ("dataset",): f"(?P<dataset>{NAME_PATTERN})",
+        ("dataset", "protocol"): f"(?P<dataset>{NAME_PATTERN})_(?P<protocol>{protocol_regex})",
     }[fields]
     match = re.fullmatch(pattern, rest)
     if match is None:

@@ -222,6 +222,10 @@ def parse_floors(items: list[str] | None) -> dict[str, float]:
     out: dict[str, float] = {}
     for item in items or []:
         name, _, value = item.rpartition("=")
+        if (name or "*") in out:
+            raise TableError(
+                f"--floor {item!r}: {name or 'the floor of all datasets'} is given twice"
+            )
         try:
             out[name or "*"] = float(value)
         except ValueError:

@@ -36,6 +36,9 @@ def paper_style(style: Style) -> Iterator[None]:
         "pdf.fonttype": 42,
         "svg.fonttype": "none",
         "figure.constrained_layout.use": True,
+        # Labels are names from configs and users' tables (a model "m$\\frac$"): shown as
+        # written, never parsed as mathtext (which would fail the figure or render markup).
+        "text.parse_math": False,
     }
     with plt.rc_context(rc):
         yield

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from imagenot.escape import csv_frame, markdown_text
 from imagenot.figures import accuracy_vs_imagenet
 from imagenot.figures.data import Options, cells, nice
 from imagenot.io import atomic_path
@@ -260,13 +261,14 @@ def _cell(v: Any) -> str:
         return f"{v:g}"
     if isinstance(v, float | np.floating):
         return f"{v:.3g}" if abs(v) < 1 else f"{v:.2f}"
-    return str(v).replace("|", "\\|")
+    return markdown_text(v)
 
 
 def to_markdown(df: pd.DataFrame, title: str = "") -> str:
-    """A GitHub-flavoured Markdown table (numbers to 2 decimals or 3 significant digits)."""
-    head = [nice(str(c)) if "/" in str(c) else str(c) for c in df.columns]
-    lines = [f"**{title}**", ""] if title else []
+    """A GitHub-flavoured Markdown table (numbers to 2 decimals or 3 significant digits); every
+    text (names from users' tables, the title) through the one Markdown escaper."""
+    head = [markdown_text(nice(str(c)) if "/" in str(c) else str(c)) for c in df.columns]
+    lines = [f"**{markdown_text(title)}**", ""] if title else []
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "|".join("---" for _ in head) + "|")
     for row in df.itertuples(index=False):
@@ -277,6 +279,6 @@ def to_markdown(df: pd.DataFrame, title: str = "") -> str:
 def write(df: pd.DataFrame, csv: str | os.PathLike, md: str | os.PathLike, title: str) -> None:
     """Write the table as CSV and Markdown, atomically."""
     with atomic_path(csv, ".csv") as tmp:
-        df.to_csv(tmp, index=False)
+        csv_frame(df).to_csv(tmp, index=False)
     with atomic_path(md, ".md") as tmp:
         tmp.write_text(to_markdown(df, title))

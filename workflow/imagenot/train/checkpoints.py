@@ -97,7 +97,9 @@ def save_checkpoint(path: Path, model: nn.Module, optimizer, state: State) -> No
         "param_groups": json.dumps(opt["param_groups"]),
         "optim_scalars": json.dumps(scalars),
     }
-    with atomic_path(path, ".safetensors") as tmp:
+    # a recovery file, not an output: written even when the job has ended (the next attempt
+    # resumes from it; imagenot.lifeline)
+    with atomic_path(path, ".safetensors", output=False) as tmp:
         save_file(tensors, str(tmp), metadata=meta)
         with open(tmp, "rb") as f:  # on disk before any rename makes it the checkpoint
             os.fsync(f.fileno())
@@ -110,7 +112,7 @@ def _keep_previous(path: Path) -> None:
     """Make ``<name>.prev`` the checkpoint now at ``path``, leaving ``path`` in place: a hard
     link (a copy where the filesystem refuses links) under a temporary name, renamed over the
     old ``.prev``, so every step of it leaves both names holding complete files."""
-    with atomic_path(previous(path)) as tmp:
+    with atomic_path(previous(path), output=False) as tmp:
         tmp.unlink()
         try:
             os.link(path, tmp)

@@ -14,10 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from imagenot.config import ConfigError
+from imagenot.names import TORCHVISION as TORCHVISION_SOURCE
 
 RESULTS = "results"
 TRAIN = f"{RESULTS}/train"
-TORCHVISION = "torchvision"
+TORCHVISION = TORCHVISION_SOURCE  # the protocol source of published ImageNet weights
 
 
 def is_published(exp: dict) -> bool:

@@ -321,14 +321,16 @@ def _from_row(row: dict[str, str]) -> WeightFacts:
 
 def derived_table() -> str:
     """The table's text as the readers make it: one row per registry entry with weights."""
+    from imagenot.escape import csv_row
     from imagenot.train.registry import MODELS
 
     out = io.StringIO()
-    writer = csv.DictWriter(out, TABLE_COLUMNS, lineterminator="\n")
-    writer.writeheader()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(TABLE_COLUMNS)
     for name, spec in MODELS.items():
         if spec.weights:
-            writer.writerow(table_row(name, live_facts(spec.weights, name)))
+            row = table_row(name, live_facts(spec.weights, name))
+            writer.writerow(csv_row(row[column] for column in TABLE_COLUMNS))
     return out.getvalue()
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from imagenot.config import ConfigError
+from imagenot.names import name_problem
 from imagenot.registries import RegistryError
 from imagenot.train.experiments import (
     RESULTS,
@@ -52,9 +53,21 @@ def check(config: dict) -> None:
             check_input_size(model, train["image_size"])
         except RegistryError as exc:
             raise ConfigError(f"config key train.image_size: {exc}") from None
+    for model in train["models"]:  # a plugin's model name becomes a path and a wildcard
+        problem = name_problem(model)
+        if problem:
+            raise ConfigError(f"config key train.models: model name {problem}")
     st = {e["dataset"] for e in train["experiments"] if e["protocol"] == "st"}
+    seen: dict[tuple[str, str], int] = {}
     for i, exp in enumerate(train["experiments"]):
         where = f"train.experiments.{i}"
+        pair = (exp["dataset"], exp["protocol"])
+        if pair in seen:  # one results folder per pair: the second entry would be ignored
+            raise ConfigError(
+                f"config key {where}: experiment {'/'.join(pair)} is listed twice (also "
+                f"train.experiments.{seen[pair]}); each dataset/protocol is one experiment"
+            )
+        seen[pair] = i
         if exp["dataset"] not in config["datasets"]:
             raise ConfigError(
                 f"config key {where}.dataset: {exp['dataset']!r} is not a configured dataset; "

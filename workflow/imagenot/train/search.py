@@ -82,6 +82,12 @@ def check_space(hyperparameters: Mapping[str, Mapping], where: str) -> None:
                 f"{where}.{name}: {kind} {arg!r} is not allowed; give value or choice of "
                 f"{', '.join(allowed)}"
             )
+        integer = name in INTEGER_HYPERPARAMETERS  # a count (of steps, epochs): an int
+        for v in values if allowed is None and values is not None else []:
+            if isinstance(v, bool) or not isinstance(v, int if integer else int | float):
+                raise SearchError(
+                    f"{where}.{name}: {kind} {v!r} is not {'an integer' if integer else 'a number'}"
+                )
 
 
 def grid_points(hyperparameters: Mapping[str, Mapping]) -> list[dict]:

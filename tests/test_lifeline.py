@@ -1,0 +1,187 @@
+"""No process outlives its job, no output appears after a failure (issue 33, section 4).
+
+A toy workflow on the CPU whose one job is a slow writer (tests/lifeline_writer.py: bound to its
+parent as every workflow job's ``imagenot`` command is, writing through ``imagenot.io``), run
+with the workflow's shell prefix (``exec``): Snakemake killed with SIGKILL, or the job's process
+sent SIGTERM, leaves no process behind and no output, and the next ``snakemake -n`` plans the job
+again. A writer that finishes a checkpoint on SIGTERM instead of dying (the train jobs) is stopped
+at its write. The rules' shell lines are single commands, so ``exec`` covers every one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from imagenot.lifeline import SHELL_PREFIX
+
+REPO = Path(__file__).resolve().parents[1]
+WRITER = REPO / "tests" / "lifeline_writer.py"
+SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
+
+
+def _workflow(tmp_path: Path, seconds: float, options: str = "", shell: str = "{cmd}") -> Path:
+    """A one-rule workflow in ``tmp_path`` whose job runs the writer (``shell`` wraps it)."""
+    cmd = f"{sys.executable} {WRITER} {{output}} {seconds} {options}".strip()
+    (tmp_path / "Snakefile").write_text(
+        f"shell.prefix({SHELL_PREFIX!r})\n\n"
+        "rule slow:\n"
+        '    output: "out.txt"\n'
+        f"    shell: {shell.format(cmd=cmd)!r}\n"
+    )
+    return tmp_path
+
+
+def _start(wd: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    return subprocess.Popen(
+        [SNAKEMAKE, "--cores", "1", "-d", str(wd), "-s", str(wd / "Snakefile")],
+        cwd=wd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _wait_for(what, condition, seconds: float = 90) -> None:
+    """Wait for an event (a bound, not a timing assertion: the events here take well under a
+    second when the mechanism works, and never happen when it does not)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _writer_pid(wd: Path) -> int:
+    pid_file = wd / "out.txt.pid"
+    _wait_for("the job to start", lambda: pid_file.exists() and pid_file.read_text())
+    return int(pid_file.read_text())
+
+
+def _planned_again(wd: Path) -> bool:
+    run = subprocess.run(
+        [SNAKEMAKE, "-n", "--cores", "1", "-d", str(wd), "-s", str(wd / "Snakefile")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO / "workflow")},
+    )
+    assert run.returncode == 0, run.stderr
+    return "slow" in run.stdout and "Nothing to be done" not in run.stdout + run.stderr
+
+
+@pytest.mark.parametrize(
+    ("options", "shell"),
+    [
+        ("", "{cmd}"),  # the workflow's rules: the command replaces the shell (exec)
+        ("--ignore-term", "{cmd}"),  # a command that checkpoints on SIGTERM: stopped at its write
+    ],
+    ids=["exec", "ignores-sigterm"],
+)
+def test_kill_9_of_snakemake_leaves_no_process_and_no_output(tmp_path, options, shell):
+    wd = _workflow(tmp_path, seconds=3, options=options, shell=shell)
+    smk = _start(wd)
+    try:
+        writer = _writer_pid(wd)
+        family = psutil.Process(smk.pid).children(recursive=True)
+        smk.kill()
+        smk.wait(timeout=30)
+        _wait_for("the job's processes to end", lambda: all(_gone(p.pid) for p in family))
+        assert _gone(writer)
+    finally:
+        if smk.poll() is None:
+            smk.kill()
+    assert not (wd / "out.txt").exists()
+    assert _planned_again(wd)
+
+
+@pytest.mark.parametrize(
+    "shell",
+    [
+        "{cmd}",  # the workflow's rules: the job's shell *is* the command (exec)
+        "bash -c '{cmd}; true'",  # a shell left between: the command dies with it (lifeline)
+    ],
+    ids=["exec", "nested-shell"],
+)
+def test_sigterm_to_the_jobs_shell_fails_the_job_and_nothing_is_written_later(tmp_path, shell):
+    wd = _workflow(tmp_path, seconds=3, shell=shell)
+    smk = _start(wd)
+    try:
+        writer = _writer_pid(wd)
+        job_shell = psutil.Process(writer).parent()
+        if shell == "{cmd}":
+            assert job_shell.pid == smk.pid or "snakemake" in " ".join(job_shell.cmdline())
+            job_shell = psutil.Process(writer)
+        else:
+            assert "bash" in job_shell.name()
+        job_shell.send_signal(signal.SIGTERM)
+        assert smk.wait(timeout=90) != 0  # Snakemake records the job failed
+    finally:
+        if smk.poll() is None:
+            smk.kill()
+    _wait_for("the job to end", lambda: _gone(writer))
+    time.sleep(4)  # past the writer's own sleep: nothing may appear now
+    assert not (wd / "out.txt").exists()
+    assert _planned_again(wd)
+
+
+def test_an_unkilled_job_still_writes_its_output(tmp_path):
+    """The checks do not stop a job whose workflow is alive (the test above could pass on a
+    writer that never writes)."""
+    wd = _workflow(tmp_path, seconds=0.2)
+    smk = _start(wd)
+    assert smk.wait(timeout=120) == 0, smk.stderr.read()
+    assert (wd / "out.txt").read_text() == "done\n"
+
+
+def test_every_rule_runs_one_command_that_replaces_its_shell():
+    """``exec`` in the shell prefix replaces the shell with the first command of a line: a second
+    command (``;``, ``&&``, ``|``, ``$(...)``) would never run, or would keep a shell alive."""
+    common = (REPO / "rules" / "common.smk").read_text()
+    assert "shell.prefix(lifeline.SHELL_PREFIX)" in common
+    assert SHELL_PREFIX.rstrip().endswith("exec")
+    n = 0
+    for path in sorted((REPO / "rules").glob("*.smk")):
+        for block in re.findall(r"\n    shell:\n((?:        .*\n)+)", path.read_text()):
+            n += 1
+            line = " ".join(part.strip().strip('"') for part in block.splitlines())
+            assert not re.search(r"&&|\|\||;|\||\$\(|`", line), f"{path.name}: {line}"
+    assert n > 20
+    assert "run:" not in "".join(p.read_text() for p in (REPO / "rules").glob("*.smk"))
+
+
+def test_a_workflow_jobs_imagenot_command_binds_to_its_parent():
+    """``imagenot`` run by a workflow job (rules/common.smk sets job_usage.ENV) asks for the
+    lifeline; run by hand it does not."""
+    from imagenot import job_usage
+
+    code = (
+        "from imagenot import cli, lifeline; cli.main(['validate-config', 'config/config.yaml']);"
+        " print('bound' if lifeline._bound else 'free')"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    for value, expected in (("1", "bound"), ("", "free")):
+        run = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=REPO,
+            env={**env, job_usage.ENV: value},
+            capture_output=True,
+            text=True,
+        )
+        assert run.stdout.strip().splitlines()[-1] == expected, run.stderr

@@ -5,7 +5,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
-from imagenot import conda_envs, escape, job_usage, lifeline, slurm_profile, summary_plan, work
+from imagenot import (
+    conda_envs,
+    escape,
+    job_usage,
+    lifeline,
+    slurm_profile,
+    summary_plan,
+    work,
+)
 from imagenot.config import read_config_file
 from imagenot.names import NAME_PATTERN
 from imagenot.settings import to_arg

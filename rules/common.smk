@@ -216,13 +216,11 @@ config["resources"]["max_runtime_min"] = slurm_profile.max_runtime_min(config, S
 config["resources"]["cuda"] = conda_envs.cuda_major(config, SITE)
 os.environ[slurm_profile.ENV_MAX_RUNTIME] = str(config["resources"]["max_runtime_min"])
 os.environ[slurm_profile.ENV_GROWTH] = str(config["resources"]["attempt_growth"])
-# training memory is per GPU: a job (SLURM's --mem: per node) asks it for each GPU of a node
+# the preflight's memory is per GPU: a job (SLURM's --mem: per node) asks it for each GPU of a
+# node (the training rules' own memory: imagenot.train.plan.process_mem_mb)
 os.environ[slurm_profile.ENV_TRAIN_GPUS_PER_NODE] = str(
     max(1, train_plan.gpus_per_node(config))
 )
-# ... plus the loader's batch rings of a training process (imagenot.train.rings: train_final's
-# memory is a profile expression, so the largest of the config's; train_trial adds its own)
-os.environ[slurm_profile.ENV_TRAIN_RING_MB] = str(train_rings.largest_ring_mb(config))
 # Every job's `imagenot` command ends its log with its own peak memory and CPU time, measured by
 # the kernel (imagenot.job_usage; Snakemake's benchmark files only sample them). Set here, in
 # the process that runs the job's shell line (the main Snakemake locally, the job's own on a

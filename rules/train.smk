@@ -124,6 +124,15 @@ rule train_features:
                 train_plan.features_dir(wc.dataset, wc.protocol, wc.model)
             ),
         ),
+        mem_mb=lambda wc, attempt: train_plan.process_mem_mb(
+            config,
+            failfast.status_for(
+                train_plan.features_dir(wc.dataset, wc.protocol, wc.model)
+            ),
+            attempt,
+            train_rings.ring_mb(config, wc.dataset, wc.protocol, wc.model),
+            1,
+        ),
     params:
         settings=lambda wc: to_arg(
             train_settings.FeaturesSettings.from_config(
@@ -240,6 +249,13 @@ rule train_final:
         **refused_gpu_request(
             gpu_request(train_plan.gpus_per_node(config), train_plan.nodes(config)),
             lambda wc: failfast.status_for(train_plan.final_dir(dict(wc.items()))),
+        ),
+        mem_mb=lambda wc, attempt: train_plan.process_mem_mb(
+            config,
+            failfast.status_for(train_plan.final_dir(dict(wc.items()))),
+            attempt,
+            train_rings.ring_mb(config, wc.dataset, wc.protocol, wc.model),
+            train_plan.gpus_per_node(config),
         ),
     params:
         settings=lambda wc: to_arg(

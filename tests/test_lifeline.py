@@ -166,20 +166,21 @@ def test_every_rule_runs_one_command_that_replaces_its_shell():
     assert "run:" not in "".join(p.read_text() for p in (REPO / "rules").glob("*.smk"))
 
 
-def test_a_workflow_jobs_imagenot_command_binds_to_its_parent():
+def test_a_workflow_jobs_imagenot_command_binds_to_its_parent(tmp_path):
     """``imagenot`` run by a workflow job (rules/common.smk sets job_usage.ENV) asks for the
     lifeline; run by hand it does not."""
     from imagenot import job_usage
 
     code = (
-        "from imagenot import cli, lifeline; cli.main(['validate-config', 'config/config.yaml']);"
+        "from imagenot import cli, lifeline;"
+        f" cli.main(['validate-config', {str(REPO / 'config' / 'config.yaml')!r}]);"
         " print('bound' if lifeline._bound else 'free')"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
     for value, expected in (("1", "bound"), ("", "free")):
         run = subprocess.run(
             [sys.executable, "-c", code],
-            cwd=REPO,
+            cwd=tmp_path,  # results/ there, never the working tree's
             env={**env, job_usage.ENV: value},
             capture_output=True,
             text=True,

@@ -156,9 +156,15 @@ def test_every_rule_has_memory_and_runtime():
     set_resources = _workflow_profile()["set-resources"]
     blocks = rule_names()
     for name, body in blocks.items():
-        # sized by its own resources.work entry, or (train_trial) from its promotion input
+        # sized by its own resources.work entry, (train_trial) from its promotion input, or
+        # (train_final, train_features) its memory as a training process's in the rule, its
+        # runtime in the profile
         own = f'**work_resources("{name}")' in body or "**train_slot_resources()" in body
+        process = "train_plan.process_mem_mb(" in body
         profiled = "mem_mb" in set_resources.get(name, {})
+        if process:
+            assert not profiled and "runtime" in set_resources.get(name, {}), name
+            continue
         assert own != profiled, (
             f"rule {name}: memory and runtime in neither or both of profiles/default and "
             "the rule's own sizing"
@@ -174,7 +180,6 @@ def _evaluate(
     max_runtime: int,
     growth: float = 1.5,
     gpus_per_node: int = 1,
-    ring_mb: int = 0,
 ):
     from snakemake.resources import Resource
 
@@ -182,7 +187,6 @@ def _evaluate(
         slurm_profile.ENV_MAX_RUNTIME: str(max_runtime),
         slurm_profile.ENV_GROWTH: str(growth),
         slurm_profile.ENV_TRAIN_GPUS_PER_NODE: str(gpus_per_node),
-        slurm_profile.ENV_TRAIN_RING_MB: str(ring_mb),
     }
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
@@ -200,7 +204,7 @@ def _evaluate(
 
 def test_resources_grow_with_attempt_up_to_the_maximum():
     for rule, spec in _workflow_profile()["set-resources"].items():
-        if "mem_mb" not in spec:  # train_trial: sized from its promotion input (tested below)
+        if "mem_mb" not in spec:  # training: sized in the rules (tested below)
             continue
         mem = [_evaluate(spec["mem_mb"], a, 720) for a in (1, 2, 3)]
         assert all(isinstance(m, int) for m in mem), (rule, mem)
@@ -212,12 +216,11 @@ def test_resources_grow_with_attempt_up_to_the_maximum():
     assert (
         _evaluate(train["runtime"], 1, 1440) == 1440 and _evaluate(train["runtime"], 1, 600) == 600
     )
-    # training memory is per GPU of a node (SLURM's --mem is per node)
-    assert _evaluate(train["mem_mb"], 1, 60, gpus_per_node=4) == 4 * _evaluate(
-        train["mem_mb"], 1, 60
+    # the preflight's memory is per GPU of a node (SLURM's --mem is per node)
+    preflight = _workflow_profile()["set-resources"]["preflight"]
+    assert _evaluate(preflight["mem_mb"], 1, 60, gpus_per_node=4) == 4 * _evaluate(
+        preflight["mem_mb"], 1, 60
     )
-    # ... with each process's loader rings on top (imagenot.train.rings.largest_ring_mb)
-    assert _evaluate(train["mem_mb"], 1, 60, gpus_per_node=2, ring_mb=2784) == 2 * (32000 + 2784)
     # No rule asks SLURM for a warning signal: USR1 without B: kills a job step's Snakemake and
     # misses array tasks, with B: it kills the plugin's batch shell; training stops by its own
     # deadline and on SIGTERM instead (docs/gpu.md "Preemption and time limits")
@@ -240,7 +243,10 @@ def test_plan_with_the_site_profile_from_the_clone_root(tmp_path):
         "--software-deployment-method",
         "env-modules",
         "-n",
-        "--forceall",  # every job, whatever a local run left in results/
+        "--forceall",  # every job
+        # from the clone's root, but results/ in an empty folder (never the working tree's)
+        "--directory",
+        str(tmp_path / "work"),
         "--configfile",
         "config/config.yaml",
         ".test/config-slurm.yaml",  # resources.gpus: 1
@@ -732,7 +738,8 @@ def test_multi_node_training_plans_srun_and_torchrun(tmp_path):
     env = {**os.environ, "HOME": str(home)}
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
     cmd = ["snakemake", "--profile", "slurm", "--software-deployment-method", "env-modules", "-n",
-           "--printshellcmds", "--forceall", "--configfile", "config/config.yaml", ".test/config-slurm.yaml",
+           "--printshellcmds", "--forceall", "--directory", str(tmp_path / "work"),
+           "--configfile", "config/config.yaml", ".test/config-slurm.yaml",
            str(overlay), "--", "all"]  # fmt: skip
     run = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     out = run.stdout + run.stderr

@@ -5,6 +5,7 @@ the checkpoint; the deadline reaches into validation and staging."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import replace
 
@@ -361,14 +362,28 @@ def test_the_dataloaders_pin_thread_hands_out_pinned_copies_of_ring_slots():
             assert torch.equal(images, data.images[idx]) and torch.equal(labels, data.labels[idx])
 
 
-def test_a_final_runs_memory_holds_the_largest_ring_of_the_config(repo_root):
-    """train_final's memory is a profile expression of the attempt alone: rules/common.smk
-    hands it the config's largest ring, which is the paper's 256-px, batch-256 one."""
+def test_a_training_jobs_memory_is_per_gpu_with_its_rings_and_not_grown_by_deadline_stops(
+    repo_root, tmp_path
+):
+    """train_trial, train_final and train_features ask plan.process_mem_mb: the per-GPU memory
+    and the process's rings for each GPU of the node, grown per attempt except after deadline
+    stops, and the least for the retry of a job that failed for good."""
     from imagenot.config import load_config
-    from imagenot.train import rings
+    from imagenot.train import failfast, plan, rings
 
     config = load_config(repo_root / "config" / "paper.yaml")
     assert rings.largest_ring_mb(config) >= 2784
+    own, growth = config["resources"]["train_trial"]["mem_mb"], 1.5
+    config["resources"]["attempt_growth"] = growth
+    status = tmp_path / "final" / f"seed-0{failfast.STATUS_SUFFIX}"
+    status.parent.mkdir()
+    assert plan.process_mem_mb(config, status, 1, 2784, 4) == 4 * (own + 2784)
+    assert plan.process_mem_mb(config, status, 2, 2784, 1) == int((own + 2784) * growth)
+    status.write_text(json.dumps({"stops": 1}))  # attempt 1 stopped by its deadline (exit 75)
+    assert plan.process_mem_mb(config, status, 2, 2784, 1) == own + 2784
+    status.write_text(json.dumps({"permanent": "no CUDA device"}))
+    empty = config["resources"]["train_trial"]["empty_mem_mb"]
+    assert plan.process_mem_mb(config, status, 2, 2784, 4) == empty
     config["train"]["num_workers"] = 0  # no loader workers: no ring
     assert rings.largest_ring_mb(config) == 0
 

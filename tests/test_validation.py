@@ -12,14 +12,23 @@ import yaml
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
 
 
+def _workdir(tmp_path):
+    """An empty working folder: validation and planning read results/ there (the preregistration
+    record), never the working tree's, which `make demo` or a user's own run fills."""
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    return work
+
+
 def _validate(tmp_path, overlay: str):
     path = tmp_path / "overlay.yaml"
     path.write_text(overlay)
+    config = str(REPO / "config" / "config.yaml")
     return subprocess.run(
-        [sys.executable, "-m", "imagenot.cli", "validate-config", "config/config.yaml", str(path)],
+        [sys.executable, "-m", "imagenot.cli", "validate-config", config, str(path)],
         capture_output=True,
         text=True,
-        cwd=REPO,
+        cwd=_workdir(tmp_path),
     )
 
 
@@ -108,6 +117,8 @@ def test_the_workflow_refuses_what_validate_config_refuses(repo_root, tmp_path):
             "-m",
             "snakemake",
             "-n",
+            "--directory",
+            str(_workdir(tmp_path)),
             "--configfile",
             "config/config.yaml",
             str(overlay),
@@ -134,7 +145,17 @@ def _refusals(tmp_path, overlay: dict) -> tuple[str, str]:
     assert checked.returncode == 2, checked.stdout
     assert "Traceback" not in checked.stderr and len(checked.stderr.strip().splitlines()) == 1
     planned = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--configfile", "config/config.yaml", str(path)],
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-n",
+            "--directory",
+            str(_workdir(tmp_path)),
+            "--configfile",
+            "config/config.yaml",
+            str(path),
+        ],
         capture_output=True,
         text=True,
         cwd=REPO,

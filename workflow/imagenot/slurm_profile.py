@@ -34,8 +34,6 @@ ENV_MAX_RUNTIME = "IMAGENOT_MAX_RUNTIME_MIN"
 ENV_GROWTH = "IMAGENOT_ATTEMPT_GROWTH"
 # ... and the GPUs per node of a training job, by which its per-GPU memory is multiplied
 ENV_TRAIN_GPUS_PER_NODE = "IMAGENOT_TRAIN_GPUS_PER_NODE"
-# ... and the host memory (MB) of a training process's batch rings, added to its per-GPU memory
-ENV_TRAIN_RING_MB = "IMAGENOT_TRAIN_RING_MB"
 
 
 def site_schema() -> dict:

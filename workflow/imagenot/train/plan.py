@@ -391,20 +391,34 @@ def slot_threads(config: dict, previous, slot, status: Path | None = None, attem
 def slot_mem_mb(
     config: dict, previous, slot, attempt: int, status: Path | None = None, ring: int = 0
 ) -> int:
-    """Memory (MB) of a train_trial job (``resources.train_trial``: per GPU of a node, as SLURM's
-    --mem counts per node, plus ``ring``, each process's batch rings: ``rings.ring_mb``), grown per
-    attempt by ``resources.attempt_growth`` as every rule's, except for attempts that followed a
-    deadline stop (``failfast.memory_attempt``: the clock stopped it, not its memory); the
-    small ``empty_mem_mb`` for an empty slot, and for a refused retry without growth."""
+    """Memory (MB) of a train_trial job: :func:`process_mem_mb` when the slot trains, the small
+    ``empty_mem_mb`` for an empty slot (it exits at once; grown per attempt as every rule's)."""
+    from imagenot.train.failfast import memory_attempt, refused
+
+    if slot_gets_gpu(previous, slot, status, attempt):
+        return process_mem_mb(config, status, attempt, ring, gpus_per_node(config))
+    own = config["resources"]["train_trial"]
+    if status is not None and refused(status, attempt):
+        return own["empty_mem_mb"]
+    grown = memory_attempt(status, attempt) if status is not None else attempt
+    return int(own["empty_mem_mb"] * config["resources"]["attempt_growth"] ** max(grown - 1, 0))
+
+
+def process_mem_mb(
+    config: dict, status: Path | None, attempt: int, ring: int, processes: int
+) -> int:
+    """Memory (MB) of a training job (train_trial, train_final, train_features: the same
+    model's process per GPU): ``resources.train_trial.mem_mb`` plus ``ring``, its batch rings
+    (``rings.ring_mb``), for each of the ``processes`` of its node (SLURM's --mem counts per
+    node), grown per attempt by ``resources.attempt_growth`` except for attempts that followed a
+    deadline stop (``failfast.memory_attempt``: the clock stopped it, not its memory); the small
+    ``empty_mem_mb``, not grown, for the retry of a job that failed for good (it only exits)."""
     from imagenot.train.failfast import memory_attempt, refused
 
     own = config["resources"]["train_trial"]
-    if status is not None and refused(status, attempt):  # it only exits: the least, not grown
+    if status is not None and refused(status, attempt):
         return own["empty_mem_mb"]
-    if slot_gets_gpu(previous, slot, status, attempt):
-        base = (own["mem_mb"] + ring) * max(1, gpus_per_node(config))
-    else:
-        base = own["empty_mem_mb"]
+    base = (own["mem_mb"] + ring) * max(1, processes)
     grown = memory_attempt(status, attempt) if status is not None else attempt
     return int(base * config["resources"]["attempt_growth"] ** max(grown - 1, 0))
 

@@ -5,9 +5,8 @@ Why: each training process holds two rings of shared-memory batch buffers for it
 (workers x prefetch + 1) slots of a batch of images at the dataset's *stored* size (the
 resize to the model's size runs on the device). At the paper's 256 px, 7 workers and batches
 of 256 that is 1.46 GB per ring, 2.9 GB per process: a memory request that leaves it out is
-killed on the first epoch. ``train_trial`` adds its own (``plan.slot_mem_mb``), ``train_final``
-the config's largest (its memory is a profile expression: ``$IMAGENOT_TRAIN_RING_MB``, set by
-rules/common.smk). Light: no torch import (evaluated while Snakemake schedules).
+killed on the first epoch. Every training job's memory adds its own
+(``plan.process_mem_mb``, called by the rules). Light: no torch import (evaluated while Snakemake schedules).
 """
 
 from __future__ import annotations
@@ -51,8 +50,8 @@ def ring_mb(config: dict, dataset: str, protocol: str, model: str) -> int:
 
 
 def largest_ring_mb(config: dict) -> int:
-    """The largest :func:`ring_mb` of the config's trained runs (0 when none): what a final
-    run's memory, a profile expression of the attempt alone (profiles/default), adds per GPU."""
+    """The largest :func:`ring_mb` of the config's trained runs (0 when none): the most a
+    training process's memory request adds for its rings (``imagenot plan``'s peak)."""
     return max(
         (
             ring_mb(config, e["dataset"], e["protocol"], m)

@@ -17,6 +17,8 @@ import pytest
 import yaml
 from conftest import NO_SLURM, load_benchmark
 
+from imagenot.planning import placeholder_overlay
+
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 # a benchmark command as a user copies it: interpreter, script, then options up to the end of
@@ -139,6 +141,11 @@ def mode(tokens: list[str]) -> tuple[str, str]:
         return "make-n", "the whole demo or test suite takes minutes: `make -n` checks the target"
     if program == "apptainer":
         return "skip", "building the image takes minutes and Apptainer; its input must exist"
+    if program == "bash" and tokens[1].startswith("benchmarks/"):
+        assert (REPO / tokens[1]).is_file(), f"{tokens[1]} does not exist"
+        return "skip", (
+            "a GPU check: minutes on one GPU; its --cpu smoke run is tests/test_preflight.py"
+        )
     if program == ".venv/bin/python" and tokens[1].startswith("benchmarks/"):
         return "help", "a benchmark runs for minutes: --help loads the script (options: above)"
     if program.endswith(".venv/bin/snakemake"):
@@ -170,7 +177,7 @@ def fake_clone(root: Path) -> Path:
     for config in (REPO / "config").glob("*.yaml"):
         (clone / "config" / config.name).write_text(config.read_text())
     paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
-    update_config(paper, load_benchmark("bench_dag").placeholder_overlay(root / "data", paper))
+    update_config(paper, placeholder_overlay(root / "data", paper))
     (clone / "config" / "paper.yaml").write_text(yaml.safe_dump(paper, sort_keys=False))
     for listed in paper["diagnostics"]["class_lists"].values():
         path = clone / listed

@@ -283,7 +283,7 @@ def test_the_rings_memory_is_part_of_a_training_slot_request(repo_root):
     """The paper config: images stored at 256 px, 7 loader workers (8 cores per GPU), batches of
     256 for training and validation: two rings of (7 x 4 + 1) slots x 256 x 3 x 256 x 256
     bytes, 1.46 GB each (docs/gpu.md), on top of the per-GPU memory of every slot that trains."""
-    from imagenot.acquire.settings import stored_size
+    from imagenot.acquire.sizes import stored_size
     from imagenot.config import load_config
     from imagenot.train import experiments, plan, rings
     from imagenot.train.feed import Feeder

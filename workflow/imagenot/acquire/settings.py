@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from imagenot.settings import FromConfig, config_lookup
+from imagenot.acquire.sizes import STORED_SIZE_SECTIONS
+from imagenot.settings import FromConfig
 
 SEED = (
     "the workflow's master seed (the config's top-level `seed`): a key of no section, which "
@@ -144,7 +145,7 @@ class MaterialiseSettings(FromConfig):
     image format, the splits and the range plan (``jobs`` ranges of ``classes_per_job``
     classes)."""
 
-    SECTIONS: ClassVar = ("datasets.{dataset}", "acquire")
+    SECTIONS: ClassVar = STORED_SIZE_SECTIONS  # its image_size is the dataset's stored size
     DATASET_OVERRIDES: ClassVar = ("image_size", "val_per_class")
     DERIVED: ClassVar = {
         "seed": SEED,
@@ -186,13 +187,3 @@ class MaterialiseSettings(FromConfig):
                 class_count_hint(values["kind"], values["path"]), values["classes_per_job"]
             ),
         )
-
-
-def stored_size(config, dataset: str) -> int:
-    """The side ``dataset``'s images are stored at (its own ``image_size``, else
-    ``acquire.image_size``, as :class:`MaterialiseSettings` reads it): what the loaders decode
-    and the feed's ring holds (256 px for the paper, not the 224 trained), and what published
-    weights' own resize must not exceed (``imagenot.train.facts.check_stored_size``)."""
-    return config_lookup(
-        config, MaterialiseSettings.SECTIONS, "image_size", {"dataset": dataset}, override=True
-    )

@@ -43,7 +43,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="collect evaluation results and published ImageNet accuracies into accuracy.csv",
     )
     p.add_argument("robustness", nargs="*", help="robustness.parquet files of the evaluation")
-    p.add_argument("--published", required=True, help="torchvision_imagenet_accuracy.csv")
+    p.add_argument(
+        "--published",
+        required=True,
+        help="the published accuracies (imagenot.train.facts' derived published_weights.csv)",
+    )
     p.add_argument("--out", required=True, help="accuracy.csv to write")
     p.add_argument(
         "--per-image-out", help="also collect the per_image.parquet beside each input here"

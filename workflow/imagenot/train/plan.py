@@ -158,7 +158,7 @@ def check_stored_size(config: dict, dataset: str) -> None:
     weights evaluated on it need (:func:`published_stored_size`): they would see upsampled
     images, and their measured accuracy would not be the published protocol's. A check, not a
     silent change of the size: the acquire stage comes before the models and knows none."""
-    from imagenot.acquire.settings import stored_size
+    from imagenot.acquire.sizes import stored_size
     from imagenot.config import ConfigError
 
     stored = stored_size(config, dataset)

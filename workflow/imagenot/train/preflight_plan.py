@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from imagenot.acquire.settings import stored_size
+from imagenot.acquire.sizes import stored_size
 from imagenot.train import experiments
 
 PREFLIGHT = f"{experiments.RESULTS}/preflight"

@@ -11,7 +11,7 @@ killed on the first epoch. Every training job's memory adds its own
 
 from __future__ import annotations
 
-from imagenot.acquire.settings import stored_size
+from imagenot.acquire.sizes import stored_size
 from imagenot.train.experiments import is_published
 
 # The DataLoader's batches in flight per worker (train.feed.Feeder.PREFETCH; a copy here: the

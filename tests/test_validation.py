@@ -20,6 +20,18 @@ def _workdir(tmp_path):
     return work
 
 
+def _plan_dry(tmp_path, overlay):
+    """`snakemake -n` of the demo config and ``overlay``, from the clone's root, results/ in an
+    empty folder."""
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--directory", str(_workdir(tmp_path)),
+         "--configfile", "config/config.yaml", str(overlay)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )  # fmt: skip
+
+
 def _validate(tmp_path, overlay: str):
     path = tmp_path / "overlay.yaml"
     path.write_text(overlay)
@@ -111,22 +123,7 @@ def test_the_workflow_refuses_what_validate_config_refuses(repo_root, tmp_path):
     """The same bad overlay stops `snakemake -n` before any job, with the same message."""
     overlay = tmp_path / "bad.yaml"
     overlay.write_text("curate:\n  query_template: '{name}'\n")
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-n",
-            "--directory",
-            str(_workdir(tmp_path)),
-            "--configfile",
-            "config/config.yaml",
-            str(overlay),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=repo_root,
-    )
+    run = _plan_dry(tmp_path, overlay)
     assert run.returncode != 0
     assert "curate.query_template" in run.stdout + run.stderr
 
@@ -144,22 +141,7 @@ def _refusals(tmp_path, overlay: dict) -> tuple[str, str]:
     checked = _validate(tmp_path, path.read_text())
     assert checked.returncode == 2, checked.stdout
     assert "Traceback" not in checked.stderr and len(checked.stderr.strip().splitlines()) == 1
-    planned = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-n",
-            "--directory",
-            str(_workdir(tmp_path)),
-            "--configfile",
-            "config/config.yaml",
-            str(path),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    planned = _plan_dry(tmp_path, path)
     assert planned.returncode != 0, planned.stdout
     out = planned.stdout + planned.stderr
     assert "Traceback" not in out and "KeyError" not in out, out[-2000:]

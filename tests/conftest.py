@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,8 +30,13 @@ def pytest_configure(config):
     """Tests run without a SLURM cluster, except tests/test_slurm.py (which calls `with_slurm`).
 
     tests/no-slurm/scontrol fails at once, instead of the 9 s that the real client waits for a
-    controller that is not running; every Snakemake command asks it (see that file)."""
-    os.environ["PATH"] = f"{NO_SLURM}{os.pathsep}{os.environ.get('PATH', '')}"
+    controller that is not running; every Snakemake command asks it (see that file).
+
+    The interpreter's own bin folder comes next, as the rules put it (rules/common.smk): the
+    documented `.venv/bin/python -m pytest ...` runs without an activated venv, and the tests'
+    `snakemake`, `torchrun` and `imagenot` are this venv's."""
+    bin_dir = Path(sys.executable).parent
+    os.environ["PATH"] = os.pathsep.join([str(NO_SLURM), str(bin_dir), os.environ.get("PATH", "")])
 
 
 # The modules of 15 s or more, costliest first (measured in a clean-clone CI run, session 12:

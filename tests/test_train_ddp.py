@@ -22,6 +22,7 @@ import pytest
 import torch
 from ddp_rank import (
     JOB,
+    LONG,
     TOLERANCE,
     data,
     max_difference,
@@ -188,8 +189,12 @@ def test_a_signal_to_a_launcher_stops_every_rank_at_one_checkpoint(tmp_path, nod
     stopped = log.count("received: step-level checkpoint written")
     assert stopped == 2, log[-3000:]
     paused = read_state(ckpt)
-    # stopped where the ranks agree: a check step (every 8) or an epoch's end (batch 0)
-    assert paused.step > 0 and (paused.step % 8 == 0 or paused.batch == 0)
+    # stopped where the ranks agree: a check step (every 8 steps), an epoch's end (batch 0),
+    # or in validation, which asks before each batch: the epoch's steps all kept (batch 6 of
+    # 6), its validation to rerun
+    steps_per_epoch = len(data()) // LONG.batch_size
+    assert paused.step > 0
+    assert paused.step % 8 == 0 or paused.batch in (0, steps_per_epoch), paused
     assert paused.stopped_by is None
 
 

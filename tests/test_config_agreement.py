@@ -146,10 +146,20 @@ def base() -> dict:
 SEEDS = range(80)
 
 
+@pytest.fixture(scope="module")
+def checked(base) -> dict[int, tuple[dict, list[str], str | None]]:
+    """Each seed's odd config, what made it odd, and the check's refusal (None: accepted),
+    made once for the module's three tests."""
+    out = {}
+    for seed in SEEDS:
+        config, what = odd_config(base, seed)
+        out[seed] = (config, what, _check(config))
+    return out
+
+
 @pytest.mark.parametrize("seed", SEEDS)
-def test_check_and_planning_agree_on_odd_configs(base, seed):
-    config, what = odd_config(base, seed)
-    refusal = _check(config)
+def test_check_and_planning_agree_on_odd_configs(checked, seed):
+    config, what, refusal = checked[seed]
     if refusal is None:
         try:
             targets = _plan(config)
@@ -162,9 +172,9 @@ def test_check_and_planning_agree_on_odd_configs(base, seed):
             _plan(config)
 
 
-def test_the_generator_makes_both_outcomes(base):
+def test_the_generator_makes_both_outcomes(checked):
     """The property above is only worth something if the generator makes configs of both kinds."""
-    outcomes = [_check(odd_config(base, seed)[0]) is None for seed in SEEDS]
+    outcomes = [refusal is None for _, _, refusal in checked.values()]
     assert 10 <= sum(outcomes) <= len(outcomes) - 10
 
 
@@ -181,13 +191,11 @@ def _snakemake_n(tmp_path: Path, config: dict) -> subprocess.CompletedProcess:
     )
 
 
-def test_snakemake_n_agrees_with_the_check(base, tmp_path):
+def test_snakemake_n_agrees_with_the_check(checked, tmp_path):
     """A few accepted and a few refused configs through the real workflow: `snakemake -n` plans
     each accepted one and stops each refused one with the check's own line, no traceback."""
     accepted, refused = [], []
-    for seed in SEEDS:
-        config, what = odd_config(base, seed)
-        refusal = _check(config)
+    for config, what, refusal in checked.values():
         (accepted if refusal is None else refused).append((config, what, refusal))
     for config, what, refusal in accepted[:2] + refused[:3]:
         run = _snakemake_n(tmp_path, config)

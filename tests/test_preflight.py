@@ -1,6 +1,6 @@
 """The preflight (issue 34, sections 1 and 4): its checks on the CPU (the GPU-only ones skipped
 with their reason), its verdicts on stand-in measurements (a model that does not fit, a /dev/shm
-or mem_mb too small), and the gate: with resources.gpus > 0 a failed preflight runs no GPU job,
+or the job's memory limit too small), and the gate: with resources.gpus > 0 a failed preflight runs no GPU job,
 resources.require_preflight: false lifts the gate, and a CPU config plans no preflight at all.
 No GPU here: the GPU branch (CUDA, peak device memory, bf16 on CUDA) is the thin part that
 benchmarks/gpu_check.sh runs on a lent GPU."""
@@ -114,11 +114,30 @@ def test_a_model_that_does_not_fit_names_the_key_and_the_largest_batch_measured_
 def test_host_check_names_what_is_too_small():
     settings = PreflightSettings.from_config(load_config(PAPER), None)
     ring = rings.ring_bytes(7, 256, 256, 256)
-    small = dataclasses.replace(settings, mem_mb=ring // 2_000_000)
-    check = preflight.check_host(small, workers=7)
-    assert check.status == "fail" and "resources.train_trial.mem_mb" in check.detail
+    # a node of more processes than /dev/shm holds rings for
+    shm = os.statvfs("/dev/shm")
+    crowded = dataclasses.replace(settings, gpus_per_node=shm.f_frsize * shm.f_blocks // ring + 1)
+    check = preflight.check_host(crowded, workers=7)
+    assert check.status == "fail" and "/dev/shm is smaller than the rings" in check.detail
     assert check.values["ring_gb_per_process"] == round(ring / 1e9, 2)
     assert preflight.check_host(settings, workers=0).status == "pass"  # no ring
+
+
+def test_rings_above_mem_mb_are_not_a_fault():
+    """Every training job asks for ``resources.train_trial.mem_mb`` plus its own rings
+    (``plan.process_mem_mb``): rings larger than mem_mb are paid for, so the host check passes
+    where /dev/shm and the job's limit hold them."""
+    settings = PreflightSettings.from_config(load_config(PAPER), None)
+    ring = rings.ring_bytes(7, 256, 256, 256)
+    small = dataclasses.replace(settings, mem_mb=ring // 2_000_000, gpus_per_node=1)
+    check = preflight.check_host(small, workers=7)
+    shm = os.statvfs("/dev/shm")
+    if shm.f_frsize * shm.f_blocks < ring:
+        pytest.skip(f"this machine's /dev/shm holds less than one process's rings ({ring} bytes)")
+    limit = preflight._cgroup_limit()
+    if limit is not None and limit < ring:
+        pytest.skip(f"this process's cgroup limit ({limit} bytes) is below the rings ({ring})")
+    assert check.status == "pass", check.detail
 
 
 def test_bf16_against_float32_agree_on_a_tiny_model_on_the_cpu():

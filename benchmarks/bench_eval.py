@@ -38,8 +38,9 @@ from pathlib import Path
 
 import torch
 
-from imagenot.acquire.dataset import ManifestDataset, Record, write_dataset
+from imagenot.acquire.dataset import Record, write_dataset
 from imagenot.config import validate_config
+from imagenot.dataset import ManifestDataset
 from imagenot.evaluate.robustness import (
     dataset_batches,
     evaluate_batches,

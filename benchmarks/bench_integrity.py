@@ -29,7 +29,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from imagenot.acquire.dataset import ManifestDataset, Record, decode_jpeg, write_dataset
+from imagenot.acquire.dataset import Record, write_dataset
+from imagenot.dataset import ManifestDataset, decode_jpeg
 from imagenot.io import sha256_file
 
 

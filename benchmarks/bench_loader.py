@@ -31,7 +31,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from imagenot.acquire.dataset import ManifestDataset, Record, write_dataset
+from imagenot.acquire.dataset import Record, write_dataset
+from imagenot.dataset import ManifestDataset
 from imagenot.train.feed_bench import smooth_jpegs
 
 

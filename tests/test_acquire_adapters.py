@@ -16,7 +16,7 @@ from conftest import materialise
 from PIL import Image
 
 from imagenot.acquire.adapters import AdapterError, parse_meta_mat, read_idx
-from imagenot.acquire.dataset import load_split_tensors, read_classes, read_manifest
+from imagenot.dataset import load_split_tensors, read_classes, read_manifest
 
 
 def _write_idx(path, array: np.ndarray) -> None:

@@ -11,16 +11,14 @@ import pytest
 import torch
 from PIL import Image
 
-from imagenot.acquire.dataset import (
+from imagenot.acquire.dataset import Record, content_fingerprint, write_dataset
+from imagenot.dataset import (
     DatasetError,
     ManifestDataset,
-    Record,
-    content_fingerprint,
     load_split_tensors,
     read_classes,
     read_fingerprint,
     read_manifest,
-    write_dataset,
 )
 
 

@@ -17,7 +17,6 @@ from conftest import download_settings
 from PIL import Image
 
 from imagenot.acquire import images
-from imagenot.acquire.dataset import ManifestDataset
 from imagenot.acquire.download import (
     download_part,
     part_of,
@@ -25,6 +24,7 @@ from imagenot.acquire.download import (
     rewrite_urls,
     serve_directories,
 )
+from imagenot.dataset import ManifestDataset
 
 
 def _encoded(fmt: str, size=(40, 30), colour=(200, 30, 30), mode="RGB") -> bytes:

@@ -28,16 +28,7 @@ from imagenot.acquire.build import (
     plan_splits,
     select_topup,
 )
-from imagenot.acquire.dataset import (
-    DatasetError,
-    Record,
-    ShardReader,
-    gather_parts,
-    read_classes,
-    read_fingerprint,
-    read_manifest,
-    write_dataset,
-)
+from imagenot.acquire.dataset import Record, gather_parts, write_dataset
 from imagenot.acquire.download import STATUS_SCHEMA, select_part
 from imagenot.acquire.settings import (
     FillSettings,
@@ -45,6 +36,13 @@ from imagenot.acquire.settings import (
     MaterialiseSettings,
     TopupSettings,
     WriteSettings,
+)
+from imagenot.dataset import (
+    DatasetError,
+    ShardReader,
+    read_classes,
+    read_fingerprint,
+    read_manifest,
 )
 from imagenot.io import write_parquet
 from imagenot.settings import to_json

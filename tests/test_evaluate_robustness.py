@@ -216,7 +216,8 @@ def test_evaluate_checkpoint_end_to_end(tmp_path, settings):
     from safetensors.torch import save_file
     from torchvision.io import encode_jpeg
 
-    from imagenot.acquire.dataset import Record, read_fingerprint, write_dataset
+    from imagenot.acquire.dataset import Record, write_dataset
+    from imagenot.dataset import read_fingerprint
     from imagenot.train.registry import build_model
 
     g = torch.Generator().manual_seed(1)
@@ -286,7 +287,8 @@ def test_decoded_batches_equal_per_image_conversion(tmp_path):
     """The whole-batch uint8 -> float conversion equals converting image by image."""
     from torchvision.io import encode_jpeg
 
-    from imagenot.acquire.dataset import ManifestDataset, Record, write_dataset
+    from imagenot.acquire.dataset import Record, write_dataset
+    from imagenot.dataset import ManifestDataset
     from imagenot.evaluate.robustness import dataset_batches, to_model_input
 
     g = torch.Generator().manual_seed(2)

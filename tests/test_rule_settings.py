@@ -324,7 +324,7 @@ def _tree(root, classes, n):
 
 
 def test_materialise_range_and_gather_run_on_the_rules_settings(tmp_path):
-    from imagenot.acquire.dataset import read_classes, read_manifest
+    from imagenot.dataset import read_classes, read_manifest
 
     root = tmp_path / "folder"
     _tree(root, ["cat", "dog", "eel"], 6)

@@ -18,9 +18,9 @@ import yaml
 
 from imagenot import run_summary, summary_plan
 from imagenot.acquire import plan as acquire_plan
-from imagenot.acquire.dataset import MANIFEST
 from imagenot.analyse import PUBLISHED_DATASET
 from imagenot.config import load_config
+from imagenot.dataset import MANIFEST
 from imagenot.train import plan as train_plan
 
 REPO = Path(__file__).resolve().parents[1]

@@ -72,7 +72,7 @@ def test_a_features_file_of_other_weights_is_an_error_naming_it(tmp_path):
 
 
 def test_the_plans_splits_are_the_datasets():
-    from imagenot.acquire.dataset import SPLITS
+    from imagenot.dataset import SPLITS
 
     assert plan.SPLITS == SPLITS and set(plan.TRIAL_SPLITS) < set(SPLITS)
 

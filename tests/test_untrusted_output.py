@@ -136,7 +136,7 @@ def test_links_out_of_an_image_folder_are_counted_not_read(tmp_path):
     )  # fmt: skip
     skipped = json.loads((parts / "range-00000.parquet.skipped.json").read_text())
     assert skipped == {"outside_dataset": 1}
-    from imagenot.acquire.dataset import read_manifest
+    from imagenot.dataset import read_manifest
 
     sources = {r["source"] for r in read_manifest(out).to_pylist()}
     assert "cat/linked.png" not in sources and "cat/inside.png" in sources

@@ -188,7 +188,7 @@ def test_evaluation_on_a_damaged_shard_stops_in_one_line_naming_shard_and_key(
 
     import numpy as np
 
-    from imagenot.acquire.dataset import read_manifest
+    from imagenot.dataset import read_manifest
 
     ds_dir, run = _toy_run(tmp_path)
     row = read_manifest(ds_dir, "test").slice(2, 1).to_pylist()[0]

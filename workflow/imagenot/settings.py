@@ -243,8 +243,11 @@ def _typed(key: str, value: Any, hint: Any) -> Any:
 
 
 # Names of schema keys used for something else (tests/test_settings_schema.py's guard): the
-# cost plan's reading of a dry run's jobs and of optional dataset keys.
+# cost plan's reading of a dry run's jobs and of optional dataset keys; the dataset reader's
+# choice of split.
 NOT_SETTINGS = {
+    "imagenot.dataset:read_manifest(split)": "which split to read (a caller's choice, None = "
+    "all), not acquire's split sizes",
     "imagenot.costs:.get('mem_mb')": "a planned job's resources as Snakemake's dry run lists "
     "them (absent for a job without the resource), not resources.<rule>.mem_mb",
     "imagenot.costs:.get('n_shards')": "laion.n_shards has no default: a config may list "

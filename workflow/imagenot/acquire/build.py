@@ -37,8 +37,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from imagenot.acquire.dataset import SPLITS, Record, ShardReader, read_classes
+from imagenot.acquire.dataset import Record
 from imagenot.acquire.settings import FillSettings, TopupSettings, WriteSettings
+from imagenot.dataset import SPLITS, ShardReader, read_classes
 from imagenot.io import read_parquet, write_csv, write_parquet
 
 log = logging.getLogger(__name__)

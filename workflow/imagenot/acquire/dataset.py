@@ -1,21 +1,12 @@
-"""The one on-disk dataset format every stage after acquisition reads (docs/contracts.md).
-
-A dataset directory holds::
-
-    manifest.parquet   key, wnid, label, split, sha256, shard, offset, length [, similarity]
-    classes.txt        one wnid (or class name) per line, label order
-    fingerprint.txt    content fingerprint (:func:`content_fingerprint`)
-    shards/{split}-{i:06d}.tar   webdataset tars: {key}.jpg (RGB JPEG) and {key}.cls (label);
-                       written in parallel parts: shards/{split}-{part}-{i:06d}.tar
+"""Writing the one on-disk dataset format (:mod:`imagenot.dataset`, docs/contracts.md).
 
 Large datasets are written by parallel jobs (:func:`write_part`), each writing its own shards
 and a part manifest; :func:`gather_parts` then writes manifest, classes and fingerprint. The
 fingerprint covers content only (classes; per row key, wnid, label, split, image sha256), not
 where the bytes lie (shard, offset, length), so it is the same whatever the number of jobs.
 
-``offset``/``length`` locate each JPEG's bytes inside its tar, so readers fetch one image with a
-single ``pread`` instead of scanning the tar. Tars and manifest are written deterministically
-(fixed member metadata, fixed order): identical input gives byte-identical files.
+Tars and manifest are written deterministically (fixed member metadata, fixed order): identical
+input gives byte-identical files.
 """
 
 from __future__ import annotations
@@ -35,6 +26,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from imagenot import job_usage
+from imagenot.dataset import (
+    CLASSES,
+    FINGERPRINT,
+    MANIFEST,
+    MANIFEST_SCHEMA,
+    SHARD_DIR,
+    SPLITS,
+    DatasetError,
+)
 from imagenot.io import (
     atomic_path,
     open_parquet,
@@ -44,48 +44,9 @@ from imagenot.io import (
     write_text,
 )
 
-SPLITS = ("train", "val", "test")
-MANIFEST = "manifest.parquet"
-CLASSES = "classes.txt"
-FINGERPRINT = "fingerprint.txt"
-SHARD_DIR = "shards"
-
-MANIFEST_SCHEMA = pa.schema(
-    [
-        ("key", pa.string()),
-        ("wnid", pa.string()),
-        ("label", pa.int64()),
-        ("split", pa.string()),
-        ("sha256", pa.string()),
-        ("shard", pa.string()),
-        ("offset", pa.int64()),
-        ("length", pa.int64()),
-    ]
-)
-
-
 CONTENT_COLUMNS = ("key", "wnid", "label", "split", "sha256")
 ORDER = "order"  # optional part-manifest column: the row's position in the gathered manifest
 PART_META = b"imagenot.part"  # part-manifest schema metadata: JSON {classes, params}
-
-
-class DatasetError(ValueError):
-    """A dataset directory or a record that breaks the on-disk contract.
-
-    Raised in a DataLoader worker, torch re-raises it in the main process as
-    ``DatasetError("Caught DatasetError in DataLoader worker process 0.\\nOriginal Traceback
-    ...")``: its message is then the original one (the traceback's last line), so the command
-    still ends in one line naming the shard and key."""
-
-    def __str__(self) -> str:
-        text = super().__str__()
-        if text.startswith("Caught ") and "\nOriginal Traceback" in text:
-            last = text.rstrip().rsplit("\n", 1)[-1]
-            return last.split(": ", 1)[-1] if ": " in last else last
-        return text
-
-
-REBUILD_HINT = "delete {manifest} and run the workflow again: it rebuilds the dataset"
 
 
 @dataclass(frozen=True)
@@ -490,194 +451,3 @@ def _window(parts: list[Path], schema: pa.Schema, start: int, stop: int) -> pa.T
         del table
     rows = pa.concat_tables(pieces)
     return rows.take(pc.sort_indices(rows, [(ORDER, "ascending")]))
-
-
-# ------------------------------------------------------------------------------------ readers
-
-
-def read_manifest(dataset_dir: str | os.PathLike, split: str | None = None) -> pa.Table:
-    """The manifest table, optionally restricted to one split (manifest order kept)."""
-    path = Path(dataset_dir) / MANIFEST
-    if not path.is_file():
-        raise DatasetError(f"{path}: no manifest (was the dataset materialised?)")
-    table = read_parquet(path)
-    missing = set(MANIFEST_SCHEMA.names) - set(table.column_names)
-    if missing:
-        raise DatasetError(f"{path}: manifest lacks column(s) {sorted(missing)}")
-    if split is not None:
-        if split not in SPLITS:
-            raise DatasetError(f"split {split!r} is not one of {SPLITS}")
-        table = table.filter(pc.equal(table["split"], split))
-    return table
-
-
-def read_classes(dataset_dir: str | os.PathLike) -> list[str]:
-    """Class names in label order."""
-    path = Path(dataset_dir) / CLASSES
-    if not path.is_file():
-        raise DatasetError(f"{path}: no class list")
-    return path.read_text().splitlines()
-
-
-def read_fingerprint(dataset_dir: str | os.PathLike) -> str:
-    """The dataset's fingerprint (sha256 of its manifest), recorded with downstream results."""
-    path = Path(dataset_dir) / FINGERPRINT
-    if not path.is_file():
-        raise DatasetError(f"{path}: no fingerprint")
-    return path.read_text().strip()
-
-
-def decode_jpeg(data: bytes):
-    """RGB uint8 CHW tensor from JPEG bytes (libjpeg via torchvision)."""
-    import torch
-    from torchvision.io import ImageReadMode, decode_jpeg
-
-    buf = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-    return decode_jpeg(buf, mode=ImageReadMode.RGB)
-
-
-class ShardReader:
-    """Reads byte ranges from files under ``root`` (or absolute paths), one descriptor each."""
-
-    def __init__(self, root: Path):
-        self.root = root
-        self._fds: dict[str, int] = {}
-        self._pid = os.getpid()
-
-    def read(self, shard: str, offset: int, length: int) -> bytes:
-        if os.getpid() != self._pid:  # forked DataLoader worker: do not share descriptors
-            self._fds, self._pid = {}, os.getpid()
-        fd = self._fds.get(shard)
-        if fd is None:
-            fd = self._fds[shard] = os.open(self.root / shard, os.O_RDONLY)
-        data = os.pread(fd, length, offset)
-        if len(data) != length:
-            raise DatasetError(f"{self.root / shard}: truncated at offset {offset}")
-        return data
-
-    def close(self) -> None:
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds = {}
-
-    def __del__(self):
-        if os.getpid() == self._pid:
-            self.close()
-
-
-class ManifestDataset:
-    """Map-style dataset over one split: ``ds[i] -> (uint8 CHW tensor, int label)``.
-
-    Random access through the manifest's byte offsets (works with any DataLoader sampler and
-    worker count). ``transform`` is applied to the uint8 tensor. It implements the map-style
-    protocol (``__len__``, ``__getitem__``) that torch's DataLoader takes, without subclassing
-    ``torch.utils.data.Dataset``: that base class only adds ``+``, and importing it would make
-    every acquisition job that writes or reads manifests (this module) import torch, about
-    2 CPU-seconds per job.
-    """
-
-    def __init__(
-        self,
-        dataset_dir: str | os.PathLike,
-        split: str,
-        transform: Callable | None = None,
-    ):
-        self.dataset_dir = Path(dataset_dir)
-        self.split = split
-        self.transform = transform
-        table = read_manifest(self.dataset_dir, split)
-        self.classes = read_classes(self.dataset_dir)
-        self.keys = table["key"].to_pylist()
-        self.labels = np.asarray(table["label"].to_numpy(), dtype=np.int64)
-        self._shards = table["shard"].to_pylist()
-        self._offsets = table["offset"].to_numpy()
-        self._lengths = table["length"].to_numpy()
-        # each image's sha256 as 32 bytes a row (a compact array, shared by forked workers)
-        hexes = table["sha256"].to_pylist()
-        try:
-            packed = bytes.fromhex("".join(hexes))
-            self._digests = np.frombuffer(packed, dtype=np.uint8).reshape(len(hexes), 32)
-        except (TypeError, ValueError):
-            raise DatasetError(
-                f"{self.dataset_dir / MANIFEST}: column sha256 must hold 64 hex digits a row"
-            ) from None
-        self._reader = ShardReader(self.dataset_dir)
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    def read_bytes(self, index: int) -> bytes:
-        """The stored JPEG bytes of item ``index``, checked against the manifest's sha256.
-
-        Why every read: a shard damaged after it was written (a bad disk, a copy cut short and
-        padded, a stray write: same size, same mtime) decodes to wrong pixels or libjpeg's
-        "Corrupt JPEG data" warnings, and a training or evaluation on it ended at exit 0 with
-        results of other images. Per image, not per shard, so a job reads only its images and
-        the error names the image; it costs a sha256 of a few kilobytes, a few percent of the
-        decode (docs/benchmarks.md, ``benchmarks/bench_integrity.py``)."""
-        shard, offset = self._shards[index], int(self._offsets[index])
-        data = self._reader.read(shard, offset, int(self._lengths[index]))
-        if hashlib.sha256(data).digest() != self._digests[index].tobytes():
-            manifest = self.dataset_dir / MANIFEST
-            raise DatasetError(
-                f"{self.dataset_dir / shard}: image {self.keys[index]!r} (bytes {offset}-"
-                f"{offset + len(data)}) does not match its sha256 in {manifest}: the shard was "
-                f"damaged after it was written; {REBUILD_HINT.format(manifest=manifest)}"
-            )
-        return data
-
-    def decode(self, index: int):
-        """Item ``index`` as an RGB uint8 CHW tensor (its bytes checked by :meth:`read_bytes`)."""
-        data = self.read_bytes(index)
-        try:
-            return decode_jpeg(data)
-        except RuntimeError as exc:  # torchvision's decode error names neither shard nor image
-            raise DatasetError(
-                f"{self.dataset_dir / self._shards[index]}: image {self.keys[index]!r} is not a "
-                f"decodable JPEG ({str(exc).splitlines()[0]})"
-            ) from exc
-
-    def image_shape(self, index: int = 0) -> tuple[int, int, int]:
-        """(3, H, W) of item ``index`` as ``ds[index]`` decodes it, from the JPEG's header alone
-        (what a loader needs to size its batch buffers without decoding in the training
-        process)."""
-        import io
-
-        from PIL import Image
-
-        if self.transform is not None:  # it may change the size: decode
-            return tuple(self[index][0].shape)
-        with Image.open(io.BytesIO(self.read_bytes(index))) as image:
-            width, height = image.size
-        return 3, height, width
-
-    def __getitem__(self, index: int):
-        image = self.decode(index)
-        if self.transform is not None:
-            image = self.transform(image)
-        return image, int(self.labels[index])
-
-
-def load_split_tensors(dataset_dir: str | os.PathLike, split: str):
-    """All images of a split in memory: (uint8 tensor N x 3 x H x W, int64 labels), manifest order.
-
-    For small datasets (the demo trains from memory). Every image must have the same size.
-    """
-    import torch
-
-    ds = ManifestDataset(dataset_dir, split)
-    labels = torch.from_numpy(ds.labels.copy())
-    if len(ds) == 0:
-        return torch.empty((0, 3, 0, 0), dtype=torch.uint8), labels
-    first = ds[0][0]
-    images = torch.empty((len(ds), *first.shape), dtype=torch.uint8)
-    images[0] = first
-    for i in range(1, len(ds)):
-        image = ds[i][0]
-        if image.shape != first.shape:
-            raise DatasetError(
-                f"{ds.dataset_dir}: image {ds.keys[i]!r} has shape {tuple(image.shape)}, "
-                f"expected {tuple(first.shape)} like the rest of split {split!r}"
-            )
-        images[i] = image
-    return images, labels

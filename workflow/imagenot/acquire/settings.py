@@ -26,8 +26,6 @@ SEED = (
 )
 
 NOT_SETTINGS = {
-    "imagenot.acquire.dataset:read_manifest(split)": "which split to read (a caller's choice, "
-    "None = all), not acquire's split sizes",
     "imagenot.acquire.settings:.get('test_per_class')": "a dataset's own key, which the schema "
     "leaves unset (no default) where the adapter keeps its whole test split: absent means null",
     "imagenot.acquire.settings:.get('max_train_per_class')": "a dataset's own key without a "

@@ -149,7 +149,7 @@ def embed_dataset(
     import torch
     from torch.utils.data import DataLoader, Subset
 
-    from imagenot.acquire.dataset import ManifestDataset
+    from imagenot.dataset import ManifestDataset
 
     encode, prepare = encoder
     dataset = ManifestDataset(dataset_dir, settings.split)

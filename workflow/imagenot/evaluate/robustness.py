@@ -350,7 +350,7 @@ def dataset_batches(
     had to be resized to that size: materialised datasets store one size)."""
     from torch.utils.data import DataLoader
 
-    from imagenot.acquire.dataset import ManifestDataset
+    from imagenot.dataset import ManifestDataset
 
     ds = ManifestDataset(dataset_dir, split)
     keys = ds.keys
@@ -428,7 +428,7 @@ def evaluate_checkpoint(
     ``workers``: DataLoader workers (the job's cores but one).
     ``gpu_job``: the config plans this job for a GPU (``resources.gpus > 0``): without a CUDA
     device it stops (:func:`resolve_device`) before reading anything."""
-    from imagenot.acquire.dataset import read_fingerprint
+    from imagenot.dataset import read_fingerprint
 
     dev = resolve_device(settings.device, gpu_job)
     model, info = load_checkpoint(model_path)

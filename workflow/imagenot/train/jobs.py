@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 def load_split(dataset_dir: Path, split: str, in_memory: bool, encoded: bool = False):
     """A split as InMemory tensors, or a streaming ManifestDataset (``encoded``: serving the
     JPEG bytes, decoded batch-wise on the GPU; see imagenot.train.feed)."""
-    from imagenot.acquire.dataset import ManifestDataset, load_split_tensors
+    from imagenot.dataset import ManifestDataset, load_split_tensors
 
     if in_memory:
         return InMemory(*load_split_tensors(dataset_dir, split))
@@ -71,7 +71,7 @@ def _data_source(
 
 def dataset_info(dataset_dir: Path) -> tuple[int, str]:
     """(number of classes, fingerprint) of a materialised dataset."""
-    from imagenot.acquire.dataset import read_classes, read_fingerprint
+    from imagenot.dataset import read_classes, read_fingerprint
 
     return len(read_classes(dataset_dir)), read_fingerprint(dataset_dir)
 
@@ -146,7 +146,7 @@ def run_features(
     start-up is longer than a CIFAR-10 split's pass). Returns each split's metadata."""
     import torch
 
-    from imagenot.acquire.dataset import SPLITS
+    from imagenot.dataset import SPLITS
     from imagenot.train import features
     from imagenot.train.registry import build_model, head_module
 
@@ -456,7 +456,7 @@ def run_published(
     """
     import torch
 
-    from imagenot.acquire.dataset import read_classes
+    from imagenot.dataset import read_classes
     from imagenot.registries import RegistryError
     from imagenot.train.checkpoints import save_weights
     from imagenot.train.facts import weight_facts

@@ -116,11 +116,11 @@ def materialise_settings(kind: str, path, **fields):
 
 
 def materialise(kind: str, path, out_dir, parts_dir=None, **fields):
-    """imagenot.acquire.adapters.materialise with :func:`materialise_settings`."""
-    from imagenot.acquire import adapters
+    """imagenot.acquire.materialise.materialise with :func:`materialise_settings`."""
+    from imagenot.acquire import materialise as range_job
 
     settings = materialise_settings(kind, path, **fields)
-    return adapters.materialise(out_dir, settings, parts_dir=parts_dir)
+    return range_job.materialise(out_dir, settings, parts_dir=parts_dir)
 
 
 @pytest.fixture(scope="session")

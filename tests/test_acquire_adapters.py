@@ -15,7 +15,8 @@ import pytest
 from conftest import materialise
 from PIL import Image
 
-from imagenot.acquire.adapters import AdapterError, parse_meta_mat, read_idx
+from imagenot.acquire.adapters import AdapterError, read_idx
+from imagenot.acquire.imagenet import parse_meta_mat
 from imagenot.dataset import load_split_tensors, read_classes, read_manifest
 
 

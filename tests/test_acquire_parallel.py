@@ -21,7 +21,6 @@ from conftest import materialise, materialise_settings
 from PIL import Image
 
 from imagenot.acquire import dataset, images
-from imagenot.acquire.adapters import materialise_range, n_range_jobs
 from imagenot.acquire.build import (
     ShortfallError,
     build_dataset,
@@ -30,6 +29,8 @@ from imagenot.acquire.build import (
 )
 from imagenot.acquire.dataset import Record, gather_parts, write_dataset
 from imagenot.acquire.download import STATUS_SCHEMA, select_part
+from imagenot.acquire.materialise import materialise_range
+from imagenot.acquire.ranges import n_range_jobs
 from imagenot.acquire.settings import (
     FillSettings,
     GatherSettings,

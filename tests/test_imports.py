@@ -137,18 +137,7 @@ def test_no_import_goes_up_the_stages():
 
 # Import circles not yet opened, each with its issue; a circle leaving this list must be deleted
 # from it (the test fails on a stale entry), and no new one may appear.
-KNOWN_CIRCLES = {
-    # issue 35, section 3: the range job and split assignment leave adapters.py
-    frozenset(
-        {
-            "imagenot.acquire.adapters",
-            "imagenot.acquire.build",
-            "imagenot.acquire.download",
-            "imagenot.acquire.guarded",
-            "imagenot.acquire.settings",
-        }
-    ),
-}
+KNOWN_CIRCLES: set[frozenset[str]] = set()
 
 
 def _circles() -> set[frozenset[str]]:

@@ -150,7 +150,7 @@ def test_registered_transformation_and_dataset_kind_reach_the_job_code(toys):
     reads the toy kind's class list, the CLI offers the toy kind."""
     import torch
 
-    from imagenot.acquire import adapters
+    from imagenot.acquire import adapters, ranges
     from imagenot.acquire.kinds import adapter_kinds
     from imagenot.evaluate.transforms import build_transforms, transform_uniforms
 
@@ -159,8 +159,8 @@ def test_registered_transformation_and_dataset_kind_reach_the_job_code(toys):
     x = torch.full((4, 3, 8, 8), 0.5)
     out = toy(x, transform_uniforms(toy, 0, ["a", "b", "c", "d"]))
     assert out.shape == x.shape and not torch.equal(out, x)
-    assert adapters._adapter("toy_kind")[1]("/anywhere") == ["heads", "tails"]
-    assert adapters.class_count_hint("toy_kind", "/anywhere") == 2
+    assert adapters.adapter_readers("toy_kind")[1]("/anywhere") == ["heads", "tails"]
+    assert ranges.class_count_hint("toy_kind", "/anywhere") == 2
     assert "toy_kind" in adapter_kinds()
 
 

@@ -29,7 +29,6 @@ import json
 import logging
 import math
 import os
-import zlib
 from collections import Counter
 from pathlib import Path
 
@@ -39,15 +38,11 @@ import pyarrow.compute as pc
 
 from imagenot.acquire.dataset import Record
 from imagenot.acquire.settings import FillSettings, TopupSettings, WriteSettings
+from imagenot.acquire.splits import class_seed
 from imagenot.dataset import SPLITS, ShardReader, read_classes
 from imagenot.io import read_parquet, write_csv, write_parquet
 
 log = logging.getLogger(__name__)
-
-
-def class_seed(seed: int, name: str) -> np.random.Generator:
-    """A generator seeded from the master seed and a class name (order-independent)."""
-    return np.random.default_rng([seed, zlib.crc32(name.encode())])
 
 
 def near_duplicate_mask(phashes: np.ndarray, distance: int) -> np.ndarray:

@@ -144,7 +144,7 @@ def _gather(args: argparse.Namespace) -> None:
 
 
 def _materialise_range(args: argparse.Namespace) -> None:
-    from imagenot.acquire.adapters import materialise_range
+    from imagenot.acquire.materialise import materialise_range
     from imagenot.acquire.settings import MaterialiseSettings
 
     materialise_range(args.out, args.part_manifest, _parse(MaterialiseSettings, args), job=args.job)

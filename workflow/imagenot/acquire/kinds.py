@@ -82,8 +82,8 @@ def _adapter(
     folders: bool = False,
     wnids: bool = False,
     images: tuple[int, int] | None = None,
+    where: str = "imagenot.acquire.adapters",
 ):
-    where = "imagenot.acquire.adapters"
     roots = f"{where}:{name}_class_roots" if folders else None
     return DatasetKind(
         f"{where}:{name}_items",
@@ -106,7 +106,12 @@ DATASET_KINDS: Registry = Registry(
         "fashion_mnist": _adapter("fashion_mnist", 10, images=(60_000, 10_000)),
         "cifar10": _adapter("cifar10", 10, images=(50_000, 10_000)),
         "imagenet": _adapter(
-            "imagenet", 1000, folders=True, wnids=True, images=(1_281_167, 50_000)
+            "imagenet",
+            1000,
+            folders=True,
+            wnids=True,
+            images=(1_281_167, 50_000),
+            where="imagenot.acquire.imagenet",
         ),
         "imagefolder": _adapter("imagefolder", None, folders=True),
     },

@@ -139,7 +139,7 @@ class GatherSettings(FromConfig):
 @dataclass(frozen=True)
 class MaterialiseSettings(FromConfig):
     """One class range of a dataset on disk (``materialise-range``,
-    :func:`imagenot.acquire.adapters.materialise_range`): the adapter (``kind``, ``path``), the
+    :func:`imagenot.acquire.materialise.materialise_range`): the adapter (``kind``, ``path``), the
     image format, the splits and the range plan (``jobs`` ranges of ``classes_per_job``
     classes)."""
 
@@ -172,7 +172,7 @@ class MaterialiseSettings(FromConfig):
 
     @classmethod
     def from_config(cls, config, dataset: str) -> MaterialiseSettings:  # type: ignore[override]
-        from imagenot.acquire.adapters import class_count_hint, n_range_jobs
+        from imagenot.acquire.ranges import class_count_hint, n_range_jobs
 
         values = cls.config_values(config, dataset=dataset)
         spec = config["datasets"][dataset]

@@ -1,0 +1,230 @@
+"""The range job: one contiguous class range of a dataset on disk, written in the one on-disk
+format.
+
+A dataset on disk is read by its adapter (:mod:`imagenot.acquire.adapters`) and written by
+parallel jobs over class ranges (:mod:`imagenot.acquire.ranges`; :func:`materialise_range`,
+a finished range is skipped on a rerun), each class split by :mod:`imagenot.acquire.splits`;
+then :func:`imagenot.acquire.dataset.gather_parts` writes manifest, classes and fingerprint
+(:func:`materialise` runs every range, then gathers, in one process).
+
+Images skipped (issue 16):
+
+- hidden files (``.DS_Store``, macOS ``._x.jpg``) are skipped and counted (reason ``hidden``);
+  a file that cannot be read or decoded is skipped and counted by its reason
+  (``imagenot.acquire.images`` codes, ``unreadable`` for I/O errors), up to
+  ``max_unreadable_share`` of a range's images, beyond which the job fails naming the first.
+  An image whose links lead out of the dataset folder is not read: skipped and counted the
+  same way (reason ``outside_dataset``).
+  A skipped image leaves its split one short (the split is drawn before decoding, so each image
+  is decoded once).
+- a class folder without images, and a class left with no training image, stop the job with
+  the folders named unless ``allow_empty`` (then they are reported in the log and the empty
+  folders left out).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from imagenot.acquire import images
+from imagenot.acquire.adapters import (
+    AdapterError,
+    Item,
+    adapter_readers,
+    class_folders,
+    is_hidden,
+    outside,
+)
+from imagenot.acquire.dataset import Record, gather_parts, part_is_done, write_part
+from imagenot.acquire.kinds import DATASET_KINDS
+from imagenot.acquire.ranges import n_range_jobs, range_classes
+from imagenot.acquire.settings import MaterialiseSettings
+from imagenot.acquire.splits import class_split, group_by_class
+from imagenot.io import write_text
+from imagenot.registries import resolve
+
+log = logging.getLogger(__name__)
+
+
+def _written_with(settings: MaterialiseSettings) -> dict:
+    """What a range's part manifest records of its settings, and compares on a rerun (a range
+    written with other settings is redone): every field but the range plan. The key names are
+    those of the manifests written so far (``quality``), so that finished ranges stay done."""
+    s = settings
+    return {
+        "kind": s.kind,
+        "path": str(s.path),
+        "image_size": s.image_size,
+        "resize_mode": s.resize_mode,
+        "quality": s.jpeg_quality,
+        "seed": s.seed,
+        "val_per_class": s.val_per_class,
+        "test_per_class": s.test_per_class,
+        "max_train_per_class": s.max_train_per_class,
+        "shard_size": s.shard_size,
+        "max_unreadable_share": s.max_unreadable_share,
+        "allow_empty": s.allow_empty,
+    }
+
+
+def materialise_range(
+    out_dir: str | os.PathLike,
+    part_manifest: str | os.PathLike,
+    settings: MaterialiseSettings,
+    *,
+    job: int,
+) -> Path:
+    """Write the classes of range job ``job`` (:func:`range_classes`): their shards
+    ``shards/{split}-{job:05d}-{i:06d}.tar`` in ``out_dir`` and the part manifest (in class
+    order: each class's test, val, train items). A part manifest already written with the same
+    settings, whose shards are all on disk, makes this a no-op; a killed job redoes its range.
+    Unreadable files and empty classes: module docstring; the counts by reason are logged and
+    written beside the part manifest (``<part>.skipped.json``).
+    """
+    from tqdm import tqdm
+
+    s = settings
+    kind, path, jobs = s.kind, s.path, s.jobs
+    image_size, resize_mode, quality = s.image_size, s.resize_mode, s.jpeg_quality
+    read_items, read_classes = adapter_readers(kind)
+    classes = read_classes(path)
+    mine = range_classes(classes, job, jobs, s.classes_per_job)
+    params = {"job": job, "classes": mine, **_written_with(s)}
+    if part_is_done(out_dir, part_manifest, params):
+        log.info("%s: range %d already written with these settings; nothing to do", path, job)
+        return Path(part_manifest)
+    _, items = read_items(path, set(mine))
+    skipped = {"hidden": sum(1 for it in items if it.path and is_hidden(Path(it.path).name))}
+    items = [it for it in items if not (it.path and is_hidden(Path(it.path).name))]
+    by_class = group_by_class(items)
+    pairs = []
+    for cls in mine:
+        pairs += class_split(cls, by_class.get(cls, []), settings)
+    _check_empty(path, kind, mine, pairs, s.allow_empty)
+    log.info("%s: range %d/%d, %d classes, %d images", path, job, jobs, len(mine), len(pairs))
+    progress = tqdm(
+        total=len(pairs), desc=f"materialise {kind} range {job}", unit="img", mininterval=5
+    )
+
+    allowed = int(s.max_unreadable_share * len(pairs))
+    first_bad: list[str] = []
+
+    def skip(item: Item, reason: str, detail: str | None) -> None:
+        skipped[reason] = skipped.get(reason, 0) + 1
+        first_bad.append(f"{item.path or item.key}: {reason} ({detail})")
+        n_bad = sum(n for r, n in skipped.items() if r != "hidden")
+        if n_bad > allowed:
+            raise AdapterError(
+                f"{path}: {n_bad} unreadable image(s) in range {job} of {len(pairs)}, more than "
+                f"acquire.max_unreadable_share {s.max_unreadable_share:g} allows (first: "
+                f"{first_bad[0]})"
+            )
+        log.warning("%s: skipped %s", path, first_bad[-1])
+
+    def loader(item: Item) -> Callable[[], bytes | None]:
+        def load() -> bytes | None:
+            progress.update()
+            target = outside(path, Path(path) / item.path) if item.path else None
+            if target is not None:  # a link out of the dataset folder: counted, not read
+                return skip(item, "outside_dataset", f"a link to {target}")
+            try:
+                pixels = item.load()
+            except OSError as exc:
+                return skip(item, "unreadable", exc.strerror or str(exc))
+            if isinstance(pixels, np.ndarray):
+                return images.normalise_array(pixels, image_size, resize_mode, quality)
+            result = images.validate_image(
+                pixels,
+                size=image_size,
+                resize_mode=resize_mode,
+                max_pixels=images.ON_DISK_MAX_PIXELS,
+                min_size=0,
+                quality=quality,
+            )
+            if result.jpeg is None:
+                return skip(item, result.reason, result.detail)
+            return result.jpeg
+
+        return load
+
+    records = (Record(it.key, it.cls, split, loader(it), source=it.path) for it, split in pairs)
+    write_part(
+        out_dir,
+        records,
+        classes,
+        part_manifest,
+        part=f"{job:05d}",
+        shard_size=s.shard_size,
+        params=params,
+    )
+    progress.close()
+    counts = {r: n for r, n in sorted(skipped.items()) if n}
+    log.info("%s: range %d skipped %s", path, job, json.dumps(counts) if counts else "nothing")
+    write_text(json.dumps(counts, sort_keys=True) + "\n", Path(f"{part_manifest}.skipped.json"))
+    return Path(part_manifest)
+
+
+def empty_class_folders(kind: str, path: str | os.PathLike) -> list[str]:
+    """Class folders without any image file, for the kinds stored as class folders (those that
+    declare ``class_roots`` in :data:`imagenot.acquire.kinds.DATASET_KINDS`)."""
+    entry = DATASET_KINDS.entry(kind)
+    if entry.class_roots is None:
+        return []
+    roots = resolve(entry.class_roots)(Path(path))
+    full: set[str] = set()
+    empty: set[str] = set()
+    for r in roots:
+        f, e = class_folders(r)
+        full |= f
+        empty |= e
+    return sorted(empty - full)
+
+
+def _check_empty(path, kind: str, mine: list[str], pairs: list, allow_empty: bool) -> None:
+    """Stop on class folders without images and on classes without a training image (module
+    docstring), unless ``allow_empty``; then say so in the log."""
+    problems = []
+    empty = empty_class_folders(kind, path)
+    if empty:
+        problems.append(f"class folder(s) without images, left out: {empty[:5]}")
+    with_train = {it.cls for it, split in pairs if split == "train"}
+    no_train = [c for c in mine if c not in with_train]
+    if no_train:
+        problems.append(f"class(es) without a training image: {no_train[:5]}")
+    if not problems:
+        return
+    message = f"{path}: " + "; ".join(problems)
+    if not allow_empty:
+        raise AdapterError(f"{message} (acquire.allow_empty: true goes on)")
+    log.warning("%s", message)
+
+
+def materialise(
+    out_dir: str | os.PathLike,
+    settings: MaterialiseSettings,
+    *,
+    parts_dir: str | os.PathLike | None = None,
+) -> Path:
+    """Write the dataset ``settings`` name (``kind`` at ``path``) to ``out_dir`` in the on-disk
+    format: every range job in turn (ranges of ``settings.classes_per_job`` classes, counted on
+    the real class list rather than planned from a hint), then the gather, in one process (the
+    workflow runs the range jobs in parallel instead). Part manifests go to ``parts_dir`` (a
+    temporary folder by default)."""
+    import dataclasses
+    import tempfile
+
+    _, read_classes = adapter_readers(settings.kind)
+    jobs = n_range_jobs(len(read_classes(settings.path)), settings.classes_per_job)
+    settings = dataclasses.replace(settings, jobs=jobs)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(parts_dir) if parts_dir is not None else Path(tmp)
+        parts = [folder / f"range-{j:05d}.parquet" for j in range(jobs)]
+        for j, part in enumerate(parts):
+            materialise_range(out_dir, part, settings, job=j)
+        return gather_parts(out_dir, parts, seed=settings.seed)

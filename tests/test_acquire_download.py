@@ -17,13 +17,8 @@ from conftest import download_settings
 from PIL import Image
 
 from imagenot.acquire import images
-from imagenot.acquire.download import (
-    download_part,
-    part_of,
-    reason_counts,
-    rewrite_urls,
-    serve_directories,
-)
+from imagenot.acquire.download import download_part, part_of, reason_counts
+from imagenot.acquire.fetch import rewrite_urls, serve_directories
 from imagenot.dataset import ManifestDataset
 
 

@@ -223,7 +223,7 @@ def test_download_work_for_another_selection_is_redone(tmp_path, www, caplog):
     first = _download(tmp_path, urls[:6])
     assert first.num_rows == 6
     _Handler.served.clear()
-    with caplog.at_level("INFO", logger="imagenot.acquire.download"):
+    with caplog.at_level("INFO", logger="imagenot.acquire.fetch"):
         second = _download(tmp_path, urls)
     assert second["reason"].to_pylist() == ["success"] * 12
     assert sorted(_Handler.served) == sorted(f"/good-{i}.jpg" for i in range(6, 12))
@@ -372,18 +372,18 @@ def test_resize_of_an_extreme_aspect_ratio_is_bounded(monkeypatch):
 
 
 def test_which_rows_of_earlier_work_are_reused():
-    from imagenot.acquire.download import _reusable_row
+    from imagenot.acquire.fetch import reusable_row
 
     url_of = {"k1": "http://a/1.jpg", "k2": "http://a/2.jpg"}
     row = {"sel_key": "k1", "sel_url": "http://a/1.jpg", "url": "http://127.0.0.1:9/1.jpg"}
-    assert _reusable_row({**row, "error_message": None}, url_of)
-    assert _reusable_row({**row, "error_message": "HTTP Error 404: Not Found"}, url_of)
-    assert not _reusable_row({**row, "error_message": "The read operation timed out"}, url_of)
-    assert not _reusable_row({**row, "sel_url": "http://a/other.jpg"}, url_of)  # URL changed
-    assert not _reusable_row({**row, "sel_key": "k3"}, url_of)  # not selected now
+    assert reusable_row({**row, "error_message": None}, url_of)
+    assert reusable_row({**row, "error_message": "HTTP Error 404: Not Found"}, url_of)
+    assert not reusable_row({**row, "error_message": "The read operation timed out"}, url_of)
+    assert not reusable_row({**row, "sel_url": "http://a/other.jpg"}, url_of)  # URL changed
+    assert not reusable_row({**row, "sel_key": "k3"}, url_of)  # not selected now
     # work of an older version (no sel_url): the URL it fetched must be the selection's
-    assert _reusable_row({"sel_key": "k2", "url": "http://a/2.jpg"}, url_of)
-    assert not _reusable_row({"sel_key": "k1", "url": "http://127.0.0.1:9/1.jpg"}, url_of)
+    assert reusable_row({"sel_key": "k2", "url": "http://a/2.jpg"}, url_of)
+    assert not reusable_row({"sel_key": "k1", "url": "http://127.0.0.1:9/1.jpg"}, url_of)
 
 
 def test_an_unreachable_part_marks_its_failed_batches_for_refetch(tmp_path):

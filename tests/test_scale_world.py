@@ -205,7 +205,7 @@ def test_bad_web_captions_name_the_file(tmp_path):
 def test_generated_images_are_served_for_any_path():
     from PIL import Image
 
-    from imagenot.acquire.download import serve_directories
+    from imagenot.acquire.fetch import serve_directories
 
     url_map = {"http://scale-world.invalid/": "generate:3"}
     with serve_directories(url_map) as mapping:

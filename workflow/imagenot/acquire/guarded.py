@@ -182,7 +182,7 @@ class GuardedDownloader(_i2d.Downloader):
 def install(settings: DownloadSettings) -> None:
     """Make ``img2dataset.download`` build a :class:`GuardedDownloader` with the download's
     limits (``acquire.max_response_bytes``, ``acquire.image_deadline_s``), in this process: the
-    fetch child of :mod:`imagenot.acquire.download`."""
+    fetch child of :mod:`imagenot.acquire.fetch`."""
     import sys
 
     import img2dataset  # noqa: F401 (loads img2dataset.main, whose name the package rebinds)

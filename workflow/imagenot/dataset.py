@@ -49,6 +49,9 @@ MANIFEST_SCHEMA = pa.schema(
     ]
 )
 
+# what a message about a damaged dataset tells the user to do
+REBUILD_HINT = "delete {manifest} and run the workflow again: it rebuilds the dataset"
+
 
 class DatasetError(ValueError):
     """A dataset directory or a record that breaks the on-disk contract.
@@ -64,9 +67,6 @@ class DatasetError(ValueError):
             last = text.rstrip().rsplit("\n", 1)[-1]
             return last.split(": ", 1)[-1] if ": " in last else last
         return text
-
-
-REBUILD_HINT = "delete {manifest} and run the workflow again: it rebuilds the dataset"
 
 
 def read_manifest(dataset_dir: str | os.PathLike, split: str | None = None) -> pa.Table:

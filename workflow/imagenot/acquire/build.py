@@ -206,8 +206,10 @@ def shortfall_message(
 def read_rounds(
     selections: list[str | os.PathLike], part_tables: list[str | os.PathLike]
 ) -> tuple[pa.Table, pa.Table]:
-    """(selection rows of every round: key, wnid, similarity, round; status rows of every
-    part) checked to cover each other exactly, key for key."""
+    """(selection rows of every round: key, wnid, similarity, round; candidates: the status
+    rows of every part whose image validated, joined with their selection row), selection and
+    status rows checked to cover each other exactly, key for key. The fill and the top-up
+    start from the same candidates."""
     from imagenot.acquire.download import read_selection
 
     tables = []
@@ -231,7 +233,8 @@ def read_rounds(
             f"download parts of {selections[0]} do not cover the selection exactly "
             f"({len(status_keys)} status rows for {len(keys)} selected keys); rerun the downloads"
         )
-    return selection, status
+    ok = status.filter(pc.equal(status["reason"], "success"))
+    return selection, ok.join(selection.drop_columns(["round"]), "key", join_type="inner")
 
 
 def plan_build(
@@ -256,7 +259,7 @@ def plan_build(
     from imagenot.acquire.download import reason_counts
 
     name = name or Path(report_dir).name
-    selection, status = read_rounds(selections, part_tables)
+    selection, candidates = read_rounds(selections, part_tables)
     report_dir = Path(report_dir)
     stats = []
     for path in part_tables:
@@ -270,8 +273,6 @@ def plan_build(
     write_parquet(pa.Table.from_pylist(stats), report_dir / "download_stats.parquet")
     write_csv(pa.Table.from_pylist(stats), report_dir / "download_stats.csv")
 
-    ok = status.filter(pc.equal(status["reason"], "success"))
-    candidates = ok.join(selection.drop_columns(["round"]), "key", join_type="inner")
     images_per_class = fill.images_per_class
     assignment, report = plan_splits(candidates, fill)
     # classes none of whose images validated are reported (and short) too
@@ -448,9 +449,7 @@ def select_topup(
     """
     from imagenot.acquire.download import read_selection
 
-    selection, status = read_rounds(selections, part_tables)
-    ok = status.filter(pc.equal(status["reason"], "success"))
-    cand = ok.join(selection.drop_columns(["round"]), "key", join_type="inner")
+    selection, cand = read_rounds(selections, part_tables)
     cand, keep = distinct_candidates(cand, settings)
     images_per_class, oversample = settings.images_per_class, settings.oversample
     have = Counter(np.asarray(cand["wnid"].to_pylist(), dtype=object)[keep].tolist())

@@ -10,12 +10,29 @@ from __future__ import annotations
 import argparse
 
 
-def _settings_arg(p: argparse.ArgumentParser, cls: str) -> None:
+def _command(subparsers, name: str, func, cls: str) -> argparse.ArgumentParser:
+    """Subcommand ``name``, run by ``func`` (its docstring is the command's help), with its
+    settings object (``cls``) as one ``--settings`` argument: every command of the stage is
+    registered so."""
+    p = subparsers.add_parser(name, help=func.__doc__[0].lower() + func.__doc__[1:].rstrip("."))
+    p.set_defaults(func=func)
     p.add_argument(
         "--settings",
         required=True,
         metavar="JSON",
         help=f"JSON object (imagenot.acquire.settings.{cls}, built by its from_config)",
+    )
+    return p
+
+
+def _rounds_args(p: argparse.ArgumentParser, *, reserve_required: bool) -> None:
+    """The download rounds so far and the caption reserve, which ``acquire-topup`` and
+    ``acquire-plan`` both read (:func:`imagenot.acquire.build.read_rounds`); the plan reads the
+    reserve only for its shortfall message."""
+    p.add_argument("--selection", action="append", required=True, help="round 0's, then top-ups'")
+    p.add_argument("--status", action="append", required=True, help="every part of those rounds")
+    p.add_argument(
+        "--reserve", required=reserve_required, default=None, help="reserve.parquet of curate"
     )
 
 
@@ -27,66 +44,41 @@ def _parse(cls, args: argparse.Namespace):
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add this stage's subcommands."""
-    p = subparsers.add_parser(
-        "acquire-download", help="download and validate one part of a caption selection"
-    )
+    p = _command(subparsers, "acquire-download", _download, "DownloadSettings")
     p.add_argument("selection", help="selection.parquet of the curate stage")
     p.add_argument("--part", type=int, required=True)
     p.add_argument("--work-dir", required=True, help="img2dataset work folder (kept to resume)")
     p.add_argument("--out-status", required=True, help="status table (parquet), tar beside it")
     p.add_argument("--processes", type=int, required=True, help="download processes (threads)")
-    _settings_arg(p, "DownloadSettings")
-    p.set_defaults(func=_download)
 
-    p = subparsers.add_parser(
-        "acquire-topup", help="select the next top-up round: reserve captions of short classes"
-    )
-    p.add_argument("--selection", action="append", required=True, help="each earlier round's")
-    p.add_argument("--status", action="append", required=True, help="each earlier part's table")
-    p.add_argument("--reserve", required=True, help="reserve.parquet of the curate stage")
+    p = _command(subparsers, "acquire-topup", _topup, "TopupSettings")
+    _rounds_args(p, reserve_required=True)
     p.add_argument("--out", required=True, help="this round's selection (parquet)")
-    _settings_arg(p, "TopupSettings")
-    p.set_defaults(func=_topup)
 
-    p = subparsers.add_parser(
-        "acquire-plan", help="fill and split a LAION-built dataset from every download round"
-    )
-    p.add_argument("--selection", action="append", required=True, help="round 0's, then top-ups'")
-    p.add_argument("--status", action="append", required=True, help="every part of every round")
-    p.add_argument("--reserve", default=None, help="reserve.parquet (for the shortfall message)")
+    p = _command(subparsers, "acquire-plan", _plan, "FillSettings")
+    _rounds_args(p, reserve_required=False)
     p.add_argument("--assignment", required=True, help="output: the kept images (parquet)")
     p.add_argument("--report-dir", required=True, help="where download and class reports go")
     p.add_argument("--name", required=True, help="dataset name (for messages)")
-    _settings_arg(p, "FillSettings")
-    p.set_defaults(func=_plan)
 
-    p = subparsers.add_parser("acquire-write", help="store one download part's kept images")
+    p = _command(subparsers, "acquire-write", _write, "WriteSettings")
     p.add_argument("assignment", help="output of acquire-plan")
     p.add_argument("--job", required=True, help="download part, e.g. part-00003")
     p.add_argument("--out", required=True, help="dataset directory")
     p.add_argument("--part-manifest", required=True)
-    _settings_arg(p, "WriteSettings")
-    p.set_defaults(func=_write)
 
-    p = subparsers.add_parser(
-        "acquire-gather", help="write manifest, classes and fingerprint from part manifests"
-    )
+    p = _command(subparsers, "acquire-gather", _gather, "GatherSettings")
     p.add_argument("parts", nargs="+", help="part manifests, in job order")
     p.add_argument("--out", required=True, help="dataset directory")
-    _settings_arg(p, "GatherSettings")
-    p.set_defaults(func=_gather)
 
-    p = subparsers.add_parser(
-        "materialise-range", help="write one class range of a dataset on disk (parallel jobs)"
-    )
+    p = _command(subparsers, "materialise-range", _materialise_range, "MaterialiseSettings")
     p.add_argument("out", help="dataset directory")
     p.add_argument("--job", type=int, required=True)
     p.add_argument("--part-manifest", required=True)
-    _settings_arg(p, "MaterialiseSettings")
-    p.set_defaults(func=_materialise_range)
 
 
 def _download(args: argparse.Namespace) -> None:
+    """Download and validate one part of a caption selection."""
     from pathlib import Path
 
     from imagenot.acquire.download import download_part
@@ -105,6 +97,7 @@ def _download(args: argparse.Namespace) -> None:
 
 
 def _topup(args: argparse.Namespace) -> None:
+    """Select the next top-up round: reserve captions of short classes."""
     from imagenot.acquire.build import select_topup
     from imagenot.acquire.settings import TopupSettings
 
@@ -112,6 +105,7 @@ def _topup(args: argparse.Namespace) -> None:
 
 
 def _plan(args: argparse.Namespace) -> None:
+    """Fill and split a LAION-built dataset from every download round."""
     from imagenot.acquire.build import plan_build
     from imagenot.acquire.settings import FillSettings
 
@@ -128,6 +122,7 @@ def _plan(args: argparse.Namespace) -> None:
 
 
 def _write(args: argparse.Namespace) -> None:
+    """Store one download part's kept images."""
     from imagenot.acquire.build import write_build_part
     from imagenot.acquire.settings import WriteSettings
 
@@ -137,6 +132,7 @@ def _write(args: argparse.Namespace) -> None:
 
 
 def _gather(args: argparse.Namespace) -> None:
+    """Write manifest, classes and fingerprint from part manifests."""
     from imagenot.acquire.dataset import gather_parts
     from imagenot.acquire.settings import GatherSettings
 
@@ -144,6 +140,7 @@ def _gather(args: argparse.Namespace) -> None:
 
 
 def _materialise_range(args: argparse.Namespace) -> None:
+    """Write one class range of a dataset on disk (parallel jobs)."""
     from imagenot.acquire.materialise import materialise_range
     from imagenot.acquire.settings import MaterialiseSettings
 

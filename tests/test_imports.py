@@ -135,6 +135,37 @@ def test_no_import_goes_up_the_stages():
     assert not upward, "imports up the stages:\n" + "\n".join(upward)
 
 
+def test_the_dataset_format_is_read_from_its_own_module():
+    """Training, evaluation and the diagnostics read the on-disk format from ``imagenot.dataset``,
+    not from the producer's room (issue 35): ``imagenot.acquire.dataset`` holds the writer, and
+    the reader names it imports from ``imagenot.dataset`` are no second way in."""
+    import ast
+    from pathlib import Path
+
+    import imagenot.dataset as fmt
+
+    root = Path(imagenot.__file__).parent
+    # its constants and what it defines (not what it imports)
+    readers = {
+        name
+        for name, value in vars(fmt).items()
+        if name.isupper() or getattr(value, "__module__", None) == fmt.__name__
+    }
+    assert {"ManifestDataset", "SPLITS", "read_classes"} <= readers
+    through_writer = []
+    for path in sorted(root.rglob("*.py")):
+        if path.relative_to(root).parts[0] == "acquire":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "imagenot.acquire.dataset":
+                through_writer += [
+                    f"{path.relative_to(root)}: {a.name}" for a in node.names if a.name in readers
+                ]
+    assert not through_writer, "reader names imported from imagenot.acquire.dataset:\n" + (
+        "\n".join(through_writer)
+    )
+
+
 # Import circles not yet opened, each with its issue; a circle leaving this list must be deleted
 # from it (the test fails on a stale entry), and no new one may appear.
 KNOWN_CIRCLES: set[frozenset[str]] = set()

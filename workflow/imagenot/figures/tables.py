@@ -95,6 +95,12 @@ def published_check(acc: pd.DataFrame, reports: Reports, opts: Options) -> pd.Da
     ).reset_index(drop=True)
 
 
+def _columns(section: Any, **columns: str) -> dict[str, Any]:
+    """``{column: section.<field>}`` for each ``column=field``; empty cells (None) where the
+    section was not computed."""
+    return {c: getattr(section, f) if section is not None else None for c, f in columns.items()}
+
+
 def agreement_rows(rep: RankingsReport, order_of=None) -> list[dict]:
     """One row per dataset compared with the reference of a rankings report: correlations
     with p-values, the OLS fit, the bootstrap interval, agreement up to error bars.
@@ -111,32 +117,25 @@ def agreement_rows(rep: RankingsReport, order_of=None) -> list[dict]:
         e = rep.datasets[d]
         if d == rep.reference:
             continue
-        tests, ols, sub = e.correlations, e.ols, e.ols_subset
-        boot, up = e.bootstrap, e.rank_agreement_up_to_error_bars
+        tests, boot = e.correlations, e.bootstrap
         tau_ci = boot.kendall_tau_ci if boot is not None else [None, None]
-        rows.append(
-            {
-                "dataset": d,
-                "reference": rep.reference,
-                "models": e.common_models,
-                "kendall_tau": tests and tests.kendall_tau,
-                "kendall_tau_ci_low": tau_ci[0],
-                "kendall_tau_ci_high": tau_ci[1],
-                "kendall_p": tests and tests.kendall_p,
-                "kendall_tau_up_to_error_bars": up and up.tau_b,
-                "spearman_rho": tests and tests.spearman_rho,
-                "spearman_p": tests and tests.spearman_p,
-                "pearson_r": tests and tests.pearson_r,
-                "p_method": tests and tests.p_method,
-                "slope": ols and ols.slope,
-                "adj_r2": ols and ols.adj_r2,
-                "slope_subset": sub and sub.slope,
-                "adj_r2_subset": sub and sub.adj_r2,
-                "models_subset": sub and sub.n,
-                "bootstrap": boot and boot.method,
-                "bootstrap_interval": boot and boot.interval,
-            }
+        row = {"dataset": d, "reference": rep.reference, "models": e.common_models}
+        row |= _columns(tests, kendall_tau="kendall_tau")
+        row |= {"kendall_tau_ci_low": tau_ci[0], "kendall_tau_ci_high": tau_ci[1]}
+        row |= _columns(tests, kendall_p="kendall_p")
+        row |= _columns(e.rank_agreement_up_to_error_bars, kendall_tau_up_to_error_bars="tau_b")
+        row |= _columns(
+            tests,
+            spearman_rho="spearman_rho",
+            spearman_p="spearman_p",
+            pearson_r="pearson_r",
+            p_method="p_method",
         )
+        row |= _columns(e.ols, slope="slope", adj_r2="adj_r2")
+        row |= _columns(
+            e.ols_subset, slope_subset="slope", adj_r2_subset="adj_r2", models_subset="n"
+        )
+        rows.append(row | _columns(boot, bootstrap="method", bootstrap_interval="interval"))
     return rows
 
 

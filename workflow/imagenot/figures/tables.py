@@ -18,6 +18,8 @@ from imagenot.io import atomic_path
 Reports = dict[str, RankingsReport]
 """The run's rankings reports by variant (``standard``, ``robust``), as a table builder gets
 them (:func:`imagenot.analyse.report.read_report` of the rule's two inputs)."""
+Builder = Callable[[pd.DataFrame, Reports, Options], pd.DataFrame]
+"""A workflow table's builder: (accuracy, rankings reports, options) -> the table."""
 
 
 def accuracy(acc: pd.DataFrame, reports: Reports, opts: Options) -> pd.DataFrame:
@@ -230,7 +232,7 @@ def report_across_datasets(rep: RankingsReport) -> pd.DataFrame:
     return df.reset_index()
 
 
-def builder(name: str) -> Callable[[pd.DataFrame, dict, Options], pd.DataFrame]:
+def builder(name: str) -> Builder:
     """The builder of workflow table ``name`` (registered in
     :data:`imagenot.figures.registry.WORKFLOW_TABLES`, the one list of table names)."""
     from imagenot.figures.registry import WORKFLOW_TABLES
@@ -243,7 +245,7 @@ class _Builders(Mapping):
     """``BUILDERS[name]``: :func:`builder` as a read-only mapping over the registered names (a
     view of the registry, not a second list: a table registered later is in it)."""
 
-    def __getitem__(self, name: str) -> Callable[[pd.DataFrame, dict, Options], pd.DataFrame]:
+    def __getitem__(self, name: str) -> Builder:
         return builder(name)
 
     def __iter__(self):
@@ -257,7 +259,7 @@ class _Builders(Mapping):
         return len(WORKFLOW_TABLES)
 
 
-BUILDERS: Mapping[str, Callable[[pd.DataFrame, dict, Options], pd.DataFrame]] = _Builders()
+BUILDERS: Mapping[str, Builder] = _Builders()
 
 
 def _cell(v: Any) -> str:

@@ -253,7 +253,8 @@ def main() -> None:
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0, 1]
     load_before = os.getloadavg()[0]
 
-    from imagenot.curate.match import LemmaIndex, Matcher, normalise
+    from imagenot.curate.match import LemmaIndex, Matcher
+    from imagenot.curate.text import normalise
 
     t0 = time.perf_counter()
     index = LemmaIndex.from_wordnet(args.nltk_data)

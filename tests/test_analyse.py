@@ -19,6 +19,11 @@ from imagenot.analyse.table import TableError, select_variant, validate_table
 from imagenot.cli import main
 
 
+def report_json(df, settings, **options) -> dict:
+    """The rankings report as its JSON file holds it (what these tests check)."""
+    return rankings_report(df, settings, **options).to_json()
+
+
 def random_table(rng, models=7, datasets=("ref", "a", "b"), seeds=(0,), n=10_000):
     """Accuracy = dataset-specific linear map of a latent quality plus noise, in percent."""
     quality = rng.uniform(40, 90, models)
@@ -44,7 +49,7 @@ def wide(df, dataset):
 def test_statistics_match_scipy_and_statsmodels(trial):
     rng = np.random.default_rng(trial)
     df = random_table(rng, models=stats.PERMUTATION_MAX_MODELS + 2)  # scipy's asymptotic p
-    rep = rankings_report(validate_table(df), hand(reference="ref", baseline_model="m0", reps=0))
+    rep = report_json(validate_table(df), hand(reference="ref", baseline_model="m0", reps=0))
     ref, a = wide(df, "ref"), wide(df, "a")
     a = a.reindex(ref.index)
     got = rep["datasets"]["a"]
@@ -78,7 +83,7 @@ def test_across_datasets_means_and_error_spearman():
     rng = np.random.default_rng(7)
     df = random_table(rng, datasets=("ref", "a", "b"))
     df["n"] = df["dataset"].map({"ref": 50_000, "a": 10_000, "b": 2_000})
-    rep = rankings_report(validate_table(df), hand(reference="ref", reps=0))
+    rep = report_json(validate_table(df), hand(reference="ref", reps=0))
     mat = pd.DataFrame({d: wide(df, d) for d in ("ref", "a", "b")})
     w = np.array([50_000, 10_000, 2_000])
     wm = mat.to_numpy() @ w / w.sum()
@@ -112,7 +117,7 @@ def test_probit_and_logit_axes_fit_transformed_accuracies():
         ("probit", lambda p: sps.norm.ppf(p / 100)),
         ("logit", lambda p: np.log(p / (100 - p))),
     ):
-        rep = rankings_report(validate_table(df), hand(reference="ref", axis=axis, reps=0))
+        rep = report_json(validate_table(df), hand(reference="ref", axis=axis, reps=0))
         fit = sm.OLS(f(a.to_numpy()), sm.add_constant(f(ref.to_numpy()))).fit()
         assert rep["datasets"]["a"]["ols"]["slope"] == pytest.approx(fit.params[1])
         assert rep["datasets"]["a"]["ols"]["axis"] == axis
@@ -124,7 +129,7 @@ def test_probit_and_logit_axes_fit_transformed_accuracies():
 def test_seed_bootstrap_and_seed_error_bars():
     rng = np.random.default_rng(11)
     df = random_table(rng, seeds=(0, 1, 2))
-    rep = rankings_report(validate_table(df), hand(reference="ref", reps=300, seed=5))
+    rep = report_json(validate_table(df), hand(reference="ref", reps=300, seed=5))
     a = rep["datasets"]["a"]
     boot = a["bootstrap"]
     assert boot["method"] == "seeds" and boot["reps"] == 300
@@ -136,7 +141,7 @@ def test_seed_bootstrap_and_seed_error_bars():
     assert a["standard_error"]["m2"] == pytest.approx(se)
     assert a["interval"]["m2"] == pytest.approx([g.mean() - se, g.mean() + se])
     assert a["interval_kind"]["m2"] == "seed_se"
-    again = rankings_report(validate_table(df), hand(reference="ref", reps=300, seed=5))
+    again = report_json(validate_table(df), hand(reference="ref", reps=300, seed=5))
     assert again["datasets"]["a"]["bootstrap"] == boot
 
 
@@ -151,7 +156,7 @@ def test_image_bootstrap_from_per_image_results():
             per.append(
                 pd.DataFrame({"model": f"m{i}", "dataset": d, "key": keys, "correct": correct})
             )
-    rep = rankings_report(
+    rep = report_json(
         validate_table(pd.DataFrame(rows)),
         hand(reference="ref", reps=200),
         per_image=pd.concat(per),
@@ -159,7 +164,7 @@ def test_image_bootstrap_from_per_image_results():
     boot = rep["datasets"]["a"]["bootstrap"]
     assert boot["method"] == "images"
     assert boot["slope_ci"][0] < rep["datasets"]["a"]["ols"]["slope"] < boot["slope_ci"][1]
-    no_images = rankings_report(validate_table(pd.DataFrame(rows)), hand(reference="ref", reps=200))
+    no_images = report_json(validate_table(pd.DataFrame(rows)), hand(reference="ref", reps=200))
     assert "bootstrap" not in no_images["datasets"]["a"]
     assert "nothing to resample" in no_images["not_computed"]["a: bootstrap"]
 
@@ -228,7 +233,7 @@ def test_fewer_than_three_models_gives_what_exists():
             "accuracy": [70, 60, 40, 45],
         }
     )
-    rep = rankings_report(validate_table(df), hand(reference="r", baseline_model="a", reps=100))
+    rep = report_json(validate_table(df), hand(reference="r", baseline_model="a", reps=100))
     x = rep["datasets"]["x"]
     assert x["ranks"] == {"a": 2.0, "b": 1.0}
     assert x["delta_rank"] == {"a": -1.0, "b": 1.0}  # b climbs from 2nd to 1st

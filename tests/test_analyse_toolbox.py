@@ -18,6 +18,7 @@ from statsmodels.stats.proportion import proportion_confint
 
 from imagenot.analyse import stats
 from imagenot.analyse.rankings import BOOTSTRAP_OVER, DELTA_RANK_SIGN, rankings_report
+from imagenot.analyse.report import RankingsReport
 from imagenot.analyse.settings import RankingsSettings
 from imagenot.analyse.table import TableError, read_table, validate_table
 from imagenot.cli import build_parser, main
@@ -46,11 +47,16 @@ COMMAND_ONLY = ("per_image", "min_reference_accuracy", "aggregate", "floors")
 """The options of ``rankings_report`` that are the command's, not settings fields."""
 
 
-def report_of(df, reference="ref", **kw):
+def typed_report_of(df, reference="ref", **kw) -> RankingsReport:
     """The report of ``df`` under the settings typed by hand, ``kw`` replacing fields."""
     options = {k: kw.pop(k) for k in COMMAND_ONLY if k in kw}
     settings = RankingsSettings.hand_typed(reference=reference, **kw)
     return rankings_report(validate_table(df), settings, **options)
+
+
+def report_of(df, reference="ref", **kw) -> dict:
+    """:func:`typed_report_of` as its JSON file holds it (what most tests here check)."""
+    return typed_report_of(df, reference, **kw).to_json()
 
 
 def cli(argv, capsys):
@@ -75,7 +81,7 @@ def test_fractions_are_refused_with_a_hint_unless_declared(tmp_path, capsys):
     as_pct = report_of(df, reps=0)
     as_frac = rankings_report(
         validate_table(frac, fractions=True), RankingsSettings.hand_typed(reference="ref", reps=0)
-    )
+    ).to_json()
     assert as_frac["datasets"]["a"]["accuracy"] == pytest.approx(
         as_pct["datasets"]["a"]["accuracy"]
     )
@@ -503,7 +509,7 @@ def test_json_keeps_table_order_and_states_the_delta_rank_sign(tmp_path, capsys)
 def test_summary_is_compact_for_many_models_and_complete_on_request():
     rng = np.random.default_rng(12)
     df = random_table(rng, models=400, datasets=("r", "a", "b", "c", "d", "e"), missing=0.01)
-    rep = report_of(df, "r", reps=0)
+    rep = typed_report_of(df, "r", reps=0)
     short = summary_text(rep, None).splitlines()
     assert len(short) <= 40
     assert any(line.startswith("a: ") and "missing" in line for line in short)
@@ -564,10 +570,10 @@ def test_report_draws_every_figure_and_table_for_a_plain_table(tmp_path, shared_
 def test_report_handles_missing_models_and_a_lone_reference(tmp_path):
     rng = np.random.default_rng(13)
     df = random_table(rng, models=70, missing=0.2)
-    files = report.write_report(report_of(df, reps=0), tmp_path / "a", dpi=40)
+    files = report.write_report(typed_report_of(df, reps=0), tmp_path / "a", dpi=40)
     assert len(files) == 2 * (len(registry.REPORT_FIGURES) + len(registry.REPORT_TABLES))
     lone = df[df.dataset == "ref"]
-    files = report.write_report(report_of(lone, reps=0), tmp_path / "b", dpi=40)
+    files = report.write_report(typed_report_of(lone, reps=0), tmp_path / "b", dpi=40)
     assert all((tmp_path / "b" / f).exists() for f in map(str, files))
 
 

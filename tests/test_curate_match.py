@@ -10,16 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from imagenot.curate import match as match_module
-from imagenot.curate.match import (
-    LemmaIndex,
-    Matcher,
-    match_shard,
-    normalise,
-    normalise_one,
-    tokenise,
-)
+from imagenot.curate.match import LemmaIndex, Matcher, match_shard
 from imagenot.curate.settings import MatchSettings
 from imagenot.curate.shards import ShardError, clean_captions, open_shard
+from imagenot.curate.text import normalise, normalise_one, tokenise
 
 
 def _settings(**laion) -> MatchSettings:
@@ -460,7 +454,7 @@ def test_streamed_matches_equal_in_memory_and_count_per_wnid(shared_data, matche
 
 
 def test_web_text_rule_on_entities_compatibility_forms_and_accents(matcher, tmp_path):
-    from imagenot.curate.match import clean_web_text
+    from imagenot.curate.text import clean_web_text
 
     raw = [
         "Fish &amp; Chips at the caf&eacute;",
@@ -487,7 +481,7 @@ def test_web_text_cleaned_together_equals_text_by_text(shared_data, string_type)
     to each text alone: real web captions, random code points from every plane (marks, Hangul
     jamo that compose, compatibility forms), references that turn ASCII into non-ASCII, '&'
     that starts no reference, and U+0000 inside a text (the separator of the fast path)."""
-    from imagenot.curate.match import clean_web_text
+    from imagenot.curate.text import clean_web_text
 
     web = pq.read_table(shared_data / "web_captions_1000.parquet").column("TEXT").to_pylist()
     rng = np.random.default_rng(11)

@@ -194,7 +194,7 @@ def test_toy_optimizer_schedule_and_encoder_validate_and_reach_the_job_code(toys
     assert vectors.shape == (2, 8) and abs(float((vectors[0] ** 2).sum()) - 1) < 1e-6
 
 
-def test_toy_figure_and_table_are_drawn_by_the_figure_and_table_commands(toys, tmp_path):
+def test_toy_figure_and_table_are_drawn_by_the_figure_and_table_commands(toys, tmp_path, capsys):
     """``imagenot figure`` / ``imagenot table`` offer and draw registered kinds they do not
     know by name (the figure's ``module:draw``, the table's builder)."""
     import pandas as pd
@@ -245,9 +245,17 @@ def test_toy_figure_and_table_are_drawn_by_the_figure_and_table_commands(toys, t
     argv[3] = json.dumps({**per_dataset, "dataset": None})
     with pytest.raises(SystemExit, match=r"toy_per_dataset: --settings\.dataset is required"):
         main(argv)
+    # the table command reads both rankings reports (checked key by key on the way in), even
+    # where a table, like this one, uses neither
     reports = [tmp_path / "standard.json", tmp_path / "robust.json"]
-    for report in reports:
-        report.write_text("{}")
+    for variant, report in zip(("standard", "robust"), reports, strict=True):
+        rankings = ["rankings", str(acc), "--variant", variant, "--bootstrap-reps", "0"]
+        assert main([*rankings, "--out", str(report)]) == 0
+    (tmp_path / "damaged.json").write_text("{}")
+    argv = ["table", *common, json.dumps({"table": "toy_table", "options": options})]
+    argv += ["--rankings", str(reports[0]), str(tmp_path / "damaged.json")]
+    assert main([*argv, "--csv", str(tmp_path / "no.csv"), "--md", str(tmp_path / "no.md")]) == 2
+    assert "damaged.json: key reference is missing" in capsys.readouterr().err
     csv, md = tmp_path / "toy.csv", tmp_path / "toy.md"
     table = json.dumps({"table": "toy_table", "options": options})
     argv = ["table", *common, table, "--rankings", *map(str, reports)]

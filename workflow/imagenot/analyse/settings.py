@@ -92,9 +92,3 @@ class AccuracySettings(FromConfig):
 
     standard_transform: str
     confidence: float
-
-
-NOT_SETTINGS = {
-    "imagenot.analyse.rankings:.get('bootstrap')": "a dataset's comparison in the rankings "
-    "report (absent where no bootstrap ran), not the analyse.bootstrap section",
-}

@@ -250,6 +250,8 @@ p = 0.05; scipy's t approximation of Spearman's p is off by more than that up to
 models (by 0.03 at 6 models, 0.007 at 10, 0.002 at 20, 0.001 at 30, measured against the
 enumerated or 10^6-permutation null), so the permutation test is the better of the two there."""
 PERMUTATIONS = 20_000
+UNDEFINED_P_METHOD = "undefined: fewer than 3 models or a constant accuracy"
+"""The ``p_method`` of correlations that are undefined (every statistic and p-value NaN)."""
 
 
 def correlation_tests(a: np.ndarray, b: np.ndarray, seed: int) -> dict[str, Any]:
@@ -279,7 +281,7 @@ def correlation_tests(a: np.ndarray, b: np.ndarray, seed: int) -> dict[str, Any]
         return {
             **dict.fromkeys(("kendall_tau", "spearman_rho", "pearson_r"), nan),
             **dict.fromkeys(("kendall_p", "spearman_p", "pearson_p"), nan),
-            "p_method": "undefined: fewer than 3 models or a constant accuracy",
+            "p_method": UNDEFINED_P_METHOD,
         }
     tau = stats.kendalltau(a, b, variant="b")
     rho = stats.spearmanr(a, b)

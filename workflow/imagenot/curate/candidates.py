@@ -129,7 +129,7 @@ def query_text(template: str, name: str, gloss: str) -> str:
 
 def lemma_keys(lemma_table: pa.Table) -> dict[str, set[str]]:
     """wnid -> its normalised lemma keys."""
-    from imagenot.curate.match import normalise
+    from imagenot.curate.text import normalise
 
     keys = normalise(lemma_table.column("lemma")).to_pylist()
     out: dict[str, set[str]] = {}

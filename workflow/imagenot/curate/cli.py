@@ -20,9 +20,9 @@ from imagenot.curate.settings import (
     SelectSettings,
 )
 from imagenot.settings import parse
+from imagenot.wordnet import NLTK_DATA
 
 log = logging.getLogger(__name__)
-DEFAULT_NLTK_DATA = "results/wordnet/nltk_data"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--lemmas", default=None, help="(lemma, wnid) parquet from `imagenot lemmas` (fastest)"
     )
     lexicon.add_argument(
-        "--nltk-data", default=DEFAULT_NLTK_DATA, help="else: NLTK_DATA dir with WordNet 3.0"
+        "--nltk-data", default=NLTK_DATA, help="else: NLTK_DATA dir with WordNet 3.0"
     )
     p.add_argument("--stats", default=None, help="write row/skip/match counts to this JSON file")
     p.add_argument(
@@ -77,7 +77,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="write every (lemma, wnid) pair of WordNet's nouns to parquet (the match lexicon)",
         description="Loading WordNet takes seconds; matching jobs read this table instead.",
     )
-    p.add_argument("--nltk-data", default=DEFAULT_NLTK_DATA, help="NLTK_DATA dir with WordNet 3.0")
+    p.add_argument("--nltk-data", default=NLTK_DATA, help="NLTK_DATA dir with WordNet 3.0")
     p.add_argument("-o", "--output", required=True, help="output parquet (lemma, wnid)")
     p.set_defaults(func=_lemmas)
 
@@ -87,7 +87,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--counts", nargs="+", required=True, help="per-shard (wnid, n) count files of `match`"
     )
-    p.add_argument("--nltk-data", default=DEFAULT_NLTK_DATA)
+    p.add_argument("--nltk-data", default=NLTK_DATA)
     p.add_argument(
         "--lemmas", default=None, help="(lemma, wnid) parquet of `imagenot lemmas` (else WordNet)"
     )

@@ -1,19 +1,8 @@
 """Step 1: match every WordNet noun lemma against every caption (a vectorised token trie walk).
 
-Normalisation rule, applied identically to lemmas and captions:
-
-0. web text is cleaned first (``clean_web_text``): HTML entities are decoded (``&amp;`` ->
-   ``&``, ``&#233;`` -> ``é``: web captions are often scraped HTML), Unicode compatibility forms
-   are folded (NFKD: ``ﬁ`` -> ``fi``, full-width ``ＤＯＧ`` -> ``DOG``) and combining marks are
-   dropped (``café``, written either way, -> ``cafe``, as WordNet spells it), then NFC. Only
-   captions holding a non-ASCII character or a character reference (``&#``, ``&`` + letter)
-   can change, so the rest skip it, and the others are folded together as one string;
-1. lowercase (Unicode-aware, Arrow's ``utf8_lower``): matching is case-insensitive, unlike
-   LAIONet's case-sensitive test;
-2. every run of characters that are neither letters (Unicode ``L*``) nor digits (``N*``)
-   becomes one space, so punctuation, underscores, hyphens and apostrophes separate words
-   (``Jack-O'-Lantern`` -> ``jack o lantern``);
-3. leading and trailing spaces are stripped, and the text is padded with one space each side.
+Lemmas and captions are cleaned and normalised by the one rule of :mod:`imagenot.curate.text`
+(HTML entities, compatibility forms and combining marks folded; lowercase; every run of
+characters that are neither letters nor digits becomes one space).
 
 A lemma matches a caption when `` lemma `` (normalised, padded) occurs in `` caption ``
 (normalised, padded): whole words only, multi-word lemmas included. A lemma names every synset
@@ -23,12 +12,8 @@ A normalised text is its words joined by single spaces, so that substring test i
 "the lemma's words occur as consecutive words of the caption", which is what the hot path
 computes, keeping every match in NumPy arrays (no Python object per caption or per match):
 
-- tokenise: pure-ASCII captions (most of them) are lowercased and split in NumPy with 256-entry
-  byte tables (``[A-Za-z0-9]`` are exactly the ASCII letters and digits). The others are
-  lowercased by Arrow's ``utf8_lower`` (as ``normalise`` does) and their characters classified
-  with a per-code-point table that ``normalise``'s own regex computed once, then split the same
-  way. The words form one Arrow string array, hashed once against the lemma word vocabulary
-  (``index_in``);
+- tokenise (:func:`imagenot.curate.text.tokenise`): the words of every caption form one Arrow
+  string array, hashed once against the lemma word vocabulary (``index_in``);
 - walk: the lemma keys form a trie over word ids; all word positions advance through it
   together, one level (one more word) at a time, each level a hash lookup of the
   (node, next word) edge codes (a bit-table prefilter, then ``index_in``);
@@ -43,7 +28,6 @@ Against the lemma-by-lemma Aho-Corasick scan this replaced, the output is identi
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -53,110 +37,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from imagenot.curate.text import (
+    build_tables,
+    clean_web_text,
+    normalise,
+    string_array,
+    tokenise,
+)
 from imagenot.io import read_parquet
 
 if TYPE_CHECKING:
     from imagenot.curate.settings import MatchSettings
-
-NON_WORD = r"[^\p{L}\p{N}]+"
-
-
-def clean_one(text: str) -> str:
-    """Step 0 for one text: HTML entities, compatibility forms, combining marks (see above)."""
-    import html
-    import unicodedata
-
-    decomposed = unicodedata.normalize("NFKD", html.unescape(text))
-    kept = "".join(c for c in decomposed if not unicodedata.combining(c))
-    return unicodedata.normalize("NFC", kept)
-
-
-# ``html.unescape`` changes a text only where ``&`` starts a character reference: ``&#`` or a
-# named reference, and every HTML5 entity name starts with an ASCII letter.
-_ENTITY = "&[#A-Za-z]"
-
-
-@functools.cache
-def _combining_code_points() -> np.ndarray:
-    """bool per Unicode code point: ``unicodedata.combining`` (the marks step 0 drops)."""
-    import unicodedata
-
-    table = np.zeros(0x110000, dtype=bool)
-    table[[c for c in range(0x110000) if unicodedata.combining(chr(c))]] = True
-    return table
-
-
-def _fold_unicode(texts: pa.Array) -> pa.Array:
-    """``clean_one`` without the entity step on a null-free string array, as one Python string.
-
-    The texts are joined with U+0000 between them and normalised together: U+0000 is a starter
-    that nothing composes with and no decomposition produces, so NFKD and NFC of the whole are
-    the NFKD and NFC of each text, joined. Combining marks are dropped in NumPy with a per-code
-    point table taken from ``unicodedata.combining``, then the result is split at U+0000 again.
-    A text that holds U+0000 itself goes through ``clean_one`` one text at a time.
-    """
-    import unicodedata
-
-    n = len(texts)
-    separator, nothing = pa.scalar("\0", texts.type), pa.scalar("", texts.type)
-    joined = pc.binary_join_element_wise(texts, separator, nothing)
-    offsets_type = np.int64 if texts.type == pa.large_string() else np.int32
-    buffers = joined.buffers()
-    offsets = np.frombuffer(buffers[1], dtype=offsets_type)[joined.offset : joined.offset + n + 1]
-    data = buffers[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
-    folded = unicodedata.normalize("NFKD", data.to_pybytes().decode("utf-8"))
-    points = np.frombuffer(folded.encode("utf-32-le"), dtype=np.uint32)
-    points = points[~_combining_code_points()[points]]
-    folded = unicodedata.normalize("NFC", points.tobytes().decode("utf-32-le"))
-    out = np.frombuffer(folded.encode("utf-8"), dtype=np.uint8)
-    ends = np.flatnonzero(out == 0)
-    if len(ends) != n:  # a text holds U+0000
-        return pa.array([clean_one(t) for t in texts.to_pylist()], texts.type)
-    text_offsets = np.empty(n + 1, dtype=offsets_type)
-    text_offsets[0] = 0
-    text_offsets[1:] = ends - np.arange(n)  # each end, less the separators before it
-    keep = np.ones(len(out), dtype=bool)
-    keep[ends] = False
-    return pa.Array.from_buffers(
-        texts.type, n, [None, pa.py_buffer(text_offsets), pa.py_buffer(out[keep])]
-    )
-
-
-def clean_web_text(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """Step 0 of the rule on a string array, equal to ``clean_one`` on every text.
-
-    Pure-ASCII texts without a character reference are left as they are; the others are
-    unescaped one by one (few: ``html.unescape``), then folded together (``_fold_unicode``), so
-    no Python object is made per caption for the rest.
-    """
-    import html
-
-    if isinstance(texts, pa.ChunkedArray):
-        texts = texts.combine_chunks()
-    if len(texts) == 0:
-        return texts
-    entity = pc.fill_null(pc.match_substring_regex(texts, _ENTITY), False)
-    needs = pc.or_(entity, pc.fill_null(pc.invert(pc.string_is_ascii(texts)), False))
-    if not pc.any(needs).as_py():
-        return texts
-    chosen = texts.filter(needs)
-    unescape = entity.filter(needs)
-    if pc.any(unescape).as_py():
-        unescaped = [html.unescape(t) for t in chosen.filter(unescape).to_pylist()]
-        chosen = pc.replace_with_mask(chosen, unescape, pa.array(unescaped, chosen.type))
-    return pc.replace_with_mask(texts, needs, _fold_unicode(chosen))
-
-
-def normalise(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """Lowercase, non-letter/digit runs to one space, strip (see module docstring)."""
-    lowered = pc.utf8_lower(texts)
-    spaced = pc.replace_substring_regex(lowered, pattern=NON_WORD, replacement=" ")
-    return pc.utf8_trim(spaced, characters=" ")
-
-
-def normalise_one(text: str) -> str:
-    """``normalise`` for a single string."""
-    return normalise(pa.array([text])).to_pylist()[0]
 
 
 @dataclass(frozen=True)
@@ -212,22 +103,6 @@ def read_lemma_table(path: str | os.PathLike) -> pa.Table:
     return table.select(list(LEMMA_COLUMNS))
 
 
-# Byte -> lowercased byte, or 0 for a separator. ASCII letters and digits are word bytes; bytes
-# of multi-byte UTF-8 characters (>= 0x80) only reach this table in text where
-# ``_blank_non_words`` has already replaced every non-letter, non-digit character by a space,
-# so all of them belong to words.
-_BYTE_TABLE = np.zeros(256, dtype=np.uint8)
-_BYTE_TABLE[np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", np.uint8)] = np.frombuffer(
-    b"abcdefghijklmnopqrstuvwxyz0123456789", np.uint8
-)
-_BYTE_TABLE[np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", np.uint8)] = np.frombuffer(
-    b"abcdefghijklmnopqrstuvwxyz", np.uint8
-)
-_BYTE_TABLE[0x80:] = np.arange(0x80, 0x100, dtype=np.uint8)
-_LOWER = _BYTE_TABLE.tobytes()  # for ``bytes.translate``, which runs at memcpy-like speed
-_SEPARATORS = bytes(np.flatnonzero(_BYTE_TABLE == 0).astype(np.uint8))
-_IS_WORD = (_BYTE_TABLE != 0).astype(np.uint8).tobytes()  # 0 / 1, viewed as NumPy bool
-
 TOKENISE_ROWS = 262144  # captions tokenised and looked up together
 CHUNK_ROWS = 32768  # captions whose synsets are expanded and sorted together (at most)
 _FILTER_BITS = 22  # 4 MiB prefilter of trie edges: ~2% false positives for ~80k edges
@@ -238,125 +113,6 @@ def _filter_slot(codes: np.ndarray) -> np.ndarray:
     return (codes.astype(np.uint64) * _HASH_MULTIPLIER) >> np.uint64(64 - _FILTER_BITS)
 
 
-def _string_array(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """One string (or large_string) array without nulls (a null caption matches nothing)."""
-    if isinstance(texts, pa.ChunkedArray):
-        texts = texts.combine_chunks()
-    if texts.type not in (pa.string(), pa.large_string()):
-        large = texts.type in (pa.large_binary(), pa.large_string())
-        texts = texts.cast(pa.large_string() if large else pa.string())
-    if texts.null_count:
-        texts = pc.fill_null(texts, "")
-    return texts
-
-
-def _split_words(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """Words of ASCII or already normalised texts: (words, index of the text of each word).
-
-    A word is a maximal run of bytes that ``_BYTE_TABLE`` keeps, lowercased by it. Each text
-    gets one separator appended first, so words never span two texts; they come in text order.
-    """
-    n = len(texts)
-    space, nothing = pa.scalar(" ", texts.type), pa.scalar("", texts.type)
-    texts = pc.binary_join_element_wise(texts, space, nothing)
-    offsets_type = np.int64 if texts.type == pa.large_string() else np.int32
-    buffers = texts.buffers()
-    offsets = np.frombuffer(buffers[1], dtype=offsets_type)[texts.offset : texts.offset + n + 1]
-    first, size = int(offsets[0]), int(offsets[-1] - offsets[0])
-    raw = buffers[2].slice(first, size).to_pybytes()
-    word = np.frombuffer(raw.translate(_IS_WORD), dtype=np.bool_)
-    change = np.empty(size, dtype=bool)
-    change[0] = word[0]
-    np.not_equal(word[1:], word[:-1], out=change[1:])
-    bounds = np.flatnonzero(change)  # start, end, start, end, ... (a separator ends each text)
-    starts, ends = bounds[0::2], bounds[1::2]
-    chars = raw.translate(_LOWER, _SEPARATORS)  # the words' bytes, lowercased, back to back
-    word_offsets = np.empty(len(starts) + 1, dtype=np.int64)
-    word_offsets[0] = 0
-    np.cumsum(ends - starts, out=word_offsets[1:])
-    words_type = pa.large_string()
-    if len(chars) < 2**31:
-        words_type, word_offsets = pa.string(), word_offsets.astype(np.int32)
-    words = pa.Array.from_buffers(
-        words_type, len(starts), [None, pa.py_buffer(word_offsets), pa.py_buffer(chars)]
-    )
-    per_text = np.diff(np.searchsorted(starts, offsets - first))
-    return words, np.repeat(np.arange(n, dtype=np.int64), per_text)
-
-
-@functools.cache
-def _word_code_points() -> np.ndarray:
-    """bool per Unicode code point: a letter or digit by ``NON_WORD`` (Arrow's RE2 tables).
-
-    Derived by running the ``normalise`` character class itself over every code point once, so
-    the fast path below classifies exactly as the regex does.
-    """
-    code_points = np.arange(0x110000, dtype=np.uint32)
-    code_points = code_points[(code_points < 0xD800) | (code_points > 0xDFFF)]  # no surrogates
-    every = pa.array([code_points.tobytes().decode("utf-32-le")])
-    marked = pc.replace_substring_regex(every, pattern=NON_WORD[:-1], replacement="\0")
-    marked_points = np.frombuffer(marked[0].as_py().encode("utf-32-le"), dtype=np.uint32)
-    if len(marked_points) != len(code_points):  # one character in, one out: never expected
-        raise RuntimeError("code point classification does not line up")
-    table = np.zeros(0x110000, dtype=bool)
-    table[code_points] = marked_points != 0
-    return table
-
-
-def _blank_non_words(lowered: pa.Array) -> pa.Array:
-    """Each byte of every non-ASCII character that is no letter or digit replaced by a space.
-
-    ASCII separators are left alone (the byte tables of ``_split_words`` handle those), so in the
-    result every byte >= 0x80 belongs to a word character.
-    """
-    offsets_type = np.int64 if lowered.type == pa.large_string() else np.int32
-    buffers = lowered.buffers()
-    offsets = np.frombuffer(buffers[1], dtype=offsets_type)[
-        lowered.offset : lowered.offset + len(lowered) + 1
-    ]
-    first, size = int(offsets[0]), int(offsets[-1] - offsets[0])
-    data = np.frombuffer(buffers[2], dtype=np.uint8)[first : first + size].copy()
-    padded = np.concatenate([data, np.zeros(3, np.uint8)]).astype(np.uint32)
-    lead = np.flatnonzero(data >= 0xC0)  # first byte of each multi-byte character
-    b0, b1, b2, b3 = (padded[lead + k] for k in range(4))
-    width = 2 + (b0 >= 0xE0) + (b0 >= 0xF0)
-    point = np.where(
-        width == 2,
-        ((b0 & 0x1F) << 6) | (b1 & 0x3F),
-        np.where(
-            width == 3,
-            ((b0 & 0x0F) << 12) | ((b1 & 0x3F) << 6) | (b2 & 0x3F),
-            ((b0 & 0x07) << 18) | ((b1 & 0x3F) << 12) | ((b2 & 0x3F) << 6) | (b3 & 0x3F),
-        ),
-    )
-    blank = ~_word_code_points()[point]
-    for k in range(4):
-        data[lead[blank & (width > k)] + k] = 0x20
-    offsets = (offsets.astype(np.int64) - first).astype(offsets_type)
-    return pa.Array.from_buffers(
-        lowered.type, len(lowered), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-    )
-
-
-def tokenise(texts: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
-    """Words of ``normalise(texts)`` (split at its spaces) and the position of each word's text.
-
-    Words come in text order, and in order within a text. Pure-ASCII texts are split directly
-    (lowercase, ``[^a-z0-9]`` separates: the same result as ``normalise`` for ASCII). The others
-    are lowercased by Arrow as in ``normalise``, their non-letter, non-digit characters blanked
-    by a code point table taken from ``normalise``'s own regex, then split the same way.
-    """
-    texts = _string_array(texts)
-    if len(texts) == 0:
-        return pa.array([], pa.string()), np.empty(0, np.int64)
-    ascii_mask = pc.string_is_ascii(texts)
-    if not pc.all(ascii_mask).as_py():
-        unicode_mask = pc.invert(ascii_mask)
-        lowered = pc.utf8_lower(texts.filter(unicode_mask))
-        texts = pc.replace_with_mask(texts, unicode_mask, _blank_non_words(lowered))
-    return _split_words(texts)
-
-
 class Matcher:
     """The lemma keys of a LemmaIndex as a trie over word ids, and the key x synset matrix."""
 
@@ -364,8 +120,7 @@ class Matcher:
         import scipy.sparse as sp
 
         self.index = index
-        _word_code_points()  # build the (cached) code point tables now, not in the first batch
-        _combining_code_points()
+        build_tables()  # the cached code point tables: now, not in the first batch
         split = pc.split_pattern(pa.array(index.keys, pa.string()), " ")
         lengths = pc.list_value_length(split).to_numpy(zero_copy_only=False).astype(np.int64)
         flat = pc.list_flatten(split)
@@ -470,7 +225,7 @@ class Matcher:
         """
         n_wnids = max(len(self.index.wnids), 1)
         chunk = max(1, min(CHUNK_ROWS, (2**32 - 1) // n_wnids))
-        texts = clean_web_text(_string_array(texts))
+        texts = clean_web_text(string_array(texts))
         for outer in range(0, len(texts), TOKENISE_ROWS):
             part = texts.slice(outer, TOKENISE_ROWS)
             levels = self._level_hits(part)

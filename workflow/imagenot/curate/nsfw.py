@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
-from imagenot.curate.match import normalise, normalise_one
+from imagenot.curate.text import normalise, normalise_one
 from imagenot.registries import Registry
 
 

@@ -68,7 +68,7 @@ def read_web_captions(path: str | os.PathLike) -> pa.Array:
 
 def filler_words(web_texts: pa.Array, lemma_table: pa.Table) -> pa.Array:
     """Sorted distinct lowercase ASCII words of ``web_texts`` that are no noun lemma."""
-    from imagenot.curate.match import normalise
+    from imagenot.curate.text import normalise
 
     words = pc.unique(pc.list_flatten(pc.split_pattern(normalise(web_texts), " ")))
     words = words.filter(pc.match_substring_regex(words, _ASCII_WORD))

@@ -15,6 +15,7 @@ import sys
 
 from imagenot.diagnostics.plan import FIGURES
 from imagenot.diagnostics.settings import EmbedSettings, FigureSettings, TableSettings
+from imagenot.wordnet import NLTK_DATA
 
 
 def _parse(cls, text: str, command: str):
@@ -22,9 +23,6 @@ def _parse(cls, text: str, command: str):
     from imagenot.settings import parse_or_exit
 
     return parse_or_exit(cls, text, command)
-
-
-DEFAULT_NLTK_DATA = "results/wordnet/nltk_data"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,8 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--nltk-data",
-        default=os.environ.get("IMAGENOT_NLTK_DATA", DEFAULT_NLTK_DATA),
-        help=f"NLTK_DATA dir with WordNet 3.0 (default: $IMAGENOT_NLTK_DATA or {DEFAULT_NLTK_DATA})",
+        default=os.environ.get("IMAGENOT_NLTK_DATA", NLTK_DATA),
+        help=f"NLTK_DATA dir with WordNet 3.0 (default: $IMAGENOT_NLTK_DATA or {NLTK_DATA})",
     )
     p.add_argument("--json", action="store_true", help="print the JSON document on stdout")
     p.add_argument("--out", default=None, help="also write the JSON document to this file")

@@ -91,11 +91,11 @@ def _table(args: argparse.Namespace) -> int:
     acc = _load(args.accuracy, "table")
     if acc is None:
         return 2
-    from imagenot.io import read_json
+    from imagenot.analyse.report import read_report
 
     reports = {}
     for variant, path in zip(("standard", "robust"), args.rankings, strict=True):
-        reports[variant] = read_json(path)
+        reports[variant] = read_report(path)
     builder = tables.builder(s.table)
     df = builder(acc, reports, opts)
     tables.write(df, args.csv, args.md, (builder.__doc__ or s.table).strip().rstrip("."))

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from imagenot.analyse import PUBLISHED_DATASET
-from imagenot.analyse.rankings import Cells, build_cells
+from imagenot.analyse.cells import Cells, build_cells
 from imagenot.analyse.table import (
     TableError,
     read_table,

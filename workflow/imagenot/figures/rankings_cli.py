@@ -10,12 +10,14 @@ figures) and a reader finds it in one module.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from imagenot.analyse.cli import confidence_level
 from imagenot.analyse.settings import RankingsSettings
+
+if TYPE_CHECKING:
+    from imagenot.analyse.report import DatasetEntry, RankingsReport
 
 RANKINGS_DESCRIPTION = """\
 Do rankings transfer? Statistics of any results table with columns model, dataset, accuracy
@@ -175,7 +177,7 @@ def _rankings(args: argparse.Namespace) -> int:
         where = "" if msg.startswith(str(args.table)) else f"{args.table}: "
         print(f"imagenot rankings: {where}{msg}", file=sys.stderr)
         return 2
-    text = json.dumps(report, indent=1) + "\n"
+    text = report.to_text()
     if args.out:
         write_text(text, args.out)
     if args.json:
@@ -184,7 +186,7 @@ def _rankings(args: argparse.Namespace) -> int:
         print(summary_text(report, args.models))
     if args.report:
         print(f"report: {len(written)} files in {args.report}", file=sys.stderr)
-    for warning in report["warnings"][:10]:
+    for warning in report.warnings[:10]:
         print(f"warning: {warning}", file=sys.stderr)
     return 0
 
@@ -241,52 +243,50 @@ def _fmt(v: Any, spec: str = ".3f") -> str:
     return "n/a" if v is None else format(v, spec)
 
 
-def summary_text(report: dict, models: str | None) -> str:
+def summary_text(report: RankingsReport, models: str | None) -> str:
     """A digest of a rankings report: one block per dataset (``models``: 'all' or K per block).
 
     Compact by default (about six lines per dataset whatever the number of models); the JSON
     (``--json``) holds everything.
     """
-    ref = report["reference"]
+    ref = report.reference
     top = None if models == "all" else (int(models) if models is not None else SUMMARY_TOP)
-    n_models = len(report["models"])
+    n_models = len(report.models)
     lines = [
-        f"{n_models} models, {len(report['datasets'])} datasets; reference: {ref} "
-        f"({report['reference_chosen']}); confidence {report['confidence']:g}",
+        f"{n_models} models, {len(report.datasets)} datasets; reference: {ref} "
+        f"({report.reference_chosen}); confidence {report.confidence:g}",
         "delta rank = rank on the reference - rank here (+ = the model climbs)",
     ]
-    for name, d in report["datasets"].items():
-        order = sorted(d["ranks"], key=d["ranks"].get)
-        head = f"{name}: {d['models']} models"
-        if d["missing_models"]:
-            head += f" ({len(d['missing_models'])} missing)"
+    for name, d in report.datasets.items():
+        order = sorted(d.ranks, key=d.ranks.get)
+        head = f"{name}: {d.models} models"
+        if d.missing_models:
+            head += f" ({len(d.missing_models)} missing)"
         if name == ref:
             head += " [reference]"
         lines.append(head)
-        if "kendall_tau" in d:
-            boot = d.get("bootstrap") or {}
-            ci = boot.get("kendall_tau_ci")
-            tau = f"tau-b {_fmt(d['kendall_tau'])}"
+        if d.correlations is not None:
+            c, boot, ols = d.correlations, d.bootstrap, d.ols
+            ci = boot.kendall_tau_ci if boot is not None else None
+            tau = f"tau-b {_fmt(c.kendall_tau)}"
             if ci:
-                tau += (
-                    f" [{_fmt(ci[0])}, {_fmt(ci[1])}] ({boot['interval']}, over {boot['method']})"
-                )
+                tau += f" [{_fmt(ci[0])}, {_fmt(ci[1])}] ({boot.interval}, over {boot.method})"
             lines.append(
-                f"  {tau} p={_fmt(d['kendall_p'], '.3g')}; rho {_fmt(d['spearman_rho'])} "
-                f"p={_fmt(d['spearman_p'], '.3g')}; r {_fmt(d['pearson_r'])}; "
-                f"OLS slope {_fmt(d['ols']['slope'])} adj R2 {_fmt(d['ols']['adj_r2'])}"
+                f"  {tau} p={_fmt(c.kendall_p, '.3g')}; rho {_fmt(c.spearman_rho)} "
+                f"p={_fmt(c.spearman_p, '.3g')}; r {_fmt(c.pearson_r)}; "
+                f"OLS slope {_fmt(ols.slope)} adj R2 {_fmt(ols.adj_r2)}"
             )
-            if "ols_subset" in d:
-                s = d["ols_subset"]
+            if d.ols_subset is not None:
+                s = d.ols_subset
                 lines.append(
-                    f"  models with reference >= {s['min_reference_accuracy']:g}: {s['n']}, "
-                    f"slope {_fmt(s['slope'])} adj R2 {_fmt(s['adj_r2'])}"
+                    f"  models with reference >= {s.min_reference_accuracy:g}: {s.n}, "
+                    f"slope {_fmt(s.slope)} adj R2 {_fmt(s.adj_r2)}"
                 )
         shown = order if top is None else order[:top]
-        delta = d.get("delta_rank", {})
+        delta = d.delta_rank or {}
 
-        def item(m: str, d: dict = d, delta: dict = delta) -> str:
-            s = f"{d['ranks'][m]:g}. {m} {d['accuracy'][m]:.2f}"
+        def item(m: str, d: DatasetEntry = d, delta: dict = delta) -> str:
+            s = f"{d.ranks[m]:g}. {m} {d.accuracy[m]:.2f}"
             if m in delta:
                 s += f" ({delta[m]:+g})"
             return s
@@ -302,25 +302,25 @@ def summary_text(report: dict, models: str | None) -> str:
                     lines.append(
                         "  largest rank changes: " + "; ".join(f"{m} {delta[m]:+g}" for m in moves)
                     )
-    across = report["across_datasets"]
-    for key, label in (
-        ("weighted_mean", "size-weighted mean"),
-        ("geometric_mean", "geometric mean"),
-    ):
-        if key in across:
-            r = across[f"{key}_rank"]
+    across = report.across_datasets
+    means = (
+        (across.weighted_mean, across.weighted_mean_rank, "size-weighted mean"),
+        (across.geometric_mean, across.geometric_mean_rank, "geometric mean"),
+    )
+    for mean, r, label in means if across is not None else ():
+        if mean is not None:
             best = sorted(r, key=r.get)[: top if top is not None else len(r)]
             lines.append(
-                f"{label} over {', '.join(across['datasets'])}: "
-                + "; ".join(f"{r[m]:g}. {m} {across[key][m]:.2f}" for m in best)
+                f"{label} over {', '.join(across.datasets)}: "
+                + "; ".join(f"{r[m]:g}. {m} {mean[m]:.2f}" for m in best)
             )
-    mc = report["mean_correlation_with_reference"]
-    if mc["datasets"]:
+    mc = report.mean_correlation_with_reference
+    if mc.datasets:
         lines.append(
-            f"mean over {len(mc['datasets'])} datasets: tau-b {_fmt(mc['kendall_tau'])}, "
-            f"rho {_fmt(mc['spearman_rho'])}, r {_fmt(mc['pearson_r'])}"
+            f"mean over {len(mc.datasets)} datasets: tau-b {_fmt(mc.kendall_tau)}, "
+            f"rho {_fmt(mc.spearman_rho)}, r {_fmt(mc.pearson_r)}"
         )
-    nc = report["not_computed"]
+    nc = report.not_computed
     if nc:
         # one line per reason, with the statistics and datasets it concerns
         by_reason: dict[str, list[str]] = {}

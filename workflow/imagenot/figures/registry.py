@@ -109,7 +109,8 @@ WORKFLOW_TABLES: Registry = Registry(
     },
 )
 """Workflow table name -> its builder ``(accuracy, rankings reports, Options) -> DataFrame``
-(``"module:function"``, imported when the table is written; its docstring is the caption)."""
+(``"module:function"``, imported when the table is written; its docstring is the caption; the
+reports: :class:`imagenot.analyse.report.RankingsReport` by variant)."""
 
 REPORT_FIGURES: Registry = Registry(
     "report figure",

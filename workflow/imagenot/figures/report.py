@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from imagenot.analyse import stats
+from imagenot.analyse.report import RankingsReport
 from imagenot.figures import accuracy_vs_imagenet, rankings, tables
 from imagenot.figures.registry import REPORT_FIGURES, REPORT_TABLES
 from imagenot.figures.style import Style, paper_style, save
@@ -25,8 +26,8 @@ LINE_LABELS = 12
 """Rank-change lines labelled per panel: the largest climbs and falls."""
 
 
-def _compared(rep: dict) -> list[str]:
-    return [d for d, e in rep["datasets"].items() if d != rep["reference"] and "delta_rank" in e]
+def _compared(rep: RankingsReport) -> list[str]:
+    return [d for d, e in rep.compared().items() if e.delta_rank is not None]
 
 
 def _grid(n: int, style: Style, aspect: float):
@@ -42,21 +43,21 @@ def _grid(n: int, style: Style, aspect: float):
     return fig, list(axes.flat)
 
 
-def accuracy_vs_reference(rep: dict, style: Style):
+def accuracy_vs_reference(rep: RankingsReport, style: Style):
     """One panel per dataset: accuracy against reference accuracy, OLS line, its band."""
-    ref = rep["reference"]
+    ref = rep.reference
     names = _compared(rep)
-    pct = f"{rep['confidence'] * 100:g}%"
+    pct = f"{rep.confidence * 100:g}%"
     with paper_style(style):
         fig, axes = _grid(len(names), style, 0.85)
-        ref_acc = rep["datasets"][ref]["accuracy"]
+        ref_acc = rep.datasets[ref].accuracy
         for ax, d in zip(axes, names, strict=False):
-            e = rep["datasets"][d]
-            models = [m for m in e["accuracy"] if m in ref_acc]
+            e = rep.datasets[d]
+            models = [m for m in e.accuracy if m in ref_acc]
             x = np.array([ref_acc[m] for m in models], dtype=float)
-            y = np.array([e["accuracy"][m] for m in models], dtype=float)
-            iv = np.array([e["interval"][m] for m in models], dtype=float).reshape(-1, 2)
-            fit = stats.ols_fit(x, y, rep["axis"], rep["confidence"]) if len(models) >= 3 else None
+            y = np.array([e.accuracy[m] for m in models], dtype=float)
+            iv = np.array([e.interval[m] for m in models], dtype=float).reshape(-1, 2)
+            fit = stats.ols_fit(x, y, rep.axis, rep.confidence) if len(models) >= 3 else None
             row = {"name": "models", "color": "C0", "marker": "o", "models": models}
             row.update(x=x, y=y, lo=iv[:, 0], hi=iv[:, 1], fit=fit)
             accuracy_vs_imagenet.fit_panel(ax, [row], style, legend=False)
@@ -69,26 +70,26 @@ def accuracy_vs_reference(rep: dict, style: Style):
             ax.set_title(title)
         if not names:
             axes[0].text(0.5, 0.5, "only the reference", ha="center", transform=axes[0].transAxes)
-        axis = "" if rep["axis"] == "linear" else f", {rep['axis']} fit"
+        axis = "" if rep.axis == "linear" else f", {rep.axis} fit"
         fig.suptitle(f"Accuracy against {ref}: OLS line with {pct} band{axis}")
     return fig
 
 
-def rank_changes(rep: dict, style: Style):
+def rank_changes(rep: RankingsReport, style: Style):
     """Slope chart per dataset: each model's rank on the reference (left) and on the dataset
     (right); climbs in blue, falls in red, the largest changes labelled."""
     from matplotlib.collections import LineCollection
 
-    ref = rep["reference"]
+    ref = rep.reference
     names = _compared(rep)
     with paper_style(style):
         fig, axes = _grid(len(names), style, 1.1)
         for ax, d in zip(axes, names, strict=False):
-            e = rep["datasets"][d]
-            delta = e["delta_rank"]
+            e = rep.datasets[d]
+            delta = e.delta_rank
             models = list(delta)
             # ranks among the common models: the delta rank is their difference
-            right = stats.ranks(np.array([e["accuracy"][m] for m in models], dtype=float))
+            right = stats.ranks(np.array([e.accuracy[m] for m in models], dtype=float))
             left = right + np.array([delta[m] for m in models], dtype=float)
             change = left - right
             colors = np.where(change > 0, "C0", np.where(change < 0, "C3", "0.6"))
@@ -116,7 +117,7 @@ def rank_changes(rep: dict, style: Style):
             ax.set_xticks([0, 1], [ref, d])
             ax.set_ylabel("rank (1 = best)")
             ax.grid(False)
-            tau = e.get("kendall_tau")
+            tau = e.correlations.kendall_tau if e.correlations is not None else None
             ax.set_title(d + (f", tau-b {tau:.2f}" if tau is not None else ""))
         if not names:
             axes[0].text(0.5, 0.5, "only the reference", ha="center", transform=axes[0].transAxes)
@@ -124,35 +125,31 @@ def rank_changes(rep: dict, style: Style):
     return fig
 
 
-def rankings_figure(rep: dict, style: Style):
+def rankings_figure(rep: RankingsReport, style: Style):
     """Accuracy with its error bar per dataset, best first (``rankings.draw_panels``)."""
     panels = []
-    for d, e in rep["datasets"].items():
-        models = list(e["accuracy"])
-        iv = np.array([e["interval"][m] for m in models], dtype=float).reshape(-1, 2)
-        kinds = (
-            set(e["interval_kind"].values())
-            if isinstance(e["interval_kind"], dict)
-            else {e["interval_kind"]}
-        )
-        mean = np.array([e["accuracy"][m] for m in models], dtype=float)
+    for d, e in rep.datasets.items():
+        models = list(e.accuracy)
+        iv = np.array([e.interval[m] for m in models], dtype=float).reshape(-1, 2)
+        kinds = set(e.interval_kind.values())
+        mean = np.array([e.accuracy[m] for m in models], dtype=float)
         lo = np.where(np.isfinite(iv[:, 0]), iv[:, 0], mean)
         hi = np.where(np.isfinite(iv[:, 1]), iv[:, 1], mean)
         panels.append(rankings.Panel(d, models, mean, lo, hi, kinds))
     return rankings.draw_panels(panels, style, "Rankings", per_row=3)
 
 
-def error_correlations(rep: dict, style: Style):
+def error_correlations(rep: RankingsReport, style: Style):
     """Heat map of Spearman rho between model errors on every pair of datasets."""
     import matplotlib.pyplot as plt
 
-    names = list(rep["datasets"])
+    names = list(rep.datasets)
     k = len(names)
     rho = np.eye(k)
     pos = {d: i for i, d in enumerate(names)}
-    for row in rep["error_spearman"]:
-        i, j = pos[row["a"]], pos[row["b"]]
-        rho[i, j] = rho[j, i] = np.nan if row["rho"] is None else row["rho"]
+    for row in rep.error_spearman:
+        i, j = pos[row.a], pos[row.b]
+        rho[i, j] = rho[j, i] = np.nan if row.rho is None else row.rho
     with paper_style(style):
         side = min(style.width_in, 1.5 + 0.55 * k)
         fig, ax = plt.subplots(figsize=(side + 0.8, side))
@@ -178,7 +175,7 @@ def error_correlations(rep: dict, style: Style):
 
 
 def write_report(
-    rep: dict, outdir: str | os.PathLike, *, dpi: int, style: Style | None = None
+    rep: RankingsReport, outdir: str | os.PathLike, *, dpi: int, style: Style | None = None
 ) -> list[str]:
     """Write every report figure (PDF and PNG) and table (CSV and Markdown) into ``outdir``."""
     from imagenot.config import schema_default

@@ -120,12 +120,6 @@ class TableSettings(FromConfig):
 
 
 NOT_SETTINGS = {
-    "imagenot.figures.rankings_cli:.get('bootstrap')": "a dataset's entry of the rankings "
-    "report (absent where no bootstrap ran), not the analyse.bootstrap section",
-    "imagenot.figures.tables:.get('bootstrap')": "a dataset's entry of the rankings report "
-    "(absent where no bootstrap ran), not the analyse.bootstrap section",
-    "imagenot.figures.tables:.get('interval')": "the report's bootstrap entry, which names the "
-    "interval it computed; not analyse.bootstrap.interval",
     "imagenot.figures.plan:.get('dataset')": "a named group of a figure name's pattern (absent "
     "for figures drawn for the whole run), not a config key",
     "imagenot.figures.plan:.get('protocol')": "a named group of a figure name's pattern (absent "

@@ -9,13 +9,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from imagenot.analyse.report import RankingsReport
 from imagenot.escape import csv_frame, markdown_text
 from imagenot.figures import accuracy_vs_imagenet
 from imagenot.figures.data import Options, cells, nice
 from imagenot.io import atomic_path
 
+Reports = dict[str, RankingsReport]
+"""The run's rankings reports by variant (``standard``, ``robust``), as a table builder gets
+them (:func:`imagenot.analyse.report.read_report` of the rule's two inputs)."""
+Builder = Callable[[pd.DataFrame, Reports, Options], pd.DataFrame]
+"""A workflow table's builder: (accuracy, rankings reports, options) -> the table."""
 
-def accuracy(acc: pd.DataFrame, reports: dict[str, dict], opts: Options) -> pd.DataFrame:
+
+def accuracy(acc: pd.DataFrame, reports: Reports, opts: Options) -> pd.DataFrame:
     """Standard and Robust top-1 per model and dataset label, with the error-bar interval."""
     std, rob = cells(acc, "standard", opts), cells(acc, "robust", opts)
     rows = []
@@ -43,25 +50,26 @@ def order(labels: list[str], opts: Options) -> list[str]:
     return sorted(labels, key=lambda x: (rank.get(x.split("/")[0], len(rank)), x))
 
 
-def _wide(reports: dict[str, dict], key: str, opts: Options) -> pd.DataFrame:
+def _wide(reports: Reports, key: str, opts: Options) -> pd.DataFrame:
+    """One column per dataset label: field ``key`` of its entry (labels without it left out)."""
     rep = reports["standard"]
-    cols = {d: e[key] for d, e in rep["datasets"].items() if key in e}
-    df = pd.DataFrame(cols).reindex(index=rep["models"], columns=order(list(cols), opts))
+    cols = {d: getattr(e, key) for d, e in rep.datasets.items() if getattr(e, key) is not None}
+    df = pd.DataFrame(cols).reindex(index=rep.models, columns=order(list(cols), opts))
     df.index.name = "model"
     return df.reset_index()
 
 
-def rankings(acc: pd.DataFrame, reports: dict[str, dict], opts: Options) -> pd.DataFrame:
+def rankings(acc: pd.DataFrame, reports: Reports, opts: Options) -> pd.DataFrame:
     """Rank of every model on every dataset label (1 = best, ties averaged; standard)."""
     return _wide(reports, "ranks", opts)
 
 
-def relative_progress(acc: pd.DataFrame, reports: dict[str, dict], opts: Options) -> pd.DataFrame:
+def relative_progress(acc: pd.DataFrame, reports: Reports, opts: Options) -> pd.DataFrame:
     """Accuracy divided by the baseline model's accuracy, per dataset label (standard)."""
     return _wide(reports, "relative_progress", opts)
 
 
-def published_check(acc: pd.DataFrame, reports: dict[str, dict], opts: Options) -> pd.DataFrame:
+def published_check(acc: pd.DataFrame, reports: Reports, opts: Options) -> pd.DataFrame:
     """Published weights on their dataset (ImageNet's validation set): the top-1 measured here
     (untransformed test images, each weight's own resize, crop, interpolation and
     normalisation) beside the published one; ``flagged`` where they differ by more than
@@ -89,54 +97,51 @@ def published_check(acc: pd.DataFrame, reports: dict[str, dict], opts: Options) 
     ).reset_index(drop=True)
 
 
-def agreement_rows(rep: dict, order_of=None) -> list[dict]:
+def _columns(section: Any, **columns: str) -> dict[str, Any]:
+    """``{column: section.<field>}`` for each ``column=field``; empty cells (None) where the
+    section was not computed."""
+    return {c: getattr(section, f) if section is not None else None for c, f in columns.items()}
+
+
+def agreement_rows(rep: RankingsReport, order_of=None) -> list[dict]:
     """One row per dataset compared with the reference of a rankings report: correlations
     with p-values, the OLS fit, the bootstrap interval, agreement up to error bars.
 
     Shared by the workflow's ``agreement`` table and the ``statistics`` table of
-    ``imagenot rankings --report``; ``order_of`` reorders the dataset names.
+    ``imagenot rankings --report``; ``order_of`` reorders the dataset names. A statistic that
+    was not computed (the report's ``not_computed`` says why) is an empty cell.
     """
-    names = list(rep["datasets"])
+    names = list(rep.datasets)
     if order_of is not None:
         names = order_of(names)
     rows = []
     for d in names:
-        e = rep["datasets"][d]
-        if d == rep["reference"]:
+        e = rep.datasets[d]
+        if d == rep.reference:
             continue
-        ols = e.get("ols") or {}
-        sub = e.get("ols_subset") or {}
-        boot = e.get("bootstrap") or {}
-        up = e.get("rank_agreement_up_to_error_bars") or {}
-        tau_ci = boot.get("kendall_tau_ci") or [None, None]
-        common = e.get("common_models", 0)
-        rows.append(
-            {
-                "dataset": d,
-                "reference": rep["reference"],
-                "models": len(common) if isinstance(common, list) else common,
-                "kendall_tau": e.get("kendall_tau"),
-                "kendall_tau_ci_low": tau_ci[0],
-                "kendall_tau_ci_high": tau_ci[1],
-                "kendall_p": e.get("kendall_p"),
-                "kendall_tau_up_to_error_bars": up.get("tau_b"),
-                "spearman_rho": e.get("spearman_rho"),
-                "spearman_p": e.get("spearman_p"),
-                "pearson_r": e.get("pearson_r"),
-                "p_method": e.get("p_method"),
-                "slope": ols.get("slope"),
-                "adj_r2": ols.get("adj_r2"),
-                "slope_subset": sub.get("slope"),
-                "adj_r2_subset": sub.get("adj_r2"),
-                "models_subset": sub.get("n"),
-                "bootstrap": boot.get("method"),
-                "bootstrap_interval": boot.get("interval"),
-            }
+        tests, boot = e.correlations, e.bootstrap
+        tau_ci = boot.kendall_tau_ci if boot is not None else [None, None]
+        row = {"dataset": d, "reference": rep.reference, "models": e.common_models}
+        row |= _columns(tests, kendall_tau="kendall_tau")
+        row |= {"kendall_tau_ci_low": tau_ci[0], "kendall_tau_ci_high": tau_ci[1]}
+        row |= _columns(tests, kendall_p="kendall_p")
+        row |= _columns(e.rank_agreement_up_to_error_bars, kendall_tau_up_to_error_bars="tau_b")
+        row |= _columns(
+            tests,
+            spearman_rho="spearman_rho",
+            spearman_p="spearman_p",
+            pearson_r="pearson_r",
+            p_method="p_method",
         )
+        row |= _columns(e.ols, slope="slope", adj_r2="adj_r2")
+        row |= _columns(
+            e.ols_subset, slope_subset="slope", adj_r2_subset="adj_r2", models_subset="n"
+        )
+        rows.append(row | _columns(boot, bootstrap="method", bootstrap_interval="interval"))
     return rows
 
 
-def agreement(acc: pd.DataFrame, reports: dict[str, dict], opts: Options) -> pd.DataFrame:
+def agreement(acc: pd.DataFrame, reports: Reports, opts: Options) -> pd.DataFrame:
     """Rank agreement of every dataset label with the reference, standard and Robust."""
     rows = []
     for variant, rep in reports.items():
@@ -145,7 +150,7 @@ def agreement(acc: pd.DataFrame, reports: dict[str, dict], opts: Options) -> pd.
     return pd.DataFrame(rows)
 
 
-def fits(acc: pd.DataFrame, reports: dict[str, dict], opts: Options) -> pd.DataFrame:
+def fits(acc: pd.DataFrame, reports: Reports, opts: Options) -> pd.DataFrame:
     """OLS of each dataset and protocol's accuracy on ImageNet accuracy."""
     rows = []
     runs = acc[acc["protocol"] != "published"][["dataset", "protocol"]].drop_duplicates()
@@ -171,60 +176,63 @@ def fits(acc: pd.DataFrame, reports: dict[str, dict], opts: Options) -> pd.DataF
     return pd.DataFrame(rows)
 
 
-def error_correlations(acc: pd.DataFrame, reports: dict[str, dict], opts: Options) -> pd.DataFrame:
+def error_correlations(acc: pd.DataFrame, reports: Reports, opts: Options) -> pd.DataFrame:
     """Spearman rho of model errors between every pair of dataset labels (standard)."""
-    return pd.DataFrame(reports["standard"]["error_spearman"], columns=["a", "b", "n", "rho", "p"])
+    rows = [row.to_json() for row in reports["standard"].error_spearman]
+    return pd.DataFrame(rows, columns=["a", "b", "n", "rho", "p"])
 
 
-def report_statistics(rep: dict) -> pd.DataFrame:
+def report_statistics(rep: RankingsReport) -> pd.DataFrame:
     """Rank agreement and fit of each dataset against the reference"""
     # agreement_rows, plus each dataset's correlation with the mean of the other aggregated
     # datasets
     df = pd.DataFrame(agreement_rows(rep))
-    others = (rep.get("across_datasets") or {}).get("with_mean_of_others") or {}
+    across = rep.across_datasets
+    others = (across.with_mean_of_others if across is not None else None) or {}
     if len(df) and others:
         df["spearman_rho_with_mean_of_others"] = [
-            (others.get(d) or {}).get("spearman_rho") for d in df["dataset"]
+            others[d].spearman_rho if d in others else None for d in df["dataset"]
         ]
     return df
 
 
-def report_ranks(rep: dict) -> pd.DataFrame:
+def report_ranks(rep: RankingsReport) -> pd.DataFrame:
     """Accuracy, rank and delta rank of every model on every dataset"""
     # per model and dataset (table order); delta rank = rank on the reference - rank here
     # (positive = climbs); one row per model
     cols: dict[str, pd.Series] = {}
-    for d, e in rep["datasets"].items():
-        cols[f"{d} accuracy"] = pd.Series(e["accuracy"], dtype=float)
-        cols[f"{d} rank"] = pd.Series(e["ranks"], dtype=float)
-        if "delta_rank" in e:
-            cols[f"{d} delta_rank"] = pd.Series(e["delta_rank"], dtype=float)
-    df = pd.DataFrame(cols).reindex(rep["models"])
-    ref = f"{rep['reference']} rank"
+    for d, e in rep.datasets.items():
+        cols[f"{d} accuracy"] = pd.Series(e.accuracy, dtype=float)
+        cols[f"{d} rank"] = pd.Series(e.ranks, dtype=float)
+        if e.delta_rank is not None:
+            cols[f"{d} delta_rank"] = pd.Series(e.delta_rank, dtype=float)
+    df = pd.DataFrame(cols).reindex(rep.models)
+    ref = f"{rep.reference} rank"
     df = df.sort_values(ref, kind="stable") if ref in df else df
     df.index.name = "model"
     return df.reset_index()
 
 
-def report_across_datasets(rep: dict) -> pd.DataFrame:
+def report_across_datasets(rep: RankingsReport) -> pd.DataFrame:
     """Size-weighted and geometric means across datasets, ranks, rank changes"""
     # against the reference, one row per model that has every aggregated dataset
-    across = rep.get("across_datasets") or {}
-    keys = [
-        f"{base}{suffix}"
+    across = rep.across_datasets
+    columns = {
+        f"{base}{suffix}": getattr(across, f"{base}{suffix}")
         for base in ("weighted_mean", "geometric_mean")
         for suffix in ("", "_rank", "_delta_rank")
-        if f"{base}{suffix}" in across
-    ]
-    df = pd.DataFrame({k: pd.Series(across[k], dtype=float) for k in keys})
-    df = df.reindex(across["models"] if across else [])  # {}: no model on every dataset
+        if across is not None and getattr(across, f"{base}{suffix}") is not None
+    }
+    keys = list(columns)
+    df = pd.DataFrame({k: pd.Series(v, dtype=float) for k, v in columns.items()})
+    df = df.reindex(across.models if across is not None else [])  # no model on every dataset
     if keys:
         df = df.sort_values(keys[1] if len(keys) > 1 else keys[0], kind="stable")
     df.index.name = "model"
     return df.reset_index()
 
 
-def builder(name: str) -> Callable[[pd.DataFrame, dict, Options], pd.DataFrame]:
+def builder(name: str) -> Builder:
     """The builder of workflow table ``name`` (registered in
     :data:`imagenot.figures.registry.WORKFLOW_TABLES`, the one list of table names)."""
     from imagenot.figures.registry import WORKFLOW_TABLES
@@ -237,7 +245,7 @@ class _Builders(Mapping):
     """``BUILDERS[name]``: :func:`builder` as a read-only mapping over the registered names (a
     view of the registry, not a second list: a table registered later is in it)."""
 
-    def __getitem__(self, name: str) -> Callable[[pd.DataFrame, dict, Options], pd.DataFrame]:
+    def __getitem__(self, name: str) -> Builder:
         return builder(name)
 
     def __iter__(self):
@@ -251,7 +259,7 @@ class _Builders(Mapping):
         return len(WORKFLOW_TABLES)
 
 
-BUILDERS: Mapping[str, Callable[[pd.DataFrame, dict, Options], pd.DataFrame]] = _Builders()
+BUILDERS: Mapping[str, Builder] = _Builders()
 
 
 def _cell(v: Any) -> str:

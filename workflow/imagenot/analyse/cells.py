@@ -1,0 +1,147 @@
+"""Accuracy cells: one model on one dataset, the unit every rankings statistic starts from.
+
+:func:`build_cells` groups a validated results table into :class:`Cells` (accuracy per seed and
+the interval drawn as its error bar); :func:`per_image_matrices` lines up per-image results for
+the bootstrap over test images. Used by the rankings report (:mod:`imagenot.analyse.rankings`)
+and by the workflow's figures (:mod:`imagenot.figures.data`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from imagenot.analyse import stats
+from imagenot.analyse.table import TableError, check_confidence, dataset_label, is_standard
+
+
+@dataclass
+class Cell:
+    """One model on one dataset: accuracy per seed and the interval drawn as its error bar."""
+
+    seeds: np.ndarray
+    n: float
+    lo: float
+    hi: float
+    interval: str
+    mean: float = float("nan")
+
+    def __post_init__(self) -> None:
+        self.mean = float(self.seeds.mean())
+
+    @property
+    def se(self) -> float:
+        k = len(self.seeds)
+        return float(self.seeds.std(ddof=1) / np.sqrt(k)) if k > 1 else float("nan")
+
+
+@dataclass
+class Cells:
+    """Accuracy cells keyed by (model, dataset), with models and datasets in table order."""
+
+    cells: dict[tuple[str, str], Cell]
+    models: list[str]
+    datasets: list[str]
+    notes: list[str] = field(default_factory=list)
+
+    def models_of(self, dataset: str) -> list[str]:
+        return [m for m in self.models if (m, dataset) in self.cells]
+
+    def accuracy(self, models: list[str], dataset: str) -> np.ndarray:
+        return np.array([self.cells[m, dataset].mean for m in models])
+
+    def bounds(self, models: list[str], dataset: str) -> tuple[np.ndarray, np.ndarray]:
+        return (
+            np.array([self.cells[m, dataset].lo for m in models]),
+            np.array([self.cells[m, dataset].hi for m in models]),
+        )
+
+
+def build_cells(df: pd.DataFrame, confidence: float) -> Cells:
+    """Group a validated table into cells; choose each cell's interval.
+
+    Several seeds: mean +- one standard error over seeds. One seed: the table's ``ci_low`` /
+    ``ci_high`` when given, else Clopper-Pearson from the model's own ``n``, else no interval
+    (a point). Grouping and the Clopper-Pearson intervals are vectorised (1,500 models x 6
+    datasets in well under a second).
+    """
+    check_confidence(confidence)
+    models = list(dict.fromkeys(df["model"]))
+    datasets = list(dict.fromkeys(df["dataset"]))
+    work = df.assign(_n=df["n"] if "n" in df.columns else np.nan)
+    for col in ("ci_low", "ci_high"):
+        work[f"_{col}"] = df[col] if col in df.columns else np.nan
+    g = work.groupby(["model", "dataset"], sort=False)
+    agg = g.agg(
+        mean=("accuracy", "mean"),
+        sd=("accuracy", "std"),
+        k=("accuracy", "size"),
+        n=("_n", "max"),
+        ci_low=("_ci_low", "first"),
+        ci_high=("_ci_high", "first"),
+    )
+    values = work["accuracy"].to_numpy(dtype=float)
+    seeds = g.indices if (agg["k"] > 1).any() else None
+    mean = agg["mean"].to_numpy(float)
+    k = agg["k"].to_numpy()
+    n = agg["n"].to_numpy(float)
+    se = agg["sd"].to_numpy(float) / np.sqrt(k)
+    given = np.isfinite(agg["ci_low"].to_numpy(float)) & np.isfinite(agg["ci_high"].to_numpy(float))
+    has_n = np.isfinite(n)
+    cp_lo, cp_hi = np.full(len(mean), np.nan), np.full(len(mean), np.nan)
+    if has_n.any():
+        cp_lo[has_n], cp_hi[has_n] = stats.clopper_pearson(mean[has_n], n[has_n], confidence)
+    kind = np.where(
+        k > 1,
+        "seed_se",
+        np.where(given, "given", np.where(has_n, "clopper_pearson", "none")),
+    )
+    lo = np.select(
+        [k > 1, given, has_n], [mean - se, agg["ci_low"].to_numpy(float), cp_lo], default=mean
+    )
+    hi = np.select(
+        [k > 1, given, has_n], [mean + se, agg["ci_high"].to_numpy(float), cp_hi], default=mean
+    )
+    cells: dict[tuple[str, str], Cell] = {}
+    for i, key in enumerate(agg.index):
+        acc = values[seeds[key]] if seeds is not None else np.array([mean[i]])
+        cells[key] = Cell(acc, float(n[i]), float(lo[i]), float(hi[i]), str(kind[i]))
+    return Cells(cells, models, datasets)
+
+
+def per_image_matrices(
+    per_image: pd.DataFrame, variant: str, standard_transform: str
+) -> dict[str, tuple[list[str], np.ndarray]]:
+    """Per dataset label: (models, models x images correctness matrix aligned on ``key``).
+
+    Columns ``model``, ``dataset``, ``key``, ``correct``; ``protocol`` and ``transform`` are
+    handled as in :func:`imagenot.analyse.table.select_variant` (robust = mean over transforms).
+    """
+    missing = {"model", "dataset", "key", "correct"} - set(per_image.columns)
+    if missing:
+        raise TableError(f"per-image table lacks column(s) {', '.join(sorted(missing))}")
+    df = per_image.copy()
+    if "protocol" in df.columns:
+        df["dataset"] = [
+            dataset_label(d, p) for d, p in zip(df["dataset"], df["protocol"], strict=True)
+        ]
+    key = [c for c in ("model", "dataset", "transform", "key") if c in df.columns]
+    dup = df.duplicated(subset=key, keep="first")
+    if dup.any():  # the pivot below would average them silently
+        row = df.loc[dup].iloc[0]
+        raise TableError(
+            f"per-image table: row {int(np.flatnonzero(dup.to_numpy())[0])} repeats "
+            f"({', '.join(f'{k}={row[k]!r}' for k in key)})"
+        )
+    if "transform" in df.columns and variant == "standard":
+        df = df[is_standard(df["transform"], standard_transform)]
+    df["correct"] = df["correct"].astype(float)
+    out = {}
+    for dataset, g in df.groupby("dataset", sort=False):
+        wide = g.pivot_table(index="model", columns="key", values="correct", aggfunc="mean")
+        if wide.isna().any(axis=None):
+            raise TableError(f"per-image results of {dataset!r}: models saw different images")
+        out[str(dataset)] = (list(map(str, wide.index)), wide.to_numpy(dtype=float))
+    return out

@@ -1,0 +1,193 @@
+"""One dataset against the reference: correlations, OLS fits, agreement up to error bars and
+their bootstrap intervals, on the models the two share (:func:`compare`).
+
+The part of the rankings report (:mod:`imagenot.analyse.rankings`) that each compared dataset
+gets; its results are the comparison fields of :class:`imagenot.analyse.report.DatasetEntry`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.stats import kendalltau
+
+from imagenot.analyse import stats
+from imagenot.analyse.cells import Cells
+from imagenot.analyse.report import (
+    Bootstrap,
+    Correlations,
+    Fit,
+    SubsetFit,
+    UpToErrorBars,
+    clean,
+)
+from imagenot.analyse.settings import RankingsSettings
+
+MIN_MODELS = 3
+"""Fewest models a correlation, a fit or a mean over datasets is computed on."""
+BOOTSTRAP_OVER = ("auto", "models", "seeds", "images")
+"""What a bootstrap replicate resamples: ``models`` (Recht et al., Fang et al.), the ``seeds``
+of each model, or the test ``images`` (per-image results); ``auto`` = seeds, else images."""
+
+
+def _taus(y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Kendall tau-b of each replicate row (scipy; O(m log m) per row)."""
+    return np.array([kendalltau(a, b, variant="b").statistic for a, b in zip(y, x, strict=True)])
+
+
+def _bootstrap(
+    cells: Cells,
+    models: list[str],
+    dataset: str,
+    reference: str,
+    images: dict[str, tuple[list[str], np.ndarray]] | None,
+    settings: RankingsSettings,
+    estimates: dict[str, float],
+) -> Bootstrap | str:
+    """Bootstrap intervals of Kendall tau and the OLS slope, or the reason there are none
+    (``settings.reps`` replicates resampling ``settings.over``, ``settings.interval``)."""
+    reps, seed, over = settings.reps, settings.seed, settings.over
+    if reps <= 0:
+        return "bootstrap disabled (0 replicates)"
+    rng = np.random.default_rng(seed)
+    multi = any(len(cells.cells[m, d].seeds) > 1 for m in models for d in (dataset, reference))
+    have_images = bool(images) and dataset in images and reference in images
+    if over == "auto":
+        over = "seeds" if multi else "images" if have_images else ""
+        if not over:
+            return (
+                "one seed per model and no per-image results: nothing to resample "
+                "(--bootstrap-over models resamples the models)"
+            )
+    if over == "seeds" and not multi:
+        return "one seed per model: nothing to resample over seeds"
+    if over == "images" and not have_images:
+        return f"no per-image results for {dataset!r} and {reference!r}"
+    if over == "models":
+        y0, x0 = cells.accuracy(models, dataset), cells.accuracy(models, reference)
+        idx = rng.integers(0, len(models), (reps, len(models)))
+        y, x = y0[idx], x0[idx]
+    elif over == "seeds":
+
+        def draw(d: str) -> np.ndarray:
+            out = np.empty((reps, len(models)))
+            for i, m in enumerate(models):
+                s = cells.cells[m, d].seeds
+                k = len(s)
+                out[:, i] = s[rng.integers(0, k, (reps, k))].mean(axis=1) if k > 1 else s[0]
+            return out
+
+        y, x = draw(dataset), draw(reference)
+    else:
+        mats = {}
+        for d in (dataset, reference):
+            names, mat = images[d]
+            if not set(models) <= set(names):
+                return f"per-image results of {d!r} lack some of the models"
+            pos = {name: i for i, name in enumerate(names)}
+            mats[d] = mat[[pos[m] for m in models]]
+
+        def draw(d: str) -> np.ndarray:
+            mat = mats[d]
+            return np.stack(
+                [
+                    mat[:, rng.integers(0, mat.shape[1], mat.shape[1])].mean(axis=1) * 100.0
+                    for _ in range(reps)
+                ]
+            )
+
+        y, x = draw(dataset), draw(reference)
+    taus = _taus(y, x)
+    axis, confidence, interval = settings.axis, settings.confidence, settings.interval
+    slopes = stats.slopes(stats.to_axis(x, axis), stats.to_axis(y, axis))
+    tau_ci = stats.bootstrap_interval(taus, estimates["kendall_tau"], confidence, interval)
+    slope_ci = stats.bootstrap_interval(slopes, estimates["slope"], confidence, interval)
+    out = {
+        "method": over,
+        "reps": reps,
+        "seed": seed,
+        "interval": interval,
+        "interval_name": stats.INTERVAL_NAMES[interval],
+        "kendall_tau_ci": tau_ci["ci"],
+        "slope_ci": slope_ci["ci"],
+    }
+    notes = [
+        f"{k}: {c['note']}"
+        for k, c in (("kendall_tau", tau_ci), ("slope", slope_ci))
+        if "note" in c
+    ]
+    if notes:
+        out["notes"] = notes
+    return Bootstrap(**clean(out))
+
+
+def compare(
+    cells: Cells,
+    dataset: str,
+    reference: str,
+    settings: RankingsSettings,
+    *,
+    images: dict[str, tuple[list[str], np.ndarray]] | None = None,
+    min_reference_accuracy: float | None = None,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Statistics of ``dataset`` against ``reference`` on their common models (OLS on
+    ``settings.axis``, intervals at ``settings.confidence``, the bootstrap of
+    :func:`_bootstrap`; ``images``: :func:`imagenot.analyse.cells.per_image_matrices`, for
+    resampling test images): the comparison fields of a
+    :class:`imagenot.analyse.report.DatasetEntry`, and the reasons of those not computed."""
+    axis, confidence = settings.axis, settings.confidence
+    ref_models = set(cells.models_of(reference))
+    common = [m for m in cells.models_of(dataset) if m in ref_models]
+    out: dict[str, Any] = {"reference": reference, "common_models": len(common)}
+    missing: dict[str, str] = {}
+    y = cells.accuracy(common, dataset)
+    x = cells.accuracy(common, reference)
+    if common:
+        delta = dict(zip(common, stats.ranks(x) - stats.ranks(y), strict=True))
+        out["delta_rank"] = clean(delta)
+    if len(common) < MIN_MODELS:
+        why = f"needs at least {MIN_MODELS} models common with {reference!r}, has {len(common)}"
+        for key in (
+            "kendall_tau",
+            "spearman_rho",
+            "pearson_r",
+            "ols",
+            "rank_agreement_up_to_error_bars",
+            "bootstrap",
+        ):
+            missing[key] = why
+        return out, missing
+    tests = stats.correlation_tests(y, x, settings.seed)
+    out["correlations"] = Correlations(**clean(tests))
+    fit = stats.ols_fit(x, y, axis, confidence).summary()
+    out["ols"] = Fit(**clean(fit))
+    if min_reference_accuracy is not None:
+        keep = x >= min_reference_accuracy
+        if keep.sum() >= MIN_MODELS:
+            sub = stats.ols_fit(x[keep], y[keep], axis, confidence).summary()
+            sub["min_reference_accuracy"] = min_reference_accuracy
+            out["ols_subset"] = SubsetFit(**clean(sub))
+        else:
+            missing["ols_subset"] = (
+                f"{int(keep.sum())} models with reference accuracy >= {min_reference_accuracy}, "
+                f"needs {MIN_MODELS}"
+            )
+    lo_d, hi_d = cells.bounds(common, dataset)
+    lo_r, hi_r = cells.bounds(common, reference)
+    up = stats.tau_up_to_error_bars(lo_d, hi_d, lo_r, hi_r)
+    out["rank_agreement_up_to_error_bars"] = UpToErrorBars(**clean(up))
+    boot = _bootstrap(
+        cells,
+        common,
+        dataset,
+        reference,
+        images,
+        settings,
+        estimates={"kendall_tau": tests["kendall_tau"], "slope": fit["slope"]},
+    )
+    if isinstance(boot, str):
+        missing["bootstrap"] = boot
+    else:
+        out["bootstrap"] = boot
+    return out, missing

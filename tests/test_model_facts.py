@@ -274,7 +274,11 @@ def test_a_timm_weight_with_statistics_half_flows_with_them(half_entry, repo_roo
     job = jobs.make_job(settings, {}, 0, 3)
     images = torch.randint(0, 256, (3, 3, 64, 64), dtype=torch.uint8)
     fed, _ = to_device(
-        images, torch.arange(3), torch.device("cpu"), job.image_size, job.normalisation
+        images,
+        torch.arange(3),
+        torch.device("cpu"),
+        job.settings.image_size,
+        job.settings.normalisation,
     )
     torch.testing.assert_close(fed, (images.float() / 255 - 0.5) / 0.5, rtol=0, atol=1e-6)
 

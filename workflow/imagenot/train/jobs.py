@@ -10,7 +10,6 @@ its ``deadline`` (``interrupts.job_deadline``; None for a pass with no checkpoin
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 from collections.abc import Mapping
@@ -89,19 +88,16 @@ def init_description(settings: JobSettings) -> str:
 
 
 def make_job(settings: JobSettings, hyperparameters: Mapping, seed: int, num_classes: int) -> Job:
-    """The loop's Job: the trial's hyperparameters and seed, the dataset's classes, the starting
-    weights' description and the device this process found; every other field is the rule's
-    setting of that name (a Job field the settings lack is an AttributeError naming it, never a
-    default)."""
-    own = {
-        "num_classes": num_classes,
-        "hyperparameters": dict(hyperparameters),
-        "seed": seed,
-        "init": init_description(settings),
-        "device": job_device(settings),
-    }
-    shared = [f.name for f in dataclasses.fields(Job) if f.name not in own]
-    return Job(**own, **{name: getattr(settings, name) for name in shared})
+    """The loop's Job: the rule's settings, the trial's hyperparameters and seed, the dataset's
+    classes, the starting weights' description and the device this process found."""
+    return Job(
+        settings=settings,
+        num_classes=num_classes,
+        hyperparameters=dict(hyperparameters),
+        seed=seed,
+        init=init_description(settings),
+        device=job_device(settings),
+    )
 
 
 def job_device(settings: JobSettings) -> str:
@@ -157,12 +153,12 @@ def run_features(
     # no training: no hyperparameters, and the seed is moot (eval mode, no random draw)
     job = make_job(settings, {}, 0, num_classes)
     device = torch.device(job.device)
-    model = build_model(job.model, num_classes)  # the head is never run: its init is moot
+    model = build_model(settings.model, num_classes)  # the head is never run: its init is moot
     backbone_loader(settings)(model)
     model.to(device)
     if device.type == "cuda":  # as loop.fit: the same kernels as the image path
         model.to(memory_format=torch.channels_last)
-    head = head_module(model, job.model)
+    head = head_module(model, settings.model)
     source, encoded = _data_source(settings, dataset_dir, fingerprint)
     written = {}
     for split in SPLITS:
@@ -175,7 +171,7 @@ def run_features(
         written[split] = meta
         log.info(
             "%s %s: %d x %s features (%s) written to %s",
-            job.model,
+            settings.model,
             split,
             len(extracted),
             tuple(extracted.images.shape[1:]),
@@ -256,7 +252,7 @@ def _fit(
         "hyperparameters": job.hyperparameters,
         "seed": seed,
         "dataset_fingerprint": fingerprint,
-        "normalisation": job.normalisation,
+        "normalisation": settings.normalisation,
         "identity": job.identity(),
     }
     return job, model, summary
@@ -382,13 +378,13 @@ def run_final(
             {k: chosen["result"][k] for k in ("epochs", "stopped_by", "hyperparameters")},
             seed=train_seed,
             dataset_fingerprint=chosen["result"]["dataset_fingerprint"],
-            normalisation=job.normalisation,
+            normalisation=settings.normalisation,
             identity=job.identity(),
             reused_trial=True,
         )
         from imagenot.train.registry import build_model
 
-        model = build_model(job.model, num_classes).to(torch.device(job.device))
+        model = build_model(settings.model, num_classes).to(torch.device(job.device))
         log.info("final %s seed %d: reusing trial %d's weights", run, seed, chosen["trial"])
     else:
         fitted = _fit(
@@ -406,7 +402,7 @@ def run_final(
     fingerprint = summary["dataset_fingerprint"]
     if settings.features:  # TL over stored features: score the head on the test features
         test = load_features(settings, job, fingerprint, "test")
-        forward = head_module(model, job.model)
+        forward = head_module(model, settings.model)
     else:
         source, encoded = _data_source(settings, dataset_dir, fingerprint)
         test = load_split(source, "test", settings.in_memory, encoded)

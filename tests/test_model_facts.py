@@ -168,11 +168,11 @@ def test_the_reference_dataset_is_stored_as_large_as_its_largest_weights_resize(
     key and the size."""
     from imagenot.acquire.settings import MaterialiseSettings
     from imagenot.config import ConfigError
-    from imagenot.train import plan
+    from imagenot.train import checks, plan
 
     paper = _config(repo_root, "paper.yaml")
-    assert plan.published_stored_size(paper, "imagenet") == 480
-    assert plan.published_stored_size(paper, "cifar10") == 0
+    assert checks.published_stored_size(paper, "imagenet") == 480
+    assert checks.published_stored_size(paper, "cifar10") == 0
     plan.check(paper)
     paper["datasets"]["imagenet"]["path"] = str(repo_root)  # counted, never read, here
     assert MaterialiseSettings.from_config(paper, "imagenet").image_size == 480

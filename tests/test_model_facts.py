@@ -252,6 +252,7 @@ def test_a_timm_weight_with_statistics_half_flows_with_them(half_entry, repo_roo
     from imagenot.train import settings as ts
     from imagenot.train.features import extract
     from imagenot.train.feed import InMemory, to_device
+    from imagenot.train.published import run_published
 
     raw = yaml.safe_load((repo_root / "config" / "config.yaml").read_text())
     raw["train"]["weights_dir"] = str(tmp_path / "weights")
@@ -301,9 +302,9 @@ def test_a_timm_weight_with_statistics_half_flows_with_them(half_entry, repo_roo
 
     # a published run of the same weights: recorded, then evaluated, with their protocol
     ds = _one_image_dataset(tmp_path / "ds", _real_image(200))
-    published = ts.PublishedSettings(model=half_entry, weights=f"timm:{HALF}")
-    result = jobs.run_published(
-        published, weights, ds, {"dataset": "d", "protocol": "st"}, tmp_path / "run"
+    settings = ts.PublishedSettings(model=half_entry, weights=f"timm:{HALF}")
+    result = run_published(
+        settings, weights, ds, {"dataset": "d", "protocol": "st"}, tmp_path / "run"
     )
     assert result["preprocessing"] == {
         **half,

@@ -134,7 +134,7 @@ def test_published_job_keeps_the_head_rows_of_the_datasets_wnids(tmp_path):
     import torch
     from safetensors.torch import load_file, save_file
 
-    from imagenot.train.jobs import run_published
+    from imagenot.train.published import run_published
     from imagenot.train.registry import build_model
     from imagenot.wordnet import imagenet_wnids
 

@@ -234,4 +234,6 @@ def _published(a: argparse.Namespace) -> None:
     s = _parse("PublishedSettings", a.settings, "train-published")
     dataset, protocol = a.run.split("/")
     run = {"dataset": dataset, "protocol": protocol}
-    _lazy().run_published(s, a.weights_file, a.dataset_dir, run, a.out_dir)
+    from imagenot.train.published import run_published
+
+    run_published(s, a.weights_file, a.dataset_dir, run, a.out_dir)

@@ -192,7 +192,7 @@ def test_a_signal_to_a_launcher_stops_every_rank_at_one_checkpoint(tmp_path, nod
     # stopped where the ranks agree: a check step (every 8 steps), an epoch's end (batch 0),
     # or in validation, which asks before each batch: the epoch's steps all kept (batch 6 of
     # 6), its validation to rerun
-    steps_per_epoch = len(data()) // LONG.batch_size
+    steps_per_epoch = len(data()) // LONG.settings.batch_size
     assert paused.step > 0
     assert paused.step % 8 == 0 or paused.batch in (0, steps_per_epoch), paused
     assert paused.stopped_by is None

@@ -43,6 +43,7 @@ import torch
 from imagenot.config import load_config
 from imagenot.registries import RegistryError
 from imagenot.train import experiments, plan
+from imagenot.train import resources as train_resources
 from imagenot.train.device import configure, deterministic_for
 from imagenot.train.feed_bench import bench_model, decode_floor, resident, write_jpeg_dataset
 from imagenot.train.registry import check_input_size
@@ -119,7 +120,7 @@ def main() -> None:
     # the process-wide settings of a training job: its threads (a GPU job's process: its node's
     # cores over its GPUs there, as imagenot.train.jobs), cuDNN autotuning on CUDA, glibc's
     # malloc keeping freed memory
-    per_gpu = plan.threads(config) // max(1, plan.gpus_per_node(config))
+    per_gpu = train_resources.threads(config) // max(1, plan.gpus_per_node(config))
     threads = args.threads or (per_gpu if device.type == "cuda" else torch.get_num_threads())
     configure(deterministic_for(None, device.type), threads)
     result = {

@@ -37,6 +37,7 @@ from imagenot.train.feed import Feeder, InMemory, preprocess
 from imagenot.train.interrupts import Interrupts
 from imagenot.train.loop import Job, fit, make_model, train_one_epoch
 from imagenot.train.search import DEFAULTS
+from imagenot.train.settings import JobSettings
 
 DEMO = [
     "alexnet_mini",
@@ -62,8 +63,10 @@ def plain_loop(
     if device.type == "cuda":
         model.to(memory_format=torch.channels_last)
     for _ in range(epochs):
-        for idx in torch.randperm(len(data)).split(job.batch_size):
-            x = preprocess(data.images[idx].to(device), job.image_size, job.normalisation)
+        for idx in torch.randperm(len(data)).split(job.settings.batch_size):
+            x = preprocess(
+                data.images[idx].to(device), job.settings.image_size, job.settings.normalisation
+            )
             if device.type == "cuda":
                 x = x.contiguous(memory_format=torch.channels_last)
             y = data.labels[idx].to(device)
@@ -76,8 +79,12 @@ def plain_loop(
         if val is not None:
             model.eval()
             with torch.no_grad():
-                for idx in torch.arange(len(val)).split(job.eval_batch_size):
-                    x = preprocess(val.images[idx].to(device), job.image_size, job.normalisation)
+                for idx in torch.arange(len(val)).split(job.settings.eval_batch_size):
+                    x = preprocess(
+                        val.images[idx].to(device),
+                        job.settings.image_size,
+                        job.settings.normalisation,
+                    )
                     model(x).argmax(1).eq(val.labels[idx].to(device)).sum().item()
             model.train()
     if device.type == "cuda":
@@ -87,14 +94,22 @@ def plain_loop(
 
 def bench_job(model: str, size: int, batch: int, device: str) -> Job:
     """The benchmarked job: 10 classes, lr 0.01, a 100-epoch cap (never reached), evaluation in
-    training-sized batches, the schema's compile setting, no loader workers (in-memory data),
-    and a recovery checkpoint only at the end (as ``train.checkpoint_minutes: 0``)."""
-    return Job(
-        model=model, num_classes=10, hyperparameters={**DEFAULTS, "lr": 0.01}, seed=0,
-        image_size=size, batch_size=batch, max_epochs=100, patience=100, schedule_epochs=100,
-        trainable="all", init="random", eval_batch_size=batch, device=device,
-        compile=schema_default("train.compile"), num_workers=0, checkpoint_minutes=0.0,
+    training-sized batches, the schema's compile and determinism settings, one process, no
+    loader workers (in-memory data), and a recovery checkpoint only at the end (as
+    ``train.checkpoint_minutes: 0``)."""
+    settings = JobSettings(
+        model=model, image_size=size, batch_size=batch, max_epochs=100, patience=100,
+        schedule_epochs=100, trainable="all", init=None, eval_batch_size=batch, device=device,
+        gpu_job=device == "cuda", compile=schema_default("train.compile"),
+        deterministic=schema_default("train.deterministic"), checkpoint_minutes=0.0,
+        deadline_margin_minutes=schema_default("train.deadline_margin_minutes"),
+        in_memory=True, num_workers=0, world=1, max_batch_per_gpu=None, decode_on_gpu=False,
+        stage_to_local=False, features=None,
         normalisation={k: schema_default(f"train.normalisation.{k}") for k in ("mean", "std")},
+    )  # fmt: skip
+    return Job(
+        settings=settings, num_classes=10, hyperparameters={**DEFAULTS, "lr": 0.01}, seed=0,
+        init="random", device=device,
     )  # fmt: skip
 
 
@@ -128,16 +143,17 @@ def step_overhead(repeats: int, steps: int = 400) -> float:
 
     def plain() -> None:
         for idx in torch.randperm(n).split(batch):
-            x = preprocess(data.images[idx], size, job.normalisation)
+            x = preprocess(data.images[idx], size, job.settings.normalisation)
             loss = F.cross_entropy(model(x), data.labels[idx])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
 
     def mine() -> None:
-        with Interrupts(job.checkpoint_minutes, None) as interrupts:
-            train_one_epoch(model, model, optimizer, Feeder(data, job.num_workers, batch), job, State("bench", "bench"),
-                            cpu, lambda: None, interrupts)  # fmt: skip
+        with Interrupts(job.settings.checkpoint_minutes, None) as interrupts:
+            feeder = Feeder(data, job.settings.num_workers, batch)
+            train_one_epoch(model, model, optimizer, feeder, job, State("bench", "bench"), cpu,
+                            lambda: None, interrupts)  # fmt: skip
 
     def best(run) -> float:
         times = []
@@ -154,7 +170,7 @@ def checkpoint_ms(job: Job, repeats: int) -> float:
     """Wall-clock milliseconds of one checkpoint of ``job``'s model and optimizer
     (after one step, so the optimizer state exists); best of ``repeats``."""
     model, optimizer = make_model(job)
-    x = torch.zeros(2, 3, job.image_size, job.image_size)
+    x = torch.zeros(2, 3, job.settings.image_size, job.settings.image_size)
     F.cross_entropy(model(x), torch.zeros(2, dtype=torch.int64)).backward()
     optimizer.step()
     times = []

@@ -26,8 +26,10 @@ from imagenot.curate import settings as curate_settings
 from imagenot.acquire import plan as acquire_plan
 from imagenot.acquire import settings as acquire_settings
 from imagenot.train import failfast
+from imagenot.train import launch as train_launch
 from imagenot.train import plan as train_plan
 from imagenot.train import preflight_plan
+from imagenot.train import resources as train_resources
 from imagenot.train import rings as train_rings
 from imagenot.train import settings as train_settings
 from imagenot.evaluate import plan as evaluate_plan
@@ -100,9 +102,9 @@ def preflight_gate():
 
 def train_slot_resources():
     """A train_trial job's GPUs, memory and runtime, from its promotion input when the job is
-    ready (imagenot.train.plan.slot_trains): an empty slot asks for no GPU (so the plugin sends
-    it to the CPU partition), little memory and a short runtime, and so does the retry of a job
-    that failed for good (imagenot.train.failfast: it exits at once). While planning, before
+    ready (imagenot.train.resources.slot_trains): an empty slot asks for no GPU (so the plugin
+    sends it to the CPU partition), little memory and a short runtime, and so does the retry of
+    a job that failed for good (imagenot.train.failfast: it exits at once). While planning, before
     the decision exists, the full request. Memory: the job's batch rings on top
     (train_rings.ring_mb), not grown after a deadline stop."""
     full = gpu_request(train_plan.gpus_per_node(config), train_plan.nodes(config))
@@ -110,14 +112,14 @@ def train_slot_resources():
         **{
             key: lambda wildcards, input, attempt, value=value: (
                 value
-                if train_plan.slot_gets_gpu(
+                if train_resources.slot_gets_gpu(
                     input.previous, wildcards.slot, slot_status(wildcards), attempt
                 )
                 else None
             )
             for key, value in full.items()
         },
-        "mem_mb": lambda wildcards, input, attempt: train_plan.slot_mem_mb(
+        "mem_mb": lambda wildcards, input, attempt: train_resources.slot_mem_mb(
             config,
             input.previous,
             wildcards.slot,
@@ -127,7 +129,7 @@ def train_slot_resources():
                 config, wildcards.dataset, wildcards.protocol, wildcards.model
             ),
         ),
-        "runtime": lambda wildcards, input, attempt: train_plan.slot_runtime_min(
+        "runtime": lambda wildcards, input, attempt: train_resources.slot_runtime_min(
             config, input.previous, wildcards.slot, attempt, slot_status(wildcards)
         ),
     }
@@ -135,7 +137,7 @@ def train_slot_resources():
 
 def slot_status(wildcards):
     """The status file of a train_trial job (imagenot.train.failfast)."""
-    return train_plan.slot_status(
+    return train_resources.slot_status(
         wildcards.dataset,
         wildcards.protocol,
         wildcards.model,
@@ -217,7 +219,7 @@ config["resources"]["cuda"] = conda_envs.cuda_major(config, SITE)
 os.environ[slurm_profile.ENV_MAX_RUNTIME] = str(config["resources"]["max_runtime_min"])
 os.environ[slurm_profile.ENV_GROWTH] = str(config["resources"]["attempt_growth"])
 # the preflight's memory is per GPU: a job (SLURM's --mem: per node) asks it for each GPU of a
-# node (the training rules' own memory: imagenot.train.plan.process_mem_mb)
+# node (the training rules' own memory: imagenot.train.resources.process_mem_mb)
 os.environ[slurm_profile.ENV_TRAIN_GPUS_PER_NODE] = str(
     max(1, train_plan.gpus_per_node(config))
 )

@@ -19,7 +19,7 @@ rule preflight:
         gpu_env("train")
     # a training job's request on one node (its memory: profiles/default); the checks use one
     # of its GPUs, and count the node's training processes against /dev/shm
-    threads: train_plan.threads(config)
+    threads: train_resources.threads(config)
     resources:
         **gpu_request(train_plan.gpus_per_node(config)),
     params:

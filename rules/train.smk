@@ -1,10 +1,12 @@
-# Stage: train. Config lookups: imagenot.train.plan (imported as train_plan in rules/common.smk).
+# Stage: train. Config lookups: imagenot.train.plan (imported as train_plan in rules/common.smk);
+# a job's cores, memory and runtime: imagenot.train.resources (train_resources); its launcher:
+# imagenot.train.launch (train_launch).
 # Per dataset x protocol x model: pre-registered trials, one job per trained slot of each
 # halving stage, selection of the best trial, and its final runs with each configured seed (the
 # first reuses the selected trial's weights when it ran the full schedule). Only training and
 # evaluation request a GPU; drawing, halving and selection are local jobs. A training job of
 # several GPUs runs under torchrun, on one node or (train.nodes_per_job) under srun on several:
-# the launcher is its shell line's prefix (imagenot.train.plan.launcher; empty for one GPU).
+# the launcher is its shell line's prefix (imagenot.train.launch.launcher; empty for one GPU).
 # Training jobs get their runtime resource (--runtime-min): they checkpoint and exit 75
 # train.deadline_margin_minutes before their time limit, needing no signal (docs/gpu.md).
 
@@ -70,7 +72,7 @@ rule train_trial:
         gpu_env("train")
     # sized from the promotion input when the job is ready: an empty slot asks for no GPU
     threads:
-        lambda wc, input, attempt: train_plan.slot_threads(
+        lambda wc, input, attempt: train_resources.slot_threads(
             config, input.previous, wc.slot, slot_status(wc), attempt
         )
     resources:
@@ -85,7 +87,7 @@ rule train_trial:
             config, wc.dataset, wc.protocol, wc.model, wc.stage
         ),
         data=f"{RESULTS}/datasets/{{dataset}}",
-        launch=train_plan.launcher(config),
+        launch=train_launch.launcher(config),
     shell:
         "{params.launch} imagenot train-trial --settings {params.settings} --dataset-dir {params.data}"
         " --trials {input.trials} --stage {wildcards.stage} --slot {wildcards.slot}"
@@ -124,7 +126,7 @@ rule train_features:
                 train_plan.features_dir(wc.dataset, wc.protocol, wc.model)
             ),
         ),
-        mem_mb=lambda wc, attempt: train_plan.process_mem_mb(
+        mem_mb=lambda wc, attempt: train_resources.process_mem_mb(
             config,
             failfast.status_for(
                 train_plan.features_dir(wc.dataset, wc.protocol, wc.model)
@@ -244,13 +246,13 @@ rule train_final:
         f"{BENCH}/train_final/{TRAIN_WC}/{{seed}}.tsv"
     conda:
         gpu_env("train")
-    threads: train_plan.threads(config)
+    threads: train_resources.threads(config)
     resources:
         **refused_gpu_request(
             gpu_request(train_plan.gpus_per_node(config), train_plan.nodes(config)),
             lambda wc: failfast.status_for(train_plan.final_dir(dict(wc.items()))),
         ),
-        mem_mb=lambda wc, attempt: train_plan.process_mem_mb(
+        mem_mb=lambda wc, attempt: train_resources.process_mem_mb(
             config,
             failfast.status_for(train_plan.final_dir(dict(wc.items()))),
             attempt,
@@ -265,7 +267,7 @@ rule train_final:
         ),
         data=f"{RESULTS}/datasets/{{dataset}}",
         out_dir=f"{TRAIN_RUN}/final/seed-{{seed}}",
-        launch=train_plan.launcher(config),
+        launch=train_launch.launcher(config),
     shell:
         "{params.launch} imagenot train-final --settings {params.settings} --dataset-dir {params.data}"
         " --trials {input.trials} --selection {input.selection}"

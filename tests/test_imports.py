@@ -14,6 +14,7 @@ import imagenot
 # Modules whose import may pull in torch: their jobs run torch anyway.
 TORCH_MODULES = {
     "imagenot.acquire.guarded",  # img2dataset's downloader (webdataset imports torch)
+    "imagenot.evaluate.kernels",
     "imagenot.evaluate.metrics",
     "imagenot.evaluate.robustness",
     "imagenot.evaluate.transforms",

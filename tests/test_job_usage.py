@@ -124,7 +124,7 @@ def test_every_rule_runs_an_imagenot_command_into_its_log():
             assert not re.search(rf"^\s+{directive}:", text, re.M), f"{path}: {directive}:"
         for m in re.finditer(r"^(\s+)shell:\s*\n\s+\"([^\"]*)\"", text, re.M):
             shells += 1
-            # training's launcher (torchrun / srun, train.plan.launcher) starts `imagenot` ranks,
+            # training's launcher (torchrun / srun, train.launch.launcher) starts `imagenot` ranks,
             # each of which records its own line
             command = m.group(2).removeprefix("{params.launch} ")
             assert command.startswith("imagenot "), f"{path}: shell line {m.group(2)!r}"

@@ -168,11 +168,11 @@ def test_the_reference_dataset_is_stored_as_large_as_its_largest_weights_resize(
     key and the size."""
     from imagenot.acquire.settings import MaterialiseSettings
     from imagenot.config import ConfigError
-    from imagenot.train import plan
+    from imagenot.train import checks, plan
 
     paper = _config(repo_root, "paper.yaml")
-    assert plan.published_stored_size(paper, "imagenet") == 480
-    assert plan.published_stored_size(paper, "cifar10") == 0
+    assert checks.published_stored_size(paper, "imagenet") == 480
+    assert checks.published_stored_size(paper, "cifar10") == 0
     plan.check(paper)
     paper["datasets"]["imagenet"]["path"] = str(repo_root)  # counted, never read, here
     assert MaterialiseSettings.from_config(paper, "imagenet").image_size == 480
@@ -252,6 +252,7 @@ def test_a_timm_weight_with_statistics_half_flows_with_them(half_entry, repo_roo
     from imagenot.train import settings as ts
     from imagenot.train.features import extract
     from imagenot.train.feed import InMemory, to_device
+    from imagenot.train.published import run_published
 
     raw = yaml.safe_load((repo_root / "config" / "config.yaml").read_text())
     raw["train"]["weights_dir"] = str(tmp_path / "weights")
@@ -274,7 +275,11 @@ def test_a_timm_weight_with_statistics_half_flows_with_them(half_entry, repo_roo
     job = jobs.make_job(settings, {}, 0, 3)
     images = torch.randint(0, 256, (3, 3, 64, 64), dtype=torch.uint8)
     fed, _ = to_device(
-        images, torch.arange(3), torch.device("cpu"), job.image_size, job.normalisation
+        images,
+        torch.arange(3),
+        torch.device("cpu"),
+        job.settings.image_size,
+        job.settings.normalisation,
     )
     torch.testing.assert_close(fed, (images.float() / 255 - 0.5) / 0.5, rtol=0, atol=1e-6)
 
@@ -297,9 +302,9 @@ def test_a_timm_weight_with_statistics_half_flows_with_them(half_entry, repo_roo
 
     # a published run of the same weights: recorded, then evaluated, with their protocol
     ds = _one_image_dataset(tmp_path / "ds", _real_image(200))
-    published = ts.PublishedSettings(model=half_entry, weights=f"timm:{HALF}")
-    result = jobs.run_published(
-        published, weights, ds, {"dataset": "d", "protocol": "st"}, tmp_path / "run"
+    settings = ts.PublishedSettings(model=half_entry, weights=f"timm:{HALF}")
+    result = run_published(
+        settings, weights, ds, {"dataset": "d", "protocol": "st"}, tmp_path / "run"
     )
     assert result["preprocessing"] == {
         **half,

@@ -160,7 +160,7 @@ def test_every_rule_has_memory_and_runtime():
         # (train_final, train_features) its memory as a training process's in the rule, its
         # runtime in the profile
         own = f'**work_resources("{name}")' in body or "**train_slot_resources()" in body
-        process = "train_plan.process_mem_mb(" in body
+        process = "train_resources.process_mem_mb(" in body
         profiled = "mem_mb" in set_resources.get(name, {})
         if process:
             assert not profiled and "runtime" in set_resources.get(name, {}), name
@@ -277,7 +277,7 @@ def test_a_slot_is_sized_from_its_promotion_input(tmp_path):
     """An empty slot (its rung promoted fewer trials than there are slots) asks for one core,
     little memory and a short runtime; a slot that trains, and any slot while its decision is
     not written yet (planning), asks for the full GPU job; both grow per attempt, capped."""
-    from imagenot.train import plan
+    from imagenot.train import resources as train_resources
 
     config = _slot_config(max_runtime_min=2000)
     decision = tmp_path / "rung-0.json"
@@ -287,16 +287,19 @@ def test_a_slot_is_sized_from_its_promotion_input(tmp_path):
     assert own == {"mem_mb": 32000, "runtime_min": 1440, "empty_mem_mb": 2000,
                    "empty_runtime_min": 10}  # fmt: skip
     for previous, slot in (([], 5), (str(decision), 0), (missing, 1)):  # trains / unknown
-        assert plan.slot_trains(previous, slot), (previous, slot)
-        assert plan.slot_threads(config, previous, slot) == config["resources"]["cpus_per_gpu"]
-        assert plan.slot_mem_mb(config, previous, slot, 1) == 32000
-        assert plan.slot_runtime_min(config, previous, slot, 1) == 1440
-        assert plan.slot_runtime_min(config, previous, slot, 2) == 2000  # capped
-    assert not plan.slot_trains(str(decision), 1)
-    assert plan.slot_threads(config, str(decision), 1) == 1
-    assert plan.slot_mem_mb(config, str(decision), 1, 1) == 2000
-    assert plan.slot_mem_mb(config, str(decision), 1, 2) == 3000  # attempt_growth 1.5
-    assert plan.slot_runtime_min(config, str(decision), 1, 1) == 10
+        assert train_resources.slot_trains(previous, slot), (previous, slot)
+        assert (
+            train_resources.slot_threads(config, previous, slot)
+            == config["resources"]["cpus_per_gpu"]
+        )
+        assert train_resources.slot_mem_mb(config, previous, slot, 1) == 32000
+        assert train_resources.slot_runtime_min(config, previous, slot, 1) == 1440
+        assert train_resources.slot_runtime_min(config, previous, slot, 2) == 2000  # capped
+    assert not train_resources.slot_trains(str(decision), 1)
+    assert train_resources.slot_threads(config, str(decision), 1) == 1
+    assert train_resources.slot_mem_mb(config, str(decision), 1, 1) == 2000
+    assert train_resources.slot_mem_mb(config, str(decision), 1, 2) == 3000  # attempt_growth 1.5
+    assert train_resources.slot_runtime_min(config, str(decision), 1, 1) == 10
     # the SLURM plugin (2.8) submits an array with its first task's resources for every task:
     # slots sized one by one must go one sbatch each
     assert "train_trial" not in _workflow_profile()["slurm-array-jobs"].split(",")
@@ -324,7 +327,7 @@ def test_an_empty_slot_goes_to_the_cpu_partition_without_a_gpu(tmp_path, flag):
     from snakemake_executor_plugin_slurm.submit_string import get_submit_command
     from snakemake_executor_plugin_slurm.utils import set_gres_string
 
-    from imagenot.train import plan
+    from imagenot.train import resources as train_resources
 
     site = slurm_profile.validate_site(
         {"partition": "cpu", "gpu_partition": "gpu", "max_runtime_min": 720, "gpu_flag": flag},
@@ -343,11 +346,11 @@ def test_an_empty_slot_goes_to_the_cpu_partition_without_a_gpu(tmp_path, flag):
     submitted = {}
     for slot in (0, 1):  # as rules/common.smk train_slot_resources asks
         resources = {
-            **(full if plan.slot_trains(decision, slot) else {}),
-            "mem_mb": plan.slot_mem_mb(config, decision, slot, 1),
-            "runtime": plan.slot_runtime_min(config, decision, slot, 1),
+            **(full if train_resources.slot_trains(decision, slot) else {}),
+            "mem_mb": train_resources.slot_mem_mb(config, decision, slot, 1),
+            "runtime": train_resources.slot_runtime_min(config, decision, slot, 1),
         }
-        job = _plugin_job(resources, plan.slot_threads(config, decision, slot))
+        job = _plugin_job(resources, train_resources.slot_threads(config, decision, slot))
         partition = get_best_partition(partitions, job, Log())
         params = {"run_uuid": "u", "slurm_logfile": "l", "comment_str": "c", "account": "",
                   "partition": f"-p {partition}", "workdir": None}  # fmt: skip
@@ -682,6 +685,7 @@ def test_the_plugin_submits_a_multi_node_job_with_gpus_cores_and_memory_per_node
     from snakemake_executor_plugin_slurm.utils import set_gres_string
 
     from imagenot.train import plan
+    from imagenot.train import resources as train_resources
 
     class Resources(dict):
         __getattr__ = dict.__getitem__
@@ -692,7 +696,7 @@ def test_the_plugin_submits_a_multi_node_job_with_gpus_cores_and_memory_per_node
     }
     resources = slurm_profile.gpu_request(config, None, plan.gpus_per_node(config), plan.nodes(config))  # fmt: skip
     job = type("Job", (), {})()
-    job.threads = plan.threads(config)
+    job.threads = train_resources.threads(config)
     job.resources = Resources(resources, mem_mb=4 * 32000, runtime=60)
     params = {"run_uuid": "u", "slurm_logfile": "l", "comment_str": "c", "account": "", "partition": "-p gpu", "workdir": "."}  # fmt: skip
     call = (get_submit_command(job, params) + set_gres_string(job)).split()  # as the plugin
@@ -708,6 +712,7 @@ def test_the_plugin_submits_a_one_node_multi_gpu_job_on_one_node():
     from snakemake_executor_plugin_slurm.utils import set_gres_string
 
     from imagenot.train import plan
+    from imagenot.train import resources as train_resources
 
     class Resources(dict):
         __getattr__ = dict.__getitem__
@@ -719,7 +724,7 @@ def test_the_plugin_submits_a_one_node_multi_gpu_job_on_one_node():
     for site in (None, {"gpu_flag": "gres", "gpu_model": None}):
         resources = slurm_profile.gpu_request(config, site, plan.gpus_per_node(config), plan.nodes(config))  # fmt: skip
         job = type("Job", (), {})()
-        job.threads = plan.threads(config)
+        job.threads = train_resources.threads(config)
         job.resources = Resources(resources, mem_mb=4 * 32000, runtime=60)
         params = {"run_uuid": "u", "slurm_logfile": "l", "comment_str": "c", "account": "", "partition": "-p gpu", "workdir": "."}  # fmt: skip
         call = (get_submit_command(job, params) + set_gres_string(job)).split()

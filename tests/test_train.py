@@ -517,7 +517,9 @@ def test_early_stopping_ends_a_run_that_stopped_improving(tmp_path):
     job = _job(hyperparameters={**HP, "lr": 0.0}, max_epochs=6, patience=2)
     _, state = fit(job, _data(), _data(24, seed=1), tmp_path / "s.safetensors", "fp")
     assert state.stopped_by == "early_stopping"
-    assert state.epoch == 3 < job.max_epochs  # best at epoch 1, then `patience` epochs without
+    assert (
+        state.epoch == 3 < job.settings.max_epochs
+    )  # best at epoch 1, then `patience` epochs without
     assert [row["epoch"] for row in state.history] == [1, 2, 3]
 
 
@@ -608,34 +610,76 @@ def test_plan_lists_final_runs_and_transfer_inputs(demo_config):
 
 def test_job_identity_is_every_field_but_the_transient_ones(monkeypatch):
     """Job.identity() is derived (a checkpoint or trial of a different job is never reused):
-    every field counts unless named in JOB_TRANSIENT_FIELDS, which names existing fields only,
-    and a field added to Job joins the identity with no other edit."""
-    import dataclasses
-
+    every field of the job and of its settings counts unless named in JOB_TRANSIENT_FIELDS,
+    which names existing fields only, and a field added to Job or to JobSettings joins the
+    identity with no other edit."""
     from imagenot.train import loop
 
-    names = {f.name for f in dataclasses.fields(loop.Job)}
+    own = {f.name for f in dataclasses.fields(loop.Job)} - {"settings"}
+    held = {f.name for f in dataclasses.fields(train_settings.JobSettings)}
+    names = own | held
     assert names >= loop.JOB_TRANSIENT_FIELDS
     job = toy_job("resnet_mini", 3, {"lr": 0.1}, 0, 32, 8, 2, 1)
     assert set(json.loads(job.identity())) == names - loop.JOB_TRANSIENT_FIELDS
-    for name in names:
-        value = getattr(job, name)
-        changed = {
-            bool: lambda v: not v,
-            str: lambda v: v + "x",
-            int: lambda v: v + 1,
-            float: lambda v: v + 1.0,
-            dict: lambda v: {**v, "lr": 0.2},
-        }[type(value)](value)
-        other = dataclasses.replace(job, **{name: changed})
+    changes = {
+        bool: lambda v: not v,
+        str: lambda v: v + "x",
+        int: lambda v: v + 1,
+        float: lambda v: v + 1.0,
+        dict: lambda v: {**v, "lr": 0.2},
+        type(None): lambda v: "x",
+    }
+    for name in own:
+        other = dataclasses.replace(
+            job, **{name: changes[type(getattr(job, name))](getattr(job, name))}
+        )
+        assert (other.identity() == job.identity()) == (name in loop.JOB_TRANSIENT_FIELDS), name
+    for name in held - {"init", "device"}:  # these two: the job's own stand in the identity
+        value = getattr(job.settings, name)
+        settings = dataclasses.replace(job.settings, **{name: changes[type(value)](value)})
+        other = dataclasses.replace(job, settings=settings)
         assert (other.identity() == job.identity()) == (name in loop.JOB_TRANSIENT_FIELDS), name
 
     @dataclasses.dataclass(frozen=True)
     class Extended(loop.Job):
         extra_option: int = 0
 
-    fields = dataclasses.asdict(job)
+    fields = {f.name: getattr(job, f.name) for f in dataclasses.fields(job)}
     one, two = Extended(**fields, extra_option=1), Extended(**fields, extra_option=2)
     assert one.identity() != two.identity()
     monkeypatch.setattr(loop, "JOB_TRANSIENT_FIELDS", loop.JOB_TRANSIENT_FIELDS | {"extra_option"})
     assert one.identity() == two.identity()
+
+
+# A job's identity as every checkpoint, trial result and final run's result.json on disk holds
+# it: a change to this string makes every user's training jobs start afresh.
+PINNED_IDENTITY = (
+    '{"batch_size": 8, "hyperparameters": {"lr": 0.1, "optimizer": "sgd"}, "image_size": 32, '
+    '"init": "w.safetensors '
+    'sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", '
+    '"max_epochs": 2, "model": "resnet_mini", "normalisation": {"mean": [0.5, 0.5, 0.5], '
+    '"std": [0.25, 0.25, 0.25]}, "num_classes": 3, "patience": 1, "schedule_epochs": 4, '
+    '"seed": 7, "trainable": "head"}'
+)
+
+
+def test_a_jobs_identity_is_the_one_its_checkpoints_and_results_hold(tmp_path, monkeypatch):
+    """The identity JSON, key for key and byte for byte, of a job made as a rule makes it
+    (``jobs.make_job`` of the rule's settings: the starting weights' sha256, the trial's
+    hyperparameters and seed, the dataset's classes), whatever the transient settings say."""
+    from imagenot.train import jobs
+
+    monkeypatch.chdir(tmp_path)
+    Path("w.safetensors").write_bytes(b"abc")
+    toy = toy_job("resnet_mini", 3, {}, 0, 32, 8, 2, 1, schedule_epochs=4, trainable="head",
+                  normalisation={"mean": [0.5] * 3, "std": [0.25] * 3})  # fmt: skip
+    settings = dataclasses.replace(toy.settings, init="w.safetensors")
+    job = jobs.make_job(settings, {"optimizer": "sgd", "lr": 0.1}, 7, 3)
+    assert job.identity() == PINNED_IDENTITY
+    elsewhere = dataclasses.replace(
+        settings, device="auto", eval_batch_size=3, num_workers=5, world=2, features="f",
+        in_memory=False, max_batch_per_gpu=2, checkpoint_minutes=9.0,
+    )  # fmt: skip
+    assert jobs.make_job(elsewhere, {"lr": 0.1, "optimizer": "sgd"}, 7, 3).identity() == (
+        PINNED_IDENTITY
+    )

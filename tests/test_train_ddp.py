@@ -1,5 +1,5 @@
 """Data-parallel training on the CPU (gloo), launched as the training rules launch it: torchrun
-with the plan's own command line on one node (``plan.launch_line``), and two torchrun launchers
+with the launcher's own command line on one node (``launch.launch_line``), and two torchrun launchers
 with ``--nnodes 2`` meeting at a c10d rendezvous on 127.0.0.1 as two SLURM nodes would. Each
 gives the weights of one process with the same global batch; a job stopped mid-epoch resumes to
 identical metrics with any world size; a signal to a launcher stops every rank at one
@@ -31,7 +31,7 @@ from ddp_rank import (
 from safetensors.torch import load_file
 
 from imagenot.settings import to_json
-from imagenot.train import plan
+from imagenot.train import launch as train_launch
 from imagenot.train import settings as train_settings
 from imagenot.train.checkpoints import read_state
 from imagenot.train.loop import fit
@@ -51,14 +51,14 @@ def _free_port() -> int:
 
 def _one_node(*args: str) -> list[str]:
     """Two ranks on this machine, under the launcher the plan puts in the rules' shell line."""
-    return [*plan.launch_line(1, 2, 2).split(), sys.executable, str(RANK), *args]
+    return [*train_launch.launch_line(1, 2, 2).split(), sys.executable, str(RANK), *args]
 
 
 def _two_nodes(*args: str) -> list[list[str]]:
     """Two launchers of one rank each, meeting as two nodes would (c10d on 127.0.0.1): the
     plan's multi-node torchrun options without srun and the SLURM job id."""
     endpoint = f"127.0.0.1:{_free_port()}"
-    line = plan.launch_line(2, 1, 1).split()
+    line = train_launch.launch_line(2, 1, 1).split()
     torchrun = line[line.index("torchrun") :]
     torchrun = [o for o in torchrun if not o.startswith(("--rdzv-endpoint", "--rdzv-id"))]
     torchrun += [f"--rdzv-endpoint={endpoint}", f"--rdzv-id=test-{endpoint}"]
@@ -192,7 +192,7 @@ def test_a_signal_to_a_launcher_stops_every_rank_at_one_checkpoint(tmp_path, nod
     # stopped where the ranks agree: a check step (every 8 steps), an epoch's end (batch 0),
     # or in validation, which asks before each batch: the epoch's steps all kept (batch 6 of
     # 6), its validation to rerun
-    steps_per_epoch = len(data()) // LONG.batch_size
+    steps_per_epoch = len(data()) // LONG.settings.batch_size
     assert paused.step > 0
     assert paused.step % 8 == 0 or paused.batch in (0, steps_per_epoch), paused
     assert paused.stopped_by is None
@@ -289,7 +289,7 @@ def test_a_training_rule_runs_its_ranks_under_the_plans_launcher(tmp_path):
         job = to_json(replace(settings, job=replace(settings.job, world=world)))
         out = run / "stage-0/slot-0.json"
         command = [sys.executable, "-m", "imagenot.cli", "train-trial", "--settings", job, "--dataset-dir", str(dataset), "--trials", str(run / "trials.parquet"), "--stage", "0", "--slot", "0", "--threads", "2", "--out", str(out)]  # fmt: skip
-        launcher = plan.launch_line(1, world, 2).split()
+        launcher = train_launch.launch_line(1, world, 2).split()
         log = tmp_path / f"world-{world}.log"
         with open(log, "w") as f:
             assert subprocess.run([*launcher, *command], stdout=f, stderr=subprocess.STDOUT, timeout=300).returncode == 0, log.read_text()[-3000:]  # fmt: skip

@@ -8,6 +8,8 @@ import pytest
 
 from imagenot.settings import to_json
 from imagenot.train import experiments, plan
+from imagenot.train import launch as train_launch
+from imagenot.train import resources as train_resources
 from imagenot.train import settings as train_settings
 from imagenot.train.device import DeviceError, deterministic_for, resolve_device
 
@@ -152,8 +154,9 @@ def test_gpu_jobs_get_cores_and_workers_per_gpu():
         )
 
     cpu, gpu = config(0, gpus_per_job=4), config(1, gpus_per_job=4)
-    assert (experiments.gpus(cpu), plan.threads(cpu), experiments.num_workers(cpu)) == (0, 1, 0)
-    assert (experiments.gpus(gpu), plan.threads(gpu), experiments.num_workers(gpu)) == (4, 24, 5)
+    cores = train_resources.threads
+    assert (experiments.gpus(cpu), cores(cpu), experiments.num_workers(cpu)) == (0, 1, 0)
+    assert (experiments.gpus(gpu), cores(gpu), experiments.num_workers(gpu)) == (4, 24, 5)
     assert experiments.num_workers(config(1, num_workers=2)) == 2  # explicit wins
 
 
@@ -174,14 +177,18 @@ def test_the_launcher_of_a_training_job_follows_its_gpus_and_nodes():
             }
         )
 
-    assert plan.launcher(config(0, gpus_per_job=4)) == ""  # a CPU job: one process
-    assert plan.launcher(config(1)) == ""  # one GPU
-    one_node = plan.launcher(config(1, gpus_per_job=4)).split()
+    assert train_launch.launcher(config(0, gpus_per_job=4)) == ""  # a CPU job: one process
+    assert train_launch.launcher(config(1)) == ""  # one GPU
+    one_node = train_launch.launcher(config(1, gpus_per_job=4)).split()
     assert one_node[:2] == ["torchrun", "--standalone"] and "--nproc-per-node=4" in one_node
     assert one_node[-1] == "--no-python"  # then the rule's `imagenot train-...` command
     nodes = config(1, gpus_per_job=8, nodes_per_job=2)
-    assert (plan.nodes(nodes), plan.gpus_per_node(nodes), plan.threads(nodes)) == (2, 4, 24)
-    line = plan.launcher(nodes).split()
+    assert (plan.nodes(nodes), plan.gpus_per_node(nodes), train_resources.threads(nodes)) == (
+        2,
+        4,
+        24,
+    )
+    line = train_launch.launcher(nodes).split()
     srun, torchrun = line[: line.index("torchrun")], line[line.index("torchrun") :]
     assert srun[0] == "srun" and {"--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=24", "--kill-on-bad-exit=1"} <= set(srun)  # fmt: skip
     assert {"--nnodes=2", "--nproc-per-node=4", "--rdzv-backend=c10d", "--max-restarts=0"} <= set(torchrun)  # fmt: skip

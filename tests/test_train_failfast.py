@@ -205,7 +205,8 @@ def test_a_retry_of_a_permanent_fault_asks_no_gpu_and_exits_at_once(tmp_path, re
     runtime, and the job ends at once with the same message. The first attempt of a run is
     sized as usual, and a new run (onstart) forgets the fault."""
     from imagenot.config import load_config
-    from imagenot.train import cli, plan
+    from imagenot.train import cli
+    from imagenot.train import resources as train_resources
     from imagenot.train.device import DeviceError
 
     out = tmp_path / "results/train/d/st/m/stage-0/slot-0.json"
@@ -225,13 +226,14 @@ def test_a_retry_of_a_permanent_fault_asks_no_gpu_and_exits_at_once(tmp_path, re
     config = load_config(repo_root / "config" / "config.yaml")
     config["resources"]["gpus"] = 1
     own = config["resources"]["train_trial"]
-    assert plan.slot_gets_gpu([], 0, status, 1) and not plan.slot_gets_gpu([], 0, status, 2)
-    assert plan.slot_threads(config, [], 0, status, 2) == 1
-    assert plan.slot_mem_mb(config, [], 0, 2, status, ring=500) == own["empty_mem_mb"]
-    assert plan.slot_runtime_min(config, [], 0, 3, status) == own["empty_runtime_min"]
-    assert plan.slot_mem_mb(config, [], 0, 1, status, ring=500) == own["mem_mb"] + 500
+    gets_gpu = train_resources.slot_gets_gpu
+    assert gets_gpu([], 0, status, 1) and not gets_gpu([], 0, status, 2)
+    assert train_resources.slot_threads(config, [], 0, status, 2) == 1
+    assert train_resources.slot_mem_mb(config, [], 0, 2, status, ring=500) == own["empty_mem_mb"]
+    assert train_resources.slot_runtime_min(config, [], 0, 3, status) == own["empty_runtime_min"]
+    assert train_resources.slot_mem_mb(config, [], 0, 1, status, ring=500) == own["mem_mb"] + 500
     assert failfast.clear_all(tmp_path / "results") == 1 and not status.exists()
-    assert plan.slot_gets_gpu([], 0, status, 2)  # a new run tries again
+    assert gets_gpu([], 0, status, 2)  # a new run tries again
     # a fault a retry may fix (a lost node, a driver error) is not recorded
     with pytest.raises(RuntimeError):
         cli._preemptible(lambda: (_ for _ in ()).throw(RuntimeError("NCCL timeout")), out)
@@ -240,7 +242,8 @@ def test_a_retry_of_a_permanent_fault_asks_no_gpu_and_exits_at_once(tmp_path, re
 
 def test_a_deadline_stop_grows_the_runtime_of_its_retry_not_its_memory(tmp_path, repo_root):
     from imagenot.config import load_config
-    from imagenot.train import cli, plan
+    from imagenot.train import cli
+    from imagenot.train import resources as train_resources
 
     out = tmp_path / "slot-0.json"
     status = failfast.status_for(out)
@@ -254,9 +257,10 @@ def test_a_deadline_stop_grows_the_runtime_of_its_retry_not_its_memory(tmp_path,
     config = load_config(repo_root / "config" / "config.yaml")
     config["resources"].update(gpus=1, max_runtime_min=10**6)
     own, growth = config["resources"]["train_trial"], config["resources"]["attempt_growth"]
-    assert plan.slot_mem_mb(config, [], 0, 2, status) == own["mem_mb"]  # not grown
-    assert plan.slot_runtime_min(config, [], 0, 2, status) == int(own["runtime_min"] * growth)
-    assert plan.slot_mem_mb(config, [], 0, 2) == int(own["mem_mb"] * growth)  # an OOM kill: grown
+    mem_mb, runtime_min = train_resources.slot_mem_mb, train_resources.slot_runtime_min
+    assert mem_mb(config, [], 0, 2, status) == own["mem_mb"]  # not grown
+    assert runtime_min(config, [], 0, 2, status) == int(own["runtime_min"] * growth)
+    assert mem_mb(config, [], 0, 2) == int(own["mem_mb"] * growth)  # an OOM kill: grown
     cli._preemptible(lambda: None, out)  # it then succeeds: its status goes
     assert not status.exists()
 
@@ -286,6 +290,7 @@ def test_the_rings_memory_is_part_of_a_training_slot_request(repo_root):
     from imagenot.acquire.sizes import stored_size
     from imagenot.config import load_config
     from imagenot.train import experiments, plan, rings
+    from imagenot.train import resources as train_resources
     from imagenot.train.feed import Feeder
 
     assert rings.FEED_PREFETCH == Feeder.PREFETCH  # the copy of the feed's constant
@@ -300,7 +305,7 @@ def test_the_rings_memory_is_part_of_a_training_slot_request(repo_root):
     ring = rings.ring_mb(config, exp["dataset"], "st", model)
     assert ring == 2 * 29 * 256 * 3 * 256 * 256 // 2**20 == 2784
     own = config["resources"]["train_trial"]["mem_mb"]
-    assert plan.slot_mem_mb(config, [], 0, 1, None, ring) == own + ring
+    assert train_resources.slot_mem_mb(config, [], 0, 1, None, ring) == own + ring
     # a head fit over stored features has no loader workers, and so no ring
     tl = next((e for e in plan.experiments(config) if plan.is_tl(e["protocol"])), None)
     if tl is not None:
@@ -365,11 +370,12 @@ def test_the_dataloaders_pin_thread_hands_out_pinned_copies_of_ring_slots():
 def test_a_training_jobs_memory_is_per_gpu_with_its_rings_and_not_grown_by_deadline_stops(
     repo_root, tmp_path
 ):
-    """train_trial, train_final and train_features ask plan.process_mem_mb: the per-GPU memory
+    """train_trial, train_final and train_features ask resources.process_mem_mb: the per-GPU memory
     and the process's rings for each GPU of the node, grown per attempt except after deadline
     stops, and the least for the retry of a job that failed for good."""
     from imagenot.config import load_config
-    from imagenot.train import failfast, plan, rings
+    from imagenot.train import failfast, rings
+    from imagenot.train import resources as train_resources
 
     config = load_config(repo_root / "config" / "paper.yaml")
     assert rings.largest_ring_mb(config) >= 2784
@@ -377,13 +383,13 @@ def test_a_training_jobs_memory_is_per_gpu_with_its_rings_and_not_grown_by_deadl
     config["resources"]["attempt_growth"] = growth
     status = tmp_path / "final" / f"seed-0{failfast.STATUS_SUFFIX}"
     status.parent.mkdir()
-    assert plan.process_mem_mb(config, status, 1, 2784, 4) == 4 * (own + 2784)
-    assert plan.process_mem_mb(config, status, 2, 2784, 1) == int((own + 2784) * growth)
+    assert train_resources.process_mem_mb(config, status, 1, 2784, 4) == 4 * (own + 2784)
+    assert train_resources.process_mem_mb(config, status, 2, 2784, 1) == int((own + 2784) * growth)
     status.write_text(json.dumps({"stops": 1}))  # attempt 1 stopped by its deadline (exit 75)
-    assert plan.process_mem_mb(config, status, 2, 2784, 1) == own + 2784
+    assert train_resources.process_mem_mb(config, status, 2, 2784, 1) == own + 2784
     status.write_text(json.dumps({"permanent": "no CUDA device"}))
     empty = config["resources"]["train_trial"]["empty_mem_mb"]
-    assert plan.process_mem_mb(config, status, 2, 2784, 4) == empty
+    assert train_resources.process_mem_mb(config, status, 2, 2784, 4) == empty
     config["train"]["num_workers"] = 0  # no loader workers: no ring
     assert rings.largest_ring_mb(config) == 0
 

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from toy_job import toy_job
+from toy_job import toy_job, with_fields
 
 from imagenot.settings import to_json
 from imagenot.train import plan
@@ -44,7 +44,7 @@ def test_the_head_over_stored_features_gives_the_models_logits(name):
     assert stored.images.dtype == torch.float32 and stored.labels.tolist() == list(range(5))
     with torch.no_grad():
         model.eval()
-        expected = model(preprocess(images, SIZE, job.normalisation))
+        expected = model(preprocess(images, SIZE, job.settings.normalisation))
         got = head_module(model, name)(stored.images)
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
 
@@ -65,7 +65,7 @@ def test_a_features_file_of_other_weights_is_an_error_naming_it(tmp_path):
         features.read(path, other)
     # features of a backbone fed with other statistics are stale too
     half = features.describe(
-        dataclasses.replace(job, normalisation={"mean": [0.5] * 3, "std": [0.5] * 3}), "fp", "train"
+        with_fields(job, normalisation={"mean": [0.5] * 3, "std": [0.5] * 3}), "fp", "train"
     )
     with pytest.raises(features.FeaturesError, match=r"metadata normalisation"):
         features.read(path, half)
@@ -247,8 +247,6 @@ def test_a_head_fit_killed_mid_epoch_resumes_to_the_uninterrupted_run(tmp_path):
     """Resumption works unchanged over features: a head fit that dies after a step
     checkpoint mid-epoch resumes to the uninterrupted run's history and weights (CPU,
     deterministic)."""
-    import dataclasses
-
     from safetensors.torch import load_file
 
     from imagenot.train import search
@@ -264,7 +262,7 @@ def test_a_head_fit_killed_mid_epoch_resumes_to_the_uninterrupted_run(tmp_path):
     val = Features(torch.randn(24, width, generator=g), torch.arange(24) % 3)
     hp = {**search.DEFAULTS, "optimizer": "sgd", "lr": 0.05}
     job = toy_job("vgg_mini", 3, hp, seed=1, image_size=32, batch_size=8, max_epochs=2, patience=5)
-    job = dataclasses.replace(job, trainable="head")
+    job = with_fields(job, trainable="head")
     calls = []
 
     def dies_in_epoch_2(model):  # head calls: 6 steps, 1 validation batch, then 4 steps
@@ -280,7 +278,7 @@ def test_a_head_fit_killed_mid_epoch_resumes_to_the_uninterrupted_run(tmp_path):
     try:
         _, straight = fit(job, train, val, tmp_path / "a.safetensors", "fp", head_only=True)
         with pytest.raises(_Killed):
-            often = dataclasses.replace(job, checkpoint_minutes=1e-9)
+            often = with_fields(job, checkpoint_minutes=1e-9)
             fit(often, train, val, tmp_path / "b.safetensors", "fp", init=dies_in_epoch_2,
                 head_only=True)  # fmt: skip
         paused = read_state(tmp_path / "b.safetensors")

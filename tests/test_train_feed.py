@@ -6,7 +6,7 @@ import io
 
 import pytest
 import torch
-from toy_job import toy_job
+from toy_job import toy_job, with_fields
 
 from imagenot.train.feed import EncodedImages, Feeder, decode_batch, stage_to_local
 from imagenot.train.loop import fit
@@ -206,8 +206,6 @@ def test_training_with_loader_workers_equals_training_without(dataset_dir, tmp_p
     """The training loop as a GPU job runs it (persistent workers for the train and val splits,
     batches through the ring, a second epoch served by the same workers) gives the weights and
     history of the in-process feed."""
-    import dataclasses
-
     from safetensors.torch import load_file
 
     from imagenot.dataset import ManifestDataset
@@ -221,7 +219,7 @@ def test_training_with_loader_workers_equals_training_without(dataset_dir, tmp_p
     runs = {}
     for workers in (0, 2):
         best = tmp_path / f"best-{workers}.safetensors"
-        worker_job = dataclasses.replace(job, num_workers=workers)
+        worker_job = with_fields(job, num_workers=workers)
         _, state = fit(worker_job, train, val, tmp_path / f"c-{workers}", "fp", best_weights=best)
         history = [{k: v for k, v in r.items() if k != "images_per_s"} for r in state.history]
         runs[workers] = history, load_file(best)

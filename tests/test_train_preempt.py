@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import os
 import signal
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
-from toy_job import toy_job
+from toy_job import toy_job, with_fields
 
 from imagenot.settings import to_json
 from imagenot.train import search
@@ -103,7 +102,7 @@ def test_recovery_checkpoints_bound_what_a_kill_loses(tmp_path, deterministic):
     _, straight = fit(job, _Served(data), val, tmp_path / "a.safetensors", "fp")
     # a checkpoint after every step (a tiny interval), then SIGKILL-like death in epoch 1
     with pytest.raises(_Killed):
-        often = replace(job, checkpoint_minutes=1e-9)
+        often = with_fields(job, checkpoint_minutes=1e-9)
         fit(often, _Served(data, 30, _kill), val, tmp_path / "c.safetensors", "fp")
     paused = read_state(tmp_path / "c.safetensors")
     assert (paused.epoch, paused.batch) == (0, 3)  # items 25-30 were being read for batch 4
@@ -256,7 +255,7 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, de
     _, straight = fit(job, _Served(data), val, tmp_path / "a.safetensors", "fp")
     ckpt = tmp_path / "b.safetensors"
     with pytest.raises(_Killed):
-        fit(replace(job, checkpoint_minutes=1e-9), _Served(data, 30, _kill), val, ckpt, "fp")
+        fit(with_fields(job, checkpoint_minutes=1e-9), _Served(data, 30, _kill), val, ckpt, "fp")
     assert (read_state(ckpt).batch, read_state(previous(ckpt)).batch) == (3, 2)
     ckpt.write_bytes(ckpt.read_bytes()[:1000])  # truncated
     _, resumed = fit(job, _Served(data), val, ckpt, "fp")

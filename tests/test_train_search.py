@@ -134,7 +134,7 @@ def test_published_job_keeps_the_head_rows_of_the_datasets_wnids(tmp_path):
     import torch
     from safetensors.torch import load_file, save_file
 
-    from imagenot.train.jobs import run_published
+    from imagenot.train.published import run_published
     from imagenot.train.registry import build_model
     from imagenot.wordnet import imagenet_wnids
 
@@ -186,8 +186,8 @@ def test_only_training_evaluation_and_embedding_rules_request_a_gpu(repo_root):
                 gpu_rules.add(m.group(1))
                 # the cores that feed its GPUs: resources.cpus_per_gpu per GPU
                 assert re.search(
-                    r"^    threads:\s+(?:gpu_threads\(|train_plan\.(?:slot_)?threads\(|lambda .*"
-                    r"train_plan\.slot_threads\()",
+                    r"^    threads:\s+(?:gpu_threads\(|train_resources\.(?:slot_)?threads\(|lambda .*"
+                    r"train_resources\.slot_threads\()",
                     block,
                     re.M,
                 ), m.group(1)

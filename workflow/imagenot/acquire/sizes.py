@@ -18,7 +18,7 @@ def stored_size(config, dataset: str) -> int:
     ``acquire.image_size``, as :class:`imagenot.acquire.settings.MaterialiseSettings` reads it):
     what the loaders decode and the feed's ring holds (256 px for the paper, not the 224
     trained), and what published weights' own resize must not exceed
-    (``imagenot.train.plan.check_stored_size``)."""
+    (``imagenot.train.checks.check_stored_size``)."""
     return config_lookup(
         config, STORED_SIZE_SECTIONS, "image_size", {"dataset": dataset}, override=True
     )

@@ -14,10 +14,9 @@ reuse the untransformed images' predictions instead of running the model on unch
 
 Each operation reproduces torchvision.transforms.v2 (same formulas, grids and parameter sampling,
 bilinear interpolation) with one parameter set per image instead of one per call; the tests check
-this against ``torchvision.transforms.v2.functional`` image by image. The kernels are written for
-whole batches on the CPU: few passes over the batch (fused blends, the hue rotation in closed form,
-sampling grids from one broadcast add, one depthwise convolution for all images), so results agree
-with torchvision's up to float rounding (about 1e-5 for the warps, 1e-6 elsewhere).
+this against ``torchvision.transforms.v2.functional`` image by image. This module holds the
+transformations (their registry builders, parameter sampling and gate) and the per-image seeds;
+the batched image kernels they call are in :mod:`imagenot.evaluate.kernels`.
 """
 
 from __future__ import annotations
@@ -31,8 +30,24 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as nnf
 
+from imagenot.evaluate.kernels import (
+    adjust_brightness,
+    adjust_contrast,
+    adjust_hue,
+    adjust_saturation,
+    adjust_sharpness,
+    affine,
+    equalize,
+    gaussian_blur,
+    grayscale,
+    inverse_affine,
+    perspective,
+    perspective_coefficients,
+    posterize,
+    resized_crop,
+    solarize,
+)
 from imagenot.evaluate.transform_registry import TRANSFORMS
 from imagenot.registries import resolve
 
@@ -117,7 +132,7 @@ def image_uniforms(seed: int, stream: int, keys: Sequence[str] | np.ndarray, n: 
     return (bits >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
 
 
-# --------------------------------------------------------------------------- batched kernels
+# --------------------------------------------------------------------------- parameter sampling
 
 
 def _between(u: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
@@ -127,233 +142,6 @@ def _between(u: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
 def _randint(u: torch.Tensor, lo: torch.Tensor | int, hi: torch.Tensor | int) -> torch.Tensor:
     """Integers uniform in [lo, hi) from uniforms in [0, 1) (like ``torch.randint(lo, hi)``)."""
     return (lo + torch.floor(u * (hi - lo))).to(torch.long)
-
-
-def _per_image(v: torch.Tensor) -> torch.Tensor:
-    return v.reshape(-1, 1, 1, 1)
-
-
-def grayscale(x: torch.Tensor) -> torch.Tensor:
-    """ITU-R 601 luma (torchvision's weights and operation order), one channel."""
-    r, g, b = x.unbind(dim=-3)
-    return r.mul(0.2989).add_(g, alpha=0.587).add_(b, alpha=0.114).unsqueeze(-3)
-
-
-def blend(x: torch.Tensor, y: torch.Tensor, ratio: torch.Tensor) -> torch.Tensor:
-    """``ratio * x + (1 - ratio) * y`` clamped to [0, 1], ``ratio`` per image (B,).
-
-    ``y`` may broadcast against ``x`` (a per-image mean, a one-channel image): it is scaled at its
-    own size, then a single fused multiply-add and an in-place clamp make the full-size result.
-    """
-    r = _per_image(ratio)
-    return torch.addcmul(y * (1.0 - r), x, r).clamp_(0.0, 1.0)
-
-
-def adjust_brightness(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
-    return torch.mul(x, _per_image(factor)).clamp_(0.0, 1.0)
-
-
-def adjust_contrast(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
-    """Blend with the image's mean luma (weighted channel means: no grayscale image is formed)."""
-    luma = torch.tensor((0.2989, 0.587, 0.114), dtype=x.dtype, device=x.device)
-    mean = x.mean(dim=(-2, -1)) @ luma  # (B,)
-    return blend(x, _per_image(mean), factor)
-
-
-def adjust_saturation(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
-    return blend(x, grayscale(x), factor)
-
-
-def _sharpness_kernel(n: int, x: torch.Tensor) -> torch.Tensor:
-    # torchvision's smoothing kernel [[1, 1, 1], [1, 5, 1], [1, 1, 1]] / 13, one per channel
-    k = torch.ones(3, 3, dtype=x.dtype, device=x.device)
-    k[1, 1] = 5.0
-    return (k / k.sum()).expand(n, 1, 3, 3)
-
-
-def adjust_sharpness(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
-    """Blend with a 3x3 smoothed copy (border pixels kept), ``factor`` per image.
-
-    The smoothing is one depthwise convolution over all images and channels at once.
-    """
-    b, c, h, w = x.shape
-    if h <= 2 or w <= 2:
-        return x
-    n = b * c
-    smooth = nnf.conv2d(x.reshape(1, n, h, w), _sharpness_kernel(n, x), groups=n)
-    out = x.clone()
-    # factor * x + (1 - factor) * smooth on the interior, as x + (1 - factor) * (smooth - x)
-    out[..., 1:-1, 1:-1].lerp_(smooth.reshape(b, c, h - 2, w - 2), _per_image(1.0 - factor))
-    return out.clamp_(0.0, 1.0)
-
-
-def adjust_hue(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
-    """Rotate the HSV hue by ``shift`` (fraction of a turn, per image).
-
-    torchvision's RGB -> HSV -> RGB round trip, fused: the rotated image keeps each pixel's
-    maximum and minimum, so saturation and value are never formed. With the hue ``h`` in sextants
-    ([0, 6)), channel n (R, G, B: n = 5, 3, 1) is ``max - range * clamp(min(k, 4 - k), 0, 1)``,
-    ``k = (n + h) mod 6`` (the six-sector conversion in closed form), computed here as
-    ``min + range * clamp(d - 1, 0, 1)`` with ``d`` the distance from ``n - 2 + h`` to the nearest
-    multiple of 6.
-    """
-    # channel planes as contiguous tensors: elementwise ops on strided channel views are slower
-    r, g, b = x.movedim(-3, 0).contiguous()
-    maxc, minc = torch.maximum(torch.maximum(r, g), b), torch.minimum(torch.minimum(r, g), b)
-    crange = maxc - minc
-    # torchvision's sector: R holds the maximum, else G, else B (lerp with weight 0 or 1 is exact)
-    hue = torch.lerp(
-        torch.add(r - g, crange, alpha=4.0),
-        torch.add(b - r, crange, alpha=2.0),
-        (maxc == g).to(x.dtype),
-    )
-    hue = torch.lerp(hue, g - b, (maxc == r).to(x.dtype))
-    # grey pixels (range 0) have hue 0; a tiny floor keeps 0 / 0 out
-    hue.div_(crange.clamp_min(torch.finfo(x.dtype).tiny))
-    hue.add_(6.0 * shift.reshape(-1, 1, 1).to(x.dtype)).remainder_(6.0)
-    n2 = torch.tensor((3.0, 1.0, -1.0), dtype=x.dtype, device=x.device).reshape(1, 3, 1, 1)
-    y = hue.unsqueeze(-3) + n2  # in [-1, 9): the nearest multiple of 6 is 0 or 6
-    d = y.abs()
-    d = torch.minimum(d, y.sub_(6.0).abs_())
-    return torch.addcmul(minc.unsqueeze(-3), crange.unsqueeze(-3), d.sub_(1.0).clamp_(0.0, 1.0))
-
-
-def gaussian_blur(x: torch.Tensor, sigma: torch.Tensor, kernel_size: int) -> torch.Tensor:
-    """Gaussian blur with reflect padding, ``sigma`` per image (torchvision's kernel)."""
-    lim = (kernel_size - 1) / (2.0 * math.sqrt(2.0))
-    grid = torch.linspace(-lim, lim, kernel_size, dtype=x.dtype, device=x.device)
-    k1 = torch.softmax(-((grid / sigma.reshape(-1, 1).to(x.dtype)) ** 2), dim=1)  # B x K
-    b, c, h, w = x.shape
-    # one depthwise 2D kernel per (image, channel): the fastest CPU path, and torchvision's sums
-    k2 = (k1[:, :, None] * k1[:, None, :]).repeat_interleave(c, dim=0).unsqueeze(1)
-    pad = kernel_size // 2
-    out = nnf.pad(x.reshape(1, b * c, h, w), [pad, pad, pad, pad], mode="reflect")
-    return nnf.conv2d(out, k2, groups=b * c).reshape(b, c, h, w)
-
-
-def _pixel_coords(n: int, x: torch.Tensor, offset: float) -> torch.Tensor:
-    """Pixel coordinates along one axis: centred (offset 0) or from 0.5 (offset 0.5)."""
-    if offset:
-        return torch.linspace(0.5, n - 0.5, n, dtype=x.dtype, device=x.device)
-    return torch.linspace((1.0 - n) * 0.5, (n - 1.0) * 0.5, n, dtype=x.dtype, device=x.device)
-
-
-def _affine_planes(coef: torch.Tensor, xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
-    """``B x K x H x W`` values ``a * x + b * y + c`` per image, from ``coef`` (``B x K x 3``).
-
-    Row k of ``coef`` holds (a, b, c) of plane k; one broadcast add forms the planes.
-    """
-    row = coef[:, :, 0, None, None] * xs  # B x K x 1 x W
-    col = torch.addcmul(coef[:, :, 2, None, None], coef[:, :, 1, None, None], ys[:, None])
-    return row + col  # col: B x K x H x 1
-
-
-def _as_grid(planes: torch.Tensor) -> torch.Tensor:
-    """``B x 2 x H x W`` (x, y) planes as grid_sample's ``B x H x W x 2`` grid (a view)."""
-    return planes.permute(0, 2, 3, 1)
-
-
-def grid_sample_fill(x: torch.Tensor, grid: torch.Tensor, fill: float) -> torch.Tensor:
-    """Bilinear sampling; outside the image blends to ``fill`` (torchvision's mask trick)."""
-    b, c, h, w = x.shape
-    ones = torch.ones((b, 1, h, w), dtype=x.dtype, device=x.device)
-    out = nnf.grid_sample(
-        torch.cat((x, ones), dim=1),
-        grid,
-        mode="bilinear",
-        padding_mode="zeros",
-        align_corners=False,
-    )
-    img, mask = out[:, :c], out[:, c:]
-    if fill == 0.0:
-        return img * mask  # (img - 0) * mask + 0, bit for bit
-    return (img - fill).mul_(mask).add_(fill)
-
-
-def inverse_affine(
-    angle: torch.Tensor,
-    tx: torch.Tensor,
-    ty: torch.Tensor,
-    scale: torch.Tensor,
-    shear_x: torch.Tensor,
-) -> torch.Tensor:
-    """``B x 2 x 3`` inverse affine matrices about the image centre (degrees, pixels)."""
-    rot = torch.deg2rad(angle)
-    tan_sx = torch.tan(torch.deg2rad(shear_x))
-    a, c = torch.cos(rot), torch.sin(rot)
-    b = -(a * tan_sx + torch.sin(rot))
-    d = torch.cos(rot) - c * tan_sx
-    m0, m1, m3, m4 = d / scale, -b / scale, -c / scale, a / scale
-    m2 = -m0 * tx - m1 * ty
-    m5 = -m3 * tx - m4 * ty
-    return torch.stack((m0, m1, m2, m3, m4, m5), dim=1).reshape(-1, 2, 3)
-
-
-def affine(x: torch.Tensor, theta: torch.Tensor, fill: float) -> torch.Tensor:
-    """Warp each image by its inverse affine matrix ``theta`` (``B x 2 x 3``, pixel units)."""
-    _, _, h, w = x.shape
-    xs, ys = _pixel_coords(w, x, 0.0), _pixel_coords(h, x, 0.0)
-    scale = torch.tensor([0.5 * w, 0.5 * h], dtype=x.dtype, device=x.device)[:, None]
-    return grid_sample_fill(x, _as_grid(_affine_planes(theta.to(x.dtype) / scale, xs, ys)), fill)
-
-
-def perspective_coefficients(start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
-    """``B x 8`` homography coefficients mapping ``end`` corners to ``start`` (``B x 4 x 2``)."""
-    n = end.shape[0]
-    a = torch.zeros(n, 8, 8, dtype=torch.float64, device=end.device)
-    e, s = end.to(torch.float64), start.to(torch.float64)
-    for i in range(4):
-        ex, ey, sx, sy = e[:, i, 0], e[:, i, 1], s[:, i, 0], s[:, i, 1]
-        a[:, 2 * i, 0], a[:, 2 * i, 1], a[:, 2 * i, 2] = ex, ey, 1.0
-        a[:, 2 * i, 6], a[:, 2 * i, 7] = -sx * ex, -sx * ey
-        a[:, 2 * i + 1, 3], a[:, 2 * i + 1, 4], a[:, 2 * i + 1, 5] = ex, ey, 1.0
-        a[:, 2 * i + 1, 6], a[:, 2 * i + 1, 7] = -sy * ex, -sy * ey
-    return torch.linalg.solve(a, s.reshape(n, 8)).to(torch.float32)
-
-
-def perspective(x: torch.Tensor, coeffs: torch.Tensor, fill: float) -> torch.Tensor:
-    """Warp each image by its homography ``coeffs`` (``B x 8``)."""
-    _, _, h, w = x.shape
-    c = coeffs.to(x.dtype)
-    xs, ys = _pixel_coords(w, x, 0.5), _pixel_coords(h, x, 0.5)
-    scale = torch.tensor([0.5 * w, 0.5 * h], dtype=x.dtype, device=x.device)[:, None]
-    num = _affine_planes(c[:, :6].reshape(-1, 2, 3) / scale, xs, ys)
-    den = _affine_planes(torch.cat((c[:, 6:], torch.ones_like(c[:, :1])), 1)[:, None], xs, ys)
-    return grid_sample_fill(x, _as_grid(num.div_(den).sub_(1.0)), fill)
-
-
-def resized_crop(x: torch.Tensor, top: torch.Tensor, left: torch.Tensor, height: torch.Tensor,
-                 width: torch.Tensor) -> torch.Tensor:  # fmt: skip
-    """Crop each image's box (integer pixels, per image) and resize it bilinearly to full size."""
-    b, _, h, w = x.shape
-    dt, dev = x.dtype, x.device
-    oy = torch.arange(h, dtype=dt, device=dev)
-    ox = torch.arange(w, dtype=dt, device=dev)
-    hh, ww = height.to(dt)[:, None], width.to(dt)[:, None]
-    sy = top.to(dt)[:, None] + torch.minimum(((oy + 0.5) * hh / h - 0.5).clamp(min=0.0), hh - 1)
-    sx = left.to(dt)[:, None] + torch.minimum(((ox + 0.5) * ww / w - 0.5).clamp(min=0.0), ww - 1)
-    gy = (2.0 * sy + 1.0) / h - 1.0  # B x H
-    gx = (2.0 * sx + 1.0) / w - 1.0  # B x W
-    planes = torch.stack((gx[:, None, :].expand(b, h, w), gy[:, :, None].expand(b, h, w)), dim=1)
-    return nnf.grid_sample(
-        x, _as_grid(planes), mode="bilinear", padding_mode="border", align_corners=False
-    )
-
-
-def equalize(x: torch.Tensor) -> torch.Tensor:
-    """Per-channel histogram equalisation (torchvision's, on 8-bit levels)."""
-    from torchvision.transforms.v2 import functional as F
-
-    return F.equalize(x)
-
-
-def posterize(x: torch.Tensor, bits: int) -> torch.Tensor:
-    levels = 1 << bits
-    return (x * levels).floor_().clamp_(0, levels - 1).div_(levels)
-
-
-def solarize(x: torch.Tensor, threshold: float) -> torch.Tensor:
-    return torch.where(x >= threshold, 1.0 - x, x)
 
 
 # --------------------------------------------------------------------------- registry

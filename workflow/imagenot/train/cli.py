@@ -39,83 +39,70 @@ def _deadline(settings, a: argparse.Namespace) -> float | None:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add this stage's subcommands."""
-    p = subparsers.add_parser(
-        "train-draw-trials", help="pre-register and draw an experiment's trials"
-    )
-    p.add_argument("--settings", required=True, help="JSON of imagenot.train.settings.DrawSettings")
+    p = _command(subparsers, "train-draw-trials", _draw)
+    _settings_arg(p, "DrawSettings")
     p.add_argument("--record", required=True, type=Path, help="preregistration.json")
     p.add_argument("--out", required=True, type=Path, help="trials.parquet")
-    p.set_defaults(func=_draw)
 
-    p = subparsers.add_parser(
-        "train-preregistration-table",
-        help="the preregistration record as CSV: experiments, hashes, models, amendments",
-    )
+    p = _command(subparsers, "train-preregistration-table", _preregistration_table)
     p.add_argument("record", type=Path, help="preregistration.json")
     p.add_argument("--out", required=True, type=Path, help="CSV for the report")
-    p.set_defaults(func=_preregistration_table)
 
-    p = subparsers.add_parser(
-        "train-trial", help="train the trial in one slot of a stage (to a halving rung or the end)"
-    )
-    _common(p)
+    p = _command(subparsers, "train-trial", _trial)
+    _common(p, "TrialSettings")
     p.add_argument("--trials", required=True, type=Path)
     p.add_argument("--stage", required=True, type=int, help="0, 1, ...: rungs, then the end")
     p.add_argument("--slot", required=True, type=int, help="stage 0: the trial id")
     p.add_argument("--promoted", type=Path, default=None, help="previous rung's decision")
     p.add_argument("--out", required=True, type=Path, help="the slot's result JSON")
-    p.set_defaults(func=_trial)
 
-    p = subparsers.add_parser(
-        "train-features",
-        help="a TL backbone's features of every split, computed once for every head fit",
-    )
-    _common(p)
+    p = _command(subparsers, "train-features", _features)
+    _common(p, "FeaturesSettings")
     p.add_argument("--out-dir", required=True, type=Path, help="gets {split}.safetensors")
-    p.set_defaults(func=_features)
 
-    p = subparsers.add_parser(
-        "train-published",
-        help="torchvision's published ImageNet weights as a final run (nothing trained)",
-    )
-    p.add_argument(
-        "--settings", required=True, help="JSON of imagenot.train.settings.PublishedSettings"
-    )
+    p = _command(subparsers, "train-published", _published)
+    _settings_arg(p, "PublishedSettings")
     p.add_argument("--weights-file", required=True, type=Path)
     p.add_argument("--dataset-dir", required=True, type=Path)
     p.add_argument("--run", required=True, help="dataset/protocol")
     p.add_argument("--out-dir", required=True, type=Path)
-    p.set_defaults(func=_published)
 
-    p = subparsers.add_parser("train-halve", help="successive halving: promote the best trials")
+    p = _command(subparsers, "train-halve", _halve)
     p.add_argument("results", nargs="+", type=Path, help="the rung's trial results")
     p.add_argument("--rung", required=True, type=int)
-    p.add_argument(
-        "--settings", required=True, help="JSON of imagenot.train.settings.HalveSettings"
-    )
+    _settings_arg(p, "HalveSettings")
     p.add_argument("--out", required=True, type=Path)
-    p.set_defaults(func=_halve)
 
-    p = subparsers.add_parser("train-select", help="pick the best trial by validation accuracy")
+    p = _command(subparsers, "train-select", _select)
     p.add_argument("results", nargs="+", type=Path)
     p.add_argument("--out", required=True, type=Path)
-    p.set_defaults(func=_select)
 
-    p = subparsers.add_parser("train-final", help="retrain the selected trial with one seed")
-    _common(p)
+    p = _command(subparsers, "train-final", _final)
+    _common(p, "FinalSettings")
     p.add_argument("--trials", required=True, type=Path)
     p.add_argument("--selection", required=True, type=Path)
     p.add_argument("--run", required=True, help="dataset/protocol/model/seed")
     p.add_argument("--out-dir", required=True, type=Path)
-    p.set_defaults(func=_final)
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--settings",
-        required=True,
-        help="JSON of imagenot.train.settings (Trial/Final/FeaturesSettings)",
-    )
+def _command(subparsers, name: str, func) -> argparse.ArgumentParser:
+    """Subcommand ``name``, run by ``func``: its parser, to which the caller adds arguments.
+    Its help is ``func``'s docstring (first letter lower-cased, the final full stop dropped):
+    what the command does is written once, where it is done."""
+    doc = (func.__doc__ or name).strip()  # (python -OO strips docstrings)
+    p = subparsers.add_parser(name, help=doc[0].lower() + doc[1:].removesuffix("."))
+    p.set_defaults(func=func)
+    return p
+
+
+def _settings_arg(p: argparse.ArgumentParser, cls: str) -> None:
+    """``--settings``: the JSON of ``cls`` (a class of imagenot.train.settings) the rule built."""
+    p.add_argument("--settings", required=True, help=f"JSON of imagenot.train.settings.{cls}")
+
+
+def _common(p: argparse.ArgumentParser, cls: str) -> None:
+    """The arguments of a training job's command (trial, features, final run)."""
+    _settings_arg(p, cls)
     p.add_argument("--dataset-dir", required=True, type=Path)
     p.add_argument("--threads", type=int, required=True, help="the job's cores (rule threads)")
     p.add_argument(
@@ -174,11 +161,13 @@ def _trials():
 
 
 def _draw(a: argparse.Namespace) -> None:
+    """Pre-register and draw an experiment's trials."""
     s = _parse("DrawSettings", a.settings, "train-draw-trials")
     _trials().draw(s, a.record, a.out)
 
 
 def _preregistration_table(a: argparse.Namespace) -> None:
+    """The preregistration record as CSV: experiments, hashes, models, amendments."""
     import pyarrow as pa
 
     from imagenot.io import write_csv
@@ -190,17 +179,20 @@ def _preregistration_table(a: argparse.Namespace) -> None:
 
 
 def _halve(a: argparse.Namespace) -> None:
+    """Successive halving: promote the best trials."""
     s = _parse("HalveSettings", a.settings, "train-halve")
     decision = _trials().halve(a.results, a.rung, s.eta, a.out)
     print(f"rung {a.rung}: promoted trials {decision['promoted']}")
 
 
 def _select(a: argparse.Namespace) -> None:
+    """Pick the best trial by validation accuracy."""
     selection = _trials().select(a.results, a.out)
     print(f"best trial {selection['trial']}: val accuracy {selection['val_accuracy']:.2f}%")
 
 
 def _trial(a: argparse.Namespace) -> None:
+    """Train the trial in one slot of a stage (to a halving rung or the end)."""
     s = _parse("TrialSettings", a.settings, "train-trial")
     if _trials().slot_trial(a.slot, a.promoted) is None:
         _trials().write_empty_slot(a.stage, a.slot, a.out)  # nothing promoted: no torch import
@@ -215,6 +207,7 @@ def _trial(a: argparse.Namespace) -> None:
 
 
 def _features(a: argparse.Namespace) -> None:
+    """A TL backbone's features of every split, computed once for every head fit."""
     s = _parse("FeaturesSettings", a.settings, "train-features")
     # one pass over the data, no checkpoint to write: no deadline
     _preemptible(
@@ -223,6 +216,7 @@ def _features(a: argparse.Namespace) -> None:
 
 
 def _final(a: argparse.Namespace) -> None:
+    """Retrain the selected trial with one seed."""
     s = _parse("FinalSettings", a.settings, "train-final")
     dataset, protocol, model, seed = a.run.split("/")
     run = {"dataset": dataset, "protocol": protocol, "model": model}
@@ -236,7 +230,10 @@ def _final(a: argparse.Namespace) -> None:
 
 
 def _published(a: argparse.Namespace) -> None:
+    """Torchvision's published ImageNet weights as a final run (nothing trained)."""
     s = _parse("PublishedSettings", a.settings, "train-published")
     dataset, protocol = a.run.split("/")
     run = {"dataset": dataset, "protocol": protocol}
-    _lazy().run_published(s, a.weights_file, a.dataset_dir, run, a.out_dir)
+    from imagenot.train.published import run_published
+
+    run_published(s, a.weights_file, a.dataset_dir, run, a.out_dir)

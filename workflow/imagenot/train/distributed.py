@@ -2,7 +2,7 @@
 
 Who starts the processes: ``torchrun`` (``torch.distributed.run``, shipped with torch), the
 engine users already have, on one node and on many; a job of one process runs without it. The
-rule's shell line carries the launcher (``imagenot.train.plan.launcher``):
+rule's shell line carries the launcher (``imagenot.train.launch.launcher``):
 
 * one process: ``imagenot train-trial ...`` (no launcher, no process group);
 * one node, N processes: ``torchrun --standalone --nproc-per-node N --no-python imagenot ...``
@@ -132,7 +132,7 @@ def joined(backend: str, planned: int | None = None) -> Iterator[Dist]:
         how = "without torchrun" if d.world == 1 else f"by a launcher of {d.world} processes"
         raise LaunchError(
             f"this job plans {planned} data-parallel processes (train.gpus_per_job) but was "
-            f"started {how}; run the rule's own command line (imagenot.train.plan.launcher)"
+            f"started {how}; run the rule's own command line (imagenot.train.launch.launcher)"
         )
     if d.world == 1:
         yield d

@@ -357,7 +357,7 @@ def weight_facts(weights: str, model: str | None) -> WeightFacts:
 
 def run_preprocessing(info: dict[str, Any], where: Any) -> Preprocessing:
     """The input protocol a run's ``result.json`` (``info``, read from ``where``) records: a
-    published weight's own (``preprocessing``: ``imagenot.train.jobs.run_published``), else the
+    published weight's own (``preprocessing``: ``imagenot.train.published.run_published``), else the
     image size and normalisation the run trained with. Used by the evaluation and the
     diagnostics' backbone embeddings alike."""
     if info.get("preprocessing"):

@@ -51,12 +51,12 @@ def describe(job, fingerprint: str, split: str) -> dict:
     input had), the dataset version and the split."""
     return {
         "format": FORMAT,
-        "model": job.model,
+        "model": job.settings.model,
         "init": job.init,
         "dataset_fingerprint": fingerprint,
         "split": split,
-        "image_size": str(job.image_size),
-        "normalisation": json.dumps(job.normalisation, sort_keys=True),
+        "image_size": str(job.settings.image_size),
+        "normalisation": json.dumps(job.settings.normalisation, sort_keys=True),
     }
 
 
@@ -73,13 +73,13 @@ def extract(model: torch.nn.Module, head: torch.nn.Module, data, job, device) ->
 
     model.eval()
     hook = head.register_forward_pre_hook(keep)
-    largest = min(job.eval_batch_size, len(data))
-    feeder = Feeder(data, job.num_workers, largest, device.type == "cuda")
+    largest = min(job.settings.eval_batch_size, len(data))
+    feeder = Feeder(data, job.settings.num_workers, largest, device.type == "cuda")
     features, labels = [], []
     try:
-        batches = list(torch.arange(len(data)).split(job.eval_batch_size))
+        batches = list(torch.arange(len(data)).split(job.settings.eval_batch_size))
         for images, y in feeder.epoch(batches):
-            x, _ = to_device(images, y, device, job.image_size, job.normalisation)
+            x, _ = to_device(images, y, device, job.settings.image_size, job.settings.normalisation)
             with autocast(device):
                 model(x)
             features.append(captured.pop().to("cpu"))

@@ -10,7 +10,6 @@ its ``deadline`` (``interrupts.job_deadline``; None for a pass with no checkpoin
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 from collections.abc import Mapping
@@ -28,12 +27,7 @@ from imagenot.train.registry import load_backbone, read_state_dict
 from imagenot.train.trials import BEST, CHECKPOINT, read_trial, slot_trial, trial_dir
 
 if TYPE_CHECKING:
-    from imagenot.train.settings import (
-        FinalSettings,
-        JobSettings,
-        PublishedSettings,
-        TrialSettings,
-    )
+    from imagenot.train.settings import FinalSettings, JobSettings, TrialSettings
 
 log = logging.getLogger(__name__)
 
@@ -89,19 +83,16 @@ def init_description(settings: JobSettings) -> str:
 
 
 def make_job(settings: JobSettings, hyperparameters: Mapping, seed: int, num_classes: int) -> Job:
-    """The loop's Job: the trial's hyperparameters and seed, the dataset's classes, the starting
-    weights' description and the device this process found; every other field is the rule's
-    setting of that name (a Job field the settings lack is an AttributeError naming it, never a
-    default)."""
-    own = {
-        "num_classes": num_classes,
-        "hyperparameters": dict(hyperparameters),
-        "seed": seed,
-        "init": init_description(settings),
-        "device": job_device(settings),
-    }
-    shared = [f.name for f in dataclasses.fields(Job) if f.name not in own]
-    return Job(**own, **{name: getattr(settings, name) for name in shared})
+    """The loop's Job: the rule's settings, the trial's hyperparameters and seed, the dataset's
+    classes, the starting weights' description and the device this process found."""
+    return Job(
+        settings=settings,
+        num_classes=num_classes,
+        hyperparameters=dict(hyperparameters),
+        seed=seed,
+        init=init_description(settings),
+        device=job_device(settings),
+    )
 
 
 def job_device(settings: JobSettings) -> str:
@@ -157,12 +148,12 @@ def run_features(
     # no training: no hyperparameters, and the seed is moot (eval mode, no random draw)
     job = make_job(settings, {}, 0, num_classes)
     device = torch.device(job.device)
-    model = build_model(job.model, num_classes)  # the head is never run: its init is moot
+    model = build_model(settings.model, num_classes)  # the head is never run: its init is moot
     backbone_loader(settings)(model)
     model.to(device)
     if device.type == "cuda":  # as loop.fit: the same kernels as the image path
         model.to(memory_format=torch.channels_last)
-    head = head_module(model, job.model)
+    head = head_module(model, settings.model)
     source, encoded = _data_source(settings, dataset_dir, fingerprint)
     written = {}
     for split in SPLITS:
@@ -175,7 +166,7 @@ def run_features(
         written[split] = meta
         log.info(
             "%s %s: %d x %s features (%s) written to %s",
-            job.model,
+            settings.model,
             split,
             len(extracted),
             tuple(extracted.images.shape[1:]),
@@ -256,7 +247,7 @@ def _fit(
         "hyperparameters": job.hyperparameters,
         "seed": seed,
         "dataset_fingerprint": fingerprint,
-        "normalisation": job.normalisation,
+        "normalisation": settings.normalisation,
         "identity": job.identity(),
     }
     return job, model, summary
@@ -382,13 +373,13 @@ def run_final(
             {k: chosen["result"][k] for k in ("epochs", "stopped_by", "hyperparameters")},
             seed=train_seed,
             dataset_fingerprint=chosen["result"]["dataset_fingerprint"],
-            normalisation=job.normalisation,
+            normalisation=settings.normalisation,
             identity=job.identity(),
             reused_trial=True,
         )
         from imagenot.train.registry import build_model
 
-        model = build_model(job.model, num_classes).to(torch.device(job.device))
+        model = build_model(settings.model, num_classes).to(torch.device(job.device))
         log.info("final %s seed %d: reusing trial %d's weights", run, seed, chosen["trial"])
     else:
         fitted = _fit(
@@ -406,7 +397,7 @@ def run_final(
     fingerprint = summary["dataset_fingerprint"]
     if settings.features:  # TL over stored features: score the head on the test features
         test = load_features(settings, job, fingerprint, "test")
-        forward = head_module(model, job.model)
+        forward = head_module(model, settings.model)
     else:
         source, encoded = _data_source(settings, dataset_dir, fingerprint)
         test = load_split(source, "test", settings.in_memory, encoded)
@@ -436,74 +427,4 @@ def run_final(
         test_accuracy,
         result["chance_accuracy"],
     )
-    return result
-
-
-def run_published(
-    settings: PublishedSettings, weights_file: Path, dataset_dir: Path, run: Mapping, out_dir: Path
-) -> dict:
-    """The paper's ImageNet models (appendix A.1): torchvision's published weights, not trained
-    here. Write them as the run's ``model.safetensors`` with a ``result.json`` like a final
-    run's, so the evaluate stage tests them on the dataset's test split (ImageNet's validation
-    set) under the 17 transformations as any trained model. The result records the weights'
-    own facts (``imagenot.train.facts``): the preprocessing the evaluation applies (their
-    resize, crop, interpolation and normalisation) and the published top-1/top-5 the measured
-    ones are compared with.
-
-    The head keeps the rows of the dataset's classes, matched by wnid against ILSVRC-2012's
-    label order, so a dataset holding a subset of the classes (or another order) is scored
-    correctly; a class that is not an ILSVRC-2012 wnid is an error naming classes.txt.
-    """
-    import torch
-
-    from imagenot.dataset import read_classes
-    from imagenot.registries import RegistryError
-    from imagenot.train.checkpoints import save_weights
-    from imagenot.train.facts import weight_facts
-    from imagenot.train.registry import build_model, head_keys
-    from imagenot.wordnet import imagenet_wnids
-
-    model_name, weights = settings.model, settings.weights
-    classes = read_classes(dataset_dir)
-    order = {wnid: i for i, wnid in enumerate(imagenet_wnids())}
-    unknown = [c for c in classes if c not in order]
-    if unknown:
-        raise RegistryError(
-            f"{dataset_dir / 'classes.txt'}: class {unknown[0]!r} is not an ILSVRC-2012 wnid "
-            f"({len(unknown)} such); published ImageNet weights can only score ImageNet classes"
-        )
-    state = read_state_dict(weights_file)
-    model = build_model(model_name, len(classes))
-    rows = torch.tensor([order[c] for c in classes])
-    own = model.state_dict()
-    for key in head_keys(model_name, own):
-        if key not in state or state[key].shape[0] != len(order):
-            raise RegistryError(
-                f"{weights_file}: {key!r} is not a {len(order)}-way ImageNet head of {model_name}"
-            )
-        state[key] = state[key].index_select(0, rows)
-    model.load_state_dict(state)  # strict: every other key must fit as published
-    num_classes, fingerprint = dataset_info(dataset_dir)
-    facts = weight_facts(weights, model_name)
-    save_weights(model, out_dir / "model.safetensors")
-    result = {
-        **run,
-        "seed": 0,
-        "model": model_name,
-        "num_classes": num_classes,
-        "image_size": facts.preprocessing.crop_size,  # the weights' input, not train's
-        "source": "published",
-        "weights": weights,
-        "preprocessing": facts.preprocessing.to_dict(),
-        "normalisation": facts.preprocessing.normalisation(),
-        "published_top1": facts.top1,
-        "published_top5": facts.top5,
-        "published_source": facts.source,
-        "init": f"{weights_file} sha256:{sha256_file(weights_file)}",
-        "dataset_fingerprint": fingerprint,
-        "chance_accuracy": 100.0 / num_classes,
-        "weights_sha256": sha256_file(out_dir / "model.safetensors"),
-    }
-    write_json(result, out_dir / "result.json")
-    log.info("%s: published weights %s written for %d classes", run, weights, num_classes)
     return result

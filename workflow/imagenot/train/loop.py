@@ -22,7 +22,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -49,49 +49,50 @@ from imagenot.train.interrupts import Interrupts
 from imagenot.train.registry import build_model, head_module
 from imagenot.train.schedules import build_optimizer, learning_rate
 from imagenot.train.search import DIVERGED, stable_int
+from imagenot.train.settings import JobSettings
 
 log = logging.getLogger(__name__)
 
 
-# Fields of Job that say where or how fast, not what: changing them must not invalidate a
-# checkpoint or a trial (tested to name existing fields only). Every other field is identity.
+# Fields of a Job (its own or its settings') that say where or how fast, not what: changing
+# them must not invalidate a checkpoint or a trial (tested to name existing fields only). Every
+# other field is identity, so a field added to Job or to JobSettings joins it with no other edit.
 JOB_TRANSIENT_FIELDS = frozenset(
-    {"device", "compile", "num_workers", "eval_batch_size", "checkpoint_minutes"}
-)
+    {
+        "device", "gpu_job", "world", "features",  # where: the device, processes, data source
+        "compile", "deterministic", "num_workers", "in_memory", "decode_on_gpu",  # how fast
+        "stage_to_local", "eval_batch_size", "max_batch_per_gpu",
+        "checkpoint_minutes", "deadline_margin_minutes",  # when it saves and stops
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Job:
-    """What one training job does; ``identity()`` is every field but the transient ones.
+    """What one training job does: its rule's settings and what the job adds to them;
+    ``identity()`` is every field of both but the transient ones.
 
-    No field has a default: a job's values come from its rule's settings
-    (``imagenot.train.settings.JobSettings``, built from the config, whose schema holds the
-    defaults) through ``imagenot.train.jobs.make_job``, plus the trial's hyperparameters and
-    seed and the dataset's classes."""
+    No field has a default: ``settings`` is the rule's
+    (:class:`imagenot.train.settings.JobSettings`, built from the config, whose schema holds the
+    defaults: model, image size, batch size, epochs, ...); ``imagenot.train.jobs.make_job`` adds
+    the trial's hyperparameters and seed, the dataset's classes, and two settings resolved for
+    this process, which replace their namesakes in the identity."""
 
-    model: str
+    settings: JobSettings
     num_classes: int
     hyperparameters: dict
     seed: int
-    image_size: int
-    normalisation: dict  # {"mean": [3], "std": [3]} of the input (JobSettings.normalisation)
-    batch_size: int
-    max_epochs: int  # the space's epoch cap
-    patience: int
-    schedule_epochs: int  # the learning-rate schedule's horizon (0: max_epochs)
-    trainable: str  # "all" (ST, FT) or "head" (TL)
-    init: str  # description of the starting weights (random, a file and its sha256)
-    eval_batch_size: int
-    device: str
-    compile: bool
-    num_workers: int
-    checkpoint_minutes: float  # write a recovery checkpoint this often (0: only at stops)
+    init: str  # settings.init as it enters the identity: "random", or the file and its sha256
+    device: str  # settings.device as this process found it ("cpu", "cuda"; never "auto")
 
     def identity(self) -> str:
-        """What decides whether a checkpoint or trial may be resumed or reused: every field
-        except :data:`JOB_TRANSIENT_FIELDS` (derived, so that a new field can never be left
-        out and silently reuse results of a different job)."""
-        keys = asdict(self)
+        """What decides whether a checkpoint or trial may be resumed or reused: every field of
+        the settings and of the job (the job's own in place of the settings' namesakes) except
+        :data:`JOB_TRANSIENT_FIELDS` (derived, so that a new field can never be left out and
+        silently reuse results of a different job). The JSON is that of the loop's Job before
+        it held its settings, key for key: tests/test_train.py pins it."""
+        keys = asdict(self.settings)
+        keys.update((f.name, getattr(self, f.name)) for f in fields(self) if f.name != "settings")
         for transient in JOB_TRANSIENT_FIELDS:
             keys.pop(transient)
         return json.dumps(keys, sort_keys=True)
@@ -118,13 +119,13 @@ def seed_step(seed: int, device: torch.device) -> None:
 def make_model(job: Job, init: Callable[[nn.Module], None] | None = None):
     """Model (with ``init`` applied, e.g. backbone weights) and optimizer over its trainables."""
     torch.manual_seed(stable_int(job.seed, "init"))
-    model = build_model(job.model, job.num_classes)
+    model = build_model(job.settings.model, job.num_classes)
     if init is not None:
         init(model)
-    if job.trainable == "head":
+    if job.settings.trainable == "head":
         for p in model.parameters():
             p.requires_grad_(False)
-        for p in head_module(model, job.model).parameters():
+        for p in head_module(model, job.settings.model).parameters():
             p.requires_grad_(True)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = build_optimizer(params, job.hyperparameters)
@@ -134,14 +135,14 @@ def make_model(job: Job, init: Callable[[nn.Module], None] | None = None):
 def set_mode(model: nn.Module, job: Job, train: bool) -> None:
     """train/eval mode; under TL the frozen backbone stays in eval (BatchNorm statistics fixed)."""
     model.train(train)
-    if train and job.trainable == "head":
+    if train and job.settings.trainable == "head":
         model.eval()
-        head_module(model, job.model).train()
+        head_module(model, job.settings.model).train()
 
 
 def horizon(job: Job) -> int:
     """The job's schedule horizon in epochs (``max_epochs`` when not given)."""
-    return job.schedule_epochs or job.max_epochs
+    return job.settings.schedule_epochs or job.settings.max_epochs
 
 
 def schedule_ended(job: Job, epoch: int) -> bool:
@@ -154,7 +155,7 @@ def schedule_ended(job: Job, epoch: int) -> bool:
 def _largest_piece(n: int, job: Job, d: Dist, max_batch: int | None) -> int:
     """The most images one of this rank's micro-batches holds (as :func:`train_one_epoch` cuts
     a full global batch): what a feeder's batch buffers must hold."""
-    first = torch.arange(min(job.batch_size, n))
+    first = torch.arange(min(job.settings.batch_size, n))
     pieces = micro_batches(shard(first, d), accumulation(len(first), d.world, max_batch))
     return max(len(piece) for piece in pieces)
 
@@ -174,8 +175,8 @@ def train_one_epoch(
 ) -> dict:
     """One pass over the data in the epoch's seeded order; returns loss, accuracy, images/s.
 
-    The order is cut into global batches of ``job.batch_size``; this rank trains on its part of
-    each (``distributed.shard``), in micro-batches of at most ``max_batch`` whose gradients
+    The order is cut into global batches of the settings' ``batch_size``; this rank trains on
+    its part of each (``distributed.shard``), in micro-batches of at most ``max_batch`` whose gradients
     accumulate (DDP synchronises on the last). Starts after ``state.batch`` batches when a
     step-level checkpoint stopped mid-epoch (the order is a function of seed and epoch, each
     step's random draws of seed, step and rank, so the remaining steps are those of an
@@ -184,12 +185,13 @@ def train_one_epoch(
     :data:`CHECK_EVERY` steps (a non-finite loss on any rank raises ``Diverged``) and the end;
     they stay in ``state`` until the epoch is validated (a stop in validation saves them).
     """
+    settings = job.settings
     n = len(feeder.data)
     features = isinstance(feeder.data, Features)
     if state.batch == 0:
         state.step_losses, state.step_correct = [], []
     order = torch.randperm(n, generator=_generator(job.seed, "order", state.epoch))
-    global_batches = list(order.split(job.batch_size))
+    global_batches = list(order.split(settings.batch_size))
     steps_per_epoch = len(global_batches)
     set_mode(model, job, True)
     losses = torch.zeros(steps_per_epoch, dtype=torch.float64, device=device)
@@ -228,7 +230,9 @@ def train_one_epoch(
         optimizer.zero_grad(set_to_none=True)
         for i, _ in enumerate(pieces):
             images, labels = next(loader)
-            x, y = to_device(images, labels, device, job.image_size, job.normalisation, features)
+            x, y = to_device(
+                images, labels, device, settings.image_size, settings.normalisation, features
+            )
             last = i == len(pieces) - 1
             with _no_sync(forward, not last), autocast(device):
                 logits = forward(x)
@@ -256,7 +260,8 @@ def train_one_epoch(
     elapsed = time.perf_counter() - start
     sync()
     seen = n
-    images = max(n - done * job.batch_size, 0)  # (0: resumed with the epoch trained, unscored)
+    # (0: resumed with the epoch trained, unscored)
+    images = max(n - done * settings.batch_size, 0)
     row = {
         "train_loss": sum(state.step_losses) / max(seen, 1),
         "train_accuracy": 100.0 * sum(state.step_correct) / max(seen, 1),
@@ -291,20 +296,20 @@ def evaluate(
 
     ``expired`` (a training job's stop request: deadline, signal), asked before each batch, ends
     the pass early: the ranks agree and None is returned (the caller checkpoints and exits)."""
+    settings = job.settings
     set_mode(model, job, False)
-    largest = min(job.eval_batch_size, len(data))
-    feeder = feeder or Feeder(data, job.num_workers, largest, device.type == "cuda")
+    largest = min(settings.eval_batch_size, len(data))
+    feeder = feeder or Feeder(data, settings.num_workers, largest, device.type == "cuda")
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     correct = torch.zeros((), dtype=torch.int64, device=device)
     mine = shard(torch.arange(len(data)), d)
     stopped = False
-    for images, labels in feeder.epoch(list(mine.split(job.eval_batch_size))):
+    for images, labels in feeder.epoch(list(mine.split(settings.eval_batch_size))):
         if expired is not None and expired():
             stopped = True
             break
-        x, y = to_device(
-            images, labels, device, job.image_size, job.normalisation, isinstance(data, Features)
-        )
+        size, normalisation = settings.image_size, settings.normalisation
+        x, y = to_device(images, labels, device, size, normalisation, isinstance(data, Features))
         with autocast(device):
             logits = forward(x)
         loss_sum += F.cross_entropy(logits.float(), y, reduction="sum").double()
@@ -332,7 +337,7 @@ def fit(
     head_only: bool = False,
     deadline: float | None = None,
 ) -> tuple[nn.Module, State]:
-    """Train until early stopping, ``job.max_epochs`` or ``stop_epoch`` (a halving rung).
+    """Train until early stopping, the settings' ``max_epochs`` or ``stop_epoch`` (a halving rung).
 
     Resumes from ``checkpoint`` when it belongs to this job (whatever world size wrote it) and
     to this dataset ``fingerprint``, or from the one kept before it when the newest is
@@ -346,13 +351,14 @@ def fit(
     after each epoch. ``dist`` is this process's place in a data-parallel job whose every rank
     calls ``fit`` (started by torchrun, process group joined: ``distributed.joined``); rank 0's
     model and state are the job's (those it saves). ``max_batch`` caps the per-process batch (gradient
-    accumulation keeps the global batch ``job.batch_size``).
+    accumulation keeps the settings' global ``batch_size``).
 
     ``head_only`` (TL over stored features, ``imagenot.train.features``): the data are the
     head's inputs, so each step runs the head alone; the model, its checkpoints and best
     weights stay the full model (frozen backbone + head), as on the image path. One process.
     """
-    if head_only and (dist.world > 1 or job.trainable != "head"):
+    settings = job.settings
+    if head_only and (dist.world > 1 or settings.trainable != "head"):
         raise ValueError("head_only fits a TL job's head in one process (world 1)")
     if head_only != isinstance(train_data, Features):
         raise ValueError("head_only fits a head over Features, and only over Features")
@@ -373,7 +379,7 @@ def fit(
     if device.type == "cuda":
         model.to(memory_format=torch.channels_last)
     optimizer.load_state_dict(optimizer.state_dict())  # move state to the model's device
-    forward: nn.Module = head_module(model, job.model) if head_only else model
+    forward: nn.Module = head_module(model, settings.model) if head_only else model
     if d.world > 1:
         if device.type == "cuda":  # BatchNorm over the whole per-step batch (module docstring)
             forward = nn.SyncBatchNorm.convert_sync_batchnorm(model)
@@ -384,25 +390,25 @@ def fit(
             device_ids=[torch.cuda.current_device()] if device.type == "cuda" else None,
             broadcast_buffers=False,
         )
-    forward = torch.compile(forward) if job.compile else forward
-    stop_epoch = min(stop_epoch or job.max_epochs, job.max_epochs)
+    forward = torch.compile(forward) if settings.compile else forward
+    stop_epoch = min(stop_epoch or settings.max_epochs, settings.max_epochs)
     pin = device.type == "cuda"
     per_gpu = _largest_piece(len(train_data), job, d, max_batch)
     feeders = (
-        Feeder(train_data, job.num_workers, per_gpu, pin),
-        Feeder(val_data, job.num_workers, min(job.eval_batch_size, len(val_data)), pin),
+        Feeder(train_data, settings.num_workers, per_gpu, pin),
+        Feeder(val_data, settings.num_workers, min(settings.eval_batch_size, len(val_data)), pin),
     )
-    job_usage.declare_workers(2 * job.num_workers)  # both feeders' workers persist
+    job_usage.declare_workers(2 * settings.num_workers)  # both feeders' workers persist
 
     first_step = state.step
     try:
-        with Interrupts(job.checkpoint_minutes, deadline) as interrupts:
+        with Interrupts(settings.checkpoint_minutes, deadline) as interrupts:
             _epochs(model, forward, optimizer, feeders, job, state, device, checkpoint,
                     stop_epoch, best_weights, on_epoch, interrupts, d, max_batch)  # fmt: skip
     except torch.cuda.OutOfMemoryError as exc:
         if state.step != first_step:  # it trained here before: a retry may fit (fragmentation)
             raise
-        raise startup_out_of_memory(job.model, per_gpu, job.image_size) from exc
+        raise startup_out_of_memory(settings.model, per_gpu, settings.image_size) from exc
     return model, state
 
 
@@ -416,6 +422,7 @@ def _epochs(
     model, forward, optimizer, feeders, job, state, device, checkpoint, stop_epoch, best_weights,
     on_epoch, interrupts, d: Dist, max_batch,
 ) -> None:  # fmt: skip
+    settings = job.settings
     held: list[SimpleNamespace] = []  # the best weights not yet written (rank 0)
 
     def save() -> None:  # rank 0 writes; the others wait until the files are there
@@ -459,9 +466,9 @@ def _epochs(
                 held[:] = [_host_copy(model)]
         else:
             state.bad_epochs += 1
-        if state.bad_epochs >= job.patience:
+        if state.bad_epochs >= settings.patience:
             state.stopped_by = "early_stopping"
-        elif state.epoch >= job.max_epochs:
+        elif state.epoch >= settings.max_epochs:
             state.stopped_by = "max_epochs"
         elif schedule_ended(job, state.epoch):
             state.stopped_by = "schedule_end"

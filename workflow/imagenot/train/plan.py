@@ -1,8 +1,15 @@
-"""Config lookups for the train stage's rules (pure functions of the workflow config).
+"""The train stage's plan: the files its rules read and write, and their wildcards' constraints
+(pure functions of the workflow config).
 
 The rule file rules/train.smk calls these; Snakemake files themselves define no functions.
-What the config says about one experiment (its space, seeds, starting weights, GPUs and nodes)
-lives below this module and the settings objects, in :mod:`imagenot.train.experiments`.
+This module holds the file lists of the DAG: a run's dataset inputs, the halving slots and
+decisions of the trials, the final runs, the preregistration record and the stage's targets.
+Beside it, each in its module: the config's cross-key checks (:mod:`imagenot.train.checks`,
+run as this stage's ``check``), what a training job asks of the scheduler
+(:mod:`imagenot.train.resources`) and the launcher of its shell line
+(:mod:`imagenot.train.launch`). What the config says about one experiment (its space, seeds,
+starting weights, GPUs and nodes) lives below this module and the settings objects, in
+:mod:`imagenot.train.experiments`; the rules read those facts here too (``train_plan.nodes``).
 Layout: ``results/train/{dataset}/{protocol}/{model}/`` holds ``trials.parquet``,
 ``trial-{trial}/`` (``rung-{k}.json`` per halving rung, ``result.json``, ``metrics.csv``),
 ``halving/rung-{k}.json``, ``selection.json`` and ``final/seed-{seed}/``.
@@ -12,118 +19,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from imagenot.config import ConfigError
-from imagenot.names import name_problem
-from imagenot.registries import RegistryError
+from imagenot.train.checks import check
 from imagenot.train.experiments import (
     RESULTS,
-    TORCHVISION,
     TRAIN,
     features_dir,
-    gpus_per_node,
     init_weights,
     is_published,
     is_tl,
-    nodes,
-    published_weights,
     run_dir,
     seeds,
-    source,
     space,
 )
-from imagenot.train.registry import MODELS, check_input_size
-from imagenot.train.search import (
-    SearchError,
-    check_budget,
-    check_space,
-    promoted_count,
-    rungs,
-)
+
+# the experiment facts the rules read as train_plan.<name> that this module does not use itself
+from imagenot.train.experiments import gpus_per_node as gpus_per_node
+from imagenot.train.experiments import nodes as nodes
+from imagenot.train.search import promoted_count, rungs
 
 PREREGISTRATION = f"{TRAIN}/preregistration.json"
 PREREGISTRATION_TABLE = f"{TRAIN}/preregistration.csv"
-
-
-def check(config: dict) -> None:
-    """Cross-key checks the schema cannot express; raise ConfigError naming the key."""
-    train = config["train"]
-    check_nodes(config)
-    for model in train["models"]:
-        try:
-            check_input_size(model, train["image_size"])
-        except RegistryError as exc:
-            raise ConfigError(f"config key train.image_size: {exc}") from None
-    for model in train["models"]:  # a plugin's model name becomes a path and a wildcard
-        problem = name_problem(model)
-        if problem:
-            raise ConfigError(f"config key train.models: model name {problem}")
-    st = {e["dataset"] for e in train["experiments"] if e["protocol"] == "st"}
-    seen: dict[tuple[str, str], int] = {}
-    for i, exp in enumerate(train["experiments"]):
-        where = f"train.experiments.{i}"
-        pair = (exp["dataset"], exp["protocol"])
-        if pair in seen:  # one results folder per pair: the second entry would be ignored
-            raise ConfigError(
-                f"config key {where}: experiment {'/'.join(pair)} is listed twice (also "
-                f"train.experiments.{seen[pair]}); each dataset/protocol is one experiment"
-            )
-        seen[pair] = i
-        if exp["dataset"] not in config["datasets"]:
-            raise ConfigError(
-                f"config key {where}.dataset: {exp['dataset']!r} is not a configured dataset; "
-                f"allowed values: {sorted(config['datasets'])}"
-            )
-        if is_published(exp):
-            if exp["protocol"] != "st" or "space" in exp:
-                raise ConfigError(
-                    f"config key {where}: weights: published takes protocol st and no space "
-                    f"(nothing is searched or trained)"
-                )
-            if not train["weights_dir"]:
-                raise ConfigError(
-                    f"config key train.weights_dir: {where} uses published weights; give the "
-                    f"directory holding torchvision's weights files"
-                )
-            check_stored_size(config, exp["dataset"])
-            continue
-        if "space" not in exp:
-            raise ConfigError(f"config key {where}.space: required (a key of train.spaces)")
-        if exp["space"] not in train["spaces"]:
-            raise ConfigError(
-                f"config key {where}.space: {exp['space']!r} is not defined; allowed values: "
-                f"{sorted(train['spaces'])}"
-            )
-        start = source(exp["protocol"])
-        if start and start != TORCHVISION and start not in st:
-            raise ConfigError(
-                f"config key {where}.protocol: source {start!r} has no st experiment; allowed "
-                f"sources: {sorted(st | {TORCHVISION})}"
-            )
-    for name, sp in train["spaces"].items():
-        try:
-            check_space(sp["hyperparameters"], f"train.spaces.{name}.hyperparameters")
-            check_budget(sp, f"train.spaces.{name}")
-        except SearchError as exc:
-            raise ConfigError(f"config key {exc}") from None
-        for model in sp["batch_size_overrides"]:
-            if model not in MODELS:
-                raise ConfigError(
-                    f"config key train.spaces.{name}.batch_size_overrides: {model!r} is not in "
-                    f"the registry; allowed values: {sorted(MODELS)}"
-                )
-    for model in train["max_batch_per_gpu_overrides"]:
-        if model not in MODELS:
-            raise ConfigError(
-                f"config key train.max_batch_per_gpu_overrides: {model!r} is not in the "
-                f"registry; allowed values: {sorted(MODELS)}"
-            )
-    known = {f"{e['dataset']}/{e['protocol']}" for e in train["experiments"]}
-    for i, amendment in enumerate(train["amendments"]):
-        if amendment["experiment"] not in known or amendment["model"] not in train["models"]:
-            raise ConfigError(
-                f"config key train.amendments.{i}: experiment must be one of {sorted(known)} "
-                f"and model one of {train['models']}"
-            )
 
 
 def published_pattern(config: dict) -> str:
@@ -153,48 +68,6 @@ def experiments(config: dict) -> list[dict]:
     return config["train"]["experiments"]
 
 
-def check_stored_size(config: dict, dataset: str) -> None:
-    """Stop (ConfigError naming the key) when ``dataset`` is stored smaller than the published
-    weights evaluated on it need (:func:`published_stored_size`): they would see upsampled
-    images, and their measured accuracy would not be the published protocol's. A check, not a
-    silent change of the size: the acquire stage comes before the models and knows none."""
-    from imagenot.acquire.sizes import stored_size
-    from imagenot.config import ConfigError
-
-    stored = stored_size(config, dataset)
-    needed = published_stored_size(config, dataset)
-    if stored < needed:
-        raise ConfigError(
-            f"config key datasets.{dataset}.image_size: {dataset} would be stored at {stored} "
-            f"px, but the published weights evaluated on it resize to {needed} px (their own "
-            f"protocol, imagenot.train.facts); set datasets.{dataset}.image_size: {needed}"
-        )
-
-
-def published_stored_size(config: dict, dataset: str) -> int:
-    """The smallest stored image side ``dataset`` needs for the published weights evaluated on
-    it (0 where none are): the largest resize (or crop) of their own protocols
-    (:mod:`imagenot.train.facts`: 480 px for EfficientNet-V2-L), so that no weight sees an
-    upsampled image: the reference dataset's stored size follows from its models
-    (:func:`check_stored_size`)."""
-    from imagenot.config import ConfigError
-    from imagenot.train.facts import weight_facts
-
-    if not any(is_published(e) and e["dataset"] == dataset for e in config["train"]["experiments"]):
-        return 0
-    needed = 0
-    for model in config["train"]["models"]:
-        weights = published_weights(config["train"], model)
-        if weights is None:
-            continue  # train_published stops with a message naming the model
-        try:
-            facts = weight_facts(weights, model)
-        except RegistryError as exc:
-            raise ConfigError(f"config key train.weights.{model}: {exc}") from None
-        needed = max(needed, facts.preprocessing.smallest_stored_size())
-    return needed
-
-
 def tl_protocol_regex(config: dict) -> str:
     """The configured TL protocols (constraint of the feature and head-fitting rules)."""
     return _protocols_regex(
@@ -205,6 +78,7 @@ def tl_protocol_regex(config: dict) -> str:
 # A dataset's splits: imagenot.acquire.dataset.SPLITS, not imported (plan modules stay free of
 # pyarrow: every job's Snakemake parses the rules); tests/test_train_features.py checks they agree.
 SPLITS = ("train", "val", "test")
+
 # What a trial reads: it selects on validation accuracy and never sees the test split.
 TRIAL_SPLITS = ("train", "val")
 
@@ -213,91 +87,6 @@ def feature_files(dataset: str, protocol: str, model: str, splits=SPLITS) -> lis
     """The features files of ``splits`` (a trial's TRIAL_SPLITS; every split for a final run,
     which also scores the test split)."""
     return [f"{features_dir(dataset, protocol, model)}/{split}.safetensors" for split in splits]
-
-
-def threads(config: dict) -> int:
-    """CPU cores of a training job on each of its nodes (the rule's threads, SLURM's
-    --cpus-per-task of its one task per node): resources.cpus_per_gpu per GPU of the node
-    (decoding and feeding), one for a CPU job (``slurm_profile.gpu_threads``, as every GPU
-    rule's)."""
-    from imagenot.slurm_profile import gpu_threads
-
-    return gpu_threads(config, 1, gpus_per_node(config))
-
-
-def check_nodes(config: dict) -> None:
-    """train.nodes_per_job against the GPUs and the executor: whole GPUs per node, only GPU jobs
-    span nodes, and only under SLURM (whose srun starts a launcher on each node)."""
-    train, n = config["train"], config["train"]["nodes_per_job"]
-    if n == 1:
-        return
-    if config["resources"]["gpus"] == 0:
-        raise ConfigError(
-            f"config key train.nodes_per_job: {n} nodes per job needs GPU jobs "
-            f"(resources.gpus > 0); CPU training jobs run on one node"
-        )
-    if train["gpus_per_job"] % n:
-        raise ConfigError(
-            f"config key train.nodes_per_job: train.gpus_per_job ({train['gpus_per_job']}) must "
-            f"split evenly over {n} nodes (the same GPUs on every node)"
-        )
-    if not config["resources"]["site"]:
-        raise ConfigError(
-            f"config key train.nodes_per_job: {n} nodes per job are started by SLURM's srun; run "
-            f"with the site profile (snakemake --profile slurm, docs/cluster.md)"
-        )
-
-
-# torchrun's stop signals: its defaults and SIGUSR1 (a warning a site may send with --signal),
-# forwarded to every rank, which checkpoints and exits. A time limit needs none: every rank stops
-# by the job's own deadline (imagenot.train.interrupts.job_deadline)
-STOP_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
-# How long torchrun waits for its ranks to agree on a step, checkpoint and exit after a stop
-# signal before it kills them: well inside the default 10-minute deadline margin (a check every
-# loop.CHECK_EVERY steps, then one checkpoint written by rank 0)
-SHUTDOWN_S = 300
-# The c10d rendezvous port of a multi-node job: this base plus the SLURM job id modulo 1000,
-# so two jobs sharing a first node rarely collide (their ids differ in the last digits)
-RDZV_PORT_BASE = 29500
-
-
-def launcher(config: dict) -> str:
-    """What the training rules' shell line puts before ``imagenot train-trial|train-final``:
-    nothing for one process (no launcher, no process group), torchrun for a data-parallel
-    job on one node, and ``srun`` starting one torchrun per node for a multi-node job
-    (``imagenot.train.distributed``, docs/gpu.md "Data parallelism")."""
-    return launch_line(nodes(config), gpus_per_node(config), threads(config))
-
-
-def launch_line(n_nodes: int, per_node: int, threads: int) -> str:
-    """The launcher of :func:`launcher` for ``n_nodes`` nodes of ``per_node`` processes."""
-    if n_nodes * per_node <= 1:
-        return ""
-    torchrun = [
-        "torchrun",
-        f"--nnodes={n_nodes}",
-        f"--nproc-per-node={per_node}",
-        "--max-restarts=0",  # a failed rank ends the job; its retry resumes the checkpoint
-        f"--signals-to-handle={STOP_SIGNALS}",
-        f"--shutdown-timeout={SHUTDOWN_S}",
-    ]
-    if n_nodes == 1:
-        return " ".join(["torchrun", "--standalone", *torchrun[1:], "--no-python"])
-    # SLURM's job id names the rendezvous; the shell that runs the line runs on the job's
-    # first node, whose launcher hosts it. --overlap: outside a job array the workflow's own
-    # step already holds the first node (the executor plugin wraps the rule in `srun -n1`)
-    endpoint = f'"$(hostname):$(({RDZV_PORT_BASE}+SLURM_JOB_ID%1000))"'
-    rdzv = ["--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", '--rdzv-id="$SLURM_JOB_ID"']
-    srun = [
-        "srun",
-        f"--nodes={n_nodes}",
-        f"--ntasks={n_nodes}",
-        "--ntasks-per-node=1",
-        f"--cpus-per-task={threads}",
-        "--overlap",
-        "--kill-on-bad-exit=1",  # one node's launcher failing ends the others at once
-    ]
-    return " ".join([*srun, *torchrun, *rdzv, "--no-python"])
 
 
 def dataset_inputs(dataset: str) -> list[str]:
@@ -345,96 +134,6 @@ def previous_decision(config: dict, dataset: str, protocol: str, model: str, sta
     """The halving decision a stage's slots read their trial from ([] for stage 0)."""
     stage = int(stage)
     return [decision_file(dataset, protocol, model, stage - 1)] if stage > 0 else []
-
-
-def slot_trains(previous, slot) -> bool:
-    """Whether a slot has a trial to train, read from its promotion input ``previous`` (the
-    rule's ``input.previous``: the previous rung's decision file, none at stage 0) when the job
-    becomes ready. Why: a slot no trial was promoted into exits at once (``jobs.run_slot``), so
-    it must not wait in the GPU queue for a GPU, 24 h and 32 GB. A decision not written yet
-    (``snakemake -n`` plans before it exists) or unreadable counts as a slot that trains: the
-    full request, and the job itself reports a bad file."""
-    from imagenot.train.trials import slot_trial
-
-    files = [previous] if isinstance(previous, str) else list(previous)
-    if not files:
-        return True
-    try:
-        return slot_trial(int(slot), Path(files[0])) is not None
-    except (OSError, ValueError, KeyError, TypeError):
-        return True
-
-
-def slot_status(dataset: str, protocol: str, model: str, stage, slot) -> Path:
-    """A slot job's status file (``imagenot.train.failfast``: a permanent fault, deadline
-    stops), beside the slot's result."""
-    from imagenot.train.failfast import status_for
-
-    return status_for(slot_file(dataset, protocol, model, stage, slot))
-
-
-def slot_gets_gpu(previous, slot, status: Path | None = None, attempt: int = 1) -> bool:
-    """Whether a train_trial job asks for its GPUs: a slot that trains, unless an earlier
-    attempt of it failed for good in this run (``failfast.refused``: its retry only exits)."""
-    from imagenot.train.failfast import refused
-
-    if status is not None and refused(status, attempt):
-        return False
-    return slot_trains(previous, slot)
-
-
-def slot_threads(config: dict, previous, slot, status: Path | None = None, attempt: int = 1) -> int:
-    """Cores of a train_trial job: :func:`threads`, one for an empty slot or a refused retry."""
-    return threads(config) if slot_gets_gpu(previous, slot, status, attempt) else 1
-
-
-def slot_mem_mb(
-    config: dict, previous, slot, attempt: int, status: Path | None = None, ring: int = 0
-) -> int:
-    """Memory (MB) of a train_trial job: :func:`process_mem_mb` when the slot trains, the small
-    ``empty_mem_mb`` for an empty slot (it exits at once; grown per attempt as every rule's)."""
-    from imagenot.train.failfast import memory_attempt, refused
-
-    if slot_gets_gpu(previous, slot, status, attempt):
-        return process_mem_mb(config, status, attempt, ring, gpus_per_node(config))
-    own = config["resources"]["train_trial"]
-    if status is not None and refused(status, attempt):
-        return own["empty_mem_mb"]
-    grown = memory_attempt(status, attempt) if status is not None else attempt
-    return int(own["empty_mem_mb"] * config["resources"]["attempt_growth"] ** max(grown - 1, 0))
-
-
-def process_mem_mb(
-    config: dict, status: Path | None, attempt: int, ring: int, processes: int
-) -> int:
-    """Memory (MB) of a training job (train_trial, train_final, train_features: the same
-    model's process per GPU): ``resources.train_trial.mem_mb`` plus ``ring``, its batch rings
-    (``rings.ring_mb``), for each of the ``processes`` of its node (SLURM's --mem counts per
-    node), grown per attempt by ``resources.attempt_growth`` except for attempts that followed a
-    deadline stop (``failfast.memory_attempt``: the clock stopped it, not its memory); the small
-    ``empty_mem_mb``, not grown, for the retry of a job that failed for good (it only exits)."""
-    from imagenot.train.failfast import memory_attempt, refused
-
-    own = config["resources"]["train_trial"]
-    if status is not None and refused(status, attempt):
-        return own["empty_mem_mb"]
-    base = (own["mem_mb"] + ring) * max(1, processes)
-    grown = memory_attempt(status, attempt) if status is not None else attempt
-    return int(base * config["resources"]["attempt_growth"] ** max(grown - 1, 0))
-
-
-def slot_runtime_min(config: dict, previous, slot, attempt: int, status: Path | None = None) -> int:
-    """Runtime (minutes) of a train_trial job (``resources.train_trial``), grown per attempt
-    and capped at ``resources.max_runtime_min`` (the site's maximum under a site profile);
-    ``empty_runtime_min`` for an empty slot, and for a refused retry without growth."""
-    from imagenot.train.failfast import refused
-
-    own = config["resources"]["train_trial"]
-    if status is not None and refused(status, attempt):  # it only exits: the least, not grown
-        return own["empty_runtime_min"]
-    key = "runtime_min" if slot_trains(previous, slot) else "empty_runtime_min"
-    grown = int(own[key] * config["resources"]["attempt_growth"] ** max(attempt - 1, 0))
-    return min(grown, config["resources"]["max_runtime_min"])
 
 
 def promoted_option(config: dict, dataset: str, protocol: str, model: str, stage) -> str:

@@ -144,6 +144,9 @@ def _tv(name: str, family: str, head: str, min_size: int, weights: str) -> Model
 
 #: The one list of model names (the config schema's ``train.models`` items derive from it).
 #: Register a new one with ``MODELS.register(name, ModelSpec(...))``.
+#: A table, one entry a line or two (not the formatter's one argument a line, which made the
+#: long entries seven-line blocks of one shape).
+# fmt: off
 MODELS: Registry = _register(
     # The seven paper models (method.md section 4).
     _tv("alexnet", "alexnet", "classifier.6", 63, "AlexNet_Weights.IMAGENET1K_V1"),
@@ -151,47 +154,26 @@ MODELS: Registry = _register(
     _tv("resnet18", "resnet", "fc", 1, "ResNet18_Weights.IMAGENET1K_V1"),
     _tv("resnet152", "resnet", "fc", 1, "ResNet152_Weights.IMAGENET1K_V2"),
     _tv("densenet161", "densenet", "classifier", 29, "DenseNet161_Weights.IMAGENET1K_V1"),
-    _tv(
-        "efficientnet_v2_l",
-        "efficientnet",
-        "classifier.1",
-        33,
-        "EfficientNet_V2_L_Weights.IMAGENET1K_V1",
-    ),
+    _tv("efficientnet_v2_l", "efficientnet", "classifier.1", 33,
+        "EfficientNet_V2_L_Weights.IMAGENET1K_V1"),
     _tv("convnext_large", "convnext", "classifier.2", 32, "ConvNeXt_Large_Weights.IMAGENET1K_V1"),
     # Small torchvision members of the same families.
     _tv("vgg11", "vgg", "classifier.6", 32, "VGG11_Weights.IMAGENET1K_V1"),
     _tv("densenet121", "densenet", "classifier", 29, "DenseNet121_Weights.IMAGENET1K_V1"),
-    _tv(
-        "efficientnet_b0",
-        "efficientnet",
-        "classifier.1",
-        1,
-        "EfficientNet_B0_Weights.IMAGENET1K_V1",
-    ),
+    _tv("efficientnet_b0", "efficientnet", "classifier.1", 1,
+        "EfficientNet_B0_Weights.IMAGENET1K_V1"),
     _tv("convnext_tiny", "convnext", "classifier.2", 32, "ConvNeXt_Tiny_Weights.IMAGENET1K_V1"),
     # CPU-demo members (no published weights): torchvision classes narrowed, timm's smallest.
     ModelSpec("alexnet_mini", "alexnet", _alexnet_mini, "3.6", 35),
     ModelSpec("vgg_mini", "vgg", _vgg_mini, "3.6", 32),
     ModelSpec("resnet_mini", "resnet", _resnet_mini, "fc", 1),
     ModelSpec("densenet_mini", "densenet", _densenet_mini, "classifier", 29),
-    ModelSpec(
-        "efficientnet_mini",
-        "efficientnet",
-        partial(_timm, "tinynet_e"),
-        "classifier",
-        1,
-        "timm:tinynet_e.in1k",
-    ),
-    ModelSpec(
-        "convnext_mini",
-        "convnext",
-        partial(_timm, "convnext_atto"),
-        "head.fc",
-        32,
-        "timm:convnext_atto.d2_in1k",
-    ),
+    ModelSpec("efficientnet_mini", "efficientnet", partial(_timm, "tinynet_e"), "classifier", 1,
+              "timm:tinynet_e.in1k"),
+    ModelSpec("convnext_mini", "convnext", partial(_timm, "convnext_atto"), "head.fc", 32,
+              "timm:convnext_atto.d2_in1k"),
 )
+# fmt: on
 
 
 def get_spec(name: str) -> ModelSpec:

@@ -6,7 +6,7 @@ Why: each training process holds two rings of shared-memory batch buffers for it
 resize to the model's size runs on the device). At the paper's 256 px, 7 workers and batches
 of 256 that is 1.46 GB per ring, 2.9 GB per process: a memory request that leaves it out is
 killed on the first epoch. Every training job's memory adds its own
-(``plan.process_mem_mb``, called by the rules). Light: no torch import (evaluated while Snakemake schedules).
+(``resources.process_mem_mb``, called by the rules). Light: no torch import (evaluated while Snakemake schedules).
 """
 
 from __future__ import annotations

@@ -1,0 +1,162 @@
+"""Cross-key checks of the train config that the schema cannot express (the stage's
+``check``, run by ``imagenot.stages.check_workflow_config`` before any job, hence by the
+workflow and ``imagenot validate-config``): the models' input sizes and names, each experiment's
+dataset, space and starting weights, the spaces' search budgets, the nodes of a job, and the
+stored image size that published weights need. Each raises ConfigError naming the key.
+"""
+
+from __future__ import annotations
+
+from imagenot.config import ConfigError
+from imagenot.names import name_problem
+from imagenot.registries import RegistryError
+from imagenot.train.experiments import TORCHVISION, is_published, published_weights, source
+from imagenot.train.registry import MODELS, check_input_size
+from imagenot.train.search import SearchError, check_budget, check_space
+
+
+def check(config: dict) -> None:
+    """Cross-key checks the schema cannot express; raise ConfigError naming the key."""
+    train = config["train"]
+    check_nodes(config)
+    for model in train["models"]:
+        try:
+            check_input_size(model, train["image_size"])
+        except RegistryError as exc:
+            raise ConfigError(f"config key train.image_size: {exc}") from None
+    for model in train["models"]:  # a plugin's model name becomes a path and a wildcard
+        problem = name_problem(model)
+        if problem:
+            raise ConfigError(f"config key train.models: model name {problem}")
+    st = {e["dataset"] for e in train["experiments"] if e["protocol"] == "st"}
+    seen: dict[tuple[str, str], int] = {}
+    for i, exp in enumerate(train["experiments"]):
+        where = f"train.experiments.{i}"
+        pair = (exp["dataset"], exp["protocol"])
+        if pair in seen:  # one results folder per pair: the second entry would be ignored
+            raise ConfigError(
+                f"config key {where}: experiment {'/'.join(pair)} is listed twice (also "
+                f"train.experiments.{seen[pair]}); each dataset/protocol is one experiment"
+            )
+        seen[pair] = i
+        if exp["dataset"] not in config["datasets"]:
+            raise ConfigError(
+                f"config key {where}.dataset: {exp['dataset']!r} is not a configured dataset; "
+                f"allowed values: {sorted(config['datasets'])}"
+            )
+        if is_published(exp):
+            if exp["protocol"] != "st" or "space" in exp:
+                raise ConfigError(
+                    f"config key {where}: weights: published takes protocol st and no space "
+                    f"(nothing is searched or trained)"
+                )
+            if not train["weights_dir"]:
+                raise ConfigError(
+                    f"config key train.weights_dir: {where} uses published weights; give the "
+                    f"directory holding torchvision's weights files"
+                )
+            check_stored_size(config, exp["dataset"])
+            continue
+        if "space" not in exp:
+            raise ConfigError(f"config key {where}.space: required (a key of train.spaces)")
+        if exp["space"] not in train["spaces"]:
+            raise ConfigError(
+                f"config key {where}.space: {exp['space']!r} is not defined; allowed values: "
+                f"{sorted(train['spaces'])}"
+            )
+        start = source(exp["protocol"])
+        if start and start != TORCHVISION and start not in st:
+            raise ConfigError(
+                f"config key {where}.protocol: source {start!r} has no st experiment; allowed "
+                f"sources: {sorted(st | {TORCHVISION})}"
+            )
+    for name, sp in train["spaces"].items():
+        try:
+            check_space(sp["hyperparameters"], f"train.spaces.{name}.hyperparameters")
+            check_budget(sp, f"train.spaces.{name}")
+        except SearchError as exc:
+            raise ConfigError(f"config key {exc}") from None
+        for model in sp["batch_size_overrides"]:
+            if model not in MODELS:
+                raise ConfigError(
+                    f"config key train.spaces.{name}.batch_size_overrides: {model!r} is not in "
+                    f"the registry; allowed values: {sorted(MODELS)}"
+                )
+    for model in train["max_batch_per_gpu_overrides"]:
+        if model not in MODELS:
+            raise ConfigError(
+                f"config key train.max_batch_per_gpu_overrides: {model!r} is not in the "
+                f"registry; allowed values: {sorted(MODELS)}"
+            )
+    known = {f"{e['dataset']}/{e['protocol']}" for e in train["experiments"]}
+    for i, amendment in enumerate(train["amendments"]):
+        if amendment["experiment"] not in known or amendment["model"] not in train["models"]:
+            raise ConfigError(
+                f"config key train.amendments.{i}: experiment must be one of {sorted(known)} "
+                f"and model one of {train['models']}"
+            )
+
+
+def check_nodes(config: dict) -> None:
+    """train.nodes_per_job against the GPUs and the executor: whole GPUs per node, only GPU jobs
+    span nodes, and only under SLURM (whose srun starts a launcher on each node)."""
+    train, n = config["train"], config["train"]["nodes_per_job"]
+    if n == 1:
+        return
+    if config["resources"]["gpus"] == 0:
+        raise ConfigError(
+            f"config key train.nodes_per_job: {n} nodes per job needs GPU jobs "
+            f"(resources.gpus > 0); CPU training jobs run on one node"
+        )
+    if train["gpus_per_job"] % n:
+        raise ConfigError(
+            f"config key train.nodes_per_job: train.gpus_per_job ({train['gpus_per_job']}) must "
+            f"split evenly over {n} nodes (the same GPUs on every node)"
+        )
+    if not config["resources"]["site"]:
+        raise ConfigError(
+            f"config key train.nodes_per_job: {n} nodes per job are started by SLURM's srun; run "
+            f"with the site profile (snakemake --profile slurm, docs/cluster.md)"
+        )
+
+
+def check_stored_size(config: dict, dataset: str) -> None:
+    """Stop (ConfigError naming the key) when ``dataset`` is stored smaller than the published
+    weights evaluated on it need (:func:`published_stored_size`): they would see upsampled
+    images, and their measured accuracy would not be the published protocol's. A check, not a
+    silent change of the size: the acquire stage comes before the models and knows none."""
+    from imagenot.acquire.sizes import stored_size
+    from imagenot.config import ConfigError
+
+    stored = stored_size(config, dataset)
+    needed = published_stored_size(config, dataset)
+    if stored < needed:
+        raise ConfigError(
+            f"config key datasets.{dataset}.image_size: {dataset} would be stored at {stored} "
+            f"px, but the published weights evaluated on it resize to {needed} px (their own "
+            f"protocol, imagenot.train.facts); set datasets.{dataset}.image_size: {needed}"
+        )
+
+
+def published_stored_size(config: dict, dataset: str) -> int:
+    """The smallest stored image side ``dataset`` needs for the published weights evaluated on
+    it (0 where none are): the largest resize (or crop) of their own protocols
+    (:mod:`imagenot.train.facts`: 480 px for EfficientNet-V2-L), so that no weight sees an
+    upsampled image: the reference dataset's stored size follows from its models
+    (:func:`check_stored_size`)."""
+    from imagenot.config import ConfigError
+    from imagenot.train.facts import weight_facts
+
+    if not any(is_published(e) and e["dataset"] == dataset for e in config["train"]["experiments"]):
+        return 0
+    needed = 0
+    for model in config["train"]["models"]:
+        weights = published_weights(config["train"], model)
+        if weights is None:
+            continue  # train_published stops with a message naming the model
+        try:
+            facts = weight_facts(weights, model)
+        except RegistryError as exc:
+            raise ConfigError(f"config key train.weights.{model}: {exc}") from None
+        needed = max(needed, facts.preprocessing.smallest_stored_size())
+    return needed

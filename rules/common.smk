@@ -10,10 +10,12 @@ from imagenot import (
     escape,
     job_usage,
     lifeline,
+    paths,
     slurm_profile,
     summary_plan,
     work,
 )
+from imagenot.paths import BENCH, LOGS, NLTK_DATA, NOUN_LEMMAS, RESULTS
 from imagenot.config import read_config_file
 from imagenot.names import NAME_PATTERN
 from imagenot.settings import to_arg
@@ -26,6 +28,7 @@ from imagenot.curate import settings as curate_settings
 from imagenot.acquire import plan as acquire_plan
 from imagenot.acquire import settings as acquire_settings
 from imagenot.train import failfast
+from imagenot.train import paths as train_paths
 from imagenot.train import plan as train_plan
 from imagenot.train import preflight_plan
 from imagenot.train import rings as train_rings
@@ -38,11 +41,6 @@ from imagenot.figures import settings as figures_settings
 from imagenot.diagnostics import plan as diagnostics_plan
 from imagenot.diagnostics import settings as diagnostics_settings
 
-RESULTS = "results"
-LOGS = f"{RESULTS}/logs"
-BENCH = f"{RESULTS}/benchmarks"
-NLTK_DATA = f"{RESULTS}/wordnet/nltk_data"
-NOUN_LEMMAS = f"{RESULTS}/wordnet/noun_lemmas.parquet"
 # Dataset-building rules (demo world, curation, acquisition) go first when jobs compete for
 # cores: they are the critical path every training job waits on.
 DATA_PRIORITY = 10

@@ -7,8 +7,37 @@ settings`); this module keeps the file lists, the job enumeration and the cross-
 
 from __future__ import annotations
 
-RESULTS = "results"
+from imagenot.paths import RESULTS
+
+# The stage's files (Snakemake patterns: the rules' outputs and inputs, docs/contracts.md).
 CURATE = f"{RESULTS}/curate"
+# per shard, dataset-independent (curate_match)
+_MATCH = f"{CURATE}/matches/{{shard}}"
+MATCHES = f"{_MATCH}.parquet"
+MATCH_COUNTS = f"{_MATCH}.counts.parquet"
+MATCH_STATS = f"{_MATCH}.json"
+# per LAION-built dataset
+DATASET_DIR = f"{CURATE}/{{dataset}}"
+CANDIDATES = f"{DATASET_DIR}/candidates.parquet"
+CANDIDATES_AUDIT = f"{DATASET_DIR}/candidates_audit.parquet"
+CANDIDATES_STATS = f"{DATASET_DIR}/candidates.json"
+CAPTIONS = f"{DATASET_DIR}/captions/{{shard}}.parquet"
+CAPTION_STATS = f"{DATASET_DIR}/captions/{{shard}}.json"
+QUERIES = f"{DATASET_DIR}/queries.npy"
+SCORES = f"{DATASET_DIR}/scores/{{shard}}.parquet"
+SCORE_STATS = f"{DATASET_DIR}/scores/{{shard}}.json"
+EMBEDDINGS = f"{DATASET_DIR}/embeddings/{{shard}}"  # resumable chunks (curate_embed's work)
+CLASSES = f"{DATASET_DIR}/classes.parquet"
+SELECTION = f"{DATASET_DIR}/selection.parquet"
+RESERVE = f"{DATASET_DIR}/reserve.parquet"
+CLASS_SCORES = f"{DATASET_DIR}/class_scores.parquet"
+SELECTION_STATS = f"{DATASET_DIR}/selection.json"
+AUDIT = f"{DATASET_DIR}/audit.parquet"
+AUDIT_CSV = f"{DATASET_DIR}/audit.csv"
+FUNNEL = f"{DATASET_DIR}/funnel.csv"
+CALIBRATION = f"{DATASET_DIR}/calibration.csv"
+CALIBRATION_SUMMARY = f"{DATASET_DIR}/calibration_summary.csv"
+CALIBRATION_FIGURE = f"{DATASET_DIR}/calibration.png"
 
 
 def laion_datasets(config: dict) -> list[str]:
@@ -88,16 +117,16 @@ def check_shards(config: dict) -> None:
 
 
 def match_files(config: dict) -> list[str]:
-    return [f"{CURATE}/matches/{s}.parquet" for s in shard_ids(config)]
+    return [MATCHES.format(shard=s) for s in shard_ids(config)]
 
 
 def count_files(config: dict) -> list[str]:
     """Per-shard (wnid, n) match counts: the class-count gather's inputs."""
-    return [f"{CURATE}/matches/{s}.counts.parquet" for s in shard_ids(config)]
+    return [MATCH_COUNTS.format(shard=s) for s in shard_ids(config)]
 
 
 def match_stats_files(config: dict) -> list[str]:
-    return [f"{CURATE}/matches/{s}.json" for s in shard_ids(config)]
+    return [MATCH_STATS.format(shard=s) for s in shard_ids(config)]
 
 
 def class_mode(config: dict, dataset: str) -> str:
@@ -116,23 +145,22 @@ def class_list_input(config: dict, dataset: str) -> list[str]:
 
 
 def caption_files(config: dict, dataset: str) -> list[str]:
-    return [f"{CURATE}/{dataset}/captions/{s}.parquet" for s in shard_ids(config)]
+    return [CAPTIONS.format(dataset=dataset, shard=s) for s in shard_ids(config)]
 
 
 def caption_stats_files(config: dict, dataset: str) -> list[str]:
-    return [f"{CURATE}/{dataset}/captions/{s}.json" for s in shard_ids(config)]
+    return [CAPTION_STATS.format(dataset=dataset, shard=s) for s in shard_ids(config)]
 
 
 def score_files(config: dict, dataset: str) -> list[str]:
     """Per-part caption similarities written by curate_embed (selection's inputs)."""
-    return [f"{CURATE}/{dataset}/scores/{s}.parquet" for s in shard_ids(config)]
+    return [SCORES.format(dataset=dataset, shard=s) for s in shard_ids(config)]
 
 
 def dataset_outputs(dataset: str) -> list[str]:
     """The contract outputs of one LAION-built dataset."""
     return [
-        f"{CURATE}/{dataset}/{name}"
-        for name in ("classes.parquet", "selection.parquet", "audit.parquet", "funnel.csv")
+        pattern.format(dataset=dataset) for pattern in (CLASSES, SELECTION, AUDIT, FUNNEL)
     ] + calibration_outputs(dataset)
 
 
@@ -200,9 +228,9 @@ def check_class_list(config: dict, dataset: str) -> None:
         )
 
 
-CALIBRATION_FILES = ("calibration.csv", "calibration_summary.csv", "calibration.png")
+CALIBRATION_FILES = (CALIBRATION, CALIBRATION_SUMMARY, CALIBRATION_FIGURE)
 
 
 def calibration_outputs(dataset: str) -> list[str]:
     """Threshold calibration of one dataset: per-threshold table, summary, figure."""
-    return [f"{CURATE}/{dataset}/{name}" for name in CALIBRATION_FILES]
+    return [pattern.format(dataset=dataset) for pattern in CALIBRATION_FILES]

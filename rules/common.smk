@@ -23,8 +23,10 @@ from imagenot.stages import check_workflow_config, stage_plans
 from imagenot.demo import plan as demo_plan
 from imagenot.demo import scale_plan
 from imagenot.demo import settings as demo_settings
+from imagenot.curate import paths as curate_paths
 from imagenot.curate import plan as curate_plan
 from imagenot.curate import settings as curate_settings
+from imagenot.acquire import paths as acquire_paths
 from imagenot.acquire import plan as acquire_plan
 from imagenot.acquire import settings as acquire_settings
 from imagenot.train import failfast
@@ -33,6 +35,7 @@ from imagenot.train import plan as train_plan
 from imagenot.train import preflight_plan
 from imagenot.train import rings as train_rings
 from imagenot.train import settings as train_settings
+from imagenot.evaluate import paths as evaluate_paths
 from imagenot.evaluate import plan as evaluate_plan
 from imagenot.evaluate import settings as evaluate_settings
 from imagenot.figures import plan as figures_plan

@@ -37,8 +37,8 @@ rule diagnostics_wordnet_stats:
 
 rule diagnostics_caption_stats:
     input:
-        classes=curate_plan.CLASSES,
-        selection=curate_plan.SELECTION,
+        classes=curate_paths.CLASSES,
+        selection=curate_paths.SELECTION,
     output:
         diagnostics_plan.CAPTION_STATS,
     log:
@@ -49,7 +49,7 @@ rule diagnostics_caption_stats:
         "../envs/analyse.yaml"
     threads: 1
     params:
-        curate_dir=curate_plan.DATASET_DIR,
+        curate_dir=curate_paths.DATASET_DIR,
     shell:
         "imagenot caption-similarity-stats --curate-dir {params.curate_dir}"
         " --out {output} > {log} 2>&1"

@@ -10,8 +10,8 @@ rule evaluate_robustness:
         manifest=paths.MANIFEST,
         preflight=preflight_gate(),
     output:
-        robustness=evaluate_plan.ROBUSTNESS,
-        per_image=evaluate_plan.PER_IMAGE,
+        robustness=evaluate_paths.ROBUSTNESS,
+        per_image=evaluate_paths.PER_IMAGE,
     log:
         f"{LOGS}/evaluate_robustness/{{dataset}}/{{protocol}}/{{model}}/seed-{{seed}}.log",
     benchmark:

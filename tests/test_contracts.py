@@ -1,8 +1,8 @@
 """A file path is written once (issue 35, point 1), and docs/contracts.md names the same files.
 
-Every file under results/ is a named pattern of ``imagenot.paths`` or a stage's plan (train:
-``imagenot.train.paths``): the producing rule's ``output:``, the consuming rules' ``input:``
-and the plans' file lists use the name, never the spelling. These tests find the pattern
+Every file under results/ is a named pattern of ``imagenot.paths``, a stage's
+``imagenot.<stage>.paths`` or a last stage's plan: the producing rule's ``output:``, the
+consuming rules' ``input:`` and the plans' file lists use the name, never the spelling. These tests find the pattern
 modules from the package's source (a module-level constant built on ``RESULTS``), so a stage
 added later is covered without a list to keep.
 """
@@ -76,9 +76,9 @@ def _documented() -> dict[str, str]:
 
 def test_the_pattern_modules_are_found():
     modules = pattern_modules()
-    for module in ("imagenot.paths", "imagenot.train.paths", "imagenot.curate.plan"):
+    for module in ("imagenot.paths", "imagenot.train.paths", "imagenot.curate.paths"):
         assert module in modules
-    assert "imagenot.acquire.plan.PART_STATUS" in patterns()
+    assert "imagenot.acquire.paths.PART_STATUS" in patterns()
 
 
 def test_the_results_root_is_defined_once():
@@ -119,7 +119,7 @@ JOB_FOLDERS = {
     "imagenot.paths.DATASET": "a materialising job's tars (shards/)",
     "imagenot.paths.NLTK_DATA": "the nltk corpus",
     "imagenot.train.paths.RUN": "a trial's checkpoints and metrics (trial-{trial}/)",
-    "imagenot.curate.plan.EMBEDDINGS": "an embedding job's resumable chunks",
+    "imagenot.curate.paths.EMBEDDINGS": "an embedding job's resumable chunks",
     "imagenot.demo.plan.LAION_DIR": "shards named by laion.shard_pattern",
     "imagenot.demo.plan.IMAGES": "the demo world's JPEG files",
     "imagenot.demo.scale_plan.LAION_DIR": "shards named by laion.shard_pattern",
@@ -147,10 +147,10 @@ def test_each_documented_path_is_a_pattern_or_lies_in_a_folder_a_job_fills():
 @pytest.mark.parametrize(
     ("name", "wildcards"),
     [
-        ("imagenot.curate.plan.CAPTIONS", {"dataset", "shard"}),
-        ("imagenot.acquire.plan.ROUND_PART_STATUS", {"dataset", "round", "part"}),
+        ("imagenot.curate.paths.CAPTIONS", {"dataset", "shard"}),
+        ("imagenot.acquire.paths.ROUND_PART_STATUS", {"dataset", "round", "part"}),
         ("imagenot.train.paths.FINAL_MODEL", {"dataset", "protocol", "model", "seed"}),
-        ("imagenot.evaluate.plan.ROBUSTNESS", {"dataset", "protocol", "model", "seed"}),
+        ("imagenot.evaluate.paths.ROBUSTNESS", {"dataset", "protocol", "model", "seed"}),
     ],
 )
 def test_patterns_carry_the_rules_wildcards(name, wildcards):

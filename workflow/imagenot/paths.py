@@ -2,9 +2,12 @@
 
 Why a module of its own: every stage's plan, the rules (rules/*.smk) and the readers under
 results/ name these paths; spelt in each, a renamed folder would be renamed in some of them
-only. Each stage's own patterns live in its plan module (``imagenot.<stage>.plan``; train:
-:mod:`imagenot.train.paths`), built on these roots, and docs/contracts.md is checked against
-all of them (tests/test_contracts.py). No imports: every job's Snakemake parses the rules.
+only. A stage whose files other stages read keeps its own patterns in ``imagenot.<stage>.paths``
+(curate, acquire, train, evaluate: light, so a reader imports no plan); the last stages keep
+theirs in their plan (demo and scale world, figures, diagnostics, preflight) or beside their
+writer (:mod:`imagenot.run_summary`). All are built on these roots, and docs/contracts.md is
+checked against all of them (tests/test_contracts.py). No imports: every job's Snakemake
+parses the rules.
 
 A pattern is a Snakemake wildcard pattern (``{dataset}``): the producing rule's ``output:``,
 a consuming rule's ``input:`` and, filled with ``str.format``, the plans' file lists.

@@ -10,31 +10,17 @@ from __future__ import annotations
 import shlex
 
 from imagenot.acquire.kinds import DATASET_KINDS, adapter_kinds
-from imagenot.curate import plan as curate_plan
-from imagenot.paths import DATASET, FINGERPRINT, MANIFEST, RESULTS
-
-# The stage's files (Snakemake patterns: the rules' outputs and inputs, docs/contracts.md); the
-# materialised dataset's own layout is shared with its readers: imagenot.paths.
-ACQUIRE = f"{RESULTS}/acquire/{{dataset}}"
-# download round 0 in the acquire folder itself (its paths predate top-up rounds), round r >= 1
-# in round-{r}/: the same files below each
-ROUND = f"{ACQUIRE}/round-{{round}}"
-_PART = "parts/part-{part}"
-_WORK = "work/part-{part}"  # img2dataset's resumable work folder (kept, not an output)
-PART_STATUS = f"{ACQUIRE}/{_PART}.parquet"
-PART_TAR = f"{ACQUIRE}/{_PART}.tar"
-PART_WORK = f"{ACQUIRE}/{_WORK}"
-ROUND_SELECTION = f"{ROUND}/selection.parquet"
-ROUND_PART_STATUS = f"{ROUND}/{_PART}.parquet"
-ROUND_PART_TAR = f"{ROUND}/{_PART}.tar"
-ROUND_PART_WORK = f"{ROUND}/{_WORK}"
-ASSIGNMENT = f"{ACQUIRE}/assignment.parquet"
-DOWNLOAD_STATS = f"{ACQUIRE}/download_stats.parquet"
-DOWNLOAD_STATS_CSV = f"{ACQUIRE}/download_stats.csv"
-CLASSES_REPORT = f"{ACQUIRE}/classes_report.parquet"
-CLASSES_REPORT_CSV = f"{ACQUIRE}/classes_report.csv"
-WRITE_PART = f"{ACQUIRE}/write/part-{{part}}.parquet"
-RANGE_PART = f"{ACQUIRE}/ranges/range-{{job}}.parquet"
+from imagenot.acquire.paths import (
+    ACQUIRE,
+    DOWNLOAD_STATS,
+    PART_STATUS,
+    RANGE_PART,
+    ROUND_PART_STATUS,
+    ROUND_SELECTION,
+    WRITE_PART,
+)
+from imagenot.curate import paths as curate_paths
+from imagenot.paths import DATASET, FINGERPRINT, MANIFEST
 
 
 def dataset_dir(name: str) -> str:
@@ -85,12 +71,12 @@ def topup_rounds(config: dict) -> int:
 
 def selection(name: str) -> str:
     """The curate stage's selection of a LAION-built dataset (round 0's captions)."""
-    return curate_plan.SELECTION.format(dataset=name)
+    return curate_paths.SELECTION.format(dataset=name)
 
 
 def reserve(name: str) -> str:
     """The curate stage's reserve: per class, the next-best captions after the selected ones."""
-    return curate_plan.RESERVE.format(dataset=name)
+    return curate_paths.RESERVE.format(dataset=name)
 
 
 def round_selection(name: str, rnd: int) -> str:

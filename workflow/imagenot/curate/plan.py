@@ -7,37 +7,21 @@ settings`); this module keeps the file lists, the job enumeration and the cross-
 
 from __future__ import annotations
 
-from imagenot.paths import RESULTS
-
-# The stage's files (Snakemake patterns: the rules' outputs and inputs, docs/contracts.md).
-CURATE = f"{RESULTS}/curate"
-# per shard, dataset-independent (curate_match)
-_MATCH = f"{CURATE}/matches/{{shard}}"
-MATCHES = f"{_MATCH}.parquet"
-MATCH_COUNTS = f"{_MATCH}.counts.parquet"
-MATCH_STATS = f"{_MATCH}.json"
-# per LAION-built dataset
-DATASET_DIR = f"{CURATE}/{{dataset}}"
-CANDIDATES = f"{DATASET_DIR}/candidates.parquet"
-CANDIDATES_AUDIT = f"{DATASET_DIR}/candidates_audit.parquet"
-CANDIDATES_STATS = f"{DATASET_DIR}/candidates.json"
-CAPTIONS = f"{DATASET_DIR}/captions/{{shard}}.parquet"
-CAPTION_STATS = f"{DATASET_DIR}/captions/{{shard}}.json"
-QUERIES = f"{DATASET_DIR}/queries.npy"
-SCORES = f"{DATASET_DIR}/scores/{{shard}}.parquet"
-SCORE_STATS = f"{DATASET_DIR}/scores/{{shard}}.json"
-EMBEDDINGS = f"{DATASET_DIR}/embeddings/{{shard}}"  # resumable chunks (curate_embed's work)
-CLASSES = f"{DATASET_DIR}/classes.parquet"
-SELECTION = f"{DATASET_DIR}/selection.parquet"
-RESERVE = f"{DATASET_DIR}/reserve.parquet"
-CLASS_SCORES = f"{DATASET_DIR}/class_scores.parquet"
-SELECTION_STATS = f"{DATASET_DIR}/selection.json"
-AUDIT = f"{DATASET_DIR}/audit.parquet"
-AUDIT_CSV = f"{DATASET_DIR}/audit.csv"
-FUNNEL = f"{DATASET_DIR}/funnel.csv"
-CALIBRATION = f"{DATASET_DIR}/calibration.csv"
-CALIBRATION_SUMMARY = f"{DATASET_DIR}/calibration_summary.csv"
-CALIBRATION_FIGURE = f"{DATASET_DIR}/calibration.png"
+from imagenot.curate.paths import (
+    AUDIT,
+    CALIBRATION,
+    CALIBRATION_FIGURE,
+    CALIBRATION_SUMMARY,
+    CAPTION_STATS,
+    CAPTIONS,
+    CLASSES,
+    FUNNEL,
+    MATCH_COUNTS,
+    MATCH_STATS,
+    MATCHES,
+    SCORES,
+    SELECTION,
+)
 
 
 def laion_datasets(config: dict) -> list[str]:

@@ -13,7 +13,7 @@ import re
 import string
 
 from imagenot import paths
-from imagenot.curate import plan as curate_plan
+from imagenot.curate import paths as curate_paths
 
 SCALE_DIR = f"{paths.RESULTS}/scale_world"
 LAION_DIR = f"{SCALE_DIR}/laion"
@@ -119,5 +119,5 @@ def run_targets(config: dict) -> list[str]:
     when ``scale_world.captions_only`` (images are then never fetched)."""
     names = [n for n, spec in config["datasets"].items() if spec["kind"] == "laion"]
     if config["scale_world"]["captions_only"]:
-        return [curate_plan.SELECTION.format(dataset=n) for n in names]
+        return [curate_paths.SELECTION.format(dataset=n) for n in names]
     return [paths.MANIFEST.format(dataset=n) for n in names]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from imagenot import paths
 from imagenot.acquire.kinds import wnid_kinds
-from imagenot.curate import plan as curate_plan
+from imagenot.curate import paths as curate_paths
 from imagenot.registries import Registry
 from imagenot.train.paths import FINAL_MODEL
 
@@ -234,7 +234,7 @@ def _wordnet_sources(config: dict) -> list[tuple[str, str]]:
 
 
 def _caption_sources(config: dict) -> list[tuple[str, str]]:
-    return [(d, curate_plan.DATASET_DIR.format(dataset=d)) for d in caption_datasets(config)]
+    return [(d, curate_paths.DATASET_DIR.format(dataset=d)) for d in caption_datasets(config)]
 
 
 def _image_sources(config: dict) -> list[tuple[str, str]]:
@@ -283,7 +283,7 @@ def caption_figure_inputs(config: dict) -> list[str]:
     return [
         pattern.format(dataset=d)
         for d in caption_datasets(config)
-        for pattern in (curate_plan.CLASSES, curate_plan.SELECTION)
+        for pattern in (curate_paths.CLASSES, curate_paths.SELECTION)
     ]
 
 

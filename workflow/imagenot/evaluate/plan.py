@@ -5,14 +5,8 @@ The rule file rules/evaluate.smk calls these; Snakemake files themselves define 
 
 from __future__ import annotations
 
-from imagenot.paths import RESULTS
+from imagenot.evaluate.paths import PER_IMAGE, ROBUSTNESS
 from imagenot.train import plan as train_plan
-
-# The stage's files (Snakemake patterns: the rule's outputs, the accuracy table's inputs,
-# docs/contracts.md): one folder per final run of the train stage.
-RUN_DIR = f"{RESULTS}/evaluate/{{dataset}}/{{protocol}}/{{model}}/seed-{{seed}}"
-ROBUSTNESS = f"{RUN_DIR}/robustness.parquet"
-PER_IMAGE = f"{RUN_DIR}/per_image.parquet"
 
 
 def robustness_files(config: dict) -> list[str]:

@@ -20,7 +20,7 @@ rule demo_world:
     threads: 1
     params:
         settings=to_arg(demo_settings.DemoSettings.from_config(config)),
-        out=demo_plan.DEMO_DIR,
+        out=lambda wc: demo_plan.DEMO_DIR,
     shell:
         "imagenot demo-world --nltk-data {input} --out {params.out}"
         " --shards {output.shards} --settings {params.settings} > {log} 2>&1"

@@ -49,7 +49,7 @@ rule diagnostics_caption_stats:
         "../envs/analyse.yaml"
     threads: 1
     params:
-        curate_dir=curate_paths.DATASET_DIR,
+        curate_dir=lambda wc: curate_paths.DATASET_DIR.format(dataset=wc.dataset),
     shell:
         "imagenot caption-similarity-stats --curate-dir {params.curate_dir}"
         " --out {output} > {log} 2>&1"
@@ -73,7 +73,7 @@ rule diagnostics_embed_images:
     resources:
         **gpu_request(),
     params:
-        dataset_dir=paths.DATASET,
+        dataset_dir=lambda wc: paths.DATASET.format(dataset=wc.dataset),
         settings=to_arg(diagnostics_settings.EmbedSettings.from_config(config)),
         checkpoint=diagnostics_plan.checkpoint_option(config),
         identity=diagnostics_plan.encoder_description(config),

@@ -22,7 +22,7 @@ rule evaluate_robustness:
     resources:
         **gpu_request(),
     params:
-        dataset_dir=paths.DATASET,
+        dataset_dir=lambda wc: paths.DATASET.format(dataset=wc.dataset),
         settings=to_arg(evaluate_settings.RobustnessSettings.from_config(config)),
         gpu_job=gpu_job_option(),
     shell:

@@ -1,11 +1,7 @@
-"""The acquire stage's files, written once: rules/acquire.smk's outputs and inputs, the plan's
-file lists (:mod:`imagenot.acquire.plan`), what the run summary reads, and docs/contracts.md
-(tests/test_contracts.py checks it against these). The materialised dataset's own layout is
-shared with its readers: :mod:`imagenot.paths`.
-
-Why a module of its own: other stages name these files; here, importing nothing but the
-results root, they do so without importing the stage's plan (and what its checks import).
-Each is a Snakemake pattern (``{dataset}``); fill it with ``str.format``.
+"""Where acquisition writes, written once: download parts and rounds, the fill-and-split plan,
+its reports and the part manifests (rules/acquire.smk, :mod:`imagenot.acquire.plan`; the run
+summary reads the download report). The materialised dataset itself is laid out in
+:mod:`imagenot.paths`, which its readers share. Snakemake patterns, one per file.
 """
 
 from __future__ import annotations

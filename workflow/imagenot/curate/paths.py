@@ -1,11 +1,9 @@
-"""The curate stage's files, written once: rules/curate.smk's outputs and inputs, the plan's
-file lists (:mod:`imagenot.curate.plan`), what the acquire stage (selection, reserve), the
-diagnostics and the scale world read, and docs/contracts.md (tests/test_contracts.py checks it
-against these).
-
-Why a module of its own: other stages name these files; here, importing nothing but the
-results root, they do so without importing the stage's plan (and what its checks import).
-Each is a Snakemake pattern (``{dataset}``); fill it with ``str.format``.
+"""The curate stage's files, written once: rules/curate.smk's outputs and inputs and the plan's
+file lists (:mod:`imagenot.curate.plan`) name them, and so do their readers elsewhere: the
+acquire stage (selection, reserve), the diagnostics and the scale world, which import this
+module, not the plan and its checks' imports. docs/contracts.md is checked against these
+(tests/test_contracts.py). A pattern's wildcards are the rules' (``{dataset}``, ``{shard}``);
+the plan fills them with ``str.format``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The evaluate stage's files, written once: rules/evaluate.smk's outputs, the plan's file
-lists (:mod:`imagenot.evaluate.plan`), the accuracy table's inputs (rules/figures.smk), and
-docs/contracts.md (tests/test_contracts.py checks it against these).
-
-Why a module of its own: other stages name these files; here, importing nothing but the
-results root, they do so without importing the stage's plan (and what its checks import).
-Each is a Snakemake pattern (``{dataset}``); fill it with ``str.format``.
+"""The evaluation's outputs per final run: rule ``evaluate_robustness`` writes them, the plan
+lists them (:mod:`imagenot.evaluate.plan`), the accuracy table (rules/figures.smk) reads them.
+Apart from the plan so that a reader needs no import of the train stage's plan.
 """
 
 from __future__ import annotations

@@ -115,6 +115,7 @@ from snakemake_run import snakemake_cmd, snakemake_env
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
+from imagenot.curate.paths import SELECTION  # noqa: E402 (after the path)
 from imagenot.demo.scale_plan import SCALE_DIR, run_targets  # noqa: E402 (after the path)
 
 TARGET = {"captions": 2_320_000_000, "parts": 128}
@@ -623,7 +624,7 @@ def _selected(workdir: Path, config: dict) -> int:
     import pyarrow.parquet as pq
 
     names = [n for n, s in config["datasets"].items() if s["kind"] == "laion"]
-    paths = [workdir / "results" / "curate" / n / "selection.parquet" for n in names]
+    paths = [workdir / SELECTION.format(dataset=n) for n in names]
     return max((pq.ParquetFile(p).metadata.num_rows for p in paths if p.is_file()), default=0)
 
 

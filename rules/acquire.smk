@@ -16,11 +16,11 @@ localrules:
 # output), decode-once validation, the valid images in a tar and one status row per URL.
 rule acquire_download:
     input:
-        selection=f"{RESULTS}/curate/{{dataset}}/selection.parquet",
+        selection=curate_paths.SELECTION,
         served=acquire_plan.url_map_dirs(config),
     output:
-        status=f"{RESULTS}/acquire/{{dataset}}/parts/part-{{part}}.parquet",
-        tar=f"{RESULTS}/acquire/{{dataset}}/parts/part-{{part}}.tar",
+        status=acquire_paths.PART_STATUS,
+        tar=acquire_paths.PART_TAR,
     log:
         f"{LOGS}/acquire_download/{{dataset}}/{{part}}.log",
     benchmark:
@@ -36,7 +36,7 @@ rule acquire_download:
     resources:
         **download_resources(),
     params:
-        work=f"{RESULTS}/acquire/{{dataset}}/work/part-{{part}}",
+        work=acquire_paths.PART_WORK,
         settings=to_arg(acquire_settings.DownloadSettings.from_config(config)),
     shell:
         "imagenot acquire-download {input.selection} --part {wildcards.part}"
@@ -51,9 +51,9 @@ rule acquire_download:
 rule acquire_topup_select:
     input:
         unpack(lambda wc: acquire_plan.rounds_before(config, wc.dataset, int(wc.round))),
-        reserve=f"{RESULTS}/curate/{{dataset}}/reserve.parquet",
+        reserve=curate_paths.RESERVE,
     output:
-        selection=f"{RESULTS}/acquire/{{dataset}}/round-{{round}}/selection.parquet",
+        selection=acquire_paths.ROUND_SELECTION,
     log:
         f"{LOGS}/acquire_topup_select/{{dataset}}/{{round}}.log",
     benchmark:
@@ -83,11 +83,11 @@ rule acquire_topup_select:
 # The top-up round's download: the same job on that round's selection.
 use rule acquire_download as acquire_topup_download with:
     input:
-        selection=f"{RESULTS}/acquire/{{dataset}}/round-{{round}}/selection.parquet",
+        selection=acquire_paths.ROUND_SELECTION,
         served=acquire_plan.url_map_dirs(config),
     output:
-        status=f"{RESULTS}/acquire/{{dataset}}/round-{{round}}/parts/part-{{part}}.parquet",
-        tar=f"{RESULTS}/acquire/{{dataset}}/round-{{round}}/parts/part-{{part}}.tar",
+        status=acquire_paths.ROUND_PART_STATUS,
+        tar=acquire_paths.ROUND_PART_TAR,
     log:
         f"{LOGS}/acquire_topup_download/{{dataset}}/{{round}}/{{part}}.log",
     benchmark:
@@ -98,7 +98,7 @@ use rule acquire_download as acquire_topup_download with:
         part="[0-9]+",
     localrule: acquire_plan.download_local(config, SITE)
     params:
-        work=f"{RESULTS}/acquire/{{dataset}}/round-{{round}}/work/part-{{part}}",
+        work=acquire_paths.ROUND_PART_WORK,
         settings=to_arg(acquire_settings.DownloadSettings.from_config(config)),
 
 
@@ -110,17 +110,17 @@ rule acquire_split:
     input:
         unpack(lambda wc: acquire_plan.plan_inputs(config, wc.dataset)),
     output:
-        assignment=temp(f"{RESULTS}/acquire/{{dataset}}/assignment.parquet"),
-        stats=f"{RESULTS}/acquire/{{dataset}}/download_stats.parquet",
-        report=f"{RESULTS}/acquire/{{dataset}}/classes_report.parquet",
+        assignment=temp(acquire_paths.ASSIGNMENT),
+        stats=acquire_paths.DOWNLOAD_STATS,
+        report=acquire_paths.CLASSES_REPORT,
         stats_csv=report(
-            f"{RESULTS}/acquire/{{dataset}}/download_stats.csv",
+            acquire_paths.DOWNLOAD_STATS_CSV,
             caption="../report/acquire_download_stats.rst",
             category="Acquisition",
             subcategory="{dataset}",
         ),
         classes_csv=report(
-            f"{RESULTS}/acquire/{{dataset}}/classes_report.csv",
+            acquire_paths.CLASSES_REPORT_CSV,
             caption="../report/acquire_classes_report.rst",
             category="Acquisition",
             subcategory="{dataset}",
@@ -143,7 +143,7 @@ rule acquire_split:
         ),
         status=lambda wc, input: acquire_plan.repeat_option("--status", input.status),
         reserve=lambda wc, input: acquire_plan.repeat_option("--reserve", input.reserve),
-        report_dir=f"{RESULTS}/acquire/{{dataset}}",
+        report_dir=acquire_paths.ACQUIRE,
         settings=lambda wc: to_arg(
             acquire_settings.FillSettings.from_config(config, dataset=wc.dataset)
         ),
@@ -156,9 +156,9 @@ rule acquire_split:
 # The kept images of one download part (every round's tar of it) into the dataset's shards.
 rule acquire_write:
     input:
-        assignment=f"{RESULTS}/acquire/{{dataset}}/assignment.parquet",
+        assignment=acquire_paths.ASSIGNMENT,
     output:
-        part=temp(f"{RESULTS}/acquire/{{dataset}}/write/part-{{part}}.parquet"),
+        part=temp(acquire_paths.WRITE_PART),
     log:
         f"{LOGS}/acquire_write/{{dataset}}/{{part}}.log",
     benchmark:
@@ -171,7 +171,7 @@ rule acquire_write:
         "../envs/acquire.yaml"
     threads: 1
     params:
-        out=f"{RESULTS}/datasets/{{dataset}}",
+        out=paths.DATASET,
         settings=to_arg(acquire_settings.WriteSettings.from_config(config)),
     shell:
         "imagenot acquire-write {input.assignment} --job part-{wildcards.part}"
@@ -184,9 +184,9 @@ rule acquire_build:
     input:
         parts=lambda wc: acquire_plan.write_manifests(config, wc.dataset),
     output:
-        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
-        classes=f"{RESULTS}/datasets/{{dataset}}/classes.txt",
-        fingerprint=f"{RESULTS}/datasets/{{dataset}}/fingerprint.txt",
+        manifest=paths.MANIFEST,
+        classes=paths.CLASSES,
+        fingerprint=paths.FINGERPRINT,
     log:
         f"{LOGS}/acquire_build/{{dataset}}.log",
     benchmark:
@@ -198,7 +198,7 @@ rule acquire_build:
         "../envs/acquire.yaml"
     threads: 1
     params:
-        out=f"{RESULTS}/datasets/{{dataset}}",
+        out=paths.DATASET,
         settings=to_arg(acquire_settings.GatherSettings.from_config(config)),
     shell:
         "imagenot acquire-gather {input.parts} --out {params.out}"
@@ -209,7 +209,7 @@ rule acquire_build:
 # in the same format (nothing is downloaded); a finished range is not redone.
 rule acquire_materialise_range:
     output:
-        part=temp(f"{RESULTS}/acquire/{{dataset}}/ranges/range-{{job}}.parquet"),
+        part=temp(acquire_paths.RANGE_PART),
     log:
         f"{LOGS}/acquire_materialise_range/{{dataset}}/{{job}}.log",
     benchmark:
@@ -222,7 +222,7 @@ rule acquire_materialise_range:
         "../envs/acquire.yaml"
     threads: 1
     params:
-        out=f"{RESULTS}/datasets/{{dataset}}",
+        out=paths.DATASET,
         settings=lambda wc: to_arg(
             acquire_settings.MaterialiseSettings.from_config(
                 config, dataset=wc.dataset

@@ -10,10 +10,12 @@ from imagenot import (
     escape,
     job_usage,
     lifeline,
+    paths,
     slurm_profile,
     summary_plan,
     work,
 )
+from imagenot.paths import BENCH, LOGS, NLTK_DATA, NOUN_LEMMAS, RESULTS
 from imagenot.config import read_config_file
 from imagenot.names import NAME_PATTERN
 from imagenot.settings import to_arg
@@ -21,17 +23,21 @@ from imagenot.stages import check_workflow_config, stage_plans
 from imagenot.demo import plan as demo_plan
 from imagenot.demo import scale_plan
 from imagenot.demo import settings as demo_settings
+from imagenot.curate import paths as curate_paths
 from imagenot.curate import plan as curate_plan
 from imagenot.curate import settings as curate_settings
+from imagenot.acquire import paths as acquire_paths
 from imagenot.acquire import plan as acquire_plan
 from imagenot.acquire import settings as acquire_settings
 from imagenot.train import failfast
 from imagenot.train import launch as train_launch
+from imagenot.train import paths as train_paths
 from imagenot.train import plan as train_plan
 from imagenot.train import preflight_plan
 from imagenot.train import resources as train_resources
 from imagenot.train import rings as train_rings
 from imagenot.train import settings as train_settings
+from imagenot.evaluate import paths as evaluate_paths
 from imagenot.evaluate import plan as evaluate_plan
 from imagenot.evaluate import settings as evaluate_settings
 from imagenot.figures import plan as figures_plan
@@ -40,11 +46,6 @@ from imagenot.figures import settings as figures_settings
 from imagenot.diagnostics import plan as diagnostics_plan
 from imagenot.diagnostics import settings as diagnostics_settings
 
-RESULTS = "results"
-LOGS = f"{RESULTS}/logs"
-BENCH = f"{RESULTS}/benchmarks"
-NLTK_DATA = f"{RESULTS}/wordnet/nltk_data"
-NOUN_LEMMAS = f"{RESULTS}/wordnet/noun_lemmas.parquet"
 # Dataset-building rules (demo world, curation, acquisition) go first when jobs compete for
 # cores: they are the critical path every training job waits on.
 DATA_PRIORITY = 10

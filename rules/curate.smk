@@ -11,9 +11,9 @@ rule curate_match:
         shard=lambda wc: curate_plan.shard_path(config, wc.shard),
         lemmas=NOUN_LEMMAS,
     output:
-        matches=f"{RESULTS}/curate/matches/{{shard}}.parquet",
-        counts=f"{RESULTS}/curate/matches/{{shard}}.counts.parquet",
-        stats=f"{RESULTS}/curate/matches/{{shard}}.json",
+        matches=curate_paths.MATCHES,
+        counts=curate_paths.MATCH_COUNTS,
+        stats=curate_paths.MATCH_STATS,
     log:
         f"{LOGS}/curate_match/{{shard}}.log",
     benchmark:
@@ -41,9 +41,9 @@ rule curate_candidates:
         nltk_data=NLTK_DATA,
         class_list=lambda wc: curate_plan.class_list_input(config, wc.dataset),
     output:
-        candidates=f"{RESULTS}/curate/{{dataset}}/candidates.parquet",
-        audit=f"{RESULTS}/curate/{{dataset}}/candidates_audit.parquet",
-        stats=f"{RESULTS}/curate/{{dataset}}/candidates.json",
+        candidates=curate_paths.CANDIDATES,
+        audit=curate_paths.CANDIDATES_AUDIT,
+        stats=curate_paths.CANDIDATES_STATS,
     log:
         f"{LOGS}/curate_candidates/{{dataset}}.log",
     benchmark:
@@ -69,11 +69,11 @@ rule curate_candidates:
 rule curate_captions:
     input:
         shard=lambda wc: curate_plan.shard_path(config, wc.shard),
-        matches=f"{RESULTS}/curate/matches/{{shard}}.parquet",
-        candidates=f"{RESULTS}/curate/{{dataset}}/candidates.parquet",
+        matches=curate_paths.MATCHES,
+        candidates=curate_paths.CANDIDATES,
     output:
-        captions=f"{RESULTS}/curate/{{dataset}}/captions/{{shard}}.parquet",
-        stats=f"{RESULTS}/curate/{{dataset}}/captions/{{shard}}.json",
+        captions=curate_paths.CAPTIONS,
+        stats=curate_paths.CAPTION_STATS,
     log:
         f"{LOGS}/curate_captions/{{dataset}}/{{shard}}.log",
     benchmark:
@@ -97,9 +97,9 @@ rule curate_captions:
 # Step 7, once per dataset: the class queries' vectors ("<name> which is <gloss>"; thousands).
 rule curate_queries:
     input:
-        candidates=f"{RESULTS}/curate/{{dataset}}/candidates.parquet",
+        candidates=curate_paths.CANDIDATES,
     output:
-        queries=f"{RESULTS}/curate/{{dataset}}/queries.npy",
+        queries=curate_paths.QUERIES,
     log:
         f"{LOGS}/curate_queries/{{dataset}}.log",
     benchmark:
@@ -119,13 +119,13 @@ rule curate_queries:
 # keep one number per caption, its similarity to its own class's query.
 rule curate_embed:
     input:
-        captions=f"{RESULTS}/curate/{{dataset}}/captions/{{shard}}.parquet",
-        candidates=f"{RESULTS}/curate/{{dataset}}/candidates.parquet",
-        queries=f"{RESULTS}/curate/{{dataset}}/queries.npy",
+        captions=curate_paths.CAPTIONS,
+        candidates=curate_paths.CANDIDATES,
+        queries=curate_paths.QUERIES,
         preflight=preflight_gate(),
     output:
-        scores=f"{RESULTS}/curate/{{dataset}}/scores/{{shard}}.parquet",
-        stats=f"{RESULTS}/curate/{{dataset}}/scores/{{shard}}.json",
+        scores=curate_paths.SCORES,
+        stats=curate_paths.SCORE_STATS,
     log:
         f"{LOGS}/curate_embed/{{dataset}}/{{shard}}.log",
     benchmark:
@@ -139,7 +139,7 @@ rule curate_embed:
         **work_resources("curate_embed"),
     params:
         settings=to_arg(curate_settings.EmbedSettings.from_config(config)),
-        work=f"{RESULTS}/curate/{{dataset}}/embeddings/{{shard}}",
+        work=curate_paths.EMBEDDINGS,
         gpu_job=gpu_job_option(),
     shell:
         "imagenot curate-embed --captions {input.captions} --candidates {input.candidates}"
@@ -153,13 +153,13 @@ rule curate_select:
     input:
         scores=lambda wc: curate_plan.score_files(config, wc.dataset),
         captions=lambda wc: curate_plan.caption_files(config, wc.dataset),
-        candidates=f"{RESULTS}/curate/{{dataset}}/candidates.parquet",
+        candidates=curate_paths.CANDIDATES,
     output:
-        classes=f"{RESULTS}/curate/{{dataset}}/classes.parquet",
-        selection=f"{RESULTS}/curate/{{dataset}}/selection.parquet",
-        reserve=f"{RESULTS}/curate/{{dataset}}/reserve.parquet",
-        scores=f"{RESULTS}/curate/{{dataset}}/class_scores.parquet",
-        stats=f"{RESULTS}/curate/{{dataset}}/selection.json",
+        classes=curate_paths.CLASSES,
+        selection=curate_paths.SELECTION,
+        reserve=curate_paths.RESERVE,
+        scores=curate_paths.CLASS_SCORES,
+        stats=curate_paths.SELECTION_STATS,
     log:
         f"{LOGS}/curate_select/{{dataset}}.log",
     benchmark:
@@ -186,22 +186,22 @@ rule curate_select:
 rule curate_audit:
     input:
         match_stats=curate_plan.match_stats_files(config),
-        candidates=f"{RESULTS}/curate/{{dataset}}/candidates.parquet",
-        candidates_audit=f"{RESULTS}/curate/{{dataset}}/candidates_audit.parquet",
-        candidates_stats=f"{RESULTS}/curate/{{dataset}}/candidates.json",
+        candidates=curate_paths.CANDIDATES,
+        candidates_audit=curate_paths.CANDIDATES_AUDIT,
+        candidates_stats=curate_paths.CANDIDATES_STATS,
         caption_stats=lambda wc: curate_plan.caption_stats_files(config, wc.dataset),
-        scores=f"{RESULTS}/curate/{{dataset}}/class_scores.parquet",
-        selection_stats=f"{RESULTS}/curate/{{dataset}}/selection.json",
+        scores=curate_paths.CLASS_SCORES,
+        selection_stats=curate_paths.SELECTION_STATS,
     output:
-        audit=f"{RESULTS}/curate/{{dataset}}/audit.parquet",
+        audit=curate_paths.AUDIT,
         audit_csv=report(
-            f"{RESULTS}/curate/{{dataset}}/audit.csv",
+            curate_paths.AUDIT_CSV,
             caption="../report/curate_audit.rst",
             category="Curation",
             subcategory="{dataset}",
         ),
         funnel=report(
-            f"{RESULTS}/curate/{{dataset}}/funnel.csv",
+            curate_paths.FUNNEL,
             caption="../report/curate_funnel.rst",
             category="Curation",
             subcategory="{dataset}",
@@ -226,22 +226,22 @@ rule curate_audit:
 # Step 7 check: does the threshold fit the encoder? Classes passing each threshold of a grid.
 rule curate_calibration:
     input:
-        scores=f"{RESULTS}/curate/{{dataset}}/class_scores.parquet",
+        scores=curate_paths.CLASS_SCORES,
     output:
         csv=report(
-            f"{RESULTS}/curate/{{dataset}}/calibration.csv",
+            curate_paths.CALIBRATION,
             caption="../report/curate_calibration.rst",
             category="Curation",
             subcategory="{dataset}",
         ),
         summary=report(
-            f"{RESULTS}/curate/{{dataset}}/calibration_summary.csv",
+            curate_paths.CALIBRATION_SUMMARY,
             caption="../report/curate_calibration_summary.rst",
             category="Curation",
             subcategory="{dataset}",
         ),
         figure=report(
-            f"{RESULTS}/curate/{{dataset}}/calibration.png",
+            curate_paths.CALIBRATION_FIGURE,
             caption="../report/curate_calibration_figure.rst",
             category="Curation",
             subcategory="{dataset}",

@@ -7,9 +7,9 @@ rule demo_world:
         NLTK_DATA,
     output:
         shards=demo_plan.shard_files(config),
-        images=directory("results/demo_world/images"),
-        truth="results/demo_world/truth.parquet",
-        world="results/demo_world/world.json",
+        images=directory(demo_plan.IMAGES),
+        truth=demo_plan.TRUTH,
+        world=demo_plan.WORLD,
     log:
         f"{LOGS}/demo_world.log",
     benchmark:
@@ -20,6 +20,7 @@ rule demo_world:
     threads: 1
     params:
         settings=to_arg(demo_settings.DemoSettings.from_config(config)),
+        out=lambda wc: demo_plan.DEMO_DIR,
     shell:
-        "imagenot demo-world --nltk-data {input} --out results/demo_world"
+        "imagenot demo-world --nltk-data {input} --out {params.out}"
         " --shards {output.shards} --settings {params.settings} > {log} 2>&1"

@@ -16,12 +16,14 @@ rule diagnostics_wordnet_stats:
         reference=diagnostics_plan.reference_classes_input(config),
         nltk_data=NLTK_DATA,
     output:
-        stats=f"{RESULTS}/diagnostics/{{subject,[a-z][a-z0-9_-]*}}/wordnet_stats.json",
-        per_class=f"{RESULTS}/diagnostics/{{subject}}/wordnet_classes.parquet",
+        stats=diagnostics_plan.WORDNET_STATS,
+        per_class=diagnostics_plan.WORDNET_CLASSES,
     log:
         f"{LOGS}/diagnostics_wordnet_stats/{{subject}}.log",
     benchmark:
         f"{BENCH}/diagnostics_wordnet_stats/{{subject}}.tsv"
+    wildcard_constraints:
+        subject=diagnostics_plan.SUBJECT_PATTERN,
     conda:
         gpu_env("curate")
     threads: 1
@@ -35,10 +37,10 @@ rule diagnostics_wordnet_stats:
 
 rule diagnostics_caption_stats:
     input:
-        classes=f"{RESULTS}/curate/{{dataset}}/classes.parquet",
-        selection=f"{RESULTS}/curate/{{dataset}}/selection.parquet",
+        classes=curate_paths.CLASSES,
+        selection=curate_paths.SELECTION,
     output:
-        f"{RESULTS}/diagnostics/{{dataset}}/caption_similarity.json",
+        diagnostics_plan.CAPTION_STATS,
     log:
         f"{LOGS}/diagnostics_caption_stats/{{dataset}}.log",
     benchmark:
@@ -47,7 +49,7 @@ rule diagnostics_caption_stats:
         "../envs/analyse.yaml"
     threads: 1
     params:
-        curate_dir=lambda wc: f"{RESULTS}/curate/{wc.dataset}",
+        curate_dir=lambda wc: curate_paths.DATASET_DIR.format(dataset=wc.dataset),
     shell:
         "imagenot caption-similarity-stats --curate-dir {params.curate_dir}"
         " --out {output} > {log} 2>&1"
@@ -55,12 +57,12 @@ rule diagnostics_caption_stats:
 
 rule diagnostics_embed_images:
     input:
-        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
-        classes=f"{RESULTS}/datasets/{{dataset}}/classes.txt",
+        manifest=paths.MANIFEST,
+        classes=paths.CLASSES,
         checkpoint=diagnostics_plan.encoder_checkpoint(config),
         preflight=preflight_gate(),
     output:
-        f"{RESULTS}/diagnostics/{{dataset}}/image_embeddings.npz",
+        diagnostics_plan.IMAGE_EMBEDDINGS,
     log:
         f"{LOGS}/diagnostics_embed_images/{{dataset}}.log",
     benchmark:
@@ -71,7 +73,7 @@ rule diagnostics_embed_images:
     resources:
         **gpu_request(),
     params:
-        dataset_dir=lambda wc: f"{RESULTS}/datasets/{wc.dataset}",
+        dataset_dir=lambda wc: paths.DATASET.format(dataset=wc.dataset),
         settings=to_arg(diagnostics_settings.EmbedSettings.from_config(config)),
         checkpoint=diagnostics_plan.checkpoint_option(config),
         identity=diagnostics_plan.encoder_description(config),
@@ -84,10 +86,10 @@ rule diagnostics_embed_images:
 
 rule diagnostics_image_similarity:
     input:
-        f"{RESULTS}/diagnostics/{{dataset}}/image_embeddings.npz",
+        diagnostics_plan.IMAGE_EMBEDDINGS,
     output:
-        stats=f"{RESULTS}/diagnostics/{{dataset}}/image_similarity.json",
-        per_class=f"{RESULTS}/diagnostics/{{dataset}}/image_similarity.parquet",
+        stats=diagnostics_plan.IMAGE_STATS,
+        per_class=diagnostics_plan.IMAGE_CLASSES,
     log:
         f"{LOGS}/diagnostics_image_similarity/{{dataset}}.log",
     benchmark:
@@ -107,9 +109,9 @@ rule diagnostics_figure:
     input:
         lambda wc: diagnostics_plan.figure_inputs(config, wc.name),
     output:
-        pdf=f"{RESULTS}/figures/diagnostics_{{name}}.pdf",
+        pdf=diagnostics_plan.FIGURE_PDF,
         png=report(
-            f"{RESULTS}/figures/diagnostics_{{name}}.png",
+            diagnostics_plan.FIGURE_PNG,
             caption="../report/diagnostics_figure.rst",
             category="Diagnostics",
         ),
@@ -137,15 +139,17 @@ rule diagnostics_table:
         unpack(lambda wc: diagnostics_plan.table_inputs(config, wc.subject)),
     output:
         csv=report(
-            f"{RESULTS}/tables/diagnostics_{{subject,[a-z][a-z0-9_-]*}}.csv",
+            diagnostics_plan.TABLE_CSV,
             caption="../report/diagnostics_table.rst",
             category="Diagnostics",
         ),
-        md=f"{RESULTS}/tables/diagnostics_{{subject}}.md",
+        md=diagnostics_plan.TABLE_MD,
     log:
         f"{LOGS}/diagnostics_table/{{subject}}.log",
     benchmark:
         f"{BENCH}/diagnostics_table/{{subject}}.tsv"
+    wildcard_constraints:
+        subject=diagnostics_plan.SUBJECT_PATTERN,
     conda:
         "../envs/analyse.yaml"
     threads: 1

@@ -5,13 +5,13 @@
 
 rule evaluate_robustness:
     input:
-        model=f"{RESULTS}/train/{{dataset}}/{{protocol}}/{{model}}/final/seed-{{seed}}/model.safetensors",
-        result=f"{RESULTS}/train/{{dataset}}/{{protocol}}/{{model}}/final/seed-{{seed}}/result.json",
-        manifest=f"{RESULTS}/datasets/{{dataset}}/manifest.parquet",
+        model=train_paths.FINAL_MODEL,
+        result=train_paths.FINAL_RESULT,
+        manifest=paths.MANIFEST,
         preflight=preflight_gate(),
     output:
-        robustness=f"{RESULTS}/evaluate/{{dataset}}/{{protocol}}/{{model}}/seed-{{seed}}/robustness.parquet",
-        per_image=f"{RESULTS}/evaluate/{{dataset}}/{{protocol}}/{{model}}/seed-{{seed}}/per_image.parquet",
+        robustness=evaluate_paths.ROBUSTNESS,
+        per_image=evaluate_paths.PER_IMAGE,
     log:
         f"{LOGS}/evaluate_robustness/{{dataset}}/{{protocol}}/{{model}}/seed-{{seed}}.log",
     benchmark:
@@ -22,7 +22,7 @@ rule evaluate_robustness:
     resources:
         **gpu_request(),
     params:
-        dataset_dir=lambda wc: evaluate_plan.dataset_dir(wc.dataset),
+        dataset_dir=lambda wc: paths.DATASET.format(dataset=wc.dataset),
         settings=to_arg(evaluate_settings.RobustnessSettings.from_config(config)),
         gpu_job=gpu_job_option(),
     shell:

@@ -74,9 +74,9 @@ rule figure:
         accuracy=figures_plan.ACCURACY,
         code=lambda wc: figures_plan.figure_code(config, wc.figure),
     output:
-        pdf=f"{figures_plan.FIGURES}/{{figure}}.pdf",
+        pdf=figures_plan.FIGURE_PDF,
         png=report(
-            f"{figures_plan.FIGURES}/{{figure}}.png",
+            figures_plan.FIGURE_PNG,
             caption="../report/figure.rst",
             category="Figures",
             subcategory=lambda wc: figures_plan.figure_subcategory(config, wc.figure),
@@ -107,11 +107,11 @@ rule results_table:
         code=figures_plan.tables_code(),
     output:
         csv=report(
-            f"{figures_plan.TABLES}/{{table}}.csv",
+            figures_plan.TABLE_CSV,
             caption="../report/table.rst",
             category="Tables",
         ),
-        md=f"{figures_plan.TABLES}/{{table}}.md",
+        md=figures_plan.TABLE_MD,
     log:
         f"{LOGS}/results_table/{{table}}.log",
     benchmark:

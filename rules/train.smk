@@ -19,13 +19,12 @@ localrules:
     train_preregistration_table,
 
 
-TRAIN_RUN = f"{RESULTS}/train/{{dataset}}/{{protocol}}/{{model}}"
 TRAIN_WC = "{dataset}/{protocol}/{model}"
 
 
 rule train_draw_trials:
     output:
-        f"{TRAIN_RUN}/trials.parquet",
+        train_paths.TRIALS,
     log:
         f"{LOGS}/train_draw_trials/{TRAIN_WC}.log",
     benchmark:
@@ -52,7 +51,7 @@ rule train_draw_trials:
 # the same trials, and the DAG stays static (no job is planned for a trial that is dropped).
 rule train_trial:
     input:
-        trials=f"{TRAIN_RUN}/trials.parquet",
+        trials=train_paths.TRIALS,
         data=lambda wc: train_plan.dataset_inputs(wc.dataset),
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
         previous=lambda wc: train_plan.previous_decision(
@@ -60,7 +59,7 @@ rule train_trial:
         ),
         preflight=preflight_gate(),
     output:
-        f"{TRAIN_RUN}/stage-{{stage}}/slot-{{slot}}.json",
+        train_paths.SLOT,
     log:
         f"{LOGS}/train_trial/{TRAIN_WC}/{{stage}}-{{slot}}.log",
     benchmark:
@@ -86,7 +85,7 @@ rule train_trial:
         promoted=lambda wc: train_plan.promoted_option(
             config, wc.dataset, wc.protocol, wc.model, wc.stage
         ),
-        data=f"{RESULTS}/datasets/{{dataset}}",
+        data=paths.DATASET,
         launch=train_launch.launcher(config),
     shell:
         "{params.launch} imagenot train-trial --settings {params.settings} --dataset-dir {params.data}"
@@ -141,7 +140,7 @@ rule train_features:
                 config, wc.dataset, wc.protocol, wc.model
             )
         ),
-        data=f"{RESULTS}/datasets/{{dataset}}",
+        data=paths.DATASET,
         out_dir=lambda wc: train_plan.features_dir(wc.dataset, wc.protocol, wc.model),
     shell:
         "imagenot train-features --settings {params.settings} --dataset-dir {params.data}"
@@ -152,7 +151,7 @@ rule train_features:
 # train and val features, on one core and no GPU.
 use rule train_trial as train_head_trial with:
     input:
-        trials=f"{TRAIN_RUN}/trials.parquet",
+        trials=train_paths.TRIALS,
         data=lambda wc: train_plan.dataset_inputs(wc.dataset),
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
         previous=lambda wc: train_plan.previous_decision(
@@ -181,7 +180,7 @@ use rule train_trial as train_head_trial with:
         promoted=lambda wc: train_plan.promoted_option(
             config, wc.dataset, wc.protocol, wc.model, wc.stage
         ),
-        data=f"{RESULTS}/datasets/{{dataset}}",
+        data=paths.DATASET,
         launch="",  # one process on the CPU: no launcher, whatever train.gpus_per_job says
 
 
@@ -195,7 +194,7 @@ rule train_halve:
             config, wc.dataset, wc.protocol, wc.model, wc.rung
         ),
     output:
-        f"{TRAIN_RUN}/halving/rung-{{rung}}.json",
+        train_paths.DECISION,
     log:
         f"{LOGS}/train_halve/{TRAIN_WC}/{{rung}}.log",
     benchmark:
@@ -218,7 +217,7 @@ rule train_select:
     input:
         lambda wc: train_plan.all_results(config, wc.dataset, wc.protocol, wc.model),
     output:
-        f"{TRAIN_RUN}/selection.json",
+        train_paths.SELECTION,
     log:
         f"{LOGS}/train_select/{TRAIN_WC}.log",
     benchmark:
@@ -232,14 +231,14 @@ rule train_select:
 
 rule train_final:
     input:
-        trials=f"{TRAIN_RUN}/trials.parquet",
-        selection=f"{TRAIN_RUN}/selection.json",
+        trials=train_paths.TRIALS,
+        selection=train_paths.SELECTION,
         data=lambda wc: train_plan.dataset_inputs(wc.dataset),
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
         preflight=preflight_gate(),
     output:
-        model=f"{TRAIN_RUN}/final/seed-{{seed}}/model.safetensors",
-        result=f"{TRAIN_RUN}/final/seed-{{seed}}/result.json",
+        model=train_paths.FINAL_MODEL,
+        result=train_paths.FINAL_RESULT,
     log:
         f"{LOGS}/train_final/{TRAIN_WC}/{{seed}}.log",
     benchmark:
@@ -265,8 +264,8 @@ rule train_final:
                 config, wc.dataset, wc.protocol, wc.model, wc.seed
             )
         ),
-        data=f"{RESULTS}/datasets/{{dataset}}",
-        out_dir=f"{TRAIN_RUN}/final/seed-{{seed}}",
+        data=paths.DATASET,
+        out_dir=train_paths.FINAL_DIR,
         launch=train_launch.launcher(config),
     shell:
         "{params.launch} imagenot train-final --settings {params.settings} --dataset-dir {params.data}"
@@ -280,8 +279,8 @@ rule train_final:
 # test features); it writes the full model, as train_final.
 use rule train_final as train_head_final with:
     input:
-        trials=f"{TRAIN_RUN}/trials.parquet",
-        selection=f"{TRAIN_RUN}/selection.json",
+        trials=train_paths.TRIALS,
+        selection=train_paths.SELECTION,
         data=lambda wc: train_plan.dataset_inputs(wc.dataset),
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
         features=lambda wc: train_plan.feature_files(wc.dataset, wc.protocol, wc.model),
@@ -300,8 +299,8 @@ use rule train_final as train_head_final with:
                 config, wc.dataset, wc.protocol, wc.model, wc.seed
             )
         ),
-        data=f"{RESULTS}/datasets/{{dataset}}",
-        out_dir=f"{TRAIN_RUN}/final/seed-{{seed}}",
+        data=paths.DATASET,
+        out_dir=train_paths.FINAL_DIR,
         launch="",  # one process on the CPU: no launcher, whatever train.gpus_per_job says
 
 
@@ -317,8 +316,8 @@ rule train_published:
         weights=lambda wc: train_plan.published_weights_file(config, wc.model),
         data=lambda wc: train_plan.dataset_inputs(wc.dataset),
     output:
-        model=f"{TRAIN_RUN}/final/seed-0/model.safetensors",
-        result=f"{TRAIN_RUN}/final/seed-0/result.json",
+        model=train_paths.published(train_paths.FINAL_MODEL),
+        result=train_paths.published(train_paths.FINAL_RESULT),
     log:
         f"{LOGS}/train_published/{TRAIN_WC}.log",
     benchmark:
@@ -333,8 +332,8 @@ rule train_published:
         settings=lambda wc: to_arg(
             train_settings.PublishedSettings.from_config(config, wc.model)
         ),
-        data=f"{RESULTS}/datasets/{{dataset}}",
-        out_dir=f"{TRAIN_RUN}/final/seed-0",
+        data=paths.DATASET,
+        out_dir=train_paths.published(train_paths.FINAL_DIR),
     shell:
         "imagenot train-published --settings {params.settings}"
         " --weights-file {input.weights} --dataset-dir {params.data}"

@@ -179,6 +179,8 @@ def test_plan_targets_and_settings(repo_root):
 def test_rule_writes_the_planned_files(repo_root):
     rules = (repo_root / "rules" / "curate.smk").read_text()
     block = rules[rules.index("rule curate_calibration:") :]
-    for name in plan.CALIBRATION_FILES:
-        assert f"{{{{dataset}}}}/{name}" in block
+    names = ("CALIBRATION", "CALIBRATION_SUMMARY", "CALIBRATION_FIGURE")
+    assert tuple(getattr(plan, name) for name in names) == plan.CALIBRATION_FILES
+    for name in names:  # the rule's outputs name the stage's patterns
+        assert f"curate_paths.{name}," in block
     assert "CalibrationSettings.from_config(" in block and 'category="Curation"' in block

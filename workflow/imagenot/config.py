@@ -25,9 +25,6 @@ from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
-# The workflow's output folder, relative to its working directory (the stages' plan modules
-# build every output path under it).
-RESULTS = "results"
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
 MAIN_SCHEMA = "config.schema.yaml"
 

@@ -105,7 +105,7 @@ def _damaged(path: Path, what: str, exc: BaseException, hint: str | None = None)
     the workflow finds it missing and reruns the rule that writes it (Snakemake reruns a job
     whose output is missing, never one whose output is present but damaged). Anything else
     (an input of the user's) is left where it is."""
-    from imagenot.config import RESULTS
+    from imagenot.paths import RESULTS
 
     detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     where = f"{path}: {what} is truncated or damaged ({detail})"

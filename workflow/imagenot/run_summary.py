@@ -25,10 +25,12 @@ import json
 import os
 from pathlib import Path
 
-SUMMARY_MD = "results/summary.md"
-SUMMARY_JSON = "results/summary.json"
-SUMMARY_HTML = "results/summary.html"
-REPORT = "results/report.html"
+from imagenot.paths import RESULTS
+
+SUMMARY_MD = f"{RESULTS}/summary.md"
+SUMMARY_JSON = f"{RESULTS}/summary.json"
+SUMMARY_HTML = f"{RESULTS}/summary.html"
+REPORT = f"{RESULTS}/report.html"
 FAR_BELOW = 0.5  # a part under this share of its dataset's download success rate is a warning
 MIN_PART_ROWS = 50  # as acquire.min_success_rate: smaller parts say little
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from imagenot.run_summary import REPORT, SUMMARY_HTML, SUMMARY_JSON, SUMMARY_MD
+from imagenot.train.paths import FINAL_RESULT
 
 
 def targets(config: dict) -> list[str]:
@@ -40,10 +41,7 @@ def layout(config: dict) -> dict:
             "download_stats": report[0] if report else None,
             "val_per_class": FillSettings.config_values(config, dataset=name)["val_per_class"],
         }
-    runs = [
-        {**run, "result": f"{train_plan.final_dir(run)}/result.json"}
-        for run in train_plan.final_runs(config)
-    ]
+    runs = [{**run, "result": FINAL_RESULT.format(**run)} for run in train_plan.final_runs(config)]
     return {"description": config.get("description", ""), "datasets": datasets, "runs": runs}
 
 

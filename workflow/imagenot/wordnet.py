@@ -16,13 +16,12 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from imagenot.config import RESULTS
+# Where the workflow's ``prepare_nltk_wordnet`` writes WordNet (rule ``prepare_wordnet``): the
+# default ``--nltk-data`` of the commands that read it (``imagenot match``, ``lemmas``,
+# ``wordnet-stats``, ...). Its pattern is written once, in imagenot.paths, with the others.
+from imagenot.paths import NLTK_DATA as NLTK_DATA
 
 DEBIAN_WORDNET = Path("/usr/share/wordnet")
-NLTK_DATA = f"{RESULTS}/wordnet/nltk_data"
-"""Where the workflow's ``prepare_nltk_wordnet`` writes WordNet (rule ``prepare_wordnet``): the
-default ``--nltk-data`` of the commands that read it (``imagenot match``, ``lemmas``,
-``wordnet-stats``, ...)."""
 
 # The 45 lexicographer files of WordNet 3.0 (``man 5 lexnames``): number, name, syntactic category.
 LEXNAMES = (

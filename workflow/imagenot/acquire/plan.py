@@ -10,19 +10,27 @@ from __future__ import annotations
 import shlex
 
 from imagenot.acquire.kinds import DATASET_KINDS, adapter_kinds
-from imagenot.curate import plan as curate_plan
-
-RESULTS = "results"
+from imagenot.acquire.paths import (
+    ACQUIRE,
+    DOWNLOAD_STATS,
+    PART_STATUS,
+    RANGE_PART,
+    ROUND_PART_STATUS,
+    ROUND_SELECTION,
+    WRITE_PART,
+)
+from imagenot.curate import paths as curate_paths
+from imagenot.paths import DATASET, FINGERPRINT, MANIFEST
 
 
 def dataset_dir(name: str) -> str:
     """Directory of a materialised dataset (manifest, classes, fingerprint, shards)."""
-    return f"{RESULTS}/datasets/{name}"
+    return DATASET.format(dataset=name)
 
 
 def acquire_dir(name: str) -> str:
     """Download work, per-part tables and reports of a LAION-built dataset."""
-    return f"{RESULTS}/acquire/{name}"
+    return ACQUIRE.format(dataset=name)
 
 
 def _kinds(config: dict, kinds: tuple[str, ...]) -> list[str]:
@@ -61,30 +69,25 @@ def topup_rounds(config: dict) -> int:
     return config["acquire"]["topup_rounds"]
 
 
-def round_dir(name: str, rnd: int) -> str:
-    """Folder of download round ``rnd``: round 0 in the acquire folder itself (its paths predate
-    top-up rounds), round r >= 1 in ``round-{r}/``."""
-    return acquire_dir(name) if rnd == 0 else f"{acquire_dir(name)}/round-{rnd}"
-
-
 def selection(name: str) -> str:
     """The curate stage's selection of a LAION-built dataset (round 0's captions)."""
-    return f"{curate_plan.CURATE}/{name}/selection.parquet"
+    return curate_paths.SELECTION.format(dataset=name)
 
 
 def reserve(name: str) -> str:
     """The curate stage's reserve: per class, the next-best captions after the selected ones."""
-    return f"{curate_plan.CURATE}/{name}/reserve.parquet"
+    return curate_paths.RESERVE.format(dataset=name)
 
 
 def round_selection(name: str, rnd: int) -> str:
     """Captions fetched in round ``rnd``: the selection, then each top-up round's choice."""
-    return selection(name) if rnd == 0 else f"{round_dir(name, rnd)}/selection.parquet"
+    return selection(name) if rnd == 0 else ROUND_SELECTION.format(dataset=name, round=rnd)
 
 
 def round_part_tables(config: dict, name: str, rnd: int) -> list[str]:
     """Per-part status tables of download round ``rnd``."""
-    return [f"{round_dir(name, rnd)}/parts/part-{p}.parquet" for p in part_ids(config)]
+    pattern = PART_STATUS if rnd == 0 else ROUND_PART_STATUS
+    return [pattern.format(dataset=name, round=rnd, part=p) for p in part_ids(config)]
 
 
 def part_tables(config: dict, name: str) -> list[str]:
@@ -114,7 +117,7 @@ def repeat_option(option: str, paths: list[str]) -> str:
 
 def write_manifests(config: dict, name: str) -> list[str]:
     """Part manifests of a LAION-built dataset's write jobs (one per download part)."""
-    return [f"{acquire_dir(name)}/write/part-{p}.parquet" for p in part_ids(config)]
+    return [WRITE_PART.format(dataset=name, part=p) for p in part_ids(config)]
 
 
 def range_ids(config: dict, name: str) -> list[str]:
@@ -128,7 +131,7 @@ def range_ids(config: dict, name: str) -> list[str]:
 
 def range_manifests(config: dict, name: str) -> list[str]:
     """Part manifests of adapter dataset ``name``'s range jobs (the gather's inputs)."""
-    return [f"{acquire_dir(name)}/ranges/range-{j}.parquet" for j in range_ids(config, name)]
+    return [RANGE_PART.format(dataset=name, job=j) for j in range_ids(config, name)]
 
 
 def url_map_dirs(config: dict) -> list[str]:
@@ -172,7 +175,7 @@ def check(config: dict) -> None:
                     f"config key datasets.{name}.{ignored[0]} does not apply to kind {kind!r} "
                     f"(its keys: {', '.join(entry.keys)})"
                 )
-        built = Path(dataset_dir(name), "manifest.parquet").is_file()
+        built = Path(MANIFEST.format(dataset=name)).is_file()
         if "path" in spec and not built and not Path(spec["path"]).is_dir():
             what = "is not a directory" if Path(spec["path"]).exists() else "does not exist"
             raise ValueError(f"config key datasets.{name}.path: {spec['path']} {what}")
@@ -184,7 +187,7 @@ def targets(config: dict) -> list[str]:
     for name, spec in config["datasets"].items():
         if spec["kind"] not in DATASET_KINDS:
             continue
-        out += [f"{dataset_dir(name)}/manifest.parquet", f"{dataset_dir(name)}/fingerprint.txt"]
+        out += [MANIFEST.format(dataset=name), FINGERPRINT.format(dataset=name)]
         if spec["kind"] == "laion":
-            out.append(f"{acquire_dir(name)}/download_stats.parquet")
+            out.append(DOWNLOAD_STATS.format(dataset=name))
     return out

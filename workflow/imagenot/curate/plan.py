@@ -7,8 +7,21 @@ settings`); this module keeps the file lists, the job enumeration and the cross-
 
 from __future__ import annotations
 
-RESULTS = "results"
-CURATE = f"{RESULTS}/curate"
+from imagenot.curate.paths import (
+    AUDIT,
+    CALIBRATION,
+    CALIBRATION_FIGURE,
+    CALIBRATION_SUMMARY,
+    CAPTION_STATS,
+    CAPTIONS,
+    CLASSES,
+    FUNNEL,
+    MATCH_COUNTS,
+    MATCH_STATS,
+    MATCHES,
+    SCORES,
+    SELECTION,
+)
 
 
 def laion_datasets(config: dict) -> list[str]:
@@ -88,16 +101,16 @@ def check_shards(config: dict) -> None:
 
 
 def match_files(config: dict) -> list[str]:
-    return [f"{CURATE}/matches/{s}.parquet" for s in shard_ids(config)]
+    return [MATCHES.format(shard=s) for s in shard_ids(config)]
 
 
 def count_files(config: dict) -> list[str]:
     """Per-shard (wnid, n) match counts: the class-count gather's inputs."""
-    return [f"{CURATE}/matches/{s}.counts.parquet" for s in shard_ids(config)]
+    return [MATCH_COUNTS.format(shard=s) for s in shard_ids(config)]
 
 
 def match_stats_files(config: dict) -> list[str]:
-    return [f"{CURATE}/matches/{s}.json" for s in shard_ids(config)]
+    return [MATCH_STATS.format(shard=s) for s in shard_ids(config)]
 
 
 def class_mode(config: dict, dataset: str) -> str:
@@ -116,23 +129,22 @@ def class_list_input(config: dict, dataset: str) -> list[str]:
 
 
 def caption_files(config: dict, dataset: str) -> list[str]:
-    return [f"{CURATE}/{dataset}/captions/{s}.parquet" for s in shard_ids(config)]
+    return [CAPTIONS.format(dataset=dataset, shard=s) for s in shard_ids(config)]
 
 
 def caption_stats_files(config: dict, dataset: str) -> list[str]:
-    return [f"{CURATE}/{dataset}/captions/{s}.json" for s in shard_ids(config)]
+    return [CAPTION_STATS.format(dataset=dataset, shard=s) for s in shard_ids(config)]
 
 
 def score_files(config: dict, dataset: str) -> list[str]:
     """Per-part caption similarities written by curate_embed (selection's inputs)."""
-    return [f"{CURATE}/{dataset}/scores/{s}.parquet" for s in shard_ids(config)]
+    return [SCORES.format(dataset=dataset, shard=s) for s in shard_ids(config)]
 
 
 def dataset_outputs(dataset: str) -> list[str]:
     """The contract outputs of one LAION-built dataset."""
     return [
-        f"{CURATE}/{dataset}/{name}"
-        for name in ("classes.parquet", "selection.parquet", "audit.parquet", "funnel.csv")
+        pattern.format(dataset=dataset) for pattern in (CLASSES, SELECTION, AUDIT, FUNNEL)
     ] + calibration_outputs(dataset)
 
 
@@ -200,9 +212,9 @@ def check_class_list(config: dict, dataset: str) -> None:
         )
 
 
-CALIBRATION_FILES = ("calibration.csv", "calibration_summary.csv", "calibration.png")
+CALIBRATION_FILES = (CALIBRATION, CALIBRATION_SUMMARY, CALIBRATION_FIGURE)
 
 
 def calibration_outputs(dataset: str) -> list[str]:
     """Threshold calibration of one dataset: per-threshold table, summary, figure."""
-    return [f"{CURATE}/{dataset}/{name}" for name in CALIBRATION_FILES]
+    return [pattern.format(dataset=dataset) for pattern in CALIBRATION_FILES]

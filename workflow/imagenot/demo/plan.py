@@ -5,8 +5,14 @@ The rule file rules/demo.smk calls these; Snakemake files themselves define no f
 
 from __future__ import annotations
 
-DEMO_DIR = "results/demo_world"
+from imagenot.paths import RESULTS
+
+# The stage's files (rule demo_world's outputs, docs/contracts.md).
+DEMO_DIR = f"{RESULTS}/demo_world"
 LAION_DIR = f"{DEMO_DIR}/laion"
+IMAGES = f"{DEMO_DIR}/images"
+TRUTH = f"{DEMO_DIR}/truth.parquet"
+WORLD = f"{DEMO_DIR}/world.json"
 
 
 class DemoConfigError(ValueError):
@@ -40,4 +46,4 @@ def check(config: dict) -> None:
 
 def targets(config: dict) -> list[str]:
     """Final outputs of this stage for ``rule all``: world.json when the demo world is enabled."""
-    return [f"{DEMO_DIR}/world.json"] if enabled(config) else []
+    return [WORLD] if enabled(config) else []

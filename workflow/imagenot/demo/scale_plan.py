@@ -12,7 +12,10 @@ from __future__ import annotations
 import re
 import string
 
-SCALE_DIR = "results/scale_world"
+from imagenot import paths
+from imagenot.curate import paths as curate_paths
+
+SCALE_DIR = f"{paths.RESULTS}/scale_world"
 LAION_DIR = f"{SCALE_DIR}/laion"
 
 
@@ -116,5 +119,5 @@ def run_targets(config: dict) -> list[str]:
     when ``scale_world.captions_only`` (images are then never fetched)."""
     names = [n for n, spec in config["datasets"].items() if spec["kind"] == "laion"]
     if config["scale_world"]["captions_only"]:
-        return [f"results/curate/{n}/selection.parquet" for n in names]
-    return [f"results/datasets/{n}/manifest.parquet" for n in names]
+        return [curate_paths.SELECTION.format(dataset=n) for n in names]
+    return [paths.MANIFEST.format(dataset=n) for n in names]

@@ -15,10 +15,26 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from imagenot import paths
 from imagenot.acquire.kinds import wnid_kinds
+from imagenot.curate import paths as curate_paths
 from imagenot.registries import Registry
+from imagenot.train.paths import FINAL_MODEL
 
-R = "results"
+# The stage's files (Snakemake patterns: the rules' outputs and inputs, docs/contracts.md).
+# A subject is a dataset name or list-{name} for a class list named in the config.
+DIAGNOSTICS = f"{paths.RESULTS}/diagnostics"
+WORDNET_STATS = f"{DIAGNOSTICS}/{{subject}}/wordnet_stats.json"
+WORDNET_CLASSES = f"{DIAGNOSTICS}/{{subject}}/wordnet_classes.parquet"
+CAPTION_STATS = f"{DIAGNOSTICS}/{{dataset}}/caption_similarity.json"
+IMAGE_EMBEDDINGS = f"{DIAGNOSTICS}/{{dataset}}/image_embeddings.npz"
+IMAGE_STATS = f"{DIAGNOSTICS}/{{dataset}}/image_similarity.json"
+IMAGE_CLASSES = f"{DIAGNOSTICS}/{{dataset}}/image_similarity.parquet"
+FIGURE_PDF = f"{paths.FIGURES}/diagnostics_{{name}}.pdf"
+FIGURE_PNG = f"{paths.FIGURES}/diagnostics_{{name}}.png"
+TABLE_CSV = f"{paths.TABLES}/diagnostics_{{subject}}.csv"
+TABLE_MD = f"{paths.TABLES}/diagnostics_{{subject}}.md"
+SUBJECT_PATTERN = "[a-z][a-z0-9_-]*"  # the {subject} wildcard: a dataset name or list-{name}
 LIST_PREFIX = "list-"
 
 
@@ -88,7 +104,7 @@ def class_list_file(config: dict, subject: str) -> str:
     """The class-list file of a WordNet subject."""
     if subject.startswith(LIST_PREFIX):
         return settings(config)["class_lists"][subject.removeprefix(LIST_PREFIX)]
-    return f"{R}/datasets/{subject}/classes.txt"
+    return paths.CLASSES.format(dataset=subject)
 
 
 def reference_classes_input(config: dict) -> list[str]:
@@ -142,10 +158,7 @@ def encoder_checkpoint(config: dict) -> list[str]:
     run = backbone_run(config)
     if run is None:
         return []
-    return [
-        f"{R}/train/{run['dataset']}/{run['protocol']}/{run['model']}/final/seed-{run['seed']}/"
-        "model.safetensors"
-    ]
+    return [FINAL_MODEL.format(**run)]
 
 
 def encoder_available(config: dict) -> bool:
@@ -182,23 +195,23 @@ def image_datasets(config: dict) -> list[str]:
 
 
 def wordnet_stats_file(subject: str) -> str:
-    return f"{R}/diagnostics/{subject}/wordnet_stats.json"
+    return WORDNET_STATS.format(subject=subject)
 
 
 def wordnet_classes_file(subject: str) -> str:
-    return f"{R}/diagnostics/{subject}/wordnet_classes.parquet"
+    return WORDNET_CLASSES.format(subject=subject)
 
 
 def caption_stats_file(dataset: str) -> str:
-    return f"{R}/diagnostics/{dataset}/caption_similarity.json"
+    return CAPTION_STATS.format(dataset=dataset)
 
 
 def image_stats_file(dataset: str) -> str:
-    return f"{R}/diagnostics/{dataset}/image_similarity.json"
+    return IMAGE_STATS.format(dataset=dataset)
 
 
 def image_classes_file(dataset: str) -> str:
-    return f"{R}/diagnostics/{dataset}/image_similarity.parquet"
+    return IMAGE_CLASSES.format(dataset=dataset)
 
 
 # The diagnostics figures (the one list: ``imagenot diagnostics-figure`` choices derive from it).
@@ -221,7 +234,7 @@ def _wordnet_sources(config: dict) -> list[tuple[str, str]]:
 
 
 def _caption_sources(config: dict) -> list[tuple[str, str]]:
-    return [(d, f"{R}/curate/{d}") for d in caption_datasets(config)]
+    return [(d, curate_paths.DATASET_DIR.format(dataset=d)) for d in caption_datasets(config)]
 
 
 def _image_sources(config: dict) -> list[tuple[str, str]]:
@@ -252,11 +265,11 @@ FIGURES = Registry(
 
 
 def figure_files(name: str) -> list[str]:
-    return [f"{R}/figures/diagnostics_{name}.pdf", f"{R}/figures/diagnostics_{name}.png"]
+    return [FIGURE_PDF.format(name=name), FIGURE_PNG.format(name=name)]
 
 
 def table_files(subject: str) -> list[str]:
-    return [f"{R}/tables/diagnostics_{subject}.csv", f"{R}/tables/diagnostics_{subject}.md"]
+    return [TABLE_CSV.format(subject=subject), TABLE_MD.format(subject=subject)]
 
 
 # ------------------------------------------------------------------------- figure/table inputs
@@ -268,9 +281,9 @@ def _labelled(pairs: list[tuple[str, str]]) -> str:
 
 def caption_figure_inputs(config: dict) -> list[str]:
     return [
-        f"{R}/curate/{d}/{name}.parquet"
+        pattern.format(dataset=d)
         for d in caption_datasets(config)
-        for name in ("classes", "selection")
+        for pattern in (curate_paths.CLASSES, curate_paths.SELECTION)
     ]
 
 

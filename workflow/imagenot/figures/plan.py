@@ -14,15 +14,18 @@ from pathlib import Path
 from imagenot.analyse import PUBLISHED_DATASET
 from imagenot.figures.registry import WORKFLOW_FIGURES, WORKFLOW_TABLES
 from imagenot.names import NAME_PATTERN
+from imagenot.paths import FIGURES, RESULTS, TABLES
 from imagenot.train.facts import PUBLISHED_TABLE
 
-RESULTS = "results"
+# The stages' files (Snakemake patterns: the rules' outputs and inputs, docs/contracts.md).
 ACCURACY = f"{RESULTS}/analyse/accuracy.csv"
 PER_IMAGE = f"{RESULTS}/analyse/per_image.parquet"
 RANKINGS = f"{RESULTS}/analyse/rankings_{{variant}}.json"
 VARIANTS = ("standard", "robust")
-FIGURES = f"{RESULTS}/figures"
-TABLES = f"{RESULTS}/tables"
+FIGURE_PDF = f"{FIGURES}/{{figure}}.pdf"
+FIGURE_PNG = f"{FIGURES}/{{figure}}.png"
+TABLE_CSV = f"{TABLES}/{{table}}.csv"
+TABLE_MD = f"{TABLES}/{{table}}.md"
 # Package files used as rule inputs, as absolute paths: valid whatever the working directory.
 _PACKAGE = Path(__file__).resolve().parents[1]
 # every registered weights' facts, published top-1/top-5 among them (imagenot.train.facts)
@@ -208,9 +211,9 @@ def outputs(config: dict, runs: list[dict]) -> list[str]:
         return []
     out = [ACCURACY] + [RANKINGS.format(variant=v) for v in VARIANTS]
     for name in figure_names(config, runs):
-        out += [f"{FIGURES}/{name}.pdf", f"{FIGURES}/{name}.png"]
+        out += [FIGURE_PDF.format(figure=name), FIGURE_PNG.format(figure=name)]
     for name in table_names(config):
-        out += [f"{TABLES}/{name}.csv", f"{TABLES}/{name}.md"]
+        out += [TABLE_CSV.format(table=name), TABLE_MD.format(table=name)]
     return out
 
 

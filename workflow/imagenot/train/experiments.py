@@ -15,9 +15,8 @@ from pathlib import Path
 
 from imagenot.config import ConfigError
 from imagenot.names import TORCHVISION as TORCHVISION_SOURCE
+from imagenot.train.paths import FEATURES_DIR, FINAL_MODEL, PUBLISHED_SEED, RUN
 
-RESULTS = "results"
-TRAIN = f"{RESULTS}/train"
 TORCHVISION = TORCHVISION_SOURCE  # the protocol source of published ImageNet weights
 
 
@@ -28,7 +27,9 @@ def is_published(exp: dict) -> bool:
 
 def seeds(config: dict, exp: dict) -> list[int]:
     """The final runs' seeds of an experiment (one, 0, for published weights)."""
-    return [0] if is_published(exp) else config["train"]["spaces"][exp["space"]]["seeds"]
+    return (
+        [PUBLISHED_SEED] if is_published(exp) else config["train"]["spaces"][exp["space"]]["seeds"]
+    )
 
 
 def experiment(config: dict, dataset: str, protocol: str) -> dict:
@@ -80,13 +81,13 @@ def model_settings(config: dict, dataset: str, protocol: str, model: str) -> dic
 
 
 def run_dir(dataset: str, protocol: str, model: str) -> str:
-    return f"{TRAIN}/{dataset}/{protocol}/{model}"
+    return RUN.format(dataset=dataset, protocol=protocol, model=model)
 
 
 def features_dir(dataset: str, protocol: str, model: str) -> str:
     """Where a TL experiment's backbone features live: one file per split, a function of the
     starting weights (protocol and model name them), the dataset and the split."""
-    return f"{run_dir(dataset, protocol, model)}/features"
+    return FEATURES_DIR.format(dataset=dataset, protocol=protocol, model=model)
 
 
 def published_weights(train: dict, model: str) -> str | None:
@@ -136,7 +137,7 @@ def init_weights(config: dict, protocol: str, model: str) -> list[str]:
             raise ConfigError(f"config key train.weights.{model}: {exc}") from None
         return [str(Path(config["train"]["weights_dir"]) / name)]
     seed = seeds(config, experiment(config, start, "st"))[0]
-    return [f"{run_dir(start, 'st', model)}/final/seed-{seed}/model.safetensors"]
+    return [FINAL_MODEL.format(dataset=start, protocol="st", model=model, seed=seed)]
 
 
 def gpus(config: dict) -> int:

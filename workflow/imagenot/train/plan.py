@@ -19,15 +19,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from imagenot.paths import FINGERPRINT, MANIFEST
 from imagenot.train.checks import check
 from imagenot.train.experiments import (
-    RESULTS,
-    TRAIN,
-    features_dir,
+    features_dir,  # noqa: F401 (the rules' name for a TL run's features folder)
     init_weights,
     is_published,
     is_tl,
-    run_dir,
+    run_dir,  # noqa: F401 (tests' name for an experiment x model's folder)
     seeds,
     space,
 )
@@ -35,10 +34,18 @@ from imagenot.train.experiments import (
 # the experiment facts the rules read as train_plan.<name> that this module does not use itself
 from imagenot.train.experiments import gpus_per_node as gpus_per_node
 from imagenot.train.experiments import nodes as nodes
+from imagenot.train.paths import (
+    DECISION,
+    FEATURES,
+    FINAL_DIR,
+    FINAL_RESULT,
+    PREREGISTRATION,
+    PREREGISTRATION_TABLE,
+    SLOT,
+    TRAIN,
+    TRIALS,
+)
 from imagenot.train.search import promoted_count, rungs
-
-PREREGISTRATION = f"{TRAIN}/preregistration.json"
-PREREGISTRATION_TABLE = f"{TRAIN}/preregistration.csv"
 
 
 def published_pattern(config: dict) -> str:
@@ -86,15 +93,13 @@ TRIAL_SPLITS = ("train", "val")
 def feature_files(dataset: str, protocol: str, model: str, splits=SPLITS) -> list[str]:
     """The features files of ``splits`` (a trial's TRIAL_SPLITS; every split for a final run,
     which also scores the test split)."""
-    return [f"{features_dir(dataset, protocol, model)}/{split}.safetensors" for split in splits]
+    run = {"dataset": dataset, "protocol": protocol, "model": model}
+    return [FEATURES.format(**run, split=split) for split in splits]
 
 
 def dataset_inputs(dataset: str) -> list[str]:
     """The materialised dataset's manifest and fingerprint (acquire's outputs)."""
-    return [
-        f"{RESULTS}/datasets/{dataset}/manifest.parquet",
-        f"{RESULTS}/datasets/{dataset}/fingerprint.txt",
-    ]
+    return [MANIFEST.format(dataset=dataset), FINGERPRINT.format(dataset=dataset)]
 
 
 # Successive halving as a static DAG of *slots*: stage k (k < number of rungs) trains to the
@@ -123,11 +128,11 @@ def slot_ids(config: dict, dataset: str, protocol: str, stage) -> list[int]:
 
 
 def slot_file(dataset: str, protocol: str, model: str, stage, slot) -> str:
-    return f"{run_dir(dataset, protocol, model)}/stage-{stage}/slot-{slot}.json"
+    return SLOT.format(dataset=dataset, protocol=protocol, model=model, stage=stage, slot=slot)
 
 
 def decision_file(dataset: str, protocol: str, model: str, rung) -> str:
-    return f"{run_dir(dataset, protocol, model)}/halving/rung-{rung}.json"
+    return DECISION.format(dataset=dataset, protocol=protocol, model=model, rung=rung)
 
 
 def previous_decision(config: dict, dataset: str, protocol: str, model: str, stage) -> list[str]:
@@ -175,7 +180,7 @@ def final_runs(config: dict) -> list[dict]:
 
 
 def final_dir(run: dict) -> str:
-    return f"{run_dir(run['dataset'], run['protocol'], run['model'])}/final/seed-{run['seed']}"
+    return FINAL_DIR.format(**run)
 
 
 def _drawn(config: dict) -> list[tuple[str, str, str]]:
@@ -193,7 +198,7 @@ def _drawn(config: dict) -> list[tuple[str, str, str]]:
 def trials_tables(config: dict) -> list[str]:
     """Every trained experiment x model's trials table (each written after its
     preregistration check)."""
-    return [f"{run_dir(*run)}/trials.parquet" for run in _drawn(config)]
+    return [TRIALS.format(dataset=d, protocol=p, model=m) for d, p, m in _drawn(config)]
 
 
 def check_results(config: dict) -> None:
@@ -219,4 +224,4 @@ def published_weights_file(config: dict, model: str) -> str:
 def targets(config: dict) -> list[str]:
     """Final outputs of this stage for ``rule all``: every final run's result.json and the
     preregistration table of the report."""
-    return [f"{final_dir(run)}/result.json" for run in final_runs(config)] + [PREREGISTRATION_TABLE]
+    return [FINAL_RESULT.format(**run) for run in final_runs(config)] + [PREREGISTRATION_TABLE]

@@ -20,9 +20,10 @@ from __future__ import annotations
 import re
 
 from imagenot.acquire.sizes import stored_size
+from imagenot.paths import RESULTS
 from imagenot.train import experiments
 
-PREFLIGHT = f"{experiments.RESULTS}/preflight"
+PREFLIGHT = f"{RESULTS}/preflight"
 LOCAL = "local"
 
 

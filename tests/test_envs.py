@@ -20,7 +20,9 @@ requirements (wheel METADATA) of its packages the .venv does not hold at its ver
 
 from __future__ import annotations
 
+import argparse
 import ast
+import importlib
 import importlib.metadata as md
 import re
 import sys
@@ -219,15 +221,19 @@ def external_imports(roots_full: list[Path], roots_top: list[Path]) -> set[str]:
 
 
 @cache
-def subcommand_packages() -> dict[str, Path]:
-    """Subcommand -> the files that implement it (its stage package, or common_cli)."""
+@cache
+def subcommand_packages() -> dict[str, list[Path]]:
+    """Subcommand -> the files that implement it: its handler's stage package, or the handler's
+    module for a top-level CLI module. Read from the real parser (``imagenot.cli.build_parser``),
+    however a stage registers its commands."""
+    from imagenot.cli import build_parser
+
+    parser = build_parser()
+    choices = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     out = {}
-    for cli in PKG.rglob("*cli.py"):
-        if cli.name == "cli.py" and cli.parent == PKG:
-            continue
-        files = [cli] if cli.parent == PKG else sorted(cli.parent.rglob("*.py"))
-        for sub in re.findall(r'add_parser\(\s*"([a-z0-9-]+)"', cli.read_text()):
-            out[sub] = files
+    for sub, sub_parser in choices.choices.items():
+        module = Path(importlib.import_module(sub_parser.get_default("func").__module__).__file__)
+        out[sub] = [module] if module.parent == PKG else sorted(module.parent.rglob("*.py"))
     return out
 
 

@@ -34,6 +34,16 @@ STAGE_CLIS = (
 )
 
 
+def subcommand(subparsers, name: str, func) -> argparse.ArgumentParser:
+    """Subcommand ``name``, run by ``func``: its parser, to which the caller adds arguments.
+    Its help is ``func``'s docstring (first letter lower-cased, the final full stop dropped):
+    what the command does is written once, where it is done. Stage CLIs register with it."""
+    doc = (func.__doc__ or name).strip()  # (python -OO strips docstrings)
+    p = subparsers.add_parser(name, help=doc[0].lower() + doc[1:].removesuffix("."))
+    p.set_defaults(func=func)
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="imagenot", description=__doc__)
     parser.add_argument("--version", action="version", version=f"imagenot {__version__}")

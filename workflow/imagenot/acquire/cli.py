@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 
+from imagenot.cli import subcommand
+
 
 def _command(subparsers, name: str, func, cls: str) -> argparse.ArgumentParser:
     """Subcommand ``name``, run by ``func`` (its docstring is the command's help), with its
     settings object (``cls``) as one ``--settings`` argument: every command of the stage is
     registered so."""
-    p = subparsers.add_parser(name, help=func.__doc__[0].lower() + func.__doc__[1:].rstrip("."))
-    p.set_defaults(func=func)
+    p = subcommand(subparsers, name, func)
     p.add_argument(
         "--settings",
         required=True,

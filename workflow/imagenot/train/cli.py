@@ -15,6 +15,8 @@ import os
 import time
 from pathlib import Path
 
+from imagenot.cli import subcommand
+
 # When this process started: a training job's deadline counts from here when SLURM cannot tell
 # its end time (imagenot.train.interrupts.job_deadline).
 STARTED = time.time()
@@ -39,16 +41,16 @@ def _deadline(settings, a: argparse.Namespace) -> float | None:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add this stage's subcommands."""
-    p = _command(subparsers, "train-draw-trials", _draw)
+    p = subcommand(subparsers, "train-draw-trials", _draw)
     _settings_arg(p, "DrawSettings")
     p.add_argument("--record", required=True, type=Path, help="preregistration.json")
     p.add_argument("--out", required=True, type=Path, help="trials.parquet")
 
-    p = _command(subparsers, "train-preregistration-table", _preregistration_table)
+    p = subcommand(subparsers, "train-preregistration-table", _preregistration_table)
     p.add_argument("record", type=Path, help="preregistration.json")
     p.add_argument("--out", required=True, type=Path, help="CSV for the report")
 
-    p = _command(subparsers, "train-trial", _trial)
+    p = subcommand(subparsers, "train-trial", _trial)
     _common(p, "TrialSettings")
     p.add_argument("--trials", required=True, type=Path)
     p.add_argument("--stage", required=True, type=int, help="0, 1, ...: rungs, then the end")
@@ -56,43 +58,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--promoted", type=Path, default=None, help="previous rung's decision")
     p.add_argument("--out", required=True, type=Path, help="the slot's result JSON")
 
-    p = _command(subparsers, "train-features", _features)
+    p = subcommand(subparsers, "train-features", _features)
     _common(p, "FeaturesSettings")
     p.add_argument("--out-dir", required=True, type=Path, help="gets {split}.safetensors")
 
-    p = _command(subparsers, "train-published", _published)
+    p = subcommand(subparsers, "train-published", _published)
     _settings_arg(p, "PublishedSettings")
     p.add_argument("--weights-file", required=True, type=Path)
     p.add_argument("--dataset-dir", required=True, type=Path)
     p.add_argument("--run", required=True, help="dataset/protocol")
     p.add_argument("--out-dir", required=True, type=Path)
 
-    p = _command(subparsers, "train-halve", _halve)
+    p = subcommand(subparsers, "train-halve", _halve)
     p.add_argument("results", nargs="+", type=Path, help="the rung's trial results")
     p.add_argument("--rung", required=True, type=int)
     _settings_arg(p, "HalveSettings")
     p.add_argument("--out", required=True, type=Path)
 
-    p = _command(subparsers, "train-select", _select)
+    p = subcommand(subparsers, "train-select", _select)
     p.add_argument("results", nargs="+", type=Path)
     p.add_argument("--out", required=True, type=Path)
 
-    p = _command(subparsers, "train-final", _final)
+    p = subcommand(subparsers, "train-final", _final)
     _common(p, "FinalSettings")
     p.add_argument("--trials", required=True, type=Path)
     p.add_argument("--selection", required=True, type=Path)
     p.add_argument("--run", required=True, help="dataset/protocol/model/seed")
     p.add_argument("--out-dir", required=True, type=Path)
-
-
-def _command(subparsers, name: str, func) -> argparse.ArgumentParser:
-    """Subcommand ``name``, run by ``func``: its parser, to which the caller adds arguments.
-    Its help is ``func``'s docstring (first letter lower-cased, the final full stop dropped):
-    what the command does is written once, where it is done."""
-    doc = (func.__doc__ or name).strip()  # (python -OO strips docstrings)
-    p = subparsers.add_parser(name, help=doc[0].lower() + doc[1:].removesuffix("."))
-    p.set_defaults(func=func)
-    return p
 
 
 def _settings_arg(p: argparse.ArgumentParser, cls: str) -> None:

@@ -41,6 +41,7 @@ from imagenot.evaluate import paths as evaluate_paths
 from imagenot.evaluate import plan as evaluate_plan
 from imagenot.evaluate import settings as evaluate_settings
 from imagenot.figures import plan as figures_plan
+from imagenot.analyse import plan as analyse_plan
 from imagenot.analyse import settings as analyse_settings
 from imagenot.figures import settings as figures_settings
 from imagenot.diagnostics import plan as diagnostics_plan

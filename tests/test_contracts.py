@@ -3,7 +3,8 @@
 Every file under results/ is a named pattern of ``imagenot.paths``, a stage's
 ``imagenot.<stage>.paths`` or a last stage's plan: the producing rule's ``output:``, the
 consuming rules' ``input:`` and the plans' file lists use the name, never the spelling. These tests find the pattern
-modules from the package's source (a module-level constant built on ``RESULTS``), so a stage
+modules from the package's source (a module-level constant built on ``RESULTS`` or another
+root of ``imagenot.paths``), so a stage
 added later is covered without a list to keep.
 """
 
@@ -38,12 +39,13 @@ def _module_constants(path: Path) -> list[str]:
 
 
 def pattern_modules() -> dict[str, list[str]]:
-    """Module name -> its own path constants, for each module that builds one on RESULTS."""
+    """Module name -> its own path constants, for each module that builds one on RESULTS or on
+    a root of ``imagenot.paths`` (FIGURES, TABLES, ...)."""
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         text = path.read_text(encoding="utf-8")
-        if "RESULTS" not in text:
-            continue
+        if "RESULTS" not in text and "imagenot.paths import" not in text:
+            continue  # (a pattern is built on RESULTS or on a root of imagenot.paths)
         module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
         names = [n for n in _module_constants(path) if n.isupper() or n.startswith("_")]
         if names:

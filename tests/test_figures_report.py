@@ -1,8 +1,8 @@
 """End to end: the analyse and figures rules on a synthetic run, then `snakemake --report`.
 
-A small workflow in tmp_path includes the real rules/common.smk and rules/figures.smk; its
-evaluation results are synthetic (written before Snakemake starts, so only the figure and
-table jobs run). The report must open in headless Chromium and show every figure and table.
+A small workflow in tmp_path includes the real rules/common.smk, rules/analyse.smk and
+rules/figures.smk; its evaluation results are synthetic (written before Snakemake starts, so
+only the rankings, figure and table jobs run). The report must open in headless Chromium and show every figure and table.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from imagenot.analyse import plan as analyse_plan
 from imagenot.analyse import synthetic
 from imagenot.analyse.accuracy import (
     accuracy_table,
@@ -65,10 +66,11 @@ def workflow(tmp_path_factory, repo_root):
         f'include: "{repo_root}/rules/common.smk"\n\n\n'
         "wildcard_constraints:\n"
         '    dataset="[a-z][a-z0-9_]*",\n\n\n'
+        f'include: "{repo_root}/rules/analyse.smk"\n\n\n'
         f'include: "{repo_root}/rules/figures.smk"\n'
     )
     # The figure rules read their plotting code and the published accuracies from the package.
-    published = plan.PUBLISHED_ACCURACY
+    published = analyse_plan.PUBLISHED_ACCURACY
     runs = synthetic.runs_grid(["imagenet", "imagenot"], synthetic.MODELS, (0,))
     runs += synthetic.runs_grid(
         [], synthetic.MODELS, (0,), downstream="fashion_mnist", sources=("imagenot",)
@@ -82,10 +84,10 @@ def workflow(tmp_path_factory, repo_root):
         read_published(published),
         AccuracySettings.from_config(validate_config({})),
     )
-    (wd / plan.ACCURACY).parent.mkdir(parents=True)
-    acc.to_csv(wd / plan.ACCURACY, index=False)
-    read_per_image(paths).to_parquet(wd / plan.PER_IMAGE)
-    targets = [t for t in plan.outputs(config, runs) if t != plan.ACCURACY]
+    (wd / analyse_plan.ACCURACY).parent.mkdir(parents=True)
+    acc.to_csv(wd / analyse_plan.ACCURACY, index=False)
+    read_per_image(paths).to_parquet(wd / analyse_plan.PER_IMAGE)
+    targets = [t for t in plan.outputs(config, runs) if t != analyse_plan.ACCURACY]
     done = snakemake(wd, *targets)
     assert done.returncode == 0, done.stderr[-4000:]
     return {"dir": wd, "config": config, "runs": runs, "targets": targets, "log": done.stderr}

@@ -17,6 +17,7 @@ from PIL import Image
 
 from imagenot.acquire import plan as acquire_plan
 from imagenot.acquire import settings as acquire_settings
+from imagenot.analyse import plan as analyse_plan
 from imagenot.analyse.settings import AccuracySettings, RankingsSettings
 from imagenot.cli import main
 from imagenot.config import ConfigError, load_config, schema_default, validate_config
@@ -43,7 +44,7 @@ def _analyse_figures_diagnostics_rule_settings(config: dict) -> list[tuple[str, 
         ("accuracy_table", AccuracySettings.from_config(config)),
         *[
             (f"rankings_json {v}", RankingsSettings.from_config(config, variant=v))
-            for v in figures_plan.VARIANTS
+            for v in analyse_plan.VARIANTS
         ],
     ]
     runs = train_plan.final_runs(config)

@@ -1,5 +1,5 @@
 """The evaluation's outputs per final run: rule ``evaluate_robustness`` writes them, the plan
-lists them (:mod:`imagenot.evaluate.plan`), the accuracy table (rules/figures.smk) reads them.
+lists them (:mod:`imagenot.evaluate.plan`), the accuracy table (rules/analyse.smk) reads them.
 Apart from the plan so that a reader needs no import of the train stage's plan.
 """
 

@@ -1,4 +1,4 @@
-"""Config lookups for the analyse and figures rules (pure functions of the workflow config).
+"""Config lookups for the figures rules (pure functions of the workflow config).
 
 The rule file rules/figures.smk calls these; Snakemake files themselves define no functions.
 Which figures exist follows from the config alone: the final runs of the train stage
@@ -12,24 +12,18 @@ import re
 from pathlib import Path
 
 from imagenot.analyse import PUBLISHED_DATASET
+from imagenot.analyse.plan import ACCURACY, RANKINGS, VARIANTS
 from imagenot.figures.registry import WORKFLOW_FIGURES, WORKFLOW_TABLES
 from imagenot.names import NAME_PATTERN
-from imagenot.paths import FIGURES, RESULTS, TABLES
-from imagenot.train.facts import PUBLISHED_TABLE
+from imagenot.paths import FIGURES, TABLES
 
 # The stages' files (Snakemake patterns: the rules' outputs and inputs, docs/contracts.md).
-ACCURACY = f"{RESULTS}/analyse/accuracy.csv"
-PER_IMAGE = f"{RESULTS}/analyse/per_image.parquet"
-RANKINGS = f"{RESULTS}/analyse/rankings_{{variant}}.json"
-VARIANTS = ("standard", "robust")
 FIGURE_PDF = f"{FIGURES}/{{figure}}.pdf"
 FIGURE_PNG = f"{FIGURES}/{{figure}}.png"
 TABLE_CSV = f"{TABLES}/{{table}}.csv"
 TABLE_MD = f"{TABLES}/{{table}}.md"
 # Package files used as rule inputs, as absolute paths: valid whatever the working directory.
 _PACKAGE = Path(__file__).resolve().parents[1]
-# every registered weights' facts, published top-1/top-5 among them (imagenot.train.facts)
-PUBLISHED_ACCURACY = str(_PACKAGE / "resources" / PUBLISHED_TABLE)
 FIGURE_KINDS = WORKFLOW_FIGURES  # the registries themselves: a kind registered later counts
 TABLE_NAMES = WORKFLOW_TABLES
 

@@ -1,7 +1,7 @@
 """The one list of figure and table names (config schema enums and CLI choices derive from it).
 
 Each is an :class:`imagenot.registries.Registry` (a dict). Workflow figures and tables are drawn
-from ``results/analyse/accuracy.csv`` by the rules of ``rules/figures.smk`` (names are config
+from ``results/analyse/accuracy.csv`` by the rules of ``rules/analyse.smk`` and ``rules/figures.smk`` (names are config
 values of ``analyse.figures`` / ``analyse.tables``, which the schema loader fills from these
 registries). Report figures and tables are what
 ``imagenot rankings TABLE --report DIR`` writes for any results table. Both kinds are drawn by

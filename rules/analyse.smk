@@ -1,0 +1,65 @@
+# Stage: analyse. Files: imagenot.analyse.plan (imported as analyse_plan in rules/common.smk);
+# each rule's settings: its class in imagenot.analyse.settings (analyse_settings), from_config.
+# Every evaluation -> accuracy.csv (+ per-image correctness) -> rankings JSON (standard, Robust),
+# which the figures and tables (rules/figures.smk) read.
+
+
+# The rankings run on the submitting host under a cluster executor, not as jobs (seconds, little
+# memory); the accuracy table reads every evaluation and stays a job.
+localrules:
+    rankings_json,
+
+
+rule accuracy_table:
+    input:
+        robustness=evaluate_plan.robustness_files(config),
+        per_image=evaluate_plan.per_image_files(config),
+        published=analyse_plan.PUBLISHED_ACCURACY,
+    output:
+        accuracy=report(
+            analyse_plan.ACCURACY,
+            caption="../report/accuracy_csv.rst",
+            category="Analysis",
+        ),
+        per_image=analyse_plan.PER_IMAGE,
+    log:
+        f"{LOGS}/accuracy_table.log",
+    benchmark:
+        f"{BENCH}/accuracy_table.tsv"
+    conda:
+        "../envs/analyse.yaml"
+    threads: 1
+    params:
+        settings=to_arg(analyse_settings.AccuracySettings.from_config(config)),
+    shell:
+        "imagenot accuracy-table {input.robustness} --published {input.published}"
+        " --settings {params.settings} --out {output.accuracy}"
+        " --per-image-out {output.per_image} > {log} 2>&1"
+
+
+rule rankings_json:
+    input:
+        accuracy=analyse_plan.ACCURACY,
+        per_image=analyse_plan.PER_IMAGE,
+    output:
+        report(
+            analyse_plan.RANKINGS,
+            caption="../report/rankings_json.rst",
+            category="Analysis",
+        ),
+    log:
+        f"{LOGS}/rankings_json/{{variant}}.log",
+    benchmark:
+        f"{BENCH}/rankings_json/{{variant}}.tsv"
+    wildcard_constraints:
+        variant="|".join(analyse_plan.VARIANTS),
+    conda:
+        "../envs/analyse.yaml"
+    threads: 1
+    params:
+        settings=lambda wc: to_arg(
+            analyse_settings.RankingsSettings.from_config(config, variant=wc.variant)
+        ),
+    shell:
+        "imagenot rankings {input.accuracy} --per-image {input.per_image}"
+        " --settings {params.settings} --out {output} > {log} 2>&1"

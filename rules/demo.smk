@@ -20,7 +20,8 @@ rule demo_world:
     threads: 1
     params:
         settings=to_arg(demo_settings.DemoSettings.from_config(config)),
-        out=lambda wc: demo_plan.DEMO_DIR,
+    # the folder named in the command's text (an f-string), not as a param: Snakemake compares
+    # both with a finished run's record, so a run from before the folder had a name stays done
     shell:
-        "imagenot demo-world --nltk-data {input} --out {params.out}"
+        f"imagenot demo-world --nltk-data {{input}} --out {demo_plan.DEMO_DIR}"
         " --shards {output.shards} --settings {params.settings} > {log} 2>&1"

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -54,7 +55,7 @@ def test_the_ring_arithmetic_is_the_feeders():
 def test_per_gpu_batch_is_the_loops_largest_micro_batch(batch, world, cap):
     from imagenot.train.loop import _largest_piece
 
-    job = type("J", (), {"batch_size": batch})
+    job = SimpleNamespace(settings=SimpleNamespace(batch_size=batch))
     largest = max(
         _largest_piece(10_000, job, Dist(rank=r, world=world, local_rank=r), cap)
         for r in range(world)

@@ -85,6 +85,21 @@ def test_the_command_writes_what_it_prints_and_read_report_reads_it(tmp_path, ca
     assert read_report(out).to_text() == printed
 
 
+def test_the_summary_of_a_report_without_across_dataset_means(tmp_path, capsys):
+    """No model has every dataset here, so the report has no across-dataset means
+    (``across_datasets`` None): the printed summary leaves them out (the workflow's rule
+    ``rankings_json`` prints it for a run of one dataset beside the reference)."""
+    path, out = tmp_path / "t.csv", tmp_path / "r.json"
+    table().to_csv(path, index=False)
+    argv = ["rankings", str(path), "--bootstrap-reps", "20", "--baseline", "b", "--out", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert read_report(out).across_datasets is None
+    assert printed.startswith("6 models, 5 datasets; reference: ref")
+    assert "not computed: across_datasets: no model has results on every aggregated" in printed
+    assert "size-weighted mean" not in printed
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

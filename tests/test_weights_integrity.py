@@ -111,12 +111,10 @@ def test_features_are_refused_when_non_finite_or_damaged(tmp_path):
 
     from imagenot.train import features
 
-    job = SimpleNamespace(
-        model="resnet_mini",
-        init="random",
-        image_size=32,
-        normalisation={"mean": [0.5] * 3, "std": [0.5] * 3},
+    settings = SimpleNamespace(
+        model="resnet_mini", image_size=32, normalisation={"mean": [0.5] * 3, "std": [0.5] * 3}
     )
+    job = SimpleNamespace(settings=settings, init="random")
     meta = features.describe(job, "fp", "train")
     path = tmp_path / "train.safetensors"
     values = torch.randn(50, 8)

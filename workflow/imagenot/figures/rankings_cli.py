@@ -302,12 +302,12 @@ def summary_text(report: RankingsReport, models: str | None) -> str:
                     lines.append(
                         "  largest rank changes: " + "; ".join(f"{m} {delta[m]:+g}" for m in moves)
                     )
-    across = report.across_datasets
-    means = (
+    across = report.across_datasets  # None: fewer than two datasets to average over
+    means = () if across is None else (
         (across.weighted_mean, across.weighted_mean_rank, "size-weighted mean"),
         (across.geometric_mean, across.geometric_mean_rank, "geometric mean"),
-    )
-    for mean, r, label in means if across is not None else ():
+    )  # fmt: skip
+    for mean, r, label in means:
         if mean is not None:
             best = sorted(r, key=r.get)[: top if top is not None else len(r)]
             lines.append(

@@ -13,8 +13,10 @@ import json
 import os
 import sys
 
+from imagenot.curate.paths import DATASET_DIR
 from imagenot.diagnostics.plan import FIGURES
 from imagenot.diagnostics.settings import EmbedSettings, FigureSettings, TableSettings
+from imagenot.paths import DATASET
 from imagenot.wordnet import NLTK_DATA
 
 
@@ -55,7 +57,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "caption-similarity-stats", help="caption-gloss similarity summary of a curation"
     )
     p.add_argument(
-        "--curate-dir", required=True, help="results/curate/{dataset} (classes + selection parquet)"
+        "--curate-dir",
+        required=True,
+        help=f"{DATASET_DIR} (classes + selection parquet)",
     )
     p.add_argument("--out", required=True, help="JSON summary to write")
     p.set_defaults(func=_caption_stats)
@@ -63,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "embed-images", help="embed one split of a dataset with the diagnostics encoder"
     )
-    p.add_argument("--dataset-dir", required=True, help="results/datasets/{dataset}")
+    p.add_argument("--dataset-dir", required=True, help=DATASET)
     p.add_argument(
         "--settings", required=True, help="JSON of imagenot.diagnostics.settings.EmbedSettings"
     )

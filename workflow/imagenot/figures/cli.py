@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 
+from imagenot.analyse.plan import ACCURACY
 from imagenot.figures.plan import FIGURE_KINDS, TABLE_NAMES
 from imagenot.figures.settings import FigureSettings, TableSettings
 
@@ -16,7 +17,7 @@ from imagenot.figures.settings import FigureSettings, TableSettings
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``figure`` and ``table``."""
     p = subparsers.add_parser("figure", help="draw one figure (PDF + PNG) from accuracy.csv")
-    p.add_argument("accuracy", help="results/analyse/accuracy.csv")
+    p.add_argument("accuracy", help=f"the accuracy table ({ACCURACY})")
     p.add_argument(
         "--settings", required=True, help="JSON of imagenot.figures.settings.FigureSettings"
     )
@@ -25,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_figure)
 
     p = subparsers.add_parser("table", help="write one table (CSV + Markdown)")
-    p.add_argument("accuracy", help="results/analyse/accuracy.csv")
+    p.add_argument("accuracy", help=f"the accuracy table ({ACCURACY})")
     p.add_argument(
         "--settings", required=True, help="JSON of imagenot.figures.settings.TableSettings"
     )

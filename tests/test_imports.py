@@ -202,3 +202,21 @@ def test_no_new_import_circle():
     assert not new, f"new import circle(s): {new}"
     gone = [sorted(c) for c in KNOWN_CIRCLES - found]
     assert not gone, f"opened, delete from KNOWN_CIRCLES: {gone}"
+
+
+# A module this long holds several things a reader looks for apart (issue 35, section 3): split it,
+# or say in its docstring why not, with these words.
+MAX_MODULE_LINES = 500
+LONG_MODULE_REASON = "Over 500 lines because"
+
+
+def test_no_module_over_500_lines_without_a_reason():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "workflow" / "imagenot"
+    long = []
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > MAX_MODULE_LINES and LONG_MODULE_REASON not in text.split('"""')[1]:
+            long.append(f"{path.relative_to(root)}: {text.count(chr(10))} lines")
+    assert not long, "modules over 500 lines, no reason in the docstring:\n" + "\n".join(long)

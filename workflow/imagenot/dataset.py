@@ -29,11 +29,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from imagenot.io import read_parquet
+from imagenot.paths import CLASSES_FILE as CLASSES
+from imagenot.paths import FINGERPRINT_FILE as FINGERPRINT
+from imagenot.paths import MANIFEST_FILE as MANIFEST
+from imagenot.paths import SPLITS
 
-SPLITS = ("train", "val", "test")
-MANIFEST = "manifest.parquet"
-CLASSES = "classes.txt"
-FINGERPRINT = "fingerprint.txt"
 SHARD_DIR = "shards"
 
 MANIFEST_SCHEMA = pa.schema(

@@ -256,7 +256,7 @@ def keep_freed_memory(trim_threshold: int = 1 << 30) -> bool:
     batches too). With this, every block comes from the heap and the heap is trimmed only above
     ``trim_threshold`` bytes: the process holds its peak heap until it exits. For one-shot
     processes (``imagenot evaluate-robustness``, ``benchmarks/bench_eval.py``, every training job
-    through ``imagenot.train.loop.configure``, ``benchmarks/bench_train.py``). Training on the CPU
+    through ``imagenot.train.device.configure``, ``benchmarks/bench_train.py``). Training on the CPU
     frees and re-allocates each step's activations: with glibc's defaults how often they fault
     depends on the allocation history (about 2 x 10^5 faults and 0.2-0.4 s of system time per 16
     efficientnet_mini steps in one order of the same work, near none in another; see

@@ -30,6 +30,12 @@ NOUN_LEMMAS = f"{RESULTS}/wordnet/noun_lemmas.parquet"
 # A materialised dataset (acquire's gather writes it; train, evaluate and diagnostics read it):
 # one layout for every dataset kind.
 DATASET = f"{RESULTS}/datasets/{{dataset}}"
-MANIFEST = f"{DATASET}/manifest.parquet"
-CLASSES = f"{DATASET}/classes.txt"
-FINGERPRINT = f"{DATASET}/fingerprint.txt"
+# a dataset folder's splits and files by name, for the writer and the readers that are handed
+# the folder (imagenot.acquire.dataset, imagenot.dataset) and the plans that name its files
+SPLITS = ("train", "val", "test")
+MANIFEST_FILE = "manifest.parquet"
+CLASSES_FILE = "classes.txt"
+FINGERPRINT_FILE = "fingerprint.txt"
+MANIFEST = f"{DATASET}/{MANIFEST_FILE}"
+CLASSES = f"{DATASET}/{CLASSES_FILE}"
+FINGERPRINT = f"{DATASET}/{FINGERPRINT_FILE}"

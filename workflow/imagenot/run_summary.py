@@ -25,7 +25,7 @@ import json
 import os
 from pathlib import Path
 
-from imagenot.paths import RESULTS
+from imagenot.paths import RESULTS, SPLITS
 
 SUMMARY_MD = f"{RESULTS}/summary.md"
 SUMMARY_JSON = f"{RESULTS}/summary.json"
@@ -39,7 +39,7 @@ def _split_counts(manifest: Path) -> dict[str, int]:
     import pyarrow.parquet as pq
 
     splits = pq.read_table(manifest, columns=["split"])["split"].to_pylist()
-    return {s: splits.count(s) for s in ("train", "val", "test")}
+    return {s: splits.count(s) for s in SPLITS}
 
 
 def _download(stats: Path) -> dict:

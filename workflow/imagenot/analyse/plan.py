@@ -9,16 +9,14 @@ something downstream needs it.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from imagenot.paths import RESULTS
-from imagenot.train.facts import PUBLISHED_TABLE
+from imagenot.train.facts import shipped_path
 
 ACCURACY = f"{RESULTS}/analyse/accuracy.csv"
 PER_IMAGE = f"{RESULTS}/analyse/per_image.parquet"
 RANKINGS = f"{RESULTS}/analyse/rankings_{{variant}}.json"
 # the rankings' two variants (rule rankings_json's wildcard): standard and Robust accuracy
 VARIANTS = ("standard", "robust")
-# every registered weights' facts, published top-1/top-5 among them (imagenot.train.facts): a
-# package file, as an absolute path (valid whatever the working directory)
-PUBLISHED_ACCURACY = str(Path(__file__).resolve().parents[1] / "resources" / PUBLISHED_TABLE)
+# every registered weights' facts, published top-1/top-5 among them (imagenot.train.facts): the
+# shipped file, as an absolute path (valid whatever the working directory)
+PUBLISHED_ACCURACY = shipped_path()

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from imagenot.curate.captions import CAPTION_SCHEMA
+from imagenot.curate.paths import CLASS_SCORES
 from imagenot.io import iter_parquet
 
 if TYPE_CHECKING:
@@ -192,7 +193,7 @@ def check_class_count(scores: pa.Table, settings: SelectSettings) -> None:
         f"dataset {dataset!r}: {kept} classes pass, {n_classes or 'at least one'} wanted "
         f"({len(step)} candidates: {int((step == 6).sum())} without a one-class caption, "
         f"{int((step == 7).sum())} under the similarity threshold {threshold}); "
-        f"see results/curate/{dataset}/class_scores.parquet. Change curate.threshold, "
+        f"see {CLASS_SCORES.format(dataset=dataset)}. Change curate.threshold, "
         "curate.min_count, the encoder (curate.encoder) or n_classes, or set "
         "curate.allow_fewer_classes: true to go on with fewer"
     )

@@ -468,6 +468,7 @@ def stage_to_local(
     75 and its retry stages again), so staging a large dataset cannot outlast the time limit."""
     import time
 
+    from imagenot.paths import FINGERPRINT_FILE
     from imagenot.train.interrupts import Preempted
 
     root = root or os.environ.get("TMPDIR")
@@ -475,7 +476,7 @@ def stage_to_local(
         log.warning("train.stage_to_local: $TMPDIR is not set; reading %s in place", dataset_dir)
         return dataset_dir
     target = Path(root) / "imagenot-datasets" / fingerprint[:16]
-    if (target / "fingerprint.txt").is_file():
+    if (target / FINGERPRINT_FILE).is_file():
         return target
     partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from imagenot.paths import FINGERPRINT, MANIFEST
+from imagenot.paths import FINGERPRINT, MANIFEST, SPLITS
 from imagenot.train.checks import check
 from imagenot.train.experiments import (
     features_dir,  # noqa: F401 (the rules' name for a TL run's features folder)
@@ -81,10 +81,6 @@ def tl_protocol_regex(config: dict) -> str:
         e["protocol"] for e in config["train"]["experiments"] if is_tl(e["protocol"])
     )
 
-
-# A dataset's splits: imagenot.acquire.dataset.SPLITS, not imported (plan modules stay free of
-# pyarrow: every job's Snakemake parses the rules); tests/test_train_features.py checks they agree.
-SPLITS = ("train", "val", "test")
 
 # What a trial reads: it selects on validation accuracy and never sees the test split.
 TRIAL_SPLITS = ("train", "val")

@@ -20,6 +20,7 @@ import pandas as pd
 from imagenot.analyse import PUBLISHED_DATASET, PUBLISHED_PROTOCOL, stats
 from imagenot.analyse.settings import AccuracySettings
 from imagenot.analyse.table import TableError
+from imagenot.evaluate.paths import PER_IMAGE
 from imagenot.io import read_parquet
 
 ROBUSTNESS_COLUMNS = (
@@ -132,7 +133,7 @@ def read_per_image(robustness_paths: Sequence[str | os.PathLike]) -> pd.DataFram
         run = (
             read_parquet(path, columns=["model", "dataset", "protocol", "seed"]).to_pandas().iloc[0]
         )
-        per = read_parquet(Path(path).with_name("per_image.parquet")).to_pandas()
+        per = read_parquet(Path(path).with_name(Path(PER_IMAGE).name)).to_pandas()  # beside it
         per = per[["key", "transform", "correct"]].copy()
         for col in ("model", "dataset", "protocol", "seed"):
             per[col] = run[col]

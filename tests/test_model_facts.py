@@ -374,3 +374,117 @@ def test_a_deviation_from_the_published_top1_is_flagged_in_the_log_and_the_repor
     assert check["model"].tolist() == ["resnet18", "alexnet"]
     assert check["flagged"].tolist() == [True, False]
     assert check["deviation"].tolist() == pytest.approx([69.1 - 69.758, 56.6 - 56.522])
+
+
+# ------------------------------------- the published accuracy is the weight's that ran, not the name's
+
+V1, V1_TOP1 = "ResNet152_Weights.IMAGENET1K_V1", 78.312  # the V2 the registry ships: 82.284
+
+
+def _published_run_rows(model: str, weights: str | None, top1: float | None, measured: float):
+    """robustness.parquet rows of one evaluated run, as evaluate's summarise writes them."""
+    import pyarrow as pa
+
+    from imagenot.evaluate.robustness import ROBUSTNESS_SCHEMA, summarise
+
+    n = 50_000
+    per_image = pa.table(
+        {
+            "key": [f"k{i}" for i in range(n)],
+            "transform": ["Identity"] * n,
+            "label": [0] * n,
+            "pred": [0] * n,
+            "correct": [i < round(measured / 100 * n) for i in range(n)],
+            "correct_top5": [True] * n,
+        }
+    )
+    meta = {"model": model, "dataset": "imagenet", "protocol": "st", "seed": 0}
+    if weights is not None:
+        meta |= {"source": "published", "weights": weights, "published_top1": top1}
+    table = summarise(per_image, meta, 0.95)
+    assert table.schema == ROBUSTNESS_SCHEMA
+    return table.to_pandas()
+
+
+def test_the_published_accuracy_is_the_weights_that_ran_not_the_models_name(repo_root):
+    """train.weights.resnet152: IMAGENET1K_V1 (published 78.3): the reference check and the
+    x-axis read the run's own record, and it is not compared with V2's 82.3."""
+    import pandas as pd
+
+    from imagenot.analyse import PUBLISHED_DATASET
+    from imagenot.analyse.accuracy import accuracy_table, read_published
+    from imagenot.analyse.settings import AccuracySettings
+    from imagenot.figures.data import published as x_axis
+    from imagenot.figures.settings import Options
+    from imagenot.figures.tables import published_check
+
+    paper = _config(repo_root, "paper.yaml")
+    paper["train"]["weights"]["resnet152"] = V1
+    settings = AccuracySettings.from_config(paper)
+    assert settings.weights["resnet152"] == V1
+    robustness = pd.concat(
+        [
+            _published_run_rows("resnet152", V1, V1_TOP1, 78.2),
+            _published_run_rows("resnet18", "ResNet18_Weights.IMAGENET1K_V1", 69.758, 69.7),
+            _published_run_rows("resnet152", None, None, 40.0).assign(dataset="imagenot"),
+        ],
+        ignore_index=True,
+    )
+    acc = accuracy_table(robustness, read_published(facts.shipped_path()), settings)
+    r152 = acc[acc.model == "resnet152"]
+    assert (r152.imagenet_top1 == V1_TOP1).all()  # every dataset's x-axis: the weight that ran
+    ref = acc[(acc.dataset == PUBLISHED_DATASET) & (acc.model == "resnet152")].iloc[0]
+    assert (ref.weights, ref.accuracy) == (V1, V1_TOP1)
+    assert x_axis(acc)["resnet152"] == V1_TOP1
+    check = published_check(acc, {}, Options.from_config(paper)).set_index("model")
+    assert check.loc["resnet152", "published_top1"] == V1_TOP1
+    assert check.loc["resnet152", "weights"] == V1
+    assert not check["flagged"].any()  # 78.2 against 78.3, not against V2's 82.3
+    assert check.loc["resnet152", "deviation"] == pytest.approx(78.2 - V1_TOP1)
+
+    # no published run: the config's weights, read by their reference (V1 is not shipped)
+    trained_only = robustness[robustness.dataset == "imagenot"]
+    acc = accuracy_table(trained_only, read_published(facts.shipped_path()), settings)
+    assert (acc[acc.model == "resnet152"].imagenet_top1 == V1_TOP1).all()
+    # the registry's weights where the config names none
+    default = AccuracySettings.from_config(_config(repo_root, "paper.yaml"))
+    acc = accuracy_table(trained_only, read_published(facts.shipped_path()), default)
+    assert (acc[acc.model == "resnet152"].imagenet_top1 == 82.284).all()
+
+
+@pytest.mark.parametrize("measured, problem", [(78.2, False), (74.0, True)])
+def test_a_published_gap_over_the_tolerance_is_a_problem_of_the_run_summary(
+    repo_root, tmp_path, measured, problem
+):
+    """The run summary (and the report, which shows it) lists a measured-vs-published gap over
+    the tolerance on the whole validation set as a problem, against the weights that ran."""
+    import json
+
+    from imagenot import run_summary, summary_plan
+    from imagenot.evaluate.paths import ROBUSTNESS
+    from imagenot.train.paths import FINAL_RESULT
+
+    config = _config(repo_root, "paper.yaml")
+    config["train"]["weights"]["resnet152"] = V1
+    layout = summary_plan.layout(config)
+    run = {"dataset": "imagenet", "protocol": "st", "model": "resnet152", "seed": 0}
+    (entry,) = [r for r in layout["runs"] if all(r[k] == v for k, v in run.items())]
+    assert entry["evaluation"] == ROBUSTNESS.format(**run)
+    assert entry["evaluation"] in summary_plan.inputs(config)
+    result = tmp_path / FINAL_RESULT.format(**run)
+    result.parent.mkdir(parents=True)
+    result.write_text(json.dumps({"source": "published", "weights": V1, "published_top1": V1_TOP1}))
+    evaluation = tmp_path / entry["evaluation"]
+    evaluation.parent.mkdir(parents=True)
+    _published_run_rows("resnet152", V1, V1_TOP1, measured).to_parquet(evaluation)
+    summary = run_summary.collect(layout, tmp_path)
+    (check,) = summary["published_check"]
+    assert (check["weights"], check["published_top1"]) == (V1, V1_TOP1)
+    assert check["deviation"] == pytest.approx(measured - V1_TOP1)
+    messages = [p["message"] for p in summary["problems"] if "published check" in p["message"]]
+    assert bool(messages) == problem
+    text = run_summary.format_text(summary)
+    assert ("published check: resnet152" in text) == problem
+    if problem:
+        assert V1 in messages[0] and "82.2" not in messages[0]
+        assert "published check" in run_summary.format_html(summary)

@@ -15,7 +15,10 @@ split with 0 images; a validation split with 0 images where the config asks for 
 workflow then exits 1 after printing, the summary and report still written. **warning**: usable
 but suspect (a model at chance on every experiment it ran, which the preregistration's
 amendments allow, method.md guardrail 4; a download part whose success rate is under half its
-dataset's; a part below ``acquire.min_success_rate`` already failed its own job).
+dataset's; a part below ``acquire.min_success_rate`` already failed its own job; a published
+weight whose top-1 measured on the whole validation set lies more than
+``imagenot.train.facts.PUBLISHED_TOLERANCE`` points from its published one: the reference is not
+the published protocol, and every comparison with it inherits the gap).
 """
 
 from __future__ import annotations
@@ -111,7 +114,7 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
                     _problem("error", f"dataset {name}: the {split} split has 0 images")
                 )
         datasets[name] = entry
-    runs, missing = [], 0
+    runs, missing, checks = [], 0, []
     for run in layout["runs"]:
         path = root / run["result"]
         if not path.is_file():
@@ -123,6 +126,12 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
             problems.append(_problem("warning", f"{path} unreadable ({exc})"))
             missing += 1
             continue
+        if run.get("evaluation"):
+            check = _published_check(run, result, root / run["evaluation"])
+            if check is not None:
+                checks.append(check)
+                if check["problem"]:
+                    problems.append(_problem("warning", check["problem"]))
         test, classes = result.get("test_accuracy"), result.get("num_classes")
         runs.append(
             {
@@ -153,10 +162,55 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
         "built": built,
         "datasets": datasets,
         "models": models,
+        "published_check": checks,
         "problems": problems,
         "errors": sum(p["level"] == "error" for p in problems),
         "warnings": sum(p["level"] == "warning" for p in problems),
         "report": REPORT if (root / REPORT).is_file() else None,
+    }
+
+
+def _published_check(run: dict, result: dict, evaluation: Path) -> dict | None:
+    """A published weight's measured top-1 (its evaluation's Identity row) beside the published
+    top-1 its ``result.json`` records (the weights that ran, never the model's name), with the
+    problem when it lies more than the tolerance off on the whole validation set (a subset of
+    ImageNet's classes or images scores differently by design: shown, not a problem). None
+    where either is missing."""
+    import pyarrow.parquet as pq
+
+    from imagenot.train.facts import PUBLISHED_TEST_SIZE, PUBLISHED_TOLERANCE
+
+    published = result.get("published_top1")
+    if published is None or not evaluation.is_file():
+        return None
+    try:
+        rows = pq.read_table(evaluation, columns=["transform", "top1", "n"]).to_pylist()
+    except (OSError, ValueError, KeyError):
+        return None
+    row = next((r for r in rows if r["transform"] == "Identity"), None)
+    if row is None:
+        return None
+    weights = result.get("weights")  # the weights that ran
+    deviation = row["top1"] - float(published)
+    whole = row["n"] >= PUBLISHED_TEST_SIZE
+    problem = None
+    if whole and abs(deviation) > PUBLISHED_TOLERANCE:
+        problem = (
+            f"published check: {run['model']} ({weights}) on {run['dataset']}: "
+            f"measured top-1 {row['top1']:.2f}% (n={row['n']:,}), published "
+            f"{float(published):.2f}%: {deviation:+.2f} points, over the tolerance of "
+            f"{PUBLISHED_TOLERANCE}: the reference is not the published protocol"
+        )
+    return {
+        "model": run["model"],
+        "dataset": run["dataset"],
+        "weights": weights,
+        "n": row["n"],
+        "measured_top1": row["top1"],
+        "published_top1": float(published),
+        "deviation": deviation,
+        "whole_validation_set": whole,
+        "problem": problem,
     }
 
 

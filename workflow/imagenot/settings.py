@@ -258,4 +258,6 @@ NOT_SETTINGS = {
     "means the adapter keeps its whole test split",
     "imagenot.plan_cli:add_argument(--gpus)": "how many GPUs the user will have at once (the "
     "plan's wall time), not resources.gpus (GPUs per job)",
+    "imagenot.run_summary:.get('weights')": "the weights a published run's result.json "
+    "records having evaluated (absent in a trained run's), not train.weights",
 }

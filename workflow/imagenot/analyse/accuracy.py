@@ -2,9 +2,18 @@
 
 ``results/analyse/accuracy.csv`` (docs/contracts.md): ``model``, ``dataset``, ``protocol``,
 ``seed``, ``transform``, ``accuracy`` (top-1 percent), ``top5``, ``n``, ``ci_low``, ``ci_high``,
-``imagenet_top1`` (published torchvision top-1 of the architecture). The published accuracies
-also appear as rows of dataset ``imagenet_published`` (protocol ``published``), so that
-``imagenot rankings`` can compare any dataset against them.
+``imagenet_top1`` (the published ImageNet top-1 of the model's weights: the x-axis), ``weights``
+and ``published_top1`` (a published run's own record: the weights it evaluated and their
+published top-1; empty for trained runs). The published accuracies also appear as rows of
+dataset ``imagenet_published`` (protocol ``published``), so that ``imagenot rankings`` can
+compare any dataset against them.
+
+Which published accuracy belongs to a model is the weight's, never the model name's: a
+published run's record (its ``result.json``, carried into ``robustness.parquet`` by the
+evaluation) first, else the weights the config names for the model
+(``AccuracySettings.weights``) looked up in the published table by weights. With
+``train.weights.resnet152: ResNet152_Weights.IMAGENET1K_V1`` ResNet-152 is 78.3, not the 82.3
+of the V2 weights the registry ships under its name.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from imagenot.analyse.settings import AccuracySettings
 from imagenot.analyse.table import TableError
 from imagenot.evaluate.paths import PER_IMAGE
 from imagenot.io import read_parquet
+from imagenot.train.facts import PUBLISHED_TEST_SIZE
 
 ROBUSTNESS_COLUMNS = (
     "model",
@@ -35,8 +45,11 @@ ROBUSTNESS_COLUMNS = (
     "ci_low",
     "ci_high",
 )
+#: A run's own record of the published weights it evaluated (evaluations written before these
+#: columns lack them: read as empty, the config's weights stand in)
+RECORD_COLUMNS = ("weights", "published_top1")
 PUBLISHED_COLUMNS = ("model", "weights", "top1", "top5", "source")
-IMAGENET_VAL_SIZE = 50_000
+IMAGENET_VAL_SIZE = PUBLISHED_TEST_SIZE  # ILSVRC-2012 validation images
 
 log = logging.getLogger(__name__)
 COLUMNS = [
@@ -51,6 +64,7 @@ COLUMNS = [
     "ci_low",
     "ci_high",
     "imagenet_top1",
+    *RECORD_COLUMNS,
 ]
 
 
@@ -62,9 +76,12 @@ def read_robustness(paths: Sequence[str | os.PathLike]) -> pd.DataFrame:
         missing = [c for c in ROBUSTNESS_COLUMNS if c not in df.columns]
         if missing:
             raise TableError(f"{path}: lacks column(s) {', '.join(missing)}")
-        frames.append(df[list(ROBUSTNESS_COLUMNS)])
+        for c in RECORD_COLUMNS:
+            if c not in df.columns:
+                df[c] = None
+        frames.append(df[[*ROBUSTNESS_COLUMNS, *RECORD_COLUMNS]])
     if not frames:
-        return pd.DataFrame({c: [] for c in ROBUSTNESS_COLUMNS})
+        return pd.DataFrame({c: [] for c in (*ROBUSTNESS_COLUMNS, *RECORD_COLUMNS)})
     return pd.concat(frames, ignore_index=True)
 
 
@@ -79,15 +96,70 @@ def read_published(path: str | os.PathLike) -> pd.DataFrame:
         raise TableError(f"{path}: lacks column(s) {', '.join(missing)}")
     if df["model"].duplicated().any():
         raise TableError(f"{path}: model {df['model'][df['model'].duplicated()].iloc[0]!r} twice")
-    unstated = df["top1"].isna()
-    if unstated.any():
+    return df[list(PUBLISHED_COLUMNS)].reset_index(drop=True)
+
+
+def _records(runs: pd.DataFrame) -> dict[str, tuple[str, float]]:
+    """Per model, (weights, published top-1) of its published runs' own records; two published
+    runs of one model that evaluated different weights are an error (one x-axis per model)."""
+    rows = runs.dropna(subset=["published_top1"])
+    out: dict[str, tuple[str, float]] = {}
+    for model, weights, top1 in zip(
+        rows["model"], rows["weights"], rows["published_top1"].astype(float), strict=True
+    ):
+        seen = out.setdefault(model, (weights, top1))
+        if seen != (weights, top1):
+            raise TableError(
+                f"model {model!r}: published runs evaluated {seen[0]} ({seen[1]}%) and "
+                f"{weights} ({top1}%); one model has one published ImageNet accuracy"
+            )
+    return out
+
+
+def model_published(
+    runs: pd.DataFrame, published: pd.DataFrame, weights: dict[str, str]
+) -> pd.DataFrame:
+    """One row per model with a published ImageNet accuracy (columns of
+    :data:`PUBLISHED_COLUMNS`). Its weights: those a published run of it evaluated (the run's
+    record), else those the config names (``weights``: model -> reference), else the
+    ``published`` table's row of that model name (a table of the toolbox's own, or a model the
+    config does not train). Their top-1/top-5 are read from ``published`` by weights reference
+    (one it lacks from its publisher, :func:`imagenot.train.facts.weight_facts`); a run's
+    recorded top-1 is kept as recorded. A model whose publisher states no accuracy (timm's
+    configs carry none) has no row: counted in the log, never silently."""
+    table = list(published.itertuples())
+    records = _records(runs)
+    refs = {r.model: r.weights for r in table} | dict(weights)
+    refs |= {m: record[0] for m, record in records.items()}
+    rows, unstated = [], []
+    for model, ref in refs.items():
+        # the row of these weights (the model's own first: a table may reuse a weights name)
+        same = [r for r in table if r.weights == ref]
+        row = next((r for r in same if r.model == model), same[0] if same else None)
+        if row is not None:
+            top1, top5, source = row.top1, row.top5, row.source
+        else:
+            from imagenot.registries import RegistryError
+            from imagenot.train.facts import weight_facts
+
+            try:
+                facts = weight_facts(ref, model)
+            except RegistryError as exc:
+                raise TableError(f"model {model!r}: weights {ref}: {exc}") from None
+            top1, top5, source = facts.top1, facts.top5, facts.source
+        if model in records:
+            top1 = records[model][1]  # the run's own record
+        if top1 is None or pd.isna(top1):
+            unstated.append(model)
+            continue
+        rows.append({"model": model, "weights": ref, "top1": top1, "top5": top5, "source": source})
+    if unstated:
         log.info(
-            "%s: %d model(s) without a published top-1 (%s) are left off the published axis",
-            path,
-            int(unstated.sum()),
-            ", ".join(df["model"][unstated]),
+            "%d model(s) without a published top-1 (%s) are left off the published axis",
+            len(unstated),
+            ", ".join(unstated),
         )
-    return df[~unstated].reset_index(drop=True)
+    return pd.DataFrame(rows, columns=list(PUBLISHED_COLUMNS))
 
 
 def accuracy_table(
@@ -97,10 +169,14 @@ def accuracy_table(
 ) -> pd.DataFrame:
     """One row per evaluation result, then one per published model (see the module doc); the
     published rows are labelled with ``settings.standard_transform`` and carry Clopper-Pearson
-    intervals at ``settings.confidence``."""
+    intervals at ``settings.confidence``. ``published``: :func:`read_published`'s table."""
     standard_transform, confidence = settings.standard_transform, settings.confidence
-    top1 = dict(zip(published["model"], published["top1"].astype(float), strict=True))
     runs = robustness.rename(columns={"top1": "accuracy"}).copy()
+    for c in RECORD_COLUMNS:
+        if c not in runs.columns:
+            runs[c] = None
+    published = model_published(runs, published, dict(settings.weights))
+    top1 = dict(zip(published["model"], published["top1"].astype(float), strict=True))
     runs["imagenet_top1"] = runs["model"].map(top1)
     n = np.full(len(published), IMAGENET_VAL_SIZE)
     lo, hi = stats.clopper_pearson(published["top1"].to_numpy(float), n, confidence)
@@ -117,6 +193,8 @@ def accuracy_table(
             "ci_low": lo,
             "ci_high": hi,
             "imagenet_top1": published["top1"].astype(float),
+            "weights": published["weights"],
+            "published_top1": published["top1"].astype(float),
         }
     )
     frames = [f for f in (runs[COLUMNS], pub[COLUMNS]) if len(f)]

@@ -85,10 +85,29 @@ class RankingsSettings(FromConfig):
 
 @dataclass(frozen=True)
 class AccuracySettings(FromConfig):
-    """``imagenot accuracy-table``: which transformation is 'standard', and the confidence of
-    the interval drawn as each accuracy's error bar (the one every other statistic uses)."""
+    """``imagenot accuracy-table``: which transformation is 'standard', the confidence of
+    the interval drawn as each accuracy's error bar (the one every other statistic uses), and
+    the published weights the config names per model (``weights``): a model's published
+    ImageNet accuracy is that weight's, not the one the registry ships under the model's name
+    (a run's own record, where a published run evaluated it, comes first)."""
 
     SECTIONS: ClassVar = ("analyse",)
+    DERIVED: ClassVar = {
+        "weights": "per model of train.models, its published weights reference: "
+        "train.weights' entry, else the registry's (imagenot.train.experiments.published_weights)",
+    }
 
     standard_transform: str
     confidence: float
+    weights: dict[str, str]
+
+    @classmethod
+    def from_config(cls, config, **wildcards) -> AccuracySettings:
+        from imagenot.train.experiments import published_weights
+
+        train = config["train"]
+        weights = {m: published_weights(train, m) for m in train["models"]}
+        return cls(
+            **cls.config_values(config, **wildcards),
+            weights={m: w for m, w in weights.items() if w},
+        )

@@ -55,6 +55,11 @@ ROBUSTNESS_SCHEMA = pa.schema(
         ("n", pa.int64()),
         ("ci_low", pa.float64()),
         ("ci_high", pa.float64()),
+        # the run's own record (result.json): the published weights it evaluated and their
+        # published top-1 (null for a trained run): the accuracy table's x-axis and the
+        # published check read these, never the model's name
+        ("weights", pa.string()),
+        ("published_top1", pa.float64()),
     ]
 )
 PER_IMAGE_SCHEMA = pa.schema(
@@ -296,7 +301,8 @@ def evaluate_tensors(
 
 def summarise(per_image: pa.Table, meta: Mapping[str, Any], confidence: float) -> pa.Table:
     """Per-transformation top-1/top-5 (percent), n and the Clopper-Pearson top-1 interval of
-    coverage ``confidence`` (``evaluate.confidence``)."""
+    coverage ``confidence`` (``evaluate.confidence``); a published run's rows carry its
+    ``weights`` and ``published_top1`` as its ``result.json`` (``meta``) records them."""
     names = list(dict.fromkeys(per_image["transform"].to_pylist()))
     transform = np.asarray(per_image["transform"].to_pylist(), dtype=object)
     correct = per_image["correct"].to_numpy(zero_copy_only=False)
@@ -317,6 +323,10 @@ def summarise(per_image: pa.Table, meta: Mapping[str, Any], confidence: float) -
         rows["n"].append(n)
         rows["ci_low"].append(100.0 * float(low))
         rows["ci_high"].append(100.0 * float(high))
+        published = meta.get("source") == "published"
+        rows["weights"].append(meta["weights"] if published else None)  # recorded by every such run
+        top1 = meta.get("published_top1") if published else None
+        rows["published_top1"].append(None if top1 is None else float(top1))
     return pa.table(rows, schema=ROBUSTNESS_SCHEMA)
 
 

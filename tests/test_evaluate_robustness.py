@@ -172,6 +172,7 @@ def test_summary_rows_and_robust_accuracy(settings, data):
     table = summarise(per_image, meta, settings.confidence)
     assert table.column_names == [
         "model", "dataset", "protocol", "seed", "transform", "top1", "top5", "n", "ci_low", "ci_high",
+        "weights", "published_top1",
     ]  # fmt: skip
     rows = table.to_pylist()
     assert [r["transform"] for r in rows] == list(names())
@@ -357,3 +358,71 @@ def test_a_model_fx_cannot_trace_is_evaluated_unfused(caplog):
     model = DataDependent().eval()
     assert fold_batch_norms(model) is model
     assert "unfused" in caplog.text
+
+
+def test_published_weights_run_float32_unfolded_and_trained_runs_keep_their_protocol(
+    tmp_path, settings, monkeypatch
+):
+    """The published reference is evaluated as it was published (float32, TF32 off, batch norms
+    unfolded); a model trained here as it trained (folded; bf16 autocast on CUDA)."""
+    from safetensors.torch import save_file
+    from torchvision.io import encode_jpeg
+
+    from imagenot.acquire.dataset import Record, write_dataset
+    from imagenot.dataset import read_fingerprint
+    from imagenot.evaluate.robustness import Numerics, numerics
+    from imagenot.train.registry import build_model
+
+    assert numerics(True, "cuda") == Numerics(autocast=None, fold_batch_norm=False, tf32=False)
+    assert numerics(True, "cpu") == numerics(True, "cuda")
+    assert numerics(False, "cuda") == Numerics(torch.bfloat16, fold_batch_norm=True, tf32=True)
+    assert numerics(False, "cpu").autocast is None  # the CPU evaluates trained runs in float32
+
+    g = torch.Generator().manual_seed(3)
+    records = []
+    for i in range(4):
+        img = torch.randint(0, 256, (3, 24, 24), dtype=torch.uint8, generator=g)
+        jpeg = bytes(encode_jpeg(img, quality=90).numpy())
+        records.append(Record(key=f"k{i:03d}", wnid=f"c{i % 3}", split="test", jpeg=jpeg))
+    ds_dir = tmp_path / "ds"
+    write_dataset(ds_dir, records, ["c0", "c1", "c2"], shard_size=5000)
+    run = tmp_path / "final" / "seed-0"
+    run.mkdir(parents=True)
+    save_file(build_model("resnet_mini", 3).state_dict(), str(run / "model.safetensors"))
+    trained = {
+        "model": "resnet_mini", "dataset": "toy", "protocol": "st", "seed": 0, "num_classes": 3,
+        "image_size": SIZE, "dataset_fingerprint": read_fingerprint(ds_dir),
+        "normalisation": {"mean": list(MEAN), "std": list(STD)},
+    }  # fmt: skip
+    published = trained | {
+        "source": "published", "weights": "file:w.pt", "published_top1": 50.0,
+        "published_source": "test",
+        "preprocessing": {"mean": list(MEAN), "std": list(STD), "crop_size": SIZE,
+                          "resize_size": 18, "interpolation": "bilinear"},
+    }  # fmt: skip
+
+    seen: list[tuple] = []
+    batch_norm = torch.nn.modules.batchnorm._BatchNorm.forward
+
+    def spy(self, x):
+        precision = torch.backends.cudnn.conv.fp32_precision
+        seen.append((x.dtype, torch.is_autocast_enabled(x.device.type), precision))
+        return batch_norm(self, x)
+
+    monkeypatch.setattr(torch.nn.modules.batchnorm._BatchNorm, "forward", spy)
+    small = Settings(**{**settings.__dict__, "batch_size": 4, "device": "cpu"})
+    out = {}
+    for name, info in (("published", published), ("trained", trained)):
+        (run / "result.json").write_text(json.dumps(info))
+        seen.clear()
+        out[name] = evaluate_checkpoint(
+            run / "model.safetensors", ds_dir, small, tmp_path / name / "r.parquet",
+            tmp_path / name / "p.parquet", workers=0, gpu_job=False,
+        )  # fmt: skip
+        if name == "published":  # unfolded: every batch norm ran, in float32, TF32 off
+            assert seen and set(seen) == {(torch.float32, False, "ieee")}
+        else:  # folded into the convolutions: no batch norm left to run
+            assert seen == []
+    assert torch.backends.cudnn.conv.fp32_precision == "tf32"  # restored after the reference
+    assert out["published"]["published_top1"].to_pylist() == [50.0] * len(names())
+    assert out["trained"]["published_top1"].to_pylist() == [None] * len(names())

@@ -144,6 +144,7 @@ def evaluate_batches(
     device: torch.device | str = "cpu",
     channels_last: bool | None = None,
     fold_batch_norm: bool = False,
+    published: bool = False,
 ) -> PerImage:
     """Run ``model`` on every batch under every transformation; return per-image results.
 
@@ -154,8 +155,10 @@ def evaluate_batches(
     channels-last weights (the CPU convolution kernels run faster in that layout, CUDA's tensor
     cores too; the weights get their layout back afterwards). On CUDA the model runs under bf16
     autocast on channels-last inputs, as training does (``imagenot.train.loop``): the
-    transformations stay float32, the logits are compared in float32. Not run on a GPU yet
-    (docs/gpu.md). ``fold_batch_norm`` runs a copy of the model with each batch
+    transformations stay float32, the logits are compared in float32. ``published``: the
+    model is published weights, the reference whose numbers were measured in float32: it runs
+    in full float32 on every device (no autocast, TF32 off: :func:`numerics`), and should not
+    be folded. ``fold_batch_norm`` runs a copy of the model with each batch
     norm folded into the convolution before it (:func:`fold_batch_norms`; for models torch.fx
     traces faithfully, such as the registry's). The model sees the same input either way.
     """
@@ -169,8 +172,62 @@ def evaluate_batches(
         channels_last = True
     # the layout change (and its undoing) stays outside inference mode: the model's weights must
     # remain ordinary tensors (trainable) afterwards
-    with _channels_last(model, channels_last), torch.inference_mode():
-        return _evaluate(model, batches, transforms, seed, preprocessing, dev)
+    with _channels_last(model, channels_last), _full_float32(published), torch.inference_mode():
+        return _evaluate(model, batches, transforms, seed, preprocessing, dev, published)
+
+
+@dataclass(frozen=True)
+class Numerics:
+    """How a model's forward pass is computed in its evaluation: ``autocast`` (the dtype of
+    CUDA autocast, None: float32 throughout), ``fold_batch_norm`` and ``tf32`` (whether float32
+    matrix products and convolutions may round through TF32, torch's CUDA default for
+    convolutions)."""
+
+    autocast: torch.dtype | None
+    fold_batch_norm: bool
+    tf32: bool
+
+
+def numerics(published: bool, device: torch.device | str) -> Numerics:
+    """The evaluation's arithmetic for a run: published weights are evaluated as they were
+    published (float32, TF32 off, batch norms unfolded: torchvision's accuracies are float32
+    numbers of the unfused networks); a model trained here as it trained (bf16 autocast on CUDA,
+    ``imagenot.train.loop``; batch norms folded, the same function up to rounding). On the
+    CPU both run float32."""
+    cuda = torch.device(device).type == "cuda"
+    if published:
+        return Numerics(autocast=None, fold_batch_norm=False, tf32=False)
+    return Numerics(autocast=torch.bfloat16 if cuda else None, fold_batch_norm=True, tf32=True)
+
+
+def run_is_published(info: Mapping[str, Any]) -> bool:
+    """Whether a run's ``result.json`` (``info``) is published weights (written by
+    ``imagenot.train.published.run_published``), not a model trained here."""
+    return info.get("source") == "published"
+
+
+@contextlib.contextmanager
+def _full_float32(enabled: bool) -> Iterator[None]:
+    """With ``enabled``: CUDA float32 matrix products and convolutions in IEEE float32 (no TF32),
+    restored afterwards."""
+    if not enabled:
+        yield
+        return
+    conv, matmul = torch.backends.cudnn.conv, torch.backends.cuda.matmul
+    if hasattr(conv, "fp32_precision"):  # torch >= 2.9
+        before = conv.fp32_precision, matmul.fp32_precision
+        conv.fp32_precision = matmul.fp32_precision = "ieee"
+        try:
+            yield
+        finally:
+            conv.fp32_precision, matmul.fp32_precision = before
+        return
+    before = torch.backends.cudnn.allow_tf32, matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, matmul.allow_tf32 = before
 
 
 def fold_batch_norms(model: torch.nn.Module) -> torch.nn.Module:
@@ -224,16 +281,21 @@ def _evaluate(
     seed: int,
     preprocessing: Preprocessing,
     dev: torch.device,
+    published: bool,
 ) -> PerImage:
     cuda = dev.type == "cuda"
+    autocast = numerics(published, dev).autocast
 
     def forward(xt: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         xt = preprocessing.apply(xt)  # never in place: x is every transformation's input
         if not cuda:
             return model(xt)
-        # GPU only, as training runs: channels-last input, bf16 autocast, float32 logits
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            return model(xt.contiguous(memory_format=torch.channels_last)).float()
+        xt = xt.contiguous(memory_format=torch.channels_last)
+        if autocast is None:  # published weights: float32, as their numbers were measured
+            return model(xt).float()
+        # a model trained here, as training runs: bf16 autocast, float32 logits
+        with torch.autocast("cuda", dtype=autocast):
+            return model(xt).float()
 
     out = PerImage()
     for x, labels, keys in batches:
@@ -455,8 +517,16 @@ def evaluate_checkpoint(
     log.info("evaluating %s on %s/%s on %s", model_path, dataset_dir, settings.split, dev)
     batches = dataset_batches(dataset_dir, settings.split, settings.batch_size, workers)
     transforms = build_transforms(settings.transforms)
+    published = run_is_published(info)  # the reference: float32, unfolded (numerics)
     per_image = evaluate_batches(
-        model, batches, transforms, settings.seed, preprocessing, dev, fold_batch_norm=True
+        model,
+        batches,
+        transforms,
+        settings.seed,
+        preprocessing,
+        dev,
+        fold_batch_norm=numerics(published, dev).fold_batch_norm,
+        published=published,
     ).table()
     table = summarise(per_image, info, settings.confidence)
     check_published(table, info)

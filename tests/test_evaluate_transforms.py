@@ -268,3 +268,100 @@ def test_nonzero_fill_matches_torchvision(images):
         lambda im, a: F.rotate(im, float(a), interpolation=BILINEAR, fill=0.25), images, angles
     )
     torch.testing.assert_close(t.op(images, u[:, 1:]), expected, atol=1e-4, rtol=0)
+
+
+# ------------------------------------------------- one strength on every dataset and input side
+
+
+def _detail(x: torch.Tensor) -> float:
+    """Mean absolute difference of neighbouring pixels: what a blur takes away."""
+    return float((x.diff(dim=-1).abs().mean() + x.diff(dim=-2).abs().mean()) / 2)
+
+
+def _blur(strength_side: int | None) -> T.Transform:
+    params = {"p": 1.0, "kernel_size": 9, "sigma": [1.5, 1.5]}
+    return T.build_transform("GaussianBlur", params, strength_side)
+
+
+def test_a_blur_of_one_strength_is_the_same_shift_on_a_480_and_a_256_px_copy():
+    """One image stored at 480 px (ImageNet, for EfficientNet-V2-L's resize) and at 256 px
+    (ImageNot): the same model's input blurred by one strength has the same statistics, under a
+    trained model's protocol (the whole image at 224) and a published one's (resize 256, crop
+    224). The old order, a blur sized in stored pixels before the model's resize, fails it (the
+    480 px copy's blur comes out 480/256 times weaker)."""
+    from photos import photo
+
+    from imagenot.acquire.images import encode_jpeg, resize_square
+    from imagenot.dataset import decode_jpeg
+    from imagenot.evaluate.robustness import evaluate_batches, tensor_batches
+    from imagenot.train.facts import Preprocessing
+
+    original = photo(613, 517)
+    copies = {
+        side: decode_jpeg(encode_jpeg(resize_square(original, side, "center_crop"), 95))
+        for side in (480, 256)
+    }
+    protocols = (
+        Preprocessing.trained({"mean": [0.5] * 3, "std": [0.5] * 3}, 224),
+        Preprocessing((0.5,) * 3, (0.5,) * 3, 224, 256, "bilinear"),
+    )
+
+    class Recorder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.seen, self.fc = [], torch.nn.Linear(3, 2)
+
+        def forward(self, x):
+            self.seen.append(x * 0.5 + 0.5)  # un-normalised: the image the model sees
+            return self.fc(x.mean(dim=(2, 3)))
+
+    identity, blur = T.build_transform("Identity"), _blur(224)
+    for protocol in protocols:
+        new, old = {}, {}
+        for side, pixels in copies.items():
+            model = Recorder()
+            batches = tensor_batches(pixels[None], torch.zeros(1, dtype=torch.int64), ["k"], 1)
+            evaluate_batches(model, batches, [identity, blur], 0, protocol, channels_last=False)
+            assert model.seen[1].shape == (1, 3, 224, 224)
+            new[side] = _detail(model.seen[1])
+            u = T.transform_uniforms(blur, 0, ["k"])[:, 1:]
+            stored = pixels[None].float() / 255
+            old[side] = _detail(protocol.geometry(_blur(None).op(stored, u)))
+        assert new[480] == pytest.approx(new[256], rel=0.02), protocol
+        assert abs(old[480] / old[256] - 1) > 0.05, protocol  # the statistic tells them apart
+
+
+@pytest.mark.parametrize("name", ["GaussianBlur", "AdjustSharpness", "Sharpness"])
+def test_pixel_sized_strengths_scale_with_the_models_input_side(name, settings):
+    """A model whose input is 480 px (EfficientNet-V2-L's own crop) sees the shift a 224 px
+    model sees, relative to the image: blurring (or sharpening) at 480 then shrinking to 224
+    gives about what the 224 px input gets; the strength in the input's own pixels does not.
+    At the side the strengths are stated at, each is torchvision's operation exactly."""
+    from photos import jpeg, photo
+
+    from imagenot.dataset import decode_jpeg
+    from imagenot.train.facts import Preprocessing
+
+    scene = decode_jpeg(jpeg(photo(701, 583, seed=1)))[None].float() / 255
+    params = {**settings[name], "p": 1.0}
+    if name == "GaussianBlur":
+        params["sigma"] = [1.5, 1.5]
+    small = Preprocessing((0.5,) * 3, (0.5,) * 3, 224, 224, "bicubic").geometry(scene)
+    large = Preprocessing((0.5,) * 3, (0.5,) * 3, 480, 480, "bicubic").geometry(scene)
+    stated = T.build_transform(name, params, 224)
+    u = T.transform_uniforms(stated, 0, ["k"])[:, 1:]
+    at_224 = stated.op(small, u)
+    # at its own side, the stated strength is the unscaled operation (torchvision's) exactly
+    assert torch.equal(at_224, T.build_transform(name, params, None).op(small, u))
+
+    def shrink(x):
+        return Preprocessing((0.5,) * 3, (0.5,) * 3, 224, 224, "bicubic").geometry(x)
+
+    def shift(after, before):  # what the transformation changed, at 224 px
+        return float((shrink(after) - shrink(before)).abs().mean())
+
+    seen_at_224 = shift(at_224, small)
+    scaled = shift(stated.op(large, u), large)
+    unscaled = shift(T.build_transform(name, params, None).op(large, u), large)
+    assert scaled == pytest.approx(seen_at_224, rel=0.1)
+    assert unscaled < 0.5 * seen_at_224  # sized in the 480 px input's pixels: far weaker

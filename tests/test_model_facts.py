@@ -207,22 +207,26 @@ def test_evaluation_input_of_a_real_image_is_the_weights_own_transforms(model, t
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
 
 
-def test_transformations_apply_to_the_stored_image_before_the_models_protocol(tmp_path):
-    """A flip of the stored image, then resize and an off-centre-insensitive crop, equals the
-    protocol of the flipped image: the transformation sees the stored image."""
+def test_transformations_act_on_the_image_the_model_sees(tmp_path):
+    """A flip acts after the model's resize and centre crop, before its normalisation: the
+    model is fed the flip of the image it sees (not the protocol of a flipped stored image,
+    which an off-centre crop tells apart)."""
     from imagenot.evaluate.robustness import evaluate_batches, tensor_batches
     from imagenot.evaluate.transforms import build_transform
 
     p = facts.Preprocessing((0.5,) * 3, (0.5,) * 3, 24, 28, "bilinear")
-    images = torch.randint(0, 256, (2, 3, 40, 40), dtype=torch.uint8)
+    images = torch.randint(0, 256, (2, 3, 40, 48), dtype=torch.uint8)  # crop 4 px left, 5 right
     flip = [build_transform("HorizontalFlip", {"p": 1.0})]
     identity = [build_transform("Identity")]
     recorder = _Recorder()
     batches = tensor_batches(images, torch.zeros(2, dtype=torch.int64), ["a", "b"], 2)
     evaluate_batches(recorder, batches, identity + flip, 0, p, channels_last=False)
     assert recorder.seen[1].shape == (2, 3, 24, 24)
-    expected = p.apply(images.flip(-1).float() / 255)
-    torch.testing.assert_close(recorder.seen[1], expected, rtol=0, atol=1e-6)
+    seen = p.geometry(images.float() / 255)
+    torch.testing.assert_close(recorder.seen[0], p.normalise(seen), rtol=0, atol=1e-6)
+    torch.testing.assert_close(recorder.seen[1], p.normalise(seen.flip(-1)), rtol=0, atol=1e-6)
+    stored_first = p.apply(images.flip(-1).float() / 255)
+    assert (recorder.seen[1] - stored_first).abs().max() > 0.1
 
 
 # ---------------------------------------------------- a timm weight with mean = std = 0.5

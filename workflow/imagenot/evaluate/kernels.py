@@ -62,19 +62,51 @@ def _sharpness_kernel(n: int, x: torch.Tensor) -> torch.Tensor:
     return (k / k.sum()).expand(n, 1, 3, 3)
 
 
-def adjust_sharpness(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
-    """Blend with a 3x3 smoothed copy (border pixels kept), ``factor`` per image.
+#: The per-axis variance (px^2) of torchvision's 3x3 sharpness smoothing kernel: weights 3/13 at
+#: -1 and +1 along each axis. At another scale the kernel is the Gaussian of this variance,
+#: scaled (:func:`adjust_sharpness`).
+SHARPNESS_VARIANCE = 6.0 / 13.0
 
-    The smoothing is one depthwise convolution over all images and channels at once.
+
+def scaled_kernel_size(kernel_size: int, size_ratio: float) -> int:
+    """An odd kernel side in pixels: ``kernel_size`` (odd) stretched by ``size_ratio``, the odd
+    integer nearest ``kernel_size * size_ratio`` (1 at least); ``kernel_size`` itself at 1."""
+    return max(1, 2 * round((kernel_size * size_ratio - 1.0) / 2.0) + 1)
+
+
+def _gaussian_kernel2d(n: int, sigma: float, size: int, x: torch.Tensor) -> torch.Tensor:
+    """``n x 1 x size x size`` normalised Gaussian kernels (torchvision's grid)."""
+    grid = torch.linspace(-(size - 1) / 2, (size - 1) / 2, size, dtype=x.dtype, device=x.device)
+    k1 = torch.softmax(-0.5 * (grid / sigma) ** 2, dim=0)
+    return (k1[:, None] * k1[None, :]).expand(n, 1, size, size)
+
+
+def adjust_sharpness(
+    x: torch.Tensor, factor: torch.Tensor, size_ratio: float = 1.0
+) -> torch.Tensor:
+    """Blend with a smoothed copy (border pixels kept), ``factor`` per image.
+
+    At ``size_ratio`` 1 the smoothing is torchvision's 3x3 kernel (one border pixel kept); an
+    image ``size_ratio`` times the side the strength is stated at gets the same smoothing
+    relative to the image: the Gaussian of the 3x3 kernel's variance
+    (:data:`SHARPNESS_VARIANCE`) with sigma times ``size_ratio``, its half-width of border kept. The smoothing is one depthwise convolution
+    over all images and channels at once.
     """
     b, c, h, w = x.shape
-    if h <= 2 or w <= 2:
-        return x
     n = b * c
-    smooth = nnf.conv2d(x.reshape(1, n, h, w), _sharpness_kernel(n, x), groups=n)
+    if abs(size_ratio - 1.0) < 1e-9:
+        kernel = _sharpness_kernel(n, x)
+    else:
+        sigma = math.sqrt(SHARPNESS_VARIANCE) * size_ratio
+        kernel = _gaussian_kernel2d(n, sigma, max(3, 2 * math.ceil(3.0 * sigma) + 1), x)
+    r = kernel.shape[-1] // 2
+    if h <= 2 * r or w <= 2 * r:
+        return x
+    smooth = nnf.conv2d(x.reshape(1, n, h, w), kernel, groups=n)
     out = x.clone()
     # factor * x + (1 - factor) * smooth on the interior, as x + (1 - factor) * (smooth - x)
-    out[..., 1:-1, 1:-1].lerp_(smooth.reshape(b, c, h - 2, w - 2), _per_image(1.0 - factor))
+    interior = out[..., r : h - r, r : w - r]
+    interior.lerp_(smooth.reshape(b, c, h - 2 * r, w - 2 * r), _per_image(1.0 - factor))
     return out.clamp_(0.0, 1.0)
 
 

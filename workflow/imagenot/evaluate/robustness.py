@@ -2,14 +2,16 @@
 
 Core: :func:`evaluate_batches` takes a model, its :class:`~imagenot.train.facts.Preprocessing`
 and an iterable of decoded batches (the stored test images, labels, keys) and
-returns the per-image results; every batch is transformed 17 times on the device, then each
-result is brought to the model's input by the model's own protocol (resize, centre crop,
-normalisation: a published weight's ``weights.transforms()``, or for a model trained here its
-``train.image_size`` and ``train.normalisation``) and fed to the model. The order (transform the
-stored image, then the model's resize, crop and normalisation) is the paper's silence read as
-torchvision's: a transformation sees the image a model's protocol starts from, whatever the
-model. Images a transformation leaves unchanged (its gate is closed) reuse the untransformed
-images' predictions. :func:`summarise` turns per-image
+returns the per-image results; every batch is brought to the image the model sees by the
+model's own protocol (resize and centre crop: a published weight's ``weights.transforms()``, or
+for a model trained here the whole image at its ``train.image_size``), transformed 17 times on
+the device, normalised (the weight's mean/std, or ``train.normalisation``) and fed to the model.
+The order (the model's geometry, then the transformation, then normalisation) gives a shift one
+strength on every dataset: the model sees the same blur or rotation whether its dataset is
+stored at 480 px (ImageNet, for EfficientNet-V2-L's resize) or 256 (ImageNot), and pixel-sized
+strengths are stated at ``train.image_size`` (:mod:`imagenot.evaluate.transforms`). Images a
+transformation leaves unchanged (its gate is closed) reuse the untransformed images'
+predictions. :func:`summarise` turns per-image
 results into the per-transformation table. I/O lives at the edges: :func:`load_checkpoint`,
 :func:`dataset_batches` and :func:`evaluate_checkpoint`.
 """
@@ -149,7 +151,9 @@ def evaluate_batches(
     """Run ``model`` on every batch under every transformation; return per-image results.
 
     ``batches`` yields ``(x, labels, keys)`` with ``x`` the stored images (uint8, or float in
-    [0, 1]; made float on the device); each transformed batch becomes the model's input by ``preprocessing.apply`` (module docstring).
+    [0, 1]; made float on the device), brought to the image the model sees by
+    ``preprocessing.geometry``, then transformed, then ``preprocessing.normalise``-d (module
+    docstring).
     The first transformation must be Identity: other transformations reuse its predictions for
     the images they leave unchanged. ``channels_last`` (default: on) runs the model with
     channels-last weights (the CPU convolution kernels run faster in that layout, CUDA's tensor
@@ -286,8 +290,8 @@ def _evaluate(
     cuda = dev.type == "cuda"
     autocast = numerics(published, dev).autocast
 
-    def forward(xt: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        xt = preprocessing.apply(xt)  # never in place: x is every transformation's input
+    def forward(xt: torch.Tensor) -> torch.Tensor:
+        xt = preprocessing.normalise(xt)  # a new tensor: x is every transformation's input
         if not cuda:
             return model(xt)
         xt = xt.contiguous(memory_format=torch.channels_last)
@@ -300,7 +304,8 @@ def _evaluate(
     out = PerImage()
     for x, labels, keys in batches:
         x, labels = _as_float(x.to(dev)), labels.to(dev)
-        base_logits = forward(x, x)
+        x = preprocessing.geometry(x)  # the image the model sees: the transformations' input
+        base_logits = forward(x)
         hashes = key_hashes(keys)
         for t in transforms:
             logits = base_logits
@@ -313,7 +318,7 @@ def _evaluate(
                 else:
                     xt = t.op(x.index_select(0, rows), u.index_select(0, rows)[:, 1:])
                 logits = base_logits.clone()
-                logits.index_copy_(0, rows, forward(xt, x).to(logits.dtype))
+                logits.index_copy_(0, rows, forward(xt).to(logits.dtype))
             out.add(
                 t.name,
                 keys,
@@ -355,7 +360,7 @@ def evaluate_tensors(
 ) -> pa.Table:
     """Per-image results of ``model`` on in-memory images under the configured transformations."""
     batches = tensor_batches(images, labels, keys, settings.batch_size)
-    transforms = build_transforms(settings.transforms)
+    transforms = build_transforms(settings.transforms, settings.strength_side)
     return evaluate_batches(
         model, batches, transforms, settings.seed, preprocessing, device
     ).table()
@@ -516,7 +521,7 @@ def evaluate_checkpoint(
         )
     log.info("evaluating %s on %s/%s on %s", model_path, dataset_dir, settings.split, dev)
     batches = dataset_batches(dataset_dir, settings.split, settings.batch_size, workers)
-    transforms = build_transforms(settings.transforms)
+    transforms = build_transforms(settings.transforms, settings.strength_side)
     published = run_is_published(info)  # the reference: float32, unfolded (numerics)
     per_image = evaluate_batches(
         model,

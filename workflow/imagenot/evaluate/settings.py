@@ -29,6 +29,10 @@ class RobustnessSettings(FromConfig):
     DERIVED: ClassVar = {
         "seed": "evaluate.seed, or the top-level seed where it is null (the schema's meaning "
         "of null), so that the job and its params-change detection see the seed in use",
+        "strength_side": "train.image_size: the model-input side the transformations' "
+        "pixel-sized strengths (blur, sharpness) are stated at; a model whose input has "
+        "another side (a published weight's own crop) gets them scaled to its side "
+        "(imagenot.evaluate.transforms)",
     }
 
     seed: int
@@ -37,12 +41,14 @@ class RobustnessSettings(FromConfig):
     split: str
     transforms: Mapping[str, Mapping[str, Any]]
     device: str
+    strength_side: int
 
     @classmethod
     def from_config(cls, config, **wildcards) -> RobustnessSettings:
         own = config["evaluate"]["seed"]
         seed = int(config["seed"] if own is None else own)
-        return cls(**cls.config_values(config, **wildcards), seed=seed)
+        side = int(config["train"]["image_size"])
+        return cls(**cls.config_values(config, **wildcards), seed=seed, strength_side=side)
 
 
 NOT_SETTINGS = {

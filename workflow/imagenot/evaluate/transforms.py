@@ -1,8 +1,19 @@
 """The 17 test-time transformations of the robustness evaluation, on batched tensors.
 
-Every transformation takes a batch ``x`` (float, ``B x 3 x H x W`` in [0, 1]: the stored test
-images, before the model's own resize, crop and normalisation) and a matrix ``u`` of per-image uniforms in [0, 1) (``B x n_uniforms``), and
-returns a batch of the same shape, dtype and range. All randomness enters through ``u``, which
+Every transformation takes a batch ``x`` (float, ``B x 3 x H x W`` in [0, 1]: the images a model
+sees, after its own resize and centre crop and before its normalisation) and a matrix ``u`` of
+per-image uniforms in [0, 1) (``B x n_uniforms``), and returns a batch of the same shape, dtype
+and range.
+
+One strength on every dataset: a transformation acts on the model's input, so a dataset's stored
+size (ImageNet at 480 px for EfficientNet-V2-L's resize, ImageNot at 256) never changes what the
+model sees. Most strengths are relative already (angles, fractions of the side, factors,
+intensities); the three sized in pixels (GaussianBlur's kernel_size and sigma, AdjustSharpness'
+and Sharpness' 3x3 smoothing) are stated at the input side ``strength_side``
+(``train.image_size``, the side every model trained here sees: 224 in the paper) and scale with
+the input's side ``s`` by ``s / strength_side`` (a published weight's own crop, EfficientNet-V2-L's
+480 px, gets a blur 480/224 times wider: the same blur relative to the image). At ``s ==
+strength_side`` each is torchvision's operation exactly. All randomness enters through ``u``, which
 :func:`image_uniforms` derives from (seed, transformation name, image key) alone, never from the
 model, the batch composition, the device or the transformation's place in the registry
 (:data:`imagenot.evaluate.transform_registry.TRANSFORMS`, the one list of names). So every model
@@ -23,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,6 +58,7 @@ from imagenot.evaluate.kernels import (
     perspective_coefficients,
     posterize,
     resized_crop,
+    scaled_kernel_size,
     solarize,
 )
 from imagenot.evaluate.transform_registry import TRANSFORMS
@@ -151,15 +164,32 @@ def _identity() -> tuple[int, Op]:
     return 0, lambda x, u: x
 
 
-def _gaussian_blur(kernel_size: int, sigma: Sequence[float]) -> tuple[int, Op]:
+def side_scale(x: torch.Tensor, strength_side: int | None) -> float:
+    """How many times the side a pixel-sized strength is stated at the images ``x`` are (their
+    shorter side over ``strength_side``; 1 where None: strengths in ``x``'s own pixels)."""
+    return 1.0 if strength_side is None else min(x.shape[-2:]) / strength_side
+
+
+def _gaussian_blur(
+    kernel_size: int, sigma: Sequence[float], *, strength_side: int | None = None
+) -> tuple[int, Op]:
     if kernel_size % 2 != 1:
         raise ValueError(f"GaussianBlur kernel_size must be odd, got {kernel_size}")
-    return 1, lambda x, u: gaussian_blur(x, _between(u[:, 0], *sigma), kernel_size)
+
+    def op(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        scale = side_scale(x, strength_side)
+        # odd, and its reflect padding (half the side) inside the image
+        size = min(scaled_kernel_size(kernel_size, scale), 2 * min(x.shape[-2:]) - 1)
+        return gaussian_blur(x, _between(u[:, 0], *sigma) * scale, size)
+
+    return 1, op
 
 
-def _adjust_sharpness(sharpness_factor: float) -> tuple[int, Op]:
+def _adjust_sharpness(sharpness_factor: float, *, strength_side: int | None = None):
     return 0, lambda x, u: adjust_sharpness(
-        x, torch.full((x.shape[0],), sharpness_factor, dtype=x.dtype, device=x.device)
+        x,
+        torch.full((x.shape[0],), sharpness_factor, dtype=x.dtype, device=x.device),
+        side_scale(x, strength_side),
     )
 
 
@@ -292,8 +322,10 @@ def _rotation(degrees: float, fill: float) -> tuple[int, Op]:
     return 1, op
 
 
-def _sharpness(factor: Sequence[float]) -> tuple[int, Op]:
-    return 1, lambda x, u: adjust_sharpness(x, _between(u[:, 0], *factor))
+def _sharpness(factor: Sequence[float], *, strength_side: int | None = None) -> tuple[int, Op]:
+    return 1, lambda x, u: adjust_sharpness(
+        x, _between(u[:, 0], *factor), side_scale(x, strength_side)
+    )
 
 
 def _solarize(threshold: float) -> tuple[int, Op]:
@@ -327,10 +359,15 @@ def _with_probability(registered: tuple[str, ...]) -> frozenset[str]:
     return frozenset(n for n in registered if "p" in node[n].get("properties", {}))
 
 
-def build_transform(name: str, params: Mapping[str, Any] | None = None) -> Transform:
+def build_transform(
+    name: str, params: Mapping[str, Any] | None = None, strength_side: int | None = None
+) -> Transform:
     """The transformation ``name`` with its config parameters (``p`` = application probability,
     required where the transformation has one: its default lives in the schema, which the
-    validated ``evaluate.transforms`` section has filled in)."""
+    validated ``evaluate.transforms`` section has filled in). ``strength_side``: the input side
+    its pixel-sized strengths are stated at (module docstring), passed to a builder that takes
+    it (a keyword ``strength_side``: the built-in pixel-sized three, a plugin's own); None:
+    strengths in the images' own pixels (torchvision's operation at any size)."""
     entry = TRANSFORMS.entry(name)
     params = dict(params or {})
     if not has_probability(name):
@@ -339,18 +376,24 @@ def build_transform(name: str, params: Mapping[str, Any] | None = None) -> Trans
         p = float(params.pop("p"))
     else:
         raise KeyError(f"evaluate.transforms.{name}.p is missing (settings not validated?)")
-    n_params, op = resolve(entry.build)(**params)
+    build = resolve(entry.build)
+    if "strength_side" in inspect.signature(build).parameters:
+        params["strength_side"] = strength_side
+    n_params, op = build(**params)
     return Transform(name=name, stream=transform_stream(name), p=p, n_params=n_params, op=op)
 
 
-def build_transforms(settings: Mapping[str, Mapping[str, Any]]) -> list[Transform]:
-    """Every registered transformation, in registry order, parameterised by ``settings[name]``."""
+def build_transforms(
+    settings: Mapping[str, Mapping[str, Any]], strength_side: int | None = None
+) -> list[Transform]:
+    """Every registered transformation, in registry order, parameterised by ``settings[name]``,
+    its pixel-sized strengths stated at ``strength_side`` (:func:`build_transform`)."""
     unknown = set(settings) - set(TRANSFORMS)
     if unknown:
         raise KeyError(
             f"unknown transformation(s) {sorted(unknown)}; known: {', '.join(TRANSFORMS)}"
         )
-    return [build_transform(name, settings.get(name)) for name in TRANSFORMS]
+    return [build_transform(name, settings.get(name), strength_side) for name in TRANSFORMS]
 
 
 def transform_uniforms(

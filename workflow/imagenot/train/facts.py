@@ -125,12 +125,17 @@ class Preprocessing:
         return {"mean": list(self.mean), "std": list(self.std)}
 
     def apply(self, x: torch.Tensor) -> torch.Tensor:
-        """Float [0, 1] ``B x 3 x H x W`` (a stored image, transformed or not) -> the model's
-        input. With a ``resize_size`` this is ``weights.transforms()`` on the image as a uint8
-        picture (torchvision's resize and centre crop on uint8, antialiased; then [0, 1] and
-        normalisation): a transformed image is rounded to 8 bits as a stored one would be. Without
-        one, the whole image is resized in float as training's input is (unchanged when it
-        already has the size)."""
+        """Float [0, 1] ``B x 3 x H x W`` (a stored image) -> the model's input:
+        :meth:`normalise` of :meth:`geometry`."""
+        return self.normalise(self.geometry(x))
+
+    def geometry(self, x: torch.Tensor) -> torch.Tensor:
+        """Float [0, 1] ``B x 3 x H x W`` (a stored image) -> the image the model sees, in
+        [0, 1] at ``crop_size`` square, before normalisation (where the evaluation's
+        transformations act). With a ``resize_size`` this is ``weights.transforms()`` on the
+        image as a uint8 picture (torchvision's resize and centre crop on uint8, antialiased;
+        then [0, 1]). Without one, the whole image is resized in float as training's input is
+        (unchanged when it already has the size)."""
         import torch
         import torch.nn.functional as F
 
@@ -139,17 +144,22 @@ class Preprocessing:
                 size = (self.crop_size, self.crop_size)
                 x = F.interpolate(x, size=size, mode=self.interpolation, antialias=True)
                 x = x.clamp_(0.0, 1.0)
-        else:
-            # torchvision.transforms.functional, as weights.transforms() calls it (the v2
-            # functions round some uint8 resizes differently, by one level)
-            from torchvision.transforms import InterpolationMode
-            from torchvision.transforms import functional as TF
+            return x
+        # torchvision.transforms.functional, as weights.transforms() calls it (the v2
+        # functions round some uint8 resizes differently, by one level)
+        from torchvision.transforms import InterpolationMode
+        from torchvision.transforms import functional as TF
 
-            pixels = x.mul(255.0).round_().clamp_(0, 255).to(torch.uint8)
-            mode = InterpolationMode(self.interpolation)
-            pixels = TF.resize(pixels, [self.resize_size], mode, antialias=True)
-            pixels = TF.center_crop(pixels, [self.crop_size])
-            x = pixels.to(torch.float32).div_(255.0)
+        pixels = x.mul(255.0).round_().clamp_(0, 255).to(torch.uint8)
+        mode = InterpolationMode(self.interpolation)
+        pixels = TF.resize(pixels, [self.resize_size], mode, antialias=True)
+        pixels = TF.center_crop(pixels, [self.crop_size])
+        return pixels.to(torch.float32).div_(255.0)
+
+    def normalise(self, x: torch.Tensor) -> torch.Tensor:
+        """``(x - mean) / std`` of a [0, 1] image (a new tensor)."""
+        import torch
+
         m = torch.tensor(self.mean, dtype=x.dtype, device=x.device).reshape(1, 3, 1, 1)
         s = torch.tensor(self.std, dtype=x.dtype, device=x.device).reshape(1, 3, 1, 1)
         return (x - m).div_(s)

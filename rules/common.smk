@@ -11,6 +11,7 @@ from imagenot import (
     job_usage,
     lifeline,
     paths,
+    run_identity,
     slurm_profile,
     summary_plan,
     work,
@@ -177,8 +178,11 @@ STAGE_PLANS = stage_plans()
 
 # A new run tries every training job again: the status files of the last run's permanent faults
 # and deadline stops go (imagenot.train.failfast; main process only: jobs run without hooks).
+# The run's record of the study its results belong to (imagenot.run_identity): a later config of
+# another study (the paper after the demo) is refused here instead of reading them as its own.
 onstart:
     failfast.clear_all(RESULTS)
+    run_identity.record(RUN_IDENTITY)
 
 
 # Every rule's command replaces its shell (`exec`): a signal to the job reaches the command, and
@@ -201,6 +205,8 @@ except ValueError as exc:  # ConfigError included
 # The report's captions (report/*.rst, reStructuredText) show the config's free-text description:
 # escaped once here, by the one reStructuredText escaper, so that no markup in it (a link, a
 # `.. raw:: html` block) reaches report.html. Nothing else reads the description.
+# (the run's record takes the description unescaped: imagenot.run_identity)
+RUN_IDENTITY = run_identity.identity(config, workflow.configfiles)
 config["description"] = escape.rst_text(config["description"])
 
 # The one protocol constraint of every rule with a {protocol} wildcard (the Snakefile's global

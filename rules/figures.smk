@@ -1,8 +1,10 @@
 # Stage: figures. Config lookups: imagenot.figures.plan (imported as figures_plan in rules/common.smk).
 # accuracy.csv and the rankings JSON (rules/analyse.smk) -> one job per figure and per table.
 # One rule draws every figure and one writes every table, their names constrained to the
-# registry (imagenot.figures.registry). Each figure lists its own plotting module as an input:
-# editing it rebuilds only that kind's figures. Every command gets its config as one --settings
+# registry (imagenot.figures.registry). Each figure job holds the digest of its own plotting
+# module as a parameter: editing the module reruns only that kind's figures, and no path of the
+# clone is recorded, so a finished run moved to another folder (or run from a second clone at the
+# same commit) plans nothing. Every command gets its config as one --settings
 # JSON object: a settings object of imagenot.figures.settings.
 
 
@@ -16,7 +18,6 @@ localrules:
 rule figure:
     input:
         accuracy=analyse_plan.ACCURACY,
-        code=lambda wc: figures_plan.figure_code(config, wc.figure),
     output:
         pdf=figures_plan.FIGURE_PDF,
         png=report(
@@ -35,6 +36,7 @@ rule figure:
         "../envs/analyse.yaml"
     threads: 1
     params:
+        code=lambda wc: figures_plan.figure_code_version(config, wc.figure),
         figure=lambda wc: figures_plan.figure_params(config, wc.figure),
         settings=lambda wc: to_arg(
             figures_settings.FigureSettings.from_config(config, figure=wc.figure)
@@ -48,7 +50,6 @@ rule results_table:
     input:
         accuracy=analyse_plan.ACCURACY,
         rankings=expand(analyse_plan.RANKINGS, variant=analyse_plan.VARIANTS),
-        code=figures_plan.tables_code(),
     output:
         csv=report(
             figures_plan.TABLE_CSV,
@@ -66,6 +67,7 @@ rule results_table:
         "../envs/analyse.yaml"
     threads: 1
     params:
+        code=figures_plan.code_version(figures_plan.tables_code()),
         settings=lambda wc: to_arg(
             figures_settings.TableSettings.from_config(config, table=wc.table)
         ),

@@ -100,7 +100,10 @@ def test_benchmark_jobs_find_imagenot_without_an_activated_venv(monkeypatch):
 FENCE = re.compile(r"^```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^```[ \t]*$", re.M | re.S)
 NAMED_YAML = re.compile(r"#\s*(?P<name>[\w.-]+\.ya?ml)\s*$")
 # The paper as README section 4 prints it: a changed line fails until this test changes with it.
-PAPER_COMMAND = ".venv/bin/snakemake --profile slurm --configfile config/paper.yaml"
+PAPER_COMMAND = (
+    ".venv/bin/snakemake --profile slurm --configfile config/paper.yaml"
+    " --directory ../imagenot-paper"
+)
 SITE_COMMAND = (
     ".venv/bin/imagenot slurm-profile --partition cpu --gpu-partition gpu --account my_lab"
 )

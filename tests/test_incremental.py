@@ -106,6 +106,12 @@ def test_nothing_is_scheduled_after_a_finished_run(finished):
     assert planned(finished) == []
 
 
+def test_a_finished_run_moved_to_another_folder_plans_nothing(copy_of_finished):
+    """Home to scratch, as clusters require: no job records a path of its folder or of the
+    clone (tests/test_moved_run.py checks every job's record statically)."""
+    assert planned(copy_of_finished) == []
+
+
 def test_editing_one_figures_code_reruns_that_figure_alone(finished):
     from imagenot.figures import plan as figures_plan
 

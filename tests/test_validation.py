@@ -176,6 +176,7 @@ def _dataset_schema_keys() -> list[str]:
 def _values(tmp_path) -> dict:
     data = tmp_path / "data"
     data.mkdir(exist_ok=True)
+    (data / "train").mkdir(exist_ok=True)  # an empty data folder is refused
     return {
         "path": str(data),
         "classes": "discover",

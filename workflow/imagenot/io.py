@@ -95,6 +95,17 @@ def write_json(obj: Any, path: str | os.PathLike) -> Path:
     return write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n", path)
 
 
+def folder_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` cannot be a folder of input data (``does not exist``, ``is not a
+    directory``, ``is empty``), else None: the config checks' words for a data path."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return "is not a directory" if folder.exists() else "does not exist"
+    if next(folder.iterdir(), None) is None:
+        return "is empty (is the data copied there yet?)"
+    return None
+
+
 class ArtefactError(ValueError):
     """A file a rule reads is truncated or damaged; the message names it and how it is rebuilt."""
 

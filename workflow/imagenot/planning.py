@@ -97,6 +97,7 @@ def placeholder_overlay(root: Path, config: dict) -> dict:
         if "path" in spec:
             path = root / "datasets" / name
             path.mkdir(parents=True)
+            (path / "PLACEHOLDER").touch()  # the config check refuses an empty data folder
             overlay["datasets"][name] = {"path": str(path)}
     if full["train"]["weights_dir"]:
         weights = root / "weights"

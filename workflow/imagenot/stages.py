@@ -7,7 +7,7 @@ only the Snakefile and ``validate-config`` need them all.
 
 from __future__ import annotations
 
-from imagenot.config import schema_default, validate_config
+from imagenot.config import ConfigError, schema_default, validate_config
 from imagenot.registries import load_plugins
 
 
@@ -40,23 +40,55 @@ def stage_plans() -> list:
 
 def check_workflow_config(config: dict, against_results: bool = True) -> dict:
     """Everything the workflow checks before any job runs: the schema (defaults filled), then
-    each stage's cross-key checks, then (``against_results``) each stage's checks of the config
-    against the results already in the working directory (``check_results``: the train stage's
-    preregistration record). ``imagenot validate-config`` calls exactly this, so "valid" means
-    the workflow accepts the config (run it where the workflow runs). The config's ``plugins``
-    (modules that register models, transformations, figures, tables or dataset kinds) are
-    imported first: before validation, since they register names the schema's enums list, so an
-    absent key takes the schema's default here, read from the schema."""
+    each stage's cross-key checks, then (``against_results``) the results already in the working
+    directory: that they are this study's (:mod:`imagenot.run_identity`: the demo's results are
+    not the paper's), then each stage's checks of the config against them (``check_results``:
+    the train stage's preregistration record). ``imagenot validate-config`` calls exactly this,
+    so "valid" means the workflow accepts the config (run it where the workflow runs). The
+    config's ``plugins`` (modules that register models, transformations, figures, tables or
+    dataset kinds) are imported first: before validation, since they register names the
+    schema's enums list, so an absent key takes the schema's default here, read from the schema.
+
+    A schema error stops at once (the later checks read the keys it checks). Past it, every
+    stage is checked and every refusal collected: one ValueError lists them all, one a line (the
+    paper config's four data paths at once, not one per attempt)."""
     plugins = config["plugins"] if "plugins" in config else schema_default("plugins")
     if not isinstance(plugins, list):
         raise ValueError(f"config key plugins: a list of module names, got {plugins!r}")
     load_plugins(plugins)
     validate_config(config)
+    problems: list[ValueError] = []
+
+    def run(check) -> bool:
+        try:
+            check(config)
+        except ValueError as exc:
+            problems.append(exc)
+            return False
+        except Exception:
+            # a later check tripping over a key an earlier one refused: that refusal says it
+            if not problems:
+                raise
+            return False
+        return True
+
+    # each stage's keys, then (where they passed) the data on disk its jobs will read
     for plan in stage_plans():
-        if hasattr(plan, "check"):
-            plan.check(config)
+        if run(getattr(plan, "check", lambda config: None)) and hasattr(plan, "check_data"):
+            run(plan.check_data)
     if against_results:
-        for plan in stage_plans():
-            if hasattr(plan, "check_results"):
-                plan.check_results(config)
+        from imagenot.run_identity import foreign_results
+
+        foreign = foreign_results(config)
+        if foreign:  # nothing of those results is compared with this config
+            problems.append(ConfigError(foreign))
+        else:
+            for plan in stage_plans():
+                if hasattr(plan, "check_results"):
+                    run(plan.check_results)
+    lines = [line for problem in problems for line in str(problem).splitlines()]
+    if len(lines) == 1:
+        raise problems[0]
+    if lines:
+        raise ConfigError(f"{len(lines)} problems:\n" + "\n".join(f"  - {ln}" for ln in lines))
     return config

@@ -11,10 +11,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "validate-config",
         help="check config files exactly as the workflow does (schema and cross-key checks)",
         description="Later files override earlier ones key by key, as Snakemake's --configfile. "
-        "Run it where the workflow runs: a changed search definition or model setting is also "
-        "checked against the preregistration record under results/ there.",
+        "Every problem is listed at once. Run it where the workflow runs (or name that folder "
+        "with --directory): the config is also checked against the results there (results of "
+        "another study, such as the demo's when checking the paper, are refused; a changed "
+        "search definition or model setting is checked against the preregistration record).",
     )
-    p.add_argument("config", nargs="+", help="YAML config file(s)")
+    p.add_argument("config", nargs="+", help="YAML config file(s), read from where you are")
+    p.add_argument(
+        "--directory",
+        metavar="DIR",
+        default=None,
+        help="the working directory the workflow will run in (snakemake's --directory; created "
+        "if missing): relative paths in the config and results/ are read from there "
+        "(default: the current folder)",
+    )
     p.set_defaults(func=_validate_config)
 
 
@@ -36,6 +46,12 @@ def _validate_config(args: argparse.Namespace) -> None:
     config: dict = {}
     for path in args.config:
         config = _merge(config, read_config_file(path))
+    if args.directory:
+        import os
+        from pathlib import Path
+
+        Path(args.directory).mkdir(parents=True, exist_ok=True)
+        os.chdir(args.directory)
     try:
         check_workflow_config(config)
     except (ConfigError, ValueError) as exc:

@@ -8,6 +8,7 @@ in :mod:`imagenot.acquire.settings`.
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 from imagenot.acquire.kinds import DATASET_KINDS, adapter_kinds
 from imagenot.acquire.paths import (
@@ -152,33 +153,41 @@ def download_local(config: dict, site: dict | None) -> bool:
 def check(config: dict) -> None:
     """Each dataset against its kind's declaration in the registry
     (:class:`imagenot.acquire.kinds.DatasetKind` ``keys``, ``required_keys``): a required key
-    set, no key the kind would ignore, and a ``path`` that is a directory (what the
-    materialisation job reads; one stat, so every job's own planning can afford it) unless the
-    dataset is materialised already (its manifest under results/: the data may be gone, as on
-    a machine that only analyses). Raises ValueError naming ``datasets.<name>.<key>``, before
-    planning reads the keys (without this a missing ``path`` stops the DAG as a KeyError)."""
-    from pathlib import Path
+    set, no key the kind would ignore, and a ``path`` that is a directory holding something (what
+    the materialisation job reads; one stat and one listing, so every job's own planning can
+    afford it) unless the dataset is materialised already (its manifest under results/, made by
+    this study: the data may be gone, as on a machine that only analyses; another study's
+    manifest of the same name is not this one's, :mod:`imagenot.run_identity`). Raises one
+    ValueError naming every ``datasets.<name>.<key>`` at fault, one a line, before planning
+    reads the keys (without this a missing ``path`` stops the DAG as a KeyError)."""
+    from imagenot.io import folder_problem
+    from imagenot.run_identity import owns_results
 
+    own = owns_results(config)
+    problems = []
     for name, spec in config["datasets"].items():
         kind = spec["kind"]
         entry = DATASET_KINDS.entry(kind)
-        for key in entry.required_keys:
-            if key not in spec:
-                raise ValueError(
-                    f"config key datasets.{name}.{key} is required for kind {kind!r}"
-                    + (" (where the data lies on disk)" if key == "path" else "")
-                )
+        missing = [key for key in entry.required_keys if key not in spec]
+        for key in missing:
+            problems.append(
+                f"config key datasets.{name}.{key} is required for kind {kind!r}"
+                + (" (where the data lies on disk)" if key == "path" else "")
+            )
         if entry.keys is not None:
             ignored = sorted(set(spec) - {"kind", "description", *entry.keys})
             if ignored:
-                raise ValueError(
+                problems.append(
                     f"config key datasets.{name}.{ignored[0]} does not apply to kind {kind!r} "
                     f"(its keys: {', '.join(entry.keys)})"
                 )
-        built = Path(MANIFEST.format(dataset=name)).is_file()
-        if "path" in spec and not built and not Path(spec["path"]).is_dir():
-            what = "is not a directory" if Path(spec["path"]).exists() else "does not exist"
-            raise ValueError(f"config key datasets.{name}.path: {spec['path']} {what}")
+        built = own and Path(MANIFEST.format(dataset=name)).is_file()
+        if "path" in spec and not built:
+            problem = folder_problem(spec["path"])
+            if problem:
+                problems.append(f"config key datasets.{name}.path: {spec['path']} {problem}")
+    if problems:
+        raise ValueError("\n".join(problems))
 
 
 def targets(config: dict) -> list[str]:

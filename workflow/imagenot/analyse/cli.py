@@ -45,8 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("robustness", nargs="*", help="robustness.parquet files of the evaluation")
     p.add_argument(
         "--published",
-        required=True,
-        help="the published accuracies (imagenot.train.facts' derived published_weights.csv)",
+        default=None,
+        help="the published accuracies (default: the table this package ships, "
+        "imagenot/resources/published_weights.csv)",
     )
     p.add_argument("--out", required=True, help="accuracy.csv to write")
     p.add_argument(
@@ -106,10 +107,11 @@ def _accuracy_table(args: argparse.Namespace) -> None:
     )
     from imagenot.escape import csv_frame
     from imagenot.io import atomic_path, write_parquet
+    from imagenot.train.facts import shipped_path
 
     table = accuracy_table(
         read_robustness(args.robustness),
-        read_published(args.published),
+        read_published(args.published or shipped_path()),
         settings,
     )
     with atomic_path(args.out, ".csv") as tmp:

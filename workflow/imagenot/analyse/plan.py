@@ -18,5 +18,14 @@ RANKINGS = f"{RESULTS}/analyse/rankings_{{variant}}.json"
 # the rankings' two variants (rule rankings_json's wildcard): standard and Robust accuracy
 VARIANTS = ("standard", "robust")
 # every registered weights' facts, published top-1/top-5 among them (imagenot.train.facts): the
-# shipped file, as an absolute path (valid whatever the working directory)
+# shipped file, as an absolute path (valid whatever the working directory); the accuracy-table
+# command reads it from the package, and its rule records only published_version()
 PUBLISHED_ACCURACY = shipped_path()
+
+
+def published_version() -> str:
+    """The shipped published accuracies' file name and digest: the accuracy table's parameter
+    (a new table reruns it), with no path of the clone in it (a moved run plans nothing)."""
+    from imagenot.figures.plan import code_version
+
+    return code_version(PUBLISHED_ACCURACY)

@@ -168,6 +168,37 @@ def check(config: dict) -> None:
         check_class_list(config, dataset)
 
 
+def check_data(config: dict) -> None:
+    """The LAION parts on disk: ``laion.dir`` a folder holding every part the config names,
+    when a LAION copy (not the demo or scale world) feeds a dataset that this study has not
+    built yet (its manifest under results/: then the parts may be gone)."""
+    from pathlib import Path
+
+    from imagenot.io import folder_problem
+    from imagenot.paths import MANIFEST
+    from imagenot.run_identity import owns_results, world
+
+    names = laion_datasets(config)
+    if not names or world(config) != "laion":
+        return
+    if owns_results(config) and all(Path(MANIFEST.format(dataset=n)).is_file() for n in names):
+        return
+    folder = config["laion"]["dir"]
+    problem = folder_problem(folder)
+    if problem:
+        raise ValueError(f"config key laion.dir: {folder} {problem}")
+    try:
+        files = shard_files(config)
+    except (KeyError, IndexError, ValueError):
+        return  # a bad pattern: check_shards says so
+    missing = [name for name in files if not (Path(folder) / name).is_file()]
+    if missing:
+        raise ValueError(
+            f"config key laion.dir: {len(missing)} of the {len(files)} LAION parts that "
+            f"laion.shards/laion.shard_pattern name are not in {folder} (first: {missing[0]})"
+        )
+
+
 def check_query_template(template: str) -> None:
     """The class query must carry the gloss (a bare word scores every caption that names it
     alike) and no field but ``{name}`` and ``{gloss}``."""

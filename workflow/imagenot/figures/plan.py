@@ -9,6 +9,7 @@ evaluation results, never the files on disk.
 from __future__ import annotations
 
 import re
+from functools import cache
 from pathlib import Path
 
 from imagenot.analyse import PUBLISHED_DATASET
@@ -22,7 +23,8 @@ FIGURE_PDF = f"{FIGURES}/{{figure}}.pdf"
 FIGURE_PNG = f"{FIGURES}/{{figure}}.png"
 TABLE_CSV = f"{TABLES}/{{table}}.csv"
 TABLE_MD = f"{TABLES}/{{table}}.md"
-# Package files used as rule inputs, as absolute paths: valid whatever the working directory.
+# The package's files, as absolute paths: valid whatever the working directory. The rules record
+# only their digests (code_version), never these paths.
 _PACKAGE = Path(__file__).resolve().parents[1]
 FIGURE_KINDS = WORKFLOW_FIGURES  # the registries themselves: a kind registered later counts
 TABLE_NAMES = WORKFLOW_TABLES
@@ -31,8 +33,8 @@ _CODE_DIR = str(_PACKAGE / "figures")
 
 
 def code(kind: str) -> str:
-    """Plotting module of a figure kind (a rule input: editing it rebuilds only its figures),
-    located from its ``"module:draw"`` without importing it."""
+    """Plotting module of a figure kind (its digest is the figure rule's parameter: editing it
+    rebuilds only its figures), located from its ``"module:draw"`` without importing it."""
     entry = WORKFLOW_FIGURES.entry(kind).code
     import importlib.util
 
@@ -225,9 +227,26 @@ def figure_params(config: dict, name: str) -> dict:
 
 
 def figure_code(config: dict, name: str) -> str:
-    """Plotting module of the figure file ``name`` (its rule input: editing one kind's module
-    reruns that kind's figures alone)."""
+    """Plotting module of the figure file ``name``."""
     return code(figure_params(config, name)["kind"])
+
+
+def figure_code_version(config: dict, name: str) -> str:
+    """:func:`code_version` of the plotting module of the figure file ``name``: the figure
+    rule's parameter (editing one kind's module reruns that kind's figures alone)."""
+    return code_version(figure_code(config, name))
+
+
+@cache
+def code_version(path: str) -> str:
+    """``<file name> sha256:<digest>`` of a file of code or shipped data that jobs read from the
+    package: a rule parameter instead of an input, so that Snakemake reruns the job when the
+    file's content changes (its params trigger) and records no path of the clone (an input's
+    absolute path changes when a finished run is moved to another folder, and every job that
+    lists it would run again; its mtime changes on every checkout)."""
+    from imagenot.io import sha256_file
+
+    return f"{Path(path).name} sha256:{sha256_file(path)[:16]}"
 
 
 def figure_subcategory(config: dict, name: str) -> str:

@@ -212,6 +212,39 @@ def check_results(config: dict) -> None:
     check_planned(Path(PREREGISTRATION), drawing, Path(TRAIN))
 
 
+def check_data(config: dict) -> None:
+    """The published weights on disk: ``train.weights_dir`` a folder holding every weights file
+    the config's experiments start from or evaluate (FT/TL from ImageNet, ``weights:
+    published``), unless this study's results of those experiments exist already."""
+    from imagenot.io import folder_problem
+    from imagenot.run_identity import owns_results
+    from imagenot.train.experiments import TORCHVISION, published_weights, source
+    from imagenot.train.registry import weights_filename
+
+    train = config["train"]
+    users = {
+        (e["dataset"], e["protocol"])
+        for e in experiments(config)
+        if is_published(e) or source(e["protocol"]) == TORCHVISION
+    }
+    if not users or not train["weights_dir"]:
+        return  # no weights needed, or the stage's check() names the missing key
+    runs = [r for r in final_runs(config) if (r["dataset"], r["protocol"]) in users]
+    if owns_results(config) and all(Path(FINAL_RESULT.format(**r)).is_file() for r in runs):
+        return
+    folder = train["weights_dir"]
+    problem = folder_problem(folder)
+    if problem:
+        raise ValueError(f"config key train.weights_dir: {folder} {problem}")
+    names = [weights_filename(w) for w in (published_weights(train, m) for m in train["models"])]
+    missing = [n for n in names if n and not (Path(folder) / n).is_file()]
+    if missing:
+        raise ValueError(
+            f"config key train.weights_dir: {len(missing)} of the {len(names)} published weights "
+            f"files the experiments need are not in {folder}: {', '.join(missing)}"
+        )
+
+
 def published_weights_file(config: dict, model: str) -> str:
     """The local file of ``model``'s published ImageNet weights (train.weights_dir)."""
     return init_weights(config, "ft-torchvision", model)[0]

@@ -103,11 +103,12 @@ def test_embed_preprocesses_in_batches():
     assert seen == [(2, 3, 4, 4), (2, 3, 4, 4), (1, 3, 4, 4)]
 
 
-def test_clip_encoder_loads_from_a_local_directory(tmp_path):
-    """The CLIP path offline: a tiny random CLIP saved locally, loaded by path."""
-    transformers = pytest.importorskip("transformers")
-    import torch
+def _tiny_clip(path, processor: dict | None) -> None:
+    """A tiny random CLIP saved at ``path`` (16 px images), with ``processor`` written as its
+    image processor config where given: offline, nothing downloaded."""
+    import json
 
+    transformers = pytest.importorskip("transformers")
     config = transformers.CLIPConfig(
         text_config={"hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
                      "num_attention_heads": 2, "vocab_size": 50},
@@ -115,12 +116,66 @@ def test_clip_encoder_loads_from_a_local_directory(tmp_path):
                        "num_attention_heads": 2, "image_size": 16, "patch_size": 8},
         projection_dim=6,
     )  # fmt: skip
-    transformers.CLIPModel(config).save_pretrained(tmp_path / "clip")
+    transformers.CLIPModel(config).save_pretrained(path)
+    if processor is not None:
+        (path / embed.PROCESSOR_CONFIG).write_text(json.dumps(processor))
+
+
+# a processor config as OpenAI's CLIP ships it, at the tiny model's 16 px and with statistics
+# of its own (so a hard-coded mean/std or a squashed resize cannot pass for it)
+PROCESSOR = {
+    "image_processor_type": "CLIPImageProcessor",
+    "do_resize": True,
+    "size": {"shortest_edge": 20},
+    "resample": 3,
+    "do_center_crop": True,
+    "crop_size": {"height": 16, "width": 16},
+    "do_rescale": True,
+    "rescale_factor": 1 / 255,
+    "do_normalize": True,
+    "image_mean": [0.3, 0.4, 0.5],
+    "image_std": [0.2, 0.25, 0.3],
+    "do_convert_rgb": True,
+}
+
+
+def test_clip_encoder_loads_from_a_local_directory(tmp_path):
+    """The CLIP path offline: a tiny random CLIP and its processor config saved locally, loaded
+    by path; without the processor config the error says how to save it."""
+    import torch
+
+    _tiny_clip(tmp_path / "clip", PROCESSOR)
     encode, prepare = embed.clip_encoder(str(tmp_path / "clip"), "cpu")
-    assert prepare.keywords == {"size": 16, "mean": embed.CLIP_MEAN, "std": embed.CLIP_STD}
     images = torch.randint(0, 256, (3, 3, 20, 20), dtype=torch.uint8)
     out = embed.embed(images, encode, prepare, 2, "cpu")
     assert out.shape == (3, 6)
+    _tiny_clip(tmp_path / "bare", None)
+    with pytest.raises(FileNotFoundError, match=r"preprocessor_config\.json"):
+        embed.clip_encoder(str(tmp_path / "bare"), "cpu")
+
+
+def test_clip_images_are_prepared_by_clips_processor_config(tmp_path):
+    """CLIP's preprocessing is its processor config's: the shorter edge resized bicubically,
+    the centre cropped (whole pixels, the offset rounded down), its mean/std; not a square
+    squash with OpenAI's statistics."""
+    import torch
+    from torchvision.transforms.v2 import functional as F
+
+    _tiny_clip(tmp_path / "clip", PROCESSOR)
+    _encode, prepare = embed.clip_encoder(str(tmp_path / "clip"), "cpu")
+    images = torch.randint(0, 256, (2, 3, 30, 47), dtype=torch.uint8)  # landscape, odd
+    got = prepare(images)
+    assert got.shape == (2, 3, 16, 16) and got.dtype == torch.float32
+    resized = F.resize(images, [20], F.InterpolationMode.BICUBIC, antialias=True)
+    assert resized.shape[-2:] == (20, 31)
+    top, left = (20 - 16) // 2, (31 - 16) // 2
+    crop = resized[..., top : top + 16, left : left + 16].float() / 255
+    mean = torch.tensor(PROCESSOR["image_mean"]).view(1, 3, 1, 1)
+    std = torch.tensor(PROCESSOR["image_std"]).view(1, 3, 1, 1)
+    torch.testing.assert_close(got, (crop - mean) / std, rtol=0, atol=1e-5)
+    openai = ((0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711))
+    squash = embed._preprocess(images, 16, *openai)  # the hard-coded path it replaces
+    assert (got - squash).abs().mean() > 0.1
 
 
 def test_embed_images_and_similarity_cli_with_a_trained_backbone(tmp_path):

@@ -7,18 +7,20 @@ Two encoders (config ``diagnostics.encoder.kind``):
   embedding is the penultimate feature vector, i.e. the input of the model's
   classifier head (the registry's ``head_module``), captured with a forward pre-hook;
 - ``clip``: a CLIP model loaded with ``transformers`` from a hub id or a local directory
-  (``CLIPModel.get_image_features``); offline, point it at a local copy.
+  (``CLIPModel.get_image_features``); offline, point it at a local copy holding the model and
+  its processor config (``preprocessor_config.json``).
 
-Images are uint8 CHW tensors streamed from a dataset on disk (``ManifestDataset``); they are
-converted in batches to float in [0, 1], resized and normalised as the encoder expects: an
-encoder is ``(encode, prepare)``, ``prepare`` turning uint8 batches into its input (CLIP's size
-and statistics; a backbone's own protocol as its ``result.json`` records it,
-``imagenot.train.facts.run_preprocessing``: published weights' resize, crop and statistics).
+Images are uint8 CHW tensors streamed from a dataset on disk (``ManifestDataset``), prepared in
+batches as the encoder expects: an encoder is ``(encode, prepare)``, ``prepare`` turning uint8
+batches into its input. Each encoder's preprocessing comes from where its publisher keeps it,
+never restated here: CLIP's from its image processor config (shortest-edge resize, bicubic for
+OpenAI's, centre crop, its mean/std: ``AutoImageProcessor`` runs it), a backbone's from its
+``result.json`` (``imagenot.train.facts.run_preprocessing``: published weights' resize, crop and
+statistics).
 """
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -29,12 +31,12 @@ from imagenot import job_usage
 from imagenot.diagnostics.settings import EmbedSettings
 from imagenot.io import read_json, read_npy
 
-CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
-CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+PROCESSOR_CONFIG = "preprocessor_config.json"  # transformers' image processor config file
 
 
 def _preprocess(images, size: int, mean, std):
-    """uint8 N x 3 x H x W -> float normalised N x 3 x size x size."""
+    """uint8 N x 3 x H x W -> float normalised N x 3 x size x size (the whole image squashed
+    bilinearly: for tests of the batching, not an encoder's protocol)."""
     import torch
     import torch.nn.functional as F
 
@@ -92,20 +94,43 @@ def backbone_encoder(checkpoint: str | os.PathLike, device: str, model_name: str
     return torch.no_grad()(encode), prepare
 
 
+def clip_processor(model_id: str):
+    """CLIP's own image processor, from the processor config beside the model (hub id or local
+    dir): its resize (OpenAI's: shortest edge to 224, bicubic), centre crop and mean/std, as
+    ``CLIPProcessor`` prepares images for the model. A local directory without the config is an
+    error saying how to save it."""
+    from transformers import AutoImageProcessor
+
+    try:
+        return AutoImageProcessor.from_pretrained(model_id)
+    except OSError as exc:
+        raise FileNotFoundError(
+            f"diagnostics.encoder.clip_model {model_id}: no image processor config "
+            f"({PROCESSOR_CONFIG}) found ({str(exc).splitlines()[0]}); save it beside the model: "
+            f"transformers.CLIPProcessor.from_pretrained(HUB_ID).save_pretrained(DIR)"
+        ) from None
+
+
 def clip_encoder(model_id: str, device: str):
-    """(encode, prepare) for a transformers CLIP model (hub id or local dir)."""
+    """(encode, prepare) for a transformers CLIP model (hub id or local dir); ``prepare`` is
+    CLIP's image processor (:func:`clip_processor`) on the uint8 batch, on its device."""
     import torch
     from transformers import CLIPModel
 
     model = CLIPModel.from_pretrained(model_id).eval().to(device)
-    size = int(model.config.vision_config.image_size)
+    processor = clip_processor(model_id)
 
     @torch.no_grad()
     def encode(x):
         out = model.get_image_features(pixel_values=x)
         return out if isinstance(out, torch.Tensor) else out.pooler_output
 
-    return encode, functools.partial(_preprocess, size=size, mean=CLIP_MEAN, std=CLIP_STD)
+    def prepare(images):
+        pixels = processor(images=images, return_tensors="pt")["pixel_values"]
+        return pixels.to(device=images.device, dtype=torch.float32)
+
+    prepare.processor = processor  # what it runs, for the record and the tests
+    return encode, prepare
 
 
 def embed(images, encode: Callable, prepare: Callable, batch_size: int, device: str):

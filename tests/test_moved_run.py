@@ -5,7 +5,7 @@ Snakemake reruns a job when the set of its inputs, its parameters or its rule's 
 from what it recorded for the job's outputs. So none of them may hold a path of the clone or of
 the working directory: every file under results/ is named relative to the working directory, and
 the package files jobs read (plotting modules, the shipped published accuracies) are recorded by
-their digest (imagenot.figures.plan.code_version), not their path. Checked statically on every
+their digest (imagenot.io.code_version), not their path. Checked statically on every
 job of the demo's and the paper's DAG, as Snakemake's own persistence would record it.
 """
 
@@ -91,7 +91,8 @@ def test_no_job_records_a_path_of_the_clone_or_the_working_directory(tmp_path, m
 
 def test_a_figures_recorded_code_changes_with_its_module_only(tmp_path):
     """The figure rule's parameter follows the content of the module, not its place."""
-    from imagenot.figures.plan import code, code_version
+    from imagenot.figures.plan import code
+    from imagenot.io import code_version
 
     module = Path(code("relative_progress"))
     copy = tmp_path / "elsewhere" / module.name

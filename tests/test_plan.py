@@ -189,17 +189,127 @@ def test_measured_throughput_replaces_the_table(tmp_path):
     assert faster["imagenot/stresnet18"] == pytest.approx(base["imagenot/stresnet18"] / 2, rel=0.01)
     assert faster["imagenot/stvgg19"] == base["imagenot/stvgg19"]
     (tmp_path / "bad.json").write_text(json.dumps({"rows": []}))
-    with pytest.raises(ValueError, match=r"bad\.json: not the output of"):
+    with pytest.raises(ValueError, match=r"bad\.json: neither an `imagenot preflight` report"):
         costs.read_throughput(tmp_path / "bad.json", config)
 
 
-def test_cli_prints_json_and_refuses_bad_gpus(tmp_path):
+def test_cli_prints_json_and_refuses_bad_gpus(tmp_path, demo_plan):
+    """--config takes a base and its overlays, merged as snakemake's --configfile merges them."""
     cmd = [sys.executable, "-m", "imagenot.cli", "plan", "--config", str(DEMO)]
     done = subprocess.run([*cmd, "--gpus", "0"], capture_output=True, text=True)
     assert done.returncode == 2 and "imagenot plan: error: --gpus must be at least 1" in done.stderr
-    done = subprocess.run([*cmd, "--json"], capture_output=True, text=True)
+    overlay = tmp_path / "two-models.yaml"
+    overlay.write_text("train:\n  models: [alexnet_mini, vgg_mini]\n")
+    done = subprocess.run([*cmd, str(overlay), "--json"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["total"]["jobs"] > 0
+    plan = json.loads(done.stdout)
+    assert plan["config"] == f"{DEMO}, {overlay}"
+    draws = _rules(plan)["train_draw_trials"]
+    assert draws * 3 == _rules(demo_plan)["train_draw_trials"]  # 2 of the demo's 6 models
+
+
+# ---- what to request --------------------------------------------------------------------------
+
+
+def _preflight_report(passed: bool = True) -> dict:
+    """An `imagenot preflight` JSON report as the command writes it (imagenot.train.preflight's
+    checks, the CLI's environment) on an 80 GB GPU: two models' feed and memory checks, one of
+    which did not fit."""
+    from dataclasses import asdict
+
+    from imagenot.train.preflight import Check
+
+    checks = [
+        Check("cuda", "pass", "NVIDIA H100 80GB HBM3"),
+        Check("feed resnet18 (256 px stored)", "pass", "...", {"feed_img_per_s": 7000.0}),
+        Check("feed vgg19 (256 px stored)", "skip", "out of device memory at this batch"),
+        Check(
+            "memory convnext_large (imagenot_st, cifar10_st)",
+            "pass",
+            "64 per GPU: 38.2 of 79.1 GiB",
+            {"per_gpu": 64, "peak_gib": 38.2, "device_gib": 79.1},
+        ),
+        Check(
+            "memory efficientnet_v2_l (cifar10_tl; TL features)",
+            "fail" if not passed else "pass",
+            "...",
+            {"per_gpu": 128, "peak_gib": 21.0, "device_gib": 79.1, "fits": 96},
+        ),
+    ]
+    return {
+        "site": "local",
+        "passed": passed,
+        "settings": {"image_size": 224},
+        "checks": [asdict(c) for c in checks],
+        "environment": {"gpu": "NVIDIA H100 80GB HBM3", "torch": "2.10"},
+    }
+
+
+def test_a_preflight_report_gives_the_estimate_its_throughput_and_gpu_memory(tmp_path):
+    config = load_config(PAPER)
+    report = tmp_path / "preflight.json"
+    report.write_text(json.dumps(_preflight_report(passed=False)))
+    measured = costs.read_measurements(report, config)
+    table = measured["throughput"]
+    assert table["resnet18"] == 7000.0  # measured
+    assert table["vgg19"] == config["train"]["throughput"]["vgg19"]  # skipped: the config's
+    assert "imagenot preflight on NVIDIA H100 80GB HBM3 at 224 px" in measured["source"]
+    assert "FAILED preflight" in measured["source"]
+    assert costs.read_throughput(report, config) == (table, measured["source"])
+    memory = {m["model"]: m for m in measured["memory"]}
+    assert memory["convnext_large"]["peak_gib"] == 38.2
+    assert memory["efficientnet_v2_l"]["status"] == "fail"
+    (tmp_path / "bad.json").write_text(json.dumps({"checks": [{"nom": 1}]}))
+    with pytest.raises(ValueError, match=r"bad\.json: neither an `imagenot preflight` report"):
+        costs.read_measurements(tmp_path / "bad.json", config)
+
+
+def test_the_plan_says_what_to_request(paper_plan, tmp_path):
+    """GPU-hours: the estimate with its margin, not the requested sum; the longest single job
+    (it decides the partition), the GPU memory (measured by a preflight when given), node-local
+    disk; and the wall time against GPUs, flat past the knee, with the reason."""
+    from imagenot.plan_cli import MARGIN, _request, format_request, format_wall_time
+
+    request = paper_plan["request"]
+    estimate = paper_plan["training_estimate"]["gpu_hours"]
+    assert request["gpu_hours"] == pytest.approx(estimate * (1 + MARGIN), abs=5)
+    assert request["gpu_hours_requested_sum"] == paper_plan["total"]["gpu_hours_requested"]
+    job = request["longest_job"]
+    rows = paper_plan["training_estimate"]["rows"]
+    assert job["model"] == "convnext_large"  # the slowest model (config train.throughput)
+    assert 0 < job["hours"] <= max(r["chain_hours"] for r in rows)
+    assert request["gpu_memory"] == {"measured": False, "largest": None, "failed": []}
+    text = " ".join(" ".join(format_request(paper_plan)).split())  # lines are wrapped
+    assert f"GPU-hours: {request['gpu_hours']:,.0f}" in text
+    assert "GPU memory: not measured" in text and "node-local disk: none" in text
+    assert "longest single job: " + job["experiment"] in text
+    assert f"{paper_plan['total']['gpu_hours_requested']:,.0f} GPU-h" in text  # not that
+
+    config = load_config(PAPER)
+    config["train"]["stage_to_local"] = True
+    report = tmp_path / "preflight.json"
+    report.write_text(json.dumps(_preflight_report(passed=False)))
+    measured = costs.read_measurements(report, config)
+    groups, storage = paper_plan["groups"], paper_plan["storage_total_bytes"]
+    mine = _request(config, groups, estimate, measured["throughput"], measured, storage)
+    assert mine["gpu_memory"]["largest"]["model"] == "convnext_large"
+    disk = mine["node_local_disk"]
+    assert disk["stage_to_local"] and disk["all_trained_bytes"] >= disk["largest_dataset_bytes"]
+    assert set(disk["datasets"]) == {"imagenot", "cifar10"}  # imagenet: published weights only
+    text = " ".join(" ".join(format_request({**paper_plan, "request": mine})).split())
+    assert "GPU memory: 38.2 GiB for the largest job" in text
+    assert "efficientnet_v2_l" in text and "fits: 96" in text
+    assert "node-local disk: " in text and "per node for train.stage_to_local" in text
+
+    by = paper_plan["wall_time_by_gpus"]
+    knee, chain = by["knee_gpus"], paper_plan["wall_time"]["longest_chain_hours"]
+    assert costs.wall_time(rows, knee)["hours"] == chain
+    assert costs.wall_time(rows, knee - 1)["hours"] > chain
+    assert {p["gpus"] for p in by["points"]} >= {1, knee, 16}
+    wall = " ".join(" ".join(format_wall_time(paper_plan)).split())
+    assert f"Past {knee} GPUs the wall time stays {chain:,.1f} h" in wall
+    assert "critical path" in wall and "train.gpus_per_job" in wall
+    assert "what to request" in format_plan(paper_plan)
 
 
 @pytest.mark.parametrize("config", ["config.yaml", "scale.yaml", "paper.yaml"])

@@ -36,15 +36,15 @@ def _demo() -> dict:
 def _paper(tmp_path) -> dict:
     """The paper's config, every data path on disk except ImageNet's (its placeholders, as
     `imagenot plan` makes them), the published class lists read from the clone."""
+    from imagenot.config import merge_configs
     from imagenot.planning import placeholder_overlay
-    from imagenot.validate_cli import _merge
 
     paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
     overlay = placeholder_overlay(tmp_path / "inputs", paper)
     overlay["datasets"]["imagenet"]["path"] = str(tmp_path / "no-imagenet-here")
     lists = paper["diagnostics"]["class_lists"]
     paper["diagnostics"]["class_lists"] = {k: str(REPO / v) for k, v in lists.items()}
-    return _merge(paper, overlay)
+    return merge_configs(paper, overlay)
 
 
 def _demo_results(work: Path, demo: dict, record: bool) -> None:

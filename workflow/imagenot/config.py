@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -259,6 +259,37 @@ def load_config(path: str | os.PathLike) -> dict:
         return validate_config(config)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
+
+
+def merge_configs(base: Mapping, overlay: Mapping) -> dict:
+    """Snakemake's ``--configfile A B`` merge: nested mappings key by key, other values (lists
+    included) replaced by the overlay's."""
+    out = dict(base)
+    for key, value in overlay.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge_configs(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def read_config_files(paths: Sequence[str | os.PathLike]) -> dict:
+    """The config files ``paths`` merged in order, as ``--configfile`` merges them (a base, then
+    overlays that change a few keys; later files win key by key); not validated."""
+    config: dict = {}
+    for path in paths:
+        config = merge_configs(config, read_config_file(path))
+    return config
+
+
+def load_configs(paths: Sequence[str | os.PathLike]) -> dict:
+    """:func:`read_config_files`, validated against the schema (defaults filled); an error names
+    the files."""
+    config = read_config_files(paths)
+    try:
+        return validate_config(config)
+    except ConfigError as exc:
+        raise ConfigError(f"{', '.join(map(str, paths))}: {exc}") from exc
 
 
 def schema_node(key: str) -> Mapping[str, Any]:

@@ -8,10 +8,11 @@ Two kinds of figure, never mixed:
   the job is ready (``resources.work``) take the scale model's projection at laion2B-en
   (docs/scale.json) for a paper-shaped LAION source, else their floor (said so).
 * **estimated**: training GPU-hours from epochs x images / throughput (no trial stops early;
-  :mod:`imagenot.train.budget`), the throughput table ``train.throughput`` of the config or a
-  file written by ``benchmarks/bench_feed_models.py --json`` on the user's own GPU; storage
-  from image counts x bytes per image and model sizes; the wall time of the longest chain.
-  Each carries its source and assumptions.
+  :mod:`imagenot.train.budget`), the throughput table ``train.throughput`` of the config or
+  what the user's own GPU measured (:mod:`imagenot.measured`: the preflight's report); the
+  longest single job; node-local disk; storage from image counts x bytes per image and model
+  sizes; the wall time of the longest chain, and against the number of GPUs. Each carries its
+  source and assumptions.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import math
 from collections import Counter
 from pathlib import Path
 
+from imagenot.measured import read_measurements, read_throughput  # noqa: F401 (plan's names)
 from imagenot.planning import REPO, Job, rule_groups, world_rows_per_part
 
 SCALE_JSON = REPO / "docs" / "scale.json"
@@ -155,32 +157,6 @@ def dataset_images(config: dict, dataset: str) -> dict | None:
     }
 
 
-def read_throughput(path: Path | None, config: dict) -> tuple[dict, str]:
-    """Training images/s per model: ``train.throughput`` of the config, with the models that
-    ``path`` (``benchmarks/bench_feed_models.py --json`` output) measured replaced by their
-    fed rate (``feed_img_per_s``: what a training job sees)."""
-    table = dict(config["train"]["throughput"])
-    if path is None:
-        return table, "config train.throughput (schema default: RTX 3090, docs/gpu.md)"
-    try:
-        data = json.loads(Path(path).read_text())
-        measured = {
-            r["model"]: float(r["feed_img_per_s"]) for r in data["models"] if "error" not in r
-        }
-        device, size = data["device"], data["size"]
-    except (KeyError, TypeError) as exc:
-        raise ValueError(
-            f"{path}: not the output of benchmarks/bench_feed_models.py --json (missing {exc})"
-        ) from None
-    if not measured:
-        raise ValueError(f"{path}: no model was measured (every row is an error)")
-    table.update(measured)
-    return table, (
-        f"{path} (bench_feed_models on {device} at {size} px) "
-        f"for {', '.join(sorted(measured))}; config train.throughput for the rest"
-    )
-
-
 def training_rows(config: dict, throughput: dict) -> list[dict]:
     """Estimated GPU-hours per trained experiment and model (an upper bound: no trial stops
     early), with ``train.gpus_per_job`` GPUs per job, and its chain: one trial through every
@@ -234,6 +210,95 @@ def wall_time(rows: list[dict], gpus: int) -> dict:
         "longest_chain_hours": round(chain, 1),
         "gpu_hours_over_gpus": round(total / gpus, 1),
         "hours": round(max(chain, total / gpus), 1),
+    }
+
+
+def wall_time_by_gpus(rows: list[dict], gpus: int) -> dict:
+    """The wall time as a function of the GPUs: at 1, 2, 4, ... GPUs up to past ``gpus`` and
+    the knee, and the knee itself: the fewest GPUs at which the longest chain (the critical
+    path) bounds the wall time, past which more GPUs shorten nothing. None without rows."""
+    if not rows:
+        return {"knee_gpus": None, "points": []}
+    total = sum(r["gpu_hours"] for r in rows)
+    chain = max(r["chain_hours"] for r in rows)
+    knee = max(1, math.ceil(total / chain)) if chain > 0 else 1
+    counts, n = {gpus, knee}, 1
+    while n <= max(gpus, knee) * 2:
+        counts.add(n)
+        n *= 2
+    points = [{"gpus": g, "hours": wall_time(rows, g)["hours"]} for g in sorted(counts)]
+    return {"knee_gpus": knee, "knee_hours": round(chain, 1), "points": points}
+
+
+def longest_job(config: dict, throughput: dict) -> dict | None:
+    """The longest single training job, estimated (no early stopping): per trained experiment
+    and model, a trial's longest halving stage (one job: the stage's epochs after the rung
+    before) and a final seed's training (a job of its own when the space has several seeds),
+    at ``train.gpus_per_job`` GPUs. It decides the partition: a time limit at least this long
+    runs it in one go. None when nothing is estimated."""
+    from imagenot.train import budget, experiments, plan, search
+
+    gpus = max(1, plan.gpus_per_node(config) * plan.nodes(config))
+    best = None
+    for exp in plan.experiments(config):
+        if plan.is_published(exp) or plan.is_tl(exp["protocol"]):
+            continue  # TL: a features pass (short) and head fits on CPU cores
+        d, p = exp["dataset"], exp["protocol"]
+        sizes = dataset_images(config, d)
+        if sizes is None:
+            continue
+        space = experiments.space(config, d, p)
+        jobs = [("trial stage", max(budget.stage_epochs(space)))]
+        if len(space["seeds"]) > 1:
+            jobs.append(("final seed", search.training_epochs(space)))
+        for model in config["train"]["models"]:
+            if model not in throughput:
+                continue
+            for what, epochs in jobs:
+                h = budget.hours(epochs, sizes["train"], throughput[model], gpus, DDP_EFFICIENCY)
+                if best is None or h > best["hours"]:
+                    best = {
+                        "experiment": f"{d}/{p}",
+                        "model": model,
+                        "job": what,
+                        "epochs": epochs,
+                        "gpus": gpus,
+                        "hours": round(h, 1),
+                    }
+    return best
+
+
+def dataset_bytes(config: dict, dataset: str) -> tuple[int | None, str]:
+    """Bytes of ``dataset``'s materialised images (every split, at its stored size) and the
+    source of the figure; None when its size is unknown until read."""
+    from imagenot.acquire.sizes import stored_size
+
+    sizes = dataset_images(config, dataset)
+    if sizes is None:
+        return None, "unknown until the dataset is read"
+    side = stored_size(config, dataset)
+    total = sizes["train"] + sizes["val"] + sizes["test"]
+    return round(total * side * side * BYTES_PER_PIXEL), (
+        f"{total:,} images at {side} px; {sizes['source']}; {BYTES_PER_PIXEL_SOURCE}"
+    )
+
+
+def node_local_disk(config: dict) -> dict:
+    """Node-local disk ($TMPDIR) the training jobs need: with ``train.stage_to_local`` each
+    node keeps one copy of every dataset its jobs train on (named by the dataset's fingerprint),
+    so up to every trained dataset; without it, none (datasets are read in place)."""
+    from imagenot.train import plan
+
+    trained = list(
+        dict.fromkeys(e["dataset"] for e in plan.experiments(config) if not plan.is_published(e))
+    )
+    sizes = {d: dataset_bytes(config, d)[0] for d in trained}
+    known = [b for b in sizes.values() if b is not None]
+    return {
+        "stage_to_local": bool(config["train"]["stage_to_local"]),
+        "largest_dataset_bytes": max(known, default=None),
+        "all_trained_bytes": sum(known) if known else None,
+        "datasets": sizes,
     }
 
 
@@ -326,12 +391,13 @@ def storage(config: dict) -> list[dict]:
                 }
             )
         total = sizes["train"] + sizes["val"] + sizes["test"]
+        stored, source = dataset_bytes(config, name)  # at the dataset's own stored size
         rows.append(
             {
                 "stage": "acquire",
                 "item": f"{name} dataset ({total:,} images)",
-                "bytes": total * side * side * pixel,
-                "source": f"{sizes['source']}; {BYTES_PER_PIXEL_SOURCE}",
+                "bytes": stored,
+                "source": source,
             }
         )
     trained = [e for e in train_plan.experiments(config) if not train_plan.is_published(e)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -246,6 +247,16 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+@functools.cache
+def code_version(path: str) -> str:
+    """``<file name> sha256:<digest>`` of a file of code or shipped data that jobs read from the
+    package: a rule parameter instead of an input, so that Snakemake reruns the job when the
+    file's content changes (its params trigger) and records no path of the clone (an input's
+    absolute path changes when a finished run is moved to another folder, and every job that
+    lists it would run again; its mtime changes on every checkout)."""
+    return f"{Path(path).name} sha256:{sha256_file(path)[:16]}"
 
 
 def setup_logging(verbose: bool = False) -> None:

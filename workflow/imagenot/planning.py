@@ -163,19 +163,29 @@ def missing_inputs(output: str) -> list[str]:
     return [line.strip() for line in m.group(1).splitlines()] if m else []
 
 
-def placeholder_workdir(tmp: Path, config_path: Path) -> tuple[Path, list[Path]]:
-    """A working folder in ``tmp`` and the config files that plan ``config_path`` there against
-    placeholder inputs. Rules name some repository files by relative path (resolved in the
-    working folder), and config files name the data folder beside the repository as ../shared."""
-    config = yaml.safe_load(config_path.read_text()) or {}
+def config_paths(config: Path | str | list) -> list[Path]:
+    """One config file, or a base and its overlays (merged in order, as ``--configfile``)."""
+    return [Path(p) for p in config] if isinstance(config, list | tuple) else [Path(config)]
+
+
+def placeholder_workdir(tmp: Path, config: Path | list[Path]) -> tuple[Path, list[Path]]:
+    """A working folder in ``tmp`` and the config files that plan ``config`` (one file, or a
+    base and its overlays) there against placeholder inputs. Rules name some repository files
+    by relative path (resolved in the working folder), and config files name the data folder
+    beside the repository as ../shared."""
+    from imagenot.config import read_config_files
+
+    paths = config_paths(config)
     overlay = tmp / "placeholders.yaml"
-    overlay.write_text(yaml.safe_dump(placeholder_overlay(tmp / "inputs", config)))
+    overlay.write_text(
+        yaml.safe_dump(placeholder_overlay(tmp / "inputs", read_config_files(paths)))
+    )
     workdir = tmp / "work"
     workdir.mkdir()
     (workdir / "workflow").symlink_to(REPO / "workflow")
     if (REPO.parent / "shared").is_dir():
         (tmp / "shared").symlink_to(REPO.parent / "shared")
-    return workdir, [config_path.resolve(), overlay]
+    return workdir, [*(p.resolve() for p in paths), overlay]
 
 
 def dry_run(workdir: Path, configs: list[Path], *extra: str) -> subprocess.CompletedProcess:
@@ -240,10 +250,11 @@ def _resources(text: str) -> dict:
     return out
 
 
-def planned_jobs(config_path: Path) -> list[Job]:
-    """Every job of ``all`` for ``config_path``, planned by Snakemake against placeholder inputs
-    in a temporary folder (no data needed; nothing is written beside the config)."""
+def planned_jobs(config: Path | list[Path]) -> list[Job]:
+    """Every job of ``all`` for ``config`` (one file, or a base and its overlays), planned by
+    Snakemake against placeholder inputs in a temporary folder (no data needed; nothing is
+    written beside the config)."""
     with tempfile.TemporaryDirectory(prefix="imagenot_plan_") as tmp:
-        workdir, configs = placeholder_workdir(Path(tmp), Path(config_path))
+        workdir, configs = placeholder_workdir(Path(tmp), config)
         proc = dry_run(workdir, configs)
     return parse_jobs(proc.stdout + proc.stderr)

@@ -28,24 +28,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_validate_config)
 
 
-def _merge(base: dict, overlay: dict) -> dict:
-    """Snakemake's --configfile merge: nested mappings key by key, other values replaced."""
-    out = dict(base)
-    for key, value in overlay.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
 def _validate_config(args: argparse.Namespace) -> None:
-    from imagenot.config import ConfigError, read_config_file
+    from imagenot.config import ConfigError, read_config_files
     from imagenot.stages import check_workflow_config
 
-    config: dict = {}
-    for path in args.config:
-        config = _merge(config, read_config_file(path))
+    config = read_config_files(args.config)
     if args.directory:
         import os
         from pathlib import Path

@@ -26,6 +26,6 @@ PUBLISHED_ACCURACY = shipped_path()
 def published_version() -> str:
     """The shipped published accuracies' file name and digest: the accuracy table's parameter
     (a new table reruns it), with no path of the clone in it (a moved run plans nothing)."""
-    from imagenot.figures.plan import code_version
+    from imagenot.io import code_version
 
     return code_version(PUBLISHED_ACCURACY)

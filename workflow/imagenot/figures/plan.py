@@ -9,12 +9,12 @@ evaluation results, never the files on disk.
 from __future__ import annotations
 
 import re
-from functools import cache
 from pathlib import Path
 
 from imagenot.analyse import PUBLISHED_DATASET
 from imagenot.analyse.plan import ACCURACY, RANKINGS, VARIANTS
 from imagenot.figures.registry import WORKFLOW_FIGURES, WORKFLOW_TABLES
+from imagenot.io import code_version
 from imagenot.names import NAME_PATTERN
 from imagenot.paths import FIGURES, TABLES
 
@@ -235,18 +235,6 @@ def figure_code_version(config: dict, name: str) -> str:
     """:func:`code_version` of the plotting module of the figure file ``name``: the figure
     rule's parameter (editing one kind's module reruns that kind's figures alone)."""
     return code_version(figure_code(config, name))
-
-
-@cache
-def code_version(path: str) -> str:
-    """``<file name> sha256:<digest>`` of a file of code or shipped data that jobs read from the
-    package: a rule parameter instead of an input, so that Snakemake reruns the job when the
-    file's content changes (its params trigger) and records no path of the clone (an input's
-    absolute path changes when a finished run is moved to another folder, and every job that
-    lists it would run again; its mtime changes on every checkout)."""
-    from imagenot.io import sha256_file
-
-    return f"{Path(path).name} sha256:{sha256_file(path)[:16]}"
 
 
 def figure_subcategory(config: dict, name: str) -> str:

@@ -30,7 +30,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--settings", help="PreflightSettings JSON (the rule's)")
-    source.add_argument("--config", help="a workflow config file (by hand)")
+    source.add_argument(
+        "--config",
+        nargs="+",
+        metavar="FILE",
+        help="workflow config file(s), by hand: a base, then overlays (merged in order, later "
+        "files winning, as snakemake's --configfile)",
+    )
     p.add_argument("--models", help="comma-separated: only these of the config's models")
     p.add_argument("--spaces", help="comma-separated: only these train.spaces")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="replace train.device")
@@ -50,13 +56,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _settings(args):
-    from imagenot.config import load_config
+    from imagenot.config import load_configs
     from imagenot.train.settings import PreflightSettings
 
     if args.settings:
         settings = parse(PreflightSettings, args.settings)
     else:
-        settings = PreflightSettings.from_config(load_config(args.config), None)
+        settings = PreflightSettings.from_config(load_configs(args.config), None)
     runs = settings.runs
     for flag, key in (("models", "model"), ("spaces", "space")):
         wanted = getattr(args, flag)

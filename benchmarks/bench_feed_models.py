@@ -53,8 +53,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _batch_sizes(config: dict, models: list[str], space: str, given: int | None) -> dict:
     """``--batch-size``, else each model's batch in ``space`` (its override, else the space's),
-    cut as a one-GPU training job cuts it into micro-batches (the model's
-    ``train.max_batch_per_gpu_overrides`` entry, else ``train.max_batch_per_gpu``)."""
+    cut as a one-GPU training job cuts it into micro-batches under ``train.max_batch_per_gpu``
+    (null: the batch whole; on a GPU the jobs' own cut is what the preflight measured to fit,
+    ``imagenot preflight``)."""
     if given:
         return dict.fromkeys(models, given)
     if space not in config["train"]["spaces"]:
@@ -66,7 +67,7 @@ def _batch_sizes(config: dict, models: list[str], space: str, given: int | None)
     out = {}
     for m in models:
         b = sp.get("batch_size_overrides", {}).get(m, sp["batch_size"])
-        out[m] = experiments.per_gpu_batch(b, 1, experiments.max_batch_per_gpu(config, m))
+        out[m] = experiments.per_gpu_batch(b, 1, config["train"]["max_batch_per_gpu"])
     return out
 
 

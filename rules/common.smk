@@ -96,11 +96,12 @@ def gpu_job_option():
     return "--gpu-job" if config["resources"]["gpus"] > 0 else ""
 
 
-def preflight_gate():
+def preflight_gate(per_model=False):
     """A GPU rule's input that holds it until the preflight of this site, env and config has
-    passed (rules/preflight.smk); `ancient`, so a preflight rerun never outdates finished jobs.
-    Nothing at resources.gpus 0 or with resources.require_preflight false."""
-    return [ancient(f) for f in preflight_plan.gate_inputs(config, SITE)]
+    passed (rules/preflight.smk): the site's CUDA gate, and with `per_model` its `{model}`'s own
+    (imagenot.train.preflight_plan.MODEL_RULES); `ancient`, so a preflight rerun never outdates
+    finished jobs. Nothing at resources.gpus 0 or with resources.require_preflight false."""
+    return [ancient(f) for f in preflight_plan.gate_inputs(config, SITE, per_model)]
 
 
 def train_slot_resources():
@@ -226,11 +227,6 @@ config["resources"]["max_runtime_min"] = slurm_profile.max_runtime_min(config, S
 config["resources"]["cuda"] = conda_envs.cuda_major(config, SITE)
 os.environ[slurm_profile.ENV_MAX_RUNTIME] = str(config["resources"]["max_runtime_min"])
 os.environ[slurm_profile.ENV_GROWTH] = str(config["resources"]["attempt_growth"])
-# the preflight's memory is per GPU: a job (SLURM's --mem: per node) asks it for each GPU of a
-# node (the training rules' own memory: imagenot.train.resources.process_mem_mb)
-os.environ[slurm_profile.ENV_TRAIN_GPUS_PER_NODE] = str(
-    max(1, train_plan.gpus_per_node(config))
-)
 # Every job's `imagenot` command ends its log with its own peak memory and CPU time, measured by
 # the kernel (imagenot.job_usage; Snakemake's benchmark files only sample them). Set here, in
 # the process that runs the job's shell line (the main Snakemake locally, the job's own on a

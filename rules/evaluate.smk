@@ -8,7 +8,7 @@ rule evaluate_robustness:
         model=train_paths.FINAL_MODEL,
         result=train_paths.FINAL_RESULT,
         manifest=paths.MANIFEST,
-        preflight=preflight_gate(),
+        preflight=preflight_gate(per_model=True),
     output:
         robustness=evaluate_paths.ROBUSTNESS,
         per_image=evaluate_paths.PER_IMAGE,

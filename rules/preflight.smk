@@ -1,13 +1,29 @@
-# The preflight (imagenot.train.preflight_plan, docs/gpu.md "First hour on a GPU"): one job on
-# one GPU, in the training jobs' env (conda or the site's container) with a training process's
-# cores and memory, that checks CUDA, each model's memory at its per-GPU batch, the feed at the
-# stored size, /dev/shm and bf16 against float32. `snakemake --profile slurm preflight` runs it
-# alone; with resources.gpus > 0 and resources.require_preflight every GPU rule takes its JSON
-# as an `ancient` input (preflight_gate, rules/common.smk), so a failed preflight submits no GPU
-# job, and a rerun of it (new config or env) never outdates finished jobs.
+# The preflight (imagenot.train.preflight_plan, docs/gpu.md "First hour on a GPU"): short jobs on
+# one GPU each, in the training jobs' env (conda or the site's container). preflight_site checks
+# CUDA (every GPU job needs it); preflight_model, once it has passed, checks one model: the
+# loader rings against /dev/shm, its memory per space (the peak at the space's batch and the
+# largest batch that fits this card, which its training jobs then take), the feed at the stored
+# size and bf16 against float32. With resources.gpus > 0 and resources.require_preflight every
+# GPU rule takes the site's JSON as an `ancient` input and the training and evaluation rules
+# their model's as well (preflight_gate, rules/common.smk): a failed check holds the jobs it
+# concerns, and a rerun (new config or env) never outdates finished jobs.
+# `snakemake --profile slurm preflight` runs all of them alone.
+
+
+localrules:
+    preflight,
 
 
 rule preflight:
+    input:
+        preflight_plan.report_file(SITE, "json"),
+        [
+            preflight_plan.model_report_file(SITE, model, "json")
+            for model in config["train"]["models"]
+        ],
+
+
+rule preflight_site:
     output:
         json=preflight_plan.report_file(SITE, "json"),
         md=preflight_plan.report_file(SITE, "md"),
@@ -17,13 +33,39 @@ rule preflight:
         f"{BENCH}/preflight/{preflight_plan.site_name(SITE)}.tsv"
     conda:
         gpu_env("train")
-    # a training job's request on one node (its memory: profiles/default); the checks use one
-    # of its GPUs, and count the node's training processes against /dev/shm
-    threads: train_resources.threads(config)
+    threads: gpu_threads(1)
     resources:
-        **gpu_request(train_plan.gpus_per_node(config)),
+        **gpu_request(),
     params:
-        settings=to_arg(train_settings.PreflightSettings.from_config(config, SITE)),
+        settings=to_arg(train_settings.PreflightSettings.for_site(config, SITE)),
+    shell:
+        "imagenot preflight --settings {params.settings} --threads {threads}"
+        " --json {output.json} --md {output.md} > {log} 2>&1"
+
+
+rule preflight_model:
+    input:
+        site=ancient(preflight_plan.report_file(SITE, "json")),
+    output:
+        json=preflight_plan.model_report_file(SITE, "{model}", "json"),
+        md=preflight_plan.model_report_file(SITE, "{model}", "md"),
+    log:
+        f"{LOGS}/preflight/{preflight_plan.site_name(SITE)}/{{model}}.log",
+    benchmark:
+        f"{BENCH}/preflight/{preflight_plan.site_name(SITE)}/{{model}}.tsv"
+    conda:
+        gpu_env("train")
+    # one training process's request: a GPU, the cores that feed it, its memory and rings
+    threads: gpu_threads(1)
+    resources:
+        **gpu_request(),
+        mem_mb=lambda wc, attempt: train_resources.process_mem_mb(
+            config, None, attempt, train_rings.largest_ring_mb(config), 1
+        ),
+    params:
+        settings=lambda wc: to_arg(
+            train_settings.PreflightSettings.for_model(config, SITE, wc.model)
+        ),
     shell:
         "imagenot preflight --settings {params.settings} --threads {threads}"
         " --json {output.json} --md {output.md} > {log} 2>&1"

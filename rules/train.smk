@@ -57,7 +57,7 @@ rule train_trial:
         previous=lambda wc: train_plan.previous_decision(
             config, wc.dataset, wc.protocol, wc.model, wc.stage
         ),
-        preflight=preflight_gate(),
+        preflight=preflight_gate(per_model=True),
     output:
         train_paths.SLOT,
     log:
@@ -87,10 +87,13 @@ rule train_trial:
         ),
         data=paths.DATASET,
         launch=train_launch.launcher(config),
+        # the model's preflight report: the largest batch per GPU measured to fit this site's
+        # card (imagenot.train.preflight_plan.batch_option; nothing ungated)
+        preflight=lambda wc, input: preflight_plan.batch_option(input.preflight),
     shell:
         "{params.launch} imagenot train-trial --settings {params.settings} --dataset-dir {params.data}"
         " --trials {input.trials} --stage {wildcards.stage} --slot {wildcards.slot}"
-        " {params.promoted} --threads {threads} --runtime-min {resources.runtime}"
+        " {params.promoted} {params.preflight} --threads {threads} --runtime-min {resources.runtime}"
         " --out {output} > {log} 2>&1"
 
 
@@ -104,7 +107,7 @@ rule train_features:
     input:
         data=lambda wc: train_plan.dataset_inputs(wc.dataset),
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
-        preflight=preflight_gate(),
+        preflight=preflight_gate(per_model=True),
     output:
         train_plan.feature_files("{dataset}", "{protocol}", "{model}"),
     log:
@@ -182,6 +185,7 @@ use rule train_trial as train_head_trial with:
         ),
         data=paths.DATASET,
         launch="",  # one process on the CPU: no launcher, whatever train.gpus_per_job says
+        preflight="",  # a head fit on the CPU: no GPU batch to measure
 
 
 # TL slots match train_trial too: the head-fitting rule takes them.
@@ -235,7 +239,7 @@ rule train_final:
         selection=train_paths.SELECTION,
         data=lambda wc: train_plan.dataset_inputs(wc.dataset),
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
-        preflight=preflight_gate(),
+        preflight=preflight_gate(per_model=True),
     output:
         model=train_paths.FINAL_MODEL,
         result=train_paths.FINAL_RESULT,
@@ -267,11 +271,12 @@ rule train_final:
         data=paths.DATASET,
         out_dir=train_paths.FINAL_DIR,
         launch=train_launch.launcher(config),
+        preflight=lambda wc, input: preflight_plan.batch_option(input.preflight),
     shell:
         "{params.launch} imagenot train-final --settings {params.settings} --dataset-dir {params.data}"
         " --trials {input.trials} --selection {input.selection}"
         " --run {wildcards.dataset}/{wildcards.protocol}/{wildcards.model}/{wildcards.seed}"
-        " --threads {threads} --runtime-min {resources.runtime}"
+        " {params.preflight} --threads {threads} --runtime-min {resources.runtime}"
         " --out-dir {params.out_dir} > {log} 2>&1"
 
 
@@ -302,6 +307,7 @@ use rule train_final as train_head_final with:
         data=paths.DATASET,
         out_dir=train_paths.FINAL_DIR,
         launch="",  # one process on the CPU: no launcher, whatever train.gpus_per_job says
+        preflight="",  # a head fit on the CPU: no GPU batch to measure
 
 
 # TL runs match train_final too: the head-fitting rule takes them.

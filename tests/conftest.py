@@ -21,7 +21,8 @@ GPU_RULES = frozenset(
         "evaluate_robustness",
         "curate_embed",
         "diagnostics_embed_images",
-        "preflight",  # one job, before the others (rules/preflight.smk)
+        "preflight_site",  # CUDA on the site, before every other GPU job (rules/preflight.smk)
+        "preflight_model",  # a model's checks, before its own jobs
     }
 )
 

@@ -27,6 +27,7 @@ TORCH_MODULES = {
     "imagenot.train.jobs",
     "imagenot.train.loop",
     "imagenot.train.preflight",  # one forward+backward per model on the device
+    "imagenot.train.preflight_precision",  # bf16 against float32 on the device
     "imagenot.train.schedules",
 }
 HEAVY = ("torch", "torchvision", "timm")

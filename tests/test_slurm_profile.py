@@ -179,14 +179,12 @@ def _evaluate(
     attempt: int,
     max_runtime: int,
     growth: float = 1.5,
-    gpus_per_node: int = 1,
 ):
     from snakemake.resources import Resource
 
     env = {
         slurm_profile.ENV_MAX_RUNTIME: str(max_runtime),
         slurm_profile.ENV_GROWTH: str(growth),
-        slurm_profile.ENV_TRAIN_GPUS_PER_NODE: str(gpus_per_node),
     }
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
@@ -215,11 +213,6 @@ def test_resources_grow_with_attempt_up_to_the_maximum():
     train = _workflow_profile()["set-resources"]["train_final"]
     assert (
         _evaluate(train["runtime"], 1, 1440) == 1440 and _evaluate(train["runtime"], 1, 600) == 600
-    )
-    # the preflight's memory is per GPU of a node (SLURM's --mem is per node)
-    preflight = _workflow_profile()["set-resources"]["preflight"]
-    assert _evaluate(preflight["mem_mb"], 1, 60, gpus_per_node=4) == 4 * _evaluate(
-        preflight["mem_mb"], 1, 60
     )
     # No rule asks SLURM for a warning signal: USR1 without B: kills a job step's Snakemake and
     # misses array tasks, with B: it kills the plugin's batch shell; training stops by its own

@@ -32,8 +32,6 @@ PARTITIONS_FILE = "partitions.yaml"
 # $VARS in those expressions when it evaluates them, after the Snakefile has run).
 ENV_MAX_RUNTIME = "IMAGENOT_MAX_RUNTIME_MIN"
 ENV_GROWTH = "IMAGENOT_ATTEMPT_GROWTH"
-# ... and the GPUs per node of a training job, by which its per-GPU memory is multiplied
-ENV_TRAIN_GPUS_PER_NODE = "IMAGENOT_TRAIN_GPUS_PER_NODE"
 
 
 def site_schema() -> dict:

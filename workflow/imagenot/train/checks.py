@@ -82,12 +82,6 @@ def check(config: dict) -> None:
                     f"config key train.spaces.{name}.batch_size_overrides: {model!r} is not in "
                     f"the registry; allowed values: {sorted(MODELS)}"
                 )
-    for model in train["max_batch_per_gpu_overrides"]:
-        if model not in MODELS:
-            raise ConfigError(
-                f"config key train.max_batch_per_gpu_overrides: {model!r} is not in the "
-                f"registry; allowed values: {sorted(MODELS)}"
-            )
     known = {f"{e['dataset']}/{e['protocol']}" for e in train["experiments"]}
     for i, amendment in enumerate(train["amendments"]):
         if amendment["experiment"] not in known or amendment["model"] not in train["models"]:

@@ -56,6 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--stage", required=True, type=int, help="0, 1, ...: rungs, then the end")
     p.add_argument("--slot", required=True, type=int, help="stage 0: the trial id")
     p.add_argument("--promoted", type=Path, default=None, help="previous rung's decision")
+    _preflight_arg(p)
     p.add_argument("--out", required=True, type=Path, help="the slot's result JSON")
 
     p = subcommand(subparsers, "train-features", _features)
@@ -84,7 +85,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--trials", required=True, type=Path)
     p.add_argument("--selection", required=True, type=Path)
     p.add_argument("--run", required=True, help="dataset/protocol/model/seed")
+    _preflight_arg(p)
     p.add_argument("--out-dir", required=True, type=Path)
+
+
+def _preflight_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--preflight",
+        type=Path,
+        default=None,
+        help="the model's preflight report on this site (the rule's gate): its largest batch "
+        "per GPU measured to fit the card caps the job's micro-batches",
+    )
+
+
+def _measured(s, a: argparse.Namespace):
+    """``s`` (trial or final settings) with the per-GPU batch ``--preflight`` measured."""
+    if a.preflight is None:
+        return s
+    import dataclasses
+
+    from imagenot.train.preflight_plan import measured_job
+
+    return dataclasses.replace(s, job=measured_job(s.job, a.preflight))
 
 
 def _settings_arg(p: argparse.ArgumentParser, cls: str) -> None:
@@ -189,6 +212,7 @@ def _trial(a: argparse.Namespace) -> None:
     if _trials().slot_trial(a.slot, a.promoted) is None:
         _trials().write_empty_slot(a.stage, a.slot, a.out)  # nothing promoted: no torch import
         return
+    s = _measured(s, a)
     deadline = _deadline(s, a)
     _preemptible(
         lambda: _lazy().run_slot(
@@ -209,7 +233,7 @@ def _features(a: argparse.Namespace) -> None:
 
 def _final(a: argparse.Namespace) -> None:
     """Retrain the selected trial with one seed."""
-    s = _parse("FinalSettings", a.settings, "train-final")
+    s = _measured(_parse("FinalSettings", a.settings, "train-final"), a)
     dataset, protocol, model, seed = a.run.split("/")
     run = {"dataset": dataset, "protocol": protocol, "model": model}
     deadline = _deadline(s, a)

@@ -163,15 +163,6 @@ def num_workers(config: dict) -> int:
     return config["resources"]["cpus_per_gpu"] - 1 if gpus(config) else 0
 
 
-def max_batch_per_gpu(config: dict, model: str) -> int | None:
-    """The largest micro-batch one GPU takes for ``model``: its entry of
-    train.max_batch_per_gpu_overrides, else train.max_batch_per_gpu (null: no cap). Per model
-    because the paper's batch 256 fits one GPU for AlexNet but not for ConvNeXt-L, and a global
-    cap would also cut the small models' batches (and their BatchNorm statistics)."""
-    train = config["train"]
-    return train["max_batch_per_gpu_overrides"].get(model, train["max_batch_per_gpu"])
-
-
 def accumulation(global_size: int, world: int, max_batch: int | None) -> int:
     """Micro-batches per rank for a global batch: enough that the largest part fits in
     ``max_batch``. The same on every rank, so the ranks run the same forward passes (SyncBatchNorm

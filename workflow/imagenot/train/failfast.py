@@ -64,8 +64,10 @@ class Diverged(RuntimeError):
 def startup_out_of_memory(model: str, per_gpu: int, image_size: int) -> StartupOutOfMemory:
     return StartupOutOfMemory(
         f"CUDA out of memory at the first training step of {model} (per-GPU batch {per_gpu}, "
-        f"image size {image_size}): set train.max_batch_per_gpu below {per_gpu} (gradient "
-        "accumulation keeps the batch size), or use GPUs with more memory"
+        f"image size {image_size}): this GPU holds less than the preflight measured on its site "
+        f"(another process on it, or another card): rerun the preflight on this kind of node, "
+        f"or set train.max_batch_per_gpu below {per_gpu} (gradient accumulation keeps the batch "
+        "size)"
     )
 
 

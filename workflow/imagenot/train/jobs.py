@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from imagenot.train.settings import FinalSettings, JobSettings, TrialSettings
 
 log = logging.getLogger(__name__)
+# a result's record of how its training cut the batch (:func:`micro_batching`); a final run
+# that reuses its trial's weights copies the trial's
+MICRO_BATCHING = ("micro_batches", "micro_batch_size")
 
 
 # -------------------------------------------------------------------------------------- data
@@ -216,6 +219,14 @@ def _fit(
         source, encoded = _data_source(settings, dataset_dir, fingerprint, deadline)
         train = load_split(source, "train", settings.in_memory, encoded)
         val = load_split(source, "val", settings.in_memory, encoded)
+    batching = micro_batching(settings)
+    if ranks.main:
+        log.info(
+            "%s: %d images per step, at most %d per GPU at once: %d micro-batch(es) per GPU "
+            "(largest per GPU: %s)",
+            settings.model, settings.batch_size, batching["micro_batch_size"],
+            batching["micro_batches"], settings.max_batch_per_gpu or "no cap",
+        )  # fmt: skip
     backend = "nccl" if job.device == "cuda" else "gloo"
     with joined(backend, planned=settings.world) as d:
         model, state = fit(
@@ -249,8 +260,23 @@ def _fit(
         "dataset_fingerprint": fingerprint,
         "normalisation": settings.normalisation,
         "identity": job.identity(),
+        **batching,
     }
     return job, model, summary
+
+
+def micro_batching(settings: JobSettings) -> dict:
+    """How a job cuts each global batch on one GPU (``experiments.accumulation``, as the loop
+    cuts it): its ``micro_batches`` and the ``micro_batch_size`` of the largest, under
+    ``max_batch_per_gpu`` (``train.max_batch_per_gpu``, lowered to what the site's preflight
+    measured to fit: ``preflight_plan.measured_job``). In the job's log and result."""
+    from imagenot.train.experiments import accumulation, per_gpu_batch
+
+    cap, world = settings.max_batch_per_gpu, settings.world
+    return {
+        "micro_batches": accumulation(settings.batch_size, world, cap),
+        "micro_batch_size": per_gpu_batch(settings.batch_size, world, cap),
+    }
 
 
 def run_slot(
@@ -371,6 +397,7 @@ def run_final(
         summary = {k: chosen["result"][k] for k in keys}
         summary.update(
             {k: chosen["result"][k] for k in ("epochs", "stopped_by", "hyperparameters")},
+            **{k: chosen["result"][k] for k in MICRO_BATCHING if k in chosen["result"]},
             seed=train_seed,
             dataset_fingerprint=chosen["result"]["dataset_fingerprint"],
             normalisation=settings.normalisation,

@@ -1,40 +1,43 @@
-"""The preflight: one short job, in the training jobs' env and with their resources, that checks
-what every GPU job of the config depends on before any is submitted (why: the module docstring
-of ``imagenot.train.preflight_plan``; how to run it: docs/gpu.md, "First hour on a GPU").
+"""The preflight: short jobs, in the training jobs' env and with their resources, that check
+what the GPU jobs of the config depend on before any is submitted (why, and which jobs wait for
+which check: the module docstring of ``imagenot.train.preflight_plan``; how to run it:
+docs/gpu.md, "First hour on a GPU").
 
-Checks, each ``pass``, ``warn`` (runs, but wastes GPU time), ``fail`` (the jobs would fail),
-``skip`` (with its reason: a GPU-only check on a CPU run) or ``info`` (measured, not judged):
+Checks, each ``pass``, ``warn`` (runs, but wastes GPU time or departs from the protocol),
+``fail`` (the jobs would fail), ``skip`` (with its reason: a GPU-only check on a CPU run) or
+``info`` (measured, not judged):
 
 * ``cuda``: the device the jobs will use, by the jobs' own rule (``imagenot.device``), and a
   matrix product and a cuDNN convolution on it (the env's CUDA against the node's driver);
-* ``memory``: per model and per-GPU batch of the config, two training steps (forward, backward,
-  SGD step: momentum buffers allocated) in bf16 autocast on channels-last inputs, as the loop
-  trains, or the TL backbone's forward pass at the eval batch; the allocator's peak against the
-  device's memory. A model that does not fit gets the config key and the largest batch measured
-  to fit;
+* ``memory``: per model and space, two training steps (forward, backward, SGD step: momentum
+  buffers allocated) in bf16 autocast on channels-last inputs, as the loop trains, at the
+  space's batch per GPU, or the TL backbone's forward pass at the eval batch; the allocator's
+  peak against the device's memory, and where the batch does not fit the largest batch that
+  does (``largest_fit``): the site's training jobs take it as their micro-batch;
 * ``feed``: the real feed against device-resident data at the dataset's stored size
   (``imagenot.train.feed_bench``, shared with ``benchmarks/bench_feed_models.py``);
 * ``host``: ``/dev/shm`` and the job's memory limit (its cgroup) against the loader rings'
   need (``rings.ring_bytes``; every training job asks for them on top of ``mem_mb``);
-* ``precision``: bf16 against float32 from the same weights on the same batches: the losses of a
+* ``precision``: bf16 against float32 from the same weights on the same batches, dropout and
+  stochastic depth off (``imagenot.train.preflight_precision``): the losses and gradients of a
   few training steps, and evaluation logits and top-1 predictions on a batch.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import gc
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from imagenot.device import DeviceError, cuda_available, resolve_device
-from imagenot.train import feed_bench, rings
+from imagenot.train import feed_bench, preflight_precision, rings
+from imagenot.train.experiments import accumulation
 from imagenot.train.feed import preprocess
 from imagenot.train.registry import build_model
 from imagenot.train.schedules import build_optimizer
@@ -44,13 +47,8 @@ NUM_CLASSES = 1000  # the widest head of the paper (ImageNot, ImageNet)
 FIT_FRACTION = 0.9  # of the device's memory: room for fragmentation and other processes
 SEARCH_STEPS = 4  # bisections between the largest batch that fits and the smallest that does not
 FEED_RATIO = 0.9  # docs/gpu.md "Is the feed fast enough?"
-PRECISION_STEPS = 3
-PRECISION_BATCH = 8
-LOSS_RTOL = 0.05  # bf16 keeps ~3 significant digits; a broken kernel is off by far more
-LOGITS_RTOL = 0.05
-# a broken kernel gives ~0 or NaN; bf16 rounding of random-init gradients on a batch of 4-8
-# gave 0.90-1.00 (tiny models, the CPU's bf16): noise, not a fault
-GRAD_COSINE = 0.8
+PRECISION_STEPS = preflight_precision.STEPS
+PRECISION_BATCH = preflight_precision.BATCH
 GIB = 1 << 30
 
 
@@ -175,32 +173,69 @@ def _steps(run: dict, batch: int, image_size: int, device: torch.device) -> int:
     return torch.cuda.max_memory_reserved(device)
 
 
-def check_memory(runs: list[dict], image_size: int, device: torch.device) -> Check:
-    """``runs`` of one model, mode and per-GPU batch (their spaces share the result)."""
+def _micro_batches(run: dict, largest: int) -> int | None:
+    """Micro-batches per GPU of ``run``'s global batch at ``largest`` images each, as the loop
+    cuts it (``experiments.accumulation``); None for a TL feature pass or when nothing fits."""
+    if run["mode"] == "features" or not largest:
+        return None
+    return accumulation(run["batch_size"], run["world"], largest)
+
+
+@dataclass(frozen=True)
+class Card:
+    """What the memory check measures on: the device's memory (bytes) and ``peak(run, batch)``,
+    the allocator's peak (bytes; None: out of memory) of ``run``'s steps at ``batch``
+    (:func:`step_peak` on CUDA; a stand-in in the tests, which have no GPU)."""
+
+    total: int
+    peak: Callable[[dict, int], int | None]
+
+
+def card(device: torch.device, image_size: int) -> Card | None:
+    """The card the jobs will train on (None on the CPU: no device memory to measure)."""
+    if device.type != "cuda":
+        return None
+    total = torch.cuda.get_device_properties(device).total_memory
+    return Card(total, lambda run, batch: step_peak(run, batch, image_size, device))
+
+
+def check_memory(
+    runs: list[dict], image_size: int, device: torch.device, measured: Card | None
+) -> Check:
+    """``runs`` of one model, mode and per-GPU batch (their spaces share the result), measured
+    on ``measured`` (:func:`card`; None: the steps run on the CPU, nothing measured)."""
     run = runs[0]
     what = ", ".join(r["space"] for r in runs) + (
         "; TL features" if run["mode"] == "features" else ""
     )
     name = f"memory {run['model']} ({what})"
-    if device.type != "cuda":
+    spaces = {"model": run["model"], "mode": run["mode"], "spaces": [r["space"] for r in runs]}
+    if measured is None:
         step_peak(run, run["per_gpu"], image_size, device)
         detail = f"{run['per_gpu']} per GPU ran on the CPU; device memory not measured"
-        return Check(name, "info", detail, {"per_gpu": run["per_gpu"]})
-    total = torch.cuda.get_device_properties(device).total_memory
-    return memory_verdict(name, run, total, lambda b: step_peak(run, b, image_size, device))
+        return Check(name, "info", detail, {"per_gpu": run["per_gpu"], **spaces})
+    check = memory_verdict(name, run, measured.total, lambda b: measured.peak(run, b))
+    check.values.update(spaces)
+    return check
 
 
 def memory_verdict(name: str, run: dict, total: int, peak_of) -> Check:
-    """Whether ``run``'s per-GPU batch fits in :data:`FIT_FRACTION` of ``total`` bytes, by
-    ``peak_of(batch)`` (peak bytes, None: out of memory); if not, the largest batch measured to
-    fit (halving, then bisecting up) and the config key that sets it."""
+    """The peak at ``run``'s per-GPU batch (its share of the space's batch) by ``peak_of(batch)``
+    (peak bytes, None: out of memory), and the largest batch measured to fit in
+    :data:`FIT_FRACTION` of ``total`` bytes: the share itself when it fits, else the search's
+    (halving, then bisecting up). ``largest_fit`` is what the training jobs of this site take
+    as their largest micro-batch (``preflight_plan.measured_batch``): a whole batch where it
+    fits, micro-batches with gradient accumulation (a warning: BatchNorm then normalises over
+    the micro-batch) where it does not. Fails when not one image fits, and for a TL feature
+    pass whose evaluation batch does not fit (it is not cut)."""
     batch = run["per_gpu"]
     limit = FIT_FRACTION * total
     peak = peak_of(batch)
     values = {"per_gpu": batch, "peak_gib": None if peak is None else round(peak / GIB, 2)}
-    values["device_gib"] = round(total / GIB, 2)
+    values |= {"device_gib": round(total / GIB, 2), "budget_gib": round(limit / GIB, 2)}
     if peak is not None and peak <= limit:
-        detail = f"{batch} per GPU: {peak / GIB:.1f} of {total / GIB:.1f} GiB"
+        values |= {"largest_fit": batch, "micro_batches": _micro_batches(run, batch)}
+        detail = f"{batch} per GPU: {peak / GIB:.1f} of {total / GIB:.1f} GiB, the batch whole"
         return Check(name, "pass", detail, values)
     fit, fit_peak, over = 0, None, batch
     b = batch // 2
@@ -219,19 +254,21 @@ def memory_verdict(name: str, run: dict, total: int, peak_of) -> Check:
             fit, fit_peak = mid, p
         else:
             over = mid
-    values["fits"] = fit or None
+    values |= {"largest_fit": fit or None, "micro_batches": _micro_batches(run, fit)}
     used = "out of device memory" if peak is None else f"{peak / GIB:.1f} GiB"
     head = f"{run['model']} at {batch} images per GPU: {used} of {total / GIB:.1f} GiB"
     if not fit:
         return Check(name, "fail", f"{head}; not even one image fits", values)
     if run["mode"] == "features":
-        key = f"train.eval_batch_size: {fit}"
-    else:
-        key = (
-            f"train.max_batch_per_gpu_overrides.{run['model']}: {fit} (or "
-            f"train.max_batch_per_gpu: {fit} for every model)"
-        )
-    return Check(name, "fail", f"{head}; set {key}: measured {fit_peak / GIB:.1f} GiB", values)
+        key = f"set train.eval_batch_size: {fit}"
+        return Check(name, "fail", f"{head}; {key}: measured {fit_peak / GIB:.1f} GiB", values)
+    k = values["micro_batches"]
+    detail = (
+        f"{head}; {fit} fit ({fit_peak / GIB:.1f} GiB): this site's jobs train the batch as {k} "
+        f"micro-batches with gradient accumulation (the same optimizer step; BatchNorm "
+        f"normalises over at most {fit} images); a card with more memory keeps it whole"
+    )
+    return Check(name, "warn", detail, values)
 
 
 # ---- feed ----------------------------------------------------------------------------------
@@ -333,70 +370,28 @@ def check_host(settings: PreflightSettings, workers: int) -> Check:
 
 
 # ---- precision -----------------------------------------------------------------------------
-def _loss_and_grad(model, x, labels, device: torch.device, bf16: bool):
-    model.zero_grad(set_to_none=True)
-    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-        loss = F.cross_entropy(model(x).float(), labels)
-    loss.backward()
-    grad = torch.cat([p.grad.flatten().float() for p in model.parameters() if p.grad is not None])
-    return loss.item(), grad
-
-
 def compare_precision(
-    model_name: str,
+    model: str | Callable[[], torch.nn.Module],
     image_size: int,
     normalisation: dict,
     device: torch.device,
     batch: int = PRECISION_BATCH,
 ) -> dict:
-    """bf16 autocast against float32 on the same weights and batches (autocast on ``device``'s
-    type: CUDA in a preflight, the CPU's bf16 in the tests). Over :data:`PRECISION_STEPS` SGD
-    steps (taken with the float32 gradients, so both see the same weights): each step's loss
-    and the cosine of the two gradients (the backward pass too); then evaluation logits and
-    top-1 predictions of the trained weights on a new batch."""
-    torch.manual_seed(0)
+    """bf16 autocast against float32 (``imagenot.train.preflight_precision``: random layers
+    off, the passes seeded apart) for a registered ``model`` (or a builder of one), on
+    :data:`PRECISION_STEPS` training batches and one evaluation batch of ``batch`` images;
+    autocast on ``device``'s type (CUDA in a preflight, the CPU's bf16 in the tests)."""
+    build = model if callable(model) else (lambda: build_model(model, NUM_CLASSES))
     layout = torch.channels_last if device.type == "cuda" else torch.contiguous_format
-    model = build_model(model_name, NUM_CLASSES).to(device, memory_format=layout)
-    optimizer = build_optimizer(
-        list(model.parameters()), {**feed_bench.HYPERPARAMETERS, "lr": 0.01}
-    )
     batches = [
         (preprocess(_images(batch, image_size, device, seed=s), image_size, normalisation, layout),
          _labels(batch, device, seed=s))
         for s in range(PRECISION_STEPS + 1)
     ]  # fmt: skip
-    losses, cosines = {False: [], True: []}, []
-    model.train()
-    for step, (x, labels) in enumerate(batches[:PRECISION_STEPS]):
-        # both passes: the same BatchNorm statistics and the same dropout draws
-        state = copy.deepcopy(model.state_dict())
-        torch.manual_seed(step)
-        low, g_low = _loss_and_grad(model, x, labels, device, True)
-        model.load_state_dict(state)
-        torch.manual_seed(step)
-        high, g_high = _loss_and_grad(model, x, labels, device, False)
-        losses[True].append(low)
-        losses[False].append(high)
-        cosines.append(F.cosine_similarity(g_low, g_high, dim=0).item())
-        optimizer.step()  # with the float32 gradients, the last computed
-    model.eval()
-    logits = {}
-    for bf16 in (False, True):
-        with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            logits[bf16] = model(batches[-1][0]).float()
-    del model, optimizer
-    rel = [abs(b - f) / max(abs(f), 1e-6) for f, b in zip(losses[False], losses[True], strict=True)]
-    diff = (logits[True] - logits[False]).norm() / logits[False].norm().clamp_min(1e-6)
-    agree = (logits[True].argmax(1) == logits[False].argmax(1)).float().mean()
-    _release()
-    return {
-        "loss_fp32": [round(v, 5) for v in losses[False]],
-        "loss_bf16": [round(v, 5) for v in losses[True]],
-        "loss_rel_diff": round(max(rel), 5),
-        "grad_cosine": round(min(cosines, key=lambda c: -1 if c != c else c), 5),  # NaN first
-        "logits_rel_diff": round(diff.item(), 5),
-        "top1_agreement": round(agree.item(), 4),
-    }
+    try:
+        return preflight_precision.compare(build, batches, device)
+    finally:
+        _release()
 
 
 def check_precision(
@@ -406,23 +401,20 @@ def check_precision(
     if device.type != "cuda":
         return Check(name, "skip", "bf16 autocast runs on CUDA only; CPU jobs train in float32")
     values = compare_precision(model_name, image_size, normalisation, device)
-    detail = (
-        f"loss bf16 vs fp32 within {values['loss_rel_diff']:.2%} over {PRECISION_STEPS} steps, "
-        f"gradient cosine >= {values['grad_cosine']:.3f}; "
-        f"eval logits within {values['logits_rel_diff']:.2%}, top-1 agreement "
-        f"{values['top1_agreement']:.0%} (random weights: near ties move)"
-    )
-    ok = values["loss_rel_diff"] <= LOSS_RTOL and values["logits_rel_diff"] <= LOGITS_RTOL
-    ok = ok and values["grad_cosine"] >= GRAD_COSINE
-    return Check(name, "pass" if ok else "fail", detail, values)
+    return Check(name, *preflight_precision.verdict(values), values)
 
 
 # ---- the run -------------------------------------------------------------------------------
 def run_checks(settings: PreflightSettings, options: Options) -> dict:
-    """Every check of ``settings`` (module docstring); the report as a dict."""
+    """Every check of ``settings`` (module docstring); the report as a dict. A site's gate
+    (``settings.checked_models`` empty: ``preflight_plan``) checks CUDA alone; a model's gate, or
+    a run by hand, the host and each model's memory, feed and precision as well."""
     checks: list[Check] = []
     cuda, device = check_cuda(settings)
     checks.append(cuda)
+    models = settings.checked_models
+    if not models:
+        return _report(settings, checks)
     workers = settings.num_workers if options.workers is None else options.workers
     held = settings.in_memory and options.workers is None  # in-memory splits: no loader
     if held:
@@ -436,9 +428,10 @@ def run_checks(settings: PreflightSettings, options: Options) -> dict:
         groups.setdefault(
             (run["model"], run["mode"], run["per_gpu"], run["stored_size"]), []
         ).append(run)
+    measured = card(device, settings.image_size)
     for runs in groups.values():
-        checks.append(check_memory(runs, settings.image_size, device))
-    models = list(dict.fromkeys(r["model"] for r in settings.runs))
+        checks.append(check_memory(runs, settings.image_size, device, measured))
+    fits = measured_fits(checks)
     feeds = {}
     for run in settings.runs:  # per model: its largest stored size, then largest batch
         if run["mode"] == "train":
@@ -454,6 +447,8 @@ def run_checks(settings: PreflightSettings, options: Options) -> dict:
             run = feeds.get(model)
             if run is None:
                 continue
+            if model in fits:  # fed at the micro-batch the jobs will train at
+                run = {**run, "per_gpu": min(run["per_gpu"], fits[model])}
             if held:
                 reason = "train.in_memory: splits are held in memory, no loader"
                 checks.append(Check(f"feed {model}", "skip", reason))
@@ -471,6 +466,16 @@ def run_checks(settings: PreflightSettings, options: Options) -> dict:
     for model in models:
         checks.append(check_precision(model, settings.image_size, settings.normalisation, device))
     return _report(settings, checks)
+
+
+def measured_fits(checks: list[Check]) -> dict[str, int]:
+    """Per model, the largest training batch its memory checks measured to fit (none where
+    nothing was measured): ``preflight_plan.measured_batch`` reads the same from the report."""
+    from imagenot.train.preflight_plan import measured_batch
+
+    report = {"checks": [asdict(c) for c in checks]}
+    models = {c.values["model"] for c in checks if c.name.startswith("memory ")}
+    return {m: b for m in models if (b := measured_batch(report, m))}
 
 
 def _report(settings: PreflightSettings, checks: list[Check]) -> dict:

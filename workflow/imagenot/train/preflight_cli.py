@@ -63,7 +63,6 @@ def _settings(args):
         settings = parse(PreflightSettings, args.settings)
     else:
         settings = PreflightSettings.from_config(load_configs(args.config), None)
-    runs = settings.runs
     for flag, key in (("models", "model"), ("spaces", "space")):
         wanted = getattr(args, flag)
         if wanted:
@@ -73,8 +72,11 @@ def _settings(args):
                 raise ValueError(
                     f"--{flag}: {unknown} not trained by this config; it has {sorted(known)}"
                 )
-            runs = [r for r in runs if r[key] in names]
-    settings = dataclasses.replace(settings, runs=runs)
+            if flag == "models":
+                settings = settings.narrowed(names)
+            else:
+                runs = [r for r in settings.runs if r[key] in names]
+                settings = dataclasses.replace(settings, runs=runs)
     if args.device:
         settings = dataclasses.replace(settings, device=args.device)
     return settings
@@ -109,10 +111,17 @@ def _main(args: argparse.Namespace) -> None:
     failed = [c for c in report["checks"] if c["status"] == "fail"]
     raise preflight.PreflightFailed(
         f"preflight failed ({len(failed)} checks: {', '.join(c['name'] for c in failed)}): "
-        f"{' | '.join(c['detail'] for c in failed)}; no GPU job is submitted until it passes "
+        f"{' | '.join(c['detail'] for c in failed)}; {_held(settings, failed)} "
         f"(report: {failed_md}; "
         "resources.require_preflight: false overrides, docs/gpu.md)"
     )
+
+
+def _held(settings, failed: list[dict]) -> str:
+    """Which GPU jobs wait for this preflight (``preflight_plan.waiting``)."""
+    from imagenot.train.preflight_plan import waiting
+
+    return waiting([c["name"] for c in failed], settings.checked_models)
 
 
 def environment() -> dict:
@@ -165,7 +174,8 @@ def _driver_version() -> str | None:
 
 
 def summary(report: dict) -> str:
-    """One Markdown table, a row per model: its memory at the per-GPU batch, the feed against
+    """One Markdown table, a row per model: its memory at the per-GPU batch (the peak, the
+    largest batch measured to fit and the micro-batches its jobs take), the feed against
     device-resident data, bf16 against float32; then the checks that failed or warned."""
     env = report["environment"]
     rows: dict[str, dict] = {}
@@ -180,9 +190,9 @@ def summary(report: dict) -> str:
     lines = [
         head,
         "",
-        "| model | batch/GPU | peak GiB | of GiB | feed img/s | device img/s | ratio "
-        "| bf16 loss diff | grad cosine | eval top-1 agree | status |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| model | batch/GPU | peak GiB | of GiB | largest fit | micro-batches | feed img/s "
+        "| device img/s | ratio | bf16 loss diff | grad cosine | eval top-1 agree | status |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for model, by in rows.items():
         mem = by.get("memory", {}).get("values", {})
@@ -195,6 +205,8 @@ def summary(report: dict) -> str:
             mem.get("per_gpu"),
             mem.get("peak_gib"),
             mem.get("device_gib"),
+            mem.get("largest_fit"),
+            mem.get("micro_batches"),
             feed.get("feed_img_per_s"),
             feed.get("device_img_per_s"),
             feed.get("ratio"),

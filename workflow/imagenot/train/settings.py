@@ -58,8 +58,6 @@ class JobSettings(FromConfig):
         "every rank checks it was launched with this many; 1 for a head fit",
         "features": "the folder of the TL backbone's stored features for a head fit "
         "(experiments.features_dir), null on the image path",
-        "max_batch_per_gpu": "train.max_batch_per_gpu_overrides' entry of the model, else "
-        "train.max_batch_per_gpu (experiments.max_batch_per_gpu)",
     }
 
     model: str
@@ -110,7 +108,6 @@ class JobSettings(FromConfig):
             num_workers=experiments.num_workers(config),
             world=experiments.gpus(config) or 1,
             features=None,
-            max_batch_per_gpu=experiments.max_batch_per_gpu(config, model),
         )
 
     @classmethod
@@ -308,9 +305,12 @@ class PreflightSettings(FromConfig):
         "partition and model)",
         "gpu_job": "whether the config plans GPU jobs (resources.gpus > 0): then a missing or "
         "broken CUDA device fails the preflight, else the GPU-only checks are skipped",
-        "runs": "each model and space trained: global batch, per-GPU micro-batch (the model's "
-        "max_batch_per_gpu applied), mode (train, or features for TL) and stored image side "
-        "(preflight_plan.runs)",
+        "runs": "each model and space trained: global batch, GPUs per job, per-GPU share of the "
+        "batch (train.max_batch_per_gpu applied), mode (train, or features for TL) and stored "
+        "image side (preflight_plan.runs); a model's gate keeps its own",
+        "checked_models": "the models whose host, memory, feed and precision checks run: every "
+        "train.models entry by hand (narrowed by --models), one in a model's gate, none in the "
+        "site's CUDA gate (for_site, for_model)",
         "num_workers": "a training process's loader workers (experiments.num_workers)",
         "gpus_per_node": "training processes sharing a node's /dev/shm (experiments.gpus_per_node)",
         "mem_mb": "the memory a training process gets (preflight_plan.job_mem_mb)",
@@ -325,6 +325,7 @@ class PreflightSettings(FromConfig):
     site: str
     gpu_job: bool
     runs: list
+    checked_models: list
     num_workers: int
     gpus_per_node: int
     mem_mb: int
@@ -340,7 +341,23 @@ class PreflightSettings(FromConfig):
             site=preflight_plan.site_name(site),
             gpu_job=config["resources"]["gpus"] > 0,
             runs=preflight_plan.runs(config),
+            checked_models=list(config["train"]["models"]),
             num_workers=experiments.num_workers(config),
             gpus_per_node=max(1, experiments.gpus_per_node(config)),
             mem_mb=preflight_plan.job_mem_mb(config),
         )
+
+    def narrowed(self, models: list[str]) -> PreflightSettings:
+        """These settings for ``models`` alone: their runs and checks."""
+        runs = [r for r in self.runs if r["model"] in models]
+        return dataclasses.replace(self, runs=runs, checked_models=list(models))
+
+    @classmethod
+    def for_site(cls, config, site: dict | None) -> PreflightSettings:
+        """The site's gate (rule ``preflight``): CUDA alone, what every GPU job needs."""
+        return cls.from_config(config, site).narrowed([])
+
+    @classmethod
+    def for_model(cls, config, site: dict | None, model: str) -> PreflightSettings:
+        """A model's gate (rule ``preflight_model``): its host, memory, feed and precision."""
+        return cls.from_config(config, site).narrowed([model])

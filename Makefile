@@ -8,7 +8,7 @@ BIN := $(CURDIR)/$(VENV)/bin
 PIP := env -u PIP_FIND_LINKS PIP_CONFIG_FILE=/dev/null $(BIN)/pip
 # The pinned packages go in with uv (pip's drop-in installer: parallel downloads and unpacking),
 # from the same index and to the same versions: 19 s against pip's 94 s for the ~6 GB of torch's
-# CUDA build on this machine (docs/benchmarks.md, "make test"). pip stays in the venv (newest):
+# CUDA build on this machine (docs/benchmarks.md, "The demo and the test suite"). pip stays in the venv (newest):
 # tests/test_envs.py resolves the conda envs' pip parts with it.
 UV_VERSION := 0.13.9
 # --compile-bytecode as pip does: where PYTHONDONTWRITEBYTECODE is set (this CI machine), no job

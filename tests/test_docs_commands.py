@@ -1,5 +1,5 @@
-"""Documented commands work exactly as written from a fresh clone, with no activated venv
-(issue 25, point 6): the benchmark commands of README.md and docs/*.md name the venv's
+"""Documented commands work exactly as written from a fresh clone, with no activated venv:
+the benchmark commands of README.md and docs/*.md name the venv's
 interpreter, name scripts and options that exist, and the Snakemake jobs they start find
 ``imagenot`` although the shell's PATH does not hold the venv."""
 
@@ -90,7 +90,7 @@ def test_benchmark_jobs_find_imagenot_without_an_activated_venv(monkeypatch):
     assert Path(run.SNAKEMAKE).parent == Path(sys.executable).parent
 
 
-# ---- every fenced command block, as printed (issue 31) -------------------------------------------
+# ---- every fenced command block, as printed -------------------------------------------
 # Each ```bash block of README.md and docs/*.md is run from the root of a fresh clone (a folder
 # shaped like one: the checkout's files linked, no results/), in a shell whose PATH holds no venv
 # and whose HOME is empty, in document order: a command may use what an earlier one wrote (the

@@ -1,4 +1,4 @@
-"""The preflight (issue 34, sections 1 and 4): its checks on the CPU (the GPU-only ones skipped
+"""The preflight: its checks on the CPU (the GPU-only ones skipped
 with their reason), its verdicts on stand-in measurements (a model that does not fit, a /dev/shm
 or the job's memory limit too small), and the gate: with resources.gpus > 0 a failed preflight runs no GPU job,
 resources.require_preflight: false lifts the gate, and a CPU config plans no preflight at all.

@@ -129,7 +129,7 @@ def test_the_workflow_refuses_what_validate_config_refuses(repo_root, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------
-# Issue 26: what the workflow would refuse (at planning or in a job), validate-config refuses
+# What the workflow would refuse (at planning or in a job), validate-config refuses
 # first, with the same message. Bad datasets are generated from the registry's declarations.
 
 

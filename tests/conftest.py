@@ -56,6 +56,7 @@ COSTLIEST_FIRST = (
     "test_validation.py",  # 51 s
     "test_figures_report.py",  # 33 s
     "test_acquire_download.py",  # 27 s
+    "test_moved_run.py",  # 25 s (two DAGs built through Snakemake's API)
     "test_acquire_build.py",  # 19 s
     "test_train_feed.py",  # 18 s
     "test_train.py",  # 17 s

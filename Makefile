@@ -1,4 +1,5 @@
-# Two commands do all set-up on a fresh machine:  `make demo`  and  `make test`.
+# Set-up alone: `make setup` (the venv and the system packages, minutes the first time). `make demo`
+# and `make test` run it first, so either also does all set-up on a fresh machine.
 SHELL := /bin/bash
 VENV ?= .venv
 BIN := $(CURDIR)/$(VENV)/bin
@@ -7,13 +8,14 @@ BIN := $(CURDIR)/$(VENV)/bin
 PIP := env -u PIP_FIND_LINKS PIP_CONFIG_FILE=/dev/null $(BIN)/pip
 # The pinned packages go in with uv (pip's drop-in installer: parallel downloads and unpacking),
 # from the same index and to the same versions: 19 s against pip's 94 s for the ~6 GB of torch's
-# CUDA build on this machine (docs/benchmarks.md, "make test"). pip stays in the venv (newest):
+# CUDA build on this machine (docs/benchmarks.md, "The demo and the test suite"). pip stays in the venv (newest):
 # tests/test_envs.py resolves the conda envs' pip parts with it.
 UV_VERSION := 0.13.9
 # --compile-bytecode as pip does: where PYTHONDONTWRITEBYTECODE is set (this CI machine), no job
 # would cache the .pyc files, and every process compiled torch again (a run took minutes longer).
-UV := env -u PIP_FIND_LINKS UV_NO_CONFIG=1 $(BIN)/uv pip install -q --compile-bytecode \
+UV_LOUD := env -u PIP_FIND_LINKS UV_NO_CONFIG=1 $(BIN)/uv pip install --compile-bytecode \
 	--python $(BIN)/python
+UV := $(UV_LOUD) -q
 RUN := env PATH="$(BIN):$$PATH"
 PROFILE ?= profiles/local
 PYTEST_ARGS ?=
@@ -24,23 +26,33 @@ PYTEST_WORKERS ?= -n auto --maxprocesses 3 --dist loadscope --no-loadscope-reord
 .PHONY: demo test lint format setup sysdeps rulegraph clean help slurm-profile
 
 help:
-	@echo "make demo   - set up and run the whole workflow on the demo world (CPU, minutes)"
-	@echo "make test   - set up and run the test suite"
+	@echo "make setup  - install only: .venv with the pinned packages (~6 GB, minutes the first"
+	@echo "              time; nothing the second) and the system packages the workflow reads"
+	@echo "make demo   - set up and run the whole workflow on the demo world (CPU, ~10 minutes)"
+	@echo "make test   - set up and run the test suite (~20 minutes on 2 cores)"
 	@echo "make lint   - ruff, snakefmt --check, snakemake --lint"
 	@echo "make rulegraph - redraw docs/rulegraph.svg"
 	@echo "make slurm-profile ARGS='--partition P --gpu-partition G --max-runtime MIN ...'"
 	@echo "             - write the SLURM site profile (then: snakemake --profile slurm all)"
 
 setup: $(VENV)/.installed sysdeps
+	@echo "[setup] done: .venv/bin/imagenot, .venv/bin/snakemake (next: make demo, or README section 4)"
 
+# Each step says what it does before it starts: the pinned set is ~6 GB (torch's CUDA build), a
+# few minutes on a first run, with uv's own counts at its end.
 $(VENV)/.installed: requirements.lock pyproject.toml
+	@echo "[setup 1/4] the virtual environment $(VENV)"
 	test -x $(BIN)/python || python3 -m venv $(VENV)
+	@echo "[setup 2/4] pip and uv (the installer)"
 	$(PIP) install -q --upgrade pip uv==$(UV_VERSION)
-	$(UV) -r requirements.lock
+	@echo "[setup 3/4] the pinned packages of requirements.lock (~6 GB the first time: minutes)"
+	$(UV_LOUD) -r requirements.lock
+	@echo "[setup 4/4] this package, editable (console script imagenot)"
 	$(UV) --no-deps -e .
 	touch $@
 
 sysdeps:
+	@echo "[setup] system packages (WordNet 3.0, graphviz, Fashion-MNIST, chromium): apt if missing"
 	bash scripts/system-deps.sh
 
 demo: setup

@@ -43,9 +43,10 @@ include: "rules/summary.smk"
 report: "report/workflow.rst"
 
 
-# at the end of every run: what it made and whether it is usable (exit 1 when it is not)
+# at the end of every run: what it made, whether it is usable (exit 1 when it is not) and
+# whether the report is current
 onsuccess:
-    summary_plan.on_success(config)
+    summary_plan.on_success(config, workflow)
 
 
 rule all:

@@ -1,4 +1,4 @@
-"""The demo from scratch: wall time, jobs, job-seconds by rule, per-job start-up (issue 19).
+"""The demo from scratch: wall time, jobs, job-seconds by rule, per-job start-up.
 
 Runs the README's demo command (`snakemake --profile profiles/local all`) in an empty temporary
 working directory and prints one JSON object:

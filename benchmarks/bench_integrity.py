@@ -1,4 +1,4 @@
-"""Cost of checking each image's sha256 where datasets are read (issue 33; docs/benchmarks.md).
+"""Cost of checking each image's sha256 where datasets are read (docs/benchmarks.md).
 
 ``ManifestDataset.read_bytes`` compares every image's bytes with the sha256 its manifest
 stores, so a shard damaged after it was written is refused naming the shard and the image.

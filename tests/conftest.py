@@ -40,8 +40,8 @@ def pytest_configure(config):
     os.environ["PATH"] = os.pathsep.join([str(NO_SLURM), str(bin_dir), os.environ.get("PATH", "")])
 
 
-# The modules of 15 s or more, costliest first (measured in a clean-clone CI run, session 12:
-# docs/benchmarks.md, "make test"). `make test` runs the suite on several workers (pytest-xdist,
+# The modules of 15 s or more, costliest first (measured in clean-clone CI runs, 2026-11-25/26:
+# docs/benchmarks.md, "The demo and the test suite"). `make test` runs the suite on several workers (pytest-xdist,
 # one module per worker at a time, in collection order): longest first, so that the last modules
 # to start are short and the workers end together (with only the four end-to-end modules first, a
 # 90 s module could start last and one worker ran ~40 s alone).
@@ -52,11 +52,12 @@ COSTLIEST_FIRST = (
     "test_train_ddp.py",  # 89 s
     "test_preflight.py",  # ~100 s on the loaded 2-core dev machine (not yet timed in CI)
     "test_faults.py",  # 85 s
-    "test_docs_commands.py",  # 82 s CPU (issue 31: every documented command; a busy machine)
+    "test_docs_commands.py",  # 82 s CPU (every documented command; a busy machine)
     "test_envs.py",  # 54 s
     "test_validation.py",  # 51 s
     "test_figures_report.py",  # 33 s
     "test_acquire_download.py",  # 27 s
+    "test_moved_run.py",  # 25 s (two DAGs built through Snakemake's API)
     "test_acquire_build.py",  # 19 s
     "test_train_feed.py",  # 18 s
     "test_train.py",  # 17 s

@@ -135,7 +135,7 @@ def test_cifar10_restricted_unpickler_reads_every_protocol(tmp_path, protocol):
 
 
 def test_cifar10_crafted_pickle_runs_no_code(tmp_path):
-    """Issue 16: the general unpickler ran a crafted batches.meta's code."""
+    """The general unpickler ran a crafted batches.meta's code."""
     root = tmp_path / "c"
     _cifar_batches(root)
     marker = tmp_path / "code-ran"
@@ -311,7 +311,7 @@ def _png(seed: int, size=(24, 20)) -> bytes:
 
 
 def test_imagefolder_skips_unreadable_files_by_reason_and_keys_are_unique(tmp_path):
-    """Issue 16: one stray ._x.jpg or one truncated image aborted the import; photo.jpg and
+    """One stray ._x.jpg or one truncated image aborted the import; photo.jpg and
     photo.png collided; the source path was lost."""
     import json
 

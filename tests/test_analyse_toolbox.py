@@ -258,7 +258,7 @@ def brute_force_p(a, b, statistic):
 
 
 def test_every_p_value_of_every_section_is_exact_for_four_models(tmp_path, capsys):
-    """Issue 26: per dataset, subsets, aggregates, correlation averages and error correlations.
+    """Per dataset, subsets, aggregates, correlation averages and error correlations.
 
     Walks the whole ``imagenot rankings --json`` report: every dict holding a p-value names its
     method, and on four models every p-value is the enumerated one (perfectly agreeing ranks:

@@ -1,4 +1,4 @@
-"""benchmarks/bench_feed_models.py (issue 24, point 6): the one command that compares each
+"""benchmarks/bench_feed_models.py: the one command that compares each
 model's training speed under the real feed with the same model fed from device memory. Run here
 on the CPU with a tiny model and one worker; its rates are not checked (no timing assertions),
 only that both sides trained the steps asked for and that the feed really decoded in a worker

@@ -1,4 +1,4 @@
-"""`imagenot validate-config` accepts exactly what the workflow accepts (issue 33, section 3).
+"""`imagenot validate-config` accepts exactly what the workflow accepts.
 
 A seeded generator (hypothesis is not in the environment) makes odd configs from the default one:
 a leaf of the config replaced by a value of another kind (a float where an int stands, zero, a

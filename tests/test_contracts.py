@@ -1,4 +1,4 @@
-"""A file path is written once (issue 35, point 1), and docs/contracts.md names the same files.
+"""A file path is written once, and docs/contracts.md names the same files.
 
 Every file under results/ is a named pattern of ``imagenot.paths``, a stage's
 ``imagenot.<stage>.paths`` or a last stage's plan: the producing rule's ``output:``, the

@@ -3,7 +3,7 @@ among the files a recipe touches, every rule has the directives the page says it
 site-keys table of docs/cluster.md (the SLURM-site recipe) names every key of the site schema.
 
 Why: a recipe is followed by someone who does not know the code yet; a path that moved or a
-directive the page asks for and the rules lack (issue 35: "every rule needs resources:", which
+directive the page asks for and the rules lack ("every rule needs resources:", which
 23 rules have none of, by design) sends them the wrong way without any test failing.
 """
 

@@ -82,7 +82,7 @@ def test_a_new_key_reaches_the_code_with_the_schema_and_one_field(schema_dir):
 def test_a_key_a_dataset_may_override_is_declared(schema_dir):
     """Steps 1-2 for a key a dataset may override: also a key of ``datasets.<name>`` (no
     default), and listed in the class's ``DATASET_OVERRIDES``; undeclared, a config where both
-    sections hold it is refused by name, never read from whichever comes first (issue 35)."""
+    sections hold it is refused by name, never read from whichever comes first."""
     path = schema_dir / "datasets.schema.yaml"
     schema = yaml.safe_load(path.read_text())
     schema["additionalProperties"]["properties"][KEY] = {

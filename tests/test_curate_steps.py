@@ -385,7 +385,7 @@ def test_too_few_classes_stop_with_numbers_and_keys(tmp_path):
 
 def test_a_datasets_allow_fewer_leaves_the_class_count_stop_on(tmp_path):
     """``datasets.<name>.allow_fewer`` is acquisition's (classes short of images): it must not
-    also let the selection go on with fewer than ``n_classes`` classes (issue 35), which only
+    also let the selection go on with fewer than ``n_classes`` classes, which only
     ``curate.allow_fewer_classes`` does."""
     from imagenot.acquire.settings import FillSettings
     from imagenot.config import validate_config

@@ -1,5 +1,5 @@
-"""Documented commands work exactly as written from a fresh clone, with no activated venv
-(issue 25, point 6): the benchmark commands of README.md and docs/*.md name the venv's
+"""Documented commands work exactly as written from a fresh clone, with no activated venv:
+the benchmark commands of README.md and docs/*.md name the venv's
 interpreter, name scripts and options that exist, and the Snakemake jobs they start find
 ``imagenot`` although the shell's PATH does not hold the venv."""
 
@@ -90,7 +90,7 @@ def test_benchmark_jobs_find_imagenot_without_an_activated_venv(monkeypatch):
     assert Path(run.SNAKEMAKE).parent == Path(sys.executable).parent
 
 
-# ---- every fenced command block, as printed (issue 31) -------------------------------------------
+# ---- every fenced command block, as printed -------------------------------------------
 # Each ```bash block of README.md and docs/*.md is run from the root of a fresh clone (a folder
 # shaped like one: the checkout's files linked, no results/), in a shell whose PATH holds no venv
 # and whose HOME is empty, in document order: a command may use what an earlier one wrote (the
@@ -208,7 +208,8 @@ def _no_deployment_tool(home: Path, tokens: list[str]) -> list[str]:
     if "slurm" not in tokens:
         return []
     site = yaml.safe_load((home / ".config/snakemake/slurm/config.yaml").read_text())
-    return [] if shutil.which(site["software-deployment-method"]) else ["--sdm", "env-modules"]
+    method = site.get("software-deployment-method")  # none: the clone's .venv, nothing to deploy
+    return [] if method is None or shutil.which(method) else ["--sdm", "env-modules"]
 
 
 def run_documented(doc: Path, root: Path, done: dict[str, str]) -> list[str]:
@@ -358,3 +359,57 @@ def test_documented_pytest_commands_select_tests(tmp_path):
             argv, cwd=REPO, env=fresh_shell(tmp_path), capture_output=True, text=True
         )
         assert ran.returncode == 0, f"{doc}: `{command}` selects no test:\n{ran.stdout[-1000:]}"
+
+
+def _readme_yaml(name: str) -> dict:
+    """The README's ```yaml block whose first line names ``name``."""
+    for _, lang, body in fenced_blocks(REPO / "README.md"):
+        named = NAMED_YAML.fullmatch(body.splitlines()[0]) if lang == "yaml" else None
+        if named and named["name"] == name:
+            return yaml.safe_load(body)
+    raise AssertionError(f"README has no yaml block named {name}")
+
+
+def test_the_readme_amendment_is_accepted_on_the_demos_record_as_printed(tmp_path, monkeypatch):
+    """README section 5's my-change.yaml, as printed, against the demo's preregistration record
+    with the named model's trials at chance (as the shipped demo's run summary marks it): the
+    change alone is refused naming `scope: model`, with its amendment accepted; the same
+    amendment of a model that trained is refused."""
+    import copy
+    import json
+
+    from imagenot.config import merge_configs, read_config_file
+    from imagenot.stages import check_workflow_config
+    from imagenot.train import plan as train_plan
+    from imagenot.train.paths import PREREGISTRATION, TRAIN
+    from imagenot.train.prereg import register
+    from imagenot.train.settings import DrawSettings
+
+    change = _readme_yaml("my-change.yaml")
+    (amendment,) = change["train"]["amendments"]
+    demo = read_config_file(REPO / "config" / "config.yaml")
+    monkeypatch.chdir(tmp_path)
+    valid = check_workflow_config(copy.deepcopy(demo), against_results=False)
+    for run in train_plan._drawn(valid):
+        s = DrawSettings.from_config(valid, *run)
+        register(
+            tmp_path / PREREGISTRATION,
+            s.experiment,
+            s.definition,
+            s.model,
+            s.amendments,
+            tmp_path / TRAIN / s.experiment,
+            s.model_settings,
+        )
+    for model, accuracy in ((amendment["model"], 9.0), ("vgg_mini", 80.0)):
+        slot = tmp_path / TRAIN / amendment["experiment"] / model / "stage-0" / "slot-0.json"
+        slot.parent.mkdir(parents=True)
+        result = {"stage": 0, "slot": 0, "trial": 0, "num_classes": 10, "n_val": 100}
+        slot.write_text(json.dumps({**result, "val_accuracy": accuracy}))
+    alone = {"train": {"spaces": change["train"]["spaces"]}}
+    with pytest.raises(ValueError, match="scope: model"):
+        check_workflow_config(merge_configs(copy.deepcopy(demo), alone))
+    check_workflow_config(merge_configs(copy.deepcopy(demo), change))  # as printed: accepted
+    trained = json.loads(json.dumps(change).replace(amendment["model"], "vgg_mini"))
+    with pytest.raises(ValueError, match="trained above chance"):
+        check_workflow_config(merge_configs(copy.deepcopy(demo), trained))

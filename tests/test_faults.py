@@ -1,4 +1,4 @@
-"""Issue 16: faults and reruns of the download step, nothing lost and nothing wrong accepted.
+"""Faults and reruns of the download step, nothing lost and nothing wrong accepted.
 
 - a killed download job (SIGTERM, SIGKILL) leaves no process behind: img2dataset's workers
   and the loopback servers die with it, and no batch is recorded as finished;
@@ -273,7 +273,7 @@ class _HostileHandler(http.server.BaseHTTPRequestHandler):
 
 
 def test_downloads_are_http_only_size_capped_and_deadlined(tmp_path, www):
-    """Issue 16: file:// read local files into the dataset; a 400 MB body was held in memory;
+    """A file:// URL read local files into the dataset; a 400 MB body was held in memory;
     a server sending one byte per second held the job."""
     base, root = www
     (root / "large.jpg").write_bytes(_jpeg() + b"\0" * 70_000)  # Content-Length over the cap

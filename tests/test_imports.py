@@ -1,4 +1,4 @@
-"""Jobs that need no torch stay torch-free (issue 19): importing torch costs about 2 CPU-seconds
+"""Jobs that need no torch stay torch-free: importing torch costs about 2 CPU-seconds
 and torchvision (with the torch._dynamo its ops package pulls in) about 3.5 per process, paid by
 every Snakemake job that imports them. Only the modules that train, evaluate or fetch images
 (img2dataset imports torch through webdataset) may import torch when imported."""
@@ -68,7 +68,7 @@ def test_modules_outside_training_and_evaluation_import_no_torch():
 
 # The stages in the order data flows through them. A module may import the package's base
 # modules (imagenot.<module>.py) and the stages before its own, never one after it: "no upward
-# arrow" keeps each stage testable and reusable without the ones built on it (issue 25). The demo
+# arrow" keeps each stage testable and reusable without the ones built on it. The demo
 # and scale worlds come last: they are data sources that build on curation's normaliser, and
 # nothing below them knows they exist. Entry points (the CLI, the config check that imports every
 # stage's plan) sit above all stages.
@@ -139,7 +139,7 @@ def test_no_import_goes_up_the_stages():
 
 def test_the_dataset_format_is_read_from_its_own_module():
     """Training, evaluation and the diagnostics read the on-disk format from ``imagenot.dataset``,
-    not from the producer's room (issue 35): ``imagenot.acquire.dataset`` holds the writer, and
+    not from the producer's room: ``imagenot.acquire.dataset`` holds the writer, and
     the reader names it imports from ``imagenot.dataset`` are no second way in."""
     import ast
     from pathlib import Path
@@ -195,7 +195,7 @@ def _circles() -> set[frozenset[str]]:
 
 def test_no_new_import_circle():
     """Two modules importing each other (directly or around a ring) cannot be read, tested or
-    moved one at a time (issue 35: ``train.plan`` <-> ``train.settings`` through the experiment
+    moved one at a time (``train.plan`` <-> ``train.settings`` through the experiment
     facts, now in ``train.experiments``; ``train.features`` -> ``train.loop``'s privates, now
     ``train.feed``'s)."""
     found = _circles()
@@ -205,7 +205,7 @@ def test_no_new_import_circle():
     assert not gone, f"opened, delete from KNOWN_CIRCLES: {gone}"
 
 
-# A module this long holds several things a reader looks for apart (issue 35, section 3): split it,
+# A module this long holds several things a reader looks for apart: split it,
 # or say in its docstring why not, with these words.
 MAX_MODULE_LINES = 500
 LONG_MODULE_REASON = "Over 500 lines because"

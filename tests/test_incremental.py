@@ -1,4 +1,4 @@
-"""Incremental re-execution and fault tolerance on a finished run (issue "Running on a cluster").
+"""Incremental re-execution and fault tolerance on a finished run.
 
 One real run of the whole workflow on the demo world with the small overlay
 .test/config-tiny.yaml (every stage, three models, one trial each), then dry runs against it:
@@ -9,7 +9,7 @@ One real run of the whole workflow on the demo world with the small overlay
 and faults on a copy of it: a training job killed mid-epoch by SIGKILL resumes from its checkpoint
 to the same result as the uninterrupted run and leaves no output a downstream rule could consume;
 a failed job's log path is printed; published-list mode builds a selection from a class list.
-README section 5's examples run for real on copies of it, as a user runs them (issue 16): the
+README section 5's examples run for real on copies of it, as a user runs them: the
 threshold down then up over an interrupted trial's checkpoint and a truncated one, and one
 model's batch size (refused, then amended: that model's jobs alone rerun).
 """

@@ -1,4 +1,4 @@
-"""What is read is what was written (issue 33): the shared readers of imagenot.io name a
+"""What is read is what was written: the shared readers of imagenot.io name a
 truncated or damaged file in one line, and a damaged workflow output is moved aside so that the
 next run of the workflow rebuilds it."""
 

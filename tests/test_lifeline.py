@@ -1,4 +1,4 @@
-"""No process outlives its job, no output appears after a failure (issue 33, section 4).
+"""No process outlives its job, no output appears after a failure.
 
 A toy workflow on the CPU whose one job is a slow writer (tests/lifeline_writer.py: bound to its
 parent as every workflow job's ``imagenot`` command is, writing through ``imagenot.io``), run

@@ -1,12 +1,12 @@
-"""The preflight (issue 34, sections 1 and 4; issue 38, sections 1 and 2): its checks on the CPU
-(the GPU-only ones skipped with their reason), its verdicts on stand-in measurements (a batch
-that does not fit becomes micro-batches, a /dev/shm or the job's memory limit too small), the
-bf16 check on the CPU's bf16 (healthy models whose passes draw different masks pass, a wrong
-bf16 path fails), the measured batch a training job takes (a stand-in card, small and big), and
-the gates: with resources.gpus > 0 the site's failed CUDA gate runs no GPU job, a model's failed
-gate holds that model's jobs alone, resources.require_preflight: false lifts the gates, and a
-CPU config plans no preflight at all. No GPU here: the GPU branch (CUDA, peak device memory,
-bf16 on CUDA) is the thin part that benchmarks/gpu_check.sh runs on a lent GPU."""
+"""The preflight: its checks on the CPU (the GPU-only ones skipped with their reason), its
+verdicts on stand-in measurements (a batch that does not fit becomes micro-batches, a /dev/shm or
+the job's memory limit too small), the bf16 check on the CPU's bf16 (healthy models whose passes
+draw different masks pass, a wrong bf16 path fails), the measured batch a training job takes (a
+stand-in card, small and big), and the gates: with resources.gpus > 0 the site's failed CUDA gate
+runs no GPU job, a model's failed gate holds that model's jobs alone,
+resources.require_preflight: false lifts the gates, and a CPU config plans no preflight at all.
+No GPU here: the GPU branch (CUDA, peak device memory, bf16 on CUDA) is the thin part that
+benchmarks/gpu_check.sh runs on a lent GPU."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One registry per name list (issue 19): a toy model, transformation, figure, table and dataset
+"""One registry per name list: a toy model, transformation, figure, table and dataset
 kind registered at run time through the registries alone (tests/plugins/toy_entries.py: no edit
 of schema, rules or CLI) validate and plan; no schema file keeps its own copy of a list; the
 registries import without torch."""

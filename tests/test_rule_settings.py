@@ -159,7 +159,7 @@ def test_every_train_and_evaluate_settings_object_survives_the_rules_shell_word(
 
 
 def test_a_training_jobs_settings_are_read_once_from_the_config():
-    """The issue's example: the batch sizes reach the job from the schema in one step, with no
+    """The example: the batch sizes reach the job from the schema in one step, with no
     default on the way (the job carries the space's batch size, or the model's override, and
     train.eval_batch_size as configured)."""
     config = validate_config(
@@ -237,7 +237,7 @@ def test_a_missing_or_unknown_key_is_named():
 
 
 def test_download_settings_take_the_schemas_defaults():
-    """The drift issue #19 names: acquire.threads_per_process was 64 in the schema, 16 in the
+    """The drift this test was written for: acquire.threads_per_process was 64 in the schema, 16 in the
     CLI. Now the command has no default at all; the rule reads the validated config."""
     settings = acquire_settings.DownloadSettings.from_config(validate_config({}))
     assert settings.threads_per_process == schema_default("acquire.threads_per_process") == 64

@@ -112,6 +112,65 @@ def test_unusable_results_are_errors_and_suspect_ones_warnings(tmp_path):
     assert f"| imagenot/st | {CHANCE_MODEL} | 1 | 10.00 | 10.00 (at chance) | 10.00 |" in text
 
 
+def test_a_model_at_chance_on_one_experiment_is_one_warning_in_summary_and_report(tmp_path):
+    """One verdict: every "(at chance)" of the models table is a warning, so the report's
+    landing page (the warnings count) says what the table marks (the demo's EfficientNet probe
+    was marked at chance while the report said "Warnings 0")."""
+    config = results_tree(tmp_path, broken=False)
+    run = {"dataset": "fashion_mnist", "protocol": "tl-imagenot", "model": "efficientnet_mini"}
+    result = tmp_path / train_plan.final_dir({**run, "seed": 0}) / "result.json"
+    result.write_text(json.dumps({**json.loads(result.read_text()), "test_accuracy": 13.5}))
+    summary = run_summary.collect(summary_plan.layout(config), tmp_path)
+    text = run_summary.format_text(summary)
+    assert text.count("(at chance)") == summary["warnings"] == 1
+    (warning,) = [p["message"] for p in summary["problems"]]
+    assert warning.startswith("model efficientnet_mini is at chance on fashion_mnist/tl-imagenot")
+    assert "test 13.50% against chance 10.00%" in warning
+    run_summary.write(summary, *(tmp_path / n for n in ("s.md", "s.json", "s.html")))
+    (tmp_path / run_summary.SUMMARY_JSON).write_text((tmp_path / "s.json").read_text())
+    assert run_summary.landing(tmp_path)["warnings"] == 1
+
+
+def test_the_end_of_a_run_says_when_the_report_is_stale_and_how_to_refresh_it(
+    tmp_path, monkeypatch, capsys
+):
+    """A figure redrawn after the report: the closing line says the report is stale, which file
+    is newer and the command that refreshes it (with the run's config files); a run of a few
+    named files prints a short summary, not the whole one."""
+    import os
+    import types
+
+    config = results_tree(tmp_path, broken=False)
+    monkeypatch.chdir(tmp_path)
+    report = tmp_path / run_summary.REPORT
+    report.write_text("<html></html>")
+    figure = tmp_path / "results" / "figures" / "relative_progress.png"
+    figure.parent.mkdir(parents=True)
+    figure.write_bytes(b"png")
+    os.utime(report, (1_000_000, 1_000_000))  # written before the figure
+    workflow = types.SimpleNamespace(
+        dag=types.SimpleNamespace(targetfiles={"results/figures/relative_progress.pdf"}),
+        configfiles=[str(tmp_path / "config" / "config.yaml"), str(tmp_path / "my.yaml")],
+        main_snakefile=str(tmp_path / "Snakefile"),
+    )
+    summary_plan.on_success(config, workflow)
+    err = capsys.readouterr().err
+    assert "# Run summary" not in err  # the short one
+    assert "Done: results/figures/relative_progress.pdf." in err
+    assert "The study: 0 error(s), 0 warning(s)" in err
+    assert f"Report: {run_summary.REPORT} is STALE" in err
+    assert "results/figures/relative_progress.png" in err
+    assert "--configfile config/config.yaml my.yaml --report results/report.html`" in err
+    os.utime(report)  # refreshed: current again
+    summary_plan.on_success(config, types.SimpleNamespace(**{**vars(workflow), "dag": None}))
+    err = capsys.readouterr().err
+    assert "# Run summary" in err and err.rstrip().endswith(f"Report: {run_summary.REPORT}")
+    # from a working directory of its own: a command that works from anywhere
+    elsewhere = types.SimpleNamespace(**{**vars(workflow), "main_snakefile": "/clone/Snakefile"})
+    command = summary_plan.report_command(".venv/bin/snakemake", elsewhere)
+    assert f"--snakefile /clone/Snakefile --directory {tmp_path}" in command
+
+
 def test_best_accuracy_is_over_seeds(tmp_path):
     config = results_tree(tmp_path, broken=False)
     models = run_summary.collect(summary_plan.layout(config), tmp_path)["models"]

@@ -82,7 +82,7 @@ class _Overridden(FromConfig):
 
 def test_a_key_two_sections_hold_is_read_only_where_declared():
     """A dataset's value of a declared key wins over the stage's; two sections holding an
-    undeclared key is an error naming both (issue 35: one meaning per key name)."""
+    undeclared key is an error naming both (one meaning per key name)."""
     config = {"datasets": {"d": {"size": 3}, "e": {}}, "stage": {"size": 1, "flag": False}}
     assert _Overridden.from_config(config, dataset="d") == _Overridden("d", 3, False)
     assert _Overridden.from_config(config, dataset="e") == _Overridden("e", 1, False)

@@ -1,4 +1,4 @@
-"""Every rule's settings class against the schema: a setting is written once (issue 25.1).
+"""Every rule's settings class against the schema: a setting is written once.
 
 Walks every :class:`imagenot.settings.FromConfig` class of every stage's ``settings.py`` and
 fails when a field is neither a schema key of the class's sections, nor a wildcard, nor a
@@ -156,7 +156,7 @@ def test_a_dataset_key_overrides_one_stage_key_and_says_which():
     """``datasets.<name>.K`` has one meaning: every class that reads it reads it in place of
     the same stage's K, and its schema description names that key (``default acquire.K``), so
     that what a user reads is what the code does. A dataset key whose description names a
-    default no class reads it in place of is an error as well (issue 35: ``allow_fewer``)."""
+    default no class reads it in place of is an error as well (``allow_fewer``)."""
     overrides = _overrides()
     two = {name: sorted(sections) for name, sections in overrides.items() if len(sections) > 1}
     assert not two, f"dataset keys overriding two stages' keys of the same name: {two}"
@@ -309,7 +309,7 @@ def _restated_default(call: ast.Call, keys: set[str]) -> bool:
 
 def test_no_library_fallback_restates_a_setting():
     """A keyword default, a ``.get``/``.pop`` fallback or a flag default named like a schema key
-    is a second default (issue 35: ``--device auto`` kept ``train.device`` from evaluation);
+    is a second default (``--device auto`` kept ``train.device`` from evaluation);
     list the few that only share a name (with the reason) in the stage's
     ``settings.NOT_SETTINGS``."""
     exempt = _exempt()

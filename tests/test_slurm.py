@@ -75,12 +75,12 @@ SITE_ARGS = [
     "60",
     "--retries",
     "1",
+    # no conda here: jobs run with the clone's .venv (on PATH, passed by sbatch --export=ALL)
+    "--software-deployment",
+    "none",
 ]
-# What the test machine adds to it: no conda channels here (env-modules deploys nothing; no rule
-# has envmodules:, so jobs run with the .venv on PATH, passed by sbatch --export=ALL), and fast
-# polling (MinJobAge=600 >= 3 x 5 s).
+# What the test machine adds to it: fast polling (MinJobAge=600 >= 3 x 5 s).
 TEST_CLUSTER_KEYS = {
-    "software-deployment-method": "env-modules",
     "slurm-init-seconds-before-status-checks": 5,
     "seconds-between-status-checks": 5,
     "latency-wait": 10,

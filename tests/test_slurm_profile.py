@@ -19,12 +19,19 @@ from imagenot.config import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOW_PROFILE = REPO / "profiles" / "default" / "config.yaml"
-SITE_ARGS = ["--partition", "cpu", "--gpu-partition", "gpu", "--max-runtime", "720"]
+# (conda is not installed here: the site profile is told that jobs use it, as a site with it)
+CONDA = ["--software-deployment", "conda"]
+SITE_ARGS = ["--partition", "cpu", "--gpu-partition", "gpu", "--max-runtime", "720", *CONDA]
 
 
 def _write(home: Path, *extra: str) -> Path:
     directory = home / ".config" / "snakemake" / "slurm"
-    assert main(["slurm-profile", *SITE_ARGS, *extra, "--dir", str(directory)]) == 0
+    site = (
+        SITE_ARGS[: -len(CONDA)]
+        if {"--container", "--software-deployment"} & set(extra)
+        else SITE_ARGS
+    )
+    assert main(["slurm-profile", *site, *extra, "--dir", str(directory)]) == 0
     return directory
 
 
@@ -78,6 +85,7 @@ def test_an_existing_site_profile_is_never_overwritten_silently(tmp_path, capsys
     capsys.readouterr()
     assert main(["slurm-profile", *SITE_ARGS, "--account", "lab1", "--dir", str(directory)]) == 0
     assert {p.name: p.read_text() for p in directory.iterdir()} == before
+    capsys.readouterr()  # (what it said: the software deployment)
     other = ["slurm-profile", *SITE_ARGS, "--account", "lab2", "--dir", str(directory)]
     assert main(other) == 2
     err = capsys.readouterr().err.strip()
@@ -522,6 +530,39 @@ def test_a_site_with_an_image_runs_every_job_in_it(tmp_path, monkeypatch):
     site.write_text(f"resources:\n  site: {directory / 'site.yaml'}\n")
     assert _parsed(tmp_path / "a", site)[1] == {image}
     assert _parsed(tmp_path / "b")[1] == {None}  # conda envs, as before
+
+
+def test_the_site_profile_says_how_jobs_get_their_software(tmp_path, monkeypatch):
+    """conda, apptainer (with an image) or none (the clone's .venv alone): a submit node without
+    conda needs none of it. Not said and no conda here: the command asks, naming the choices."""
+    monkeypatch.setenv("PATH", "/nonexistent")  # no conda, no mamba
+    none = _write(tmp_path / "none", "--software-deployment", "none", "--conda-prefix", "/c")
+    profile = yaml.safe_load((none / "config.yaml").read_text())
+    assert "software-deployment-method" not in profile and "conda-prefix" not in profile
+    assert yaml.safe_load((none / "site.yaml").read_text())["software_deployment"] == "none"
+    conda = yaml.safe_load((_write(tmp_path / "conda") / "config.yaml").read_text())
+    assert conda["software-deployment-method"] == "conda"
+    image = _write(tmp_path / "image", "--container", "/images/imagenot.sif")
+    assert yaml.safe_load((image / "site.yaml").read_text())["software_deployment"] == "apptainer"
+    directory = tmp_path / "asked" / ".config" / "snakemake" / "slurm"
+    asked = ["slurm-profile", *SITE_ARGS[: -len(CONDA)], "--dir", str(directory)]
+    with pytest.raises(ValueError, match=r"--software-deployment conda\|apptainer\|none"):
+        slurm_profile._main(slurm_profile_args(asked))
+    assert not directory.exists()
+    for bad, message in (
+        (["--software-deployment", "apptainer"], "needs --container IMAGE"),
+        (["--software-deployment", "none", "--container", "/i.sif"], "apptainer, not none"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            slurm_profile._main(
+                slurm_profile_args(["slurm-profile", *SITE_ARGS[: -len(CONDA)], *bad])
+            )
+
+
+def slurm_profile_args(argv: list[str]):
+    from imagenot.cli import build_parser
+
+    return build_parser().parse_args(argv)
 
 
 def test_the_image_holds_the_locked_set_and_the_package():

@@ -470,7 +470,7 @@ def _ckpt_epoch(path):
 def test_stale_or_unreadable_checkpoint_is_set_aside_and_training_starts_afresh(
     tmp_path, change, caplog
 ):
-    """Issue 16: a checkpoint for other data, another job or a truncated one never blocks a
+    """A checkpoint for other data, another job or a truncated one never blocks a
     rerun; it is renamed with the reason (and logged) and the trial trains from epoch 0."""
     ckpt = tmp_path / "c.safetensors"
     job = _job(max_epochs=3)

@@ -1,4 +1,4 @@
-"""Output that others open (issue 33, section 5): user-supplied text reaching CSV or Markdown is
+"""Output that others open: user-supplied text reaching CSV or Markdown is
 escaped by the one helper of each format; on-disk datasets read nothing outside their folder
 through links; `imagenot rankings` refuses duplicates of every kind and non-integer sizes."""
 

@@ -129,7 +129,7 @@ def test_the_workflow_refuses_what_validate_config_refuses(repo_root, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------
-# Issue 26: what the workflow would refuse (at planning or in a job), validate-config refuses
+# What the workflow would refuse (at planning or in a job), validate-config refuses
 # first, with the same message. Bad datasets are generated from the registry's declarations.
 
 
@@ -326,3 +326,29 @@ def test_diagnostics_class_lists_the_wordnet_job_would_refuse_are_refused_first(
         == planned
         == f"config key diagnostics.class_lists.mine: no file {tmp_path}/gone.txt"
     )
+
+
+def test_every_missing_data_path_is_listed_at_once_and_an_empty_folder_refused(tmp_path):
+    """The paper config as shipped names four data locations (LAION parts, ImageNet, CIFAR-10,
+    the published weights): one check names them all, one line each; an empty folder where data
+    must be is refused too (before, it passed and the jobs failed later)."""
+    from imagenot.config import read_config_file
+    from imagenot.stages import check_workflow_config
+
+    paper = read_config_file(REPO / "config" / "paper.yaml")
+    paper["diagnostics"]["class_lists"] = {}  # (their files: a check of their own)
+    work = _workdir(tmp_path)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(work)
+        with pytest.raises(ValueError) as refused:
+            check_workflow_config(yaml.safe_load(yaml.safe_dump(paper)))
+        lines = str(refused.value).splitlines()
+        assert lines[0] == "4 problems:"
+        for key in ("laion.dir", "datasets.imagenet.path", "datasets.cifar10.path"):
+            assert any(f"config key {key}: " in line for line in lines), (key, lines)
+        assert any("train.weights_dir: /data/torchvision_weights" in line for line in lines)
+        empty = tmp_path / "empty"
+        empty.mkdir()
+        paper["datasets"]["cifar10"]["path"] = str(empty)
+        with pytest.raises(ValueError, match=r"datasets.cifar10.path: .*empty is empty"):
+            check_workflow_config(yaml.safe_load(yaml.safe_dump(paper)))

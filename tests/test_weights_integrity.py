@@ -1,4 +1,4 @@
-"""Weights and features are what was written and finite (issue 33): refused at save and at load
+"""Weights and features are what was written and finite: refused at save and at load
 naming the file and tensor; result.json records the sha256 of the weights it describes."""
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def _evaluate(ds_dir, run, out) -> int:
 def test_evaluation_on_a_damaged_shard_stops_in_one_line_naming_shard_and_key(
     tmp_path, capsys, damage
 ):
-    """The issue's case: image bytes changed after writing (same size, same mtime), through the
+    """The case this guards against: image bytes changed after writing (same size, same mtime), through the
     evaluate command with a DataLoader worker: exit 2, one line, nothing written."""
     import os
 

@@ -44,17 +44,88 @@ def subcommand(subparsers, name: str, func) -> argparse.ArgumentParser:
     return p
 
 
+# The commands people run; the others are the workflow's steps, which its rules run (listed
+# apart in `imagenot --help`, each with its own --help).
+USER_COMMANDS = (
+    "validate-config",
+    "plan",
+    "preflight",
+    "slurm-profile",
+    "rankings",
+    "ci",
+    "wordnet-stats",
+)
+DESCRIPTION = """\
+Commands of the ImageNot reproduction package for people: check a config, see what a
+run will cost, check a GPU, write the SLURM site profile, and ask whether rankings
+transfer for any results table. The workflow itself runs with snakemake (README)."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="imagenot", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="imagenot",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"imagenot {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument(
         "--debug", action="store_true", help="show the Python traceback of an error"
     )
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    subparsers = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", title="commands"
+    )
     for module_name in STAGE_CLIS:
         importlib.import_module(module_name).register(subparsers)
+    _user_facing(parser, subparsers)
     return parser
+
+
+def _user_facing(parser: argparse.ArgumentParser, subparsers) -> None:
+    """``imagenot --help`` lists the user commands; the workflow's steps (still runnable, each
+    with its --help) are named apart. Every option of every command says its default."""
+    import textwrap
+
+    listed = subparsers._choices_actions  # argparse keeps no public handle on this list
+    steps = [a.dest for a in listed if a.dest not in USER_COMMANDS]
+    listed[:] = sorted(
+        (a for a in listed if a.dest in USER_COMMANDS), key=lambda a: USER_COMMANDS.index(a.dest)
+    )
+    parser.epilog = "workflow steps (run by the rules; `imagenot STEP --help`):\n" + "\n".join(
+        textwrap.wrap(
+            ", ".join(steps),
+            76,
+            initial_indent="  ",
+            subsequent_indent="  ",
+            break_on_hyphens=False,
+        )
+    )
+    flags = (
+        argparse._StoreTrueAction,
+        argparse._StoreFalseAction,
+        argparse._StoreConstAction,
+        argparse._HelpAction,
+        argparse._VersionAction,
+        argparse._CountAction,
+    )
+    for name, command in subparsers.choices.items():
+        groups = command._mutually_exclusive_groups
+        grouped = {a for g in groups for a in g._group_actions}
+        one_of = {a for g in groups if g.required for a in g._group_actions}  # required too
+        for action in command._actions:
+            if name in USER_COMMANDS and action.dest == "settings" and action not in grouped:
+                action.help = argparse.SUPPRESS  # the rule's own interface, not for people
+            if (
+                not action.option_strings
+                or isinstance(action, flags)
+                or action.required
+                or action in one_of
+                or action.help == argparse.SUPPRESS
+                or "default" in (action.help or "").lower()
+            ):
+                continue
+            shown = "none" if action.default is None else "%(default)s"
+            action.help = f"{action.help or ''} (default: {shown})".lstrip()
 
 
 # What bad input raises: the message names the file, row or key (ValueError covers ConfigError,

@@ -13,12 +13,12 @@ run, however partial.
 Problems have two levels. **error**: the results cannot be used as they are (a train or test
 split with 0 images; a validation split with 0 images where the config asks for some); the
 workflow then exits 1 after printing, the summary and report still written. **warning**: usable
-but suspect (a model at chance on every experiment it ran, which the preregistration's
-amendments allow, method.md guardrail 4; a download part whose success rate is under half its
-dataset's; a part below ``acquire.min_success_rate`` already failed its own job; a published
-weight whose top-1 measured on the whole validation set lies more than
-``imagenot.train.facts.PUBLISHED_TOLERANCE`` points from its published one: the reference is not
-the published protocol, and every comparison with it inherits the gap).
+but suspect (a model at chance on an experiment, which the preregistration's amendments allow
+to retry, method.md guardrail 4, and the models table marks "(at chance)"; a download part whose
+success rate is under half its dataset's; a part below ``acquire.min_success_rate`` already
+failed its own job; a published weight whose top-1 measured on the whole validation set lies more
+than ``imagenot.train.facts.PUBLISHED_TOLERANCE`` points from its published one: the reference is
+not the published protocol, and every comparison with it inherits the gap).
 """
 
 from __future__ import annotations
@@ -147,11 +147,7 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
             }
         )
     models = _best_per_model(runs)
-    for model, rows in _by_model(runs).items():
-        if rows and all(r["at_chance"] for r in rows):
-            problems.append(
-                _problem("warning", f"model {model} is at chance on every experiment it ran")
-            )
+    problems += _chance_warnings(models)
     built = {
         "datasets": sum(d["built"] for d in datasets.values()),
         "final_runs": len(runs),
@@ -214,6 +210,31 @@ def _published_check(run: dict, result: dict, evaluation: Path) -> dict | None:
     }
 
 
+def _chance_warnings(models: list[dict]) -> list[dict]:
+    """One warning per model at chance on an experiment (every seed at chance: it did not train
+    there), so that the table's "(at chance)" marks and the count of warnings (the report's
+    landing page) are one verdict; a model at chance on every experiment it ran, one warning."""
+    out = []
+    for model, rows in _by_model(models).items():
+        at = [r for r in rows if r["at_chance"]]
+        if at and len(at) == len(rows):
+            out.append(
+                _problem("warning", f"model {model} is at chance on every experiment it ran")
+            )
+            continue
+        for r in at:
+            out.append(
+                _problem(
+                    "warning",
+                    f"model {model} is at chance on {r['experiment']} (test "
+                    f"{_pct(r['best_test_accuracy'])}% against chance "
+                    f"{_pct(r['chance_accuracy'])}%): it did not train there; an amendment may "
+                    "retry it (README section 5)",
+                )
+            )
+    return out
+
+
 def _problem(level: str, message: str) -> dict:
     return {"level": level, "message": message}
 
@@ -257,8 +278,9 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
-def format_text(summary: dict, snakemake: str = "snakemake") -> str:
-    """The summary as Markdown (also what the console shows)."""
+def format_text(summary: dict, snakemake: str = "snakemake", report: str | None = None) -> str:
+    """The summary as Markdown (also what the console shows); ``report``: its last line, where
+    the report is (the end of a run says whether it is stale: imagenot.summary_plan)."""
     b = summary["built"]
     out = ["# Run summary", ""]
     if summary["errors"]:
@@ -295,7 +317,9 @@ def format_text(summary: dict, snakemake: str = "snakemake") -> str:
     if not summary["models"]:
         out.append("| (no final run yet) | | | | | |")
     out.append("")
-    if summary["report"]:
+    if report:
+        out.append(report)
+    elif summary["report"]:
         out.append(f"Report: {summary['report']}")
     else:
         out.append(f"Report: `{snakemake} --report {REPORT}` writes it.")

@@ -59,6 +59,42 @@ def validate_site(site: dict, source: str) -> dict:
     return site
 
 
+# The site's software deployment (site key software_deployment) as Snakemake's
+# --software-deployment-method; none: no method, every job runs with the clone's .venv
+DEPLOYMENT_METHODS = {"conda": "conda", "apptainer": "apptainer", "none": None}
+DEPLOYMENT_NEEDS = {
+    "conda": "conda or mamba on the submit node (Snakemake creates one env per rule group)",
+    "apptainer": "Apptainer on the nodes and an image built from containers/imagenot.def "
+    "(--container IMAGE)",
+    "none": "nothing more: every job runs with this clone's .venv (make setup), which the "
+    "nodes see on the shared filesystem",
+}
+
+
+def deployment(site: dict, conda_found: bool) -> str:
+    """The site's software deployment: its ``software_deployment``, else apptainer when it has
+    a container, else conda when ``conda_found``; refused when it cannot be told (no conda here
+    and none chosen) or contradicts the container, naming the choices and what each needs."""
+    chosen = site.get("software_deployment")
+    if chosen is None:
+        if site["container"]:
+            return "apptainer"
+        if conda_found:
+            return "conda"
+        choices = "; ".join(f"{k}: needs {v}" for k, v in DEPLOYMENT_NEEDS.items())
+        raise ValueError(
+            "conda is not installed here: say how jobs get their software with "
+            f"--software-deployment conda|apptainer|none ({choices})"
+        )
+    if chosen == "apptainer" and not site["container"]:
+        raise ValueError("--software-deployment apptainer needs --container IMAGE")
+    if chosen != "apptainer" and site["container"]:
+        raise ValueError(
+            f"--container runs every job in an image: --software-deployment apptainer, not {chosen}"
+        )
+    return chosen
+
+
 def container(site: dict | None) -> str | None:
     """The Apptainer image every job runs in, if the site has one (else the conda envs)."""
     return site["container"] if site else None
@@ -141,7 +177,6 @@ def profile(site: dict, directory: Path) -> dict:
     out: dict = {
         "executor": "slurm",
         "jobs": site["jobs"],
-        "software-deployment-method": "apptainer" if site["container"] else "conda",
         "retries": site["retries"],
         "keep-going": True,
         "rerun-incomplete": True,
@@ -156,11 +191,14 @@ def profile(site: dict, directory: Path) -> dict:
         # YAML inside --config is read by Snakemake as strings only: pass the path, not values
         "config": [f"resources={json.dumps({'site': str(directory / SITE_FILE)})}"],
     }
+    method = DEPLOYMENT_METHODS[deployment(site, conda_found=True)]
+    if method:  # none: Snakemake's own default, no deployment (the clone's .venv)
+        out = {"executor": out.pop("executor"), "software-deployment-method": method, **out}
     if site["container"]:
         # Apptainer hides the node's GPUs and driver from a container without --nv: every GPU
         # job would see no CUDA device (the preflight's first check, docs/gpu.md)
         out["apptainer-args"] = "--nv"
-    if site["conda_prefix"]:
+    if site["conda_prefix"] and method == "conda":
         out["conda-prefix"] = site["conda_prefix"]
     if site["account"]:
         # Values of resources are Python expressions: quoted, the account is a string. The
@@ -232,6 +270,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         if key == "max_runtime_min":
             flag = "--max-runtime"
         kwargs: dict = {"dest": key, "help": " ".join(spec.get("description", "").split())}
+        if spec.get("default") is not None:  # (the schema fills it: argparse's own is None)
+            kwargs["help"] += f" (default: {spec['default']})"
         # a key that may be null names its choices in an anyOf (e.g. cuda: a variant or null)
         enum = spec.get("enum") or next(
             (s["enum"] for s in spec.get("anyOf", []) if "enum" in s), None
@@ -258,10 +298,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _main(args: argparse.Namespace) -> None:
+    import shutil
+    import sys
+
     given = {k: getattr(args, k) for k in args.site_keys if getattr(args, k) is not None}
     site = validate_site(given, "imagenot slurm-profile")
+    conda = shutil.which("conda") or shutil.which("mamba")
+    site["software_deployment"] = deployment(site, bool(conda))
     written, backups = write(site, args.dir, force=args.force)
     for path in written:
         print(path)
     for path, backup in backups:
         print(f"replaced {path}: the previous one is kept as {backup}")
+    chosen = site["software_deployment"]
+    print(f"software deployment: {chosen} (needs {DEPLOYMENT_NEEDS[chosen]})", file=sys.stderr)
+    if chosen == "conda" and not conda:
+        print(
+            "note: conda is not installed here; Snakemake needs it where it runs (or rerun with "
+            "--software-deployment none or apptainer, --force)",
+            file=sys.stderr,
+        )

@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 
+from imagenot.paths import FIGURES, TABLES
 from imagenot.run_summary import REPORT, SUMMARY_HTML, SUMMARY_JSON, SUMMARY_MD
 from imagenot.train.paths import FINAL_RESULT
 
@@ -70,17 +71,92 @@ def inputs(config: dict) -> list[str]:
     ]
 
 
-def on_success(config: dict) -> None:
+def on_success(config: dict, workflow=None) -> None:
     """The end of a workflow run (in its working directory): print the summary and where the
-    report is; exit 1 when the results are unusable (an error of the summary)."""
+    report is (and whether it is older than the results, with the command that refreshes it);
+    exit 1 when the results are unusable (an error of the summary). A run of a few files (a
+    figure rerun) prints a short summary: what it built, the study's problem counts and the
+    report line. ``workflow``: Snakemake's, for the targets, config files and Snakefile."""
     from imagenot.run_summary import collect, format_text
 
     snakemake = Path(sys.executable).parent / "snakemake"
     shown = os.path.relpath(snakemake) if snakemake.is_file() else "snakemake"
     summary = collect(layout(config))
-    print("\n" + format_text(summary, shown), file=sys.stderr)
+    command = report_command(shown, workflow)
+    line = report_line(Path("."), command)
+    files = _file_targets(workflow)
+    if files:
+        print("\n" + short_text(summary, files, line), file=sys.stderr)
+    else:
+        print("\n" + format_text(summary, shown, line), file=sys.stderr)
     if summary["errors"]:
         raise SystemExit(
             f"imagenot: the run finished with UNUSABLE RESULTS ({summary['errors']} error(s) "
-            f"above; {SUMMARY_MD} once rule run_summary ran; report: {REPORT})"
+            f"{'above' if not files else f'in {SUMMARY_MD}'}; {SUMMARY_MD} once rule run_summary "
+            f"ran; report: {REPORT})"
         )
+
+
+def _file_targets(workflow) -> list[str]:
+    """The files named on the command line (a one-figure rerun); [] for the default target or
+    rules given by name."""
+    dag = getattr(workflow, "dag", None)
+    return sorted(map(str, getattr(dag, "targetfiles", None) or []))
+
+
+def report_command(snakemake: str, workflow=None) -> str:
+    """The command that (re)writes the report of this run: from the clone's root with the
+    run's config files; from a working directory of its own, with the Snakefile and the folder
+    named by absolute path (Snakemake finds the report's landing page from the Snakefile)."""
+    import shlex
+
+    configfiles = [str(f) for f in getattr(workflow, "configfiles", None) or []]
+    snakefile = getattr(workflow, "main_snakefile", None)
+    clone = Path(snakefile).resolve().parent if snakefile else None
+    here = Path.cwd().resolve()
+    if clone is None or clone == here:
+        files = [os.path.relpath(f) for f in configfiles]
+        words = [snakemake]
+        if files and files != ["config/config.yaml"]:
+            words += ["--configfile", *files]
+    else:
+        exe = Path(snakemake).resolve() if Path(snakemake).is_file() else Path(snakemake)
+        words = [str(exe), "--snakefile", str(snakefile), "--directory", str(here)]
+        if configfiles:
+            words += ["--configfile", *configfiles]
+    return " ".join(map(shlex.quote, words)) + f" --report {REPORT}"
+
+
+# what the report shows, whose files a run may change after the report was written
+REPORTED = (SUMMARY_JSON, f"{FIGURES}", f"{TABLES}")
+
+
+def report_line(root: Path, command: str) -> str:
+    """Where the report is: current, stale (older than a figure, table or the summary it
+    shows; say which and how to refresh it), or not written yet (how to write it)."""
+    report = root / REPORT
+    if not report.is_file():
+        return f"Report: `{command}` writes it."
+    written = report.stat().st_mtime
+    newer = []
+    for item in REPORTED:
+        path = root / item
+        found = [path] if path.is_file() else (path.rglob("*") if path.is_dir() else [])
+        newer += [p for p in found if p.is_file() and p.stat().st_mtime > written]
+    if not newer:
+        return f"Report: {REPORT}"
+    newest = max(newer, key=lambda p: p.stat().st_mtime)
+    return (
+        f"Report: {REPORT} is STALE: older than {len(newer)} of the files it shows (the newest "
+        f"{newest.relative_to(root)}); refresh it with `{command}`"
+    )
+
+
+def short_text(summary: dict, files: list[str], report: str) -> str:
+    """The end of a run of a few named files: what was asked for, the study's problem counts
+    (the whole summary: results/summary.md) and the report line."""
+    shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+    counts = f"{summary['errors']} error(s), {summary['warnings']} warning(s)"
+    out = [f"Done: {shown}.", f"The study: {counts} ({SUMMARY_MD} has the whole summary)."]
+    out += [f"- {p['level'].upper()}: {p['message']}" for p in summary["problems"]]
+    return "\n".join([*out, report]) + "\n"

@@ -18,7 +18,7 @@ Official test splits (t10k, test_batch, ImageNet val) become the test split, who
 ``test_per_class`` caps them; validation is drawn per class from the training pool
 (:mod:`imagenot.acquire.splits`).
 
-Files on disk (imagefolder, imagenet), issue 16:
+Files on disk (imagefolder, imagenet):
 
 - keys come from the path relative to the dataset root, unique per file: the path without its
   extension, characters other than letters, digits, ``_`` and ``-`` replaced by ``_``; a

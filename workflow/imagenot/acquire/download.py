@@ -6,7 +6,7 @@ Every fetched image is then decoded once by :func:`imagenot.acquire.images.valid
 valid ones go, normalised, into one tar per part, and every selection row gets a status row with
 its reason.
 
-Faults (issue 16):
+Faults:
 
 - A success floor: a part of at least ``FLOOR_MIN_ROWS`` rows with a smaller share of valid
   images than ``min_success_rate`` (config ``acquire.min_success_rate``) fails before writing
@@ -251,7 +251,7 @@ def check_reachable(
     total = sum(counts.values())
     unreachable = sum(counts.get(reason, 0) for reason in UNREACHABLE)
     if total >= MIN_ROWS_FOR_UNREACHABLE and unreachable >= max_fraction * total:
-        # issue 16: no manual step; the batches that failed so are fetched again on the rerun
+        # No manual step; the batches that failed so are fetched again on the rerun
         refetch = unmark_transient_batches(Path(work_dir) / "img2dataset")
         raise DownloadError(
             f"part {part}: {unreachable} of {total} downloads could not reach their hosts "

@@ -1,5 +1,5 @@
 """Fetching one download part with img2dataset into its work folder, and keeping that folder
-honest (issue 16).
+honest.
 
 img2dataset fetches the part into a work directory (webdataset, original bytes kept:
 ``disable_all_reencoding``), resuming shard by shard (``incremental_mode``) when a killed job is

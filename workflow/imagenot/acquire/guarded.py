@@ -1,4 +1,4 @@
-"""img2dataset's per-image fetch, with the limits a web crawl needs (issue 16).
+"""img2dataset's per-image fetch, with the limits a web crawl needs.
 
 img2dataset reads each URL with ``urllib.request.urlopen`` and ``r.read()``: every scheme
 urllib knows (``file://`` read local files into the dataset, ``ftp://``, redirects to them),

@@ -7,7 +7,7 @@ a finished range is skipped on a rerun), each class split by :mod:`imagenot.acqu
 then :func:`imagenot.acquire.dataset.gather_parts` writes manifest, classes and fingerprint
 (:func:`materialise` runs every range, then gathers, in one process).
 
-Images skipped (issue 16):
+Images skipped:
 
 - hidden files (``.DS_Store``, macOS ``._x.jpg``) are skipped and counted (reason ``hidden``);
   a file that cannot be read or decoded is skipped and counted by its reason

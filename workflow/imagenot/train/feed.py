@@ -15,7 +15,7 @@ batch's images are valid until the next batch is asked for (copy what you keep; 
 
 Decoding on the GPU (nvJPEG, ``train.decode_on_gpu: true``) is an explicit choice: with the
 pinned torch/torchvision, ``decode_jpeg(device="cuda")`` allocates its outputs on the caller's
-stream but writes them on nvJPEG's own (pytorch/vision issue 9606), which silently corrupted
+stream but writes them on nvJPEG's own (pytorch/vision#9606), which silently corrupted
 images on H100 while the previous step's kernels were still queued. :func:`decode_batch`
 therefore waits for the device before decoding and for the decode before the images are used
 (two synchronisations per batch: the price of correctness). The workers then only read bytes,

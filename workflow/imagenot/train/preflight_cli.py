@@ -25,11 +25,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "preflight",
         help="check one GPU against the config's training jobs before submitting them",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Checks, on the GPU it runs on, what the config's training jobs need: "
+        "CUDA, each model's memory at its per-GPU batch, the data feed's speed, bf16 against "
+        "float32, and the node's shared memory. Writes the report (Markdown, and JSON when "
+        "every check passed: `imagenot plan --throughput` reads it); a failed check names the "
+        "config key that fixes it, and the report goes to <name>.failed.md/.json. The "
+        "workflow's rule `preflight` runs it before any GPU job (docs/gpu.md).",
     )
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--settings", help="PreflightSettings JSON (the rule's)")
+    source.add_argument(
+        "--settings", help="the workflow rule's settings (JSON); by hand, give --config"
+    )
     source.add_argument(
         "--config",
         nargs="+",
@@ -37,9 +43,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="workflow config file(s), by hand: a base, then overlays (merged in order, later "
         "files winning, as snakemake's --configfile)",
     )
-    p.add_argument("--models", help="comma-separated: only these of the config's models")
-    p.add_argument("--spaces", help="comma-separated: only these train.spaces")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="replace train.device")
+    p.add_argument(
+        "--models", help="comma-separated: only these of the config's models (default: all)"
+    )
+    p.add_argument(
+        "--spaces", help="comma-separated: only these train.spaces (default: all the config's)"
+    )
+    p.add_argument(
+        "--device",
+        choices=["auto", "cpu", "cuda"],
+        help="the device to check (default: the config's train.device)",
+    )
     p.add_argument("--workers", type=int, help="loader workers (default: the config's)")
     p.add_argument("--feed-steps", type=int, default=20, help="timed feed steps per side")
     p.add_argument("--feed-warmup", type=int, default=5, help="untimed steps before them")

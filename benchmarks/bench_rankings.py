@@ -18,29 +18,18 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 
-def table(models: int, datasets: int, seed: int = 0) -> pd.DataFrame:
-    """Accuracy = a per-dataset linear map of a latent quality plus noise; sizes per dataset."""
-    rng = np.random.default_rng(seed)
-    quality = rng.uniform(20, 90, models)
-    sizes = [50_000, 50_000, 10_000, 30_000, 50_000, 7_500][:datasets]
-    frames = []
-    for j in range(datasets):
-        acc = np.clip((1 - 0.1 * j) * quality - 5 * j + rng.normal(0, 2, models), 0.5, 99.5)
-        frames.append(
-            pd.DataFrame(
-                {
-                    "model": [f"model_{i:04d}" for i in range(models)],
-                    "dataset": f"test_set_{j}",
-                    "accuracy": acc.round(2),
-                    "n": sizes[j % len(sizes)],
-                }
-            )
-        )
-    return pd.concat(frames, ignore_index=True)
+def table(models: int, datasets: int) -> pd.DataFrame:
+    """timm-style names, accuracies that are counts of correct images of each test set
+    (imagenot.analyse.synthetic.results_table), six test sets at most."""
+    from imagenot.analyse import synthetic
+
+    names = ("imagenet-val", "imagenet-real", "imagenet-v2", "imagenet-r", "imagenet-sketch",
+             "imagenet-a")  # fmt: skip
+    sizes = (50_000, 50_000, 10_000, 30_000, 50_000, 7_500)
+    return synthetic.results_table(models, names[:datasets], sizes=sizes[:datasets], seed=0)
 
 
 def main() -> None:
@@ -51,11 +40,15 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
+    import dataclasses
+
+    from imagenot.analyse.checks import validate_table
     from imagenot.analyse.rankings import rankings_report
     from imagenot.analyse.settings import RankingsSettings
-    from imagenot.analyse.table import read_table, validate_table
+    from imagenot.analyse.table import read_table
     from imagenot.cli import main as imagenot
     from imagenot.figures.report import write_report
+    from imagenot.figures.settings import Style
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "table.csv"
@@ -77,7 +70,7 @@ def main() -> None:
         rankings_report(df, RankingsSettings.hand_typed(reps=0))
         no_bootstrap = time.perf_counter() - t0
         t0 = time.perf_counter()
-        write_report(rep, f"{tmp}/again", dpi=150)
+        write_report(rep, f"{tmp}/again", dataclasses.replace(Style.schema_defaults(), dpi=150))
         figures = time.perf_counter() - t0
 
     result = {

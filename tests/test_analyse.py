@@ -13,9 +13,10 @@ from scipy import stats as sps
 from statsmodels.stats.proportion import proportion_confint
 
 from imagenot.analyse import stats
+from imagenot.analyse.checks import validate_table
 from imagenot.analyse.rankings import rankings_report
 from imagenot.analyse.settings import RankingsSettings
-from imagenot.analyse.table import TableError, select_variant, validate_table
+from imagenot.analyse.table import TableError, select_variant
 from imagenot.cli import main
 
 
@@ -33,6 +34,7 @@ def random_table(rng, models=7, datasets=("ref", "a", "b"), seeds=(0,), n=10_000
         for i in range(models):
             for s in seeds:
                 acc = np.clip(shift + slope * quality[i] + rng.normal(0, 2), 1, 99)
+                acc = round(acc / 100 * n) / n * 100  # a count of correct images out of n
                 rows.append({"model": f"m{i}", "dataset": d, "accuracy": acc, "n": n, "seed": s})
     return pd.DataFrame(rows)
 
@@ -83,6 +85,7 @@ def test_across_datasets_means_and_error_spearman():
     rng = np.random.default_rng(7)
     df = random_table(rng, datasets=("ref", "a", "b"))
     df["n"] = df["dataset"].map({"ref": 50_000, "a": 10_000, "b": 2_000})
+    df["accuracy"] = np.round(df["accuracy"] / 100 * df["n"]) / df["n"] * 100  # counts of n
     rep = report_json(validate_table(df), hand(reference="ref", reps=0))
     mat = pd.DataFrame({d: wide(df, d) for d in ("ref", "a", "b")})
     w = np.array([50_000, 10_000, 2_000])
@@ -194,7 +197,7 @@ def test_tau_up_to_error_bars_counts_overlaps_as_ties():
     ("edit", "message"),
     [
         (lambda df: df.drop(columns="accuracy"), "lacks column(s) accuracy"),
-        (lambda df: pd.concat([df, df.iloc[[2]]]), "row 9 (line 11: model='m2'"),
+        (lambda df: pd.concat([df, df.iloc[[2]]]), "model='m2', dataset='ref' (rows 2, 9)"),
         (lambda df: df.assign(accuracy=df.accuracy.where(df.index != 4, 101.0)), "row 4"),
         (lambda df: df.assign(accuracy=df.accuracy.where(df.index != 5, -1.0)), "0-100"),
         (
@@ -220,7 +223,7 @@ def test_duplicate_names_both_rows():
             "accuracy": [1, 2, 3],
         }
     )
-    with pytest.raises(TableError, match=r"row 2 .*duplicates row 0"):
+    with pytest.raises(TableError, match=r"model='a', dataset='x', seed=0 \(rows 0, 2\)"):
         validate_table(df)
     validate_table(df.assign(seed=[0, 0, 1]))  # another seed is fine
 

@@ -4,9 +4,11 @@ tables for a table without workflow columns."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -17,13 +19,15 @@ from scipy import stats as sps
 from statsmodels.stats.proportion import proportion_confint
 
 from imagenot.analyse import stats
+from imagenot.analyse.checks import validate_table
 from imagenot.analyse.rankings import BOOTSTRAP_OVER, DELTA_RANK_SIGN, rankings_report
 from imagenot.analyse.report import RankingsReport
 from imagenot.analyse.settings import RankingsSettings
-from imagenot.analyse.table import TableError, read_table, validate_table
+from imagenot.analyse.table import TableError, read_table
 from imagenot.cli import build_parser, main
 from imagenot.figures import registry, report, tables
 from imagenot.figures.rankings_cli import summary_text
+from imagenot.figures.settings import Style
 
 SSL = "ssl_resnet50_imagenet_variants.csv"
 NEW = "new_test_sets_excerpt.csv"
@@ -39,6 +43,7 @@ def random_table(rng, models=8, datasets=("ref", "a", "b", "c"), n=10_000, missi
             if j and rng.uniform() < missing:
                 continue
             acc = float(np.clip(shift + slope * quality[i] + rng.normal(0, 3), 1, 99))
+            acc = round(acc / 100 * n) / n * 100  # a count of correct images out of n
             rows.append({"model": f"m{i}", "dataset": d, "accuracy": acc, "n": n})
     return pd.DataFrame(rows)
 
@@ -57,6 +62,11 @@ def typed_report_of(df, reference="ref", **kw) -> RankingsReport:
 def report_of(df, reference="ref", **kw) -> dict:
     """:func:`typed_report_of` as its JSON file holds it (what most tests here check)."""
     return typed_report_of(df, reference, **kw).to_json()
+
+
+def small_style(**changes) -> Style:
+    """The report's style of a config that sets nothing, at 40 dpi, with ``changes``."""
+    return dataclasses.replace(Style.schema_defaults(), dpi=40, **changes)
 
 
 def cli(argv, capsys):
@@ -130,6 +140,7 @@ def test_sizes_differing_within_a_dataset_use_each_models_n(capsys):
     rng = np.random.default_rng(2)
     df = random_table(rng, datasets=("ref", "a", "b"))
     df.loc[(df.dataset == "a") & (df.model == "m3"), "n"] = 500
+    df.loc[(df.dataset == "a") & (df.model == "m3"), "accuracy"] = 37.4  # 187 of 500
     rep = report_of(df, reps=0)
     assert any("a: test-set size n differs" in w for w in rep["warnings"])
     acc = rep["datasets"]["a"]["accuracy"]["m3"]
@@ -181,6 +192,229 @@ def test_wide_tables_with_sizes_equal_their_long_form(tmp_path, shared_data):
         read_table(path, "wide", {"imagenet-x": 10.0})
     with pytest.raises(TableError, match="expected DATASET=N"):
         parse_sizes(["imagenet-a"])
+
+
+# ----------------------------------------------------- every option and cell in its domain
+
+
+def domain_table() -> pd.DataFrame:
+    """A healthy long table: four datasets, accuracies that are counts of each test set."""
+    rng = np.random.default_rng(20)
+    df = random_table(rng, models=10, datasets=("ref", "a", "b", "c"), n=2_000)
+    df["seed"] = 0
+    return df
+
+
+def one_line_refusal(argv, capsys) -> str:
+    code, _, err = cli(argv, capsys)
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_a_healthy_table_passes_every_option_at_its_bounds(tmp_path, capsys):
+    path = tmp_path / "t.csv"
+    domain_table().to_csv(path, index=False)
+    argv = ["rankings", str(path), "--bootstrap-reps", "0", "--floor", "0.5", "c=100"]
+    argv += ["--min-reference-accuracy", "0", "--models", "1", "--top", "1", "--dpi", "50"]
+    argv += ["--highlight", "m3", "--scale", "percent", "--seed", "0"]
+    code, out, err = cli([*argv, "--report", str(tmp_path / "r")], capsys)
+    assert code == 0, err
+    assert "4 datasets" in out and "Traceback" not in err
+
+
+def _edit_cell(df: pd.DataFrame, column: str, value, row: int = 5) -> pd.DataFrame:
+    df = df.copy()
+    df[column] = df[column].astype(object)
+    df.loc[row, column] = value
+    return df
+
+
+PLANTED = {
+    # cells: what a table may hold
+    "fractions beside percentages": (
+        lambda df: df.assign(accuracy=df.accuracy.where(df.dataset != "b", df.accuracy / 100)),
+        [],
+        "accuracies of b are all at most 1 while those of ref, a, c are percentages",
+    ),
+    "55% of 3 images": (
+        lambda df: _edit_cell(_edit_cell(df, "n", 3), "accuracy", 55),
+        [],
+        "accuracy 55 cannot be a share of n=3 test images",
+    ),
+    "n too large for an integer": (lambda df: _edit_cell(df, "n", 1e30), [], "from 1 to 2^53"),
+    "a fractional seed": (lambda df: _edit_cell(df, "seed", 1.5), [], "seed 1.5 is not a whole"),
+    "an infinite accuracy": (
+        lambda df: _edit_cell(df, "accuracy", "inf"),
+        [],
+        "accuracy inf is not a number",
+    ),
+    "an empty model name": (lambda df: _edit_cell(df, "model", "  "), [], "empty model"),
+    "ci_low above ci_high": (
+        lambda df: df.assign(ci_low=df.accuracy + 1, ci_high=df.accuracy - 1),
+        [],
+        "ci_low is above ci_high",
+    ),
+    "a text interval bound": (
+        lambda df: _edit_cell(df.assign(ci_low=df.accuracy - 1), "ci_low", "low"),
+        [],
+        "ci_low 'low' is not a number",
+    ),
+    # options: each checked for its domain
+    "--floor inf": (lambda df: df, ["--floor", "inf"], "--floor 'inf': a floor is an accuracy"),
+    "--floor x=nan": (lambda df: df, ["--floor", "a=nan"], "--floor 'a=nan': a floor is"),
+    "--floor 0": (lambda df: df, ["--floor", "0"], "above 0 and at most 100"),
+    "--min-reference-accuracy nan": (
+        lambda df: df,
+        ["--min-reference-accuracy", "nan"],
+        "--min-reference-accuracy nan: an accuracy is a percentage in 0-100",
+    ),
+    "--min-reference-accuracy 500": (
+        lambda df: df,
+        ["--min-reference-accuracy", "500"],
+        "--min-reference-accuracy 500: an accuracy is a percentage in 0-100",
+    ),
+    "--bootstrap-reps -1": (
+        lambda df: df,
+        ["--bootstrap-reps", "-1"],
+        "--bootstrap-reps -1: -1 is less than the minimum of 0 (config key",
+    ),
+    "--seed -1": (lambda df: df, ["--seed", "-1"], "--seed -1: -1 is less than the minimum"),
+    "--dpi 10": (lambda df: df, ["--dpi", "10"], "--dpi 10: 10 is less than the minimum of 50"),
+    "--top 0": (lambda df: df, ["--top", "0"], "--top 0: 0 is less than the minimum of 1"),
+    "--models 0": (lambda df: df, ["--models", "0"], "--models must be a whole number from 1"),
+    "--highlight unknown": (
+        lambda df: df,
+        ["--highlight", "m33"],
+        "--highlight names model(s) not in the table: m33; close: m3",
+    ),
+    "--scale unknown scale": (lambda df: df, ["--scale", "a=decimal"], "--scale 'a=decimal'"),
+    "--scale unknown dataset": (
+        lambda df: df,
+        ["--scale", "zz=fraction"],
+        "--scale names dataset(s) not in the table: zz",
+    ),
+    "--fractions and --scale": (
+        lambda df: df,
+        ["--fractions", "--scale", "percent"],
+        "--fractions and --scale: give one",
+    ),
+    "--key unknown column": (lambda df: df, ["--key", "img_size"], "--key names column(s)"),
+    "--n too large": (
+        lambda df: df.drop(columns="n"),
+        ["--n", "ref=1e30", "a=10", "b=10", "c=10"],
+        "a test-set size above 2^53",
+    ),
+    "--settings reps": (
+        lambda df: df,
+        [
+            "--settings",
+            json.dumps(
+                {
+                    **dataclasses.asdict(RankingsSettings.hand_typed()),
+                    "reps": -5,
+                }
+            ),
+        ],
+        "--settings.reps -5: -5 is less than the minimum of 0",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(PLANTED))
+def test_every_planted_wrong_input_is_one_line_naming_it(tmp_path, capsys, case):
+    """Issue 40: every cell and every option is checked for its domain; each wrong one (the
+    table otherwise healthy) stops with exit 2 and one line naming it."""
+    edit, extra, message = PLANTED[case]
+    path = tmp_path / "t.csv"
+    edit(domain_table()).to_csv(path, index=False)
+    err = one_line_refusal(["rankings", str(path), "--bootstrap-reps", "0", *extra], capsys)
+    assert message in err, err
+
+
+def test_a_wrong_per_image_cell_is_one_line(tmp_path, capsys):
+    rows = pd.DataFrame(
+        [{"model": m, "dataset": d, "accuracy": 50.0, "n": 2} for m in "abc" for d in ("r", "x")]
+    )
+    rows.loc[rows.model == "b", "accuracy"] = 100.0
+    table = tmp_path / "t.csv"
+    rows.to_csv(table, index=False)
+    per = [
+        {"model": m, "dataset": d, "key": k, "correct": int(k == "i0" or m == "b")}
+        for m in "abc"
+        for d in ("r", "x")
+        for k in ("i0", "i1")
+    ]
+    per[3]["correct"] = 2
+    images = tmp_path / "per_image.csv"
+    pd.DataFrame(per).to_csv(images, index=False)
+    err = one_line_refusal(["rankings", str(table), "--per-image", str(images)], capsys)
+    assert "correct must be 0 or 1" in err, err
+
+
+def test_scales_are_decided_per_dataset_and_said_when_unclear(tmp_path, capsys):
+    df = domain_table()
+    mixed = df.assign(accuracy=df.accuracy.where(df.dataset != "b", df.accuracy / 100))
+    with pytest.raises(TableError, match="--scale b=fraction"):
+        validate_table(mixed)
+    converted = validate_table(mixed, scale_of={"b": "fraction"})
+    assert converted["accuracy"].to_numpy() == pytest.approx(validate_table(df)["accuracy"])
+    # accuracies that really are below 1% are percentages when said so
+    low = df.assign(accuracy=df.accuracy.where(df.dataset != "b", 0.5), n=np.nan)
+    assert validate_table(low, scale_of={"b": "percent"})["accuracy"].max() > 1
+    with pytest.raises(TableError, match="one table, one scale"):
+        validate_table(low)
+    # a fraction declared for all, percentages in the table: refused, not divided
+    with pytest.raises(TableError, match=r"not a fraction in 0-1 \(--scale fraction\)"):
+        validate_table(df, scale_of={"*": "fraction"})
+    path = tmp_path / "mixed.csv"
+    mixed.to_csv(path, index=False)
+    code, out, err = cli(
+        ["rankings", str(path), "--scale", "b=fraction", "--bootstrap-reps", "0"], capsys
+    )
+    assert code == 0 and "b: 10 models" in out, err
+
+
+def test_counts_allow_the_digits_an_accuracy_is_written_with():
+    """33.3% of 3 images is 1 of 3 rounded; 66.67% is 2 of 3; 76.1% of 50,000 is exact; the
+    published tables of the shared data folder all pass (test_analyse_fixtures)."""
+    df = pd.DataFrame(
+        {
+            "model": ["a", "b", "c", "d"],
+            "dataset": "x",
+            "accuracy": [33.3, 66.67, 100.0, 0.0],
+            "n": 3,
+        }
+    )
+    assert len(validate_table(df)) == 4
+    with pytest.raises(TableError, match=r"accuracy 33.4 cannot be a share of n=3"):
+        validate_table(df.assign(accuracy=[33.4, 66.67, 100, 0]))
+    frac = df.assign(accuracy=[0.333, 0.6667, 1.0, 0.0])
+    assert validate_table(frac, fractions=True)["accuracy"].iloc[0] == pytest.approx(33.3)
+
+
+def test_repeated_models_are_counted_and_keyed_apart(tmp_path, capsys):
+    """A table of timm's shape: the same model at two image sizes (here 29 of 120) is refused
+    naming how many, the first few and the column that tells them apart; ``--key img_size``
+    makes each its own model, ``model@img_size``."""
+    from imagenot.analyse import synthetic
+
+    df = synthetic.results_table(120, ("in-val", "in-a"), sizes=(50_000, 7_500), seed=3)
+    df["img_size"] = 224
+    again = df[df.model.isin(df.model.unique()[:29])].assign(img_size=288)
+    table = pd.concat([df, again], ignore_index=True)
+    path = tmp_path / "timm.csv"
+    table.to_csv(path, index=False)
+    err = one_line_refusal(["rankings", str(path)], capsys)
+    first = df.model.iloc[0]
+    assert "116 rows share a key (model, dataset) with another row: 58 repeated key(s)" in err
+    assert f"model='{first}', dataset='in-val' (lines 2, 242)" in err
+    assert "differ in img_size: key them apart with --key img_size" in err
+    code, out, err = cli(["rankings", str(path), "--key", "img_size", "--json"], capsys)
+    assert code == 0, err
+    rep = json.loads(out)
+    assert f"{first}@224" in rep["models"] and f"{first}@288" in rep["models"]
+    assert len(rep["models"]) == 149
 
 
 # ----------------------------------------------------------------------- small samples
@@ -412,6 +646,7 @@ def test_aggregate_means_ranks_and_rank_changes():
     rng = np.random.default_rng(7)
     df = random_table(rng, models=9)
     df["n"] = df["dataset"].map({"ref": 50_000, "a": 10_000, "b": 2_000, "c": 30_000})
+    df["accuracy"] = np.round(df["accuracy"] / 100 * df["n"]) / df["n"] * 100  # counts of n
     rep = report_of(df, reps=0, aggregate=["a", "c"])
     across = rep["across_datasets"]
     assert across["datasets"] == ["a", "c"]
@@ -527,7 +762,7 @@ def test_ci_command_matches_statsmodels(capsys):
         lo, hi = proportion_confint(k, 2000, 0.05, method=method)
         assert got[key] == pytest.approx([100 * lo, 100 * hi], rel=1e-12)
     code, _, err = cli(["ci", "--accuracy", "0.751", "--n", "0"], capsys)
-    assert code == 2 and "n positive" in err
+    assert code == 2 and "n a whole number" in err
 
 
 # --------------------------------------------------------------------------------- report
@@ -570,10 +805,10 @@ def test_report_draws_every_figure_and_table_for_a_plain_table(tmp_path, shared_
 def test_report_handles_missing_models_and_a_lone_reference(tmp_path):
     rng = np.random.default_rng(13)
     df = random_table(rng, models=70, missing=0.2)
-    files = report.write_report(typed_report_of(df, reps=0), tmp_path / "a", dpi=40)
+    files = report.write_report(typed_report_of(df, reps=0), tmp_path / "a", small_style())
     assert len(files) == 2 * (len(registry.REPORT_FIGURES) + len(registry.REPORT_TABLES))
     lone = df[df.dataset == "ref"]
-    files = report.write_report(typed_report_of(lone, reps=0), tmp_path / "b", dpi=40)
+    files = report.write_report(typed_report_of(lone, reps=0), tmp_path / "b", small_style())
     assert all((tmp_path / "b" / f).exists() for f in map(str, files))
 
 
@@ -596,3 +831,175 @@ def test_one_registry_of_names(repo_root):
     boot = props["bootstrap"]["properties"]
     assert tuple(boot["over"]["enum"]) == BOOTSTRAP_OVER
     assert tuple(boot["interval"]["enum"]) == stats.INTERVALS
+
+
+# ------------------------------------------------------------ figures a paper can print
+
+
+@pytest.fixture(scope="module")
+def real_like():
+    """Reports of a timm-like table (1,556 models with 40-60 character names on four test
+    sets, as timm's published ImageNet-A/-R results) and of its first five models, linear and
+    probit; two models highlighted (one near the bottom)."""
+    from imagenot.analyse import synthetic
+
+    big = synthetic.results_table(1556, seed=1)
+    five = big[big.model.isin(big.model.unique()[:5])]
+    out = {}
+    for name, df in (("1556", big), ("5", five)):
+        for axis in ("linear", "probit"):
+            settings = RankingsSettings.hand_typed(reps=0, axis=axis)
+            out[name, axis] = rankings_report(validate_table(df), settings)
+    models = out["1556", "linear"].models
+    out["highlight"] = [models[-1], models[7]]
+    return out
+
+
+def test_the_layout_check_finds_a_planted_overlap_and_clipped_text():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from imagenot.figures.layout import layout_problems
+
+    fig, ax = plt.subplots(figsize=(3, 2), layout="constrained")
+    ax.set_title("clean")
+    ax.text(0.1, 0.5, "alone", transform=ax.transAxes)
+    assert layout_problems(fig) == []
+    ax.text(0.12, 0.52, "planted", transform=ax.transAxes)  # on top of "alone"
+    fig.text(0.8, 0.2, "a text that runs off the right edge")  # the layout leaves it there
+    problems = layout_problems(fig)
+    assert "'planted' overlaps 'alone'" in problems or "'alone' overlaps 'planted'" in problems
+    assert any("leaves the figure at the right" in p for p in problems), problems
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("size", ["5", "1556"])
+@pytest.mark.parametrize("kind", list(registry.REPORT_FIGURES))
+def test_every_report_figure_is_readable_from_5_to_1556_models(real_like, size, kind):
+    """Issue 41: no label overlaps another, none leaves the figure (the renderer's text
+    boxes, :func:`imagenot.figures.layout.layout_problems`), with real-length model names
+    and two highlighted models."""
+    import matplotlib.pyplot as plt
+
+    from imagenot.figures.layout import layout_problems
+    from imagenot.registries import resolve
+
+    style = small_style(highlight=real_like["highlight"])
+    for axis in ("linear", "probit") if kind == "accuracy_vs_reference" else ("linear",):
+        with warnings.catch_warnings():  # "constrained_layout not applied" and its kin
+            warnings.simplefilter("error", UserWarning)
+            fig = resolve(registry.REPORT_FIGURES[kind])(real_like[size, axis], style)
+            assert layout_problems(fig) == [], (kind, size, axis)
+        width, height = fig.get_size_inches()
+        assert width <= 6.75 + 0.01 and height < 50  # --top 40 of four datasets: 42 in
+        plt.close(fig)
+
+
+def test_a_crowded_figure_fails_the_layout_check(real_like, monkeypatch):
+    """The check catches what it is for: rows of the rankings figure squeezed to a fifth of
+    their height overlap their labels."""
+    import matplotlib.pyplot as plt
+
+    from imagenot.figures import rankings
+    from imagenot.figures.layout import layout_problems
+
+    monkeypatch.setattr(rankings, "ROW_IN", 0.04)
+    fig = report.rankings_figure(real_like["1556", "linear"], small_style(top=30))
+    problems = layout_problems(fig)
+    assert any("overlaps" in p for p in problems), problems
+    plt.close(fig)
+
+
+def drawn(fig) -> list[str]:
+    from imagenot.figures.layout import drawn_texts
+
+    return [t.get_text() for t, _ in drawn_texts(fig)]
+
+
+def test_figures_write_symbols_as_text_not_math_markup(real_like):
+    """Math text is off (names from users' tables are never parsed): R², τ and ρ are written
+    as characters, never as a literal ``$R^2$``."""
+    import matplotlib.pyplot as plt
+
+    rep = real_like["5", "linear"]
+    texts = []
+    for draw in (report.accuracy_vs_reference, report.rank_changes, report.error_correlations):
+        fig = draw(rep, small_style())
+        texts += drawn(fig)
+        plt.close(fig)
+    assert not [t for t in texts if "$" in t or "^" in t]
+    assert any("adj. R² " in t for t in texts)
+    assert any("Kendall τ-b" in t for t in texts)
+    assert any("Spearman ρ" in t for t in texts)
+
+
+def test_probit_axes_put_accuracies_at_their_probit_positions(real_like):
+    """``--axis probit`` draws on probit axes (Taori et al., Miller et al.): a tick labelled
+    with an accuracy sits at norm.ppf of it, and the fitted line is straight on the page."""
+    import matplotlib.pyplot as plt
+
+    fig = report.accuracy_vs_reference(real_like["1556", "probit"], small_style())
+    ax = fig.axes[0]
+    assert ax.get_xscale() == ax.get_yscale() == "function"
+    ticks = [float(t) for t in ax.get_xticks()]
+    assert 50.0 in ticks and len(ticks) >= 4
+    to_page = ax.xaxis.get_transform()
+    for t in ticks:
+        assert to_page.transform([t])[0] == pytest.approx(sps.norm.ppf(t / 100), abs=1e-9)
+    line = ax.lines[0]
+    xy = ax.transData.transform(np.column_stack(line.get_data()))
+    slopes = np.diff(xy[:, 1]) / np.diff(xy[:, 0])
+    assert np.ptp(slopes) < 1e-6 * max(1.0, abs(slopes.mean()))
+    assert any("probit axes" in t for t in drawn(fig))
+    plt.close(fig)
+
+
+def test_rank_changes_of_many_models_name_the_largest_over_a_faint_background(real_like):
+    import matplotlib.pyplot as plt
+
+    rep = real_like["1556", "linear"]
+    hot = real_like["highlight"]
+    fig = report.rank_changes(rep, small_style(highlight=hot))
+    ax = fig.axes[0]
+    background, named = ax.collections[0], ax.collections[1]
+    assert len(background.get_segments()) == 1556 and background.get_alpha() <= 0.05
+    assert len(named.get_segments()) <= report.LINE_LABELS + len(hot)
+    names = [t.get_text() for t in ax.texts]
+    assert 1 <= len(names) <= report.LINE_LABELS + len(hot)
+    assert any(t.startswith(hot[0][:10]) for t in names)  # highlighted: named, wherever
+    delta = rep.datasets[ax.get_title().split(",")[0]].delta_rank
+    largest = max(delta, key=lambda m: abs(delta[m]))
+    assert any(t.startswith(largest[:10]) and t.endswith(f"({delta[largest]:+g})") for t in names)
+    plt.close(fig)
+
+
+def test_rankings_figure_draws_the_best_k_then_the_highlighted(real_like):
+    import matplotlib.pyplot as plt
+
+    rep = real_like["1556", "linear"]
+    hot = real_like["highlight"][0]
+    fig = report.rankings_figure(rep, small_style(top=10, highlight=[hot]))
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    entry = rep.datasets[rep.reference]
+    assert len(labels) == 11 and "best 10 of 1556" in ax.get_title()
+    assert labels[-1] == f"{entry.ranks[hot]:g}. {hot}"
+    assert ax.get_yticklabels()[-1].get_fontweight() == "bold"
+    plt.close(fig)
+
+
+def test_summary_prints_a_bound_for_underflowed_p_values_and_counts_in_words(real_like):
+    rep = real_like["1556", "linear"]
+    text = summary_text(rep, None)
+    assert "p < 1e-300" in text and "p=0 " not in text and "p=0;" not in text
+    assert "mean over 3 datasets" in text
+    two = rankings_report(
+        validate_table(random_table(np.random.default_rng(3), datasets=("ref", "a"))),
+        RankingsSettings.hand_typed(reps=0, reference="ref"),
+    )
+    assert "mean over 1 dataset:" in summary_text(two, None)
+    md = tables.to_markdown(tables.report_statistics(rep))
+    assert "< 1e-300" in md
+    assert rep.datasets["imagenet-v2"].correlations.kendall_p == 0.0  # the JSON keeps scipy's

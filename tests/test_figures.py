@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 import json
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -311,7 +313,8 @@ def test_settings_name_a_wrong_key_and_an_unregistered_kind(config, results, tmp
     bad = {**settings, "figure_options": {**style(config), "dpi": "high"}}
     with pytest.raises(SystemExit, match=r"--settings\.figure_options\.dpi must be an integer"):
         main(["figure", "--settings", json.dumps(bad), str(results["accuracy"]), *out])
-    bad = {**settings, "figure_options": {"width_in": 6.75, "dpi": 60}}
+    bad = {**settings, "figure_options": {**style(config)}}
+    del bad["figure_options"]["font_size"]
     with pytest.raises(
         SystemExit, match=r"--settings\.figure_options.*missing key\(s\) \['font_size'\]"
     ):
@@ -340,3 +343,92 @@ def test_every_registered_figure_has_its_report_caption(config, repo_root, kind)
         .render(snakemake=job)
     )
     assert len(text.strip()) > 100 and config["description"] in text
+
+
+def many_models_accuracy(models: int) -> pd.DataFrame:
+    """An accuracy.csv of a run with ``models`` models of 40-60 character names (and alexnet,
+    the baseline): ST on three datasets, FT and TL on fashion_mnist, four transformations,
+    the published rows; every accuracy a count of its test set."""
+    from imagenot.analyse.synthetic import long_model_names
+
+    rng = np.random.default_rng(5)
+    names = ["alexnet", *long_model_names(models - 1, seed=5)]
+    quality = dict(zip(names, rng.uniform(0.2, 0.9, models), strict=True))
+    published = {m: round(q * 50_000 * 0.95) / 500 for m, q in quality.items()}
+    labels = [(d, "st") for d in DATASETS] + [("fashion_mnist", "ft-imagenet")]
+    labels += [("fashion_mnist", "tl-imagenet")]
+    rows = []
+    for (dataset, protocol), m, (t, transform) in itertools.product(
+        labels, names, enumerate(synthetic.TRANSFORMS)
+    ):
+        p = np.clip(quality[m] - 0.1 * t + rng.normal(0, 0.05), 0.01, 0.99)
+        rows.append(
+            {"model": m, "dataset": dataset, "protocol": protocol, "seed": 0}
+            | {"transform": transform, "accuracy": round(p * 500) / 5, "n": 500}
+            | {"imagenet_top1": published[m]}
+        )
+    for m in names:
+        rows.append(
+            {"model": m, "dataset": "imagenet_published", "protocol": "published", "seed": 0}
+            | {"transform": "Identity", "accuracy": published[m], "n": 50_000}
+            | {"imagenet_top1": published[m]}
+        )
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("models", [5, 150])
+@pytest.mark.parametrize(
+    "request_",
+    [
+        ("rankings_st",),
+        ("rankings_transfer",),
+        ("relative_progress",),
+        ("accuracy_vs_imagenet", "imagenot", "st"),
+        ("per_transform", "imagenet"),
+    ],
+    ids=lambda r: r[0],
+)
+def test_every_workflow_figure_is_readable_with_long_names(config, tmp_path, models, request_):
+    """Issue 41: each workflow figure kind, on a run of 5 and of 150 models with real-length
+    names and a highlighted model, draws no text over another and none outside the figure;
+    with the probit axis the fit figure draws probit axes."""
+    import matplotlib.pyplot as plt
+
+    from imagenot.figures.data import load_accuracy
+    from imagenot.figures.layout import layout_problems
+    from imagenot.figures.registry import WORKFLOW_FIGURES
+    from imagenot.registries import resolve
+
+    path = tmp_path / "accuracy.csv"
+    many_models_accuracy(models).to_csv(path, index=False)
+    acc = load_accuracy(path)
+    kind = request_[0]
+    request = dict(zip(("dataset", "protocol"), request_[1:], strict=False))
+    hot = sorted(set(acc["model"]))[1]
+    style_ = dataclasses.replace(Style.from_config(config), dpi=60, highlight=[hot])
+    for axis in ("linear", "probit") if kind == "accuracy_vs_imagenet" else ("linear",):
+        opts = figure_options(config, axis=axis)
+        with warnings.catch_warnings():  # "constrained_layout not applied" and its kin
+            warnings.simplefilter("error", UserWarning)
+            fig = resolve(WORKFLOW_FIGURES[kind].code)(acc, opts, style_, **request)
+            assert layout_problems(fig) == [], (kind, models, axis)
+        if axis == "probit":
+            assert fig.axes[0].get_xscale() == "function"
+        plt.close(fig)
+
+
+def test_a_run_at_chance_below_one_percent_is_read_as_percent(config, results, tmp_path):
+    """A dataset of 1,000 classes at chance scores 0.1%: the workflow's accuracy.csv is in
+    percent, so the figures and the rankings rule read it so rather than ask for a scale."""
+    from imagenot.figures.data import load_accuracy
+
+    acc = pd.read_csv(results["accuracy"])
+    low = acc["dataset"] == "imagenot"
+    acc.loc[low, "accuracy"] = 100 / acc.loc[low, "n"]  # one image right
+    acc.loc[low, ["ci_low", "ci_high"]] = [0.0, 4.0]
+    path = tmp_path / "accuracy.csv"
+    acc.to_csv(path, index=False)
+    assert load_accuracy(path)["accuracy"][low.to_numpy()].max() < 1
+    settings = RankingsSettings.from_config(config, variant="standard")
+    argv = ["rankings", str(path), "--settings", to_json(settings), "--out", str(tmp_path / "r")]
+    assert main(argv) == 0

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from imagenot.analyse.checks import validate_table
 from imagenot.analyse.rankings import rankings_report
 from imagenot.analyse.report import (
     DatasetEntry,
@@ -19,7 +20,6 @@ from imagenot.analyse.report import (
 )
 from imagenot.analyse.settings import RankingsSettings
 from imagenot.analyse.stats import UNDEFINED_P_METHOD
-from imagenot.analyse.table import validate_table
 from imagenot.cli import main
 
 
@@ -34,6 +34,7 @@ def table() -> pd.DataFrame:
                 continue
             for seed in range(3):
                 acc = 50.0 if d == "flat" else 30 + 6 * i + rng.normal(0, 2)
+                acc = round(acc * 8) / 8  # a count of correct images out of 800
                 rows.append({"model": m, "dataset": d, "seed": seed, "accuracy": acc, "n": 800})
     return pd.DataFrame(rows)
 

@@ -229,7 +229,7 @@ def test_toy_figure_and_table_are_drawn_by_the_figure_and_table_commands(toys, t
         "axis": "linear",
         "imagenet_axis": "published",
     }
-    style = {"width_in": 6.75, "font_size": 8, "dpi": 40}
+    style = {"width_in": 6.75, "font_size": 8, "dpi": 40, "top": 40, "highlight": []}
     figure = {"kind": "toy_figure", "dataset": None, "protocol": None}
     figure |= {"options": options, "figure_options": style}
     common = [str(acc), "--settings"]

@@ -45,7 +45,12 @@ def _rows(models, datasets=("ref", "a", "b"), n=1000):
     rng = np.random.default_rng(0)
     q = rng.uniform(40, 90, len(models))
     return [
-        {"model": m, "dataset": d, "accuracy": float(np.clip(q[i] - 5 * j, 1, 99)), "n": n}
+        {
+            "model": m,
+            "dataset": d,
+            "accuracy": round(np.clip(q[i] - 5 * j, 1, 99) * n / 100) * 100 / n,
+            "n": n,
+        }
         for j, d in enumerate(datasets)
         for i, m in enumerate(models)
     ]
@@ -81,7 +86,7 @@ def _rankings(tmp_path, capsys, table, *extra):
         (lambda df: df.drop(columns="n"), ["--n", "ref=10", "ref=20", "a=1", "b=1"], "twice"),
         (lambda df: df, ["--aggregate", "a", "a"], "twice"),
         (lambda df: df, ["--floor", "a=1", "a=2"], "twice"),
-        (lambda df: pd.concat([df, df.iloc[:1]]), [], "duplicates row"),
+        (lambda df: pd.concat([df, df.iloc[:1]]), [], "share a key"),
     ],
     ids=["n-fraction", "n-text", "--n-fraction", "--n-twice", "aggregate", "floor", "row"],
 )

@@ -137,7 +137,15 @@ def per_image_matrices(
         )
     if "transform" in df.columns and variant == "standard":
         df = df[is_standard(df["transform"], standard_transform)]
-    df["correct"] = df["correct"].astype(float)
+    correct = pd.to_numeric(df["correct"], errors="coerce").astype(float)
+    bad = ~correct.isin([0.0, 1.0])
+    if bad.any():  # 2, 0.5, "yes" or an empty cell would bias every resampled accuracy
+        row = df.loc[bad].iloc[0]
+        raise TableError(
+            f"per-image table: correct must be 0 or 1 (or true/false), got {row['correct']!r} "
+            f"for model={row['model']!r}, dataset={row['dataset']!r}, key={row['key']!r}"
+        )
+    df["correct"] = correct
     out = {}
     for dataset, g in df.groupby("dataset", sort=False):
         wide = g.pivot_table(index="model", columns="key", values="correct", aggfunc="mean")

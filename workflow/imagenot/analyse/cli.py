@@ -63,13 +63,19 @@ def _ci(args: argparse.Namespace) -> int:
     import numpy as np
 
     from imagenot.analyse import stats
+    from imagenot.analyse.checks import count_problem
+    from imagenot.analyse.table import MAX_COUNT
 
-    if not 0 <= args.accuracy <= 100 or args.n <= 0:
+    if not 0 <= args.accuracy <= 100 or not 0 < args.n <= MAX_COUNT:
         print(
-            f"imagenot ci: accuracy must be a percentage in 0-100 and n positive, got "
-            f"{args.accuracy} and {args.n}",
+            f"imagenot ci: accuracy must be a percentage in 0-100 and n a whole number from 1 "
+            f"to 2^53, got {args.accuracy} and {args.n}",
             file=sys.stderr,
         )
+        return 2
+    problem = count_problem(args.accuracy, args.n, args.accuracy, 1.0)
+    if problem:
+        print(f"imagenot ci: --accuracy {problem}", file=sys.stderr)
         return 2
     a, n = np.array([args.accuracy]), np.array([args.n])
     cp = stats.clopper_pearson(a, n, args.confidence)

@@ -1,10 +1,11 @@
-"""Results tables for the rankings toolbox: reading, validation, and selection of one variant.
+"""Results tables for the rankings toolbox: reading, and selection of one variant.
 
 A results table has one row per (model, dataset[, seed]) with ``accuracy`` in percent and
 optional ``n`` (test-set size), ``seed``, ``ci_low``/``ci_high``. Papers print *wide* tables
 (one column per dataset); :func:`read_table` turns those into the long layout. The workflow's
 ``results/analyse/accuracy.csv`` also has ``protocol`` and ``transform``; :func:`select_variant`
-turns it into such a table (one dataset label per dataset and protocol).
+turns it into such a table (one dataset label per dataset and protocol). What each cell may
+hold is checked by :func:`imagenot.analyse.checks.validate_table`.
 
 Every refusal is a :class:`TableError` whose one-line message names the file, row or key: a
 researcher pointing the toolbox at their own table sees what to fix, not a traceback.
@@ -27,6 +28,15 @@ REQUIRED = ("model", "dataset", "accuracy")
 FORMATS = ("long", "wide")
 WIDE_EXTRA = ("seed",)
 """Columns of a wide table that are not datasets (besides the model column)."""
+
+
+LINE = "_line"
+"""Column :func:`read_table` adds to a CSV table: the file line of each row (wide tables keep
+the line of the model's row), so that a refusal names the line an editor shows."""
+
+MAX_COUNT = 2**53
+"""Largest test-set size ``n`` taken: the largest whole number a float holds exactly (every
+count above it is rounded; no test set comes near)."""
 
 
 class TableError(ValueError):
@@ -55,6 +65,8 @@ def parse_sizes(items: list[str] | None) -> dict[str, float]:
             raise TableError(
                 f"--n {item!r}: expected DATASET=N with a positive whole test-set size N"
             )
+        if n > MAX_COUNT:
+            raise TableError(f"--n {item!r}: a test-set size above 2^53 is not counted exactly")
         if name in sizes:
             raise TableError(f"--n {item!r}: dataset {name!r} is given twice")
         sizes[name] = n
@@ -62,14 +74,18 @@ def parse_sizes(items: list[str] | None) -> dict[str, float]:
 
 
 def read_table(
-    path: str | os.PathLike, fmt: str = "long", sizes: Mapping[str, float] | None = None
+    path: str | os.PathLike,
+    fmt: str = "long",
+    sizes: Mapping[str, float] | None = None,
+    id_columns: tuple[str, ...] = (),
 ) -> pd.DataFrame:
     """Read a CSV or parquet results table, long or wide (no validation beyond the layout).
 
     Wide: a ``model`` column (else the first column), optionally ``seed``, and one column per
     dataset in the table's order; empty cells are models missing from that dataset. ``sizes``
     gives the test-set size per dataset (``--n``) for either layout; in a long table it fills
-    the ``n`` column where the table has none.
+    the ``n`` column where the table has none. ``id_columns`` of a wide table are no datasets
+    (``--key`` columns such as ``img_size``).
     """
     path = Path(path)
     if fmt not in FORMATS:
@@ -93,8 +109,12 @@ def read_table(
         raise TableError(f"{path}: column(s) {', '.join(map(repr, twice))} given twice")
     if len(df) == 0:
         raise TableError(f"{path}: header only, no data rows (columns: {', '.join(df.columns)})")
+    if LINE in df.columns:
+        raise TableError(f"{path}: column name {LINE!r} is reserved")
+    if path.suffix != ".parquet":  # data row i of a CSV file is on line i + 2 (1: the header)
+        df[LINE] = np.arange(len(df)) + 2
     if fmt == "wide":
-        df = _from_wide(df, path)
+        df = _from_wide(df, path, tuple(id_columns))
     if sizes:
         unknown = sorted(set(sizes) - set(df["dataset"].astype(str))) if "dataset" in df else []
         if unknown:
@@ -112,9 +132,10 @@ def _header(path: Path) -> list[str]:
         return [c.strip() for c in next(csv.reader(f), [])]
 
 
-def _from_wide(df: pd.DataFrame, path: Path) -> pd.DataFrame:
+def _from_wide(df: pd.DataFrame, path: Path, id_columns: tuple[str, ...]) -> pd.DataFrame:
     model = "model" if "model" in df.columns else df.columns[0]
-    ids = [model] + [c for c in WIDE_EXTRA if c in df.columns and c != model]
+    extra = (*WIDE_EXTRA, *id_columns, LINE)
+    ids = [model] + [c for c in dict.fromkeys(extra) if c in df.columns and c != model]
     datasets = [c for c in df.columns if c not in ids]
     if not datasets:
         raise TableError(f"{path}: a wide table needs one column per dataset besides {model!r}")
@@ -124,81 +145,6 @@ def _from_wide(df: pd.DataFrame, path: Path) -> pd.DataFrame:
     long = long.dropna(subset=["accuracy"]).sort_values("dataset", kind="stable")
     long["dataset"] = long["dataset"].astype(str)
     return long.reset_index(drop=True)
-
-
-def _row_name(df: pd.DataFrame, i: int) -> str:
-    row = df.iloc[i]
-    keys = [k for k in ("model", "dataset", "protocol", "seed", "transform") if k in df.columns]
-    what = ", ".join(f"{k}={row[k]!r}" for k in keys)
-    # Data row i of a CSV file is on line i + 2 (line 1 is the header).
-    return f"row {i} (line {i + 2}: {what})"
-
-
-FRACTION_HINT = (
-    "every accuracy is at most 1: accuracies are percentages (75.1, not 0.751); "
-    "pass --fractions if the table holds fractions"
-)
-
-
-def validate_table(df: pd.DataFrame, fractions: bool = False) -> pd.DataFrame:
-    """Check columns, keys and ranges; return a clean copy with typed columns (percent).
-
-    Refuses a missing column, a duplicate (model, dataset, seed) row (protocol and transform
-    join the key when present), an accuracy outside 0-100, and a table whose accuracies are all
-    at most 1 (fractions read as percentages would corrupt every interval) unless ``fractions``
-    says so; then accuracies and ``ci_low``/``ci_high`` are multiplied by 100.
-    """
-    missing = [c for c in REQUIRED if c not in df.columns]
-    if missing:
-        raise TableError(
-            f"results table lacks column(s) {', '.join(missing)}; "
-            f"columns present: {', '.join(map(str, df.columns))}"
-        )
-    if len(df) == 0:
-        raise TableError("results table has no rows")
-    df = df.reset_index(drop=True).copy()
-    for col in ("model", "dataset"):
-        bad = df.index[df[col].isna()]
-        if len(bad):
-            raise TableError(f"{_row_name(df, bad[0])}: empty {col}")
-        df[col] = df[col].astype(str).str.strip()
-    acc = pd.to_numeric(df["accuracy"], errors="coerce")
-    top = 1.0 if fractions else 100.0
-    bad = df.index[acc.isna() | (acc < 0) | (acc > top)]
-    if len(bad):
-        i = bad[0]
-        what = "a fraction in 0-1 (--fractions)" if fractions else "a percentage in 0-100"
-        raise TableError(f"{_row_name(df, i)}: accuracy {df['accuracy'].iloc[i]!r} is not {what}")
-    if not fractions and (acc <= 1).all():
-        raise TableError(FRACTION_HINT)
-    scale = 100.0 if fractions else 1.0
-    df["accuracy"] = acc.astype(float) * scale
-    for col in ("ci_low", "ci_high"):
-        if col in df.columns:
-            df[col] = pd.to_numeric(df[col], errors="coerce") * scale
-    if "n" in df.columns:
-        n = pd.to_numeric(df["n"], errors="coerce")
-        whole = np.isfinite(n) & (n > 0) & (n == np.floor(n))
-        bad = df.index[(n.notna() | df["n"].notna()) & ~whole]
-        if len(bad):  # a size is a count of test images: 100.5 or "abc" is a broken table
-            raise TableError(
-                f"{_row_name(df, bad[0])}: n must be a positive whole number of test images, "
-                f"got {df['n'].iloc[bad[0]]!r}"
-            )
-        df["n"] = n
-    if "seed" in df.columns:
-        seed = pd.to_numeric(df["seed"], errors="coerce")
-        bad = df.index[seed.isna()]
-        if len(bad):
-            raise TableError(f"{_row_name(df, bad[0])}: seed is not a number")
-        df["seed"] = seed.astype(int)
-    key = [c for c in ("model", "dataset", "protocol", "seed", "transform") if c in df.columns]
-    dup = df.duplicated(subset=key, keep="first")
-    if dup.any():
-        i = int(np.flatnonzero(dup.to_numpy())[0])
-        first = int(np.flatnonzero((df[key] == df.loc[i, key]).all(axis=1).to_numpy())[0])
-        raise TableError(f"{_row_name(df, i)} duplicates row {first}: key ({', '.join(key)})")
-    return df
 
 
 def near_duplicate_models(models: list[str]) -> list[list[str]]:

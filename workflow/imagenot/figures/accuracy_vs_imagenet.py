@@ -8,7 +8,7 @@ import pandas as pd
 
 from imagenot.analyse import stats
 from imagenot.figures.data import Options, cells, imagenet_x, imagenet_x_label, label_of, nice
-from imagenot.figures.style import Style, paper_style
+from imagenot.figures.style import HIGHLIGHT, Style, paper_style
 
 SERIES = (("standard", "Standard", "C0", "o"), ("robust", "Robust", "C3", "s"))
 
@@ -42,27 +42,91 @@ def fit_rows(acc: pd.DataFrame, dataset: str, protocol: str, opts: Options) -> l
 
 
 LABEL_MAX_MODELS = 15
-"""Points are labelled with model names up to this many models (beyond, labels would overlap)."""
+"""Points are named up to this many models; beyond, only the highlighted ones (the figure's
+``highlight``). A name goes where it overlaps no other (:func:`imagenot.figures.layout.
+place_point_labels`), else it is left out."""
+TICK_CANDIDATES = (50, 10, 90, 1, 99, 20, 80, 30, 70, 40, 60, 5, 95, 2, 98, 0.1, 99.9, 0.5, 99.5,
+                   0.01, 99.99)  # fmt: skip
+"""Accuracies (percent) where a probit or logit axis may put a tick, as Taori et al. and
+Miller et al. label theirs; the first that fit are taken (50 first, then 10 and 90, ...)."""
 
 
-def fit_panel(ax, rows: list[dict], style: Style, legend: bool = True) -> None:
+def accuracy_scale(ax, axis: str, x: np.ndarray, y: np.ndarray) -> None:
+    """Draw ``ax`` on the fitting scale ``axis`` (``analyse.axis``): on ``probit`` or ``logit``
+    the positions are ``stats.to_axis`` of the accuracies (norm.ppf of the fraction for probit),
+    the ticks are accuracies in percent, so that the OLS line on that scale is a straight line
+    (Taori et al., Miller et al.); limits a little beyond the data (``x``, ``y``: every plotted
+    value, error bars included). ``linear`` keeps percent axes, limited to 0-100."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
+
+    if axis == "linear":
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(max(lo, 0.0), min(hi, 100.0))
+        return
+
+    def forward(a):
+        return stats.to_axis(np.asarray(a, dtype=float), axis)
+
+    def inverse(v):
+        return stats.from_axis(np.asarray(v, dtype=float), axis)
+
+    for values, set_scale, set_lim, which in (
+        (x, ax.set_xscale, ax.set_xlim, ax.xaxis),
+        (y, ax.set_yscale, ax.set_ylim, ax.yaxis),
+    ):
+        v = np.asarray(values, dtype=float)
+        v = v[np.isfinite(v)]
+        set_scale("function", functions=(forward, inverse))
+        if not len(v):
+            continue
+        t = forward(v)
+        pad = max(0.05 * (t.max() - t.min()), 0.05)
+        lo, hi = float(inverse(t.min() - pad)), float(inverse(t.max() + pad))
+        set_lim(lo, hi)
+        span = float(forward(hi) - forward(lo))
+        candidates = [c for c in TICK_CANDIDATES if lo <= c <= hi]
+        candidates += [float(c) for c in MaxNLocator(5).tick_values(lo, hi) if lo <= c <= hi]
+        ticks: list[float] = []
+        for c in candidates:  # at least a seventh of the axis apart, on the drawn scale
+            if all(abs(forward(c) - forward(t)) >= span / 7 for t in ticks):
+                ticks.append(c)
+        which.set_major_locator(FixedLocator(sorted(ticks)))
+        which.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:g}"))
+        which.set_minor_locator(NullLocator())
+
+
+def fit_panel(ax, rows: list[dict], style: Style, *, legend: bool, axis: str) -> list:
     """One panel: per series the points with error bars, the OLS line and its confidence band,
-    slope and adjusted R^2 in the legend (the paper's Figure 8c). Shared by the workflow's
-    accuracy-vs-ImageNet figures and ``imagenot rankings --report``.
+    slope and adjusted R² in the legend (the paper's Figure 8c), on the fitting scale ``axis``
+    (:func:`accuracy_scale`). Shared by the workflow's accuracy-vs-ImageNet figures and
+    ``imagenot rankings --report``. Highlighted models (``style.highlight``) are drawn in
+    colour. Returns the point labels to place once the figure is laid out
+    (:func:`imagenot.figures.layout.place_point_labels`): every model of the first series up
+    to :data:`LABEL_MAX_MODELS`, else the highlighted ones.
 
     ``rows``: dicts with ``name``, ``color``, ``marker``, ``models``, ``x``, ``y``, ``lo``,
     ``hi`` (error bar bounds of y) and ``fit`` (:class:`imagenot.analyse.stats.OLSFit` or None).
     """
+    from imagenot.figures.layout import PointLabel
+
     all_x = np.concatenate([r["x"] for r in rows]) if rows else np.array([])
+    all_y = (
+        np.concatenate([np.concatenate([r["lo"], r["hi"], r["y"]]) for r in rows])
+        if rows
+        else np.array([])
+    )
     many = max((len(r["models"]) for r in rows), default=0) > 200
+    highlight = set(style.highlight)
     for r in rows:
         if not len(r["models"]):
             continue
         label = r["name"]
         if r["fit"] is not None:
             s = r["fit"].summary()
-            label += f": slope {s['slope']:.2f}, adj. $R^2$ {s['adj_r2']:.2f}"
-            grid = np.linspace(all_x.min() - 1, all_x.max() + 1, 100)
+            label += f": slope {s['slope']:.2f}, adj. R² {s['adj_r2']:.2f}"
+            t = stats.to_axis(all_x, axis)
+            pad = max(0.05 * (t.max() - t.min()), 0.05)
+            grid = stats.from_axis(np.linspace(t.min() - pad, t.max() + pad, 100), axis)
             mean, lo, hi = r["fit"].band(grid)
             ax.plot(grid, mean, color=r["color"], lw=1)
             ax.fill_between(grid, lo, hi, color=r["color"], alpha=0.15, lw=0)
@@ -81,11 +145,10 @@ def fit_panel(ax, rows: list[dict], style: Style, legend: bool = True) -> None:
                 lw=0.8,
                 label=label,
             )
-    first = rows[0] if rows else {"models": []}
-    if 0 < len(first["models"]) <= LABEL_MAX_MODELS:
-        for m, x, y in zip(first["models"], first["x"], first["y"], strict=True):
-            ax.annotate(
-                m, (x, y), xytext=(3, 3), textcoords="offset points", fontsize=style.font_size - 2
+        hot = np.array([m in highlight for m in r["models"]], dtype=bool)
+        if hot.any():
+            ax.scatter(
+                r["x"][hot], r["y"][hot], s=22, color=HIGHLIGHT, edgecolor="k", lw=0.5, zorder=3
             )
     if not len(all_x):
         ax.text(
@@ -96,23 +159,47 @@ def fit_panel(ax, rows: list[dict], style: Style, legend: bool = True) -> None:
             va="center",
             transform=ax.transAxes,
         )
-    lo, hi = ax.get_ylim()
-    ax.set_ylim(max(lo, 0.0), min(hi, 100.0))
+    accuracy_scale(ax, axis, all_x, all_y)
     if len(all_x) and legend:
         ax.legend(frameon=False, loc="upper left")
+    first = rows[0] if rows else {"models": []}
+    labels = []
+    for m, x, y in zip(first["models"], first["x"], first["y"], strict=True):
+        if m in highlight:
+            labels.append(PointLabel(m, float(x), float(y), HIGHLIGHT, "bold"))
+    if len(first["models"]) <= LABEL_MAX_MODELS:
+        order = np.argsort(-np.asarray(first["y"], dtype=float), kind="stable")
+        labels += [
+            PointLabel(first["models"][i], float(first["x"][i]), float(first["y"][i]))
+            for i in order
+            if first["models"][i] not in highlight
+        ]
+    return labels
 
 
 def draw(acc: pd.DataFrame, opts: Options, style: Style, *, dataset: str, protocol: str):
-    """Scatter with OLS line and confidence band; slope and adjusted R^2 in the legend."""
+    """Scatter with OLS line and confidence band; slope and adjusted R² in the legend."""
     import matplotlib.pyplot as plt
 
+    from imagenot.figures import layout
+
     rows = fit_rows(acc, dataset, protocol, opts)
-    pct = round(opts.confidence * 100)
+    pct = f"{opts.confidence * 100:g}"
     with paper_style(style):
         fig, ax = plt.subplots(figsize=(style.column_in, style.column_in * 0.9))
-        fit_panel(ax, rows, style)
-        ax.set_xlabel(imagenet_x_label(opts))
-        ax.set_ylabel(f"{nice(label_of(dataset, protocol))} top-1 (%)")
-        axis_note = "" if opts.axis == "linear" else f", {opts.axis} fit"
+        labels = fit_panel(ax, rows, style, legend=True, axis=opts.axis)
+        ax.set_xlabel(
+            layout.wrap_text(imagenet_x_label(opts), style.column_in - 0.5, style.font_size)
+        )
+        ax.set_ylabel(
+            layout.wrap_text(
+                f"{nice(label_of(dataset, protocol))} top-1 (%)",
+                style.column_in - 0.6,
+                style.font_size,
+            )
+        )
+        axis_note = "" if opts.axis == "linear" else f", {opts.axis} axes"
         ax.set_title(f"OLS with {pct}% band{axis_note}")
+        layout.freeze(fig)
+        layout.place_point_labels(ax, labels, style.font_size - 2)
     return fig

@@ -9,12 +9,8 @@ import pandas as pd
 
 from imagenot.analyse import PUBLISHED_DATASET
 from imagenot.analyse.cells import Cells, build_cells
-from imagenot.analyse.table import (
-    TableError,
-    read_table,
-    select_variant,
-    validate_table,
-)
+from imagenot.analyse.checks import validate_table
+from imagenot.analyse.table import TableError, read_table, select_variant
 from imagenot.figures.settings import Options
 
 WORKFLOW_COLUMNS = ("protocol", "transform")
@@ -23,7 +19,7 @@ WORKFLOW_COLUMNS = ("protocol", "transform")
 def load_accuracy(path: str | os.PathLike) -> pd.DataFrame:
     """accuracy.csv, validated; a table without the workflow's columns is refused with a
     pointer to ``imagenot rankings --report``, which draws the same figures for any table."""
-    df = validate_table(read_table(path))
+    df = validate_table(read_table(path), scale_of={"*": "percent"})  # the workflow writes percent
     missing = [c for c in WORKFLOW_COLUMNS if c not in df.columns]
     if missing:
         raise TableError(

@@ -8,7 +8,7 @@ import pandas as pd
 from imagenot.analyse import stats
 from imagenot.analyse.table import is_standard
 from imagenot.figures.data import Options
-from imagenot.figures.style import Style, paper_style
+from imagenot.figures.style import HIGHLIGHT, Style, paper_style
 
 
 def rank_matrix(
@@ -31,16 +31,33 @@ def rank_matrix(
 
 
 def draw(acc: pd.DataFrame, opts: Options, style: Style, *, dataset: str):
-    """Heat map of ranks (1 = best) with accuracies written in the cells."""
+    """Heat map of ranks (1 = best) with accuracies written in the cells: the best
+    ``style.top`` models by standard accuracy, then the highlighted ones below them."""
     import matplotlib.pyplot as plt
 
+    from imagenot.figures import layout
+
     models, transforms, ranks, values = rank_matrix(acc, dataset, opts)
+    total = len(models)
+    highlight = set(style.highlight)
+    rows = list(range(min(style.top, total)))
+    rows += [i for i in range(len(rows), total) if models[i] in highlight]
+    models = [models[i] for i in rows]
+    ranks, values = ranks[rows], values[rows]
+    tick_fs = style.font_size - 1
+    names = layout.fit_texts(models, 2.2, tick_fs)
+    columns = layout.fit_texts(transforms, 1.2, tick_fs)
     with paper_style(style):
-        fig, ax = plt.subplots(figsize=(style.width_in, 1.2 + 0.28 * max(len(models), 1)))
+        fig, ax = plt.subplots(
+            figsize=(
+                style.width_in,
+                1.2 + layout.text_width_in(columns, tick_fs) + 0.28 * max(len(models), 1),
+            )
+        )
         if not models:
             ax.text(0.5, 0.5, "no results", ha="center", transform=ax.transAxes)
             return fig
-        im = ax.imshow(ranks, cmap="viridis_r", aspect="auto", vmin=1, vmax=max(len(models), 2))
+        im = ax.imshow(ranks, cmap="viridis_r", aspect="auto", vmin=1, vmax=max(total, 2))
         for i in range(len(models)):
             for j in range(len(transforms)):
                 ax.text(
@@ -49,15 +66,24 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style, *, dataset: str):
                     f"{values[i, j]:.0f}",
                     ha="center",
                     va="center",
-                    color="k" if ranks[i, j] <= (len(models) + 1) / 2 else "w",
+                    color="k" if ranks[i, j] <= (total + 1) / 2 else "w",
                     fontsize=style.font_size - 2,
                 )
-        ax.set_xticks(range(len(transforms)), transforms, rotation=45, ha="right")
-        ax.set_yticks(range(len(models)), models)
+        ax.set_xticks(range(len(transforms)), columns, rotation=90)
+        ax.set_yticks(range(len(models)), names)
+        for m, tick in zip(models, ax.get_yticklabels(), strict=True):
+            if m in highlight:
+                tick.set_color(HIGHLIGHT)
+                tick.set_fontweight("bold")
         ax.grid(False)
-        ax.set_title(
-            f"Rank (colour) and top-1 % (text) per test-time transformation, "
-            f"models trained on {dataset}"
+        more = f"; the best {min(style.top, total)} of {total} models" if total > style.top else ""
+        fig.suptitle(  # over the figure: the axes are narrower beside long names
+            layout.wrap_text(
+                "Rank (colour) and top-1 % (text) per test-time transformation, "
+                f"models trained on {dataset}{more}",
+                style.width_in - 0.3,
+                style.font_size,
+            )
         )
         fig.colorbar(im, ax=ax, label="rank (1 = best)", shrink=0.8)
     return fig

@@ -42,15 +42,31 @@ def schema_defaults() -> dict[str, Any]:
     """What the flags of ``rankings`` read from the analyse config schema, the one place a
     default value lives: the settings typed by hand (``settings``:
     :meth:`RankingsSettings.hand_typed`), the choices of the enumerated keys, the PNG dpi."""
-    from imagenot.config import schema_default, schema_node
+    from imagenot.config import schema_node
+    from imagenot.figures.settings import Style
 
     return {
         "settings": RankingsSettings.hand_typed(),
         "axes": schema_node("analyse.axis")["enum"],
         "overs": schema_node("analyse.bootstrap.over")["enum"],
         "intervals": schema_node("analyse.bootstrap.interval")["enum"],
-        "dpi": schema_default("analyse.figure_options.dpi"),
+        "style": Style.schema_defaults(),
     }
+
+
+FLAGS = {
+    "confidence": ("--confidence", "analyse.confidence"),
+    "axis": ("--axis", "analyse.axis"),
+    "reps": ("--bootstrap-reps", "analyse.bootstrap.reps"),
+    "seed": ("--seed", "analyse.bootstrap.seed"),
+    "over": ("--bootstrap-over", "analyse.bootstrap.over"),
+    "interval": ("--interval", "analyse.bootstrap.interval"),
+    "dpi": ("--dpi", "analyse.figure_options.dpi"),
+    "top": ("--top", "analyse.figure_options.top"),
+}
+"""Flags of ``rankings`` that mirror a config key: field -> (flag, key). Each value is checked
+against the key's schema node (:func:`imagenot.analyse.checks.schema_problem`), the one
+statement of its domain."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -75,7 +91,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument(
         "--fractions",
         action="store_true",
-        help="accuracies are fractions in 0-1 (refused otherwise when all are at most 1)",
+        help="accuracies are fractions in 0-1 (the same as --scale fraction)",
+    )
+    g.add_argument(
+        "--scale",
+        nargs="+",
+        metavar="[DATASET=]SCALE",
+        help="how accuracies are written, for all datasets or one: percent, fraction (0-1, "
+        "multiplied by 100) or auto (default: percent, and a dataset whose accuracies are all "
+        "at most 1 is refused until its scale is said)",
+    )
+    g.add_argument(
+        "--key",
+        nargs="+",
+        metavar="COLUMN",
+        help="column(s) that tell apart rows of one model on one dataset (e.g. img_size: a "
+        "model evaluated at two image sizes becomes two models, named model@img_size)",
     )
     g.add_argument("--variant", choices=["standard", "robust"], default="standard")
     g.add_argument("--standard-transform", default=hand.standard_transform)
@@ -92,7 +123,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--min-reference-accuracy",
         type=float,
         metavar="X",
-        help="also fit OLS on the models with reference accuracy >= X (Fang et al.: 70)",
+        help="also fit OLS on the models with reference accuracy >= X percent, 0-100 (Fang et "
+        "al.: 70)",
     )
     g.add_argument(
         "--aggregate",
@@ -104,7 +136,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--floor",
         nargs="+",
         metavar="[DATASET=]X",
-        help="raise accuracies below X to X before the geometric mean (all datasets, or one); "
+        help="raise accuracies below X percent (0 < X <= 100) to X before the geometric mean "
+        "(all datasets, or one); "
         "without it a model with 0%% somewhere is left out of the geometric mean",
     )
     g.add_argument("--bootstrap-reps", type=int, default=hand.reps)
@@ -119,7 +152,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument(
         "--settings",
         metavar="JSON",
-        help="the workflow's rule: --variant, --standard-transform, --reference, --baseline, "
+        help="the workflow's rule (whose table is in percent: --scale percent): --variant, "
+        "--standard-transform, --reference, --baseline, "
         "--axis, --confidence and the --bootstrap-*/--interval/--seed flags as one JSON object "
         "(imagenot.analyse.settings.RankingsSettings, keys named as the config's), replacing "
         "those flags",
@@ -134,19 +168,41 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="models listed per dataset in the text summary (default: a compact digest)",
     )
     g.add_argument("--report", metavar="DIR", help="write figures (PDF, PNG) and tables here")
-    g.add_argument("--dpi", type=int, default=d["dpi"], help="PNG resolution of --report")
+    style = d["style"]
+    g.add_argument(
+        "--dpi",
+        type=int,
+        default=style.dpi,
+        help="PNG resolution of --report (default: %(default)s)",
+    )
+    g.add_argument(
+        "--top",
+        type=int,
+        default=style.top,
+        metavar="K",
+        help="models drawn per panel of the rankings figure of --report: the best K "
+        "(default: %(default)s)",
+    )
+    g.add_argument(
+        "--highlight",
+        nargs="+",
+        default=list(style.highlight),
+        metavar="MODEL",
+        help="models drawn and named in colour in every figure of --report, wherever they "
+        "rank (default: none)",
+    )
     p.set_defaults(func=_rankings)
 
 
 def _rankings(args: argparse.Namespace) -> int:
-    from imagenot.analyse.rankings import rankings_report
-    from imagenot.analyse.table import (
-        TableError,
-        parse_sizes,
-        read_table,
-        select_variant,
+    from imagenot.analyse.checks import (
+        check_accuracy_option,
+        parse_floors,
+        parse_scale,
         validate_table,
     )
+    from imagenot.analyse.rankings import rankings_report
+    from imagenot.analyse.table import TableError, parse_sizes, read_table, select_variant
     from imagenot.io import write_text
 
     settings = _settings(args)
@@ -154,24 +210,39 @@ def _rankings(args: argparse.Namespace) -> int:
         print(f"imagenot rankings: {settings}", file=sys.stderr)
         return 2
     try:
-        if args.models not in (None, "all") and not str(args.models).isdigit():
-            raise TableError(f"--models must be a number or 'all', not {args.models!r}")
-        raw = read_table(args.table, args.format, parse_sizes(args.n))
-        df = validate_table(raw, fractions=args.fractions)
+        top = _models_option(args.models)
+        style = _style(args)
+        scale = parse_scale(args.scale)
+        if args.fractions:
+            if scale:
+                raise TableError("--fractions and --scale: give one of them")
+            scale = {"*": "fraction"}
+        if args.settings and not scale:  # the workflow's rule: its accuracy.csv is in percent
+            scale = {"*": "percent"}
+        floors = parse_floors(args.floor)
+        cut = check_accuracy_option("--min-reference-accuracy", args.min_reference_accuracy)
+        raw = read_table(args.table, args.format, parse_sizes(args.n), tuple(args.key or ()))
+        df = validate_table(raw, scale_of=scale, key=args.key or ())
         df = select_variant(df, settings.variant, settings.standard_transform)
+        if not len(df):
+            raise TableError(
+                f"no row has the transform {settings.standard_transform!r} "
+                "(--standard-transform) of the standard variant"
+            )
         per_image = read_table(args.per_image) if args.per_image else None
         report = rankings_report(
             df,
             settings,
             per_image=per_image,
-            min_reference_accuracy=args.min_reference_accuracy,
+            min_reference_accuracy=cut,
             aggregate=args.aggregate,
-            floors=parse_floors(args.floor),
+            floors=floors,
         )
+        _check_highlight(style.highlight, report.models)
         if args.report:
             from imagenot.figures.report import write_report
 
-            written = write_report(report, args.report, dpi=args.dpi)
+            written = write_report(report, args.report, style=style)
     except (TableError, ValueError, OSError) as exc:
         msg = " ".join(str(exc).split())
         where = "" if msg.startswith(str(args.table)) else f"{args.table}: "
@@ -183,7 +254,7 @@ def _rankings(args: argparse.Namespace) -> int:
     if args.json:
         print(text, end="")
     else:
-        print(summary_text(report, args.models))
+        print(summary_text(report, top))
     if args.report:
         print(f"report: {len(written)} files in {args.report}", file=sys.stderr)
     for warning in report.warnings[:10]:
@@ -191,11 +262,57 @@ def _rankings(args: argparse.Namespace) -> int:
     return 0
 
 
+def _models_option(value: str | None) -> str | None:
+    """``--models``: None (the compact digest), 'all', or a whole number K >= 1."""
+    from imagenot.analyse.table import TableError
+
+    if value in (None, "all"):
+        return value
+    if not str(value).isdigit() or int(value) < 1:
+        raise TableError(f"--models must be a whole number from 1 or 'all', not {value!r}")
+    return str(int(value))
+
+
+def _style(args: argparse.Namespace):
+    """The figure style of ``--report``: the schema's defaults, ``--dpi``, ``--top`` and
+    ``--highlight``, each checked against its config key."""
+    import dataclasses
+
+    from imagenot.analyse.checks import schema_problem
+    from imagenot.analyse.table import TableError
+    from imagenot.figures.settings import Style
+
+    for field in ("dpi", "top"):
+        flag, key = FLAGS[field]
+        problem = schema_problem(key, getattr(args, field))
+        if problem:
+            raise TableError(f"{flag} {getattr(args, field)}: {problem} (config key {key})")
+    highlight = list(dict.fromkeys(args.highlight or []))
+    return dataclasses.replace(
+        Style.schema_defaults(), dpi=args.dpi, top=args.top, highlight=highlight
+    )
+
+
+def _check_highlight(highlight: list[str], models: list[str]) -> None:
+    from difflib import get_close_matches
+
+    from imagenot.analyse.table import TableError
+
+    unknown = [m for m in highlight if m not in set(models)]
+    if unknown:
+        close = get_close_matches(unknown[0], models, n=3)
+        hint = f"; close: {', '.join(close)}" if close else ""
+        raise TableError(
+            f"--highlight names model(s) not in the table: {', '.join(unknown[:5])}{hint}"
+        )
+
+
 def _settings(args: argparse.Namespace) -> RankingsSettings | str:
     """The analysis settings: the rule's ``--settings`` JSON, else the flags (whose defaults are
-    the schema's); a bad ``--settings`` gives the one-line reason instead."""
+    the schema's); each field checked against its config key. A bad value gives the one-line
+    reason instead."""
     if not args.settings:
-        return RankingsSettings(
+        settings = RankingsSettings(
             variant=args.variant,
             reference=args.reference,
             baseline_model=args.baseline,
@@ -207,32 +324,24 @@ def _settings(args: argparse.Namespace) -> RankingsSettings | str:
             over=args.bootstrap_over,
             interval=args.interval,
         )
-    from imagenot.settings import SettingsError, parse
+    else:
+        from imagenot.settings import SettingsError, parse
 
-    try:
-        settings = parse(RankingsSettings, args.settings)
-        confidence_level(str(settings.confidence))
-    except (SettingsError, argparse.ArgumentTypeError) as exc:
-        return str(exc)
-    return settings
-
-
-def parse_floors(items: list[str] | None) -> dict[str, float]:
-    """``['0.1', 'imagenet-a=1']`` -> {'*': 0.1, 'imagenet-a': 1.0} (option ``--floor``)."""
-    from imagenot.analyse.table import TableError
-
-    out: dict[str, float] = {}
-    for item in items or []:
-        name, _, value = item.rpartition("=")
-        if (name or "*") in out:
-            raise TableError(
-                f"--floor {item!r}: {name or 'the floor of all datasets'} is given twice"
-            )
         try:
-            out[name or "*"] = float(value)
-        except ValueError:
-            raise TableError(f"--floor {item!r}: expected X or DATASET=X with a number X") from None
-    return out
+            settings = parse(RankingsSettings, args.settings)
+            confidence_level(str(settings.confidence))
+        except (SettingsError, argparse.ArgumentTypeError) as exc:
+            return str(exc)
+    from imagenot.analyse.checks import schema_problem
+
+    for field, (flag, key) in FLAGS.items():
+        if hasattr(settings, field):
+            value = getattr(settings, field)
+            problem = schema_problem(key, value)
+            if problem:
+                where = f"--settings.{field}" if args.settings else flag
+                return f"{where} {value}: {problem} (config key {key})"
+    return settings
 
 
 SUMMARY_TOP = 3
@@ -243,23 +352,30 @@ def _fmt(v: Any, spec: str = ".3f") -> str:
     return "n/a" if v is None else format(v, spec)
 
 
+def plural(k: int, word: str) -> str:
+    """``1 dataset``, ``3 datasets``."""
+    return f"{k} {word}" if k == 1 else f"{k} {word}s"
+
+
 def summary_text(report: RankingsReport, models: str | None) -> str:
     """A digest of a rankings report: one block per dataset (``models``: 'all' or K per block).
 
     Compact by default (about six lines per dataset whatever the number of models); the JSON
     (``--json``) holds everything.
     """
+    from imagenot.analyse.report import p_text
+
     ref = report.reference
     top = None if models == "all" else (int(models) if models is not None else SUMMARY_TOP)
     n_models = len(report.models)
     lines = [
-        f"{n_models} models, {len(report.datasets)} datasets; reference: {ref} "
+        f"{plural(n_models, 'model')}, {plural(len(report.datasets), 'dataset')}; reference: {ref} "
         f"({report.reference_chosen}); confidence {report.confidence:g}",
         "delta rank = rank on the reference - rank here (+ = the model climbs)",
     ]
     for name, d in report.datasets.items():
         order = sorted(d.ranks, key=d.ranks.get)
-        head = f"{name}: {d.models} models"
+        head = f"{name}: {plural(d.models, 'model')}"
         if d.missing_models:
             head += f" ({len(d.missing_models)} missing)"
         if name == ref:
@@ -272,8 +388,8 @@ def summary_text(report: RankingsReport, models: str | None) -> str:
             if ci:
                 tau += f" [{_fmt(ci[0])}, {_fmt(ci[1])}] ({boot.interval}, over {boot.method})"
             lines.append(
-                f"  {tau} p={_fmt(c.kendall_p, '.3g')}; rho {_fmt(c.spearman_rho)} "
-                f"p={_fmt(c.spearman_p, '.3g')}; r {_fmt(c.pearson_r)}; "
+                f"  {tau} {p_text(c.kendall_p)}; rho {_fmt(c.spearman_rho)} "
+                f"{p_text(c.spearman_p)}; r {_fmt(c.pearson_r)}; "
                 f"OLS slope {_fmt(ols.slope)} adj R2 {_fmt(ols.adj_r2)}"
             )
             if d.ols_subset is not None:
@@ -317,7 +433,7 @@ def summary_text(report: RankingsReport, models: str | None) -> str:
     mc = report.mean_correlation_with_reference
     if mc.datasets:
         lines.append(
-            f"mean over {len(mc.datasets)} datasets: tau-b {_fmt(mc.kendall_tau)}, "
+            f"mean over {plural(len(mc.datasets), 'dataset')}: tau-b {_fmt(mc.kendall_tau)}, "
             f"rho {_fmt(mc.spearman_rho)}, r {_fmt(mc.pearson_r)}"
         )
     nc = report.not_computed

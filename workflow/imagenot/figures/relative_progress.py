@@ -6,12 +6,19 @@ import numpy as np
 import pandas as pd
 
 from imagenot.figures.data import Options, cells, imagenet_x, nice, ordered_labels
-from imagenot.figures.style import Style, paper_style
+from imagenot.figures.style import HIGHLIGHT, Style, paper_style
+
+NAME_IN = 2.0
+"""Longest model name under the x axis (inches); longer ones are shortened in the middle."""
 
 
 def draw(acc: pd.DataFrame, opts: Options, style: Style):
-    """Lines of accuracy / baseline accuracy over models ordered by ImageNet accuracy."""
+    """Lines of accuracy / baseline accuracy over models ordered by ImageNet accuracy; the
+    models named under the axis (every k-th when they would crowd), highlighted ones in
+    colour."""
     import matplotlib.pyplot as plt
+
+    from imagenot.figures import layout
 
     c = cells(acc, "standard", opts)
     labels = [opts.reference] + [d for d in ordered_labels(acc, opts, "st") if d != opts.reference]
@@ -21,17 +28,45 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style):
         {m for d in labels for m in c.models_of(d)},
         key=lambda m: (pub.get(m, np.inf), m),
     )
+    tick_fs = style.font_size - 1
+    names = layout.fit_texts(models, NAME_IN, tick_fs)
+    name_in = layout.text_width_in(names, tick_fs)
+    width = style.column_in * 1.3
+    # names stand upright, one text line apart at least: every step-th model when they crowd
+    step = max(1, int(np.ceil(len(models) * tick_fs * 1.4 / 72 / max(width - 1.0, 0.5))))
+    shown = list(range(0, len(models), step))
+    highlight = set(style.highlight)
     with paper_style(style):
-        fig, ax = plt.subplots(figsize=(style.column_in * 1.3, style.column_in))
+        fig, ax = plt.subplots(figsize=(width, style.column_in + name_in))
         for i, d in enumerate(labels):
             base = c.cells[opts.baseline_model, d].mean
             x = [j for j, m in enumerate(models) if (m, d) in c.cells]
             y = [c.cells[models[j], d].mean / base for j in x]
-            ax.plot(x, y, marker="o", color=f"C{i}", label=nice(d))
+            ax.plot(x, y, marker="o" if len(models) <= 60 else None, color=f"C{i}", label=nice(d))
         ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
-        ax.set_xticks(range(len(models)), models, rotation=35, ha="right")
-        ax.set_ylabel(f"accuracy / accuracy of {opts.baseline_model}")
-        ax.set_title(f"Relative progress over {opts.baseline_model}")
+        ax.set_xticks(shown, [names[j] for j in shown], rotation=90)
+        for j, tick in zip(shown, ax.get_xticklabels(), strict=True):
+            if models[j] in highlight:
+                tick.set_color(HIGHLIGHT)
+                tick.set_fontweight("bold")
+        for j, m in enumerate(models):
+            if m in highlight:
+                ax.axvline(j, color=HIGHLIGHT, lw=0.8, alpha=0.6)
+        ax.set_ylabel(
+            layout.wrap_text(
+                f"accuracy / accuracy of {opts.baseline_model}",
+                style.column_in * 0.9,
+                style.font_size,
+            )
+        )
+        ax.set_title(
+            layout.wrap_text(
+                f"Relative progress over {opts.baseline_model}"
+                + (f" (every {step}th model named)" if step > 1 else ""),
+                width - 0.3,
+                style.font_size,
+            )
+        )
         if labels:
             ax.legend(frameon=False)
         else:

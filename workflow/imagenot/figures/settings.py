@@ -11,6 +11,7 @@ pandas and matplotlib: every ``imagenot`` command and every rule's plan imports 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -57,13 +58,29 @@ class Options(FromConfig):
 
 @dataclass(frozen=True)
 class Style(FromConfig):
-    """Figure size, font and resolution: ``analyse.figure_options``."""
+    """Figure size, font and resolution, and the models a crowded figure names:
+    ``analyse.figure_options``."""
 
     SECTIONS: ClassVar = ("analyse.figure_options",)
 
     width_in: float
     font_size: float
     dpi: int
+    top: int
+    highlight: list[str]
+
+    @classmethod
+    def schema_defaults(cls) -> Style:
+        """The style of a config that sets nothing (``imagenot rankings --report``'s, before
+        its flags)."""
+        from imagenot.config import schema_default
+
+        return cls(
+            **{
+                f.name: schema_default(f"analyse.figure_options.{f.name}")
+                for f in dataclasses.fields(cls)
+            }
+        )
 
     @property
     def column_in(self) -> float:

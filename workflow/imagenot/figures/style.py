@@ -9,7 +9,10 @@ from contextlib import contextmanager
 from imagenot.figures.settings import Style
 from imagenot.io import atomic_path
 
-__all__ = ["Style", "paper_style", "save"]
+__all__ = ["HIGHLIGHT", "Style", "paper_style", "save"]
+
+HIGHLIGHT = "C1"
+"""Colour of the highlighted models (``analyse.figure_options.highlight``) in every figure."""
 
 
 @contextmanager
@@ -24,6 +27,7 @@ def paper_style(style: Style) -> Iterator[None]:
     rc = {
         "font.size": fs,
         "axes.titlesize": fs,
+        "figure.titlesize": fs,  # the size texts are wrapped for (imagenot.figures.layout)
         "axes.labelsize": fs,
         "xtick.labelsize": fs - 1,
         "ytick.labelsize": fs - 1,

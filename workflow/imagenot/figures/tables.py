@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from imagenot.analyse.report import RankingsReport
+from imagenot.analyse.report import P_FLOOR, RankingsReport
 from imagenot.escape import csv_frame, markdown_text
 from imagenot.figures import accuracy_vs_imagenet
 from imagenot.figures.data import Options, cells, nice
@@ -270,9 +270,16 @@ class _Builders(Mapping):
 BUILDERS: Mapping[str, Builder] = _Builders()
 
 
-def _cell(v: Any) -> str:
+def _is_p(column: str) -> bool:
+    """A column of p-values (``kendall_p``, ``p``)."""
+    return column == "p" or column.endswith("_p")
+
+
+def _cell(v: Any, column: str = "") -> str:
     if v is None or (isinstance(v, float) and not np.isfinite(v)):
         return ""
+    if _is_p(column) and isinstance(v, float | np.floating) and v < P_FLOOR:
+        return f"< {P_FLOOR:g}"  # underflowed: no p-value is 0
     if isinstance(v, float | np.floating) and float(v).is_integer():
         return f"{v:g}"
     if isinstance(v, float | np.floating):
@@ -288,7 +295,9 @@ def to_markdown(df: pd.DataFrame, title: str = "") -> str:
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "|".join("---" for _ in head) + "|")
     for row in df.itertuples(index=False):
-        lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
+        lines.append(
+            "| " + " | ".join(_cell(v, str(c)) for v, c in zip(row, df.columns, strict=True)) + " |"
+        )
     return "\n".join(lines) + "\n"
 
 

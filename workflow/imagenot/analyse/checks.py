@@ -1,0 +1,382 @@
+"""Checks of a results table, cell by cell: what :func:`validate_table` refuses and why.
+
+:func:`imagenot.analyse.table.read_table` reads a table as written; :func:`validate_table` checks
+that every cell lies in its domain (an accuracy on its dataset's scale, a count of test images,
+a whole seed, one row per key) and returns it typed, in percent. Every refusal is one
+:class:`imagenot.analyse.table.TableError` line naming the file line (or row) and the column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from imagenot.analyse.table import LINE, MAX_COUNT, REQUIRED, TableError
+
+
+def _cell(value) -> str:
+    """A cell as the table shows it: ``'abc'``, ``75.1``, ``nan`` (numpy scalars as numbers)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        return np.format_float_positional(value, unique=True, trim="-")
+    return repr(value)
+
+
+def _row_name(df: pd.DataFrame, i: int) -> str:
+    row = df.iloc[i]
+    keys = [k for k in ("model", "dataset", "protocol", "seed", "transform") if k in df.columns]
+    what = ", ".join(f"{k}={_cell(row[k])}" for k in keys)
+    if LINE in df.columns and pd.notna(row[LINE]):
+        return f"line {int(row[LINE])} ({what})"
+    return f"row {i} ({what})"
+
+
+SCALES = ("auto", "percent", "fraction")
+"""How accuracies are written, per dataset: ``percent`` (75.1), ``fraction`` (0.751, multiplied
+by 100 on reading) or ``auto`` (percent, unless every accuracy of the dataset is at most 1:
+then the table is refused until the scale is said, never guessed)."""
+MAX_SEED = 2**63 - 1
+
+FRACTION_HINT = (
+    "every accuracy is at most 1: accuracies are percentages (75.1, not 0.751); "
+    "pass --fractions if the table holds fractions, or --scale percent if they really are "
+    "below 1%"
+)
+
+
+def parse_scale(items: list[str] | None) -> dict[str, str]:
+    """``['fraction']`` or ``['imagenet-a=fraction', ...]`` (option ``--scale``) ->
+    {dataset or '*': scale}."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        name, _, value = item.rpartition("=")
+        if value not in SCALES:
+            raise TableError(
+                f"--scale {item!r}: expected {'|'.join(SCALES)} or DATASET={'|'.join(SCALES)}"
+            )
+        where = name or "*"
+        if where in out:
+            raise TableError(f"--scale {item!r}: {name or 'the scale of all datasets'} given twice")
+        out[where] = value
+    return out
+
+
+def _decimals(value: float) -> int:
+    """Digits after the decimal point of the shortest text that reads back as ``value``."""
+    text = np.format_float_positional(value, unique=True, trim="-")
+    return len(text.partition(".")[2])
+
+
+def _numeric(df: pd.DataFrame, col: str, what: str, *, empty_ok: bool) -> pd.Series:
+    """Column ``col`` as floats; a cell that is not a finite number (text, inf, NaN unless
+    ``empty_ok`` allows empty cells) is refused naming its row."""
+    raw = df[col]
+    values = pd.to_numeric(raw, errors="coerce").astype(float)
+    bad = (values.isna() & (raw.notna() | (not empty_ok))) | np.isinf(values)
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise TableError(f"{_row_name(df, i)}: {col} {_cell(raw.iloc[i])} is not {what}")
+    return values
+
+
+def _scales(df: pd.DataFrame, acc: pd.Series, scale: dict[str, str]) -> dict[str, str]:
+    """The scale of each dataset (``percent`` or ``fraction``), checked against its values; a
+    table whose datasets would be read on different scales by guessing is refused."""
+    datasets = list(dict.fromkeys(df["dataset"]))
+    unknown = sorted(set(scale) - set(datasets) - {"*"})
+    if unknown:
+        raise TableError(
+            f"--scale names dataset(s) not in the table: {', '.join(unknown)}; "
+            f"datasets: {', '.join(datasets[:20])}"
+        )
+    out: dict[str, str] = {}
+    guessed: list[str] = []
+    for d in datasets:
+        rows = df["dataset"] == d
+        said = scale.get(d, scale.get("*", "auto"))
+        top = 1.0 if said == "fraction" else 100.0
+        bad = rows & ((acc < 0) | (acc > top))
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            what = (
+                f"a fraction in 0-1 (--scale {'fraction' if '*' in scale else d + '=fraction'})"
+                if said == "fraction"
+                else "a percentage in 0-100"
+            )
+            raise TableError(
+                f"{_row_name(df, i)}: accuracy {_cell(df['accuracy'].iloc[i])} is not {what}"
+            )
+        if said == "auto" and (acc[rows] <= 1).all():
+            guessed.append(d)
+        out[d] = "fraction" if said == "fraction" else "percent"
+    if guessed and len(guessed) == len(datasets):
+        raise TableError(FRACTION_HINT)
+    if guessed:
+        shown = ", ".join(guessed[:5]) + (
+            f" and {len(guessed) - 5} more" if len(guessed) > 5 else ""
+        )
+        others = [d for d in datasets if d not in guessed]
+        first = guessed[0]
+        raise TableError(
+            f"accuracies of {shown} are all at most 1 while those of {', '.join(others[:3])}"
+            f"{' ...' if len(others) > 3 else ''} are percentages: one table, one scale; say "
+            f"which: --scale {first}=fraction (converted to percent) or --scale {first}=percent "
+            "(they really are below 1%)"
+        )
+    return out
+
+
+def count_problem(pct: float, n: float, written: float, factor: float) -> str | None:
+    """Why ``pct`` percent (``written`` so, on a scale ``factor`` times smaller: 100 for a
+    fraction) cannot be a count of correct images out of ``n``, or None: the nearest count is
+    further from it than the digits it is written with allow (55% of 3 images: 1 of 3 is 33.3%
+    and 2 of 3 is 66.7%; 33.3% of 3 is 1 of 3, rounded)."""
+    k = pct / 100.0 * n
+    gap = abs(pct - round(k) / n * 100.0)
+    tol = 0.5 * 10.0 ** -_decimals(float(written)) * factor + 1e-9 * max(1.0, pct)
+    if gap <= tol:
+        return None
+    lo, hi = np.floor(k), np.ceil(k)
+    return (
+        f"{_cell(written)} cannot be a share of n={n:g} test images ({lo:.0f} of them is "
+        f"{lo / n * 100:.4g}%, {hi:.0f} is {hi / n * 100:.4g}%)"
+    )
+
+
+def _check_counts(df: pd.DataFrame, raw_acc: pd.Series, factor: np.ndarray) -> None:
+    """Each accuracy with a test-set size ``n`` is a count of correct images out of ``n``, up
+    to the digits it is written with (:func:`count_problem`)."""
+    n = df["n"].to_numpy(float)
+    pct = df["accuracy"].to_numpy(float)
+    has = np.isfinite(n)
+    if not has.any():
+        return
+    nearest = np.full(len(df), np.nan)
+    nearest[has] = np.round(pct[has] / 100.0 * n[has]) / n[has] * 100.0
+    exact = np.abs(pct - nearest) <= 1e-9 * np.maximum(1.0, pct)
+    for i in np.flatnonzero(has & ~exact):  # the rows that need their digits looked at
+        problem = count_problem(pct[i], n[i], raw_acc.iloc[i], factor[i])
+        if problem:
+            raise TableError(
+                f"{_row_name(df, i)}: accuracy {problem}; if it is a mean over runs, give one "
+                "row per run with a seed column, or leave n out"
+            )
+
+
+def _keyed_models(df: pd.DataFrame, key: list[str]) -> pd.Series:
+    """``model@value`` for each column of ``key`` (option ``--key``): a model evaluated at two
+    image sizes becomes two models."""
+    missing = [k for k in key if k not in df.columns]
+    if missing:
+        raise TableError(
+            f"--key names column(s) not in the table: {', '.join(missing)}; "
+            f"columns: {', '.join(c for c in df.columns if c != LINE)}"
+        )
+    if len(set(key)) < len(key) or "model" in key:
+        raise TableError(f"--key {' '.join(key)}: name each column once, besides model")
+    model = df["model"].astype(str)
+    for k in key:
+        bad = df.index[df[k].isna()]
+        if len(bad):
+            raise TableError(f"{_row_name(df, bad[0])}: empty {k} (a column of --key)")
+        values = df[k]
+        numbers = pd.to_numeric(values, errors="coerce")
+        if numbers.notna().all() and (numbers == np.round(numbers)).all():
+            values = numbers.astype("int64")
+        model = model + "@" + values.astype(str).str.strip()
+    return model
+
+
+def _duplicates(df: pd.DataFrame, key: list[str], keyed: list[str]) -> None:
+    """Refuse rows that repeat a key: how many, the first few, and how to tell them apart."""
+    dup = df.duplicated(subset=key, keep=False)
+    if not dup.any():
+        return
+    rows = df[dup]
+    # in the order the table first repeats them
+    groups = [(k, rows.index[pos]) for k, pos in rows.groupby(key, sort=False).indices.items()]
+    where = []
+    for values, index in groups[:3]:
+        values = values if isinstance(values, tuple) else (values,)
+        what = ", ".join(f"{k}={_cell(v)}" for k, v in zip(key, values, strict=True))
+        lines = [int(df.loc[i, LINE]) if LINE in df.columns else int(i) for i in index[:3]]
+        more = " ..." if len(index) > 3 else ""
+        where.append(
+            f"{what} ({'lines' if LINE in df.columns else 'rows'} "
+            f"{', '.join(map(str, lines))}{more})"
+        )
+    # the columns whose values differ within some repeated key: what tells the rows apart
+    ignore = {*key, LINE, "accuracy", "n", "ci_low", "ci_high"}
+    differ = [
+        c
+        for c in df.columns
+        if c not in ignore and (rows.groupby(key, sort=False)[c].nunique(dropna=False) > 1).any()
+    ]
+    if differ:
+        how = (
+            f"the repeated rows differ in {', '.join(differ[:4])}: key them apart with "
+            f"--key {differ[0]} (the model is then named model@{differ[0]}), or give each its "
+            "own model name"
+        )
+    else:
+        runs = "give each its own seed" if "seed" in key else "add a seed column"
+        how = (
+            f"the repeated rows differ in no other column: if they are runs of one model, {runs}; "
+            "if they are copies, remove them; else give each its own model name"
+        )
+    if keyed:
+        how += f" (--key {' '.join(keyed)} is applied)"
+    raise TableError(
+        f"{int(dup.sum())} rows share a key ({', '.join(key)}) with another row: "
+        f"{len(groups)} repeated key(s), e.g. {'; '.join(where)}"
+        f"{' ...' if len(groups) > 3 else ''}; {how}"
+    )
+
+
+def validate_table(
+    df: pd.DataFrame,
+    fractions: bool = False,
+    *,
+    scale_of: Mapping[str, str] | None = None,
+    key: list[str] | tuple[str, ...] = (),
+) -> pd.DataFrame:
+    """Check columns, keys and the domain of every cell; return a clean copy with typed
+    columns (accuracies in percent).
+
+    ``scale_of`` ({dataset or '*': 'auto' | 'percent' | 'fraction'}, :data:`SCALES`; ``fractions``
+    = ``{'*': 'fraction'}``) is decided per dataset: fractions are multiplied by 100, together
+    with ``ci_low``/``ci_high``; a dataset whose accuracies are all at most 1 is refused unless
+    its scale is said (a table never mixes scales by guessing). Refused, one line naming the
+    row: a missing column, an empty model or dataset, an accuracy or interval bound that is no
+    number in range, a ``ci_low`` above ``ci_high``, an ``n`` that is no whole number in
+    1..2^53, an accuracy that ``n`` test images cannot give (:func:`_check_counts`), a seed
+    that is no whole number, and rows repeating a (model, dataset, seed) key (protocol and
+    transform join the key when present): all of them counted, the first named, with the
+    column that tells them apart (``key``: columns whose values join the model name,
+    ``model@value``).
+    """
+    missing = [c for c in REQUIRED if c not in df.columns]
+    if missing:
+        raise TableError(
+            f"results table lacks column(s) {', '.join(missing)}; "
+            f"columns present: {', '.join(str(c) for c in df.columns if c != LINE)}"
+        )
+    if len(df) == 0:
+        raise TableError("results table has no rows")
+    scale = dict(scale_of or {})
+    if fractions:
+        scale.setdefault("*", "fraction")
+    df = df.reset_index(drop=True).copy()
+    for col in ("model", "dataset"):
+        text = df[col].astype(str).str.strip()
+        bad = df.index[df[col].isna() | (text == "")]
+        if len(bad):
+            raise TableError(f"{_row_name(df, bad[0])}: empty {col}")
+        df[col] = text
+    raw_acc = df["accuracy"]
+    acc = _numeric(df, "accuracy", "a number", empty_ok=False)
+    scales = _scales(df, acc, scale)
+    factor = np.where(df["dataset"].map(scales) == "fraction", 100.0, 1.0)
+    df["accuracy"] = acc * factor
+    top = 100.0
+    for col in ("ci_low", "ci_high"):
+        if col in df.columns:
+            bound = _numeric(df, col, "a number", empty_ok=True) * factor
+            bad = (bound < 0) | (bound > top)
+            if bad.any():
+                i = int(np.flatnonzero(bad.to_numpy())[0])
+                raise TableError(
+                    f"{_row_name(df, i)}: {col} {_cell(df[col].iloc[i])} lies outside the "
+                    f"accuracy's scale ({scales[df['dataset'].iloc[i]]})"
+                )
+            df[col] = bound
+    if {"ci_low", "ci_high"} <= set(df.columns):
+        bad = df["ci_low"] > df["ci_high"]
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise TableError(f"{_row_name(df, i)}: ci_low is above ci_high")
+    if "n" in df.columns:
+        n = _numeric(df, "n", "a whole number of test images", empty_ok=True)
+        whole = n.isna() | ((n > 0) & (n == np.floor(n)) & (n <= MAX_COUNT))
+        bad = df.index[~whole]
+        if len(bad):  # a size is a count of test images: 100.5, 0 or 1e30 is a broken table
+            raise TableError(
+                f"{_row_name(df, bad[0])}: n must be a whole number of test images from 1 to "
+                f"2^53, got {_cell(df['n'].iloc[bad[0]])}"
+            )
+        df["n"] = n
+        _check_counts(df, raw_acc, factor)
+    if "seed" in df.columns:
+        seed = _numeric(df, "seed", "a whole number", empty_ok=False)
+        bad = df.index[(seed != np.floor(seed)) | (seed.abs() > MAX_SEED)]
+        if len(bad):  # 1.5 read as seed 1 would merge two runs
+            raise TableError(
+                f"{_row_name(df, bad[0])}: seed {_cell(df['seed'].iloc[bad[0]])} is not a whole number"
+            )
+        df["seed"] = seed.astype("int64")
+    keyed = list(key)
+    if keyed:
+        df["model"] = _keyed_models(df, keyed)
+    dup_key = [c for c in ("model", "dataset", "protocol", "seed", "transform") if c in df.columns]
+    _duplicates(df, dup_key, keyed)
+    return df.drop(columns=[LINE], errors="ignore")
+
+
+# ------------------------------------------------------------------ options of the command
+
+
+def schema_problem(key: str, value: object) -> str | None:
+    """Why ``value`` is outside the domain of config key ``key`` (its schema node: type,
+    bounds, choices), or None. The one statement of an option's domain shared by the workflow's
+    config and the flags of ``imagenot rankings`` that mirror it; NaN and infinity, which pass
+    every JSON Schema comparison, are refused here too."""
+    import jsonschema
+
+    from imagenot.config import schema_node
+
+    if isinstance(value, float) and not np.isfinite(value):
+        return "is not a finite number"
+    node = {
+        k: v
+        for k, v in schema_node(key).items()
+        if not k.startswith("x-") and k not in ("default", "description")
+    }
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(node).iter_errors(value)
+    )
+    return None if error is None else error.message
+
+
+def check_accuracy_option(flag: str, value: float | None) -> float | None:
+    """An accuracy given as an option (``--min-reference-accuracy``): a percentage in 0-100."""
+    if value is None:
+        return None
+    if not np.isfinite(value) or not 0 <= value <= 100:
+        hint = f"; did you mean {value * 100:g}?" if 0 < value < 1 else ""
+        raise TableError(f"{flag} {value:g}: an accuracy is a percentage in 0-100{hint}")
+    return float(value)
+
+
+def parse_floors(items: list[str] | None) -> dict[str, float]:
+    """``['0.1', 'imagenet-a=1']`` -> {'*': 0.1, 'imagenet-a': 1.0} (option ``--floor``): each
+    floor a percentage above 0 and at most 100."""
+    out: dict[str, float] = {}
+    for item in items or []:
+        name, _, value = item.rpartition("=")
+        if (name or "*") in out:
+            raise TableError(
+                f"--floor {item!r}: {name or 'the floor of all datasets'} is given twice"
+            )
+        try:
+            floor = float(value)
+        except ValueError:
+            raise TableError(f"--floor {item!r}: expected X or DATASET=X with a number X") from None
+        if not np.isfinite(floor) or not 0 < floor <= 100:
+            raise TableError(
+                f"--floor {item!r}: a floor is an accuracy in percent above 0 and at most 100"
+            )
+        out[name or "*"] = floor
+    return out

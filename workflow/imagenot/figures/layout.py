@@ -1,0 +1,267 @@
+"""Text that fits: measuring labels, shortening and wrapping them, placing them without overlap,
+and checking a drawn figure for overlapping or clipped text.
+
+Why: model names run to 40-60 characters (timm's ``vit_large_patch14_clip_336.laion2b_ft_in12k
+_in1k``) and tables to thousands of models. A figure drawn for five short names overlapped and
+clipped its labels on such tables. Each figure now sizes its panels from the measured width of
+the labels it shows (:func:`text_width_in`), names only what fits (the best, the largest
+changes, the highlighted models), places point labels where they overlap nothing
+(:func:`place_point_labels`) and spreads a column of labels apart (:func:`spread`).
+:func:`layout_problems` lists every overlap and every text that leaves the figure, as the
+renderer draws them: the tests run it on every figure kind, on tables of 5 to 2,000 models.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+ELLIPSIS = "…"
+
+
+def _renderer():
+    from matplotlib.backends.backend_agg import RendererAgg
+
+    return RendererAgg(1, 1, 72)  # 72 dpi: one pixel is one point
+
+
+def text_width_in(texts: Iterable[str], font_size: float) -> float:
+    """Width in inches of the widest of ``texts`` at ``font_size`` points (0 for none)."""
+    from matplotlib.font_manager import FontProperties
+
+    renderer, prop = _renderer(), FontProperties(size=font_size)
+    widths = [renderer.get_text_width_height_descent(t, prop, ismath=False)[0] for t in texts if t]
+    return max(widths, default=0.0) / 72.0
+
+
+def fit_text(text: str, max_in: float, font_size: float) -> str:
+    """``text``, shortened in the middle (``vit_large_pat…_in12k_in1k``) to at most ``max_in``
+    inches: the start and the end of a model name tell variants apart."""
+    if text_width_in([text], font_size) <= max_in:
+        return text
+    lo, hi = 1, len(text)
+    best = text[:1] + ELLIPSIS
+    while lo <= hi:  # the longest kept length that fits
+        keep = (lo + hi) // 2
+        head = (keep + 1) // 2
+        cand = text[:head] + ELLIPSIS + text[len(text) - (keep - head) :]
+        if text_width_in([cand], font_size) <= max_in:
+            best, lo = cand, keep + 1
+        else:
+            hi = keep - 1
+    return best
+
+
+def fit_texts(texts: Sequence[str], max_in: float, font_size: float) -> list[str]:
+    """:func:`fit_text` of each (the widest first decide nothing: each is shortened alone)."""
+    return [fit_text(t, max_in, font_size) for t in texts]
+
+
+def wrap_text(text: str, max_in: float, font_size: float) -> str:
+    """``text`` broken at spaces into lines of at most ``max_in`` inches (a word wider than
+    that is shortened by :func:`fit_text`)."""
+    if text_width_in([text], font_size) <= max_in:
+        return text
+    out: list[str] = []
+    for paragraph in text.split("\n"):
+        words = paragraph.split(" ")
+        line = ""
+        for word in words:
+            cand = f"{line} {word}" if line else word
+            if line and text_width_in([cand], font_size) > max_in:
+                out.append(line)
+                line = word
+            else:
+                line = cand
+        out.append(line)
+    return "\n".join(fit_text(x, max_in, font_size) for x in out)
+
+
+def wrap_chars(text: str, width: int) -> str:
+    """``text`` wrapped at ``width`` characters (for texts whose font is not known yet)."""
+    return "\n".join(textwrap.wrap(text, width)) if len(text) > width else text
+
+
+def freeze(fig) -> None:
+    """Lay the figure out now (constrained layout) and keep that layout: the axes stay where
+    they are, so that labels placed afterwards in inches land where they were measured."""
+    fig.canvas.draw()
+    fig.set_layout_engine("none")
+
+
+def spread(desired: np.ndarray, spacing: float, lo: float, hi: float) -> np.ndarray:
+    """Positions as close to ``desired`` as possible, in the same order, at least ``spacing``
+    apart and within [lo, hi] (one column of labels; units of the caller's choice).
+
+    A forward pass pushes each label below its predecessor, a backward pass pulls them back
+    above ``hi``; with more labels than fit, the caller names fewer."""
+    d = np.asarray(desired, dtype=float)
+    order = np.argsort(d, kind="stable")
+    y = np.clip(d[order], lo, hi)
+    for i in range(1, len(y)):
+        y[i] = max(y[i], y[i - 1] + spacing)
+    if len(y) and y[-1] > hi:
+        y[-1] = hi
+        for i in range(len(y) - 2, -1, -1):
+            y[i] = min(y[i], y[i + 1] - spacing)
+    out = np.empty_like(y)
+    out[order] = y
+    return out
+
+
+@dataclass
+class PointLabel:
+    """A label to place beside the point (x, y) of an axes, in data coordinates."""
+
+    text: str
+    x: float
+    y: float
+    color: str = "k"
+    weight: str = "normal"
+
+
+OFFSETS = tuple(
+    (round(r * dx), round(r * dy))
+    for r in (1, 3, 6)
+    for dx, dy in ((4, 3), (4, -3), (-4, 3), (-4, -3), (6, 0), (-6, 0), (0, 6), (0, -6))
+)
+"""Where a point label may go, in points from the point: the four diagonals, then the sides,
+close by first, then farther out (joined to its point by a thin line)."""
+
+
+def place_point_labels(ax, labels: Sequence[PointLabel], font_size: float) -> list:
+    """Place each label beside its point where it overlaps no label placed before it, nothing
+    else of the axes that is text (legend, notes) and stays inside the axes; a label that fits
+    nowhere is left out (the caller orders ``labels`` by importance), a bold (highlighted) one
+    wider than half the axes is first shortened in the middle. Call after :func:`freeze`.
+    Returns the placed Text artists."""
+    from matplotlib.transforms import Bbox
+
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    taken = []
+    legend = ax.get_legend()
+    if legend is not None:
+        taken.append(legend.get_window_extent(renderer))
+    taken += [text_extent(t, renderer) for t in ax.texts if t.get_visible()]
+    px_per_pt = fig.dpi / 72.0
+    placed = []
+    for lab in labels:
+        if not (np.isfinite(lab.x) and np.isfinite(lab.y)):
+            continue
+        text = lab.text
+        if lab.weight == "bold":
+            text = fit_text(text, frame.width / fig.dpi * 0.5, font_size)
+        probe = ax.text(0, 0, text, fontsize=font_size, fontweight=lab.weight, transform=None)
+        size = probe.get_window_extent(renderer)
+        probe.remove()
+        w, h = size.width, size.height
+        px, py = ax.transData.transform((lab.x, lab.y))
+        for dx, dy in OFFSETS:
+            x0 = px + dx * px_per_pt - (0 if dx > 0 else w if dx < 0 else w / 2)
+            y0 = py + dy * px_per_pt - (0 if dy > 0 else h if dy < 0 else h / 2)
+            box = Bbox.from_bounds(x0, y0, w, h)
+            inside = (
+                box.x0 >= frame.x0 and box.x1 <= frame.x1 and box.y0 >= frame.y0
+                and box.y1 <= frame.y1
+            )  # fmt: skip
+            if not inside or any(box.overlaps(other) for other in taken):
+                continue
+            t = ax.annotate(
+                text,
+                (lab.x, lab.y),
+                xytext=(dx, dy),
+                textcoords="offset points",
+                ha="left" if dx > 0 else "right" if dx < 0 else "center",
+                va="bottom" if dy > 0 else "top" if dy < 0 else "center",
+                fontsize=font_size,
+                color=lab.color,
+                fontweight=lab.weight,
+                annotation_clip=True,
+                arrowprops=(
+                    {"arrowstyle": "-", "color": "0.5", "lw": 0.4, "shrinkA": 0, "shrinkB": 2}
+                    if abs(dx) + abs(dy) > 10
+                    else None
+                ),
+            )
+            taken.append(text_extent(t, renderer))
+            placed.append(t)
+            break
+    return placed
+
+
+# ------------------------------------------------------------------------------- checking
+
+
+def text_extent(t, renderer):
+    """The window extent of the text itself (an annotation's leader line left out)."""
+    from matplotlib.text import Annotation, Text
+
+    if isinstance(t, Annotation):
+        t.update_positions(renderer)
+    return Text.get_window_extent(t, renderer)
+
+
+def drawn_texts(fig) -> list[tuple[object, object]]:
+    """(Text, its window extent) of every text the renderer draws in ``fig``: what a reader
+    sees, not the artists that exist (tick labels outside the view, empty or invisible texts
+    and annotations clipped away are not drawn)."""
+    from matplotlib.text import Text
+
+    drawn: list[tuple[object, object]] = []
+    original = Text.draw
+
+    def draw(self, renderer):
+        original(self, renderer)
+        alpha = self.get_alpha()
+        if self.get_visible() and self.get_text().strip() and (alpha is None or alpha > 0):
+            drawn.append((self, text_extent(self, renderer)))
+
+    Text.draw = draw
+    try:
+        fig.canvas.draw()
+    finally:
+        Text.draw = original
+    return drawn
+
+
+def layout_problems(fig, tolerance_px: float = 1.0) -> list[str]:
+    """Every pair of drawn texts that overlap and every drawn text not wholly inside the figure
+    (by more than ``tolerance_px`` pixels), one line each; empty when the figure is readable."""
+    texts = drawn_texts(fig)
+    width, height = fig.bbox.width, fig.bbox.height
+    problems = []
+    for t, box in texts:
+        sides = {
+            "left": -box.x0,
+            "bottom": -box.y0,
+            "right": box.x1 - width,
+            "top": box.y1 - height,
+        }
+        for side, over in sides.items():
+            if over > tolerance_px:
+                problems.append(
+                    f"{t.get_text()!r} leaves the figure at the {side} by {over:.0f} px"
+                )
+        clip = t.get_clip_box() if t.get_clip_on() else None
+        if clip is not None and (
+            box.x0 < clip.x0 - tolerance_px
+            or box.x1 > clip.x1 + tolerance_px
+            or box.y0 < clip.y0 - tolerance_px
+            or box.y1 > clip.y1 + tolerance_px
+        ):
+            problems.append(f"{t.get_text()!r} is cut off by its axes")
+    if len(texts) > 1:
+        b = np.array([[box.x0, box.y0, box.x1, box.y1] for _, box in texts])
+        for i in range(len(b) - 1):
+            rest = b[i + 1 :]
+            w = np.minimum(b[i, 2], rest[:, 2]) - np.maximum(b[i, 0], rest[:, 0])
+            h = np.minimum(b[i, 3], rest[:, 3]) - np.maximum(b[i, 1], rest[:, 1])
+            for j in np.flatnonzero((w > tolerance_px) & (h > tolerance_px)):
+                a, c = texts[i][0].get_text(), texts[i + 1 + j][0].get_text()
+                problems.append(f"{a!r} overlaps {c!r}")
+    return problems

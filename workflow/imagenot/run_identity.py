@@ -39,9 +39,12 @@ _WORLD_WORDS = {
 def world(config: dict) -> str:
     """Where the config's LAION captions come from: ``demo``, ``scale`` or ``laion`` (a copy of
     LAION's metadata on disk)."""
-    if config.get("demo_world", {}).get("enabled"):
+    from imagenot.demo import plan as demo_plan
+    from imagenot.demo import scale_plan
+
+    if demo_plan.enabled(config):
         return "demo"
-    if config.get("scale_world", {}).get("enabled"):
+    if scale_plan.enabled(config):
         return "scale"
     return "laion"
 

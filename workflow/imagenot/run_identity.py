@@ -39,12 +39,9 @@ _WORLD_WORDS = {
 def world(config: dict) -> str:
     """Where the config's LAION captions come from: ``demo``, ``scale`` or ``laion`` (a copy of
     LAION's metadata on disk)."""
-    from imagenot.demo import plan as demo_plan
-    from imagenot.demo import scale_plan
-
-    if demo_plan.enabled(config):
+    if config["demo_world"]["enabled"]:  # (imagenot.demo.plan.enabled: a later stage's)
         return "demo"
-    if scale_plan.enabled(config):
+    if config["scale_world"]["enabled"]:
         return "scale"
     return "laion"
 

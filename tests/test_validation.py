@@ -343,7 +343,7 @@ def test_every_missing_data_path_is_listed_at_once_and_an_empty_folder_refused(t
         with pytest.raises(ValueError) as refused:
             check_workflow_config(yaml.safe_load(yaml.safe_dump(paper)))
         lines = str(refused.value).splitlines()
-        assert lines[0] == "4 problems:"
+        assert lines[0] == "invalid workflow config (4 problem(s)):"
         for key in ("laion.dir", "datasets.imagenet.path", "datasets.cifar10.path"):
             assert any(f"config key {key}: " in line for line in lines), (key, lines)
         assert any("train.weights_dir: /data/torchvision_weights" in line for line in lines)

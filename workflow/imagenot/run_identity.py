@@ -39,9 +39,9 @@ _WORLD_WORDS = {
 def world(config: dict) -> str:
     """Where the config's LAION captions come from: ``demo``, ``scale`` or ``laion`` (a copy of
     LAION's metadata on disk)."""
-    if config.get("demo_world", {}).get("enabled"):
+    if config["demo_world"]["enabled"]:  # (imagenot.demo.plan.enabled: a later stage's)
         return "demo"
-    if config.get("scale_world", {}).get("enabled"):
+    if config["scale_world"]["enabled"]:
         return "scale"
     return "laion"
 

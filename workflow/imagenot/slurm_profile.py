@@ -75,7 +75,7 @@ def deployment(site: dict, conda_found: bool) -> str:
     """The site's software deployment: its ``software_deployment``, else apptainer when it has
     a container, else conda when ``conda_found``; refused when it cannot be told (no conda here
     and none chosen) or contradicts the container, naming the choices and what each needs."""
-    chosen = site.get("software_deployment")
+    chosen = site["software_deployment"]
     if chosen is None:
         if site["container"]:
             return "apptainer"

@@ -90,5 +90,7 @@ def check_workflow_config(config: dict, against_results: bool = True) -> dict:
     if len(lines) == 1:
         raise problems[0]
     if lines:
-        raise ConfigError(f"{len(lines)} problems:\n" + "\n".join(f"  - {ln}" for ln in lines))
+        # the schema's own form of several problems (imagenot.config.validate_config)
+        detail = "\n".join(f"  - {ln}" for ln in lines)
+        raise ConfigError(f"invalid workflow config ({len(lines)} problem(s)):\n{detail}")
     return config

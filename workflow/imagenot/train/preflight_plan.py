@@ -105,3 +105,15 @@ def job_mem_mb(config: dict) -> int:
     rings, ``plan.slot_mem_mb``). Read here, not through the plan, so that the settings below
     the plan need not import it."""
     return config["resources"]["train_trial"]["mem_mb"]
+
+
+def dataset_dirs(config: dict) -> dict[str, str]:
+    """Where the training jobs read each dataset they train on (``paths.DATASET``, relative to
+    the workflow's directory, where the preflight job runs), by name: the feed check measures a
+    sample read there (``imagenot.train.preflight_feed``)."""
+    from imagenot.paths import DATASET
+
+    names = [
+        e["dataset"] for e in config["train"]["experiments"] if not experiments.is_published(e)
+    ]
+    return {name: DATASET.format(dataset=name) for name in dict.fromkeys(names)}

@@ -60,6 +60,8 @@ class JobSettings(FromConfig):
         "(experiments.features_dir), null on the image path",
         "max_batch_per_gpu": "train.max_batch_per_gpu_overrides' entry of the model, else "
         "train.max_batch_per_gpu (experiments.max_batch_per_gpu)",
+        "decode_on_gpu": "whether train.decode_on_gpu (true, false, or a list of models) "
+        "names this model (experiments.decode_on_gpu)",
     }
 
     model: str
@@ -111,6 +113,7 @@ class JobSettings(FromConfig):
             world=experiments.gpus(config) or 1,
             features=None,
             max_batch_per_gpu=experiments.max_batch_per_gpu(config, model),
+            decode_on_gpu=experiments.decode_on_gpu(config, model),
         )
 
     @classmethod
@@ -314,13 +317,18 @@ class PreflightSettings(FromConfig):
         "num_workers": "a training process's loader workers (experiments.num_workers)",
         "gpus_per_node": "training processes sharing a node's /dev/shm (experiments.gpus_per_node)",
         "mem_mb": "the memory a training process gets (preflight_plan.job_mem_mb)",
+        "dataset_dirs": "where the training jobs read each dataset they stream (paths.DATASET): "
+        "the feed check reads its sample there (preflight_plan.dataset_dirs)",
     }
 
     image_size: int
     normalisation: dict
     device: str
     in_memory: bool
-    decode_on_gpu: bool
+    # true, false, or the models that decode on the GPU (experiments.decode_on_gpu; each run
+    # of ``runs`` holds its model's answer)
+    decode_on_gpu: bool | list
+    stage_to_local: bool
     eval_batch_size: int
     site: str
     gpu_job: bool
@@ -328,6 +336,7 @@ class PreflightSettings(FromConfig):
     num_workers: int
     gpus_per_node: int
     mem_mb: int
+    dataset_dirs: dict
 
     @classmethod
     def from_config(  # type: ignore[override]
@@ -343,4 +352,5 @@ class PreflightSettings(FromConfig):
             num_workers=experiments.num_workers(config),
             gpus_per_node=max(1, experiments.gpus_per_node(config)),
             mem_mb=preflight_plan.job_mem_mb(config),
+            dataset_dirs=preflight_plan.dataset_dirs(config),
         )

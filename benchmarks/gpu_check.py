@@ -215,8 +215,11 @@ def rows(ran: dict[str, dict]) -> list[list[str]]:
             ratio = row[key] / base if base else None
             measured = f"{_fmt(row[key])} img/s at {row['batch']}"
             if key == "step_img_per_s":
-                measured += (f" ({row['step_ms']} ms: preprocess {row['preprocess_ms']} ms, "
-                             f"a pinned batch's copy {row['h2d_ms']} ms)")  # fmt: skip
+                measured += (
+                    f" ({row['step_ms']} ms: preprocess {row['preprocess_ms']} ms, resized "
+                    f"first {row.get('preprocess_resize_first_ms', '-')} ms; a pinned batch's "
+                    f"copy {row['h2d_ms']} ms)"
+                )
             out.append([label, model, measured,
                         f"{_fmt(base)} img/s plain" if base else "plain loop: -",
                         _fmt(ratio, 2), _judge(ratio, STEP_RATIO)])  # fmt: skip

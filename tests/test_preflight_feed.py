@@ -67,7 +67,7 @@ def test_a_slow_shared_filesystem_asks_for_staging_and_the_staged_copy_is_what_i
     shared, local, reads = cluster
     with preflight_feed.Samples(_settings(False), 24, 2, CPU, str(shared)) as samples:
         dataset, _ = samples.get(64)
-        (check,) = samples.checks
+        check = preflight.Check(*samples.checks[0])
     assert check.name == "feed source (64 px)" and check.status == "warn"
     assert "set train.stage_to_local: true" in check.detail
     assert "not built yet" in check.detail  # no dataset there: a sample written beside them
@@ -82,7 +82,7 @@ def test_a_slow_shared_filesystem_asks_for_staging_and_the_staged_copy_is_what_i
     reads.unlink()
     with preflight_feed.Samples(_settings(True), 24, 2, CPU, str(shared)) as samples:
         dataset, _ = samples.get(64)
-        (check,) = samples.checks
+        check = preflight.Check(*samples.checks[0])
         fed = [dataset.read_bytes(i) for i in range(len(dataset))]
     assert check.status == "pass" and check.values["jobs_read"] == "node-local copy"
     assert Path(dataset.dataset_dir).is_relative_to(local) and len(fed) == 24
@@ -97,7 +97,7 @@ def test_a_built_dataset_is_sampled_where_it_lies_and_tmpdir_without_room_reads_
     folder = _built(shared)
     with preflight_feed.Samples(_settings(True), 16, 2, CPU, str(shared)) as samples:
         dataset, _ = samples.get(64)
-        (check,) = samples.checks
+        check = preflight.Check(*samples.checks[0])
     assert check.values["where"] == "dataset imagenot" and check.status == "pass"
     assert check.values["dataset_gb"] > 0 and folder.is_dir()  # the dataset is left as it was
     assert len(dataset) == 16
@@ -106,7 +106,7 @@ def test_a_built_dataset_is_sampled_where_it_lies_and_tmpdir_without_room_reads_
     monkeypatch.setattr(shutil, "disk_usage", lambda _: usage._replace(free=1000))
     with preflight_feed.Samples(_settings(True), 16, 2, CPU, str(shared)) as samples:
         dataset, _ = samples.get(64)
-        (check,) = samples.checks
+        check = preflight.Check(*samples.checks[0])
     assert check.status == "warn" and "too little room, the jobs read in place" in check.detail
     assert check.values["jobs_read"] == "in place"
     assert Path(dataset.dataset.dataset_dir) == folder

@@ -4,8 +4,8 @@ benchmarks/bench_train.py measures it (``step_overhead_ms``); benchmarks/gpu_che
 
 from __future__ import annotations
 
-from imagenot.train.loop import _accumulates, _no_sync, step_seeds
-from imagenot.train.search import stable_int
+from imagenot.train.distributed import accumulates, no_sync_unless
+from imagenot.train.search import stable_int, step_seeds
 
 
 def test_step_seeds_are_stable_int_of_seed_step_and_rank():
@@ -19,5 +19,5 @@ def test_a_plain_module_takes_no_sync_context_per_micro_batch():
     import torch
 
     model = torch.nn.Linear(2, 2)
-    assert not _accumulates(model)
-    assert _no_sync(model, False) is _no_sync(model, False)  # one shared empty context
+    assert not accumulates(model)
+    assert no_sync_unless(model, False) is no_sync_unless(model, False)  # one shared empty context

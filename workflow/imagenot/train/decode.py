@@ -189,7 +189,8 @@ def decode_on_stream(encoded: EncodedBatch, device: torch.device) -> Decoded:
     if device.type != "cuda":
         return Decoded(decode_batch(encoded, None, device), None)
     stream = decode_stream(device)
-    with torch.cuda.stream(stream):
+    # (a thread's current device is the first GPU, whatever its process set: name it)
+    with torch.cuda.device(device), torch.cuda.stream(stream):
         images = decode_batch(encoded, None, device)
         ready = torch.cuda.Event()
         ready.record(stream)
@@ -215,7 +216,10 @@ class DecodeAhead:
     thread (the DataLoader's iterator is not shared); only the decode runs on the thread."""
 
     def __init__(self, device: torch.device | str):
-        self.device = torch.device(device)
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:  # this process's GPU (its rank's)
+            device = torch.device("cuda", torch.cuda.current_device())
+        self.device = device
         self._pool: ThreadPoolExecutor | None = None
 
     def _submit(self, item) -> tuple[Future | None, object, torch.Tensor]:

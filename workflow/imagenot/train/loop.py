@@ -16,7 +16,6 @@ training (``Dist.world > 1``, ranks started by torchrun) is described in
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
@@ -42,14 +41,22 @@ from imagenot.train.checkpoints import (
     save_weights,
     set_aside_stale_checkpoint,
 )
-from imagenot.train.distributed import SINGLE, Dist, accumulation, micro_batches, shard
+from imagenot.train.distributed import (
+    SINGLE,
+    Dist,
+    accumulates,
+    accumulation,
+    micro_batches,
+    no_sync_unless,
+    shard,
+)
 from imagenot.train.failfast import Diverged, startup_out_of_memory
 from imagenot.train.features import Features
 from imagenot.train.feed import Feeder, autocast, to_device
 from imagenot.train.interrupts import Interrupts
 from imagenot.train.registry import build_model, head_module
 from imagenot.train.schedules import build_optimizer, learning_rate
-from imagenot.train.search import DIVERGED, stable_int
+from imagenot.train.search import DIVERGED, stable_int, step_seeds
 from imagenot.train.settings import JobSettings
 
 log = logging.getLogger(__name__)
@@ -101,22 +108,6 @@ class Job:
 
 def _generator(*parts: object) -> torch.Generator:
     return torch.Generator().manual_seed(stable_int(*parts))
-
-
-def step_seeds(seed: int, rank: int) -> Callable[[int], int]:
-    """``step -> stable_int(seed, "step", step, rank)``, the seed of a training step's random
-    draws (dropout, stochastic depth), without building the JSON list per step: the prefix is
-    formatted once (``stable_int`` hashes ``json.dumps`` of the parts' ``str``; an int's needs
-    no escaping), so a step costs one sha256 of ~30 bytes (tests/test_train_host_work.py checks the two
-    agree)."""
-    import hashlib
-
-    head, tail = f'["{int(seed)}", "step", "'.encode(), f'", "{int(rank)}"]'.encode()
-
-    def of(step: int) -> int:
-        return int.from_bytes(hashlib.sha256(head + str(step).encode() + tail).digest()[:4])
-
-    return of
 
 
 def seed_step(seed: int, device: torch.device) -> None:
@@ -223,9 +214,8 @@ def train_one_epoch(
     loader = iter(feeder.epoch([piece for pieces in plan for piece in pieces]))
     done, start = state.batch, time.perf_counter()
     check = 1 if d.world == 1 else CHECK_EVERY
-    seed_of = step_seeds(job.seed, d.rank)
+    seed_of, accumulating = step_seeds(job.seed, d.rank), accumulates(forward)
     unchecked = state.batch  # the first step whose loss is not yet checked to be finite
-    accumulating = _accumulates(forward)
 
     def sync() -> None:
         state.step_losses = d.sum_(losses.clone())[: state.batch].tolist()
@@ -253,11 +243,11 @@ def train_one_epoch(
                 images, labels, device, settings.image_size, settings.normalisation, features
             )
             skip_sync = accumulating and i < len(pieces) - 1
-            with _no_sync(forward, skip_sync), autocast(device):
+            with no_sync_unless(forward, skip_sync), autocast(device):
                 logits = forward(x)
                 # summed, scaled so that DDP's average over ranks is the global batch's mean
                 loss = F.cross_entropy(logits.float(), y, reduction="sum") * (d.world / size)
-            with _no_sync(forward, skip_sync):
+            with no_sync_unless(forward, skip_sync):
                 loss.backward()
             # in place on the step's element (``t[i] += v`` would also copy it back into itself);
             # a non-finite loss leaves its step's sum non-finite: the check below reads the sums
@@ -268,12 +258,11 @@ def train_one_epoch(
         state.batch += 1
         # one host read per CHECK_EVERY steps (the ranks agree on it, at the same steps): are
         # the loss sums of the steps since the last check finite
-        checked = state.step % CHECK_EVERY == 0 or state.batch == steps_per_epoch
-        if checked:
-            nonfinite = not bool(torch.isfinite(losses[unchecked : state.batch]).all())
-            unchecked = state.batch
-            if d.any(nonfinite, device):
+        if state.step % CHECK_EVERY == 0 or state.batch == steps_per_epoch:
+            finite = bool(torch.isfinite(losses[unchecked : state.batch]).all())
+            if d.any(not finite, device):
                 raise Diverged(f"training loss not finite by step {state.step}")
+            unchecked = state.batch
         due = save is not None and interrupts is not None and state.step % check == 0
         if due and d.any(interrupts.checkpoint_due(), device):
             stop = d.any(interrupts.requested is not None, device)
@@ -299,21 +288,6 @@ def train_one_epoch(
 # In a data-parallel job, how often (optimizer steps) the ranks agree on a checkpoint or stop:
 # one small all-reduce, read on the host, per this many steps.
 CHECK_EVERY = 8
-
-
-_NO_CONTEXT = contextlib.nullcontext()
-
-
-def _accumulates(forward) -> bool:
-    """Whether ``forward`` is DDP's (its ``no_sync`` defers the gradient all-reduce)."""
-    return hasattr(getattr(forward, "_orig_mod", forward), "no_sync")
-
-
-def _no_sync(forward, skip: bool):
-    """DDP's no_sync during gradient accumulation (all micro-batches but the last; ``skip``
-    only where :func:`_accumulates`): one shared empty context otherwise, built once, not per
-    micro-batch."""
-    return getattr(forward, "_orig_mod", forward).no_sync() if skip else _NO_CONTEXT
 
 
 @torch.no_grad()

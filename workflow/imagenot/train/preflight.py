@@ -242,9 +242,28 @@ def memory_verdict(name: str, run: dict, total: int, peak_of) -> Check:
 
 
 # ---- feed ----------------------------------------------------------------------------------
-# the real feed against device-resident data, read where the jobs read, both ways of decoding
-# on CUDA: imagenot.train.preflight_feed (issue 38, sections 3 and 4)
-check_feed = preflight_feed.check_feed
+def check_feed(
+    run: dict,
+    settings: PreflightSettings,
+    workers: int,
+    data,
+    device: torch.device,
+    options: Options,
+    root: Path,
+) -> Check:
+    """The real feed against device-resident data for ``run``, read where the jobs read, both
+    ways of decoding on CUDA (``imagenot.train.preflight_feed``, issue 38)."""
+    try:
+        found = preflight_feed.check_feed(
+            run, settings, workers, data, device, options, root, NUM_CLASSES
+        )
+    except torch.OutOfMemoryError:
+        _release()
+        why = "out of device memory at this batch: see its memory check"
+        return Check(preflight_feed.feed_name(run), "skip", why)
+    finally:
+        _release()
+    return Check(*found)
 
 
 # ---- host ----------------------------------------------------------------------------------
@@ -430,7 +449,7 @@ def run_checks(settings: PreflightSettings, options: Options) -> dict:
                 continue
             data = samples.get(run["stored_size"])  # read where the jobs read
             checks.append(check_feed(run, settings, workers, data, device, options, Path(tmp)))
-        checks.extend(samples.checks)
+        checks.extend(Check(*found) for found in samples.checks)
     for model in models:
         checks.append(check_precision(model, settings.image_size, settings.normalisation, device))
     return _report(settings, checks)

@@ -80,7 +80,8 @@ def _same_filesystem(a: Path, b: Path) -> bool:
 class Samples:
     """The feed checks' images per stored side, read where the jobs read (module docstring);
     a context: the samples it writes are removed at its end. ``checks`` collects the ``feed
-    source`` checks, one per side."""
+    source`` checks, one per side, as (name, status, detail, values) (``preflight.Check``'s
+    fields: this module is the preflight's, and imports nothing of it)."""
 
     def __init__(self, settings, feed_images: int, readers: int, device: torch.device,
                  datasets_root: str | None = None):  # fmt: skip
@@ -152,8 +153,6 @@ class Samples:
         return self.data[side]
 
     def _measure(self, side: int):
-        from imagenot.train.preflight import Check
-
         sample, where, folder = self._real(side)
         sample_root = getattr(getattr(sample, "dataset", sample), "dataset_dir", None)
         drop_cache(folder or sample_root)
@@ -166,7 +165,7 @@ class Samples:
             status = "warn" if self.stage else "pass"
             if self.stage:
                 detail += " (train.stage_to_local is on: set $TMPDIR in the site's job environment)"
-            return sample, Check(name, status, detail, values)
+            return sample, (name, status, detail, values)
         local_root = Path(self.local_root)
         local = self._local_copy(sample, side)
         drop_cache(local.dataset_dir)
@@ -190,15 +189,15 @@ class Samples:
         values["jobs_read"] = "node-local copy" if staged else "in place"
         if self.stage and not room:
             detail = f"{head}: too little room, the jobs read in place (a larger $TMPDIR)"
-            return sample, Check(name, "warn", detail, values)
+            return sample, (name, "warn", detail, values)
         if self.stage and gain < STAGE_LOSS:
             detail = f"{head}: staging is slower here; set train.stage_to_local: false"
-            return local, Check(name, "warn", detail, values)
+            return local, (name, "warn", detail, values)
         if not self.stage and gain >= STAGE_GAIN:
             detail = f"{head}: set train.stage_to_local: true (the jobs read in place)"
-            return sample, Check(name, "warn", detail, values)
+            return sample, (name, "warn", detail, values)
         detail = f"{head}; the jobs read {values['jobs_read']}"
-        return (local if staged else sample), Check(name, "pass", detail, values)
+        return (local if staged else sample), (name, "pass", detail, values)
 
 
 def check_feed(
@@ -209,38 +208,32 @@ def check_feed(
     device: torch.device,
     options,
     root: Path,
-):
+    num_classes: int,
+) -> tuple[str, str, str, dict]:
     """The real feed against device-resident data for ``run`` (its stored size and batch),
-    both ways of decoding on CUDA (``options.both_decoders`` on the CPU too)."""
-    from imagenot.train.preflight import NUM_CLASSES, Check, _release
-
-    name = f"feed {run['model']} ({run['stored_size']} px stored)"
+    both ways of decoding on CUDA (``options.both_decoders`` on the CPU too): (name, status,
+    detail, values). Out of device memory propagates (the preflight skips the check)."""
+    name = feed_name(run)
     dataset, on_device = data
     on_gpu = decodes_on_gpu(settings.decode_on_gpu, run["model"])
     both = options.both_decoders if options.both_decoders is not None else device.type == "cuda"
-    try:
-        row = feed_bench.bench_model(
-            run["model"],
-            dataset,
-            on_device,
-            batch=run["per_gpu"],
-            size=settings.image_size,
-            normalisation=run["normalisation"],
-            steps=options.feed_steps,
-            warmup=options.feed_warmup,
-            workers=workers,
-            encoded=on_gpu and (device.type == "cuda" or both),
-            num_classes=NUM_CLASSES,
-            device=device,
-            root=root,
-            both=both,
-            seconds=options.feed_seconds,
-        )
-    except torch.OutOfMemoryError:
-        _release()
-        return Check(name, "skip", "out of device memory at this batch: see its memory check")
-    finally:
-        _release()
+    row = feed_bench.bench_model(
+        run["model"],
+        dataset,
+        on_device,
+        batch=run["per_gpu"],
+        size=settings.image_size,
+        normalisation=run["normalisation"],
+        steps=options.feed_steps,
+        warmup=options.feed_warmup,
+        workers=workers,
+        encoded=on_gpu and (device.type == "cuda" or both),
+        num_classes=num_classes,
+        device=device,
+        root=root,
+        both=both,
+        seconds=options.feed_seconds,
+    )
     way = "decoded on the GPU" if on_gpu else f"{workers} CPU workers"
     detail = (
         f"{row['feed_img_per_s']} img/s fed ({way}), {row['device_img_per_s']} from device "
@@ -257,11 +250,10 @@ def check_feed(
             f"img/s (ratio {row['gpu_decode_ratio']})"
         )
     if device.type != "cuda":
-        return Check(
-            name, "info", f"{detail}; not judged on the CPU (model and workers share cores)", row
-        )
+        why = "not judged on the CPU (model and workers share cores)"
+        return name, "info", f"{detail}; {why}", row
     if row["ratio"] >= FEED_RATIO:
-        return Check(name, "pass", detail, row)
+        return name, "pass", detail, row
     model = run["model"]
     if on_gpu and row.get("cpu_decode_ratio", 0) >= FEED_RATIO:
         fix = f"the CPU workers keep up: remove {model} from train.decode_on_gpu"
@@ -276,4 +268,8 @@ def check_feed(
         )
     else:
         fix = "raise resources.cpus_per_gpu (more loader workers)"
-    return Check(name, "warn", f"{detail}: the GPU waits on the feed; {fix}", row)
+    return name, "warn", f"{detail}: the GPU waits on the feed; {fix}", row
+
+
+def feed_name(run: dict) -> str:
+    return f"feed {run['model']} ({run['stored_size']} px stored)"

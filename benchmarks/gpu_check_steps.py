@@ -190,7 +190,7 @@ def _step_model(model_name: str, batch: int, device, size: int, stored: int, cpu
     from imagenot.train.checkpoints import State
     from imagenot.train.feed import Feeder, InMemory, preprocess
     from imagenot.train.interrupts import Interrupts
-    from imagenot.train.loop import make_model, train_one_epoch
+    from imagenot.train.loop import train_one_epoch
     from imagenot.train.registry import build_model
     from imagenot.train.schedules import build_optimizer
 
@@ -229,10 +229,8 @@ def _step_model(model_name: str, batch: int, device, size: int, stored: int, cpu
     per, _ = _timed(lambda: pinned.to(device, non_blocking=True), device, 0.2, 5, 200)
     row["h2d_ms"] = round(1e3 * per, 3)
     # (c) the loop's own train_one_epoch (seeding, schedule, sums, checks, tqdm) over the same
-    # images held on the device: 4 batches per epoch, epochs until the time is up
+    # images held on the device, the same model: 4 batches per epoch, epochs until time is up
     job = dataclasses.replace(bench_job(model_name, size, batch, device.type), num_classes=1000)
-    model, optimizer = make_model(job)
-    model.to(device, memory_format=layout).train()
     feeder = Feeder(InMemory(images, ys), 0, batch)
     state = State("gpu_check", "gpu_check")
 

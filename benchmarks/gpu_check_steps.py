@@ -389,13 +389,16 @@ def step_decode(args) -> dict:
 
 # ---- eval -----------------------------------------------------------------------------------
 def _float32(evaluate_batches):
-    """``evaluate_batches`` in float32 on CUDA: its own precision option where it has one
-    (issue 39), else with autocast switched off around the call."""
+    """``evaluate_batches`` in float32 on CUDA: as it evaluates published weights (issue 39:
+    ``published=True``, float32 with TF32 off) where it has that option, else with autocast
+    switched off around the call."""
     import inspect
 
     import torch
 
     params = inspect.signature(evaluate_batches).parameters
+    if "published" in params:
+        return lambda *a, **k: evaluate_batches(*a, **k, published=True)
     for name in ("precision", "dtype"):
         if name in params:
             return lambda *a, **k: evaluate_batches(*a, **k, **{name: "float32"})

@@ -10,7 +10,8 @@ process-wide it serves both loops (``--default-malloc`` leaves glibc's defaults,
 faults depend on the allocation history that the alternating runs share). Two
 components of the difference are reported alone: ``checkpoint_ms`` per model (one checkpoint,
 fsynced; a job writes one at its stage's end and every ``train.checkpoint_minutes``, no longer
-after every epoch, so ``ours`` pays it once per run) and ``step_overhead_ms`` (CPU time our loop adds per optimizer step, on a tiny model).
+after every epoch, so ``ours`` pays it once per run), ``step_overhead_ms`` (CPU time our loop adds per optimizer step, on a tiny model)
+and ``step_ops`` (tensor operations per step, plain and ours: on a GPU each is a kernel launch).
 
     python benchmarks/bench_train.py --json                       # CPU, demo models, 64 px
     python benchmarks/bench_train.py --json --threads 1 --pin 1   # one core, steadier
@@ -166,6 +167,49 @@ def step_overhead(repeats: int, steps: int = 400) -> float:
     return 1e3 * (best(mine) - best(plain)) / steps
 
 
+def step_ops(steps: int = 40) -> dict:
+    """Tensor operations per optimizer step (each a kernel launch on a GPU, a few microseconds
+    of host time there) of the plain step and of our ``train_one_epoch``, the same linear model
+    on 8 px images as :func:`step_overhead`, counted by a dispatch mode: what our loop adds per
+    step, independent of the machine's load (the clock is not)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.n += 1
+            return func(*args, **(kwargs or {}))
+
+    size, batch = 8, 4
+    n = batch * steps
+    g = torch.Generator().manual_seed(0)
+    data = InMemory(
+        torch.randint(0, 256, (n, 3, size, size), dtype=torch.uint8, generator=g),
+        torch.arange(n) % 10,
+    )
+    job = bench_job("alexnet_mini", size, batch, "cpu")
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * size * size, 10))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    counts = {}
+    with Count():
+        for idx in torch.randperm(n).split(batch):
+            x = preprocess(data.images[idx], size, job.settings.normalisation)
+            loss = F.cross_entropy(model(x), data.labels[idx])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+    counts["plain"], Count.n = Count.n / steps, 0
+    with Interrupts(job.settings.checkpoint_minutes, None) as interrupts, Count():
+        feeder = Feeder(data, job.settings.num_workers, batch)
+        train_one_epoch(model, model, optimizer, feeder, job, State("bench", "bench"),
+                        torch.device("cpu"), lambda: None, interrupts)  # fmt: skip
+    counts["ours"] = Count.n / steps
+    return {k: round(v, 2) for k, v in counts.items()} | {
+        "added": round(counts["ours"] - counts["plain"], 2)
+    }
+
+
 def checkpoint_ms(job: Job, repeats: int) -> float:
     """Wall-clock milliseconds of one checkpoint of ``job``'s model and optimizer
     (after one step, so the optimizer state exists); best of ``repeats``."""
@@ -238,6 +282,7 @@ def main() -> None:
         "overhead_pct": max(r["overhead_pct"] for r in rows),
         "overhead_cpu_pct": max(r["overhead_cpu_pct"] for r in rows),
         "step_overhead_ms": round(step_overhead(args.repeats), 3) if args.device == "cpu" else None,
+        "step_ops": step_ops() if args.device == "cpu" else None,
         "models": rows,
     }
     print(json.dumps(result) if args.json else json.dumps(result, indent=2))

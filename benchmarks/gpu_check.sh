@@ -1,30 +1,22 @@
 #!/usr/bin/env bash
-# The preflight's checks (imagenot preflight, docs/gpu.md "First hour on a GPU") for AlexNet,
-# ResNet-18, ConvNeXt-L and EfficientNet-V2-L at 224 px, as config/paper.yaml trains them
-# (ImageNot ST: batch 256, the paper config's per-GPU caps, images stored at 256 px, its loader
-# workers), on one GPU, printing one table: peak device memory at the per-GPU batch, the real
-# feed against device-resident data, bf16 against float32. Minutes, not hours: made for the first
-# lent GPU, with a prepared .venv (`make setup`). The report lands in OUT_DIR (default
-# results/preflight): gpu_check.md and gpu_check.json when every check passed, else
-# gpu_check.failed.md / .json.
+# The GPU check (benchmarks/gpu_check.py; docs/gpu.md "One GPU check"): one table, in about five
+# minutes, of the preflight for the seven paper models, the feed decoding on the CPU and on the
+# GPU, the training step against the plain loop, a robustness evaluation batch in bf16 and
+# float32, and caption embedding. Runs with a python that has only torch, torchvision and numpy
+# and the wheels gpu_check_steps.WHEELS lists (the project from source, no venv needed):
+# $PYTHON, else the clone's .venv, else python3. The report lands in OUT_DIR (default
+# results/gpu_check): gpu_check.md and gpu_check.json, each step's JSON and log beside them.
 #
-#   benchmarks/gpu_check.sh [OUT_DIR]          # on a GPU node
-#   benchmarks/gpu_check.sh --cpu [OUT_DIR]    # smoke run on the CPU: the tiny models, 64 px
+#   bash benchmarks/gpu_check.sh [OUT_DIR]          # on a GPU node
+#   bash benchmarks/gpu_check.sh --cpu [OUT_DIR]    # smoke run on the CPU: tiny sizes
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python=${PYTHON:-.venv/bin/python}
-if [[ "${1:-}" == "--cpu" ]]; then
-    shift
-    config=config/config.yaml
-    models=alexnet_mini,resnet_mini,convnext_mini,efficientnet_mini
-    args=(--spaces st --device cpu --workers 1 --threads 1
-          --feed-steps 2 --feed-warmup 1 --feed-images 16)
+if [[ -n "${PYTHON:-}" ]]; then
+    python=$PYTHON
+elif [[ -x .venv/bin/python ]]; then
+    python=.venv/bin/python
 else
-    config=config/paper.yaml
-    models=alexnet,resnet18,convnext_large,efficientnet_v2_l
-    args=(--spaces imagenot_st --threads 8 --feed-steps 30 --feed-warmup 5 --feed-images 1024)
+    python=python3
 fi
-out=${1:-results/preflight}
-mkdir -p "$out"
-exec "$python" -m imagenot.cli preflight --config "$config" --models "$models" "${args[@]}" \
-    --table --json "$out/gpu_check.json" --md "$out/gpu_check.md"
+export PYTHONPATH="$PWD/workflow${PYTHONPATH:+:$PYTHONPATH}"
+exec "$python" benchmarks/gpu_check.py "$@"

@@ -133,8 +133,14 @@ def train_slot_resources():
                 config, wildcards.dataset, wildcards.protocol, wildcards.model
             ),
         ),
+        # a slot that trains: its stage's estimated time where that is less than runtime_min
         "runtime": lambda wildcards, input, attempt: train_resources.slot_runtime_min(
-            config, input.previous, wildcards.slot, attempt, slot_status(wildcards)
+            config,
+            input.previous,
+            wildcards.slot,
+            attempt,
+            slot_status(wildcards),
+            (wildcards.dataset, wildcards.protocol, wildcards.model, wildcards.stage),
         ),
     }
 

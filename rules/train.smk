@@ -262,6 +262,15 @@ rule train_final:
             train_rings.ring_mb(config, wc.dataset, wc.protocol, wc.model),
             train_plan.gpus_per_node(config),
         ),
+        # sized when the job is ready: a first seed reusing its trial's weights asks for its
+        # test pass, not 24 h (imagenot.train.resources.final_runtime_min)
+        runtime=lambda wc, input, attempt: train_resources.final_runtime_min(
+            config,
+            wc,
+            input.selection,
+            attempt,
+            failfast.status_for(train_plan.final_dir(dict(wc.items()))),
+        ),
     params:
         settings=lambda wc: to_arg(
             train_settings.FinalSettings.from_config(

@@ -147,7 +147,7 @@ def mode(tokens: list[str]) -> tuple[str, str]:
     if program == "bash" and tokens[1].startswith("benchmarks/"):
         assert (REPO / tokens[1]).is_file(), f"{tokens[1]} does not exist"
         return "skip", (
-            "a GPU check: minutes on one GPU; its --cpu smoke run is tests/test_preflight.py"
+            "a GPU check: minutes on one GPU; its --cpu smoke run is tests/test_gpu_check.py"
         )
     if program == ".venv/bin/python" and tokens[1].startswith("benchmarks/"):
         return "help", "a benchmark runs for minutes: --help loads the script (options: above)"

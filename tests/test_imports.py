@@ -19,6 +19,7 @@ TORCH_MODULES = {
     "imagenot.evaluate.robustness",
     "imagenot.evaluate.transforms",
     "imagenot.train.checkpoints",
+    "imagenot.train.decode",  # JPEG decoding on the training device
     "imagenot.train.device",
     "imagenot.train.distributed",
     "imagenot.train.features",
@@ -27,6 +28,7 @@ TORCH_MODULES = {
     "imagenot.train.jobs",
     "imagenot.train.loop",
     "imagenot.train.preflight",  # one forward+backward per model on the device
+    "imagenot.train.preflight_feed",  # the preflight's feed, on the device
     "imagenot.train.preflight_precision",  # bf16 against float32 on the device
     "imagenot.train.schedules",
 }

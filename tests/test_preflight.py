@@ -6,7 +6,7 @@ stand-in card, small and big), and the gates: with resources.gpus > 0 the site's
 runs no GPU job, a model's failed gate holds that model's jobs alone,
 resources.require_preflight: false lifts the gates, and a CPU config plans no preflight at all.
 No GPU here: the GPU branch (CUDA, peak device memory, bf16 on CUDA) is the thin part that
-benchmarks/gpu_check.sh runs on a lent GPU."""
+benchmarks/gpu_check.py runs on a lent GPU (tests/test_gpu_check.py: its CPU smoke run)."""
 
 from __future__ import annotations
 
@@ -251,7 +251,7 @@ NORMALISATION = {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}
 
 
 class _DtypeDropout(torch.nn.Dropout):
-    """Dropout whose draws depend on the dtype, as CUDA's kernels' do (issue 38: healthy AlexNet
+    """Dropout whose draws depend on the dtype, as CUDA's kernels' do (healthy AlexNet
     and EfficientNet-V2-L failed the gate because the bf16 and float32 passes drew different
     masks under the same seed): the bf16 pass consumes the generator before drawing its mask."""
 
@@ -379,10 +379,13 @@ def test_the_cpu_preflight_runs_every_check_and_skips_the_gpu_only_ones(tmp_path
     args = ["preflight", "--config", str(config), "--models", "resnet_mini", "--spaces", "st"]
     args += ["--feed-steps", "2", "--feed-warmup", "1", "--feed-images", "16"]
     args += ["--json", str(out / "local.json"), "--md", str(out / "local.md")]
+    args += ["--datasets-root", str(tmp_path / "datasets")]  # where the feed's sample is read
+    args += ["--feed-seconds", "0"]  # the steps asked for, no more
     assert main(args) == 0
     report = json.loads((out / "local.json").read_text())
     assert report["passed"] and report["environment"]["torch"] == torch.__version__
-    checks = {c["name"].split()[0]: c for c in report["checks"]}
+    checks = {c["name"].split(" (")[0].replace(" resnet_mini", ""): c for c in report["checks"]}
+    assert checks["feed source"]["status"] == "pass" and not (tmp_path / "datasets").exists()
     assert checks["cuda"]["status"] == "skip" and "resources.gpus is 0" in checks["cuda"]["detail"]
     assert checks["precision"]["status"] == "skip" and "CUDA only" in checks["precision"]["detail"]
     assert checks["memory"]["status"] == "info"
@@ -543,25 +546,3 @@ def test_a_failed_preflight_runs_no_gpu_job_and_the_override_runs_it(tmp_path):
     done, slot, reports = results["override"]
     assert done.returncode == 0, done.stderr[-3000:]
     assert slot.exists() and not reports.exists()
-
-
-def test_gpu_check_script_runs_its_cpu_smoke_with_the_tiny_models(tmp_path):
-    """benchmarks/gpu_check.sh --cpu: the script the first lent GPU runs, here with the tiny
-    models on the CPU; one table, a row per model, and the report in the folder given."""
-    done = subprocess.run(
-        ["bash", "benchmarks/gpu_check.sh", "--cpu", str(tmp_path)],
-        cwd=REPO,
-        env={**_env(), "PYTHON": sys.executable},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "_mini" in line]
-    names = [row.split("|")[1].strip() for row in rows]
-    assert sorted(names) == sorted(
-        ["alexnet_mini", "resnet_mini", "convnext_mini", "efficientnet_mini"]
-    )
-    assert all(row.split("|")[2].strip() == "16" for row in rows)  # the demo's batch, per GPU
-    report = json.loads((tmp_path / "gpu_check.json").read_text())
-    assert report["passed"] and report["settings"]["device"] == "cpu"

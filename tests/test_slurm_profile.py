@@ -170,8 +170,9 @@ def test_every_rule_has_memory_and_runtime():
         own = f'**work_resources("{name}")' in body or "**train_slot_resources()" in body
         process = "train_resources.process_mem_mb(" in body
         profiled = "mem_mb" in set_resources.get(name, {})
-        if process:
-            assert not profiled and "runtime" in set_resources.get(name, {}), name
+        if process:  # runtime: in the profile, or sized in the rule when the job is ready
+            sized = "final_runtime_min(" in body
+            assert not profiled and ("runtime" in set_resources.get(name, {})) != sized, name
             continue
         assert own != profiled, (
             f"rule {name}: memory and runtime in neither or both of profiles/default and "
@@ -218,9 +219,9 @@ def test_resources_grow_with_attempt_up_to_the_maximum():
         runtime = [_evaluate(spec["runtime"], a, 720) for a in (1, 2, 3, 10)]
         assert runtime == sorted(runtime) and runtime[-1] == 720, (rule, runtime)
         assert runtime[0] < runtime[1] or runtime[0] == 720, (rule, runtime)
-    train = _workflow_profile()["set-resources"]["train_final"]
+    gpu = _workflow_profile()["set-resources"]["evaluate_robustness"]
     assert (
-        _evaluate(train["runtime"], 1, 1440) == 1440 and _evaluate(train["runtime"], 1, 600) == 600
+        _evaluate(gpu["runtime"], 1, 1440) == 1440 and _evaluate(gpu["runtime"], 1, 600) == 600
     )
     # No rule asks SLURM for a warning signal: USR1 without B: kills a job step's Snakemake and
     # misses array tasks, with B: it kills the plugin's batch shell; training stops by its own
@@ -286,7 +287,8 @@ def test_a_slot_is_sized_from_its_promotion_input(tmp_path):
     missing = str(tmp_path / "rung-9.json")
     own = config["resources"]["train_trial"]
     assert own == {"mem_mb": 32000, "runtime_min": 1440, "empty_mem_mb": 2000,
-                   "empty_runtime_min": 10}  # fmt: skip
+                   "empty_runtime_min": 10, "runtime_estimate_factor": 3,
+                   "startup_min": 15}  # fmt: skip
     for previous, slot in (([], 5), (str(decision), 0), (missing, 1)):  # trains / unknown
         assert train_resources.slot_trains(previous, slot), (previous, slot)
         assert (

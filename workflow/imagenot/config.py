@@ -222,7 +222,7 @@ def non_finite_numbers(node: Any, at: tuple = ()) -> list[tuple[str, float]]:
 # Keys that were removed, with what replaces them: a config still naming one stops on one line
 # saying so, instead of the schema's list of the keys allowed beside it.
 REMOVED_KEYS = {
-    "train.max_batch_per_gpu_overrides": "removed (issue 38): each training job takes the "
+    "train.max_batch_per_gpu_overrides": "removed: each training job takes the "
     "largest per-GPU batch its site's preflight measured to fit its model on the card "
     '(`imagenot preflight`, docs/gpu.md "First hour on a GPU"); delete the key '
     "(train.max_batch_per_gpu stays, a ceiling for every model)",

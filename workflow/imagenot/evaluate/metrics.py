@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from scipy.special import betaincinv  # the beta quantile; scipy.stats takes a second to import
 
 
 def topk_correct(logits: torch.Tensor, labels: torch.Tensor, k: int) -> torch.Tensor:
@@ -26,6 +25,10 @@ def clopper_pearson(
 
     Same values as ``statsmodels.stats.proportion.proportion_confint(method="beta")``; NaN for n = 0.
     """
+    # the beta quantile (scipy.stats takes a second to import); here, not at the module's top, so
+    # that evaluating a batch needs no scipy (benchmarks/gpu_check.py runs without it)
+    from scipy.special import betaincinv
+
     k = np.asarray(successes, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):

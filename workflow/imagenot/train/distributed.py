@@ -144,3 +144,18 @@ def joined(backend: str, planned: int | None = None) -> Iterator[Dist]:
         yield d
     finally:
         dist.destroy_process_group()
+
+
+NO_CONTEXT = contextlib.nullcontext()
+
+
+def accumulates(forward) -> bool:
+    """Whether ``forward`` is DDP's (its ``no_sync`` defers the gradient all-reduce)."""
+    return hasattr(getattr(forward, "_orig_mod", forward), "no_sync")
+
+
+def no_sync_unless(forward, skip: bool):
+    """DDP's no_sync during gradient accumulation (all micro-batches but the last; ``skip``
+    only where :func:`accumulates`): one shared empty context otherwise, built once, not per
+    micro-batch."""
+    return getattr(forward, "_orig_mod", forward).no_sync() if skip else NO_CONTEXT

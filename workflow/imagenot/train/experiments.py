@@ -163,6 +163,20 @@ def num_workers(config: dict) -> int:
     return config["resources"]["cpus_per_gpu"] - 1 if gpus(config) else 0
 
 
+def decode_on_gpu(config: dict, model: str) -> bool:
+    """Whether ``model``'s jobs decode their JPEGs on the GPU (``imagenot.train.decode``):
+    train.decode_on_gpu true or false for every model, or the list of the models that do (the
+    fast ones, whose training outruns the node's cores: the preflight's feed check measures
+    both ways per model and names the list, docs/gpu.md)."""
+    return decodes_on_gpu(config["train"]["decode_on_gpu"], model)
+
+
+def decodes_on_gpu(value: bool | list, model: str) -> bool:
+    """:func:`decode_on_gpu` of a train.decode_on_gpu ``value`` (the preflight's settings hold
+    the value)."""
+    return model in value if isinstance(value, list) else bool(value)
+
+
 def accumulation(global_size: int, world: int, max_batch: int | None) -> int:
     """Micro-batches per rank for a global batch: enough that the largest part fits in
     ``max_batch``. The same on every rank, so the ranks run the same forward passes (SyncBatchNorm

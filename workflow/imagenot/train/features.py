@@ -74,7 +74,7 @@ def extract(model: torch.nn.Module, head: torch.nn.Module, data, job, device) ->
     model.eval()
     hook = head.register_forward_pre_hook(keep)
     largest = min(job.settings.eval_batch_size, len(data))
-    feeder = Feeder(data, job.settings.num_workers, largest, device.type == "cuda")
+    feeder = Feeder(data, job.settings.num_workers, largest, device.type == "cuda", device)
     features, labels = [], []
     try:
         batches = list(torch.arange(len(data)).split(job.settings.eval_batch_size))

@@ -13,15 +13,11 @@ batch by batch, that no slot is refilled while the trainer may still read it. Th
 batch's images are valid until the next batch is asked for (copy what you keep; as in DALI).
 ``resources.cpus_per_gpu`` sizes the workers (docs/gpu.md: ~3,200 images/s per core at 224 px).
 
-Decoding on the GPU (nvJPEG, ``train.decode_on_gpu: true``) is an explicit choice: with the
-pinned torch/torchvision, ``decode_jpeg(device="cuda")`` allocates its outputs on the caller's
-stream but writes them on nvJPEG's own (pytorch/vision#9606), which silently corrupted
-images on H100 while the previous step's kernels were still queued. :func:`decode_batch`
-therefore waits for the device before decoding and for the decode before the images are used
-(two synchronisations per batch: the price of correctness). The workers then only read bytes,
-and a batch of JPEGs crosses the queue as one flat buffer plus offsets (:class:`EncodedBatch`):
-a list of per-image tensors took one descriptor each, 1,000 per worker at prefetch 4, and died
-with "Too many open files" under ``ulimit -n 1024``.
+Decoding on the GPU (nvJPEG, ``train.decode_on_gpu``: the models it names) lives in
+``imagenot.train.decode``: the workers only read bytes, a batch crosses the queue as one flat
+buffer (``EncodedBatch``), and a :class:`Feeder` given ``decode_on`` decodes each batch ahead of
+the trainer on a thread and a CUDA stream of its own (``decode.DecodeAhead``; why, and how it
+avoids pytorch/vision#9606's corruption: that module's docstring).
 
 Shared cluster filesystems serve many small random reads slowly; ``train.stage_to_local``
 copies a dataset's shards to ``$TMPDIR`` (node-local on most clusters) before the first epoch.
@@ -30,20 +26,25 @@ copies a dataset's shards to ``$TMPDIR`` (node-local on most clusters) before th
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
 import os
 import shutil
 import uuid
 import weakref
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import Dataset
+
+from imagenot.train.decode import (  # noqa: F401  (the feed's names, as before the split)
+    DecodeAhead,
+    EncodedBatch,
+    EncodedImages,
+    collate_encoded,
+    decode_batch,
+)
 
 log = logging.getLogger(__name__)
 
@@ -255,15 +256,19 @@ class Feeder:
     pinned memory for CUDA) over any Dataset of (uint8 CHW tensor, label); with workers, the
     images arrive in a :class:`BatchRing` of batches of at most ``largest`` images, valid until
     the next batch or epoch is asked for. An empty index list gives an empty batch (a rank with no share
-    of a short last batch)."""
+    of a short last batch). Encoded JPEGs (``decode.EncodedImages``) with ``decode_on`` (the
+    training device) arrive decoded there, at their stored size, decoded ahead of the trainer
+    (``decode.DecodeAhead``); without it, as ``EncodedBatch`` for :func:`to_device` to decode."""
 
     PREFETCH = 4
 
-    def __init__(self, data, num_workers: int, largest: int, pin: bool = False):
+    def __init__(self, data, num_workers: int, largest: int, pin: bool = False, decode_on=None):
         self.data = data
         self.largest = largest
         self.ring_sampler = None
         self.loader = None
+        encoded = getattr(data, "collate", None) is not None
+        self.decode_ahead = DecodeAhead(decode_on) if encoded and decode_on is not None else None
         if isinstance(data, InMemory):
             return
         collate = getattr(data, "collate", None)  # encoded JPEGs: one flat buffer per batch
@@ -311,7 +316,8 @@ class Feeder:
             sampler.ring = BatchRing(slots, self.largest, shape)
         if sampler is not None and sampler.ring is not None:
             sampler.ring.held = None  # a new epoch gives back the batch held from the last
-        return self._serve(iter(self.loader), pieces)
+        served = self._serve(iter(self.loader), pieces)
+        return served if self.decode_ahead is None else self.decode_ahead.serve(served)
 
     def _serve(self, loaded, pieces: list[torch.Tensor]):
         ring = self.ring_sampler.ring if self.ring_sampler is not None else None
@@ -333,102 +339,6 @@ class Feeder:
             yield item
 
 
-@dataclass(frozen=True)
-class EncodedBatch:
-    """A batch of JPEGs as one flat uint8 buffer (every image's bytes back to back) and int64
-    offsets (n + 1): one shared-memory object per batch crosses the worker queue, not one per
-    image (module docstring)."""
-
-    data: torch.Tensor
-    offsets: torch.Tensor
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def images(self) -> list[torch.Tensor]:
-        """Each image's bytes (views of the buffer), as ``decode_jpeg`` takes them."""
-        bounds = self.offsets.tolist()
-        return [self.data[a:b] for a, b in itertools.pairwise(bounds)]
-
-    def pin_memory(self) -> EncodedBatch:
-        """The DataLoader's ``pin_memory`` calls this for a type it does not know."""
-        return EncodedBatch(self.data.pin_memory(), self.offsets)
-
-
-class EncodedImages(Dataset):
-    """``ds[i] -> (uint8 1-D tensor of the JPEG bytes, int label)`` over a ManifestDataset:
-    loader workers only read and collate (:func:`collate_encoded`); :func:`decode_batch`
-    decodes where the model runs (``train.decode_on_gpu``)."""
-
-    def __init__(self, manifest):
-        self.manifest = manifest
-
-    @staticmethod
-    def collate(items):
-        return collate_encoded(items)
-
-    @staticmethod
-    def empty():
-        none = EncodedBatch(torch.empty(0, dtype=torch.uint8), torch.zeros(1, dtype=torch.int64))
-        return none, torch.empty(0, dtype=torch.int64)
-
-    def __len__(self) -> int:
-        return len(self.manifest)
-
-    def __getitem__(self, index: int):
-        data = bytearray(self.manifest.read_bytes(index))
-        return torch.frombuffer(data, dtype=torch.uint8), int(self.manifest.labels[index])
-
-    def __getattr__(self, name):  # classes, keys, labels... of the wrapped dataset
-        if name == "manifest":
-            raise AttributeError(name)
-        return getattr(self.manifest, name)
-
-
-def collate_encoded(items) -> tuple[EncodedBatch, torch.Tensor]:
-    """A batch of encoded images: (:class:`EncodedBatch`, int64 labels)."""
-    sizes = torch.tensor([0] + [len(data) for data, _ in items], dtype=torch.int64)
-    data = torch.cat([data for data, _ in items]) if items else torch.empty(0, dtype=torch.uint8)
-    labels = torch.tensor([label for _, label in items], dtype=torch.int64)
-    return EncodedBatch(data, sizes.cumsum(0)), labels
-
-
-def decode_batch(
-    encoded: EncodedBatch | list[torch.Tensor], image_size: int, device
-) -> torch.Tensor:
-    """JPEG bytes -> uint8 N x 3 x image_size x image_size on ``device`` (nvJPEG on CUDA,
-    libjpeg-turbo on the CPU); images resized (antialiased bilinear) when their size differs,
-    one call per distinct size (a batch of a materialised dataset has one)."""
-    from torchvision.io import ImageReadMode, decode_jpeg
-
-    device = torch.device(device)
-    if isinstance(encoded, EncodedBatch):
-        encoded = encoded.images()
-    if not encoded:
-        return torch.empty((0, 3, image_size, image_size), dtype=torch.uint8, device=device)
-    if device.type == "cuda":
-        # pytorch/vision#9606 (module docstring): nothing queued may touch memory nvJPEG is
-        # about to write, and nothing may read its outputs before its own stream is done
-        torch.cuda.current_stream(device).synchronize()
-        images = decode_jpeg(encoded, mode=ImageReadMode.RGB, device=device)
-        torch.cuda.synchronize(device)
-    else:
-        images = decode_jpeg(encoded, mode=ImageReadMode.RGB)
-    out = torch.empty((len(images), 3, image_size, image_size), dtype=torch.uint8, device=device)
-    by_size: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for i, image in enumerate(images):
-        by_size[tuple(image.shape[-2:])].append(i)
-    for size, index in by_size.items():
-        batch = torch.stack([images[i] for i in index])
-        if size != (image_size, image_size):
-            batch = F.interpolate(
-                batch.float(), size=(image_size, image_size), mode="bilinear", antialias=True
-            )
-            batch = batch.round_().clamp_(0, 255).to(torch.uint8)
-        out[index] = batch
-    return out
-
-
 def autocast(device: torch.device):
     """The mixed precision every forward pass runs under (training, evaluation, stored
     features): bfloat16 on CUDA, none on the CPU (so CPU runs stay deterministic)."""
@@ -443,18 +353,35 @@ def to_device(
     normalisation: dict,
     features: bool = False,
 ):
-    """A batch ready for the model; a list of encoded JPEGs is decoded on ``device`` first, then
-    :func:`preprocess` (resized to ``image_size``, normalised with ``normalisation``).
+    """A batch ready for the model; encoded JPEGs (not decoded ahead by the feed) are decoded on
+    ``device`` first, at their stored size, then :func:`preprocess` (resized to ``image_size``, normalised with ``normalisation``).
     ``features``: the batch is stored backbone features (``imagenot.train.features``: the
     head's input, preprocessed when they were computed) and only moves to the device. One
     function for the loop and for feature extraction, so both see the same pixels."""
     if features:
         return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-    if isinstance(x, EncodedBatch | list):
-        x = decode_batch(x, image_size, device)
+    if isinstance(x, EncodedBatch | list):  # at the stored size: preprocess resizes (float)
+        x = decode_batch(x, image_size if not len(x) else None, device)
     layout = torch.channels_last if device.type == "cuda" else torch.contiguous_format
     x = preprocess(x.to(device, non_blocking=True), image_size, normalisation, layout)
     return x, y.to(device, non_blocking=True)
+
+
+# room a staged copy must leave on the node-local disk: 5% of the dataset and 1 GB besides
+STAGE_SLACK, STAGE_SPARE = 0.05, 1 << 30
+
+
+def tree_bytes(path: Path) -> int:
+    """Bytes of the files under ``path`` (a dataset folder)."""
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+def staging_room(need: int, root: str | os.PathLike) -> tuple[bool, int]:
+    """Whether a copy of ``need`` bytes fits under ``root`` with room to spare
+    (:data:`STAGE_SLACK`, :data:`STAGE_SPARE`: other jobs on the node write there too), and the
+    bytes free there."""
+    free = shutil.disk_usage(root).free
+    return need * (1 + STAGE_SLACK) + STAGE_SPARE <= free, free
 
 
 def stage_to_local(
@@ -462,8 +389,9 @@ def stage_to_local(
 ) -> Path:
     """A copy of the dataset under node-local ``root`` (default ``$TMPDIR``), made once per node
     and dataset version (the directory is named by the fingerprint and renamed into place when
-    complete, so concurrent jobs never read a partial copy). Without a local root: the
-    dataset itself. ``deadline`` (the job's, ``interrupts.job_deadline``): checked before each
+    complete, so concurrent jobs never read a partial copy). Without a local root, or where it
+    lacks the room for the copy (:func:`staging_room`): the dataset itself, with a warning.
+    ``deadline`` (the job's, ``interrupts.job_deadline``): checked before each
     file; once it has come the partial copy is removed and ``Preempted`` raised (the job exits
     75 and its retry stages again), so staging a large dataset cannot outlast the time limit."""
     import time
@@ -478,6 +406,16 @@ def stage_to_local(
     target = Path(root) / "imagenot-datasets" / fingerprint[:16]
     if (target / FINGERPRINT_FILE).is_file():
         return target
+    need = tree_bytes(dataset_dir)
+    Path(root).mkdir(parents=True, exist_ok=True)
+    fits, free = staging_room(need, root)
+    if not fits:
+        log.warning(
+            "train.stage_to_local: %s has %.1f GB free, the dataset %.1f GB (and %.0f%% + 1 GB "
+            "to spare); reading %s in place",
+            root, free / 1e9, need / 1e9, 100 * STAGE_SLACK, dataset_dir,
+        )  # fmt: skip
+        return dataset_dir
     partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
 
     def copy(src, dst):

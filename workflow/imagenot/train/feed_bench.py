@@ -27,6 +27,7 @@ microseconds per step, not the feed's milliseconds.
 from __future__ import annotations
 
 import io
+import math
 import os
 import time
 from pathlib import Path
@@ -42,6 +43,8 @@ from imagenot.train.feed import EncodedImages, Feeder, autocast, to_device
 from imagenot.train.registry import build_model
 from imagenot.train.schedules import build_optimizer
 
+# the most steps one side of bench_model times when it runs for ``seconds``
+MOST_STEPS = 4000
 # the paper's ImageNot ST optimizer (config/paper.yaml, imagenot_st); its lr does not change speed
 HYPERPARAMETERS = {"optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay": 2e-5}
 N_CLASSES = 10
@@ -122,10 +125,21 @@ def train_step(
 
 
 def timed(
-    batches, model, optimizer, device, size: int, normalisation: dict, warmup: int
-) -> tuple[float, int]:
-    """Seconds and images of the steps after ``warmup``; synchronised at the window's ends."""
-    start, seen = None, 0
+    batches,
+    model,
+    optimizer,
+    device,
+    size: int,
+    normalisation: dict,
+    warmup: int,
+    steps: int | None = None,
+    seconds: float = 0.0,
+) -> tuple[float, int, int]:
+    """Seconds, images and steps of the timed window after ``warmup`` steps; synchronised at the
+    window's ends. With ``steps``: it ends after at least ``steps`` steps and ``seconds`` of
+    wall time (the host runs ahead of the device by a few steps at most, and the last
+    synchronisation counts), else with ``batches``."""
+    start, seen, done = None, 0, 0
     for i, (images, labels) in enumerate(batches):
         if i == warmup:
             if device.type == "cuda":
@@ -134,9 +148,12 @@ def timed(
         train_step(model, optimizer, images, labels, device, size, normalisation)
         if i >= warmup:
             seen += len(labels)
+            done += 1
+            if steps is not None and done >= steps and time.perf_counter() - start >= seconds:
+                break
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    return time.perf_counter() - start, seen
+    return time.perf_counter() - start, seen, done
 
 
 def pieces(n: int, batch: int, steps: int) -> list[torch.Tensor]:
@@ -159,47 +176,111 @@ def bench_model(
     num_classes: int,
     device: torch.device,
     root: Path,
+    both: bool = False,
+    seconds: float = 0.0,
 ) -> dict:
     """Images/s of model ``name`` at ``batch`` and training side ``size``, fed from
     ``on_device`` (:func:`resident`) and by the real feed (normalised with ``normalisation``: the
     cost is the same whatever its values) over ``dataset`` (``workers`` loader
-    workers); the workers' pids as evidence (``root`` holds their log)."""
+    workers; ``encoded``: they read bytes and the batches are decoded on ``device``, ahead of the
+    trainer); the workers' pids as evidence (``root`` holds their log). ``both``: the feed is
+    measured both ways (``cpu_decode_*`` and ``gpu_decode_*``: decoded in the workers, decoded
+    on the device), ``feed_*`` and ``ratio`` being the way ``encoded`` names. ``seconds``: each
+    side's timed window lasts at least that long as well as ``steps`` steps (:func:`timed`), and
+    the feed's warm-up drains the batches its workers decoded ahead where the model is fast."""
     model = build_model(name, num_classes).to(device)
     if device.type == "cuda":
         model.to(memory_format=torch.channels_last)
     model.train()
     optimizer = build_optimizer(list(model.parameters()), HYPERPARAMETERS)
-    order = pieces(len(dataset), batch, warmup + steps)
+    most = warmup + steps if not seconds else max(warmup + steps, MOST_STEPS)
+    order = pieces(len(dataset), batch, most)
 
     # (b) device-resident: indexing one uint8 tensor already on the device (the indices moved
     # there before the timed window: no host-to-device copy per step)
     images, labels = on_device
     held = ((images[idx], labels[idx]) for idx in [idx.to(device) for idx in order])
-    device_s, device_n = timed(held, model, optimizer, device, size, normalisation, warmup)
-
-    # (a) the real feed, as a training job builds it
-    log = root / f"workers-{name}.txt"
-    log.unlink(missing_ok=True)
-    data = Witness(EncodedImages(dataset) if encoded else dataset, log)
-    feeder = Feeder(data, workers, batch, pin=device.type == "cuda")
-    feed_s, feed_n = timed(
-        feeder.epoch(order), model, optimizer, device, size, normalisation, warmup
+    device_s, device_n, device_steps = timed(
+        held, model, optimizer, device, size, normalisation, warmup, steps, seconds
     )
-    seen = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
-    del feeder  # ends its persistent workers
-    feed, dev = feed_n / feed_s, device_n / device_s
-    return {
+    dev = device_n / device_s
+    feed_warmup = warmup
+    if seconds and workers:  # the feed's batches decoded ahead must be drained first where
+        # the model outruns the feed (a window shorter than them measured the prefetch)
+        step_s = device_s / max(device_steps, 1)
+        feed_warmup = min(workers * Feeder.PREFETCH + 1, max(warmup, math.ceil(0.5 / step_s)))
+
+    def fed(on_gpu: bool) -> dict:
+        """(a) the real feed, as a training job builds it."""
+        log = root / f"workers-{name}.txt"
+        log.unlink(missing_ok=True)
+        data = Witness(EncodedImages(dataset) if on_gpu else dataset, log)
+        feeder = Feeder(data, workers, batch, pin=device.type == "cuda", decode_on=device)
+        feed_s, feed_n, _ = timed(
+            feeder.epoch(order), model, optimizer, device, size, normalisation, feed_warmup,
+            steps, seconds,
+        )  # fmt: skip
+        seen = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+        if feeder.decode_ahead is not None:
+            feeder.decode_ahead.close()
+        del feeder  # ends its persistent workers
+        return {
+            "images": feed_n,
+            "img_per_s": round(feed_n / feed_s, 1),
+            "ratio": round(feed_n / feed_s / dev, 3),
+            "worker_pids": sorted({int(pid) for pid, who in seen if who != "main"}),
+            "main_process_items": any(who == "main" for _, who in seen),
+        }
+
+    ways = {encoded: fed(encoded)}
+    if both:
+        ways[not encoded] = fed(not encoded)
+    main = ways[encoded]
+    row = {
         "model": name,
         "batch_size": batch,
-        "steps": steps,
-        "feed_images": feed_n,
+        "steps": device_steps,
+        "feed_warmup": feed_warmup,
+        "workers": workers,
+        "encoded": encoded,
+        "feed_images": main["images"],
         "device_images": device_n,
-        "feed_img_per_s": round(feed, 1),
+        "feed_img_per_s": main["img_per_s"],
         "device_img_per_s": round(dev, 1),
-        "ratio": round(feed / dev, 3),
-        "feed_worker_pids": sorted({int(pid) for pid, who in seen if who != "main"}),
-        "feed_main_process_items": any(who == "main" for _, who in seen),
+        "ratio": main["ratio"],
+        "feed_worker_pids": main["worker_pids"],
+        "feed_main_process_items": main["main_process_items"],
     }
+    for on_gpu, way in ways.items():
+        prefix = "gpu_decode" if on_gpu else "cpu_decode"
+        row |= {f"{prefix}_img_per_s": way["img_per_s"], f"{prefix}_ratio": way["ratio"]}
+    return row
+
+
+class Sample:
+    """``n`` items of a dataset (every ``len // n``-th, from the start: spread over its shards
+    as a shuffled epoch reads them), with the reader's interface the feed uses (``ds[i]``,
+    ``read_bytes``, ``labels``, ``keys``, ``image_shape``): the preflight reads a sample of a
+    real dataset where it lies instead of all of it."""
+
+    def __init__(self, dataset: ManifestDataset, n: int):
+        step = max(1, len(dataset) // max(n, 1))
+        self.dataset = dataset
+        self.index = list(range(0, len(dataset), step))[:n]
+        self.labels = np.asarray([dataset.labels[i] for i in self.index], dtype=np.int64)
+        self.keys = [dataset.keys[i] for i in self.index]
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, i: int):
+        return self.dataset[self.index[i]]
+
+    def read_bytes(self, i: int) -> bytes:
+        return self.dataset.read_bytes(self.index[i])
+
+    def image_shape(self, i: int = 0) -> tuple[int, int, int]:
+        return self.dataset.image_shape(self.index[i])
 
 
 def decode_floor(dataset: ManifestDataset) -> float:

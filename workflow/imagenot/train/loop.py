@@ -41,14 +41,22 @@ from imagenot.train.checkpoints import (
     save_weights,
     set_aside_stale_checkpoint,
 )
-from imagenot.train.distributed import SINGLE, Dist, accumulation, micro_batches, shard
+from imagenot.train.distributed import (
+    SINGLE,
+    Dist,
+    accumulates,
+    accumulation,
+    micro_batches,
+    no_sync_unless,
+    shard,
+)
 from imagenot.train.failfast import Diverged, startup_out_of_memory
 from imagenot.train.features import Features
 from imagenot.train.feed import Feeder, autocast, to_device
 from imagenot.train.interrupts import Interrupts
 from imagenot.train.registry import build_model, head_module
 from imagenot.train.schedules import build_optimizer, learning_rate
-from imagenot.train.search import DIVERGED, stable_int
+from imagenot.train.search import DIVERGED, stable_int, step_seeds
 from imagenot.train.settings import JobSettings
 
 log = logging.getLogger(__name__)
@@ -206,7 +214,8 @@ def train_one_epoch(
     loader = iter(feeder.epoch([piece for pieces in plan for piece in pieces]))
     done, start = state.batch, time.perf_counter()
     check = 1 if d.world == 1 else CHECK_EVERY
-    nonfinite = torch.zeros((), dtype=torch.bool, device=device)
+    seed_of, accumulating = step_seeds(job.seed, d.rank), accumulates(forward)
+    unchecked = state.batch  # the first step whose loss is not yet checked to be finite
 
     def sync() -> None:
         state.step_losses = d.sum_(losses.clone())[: state.batch].tolist()
@@ -223,7 +232,7 @@ def train_one_epoch(
     ):
         size = len(global_batches[state.batch])
         # dropout etc.: a function of (seed, step, rank), so a resumed step draws what it drew
-        seed_step(stable_int(job.seed, "step", state.step, d.rank), device)
+        seed_step(seed_of(state.step), device)
         lr = learning_rate(state.step, steps_per_epoch, horizon(job), job.hyperparameters)
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -233,24 +242,27 @@ def train_one_epoch(
             x, y = to_device(
                 images, labels, device, settings.image_size, settings.normalisation, features
             )
-            last = i == len(pieces) - 1
-            with _no_sync(forward, not last), autocast(device):
+            skip_sync = accumulating and i < len(pieces) - 1
+            with no_sync_unless(forward, skip_sync), autocast(device):
                 logits = forward(x)
                 # summed, scaled so that DDP's average over ranks is the global batch's mean
                 loss = F.cross_entropy(logits.float(), y, reduction="sum") * (d.world / size)
-            with _no_sync(forward, not last):
+            with no_sync_unless(forward, skip_sync):
                 loss.backward()
-            # in place on the step's element (``t[i] += v`` would also copy it back into itself)
+            # in place on the step's element (``t[i] += v`` would also copy it back into itself);
+            # a non-finite loss leaves its step's sum non-finite: the check below reads the sums
             losses[state.batch].add_(loss.detach().double() * (size / d.world))
             correct[state.batch].add_((logits.detach().argmax(1) == y).sum())
-            nonfinite |= ~torch.isfinite(loss.detach())
         optimizer.step()
         state.step += 1
         state.batch += 1
-        # one host read per CHECK_EVERY steps (the ranks agree on it, at the same steps)
-        checked = state.step % CHECK_EVERY == 0 or state.batch == steps_per_epoch
-        if checked and d.any(bool(nonfinite), device):
-            raise Diverged(f"training loss not finite by step {state.step}")
+        # one host read per CHECK_EVERY steps (the ranks agree on it, at the same steps): are
+        # the loss sums of the steps since the last check finite
+        if state.step % CHECK_EVERY == 0 or state.batch == steps_per_epoch:
+            finite = bool(torch.isfinite(losses[unchecked : state.batch]).all())
+            if d.any(not finite, device):
+                raise Diverged(f"training loss not finite by step {state.step}")
+            unchecked = state.batch
         due = save is not None and interrupts is not None and state.step % check == 0
         if due and d.any(interrupts.checkpoint_due(), device):
             stop = d.any(interrupts.requested is not None, device)
@@ -278,14 +290,6 @@ def train_one_epoch(
 CHECK_EVERY = 8
 
 
-def _no_sync(forward, skip: bool):
-    """DDP's no_sync during gradient accumulation (all micro-batches but the last)."""
-    from contextlib import nullcontext
-
-    ddp = getattr(forward, "_orig_mod", forward)
-    return ddp.no_sync() if skip and hasattr(ddp, "no_sync") else nullcontext()
-
-
 @torch.no_grad()
 def evaluate(
     model, forward, data, job: Job, device: torch.device, d: Dist = SINGLE, feeder=None,
@@ -299,7 +303,9 @@ def evaluate(
     settings = job.settings
     set_mode(model, job, False)
     largest = min(settings.eval_batch_size, len(data))
-    feeder = feeder or Feeder(data, settings.num_workers, largest, device.type == "cuda")
+    feeder = feeder or Feeder(
+        data, settings.num_workers, largest, device.type == "cuda", decode_on=device
+    )
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     correct = torch.zeros((), dtype=torch.int64, device=device)
     mine = shard(torch.arange(len(data)), d)
@@ -394,9 +400,10 @@ def fit(
     stop_epoch = min(stop_epoch or settings.max_epochs, settings.max_epochs)
     pin = device.type == "cuda"
     per_gpu = _largest_piece(len(train_data), job, d, max_batch)
-    feeders = (
-        Feeder(train_data, settings.num_workers, per_gpu, pin),
-        Feeder(val_data, settings.num_workers, min(settings.eval_batch_size, len(val_data)), pin),
+    val_batch = min(settings.eval_batch_size, len(val_data))
+    feeders = (  # encoded JPEGs (train.decode_on_gpu) are decoded ahead on the device
+        Feeder(train_data, settings.num_workers, per_gpu, pin, decode_on=device),
+        Feeder(val_data, settings.num_workers, val_batch, pin, decode_on=device),
     )
     job_usage.declare_workers(2 * settings.num_workers)  # both feeders' workers persist
 

@@ -14,8 +14,9 @@ Checks, each ``pass``, ``warn`` (runs, but wastes GPU time or departs from the p
   space's batch per GPU, or the TL backbone's forward pass at the eval batch; the allocator's
   peak against the device's memory, and where the batch does not fit the largest batch that
   does (``largest_fit``): the site's training jobs take it as their micro-batch;
-* ``feed``: the real feed against device-resident data at the dataset's stored size
-  (``imagenot.train.feed_bench``, shared with ``benchmarks/bench_feed_models.py``);
+* ``feed``: the real feed against device-resident data at the dataset's stored size, read
+  where the jobs read it, both ways of decoding on CUDA (``imagenot.train.preflight_feed``;
+  ``imagenot.train.feed_bench``, shared with ``benchmarks/bench_feed_models.py``);
 * ``host``: ``/dev/shm`` and the job's memory limit (its cgroup) against the loader rings'
   need (``rings.ring_bytes``; every training job asks for them on top of ``mem_mb``);
 * ``precision``: bf16 against float32 from the same weights on the same batches, dropout and
@@ -36,7 +37,7 @@ from pathlib import Path
 import torch
 
 from imagenot.device import DeviceError, cuda_available, resolve_device
-from imagenot.train import feed_bench, preflight_precision, rings
+from imagenot.train import feed_bench, preflight_feed, preflight_precision, rings
 from imagenot.train.experiments import accumulation
 from imagenot.train.feed import preprocess
 from imagenot.train.registry import build_model
@@ -46,7 +47,7 @@ from imagenot.train.settings import PreflightSettings
 NUM_CLASSES = 1000  # the widest head of the paper (ImageNot, ImageNet)
 FIT_FRACTION = 0.9  # of the device's memory: room for fragmentation and other processes
 SEARCH_STEPS = 4  # bisections between the largest batch that fits and the smallest that does not
-FEED_RATIO = 0.9  # docs/gpu.md "Is the feed fast enough?"
+FEED_RATIO = preflight_feed.FEED_RATIO  # docs/gpu.md "Is the feed fast enough?"
 PRECISION_STEPS = preflight_precision.STEPS
 PRECISION_BATCH = preflight_precision.BATCH
 GIB = 1 << 30
@@ -74,6 +75,12 @@ class Options:
     feed_warmup: int = 5
     feed_images: int = 512
     workers: int | None = None
+    # the feed measured both ways of decoding (None: on CUDA; preflight_feed.check_feed), and
+    # the folder of the datasets the jobs read (None: the config's, results/datasets)
+    both_decoders: bool | None = None
+    datasets_root: str | None = None
+    # each side of a feed check times at least this long besides feed_steps (feed_bench.timed)
+    feed_seconds: float = 2.0
 
 
 # ---- cuda ----------------------------------------------------------------------------------
@@ -281,42 +288,19 @@ def check_feed(
     options: Options,
     root: Path,
 ) -> Check:
-    """The real feed against device-resident data for ``run`` (its stored size and batch)."""
-    name = f"feed {run['model']} ({run['stored_size']} px stored)"
-    dataset, on_device = data
+    """The real feed against device-resident data for ``run``, read where the jobs read, both
+    ways of decoding on CUDA (``imagenot.train.preflight_feed``)."""
     try:
-        row = feed_bench.bench_model(
-            run["model"],
-            dataset,
-            on_device,
-            batch=run["per_gpu"],
-            size=settings.image_size,
-            normalisation=run["normalisation"],
-            steps=options.feed_steps,
-            warmup=options.feed_warmup,
-            workers=workers,
-            encoded=settings.decode_on_gpu and device.type == "cuda",
-            num_classes=NUM_CLASSES,
-            device=device,
-            root=root,
+        found = preflight_feed.check_feed(
+            run, settings, workers, data, device, options, root, NUM_CLASSES
         )
     except torch.OutOfMemoryError:
         _release()
-        return Check(name, "skip", "out of device memory at this batch: see its memory check")
+        why = "out of device memory at this batch: see its memory check"
+        return Check(preflight_feed.feed_name(run), "skip", why)
     finally:
         _release()
-    detail = (
-        f"{row['feed_img_per_s']} img/s fed, {row['device_img_per_s']} from device memory: "
-        f"ratio {row['ratio']} ({workers} workers, batch {run['per_gpu']})"
-    )
-    if device.type != "cuda":
-        return Check(
-            name, "info", f"{detail}; not judged on the CPU (model and workers share cores)", row
-        )
-    if row["ratio"] >= FEED_RATIO:
-        return Check(name, "pass", detail, row)
-    fix = "raise resources.cpus_per_gpu (more loader workers)"
-    return Check(name, "warn", f"{detail}: the GPU waits on the loader; {fix}", row)
+    return Check(*found)
 
 
 # ---- host ----------------------------------------------------------------------------------
@@ -441,8 +425,13 @@ def run_checks(settings: PreflightSettings, options: Options) -> dict:
                 best["per_gpu"],
             ):
                 feeds[run["model"]] = run
-    with tempfile.TemporaryDirectory(prefix="imagenot-preflight-") as tmp:
-        data: dict[int, tuple] = {}
+    readers = max(1, workers)
+    with (
+        tempfile.TemporaryDirectory(prefix="imagenot-preflight-") as tmp,
+        preflight_feed.Samples(
+            settings, options.feed_images, readers, device, options.datasets_root
+        ) as samples,
+    ):
         for model in models:
             run = feeds.get(model)
             if run is None:
@@ -453,16 +442,9 @@ def run_checks(settings: PreflightSettings, options: Options) -> dict:
                 reason = "train.in_memory: splits are held in memory, no loader"
                 checks.append(Check(f"feed {model}", "skip", reason))
                 continue
-            side = run["stored_size"]
-            if side not in data:
-                ds = feed_bench.write_jpeg_dataset(
-                    Path(tmp) / f"s{side}", options.feed_images, side
-                )
-                data[side] = (ds, feed_bench.resident(ds, device))
-            checks.append(
-                check_feed(run, settings, workers, data[side], device, options, Path(tmp))
-            )
-        data.clear()
+            data = samples.get(run["stored_size"])  # read where the jobs read
+            checks.append(check_feed(run, settings, workers, data, device, options, Path(tmp)))
+        checks.extend(Check(*found) for found in samples.checks)
     for model in models:
         checks.append(check_precision(model, settings.image_size, settings.normalisation, device))
     return _report(settings, checks)

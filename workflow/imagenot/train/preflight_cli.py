@@ -56,9 +56,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--workers", type=int, help="loader workers (default: the config's)")
     p.add_argument("--feed-steps", type=int, default=20, help="timed feed steps per side")
+    p.add_argument(
+        "--feed-seconds",
+        type=float,
+        default=2.0,
+        help="each side's timed window lasts this long at least (the fast models' steps are "
+        "milliseconds; the workers' batches decoded ahead are drained first)",
+    )
     p.add_argument("--feed-warmup", type=int, default=5, help="untimed steps before them")
     p.add_argument("--feed-images", type=int, default=512, help="JPEGs written per stored size")
     p.add_argument("--threads", type=int, default=1, help="torch threads (the job's cores)")
+    p.add_argument(
+        "--both-decoders",
+        action="store_true",
+        help="measure the feed decoding in the workers and on the device on the CPU too (on "
+        "CUDA always)",
+    )
+    p.add_argument(
+        "--datasets-root",
+        help="the folder holding the datasets the jobs read (default: the config's, "
+        "results/datasets): the feed check reads a sample there",
+    )
     p.add_argument("--json", required=True, help="the report (written when all checks pass)")
     p.add_argument("--md", required=True, help="the report in Markdown")
     p.add_argument(
@@ -106,7 +124,15 @@ def _main(args: argparse.Namespace) -> None:
         if getattr(args, flag) < 1:
             raise ValueError(f"--{flag.replace('_', '-')} must be at least 1")
     configure(deterministic_for(None, "cuda" if settings.gpu_job else "cpu"), args.threads)
-    options = preflight.Options(args.feed_steps, args.feed_warmup, args.feed_images, args.workers)
+    options = preflight.Options(
+        args.feed_steps,
+        args.feed_warmup,
+        args.feed_images,
+        args.workers,
+        both_decoders=True if args.both_decoders else None,
+        datasets_root=args.datasets_root,
+        feed_seconds=args.feed_seconds,
+    )
     report = {**preflight.run_checks(settings, options), "environment": environment()}
     text = markdown(report)
     print(summary(report) if args.table else text)

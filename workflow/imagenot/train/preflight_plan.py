@@ -10,7 +10,7 @@ them first (``imagenot.train.preflight``); with ``resources.gpus > 0`` and
 ``resources.require_preflight`` (default true) every GPU rule takes their reports as inputs, so
 a failed check submits no GPU work it concerns (docs/gpu.md, "First hour on a GPU").
 
-Two gates, so that a failed check holds only the jobs it concerns (issue 38): the site's
+Two gates, so that a failed check holds only the jobs it concerns: the site's
 (``preflight``: CUDA on the node, env against driver), which every GPU rule waits for, caption
 and image embedding included; and one per model (``preflight_model``: the host's loader rings,
 the model's memory per space, its feed, bf16 against float32), which only that model's jobs wait
@@ -199,3 +199,15 @@ def job_mem_mb(config: dict) -> int:
     rings, ``plan.slot_mem_mb``). Read here, not through the plan, so that the settings below
     the plan need not import it."""
     return config["resources"]["train_trial"]["mem_mb"]
+
+
+def dataset_dirs(config: dict) -> dict[str, str]:
+    """Where the training jobs read each dataset they train on (``paths.DATASET``, relative to
+    the workflow's directory, where the preflight job runs), by name: the feed check measures a
+    sample read there (``imagenot.train.preflight_feed``)."""
+    from imagenot.paths import DATASET
+
+    names = [
+        e["dataset"] for e in config["train"]["experiments"] if not experiments.is_published(e)
+    ]
+    return {name: DATASET.format(dataset=name) for name in dict.fromkeys(names)}

@@ -1,7 +1,7 @@
 """The preflight's ``precision`` check (``imagenot.train.preflight``): bf16 autocast against
 float32 from the same weights on the same batches, with nothing random between the two passes.
 
-Why the random layers are switched off: the first GPU run (issue 38) reseeded both passes and
+Why the random layers are switched off: the first GPU run reseeded both passes and
 expected dropout and stochastic depth to draw the same masks; on CUDA they do not (the kernels
 draw per dtype), so healthy AlexNet (gradient cosine 0.25) and EfficientNet-V2-L (0.61) failed
 and held every GPU job. Now dropout and stochastic depth run as in evaluation (their own

@@ -10,6 +10,7 @@ no torch import (evaluated while Snakemake schedules).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from imagenot.train.experiments import gpus_per_node
@@ -102,15 +103,132 @@ def process_mem_mb(
     return int(base * config["resources"]["attempt_growth"] ** max(grown - 1, 0))
 
 
-def slot_runtime_min(config: dict, previous, slot, attempt: int, status: Path | None = None) -> int:
+def slot_runtime_min(
+    config: dict,
+    previous,
+    slot,
+    attempt: int,
+    status: Path | None = None,
+    job: tuple[str, str, str, int] | None = None,
+) -> int:
     """Runtime (minutes) of a train_trial job (``resources.train_trial``), grown per attempt
     and capped at ``resources.max_runtime_min`` (the site's maximum under a site profile);
-    ``empty_runtime_min`` for an empty slot, and for a refused retry without growth."""
+    ``empty_runtime_min`` for an empty slot, and for a refused retry without growth. A slot
+    that trains asks for ``runtime_min``, or with ``job`` (dataset, protocol, model, stage) its
+    stage's estimated time where that is less (:func:`sized_min`)."""
     from imagenot.train.failfast import refused
 
     own = config["resources"]["train_trial"]
     if status is not None and refused(status, attempt):  # it only exits: the least, not grown
         return own["empty_runtime_min"]
-    key = "runtime_min" if slot_trains(previous, slot) else "empty_runtime_min"
-    grown = int(own[key] * config["resources"]["attempt_growth"] ** max(attempt - 1, 0))
+    if not slot_trains(previous, slot):
+        base = own["empty_runtime_min"]
+    elif job is None or attempt > 1:  # (a retry: the estimate was short)
+        base = own["runtime_min"]
+    else:
+        dataset, protocol, model, stage = job
+        base = sized_min(config, dataset, protocol, model, stage_work(config, dataset, protocol,
+                                                                      model, int(stage)))  # fmt: skip
+    return _grown(config, base, attempt)
+
+
+def _grown(config: dict, minutes: int, attempt: int) -> int:
+    grown = int(minutes * config["resources"]["attempt_growth"] ** max(attempt - 1, 0))
     return min(grown, config["resources"]["max_runtime_min"])
+
+
+# Short GPU jobs: a CIFAR-10 stage-0 slot of AlexNet trains 10 epochs in about a
+# minute, a first-seed final run that reuses its trial's weights only tests them; asking for
+# 24 h kept them waiting for a slot that long in the queue. Each asks instead for its work's
+# estimate (train.throughput, the dataset's images) times runtime_estimate_factor, plus
+# startup_min, never more than runtime_min; one that outruns it stops at its deadline with a
+# checkpoint (exit 75) and its retry resumes with the full request.
+
+
+def _images(config: dict, dataset: str) -> dict | None:
+    from imagenot.costs import dataset_images
+
+    return dataset_images(config, dataset)
+
+
+def stage_work(config: dict, dataset: str, protocol: str, model: str, stage: int) -> float | None:
+    """Estimated minutes of GPU work of a slot of ``stage``: its epochs over the training and
+    validation images at the model's ``train.throughput`` (224 px, scaled by pixels to
+    ``train.image_size``), on the job's GPUs; None where the model has no throughput or the
+    dataset no known size (the demo's models)."""
+    from imagenot.train import budget, experiments, plan
+
+    rate = config["train"]["throughput"].get(model)
+    sizes = _images(config, dataset)
+    epochs = budget.stage_epochs(experiments.space(config, dataset, protocol))
+    if not rate or sizes is None or stage >= len(epochs):
+        return None
+    rate *= (224 / config["train"]["image_size"]) ** 2
+    gpus = max(1, plan.gpus_per_node(config) * plan.nodes(config))
+    return 60 * budget.hours(epochs[stage], sizes["train"] + sizes["val"], rate, gpus)
+
+
+def final_work(config: dict, dataset: str, protocol: str, model: str, reuse: bool) -> float | None:
+    """Estimated minutes of a final run: a test pass (a forward pass: a third of a training
+    step) where it reuses its trial's weights, else the whole schedule and the test pass."""
+    from imagenot.train import budget, experiments, plan, search
+
+    rate = config["train"]["throughput"].get(model)
+    sizes = _images(config, dataset)
+    if not rate or sizes is None:
+        return None
+    rate *= (224 / config["train"]["image_size"]) ** 2
+    gpus = max(1, plan.gpus_per_node(config) * plan.nodes(config))
+    test = 60 * budget.hours(1, sizes["test"], 3 * rate, gpus)
+    if reuse:
+        return test
+    epochs = search.training_epochs(experiments.space(config, dataset, protocol))
+    return test + 60 * budget.hours(epochs, sizes["train"] + sizes["val"], rate, gpus)
+
+
+def sized_min(config: dict, dataset: str, protocol: str, model: str, work: float | None) -> int:
+    """The first attempt's minutes of a training job of estimated ``work`` minutes:
+    ``startup_min`` + ``runtime_estimate_factor`` x work, at most ``runtime_min``
+    (``runtime_min`` itself where there is no estimate or the factor is 0)."""
+    own = config["resources"]["train_trial"]
+    factor = own["runtime_estimate_factor"]
+    if work is None or not factor:
+        return own["runtime_min"]
+    return min(own["runtime_min"], math.ceil(own["startup_min"] + factor * work))
+
+
+def reuses_trial(config: dict, dataset: str, protocol: str, seed, selection) -> bool:
+    """Whether a final run will take its trial's weights as they are (``jobs.run_final``): the
+    space's first seed, and a selected trial that ended on its own (read from ``selection``, the
+    rule's input, when the job is ready; not yet written: no)."""
+    from imagenot.io import read_json
+    from imagenot.train import experiments, search
+
+    if int(seed) != experiments.space(config, dataset, protocol)["seeds"][0]:
+        return False
+    files = [selection] if isinstance(selection, str | Path) else list(selection)
+    try:
+        result = read_json(Path(files[0])).get("result") or {}
+    except (OSError, ValueError, IndexError, AttributeError):
+        return False
+    return result.get("stopped_by") in search.ENDED
+
+
+def final_runtime_min(
+    config: dict, wildcards, selection, attempt: int, status: Path | None = None
+) -> int:
+    """Runtime (minutes) of a train_final job, when it is ready: a first seed that reuses its
+    trial's weights asks for its test pass (:func:`final_work`, :func:`sized_min`), the others
+    for their schedule's estimate, at most ``runtime_min``; a retry asks for ``runtime_min``
+    (the reuse did not happen, or the estimate was short), grown per attempt and capped at the
+    maximum; a refused retry (``failfast``) for ``empty_runtime_min``."""
+    from imagenot.train.failfast import refused
+
+    own = config["resources"]["train_trial"]
+    if status is not None and refused(status, attempt):
+        return own["empty_runtime_min"]
+    d, p, m = wildcards.dataset, wildcards.protocol, wildcards.model
+    if attempt > 1:
+        return _grown(config, own["runtime_min"], attempt)
+    reuse = reuses_trial(config, d, p, wildcards.seed, selection)
+    return _grown(config, sized_min(config, d, p, m, final_work(config, d, p, m, reuse)), 1)

@@ -58,6 +58,8 @@ class JobSettings(FromConfig):
         "every rank checks it was launched with this many; 1 for a head fit",
         "features": "the folder of the TL backbone's stored features for a head fit "
         "(experiments.features_dir), null on the image path",
+        "decode_on_gpu": "whether train.decode_on_gpu (true, false, or a list of models) "
+        "names this model (experiments.decode_on_gpu)",
     }
 
     model: str
@@ -108,6 +110,7 @@ class JobSettings(FromConfig):
             num_workers=experiments.num_workers(config),
             world=experiments.gpus(config) or 1,
             features=None,
+            decode_on_gpu=experiments.decode_on_gpu(config, model),
         )
 
     @classmethod
@@ -314,13 +317,18 @@ class PreflightSettings(FromConfig):
         "num_workers": "a training process's loader workers (experiments.num_workers)",
         "gpus_per_node": "training processes sharing a node's /dev/shm (experiments.gpus_per_node)",
         "mem_mb": "the memory a training process gets (preflight_plan.job_mem_mb)",
+        "dataset_dirs": "where the training jobs read each dataset they stream (paths.DATASET): "
+        "the feed check reads its sample there (preflight_plan.dataset_dirs)",
     }
 
     image_size: int
     normalisation: dict
     device: str
     in_memory: bool
-    decode_on_gpu: bool
+    # true, false, or the models that decode on the GPU (experiments.decode_on_gpu; each run
+    # of ``runs`` holds its model's answer)
+    decode_on_gpu: bool | list
+    stage_to_local: bool
     eval_batch_size: int
     site: str
     gpu_job: bool
@@ -329,6 +337,7 @@ class PreflightSettings(FromConfig):
     num_workers: int
     gpus_per_node: int
     mem_mb: int
+    dataset_dirs: dict
 
     @classmethod
     def from_config(  # type: ignore[override]
@@ -345,6 +354,7 @@ class PreflightSettings(FromConfig):
             num_workers=experiments.num_workers(config),
             gpus_per_node=max(1, experiments.gpus_per_node(config)),
             mem_mb=preflight_plan.job_mem_mb(config),
+            dataset_dirs=preflight_plan.dataset_dirs(config),
         )
 
     def narrowed(self, models: list[str]) -> PreflightSettings:

@@ -1,0 +1,116 @@
+"""Short GPU jobs are sized like their work, not like a day: a CIFAR-10
+stage-0 slot of a fast model trains for about a minute and a first-seed final run that reuses
+its trial's weights only tests them, yet both asked SLURM for 24 h, and a 24 h job waits for a
+24 h hole in the queue. They ask for startup_min + runtime_estimate_factor x their estimated
+work (imagenot.train.resources), at most runtime_min; a retry asks for runtime_min. Checked on
+the paper config's plan with the functions the rules call, and with Snakemake's own dry run."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from imagenot.config import load_config
+from imagenot.train import resources
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def paper():
+    return load_config(REPO / "config" / "paper.yaml")
+
+
+def _slot(config, dataset, protocol, model, stage, attempt=1):
+    return resources.slot_runtime_min(config, [], 0, attempt, None,
+                                      (dataset, protocol, model, stage))  # fmt: skip
+
+
+def test_a_fast_models_cifar_stage_0_slot_asks_for_minutes_and_a_slow_one_for_the_cap(paper):
+    own = paper["resources"]["train_trial"]
+    alexnet = _slot(paper, "cifar10", "st", "alexnet", 0)
+    # 10 epochs x 50,000 images at 7,000 images/s: about 1.2 minutes of work
+    work = resources.stage_work(paper, "cifar10", "st", "alexnet", 0)
+    assert 1 < work < 2
+    assert alexnet == own["startup_min"] + int(-(-own["runtime_estimate_factor"] * work // 1))
+    assert alexnet <= 30
+    resnet18 = _slot(paper, "cifar10", "st", "resnet18", 0)
+    assert alexnet < resnet18 < 60
+    # ImageNot's longest ConvNeXt-L stage (40 epochs) is more than a day of estimated work
+    from imagenot.train import budget, experiments
+
+    epochs = budget.stage_epochs(experiments.space(paper, "imagenot", "st"))
+    longest = epochs.index(max(epochs))
+    assert resources.stage_work(paper, "imagenot", "st", "convnext_large", longest) > 24 * 60
+    assert _slot(paper, "imagenot", "st", "convnext_large", longest) == own["runtime_min"]
+    # a retry (the estimate was short: the job stopped at its deadline, checkpointed) asks for
+    # runtime_min, grown and capped as every retry
+    growth = paper["resources"]["attempt_growth"]
+    assert _slot(paper, "cifar10", "st", "alexnet", 0, attempt=2) == min(
+        int(own["runtime_min"] * growth), paper["resources"]["max_runtime_min"]
+    )
+    off = {**paper, "resources": {**paper["resources"],
+                                  "train_trial": {**own, "runtime_estimate_factor": 0}}}  # fmt: skip
+    assert _slot(off, "cifar10", "st", "alexnet", 0) == own["runtime_min"]
+    # the rules' callers before this sizing (no job given): runtime_min
+    assert resources.slot_runtime_min(paper, [], 0, 1) == own["runtime_min"]
+
+
+def test_a_first_seed_reusing_its_trials_weights_asks_for_its_test_pass(paper, tmp_path):
+    selection = tmp_path / "selection.json"
+    selection.write_text('{"trial": 3, "result": {"stopped_by": "early_stopping"}}')
+    own = paper["resources"]["train_trial"]
+    first, second = paper["train"]["spaces"]["cifar10_st"]["seeds"][:2]
+
+    def final(seed, model="convnext_large", sel=selection, attempt=1):
+        wc = SimpleNamespace(dataset="cifar10", protocol="st", model=model, seed=str(seed))
+        return resources.final_runtime_min(paper, wc, str(sel), attempt)
+
+    reused = final(first)
+    assert resources.reuses_trial(paper, "cifar10", "st", first, str(selection))
+    assert reused < 30  # a test pass of 10,000 images, even for ConvNeXt-L
+    assert final(second) == own["runtime_min"]  # retrains 1,000 epochs at most: the cap
+    assert final(first, model="alexnet") <= reused
+    # a trial stopped at a rung, or no selection yet: the full run's estimate
+    selection.write_text('{"trial": 3, "result": {"stopped_by": null}}')
+    assert final(first) == own["runtime_min"]
+    assert final(first, sel=tmp_path / "missing.json") == own["runtime_min"]
+    # the retry of a reused final (it had to retrain after all) asks for runtime_min
+    selection.write_text('{"trial": 3, "result": {"stopped_by": "early_stopping"}}')
+    assert final(first, attempt=2) == min(
+        int(own["runtime_min"] * paper["resources"]["attempt_growth"]),
+        paper["resources"]["max_runtime_min"],
+    )
+
+
+def test_snakemake_asks_for_a_sized_slot_in_the_plan(tmp_path):
+    """The workflow's own dry run under a GPU config: a stage-0 slot of a model with a
+    throughput asks for its estimate, one without (the demo's others) for runtime_min."""
+    overlay = yaml.safe_load((REPO / ".test" / "config-slurm.yaml").read_text())
+    overlay.setdefault("train", {})["throughput"] = {"resnet_mini": 50000}
+    (tmp_path / "overlay.yaml").write_text(yaml.safe_dump(overlay))
+    targets = [f"results/train/imagenot/st/{m}/stage-0/slot-0.json"
+               for m in ("resnet_mini", "vgg_mini")]  # fmt: skip
+    cmd = ["snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+           "-n", "--cores", "16", "--configfile", "config/config.yaml",
+           str(tmp_path / "overlay.yaml"), "--", *targets]  # fmt: skip
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env["PYTHONPATH"] = str(REPO / "workflow")
+    out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    runtime = {}
+    for block in re.split(r"\n(?=rule )", out.stdout):
+        m = re.search(r"output: \S+/st/(\w+)/stage-0/slot-0\.json", block)
+        if block.startswith("rule train_trial:") and m:
+            runtime[m.group(1)] = int(re.search(r"runtime=(\d+)", block).group(1))
+    config = load_config(REPO / "config" / "config.yaml")
+    own = config["resources"]["train_trial"]
+    assert runtime["vgg_mini"] == own["runtime_min"]
+    assert own["startup_min"] <= runtime["resnet_mini"] < own["startup_min"] + 5, runtime

@@ -1,0 +1,275 @@
+"""The preflight's feed checks (``imagenot.train.preflight``): per model, the real feed against
+device-resident data, read where the training jobs will read.
+
+* ``feed source (<side> px)``: where the jobs read a dataset. A sample is read cold (the page
+  cache dropped) from the dataset's real location (``results/datasets/<name>``: a shared
+  filesystem on most clusters; a sample of the dataset itself when it is built, else JPEGs
+  written beside it) and from node-local ``$TMPDIR``, as ``train.stage_to_local`` would copy it;
+  the check names the setting the measurement favours, and whether ``$TMPDIR`` has the room for
+  the dataset (``feed.staging_room``, the check every job makes before it stages). Why: the
+  preflight used to read JPEGs it had written to a local temporary folder, while the jobs read
+  the dataset where it lies.
+* ``feed <model>``: the real feed (``feed_bench.bench_model``) against the same images held on
+  the device, reading them where the jobs will (node-local when they stage, else in place). On
+  CUDA both ways of decoding are measured (the loader workers, and nvJPEG on the device ahead of
+  the trainer: ``imagenot.train.decode``): the check passes when the way
+  ``train.decode_on_gpu`` gives the model keeps up (ratio >= :data:`FEED_RATIO`), and otherwise
+  names the change that the measurement says would (the model added to or removed from
+  ``train.decode_on_gpu``, or the cores CPU decoding would need at the measured rate per
+  worker).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+
+from imagenot.train import feed_bench
+from imagenot.train.experiments import decodes_on_gpu
+from imagenot.train.feed import staging_room, tree_bytes
+
+FEED_RATIO = 0.9  # docs/gpu.md "Is the feed fast enough?"
+# node-local reads this much faster than in place: staging pays (its copy is once per node and
+# dataset version); slower than STAGE_LOSS of in place: staging costs
+STAGE_GAIN = 1.25
+STAGE_LOSS = 0.8
+
+
+def drop_cache(root: Path) -> None:
+    """Evict ``root``'s files from this node's page cache (``posix_fadvise`` DONTNEED; on NFS,
+    Lustre and GPFS clients the same), so that the next read comes from their filesystem, as a
+    job's first epoch does: a sample just written, or read by an earlier check, is otherwise
+    read from memory."""
+    for path in Path(root).rglob("*"):
+        if not path.is_file():
+            continue
+        with contextlib.suppress(OSError, AttributeError):
+            fd = os.open(path, os.O_RDONLY)
+            with contextlib.suppress(OSError):
+                os.fsync(fd)  # (written pages must be clean to be dropped)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            os.close(fd)
+
+
+def read_rate(dataset, readers: int) -> dict:
+    """Images/s and MB/s of reading every item's bytes of ``dataset`` (``read_bytes``: the
+    loader's pread and sha256 check, no decoding) with ``readers`` threads, as that many loader
+    workers read."""
+    n = len(dataset)
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max(1, readers)) as pool:
+        total = sum(pool.map(lambda i: len(dataset.read_bytes(i)), range(n)))
+    seconds = max(time.perf_counter() - start, 1e-9)
+    return {"img_per_s": round(n / seconds, 1), "mb_per_s": round(total / seconds / 1e6, 2)}
+
+
+def _same_filesystem(a: Path, b: Path) -> bool:
+    try:
+        return os.stat(a).st_dev == os.stat(b).st_dev
+    except OSError:
+        return False
+
+
+class Samples:
+    """The feed checks' images per stored side, read where the jobs read (module docstring);
+    a context: the samples it writes are removed at its end. ``checks`` collects the ``feed
+    source`` checks, one per side, as (name, status, detail, values) (``preflight.Check``'s
+    fields: this module is the preflight's, and imports nothing of it)."""
+
+    def __init__(self, settings, feed_images: int, readers: int, device: torch.device,
+                 datasets_root: str | None = None):  # fmt: skip
+        dirs = {name: Path(d) for name, d in settings.dataset_dirs.items()}
+        if datasets_root is not None:  # the datasets' folder moved (tests, gpu_check)
+            dirs = {name: Path(datasets_root) / name for name in dirs}
+        self.dirs = dirs
+        self.beside = next(iter(dirs.values())).parent if dirs else Path("results/datasets")
+        self.stage = settings.stage_to_local
+        self.feed_images, self.readers, self.device = feed_images, readers, device
+        self.local_root = os.environ.get("TMPDIR")
+        self.made: list[Path] = []
+        self.made_dirs: list[Path] = []
+        self.data: dict[int, tuple] = {}
+        self.checks: list = []
+
+    def __enter__(self) -> Samples:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.data.clear()
+        for path in self.made:
+            shutil.rmtree(path, ignore_errors=True)
+        for path in self.made_dirs:  # deepest first
+            with contextlib.suppress(OSError):
+                path.rmdir()
+
+    def _made(self, path: Path) -> Path:
+        self.made.append(path)
+        return path
+
+    def _real(self, side: int):
+        """(sample, where, the dataset's folder or None) at the jobs' location: a sample of a
+        built dataset stored at ``side``, else JPEGs written beside the datasets."""
+        from imagenot.dataset import DatasetError, ManifestDataset
+
+        for name, folder in self.dirs.items():
+            with contextlib.suppress(DatasetError, OSError, ValueError, IndexError):
+                dataset = ManifestDataset(folder, "train")
+                if len(dataset) and dataset.image_shape(0)[1:] == (side, side):
+                    return feed_bench.Sample(dataset, self.feed_images), f"dataset {name}", folder
+        missing = [d for d in (self.beside, *self.beside.parents) if not d.exists()]
+        self.beside.mkdir(parents=True, exist_ok=True)
+        self.made_dirs += missing  # removed at the end when still empty
+        root = self._made(self.beside / f".preflight-sample-{os.getpid()}-{side}")
+        sample = feed_bench.write_jpeg_dataset(root, self.feed_images, side)
+        return sample, f"a sample written beside the datasets ({self.beside})", None
+
+    def _local_copy(self, sample, side: int) -> feed_bench.ManifestDataset:
+        """The sample's images written as a dataset under ``$TMPDIR``, as a staged copy."""
+        from imagenot.acquire.dataset import Record, write_dataset
+        from imagenot.dataset import ManifestDataset
+
+        root = self._made(Path(self.local_root) / f"imagenot-preflight-{os.getpid()}-{side}")
+        classes = [f"c{i:02d}" for i in range(int(max(sample.labels, default=0)) + 1)]
+        records = [
+            Record(f"k{i:06d}", classes[int(sample.labels[i])], "train", sample.read_bytes(i))
+            for i in range(len(sample))
+        ]
+        write_dataset(root, records, classes, shard_size=5000)
+        return ManifestDataset(root, "train")
+
+    def get(self, side: int) -> tuple:
+        """(the dataset the feed check reads, its images held on the device) for ``side``."""
+        if side not in self.data:
+            feed_from, check = self._measure(side)
+            self.checks.append(check)
+            self.data[side] = (feed_from, feed_bench.resident(feed_from, self.device))
+        return self.data[side]
+
+    def _measure(self, side: int):
+        sample, where, folder = self._real(side)
+        sample_root = getattr(getattr(sample, "dataset", sample), "dataset_dir", None)
+        drop_cache(folder or sample_root)
+        real = read_rate(sample, self.readers)
+        values = {"where": where, "real": real, "stage_to_local": self.stage}
+        name = f"feed source ({side} px)"
+        head = f"{where}: {real['img_per_s']} img/s ({real['mb_per_s']} MB/s) read cold"
+        if not self.local_root:
+            detail = f"{head}; no $TMPDIR on this node, the jobs read in place"
+            status = "warn" if self.stage else "pass"
+            if self.stage:
+                detail += " (train.stage_to_local is on: set $TMPDIR in the site's job environment)"
+            return sample, (name, status, detail, values)
+        local_root = Path(self.local_root)
+        local = self._local_copy(sample, side)
+        drop_cache(local.dataset_dir)
+        fast = read_rate(local, self.readers)
+        values["local"] = fast
+        need = tree_bytes(folder) if folder is not None else None
+        room, free = staging_room(need or 0, local_root)
+        values |= {"tmpdir_free_gb": round(free / 1e9, 1),
+                   "dataset_gb": None if need is None else round(need / 1e9, 4)}  # fmt: skip
+        gain = fast["img_per_s"] / max(real["img_per_s"], 1e-9)
+        values["local_over_real"] = round(gain, 2)
+        head += f"; node-local $TMPDIR {fast['img_per_s']} img/s (x{gain:.2f})"
+        if _same_filesystem(local_root, sample_root or folder):
+            head += " (the same filesystem)"
+        if need is None:
+            head += f"; $TMPDIR has {free / 1e9:.0f} GB free (the dataset is not built yet: "
+            head += "each job checks the room before it stages)"
+        else:
+            head += f"; $TMPDIR has {free / 1e9:.0f} GB free for the dataset's {need / 1e9:.1f} GB"
+        staged = self.stage and room
+        values["jobs_read"] = "node-local copy" if staged else "in place"
+        if self.stage and not room:
+            detail = f"{head}: too little room, the jobs read in place (a larger $TMPDIR)"
+            return sample, (name, "warn", detail, values)
+        if self.stage and gain < STAGE_LOSS:
+            detail = f"{head}: staging is slower here; set train.stage_to_local: false"
+            return local, (name, "warn", detail, values)
+        if not self.stage and gain >= STAGE_GAIN:
+            detail = f"{head}: set train.stage_to_local: true (the jobs read in place)"
+            return sample, (name, "warn", detail, values)
+        detail = f"{head}; the jobs read {values['jobs_read']}"
+        return (local if staged else sample), (name, "pass", detail, values)
+
+
+def check_feed(
+    run: dict,
+    settings,
+    workers: int,
+    data,
+    device: torch.device,
+    options,
+    root: Path,
+    num_classes: int,
+) -> tuple[str, str, str, dict]:
+    """The real feed against device-resident data for ``run`` (its stored size and batch),
+    both ways of decoding on CUDA (``options.both_decoders`` on the CPU too): (name, status,
+    detail, values). Out of device memory propagates (the preflight skips the check)."""
+    name = feed_name(run)
+    dataset, on_device = data
+    on_gpu = decodes_on_gpu(settings.decode_on_gpu, run["model"])
+    both = options.both_decoders if options.both_decoders is not None else device.type == "cuda"
+    row = feed_bench.bench_model(
+        run["model"],
+        dataset,
+        on_device,
+        batch=run["per_gpu"],
+        size=settings.image_size,
+        normalisation=run["normalisation"],
+        steps=options.feed_steps,
+        warmup=options.feed_warmup,
+        workers=workers,
+        encoded=on_gpu and (device.type == "cuda" or both),
+        num_classes=num_classes,
+        device=device,
+        root=root,
+        both=both,
+        seconds=options.feed_seconds,
+    )
+    way = "decoded on the GPU" if on_gpu else f"{workers} CPU workers"
+    detail = (
+        f"{row['feed_img_per_s']} img/s fed ({way}), {row['device_img_per_s']} from device "
+        f"memory: ratio {row['ratio']} (batch {run['per_gpu']})"
+    )
+    cpu, gpu = row.get("cpu_decode_img_per_s"), row.get("gpu_decode_img_per_s")
+    if cpu is not None and workers:
+        row["cpu_img_per_s_per_worker"] = round(cpu / workers, 1)
+        need = FEED_RATIO * row["device_img_per_s"] / max(cpu / workers, 1e-9)
+        row["workers_needed"] = math.ceil(need)
+    if both:
+        detail += (
+            f"; CPU workers {cpu} img/s (ratio {row['cpu_decode_ratio']}), GPU decoding {gpu} "
+            f"img/s (ratio {row['gpu_decode_ratio']})"
+        )
+    if device.type != "cuda":
+        why = "not judged on the CPU (model and workers share cores)"
+        return name, "info", f"{detail}; {why}", row
+    if row["ratio"] >= FEED_RATIO:
+        return name, "pass", detail, row
+    model = run["model"]
+    if on_gpu and row.get("cpu_decode_ratio", 0) >= FEED_RATIO:
+        fix = f"the CPU workers keep up: remove {model} from train.decode_on_gpu"
+    elif not on_gpu and row.get("gpu_decode_ratio", 0) >= FEED_RATIO:
+        fix = f"GPU decoding keeps up: add {model} to train.decode_on_gpu"
+    elif "workers_needed" in row:
+        fix = (
+            f"neither way keeps up; CPU decoding at the measured "
+            f"{row['cpu_img_per_s_per_worker']} img/s per worker would need about "
+            f"{row['workers_needed']} workers (resources.cpus_per_gpu: "
+            f"{row['workers_needed'] + 1})"
+        )
+    else:
+        fix = "raise resources.cpus_per_gpu (more loader workers)"
+    return name, "warn", f"{detail}: the GPU waits on the feed; {fix}", row
+
+
+def feed_name(run: dict) -> str:
+    return f"feed {run['model']} ({run['stored_size']} px stored)"

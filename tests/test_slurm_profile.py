@@ -220,9 +220,7 @@ def test_resources_grow_with_attempt_up_to_the_maximum():
         assert runtime == sorted(runtime) and runtime[-1] == 720, (rule, runtime)
         assert runtime[0] < runtime[1] or runtime[0] == 720, (rule, runtime)
     gpu = _workflow_profile()["set-resources"]["evaluate_robustness"]
-    assert (
-        _evaluate(gpu["runtime"], 1, 1440) == 1440 and _evaluate(gpu["runtime"], 1, 600) == 600
-    )
+    assert _evaluate(gpu["runtime"], 1, 1440) == 1440 and _evaluate(gpu["runtime"], 1, 600) == 600
     # No rule asks SLURM for a warning signal: USR1 without B: kills a job step's Snakemake and
     # misses array tasks, with B: it kills the plugin's batch shell; training stops by its own
     # deadline and on SIGTERM instead (docs/gpu.md "Preemption and time limits")

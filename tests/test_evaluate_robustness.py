@@ -370,7 +370,7 @@ def test_published_weights_run_float32_unfolded_and_trained_runs_keep_their_prot
 
     from imagenot.acquire.dataset import Record, write_dataset
     from imagenot.dataset import read_fingerprint
-    from imagenot.evaluate.robustness import Numerics, numerics
+    from imagenot.evaluate.reference import Numerics, numerics
     from imagenot.train.registry import build_model
 
     assert numerics(True, "cuda") == Numerics(autocast=None, fold_batch_norm=False, tf32=False)

@@ -16,6 +16,7 @@ TORCH_MODULES = {
     "imagenot.acquire.guarded",  # img2dataset's downloader (webdataset imports torch)
     "imagenot.evaluate.kernels",
     "imagenot.evaluate.metrics",
+    "imagenot.evaluate.reference",
     "imagenot.evaluate.robustness",
     "imagenot.evaluate.transforms",
     "imagenot.train.checkpoints",

@@ -8,9 +8,19 @@ A dataset directory holds::
     fingerprint.txt    content fingerprint (:func:`imagenot.acquire.dataset.content_fingerprint`)
     shards/{split}-{i:06d}.tar   webdataset tars: {key}.jpg (RGB JPEG) and {key}.cls (label);
                        written in parallel parts: shards/{split}-{part}-{i:06d}.tar
+    originals/{split}-{part}-{i:06d}.tar   (a dataset published weights are evaluated on: its
+                       test images' original files, byte for byte, located by the manifest's
+                       ``original_shard``, ``original_offset``, ``original_length`` and
+                       ``original_sha256``; null on other rows)
 
 ``offset``/``length`` locate each JPEG's bytes inside its tar, so readers fetch one image with a
 single ``pread`` instead of scanning the tar.
+
+Why originals beside the stored copy: a published weight's accuracy was measured on the original
+files (torchvision's ``weights.transforms()`` on the decoded original); its resize and centre
+crop on the stored square copy (re-sampled, re-encoded) feed it input that differs by a mean of
+2-7 levels of 255. The reference evaluation reads the originals (:class:`ManifestDataset` with
+``originals=True``), everything else the stored copy.
 
 Why a base module of its own, not the acquire stage's: acquisition writes the format
 (:mod:`imagenot.acquire.dataset`), and training, evaluation and the diagnostics read it; each side
@@ -35,6 +45,9 @@ from imagenot.paths import MANIFEST_FILE as MANIFEST
 from imagenot.paths import SPLITS
 
 SHARD_DIR = "shards"
+ORIGINALS_DIR = "originals"
+#: The manifest's optional columns locating a row's original file (module docstring).
+ORIGINAL_COLUMNS = ("original_shard", "original_offset", "original_length", "original_sha256")
 
 MANIFEST_SCHEMA = pa.schema(
     [
@@ -139,11 +152,38 @@ class ShardReader:
             self.close()
 
 
+def has_originals(dataset_dir: str | os.PathLike, split: str) -> bool:
+    """Whether every image of ``split`` has its original file stored (module docstring)."""
+    path = Path(dataset_dir) / MANIFEST
+    if not path.is_file():
+        return False
+    import pyarrow.parquet as pq
+
+    if ORIGINAL_COLUMNS[0] not in pq.read_schema(path).names:
+        return False
+    table = read_manifest(dataset_dir, split)
+    return table.num_rows > 0 and table[ORIGINAL_COLUMNS[0]].null_count == 0
+
+
+def decode_original(data: bytes):
+    """An original file as torchvision's ImageFolder loader reads it (``pil_loader``): Pillow,
+    converted to RGB (no EXIF rotation: the published accuracies' protocol)."""
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as image:
+        return image.convert("RGB")
+
+
 class ManifestDataset:
     """Map-style dataset over one split: ``ds[i] -> (uint8 CHW tensor, int label)``.
 
     Random access through the manifest's byte offsets (works with any DataLoader sampler and
-    worker count). ``transform`` is applied to the uint8 tensor. It implements the map-style
+    worker count). ``transform`` is applied to the uint8 tensor. With ``originals`` the items are
+    the split's original files (every row must have one: :func:`has_originals`), decoded by
+    :func:`decode_original` into a Pillow image that ``transform`` (required) turns into the
+    item, as torchvision's datasets apply ``weights.transforms()``. It implements the map-style
     protocol (``__len__``, ``__getitem__``) that torch's DataLoader takes, without subclassing
     ``torch.utils.data.Dataset``: that base class only adds ``+``, and importing it would make
     every acquisition job that writes or reads manifests (this module) import torch, about
@@ -155,19 +195,31 @@ class ManifestDataset:
         dataset_dir: str | os.PathLike,
         split: str,
         transform: Callable | None = None,
+        originals: bool = False,
     ):
         self.dataset_dir = Path(dataset_dir)
         self.split = split
         self.transform = transform
+        self.originals = originals
         table = read_manifest(self.dataset_dir, split)
         self.classes = read_classes(self.dataset_dir)
         self.keys = table["key"].to_pylist()
         self.labels = np.asarray(table["label"].to_numpy(), dtype=np.int64)
-        self._shards = table["shard"].to_pylist()
-        self._offsets = table["offset"].to_numpy()
-        self._lengths = table["length"].to_numpy()
+        located = ("shard", "offset", "length", "sha256")
+        if originals:
+            if transform is None:
+                raise ValueError("originals=True needs a transform (Pillow image -> item)")
+            if not has_originals(self.dataset_dir, split):
+                raise DatasetError(
+                    f"{self.dataset_dir / MANIFEST}: split {split!r} has no stored originals "
+                    "(written for datasets that published weights are evaluated on)"
+                )
+            located = ORIGINAL_COLUMNS
+        self._shards = table[located[0]].to_pylist()
+        self._offsets = table[located[1]].to_numpy()
+        self._lengths = table[located[2]].to_numpy()
         # each image's sha256 as 32 bytes a row (a compact array, shared by forked workers)
-        hexes = table["sha256"].to_pylist()
+        hexes = table[located[3]].to_pylist()
         try:
             packed = bytes.fromhex("".join(hexes))
             self._digests = np.frombuffer(packed, dtype=np.uint8).reshape(len(hexes), 32)
@@ -201,8 +253,17 @@ class ManifestDataset:
         return data
 
     def decode(self, index: int):
-        """Item ``index`` as an RGB uint8 CHW tensor (its bytes checked by :meth:`read_bytes`)."""
+        """Item ``index`` as an RGB uint8 CHW tensor (its bytes checked by :meth:`read_bytes`);
+        with ``originals``, the original as an RGB Pillow image (:func:`decode_original`)."""
         data = self.read_bytes(index)
+        if self.originals:
+            try:
+                return decode_original(data)
+            except OSError as exc:
+                raise DatasetError(
+                    f"{self.dataset_dir / self._shards[index]}: original of {self.keys[index]!r} "
+                    f"is not a decodable image ({exc})"
+                ) from exc
         try:
             return decode_jpeg(data)
         except RuntimeError as exc:  # torchvision's decode error names neither shard nor image
@@ -219,7 +280,7 @@ class ManifestDataset:
 
         from PIL import Image
 
-        if self.transform is not None:  # it may change the size: decode
+        if self.transform is not None or self.originals:  # it may change the size: decode
             return tuple(self[index][0].shape)
         with Image.open(io.BytesIO(self.read_bytes(index))) as image:
             width, height = image.size

@@ -11,6 +11,7 @@ input gives byte-identical files.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -31,6 +32,8 @@ from imagenot.dataset import (
     FINGERPRINT,
     MANIFEST,
     MANIFEST_SCHEMA,
+    ORIGINAL_COLUMNS,
+    ORIGINALS_DIR,
     SHARD_DIR,
     SPLITS,
     DatasetError,
@@ -54,7 +57,9 @@ class Record:
     """One image to store: ``jpeg`` is an RGB JPEG at the dataset's resolution, or a callable
     returning it (read lazily, one image in memory at a time) or None (the source could not be
     read: the record is skipped, its reader counted why). ``source``: where the image came
-    from (a path relative to the dataset on disk), kept in the manifest's ``source`` column."""
+    from (a path relative to the dataset on disk), kept in the manifest's ``source`` column.
+    ``original``: the source file's own bytes, kept in ``originals/`` (or a callable returning
+    them, called after ``jpeg``'s: one read of the file serves both); None: none kept."""
 
     key: str
     wnid: str
@@ -62,9 +67,13 @@ class Record:
     jpeg: bytes | Callable[[], bytes | None]
     similarity: float | None = None
     source: str | None = None
+    original: bytes | Callable[[], bytes | None] | None = None
 
     def data(self) -> bytes | None:
         return self.jpeg() if callable(self.jpeg) else self.jpeg
+
+    def original_data(self) -> bytes | None:
+        return self.original() if callable(self.original) else self.original
 
 
 def shard_name(split: str, index: int) -> str:
@@ -74,35 +83,52 @@ def shard_name(split: str, index: int) -> str:
 
 def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
     info = tarfile.TarInfo(name)
-    info.size = size
-    info.mtime = 0
-    info.mode = 0o644
+    info.size, info.mtime, info.mode = size, 0, 0o644
     info.uid = info.gid = 0
     info.uname = info.gname = ""
     return info
 
 
-def write_tar(
-    path: Path, members: Sequence[tuple[Record, int]]
-) -> list[tuple[int, int, str] | None]:
+Span = tuple[int, int, str]  # (offset, length, sha256) of a member's bytes in its tar
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes) -> Span:
+    info = _tarinfo(name, len(data))
+    header = len(info.tobuf(tarfile.USTAR_FORMAT, tar.encoding, tar.errors))
+    span = (tar.offset + header, len(data), sha256_bytes(data))  # where the bytes lie
+    tar.addfile(info, io.BytesIO(data))
+    return span
+
+
+def write_tar(path: Path, members: Sequence[tuple[Record, int]]) -> list[Span | None]:
     """Write one shard atomically; return (offset, length, sha256) of each record's JPEG (None
     for a record whose data is None: skipped)."""
-    spans: list[tuple[int, int, str] | None] = []
-    with (
-        atomic_path(path, ".tar") as tmp,
-        tarfile.open(tmp, "w", format=tarfile.USTAR_FORMAT) as tar,
-    ):
+    return [None if both is None else both[0] for both in write_shard(path, members, None)]
+
+
+def write_shard(
+    path: Path, members: Sequence[tuple[Record, int]], originals: Path | None
+) -> list[tuple[Span, Span | None] | None]:
+    """:func:`write_tar`, and where a record keeps its original and ``originals`` names a tar,
+    the original written there too: per record both spans (None: skipped)."""
+    spans: list = []
+    with contextlib.ExitStack() as stack:
+
+        def open_tar(where: Path) -> tarfile.TarFile:
+            tmp = stack.enter_context(atomic_path(where, ".tar"))
+            return stack.enter_context(tarfile.open(tmp, "w", format=tarfile.USTAR_FORMAT))
+
+        tar, kept = open_tar(path), None if originals is None else open_tar(originals)
         for rec, label in members:
             data = rec.data()
             if data is None:
                 spans.append(None)
                 continue
-            info = _tarinfo(f"{rec.key}.jpg", len(data))
-            header = len(info.tobuf(tarfile.USTAR_FORMAT, tar.encoding, tar.errors))
-            spans.append((tar.offset + header, len(data), sha256_bytes(data)))
-            tar.addfile(info, io.BytesIO(data))
+            span = _add(tar, f"{rec.key}.jpg", data)
             cls = str(label).encode("ascii")
             tar.addfile(_tarinfo(f"{rec.key}.cls", len(cls)), io.BytesIO(cls))
+            original = rec.original_data() if kept is not None else None
+            spans.append((span, _add(kept, f"{rec.key}.orig", original) if original else None))
     return spans
 
 
@@ -140,18 +166,24 @@ def _write_shards(
     columns: dict[str, list] = {name: [] for name in MANIFEST_SCHEMA.names}
     similarity: list[float | None] = []
     sources: list[str | None] = []
+    originals: dict[str, list] = {name: [] for name in ORIGINAL_COLUMNS}
     written: set[str] = set()
     for split in SPLITS:
         members = by_split[split]
         for index, start in enumerate(range(0, len(members), shard_size)):
             chunk = members[start : start + shard_size]
             name = f"{SHARD_DIR}/{split}{prefix}-{index:06d}.tar"
-            spans = write_tar(out_dir / name, chunk)
-            written.add(name)
-            for (rec, label), span in zip(chunk, spans, strict=True):
-                if span is None:
+            kept = f"{ORIGINALS_DIR}/{split}{prefix}-{index:06d}.tar"
+            keeps = any(rec.original is not None for rec, _ in chunk)
+            spans = write_shard(out_dir / name, chunk, out_dir / kept if keeps else None)
+            written |= {name, kept} if keeps else {name}
+            for (rec, label), both in zip(chunk, spans, strict=True):
+                if both is None:
                     continue
-                offset, length, digest = span
+                (offset, length, digest), original = both
+                values = (kept, *original) if original else (None,) * 4
+                for column, value in zip(ORIGINAL_COLUMNS, values, strict=True):
+                    originals[column].append(value)
                 columns["key"].append(rec.key)
                 columns["wnid"].append(rec.wnid)
                 columns["label"].append(label)
@@ -162,26 +194,36 @@ def _write_shards(
                 columns["length"].append(length)
                 similarity.append(rec.similarity)
                 sources.append(rec.source)
-        for stale in sorted((out_dir / SHARD_DIR).glob(f"{split}{prefix}-*.tar")):
-            if f"{SHARD_DIR}/{stale.name}" not in written and stale.stem.count("-") == (
-                1 + prefix.count("-")
-            ):
-                stale.unlink()
+        for folder in (SHARD_DIR, ORIGINALS_DIR):
+            for stale in sorted((out_dir / folder).glob(f"{split}{prefix}-*.tar")):
+                if f"{folder}/{stale.name}" not in written and stale.stem.count("-") == (
+                    1 + prefix.count("-")
+                ):
+                    stale.unlink()
     table = pa.table(columns, schema=MANIFEST_SCHEMA)
     if any(src is not None for src in sources):
         table = table.append_column("source", pa.array(sources, pa.string()))
+    if any(s is not None for s in originals[ORIGINAL_COLUMNS[0]]):
+        kinds = (pa.string(), pa.int64(), pa.int64(), pa.string())
+        for (column, values), kind in zip(originals.items(), kinds, strict=True):
+            table = table.append_column(column, pa.array(values, kind))
     return table, similarity
 
 
 def _remove_unreferenced(out_dir: Path, table: pa.Table) -> None:
-    """Remove tars under shards/ that the manifest does not name (left by an earlier run)."""
-    _remove_unreferenced_names(out_dir, set(table["shard"].unique().to_pylist()))
+    """Remove tars under shards/ and originals/ that the manifest does not name (left by an
+    earlier run)."""
+    referenced = set(table["shard"].unique().to_pylist())
+    if ORIGINAL_COLUMNS[0] in table.column_names:
+        referenced |= set(table[ORIGINAL_COLUMNS[0]].drop_null().unique().to_pylist())
+    _remove_unreferenced_names(out_dir, referenced)
 
 
 def _remove_unreferenced_names(out_dir: Path, referenced: set[str]) -> None:
-    for stale in sorted((out_dir / SHARD_DIR).glob("*.tar")):
-        if f"{SHARD_DIR}/{stale.name}" not in referenced:
-            stale.unlink()
+    for folder in (SHARD_DIR, ORIGINALS_DIR):
+        for stale in sorted((out_dir / folder).glob("*.tar")):
+            if f"{folder}/{stale.name}" not in referenced:
+                stale.unlink()
 
 
 def content_fingerprint(manifest: pa.Table, classes: Sequence[str]) -> str:
@@ -204,8 +246,13 @@ def _fingerprint_start(classes: Sequence[str]):
 
 def _fingerprint_update(h, rows: pa.Table) -> None:
     """Add manifest rows (in order) to a :func:`content_fingerprint` hash: the same digest
-    whether the manifest is hashed whole or window by window."""
-    for batch in rows.select(list(CONTENT_COLUMNS)).to_batches(max_chunksize=1 << 16):
+    whether the manifest is hashed whole or window by window. A manifest with stored originals
+    (:data:`imagenot.dataset.ORIGINAL_COLUMNS`) adds each row's original sha256 (empty where
+    none): the reference is evaluated on them."""
+    columns = list(CONTENT_COLUMNS)
+    if ORIGINAL_COLUMNS[-1] in rows.column_names:
+        columns.append(ORIGINAL_COLUMNS[-1])
+    for batch in rows.select(columns).to_batches(max_chunksize=1 << 16):
         cols = [c.to_pylist() for c in batch.columns]
         h.update(
             "".join("\t".join(map(str, row)) + "\n" for row in zip(*cols, strict=True)).encode()

@@ -7,6 +7,11 @@ a finished range is skipped on a rerun), each class split by :mod:`imagenot.acqu
 then :func:`imagenot.acquire.dataset.gather_parts` writes manifest, classes and fingerprint
 (:func:`materialise` runs every range, then gathers, in one process).
 
+The test images of a dataset published weights are evaluated on (``keep_originals``) are also
+stored as their original files, byte for byte (``originals/``, :mod:`imagenot.dataset`): the
+input the published accuracies were measured on. An adapter that yields pixel arrays (CIFAR's
+batches) has no file to keep.
+
 Images skipped:
 
 - hidden files (``.DS_Store``, macOS ``._x.jpg``) are skipped and counted (reason ``hidden``);
@@ -70,6 +75,8 @@ def _written_with(settings: MaterialiseSettings) -> dict:
         "shard_size": s.shard_size,
         "max_unreadable_share": s.max_unreadable_share,
         "allow_empty": s.allow_empty,
+        # only where set: ranges of datasets without published weights stay done
+        **({"keep_originals": True} if s.keep_originals else {}),
     }
 
 
@@ -127,7 +134,10 @@ def materialise_range(
             )
         log.warning("%s: skipped %s", path, first_bad[-1])
 
-    def loader(item: Item) -> Callable[[], bytes | None]:
+    def loader(item: Item, kept: dict) -> Callable[[], bytes | None]:
+        """The stored copy's bytes; where ``kept`` is given (a test image of a dataset
+        published weights are evaluated on), the file's own bytes are left in it."""
+
         def load() -> bytes | None:
             progress.update()
             target = outside(path, Path(path) / item.path) if item.path else None
@@ -149,11 +159,25 @@ def materialise_range(
             )
             if result.jpeg is None:
                 return skip(item, result.reason, result.detail)
+            if kept is not None:
+                kept["original"] = pixels  # decoded and checked above, stored as it is
             return result.jpeg
 
         return load
 
-    records = (Record(it.key, it.cls, split, loader(it), source=it.path) for it, split in pairs)
+    def record(item: Item, split: str) -> Record:
+        keep = s.keep_originals and split == "test"
+        kept: dict = {}
+        return Record(
+            item.key,
+            item.cls,
+            split,
+            loader(item, kept if keep else None),
+            source=item.path,
+            original=(lambda: kept.pop("original", None)) if keep else None,
+        )
+
+    records = (record(it, split) for it, split in pairs)
     write_part(
         out_dir,
         records,

@@ -22,3 +22,14 @@ def stored_size(config, dataset: str) -> int:
     return config_lookup(
         config, STORED_SIZE_SECTIONS, "image_size", {"dataset": dataset}, override=True
     )
+
+
+def keeps_originals(config, dataset: str) -> bool:
+    """Whether ``dataset`` keeps its test images' original files beside the stored copy: when
+    published weights are evaluated on it (a ``train.experiments`` entry with ``weights:
+    published``, ``imagenot.train.experiments.is_published``), whose accuracies were measured
+    on the originals (:mod:`imagenot.dataset`)."""
+    return any(
+        e["weights"] == "published" and e["dataset"] == dataset
+        for e in config["train"]["experiments"]
+    )

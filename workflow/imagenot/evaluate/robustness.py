@@ -19,6 +19,7 @@ results into the per-transformation table. I/O lives at the edges: :func:`load_c
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import logging
 import os
@@ -33,6 +34,7 @@ import torch
 
 from imagenot import job_usage
 from imagenot.evaluate.metrics import clopper_pearson, topk_correct
+from imagenot.evaluate.reference import full_float32, numerics, reference_input, run_is_published
 from imagenot.evaluate.settings import RobustnessSettings
 from imagenot.evaluate.transforms import (
     Transform,
@@ -161,7 +163,7 @@ def evaluate_batches(
     autocast on channels-last inputs, as training does (``imagenot.train.loop``): the
     transformations stay float32, the logits are compared in float32. ``published``: the
     model is published weights, the reference whose numbers were measured in float32: it runs
-    in full float32 on every device (no autocast, TF32 off: :func:`numerics`), and should not
+    in full float32 on every device (no autocast, TF32 off: :func:`imagenot.evaluate.reference.numerics`), and should not
     be folded. ``fold_batch_norm`` runs a copy of the model with each batch
     norm folded into the convolution before it (:func:`fold_batch_norms`; for models torch.fx
     traces faithfully, such as the registry's). The model sees the same input either way.
@@ -176,62 +178,8 @@ def evaluate_batches(
         channels_last = True
     # the layout change (and its undoing) stays outside inference mode: the model's weights must
     # remain ordinary tensors (trainable) afterwards
-    with _channels_last(model, channels_last), _full_float32(published), torch.inference_mode():
+    with _channels_last(model, channels_last), full_float32(published), torch.inference_mode():
         return _evaluate(model, batches, transforms, seed, preprocessing, dev, published)
-
-
-@dataclass(frozen=True)
-class Numerics:
-    """How a model's forward pass is computed in its evaluation: ``autocast`` (the dtype of
-    CUDA autocast, None: float32 throughout), ``fold_batch_norm`` and ``tf32`` (whether float32
-    matrix products and convolutions may round through TF32, torch's CUDA default for
-    convolutions)."""
-
-    autocast: torch.dtype | None
-    fold_batch_norm: bool
-    tf32: bool
-
-
-def numerics(published: bool, device: torch.device | str) -> Numerics:
-    """The evaluation's arithmetic for a run: published weights are evaluated as they were
-    published (float32, TF32 off, batch norms unfolded: torchvision's accuracies are float32
-    numbers of the unfused networks); a model trained here as it trained (bf16 autocast on CUDA,
-    ``imagenot.train.loop``; batch norms folded, the same function up to rounding). On the
-    CPU both run float32."""
-    cuda = torch.device(device).type == "cuda"
-    if published:
-        return Numerics(autocast=None, fold_batch_norm=False, tf32=False)
-    return Numerics(autocast=torch.bfloat16 if cuda else None, fold_batch_norm=True, tf32=True)
-
-
-def run_is_published(info: Mapping[str, Any]) -> bool:
-    """Whether a run's ``result.json`` (``info``) is published weights (written by
-    ``imagenot.train.published.run_published``), not a model trained here."""
-    return info.get("source") == "published"
-
-
-@contextlib.contextmanager
-def _full_float32(enabled: bool) -> Iterator[None]:
-    """With ``enabled``: CUDA float32 matrix products and convolutions in IEEE float32 (no TF32),
-    restored afterwards."""
-    if not enabled:
-        yield
-        return
-    conv, matmul = torch.backends.cudnn.conv, torch.backends.cuda.matmul
-    if hasattr(conv, "fp32_precision"):  # torch >= 2.9
-        before = conv.fp32_precision, matmul.fp32_precision
-        conv.fp32_precision = matmul.fp32_precision = "ieee"
-        try:
-            yield
-        finally:
-            conv.fp32_precision, matmul.fp32_precision = before
-        return
-    before = torch.backends.cudnn.allow_tf32, matmul.allow_tf32
-    torch.backends.cudnn.allow_tf32 = matmul.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cudnn.allow_tf32, matmul.allow_tf32 = before
 
 
 def fold_batch_norms(model: torch.nn.Module) -> torch.nn.Module:
@@ -421,15 +369,22 @@ def dataset_batches(
     split: str,
     batch_size: int,
     workers: int = 0,
+    originals: Preprocessing | None = None,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor, list[str]]]:
     """Decode each image of ``split`` once (DataLoader workers) into batches of the stored
     images (uint8; float in [0, 1] where an image stored at another size than its batch's first
-    had to be resized to that size: materialised datasets store one size)."""
+    had to be resized to that size: materialised datasets store one size). With ``originals``
+    (a published weight's protocol): the split's original files instead, each brought to the
+    image the model sees in the workers as torchvision's reference evaluation does
+    (``originals.pil_geometry``: uint8, ``crop_size`` square)."""
     from torch.utils.data import DataLoader
 
     from imagenot.dataset import ManifestDataset
 
-    ds = ManifestDataset(dataset_dir, split)
+    if originals is not None:
+        ds = ManifestDataset(dataset_dir, split, originals.pil_geometry, originals=True)
+    else:
+        ds = ManifestDataset(dataset_dir, split)
     keys = ds.keys
 
     def collate(items):
@@ -520,9 +475,14 @@ def evaluate_checkpoint(
             fingerprint,
         )
     log.info("evaluating %s on %s/%s on %s", model_path, dataset_dir, settings.split, dev)
-    batches = dataset_batches(dataset_dir, settings.split, settings.batch_size, workers)
-    transforms = build_transforms(settings.transforms, settings.strength_side)
     published = run_is_published(info)  # the reference: float32, unfolded (numerics)
+    originals = reference_input(published, preprocessing, dataset_dir, settings.split)
+    batches = dataset_batches(
+        dataset_dir, settings.split, settings.batch_size, workers, originals=originals
+    )
+    if originals is not None:  # the workers made the image the model sees
+        preprocessing = dataclasses.replace(preprocessing, resize_size=None)
+    transforms = build_transforms(settings.transforms, settings.strength_side)
     per_image = evaluate_batches(
         model,
         batches,

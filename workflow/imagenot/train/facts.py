@@ -156,6 +156,21 @@ class Preprocessing:
         pixels = TF.center_crop(pixels, [self.crop_size])
         return pixels.to(torch.float32).div_(255.0)
 
+    def pil_geometry(self, image) -> torch.Tensor:
+        """A Pillow RGB image (an original file, decoded as torchvision's datasets decode it)
+        -> the uint8 CHW image the model sees: ``weights.transforms()``' resize of the shorter
+        side and centre crop on the Pillow image, as torchvision's reference evaluation (its
+        default Pillow backend) ran them for the published accuracies. Needs a
+        ``resize_size``."""
+        from torchvision.transforms import InterpolationMode
+        from torchvision.transforms import functional as TF
+
+        if self.resize_size is None:
+            raise ValueError("pil_geometry: a protocol without resize_size resizes stored copies")
+        mode = InterpolationMode(self.interpolation)
+        image = TF.resize(image, [self.resize_size], mode, antialias=True)
+        return TF.pil_to_tensor(TF.center_crop(image, [self.crop_size]))
+
     def normalise(self, x: torch.Tensor) -> torch.Tensor:
         """``(x - mean) / std`` of a [0, 1] image (a new tensor)."""
         import torch

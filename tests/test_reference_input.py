@@ -1,4 +1,4 @@
-"""The published reference's input is torchvision's protocol on the original image (issue 39).
+"""The published reference's input is torchvision's protocol on the original image.
 
 torchvision measured its published accuracies with ``weights.transforms()`` on the original
 validation files, decoded by Pillow (its ImageFolder loader; the reference scripts' default
@@ -34,7 +34,7 @@ WEIGHTS = (
     ("ResNet152_Weights.IMAGENET1K_V2", "resnet152"),
     ("EfficientNet_V2_L_Weights.IMAGENET1K_V1", "efficientnet_v2_l"),
 )
-GOAL_MEAN, GOAL_P99 = 0.5, 4.0  # levels of 255 (issue 39)
+GOAL_MEAN, GOAL_P99 = 0.5, 4.0  # levels of 255
 # odd sizes, landscape and portrait, one with a shorter side under 480 and one under 256
 GENERATED = ((500, 375), (375, 500), (1023, 681), (391, 269), (817, 613), (250, 333))
 

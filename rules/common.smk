@@ -100,7 +100,8 @@ def preflight_gate(per_model=False):
     """A GPU rule's input that holds it until the preflight of this site, env and config has
     passed (rules/preflight.smk): the site's CUDA gate, and with `per_model` its `{model}`'s own
     (imagenot.train.preflight_plan.MODEL_RULES); `ancient`, so a preflight rerun never outdates
-    finished jobs. Nothing at resources.gpus 0 or with resources.require_preflight false."""
+    finished jobs. Nothing at resources.gpus 0 or with resources.require_preflight false.
+    """
     return [ancient(f) for f in preflight_plan.gate_inputs(config, SITE, per_model)]
 
 

@@ -233,6 +233,39 @@ rule acquire_materialise_range:
         " --part-manifest {output.part} --settings {params.settings} > {log} 2>&1"
 
 
+# The same range of a dataset that published weights are evaluated on (the paper's ImageNet): its
+# test images' original files are stored too, the input their published accuracies were measured
+# on (imagenot.dataset; docs/contracts.md). A rule of its own, not a setting, so that no other
+# dataset's range jobs see a changed command.
+rule acquire_materialise_reference_range:
+    output:
+        part=temp(acquire_paths.RANGE_PART),
+    log:
+        f"{LOGS}/acquire_materialise_range/{{dataset}}/{{job}}.log",
+    benchmark:
+        f"{BENCH}/acquire_materialise_range/{{dataset}}/{{job}}.tsv"
+    wildcard_constraints:
+        dataset=acquire_plan.originals_pattern(config),
+        job="[0-9]+",
+    priority: DATA_PRIORITY
+    conda:
+        "../envs/acquire.yaml"
+    threads: 1
+    params:
+        out=paths.DATASET,
+        settings=lambda wc: to_arg(
+            acquire_settings.MaterialiseSettings.from_config(
+                config, dataset=wc.dataset
+            )
+        ),
+    shell:
+        "imagenot materialise-range {params.out} --job {wildcards.job} --keep-originals"
+        " --part-manifest {output.part} --settings {params.settings} > {log} 2>&1"
+
+
+ruleorder: acquire_materialise_reference_range > acquire_materialise_range
+
+
 # Gather of a dataset on disk.
 use rule acquire_build as acquire_materialise with:
     input:

@@ -213,3 +213,19 @@ def test_placeholders_stand_in_for_external_inputs_only(config, tmp_path):
         assert len(list(Path(overlay["laion"]["dir"]).iterdir())) == raw["laion"]["n_shards"]
     for name, spec in overlay.get("datasets", {}).items():
         assert "path" in raw["datasets"][name] and Path(spec["path"]).is_dir()
+
+
+def test_the_reference_dataset_keeps_its_originals_by_a_rule_of_its_own(paper_plan):
+    """The paper's ImageNet (published weights are evaluated on it) is materialised by
+    acquire_materialise_reference_range, which keeps its test originals; every other dataset on
+    disk by the plain range rule, whose command and settings did not change (no rerun)."""
+    from imagenot.acquire import plan as acquire_plan
+
+    config = load_config(PAPER)
+    rules = _rules(paper_plan)
+    assert acquire_plan.originals_pattern(config) == "imagenet"
+    assert acquire_plan.adapter_datasets(config) == ["imagenet", "cifar10"]
+    # the plan's placeholder datasets have one range each: imagenet's by the reference rule
+    assert rules["acquire_materialise_reference_range"] == 1
+    assert rules["acquire_materialise_range"] == 1 and rules["acquire_materialise"] == 2
+    assert acquire_plan.originals_pattern(load_config(DEMO)) == "(?!)"

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import materialise
+from conftest import materialise_settings
 from PIL import Image
 from torchvision.models import get_weight
 from torchvision.transforms import functional as TF
@@ -76,8 +76,17 @@ def dataset(tmp_path_factory, photos):
             folder.mkdir(parents=True, exist_ok=True)
             (folder / f"{split}_{i:04d}.JPEG").write_bytes(data)
     out = tmp_path_factory.mktemp("datasets") / "imagenet"
-    materialise("imagenet", root, out, image_size=480, jpeg_quality=95, keep_originals=True)
+    _materialise(root, out, keep_originals=True)
     return root, out
+
+
+def _materialise(root: Path, out: Path, keep_originals: bool) -> None:
+    """The reference dataset as rule acquire_materialise_reference_range writes it (with
+    ``keep_originals``), or as the plain range rule does."""
+    from imagenot.acquire.materialise import materialise
+
+    settings = materialise_settings("imagenet", root, image_size=480, jpeg_quality=95)
+    materialise(out, settings, keep_originals=keep_originals)
 
 
 def _reference(data: bytes, preprocessing) -> torch.Tensor:
@@ -230,7 +239,7 @@ def test_published_weights_are_evaluated_on_the_originals(dataset, monkeypatch, 
 
     # the same published run on a copy without originals: the copy, and a warning
     bare = tmp_path / "bare"
-    materialise("imagenet", root, bare, image_size=480, jpeg_quality=95)
+    _materialise(root, bare, keep_originals=False)
     recorder.seen.clear()
     with caplog.at_level(logging.WARNING, logger="imagenot.evaluate.reference"):
         robustness.evaluate_checkpoint(

@@ -76,6 +76,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("out", help="dataset directory")
     p.add_argument("--job", type=int, required=True)
     p.add_argument("--part-manifest", required=True)
+    p.add_argument(
+        "--keep-originals",
+        action="store_true",
+        help="also store the test images' original files (a dataset published weights are "
+        "evaluated on: rule acquire_materialise_reference_range)",
+    )
 
 
 def _download(args: argparse.Namespace) -> None:
@@ -145,4 +151,7 @@ def _materialise_range(args: argparse.Namespace) -> None:
     from imagenot.acquire.materialise import materialise_range
     from imagenot.acquire.settings import MaterialiseSettings
 
-    materialise_range(args.out, args.part_manifest, _parse(MaterialiseSettings, args), job=args.job)
+    settings = _parse(MaterialiseSettings, args)
+    materialise_range(
+        args.out, args.part_manifest, settings, job=args.job, keep_originals=args.keep_originals
+    )

@@ -57,7 +57,7 @@ from imagenot.registries import resolve
 log = logging.getLogger(__name__)
 
 
-def _written_with(settings: MaterialiseSettings) -> dict:
+def _written_with(settings: MaterialiseSettings, keep_originals: bool) -> dict:
     """What a range's part manifest records of its settings, and compares on a rerun (a range
     written with other settings is redone): every field but the range plan. The key names are
     those of the manifests written so far (``quality``), so that finished ranges stay done."""
@@ -76,7 +76,7 @@ def _written_with(settings: MaterialiseSettings) -> dict:
         "max_unreadable_share": s.max_unreadable_share,
         "allow_empty": s.allow_empty,
         # only where set: ranges of datasets without published weights stay done
-        **({"keep_originals": True} if s.keep_originals else {}),
+        **({"keep_originals": True} if keep_originals else {}),
     }
 
 
@@ -86,13 +86,17 @@ def materialise_range(
     settings: MaterialiseSettings,
     *,
     job: int,
+    keep_originals: bool = False,
 ) -> Path:
     """Write the classes of range job ``job`` (:func:`range_classes`): their shards
     ``shards/{split}-{job:05d}-{i:06d}.tar`` in ``out_dir`` and the part manifest (in class
     order: each class's test, val, train items). A part manifest already written with the same
     settings, whose shards are all on disk, makes this a no-op; a killed job redoes its range.
     Unreadable files and empty classes: module docstring; the counts by reason are logged and
-    written beside the part manifest (``<part>.skipped.json``).
+    written beside the part manifest (``<part>.skipped.json``). ``keep_originals``: the test
+    images' original files are stored too (a dataset published weights are evaluated on; the
+    rules pass it by rule, ``acquire_materialise_reference_range``, so that no other dataset's
+    jobs see a changed setting).
     """
     from tqdm import tqdm
 
@@ -102,7 +106,7 @@ def materialise_range(
     read_items, read_classes = adapter_readers(kind)
     classes = read_classes(path)
     mine = range_classes(classes, job, jobs, s.classes_per_job)
-    params = {"job": job, "classes": mine, **_written_with(s)}
+    params = {"job": job, "classes": mine, **_written_with(s, keep_originals)}
     if part_is_done(out_dir, part_manifest, params):
         log.info("%s: range %d already written with these settings; nothing to do", path, job)
         return Path(part_manifest)
@@ -166,7 +170,7 @@ def materialise_range(
         return load
 
     def record(item: Item, split: str) -> Record:
-        keep = s.keep_originals and split == "test"
+        keep = keep_originals and split == "test"
         kept: dict = {}
         return Record(
             item.key,
@@ -234,6 +238,7 @@ def materialise(
     settings: MaterialiseSettings,
     *,
     parts_dir: str | os.PathLike | None = None,
+    keep_originals: bool = False,
 ) -> Path:
     """Write the dataset ``settings`` name (``kind`` at ``path``) to ``out_dir`` in the on-disk
     format: every range job in turn (ranges of ``settings.classes_per_job`` classes, counted on
@@ -250,5 +255,5 @@ def materialise(
         folder = Path(parts_dir) if parts_dir is not None else Path(tmp)
         parts = [folder / f"range-{j:05d}.parquet" for j in range(jobs)]
         for j, part in enumerate(parts):
-            materialise_range(out_dir, part, settings, job=j)
+            materialise_range(out_dir, part, settings, job=j, keep_originals=keep_originals)
         return gather_parts(out_dir, parts, seed=settings.seed)

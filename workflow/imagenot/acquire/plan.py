@@ -56,6 +56,15 @@ def adapter_pattern(config: dict) -> str:
     return _pattern(adapter_datasets(config))
 
 
+def originals_pattern(config: dict) -> str:
+    """Wildcard constraint matching the adapter datasets that keep their test images' original
+    files (published weights are evaluated on them: :func:`imagenot.acquire.sizes.keeps_originals`;
+    rule acquire_materialise_reference_range). Never matches if none."""
+    from imagenot.acquire.sizes import keeps_originals
+
+    return _pattern([d for d in adapter_datasets(config) if keeps_originals(config, d)])
+
+
 def part_ids(config: dict) -> list[str]:
     """Download part ids of every LAION-built dataset ('00000', ...)."""
     return [f"{i:05d}" for i in range(config["acquire"]["download_parts"])]

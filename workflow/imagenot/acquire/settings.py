@@ -153,9 +153,6 @@ class MaterialiseSettings(FromConfig):
         "the key exists for datasets on disk only",
         "jobs": "the number of range jobs: the dataset's classes (counted on disk) over "
         "classes_per_job",
-        "keep_originals": "whether published weights are evaluated on the dataset (a "
-        "train.experiments entry with weights: published): its test images' original files are "
-        "stored beside the copy, the input their published accuracies were measured on",
     }
 
     kind: str
@@ -172,12 +169,10 @@ class MaterialiseSettings(FromConfig):
     allow_empty: bool
     jobs: int
     classes_per_job: int
-    keep_originals: bool
 
     @classmethod
     def from_config(cls, config, dataset: str) -> MaterialiseSettings:  # type: ignore[override]
         from imagenot.acquire.ranges import class_count_hint, n_range_jobs
-        from imagenot.acquire.sizes import keeps_originals
 
         values = cls.config_values(config, dataset=dataset)
         spec = config["datasets"][dataset]
@@ -189,5 +184,4 @@ class MaterialiseSettings(FromConfig):
             jobs=n_range_jobs(
                 class_count_hint(values["kind"], values["path"]), values["classes_per_job"]
             ),
-            keep_originals=keeps_originals(config, dataset),
         )

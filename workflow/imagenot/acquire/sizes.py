@@ -28,7 +28,7 @@ def keeps_originals(config, dataset: str) -> bool:
     """Whether ``dataset`` keeps its test images' original files beside the stored copy: when
     published weights are evaluated on it (a ``train.experiments`` entry with ``weights:
     published``, ``imagenot.train.experiments.is_published``), whose accuracies were measured
-    on the originals (:mod:`imagenot.dataset`)."""
+    on the originals (:mod:`imagenot.dataset`; rule acquire_materialise_reference_range)."""
     return any(
         e["weights"] == "published" and e["dataset"] == dataset
         for e in config["train"]["experiments"]

@@ -96,10 +96,12 @@ def reference_input(
     if has_originals(dataset_dir, split):
         return preprocessing
     log.warning(
-        "%s: split %s stores no originals; the published weights see their protocol run on the "
-        "stored copy, not on the original files their accuracy was measured on (rematerialise "
-        "the dataset with this version: published-weights datasets keep their test originals)",
+        "%s: split %s stores no originals (materialised before they were kept); the published "
+        "weights see their protocol run on the stored copy, not on the original files their "
+        "accuracy was measured on. To evaluate them as published, delete %s/manifest.parquet and "
+        "run the workflow again: it rematerialises the dataset with its test originals",
         dataset_dir,
         split,
+        dataset_dir,
     )
     return None

@@ -26,6 +26,7 @@ import os
 from pathlib import Path
 
 from imagenot.paths import RESULTS, SPLITS
+from imagenot.train.records import IDENTITY, RecordError, check_record, is_sealed
 
 SUMMARY_MD = f"{RESULTS}/summary.md"
 SUMMARY_JSON = f"{RESULTS}/summary.json"
@@ -33,6 +34,8 @@ SUMMARY_HTML = f"{RESULTS}/summary.html"
 REPORT = f"{RESULTS}/report.html"
 FAR_BELOW = 0.5  # a part under this share of its dataset's download success rate is a warning
 MIN_PART_ROWS = 50  # as acquire.min_success_rate: smaller parts say little
+# what the summary reads of a final run's result.json, which every version of the workflow wrote
+SUMMARY_KEYS = (*IDENTITY, "num_classes")
 
 
 def _split_counts(manifest: Path) -> dict[str, int]:
@@ -111,7 +114,7 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
                     _problem("error", f"dataset {name}: the {split} split has 0 images")
                 )
         datasets[name] = entry
-    runs, missing = [], 0
+    runs, missing, unsealed = [], 0, 0
     for run in layout["runs"]:
         path = root / run["result"]
         if not path.is_file():
@@ -123,6 +126,13 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
             problems.append(_problem("warning", f"{path} unreadable ({exc})"))
             missing += 1
             continue
+        try:  # its seal, numbers and identity: a number shown is its producer's (imagenot.train.records)
+            check_record(result, path, expected=run, required=SUMMARY_KEYS)
+        except RecordError as exc:
+            problems.append(_problem("error", str(exc)))
+            missing += 1
+            continue
+        unsealed += not is_sealed(result)
         test, classes = result.get("test_accuracy"), result.get("num_classes")
         runs.append(
             {
@@ -136,6 +146,15 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
                     and at_chance(test, classes, result.get("n_test", 0))
                 ),
             }
+        )
+    if unsealed:
+        problems.append(
+            _problem(
+                "warning",
+                f"{unsealed} final run(s) were written before result records were sealed: their "
+                "numbers are checked for range but cannot be traced to their producer (rerun "
+                "them to seal them)",
+            )
         )
     models = _best_per_model(runs)
     for model, rows in _by_model(runs).items():

@@ -38,7 +38,7 @@ from imagenot.evaluate.transforms import (
     key_hashes,
     transform_uniforms,
 )
-from imagenot.io import read_json, write_parquet
+from imagenot.io import write_parquet
 from imagenot.train.facts import PUBLISHED_TOLERANCE, Preprocessing, run_preprocessing
 
 log = logging.getLogger(__name__)
@@ -231,11 +231,13 @@ def _evaluate(
             return model(xt.contiguous(memory_format=torch.channels_last)).float()
 
     out = PerImage()
+    # images whose logits hold NaN or infinity, per transformation (summed on the device)
+    nonfinite = torch.zeros(len(transforms), dtype=torch.int64, device=dev)
     for x, labels, keys in batches:
         x, labels = _as_float(x.to(dev)), labels.to(dev)
         base_logits = forward(x, x)
         hashes = key_hashes(keys)
-        for t in transforms:
+        for i, t in enumerate(transforms):
             logits = base_logits
             u = transform_uniforms(t, seed, hashes, dev)
             rows = t.gate(u).nonzero().squeeze(1)
@@ -247,6 +249,7 @@ def _evaluate(
                     xt = t.op(x.index_select(0, rows), u.index_select(0, rows)[:, 1:])
                 logits = base_logits.clone()
                 logits.index_copy_(0, rows, forward(xt, x).to(logits.dtype))
+            nonfinite[i] += (~torch.isfinite(logits)).any(dim=1).sum()
             out.add(
                 t.name,
                 keys,
@@ -255,7 +258,28 @@ def _evaluate(
                 topk_correct(logits, labels, 1),
                 topk_correct(logits, labels, 5),
             )
+    _check_finite_outputs(nonfinite.tolist(), transforms, out)
     return out
+
+
+class NonFiniteOutputs(ValueError):
+    """A model whose outputs (logits) hold NaN or infinity: its accuracy is refused, never
+    reported at chance (argmax of NaN logits picks a class all the same)."""
+
+
+def _check_finite_outputs(counts: list[int], transforms: Sequence[Transform], out: PerImage):
+    """NonFiniteOutputs naming the first transformation with non-finite logits. Why: weights
+    that are all finite can still give them (a batch norm's running variance below 0 becomes
+    NaN in its square root), and the evaluation then scored the model at about chance."""
+    bad = [(t.name, n) for t, n in zip(transforms, counts, strict=True) if n]
+    if bad:
+        n = len(out.keys) // max(len(transforms), 1)
+        more = f" (and under {len(bad) - 1} more transformation(s))" if len(bad) > 1 else ""
+        raise NonFiniteOutputs(
+            f"the model's outputs are not finite (NaN or infinity) for {bad[0][1]} of {n} "
+            f"image(s) under {bad[0][0]}{more}; refused, not reported at chance (finite weights "
+            "can give them: e.g. a batch norm's running variance below 0)"
+        )
 
 
 def tensor_batches(
@@ -323,19 +347,27 @@ def summarise(per_image: pa.Table, meta: Mapping[str, Any], confidence: float) -
 # --------------------------------------------------------------------------- I/O edges
 
 
-def load_checkpoint(model_path: str | os.PathLike) -> tuple[torch.nn.Module, dict]:
-    """The trained network of ``.../final/seed-{seed}/model.safetensors`` and its ``result.json``."""
+def load_checkpoint(
+    model_path: str | os.PathLike, paths: Sequence[str | os.PathLike] = ()
+) -> tuple[torch.nn.Module, dict]:
+    """The trained network of ``.../final/seed-{seed}/model.safetensors`` and its ``result.json``,
+    checked (:func:`imagenot.train.records.read_record`): its seal and numbers, and its identity
+    against its own path, the weights' and ``paths`` (what is read or written beside it)."""
+    from imagenot.evaluate.paths import RUN_DIR
     from imagenot.train.checkpoints import load_weights
+    from imagenot.train.records import RUN_PATTERNS, read_record
     from imagenot.train.registry import build_model
 
     model_path = Path(model_path)
-    info = read_json(model_path.parent / "result.json")
-    missing = {"model", "dataset", "protocol", "seed", "num_classes", "image_size"} - set(info)
-    if missing:
-        raise ValueError(f"{model_path.parent / 'result.json'}: lacks key(s) {sorted(missing)}")
+    info = read_record(
+        model_path.parent / "result.json",
+        paths=(model_path, *paths),
+        patterns=(*RUN_PATTERNS, f"{RUN_DIR}/{{name}}"),  # an evaluation's outputs name it too
+    )
     model = build_model(info["model"], int(info["num_classes"]))
-    # the weights result.json describes (its sha256), intact and finite (WeightsError otherwise)
-    model.load_state_dict(load_weights(model_path, info.get("weights_sha256")))
+    # the weights result.json describes (its sha256), with the digest the workflow stores in
+    # every weights file it writes, intact and finite (WeightsError otherwise)
+    model.load_state_dict(load_weights(model_path, info["weights_sha256"], require_digest=True))
     return model.eval(), info
 
 
@@ -429,25 +461,22 @@ def evaluate_checkpoint(
     ``gpu_job``: the config plans this job for a GPU (``resources.gpus > 0``): without a CUDA
     device it stops (:func:`resolve_device`) before reading anything."""
     from imagenot.dataset import read_fingerprint
+    from imagenot.train.records import check_fingerprint
 
     dev = resolve_device(settings.device, gpu_job)
-    model, info = load_checkpoint(model_path)
-    preprocessing = run_preprocessing(info, Path(model_path).parent / "result.json")
-    fingerprint = read_fingerprint(dataset_dir)
-    if info.get("dataset_fingerprint") not in (None, fingerprint):
-        log.warning(
-            "%s was trained on dataset fingerprint %s but %s has %s",
-            model_path,
-            info["dataset_fingerprint"],
-            dataset_dir,
-            fingerprint,
-        )
+    result = Path(model_path).parent / "result.json"
+    model, info = load_checkpoint(model_path, (robustness_out, per_image_out, dataset_dir))
+    preprocessing = run_preprocessing(info, result)
+    check_fingerprint(info, result, dataset_dir, read_fingerprint(dataset_dir))
     log.info("evaluating %s on %s/%s on %s", model_path, dataset_dir, settings.split, dev)
     batches = dataset_batches(dataset_dir, settings.split, settings.batch_size, workers)
     transforms = build_transforms(settings.transforms)
-    per_image = evaluate_batches(
-        model, batches, transforms, settings.seed, preprocessing, dev, fold_batch_norm=True
-    ).table()
+    try:
+        per_image = evaluate_batches(
+            model, batches, transforms, settings.seed, preprocessing, dev, fold_batch_norm=True
+        ).table()
+    except NonFiniteOutputs as exc:
+        raise NonFiniteOutputs(f"{model_path}: {exc}") from None
     table = summarise(per_image, info, settings.confidence)
     check_published(table, info)
     write_parquet(per_image, per_image_out)

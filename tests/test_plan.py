@@ -281,12 +281,13 @@ def test_the_plan_says_what_to_request(paper_plan, tmp_path):
     assert request["gpu_memory"] == {"measured": False, "largest": None, "failed": []}
     text = " ".join(" ".join(format_request(paper_plan)).split())  # lines are wrapped
     assert f"GPU-hours: {request['gpu_hours']:,.0f}" in text
-    assert "GPU memory: not measured" in text and "node-local disk: none" in text
+    assert "GPU memory: not measured" in text
+    assert load_config(PAPER)["train"]["stage_to_local"]  # the paper stages datasets to nodes
+    assert "node-local disk: " in text and "per node for train.stage_to_local" in text
     assert "longest single job: " + job["experiment"] in text
     assert f"{paper_plan['total']['gpu_hours_requested']:,.0f} GPU-h" in text  # not that
 
     config = load_config(PAPER)
-    config["train"]["stage_to_local"] = True
     report = tmp_path / "preflight.json"
     report.write_text(json.dumps(_preflight_report(passed=False)))
     measured = costs.read_measurements(report, config)

@@ -146,7 +146,7 @@ def _grown(config: dict, minutes: int, attempt: int) -> int:
 
 
 def _images(config: dict, dataset: str) -> dict | None:
-    from imagenot.costs import dataset_images
+    from imagenot.acquire.sizes import dataset_images
 
     return dataset_images(config, dataset)
 

@@ -206,7 +206,10 @@ rule acquire_build:
 
 
 # A dataset already on disk, one class range (acquire.classes_per_job classes) per job, written
-# in the same format (nothing is downloaded); a finished range is not redone.
+# in the same format (nothing is downloaded); a finished range is not redone. Its disk request:
+# its share of the stored copy and of the test originals the dataset keeps where published
+# weights are evaluated on it (imagenot.acquire.sizes.range_disk_mb); memory and runtime: the
+# workflow profile.
 rule acquire_materialise_range:
     output:
         part=temp(acquire_paths.RANGE_PART),
@@ -221,6 +224,8 @@ rule acquire_materialise_range:
     conda:
         "../envs/acquire.yaml"
     threads: 1
+    resources:
+        disk_mb=lambda wc: acquire_sizes.range_disk_mb(config, wc.dataset),
     params:
         out=paths.DATASET,
         settings=lambda wc: to_arg(

@@ -324,3 +324,50 @@ def test_placeholders_stand_in_for_external_inputs_only(config, tmp_path):
         assert len(list(Path(overlay["laion"]["dir"]).iterdir())) == raw["laion"]["n_shards"]
     for name, spec in overlay.get("datasets", {}).items():
         assert "path" in raw["datasets"][name] and Path(spec["path"]).is_dir()
+
+
+def test_kept_originals_count_in_storage_node_disk_and_the_range_jobs(paper_plan):
+    """A dataset published weights are evaluated on keeps its test images' original files: the
+    storage estimate, a trained copy's node-local disk and its range jobs' disk request count
+    them, sized from the published test split's files (ILSVRC2012_img_val.tar); a dataset
+    without published weights, or whose adapter reads pixel arrays, keeps none."""
+    import copy
+
+    from imagenot.acquire import sizes
+
+    config = load_config(PAPER)
+    kept, source = sizes.originals_bytes(config, "imagenet")
+    assert kept == 6_744_924_160 and "ILSVRC2012_img_val.tar" in source
+    rows = [s for s in paper_plan["storage"] if "originals" in s["item"]]
+    assert [(r["item"], r["bytes"]) for r in rows] == [
+        ("imagenet test originals (50,000 files)", kept)
+    ]
+    stored = sizes.dataset_bytes(config, "imagenet")[0]
+    acquire = next(g for g in paper_plan["groups"] if g["group"] == "acquire")
+    assert acquire["disk_mb_requested"] >= (stored + kept) / 1e6  # every image by some job
+
+    # without the published experiment: nothing kept, no row, a smaller range job
+    plain = copy.deepcopy(config)
+    plain["train"]["experiments"] = [
+        e for e in plain["train"]["experiments"] if e.get("weights") != "published"
+    ]
+    assert sizes.originals_bytes(plain, "imagenet")[0] == 0
+    assert not any("originals" in s["item"] for s in costs.storage(plain))
+    per_job = config["acquire"]["classes_per_job"] / 1000  # a job's share of the classes
+    gap = sizes.range_disk_mb(config, "imagenet") - sizes.range_disk_mb(plain, "imagenet")
+    assert gap == pytest.approx(kept * per_job / 1e6, abs=1)
+    # a capped test split keeps its share; CIFAR-10's adapter reads arrays: no file to keep
+    capped = copy.deepcopy(config)
+    capped["datasets"]["imagenet"]["test_per_class"] = 10
+    assert sizes.originals_bytes(capped, "imagenet")[0] == kept // 5
+    arrays = copy.deepcopy(config)
+    arrays["train"]["experiments"] = [
+        {"dataset": "cifar10", "protocol": "st", "weights": "published"}
+    ]
+    assert sizes.keeps_originals(arrays, "cifar10")
+    assert sizes.originals_bytes(arrays, "cifar10")[0] == 0
+    # a trained copy staged to a node is the whole folder: originals included
+    trained = copy.deepcopy(config)
+    fine_tuned = {"dataset": "imagenet", "protocol": "ft-imagenot", "space": "cifar10_ft"}
+    trained["train"]["experiments"].append({**fine_tuned, "weights": "trained"})
+    assert costs.node_local_disk(trained)["datasets"]["imagenet"] == stored + kept

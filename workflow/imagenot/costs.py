@@ -10,9 +10,10 @@ Two kinds of figure, never mixed:
 * **estimated**: training GPU-hours from epochs x images / throughput (no trial stops early;
   :mod:`imagenot.train.budget`), the throughput table ``train.throughput`` of the config or
   what the user's own GPU measured (:mod:`imagenot.measured`: the preflight's report); the
-  longest single job; node-local disk; storage from image counts x bytes per image and model
-  sizes; the wall time of the longest chain, and against the number of GPUs. Each carries its
-  source and assumptions.
+  longest single job; node-local disk; storage from image counts x bytes per image, the
+  published test split's files where a dataset keeps its originals, and model sizes; the wall
+  time of the longest chain, and against the number of GPUs. Each carries its source and
+  assumptions.
 """
 
 from __future__ import annotations
@@ -22,17 +23,17 @@ import math
 from collections import Counter
 from pathlib import Path
 
-from imagenot.acquire.sizes import dataset_images
+from imagenot.acquire.sizes import (
+    BYTES_PER_PIXEL,
+    BYTES_PER_PIXEL_SOURCE,
+    dataset_bytes,
+    dataset_images,
+    originals_bytes,
+)
 from imagenot.measured import read_measurements, read_throughput  # noqa: F401 (plan's names)
 from imagenot.planning import REPO, Job, rule_groups, world_rows_per_part
 
 SCALE_JSON = REPO / "docs" / "scale.json"
-# ILSVRC-2012's training set: 147.9 GB of JPEGs for 1,281,167 images of mean 469 x 387 px
-BYTES_PER_PIXEL = 147.9e9 / 1_281_167 / (469 * 387)
-BYTES_PER_PIXEL_SOURCE = (
-    "ILSVRC-2012 train's mean JPEG (147.9 GB / 1,281,167 images, mean 469 x 387 px) "
-    f"= {BYTES_PER_PIXEL:.2f} bytes per pixel, at the stored image size"
-)
 DDP_EFFICIENCY = 0.9  # imagenot.train.budget.hours' assumption for gpus_per_job > 1
 
 
@@ -66,7 +67,8 @@ def _work_request(config: dict, job: Job, scale: dict | None, paper: bool) -> tu
 
 def group_rows(config: dict, jobs: list[Job]) -> list[dict]:
     """One row per rule group (stage file): jobs, GPU jobs, requested GPU-hours and core-hours,
-    the largest requested memory of a job, and the scale model's projected peak where known."""
+    the largest requested memory of a job, and the scale model's projected peak where known;
+    the disk its jobs request (``disk_mb``, the rules that declare it: what the job writes)."""
     groups = rule_groups()
     scale = scale_projection()
     paper = paper_shaped(config, scale)
@@ -90,6 +92,7 @@ def group_rows(config: dict, jobs: list[Job]) -> list[dict]:
                 "core_hours_requested": 0.0,
                 "peak_mem_mb_requested": 0,
                 "peak_mem_mb_projected": None,
+                "disk_mb_requested": 0,
                 "notes": set(),
             },
         )
@@ -100,6 +103,7 @@ def group_rows(config: dict, jobs: list[Job]) -> list[dict]:
         row["gpu_hours_requested"] += job.gpus * hours
         row["core_hours_requested"] += job.threads * hours
         row["peak_mem_mb_requested"] = max(row["peak_mem_mb_requested"], res.get("mem_mb") or 0)
+        row["disk_mb_requested"] += res.get("disk_mb") or 0
         if res.get("runtime") is None or res.get("mem_mb") is None:
             row["notes"].add(f"{job.rule}: request unknown until its input exists")
         if source != "request":
@@ -228,31 +232,17 @@ def longest_job(config: dict, throughput: dict) -> dict | None:
     return best
 
 
-def dataset_bytes(config: dict, dataset: str) -> tuple[int | None, str]:
-    """Bytes of ``dataset``'s materialised images (every split, at its stored size) and the
-    source of the figure; None when its size is unknown until read."""
-    from imagenot.acquire.sizes import stored_size
-
-    sizes = dataset_images(config, dataset)
-    if sizes is None:
-        return None, "unknown until the dataset is read"
-    side = stored_size(config, dataset)
-    total = sizes["train"] + sizes["val"] + sizes["test"]
-    return round(total * side * side * BYTES_PER_PIXEL), (
-        f"{total:,} images at {side} px; {sizes['source']}; {BYTES_PER_PIXEL_SOURCE}"
-    )
-
-
 def node_local_disk(config: dict) -> dict:
     """Node-local disk ($TMPDIR) the training jobs need: with ``train.stage_to_local`` each
-    node keeps one copy of every dataset its jobs train on (named by the dataset's fingerprint),
-    so up to every trained dataset; without it, none (datasets are read in place)."""
+    node keeps one copy of every dataset its jobs train on (named by the dataset's fingerprint;
+    the whole folder, kept originals included), so up to every trained dataset; without it,
+    none (datasets are read in place)."""
     from imagenot.train import plan
 
     trained = list(
         dict.fromkeys(e["dataset"] for e in plan.experiments(config) if not plan.is_published(e))
     )
-    sizes = {d: dataset_bytes(config, d)[0] for d in trained}
+    sizes = {d: _with_originals(config, d) for d in trained}
     known = [b for b in sizes.values() if b is not None]
     return {
         "stage_to_local": bool(config["train"]["stage_to_local"]),
@@ -260,6 +250,13 @@ def node_local_disk(config: dict) -> dict:
         "all_trained_bytes": sum(known) if known else None,
         "datasets": sizes,
     }
+
+
+def _with_originals(config: dict, dataset: str) -> int | None:
+    """The bytes a node's copy of ``dataset`` holds: the stored images and the kept originals
+    (the copy is of the whole dataset folder)."""
+    stored, kept = dataset_bytes(config, dataset)[0], originals_bytes(config, dataset)[0]
+    return None if stored is None or kept is None else stored + kept
 
 
 def model_facts(models: list[str]) -> dict[str, dict]:
@@ -360,6 +357,16 @@ def storage(config: dict) -> list[dict]:
                 "source": source,
             }
         )
+        kept, source = originals_bytes(config, name)
+        if kept != 0:  # the test originals of a dataset published weights are evaluated on
+            rows.append(
+                {
+                    "stage": "acquire",
+                    "item": f"{name} test originals ({sizes['test']:,} files)",
+                    "bytes": kept,
+                    "source": source,
+                }
+            )
     trained = [e for e in train_plan.experiments(config) if not train_plan.is_published(e)]
     models = list(config["train"]["models"])
     facts = model_facts(models)

@@ -49,6 +49,10 @@ class DatasetKind:
     # (training pool, test split) images as the dataset is published, for planning a run's cost
     # before the data is at hand (``imagenot plan``); None: unknown until read
     published_images: tuple[int, int] | None = None
+    # (bytes, source): the published test split's original files, what ``originals/`` holds
+    # when published weights are evaluated on the dataset (imagenot.acquire.sizes.
+    # originals_bytes); 0 bytes: its adapter reads pixel arrays, no file to keep; None: unknown
+    published_originals: tuple[int, str] | None = None
 
     @property
     def adapter(self) -> bool:
@@ -83,6 +87,7 @@ def _adapter(
     wnids: bool = False,
     images: tuple[int, int] | None = None,
     where: str = "imagenot.acquire.adapters",
+    originals: tuple[int, str] | None = None,
 ):
     roots = f"{where}:{name}_class_roots" if folders else None
     return DatasetKind(
@@ -94,7 +99,11 @@ def _adapter(
         keys=ADAPTER_KEYS,
         required_keys=("path",),
         published_images=images,
+        published_originals=originals,
     )
+
+
+ARRAYS = (0, "its adapter reads pixel arrays: no file to keep")
 
 
 DATASET_KINDS: Registry = Registry(
@@ -103,8 +112,8 @@ DATASET_KINDS: Registry = Registry(
         "laion": DatasetKind(None, None, wnid_classes=True, keys=LAION_KEYS),
         # published sizes: Fashion-MNIST 60,000 + 10,000; CIFAR-10 50,000 + 10,000;
         # ILSVRC-2012 1,281,167 training images + 50,000 validation images (our test split)
-        "fashion_mnist": _adapter("fashion_mnist", 10, images=(60_000, 10_000)),
-        "cifar10": _adapter("cifar10", 10, images=(50_000, 10_000)),
+        "fashion_mnist": _adapter("fashion_mnist", 10, images=(60_000, 10_000), originals=ARRAYS),
+        "cifar10": _adapter("cifar10", 10, images=(50_000, 10_000), originals=ARRAYS),
         "imagenet": _adapter(
             "imagenet",
             1000,
@@ -112,6 +121,11 @@ DATASET_KINDS: Registry = Registry(
             wnids=True,
             images=(1_281_167, 50_000),
             where="imagenot.acquire.imagenet",
+            originals=(
+                6_744_924_160,
+                "ILSVRC2012_img_val.tar, the 50,000 validation JPEGs: 6,744,924,160 bytes as "
+                "image-net.org serves it",
+            ),
         ),
         "imagefolder": _adapter("imagefolder", None, folders=True),
     },

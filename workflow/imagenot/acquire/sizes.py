@@ -1,4 +1,4 @@
-"""The side a dataset's images are stored at, from the config alone.
+"""The side a dataset's images are stored at, and their count and bytes, from the config alone.
 
 Why a module of its own: the train stage's planning and the preflight read it (the loader's
 batch rings hold stored images; published weights' own resize must not exceed it), and must not
@@ -9,10 +9,20 @@ job's env needs nothing for them (tests/test_envs.py checks each rule's imports)
 
 from __future__ import annotations
 
+import math
+
 from imagenot.settings import config_lookup
 
 # Where a dataset's image_size is read (MaterialiseSettings.SECTIONS): its own key, else acquire's.
 STORED_SIZE_SECTIONS = ("datasets.{dataset}", "acquire")
+# ILSVRC-2012's training set: 147.9 GB of JPEGs for 1,281,167 images of mean 469 x 387 px
+BYTES_PER_PIXEL = 147.9e9 / 1_281_167 / (469 * 387)
+BYTES_PER_PIXEL_SOURCE = (
+    "ILSVRC-2012 train's mean JPEG (147.9 GB / 1,281,167 images, mean 469 x 387 px) "
+    f"= {BYTES_PER_PIXEL:.2f} bytes per pixel, at the stored image size"
+)
+# Snakemake's own default disk request (--default-resources disk_mb), the floor of a range job's
+DISK_MB_FLOOR = 1000
 
 
 def stored_size(config, dataset: str) -> int:
@@ -76,3 +86,60 @@ def dataset_images(config: dict, dataset: str) -> dict | None:
         "test": test,
         "source": "the dataset's published size, capped by the config's per-class keys",
     }
+
+
+def dataset_bytes(config: dict, dataset: str) -> tuple[int | None, str]:
+    """Bytes of ``dataset``'s materialised images (every split, at its stored size; the kept
+    originals apart: :func:`originals_bytes`) and the source of the figure, an estimate; None
+    when its size is unknown until read."""
+    sizes = dataset_images(config, dataset)
+    if sizes is None:
+        return None, "unknown until the dataset is read"
+    side = stored_size(config, dataset)
+    total = sizes["train"] + sizes["val"] + sizes["test"]
+    return round(total * side * side * BYTES_PER_PIXEL), (
+        f"{total:,} images at {side} px; {sizes['source']}; {BYTES_PER_PIXEL_SOURCE}"
+    )
+
+
+def originals_bytes(config: dict, dataset: str) -> tuple[int | None, str]:
+    """Bytes of the test images' original files ``dataset`` keeps beside its copy
+    (:func:`keeps_originals`) and the source of the figure: the kind's published test split
+    (``DatasetKind.published_originals``), pro rata where the config caps the split. 0 where it
+    keeps none; None when their size is unknown until read."""
+    from imagenot.acquire.kinds import DATASET_KINDS
+
+    if not keeps_originals(config, dataset):
+        return 0, "keeps no originals: no published weights are evaluated on it"
+    kind = DATASET_KINDS[config["datasets"][dataset]["kind"]]
+    if not kind.adapter:
+        return 0, "built from downloads: the stored copy is the only one"
+    sizes = dataset_images(config, dataset)
+    if kind.published_originals is None or sizes is None or kind.published_images is None:
+        return None, "unknown until the dataset is read"
+    published, source = kind.published_originals
+    per_image = published / kind.published_images[1]
+    return round(sizes["test"] * per_image), (
+        f"{sizes['test']:,} test images x {per_image / 1e3:,.0f} kB; {source}"
+    )
+
+
+def range_disk_mb(config: dict, dataset: str) -> int:
+    """Disk (MB) one range job of ``dataset`` writes, its request ``disk_mb``: the stored copy
+    and the kept originals (:func:`dataset_bytes`, :func:`originals_bytes`, estimates) of the
+    largest job's classes (``acquire.classes_per_job`` of the dataset's classes; the last job
+    also takes the classes past the planned ranges, all of them where the folder is not there
+    to count); at least Snakemake's own default, also the figure where the size is unknown."""
+    from imagenot.acquire.ranges import class_count_hint, n_range_jobs
+    from imagenot.acquire.settings import MaterialiseSettings
+
+    sizes = dataset_images(config, dataset)
+    stored, _ = dataset_bytes(config, dataset)
+    kept, _ = originals_bytes(config, dataset)
+    if sizes is None or stored is None or kept is None:
+        return DISK_MB_FLOOR
+    values = MaterialiseSettings.config_values(config, dataset=dataset)
+    per_job, classes = values["classes_per_job"], sizes["classes"]
+    jobs = n_range_jobs(class_count_hint(values["kind"], values["path"]), per_job)
+    largest = max(min(per_job, classes), classes - (jobs - 1) * per_job)
+    return max(DISK_MB_FLOOR, math.ceil((stored + kept) / classes * largest / 1e6))

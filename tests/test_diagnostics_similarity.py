@@ -174,7 +174,7 @@ def test_clip_images_are_prepared_by_clips_processor_config(tmp_path):
     std = torch.tensor(PROCESSOR["image_std"]).view(1, 3, 1, 1)
     torch.testing.assert_close(got, (crop - mean) / std, rtol=0, atol=1e-5)
     openai = ((0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711))
-    squash = embed._preprocess(images, 16, *openai)  # the hard-coded path it replaces
+    squash = embed._preprocess(images, 16, *openai)  # a square squash, OpenAI's statistics
     assert (got - squash).abs().mean() > 0.1
 
 

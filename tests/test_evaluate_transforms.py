@@ -287,8 +287,8 @@ def test_a_blur_of_one_strength_is_the_same_shift_on_a_480_and_a_256_px_copy():
     """One image stored at 480 px (ImageNet, for EfficientNet-V2-L's resize) and at 256 px
     (ImageNot): the same model's input blurred by one strength has the same statistics, under a
     trained model's protocol (the whole image at 224) and a published one's (resize 256, crop
-    224). The old order, a blur sized in stored pixels before the model's resize, fails it (the
-    480 px copy's blur comes out 480/256 times weaker)."""
+    224). A blur sized in stored pixels before the model's resize fails it (the 480 px copy's
+    blur comes out 480/256 times weaker)."""
     from photos import photo
 
     from imagenot.acquire.images import encode_jpeg, resize_square

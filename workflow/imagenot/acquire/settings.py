@@ -17,8 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from imagenot.acquire.sizes import STORED_SIZE_SECTIONS
 from imagenot.settings import FromConfig
+
+# Where a dataset's image_size is read (MaterialiseSettings.SECTIONS): its own key, else acquire's.
+STORED_SIZE_SECTIONS = ("datasets.{dataset}", "acquire")
 
 SEED = (
     "the workflow's master seed (the config's top-level `seed`): a key of no section, which "
@@ -30,6 +32,10 @@ NOT_SETTINGS = {
     "leaves unset (no default) where the adapter keeps its whole test split: absent means null",
     "imagenot.acquire.settings:.get('max_train_per_class')": "a dataset's own key without a "
     "default: absent means every training image is kept (null)",
+    "imagenot.acquire.sizes:.get('test_per_class')": "the same dataset key, read to size the "
+    "test split for the plan: absent means the whole published split",
+    "imagenot.acquire.sizes:.get('max_train_per_class')": "the same dataset key, read to size "
+    "the training split for the plan: absent means every training image",
 }
 
 
@@ -177,7 +183,6 @@ class MaterialiseSettings(FromConfig):
     @classmethod
     def from_config(cls, config, dataset: str) -> MaterialiseSettings:  # type: ignore[override]
         from imagenot.acquire.ranges import class_count_hint, n_range_jobs
-        from imagenot.acquire.sizes import keeps_originals
 
         values = cls.config_values(config, dataset=dataset)
         spec = config["datasets"][dataset]
@@ -191,3 +196,14 @@ class MaterialiseSettings(FromConfig):
             ),
             keep_originals=keeps_originals(config, dataset),
         )
+
+
+def keeps_originals(config, dataset: str) -> bool:
+    """Whether ``dataset`` keeps its test images' original files beside the stored copy: when
+    published weights are evaluated on it (a ``train.experiments`` entry with ``weights:
+    published``, ``imagenot.train.experiments.is_published``), whose accuracies were measured
+    on the originals (:mod:`imagenot.dataset`)."""
+    return any(
+        e["weights"] == "published" and e["dataset"] == dataset
+        for e in config["train"]["experiments"]
+    )

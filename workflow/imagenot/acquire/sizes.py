@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import math
 
+from imagenot.acquire.settings import (
+    STORED_SIZE_SECTIONS,
+    FillSettings,
+    MaterialiseSettings,
+    keeps_originals,
+)
 from imagenot.settings import config_lookup
 
-# Where a dataset's image_size is read (MaterialiseSettings.SECTIONS): its own key, else acquire's.
-STORED_SIZE_SECTIONS = ("datasets.{dataset}", "acquire")
 # ILSVRC-2012's training set: 147.9 GB of JPEGs for 1,281,167 images of mean 469 x 387 px
 BYTES_PER_PIXEL = 147.9e9 / 1_281_167 / (469 * 387)
 BYTES_PER_PIXEL_SOURCE = (
@@ -36,23 +40,11 @@ def stored_size(config, dataset: str) -> int:
     )
 
 
-def keeps_originals(config, dataset: str) -> bool:
-    """Whether ``dataset`` keeps its test images' original files beside the stored copy: when
-    published weights are evaluated on it (a ``train.experiments`` entry with ``weights:
-    published``, ``imagenot.train.experiments.is_published``), whose accuracies were measured
-    on the originals (:mod:`imagenot.dataset`)."""
-    return any(
-        e["weights"] == "published" and e["dataset"] == dataset
-        for e in config["train"]["experiments"]
-    )
-
-
 def dataset_images(config: dict, dataset: str) -> dict | None:
     """Classes and images per split of ``dataset`` as the config sizes it (LAION-built: classes
     x images per class; adapters: the published sizes, capped by the config's per-class keys),
     with the source; None when the kind's size is unknown until read."""
     from imagenot.acquire.kinds import DATASET_KINDS
-    from imagenot.acquire.settings import FillSettings, MaterialiseSettings
     from imagenot.curate.settings import SelectSettings
 
     kind = DATASET_KINDS[config["datasets"][dataset]["kind"]]
@@ -131,7 +123,6 @@ def range_disk_mb(config: dict, dataset: str) -> int:
     also takes the classes past the planned ranges, all of them where the folder is not there
     to count); at least Snakemake's own default, also the figure where the size is unknown."""
     from imagenot.acquire.ranges import class_count_hint, n_range_jobs
-    from imagenot.acquire.settings import MaterialiseSettings
 
     sizes = dataset_images(config, dataset)
     stored, _ = dataset_bytes(config, dataset)

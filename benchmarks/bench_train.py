@@ -126,10 +126,10 @@ def ours(job: Job, data: InMemory, val: InMemory, epochs: int) -> tuple[float, f
         return seen / (time.perf_counter() - start), seen / (time.process_time() - cpu)
 
 
-def step_overhead(repeats: int, steps: int = 400) -> float:
-    """Milliseconds of CPU time our ``train_one_epoch`` adds per optimizer step to the plain step
-    (seeding, learning rate, on-device sums, the checkpoint check, tqdm), measured with a linear
-    model on 8 px images so that the model's own work does not hide it; best of ``repeats``."""
+def _linear_steps(steps: int):
+    """The plain step's epoch and our ``train_one_epoch``'s, each a callable, over ``steps``
+    batches of 4 random 8 px images through one linear model (so that the model's own work does
+    not hide the loop's): what :func:`step_overhead` times and :func:`step_ops` counts."""
     size, batch = 8, 4
     n = batch * steps
     g = torch.Generator().manual_seed(0)
@@ -150,11 +150,20 @@ def step_overhead(repeats: int, steps: int = 400) -> float:
             loss.backward()
             optimizer.step()
 
-    def mine() -> None:
+    def ours() -> None:
         with Interrupts(job.settings.checkpoint_minutes, None) as interrupts:
             feeder = Feeder(data, job.settings.num_workers, batch)
             train_one_epoch(model, model, optimizer, feeder, job, State("bench", "bench"), cpu,
                             lambda: None, interrupts)  # fmt: skip
+
+    return plain, ours
+
+
+def step_overhead(repeats: int, steps: int = 400) -> float:
+    """Milliseconds of CPU time our ``train_one_epoch`` adds per optimizer step to the plain step
+    (seeding, learning rate, on-device sums, the checkpoint check, tqdm), measured with a linear
+    model on 8 px images so that the model's own work does not hide it; best of ``repeats``."""
+    plain, ours = _linear_steps(steps)
 
     def best(run) -> float:
         times = []
@@ -164,7 +173,7 @@ def step_overhead(repeats: int, steps: int = 400) -> float:
             times.append(time.process_time() - start)
         return min(times)
 
-    return 1e3 * (best(mine) - best(plain)) / steps
+    return 1e3 * (best(ours) - best(plain)) / steps
 
 
 def step_ops(steps: int = 40) -> dict:
@@ -181,29 +190,13 @@ def step_ops(steps: int = 40) -> dict:
             Count.n += 1
             return func(*args, **(kwargs or {}))
 
-    size, batch = 8, 4
-    n = batch * steps
-    g = torch.Generator().manual_seed(0)
-    data = InMemory(
-        torch.randint(0, 256, (n, 3, size, size), dtype=torch.uint8, generator=g),
-        torch.arange(n) % 10,
-    )
-    job = bench_job("alexnet_mini", size, batch, "cpu")
-    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * size * size, 10))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    plain, ours = _linear_steps(steps)
     counts = {}
     with Count():
-        for idx in torch.randperm(n).split(batch):
-            x = preprocess(data.images[idx], size, job.settings.normalisation)
-            loss = F.cross_entropy(model(x), data.labels[idx])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
+        plain()
     counts["plain"], Count.n = Count.n / steps, 0
-    with Interrupts(job.settings.checkpoint_minutes, None) as interrupts, Count():
-        feeder = Feeder(data, job.settings.num_workers, batch)
-        train_one_epoch(model, model, optimizer, feeder, job, State("bench", "bench"),
-                        torch.device("cpu"), lambda: None, interrupts)  # fmt: skip
+    with Count():
+        ours()
     counts["ours"] = Count.n / steps
     return {k: round(v, 2) for k, v in counts.items()} | {
         "added": round(counts["ours"] - counts["plain"], 2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -123,6 +124,95 @@ def materialise(kind: str, path, out_dir, parts_dir=None, **fields):
 
     settings = materialise_settings(kind, path, **fields)
     return range_job.materialise(out_dir, settings, parts_dir=parts_dir)
+
+
+def write_toy_dataset(out: Path) -> Path:
+    """A materialised 3-class dataset of 32 px one-colour JPEGs at ``out`` (acquire's format):
+    60 images, 36 of them training, 12 validation, 12 test."""
+    import io
+
+    from PIL import Image
+
+    from imagenot.acquire.dataset import Record, write_dataset
+
+    colours = [(200, 30, 30), (30, 200, 30), (30, 30, 200)]
+    records = []
+    for i in range(60):
+        c, split = i % 3, ["train", "train", "train", "val", "test"][(i // 3) % 5]
+        buf = io.BytesIO()
+        Image.new("RGB", (32, 32), colours[c]).save(buf, format="JPEG")
+        records.append(Record(f"k{i:03d}", f"c{c}", split, buf.getvalue()))
+    write_dataset(out, records, ["c0", "c1", "c2"], shard_size=5000)
+    return out
+
+
+def toy_config(space: dict, **dataset) -> dict:
+    """A config of the toy dataset (:func:`write_toy_dataset`; kind imagefolder, with
+    ``dataset``'s own keys) trained on the CPU: resnet_mini at 32 px in one ST experiment of
+    ``space``."""
+    return {
+        "seed": 0,
+        "datasets": {"toy": {"kind": "imagefolder", "path": "x", **dataset}},
+        "resources": {"gpus": 0},
+        "train": {
+            "models": ["resnet_mini"],
+            "image_size": 32,
+            "experiments": [{"dataset": "toy", "protocol": "st", "space": "s"}],
+            "spaces": {"s": space},
+        },
+    }
+
+
+@contextlib.contextmanager
+def snakemake_workflow(workdir: Path, configfiles: list[Path]):
+    """The repository's Snakefile with ``configfiles`` in ``workdir``, through Snakemake's API:
+    its workflow API object (parsed; ``.dag()`` plans, nothing runs), inside the API's
+    context."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import (
+        ConfigSettings,
+        OutputSettings,
+        ResourceSettings,
+        StorageSettings,
+    )
+
+    with SnakemakeApi(OutputSettings()) as api:
+        yield api.workflow(
+            snakefile=REPO / "Snakefile",
+            workdir=workdir,
+            config_settings=ConfigSettings(configfiles=configfiles),
+            resource_settings=ResourceSettings(),
+            storage_settings=StorageSettings(),
+        )
+
+
+def dry_run(workdir: Path, overlays: list, targets: list[str]) -> str:
+    """The standard output of Snakemake's dry run (``-n``, 16 cores) of ``targets`` with the
+    demo config and ``overlays``, outputs under ``workdir``, this repository's package first on
+    the path; the test fails with the end of its output when it fails."""
+    import subprocess
+
+    cmd = ["snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
+           "-n", "--cores", "16", "--configfile", "config/config.yaml", *map(str, overlays),
+           "--", *targets]  # fmt: skip
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env["PYTHONPATH"] = str(REPO / "workflow")
+    out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    return out.stdout
+
+
+def planned_jobs(stdout: str, rule: str, output: str) -> dict[str, str]:
+    """The blocks of a dry run's jobs of ``rule`` whose output matches the pattern ``output``,
+    by the pattern's first group."""
+    import re
+
+    jobs = {}
+    for block in re.split(r"\n(?=rule )", stdout):
+        m = re.search(output, block)
+        if block.startswith(f"rule {rule}:") and m:
+            jobs[m.group(1)] = block
+    return jobs
 
 
 @pytest.fixture(scope="session")

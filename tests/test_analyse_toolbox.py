@@ -230,6 +230,12 @@ def _edit_cell(df: pd.DataFrame, column: str, value, row: int = 5) -> pd.DataFra
     return df
 
 
+def _option(*argv: str, says: str) -> tuple:
+    """A planted wrong option on a healthy table: no edit of the table, the option's
+    ``argv`` and the message its one line must give."""
+    return (lambda df: df, list(argv), says)
+
+
 PLANTED = {
     # cells: what a table may hold
     "fractions beside percentages": (
@@ -261,69 +267,55 @@ PLANTED = {
         "ci_low 'low' is not a number",
     ),
     # options: each checked for its domain
-    "--floor inf": (lambda df: df, ["--floor", "inf"], "--floor 'inf': a floor is an accuracy"),
-    "--floor x=nan": (lambda df: df, ["--floor", "a=nan"], "--floor 'a=nan': a floor is"),
-    "--floor 0": (lambda df: df, ["--floor", "0"], "above 0 and at most 100"),
-    "--min-reference-accuracy nan": (
-        lambda df: df,
-        ["--min-reference-accuracy", "nan"],
-        "--min-reference-accuracy nan: an accuracy is a percentage in 0-100",
+    "--floor inf": _option("--floor", "inf", says="--floor 'inf': a floor is an accuracy"),
+    "--floor x=nan": _option("--floor", "a=nan", says="--floor 'a=nan': a floor is"),
+    "--floor 0": _option("--floor", "0", says="above 0 and at most 100"),
+    "--min-reference-accuracy nan": _option(
+        "--min-reference-accuracy",
+        "nan",
+        says="--min-reference-accuracy nan: an accuracy is a percentage in 0-100",
     ),
-    "--min-reference-accuracy 500": (
-        lambda df: df,
-        ["--min-reference-accuracy", "500"],
-        "--min-reference-accuracy 500: an accuracy is a percentage in 0-100",
+    "--min-reference-accuracy 500": _option(
+        "--min-reference-accuracy",
+        "500",
+        says="--min-reference-accuracy 500: an accuracy is a percentage in 0-100",
     ),
-    "--bootstrap-reps -1": (
-        lambda df: df,
-        ["--bootstrap-reps", "-1"],
-        "--bootstrap-reps -1: -1 is less than the minimum of 0 (config key",
+    "--bootstrap-reps -1": _option(
+        "--bootstrap-reps",
+        "-1",
+        says="--bootstrap-reps -1: -1 is less than the minimum of 0 (config key",
     ),
-    "--seed -1": (lambda df: df, ["--seed", "-1"], "--seed -1: -1 is less than the minimum"),
-    "--dpi 10": (lambda df: df, ["--dpi", "10"], "--dpi 10: 10 is less than the minimum of 50"),
-    "--top 0": (lambda df: df, ["--top", "0"], "--top 0: 0 is less than the minimum of 1"),
-    "--models 0": (lambda df: df, ["--models", "0"], "--models must be a whole number from 1"),
-    "--highlight unknown": (
-        lambda df: df,
-        ["--highlight", "m33"],
-        "--highlight names model(s) not in the table: m33; close: m3",
+    "--seed -1": _option("--seed", "-1", says="--seed -1: -1 is less than the minimum"),
+    "--dpi 10": _option("--dpi", "10", says="--dpi 10: 10 is less than the minimum of 50"),
+    "--top 0": _option("--top", "0", says="--top 0: 0 is less than the minimum of 1"),
+    "--models 0": _option("--models", "0", says="--models must be a whole number from 1"),
+    "--highlight unknown": _option(
+        "--highlight", "m33", says="--highlight names model(s) not in the table: m33; close: m3"
     ),
-    "--scale unknown scale": (lambda df: df, ["--scale", "a=decimal"], "--scale 'a=decimal'"),
-    "--scale unknown dataset": (
-        lambda df: df,
-        ["--scale", "zz=fraction"],
-        "--scale names dataset(s) not in the table: zz",
+    "--scale unknown scale": _option("--scale", "a=decimal", says="--scale 'a=decimal'"),
+    "--scale unknown dataset": _option(
+        "--scale", "zz=fraction", says="--scale names dataset(s) not in the table: zz"
     ),
-    "--fractions and --scale": (
-        lambda df: df,
-        ["--fractions", "--scale", "percent"],
-        "--fractions and --scale: give one",
+    "--fractions and --scale": _option(
+        "--fractions", "--scale", "percent", says="--fractions and --scale: give one"
     ),
-    "--key unknown column": (lambda df: df, ["--key", "img_size"], "--key names column(s)"),
+    "--key unknown column": _option("--key", "img_size", says="--key names column(s)"),
     "--n too large": (
         lambda df: df.drop(columns="n"),
         ["--n", "ref=1e30", "a=10", "b=10", "c=10"],
         "a test-set size above 2^53",
     ),
-    "--settings reps": (
-        lambda df: df,
-        [
-            "--settings",
-            json.dumps(
-                {
-                    **dataclasses.asdict(RankingsSettings.hand_typed()),
-                    "reps": -5,
-                }
-            ),
-        ],
-        "--settings.reps -5: -5 is less than the minimum of 0",
+    "--settings reps": _option(
+        "--settings",
+        json.dumps({**dataclasses.asdict(RankingsSettings.hand_typed()), "reps": -5}),
+        says="--settings.reps -5: -5 is less than the minimum of 0",
     ),
 }
 
 
 @pytest.mark.parametrize("case", list(PLANTED))
 def test_every_planted_wrong_input_is_one_line_naming_it(tmp_path, capsys, case):
-    """Issue 40: every cell and every option is checked for its domain; each wrong one (the
+    """Every cell and every option is checked for its domain; each wrong one (the
     table otherwise healthy) stops with exit 2 and one line naming it."""
     edit, extra, message = PLANTED[case]
     path = tmp_path / "t.csv"

@@ -195,16 +195,18 @@ def test_reference_falls_back_to_published_accuracies(config, runs):
     assert plan.code("rankings_transfer").endswith("figures/rankings.py")
 
 
+# One request of each workflow figure kind
+FIGURE_REQUESTS = [
+    ("rankings_st",),
+    ("rankings_transfer",),
+    ("relative_progress",),
+    ("accuracy_vs_imagenet", "imagenot", "st"),
+    ("per_transform", "imagenet"),
+]
+
+
 @pytest.mark.parametrize(
-    "request_",
-    [
-        ("rankings_st",),
-        ("rankings_transfer",),
-        ("relative_progress",),
-        ("accuracy_vs_imagenet", "imagenot", "st"),
-        ("accuracy_vs_imagenet", "fashion_mnist", "tl-imagenet"),
-        ("per_transform", "imagenet"),
-    ],
+    "request_", [*FIGURE_REQUESTS, ("accuracy_vs_imagenet", "fashion_mnist", "tl-imagenet")]
 )
 def test_every_figure_kind_writes_pdf_and_png(config, results, tmp_path, request_):
     pdf, png = tmp_path / "f.pdf", tmp_path / "f.png"
@@ -377,19 +379,9 @@ def many_models_accuracy(models: int) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("models", [5, 150])
-@pytest.mark.parametrize(
-    "request_",
-    [
-        ("rankings_st",),
-        ("rankings_transfer",),
-        ("relative_progress",),
-        ("accuracy_vs_imagenet", "imagenot", "st"),
-        ("per_transform", "imagenet"),
-    ],
-    ids=lambda r: r[0],
-)
+@pytest.mark.parametrize("request_", FIGURE_REQUESTS, ids=lambda r: r[0])
 def test_every_workflow_figure_is_readable_with_long_names(config, tmp_path, models, request_):
-    """Issue 41: each workflow figure kind, on a run of 5 and of 150 models with real-length
+    """Each workflow figure kind, on a run of 5 and of 150 models with real-length
     names and a highlighted model, draws no text over another and none outside the figure;
     with the probit axis the fit figure draws probit axes."""
     import matplotlib.pyplot as plt

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import snakemake_workflow
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -22,23 +23,9 @@ REPO = Path(__file__).resolve().parents[1]
 def _recorded(workdir: Path, configfiles: list[Path]) -> list[tuple[str, str, str]]:
     """(rule, what, value) of every input, parameter and rule code that Snakemake records for the
     jobs of ``configfiles``' DAG in ``workdir`` (its API: the DAG is built, nothing runs)."""
-    from snakemake.api import SnakemakeApi
-    from snakemake.settings.types import (
-        ConfigSettings,
-        DAGSettings,
-        OutputSettings,
-        ResourceSettings,
-        StorageSettings,
-    )
+    from snakemake.settings.types import DAGSettings
 
-    with SnakemakeApi(OutputSettings()) as api:
-        workflow_api = api.workflow(
-            snakefile=REPO / "Snakefile",
-            workdir=workdir,
-            config_settings=ConfigSettings(configfiles=configfiles),
-            resource_settings=ResourceSettings(),
-            storage_settings=StorageSettings(),
-        )
+    with snakemake_workflow(workdir, configfiles) as workflow_api:
         workflow_api.dag(dag_settings=DAGSettings())
         workflow = workflow_api._workflow
         workflow._prepare_dag(forceall=False, ignore_incomplete=True, lock_warn_only=True)

@@ -22,6 +22,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import yaml
+from conftest import toy_config, write_toy_dataset
 
 from imagenot.cli import main
 from imagenot.config import load_config
@@ -134,22 +135,7 @@ def test_a_batch_that_does_not_fit_becomes_micro_batches_of_the_largest_measured
 @pytest.fixture(scope="module")
 def toy_dataset(tmp_path_factory):
     """A materialised 3-class dataset of 32 px JPEGs (acquire's format), 36 training images."""
-    import io
-
-    from PIL import Image
-
-    from imagenot.acquire.dataset import Record, write_dataset
-
-    out = tmp_path_factory.mktemp("ds") / "toy"
-    colours = [(200, 30, 30), (30, 200, 30), (30, 30, 200)]
-    records = []
-    for i in range(60):
-        c, split = i % 3, ["train", "train", "train", "val", "test"][(i // 3) % 5]
-        buf = io.BytesIO()
-        Image.new("RGB", (32, 32), colours[c]).save(buf, format="JPEG")
-        records.append(Record(f"k{i:03d}", f"c{c}", split, buf.getvalue()))
-    write_dataset(out, records, ["c0", "c1", "c2"], shard_size=5000)
-    return out
+    return write_toy_dataset(tmp_path_factory.mktemp("ds") / "toy")
 
 
 def _fake_card(total_gib: float):
@@ -175,19 +161,8 @@ def test_the_training_job_takes_the_batch_the_preflight_measured_on_the_card(
     from imagenot.settings import to_json
     from imagenot.train import settings as train_settings
 
-    overlay = {
-        "seed": 0,
-        "datasets": {"toy": {"kind": "imagefolder", "path": "x", "image_size": 32}},
-        "resources": {"gpus": 0},
-        "train": {
-            "models": ["resnet_mini"],
-            "image_size": 32,
-            "experiments": [{"dataset": "toy", "protocol": "st", "space": "s"}],
-            "spaces": {
-                "s": {"budget": 1, "max_epochs": 1, "batch_size": 16, "halving": {"enabled": False}}
-            },
-        },
-    }
+    space = {"budget": 1, "max_epochs": 1, "batch_size": 16, "halving": {"enabled": False}}
+    overlay = toy_config(space, image_size=32)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(overlay))
     config = load_config(path)

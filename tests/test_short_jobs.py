@@ -7,15 +7,13 @@ the paper config's plan with the functions the rules call, and with Snakemake's 
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import yaml
+from conftest import dry_run, planned_jobs
 
 from imagenot.config import load_config
 from imagenot.train import resources
@@ -98,18 +96,9 @@ def test_snakemake_asks_for_a_sized_slot_in_the_plan(tmp_path):
     (tmp_path / "overlay.yaml").write_text(yaml.safe_dump(overlay))
     targets = [f"results/train/imagenot/st/{m}/stage-0/slot-0.json"
                for m in ("resnet_mini", "vgg_mini")]  # fmt: skip
-    cmd = ["snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-           "-n", "--cores", "16", "--configfile", "config/config.yaml",
-           str(tmp_path / "overlay.yaml"), "--", *targets]  # fmt: skip
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    env["PYTHONPATH"] = str(REPO / "workflow")
-    out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
-    runtime = {}
-    for block in re.split(r"\n(?=rule )", out.stdout):
-        m = re.search(r"output: \S+/st/(\w+)/stage-0/slot-0\.json", block)
-        if block.startswith("rule train_trial:") and m:
-            runtime[m.group(1)] = int(re.search(r"runtime=(\d+)", block).group(1))
+    stdout = dry_run(tmp_path, [tmp_path / "overlay.yaml"], targets)
+    jobs = planned_jobs(stdout, "train_trial", r"output: \S+/st/(\w+)/stage-0/slot-0\.json")
+    runtime = {m: int(re.search(r"runtime=(\d+)", b).group(1)) for m, b in jobs.items()}
     config = load_config(REPO / "config" / "config.yaml")
     own = config["resources"]["train_trial"]
     assert runtime["vgg_mini"] == own["runtime_min"]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import dry_run, planned_jobs, snakemake_workflow
 
 from imagenot import slurm_profile
 from imagenot.cli import main
@@ -375,18 +376,9 @@ def test_snakemake_sizes_an_empty_slot_when_its_decision_exists(tmp_path):
         f"results/train/imagenot/st/{m}/stage-1/slot-0.json"
         for m in ("resnet_mini", "vgg_mini", "alexnet_mini")
     ]
-    cmd = ["snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-           "-n", "--cores", "16", "--configfile", "config/config.yaml",
-           ".test/config-slurm.yaml", "--", *targets]  # fmt: skip
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
-    jobs = {}
-    for block in re.split(r"\n(?=rule )", out.stdout):
-        m = re.search(r"output: (\S+/stage-1/slot-0\.json)", block)
-        if block.startswith("rule train_trial:") and m:
-            jobs[m.group(1).split("/")[4]] = block
-    assert set(jobs) == {"resnet_mini", "vgg_mini", "alexnet_mini"}, out.stdout[-3000:]
+    stdout = dry_run(tmp_path, [".test/config-slurm.yaml"], targets)
+    jobs = planned_jobs(stdout, "train_trial", r"output: \S+/st/(\w+)/stage-1/slot-0\.json")
+    assert set(jobs) == {"resnet_mini", "vgg_mini", "alexnet_mini"}, stdout[-3000:]
     cpus = yaml.safe_load((REPO / ".test" / "config-slurm.yaml").read_text())["resources"][
         "cpus_per_gpu"
     ]
@@ -459,23 +451,9 @@ def test_a_part_without_internet_fails_with_the_reason(tmp_path):
 def _parsed(tmp_path: Path, *configfiles: Path) -> tuple[set[str], set]:
     """(local rules, the rules' containers) of the workflow parsed with these config files
     (Snakemake's API: parses the Snakefile, plans nothing)."""
-    from snakemake.api import SnakemakeApi
-    from snakemake.settings.types import (
-        ConfigSettings,
-        OutputSettings,
-        ResourceSettings,
-        StorageSettings,
-    )
-
     configs = [REPO / "config" / "config.yaml", *configfiles]
-    with SnakemakeApi(OutputSettings()) as api:
-        workflow = api.workflow(
-            snakefile=REPO / "Snakefile",
-            workdir=tmp_path,
-            config_settings=ConfigSettings(configfiles=configs),
-            resource_settings=ResourceSettings(),
-            storage_settings=StorageSettings(),
-        )._workflow
+    with snakemake_workflow(tmp_path, configs) as workflow_api:
+        workflow = workflow_api._workflow
         containers = {rule.container_img for rule in workflow.rules if rule.name != "all"}
         return set(workflow._localrules), containers
 

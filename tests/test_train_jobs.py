@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import io
 import json
 
 import pytest
 import torch
+from conftest import toy_config, write_toy_dataset
 
 from imagenot.io import sha256_file
 from imagenot.settings import to_json
@@ -18,20 +18,7 @@ torch.set_num_threads(1)
 
 @pytest.fixture(scope="module")
 def dataset_dir(tmp_path_factory):
-    from PIL import Image
-
-    from imagenot.acquire.dataset import Record, write_dataset
-
-    out = tmp_path_factory.mktemp("ds") / "toy"
-    colours = [(200, 30, 30), (30, 200, 30), (30, 30, 200)]
-    records = []
-    for i in range(60):
-        c, split = i % 3, ["train", "train", "train", "val", "test"][(i // 3) % 5]
-        buf = io.BytesIO()
-        Image.new("RGB", (32, 32), colours[c]).save(buf, format="JPEG")
-        records.append(Record(f"k{i:03d}", f"c{c}", split, buf.getvalue()))
-    write_dataset(out, records, ["c0", "c1", "c2"], shard_size=5000)
-    return out
+    return write_toy_dataset(tmp_path_factory.mktemp("ds") / "toy")
 
 
 def _cli(*args):
@@ -42,28 +29,15 @@ def _cli(*args):
 
 
 def _config():
-    return {
-        "seed": 0,
-        "datasets": {"toy": {"kind": "imagefolder", "path": "x"}},
-        "resources": {"gpus": 0},
-        "train": {
-            "models": ["resnet_mini"],
-            "image_size": 32,
-            "experiments": [{"dataset": "toy", "protocol": "st", "space": "s"}],
-            "spaces": {
-                "s": {
-                    "budget": 2,
-                    "max_epochs": 2,
-                    "schedule_epochs": 2,
-                    "halving": {"enabled": True, "min_epochs": 1, "eta": 2},
-                    "hyperparameters": {
-                        "optimizer": {"value": "adam"},
-                        "lr": {"grid": [1e-3, 3e-3]},
-                    },
-                }
-            },
-        },
-    }
+    return toy_config(
+        {
+            "budget": 2,
+            "max_epochs": 2,
+            "schedule_epochs": 2,
+            "halving": {"enabled": True, "min_epochs": 1, "eta": 2},
+            "hyperparameters": {"optimizer": {"value": "adam"}, "lr": {"grid": [1e-3, 3e-3]}},
+        }
+    )
 
 
 def test_trial_halving_selection_and_final_via_cli(dataset_dir, tmp_path):

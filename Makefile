@@ -40,13 +40,13 @@ setup: $(VENV)/.installed sysdeps
 
 # Each step says what it does before it starts: the pinned set is ~6 GB (torch's CUDA build), a
 # few minutes on a first run, with uv's own counts at its end.
-$(VENV)/.installed: requirements.lock pyproject.toml
+$(VENV)/.installed: envs/requirements.lock pyproject.toml
 	@echo "[setup 1/4] the virtual environment $(VENV)"
 	test -x $(BIN)/python || python3 -m venv $(VENV)
 	@echo "[setup 2/4] pip and uv (the installer)"
 	$(PIP) install -q --upgrade pip uv==$(UV_VERSION)
-	@echo "[setup 3/4] the pinned packages of requirements.lock (~6 GB the first time: minutes)"
-	$(UV_LOUD) -r requirements.lock
+	@echo "[setup 3/4] the pinned packages of envs/requirements.lock (~6 GB the first time: minutes)"
+	$(UV_LOUD) -r envs/requirements.lock
 	@echo "[setup 4/4] this package, editable (console script imagenot)"
 	$(UV) --no-deps -e .
 	touch $@

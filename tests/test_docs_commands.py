@@ -172,7 +172,7 @@ def fake_clone(root: Path) -> Path:
     for name in (
         *("Snakefile", "rules", "workflow", "profiles", "envs", "report", "resources"),
         *("containers", "benchmarks", "scripts", "tests", "docs", ".test", ".venv"),
-        *("Makefile", "pyproject.toml", "requirements.lock", "requirements-cu12.lock"),
+        *("Makefile", "pyproject.toml"),
     ):
         if (REPO / name).exists():
             (clone / name).symlink_to(REPO / name)

@@ -8,7 +8,7 @@ distributions with the metadata of the installed .venv (the tested environment);
 must pin each of them, and every dependency of a pinned distribution too (a closed set: pip then
 installs exactly what the .venv has).
 
-`python tests/test_envs.py --write` regenerates envs/*.yaml from this analysis and requirements.lock.
+`python tests/test_envs.py --write` regenerates envs/*.yaml from this analysis and envs/requirements.lock.
 
 CUDA variants (imagenot.conda_envs): each GPU env has a CUDA 12 variant, envs/<env>-cu12.yaml,
 the same imports pinned from requirements-cu12.lock: requirements.lock with the newest torch and
@@ -372,9 +372,9 @@ def write_envs() -> None:
                 "# imports of the rules that use it and the exact versions of requirements.lock (the",
                 "# tested .venv). Closed set: every dependency of a listed package is listed.",
             ]
-            if lock_file == "requirements.lock"
+            if lock_file == CUDA_VARIANTS["13"].lock
             else [
-                f"# imports of the rules that use it and the exact versions of {lock_file}",
+                f"# imports of the rules that use it and the exact versions of {Path(lock_file).name}",
                 f"# (the tested .venv's, with torch for CUDA {cuda}: `--lock-cuda{cuda}`). Closed set:",
                 "# every dependency of a listed package is listed.",
             ]
@@ -640,7 +640,7 @@ def lock_cuda12(tmp: Path) -> None:
     import json
 
     cuda = "12"
-    base = read_lock(REPO / "requirements.lock")
+    base = read_lock(REPO / CUDA_VARIANTS["13"].lock)
     pins = {}
     for env in ENV_NAMES:
         if env_cuda(env)[1] != cuda:

@@ -5,7 +5,7 @@ evaluation and image embeddings in ``train``) install torch from PyPI, whose whe
 own CUDA runtime (the ``nvidia-*`` wheels) and so need only an NVIDIA driver on the node, but a
 driver new enough for that runtime. The current torch wheels are built for CUDA 13 (driver 580 or
 newer); many clusters run older drivers. For them every GPU env has a CUDA 12 variant
-(``envs/<env>-cu12.yaml``), pinned from ``requirements-cu12.lock``: the newest torch whose PyPI
+(``envs/<env>-cu12.yaml``), pinned from ``envs/requirements-cu12.lock``: the newest torch whose PyPI
 wheels use CUDA 12 (docs/cluster.md, "GPU drivers", has the driver table).
 
 The choice is config ``resources.cuda`` (the workflow config; default in
@@ -38,8 +38,8 @@ class CudaVariant:
 CUDA_VARIANTS = Registry(
     "CUDA variant",
     {
-        "13": CudaVariant(suffix="", lock="requirements.lock"),
-        "12": CudaVariant(suffix="-cu12", lock="requirements-cu12.lock"),
+        "13": CudaVariant(suffix="", lock="envs/requirements.lock"),
+        "12": CudaVariant(suffix="-cu12", lock="envs/requirements-cu12.lock"),
     },
 )
 # Envs used by GPU rules (the only ones with CUDA variants; the others carry torch for shared

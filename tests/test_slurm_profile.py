@@ -584,26 +584,12 @@ def test_the_image_builds(tmp_path):
 def _rule_envs(tmp_path: Path, *configfiles: Path) -> tuple[dict[str, str], set[str]]:
     """({rule: its conda env file}, the GPU rules) of the workflow parsed with these config files
     over the demo config with one GPU per GPU rule."""
-    from snakemake.api import SnakemakeApi
-    from snakemake.settings.types import (
-        ConfigSettings,
-        OutputSettings,
-        ResourceSettings,
-        StorageSettings,
-    )
-
     tmp_path.mkdir(parents=True, exist_ok=True)
     gpus = tmp_path / "gpus.yaml"
     gpus.write_text("resources:\n  gpus: 1\n")
     configs = [REPO / "config" / "config.yaml", gpus, *configfiles]
-    with SnakemakeApi(OutputSettings()) as api:
-        workflow = api.workflow(
-            snakefile=REPO / "Snakefile",
-            workdir=tmp_path,
-            config_settings=ConfigSettings(configfiles=configs),
-            resource_settings=ResourceSettings(),
-            storage_settings=StorageSettings(),
-        )._workflow
+    with snakemake_workflow(tmp_path, configs) as workflow_api:
+        workflow = workflow_api._workflow
         rules = [rule for rule in workflow.rules if rule.name != "all"]
         envs = {rule.name: rule.conda_env for rule in rules}
         gpu = {rule.name for rule in rules if {"gpu", "gres"} & set(rule.resources)}

@@ -4,7 +4,9 @@ Why a module of its own: the train stage's planning and the preflight read it (t
 batch rings hold stored images; published weights' own resize must not exceed it), and must not
 import the acquire stage's jobs, which reach the adapters and their image libraries. The
 settings objects it reads (acquire's and curate's) import no third-party library, so a training
-job's env needs nothing for them (tests/test_envs.py checks each rule's imports).
+job's env needs nothing for them (tests/test_envs.py checks each rule's imports). The byte
+figures (estimates, each with its source) serve ``imagenot plan`` (:mod:`imagenot.costs`) and the
+range jobs' disk request (rules/acquire.smk).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ BYTES_PER_PIXEL_SOURCE = (
     "ILSVRC-2012 train's mean JPEG (147.9 GB / 1,281,167 images, mean 469 x 387 px) "
     f"= {BYTES_PER_PIXEL:.2f} bytes per pixel, at the stored image size"
 )
-# Snakemake's own default disk request (--default-resources disk_mb), the floor of a range job's
+# Snakemake's own default disk request (--default-resources disk_mb): a range job asks at least this
 DISK_MB_FLOOR = 1000
 
 
@@ -119,9 +121,9 @@ def originals_bytes(config: dict, dataset: str) -> tuple[int | None, str]:
 def range_disk_mb(config: dict, dataset: str) -> int:
     """Disk (MB) one range job of ``dataset`` writes, its request ``disk_mb``: the stored copy
     and the kept originals (:func:`dataset_bytes`, :func:`originals_bytes`, estimates) of the
-    largest job's classes (``acquire.classes_per_job`` of the dataset's classes; the last job
-    also takes the classes past the planned ranges, all of them where the folder is not there
-    to count); at least Snakemake's own default, also the figure where the size is unknown."""
+    largest job's classes (``acquire.classes_per_job`` of the dataset's classes, the ranges
+    planned from the class folders on disk; the last job also takes the classes past them); at
+    least Snakemake's own default, also the figure where the size is unknown."""
     from imagenot.acquire.ranges import class_count_hint, n_range_jobs
 
     sizes = dataset_images(config, dataset)

@@ -8,7 +8,8 @@ distributions with the metadata of the installed .venv (the tested environment);
 must pin each of them, and every dependency of a pinned distribution too (a closed set: pip then
 installs exactly what the .venv has).
 
-`python tests/test_envs.py --write` regenerates envs/*.yaml from this analysis and envs/requirements.lock.
+`python tests/test_envs.py --write` regenerates envs/*.yaml from this analysis and
+envs/requirements.lock.
 
 CUDA variants (imagenot.conda_envs): each GPU env has a CUDA 12 variant, envs/<env>-cu12.yaml,
 the same imports pinned from requirements-cu12.lock: requirements.lock with the newest torch and

@@ -870,7 +870,7 @@ def test_the_layout_check_finds_a_planted_overlap_and_clipped_text():
 @pytest.mark.parametrize("size", ["5", "1556"])
 @pytest.mark.parametrize("kind", list(registry.REPORT_FIGURES))
 def test_every_report_figure_is_readable_from_5_to_1556_models(real_like, size, kind):
-    """Issue 41: no label overlaps another, none leaves the figure (the renderer's text
+    """No label overlaps another, none leaves the figure (the renderer's text
     boxes, :func:`imagenot.figures.layout.layout_problems`), with real-length model names
     and two highlighted models."""
     import matplotlib.pyplot as plt

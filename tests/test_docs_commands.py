@@ -292,7 +292,7 @@ def test_validate_config_checks_the_config_snakemake_reads(tmp_path):
     """A --configfile is the whole config, never merged over config/config.yaml (which Snakemake
     reads only without one): at the clone's root an overlay given alone is refused by
     `snakemake -n` with the line `imagenot validate-config` prints for it, and accepted by both
-    after its base (before, Snakemake merged it over the demo config and accepted it)."""
+    after its base (Snakemake's rule: it does not merge it over the demo config)."""
     clone = fake_clone(tmp_path)
     env = fresh_shell(tmp_path / "home")
     (clone / "my-changes.yaml").write_text("curate:\n  threshold: 0.6\n")

@@ -40,6 +40,15 @@ def _recorded(workdir: Path, configfiles: list[Path]) -> list[tuple[str, str, st
         return out
 
 
+def _absolute(recorded: list[tuple[str, str, str]], workdir: Path) -> list[str]:
+    """The records that hold a path of the clone or of the working directory."""
+    return [
+        f"{rule} {what}: {value[:160]}"
+        for rule, what, value in recorded
+        if str(REPO) in value or str(workdir) in value
+    ]
+
+
 def _paper(tmp_path: Path) -> tuple[Path, Path]:
     from imagenot.planning import placeholder_overlay
 
@@ -66,14 +75,24 @@ def test_no_job_records_a_path_of_the_clone_or_the_working_directory(tmp_path, m
     monkeypatch.chdir(workdir)
     recorded = _recorded(workdir, configs)
     assert len({rule for rule, _, _ in recorded}) > 30
-    absolute = [
-        f"{rule} {what}: {value[:160]}"
-        for rule, what, value in recorded
-        if str(REPO) in value or str(workdir) in value
-    ]
+    absolute = _absolute(recorded, workdir)
     assert not absolute, "\n".join(absolute)
     figures = [value for rule, what, value in recorded if rule == "figure" and what == "param"]
     assert any("sha256:" in value for value in figures)  # the plotting module, by its digest
+
+
+def test_a_class_list_given_by_its_absolute_path_is_found(tmp_path, monkeypatch):
+    """The check's planted case: a config naming a file by its absolute path in the working
+    directory (a user's class list) makes the job that reads it record that path."""
+    workdir = tmp_path / "run"
+    (workdir / "lists").mkdir(parents=True)
+    monkeypatch.chdir(workdir)
+    mine = workdir / "lists" / "mine.txt"
+    mine.write_text("n01828556\nn03262809\n")  # two WordNet noun synsets
+    overlay = tmp_path / "lists.yaml"
+    overlay.write_text(yaml.safe_dump({"diagnostics": {"class_lists": {"mine": str(mine)}}}))
+    recorded = _recorded(workdir, [REPO / "config" / "config.yaml", overlay])
+    assert any(str(mine) in line for line in _absolute(recorded, workdir))
 
 
 def test_a_figures_recorded_code_changes_with_its_module_only(tmp_path):

@@ -185,8 +185,8 @@ def test_embed_images_and_similarity_cli_with_a_trained_backbone(tmp_path):
 
     import pyarrow.parquet as pq
     import torch
+    from final_run import write_final_run
     from PIL import Image
-    from safetensors.torch import save_file
 
     from imagenot.acquire.dataset import Record, write_dataset
     from imagenot.cli import main
@@ -203,20 +203,8 @@ def test_embed_images_and_similarity_cli_with_a_trained_backbone(tmp_path):
             records.append(Record(f"{wnid}-{i}", wnid, "test", buf.getvalue()))
     write_dataset(tmp_path / "ds", records, classes, shard_size=5000)
 
-    run = tmp_path / "run"
-    run.mkdir()
     torch.manual_seed(0)
-    save_file(build_model("resnet_mini", 3).state_dict(), str(run / "model.safetensors"))
-    (run / "result.json").write_text(
-        json.dumps(
-            {
-                "model": "resnet_mini",
-                "num_classes": 3,
-                "image_size": 32,
-                "normalisation": {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]},
-            }
-        )
-    )
+    run = write_final_run(tmp_path, build_model("resnet_mini", 3))
 
     npz = tmp_path / "emb.npz"
     settings = {

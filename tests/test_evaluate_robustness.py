@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
+from final_run import write_final_run
 from statsmodels.stats.proportion import proportion_confint
 
 from imagenot.config import validate_config
@@ -214,7 +213,6 @@ def test_plan_builds_paths_from_final_runs(monkeypatch):
 
 def test_evaluate_checkpoint_end_to_end(tmp_path, settings):
     """A materialised dataset and a saved checkpoint -> both parquet files."""
-    from safetensors.torch import save_file
     from torchvision.io import encode_jpeg
 
     from imagenot.acquire.dataset import Record, write_dataset
@@ -228,20 +226,15 @@ def test_evaluate_checkpoint_end_to_end(tmp_path, settings):
         jpeg = bytes(encode_jpeg(img, quality=90).numpy())
         split = "test" if i % 2 else "train"
         records.append(Record(key=f"k{i:03d}", wnid=f"c{i % 3}", split=split, jpeg=jpeg))
-    ds_dir = tmp_path / "datasets" / "toy"
+    ds_dir = tmp_path / "results" / "datasets" / "toy"
     write_dataset(ds_dir, records, ["c0", "c1", "c2"], shard_size=5000)
 
     name = "resnet_mini"
     model = build_model(name, 3)
-    run = tmp_path / "final" / "seed-0"
-    run.mkdir(parents=True)
-    save_file(model.state_dict(), str(run / "model.safetensors"))
-    info = {
-        "model": name, "dataset": "toy", "protocol": "st", "seed": 0, "num_classes": 3,
-        "image_size": SIZE, "dataset_fingerprint": read_fingerprint(ds_dir),
-        "normalisation": {"mean": list(MEAN), "std": list(STD)},
-    }  # fmt: skip
-    (run / "result.json").write_text(json.dumps(info))
+    run = write_final_run(
+        tmp_path, model, name=name, image_size=SIZE, fingerprint=read_fingerprint(ds_dir),
+        normalisation={"mean": list(MEAN), "std": list(STD)},
+    )  # fmt: skip
 
     small = Settings(**{**settings.__dict__, "batch_size": 4, "device": "cpu"})
     out = tmp_path / "out"

@@ -29,6 +29,7 @@ import os
 from pathlib import Path
 
 from imagenot.paths import RESULTS, SPLITS
+from imagenot.train.records import IDENTITY, RecordError, check_record, is_sealed
 
 SUMMARY_MD = f"{RESULTS}/summary.md"
 SUMMARY_JSON = f"{RESULTS}/summary.json"
@@ -36,6 +37,8 @@ SUMMARY_HTML = f"{RESULTS}/summary.html"
 REPORT = f"{RESULTS}/report.html"
 FAR_BELOW = 0.5  # a part under this share of its dataset's download success rate is a warning
 MIN_PART_ROWS = 50  # as acquire.min_success_rate: smaller parts say little
+# what the summary reads of a final run's result.json, which every version of the workflow wrote
+SUMMARY_KEYS = (*IDENTITY, "num_classes")
 
 
 def _split_counts(manifest: Path) -> dict[str, int]:
@@ -114,7 +117,7 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
                     _problem("error", f"dataset {name}: the {split} split has 0 images")
                 )
         datasets[name] = entry
-    runs, missing, checks = [], 0, []
+    runs, missing, checks, unsealed = [], 0, [], 0
     for run in layout["runs"]:
         path = root / run["result"]
         if not path.is_file():
@@ -126,6 +129,13 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
             problems.append(_problem("warning", f"{path} unreadable ({exc})"))
             missing += 1
             continue
+        try:  # its seal, numbers and identity: a number shown is its producer's
+            check_record(result, path, expected=run, required=SUMMARY_KEYS)
+        except RecordError as exc:
+            problems.append(_problem("error", str(exc)))
+            missing += 1
+            continue
+        unsealed += not is_sealed(result)
         if run.get("evaluation"):
             check = _published_check(run, result, root / run["evaluation"])
             if check is not None:
@@ -145,6 +155,15 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
                     and at_chance(test, classes, result.get("n_test", 0))
                 ),
             }
+        )
+    if unsealed:
+        problems.append(
+            _problem(
+                "warning",
+                f"{unsealed} final run(s) were written before result records were sealed: their "
+                "numbers are checked for range but cannot be traced to their producer (rerun "
+                "them to seal them)",
+            )
         )
     models = _best_per_model(runs)
     problems += _chance_warnings(models)

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenot.io import sha256_file, write_json
+from imagenot.io import sha256_file
+from imagenot.train.records import write_record
 
 if TYPE_CHECKING:
     from imagenot.train.settings import PublishedSettings
@@ -86,6 +87,6 @@ def run_published(
         "chance_accuracy": 100.0 / num_classes,
         "weights_sha256": sha256_file(out_dir / "model.safetensors"),
     }
-    write_json(result, out_dir / "result.json")
+    write_record(result, out_dir / "result.json")
     log.info("%s: published weights %s written for %d classes", run, weights, num_classes)
     return result

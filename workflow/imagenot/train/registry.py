@@ -238,16 +238,19 @@ def load_backbone(model: nn.Module, name: str, state: dict, source: str) -> None
 
 
 def read_state_dict(path: str | Path) -> dict:
-    """A state dict from a ``.safetensors`` file, or a torchvision ``.pth`` (weights_only)."""
+    """A state dict from a ``.safetensors`` file, or a torchvision ``.pth`` (weights_only). A
+    final run's weights (an FT/TL job's start) must hold the digest the workflow stores."""
     import torch
 
     from imagenot.train.checkpoints import check_finite, load_tensors
+    from imagenot.train.paths import FINAL_MODEL
+    from imagenot.train.records import path_identity
 
     path = Path(path)
     if not path.is_file():
         raise RegistryError(f"weights file {path} does not exist")
     if path.suffix == ".safetensors":  # this workflow's weights check their digest too
-        return load_tensors(path)[0]
+        return load_tensors(path, path_identity(path, FINAL_MODEL) is not None)[0]
     state = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(state, dict):
         raise RegistryError(f"{path}: not a state dict")

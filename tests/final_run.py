@@ -47,3 +47,20 @@ def write_final_run(
     }
     write_record(record, folder / "result.json")
     return folder
+
+
+def write_toy_dataset(ds_dir: Path) -> Path:
+    """A 12-image dataset of 3 classes at ``ds_dir`` (6 test images in one shard)."""
+    import torch
+    from torchvision.io import encode_jpeg
+
+    from imagenot.acquire.dataset import Record, write_dataset
+
+    g = torch.Generator().manual_seed(1)
+    records = []
+    for i in range(12):
+        img = torch.randint(0, 256, (3, 20, 20), dtype=torch.uint8, generator=g)
+        jpeg = bytes(encode_jpeg(img, quality=90).numpy())
+        records.append(Record(f"k{i:03d}", f"c{i % 3}", "test" if i % 2 else "train", jpeg))
+    write_dataset(ds_dir, records, ["c0", "c1", "c2"], shard_size=5000)
+    return ds_dir

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-from final_run import write_final_run
+from final_run import write_final_run, write_toy_dataset
 
 from imagenot.cli import main
 from imagenot.evaluate.paths import PER_IMAGE, ROBUSTNESS
@@ -37,20 +37,8 @@ def _model(seed: int = 0):
 def toy(tmp_path_factory) -> tuple[Path, Path]:
     """A 12-image dataset under ``root/results/datasets/toy`` (6 test images) and the
     workflow's root."""
-    from torchvision.io import encode_jpeg
-
-    from imagenot.acquire.dataset import Record, write_dataset
-
     root = tmp_path_factory.mktemp("records")
-    g = torch.Generator().manual_seed(1)
-    recs = []
-    for i in range(12):
-        img = torch.randint(0, 256, (3, 20, 20), dtype=torch.uint8, generator=g)
-        jpeg = bytes(encode_jpeg(img, quality=90).numpy())
-        recs.append(Record(f"k{i:03d}", f"c{i % 3}", "test" if i % 2 else "train", jpeg))
-    ds_dir = root / "results" / "datasets" / "toy"
-    write_dataset(ds_dir, recs, ["c0", "c1", "c2"], shard_size=5000)
-    return root, ds_dir
+    return root, write_toy_dataset(root / "results" / "datasets" / "toy")
 
 
 def _fingerprint(ds_dir: Path) -> str:
@@ -346,3 +334,22 @@ def test_a_trial_result_out_of_range_stops_the_selection_in_one_line(tmp_path, c
     assert main(["train-select", str(slot), "--out", str(out)]) == 2
     assert f"{slot}: val_accuracy is nan" in capsys.readouterr().err
     assert np.isfinite(json.loads(out.read_text())["val_accuracy"])
+
+
+def test_an_ft_job_starts_only_from_the_run_its_path_names(tmp_path):
+    """The starting weights of an FT/TL job are a final run's: read as the evaluation reads
+    them (its record against the path, the weights it names, their digest)."""
+    from imagenot.train.checkpoints import WeightsError
+    from imagenot.train.registry import read_state_dict
+
+    source = write_final_run(tmp_path, _model())
+    assert set(read_state_dict(source / "model.safetensors")) == set(_model().state_dict())
+    other = {**RUN, "dataset": "other"}  # the st run of another dataset, copied in
+    target = tmp_path / FINAL_DIR.format(**other)
+    shutil.copytree(source, target)
+    with pytest.raises(RecordError, match=r"records dataset 'toy', but .* says dataset 'other'"):
+        read_state_dict(target / "model.safetensors")
+    write_final_run(tmp_path, _model(seed=1), dataset="other")
+    shutil.copy(source / "model.safetensors", target / "model.safetensors")  # other weights
+    with pytest.raises(WeightsError, match=r"not the .* that its result\.json records"):
+        read_state_dict(target / "model.safetensors")

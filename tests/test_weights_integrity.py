@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from final_run import write_final_run
+from final_run import write_final_run, write_toy_dataset
 from safetensors.torch import save_file
 
 from imagenot.io import sha256_file
@@ -149,19 +149,9 @@ def test_a_truncated_weights_file_is_one_line_naming_it(tmp_path):
 
 def _toy_run(tmp_path):
     """A 12-image dataset (6 test images in one shard) and a final run's folder beside it."""
-    from torchvision.io import encode_jpeg
-
-    from imagenot.acquire.dataset import Record, write_dataset
     from imagenot.dataset import read_fingerprint
 
-    g = torch.Generator().manual_seed(1)
-    records = []
-    for i in range(12):
-        img = torch.randint(0, 256, (3, 20, 20), dtype=torch.uint8, generator=g)
-        jpeg = bytes(encode_jpeg(img, quality=90).numpy())
-        records.append(Record(f"k{i:03d}", f"c{i % 3}", "test" if i % 2 else "train", jpeg))
-    ds_dir = tmp_path / "results" / "datasets" / "toy"
-    write_dataset(ds_dir, records, ["c0", "c1", "c2"], shard_size=5000)
+    ds_dir = write_toy_dataset(tmp_path / "results" / "datasets" / "toy")
     run = write_final_run(tmp_path, _model(), fingerprint=read_fingerprint(ds_dir))
     return ds_dir, run
 

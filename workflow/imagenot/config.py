@@ -72,19 +72,23 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict:
 YTE_KEY = "__use_yte__"
 
 
-def _yte(path: Path, text: str) -> Any:
+def _yte(path: Path) -> Any:
     """A YAML config with :data:`YTE_KEY` as Snakemake reads it: through Snakemake's own
     config-file loader (``snakemake.common.configfile.load_configfile``, which renders the
-    template with ``yte.process_yaml(..., require_use_yte=True)``), or yte's where Snakemake is
-    not installed (a job's environment)."""
-    try:
-        from snakemake.common.configfile import load_configfile
-    except ImportError:
-        import yte
+    template with ``yte.process_yaml(..., require_use_yte=True)``), the same code path.
+    Imported by name: only Snakemake's process and the commands people type read config files,
+    where Snakemake is installed; a job's environment has none (its settings come as JSON)."""
+    import importlib
 
-        return yte.process_yaml(text, require_use_yte=True)
     try:
-        return load_configfile(str(path))
+        loader = importlib.import_module("snakemake.common.configfile").load_configfile
+    except ImportError:
+        raise ConfigError(
+            f"config file {path} is a YTE template ({YTE_KEY}), which Snakemake renders: read "
+            "it where Snakemake is installed (the workflow's .venv)"
+        ) from None
+    try:
+        return loader(str(path))
     except Exception as exc:  # WorkflowError, or an error of the template's own code
         detail = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"config file {path}: its YTE template fails ({detail})") from None
@@ -120,7 +124,7 @@ def read_config_file(path: str | os.PathLike) -> dict:
         except yaml.YAMLError as exc:
             raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
         if isinstance(config, dict) and YTE_KEY in config:
-            config = _yte(path, text)
+            config = _yte(path)
     # An empty file or a list would merge as "no change" (or crash the merge): a config file that
     # says nothing is a mistake (a wrong path, a truncated copy), not an overlay.
     if config is None or config == {}:

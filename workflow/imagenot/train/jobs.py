@@ -377,7 +377,7 @@ def run_final(
     settings = final.job
     chosen = read_json(selection)
     if chosen.get("result") is not None:  # the trial's own sealed result, copied by the selection
-        check_record(chosen["result"], f"{selection} (its result)", kind="slot")
+        check_record(chosen["result"], f"{selection} (its result)", record_kind="slot")
     row = read_trial(trials, chosen["trial"])
     train_seed = (
         row["seed"]

@@ -92,13 +92,15 @@ def check_seal(record: Mapping[str, Any], where: str | os.PathLike) -> None:
         )
 
 
-def write_record(record: Mapping[str, Any], path: str | os.PathLike, kind: str = "final") -> dict:
+def write_record(
+    record: Mapping[str, Any], path: str | os.PathLike, record_kind: str = "final"
+) -> dict:
     """Check the record's numbers (:func:`check_numbers`), seal it and write it atomically as
     JSON; return what was written. The one writer of result records."""
     from imagenot.io import write_json
 
     sealed = seal(record)
-    check_numbers(sealed, path, kind)
+    check_numbers(sealed, path, record_kind)
     write_json(sealed, path)
     return sealed
 
@@ -144,23 +146,23 @@ _TEXT = ("dataset", "protocol", "model", "dataset_fingerprint", "weights_sha256"
 def check_numbers(
     record: Any,
     where: str | os.PathLike,
-    kind: str = "final",
+    record_kind: str = "final",
     required: Iterable[str] = FINAL_KEYS,
 ) -> None:
     """RecordError naming ``where`` and the key when a value is out of its range: accuracies
-    finite percentages, counts integers, chance 100 / classes; ``kind`` ``final`` (a final
+    finite percentages, counts integers, chance 100 / classes; ``record_kind`` ``final`` (a final
     run's result.json, holding the keys ``required``) or ``slot`` (a trial's slot result: a
     trial that diverged before its first validation records -1 as its validation accuracy)."""
     if not isinstance(record, Mapping):
         raise RecordError(f"{where}: not a result record (a {type(record).__name__})")
-    if kind == "final":
+    if record_kind == "final":
         missing = [k for k in required if k not in record]
         if missing:
             raise RecordError(
                 f"{where}: lacks key(s) {', '.join(missing)}, which every final run's "
                 f"result.json holds; {REFUSED}"
             )
-    if kind == "slot" and record.get("trial") is None:
+    if record_kind == "slot" and record.get("trial") is None:
         return  # an empty slot: nothing was promoted into it
     for key, (test, what) in _NUMBERS.items():
         if key not in record:
@@ -168,7 +170,7 @@ def check_numbers(
         value = record[key]
         if (
             key == "val_accuracy"
-            and kind == "slot"
+            and record_kind == "slot"
             and record.get("stopped_by") == "diverged"
             and value == -1.0
         ):
@@ -280,7 +282,7 @@ def check_record(
     record: Any,
     where: str | os.PathLike,
     *,
-    kind: str = "final",
+    record_kind: str = "final",
     paths: Iterable[str | os.PathLike] = (),
     expected: Mapping[str, Any] | None = None,
     required: Iterable[str] = FINAL_KEYS,
@@ -291,8 +293,8 @@ def check_record(
     by default); ``patterns``: the layout that says which run a path belongs to."""
     if isinstance(record, Mapping):
         check_seal(record, where)  # first: an edited number is said to be an edit
-    check_numbers(record, where, kind, required)
-    if kind == "final":
+    check_numbers(record, where, record_kind, required)
+    if record_kind == "final":
         check_identity(record, where, paths, expected, patterns)
     return dict(record)
 
@@ -300,7 +302,7 @@ def check_record(
 def read_record(
     path: str | os.PathLike,
     *,
-    kind: str = "final",
+    record_kind: str = "final",
     paths: Iterable[str | os.PathLike] = (),
     expected: Mapping[str, Any] | None = None,
     patterns: Iterable[str] = RUN_PATTERNS,
@@ -309,7 +311,12 @@ def read_record(
     from imagenot.io import read_json
 
     record = check_record(
-        read_json(path), path, kind=kind, paths=paths, expected=expected, patterns=patterns
+        read_json(path),
+        path,
+        record_kind=record_kind,
+        paths=paths,
+        expected=expected,
+        patterns=patterns,
     )
     if not is_sealed(record):
         log.warning(

@@ -88,7 +88,7 @@ def _read(path: Path) -> dict:
     from imagenot.train.records import check_record
 
     try:
-        return check_record(read_json(path), path, kind="slot")
+        return check_record(read_json(path), path, record_kind="slot")
     except OSError as exc:
         raise JobError(f"{path}: unreadable trial result ({exc})") from None
 

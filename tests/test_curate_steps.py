@@ -512,7 +512,7 @@ def test_hf_classifier_filter_runs_a_local_model_and_names_missing_config(tmp_pa
         ({"punsafe": pa.array([0.1, 0.9, float("nan")], pa.float32())}, "unsafe", [0]),
         ({"punsafe": pa.array([0.1, 0.9, float("nan")], pa.float32())}, "safe", [0, 2]),
         ({"punsafe": pa.array(["0.1", "0.9", "nan"])}, "unsafe", [0]),
-        # so is every value outside [0, 1] (issue 40): never safe or unsafe by accident
+        # so is every value outside [0, 1]: never safe or unsafe by accident
         *(
             ({"punsafe": pa.array([0.1, 0.9, bad], pa.float64())}, policy, kept)
             for bad in (float("-inf"), float("inf"), -2.0, 7.5, -1e-9, 1.000001)

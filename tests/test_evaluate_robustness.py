@@ -358,7 +358,6 @@ def test_published_weights_run_float32_unfolded_and_trained_runs_keep_their_prot
 ):
     """The published reference is evaluated as it was published (float32, TF32 off, batch norms
     unfolded); a model trained here as it trained (folded; bf16 autocast on CUDA)."""
-    from safetensors.torch import save_file
     from torchvision.io import encode_jpeg
 
     from imagenot.acquire.dataset import Record, write_dataset
@@ -379,20 +378,17 @@ def test_published_weights_run_float32_unfolded_and_trained_runs_keep_their_prot
         records.append(Record(key=f"k{i:03d}", wnid=f"c{i % 3}", split="test", jpeg=jpeg))
     ds_dir = tmp_path / "ds"
     write_dataset(ds_dir, records, ["c0", "c1", "c2"], shard_size=5000)
-    run = tmp_path / "final" / "seed-0"
-    run.mkdir(parents=True)
-    save_file(build_model("resnet_mini", 3).state_dict(), str(run / "model.safetensors"))
-    trained = {
-        "model": "resnet_mini", "dataset": "toy", "protocol": "st", "seed": 0, "num_classes": 3,
-        "image_size": SIZE, "dataset_fingerprint": read_fingerprint(ds_dir),
-        "normalisation": {"mean": list(MEAN), "std": list(STD)},
-    }  # fmt: skip
-    published = trained | {
+    common = dict(
+        image_size=SIZE, fingerprint=read_fingerprint(ds_dir),
+        normalisation={"mean": list(MEAN), "std": list(STD)},
+    )  # fmt: skip
+    published = {
         "source": "published", "weights": "file:w.pt", "published_top1": 50.0,
         "published_source": "test",
         "preprocessing": {"mean": list(MEAN), "std": list(STD), "crop_size": SIZE,
                           "resize_size": 18, "interpolation": "bilinear"},
     }  # fmt: skip
+    model = build_model("resnet_mini", 3)
 
     seen: list[tuple] = []
     batch_norm = torch.nn.modules.batchnorm._BatchNorm.forward
@@ -405,8 +401,9 @@ def test_published_weights_run_float32_unfolded_and_trained_runs_keep_their_prot
     monkeypatch.setattr(torch.nn.modules.batchnorm._BatchNorm, "forward", spy)
     small = Settings(**{**settings.__dict__, "batch_size": 4, "device": "cpu"})
     out = {}
-    for name, info in (("published", published), ("trained", trained)):
-        (run / "result.json").write_text(json.dumps(info))
+    for name, extra in (("published", published), ("trained", {})):
+        # the weights once, each run's record over the last (written as the workflow does)
+        run = write_final_run(tmp_path, model if extra else None, **common, **extra)
         seen.clear()
         out[name] = evaluate_checkpoint(
             run / "model.safetensors", ds_dir, small, tmp_path / name / "r.parquet",

@@ -1,4 +1,4 @@
-"""One verdict, one line (issue 40 section 4): `imagenot validate-config` refuses the optimizer
+"""One verdict, one line: `imagenot validate-config` refuses the optimizer
 and schedule values no training job can use (in the schema: every value a search-space
 hyperparameter may take), reads YTE templates and non-UTF-8 files as Snakemake reads them, and
 every error class the project raises on purpose ends in one line at the CLI. (Ctrl-C during

@@ -1,4 +1,4 @@
-"""A result is what its path says, and what its numbers allow (issue 40 section 1): a final
+"""A result is what its path says, and what its numbers allow: a final
 run's record is sealed by its producer and checked wherever it is read (its seal, its identity
 against the paths it is read from and beside, its numbers); an evaluation's table is checked by
 the accuracy table; a model whose outputs are not finite is refused, never scored at chance.
@@ -142,7 +142,7 @@ def test_evaluation_of_a_healthy_run_and_of_one_written_before_records_were_seal
     path.write_text(json.dumps(unsealed))
     code, errors = _evaluate(root, RUN, run_dir, ds_dir, capsys)
     assert code == 0, errors
-    assert "written before result records were sealed" in caplog.text
+    assert f"has no {records.SEAL_KEY} (an older run's record)" in caplog.text
 
 
 def test_a_run_copied_into_another_protocols_path_is_not_evaluated(toy, capsys):
@@ -244,6 +244,8 @@ def test_the_accuracy_table_reads_each_evaluation_only_under_its_own_path(tmp_pa
     [
         ((float("nan"), 25.0), None, "row 0 column top1 is nan, not a percentage"),
         ((250.0, 25.0), None, "row 0 column top1 is 250.0, not a percentage"),
+        # a published run's recorded top-1, carried into its evaluation
+        ((50.0, 25.0), "published", "row 0 column published_top1 is 170.0, not a percentage"),
         # an edited top-1 that its per-image rows do not give
         ((50.0, 25.0), [[True] * 4, [False] * 4], "transform 'Identity' has 4 image(s), 4 correct"),
     ],
@@ -251,7 +253,14 @@ def test_the_accuracy_table_reads_each_evaluation_only_under_its_own_path(tmp_pa
 def test_the_accuracy_table_refuses_numbers_out_of_range_or_not_its_producers(
     tmp_path, capsys, top1, correct, expected
 ):
-    path = _robustness(tmp_path, RUN, top1, correct)
+    published = correct == "published"
+    path = _robustness(tmp_path, RUN, top1, None if published else correct)
+    if published:
+        rows = [
+            {**row, "weights": "W", "published_top1": 170.0}
+            for row in pq.read_table(path).to_pylist()
+        ]
+        pq.write_table(pa.Table.from_pylist(rows, pq.read_schema(path)), path)
     code, errors = _accuracy_table(tmp_path, [path], capsys)
     assert code == 2 and len(errors) == 1, errors
     assert expected in errors[0] and ".parquet" in errors[0]
@@ -282,9 +291,16 @@ def _summary_record(root: Path, **change) -> Path:
 def test_the_summary_shows_a_runs_numbers_only_as_its_producer_wrote_them(tmp_path):
     from imagenot.run_summary import collect, format_text
 
-    _summary_record(tmp_path)
+    healthy = _summary_record(tmp_path)
     summary = collect(_layout(tmp_path), tmp_path)
     assert summary["problems"] == [] and summary["models"][0]["best_test_accuracy"] == 55.0
+    # the number shown names the record it was read from and the digest its producer sealed
+    digest = json.loads(healthy.read_text())[records.SEAL_KEY]
+    assert digest == records.record_digest(json.loads(healthy.read_text()))
+    assert summary["models"][0]["best_test_record"] == {
+        "path": str(healthy.relative_to(tmp_path)),
+        records.SEAL_KEY: digest,
+    }
     for change, words in [
         ({"test_accuracy": 99.0}, "its contents are not those its producer wrote"),
         ({"test_accuracy": float("nan"), records.SEAL_KEY: None}, "test_accuracy is nan"),
@@ -309,9 +325,33 @@ def test_the_summary_shows_a_runs_numbers_only_as_its_producer_wrote_them(tmp_pa
     assert summary["errors"] == 0 and summary["models"][0]["best_test_accuracy"] == 55.0
     assert [p["level"] for p in summary["problems"]] == ["warning"]
     assert (
-        "1 final run(s) were written before result records were sealed"
+        "1 final run(s) have a result.json without its producer's digest"
         in (summary["problems"][0]["message"])
     )
+    assert summary["models"][0]["best_test_record"][records.SEAL_KEY] is None
+
+
+@pytest.mark.parametrize(("top1", "n"), [(float("nan"), 4), (250.0, 4), (50.0, 0)])
+def test_the_summary_checks_a_published_runs_measured_top1_as_read(tmp_path, top1, n):
+    """The published check reads the evaluation's Identity row: a top-1 that is no percentage
+    (or of no image) is an error naming the evaluation, never shown as a deviation."""
+    from imagenot.run_summary import collect
+
+    layout = _layout(tmp_path)
+    layout["runs"][0]["evaluation"] = ROBUSTNESS.format(**RUN)
+    record = json.loads(_summary_record(tmp_path).read_text())
+    published = {"weights": "W", "published_top1": 70.0, "published_source": "s"}
+    write_record({**record, **published}, tmp_path / FINAL_DIR.format(**RUN) / "result.json")
+    path = _robustness(tmp_path, RUN)
+    summary = collect(layout, tmp_path)
+    assert summary["problems"] == [] and summary["published_check"][0]["measured_top1"] == 50.0
+    table = pq.read_table(path).to_pylist()
+    table[0].update(top1=top1, n=n)
+    pq.write_table(pa.Table.from_pylist(table, pq.read_schema(path)), path)
+    summary = collect(layout, tmp_path)
+    errors = [p["message"] for p in summary["problems"] if p["level"] == "error"]
+    assert len(errors) == 1 and f"{path}: its Identity row has top1" in errors[0], errors
+    assert summary["published_check"] == []
 
 
 def test_a_trial_result_out_of_range_stops_the_selection_in_one_line(tmp_path, capsys):

@@ -1,5 +1,5 @@
-"""Source data are checked where they are read (issue 40 section 2): CIFAR-10 batches' labels
-and images (counts, ranges, types), class names that must round-trip through classes.txt in
+"""Source data are checked where they are read: CIFAR-10 batches' and Fashion-MNIST idx files'
+labels and images (counts, ranges, types), class names that must round-trip through classes.txt in
 every adapter (a plugin's too) and in the one writer of the format. Each planted case ends in
 one line naming the file and the row or name, no traceback; LAION's ``punsafe`` outside [0, 1]
 is tested with the caption step (tests/test_curate_steps.py)."""
@@ -111,6 +111,50 @@ def test_cifar_class_names_that_cannot_round_trip_are_refused(tmp_path, names, w
     _cifar(root, names=names)
     with pytest.raises(AdapterError, match=words):
         materialise("cifar10", root, tmp_path / "ds", image_size=32)
+
+
+def _fashion_mnist(root, labels=None) -> None:
+    """Fashion-MNIST's four idx files with 20 images each; ``labels``: the test labels."""
+    import gzip
+    import struct
+
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for prefix in ("train", "t10k"):
+        y = np.arange(20) % 10 if labels is None or prefix == "train" else np.asarray(labels)
+        for kind, array in (
+            ("images-idx3", rng.integers(0, 255, (20, 28, 28))),
+            ("labels-idx1", y),
+        ):
+            head = struct.pack(">BBBB", 0, 0, 0x08, array.ndim)
+            head += b"".join(struct.pack(">I", d) for d in array.shape)
+            with gzip.open(root / f"{prefix}-{kind}-ubyte.gz", "wb") as f:
+                f.write(head + array.astype(np.uint8).tobytes())
+
+
+@pytest.mark.parametrize(
+    ("labels", "words"),
+    [
+        (None, None),
+        ([*range(10), *range(9), 10], "label 10 at row 19 is not a class index 0-9"),
+        ([*range(10), 255, *range(9)], "label 255 at row 10 is not a class index 0-9"),
+        (list(range(10)) * 3, r"labels \(30,\) do not pair with the images \(20, 28, 28\)"),
+        (list(range(10)), r"labels \(10,\) do not pair with the images \(20, 28, 28\)"),
+    ],
+)
+def test_fashion_mnist_labels_are_checked_naming_file_and_row(tmp_path, labels, words):
+    """A healthy set (``None``) is read; a label past the classes, or a label file whose count
+    is not the images', is refused naming the labels file (idx holds unsigned bytes only: no
+    negative or fractional label can be written)."""
+    root = tmp_path / "fm"
+    _fashion_mnist(root, labels)
+    out = tmp_path / "ds"
+    if words is None:
+        materialise("fashion_mnist", root, out, image_size=32, val_per_class=1)
+        assert read_manifest(out, "test").num_rows == 20
+        return
+    with pytest.raises(AdapterError, match=rf"^{root / 't10k-labels-idx1-ubyte.gz'}: {words}"):
+        materialise("fashion_mnist", root, out, image_size=32, val_per_class=1)
 
 
 def _folder(root, classes) -> None:

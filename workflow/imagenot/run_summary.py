@@ -29,7 +29,14 @@ import os
 from pathlib import Path
 
 from imagenot.paths import RESULTS, SPLITS
-from imagenot.train.records import IDENTITY, RecordError, check_record, is_sealed
+from imagenot.train.records import (
+    IDENTITY,
+    SEAL_KEY,
+    RecordError,
+    check_record,
+    is_percent,
+    is_sealed,
+)
 
 SUMMARY_MD = f"{RESULTS}/summary.md"
 SUMMARY_JSON = f"{RESULTS}/summary.json"
@@ -137,7 +144,11 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
             continue
         unsealed += not is_sealed(result)
         if run.get("evaluation"):
-            check = _published_check(run, result, root / run["evaluation"])
+            try:
+                check = _published_check(run, result, root / run["evaluation"])
+            except RecordError as exc:
+                problems.append(_problem("error", str(exc)))
+                check = None
             if check is not None:
                 checks.append(check)
                 if check["problem"]:
@@ -148,6 +159,8 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
                 **{k: run[k] for k in ("dataset", "protocol", "model", "seed")},
                 "val_accuracy": result.get("val_accuracy"),
                 "test_accuracy": test,
+                # where the numbers come from: the record and the digest its producer sealed
+                "record": {"path": run["result"], SEAL_KEY: result.get(SEAL_KEY)},
                 "chance_accuracy": 100.0 / classes if classes else None,
                 "at_chance": bool(
                     test is not None
@@ -160,9 +173,9 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
         problems.append(
             _problem(
                 "warning",
-                f"{unsealed} final run(s) were written before result records were sealed: their "
-                "numbers are checked for range but cannot be traced to their producer (rerun "
-                "them to seal them)",
+                f"{unsealed} final run(s) have a result.json without its producer's digest "
+                f"({SEAL_KEY}): their numbers are checked for range but cannot be traced to "
+                "their producer (rerun them to record it)",
             )
         )
     models = _best_per_model(runs)
@@ -205,6 +218,11 @@ def _published_check(run: dict, result: dict, evaluation: Path) -> dict | None:
     row = next((r for r in rows if r["transform"] == "Identity"), None)
     if row is None:
         return None
+    if not (is_percent(row["top1"]) and isinstance(row["n"], int) and row["n"] >= 1):
+        raise RecordError(  # read back like numbers read in
+            f"{evaluation}: its Identity row has top1 {row['top1']!r} of n {row['n']!r}, not a "
+            "percentage in [0, 100] of at least one image; delete it and run the workflow again"
+        )
     weights = result.get("weights")  # the weights that ran
     deviation = row["top1"] - float(published)
     whole = row["n"] >= PUBLISHED_TEST_SIZE
@@ -266,7 +284,8 @@ def _by_model(runs: list[dict]) -> dict[str, list[dict]]:
 
 
 def _best_per_model(runs: list[dict]) -> list[dict]:
-    """Per experiment and model, the best validation and test accuracy over its seeds."""
+    """Per experiment and model, the best validation and test accuracy over its seeds, and the
+    record the best test accuracy was read from (its path and its producer's digest)."""
     best: dict[tuple, dict] = {}
     for run in runs:
         key = (run["dataset"], run["protocol"], run["model"])
@@ -278,6 +297,7 @@ def _best_per_model(runs: list[dict]) -> list[dict]:
                 "seeds": 0,
                 "best_val_accuracy": None,
                 "best_test_accuracy": None,
+                "best_test_record": None,
                 "chance_accuracy": run["chance_accuracy"],
                 "at_chance": True,
             },
@@ -288,8 +308,10 @@ def _best_per_model(runs: list[dict]) -> list[dict]:
             ("best_val_accuracy", "val_accuracy"),
             ("best_test_accuracy", "test_accuracy"),
         ):
-            if run[key_in] is not None:
-                row[out] = max(row[out] if row[out] is not None else -1.0, run[key_in])
+            if run[key_in] is not None and (row[out] is None or run[key_in] > row[out]):
+                row[out] = run[key_in]
+                if out == "best_test_accuracy":  # the record the number shown was read from
+                    row["best_test_record"] = run["record"]
     return list(best.values())
 
 

@@ -127,12 +127,21 @@ def fashion_mnist_items(
     root = Path(root)
     items: list[Item] = []
     for prefix, source in (("train", "train"), ("t10k", "test")):
-        x = read_idx(_find(root, f"{prefix}-images-idx3-ubyte"))
-        y = read_idx(_find(root, f"{prefix}-labels-idx1-ubyte"))
+        images, labels = (
+            _find(root, f"{prefix}-{kind}-ubyte") for kind in ("images-idx3", "labels-idx1")
+        )
+        x, y = read_idx(images), read_idx(labels)
         if x.ndim != 3 or y.ndim != 1 or len(x) != len(y):
-            raise AdapterError(f"{root}: {prefix} images {x.shape} and labels {y.shape} disagree")
-        if y.max(initial=0) >= len(FASHION_MNIST_CLASSES):
-            raise AdapterError(f"{root}: {prefix} labels go up to {y.max()}, expected 0-9")
+            raise AdapterError(
+                f"{labels}: labels {y.shape} do not pair with the images {x.shape} of {images} "
+                "(one label per image)"
+            )
+        wrong = np.flatnonzero(y >= len(FASHION_MNIST_CLASSES))
+        if len(wrong):
+            raise AdapterError(
+                f"{labels}: label {y[wrong[0]]} at row {wrong[0]} is not a class index 0-"
+                f"{len(FASHION_MNIST_CLASSES) - 1}"
+            )
         items += [
             Item(f"{source}-{i:06d}", FASHION_MNIST_CLASSES[y[i]], source, lambda i=i, x=x: x[i])
             for i in range(len(y))

@@ -137,9 +137,8 @@ def write_shard(
 def _check_records(
     where: Path, records: Iterable[Record], classes: Sequence[str]
 ) -> list[tuple[Record, int]]:
-    """Validate records against the contract; return (record, label) pairs in input order."""
-    check_class_names(list(classes), where / CLASSES)  # before any shard is written
-    label_of = {c: i for i, c in enumerate(classes)}
+    """Check the class list and records (before any shard is written): (record, label) pairs."""
+    label_of = {c: i for i, c in enumerate(check_class_names(list(classes), where / CLASSES))}
     out: list[tuple[Record, int]] = []
     seen: set[str] = set()
     for rec in records:

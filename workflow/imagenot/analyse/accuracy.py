@@ -71,9 +71,9 @@ COLUMNS = [
 def check_robustness(df: pd.DataFrame, path: str | os.PathLike) -> None:
     """TableError naming the file, row and column of an evaluation's table that is not what its
     path says (the run's dataset, protocol, model and seed) or whose numbers are out of their
-    range: percentages finite in [0, 100], ``n`` a positive integer, top-1 within its interval
-    and at most top-5. Read back like numbers read in: a table copied into another run's
-    folder, or edited, never becomes that run's rows."""
+    range: percentages finite in [0, 100] (``published_top1`` too where not null), ``n`` a
+    positive integer, top-1 within its interval and at most top-5. Read back like numbers read
+    in: a table copied into another run's folder, or edited, never becomes that run's rows."""
     from imagenot.evaluate.paths import RUN_DIR
     from imagenot.train.records import run_identity
 
@@ -90,9 +90,13 @@ def check_robustness(df: pd.DataFrame, path: str | os.PathLike) -> None:
                 f"{path}: row {wrong[0]} has {key} {cell(key, wrong[0])}, but its path says "
                 f"{want!r}: an evaluation is read only under its own run's path"
             )
-    for col in ("top1", "top5", "ci_low", "ci_high", "n"):
+    for col in ("top1", "top5", "ci_low", "ci_high", "n", "published_top1"):
+        if col not in df.columns:  # published_top1: evaluations written before it lack it
+            continue
         values = pd.to_numeric(df[col], errors="coerce").to_numpy(float)
         bad = ~np.isfinite(values) | (values < 0)
+        if col == "published_top1":  # null for a trained run
+            bad &= df[col].notna().to_numpy()
         bad |= (values > 100) if col != "n" else (values < 1) | (values != np.round(values))
         if bad.any():
             row = int(np.flatnonzero(bad)[0])

@@ -261,7 +261,7 @@ def load_tensors(
     if stored is None and require_digest:
         raise WeightsError(
             f"{path}: lacks the digest ({DIGEST_KEY}) the workflow stores in every weights and "
-            "features file it writes: not written by it (or by a version before issue 33); "
+            "features file it writes: not written by it (or by an older version of it); "
             "delete it and run the workflow again (it reruns the rule that writes it)"
         )
     if stored is not None and stored != tensors_digest(tensors):

@@ -108,7 +108,8 @@ def write_record(
 # ---------------------------------------------------------------------------------- numbers
 
 
-def _percent(value: Any) -> bool:
+def is_percent(value: Any) -> bool:
+    """A finite number in [0, 100] (not a bool): what every accuracy read back must be."""
     return (
         isinstance(value, int | float)
         and not isinstance(value, bool)
@@ -123,11 +124,11 @@ def _integer(low: int):
 
 # key -> (test, what it must be)
 _NUMBERS: dict[str, tuple[Any, str]] = {
-    "test_accuracy": (_percent, "a percentage in [0, 100]"),
-    "val_accuracy": (_percent, "a percentage in [0, 100]"),
-    "chance_accuracy": (_percent, "a percentage in [0, 100]"),
-    "published_top1": (lambda v: v is None or _percent(v), "a percentage in [0, 100] or null"),
-    "published_top5": (lambda v: v is None or _percent(v), "a percentage in [0, 100] or null"),
+    "test_accuracy": (is_percent, "a percentage in [0, 100]"),
+    "val_accuracy": (is_percent, "a percentage in [0, 100]"),
+    "chance_accuracy": (is_percent, "a percentage in [0, 100]"),
+    "published_top1": (lambda v: v is None or is_percent(v), "a percentage in [0, 100] or null"),
+    "published_top5": (lambda v: v is None or is_percent(v), "a percentage in [0, 100] or null"),
     "num_classes": (_integer(1), "an integer of at least 1"),
     "image_size": (_integer(1), "an integer of at least 1"),
     "n_test": (_integer(1), "an integer of at least 1"),
@@ -320,8 +321,9 @@ def read_record(
     )
     if not is_sealed(record):
         log.warning(
-            "%s: written before result records were sealed; its numbers are checked for range "
-            "only and cannot be traced to their producer",
+            "%s: has no %s (an older run's record); its numbers are checked for range only "
+            "and cannot be traced to their producer",
             path,
+            SEAL_KEY,
         )
     return record

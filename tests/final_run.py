@@ -9,7 +9,7 @@ from pathlib import Path
 
 from imagenot.io import sha256_file
 from imagenot.train.paths import FINAL_DIR
-from imagenot.train.records import write_record
+from imagenot.train.records import FinalRecord, write_final
 
 NORMALISATION = {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}
 
@@ -45,7 +45,7 @@ def write_final_run(
         "weights_sha256": sha256_file(folder / "model.safetensors"),
         **extra,
     }
-    write_record(record, folder / "result.json")
+    write_final(FinalRecord.of(record), folder / "result.json")
     return folder
 
 

@@ -220,7 +220,7 @@ def test_every_error_class_the_project_defines_is_a_one_line_refusal_or_named_in
 
 
 def test_a_job_error_ends_in_one_line(tmp_path, capsys):
-    """Every trial diverged: the selection's JobError, a clear message, was a traceback."""
+    """Every trial diverged: the selection's JobError is one line naming it, no traceback."""
     from imagenot.train.records import write_record
 
     slot = tmp_path / "stage-0" / "slot-0.json"

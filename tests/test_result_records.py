@@ -84,6 +84,32 @@ def test_a_sealed_record_reads_back_and_an_edit_is_refused(tmp_path):
         check_record(edited, path)
 
 
+def test_a_final_record_is_typed_and_reads_back_as_written(tmp_path):
+    """Its readers' fields by name, the rest of its producer's keys as details, the file one
+    flat JSON object: what is read is what was written, seal included."""
+    from imagenot.io import write_json
+
+    keys = {**RUN, "num_classes": 10, "image_size": 32, "dataset_fingerprint": "a" * 64,
+            "weights_sha256": "b" * 64, "chance_accuracy": 10.0, "test_accuracy": 55.0,
+            "n_test": 200, "hyperparameters": {"lr": 0.1}}  # fmt: skip
+    record = records.FinalRecord.of(keys)
+    assert (record.model, record.seed, record.test_accuracy) == ("resnet_mini", 0, 55.0)
+    assert record.details == {"hyperparameters": {"lr": 0.1}} and record.val_accuracy is None
+    assert dict(record) == keys == record.as_json()  # an absent optional field stays absent
+    path = tmp_path / FINAL_DIR.format(**RUN) / "result.json"
+    written = records.write_final(record, path)
+    assert written.record_sha256 == records.record_digest(keys)
+    read = records.read_final(path)
+    assert read == written and dict(read) == json.loads(path.read_text())
+    assert isinstance(read, records.FinalRecord) and read.details == record.details
+    # the same keys through the plain writer give the same bytes: one format
+    plain = tmp_path / "plain.json"
+    write_json(seal(keys), plain)
+    assert plain.read_bytes() == path.read_bytes()
+    with pytest.raises(TypeError, match="weights_sha256"):  # a producer that omits a field
+        records.FinalRecord.of({k: v for k, v in keys.items() if k != "weights_sha256"})
+
+
 @pytest.mark.parametrize(
     ("key", "value"),
     [

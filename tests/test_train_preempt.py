@@ -188,8 +188,7 @@ def test_a_signalled_training_process_checkpoints_and_exits_75(tmp_path):
 @pytest.mark.parametrize("streamed", [False, True], ids=["in-memory", "streamed-with-a-worker"])
 def test_ctrl_c_to_a_training_process_group_is_a_stop_like_sigterm(tmp_path, streamed):
     """Ctrl-C at a terminal sends SIGINT to the whole foreground group (the trainer and its
-    loader workers): it ended in a KeyboardInterrupt traceback and no checkpoint. Now it is
-    SIGTERM's stop: a step-level checkpoint, one short line, exit 75; the workers (forked with
+    loader workers): it is SIGTERM's stop, never a KeyboardInterrupt traceback: a step-level checkpoint, one short line, exit 75; the workers (forked with
     the stop handler) keep serving until the checkpoint is written."""
     import subprocess
     import time

@@ -19,6 +19,11 @@ success rate is under half its dataset's; a part below ``acquire.min_success_rat
 failed its own job; a published weight whose top-1 measured on the whole validation set lies more
 than ``imagenot.train.facts.PUBLISHED_TOLERANCE`` points from its published one: the reference is
 not the published protocol, and every comparison with it inherits the gap).
+
+A final run's numbers are shown only as its producer wrote them: its ``result.json`` is checked
+as every reader checks it (:mod:`imagenot.train.records`: its seal, its numbers' ranges, its
+identity against the plan's run), a failed check is an error naming the file and the key, and
+each best test accuracy names the record it was read from and that record's digest.
 """
 
 from __future__ import annotations

@@ -225,8 +225,8 @@ def cifar10_batch(path: Path, n_classes: int) -> tuple[np.ndarray, list[int]]:
     """(images N x 3 x 32 x 32 uint8, labels) of one CIFAR-10 batch file, checked: ``data`` a
     uint8 array of N rows of 3072 values, ``labels`` N integers in [0, ``n_classes``). Why
     checked here: labels are paired with images by position and index the class list, so a
-    label of -1 became the last class, fewer labels than images dropped images silently, and a
-    label past the class count or more labels than images ended in an IndexError traceback."""
+    label of -1 would become the last class, fewer labels than images would drop images
+    silently, and a label past the class count would end in an IndexError traceback."""
     batch = _unpickle(path)
     data = batch.get(b"data", batch.get("data"))
     labels = batch.get(b"labels", batch.get("labels"))

@@ -8,8 +8,8 @@ counted, and so are rows LAION marks unsafe, by whichever signal the shard's lay
 (LAION-400M layout). A null signal counts as unsafe unless ``unknown_nsfw`` is ``"safe"``; a
 ``punsafe`` that is no probability (NaN, infinity, any value outside [0, 1]) is a null signal
 too, counted apart by that one reason (``punsafe_not_probability``), never compared with the
-cut (every comparison with NaN is false, so a NaN was kept as safe; -inf or -2 passed the cut
-and 7.5 failed it, by accident of the number).
+cut (every comparison with NaN is false, so a NaN would be kept as safe; -inf or -2 would pass
+the cut and 7.5 fail it, by accident of the number).
 
 Memory is bounded by ``batch_rows``, not by the shard: a laion2B-en part has ~450 M matches. The
 match file is sorted by row, so it is read one row group at a time (a caption's matches that

@@ -77,16 +77,16 @@ def backbone_encoder(checkpoint: str | os.PathLike, device: str, model_name: str
 
     from imagenot.train.checkpoints import load_weights
     from imagenot.train.facts import run_preprocessing
-    from imagenot.train.records import read_record
+    from imagenot.train.records import read_final
     from imagenot.train.registry import build_model, head_module
 
     checkpoint = Path(checkpoint)
     # checked: its seal, numbers and identity (against the checkpoint's path too)
-    result = read_record(checkpoint.parent / "result.json", paths=(checkpoint,))
+    result = read_final(checkpoint.parent / "result.json", paths=(checkpoint,))
     protocol = run_preprocessing(result, checkpoint.parent / "result.json")
-    name = model_name or result["model"]
-    model = build_model(name, int(result["num_classes"]))
-    model.load_state_dict(load_weights(checkpoint, result["weights_sha256"], require_digest=True))
+    name = model_name or result.model
+    model = build_model(name, result.num_classes)
+    model.load_state_dict(load_weights(checkpoint, result.weights_sha256, require_digest=True))
     model.eval().to(device)
     encode = penultimate_encoder(model, head_module(model, name))
 

@@ -45,6 +45,7 @@ from imagenot.evaluate.transforms import (
 )
 from imagenot.io import write_parquet
 from imagenot.train.facts import Preprocessing, run_preprocessing
+from imagenot.train.records import FinalRecord
 
 log = logging.getLogger(__name__)
 
@@ -357,25 +358,25 @@ def summarise(per_image: pa.Table, meta: Mapping[str, Any], confidence: float) -
 
 def load_checkpoint(
     model_path: str | os.PathLike, paths: Sequence[str | os.PathLike] = ()
-) -> tuple[torch.nn.Module, dict]:
+) -> tuple[torch.nn.Module, FinalRecord]:
     """The trained network of ``.../final/seed-{seed}/model.safetensors`` and its ``result.json``,
-    checked (:func:`imagenot.train.records.read_record`): its seal and numbers, and its identity
+    checked (:func:`imagenot.train.records.read_final`): its seal and numbers, and its identity
     against its own path, the weights' and ``paths`` (what is read or written beside it)."""
     from imagenot.evaluate.paths import RUN_DIR
     from imagenot.train.checkpoints import load_weights
-    from imagenot.train.records import RUN_PATTERNS, read_record
+    from imagenot.train.records import RUN_PATTERNS, read_final
     from imagenot.train.registry import build_model
 
     model_path = Path(model_path)
-    info = read_record(
+    info = read_final(
         model_path.parent / "result.json",
         paths=(model_path, *paths),
         patterns=(*RUN_PATTERNS, f"{RUN_DIR}/{{name}}"),  # an evaluation's outputs name it too
     )
-    model = build_model(info["model"], int(info["num_classes"]))
+    model = build_model(info.model, info.num_classes)
     # the weights result.json describes (its sha256), with the digest the workflow stores in
     # every weights file it writes, intact and finite (WeightsError otherwise)
-    model.load_state_dict(load_weights(model_path, info["weights_sha256"], require_digest=True))
+    model.load_state_dict(load_weights(model_path, info.weights_sha256, require_digest=True))
     return model.eval(), info
 
 

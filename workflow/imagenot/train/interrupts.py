@@ -90,7 +90,8 @@ class Interrupts:
     bounding what a SIGKILL or node failure loses. See docs/gpu.md.
     """
 
-    # SIGINT as SIGTERM: a Ctrl-C ended in a KeyboardInterrupt traceback and no checkpoint
+    # SIGINT as SIGTERM: a Ctrl-C would otherwise end in a KeyboardInterrupt traceback and lose
+    # the steps since the last checkpoint
     SIGNALS = ("SIGUSR1", "SIGTERM", "SIGINT")
     # a stop requested before training began (see ``record_early``), taken over by __enter__
     pending: str | None = None

@@ -24,7 +24,7 @@ from imagenot.train.device import configure, deterministic_for, resolve_device
 from imagenot.train.failfast import PermanentFailure, diverged_final, missing_weights
 from imagenot.train.feed import InMemory
 from imagenot.train.loop import Job, fit
-from imagenot.train.records import check_record, write_record
+from imagenot.train.records import FinalRecord, check_record, write_final, write_record
 from imagenot.train.registry import load_backbone, read_state_dict
 from imagenot.train.trials import BEST, CHECKPOINT, read_trial, slot_trial, trial_dir
 
@@ -358,7 +358,7 @@ def run_final(
     seed: int,
     run: Mapping,
     out_dir: Path,
-) -> dict | None:
+) -> FinalRecord | None:
     """Retrain the selected trial with ``seed``; keep the best-validation weights and test them.
 
     With ``final.reuse_trial`` (the space's first seed) the run trains with the trial's own seed, so
@@ -445,23 +445,25 @@ def run_final(
     remove_checkpoint(out_dir / CHECKPOINT)
     (out_dir / "model.safetensors").unlink(missing_ok=True)
     best.replace(out_dir / "model.safetensors")
-    result = {
-        **summary,
-        **run,
-        "seed": seed,
-        "train_seed": train_seed,
-        "trial": chosen["trial"],
-        "test_accuracy": test_accuracy,
-        "n_test": n_test,
-        "chance_accuracy": 100.0 / summary["num_classes"],
-        "weights_sha256": sha256_file(out_dir / "model.safetensors"),
-    }
-    write_record(result, out_dir / "result.json")
+    result = FinalRecord.of(
+        {
+            **summary,
+            **run,
+            "seed": seed,
+            "train_seed": train_seed,
+            "trial": chosen["trial"],
+            "test_accuracy": test_accuracy,
+            "n_test": n_test,
+            "chance_accuracy": 100.0 / summary["num_classes"],
+            "weights_sha256": sha256_file(out_dir / "model.safetensors"),
+        }
+    )
+    result = write_final(result, out_dir / "result.json")
     log.info(
         "final %s seed %d: test accuracy %.2f%% (chance %.2f%%)",
         run,
         seed,
         test_accuracy,
-        result["chance_accuracy"],
+        result.chance_accuracy,
     )
     return result

@@ -3,14 +3,14 @@ its producer with the digest of its contents, and checked wherever it is read.
 
 Why: a record is where every later number comes from (the evaluation's labels, the accuracy
 table's rows, the run summary's best accuracies, a final run that reuses its trial). Read on
-trust, a final run's folder copied from one protocol's path into another's was evaluated under
-the wrong label at exit 0, a NaN test accuracy was printed as -1.00, 250 % was shown as is, and a
-hand-edited accuracy was shown as the run's result. Where a record is read it is checked three
+trust, a final run's folder copied from one protocol's path into another's would be evaluated
+under the wrong label at exit 0, a NaN test accuracy printed as -1.00, 250 % shown as is, and a
+hand-edited accuracy shown as the run's result. Where a record is read it is checked three
 ways, and a failed check is one line naming the file and the key (:class:`RecordError`):
 
 - **its seal**: the producer stores the sha256 of the record's other keys under
   :data:`SEAL_KEY` (:func:`seal`); a record whose contents no longer give that digest was edited
-  or damaged after it was written. A record written before records were sealed has none: it is
+  or damaged after it was written. An older run's record may have none: it is
   read (a finished run stays usable, nothing reruns) and counted as unsealed
   (:func:`is_sealed`), so that a summary can say its numbers cannot be traced to their producer.
 - **its identity**: dataset, protocol, model and seed are those of the path it is read from
@@ -19,6 +19,10 @@ ways, and a failed check is one line naming the file and the key (:class:`Record
   (:func:`check_fingerprint`).
 - **its numbers**: accuracies are finite percentages in [0, 100], counts are integers in their
   range, chance is 100 / classes (:func:`check_numbers`).
+
+A final run's record is typed (:class:`FinalRecord`), written by :func:`write_final` and read
+by :func:`read_final`: both of its producers (a trained run, published weights) and every reader
+of a model's record go through them.
 
 Light: no stage's libraries (the run summary's job reads records in the analyse environment).
 """
@@ -32,7 +36,9 @@ import math
 import os
 import re
 import string
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -194,10 +200,10 @@ def check_numbers(
 
 def _pattern_regex(pattern: str) -> re.Pattern:
     body = ""
-    for literal, field, _, _ in string.Formatter().parse(pattern):
+    for literal, wildcard, _, _ in string.Formatter().parse(pattern):
         body += re.escape(literal)
-        if field is not None:
-            body += f"(?P<{field}>[^/]+)"
+        if wildcard is not None:
+            body += f"(?P<{wildcard}>[^/]+)"
     return re.compile(f"(?:^|/){body}$")
 
 
@@ -327,3 +333,79 @@ def read_record(
             SEAL_KEY,
         )
     return record
+
+
+# ------------------------------------------------------------------------------ final record
+
+
+@dataclass(frozen=True, eq=False)
+class FinalRecord(Mapping):
+    """A final run's ``result.json``, typed: the fields its readers use by name, and
+    ``details``, the rest of what its producer recorded (a trained run's training summary and
+    hyperparameters; a published weight's facts and preprocessing), written flat beside them,
+    so that the file is one JSON object. A Mapping of that object too: a reader looks a detail
+    up by its key. Built from a producer's keys by :meth:`of`, written by :func:`write_final`,
+    read by :func:`read_final`."""
+
+    dataset: str
+    protocol: str
+    model: str
+    seed: int
+    num_classes: int
+    image_size: int
+    dataset_fingerprint: str
+    weights_sha256: str
+    chance_accuracy: float | None = None
+    test_accuracy: float | None = None  # None: published weights (their evaluation measures)
+    n_test: int | None = None
+    val_accuracy: float | None = None
+    record_sha256: str | None = None  # None: not written yet, or an older run's record
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> FinalRecord:
+        """The record of a producer's (or a file's) keys: each field's by name, the rest its
+        ``details``. A missing field of :data:`FINAL_KEYS` is a TypeError (a producer's bug;
+        a file is checked by :func:`check_record` before it is built)."""
+        names = {f.name for f in fields(cls)} - {"details"}
+        typed = {k: data[k] for k in names if k in data}
+        return cls(**typed, details={k: v for k, v in data.items() if k not in names})
+
+    @cached_property
+    def _json(self) -> dict:
+        out = dict(self.details)
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name != "details" and not (value is None and f.default is None):
+                out[f.name] = value  # an optional field the producer did not record is absent
+        return out
+
+    def as_json(self) -> dict:
+        """The JSON object of ``result.json`` (without the seal until written)."""
+        return dict(self._json)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._json[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._json)
+
+    def __len__(self) -> int:
+        return len(self._json)
+
+
+def write_final(record: FinalRecord, path: str | os.PathLike) -> FinalRecord:
+    """Write a final run's record (:func:`write_record`: checked, sealed, atomic); the record as
+    written, its seal included."""
+    return FinalRecord.of(write_record(record.as_json(), path))
+
+
+def read_final(
+    path: str | os.PathLike,
+    *,
+    paths: Iterable[str | os.PathLike] = (),
+    patterns: Iterable[str] = RUN_PATTERNS,
+) -> FinalRecord:
+    """The final run's record at ``path``, checked (:func:`read_record`: its seal, numbers, and
+    identity against ``path`` and ``paths``, in the layout ``patterns``)."""
+    return FinalRecord.of(read_record(path, paths=paths, patterns=patterns))

@@ -246,14 +246,14 @@ def read_state_dict(path: str | Path) -> dict:
 
     from imagenot.train.checkpoints import check_finite, load_tensors, load_weights
     from imagenot.train.paths import FINAL_MODEL
-    from imagenot.train.records import path_identity, read_record
+    from imagenot.train.records import path_identity, read_final
 
     path = Path(path)
     if not path.is_file():
         raise RegistryError(f"weights file {path} does not exist")
     if path.suffix == ".safetensors" and path_identity(path, FINAL_MODEL) is not None:
-        record = read_record(path.parent / "result.json", paths=(path,))
-        return load_weights(path, record["weights_sha256"], require_digest=True)
+        record = read_final(path.parent / "result.json", paths=(path,))
+        return load_weights(path, record.weights_sha256, require_digest=True)
     if path.suffix == ".safetensors":  # other safetensors files check a digest they hold
         return load_tensors(path)[0]
     state = torch.load(path, map_location="cpu", weights_only=True)

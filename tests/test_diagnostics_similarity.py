@@ -178,7 +178,7 @@ def test_clip_images_are_prepared_by_clips_processor_config(tmp_path):
     assert (got - squash).abs().mean() > 0.1
 
 
-def test_embed_images_and_similarity_cli_with_a_trained_backbone(tmp_path):
+def test_embed_images_and_similarity_cli_with_a_trained_backbone(tmp_path, capsys):
     """A dataset on disk, a registry model checkpoint, then the two CLI steps of the rules."""
     import io
     import json
@@ -228,6 +228,19 @@ def test_embed_images_and_similarity_cli_with_a_trained_backbone(tmp_path):
     assert arrays["embeddings"].shape[0] == 9  # 3 classes x 3 kept
     assert sorted(np.bincount(arrays["labels"]).tolist()) == [3, 3, 3]
     assert arrays["classes"].tolist() == classes
+
+    # finite weights whose outputs are not (a batch norm's running variance below 0): refused
+    broken = build_model("resnet_mini", 3)
+    with torch.no_grad():
+        next(m for m in broken.modules() if isinstance(m, torch.nn.BatchNorm2d)).running_var[0] = -1
+    bad = write_final_run(tmp_path, broken, seed=1)
+    argv_bad = [*argv[:5], "--checkpoint", str(bad / "model.safetensors"), "--workers", "0"]
+    capsys.readouterr()
+    assert main([*argv_bad, "--device", "cpu", "--out", str(tmp_path / "bad.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "embeddings of 9 of 9 image(s) are not finite" in err
+    assert not (tmp_path / "bad.npz").exists()
 
     out_json, out_table = tmp_path / "sim.json", tmp_path / "sim.parquet"
     argv = ["image-similarity", "--embeddings", str(npz), "--out-json", str(out_json)]

@@ -106,6 +106,11 @@ def test_a_final_record_is_typed_and_reads_back_as_written(tmp_path):
     plain = tmp_path / "plain.json"
     write_json(seal(keys), plain)
     assert plain.read_bytes() == path.read_bytes()
+    # written only under its own run's path
+    other = tmp_path / FINAL_DIR.format(**{**RUN, "seed": 1}) / "result.json"
+    with pytest.raises(RecordError, match=r"records seed 0, but .*seed-1/result.json says seed 1"):
+        records.write_final(record, other)
+    assert not other.exists()
     with pytest.raises(TypeError, match="weights_sha256"):  # a producer that omits a field
         records.FinalRecord.of({k: v for k, v in keys.items() if k != "weights_sha256"})
 

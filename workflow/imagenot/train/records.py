@@ -395,8 +395,10 @@ class FinalRecord(Mapping):
 
 
 def write_final(record: FinalRecord, path: str | os.PathLike) -> FinalRecord:
-    """Write a final run's record (:func:`write_record`: checked, sealed, atomic); the record as
-    written, its seal included."""
+    """Write a final run's record (:func:`write_record`: checked, sealed, atomic) where its
+    identity says (:func:`check_identity` against ``path``: a job handed another run's folder
+    writes nothing); the record as written, its seal included."""
+    check_identity(record, path)
     return FinalRecord.of(write_record(record.as_json(), path))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -167,12 +169,13 @@ def test_clopper_pearson_vectorised_on_random_counts():
 def test_summary_rows_and_robust_accuracy(settings, data):
     images, labels, keys = data
     per_image = evaluate_tensors(tiny_model(0), images, labels, keys, settings, PREP)
-    meta = {"model": "tiny", "dataset": "toy", "protocol": "st", "seed": 0}
+    meta = {"model": "tiny", "dataset": "toy", "protocol": "st", "seed": 0, "record_sha256": "ab"}
     table = summarise(per_image, meta, settings.confidence)
     assert table.column_names == [
         "model", "dataset", "protocol", "seed", "transform", "top1", "top5", "n", "ci_low", "ci_high",
-        "weights", "published_top1",
+        "weights", "published_top1", "record_sha256",
     ]  # fmt: skip
+    assert set(table["record_sha256"].to_pylist()) == {"ab"}  # each row names the run's record
     rows = table.to_pylist()
     assert [r["transform"] for r in rows] == list(names())
     correct = np.array(per_image["correct"].to_pylist()).reshape(len(names()), N)
@@ -246,6 +249,9 @@ def test_evaluate_checkpoint_end_to_end(tmp_path, settings):
     per_image = pq.read_table(out / "per_image.parquet")
     assert robustness.equals(table)
     assert robustness.num_rows == len(names()) and set(robustness["n"].to_pylist()) == {6}
+    # each row names the record it was made from: the digest its producer sealed it with
+    sealed = json.loads((run / "result.json").read_text())["record_sha256"]
+    assert set(robustness["record_sha256"].to_pylist()) == {sealed}
     assert per_image.num_rows == len(names()) * 6
     assert set(per_image["key"].to_pylist()) == {f"k{i:03d}" for i in range(1, 12, 2)}
     assert sorted(p.name for p in out.iterdir()) == ["per_image.parquet", "robustness.parquet"]

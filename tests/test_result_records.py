@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -216,14 +217,16 @@ def test_finite_weights_with_non_finite_outputs_are_refused_not_scored_at_chance
 # ------------------------------------------------------------------- the accuracy table
 
 
-def _robustness(root: Path, run: dict, top1=(50.0, 25.0), correct=None) -> Path:
-    """An evaluation's two tables for ``run`` (transforms Identity and Blur, 4 images)."""
+def _robustness(root: Path, run: dict, top1=(50.0, 25.0), correct=None, record=None) -> Path:
+    """An evaluation's two tables for ``run`` (transforms Identity and Blur, 4 images) made
+    from the run's record of digest ``record``."""
     from imagenot.evaluate.robustness import PER_IMAGE_SCHEMA, ROBUSTNESS_SCHEMA
 
     rows = [
-        {**run, "transform": t, "top1": a, "top5": 100.0, "n": 4, "ci_low": 0.0, "ci_high": 100.0}
+        {**run, "transform": t, "top1": a, "top5": 100.0, "n": 4, "ci_low": 0.0, "ci_high": 100.0,
+         "record_sha256": record}
         for t, a in zip(("Identity", "Blur"), top1, strict=True)
-    ]
+    ]  # fmt: skip
     path = root / ROBUSTNESS.format(**run)
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows, ROBUSTNESS_SCHEMA), path)
@@ -257,8 +260,13 @@ def _accuracy_table(root: Path, paths: list[Path], capsys) -> tuple[int, list[st
 
 
 def test_the_accuracy_table_reads_each_evaluation_only_under_its_own_path(tmp_path, capsys):
-    healthy = _robustness(tmp_path, RUN)
+    healthy = _robustness(tmp_path, RUN, record="c" * 64)
     assert _accuracy_table(tmp_path, [healthy], capsys) == (0, [])
+    # every row names the record it was made from; the publisher's rows none
+    table = pd.read_csv(tmp_path / "accuracy.csv")
+    ours = table[table.dataset == RUN["dataset"]]
+    assert len(ours) == 2 and set(ours["record_sha256"]) == {"c" * 64}
+    assert table[table.dataset != RUN["dataset"]]["record_sha256"].isna().all()
     # the same table copied into another protocol's evaluation folder
     other = {**RUN, "protocol": "ft-imagenet"}
     copy = tmp_path / ROBUSTNESS.format(**other)

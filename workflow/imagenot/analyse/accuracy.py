@@ -4,7 +4,9 @@
 ``seed``, ``transform``, ``accuracy`` (top-1 percent), ``top5``, ``n``, ``ci_low``, ``ci_high``,
 ``imagenet_top1`` (the published ImageNet top-1 of the model's weights: the x-axis), ``weights``
 and ``published_top1`` (a published run's own record: the weights it evaluated and their
-published top-1; empty for trained runs). The published accuracies also appear as rows of
+published top-1; empty for trained runs) and ``record_sha256`` (the digest the run's producer
+sealed its ``result.json`` with: the record each row was made from; empty for the publisher's
+rows and an older run's record). The published accuracies also appear as rows of
 dataset ``imagenet_published`` (protocol ``published``), so that ``imagenot rankings`` can
 compare any dataset against them.
 
@@ -45,9 +47,10 @@ ROBUSTNESS_COLUMNS = (
     "ci_low",
     "ci_high",
 )
-#: A run's own record of the published weights it evaluated (evaluations written before these
-#: columns lack them: read as empty, the config's weights stand in)
-RECORD_COLUMNS = ("weights", "published_top1")
+#: A run's own record of the published weights it evaluated, and the digest its producer sealed
+#: the record with (evaluations written before these columns lack them: read as empty, the
+#: config's weights stand in)
+RECORD_COLUMNS = ("weights", "published_top1", "record_sha256")
 PUBLISHED_COLUMNS = ("model", "weights", "top1", "top5", "source")
 IMAGENET_VAL_SIZE = PUBLISHED_TEST_SIZE  # ILSVRC-2012 validation images
 
@@ -242,6 +245,7 @@ def accuracy_table(
             "imagenet_top1": published["top1"].astype(float),
             "weights": published["weights"],
             "published_top1": published["top1"].astype(float),
+            "record_sha256": None,  # the publisher's number: no run of this workflow
         }
     )
     frames = [f for f in (runs[COLUMNS], pub[COLUMNS]) if len(f)]

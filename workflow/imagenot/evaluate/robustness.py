@@ -66,6 +66,9 @@ ROBUSTNESS_SCHEMA = pa.schema(
         # published check read these, never the model's name
         ("weights", pa.string()),
         ("published_top1", pa.float64()),
+        # the digest its producer sealed the run's record with (imagenot.train.records): each
+        # row names the record it was made from (null for an older run's record without one)
+        ("record_sha256", pa.string()),
     ]
 )
 PER_IMAGE_SCHEMA = pa.schema(
@@ -350,6 +353,7 @@ def summarise(per_image: pa.Table, meta: Mapping[str, Any], confidence: float) -
         rows["weights"].append(meta["weights"] if published else None)  # recorded by every such run
         top1 = meta.get("published_top1") if published else None
         rows["published_top1"].append(None if top1 is None else float(top1))
+        rows["record_sha256"].append(meta.get("record_sha256"))
     return pa.table(rows, schema=ROBUSTNESS_SCHEMA)
 
 

@@ -22,7 +22,9 @@ ways, and a failed check is one line naming the file and the key (:class:`Record
 
 A final run's record is typed (:class:`FinalRecord`), written by :func:`write_final` and read
 by :func:`read_final`: both of its producers (a trained run, published weights) and every reader
-of a model's record go through them.
+that loads its model (evaluate, diagnostics, an FT/TL job's start) go through them. The run
+summary checks the plain record (:func:`check_record` with the few keys it shows), so that an
+older run's record lacking a field is still shown.
 
 Light: no stage's libraries (the run summary's job reads records in the analyse environment).
 """

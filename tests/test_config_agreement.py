@@ -248,11 +248,12 @@ def _merged(base: dict, overlay: dict) -> dict:
         ({"laion": {"dir": ""}}, "config key laion.dir"),
         (
             {"train": {"spaces": {"s": {"hyperparameters": {"warmup_steps": {"grid": [1, 2.5]}}}}}},
-            "config key train.spaces.s.hyperparameters.warmup_steps: grid 2.5 is not an integer",
+            # the schema's domain of the hyperparameter (x-values) names the value's place
+            "config key train.spaces.s.hyperparameters.warmup_steps.grid.1: 2.5 is not of type",
         ),
         (
             {"train": {"spaces": {"s": {"hyperparameters": {"lr": {"value": "0.1"}}}}}},
-            "config key train.spaces.s.hyperparameters.lr: value '0.1' is not a number",
+            "config key train.spaces.s.hyperparameters.lr.value: '0.1' is not of type 'number'",
         ),
     ],
 )

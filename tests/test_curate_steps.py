@@ -512,6 +512,14 @@ def test_hf_classifier_filter_runs_a_local_model_and_names_missing_config(tmp_pa
         ({"punsafe": pa.array([0.1, 0.9, float("nan")], pa.float32())}, "unsafe", [0]),
         ({"punsafe": pa.array([0.1, 0.9, float("nan")], pa.float32())}, "safe", [0, 2]),
         ({"punsafe": pa.array(["0.1", "0.9", "nan"])}, "unsafe", [0]),
+        # so is every value outside [0, 1]: never safe or unsafe by accident
+        *(
+            ({"punsafe": pa.array([0.1, 0.9, bad], pa.float64())}, policy, kept)
+            for bad in (float("-inf"), float("inf"), -2.0, 7.5, -1e-9, 1.000001)
+            for policy, kept in (("unsafe", [0]), ("safe", [0, 2]))
+        ),
+        ({"punsafe": pa.array(["0.1", "0.9", "7.5"])}, "safe", [0, 2]),
+        ({"punsafe": pa.array([0.0, 1.0, None], pa.float32())}, "safe", [0, 2]),  # the bounds
         # other spellings of the LAION releases are the same columns
         ({"p_unsafe": pa.array([0.1, 0.9, None], pa.float32())}, "unsafe", [0]),
         ({"nsfw": pa.array(["UNLIKELY", "NSFW", None])}, "unsafe", [0]),
@@ -531,5 +539,6 @@ def test_laion_unsafe_signal_of_each_layout(tmp_path, columns, policy, kept):
     assert pq.read_table(out).column("row").to_pylist() == kept
     assert stats["punsafe_removed"] == 3 - len(kept)
     assert stats["unknown_nsfw_removed"] == (1 if policy == "unsafe" else 0)
-    values = next(iter(columns.values())).to_pylist()
-    assert stats["nan_punsafe"] == sum(v in ("nan",) or v != v for v in values if v is not None)
+    values = next(iter(columns.values())).to_pylist() if "punsafe" in columns else []
+    improbable = sum(not 0.0 <= float(v) <= 1.0 for v in values if v is not None)
+    assert stats["punsafe_not_probability"] == improbable

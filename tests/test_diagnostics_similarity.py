@@ -178,15 +178,15 @@ def test_clip_images_are_prepared_by_clips_processor_config(tmp_path):
     assert (got - squash).abs().mean() > 0.1
 
 
-def test_embed_images_and_similarity_cli_with_a_trained_backbone(tmp_path):
+def test_embed_images_and_similarity_cli_with_a_trained_backbone(tmp_path, capsys):
     """A dataset on disk, a registry model checkpoint, then the two CLI steps of the rules."""
     import io
     import json
 
     import pyarrow.parquet as pq
     import torch
+    from final_run import write_final_run
     from PIL import Image
-    from safetensors.torch import save_file
 
     from imagenot.acquire.dataset import Record, write_dataset
     from imagenot.cli import main
@@ -203,20 +203,8 @@ def test_embed_images_and_similarity_cli_with_a_trained_backbone(tmp_path):
             records.append(Record(f"{wnid}-{i}", wnid, "test", buf.getvalue()))
     write_dataset(tmp_path / "ds", records, classes, shard_size=5000)
 
-    run = tmp_path / "run"
-    run.mkdir()
     torch.manual_seed(0)
-    save_file(build_model("resnet_mini", 3).state_dict(), str(run / "model.safetensors"))
-    (run / "result.json").write_text(
-        json.dumps(
-            {
-                "model": "resnet_mini",
-                "num_classes": 3,
-                "image_size": 32,
-                "normalisation": {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]},
-            }
-        )
-    )
+    run = write_final_run(tmp_path, build_model("resnet_mini", 3))
 
     npz = tmp_path / "emb.npz"
     settings = {
@@ -240,6 +228,19 @@ def test_embed_images_and_similarity_cli_with_a_trained_backbone(tmp_path):
     assert arrays["embeddings"].shape[0] == 9  # 3 classes x 3 kept
     assert sorted(np.bincount(arrays["labels"]).tolist()) == [3, 3, 3]
     assert arrays["classes"].tolist() == classes
+
+    # finite weights whose outputs are not (a batch norm's running variance below 0): refused
+    broken = build_model("resnet_mini", 3)
+    with torch.no_grad():
+        next(m for m in broken.modules() if isinstance(m, torch.nn.BatchNorm2d)).running_var[0] = -1
+    bad = write_final_run(tmp_path, broken, seed=1)
+    argv_bad = [*argv[:5], "--checkpoint", str(bad / "model.safetensors"), "--workers", "0"]
+    capsys.readouterr()
+    assert main([*argv_bad, "--device", "cpu", "--out", str(tmp_path / "bad.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "embeddings of 9 of 9 image(s) are not finite" in err
+    assert not (tmp_path / "bad.npz").exists()
 
     out_json, out_table = tmp_path / "sim.json", tmp_path / "sim.parquet"
     argv = ["image-similarity", "--embeddings", str(npz), "--out-json", str(out_json)]

@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
+from final_run import write_final_run
 from statsmodels.stats.proportion import proportion_confint
 
 from imagenot.config import validate_config
@@ -168,12 +169,13 @@ def test_clopper_pearson_vectorised_on_random_counts():
 def test_summary_rows_and_robust_accuracy(settings, data):
     images, labels, keys = data
     per_image = evaluate_tensors(tiny_model(0), images, labels, keys, settings, PREP)
-    meta = {"model": "tiny", "dataset": "toy", "protocol": "st", "seed": 0}
+    meta = {"model": "tiny", "dataset": "toy", "protocol": "st", "seed": 0, "record_sha256": "ab"}
     table = summarise(per_image, meta, settings.confidence)
     assert table.column_names == [
         "model", "dataset", "protocol", "seed", "transform", "top1", "top5", "n", "ci_low", "ci_high",
-        "weights", "published_top1",
+        "weights", "published_top1", "record_sha256",
     ]  # fmt: skip
+    assert set(table["record_sha256"].to_pylist()) == {"ab"}  # each row names the run's record
     rows = table.to_pylist()
     assert [r["transform"] for r in rows] == list(names())
     correct = np.array(per_image["correct"].to_pylist()).reshape(len(names()), N)
@@ -214,7 +216,6 @@ def test_plan_builds_paths_from_final_runs(monkeypatch):
 
 def test_evaluate_checkpoint_end_to_end(tmp_path, settings):
     """A materialised dataset and a saved checkpoint -> both parquet files."""
-    from safetensors.torch import save_file
     from torchvision.io import encode_jpeg
 
     from imagenot.acquire.dataset import Record, write_dataset
@@ -228,20 +229,15 @@ def test_evaluate_checkpoint_end_to_end(tmp_path, settings):
         jpeg = bytes(encode_jpeg(img, quality=90).numpy())
         split = "test" if i % 2 else "train"
         records.append(Record(key=f"k{i:03d}", wnid=f"c{i % 3}", split=split, jpeg=jpeg))
-    ds_dir = tmp_path / "datasets" / "toy"
+    ds_dir = tmp_path / "results" / "datasets" / "toy"
     write_dataset(ds_dir, records, ["c0", "c1", "c2"], shard_size=5000)
 
     name = "resnet_mini"
     model = build_model(name, 3)
-    run = tmp_path / "final" / "seed-0"
-    run.mkdir(parents=True)
-    save_file(model.state_dict(), str(run / "model.safetensors"))
-    info = {
-        "model": name, "dataset": "toy", "protocol": "st", "seed": 0, "num_classes": 3,
-        "image_size": SIZE, "dataset_fingerprint": read_fingerprint(ds_dir),
-        "normalisation": {"mean": list(MEAN), "std": list(STD)},
-    }  # fmt: skip
-    (run / "result.json").write_text(json.dumps(info))
+    run = write_final_run(
+        tmp_path, model, name=name, image_size=SIZE, fingerprint=read_fingerprint(ds_dir),
+        normalisation={"mean": list(MEAN), "std": list(STD)},
+    )  # fmt: skip
 
     small = Settings(**{**settings.__dict__, "batch_size": 4, "device": "cpu"})
     out = tmp_path / "out"
@@ -253,6 +249,9 @@ def test_evaluate_checkpoint_end_to_end(tmp_path, settings):
     per_image = pq.read_table(out / "per_image.parquet")
     assert robustness.equals(table)
     assert robustness.num_rows == len(names()) and set(robustness["n"].to_pylist()) == {6}
+    # each row names the record it was made from: the digest its producer sealed it with
+    sealed = json.loads((run / "result.json").read_text())["record_sha256"]
+    assert set(robustness["record_sha256"].to_pylist()) == {sealed}
     assert per_image.num_rows == len(names()) * 6
     assert set(per_image["key"].to_pylist()) == {f"k{i:03d}" for i in range(1, 12, 2)}
     assert sorted(p.name for p in out.iterdir()) == ["per_image.parquet", "robustness.parquet"]
@@ -365,7 +364,6 @@ def test_published_weights_run_float32_unfolded_and_trained_runs_keep_their_prot
 ):
     """The published reference is evaluated as it was published (float32, TF32 off, batch norms
     unfolded); a model trained here as it trained (folded; bf16 autocast on CUDA)."""
-    from safetensors.torch import save_file
     from torchvision.io import encode_jpeg
 
     from imagenot.acquire.dataset import Record, write_dataset
@@ -386,20 +384,17 @@ def test_published_weights_run_float32_unfolded_and_trained_runs_keep_their_prot
         records.append(Record(key=f"k{i:03d}", wnid=f"c{i % 3}", split="test", jpeg=jpeg))
     ds_dir = tmp_path / "ds"
     write_dataset(ds_dir, records, ["c0", "c1", "c2"], shard_size=5000)
-    run = tmp_path / "final" / "seed-0"
-    run.mkdir(parents=True)
-    save_file(build_model("resnet_mini", 3).state_dict(), str(run / "model.safetensors"))
-    trained = {
-        "model": "resnet_mini", "dataset": "toy", "protocol": "st", "seed": 0, "num_classes": 3,
-        "image_size": SIZE, "dataset_fingerprint": read_fingerprint(ds_dir),
-        "normalisation": {"mean": list(MEAN), "std": list(STD)},
-    }  # fmt: skip
-    published = trained | {
+    common = dict(
+        image_size=SIZE, fingerprint=read_fingerprint(ds_dir),
+        normalisation={"mean": list(MEAN), "std": list(STD)},
+    )  # fmt: skip
+    published = {
         "source": "published", "weights": "file:w.pt", "published_top1": 50.0,
         "published_source": "test",
         "preprocessing": {"mean": list(MEAN), "std": list(STD), "crop_size": SIZE,
                           "resize_size": 18, "interpolation": "bilinear"},
     }  # fmt: skip
+    model = build_model("resnet_mini", 3)
 
     seen: list[tuple] = []
     batch_norm = torch.nn.modules.batchnorm._BatchNorm.forward
@@ -412,8 +407,9 @@ def test_published_weights_run_float32_unfolded_and_trained_runs_keep_their_prot
     monkeypatch.setattr(torch.nn.modules.batchnorm._BatchNorm, "forward", spy)
     small = Settings(**{**settings.__dict__, "batch_size": 4, "device": "cpu"})
     out = {}
-    for name, info in (("published", published), ("trained", trained)):
-        (run / "result.json").write_text(json.dumps(info))
+    for name, extra in (("published", published), ("trained", {})):
+        # the weights once, each run's record over the last (written as the workflow does)
+        run = write_final_run(tmp_path, model if extra else None, **common, **extra)
         seen.clear()
         out[name] = evaluate_checkpoint(
             run / "model.safetensors", ds_dir, small, tmp_path / name / "r.parquet",

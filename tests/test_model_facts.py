@@ -335,7 +335,7 @@ def test_a_deviation_from_the_published_top1_is_flagged_in_the_log_and_the_repor
     import pandas as pd
     import pyarrow as pa
 
-    from imagenot.evaluate.robustness import check_published
+    from imagenot.evaluate.outputs import check_published
     from imagenot.figures import plan as figures_plan
     from imagenot.figures.settings import Options
     from imagenot.figures.tables import published_check
@@ -348,12 +348,12 @@ def test_a_deviation_from_the_published_top1_is_flagged_in_the_log_and_the_repor
         "published_source": "torchvision",
     }
     table = pa.table({"transform": ["Identity", "Invert"], "top1": [69.1, 20.0], "n": [50, 50]})
-    with caplog.at_level(logging.INFO, logger="imagenot.evaluate.robustness"):
+    with caplog.at_level(logging.INFO, logger="imagenot.evaluate.outputs"):
         assert check_published(table, info) == pytest.approx(69.1 - 69.758)
     (record,) = caplog.records
     assert record.levelno == logging.WARNING and "published 69.758%" in record.message
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="imagenot.evaluate.robustness"):
+    with caplog.at_level(logging.INFO, logger="imagenot.evaluate.outputs"):
         check_published(table, {**info, "published_top1": 69.2})
     assert caplog.records[0].levelno == logging.INFO
     assert check_published(table, {"model": "resnet_mini"}) is None  # a trained run
@@ -462,11 +462,11 @@ def test_a_published_gap_over_the_tolerance_is_a_problem_of_the_run_summary(
 ):
     """The run summary (and the report, which shows it) lists a measured-vs-published gap over
     the tolerance on the whole validation set as a problem, against the weights that ran."""
-    import json
 
     from imagenot import run_summary, summary_plan
     from imagenot.evaluate.paths import ROBUSTNESS
     from imagenot.train.paths import FINAL_RESULT
+    from imagenot.train.records import write_record
 
     config = _config(repo_root, "paper.yaml")
     config["train"]["weights"]["resnet152"] = V1
@@ -476,8 +476,12 @@ def test_a_published_gap_over_the_tolerance_is_a_problem_of_the_run_summary(
     assert entry["evaluation"] == ROBUSTNESS.format(**run)
     assert entry["evaluation"] in summary_plan.inputs(config)
     result = tmp_path / FINAL_RESULT.format(**run)
-    result.parent.mkdir(parents=True)
-    result.write_text(json.dumps({"source": "published", "weights": V1, "published_top1": V1_TOP1}))
+    write_record(
+        {**run, "num_classes": 1000, "image_size": 224, "dataset_fingerprint": "0" * 64,
+         "weights_sha256": "1" * 64, "source": "published", "weights": V1,
+         "published_top1": V1_TOP1},
+        result,
+    )  # fmt: skip
     evaluation = tmp_path / entry["evaluation"]
     evaluation.parent.mkdir(parents=True)
     _published_run_rows("resnet152", V1, V1_TOP1, measured).to_parquet(evaluation)

@@ -210,7 +210,15 @@ def test_published_weights_are_evaluated_on_the_originals(dataset, monkeypatch, 
         "preprocessing": p.to_dict(), "normalisation": p.normalisation(),
         "published_top1": 69.758, "published_source": "torchvision",
     }  # fmt: skip
-    monkeypatch.setattr(robustness, "load_checkpoint", lambda path: (recorder, info))
+
+    def load_checkpoint(path, beside=()):
+        """The recorder as the run's network; its record names the data it is evaluated on
+        (``beside``: the outputs, then the dataset folder), as a run made on it does."""
+        from imagenot.dataset import read_fingerprint
+
+        return recorder, {**info, "dataset_fingerprint": read_fingerprint(beside[-1])}
+
+    monkeypatch.setattr(robustness, "load_checkpoint", load_checkpoint)
     config = validate_config({"evaluate": {"transforms": {}}})
     settings = RobustnessSettings.from_config(config)
     settings = RobustnessSettings(**{**settings.__dict__, "batch_size": 64, "device": "cpu"})

@@ -22,6 +22,7 @@ from imagenot.analyse import PUBLISHED_DATASET
 from imagenot.config import load_config
 from imagenot.dataset import MANIFEST
 from imagenot.train import plan as train_plan
+from imagenot.train.records import write_record
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "config" / "config.yaml"
@@ -51,14 +52,16 @@ def _results(root: Path, config: dict, chance_model: str | None) -> None:
     for i, run in enumerate(train_plan.final_runs(config)):
         at_chance = run["model"] == chance_model
         result = {
+            **run,
             "val_accuracy": 10.0 if at_chance else 60.0 + i % 7,
             "test_accuracy": 10.0 if at_chance else 55.0 + i % 5,
             "num_classes": 10,
             "n_test": 200,
+            "image_size": 32,
+            "dataset_fingerprint": "0" * 64,
+            "weights_sha256": "1" * 64,
         }
-        out = root / train_plan.final_dir(run) / "result.json"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result))
+        write_record(result, root / train_plan.final_dir(run) / "result.json")
 
 
 def results_tree(root: Path, *, broken: bool) -> dict:
@@ -119,7 +122,7 @@ def test_a_model_at_chance_on_one_experiment_is_one_warning_in_summary_and_repor
     config = results_tree(tmp_path, broken=False)
     run = {"dataset": "fashion_mnist", "protocol": "tl-imagenot", "model": "efficientnet_mini"}
     result = tmp_path / train_plan.final_dir({**run, "seed": 0}) / "result.json"
-    result.write_text(json.dumps({**json.loads(result.read_text()), "test_accuracy": 13.5}))
+    write_record({**json.loads(result.read_text()), "test_accuracy": 13.5}, result)
     summary = run_summary.collect(summary_plan.layout(config), tmp_path)
     text = run_summary.format_text(summary)
     assert text.count("(at chance)") == summary["warnings"] == 1
@@ -184,6 +187,7 @@ def test_best_accuracy_is_over_seeds(tmp_path):
                 **run,
                 "val_accuracy": 50.0,
                 "test_accuracy": 40.0,
+                "record": {"path": "a/result.json", "record_sha256": "a" * 64},
                 "chance_accuracy": 10.0,
                 "at_chance": False,
             },
@@ -191,6 +195,7 @@ def test_best_accuracy_is_over_seeds(tmp_path):
                 **extra,
                 "val_accuracy": 45.0,
                 "test_accuracy": 48.0,
+                "record": {"path": "b/result.json", "record_sha256": None},
                 "chance_accuracy": 10.0,
                 "at_chance": False,
             },
@@ -203,6 +208,8 @@ def test_best_accuracy_is_over_seeds(tmp_path):
             "seeds": 2,
             "best_val_accuracy": 50.0,
             "best_test_accuracy": 48.0,
+            # the record the best test accuracy (the second seed's) was read from
+            "best_test_record": {"path": "b/result.json", "record_sha256": None},
             "chance_accuracy": 10.0,
             "at_chance": False,
         }

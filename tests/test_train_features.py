@@ -191,17 +191,20 @@ def test_tl_over_features_selects_and_scores_as_the_image_path(
     features computed once gives the image path's trials, selection, accuracies and weights
     to float tolerance; both write the full model (backbone + head) with the same keys.
     resnet_mini has BatchNorm in the backbone, alexnet_mini dropout before the head."""
+    from final_run import write_final_run
     from safetensors.torch import load_file
 
     from imagenot.config import validate_config
-    from imagenot.train.checkpoints import save_weights
     from imagenot.train.registry import build_model
 
     monkeypatch.chdir(tmp_path)
     config = validate_config(_config(model))
     torch.manual_seed(1)  # the "ST source" weights: any backbone will do
     init = plan.init_weights(config, "tl-src", model)[0]
-    save_weights(build_model(model, 7), tmp_path / init)
+    source = write_final_run(
+        tmp_path, build_model(model, 7), dataset="src", name=model, num_classes=7
+    )
+    assert source / "model.safetensors" == tmp_path / init  # with its result.json, as written
     draw = to_json(train_settings.DrawSettings.from_config(config, "toy", "tl-src", model))
     features_run = tmp_path / plan.run_dir("toy", "tl-src", model)
     _cli("train-draw-trials", "--settings", draw, "--record", "prereg.json", "--out", str(features_run / "trials.parquet"))  # fmt: skip

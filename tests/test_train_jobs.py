@@ -40,7 +40,7 @@ def _config():
     )
 
 
-def test_trial_halving_selection_and_final_via_cli(dataset_dir, tmp_path):
+def test_trial_halving_selection_and_final_via_cli(dataset_dir, tmp_path, monkeypatch, capsys):
     from imagenot.config import validate_config
 
     config = validate_config(_config())
@@ -125,6 +125,27 @@ def test_trial_halving_selection_and_final_via_cli(dataset_dir, tmp_path):
     _cli(*final(1), "--out-dir", str(run / "final/seed-1"))
     other = json.loads((run / "final/seed-1/result.json").read_text())
     assert other["train_seed"] != result["train_seed"] and other["reused_trial"] is False
+
+    # outputs on the test split that are not finite (finite weights can give them: a batch
+    # norm's running variance below 0): refused in one line, never a test accuracy at chance
+    from imagenot.cli import main
+    from imagenot.train import loop
+
+    scored = loop.evaluate
+
+    def non_finite_test(*args, **kwargs):  # the test split's pass: the one without a stop check
+        accuracy, loss, n = scored(*args, **kwargs)
+        return (accuracy, float("nan"), n) if len(args) < 6 else (accuracy, loss, n)
+
+    monkeypatch.setattr(loop, "evaluate", non_finite_test)
+    capsys.readouterr()
+    assert main([*final(1), "--out-dir", str(run / "final/nan")]) != 0
+    err = capsys.readouterr().err
+    errors = [
+        line for line in err.splitlines() if "outputs on the test split are not finite" in line
+    ]
+    assert len(errors) == 1 and "Traceback" not in err, err[-2000:]
+    assert not (run / "final/nan/result.json").exists()
 
 
 def test_a_slot_nothing_was_promoted_into_trains_nothing(tmp_path):

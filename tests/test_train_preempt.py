@@ -77,7 +77,7 @@ def _same(a, b, ckpt_a, ckpt_b):
     assert all(torch.equal(wa[k], wb[k]) for k in wa if k.startswith("model."))
 
 
-@pytest.mark.parametrize("name", ["SIGUSR1", "SIGTERM"])
+@pytest.mark.parametrize("name", ["SIGUSR1", "SIGTERM", "SIGINT"])
 def test_signal_mid_epoch_writes_a_step_checkpoint_and_resumes_identically(
     name, tmp_path, deterministic
 ):
@@ -183,6 +183,46 @@ def test_a_signalled_training_process_checkpoints_and_exits_75(tmp_path):
     assert not (run / "stage-0/slot-0.json").exists()
     saved = read_state(run / "trial-0/checkpoint.safetensors")
     assert saved.epoch >= 1 and saved.step > 0
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["in-memory", "streamed-with-a-worker"])
+def test_ctrl_c_to_a_training_process_group_is_a_stop_like_sigterm(tmp_path, streamed):
+    """Ctrl-C at a terminal sends SIGINT to the whole foreground group (the trainer and its
+    loader workers): it is SIGTERM's stop, never a KeyboardInterrupt traceback: a step-level checkpoint, one short line, exit 75; the workers (forked with
+    the stop handler) keep serving until the checkpoint is written."""
+    import subprocess
+    import time
+
+    extra = {"in_memory": False, "num_workers": 1} if streamed else {}
+    cmd, run = _toy_trial(tmp_path, **extra)
+    log = tmp_path / "job.log"
+    with open(log, "w") as f:
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while "epoch 2" not in log.read_text(errors="replace"):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGINT)  # the terminal's Ctrl-C: every process of the group
+        assert proc.wait(timeout=60) == 75, log.read_text()[-2000:]
+    finally:
+        proc.kill()
+    text = log.read_text()
+    assert "SIGINT received: step-level checkpoint written" in text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text[-2000:]
+    saved = read_state(run / "trial-0/checkpoint.safetensors")
+    assert saved.epoch >= 1 and saved.step > 0
+
+
+def test_ctrl_c_outside_the_training_loop_is_one_line_and_the_stop_exit():
+    from imagenot.train.cli import PREEMPTED_EXIT, _preemptible
+
+    def loading():
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as exc:
+        _preemptible(loading)
+    assert exc.value.code == PREEMPTED_EXIT
 
 
 def test_a_training_process_stops_at_its_time_limit_less_the_margin(tmp_path):

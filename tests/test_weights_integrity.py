@@ -7,6 +7,7 @@ import json
 
 import pytest
 import torch
+from final_run import write_final_run, write_toy_dataset
 from safetensors.torch import save_file
 
 from imagenot.io import sha256_file
@@ -57,9 +58,12 @@ def test_non_finite_weights_are_refused_at_load_naming_the_tensor(tmp_path, valu
     state, name = _poisoned_state(value)
     path = tmp_path / "model.safetensors"
     save_file(state, str(path))
-    for read in (load_weights, read_state_dict):
+    for read in (load_tensors, read_state_dict):
         with pytest.raises(WeightsError, match=rf"model\.safetensors: tensor '{name}'"):
             read(path)
+    # where the workflow always stores a digest (a run's weights), a file without one is refused
+    with pytest.raises(WeightsError, match=r"model\.safetensors: lacks the digest"):
+        load_weights(path)
     pth = tmp_path / "published.pth"
     torch.save(state, pth)
     with pytest.raises(WeightsError, match=rf"published\.pth: tensor '{name}'"):
@@ -86,23 +90,30 @@ def test_weights_other_than_those_result_json_describes_are_refused(tmp_path):
         load_weights(path, digest)
 
 
+def _save_poisoned(state: dict, path) -> None:
+    """Non-finite weights with their digest stored, as no writer of the workflow makes them."""
+    from imagenot.train.checkpoints import DIGEST_KEY, tensors_digest
+
+    save_file(state, str(path), metadata={DIGEST_KEY: tensors_digest(state)})
+
+
 def test_evaluation_refuses_non_finite_or_other_weights(tmp_path):
-    """The evaluate stage's reader: result.json's weights_sha256 and finite values."""
+    """The evaluate stage's reader: result.json's weights_sha256, the weights' digest and
+    finite values."""
     from imagenot.evaluate.robustness import load_checkpoint
 
-    run = tmp_path / "final" / "seed-0"
+    run = write_final_run(tmp_path, _model())
     path = run / "model.safetensors"
-    save_weights(_model(), path)
-    info = {"model": "resnet_mini", "dataset": "toy", "protocol": "st", "seed": 0,
-            "num_classes": 3, "image_size": 32, "weights_sha256": sha256_file(path)}  # fmt: skip
-    (run / "result.json").write_text(json.dumps(info))
     _, read_info = load_checkpoint(path)
-    assert read_info["weights_sha256"] == info["weights_sha256"]
+    assert read_info["weights_sha256"] == sha256_file(path)
     state, name = _poisoned_state(float("nan"))
-    save_file(state, str(path))
-    info["weights_sha256"] = sha256_file(path)
-    (run / "result.json").write_text(json.dumps(info))
+    _save_poisoned(state, path)
+    write_final_run(tmp_path, None)  # its record, sealed, names these weights
     with pytest.raises(WeightsError, match=rf"tensor '{name}' holds 1 non-finite"):
+        load_checkpoint(path)
+    save_file(_model().state_dict(), str(path))  # finite, but without the digest
+    write_final_run(tmp_path, None)
+    with pytest.raises(WeightsError, match=r"model\.safetensors: lacks the digest"):
         load_checkpoint(path)
 
 
@@ -138,25 +149,10 @@ def test_a_truncated_weights_file_is_one_line_naming_it(tmp_path):
 
 def _toy_run(tmp_path):
     """A 12-image dataset (6 test images in one shard) and a final run's folder beside it."""
-    from torchvision.io import encode_jpeg
+    from imagenot.dataset import read_fingerprint
 
-    from imagenot.acquire.dataset import Record, write_dataset
-
-    g = torch.Generator().manual_seed(1)
-    records = []
-    for i in range(12):
-        img = torch.randint(0, 256, (3, 20, 20), dtype=torch.uint8, generator=g)
-        jpeg = bytes(encode_jpeg(img, quality=90).numpy())
-        records.append(Record(f"k{i:03d}", f"c{i % 3}", "test" if i % 2 else "train", jpeg))
-    ds_dir = tmp_path / "datasets" / "toy"
-    write_dataset(ds_dir, records, ["c0", "c1", "c2"], shard_size=5000)
-    run = tmp_path / "final" / "seed-0"
-    save_weights(_model(), run / "model.safetensors")
-    info = {"model": "resnet_mini", "dataset": "toy", "protocol": "st", "seed": 0,
-            "num_classes": 3, "image_size": 32,
-            "normalisation": {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]},
-            "weights_sha256": sha256_file(run / "model.safetensors")}  # fmt: skip
-    (run / "result.json").write_text(json.dumps(info))
+    ds_dir = write_toy_dataset(tmp_path / "results" / "datasets" / "toy")
+    run = write_final_run(tmp_path, _model(), fingerprint=read_fingerprint(ds_dir))
     return ds_dir, run
 
 
@@ -212,10 +208,12 @@ def test_evaluation_on_a_damaged_shard_stops_in_one_line_naming_shard_and_key(
 def test_evaluation_of_non_finite_weights_stops_in_one_line(tmp_path, capsys):
     ds_dir, run = _toy_run(tmp_path)
     state, name = _poisoned_state(float("nan"))
-    save_file(state, str(run / "model.safetensors"))
-    info = json.loads((run / "result.json").read_text())
-    info["weights_sha256"] = sha256_file(run / "model.safetensors")
-    (run / "result.json").write_text(json.dumps(info))
+    _save_poisoned(state, run / "model.safetensors")
+    write_final_run(
+        tmp_path,
+        None,
+        fingerprint=json.loads((run / "result.json").read_text())["dataset_fingerprint"],
+    )
     out = tmp_path / "out"
     assert _evaluate(ds_dir, run, out) == 2
     err = capsys.readouterr().err

@@ -183,7 +183,9 @@ def _run(argv: list[str] | None) -> int:
     except _user_errors() as exc:
         if args.debug:
             raise
-        message = str(exc) if not isinstance(exc, KeyError) else f"missing key {exc}"
+        # a bare KeyError is a missing key; a registry's (also a ValueError) says its own words
+        bare_key = isinstance(exc, KeyError) and not isinstance(exc, ValueError)
+        message = f"missing key {exc}" if bare_key else str(exc)
         print(f"imagenot {args.command}: error: {message}", file=sys.stderr)
         return 2
     return int(result or 0)

@@ -13,6 +13,7 @@ validate-config`` and every ``from_config`` go through it).
 from __future__ import annotations
 
 import copy
+import json
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -57,17 +58,73 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict:
+    """``json.loads``' object hook that refuses a key given twice (as YAML files are)."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise ConfigError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+# The top-level key that makes a YAML config a YTE template (https://yte-template-engine.github.io)
+YTE_KEY = "__use_yte__"
+
+
+def _yte(path: Path) -> Any:
+    """A YAML config with :data:`YTE_KEY` as Snakemake reads it: through Snakemake's own
+    config-file loader (``snakemake.common.configfile.load_configfile``, which renders the
+    template with ``yte.process_yaml(..., require_use_yte=True)``), the same code path.
+    Imported by name: only Snakemake's process and the commands people type read config files,
+    where Snakemake is installed; a job's environment has none (its settings come as JSON)."""
+    import importlib
+
+    try:
+        loader = importlib.import_module("snakemake.common.configfile").load_configfile
+    except ImportError:
+        raise ConfigError(
+            f"config file {path} is a YTE template ({YTE_KEY}), which Snakemake renders: read "
+            "it where Snakemake is installed (the workflow's .venv)"
+        ) from None
+    try:
+        return loader(str(path))
+    except Exception as exc:  # WorkflowError, or an error of the template's own code
+        detail = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"config file {path}: its YTE template fails ({detail})") from None
+
+
 def read_config_file(path: str | os.PathLike) -> dict:
-    """A YAML config file as a dict; duplicate keys and invalid YAML raise ConfigError naming the
-    file and line."""
+    """A config file as a dict, read as Snakemake reads a ``--configfile`` (JSON first, else
+    YAML; a YAML file whose top level says ``__use_yte__: true`` is a YTE template, rendered
+    by Snakemake's own loader: :func:`_yte`), so that ``imagenot validate-config`` checks what
+    the workflow runs. Refused with ConfigError naming the file (and line): a file that is not
+    UTF-8 (Snakemake's encoding), a key given twice, invalid YAML, an empty file, a top level
+    that is no mapping."""
     path = Path(path)
     try:
-        with open(path) as f:
-            config = yaml.load(f, Loader=_UniqueKeyLoader)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+        raw = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"config file {path}: {exc.strerror or exc}") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text (byte {raw[exc.start]:#04x} on line {line}); "
+            "save it as UTF-8, the encoding Snakemake reads config files in"
+        ) from None
+    try:  # Snakemake tries JSON first (no YTE then)
+        config = json.loads(text, object_pairs_hook=_unique_pairs)
+    except ConfigError as exc:
+        raise ConfigError(f"config file {path}: {exc}") from None
+    except ValueError:
+        try:
+            config = yaml.load(text, Loader=_UniqueKeyLoader)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+        if isinstance(config, dict) and YTE_KEY in config:
+            config = _yte(path)
     # An empty file or a list would merge as "no change" (or crash the merge): a config file that
     # says nothing is a mistake (a wrong path, a truncated copy), not an overlay.
     if config is None or config == {}:
@@ -84,6 +141,12 @@ REGISTRY_MARKER = "x-registry"
 # ``x-name: true``: a name (imagenot.names); ``x-name: "ft-{name}"``: a string of that form.
 NAME_MARKER = "x-name"
 REGISTRY_KEYS_MARKER = "x-registry-keys"
+# ``x-values: SCHEMA`` on a search-space hyperparameter (``{value: x}``, ``{choice: [...]}``, ...):
+# every value it may take is SCHEMA (its domain: a momentum in [0, 1), a weight decay >= 0), so a
+# value no job can use is refused where the config is checked, naming the key, not by torch in
+# every training job after the dataset is built. A range (uniform, log_uniform) of an integer
+# hyperparameter may have fractional bounds (a draw is rounded): its bounds are numbers.
+VALUES_MARKER = "x-values"
 # Schema of a registered name's value under an ``x-registry-keys`` object when the schema file
 # does not describe it and its registry entry gives no ``params_schema``: no parameters.
 _NO_PARAMETERS = {"type": "object", "default": {}, "additionalProperties": False, "properties": {}}
@@ -110,6 +173,17 @@ def _expand_registries(node: Any, where: str) -> Any:
         out.update(name_schema(out[NAME_MARKER]))
     if REGISTRY_MARKER in out:
         out["enum"] = list(registries.names(out[REGISTRY_MARKER]))
+    if VALUES_MARKER in out:
+        domain = out[VALUES_MARKER]
+        bound = {**domain, "type": "number"} if domain.get("type") == "integer" else domain
+        out["properties"] = {
+            **out.get("properties", {}),
+            "value": domain,
+            "choice": {"items": domain},
+            "grid": {"items": domain},
+            "uniform": {"items": bound},
+            "log_uniform": {"items": bound},
+        }
     if REGISTRY_KEYS_MARKER in out:
         kind = out[REGISTRY_KEYS_MARKER]
         reg = registries.registry(kind)

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
+import unicodedata
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -98,12 +99,56 @@ def read_manifest(dataset_dir: str | os.PathLike, split: str | None = None) -> p
     return table
 
 
+def class_name_problem(name: object) -> str | None:
+    """Why ``name`` cannot be a line of classes.txt, written and read back unchanged (None when
+    it can): it must be a non-empty string without a line break of any kind (``str.splitlines``
+    splits on \\r, \\v, \\f, \\x1c-\\x1e, \\x85, \\u2028, \\u2029 too), control
+    character or lone surrogate (an undecodable byte of a file name, which UTF-8 cannot write)."""
+    if not isinstance(name, str):
+        return f"a {type(name).__name__}, not a string"
+    if not name:
+        return "empty"
+    for i, ch in enumerate(name):
+        if unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp"):
+            return f"character {i} is {ch!r} (a line break, control character or undecodable byte)"
+    return None
+
+
+def check_class_names(names: object, where: str | os.PathLike, what: str = "class") -> list[str]:
+    """``names`` as a list, refused (DatasetError naming ``where``, the position and the name)
+    when one cannot round-trip through classes.txt (:func:`class_name_problem`) or is given
+    twice. Every class list goes through here before it is written: a name holding a line
+    break turned 4 classes into 5 lines, and every label after it into another class."""
+    if not isinstance(names, list | tuple):
+        raise DatasetError(f"{where}: the class list is a {type(names).__name__}, not a list")
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):
+        problem = class_name_problem(name)
+        if problem is not None:
+            raise DatasetError(
+                f"{where}: {what} {i} {name!r} cannot be written to {CLASSES} and read back "
+                f"unchanged ({problem}); rename it"
+            )
+        if name in seen:
+            raise DatasetError(f"{where}: {what} {i} {name!r} is also {what} {seen[name]}")
+        seen[name] = i
+    return list(names)
+
+
+def classes_text(classes: Sequence[str], where: str | os.PathLike) -> str:
+    """The text of classes.txt: one checked name per line (:func:`check_class_names`)."""
+    return "".join(f"{c}\n" for c in check_class_names(list(classes), where))
+
+
 def read_classes(dataset_dir: str | os.PathLike) -> list[str]:
     """Class names in label order."""
     path = Path(dataset_dir) / CLASSES
     if not path.is_file():
         raise DatasetError(f"{path}: no class list")
-    return path.read_text().splitlines()
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
 def read_fingerprint(dataset_dir: str | os.PathLike) -> str:

@@ -19,6 +19,11 @@ success rate is under half its dataset's; a part below ``acquire.min_success_rat
 failed its own job; a published weight whose top-1 measured on the whole validation set lies more
 than ``imagenot.train.facts.PUBLISHED_TOLERANCE`` points from its published one: the reference is
 not the published protocol, and every comparison with it inherits the gap).
+
+A final run's numbers are shown only as its producer wrote them: its ``result.json`` is checked
+as every reader checks it (:mod:`imagenot.train.records`: its seal, its numbers' ranges, its
+identity against the plan's run), a failed check is an error naming the file and the key, and
+each best test accuracy names the record it was read from and that record's digest.
 """
 
 from __future__ import annotations
@@ -29,6 +34,14 @@ import os
 from pathlib import Path
 
 from imagenot.paths import RESULTS, SPLITS
+from imagenot.train.records import (
+    IDENTITY,
+    SEAL_KEY,
+    RecordError,
+    check_record,
+    is_percent,
+    is_sealed,
+)
 
 SUMMARY_MD = f"{RESULTS}/summary.md"
 SUMMARY_JSON = f"{RESULTS}/summary.json"
@@ -36,6 +49,8 @@ SUMMARY_HTML = f"{RESULTS}/summary.html"
 REPORT = f"{RESULTS}/report.html"
 FAR_BELOW = 0.5  # a part under this share of its dataset's download success rate is a warning
 MIN_PART_ROWS = 50  # as acquire.min_success_rate: smaller parts say little
+# what the summary reads of a final run's result.json, which every version of the workflow wrote
+SUMMARY_KEYS = (*IDENTITY, "num_classes")
 
 
 def _split_counts(manifest: Path) -> dict[str, int]:
@@ -114,7 +129,7 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
                     _problem("error", f"dataset {name}: the {split} split has 0 images")
                 )
         datasets[name] = entry
-    runs, missing, checks = [], 0, []
+    runs, missing, checks, unsealed = [], 0, [], 0
     for run in layout["runs"]:
         path = root / run["result"]
         if not path.is_file():
@@ -126,8 +141,19 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
             problems.append(_problem("warning", f"{path} unreadable ({exc})"))
             missing += 1
             continue
+        try:  # its seal, numbers and identity: a number shown is its producer's
+            check_record(result, path, expected=run, required=SUMMARY_KEYS)
+        except RecordError as exc:
+            problems.append(_problem("error", str(exc)))
+            missing += 1
+            continue
+        unsealed += not is_sealed(result)
         if run.get("evaluation"):
-            check = _published_check(run, result, root / run["evaluation"])
+            try:
+                check = _published_check(run, result, root / run["evaluation"])
+            except RecordError as exc:
+                problems.append(_problem("error", str(exc)))
+                check = None
             if check is not None:
                 checks.append(check)
                 if check["problem"]:
@@ -138,6 +164,8 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
                 **{k: run[k] for k in ("dataset", "protocol", "model", "seed")},
                 "val_accuracy": result.get("val_accuracy"),
                 "test_accuracy": test,
+                # where the numbers come from: the record and the digest its producer sealed
+                "record": {"path": run["result"], SEAL_KEY: result.get(SEAL_KEY)},
                 "chance_accuracy": 100.0 / classes if classes else None,
                 "at_chance": bool(
                     test is not None
@@ -145,6 +173,15 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
                     and at_chance(test, classes, result.get("n_test", 0))
                 ),
             }
+        )
+    if unsealed:
+        problems.append(
+            _problem(
+                "warning",
+                f"{unsealed} final run(s) have a result.json without its producer's digest "
+                f"({SEAL_KEY}): their numbers are checked for range but cannot be traced to "
+                "their producer (rerun them to record it)",
+            )
         )
     models = _best_per_model(runs)
     problems += _chance_warnings(models)
@@ -186,6 +223,11 @@ def _published_check(run: dict, result: dict, evaluation: Path) -> dict | None:
     row = next((r for r in rows if r["transform"] == "Identity"), None)
     if row is None:
         return None
+    if not (is_percent(row["top1"]) and isinstance(row["n"], int) and row["n"] >= 1):
+        raise RecordError(  # read back like numbers read in
+            f"{evaluation}: its Identity row has top1 {row['top1']!r} of n {row['n']!r}, not a "
+            "percentage in [0, 100] of at least one image; delete it and run the workflow again"
+        )
     weights = result.get("weights")  # the weights that ran
     deviation = row["top1"] - float(published)
     whole = row["n"] >= PUBLISHED_TEST_SIZE
@@ -247,7 +289,8 @@ def _by_model(runs: list[dict]) -> dict[str, list[dict]]:
 
 
 def _best_per_model(runs: list[dict]) -> list[dict]:
-    """Per experiment and model, the best validation and test accuracy over its seeds."""
+    """Per experiment and model, the best validation and test accuracy over its seeds, and the
+    record the best test accuracy was read from (its path and its producer's digest)."""
     best: dict[tuple, dict] = {}
     for run in runs:
         key = (run["dataset"], run["protocol"], run["model"])
@@ -259,6 +302,7 @@ def _best_per_model(runs: list[dict]) -> list[dict]:
                 "seeds": 0,
                 "best_val_accuracy": None,
                 "best_test_accuracy": None,
+                "best_test_record": None,
                 "chance_accuracy": run["chance_accuracy"],
                 "at_chance": True,
             },
@@ -269,8 +313,10 @@ def _best_per_model(runs: list[dict]) -> list[dict]:
             ("best_val_accuracy", "val_accuracy"),
             ("best_test_accuracy", "test_accuracy"),
         ):
-            if run[key_in] is not None:
-                row[out] = max(row[out] if row[out] is not None else -1.0, run[key_in])
+            if run[key_in] is not None and (row[out] is None or run[key_in] > row[out]):
+                row[out] = run[key_in]
+                if out == "best_test_accuracy":  # the record the number shown was read from
+                    row["best_test_record"] = run["record"]
     return list(best.values())
 
 

@@ -127,12 +127,21 @@ def fashion_mnist_items(
     root = Path(root)
     items: list[Item] = []
     for prefix, source in (("train", "train"), ("t10k", "test")):
-        x = read_idx(_find(root, f"{prefix}-images-idx3-ubyte"))
-        y = read_idx(_find(root, f"{prefix}-labels-idx1-ubyte"))
+        images, labels = (
+            _find(root, f"{prefix}-{kind}-ubyte") for kind in ("images-idx3", "labels-idx1")
+        )
+        x, y = read_idx(images), read_idx(labels)
         if x.ndim != 3 or y.ndim != 1 or len(x) != len(y):
-            raise AdapterError(f"{root}: {prefix} images {x.shape} and labels {y.shape} disagree")
-        if y.max(initial=0) >= len(FASHION_MNIST_CLASSES):
-            raise AdapterError(f"{root}: {prefix} labels go up to {y.max()}, expected 0-9")
+            raise AdapterError(
+                f"{labels}: labels {y.shape} do not pair with the images {x.shape} of {images} "
+                "(one label per image)"
+            )
+        wrong = np.flatnonzero(y >= len(FASHION_MNIST_CLASSES))
+        if len(wrong):
+            raise AdapterError(
+                f"{labels}: label {y[wrong[0]]} at row {wrong[0]} is not a class index 0-"
+                f"{len(FASHION_MNIST_CLASSES) - 1}"
+            )
         items += [
             Item(f"{source}-{i:06d}", FASHION_MNIST_CLASSES[y[i]], source, lambda i=i, x=x: x[i])
             for i in range(len(y))
@@ -190,11 +199,64 @@ def _unpickle(path: Path) -> dict:
 
 def cifar10_classes(root: str | os.PathLike) -> list[str]:
     root = Path(root)
-    meta = _unpickle(inside(root, root / "batches.meta"))
+    path = root / "batches.meta"
+    meta = _unpickle(inside(root, path))
     names = meta.get(b"label_names", meta.get("label_names"))
     if not isinstance(names, list) or not names:
-        raise AdapterError(f"{root / 'batches.meta'}: no label_names list")
-    return [n.decode() if isinstance(n, bytes) else str(n) for n in names]
+        raise AdapterError(f"{path}: no label_names list")
+    out = []
+    for i, name in enumerate(names):
+        try:
+            out.append(name.decode("utf-8") if isinstance(name, bytes) else name)
+        except UnicodeDecodeError as exc:
+            raise AdapterError(
+                f"{path}: label_names[{i}] {name!r} is not UTF-8 ({exc.reason})"
+            ) from None
+        if not isinstance(out[-1], str):
+            raise AdapterError(f"{path}: label_names[{i}] is {name!r}, not a name")
+    return out
+
+
+def _is_label(value: object) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
+def cifar10_batch(path: Path, n_classes: int) -> tuple[np.ndarray, list[int]]:
+    """(images N x 3 x 32 x 32 uint8, labels) of one CIFAR-10 batch file, checked: ``data`` a
+    uint8 array of N rows of 3072 values, ``labels`` N integers in [0, ``n_classes``). Why
+    checked here: labels are paired with images by position and index the class list, so a
+    label of -1 would become the last class, fewer labels than images would drop images
+    silently, and a label past the class count would end in an IndexError traceback."""
+    batch = _unpickle(path)
+    data = batch.get(b"data", batch.get("data"))
+    labels = batch.get(b"labels", batch.get("labels"))
+    if data is None or labels is None:
+        raise AdapterError(f"{path}: not a CIFAR-10 batch (no data and labels entries)")
+    if not (isinstance(data, np.ndarray) and data.dtype == np.uint8 and data.ndim == 2) or (
+        data.shape[1] != 3 * 32 * 32
+    ):
+        what = f"{data.dtype} {data.shape}" if isinstance(data, np.ndarray) else type(data).__name__
+        raise AdapterError(
+            f"{path}: data is {what}, expected a uint8 array of one row of 3072 values (3 x 32 x "
+            "32) per image"
+        )
+    if isinstance(labels, np.ndarray) and labels.ndim == 1:
+        labels = labels.tolist()
+    if not isinstance(labels, list):
+        raise AdapterError(f"{path}: labels is a {type(labels).__name__}, expected a list")
+    for row, label in enumerate(labels):
+        if not _is_label(label):
+            raise AdapterError(f"{path}: label at row {row} is {label!r}, not an integer")
+        if not 0 <= label < n_classes:
+            raise AdapterError(
+                f"{path}: label {int(label)} at row {row} is not a class index 0-{n_classes - 1} "
+                f"(batches.meta names {n_classes} classes)"
+            )
+    if len(labels) != len(data):
+        raise AdapterError(
+            f"{path}: {len(labels)} labels for {len(data)} images; every image needs one label"
+        )
+    return data.reshape(-1, 3, 32, 32), [int(label) for label in labels]
 
 
 def cifar10_items(
@@ -206,12 +268,7 @@ def cifar10_items(
     counts = {"train": 0, "test": 0}
     batches = [(f"data_batch_{i}", "train") for i in range(1, 6)] + [("test_batch", "test")]
     for name, source in batches:
-        batch = _unpickle(inside(root, root / name))
-        try:
-            data = np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
-            labels = list(batch[b"labels"])
-        except (KeyError, ValueError) as exc:
-            raise AdapterError(f"{root / name}: not a CIFAR-10 batch ({exc})") from exc
+        data, labels = cifar10_batch(inside(root, root / name), len(classes))
         offset = counts[source]
         counts[source] += len(labels)
         items += [
@@ -337,10 +394,34 @@ def fashion_mnist_classes(root: str | os.PathLike) -> list[str]:
     return list(FASHION_MNIST_CLASSES)
 
 
+def checked_classes(names: object, root: str | os.PathLike, kind: str) -> list[str]:
+    """An adapter's class list, refused (AdapterError naming the dataset folder, the position
+    and the name) when a name cannot be written to classes.txt and read back unchanged (a
+    folder name holding a line break) or is given twice (:func:`imagenot.dataset.
+    check_class_names`)."""
+    from imagenot.dataset import DatasetError, check_class_names
+
+    try:
+        return check_class_names(names, root, f"{kind} class")
+    except DatasetError as exc:
+        raise AdapterError(str(exc)) from None
+
+
 def adapter_readers(kind: str) -> tuple[Callable, Callable]:
     """The (items reader, class-list reader) of adapter kind ``kind`` (registered in
-    :data:`imagenot.acquire.kinds.DATASET_KINDS`, the one list of kinds)."""
+    :data:`imagenot.acquire.kinds.DATASET_KINDS`, the one list of kinds); every class list
+    either returns is checked (:func:`checked_classes`), whichever adapter (a plugin's too)
+    read it."""
     entry = DATASET_KINDS.get(kind)
     if entry is None or not entry.adapter:
         raise AdapterError(f"unknown dataset kind {kind!r}; adapters exist for {adapter_kinds()}")
-    return resolve(entry.items), resolve(entry.classes)
+    items, classes = resolve(entry.items), resolve(entry.classes)
+
+    def read_items(root, only=None):
+        names, found = items(root, only)
+        return checked_classes(names, root, kind), found
+
+    def read_classes(root):
+        return checked_classes(classes(root), root, kind)
+
+    return read_items, read_classes

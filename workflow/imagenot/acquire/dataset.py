@@ -37,6 +37,8 @@ from imagenot.dataset import (
     SHARD_DIR,
     SPLITS,
     DatasetError,
+    check_class_names,
+    classes_text,
 )
 from imagenot.io import (
     atomic_path,
@@ -135,10 +137,8 @@ def write_shard(
 def _check_records(
     where: Path, records: Iterable[Record], classes: Sequence[str]
 ) -> list[tuple[Record, int]]:
-    """Validate records against the contract; return (record, label) pairs in input order."""
-    if len(set(classes)) != len(classes):
-        raise DatasetError(f"{where}: duplicate class names in the class list")
-    label_of = {c: i for i, c in enumerate(classes)}
+    """Check the class list and records (before any shard is written): (record, label) pairs."""
+    label_of = {c: i for i, c in enumerate(check_class_names(list(classes), where / CLASSES))}
     out: list[tuple[Record, int]] = []
     seen: set[str] = set()
     for rec in records:
@@ -261,7 +261,7 @@ def _fingerprint_update(h, rows: pa.Table) -> None:
 
 def _write_index(out_dir: Path, table: pa.Table, classes: Sequence[str]) -> Path:
     """classes.txt, manifest.parquet, then fingerprint.txt (last: its presence means done)."""
-    write_text("".join(f"{c}\n" for c in classes), out_dir / CLASSES)
+    write_text(classes_text(classes, out_dir / CLASSES), out_dir / CLASSES)
     manifest = write_parquet(table, out_dir / MANIFEST)
     write_text(content_fingerprint(table, classes) + "\n", out_dir / FINGERPRINT)
     return manifest
@@ -477,7 +477,7 @@ def _gather_ordered(out_dir: Path, parts: list[Path], window: int = GATHER_WINDO
                 _fingerprint_update(h, rows)
                 writer.write_table(rows)
         _remove_unreferenced_names(out_dir, shards)
-        write_text("".join(f"{c}\n" for c in classes), out_dir / CLASSES)
+        write_text(classes_text(classes, out_dir / CLASSES), out_dir / CLASSES)
     write_text(h.hexdigest() + "\n", out_dir / FINGERPRINT)
     return out_dir / MANIFEST
 

@@ -4,7 +4,9 @@
 ``seed``, ``transform``, ``accuracy`` (top-1 percent), ``top5``, ``n``, ``ci_low``, ``ci_high``,
 ``imagenet_top1`` (the published ImageNet top-1 of the model's weights: the x-axis), ``weights``
 and ``published_top1`` (a published run's own record: the weights it evaluated and their
-published top-1; empty for trained runs). The published accuracies also appear as rows of
+published top-1; empty for trained runs) and ``record_sha256`` (the digest the run's producer
+sealed its ``result.json`` with: the record each row was made from; empty for the publisher's
+rows and an older run's record). The published accuracies also appear as rows of
 dataset ``imagenet_published`` (protocol ``published``), so that ``imagenot rankings`` can
 compare any dataset against them.
 
@@ -45,9 +47,10 @@ ROBUSTNESS_COLUMNS = (
     "ci_low",
     "ci_high",
 )
-#: A run's own record of the published weights it evaluated (evaluations written before these
-#: columns lack them: read as empty, the config's weights stand in)
-RECORD_COLUMNS = ("weights", "published_top1")
+#: A run's own record of the published weights it evaluated, and the digest its producer sealed
+#: the record with (evaluations written before these columns lack them: read as empty, the
+#: config's weights stand in)
+RECORD_COLUMNS = ("weights", "published_top1", "record_sha256")
 PUBLISHED_COLUMNS = ("model", "weights", "top1", "top5", "source")
 IMAGENET_VAL_SIZE = PUBLISHED_TEST_SIZE  # ILSVRC-2012 validation images
 
@@ -68,14 +71,61 @@ COLUMNS = [
 ]
 
 
+def check_robustness(df: pd.DataFrame, path: str | os.PathLike) -> None:
+    """TableError naming the file, row and column of an evaluation's table that is not what its
+    path says (the run's dataset, protocol, model and seed) or whose numbers are out of their
+    range: percentages finite in [0, 100] (``published_top1`` too where not null), ``n`` a
+    positive integer, top-1 within its interval and at most top-5. Read back like numbers read
+    in: a table copied into another run's folder, or edited, never becomes that run's rows."""
+    from imagenot.evaluate.paths import RUN_DIR
+    from imagenot.train.records import run_identity
+
+    def cell(col: str, row: int):
+        value = df[col].iloc[row]
+        return repr(value.item() if hasattr(value, "item") else value)
+
+    if df.empty:
+        raise TableError(f"{path}: no rows (an evaluation has one row per transformation)")
+    for key, want in (run_identity(path, (f"{RUN_DIR}/{{name}}",)) or {}).items():
+        wrong = np.flatnonzero((df[key].astype(str) != str(want)).to_numpy())
+        if len(wrong):
+            raise TableError(
+                f"{path}: row {wrong[0]} has {key} {cell(key, wrong[0])}, but its path says "
+                f"{want!r}: an evaluation is read only under its own run's path"
+            )
+    for col in ("top1", "top5", "ci_low", "ci_high", "n", "published_top1"):
+        if col not in df.columns:  # published_top1: evaluations written before it lack it
+            continue
+        values = pd.to_numeric(df[col], errors="coerce").to_numpy(float)
+        bad = ~np.isfinite(values) | (values < 0)
+        if col == "published_top1":  # null for a trained run
+            bad &= df[col].notna().to_numpy()
+        bad |= (values > 100) if col != "n" else (values < 1) | (values != np.round(values))
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            what = "a positive integer" if col == "n" else "a percentage in [0, 100]"
+            raise TableError(f"{path}: row {row} column {col} is {cell(col, row)}, not {what}")
+    tol = 1e-6
+    off = (df["ci_low"] > df["top1"] + tol) | (df["top1"] > df["ci_high"] + tol)
+    off |= df["top1"] > df["top5"] + tol
+    if off.any():
+        row = int(np.flatnonzero(off.to_numpy())[0])
+        raise TableError(
+            f"{path}: row {row} has top1 {cell('top1', row)} outside its interval "
+            f"[{cell('ci_low', row)}, {cell('ci_high', row)}] or above top5 {cell('top5', row)}"
+        )
+
+
 def read_robustness(paths: Sequence[str | os.PathLike]) -> pd.DataFrame:
-    """Concatenate evaluation ``robustness.parquet`` files, checking their columns."""
+    """Concatenate evaluation ``robustness.parquet`` files, checking their columns, identity
+    and numbers (:func:`check_robustness`)."""
     frames = []
     for path in paths:
         df = read_parquet(path).to_pandas()
         missing = [c for c in ROBUSTNESS_COLUMNS if c not in df.columns]
         if missing:
             raise TableError(f"{path}: lacks column(s) {', '.join(missing)}")
+        check_robustness(df, path)
         for c in RECORD_COLUMNS:
             if c not in df.columns:
                 df[c] = None
@@ -195,6 +245,7 @@ def accuracy_table(
             "imagenet_top1": published["top1"].astype(float),
             "weights": published["weights"],
             "published_top1": published["top1"].astype(float),
+            "record_sha256": None,  # the publisher's number: no run of this workflow
         }
     )
     frames = [f for f in (runs[COLUMNS], pub[COLUMNS]) if len(f)]
@@ -211,8 +262,11 @@ def read_per_image(robustness_paths: Sequence[str | os.PathLike]) -> pd.DataFram
         run = (
             read_parquet(path, columns=["model", "dataset", "protocol", "seed"]).to_pandas().iloc[0]
         )
-        per = read_parquet(Path(path).with_name(Path(PER_IMAGE).name)).to_pandas()  # beside it
+        summary = read_parquet(path, columns=["transform", "top1", "n"]).to_pandas()
+        beside = Path(path).with_name(Path(PER_IMAGE).name)
+        per = read_parquet(beside).to_pandas()
         per = per[["key", "transform", "correct"]].copy()
+        _check_per_image(per, summary, beside, path)
         for col in ("model", "dataset", "protocol", "seed"):
             per[col] = run[col]
         frames.append(per)
@@ -220,3 +274,16 @@ def read_per_image(robustness_paths: Sequence[str | os.PathLike]) -> pd.DataFram
     if not frames:
         return pd.DataFrame({c: [] for c in cols})
     return pd.concat(frames, ignore_index=True)[cols]
+
+
+def _check_per_image(per: pd.DataFrame, summary: pd.DataFrame, path, robustness) -> None:
+    """TableError when the per-image rows do not give the evaluation's counts and top-1 (one
+    producer wrote both: a file from another run or an edit shows here)."""
+    counts = per.groupby("transform", sort=False)["correct"].agg(["size", "sum"])
+    for row in summary.itertuples():
+        n, k = counts["size"].get(row.transform, 0), counts["sum"].get(row.transform, 0)
+        if n != row.n or not np.isclose(100.0 * k / max(n, 1), row.top1):
+            raise TableError(
+                f"{path}: transform {row.transform!r} has {n} image(s), {k} correct, but "
+                f"{robustness} says n {row.n}, top1 {row.top1}: not the same evaluation"
+            )

@@ -76,11 +76,15 @@ def funnel_rows(
     synsets = candidate_stats["universe"]
     notes = {
         1: f"mode {candidate_stats['mode']}: {candidate_stats['universe']} synsets considered",
-        6: "ambiguous captions {a}, punsafe removed {p} (of them unknown {u}), NaN punsafe {n}".format(
+        6: (
+            "ambiguous captions {a}, punsafe removed {p} (of them unknown {u}), punsafe not a "
+            "probability {n}"
+        ).format(
             a=sum(s["ambiguous_captions"] for s in caption_stats),
             p=sum(s["punsafe_removed"] for s in caption_stats),
             u=sum(s.get("unknown_nsfw_removed", 0) for s in caption_stats),
-            n=sum(s.get("nan_punsafe", 0) for s in caption_stats),
+            # stats written before the count took every value outside [0, 1] name it nan_punsafe
+            n=sum(s.get("punsafe_not_probability", s.get("nan_punsafe", 0)) for s in caption_stats),
         ),
         8: f"duplicate URLs removed {selection_stats['duplicate_urls_removed']}",
     }

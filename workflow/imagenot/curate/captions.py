@@ -6,9 +6,10 @@ any LAION file name works), ``shard`` (the shard's file name, for provenance), `
 counted, and so are rows LAION marks unsafe, by whichever signal the shard's layout carries:
 ``punsafe`` above ``max_punsafe`` (laion2B/laion5B layouts), or an ``NSFW`` tag in ``nsfw_tags``
 (LAION-400M layout). A null signal counts as unsafe unless ``unknown_nsfw`` is ``"safe"``; a
-NaN ``punsafe`` is no probability either, so it is a null signal too (counted apart:
-``nan_punsafe``), never compared with the cut (every comparison with NaN is false, so it was
-kept as safe).
+``punsafe`` that is no probability (NaN, infinity, any value outside [0, 1]) is a null signal
+too, counted apart by that one reason (``punsafe_not_probability``), never compared with the
+cut (every comparison with NaN is false, so a NaN would be kept as safe; -inf or -2 would pass
+the cut and 7.5 fail it, by accident of the number).
 
 Memory is bounded by ``batch_rows``, not by the shard: a laion2B-en part has ~450 M matches. The
 match file is sorted by row, so it is read one row group at a time (a caption's matches that
@@ -106,21 +107,22 @@ def iter_one_class_rows(
 def unsafe_rows(
     settings: CaptionSettings, table: pa.Table, path
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(unsafe, signal null, punsafe NaN) masks of a table's rows by LAION's own unsafe-image
-    signal, per layout: ``punsafe`` above ``settings.max_punsafe``, or an ``NSFW`` tag in
-    ``settings.nsfw_tags``; a null signal (a NaN ``punsafe`` is one) is unsafe when
-    ``settings.unknown_nsfw`` says so."""
+    """(unsafe, signal null, punsafe not a probability) masks of a table's rows by LAION's own
+    unsafe-image signal, per layout: ``punsafe`` above ``settings.max_punsafe``, or an ``NSFW``
+    tag in ``settings.nsfw_tags``; a null signal (a ``punsafe`` outside [0, 1] or NaN is one)
+    is unsafe when ``settings.unknown_nsfw`` says so."""
     n = table.num_rows
     unsafe = np.zeros(n, dtype=bool)
     null = np.zeros(n, dtype=bool)
-    nan = np.zeros(n, dtype=bool)
+    improbable = np.zeros(n, dtype=bool)
     if settings.max_punsafe is not None and "punsafe" in table.column_names:
         punsafe = _typed(table.column("punsafe"), pa.float64(), path, "punsafe")
         missing = np.asarray(punsafe.is_null().to_numpy(zero_copy_only=False), dtype=bool)
         values = pc.fill_null(punsafe, 0.0).to_numpy()
-        nan = np.isnan(values)
-        unsafe |= ~nan & (values > settings.max_punsafe)
-        null |= missing | nan
+        with np.errstate(invalid="ignore"):  # NaN compares false: not in [0, 1]
+            improbable = ~((values >= 0.0) & (values <= 1.0))  # no probability: NaN, inf, -2, 7.5
+        unsafe |= ~improbable & (values > settings.max_punsafe)
+        null |= missing | improbable
     if settings.nsfw_tags and "NSFW" in table.column_names:
         tags = _typed(table.column("NSFW"), pa.string(), path, "NSFW")
         missing = np.asarray(tags.is_null().to_numpy(zero_copy_only=False), dtype=bool)
@@ -129,7 +131,7 @@ def unsafe_rows(
         null |= missing
     if settings.unknown_nsfw == "unsafe":
         unsafe |= null
-    return unsafe, null, nan
+    return unsafe, null, improbable
 
 
 def _typed(column: pa.ChunkedArray | pa.Array, to: pa.DataType, path, name: str) -> pa.Array:
@@ -152,14 +154,19 @@ def iter_shard_captions(
 
     ``stats`` (filled as the stream is consumed): ``class_captions``, ``ambiguous_captions``,
     ``null_url_removed``, ``punsafe_removed`` (unsafe by LAION's signal, either layout),
-    ``unknown_nsfw_removed`` (of those, rows whose signal was null or a NaN ``punsafe``),
-    ``nan_punsafe`` (rows whose ``punsafe`` was NaN, treated as null), ``captions``.
+    ``unknown_nsfw_removed`` (of those, rows whose signal was null or no probability),
+    ``punsafe_not_probability`` (rows whose ``punsafe`` was NaN, infinite or outside [0, 1],
+    treated as null), ``captions``.
     """
     from imagenot.curate.shards import open_shard
 
     stats = {} if stats is None else stats
     stats.update(
-        null_url_removed=0, punsafe_removed=0, unknown_nsfw_removed=0, nan_punsafe=0, captions=0
+        null_url_removed=0,
+        punsafe_removed=0,
+        unknown_nsfw_removed=0,
+        punsafe_not_probability=0,
+        captions=0,
     )
     shard = open_shard(shard_path)
     columns = ["URL", "TEXT"] + [c for c in ("hash", "punsafe", "NSFW") if c in shard.columns]
@@ -215,9 +222,9 @@ def _batch_captions(
     sub = pa.Table.from_batches([batch]).take(pa.array(rows - offset))
     keep = np.asarray(sub.column("URL").is_valid().to_numpy(zero_copy_only=False), dtype=bool)
     stats["null_url_removed"] += int((~keep).sum())
-    unsafe, unknown, nan = unsafe_rows(settings, sub, shard_path)
+    unsafe, unknown, improbable = unsafe_rows(settings, sub, shard_path)
     unsafe &= keep
-    stats["nan_punsafe"] += int((nan & keep).sum())
+    stats["punsafe_not_probability"] += int((improbable & keep).sum())
     stats["punsafe_removed"] += int(unsafe.sum())
     stats["unknown_nsfw_removed"] += int((unsafe & unknown).sum())
     keep &= ~unsafe

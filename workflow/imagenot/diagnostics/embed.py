@@ -29,7 +29,7 @@ import numpy as np
 
 from imagenot import job_usage
 from imagenot.diagnostics.settings import EmbedSettings
-from imagenot.io import read_json, read_npy
+from imagenot.io import read_npy
 
 PROCESSOR_CONFIG = "preprocessor_config.json"  # transformers' image processor config file
 
@@ -77,14 +77,16 @@ def backbone_encoder(checkpoint: str | os.PathLike, device: str, model_name: str
 
     from imagenot.train.checkpoints import load_weights
     from imagenot.train.facts import run_preprocessing
+    from imagenot.train.records import read_final
     from imagenot.train.registry import build_model, head_module
 
     checkpoint = Path(checkpoint)
-    result = read_json(checkpoint.parent / "result.json")
+    # checked: its seal, numbers and identity (against the checkpoint's path too)
+    result = read_final(checkpoint.parent / "result.json", paths=(checkpoint,))
     protocol = run_preprocessing(result, checkpoint.parent / "result.json")
-    name = model_name or result["model"]
-    model = build_model(name, int(result["num_classes"]))
-    model.load_state_dict(load_weights(checkpoint, result.get("weights_sha256")))
+    name = model_name or result.model
+    model = build_model(name, result.num_classes)
+    model.load_state_dict(load_weights(checkpoint, result.weights_sha256, require_digest=True))
     model.eval().to(device)
     encode = penultimate_encoder(model, head_module(model, name))
 
@@ -192,6 +194,12 @@ def embed_dataset(
             x = prepare(images.to(device))
             chunks.append(encode(x).float().cpu().numpy())
     embeddings = np.concatenate(chunks) if chunks else np.zeros((0, 0), np.float32)
+    bad = int((~np.isfinite(embeddings)).any(axis=1).sum()) if embeddings.size else 0
+    if bad:  # finite weights can give them (a batch norm's variance below 0): never measured
+        raise ValueError(
+            f"{dataset_dir}: the encoder's embeddings of {bad} of {len(embeddings)} image(s) "
+            "are not finite (NaN or infinity); refused"
+        )
     return {
         "embeddings": embeddings.astype(np.float32),
         "labels": dataset.labels[indices],

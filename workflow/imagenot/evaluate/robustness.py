@@ -34,6 +34,7 @@ import torch
 
 from imagenot import job_usage
 from imagenot.evaluate.metrics import clopper_pearson, topk_correct
+from imagenot.evaluate.outputs import NonFiniteOutputs, check_finite_outputs, check_published
 from imagenot.evaluate.reference import full_float32, numerics, reference_input, run_is_published
 from imagenot.evaluate.settings import RobustnessSettings
 from imagenot.evaluate.transforms import (
@@ -42,8 +43,9 @@ from imagenot.evaluate.transforms import (
     key_hashes,
     transform_uniforms,
 )
-from imagenot.io import read_json, write_parquet
-from imagenot.train.facts import PUBLISHED_TOLERANCE, Preprocessing, run_preprocessing
+from imagenot.io import write_parquet
+from imagenot.train.facts import Preprocessing, run_preprocessing
+from imagenot.train.records import FinalRecord
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,9 @@ ROBUSTNESS_SCHEMA = pa.schema(
         # published check read these, never the model's name
         ("weights", pa.string()),
         ("published_top1", pa.float64()),
+        # the digest its producer sealed the run's record with (imagenot.train.records): each
+        # row names the record it was made from (null for an older run's record without one)
+        ("record_sha256", pa.string()),
     ]
 )
 PER_IMAGE_SCHEMA = pa.schema(
@@ -250,12 +255,14 @@ def _evaluate(
             return model(xt).float()
 
     out = PerImage()
+    # images whose logits hold NaN or infinity, per transformation (summed on the device)
+    nonfinite = torch.zeros(len(transforms), dtype=torch.int64, device=dev)
     for x, labels, keys in batches:
         x, labels = _as_float(x.to(dev)), labels.to(dev)
         x = preprocessing.geometry(x)  # the image the model sees: the transformations' input
         base_logits = forward(x)
         hashes = key_hashes(keys)
-        for t in transforms:
+        for i, t in enumerate(transforms):
             logits = base_logits
             u = transform_uniforms(t, seed, hashes, dev)
             rows = t.gate(u).nonzero().squeeze(1)
@@ -267,6 +274,7 @@ def _evaluate(
                     xt = t.op(x.index_select(0, rows), u.index_select(0, rows)[:, 1:])
                 logits = base_logits.clone()
                 logits.index_copy_(0, rows, forward(xt).to(logits.dtype))
+            nonfinite[i] += (~torch.isfinite(logits)).any(dim=1).sum()
             out.add(
                 t.name,
                 keys,
@@ -275,6 +283,9 @@ def _evaluate(
                 topk_correct(logits, labels, 1),
                 topk_correct(logits, labels, 5),
             )
+    check_finite_outputs(
+        nonfinite.tolist(), [t.name for t in transforms], len(out.keys) // len(transforms)
+    )
     return out
 
 
@@ -342,25 +353,34 @@ def summarise(per_image: pa.Table, meta: Mapping[str, Any], confidence: float) -
         rows["weights"].append(meta["weights"] if published else None)  # recorded by every such run
         top1 = meta.get("published_top1") if published else None
         rows["published_top1"].append(None if top1 is None else float(top1))
+        rows["record_sha256"].append(meta.get("record_sha256"))
     return pa.table(rows, schema=ROBUSTNESS_SCHEMA)
 
 
 # --------------------------------------------------------------------------- I/O edges
 
 
-def load_checkpoint(model_path: str | os.PathLike) -> tuple[torch.nn.Module, dict]:
-    """The trained network of ``.../final/seed-{seed}/model.safetensors`` and its ``result.json``."""
+def load_checkpoint(
+    model_path: str | os.PathLike, paths: Sequence[str | os.PathLike] = ()
+) -> tuple[torch.nn.Module, FinalRecord]:
+    """The trained network of ``.../final/seed-{seed}/model.safetensors`` and its ``result.json``,
+    checked (:func:`imagenot.train.records.read_final`): its seal and numbers, and its identity
+    against its own path, the weights' and ``paths`` (what is read or written beside it)."""
+    from imagenot.evaluate.paths import RUN_DIR
     from imagenot.train.checkpoints import load_weights
+    from imagenot.train.records import RUN_PATTERNS, read_final
     from imagenot.train.registry import build_model
 
     model_path = Path(model_path)
-    info = read_json(model_path.parent / "result.json")
-    missing = {"model", "dataset", "protocol", "seed", "num_classes", "image_size"} - set(info)
-    if missing:
-        raise ValueError(f"{model_path.parent / 'result.json'}: lacks key(s) {sorted(missing)}")
-    model = build_model(info["model"], int(info["num_classes"]))
-    # the weights result.json describes (its sha256), intact and finite (WeightsError otherwise)
-    model.load_state_dict(load_weights(model_path, info.get("weights_sha256")))
+    info = read_final(
+        model_path.parent / "result.json",
+        paths=(model_path, *paths),
+        patterns=(*RUN_PATTERNS, f"{RUN_DIR}/{{name}}"),  # an evaluation's outputs name it too
+    )
+    model = build_model(info.model, info.num_classes)
+    # the weights result.json describes (its sha256), with the digest the workflow stores in
+    # every weights file it writes, intact and finite (WeightsError otherwise)
+    model.load_state_dict(load_weights(model_path, info.weights_sha256, require_digest=True))
     return model.eval(), info
 
 
@@ -407,35 +427,6 @@ def dataset_batches(
         start += len(labels)
 
 
-def check_published(table: pa.Table, info: Mapping[str, Any]) -> float | None:
-    """For a run of published weights whose ``result.json`` records their published top-1:
-    the measured top-1 (untransformed images) minus the published one, logged beside it, and
-    logged as a warning past :data:`PUBLISHED_TOLERANCE` points (the report's
-    ``published_check`` table shows the same). None for other runs."""
-    published = info.get("published_top1")
-    if published is None:
-        return None
-    rows = [r for r in table.to_pylist() if r["transform"] == "Identity"]
-    if not rows:
-        return None
-    measured = rows[0]["top1"]
-    deviation = measured - float(published)
-    level = logging.WARNING if abs(deviation) > PUBLISHED_TOLERANCE else logging.INFO
-    log.log(
-        level,
-        "%s on %s: measured top-1 %.3f%% (n=%d), published %.3f%% (%s): deviation %+.3f points%s",
-        info["weights"],
-        info["dataset"],
-        measured,
-        rows[0]["n"],
-        float(published),
-        info["published_source"],
-        deviation,
-        f", over {PUBLISHED_TOLERANCE}: check the protocol" if level == logging.WARNING else "",
-    )
-    return deviation
-
-
 def resolve_device(device: str, gpu_job: bool = False) -> torch.device:
     """The evaluation's device by fact (``imagenot.device.resolve_device``): ``auto`` = the GPU
     when there is one; a job planned for a GPU (``gpu_job``) that sees none stops."""
@@ -461,19 +452,13 @@ def evaluate_checkpoint(
     ``gpu_job``: the config plans this job for a GPU (``resources.gpus > 0``): without a CUDA
     device it stops (:func:`resolve_device`) before reading anything."""
     from imagenot.dataset import read_fingerprint
+    from imagenot.train.records import check_fingerprint
 
     dev = resolve_device(settings.device, gpu_job)
-    model, info = load_checkpoint(model_path)
-    preprocessing = run_preprocessing(info, Path(model_path).parent / "result.json")
-    fingerprint = read_fingerprint(dataset_dir)
-    if info.get("dataset_fingerprint") not in (None, fingerprint):
-        log.warning(
-            "%s was trained on dataset fingerprint %s but %s has %s",
-            model_path,
-            info["dataset_fingerprint"],
-            dataset_dir,
-            fingerprint,
-        )
+    result = Path(model_path).parent / "result.json"
+    model, info = load_checkpoint(model_path, (robustness_out, per_image_out, dataset_dir))
+    preprocessing = run_preprocessing(info, result)
+    check_fingerprint(info, result, dataset_dir, read_fingerprint(dataset_dir))
     log.info("evaluating %s on %s/%s on %s", model_path, dataset_dir, settings.split, dev)
     published = run_is_published(info)  # the reference: float32, unfolded (numerics)
     originals = reference_input(published, preprocessing, dataset_dir, settings.split)
@@ -483,16 +468,19 @@ def evaluate_checkpoint(
     if originals is not None:  # the workers made the image the model sees
         preprocessing = dataclasses.replace(preprocessing, resize_size=None)
     transforms = build_transforms(settings.transforms, settings.strength_side)
-    per_image = evaluate_batches(
-        model,
-        batches,
-        transforms,
-        settings.seed,
-        preprocessing,
-        dev,
-        fold_batch_norm=numerics(published, dev).fold_batch_norm,
-        published=published,
-    ).table()
+    try:
+        per_image = evaluate_batches(
+            model,
+            batches,
+            transforms,
+            settings.seed,
+            preprocessing,
+            dev,
+            fold_batch_norm=numerics(published, dev).fold_batch_norm,
+            published=published,
+        ).table()
+    except NonFiniteOutputs as exc:
+        raise NonFiniteOutputs(f"{model_path}: {exc}") from None
     table = summarise(per_image, info, settings.confidence)
     check_published(table, info)
     write_parquet(per_image, per_image_out)

@@ -241,11 +241,14 @@ def save_tensors(
         save_file(tensors, str(tmp), metadata=meta)
 
 
-def load_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+def load_tensors(
+    path: str | os.PathLike, require_digest: bool = False
+) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """The one reader of weights and features: (tensors, metadata), after checking the digest
-    :func:`save_tensors` stored (a file without one, e.g. published weights, has nothing to
-    check) and that every value is finite. A damaged file, or one whose tensors are not those
-    written, is a WeightsError naming it."""
+    :func:`save_tensors` stored and that every value is finite. A damaged file, or one whose
+    tensors are not those written, is a WeightsError naming it. A file without a digest (e.g.
+    published weights) has nothing to check, unless ``require_digest``: where the workflow
+    always writes one (a run's weights, features), a file without it was not written by it."""
     from safetensors import SafetensorError, safe_open
 
     try:
@@ -255,6 +258,12 @@ def load_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict
     except SafetensorError as exc:
         raise WeightsError(f"{path}: not a readable safetensors file ({exc})") from None
     stored = meta.get(DIGEST_KEY)
+    if stored is None and require_digest:
+        raise WeightsError(
+            f"{path}: lacks the digest ({DIGEST_KEY}) the workflow stores in every weights and "
+            "features file it writes: not written by it (or by an older version of it); "
+            "delete it and run the workflow again (it reruns the rule that writes it)"
+        )
     if stored is not None and stored != tensors_digest(tensors):
         raise WeightsError(
             f"{path}: its tensors do not match the sha256 stored when it was written: the file "
@@ -269,10 +278,13 @@ def save_weights(model: nn.Module, path: Path) -> None:
     save_tensors(model.state_dict(), path)
 
 
-def load_weights(path: str | os.PathLike, sha256: str | None = None) -> dict[str, torch.Tensor]:
-    """A state dict written by :func:`save_weights`, checked (:func:`load_tensors`); with
-    ``sha256`` (what a ``result.json`` records of the file it describes) the file's own sha256
-    must be it: a result is never paired with other weights."""
+def load_weights(
+    path: str | os.PathLike, sha256: str | None = None, require_digest: bool = True
+) -> dict[str, torch.Tensor]:
+    """A state dict written by :func:`save_weights`, checked (:func:`load_tensors`, its digest
+    required unless ``require_digest`` is false); with ``sha256`` (what a ``result.json``
+    records of the file it describes) the file's own sha256 must be it: a result is never
+    paired with other weights."""
     if sha256 is not None:
         actual = sha256_file(path)
         if actual != sha256:
@@ -281,7 +293,7 @@ def load_weights(path: str | os.PathLike, sha256: str | None = None) -> dict[str
                 "result.json records: these are not the weights the result describes; delete "
                 "the run's folder and run the workflow again"
             )
-    return load_tensors(path)[0]
+    return load_tensors(path, require_digest)[0]
 
 
 def history_csv(state: State) -> str:

@@ -76,6 +76,7 @@ def check(config: dict) -> None:
             check_budget(sp, f"train.spaces.{name}")
         except SearchError as exc:
             raise ConfigError(f"config key {exc}") from None
+        check_epochs(sp, f"train.spaces.{name}")
         for model in sp["batch_size_overrides"]:
             if model not in MODELS:
                 raise ConfigError(
@@ -89,6 +90,18 @@ def check(config: dict) -> None:
                 f"config key train.amendments.{i}: experiment must be one of {sorted(known)} "
                 f"and model one of {train['models']}"
             )
+
+
+def check_epochs(space: dict, where: str) -> None:
+    """The space's epoch counts agree: the first halving rung (``halving.min_epochs``) comes
+    before the epoch cap, else no rung is ever reached and halving does nothing (each value
+    alone is in its schema's range; only together are they wrong)."""
+    first, cap = space["halving"]["min_epochs"], space["max_epochs"]
+    if first > cap:
+        raise ConfigError(
+            f"config key {where}.halving.min_epochs: {first} is above {where}.max_epochs "
+            f"({cap}): the first halving rung would come after training ends"
+        )
 
 
 def check_nodes(config: dict) -> None:

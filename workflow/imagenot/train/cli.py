@@ -142,10 +142,11 @@ def _lazy():
 
 
 def _preemptible(run, output: Path | None = None):
-    """Run a training job; a stop request becomes a log line and exit status 75. With the
-    job's ``output`` (its status file beside it, ``imagenot.train.failfast``): a retry of a
-    job whose earlier attempt failed for good ends at once with that message; a stop is
-    counted (its retry's memory does not grow) and a fault no retry can fix is recorded."""
+    """Run a training job; a stop request (SIGTERM, SIGUSR1, SIGINT, the deadline) becomes a
+    log line and exit status 75. With the job's ``output`` (its status file beside it,
+    ``imagenot.train.failfast``): a retry of a job whose earlier attempt failed for good ends
+    at once with that message; a stop is counted (its retry's memory does not grow) and a
+    fault no retry can fix is recorded."""
     import logging
 
     from imagenot.train import failfast
@@ -157,8 +158,11 @@ def _preemptible(run, output: Path | None = None):
         run()
         if status is not None:
             status.unlink(missing_ok=True)  # done: its stops no longer matter
-    except Preempted as exc:
-        logging.getLogger(__name__).warning("%s", exc)
+    except (Preempted, KeyboardInterrupt) as exc:
+        # Ctrl-C outside the training loop (loading data, testing): nothing to checkpoint, the
+        # same short message and exit as a stop inside it (the loop takes SIGINT as SIGTERM)
+        message = str(exc) or "SIGINT received outside training: nothing to checkpoint, exiting"
+        logging.getLogger(__name__).warning("%s", message)
         if os.environ.get("RANK", "0") == "0":  # one count per job, not one per torchrun rank
             failfast.record_stop(status)
         raise SystemExit(PREEMPTED_EXIT) from None

@@ -96,8 +96,9 @@ def micro_batches(indices: torch.Tensor, pieces: int) -> list[torch.Tensor]:
     return list(indices.tensor_split(pieces))
 
 
-class LaunchError(RuntimeError):
-    """A data-parallel job started without the launcher its plan names (or a broken one)."""
+class LaunchError(ValueError):
+    """A data-parallel job started without the launcher its plan names (or a broken one): a
+    ValueError, so the command ends in one line naming it (``imagenot.cli``)."""
 
 
 # torchrun's variables (torch.distributed.run): every rank gets them, a plain process none

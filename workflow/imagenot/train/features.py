@@ -104,7 +104,7 @@ def read(path: Path, expected: dict) -> Features:
     checking its metadata against ``expected`` (:func:`describe`)."""
     from imagenot.train.checkpoints import load_tensors
 
-    tensors, meta = load_tensors(path)  # its digest and finite values checked
+    tensors, meta = load_tensors(path, require_digest=True)  # digest and finite values checked
     for key, value in expected.items():
         if meta.get(key) != value:
             raise FeaturesError(

@@ -79,8 +79,10 @@ class Interrupts:
     """Stop requests and the recovery-checkpoint clock of one training job.
 
     While active, SIGTERM (SLURM's time limit, preemption and ``scancel`` send it to every
-    process of the job, array task or not) and SIGUSR1 (a ``--signal`` a site may add) only set
-    a flag, and so does reaching ``deadline`` (seconds since the epoch, :func:`job_deadline`:
+    process of the job, array task or not), SIGUSR1 (a ``--signal`` a site may add) and SIGINT
+    (Ctrl-C, to the process or its whole group: loader workers forked while this is active
+    inherit the flag-setting handler and keep serving) only set a flag, and so does reaching
+    ``deadline`` (seconds since the epoch, :func:`job_deadline`:
     the job's own time limit less a margin, which needs no signal at all); the loop sees it
     after the current optimizer step, writes a step-level checkpoint and raises
     :class:`Preempted`, so the job exits (status 75) and its retry or requeue resumes at that
@@ -88,14 +90,16 @@ class Interrupts:
     bounding what a SIGKILL or node failure loses. See docs/gpu.md.
     """
 
-    SIGNALS = ("SIGUSR1", "SIGTERM")
+    # SIGINT as SIGTERM: a Ctrl-C would otherwise end in a KeyboardInterrupt traceback and lose
+    # the steps since the last checkpoint
+    SIGNALS = ("SIGUSR1", "SIGTERM", "SIGINT")
     # a stop requested before training began (see ``record_early``), taken over by __enter__
     pending: str | None = None
 
     @classmethod
     def record_early(cls) -> None:
-        """From now on, SIGUSR1 / SIGTERM are recorded instead of ending the process, so a
-        signal during start-up (imports, data, model) still ends in a clean checkpoint."""
+        """From now on, SIGUSR1 / SIGTERM / SIGINT are recorded instead of ending the process,
+        so a signal during start-up (imports, data, model) still ends in a clean checkpoint."""
         import signal
 
         def record(number, frame) -> None:

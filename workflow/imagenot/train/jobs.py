@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenot.io import read_json, sha256_file, write_json, write_text
+from imagenot.io import read_json, sha256_file, write_text
 from imagenot.train import search
 from imagenot.train.checkpoints import history_csv, remove_checkpoint
 from imagenot.train.device import configure, deterministic_for, resolve_device
-from imagenot.train.failfast import diverged_final, missing_weights
+from imagenot.train.failfast import PermanentFailure, diverged_final, missing_weights
 from imagenot.train.feed import InMemory
 from imagenot.train.loop import Job, fit
+from imagenot.train.records import FinalRecord, check_record, write_final, write_record
 from imagenot.train.registry import load_backbone, read_state_dict
 from imagenot.train.trials import BEST, CHECKPOINT, read_trial, slot_trial, trial_dir
 
@@ -321,7 +323,7 @@ def run_slot(
     if summary["stopped_by"] in search.ENDED:
         remove_checkpoint(workdir / CHECKPOINT)
         result["best_sha256"] = sha256_file(workdir / BEST)
-    write_json(result, out)
+    write_record(result, out, "slot")
     log.info(
         "stage %d slot %d (trial %d): best val accuracy %.2f%% after %d epochs",
         stage,
@@ -356,7 +358,7 @@ def run_final(
     seed: int,
     run: Mapping,
     out_dir: Path,
-) -> dict | None:
+) -> FinalRecord | None:
     """Retrain the selected trial with ``seed``; keep the best-validation weights and test them.
 
     With ``final.reuse_trial`` (the space's first seed) the run trains with the trial's own seed, so
@@ -374,6 +376,8 @@ def run_final(
 
     settings = final.job
     chosen = read_json(selection)
+    if chosen.get("result") is not None:  # the trial's own sealed result, copied by the selection
+        check_record(chosen["result"], f"{selection} (its result)", record_kind="slot")
     row = read_trial(trials, chosen["trial"])
     train_seed = (
         row["seed"]
@@ -429,29 +433,37 @@ def run_final(
         source, encoded = _data_source(settings, dataset_dir, fingerprint)
         test = load_split(source, "test", settings.in_memory, encoded)
         forward = model
-    test_accuracy, _, n_test = evaluate(model, forward, test, job, torch.device(job.device))
+    test_accuracy, test_loss, n_test = evaluate(model, forward, test, job, torch.device(job.device))
+    if n_test and not math.isfinite(test_loss):  # finite weights can give non-finite outputs
+        raise PermanentFailure(
+            f"{best}: final {run} seed {seed}: the model's outputs on the test split are not "
+            "finite (NaN or infinity; e.g. a batch norm's running variance below 0); its test "
+            "accuracy is refused, not reported at chance"
+        )
     # Finished training: drop the checkpoint before handing the best weights on, so a checkpoint
     # never outlives them (a rerun after a kill here trains afresh, to the same weights).
     remove_checkpoint(out_dir / CHECKPOINT)
     (out_dir / "model.safetensors").unlink(missing_ok=True)
     best.replace(out_dir / "model.safetensors")
-    result = {
-        **summary,
-        **run,
-        "seed": seed,
-        "train_seed": train_seed,
-        "trial": chosen["trial"],
-        "test_accuracy": test_accuracy,
-        "n_test": n_test,
-        "chance_accuracy": 100.0 / summary["num_classes"],
-        "weights_sha256": sha256_file(out_dir / "model.safetensors"),
-    }
-    write_json(result, out_dir / "result.json")
+    result = FinalRecord.of(
+        {
+            **summary,
+            **run,
+            "seed": seed,
+            "train_seed": train_seed,
+            "trial": chosen["trial"],
+            "test_accuracy": test_accuracy,
+            "n_test": n_test,
+            "chance_accuracy": 100.0 / summary["num_classes"],
+            "weights_sha256": sha256_file(out_dir / "model.safetensors"),
+        }
+    )
+    result = write_final(result, out_dir / "result.json")
     log.info(
         "final %s seed %d: test accuracy %.2f%% (chance %.2f%%)",
         run,
         seed,
         test_accuracy,
-        result["chance_accuracy"],
+        result.chance_accuracy,
     )
     return result

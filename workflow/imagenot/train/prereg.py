@@ -47,11 +47,14 @@ def trial_results(experiment_dir: Path, model: str | None) -> list[dict]:
     """The latest result of every trial under ``experiment_dir`` that has one (its highest
     stage's slot result, ``{model}/stage-{k}/slot-{s}.json``), per model, in trial order;
     ``model``: that model's alone, None: every model's."""
+    from imagenot.train.records import check_record
     from imagenot.train.search import latest_results
 
     out = []
     for model_dir in sorted(experiment_dir.glob(model or "*")):
-        rows = [_read(path) for path in sorted(model_dir.glob("stage-*/slot-*.json"))]
+        # checked as the selection checks them: an amendment's evidence is their numbers
+        slots = sorted(model_dir.glob("stage-*/slot-*.json"))
+        rows = [check_record(_read(path), path, record_kind="slot") for path in slots]
         out += latest_results(rows).values()
     return out
 

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenot.io import sha256_file, write_json
+from imagenot.io import sha256_file
+from imagenot.train.records import FinalRecord, write_final
 
 if TYPE_CHECKING:
     from imagenot.train.settings import PublishedSettings
@@ -23,7 +24,7 @@ log = logging.getLogger(__name__)
 
 def run_published(
     settings: PublishedSettings, weights_file: Path, dataset_dir: Path, run: Mapping, out_dir: Path
-) -> dict:
+) -> FinalRecord:
     """The paper's ImageNet models (appendix A.1): torchvision's published weights, not trained
     here. Write them as the run's ``model.safetensors`` with a ``result.json`` like a final
     run's, so the evaluate stage tests them on the dataset's test split (ImageNet's validation
@@ -68,24 +69,26 @@ def run_published(
     num_classes, fingerprint = len(classes), read_fingerprint(dataset_dir)
     facts = weight_facts(weights, model_name)
     save_weights(model, out_dir / "model.safetensors")
-    result = {
-        **run,
-        "seed": 0,
-        "model": model_name,
-        "num_classes": num_classes,
-        "image_size": facts.preprocessing.crop_size,  # the weights' input, not train's
-        "source": "published",
-        "weights": weights,
-        "preprocessing": facts.preprocessing.to_dict(),
-        "normalisation": facts.preprocessing.normalisation(),
-        "published_top1": facts.top1,
-        "published_top5": facts.top5,
-        "published_source": facts.source,
-        "init": f"{weights_file} sha256:{sha256_file(weights_file)}",
-        "dataset_fingerprint": fingerprint,
-        "chance_accuracy": 100.0 / num_classes,
-        "weights_sha256": sha256_file(out_dir / "model.safetensors"),
-    }
-    write_json(result, out_dir / "result.json")
+    result = FinalRecord.of(
+        {
+            **run,
+            "seed": 0,
+            "model": model_name,
+            "num_classes": num_classes,
+            "image_size": facts.preprocessing.crop_size,  # the weights' input, not train's
+            "source": "published",
+            "weights": weights,
+            "preprocessing": facts.preprocessing.to_dict(),
+            "normalisation": facts.preprocessing.normalisation(),
+            "published_top1": facts.top1,
+            "published_top5": facts.top5,
+            "published_source": facts.source,
+            "init": f"{weights_file} sha256:{sha256_file(weights_file)}",
+            "dataset_fingerprint": fingerprint,
+            "chance_accuracy": 100.0 / num_classes,
+            "weights_sha256": sha256_file(out_dir / "model.safetensors"),
+        }
+    )
+    result = write_final(result, out_dir / "result.json")
     log.info("%s: published weights %s written for %d classes", run, weights, num_classes)
     return result

@@ -238,15 +238,23 @@ def load_backbone(model: nn.Module, name: str, state: dict, source: str) -> None
 
 
 def read_state_dict(path: str | Path) -> dict:
-    """A state dict from a ``.safetensors`` file, or a torchvision ``.pth`` (weights_only)."""
+    """A state dict from a ``.safetensors`` file, or a torchvision ``.pth`` (weights_only). A
+    final run's weights (an FT/TL job's start, ``.../final/seed-{seed}/model.safetensors``) are
+    read as the evaluation reads them: its ``result.json`` checked against their path (the
+    run they start from is the one their path names) and naming them, their digest required."""
     import torch
 
-    from imagenot.train.checkpoints import check_finite, load_tensors
+    from imagenot.train.checkpoints import check_finite, load_tensors, load_weights
+    from imagenot.train.paths import FINAL_MODEL
+    from imagenot.train.records import path_identity, read_final
 
     path = Path(path)
     if not path.is_file():
         raise RegistryError(f"weights file {path} does not exist")
-    if path.suffix == ".safetensors":  # this workflow's weights check their digest too
+    if path.suffix == ".safetensors" and path_identity(path, FINAL_MODEL) is not None:
+        record = read_final(path.parent / "result.json", paths=(path,))
+        return load_weights(path, record.weights_sha256, require_digest=True)
+    if path.suffix == ".safetensors":  # other safetensors files check a digest they hold
         return load_tensors(path)[0]
     state = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(state, dict):

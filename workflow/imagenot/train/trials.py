@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class JobError(RuntimeError):
-    """Bad job input (missing trial, malformed table)."""
+class JobError(ValueError):
+    """Bad job input (missing trial, malformed table, every trial diverged): a ValueError, so
+    the command ends in one line naming it (``imagenot.cli``)."""
 
 
 def draw(settings: DrawSettings, record: Path, out: Path) -> None:
@@ -73,7 +74,7 @@ def slot_trial(slot: int, promoted: Path | None) -> int | None:
 def write_empty_slot(stage: int, slot: int, out: Path) -> dict:
     """A slot no trial was promoted into (the others had already ended): nothing to train."""
     result = {"stage": stage, "slot": slot, "trial": None}
-    write_json(result, out)
+    write_json(result, out)  # no numbers: nothing to seal
     return result
 
 
@@ -83,8 +84,11 @@ def _drop(run_dir: Path, trial: int, *names: str) -> None:
 
 
 def _read(path: Path) -> dict:
+    """A slot's result, checked (its seal and numbers: :mod:`imagenot.train.records`)."""
+    from imagenot.train.records import check_record
+
     try:
-        return read_json(path)
+        return check_record(read_json(path), path, record_kind="slot")
     except OSError as exc:
         raise JobError(f"{path}: unreadable trial result ({exc})") from None
 

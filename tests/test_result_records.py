@@ -1,0 +1,434 @@
+"""A result is what its path says, and what its numbers allow: a final
+run's record is sealed by its producer and checked wherever it is read (its seal, its identity
+against the paths it is read from and beside, its numbers); an evaluation's table is checked by
+the accuracy table; a model whose outputs are not finite is refused, never scored at chance.
+Each planted case ends in one line naming the file and the key, no traceback."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from final_run import write_final_run, write_toy_dataset
+
+from imagenot.cli import main
+from imagenot.evaluate.paths import PER_IMAGE, ROBUSTNESS
+from imagenot.train import records
+from imagenot.train.paths import FINAL_DIR
+from imagenot.train.records import RecordError, check_record, seal, write_record
+
+RUN = {"dataset": "toy", "protocol": "st", "model": "resnet_mini", "seed": 0}
+
+
+def _model(seed: int = 0):
+    from imagenot.train.registry import build_model
+
+    torch.manual_seed(seed)
+    return build_model("resnet_mini", 3)
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory) -> tuple[Path, Path]:
+    """A 12-image dataset under ``root/results/datasets/toy`` (6 test images) and the
+    workflow's root."""
+    root = tmp_path_factory.mktemp("records")
+    return root, write_toy_dataset(root / "results" / "datasets" / "toy")
+
+
+def _fingerprint(ds_dir: Path) -> str:
+    from imagenot.dataset import read_fingerprint
+
+    return read_fingerprint(ds_dir)
+
+
+def _evaluate(root: Path, run: dict, model_dir: Path, ds_dir: Path, capsys) -> tuple[int, str]:
+    """`imagenot evaluate-robustness` as the rule runs it (outputs at the run's evaluate
+    paths); (exit status, the error lines)."""
+    from imagenot.config import validate_config
+    from imagenot.evaluate.settings import RobustnessSettings
+    from imagenot.settings import to_json
+
+    settings = RobustnessSettings.from_config(
+        validate_config({"seed": 3, "train": {"device": "cpu"}})
+    )
+    code = main([
+        "evaluate-robustness", str(model_dir / "model.safetensors"), "--dataset-dir", str(ds_dir),
+        "--robustness", str(root / ROBUSTNESS.format(**run)),
+        "--per-image", str(root / PER_IMAGE.format(**run)),
+        "--settings", to_json(settings), "--threads", "1",
+    ])  # fmt: skip
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return code, [line for line in err.splitlines() if "error:" in line]
+
+
+# ------------------------------------------------------------------------------- records
+
+
+def test_a_sealed_record_reads_back_and_an_edit_is_refused(tmp_path):
+    path = tmp_path / "results/train/toy/st/resnet_mini/final/seed-0/result.json"
+    record = {**RUN, "num_classes": 3, "image_size": 32, "dataset_fingerprint": "a" * 64,
+              "weights_sha256": "b" * 64, "test_accuracy": 50.0, "n_test": 6,
+              "chance_accuracy": 100 / 3, "path": Path("x")}  # fmt: skip
+    written = write_record(record, path)
+    assert records.is_sealed(written) and written["path"] == "x"  # as JSON holds it
+    assert records.read_record(path) == written
+    edited = {**written, "test_accuracy": 99.0}
+    with pytest.raises(RecordError, match=r"result\.json: its contents are not those its producer"):
+        check_record(edited, path)
+
+
+def test_a_final_record_is_typed_and_reads_back_as_written(tmp_path):
+    """Its readers' fields by name, the rest of its producer's keys as details, the file one
+    flat JSON object: what is read is what was written, seal included."""
+    from imagenot.io import write_json
+
+    keys = {**RUN, "num_classes": 10, "image_size": 32, "dataset_fingerprint": "a" * 64,
+            "weights_sha256": "b" * 64, "chance_accuracy": 10.0, "test_accuracy": 55.0,
+            "n_test": 200, "hyperparameters": {"lr": 0.1}}  # fmt: skip
+    record = records.FinalRecord.of(keys)
+    assert (record.model, record.seed, record.test_accuracy) == ("resnet_mini", 0, 55.0)
+    assert record.details == {"hyperparameters": {"lr": 0.1}} and record.val_accuracy is None
+    assert dict(record) == keys == record.as_json()  # an absent optional field stays absent
+    path = tmp_path / FINAL_DIR.format(**RUN) / "result.json"
+    written = records.write_final(record, path)
+    assert written.record_sha256 == records.record_digest(keys)
+    read = records.read_final(path)
+    assert read == written and dict(read) == json.loads(path.read_text())
+    assert isinstance(read, records.FinalRecord) and read.details == record.details
+    # the same keys through the plain writer give the same bytes: one format
+    plain = tmp_path / "plain.json"
+    write_json(seal(keys), plain)
+    assert plain.read_bytes() == path.read_bytes()
+    # written only under its own run's path
+    other = tmp_path / FINAL_DIR.format(**{**RUN, "seed": 1}) / "result.json"
+    with pytest.raises(RecordError, match=r"records seed 0, but .*seed-1/result.json says seed 1"):
+        records.write_final(record, other)
+    assert not other.exists()
+    with pytest.raises(TypeError, match="weights_sha256"):  # a producer that omits a field
+        records.FinalRecord.of({k: v for k, v in keys.items() if k != "weights_sha256"})
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("test_accuracy", float("nan")),
+        ("test_accuracy", 250.0),
+        ("val_accuracy", -3.0),
+        ("chance_accuracy", 50.0),  # 3 classes give 33.3
+        ("num_classes", 0),
+        ("n_test", 2.5),
+        ("seed", True),
+        ("dataset_fingerprint", ""),
+    ],
+)
+def test_numbers_out_of_their_range_are_refused_even_when_sealed(tmp_path, key, value):
+    """A producer that re-seals (or a bug) cannot make a number out of its range readable."""
+    base = {**RUN, "num_classes": 3, "image_size": 32, "dataset_fingerprint": "a" * 64,
+            "weights_sha256": "b" * 64, "chance_accuracy": 100 / 3}  # fmt: skip
+    resealed = seal({**base, key: value})
+    with pytest.raises(RecordError, match=rf"result\.json: {key} is "):
+        check_record(resealed, tmp_path / "result.json")
+    with pytest.raises(RecordError, match=rf"{key} is "):  # and never written
+        write_record({**base, key: value}, tmp_path / "out.json")
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_the_record_of_another_run_is_refused_naming_both_paths(tmp_path):
+    """A final run's folder copied from protocol st into ft-other's path."""
+    record = seal({**RUN, "num_classes": 3, "image_size": 32, "dataset_fingerprint": "a" * 64,
+                   "weights_sha256": "b" * 64})  # fmt: skip
+    there = tmp_path / FINAL_DIR.format(**{**RUN, "protocol": "ft-other"}) / "result.json"
+    with pytest.raises(RecordError, match=r"records protocol 'st', but .*ft-other.* says"):
+        check_record(record, there)
+    # a path outside the workflow's results folder says nothing; one inside it does
+    check_record(record, tmp_path / "elsewhere" / "result.json")
+    assert records.run_identity(there) == {**RUN, "protocol": "ft-other"}
+    assert records.run_identity(tmp_path / "results/datasets/toy") == {"dataset": "toy"}
+    assert records.run_identity(tmp_path / "results/train/toy/st/m/final/seed-x/r.json") is None
+
+
+# ---------------------------------------------------------------------------- evaluation
+
+
+def test_evaluation_of_a_healthy_run_and_of_one_written_before_records_were_sealed(
+    toy, capsys, caplog
+):
+    root, ds_dir = toy
+    run_dir = write_final_run(root, _model(), fingerprint=_fingerprint(ds_dir))
+    code, errors = _evaluate(root, RUN, run_dir, ds_dir, capsys)
+    assert code == 0, errors
+    table = pq.read_table(root / ROBUSTNESS.format(**RUN))
+    assert set(table["protocol"].to_pylist()) == {"st"}
+    # today's workflow wrote no seal: such a finished run stays usable, said in the log
+    path = run_dir / "result.json"
+    unsealed = json.loads(path.read_text())
+    del unsealed[records.SEAL_KEY]
+    path.write_text(json.dumps(unsealed))
+    code, errors = _evaluate(root, RUN, run_dir, ds_dir, capsys)
+    assert code == 0, errors
+    assert f"has no {records.SEAL_KEY} (an older run's record)" in caplog.text
+
+
+def test_a_run_copied_into_another_protocols_path_is_not_evaluated(toy, capsys):
+    root, ds_dir = toy
+    source = write_final_run(root, _model(), fingerprint=_fingerprint(ds_dir))
+    other = {**RUN, "protocol": "ft-imagenet"}
+    target = root / FINAL_DIR.format(**other)
+    shutil.copytree(source, target, dirs_exist_ok=True)
+    code, errors = _evaluate(root, other, target, ds_dir, capsys)
+    assert code == 2 and len(errors) == 1, errors
+    assert f"{target / 'result.json'}: records protocol 'st'" in errors[0]
+    assert "ft-imagenet" in errors[0]
+    assert not (root / ROBUSTNESS.format(**other)).exists()
+
+
+def test_a_run_made_on_other_data_is_not_evaluated(toy, capsys):
+    root, ds_dir = toy
+    run = {**RUN, "model": "resnet_mini", "seed": 1}
+    run_dir = write_final_run(root, _model(), seed=1, fingerprint="f" * 64)
+    code, errors = _evaluate(root, run, run_dir, ds_dir, capsys)
+    assert code == 2 and len(errors) == 1, errors
+    assert "result.json: the run was made on dataset fingerprint ffffffffffffffff" in errors[0]
+    assert str(ds_dir) in errors[0]
+
+
+def test_finite_weights_with_non_finite_outputs_are_refused_not_scored_at_chance(toy, capsys):
+    """A batch norm's running variance of -1: every weight finite, every logit NaN."""
+    root, ds_dir = toy
+    model = _model()
+    with torch.no_grad():
+        next(m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)).running_var[0] = -1
+    run = {**RUN, "seed": 2}
+    run_dir = write_final_run(root, model, seed=2, fingerprint=_fingerprint(ds_dir))
+    code, errors = _evaluate(root, run, run_dir, ds_dir, capsys)
+    assert code == 2 and len(errors) == 1, errors
+    assert f"{run_dir / 'model.safetensors'}: the model's outputs are not finite" in errors[0]
+    assert "under Identity" in errors[0] and not (root / ROBUSTNESS.format(**run)).exists()
+
+
+# ------------------------------------------------------------------- the accuracy table
+
+
+def _robustness(root: Path, run: dict, top1=(50.0, 25.0), correct=None, record=None) -> Path:
+    """An evaluation's two tables for ``run`` (transforms Identity and Blur, 4 images) made
+    from the run's record of digest ``record``."""
+    from imagenot.evaluate.robustness import PER_IMAGE_SCHEMA, ROBUSTNESS_SCHEMA
+
+    rows = [
+        {**run, "transform": t, "top1": a, "top5": 100.0, "n": 4, "ci_low": 0.0, "ci_high": 100.0,
+         "record_sha256": record}
+        for t, a in zip(("Identity", "Blur"), top1, strict=True)
+    ]  # fmt: skip
+    path = root / ROBUSTNESS.format(**run)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows, ROBUSTNESS_SCHEMA), path)
+    if correct is None:
+        correct = [[i < a / 25 for i in range(4)] for a in top1]
+    per = [
+        {"key": f"k{i}", "transform": t, "label": 0, "pred": 0, "correct": c[i],
+         "correct_top5": True}
+        for t, c in zip(("Identity", "Blur"), correct, strict=True)
+        for i in range(4)
+    ]  # fmt: skip
+    pq.write_table(pa.Table.from_pylist(per, PER_IMAGE_SCHEMA), root / PER_IMAGE.format(**run))
+    return path
+
+
+def _accuracy_table(root: Path, paths: list[Path], capsys) -> tuple[int, list[str]]:
+    from imagenot.analyse.settings import AccuracySettings
+    from imagenot.config import validate_config
+    from imagenot.settings import to_json
+
+    published = root / "published.csv"
+    published.write_text("model,weights,top1,top5,source\nresnet_mini,x,70.0,90.0,s\n")
+    settings = to_json(AccuracySettings.from_config(validate_config({})))
+    code = main([
+        "accuracy-table", *map(str, paths), "--published", str(published), "--settings", settings,
+        "--out", str(root / "accuracy.csv"), "--per-image-out", str(root / "per_image.parquet"),
+    ])  # fmt: skip
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return code, [line for line in err.splitlines() if "error:" in line]
+
+
+def test_the_accuracy_table_reads_each_evaluation_only_under_its_own_path(tmp_path, capsys):
+    healthy = _robustness(tmp_path, RUN, record="c" * 64)
+    assert _accuracy_table(tmp_path, [healthy], capsys) == (0, [])
+    # every row names the record it was made from; the publisher's rows none
+    table = pd.read_csv(tmp_path / "accuracy.csv")
+    ours = table[table.dataset == RUN["dataset"]]
+    assert len(ours) == 2 and set(ours["record_sha256"]) == {"c" * 64}
+    assert table[table.dataset != RUN["dataset"]]["record_sha256"].isna().all()
+    # the same table copied into another protocol's evaluation folder
+    other = {**RUN, "protocol": "ft-imagenet"}
+    copy = tmp_path / ROBUSTNESS.format(**other)
+    copy.parent.mkdir(parents=True)
+    shutil.copy(healthy, copy)
+    shutil.copy(tmp_path / PER_IMAGE.format(**RUN), tmp_path / PER_IMAGE.format(**other))
+    code, errors = _accuracy_table(tmp_path, [healthy, copy], capsys)
+    assert code == 2 and len(errors) == 1, errors
+    assert f"{copy}: row 0 has protocol 'st', but its path says 'ft-imagenet'" in errors[0]
+
+
+@pytest.mark.parametrize(
+    ("top1", "correct", "expected"),
+    [
+        ((float("nan"), 25.0), None, "row 0 column top1 is nan, not a percentage"),
+        ((250.0, 25.0), None, "row 0 column top1 is 250.0, not a percentage"),
+        # a published run's recorded top-1, carried into its evaluation
+        ((50.0, 25.0), "published", "row 0 column published_top1 is 170.0, not a percentage"),
+        # an edited top-1 that its per-image rows do not give
+        ((50.0, 25.0), [[True] * 4, [False] * 4], "transform 'Identity' has 4 image(s), 4 correct"),
+    ],
+)
+def test_the_accuracy_table_refuses_numbers_out_of_range_or_not_its_producers(
+    tmp_path, capsys, top1, correct, expected
+):
+    published = correct == "published"
+    path = _robustness(tmp_path, RUN, top1, None if published else correct)
+    if published:
+        rows = [
+            {**row, "weights": "W", "published_top1": 170.0}
+            for row in pq.read_table(path).to_pylist()
+        ]
+        pq.write_table(pa.Table.from_pylist(rows, pq.read_schema(path)), path)
+    code, errors = _accuracy_table(tmp_path, [path], capsys)
+    assert code == 2 and len(errors) == 1, errors
+    assert expected in errors[0] and ".parquet" in errors[0]
+
+
+# -------------------------------------------------------------------------- the summary
+
+
+def _layout(root: Path) -> dict:
+    from imagenot.train.paths import FINAL_RESULT
+
+    runs = [{**RUN, "result": FINAL_RESULT.format(**RUN)}]
+    return {"description": "", "datasets": {}, "runs": runs}
+
+
+def _summary_record(root: Path, **change) -> Path:
+    record = {**RUN, "num_classes": 10, "image_size": 32, "dataset_fingerprint": "a" * 64,
+              "weights_sha256": "b" * 64, "val_accuracy": 60.0, "test_accuracy": 55.0,
+              "n_test": 200, "chance_accuracy": 10.0}  # fmt: skip
+    path = root / FINAL_DIR.format(**RUN) / "result.json"
+    write_record(record, path)
+    if change:
+        edited = {**json.loads(path.read_text()), **change}
+        path.write_text(json.dumps(edited))
+    return path
+
+
+def test_the_summary_shows_a_runs_numbers_only_as_its_producer_wrote_them(tmp_path):
+    from imagenot.run_summary import collect, format_text
+
+    healthy = _summary_record(tmp_path)
+    summary = collect(_layout(tmp_path), tmp_path)
+    assert summary["problems"] == [] and summary["models"][0]["best_test_accuracy"] == 55.0
+    # the number shown names the record it was read from and the digest its producer sealed
+    digest = json.loads(healthy.read_text())[records.SEAL_KEY]
+    assert digest == records.record_digest(json.loads(healthy.read_text()))
+    assert summary["models"][0]["best_test_record"] == {
+        "path": str(healthy.relative_to(tmp_path)),
+        records.SEAL_KEY: digest,
+    }
+    for change, words in [
+        ({"test_accuracy": 99.0}, "its contents are not those its producer wrote"),
+        ({"test_accuracy": float("nan"), records.SEAL_KEY: None}, "test_accuracy is nan"),
+        ({"test_accuracy": 250.0, records.SEAL_KEY: None}, "test_accuracy is 250.0"),
+        ({"protocol": "ft-imagenet", records.SEAL_KEY: None}, "records protocol 'ft-imagenet'"),
+    ]:
+        path = _summary_record(tmp_path, **change)
+        if change.get(records.SEAL_KEY, 1) is None:  # a record as written before sealing
+            text = json.loads(path.read_text())
+            del text[records.SEAL_KEY]
+            path.write_text(json.dumps(text))
+        summary = collect(_layout(tmp_path), tmp_path)
+        errors = [p["message"] for p in summary["problems"] if p["level"] == "error"]
+        assert len(errors) == 1 and f"{path}: " in errors[0] and words in errors[0], errors
+        assert summary["models"] == [] and "-1.00" not in format_text(summary)
+    # an unsealed record (written before this version) is shown, with one warning
+    path = _summary_record(tmp_path)
+    text = json.loads(path.read_text())
+    del text[records.SEAL_KEY]
+    path.write_text(json.dumps(text))
+    summary = collect(_layout(tmp_path), tmp_path)
+    assert summary["errors"] == 0 and summary["models"][0]["best_test_accuracy"] == 55.0
+    assert [p["level"] for p in summary["problems"]] == ["warning"]
+    assert (
+        "1 final run(s) have a result.json without its producer's digest"
+        in (summary["problems"][0]["message"])
+    )
+    assert summary["models"][0]["best_test_record"][records.SEAL_KEY] is None
+
+
+@pytest.mark.parametrize(("top1", "n"), [(float("nan"), 4), (250.0, 4), (50.0, 0)])
+def test_the_summary_checks_a_published_runs_measured_top1_as_read(tmp_path, top1, n):
+    """The published check reads the evaluation's Identity row: a top-1 that is no percentage
+    (or of no image) is an error naming the evaluation, never shown as a deviation."""
+    from imagenot.run_summary import collect
+
+    layout = _layout(tmp_path)
+    layout["runs"][0]["evaluation"] = ROBUSTNESS.format(**RUN)
+    record = json.loads(_summary_record(tmp_path).read_text())
+    published = {"weights": "W", "published_top1": 70.0, "published_source": "s"}
+    write_record({**record, **published}, tmp_path / FINAL_DIR.format(**RUN) / "result.json")
+    path = _robustness(tmp_path, RUN)
+    summary = collect(layout, tmp_path)
+    assert summary["problems"] == [] and summary["published_check"][0]["measured_top1"] == 50.0
+    table = pq.read_table(path).to_pylist()
+    table[0].update(top1=top1, n=n)
+    pq.write_table(pa.Table.from_pylist(table, pq.read_schema(path)), path)
+    summary = collect(layout, tmp_path)
+    errors = [p["message"] for p in summary["problems"] if p["level"] == "error"]
+    assert len(errors) == 1 and f"{path}: its Identity row has top1" in errors[0], errors
+    assert summary["published_check"] == []
+
+
+def test_a_trial_result_out_of_range_stops_the_selection_in_one_line(tmp_path, capsys):
+    slot = tmp_path / "stage-0" / "slot-0.json"
+    write_record(
+        {"stage": 0, "slot": 0, "trial": 0, "val_accuracy": 50.0, "hyperparameters": {}},
+        slot,
+        "slot",
+    )
+    out = tmp_path / "selection.json"
+    assert main(["train-select", str(slot), "--out", str(out)]) == 0
+    text = json.loads(slot.read_text())
+    text["val_accuracy"] = float("nan")
+    slot.write_text(json.dumps(text))
+    assert main(["train-select", str(slot), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{slot}: its contents are not those its producer wrote" in err
+    del text[records.SEAL_KEY]  # an unsealed one: its number is still range-checked
+    slot.write_text(json.dumps(text))
+    assert main(["train-select", str(slot), "--out", str(out)]) == 2
+    assert f"{slot}: val_accuracy is nan" in capsys.readouterr().err
+    assert np.isfinite(json.loads(out.read_text())["val_accuracy"])
+
+
+def test_an_ft_job_starts_only_from_the_run_its_path_names(tmp_path):
+    """The starting weights of an FT/TL job are a final run's: read as the evaluation reads
+    them (its record against the path, the weights it names, their digest)."""
+    from imagenot.train.checkpoints import WeightsError
+    from imagenot.train.registry import read_state_dict
+
+    source = write_final_run(tmp_path, _model())
+    assert set(read_state_dict(source / "model.safetensors")) == set(_model().state_dict())
+    other = {**RUN, "dataset": "other"}  # the st run of another dataset, copied in
+    target = tmp_path / FINAL_DIR.format(**other)
+    shutil.copytree(source, target)
+    with pytest.raises(RecordError, match=r"records dataset 'toy', but .* says dataset 'other'"):
+        read_state_dict(target / "model.safetensors")
+    write_final_run(tmp_path, _model(seed=1), dataset="other")
+    shutil.copy(source / "model.safetensors", target / "model.safetensors")  # other weights
+    with pytest.raises(WeightsError, match=r"not the .* that its result\.json records"):
+        read_state_dict(target / "model.safetensors")

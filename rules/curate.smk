@@ -27,8 +27,8 @@ rule curate_match:
     params:
         settings=to_arg(curate_settings.MatchSettings.from_config(config)),
     shell:
-        "imagenot match {input.shard} -o {output.matches} --counts {output.counts}"
-        " --stats {output.stats} --lemmas {input.lemmas} --settings {params.settings}"
+        "imagenot match {input.shard} --lemmas {input.lemmas} --matches {output.matches}"
+        " --counts {output.counts} --stats {output.stats} --settings {params.settings}"
         " > {log} 2>&1"
 
 
@@ -61,8 +61,8 @@ rule curate_candidates:
     shell:
         "imagenot curate-candidates --counts {input.counts} --lemmas {input.lemmas}"
         " --nltk-data {input.nltk_data}"
-        " --settings {params.settings} -o {output.candidates} --audit {output.audit}"
-        " --stats {output.stats} > {log} 2>&1"
+        " --settings {params.settings} --candidates {output.candidates}"
+        " --audit {output.audit} --stats {output.stats} > {log} 2>&1"
 
 
 # Step 6 per dataset and shard: captions naming exactly one candidate class (streamed).
@@ -90,8 +90,8 @@ rule curate_captions:
         ),
     shell:
         "imagenot curate-captions --shard {input.shard} --matches {input.matches}"
-        " --candidates {input.candidates} --settings {params.settings} -o {output.captions}"
-        " --stats {output.stats} > {log} 2>&1"
+        " --candidates {input.candidates} --settings {params.settings}"
+        " --captions {output.captions} --stats {output.stats} > {log} 2>&1"
 
 
 # Step 7, once per dataset: the class queries' vectors ("<name> which is <gloss>"; thousands).
@@ -112,7 +112,7 @@ rule curate_queries:
         settings=to_arg(curate_settings.QueriesSettings.from_config(config)),
     shell:
         "imagenot curate-queries --candidates {input.candidates} --settings {params.settings}"
-        " -o {output.queries} > {log} 2>&1"
+        " --queries {output.queries} > {log} 2>&1"
 
 
 # Step 7 per dataset and part (GPU): embed each distinct caption once in resumable chunks and
@@ -144,7 +144,7 @@ rule curate_embed:
     shell:
         "imagenot curate-embed --captions {input.captions} --candidates {input.candidates}"
         " --queries {input.queries} --settings {params.settings} --work-dir {params.work}"
-        " {params.gpu_job} -o {output.scores} --stats {output.stats} > {log} 2>&1"
+        " {params.gpu_job} --scores {output.scores} --stats {output.stats} > {log} 2>&1"
 
 
 # Steps 7b-8 (gather): class scores from each class's best captions over all parts, threshold,
@@ -158,7 +158,7 @@ rule curate_select:
         classes=curate_paths.CLASSES,
         selection=curate_paths.SELECTION,
         reserve=curate_paths.RESERVE,
-        scores=curate_paths.CLASS_SCORES,
+        class_scores=curate_paths.CLASS_SCORES,
         stats=curate_paths.SELECTION_STATS,
     log:
         f"{LOGS}/curate_select/{{dataset}}.log",
@@ -177,8 +177,8 @@ rule curate_select:
     shell:
         "imagenot curate-select --scores {input.scores} --captions {input.captions}"
         " --candidates {input.candidates} --settings {params.settings}"
-        " --classes-out {output.classes} --selection-out {output.selection}"
-        " --reserve-out {output.reserve} --scores-out {output.scores}"
+        " --classes {output.classes} --selection {output.selection}"
+        " --reserve {output.reserve} --class-scores {output.class_scores}"
         " --stats {output.stats} > {log} 2>&1"
 
 
@@ -190,7 +190,7 @@ rule curate_audit:
         candidates_audit=curate_paths.CANDIDATES_AUDIT,
         candidates_stats=curate_paths.CANDIDATES_STATS,
         caption_stats=lambda wc: curate_plan.caption_stats_files(config, wc.dataset),
-        scores=curate_paths.CLASS_SCORES,
+        class_scores=curate_paths.CLASS_SCORES,
         selection_stats=curate_paths.SELECTION_STATS,
     output:
         audit=curate_paths.AUDIT,
@@ -218,15 +218,15 @@ rule curate_audit:
         "imagenot curate-audit --match-stats {input.match_stats} --candidates {input.candidates}"
         " --candidates-audit {input.candidates_audit}"
         " --candidates-stats {input.candidates_stats} --caption-stats {input.caption_stats}"
-        " --scores {input.scores} --selection-stats {input.selection_stats}"
-        " --audit-out {output.audit} --audit-csv-out {output.audit_csv}"
-        " --funnel-out {output.funnel} > {log} 2>&1"
+        " --class-scores {input.class_scores} --selection-stats {input.selection_stats}"
+        " --audit {output.audit} --audit-csv {output.audit_csv}"
+        " --funnel {output.funnel} > {log} 2>&1"
 
 
 # Step 7 check: does the threshold fit the encoder? Classes passing each threshold of a grid.
 rule curate_calibration:
     input:
-        scores=curate_paths.CLASS_SCORES,
+        class_scores=curate_paths.CLASS_SCORES,
     output:
         csv=report(
             curate_paths.CALIBRATION,
@@ -258,6 +258,6 @@ rule curate_calibration:
             curate_settings.CalibrationSettings.from_config(config, dataset=wc.dataset)
         ),
     shell:
-        "imagenot curate-calibration --scores {input.scores} --settings {params.settings}"
-        " --csv-out {output.csv} --summary-out {output.summary}"
-        " --figure-out {output.figure} > {log} 2>&1"
+        "imagenot curate-calibration --class-scores {input.class_scores}"
+        " --settings {params.settings} --csv {output.csv} --summary {output.summary}"
+        " --figure {output.figure} > {log} 2>&1"

@@ -3,7 +3,7 @@
 
 rule prepare_wordnet:
     output:
-        directory(NLTK_DATA),
+        nltk_data=directory(NLTK_DATA),
     log:
         f"{LOGS}/prepare_wordnet.log",
     benchmark:
@@ -14,16 +14,17 @@ rule prepare_wordnet:
     params:
         settings=to_arg(curate_settings.WordnetSettings.from_config(config)),
     shell:
-        "imagenot prepare-wordnet {output} --settings {params.settings} > {log} 2>&1"
+        "imagenot prepare-wordnet --nltk-data {output.nltk_data} --settings {params.settings}"
+        " > {log} 2>&1"
 
 
 # Every (lemma, wnid) pair of WordNet's nouns, once: each matching job reads it in a fraction of
 # a second instead of loading WordNet itself (seconds, times thousands of LAION shards).
 rule noun_lemmas:
     input:
-        NLTK_DATA,
+        nltk_data=NLTK_DATA,
     output:
-        NOUN_LEMMAS,
+        lemmas=NOUN_LEMMAS,
     log:
         f"{LOGS}/noun_lemmas.log",
     benchmark:
@@ -33,4 +34,4 @@ rule noun_lemmas:
         gpu_env("curate")
     threads: 1
     shell:
-        "imagenot lemmas --nltk-data {input} -o {output} > {log} 2>&1"
+        "imagenot lemmas --nltk-data {input.nltk_data} --lemmas {output.lemmas} > {log} 2>&1"

@@ -134,11 +134,11 @@ def test_cli_writes_tables_and_figure(tmp_path):
     out = {n: tmp_path / n for n in ("calibration.csv", "summary.csv", "calibration.png")}
     settings = json.dumps(_settings().__dict__)
     args = {
-        "--scores": scores,
+        "--class-scores": scores,
         "--settings": settings,
-        "--csv-out": out["calibration.csv"],
-        "--summary-out": out["summary.csv"],
-        "--figure-out": out["calibration.png"],
+        "--csv": out["calibration.csv"],
+        "--summary": out["summary.csv"],
+        "--figure": out["calibration.png"],
     }
     main(["curate-calibration", *(str(x) for pair in args.items() for x in pair)])
     table = pacsv.read_csv(out["calibration.csv"])

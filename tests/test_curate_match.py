@@ -243,7 +243,7 @@ def test_match_cli_writes_row_wnid(nltk_data, tmp_path):
     src = tmp_path / "in.parquet"
     pq.write_table(pa.table({"URL": ["a", "b"], "TEXT": ["zzzq qqxzw", "a tabby cat"]}), src)
     out = tmp_path / "out.parquet"
-    assert main(["match", str(src), "-o", str(out), "--nltk-data", str(nltk_data)]) == 0
+    assert main(["match", str(src), "--matches", str(out), "--nltk-data", str(nltk_data)]) == 0
     table = pq.read_table(out)
     assert table.schema == pa.schema([("row", pa.int64()), ("wnid", pa.string())])
     assert set(table.column("row").to_pylist()) == {1}
@@ -259,10 +259,18 @@ def test_match_cli_takes_any_parquet_with_text(nltk_data, tmp_path, caplog):
     src = tmp_path / "text-only.parquet"
     pq.write_table(pa.table({"id": [7, 8], "TEXT": ["a tabby cat", "zzqx"]}), src)
     out = tmp_path / "out.parquet"
-    assert main(["match", str(src), "-o", str(out), "--nltk-data", str(nltk_data)]) == 0
+    assert main(["match", str(src), "--matches", str(out), "--nltk-data", str(nltk_data)]) == 0
     assert set(pq.read_table(out).column("row").to_pylist()) == {0}
     refused = tmp_path / "refused.parquet"
-    args = ["match", str(src), "-o", str(refused), "--nltk-data", str(nltk_data), "--require-url"]
+    args = [
+        "match",
+        str(src),
+        "--matches",
+        str(refused),
+        "--nltk-data",
+        str(nltk_data),
+        "--require-url",
+    ]
     with pytest.raises(ShardError, match=r"text-only\.parquet.*URL"):  # the traceback with --debug
         main(["--debug", *args])
     assert main(args) == 2  # one line on stderr, no traceback
@@ -276,11 +284,11 @@ def test_match_cli_reads_the_lemma_table_like_wordnet(nltk_data, tmp_path):
     texts = ["a tabby cat on a mat", "New York skyline", "nothing here zzqx"]
     pq.write_table(pa.table({"URL": ["a", "b", "c"], "TEXT": texts}), src)
     lemmas = tmp_path / "lemmas.parquet"
-    assert main(["lemmas", "--nltk-data", str(nltk_data), "-o", str(lemmas)]) == 0
+    assert main(["lemmas", "--nltk-data", str(nltk_data), "--lemmas", str(lemmas)]) == 0
     outputs = {}
     for how in (["--lemmas", str(lemmas)], ["--nltk-data", str(nltk_data)]):
         out = tmp_path / f"{how[0][2:]}.parquet"
-        assert main(["match", str(src), "-o", str(out), *how]) == 0
+        assert main(["match", str(src), "--matches", str(out), *how]) == 0
         outputs[how[0]] = pq.read_table(out)
     assert outputs["--lemmas"].equals(outputs["--nltk-data"])
     assert outputs["--lemmas"].num_rows > 0

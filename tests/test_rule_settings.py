@@ -269,15 +269,15 @@ def test_match_runs_on_the_rules_settings_and_hand_flags_default_from_the_schema
     src = tmp_path / "in.parquet"
     _shard(src, ["a tabby cat on a mat", "x" * 40 + " cat", "zzqx qqxzw"])
     lemmas = tmp_path / "lemmas.parquet"
-    assert main(["lemmas", "--nltk-data", str(nltk_data), "-o", str(lemmas)]) == 0
+    assert main(["lemmas", "--nltk-data", str(nltk_data), "--lemmas", str(lemmas)]) == 0
     config = validate_config({"laion": {"max_caption_bytes": 30}})
     rule = ["match", str(src), "--lemmas", str(lemmas)]
     settings = to_json(curate_settings.MatchSettings.from_config(config))
-    assert main([*rule, "-o", str(tmp_path / "rule.parquet"), "--settings", settings]) == 0
+    assert main([*rule, "--matches", str(tmp_path / "rule.parquet"), "--settings", settings]) == 0
     assert set(pq.read_table(tmp_path / "rule.parquet")["row"].to_pylist()) == {0}  # row 1 > 30 B
 
     # by hand: the schema's defaults (16384 bytes: row 1 is matched too)
-    assert main([*rule, "-o", str(tmp_path / "hand.parquet")]) == 0
+    assert main([*rule, "--matches", str(tmp_path / "hand.parquet")]) == 0
     assert set(pq.read_table(tmp_path / "hand.parquet")["row"].to_pylist()) == {0, 1}
     seen = {}
     real = curate_cli.match_settings
@@ -287,7 +287,7 @@ def test_match_runs_on_the_rules_settings_and_hand_flags_default_from_the_schema
         return seen["s"]
 
     monkeypatch.setattr(curate_cli, "match_settings", spy)
-    assert main([*rule, "-o", str(tmp_path / "hand2.parquet")]) == 0
+    assert main([*rule, "--matches", str(tmp_path / "hand2.parquet")]) == 0
     assert seen["s"] == curate_settings.MatchSettings(
         schema_default("laion.batch_rows"), schema_default("laion.max_caption_bytes"), False
     )
@@ -295,12 +295,20 @@ def test_match_runs_on_the_rules_settings_and_hand_flags_default_from_the_schema
     rule_settings = curate_settings.MatchSettings.from_config(validate_config({}))
     assert seen["s"] == dataclasses.replace(rule_settings, require_url=False)
     # a flag beside --settings would be ignored silently: refused instead
-    both = [*rule, "-o", str(tmp_path / "x.parquet"), "--settings", settings, "--batch-rows", "8"]
+    both = [
+        *rule,
+        "--matches",
+        str(tmp_path / "x.parquet"),
+        "--settings",
+        settings,
+        "--batch-rows",
+        "8",
+    ]
     assert main(both) == 2
 
 
 def test_prepare_wordnet_takes_the_rules_settings_or_the_hand_flag():
-    parser_args = ["prepare-wordnet", "out"]
+    parser_args = ["prepare-wordnet", "--nltk-data", "out"]
     from imagenot.cli import build_parser
     from imagenot.common_cli import wordnet_settings
 
@@ -357,7 +365,7 @@ def test_scale_world_shard_runs_on_the_rules_settings(shared_data, nltk_data, tm
         }
     )
     lemmas = tmp_path / "lemmas.parquet"
-    assert main(["lemmas", "--nltk-data", str(nltk_data), "-o", str(lemmas)]) == 0
+    assert main(["lemmas", "--nltk-data", str(nltk_data), "--lemmas", str(lemmas)]) == 0
     out = tmp_path / "part-00000.parquet"
     captions = str(shared_data / "web_captions_1000.parquet")
     argv = ["scale-world-shard", "--index", "0", "--captions", captions]

@@ -34,13 +34,36 @@ STAGE_CLIS = (
 )
 
 
-def subcommand(subparsers, name: str, func) -> argparse.ArgumentParser:
-    """Subcommand ``name``, run by ``func``: its parser, to which the caller adds arguments.
-    Its help is ``func``'s docstring (first letter lower-cased, the final full stop dropped):
-    what the command does is written once, where it is done. Stage CLIs register with it."""
+def subcommand(
+    subparsers,
+    name: str,
+    func,
+    *,
+    files=None,
+    settings=None,
+    description: str | None = None,
+) -> argparse.ArgumentParser:
+    """Subcommand ``name``, run by ``func``: its parser, to which the caller adds any further
+    arguments. Its help is ``func``'s docstring (first letter lower-cased, the final full stop
+    dropped): what the command does is written once, where it is done. ``files``: the step's
+    :class:`imagenot.files.Files` class, whose roles become the command's file arguments (and
+    ``args.files_class``, which the rule-wiring test reads); ``settings``: its settings class,
+    handed over as one ``--settings`` JSON object. Every subcommand registers with it."""
     doc = (func.__doc__ or name).strip()  # (python -OO strips docstrings)
-    p = subparsers.add_parser(name, help=doc[0].lower() + doc[1:].removesuffix("."))
-    p.set_defaults(func=func)
+    p = subparsers.add_parser(
+        name, help=doc[0].lower() + doc[1:].removesuffix("."), description=description
+    )
+    p.set_defaults(func=func, files_class=files)
+    if files is not None:
+        files.add_arguments(p)
+    if settings is not None:
+        p.add_argument(
+            "--settings",
+            required=True,
+            metavar="JSON",
+            help=f"JSON object ({settings.__module__}.{settings.__qualname__}, built by its "
+            "from_config; @FILE reads it from a file)",
+        )
     return p
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from imagenot.cli import subcommand
+from imagenot.curate.files import WordnetFiles
 from imagenot.curate.settings import WordnetSettings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("prepare-wordnet", help="build an nltk-readable WordNet 3.0 corpus")
-    p.add_argument("out", help="NLTK_DATA directory to create (corpora/wordnet inside)")
+    p = subcommand(subparsers, "prepare-wordnet", _prepare_wordnet, files=WordnetFiles)
     where = p.add_mutually_exclusive_group()
     where.add_argument(
         "--dict-dir",
@@ -23,7 +24,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="JSON",
         help="instead of --dict-dir: JSON (WordnetSettings; what the rule passes)",
     )
-    p.set_defaults(func=_prepare_wordnet)
 
 
 def wordnet_settings(args: argparse.Namespace) -> WordnetSettings:
@@ -39,8 +39,11 @@ def wordnet_settings(args: argparse.Namespace) -> WordnetSettings:
 
 
 def _prepare_wordnet(args: argparse.Namespace) -> None:
+    """Build an nltk-readable WordNet 3.0 corpus."""
     from imagenot.wordnet import load_wordnet, prepare_nltk_wordnet
 
-    out = prepare_nltk_wordnet(args.out, wordnet_settings(args).dict_dir)
+    out = prepare_nltk_wordnet(
+        WordnetFiles.from_args(args).nltk_data, wordnet_settings(args).dict_dir
+    )
     n = sum(1 for _ in load_wordnet(str(out)).all_synsets("n"))
     print(f"WordNet ready at {out}: {n} noun synsets")

@@ -1,8 +1,10 @@
 """`imagenot` subcommands of the curate stage (one per rule; heavy imports inside handlers).
 
-A rule hands its command everything the config decides as one ``--settings`` JSON object (a
-settings object of :mod:`imagenot.curate.settings`, built by its ``from_config``). ``match`` and ``lemmas``
-are typed by hand too: ``match`` keeps its flags, whose defaults are the schema's.
+A rule hands its command its files by role (a class of :mod:`imagenot.curate.files`, whose
+fields are the command's flags) and everything the config decides as one ``--settings`` JSON
+object (a settings object of :mod:`imagenot.curate.settings`, built by its ``from_config``).
+``match`` and ``lemmas`` are typed by hand too: ``match`` keeps its flags, whose defaults are the
+schema's.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ import argparse
 import json
 import logging
 
+from imagenot.cli import subcommand
+from imagenot.curate import files
 from imagenot.curate.settings import (
+    CalibrationSettings,
     CandidatesSettings,
     CaptionSettings,
     EmbedSettings,
@@ -27,24 +32,16 @@ log = logging.getLogger(__name__)
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add this stage's subcommands."""
-    p = subparsers.add_parser(
+    p = subcommand(
+        subparsers,
         "match",
-        help="match every WordNet noun lemma against the TEXT column of a parquet file",
+        _match,
+        files=files.MatchFiles,
         description="Writes (row, wnid), one row per match: case-insensitive, whole words, "
         "after lowercasing and turning every non-letter/digit run into one space.",
     )
-    p.add_argument("input", help="parquet file with a TEXT column (any other columns are ignored)")
-    p.add_argument("-o", "--output", required=True, help="output parquet (row, wnid)")
-    lexicon = p.add_mutually_exclusive_group()
-    lexicon.add_argument(
-        "--lemmas", default=None, help="(lemma, wnid) parquet from `imagenot lemmas` (fastest)"
-    )
-    lexicon.add_argument(
-        "--nltk-data", default=NLTK_DATA, help="else: NLTK_DATA dir with WordNet 3.0"
-    )
-    p.add_argument("--stats", default=None, help="write row/skip/match counts to this JSON file")
     p.add_argument(
-        "--counts", default=None, help="write matching captions per wnid to this parquet file"
+        "--nltk-data", default=NLTK_DATA, help="without --lemmas: NLTK_DATA dir with WordNet 3.0"
     )
     p.add_argument(
         "--batch-rows",
@@ -70,125 +67,50 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="instead of the three flags above: JSON (imagenot.curate.settings.MatchSettings, "
         "what the rule passes)",
     )
-    p.set_defaults(func=_match)
 
-    p = subparsers.add_parser(
+    subcommand(
+        subparsers,
         "lemmas",
-        help="write every (lemma, wnid) pair of WordNet's nouns to parquet (the match lexicon)",
+        _lemmas,
+        files=files.LemmasFiles,
         description="Loading WordNet takes seconds; matching jobs read this table instead.",
     )
-    p.add_argument("--nltk-data", default=NLTK_DATA, help="NLTK_DATA dir with WordNet 3.0")
-    p.add_argument("-o", "--output", required=True, help="output parquet (lemma, wnid)")
-    p.set_defaults(func=_lemmas)
-
-    p = subparsers.add_parser(
-        "curate-candidates", help="class selection steps 1-5 with audit trail"
+    subcommand(
+        subparsers,
+        "curate-candidates",
+        _candidates,
+        files=files.CandidatesFiles,
+        settings=CandidatesSettings,
     )
-    p.add_argument(
-        "--counts", nargs="+", required=True, help="per-shard (wnid, n) count files of `match`"
+    subcommand(
+        subparsers, "curate-captions", _captions, files=files.CaptionFiles, settings=CaptionSettings
     )
-    p.add_argument("--nltk-data", default=NLTK_DATA)
-    p.add_argument(
-        "--lemmas", default=None, help="(lemma, wnid) parquet of `imagenot lemmas` (else WordNet)"
+    subcommand(
+        subparsers, "curate-queries", _queries, files=files.QueriesFiles, settings=QueriesSettings
     )
-    p.add_argument(
-        "--settings",
-        required=True,
-        help="JSON: classes ('discover', 'imagenet' or {from_file: PATH}), min_count, "
-        "query_template, nsfw (imagenot.curate.settings.CandidatesSettings)",
-    )
-    p.add_argument("-o", "--output", required=True, help="candidates parquet")
-    p.add_argument("--audit", required=True, help="audit parquet of steps 1-5")
-    p.add_argument("--stats", required=True, help="JSON: mode and number of synsets considered")
-    p.set_defaults(func=_candidates)
-
-    p = subparsers.add_parser("curate-captions", help="step 6 for one shard: single-class captions")
-    p.add_argument("--shard", required=True, help="LAION shard parquet")
-    p.add_argument("--matches", required=True, help="that shard's match parquet")
-    p.add_argument("--candidates", required=True, help="candidates parquet")
-    p.add_argument(
-        "--settings", required=True, help="JSON (imagenot.curate.settings.CaptionSettings)"
-    )
-    p.add_argument("-o", "--output", required=True)
-    p.add_argument("--stats", required=True)
-    p.set_defaults(func=_captions)
-
-    p = subparsers.add_parser("curate-queries", help="step 7: embed the class queries")
-    p.add_argument("--candidates", required=True, help="candidates parquet (query column)")
-    p.add_argument(
-        "--settings", required=True, help="JSON (imagenot.curate.settings.QueriesSettings)"
-    )
-    p.add_argument("-o", "--output", required=True, help="query vectors (.npy, candidates order)")
-    p.set_defaults(func=_queries)
-
-    p = subparsers.add_parser(
-        "curate-embed", help="step 7 for one part: each caption's similarity to its class query"
-    )
-    p.add_argument("--captions", required=True, help="the part's caption parquet")
-    p.add_argument("--candidates", required=True, help="candidates parquet (class order)")
-    p.add_argument("--queries", required=True, help="query vectors of curate-queries")
-    p.add_argument(
-        "--settings", required=True, help="JSON (imagenot.curate.settings.EmbedSettings)"
+    p = subcommand(
+        subparsers, "curate-embed", _embed, files=files.EmbedFiles, settings=EmbedSettings
     )
     p.add_argument("--work-dir", required=True, help="resumable chunk files of this part")
-    p.add_argument(
-        "-o", "--output", required=True, help="score parquet (key, row, wnid, similarity)"
-    )
-    p.add_argument("--stats", required=True)
     p.add_argument(
         "--gpu-job",
         action="store_true",
         help="the config plans this job for a GPU (resources.gpus > 0): stop without one",
     )
-    p.set_defaults(func=_embed)
-
-    p = subparsers.add_parser("curate-select", help="steps 7b-8: score classes, select captions")
-    p.add_argument("--scores", nargs="+", required=True, help="per-part score files")
-    p.add_argument(
-        "--captions", nargs="+", required=True, help="per-part caption files (same order)"
+    subcommand(
+        subparsers, "curate-select", _select, files=files.SelectFiles, settings=SelectSettings
     )
-    p.add_argument("--candidates", required=True)
-    p.add_argument(
-        "--settings", required=True, help="JSON (imagenot.curate.settings.SelectSettings)"
-    )
-    p.add_argument("--classes-out", required=True)
-    p.add_argument("--selection-out", required=True)
-    p.add_argument("--reserve-out", required=True)
-    p.add_argument("--scores-out", required=True)
-    p.add_argument("--stats", required=True)
-    p.set_defaults(func=_select)
-
-    p = subparsers.add_parser("curate-audit", help="audit trail and funnel of a curated dataset")
-    p.add_argument("--match-stats", nargs="+", required=True)
-    p.add_argument("--candidates", required=True)
-    p.add_argument("--candidates-audit", required=True)
-    p.add_argument("--candidates-stats", required=True)
-    p.add_argument("--caption-stats", nargs="+", required=True)
-    p.add_argument("--scores", required=True)
-    p.add_argument("--selection-stats", required=True)
-    p.add_argument("--audit-out", required=True)
-    p.add_argument("--audit-csv-out", default=None, help="the audit table again as CSV")
-    p.add_argument("--funnel-out", required=True)
-    p.set_defaults(func=_audit)
-
-    p = subparsers.add_parser(
+    subcommand(subparsers, "curate-audit", _audit, files=files.AuditFiles)
+    subcommand(
+        subparsers,
         "curate-calibration",
-        help="step 7 check: classes passing each similarity threshold, score distribution",
+        _calibration,
+        files=files.CalibrationFiles,
+        settings=CalibrationSettings,
         description="Reads class_scores.parquet and writes, for a grid of thresholds, the number "
         "of classes whose score reaches it, a summary of the scores, and a figure with the "
         "configured threshold and n_classes marked.",
     )
-    p.add_argument("--scores", required=True, help="class_scores.parquet of the selection step")
-    p.add_argument(
-        "--settings",
-        required=True,
-        help="JSON: threshold, n_classes, start, stop, step, encoder "
-        "(imagenot.curate.settings.CalibrationSettings)",
-    )
-    p.add_argument("--csv-out", required=True, help="per-threshold CSV")
-    p.add_argument("--summary-out", required=True, help="summary CSV (statistic, value)")
-    p.add_argument("--figure-out", required=True, help="figure (.png or .svg)")
-    p.set_defaults(func=_calibration)
 
 
 def _read_json(path: str) -> dict:
@@ -229,6 +151,7 @@ def match_settings(args: argparse.Namespace) -> MatchSettings:
 
 
 def _match(args: argparse.Namespace) -> None:
+    """Match every WordNet noun lemma against the TEXT column of a parquet file."""
     import pyarrow as pa
 
     from imagenot.curate.match import (
@@ -241,18 +164,19 @@ def _match(args: argparse.Namespace) -> None:
     from imagenot.io import keep_freed_memory, write_json, write_parquet
 
     s = match_settings(args)
+    f = files.MatchFiles.from_args(args)
     # A one-shot process whose batches allocate and free arrays of 10-100 MB: reused heap memory
     # instead of fresh zeroed pages (60% fewer page faults, 0.2-0.3 s less per 1M captions).
     keep_freed_memory()
     # Fail fast, naming file and column, before loading WordNet.
-    open_shard(args.input, required_columns(s))
-    if args.lemmas:
-        index = LemmaIndex.from_lemma_table(read_lemma_table(args.lemmas))
+    open_shard(f.shard, required_columns(s))
+    if f.lemmas:
+        index = LemmaIndex.from_lemma_table(read_lemma_table(f.lemmas))
     else:
         index = LemmaIndex.from_wordnet(args.nltk_data)
-    stats = write_shard_matches(args.input, Matcher(index), args.output, s)
+    stats = write_shard_matches(f.shard, Matcher(index), f.matches, s)
     counts = stats.pop("counts")
-    if args.counts:
+    if f.counts:
         write_parquet(
             pa.table(
                 {
@@ -260,71 +184,81 @@ def _match(args: argparse.Namespace) -> None:
                     "n": pa.array(list(counts.values()), pa.int64()),
                 }
             ),
-            args.counts,
+            f.counts,
         )
-    if args.stats:
-        write_json(stats, args.stats)
-    log.info("%s: %s", args.input, json.dumps(stats))
+    if f.stats:
+        write_json(stats, f.stats)
+    log.info("%s: %s", f.shard, json.dumps(stats))
 
 
 def _lemmas(args: argparse.Namespace) -> None:
+    """Write every (lemma, wnid) pair of WordNet's nouns to parquet (the match lexicon)."""
     from imagenot.io import write_parquet
     from imagenot.wordnet import load_wordnet, noun_lemma_table
 
-    table = noun_lemma_table(load_wordnet(args.nltk_data))
-    write_parquet(table, args.output)
-    log.info("%s: %d (lemma, wnid) pairs", args.output, table.num_rows)
+    f = files.LemmasFiles.from_args(args)
+    table = noun_lemma_table(load_wordnet(f.nltk_data or NLTK_DATA))
+    write_parquet(table, f.lemmas)
+    log.info("%s: %d (lemma, wnid) pairs", f.lemmas, table.num_rows)
 
 
 def _candidates(args: argparse.Namespace) -> None:
+    """Class selection steps 1-5 with audit trail."""
     from imagenot.curate.candidates import build_candidates, sum_counts
     from imagenot.curate.match import read_lemma_table
     from imagenot.io import write_json, write_parquet
     from imagenot.wordnet import imagenet_wnids, load_wordnet
 
     s = parse(CandidatesSettings, args.settings)
-    wn = load_wordnet(args.nltk_data)
-    counts = sum_counts(args.counts)
+    f = files.CandidatesFiles.from_args(args)
+    wn = load_wordnet(f.nltk_data)
+    counts = sum_counts(f.counts)
     table, audit, stats = build_candidates(
         counts,
         wn,
         s,
         imagenet_wnids(),
-        lemma_table=read_lemma_table(args.lemmas) if args.lemmas else None,
+        lemma_table=read_lemma_table(f.lemmas) if f.lemmas else None,
     )
-    write_parquet(audit, args.audit)
-    write_json(stats, args.stats)
-    write_parquet(table, args.output)
+    write_parquet(audit, f.audit)
+    write_json(stats, f.stats)
+    write_parquet(table, f.candidates)
     log.info("%d candidate classes (%s)", table.num_rows, json.dumps(stats))
 
 
 def _captions(args: argparse.Namespace) -> None:
+    """Step 6 for one shard: single-class captions."""
     from imagenot.curate.captions import write_shard_captions
     from imagenot.io import read_parquet, write_json
 
     settings = parse(CaptionSettings, args.settings)
-    classes = read_parquet(args.candidates, columns=["wnid"]).column("wnid").to_pylist()
-    stats = write_shard_captions(args.shard, args.matches, classes, args.output, settings)
-    write_json(stats, args.stats)
-    log.info("%s (%s): %s", settings.shard, args.shard, json.dumps(stats))
+    f = files.CaptionFiles.from_args(args)
+    classes = read_parquet(f.candidates, columns=["wnid"]).column("wnid").to_pylist()
+    stats = write_shard_captions(f.shard, f.matches, classes, f.captions, settings)
+    write_json(stats, f.stats)
+    log.info("%s (%s): %s", settings.shard, f.shard, json.dumps(stats))
 
 
 def _queries(args: argparse.Namespace) -> None:
+    """Step 7: embed the class queries."""
     from imagenot.curate.embed import embed_queries
     from imagenot.io import read_parquet
 
     s = parse(QueriesSettings, args.settings)
-    queries = read_parquet(args.candidates, columns=["query"]).column("query").to_pylist()
-    info = embed_queries(queries, s, args.output)
+    f = files.QueriesFiles.from_args(args)
+    queries = read_parquet(f.candidates, columns=["query"]).column("query").to_pylist()
+    info = embed_queries(queries, s, f.queries)
     log.info("embedded %d class queries (%s)", len(queries), json.dumps(info))
 
 
 def _embed(args: argparse.Namespace) -> None:
+    """Step 7 for one part: each caption's similarity to its class query."""
 
     from imagenot.curate.embed import embed_part, encoder_spec
     from imagenot.io import read_npy, read_parquet, write_json
 
     settings = parse(EmbedSettings, args.settings)
+    f = files.EmbedFiles.from_args(args)
     encoder_spec(settings)  # a wrong encoder section stops here, naming the key
     if args.gpu_job or settings.device == "cuda":
         import dataclasses
@@ -336,15 +270,14 @@ def _embed(args: argparse.Namespace) -> None:
         where = f"{CONFIG_KEY}.device"
         device = resolve_device(settings.device, args.gpu_job, cuda_available(), where)
         settings = dataclasses.replace(settings, device=device)
-    wnids = read_parquet(args.candidates, columns=["wnid"]).column("wnid").to_pylist()
-    stats = embed_part(
-        args.captions, wnids, read_npy(args.queries), settings, args.work_dir, args.output
-    )
-    write_json(stats, args.stats)
-    log.info("%s: %s", args.captions, json.dumps(stats))
+    wnids = read_parquet(f.candidates, columns=["wnid"]).column("wnid").to_pylist()
+    stats = embed_part(f.captions, wnids, read_npy(f.queries), settings, args.work_dir, f.scores)
+    write_json(stats, f.stats)
+    log.info("%s: %s", f.captions, json.dumps(stats))
 
 
 def _select(args: argparse.Namespace) -> None:
+    """Steps 7b-8: score classes, select captions."""
     import numpy as np
 
     from imagenot import job_usage
@@ -359,59 +292,62 @@ def _select(args: argparse.Namespace) -> None:
     from imagenot.io import read_parquet, write_json, write_parquet
 
     s = parse(SelectSettings, args.settings)
-    if len(args.scores) != len(args.captions):
+    f = files.SelectFiles.from_args(args)
+    if len(f.scores) != len(f.captions):
         raise ValueError("--scores and --captions must list the same parts in the same order")
-    candidates = read_parquet(args.candidates)
+    candidates = read_parquet(f.candidates)
     wnids = candidates.column("wnid").to_pylist()
-    best, counts = top_captions(args.scores, wnids, s.top_n, s, with_keys=False)
+    best, counts = top_captions(f.scores, wnids, s.top_n, s, with_keys=False)
     scores = score_classes(candidates, best, counts, s)
     check_class_count(scores, s)
     classes = class_table(candidates, scores)
     kept = np.flatnonzero(scores.column("status").to_numpy(zero_copy_only=False) == "kept")
-    top, _ = top_captions(args.scores, wnids, s.per_class + s.reserve_per_class, s, kept)
+    top, _ = top_captions(f.scores, wnids, s.per_class + s.reserve_per_class, s, kept)
     job_usage.declare_rows_held(top.num_rows)  # classes x kept captions: bench_scale's basis
-    rows = candidate_rows(top, scores, args.captions)
+    rows = candidate_rows(top, scores, f.captions)
     selection, reserve, stats = select_captions(rows, classes.column("wnid").to_pylist(), s)
     stats.update(
         classes=classes.num_rows, per_class=s.per_class, reserve_per_class=s.reserve_per_class
     )
-    write_parquet(scores, args.scores_out)
-    write_parquet(classes, args.classes_out)
-    write_parquet(reserve, args.reserve_out)
-    write_parquet(selection, args.selection_out)
-    write_json(stats, args.stats)
+    write_parquet(scores, f.class_scores)
+    write_parquet(classes, f.classes)
+    write_parquet(reserve, f.reserve)
+    write_parquet(selection, f.selection)
+    write_json(stats, f.stats)
     log.info("%s", json.dumps(stats))
 
 
 def _audit(args: argparse.Namespace) -> None:
+    """Audit trail and funnel of a curated dataset."""
     from imagenot.curate.audit import audit_table, funnel_csv, funnel_rows
     from imagenot.io import read_parquet, write_csv, write_parquet, write_text
 
+    f = files.AuditFiles.from_args(args)
     audit = audit_table(
-        read_parquet(args.candidates_audit),
-        read_parquet(args.candidates),
-        read_parquet(args.scores),
+        read_parquet(f.candidates_audit),
+        read_parquet(f.candidates),
+        read_parquet(f.class_scores),
     )
     funnel = funnel_rows(
-        [_read_json(f) for f in args.match_stats],
-        _read_json(args.candidates_stats),
+        [_read_json(path) for path in f.match_stats],
+        _read_json(f.candidates_stats),
         audit,
-        [_read_json(f) for f in args.caption_stats],
-        _read_json(args.selection_stats),
+        [_read_json(path) for path in f.caption_stats],
+        _read_json(f.selection_stats),
     )
-    write_parquet(audit, args.audit_out)
-    if args.audit_csv_out:
-        write_csv(audit, args.audit_csv_out)
-    write_text(funnel_csv(funnel), args.funnel_out)
+    write_parquet(audit, f.audit)
+    if f.audit_csv:
+        write_csv(audit, f.audit_csv)
+    write_text(funnel_csv(funnel), f.funnel)
     print(funnel_csv(funnel))
 
 
 def _calibration(args: argparse.Namespace) -> None:
+    """Step 7 check: classes passing each similarity threshold, score distribution."""
     from imagenot.curate.calibration import parse_settings, write_calibration
 
     settings = parse_settings(args.settings)
-    summary = write_calibration(
-        args.scores, settings, args.csv_out, args.summary_out, args.figure_out
-    )
+    f = files.CalibrationFiles.from_args(args)
+    summary = write_calibration(f.class_scores, settings, f.csv, f.summary, f.figure)
     for row in summary.to_pylist():
         print(f"{row['statistic']:>32}: {row['value']:g}")

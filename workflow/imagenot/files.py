@@ -1,0 +1,124 @@
+"""One files object per step: every file a rule hands its command, named once, by its role.
+
+Why: a file used to be written five times - the rule's ``input``/``output`` key, the shell flag,
+``add_argument`` in the stage's CLI, ``args.x`` and the library's parameter - and nothing but a
+Snakemake run noticed when two of them drifted apart. Now a step's files are a frozen dataclass
+deriving :class:`Files` (in the stage's ``files.py``): a field per role, declared with
+:func:`given` (an input) or :func:`made` (an output). The field's name is the rule's key
+(``output: summary=...``), the command's flag (``--summary {output.summary}``; ``_`` reads
+``-``) and the attribute the library reads (``files.summary``). The command's parser is built
+from the fields (:meth:`Files.add_arguments`), so a command typed by hand has readable flags
+from the same declaration. ``tests/test_rule_files.py`` reads every rule and checks, without
+running Snakemake, that its input and output keys are exactly its command's fields and that
+each is handed over under its own flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any, ClassVar, TypeVar
+
+INPUT = "input"
+OUTPUT = "output"
+
+F = TypeVar("F", bound="Files")
+
+
+def _role(side: str, help: str, *, many: bool, optional: bool, positional: bool) -> Any:
+    metadata = {
+        "side": side,
+        "help": help,
+        "many": many,
+        "optional": optional,
+        "positional": positional,
+    }
+    return dataclasses.field(metadata=metadata)
+
+
+def given(
+    help: str, *, many: bool = False, optional: bool = False, positional: bool = False
+) -> Any:
+    """A file the step reads (the rule's ``input``). ``many``: a list of files (one flag, each
+    path after it); ``optional``: the rule may hand none (``None``, or ``[]`` when ``many``);
+    ``positional``: a command typed by hand takes it without a flag (``imagenot rankings
+    TABLE``)."""
+    return _role(INPUT, help, many=many, optional=optional, positional=positional)
+
+
+def made(help: str, *, many: bool = False, optional: bool = False) -> Any:
+    """A file the step writes (the rule's ``output``); ``many``/``optional`` as :func:`given`."""
+    return _role(OUTPUT, help, many=many, optional=optional, positional=False)
+
+
+def flag(role: str) -> str:
+    """The command-line flag of a role: ``summary_out`` -> ``--summary-out``."""
+    return "--" + role.replace("_", "-")
+
+
+@dataclasses.dataclass(frozen=True)
+class Files:
+    """Base of every step's files (module docstring). A subclass is a frozen dataclass whose
+    every field is a :func:`given` or :func:`made` role."""
+
+    DESCRIPTION: ClassVar[str] = ""
+
+    @classmethod
+    def roles(cls, side: str | None = None) -> tuple[str, ...]:
+        """The roles of ``side`` (:data:`INPUT`, :data:`OUTPUT`; None: both), in declared
+        order."""
+        return tuple(
+            f.name
+            for f in dataclasses.fields(cls)
+            if side is None or f.metadata["side"] == side  # type: ignore[arg-type]
+        )
+
+    @classmethod
+    def role(cls, name: str) -> dict[str, Any]:
+        """The declaration of role ``name`` (side, help, many, optional, positional)."""
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            if f.name == name:
+                return dict(f.metadata)
+        raise KeyError(name)
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """One argument per role: ``--role PATH`` (``PATH [PATH ...]`` when ``many``), required
+        unless ``optional``; a ``positional`` role is taken without a flag."""
+        group = parser.add_argument_group("files (the rule's input and output, by role)")
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            meta = f.metadata
+            side = "input" if meta["side"] == INPUT else "output"
+            nargs = ("*" if meta["optional"] else "+") if meta["many"] else None
+            if meta["positional"]:
+                group.add_argument(
+                    f.name, nargs=nargs, metavar=f.name.upper(), help=f"{side}: {meta['help']}"
+                )
+                continue
+            group.add_argument(
+                flag(f.name),
+                dest=f.name,
+                nargs=nargs,
+                required=not meta["optional"],
+                default=[] if meta["many"] and meta["optional"] else None,
+                metavar="PATH",
+                help=f"{side}: {meta['help']}",
+            )
+
+    @classmethod
+    def from_args(cls: type[F], args: argparse.Namespace) -> F:
+        """The files of a parsed command line (:meth:`add_arguments`)."""
+        return cls(**{name: getattr(args, name) for name in cls.roles()})
+
+
+ORDER_ONLY = {
+    "preflight": "the GPU check's verdict (rules/common.smk preflight_gate): a GPU job waits for "
+    "it, its command never reads it",
+    "served": "the local folders acquire.url_map serves: the download reads them through its "
+    "settings (url_map); listed so that the job waits for them",
+    "class_list": "a dataset's class list file: curate-candidates reads it through its settings "
+    "(classes: {from_file: PATH}); listed so that a changed list reruns the step",
+}
+"""Rule input keys that are no role of their command: the job waits for the file (or reruns
+when it changes), but the command does not take it as an argument. The rule-wiring test allows
+exactly these beside a step's roles."""

@@ -39,8 +39,8 @@ rule acquire_download:
         work=acquire_paths.PART_WORK,
         settings=to_arg(acquire_settings.DownloadSettings.from_config(config)),
     shell:
-        "imagenot acquire-download {input.selection} --part {wildcards.part}"
-        " --work-dir {params.work} --out-status {output.status}"
+        "imagenot acquire-download --selection {input.selection} --part {wildcards.part}"
+        " --work-dir {params.work} --status {output.status} --tar {output.tar}"
         " --processes {threads} --settings {params.settings} > {log} 2>&1"
 
 
@@ -50,7 +50,8 @@ rule acquire_download:
 # its request is sized from its input (resources.work, docs/scale.md).
 rule acquire_topup_select:
     input:
-        unpack(lambda wc: acquire_plan.rounds_before(config, wc.dataset, int(wc.round))),
+        selections=lambda wc: acquire_plan.selections_before(wc.dataset, wc.round),
+        status=lambda wc: acquire_plan.status_before(config, wc.dataset, wc.round),
         reserve=curate_paths.RESERVE,
     output:
         selection=acquire_paths.ROUND_SELECTION,
@@ -68,16 +69,13 @@ rule acquire_topup_select:
     resources:
         **work_resources("acquire_topup_select"),
     params:
-        selections=lambda wc, input: acquire_plan.repeat_option(
-            "--selection", input.selections
-        ),
-        status=lambda wc, input: acquire_plan.repeat_option("--status", input.status),
         settings=lambda wc: to_arg(
             acquire_settings.TopupSettings.from_config(config, dataset=wc.dataset)
         ),
     shell:
-        "imagenot acquire-topup {params.selections} {params.status} --reserve {input.reserve}"
-        " --out {output.selection} --settings {params.settings} > {log} 2>&1"
+        "imagenot acquire-topup --selections {input.selections} --status {input.status}"
+        " --reserve {input.reserve} --selection {output.selection}"
+        " --settings {params.settings} > {log} 2>&1"
 
 
 # The top-up round's download: the same job on that round's selection.
@@ -108,18 +106,24 @@ use rule acquire_download as acquire_topup_download with:
 # no images; memory grows with the dataset: the request is sized from the input (resources.work).
 rule acquire_split:
     input:
-        unpack(lambda wc: acquire_plan.plan_inputs(config, wc.dataset)),
+        selections=lambda wc: acquire_plan.selections_before(
+            wc.dataset, acquire_plan.all_rounds(config)
+        ),
+        status=lambda wc: acquire_plan.status_before(
+            config, wc.dataset, acquire_plan.all_rounds(config)
+        ),
+        reserve=lambda wc: acquire_plan.plan_reserve(config, wc.dataset),
     output:
         assignment=temp(acquire_paths.ASSIGNMENT),
-        stats=acquire_paths.DOWNLOAD_STATS,
-        report=acquire_paths.CLASSES_REPORT,
-        stats_csv=report(
+        download_stats=acquire_paths.DOWNLOAD_STATS,
+        classes_report=acquire_paths.CLASSES_REPORT,
+        download_stats_csv=report(
             acquire_paths.DOWNLOAD_STATS_CSV,
             caption="../report/acquire_download_stats.rst",
             category="Acquisition",
             subcategory="{dataset}",
         ),
-        classes_csv=report(
+        classes_report_csv=report(
             acquire_paths.CLASSES_REPORT_CSV,
             caption="../report/acquire_classes_report.rst",
             category="Acquisition",
@@ -138,18 +142,16 @@ rule acquire_split:
     resources:
         **work_resources("acquire_split"),
     params:
-        selections=lambda wc, input: acquire_plan.repeat_option(
-            "--selection", input.selections
-        ),
-        status=lambda wc, input: acquire_plan.repeat_option("--status", input.status),
-        reserve=lambda wc, input: acquire_plan.repeat_option("--reserve", input.reserve),
-        report_dir=acquire_paths.ACQUIRE,
         settings=lambda wc: to_arg(
             acquire_settings.FillSettings.from_config(config, dataset=wc.dataset)
         ),
     shell:
-        "imagenot acquire-plan {params.selections} {params.status} {params.reserve}"
-        " --assignment {output.assignment} --report-dir {params.report_dir}"
+        "imagenot acquire-plan --selections {input.selections} --status {input.status}"
+        " --reserve {input.reserve} --assignment {output.assignment}"
+        " --download-stats {output.download_stats}"
+        " --download-stats-csv {output.download_stats_csv}"
+        " --classes-report {output.classes_report}"
+        " --classes-report-csv {output.classes_report_csv}"
         " --name {wildcards.dataset} --settings {params.settings} > {log} 2>&1"
 
 
@@ -174,9 +176,8 @@ rule acquire_write:
         out=paths.DATASET,
         settings=to_arg(acquire_settings.WriteSettings.from_config(config)),
     shell:
-        "imagenot acquire-write {input.assignment} --job part-{wildcards.part}"
-        " --out {params.out} --part-manifest {output.part}"
-        " --settings {params.settings} > {log} 2>&1"
+        "imagenot acquire-write --assignment {input.assignment} --job part-{wildcards.part}"
+        " --out {params.out} --part {output.part} --settings {params.settings} > {log} 2>&1"
 
 
 # Gather: manifest, classes.txt and the content fingerprint from the part manifests.
@@ -198,10 +199,10 @@ rule acquire_build:
         "../envs/acquire.yaml"
     threads: 1
     params:
-        out=paths.DATASET,
         settings=to_arg(acquire_settings.GatherSettings.from_config(config)),
     shell:
-        "imagenot acquire-gather {input.parts} --out {params.out}"
+        "imagenot acquire-gather --parts {input.parts} --manifest {output.manifest}"
+        " --classes {output.classes} --fingerprint {output.fingerprint}"
         " --settings {params.settings} > {log} 2>&1"
 
 
@@ -234,8 +235,8 @@ rule acquire_materialise_range:
             )
         ),
     shell:
-        "imagenot materialise-range {params.out} --job {wildcards.job}"
-        " --part-manifest {output.part} --settings {params.settings} > {log} 2>&1"
+        "imagenot materialise-range --out {params.out} --job {wildcards.job}"
+        " --part {output.part} --settings {params.settings} > {log} 2>&1"
 
 
 # Gather of a dataset on disk.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -442,13 +443,13 @@ def test_shortfall_message_from_the_command_line_has_no_traceback(laion):
     root, parts, _ = laion
     args = [
         "acquire-plan",
-        "--selection",
+        "--selections",
         str(root / "selection.parquet"),
-        *[a for p in parts for a in ("--status", str(p))],
+        "--status",
+        *map(str, parts),
         "--assignment",
         str(root / "a.parquet"),
-        "--report-dir",
-        str(root / "rep"),
+        *_reports(root / "rep"),
         "--name",
         "mine",
         "--settings",
@@ -628,25 +629,21 @@ def test_rule_command_lines_run_the_whole_chain(laion, monkeypatch):
     main(
         [
             "acquire-topup",
-            "--selection",
+            "--selections",
             str(root / "selection.parquet"),
-            *[a for p in parts for a in ("--status", str(p))],
+            "--status",
+            *map(str, parts),
             "--reserve",
             str(root / "reserve.parquet"),
-            "--out",
+            "--selection",
             str(root / "r1.parquet"),
             *shlex.split(f"--settings {to_arg(TopupSettings.from_config(config, dataset='mine'))}"),
         ]
     )
     (root / "r1").mkdir()
     parts1 = _fake_download(root / "r1.parquet", root / "r1", 2)
-    status = [a for p in [*parts, *parts1] for a in ("--status", str(p))]
-    selections = [
-        "--selection",
-        str(root / "selection.parquet"),
-        "--selection",
-        str(root / "r1.parquet"),
-    ]
+    status = ["--status", *map(str, [*parts, *parts1])]
+    selections = ["--selections", str(root / "selection.parquet"), str(root / "r1.parquet")]
     main(
         [
             "acquire-plan",
@@ -656,8 +653,7 @@ def test_rule_command_lines_run_the_whole_chain(laion, monkeypatch):
             str(root / "reserve.parquet"),
             "--assignment",
             str(root / "assignment.parquet"),
-            "--report-dir",
-            str(root / "rep"),
+            *_reports(root / "rep"),
             "--name",
             "mine",
             *shlex.split(f"--settings {to_arg(FillSettings.from_config(config, dataset='mine'))}"),
@@ -669,19 +665,42 @@ def test_rule_command_lines_run_the_whole_chain(laion, monkeypatch):
         main(
             [
                 "acquire-write",
+                "--assignment",
                 str(root / "assignment.parquet"),
                 "--job",
                 f"part-{p}",
                 "--out",
                 str(root / "ds"),
-                "--part-manifest",
+                "--part",
                 written[-1],
                 "--settings",
                 to_json(WriteSettings.from_config(config)),
             ]
         )
     gather = to_json(GatherSettings.from_config(config))
-    main(["acquire-gather", *written, "--out", str(root / "ds"), "--settings", gather])
+    main(["acquire-gather", "--parts", *written, *_dataset(root / "ds"), "--settings", gather])
     m = read_manifest(root / "ds")
     assert sorted(pc.value_counts(m["wnid"]).field("counts").to_pylist()) == [6, 6, 6]
     assert read_classes(root / "ds") == ["n00000001", "n00000002", "n00000003"]
+
+
+def _reports(folder) -> list[str]:
+    """``acquire-plan``'s report flags, each file in ``folder`` under the rule's file name."""
+    from imagenot.acquire import paths as acquire_paths
+    from imagenot.acquire.files import PlanFiles
+    from imagenot.files import OUTPUT, flag
+
+    roles = [r for r in PlanFiles.roles(OUTPUT) if r != "assignment"]
+    names = {r: Path(getattr(acquire_paths, r.upper())).name for r in roles}
+    return [a for r in roles for a in (flag(r), str(Path(folder) / names[r]))]
+
+
+def _dataset(folder) -> list[str]:
+    """``acquire-gather``'s output flags for the dataset in ``folder``."""
+    from imagenot.paths import CLASSES_FILE, FINGERPRINT_FILE, MANIFEST_FILE
+
+    return [
+        *("--manifest", str(Path(folder) / MANIFEST_FILE)),
+        *("--classes", str(Path(folder) / CLASSES_FILE)),
+        *("--fingerprint", str(Path(folder) / FINGERPRINT_FILE)),
+    ]

@@ -118,8 +118,9 @@ def _download_cmd(sel, tmp_path, work, **acquire) -> list[str]:
     from imagenot.settings import to_json
 
     config = validate_config({"acquire": {"download_parts": 1, "image_size": 16, **acquire}})
-    cmd = [sys.executable, "-m", "imagenot.cli", "acquire-download", str(sel), "--part", "0"]
-    cmd += ["--work-dir", str(work), "--out-status", str(tmp_path / "part.parquet")]
+    cmd = [sys.executable, "-m", "imagenot.cli", "acquire-download", "--selection", str(sel)]
+    cmd += ["--part", "0", "--work-dir", str(work), "--status", str(tmp_path / "part.parquet")]
+    cmd += ["--tar", str(tmp_path / "part.tar")]
     return [*cmd, "--processes", "1", "--settings", to_json(DownloadSettings.from_config(config))]
 
 

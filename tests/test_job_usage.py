@@ -27,13 +27,20 @@ def _imagenot(*args: str, env_on: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
 
 
+MISSING_PART = (
+    *("--parts", "missing.parquet", "--manifest", "x/manifest.parquet"),
+    *("--classes", "x/classes.txt", "--fingerprint", "x/fingerprint.txt"),
+    *("--settings", '{"seed": 0}'),
+)
+
+
 @pytest.mark.parametrize(
     ("args", "code"),
     [
         (("--version",), 0),  # argparse's SystemExit(0)
-        (("acquire-gather", "--out", "x"), 2),  # argparse usage error: SystemExit(2)
+        (("acquire-gather", "--parts", "x"), 2),  # argparse usage error: SystemExit(2)
         # bad input: the one-line error, then the usage line
-        (("acquire-gather", "missing.parquet", "--out", "x", "--settings", '{"seed": 0}'), 2),
+        (("acquire-gather", *MISSING_PART), 2),
     ],
 )
 def test_a_job_ends_its_log_with_its_usage_however_its_command_ends(args, code, tmp_path):
@@ -48,7 +55,7 @@ def test_a_job_ends_its_log_with_its_usage_however_its_command_ends(args, code, 
 
 
 def test_without_the_workflow_variable_a_command_writes_no_usage_line():
-    bad = ("acquire-gather", "missing.parquet", "--out", "x", "--settings", '{"seed": 0}')
+    bad = ("acquire-gather", *MISSING_PART)
     run = _imagenot(*bad, env_on=False)
     assert job_usage.PREFIX not in run.stderr and len(run.stderr.strip().splitlines()) == 1
 

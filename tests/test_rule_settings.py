@@ -243,7 +243,7 @@ def test_download_settings_take_the_schemas_defaults():
     assert settings.threads_per_process == schema_default("acquire.threads_per_process") == 64
     assert settings.timeout_s == schema_default("acquire.timeout_s")
     with pytest.raises(SystemExit):  # --settings is required: no flag-by-flag fallback
-        main(["acquire-download", "s.parquet", "--part", "0", "--work-dir", "w"])
+        main(["acquire-download", "--selection", "s.parquet", "--part", "0", "--work-dir", "w"])
 
 
 def test_schema_default_reads_through_the_stage_schemas():
@@ -348,10 +348,14 @@ def test_materialise_range_and_gather_run_on_the_rules_settings(tmp_path):
     out, parts = tmp_path / "ds", []
     for job in acquire_plan.range_ids(config, "mine"):
         parts.append(str(tmp_path / f"range-{job}.parquet"))
-        argv = ["materialise-range", str(out), "--job", job, "--part-manifest", parts[-1]]
+        argv = ["materialise-range", "--out", str(out), "--job", job, "--part", parts[-1]]
         assert main([*argv, *shlex.split(f"--settings {to_arg(settings)}")]) == 0
     gather = to_json(acquire_settings.GatherSettings.from_config(config))
-    assert main(["acquire-gather", *parts, "--out", str(out), "--settings", gather]) == 0
+    from imagenot.paths import CLASSES_FILE, FINGERPRINT_FILE, MANIFEST_FILE
+
+    names = {"manifest": MANIFEST_FILE, "classes": CLASSES_FILE, "fingerprint": FINGERPRINT_FILE}
+    dataset = [f"--{role}={out / name}" for role, name in names.items()]
+    assert main(["acquire-gather", "--parts", *parts, *dataset, "--settings", gather]) == 0
     manifest = read_manifest(out)
     assert read_classes(out) == ["cat", "dog", "eel"]
     assert manifest["split"].to_pylist().count("test") == 6

@@ -36,10 +36,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from imagenot.acquire import paths as acquire_paths
 from imagenot.acquire.dataset import Record
+from imagenot.acquire.files import PlanFiles
 from imagenot.acquire.settings import FillSettings, TopupSettings, WriteSettings
 from imagenot.acquire.splits import class_seed
 from imagenot.dataset import SPLITS, ShardReader, read_classes
+from imagenot.files import OUTPUT
 from imagenot.io import read_parquet, write_csv, write_parquet
 
 log = logging.getLogger(__name__)
@@ -237,30 +240,21 @@ def read_rounds(
     return selection, ok.join(selection.drop_columns(["round"]), "key", join_type="inner")
 
 
-def plan_build(
-    selections: list[str | os.PathLike],
-    part_tables: list[str | os.PathLike],
-    report_dir: str | os.PathLike,
-    assignment_path: str | os.PathLike,
-    fill: FillSettings,
-    *,
-    reserve_path: str | os.PathLike | None,
-    name: str | None = None,
-) -> pa.Table:
+def plan_build(files: PlanFiles, fill: FillSettings, *, name: str) -> pa.Table:
     """Fill and split a LAION-built dataset from the status tables of every download round
     (the global step: duplicates are removed across the whole dataset). Writes the download
     and class reports, then either stops with the shortfall (:class:`ShortfallError`, unless
     ``allow_fewer``) or writes the assignment: one row per kept image (key, wnid, split,
     similarity, where its bytes lie: part_tar, offset, length; ``job``, the download part whose
     write job stores it; ``order``, its row in the final manifest), classes in its metadata.
-    ``selections`` are round 0's selection then each top-up round's; ``fill`` is the config's
-    (:mod:`imagenot.acquire.settings`).
+    ``files.selections`` are round 0's selection then each top-up round's; ``fill`` is the
+    config's (:mod:`imagenot.acquire.settings`); ``name`` is the dataset's (for messages).
     """
     from imagenot.acquire.download import reason_counts
 
-    name = name or Path(report_dir).name
+    selections, part_tables = files.selections, files.status
+    reserve_path = files.reserve[0] if files.reserve else None
     selection, candidates = read_rounds(selections, part_tables)
-    report_dir = Path(report_dir)
     stats = []
     for path in part_tables:
         path = Path(path)
@@ -270,8 +264,8 @@ def plan_build(
             else 0
         )
         stats += [{"round": rnd, **row} for row in reason_counts(read_parquet(path), path.stem)]
-    write_parquet(pa.Table.from_pylist(stats), report_dir / "download_stats.parquet")
-    write_csv(pa.Table.from_pylist(stats), report_dir / "download_stats.csv")
+    write_parquet(pa.Table.from_pylist(stats), files.download_stats)
+    write_csv(pa.Table.from_pylist(stats), files.download_stats_csv)
 
     images_per_class = fill.images_per_class
     assignment, report = plan_splits(candidates, fill)
@@ -287,8 +281,8 @@ def plan_build(
     wnids = report["wnid"].to_pylist() if report.num_rows else []
     report = report.append_column("n_tried", pa.array([tried[w] for w in wnids], pa.int64()))
     report = report.append_column("n_topup", pa.array([topup[w] for w in wnids], pa.int64()))
-    write_parquet(report, report_dir / "classes_report.parquet")
-    write_csv(report, report_dir / "classes_report.csv")
+    write_parquet(report, files.classes_report)
+    write_csv(report, files.classes_report_csv)
     for row in report.to_pylist():
         if row["n_unique"] < images_per_class:
             log.info("short class %s: %s", row["wnid"], row)
@@ -315,7 +309,7 @@ def plan_build(
     order[np.argsort(split_rank, kind="stable")] = np.arange(out.num_rows)
     out = out.append_column("order", pa.array(order, pa.int64()))
     out = out.replace_schema_metadata({CLASSES_META: json.dumps(classes)})
-    write_parquet(out, assignment_path)
+    write_parquet(out, files.assignment)
     return out
 
 
@@ -413,15 +407,21 @@ def build_dataset(
 
     selections = [selection_path, *(sel for sel, _ in topup)]
     tables = [*part_tables, *(t for _, parts in topup for t in parts)]
+    report_dir = Path(report_dir)
+    reports = {
+        role: str(report_dir / Path(getattr(acquire_paths, role.upper())).name)
+        for role in PlanFiles.roles(OUTPUT)
+        if role != "assignment"
+    }
     with tempfile.TemporaryDirectory() as tmp:
-        assignment = plan_build(
-            selections,
-            tables,
-            report_dir,
-            Path(tmp) / "assignment.parquet",
-            fill,
-            reserve_path=reserve_path,
+        files = PlanFiles(
+            selections=[str(s) for s in selections],
+            status=[str(t) for t in tables],
+            reserve=[str(reserve_path)] if reserve_path else [],
+            assignment=str(Path(tmp) / "assignment.parquet"),
+            **reports,
         )
+        assignment = plan_build(files, fill, name=report_dir.name)
         parts = []
         for job in sorted({Path(t).stem for t in tables}):
             parts.append(Path(tmp) / f"{job}.parquet")

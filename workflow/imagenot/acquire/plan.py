@@ -7,7 +7,6 @@ in :mod:`imagenot.acquire.settings`.
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 from imagenot.acquire.kinds import DATASET_KINDS, adapter_kinds
@@ -96,24 +95,38 @@ def part_tables(config: dict, name: str) -> list[str]:
     return round_part_tables(config, name, 0)
 
 
+def selections_before(name: str, rnd: int | str) -> list[str]:
+    """Selections of the download rounds before ``rnd`` (a top-up round's input; with
+    ``rnd = all_rounds(config)``, every round's: the fill's)."""
+    return [round_selection(name, r) for r in range(int(rnd))]
+
+
+def status_before(config: dict, name: str, rnd: int) -> list[str]:
+    """Part status tables of the download rounds before ``rnd``."""
+    return [t for r in range(int(rnd)) for t in round_part_tables(config, name, r)]
+
+
 def rounds_before(config: dict, name: str, rnd: int) -> dict[str, list[str]]:
     """Selections and status tables of the rounds before ``rnd`` (a top-up round's input)."""
-    return {
-        "selections": [round_selection(name, r) for r in range(rnd)],
-        "status": [t for r in range(rnd) for t in round_part_tables(config, name, r)],
-    }
+    return {"selections": selections_before(name, rnd), "status": status_before(config, name, rnd)}
+
+
+def all_rounds(config: dict) -> int:
+    """The number of download rounds: round 0 and the top-up rounds."""
+    return topup_rounds(config) + 1
+
+
+def plan_reserve(config: dict, name: str) -> list[str]:
+    """The fill's reserve input: the reserve when there are top-up rounds (for the shortfall
+    message), else none."""
+    return [reserve(name)] if topup_rounds(config) else []
 
 
 def plan_inputs(config: dict, name: str) -> dict[str, list[str]]:
     """Inputs of the fill-and-split step: every round's selection and status tables, and the
     reserve when there are top-up rounds (for the shortfall message)."""
-    rounds = rounds_before(config, name, topup_rounds(config) + 1)
-    return {**rounds, "reserve": [reserve(name)] if topup_rounds(config) else []}
-
-
-def repeat_option(option: str, paths: list[str]) -> str:
-    """``--option PATH`` for each path (rules pass input lists this way)."""
-    return " ".join(f"{option} {shlex.quote(p)}" for p in paths)
+    rounds = rounds_before(config, name, all_rounds(config))
+    return {**rounds, "reserve": plan_reserve(config, name)}
 
 
 def write_manifests(config: dict, name: str) -> list[str]:

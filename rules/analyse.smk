@@ -20,7 +20,7 @@ rule accuracy_table:
             caption="../report/accuracy_csv.rst",
             category="Analysis",
         ),
-        per_image=analyse_plan.PER_IMAGE,
+        per_image_table=analyse_plan.PER_IMAGE,
     log:
         f"{LOGS}/accuracy_table.log",
     benchmark:
@@ -34,17 +34,18 @@ rule accuracy_table:
         published=analyse_plan.published_version(),
         settings=to_arg(analyse_settings.AccuracySettings.from_config(config)),
     shell:
-        "imagenot accuracy-table {input.robustness}"
-        " --settings {params.settings} --out {output.accuracy}"
-        " --per-image-out {output.per_image} > {log} 2>&1"
+        "imagenot accuracy-table --robustness {input.robustness}"
+        " --per-image {input.per_image} --settings {params.settings}"
+        " --accuracy {output.accuracy} --per-image-table {output.per_image_table}"
+        " > {log} 2>&1"
 
 
 rule rankings_json:
     input:
-        accuracy=analyse_plan.ACCURACY,
+        table=analyse_plan.ACCURACY,
         per_image=analyse_plan.PER_IMAGE,
     output:
-        report(
+        out=report(
             analyse_plan.RANKINGS,
             caption="../report/rankings_json.rst",
             category="Analysis",
@@ -63,5 +64,5 @@ rule rankings_json:
             analyse_settings.RankingsSettings.from_config(config, variant=wc.variant)
         ),
     shell:
-        "imagenot rankings {input.accuracy} --per-image {input.per_image}"
-        " --settings {params.settings} --out {output} > {log} 2>&1"
+        "imagenot rankings {input.table} --per-image {input.per_image}"
+        " --settings {params.settings} --out {output.out} > {log} 2>&1"

@@ -10,7 +10,7 @@ localrules:
 
 rule run_summary:
     input:
-        summary_plan.inputs(config),
+        results=summary_plan.inputs(config),
     output:
         md=summary_plan.SUMMARY_MD,
         json=summary_plan.SUMMARY_JSON,

@@ -68,7 +68,7 @@ def results(tmp_path_factory, runs):
     acc_path = root / "accuracy.csv"
     acc.to_csv(acc_path, index=False)
     per_image = root / "per_image.parquet"
-    read_per_image(paths).to_parquet(per_image)
+    read_per_image(paths, per_image_beside(paths)).to_parquet(per_image)
     reports = []
     for variant in ("standard", "robust"):
         out = root / f"rankings_{variant}.json"
@@ -424,3 +424,12 @@ def test_a_run_at_chance_below_one_percent_is_read_as_percent(config, results, t
     settings = RankingsSettings.from_config(config, variant="standard")
     argv = ["rankings", str(path), "--settings", to_json(settings), "--out", str(tmp_path / "r")]
     assert main(argv) == 0
+
+
+def per_image_beside(robustness_paths):
+    """The per-image results the synthetic evaluation writes beside each robustness file."""
+    from pathlib import Path
+
+    from imagenot.evaluate.paths import PER_IMAGE
+
+    return [Path(p).with_name(Path(PER_IMAGE).name) for p in robustness_paths]

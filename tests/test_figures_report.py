@@ -86,7 +86,7 @@ def workflow(tmp_path_factory, repo_root):
     )
     (wd / analyse_plan.ACCURACY).parent.mkdir(parents=True)
     acc.to_csv(wd / analyse_plan.ACCURACY, index=False)
-    read_per_image(paths).to_parquet(wd / analyse_plan.PER_IMAGE)
+    read_per_image(paths, per_image_beside(paths)).to_parquet(wd / analyse_plan.PER_IMAGE)
     targets = [t for t in plan.outputs(config, runs) if t != analyse_plan.ACCURACY]
     done = snakemake(wd, *targets)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -150,3 +150,12 @@ def test_report_renders_in_headless_chromium(workflow, tmp_path):
     text = visible_text(dom.stdout)
     for category in ("Results", "Figures", "Tables", "Analysis"):
         assert category in text, text[:2000]
+
+
+def per_image_beside(robustness_paths):
+    """The per-image results the synthetic evaluation writes beside each robustness file."""
+    from pathlib import Path
+
+    from imagenot.evaluate.paths import PER_IMAGE
+
+    return [Path(p).with_name(Path(PER_IMAGE).name) for p in robustness_paths]

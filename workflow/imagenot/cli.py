@@ -41,18 +41,17 @@ def subcommand(
     *,
     files=None,
     settings=None,
-    description: str | None = None,
+    **options,
 ) -> argparse.ArgumentParser:
     """Subcommand ``name``, run by ``func``: its parser, to which the caller adds any further
     arguments. Its help is ``func``'s docstring (first letter lower-cased, the final full stop
     dropped): what the command does is written once, where it is done. ``files``: the step's
     :class:`imagenot.files.Files` class, whose roles become the command's file arguments (and
     ``args.files_class``, which the rule-wiring test reads); ``settings``: its settings class,
-    handed over as one ``--settings`` JSON object. Every subcommand registers with it."""
+    handed over as one ``--settings`` JSON object; ``options`` go to argparse's ``add_parser``
+    (``description``, ``formatter_class``). Every subcommand registers with it."""
     doc = (func.__doc__ or name).strip()  # (python -OO strips docstrings)
-    p = subparsers.add_parser(
-        name, help=doc[0].lower() + doc[1:].removesuffix("."), description=description
-    )
+    p = subparsers.add_parser(name, help=doc[0].lower() + doc[1:].removesuffix("."), **options)
     p.set_defaults(func=func, files_class=files)
     if files is not None:
         files.add_arguments(p)

@@ -116,6 +116,8 @@ ORDER_ONLY = {
     "it, its command never reads it",
     "served": "the local folders acquire.url_map serves: the download reads them through its "
     "settings (url_map); listed so that the job waits for them",
+    "results": "everything the run summary reads: it finds each through its settings (the "
+    "run's layout); listed so that the summary comes last and is rewritten when one changes",
     "class_list": "a dataset's class list file: curate-candidates reads it through its settings "
     "(classes: {from_file: PATH}); listed so that a changed list reruns the step",
 }

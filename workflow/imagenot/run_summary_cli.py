@@ -4,16 +4,30 @@ for the rule that writes it for the report and for people."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 
+from imagenot.cli import subcommand
+from imagenot.files import Files, made
 from imagenot.run_summary import SUMMARY_HTML, SUMMARY_JSON, SUMMARY_MD
 
 
+@dataclass(frozen=True)
+class SummaryFiles(Files):
+    """``run-summary``: the summary's three forms (none given: printed only; one given: the
+    others at the workflow's paths)."""
+
+    md: str | None = made(f"the Markdown (rule: {SUMMARY_MD})", optional=True)
+    json: str | None = made(f"the JSON (rule: {SUMMARY_JSON})", optional=True)
+    html: str | None = made(f"the HTML page (rule: {SUMMARY_HTML})", optional=True)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
+    p = subcommand(
+        subparsers,
         "run-summary",
-        help="what a run built, per dataset images per split and download success, per model "
-        "the best validation/test accuracy, and every problem",
+        _run_summary,
+        files=SummaryFiles,
         description="Reads the results tree of the working directory. Errors (unusable "
         "results) come first; the exit status is 0 unless --strict (the rule writes the report's "
         "page either way; the workflow's end exits 1 on errors).",
@@ -25,24 +39,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="what to read, as the rule passes it (imagenot.summary_plan.layout of the config; "
         "@FILE reads it from a file)",
     )
-    p.add_argument("--md", type=Path, help=f"write the Markdown here (rule: {SUMMARY_MD})")
-    p.add_argument("--json", type=Path, help=f"write the JSON here (rule: {SUMMARY_JSON})")
-    p.add_argument("--html", type=Path, help=f"write the HTML page here (rule: {SUMMARY_HTML})")
     p.add_argument("--strict", action="store_true", help="exit 1 when there is an error")
-    p.set_defaults(func=_run_summary)
 
 
 def _run_summary(args: argparse.Namespace) -> int:
+    """What a run built, per dataset images per split and download success, per model the best
+    validation/test accuracy, and every problem."""
     from imagenot.run_summary import collect, format_text, write
     from imagenot.settings import load
 
+    f = SummaryFiles.from_args(args)
     summary = collect(load(args.settings))
     print(format_text(summary))
-    if args.md or args.json or args.html:
+    if f.md or f.json or f.html:
         write(
             summary,
-            args.md or Path(SUMMARY_MD),
-            args.json or Path(SUMMARY_JSON),
-            args.html or Path(SUMMARY_HTML),
+            Path(f.md or SUMMARY_MD),
+            Path(f.json or SUMMARY_JSON),
+            Path(f.html or SUMMARY_HTML),
         )
     return 1 if args.strict and summary["errors"] else 0

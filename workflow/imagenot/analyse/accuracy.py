@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -31,7 +30,6 @@ import pandas as pd
 from imagenot.analyse import PUBLISHED_DATASET, PUBLISHED_PROTOCOL, stats
 from imagenot.analyse.settings import AccuracySettings
 from imagenot.analyse.table import TableError
-from imagenot.evaluate.paths import PER_IMAGE
 from imagenot.io import read_parquet
 from imagenot.train.facts import PUBLISHED_TEST_SIZE
 
@@ -255,18 +253,25 @@ def accuracy_table(
     ).reset_index(drop=True)
 
 
-def read_per_image(robustness_paths: Sequence[str | os.PathLike]) -> pd.DataFrame:
-    """Per-image correctness beside each ``robustness.parquet``, labelled with its run."""
+def read_per_image(
+    robustness_paths: Sequence[str | os.PathLike], per_image_paths: Sequence[str | os.PathLike]
+) -> pd.DataFrame:
+    """Per-image correctness of each run (``per_image_paths``), labelled with its run (read
+    from its ``robustness.parquet``, the same position in ``robustness_paths``)."""
+    if len(robustness_paths) != len(per_image_paths):
+        raise ValueError(
+            f"{len(robustness_paths)} robustness files but {len(per_image_paths)} per-image "
+            "files: give one per run, in the same order"
+        )
     frames = []
-    for path in robustness_paths:
+    for path, per_path in zip(robustness_paths, per_image_paths, strict=True):
         run = (
             read_parquet(path, columns=["model", "dataset", "protocol", "seed"]).to_pandas().iloc[0]
         )
         summary = read_parquet(path, columns=["transform", "top1", "n"]).to_pandas()
-        beside = Path(path).with_name(Path(PER_IMAGE).name)
-        per = read_parquet(beside).to_pandas()
+        per = read_parquet(per_path).to_pandas()
         per = per[["key", "transform", "correct"]].copy()
-        _check_per_image(per, summary, beside, path)
+        _check_per_image(per, summary, per_path, path)
         for col in ("model", "dataset", "protocol", "seed"):
             per[col] = run[col]
         frames.append(per)

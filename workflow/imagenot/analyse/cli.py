@@ -9,7 +9,9 @@ import argparse
 import json
 import sys
 
+from imagenot.analyse.files import AccuracyFiles
 from imagenot.analyse.settings import AccuracySettings
+from imagenot.cli import subcommand
 
 
 def confidence_level(text: str) -> float:
@@ -26,40 +28,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``ci`` and ``accuracy-table``."""
     from imagenot.config import schema_default
 
-    p = subparsers.add_parser(
-        "ci",
-        help="Clopper-Pearson and Wilson intervals of one accuracy on n test images",
-    )
+    p = subcommand(subparsers, "ci", _ci)
     p.add_argument("--accuracy", type=float, required=True, help="top-1 accuracy in percent")
     p.add_argument("--n", type=int, required=True, help="test-set size")
     p.add_argument(
         "--confidence", type=confidence_level, default=schema_default("analyse.confidence")
     )
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=_ci)
 
-    p = subparsers.add_parser(
+    subcommand(
+        subparsers,
         "accuracy-table",
-        help="collect evaluation results and published ImageNet accuracies into accuracy.csv",
+        _accuracy_table,
+        files=AccuracyFiles,
+        settings=AccuracySettings,
     )
-    p.add_argument("robustness", nargs="*", help="robustness.parquet files of the evaluation")
-    p.add_argument(
-        "--published",
-        default=None,
-        help="the published accuracies (default: the table this package ships, "
-        "imagenot/resources/published_weights.csv)",
-    )
-    p.add_argument("--out", required=True, help="accuracy.csv to write")
-    p.add_argument(
-        "--per-image-out", help="also collect the per_image.parquet beside each input here"
-    )
-    p.add_argument(
-        "--settings", required=True, help="JSON of imagenot.analyse.settings.AccuracySettings"
-    )
-    p.set_defaults(func=_accuracy_table)
 
 
 def _ci(args: argparse.Namespace) -> int:
+    """Clopper-Pearson and Wilson intervals of one accuracy on n test images."""
     import numpy as np
 
     from imagenot.analyse import stats
@@ -102,6 +89,7 @@ def _ci(args: argparse.Namespace) -> int:
 
 
 def _accuracy_table(args: argparse.Namespace) -> None:
+    """Collect evaluation results and published ImageNet accuracies into accuracy.csv."""
     from imagenot.settings import parse_or_exit
 
     settings = parse_or_exit(AccuracySettings, args.settings, "accuracy-table")
@@ -115,17 +103,18 @@ def _accuracy_table(args: argparse.Namespace) -> None:
     from imagenot.io import atomic_path, write_parquet
     from imagenot.train.facts import shipped_path
 
+    f = AccuracyFiles.from_args(args)
     table = accuracy_table(
-        read_robustness(args.robustness),
-        read_published(args.published or shipped_path()),
+        read_robustness(f.robustness),
+        read_published(f.published or shipped_path()),
         settings,
     )
-    with atomic_path(args.out, ".csv") as tmp:
+    with atomic_path(f.accuracy, ".csv") as tmp:
         csv_frame(table).to_csv(tmp, index=False)
-    print(f"{args.out}: {len(table)} rows from {len(args.robustness)} evaluation file(s)")
-    if args.per_image_out:
+    print(f"{f.accuracy}: {len(table)} rows from {len(f.robustness)} evaluation file(s)")
+    if f.per_image_table:
         import pyarrow as pa
 
-        per = read_per_image(args.robustness)
-        write_parquet(pa.Table.from_pandas(per, preserve_index=False), args.per_image_out)
-        print(f"{args.per_image_out}: {len(per)} per-image rows")
+        per = read_per_image(f.robustness, f.per_image)
+        write_parquet(pa.Table.from_pandas(per, preserve_index=False), f.per_image_table)
+        print(f"{f.per_image_table}: {len(per)} per-image rows")

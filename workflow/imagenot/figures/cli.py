@@ -2,38 +2,23 @@
 
 Both are rule commands: everything from config arrives as one ``--settings`` JSON object, a
 :class:`imagenot.figures.settings.FigureSettings` / ``TableSettings`` the rule built with
-``from_config``; file paths stay arguments (they are the rule's inputs and outputs).
+``from_config``; the files by role (:mod:`imagenot.figures.files`).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from imagenot.analyse.plan import ACCURACY
+from imagenot.cli import subcommand
+from imagenot.figures.files import FigureFiles, TableFiles
 from imagenot.figures.plan import FIGURE_KINDS, TABLE_NAMES
 from imagenot.figures.settings import FigureSettings, TableSettings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``figure`` and ``table``."""
-    p = subparsers.add_parser("figure", help="draw one figure (PDF + PNG) from accuracy.csv")
-    p.add_argument("accuracy", help=f"the accuracy table ({ACCURACY})")
-    p.add_argument(
-        "--settings", required=True, help="JSON of imagenot.figures.settings.FigureSettings"
-    )
-    p.add_argument("--pdf", required=True)
-    p.add_argument("--png", required=True)
-    p.set_defaults(func=_figure)
-
-    p = subparsers.add_parser("table", help="write one table (CSV + Markdown)")
-    p.add_argument("accuracy", help=f"the accuracy table ({ACCURACY})")
-    p.add_argument(
-        "--settings", required=True, help="JSON of imagenot.figures.settings.TableSettings"
-    )
-    p.add_argument("--rankings", nargs=2, required=True, metavar=("STANDARD", "ROBUST"))
-    p.add_argument("--csv", required=True)
-    p.add_argument("--md", required=True)
-    p.set_defaults(func=_table)
+    subcommand(subparsers, "figure", _figure, files=FigureFiles, settings=FigureSettings)
+    subcommand(subparsers, "table", _table, files=TableFiles, settings=TableSettings)
 
 
 def _settings(cls, text: str, command: str, field: str, names):
@@ -64,13 +49,15 @@ def _load(path: str, command: str):
 
 
 def _figure(args: argparse.Namespace) -> int:
+    """Draw one figure (PDF + PNG) from accuracy.csv."""
     from imagenot.figures.registry import WORKFLOW_FIGURES
     from imagenot.figures.style import save
     from imagenot.registries import resolve
 
     s = _settings(FigureSettings, args.settings, "figure", "kind", FIGURE_KINDS)
     opts, style = s.options, s.figure_options
-    acc = _load(args.accuracy, "figure")
+    f = FigureFiles.from_args(args)
+    acc = _load(f.accuracy, "figure")
     if acc is None:
         return 2
     request = {field: getattr(s, field) for field in WORKFLOW_FIGURES[s.kind].drawn_for}
@@ -79,26 +66,30 @@ def _figure(args: argparse.Namespace) -> int:
             raise SystemExit(f"imagenot figure {s.kind}: --settings.{field} is required")
     # built-in and plugin figures alike: the registered "module:draw"
     fig = resolve(WORKFLOW_FIGURES[s.kind].code)(acc, opts, style, **request)
-    save(fig, args.pdf, args.png, style.dpi)
-    print(f"wrote {args.pdf} and {args.png}")
+    save(fig, f.pdf, f.png, style.dpi)
+    print(f"wrote {f.pdf} and {f.png}")
     return 0
 
 
 def _table(args: argparse.Namespace) -> int:
+    """Write one table (CSV + Markdown)."""
     from imagenot.figures import tables
 
     s = _settings(TableSettings, args.settings, "table", "table", TABLE_NAMES)
     opts = s.options
-    acc = _load(args.accuracy, "table")
+    f = TableFiles.from_args(args)
+    acc = _load(f.accuracy, "table")
     if acc is None:
         return 2
     from imagenot.analyse.report import read_report
 
     reports = {}
-    for variant, path in zip(("standard", "robust"), args.rankings, strict=True):
+    if len(f.rankings) != 2:
+        raise ValueError(f"--rankings: give the standard then the robust report, not {f.rankings}")
+    for variant, path in zip(("standard", "robust"), f.rankings, strict=True):
         reports[variant] = read_report(path)
     builder = tables.builder(s.table)
     df = builder(acc, reports, opts)
-    tables.write(df, args.csv, args.md, (builder.__doc__ or s.table).strip().rstrip("."))
-    print(f"wrote {args.csv} and {args.md}: {len(df)} rows")
+    tables.write(df, f.csv, f.md, (builder.__doc__ or s.table).strip().rstrip("."))
+    print(f"wrote {f.csv} and {f.md}: {len(df)} rows")
     return 0

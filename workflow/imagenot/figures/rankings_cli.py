@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from imagenot.analyse.cli import confidence_level
 from imagenot.analyse.settings import RankingsSettings
+from imagenot.cli import subcommand
+from imagenot.figures.files import RankingsFiles
 
 if TYPE_CHECKING:
     from imagenot.analyse.report import DatasetEntry, RankingsReport
@@ -73,13 +75,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``rankings``."""
     d = schema_defaults()
     hand = d["settings"]  # the schema's defaults
-    p = subparsers.add_parser(
+    p = subcommand(
+        subparsers,
         "rankings",
-        help="do rankings transfer? statistics, figures and tables of any results table",
+        _rankings,
+        files=RankingsFiles,
         description=RANKINGS_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("table", help="CSV or parquet results table")
     g = p.add_argument_group("input")
     g.add_argument("--format", choices=["long", "wide"], default="long", help="table layout")
     g.add_argument(
@@ -110,10 +113,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     g.add_argument("--variant", choices=["standard", "robust"], default="standard")
     g.add_argument("--standard-transform", default=hand.standard_transform)
-    g.add_argument(
-        "--per-image",
-        help="per-image results (model, dataset, key, correct): bootstrap over test images",
-    )
     g = p.add_argument_group("analyses")
     g.add_argument("--reference", help="dataset to compare against (default: the first one)")
     g.add_argument("--baseline", help="model for relative progress (accuracy / baseline's)")
@@ -160,7 +159,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     g = p.add_argument_group("output")
     g.add_argument("--json", action="store_true", help="print the full report as JSON")
-    g.add_argument("--out", help="also write the JSON report to this file (atomically)")
     g.add_argument(
         "--models",
         default=None,
@@ -191,10 +189,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="models drawn and named in colour in every figure of --report, wherever they "
         "rank (default: none)",
     )
-    p.set_defaults(func=_rankings)
 
 
 def _rankings(args: argparse.Namespace) -> int:
+    """Do rankings transfer? statistics, figures and tables of any results table."""
     from imagenot.analyse.checks import (
         check_accuracy_option,
         parse_floors,
@@ -205,6 +203,7 @@ def _rankings(args: argparse.Namespace) -> int:
     from imagenot.analyse.table import TableError, parse_sizes, read_table, select_variant
     from imagenot.io import write_text
 
+    f = RankingsFiles.from_args(args)
     settings = _settings(args)
     if isinstance(settings, str):
         print(f"imagenot rankings: {settings}", file=sys.stderr)
@@ -221,7 +220,7 @@ def _rankings(args: argparse.Namespace) -> int:
             scale = {"*": "percent"}
         floors = parse_floors(args.floor)
         cut = check_accuracy_option("--min-reference-accuracy", args.min_reference_accuracy)
-        raw = read_table(args.table, args.format, parse_sizes(args.n), tuple(args.key or ()))
+        raw = read_table(f.table, args.format, parse_sizes(args.n), tuple(args.key or ()))
         df = validate_table(raw, scale_of=scale, key=args.key or ())
         df = select_variant(df, settings.variant, settings.standard_transform)
         if not len(df):
@@ -229,7 +228,7 @@ def _rankings(args: argparse.Namespace) -> int:
                 f"no row has the transform {settings.standard_transform!r} "
                 "(--standard-transform) of the standard variant"
             )
-        per_image = read_table(args.per_image) if args.per_image else None
+        per_image = read_table(f.per_image) if f.per_image else None
         report = rankings_report(
             df,
             settings,
@@ -245,12 +244,12 @@ def _rankings(args: argparse.Namespace) -> int:
             written = write_report(report, args.report, style=style)
     except (TableError, ValueError, OSError) as exc:
         msg = " ".join(str(exc).split())
-        where = "" if msg.startswith(str(args.table)) else f"{args.table}: "
+        where = "" if msg.startswith(str(f.table)) else f"{f.table}: "
         print(f"imagenot rankings: {where}{msg}", file=sys.stderr)
         return 2
     text = report.to_text()
-    if args.out:
-        write_text(text, args.out)
+    if f.out:
+        write_text(text, f.out)
     if args.json:
         print(text, end="")
     else:

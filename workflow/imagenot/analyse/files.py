@@ -1,0 +1,29 @@
+"""The files of the analyse stage's step (:mod:`imagenot.files`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from imagenot.files import Files, given, made
+
+
+@dataclass(frozen=True)
+class AccuracyFiles(Files):
+    """``accuracy-table``: every final run's evaluation, with the published accuracies, in one
+    table (and every run's per-image results in another)."""
+
+    robustness: list[str] = given(
+        "robustness.parquet of each evaluated run", many=True, optional=True
+    )
+    per_image: list[str] = given(
+        "per_image.parquet of each run, in the same order", many=True, optional=True
+    )
+    published: str | None = given(
+        "the published accuracies (default: the table this package ships, "
+        "imagenot/resources/published_weights.csv)",
+        optional=True,
+    )
+    accuracy: str = made("accuracy.csv")
+    per_image_table: str | None = made(
+        "every run's per-image results in one table (parquet)", optional=True
+    )

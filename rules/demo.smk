@@ -4,7 +4,7 @@
 
 rule demo_world:
     input:
-        NLTK_DATA,
+        nltk_data=NLTK_DATA,
     output:
         shards=demo_plan.shard_files(config),
         images=directory(demo_plan.IMAGES),
@@ -23,5 +23,6 @@ rule demo_world:
     # the folder named in the command's text (an f-string), not as a param: Snakemake compares
     # both with a finished run's record, so a run from before the folder had a name stays done
     shell:
-        f"imagenot demo-world --nltk-data {{input}} --out {demo_plan.DEMO_DIR}"
-        " --shards {output.shards} --settings {params.settings} > {log} 2>&1"
+        f"imagenot demo-world --nltk-data {{input.nltk_data}} --out {demo_plan.DEMO_DIR}"
+        " --shards {output.shards} --images {output.images} --truth {output.truth}"
+        " --world {output.world} --settings {params.settings} > {log} 2>&1"

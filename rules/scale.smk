@@ -25,5 +25,5 @@ if scale_plan.enabled(config):
             settings=to_arg(demo_settings.ScaleSettings.from_config(config)),
         shell:
             "imagenot scale-world-shard --index {wildcards.shard} --captions {input.captions}"
-            " --lemmas {input.lemmas} -o {output.shard} --settings {params.settings}"
+            " --lemmas {input.lemmas} --shard {output.shard} --settings {params.settings}"
             " > {log} 2>&1"

@@ -31,8 +31,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 # Commands rules run whose files still travel flag by flag, each with its own parser arguments.
 FLAG_BY_FLAG = {
-    "demo-world",
-    "scale-world-shard",
     "preflight",
     "train-draw-trials",
     "train-trial",

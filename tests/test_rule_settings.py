@@ -373,7 +373,7 @@ def test_scale_world_shard_runs_on_the_rules_settings(shared_data, nltk_data, tm
     out = tmp_path / "part-00000.parquet"
     captions = str(shared_data / "web_captions_1000.parquet")
     argv = ["scale-world-shard", "--index", "0", "--captions", captions]
-    argv += ["--lemmas", str(lemmas), "-o", str(out), "--settings"]
+    argv += ["--lemmas", str(lemmas), "--shard", str(out), "--settings"]
     assert main([*argv, to_json(ScaleSettings.from_config(config))]) == 0
     assert pq.read_metadata(out).num_rows == 300
     # the keys only the plan reads are not the command's: given by hand, they are dropped after

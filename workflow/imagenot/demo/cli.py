@@ -5,24 +5,16 @@ from __future__ import annotations
 import argparse
 import logging
 
+from imagenot.cli import subcommand
+from imagenot.demo.files import WorldFiles
+
 log = logging.getLogger("imagenot.demo")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add this stage's subcommands."""
-    p = subparsers.add_parser(
-        "demo-world",
-        help="build the demo world: LAION-style shards, their images, ground truth",
-    )
-    p.add_argument("--nltk-data", required=True, help="NLTK_DATA directory holding WordNet 3.0")
+    p = subcommand(subparsers, "demo-world", _demo_world, files=WorldFiles)
     p.add_argument("--out", required=True, help="output directory (e.g. results/demo_world)")
-    p.add_argument(
-        "--shards",
-        nargs="+",
-        required=True,
-        help="the LAION shard files to write (paths under OUT/laion; the rule gives those the "
-        "laion section names)",
-    )
     p.add_argument(
         "--settings",
         default="{}",
@@ -30,7 +22,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "by hand, missing keys take the schema defaults)",
     )
     p.add_argument("--seed", type=int, default=None, help="override demo_world.seed")
-    p.set_defaults(func=_demo_world)
 
 
 def demo_settings(settings_json: str, seed: int | None):
@@ -46,14 +37,23 @@ def demo_settings(settings_json: str, seed: int | None):
 
 
 def _demo_world(args: argparse.Namespace) -> None:
+    """Build the demo world: LAION-style shards, their images, ground truth."""
     import time
+    from pathlib import Path
 
     from imagenot.demo.world import build_world, write_world
     from imagenot.wordnet import load_wordnet
 
+    f = WorldFiles.from_args(args)
+    out = Path(args.out)
+    for role, where in (("images", "images"), ("truth", "truth.parquet"), ("world", "world.json")):
+        if getattr(f, role) is not None and Path(getattr(f, role)) != out / where:
+            raise ValueError(
+                f"--{role} {getattr(f, role)}: the demo world's {role} is {out / where}"
+            )
     settings = demo_settings(args.settings, args.seed)
     start = time.perf_counter()
-    world = build_world(load_wordnet(args.nltk_data), settings, args.shards)
+    world = build_world(load_wordnet(f.nltk_data), settings, f.shards)
     log.info("planned %d rows in %.1f s", world.truth.num_rows, time.perf_counter() - start)
     write_world(world, args.out, settings)
     summary = world.summary

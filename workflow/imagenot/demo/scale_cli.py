@@ -5,26 +5,22 @@ from __future__ import annotations
 import argparse
 import logging
 
+from imagenot.cli import subcommand
+from imagenot.demo.files import ScaleShardFiles
+
 log = logging.getLogger("imagenot.demo.scale")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
-    p = subparsers.add_parser(
-        "scale-world-shard",
-        help="write one paper-shaped LAION metadata shard of the scale world",
-    )
+    p = subcommand(subparsers, "scale-world-shard", _scale_world_shard, files=ScaleShardFiles)
     p.add_argument("--index", required=True, type=int, help="shard index (seeds the shard)")
-    p.add_argument("--captions", required=True, help="parquet of real web captions (TEXT)")
-    p.add_argument("--lemmas", required=True, help="noun lemma table (imagenot lemmas)")
-    p.add_argument("-o", "--out", required=True, help="output parquet path")
     p.add_argument(
         "--settings",
         default="{}",
         help="the scale_world config section as JSON (imagenot.demo.settings.ScaleSettings; "
         "typed by hand, missing keys take the schema defaults)",
     )
-    p.set_defaults(func=_scale_world_shard)
 
 
 def scale_settings(settings_json: str):
@@ -36,6 +32,7 @@ def scale_settings(settings_json: str):
 
 
 def _scale_world_shard(args: argparse.Namespace) -> None:
+    """Write one paper-shaped LAION metadata shard of the scale world."""
     import json
     import time
 
@@ -43,9 +40,10 @@ def _scale_world_shard(args: argparse.Namespace) -> None:
     from imagenot.demo import scale_world as sw
 
     start = time.perf_counter()
+    f = ScaleShardFiles.from_args(args)
     cfg = scale_settings(args.settings)
-    lemmas = read_lemma_table(args.lemmas)
-    web = sw.read_web_captions(args.captions)
+    lemmas = read_lemma_table(f.lemmas)
+    web = sw.read_web_captions(f.captions)
     vocab = sw.vocabulary(lemmas, cfg)
-    summary = sw.write_shard(args.index, cfg, web, sw.filler_words(web, lemmas), vocab, args.out)
-    log.info("%s: %s (%.1f s)", args.out, json.dumps(summary), time.perf_counter() - start)
+    summary = sw.write_shard(args.index, cfg, web, sw.filler_words(web, lemmas), vocab, f.shard)
+    log.info("%s: %s (%.1f s)", f.shard, json.dumps(summary), time.perf_counter() - start)

@@ -275,3 +275,27 @@ def test_a_use_rule_is_checked_with_its_parents_shell():
     rules = parse_rules(text)
     errors = wiring_errors(rules["other"], rules, commands())
     assert any("output key 'figures' is no output" in e for e in errors), errors
+
+
+def test_a_commands_file_flags_are_built_from_its_roles():
+    """The parser a files class builds: a flag per role (``_`` read ``-``), lists after one flag,
+    an optional list that a rule hands empty (``--reserve`` then the next flag) read as none,
+    a positional role without a flag, and a required role that is missing refused."""
+    import argparse
+
+    from imagenot.acquire.files import PlanFiles
+    from imagenot.figures.files import RankingsFiles
+
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    PlanFiles.add_arguments(parser)
+    argv = ["--selections", "s0", "s1", "--status", "a", "b", "--reserve", "--assignment", "x"]
+    argv += ["--download-stats", "d", "--download-stats-csv", "dc"]
+    argv += ["--classes-report", "c", "--classes-report-csv", "cc"]
+    files = PlanFiles.from_args(parser.parse_args(argv))
+    assert files.selections == ["s0", "s1"] and files.reserve == [] and files.classes_report == "c"
+    with pytest.raises(SystemExit):  # --assignment missing
+        parser.parse_args([a for a in argv if a not in ("--assignment", "x")])
+    parser = argparse.ArgumentParser()
+    RankingsFiles.add_arguments(parser)
+    files = RankingsFiles.from_args(parser.parse_args(["t.csv"]))
+    assert (files.table, files.per_image, files.out) == ("t.csv", None, None)

@@ -44,14 +44,18 @@ def subcommand(
     **options,
 ) -> argparse.ArgumentParser:
     """Subcommand ``name``, run by ``func``: its parser, to which the caller adds any further
-    arguments. Its help is ``func``'s docstring (first letter lower-cased, the final full stop
-    dropped): what the command does is written once, where it is done. ``files``: the step's
+    arguments. Its help is ``func``'s docstring (the final full stop dropped, the first letter
+    lower-cased unless the first word is a name such as "Clopper-Pearson"): what the command
+    does is written once, where it is done. ``files``: the step's
     :class:`imagenot.files.Files` class, whose roles become the command's file arguments (and
     ``args.files_class``, which the rule-wiring test reads); ``settings``: its settings class,
     handed over as one ``--settings`` JSON object; ``options`` go to argparse's ``add_parser``
     (``description``, ``formatter_class``). Every subcommand registers with it."""
     doc = (func.__doc__ or name).strip()  # (python -OO strips docstrings)
-    p = subparsers.add_parser(name, help=doc[0].lower() + doc[1:].removesuffix("."), **options)
+    first = doc.split()[0]
+    if not any(c.isupper() for c in first[1:]):
+        doc = doc[0].lower() + doc[1:]
+    p = subparsers.add_parser(name, help=doc.removesuffix("."), **options)
     p.set_defaults(func=func, files_class=files)
     if files is not None:
         files.add_arguments(p)

@@ -85,7 +85,7 @@ class Files:
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         """One argument per role: ``--role PATH`` (``PATH [PATH ...]`` when ``many``), required
         unless ``optional``; a ``positional`` role is taken without a flag."""
-        group = parser.add_argument_group("files (the rule's input and output, by role)")
+        group = parser.add_argument_group("files")
         for f in dataclasses.fields(cls):  # type: ignore[arg-type]
             meta = f.metadata
             side = "input" if meta["side"] == INPUT else "output"

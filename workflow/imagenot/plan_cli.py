@@ -25,9 +25,12 @@ MARGIN = 0.2
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
+    from imagenot.cli import subcommand
+
+    p = subcommand(
+        subparsers,
         "plan",
-        help="what a config will cost, and what to ask for, before launch (no data needed)",
+        _plan,
         description="Plans the config's `all` with Snakemake's dry run against empty "
         "placeholder inputs in a temporary folder (no data is read), then sums per rule group "
         "and says what to request: GPU-hours, the longest single job (which decides the "
@@ -48,7 +51,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--throughput", type=Path, metavar="FILE", help=THROUGHPUT_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
-    p.set_defaults(func=_plan)
 
 
 def build_plan(config_path: Path | list[Path], gpus: int, measured: Path | None = None) -> dict:
@@ -287,5 +289,6 @@ def format_wall_time(plan: dict) -> list[str]:
 
 
 def _plan(args: argparse.Namespace) -> None:
+    """What a config will cost, and what to ask for, before launch (no data needed)."""
     plan = build_plan(args.config, args.gpus, args.throughput)
     print(json.dumps(plan, indent=1) if args.json else format_plan(plan))

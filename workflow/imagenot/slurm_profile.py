@@ -255,9 +255,12 @@ def write(
 # ---- command line ------------------------------------------------------------------------------
 def register(subparsers: argparse._SubParsersAction) -> None:
     schema = site_schema()
-    p = subparsers.add_parser(
+    from imagenot.cli import subcommand
+
+    p = subcommand(
+        subparsers,
         "slurm-profile",
-        help="write the SLURM site profile (then: snakemake --profile slurm all)",
+        _main,
         description=(
             "Write the global Snakemake profile `slurm` for this cluster: config.yaml, "
             "partitions.yaml and site.yaml in --dir. Afterwards `snakemake --profile slurm all` "
@@ -294,10 +297,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="replace an existing site profile with other settings (its files are kept as "
         "<name>.bak); without it the command refuses, naming the file",
     )
-    p.set_defaults(func=_main, site_keys=list(schema["properties"]))
+    p.set_defaults(site_keys=list(schema["properties"]))
 
 
 def _main(args: argparse.Namespace) -> None:
+    """Write the SLURM site profile (then: snakemake --profile slurm all)."""
     import shutil
     import sys
 

@@ -7,9 +7,12 @@ import argparse
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
+    from imagenot.cli import subcommand
+
+    p = subcommand(
+        subparsers,
         "validate-config",
-        help="check config files exactly as the workflow does (schema and cross-key checks)",
+        _validate_config,
         description="Later files override earlier ones key by key, as Snakemake's --configfile. "
         "Every problem is listed at once. Run it where the workflow runs (or name that folder "
         "with --directory): the config is also checked against the results there (results of "
@@ -25,10 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "if missing): relative paths in the config and results/ are read from there "
         "(default: the current folder)",
     )
-    p.set_defaults(func=_validate_config)
 
 
 def _validate_config(args: argparse.Namespace) -> None:
+    """Check config files exactly as the workflow does (schema and cross-key checks)."""
     from imagenot.config import ConfigError, read_config_files
     from imagenot.stages import check_workflow_config
 

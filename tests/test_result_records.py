@@ -250,9 +250,12 @@ def _accuracy_table(root: Path, paths: list[Path], capsys) -> tuple[int, list[st
     published = root / "published.csv"
     published.write_text("model,weights,top1,top5,source\nresnet_mini,x,70.0,90.0,s\n")
     settings = to_json(AccuracySettings.from_config(validate_config({})))
+    per_image = [str(Path(p).with_name(Path(PER_IMAGE).name)) for p in paths]  # as the rule lists
     code = main([
-        "accuracy-table", *map(str, paths), "--published", str(published), "--settings", settings,
-        "--out", str(root / "accuracy.csv"), "--per-image-out", str(root / "per_image.parquet"),
+        "accuracy-table", "--robustness", *map(str, paths), "--per-image", *per_image,
+        "--published", str(published), "--settings", settings,
+        "--accuracy", str(root / "accuracy.csv"),
+        "--per-image-table", str(root / "per_image.parquet"),
     ])  # fmt: skip
     err = capsys.readouterr().err
     assert "Traceback" not in err

@@ -10,9 +10,9 @@ ways, and a failed check is one line naming the file and the key (:class:`Record
 
 - **its seal**: the producer stores the sha256 of the record's other keys under
   :data:`SEAL_KEY` (:func:`seal`); a record whose contents no longer give that digest was edited
-  or damaged after it was written. An older run's record may have none: it is
-  read (a finished run stays usable, nothing reruns) and counted as unsealed
-  (:func:`is_sealed`), so that a summary can say its numbers cannot be traced to their producer.
+  or damaged after it was written. The workflow seals every final run's record it writes, so a
+  final record without a seal was not written by its producer (or predates the seal): refused
+  like an edited one, since its numbers cannot be traced to a producer (:func:`check_unsealed`).
 - **its identity**: dataset, protocol, model and seed are those of the path it is read from
   (:func:`path_identity` of the workflow's patterns) and of every path read or written beside
   it (:func:`check_identity`); the dataset it was trained on is the one it is evaluated on
@@ -23,8 +23,7 @@ ways, and a failed check is one line naming the file and the key (:class:`Record
 A final run's record is typed (:class:`FinalRecord`), written by :func:`write_final` and read
 by :func:`read_final`: both of its producers (a trained run, published weights) and every reader
 that loads its model (evaluate, diagnostics, an FT/TL job's start) go through them. The run
-summary checks the plain record (:func:`check_record` with the few keys it shows), so that an
-older run's record lacking a field is still shown.
+summary checks the plain record (:func:`check_record` with the few keys it shows).
 
 Light: no stage's libraries (the run summary's job reads records in the analyse environment).
 """
@@ -97,6 +96,17 @@ def check_seal(record: Mapping[str, Any], where: str | os.PathLike) -> None:
         raise RecordError(
             f"{where}: its contents are not those its producer wrote ({SEAL_KEY} does not match "
             f"them: edited or damaged after writing); {REFUSED}"
+        )
+
+
+def check_unsealed(record: Mapping[str, Any], where: str | os.PathLike) -> None:
+    """RecordError when a final run's record carries no seal: every producer of one seals it
+    (:func:`write_record`), so an unsealed record was written by hand or by another program,
+    or by a version of the workflow that predates the seal."""
+    if not is_sealed(record):
+        raise RecordError(
+            f"{where}: has no {SEAL_KEY}, so it was not written by this workflow's producer (or "
+            f"predates the seal) and its numbers cannot be traced to one; {REFUSED}"
         )
 
 
@@ -305,6 +315,7 @@ def check_record(
     check_numbers(record, where, record_kind, required)
     if record_kind == "final":
         check_identity(record, where, paths, expected, patterns)
+        check_unsealed(record, where)  # last: a number or name that is wrong is named first
     return dict(record)
 
 
@@ -316,10 +327,10 @@ def read_record(
     expected: Mapping[str, Any] | None = None,
     patterns: Iterable[str] = RUN_PATTERNS,
 ) -> dict:
-    """The record at ``path``, checked (:func:`check_record`); an unsealed one is logged."""
+    """The record at ``path``, checked (:func:`check_record`)."""
     from imagenot.io import read_json
 
-    record = check_record(
+    return check_record(
         read_json(path),
         path,
         record_kind=record_kind,
@@ -327,14 +338,6 @@ def read_record(
         expected=expected,
         patterns=patterns,
     )
-    if not is_sealed(record):
-        log.warning(
-            "%s: has no %s (an older run's record); its numbers are checked for range only "
-            "and cannot be traced to their producer",
-            path,
-            SEAL_KEY,
-        )
-    return record
 
 
 # ------------------------------------------------------------------------------ final record
@@ -361,7 +364,7 @@ class FinalRecord(Mapping):
     test_accuracy: float | None = None  # None: published weights (their evaluation measures)
     n_test: int | None = None
     val_accuracy: float | None = None
-    record_sha256: str | None = None  # None: not written yet, or an older run's record
+    record_sha256: str | None = None  # None: not written yet
     details: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -399,9 +402,13 @@ class FinalRecord(Mapping):
 def write_final(record: FinalRecord, path: str | os.PathLike) -> FinalRecord:
     """Write a final run's record (:func:`write_record`: checked, sealed, atomic) where its
     identity says (:func:`check_identity` against ``path``: a job handed another run's folder
-    writes nothing); the record as written, its seal included."""
+    writes nothing); the record as written, its seal included, whose digest is logged."""
     check_identity(record, path)
-    return FinalRecord.of(write_record(record.as_json(), path))
+    written = FinalRecord.of(write_record(record.as_json(), path))
+    # in the producer's job log: the digest the evaluation's rows, the accuracy table and the run
+    # summary name, so that a number shown can be traced to the job that wrote it
+    log.info("%s written: %s %s", path, SEAL_KEY, written.record_sha256)
+    return written
 
 
 def read_final(

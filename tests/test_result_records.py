@@ -171,6 +171,32 @@ def test_numbers_out_of_their_range_are_refused_even_when_sealed(tmp_path, key, 
     assert not (tmp_path / "out.json").exists()
 
 
+@pytest.mark.parametrize(
+    ("counts", "refused"),
+    [
+        ({"test_accuracy": 100 / 3, "n_test": 3}, None),  # 1 of 3, as an evaluation computes it
+        ({"test_accuracy": 33.3, "n_test": 3}, None),  # the same, rounded
+        ({"val_accuracy": 0.0, "n_val": 0}, None),  # an empty validation split
+        ({"test_accuracy": 55.0, "n_test": 3}, "test_accuracy 55 cannot be a share of n_test=3"),
+        ({"val_accuracy": 50.0, "n_val": 0}, "val_accuracy 50 cannot be a share of n_val=0"),
+        ({"val_accuracy": 12.5, "n_val": 3}, "val_accuracy 12.5 cannot be a share of n_val=3"),
+    ],
+)
+def test_an_accuracy_its_image_count_cannot_give_is_refused(tmp_path, counts, refused):
+    """The toolbox's check of a table's rows (imagenot.counts), applied to a record's."""
+    base = {**RUN, "num_classes": 3, "image_size": 32, "dataset_fingerprint": "a" * 64,
+            "weights_sha256": "b" * 64, "chance_accuracy": 100 / 3}  # fmt: skip
+    path = tmp_path / "result.json"
+    if refused is None:
+        check_record(seal({**base, **counts}), path)
+        check_record(seal({"stage": 0, "slot": 0, "trial": 1, **counts}), path, record_kind="slot")
+        return
+    with pytest.raises(RecordError, match=rf"result\.json: {refused} "):
+        check_record(seal({**base, **counts}), path)
+    with pytest.raises(RecordError, match=refused):
+        check_record(seal({"stage": 0, "slot": 0, "trial": 1, **counts}), path, record_kind="slot")
+
+
 def test_the_record_of_another_run_is_refused_naming_both_paths(tmp_path):
     """A final run's folder copied from protocol st into ft-other's path."""
     record = seal({**RUN, "num_classes": 3, "image_size": 32, "dataset_fingerprint": "a" * 64,

@@ -14,15 +14,8 @@ import numpy as np
 import pandas as pd
 
 from imagenot.analyse.table import LINE, MAX_COUNT, REQUIRED, TableError
-
-
-def _cell(value) -> str:
-    """A cell as the table shows it: ``'abc'``, ``75.1``, ``nan`` (numpy scalars as numbers)."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float):
-        return np.format_float_positional(value, unique=True, trim="-")
-    return repr(value)
+from imagenot.counts import cell as _cell
+from imagenot.counts import count_problem
 
 
 def _row_name(df: pd.DataFrame, i: int) -> str:
@@ -62,12 +55,6 @@ def parse_scale(items: list[str] | None) -> dict[str, str]:
             raise TableError(f"--scale {item!r}: {name or 'the scale of all datasets'} given twice")
         out[where] = value
     return out
-
-
-def _decimals(value: float) -> int:
-    """Digits after the decimal point of the shortest text that reads back as ``value``."""
-    text = np.format_float_positional(value, unique=True, trim="-")
-    return len(text.partition(".")[2])
 
 
 def _numeric(df: pd.DataFrame, col: str, what: str, *, empty_ok: bool) -> pd.Series:
@@ -127,23 +114,6 @@ def _scales(df: pd.DataFrame, acc: pd.Series, scale: dict[str, str]) -> dict[str
             "(they really are below 1%)"
         )
     return out
-
-
-def count_problem(pct: float, n: float, written: float, factor: float) -> str | None:
-    """Why ``pct`` percent (``written`` so, on a scale ``factor`` times smaller: 100 for a
-    fraction) cannot be a count of correct images out of ``n``, or None: the nearest count is
-    further from it than the digits it is written with allow (55% of 3 images: 1 of 3 is 33.3%
-    and 2 of 3 is 66.7%; 33.3% of 3 is 1 of 3, rounded)."""
-    k = pct / 100.0 * n
-    gap = abs(pct - round(k) / n * 100.0)
-    tol = 0.5 * 10.0 ** -_decimals(float(written)) * factor + 1e-9 * max(1.0, pct)
-    if gap <= tol:
-        return None
-    lo, hi = np.floor(k), np.ceil(k)
-    return (
-        f"{_cell(written)} cannot be a share of n={n:g} test images ({lo:.0f} of them is "
-        f"{lo / n * 100:.4g}%, {hi:.0f} is {hi / n * 100:.4g}%)"
-    )
 
 
 def _check_counts(df: pd.DataFrame, raw_acc: pd.Series, factor: np.ndarray) -> None:

@@ -43,6 +43,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from imagenot.counts import count_problem
 from imagenot.paths import DATASET
 from imagenot.train.paths import FINAL_DIR
 
@@ -159,6 +160,8 @@ _NUMBERS: dict[str, tuple[Any, str]] = {
     "stage": (_integer(0), "an integer of at least 0"),
     "slot": (_integer(0), "an integer of at least 0"),
 }
+# accuracy, the count of images it was measured on, what they are
+_COUNTED = (("test_accuracy", "n_test", "test images"), ("val_accuracy", "n_val", "val images"))
 _TEXT = ("dataset", "protocol", "model", "dataset_fingerprint", "weights_sha256")
 
 
@@ -169,7 +172,8 @@ def check_numbers(
     required: Iterable[str] = FINAL_KEYS,
 ) -> None:
     """RecordError naming ``where`` and the key when a value is out of its range: accuracies
-    finite percentages, counts integers, chance 100 / classes; ``record_kind`` ``final`` (a final
+    finite percentages that their image counts can give (:func:`imagenot.counts.count_problem`:
+    no 55 % of 3 images), counts integers, chance 100 / classes; ``record_kind`` ``final`` (a final
     run's result.json, holding the keys ``required``) or ``slot`` (a trial's slot result: a
     trial that diverged before its first validation records -1 as its validation accuracy)."""
     if not isinstance(record, Mapping):
@@ -199,6 +203,13 @@ def check_numbers(
     for key in _TEXT:
         if key in record and not (isinstance(record[key], str) and record[key]):
             raise RecordError(f"{where}: {key} is {record[key]!r}, not a non-empty string")
+    for key, count, of in _COUNTED:
+        value, n = record.get(key), record.get(count)
+        if value is None or n is None or value == -1.0:  # -1: a diverged slot's (above)
+            continue
+        problem = count_problem(value, n, value, 1.0, count, of)
+        if problem:
+            raise RecordError(f"{where}: {key} {problem}; {REFUSED}")
     classes, chance = record.get("num_classes"), record.get("chance_accuracy")
     if classes and chance is not None and not math.isclose(chance, 100.0 / classes):
         raise RecordError(

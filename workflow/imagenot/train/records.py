@@ -16,7 +16,8 @@ ways, and a failed check is one line naming the file and the key (:class:`Record
 - **its identity**: dataset, protocol, model and seed are those of the path it is read from
   (:func:`path_identity` of the workflow's patterns) and of every path read or written beside
   it (:func:`check_identity`); the dataset it was trained on is the one it is evaluated on
-  (:func:`check_fingerprint`).
+  (:func:`check_fingerprint`). A trial's slot result: its model, stage and slot are those of
+  its path (:func:`check_slot_identity`).
 - **its numbers**: accuracies are finite percentages in [0, 100], counts are integers in their
   range, chance is 100 / classes (:func:`check_numbers`).
 
@@ -45,7 +46,7 @@ from typing import Any
 
 from imagenot.counts import count_problem
 from imagenot.paths import DATASET
-from imagenot.train.paths import FINAL_DIR
+from imagenot.train.paths import FINAL_DIR, SLOT
 
 log = logging.getLogger(__name__)
 
@@ -292,6 +293,32 @@ def check_identity(
                 )
 
 
+# What says which trial slot a slot record belongs to: the plan's slot path from its model's
+# folder on (``{model}/stage-{stage}/slot-{slot}.json``), wherever the experiment's folder lies.
+SLOT_PATTERN = SLOT[SLOT.index("{model}") :]
+SLOT_IDENTITY = ("model", "stage", "slot")
+
+
+def check_slot_identity(record: Mapping[str, Any], where: str | os.PathLike) -> None:
+    """RecordError naming the record when its model, stage or slot is not what its path
+    (:data:`SLOT_PATTERN`) says: a slot's result read from another slot's or model's path.
+    A path of another form says nothing; a slot with no trial (nothing promoted into it)
+    records no model (its stage and slot are checked)."""
+    found = path_identity(where, SLOT_PATTERN)
+    if found is None:
+        return
+    for key in SLOT_IDENTITY:
+        if key == "model" and key not in record:
+            continue
+        have = record.get(key)
+        if str(have) != found[key]:
+            raise RecordError(
+                f"{where}: records {key} {have!r}, but its path says {key} {found[key]!r}: a "
+                "trial's result is used only under its own slot's path (delete it and run the "
+                "workflow again)"
+            )
+
+
 def check_fingerprint(
     record: Mapping[str, Any], where: str | os.PathLike, dataset_dir: str | os.PathLike, actual: str
 ) -> None:
@@ -327,6 +354,8 @@ def check_record(
     if record_kind == "final":
         check_identity(record, where, paths, expected, patterns)
         check_unsealed(record, where)  # last: a number or name that is wrong is named first
+    elif record_kind == "slot":
+        check_slot_identity(record, where)
     return dict(record)
 
 

@@ -26,7 +26,7 @@ def _slot(root, model="resnet18", stage=0, slot=0, trial=0, acc=50.0):
 
 
 def test_a_slot_result_is_read_only_under_its_own_model_stage_and_slot(tmp_path, capsys):
-    exp = tmp_path / "toy" / "st"
+    exp = tmp_path / "results" / "train" / "toy" / "st"
     healthy = _slot(exp)
     assert trials._read(healthy)["trial"] == 0
     for model, stage, slot, key in [
@@ -51,6 +51,18 @@ def test_a_slot_result_is_read_only_under_its_own_model_stage_and_slot(tmp_path,
     shutil.copyfile(other, other.parent / "slot-1.json")
     with pytest.raises(RecordError, match="records slot 0, but its path says slot '1'"):
         trial_results(exp, "OTHERMODEL")
+
+
+def test_a_slot_outside_the_results_folder_is_checked_for_stage_and_slot(tmp_path):
+    """Outside the workflow's results folder the folder above a stage names no model."""
+    path = _slot(tmp_path / "elsewhere", model="resnet18")
+    moved = tmp_path / "image-path" / "stage-0" / "slot-0.json"
+    moved.parent.mkdir(parents=True)
+    shutil.copyfile(path, moved)
+    assert trials._read(moved)["model"] == "resnet18"
+    shutil.copyfile(path, moved.parent / "slot-1.json")
+    with pytest.raises(RecordError, match="records slot 0, but its path says slot '1'"):
+        trials._read(moved.parent / "slot-1.json")
 
 
 def test_an_empty_slot_is_checked_for_stage_and_slot(tmp_path):

@@ -293,22 +293,24 @@ def check_identity(
                 )
 
 
-# What says which trial slot a slot record belongs to: the plan's slot path from its model's
-# folder on (``{model}/stage-{stage}/slot-{slot}.json``), wherever the experiment's folder lies.
-SLOT_PATTERN = SLOT[SLOT.index("{model}") :]
+# What says which trial slot a slot record belongs to: the plan's slot path (its model, in the
+# workflow's results folder), and its last two parts (stage and slot) wherever it lies.
+SLOT_PATTERNS = (SLOT, SLOT[SLOT.index("stage-") :])
 SLOT_IDENTITY = ("model", "stage", "slot")
 
 
 def check_slot_identity(record: Mapping[str, Any], where: str | os.PathLike) -> None:
     """RecordError naming the record when its model, stage or slot is not what its path
-    (:data:`SLOT_PATTERN`) says: a slot's result read from another slot's or model's path.
+    (:data:`SLOT_PATTERNS`) says: a slot's result read from another slot's or model's path.
     A path of another form says nothing; a slot with no trial (nothing promoted into it)
     records no model (its stage and slot are checked)."""
-    found = path_identity(where, SLOT_PATTERN)
+    found = next(
+        (f for f in (path_identity(where, p) for p in SLOT_PATTERNS) if f is not None), None
+    )
     if found is None:
         return
     for key in SLOT_IDENTITY:
-        if key == "model" and key not in record:
+        if key not in found or (key == "model" and key not in record):
             continue
         have = record.get(key)
         if str(have) != found[key]:

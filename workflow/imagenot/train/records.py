@@ -18,8 +18,8 @@ ways, and a failed check is one line naming the file and the key (:class:`Record
   it (:func:`check_identity`); the dataset it was trained on is the one it is evaluated on
   (:func:`check_fingerprint`). A trial's slot result: its model, stage and slot are those of
   its path (:func:`check_slot_identity`).
-- **its numbers**: accuracies are finite percentages in [0, 100], counts are integers in their
-  range, chance is 100 / classes (:func:`check_numbers`).
+- **its numbers**: accuracies are finite percentages in [0, 100] that their image counts can
+  give, counts are integers in their range, chance is 100 / classes (:func:`check_numbers`).
 
 A final run's record is typed (:class:`FinalRecord`), written by :func:`write_final` and read
 by :func:`read_final`: both of its producers (a trained run, published weights) and every reader

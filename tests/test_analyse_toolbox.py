@@ -223,6 +223,22 @@ def test_a_healthy_table_passes_every_option_at_its_bounds(tmp_path, capsys):
     assert "4 datasets" in out and "Traceback" not in err
 
 
+def test_a_healthy_table_with_intervals_and_agreeing_sizes_passes(tmp_path, capsys):
+    """Intervals that contain their accuracies (bounds written with fewer digits) and --n that
+    repeats the n column are accepted; the planted cases below differ from this table by one
+    cell or option each."""
+    df = domain_table()
+    df["ci_low"] = (df.accuracy - 1.04).clip(lower=0).round(1)
+    df["ci_high"] = (df.accuracy + 1.04).clip(upper=100).round(1)
+    df.loc[0, "ci_low"] = round(df.loc[0, "accuracy"], 1)  # rounded onto the accuracy's digits
+    path = tmp_path / "t.csv"
+    df.to_csv(path, index=False)
+    sizes = ["--n", "ref=2000", "a=2000", "b=2000", "c=2000"]
+    code, out, err = cli(["rankings", str(path), "--bootstrap-reps", "0", *sizes], capsys)
+    assert code == 0, err
+    assert "4 datasets" in out
+
+
 def _edit_cell(df: pd.DataFrame, column: str, value, row: int = 5) -> pd.DataFrame:
     df = df.copy()
     df[column] = df[column].astype(object)
@@ -256,6 +272,32 @@ PLANTED = {
         "accuracy inf is not a number",
     ),
     "an empty model name": (lambda df: _edit_cell(df, "model", "  "), [], "empty model"),
+    "a model name with a line break": (
+        lambda df: _edit_cell(df, "model", "m5\nm6"),
+        [],
+        "model 'm5\\nm6': character 2 is '\\n' (a line break",
+    ),
+    "a dataset name with a control character": (
+        lambda df: _edit_cell(df, "dataset", "a\x1b[31m"),
+        [],
+        "dataset 'a\\x1b[31m': character 1 is '\\x1b'",
+    ),
+    "a negative seed": (lambda df: _edit_cell(df, "seed", -1), [], "seed -1 is not a whole"),
+    "an interval that does not contain its accuracy": (
+        lambda df: df.assign(ci_low=df.accuracy + 0.5, ci_high=df.accuracy + 1),
+        [],
+        "lies outside its confidence interval (ci_low ",
+    ),
+    "an interval bound below its accuracy": (
+        lambda df: _edit_cell(df.assign(ci_high=df.accuracy + 1), "ci_high", 1.0, row=0),
+        [],
+        "line 2 (model='m0', dataset='ref', seed=0): accuracy",
+    ),
+    "--n beside an n column that disagrees": (
+        lambda df: df,
+        ["--n", "ref=5"],
+        "line 2: n is 2000, but --n ref=5 (give the test-set size once",
+    ),
     "ci_low above ci_high": (
         lambda df: df.assign(ci_low=df.accuracy + 1, ci_high=df.accuracy - 1),
         [],

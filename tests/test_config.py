@@ -7,7 +7,7 @@ import copy
 import pytest
 import yaml
 
-from imagenot.config import ConfigError, load_config, validate_config
+from imagenot.config import ConfigError, load_config, read_config_file, validate_config
 
 
 @pytest.fixture()
@@ -60,11 +60,30 @@ def test_wrong_type_names_the_key(demo_config):
         validate_config(bad)
 
 
-def test_invalid_yaml_names_the_file(tmp_path):
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("seed: [1,\n", "line 2, column 1"),
+        ("seed: 0\n\tx: 1\n", "line 2, column 1"),
+        ("__use_yte__: true\nseed: [\n", "line 3, column 1"),
+    ],
+)
+def test_invalid_yaml_is_one_line_naming_file_line_and_column(tmp_path, text, where):
+    """A plain YAML file and a YTE template alike: the file, line, column and problem in one
+    line, never PyYAML's several lines naming ``"<unicode string>"``."""
     path = tmp_path / "broken.yaml"
-    path.write_text("seed: [1,\n")
-    with pytest.raises(ConfigError, match=r"broken\.yaml"):
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
         load_config(path)
+    message = str(caught.value)
+    assert "\n" not in message and "<unicode string>" not in message
+    assert f"broken.yaml is not valid YAML: {where}: " in message
+
+
+def test_valid_yaml_loads_where_invalid_is_refused(tmp_path):
+    path = tmp_path / "fine.yaml"
+    path.write_text("seed: 0\n")
+    assert read_config_file(path) == {"seed": 0}
 
 
 @pytest.mark.parametrize(

@@ -257,3 +257,43 @@ def test_a_registry_refusal_is_not_called_a_missing_key(capsys, monkeypatch):
     assert main(["validate-config", str(DEMO)]) == 2
     err = capsys.readouterr().err
     assert "error: unknown dataset kind 'nope'" in err and "missing key" not in err
+
+
+def _with_func(monkeypatch, func):
+    """`imagenot validate-config` running ``func`` instead of its own handler."""
+    from imagenot import cli
+
+    build = cli.build_parser
+
+    def replaced():
+        parser = build()
+        sub = next(a for a in parser._actions if a.dest == "command")
+        sub.choices["validate-config"].set_defaults(func=func)
+        return parser
+
+    monkeypatch.setattr(cli, "build_parser", replaced)
+
+
+def test_ctrl_c_in_a_command_is_one_line_and_exit_130(capsys, monkeypatch):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    _with_func(monkeypatch, interrupted)
+    assert main(["validate-config", str(DEMO)]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines() == ["imagenot validate-config: interrupted (Ctrl-C)"]
+
+
+def test_ctrl_c_under_debug_keeps_its_traceback(monkeypatch):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    _with_func(monkeypatch, interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        main(["--debug", "validate-config", str(DEMO)])
+
+
+def test_a_command_that_is_not_interrupted_exits_0(capsys):
+    assert main(["validate-config", str(DEMO)]) == 0
+    assert "interrupted" not in capsys.readouterr().err

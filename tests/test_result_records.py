@@ -116,6 +116,36 @@ def test_a_final_record_is_typed_and_reads_back_as_written(tmp_path):
         records.FinalRecord.of({k: v for k, v in keys.items() if k != "weights_sha256"})
 
 
+def test_the_producer_logs_the_digest_of_the_record_it_wrote(tmp_path, caplog):
+    """The digest a summary names is in the producer's job log; a record refused before
+    writing logs none."""
+    keys = {**RUN, "num_classes": 10, "image_size": 32, "dataset_fingerprint": "a" * 64,
+            "weights_sha256": "b" * 64, "chance_accuracy": 10.0, "test_accuracy": 55.0,
+            "n_test": 200}  # fmt: skip
+    path = tmp_path / FINAL_DIR.format(**RUN) / "result.json"
+    caplog.set_level("INFO", logger="imagenot.train.records")
+    written = records.write_final(records.FinalRecord.of(keys), path)
+    assert f"{path} written: {records.SEAL_KEY} {written.record_sha256}" in caplog.text
+    caplog.clear()
+    other = tmp_path / FINAL_DIR.format(**{**RUN, "seed": 1}) / "result.json"
+    with pytest.raises(RecordError):
+        records.write_final(records.FinalRecord.of(keys), other)
+    assert records.SEAL_KEY not in caplog.text
+
+
+def test_an_unsealed_final_record_is_refused_where_an_empty_slot_is_read(tmp_path):
+    """Every final record the workflow writes is sealed: one without a seal is refused, naming
+    the file; an empty trial slot (nothing promoted into it, no numbers) carries none."""
+    keys = {**RUN, "num_classes": 10, "image_size": 32, "dataset_fingerprint": "a" * 64,
+            "weights_sha256": "b" * 64, "chance_accuracy": 10.0}  # fmt: skip
+    path = tmp_path / FINAL_DIR.format(**RUN) / "result.json"
+    check_record(seal(keys), path)
+    with pytest.raises(RecordError, match=rf"result\.json: has no {records.SEAL_KEY}, so it was"):
+        check_record(keys, path)
+    empty = {"stage": 0, "slot": 1, "trial": None}
+    assert check_record(empty, tmp_path / "stage-0/slot-1.json", record_kind="slot") == empty
+
+
 @pytest.mark.parametrize(
     ("key", "value"),
     [
@@ -141,6 +171,32 @@ def test_numbers_out_of_their_range_are_refused_even_when_sealed(tmp_path, key, 
     assert not (tmp_path / "out.json").exists()
 
 
+@pytest.mark.parametrize(
+    ("counts", "refused"),
+    [
+        ({"test_accuracy": 100 / 3, "n_test": 3}, None),  # 1 of 3, as an evaluation computes it
+        ({"test_accuracy": 33.3, "n_test": 3}, None),  # the same, rounded
+        ({"val_accuracy": 0.0, "n_val": 0}, None),  # an empty validation split
+        ({"test_accuracy": 55.0, "n_test": 3}, "test_accuracy 55 cannot be a share of n_test=3"),
+        ({"val_accuracy": 50.0, "n_val": 0}, "val_accuracy 50 cannot be a share of n_val=0"),
+        ({"val_accuracy": 12.5, "n_val": 3}, "val_accuracy 12.5 cannot be a share of n_val=3"),
+    ],
+)
+def test_an_accuracy_its_image_count_cannot_give_is_refused(tmp_path, counts, refused):
+    """The toolbox's check of a table's rows (imagenot.counts), applied to a record's."""
+    base = {**RUN, "num_classes": 3, "image_size": 32, "dataset_fingerprint": "a" * 64,
+            "weights_sha256": "b" * 64, "chance_accuracy": 100 / 3}  # fmt: skip
+    path = tmp_path / "result.json"
+    if refused is None:
+        check_record(seal({**base, **counts}), path)
+        check_record(seal({"stage": 0, "slot": 0, "trial": 1, **counts}), path, record_kind="slot")
+        return
+    with pytest.raises(RecordError, match=rf"result\.json: {refused} "):
+        check_record(seal({**base, **counts}), path)
+    with pytest.raises(RecordError, match=refused):
+        check_record(seal({"stage": 0, "slot": 0, "trial": 1, **counts}), path, record_kind="slot")
+
+
 def test_the_record_of_another_run_is_refused_naming_both_paths(tmp_path):
     """A final run's folder copied from protocol st into ft-other's path."""
     record = seal({**RUN, "num_classes": 3, "image_size": 32, "dataset_fingerprint": "a" * 64,
@@ -158,23 +214,23 @@ def test_the_record_of_another_run_is_refused_naming_both_paths(tmp_path):
 # ---------------------------------------------------------------------------- evaluation
 
 
-def test_evaluation_of_a_healthy_run_and_of_one_written_before_records_were_sealed(
-    toy, capsys, caplog
-):
+def test_a_sealed_run_is_evaluated_and_an_unsealed_one_is_refused(toy, capsys):
     root, ds_dir = toy
     run_dir = write_final_run(root, _model(), fingerprint=_fingerprint(ds_dir))
     code, errors = _evaluate(root, RUN, run_dir, ds_dir, capsys)
     assert code == 0, errors
     table = pq.read_table(root / ROBUSTNESS.format(**RUN))
     assert set(table["protocol"].to_pylist()) == {"st"}
-    # today's workflow wrote no seal: such a finished run stays usable, said in the log
+    # the workflow seals every final record it writes: one without a seal is not its producer's
     path = run_dir / "result.json"
     unsealed = json.loads(path.read_text())
     del unsealed[records.SEAL_KEY]
     path.write_text(json.dumps(unsealed))
+    (root / ROBUSTNESS.format(**RUN)).unlink()
     code, errors = _evaluate(root, RUN, run_dir, ds_dir, capsys)
-    assert code == 0, errors
-    assert f"has no {records.SEAL_KEY} (an older run's record)" in caplog.text
+    assert code == 2 and len(errors) == 1, errors
+    assert f"{path}: has no {records.SEAL_KEY}, so it was not written by this workflow" in errors[0]
+    assert not (root / ROBUSTNESS.format(**RUN)).exists()
 
 
 def test_a_run_copied_into_another_protocols_path_is_not_evaluated(toy, capsys):
@@ -358,19 +414,15 @@ def test_the_summary_shows_a_runs_numbers_only_as_its_producer_wrote_them(tmp_pa
         errors = [p["message"] for p in summary["problems"] if p["level"] == "error"]
         assert len(errors) == 1 and f"{path}: " in errors[0] and words in errors[0], errors
         assert summary["models"] == [] and "-1.00" not in format_text(summary)
-    # an unsealed record (written before this version) is shown, with one warning
+    # an unsealed record (not written by the workflow's producer) is an error, not shown
     path = _summary_record(tmp_path)
     text = json.loads(path.read_text())
     del text[records.SEAL_KEY]
     path.write_text(json.dumps(text))
     summary = collect(_layout(tmp_path), tmp_path)
-    assert summary["errors"] == 0 and summary["models"][0]["best_test_accuracy"] == 55.0
-    assert [p["level"] for p in summary["problems"]] == ["warning"]
-    assert (
-        "1 final run(s) have a result.json without its producer's digest"
-        in (summary["problems"][0]["message"])
-    )
-    assert summary["models"][0]["best_test_record"][records.SEAL_KEY] is None
+    errors = [p["message"] for p in summary["problems"] if p["level"] == "error"]
+    assert len(errors) == 1 and f"{path}: has no {records.SEAL_KEY}" in errors[0], errors
+    assert summary["models"] == [] and summary["errors"] == 1
 
 
 @pytest.mark.parametrize(("top1", "n"), [(float("nan"), 4), (250.0, 4), (50.0, 0)])

@@ -195,7 +195,7 @@ def test_best_accuracy_is_over_seeds(tmp_path):
                 **extra,
                 "val_accuracy": 45.0,
                 "test_accuracy": 48.0,
-                "record": {"path": "b/result.json", "record_sha256": None},
+                "record": {"path": "b/result.json", "record_sha256": "b" * 64},
                 "chance_accuracy": 10.0,
                 "at_chance": False,
             },
@@ -209,7 +209,7 @@ def test_best_accuracy_is_over_seeds(tmp_path):
             "best_val_accuracy": 50.0,
             "best_test_accuracy": 48.0,
             # the record the best test accuracy (the second seed's) was read from
-            "best_test_record": {"path": "b/result.json", "record_sha256": None},
+            "best_test_record": {"path": "b/result.json", "record_sha256": "b" * 64},
             "chance_accuracy": 10.0,
             "at_chance": False,
         }

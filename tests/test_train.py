@@ -466,7 +466,7 @@ def _ckpt_epoch(path):
     return read_state(path).epoch
 
 
-@pytest.mark.parametrize("change", ["data-changed", "other-job", "unreadable"])
+@pytest.mark.parametrize("change", ["data-changed", "other-job", "unreadable", "damaged"])
 def test_stale_or_unreadable_checkpoint_is_set_aside_and_training_starts_afresh(
     tmp_path, change, caplog
 ):
@@ -482,16 +482,64 @@ def test_stale_or_unreadable_checkpoint_is_set_aside_and_training_starts_afresh(
         fingerprint = "fingerprint-2"
     elif change == "other-job":
         rerun_job = _job(max_epochs=3, seed=job.seed + 1)
-    else:
+    elif change == "unreadable":
         ckpt.write_bytes(before[: len(before) // 2])  # a job killed while copying, a full disk
+    else:  # one bit flipped in the last tensor's bytes (a bad disk, a bad copy)
+        flipped = bytearray(before)
+        flipped[-3] ^= 0x10
+        ckpt.write_bytes(bytes(flipped))
+    planted = ckpt.read_bytes()
     with caplog.at_level("WARNING", logger="imagenot.train.checkpoints"):
         _, state = fit(rerun_job, _data(16), _data(8), ckpt, fingerprint, stop_epoch=2)
     aside = tmp_path / f"c.safetensors.set-aside-{change}"
     assert aside.is_file()
-    assert aside.read_bytes() == (before if change != "unreadable" else before[: len(before) // 2])
+    assert aside.read_bytes() == planted
     assert [row["epoch"] for row in state.history] == [1, 2]  # afresh, not resumed at 1
     assert _ckpt_epoch(ckpt) == 2
     assert any(change in r.getMessage() and "afresh" in r.getMessage() for r in caplog.records)
+
+
+def _rewrite_checkpoint(path, edit=None):
+    """The checkpoint at ``path`` written again without its digest (as checkpoints were before
+    they carried one), its tensors through ``edit``."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from imagenot.train.checkpoints import DIGEST_KEY
+
+    with safe_open(str(path), framework="pt") as f:
+        meta = {k: v for k, v in f.metadata().items() if k != DIGEST_KEY}
+        tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
+    save_file(edit(tensors) if edit else tensors, str(path), metadata=meta)
+
+
+def test_a_checkpoint_without_a_digest_resumes_unless_a_value_is_not_finite(tmp_path, caplog):
+    """A checkpoint written before checkpoints carried a digest still resumes; one holding NaN
+    is set aside (damaged) and the trial trains afresh."""
+    job = _job(max_epochs=3)
+    ckpt = tmp_path / "c.safetensors"
+    fit(job, _data(16), _data(8), ckpt, "fp", stop_epoch=1)
+    _rewrite_checkpoint(ckpt)
+    with caplog.at_level("INFO", logger="imagenot.train.loop"):
+        _, state = fit(job, _data(16), _data(8), ckpt, "fp", stop_epoch=2)
+    assert f"resumed {ckpt} at epoch 1" in caplog.text
+    assert [row["epoch"] for row in state.history] == [1, 2]
+    assert not list(tmp_path.glob("*set-aside*"))
+    caplog.clear()
+
+    def poison(tensors):
+        name = next(k for k in sorted(tensors) if k.startswith("model.") and "weight" in k)
+        tensors[name] = torch.full_like(tensors[name], float("nan"))
+        return tensors
+
+    ckpt = tmp_path / "d.safetensors"
+    fit(job, _data(16), _data(8), ckpt, "fp", stop_epoch=1)
+    _rewrite_checkpoint(ckpt, poison)
+    with caplog.at_level("WARNING", logger="imagenot.train.checkpoints"):
+        _, state = fit(job, _data(16), _data(8), ckpt, "fp", stop_epoch=2)
+    assert (tmp_path / "d.safetensors.set-aside-damaged").is_file()
+    assert [row["epoch"] for row in state.history] == [1, 2]  # afresh: both epochs trained
+    assert "non-finite value(s)" in caplog.text and "training starts afresh" in caplog.text
 
 
 def test_checkpoint_of_the_same_job_and_data_is_resumed_not_set_aside(tmp_path):

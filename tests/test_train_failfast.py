@@ -433,7 +433,8 @@ def test_a_diverging_trial_ends_its_job_and_a_diverging_final_run_is_not_retried
     assert result["stopped_by"] == search.DIVERGED and "best_sha256" not in result
     assert not list((run / "trial-0").glob("*.safetensors*"))
     # the final run of a (here: forced) selection of it
-    (run / "selection.json").write_text(json.dumps({"trial": 0, "result": result}))
+    chosen = {k: result[k] for k in ("trial", "val_accuracy", "hyperparameters")}
+    (run / "selection.json").write_text(json.dumps({**chosen, "result": result}))
     final = to_json(train_settings.FinalSettings.from_config(config, "toy", "st", "resnet_mini", 1))
     out_dir = run / "final/seed-1"
     args = ["train-final", "--settings", final, *common, "--selection", str(run / "selection.json"),

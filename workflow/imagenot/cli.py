@@ -160,6 +160,10 @@ def _user_facing(parser: argparse.ArgumentParser, subparsers) -> None:
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, EOFError, KeyError)
 
 
+# The exit status of a command ended by Ctrl-C, as a shell reports a process ended by SIGINT.
+INTERRUPTED_EXIT = 130
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     import pickle
 
@@ -178,7 +182,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand. Bad input ends in one line on stderr (``imagenot CMD: error: ...``)
     and exit code 2, with the traceback only under ``--debug``; a closed stdout (``| head``) is
-    not an error. In a workflow job the command dies with its job (:mod:`imagenot.lifeline`), and
+    not an error; Ctrl-C is one line and exit code 130. In a workflow job the command dies with its job (:mod:`imagenot.lifeline`), and
     the last line on stderr is the job's own peak memory and CPU
     time (imagenot.job_usage), however the command ends: returned, failed, ``SystemExit``."""
     started = time.monotonic()
@@ -206,6 +210,13 @@ def _run(argv: list[str] | None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:
+        # Ctrl-C: the user's own stop, not a fault; one line and the shell's status for SIGINT
+        # (128 + 2). Training jobs take SIGINT as SIGTERM and checkpoint (imagenot.train.cli).
+        if args.debug:
+            raise
+        print(f"imagenot {args.command}: interrupted (Ctrl-C)", file=sys.stderr)
+        return INTERRUPTED_EXIT
     except _user_errors() as exc:
         if args.debug:
             raise

@@ -94,6 +94,18 @@ def _yte(path: Path) -> Any:
         raise ConfigError(f"config file {path}: its YTE template fails ({detail})") from None
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's error in one line: where (line, column; 1-based) and what. Its own text spans
+    several lines and names the source as ``"<unicode string>"``, which tells a user nothing."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None)
+    if problem is None:
+        problem = " ".join(str(exc).split())
+    if mark is None:
+        return problem
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+
+
 def read_config_file(path: str | os.PathLike) -> dict:
     """A config file as a dict, read as Snakemake reads a ``--configfile`` (JSON first, else
     YAML; a YAML file whose top level says ``__use_yte__: true`` is a YTE template, rendered
@@ -122,7 +134,9 @@ def read_config_file(path: str | os.PathLike) -> dict:
         try:
             config = yaml.load(text, Loader=_UniqueKeyLoader)
         except yaml.YAMLError as exc:
-            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+            raise ConfigError(
+                f"config file {path} is not valid YAML: {_yaml_problem(exc)}"
+            ) from None
         if isinstance(config, dict) and YTE_KEY in config:
             config = _yte(path)
     # An empty file or a list would merge as "no change" (or crash the merge): a config file that

@@ -40,7 +40,6 @@ from imagenot.train.records import (
     RecordError,
     check_record,
     is_percent,
-    is_sealed,
 )
 
 SUMMARY_MD = f"{RESULTS}/summary.md"
@@ -129,7 +128,7 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
                     _problem("error", f"dataset {name}: the {split} split has 0 images")
                 )
         datasets[name] = entry
-    runs, missing, checks, unsealed = [], 0, [], 0
+    runs, missing, checks = [], 0, []
     for run in layout["runs"]:
         path = root / run["result"]
         if not path.is_file():
@@ -147,7 +146,6 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
             problems.append(_problem("error", str(exc)))
             missing += 1
             continue
-        unsealed += not is_sealed(result)
         if run.get("evaluation"):
             try:
                 check = _published_check(run, result, root / run["evaluation"])
@@ -173,15 +171,6 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
                     and at_chance(test, classes, result.get("n_test", 0))
                 ),
             }
-        )
-    if unsealed:
-        problems.append(
-            _problem(
-                "warning",
-                f"{unsealed} final run(s) have a result.json without its producer's digest "
-                f"({SEAL_KEY}): their numbers are checked for range but cannot be traced to "
-                "their producer (rerun them to record it)",
-            )
         )
     models = _best_per_model(runs)
     problems += _chance_warnings(models)

@@ -14,15 +14,9 @@ import numpy as np
 import pandas as pd
 
 from imagenot.analyse.table import LINE, MAX_COUNT, REQUIRED, TableError
-
-
-def _cell(value) -> str:
-    """A cell as the table shows it: ``'abc'``, ``75.1``, ``nan`` (numpy scalars as numbers)."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float):
-        return np.format_float_positional(value, unique=True, trim="-")
-    return repr(value)
+from imagenot.counts import cell as _cell
+from imagenot.counts import count_problem, decimals
+from imagenot.dataset import class_name_problem
 
 
 def _row_name(df: pd.DataFrame, i: int) -> str:
@@ -62,12 +56,6 @@ def parse_scale(items: list[str] | None) -> dict[str, str]:
             raise TableError(f"--scale {item!r}: {name or 'the scale of all datasets'} given twice")
         out[where] = value
     return out
-
-
-def _decimals(value: float) -> int:
-    """Digits after the decimal point of the shortest text that reads back as ``value``."""
-    text = np.format_float_positional(value, unique=True, trim="-")
-    return len(text.partition(".")[2])
 
 
 def _numeric(df: pd.DataFrame, col: str, what: str, *, empty_ok: bool) -> pd.Series:
@@ -129,23 +117,6 @@ def _scales(df: pd.DataFrame, acc: pd.Series, scale: dict[str, str]) -> dict[str
     return out
 
 
-def count_problem(pct: float, n: float, written: float, factor: float) -> str | None:
-    """Why ``pct`` percent (``written`` so, on a scale ``factor`` times smaller: 100 for a
-    fraction) cannot be a count of correct images out of ``n``, or None: the nearest count is
-    further from it than the digits it is written with allow (55% of 3 images: 1 of 3 is 33.3%
-    and 2 of 3 is 66.7%; 33.3% of 3 is 1 of 3, rounded)."""
-    k = pct / 100.0 * n
-    gap = abs(pct - round(k) / n * 100.0)
-    tol = 0.5 * 10.0 ** -_decimals(float(written)) * factor + 1e-9 * max(1.0, pct)
-    if gap <= tol:
-        return None
-    lo, hi = np.floor(k), np.ceil(k)
-    return (
-        f"{_cell(written)} cannot be a share of n={n:g} test images ({lo:.0f} of them is "
-        f"{lo / n * 100:.4g}%, {hi:.0f} is {hi / n * 100:.4g}%)"
-    )
-
-
 def _check_counts(df: pd.DataFrame, raw_acc: pd.Series, factor: np.ndarray) -> None:
     """Each accuracy with a test-set size ``n`` is a count of correct images out of ``n``, up
     to the digits it is written with (:func:`count_problem`)."""
@@ -164,6 +135,33 @@ def _check_counts(df: pd.DataFrame, raw_acc: pd.Series, factor: np.ndarray) -> N
                 f"{_row_name(df, i)}: accuracy {problem}; if it is a mean over runs, give one "
                 "row per run with a seed column, or leave n out"
             )
+
+
+def _check_intervals(df: pd.DataFrame, raw_acc: pd.Series, factor: np.ndarray) -> None:
+    """Each accuracy lies inside its own confidence interval (``ci_low``/``ci_high``, either
+    given), up to the digits each is written with: an interval that does not contain its
+    accuracy belongs to another number (as the workflow's accuracy table refuses it)."""
+    acc = df["accuracy"].to_numpy(float)
+    for col, sign in (("ci_low", 1.0), ("ci_high", -1.0)):
+        if col not in df.columns:
+            continue
+        bound = df[col].to_numpy(float)
+        outside = np.isfinite(bound) & (sign * (bound - acc) > 1e-9 * np.maximum(1.0, acc))
+        for i in np.flatnonzero(outside):
+            written = pd.to_numeric(df[col].iloc[i])  # already in percent: its digits, scaled
+            tol = (
+                0.5
+                * factor[i]
+                * (
+                    10.0 ** -decimals(float(raw_acc.iloc[i]))
+                    + 10.0 ** -decimals(written / factor[i])
+                )
+            )
+            if sign * (bound[i] - acc[i]) > tol:
+                raise TableError(
+                    f"{_row_name(df, i)}: accuracy {_cell(raw_acc.iloc[i])} lies outside its "
+                    f"confidence interval ({col} {_cell(written / factor[i])})"
+                )
 
 
 def _keyed_models(df: pd.DataFrame, key: list[str]) -> pd.Series:
@@ -251,9 +249,11 @@ def validate_table(
     with ``ci_low``/``ci_high``; a dataset whose accuracies are all at most 1 is refused unless
     its scale is said (a table never mixes scales by guessing). Refused, one line naming the
     row: a missing column, an empty model or dataset, an accuracy or interval bound that is no
-    number in range, a ``ci_low`` above ``ci_high``, an ``n`` that is no whole number in
+    number in range, a ``ci_low`` above ``ci_high`` or an interval that does not contain its
+    accuracy, a model or dataset name holding a line break or control character (one that
+    could not be written as one line), an ``n`` that is no whole number in
     1..2^53, an accuracy that ``n`` test images cannot give (:func:`_check_counts`), a seed
-    that is no whole number, and rows repeating a (model, dataset, seed) key (protocol and
+    that is no whole number from 0, and rows repeating a (model, dataset, seed) key (protocol and
     transform join the key when present): all of them counted, the first named, with the
     column that tells them apart (``key``: columns whose values join the model name,
     ``model@value``).
@@ -276,6 +276,12 @@ def validate_table(
         if len(bad):
             raise TableError(f"{_row_name(df, bad[0])}: empty {col}")
         df[col] = text
+        # a name is a line of every table and figure label the toolbox writes: one holding a
+        # line break or control character would split a row or hide another name's
+        for i, name in enumerate(text):
+            problem = class_name_problem(name)
+            if problem is not None:
+                raise TableError(f"{_row_name(df, i)}: {col} {name!r}: {problem}")
     raw_acc = df["accuracy"]
     acc = _numeric(df, "accuracy", "a number", empty_ok=False)
     scales = _scales(df, acc, scale)
@@ -298,6 +304,7 @@ def validate_table(
         if bad.any():
             i = int(np.flatnonzero(bad.to_numpy())[0])
             raise TableError(f"{_row_name(df, i)}: ci_low is above ci_high")
+    _check_intervals(df, raw_acc, factor)
     if "n" in df.columns:
         n = _numeric(df, "n", "a whole number of test images", empty_ok=True)
         whole = n.isna() | ((n > 0) & (n == np.floor(n)) & (n <= MAX_COUNT))
@@ -311,10 +318,11 @@ def validate_table(
         _check_counts(df, raw_acc, factor)
     if "seed" in df.columns:
         seed = _numeric(df, "seed", "a whole number", empty_ok=False)
-        bad = df.index[(seed != np.floor(seed)) | (seed.abs() > MAX_SEED)]
-        if len(bad):  # 1.5 read as seed 1 would merge two runs
+        bad = df.index[(seed != np.floor(seed)) | (seed < 0) | (seed > MAX_SEED)]
+        if len(bad):  # 1.5 read as seed 1 would merge two runs; a seed is never negative
             raise TableError(
-                f"{_row_name(df, bad[0])}: seed {_cell(df['seed'].iloc[bad[0]])} is not a whole number"
+                f"{_row_name(df, bad[0])}: seed {_cell(df['seed'].iloc[bad[0]])} is not a whole "
+                "number from 0 to 2^63-1"
             )
         df["seed"] = seed.astype("int64")
     keyed = list(key)

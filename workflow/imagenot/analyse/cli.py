@@ -50,8 +50,8 @@ def _ci(args: argparse.Namespace) -> int:
     import numpy as np
 
     from imagenot.analyse import stats
-    from imagenot.analyse.checks import count_problem
     from imagenot.analyse.table import MAX_COUNT
+    from imagenot.counts import count_problem
 
     if not 0 <= args.accuracy <= 100 or not 0 < args.n <= MAX_COUNT:
         print(

@@ -120,6 +120,17 @@ def read_table(
         if unknown:
             raise TableError(f"--n names dataset(s) not in {path}: {', '.join(unknown)}")
         given = df["dataset"].astype(str).map(sizes)
+        if "n" in df.columns:  # the table's own n wins only where it agrees with --n
+            own = pd.to_numeric(df["n"], errors="coerce")
+            clash = np.flatnonzero((own.notna() & given.notna() & (own != given)).to_numpy())
+            if len(clash):
+                i = int(clash[0])
+                name = df["dataset"].iloc[i]
+                where = f"line {df[LINE].iloc[i]}" if LINE in df.columns else f"row {i}"
+                raise TableError(
+                    f"{path} {where}: n is {df['n'].iloc[i]}, but --n {name}={sizes[name]:g} "
+                    f"(give the test-set size once: in the n column or with --n)"
+                )
         df["n"] = given if "n" not in df.columns else df["n"].where(df["n"].notna(), given)
     return df
 

@@ -2,8 +2,9 @@
 
 A checkpoint holds the model and optimizer tensors, the random-number state and the job's
 progress (:class:`State`, JSON in the metadata), so a job stopped after any optimizer step
-resumes at that step. A checkpoint written for another job definition or another dataset is set
-aside, never resumed (:func:`set_aside_stale_checkpoint`).
+resumes at that step. It carries the sha256 of its contents (:func:`checkpoint_digest`). A
+checkpoint written for another job definition or another dataset, or one whose contents do not
+give its digest or are not finite, is set aside, never resumed (:func:`set_aside_stale_checkpoint`).
 
 Durability (:func:`save_checkpoint`): the new file is written beside the old one and fsynced;
 the old one is linked (copied where the filesystem has no hard links) to ``<name>.prev``, and
@@ -97,6 +98,7 @@ def save_checkpoint(path: Path, model: nn.Module, optimizer, state: State) -> No
         "param_groups": json.dumps(opt["param_groups"]),
         "optim_scalars": json.dumps(scalars),
     }
+    meta[DIGEST_KEY] = checkpoint_digest(tensors, meta)
     # a recovery file, not an output: written even when the job has ended (the next attempt
     # resumes from it; imagenot.lifeline)
     with atomic_path(path, ".safetensors", output=False) as tmp:
@@ -106,6 +108,39 @@ def save_checkpoint(path: Path, model: nn.Module, optimizer, state: State) -> No
         if path.is_file():
             _keep_previous(path)
     _fsync_dir(path.parent)
+
+
+def checkpoint_digest(tensors: Mapping[str, torch.Tensor], meta: Mapping[str, str]) -> str:
+    """sha256 of a checkpoint's tensors (:func:`tensors_digest`) and its metadata but
+    :data:`DIGEST_KEY` (the job's progress, the optimizer's settings): stored in the file by
+    :func:`save_checkpoint`, so that a flipped bit anywhere in what is resumed is found."""
+    body = {k: v for k, v in meta.items() if k != DIGEST_KEY}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(f"{tensors_digest(tensors)}\0{text}".encode()).hexdigest()
+
+
+def checkpoint_problem(path: Path) -> tuple[str, str] | None:
+    """(reason, detail) when the checkpoint at ``path`` must not be resumed although its state
+    reads: ``unreadable`` (its tensors cannot be read) or ``damaged`` (its tensors or metadata
+    do not give the digest stored when it was written, or a value is NaN or infinite); None
+    when it may be resumed. A checkpoint written before checkpoints carried a digest is
+    checked for finiteness only."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = dict(f.metadata() or {})
+            tensors = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118
+    except Exception as exc:  # SafetensorError, a short read: the tensors are not all there
+        return "unreadable", f"{type(exc).__name__}: {exc}"
+    stored = meta.get(DIGEST_KEY)
+    if stored is not None and stored != checkpoint_digest(tensors, meta):
+        return "damaged", "its contents do not match the sha256 stored when it was written"
+    try:
+        check_finite(tensors, path)
+    except WeightsError as exc:
+        return "damaged", str(exc).removeprefix(f"{path}: ").removesuffix("; refused")
+    return None
 
 
 def _keep_previous(path: Path) -> None:
@@ -163,7 +198,8 @@ def set_aside_stale_checkpoint(path: Path, identity: str, fingerprint: str) -> s
     """Rename a checkpoint this job must not resume; return the reason (None: resumable or none).
 
     Reasons: ``unreadable`` (truncated or damaged: safetensors or its metadata cannot be
-    read), ``data-changed`` (written for another dataset fingerprint), ``other-job`` (another
+    read), ``damaged`` (a bit flipped, a value not finite: :func:`checkpoint_problem`),
+    ``data-changed`` (written for another dataset fingerprint), ``other-job`` (another
     job definition: hyperparameters, seed, epochs). The file becomes
     ``<name>.set-aside-<reason>`` beside it (replacing an older one of the same reason, so
     set-aside files never pile up) and a warning is logged: a rerun after any config change
@@ -187,7 +223,10 @@ def set_aside_stale_checkpoint(path: Path, identity: str, fingerprint: str) -> s
         elif saved.identity != identity:
             reason, detail = "other-job", "written for another job definition"
         else:
-            return None
+            problem = checkpoint_problem(path)
+            if problem is None:
+                return None
+            reason, detail = problem
     aside = path.with_name(f"{path.name}.set-aside-{reason}")
     os.replace(path, aside)
     log.warning("%s: %s; set aside as %s, training starts afresh", path, detail, aside.name)

@@ -17,16 +17,23 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenot.io import read_json, sha256_file, write_text
+from imagenot.io import sha256_file, write_text
 from imagenot.train import search
 from imagenot.train.checkpoints import history_csv, remove_checkpoint
 from imagenot.train.device import configure, deterministic_for, resolve_device
 from imagenot.train.failfast import PermanentFailure, diverged_final, missing_weights
 from imagenot.train.feed import InMemory
 from imagenot.train.loop import Job, fit
-from imagenot.train.records import FinalRecord, check_record, write_final, write_record
+from imagenot.train.records import FinalRecord, write_final, write_record
 from imagenot.train.registry import load_backbone, read_state_dict
-from imagenot.train.trials import BEST, CHECKPOINT, read_trial, slot_trial, trial_dir
+from imagenot.train.trials import (
+    BEST,
+    CHECKPOINT,
+    read_selection,
+    read_trial,
+    slot_trial,
+    trial_dir,
+)
 
 if TYPE_CHECKING:
     from imagenot.train.settings import FinalSettings, JobSettings, TrialSettings
@@ -375,9 +382,7 @@ def run_final(
     from imagenot.train.registry import head_module
 
     settings = final.job
-    chosen = read_json(selection)
-    if chosen.get("result") is not None:  # the trial's own sealed result, copied by the selection
-        check_record(chosen["result"], f"{selection} (its result)", record_kind="slot")
+    chosen = read_selection(selection)  # the trial's own sealed result, copied: checked
     row = read_trial(trials, chosen["trial"])
     train_seed = (
         row["seed"]

@@ -10,21 +10,21 @@ ways, and a failed check is one line naming the file and the key (:class:`Record
 
 - **its seal**: the producer stores the sha256 of the record's other keys under
   :data:`SEAL_KEY` (:func:`seal`); a record whose contents no longer give that digest was edited
-  or damaged after it was written. An older run's record may have none: it is
-  read (a finished run stays usable, nothing reruns) and counted as unsealed
-  (:func:`is_sealed`), so that a summary can say its numbers cannot be traced to their producer.
+  or damaged after it was written. The workflow seals every final run's record it writes, so a
+  final record without a seal was not written by its producer (or predates the seal): refused
+  like an edited one, since its numbers cannot be traced to a producer (:func:`check_unsealed`).
 - **its identity**: dataset, protocol, model and seed are those of the path it is read from
   (:func:`path_identity` of the workflow's patterns) and of every path read or written beside
   it (:func:`check_identity`); the dataset it was trained on is the one it is evaluated on
-  (:func:`check_fingerprint`).
-- **its numbers**: accuracies are finite percentages in [0, 100], counts are integers in their
-  range, chance is 100 / classes (:func:`check_numbers`).
+  (:func:`check_fingerprint`). A trial's slot result: its model, stage and slot are those of
+  its path (:func:`check_slot_identity`).
+- **its numbers**: accuracies are finite percentages in [0, 100] that their image counts can
+  give, counts are integers in their range, chance is 100 / classes (:func:`check_numbers`).
 
 A final run's record is typed (:class:`FinalRecord`), written by :func:`write_final` and read
 by :func:`read_final`: both of its producers (a trained run, published weights) and every reader
 that loads its model (evaluate, diagnostics, an FT/TL job's start) go through them. The run
-summary checks the plain record (:func:`check_record` with the few keys it shows), so that an
-older run's record lacking a field is still shown.
+summary checks the plain record (:func:`check_record` with the few keys it shows).
 
 Light: no stage's libraries (the run summary's job reads records in the analyse environment).
 """
@@ -44,8 +44,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from imagenot.counts import count_problem
 from imagenot.paths import DATASET
-from imagenot.train.paths import FINAL_DIR
+from imagenot.train.paths import FINAL_DIR, SLOT
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,17 @@ def check_seal(record: Mapping[str, Any], where: str | os.PathLike) -> None:
         )
 
 
+def check_unsealed(record: Mapping[str, Any], where: str | os.PathLike) -> None:
+    """RecordError when a final run's record carries no seal: every producer of one seals it
+    (:func:`write_record`), so an unsealed record was written by hand or by another program,
+    or by a version of the workflow that predates the seal."""
+    if not is_sealed(record):
+        raise RecordError(
+            f"{where}: has no {SEAL_KEY}, so it was not written by this workflow's producer (or "
+            f"predates the seal) and its numbers cannot be traced to one; {REFUSED}"
+        )
+
+
 def write_record(
     record: Mapping[str, Any], path: str | os.PathLike, record_kind: str = "final"
 ) -> dict:
@@ -149,6 +161,8 @@ _NUMBERS: dict[str, tuple[Any, str]] = {
     "stage": (_integer(0), "an integer of at least 0"),
     "slot": (_integer(0), "an integer of at least 0"),
 }
+# accuracy, the count of images it was measured on, what they are
+_COUNTED = (("test_accuracy", "n_test", "test images"), ("val_accuracy", "n_val", "val images"))
 _TEXT = ("dataset", "protocol", "model", "dataset_fingerprint", "weights_sha256")
 
 
@@ -159,7 +173,8 @@ def check_numbers(
     required: Iterable[str] = FINAL_KEYS,
 ) -> None:
     """RecordError naming ``where`` and the key when a value is out of its range: accuracies
-    finite percentages, counts integers, chance 100 / classes; ``record_kind`` ``final`` (a final
+    finite percentages that their image counts can give (:func:`imagenot.counts.count_problem`:
+    no 55 % of 3 images), counts integers, chance 100 / classes; ``record_kind`` ``final`` (a final
     run's result.json, holding the keys ``required``) or ``slot`` (a trial's slot result: a
     trial that diverged before its first validation records -1 as its validation accuracy)."""
     if not isinstance(record, Mapping):
@@ -189,6 +204,13 @@ def check_numbers(
     for key in _TEXT:
         if key in record and not (isinstance(record[key], str) and record[key]):
             raise RecordError(f"{where}: {key} is {record[key]!r}, not a non-empty string")
+    for key, count, of in _COUNTED:
+        value, n = record.get(key), record.get(count)
+        if value is None or n is None or value == -1.0:  # -1: a diverged slot's (above)
+            continue
+        problem = count_problem(value, n, value, 1.0, count, of)
+        if problem:
+            raise RecordError(f"{where}: {key} {problem}; {REFUSED}")
     classes, chance = record.get("num_classes"), record.get("chance_accuracy")
     if classes and chance is not None and not math.isclose(chance, 100.0 / classes):
         raise RecordError(
@@ -271,6 +293,34 @@ def check_identity(
                 )
 
 
+# What says which trial slot a slot record belongs to: the plan's slot path (its model, in the
+# workflow's results folder), and its last two parts (stage and slot) wherever it lies.
+SLOT_PATTERNS = (SLOT, SLOT[SLOT.index("stage-") :])
+SLOT_IDENTITY = ("model", "stage", "slot")
+
+
+def check_slot_identity(record: Mapping[str, Any], where: str | os.PathLike) -> None:
+    """RecordError naming the record when its model, stage or slot is not what its path
+    (:data:`SLOT_PATTERNS`) says: a slot's result read from another slot's or model's path.
+    A path of another form says nothing; a slot with no trial (nothing promoted into it)
+    records no model (its stage and slot are checked)."""
+    found = next(
+        (f for f in (path_identity(where, p) for p in SLOT_PATTERNS) if f is not None), None
+    )
+    if found is None:
+        return
+    for key in SLOT_IDENTITY:
+        if key not in found or (key == "model" and key not in record):
+            continue
+        have = record.get(key)
+        if str(have) != found[key]:
+            raise RecordError(
+                f"{where}: records {key} {have!r}, but its path says {key} {found[key]!r}: a "
+                "trial's result is used only under its own slot's path (delete it and run the "
+                "workflow again)"
+            )
+
+
 def check_fingerprint(
     record: Mapping[str, Any], where: str | os.PathLike, dataset_dir: str | os.PathLike, actual: str
 ) -> None:
@@ -305,6 +355,9 @@ def check_record(
     check_numbers(record, where, record_kind, required)
     if record_kind == "final":
         check_identity(record, where, paths, expected, patterns)
+        check_unsealed(record, where)  # last: a number or name that is wrong is named first
+    elif record_kind == "slot":
+        check_slot_identity(record, where)
     return dict(record)
 
 
@@ -316,10 +369,10 @@ def read_record(
     expected: Mapping[str, Any] | None = None,
     patterns: Iterable[str] = RUN_PATTERNS,
 ) -> dict:
-    """The record at ``path``, checked (:func:`check_record`); an unsealed one is logged."""
+    """The record at ``path``, checked (:func:`check_record`)."""
     from imagenot.io import read_json
 
-    record = check_record(
+    return check_record(
         read_json(path),
         path,
         record_kind=record_kind,
@@ -327,14 +380,6 @@ def read_record(
         expected=expected,
         patterns=patterns,
     )
-    if not is_sealed(record):
-        log.warning(
-            "%s: has no %s (an older run's record); its numbers are checked for range only "
-            "and cannot be traced to their producer",
-            path,
-            SEAL_KEY,
-        )
-    return record
 
 
 # ------------------------------------------------------------------------------ final record
@@ -361,7 +406,7 @@ class FinalRecord(Mapping):
     test_accuracy: float | None = None  # None: published weights (their evaluation measures)
     n_test: int | None = None
     val_accuracy: float | None = None
-    record_sha256: str | None = None  # None: not written yet, or an older run's record
+    record_sha256: str | None = None  # None: not written yet
     details: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -399,9 +444,13 @@ class FinalRecord(Mapping):
 def write_final(record: FinalRecord, path: str | os.PathLike) -> FinalRecord:
     """Write a final run's record (:func:`write_record`: checked, sealed, atomic) where its
     identity says (:func:`check_identity` against ``path``: a job handed another run's folder
-    writes nothing); the record as written, its seal included."""
+    writes nothing); the record as written, its seal included, whose digest is logged."""
     check_identity(record, path)
-    return FinalRecord.of(write_record(record.as_json(), path))
+    written = FinalRecord.of(write_record(record.as_json(), path))
+    # in the producer's job log: the digest the evaluation's rows, the accuracy table and the run
+    # summary name, so that a number shown can be traced to the job that wrote it
+    log.info("%s written: %s %s", path, SEAL_KEY, written.record_sha256)
+    return written
 
 
 def read_final(

@@ -8,6 +8,7 @@ rung drops, and after selection the weights of every trial but the selected one.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -64,11 +65,46 @@ def trial_dir(run_dir: Path, trial: int) -> Path:
 
 def slot_trial(slot: int, promoted: Path | None) -> int | None:
     """The trial a slot trains: the slot itself at stage 0, else the slot-th trial the previous
-    rung promoted (None: fewer trials were left to promote than slots)."""
+    rung promoted (None: fewer trials were left to promote than slots). The rung's decision is
+    checked: its promoted trials are distinct trials it ranked, no more than its slots."""
     if promoted is None:
         return slot
-    chosen = read_json(promoted)["promoted"]
+    decision = read_json(promoted)
+    chosen = decision.get("promoted")
+    ranked = {str(t) for t in decision.get("val_accuracy", {})} or None  # None: not recorded
+    slots = decision.get("slots", math.inf)
+    if (
+        not isinstance(chosen, list)
+        or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in chosen)
+        or len(set(chosen)) != len(chosen)
+        or (ranked is not None and not {str(t) for t in chosen} <= ranked)
+        or len(chosen) > slots
+    ):
+        raise JobError(
+            f"{promoted}: promoted {chosen!r} is not a list of distinct trials the rung ranked, "
+            "one per slot; delete it and run the workflow again (it reruns the rung)"
+        )
     return chosen[slot] if slot < len(chosen) else None
+
+
+def read_selection(path: Path) -> dict:
+    """The selection at ``path``, checked: its trial, validation accuracy and hyperparameters
+    are those of the trial's own sealed result it copies (a hand-edited ``trial`` would train
+    another trial's hyperparameters under the selected one's numbers)."""
+    from imagenot.train.records import check_record
+
+    chosen = read_json(path)
+    result = chosen.get("result")
+    if not isinstance(result, dict):
+        raise JobError(f"{path}: holds no trial result (key result); delete it and run again")
+    check_record(result, f"{path} (its result)", record_kind="slot")
+    for key in ("trial", "val_accuracy", "hyperparameters"):
+        if chosen.get(key) != result.get(key):
+            raise JobError(
+                f"{path}: {key} is {chosen.get(key)!r}, but the trial result it copies records "
+                f"{result.get(key)!r}; delete it and run the workflow again"
+            )
+    return chosen
 
 
 def write_empty_slot(stage: int, slot: int, out: Path) -> dict:

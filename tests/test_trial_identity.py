@@ -1,0 +1,106 @@
+"""A trial's records are what their paths say: a slot result is read only under its own model,
+stage and slot; a selection's trial is the trial whose sealed result it copies; a rung's
+promoted trials are distinct trials it ranked. Each planted case stops with one line naming
+the file, beside the healthy case that passes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from types import SimpleNamespace
+
+import pytest
+
+from imagenot.cli import main
+from imagenot.train import trials
+from imagenot.train.records import RecordError, write_record
+from imagenot.train.trials import JobError
+
+
+def _slot(root, model="resnet18", stage=0, slot=0, trial=0, acc=50.0):
+    path = root / model / f"stage-{stage}" / f"slot-{slot}.json"
+    record = {"model": model, "stage": stage, "slot": slot, "trial": trial, "val_accuracy": acc,
+              "n_val": 4, "stopped_by": None, "hyperparameters": {"lr": 0.1 * (trial + 1)}}  # fmt: skip
+    write_record(record, path, "slot")
+    return path
+
+
+def test_a_slot_result_is_read_only_under_its_own_model_stage_and_slot(tmp_path, capsys):
+    exp = tmp_path / "results" / "train" / "toy" / "st"
+    healthy = _slot(exp)
+    assert trials._read(healthy)["trial"] == 0
+    for model, stage, slot, key in [
+        ("OTHERMODEL", 0, 0, "model"),
+        ("resnet18", 1, 0, "stage"),
+        ("resnet18", 0, 3, "slot"),
+    ]:
+        moved = exp / model / f"stage-{stage}" / f"slot-{slot}.json"
+        moved.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(healthy, moved)
+        with pytest.raises(RecordError, match=rf"slot-{slot}\.json: records {key} .* path says"):
+            trials._read(moved)
+        code = main(["train-select", str(moved), "--out", str(tmp_path / "selection.json")])
+        err = capsys.readouterr().err
+        assert code == 2 and "Traceback" not in err and f"path says {key}" in err
+        moved.unlink()
+    # the preregistration's evidence is read the same way
+    from imagenot.train.prereg import trial_results
+
+    assert [r["trial"] for r in trial_results(exp, "resnet18")] == [0]
+    other = _slot(exp, "OTHERMODEL")
+    shutil.copyfile(other, other.parent / "slot-1.json")
+    with pytest.raises(RecordError, match="records slot 0, but its path says slot '1'"):
+        trial_results(exp, "OTHERMODEL")
+
+
+def test_a_slot_outside_the_results_folder_is_checked_for_stage_and_slot(tmp_path):
+    """Outside the workflow's results folder the folder above a stage names no model."""
+    path = _slot(tmp_path / "elsewhere", model="resnet18")
+    moved = tmp_path / "image-path" / "stage-0" / "slot-0.json"
+    moved.parent.mkdir(parents=True)
+    shutil.copyfile(path, moved)
+    assert trials._read(moved)["model"] == "resnet18"
+    shutil.copyfile(path, moved.parent / "slot-1.json")
+    with pytest.raises(RecordError, match="records slot 0, but its path says slot '1'"):
+        trials._read(moved.parent / "slot-1.json")
+
+
+def test_an_empty_slot_is_checked_for_stage_and_slot(tmp_path):
+    path = tmp_path / "m" / "stage-1" / "slot-2.json"
+    trials.write_empty_slot(1, 2, path)
+    assert trials._read(path)["trial"] is None
+    other = path.parent / "slot-0.json"
+    shutil.copyfile(path, other)
+    with pytest.raises(RecordError, match="records slot 2"):
+        trials._read(other)
+
+
+def test_a_selection_whose_trial_is_not_its_results_is_refused(tmp_path):
+    from imagenot.train.jobs import run_final
+
+    run = tmp_path / "toy" / "st" / "resnet18"
+    paths = [_slot(run.parent, slot=t, trial=t, acc=acc) for t, acc in enumerate((75.0, 25.0))]
+    out = run / "selection.json"
+    chosen = trials.select(paths, out)
+    assert trials.read_selection(out) == chosen and chosen["trial"] == 0
+    for key, value in [("trial", 1), ("val_accuracy", 100.0), ("hyperparameters", {"lr": 1})]:
+        edited = run / f"edited-{key}.json"
+        edited.write_text(json.dumps({**chosen, key: value}))
+        with pytest.raises(JobError, match=rf"edited-{key}\.json: {key} is .* records"):
+            trials.read_selection(edited)
+    # the final run reads it so, before anything else
+    with pytest.raises(JobError, match=r"edited-trial\.json: trial is 1, but"):
+        run_final(SimpleNamespace(job=None), 1, None, tmp_path, tmp_path, run / "edited-trial.json",
+                  1, {}, tmp_path / "out")  # fmt: skip
+
+
+def test_a_rungs_promoted_trials_are_distinct_trials_it_ranked(tmp_path):
+    run = tmp_path / "toy" / "st"
+    paths = [_slot(run, slot=t, trial=t, acc=25.0 * t) for t in range(4)]
+    rung = tmp_path / "rung-0.json"
+    decision = trials.halve(paths, 0, 2, rung)
+    assert [trials.slot_trial(s, rung) for s in range(3)] == [*decision["promoted"], None]
+    for promoted in ([7, 3], [3, 3], [3, 2, 1], ["3"], [-1]):
+        rung.write_text(json.dumps({**decision, "promoted": promoted}))
+        with pytest.raises(JobError, match=r"rung-0\.json: promoted .* is not a list of distinct"):
+            trials.slot_trial(0, rung)

@@ -24,12 +24,15 @@ DEMO = REPO / "config" / "config.yaml"
 
 
 def _validate(tmp_path, overlay: str | dict | bytes, capsys, name="overlay.yaml"):
-    """`imagenot validate-config config/config.yaml OVERLAY`: (exit status, error lines)."""
+    """`imagenot validate-config config/config.yaml OVERLAY` in a working directory without
+    results: (exit status, error lines)."""
     path = tmp_path / name
     if isinstance(overlay, dict):
         overlay = yaml.safe_dump(overlay)
     path.write_bytes(overlay if isinstance(overlay, bytes) else overlay.encode())
-    code = main(["validate-config", str(DEMO), str(path)])
+    workdir = tmp_path / "run"  # a fresh working directory: no results of the clone's own run
+    workdir.mkdir(exist_ok=True)
+    code = main(["validate-config", str(DEMO), str(path), "--directory", str(workdir)])
     out = capsys.readouterr()
     assert "Traceback" not in out.err
     return code, [line for line in out.err.splitlines() if "error:" in line]

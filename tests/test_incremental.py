@@ -196,6 +196,8 @@ def _wait_for(path: Path, pattern: str, timeout: float = 600) -> None:
 
 
 def test_training_job_killed_mid_epoch_resumes_to_the_same_result(copy_of_finished):
+    from imagenot.train.records import check_seal
+
     workdir = copy_of_finished
     final = workdir / FINAL
     expected = json.loads((final / "result.json").read_text())
@@ -236,7 +238,9 @@ def test_training_job_killed_mid_epoch_resumes_to_the_same_result(copy_of_finish
     assert rerun.returncode == 0, rerun.stderr[-4000:]
     assert re.search(r"resumed .* at epoch 1", log.read_text())
     result = json.loads((final / "result.json").read_text())
+    check_seal(result, final / "result.json")  # each record seals its own contents
     assert result.pop("reused_trial") is False and expected.pop("reused_trial") is True
+    result.pop("record_sha256"), expected.pop("record_sha256")  # they differ by reused_trial
     assert result == expected
 
 

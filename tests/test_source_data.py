@@ -45,7 +45,7 @@ def _materialise_cli(root, out, capsys) -> tuple[int, list[str]]:
     from imagenot.settings import to_json
 
     settings = dataclasses.replace(materialise_settings("cifar10", root), jobs=1)
-    code = main(["materialise-range", str(out), "--job", "0", "--part-manifest",
+    code = main(["materialise-range", "--out", str(out), "--job", "0", "--part",
                  str(out.parent / "part.parquet"), "--settings", to_json(settings)])  # fmt: skip
     err = capsys.readouterr().err
     assert "Traceback" not in err

@@ -101,7 +101,7 @@ def _gpu_job_commands(tmp_path, repo: Path) -> dict[str, list[str]]:
         f"--per-image {m} --threads 1",
         "embed-images": f"embed-images --dataset-dir {m} --workers 0 --out {m}",
         "curate-embed": f"curate-embed --captions {m} --candidates {m} --queries {m} "
-        f"--work-dir {m} -o {m} --stats {m}",
+        f"--work-dir {m} --scores {m} --stats {m}",
     }
     settings = {
         "evaluate-robustness": to_json(RobustnessSettings.from_config(config)),

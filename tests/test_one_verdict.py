@@ -242,21 +242,12 @@ def test_a_job_error_ends_in_one_line(tmp_path, capsys):
 def test_a_registry_refusal_is_not_called_a_missing_key(capsys, monkeypatch):
     """A RegistryError is a KeyError (for lookups) and a ValueError: the CLI says its words,
     not "missing key" before them."""
-    from imagenot import cli
     from imagenot.registries import RegistryError
 
     def refuse(args):
         raise RegistryError("unknown dataset kind 'nope'; adapters exist for ['cifar10']")
 
-    build = cli.build_parser
-
-    def with_refusal():
-        parser = build()
-        sub = next(a for a in parser._actions if a.dest == "command")
-        sub.choices["validate-config"].set_defaults(func=refuse)
-        return parser
-
-    monkeypatch.setattr(cli, "build_parser", with_refusal)
+    _with_func(monkeypatch, refuse)
     assert main(["validate-config", str(DEMO)]) == 2
     err = capsys.readouterr().err
     assert "error: unknown dataset kind 'nope'" in err and "missing key" not in err

@@ -114,8 +114,9 @@ def checkpoint_digest(tensors: Mapping[str, torch.Tensor], meta: Mapping[str, st
     """sha256 of a checkpoint's tensors (:func:`tensors_digest`) and its metadata but
     :data:`DIGEST_KEY` (the job's progress, the optimizer's settings): stored in the file by
     :func:`save_checkpoint`, so that a flipped bit anywhere in what is resumed is found."""
-    body = {k: v for k, v in meta.items() if k != DIGEST_KEY}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    from imagenot.settings import to_json
+
+    text = to_json({k: v for k, v in meta.items() if k != DIGEST_KEY})
     return hashlib.sha256(f"{tensors_digest(tensors)}\0{text}".encode()).hexdigest()
 
 

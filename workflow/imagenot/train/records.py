@@ -46,6 +46,7 @@ from typing import Any
 
 from imagenot.counts import count_problem
 from imagenot.paths import DATASET
+from imagenot.settings import to_json
 from imagenot.train.paths import FINAL_DIR, SLOT
 
 log = logging.getLogger(__name__)
@@ -68,14 +69,11 @@ class RecordError(ValueError):
 # ------------------------------------------------------------------------------------- seal
 
 
-def _canonical(record: Mapping[str, Any]) -> bytes:
-    body = {k: v for k, v in record.items() if k != SEAL_KEY}
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
-
-
 def record_digest(record: Mapping[str, Any]) -> str:
-    """sha256 of the record's keys but :data:`SEAL_KEY`, as sorted, compact JSON."""
-    return hashlib.sha256(_canonical(record)).hexdigest()
+    """sha256 of the record's keys but :data:`SEAL_KEY`, as sorted, compact JSON
+    (:func:`imagenot.settings.to_json`)."""
+    body = {k: v for k, v in record.items() if k != SEAL_KEY}
+    return hashlib.sha256(to_json(body).encode()).hexdigest()
 
 
 def seal(record: Mapping[str, Any]) -> dict:

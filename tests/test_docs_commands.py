@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import NO_SLURM, load_benchmark
+from trial_records import write_slot
 
 from imagenot.planning import placeholder_overlay
 
@@ -403,9 +404,7 @@ def test_the_readme_amendment_is_accepted_on_the_demos_record_as_printed(tmp_pat
         )
     for model, accuracy in ((amendment["model"], 9.0), ("vgg_mini", 80.0)):
         slot = tmp_path / TRAIN / amendment["experiment"] / model / "stage-0" / "slot-0.json"
-        slot.parent.mkdir(parents=True)
-        result = {"stage": 0, "slot": 0, "trial": 0, "num_classes": 10, "n_val": 100}
-        slot.write_text(json.dumps({**result, "val_accuracy": accuracy}))
+        write_slot(slot, num_classes=10, n_val=100, val_accuracy=accuracy)
     alone = {"train": {"spaces": change["train"]["spaces"]}}
     with pytest.raises(ValueError, match="scope: model"):
         check_workflow_config(merge_configs(copy.deepcopy(demo), alone))

@@ -111,8 +111,10 @@ def test_a_command_reading_a_truncated_json_ends_in_one_line(tmp_path, monkeypat
     from imagenot.cli import main
 
     monkeypatch.chdir(tmp_path)
+    from trial_records import write_slot
+
     good = tmp_path / "results" / "slot-0.json"
-    write_json({"trial": 0, "val_accuracy": 50.0}, good)
+    write_slot(good)
     bad = tmp_path / "results" / "slot-1.json"
     bad.write_text(json.dumps({"trial": 1, "val_accuracy": 60.0})[:10])
     out = tmp_path / "results" / "selection.json"

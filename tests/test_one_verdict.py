@@ -224,14 +224,10 @@ def test_every_error_class_the_project_defines_is_a_one_line_refusal_or_named_in
 
 def test_a_job_error_ends_in_one_line(tmp_path, capsys):
     """Every trial diverged: the selection's JobError is one line naming it, no traceback."""
-    from imagenot.train.records import write_record
+    from trial_records import write_slot
 
     slot = tmp_path / "stage-0" / "slot-0.json"
-    write_record(
-        {"stage": 0, "slot": 0, "trial": 0, "val_accuracy": -1.0, "stopped_by": "diverged",
-         "hyperparameters": {}},
-        slot, "slot",
-    )  # fmt: skip
+    write_slot(slot, val_accuracy=-1.0, stopped_by="diverged")
     assert main(["train-select", str(slot), "--out", str(tmp_path / "selection.json")]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err

@@ -23,6 +23,7 @@ import pytest
 import torch
 import yaml
 from conftest import toy_config, write_toy_dataset
+from trial_records import write_decision
 
 from imagenot.cli import main
 from imagenot.config import load_config
@@ -456,7 +457,7 @@ def _empty_slot(work: Path, model: str) -> str:
         (work / "results" / "datasets" / "imagenot" / stand_in).touch()
     (run / "trials.parquet").touch()
     time.sleep(1.1)  # the decision is newer than its stand-in inputs
-    (run / "halving" / "rung-0.json").write_text('{"promoted": []}')
+    write_decision(run / "halving" / "rung-0.json", [])
     return f"results/train/imagenot/st/{model}/stage-1/slot-0.json"
 
 

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from final_run import write_final_run, write_toy_dataset
+from trial_records import slot_record, write_slot
 
 from imagenot.cli import main
 from imagenot.evaluate.paths import PER_IMAGE, ROBUSTNESS
@@ -133,17 +134,55 @@ def test_the_producer_logs_the_digest_of_the_record_it_wrote(tmp_path, caplog):
     assert records.SEAL_KEY not in caplog.text
 
 
-def test_an_unsealed_final_record_is_refused_where_an_empty_slot_is_read(tmp_path):
-    """Every final record the workflow writes is sealed: one without a seal is refused, naming
-    the file; an empty trial slot (nothing promoted into it, no numbers) carries none."""
+def test_an_unsealed_final_or_slot_record_is_refused(tmp_path):
+    """Every result record the workflow writes is sealed (a final run's, a trained slot's, an
+    empty slot's): one without a seal is refused, naming the file, wherever it is read."""
     keys = {**RUN, "num_classes": 10, "image_size": 32, "dataset_fingerprint": "a" * 64,
             "weights_sha256": "b" * 64, "chance_accuracy": 10.0}  # fmt: skip
     path = tmp_path / FINAL_DIR.format(**RUN) / "result.json"
     check_record(seal(keys), path)
     with pytest.raises(RecordError, match=rf"result\.json: has no {records.SEAL_KEY}, so it was"):
         check_record(keys, path)
+    trained_path = tmp_path / "m" / "stage-0" / "slot-0.json"
+    trained = slot_record(trained_path)
+    assert check_record(seal(trained), trained_path, record_kind="slot")["trial"] == 0
     empty = {"stage": 0, "slot": 1, "trial": None}
-    assert check_record(empty, tmp_path / "stage-0/slot-1.json", record_kind="slot") == empty
+    empty_path = tmp_path / "m" / "stage-0" / "slot-1.json"
+    assert check_record(seal(empty), empty_path, record_kind="slot")["trial"] is None
+    for record, where in ((trained, trained_path), (empty, empty_path)):
+        with pytest.raises(RecordError, match=rf"slot-\d\.json: has no {records.SEAL_KEY}"):
+            check_record(record, where, record_kind="slot")
+    # where the workflow reads slots: the halving, the selection, the preregistration's evidence
+    from imagenot.train import trials
+    from imagenot.train.prereg import trial_results
+
+    trained_path.parent.mkdir(parents=True)
+    trained_path.write_text(json.dumps(trained))
+    for read in (
+        lambda: trials.halve([trained_path], 0, 2, tmp_path / "rung-0.json"),
+        lambda: trials.select([trained_path], tmp_path / "selection.json"),
+        lambda: trial_results(tmp_path, "m"),
+    ):
+        with pytest.raises(RecordError, match=rf"slot-0\.json: has no {records.SEAL_KEY}"):
+            read()
+    write_slot(trained_path)
+    assert trials.select([trained_path], tmp_path / "selection.json")["trial"] == 0
+
+
+@pytest.mark.parametrize("key", ["stage", "trial", "model", "val_accuracy", "stopped_by"])
+def test_a_slot_record_without_a_key_the_workflow_writes_is_refused(tmp_path, key):
+    """Every key train_trial writes is there (halving ranks by val_accuracy and stopped_by, the
+    identity check reads model): a sealed record that lacks one is refused naming it."""
+    path = tmp_path / "m" / "stage-0" / "slot-0.json"
+    record = slot_record(path)
+    del record[key]
+    with pytest.raises(
+        RecordError, match=rf"slot-0\.json: lacks key\(s\) {key}, which every trial"
+    ):
+        check_record(seal(record), path, record_kind="slot")
+    with pytest.raises(RecordError, match=rf"lacks key\(s\) {key}"):  # and never written
+        write_record(record, path, "slot")
+    assert not path.exists()
 
 
 @pytest.mark.parametrize(
@@ -189,12 +228,12 @@ def test_an_accuracy_its_image_count_cannot_give_is_refused(tmp_path, counts, re
     path = tmp_path / "result.json"
     if refused is None:
         check_record(seal({**base, **counts}), path)
-        check_record(seal({"stage": 0, "slot": 0, "trial": 1, **counts}), path, record_kind="slot")
+        check_record(seal(slot_record(path, **counts)), path, record_kind="slot")
         return
     with pytest.raises(RecordError, match=rf"result\.json: {refused} "):
         check_record(seal({**base, **counts}), path)
     with pytest.raises(RecordError, match=refused):
-        check_record(seal({"stage": 0, "slot": 0, "trial": 1, **counts}), path, record_kind="slot")
+        check_record(seal(slot_record(path, **counts)), path, record_kind="slot")
 
 
 def test_the_record_of_another_run_is_refused_naming_both_paths(tmp_path):
@@ -450,11 +489,7 @@ def test_the_summary_checks_a_published_runs_measured_top1_as_read(tmp_path, top
 
 def test_a_trial_result_out_of_range_stops_the_selection_in_one_line(tmp_path, capsys):
     slot = tmp_path / "stage-0" / "slot-0.json"
-    write_record(
-        {"stage": 0, "slot": 0, "trial": 0, "val_accuracy": 50.0, "hyperparameters": {}},
-        slot,
-        "slot",
-    )
+    write_slot(slot)
     out = tmp_path / "selection.json"
     assert main(["train-select", str(slot), "--out", str(out)]) == 0
     text = json.loads(slot.read_text())

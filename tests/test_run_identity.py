@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from trial_records import write_slot
 
 from imagenot import run_identity
 from imagenot.config import validate_config
@@ -69,9 +70,7 @@ def _demo_results(work: Path, demo: dict, record: bool) -> None:
             s.model_settings,
         )
     slot = work / TRAIN / "imagenot/st/vgg_mini/stage-0/slot-0.json"
-    slot.parent.mkdir(parents=True)
-    result = {"stage": 0, "slot": 0, "trial": 0, "val_accuracy": 9.0, "num_classes": 10}
-    slot.write_text(json.dumps({**result, "n_val": 100}))
+    write_slot(slot, val_accuracy=9.0, num_classes=10, n_val=100)
     (work / "results/demo_world").mkdir(parents=True)
     manifest = work / "results/datasets/imagenet/manifest.parquet"
     manifest.parent.mkdir(parents=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import dry_run, planned_jobs, snakemake_workflow
+from trial_records import write_decision
 
 from imagenot import slurm_profile
 from imagenot.cli import main
@@ -282,7 +283,7 @@ def test_a_slot_is_sized_from_its_promotion_input(tmp_path):
 
     config = _slot_config(max_runtime_min=2000)
     decision = tmp_path / "rung-0.json"
-    decision.write_text('{"promoted": [3]}')
+    write_decision(decision, [3], slots=2)
     missing = str(tmp_path / "rung-9.json")
     own = config["resources"]["train_trial"]
     assert own == {"mem_mb": 32000, "runtime_min": 1440, "empty_mem_mb": 2000,
@@ -339,7 +340,7 @@ def test_an_empty_slot_goes_to_the_cpu_partition_without_a_gpu(tmp_path, flag):
     partitions = read_partition_file(tmp_path / "partitions.yaml")
     config = _slot_config(max_runtime_min=720)
     decision = str(tmp_path / "rung-0.json")
-    Path(decision).write_text('{"promoted": [3]}')
+    write_decision(Path(decision), [3], slots=2)
     full = slurm_profile.gpu_request(config, site, 1)
 
     class Log:
@@ -371,7 +372,7 @@ def test_snakemake_sizes_an_empty_slot_when_its_decision_exists(tmp_path):
     run = tmp_path / "results" / "train" / "imagenot" / "st"
     for model, decision in (("resnet_mini", []), ("vgg_mini", [1])):
         (run / model / "halving").mkdir(parents=True)
-        (run / model / "halving" / "rung-0.json").write_text(f'{{"promoted": {decision}}}')
+        write_decision(run / model / "halving" / "rung-0.json", decision)
     targets = [
         f"results/train/imagenot/st/{m}/stage-1/slot-0.json"
         for m in ("resnet_mini", "vgg_mini", "alexnet_mini")
@@ -406,7 +407,7 @@ def test_an_empty_slot_runs_without_a_gpu_under_a_gpu_config(tmp_path):
         (results / stand_in).touch()
     (run / "trials.parquet").touch()
     time.sleep(1.1)  # the decision is newer than its stand-in inputs
-    (run / "halving" / "rung-0.json").write_text('{"promoted": []}')
+    write_decision(run / "halving" / "rung-0.json", [])
     target = "results/train/imagenot/st/resnet_mini/stage-1/slot-0.json"
     cmd = ["snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
            "--allowed-rules", "train_trial", "--cores", "4", "--configfile", "config/config.yaml",

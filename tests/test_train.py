@@ -237,12 +237,11 @@ def test_learning_rate_warmup_and_schedules():
 
 def _results(run_dir, model, accuracies, num_classes=10, n_val=100, stage=0):
     """Slot results of one stage (slot s = trial s), as the train_trial rule writes them."""
+    from trial_records import write_slot
+
     for t, acc in enumerate(accuracies):
-        result = {"stage": stage, "slot": t, "trial": t, "val_accuracy": acc}
-        result.update(num_classes=num_classes, n_val=n_val)
         path = run_dir / model / f"stage-{stage}" / f"slot-{t}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(result))
+        write_slot(path, val_accuracy=acc, num_classes=num_classes, n_val=n_val)
 
 
 def test_space_change_after_results_is_refused_then_accepted_with_amendment(tmp_path):

@@ -59,6 +59,8 @@ def test_a_diverging_learning_rate_ends_the_trial_at_once_as_diverged(tmp_path):
 def test_a_diverged_trial_is_the_worst_of_its_rung_and_never_selected(tmp_path):
     """Halving never promotes a diverged trial, whatever its accuracy before; selection ranks it
     below every other; a search whose every trial diverged names the key to change."""
+    from trial_records import write_slot
+
     from imagenot.train import trials
 
     run = tmp_path / "toy/st/m"
@@ -66,12 +68,7 @@ def test_a_diverged_trial_is_the_worst_of_its_rung_and_never_selected(tmp_path):
     paths = []
     for t, (acc, stopped) in rows.items():
         path = run / f"stage-0/slot-{t}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(
-            f'{{"stage": 0, "slot": {t}, "trial": {t}, "val_accuracy": {acc}, '
-            f'"stopped_by": {"null" if stopped is None else chr(34) + stopped + chr(34)}, '
-            f'"hyperparameters": {{}}}}'
-        )
+        write_slot(path, val_accuracy=acc, stopped_by=stopped)
         paths.append(path)
     decision = trials.halve(paths, 0, 2, tmp_path / "rung-0.json")
     assert decision["promoted"] == [0, 2]  # 1 diverged: out, though its accuracy was the best

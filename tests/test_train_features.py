@@ -208,8 +208,9 @@ def test_tl_over_features_selects_and_scores_as_the_image_path(
     draw = to_json(train_settings.DrawSettings.from_config(config, "toy", "tl-src", model))
     features_run = tmp_path / plan.run_dir("toy", "tl-src", model)
     _cli("train-draw-trials", "--settings", draw, "--record", "prereg.json", "--out", str(features_run / "trials.parquet"))  # fmt: skip
-    image_run = tmp_path / "image-path"
-    image_run.mkdir()
+    # the slot layout's tail ({model}/stage-{k}/slot-{s}.json) wherever it lies: its model's own
+    image_run = tmp_path / "image-path" / model
+    image_run.mkdir(parents=True)
     (image_run / "trials.parquet").write_bytes((features_run / "trials.parquet").read_bytes())
 
     job = to_json(train_settings.FeaturesSettings.from_config(config, "toy", "tl-src", model))

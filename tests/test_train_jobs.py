@@ -149,9 +149,12 @@ def test_trial_halving_selection_and_final_via_cli(dataset_dir, tmp_path, monkey
 
 
 def test_a_slot_nothing_was_promoted_into_trains_nothing(tmp_path):
+    from trial_records import write_decision
+
+    from imagenot.train.records import read_record
+
     decision = tmp_path / "halving/rung-0.json"
-    decision.parent.mkdir()
-    decision.write_text(json.dumps({"rung": 0, "promoted": [3]}))
+    write_decision(decision, [3], slots=2)
     out = tmp_path / "stage-1/slot-1.json"
     from imagenot.config import validate_config
 
@@ -160,19 +163,21 @@ def test_a_slot_nothing_was_promoted_into_trains_nothing(tmp_path):
     )
     settings = to_json(train_settings.TrialSettings(job=job, stage_epochs=None))
     _cli("train-trial", "--settings", settings, "--dataset-dir", str(tmp_path), "--trials", "none", "--stage", "1", "--slot", "1", "--promoted", str(decision), "--threads", "1", "--out", str(out))  # fmt: skip
-    assert json.loads(out.read_text()) == {"stage": 1, "slot": 1, "trial": None}
+    written = read_record(out, record_kind="slot")  # sealed, as every slot's result
+    assert {k: v for k, v in written.items() if k != "record_sha256"} == {
+        "stage": 1, "slot": 1, "trial": None
+    }  # fmt: skip
 
 
 def test_halving_promotes_only_trials_still_training(tmp_path):
+    from trial_records import write_slot
+
     from imagenot.train.trials import halve, select
 
     rows = [(0, 50.0, None), (1, 90.0, "early_stopping"), (2, 40.0, None), (3, 10.0, None)]
     paths = []
     for t, acc, stopped in rows:
-        path = tmp_path / f"stage-0/slot-{t}.json"
-        path.parent.mkdir(exist_ok=True)
-        r = {"stage": 0, "slot": t, "trial": t, "val_accuracy": acc, "stopped_by": stopped}
-        path.write_text(json.dumps({**r, "hyperparameters": {}}))
+        write_slot(tmp_path / f"stage-0/slot-{t}.json", val_accuracy=acc, stopped_by=stopped)
         (tmp_path / f"trial-{t}").mkdir()
         (tmp_path / f"trial-{t}/checkpoint.safetensors").write_text("x")
     decision = halve(paths := [tmp_path / f"stage-0/slot-{t}.json" for t, *_ in rows], 0, 2, tmp_path / "d.json")  # fmt: skip

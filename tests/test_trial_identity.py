@@ -10,18 +10,18 @@ import shutil
 from types import SimpleNamespace
 
 import pytest
+from trial_records import write_decision, write_slot
 
 from imagenot.cli import main
 from imagenot.train import trials
-from imagenot.train.records import RecordError, write_record
+from imagenot.train.records import RecordError
 from imagenot.train.trials import JobError
 
 
 def _slot(root, model="resnet18", stage=0, slot=0, trial=0, acc=50.0):
     path = root / model / f"stage-{stage}" / f"slot-{slot}.json"
-    record = {"model": model, "stage": stage, "slot": slot, "trial": trial, "val_accuracy": acc,
-              "n_val": 4, "stopped_by": None, "hyperparameters": {"lr": 0.1 * (trial + 1)}}  # fmt: skip
-    write_record(record, path, "slot")
+    write_slot(path, trial=trial, val_accuracy=acc, n_val=4,
+               hyperparameters={"lr": 0.1 * (trial + 1)})  # fmt: skip
     return path
 
 
@@ -53,16 +53,31 @@ def test_a_slot_result_is_read_only_under_its_own_model_stage_and_slot(tmp_path,
         trial_results(exp, "OTHERMODEL")
 
 
-def test_a_slot_outside_the_results_folder_is_checked_for_stage_and_slot(tmp_path):
-    """Outside the workflow's results folder the folder above a stage names no model."""
+@pytest.mark.parametrize(
+    ("copy", "key"),
+    [
+        ("backup/resnet18/stage-0/slot-0.json", None),  # the slot's own tail: the same slot
+        ("backup/vgg19/stage-0/slot-0.json", "model"),
+        ("backup/resnet18/stage-2/slot-0.json", "stage"),
+        ("backup/resnet18/stage-0/slot-1.json", "slot"),
+        ("results/train/toy/st/vgg19/stage-0/slot-0.json", "model"),
+    ],
+)
+def test_a_slot_copied_anywhere_is_checked_by_its_paths_tail(tmp_path, copy, key):
+    """Outside the workflow's results folder too, a path ending as the slot layout does
+    (``{model}/stage-{stage}/slot-{slot}.json``) says whose slot it is: a copy into another
+    model's, stage's or slot's folder is refused naming the key."""
     path = _slot(tmp_path / "elsewhere", model="resnet18")
-    moved = tmp_path / "image-path" / "stage-0" / "slot-0.json"
+    moved = tmp_path / copy
     moved.parent.mkdir(parents=True)
     shutil.copyfile(path, moved)
-    assert trials._read(moved)["model"] == "resnet18"
-    shutil.copyfile(path, moved.parent / "slot-1.json")
-    with pytest.raises(RecordError, match="records slot 0, but its path says slot '1'"):
-        trials._read(moved.parent / "slot-1.json")
+    if key is None:
+        assert trials._read(moved)["model"] == "resnet18"
+        return
+    with pytest.raises(RecordError, match=rf"{moved.name}: records {key} .* its path says {key}"):
+        trials._read(moved)
+    with pytest.raises(RecordError, match=rf"records {key} "):  # the selection reads it so
+        trials.select([moved], tmp_path / "selection.json")
 
 
 def test_an_empty_slot_is_checked_for_stage_and_slot(tmp_path):
@@ -104,3 +119,38 @@ def test_a_rungs_promoted_trials_are_distinct_trials_it_ranked(tmp_path):
         rung.write_text(json.dumps({**decision, "promoted": promoted}))
         with pytest.raises(JobError, match=r"rung-0\.json: promoted .* is not a list of distinct"):
             trials.slot_trial(0, rung)
+
+
+@pytest.mark.parametrize("key", ["rung", "eta", "slots", "val_accuracy", "promoted"])
+def test_a_rung_decision_without_a_key_halving_writes_is_refused(tmp_path, capsys, key):
+    """A decision lacking its ranking (val_accuracy) or its slot count would let any promoted
+    list through: every key train-halve writes must be there, and is named when it is not."""
+    rung = tmp_path / "halving" / "rung-0.json"
+    decision = write_decision(rung, [3, 1], slots=2)
+    assert [trials.slot_trial(s, rung) for s in range(3)] == [3, 1, None]
+    del decision[key]
+    rung.write_text(json.dumps(decision))
+    with pytest.raises(JobError, match=rf"rung-0\.json: lacks key\(s\) {key}, which every"):
+        trials.slot_trial(0, rung)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("slots", "2"), ("slots", -1), ("rung", 0.5), ("val_accuracy", [3, 1]),
+     ("val_accuracy", {"best": 50.0})],
+)  # fmt: skip
+def test_a_rung_decision_with_a_malformed_key_is_refused(tmp_path, key, value):
+    rung = tmp_path / "halving" / "rung-0.json"
+    write_decision(rung, [3, 1], **{"slots": 2, key: value})
+    with pytest.raises(JobError, match=rf"rung-0\.json: {key} is "):
+        trials.slot_trial(0, rung)
+
+
+def test_an_empty_ranking_promotes_nothing(tmp_path):
+    """A rung whose slots were all empty ranks no trial: it can promote none."""
+    rung = tmp_path / "halving" / "rung-0.json"
+    write_decision(rung, [], slots=2)
+    assert trials.slot_trial(0, rung) is None
+    write_decision(rung, [3], slots=2, val_accuracy={})
+    with pytest.raises(JobError, match=r"promoted \[3\] is not a list of distinct trials"):
+        trials.slot_trial(0, rung)

@@ -10,14 +10,15 @@ ways, and a failed check is one line naming the file and the key (:class:`Record
 
 - **its seal**: the producer stores the sha256 of the record's other keys under
   :data:`SEAL_KEY` (:func:`seal`); a record whose contents no longer give that digest was edited
-  or damaged after it was written. The workflow seals every final run's record it writes, so a
-  final record without a seal was not written by its producer (or predates the seal): refused
-  like an edited one, since its numbers cannot be traced to a producer (:func:`check_unsealed`).
+  or damaged after it was written. The workflow seals every record it writes (a final run's and
+  a trial slot's, an empty slot's too), so a record without a seal was not written by its
+  producer (or predates the seal): refused like an edited one, since its numbers cannot be
+  traced to a producer (:func:`check_unsealed`).
 - **its identity**: dataset, protocol, model and seed are those of the path it is read from
   (:func:`path_identity` of the workflow's patterns) and of every path read or written beside
   it (:func:`check_identity`); the dataset it was trained on is the one it is evaluated on
   (:func:`check_fingerprint`). A trial's slot result: its model, stage and slot are those of
-  its path (:func:`check_slot_identity`).
+  its path (:func:`check_slot_identity`), wherever the path ends as the slot layout does.
 - **its numbers**: accuracies are finite percentages in [0, 100] that their image counts can
   give, counts are integers in their range, chance is 100 / classes (:func:`check_numbers`).
 
@@ -58,6 +59,12 @@ IDENTITY = ("dataset", "protocol", "model", "seed")
 # What the workflow writes into every final run's result.json (train_final, train_published):
 # a record without one of these was not written by it.
 FINAL_KEYS = (*IDENTITY, "num_classes", "image_size", "dataset_fingerprint", "weights_sha256")
+# What the workflow writes into every trial slot's result (train_trial): an empty slot (nothing
+# promoted into it) its place alone, a slot that trained a trial what the trial reached.
+SLOT_KEYS = ("stage", "slot", "trial")
+TRIAL_KEYS = (*SLOT_KEYS, "model", "num_classes", "n_val", "image_size", "val_accuracy",
+              "best_epoch", "epochs", "stopped_by", "hyperparameters", "seed",
+              "dataset_fingerprint")  # fmt: skip
 REFUSED = "delete it and run the workflow again (it reruns the job that writes it)"
 
 
@@ -100,9 +107,9 @@ def check_seal(record: Mapping[str, Any], where: str | os.PathLike) -> None:
 
 
 def check_unsealed(record: Mapping[str, Any], where: str | os.PathLike) -> None:
-    """RecordError when a final run's record carries no seal: every producer of one seals it
-    (:func:`write_record`), so an unsealed record was written by hand or by another program,
-    or by a version of the workflow that predates the seal."""
+    """RecordError when a result record (a final run's, a trial slot's) carries no seal: every
+    producer of one seals it (:func:`write_record`), so an unsealed record was written by hand
+    or by another program, or by a version of the workflow that predates the seal."""
     if not is_sealed(record):
         raise RecordError(
             f"{where}: has no {SEAL_KEY}, so it was not written by this workflow's producer (or "
@@ -170,20 +177,27 @@ def check_numbers(
     record_kind: str = "final",
     required: Iterable[str] = FINAL_KEYS,
 ) -> None:
-    """RecordError naming ``where`` and the key when a value is out of its range: accuracies
-    finite percentages that their image counts can give (:func:`imagenot.counts.count_problem`:
-    no 55 % of 3 images), counts integers, chance 100 / classes; ``record_kind`` ``final`` (a final
-    run's result.json, holding the keys ``required``) or ``slot`` (a trial's slot result: a
-    trial that diverged before its first validation records -1 as its validation accuracy)."""
+    """RecordError naming ``where`` and the key when a key the workflow always writes is missing
+    or a value is out of its range: accuracies finite percentages that their image counts can
+    give (:func:`imagenot.counts.count_problem`: no 55 % of 3 images), counts integers, chance
+    100 / classes; ``record_kind`` ``final`` (a final run's result.json, holding the keys
+    ``required``) or ``slot`` (a trial's slot result, holding :data:`SLOT_KEYS`, and
+    :data:`TRIAL_KEYS` when a trial was trained in it: a trial that diverged before its first
+    validation records -1 as its validation accuracy)."""
     if not isinstance(record, Mapping):
         raise RecordError(f"{where}: not a result record (a {type(record).__name__})")
-    if record_kind == "final":
-        missing = [k for k in required if k not in record]
-        if missing:
-            raise RecordError(
-                f"{where}: lacks key(s) {', '.join(missing)}, which every final run's "
-                f"result.json holds; {REFUSED}"
-            )
+    if record_kind == "slot":
+        required = TRIAL_KEYS if record.get("trial") is not None else SLOT_KEYS
+    missing = [k for k in required if k not in record]
+    if missing:
+        holds = (
+            "every final run's result.json"
+            if record_kind == "final"
+            else "every trial slot's result"
+        )
+        raise RecordError(
+            f"{where}: lacks key(s) {', '.join(missing)}, which {holds} holds; {REFUSED}"
+        )
     if record_kind == "slot" and record.get("trial") is None:
         return  # an empty slot: nothing was promoted into it
     for key, (test, what) in _NUMBERS.items():
@@ -291,24 +305,24 @@ def check_identity(
                 )
 
 
-# What says which trial slot a slot record belongs to: the plan's slot path (its model, in the
-# workflow's results folder), and its last two parts (stage and slot) wherever it lies.
-SLOT_PATTERNS = (SLOT, SLOT[SLOT.index("stage-") :])
+# What says which trial slot a slot record belongs to: the slot layout's last three parts
+# ({model}/stage-{stage}/slot-{slot}.json, the tail of the plan's slot path), in the workflow's
+# results folder or wherever a copy of it lies.
+SLOT_PATTERN = SLOT[SLOT.index("{model}") :]
 SLOT_IDENTITY = ("model", "stage", "slot")
 
 
 def check_slot_identity(record: Mapping[str, Any], where: str | os.PathLike) -> None:
     """RecordError naming the record when its model, stage or slot is not what its path
-    (:data:`SLOT_PATTERNS`) says: a slot's result read from another slot's or model's path.
-    A path of another form says nothing; a slot with no trial (nothing promoted into it)
+    (:data:`SLOT_PATTERN`) says: a slot's result read from another slot's, stage's or model's
+    path, inside the results folder or out of it. A path of another form (no
+    ``stage-*/slot-*.json`` tail) says nothing; a slot with no trial (nothing promoted into it)
     records no model (its stage and slot are checked)."""
-    found = next(
-        (f for f in (path_identity(where, p) for p in SLOT_PATTERNS) if f is not None), None
-    )
+    found = path_identity(where, SLOT_PATTERN)
     if found is None:
         return
     for key in SLOT_IDENTITY:
-        if key not in found or (key == "model" and key not in record):
+        if key == "model" and record.get("trial") is None:
             continue
         have = record.get(key)
         if str(have) != found[key]:
@@ -353,9 +367,9 @@ def check_record(
     check_numbers(record, where, record_kind, required)
     if record_kind == "final":
         check_identity(record, where, paths, expected, patterns)
-        check_unsealed(record, where)  # last: a number or name that is wrong is named first
     elif record_kind == "slot":
         check_slot_identity(record, where)
+    check_unsealed(record, where)  # last: a number or name that is wrong is named first
     return dict(record)
 
 

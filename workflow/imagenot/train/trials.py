@@ -8,7 +8,6 @@ rung drops, and after selection the weights of every trial but the selected one.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -63,26 +62,60 @@ def trial_dir(run_dir: Path, trial: int) -> Path:
     return run_dir / f"trial-{trial}"
 
 
+# What :func:`halve` writes into every rung's decision: a decision without one of these was not
+# written by it.
+DECISION_KEYS = ("rung", "eta", "slots", "val_accuracy", "promoted")
+_AGAIN = "delete it and run the workflow again (it reruns the rung)"
+
+
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def read_decision(path: Path) -> dict:
+    """A rung's decision (:func:`halve`), checked: it holds every key halve writes, its counts
+    are whole numbers and its ranking maps trials to accuracies; a missing or malformed key is
+    a JobError naming the file and the key (a decision is never read leniently: a missing
+    ranking or slot count would let any promoted list through)."""
+    decision = read_json(path)
+    if not isinstance(decision, dict):
+        raise JobError(f"{path}: not a rung decision (a {type(decision).__name__}); {_AGAIN}")
+    missing = [k for k in DECISION_KEYS if k not in decision]
+    if missing:
+        raise JobError(
+            f"{path}: lacks key(s) {', '.join(missing)}, which every rung decision holds; {_AGAIN}"
+        )
+    for key in ("rung", "eta", "slots"):
+        if not _count(decision[key]):
+            raise JobError(f"{path}: {key} is {decision[key]!r}, not a whole number; {_AGAIN}")
+    ranked = decision["val_accuracy"]
+    if not isinstance(ranked, dict) or not all(str(t).isdigit() for t in ranked):
+        raise JobError(
+            f"{path}: val_accuracy is {ranked!r}, not a map of trials to accuracies; {_AGAIN}"
+        )
+    return decision
+
+
 def slot_trial(slot: int, promoted: Path | None) -> int | None:
     """The trial a slot trains: the slot itself at stage 0, else the slot-th trial the previous
     rung promoted (None: fewer trials were left to promote than slots). The rung's decision is
-    checked: its promoted trials are distinct trials it ranked, no more than its slots."""
+    checked (:func:`read_decision`): its promoted trials are distinct trials it ranked, no more
+    than its slots."""
     if promoted is None:
         return slot
-    decision = read_json(promoted)
-    chosen = decision.get("promoted")
-    ranked = {str(t) for t in decision.get("val_accuracy", {})} or None  # None: not recorded
-    slots = decision.get("slots", math.inf)
+    decision = read_decision(promoted)
+    chosen = decision["promoted"]
+    ranked = {str(t) for t in decision["val_accuracy"]}
     if (
         not isinstance(chosen, list)
-        or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in chosen)
+        or not all(_count(t) for t in chosen)
         or len(set(chosen)) != len(chosen)
-        or (ranked is not None and not {str(t) for t in chosen} <= ranked)
-        or len(chosen) > slots
+        or not {str(t) for t in chosen} <= ranked
+        or len(chosen) > decision["slots"]
     ):
         raise JobError(
             f"{promoted}: promoted {chosen!r} is not a list of distinct trials the rung ranked, "
-            "one per slot; delete it and run the workflow again (it reruns the rung)"
+            f"one per slot; {_AGAIN}"
         )
     return chosen[slot] if slot < len(chosen) else None
 
@@ -108,10 +141,12 @@ def read_selection(path: Path) -> dict:
 
 
 def write_empty_slot(stage: int, slot: int, out: Path) -> dict:
-    """A slot no trial was promoted into (the others had already ended): nothing to train."""
-    result = {"stage": stage, "slot": slot, "trial": None}
-    write_json(result, out)  # no numbers: nothing to seal
-    return result
+    """A slot no trial was promoted into (the others had already ended): nothing to train. Sealed
+    like every slot's result (:func:`imagenot.train.records.write_record`), so that a reader
+    refuses any slot result that its producer did not write."""
+    from imagenot.train.records import write_record
+
+    return write_record({"stage": stage, "slot": slot, "trial": None}, out, "slot")
 
 
 def _drop(run_dir: Path, trial: int, *names: str) -> None:

@@ -381,6 +381,8 @@ def test_the_accuracy_table_reads_each_evaluation_only_under_its_own_path(tmp_pa
     [
         ((float("nan"), 25.0), None, "row 0 column top1 is nan, not a percentage"),
         ((250.0, 25.0), None, "row 0 column top1 is 250.0, not a percentage"),
+        # a share that 4 test images cannot give (1 of 4 is 25%, 2 of 4 is 50%)
+        ((50.0, 30.0), None, "row 1 column top1 30 cannot be a share of n=4 test images"),
         # a published run's recorded top-1, carried into its evaluation
         ((50.0, 25.0), "published", "row 0 column published_top1 is 170.0, not a percentage"),
         # an edited top-1 that its per-image rows do not give
@@ -401,6 +403,21 @@ def test_the_accuracy_table_refuses_numbers_out_of_range_or_not_its_producers(
     code, errors = _accuracy_table(tmp_path, [path], capsys)
     assert code == 2 and len(errors) == 1, errors
     assert expected in errors[0] and ".parquet" in errors[0]
+
+
+@pytest.mark.parametrize(("top5", "refused"), [(75.0, False), (90.0, True)])
+def test_the_accuracy_table_refuses_a_top5_its_image_count_cannot_give(
+    tmp_path, capsys, top5, refused
+):
+    path = _robustness(tmp_path, RUN)
+    rows = [{**row, "top5": top5} for row in pq.read_table(path).to_pylist()]
+    pq.write_table(pa.Table.from_pylist(rows, pq.read_schema(path)), path)
+    code, errors = _accuracy_table(tmp_path, [path], capsys)
+    if not refused:
+        assert (code, errors) == (0, [])
+        return
+    assert code == 2 and len(errors) == 1, errors
+    assert f"{path}: row 0 column top5 90 cannot be a share of n=4 test images" in errors[0]
 
 
 # -------------------------------------------------------------------------- the summary

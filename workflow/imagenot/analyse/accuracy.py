@@ -30,6 +30,7 @@ import pandas as pd
 from imagenot.analyse import PUBLISHED_DATASET, PUBLISHED_PROTOCOL, stats
 from imagenot.analyse.settings import AccuracySettings
 from imagenot.analyse.table import TableError
+from imagenot.counts import count_problem
 from imagenot.io import read_parquet
 from imagenot.train.facts import PUBLISHED_TEST_SIZE
 
@@ -73,8 +74,10 @@ def check_robustness(df: pd.DataFrame, path: str | os.PathLike) -> None:
     """TableError naming the file, row and column of an evaluation's table that is not what its
     path says (the run's dataset, protocol, model and seed) or whose numbers are out of their
     range: percentages finite in [0, 100] (``published_top1`` too where not null), ``n`` a
-    positive integer, top-1 within its interval and at most top-5. Read back like numbers read
-    in: a table copied into another run's folder, or edited, never becomes that run's rows."""
+    positive integer, top-1 and top-5 shares that ``n`` test images can give
+    (:func:`imagenot.counts.count_problem`: no 55 % of 3), top-1 within its interval and at most
+    top-5. Read back like numbers read in: a table copied into another run's folder, or edited,
+    never becomes that run's rows."""
     from imagenot.evaluate.paths import RUN_DIR
     from imagenot.train.records import run_identity
 
@@ -103,6 +106,11 @@ def check_robustness(df: pd.DataFrame, path: str | os.PathLike) -> None:
             row = int(np.flatnonzero(bad)[0])
             what = "a positive integer" if col == "n" else "a percentage in [0, 100]"
             raise TableError(f"{path}: row {row} column {col} is {cell(col, row)}, not {what}")
+    for col in ("top1", "top5"):  # a count of correct images out of n (as the toolbox checks)
+        for row, (pct, n) in enumerate(zip(df[col].astype(float), df["n"], strict=True)):
+            problem = count_problem(pct, int(n), pct, 1.0)
+            if problem:
+                raise TableError(f"{path}: row {row} column {col} {problem}")
     tol = 1e-6
     off = (df["ci_low"] > df["top1"] + tol) | (df["top1"] > df["ci_high"] + tol)
     off |= df["top1"] > df["top5"] + tol

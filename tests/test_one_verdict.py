@@ -104,6 +104,30 @@ def test_the_first_halving_rung_after_the_epoch_cap_is_refused(tmp_path, capsys)
     assert _validate(tmp_path, overlay, capsys) == (0, [])
 
 
+@pytest.mark.parametrize(
+    ("normalisation", "words"),
+    [
+        ({"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}, None),  # ImageNet's
+        ({"mean": [0, 0.5, 1], "std": [1, 1, 1]}, None),  # the edges of the domain
+        ({"mean": [123.7, 0.456, 0.406]}, "mean.0: 123.7 is greater than the maximum of 1"),
+        ({"mean": [0.5, -0.1, 0.5]}, "mean.1: -0.1 is less than the minimum of 0"),
+        ({"std": [0.2, 0.2, 0]}, "std.2: 0 is less than or equal to the minimum of 0"),
+        ({"std": [-0.2, 0.2, 0.2]}, "std.0: -0.2 is less than or equal to the minimum of 0"),
+    ],
+)
+def test_a_normalisation_of_pixels_in_0_1_is_checked_naming_the_key(
+    tmp_path, capsys, normalisation, words
+):
+    """Images are scaled to [0, 1] before they are normalised: a mean out of [0, 1] (a mean
+    on the 0-255 scale) or a std of at most 0 is refused where the config is checked."""
+    code, errors = _validate(tmp_path, {"train": {"normalisation": normalisation}}, capsys)
+    if words is None:
+        assert (code, errors) == (0, [])
+        return
+    assert code == 2 and len(errors) == 1, errors
+    assert f"config key train.normalisation.{words}" in errors[0]
+
+
 # ------------------------------------------------------------------------ as Snakemake reads
 
 YTE = """\

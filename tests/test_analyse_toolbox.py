@@ -409,6 +409,24 @@ def test_scales_are_decided_per_dataset_and_said_when_unclear(tmp_path, capsys):
     assert code == 0 and "b: 10 models" in out, err
 
 
+def test_a_dataset_of_one_row_given_as_a_fraction_is_never_mixed_in(tmp_path, capsys):
+    """One dataset's single row written as a fraction (0.91), no ``n`` column to tell, among
+    datasets in percent: the scale is decided per dataset, so the table is refused naming the
+    dataset and how to say its scale; said, the row is converted to percent."""
+    rows = [(m, d, a) for d, accs in (("ref", (76.1, 80.2, 70.0)), ("a", (60.0, 65.0, 55.0)))
+            for m, a in zip("xyz", accs, strict=True)]  # fmt: skip
+    table = pd.DataFrame([*rows, ("x", "lone", 0.91)], columns=["model", "dataset", "accuracy"])
+    path = tmp_path / "one-row.csv"
+    table.to_csv(path, index=False)
+    code, _, err = cli(["rankings", str(path), "--bootstrap-reps", "0"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "accuracies of lone are all at most 1 while those of ref, a are percentages" in err
+    assert "--scale lone=fraction" in err
+    converted = validate_table(table, scale_of={"lone": "fraction"})
+    assert converted.set_index("dataset").loc["lone", "accuracy"] == pytest.approx(91.0)
+    assert validate_table(table, scale_of={"lone": "percent"})["accuracy"].min() == 0.91
+
+
 def test_counts_allow_the_digits_an_accuracy_is_written_with():
     """33.3% of 3 images is 1 of 3 rounded; 66.67% is 2 of 3; 76.1% of 50,000 is exact; the
     published tables of the shared data folder all pass (test_analyse_fixtures)."""

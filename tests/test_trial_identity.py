@@ -136,13 +136,15 @@ def test_a_rung_decision_without_a_key_halving_writes_is_refused(tmp_path, capsy
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("slots", "2"), ("slots", -1), ("rung", 0.5), ("val_accuracy", [3, 1]),
-     ("val_accuracy", {"best": 50.0})],
+    [("slots", "2"), ("slots", -1), ("rung", 0.5), ("rung", 1), ("val_accuracy", [3, 1]),
+     ("val_accuracy", {"best": 50.0}), ("val_accuracy", {"3": 250.0, "1": 50.0})],
 )  # fmt: skip
 def test_a_rung_decision_with_a_malformed_key_is_refused(tmp_path, key, value):
+    """Counts whole, a ranking of trials by accuracy, and the rung its path names (rung 1's
+    decision copied to rung-0.json)."""
     rung = tmp_path / "halving" / "rung-0.json"
     write_decision(rung, [3, 1], **{"slots": 2, key: value})
-    with pytest.raises(JobError, match=rf"rung-0\.json: {key} is "):
+    with pytest.raises(JobError, match=rf"rung-0\.json: ({key} is |records {key} 1, but its path)"):
         trials.slot_trial(0, rung)
 
 

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from imagenot.io import read_json, read_parquet, write_json, write_parquet
 from imagenot.train import search
+from imagenot.train.paths import DECISION
 from imagenot.train.prereg import register
 
 if TYPE_CHECKING:
@@ -74,9 +75,10 @@ def _count(value) -> bool:
 
 def read_decision(path: Path) -> dict:
     """A rung's decision (:func:`halve`), checked: it holds every key halve writes, its counts
-    are whole numbers and its ranking maps trials to accuracies; a missing or malformed key is
-    a JobError naming the file and the key (a decision is never read leniently: a missing
-    ranking or slot count would let any promoted list through)."""
+    are whole numbers, its ranking maps trials to accuracies and its rung is its path's
+    (``halving/rung-{rung}.json``, wherever it lies); a missing or malformed key is a JobError
+    naming the file and the key (a decision is never read leniently: a missing ranking or slot
+    count would let any promoted list through)."""
     decision = read_json(path)
     if not isinstance(decision, dict):
         raise JobError(f"{path}: not a rung decision (a {type(decision).__name__}); {_AGAIN}")
@@ -88,10 +90,20 @@ def read_decision(path: Path) -> dict:
     for key in ("rung", "eta", "slots"):
         if not _count(decision[key]):
             raise JobError(f"{path}: {key} is {decision[key]!r}, not a whole number; {_AGAIN}")
+    from imagenot.train.records import is_percent, path_identity
+
     ranked = decision["val_accuracy"]
-    if not isinstance(ranked, dict) or not all(str(t).isdigit() for t in ranked):
+    if not isinstance(ranked, dict) or not all(
+        str(t).isdigit() and (is_percent(a) or a == -1.0) for t, a in ranked.items()
+    ):  # -1: a trial that diverged before its first validation (imagenot.train.records)
         raise JobError(
             f"{path}: val_accuracy is {ranked!r}, not a map of trials to accuracies; {_AGAIN}"
+        )
+    found = path_identity(path, DECISION[DECISION.index("halving/") :])
+    if found is not None and found["rung"] != str(decision["rung"]):
+        raise JobError(
+            f"{path}: records rung {decision['rung']!r}, but its path says rung "
+            f"{found['rung']!r}: a rung's decision is used only under its own path; {_AGAIN}"
         )
     return decision
 

@@ -155,7 +155,7 @@ rule curate_select:
         captions=lambda wc: curate_plan.caption_files(config, wc.dataset),
         candidates=curate_paths.CANDIDATES,
     output:
-        classes=curate_paths.CLASSES,
+        classes=curate_paths.CLASS_TABLE,
         selection=curate_paths.SELECTION,
         reserve=curate_paths.RESERVE,
         class_scores=curate_paths.CLASS_SCORES,

@@ -37,7 +37,7 @@ rule diagnostics_wordnet_stats:
 
 rule diagnostics_caption_stats:
     input:
-        classes=curate_paths.CLASSES,
+        classes=curate_paths.CLASS_TABLE,
         selection=curate_paths.SELECTION,
     output:
         diagnostics_plan.CAPTION_STATS,

@@ -221,7 +221,7 @@ rule train_select:
     input:
         lambda wc: train_plan.all_results(config, wc.dataset, wc.protocol, wc.model),
     output:
-        train_paths.SELECTION,
+        train_paths.TRIAL_SELECTION,
     log:
         f"{LOGS}/train_select/{TRAIN_WC}.log",
     benchmark:
@@ -236,7 +236,7 @@ rule train_select:
 rule train_final:
     input:
         trials=train_paths.TRIALS,
-        selection=train_paths.SELECTION,
+        selection=train_paths.TRIAL_SELECTION,
         data=lambda wc: train_plan.dataset_inputs(wc.dataset),
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
         preflight=preflight_gate(per_model=True),
@@ -294,7 +294,7 @@ rule train_final:
 use rule train_final as train_head_final with:
     input:
         trials=train_paths.TRIALS,
-        selection=train_paths.SELECTION,
+        selection=train_paths.TRIAL_SELECTION,
         data=lambda wc: train_plan.dataset_inputs(wc.dataset),
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
         features=lambda wc: train_plan.feature_files(wc.dataset, wc.protocol, wc.model),

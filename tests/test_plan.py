@@ -21,7 +21,7 @@ from imagenot import costs
 from imagenot.config import load_config
 from imagenot.curate import plan as curate_plan
 from imagenot.plan_cli import build_plan, format_plan
-from imagenot.planning import Job, parse_jobs, placeholder_overlay, rule_groups
+from imagenot.planning import PlannedJob, parse_jobs, placeholder_overlay, rule_groups
 from imagenot.train import plan as train_plan
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,7 +65,7 @@ Job stats:
     assert jobs[0].threads == 8 and jobs[0].gpus == 1 and jobs[0].resources["mem_mb"] == 32000
     assert jobs[1].threads == 1 and jobs[1].gpus == 0 and jobs[1].resources["runtime"] is None
     assert jobs[2].gpus == 8  # gres counts per node
-    assert Job("x", resources={"gres": "tmpfs:10"}).gpus == 0
+    assert PlannedJob("x", resources={"gres": "tmpfs:10"}).gpus == 0
 
 
 def test_every_rule_has_a_group():

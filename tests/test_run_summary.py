@@ -20,7 +20,7 @@ from imagenot import run_summary, summary_plan
 from imagenot.acquire import plan as acquire_plan
 from imagenot.analyse import PUBLISHED_DATASET
 from imagenot.config import load_config
-from imagenot.dataset import MANIFEST
+from imagenot.dataset import MANIFEST_FILE
 from imagenot.train import plan as train_plan
 from imagenot.train.records import write_record
 
@@ -31,7 +31,7 @@ CHANCE_MODEL = "vgg_mini"
 
 def _manifest(root: Path, name: str, train: int, val: int, test: int) -> None:
     splits = ["train"] * train + ["val"] * val + ["test"] * test
-    out = root / acquire_plan.dataset_dir(name) / MANIFEST
+    out = root / acquire_plan.dataset_dir(name) / MANIFEST_FILE
     out.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.table({"key": [f"k{i}" for i in range(len(splits))], "split": splits}), out)
 
@@ -92,7 +92,7 @@ def test_a_clean_run_has_no_problem(tmp_path):
 
 def test_an_unreadable_file_is_a_warning_not_a_crash(tmp_path):
     config = results_tree(tmp_path, broken=False)
-    manifest = tmp_path / acquire_plan.dataset_dir("imagenet") / MANIFEST
+    manifest = tmp_path / acquire_plan.dataset_dir("imagenet") / MANIFEST_FILE
     manifest.write_bytes(b"")  # a stand-in, as tests and interrupted writers leave
     summary = run_summary.collect(summary_plan.layout(config), tmp_path)
     assert summary["datasets"]["imagenet"] == {"built": False} and summary["errors"] == 0

@@ -31,7 +31,7 @@ from imagenot.acquire.sizes import (
     originals_bytes,
 )
 from imagenot.measured import read_measurements, read_throughput  # noqa: F401 (plan's names)
-from imagenot.planning import REPO, Job, rule_groups, world_rows_per_part
+from imagenot.planning import REPO, PlannedJob, rule_groups, world_rows_per_part
 
 SCALE_JSON = REPO / "docs" / "scale.json"
 DDP_EFFICIENCY = 0.9  # imagenot.train.budget.hours' assumption for gpus_per_job > 1
@@ -49,7 +49,9 @@ def paper_shaped(config: dict, scale: dict | None) -> bool:
     return config["laion"]["n_shards"] == scale["projection_target"]["parts"]
 
 
-def _work_request(config: dict, job: Job, scale: dict | None, paper: bool) -> tuple[dict, str]:
+def _work_request(
+    config: dict, job: PlannedJob, scale: dict | None, paper: bool
+) -> tuple[dict, str]:
     """Memory and runtime of a job of an input-sized rule: the projection at laion2B-en, else
     the rule's floor (the request grows with the input at run time)."""
     from imagenot import work
@@ -65,7 +67,7 @@ def _work_request(config: dict, job: Job, scale: dict | None, paper: bool) -> tu
     }, "floor (sized from its input at run time)"
 
 
-def group_rows(config: dict, jobs: list[Job]) -> list[dict]:
+def group_rows(config: dict, jobs: list[PlannedJob]) -> list[dict]:
     """One row per rule group (stage file): jobs, GPU jobs, requested GPU-hours and core-hours,
     the largest requested memory of a job, and the scale model's projected peak where known;
     the disk its jobs request (``disk_mb``, the rules that declare it: what the job writes)."""

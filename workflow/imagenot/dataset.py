@@ -40,10 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from imagenot.io import read_parquet
-from imagenot.paths import CLASSES_FILE as CLASSES
-from imagenot.paths import FINGERPRINT_FILE as FINGERPRINT
-from imagenot.paths import MANIFEST_FILE as MANIFEST
-from imagenot.paths import SPLITS
+from imagenot.paths import CLASSES_FILE, FINGERPRINT_FILE, MANIFEST_FILE, SPLITS
 
 SHARD_DIR = "shards"
 ORIGINALS_DIR = "originals"
@@ -85,7 +82,7 @@ class DatasetError(ValueError):
 
 def read_manifest(dataset_dir: str | os.PathLike, split: str | None = None) -> pa.Table:
     """The manifest table, optionally restricted to one split (manifest order kept)."""
-    path = Path(dataset_dir) / MANIFEST
+    path = Path(dataset_dir) / MANIFEST_FILE
     if not path.is_file():
         raise DatasetError(f"{path}: no manifest (was the dataset materialised?)")
     table = read_parquet(path)
@@ -126,7 +123,7 @@ def check_class_names(names: object, where: str | os.PathLike, what: str = "clas
         problem = class_name_problem(name)
         if problem is not None:
             raise DatasetError(
-                f"{where}: {what} {i} {name!r} cannot be written to {CLASSES} and read back "
+                f"{where}: {what} {i} {name!r} cannot be written to {CLASSES_FILE} and read back "
                 f"unchanged ({problem}); rename it"
             )
         if name in seen:
@@ -142,7 +139,7 @@ def classes_text(classes: Sequence[str], where: str | os.PathLike) -> str:
 
 def read_classes(dataset_dir: str | os.PathLike) -> list[str]:
     """Class names in label order."""
-    path = Path(dataset_dir) / CLASSES
+    path = Path(dataset_dir) / CLASSES_FILE
     if not path.is_file():
         raise DatasetError(f"{path}: no class list")
     try:
@@ -153,7 +150,7 @@ def read_classes(dataset_dir: str | os.PathLike) -> list[str]:
 
 def read_fingerprint(dataset_dir: str | os.PathLike) -> str:
     """The dataset's fingerprint (sha256 of its manifest), recorded with downstream results."""
-    path = Path(dataset_dir) / FINGERPRINT
+    path = Path(dataset_dir) / FINGERPRINT_FILE
     if not path.is_file():
         raise DatasetError(f"{path}: no fingerprint")
     return path.read_text().strip()
@@ -199,7 +196,7 @@ class ShardReader:
 
 def has_originals(dataset_dir: str | os.PathLike, split: str) -> bool:
     """Whether every image of ``split`` has its original file stored (module docstring)."""
-    path = Path(dataset_dir) / MANIFEST
+    path = Path(dataset_dir) / MANIFEST_FILE
     if not path.is_file():
         return False
     import pyarrow.parquet as pq
@@ -256,7 +253,7 @@ class ManifestDataset:
                 raise ValueError("originals=True needs a transform (Pillow image -> item)")
             if not has_originals(self.dataset_dir, split):
                 raise DatasetError(
-                    f"{self.dataset_dir / MANIFEST}: split {split!r} has no stored originals "
+                    f"{self.dataset_dir / MANIFEST_FILE}: split {split!r} has no stored originals "
                     "(written for datasets that published weights are evaluated on)"
                 )
             located = ORIGINAL_COLUMNS
@@ -270,7 +267,7 @@ class ManifestDataset:
             self._digests = np.frombuffer(packed, dtype=np.uint8).reshape(len(hexes), 32)
         except (TypeError, ValueError):
             raise DatasetError(
-                f"{self.dataset_dir / MANIFEST}: column sha256 must hold 64 hex digits a row"
+                f"{self.dataset_dir / MANIFEST_FILE}: column sha256 must hold 64 hex digits a row"
             ) from None
         self._reader = ShardReader(self.dataset_dir)
 
@@ -289,7 +286,7 @@ class ManifestDataset:
         shard, offset = self._shards[index], int(self._offsets[index])
         data = self._reader.read(shard, offset, int(self._lengths[index]))
         if hashlib.sha256(data).digest() != self._digests[index].tobytes():
-            manifest = self.dataset_dir / MANIFEST
+            manifest = self.dataset_dir / MANIFEST_FILE
             raise DatasetError(
                 f"{self.dataset_dir / shard}: image {self.keys[index]!r} (bytes {offset}-"
                 f"{offset + len(data)}) does not match its sha256 in {manifest}: the shard was "

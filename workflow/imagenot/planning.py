@@ -35,7 +35,7 @@ PLAN_CORES = 4096
 
 
 @dataclass
-class Job:
+class PlannedJob:
     """One planned job: its rule, cores and resources as Snakemake printed them (a value
     Snakemake could not compute yet, ``<TBD>``, is None)."""
 
@@ -213,14 +213,14 @@ def dry_run(workdir: Path, configs: list[Path], *extra: str) -> subprocess.Compl
     raise ValueError(f"snakemake -n refused the config: {message.strip()}")
 
 
-def parse_jobs(output: str) -> list[Job]:
+def parse_jobs(output: str) -> list[PlannedJob]:
     """The jobs of a dry run's output (``rule NAME:`` blocks with ``threads:`` and
     ``resources:`` lines), the target rule ``all`` left out."""
-    jobs: list[Job] = []
+    jobs: list[PlannedJob] = []
     for line in output.splitlines():
         m = re.fullmatch(r"(?:local)?rule (\w+):", line.strip())
         if m and not line.startswith(" "):
-            jobs.append(Job(m.group(1)))
+            jobs.append(PlannedJob(m.group(1)))
             continue
         if not jobs or not line.startswith("    "):
             continue
@@ -250,7 +250,7 @@ def _resources(text: str) -> dict:
     return out
 
 
-def planned_jobs(config: Path | list[Path]) -> list[Job]:
+def planned_jobs(config: Path | list[Path]) -> list[PlannedJob]:
     """Every job of ``all`` for ``config`` (one file, or a base and its overlays), planned by
     Snakemake against placeholder inputs in a temporary folder (no data needed; nothing is
     written beside the config)."""

@@ -90,6 +90,16 @@ class FromConfig:
         return cls(**cls.config_values(config, **wildcards))
 
 
+class PerDataset:
+    """Mixin of the settings of a rule per dataset: ``from_config`` takes the ``dataset``
+    wildcard by name, positionally too (``Settings.from_config(config, dataset)``), which the
+    ``"datasets.{dataset}"`` section (the dataset's own value of a key, else the stage's) needs."""
+
+    @classmethod
+    def from_config(cls, config, dataset: str):
+        return cls(**cls.config_values(config, dataset=dataset))  # type: ignore[attr-defined]
+
+
 def config_lookup(
     config: Mapping[str, Any],
     sections: tuple[str, ...],

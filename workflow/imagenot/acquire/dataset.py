@@ -28,9 +28,9 @@ import pyarrow.parquet as pq
 
 from imagenot import job_usage
 from imagenot.dataset import (
-    CLASSES,
-    FINGERPRINT,
-    MANIFEST,
+    CLASSES_FILE,
+    FINGERPRINT_FILE,
+    MANIFEST_FILE,
     MANIFEST_SCHEMA,
     ORIGINAL_COLUMNS,
     ORIGINALS_DIR,
@@ -138,7 +138,7 @@ def _check_records(
     where: Path, records: Iterable[Record], classes: Sequence[str]
 ) -> list[tuple[Record, int]]:
     """Check the class list and records (before any shard is written): (record, label) pairs."""
-    label_of = {c: i for i, c in enumerate(check_class_names(list(classes), where / CLASSES))}
+    label_of = {c: i for i, c in enumerate(check_class_names(list(classes), where / CLASSES_FILE))}
     out: list[tuple[Record, int]] = []
     seen: set[str] = set()
     for rec in records:
@@ -261,9 +261,9 @@ def _fingerprint_update(h, rows: pa.Table) -> None:
 
 def _write_index(out_dir: Path, table: pa.Table, classes: Sequence[str]) -> Path:
     """classes.txt, manifest.parquet, then fingerprint.txt (last: its presence means done)."""
-    write_text(classes_text(classes, out_dir / CLASSES), out_dir / CLASSES)
-    manifest = write_parquet(table, out_dir / MANIFEST)
-    write_text(content_fingerprint(table, classes) + "\n", out_dir / FINGERPRINT)
+    write_text(classes_text(classes, out_dir / CLASSES_FILE), out_dir / CLASSES_FILE)
+    manifest = write_parquet(table, out_dir / MANIFEST_FILE)
+    write_text(content_fingerprint(table, classes) + "\n", out_dir / FINGERPRINT_FILE)
     return manifest
 
 
@@ -460,7 +460,7 @@ def _gather_ordered(out_dir: Path, parts: list[Path], window: int = GATHER_WINDO
     out_schema = pa.schema([f for f in schema if f.name != ORDER])
     shards: set[str] = set()
     h = _fingerprint_start(classes)
-    with atomic_path(out_dir / MANIFEST, ".parquet") as tmp:
+    with atomic_path(out_dir / MANIFEST_FILE, ".parquet") as tmp:
         with pq.ParquetWriter(tmp, out_schema, compression="zstd") as writer:
             for start in range(0, n_rows, window):
                 stop = min(start + window, n_rows)
@@ -477,9 +477,9 @@ def _gather_ordered(out_dir: Path, parts: list[Path], window: int = GATHER_WINDO
                 _fingerprint_update(h, rows)
                 writer.write_table(rows)
         _remove_unreferenced_names(out_dir, shards)
-        write_text(classes_text(classes, out_dir / CLASSES), out_dir / CLASSES)
-    write_text(h.hexdigest() + "\n", out_dir / FINGERPRINT)
-    return out_dir / MANIFEST
+        write_text(classes_text(classes, out_dir / CLASSES_FILE), out_dir / CLASSES_FILE)
+    write_text(h.hexdigest() + "\n", out_dir / FINGERPRINT_FILE)
+    return out_dir / MANIFEST_FILE
 
 
 def _window(parts: list[Path], schema: pa.Schema, start: int, stop: int) -> pa.Table:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from imagenot.settings import FromConfig
+from imagenot.settings import FromConfig, PerDataset
 
 # Where a dataset's image_size is read (MaterialiseSettings.SECTIONS): its own key, else acquire's.
 STORED_SIZE_SECTIONS = ("datasets.{dataset}", "acquire")
@@ -37,15 +37,6 @@ NOT_SETTINGS = {
     "imagenot.acquire.sizes:.get('max_train_per_class')": "the same dataset key, read to size "
     "the training split for the plan: absent means every training image",
 }
-
-
-class _PerDataset:
-    """A rule per dataset: ``from_config`` takes the ``dataset`` wildcard by name (the
-    ``"datasets.{dataset}"`` section, the dataset's own value of a key, needs it)."""
-
-    @classmethod
-    def from_config(cls, config, dataset: str):
-        return cls(**cls.config_values(config, dataset=dataset))  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -78,7 +69,7 @@ class FillSettings(FromConfig):
 
 
 @dataclass(frozen=True)
-class TopupSettings(_PerDataset, FromConfig):
+class TopupSettings(PerDataset, FromConfig):
     """The next top-up round's choice (``acquire-topup``, :func:`imagenot.acquire.build.
     select_topup`): deficits are counted as the fill counts them (``images_per_class``, the
     near-duplicate keys), ``oversample`` is the curation's."""

@@ -16,6 +16,16 @@ import pandas as pd
 from imagenot.analyse import stats
 from imagenot.analyse.table import TableError, check_confidence, dataset_label, is_standard
 
+CELL_INTERVAL_NAMES = {
+    "seed_se": "mean ± 1 s.e. over seeds",
+    "clopper_pearson": "Clopper-Pearson",
+    "given": "evaluation interval",
+    "none": "no interval",
+}
+"""The interval a cell's error bar shows (its ``interval`` column), by kind: the seeds' spread
+where a cell has several, else the interval the evaluation gave, else Clopper-Pearson from its
+``n``, else none."""
+
 
 @dataclass
 class Cell:

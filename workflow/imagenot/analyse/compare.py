@@ -108,7 +108,7 @@ def _bootstrap(
         "reps": reps,
         "seed": seed,
         "interval": interval,
-        "interval_name": stats.INTERVAL_NAMES[interval],
+        "interval_name": stats.BOOTSTRAP_INTERVAL_NAMES[interval],
         "kendall_tau_ci": tau_ci["ci"],
         "slope_ci": slope_ci["ci"],
     }

@@ -186,7 +186,7 @@ def geometric_mean(acc: np.ndarray) -> np.ndarray:
 
 
 INTERVALS = ("bc", "basic", "percentile")
-INTERVAL_NAMES = {
+BOOTSTRAP_INTERVAL_NAMES = {
     "bc": "bias-corrected percentile (BC)",
     "basic": "basic (reverse percentile)",
     "percentile": "percentile",
@@ -226,7 +226,7 @@ def bootstrap_interval(
     out["ci"] = [float(lo), float(hi)]
     if not lo <= estimate <= hi:
         out["note"] = (
-            f"the estimate {estimate:.4g} lies outside the {INTERVAL_NAMES[method]} interval"
+            f"the estimate {estimate:.4g} lies outside the {BOOTSTRAP_INTERVAL_NAMES[method]} interval"
         )
     return out
 

@@ -14,7 +14,7 @@ from imagenot.curate.paths import (
     CALIBRATION_SUMMARY,
     CAPTION_STATS,
     CAPTIONS,
-    CLASSES,
+    CLASS_TABLE,
     FUNNEL,
     MATCH_COUNTS,
     MATCH_STATS,
@@ -144,7 +144,7 @@ def score_files(config: dict, dataset: str) -> list[str]:
 def dataset_outputs(dataset: str) -> list[str]:
     """The contract outputs of one LAION-built dataset."""
     return [
-        pattern.format(dataset=dataset) for pattern in (CLASSES, SELECTION, AUDIT, FUNNEL)
+        pattern.format(dataset=dataset) for pattern in (CLASS_TABLE, SELECTION, AUDIT, FUNNEL)
     ] + calibration_outputs(dataset)
 
 

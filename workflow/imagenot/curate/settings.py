@@ -17,19 +17,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from imagenot.settings import FromConfig
+from imagenot.settings import FromConfig, PerDataset
 
 CLASS_MODES = ("discover", "imagenet")
 """The ``classes`` values that are no class list file (``{from_file: PATH}`` is one)."""
-
-
-class _PerDataset:
-    """A rule per dataset: ``from_config`` takes the ``dataset`` wildcard by name, which the
-    ``"datasets.{dataset}"`` section (the dataset's own value of a key, else the stage's) needs."""
-
-    @classmethod
-    def from_config(cls, config, dataset: str):
-        return cls(**cls.config_values(config, dataset=dataset))  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -63,7 +54,7 @@ class MatchSettings(FromConfig):
 
 
 @dataclass(frozen=True)
-class CandidatesSettings(_PerDataset, FromConfig):
+class CandidatesSettings(PerDataset, FromConfig):
     """``curate-candidates`` (steps 1-5, per dataset): ``classes`` is the dataset's (``discover``,
     ``imagenet`` or ``{from_file: PATH, ...}``), ``nsfw`` the ``curate.nsfw`` section."""
 
@@ -134,7 +125,7 @@ class EmbedSettings(QueriesSettings):
 
 
 @dataclass(frozen=True)
-class SelectSettings(_PerDataset, FromConfig):
+class SelectSettings(PerDataset, FromConfig):
     """``curate-select`` (steps 7b-8, per dataset). ``n_classes`` and ``images_per_class`` are
     the dataset's own where it sets them; the threshold and ``n_classes`` apply to a published
     class list only with ``apply_threshold_to_lists`` (:attr:`filters`)."""

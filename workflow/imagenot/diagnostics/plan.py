@@ -283,7 +283,7 @@ def caption_figure_inputs(config: dict) -> list[str]:
     return [
         pattern.format(dataset=d)
         for d in caption_datasets(config)
-        for pattern in (curate_paths.CLASSES, curate_paths.SELECTION)
+        for pattern in (curate_paths.CLASS_TABLE, curate_paths.SELECTION)
     ]
 
 

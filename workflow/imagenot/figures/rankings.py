@@ -12,15 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from imagenot.analyse.cells import CELL_INTERVAL_NAMES
 from imagenot.figures.data import Options, cells, nice
 from imagenot.figures.style import HIGHLIGHT, Style, paper_style
 
-INTERVAL_NAMES = {
-    "seed_se": "mean ± 1 s.e. over seeds",
-    "clopper_pearson": "Clopper-Pearson",
-    "given": "evaluation interval",
-    "none": "no interval",
-}
 PLOT_IN = 1.4
 """Width of a panel's plotting area (inches), beside its model labels."""
 ROW_IN = 0.22
@@ -81,7 +76,7 @@ def draw_panels(panels: list[Panel], style: Style, title: str, per_row: int | No
         titles.append(layout.wrap_text(nice(p.label) + more, panel_in - 0.3, style.font_size))
     title_lines = max((t.count("\n") + 1 for t in titles), default=1)
     kinds: set[str] = set().union(*(p.kinds for p in panels)) if panels else set()
-    note = ", ".join(INTERVAL_NAMES.get(k, k) for k in sorted(kinds))
+    note = ", ".join(CELL_INTERVAL_NAMES.get(k, k) for k in sorted(kinds))
     suptitle = layout.wrap_text(
         f"{title}; error bars: {note}" if note else title, style.width_in - 0.2, style.font_size
     )

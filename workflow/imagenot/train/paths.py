@@ -21,7 +21,7 @@ RUN = f"{TRAIN}/{{dataset}}/{{protocol}}/{{model}}"
 TRIALS = f"{RUN}/trials.parquet"
 SLOT = f"{RUN}/stage-{{stage}}/slot-{{slot}}.json"
 DECISION = f"{RUN}/halving/rung-{{rung}}.json"
-SELECTION = f"{RUN}/selection.json"
+TRIAL_SELECTION = f"{RUN}/selection.json"
 # TL protocols: the starting weights' backbone features, one file per split
 FEATURES_DIR = f"{RUN}/features"
 FEATURES = f"{FEATURES_DIR}/{{split}}.safetensors"

@@ -10,8 +10,15 @@ two sizes (numbers of parts, same rows per part), each in a work directory of it
 Rerunning with the same --workdir and sizes reruns nothing that is up to date (Snakemake decides)
 and projects again in seconds. Nothing here names a rule of the DAG: jobs come from ``snakemake -n
 --forceall`` at the same config after the run (rule, wildcards, benchmark file, requested
-resources); a resource printed as ``<TBD>`` there is taken from the run's own log, where Snakemake
-prints each job's evaluated resources when it starts.
+resources; kept as ``bench_dry_run.log`` beside ``bench_run.log``); a resource printed as
+``<TBD>`` there is taken from the run's own log, where Snakemake prints each job's evaluated
+resources when it starts.
+
+``--check`` runs the smaller size only and dry-runs both sizes, projecting nothing (``check``):
+the DAG runs, every job writes its usage line, requests are evaluated, and per-part jobs grow in
+proportion to the parts while the other rules' do not. It costs one run at the smaller size
+instead of two (``--quick --check``: one part of 20,000 rows); ``tests/test_scale_world.py``
+runs it. The projection needs both sizes measured.
 
 Measurements: peak memory (MB) and CPU seconds come from the last line of each job's log, which
 the job writes itself (imagenot.job_usage: ``getrusage`` of the job and its children, the
@@ -594,6 +601,61 @@ def project(
     }
 
 
+def check(
+    measured: list[dict], plans: tuple[list[dict], list[dict]], sizes: tuple[int, int]
+) -> dict:
+    """What ``--check`` reports, projecting nothing: the DAG run and measured at the smaller
+    size (``measured``: ``measured_jobs`` rows) and planned at both (``plans``: ``parse_jobs``
+    rows of the two sizes' dry runs).
+
+    Per rule: its class (as ``project`` classes it, from the planned jobs), its jobs planned at
+    the two sizes and run at the smaller, what they requested, their peak and where it came
+    from. ``scales_with_parts``: a per-part rule's jobs grow in proportion to the parts, any
+    other rule's stay the same (a gather per dataset; download parts set by the config), so
+    that 128 parts mean 128 jobs of each per-part rule and no more of the rest. ``not_run``:
+    rules planned at the smaller size of which no job ran (their outputs were there before)."""
+    planned_all = plans[0] + plans[1]
+    laion_files = _downstream(planned_all, lambda j: "shard" in j["wildcards"])
+    image_files = _downstream(
+        planned_all, lambda j: "part" in j["wildcards"] and "shard" not in j["wildcards"]
+    )
+    rules = []
+    for rule in dict.fromkeys(j["rule"] for j in planned_all):
+        planned = [[j for j in plan if j["rule"] == rule] for plan in plans]
+        ran = [j for j in measured if j["rule"] == rule]
+        kind = _rule_class(planned[1] or planned[0], laion_files, image_files)
+        jobs = [len(p) for p in planned]
+        if kind == "per_part":
+            scales = jobs[0] * sizes[1] == jobs[1] * sizes[0]
+        else:
+            scales = jobs[0] == jobs[1]
+        peaks = [j["max_rss"] for j in ran if j.get("max_rss") is not None]
+        rules.append(
+            {
+                "rule": rule,
+                "class": kind,
+                "jobs": jobs,
+                "jobs_run": len(ran),
+                "scales_with_parts": scales,
+                "requested_mem_mb": max(
+                    (j["mem_mb"] for j in ran if j.get("mem_mb") is not None), default=None
+                ),
+                "requested_runtime_min": max(
+                    (j["runtime"] for j in ran if j.get("runtime") is not None), default=None
+                ),
+                "peak_rss_mb": round(max(peaks), 1) if peaks else None,
+                "peak_rss_source": sorted({_source(j, "rss_source") for j in ran}),
+            }
+        )
+    return {
+        "sizes": list(sizes),
+        "rules": rules,
+        "jobs_scale_with_parts": all(r["scales_with_parts"] for r in rules),
+        "not_run": [r["rule"] for r in rules if r["jobs"][0] and not r["jobs_run"]],
+        "peak_rss_sources": dict(Counter(_source(j, "rss_source") for j in measured)),
+    }
+
+
 # --- running the DAG ------------------------------------------------------------------------
 
 
@@ -628,15 +690,16 @@ def _selected(workdir: Path, config: dict) -> int:
     return max((pq.ParquetFile(p).metadata.num_rows for p in paths if p.is_file()), default=0)
 
 
-def run_size(
+def _size_setup(
     root: Path,
     config_path: Path,
     n_parts: int,
     rows_per_part: int,
     captions_only: bool,
-    images_per_class_per_part: int | None = None,
-) -> tuple[list[dict], int]:
-    """Run the scale DAG at ``n_parts`` parts in ``root/parts-<n>``: (measured jobs, selected)."""
+    images_per_class_per_part: int | None,
+) -> tuple[Path, list[Path], dict, list[str]]:
+    """The work directory ``root/parts-<n>`` of one size, with its config overlay written:
+    (work directory, config files, the merged config, targets)."""
     workdir = root / f"parts-{n_parts}"
     workdir.mkdir(parents=True, exist_ok=True)
     # rules name some repository files by relative path; configs name ../shared beside the repo
@@ -664,7 +727,46 @@ def run_size(
     overlay.write_text(yaml.safe_dump(overlay_cfg))
     configs = [config_path, overlay]
     config = _load_config(configs)
-    targets = run_targets(config)
+    return workdir, configs, config, run_targets(config)
+
+
+def _dry_run(workdir: Path, configs: list[Path], targets: list[str], n_parts: int) -> str:
+    """Snakemake's dry run of every job of the size (``--forceall``), kept beside the work
+    directory's run log as ``bench_dry_run.log``: its job blocks."""
+    dry = _snakemake(workdir, configs, targets, "--dry-run", "--forceall")
+    (workdir / "bench_dry_run.log").write_text(dry.stdout + dry.stderr)
+    if dry.returncode != 0:
+        raise SystemExit(f"snakemake dry run at {n_parts} parts failed:\n{dry.stderr[-4000:]}")
+    return dry.stdout + dry.stderr
+
+
+def run_size(
+    root: Path,
+    config_path: Path,
+    n_parts: int,
+    rows_per_part: int,
+    captions_only: bool,
+    images_per_class_per_part: int | None = None,
+) -> tuple[list[dict], int]:
+    """Run the scale DAG at ``n_parts`` parts in ``root/parts-<n>``: (measured jobs, selected)."""
+    measured, selected, _ = _run_and_plan(
+        root, config_path, n_parts, rows_per_part, captions_only, images_per_class_per_part
+    )
+    return measured, selected
+
+
+def _run_and_plan(
+    root: Path,
+    config_path: Path,
+    n_parts: int,
+    rows_per_part: int,
+    captions_only: bool,
+    images_per_class_per_part: int | None,
+) -> tuple[list[dict], int, list[dict]]:
+    """``run_size`` with the dry run's jobs (``parse_jobs``) beside its measured ones."""
+    workdir, configs, config, targets = _size_setup(
+        root, config_path, n_parts, rows_per_part, captions_only, images_per_class_per_part
+    )
     run = _snakemake(workdir, configs, targets, "--rerun-incomplete")
     (workdir / "bench_run.log").write_text(run.stdout + run.stderr)
     if run.returncode != 0:
@@ -672,11 +774,57 @@ def run_size(
             f"snakemake run at {n_parts} parts failed (log: {workdir / 'bench_run.log'}):\n"
             f"{run.stderr[-4000:]}"
         )
-    dry = _snakemake(workdir, configs, targets, "--dry-run", "--forceall")
-    if dry.returncode != 0:
-        raise SystemExit(f"snakemake dry run at {n_parts} parts failed:\n{dry.stderr[-4000:]}")
-    jobs = measured_jobs(dry.stdout + dry.stderr, run.stdout + run.stderr, workdir)
-    return jobs, _selected(workdir, config)
+    dry = _dry_run(workdir, configs, targets, n_parts)
+    jobs = measured_jobs(dry, run.stdout + run.stderr, workdir)
+    return jobs, _selected(workdir, config), parse_jobs(dry)
+
+
+def planned_jobs(
+    root: Path,
+    config_path: Path,
+    n_parts: int,
+    rows_per_part: int,
+    captions_only: bool,
+    images_per_class_per_part: int | None = None,
+) -> list[dict]:
+    """Every job of the scale DAG at ``n_parts`` parts (``parse_jobs`` of a dry run in
+    ``root/parts-<n>``), running nothing."""
+    workdir, configs, _, targets = _size_setup(
+        root, config_path, n_parts, rows_per_part, captions_only, images_per_class_per_part
+    )
+    return parse_jobs(_dry_run(workdir, configs, targets, n_parts))
+
+
+def run_check(
+    root: Path,
+    config_path: Path,
+    sizes: tuple[int, int],
+    rows_per_part: int,
+    captions_only: bool,
+    images_per_class_per_part: int | None = None,
+) -> dict:
+    """``--check``: the DAG run at the smaller size and planned at both (``check``), with the
+    rows per part and the images the run selected."""
+    options = (rows_per_part, captions_only, images_per_class_per_part)
+    measured, selected, small = _run_and_plan(root, config_path, sizes[0], *options)
+    large = planned_jobs(root, config_path, sizes[1], *options)
+    result = check(measured, (small, large), sizes)
+    result.update(rows_per_part=rows_per_part, selected_images=selected)
+    return result
+
+
+def check_lines(result: dict) -> str:
+    """``check``'s result as text, a line per rule."""
+    lines = [
+        f"{r['rule']:22s} {r['class']:16s} jobs {r['jobs'][0]} -> {r['jobs'][1]} "
+        f"(scales with parts: {r['scales_with_parts']}), ran {r['jobs_run']}, "
+        f"peak {r['peak_rss_mb']} MB (req {r['requested_mem_mb']} MB, "
+        f"{r['requested_runtime_min']} min)"
+        for r in result["rules"]
+    ]
+    lines.append(f"jobs scale with parts: {result['jobs_scale_with_parts']}")
+    lines.append(f"planned but not run (outputs present): {result['not_run'] or 'none'}")
+    return "\n".join(lines)
 
 
 def paper_selection(paper_path: Path) -> tuple[int, int, int]:
@@ -805,6 +953,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help=f"{QUICK_ROWS_PER_PART} rows per part, sizes 1,2"
     )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="run the smaller size only and dry-run both: the DAG runs, every job records its "
+        "usage, per-part jobs grow with the parts (rules and requests as planned); projects "
+        "nothing",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON only")
     parser.add_argument(
         "--markdown", action="store_true", help="print the docs/scale.md table instead"
@@ -830,6 +985,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if len(sizes) != 2 or not 0 < sizes[0] < sizes[1]:
         parser.error("--sizes: two increasing numbers of parts, e.g. 2,4")
+    if args.check and args.markdown:
+        parser.error("--check projects nothing: no --markdown table")
     rows = args.rows_per_part or (QUICK_ROWS_PER_PART if args.quick else 2_500_000)
     paper_selected, paper_parts, paper_held = paper_selection(args.paper_config.resolve())
     scale_config = _load_config([args.config.resolve()])
@@ -840,21 +997,18 @@ def main(argv: list[str] | None = None) -> int:
         tmp = tempfile.TemporaryDirectory(prefix="bench_scale_")
         root = Path(tmp.name)
     root = root.resolve()
+    options = (rows, args.captions_only, args.images_per_class_per_part)
     try:
-        measured = [
-            run_size(
-                root,
-                args.config.resolve(),
-                n,
-                rows,
-                args.captions_only,
-                args.images_per_class_per_part,
-            )
-            for n in sizes
-        ]
+        if args.check:
+            checked = run_check(root, args.config.resolve(), sizes, *options)
+        else:
+            measured = [run_size(root, args.config.resolve(), n, *options) for n in sizes]
     finally:
         if tmp is not None:
             tmp.cleanup()
+    if args.check:
+        print(json.dumps(checked, indent=2) if args.json else check_lines(checked))
+        return 0
     result = project(
         measured[0][0],
         measured[1][0],

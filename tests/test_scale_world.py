@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import urllib.request
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from conftest import load_benchmark
 
 from imagenot.acquire import generated
@@ -577,24 +579,125 @@ def test_two_runs_are_compared_rule_by_rule(bench, tmp_path, capsys):
     assert "| a | 1000, 900 | 1.111 |" in capsys.readouterr().out
 
 
+def _measured(jobs: list[dict], bench) -> list[dict]:
+    """``_jobs`` rows as ``measured_jobs`` gives them for jobs that wrote their usage line."""
+    return [{**j, "rss_source": bench.SOURCE_JOB} for j in jobs]
+
+
+def test_check_classes_rules_and_finds_jobs_that_do_not_scale_with_parts(bench):
+    plans = (_jobs(1, 500.0), _jobs(2, 500.0))
+    result = bench.check(_measured(_jobs(1, 500.0), bench), plans, (1, 2))
+    rules = {r["rule"]: r for r in result["rules"]}
+    assert {name: (r["class"], r["jobs"]) for name, r in rules.items()} == {
+        "prepare_wordnet": ("fixed", [1, 1]),
+        "scale_world": ("per_part", [1, 2]),
+        "curate_captions": ("per_part", [1, 2]),
+        "curate_candidates": ("gather", [1, 1]),
+        "curate_embed": ("gather", [1, 1]),
+        "acquire_download": ("download_part", [2, 2]),
+        "acquire_build": ("selection_gather", [1, 1]),
+    }
+    assert result["jobs_scale_with_parts"] is True and result["not_run"] == []
+    assert all(r["jobs_run"] == r["jobs"][0] for r in result["rules"])
+    assert (
+        rules["curate_embed"]["requested_mem_mb"],
+        rules["curate_embed"]["requested_runtime_min"],
+    ) == (32000, 2880)
+    assert rules["acquire_build"]["peak_rss_mb"] == 225.0
+    assert result["peak_rss_sources"] == {bench.SOURCE_JOB: len(_jobs(1, 0))}
+    assert "jobs scale with parts: True" in bench.check_lines(result)
+    # planted: a per-part rule that does not grow, a gather that does
+    flat = [
+        j for j in plans[1] if j["wildcards"].get("shard") != "00001" or j["rule"] != "scale_world"
+    ]
+    result = bench.check(_measured(_jobs(1, 500.0), bench), (plans[0], flat), (1, 2))
+    assert {r["rule"] for r in result["rules"] if not r["scales_with_parts"]} == {"scale_world"}
+    assert result["jobs_scale_with_parts"] is False
+    assert "jobs scale with parts: False" in bench.check_lines(result)
+    gather = next(j for j in plans[1] if j["rule"] == "curate_candidates")
+    result = bench.check(_measured(_jobs(1, 500.0), bench), (plans[0], [*plans[1], gather]), (1, 2))
+    assert {r["rule"] for r in result["rules"] if not r["scales_with_parts"]} == {
+        "curate_candidates"
+    }
+    # planted: a job without its usage line, one without a request, a rule that did not run
+    measured = _measured(_jobs(1, 500.0), bench)
+    measured[1]["rss_source"] = None  # scale_world: Snakemake's sample only
+    measured[-1]["mem_mb"] = None  # acquire_build
+    measured = [j for j in measured if j["rule"] != "prepare_wordnet"]
+    result = bench.check(measured, plans, (1, 2))
+    rules = {r["rule"]: r for r in result["rules"]}
+    assert rules["scale_world"]["peak_rss_source"] == [bench.SOURCE_SAMPLED]
+    assert result["peak_rss_sources"][bench.SOURCE_SAMPLED] == 1
+    assert rules["acquire_build"]["requested_mem_mb"] is None
+    assert result["not_run"] == ["prepare_wordnet"]
+    assert rules["prepare_wordnet"]["jobs_run"] == 0
+    assert rules["prepare_wordnet"]["requested_mem_mb"] is None
+    with pytest.raises(SystemExit):
+        bench.main(["--check", "--markdown"])
+
+
 # --- end to end -----------------------------------------------------------------------------
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)
-def test_bench_scale_quick_builds_the_dataset_from_laion2b_en_named_shards(bench, tmp_path, capsys):
-    """The curation and dataset-building DAG on the scale world, 1 and 2 parts of 20,000 rows."""
-    assert bench.main(["--quick", "--json", "--workdir", str(tmp_path)]) == 0
+@pytest.mark.timeout(900)
+def test_bench_scale_check_builds_the_dataset_from_laion2b_en_named_shards(
+    bench, repo_root, tmp_path, capsys, nltk_data, lemma_table
+):
+    """``bench_scale --check --quick``: the curation and dataset-building DAG of the scale world
+    run on one part of 20,000 rows, and planned at one and two parts (the projection, which
+    runs both sizes, is tested on its own above; docs/scale.md reports the full benchmark).
+
+    Two cuts keep this to one short run: one download part (img2dataset's start-up is most of a
+    download job here), and WordNet's two jobs, which read nothing of LAION, start from this
+    session's prepared WordNet and this module's lemma table, so the run leaves them out."""
+    from imagenot.io import write_parquet
+    from imagenot.paths import NLTK_DATA, NOUN_LEMMAS
+
+    config = yaml.safe_load((repo_root / "config" / "scale.yaml").read_text())
+    config["acquire"]["download_parts"] = 1
+    config_path = tmp_path / "scale.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    work = tmp_path / "parts-1"
+    shutil.copytree(nltk_data, work / NLTK_DATA)
+    write_parquet(lemma_table, work / NOUN_LEMMAS)
+    argv = [
+        "--check",
+        "--quick",
+        "--json",
+        "--workdir",
+        str(tmp_path),
+        "--config",
+        str(config_path),
+    ]
+    assert bench.main(argv) == 0
     result = json.loads(capsys.readouterr().out)
-    work = tmp_path / "parts-2"
-    assert (work / "results/datasets/scale/manifest.parquet").is_file()
-    assert (work / "results/scale_world/laion" / LAION2B_EN_PATTERN.format(i=1)).is_file()
-    rules = {r["rule"]: r for r in result["rules"]}
-    assert rules["scale_world"]["jobs"] == [1, 2]
-    assert rules["scale_world"]["class"] == "per_part"
-    assert any(r["class"] == "download_part" for r in result["rules"])
-    assert all(r["requested_mem_mb"] and r["requested_runtime_min"] for r in result["rules"])
     assert result["sizes"] == [1, 2] and result["rows_per_part"] == 20_000
+    manifest = work / "results/datasets/scale/manifest.parquet"
+    assert pq.ParquetFile(manifest).metadata.num_rows > 0
+    assert result["selected_images"] > 0
+    assert (work / "results/scale_world/laion" / LAION2B_EN_PATTERN.format(i=0)).is_file()
+    # the plan at two parts names the second part as laion2B-en does
+    plan = bench.parse_jobs((tmp_path / "parts-2" / "bench_dry_run.log").read_text())
+    assert sorted(f for j in plan if j["rule"] == "scale_world" for f in j["output"]) == [
+        f"results/scale_world/laion/{LAION2B_EN_PATTERN.format(i=i)}" for i in (0, 1)
+    ]
+    rules = {r["rule"]: r for r in result["rules"]}
+    expected = {
+        "prepare_wordnet": ("fixed", [1, 1]),
+        "scale_world": ("per_part", [1, 2]),
+        "curate_match": ("per_part", [1, 2]),
+        "curate_candidates": ("gather", [1, 1]),
+        "acquire_download": ("download_part", [1, 1]),
+        "acquire_build": ("selection_gather", [1, 1]),
+    }
+    assert {name: (rules[name]["class"], rules[name]["jobs"]) for name in expected} == expected
+    assert result["jobs_scale_with_parts"] is True
+    # every job ran but WordNet's two, whose outputs were there
+    assert sorted(result["not_run"]) == ["noun_lemmas", "prepare_wordnet"]
+    ran = [r for r in result["rules"] if r["rule"] not in result["not_run"]]
+    assert all(r["jobs_run"] == r["jobs"][0] for r in ran)
+    assert all(r["requested_mem_mb"] and r["requested_runtime_min"] for r in ran)
     # every job recorded its own peak (imagenot.job_usage): no figure is Snakemake's sample
-    assert set(result["peak_rss_sources"]) == {bench.SOURCE_JOB}
-    assert all(r["peak_rss_source"] == [bench.SOURCE_JOB] for r in result["rules"])
+    assert result["peak_rss_sources"] == {bench.SOURCE_JOB: sum(r["jobs_run"] for r in ran)}
+    assert all(r["peak_rss_source"] == [bench.SOURCE_JOB] for r in ran)

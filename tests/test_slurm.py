@@ -27,6 +27,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -38,23 +39,27 @@ HARNESS = REPO / "scripts" / "slurm-local.sh"
 JOBCOMP = Path("/var/log/slurm/jobcomp.log")
 CONFIGS = [str(REPO / "config" / "config.yaml"), str(REPO / ".test" / "config-slurm.yaml")]
 
-# The SLURM run redoes, from a copy of a local run, caption selection and caption embedding of two
-# LAION parts: two jobs per rule, submitted as job arrays (profiles/default slurm-array-jobs), the
-# embedding (a GPU rule) asking with --gres as the site profile says, and caption selection
-# running out of its first memory request (.test/config-slurm.yaml) and retried with more.
+# The SLURM run redoes, from a copy of a local run, caption selection of both LAION parts of a
+# small demo world (.test/config-slurm.yaml) and the caption embedding of the first: the two
+# caption jobs (a CPU rule) go as one job array (profiles/default slurm-array-jobs), run out of
+# their first memory request (.test/config-slurm.yaml) and are retried with more; the embedding
+# (a GPU rule, asking with --gres as the site profile says) waits for its part's captions from
+# SLURM. One embedding, the costliest job, is enough for the GPU check.
 SHARDS = ("00000", "00001")
-TARGETS = [f"results/curate/imagenot/scores/{shard}.parquet" for shard in SHARDS]
-REDO = [
-    path
-    for shard in SHARDS
-    for path in (
-        f"results/curate/imagenot/captions/{shard}.parquet",
-        f"results/curate/imagenot/captions/{shard}.json",
-        f"results/curate/imagenot/scores/{shard}.parquet",
-        f"results/curate/imagenot/scores/{shard}.json",
-        f"results/curate/imagenot/embeddings/{shard}",  # the part's resumable chunks
-    )
+EMBED_SHARD = SHARDS[0]
+DATASET_DIR = "results/curate/imagenot"
+TARGETS = [
+    f"{DATASET_DIR}/scores/{EMBED_SHARD}.parquet",
+    *(f"{DATASET_DIR}/captions/{shard}.parquet" for shard in SHARDS if shard != EMBED_SHARD),
 ]
+REDO = [
+    *(f"{DATASET_DIR}/captions/{shard}.{ext}" for shard in SHARDS for ext in ("parquet", "json")),
+    f"{DATASET_DIR}/scores/{EMBED_SHARD}.parquet",
+    f"{DATASET_DIR}/scores/{EMBED_SHARD}.json",
+    f"{DATASET_DIR}/embeddings/{EMBED_SHARD}",  # the part's resumable chunks
+]
+# compared with the local run: every table the SLURM run makes
+COMPARED = [*TARGETS, f"{DATASET_DIR}/captions/{EMBED_SHARD}.parquet"]
 EXPECTED_RULES = {"curate_captions", "curate_embed"}
 OOM_RULE = "curate_captions"
 SLURMD_LOG = Path("/var/log/slurm/slurmd.log")
@@ -287,7 +292,7 @@ def test_site_profile_runs_through_slurm(slurm_cluster, tmp_path):
     assert gpu & set(jobs.values()), "no GPU rule ran through SLURM"
 
     # same results as the local run
-    for target in TARGETS:
+    for target in COMPARED:
         assert _tree_digest(slurm_dir / target) == _tree_digest(local_dir / target), target
 
 
@@ -298,58 +303,89 @@ def _scontrol_job(job: str) -> dict[str, str]:
     return dict(f.split("=", 1) for f in out.split() if "=" in f)
 
 
+# States of a job that has ended (scontrol's JobState)
+ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
+         "BOOT_FAIL", "DEADLINE"}  # fmt: skip
+
+
+def _ended(job: str, log: Path, seconds: float = 900) -> dict[str, str]:
+    """``scontrol show job`` of ``job`` once it has ended, asked every second. Not `sbatch
+    --wait`: it asks 2, 10, 42, 74... s after submitting (sleeps of 2, 8, 32 s), which keeps a
+    job of 20 s waited for 42 s."""
+    waited = time.monotonic() + seconds
+    while (state := _scontrol_job(job)).get("JobState") not in ENDED:
+        assert time.monotonic() < waited, log.read_text()[-2000:] if log.exists() else job
+        time.sleep(1)
+    return state
+
+
+def _shows(job: str, log: Path, text: str, seconds: float = 600) -> None:
+    """Wait until ``log`` (the output of ``job``) shows ``text``, or ``job`` has ended."""
+    waited = time.monotonic() + seconds
+    while text not in (log.read_text(errors="replace") if log.exists() else ""):
+        if _scontrol_job(job).get("JobState") in ENDED:
+            return
+        assert time.monotonic() < waited, log.read_text()[-2000:] if log.exists() else job
+        time.sleep(1)
+
+
 def _sbatch_array(cmd: list[str], minutes: int, log: Path, cwd: Path) -> str:
     """Submit ``cmd`` as a one-task job array with a time limit of ``minutes``, as the plugin
     submits an array rule's job (no srun step: the batch step runs it; the jobstep plugin
-    drops SLURM_JOB_END_TIME from an array task's environment, so here too); wait for it to
-    end and return its job id."""
+    drops SLURM_JOB_END_TIME from an array task's environment, so here too); return its job id
+    (``<array job>_0``)."""
     line = " ".join(["env -u SLURM_JOB_END_TIME", *map(shlex.quote, cmd)])
     line += f" --runtime-min {minutes}"
-    done = subprocess.run(
-        ["sbatch", "--parsable", "--wait", "--array=0", f"--time={minutes}", "--mem=3000",
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", "--array=0", f"--time={minutes}", "--mem=3000",
          "--cpus-per-task=1", f"--output={log}", f"--chdir={cwd}", f"--wrap={line}"],
-        env=_env(), capture_output=True, text=True, timeout=900,
+        env=_env(), capture_output=True, text=True, check=True,
     )  # fmt: skip
-    return done.stdout.strip().split(";")[0] + "_0"
+    return submitted.stdout.strip().split(";")[0] + "_0"
 
 
 def test_an_array_training_job_stops_before_its_time_limit_and_the_retry_resumes(
     slurm_cluster, tmp_path
 ):
     """A training job submitted as an array task (which no `--signal` warning reaches) with a
-    time limit of 1 minute, training longer than that, stops by its own deadline (SLURM's end time from squeue less
-    train.deadline_margin_minutes): it writes a checkpoint and exits 75 before the limit
-    (FAILED with 75, not TIMEOUT). Its retry, submitted as Snakemake's retry would (the same
-    command, a longer limit), resumes there and ends with the weights and result of an
-    uninterrupted run."""
+    time limit of 1 minute, training longer than that, stops by its own deadline (SLURM's end
+    time from squeue less train.deadline_margin_minutes): it writes a checkpoint and exits 75
+    before the limit (FAILED with 75, not TIMEOUT). Its retry, submitted as Snakemake's retry
+    would (the same command, a longer limit), resumes there and ends with the weights and
+    result of an uninterrupted run."""
     from test_train_preempt import _toy_trial
 
     from imagenot.train.checkpoints import read_state
 
     # 60 epochs without early stopping: about 30 s of training here (longer under load), past
     # the first job's deadline, which (margin 0.75 of its 1-minute limit, SLURM's least) comes
-    # 15 s after the job started. The uninterrupted run to compare with runs meanwhile.
+    # 15 s after the job started. The uninterrupted run to compare with starts once the first
+    # job trains (not competing with its start-up, which the 15 s include), and runs while the
+    # retry runs.
     space = {"s": {"budget": 1, "max_epochs": 60, "patience": 60, "batch_size": 4}}
-    cmd, run = _toy_trial(tmp_path / "local", spaces=space)
-    straight = subprocess.Popen(
-        cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
-
+    straight_cmd, run = _toy_trial(tmp_path / "local", spaces=space)
     cmd, run_slurm = _toy_trial(tmp_path / "slurm", spaces=space, deadline_margin_minutes=0.75)
-    first = _sbatch_array(cmd, 1, tmp_path / "first.log", tmp_path)
-    job = _scontrol_job(first)
-    log = (tmp_path / "first.log").read_text()
+    first_log, retry_log = tmp_path / "first.log", tmp_path / "retry.log"
+    first = _sbatch_array(cmd, 1, first_log, tmp_path)
+    _shows(first, first_log, "epoch 1:")
+    straight_log = tmp_path / "straight.log"  # a file: a full pipe would stall the trainer
+    with open(straight_log, "w") as f:
+        straight = subprocess.Popen(straight_cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=f)
+
+    job = _ended(first, first_log)
+    log = first_log.read_text()
     assert (job["JobState"], job["ExitCode"]) == ("FAILED", "75:0"), (job, log[-3000:])
     assert "deadline reached: step-level checkpoint written" in log, log[-3000:]
     paused = read_state(run_slurm / "trial-0/checkpoint.safetensors")
-    # it trained until the deadline (not stopped at start-up) and left the rest to the retry
-    assert 0 < paused.epoch < 60 and not (run_slurm / "stage-0/slot-0.json").exists()
-    _, errors = straight.communicate(timeout=600)
-    assert straight.returncode == 0, errors[-3000:]
+    # it trained until the deadline, not stopped at start-up (a deadline already passed stops
+    # the job after its first step), and left the rest to the retry
+    assert paused.step > 1 and paused.epoch < 60, paused
+    assert not (run_slurm / "stage-0/slot-0.json").exists()
 
-    retry = _sbatch_array(cmd, 10, tmp_path / "retry.log", tmp_path)
-    job = _scontrol_job(retry)
-    log = (tmp_path / "retry.log").read_text()
+    retry = _sbatch_array(cmd, 10, retry_log, tmp_path)
+    assert straight.wait(timeout=600) == 0, straight_log.read_text()[-3000:]
+    job = _ended(retry, retry_log)
+    log = retry_log.read_text()
     assert (job["JobState"], job["ExitCode"]) == ("COMPLETED", "0:0"), (job, log[-3000:])
     assert f"at epoch {paused.epoch}, batch {paused.batch}" in log, log[-3000:]
 
@@ -364,8 +400,6 @@ def test_scancel_of_an_array_training_job_reaches_the_trainer(slurm_cluster, tmp
     """SLURM sends SIGTERM (scancel, preemption, the time limit) to every process of a job,
     also an array task's, whose rule runs in the batch step under the batch shell: the trainer
     gets it, writes a checkpoint and exits 75 within KillWait (docs/gpu.md)."""
-    import time
-
     from test_train_preempt import _toy_trial
 
     from imagenot.train.checkpoints import read_state
@@ -380,13 +414,8 @@ def test_scancel_of_an_array_training_job_reaches_the_trainer(slurm_cluster, tmp
         env=_env(), capture_output=True, text=True, check=True,
     )  # fmt: skip
     job = submitted.stdout.strip().split(";")[0] + "_0"
-    waited = time.monotonic() + 600
-    while "epoch 3:" not in (log.read_text(errors="replace") if log.exists() else ""):
-        assert time.monotonic() < waited, log.read_text()[-2000:] if log.exists() else job
-        time.sleep(1)
+    _shows(job, log, "epoch 3:")
     subprocess.run(["scancel", job], env=_env(), check=True)
-    while _scontrol_job(job).get("JobState") in ("RUNNING", "COMPLETING", "PENDING"):
-        assert time.monotonic() < waited, log.read_text()[-2000:]
-        time.sleep(1)
+    _ended(job, log, seconds=600)
     assert "SIGTERM received: step-level checkpoint written" in log.read_text(), log.read_text()[-2000:]  # fmt: skip
     assert read_state(run / "trial-0/checkpoint.safetensors").epoch >= 2

@@ -99,7 +99,8 @@ def _gpu_job_commands(tmp_path, repo: Path) -> dict[str, list[str]]:
     commands = {
         "evaluate-robustness": f"evaluate-robustness {m} --dataset-dir {m} --robustness {m} "
         f"--per-image {m} --threads 1",
-        "embed-images": f"embed-images --dataset-dir {m} --workers 0 --out {m}",
+        "embed-images": f"embed-images --manifest {m}/manifest.parquet --classes "
+        f"{m}/classes.txt --workers 0 --embeddings {m}",
         "curate-embed": f"curate-embed --captions {m} --candidates {m} --queries {m} "
         f"--work-dir {m} --scores {m} --stats {m}",
     }

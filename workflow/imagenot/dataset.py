@@ -80,6 +80,19 @@ class DatasetError(ValueError):
         return text
 
 
+def folder_of(manifest: str | os.PathLike, classes: str | os.PathLike) -> Path:
+    """The dataset folder of a step handed a dataset's ``manifest`` and ``classes`` files (their
+    roles, :mod:`imagenot.files`): the manifest's folder, whose shards it locates; refused
+    (one line naming both) when the classes file is not the one beside it."""
+    folder = Path(manifest).parent
+    if Path(manifest).name != MANIFEST_FILE or Path(classes) != folder / CLASSES_FILE:
+        raise DatasetError(
+            f"--manifest {manifest} --classes {classes}: a dataset's files are "
+            f"{folder / MANIFEST_FILE} and {folder / CLASSES_FILE}, in one folder"
+        )
+    return folder
+
+
 def read_manifest(dataset_dir: str | os.PathLike, split: str | None = None) -> pa.Table:
     """The manifest table, optionally restricted to one split (manifest order kept)."""
     path = Path(dataset_dir) / MANIFEST_FILE

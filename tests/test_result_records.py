@@ -60,7 +60,8 @@ def _evaluate(root: Path, run: dict, model_dir: Path, ds_dir: Path, capsys) -> t
         validate_config({"seed": 3, "train": {"device": "cpu"}})
     )
     code = main([
-        "evaluate-robustness", str(model_dir / "model.safetensors"), "--dataset-dir", str(ds_dir),
+        "evaluate-robustness", "--model", str(model_dir / "model.safetensors"),
+        "--result", str(model_dir / "result.json"), "--manifest", str(ds_dir / "manifest.parquet"),
         "--robustness", str(root / ROBUSTNESS.format(**run)),
         "--per-image", str(root / PER_IMAGE.format(**run)),
         "--settings", to_json(settings), "--threads", "1",

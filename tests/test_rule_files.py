@@ -40,7 +40,6 @@ FLAG_BY_FLAG = {
     "train-select",
     "train-published",
     "train-preregistration-table",
-    "evaluate-robustness",
 }
 
 

@@ -97,8 +97,8 @@ def _gpu_job_commands(tmp_path, repo: Path) -> dict[str, list[str]]:
         ImageEmbedSettings.from_config(config),
     )
     commands = {
-        "evaluate-robustness": f"evaluate-robustness {m} --dataset-dir {m} --robustness {m} "
-        f"--per-image {m} --threads 1",
+        "evaluate-robustness": f"evaluate-robustness --model {m} --result {m} --manifest {m} "
+        f"--robustness {m} --per-image {m} --threads 1",
         "embed-images": f"embed-images --manifest {m}/manifest.parquet --classes "
         f"{m}/classes.txt --workers 0 --embeddings {m}",
         "curate-embed": f"curate-embed --captions {m} --candidates {m} --queries {m} "

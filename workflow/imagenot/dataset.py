@@ -80,15 +80,17 @@ class DatasetError(ValueError):
         return text
 
 
-def folder_of(manifest: str | os.PathLike, classes: str | os.PathLike) -> Path:
-    """The dataset folder of a step handed a dataset's ``manifest`` and ``classes`` files (their
+def folder_of(manifest: str | os.PathLike, classes: str | os.PathLike | None = None) -> Path:
+    """The dataset folder of a step handed a dataset's ``manifest`` (and ``classes``) file (their
     roles, :mod:`imagenot.files`): the manifest's folder, whose shards it locates; refused
-    (one line naming both) when the classes file is not the one beside it."""
+    (one line naming the files) when the manifest is not named as the format names it or the
+    classes file is not the one beside it."""
     folder = Path(manifest).parent
-    if Path(manifest).name != MANIFEST_FILE or Path(classes) != folder / CLASSES_FILE:
+    handed = f"--manifest {manifest}" + (f" --classes {classes}" if classes else "")
+    if Path(manifest).name != MANIFEST_FILE or (classes and Path(classes) != folder / CLASSES_FILE):
         raise DatasetError(
-            f"--manifest {manifest} --classes {classes}: a dataset's files are "
-            f"{folder / MANIFEST_FILE} and {folder / CLASSES_FILE}, in one folder"
+            f"{handed}: a dataset's files are {folder / MANIFEST_FILE} and "
+            f"{folder / CLASSES_FILE}, in one folder"
         )
     return folder
 

@@ -32,14 +32,10 @@ REPO = Path(__file__).resolve().parents[1]
 # Commands rules run whose files still travel flag by flag, each with its own parser arguments.
 FLAG_BY_FLAG = {
     "preflight",
-    "train-draw-trials",
     "train-trial",
     "train-final",
     "train-features",
-    "train-halve",
-    "train-select",
     "train-published",
-    "train-preregistration-table",
 }
 
 

@@ -125,6 +125,8 @@ ORDER_ONLY = {
     "run's layout); listed so that the summary comes last and is rewritten when one changes",
     "class_list": "a dataset's class list file: curate-candidates reads it through its settings "
     "(classes: {from_file: PATH}); listed so that a changed list reruns the step",
+    "trials_tables": "every experiment's trials table: the preregistration table reads the "
+    "record they are drawn into (--record); listed so that it is read once every draw is done",
 }
 """Rule input keys that are no role of their command: the job waits for the file (or reruns
 when it changes), but the command does not take it as an argument. The rule-wiring test allows

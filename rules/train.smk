@@ -332,7 +332,8 @@ ruleorder: train_published > train_final
 rule train_published:
     input:
         weights=lambda wc: train_plan.published_weights_file(config, wc.model),
-        data=lambda wc: train_plan.dataset_inputs(wc.dataset),
+        classes=paths.CLASSES,
+        fingerprint=paths.FINGERPRINT,
     output:
         model=train_paths.published(train_paths.FINAL_MODEL),
         result=train_paths.published(train_paths.FINAL_RESULT),
@@ -350,13 +351,11 @@ rule train_published:
         settings=lambda wc: to_arg(
             train_settings.PublishedSettings.from_config(config, wc.model)
         ),
-        data=paths.DATASET,
-        out_dir=train_paths.published(train_paths.FINAL_DIR),
     shell:
-        "imagenot train-published --settings {params.settings}"
-        " --weights-file {input.weights} --dataset-dir {params.data}"
-        " --run {wildcards.dataset}/{wildcards.protocol} --out-dir {params.out_dir}"
-        " > {log} 2>&1"
+        "imagenot train-published --settings {params.settings} --weights {input.weights}"
+        " --classes {input.classes} --fingerprint {input.fingerprint}"
+        " --run {wildcards.dataset}/{wildcards.protocol} --model {output.model}"
+        " --result {output.result} > {log} 2>&1"
 
 
 # The preregistration record (spaces, budgets, models, amendments) as a report table; read once

@@ -35,7 +35,6 @@ FLAG_BY_FLAG = {
     "train-trial",
     "train-final",
     "train-features",
-    "train-published",
 }
 
 

@@ -154,7 +154,12 @@ def classes_text(classes: Sequence[str], where: str | os.PathLike) -> str:
 
 def read_classes(dataset_dir: str | os.PathLike) -> list[str]:
     """Class names in label order."""
-    path = Path(dataset_dir) / CLASSES_FILE
+    return read_class_file(Path(dataset_dir) / CLASSES_FILE)
+
+
+def read_class_file(path: str | os.PathLike) -> list[str]:
+    """Class names in label order, from a dataset's classes.txt handed as a file (a role)."""
+    path = Path(path)
     if not path.is_file():
         raise DatasetError(f"{path}: no class list")
     try:
@@ -165,7 +170,12 @@ def read_classes(dataset_dir: str | os.PathLike) -> list[str]:
 
 def read_fingerprint(dataset_dir: str | os.PathLike) -> str:
     """The dataset's fingerprint (sha256 of its manifest), recorded with downstream results."""
-    path = Path(dataset_dir) / FINGERPRINT_FILE
+    return read_fingerprint_file(Path(dataset_dir) / FINGERPRINT_FILE)
+
+
+def read_fingerprint_file(path: str | os.PathLike) -> str:
+    """The dataset's fingerprint, from its fingerprint.txt handed as a file (a role)."""
+    path = Path(path)
     if not path.is_file():
         raise DatasetError(f"{path}: no fingerprint")
     return path.read_text().strip()

@@ -69,12 +69,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _common(p, "FeaturesSettings")
     p.add_argument("--out-dir", required=True, type=Path, help="gets {split}.safetensors")
 
-    p = subcommand(subparsers, "train-published", _published)
+    p = subcommand(subparsers, "train-published", _published, files=files.PublishedFiles)
     _settings_arg(p, "PublishedSettings")
-    p.add_argument("--weights-file", required=True, type=Path)
-    p.add_argument("--dataset-dir", required=True, type=Path)
     p.add_argument("--run", required=True, help="dataset/protocol")
-    p.add_argument("--out-dir", required=True, type=Path)
 
     p = subcommand(subparsers, "train-halve", _halve, files=files.HalveFiles)
     p.add_argument("--rung", required=True, type=int)
@@ -260,4 +257,4 @@ def _published(a: argparse.Namespace) -> None:
     run = {"dataset": dataset, "protocol": protocol}
     from imagenot.train.published import run_published
 
-    run_published(s, a.weights_file, a.dataset_dir, run, a.out_dir)
+    run_published(s, files.PublishedFiles.from_args(a), run)

@@ -1,5 +1,6 @@
-"""The files of the train stage's bookkeeping steps (:mod:`imagenot.files`): drawing an
-experiment's trials, a halving rung's decision, the selection and the preregistration table.
+"""The files of the train stage's steps that have been given roles (:mod:`imagenot.files`):
+drawing an experiment's trials, a halving rung's decision, the selection, the preregistration
+table and a published weights' run.
 
 The preregistration record (``preregistration.json``) is no rule's input or output: every draw
 of the run reads and amends it, so it travels as an argument (``--record``) beside these files.
@@ -40,3 +41,14 @@ class PreregistrationTableFiles(Files):
     """``train-preregistration-table``: the preregistration record as a report table."""
 
     table: str = made("the record as CSV (experiments, hashes, models, amendments)")
+
+
+@dataclass(frozen=True)
+class PublishedFiles(Files):
+    """``train-published``: published ImageNet weights written as a final run."""
+
+    weights: str = given("the published weights file (under train.weights_dir)")
+    classes: str = given("the dataset's classes.txt (the head keeps these rows)")
+    fingerprint: str = given("the dataset's fingerprint.txt (recorded with the run)")
+    model: str = made("the run's weights (model.safetensors)")
+    result: str = made("the run's record (result.json)")

@@ -27,11 +27,9 @@ rule diagnostics_wordnet_stats:
     conda:
         gpu_env("curate")
     threads: 1
-    params:
-        reference=diagnostics_plan.reference_classes_option(config),
     shell:
-        "imagenot wordnet-stats --classes {input.classes} {params.reference}"
-        " --nltk-data {input.nltk_data} --out {output.stats}"
+        "imagenot wordnet-stats --classes {input.classes} --reference {input.reference}"
+        " --nltk-data {input.nltk_data} --stats {output.stats}"
         " --per-class {output.per_class} > {log} 2>&1"
 
 
@@ -40,7 +38,7 @@ rule diagnostics_caption_stats:
         classes=curate_paths.CLASS_TABLE,
         selection=curate_paths.SELECTION,
     output:
-        diagnostics_plan.CAPTION_STATS,
+        stats=diagnostics_plan.CAPTION_STATS,
     log:
         f"{LOGS}/diagnostics_caption_stats/{{dataset}}.log",
     benchmark:
@@ -48,11 +46,9 @@ rule diagnostics_caption_stats:
     conda:
         "../envs/analyse.yaml"
     threads: 1
-    params:
-        curate_dir=lambda wc: curate_paths.DATASET_DIR.format(dataset=wc.dataset),
     shell:
-        "imagenot caption-similarity-stats --curate-dir {params.curate_dir}"
-        " --out {output} > {log} 2>&1"
+        "imagenot caption-similarity-stats --classes {input.classes}"
+        " --selection {input.selection} --stats {output.stats} > {log} 2>&1"
 
 
 rule diagnostics_embed_images:
@@ -60,9 +56,10 @@ rule diagnostics_embed_images:
         manifest=paths.MANIFEST,
         classes=paths.CLASSES,
         checkpoint=diagnostics_plan.encoder_checkpoint(config),
+        result=diagnostics_plan.encoder_result(config),
         preflight=preflight_gate(),
     output:
-        diagnostics_plan.IMAGE_EMBEDDINGS,
+        embeddings=diagnostics_plan.IMAGE_EMBEDDINGS,
     log:
         f"{LOGS}/diagnostics_embed_images/{{dataset}}.log",
     benchmark:
@@ -73,20 +70,19 @@ rule diagnostics_embed_images:
     resources:
         **gpu_request(),
     params:
-        dataset_dir=lambda wc: paths.DATASET.format(dataset=wc.dataset),
         settings=to_arg(diagnostics_settings.EmbedSettings.from_config(config)),
-        checkpoint=diagnostics_plan.checkpoint_option(config),
         identity=diagnostics_plan.encoder_description(config),
         gpu_job=gpu_job_option(),
     shell:
-        "imagenot embed-images --dataset-dir {params.dataset_dir}"
-        " --settings {params.settings} {params.checkpoint}"
-        " --workers {threads} {params.gpu_job} --out {output} > {log} 2>&1"
+        "imagenot embed-images --manifest {input.manifest} --classes {input.classes}"
+        " --checkpoint {input.checkpoint} --result {input.result}"
+        " --settings {params.settings} --workers {threads} {params.gpu_job}"
+        " --embeddings {output.embeddings} > {log} 2>&1"
 
 
 rule diagnostics_image_similarity:
     input:
-        diagnostics_plan.IMAGE_EMBEDDINGS,
+        embeddings=diagnostics_plan.IMAGE_EMBEDDINGS,
     output:
         stats=diagnostics_plan.IMAGE_STATS,
         per_class=diagnostics_plan.IMAGE_CLASSES,
@@ -98,16 +94,20 @@ rule diagnostics_image_similarity:
         "../envs/analyse.yaml"
     threads: 1
     shell:
-        "imagenot image-similarity --embeddings {input} --out-json {output.stats}"
-        " --out-table {output.per_class} > {log} 2>&1"
+        "imagenot image-similarity --embeddings {input.embeddings} --stats {output.stats}"
+        " --per-class {output.per_class} > {log} 2>&1"
 
 
 # One rule for every diagnostics figure, its name constrained to imagenot.diagnostics.plan.FIGURES;
-# the plan gives each figure its inputs (WordNet per-class tables, curation outputs or per-class
-# image similarities) and their labels.
+# the plan gives each figure its sources' labels and their files by role (WordNet per-class
+# tables, curation outputs or per-class image similarities; [] for a role it does not read).
 rule diagnostics_figure:
     input:
-        lambda wc: diagnostics_plan.figure_inputs(config, wc.name),
+        tables=lambda wc: diagnostics_plan.figure_inputs(config, wc.name, "tables"),
+        classes=lambda wc: diagnostics_plan.figure_inputs(config, wc.name, "classes"),
+        selection=lambda wc: diagnostics_plan.figure_inputs(
+            config, wc.name, "selection"
+        ),
     output:
         pdf=diagnostics_plan.FIGURE_PDF,
         png=report(
@@ -125,18 +125,27 @@ rule diagnostics_figure:
         "../envs/analyse.yaml"
     threads: 1
     params:
-        inputs=lambda wc: diagnostics_plan.figure_args(config, wc.name),
+        labels=lambda wc: diagnostics_plan.figure_labels(config, wc.name),
         settings=lambda wc: to_arg(
             diagnostics_settings.FigureSettings.from_config(config, name=wc.name)
         ),
     shell:
-        "imagenot diagnostics-figure {params.inputs} --settings {params.settings}"
-        " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+        "imagenot diagnostics-figure --labels {params.labels} --tables {input.tables}"
+        " --classes {input.classes} --selection {input.selection}"
+        " --settings {params.settings} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
 
 
 rule diagnostics_table:
     input:
-        unpack(lambda wc: diagnostics_plan.table_inputs(config, wc.subject)),
+        wordnet=lambda wc: diagnostics_plan.table_input(config, wc.subject, "wordnet"),
+        captions=lambda wc: diagnostics_plan.table_input(config, wc.subject, "captions"),
+        reference_captions=lambda wc: diagnostics_plan.table_input(
+            config, wc.subject, "reference_captions"
+        ),
+        images=lambda wc: diagnostics_plan.table_input(config, wc.subject, "images"),
+        reference_images=lambda wc: diagnostics_plan.table_input(
+            config, wc.subject, "reference_images"
+        ),
     output:
         csv=report(
             diagnostics_plan.TABLE_CSV,
@@ -154,10 +163,11 @@ rule diagnostics_table:
         "../envs/analyse.yaml"
     threads: 1
     params:
-        files=lambda wc: diagnostics_plan.table_args(config, wc.subject),
         settings=lambda wc: to_arg(
             diagnostics_settings.TableSettings.from_config(config, subject=wc.subject)
         ),
     shell:
-        "imagenot diagnostics-table {params.files} --settings {params.settings}"
+        "imagenot diagnostics-table --wordnet {input.wordnet} --captions {input.captions}"
+        " --reference-captions {input.reference_captions} --images {input.images}"
+        " --reference-images {input.reference_images} --settings {params.settings}"
         " --csv {output.csv} --md {output.md} > {log} 2>&1"

@@ -22,10 +22,10 @@ rule evaluate_robustness:
     resources:
         **gpu_request(),
     params:
-        dataset_dir=lambda wc: paths.DATASET.format(dataset=wc.dataset),
         settings=to_arg(evaluate_settings.RobustnessSettings.from_config(config)),
         gpu_job=gpu_job_option(),
     shell:
-        "imagenot evaluate-robustness {input.model} --dataset-dir {params.dataset_dir}"
-        " --robustness {output.robustness} --per-image {output.per_image}"
-        " --settings {params.settings} --threads {threads} {params.gpu_job} > {log} 2>&1"
+        "imagenot evaluate-robustness --model {input.model} --result {input.result}"
+        " --manifest {input.manifest} --robustness {output.robustness}"
+        " --per-image {output.per_image} --settings {params.settings} --threads {threads}"
+        " {params.gpu_job} > {log} 2>&1"

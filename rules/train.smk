@@ -24,7 +24,7 @@ TRAIN_WC = "{dataset}/{protocol}/{model}"
 
 rule train_draw_trials:
     output:
-        train_paths.TRIALS,
+        trials=train_paths.TRIALS,
     log:
         f"{LOGS}/train_draw_trials/{TRAIN_WC}.log",
     benchmark:
@@ -41,7 +41,7 @@ rule train_draw_trials:
         record=train_plan.PREREGISTRATION,
     shell:
         "imagenot train-draw-trials --settings {params.settings} --record {params.record}"
-        " --out {output} > {log} 2>&1"
+        " --trials {output.trials} > {log} 2>&1"
 
 
 # One GPU job per slot of a stage (see imagenot.train.plan): stage 0 trains every trial to the
@@ -194,11 +194,11 @@ ruleorder: train_head_trial > train_trial
 
 rule train_halve:
     input:
-        lambda wc: train_plan.stage_results(
+        results=lambda wc: train_plan.stage_results(
             config, wc.dataset, wc.protocol, wc.model, wc.rung
         ),
     output:
-        train_paths.DECISION,
+        decision=train_paths.DECISION,
     log:
         f"{LOGS}/train_halve/{TRAIN_WC}/{{rung}}.log",
     benchmark:
@@ -213,15 +213,17 @@ rule train_halve:
             train_settings.HalveSettings.from_config(config, wc.dataset, wc.protocol)
         ),
     shell:
-        "imagenot train-halve {input} --rung {wildcards.rung} --settings {params.settings}"
-        " --out {output} > {log} 2>&1"
+        "imagenot train-halve --results {input.results} --rung {wildcards.rung}"
+        " --settings {params.settings} --decision {output.decision} > {log} 2>&1"
 
 
 rule train_select:
     input:
-        lambda wc: train_plan.all_results(config, wc.dataset, wc.protocol, wc.model),
+        results=lambda wc: train_plan.all_results(
+            config, wc.dataset, wc.protocol, wc.model
+        ),
     output:
-        train_paths.TRIAL_SELECTION,
+        selection=train_paths.TRIAL_SELECTION,
     log:
         f"{LOGS}/train_select/{TRAIN_WC}.log",
     benchmark:
@@ -230,7 +232,8 @@ rule train_select:
         gpu_env("train")
     threads: 1
     shell:
-        "imagenot train-select {input} --out {output} > {log} 2>&1"
+        "imagenot train-select --results {input.results} --selection {output.selection}"
+        " > {log} 2>&1"
 
 
 rule train_final:
@@ -329,7 +332,8 @@ ruleorder: train_published > train_final
 rule train_published:
     input:
         weights=lambda wc: train_plan.published_weights_file(config, wc.model),
-        data=lambda wc: train_plan.dataset_inputs(wc.dataset),
+        classes=paths.CLASSES,
+        fingerprint=paths.FINGERPRINT,
     output:
         model=train_paths.published(train_paths.FINAL_MODEL),
         result=train_paths.published(train_paths.FINAL_RESULT),
@@ -347,22 +351,20 @@ rule train_published:
         settings=lambda wc: to_arg(
             train_settings.PublishedSettings.from_config(config, wc.model)
         ),
-        data=paths.DATASET,
-        out_dir=train_paths.published(train_paths.FINAL_DIR),
     shell:
-        "imagenot train-published --settings {params.settings}"
-        " --weights-file {input.weights} --dataset-dir {params.data}"
-        " --run {wildcards.dataset}/{wildcards.protocol} --out-dir {params.out_dir}"
-        " > {log} 2>&1"
+        "imagenot train-published --settings {params.settings} --weights {input.weights}"
+        " --classes {input.classes} --fingerprint {input.fingerprint}"
+        " --run {wildcards.dataset}/{wildcards.protocol} --model {output.model}"
+        " --result {output.result} > {log} 2>&1"
 
 
 # The preregistration record (spaces, budgets, models, amendments) as a report table; read once
 # every trials table, the record's last writers, exists.
 rule train_preregistration_table:
     input:
-        train_plan.trials_tables(config),
+        trials_tables=train_plan.trials_tables(config),
     output:
-        report(
+        table=report(
             train_plan.PREREGISTRATION_TABLE,
             caption="../report/train_preregistration.rst",
             category="Training",
@@ -377,4 +379,5 @@ rule train_preregistration_table:
     params:
         record=train_plan.PREREGISTRATION,
     shell:
-        "imagenot train-preregistration-table {params.record} --out {output} > {log} 2>&1"
+        "imagenot train-preregistration-table {params.record} --table {output.table}"
+        " > {log} 2>&1"

@@ -13,7 +13,9 @@ import pytest
 
 from imagenot.config import schema_default, validate_config
 from imagenot.diagnostics import captions, figures, plan, table
+from imagenot.diagnostics.files import FigureFiles, TableFiles
 from imagenot.diagnostics.settings import EmbedSettings, FigureSettings
+from imagenot.files import INPUT
 from imagenot.registries import RegistryError
 
 DEMO_DATASETS = {
@@ -72,7 +74,7 @@ def test_backbone_encoder_is_taken_from_the_final_runs(monkeypatch):
     checkpoint = "results/train/imagenot/st/tiny/final/seed-1/model.safetensors"
     assert plan.encoder_checkpoint(config) == [checkpoint]
     assert EmbedSettings.from_config(config).kind == "backbone"
-    assert plan.checkpoint_option(config) == f"--checkpoint {checkpoint}"
+    assert plan.encoder_result(config) == [checkpoint.replace("model.safetensors", "result.json")]
     assert plan.image_datasets(config) == ["imagenot", "imagenet"]
     assert "results/figures/diagnostics_image_similarity.pdf" in plan.targets(config)
     inputs = plan.table_inputs(config, "imagenot")
@@ -103,7 +105,7 @@ def test_paper_like_config_with_clip_and_class_lists(monkeypatch):
         batch_size=schema_default("diagnostics.image_similarity.batch_size"),
         max_images_per_class=10,
     )
-    assert plan.checkpoint_option(config) == ""
+    assert plan.encoder_result(config) == []
     assert "reference_captions" not in plan.table_inputs(config, "imagenot")
     assert plan.table_inputs(config, "list-published") == {
         "wordnet": "results/diagnostics/list-published/wordnet_stats.json"
@@ -115,28 +117,45 @@ def test_one_rule_per_diagnostics_figure_gets_its_inputs_from_the_plan(monkeypat
     runs = [{"dataset": "imagenot", "protocol": "st", "model": "tiny", "seed": 0}]
     config = config_with(runs=runs, monkeypatch=monkeypatch)
     assert plan.figures(config) == list(plan.FIGURES)
+    roles = FigureFiles.roles(INPUT)
     for name in plan.FIGURES:
-        inputs = plan.figure_inputs(config, name)
-        assert inputs, name
+        labels = plan.figure_labels(config, name).split()
+        inputs = {role: plan.figure_inputs(config, name, role) for role in roles}
+        # every role the figure reads holds one file per label, the others none
+        assert labels and any(inputs.values()), name
+        assert all(len(paths) in (0, len(labels)) for paths in inputs.values()), name
         assert FigureSettings.from_config(config, name=name) == FigureSettings(name, "imagenet")
-    assert plan.figure_inputs(config, "siblings") == [
+    assert plan.figure_labels(config, "siblings") == "imagenot"
+    assert plan.figure_inputs(config, "siblings", "tables") == [
         "results/diagnostics/imagenot/wordnet_classes.parquet"
     ]
-    assert "imagenot=results/curate/imagenot" in plan.figure_args(config, "caption_similarity")
-    assert "results/curate/imagenet/selection.parquet" in plan.figure_inputs(
-        config, "caption_similarity"
-    )
+    assert plan.figure_inputs(config, "siblings", "classes") == []
+    assert plan.figure_labels(config, "caption_similarity") == "imagenot imagenet"
+    assert plan.figure_inputs(config, "caption_similarity", "selection") == [
+        "results/curate/imagenot/selection.parquet",
+        "results/curate/imagenet/selection.parquet",
+    ]
+    assert plan.figure_inputs(config, "caption_similarity", "tables") == []
     with pytest.raises(
         RegistryError, match="unknown diagnostics figure 'pie'; registered: class_depth"
     ):
-        plan.figure_inputs(config, "pie")
+        plan.figure_inputs(config, "pie", "tables")
 
 
-def test_reference_classes_option(monkeypatch):
+def test_reference_classes_input(monkeypatch):
     config = config_with({"reference_classes": "lists/ref.txt"}, monkeypatch=monkeypatch)
     assert plan.reference_classes_input(config) == ["lists/ref.txt"]
-    assert plan.reference_classes_option(config) == "--reference lists/ref.txt"
-    assert plan.reference_classes_option(config_with()) == ""
+    assert plan.reference_classes_input(config_with()) == []
+
+
+def test_a_table_is_handed_the_statistics_the_config_produces(monkeypatch):
+    config = config_with(monkeypatch=monkeypatch)
+    roles = TableFiles.roles(INPUT)
+    assert set(plan.table_inputs(config, "imagenot")) <= set(roles)
+    assert plan.table_input(config, "imagenot", "wordnet") == [
+        "results/diagnostics/imagenot/wordnet_stats.json"
+    ]
+    assert plan.table_input(config, "imagenot", "images") == []  # no encoder: no embeddings
 
 
 WORDNET_DOC = {
@@ -193,7 +212,9 @@ def curate_dir(tmp_path):
 
 
 def test_caption_stats(curate_dir):
-    stats = captions.caption_stats(*captions.read_curation(curate_dir))
+    stats = captions.caption_stats(
+        *captions.read_curation(curate_dir / "classes.parquet", curate_dir / "selection.parquet")
+    )
     assert stats["n_classes"] == 2 and stats["n_captions"] == 5
     assert stats["class_score"]["mean"] == pytest.approx(0.875)
     assert stats["class_score"]["min"] == pytest.approx(0.85)
@@ -212,7 +233,7 @@ def test_grouped_quantiles_match_numpy():
         assert q[i, 2] == v[(len(v) - 1) // 2]
 
 
-def test_cli_table_and_figures(tmp_path, curate_dir):
+def test_cli_table_and_figures(tmp_path, curate_dir, capsys):
     from imagenot.cli import main
 
     wordnet = tmp_path / "wordnet.json"
@@ -222,9 +243,11 @@ def test_cli_table_and_figures(tmp_path, curate_dir):
         main(
             [
                 "caption-similarity-stats",
-                "--curate-dir",
-                str(curate_dir),
-                "--out",
+                "--classes",
+                str(curate_dir / "classes.parquet"),
+                "--selection",
+                str(curate_dir / "selection.parquet"),
+                "--stats",
                 str(caption_json),
             ]
         )
@@ -235,12 +258,18 @@ def test_cli_table_and_figures(tmp_path, curate_dir):
         "diagnostics-table",
         "--settings",
         json.dumps({"subject": "a", "reference_name": "b"}),
-        "--wordnet-stats",
+        "--wordnet",
         str(wordnet),
     ]
-    argv += ["--caption-stats", str(caption_json), "--csv", f"{out}.csv", "--md", f"{out}.md"]
+    argv += ["--captions", str(caption_json), "--csv", f"{out}.csv", "--md", f"{out}.md"]
     assert main(argv) == 0
-    assert "caption-gloss similarity" in (tmp_path / "t.md").read_text()
+    table = (tmp_path / "t.md").read_text()
+    assert "caption-gloss similarity" in table
+    # a statistic the config does not produce is handed as its flag alone (an empty input)
+    empty = ["--images", "--reference-images", "--reference-captions"]
+    argv[-4:-4] = empty
+    assert main([*argv[:-4], "--csv", f"{out}2.csv", "--md", f"{out}2.md"]) == 0
+    assert (tmp_path / "t2.md").read_text() == table
 
     per_class = tmp_path / "per_class.parquet"
     pq.write_table(
@@ -248,17 +277,24 @@ def test_cli_table_and_figures(tmp_path, curate_dir):
                   "n_siblings": [0, 10, 3]}), per_class)  # fmt: skip
     sims = tmp_path / "sim.parquet"
     pq.write_table(pa.table({"intra": [0.5, None], "inter": [0.1, 0.2]}), sims)
-    for figure, item in [
-        ("class_depth", f"a={per_class}"),
-        ("siblings", f"a={per_class}"),
-        ("caption_similarity", f"a={curate_dir}"),
-        ("image_similarity", f"a={sims}"),
+    curation = ["--classes", str(curate_dir / "classes.parquet")]
+    curation += ["--selection", str(curate_dir / "selection.parquet")]
+    for figure, files in [
+        ("class_depth", ["--tables", str(per_class), "--classes", "--selection"]),
+        ("siblings", ["--tables", str(per_class)]),
+        ("caption_similarity", ["--tables", *curation]),
+        ("image_similarity", ["--tables", str(sims)]),
     ]:
         pdf, png = tmp_path / f"{figure}.pdf", tmp_path / f"{figure}.png"
         settings = json.dumps({"name": figure, "reference_name": "imagenet"})
-        argv = ["diagnostics-figure", item, "--settings", settings]
+        argv = ["diagnostics-figure", "--labels", "a", *files, "--settings", settings]
         assert main([*argv, "--pdf", str(pdf), "--png", str(png)]) == 0
         assert pdf.read_bytes()[:4] == b"%PDF" and png.read_bytes()[:4] == b"\x89PNG"
+    # a figure handed a file count other than its labels' is refused, naming the role
+    argv = ["diagnostics-figure", "--labels", "a", "b", "--tables", str(sims)]
+    argv += ["--settings", json.dumps({"name": "image_similarity", "reference_name": "x"})]
+    assert main([*argv, "--pdf", str(tmp_path / "x.pdf"), "--png", str(tmp_path / "x.png")]) == 2
+    assert "--tables: 1 file(s) for 2 label(s) (a b)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", plan.FIGURES)

@@ -214,16 +214,17 @@ def test_embed_images_and_similarity_cli_with_a_trained_backbone(tmp_path, capsy
         "batch_size": 4,
         "max_images_per_class": 3,
     }
-    argv = [
-        "embed-images",
-        "--dataset-dir",
-        str(tmp_path / "ds"),
-        "--settings",
-        json.dumps(settings),
+    dataset = ["--manifest", str(tmp_path / "ds/manifest.parquet")]
+    dataset += ["--classes", str(tmp_path / "ds/classes.txt")]
+    argv = ["embed-images", *dataset, "--settings", json.dumps(settings)]
+    backbone = [
+        "--checkpoint",
+        str(run / "model.safetensors"),
+        "--result",
+        str(run / "result.json"),
     ]
-    argv += ["--checkpoint", str(run / "model.safetensors"), "--workers", "0"]
-    argv += ["--device", "cpu", "--out", str(npz)]
-    assert main(argv) == 0
+    argv += [*backbone, "--workers", "0", "--device", "cpu"]
+    assert main([*argv, "--embeddings", str(npz)]) == 0
     arrays = embed.read_embeddings(npz)
     assert arrays["embeddings"].shape[0] == 9  # 3 classes x 3 kept
     assert sorted(np.bincount(arrays["labels"]).tolist()) == [3, 3, 3]
@@ -234,17 +235,29 @@ def test_embed_images_and_similarity_cli_with_a_trained_backbone(tmp_path, capsy
     with torch.no_grad():
         next(m for m in broken.modules() if isinstance(m, torch.nn.BatchNorm2d)).running_var[0] = -1
     bad = write_final_run(tmp_path, broken, seed=1)
-    argv_bad = [*argv[:5], "--checkpoint", str(bad / "model.safetensors"), "--workers", "0"]
+    argv_bad = ["embed-images", *dataset, "--settings", json.dumps(settings)]
+    argv_bad += ["--checkpoint", str(bad / "model.safetensors")]
+    argv_bad += ["--result", str(bad / "result.json"), "--workers", "0", "--device", "cpu"]
     capsys.readouterr()
-    assert main([*argv_bad, "--device", "cpu", "--out", str(tmp_path / "bad.npz")]) == 2
+    assert main([*argv_bad, "--embeddings", str(tmp_path / "bad.npz")]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert "embeddings of 9 of 9 image(s) are not finite" in err
     assert not (tmp_path / "bad.npz").exists()
 
+    # the record handed is the checkpoint's run's own, and the classes the manifest's own
+    mixed = [*argv_bad[:-6], "--result", str(run / "result.json"), *argv_bad[-4:]]
+    assert main([*mixed, "--embeddings", str(tmp_path / "mixed.npz")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "result.json" in err, err
+    apart = [*argv[:4], str(tmp_path / "classes.txt"), *argv[5:]]
+    assert main([*apart, "--embeddings", str(tmp_path / "apart.npz")]) == 2
+    assert "a dataset's files are" in capsys.readouterr().err
+    assert not (tmp_path / "mixed.npz").exists() and not (tmp_path / "apart.npz").exists()
+
     out_json, out_table = tmp_path / "sim.json", tmp_path / "sim.parquet"
-    argv = ["image-similarity", "--embeddings", str(npz), "--out-json", str(out_json)]
-    assert main([*argv, "--out-table", str(out_table)]) == 0
+    argv = ["image-similarity", "--embeddings", str(npz), "--stats", str(out_json)]
+    assert main([*argv, "--per-class", str(out_table)]) == 0
     summary = json.loads(out_json.read_text())
     assert summary["n_images"] == 9 and summary["encoder"].startswith("backbone:")
     per_class = sim.class_similarity(arrays["embeddings"], arrays["labels"], 3)

@@ -208,7 +208,7 @@ def test_cli_json_and_bad_list(nltk_data, shared_data, tmp_path, capsys):
 
     out = tmp_path / "stats.json"
     argv = ["wordnet-stats", "--classes", str(shared_data / PUBLISHED[1])]
-    argv += ["--nltk-data", str(nltk_data), "--json", "--out", str(out)]
+    argv += ["--nltk-data", str(nltk_data), "--json", "--stats", str(out)]
     argv += ["--per-class", str(tmp_path / "per_class.parquet")]
     assert main(argv) == 0
     printed = json.loads(capsys.readouterr().out)

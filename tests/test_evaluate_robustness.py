@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -13,6 +14,7 @@ from statsmodels.stats.proportion import proportion_confint
 
 from imagenot.config import validate_config
 from imagenot.evaluate import plan
+from imagenot.evaluate.files import RobustnessFiles
 from imagenot.evaluate.metrics import clopper_pearson, robust_accuracy, topk_correct
 from imagenot.evaluate.robustness import (
     evaluate_batches,
@@ -24,6 +26,7 @@ from imagenot.evaluate.robustness import (
 from imagenot.evaluate.settings import RobustnessSettings as Settings
 from imagenot.evaluate.transforms import build_transforms, names
 from imagenot.train.facts import Preprocessing
+from imagenot.train.records import RecordError
 
 torch.set_num_threads(1)
 
@@ -241,10 +244,12 @@ def test_evaluate_checkpoint_end_to_end(tmp_path, settings):
 
     small = Settings(**{**settings.__dict__, "batch_size": 4, "device": "cpu"})
     out = tmp_path / "out"
-    table = evaluate_checkpoint(
-        run / "model.safetensors", ds_dir, small, out / "robustness.parquet", out / "per_image.parquet",
-        workers=0, gpu_job=False,
+    files = RobustnessFiles(
+        model=run / "model.safetensors", result=run / "result.json",
+        manifest=ds_dir / "manifest.parquet", robustness=out / "robustness.parquet",
+        per_image=out / "per_image.parquet",
     )  # fmt: skip
+    table = evaluate_checkpoint(files, small, workers=0, gpu_job=False)
     robustness = pq.read_table(out / "robustness.parquet")
     per_image = pq.read_table(out / "per_image.parquet")
     assert robustness.equals(table)
@@ -255,6 +260,19 @@ def test_evaluate_checkpoint_end_to_end(tmp_path, settings):
     assert per_image.num_rows == len(names()) * 6
     assert set(per_image["key"].to_pylist()) == {f"k{i:03d}" for i in range(1, 12, 2)}
     assert sorted(p.name for p in out.iterdir()) == ["per_image.parquet", "robustness.parquet"]
+
+    # the record handed is the weights' own run's: another seed's is refused, nothing written
+    other = write_final_run(
+        tmp_path, model, name=name, image_size=SIZE, fingerprint=read_fingerprint(ds_dir),
+        normalisation={"mean": list(MEAN), "std": list(STD)}, seed=1,
+    )  # fmt: skip
+    mixed = dataclasses.replace(
+        files, result=other / "result.json", robustness=tmp_path / "r.parquet",
+        per_image=tmp_path / "p.parquet",
+    )  # fmt: skip
+    with pytest.raises(RecordError, match=r"seed-1/result\.json: records seed 1, but .*seed-0/"):
+        evaluate_checkpoint(mixed, small, workers=0, gpu_job=False)
+    assert not (tmp_path / "r.parquet").exists() and not (tmp_path / "p.parquet").exists()
 
 
 def _on_and_off(model, settings, data, option: str) -> list:
@@ -411,10 +429,12 @@ def test_published_weights_run_float32_unfolded_and_trained_runs_keep_their_prot
         # the weights once, each run's record over the last (written as the workflow does)
         run = write_final_run(tmp_path, model if extra else None, **common, **extra)
         seen.clear()
-        out[name] = evaluate_checkpoint(
-            run / "model.safetensors", ds_dir, small, tmp_path / name / "r.parquet",
-            tmp_path / name / "p.parquet", workers=0, gpu_job=False,
+        files = RobustnessFiles(
+            model=run / "model.safetensors", result=run / "result.json",
+            manifest=ds_dir / "manifest.parquet", robustness=tmp_path / name / "r.parquet",
+            per_image=tmp_path / name / "p.parquet",
         )  # fmt: skip
+        out[name] = evaluate_checkpoint(files, small, workers=0, gpu_job=False)
         if name == "published":  # unfolded: every batch norm ran, in float32, TF32 off
             assert seen and set(seen) == {(torch.float32, False, "ieee")}
         else:  # folded into the convolutions: no batch norm left to run

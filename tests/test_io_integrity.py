@@ -118,7 +118,7 @@ def test_a_command_reading_a_truncated_json_ends_in_one_line(tmp_path, monkeypat
     bad = tmp_path / "results" / "slot-1.json"
     bad.write_text(json.dumps({"trial": 1, "val_accuracy": 60.0})[:10])
     out = tmp_path / "results" / "selection.json"
-    assert main(["train-select", str(good), str(bad), "--out", str(out)]) == 2
+    assert main(["train-select", "--results", str(good), str(bad), "--selection", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"imagenot train-select: error: {bad}: ")
     assert not out.exists() and not bad.exists() and os.path.exists(f"{bad}.damaged")

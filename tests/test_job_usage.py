@@ -72,7 +72,7 @@ def test_a_command_that_crashes_still_records_its_usage(monkeypatch, capsys):
     parser.parse_args = lambda argv=None: argparse.Namespace(**{**vars(parse(argv)), "func": crash})
     monkeypatch.setattr(cli, "build_parser", lambda: parser)
     with pytest.raises(RuntimeError, match="a bug"):
-        cli.main(["train-select", "x", "--out", "y"])
+        cli.main(["train-select", "--results", "x", "--selection", "y"])
     assert job_usage.parse(capsys.readouterr().err)["peak_rss_mb"] > 0
 
 

@@ -256,6 +256,7 @@ def test_a_timm_weight_with_statistics_half_flows_with_them(half_entry, repo_roo
     from imagenot.train import settings as ts
     from imagenot.train.features import extract
     from imagenot.train.feed import InMemory, to_device
+    from imagenot.train.files import PublishedFiles
     from imagenot.train.published import run_published
 
     raw = yaml.safe_load((repo_root / "config" / "config.yaml").read_text())
@@ -307,9 +308,11 @@ def test_a_timm_weight_with_statistics_half_flows_with_them(half_entry, repo_roo
     # a published run of the same weights: recorded, then evaluated, with their protocol
     ds = _one_image_dataset(tmp_path / "ds", _real_image(200))
     settings = ts.PublishedSettings(model=half_entry, weights=f"timm:{HALF}")
-    result = run_published(
-        settings, weights, ds, {"dataset": "d", "protocol": "st"}, tmp_path / "run"
-    )
+    files = PublishedFiles(
+        weights=weights, classes=ds / "classes.txt", fingerprint=ds / "fingerprint.txt",
+        model=tmp_path / "run/model.safetensors", result=tmp_path / "run/result.json",
+    )  # fmt: skip
+    result = run_published(settings, files, {"dataset": "d", "protocol": "st"})
     assert result["preprocessing"] == {
         **half,
         "crop_size": 160,

@@ -252,7 +252,18 @@ def test_a_job_error_ends_in_one_line(tmp_path, capsys):
 
     slot = tmp_path / "stage-0" / "slot-0.json"
     write_slot(slot, val_accuracy=-1.0, stopped_by="diverged")
-    assert main(["train-select", str(slot), "--out", str(tmp_path / "selection.json")]) == 2
+    assert (
+        main(
+            [
+                "train-select",
+                "--results",
+                str(slot),
+                "--selection",
+                str(tmp_path / "selection.json"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "Traceback" not in err
     lines = [line for line in err.splitlines() if "error:" in line]

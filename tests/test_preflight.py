@@ -182,7 +182,7 @@ def test_the_training_job_takes_the_batch_the_preflight_measured_on_the_card(
 
     run = tmp_path / "toy" / "st" / "resnet_mini"
     draw = to_json(train_settings.DrawSettings.from_config(config, "toy", "st", "resnet_mini"))
-    assert main(["train-draw-trials", "--settings", draw, "--record", str(tmp_path / "p.json"), "--out", str(run / "trials.parquet")]) == 0  # fmt: skip
+    assert main(["train-draw-trials", "--settings", draw, "--record", str(tmp_path / "p.json"), "--trials", str(run / "trials.parquet")]) == 0  # fmt: skip
     trial = train_settings.TrialSettings.from_config(config, "toy", "st", "resnet_mini", 0)
     assert trial.job.max_batch_per_gpu is None  # nothing in the config: the report decides
     out = run / "stage-0" / "slot-0.json"

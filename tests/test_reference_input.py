@@ -188,6 +188,7 @@ def test_published_weights_are_evaluated_on_the_originals(dataset, monkeypatch, 
 
     from imagenot.config import validate_config
     from imagenot.evaluate import robustness
+    from imagenot.evaluate.files import RobustnessFiles
     from imagenot.evaluate.settings import RobustnessSettings
 
     root, out = dataset
@@ -211,7 +212,7 @@ def test_published_weights_are_evaluated_on_the_originals(dataset, monkeypatch, 
         "published_top1": 69.758, "published_source": "torchvision",
     }  # fmt: skip
 
-    def load_checkpoint(path, beside=()):
+    def load_checkpoint(path, result, beside=()):
         """The recorder as the run's network; its record names the data it is evaluated on
         (``beside``: the outputs, then the dataset folder), as a run made on it does."""
         from imagenot.dataset import read_fingerprint
@@ -225,10 +226,15 @@ def test_published_weights_are_evaluated_on_the_originals(dataset, monkeypatch, 
     run = tmp_path / "run"
     run.mkdir()
     (run / "result.json").write_text(json.dumps(info))
-    robustness.evaluate_checkpoint(
-        run / "model.safetensors", out, settings, tmp_path / "r.parquet", tmp_path / "p.parquet",
-        workers=0, gpu_job=False,
-    )  # fmt: skip
+
+    def files(dataset, name):
+        return RobustnessFiles(
+            model=run / "model.safetensors", result=run / "result.json",
+            manifest=dataset / "manifest.parquet", robustness=tmp_path / f"r{name}.parquet",
+            per_image=tmp_path / f"p{name}.parquet",
+        )  # fmt: skip
+
+    robustness.evaluate_checkpoint(files(out, ""), settings, workers=0, gpu_job=False)
     test = pq.read_table(out / "manifest.parquet").to_pandas().query("split == 'test'")
     mean, std = torch.tensor(p.mean).view(3, 1, 1), torch.tensor(p.std).view(3, 1, 1)
     expected = torch.stack(
@@ -241,9 +247,6 @@ def test_published_weights_are_evaluated_on_the_originals(dataset, monkeypatch, 
     materialise("imagenet", root, bare, image_size=480, jpeg_quality=95)
     recorder.seen.clear()
     with caplog.at_level(logging.WARNING, logger="imagenot.evaluate.reference"):
-        robustness.evaluate_checkpoint(
-            run / "model.safetensors", bare, settings, tmp_path / "r2.parquet",
-            tmp_path / "p2.parquet", workers=0, gpu_job=False,
-        )  # fmt: skip
+        robustness.evaluate_checkpoint(files(bare, "2"), settings, workers=0, gpu_job=False)
     assert any("stores no originals" in r.getMessage() for r in caplog.records)
     assert (recorder.seen[0] - expected).abs().mean() > 0.5 / 255 / min(p.std)

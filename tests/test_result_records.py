@@ -60,7 +60,8 @@ def _evaluate(root: Path, run: dict, model_dir: Path, ds_dir: Path, capsys) -> t
         validate_config({"seed": 3, "train": {"device": "cpu"}})
     )
     code = main([
-        "evaluate-robustness", str(model_dir / "model.safetensors"), "--dataset-dir", str(ds_dir),
+        "evaluate-robustness", "--model", str(model_dir / "model.safetensors"),
+        "--result", str(model_dir / "result.json"), "--manifest", str(ds_dir / "manifest.parquet"),
         "--robustness", str(root / ROBUSTNESS.format(**run)),
         "--per-image", str(root / PER_IMAGE.format(**run)),
         "--settings", to_json(settings), "--threads", "1",
@@ -508,16 +509,16 @@ def test_a_trial_result_out_of_range_stops_the_selection_in_one_line(tmp_path, c
     slot = tmp_path / "stage-0" / "slot-0.json"
     write_slot(slot)
     out = tmp_path / "selection.json"
-    assert main(["train-select", str(slot), "--out", str(out)]) == 0
+    assert main(["train-select", "--results", str(slot), "--selection", str(out)]) == 0
     text = json.loads(slot.read_text())
     text["val_accuracy"] = float("nan")
     slot.write_text(json.dumps(text))
-    assert main(["train-select", str(slot), "--out", str(out)]) == 2
+    assert main(["train-select", "--results", str(slot), "--selection", str(out)]) == 2
     err = capsys.readouterr().err
     assert f"{slot}: its contents are not those its producer wrote" in err
     del text[records.SEAL_KEY]  # an unsealed one: its number is still range-checked
     slot.write_text(json.dumps(text))
-    assert main(["train-select", str(slot), "--out", str(out)]) == 2
+    assert main(["train-select", "--results", str(slot), "--selection", str(out)]) == 2
     assert f"{slot}: val_accuracy is nan" in capsys.readouterr().err
     assert np.isfinite(json.loads(out.read_text())["val_accuracy"])
 

@@ -32,21 +32,9 @@ REPO = Path(__file__).resolve().parents[1]
 # Commands rules run whose files still travel flag by flag, each with its own parser arguments.
 FLAG_BY_FLAG = {
     "preflight",
-    "train-draw-trials",
     "train-trial",
     "train-final",
     "train-features",
-    "train-halve",
-    "train-select",
-    "train-published",
-    "train-preregistration-table",
-    "evaluate-robustness",
-    "wordnet-stats",
-    "caption-similarity-stats",
-    "embed-images",
-    "image-similarity",
-    "diagnostics-figure",
-    "diagnostics-table",
 }
 
 
@@ -279,8 +267,9 @@ def test_a_use_rule_is_checked_with_its_parents_shell():
 
 def test_a_commands_file_flags_are_built_from_its_roles():
     """The parser a files class builds: a flag per role (``_`` read ``-``), lists after one flag,
-    an optional list that a rule hands empty (``--reserve`` then the next flag) read as none,
-    a positional role without a flag, and a required role that is missing refused."""
+    an optional list or file that a rule hands empty (``--reserve`` then the next flag) read as
+    none, a positional role without a flag, and a required role that is missing or handed
+    empty refused."""
     import argparse
 
     from imagenot.acquire.files import PlanFiles
@@ -299,3 +288,12 @@ def test_a_commands_file_flags_are_built_from_its_roles():
     RankingsFiles.add_arguments(parser)
     files = RankingsFiles.from_args(parser.parse_args(["t.csv"]))
     assert (files.table, files.per_image, files.out) == ("t.csv", None, None)
+    # an optional file the rule hands as an empty list: its flag alone reads as none
+    files = RankingsFiles.from_args(parser.parse_args(["--per-image", "--out", "o", "t.csv"]))
+    assert (files.table, files.per_image, files.out) == ("t.csv", None, "o")
+    files = RankingsFiles.from_args(parser.parse_args(["--per-image", "p", "t.csv"]))
+    assert files.per_image == "p"
+    parser = argparse.ArgumentParser()
+    PlanFiles.add_arguments(parser)
+    with pytest.raises(SystemExit):  # a required role's flag alone is refused
+        parser.parse_args([a for a in argv if a != "x"])

@@ -285,7 +285,7 @@ def test_a_training_rule_runs_its_ranks_under_the_plans_launcher(tmp_path):
     outs = {}
     for world in (1, 2):
         run = tmp_path / f"world-{world}"
-        assert main(["train-draw-trials", "--settings", draw, "--record", str(tmp_path / f"p{world}.json"), "--out", str(run / "trials.parquet")]) == 0  # fmt: skip
+        assert main(["train-draw-trials", "--settings", draw, "--record", str(tmp_path / f"p{world}.json"), "--trials", str(run / "trials.parquet")]) == 0  # fmt: skip
         job = to_json(replace(settings, job=replace(settings.job, world=world)))
         out = run / "stage-0/slot-0.json"
         command = [sys.executable, "-m", "imagenot.cli", "train-trial", "--settings", job, "--dataset-dir", str(dataset), "--trials", str(run / "trials.parquet"), "--stage", "0", "--slot", "0", "--threads", "2", "--out", str(out)]  # fmt: skip

@@ -56,7 +56,7 @@ def test_the_refusal_reaches_the_training_job(tmp_path, capsys):
     assert (job.device, job.gpu_job) == ("auto", True)
     trials = tmp_path / "trials.parquet"
     draw = to_json(train_settings.DrawSettings.from_config(config, "toy", "st", "resnet_mini"))
-    main(["train-draw-trials", "--settings", draw, "--record", str(tmp_path / "p.json"), "--out", str(trials)])  # fmt: skip
+    main(["train-draw-trials", "--settings", draw, "--record", str(tmp_path / "p.json"), "--trials", str(trials)])  # fmt: skip
     trial = to_json(train_settings.TrialSettings.from_config(config, "toy", "st", "resnet_mini", 0))
     code = main(["train-trial", "--settings", trial, "--dataset-dir", str(tmp_path), "--trials", str(trials), "--stage", "0", "--slot", "0", "--threads", "1", "--out", str(tmp_path / "s.json")])  # fmt: skip
     assert code == 2  # one line (imagenot.cli), not a traceback
@@ -97,9 +97,10 @@ def _gpu_job_commands(tmp_path, repo: Path) -> dict[str, list[str]]:
         ImageEmbedSettings.from_config(config),
     )
     commands = {
-        "evaluate-robustness": f"evaluate-robustness {m} --dataset-dir {m} --robustness {m} "
-        f"--per-image {m} --threads 1",
-        "embed-images": f"embed-images --dataset-dir {m} --workers 0 --out {m}",
+        "evaluate-robustness": f"evaluate-robustness --model {m} --result {m} --manifest {m} "
+        f"--robustness {m} --per-image {m} --threads 1",
+        "embed-images": f"embed-images --manifest {m}/manifest.parquet --classes "
+        f"{m}/classes.txt --workers 0 --embeddings {m}",
         "curate-embed": f"curate-embed --captions {m} --candidates {m} --queries {m} "
         f"--work-dir {m} --scores {m} --stats {m}",
     }

@@ -421,7 +421,7 @@ def test_a_diverging_trial_ends_its_job_and_a_diverging_final_run_is_not_retried
     run = tmp_path / "toy/st/resnet_mini"
     draw = to_json(train_settings.DrawSettings.from_config(config, "toy", "st", "resnet_mini"))
     _cli("train-draw-trials", "--settings", draw, "--record", str(tmp_path / "prereg.json"),
-         "--out", str(run / "trials.parquet"))  # fmt: skip
+         "--trials", str(run / "trials.parquet"))  # fmt: skip
     trial = to_json(train_settings.TrialSettings.from_config(config, "toy", "st", "resnet_mini", 0))
     common = ["--dataset-dir", str(dataset_dir), "--trials", str(run / "trials.parquet"), "--threads", "1"]  # fmt: skip
     out = run / "stage-0/slot-0.json"

@@ -169,10 +169,10 @@ def _experiment(config, model, dataset_dir, run, image_path: bool) -> dict:
             out["slots"].append(json.loads(results[-1].read_text()))
         if stage < len(plan.stage_ids(config, "toy", "tl-src")) - 1:
             rung = run / f"halving/rung-{stage}.json"
-            _cli("train-halve", *map(str, results), "--rung", str(stage), "--settings", to_json(train_settings.HalveSettings.from_config(config, "toy", "tl-src")), "--out", str(rung))  # fmt: skip
+            _cli("train-halve", "--results", *map(str, results), "--rung", str(stage), "--settings", to_json(train_settings.HalveSettings.from_config(config, "toy", "tl-src")), "--decision", str(rung))  # fmt: skip
             out["rungs"].append(json.loads(rung.read_text())["promoted"])
     every = sorted(run.glob("stage-*/slot-*.json"))
-    _cli("train-select", *map(str, every), "--out", str(run / "selection.json"))
+    _cli("train-select", "--results", *map(str, every), "--selection", str(run / "selection.json"))
     out["selected"] = json.loads((run / "selection.json").read_text())["trial"]
     out["finals"] = []
     for seed in (0, 1):
@@ -207,7 +207,7 @@ def test_tl_over_features_selects_and_scores_as_the_image_path(
     assert source / "model.safetensors" == tmp_path / init  # with its result.json, as written
     draw = to_json(train_settings.DrawSettings.from_config(config, "toy", "tl-src", model))
     features_run = tmp_path / plan.run_dir("toy", "tl-src", model)
-    _cli("train-draw-trials", "--settings", draw, "--record", "prereg.json", "--out", str(features_run / "trials.parquet"))  # fmt: skip
+    _cli("train-draw-trials", "--settings", draw, "--record", "prereg.json", "--trials", str(features_run / "trials.parquet"))  # fmt: skip
     # the slot layout's tail ({model}/stage-{k}/slot-{s}.json) wherever it lies: its model's own
     image_run = tmp_path / "image-path" / model
     image_run.mkdir(parents=True)

@@ -56,7 +56,7 @@ def test_trial_halving_selection_and_final_via_cli(dataset_dir, tmp_path, monkey
     )
     draw = to_json(train_settings.DrawSettings.from_config(config, "toy", "st", "resnet_mini"))
     _cli("train-draw-trials", "--settings", draw, "--record", str(tmp_path / "prereg.json"),
-         "--out", str(run / "trials.parquet"))  # fmt: skip
+         "--trials", str(run / "trials.parquet"))  # fmt: skip
 
     def stage(k: int) -> list[str]:
         settings = to_json(
@@ -69,9 +69,9 @@ def test_trial_halving_selection_and_final_via_cli(dataset_dir, tmp_path, monkey
         _cli("train-trial", *stage(0), "--stage", "0", "--slot", str(t), "--out", str(run / f"stage-0/slot-{t}.json"))  # fmt: skip
         assert (run / f"trial-{t}/checkpoint.safetensors").is_file()  # paused at the rung
     assert train_settings.HalveSettings.from_config(config, "toy", "st").eta == 2
-    _cli("train-halve", str(run / "stage-0/slot-0.json"), str(run / "stage-0/slot-1.json"),
+    _cli("train-halve", "--results", str(run / "stage-0/slot-0.json"), str(run / "stage-0/slot-1.json"),
          "--rung", "0", "--settings", to_json(train_settings.HalveSettings.from_config(config, "toy", "st")),
-         "--out", str(run / "halving/rung-0.json"))  # fmt: skip
+         "--decision", str(run / "halving/rung-0.json"))  # fmt: skip
     (kept,) = json.loads((run / "halving/rung-0.json").read_text())["promoted"]
     dropped = 1 - kept
     assert not (run / f"trial-{dropped}/checkpoint.safetensors").exists()  # its trial ended
@@ -81,7 +81,9 @@ def test_trial_halving_selection_and_final_via_cli(dataset_dir, tmp_path, monkey
     assert not (run / f"trial-{kept}/checkpoint.safetensors").exists()  # ended: deleted
     assert (run / f"trial-{kept}/metrics.csv").read_text().count("\n") == 3
     results = [run / "stage-0/slot-0.json", run / "stage-0/slot-1.json", run / "stage-1/slot-0.json"]  # fmt: skip
-    _cli("train-select", *map(str, results), "--out", str(run / "selection.json"))
+    _cli(
+        "train-select", "--results", *map(str, results), "--selection", str(run / "selection.json")
+    )
     selection = json.loads((run / "selection.json").read_text())
     assert selection["result"]["stage"] == (1 if selection["trial"] == kept else 0)
     out = run / "final/seed-0"

@@ -134,6 +134,7 @@ def test_published_job_keeps_the_head_rows_of_the_datasets_wnids(tmp_path):
     import torch
     from safetensors.torch import load_file, save_file
 
+    from imagenot.train.files import PublishedFiles
     from imagenot.train.published import run_published
     from imagenot.train.registry import build_model
     from imagenot.wordnet import imagenet_wnids
@@ -151,7 +152,11 @@ def test_published_job_keeps_the_head_rows_of_the_datasets_wnids(tmp_path):
     settings = train_settings.PublishedSettings(
         model="resnet_mini", weights="ResNet18_Weights.IMAGENET1K_V1"
     )
-    result = run_published(settings, weights, data, {"dataset": "d", "protocol": "st"}, out)
+    files = PublishedFiles(
+        weights=weights, classes=data / "classes.txt", fingerprint=data / "fingerprint.txt",
+        model=out / "model.safetensors", result=out / "result.json",
+    )  # fmt: skip
+    result = run_published(settings, files, {"dataset": "d", "protocol": "st"})
     # the run records the weights' own protocol and published accuracy for the evaluation
     assert result["preprocessing"] == {
         "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225], "crop_size": 224,
@@ -165,7 +170,7 @@ def test_published_job_keeps_the_head_rows_of_the_datasets_wnids(tmp_path):
     assert json.loads((out / "result.json").read_text())["source"] == "published"
     (data / "classes.txt").write_text("n99999999\n")
     with pytest.raises(ValueError, match=r"classes.txt: class 'n99999999' is not an ILSVRC"):
-        run_published(settings, weights, data, {"dataset": "d"}, out)
+        run_published(settings, files, {"dataset": "d"})
 
 
 def test_only_training_evaluation_and_embedding_rules_request_a_gpu(repo_root):

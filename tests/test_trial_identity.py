@@ -39,7 +39,15 @@ def test_a_slot_result_is_read_only_under_its_own_model_stage_and_slot(tmp_path,
         shutil.copyfile(healthy, moved)
         with pytest.raises(RecordError, match=rf"slot-{slot}\.json: records {key} .* path says"):
             trials._read(moved)
-        code = main(["train-select", str(moved), "--out", str(tmp_path / "selection.json")])
+        code = main(
+            [
+                "train-select",
+                "--results",
+                str(moved),
+                "--selection",
+                str(tmp_path / "selection.json"),
+            ]
+        )
         err = capsys.readouterr().err
         assert code == 2 and "Traceback" not in err and f"path says {key}" in err
         moved.unlink()

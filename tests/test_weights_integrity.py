@@ -104,17 +104,17 @@ def test_evaluation_refuses_non_finite_or_other_weights(tmp_path):
 
     run = write_final_run(tmp_path, _model())
     path = run / "model.safetensors"
-    _, read_info = load_checkpoint(path)
+    _, read_info = load_checkpoint(path, run / "result.json")
     assert read_info["weights_sha256"] == sha256_file(path)
     state, name = _poisoned_state(float("nan"))
     _save_poisoned(state, path)
     write_final_run(tmp_path, None)  # its record, sealed, names these weights
     with pytest.raises(WeightsError, match=rf"tensor '{name}' holds 1 non-finite"):
-        load_checkpoint(path)
+        load_checkpoint(path, run / "result.json")
     save_file(_model().state_dict(), str(path))  # finite, but without the digest
     write_final_run(tmp_path, None)
     with pytest.raises(WeightsError, match=r"model\.safetensors: lacks the digest"):
-        load_checkpoint(path)
+        load_checkpoint(path, run / "result.json")
 
 
 def test_features_are_refused_when_non_finite_or_damaged(tmp_path):
@@ -166,7 +166,8 @@ def _evaluate(ds_dir, run, out) -> int:
         validate_config({"seed": 3, "train": {"device": "cpu"}})
     )
     return main([
-        "evaluate-robustness", str(run / "model.safetensors"), "--dataset-dir", str(ds_dir),
+        "evaluate-robustness", "--model", str(run / "model.safetensors"),
+        "--result", str(run / "result.json"), "--manifest", str(ds_dir / "manifest.parquet"),
         "--robustness", str(out / "robustness.parquet"), "--per-image",
         str(out / "per_image.parquet"), "--settings", to_json(settings), "--threads", "2",
     ])  # fmt: skip

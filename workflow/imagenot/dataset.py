@@ -80,6 +80,21 @@ class DatasetError(ValueError):
         return text
 
 
+def folder_of(manifest: str | os.PathLike, classes: str | os.PathLike | None = None) -> Path:
+    """The dataset folder of a step handed a dataset's ``manifest`` (and ``classes``) file (their
+    roles, :mod:`imagenot.files`): the manifest's folder, whose shards it locates; refused
+    (one line naming the files) when the manifest is not named as the format names it or the
+    classes file is not the one beside it."""
+    folder = Path(manifest).parent
+    handed = f"--manifest {manifest}" + (f" --classes {classes}" if classes else "")
+    if Path(manifest).name != MANIFEST_FILE or (classes and Path(classes) != folder / CLASSES_FILE):
+        raise DatasetError(
+            f"{handed}: a dataset's files are {folder / MANIFEST_FILE} and "
+            f"{folder / CLASSES_FILE}, in one folder"
+        )
+    return folder
+
+
 def read_manifest(dataset_dir: str | os.PathLike, split: str | None = None) -> pa.Table:
     """The manifest table, optionally restricted to one split (manifest order kept)."""
     path = Path(dataset_dir) / MANIFEST_FILE
@@ -139,7 +154,12 @@ def classes_text(classes: Sequence[str], where: str | os.PathLike) -> str:
 
 def read_classes(dataset_dir: str | os.PathLike) -> list[str]:
     """Class names in label order."""
-    path = Path(dataset_dir) / CLASSES_FILE
+    return read_class_file(Path(dataset_dir) / CLASSES_FILE)
+
+
+def read_class_file(path: str | os.PathLike) -> list[str]:
+    """Class names in label order, from a dataset's classes.txt handed as a file (a role)."""
+    path = Path(path)
     if not path.is_file():
         raise DatasetError(f"{path}: no class list")
     try:
@@ -150,7 +170,12 @@ def read_classes(dataset_dir: str | os.PathLike) -> list[str]:
 
 def read_fingerprint(dataset_dir: str | os.PathLike) -> str:
     """The dataset's fingerprint (sha256 of its manifest), recorded with downstream results."""
-    path = Path(dataset_dir) / FINGERPRINT_FILE
+    return read_fingerprint_file(Path(dataset_dir) / FINGERPRINT_FILE)
+
+
+def read_fingerprint_file(path: str | os.PathLike) -> str:
+    """The dataset's fingerprint, from its fingerprint.txt handed as a file (a role)."""
+    path = Path(path)
     if not path.is_file():
         raise DatasetError(f"{path}: no fingerprint")
     return path.read_text().strip()

@@ -40,9 +40,10 @@ def given(
     help: str, *, many: bool = False, optional: bool = False, positional: bool = False
 ) -> Any:
     """A file the step reads (the rule's ``input``). ``many``: a list of files (one flag, each
-    path after it); ``optional``: the rule may hand none (``None``, or ``[]`` when ``many``);
-    ``positional``: a command typed by hand takes it without a flag (``imagenot rankings
-    TABLE``)."""
+    path after it); ``optional``: the rule may hand none (``None``, or ``[]`` when ``many``),
+    either by listing no such key or by handing the key an empty list (the flag with no path
+    after it: a file the config may or may not produce); ``positional``: a command typed by
+    hand takes it without a flag (``imagenot rankings TABLE``)."""
     return _role(INPUT, help, many=many, optional=optional, positional=positional)
 
 
@@ -84,12 +85,16 @@ class Files:
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         """One argument per role: ``--role PATH`` (``PATH [PATH ...]`` when ``many``), required
-        unless ``optional``; a ``positional`` role is taken without a flag."""
+        unless ``optional``; an optional role's flag may come without a path (none handed); a
+        ``positional`` role is taken without a flag."""
         group = parser.add_argument_group("files")
         for f in dataclasses.fields(cls):  # type: ignore[arg-type]
             meta = f.metadata
             side = "input" if meta["side"] == INPUT else "output"
-            nargs = ("*" if meta["optional"] else "+") if meta["many"] else None
+            if meta["many"]:
+                nargs = "*" if meta["optional"] else "+"
+            else:
+                nargs = "?" if meta["optional"] and not meta["positional"] else None
             if meta["positional"]:
                 group.add_argument(
                     f.name, nargs=nargs, metavar=f.name.upper(), help=f"{side}: {meta['help']}"
@@ -120,6 +125,8 @@ ORDER_ONLY = {
     "run's layout); listed so that the summary comes last and is rewritten when one changes",
     "class_list": "a dataset's class list file: curate-candidates reads it through its settings "
     "(classes: {from_file: PATH}); listed so that a changed list reruns the step",
+    "trials_tables": "every experiment's trials table: the preregistration table reads the "
+    "record they are drawn into (--record); listed so that it is read once every draw is done",
 }
 """Rule input keys that are no role of their command: the job waits for the file (or reruns
 when it changes), but the command does not take it as an argument. The rule-wiring test allows

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 
@@ -37,11 +36,13 @@ def per_class_similarity(wnids: np.ndarray, similarity: np.ndarray) -> dict[str,
     return {"wnid": classes, "n": counts, "mean": means}
 
 
-def read_curation(curate_dir: str | os.PathLike) -> tuple[dict, dict]:
-    """(classes columns wnid/score, selection columns wnid/similarity) as numpy arrays."""
-    curate_dir = Path(curate_dir)
-    classes = read_parquet(curate_dir / "classes.parquet", columns=["wnid", "score"])
-    selection = read_parquet(curate_dir / "selection.parquet", columns=["wnid", "similarity"])
+def read_curation(
+    classes_path: str | os.PathLike, selection_path: str | os.PathLike
+) -> tuple[dict, dict]:
+    """(classes columns wnid/score, selection columns wnid/similarity) as numpy arrays, from a
+    curation's classes.parquet and selection.parquet."""
+    classes = read_parquet(classes_path, columns=["wnid", "score"])
+    selection = read_parquet(selection_path, columns=["wnid", "similarity"])
     return (
         {"wnid": np.asarray(classes["wnid"].to_pylist()), "score": classes["score"].to_numpy()},
         {

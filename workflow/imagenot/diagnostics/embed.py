@@ -2,8 +2,8 @@
 
 Two encoders (config ``diagnostics.encoder.kind``):
 
-- ``backbone``: a model trained by this workflow (``model.safetensors`` + ``result.json``
-  beside it, docs/contracts.md), rebuilt with ``imagenot.train.registry.build_model``; the
+- ``backbone``: a model trained by this workflow (``model.safetensors`` and its run's
+  ``result.json``, docs/contracts.md), rebuilt with ``imagenot.train.registry.build_model``; the
   embedding is the penultimate feature vector, i.e. the input of the model's
   classifier head (the registry's ``head_module``), captured with a forward pre-hook;
 - ``clip``: a CLIP model loaded with ``transformers`` from a hub id or a local directory
@@ -70,9 +70,15 @@ def penultimate_encoder(model, head=None) -> Callable:
     return encode
 
 
-def backbone_encoder(checkpoint: str | os.PathLike, device: str, model_name: str | None = None):
+def backbone_encoder(
+    checkpoint: str | os.PathLike,
+    result_path: str | os.PathLike,
+    device: str,
+    model_name: str | None = None,
+):
     """(encode, prepare) for a checkpoint trained (or published weights written) by this
-    workflow; ``prepare`` is the run's own input protocol."""
+    workflow, with its run's record ``result_path``; ``prepare`` is the run's own input
+    protocol."""
     import torch
 
     from imagenot.train.checkpoints import load_weights
@@ -82,8 +88,8 @@ def backbone_encoder(checkpoint: str | os.PathLike, device: str, model_name: str
 
     checkpoint = Path(checkpoint)
     # checked: its seal, numbers and identity (against the checkpoint's path too)
-    result = read_final(checkpoint.parent / "result.json", paths=(checkpoint,))
-    protocol = run_preprocessing(result, checkpoint.parent / "result.json")
+    result = read_final(result_path, paths=(checkpoint,))
+    protocol = run_preprocessing(result, result_path)
     name = model_name or result.model
     model = build_model(name, result.num_classes)
     model.load_state_dict(load_weights(checkpoint, result.weights_sha256, require_digest=True))

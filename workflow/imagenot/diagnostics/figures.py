@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 
+from imagenot.diagnostics.files import FigureFiles
 from imagenot.io import read_parquet
 
 
@@ -29,14 +30,24 @@ def save(fig, pdf: str | os.PathLike, png: str | os.PathLike) -> None:
     _plt().close(fig)
 
 
-def draw_wordnet_figure(name: str, inputs: dict[str, str], reference_name: str):
+def _per_label(labels: list[str], paths: list[str], role: str) -> dict[str, str]:
+    """``{label: path}``: one file of ``role`` per label, in order (else an error saying so)."""
+    if len(paths) != len(labels):
+        raise ValueError(
+            f"--{role.replace('_', '-')}: {len(paths)} file(s) for {len(labels)} label(s) "
+            f"({' '.join(labels)}); one per label"
+        )
+    return dict(zip(labels, paths, strict=True))
+
+
+def draw_wordnet_figure(name: str, labels: list[str], files: FigureFiles, reference_name: str):
     """``class_depth`` / ``siblings``: one per-class WordNet table per subject (its ``classes``
     rows; the first table's ``reference`` rows are the reference list)."""
     import pyarrow.compute as pc
 
     column = "depth" if name == "class_depth" else "n_siblings"
     series, reference = {}, None
-    for label, path in inputs.items():
+    for label, path in _per_label(labels, files.tables, "tables").items():
         t = read_parquet(path, columns=["role", column])
         series[label] = t.filter(pc.equal(t["role"], "classes"))[column].to_numpy()
         if reference is None:
@@ -46,18 +57,20 @@ def draw_wordnet_figure(name: str, inputs: dict[str, str], reference_name: str):
     return (class_depth_figure if name == "class_depth" else siblings_figure)(series)
 
 
-def draw_caption_figure(name: str, inputs: dict[str, str], reference_name: str):
-    """``caption_similarity``: one curation folder per dataset."""
+def draw_caption_figure(name: str, labels: list[str], files: FigureFiles, reference_name: str):
+    """``caption_similarity``: one curation (classes and selection) per dataset."""
     from imagenot.diagnostics.captions import read_curation
 
-    return caption_similarity_figure({k: read_curation(v) for k, v in inputs.items()})
+    classes = _per_label(labels, files.classes, "classes")
+    selection = _per_label(labels, files.selection, "selection")
+    return caption_similarity_figure({k: read_curation(classes[k], selection[k]) for k in labels})
 
 
-def draw_image_figure(name: str, inputs: dict[str, str], reference_name: str):
+def draw_image_figure(name: str, labels: list[str], files: FigureFiles, reference_name: str):
     """``image_similarity``: one per-class image-similarity table per dataset."""
 
     tables = {}
-    for label, path in inputs.items():
+    for label, path in _per_label(labels, files.tables, "tables").items():
         t = read_parquet(path)
         tables[label] = {
             k: np.asarray(t[k].to_numpy(zero_copy_only=False), dtype=float)

@@ -19,7 +19,7 @@ from imagenot import paths
 from imagenot.acquire.kinds import wnid_kinds
 from imagenot.curate import paths as curate_paths
 from imagenot.registries import Registry
-from imagenot.train.paths import FINAL_MODEL
+from imagenot.train.paths import FINAL_MODEL, FINAL_RESULT
 
 # The stage's files (Snakemake patterns: the rules' outputs and inputs, docs/contracts.md).
 # A subject is a dataset name or list-{name} for a class list named in the config.
@@ -113,12 +113,6 @@ def reference_classes_input(config: dict) -> list[str]:
     return [path] if path else []
 
 
-def reference_classes_option(config: dict) -> str:
-    """``--reference FILE`` for ``imagenot wordnet-stats`` ('' = ImageNet's 1000)."""
-    path = settings(config)["reference_classes"]
-    return f"--reference {shlex.quote(path)}" if path else ""
-
-
 def reference_label(config: dict) -> str:
     """Column heading of the reference in tables and figures."""
     return reference_dataset(config) or (
@@ -161,17 +155,18 @@ def encoder_checkpoint(config: dict) -> list[str]:
     return [FINAL_MODEL.format(**run)]
 
 
+def encoder_result(config: dict) -> list[str]:
+    """The backbone run's record (result.json) as a rule input ([] as
+    :func:`encoder_checkpoint`)."""
+    if settings(config)["encoder"]["kind"] != "backbone":
+        return []
+    run = backbone_run(config)
+    return [] if run is None else [FINAL_RESULT.format(**run)]
+
+
 def encoder_available(config: dict) -> bool:
     """Whether images can be embedded: CLIP, or a backbone run the workflow trains."""
     return settings(config)["encoder"]["kind"] == "clip" or bool(encoder_checkpoint(config))
-
-
-def checkpoint_option(config: dict) -> str:
-    """``--checkpoint FILE`` of ``imagenot embed-images`` for a backbone encoder ('' for CLIP)."""
-    checkpoint = (
-        encoder_checkpoint(config) if settings(config)["encoder"]["kind"] == "backbone" else []
-    )
-    return f"--checkpoint {shlex.quote(checkpoint[0])}" if checkpoint else ""
 
 
 def encoder_description(config: dict) -> str:
@@ -217,28 +212,32 @@ def image_classes_file(dataset: str) -> str:
 # The diagnostics figures (the one list: ``imagenot diagnostics-figure`` choices derive from it).
 @dataclass(frozen=True)
 class DiagnosticsFigure:
-    """A diagnostics figure: where its inputs come from and what draws it.
+    """A diagnostics figure: what it compares, which files it reads and what draws it.
 
-    ``sources(config)`` gives ``(label, path)`` pairs handed to the command; ``inputs(config)``
-    the rule's input files when they differ from the sources' paths (a folder source);
-    ``draw`` a ``"module:function"`` called as ``draw(name, {label: path}, reference_name)``
-    returning a matplotlib figure (imported by the job only: planning stays matplotlib-free)."""
+    ``sources(config)`` gives the labels it compares (subjects or datasets), in order;
+    ``files(label)`` that source's files by role of
+    :class:`imagenot.diagnostics.files.FigureFiles` (``{role: path}``); ``draw`` a
+    ``"module:function"`` called as ``draw(name, labels, files, reference_name)`` returning a
+    matplotlib figure (imported by the job only: planning stays matplotlib-free)."""
 
-    sources: Callable[[dict], list[tuple[str, str]]]
+    sources: Callable[[dict], list[str]]
+    files: Callable[[str], dict[str, str]]
     draw: str
-    inputs: Callable[[dict], list[str]] | None = None
 
 
-def _wordnet_sources(config: dict) -> list[tuple[str, str]]:
-    return [(s, wordnet_classes_file(s)) for s in wordnet_subjects(config)]
+def _wordnet_files(subject: str) -> dict[str, str]:
+    return {"tables": wordnet_classes_file(subject)}
 
 
-def _caption_sources(config: dict) -> list[tuple[str, str]]:
-    return [(d, curate_paths.DATASET_DIR.format(dataset=d)) for d in caption_datasets(config)]
+def _caption_files(dataset: str) -> dict[str, str]:
+    return {
+        "classes": curate_paths.CLASS_TABLE.format(dataset=dataset),
+        "selection": curate_paths.SELECTION.format(dataset=dataset),
+    }
 
 
-def _image_sources(config: dict) -> list[tuple[str, str]]:
-    return [(d, image_classes_file(d)) for d in image_datasets(config)]
+def _image_files(dataset: str) -> dict[str, str]:
+    return {"tables": image_classes_file(dataset)}
 
 
 #: The one list of diagnostics figures (rule ``diagnostics_figure``'s wildcard, the command's
@@ -247,18 +246,16 @@ FIGURES = Registry(
     "diagnostics figure",
     {
         "class_depth": DiagnosticsFigure(
-            _wordnet_sources, "imagenot.diagnostics.figures:draw_wordnet_figure"
+            wordnet_subjects, _wordnet_files, "imagenot.diagnostics.figures:draw_wordnet_figure"
         ),
         "siblings": DiagnosticsFigure(
-            _wordnet_sources, "imagenot.diagnostics.figures:draw_wordnet_figure"
+            wordnet_subjects, _wordnet_files, "imagenot.diagnostics.figures:draw_wordnet_figure"
         ),
         "caption_similarity": DiagnosticsFigure(
-            _caption_sources,
-            "imagenot.diagnostics.figures:draw_caption_figure",
-            inputs=lambda config: caption_figure_inputs(config),
+            caption_datasets, _caption_files, "imagenot.diagnostics.figures:draw_caption_figure"
         ),
         "image_similarity": DiagnosticsFigure(
-            _image_sources, "imagenot.diagnostics.figures:draw_image_figure"
+            image_datasets, _image_files, "imagenot.diagnostics.figures:draw_image_figure"
         ),
     },
 )
@@ -275,29 +272,21 @@ def table_files(subject: str) -> list[str]:
 # ------------------------------------------------------------------------- figure/table inputs
 
 
-def _labelled(pairs: list[tuple[str, str]]) -> str:
-    return " ".join(shlex.quote(f"{label}={path}") for label, path in pairs)
-
-
-def caption_figure_inputs(config: dict) -> list[str]:
+def figure_inputs(config: dict, name: str, role: str) -> list[str]:
+    """The files of role ``role`` of the diagnostics figure ``name``, one per source in the
+    order of :func:`figure_labels` ([] for a role the figure does not read)."""
+    figure = FIGURES.entry(name)
     return [
-        pattern.format(dataset=d)
-        for d in caption_datasets(config)
-        for pattern in (curate_paths.CLASS_TABLE, curate_paths.SELECTION)
+        path
+        for label in figure.sources(config)
+        for r, path in figure.files(label).items()
+        if r == role
     ]
 
 
-def figure_inputs(config: dict, name: str) -> list[str]:
-    """Input files of the diagnostics figure ``name`` (rule diagnostics_figure)."""
-    figure = FIGURES.entry(name)
-    if figure.inputs is not None:
-        return figure.inputs(config)
-    return [path for _, path in figure.sources(config)]
-
-
-def figure_args(config: dict, name: str) -> str:
-    """``LABEL=PATH`` arguments of ``imagenot diagnostics-figure`` for ``name``."""
-    return _labelled(FIGURES.entry(name).sources(config))
+def figure_labels(config: dict, name: str) -> str:
+    """``--labels`` of ``imagenot diagnostics-figure`` for ``name``: its sources, in order."""
+    return " ".join(shlex.quote(label) for label in FIGURES.entry(name).sources(config))
 
 
 def table_subjects(config: dict) -> list[str]:
@@ -308,7 +297,8 @@ def table_subjects(config: dict) -> list[str]:
 
 
 def table_inputs(config: dict, subject: str) -> dict[str, str]:
-    """Named inputs of one diagnostics table (only those the config produces)."""
+    """The statistics files of one diagnostics table by role of
+    :class:`imagenot.diagnostics.files.TableFiles` (only those the config produces)."""
     inputs = {}
     if subject in wordnet_subjects(config):
         inputs["wordnet"] = wordnet_stats_file(subject)
@@ -324,20 +314,11 @@ def table_inputs(config: dict, subject: str) -> dict[str, str]:
     return inputs
 
 
-_TABLE_OPTIONS = {
-    "wordnet": "--wordnet-stats",
-    "captions": "--caption-stats",
-    "reference_captions": "--reference-caption-stats",
-    "images": "--image-stats",
-    "reference_images": "--reference-image-stats",
-}
-
-
-def table_args(config: dict, subject: str) -> str:
-    """The statistics files of ``imagenot diagnostics-table`` for one subject, as options."""
-    return " ".join(
-        f"{_TABLE_OPTIONS[k]} {shlex.quote(v)}" for k, v in table_inputs(config, subject).items()
-    )
+def table_input(config: dict, subject: str, role: str) -> list[str]:
+    """One statistics file of a diagnostics table as a rule input ([] when the config does not
+    produce it)."""
+    path = table_inputs(config, subject).get(role)
+    return [path] if path else []
 
 
 def figures(config: dict) -> list[str]:

@@ -4,25 +4,23 @@ from __future__ import annotations
 
 import argparse
 
+from imagenot.cli import subcommand
+from imagenot.evaluate.files import RobustnessFiles
+from imagenot.evaluate.settings import RobustnessSettings
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add this stage's subcommands."""
-    p = subparsers.add_parser(
+    p = subcommand(
+        subparsers,
         "evaluate-robustness",
-        help="evaluate a final checkpoint under every registered test-time transformation (the paper's 17)",
+        _evaluate_robustness,
+        files=RobustnessFiles,
+        settings=RobustnessSettings,
         description=(
             "Decode each test image once, apply every registered transformation (randomness seeded per "
             "image) on batched tensors and write robustness.parquet and per_image.parquet."
         ),
-    )
-    p.add_argument("model", help=".../final/seed-{seed}/model.safetensors (result.json beside it)")
-    p.add_argument("--dataset-dir", required=True, help="materialised dataset directory")
-    p.add_argument("--robustness", required=True, help="output: per-transformation parquet")
-    p.add_argument("--per-image", required=True, help="output: per-image parquet")
-    p.add_argument(
-        "--settings",
-        required=True,
-        help="JSON of imagenot.evaluate.settings.RobustnessSettings (the rule builds it)",
     )
     p.add_argument(
         "--gpu-job",
@@ -32,15 +30,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--threads", type=int, required=True, help="CPU threads (the rule's, evaluate.threads)"
     )
-    p.set_defaults(func=_evaluate_robustness)
 
 
 def _evaluate_robustness(args: argparse.Namespace) -> None:
+    """Evaluate a final checkpoint under every registered test-time transformation (the paper's
+    17)."""
     import torch
 
     from imagenot.evaluate.metrics import robust_accuracy
     from imagenot.evaluate.robustness import evaluate_checkpoint
-    from imagenot.evaluate.settings import RobustnessSettings
     from imagenot.io import keep_freed_memory
     from imagenot.settings import parse_or_exit
 
@@ -48,11 +46,8 @@ def _evaluate_robustness(args: argparse.Namespace) -> None:
     keep_freed_memory()  # a one-shot process: reuse freed tensor memory instead of page-faulting
     settings = parse_or_exit(RobustnessSettings, args.settings, "evaluate-robustness")
     table = evaluate_checkpoint(
-        args.model,
-        args.dataset_dir,
+        RobustnessFiles.from_args(args),
         settings,
-        args.robustness,
-        args.per_image,
         workers=max(0, args.threads - 1),
         gpu_job=args.gpu_job,
     )

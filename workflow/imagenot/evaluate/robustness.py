@@ -33,6 +33,7 @@ import pyarrow as pa
 import torch
 
 from imagenot import job_usage
+from imagenot.evaluate.files import RobustnessFiles
 from imagenot.evaluate.metrics import clopper_pearson, topk_correct
 from imagenot.evaluate.outputs import NonFiniteOutputs, check_finite_outputs, check_published
 from imagenot.evaluate.reference import full_float32, numerics, reference_input, run_is_published
@@ -361,11 +362,14 @@ def summarise(per_image: pa.Table, meta: Mapping[str, Any], confidence: float) -
 
 
 def load_checkpoint(
-    model_path: str | os.PathLike, paths: Sequence[str | os.PathLike] = ()
+    model_path: str | os.PathLike,
+    result_path: str | os.PathLike,
+    paths: Sequence[str | os.PathLike] = (),
 ) -> tuple[torch.nn.Module, FinalRecord]:
-    """The trained network of ``.../final/seed-{seed}/model.safetensors`` and its ``result.json``,
-    checked (:func:`imagenot.train.records.read_final`): its seal and numbers, and its identity
-    against its own path, the weights' and ``paths`` (what is read or written beside it)."""
+    """The trained network of ``.../final/seed-{seed}/model.safetensors`` and its run's record
+    ``result_path`` (``result.json``), checked (:func:`imagenot.train.records.read_final`): its
+    seal and numbers, and its identity against its own path, the weights' and ``paths`` (what is
+    read or written with it)."""
     from imagenot.evaluate.paths import RUN_DIR
     from imagenot.train.checkpoints import load_weights
     from imagenot.train.records import RUN_PATTERNS, read_final
@@ -373,7 +377,7 @@ def load_checkpoint(
 
     model_path = Path(model_path)
     info = read_final(
-        model_path.parent / "result.json",
+        result_path,
         paths=(model_path, *paths),
         patterns=(*RUN_PATTERNS, f"{RUN_DIR}/{{name}}"),  # an evaluation's outputs name it too
     )
@@ -438,25 +442,25 @@ def resolve_device(device: str, gpu_job: bool = False) -> torch.device:
 
 
 def evaluate_checkpoint(
-    model_path: str | os.PathLike,
-    dataset_dir: str | os.PathLike,
+    files: RobustnessFiles,
     settings: RobustnessSettings,
-    robustness_out: str | os.PathLike,
-    per_image_out: str | os.PathLike,
     workers: int,
     gpu_job: bool,
 ) -> pa.Table:
-    """Evaluate a final checkpoint on its dataset's ``settings.split``; write both tables
-    atomically, on ``settings.device`` (``train.device``: ``auto``, ``cpu``, ``cuda``);
-    ``workers``: DataLoader workers (the job's cores but one).
-    ``gpu_job``: the config plans this job for a GPU (``resources.gpus > 0``): without a CUDA
-    device it stops (:func:`resolve_device`) before reading anything."""
-    from imagenot.dataset import read_fingerprint
+    """Evaluate a final run (``files.model``, its record ``files.result``) on its dataset's
+    ``settings.split`` (the folder of ``files.manifest``); write both tables
+    (``files.robustness``, ``files.per_image``) atomically, on ``settings.device``
+    (``train.device``: ``auto``, ``cpu``, ``cuda``); ``workers``: DataLoader workers (the job's
+    cores but one). ``gpu_job``: the config plans this job for a GPU (``resources.gpus > 0``):
+    without a CUDA device it stops (:func:`resolve_device`) before reading anything."""
+    from imagenot.dataset import folder_of, read_fingerprint
     from imagenot.train.records import check_fingerprint
 
     dev = resolve_device(settings.device, gpu_job)
-    result = Path(model_path).parent / "result.json"
-    model, info = load_checkpoint(model_path, (robustness_out, per_image_out, dataset_dir))
+    model_path, result, dataset_dir = files.model, files.result, folder_of(files.manifest)
+    model, info = load_checkpoint(
+        model_path, result, (files.robustness, files.per_image, dataset_dir)
+    )
     preprocessing = run_preprocessing(info, result)
     check_fingerprint(info, result, dataset_dir, read_fingerprint(dataset_dir))
     log.info("evaluating %s on %s/%s on %s", model_path, dataset_dir, settings.split, dev)
@@ -483,6 +487,6 @@ def evaluate_checkpoint(
         raise NonFiniteOutputs(f"{model_path}: {exc}") from None
     table = summarise(per_image, info, settings.confidence)
     check_published(table, info)
-    write_parquet(per_image, per_image_out)
-    write_parquet(table, robustness_out)
+    write_parquet(per_image, files.per_image)
+    write_parquet(table, files.robustness)
     return table

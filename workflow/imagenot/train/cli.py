@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from imagenot.cli import subcommand
+from imagenot.train import files
 
 # When this process started: a training job's deadline counts from here when SLURM cannot tell
 # its end time (imagenot.train.interrupts.job_deadline).
@@ -41,14 +42,19 @@ def _deadline(settings, a: argparse.Namespace) -> float | None:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add this stage's subcommands."""
-    p = subcommand(subparsers, "train-draw-trials", _draw)
+    p = subcommand(subparsers, "train-draw-trials", _draw, files=files.DrawFiles)
     _settings_arg(p, "DrawSettings")
-    p.add_argument("--record", required=True, type=Path, help="preregistration.json")
-    p.add_argument("--out", required=True, type=Path, help="trials.parquet")
+    p.add_argument(
+        "--record", required=True, type=Path, help="preregistration.json (read and amended)"
+    )
 
-    p = subcommand(subparsers, "train-preregistration-table", _preregistration_table)
+    p = subcommand(
+        subparsers,
+        "train-preregistration-table",
+        _preregistration_table,
+        files=files.PreregistrationTableFiles,
+    )
     p.add_argument("record", type=Path, help="preregistration.json")
-    p.add_argument("--out", required=True, type=Path, help="CSV for the report")
 
     p = subcommand(subparsers, "train-trial", _trial)
     _common(p, "TrialSettings")
@@ -63,22 +69,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _common(p, "FeaturesSettings")
     p.add_argument("--out-dir", required=True, type=Path, help="gets {split}.safetensors")
 
-    p = subcommand(subparsers, "train-published", _published)
+    p = subcommand(subparsers, "train-published", _published, files=files.PublishedFiles)
     _settings_arg(p, "PublishedSettings")
-    p.add_argument("--weights-file", required=True, type=Path)
-    p.add_argument("--dataset-dir", required=True, type=Path)
     p.add_argument("--run", required=True, help="dataset/protocol")
-    p.add_argument("--out-dir", required=True, type=Path)
 
-    p = subcommand(subparsers, "train-halve", _halve)
-    p.add_argument("results", nargs="+", type=Path, help="the rung's trial results")
+    p = subcommand(subparsers, "train-halve", _halve, files=files.HalveFiles)
     p.add_argument("--rung", required=True, type=int)
     _settings_arg(p, "HalveSettings")
-    p.add_argument("--out", required=True, type=Path)
 
-    p = subcommand(subparsers, "train-select", _select)
-    p.add_argument("results", nargs="+", type=Path)
-    p.add_argument("--out", required=True, type=Path)
+    subcommand(subparsers, "train-select", _select, files=files.SelectFiles)
 
     p = subcommand(subparsers, "train-final", _final)
     _common(p, "FinalSettings")
@@ -182,7 +181,7 @@ def _trials():
 def _draw(a: argparse.Namespace) -> None:
     """Pre-register and draw an experiment's trials."""
     s = _parse("DrawSettings", a.settings, "train-draw-trials")
-    _trials().draw(s, a.record, a.out)
+    _trials().draw(s, a.record, Path(files.DrawFiles.from_args(a).trials))
 
 
 def _preregistration_table(a: argparse.Namespace) -> None:
@@ -193,20 +192,22 @@ def _preregistration_table(a: argparse.Namespace) -> None:
     from imagenot.train.prereg import record_table
 
     rows = record_table(a.record)
-    write_csv(pa.Table.from_pylist(rows), a.out)
+    write_csv(pa.Table.from_pylist(rows), files.PreregistrationTableFiles.from_args(a).table)
     print(f"{len(rows)} experiments, {sum(r['amendments'] for r in rows)} amendments")
 
 
 def _halve(a: argparse.Namespace) -> None:
     """Successive halving: promote the best trials."""
     s = _parse("HalveSettings", a.settings, "train-halve")
-    decision = _trials().halve(a.results, a.rung, s.eta, a.out)
+    f = files.HalveFiles.from_args(a)
+    decision = _trials().halve([Path(r) for r in f.results], a.rung, s.eta, Path(f.decision))
     print(f"rung {a.rung}: promoted trials {decision['promoted']}")
 
 
 def _select(a: argparse.Namespace) -> None:
     """Pick the best trial by validation accuracy."""
-    selection = _trials().select(a.results, a.out)
+    f = files.SelectFiles.from_args(a)
+    selection = _trials().select([Path(r) for r in f.results], Path(f.selection))
     print(f"best trial {selection['trial']}: val accuracy {selection['val_accuracy']:.2f}%")
 
 
@@ -256,4 +257,4 @@ def _published(a: argparse.Namespace) -> None:
     run = {"dataset": dataset, "protocol": protocol}
     from imagenot.train.published import run_published
 
-    run_published(s, a.weights_file, a.dataset_dir, run, a.out_dir)
+    run_published(s, files.PublishedFiles.from_args(a), run)

@@ -17,29 +17,29 @@ from imagenot.io import sha256_file
 from imagenot.train.records import FinalRecord, write_final
 
 if TYPE_CHECKING:
+    from imagenot.train.files import PublishedFiles
     from imagenot.train.settings import PublishedSettings
 
 log = logging.getLogger(__name__)
 
 
-def run_published(
-    settings: PublishedSettings, weights_file: Path, dataset_dir: Path, run: Mapping, out_dir: Path
-) -> FinalRecord:
-    """The paper's ImageNet models (appendix A.1): torchvision's published weights, not trained
-    here. Write them as the run's ``model.safetensors`` with a ``result.json`` like a final
-    run's, so the evaluate stage tests them on the dataset's test split (ImageNet's validation
+def run_published(settings: PublishedSettings, files: PublishedFiles, run: Mapping) -> FinalRecord:
+    """The paper's ImageNet models (appendix A.1): torchvision's published weights
+    (``files.weights``), not trained here. Write them as the run's weights (``files.model``)
+    with a record like a final run's (``files.result``), so the evaluate stage tests them on the dataset's test split (ImageNet's validation
     set) under the 17 transformations as any trained model. The result records the weights'
     own facts (``imagenot.train.facts``): the preprocessing the evaluation applies (their
     resize, crop, interpolation and normalisation) and the published top-1/top-5 the measured
     ones are compared with.
 
     The head keeps the rows of the dataset's classes, matched by wnid against ILSVRC-2012's
-    label order, so a dataset holding a subset of the classes (or another order) is scored
-    correctly; a class that is not an ILSVRC-2012 wnid is an error naming classes.txt.
+    label order (``files.classes``), so a dataset holding a subset of the classes (or another
+    order) is scored correctly; a class that is not an ILSVRC-2012 wnid is an error naming
+    classes.txt.
     """
     import torch
 
-    from imagenot.dataset import read_classes, read_fingerprint
+    from imagenot.dataset import read_class_file, read_fingerprint_file
     from imagenot.registries import RegistryError
     from imagenot.train.checkpoints import save_weights
     from imagenot.train.facts import weight_facts
@@ -47,12 +47,13 @@ def run_published(
     from imagenot.wordnet import imagenet_wnids
 
     model_name, weights = settings.model, settings.weights
-    classes = read_classes(dataset_dir)
+    weights_file = Path(files.weights)
+    classes = read_class_file(files.classes)
     order = {wnid: i for i, wnid in enumerate(imagenet_wnids())}
     unknown = [c for c in classes if c not in order]
     if unknown:
         raise RegistryError(
-            f"{dataset_dir / 'classes.txt'}: class {unknown[0]!r} is not an ILSVRC-2012 wnid "
+            f"{files.classes}: class {unknown[0]!r} is not an ILSVRC-2012 wnid "
             f"({len(unknown)} such); published ImageNet weights can only score ImageNet classes"
         )
     state = read_state_dict(weights_file)
@@ -66,9 +67,9 @@ def run_published(
             )
         state[key] = state[key].index_select(0, rows)
     model.load_state_dict(state)  # strict: every other key must fit as published
-    num_classes, fingerprint = len(classes), read_fingerprint(dataset_dir)
+    num_classes, fingerprint = len(classes), read_fingerprint_file(files.fingerprint)
     facts = weight_facts(weights, model_name)
-    save_weights(model, out_dir / "model.safetensors")
+    save_weights(model, Path(files.model))
     result = FinalRecord.of(
         {
             **run,
@@ -86,9 +87,9 @@ def run_published(
             "init": f"{weights_file} sha256:{sha256_file(weights_file)}",
             "dataset_fingerprint": fingerprint,
             "chance_accuracy": 100.0 / num_classes,
-            "weights_sha256": sha256_file(out_dir / "model.safetensors"),
+            "weights_sha256": sha256_file(files.model),
         }
     )
-    result = write_final(result, out_dir / "result.json")
+    result = write_final(result, Path(files.result))
     log.info("%s: published weights %s written for %d classes", run, weights, num_classes)
     return result

@@ -1,0 +1,22 @@
+"""The files of the evaluate stage's step (:mod:`imagenot.files`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from imagenot.files import Files, given, made
+
+
+@dataclass(frozen=True)
+class RobustnessFiles(Files):
+    """``evaluate-robustness``: one final run on its dataset's test split, under every
+    registered test-time transformation."""
+
+    model: str = given("the final run's weights (model.safetensors)")
+    result: str = given("the final run's record (its result.json)")
+    manifest: str = given(
+        "the dataset's manifest (its folder is the dataset's: the shards, classes and "
+        "fingerprint it is read with)"
+    )
+    robustness: str = made("per-transformation accuracies (parquet)")
+    per_image: str = made("per-image correctness under each transformation (parquet)")

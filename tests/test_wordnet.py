@@ -19,7 +19,40 @@ def test_dog_wnid_and_noun_synset_count(wn):
     dog = wordnet.synset_of(wn, "n02084071")
     assert dog.name() == "dog.n.01"
     assert wordnet.wnid(dog) == "n02084071"
-    assert sum(1 for _ in wn.all_synsets("n")) == 82115
+    assert wordnet.noun_synset_count(wn) == 82115
+
+
+def test_noun_records_are_the_synsets_and_lemma_names_nltk_reads(wn):
+    """The direct read of data.noun gives exactly nltk's noun synsets, in order, each with
+    nltk's lemma names (146,347 synset-lemma pairs in WordNet 3.0)."""
+    ours = list(wordnet.noun_records(wn))
+    assert ours == [(wordnet.wnid(s), s.lemma_names()) for s in wn.all_synsets("n")]
+    assert sum(len(names) for _, names in ours) == 146_347
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        "00001740 03 n 01 entity 0 000 | that which exists; ok",  # a sound record
+        "00001740 03 n 02 entity 0 000 | one word where two are counted",
+        "0000x740 03 n 01 entity 0 000 | an offset that is no number",
+        "00001740 03 v 01 run 0 000 | a verb in the noun file",
+    ],
+)
+def test_a_damaged_noun_record_is_named_by_file_and_line(tmp_path, record):
+    root = tmp_path / "corpora" / "wordnet"
+    root.mkdir(parents=True)
+    (root / "data.noun").write_text(f"  1 licence header\n{record}\n")
+
+    class Reader:  # what noun_records uses of nltk's reader: its root folder
+        class root:
+            path = str(root)
+
+    if record.endswith("ok"):
+        assert list(wordnet.noun_records(Reader)) == [("n00001740", ["entity"])]
+        return
+    with pytest.raises(ValueError, match=r"data\.noun: line 2 is no"):
+        list(wordnet.noun_records(Reader))
 
 
 def test_malformed_wnid_is_refused(wn):

@@ -40,10 +40,12 @@ def wordnet_settings(args: argparse.Namespace) -> WordnetSettings:
 
 def _prepare_wordnet(args: argparse.Namespace) -> None:
     """Build an nltk-readable WordNet 3.0 corpus."""
-    from imagenot.wordnet import load_wordnet, prepare_nltk_wordnet
+    from imagenot.wordnet import load_wordnet, noun_synset_count, prepare_nltk_wordnet
 
     out = prepare_nltk_wordnet(
         WordnetFiles.from_args(args).nltk_data, wordnet_settings(args).dict_dir
     )
-    n = sum(1 for _ in load_wordnet(str(out)).all_synsets("n"))
+    wn = load_wordnet(str(out))
+    wn.synset("entity.n.01")  # nltk reads the corpus: its indexes and a data record
+    n = noun_synset_count(wn)
     print(f"WordNet ready at {out}: {n} noun synsets")

@@ -111,6 +111,12 @@ def test_a_selection_whose_trial_is_not_its_results_is_refused(tmp_path):
         edited.write_text(json.dumps({**chosen, key: value}))
         with pytest.raises(JobError, match=rf"edited-{key}\.json: {key} is .* records"):
             trials.read_selection(edited)
+    # a selection copied under another model's folder selects that model's trial no more
+    moved = run.parent / "vgg11" / "selection.json"
+    moved.parent.mkdir()
+    shutil.copyfile(out, moved)
+    with pytest.raises(JobError, match=r"vgg11/selection\.json: selects a trial of model "):
+        trials.read_selection(moved)
     # the final run reads it so, before anything else
     with pytest.raises(JobError, match=r"edited-trial\.json: trial is 1, but"):
         run_final(SimpleNamespace(job=None), 1, None, tmp_path, tmp_path, run / "edited-trial.json",

@@ -149,6 +149,16 @@ def read_selection(path: Path) -> dict:
                 f"{path}: {key} is {chosen.get(key)!r}, but the trial result it copies records "
                 f"{result.get(key)!r}; delete it and run the workflow again"
             )
+    from imagenot.train.paths import TRIAL_SELECTION
+    from imagenot.train.records import path_identity
+
+    found = path_identity(path, TRIAL_SELECTION[TRIAL_SELECTION.index("{model}") :])
+    if found is not None and result.get("model") is not None and result["model"] != found["model"]:
+        raise JobError(
+            f"{path}: selects a trial of model {result['model']!r}, but its path says model "
+            f"{found['model']!r}: a selection is used only under its own model's path; delete "
+            "it and run the workflow again"
+        )
     return chosen
 
 

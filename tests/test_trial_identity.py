@@ -170,3 +170,14 @@ def test_an_empty_ranking_promotes_nothing(tmp_path):
     write_decision(rung, [3], slots=2, val_accuracy={})
     with pytest.raises(JobError, match=r"promoted \[3\] is not a list of distinct trials"):
         trials.slot_trial(0, rung)
+
+
+def test_a_rung_ranks_only_the_slots_of_its_own_stage(tmp_path):
+    run = tmp_path / "toy" / "st"
+    paths = [_slot(run, slot=t, trial=t, acc=25.0 * t) for t in range(2)]
+    assert trials.halve(paths, 0, 2, tmp_path / "rung-0.json")["promoted"] == [1]
+    later = _slot(run, stage=1, slot=0, trial=1, acc=75.0)
+    with pytest.raises(
+        JobError, match=r"stage-1/slot-0\.json: a result of stage 1, handed to rung 0"
+    ):
+        trials.halve([*paths, later], 0, 2, tmp_path / "rung-0.json")

@@ -194,7 +194,14 @@ def halve(results: Sequence[Path], rung: int, eta: int, out: Path) -> dict:
     rung and is never promoted). The trials not promoted end here: their checkpoints and best
     weights are deleted.
     """
-    rows = [row for row in map(_read, results) if row["trial"] is not None]
+    records = [_read(path) for path in results]
+    for path, record in zip(results, records, strict=True):
+        if record["stage"] != rung:  # the rule hands the rung's own stage; a typed command may not
+            raise JobError(
+                f"{path}: a result of stage {record['stage']!r}, handed to rung {rung}'s "
+                f"halving: a rung ranks the slots of its own stage (stage-{rung})"
+            )
+    rows = [row for row in records if row["trial"] is not None]
     slots = search.promoted_count(len(results), eta)
     alive = {r["trial"]: r["val_accuracy"] for r in rows if r["stopped_by"] is None}
     promoted = search.promote(alive, eta, min(slots, len(alive)))

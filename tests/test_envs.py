@@ -604,6 +604,29 @@ def resolve(requirements: list[str], tmp: Path) -> dict[str, dict]:
     }
 
 
+def resolve_versions(requirements: list[str], tmp: Path) -> dict[str, str]:
+    """uv's resolution of ``requirements`` on the registry for the env files' platform and
+    Python, binary wheels only (the question :func:`resolve` asks pip, in about 2 s instead of
+    about a minute: uv fetches the wheels' metadata in parallel): canonical name -> version.
+    ``x86_64-manylinux_2_28``: a wheel for glibc 2.28 or older, the tags :data:`PLATFORMS`
+    lists for pip."""
+    import os
+    import subprocess
+
+    path = tmp / "requirements.txt"
+    path.write_text("".join(f"{line}\n" for line in requirements))
+    python = ".".join(PYTHON.split(".")[:2])
+    uv = Path(sys.executable).with_name("uv")  # make setup installs it beside the interpreter
+    cmd = [str(uv), "pip", "compile", str(path), "--python-version", python]
+    cmd += ["--python-platform", "x86_64-manylinux_2_28", "--only-binary", ":all:"]
+    cmd += ["--index-url", INDEX, "--no-config", "--no-header", "--no-annotate", "--quiet"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, f"does not resolve on {INDEX}:\n{run.stderr[-3000:]}"
+    pinned = [line.split("==", 1) for line in run.stdout.splitlines() if "==" in line]
+    return {canonicalize_name(name.strip()): version.strip() for name, version in pinned}
+
+
 @pytest.mark.slow
 @pytest.mark.network
 @pytest.mark.parametrize("cuda", sorted(CUDA_VARIANTS))
@@ -611,8 +634,8 @@ def test_env_files_resolve_on_the_registry(tmp_path, cuda):
     """Every pin of every env file installs on Linux x86_64 with the env's Python, from the
     public index: an unsatisfiable pin (a version never published, a wheel missing for the
     platform) fails here, not on a user's cluster. The envs of one CUDA variant take their pins
-    from one lock, so their union is one consistent set: one pip call per variant resolves them
-    all, and it must install exactly the pinned set (nothing unpinned pulled in)."""
+    from one lock, so their union is one consistent set: one resolver call per variant resolves
+    them all, and it must install exactly the pinned set (nothing unpinned pulled in)."""
     if not _registry_reachable():
         pytest.skip(f"the package registry {INDEX} is unreachable")
     pins: dict[str, str] = {}
@@ -620,15 +643,25 @@ def test_env_files_resolve_on_the_registry(tmp_path, cuda):
     assert envs
     for env in envs:
         pins.update(parse_env(ENVS / f"{env}.yaml")[1])
-    installed = {
-        name: meta["version"]
-        for name, meta in resolve([f"{n}=={v}" for n, v in pins.items()], tmp_path).items()
-    }
+    installed = resolve_versions([f"{n}=={v}" for n, v in pins.items()], tmp_path)
+    pins = {canonicalize_name(n): v for n, v in pins.items()}
     assert installed == pins, {
         "envs": envs,
         "unpinned": sorted(set(installed) - set(pins)),
         "changed": {k: (v, installed.get(k)) for k, v in pins.items() if installed.get(k) != v},
     }
+
+
+@pytest.mark.network
+def test_the_resolver_fails_on_a_pin_never_published_and_names_what_a_pin_pulls_in(tmp_path):
+    """The planted cases of the check above: a version PyPI never published does not resolve,
+    and a pin whose dependencies are not pinned resolves to more than the pinned set."""
+    if not _registry_reachable():
+        pytest.skip(f"the package registry {INDEX} is unreachable")
+    with pytest.raises(AssertionError, match="does not resolve"):
+        resolve_versions(["numpy==0.0.1"], tmp_path)
+    resolved = resolve_versions(["requests==2.32.3"], tmp_path)
+    assert resolved["requests"] == "2.32.3" and {"urllib3", "idna"} <= set(resolved)
 
 
 def lock_cuda12(tmp: Path) -> None:

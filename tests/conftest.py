@@ -167,7 +167,9 @@ def toy_config(space: dict, **dataset) -> dict:
 def snakemake_workflow(workdir: Path, configfiles: list[Path]):
     """The repository's Snakefile with ``configfiles`` in ``workdir``, through Snakemake's API:
     its workflow API object (parsed; ``.dag()`` plans, nothing runs), inside the API's
-    context."""
+    context. The environment the Snakefile sets for its jobs (rules/common.smk: PATH, the SLURM
+    profile's and job usage's variables) is this process's again afterwards, so that it
+    reaches no later test's commands."""
     from snakemake.api import SnakemakeApi
     from snakemake.settings.types import (
         ConfigSettings,
@@ -176,14 +178,19 @@ def snakemake_workflow(workdir: Path, configfiles: list[Path]):
         StorageSettings,
     )
 
-    with SnakemakeApi(OutputSettings()) as api:
-        yield api.workflow(
-            snakefile=REPO / "Snakefile",
-            workdir=workdir,
-            config_settings=ConfigSettings(configfiles=configfiles),
-            resource_settings=ResourceSettings(),
-            storage_settings=StorageSettings(),
-        )
+    saved = os.environ.copy()
+    try:
+        with SnakemakeApi(OutputSettings()) as api:
+            yield api.workflow(
+                snakefile=REPO / "Snakefile",
+                workdir=workdir,
+                config_settings=ConfigSettings(configfiles=configfiles),
+                resource_settings=ResourceSettings(),
+                storage_settings=StorageSettings(),
+            )
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def dry_run(workdir: Path, overlays: list, targets: list[str]) -> str:

@@ -50,12 +50,12 @@ COSTLIEST_FIRST = (
     "test_incremental.py",  # 520 s
     "test_slurm.py",  # ~320 s alone on the loaded 2-core dev machine (not yet timed in CI)
     "test_scale_world.py",  # 131 s alone on the loaded 2-core dev machine (not yet timed in CI)
-    "test_train_ddp.py",  # 89 s
-    "test_preflight.py",  # ~100 s on the loaded 2-core dev machine (not yet timed in CI)
-    "test_faults.py",  # 85 s
+    "test_train_ddp.py",  # 89 s; 180 CPU-s alone on the loaded 2-core dev machine (~28 processes)
+    "test_faults.py",  # 85 s; 131 CPU-s alone on the loaded 2-core dev machine (8 downloads)
     "test_docs_commands.py",  # 82 s CPU (every documented command; a busy machine)
     "test_envs.py",  # 54 s
-    "test_validation.py",  # 51 s
+    "test_preflight.py",  # 35 CPU-s, 45-60 s alone on the loaded 2-core dev machine
+    "test_validation.py",  # 36 CPU-s, 55-60 s alone on the loaded 2-core dev machine
     "test_figures_report.py",  # 33 s
     "test_acquire_download.py",  # 27 s
     "test_moved_run.py",  # 25 s (two DAGs built through Snakemake's API)

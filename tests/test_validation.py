@@ -53,19 +53,23 @@ def _validate(tmp_path, overlay: str):
     status and output. An exception the command does not turn into its one-line error fails
     the test here, as a traceback would in its own process (which
     test_the_workflow_refuses_what_validate_config_refuses runs)."""
+    path = tmp_path / "overlay.yaml"
+    path.write_text(overlay)
+    return _validate_files(_workdir(tmp_path), REPO / "config" / "config.yaml", path)
+
+
+def _validate_files(work: Path, *files: Path) -> subprocess.CompletedProcess:
+    """`imagenot validate-config` of ``files`` from ``work``, in this process (``_validate``)."""
     import contextlib
     import io
 
     from imagenot.cli import main
 
-    path = tmp_path / "overlay.yaml"
-    path.write_text(overlay)
-    config = str(REPO / "config" / "config.yaml")
     out, err = io.StringIO(), io.StringIO()
     with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out):
-        mp.chdir(_workdir(tmp_path))
+        mp.chdir(work)
         with contextlib.redirect_stderr(err):
-            code = main(["validate-config", config, str(path)])
+            code = main(["validate-config", *map(str, files)])
     return subprocess.CompletedProcess([], code, out.getvalue(), err.getvalue())
 
 
@@ -132,12 +136,7 @@ def test_the_shipped_configs_are_valid(repo_root, tmp_path, shared_data):
     work.mkdir()
 
     def run(*files):
-        return subprocess.run(
-            [sys.executable, "-m", "imagenot.cli", "validate-config", *map(str, files)],
-            capture_output=True,
-            text=True,
-            cwd=work,
-        )
+        return _validate_files(work, *files)
 
     config = repo_root / "config"
     for files in ([config / "config.yaml"], [config / "scale.yaml"]):

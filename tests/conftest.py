@@ -50,12 +50,12 @@ COSTLIEST_FIRST = (
     "test_incremental.py",  # 520 s
     "test_slurm.py",  # ~320 s alone on the loaded 2-core dev machine (not yet timed in CI)
     "test_scale_world.py",  # 131 s alone on the loaded 2-core dev machine (not yet timed in CI)
-    "test_train_ddp.py",  # 89 s
-    "test_preflight.py",  # ~100 s on the loaded 2-core dev machine (not yet timed in CI)
-    "test_faults.py",  # 85 s
+    "test_train_ddp.py",  # 89 s; 180 CPU-s alone on the loaded 2-core dev machine (~28 processes)
+    "test_faults.py",  # 85 s; 131 CPU-s alone on the loaded 2-core dev machine (8 downloads)
     "test_docs_commands.py",  # 82 s CPU (every documented command; a busy machine)
     "test_envs.py",  # 54 s
-    "test_validation.py",  # 51 s
+    "test_preflight.py",  # 35 CPU-s, 45-60 s alone on the loaded 2-core dev machine
+    "test_validation.py",  # 36 CPU-s, 55-60 s alone on the loaded 2-core dev machine
     "test_figures_report.py",  # 33 s
     "test_acquire_download.py",  # 27 s
     "test_moved_run.py",  # 25 s (two DAGs built through Snakemake's API)
@@ -167,7 +167,9 @@ def toy_config(space: dict, **dataset) -> dict:
 def snakemake_workflow(workdir: Path, configfiles: list[Path]):
     """The repository's Snakefile with ``configfiles`` in ``workdir``, through Snakemake's API:
     its workflow API object (parsed; ``.dag()`` plans, nothing runs), inside the API's
-    context."""
+    context. The environment the Snakefile sets for its jobs (rules/common.smk: PATH, the SLURM
+    profile's and job usage's variables) is this process's again afterwards, so that it
+    reaches no later test's commands."""
     from snakemake.api import SnakemakeApi
     from snakemake.settings.types import (
         ConfigSettings,
@@ -176,14 +178,19 @@ def snakemake_workflow(workdir: Path, configfiles: list[Path]):
         StorageSettings,
     )
 
-    with SnakemakeApi(OutputSettings()) as api:
-        yield api.workflow(
-            snakefile=REPO / "Snakefile",
-            workdir=workdir,
-            config_settings=ConfigSettings(configfiles=configfiles),
-            resource_settings=ResourceSettings(),
-            storage_settings=StorageSettings(),
-        )
+    saved = os.environ.copy()
+    try:
+        with SnakemakeApi(OutputSettings()) as api:
+            yield api.workflow(
+                snakefile=REPO / "Snakefile",
+                workdir=workdir,
+                config_settings=ConfigSettings(configfiles=configfiles),
+                resource_settings=ResourceSettings(),
+                storage_settings=StorageSettings(),
+            )
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def dry_run(workdir: Path, overlays: list, targets: list[str]) -> str:

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import yaml
-from conftest import toy_config, write_toy_dataset
+from conftest import snakemake_workflow, toy_config, write_toy_dataset
 from trial_records import write_decision
 
 from imagenot.cli import main
@@ -407,9 +407,27 @@ def _snakemake(tmp_path: Path, config: Path, *args: str) -> subprocess.Completed
     return subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
 
 
-def _blocks(plan: str, rule: str) -> list[str]:
-    """The dry-run's job blocks of ``rule``."""
-    return [b.split("\n\n")[0] for b in plan.split(f"rule {rule}:")[1:]]
+def _planned(work: Path, config: Path, target: str) -> list[SimpleNamespace]:
+    """The jobs a dry run of ``target`` lists (``snakemake -n -p``), each with its rule, input,
+    output, wildcards and shell command: the Snakefile planned through Snakemake's API in this
+    process (conftest.snakemake_workflow), nothing run."""
+    from snakemake.settings.types import DAGSettings
+
+    with snakemake_workflow(work, [config]) as api:
+        api.dag(dag_settings=DAGSettings(targets={target}))
+        workflow = api._workflow
+        workflow._prepare_dag(forceall=False, ignore_incomplete=True, lock_warn_only=True)
+        workflow._build_dag()
+        return [
+            SimpleNamespace(
+                rule=job.rule.name,
+                input=[str(f) for f in job.input],
+                output=[str(f) for f in job.output],
+                wildcards=dict(job.wildcards),
+                shell=job.shellcmd or "",
+            )
+            for job in workflow.dag.needrun_jobs()
+        ]
 
 
 def test_gpu_rules_wait_for_their_gates_unless_the_config_lifts_them(tmp_path):
@@ -425,26 +443,33 @@ def test_gpu_rules_wait_for_their_gates_unless_the_config_lifts_them(tmp_path):
         "cpu": {"gpus": 0},
     }.items():
         config = _config(tmp_path / name, {"resources": resources})
-        done = _snakemake(tmp_path / name, config, "-n", "-p", "--", target)
-        assert done.returncode == 0, done.stderr[-3000:]
-        plans[name] = done.stdout
-    (trial,) = _blocks(plans["gated"], "train_trial")
+        plans[name] = _planned(tmp_path / name, config, target)
+
+    def jobs(name, rule):
+        return [job for job in plans[name] if job.rule == rule]
+
+    (trial,) = jobs("gated", "train_trial")
     model_report = "results/preflight/local/resnet_mini.json"
-    assert "results/preflight/local.json" in trial.split("output:")[0]
-    assert model_report in trial.split("output:")[0]
-    assert f"--preflight {model_report}" in trial
-    embeds = _blocks(plans["gated"], "curate_embed")
+    assert "results/preflight/local.json" in trial.input
+    assert model_report in trial.input
+    assert f"--preflight {model_report}" in trial.shell
+    embeds = jobs("gated", "curate_embed")
     assert embeds and all(
-        "results/preflight/local.json" in b and "results/preflight/local/" not in b for b in embeds
+        "results/preflight/local.json" in job.input
+        and not any("results/preflight/local/" in text for text in [*job.input, job.shell])
+        for job in embeds
     )
-    (model,) = _blocks(plans["gated"], "preflight_model")
-    assert "wildcards: model=resnet_mini" in model
-    assert '"checked_models":["resnet_mini"]' in model
-    (site,) = _blocks(plans["gated"], "preflight_site")
-    assert '"checked_models":[]' in site
+    (model,) = jobs("gated", "preflight_model")
+    assert model.wildcards == {"model": "resnet_mini"}
+    assert '"checked_models":["resnet_mini"]' in model.shell
+    (site,) = jobs("gated", "preflight_site")
+    assert '"checked_models":[]' in site.shell
     for name in ("lifted", "cpu"):
-        assert "rule preflight" not in plans[name] and "results/preflight/" not in plans[name]
-        assert "--preflight" not in _blocks(plans[name], "train_trial")[0]
+        assert not [job for job in plans[name] if job.rule.startswith("preflight")]
+        texts = [t for job in plans[name] for t in (*job.input, *job.output, job.shell)]
+        assert not any("results/preflight/" in text for text in texts)
+        (trial,) = jobs(name, "train_trial")
+        assert "--preflight" not in trial.shell
 
 
 def _empty_slot(work: Path, model: str) -> str:

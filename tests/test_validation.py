@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
+from conftest import snakemake_workflow
 
-REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _workdir(tmp_path):
@@ -32,7 +34,8 @@ def _plan_dry(tmp_path, overlay):
     )  # fmt: skip
 
 
-def _validate(tmp_path, overlay: str):
+def _validate_cmd(tmp_path, overlay: str):
+    """`imagenot validate-config` of the demo config and ``overlay``, as its own process."""
     path = tmp_path / "overlay.yaml"
     path.write_text(overlay)
     config = str(REPO / "config" / "config.yaml")
@@ -42,6 +45,46 @@ def _validate(tmp_path, overlay: str):
         text=True,
         cwd=_workdir(tmp_path),
     )
+
+
+def _validate(tmp_path, overlay: str):
+    """`imagenot validate-config` of the demo config and ``overlay`` through the command's own
+    entry point (imagenot.cli.main) in this process, from an empty working folder: its exit
+    status and output. An exception the command does not turn into its one-line error fails
+    the test here, as a traceback would in its own process (which
+    test_the_workflow_refuses_what_validate_config_refuses runs)."""
+    path = tmp_path / "overlay.yaml"
+    path.write_text(overlay)
+    return _validate_files(_workdir(tmp_path), REPO / "config" / "config.yaml", path)
+
+
+def _validate_files(work: Path, *files: Path) -> subprocess.CompletedProcess:
+    """`imagenot validate-config` of ``files`` from ``work``, in this process (``_validate``)."""
+    import contextlib
+    import io
+
+    from imagenot.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out):
+        mp.chdir(work)
+        with contextlib.redirect_stderr(err):
+            code = main(["validate-config", *map(str, files)])
+    return subprocess.CompletedProcess([], code, out.getvalue(), err.getvalue())
+
+
+def _plan(tmp_path, overlay: Path) -> str:
+    """The message the workflow stops on when planning the demo config and ``overlay``, results/
+    in an empty folder: the Snakefile parsed through Snakemake's API in this process (its
+    configfiles merged as ``--configfile`` merges them), which raises the ``SystemExit`` that
+    `snakemake -n` prints as its one line (test_the_workflow_refuses_what_validate_config_refuses
+    runs it as its own process). A config the workflow accepts fails the test."""
+    from snakemake.settings.types import DAGSettings
+
+    configs = [REPO / "config" / "config.yaml", overlay]
+    with pytest.raises(SystemExit) as stopped, snakemake_workflow(_workdir(tmp_path), configs) as w:
+        w.dag(dag_settings=DAGSettings())
+    return str(stopped.value)
 
 
 @pytest.mark.parametrize(
@@ -93,12 +136,7 @@ def test_the_shipped_configs_are_valid(repo_root, tmp_path, shared_data):
     work.mkdir()
 
     def run(*files):
-        return subprocess.run(
-            [sys.executable, "-m", "imagenot.cli", "validate-config", *map(str, files)],
-            capture_output=True,
-            text=True,
-            cwd=work,
-        )
+        return _validate_files(work, *files)
 
     config = repo_root / "config"
     for files in ([config / "config.yaml"], [config / "scale.yaml"]):
@@ -120,12 +158,24 @@ def test_the_shipped_configs_are_valid(repo_root, tmp_path, shared_data):
 
 
 def test_the_workflow_refuses_what_validate_config_refuses(repo_root, tmp_path):
-    """The same bad overlay stops `snakemake -n` before any job, with the same message."""
+    """The same bad overlay stops `snakemake -n` before any job, with the same message, and
+    `imagenot validate-config`, each as its own process: one line, no traceback (the cases below
+    run both in this process, each refusing with the message these processes print)."""
     overlay = tmp_path / "bad.yaml"
     overlay.write_text("curate:\n  query_template: '{name}'\n")
-    run = _plan_dry(tmp_path, overlay)
-    assert run.returncode != 0
-    assert "curate.query_template" in run.stdout + run.stderr
+    checked = _validate_cmd(tmp_path, overlay.read_text())
+    assert checked.returncode == 2, checked.stdout
+    assert "Traceback" not in checked.stderr and len(checked.stderr.strip().splitlines()) == 1
+    planned = _plan_dry(tmp_path, overlay)
+    assert planned.returncode != 0, planned.stdout
+    out = planned.stdout + planned.stderr
+    assert "Traceback" not in out and "KeyError" not in out, out[-2000:]
+    lines = [line for line in out.splitlines() if line.startswith("invalid workflow config: ")]
+    assert len(lines) == 1, out[-2000:]
+    assert "curate.query_template" in lines[0]
+    path = tmp_path / "overlay.yaml"  # where _validate_cmd wrote it
+    assert checked.stderr.strip().split(f"{path}: ", 1)[1] == lines[0].split(": ", 1)[1]
+    assert _plan(tmp_path, overlay) == lines[0]  # what the cases below compare
 
 
 # ------------------------------------------------------------------------------------------
@@ -134,20 +184,18 @@ def test_the_workflow_refuses_what_validate_config_refuses(repo_root, tmp_path):
 
 
 def _refusals(tmp_path, overlay: dict) -> tuple[str, str]:
-    """The message of validate-config (after the config files it names) and of `snakemake -n`
-    (after "invalid workflow config: ") for the same overlay; both refuse before any job."""
+    """The message of validate-config (after the config files it names) and of the workflow's
+    planning (after "invalid workflow config: ", ``_plan``) for the same overlay; both refuse
+    before any job."""
     path = tmp_path / "overlay.yaml"
     path.write_text(yaml.safe_dump(overlay))
     checked = _validate(tmp_path, path.read_text())
     assert checked.returncode == 2, checked.stdout
     assert "Traceback" not in checked.stderr and len(checked.stderr.strip().splitlines()) == 1
-    planned = _plan_dry(tmp_path, path)
-    assert planned.returncode != 0, planned.stdout
-    out = planned.stdout + planned.stderr
-    assert "Traceback" not in out and "KeyError" not in out, out[-2000:]
-    lines = [line for line in out.splitlines() if line.startswith("invalid workflow config: ")]
-    assert len(lines) == 1, out[-2000:]
-    return checked.stderr.strip().split(f"{path}: ", 1)[1], lines[0].split(": ", 1)[1]
+    planned = _plan(tmp_path, path)
+    assert "\n" not in planned and "KeyError" not in planned, planned
+    assert planned.startswith("invalid workflow config: "), planned
+    return checked.stderr.strip().split(f"{path}: ", 1)[1], planned.split(": ", 1)[1]
 
 
 def _kind_cases():

@@ -1,7 +1,6 @@
-"""The files of the train stage's steps that have been given roles (:mod:`imagenot.files`):
-drawing an experiment's trials, a halving rung's decision, the selection, the preregistration
-table, a trial's slot, a final run, a published weights' run, a TL backbone's features and the
-preflight.
+"""The files of the train stage's steps, by role (:mod:`imagenot.files`): drawing an
+experiment's trials, a trial's slot, a halving rung's decision, the selection, a final run, a
+TL backbone's features, a published weights' run, the preregistration table and the preflight.
 
 A training job keeps its work files beside the outputs its rule lists, where a retry finds
 them: a slot's trial folder (``trial-{id}/``: its checkpoint, best weights and

@@ -45,7 +45,7 @@ rule preflight_site:
 
 rule preflight_model:
     input:
-        site=ancient(preflight_plan.report_file(SITE, "json")),
+        preflight=ancient(preflight_plan.report_file(SITE, "json")),
     output:
         json=preflight_plan.model_report_file(SITE, "{model}", "json"),
         md=preflight_plan.model_report_file(SITE, "{model}", "md"),

@@ -52,14 +52,15 @@ rule train_draw_trials:
 rule train_trial:
     input:
         trials=train_paths.TRIALS,
-        data=lambda wc: train_plan.dataset_inputs(wc.dataset),
+        manifest=paths.MANIFEST,
+        fingerprint=paths.FINGERPRINT,
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
         previous=lambda wc: train_plan.previous_decision(
             config, wc.dataset, wc.protocol, wc.model, wc.stage
         ),
         preflight=preflight_gate(per_model=True),
     output:
-        train_paths.SLOT,
+        result=train_paths.SLOT,
     log:
         f"{LOGS}/train_trial/{TRAIN_WC}/{{stage}}-{{slot}}.log",
     benchmark:
@@ -82,19 +83,16 @@ rule train_trial:
                 config, wc.dataset, wc.protocol, wc.model, wc.stage
             )
         ),
-        promoted=lambda wc: train_plan.promoted_option(
-            config, wc.dataset, wc.protocol, wc.model, wc.stage
-        ),
-        data=paths.DATASET,
         launch=train_launch.launcher(config),
         # the model's preflight report: the largest batch per GPU measured to fit this site's
         # card (imagenot.train.preflight_plan.batch_option; nothing ungated)
         preflight=lambda wc, input: preflight_plan.batch_option(input.preflight),
     shell:
-        "{params.launch} imagenot train-trial --settings {params.settings} --dataset-dir {params.data}"
+        "{params.launch} imagenot train-trial --settings {params.settings}"
+        " --manifest {input.manifest} --fingerprint {input.fingerprint}"
         " --trials {input.trials} --stage {wildcards.stage} --slot {wildcards.slot}"
-        " {params.promoted} {params.preflight} --threads {threads} --runtime-min {resources.runtime}"
-        " --out {output} > {log} 2>&1"
+        " --previous {input.previous} {params.preflight} --threads {threads}"
+        " --runtime-min {resources.runtime} --result {output.result} > {log} 2>&1"
 
 
 # Transfer learning (tl-SOURCE) trains the head alone over a frozen, eval-mode backbone without
@@ -105,11 +103,12 @@ rule train_trial:
 # the three splits: the model loads once. docs/gpu.md gives the GPU time this saves.
 rule train_features:
     input:
-        data=lambda wc: train_plan.dataset_inputs(wc.dataset),
+        manifest=paths.MANIFEST,
+        fingerprint=paths.FINGERPRINT,
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
         preflight=preflight_gate(per_model=True),
     output:
-        train_plan.feature_files("{dataset}", "{protocol}", "{model}"),
+        features=train_plan.feature_files("{dataset}", "{protocol}", "{model}"),
     log:
         f"{LOGS}/train_features/{TRAIN_WC}.log",
     benchmark:
@@ -143,11 +142,10 @@ rule train_features:
                 config, wc.dataset, wc.protocol, wc.model
             )
         ),
-        data=paths.DATASET,
-        out_dir=lambda wc: train_plan.features_dir(wc.dataset, wc.protocol, wc.model),
     shell:
-        "imagenot train-features --settings {params.settings} --dataset-dir {params.data}"
-        " --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"
+        "imagenot train-features --settings {params.settings} --manifest {input.manifest}"
+        " --fingerprint {input.fingerprint} --threads {threads}"
+        " --features {output.features} > {log} 2>&1"
 
 
 # A TL slot: the same job as train_trial (its settings name the features folder), over the
@@ -155,7 +153,8 @@ rule train_features:
 use rule train_trial as train_head_trial with:
     input:
         trials=train_paths.TRIALS,
-        data=lambda wc: train_plan.dataset_inputs(wc.dataset),
+        manifest=paths.MANIFEST,
+        fingerprint=paths.FINGERPRINT,
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
         previous=lambda wc: train_plan.previous_decision(
             config, wc.dataset, wc.protocol, wc.model, wc.stage
@@ -180,10 +179,6 @@ use rule train_trial as train_head_trial with:
                 config, wc.dataset, wc.protocol, wc.model, wc.stage
             )
         ),
-        promoted=lambda wc: train_plan.promoted_option(
-            config, wc.dataset, wc.protocol, wc.model, wc.stage
-        ),
-        data=paths.DATASET,
         launch="",  # one process on the CPU: no launcher, whatever train.gpus_per_job says
         preflight="",  # a head fit on the CPU: no GPU batch to measure
 
@@ -240,7 +235,8 @@ rule train_final:
     input:
         trials=train_paths.TRIALS,
         selection=train_paths.TRIAL_SELECTION,
-        data=lambda wc: train_plan.dataset_inputs(wc.dataset),
+        manifest=paths.MANIFEST,
+        fingerprint=paths.FINGERPRINT,
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
         preflight=preflight_gate(per_model=True),
     output:
@@ -280,16 +276,15 @@ rule train_final:
                 config, wc.dataset, wc.protocol, wc.model, wc.seed
             )
         ),
-        data=paths.DATASET,
-        out_dir=train_paths.FINAL_DIR,
         launch=train_launch.launcher(config),
         preflight=lambda wc, input: preflight_plan.batch_option(input.preflight),
     shell:
-        "{params.launch} imagenot train-final --settings {params.settings} --dataset-dir {params.data}"
+        "{params.launch} imagenot train-final --settings {params.settings}"
+        " --manifest {input.manifest} --fingerprint {input.fingerprint}"
         " --trials {input.trials} --selection {input.selection}"
         " --run {wildcards.dataset}/{wildcards.protocol}/{wildcards.model}/{wildcards.seed}"
         " {params.preflight} --threads {threads} --runtime-min {resources.runtime}"
-        " --out-dir {params.out_dir} > {log} 2>&1"
+        " --model {output.model} --result {output.result} > {log} 2>&1"
 
 
 # A TL final run over the train, val and test features (test accuracy from the head over the
@@ -298,7 +293,8 @@ use rule train_final as train_head_final with:
     input:
         trials=train_paths.TRIALS,
         selection=train_paths.TRIAL_SELECTION,
-        data=lambda wc: train_plan.dataset_inputs(wc.dataset),
+        manifest=paths.MANIFEST,
+        fingerprint=paths.FINGERPRINT,
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
         features=lambda wc: train_plan.feature_files(wc.dataset, wc.protocol, wc.model),
     log:
@@ -316,8 +312,6 @@ use rule train_final as train_head_final with:
                 config, wc.dataset, wc.protocol, wc.model, wc.seed
             )
         ),
-        data=paths.DATASET,
-        out_dir=train_paths.FINAL_DIR,
         launch="",  # one process on the CPU: no launcher, whatever train.gpus_per_job says
         preflight="",  # a head fit on the CPU: no GPU batch to measure
 

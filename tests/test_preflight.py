@@ -187,7 +187,7 @@ def test_the_training_job_takes_the_batch_the_preflight_measured_on_the_card(
     assert trial.job.max_batch_per_gpu is None  # nothing in the config: the report decides
     out = run / "stage-0" / "slot-0.json"
     caplog.set_level("INFO")
-    assert main(["train-trial", "--settings", to_json(trial), "--dataset-dir", str(toy_dataset), "--trials", str(run / "trials.parquet"), "--stage", "0", "--slot", "0", "--preflight", str(report_path), "--threads", "1", "--out", str(out)]) == 0  # fmt: skip
+    assert main(["train-trial", "--settings", to_json(trial), "--manifest", str(toy_dataset / "manifest.parquet"), "--fingerprint", str(toy_dataset / "fingerprint.txt"), "--trials", str(run / "trials.parquet"), "--stage", "0", "--slot", "0", "--preflight", str(report_path), "--threads", "1", "--result", str(out)]) == 0  # fmt: skip
     result = json.loads(out.read_text())
     assert result["micro_batches"] == micro_batches
     assert result["micro_batch_size"] == -(-16 // micro_batches)

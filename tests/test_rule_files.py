@@ -29,14 +29,6 @@ from imagenot.files import INPUT, ORDER_ONLY, OUTPUT, flag
 
 REPO = Path(__file__).resolve().parents[1]
 
-# Commands rules run whose files still travel flag by flag, each with its own parser arguments.
-FLAG_BY_FLAG = {
-    "preflight",
-    "train-trial",
-    "train-final",
-    "train-features",
-}
-
 
 @dataclass
 class Rule:
@@ -146,11 +138,7 @@ def wiring_errors(rule: Rule, rules: dict[str, Rule], parsers: dict) -> list[str
             errors.append(f"{rule.name}: `imagenot {command}` has no option {spelled}")
     files = parser._defaults.get("files_class")
     if files is None:
-        if command not in FLAG_BY_FLAG:
-            errors.append(f"{rule.name}: `imagenot {command}` declares no files class")
-        return errors
-    if command in FLAG_BY_FLAG:
-        errors.append(f"{command} declares its files: take it out of FLAG_BY_FLAG")
+        return [*errors, f"{rule.name}: `imagenot {command}` declares no files class"]
     keys: dict[str, str] = {}
     for side in (INPUT, OUTPUT):
         found, unnamed = section_keys(resolved(rule, rules, side) or [])
@@ -191,17 +179,6 @@ def test_every_rule_hands_its_files_by_role():
     assert len(run) > 30, "the rule reader found too few rules that run a command"
     errors = [e for rule in run for e in wiring_errors(rule, rules, parsers)]
     assert not errors, "\n".join(errors)
-
-
-def test_flag_by_flag_lists_only_commands_rules_run():
-    rules, parsers = all_rules(), commands()
-    run = set()
-    for rule in rules.values():
-        m = re.search(r"\bimagenot ([\w-]+)", shell_text(resolved(rule, rules, "shell") or []))
-        if m:
-            run.add(m.group(1))
-    assert run >= FLAG_BY_FLAG
-    assert not {c for c in FLAG_BY_FLAG if parsers[c]._defaults.get("files_class")}
 
 
 CALIBRATION = """
@@ -246,6 +223,8 @@ def _planted(text: str) -> list[str]:
         ('{input.class_scores}"', '{input.scores}"', "names {input.scores}"),
         # a file handed without a name
         ("        class_scores=curate_paths.CLASS_SCORES,\n", "        X,\n", "without a role"),
+        # a command whose files are not declared by role
+        ("imagenot curate-calibration", "imagenot validate-config", "declares no files class"),
     ],
 )
 def test_a_wrong_rule_fails(old, new, says):

@@ -423,9 +423,9 @@ def test_a_diverging_trial_ends_its_job_and_a_diverging_final_run_is_not_retried
     _cli("train-draw-trials", "--settings", draw, "--record", str(tmp_path / "prereg.json"),
          "--trials", str(run / "trials.parquet"))  # fmt: skip
     trial = to_json(train_settings.TrialSettings.from_config(config, "toy", "st", "resnet_mini", 0))
-    common = ["--dataset-dir", str(dataset_dir), "--trials", str(run / "trials.parquet"), "--threads", "1"]  # fmt: skip
+    common = ["--manifest", str(dataset_dir / "manifest.parquet"), "--fingerprint", str(dataset_dir / "fingerprint.txt"), "--trials", str(run / "trials.parquet"), "--threads", "1"]  # fmt: skip
     out = run / "stage-0/slot-0.json"
-    _cli("train-trial", "--settings", trial, *common, "--stage", "0", "--slot", "0", "--out", str(out))  # fmt: skip
+    _cli("train-trial", "--settings", trial, *common, "--stage", "0", "--slot", "0", "--result", str(out))  # fmt: skip
     result = json.loads(out.read_text())
     assert result["stopped_by"] == search.DIVERGED and "best_sha256" not in result
     assert not list((run / "trial-0").glob("*.safetensors*"))
@@ -435,7 +435,7 @@ def test_a_diverging_trial_ends_its_job_and_a_diverging_final_run_is_not_retried
     final = to_json(train_settings.FinalSettings.from_config(config, "toy", "st", "resnet_mini", 1))
     out_dir = run / "final/seed-1"
     args = ["train-final", "--settings", final, *common, "--selection", str(run / "selection.json"),
-            "--run", "toy/st/resnet_mini/1", "--out-dir", str(out_dir)]  # fmt: skip
+            "--run", "toy/st/resnet_mini/1", "--model", str(out_dir / "model.safetensors"), "--result", str(out_dir / "result.json")]  # fmt: skip
     assert main(args) == 2
     recorded = failfast.read(failfast.status_for(out_dir))["permanent"]
     assert "hyperparameters.lr" in recorded and "NaN or infinite" in recorded

@@ -155,17 +155,17 @@ def _experiment(config, model, dataset_dir, run, image_path: bool) -> dict:
             assert s.job.features is None
         return to_json(s)
 
-    data = ["--dataset-dir", str(dataset_dir), "--threads", "1", "--trials", str(run / "trials.parquet")]  # fmt: skip
+    data = ["--manifest", str(dataset_dir / "manifest.parquet"), "--fingerprint", str(dataset_dir / "fingerprint.txt"), "--threads", "1", "--trials", str(run / "trials.parquet")]  # fmt: skip
     out: dict = {"slots": [], "rungs": []}
     for stage in plan.stage_ids(config, "toy", "tl-src"):
         s = settings(
             train_settings.TrialSettings.from_config(config, "toy", "tl-src", model, stage)
         )
-        promoted = ["--promoted", str(run / f"halving/rung-{stage - 1}.json")] if stage else []
+        promoted = ["--previous", str(run / f"halving/rung-{stage - 1}.json")] if stage else []
         results = []
         for slot in plan.slot_ids(config, "toy", "tl-src", stage):
             results.append(run / f"stage-{stage}/slot-{slot}.json")
-            _cli("train-trial", "--settings", s, *data, "--stage", str(stage), "--slot", str(slot), *promoted, "--out", str(results[-1]))  # fmt: skip
+            _cli("train-trial", "--settings", s, *data, "--stage", str(stage), "--slot", str(slot), *promoted, "--result", str(results[-1]))  # fmt: skip
             out["slots"].append(json.loads(results[-1].read_text()))
         if stage < len(plan.stage_ids(config, "toy", "tl-src")) - 1:
             rung = run / f"halving/rung-{stage}.json"
@@ -178,7 +178,7 @@ def _experiment(config, model, dataset_dir, run, image_path: bool) -> dict:
     for seed in (0, 1):
         s = settings(train_settings.FinalSettings.from_config(config, "toy", "tl-src", model, seed))
         final = run / f"final/seed-{seed}"
-        _cli("train-final", "--settings", s, *data, "--selection", str(run / "selection.json"), "--run", f"toy/tl-src/{model}/{seed}", "--out-dir", str(final))  # fmt: skip
+        _cli("train-final", "--settings", s, *data, "--selection", str(run / "selection.json"), "--run", f"toy/tl-src/{model}/{seed}", "--model", str(final / "model.safetensors"), "--result", str(final / "result.json"))  # fmt: skip
         out["finals"].append(json.loads((final / "result.json").read_text()))
     return out
 
@@ -214,8 +214,8 @@ def test_tl_over_features_selects_and_scores_as_the_image_path(
     (image_run / "trials.parquet").write_bytes((features_run / "trials.parquet").read_bytes())
 
     job = to_json(train_settings.FeaturesSettings.from_config(config, "toy", "tl-src", model))
-    out_dir = plan.features_dir("toy", "tl-src", model)
-    _cli("train-features", "--settings", job, "--dataset-dir", str(dataset_dir), "--threads", "1", "--out-dir", out_dir)  # fmt: skip
+    handed = ["--manifest", str(dataset_dir / "manifest.parquet"), "--fingerprint", str(dataset_dir / "fingerprint.txt")]  # fmt: skip
+    _cli("train-features", "--settings", job, *handed, "--threads", "1", "--features", *plan.feature_files("toy", "tl-src", model))  # fmt: skip
     assert all((tmp_path / f).is_file() for f in plan.feature_files("toy", "tl-src", model))
     ours = _experiment(config, model, dataset_dir, features_run, image_path=False)
     today = _experiment(config, model, dataset_dir, image_run, image_path=True)

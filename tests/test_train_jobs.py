@@ -64,9 +64,9 @@ def test_trial_halving_selection_and_final_via_cli(dataset_dir, tmp_path, monkey
         )
         return ["--settings", settings, *common]
 
-    common = ["--dataset-dir", str(dataset_dir), "--trials", str(run / "trials.parquet"), "--threads", "1"]  # fmt: skip
+    common = ["--manifest", str(dataset_dir / "manifest.parquet"), "--fingerprint", str(dataset_dir / "fingerprint.txt"), "--trials", str(run / "trials.parquet"), "--threads", "1"]  # fmt: skip
     for t in range(2):
-        _cli("train-trial", *stage(0), "--stage", "0", "--slot", str(t), "--out", str(run / f"stage-0/slot-{t}.json"))  # fmt: skip
+        _cli("train-trial", *stage(0), "--stage", "0", "--slot", str(t), "--result", str(run / f"stage-0/slot-{t}.json"))  # fmt: skip
         assert (run / f"trial-{t}/checkpoint.safetensors").is_file()  # paused at the rung
     assert train_settings.HalveSettings.from_config(config, "toy", "st").eta == 2
     _cli("train-halve", "--results", str(run / "stage-0/slot-0.json"), str(run / "stage-0/slot-1.json"),
@@ -75,7 +75,7 @@ def test_trial_halving_selection_and_final_via_cli(dataset_dir, tmp_path, monkey
     (kept,) = json.loads((run / "halving/rung-0.json").read_text())["promoted"]
     dropped = 1 - kept
     assert not (run / f"trial-{dropped}/checkpoint.safetensors").exists()  # its trial ended
-    _cli("train-trial", *stage(1), "--stage", "1", "--slot", "0", "--promoted", str(run / "halving/rung-0.json"), "--out", str(run / "stage-1/slot-0.json"))  # fmt: skip
+    _cli("train-trial", *stage(1), "--stage", "1", "--slot", "0", "--previous", str(run / "halving/rung-0.json"), "--result", str(run / "stage-1/slot-0.json"))  # fmt: skip
     last = json.loads((run / "stage-1/slot-0.json").read_text())
     assert (last["trial"], last["epochs"], last["stopped_by"]) == (kept, 2, "max_epochs")
     assert not (run / f"trial-{kept}/checkpoint.safetensors").exists()  # ended: deleted
@@ -102,7 +102,7 @@ def test_trial_halving_selection_and_final_via_cli(dataset_dir, tmp_path, monkey
         train_settings.FinalSettings.from_config(config, "toy", "st", "resnet_mini", 1).reuse_trial
         is False
     )
-    _cli(*final(0), "--out-dir", str(out))
+    _cli(*final(0), "--model", str(out / "model.safetensors"), "--result", str(out / "result.json"))
     result = json.loads((out / "result.json").read_text())
     assert (out / "model.safetensors").is_file()
     # the result names the weights it describes (the evaluate stage checks it)
@@ -118,13 +118,25 @@ def test_trial_halving_selection_and_final_via_cli(dataset_dir, tmp_path, monkey
     assert result["train_seed"] == selection["result"]["seed"]
     (run / f"trial-{selection['trial']}/best.safetensors").unlink(missing_ok=True)
     again = run / "final/again"
-    _cli(*final(0), "--out-dir", str(again))
+    _cli(
+        *final(0),
+        "--model",
+        str(again / "model.safetensors"),
+        "--result",
+        str(again / "result.json"),
+    )
     retrained = json.loads((again / "result.json").read_text())
     assert retrained["reused_trial"] is False
     assert (again / "model.safetensors").read_bytes() == (out / "model.safetensors").read_bytes()
     assert retrained["test_accuracy"] == result["test_accuracy"]
     # another seed is a new run
-    _cli(*final(1), "--out-dir", str(run / "final/seed-1"))
+    _cli(
+        *final(1),
+        "--model",
+        str(run / "final/seed-1" / "model.safetensors"),
+        "--result",
+        str(run / "final/seed-1" / "result.json"),
+    )
     other = json.loads((run / "final/seed-1/result.json").read_text())
     assert other["train_seed"] != result["train_seed"] and other["reused_trial"] is False
 
@@ -141,7 +153,18 @@ def test_trial_halving_selection_and_final_via_cli(dataset_dir, tmp_path, monkey
 
     monkeypatch.setattr(loop, "evaluate", non_finite_test)
     capsys.readouterr()
-    assert main([*final(1), "--out-dir", str(run / "final/nan")]) != 0
+    assert (
+        main(
+            [
+                *final(1),
+                "--model",
+                str(run / "final/nan" / "model.safetensors"),
+                "--result",
+                str(run / "final/nan" / "result.json"),
+            ]
+        )
+        != 0
+    )
     err = capsys.readouterr().err
     errors = [
         line for line in err.splitlines() if "outputs on the test split are not finite" in line
@@ -164,7 +187,7 @@ def test_a_slot_nothing_was_promoted_into_trains_nothing(tmp_path):
         validate_config(_config()), "toy", "st", "resnet_mini"
     )
     settings = to_json(train_settings.TrialSettings(job=job, stage_epochs=None))
-    _cli("train-trial", "--settings", settings, "--dataset-dir", str(tmp_path), "--trials", "none", "--stage", "1", "--slot", "1", "--promoted", str(decision), "--threads", "1", "--out", str(out))  # fmt: skip
+    _cli("train-trial", "--settings", settings, "--manifest", str(tmp_path / "manifest.parquet"), "--fingerprint", str(tmp_path / "fingerprint.txt"), "--trials", "none", "--stage", "1", "--slot", "1", "--previous", str(decision), "--threads", "1", "--result", str(out))  # fmt: skip
     written = read_record(out, record_kind="slot")  # sealed, as every slot's result
     assert {k: v for k, v in written.items() if k != "record_sha256"} == {
         "stage": 1, "slot": 1, "trial": None

@@ -99,6 +99,7 @@ def test_an_empty_slot_is_checked_for_stage_and_slot(tmp_path):
 
 
 def test_a_selection_whose_trial_is_not_its_results_is_refused(tmp_path):
+    from imagenot.train.files import FinalFiles
     from imagenot.train.jobs import run_final
 
     run = tmp_path / "toy" / "st" / "resnet18"
@@ -119,8 +120,11 @@ def test_a_selection_whose_trial_is_not_its_results_is_refused(tmp_path):
         trials.read_selection(moved)
     # the final run reads it so, before anything else
     with pytest.raises(JobError, match=r"edited-trial\.json: trial is 1, but"):
-        run_final(SimpleNamespace(job=None), 1, None, tmp_path, tmp_path, run / "edited-trial.json",
-                  1, {}, tmp_path / "out")  # fmt: skip
+        files = FinalFiles(
+            trials=tmp_path, selection=run / "edited-trial.json", manifest=tmp_path / "m",
+            fingerprint=tmp_path / "f", model=tmp_path / "out/m", result=tmp_path / "out/r",
+        )  # fmt: skip
+        run_final(SimpleNamespace(job=None), 1, None, files, 1, {})
 
 
 def test_a_rungs_promoted_trials_are_distinct_trials_it_ranked(tmp_path):

@@ -117,14 +117,21 @@ class Files:
 
 
 ORDER_ONLY = {
-    "preflight": "the GPU check's verdict (rules/common.smk preflight_gate): a GPU job waits for "
-    "it, its command never reads it",
+    "preflight": "the GPU check's verdict (rules/common.smk preflight_gate; the site's, before a "
+    "model's preflight): the job waits for it; a training job on a GPU is handed its model's "
+    "report apart, as the batch it measured (--preflight, preflight_plan.batch_option)",
     "served": "the local folders acquire.url_map serves: the download reads them through its "
     "settings (url_map); listed so that the job waits for them",
     "results": "everything the run summary reads: it finds each through its settings (the "
     "run's layout); listed so that the summary comes last and is rewritten when one changes",
     "class_list": "a dataset's class list file: curate-candidates reads it through its settings "
     "(classes: {from_file: PATH}); listed so that a changed list reruns the step",
+    "init": "the starting weights of an FT or TL job: its command reads them through its "
+    "settings (init), which name them in the run's identity; listed so that the job waits for "
+    "them and reruns when they change",
+    "features": "a TL job's stored features: its head is fitted over them, read through its "
+    "settings (features: their folder); listed so that the job waits for them and reruns when "
+    "they change",
     "trials_tables": "every experiment's trials table: the preregistration table reads the "
     "record they are drawn into (--record); listed so that it is read once every draw is done",
 }

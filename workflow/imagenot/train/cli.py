@@ -56,18 +56,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("record", type=Path, help="preregistration.json")
 
-    p = subcommand(subparsers, "train-trial", _trial)
-    _common(p, "TrialSettings")
-    p.add_argument("--trials", required=True, type=Path)
+    p = subcommand(subparsers, "train-trial", _trial, files=files.TrialFiles)
+    _job_args(p, "TrialSettings")
     p.add_argument("--stage", required=True, type=int, help="0, 1, ...: rungs, then the end")
     p.add_argument("--slot", required=True, type=int, help="stage 0: the trial id")
-    p.add_argument("--promoted", type=Path, default=None, help="previous rung's decision")
     _preflight_arg(p)
-    p.add_argument("--out", required=True, type=Path, help="the slot's result JSON")
 
-    p = subcommand(subparsers, "train-features", _features)
-    _common(p, "FeaturesSettings")
-    p.add_argument("--out-dir", required=True, type=Path, help="gets {split}.safetensors")
+    p = subcommand(subparsers, "train-features", _features, files=files.FeaturesFiles)
+    _job_args(p, "FeaturesSettings")
 
     p = subcommand(subparsers, "train-published", _published, files=files.PublishedFiles)
     _settings_arg(p, "PublishedSettings")
@@ -79,13 +75,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     subcommand(subparsers, "train-select", _select, files=files.SelectFiles)
 
-    p = subcommand(subparsers, "train-final", _final)
-    _common(p, "FinalSettings")
-    p.add_argument("--trials", required=True, type=Path)
-    p.add_argument("--selection", required=True, type=Path)
+    p = subcommand(subparsers, "train-final", _final, files=files.FinalFiles)
+    _job_args(p, "FinalSettings")
     p.add_argument("--run", required=True, help="dataset/protocol/model/seed")
     _preflight_arg(p)
-    p.add_argument("--out-dir", required=True, type=Path)
 
 
 def _preflight_arg(p: argparse.ArgumentParser) -> None:
@@ -114,10 +107,10 @@ def _settings_arg(p: argparse.ArgumentParser, cls: str) -> None:
     p.add_argument("--settings", required=True, help=f"JSON of imagenot.train.settings.{cls}")
 
 
-def _common(p: argparse.ArgumentParser, cls: str) -> None:
-    """The arguments of a training job's command (trial, features, final run)."""
+def _job_args(p: argparse.ArgumentParser, cls: str) -> None:
+    """The settings, cores and time limit of a training job's command (trial, features, final
+    run)."""
     _settings_arg(p, cls)
-    p.add_argument("--dataset-dir", required=True, type=Path)
     p.add_argument("--threads", type=int, required=True, help="the job's cores (rule threads)")
     p.add_argument(
         "--runtime-min",
@@ -214,26 +207,24 @@ def _select(a: argparse.Namespace) -> None:
 def _trial(a: argparse.Namespace) -> None:
     """Train the trial in one slot of a stage (to a halving rung or the end)."""
     s = _parse("TrialSettings", a.settings, "train-trial")
-    if _trials().slot_trial(a.slot, a.promoted) is None:
-        _trials().write_empty_slot(a.stage, a.slot, a.out)  # nothing promoted: no torch import
+    f = files.TrialFiles.from_args(a)
+    out = Path(f.result)
+    if _trials().slot_trial(a.slot, Path(f.previous) if f.previous else None) is None:
+        _trials().write_empty_slot(a.stage, a.slot, out)  # nothing promoted: no torch import
         return
     s = _measured(s, a)
     deadline = _deadline(s, a)
-    _preemptible(
-        lambda: _lazy().run_slot(
-            s, a.threads, deadline, a.dataset_dir, a.trials, a.stage, a.slot, a.out, a.promoted
-        ),
-        a.out,
-    )
+    # the failure status lies beside the slot's result (the rule's resources read it there)
+    _preemptible(lambda: _lazy().run_slot(s, a.threads, deadline, f, a.stage, a.slot), out)
 
 
 def _features(a: argparse.Namespace) -> None:
     """A TL backbone's features of every split, computed once for every head fit."""
     s = _parse("FeaturesSettings", a.settings, "train-features")
-    # one pass over the data, no checkpoint to write: no deadline
-    _preemptible(
-        lambda: _lazy().run_features(s.job, a.threads, a.dataset_dir, a.out_dir), a.out_dir
-    )
+    f = files.FeaturesFiles.from_args(a)
+    # one pass over the data, no checkpoint to write: no deadline; the failure status lies
+    # beside the features' folder (the rule's resources read it there)
+    _preemptible(lambda: _lazy().run_features(s.job, a.threads, f), Path(f.features[0]).parent)
 
 
 def _final(a: argparse.Namespace) -> None:
@@ -242,11 +233,10 @@ def _final(a: argparse.Namespace) -> None:
     dataset, protocol, model, seed = a.run.split("/")
     run = {"dataset": dataset, "protocol": protocol, "model": model}
     deadline = _deadline(s, a)
+    f = files.FinalFiles.from_args(a)
+    # the failure status lies beside the run's folder (the rule's resources read it there)
     _preemptible(
-        lambda: _lazy().run_final(
-            s, a.threads, deadline, a.dataset_dir, a.trials, a.selection, int(seed), run, a.out_dir
-        ),
-        a.out_dir,
+        lambda: _lazy().run_final(s, a.threads, deadline, f, int(seed), run), Path(f.model).parent
     )
 
 

@@ -33,10 +33,10 @@ STATUS_SUFFIX = ".job-status.json"
 
 def status_for(output: str | Path) -> Path:
     """The status file of the training job writing ``output``: a slot's result JSON, a final
-    run's folder or the TL features' folder (what its command is given as ``--out`` or
-    ``--out-dir``; the rule's resources name the same path through ``imagenot.train.plan``).
-    Beside it, so that the command line and the rule's params stay as they were (a change of
-    either would rerun every finished training job)."""
+    run's folder or the TL features' folder (the folder of the files its command is handed as
+    ``--model`` or ``--features``; the rule's resources name the same path through
+    ``imagenot.train.plan``). Beside it, no rule output: Snakemake would delete it with a
+    failed job's outputs, and a retry must find it."""
     output = Path(output)
     return output.with_name(output.name + STATUS_SUFFIX)
 

@@ -1,6 +1,12 @@
-"""The files of the train stage's steps that have been given roles (:mod:`imagenot.files`):
-drawing an experiment's trials, a halving rung's decision, the selection, the preregistration
-table and a published weights' run.
+"""The files of the train stage's steps, by role (:mod:`imagenot.files`): drawing an
+experiment's trials, a trial's slot, a halving rung's decision, the selection, a final run, a
+TL backbone's features, a published weights' run, the preregistration table and the preflight.
+
+A training job keeps its work files beside the outputs its rule lists, where a retry finds
+them: a slot's trial folder (``trial-{id}/``: its checkpoint, best weights and
+``metrics.csv``) two levels above its result, a final run's checkpoint, best weights and
+``metrics.csv`` beside its weights; its failure status (``imagenot.train.failfast``) beside its
+result (a slot) or its folder (a final run, the features).
 
 The preregistration record (``preregistration.json``) is no rule's input or output: every draw
 of the run reads and amends it, so it travels as an argument (``--record``) beside these files.
@@ -43,6 +49,45 @@ class PreregistrationTableFiles(Files):
     table: str = made("the record as CSV (experiments, hashes, models, amendments)")
 
 
+def _manifest() -> str:
+    """A training job's dataset, by its manifest (a role of each job that reads images)."""
+    return given(
+        "the dataset's manifest (its folder is the dataset's: the shards and classes it is "
+        "read with)"
+    )
+
+
+def _fingerprint() -> str:
+    return given("the dataset's fingerprint.txt (recorded with what the job writes)")
+
+
+@dataclass(frozen=True)
+class TrialFiles(Files):
+    """``train-trial``: the trial in one slot of a halving stage (to a rung or the end)."""
+
+    trials: str = given("the experiment's trials (trials.parquet)")
+    manifest: str = _manifest()
+    fingerprint: str = _fingerprint()
+    previous: str | None = given(
+        "the previous rung's decision, which names the slot's trial (none at stage 0, whose "
+        "slot is the trial)",
+        optional=True,
+    )
+    result: str = made("the slot's result (JSON)")
+
+
+@dataclass(frozen=True)
+class FinalFiles(Files):
+    """``train-final``: the selected trial retrained with one seed, and tested."""
+
+    trials: str = given("the experiment's trials (trials.parquet)")
+    selection: str = given("the selected trial (selection.json; its trial folders beside it)")
+    manifest: str = _manifest()
+    fingerprint: str = _fingerprint()
+    model: str = made("the run's best-validation weights (model.safetensors)")
+    result: str = made("the run's record (result.json)")
+
+
 @dataclass(frozen=True)
 class PublishedFiles(Files):
     """``train-published``: published ImageNet weights written as a final run."""
@@ -52,3 +97,28 @@ class PublishedFiles(Files):
     fingerprint: str = given("the dataset's fingerprint.txt (recorded with the run)")
     model: str = made("the run's weights (model.safetensors)")
     result: str = made("the run's record (result.json)")
+
+
+@dataclass(frozen=True)
+class PreflightFiles(Files):
+    """``preflight``: the report of one GPU's checks against the config's training jobs. The
+    JSON is written only when every check passed (the GPU rules wait for it); a failed
+    preflight writes ``<name>.failed.json``/``.failed.md`` beside these instead, no rule's
+    outputs (Snakemake would delete those of a failed job)."""
+
+    json: str = made("the report as JSON (written when every check passed)")
+    md: str = made("the report in Markdown")
+
+
+@dataclass(frozen=True)
+class FeaturesFiles(Files):
+    """``train-features``: a TL backbone's features of every split, computed once for every
+    head fit. The job's failure status (``imagenot.train.failfast``) lies beside the folder
+    holding the features files."""
+
+    manifest: str = _manifest()
+    fingerprint: str = _fingerprint()
+    features: list[str] = made(
+        "the features files, one per split in imagenot.paths.SPLITS order (safetensors)",
+        many=True,
+    )

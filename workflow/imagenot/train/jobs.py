@@ -36,6 +36,7 @@ from imagenot.train.trials import (
 )
 
 if TYPE_CHECKING:
+    from imagenot.train.files import FeaturesFiles, FinalFiles, TrialFiles
     from imagenot.train.settings import FinalSettings, JobSettings, TrialSettings
 
 log = logging.getLogger(__name__)
@@ -75,11 +76,14 @@ def _data_source(
     return dataset_dir, encoded
 
 
-def dataset_info(dataset_dir: Path) -> tuple[int, str]:
-    """(number of classes, fingerprint) of a materialised dataset."""
-    from imagenot.dataset import read_classes, read_fingerprint
+def dataset_of(files: TrialFiles | FinalFiles | FeaturesFiles) -> tuple[Path, int, str]:
+    """(folder, number of classes, fingerprint) of the dataset a training job's ``files``
+    hand it: its manifest's folder (the shards and classes it is read with) and its
+    fingerprint file."""
+    from imagenot.dataset import read_classes, read_fingerprint_file
 
-    return len(read_classes(dataset_dir)), read_fingerprint(dataset_dir)
+    dataset_dir = Path(files.manifest).parent
+    return dataset_dir, len(read_classes(dataset_dir)), read_fingerprint_file(files.fingerprint)
 
 
 def init_description(settings: JobSettings) -> str:
@@ -139,11 +143,10 @@ def _load_backbone(model, name: str, state: dict, source: str) -> None:
     load_backbone(model, name, state, source)
 
 
-def run_features(
-    settings: JobSettings, threads: int, dataset_dir: Path, out_dir: Path
-) -> dict[str, dict]:
+def run_features(settings: JobSettings, threads: int, files: FeaturesFiles) -> dict[str, dict]:
     """The TL backbone's features of every image of every split (``imagenot.train.features``),
-    written as ``out_dir/{split}.safetensors``: the starting weights in a fresh model, eval
+    written to ``files.features`` (one per split, in ``SPLITS`` order) from the dataset whose
+    manifest is ``files.manifest``: the starting weights in a fresh model, eval
     mode, the image path's data source and preprocess, on the job's device. One job for the
     three splits: the model is loaded and the device set up once (on a cluster, a GPU job's
     start-up is longer than a CIFAR-10 split's pass). Returns each split's metadata."""
@@ -155,8 +158,12 @@ def run_features(
 
     if settings.trainable != "head" or not settings.init:
         raise ValueError("features are computed for TL jobs (trainable head, starting weights)")
+    if len(files.features) != len(SPLITS):
+        raise ValueError(
+            f"--features: {len(files.features)} files for the {len(SPLITS)} splits {SPLITS}"
+        )
     _configure(settings, threads, 1)
-    num_classes, fingerprint = dataset_info(dataset_dir)
+    dataset_dir, num_classes, fingerprint = dataset_of(files)
     # no training: no hyperparameters, and the seed is moot (eval mode, no random draw)
     job = make_job(settings, {}, 0, num_classes)
     device = torch.device(job.device)
@@ -168,13 +175,13 @@ def run_features(
     head = head_module(model, settings.model)
     source, encoded = _data_source(settings, dataset_dir, fingerprint)
     written = {}
-    for split in SPLITS:
+    for split, out in zip(SPLITS, files.features, strict=True):
         data = load_split(source, split, settings.in_memory, encoded)
         extracted = features.extract(model, head, data, job, device)
         meta = features.describe(job, fingerprint, split)
         meta["dtype"] = str(extracted.images.dtype).removeprefix("torch.")
         meta["device"] = device.type
-        features.write(extracted, meta, out_dir / f"{split}.safetensors")
+        features.write(extracted, meta, Path(out))
         written[split] = meta
         log.info(
             "%s %s: %d x %s features (%s) written to %s",
@@ -183,7 +190,7 @@ def run_features(
             len(extracted),
             tuple(extracted.images.shape[1:]),
             meta["dtype"],
-            out_dir,
+            out,
         )
     return written
 
@@ -201,7 +208,7 @@ def _fit(
     settings: JobSettings,
     threads: int,
     deadline: float | None,
-    dataset_dir: Path,
+    files: TrialFiles | FinalFiles,
     row: Mapping,
     seed: int,
     workdir: Path,
@@ -210,7 +217,7 @@ def _fit(
 ):
     """Train one job in this process, a rank of a data-parallel job when torchrun started it
     (``imagenot.train.distributed``). Returns (job, model, summary) on rank 0 and None on the
-    other ranks, which write nothing."""
+    other ranks, which write nothing. ``files``: the job's, whose dataset it trains on."""
     from imagenot.train.distributed import from_environment, joined
     from imagenot.train.interrupts import Interrupts
 
@@ -218,7 +225,7 @@ def _fit(
     if ranks.world > 1:  # torchrun forwards SLURM's signals at once: keep one that comes early
         Interrupts.record_early()
     _configure(settings, threads, ranks.local_world)
-    num_classes, fingerprint = dataset_info(dataset_dir)
+    dataset_dir, num_classes, fingerprint = dataset_of(files)
     job = make_job(settings, search.hyperparameters_of(row), seed, num_classes)
     head_only = bool(settings.features)
     if head_only:  # TL over stored features: the head alone, in one process
@@ -292,16 +299,14 @@ def run_slot(
     settings: TrialSettings,
     threads: int,
     deadline: float | None,
-    dataset_dir: Path,
-    trials: Path,
+    files: TrialFiles,
     stage: int,
     slot: int,
-    out: Path,
-    promoted: Path | None,
 ) -> dict | None:
     """Train the trial in ``slot`` of ``stage`` up to ``settings.stage_epochs`` (a halving rung)
-    or to the end, resuming its checkpoint; write the slot's result to ``out``. ``promoted``:
-    the previous rung's decision (None at stage 0, whose slot is the trial).
+    or to the end, resuming its checkpoint; write the slot's result to ``files.result``.
+    ``files.previous``: the previous rung's decision (None at stage 0, whose slot is the
+    trial).
 
     The trial keeps its best-validation weights in its folder; when it ends (early stopping,
     the cap or the schedule's end) its checkpoint is deleted and the weights' sha256 recorded,
@@ -310,14 +315,15 @@ def run_slot(
     """
     from imagenot.train.trials import write_empty_slot
 
-    trial = slot_trial(slot, promoted)
+    out = Path(files.result)
+    trial = slot_trial(slot, Path(files.previous) if files.previous else None)
     if trial is None:
         write_empty_slot(stage, slot, out)
         return None
-    row = read_trial(trials, trial)
-    workdir = trial_dir(out.parent.parent, trial)
+    row = read_trial(Path(files.trials), trial)
+    workdir = trial_dir(out.parent.parent, trial)  # the run's folder: {run}/stage-{k}/slot-{s}
     fitted = _fit(
-        settings.job, threads, deadline, dataset_dir, row, row["seed"], workdir,
+        settings.job, threads, deadline, files, row, row["seed"], workdir,
         settings.stage_epochs, workdir / BEST,
     )  # fmt: skip
     if fitted is None:  # a data-parallel rank other than 0: rank 0 writes the result
@@ -359,14 +365,13 @@ def run_final(
     final: FinalSettings,
     threads: int,
     deadline: float | None,
-    dataset_dir: Path,
-    trials: Path,
-    selection: Path,
+    files: FinalFiles,
     seed: int,
     run: Mapping,
-    out_dir: Path,
 ) -> FinalRecord | None:
-    """Retrain the selected trial with ``seed``; keep the best-validation weights and test them.
+    """Retrain the selected trial with ``seed``; keep the best-validation weights and test them:
+    the weights to ``files.model``, the record to ``files.result``; the checkpoint, the best
+    weights so far and ``metrics.csv`` beside them (where a retry resumes).
 
     With ``final.reuse_trial`` (the space's first seed) the run trains with the trial's own seed, so
     it is the trial run again: when the trial already ran the full schedule its weights and
@@ -382,15 +387,17 @@ def run_final(
     from imagenot.train.registry import head_module
 
     settings = final.job
+    selection, out_dir = Path(files.selection), Path(files.model).parent
+    model_file, result_file = Path(files.model), Path(files.result)
     chosen = read_selection(selection)  # the trial's own sealed result, copied: checked
-    row = read_trial(trials, chosen["trial"])
+    row = read_trial(Path(files.trials), chosen["trial"])
     train_seed = (
         row["seed"]
         if final.reuse_trial
         else search.stable_int(final.master_seed, run["dataset"], run["protocol"], "final", seed)
     )
     best = out_dir / "best.safetensors"
-    num_classes, _ = dataset_info(dataset_dir)
+    dataset_dir, num_classes, _ = dataset_of(files)
     job = make_job(settings, search.hyperparameters_of(row), train_seed, num_classes)
     source = trial_dir(selection.parent, chosen["trial"])
     if final.reuse_trial and reusable_trial(chosen, job.identity(), source / BEST):
@@ -418,9 +425,7 @@ def run_final(
         model = build_model(settings.model, num_classes).to(torch.device(job.device))
         log.info("final %s seed %d: reusing trial %d's weights", run, seed, chosen["trial"])
     else:
-        fitted = _fit(
-            settings, threads, deadline, dataset_dir, row, train_seed, out_dir, None, best
-        )
+        fitted = _fit(settings, threads, deadline, files, row, train_seed, out_dir, None, best)
         if fitted is None:  # a data-parallel rank other than 0: rank 0 tests and writes
             return None
         job, model, summary = fitted
@@ -448,8 +453,8 @@ def run_final(
     # Finished training: drop the checkpoint before handing the best weights on, so a checkpoint
     # never outlives them (a rerun after a kill here trains afresh, to the same weights).
     remove_checkpoint(out_dir / CHECKPOINT)
-    (out_dir / "model.safetensors").unlink(missing_ok=True)
-    best.replace(out_dir / "model.safetensors")
+    model_file.unlink(missing_ok=True)
+    best.replace(model_file)
     result = FinalRecord.of(
         {
             **summary,
@@ -460,10 +465,10 @@ def run_final(
             "test_accuracy": test_accuracy,
             "n_test": n_test,
             "chance_accuracy": 100.0 / summary["num_classes"],
-            "weights_sha256": sha256_file(out_dir / "model.safetensors"),
+            "weights_sha256": sha256_file(model_file),
         }
     )
-    result = write_final(result, out_dir / "result.json")
+    result = write_final(result, result_file)
     log.info(
         "final %s seed %d: test accuracy %.2f%% (chance %.2f%%)",
         run,

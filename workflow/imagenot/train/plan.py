@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from imagenot.paths import FINGERPRINT, MANIFEST, SPLITS
+from imagenot.paths import SPLITS
 from imagenot.train.checks import check
 from imagenot.train.experiments import (
     features_dir,  # noqa: F401 (the rules' name for a TL run's features folder)
@@ -93,11 +93,6 @@ def feature_files(dataset: str, protocol: str, model: str, splits=SPLITS) -> lis
     return [FEATURES.format(**run, split=split) for split in splits]
 
 
-def dataset_inputs(dataset: str) -> list[str]:
-    """The materialised dataset's manifest and fingerprint (acquire's outputs)."""
-    return [MANIFEST.format(dataset=dataset), FINGERPRINT.format(dataset=dataset)]
-
-
 # Successive halving as a static DAG of *slots*: stage k (k < number of rungs) trains to the
 # k-th rung, the last stage to the end of training. Stage 0 has one slot per trial; each later
 # stage has the ceil(n / eta) slots that the previous rung promotes into, and slot s of it
@@ -135,11 +130,6 @@ def previous_decision(config: dict, dataset: str, protocol: str, model: str, sta
     """The halving decision a stage's slots read their trial from ([] for stage 0)."""
     stage = int(stage)
     return [decision_file(dataset, protocol, model, stage - 1)] if stage > 0 else []
-
-
-def promoted_option(config: dict, dataset: str, protocol: str, model: str, stage) -> str:
-    files = previous_decision(config, dataset, protocol, model, stage)
-    return f"--promoted {files[0]}" if files else ""
 
 
 def stage_results(config: dict, dataset: str, protocol: str, model: str, stage) -> list[str]:

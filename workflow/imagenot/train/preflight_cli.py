@@ -18,13 +18,17 @@ import platform
 import sys
 from pathlib import Path
 
+from imagenot.cli import subcommand
 from imagenot.settings import parse
+from imagenot.train.files import PreflightFiles
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
+    p = subcommand(
+        subparsers,
         "preflight",
-        help="check one GPU against the config's training jobs before submitting them",
+        _main,
+        files=PreflightFiles,
         description="Checks, on the GPU it runs on, what the config's training jobs need: "
         "CUDA, each model's memory at its per-GPU batch, the data feed's speed, bf16 against "
         "float32, and the node's shared memory. Writes the report (Markdown, and JSON when "
@@ -77,14 +81,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the folder holding the datasets the jobs read (default: the config's, "
         "results/datasets): the feed check reads a sample there",
     )
-    p.add_argument("--json", required=True, help="the report (written when all checks pass)")
-    p.add_argument("--md", required=True, help="the report in Markdown")
     p.add_argument(
         "--table",
         action="store_true",
         help="print one row per model (benchmarks/gpu_check.sh) instead of the whole report",
     )
-    p.set_defaults(func=_main)
 
 
 def _settings(args):
@@ -115,6 +116,7 @@ def _settings(args):
 
 
 def _main(args: argparse.Namespace) -> None:
+    """Check one GPU against the config's training jobs before submitting them."""
     from imagenot.io import write_json, write_text
     from imagenot.train import preflight, preflight_plan
     from imagenot.train.device import configure, deterministic_for
@@ -136,7 +138,8 @@ def _main(args: argparse.Namespace) -> None:
     report = {**preflight.run_checks(settings, options), "environment": environment()}
     text = markdown(report)
     print(summary(report) if args.table else text)
-    json_out, md_out = Path(args.json), Path(args.md)
+    files = PreflightFiles.from_args(args)
+    json_out, md_out = Path(files.json), Path(files.md)
     if report["passed"]:
         for path in (json_out, md_out):
             Path(preflight_plan.failed_file(str(path))).unlink(missing_ok=True)

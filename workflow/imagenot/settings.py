@@ -270,4 +270,8 @@ NOT_SETTINGS = {
     "plan's wall time), not resources.gpus (GPUs per job)",
     "imagenot.run_summary:.get('weights')": "the weights a published run's result.json "
     "records having evaluated (absent in a trained run's), not train.weights",
+    "imagenot.dataset:folder_of(classes)": "the dataset's classes.txt handed to a command, "
+    "whose folder is the dataset's, not datasets.<name>.classes",
+    "imagenot.train.trials:.get('model')": "the model a trial's result records (absent in an "
+    "empty slot's), compared with its selection's path, not train.models",
 }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from imagenot import wordnet
@@ -30,29 +32,31 @@ def test_noun_records_are_the_synsets_and_lemma_names_nltk_reads(wn):
     assert sum(len(names) for _, names in ours) == 146_347
 
 
+def _reader(tmp_path, record: str):
+    """A stand-in for nltk's reader holding ``record`` after a licence line: what
+    noun_records uses of the reader is its root folder."""
+    root = tmp_path / "corpora" / "wordnet"
+    root.mkdir(parents=True)
+    (root / "data.noun").write_text(f"  1 licence header\n{record}\n")
+    return SimpleNamespace(root=SimpleNamespace(path=str(root)))
+
+
+def test_a_sound_noun_record_is_read(tmp_path):
+    reader = _reader(tmp_path, "00001740 03 n 01 entity 0 000 | that which exists")
+    assert list(wordnet.noun_records(reader)) == [("n00001740", ["entity"])]
+
+
 @pytest.mark.parametrize(
     "record",
     [
-        "00001740 03 n 01 entity 0 000 | that which exists; ok",  # a sound record
         "00001740 03 n 02 entity 0 000 | one word where two are counted",
         "0000x740 03 n 01 entity 0 000 | an offset that is no number",
         "00001740 03 v 01 run 0 000 | a verb in the noun file",
     ],
 )
 def test_a_damaged_noun_record_is_named_by_file_and_line(tmp_path, record):
-    root = tmp_path / "corpora" / "wordnet"
-    root.mkdir(parents=True)
-    (root / "data.noun").write_text(f"  1 licence header\n{record}\n")
-
-    class Reader:  # what noun_records uses of nltk's reader: its root folder
-        class root:
-            path = str(root)
-
-    if record.endswith("ok"):
-        assert list(wordnet.noun_records(Reader)) == [("n00001740", ["entity"])]
-        return
     with pytest.raises(ValueError, match=r"data\.noun: line 2 is no"):
-        list(wordnet.noun_records(Reader))
+        list(wordnet.noun_records(_reader(tmp_path, record)))
 
 
 def test_malformed_wnid_is_refused(wn):

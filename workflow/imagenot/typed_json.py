@@ -101,8 +101,15 @@ def read_object(cls: type[T], obj: Any, *, source: str, at: str = "") -> T:
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if f.metadata.get(FLAT):
             sub = _not_none(hints[f.name])
-            flat[f.name] = (sub, [g.name for g in dataclasses.fields(sub)])
-            names += flat[f.name][1]
+            keys = [g.name for g in dataclasses.fields(sub)]
+            names += keys
+            if _required(f) or any(k in obj for k in keys):  # read: its missing keys named here
+                flat[f.name] = (sub, keys)
+                missing += [
+                    _at(at, g.name)
+                    for g in dataclasses.fields(sub)
+                    if g.name not in obj and _required(g)
+                ]
             continue
         names.append(f.name)
         if f.name not in obj and _required(f):
@@ -120,9 +127,8 @@ def read_object(cls: type[T], obj: Any, *, source: str, at: str = "") -> T:
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if f.name in flat:
             sub, keys = flat[f.name]
-            if any(k in obj for k in keys) or _required(f):
-                part = {k: obj[k] for k in keys if k in obj}
-                values[f.name] = read_object(sub, part, source=source, at=at)
+            part = {k: obj[k] for k in keys if k in obj}
+            values[f.name] = read_object(sub, part, source=source, at=at)
         elif f.name in obj:
             value, hint = obj[f.name], hints[f.name]
             if f.metadata.get(EMPTY_IS_NONE):

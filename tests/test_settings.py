@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 import pytest
@@ -63,6 +64,12 @@ def test_missing_key_and_bad_json_are_named(tmp_path):
         parse(Outer, "{")
     with pytest.raises(SettingsError, match="must be a JSON object"):
         parse(Outer, "[1]")
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({**GOOD, "flag": 1}))
+    with pytest.raises(
+        SettingsError, match=rf"^--settings {re.escape(str(path))}: key flag must be true or false"
+    ):
+        parse(Outer, f"@{path}")
     with pytest.raises(SettingsError, match="cannot read"):
         parse(Outer, f"@{tmp_path / 'absent.json'}")
 

@@ -25,13 +25,9 @@ from imagenot.typed_json import (
 
 
 @dataclass(frozen=True)
-class Size:
-    width: int
-    height: int
-
-
-@dataclass(frozen=True)
 class Doc:
+    """Every form of field the reader takes."""
+
     name: str
     ratio: float
     count: Real
@@ -46,6 +42,14 @@ class Doc:
     size: Size | None = field(default=None, metadata={FLAT: True})
     extra: Size | None = field(default=None, metadata={EMPTY_IS_NONE: True})
     optional: int | None = None
+
+
+@dataclass(frozen=True)
+class Size:
+    """A nested object: a value of ``sizes``, and the document's own flat keys."""
+
+    width: int
+    height: int
 
 
 GOOD = {
@@ -125,6 +129,8 @@ def test_a_type_with_no_json_reading_is_a_programming_error():
 
     with pytest.raises(TypeError, match="no reading of the type"):
         read_object(WithPath, {"where": "x"}, source="s")
+    with pytest.raises(TypeError, match=r"tuple\[X, \.\.\.\]"):
+        read([1, "a"], tuple[int, str], source="s")
 
 
 ROW = {"a": "x", "b": "y", "n": 3, "rho": 0.5, "p": None, "p_method": "asymptotic"}

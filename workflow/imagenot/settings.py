@@ -173,8 +173,9 @@ def parse(cls: type[T], text: str | Mapping[str, Any], *, what: str = "--setting
     one; ``X | None`` accepts null; nested dataclasses, lists and dicts are checked element by
     element). The error names ``what`` (the flag, and the file of ``@file``) and the key."""
     raw = dict(text) if isinstance(text, Mapping) else load(text, what=what)
+    source = f"{what} {text[1:]}" if isinstance(text, str) and text.startswith("@") else what
     try:
-        return read_object(cls, raw, source=what)
+        return read_object(cls, raw, source=source)
     except JsonError as exc:
         raise SettingsError(str(exc)) from None
 

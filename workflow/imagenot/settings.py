@@ -171,7 +171,9 @@ def parse(cls: type[T], text: str | Mapping[str, Any], *, what: str = "--setting
     :func:`imagenot.typed_json.read_object`: every field must be given and no other key, and
     every value has its field's type all the way down (an int is a valid float and becomes
     one; ``X | None`` accepts null; nested dataclasses, lists and dicts are checked element by
-    element). The error names ``what`` (the flag, and the file of ``@file``) and the key."""
+    element). A field with a default may be omitted: use that for values the command, not the
+    config, decides. The error names ``what`` (the flag, and the file of ``@file``) and the
+    key."""
     raw = dict(text) if isinstance(text, Mapping) else load(text, what=what)
     source = f"{what} {text[1:]}" if isinstance(text, str) and text.startswith("@") else what
     try:

@@ -120,7 +120,9 @@ def test_settings_json_names_a_wrong_key():
         parse_settings(json.dumps({**good, "treshold": 0.8}))
     with pytest.raises(CalibrationError, match=r"missing key\(s\) \['encoder'\]"):
         parse_settings(json.dumps({k: v for k, v in good.items() if k != "encoder"}))
-    with pytest.raises(CalibrationError, match=r"--settings.n_classes must be an integer, not 2.5"):
+    with pytest.raises(
+        CalibrationError, match=r"--settings: key n_classes must be an integer, not 2\.5"
+    ):
         parse_settings(json.dumps({**good, "n_classes": 2.5}))
     with pytest.raises(CalibrationError, match=r"grid .* is empty"):
         parse_settings(json.dumps({**good, "start": 0.9, "stop": 0.5}))

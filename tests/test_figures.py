@@ -310,15 +310,15 @@ def test_settings_name_a_wrong_key_and_an_unregistered_kind(config, results, tmp
         "figure_options": style(config),
     }
     bad = {**settings, "options": {**options(config), "colour": "red"}}
-    with pytest.raises(SystemExit, match=r"--settings\.options.*colour"):
+    with pytest.raises(SystemExit, match=r"--settings: unknown key\(s\) \['options\.colour'\]"):
         main(["figure", "--settings", json.dumps(bad), str(results["accuracy"]), *out])
     bad = {**settings, "figure_options": {**style(config), "dpi": "high"}}
-    with pytest.raises(SystemExit, match=r"--settings\.figure_options\.dpi must be an integer"):
+    with pytest.raises(SystemExit, match=r"--settings: key figure_options\.dpi must be an integer"):
         main(["figure", "--settings", json.dumps(bad), str(results["accuracy"]), *out])
     bad = {**settings, "figure_options": {**style(config)}}
     del bad["figure_options"]["font_size"]
     with pytest.raises(
-        SystemExit, match=r"--settings\.figure_options.*missing key\(s\) \['font_size'\]"
+        SystemExit, match=r"--settings: missing key\(s\) \['figure_options\.font_size'\]"
     ):
         main(["figure", "--settings", json.dumps(bad), str(results["accuracy"]), *out])
     with pytest.raises(SystemExit, match="not registered"):

@@ -228,11 +228,11 @@ def test_a_missing_or_unknown_key_is_named():
             validate_config({"datasets": {"d": {"kind": "laion", "classes": "discover"}}}), "d"
         )
     )
-    with pytest.raises(SettingsError, match=r"missing key\(s\) \['seed'\]"):
+    with pytest.raises(SettingsError, match=r"^--settings: missing key\(s\) \['seed'\]$"):
         parse(acquire_settings.FillSettings, {k: v for k, v in fill.items() if k != "seed"})
-    with pytest.raises(SettingsError, match=r"unknown key\(s\) \['shard_size'\]"):
+    with pytest.raises(SettingsError, match=r"^--settings: unknown key\(s\) \['shard_size'\]"):
         parse(acquire_settings.FillSettings, {**fill, "shard_size": 3})
-    with pytest.raises(SettingsError, match=r"--settings\.allow_fewer must be true or false"):
+    with pytest.raises(SettingsError, match=r"^--settings: key allow_fewer must be true or false"):
         parse(acquire_settings.FillSettings, {**fill, "allow_fewer": "yes"})
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 import pytest
@@ -43,12 +44,12 @@ def test_round_trip_through_json_and_file(tmp_path):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"treshold": 0.5}, r"unknown key\(s\) \['treshold'\]"),
-        ({"flag": "yes"}, r"--settings\.flag must be true or false"),
-        ({"inner": {"name": "a", "size": 2.5}}, r"--settings\.inner\.size must be an integer"),
-        ({"inner": {"name": "a"}}, r"missing key\(s\) \['size'\]"),
-        ({"threshold": "high"}, r"--settings\.threshold must be a number"),
-        ({"values": 3}, r"must be a list"),
+        ({"treshold": 0.5}, r"^--settings: unknown key\(s\) \['treshold'\]; Outer takes keys"),
+        ({"flag": "yes"}, r'^--settings: key flag must be true or false, not "yes"$'),
+        ({"inner": {"name": "a", "size": 2.5}}, r"^--settings: key inner\.size must be an integer"),
+        ({"inner": {"name": "a"}}, r"^--settings: missing key\(s\) \['inner\.size'\]$"),
+        ({"threshold": "high"}, r"^--settings: key threshold must be a number or null, not"),
+        ({"values": 3}, r"^--settings: key values must be a list, not 3$"),
     ],
 )
 def test_a_wrong_key_is_named(change, message):
@@ -57,12 +58,18 @@ def test_a_wrong_key_is_named(change, message):
 
 
 def test_missing_key_and_bad_json_are_named(tmp_path):
-    with pytest.raises(SettingsError, match=r"missing key\(s\) \['flag'\]"):
+    with pytest.raises(SettingsError, match=r"^--settings: missing key\(s\) \['flag'\]$"):
         parse(Outer, json.dumps({k: v for k, v in GOOD.items() if k != "flag"}))
     with pytest.raises(SettingsError, match="not valid JSON"):
         parse(Outer, "{")
     with pytest.raises(SettingsError, match="must be a JSON object"):
         parse(Outer, "[1]")
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({**GOOD, "flag": 1}))
+    with pytest.raises(
+        SettingsError, match=rf"^--settings {re.escape(str(path))}: key flag must be true or false"
+    ):
+        parse(Outer, f"@{path}")
     with pytest.raises(SettingsError, match="cannot read"):
         parse(Outer, f"@{tmp_path / 'absent.json'}")
 

@@ -19,17 +19,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
-import types
-import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
+
+from imagenot.typed_json import JsonError, read_object
 
 T = TypeVar("T")
 F = TypeVar("F", bound="FromConfig")
 
 
-class SettingsError(ValueError):
+class SettingsError(JsonError):
     """A rule's settings argument does not match its dataclass (one line, names the key)."""
 
 
@@ -167,30 +167,19 @@ def load(text: str, *, what: str = "--settings") -> dict:
 
 
 def parse(cls: type[T], text: str | Mapping[str, Any], *, what: str = "--settings") -> T:
-    """``text`` (JSON, ``@file`` or an already-loaded mapping) as a ``cls`` instance.
-
-    Every field must be given and no other key; scalar fields are type-checked (an int is a
-    valid float; ``X | None`` accepts null); a field whose type is itself a dataclass is parsed
-    recursively, so nested sections get the same checks. A field with a default may be omitted
-    only when the dataclass says so explicitly - use that for values the command, not the
-    config, decides."""
+    """``text`` (JSON, ``@file`` or an already-loaded mapping) as a ``cls`` instance, read by
+    :func:`imagenot.typed_json.read_object`: every field must be given and no other key, and
+    every value has its field's type all the way down (an int is a valid float and becomes
+    one; ``X | None`` accepts null; nested dataclasses, lists and dicts are checked element by
+    element). A field with a default may be omitted: use that for values the command, not the
+    config, decides. The error names ``what`` (the flag, and the file of ``@file``) and the
+    key."""
     raw = dict(text) if isinstance(text, Mapping) else load(text, what=what)
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    required = [
-        f.name
-        for f in dataclasses.fields(cls)
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    ]
-    unknown = sorted(set(raw) - set(names))
-    missing = [n for n in required if n not in raw]
-    if unknown or missing:
-        raise SettingsError(
-            f"{what} for {cls.__name__}: unknown key(s) {unknown}, missing key(s) {missing}; "
-            f"expected keys: {names}"
-        )
-    values = {name: _typed(f"{what}.{name}", raw[name], hints[name]) for name in raw}
-    return cls(**values)
+    source = f"{what} {text[1:]}" if isinstance(text, str) and text.startswith("@") else what
+    try:
+        return read_object(cls, raw, source=source)
+    except JsonError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def parse_or_exit(cls: type[T], text: str, command: str) -> T:
@@ -200,56 +189,6 @@ def parse_or_exit(cls: type[T], text: str, command: str) -> T:
         return parse(cls, text)
     except SettingsError as exc:
         raise SystemExit(f"imagenot {command}: {exc}") from None
-
-
-def _typed(key: str, value: Any, hint: Any) -> Any:
-    """``value`` checked against ``hint`` (scalars, optionals, nested dataclasses); containers
-    and anything else are passed through."""
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        options = typing.get_args(hint)
-        if value is None:
-            if type(None) in options:
-                return None
-            raise SettingsError(f"{key} must not be null")
-        errors = []
-        for option in options:
-            if option is type(None):
-                continue
-            try:
-                return _typed(key, value, option)
-            except SettingsError as exc:
-                errors.append(str(exc))
-        raise SettingsError(errors[0] if errors else f"{key}: no type accepts {value!r}")
-    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-        if not isinstance(value, Mapping):
-            raise SettingsError(f"{key} must be an object, not {value!r}")
-        return parse(hint, value, what=key)
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise SettingsError(f"{key} must be true or false, not {value!r}")
-        return value
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise SettingsError(f"{key} must be an integer, not {value!r}")
-        return value
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise SettingsError(f"{key} must be a number, not {value!r}")
-        return float(value)
-    if hint is str:
-        if not isinstance(value, str):
-            raise SettingsError(f"{key} must be a string, not {value!r}")
-        return value
-    if origin in (list, tuple) or hint in (list, tuple):
-        if not isinstance(value, list | tuple):
-            raise SettingsError(f"{key} must be a list, not {value!r}")
-        return tuple(value) if (origin or hint) is tuple else list(value)
-    if origin in (dict, Mapping) or hint in (dict, Mapping):
-        if not isinstance(value, Mapping):
-            raise SettingsError(f"{key} must be an object, not {value!r}")
-        return dict(value)
-    return value
 
 
 # Names of schema keys used for something else (tests/test_settings_schema.py's guard): the

@@ -9,8 +9,9 @@ is renamed for every reader, and :func:`read_report` checks a file on the way in
 unknown or mistyped key is one :class:`ReportError` naming the file and the key, not a
 ``KeyError`` three modules later (or a silent ``None`` from a ``.get``).
 
-How a field becomes JSON (the file's bytes are those of the dicts the report was first written
-as, and a report read and written again is the same bytes):
+How a field becomes JSON (:mod:`imagenot.typed_json` reads and writes it; the file's bytes
+are those of the dicts the report was first written as, and a report read and written again
+is the same bytes):
 
 - field order is key order;
 - a field with the default None is **absent** while None (a statistic that was not computed;
@@ -19,22 +20,29 @@ as, and a report read and written again is the same bytes):
   is NaN or infinite: "no value");
 - a :data:`FLAT` field's keys are its parent's own (a dataset's correlations sit beside its
   ranks);
-- a number keeps JSON's own type (an int where a float is typed stays an int).
+- a number keeps JSON's own type (fields are typed :data:`~imagenot.typed_json.Real`: an int
+  stays an int).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-import types
-import typing
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from imagenot.analyse.stats import UNDEFINED_P_METHOD
+from imagenot.typed_json import (
+    EMPTY_IS_NONE,
+    FLAT,
+    WRITTEN_IF,
+    JsonError,
+    Real,
+    read_object,
+    write_fields,
+)
 
 P_FLOOR = 1e-300
 """Below it a p-value is shown as the bound ``p < 1e-300`` (summary, Markdown tables): scipy's
@@ -49,19 +57,11 @@ def p_text(p: float | None) -> str:
     return f"p < {P_FLOOR:g}" if p < P_FLOOR else f"p={p:.3g}"
 
 
-FLAT = "flat"
-"""Field metadata: the nested object's keys are written into (and read from) its parent."""
-WRITTEN_IF = "written_if"
-"""Field metadata: ``predicate(obj)``, whether an optional field is written (even as null)."""
-EMPTY_IS_NONE = "empty_is_none"
-"""Field metadata: None is written as ``{}`` (and ``{}`` read as None)."""
-
-
-class ReportError(ValueError):
+class ReportError(JsonError):
     """A rankings report that is not one; the message names the file and the key."""
 
 
-Number = float | None
+Number = Real | None
 """A statistic: None where it is NaN or infinite (JSON's null)."""
 
 
@@ -80,146 +80,21 @@ def clean(obj: Any) -> Any:
     return obj
 
 
-def _json(value: Any) -> Any:
-    if isinstance(value, _Json):
-        return value.to_json()
-    if isinstance(value, dict):
-        return {k: _json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json(v) for v in value]
-    return value
-
-
-def _written(obj: Any, f: dataclasses.Field, value: Any) -> bool:
-    if WRITTEN_IF in f.metadata:
-        return f.metadata[WRITTEN_IF](obj)
-    return value is not None or f.default is dataclasses.MISSING or EMPTY_IS_NONE in f.metadata
-
-
-def _at(at: str, name: str) -> str:
-    """The dotted key of ``name`` inside the key ``at`` ("" = the report)."""
-    return f"{at}.{name}" if at else name
-
-
 class _Json:
-    """JSON in and out of a dataclass, driven by its fields and their type hints."""
+    """JSON in and out of a report's dataclass (:mod:`imagenot.typed_json`)."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON-ready dict (see the module docstring for how each field is written)."""
-        out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
-            value = getattr(self, f.name)
-            if not _written(self, f, value):
-                continue
-            if f.metadata.get(FLAT):
-                out.update(_json(value))
-            elif value is None and EMPTY_IS_NONE in f.metadata:
-                out[f.name] = {}
-            else:
-                out[f.name] = _json(value)
-        return out
+        return write_fields(self)
 
     @classmethod
-    def from_json(cls, obj: Any, source: str = "rankings report", at: str = "") -> Any:
+    def from_json(cls, obj: Any, source: str = "rankings report") -> Any:
         """The object of the JSON ``obj``; :class:`ReportError` naming ``source`` and the key
         for a missing, unknown or mistyped key."""
-        if not isinstance(obj, dict):
-            where = f"key {at}" if at else "the report"
-            raise ReportError(f"{source}: {where} must be an object, not {_shown(obj)}")
-        hints = typing.get_type_hints(cls)
-        values: dict[str, Any] = {}
-        used: set[str] = set()
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-            if f.metadata.get(FLAT):
-                sub = next(a for a in typing.get_args(hints[f.name]) if a is not type(None))
-                keys = [g.name for g in dataclasses.fields(sub)]
-                if any(k in obj for k in keys):
-                    values[f.name] = sub.from_json(
-                        {k: obj[k] for k in keys if k in obj}, source, at
-                    )
-                    used.update(keys)
-                continue
-            if f.name not in obj:
-                if f.default is dataclasses.MISSING:
-                    raise ReportError(f"{source}: key {_at(at, f.name)} is missing")
-                continue
-            used.add(f.name)
-            value = obj[f.name]
-            if EMPTY_IS_NONE in f.metadata and value in ({}, None):
-                if value is None:  # written {}, never null
-                    raise ReportError(f"{source}: key {_at(at, f.name)} must be an object")
-                values[f.name] = None
-            else:
-                values[f.name] = _read(value, hints[f.name], source, _at(at, f.name))
-        unknown = [k for k in obj if k not in used]
-        if unknown:
-            raise ReportError(f"{source}: unknown key {_at(at, unknown[0])}")
-        return cls(**values)
-
-
-def _read(value: Any, hint: Any, source: str, at: str) -> Any:
-    """``value`` checked against ``hint`` (scalars, unions, lists, dicts, nested reports)."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        # the option of the value's own JSON kind says best what is wrong inside it
-        kind = _kind(value)
-        options = [a for a in args if a is not type(None) and _hint_kind(a) == kind]
-        if len(options) == 1:
-            return _read(value, options[0], source, at)
-        raise ReportError(f"{source}: key {at} must be {_names(hint)}, not {_shown(value)}")
-    if isinstance(hint, type) and issubclass(hint, _Json):
-        return hint.from_json(value, source, at)
-    if origin is list:
-        if not isinstance(value, list):
-            raise ReportError(f"{source}: key {at} must be a list, not {_shown(value)}")
-        return [_read(v, args[0], source, f"{at}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ReportError(f"{source}: key {at} must be an object, not {_shown(value)}")
-        return {k: _read(v, args[1], source, _at(at, k)) for k, v in value.items()}
-    if hint is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    else:  # float (an int too, kept as written), str
-        ok = _kind(value) == _hint_kind(hint)
-    if not ok:
-        raise ReportError(f"{source}: key {at} must be {_names(hint)}, not {_shown(value)}")
-    return value
-
-
-def _kind(value: Any) -> str:
-    """The JSON kind of a value: object, list, number, string or other (true, false, null)."""
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, bool) or value is None:
-        return "other"
-    return "number" if isinstance(value, int | float) else "string"
-
-
-def _hint_kind(hint: Any) -> str:
-    """The JSON kind of the values a type hint takes."""
-    origin = typing.get_origin(hint) or hint
-    if origin is dict or (isinstance(origin, type) and issubclass(origin, _Json)):
-        return "object"
-    return {list: "list", float: "number", int: "number", str: "string"}[origin]
-
-
-def _names(hint: Any) -> str:
-    """What a type hint takes, in words."""
-    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
-    words = {"object": "an object", "list": "a list", "number": "a number", "string": "a string"}
-    return " or ".join(
-        "null" if a is type(None) else "an integer" if a is int else words[_hint_kind(a)]
-        for a in (typing.get_args(hint) if union else (hint,))
-    )
-
-
-def _shown(value: Any) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+        try:
+            return read_object(cls, obj, source=source)
+        except JsonError as exc:
+            raise ReportError(str(exc)) from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -257,14 +132,14 @@ class Fit(_Json):
     adj_r2: Number
     n: int
     axis: str
-    confidence: float
+    confidence: Real
 
 
 @dataclass(frozen=True, kw_only=True)
 class SubsetFit(Fit):
     """The fit on the models whose reference accuracy is at least ``min_reference_accuracy``."""
 
-    min_reference_accuracy: float
+    min_reference_accuracy: Real
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -304,18 +179,18 @@ class DatasetEntry(_Json):
 
     models: int
     missing_models: list[str]
-    n: float | dict[str, Number] | None
+    n: Real | dict[str, Number] | None
     """The test-set size: one number when every model shares it, else one per model."""
-    accuracy: dict[str, float]
+    accuracy: dict[str, Real]
     interval: dict[str, list[Number]]
     interval_kind: dict[str, str]
-    ranks: dict[str, float]
+    ranks: dict[str, Real]
     seeds: dict[str, int] | None = None
     standard_error: dict[str, Number] | None = None
-    relative_progress: dict[str, float] | None = None
+    relative_progress: dict[str, Real] | None = None
     reference: str | None = None
     common_models: int | None = None
-    delta_rank: dict[str, float] | None = None
+    delta_rank: dict[str, Real] | None = None
     correlations: Correlations | None = field(default=None, metadata={FLAT: True})
     ols: Fit | None = None
     ols_subset: SubsetFit | None = None
@@ -349,15 +224,15 @@ class AcrossDatasets(_Json):
     datasets: list[str]
     models: list[str]
     excluded_models: list[str]
-    weights: dict[str, float | str] | None = None
+    weights: dict[str, Real | str] | None = None
     """Per dataset, the test-set size that weighs it, or "per model"."""
     weighted_mean: dict[str, Number] | None = None
-    weighted_mean_rank: dict[str, float] | None = None
-    weighted_mean_delta_rank: dict[str, float] | None = None
-    geometric_mean_floors: dict[str, float] | None = None
+    weighted_mean_rank: dict[str, Real] | None = None
+    weighted_mean_delta_rank: dict[str, Real] | None = None
+    geometric_mean_floors: dict[str, Real] | None = None
     geometric_mean: dict[str, Number] | None = None
-    geometric_mean_rank: dict[str, float] | None = None
-    geometric_mean_delta_rank: dict[str, float] | None = None
+    geometric_mean_rank: dict[str, Real] | None = None
+    geometric_mean_delta_rank: dict[str, Real] | None = None
     geometric_mean_excluded: list[str] | None = None
     with_mean_of_others: dict[str, Correlations] | None = None
 
@@ -382,7 +257,7 @@ class RankingsReport(_Json):
     reference_chosen: str
     baseline: str | None
     axis: str
-    confidence: float
+    confidence: Real
     variant: str
     delta_rank_sign: str
     models: list[str]

@@ -46,6 +46,7 @@ STARTUP = {
     "cli": "import imagenot.cli",
     "acquire_job": "import imagenot.cli, imagenot.acquire.build, imagenot.acquire.download, "
     "imagenot.acquire.adapters",
+    "download_process": "import imagenot.acquire.fetch, imagenot.acquire.guarded",
     "torch": "import torch",
     "torchvision": "import torchvision",
     "timm": "import timm",

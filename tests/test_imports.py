@@ -1,7 +1,8 @@
 """Jobs that need no torch stay torch-free: importing torch costs about 2 CPU-seconds
 and torchvision (with the torch._dynamo its ops package pulls in) about 3.5 per process, paid by
-every Snakemake job that imports them. Only the modules that train, evaluate or fetch images
-(img2dataset imports torch through webdataset) may import torch when imported."""
+every Snakemake job that imports them. Only the modules that train or evaluate may import torch
+when imported. img2dataset imports torch through webdataset when it can: the download imports it
+with torch hidden (imagenot.acquire.guarded), in each of its three processes."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import imagenot
 
 # Modules whose import may pull in torch: their jobs run torch anyway.
 TORCH_MODULES = {
-    "imagenot.acquire.guarded",  # img2dataset's downloader (webdataset imports torch)
     "imagenot.evaluate.kernels",
     "imagenot.evaluate.metrics",
     "imagenot.evaluate.reference",
@@ -67,6 +67,30 @@ def test_modules_outside_training_and_evaluation_import_no_torch():
     assert run.returncode == 0, run.stderr[-3000:]
     # the first module (in this order) after whose import torch, torchvision or timm is loaded
     assert run.stdout.strip() == "", f"imports a heavy module: {run.stdout.strip()}"
+
+
+def _webdataset_torch(statement: str) -> list[str]:
+    """What a fresh interpreter prints after ``statement``: whether torch was loaded, and where
+    webdataset's IterableDataset comes from (torch's, or its torch-less stand-in)."""
+    code = (
+        f"{statement}; import sys; print('torch' in sys.modules); import torch, "
+        "webdataset.pytorch as p; print(p.IterableDataset.__module__)"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout.split()
+
+
+def test_the_download_imports_img2dataset_without_torch_and_torch_imports_after():
+    """The download's processes import img2dataset (webdataset) with torch hidden, and a later
+    `import torch` in the same process still works; where torch was imported first, it is left
+    as it is and webdataset gets torch's classes."""
+    hidden = _webdataset_torch("import imagenot.acquire.guarded")
+    assert hidden == ["False", "webdataset.pytorch"]
+    assert _webdataset_torch("import torch, imagenot.acquire.guarded") == [
+        "True",
+        "torch.utils.data.dataset",
+    ]
 
 
 # The stages in the order data flows through them. A module may import the package's base

@@ -34,9 +34,15 @@ class ConfigError(ValueError):
     """Invalid workflow configuration; the message names the offending key."""
 
 
+# libyaml's safe loader where PyYAML was built with it (the wheels are): the same documents,
+# read about 5 times faster. The schemas are read at every Snakemake start and every
+# `imagenot validate-config` (0.25 -> 0.05 CPU-s for the 13 schema files on this machine).
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _load_yaml(path: Path) -> Any:
     with open(path) as f:
-        return yaml.safe_load(f)
+        return yaml.load(f, Loader=_SAFE_LOADER)
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

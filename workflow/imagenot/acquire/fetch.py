@@ -311,13 +311,11 @@ def _fetch_here(
 ) -> None:
     """The fetch itself, in this process: loopback servers, then img2dataset, whose workers
     fetch with :mod:`imagenot.acquire.guarded` (http(s) only, size cap, deadline)."""
-    os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
-    import img2dataset
-
-    from imagenot.acquire import guarded
+    from imagenot.acquire import guarded  # first: it imports img2dataset without torch
 
     s = settings
     guarded.install(s)
+    import img2dataset
 
     out = work_dir / "img2dataset"
     with serve_directories(s.url_map) as mapping:

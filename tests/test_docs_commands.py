@@ -213,12 +213,35 @@ def _no_deployment_tool(home: Path, tokens: list[str]) -> list[str]:
     return [] if method is None or shutil.which(method) else ["--sdm", "env-modules"]
 
 
+def _same_plan_key(tokens: list[str]) -> tuple[str, ...]:
+    """A dry run's command with its ``--directory`` named only as "a sibling of the clone": two
+    commands of one document that differ only in which empty sibling folder they run in (the
+    paper in ../imagenot-paper, then in ../imagenot-run) plan the same jobs from the same
+    relative paths, and the second is not planned again (a paper plan is about 16 CPU-s)."""
+    out = list(tokens)
+    if "--directory" in out:
+        at = out.index("--directory") + 1
+        if at < len(out) and Path(out[at]).parent == Path(".."):
+            out[at] = "../<sibling>"
+    return tuple(out)
+
+
+def test_a_plan_in_another_sibling_folder_is_the_same_plan_and_nothing_else_is():
+    paper = shlex.split(PAPER_COMMAND)
+    elsewhere = [*paper[:-1], "../imagenot-run"]
+    assert _same_plan_key(elsewhere) == _same_plan_key(paper)
+    assert _same_plan_key([*paper[:-1], "/scratch/run"]) != _same_plan_key(paper)  # not a sibling
+    assert _same_plan_key(paper[:-2]) != _same_plan_key(paper)  # the clone itself
+    assert _same_plan_key([*paper[:2], "preflight", *paper[2:]]) != _same_plan_key(paper)
+
+
 def run_documented(doc: Path, root: Path, done: dict[str, str]) -> list[str]:
     """Run ``doc``'s blocks in a fresh clone under ``root``; the failures, one message each.
     ``done``: commands already run as printed (command -> where), not run twice."""
     clone, home = fake_clone(root), root / "home"
     home.mkdir()
     env, failures = fresh_shell(home), []
+    planned: dict[tuple[str, ...], str] = {}  # this document's dry runs, by _same_plan_key
     for first, lang, body in fenced_blocks(doc):
         named = NAMED_YAML.fullmatch(body.splitlines()[0]) if lang == "yaml" else None
         if named:
@@ -229,8 +252,16 @@ def run_documented(doc: Path, root: Path, done: dict[str, str]) -> list[str]:
             where = f"{doc.name}:{line}"
             tokens = shlex.split(command, comments=True)
             how, why = mode(tokens)
-            if command in done:
-                print(f"{where}: as at {done[command]}")
+            # a trailing comment makes no other command; a site profile is written into each
+            # document's own fresh HOME, so `slurm-profile` runs wherever it is printed
+            same = shlex.join(tokens)
+            if same in done and "slurm-profile" not in tokens:
+                print(f"{where}: as at {done[same]}")
+                if how == "dry":
+                    planned.setdefault(_same_plan_key(tokens), where)
+                continue
+            if how == "dry" and _same_plan_key(tokens) in planned:
+                print(f"{where}: the plan of {planned[_same_plan_key(tokens)]} in another folder")
                 continue
             print(f"{where}: {how} ({why}): {command}")
             if how == "skip":
@@ -250,7 +281,9 @@ def run_documented(doc: Path, root: Path, done: dict[str, str]) -> list[str]:
             if ran.returncode != 0:
                 failures.append(f"{where}: `{command}` exited {ran.returncode}:\n{out[-3000:]}")
                 continue
-            done[command] = where
+            done[same] = where
+            if how == "dry":
+                planned[_same_plan_key(tokens)] = where
             if command == PAPER_COMMAND:  # the paper alone: its rules, none of the demo's
                 models = yaml.safe_load((clone / "config" / "paper.yaml").read_text())
                 published = rf"^train_published\s+{len(models['train']['models'])}$"
@@ -264,7 +297,7 @@ def _missing_shared_csv(doc: Path) -> bool:
     return SHARED_CSV in doc.read_text(encoding="utf-8") and not shared.is_file()
 
 
-_DONE: dict[str, str] = {}  # the same command in two documents runs once
+_DONE: dict[str, str] = {}  # the same command in two documents runs once (command -> where)
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=[d.name for d in DOCS])

@@ -2,7 +2,7 @@
 and torchvision (with the torch._dynamo its ops package pulls in) about 3.5 per process, paid by
 every Snakemake job that imports them. Only the modules that train or evaluate may import torch
 when imported. img2dataset imports torch through webdataset when it can: the download imports it
-with torch hidden (imagenot.acquire.guarded), in each of its three processes."""
+with torch hidden (imagenot.acquire.guarded), in each of its processes."""
 
 from __future__ import annotations
 

@@ -46,8 +46,8 @@ def _import_img2dataset_without_torch() -> None:
     Why: img2dataset imports webdataset, which imports torch when it can, for torch dataset
     classes a download never uses (webdataset falls back to stand-ins when torch is absent).
     That import was about 2.5 of the 4.2 CPU-s a download process spends importing, paid by
-    each of a download job's three processes (the fetch child and img2dataset's spawned
-    workers, which import this module to unpickle their downloader):
+    each process of a download job that imports img2dataset (the fetch child, and
+    img2dataset's spawned workers, which import this module to unpickle their downloader):
     ``benchmarks/bench_demo.py`` measures the start-up. Torch is hidden only while img2dataset
     imports; a later ``import torch`` in the same process works as usual."""
     os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")

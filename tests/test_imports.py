@@ -1,8 +1,8 @@
 """Jobs that need no torch stay torch-free: importing torch costs about 2 CPU-seconds
 and torchvision (with the torch._dynamo its ops package pulls in) about 3.5 per process, paid by
-every Snakemake job that imports them. Only the modules that train or evaluate may import torch
-when imported. img2dataset imports torch through webdataset when it can: the download imports it
-with torch hidden (imagenot.acquire.guarded), in each of its processes."""
+every Snakemake job that imports them. Only the modules that train, evaluate or fetch images
+(img2dataset imports torch through webdataset when it can) may import torch when imported; a
+download's own processes cannot (imagenot.acquire.fetch.WITHOUT_TORCH)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import imagenot
 
 # Modules whose import may pull in torch: their jobs run torch anyway.
 TORCH_MODULES = {
+    "imagenot.acquire.guarded",  # img2dataset's downloader (webdataset imports torch)
     "imagenot.evaluate.kernels",
     "imagenot.evaluate.metrics",
     "imagenot.evaluate.reference",
@@ -69,28 +70,52 @@ def test_modules_outside_training_and_evaluation_import_no_torch():
     assert run.stdout.strip() == "", f"imports a heavy module: {run.stdout.strip()}"
 
 
-def _webdataset_torch(statement: str) -> list[str]:
-    """What a fresh interpreter prints after ``statement``: whether torch was loaded, and where
-    webdataset's IterableDataset comes from (torch's, or its torch-less stand-in)."""
-    code = (
-        f"{statement}; import sys; print('torch' in sys.modules); import torch, "
-        "webdataset.pytorch as p; print(p.IterableDataset.__module__)"
+SPAWNED = """
+import multiprocessing, sys
+
+
+def child(queue):
+    import img2dataset.logger  # what img2dataset's logger process imports first
+
+    queue.put("torch" in sys.modules)
+
+
+if __name__ == "__main__":
+    sys.path[:0] = sys.argv[1:]
+    import imagenot.acquire.guarded, webdataset.pytorch as p
+
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    ctx.Process(target=child, args=(queue,)).start()
+    print("torch" in sys.modules, p.IterableDataset.__module__, queue.get(timeout=300))
+"""
+
+
+def _download_path_imports(tmp_path, *path: str) -> list[str]:
+    """Whether torch was loaded, where webdataset's IterableDataset came from, and whether a
+    spawned child (as img2dataset spawns its workers and logger) loaded torch: in a process with
+    ``path`` first on ``sys.path`` that imports the download's modules."""
+    script = tmp_path / "spawned.py"
+    script.write_text(SPAWNED)
+    run = subprocess.run(
+        [sys.executable, str(script), *path], capture_output=True, text=True, timeout=600
     )
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     return run.stdout.split()
 
 
-def test_the_download_imports_img2dataset_without_torch_and_torch_imports_after():
-    """The download's processes import img2dataset (webdataset) with torch hidden, and a later
-    `import torch` in the same process still works; where torch was imported first, it is left
-    as it is and webdataset gets torch's classes."""
-    hidden = _webdataset_torch("import imagenot.acquire.guarded")
-    assert hidden == ["False", "webdataset.pytorch"]
-    assert _webdataset_torch("import torch, imagenot.acquire.guarded") == [
-        "True",
-        "torch.utils.data.dataset",
+def test_a_download_and_the_processes_it_spawns_import_no_torch(tmp_path):
+    """With the download's path (imagenot.acquire.fetch._fetch_here puts WITHOUT_TORCH first),
+    img2dataset and webdataset import without torch, in the download's process and in a spawned
+    child that takes its path; without it (the planted case), both load torch."""
+    from imagenot.acquire.fetch import WITHOUT_TORCH
+
+    assert _download_path_imports(tmp_path, WITHOUT_TORCH) == [
+        "False",
+        "webdataset.pytorch",
+        "False",
     ]
+    assert _download_path_imports(tmp_path) == ["True", "torch.utils.data.dataset", "True"]
 
 
 # The stages in the order data flows through them. A module may import the package's base
@@ -153,8 +178,8 @@ def test_no_import_goes_up_the_stages():
     upward = []
     for path in sorted(root.rglob("*.py")):
         parts = path.relative_to(root).parts
-        if len(parts) == 1 and path.stem in ENTRY_POINTS:
-            continue
+        if (len(parts) == 1 and path.stem in ENTRY_POINTS) or parts[0] == "resources":
+            continue  # resources/: files the package ships (a stand-in module), no stage's code
         own = rank[parts[0]] if len(parts) > 1 else -1  # base modules: below every stage
         for module in _imported_modules(path):
             target = module.split(".")[1] if "." in module else ""

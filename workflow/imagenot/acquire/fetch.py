@@ -39,6 +39,7 @@ import multiprocessing
 import os
 import shutil
 import signal
+import sys
 import tarfile
 import threading
 import time
@@ -60,6 +61,9 @@ log = logging.getLogger(__name__)
 # server or no network, not dead URLs (below it, a few identical failures can be chance).
 DEAD_BATCH_MIN_ROWS = 5
 TRANSIENT_REASONS = ("timeout", "network_error")
+# A folder whose `torch` fails to import (its module docstring says why): first on the path of
+# the fetch child, whose path img2dataset's spawned processes take over.
+WITHOUT_TORCH = str(Path(__file__).resolve().parents[1] / "resources" / "without_torch")
 
 
 class DownloadError(ValueError):
@@ -311,11 +315,14 @@ def _fetch_here(
 ) -> None:
     """The fetch itself, in this process: loopback servers, then img2dataset, whose workers
     fetch with :mod:`imagenot.acquire.guarded` (http(s) only, size cap, deadline)."""
-    from imagenot.acquire import guarded  # first: it imports img2dataset without torch
+    sys.path.insert(0, WITHOUT_TORCH)  # here and in every process img2dataset spawns
+    os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
+    import img2dataset
+
+    from imagenot.acquire import guarded
 
     s = settings
     guarded.install(s)
-    import img2dataset
 
     out = work_dir / "img2dataset"
     with serve_directories(s.url_map) as mapping:

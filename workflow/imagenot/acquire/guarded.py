@@ -31,7 +31,6 @@ import http.client
 import io
 import os
 import socket
-import sys
 import threading
 import time
 import urllib.error
@@ -39,34 +38,10 @@ import urllib.request
 from typing import ClassVar
 from urllib.parse import urlsplit
 
+os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
+from img2dataset import downloader as _i2d
 
-def _import_img2dataset_without_torch() -> None:
-    """Import img2dataset with torch hidden, unless this process has torch already.
-
-    Why: img2dataset imports webdataset, which imports torch when it can, for torch dataset
-    classes a download never uses (webdataset falls back to stand-ins when torch is absent).
-    That import was about 2.5 of the 4.2 CPU-s a download process spends importing, paid by
-    each process of a download job that imports img2dataset (the fetch child, and
-    img2dataset's spawned workers, which import this module to unpickle their downloader):
-    ``benchmarks/bench_demo.py`` measures the start-up. Torch is hidden only while img2dataset
-    imports; a later ``import torch`` in the same process works as usual."""
-    os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
-    if "torch" in sys.modules or "img2dataset" in sys.modules:
-        import img2dataset
-
-        return
-    sys.modules["torch"] = None  # `import torch` raises ModuleNotFoundError meanwhile
-    try:
-        import img2dataset  # noqa: F401
-    finally:
-        if sys.modules.get("torch", 0) is None:
-            del sys.modules["torch"]
-
-
-_import_img2dataset_without_torch()
-from img2dataset import downloader as _i2d  # noqa: E402
-
-from imagenot.acquire.settings import DownloadSettings  # noqa: E402
+from imagenot.acquire.settings import DownloadSettings
 
 ALLOWED_SCHEMES = ("http", "https")
 CHUNK = 1 << 16
@@ -208,6 +183,8 @@ def install(settings: DownloadSettings) -> None:
     """Make ``img2dataset.download`` build a :class:`GuardedDownloader` with the download's
     limits (``acquire.max_response_bytes``, ``acquire.image_deadline_s``), in this process: the
     fetch child of :mod:`imagenot.acquire.fetch`."""
+    import sys
+
     import img2dataset  # noqa: F401 (loads img2dataset.main, whose name the package rebinds)
 
     GuardedDownloader.limits = {

@@ -143,9 +143,20 @@ def prepare_nltk_wordnet(out_dir: str | os.PathLike, dict_dir: str | os.PathLike
 
 @functools.cache
 def load_wordnet(nltk_data: str | os.PathLike):
-    """An nltk ``WordNetCorpusReader`` over ``nltk_data/corpora/wordnet`` (cached per path)."""
+    """An nltk ``WordNetCorpusReader`` over ``nltk_data/corpora/wordnet`` (cached per path),
+    without the map of other WordNet versions' senses onto this one.
+
+    Why: nltk's reader builds that map (``map_wn``, for the Open Multilingual Wordnet) on
+    construction, reading both ``index.sense`` files: about half of the reader's start, paid by
+    every job that opens WordNet. Nothing here reads the multilingual data (the reader gets no
+    OMW reader), and synsets, lemmas and hypernyms come from the data files alone: the same
+    answers (``tests/test_wordnet.py``)."""
     import nltk
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+    class Reader(WordNetCorpusReader):
+        def map_wn(self, version="wordnet"):
+            return None
 
     data_dir = str(Path(nltk_data).resolve())
     if data_dir not in nltk.data.path:  # nltk only reads corpora under its data path
@@ -153,7 +164,7 @@ def load_wordnet(nltk_data: str | os.PathLike):
     root = Path(data_dir) / "corpora" / "wordnet"
     if not (root / "data.noun").exists():
         raise FileNotFoundError(f"no WordNet at {root}: run `imagenot prepare-wordnet {nltk_data}`")
-    return WordNetCorpusReader(str(root), None)
+    return Reader(str(root), None)
 
 
 def wnid(synset) -> str:

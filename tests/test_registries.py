@@ -255,7 +255,7 @@ def test_toy_figure_and_table_are_drawn_by_the_figure_and_table_commands(toys, t
     argv = ["table", *common, json.dumps({"table": "toy_table", "options": options})]
     argv += ["--rankings", str(reports[0]), str(tmp_path / "damaged.json")]
     assert main([*argv, "--csv", str(tmp_path / "no.csv"), "--md", str(tmp_path / "no.md")]) == 2
-    assert "damaged.json: key reference is missing" in capsys.readouterr().err
+    assert "damaged.json: missing key(s) ['reference', " in capsys.readouterr().err
     csv, md = tmp_path / "toy.csv", tmp_path / "toy.md"
     table = json.dumps({"table": "toy_table", "options": options})
     argv = ["table", *common, table, "--rankings", *map(str, reports)]

@@ -46,7 +46,9 @@ STARTUP = {
     "cli": "import imagenot.cli",
     "acquire_job": "import imagenot.cli, imagenot.acquire.build, imagenot.acquire.download, "
     "imagenot.acquire.adapters",
-    "download_process": "import imagenot.acquire.fetch, imagenot.acquire.guarded",
+    # a download's fetch child: WITHOUT_TORCH first on its path, then img2dataset's downloader
+    "download_process": "import sys, imagenot.acquire.fetch as f; "
+    "sys.path.insert(0, f.WITHOUT_TORCH); import imagenot.acquire.guarded",
     "torch": "import torch",
     "torchvision": "import torchvision",
     "timm": "import timm",

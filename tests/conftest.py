@@ -47,9 +47,9 @@ def pytest_configure(config):
 # to start are short and the workers end together (with only the four end-to-end modules first, a
 # 90 s module could start last and one worker ran ~40 s alone).
 COSTLIEST_FIRST = (
-    "test_incremental.py",  # ~750 s in CI (2026-11-28; the finished fixture 467 s)
-    "test_slurm.py",  # ~220 s in CI (2026-11-28)
-    "test_scale_world.py",  # ~60 s in CI (2026-11-28)
+    "test_incremental.py",  # ~680 s in CI (2026-11-28; the finished fixture 455 s)
+    "test_slurm.py",  # ~215 s in CI (2026-11-28)
+    "test_scale_world.py",  # ~55 s in CI (2026-11-28)
     "test_train_ddp.py",  # 89 s; 180 CPU-s alone on the loaded 2-core dev machine (~28 processes)
     "test_faults.py",  # 85 s; 131 CPU-s alone on the loaded 2-core dev machine (8 downloads)
     "test_docs_commands.py",  # 82 s CPU (every documented command; a busy machine)

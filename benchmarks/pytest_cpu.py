@@ -4,8 +4,9 @@
 
 At the end it prints each module's wall time and CPU time (the test process's own plus that of
 every child process it waited for: the Snakemake runs, the jobs they start), costliest first,
-and writes them as JSON to ``$PYTEST_CPU_JSON`` if that is set (one file per xdist worker,
-``<path>.<worker>``). Why CPU and not wall time: on 2 cores shared by two workers, a module's
+and writes them as JSON to ``$PYTEST_CPU_JSON`` if that is set (``<path>.<worker>``). Under
+pytest-xdist (``-n``) the workers measure and the controller prints nothing: set
+``PYTEST_CPU_JSON`` and read one file per worker. Why CPU and not wall time: on 2 cores shared by two workers, a module's
 wall time depends on what the other worker runs beside it; its CPU time does not, and the
 suite's total CPU time over the core count bounds its wall time from below.
 

@@ -6,9 +6,10 @@ At the end it prints each module's wall time and CPU time (the test process's ow
 every child process it waited for: the Snakemake runs, the jobs they start), costliest first,
 and writes them as JSON to ``$PYTEST_CPU_JSON`` if that is set (``<path>.<worker>``). Under
 pytest-xdist (``-n``) the workers measure and the controller prints nothing: set
-``PYTEST_CPU_JSON`` and read one file per worker. Why CPU and not wall time: on 2 cores shared by two workers, a module's
-wall time depends on what the other worker runs beside it; its CPU time does not, and the
-suite's total CPU time over the core count bounds its wall time from below.
+``PYTEST_CPU_JSON`` and read one file per worker. Why CPU and not wall time: on 2 cores shared
+by two workers, a module's wall time depends on what the other worker runs beside it; its CPU
+time does not, and the suite's total CPU time over the core count bounds its wall time from
+below.
 
 What it cannot see: processes the test did not wait for (the loopback SLURM's jobs run under
 ``slurmd``), so ``tests/test_slurm.py``'s figure is the test process's share only.
@@ -31,19 +32,20 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def _module(item) -> str:
-    return item.path.name
+def _module(path: str) -> str:
+    """The test module's file name: the key of every figure."""
+    return os.path.basename(path)
 
 
 def pytest_runtest_protocol(item, nextitem):
-    name = _module(item)
+    name = _module(str(item.path))
     if name not in _started:
         _started[name] = (time.monotonic(), _cpu())
     return None
 
 
 def pytest_runtest_logfinish(nodeid, location):
-    name = os.path.basename(location[0])
+    name = _module(location[0])
     if name in _started:
         wall0, cpu0 = _started[name]
         _totals[name] = [time.monotonic() - wall0, _cpu() - cpu0]

@@ -4,7 +4,8 @@
 
 At the end it prints each module's wall time and CPU time (the test process's own plus that of
 every child process it waited for: the Snakemake runs, the jobs they start), costliest first,
-and writes them as JSON to ``$PYTEST_CPU_JSON`` if that is set (``<path>.<worker>``). Under
+and writes them as JSON to ``$PYTEST_CPU_JSON`` if that is set (``<path>.<worker>``; ``modules``,
+and ``tests``: each test's setup, call and teardown, keyed by node id). Under
 pytest-xdist (``-n``) the workers measure and the controller prints nothing: set
 ``PYTEST_CPU_JSON`` and read one file per worker. Why CPU and not wall time: on 2 cores shared
 by two workers, a module's wall time depends on what the other worker runs beside it; its CPU
@@ -24,6 +25,7 @@ import time
 
 _started: dict[str, tuple[float, float]] = {}
 _totals: dict[str, list[float]] = {}
+_tests: dict[str, list[float]] = {}  # node id -> [wall, CPU] of its setup, call and teardown
 
 
 def _cpu() -> float:
@@ -41,10 +43,14 @@ def pytest_runtest_protocol(item, nextitem):
     name = _module(str(item.path))
     if name not in _started:
         _started[name] = (time.monotonic(), _cpu())
+    _tests[item.nodeid] = [time.monotonic(), _cpu()]
     return None
 
 
 def pytest_runtest_logfinish(nodeid, location):
+    if nodeid in _tests:
+        wall0, cpu0 = _tests[nodeid]
+        _tests[nodeid] = [time.monotonic() - wall0, _cpu() - cpu0]
     name = _module(location[0])
     if name in _started:
         wall0, cpu0 = _started[name]
@@ -58,7 +64,7 @@ def pytest_sessionfinish(session, exitstatus):
     path = os.environ.get("PYTEST_CPU_JSON")
     if path:
         with open(f"{path}.{worker}", "w") as out:
-            json.dump(_totals, out, indent=1, sort_keys=True)
+            json.dump({"modules": _totals, "tests": _tests}, out, indent=1, sort_keys=True)
 
 
 def pytest_terminal_summary(terminalreporter):

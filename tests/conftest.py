@@ -55,7 +55,6 @@ COSTLIEST_FIRST = (
     "test_docs_commands.py",  # 82 s CPU (every documented command; a busy machine)
     "test_preflight.py",  # 35 CPU-s, 45-60 s alone on the loaded 2-core dev machine
     "test_validation.py",  # 36 CPU-s, 55-60 s alone on the loaded 2-core dev machine
-    "test_figures_report.py",  # 33 s
     "test_envs.py",  # ~35 s (its two registry resolutions by uv: seconds)
     "test_acquire_download.py",  # 27 s
     "test_moved_run.py",  # 25 s (two DAGs built through Snakemake's API)

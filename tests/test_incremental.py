@@ -1,7 +1,7 @@
 """Incremental re-execution and fault tolerance on a finished run.
 
 One real run of the whole workflow on the demo world with the small overlay
-.test/config-tiny.yaml (every stage, three models, one trial each), then dry runs against it:
+.test/config-tiny.yaml (every stage, two models, one trial each), then dry runs against it:
   * nothing is scheduled after the finished run;
   * touching one figure's plotting code reruns that figure alone;
   * changing the similarity threshold reruns curation from the selection step and everything
@@ -130,6 +130,64 @@ def test_editing_one_figures_code_reruns_that_figure_alone(finished):
     # the one figure rule, for the relative-progress figure only
     assert jobs == [("figure", {"figure": "relative_progress"})]
     assert untouched == []  # same content again, though newer: nothing to do
+
+
+def chromium() -> str | None:
+    names = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+    return next(filter(None, map(shutil.which, names)), None)
+
+
+def visible_text(dom: str) -> str:
+    """Text a reader sees: the body without scripts and tags."""
+    body = dom[dom.find("<body") :]
+    body = re.sub(r"<(script|style)\b.*?</\1>", " ", body, flags=re.S)
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", body))
+
+
+def test_the_report_of_the_finished_run_shows_every_figure_and_table(finished, tmp_path):
+    """`snakemake --report` on the finished run (run from the clone's root into another folder,
+    as the paper is: the workflow profile named by its absolute path, docs/cluster.md): every
+    figure and table registered, the config's description in the captions, and the page opens
+    in headless Chromium on its landing page with the report's categories."""
+    report = tmp_path / "report.html"
+    workflow_profile = ("--workflow-profile", str(REPO / "profiles" / "default"))
+    done = snakemake(finished, *workflow_profile, "--report", str(report))
+    assert done.returncode == 0, done.stderr[-4000:]
+    html = report.read_text(errors="replace")
+    results = finished / "results"
+    registered = [
+        *(results / "figures").glob("*.png"),
+        *(results / "tables").glob("*.csv"),
+        *(results / "analyse").glob("rankings_*.json"),
+    ]
+    assert len(registered) > 20, registered
+    for path in registered:
+        assert path.name in html, path
+    assert yaml.safe_load(Path(CONFIGS[0]).read_text())["description"] in html  # in captions
+    browser = chromium()
+    if browser is None:
+        pytest.skip("no chromium on PATH (Debian package 'chromium'): render check skipped")
+    dom = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--virtual-time-budget=15000",
+            "--dump-dom",
+            report.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    # the page's script ran and drew the navigation with the report's result categories
+    text = visible_text(dom.stdout)
+    for category in ("Results", "Figures", "Tables", "Analysis"):
+        assert category in text, text[:2000]
 
 
 def test_threshold_change_reruns_from_selection_not_matching(finished, tmp_path):
@@ -436,7 +494,7 @@ def test_readme5_one_models_batch_size_reruns_that_models_jobs_only(copy_of_fini
     records it (the model did not train: every trial at chance); then only that model's jobs
     run, and the run succeeds."""
     workdir = copy_of_finished
-    models = ["alexnet_mini", "vgg_mini", "resnet_mini"]
+    models = yaml.safe_load(Path(CONFIGS[-1]).read_text())["train"]["models"]
     dataset, model = _a_model_at_chance(workdir, models)
     targets = [f"results/evaluate/{dataset}/st/{m}/seed-0/robustness.parquet" for m in models]
     # the tiny config's ST experiments share space `st`: the chosen experiment gets a space of

@@ -5,6 +5,7 @@ the report's landing page; and `imagenot rankings` on the workflow's own accurac
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -239,9 +240,16 @@ def test_cli_writes_the_three_files(tmp_path):
 
 
 def _snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    from test_figures_report import snakemake  # this interpreter's Snakemake in workdir
-
-    return snakemake(workdir, *args)
+    """This interpreter's Snakemake, run in ``workdir``."""
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "2", "--directory", str(workdir), *args],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.fixture

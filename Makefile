@@ -35,7 +35,12 @@ help:
 	@echo "make slurm-profile ARGS='--partition P --gpu-partition G --max-runtime MIN ...'"
 	@echo "             - write the SLURM site profile (then: snakemake --profile slurm all)"
 
+# This package's bytecode, at every set-up (seconds the first time, nothing when it is current):
+# where PYTHONDONTWRITEBYTECODE is set no process writes it, so every job and every Snakemake
+# start compiled the modules of imagenot it imports (about 0.1 CPU-s a job, 0.2-0.3 s a Snakemake
+# start; docs/benchmarks.md). A module edited later is compiled in memory until the next set-up.
 setup: $(VENV)/.installed sysdeps
+	$(BIN)/python -m compileall -q workflow/imagenot
 	@echo "[setup] done: .venv/bin/imagenot, .venv/bin/snakemake (next: make demo, or README section 4)"
 
 # Each step says what it does before it starts: the pinned set is ~6 GB (torch's CUDA build), a

@@ -164,6 +164,9 @@ def test_the_report_of_the_finished_run_shows_every_figure_and_table(finished, t
     for path in registered:
         assert path.name in html, path
     assert yaml.safe_load(Path(CONFIGS[0]).read_text())["description"] in html  # in captions
+    # the landing page: the run summary's counts (profiles/default/report_landing.yaml)
+    landing = json.loads(re.search(r"metadata = (\{.*?\});?\n", html).group(1))
+    assert landing["final runs"] == len(list((results / "train").glob("*/*/*/final/seed-*")))
     browser = chromium()
     if browser is None:
         pytest.skip("no chromium on PATH (Debian package 'chromium'): render check skipped")

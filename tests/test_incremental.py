@@ -247,17 +247,22 @@ def copy_of_finished(finished, tmp_path) -> Path:
     return workdir
 
 
-def _wait_for(path: Path, pattern: str, timeout: float = 600) -> None:
+def _wait_for_checkpoint(path: Path, epoch: int, timeout: float = 600) -> None:
+    """Until the checkpoint at ``path`` was written in epoch ``epoch`` (0-based) or later: a
+    checkpoint replaces the last one by a rename, so a file there is whole."""
+    from imagenot.train.checkpoints import read_state
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if path.is_file() and re.search(pattern, path.read_text(errors="replace")):
+        if path.is_file() and read_state(path).epoch >= epoch:
             return
-        time.sleep(0.2)
-    raise AssertionError(f"{path} never showed {pattern!r}")
+        time.sleep(0.1)
+    raise AssertionError(f"{path} never held a checkpoint of epoch {epoch}")
 
 
 def test_training_job_killed_mid_epoch_resumes_to_the_same_result(copy_of_finished):
     from imagenot.train.records import check_seal
+    from imagenot.train.trials import CHECKPOINT
 
     workdir = copy_of_finished
     final = workdir / FINAL
@@ -279,7 +284,7 @@ def test_training_job_killed_mid_epoch_resumes_to_the_same_result(copy_of_finish
         start_new_session=True,
     )
     try:
-        _wait_for(log, r"epoch 2: +\d+%")  # epoch 1 and its checkpoint are done, epoch 2 runs
+        _wait_for_checkpoint(final / CHECKPOINT, 1)  # a step-level checkpoint of epoch 2
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()

@@ -24,6 +24,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pyarrow.parquet as pq
 import pytest
@@ -144,17 +145,26 @@ def visible_text(dom: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", body))
 
 
-def test_the_report_of_the_finished_run_shows_every_figure_and_table(finished, tmp_path):
-    """`snakemake --report` on the finished run (run from the clone's root into another folder,
-    as the paper is: the workflow profile named by its absolute path, docs/cluster.md): every
-    figure and table registered, the config's description in the captions, and the page opens
-    in headless Chromium on its landing page with the report's categories."""
-    report = tmp_path / "report.html"
-    workflow_profile = ("--workflow-profile", str(REPO / "profiles" / "default"))
-    done = snakemake(finished, *workflow_profile, "--report", str(report))
+def test_the_report_of_the_finished_run_shows_every_figure_and_table(
+    copy_of_finished, monkeypatch, tmp_path
+):
+    """The report command that the end of a run in a folder of its own prints (as a paper run
+    does), typed in the clone's root: every figure and table registered, the config's
+    description in the captions, and the page opens in headless Chromium on its landing page
+    (the run summary's counts) with the report's categories."""
+    from imagenot import run_summary, summary_plan
+
+    workdir = copy_of_finished
+    workflow = SimpleNamespace(configfiles=CONFIGS, main_snakefile=str(REPO / "Snakefile"))
+    monkeypatch.chdir(workdir)  # the end of a run prints it in the run's folder
+    command = summary_plan.report_command(str(REPO / ".venv" / "bin" / "snakemake"), workflow)
+    done = subprocess.run(
+        command, shell=True, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-4000:]
+    report = workdir / run_summary.REPORT
     html = report.read_text(errors="replace")
-    results = finished / "results"
+    results = workdir / "results"
     registered = [
         *(results / "figures").glob("*.png"),
         *(results / "tables").glob("*.csv"),

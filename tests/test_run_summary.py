@@ -172,7 +172,8 @@ def test_the_end_of_a_run_says_when_the_report_is_stale_and_how_to_refresh_it(
     # from a working directory of its own: a command that works from anywhere
     elsewhere = types.SimpleNamespace(**{**vars(workflow), "main_snakefile": "/clone/Snakefile"})
     command = summary_plan.report_command(".venv/bin/snakemake", elsewhere)
-    assert f"--snakefile /clone/Snakefile --directory {tmp_path}" in command
+    assert "--snakefile /clone/Snakefile --workflow-profile /clone/profiles/default" in command
+    assert f"--directory {tmp_path}" in command
 
 
 def test_best_accuracy_is_over_seeds(tmp_path):

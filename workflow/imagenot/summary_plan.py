@@ -106,8 +106,10 @@ def _file_targets(workflow) -> list[str]:
 
 def report_command(snakemake: str, workflow=None) -> str:
     """The command that (re)writes the report of this run: from the clone's root with the
-    run's config files; from a working directory of its own, with the Snakefile and the folder
-    named by absolute path (Snakemake finds the report's landing page from the Snakefile)."""
+    run's config files; from a working directory of its own, with the Snakefile, the workflow
+    profile and the folder named by absolute path, so that it works typed anywhere (from the
+    clone's root Snakemake would find ``profiles/default`` by a relative path, and its report
+    metadata would be looked for in the working directory)."""
     import shlex
 
     configfiles = [str(f) for f in getattr(workflow, "configfiles", None) or []]
@@ -121,7 +123,13 @@ def report_command(snakemake: str, workflow=None) -> str:
             words += ["--configfile", *files]
     else:
         exe = Path(snakemake).resolve() if Path(snakemake).is_file() else Path(snakemake)
-        words = [str(exe), "--snakefile", str(snakefile), "--directory", str(here)]
+        words = [str(exe), "--snakefile", str(snakefile)]
+        words += [
+            "--workflow-profile",
+            str(clone / "profiles" / "default"),
+            "--directory",
+            str(here),
+        ]
         if configfiles:
             words += ["--configfile", *configfiles]
     return " ".join(map(shlex.quote, words)) + f" --report {REPORT}"

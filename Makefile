@@ -29,7 +29,7 @@ help:
 	@echo "make setup  - install only: .venv with the pinned packages (~6 GB, minutes the first"
 	@echo "              time; nothing the second) and the system packages the workflow reads"
 	@echo "make demo   - set up and run the whole workflow on the demo world (CPU, ~12 minutes)"
-	@echo "make test   - set up and run the test suite (~16 minutes on 2 cores)"
+	@echo "make test   - set up and run the test suite (16-19 minutes on 2 cores)"
 	@echo "make lint   - ruff, snakefmt --check, snakemake --lint"
 	@echo "make rulegraph - redraw docs/rulegraph.svg"
 	@echo "make slurm-profile ARGS='--partition P --gpu-partition G --max-runtime MIN ...'"

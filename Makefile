@@ -37,8 +37,9 @@ help:
 
 # This package's bytecode, at every set-up (seconds the first time, nothing when it is current):
 # where PYTHONDONTWRITEBYTECODE is set no process writes it, so every job and every Snakemake
-# start compiled the modules of imagenot it imports (about 0.1 CPU-s a job, 0.2-0.3 s a Snakemake
-# start; docs/benchmarks.md). A module edited later is compiled in memory until the next set-up.
+# start compiled the modules of imagenot it imports (about 0.1 CPU-s a job, up to 0.25 s a
+# Snakemake start; docs/benchmarks.md). A module edited later is compiled in memory until the
+# next set-up.
 setup: $(VENV)/.installed sysdeps
 	$(BIN)/python -m compileall -q workflow/imagenot
 	@echo "[setup] done: .venv/bin/imagenot, .venv/bin/snakemake (next: make demo, or README section 4)"

@@ -5,7 +5,6 @@ the report's landing page; and `imagenot rankings` on the workflow's own accurac
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -241,12 +240,11 @@ def test_cli_writes_the_three_files(tmp_path):
 
 
 def _snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    """This interpreter's Snakemake, run in ``workdir``."""
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    """This interpreter's Snakemake, run in ``workdir`` (its jobs find this venv's tools:
+    conftest puts its bin folder on PATH)."""
     return subprocess.run(
         [sys.executable, "-m", "snakemake", "--cores", "2", "--directory", str(workdir), *args],
         cwd=workdir,
-        env=env,
         capture_output=True,
         text=True,
         timeout=600,

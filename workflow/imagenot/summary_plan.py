@@ -123,13 +123,9 @@ def report_command(snakemake: str, workflow=None) -> str:
             words += ["--configfile", *files]
     else:
         exe = Path(snakemake).resolve() if Path(snakemake).is_file() else Path(snakemake)
-        words = [str(exe), "--snakefile", str(snakefile)]
-        words += [
-            "--workflow-profile",
-            str(clone / "profiles" / "default"),
-            "--directory",
-            str(here),
-        ]
+        profile = clone / "profiles" / "default"
+        words = [str(exe), "--snakefile", str(snakefile), "--workflow-profile", str(profile)]
+        words += ["--directory", str(here)]
         if configfiles:
             words += ["--configfile", *configfiles]
     return " ".join(map(shlex.quote, words)) + f" --report {REPORT}"

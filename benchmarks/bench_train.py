@@ -35,8 +35,9 @@ from imagenot.config import schema_default
 from imagenot.io import keep_freed_memory
 from imagenot.train.checkpoints import State, save_checkpoint
 from imagenot.train.feed import Feeder, InMemory, preprocess
+from imagenot.train.identity import Job
 from imagenot.train.interrupts import Interrupts
-from imagenot.train.loop import Job, fit, make_model, train_one_epoch
+from imagenot.train.loop import fit, make_model, train_one_epoch
 from imagenot.train.search import DEFAULTS
 from imagenot.train.settings import JobSettings
 

@@ -159,9 +159,7 @@ use rule train_trial as train_head_trial with:
         previous=lambda wc: train_plan.previous_decision(
             config, wc.dataset, wc.protocol, wc.model, wc.stage
         ),
-        features=lambda wc: train_plan.feature_files(
-            wc.dataset, wc.protocol, wc.model, train_plan.TRIAL_SPLITS
-        ),
+        features=lambda wc: train_plan.feature_files(wc.dataset, wc.protocol, wc.model),
     log:
         f"{LOGS}/train_head_trial/{TRAIN_WC}/{{stage}}-{{slot}}.log",
     benchmark:

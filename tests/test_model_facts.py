@@ -388,8 +388,11 @@ def test_a_deviation_from_the_published_top1_is_flagged_in_the_log_and_the_repor
 V1, V1_TOP1 = "ResNet152_Weights.IMAGENET1K_V1", 78.312  # the V2 the registry ships: 82.284
 
 
-def _published_run_rows(model: str, weights: str | None, top1: float | None, measured: float):
-    """robustness.parquet rows of one evaluated run, as evaluate's summarise writes them."""
+def _published_run_rows(
+    model: str, weights: str | None, top1: float | None, measured: float, record: str | None = None
+):
+    """robustness.parquet rows of one evaluated run, as evaluate's summarise writes them from the
+    run's record of digest ``record``."""
     import pyarrow as pa
 
     from imagenot.evaluate.robustness import ROBUSTNESS_SCHEMA, summarise
@@ -405,7 +408,8 @@ def _published_run_rows(model: str, weights: str | None, top1: float | None, mea
             "correct_top5": [True] * n,
         }
     )
-    meta = {"model": model, "dataset": "imagenet", "protocol": "st", "seed": 0}
+    meta = {"model": model, "dataset": "imagenet", "protocol": "st", "seed": 0,
+            "record_sha256": record}  # fmt: skip
     if weights is not None:
         meta |= {"source": "published", "weights": weights, "published_top1": top1}
     table = summarise(per_image, meta, 0.95)
@@ -479,7 +483,7 @@ def test_a_published_gap_over_the_tolerance_is_a_problem_of_the_run_summary(
     assert entry["evaluation"] == ROBUSTNESS.format(**run)
     assert entry["evaluation"] in summary_plan.inputs(config)
     result = tmp_path / FINAL_RESULT.format(**run)
-    write_record(
+    sealed = write_record(
         {**run, "num_classes": 1000, "image_size": 224, "dataset_fingerprint": "0" * 64,
          "weights_sha256": "1" * 64, "source": "published", "weights": V1,
          "published_top1": V1_TOP1},
@@ -487,7 +491,8 @@ def test_a_published_gap_over_the_tolerance_is_a_problem_of_the_run_summary(
     )  # fmt: skip
     evaluation = tmp_path / entry["evaluation"]
     evaluation.parent.mkdir(parents=True)
-    _published_run_rows("resnet152", V1, V1_TOP1, measured).to_parquet(evaluation)
+    rows = _published_run_rows("resnet152", V1, V1_TOP1, measured, sealed["record_sha256"])
+    rows.to_parquet(evaluation)
     summary = run_summary.collect(layout, tmp_path)
     (check,) = summary["published_check"]
     assert (check["weights"], check["published_top1"]) == (V1, V1_TOP1)

@@ -77,12 +77,12 @@ def _evaluate(root: Path, run: dict, model_dir: Path, ds_dir: Path, capsys) -> t
 def test_a_sealed_record_reads_back_and_an_edit_is_refused(tmp_path):
     path = tmp_path / "results/train/toy/st/resnet_mini/final/seed-0/result.json"
     record = {**RUN, "num_classes": 3, "image_size": 32, "dataset_fingerprint": "a" * 64,
-              "weights_sha256": "b" * 64, "test_accuracy": 50.0, "n_test": 6,
+              "weights_sha256": "b" * 64, "val_accuracy": 50.0, "n_val": 6,
               "chance_accuracy": 100 / 3, "path": Path("x")}  # fmt: skip
     written = write_record(record, path)
     assert records.is_sealed(written) and written["path"] == "x"  # as JSON holds it
     assert records.read_record(path) == written
-    edited = {**written, "test_accuracy": 99.0}
+    edited = {**written, "val_accuracy": 99.0}
     with pytest.raises(RecordError, match=r"result\.json: its contents are not those its producer"):
         check_record(edited, path)
 
@@ -93,10 +93,10 @@ def test_a_final_record_is_typed_and_reads_back_as_written(tmp_path):
     from imagenot.io import write_json
 
     keys = {**RUN, "num_classes": 10, "image_size": 32, "dataset_fingerprint": "a" * 64,
-            "weights_sha256": "b" * 64, "chance_accuracy": 10.0, "test_accuracy": 55.0,
-            "n_test": 200, "hyperparameters": {"lr": 0.1}}  # fmt: skip
+            "weights_sha256": "b" * 64, "chance_accuracy": 10.0,
+            "hyperparameters": {"lr": 0.1}}  # fmt: skip
     record = records.FinalRecord.of(keys)
-    assert (record.model, record.seed, record.test_accuracy) == ("resnet_mini", 0, 55.0)
+    assert (record.model, record.seed, record.chance_accuracy) == ("resnet_mini", 0, 10.0)
     assert record.details == {"hyperparameters": {"lr": 0.1}} and record.val_accuracy is None
     assert dict(record) == keys == record.as_json()  # an absent optional field stays absent
     path = tmp_path / FINAL_DIR.format(**RUN) / "result.json"
@@ -122,8 +122,8 @@ def test_the_producer_logs_the_digest_of_the_record_it_wrote(tmp_path, caplog):
     """The digest a summary names is in the producer's job log; a record refused before
     writing logs none."""
     keys = {**RUN, "num_classes": 10, "image_size": 32, "dataset_fingerprint": "a" * 64,
-            "weights_sha256": "b" * 64, "chance_accuracy": 10.0, "test_accuracy": 55.0,
-            "n_test": 200}  # fmt: skip
+            "weights_sha256": "b" * 64, "chance_accuracy": 10.0, "val_accuracy": 55.0,
+            "n_val": 200}  # fmt: skip
     path = tmp_path / FINAL_DIR.format(**RUN) / "result.json"
     caplog.set_level("INFO", logger="imagenot.train.records")
     written = records.write_final(records.FinalRecord.of(keys), path)
@@ -189,12 +189,12 @@ def test_a_slot_record_without_a_key_the_workflow_writes_is_refused(tmp_path, ke
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("test_accuracy", float("nan")),
-        ("test_accuracy", 250.0),
+        ("val_accuracy", float("nan")),
+        ("val_accuracy", 250.0),
         ("val_accuracy", -3.0),
         ("chance_accuracy", 50.0),  # 3 classes give 33.3
         ("num_classes", 0),
-        ("n_test", 2.5),
+        ("n_val", 2.5),
         ("seed", True),
         ("dataset_fingerprint", ""),
     ],
@@ -214,10 +214,10 @@ def test_numbers_out_of_their_range_are_refused_even_when_sealed(tmp_path, key, 
 @pytest.mark.parametrize(
     ("counts", "refused"),
     [
-        ({"test_accuracy": 100 / 3, "n_test": 3}, None),  # 1 of 3, as an evaluation computes it
-        ({"test_accuracy": 33.3, "n_test": 3}, None),  # the same, rounded
+        ({"val_accuracy": 100 / 3, "n_val": 3}, None),  # 1 of 3, as the loop computes it
+        ({"val_accuracy": 33.3, "n_val": 3}, None),  # the same, rounded
         ({"val_accuracy": 0.0, "n_val": 0}, None),  # an empty validation split
-        ({"test_accuracy": 55.0, "n_test": 3}, "test_accuracy 55 cannot be a share of n_test=3"),
+        ({"val_accuracy": 55.0, "n_val": 3}, "val_accuracy 55 cannot be a share of n_val=3"),
         ({"val_accuracy": 50.0, "n_val": 0}, "val_accuracy 50 cannot be a share of n_val=0"),
         ({"val_accuracy": 12.5, "n_val": 3}, "val_accuracy 12.5 cannot be a share of n_val=3"),
     ],
@@ -427,14 +427,13 @@ def test_the_accuracy_table_refuses_a_top5_its_image_count_cannot_give(
 def _layout(root: Path) -> dict:
     from imagenot.train.paths import FINAL_RESULT
 
-    runs = [{**RUN, "result": FINAL_RESULT.format(**RUN)}]
+    runs = [{**RUN, "result": FINAL_RESULT.format(**RUN), "evaluation": ROBUSTNESS.format(**RUN)}]
     return {"description": "", "datasets": {}, "runs": runs}
 
 
 def _summary_record(root: Path, **change) -> Path:
     record = {**RUN, "num_classes": 10, "image_size": 32, "dataset_fingerprint": "a" * 64,
-              "weights_sha256": "b" * 64, "val_accuracy": 60.0, "test_accuracy": 55.0,
-              "n_test": 200, "chance_accuracy": 10.0}  # fmt: skip
+              "weights_sha256": "b" * 64, "val_accuracy": 60.0, "chance_accuracy": 10.0}  # fmt: skip
     path = root / FINAL_DIR.format(**RUN) / "result.json"
     write_record(record, path)
     if change:
@@ -444,22 +443,40 @@ def _summary_record(root: Path, **change) -> Path:
 
 
 def test_the_summary_shows_a_runs_numbers_only_as_its_producer_wrote_them(tmp_path):
+    """The validation accuracy as the final run's sealed record holds it, the test accuracy as
+    the evaluation of that record measured it (its Identity row), each checked as read."""
     from imagenot.run_summary import collect, format_text
 
     healthy = _summary_record(tmp_path)
-    summary = collect(_layout(tmp_path), tmp_path)
-    assert summary["problems"] == [] and summary["models"][0]["best_test_accuracy"] == 55.0
-    # the number shown names the record it was read from and the digest its producer sealed
     digest = json.loads(healthy.read_text())[records.SEAL_KEY]
     assert digest == records.record_digest(json.loads(healthy.read_text()))
+    evaluation = _robustness(tmp_path, RUN, top1=(75.0, 50.0), record=digest)
+    summary = collect(_layout(tmp_path), tmp_path)
+    assert summary["problems"] == [] and summary["models"][0]["best_test_accuracy"] == 75.0
+    assert summary["models"][0]["best_val_accuracy"] == 60.0
+    # the number shown names the evaluation it was read from and the digest of the record that
+    # evaluation measured, which its producer sealed
     assert summary["models"][0]["best_test_record"] == {
-        "path": str(healthy.relative_to(tmp_path)),
+        "path": str(evaluation.relative_to(tmp_path)),
         records.SEAL_KEY: digest,
     }
+    # an evaluation of another record of this run (the run trained again since): not shown
+    _robustness(tmp_path, RUN, top1=(75.0, 50.0), record="c" * 64)
+    summary = collect(_layout(tmp_path), tmp_path)
+    (warning,) = [p["message"] for p in summary["problems"]]
+    assert f"{evaluation} measured another record of this run" in warning
+    assert summary["models"][0]["best_test_accuracy"] is None
+    # an Identity row its image count cannot give: an error naming the evaluation
+    _robustness(tmp_path, RUN, top1=(55.0, 50.0), record=digest)
+    summary = collect(_layout(tmp_path), tmp_path)
+    (error,) = [p["message"] for p in summary["problems"] if p["level"] == "error"]
+    assert f"{evaluation}: its Identity row's top1 55 cannot be a share of n=4" in error
+    assert summary["models"][0]["best_test_accuracy"] is None
+    _robustness(tmp_path, RUN, top1=(75.0, 50.0), record=digest)
     for change, words in [
-        ({"test_accuracy": 99.0}, "its contents are not those its producer wrote"),
-        ({"test_accuracy": float("nan"), records.SEAL_KEY: None}, "test_accuracy is nan"),
-        ({"test_accuracy": 250.0, records.SEAL_KEY: None}, "test_accuracy is 250.0"),
+        ({"val_accuracy": 99.0}, "its contents are not those its producer wrote"),
+        ({"val_accuracy": float("nan"), records.SEAL_KEY: None}, "val_accuracy is nan"),
+        ({"val_accuracy": 250.0, records.SEAL_KEY: None}, "val_accuracy is 250.0"),
         ({"protocol": "ft-imagenet", records.SEAL_KEY: None}, "records protocol 'ft-imagenet'"),
     ]:
         path = _summary_record(tmp_path, **change)
@@ -489,13 +506,14 @@ def test_the_summary_checks_a_published_runs_measured_top1_as_read(tmp_path, top
     from imagenot.run_summary import collect
 
     layout = _layout(tmp_path)
-    layout["runs"][0]["evaluation"] = ROBUSTNESS.format(**RUN)
     record = json.loads(_summary_record(tmp_path).read_text())
+    del record[records.SEAL_KEY]
     published = {"weights": "W", "published_top1": 70.0, "published_source": "s"}
-    write_record({**record, **published}, tmp_path / FINAL_DIR.format(**RUN) / "result.json")
-    path = _robustness(tmp_path, RUN)
+    result = tmp_path / FINAL_DIR.format(**RUN) / "result.json"
+    written = write_record({**record, **published}, result)
+    path = _robustness(tmp_path, RUN, top1=(100.0, 50.0), record=written[records.SEAL_KEY])
     summary = collect(layout, tmp_path)
-    assert summary["problems"] == [] and summary["published_check"][0]["measured_top1"] == 50.0
+    assert summary["problems"] == [] and summary["published_check"][0]["measured_top1"] == 100.0
     table = pq.read_table(path).to_pylist()
     table[0].update(top1=top1, n=n)
     pq.write_table(pa.Table.from_pylist(table, pq.read_schema(path)), path)

@@ -22,7 +22,7 @@ from imagenot.analyse import PUBLISHED_DATASET
 from imagenot.config import load_config
 from imagenot.dataset import MANIFEST_FILE
 from imagenot.train import plan as train_plan
-from imagenot.train.records import write_record
+from imagenot.train.records import SEAL_KEY, write_record
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "config" / "config.yaml"
@@ -48,20 +48,32 @@ def _download_stats(root: Path, name: str, parts: dict[str, tuple[int, int]]) ->
     pq.write_table(pa.Table.from_pylist(rows), out)
 
 
+def _evaluation(root: Path, run: dict, top1: float, record: str) -> None:
+    """A final run's evaluation with its Identity row alone: ``top1`` of 200 test images, of
+    the record of digest ``record``."""
+    from imagenot.evaluate.paths import ROBUSTNESS
+    from imagenot.evaluate.robustness import ROBUSTNESS_SCHEMA
+
+    row = {**run, "transform": "Identity", "top1": top1, "top5": 100.0, "n": 200,
+           "ci_low": 0.0, "ci_high": 100.0, "record_sha256": record}  # fmt: skip
+    out = root / ROBUSTNESS.format(**run)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist([row], ROBUSTNESS_SCHEMA), out)
+
+
 def _results(root: Path, config: dict, chance_model: str | None) -> None:
     for i, run in enumerate(train_plan.final_runs(config)):
         at_chance = run["model"] == chance_model
         result = {
             **run,
             "val_accuracy": 10.0 if at_chance else 60.0 + i % 7,
-            "test_accuracy": 10.0 if at_chance else 55.0 + i % 5,
             "num_classes": 10,
-            "n_test": 200,
             "image_size": 32,
             "dataset_fingerprint": "0" * 64,
             "weights_sha256": "1" * 64,
         }
-        write_record(result, root / train_plan.final_dir(run) / "result.json")
+        written = write_record(result, root / train_plan.final_dir(run) / "result.json")
+        _evaluation(root, run, 10.0 if at_chance else 55.0 + i % 5, written[SEAL_KEY])
 
 
 def results_tree(root: Path, *, broken: bool) -> dict:
@@ -122,7 +134,7 @@ def test_a_model_at_chance_on_one_experiment_is_one_warning_in_summary_and_repor
     config = results_tree(tmp_path, broken=False)
     run = {"dataset": "fashion_mnist", "protocol": "tl-imagenot", "model": "efficientnet_mini"}
     result = tmp_path / train_plan.final_dir({**run, "seed": 0}) / "result.json"
-    write_record({**json.loads(result.read_text()), "test_accuracy": 13.5}, result)
+    _evaluation(tmp_path, {**run, "seed": 0}, 13.5, json.loads(result.read_text())[SEAL_KEY])
     summary = run_summary.collect(summary_plan.layout(config), tmp_path)
     text = run_summary.format_text(summary)
     assert text.count("(at chance)") == summary["warnings"] == 1
@@ -188,7 +200,7 @@ def test_best_accuracy_is_over_seeds(tmp_path):
                 **run,
                 "val_accuracy": 50.0,
                 "test_accuracy": 40.0,
-                "record": {"path": "a/result.json", "record_sha256": "a" * 64},
+                "record": {"path": "a/robustness.parquet", "record_sha256": "a" * 64},
                 "chance_accuracy": 10.0,
                 "at_chance": False,
             },
@@ -196,7 +208,7 @@ def test_best_accuracy_is_over_seeds(tmp_path):
                 **extra,
                 "val_accuracy": 45.0,
                 "test_accuracy": 48.0,
-                "record": {"path": "b/result.json", "record_sha256": "b" * 64},
+                "record": {"path": "b/robustness.parquet", "record_sha256": "b" * 64},
                 "chance_accuracy": 10.0,
                 "at_chance": False,
             },
@@ -210,7 +222,7 @@ def test_best_accuracy_is_over_seeds(tmp_path):
             "best_val_accuracy": 50.0,
             "best_test_accuracy": 48.0,
             # the record the best test accuracy (the second seed's) was read from
-            "best_test_record": {"path": "b/result.json", "record_sha256": "b" * 64},
+            "best_test_record": {"path": "b/robustness.parquet", "record_sha256": "b" * 64},
             "chance_accuracy": 10.0,
             "at_chance": False,
         }

@@ -15,7 +15,7 @@ from toy_job import toy_job
 
 from imagenot.config import ConfigError, validate_config
 from imagenot.registries import RegistryError
-from imagenot.train import experiments, plan, search
+from imagenot.train import experiments, identity, plan, search
 from imagenot.train import settings as train_settings
 from imagenot.train import trials as trial_jobs
 from imagenot.train.facts import torchvision_weights_filename
@@ -645,7 +645,7 @@ def test_plan_lists_final_runs_and_transfer_inputs(demo_config):
         demo_config, "fashion_mnist", "tl-imagenot", "vgg_mini"
     ) == train_settings.FeaturesSettings(job=job)
     assert plan.feature_files("fashion_mnist", "tl-imagenot", "vgg_mini") == [
-        f"{features}/{split}.safetensors" for split in ("train", "val", "test")
+        f"{features}/{split}.safetensors" for split in ("train", "val")
     ]
     ft = train_settings.TrialSettings.from_config(
         demo_config, "fashion_mnist", "ft-imagenot", "vgg_mini", 0
@@ -660,14 +660,12 @@ def test_job_identity_is_every_field_but_the_transient_ones(monkeypatch):
     every field of the job and of its settings counts unless named in JOB_TRANSIENT_FIELDS,
     which names existing fields only, and a field added to Job or to JobSettings joins the
     identity with no other edit."""
-    from imagenot.train import loop
-
-    own = {f.name for f in dataclasses.fields(loop.Job)} - {"settings"}
+    own = {f.name for f in dataclasses.fields(identity.Job)} - {"settings"}
     held = {f.name for f in dataclasses.fields(train_settings.JobSettings)}
     names = own | held
-    assert names >= loop.JOB_TRANSIENT_FIELDS
+    assert names >= identity.JOB_TRANSIENT_FIELDS
     job = toy_job("resnet_mini", 3, {"lr": 0.1}, 0, 32, 8, 2, 1)
-    assert set(json.loads(job.identity())) == names - loop.JOB_TRANSIENT_FIELDS
+    assert set(json.loads(job.identity())) == names - identity.JOB_TRANSIENT_FIELDS
     changes = {
         bool: lambda v: not v,
         str: lambda v: v + "x",
@@ -680,21 +678,25 @@ def test_job_identity_is_every_field_but_the_transient_ones(monkeypatch):
         other = dataclasses.replace(
             job, **{name: changes[type(getattr(job, name))](getattr(job, name))}
         )
-        assert (other.identity() == job.identity()) == (name in loop.JOB_TRANSIENT_FIELDS), name
+        assert (other.identity() == job.identity()) == (name in identity.JOB_TRANSIENT_FIELDS), name
     for name in held - {"init", "device"}:  # these two: the job's own stand in the identity
         value = getattr(job.settings, name)
         settings = dataclasses.replace(job.settings, **{name: changes[type(value)](value)})
         other = dataclasses.replace(job, settings=settings)
-        assert (other.identity() == job.identity()) == (name in loop.JOB_TRANSIENT_FIELDS), name
+        assert (other.identity() == job.identity()) == (name in identity.JOB_TRANSIENT_FIELDS), name
 
     @dataclasses.dataclass(frozen=True)
-    class Extended(loop.Job):
+    class Extended(identity.Job):
         extra_option: int = 0
 
     fields = {f.name: getattr(job, f.name) for f in dataclasses.fields(job)}
     one, two = Extended(**fields, extra_option=1), Extended(**fields, extra_option=2)
     assert one.identity() != two.identity()
-    monkeypatch.setattr(loop, "JOB_TRANSIENT_FIELDS", loop.JOB_TRANSIENT_FIELDS | {"extra_option"})
+    monkeypatch.setattr(
+        identity,
+        "JOB_TRANSIENT_FIELDS",
+        identity.JOB_TRANSIENT_FIELDS | {"extra_option"},
+    )
     assert one.identity() == two.identity()
 
 

@@ -71,10 +71,10 @@ def test_a_features_file_of_other_weights_is_an_error_naming_it(tmp_path):
         features.read(path, half)
 
 
-def test_the_plans_splits_are_the_datasets():
+def test_a_head_is_fitted_on_the_datasets_splits_but_test():
     from imagenot.dataset import SPLITS
 
-    assert plan.SPLITS == SPLITS and set(plan.TRIAL_SPLITS) < set(SPLITS)
+    assert set(plan.FEATURE_SPLITS) < set(SPLITS)  # never the test split
 
 
 # ------------------------------------------------------------------ feature path = image path
@@ -232,7 +232,6 @@ def test_tl_over_features_selects_and_scores_as_the_image_path(
         ]
         assert len(history[0]) == len(history[1])
     for a, b in zip(ours["finals"], today["finals"], strict=True):
-        assert a["test_accuracy"] == pytest.approx(b["test_accuracy"], abs=1e-6)
         assert (a["reused_trial"], a["train_seed"]) == (b["reused_trial"], b["train_seed"])
     assert [f["reused_trial"] for f in ours["finals"]] == [True, False]
     for seed in (0, 1):

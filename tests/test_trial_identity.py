@@ -100,7 +100,7 @@ def test_an_empty_slot_is_checked_for_stage_and_slot(tmp_path):
 
 def test_a_selection_whose_trial_is_not_its_results_is_refused(tmp_path):
     from imagenot.train.files import FinalFiles
-    from imagenot.train.jobs import run_final
+    from imagenot.train.finals import run_final
 
     run = tmp_path / "toy" / "st" / "resnet18"
     paths = [_slot(run.parent, slot=t, trial=t, acc=acc) for t, acc in enumerate((75.0, 25.0))]

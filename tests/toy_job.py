@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from imagenot.config import schema_default
-from imagenot.train.loop import Job
+from imagenot.train.identity import Job
 from imagenot.train.settings import JobSettings
 
 CPU_JOB = {

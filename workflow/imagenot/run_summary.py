@@ -20,10 +20,14 @@ failed its own job; a published weight whose top-1 measured on the whole validat
 than ``imagenot.train.facts.PUBLISHED_TOLERANCE`` points from its published one: the reference is
 not the published protocol, and every comparison with it inherits the gap).
 
-A final run's numbers are shown only as its producer wrote them: its ``result.json`` is checked
-as every reader checks it (:mod:`imagenot.train.records`: its seal, its numbers' ranges, its
-identity against the plan's run), a failed check is an error naming the file and the key, and
-each best test accuracy names the record it was read from and that record's digest.
+A final run's numbers are shown only as their producers wrote them: its ``result.json`` (the
+validation accuracy) is checked as every reader checks it (:mod:`imagenot.train.records`: its
+seal, its numbers' ranges, its identity against the plan's run), and its test accuracy is its
+evaluation's Identity row (``robustness.parquet``, measured once, for trained and published
+weights alike), shown only when that evaluation measured the record read (the record's digest,
+which every evaluation row names), its numbers checked as numbers read in. A failed check is an
+error naming the file and the key, and each best test accuracy names the evaluation it was read
+from and the digest of the record that evaluation measured.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import json
 import os
 from pathlib import Path
 
+from imagenot.counts import count_problem
 from imagenot.paths import RESULTS, SPLITS
 from imagenot.train.records import (
     IDENTITY,
@@ -146,30 +151,38 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
             problems.append(_problem("error", str(exc)))
             missing += 1
             continue
-        if run.get("evaluation"):
-            try:
-                check = _published_check(run, result, root / run["evaluation"])
-            except RecordError as exc:
-                problems.append(_problem("error", str(exc)))
-                check = None
-            if check is not None:
-                checks.append(check)
-                if check["problem"]:
-                    problems.append(_problem("warning", check["problem"]))
-        test, classes = result.get("test_accuracy"), result.get("num_classes")
+        evaluation = root / run["evaluation"]
+        try:  # the test accuracy: the evaluation's Identity row, read back like a number read in
+            measured = _identity_row(evaluation)
+        except RecordError as exc:
+            problems.append(_problem("error", str(exc)))
+            measured = None
+        if measured is not None and measured["record_sha256"] != result.get(SEAL_KEY):
+            problems.append(
+                _problem(
+                    "warning",
+                    f"{evaluation} measured another record of this run than {path} (its "
+                    f"{SEAL_KEY}); its test accuracy is not shown: run the workflow again",
+                )
+            )
+            measured = None
+        if measured is not None and result.get("published_top1") is not None:
+            check = _published_check(run, result, measured)
+            checks.append(check)
+            if check["problem"]:
+                problems.append(_problem("warning", check["problem"]))
+        test = measured["top1"] if measured else None
+        classes = result.get("num_classes")
         runs.append(
             {
                 **{k: run[k] for k in ("dataset", "protocol", "model", "seed")},
                 "val_accuracy": result.get("val_accuracy"),
                 "test_accuracy": test,
-                # where the numbers come from: the record and the digest its producer sealed
-                "record": {"path": run["result"], SEAL_KEY: result.get(SEAL_KEY)},
+                # where the test accuracy comes from: the evaluation, and the digest of the
+                # final run's record it measured (sealed by that record's producer)
+                "record": {"path": run["evaluation"], SEAL_KEY: result.get(SEAL_KEY)},
                 "chance_accuracy": 100.0 / classes if classes else None,
-                "at_chance": bool(
-                    test is not None
-                    and classes
-                    and at_chance(test, classes, result.get("n_test", 0))
-                ),
+                "at_chance": bool(measured and classes and at_chance(test, classes, measured["n"])),
             }
         )
     models = _best_per_model(runs)
@@ -192,21 +205,17 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
     }
 
 
-def _published_check(run: dict, result: dict, evaluation: Path) -> dict | None:
-    """A published weight's measured top-1 (its evaluation's Identity row) beside the published
-    top-1 its ``result.json`` records (the weights that ran, never the model's name), with the
-    problem when it lies more than the tolerance off on the whole validation set (a subset of
-    ImageNet's classes or images scores differently by design: shown, not a problem). None
-    where either is missing."""
+def _identity_row(evaluation: Path) -> dict | None:
+    """The Identity row of a final run's evaluation (``robustness.parquet``: the test split as
+    the model sees it, the run's test accuracy), its numbers checked; None where it is not
+    built yet or unreadable (a file being rewritten)."""
     import pyarrow.parquet as pq
 
-    from imagenot.train.facts import PUBLISHED_TEST_SIZE, PUBLISHED_TOLERANCE
-
-    published = result.get("published_top1")
-    if published is None or not evaluation.is_file():
+    if not evaluation.is_file():
         return None
     try:
-        rows = pq.read_table(evaluation, columns=["transform", "top1", "n"]).to_pylist()
+        columns = ["transform", "top1", "n", SEAL_KEY]
+        rows = pq.read_table(evaluation, columns=columns).to_pylist()
     except (OSError, ValueError, KeyError):
         return None
     row = next((r for r in rows if r["transform"] == "Identity"), None)
@@ -217,6 +226,23 @@ def _published_check(run: dict, result: dict, evaluation: Path) -> dict | None:
             f"{evaluation}: its Identity row has top1 {row['top1']!r} of n {row['n']!r}, not a "
             "percentage in [0, 100] of at least one image; delete it and run the workflow again"
         )
+    problem = count_problem(row["top1"], row["n"], row["top1"], 1.0, "n")
+    if problem:  # no 55 % of 3 images
+        raise RecordError(
+            f"{evaluation}: its Identity row's top1 {problem}; delete it and run the workflow again"
+        )
+    return row
+
+
+def _published_check(run: dict, result: dict, row: dict) -> dict:
+    """A published weight's measured top-1 (its evaluation's Identity ``row``) beside the
+    published top-1 its ``result.json`` records (the weights that ran, never the model's name),
+    with the problem when it lies more than the tolerance off on the whole validation set (a
+    subset of ImageNet's classes or images scores differently by design: shown, not a
+    problem)."""
+    from imagenot.train.facts import PUBLISHED_TEST_SIZE, PUBLISHED_TOLERANCE
+
+    published = result["published_top1"]
     weights = result.get("weights")  # the weights that ran
     deviation = row["top1"] - float(published)
     whole = row["n"] >= PUBLISHED_TEST_SIZE

@@ -24,9 +24,9 @@ def targets(config: dict) -> list[str]:
 def layout(config: dict) -> dict:
     """What the summary reads for ``config``: per dataset its manifest, its download report
     (LAION-built) and the validation images per class it asks for; per final run its
-    ``result.json`` (the acquire and train stages' own paths), and for a run of published
-    weights its evaluation (``robustness.parquet``: the measured top-1 the summary sets beside
-    the published one)."""
+    ``result.json`` (the acquire and train stages' own paths) and its evaluation
+    (``robustness.parquet``: its Identity row is the run's test accuracy, and for published
+    weights the measured top-1 the summary sets beside the published one)."""
     from imagenot.acquire import plan as acquire_plan
     from imagenot.acquire.settings import FillSettings
     from imagenot.train import plan as train_plan
@@ -45,18 +45,13 @@ def layout(config: dict) -> dict:
             "val_per_class": FillSettings.config_values(config, dataset=name)["val_per_class"],
         }
     from imagenot.evaluate.paths import ROBUSTNESS
-    from imagenot.train.experiments import is_published
 
-    published = {
-        (e["dataset"], e["protocol"]) for e in config["train"]["experiments"] if is_published(e)
-    }
-    runs = []
-    for run in train_plan.final_runs(config):
-        entry = {**run, "result": FINAL_RESULT.format(**run)}
-        if (run["dataset"], run["protocol"]) in published:
-            # a published weight's measured top-1 beside its published one (the summary's check)
-            entry["evaluation"] = ROBUSTNESS.format(**run)
-        runs.append(entry)
+    # each run's test accuracy is its evaluation's Identity row (for published weights, the
+    # measured top-1 the summary sets beside the published one)
+    runs = [
+        {**run, "result": FINAL_RESULT.format(**run), "evaluation": ROBUSTNESS.format(**run)}
+        for run in train_plan.final_runs(config)
+    ]
     return {"description": config.get("description", ""), "datasets": datasets, "runs": runs}
 
 
@@ -66,9 +61,7 @@ def inputs(config: dict) -> list[str]:
     where = layout(config)
     files = [d[k] for d in where["datasets"].values() for k in ("manifest", "download_stats")]
     runs = where["runs"]
-    return [f for f in files if f] + [
-        run[k] for run in runs for k in ("result", "evaluation") if k in run
-    ]
+    return [f for f in files if f] + [run[k] for run in runs for k in ("result", "evaluation")]
 
 
 def on_success(config: dict, workflow=None) -> None:

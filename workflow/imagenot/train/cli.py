@@ -228,16 +228,17 @@ def _features(a: argparse.Namespace) -> None:
 
 
 def _final(a: argparse.Namespace) -> None:
-    """Retrain the selected trial with one seed."""
+    """The selected trial with one seed: trained again, or a space's first seed taking its
+    trial's weights."""
     s = _measured(_parse("FinalSettings", a.settings, "train-final"), a)
     dataset, protocol, model, seed = a.run.split("/")
     run = {"dataset": dataset, "protocol": protocol, "model": model}
     deadline = _deadline(s, a)
     f = files.FinalFiles.from_args(a)
     # the failure status lies beside the run's folder (the rule's resources read it there)
-    _preemptible(
-        lambda: _lazy().run_final(s, a.threads, deadline, f, int(seed), run), Path(f.model).parent
-    )
+    from imagenot.train.finals import run_final  # torch only if it trains
+
+    _preemptible(lambda: run_final(s, a.threads, deadline, f, int(seed), run), Path(f.model).parent)
 
 
 def _published(a: argparse.Namespace) -> None:

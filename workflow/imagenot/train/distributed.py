@@ -43,11 +43,15 @@ import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-
-import torch
-import torch.distributed as dist
+from typing import TYPE_CHECKING
 
 from imagenot.train.experiments import accumulation  # noqa: F401 (the loop's; arithmetic, torch-free)
+
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported where a process group is used: a process that only asks its rank (a final
+# run copying its trial's weights, imagenot.train.finals) never imports it
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,8 @@ class Dist:
     def sum_(self, tensor: torch.Tensor) -> torch.Tensor:
         """All-reduce ``tensor`` in place (sum over ranks); identity for one process."""
         if self.world > 1:
+            import torch.distributed as dist
+
             dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return tensor
 
@@ -74,12 +80,17 @@ class Dist:
         """Whether ``flag`` is true on any rank (one small all-reduce)."""
         if self.world == 1:
             return flag
+        import torch
+        import torch.distributed as dist
+
         t = torch.tensor([int(flag)], device=device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return bool(t.item())
 
     def barrier(self) -> None:
         if self.world > 1:
+            import torch.distributed as dist
+
             dist.barrier()
 
 
@@ -138,6 +149,9 @@ def joined(backend: str, planned: int | None = None) -> Iterator[Dist]:
     if d.world == 1:
         yield d
         return
+    import torch
+    import torch.distributed as dist
+
     if backend == "nccl":
         torch.cuda.set_device(d.local_rank)
     dist.init_process_group(backend)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,15 +20,15 @@ from imagenot.io import sha256_file, write_text
 from imagenot.train import search
 from imagenot.train.checkpoints import history_csv, remove_checkpoint
 from imagenot.train.device import configure, deterministic_for, resolve_device
-from imagenot.train.failfast import PermanentFailure, diverged_final, missing_weights
+from imagenot.train.failfast import diverged_final, missing_weights
 from imagenot.train.feed import InMemory
-from imagenot.train.loop import Job, fit
-from imagenot.train.records import FinalRecord, write_final, write_record
+from imagenot.train.identity import Job, dataset_of, init_description
+from imagenot.train.loop import fit
+from imagenot.train.records import write_record
 from imagenot.train.registry import load_backbone, read_state_dict
 from imagenot.train.trials import (
     BEST,
     CHECKPOINT,
-    read_selection,
     read_trial,
     slot_trial,
     trial_dir,
@@ -40,9 +39,6 @@ if TYPE_CHECKING:
     from imagenot.train.settings import FinalSettings, JobSettings, TrialSettings
 
 log = logging.getLogger(__name__)
-# a result's record of how its training cut the batch (:func:`micro_batching`); a final run
-# that reuses its trial's weights copies the trial's
-MICRO_BATCHING = ("micro_batches", "micro_batch_size")
 
 
 # -------------------------------------------------------------------------------------- data
@@ -74,28 +70,6 @@ def _data_source(
         dataset_dir = stage_to_local(dataset_dir, fingerprint, deadline=deadline)
     encoded = settings.decode_on_gpu and job_device(settings) == "cuda"
     return dataset_dir, encoded
-
-
-def dataset_of(files: TrialFiles | FinalFiles | FeaturesFiles) -> tuple[Path, int, str]:
-    """(folder, number of classes, fingerprint) of the dataset a training job's ``files``
-    hand it: its manifest's folder (the shards and classes it is read with) and its
-    fingerprint file."""
-    from imagenot.dataset import read_classes, read_fingerprint_file
-
-    dataset_dir = Path(files.manifest).parent
-    return dataset_dir, len(read_classes(dataset_dir)), read_fingerprint_file(files.fingerprint)
-
-
-def init_description(settings: JobSettings) -> str:
-    """The starting weights as they enter a job's identity: their file and its sha256. A
-    missing file is a fault no retry fixes (``failfast.MissingWeights``, naming the keys)."""
-    init = settings.init
-    if not init:
-        return "random"
-    try:
-        return f"{init} sha256:{sha256_file(init)}"
-    except OSError as exc:
-        raise missing_weights(settings.model, init, exc) from None
 
 
 def make_job(settings: JobSettings, hyperparameters: Mapping, seed: int, num_classes: int) -> Job:
@@ -144,16 +118,17 @@ def _load_backbone(model, name: str, state: dict, source: str) -> None:
 
 
 def run_features(settings: JobSettings, threads: int, files: FeaturesFiles) -> dict[str, dict]:
-    """The TL backbone's features of every image of every split (``imagenot.train.features``),
-    written to ``files.features`` (one per split, in ``SPLITS`` order) from the dataset whose
-    manifest is ``files.manifest``: the starting weights in a fresh model, eval
+    """The TL backbone's features of every image of the splits a head is fitted on
+    (``imagenot.train.features``; ``plan.FEATURE_SPLITS``: train and val, the test split being
+    the evaluation's), written to ``files.features`` (one per split, in that order) from the
+    dataset whose manifest is ``files.manifest``: the starting weights in a fresh model, eval
     mode, the image path's data source and preprocess, on the job's device. One job for the
-    three splits: the model is loaded and the device set up once (on a cluster, a GPU job's
-    start-up is longer than a CIFAR-10 split's pass). Returns each split's metadata."""
+    splits: the model is loaded and the device set up once (on a cluster, a GPU job's start-up
+    is longer than a CIFAR-10 split's pass). Returns each split's metadata."""
     import torch
 
-    from imagenot.dataset import SPLITS
     from imagenot.train import features
+    from imagenot.train.plan import FEATURE_SPLITS as SPLITS
     from imagenot.train.registry import build_model, head_module
 
     if settings.trainable != "head" or not settings.init:
@@ -310,7 +285,7 @@ def run_slot(
 
     The trial keeps its best-validation weights in its folder; when it ends (early stopping,
     the cap or the schedule's end) its checkpoint is deleted and the weights' sha256 recorded,
-    so ``run_final`` can reuse them. Returns None for an empty slot (nothing promoted into it)
+    so a final run can reuse them (``imagenot.train.finals``). Returns None for an empty slot (nothing promoted into it)
     and on data-parallel ranks other than 0.
     """
     from imagenot.train.trials import write_empty_slot
@@ -348,132 +323,35 @@ def run_slot(
     return result
 
 
-def reusable_trial(selection: Mapping, job_identity: str, trial_weights: Path) -> bool:
-    """Whether the selected trial's best weights are what a final run would train: the trial
-    ended on its own (not at a rung), with the same job (hyperparameters, seed, epochs, data
-    start), and its weights file is the one it recorded."""
-    result = selection.get("result") or {}
-    return (
-        result.get("stopped_by") in search.ENDED
-        and result.get("identity") == job_identity
-        and trial_weights.is_file()
-        and result.get("best_sha256") == sha256_file(trial_weights)
-    )
-
-
-def run_final(
+def train_final(
     final: FinalSettings,
     threads: int,
     deadline: float | None,
     files: FinalFiles,
-    seed: int,
+    row: Mapping,
+    train_seed: int,
     run: Mapping,
-) -> FinalRecord | None:
-    """Retrain the selected trial with ``seed``; keep the best-validation weights and test them:
-    the weights to ``files.model``, the record to ``files.result``; the checkpoint, the best
-    weights so far and ``metrics.csv`` beside them (where a retry resumes).
-
-    With ``final.reuse_trial`` (the space's first seed) the run trains with the trial's own seed, so
-    it is the trial run again: when the trial already ran the full schedule its weights and
-    metrics are taken as they are (no retraining; deterministic CPU runs give the same weights
-    either way, which a test checks). Returns None on data-parallel ranks other than 0.
-    """
-    import shutil
-
-    import torch
-
-    from imagenot.train.checkpoints import load_weights
-    from imagenot.train.loop import evaluate
-    from imagenot.train.registry import head_module
-
+    seed: int,
+) -> dict | None:
+    """Train the selected trial (its ``row`` of the trials table) again with ``train_seed``
+    (``imagenot.train.finals.run_final``, which writes the record): the best-validation weights
+    to ``files.model``; the checkpoint, the best weights so far and ``metrics.csv`` beside them
+    (where a retry resumes). Returns the training summary; None on data-parallel ranks other
+    than 0."""
     settings = final.job
-    selection, out_dir = Path(files.selection), Path(files.model).parent
-    model_file, result_file = Path(files.model), Path(files.result)
-    chosen = read_selection(selection)  # the trial's own sealed result, copied: checked
-    row = read_trial(Path(files.trials), chosen["trial"])
-    train_seed = (
-        row["seed"]
-        if final.reuse_trial
-        else search.stable_int(final.master_seed, run["dataset"], run["protocol"], "final", seed)
-    )
+    out_dir = Path(files.model).parent
     best = out_dir / "best.safetensors"
-    dataset_dir, num_classes, _ = dataset_of(files)
-    job = make_job(settings, search.hyperparameters_of(row), train_seed, num_classes)
-    source = trial_dir(selection.parent, chosen["trial"])
-    if final.reuse_trial and reusable_trial(chosen, job.identity(), source / BEST):
-        from imagenot.train.distributed import from_environment
-
-        if not from_environment().main:  # nothing to train: rank 0 copies and tests
-            return None
-        _configure(settings, threads, 1)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source / BEST, best)
-        shutil.copyfile(source / "metrics.csv", out_dir / "metrics.csv")
-        keys = ("model", "num_classes", "n_val", "image_size", "val_accuracy", "best_epoch")
-        summary = {k: chosen["result"][k] for k in keys}
-        summary.update(
-            {k: chosen["result"][k] for k in ("epochs", "stopped_by", "hyperparameters")},
-            **{k: chosen["result"][k] for k in MICRO_BATCHING if k in chosen["result"]},
-            seed=train_seed,
-            dataset_fingerprint=chosen["result"]["dataset_fingerprint"],
-            normalisation=settings.normalisation,
-            identity=job.identity(),
-            reused_trial=True,
-        )
-        from imagenot.train.registry import build_model
-
-        model = build_model(settings.model, num_classes).to(torch.device(job.device))
-        log.info("final %s seed %d: reusing trial %d's weights", run, seed, chosen["trial"])
-    else:
-        fitted = _fit(settings, threads, deadline, files, row, train_seed, out_dir, None, best)
-        if fitted is None:  # a data-parallel rank other than 0: rank 0 tests and writes
-            return None
-        job, model, summary = fitted
-        summary["reused_trial"] = False
-        if summary["stopped_by"] == search.DIVERGED:  # not retried (failfast)
-            remove_checkpoint(out_dir / CHECKPOINT)
-            lr = job.hyperparameters["lr"]
-            raise diverged_final(run, seed, chosen["trial"], lr, train_seed)
-    model.load_state_dict(load_weights(best))
-    fingerprint = summary["dataset_fingerprint"]
-    if settings.features:  # TL over stored features: score the head on the test features
-        test = load_features(settings, job, fingerprint, "test")
-        forward = head_module(model, settings.model)
-    else:
-        source, encoded = _data_source(settings, dataset_dir, fingerprint)
-        test = load_split(source, "test", settings.in_memory, encoded)
-        forward = model
-    test_accuracy, test_loss, n_test = evaluate(model, forward, test, job, torch.device(job.device))
-    if n_test and not math.isfinite(test_loss):  # finite weights can give non-finite outputs
-        raise PermanentFailure(
-            f"{best}: final {run} seed {seed}: the model's outputs on the test split are not "
-            "finite (NaN or infinity; e.g. a batch norm's running variance below 0); its test "
-            "accuracy is refused, not reported at chance"
-        )
+    fitted = _fit(settings, threads, deadline, files, row, train_seed, out_dir, None, best)
+    if fitted is None:  # a data-parallel rank other than 0: rank 0 writes
+        return None
+    job, _, summary = fitted
+    if summary["stopped_by"] == search.DIVERGED:  # not retried (failfast)
+        remove_checkpoint(out_dir / CHECKPOINT)
+        lr = job.hyperparameters["lr"]
+        raise diverged_final(run, seed, row["trial"], lr, train_seed)
     # Finished training: drop the checkpoint before handing the best weights on, so a checkpoint
     # never outlives them (a rerun after a kill here trains afresh, to the same weights).
     remove_checkpoint(out_dir / CHECKPOINT)
-    model_file.unlink(missing_ok=True)
-    best.replace(model_file)
-    result = FinalRecord.of(
-        {
-            **summary,
-            **run,
-            "seed": seed,
-            "train_seed": train_seed,
-            "trial": chosen["trial"],
-            "test_accuracy": test_accuracy,
-            "n_test": n_test,
-            "chance_accuracy": 100.0 / summary["num_classes"],
-            "weights_sha256": sha256_file(model_file),
-        }
-    )
-    result = write_final(result, result_file)
-    log.info(
-        "final %s seed %d: test accuracy %.2f%% (chance %.2f%%)",
-        run,
-        seed,
-        test_accuracy,
-        result.chance_accuracy,
-    )
-    return result
+    Path(files.model).unlink(missing_ok=True)
+    best.replace(files.model)
+    return summary

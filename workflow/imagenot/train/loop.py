@@ -16,13 +16,11 @@ training (``Dist.world > 1``, ranks started by torchrun) is described in
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -53,57 +51,13 @@ from imagenot.train.distributed import (
 from imagenot.train.failfast import Diverged, startup_out_of_memory
 from imagenot.train.features import Features
 from imagenot.train.feed import Feeder, autocast, to_device
+from imagenot.train.identity import Job
 from imagenot.train.interrupts import Interrupts
 from imagenot.train.registry import build_model, head_module
 from imagenot.train.schedules import build_optimizer, learning_rate
 from imagenot.train.search import DIVERGED, stable_int, step_seeds
-from imagenot.train.settings import JobSettings
 
 log = logging.getLogger(__name__)
-
-
-# Fields of a Job (its own or its settings') that say where or how fast, not what: changing
-# them must not invalidate a checkpoint or a trial (tested to name existing fields only). Every
-# other field is identity, so a field added to Job or to JobSettings joins it with no other edit.
-JOB_TRANSIENT_FIELDS = frozenset(
-    {
-        "device", "gpu_job", "world", "features",  # where: the device, processes, data source
-        "compile", "deterministic", "num_workers", "in_memory", "decode_on_gpu",  # how fast
-        "stage_to_local", "eval_batch_size", "max_batch_per_gpu",
-        "checkpoint_minutes", "deadline_margin_minutes",  # when it saves and stops
-    }
-)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Job:
-    """What one training job does: its rule's settings and what the job adds to them;
-    ``identity()`` is every field of both but the transient ones.
-
-    No field has a default: ``settings`` is the rule's
-    (:class:`imagenot.train.settings.JobSettings`, built from the config, whose schema holds the
-    defaults: model, image size, batch size, epochs, ...); ``imagenot.train.jobs.make_job`` adds
-    the trial's hyperparameters and seed, the dataset's classes, and two settings resolved for
-    this process, which replace their namesakes in the identity."""
-
-    settings: JobSettings
-    num_classes: int
-    hyperparameters: dict
-    seed: int
-    init: str  # settings.init as it enters the identity: "random", or the file and its sha256
-    device: str  # settings.device as this process found it ("cpu", "cuda"; never "auto")
-
-    def identity(self) -> str:
-        """What decides whether a checkpoint or trial may be resumed or reused: every field of
-        the settings and of the job (the job's own in place of the settings' namesakes) except
-        :data:`JOB_TRANSIENT_FIELDS` (derived, so that a new field can never be left out and
-        silently reuse results of a different job). The JSON is that of the loop's Job before
-        it held its settings, key for key: tests/test_train.py pins it."""
-        keys = asdict(self.settings)
-        keys.update((f.name, getattr(self, f.name)) for f in fields(self) if f.name != "settings")
-        for transient in JOB_TRANSIENT_FIELDS:
-            keys.pop(transient)
-        return json.dumps(keys, sort_keys=True)
 
 
 def _generator(*parts: object) -> torch.Generator:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from imagenot.paths import SPLITS
 from imagenot.train.checks import check
 from imagenot.train.experiments import (
     features_dir,  # noqa: F401 (the rules' name for a TL run's features folder)
@@ -82,15 +81,15 @@ def tl_protocol_regex(config: dict) -> str:
     )
 
 
-# What a trial reads: it selects on validation accuracy and never sees the test split.
-TRIAL_SPLITS = ("train", "val")
+# What a head fit reads (a trial or a final run): it selects on validation accuracy and never
+# sees the test split, which the evaluation scores from images through the whole model.
+FEATURE_SPLITS = ("train", "val")
 
 
-def feature_files(dataset: str, protocol: str, model: str, splits=SPLITS) -> list[str]:
-    """The features files of ``splits`` (a trial's TRIAL_SPLITS; every split for a final run,
-    which also scores the test split)."""
+def feature_files(dataset: str, protocol: str, model: str) -> list[str]:
+    """The features files of a TL experiment's model, one per split of ``FEATURE_SPLITS``."""
     run = {"dataset": dataset, "protocol": protocol, "model": model}
-    return [FEATURES.format(**run, split=split) for split in splits]
+    return [FEATURES.format(**run, split=split) for split in FEATURE_SPLITS]
 
 
 # Successive halving as a static DAG of *slots*: stage k (k < number of rungs) trains to the

@@ -149,14 +149,12 @@ def _integer(low: int):
 
 # key -> (test, what it must be)
 _NUMBERS: dict[str, tuple[Any, str]] = {
-    "test_accuracy": (is_percent, "a percentage in [0, 100]"),
     "val_accuracy": (is_percent, "a percentage in [0, 100]"),
     "chance_accuracy": (is_percent, "a percentage in [0, 100]"),
     "published_top1": (lambda v: v is None or is_percent(v), "a percentage in [0, 100] or null"),
     "published_top5": (lambda v: v is None or is_percent(v), "a percentage in [0, 100] or null"),
     "num_classes": (_integer(1), "an integer of at least 1"),
     "image_size": (_integer(1), "an integer of at least 1"),
-    "n_test": (_integer(1), "an integer of at least 1"),
     "n_val": (_integer(0), "an integer of at least 0"),
     "seed": (_integer(0), "an integer of at least 0"),
     "train_seed": (_integer(0), "an integer of at least 0"),
@@ -167,7 +165,7 @@ _NUMBERS: dict[str, tuple[Any, str]] = {
     "slot": (_integer(0), "an integer of at least 0"),
 }
 # accuracy, the count of images it was measured on, what they are
-_COUNTED = (("test_accuracy", "n_test", "test images"), ("val_accuracy", "n_val", "val images"))
+_COUNTED = (("val_accuracy", "n_val", "val images"),)
 _TEXT = ("dataset", "protocol", "model", "dataset_fingerprint", "weights_sha256")
 
 
@@ -415,9 +413,7 @@ class FinalRecord(Mapping):
     dataset_fingerprint: str
     weights_sha256: str
     chance_accuracy: float | None = None
-    test_accuracy: float | None = None  # None: published weights (their evaluation measures)
-    n_test: int | None = None
-    val_accuracy: float | None = None
+    val_accuracy: float | None = None  # None: published weights (nothing trained)
     record_sha256: str | None = None  # None: not written yet
     details: Mapping[str, Any] = field(default_factory=dict)
 

@@ -138,7 +138,7 @@ def _grown(config: dict, minutes: int, attempt: int) -> int:
 
 
 # Short GPU jobs: a CIFAR-10 stage-0 slot of AlexNet trains 10 epochs in about a
-# minute, a first-seed final run that reuses its trial's weights only tests them; asking for
+# minute, a first-seed final run that reuses its trial's weights only copies them; asking for
 # 24 h kept them waiting for a slot that long in the queue. Each asks instead for its work's
 # estimate (train.throughput, the dataset's images) times runtime_estimate_factor, plus
 # startup_min, never more than runtime_min; one that outruns it stops at its deadline with a
@@ -169,21 +169,21 @@ def stage_work(config: dict, dataset: str, protocol: str, model: str, stage: int
 
 
 def final_work(config: dict, dataset: str, protocol: str, model: str, reuse: bool) -> float | None:
-    """Estimated minutes of a final run: a test pass (a forward pass: a third of a training
-    step) where it reuses its trial's weights, else the whole schedule and the test pass."""
+    """Estimated minutes of a final run: none where it reuses its trial's weights (a file copy,
+    ``imagenot.train.finals``), else its whole schedule (no final run measures the test split:
+    its evaluation does)."""
     from imagenot.train import budget, experiments, plan, search
 
+    if reuse:
+        return 0.0
     rate = config["train"]["throughput"].get(model)
     sizes = _images(config, dataset)
     if not rate or sizes is None:
         return None
     rate *= (224 / config["train"]["image_size"]) ** 2
     gpus = max(1, plan.gpus_per_node(config) * plan.nodes(config))
-    test = 60 * budget.hours(1, sizes["test"], 3 * rate, gpus)
-    if reuse:
-        return test
     epochs = search.training_epochs(experiments.space(config, dataset, protocol))
-    return test + 60 * budget.hours(epochs, sizes["train"] + sizes["val"], rate, gpus)
+    return 60 * budget.hours(epochs, sizes["train"] + sizes["val"], rate, gpus)
 
 
 def sized_min(config: dict, dataset: str, protocol: str, model: str, work: float | None) -> int:
@@ -198,7 +198,7 @@ def sized_min(config: dict, dataset: str, protocol: str, model: str, work: float
 
 
 def reuses_trial(config: dict, dataset: str, protocol: str, seed, selection) -> bool:
-    """Whether a final run will take its trial's weights as they are (``jobs.run_final``): the
+    """Whether a final run will take its trial's weights as they are (``finals.run_final``): the
     space's first seed, and a selected trial that ended on its own (read from ``selection``, the
     rule's input, when the job is ready; not yet written: no)."""
     from imagenot.io import read_json
@@ -218,7 +218,7 @@ def final_runtime_min(
     config: dict, wildcards, selection, attempt: int, status: Path | None = None
 ) -> int:
     """Runtime (minutes) of a train_final job, when it is ready: a first seed that reuses its
-    trial's weights asks for its test pass (:func:`final_work`, :func:`sized_min`), the others
+    trial's weights asks for its start-up alone (:func:`final_work`, :func:`sized_min`), the others
     for their schedule's estimate, at most ``runtime_min``; a retry asks for ``runtime_min``
     (the reuse did not happen, or the estimate was short), grown per attempt and capped at the
     maximum; a refused retry (``failfast``) for ``empty_runtime_min``."""

@@ -1,0 +1,134 @@
+"""A final run (rule ``train_final``): the selected trial trained again with one seed, its
+best-validation weights kept and its record written. Free of torch until it trains.
+
+A space's first seed trains with its trial's own seed, so it is the trial run again: when the
+trial ran its whole schedule (it ended on its own, not at a halving rung) with the same job
+(:func:`imagenot.train.identity.Job.identity`) and its weights file is the one it recorded, its
+weights and metrics are taken as they are. That run is a file copy and a record, with no torch
+import (about 4 CPU-s a job on CPU, most of such a job's cost). A deterministic CPU run gives the
+same weights either way, which a test checks. The other seeds, and a first seed whose trial
+stopped at a rung, train (:func:`imagenot.train.jobs.train_final`).
+
+No final run measures the test split: the test accuracy is the evaluation's Identity row (rule
+``evaluate_robustness``, ``robustness.parquet``), measured once, as for published weights; the
+run summary reads it there.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from imagenot.io import atomic_path, sha256_file
+from imagenot.train import search
+from imagenot.train.identity import Job, dataset_of, init_description
+from imagenot.train.records import FinalRecord, write_final
+from imagenot.train.trials import BEST, read_selection, read_trial, trial_dir
+
+if TYPE_CHECKING:
+    from imagenot.train.files import FinalFiles
+    from imagenot.train.settings import FinalSettings
+
+log = logging.getLogger(__name__)
+# a result's record of how its training cut the batch (imagenot.train.jobs.micro_batching,
+# whose keys these are); a final run that reuses its trial's weights copies the trial's
+MICRO_BATCHING = ("micro_batches", "micro_batch_size")
+# what a reusing final run copies of its trial's result: what training reached and how
+TRIAL_SUMMARY = ("model", "num_classes", "n_val", "image_size", "val_accuracy", "best_epoch",
+                 "epochs", "stopped_by", "hyperparameters", "dataset_fingerprint")  # fmt: skip
+
+
+def reusable_trial(selection: Mapping, job_identity: str, trial_weights: Path) -> bool:
+    """Whether the selected trial's best weights are what a final run would train: the trial
+    ended on its own (not at a rung), with the same job (hyperparameters, seed, epochs, data
+    start), and its weights file is the one it recorded."""
+    result = selection.get("result") or {}
+    return (
+        result.get("stopped_by") in search.ENDED
+        and result.get("identity") == job_identity
+        and trial_weights.is_file()
+        and result.get("best_sha256") == sha256_file(trial_weights)
+    )
+
+
+def run_final(
+    final: FinalSettings,
+    threads: int,
+    deadline: float | None,
+    files: FinalFiles,
+    seed: int,
+    run: Mapping,
+) -> FinalRecord | None:
+    """The final run of ``run`` (dataset, protocol, model) with ``seed``: the weights to
+    ``files.model``, the record to ``files.result``; ``metrics.csv`` beside them (and, while
+    it trains, the checkpoint and the best weights so far, where a retry resumes). Returns the
+    record as written; None on data-parallel ranks other than 0."""
+    settings = final.job
+    selection = Path(files.selection)
+    chosen = read_selection(selection)  # the trial's own sealed result, copied: checked
+    row = read_trial(Path(files.trials), chosen["trial"])
+    train_seed = (
+        row["seed"]
+        if final.reuse_trial
+        else search.stable_int(final.master_seed, run["dataset"], run["protocol"], "final", seed)
+    )
+    model_file = Path(files.model)
+    out_dir = model_file.parent
+    source = trial_dir(selection.parent, chosen["trial"])
+    _, num_classes, _ = dataset_of(files)
+    job = Job(
+        settings=settings,
+        num_classes=num_classes,
+        hyperparameters=dict(search.hyperparameters_of(row)),
+        seed=train_seed,
+        init=init_description(settings),
+        device="any",  # not part of the identity (JOB_TRANSIENT_FIELDS); nothing runs here
+    )
+    if final.reuse_trial and reusable_trial(chosen, job.identity(), source / BEST):
+        from imagenot.train.distributed import from_environment
+
+        if not from_environment().main:  # nothing to train: rank 0 copies
+            return None
+        for name, to in (("metrics.csv", out_dir / "metrics.csv"), (BEST, model_file)):
+            with atomic_path(to) as tmp:  # a killed copy leaves nothing to consume
+                shutil.copyfile(source / name, tmp)
+        trial = chosen["result"]
+        summary = {
+            **{k: trial[k] for k in TRIAL_SUMMARY},
+            **{k: trial[k] for k in MICRO_BATCHING if k in trial},
+            "normalisation": settings.normalisation,
+            "identity": job.identity(),
+            "reused_trial": True,
+        }
+        log.info("final %s seed %d: reusing trial %d's weights", run, seed, chosen["trial"])
+    else:
+        from imagenot.train.jobs import train_final
+
+        summary = train_final(final, threads, deadline, files, row, train_seed, run, seed)
+        if summary is None:  # a data-parallel rank other than 0: rank 0 writes
+            return None
+        summary["reused_trial"] = False
+    result = FinalRecord.of(
+        {
+            **summary,
+            **run,
+            "seed": seed,
+            "train_seed": train_seed,
+            "trial": chosen["trial"],
+            "chance_accuracy": 100.0 / summary["num_classes"],
+            "weights_sha256": sha256_file(model_file),
+        }
+    )
+    result = write_final(result, files.result)
+    log.info(
+        "final %s seed %d: best val accuracy %.2f%% (chance %.2f%%); its test accuracy is its "
+        "evaluation's",
+        run,
+        seed,
+        result.val_accuracy,
+        result.chance_accuracy,
+    )
+    return result

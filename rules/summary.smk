@@ -1,4 +1,4 @@
-# The run's summary, built once the datasets and final runs exist: what was built, images per split and download success per
+# The run's summary, built once the datasets, final runs and their evaluations exist: what was built, images per split and download success per
 # dataset, best validation/test accuracy per model, and every problem (imagenot.run_summary;
 # what it reads: imagenot.summary_plan).
 # The Snakefile's onsuccess prints the same summary at the end of any run.

@@ -97,10 +97,11 @@ rule train_trial:
 
 # Transfer learning (tl-SOURCE) trains the head alone over a frozen, eval-mode backbone without
 # augmentation, so what the head sees never changes: one GPU job per (starting weights, dataset)
-# computes the backbone's features of each split once, one file per split
-# (imagenot.train.features), and the TL trials and final runs fit the head over them on the CPU
-# (same loop, seeds and selection; the final weights are the full model, as before). One job for
-# the three splits: the model loads once. docs/gpu.md gives the GPU time this saves.
+# computes the backbone's features of the train and val splits once, one file per split
+# (imagenot.train.features, plan.FEATURE_SPLITS; the test split is the evaluation's), and the TL
+# trials and final runs fit the head over them on the CPU (same loop, seeds and selection; the
+# final weights are the full model, as before). One job for both splits: the model loads once.
+# docs/gpu.md gives the GPU time this saves.
 rule train_features:
     input:
         manifest=paths.MANIFEST,
@@ -259,8 +260,8 @@ rule train_final:
             train_rings.ring_mb(config, wc.dataset, wc.protocol, wc.model),
             train_plan.gpus_per_node(config),
         ),
-        # sized when the job is ready: a first seed reusing its trial's weights asks for its
-        # test pass, not 24 h (imagenot.train.resources.final_runtime_min)
+        # sized when the job is ready: a first seed reusing its trial's weights (a file copy)
+        # asks for startup_min, not 24 h (imagenot.train.resources.final_runtime_min)
         runtime=lambda wc, input, attempt: train_resources.final_runtime_min(
             config,
             wc,
@@ -285,8 +286,8 @@ rule train_final:
         " --model {output.model} --result {output.result} > {log} 2>&1"
 
 
-# A TL final run over the train, val and test features (test accuracy from the head over the
-# test features); it writes the full model, as train_final.
+# A TL final run over the train and val features; it writes the full model, as train_final,
+# and its test accuracy is its evaluation's Identity row, as every final run's.
 use rule train_final as train_head_final with:
     input:
         trials=train_paths.TRIALS,

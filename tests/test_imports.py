@@ -23,7 +23,6 @@ TORCH_MODULES = {
     "imagenot.train.checkpoints",
     "imagenot.train.decode",  # JPEG decoding on the training device
     "imagenot.train.device",
-    "imagenot.train.distributed",
     "imagenot.train.features",
     "imagenot.train.feed",
     "imagenot.train.feed_bench",  # the preflight's and bench_feed_models' timed steps

@@ -110,6 +110,17 @@ def test_an_unreadable_file_is_a_warning_not_a_crash(tmp_path):
     assert summary["datasets"]["imagenet"] == {"built": False} and summary["errors"] == 0
     assert [p["level"] for p in summary["problems"]] == ["warning"]
     assert "manifest.parquet unreadable" in summary["problems"][0]["message"]
+    # an evaluation likewise: its run's test accuracy is not shown, and the summary says why
+    from imagenot.evaluate.paths import ROBUSTNESS
+
+    run = train_plan.final_runs(config)[0]
+    (tmp_path / ROBUSTNESS.format(**run)).write_bytes(b"")
+    summary = run_summary.collect(summary_plan.layout(config), tmp_path)
+    warnings = [p["message"] for p in summary["problems"] if p["level"] == "warning"]
+    assert len(warnings) == 2 and f"{ROBUSTNESS.format(**run)} unreadable" in warnings[1]
+    key = (f"{run['dataset']}/{run['protocol']}", run["model"])
+    (row,) = [m for m in summary["models"] if (m["experiment"], m["model"]) == key]
+    assert row["best_test_accuracy"] is None and summary["errors"] == 0
 
 
 def test_unusable_results_are_errors_and_suspect_ones_warnings(tmp_path):

@@ -264,7 +264,7 @@ def test_a_deadline_stop_grows_the_runtime_of_its_retry_not_its_memory(tmp_path,
 
 def test_a_missing_weights_file_is_permanent_and_names_the_keys(tmp_path, repo_root):
     from imagenot.config import load_config
-    from imagenot.train import jobs
+    from imagenot.train import identity
     from imagenot.train import settings as train_settings
 
     config = load_config(repo_root / "config" / "config.yaml")
@@ -275,7 +275,7 @@ def test_a_missing_weights_file_is_permanent_and_names_the_keys(tmp_path, repo_r
         init=str(tmp_path / "gone.safetensors"),
     )
     with pytest.raises(failfast.MissingWeights, match=r"train\.weights_dir") as caught:
-        jobs.init_description(settings)
+        identity.init_description(settings)
     assert failfast.permanent_cause(caught.value) == str(caught.value)
 
 

@@ -1,6 +1,6 @@
 """A loop ``Job`` for tests that call the loop directly (no rule, no config).
 
-``imagenot.train.loop.Job`` holds its rule's ``JobSettings`` and has no defaults: a workflow
+``imagenot.train.identity.Job`` holds its rule's ``JobSettings`` and has no defaults: a workflow
 job's values come from the config. Tests of the loop name only what they vary, whether a field
 of the job or of its settings; the rest is what the schema gives a training job (eval batch size,
 compile, determinism, deadline margin, in-memory data) and a CPU job's values (device cpu, no

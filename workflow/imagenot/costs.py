@@ -126,8 +126,9 @@ def group_rows(config: dict, jobs: list[PlannedJob]) -> list[dict]:
 def training_rows(config: dict, throughput: dict) -> list[dict]:
     """Estimated GPU-hours per trained experiment and model (an upper bound: no trial stops
     early), with ``train.gpus_per_job`` GPUs per job, and its chain: one trial through every
-    stage, then a final seed. A TL experiment's GPU work is its one features pass over every
-    split, counted at the training throughput (a forward pass costs about a third of a step)."""
+    stage, then a final seed. A TL experiment's GPU work is its one features pass over the train
+    and val splits (``plan.FEATURE_SPLITS``), counted at the training throughput (a forward pass
+    costs about a third of a step)."""
     from imagenot.train import budget, plan
 
     gpus = max(1, plan.gpus_per_node(config) * plan.nodes(config))
@@ -146,7 +147,7 @@ def training_rows(config: dict, throughput: dict) -> list[dict]:
             chain, n = budget.chain_epochs(config, d, p), sizes["train"]
             if plan.is_tl(p):
                 epochs, chain = 1, 1
-                n = sizes["train"] + sizes["val"] + sizes["test"]
+                n = sum(sizes[split] for split in plan.FEATURE_SPLITS)
             rate = throughput[model]
             rows.append(
                 {
@@ -377,7 +378,7 @@ def storage(config: dict) -> list[dict]:
     feats = 0
     for exp in tl:
         sizes = dataset_images(config, exp["dataset"])
-        n = (sizes["train"] + sizes["val"] + sizes["test"]) if sizes else 0
+        n = sum(sizes[split] for split in train_plan.FEATURE_SPLITS) if sizes else 0
         feats += sum(n * facts[m]["features"] * width for m in models)
     if tl:
         rows.append(

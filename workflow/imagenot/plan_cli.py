@@ -94,7 +94,7 @@ def build_plan(config_path: Path | list[Path], gpus: int, measured: Path | None 
                 "every trial of every halving stage trains to its end (no early stopping): "
                 "an upper bound of the search",
                 "images per epoch: the dataset's training split as the config sizes it",
-                "TL: one features pass over every split at the training throughput",
+                "TL: one features pass over the train and val splits at the training throughput",
                 f"train.gpus_per_job > 1 scales at {costs.DDP_EFFICIENCY:.0%} of linear",
                 "throughput measured at 224 px; other image sizes are not rescaled",
                 *left_out,

@@ -157,6 +157,9 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
         except RecordError as exc:
             problems.append(_problem("error", str(exc)))
             measured = None
+        except (OSError, ValueError, KeyError) as exc:  # a stand-in, or a file being rewritten
+            problems.append(_problem("warning", f"{evaluation} unreadable ({exc})"))
+            measured = None
         if measured is not None and measured["record_sha256"] != result.get(SEAL_KEY):
             problems.append(
                 _problem(
@@ -208,19 +211,17 @@ def collect(layout: dict, root: str | os.PathLike = ".") -> dict:
 def _identity_row(evaluation: Path) -> dict | None:
     """The Identity row of a final run's evaluation (``robustness.parquet``: the test split as
     the model sees it, the run's test accuracy), its numbers checked; None where it is not
-    built yet or unreadable (a file being rewritten)."""
+    built yet. An unreadable file (or one without the columns it needs, or without an Identity
+    row) raises OSError, ValueError or KeyError."""
     import pyarrow.parquet as pq
 
     if not evaluation.is_file():
         return None
-    try:
-        columns = ["transform", "top1", "n", SEAL_KEY]
-        rows = pq.read_table(evaluation, columns=columns).to_pylist()
-    except (OSError, ValueError, KeyError):
-        return None
+    columns = ["transform", "top1", "n", SEAL_KEY]
+    rows = pq.read_table(evaluation, columns=columns).to_pylist()
     row = next((r for r in rows if r["transform"] == "Identity"), None)
     if row is None:
-        return None
+        raise KeyError("no Identity row")
     if not (is_percent(row["top1"]) and isinstance(row["n"], int) and row["n"] >= 1):
         raise RecordError(  # read back like numbers read in
             f"{evaluation}: its Identity row has top1 {row['top1']!r} of n {row['n']!r}, not a "
@@ -304,8 +305,9 @@ def _by_model(runs: list[dict]) -> dict[str, list[dict]]:
 
 
 def _best_per_model(runs: list[dict]) -> list[dict]:
-    """Per experiment and model, the best validation and test accuracy over its seeds, and the
-    record the best test accuracy was read from (its path and its producer's digest)."""
+    """Per experiment and model, the best validation and test accuracy over its seeds, and where
+    the best test accuracy was read from (the evaluation's path and the digest of the final run's
+    record it measured)."""
     best: dict[tuple, dict] = {}
     for run in runs:
         key = (run["dataset"], run["protocol"], run["model"])

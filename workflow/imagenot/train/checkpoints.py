@@ -32,6 +32,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from imagenot.io import atomic_path, sha256_file
+from imagenot.train.paths import previous, remove_checkpoint  # noqa: F401 (torch-free, here too)
 
 log = logging.getLogger(__name__)
 
@@ -55,17 +56,6 @@ class State:
     batch: int = 0
     step_losses: list[float] = field(default_factory=list)
     step_correct: list[int] = field(default_factory=list)
-
-
-def previous(path: Path) -> Path:
-    """Where the checkpoint before the newest is kept: ``<name>.prev``."""
-    return path.with_name(f"{path.name}.prev")
-
-
-def remove_checkpoint(path: Path) -> None:
-    """Delete a job's checkpoint and the one kept before it (the job is finished)."""
-    for p in (path, previous(path)):
-        p.unlink(missing_ok=True)
 
 
 def _fsync_dir(directory: Path) -> None:

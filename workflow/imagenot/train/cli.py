@@ -151,7 +151,7 @@ def _preemptible(run, output: Path | None = None):
         if status is not None:
             status.unlink(missing_ok=True)  # done: its stops no longer matter
     except (Preempted, KeyboardInterrupt) as exc:
-        # Ctrl-C outside the training loop (loading data, testing): nothing to checkpoint, the
+        # Ctrl-C outside the training loop (loading data, copying): nothing to checkpoint, the
         # same short message and exit as a stop inside it (the loop takes SIGINT as SIGTERM)
         message = str(exc) or "SIGINT received outside training: nothing to checkpoint, exiting"
         logging.getLogger(__name__).warning("%s", message)
@@ -219,7 +219,7 @@ def _trial(a: argparse.Namespace) -> None:
 
 
 def _features(a: argparse.Namespace) -> None:
-    """A TL backbone's features of every split, computed once for every head fit."""
+    """A TL backbone's features of the train and val splits, computed once for every head fit."""
     s = _parse("FeaturesSettings", a.settings, "train-features")
     f = files.FeaturesFiles.from_args(a)
     # one pass over the data, no checkpoint to write: no deadline; the failure status lies

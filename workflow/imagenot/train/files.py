@@ -78,7 +78,8 @@ class TrialFiles(Files):
 
 @dataclass(frozen=True)
 class FinalFiles(Files):
-    """``train-final``: the selected trial retrained with one seed, and tested."""
+    """``train-final``: the selected trial retrained with one seed, or (a space's first seed)
+    its trial's weights copied (``imagenot.train.finals``)."""
 
     trials: str = given("the experiment's trials (trials.parquet)")
     selection: str = given("the selected trial (selection.json; its trial folders beside it)")
@@ -112,13 +113,14 @@ class PreflightFiles(Files):
 
 @dataclass(frozen=True)
 class FeaturesFiles(Files):
-    """``train-features``: a TL backbone's features of every split, computed once for every
-    head fit. The job's failure status (``imagenot.train.failfast``) lies beside the folder
+    """``train-features``: a TL backbone's features of the train and val splits, computed once
+    for every head fit. The job's failure status (``imagenot.train.failfast``) lies beside the folder
     holding the features files."""
 
     manifest: str = _manifest()
     fingerprint: str = _fingerprint()
     features: list[str] = made(
-        "the features files, one per split in imagenot.paths.SPLITS order (safetensors)",
+        "the features files, one per split of imagenot.train.plan.FEATURE_SPLITS, in its order "
+        "(safetensors)",
         many=True,
     )

@@ -5,7 +5,8 @@ A space's first seed trains with its trial's own seed, so it is the trial run ag
 trial ran its whole schedule (it ended on its own, not at a halving rung) with the same job
 (:func:`imagenot.train.identity.Job.identity`) and its weights file is the one it recorded, its
 weights and metrics are taken as they are. That run is a file copy and a record, with no torch
-import (about 4 CPU-s a job on CPU, most of such a job's cost). A deterministic CPU run gives the
+import (about 4 CPU-s a job on CPU, most of such a job's cost; a data-parallel job's launcher,
+torchrun, still imports it). A deterministic CPU run gives the
 same weights either way, which a test checks. The other seeds, and a first seed whose trial
 stopped at a rung, train (:func:`imagenot.train.jobs.train_final`).
 
@@ -25,8 +26,9 @@ from typing import TYPE_CHECKING
 from imagenot.io import atomic_path, sha256_file
 from imagenot.train import search
 from imagenot.train.identity import Job, dataset_of, init_description
+from imagenot.train.paths import remove_checkpoint
 from imagenot.train.records import FinalRecord, write_final
-from imagenot.train.trials import BEST, read_selection, read_trial, trial_dir
+from imagenot.train.trials import BEST, CHECKPOINT, read_selection, read_trial, trial_dir
 
 if TYPE_CHECKING:
     from imagenot.train.files import FinalFiles
@@ -54,6 +56,21 @@ def reusable_trial(selection: Mapping, job_identity: str, trial_weights: Path) -
     )
 
 
+def _copy_job(final: FinalSettings, files: FinalFiles, row: Mapping, train_seed: int) -> Job:
+    """The Job a first seed's final run would train, for its identity alone: its device is
+    never probed (``JOB_TRANSIENT_FIELDS``: not part of the identity; nothing runs here)."""
+    settings = final.job
+    _, num_classes, _ = dataset_of(files)
+    return Job(
+        settings=settings,
+        num_classes=num_classes,
+        hyperparameters=dict(search.hyperparameters_of(row)),
+        seed=train_seed,
+        init=init_description(settings),
+        device="none",
+    )
+
+
 def run_final(
     final: FinalSettings,
     threads: int,
@@ -78,20 +95,15 @@ def run_final(
     model_file = Path(files.model)
     out_dir = model_file.parent
     source = trial_dir(selection.parent, chosen["trial"])
-    _, num_classes, _ = dataset_of(files)
-    job = Job(
-        settings=settings,
-        num_classes=num_classes,
-        hyperparameters=dict(search.hyperparameters_of(row)),
-        seed=train_seed,
-        init=init_description(settings),
-        device="any",  # not part of the identity (JOB_TRANSIENT_FIELDS); nothing runs here
-    )
-    if final.reuse_trial and reusable_trial(chosen, job.identity(), source / BEST):
+    job = _copy_job(final, files, row, train_seed) if final.reuse_trial else None
+    if job is not None and reusable_trial(chosen, job.identity(), source / BEST):
         from imagenot.train.distributed import from_environment
 
         if not from_environment().main:  # nothing to train: rank 0 copies
             return None
+        # what an earlier attempt that had to retrain left (the trial's weights were missing)
+        remove_checkpoint(out_dir / CHECKPOINT)
+        (out_dir / BEST).unlink(missing_ok=True)
         for name, to in (("metrics.csv", out_dir / "metrics.csv"), (BEST, model_file)):
             with atomic_path(to) as tmp:  # a killed copy leaves nothing to consume
                 shutil.copyfile(source / name, tmp)

@@ -52,7 +52,9 @@ class Job:
     hyperparameters: dict
     seed: int
     init: str  # settings.init as it enters the identity: "random", or the file and its sha256
-    device: str  # settings.device as this process found it ("cpu", "cuda"; never "auto")
+    # settings.device as this process found it ("cpu", "cuda"; never "auto"; "none" where
+    # nothing runs: a final run deciding whether to copy its trial, imagenot.train.finals)
+    device: str
 
     def identity(self) -> str:
         """What decides whether a checkpoint or trial may be resumed or reused: every field of

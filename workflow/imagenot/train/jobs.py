@@ -340,7 +340,7 @@ def train_final(
     than 0."""
     settings = final.job
     out_dir = Path(files.model).parent
-    best = out_dir / "best.safetensors"
+    best = out_dir / BEST
     fitted = _fit(settings, threads, deadline, files, row, train_seed, out_dir, None, best)
     if fitted is None:  # a data-parallel rank other than 0: rank 0 writes
         return None

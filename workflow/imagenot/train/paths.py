@@ -10,6 +10,8 @@ fill it with ``str.format``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from imagenot.paths import RESULTS
 
 TRAIN = f"{RESULTS}/train"
@@ -37,3 +39,15 @@ def published(pattern: str) -> str:
     """A final run's pattern with the published weights' one seed in place of ``{seed}``
     (rule train_published has no seed wildcard)."""
     return pattern.replace("{seed}", str(PUBLISHED_SEED))
+
+
+def previous(path: Path) -> Path:
+    """Where a job's checkpoint before the newest is kept: ``<name>.prev``."""
+    return path.with_name(f"{path.name}.prev")
+
+
+def remove_checkpoint(path: Path) -> None:
+    """Delete a job's checkpoint and the one kept before it (the job is finished). Free of
+    torch: a final run that copies its trial's weights clears what a killed attempt left."""
+    for p in (path, previous(path)):
+        p.unlink(missing_ok=True)

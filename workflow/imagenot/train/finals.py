@@ -95,8 +95,8 @@ def run_final(
     model_file = Path(files.model)
     out_dir = model_file.parent
     source = trial_dir(selection.parent, chosen["trial"])
-    job = _copy_job(final, files, row, train_seed) if final.reuse_trial else None
-    if job is not None and reusable_trial(chosen, job.identity(), source / BEST):
+    identity = _copy_job(final, files, row, train_seed).identity() if final.reuse_trial else None
+    if identity is not None and reusable_trial(chosen, identity, source / BEST):
         from imagenot.train.distributed import from_environment
 
         if not from_environment().main:  # nothing to train: rank 0 copies
@@ -112,7 +112,7 @@ def run_final(
             **{k: trial[k] for k in TRIAL_SUMMARY},
             **{k: trial[k] for k in MICRO_BATCHING if k in trial},
             "normalisation": settings.normalisation,
-            "identity": job.identity(),
+            "identity": identity,
             "reused_trial": True,
         }
         log.info("final %s seed %d: reusing trial %d's weights", run, seed, chosen["trial"])

@@ -11,25 +11,33 @@ PIP := env -u PIP_FIND_LINKS PIP_CONFIG_FILE=/dev/null $(BIN)/pip
 # CUDA build on this machine (docs/benchmarks.md, "The demo and the test suite"). pip stays in the venv (newest):
 # tests/test_envs.py resolves the conda envs' pip parts with it.
 UV_VERSION := 0.13.9
-# --compile-bytecode as pip does: where PYTHONDONTWRITEBYTECODE is set (this CI machine), no job
-# would cache the .pyc files, and every process compiled torch again (a run took minutes longer).
-UV_LOUD := env -u PIP_FIND_LINKS UV_NO_CONFIG=1 $(BIN)/uv pip install --compile-bytecode \
-	--python $(BIN)/python
+UV_LOUD := env -u PIP_FIND_LINKS UV_NO_CONFIG=1 $(BIN)/uv pip install --python $(BIN)/python
 UV := $(UV_LOUD) -q
+# The installed packages' bytecode, compiled once at set-up: where PYTHONDONTWRITEBYTECODE is set
+# (this CI machine) no process caches a .pyc, and every job compiled torch again (a run took
+# minutes longer). Not the files no process imports, a third of the 18,566: the packages' own
+# test suites, pip and setuptools, and transformers' model zoo but its configurations (which its
+# auto classes import) and the BERT family of the sentence encoders (docs/benchmarks.md: 40
+# against 32 s; uv's --compile-bytecode compiles every file).
+NOT_IMPORTED := site-packages/(([^/]+/)*tests?/|pip/|setuptools/|transformers/models/(?!auto/|bert/)[^/]+/(?!configuration_|__init__))
 RUN := env PATH="$(BIN):$$PATH"
 PROFILE ?= profiles/local
 PYTEST_ARGS ?=
 # make test: one worker per core (at most 3), each taking whole test modules (their fixtures are
 # built once), the costliest first (tests/conftest.py). `pytest tests/test_x.py` runs in-process.
 PYTEST_WORKERS ?= -n auto --maxprocesses 3 --dist loadscope --no-loadscope-reorder
+# make test runs every test but those of marker `cluster` (torchrun ranks, the real SLURM on
+# loopback: pyproject.toml), which make test-cluster runs; CI (.ci/run) runs both.
+PYTEST_MARKS ?= not cluster
 
-.PHONY: demo test lint format setup sysdeps rulegraph clean help slurm-profile
+.PHONY: demo test test-cluster lint format setup sysdeps rulegraph clean help slurm-profile
 
 help:
 	@echo "make setup  - install only: .venv with the pinned packages (~6 GB, minutes the first"
 	@echo "              time; nothing the second) and the system packages the workflow reads"
 	@echo "make demo   - set up and run the whole workflow on the demo world (CPU, ~12 minutes)"
-	@echo "make test   - set up and run the test suite (16-19 minutes on 2 cores)"
+	@echo "make test   - set up and run the test suite but its cluster paths (~14 minutes on 2 cores)"
+	@echo "make test-cluster - the cluster paths: torchrun ranks, a real SLURM on loopback (~5 min)"
 	@echo "make lint   - ruff, snakefmt --check, snakemake --lint"
 	@echo "make rulegraph - redraw docs/rulegraph.svg"
 	@echo "make slurm-profile ARGS='--partition P --gpu-partition G --max-runtime MIN ...'"
@@ -53,8 +61,12 @@ $(VENV)/.installed: envs/requirements.lock pyproject.toml
 	$(PIP) install -q --upgrade pip uv==$(UV_VERSION)
 	@echo "[setup 3/4] the pinned packages of envs/requirements.lock (~6 GB the first time: minutes)"
 	$(UV_LOUD) -r envs/requirements.lock
-	@echo "[setup 4/4] this package, editable (console script imagenot)"
+	@echo "[setup 4/4] this package, editable (console script imagenot), and the bytecode"
 	$(UV) --no-deps -e .
+	@# a file that does not compile (a package's Python 2 example) is skipped, as uv skips it
+	$(BIN)/python -m compileall -q -j 0 -x '$(NOT_IMPORTED)' \
+		"$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+		> /dev/null || true
 	touch $@
 
 sysdeps:
@@ -67,7 +79,10 @@ demo: setup
 	@echo "Report: results/report.html (summary: results/summary.md)"
 
 test: setup
-	$(RUN) pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	$(RUN) pytest $(PYTEST_WORKERS) -m "$(PYTEST_MARKS)" $(PYTEST_ARGS)
+
+test-cluster: setup
+	$(RUN) pytest $(PYTEST_WORKERS) -m cluster $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(RUN) ruff check workflow tests benchmarks

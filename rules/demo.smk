@@ -17,7 +17,7 @@ rule demo_world:
     priority: DATA_PRIORITY
     conda:
         gpu_env("curate")
-    threads: 1
+    threads: 2  # rendering processes: the images are three quarters of the job
     params:
         settings=to_arg(demo_settings.DemoSettings.from_config(config)),
     # the folder named in the command's text (an f-string), not as a param: Snakemake compares
@@ -25,4 +25,4 @@ rule demo_world:
     shell:
         f"imagenot demo-world --nltk-data {{input.nltk_data}} --out {demo_plan.DEMO_DIR}"
         " --shards {output.shards} --images {output.images} --truth {output.truth}"
-        " --world {output.world} --settings {params.settings} > {log} 2>&1"
+        " --world {output.world} --settings {params.settings} --threads {threads} > {log} 2>&1"

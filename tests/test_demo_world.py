@@ -19,7 +19,7 @@ from imagenot.config import ConfigError, validate_config
 from imagenot.demo import plan
 from imagenot.demo.cli import demo_settings
 from imagenot.demo.settings import DemoSettings
-from imagenot.demo.world import LAION_SCHEMA, build_world, write_world
+from imagenot.demo.world import CHUNK_ROWS, LAION_SCHEMA, build_world, write_world
 from imagenot.settings import to_json
 from imagenot.wordnet import imagenet_wnids, lemma_text, synset_of
 
@@ -42,9 +42,9 @@ SMALL = {
 SHARDS = ["part-00000.parquet", "part-00001.parquet"]
 
 
-def _build(wn, out: Path, seed: int) -> Path:
+def _build(wn, out: Path, seed: int, workers: int = 1) -> Path:
     settings = demo_settings(json.dumps(SMALL), seed)
-    write_world(build_world(wn, settings, SHARDS), out, settings)
+    write_world(build_world(wn, settings, SHARDS), out, settings, workers=workers)
     return out
 
 
@@ -115,7 +115,10 @@ def _tree_digest(root: Path) -> dict[str, str]:
 
 
 def test_same_seed_is_byte_identical_and_another_seed_differs(world_dir, wn, tmp_path):
-    again = _tree_digest(_build(wn, tmp_path / "again", seed=0))
+    """The same seed gives the same bytes whatever the number of rendering processes (the
+    CLI's world rendered its 1,600 rows in one, this one in two: two chunks of CHUNK_ROWS)."""
+    assert SMALL["rows_per_shard"] * len(SHARDS) > CHUNK_ROWS
+    again = _tree_digest(_build(wn, tmp_path / "again", seed=0, workers=2))
     assert again == _tree_digest(world_dir)
     other = _tree_digest(_build(wn, tmp_path / "other", seed=1))
     assert other != again

@@ -91,7 +91,7 @@ TEST_CLUSTER_KEYS = {
     "latency-wait": 10,
 }
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.timeout(2400)]
+pytestmark = [pytest.mark.slurm, pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 
 def _skip_reason() -> str | None:

@@ -41,6 +41,9 @@ torch.set_num_threads(1)
 RANK = Path(__file__).with_name("ddp_rank.py")
 # every test here waits on processes: a hang fails the test instead of the suite
 pytestmark = pytest.mark.timeout(600)
+# the tests that start torchrun launchers and their ranks: `make test-cluster` runs them, with
+# the real SLURM of tests/test_slurm.py (pyproject.toml's marker `cluster`)
+CLUSTER = pytest.mark.cluster
 
 
 def _free_port() -> int:
@@ -110,11 +113,18 @@ def _run(commands: list[list[str]], logs: Path) -> tuple[list[int], str]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """One process, two ranks on one node, and two nodes of one rank, each over two epochs of
-    the same global batch."""
+def one_process(tmp_path_factory):
+    """The job in one process, over two epochs: the weights every data-parallel run must give."""
     tmp = tmp_path_factory.mktemp("ddp")
     _, one = fit(JOB, data(), data(12, seed=1), tmp / "one.safetensors", "fp")
+    return tmp, one
+
+
+@pytest.fixture(scope="module")
+def runs(one_process):
+    """The one-process run, then two ranks on one node and two nodes of one rank, each over two
+    epochs of the same global batch."""
+    tmp, one = one_process
     codes, log = _run([_one_node("--checkpoint", str(tmp / "two.safetensors"))], tmp / "two")
     assert codes == [0], log[-3000:]
     codes, log = _run(_two_nodes("--checkpoint", str(tmp / "nodes.safetensors")), tmp / "nodes")
@@ -123,6 +133,7 @@ def runs(tmp_path_factory):
     return tmp, one
 
 
+@CLUSTER
 @pytest.mark.parametrize("name", ["two", "nodes"])
 def test_data_parallel_ranks_train_the_weights_of_one_process(runs, name):
     tmp, one = runs
@@ -134,13 +145,14 @@ def test_data_parallel_ranks_train_the_weights_of_one_process(runs, name):
         assert x["train_loss"] == pytest.approx(y["train_loss"], abs=TOLERANCE)
 
 
-def test_gradient_accumulation_keeps_the_global_batch(runs, tmp_path):
-    tmp, one = runs
+def test_gradient_accumulation_keeps_the_global_batch(one_process, tmp_path):
+    tmp, one = one_process
     _, acc = fit(JOB, data(), data(12, seed=1), tmp_path / "acc.safetensors", "fp", max_batch=3)  # 3+3+2  # fmt: skip
     assert max_difference(weights(tmp / "one.safetensors"), weights(tmp_path / "acc.safetensors")) < TOLERANCE  # fmt: skip
     assert acc.step == one.step
 
 
+@CLUSTER
 def test_two_process_job_stopped_mid_epoch_resumes_identically_with_any_world_size(runs, tmp_path):
     tmp, _ = runs
     two = read_state(tmp / "two.safetensors")
@@ -168,6 +180,7 @@ def test_two_process_job_stopped_mid_epoch_resumes_identically_with_any_world_si
     assert max_difference(weights(tmp / "one.safetensors"), weights(other)) < TOLERANCE
 
 
+@CLUSTER
 @pytest.mark.parametrize(
     ("nodes", "number"), [(False, signal.SIGTERM), (True, signal.SIGUSR1)], ids=["one-node-TERM", "two-nodes-USR1"]
 )  # fmt: skip
@@ -198,6 +211,7 @@ def test_a_signal_to_a_launcher_stops_every_rank_at_one_checkpoint(tmp_path, nod
     assert paused.stopped_by is None
 
 
+@CLUSTER
 def test_a_killed_rank_ends_the_whole_job(tmp_path):
     """A rank killed outright (out of memory, a node lost): both launchers end with a failure
     status, no rank is left running and nothing hangs (the module's timeout)."""
@@ -243,6 +257,7 @@ def test_a_rank_reads_its_place_from_torchrun_and_refuses_the_wrong_launch(monke
         from_environment(env)
 
 
+@CLUSTER
 def test_a_training_rule_runs_its_ranks_under_the_plans_launcher(tmp_path):
     """``imagenot train-trial`` as the rule runs it for a two-GPU job, on the CPU: behind the
     plan's launcher, each rank configures its own process (half the job's cores), rank 0

@@ -22,6 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "by hand, missing keys take the schema defaults)",
     )
     p.add_argument("--seed", type=int, default=None, help="override demo_world.seed")
+    p.add_argument(
+        "--threads", type=int, default=1, help="processes that render the images (rule threads)"
+    )
 
 
 def demo_settings(settings_json: str, seed: int | None):
@@ -55,7 +58,7 @@ def _demo_world(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     world = build_world(load_wordnet(f.nltk_data), settings, f.shards)
     log.info("planned %d rows in %.1f s", world.truth.num_rows, time.perf_counter() - start)
-    write_world(world, args.out, settings)
+    write_world(world, args.out, settings, workers=args.threads)
     summary = world.summary
     log.info(
         "demo world at %s: %d rows, %d planted classes, url status %s (%.1f s)",

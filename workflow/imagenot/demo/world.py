@@ -278,12 +278,45 @@ def render_file(
     return img.truncated(data, rng) if status == "truncated" else data
 
 
-def write_world(world: World, out_dir: str | os.PathLike, cfg: DemoSettings) -> Path:
+#: Rows one worker renders and writes per task: a task costs about a second on one core.
+CHUNK_ROWS = 1000
+
+
+def _write_images(
+    rows: list[dict],
+    prototypes: dict[str, img.Prototype],
+    folder: Path,
+    cfg: DemoSettings,
+) -> int:
+    """Render and write the files of ``rows`` (truth rows) under ``folder``; the number of rows."""
+    for t in rows:
+        data = render_file(
+            t["url_status"],
+            t["shard"],
+            t["row"],
+            prototypes.get(t["image_wnid"]),
+            cfg.seed,
+            cfg.image_size,
+            cfg.jpeg_quality,
+        )
+        if data is not None:
+            (folder / image_path(t["shard"], t["row"])).write_bytes(data)
+    return len(rows)
+
+
+def write_world(
+    world: World, out_dir: str | os.PathLike, cfg: DemoSettings, workers: int = 1
+) -> Path:
     """Render the images and write shards, truth and world.json under ``out_dir``.
 
     Images go to a temporary directory renamed to ``images`` when complete; world.json is
-    written last, so its presence means the world is whole.
+    written last, so its presence means the world is whole. ``workers`` processes (the job's
+    threads) render them, chunk by chunk: each file is seeded by its own row
+    (:func:`render_file`), so the bytes are the same for any number of workers.
     """
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
     from tqdm import tqdm
 
     out = Path(out_dir)
@@ -292,19 +325,21 @@ def write_world(world: World, out_dir: str | os.PathLike, cfg: DemoSettings) -> 
     for name in world.shards:
         (images_tmp / shard_name(name)).mkdir(parents=True)
     truth = world.truth.select(["url_status", "shard", "row", "image_wnid"]).to_pylist()
-    for t in tqdm(truth, desc="demo images", unit="img", mininterval=5):
-        prototype = world.prototypes.get(t["image_wnid"])
-        data = render_file(
-            t["url_status"],
-            t["shard"],
-            t["row"],
-            prototype,
-            cfg.seed,
-            cfg.image_size,
-            cfg.jpeg_quality,
-        )
-        if data is not None:
-            (images_tmp / image_path(t["shard"], t["row"])).write_bytes(data)
+    chunks = [truth[i : i + CHUNK_ROWS] for i in range(0, len(truth), CHUNK_ROWS)]
+    progress = tqdm(total=len(truth), desc="demo images", unit="img", mininterval=5)
+    with progress:
+        if workers <= 1:
+            for chunk in chunks:
+                progress.update(_write_images(chunk, world.prototypes, images_tmp, cfg))
+        else:
+            # spawned, not forked: the parent holds pyarrow's and numpy's thread pools
+            with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+                done = [
+                    pool.submit(_write_images, chunk, world.prototypes, images_tmp, cfg)
+                    for chunk in chunks
+                ]
+                for future in done:
+                    progress.update(future.result())
     shutil.rmtree(out / "images", ignore_errors=True)
     os.replace(images_tmp, out / "images")
     for name, table in world.shards.items():

@@ -56,6 +56,7 @@ def world_dir(tmp_path_factory, nltk_data) -> Path:
         [
             *("demo-world", "--nltk-data", str(nltk_data), "--out", str(out)),
             *("--settings", json.dumps(SMALL), "--seed", "0", "--shards", *SHARDS),
+            *("--threads", "1"),
         ]
     )
     assert rc == 0

@@ -205,7 +205,8 @@ def test_cli_prints_json_and_refuses_bad_gpus(tmp_path, demo_plan):
     plan = json.loads(done.stdout)
     assert plan["config"] == f"{DEMO}, {overlay}"
     draws = _rules(plan)["train_draw_trials"]
-    assert draws * 3 == _rules(demo_plan)["train_draw_trials"]  # 2 of the demo's 6 models
+    demo_models = len(load_config(DEMO)["train"]["models"])
+    assert draws * demo_models == _rules(demo_plan)["train_draw_trials"] * 2  # 2 of its models
 
 
 # ---- what to request --------------------------------------------------------------------------

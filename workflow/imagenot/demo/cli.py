@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=int, default=None, help="override demo_world.seed")
     p.add_argument(
-        "--threads", type=int, default=1, help="processes that render the images (rule threads)"
+        "--threads", type=int, required=True, help="processes that render the images (rule threads)"
     )
 
 

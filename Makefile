@@ -15,10 +15,11 @@ UV_LOUD := env -u PIP_FIND_LINKS UV_NO_CONFIG=1 $(BIN)/uv pip install --python $
 UV := $(UV_LOUD) -q
 # The installed packages' bytecode, compiled once at set-up: where PYTHONDONTWRITEBYTECODE is set
 # (this CI machine) no process caches a .pyc, and every job compiled torch again (a run took
-# minutes longer). Not the files no process imports, a third of the 18,566: the packages' own
-# test suites, pip and setuptools, and transformers' model zoo but its configurations (which its
-# auto classes import) and the BERT family of the sentence encoders (docs/benchmarks.md: 40
-# against 32 s; uv's --compile-bytecode compiles every file).
+# minutes longer). Not the files no process imports, about a quarter of the 18,566: the
+# packages' own test suites, pip and setuptools, and transformers' model zoo but its
+# configurations (which its auto classes import) and the BERT family of the sentence encoders.
+# 38 s against 44-46 s for uv's --compile-bytecode, which compiles every file (measured back to
+# back on 2 cores: docs/benchmarks.md, "The demo and the test suite").
 NOT_IMPORTED := site-packages/(([^/]+/)*tests?/|pip/|setuptools/|transformers/models/(?!auto/|bert/)[^/]+/(?!configuration_|__init__))
 RUN := env PATH="$(BIN):$$PATH"
 PROFILE ?= profiles/local

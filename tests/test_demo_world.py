@@ -286,3 +286,40 @@ def test_bad_settings_name_the_key():
         demo_settings(json.dumps({"n_shardz": 2}), None)
     with pytest.raises(ConfigError, match="label_noise"):
         demo_settings(json.dumps({"label_noise": 2.0}), None)
+
+
+def test_a_killed_world_job_leaves_no_rendering_process(nltk_data, tmp_path):
+    """The job's rendering processes end with the job: killed outright (SIGKILL, which it cannot
+    handle), its spawned workers get SIGTERM from the kernel (lifeline.bind_to_parent)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    big = {**SMALL, "rows_per_shard": 8000}  # seconds of rendering: time to kill it mid-way
+    job = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "imagenot.cli", "demo-world"),
+            *("--nltk-data", str(nltk_data), "--out", str(tmp_path), "--threads", "2"),
+            *("--settings", json.dumps(big), "--seed", "0", "--shards", *SHARDS),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    parent = psutil.Process(job.pid)
+    deadline = time.monotonic() + 120
+    workers: list[psutil.Process] = []
+    while len(workers) < 2:  # the pool's two workers, rendering
+        assert job.poll() is None and time.monotonic() < deadline, "no rendering workers"
+        workers = [p for p in parent.children() if "spawn_main" in " ".join(p.cmdline())]
+        time.sleep(0.2)
+    while not any((tmp_path / ".images.tmp" / "part-00000").iterdir()):
+        assert time.monotonic() < deadline, "no image written"
+        time.sleep(0.2)
+    job.send_signal(signal.SIGKILL)
+    job.wait()
+    _, alive = psutil.wait_procs(workers, timeout=30)
+    assert not alive, [p.pid for p in alive]
+    assert not (tmp_path / "world.json").exists()

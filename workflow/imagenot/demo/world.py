@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from imagenot import job_usage, lifeline
 from imagenot.clutter import jpeg_bytes, render_clutter
 from imagenot.demo import images as img
 from imagenot.demo.captions import (
@@ -314,7 +315,7 @@ def write_world(
     threads) render them, chunk by chunk: each file is seeded by its own row
     (:func:`render_file`), so the bytes are the same for any number of workers.
     """
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, as_completed
     from multiprocessing import get_context
 
     from tqdm import tqdm
@@ -332,14 +333,23 @@ def write_world(
             for chunk in chunks:
                 progress.update(_write_images(chunk, world.prototypes, images_tmp, cfg))
         else:
-            # spawned, not forked: the parent holds pyarrow's and numpy's thread pools
-            with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+            job_usage.declare_workers(workers)  # the job's recorded peak counts them
+            # spawned, not forked: the parent holds pyarrow's and numpy's thread pools; each
+            # worker ends with the job (lifeline.bind_to_parent), as a killed job's must
+            pool = ProcessPoolExecutor(
+                workers, mp_context=get_context("spawn"), initializer=lifeline.bind_to_parent
+            )
+            with pool:
                 done = [
                     pool.submit(_write_images, chunk, world.prototypes, images_tmp, cfg)
                     for chunk in chunks
                 ]
-                for future in done:
-                    progress.update(future.result())
+                try:
+                    for future in as_completed(done):
+                        progress.update(future.result())
+                except BaseException:
+                    pool.shutdown(cancel_futures=True)  # the first error ends the job now
+                    raise
     shutil.rmtree(out / "images", ignore_errors=True)
     os.replace(images_tmp, out / "images")
     for name, table in world.shards.items():

@@ -38,17 +38,11 @@ from imagenot.train.feed import Feeder, InMemory, preprocess
 from imagenot.train.identity import Job
 from imagenot.train.interrupts import Interrupts
 from imagenot.train.loop import fit, make_model, train_one_epoch
+from imagenot.train.registry import MODELS
 from imagenot.train.search import DEFAULTS
 from imagenot.train.settings import JobSettings
 
-DEMO = [
-    "alexnet_mini",
-    "vgg_mini",
-    "resnet_mini",
-    "densenet_mini",
-    "efficientnet_mini",
-    "convnext_mini",
-]
+MINI = [name for name in MODELS if name.endswith("_mini")]  # every family's CPU-sized member
 
 
 def plain_loop(
@@ -223,7 +217,7 @@ def checkpoint_ms(job: Job, repeats: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--models", nargs="+", default=DEMO)
+    parser.add_argument("--models", nargs="+", default=MINI)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--image-size", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=32)

@@ -42,15 +42,15 @@ def pytest_configure(config):
 
 
 # The modules of 15 s or more, costliest first (measured in clean-clone CI runs, 2026-11-25/26:
-# docs/benchmarks.md, "The demo and the test suite"). `make test` runs the suite on several workers (pytest-xdist,
-# one module per worker at a time, in collection order): longest first, so that the last modules
+# docs/benchmarks.md, "The demo and the test suite"). `make test` and `make test-cluster` run their
+# tests on several workers (pytest-xdist, one module per worker at a time, in collection order): longest first, so that the last modules
 # to start are short and the workers end together (with only the four end-to-end modules first, a
 # 90 s module could start last and one worker ran ~40 s alone).
 COSTLIEST_FIRST = (
     "test_incremental.py",  # ~680 s in CI (2026-11-28; the finished fixture 455 s)
-    "test_slurm.py",  # ~215 s in CI (2026-11-28)
+    "test_slurm.py",  # ~215 s in CI (2026-11-28); `make test-cluster`
     "test_scale_world.py",  # ~55 s in CI (2026-11-28)
-    "test_train_ddp.py",  # 89 s; 180 CPU-s alone on the loaded 2-core dev machine (~28 processes)
+    "test_train_ddp.py",  # 89 s, 180 CPU-s on a loaded machine; its torchrun tests: test-cluster
     "test_faults.py",  # 85 s; 131 CPU-s alone on the loaded 2-core dev machine (8 downloads)
     "test_docs_commands.py",  # 82 s CPU (every documented command; a busy machine)
     "test_preflight.py",  # 35 CPU-s, 45-60 s alone on the loaded 2-core dev machine

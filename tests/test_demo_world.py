@@ -298,7 +298,7 @@ def test_a_killed_world_job_leaves_no_rendering_process(nltk_data, tmp_path):
 
     import psutil
 
-    big = {**SMALL, "rows_per_shard": 8000}  # seconds of rendering: time to kill it mid-way
+    big = {**SMALL, "rows_per_shard": 4000}  # 8 chunks, seconds of rendering: killed in the first
     job = subprocess.Popen(
         [
             *(sys.executable, "-m", "imagenot.cli", "demo-world"),
@@ -318,6 +318,7 @@ def test_a_killed_world_job_leaves_no_rendering_process(nltk_data, tmp_path):
     while not any((tmp_path / ".images.tmp" / "part-00000").iterdir()):
         assert time.monotonic() < deadline, "no image written"
         time.sleep(0.2)
+    assert job.poll() is None  # killed mid-way, not after it finished
     job.send_signal(signal.SIGKILL)
     job.wait()
     _, alive = psutil.wait_procs(workers, timeout=30)

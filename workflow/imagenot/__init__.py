@@ -6,4 +6,27 @@ captions to classes), ``acquire`` (images to datasets), ``train``, ``evaluate``,
 ``io``, ``cli``.
 """
 
-__version__ = "0.1.0"
+
+def __getattr__(name: str):
+    """``imagenot.__version__``, read when asked (not at every job's import)."""
+    if name == "__version__":
+        return _version()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _version() -> str:
+    """The version of this code: pyproject.toml's ``version``, its one source. Read from the
+    checkout the package is imported from when it lies in one (an editable install's recorded
+    metadata keeps the version it was installed at), else from the installed distribution."""
+    from pathlib import Path
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    if pyproject.is_file():
+        import tomllib
+
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+        if project.get("name") == "imagenot":
+            return project["version"]
+    from importlib.metadata import version
+
+    return version("imagenot")

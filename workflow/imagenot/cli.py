@@ -11,7 +11,7 @@ import importlib
 import sys
 import time
 
-from imagenot import __version__, job_usage, lifeline
+from imagenot import job_usage, lifeline
 from imagenot.io import setup_logging
 
 STAGE_CLIS = (
@@ -87,13 +87,27 @@ run will cost, check a GPU, write the SLURM site profile, and ask whether rankin
 transfer for any results table. The workflow itself runs with snakemake (README)."""
 
 
+class _Version(argparse._VersionAction):
+    """``--version``: the version is read when the flag is given, not at every command's start."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import imagenot
+
+        self.version = f"imagenot {imagenot.__version__}"
+        super().__call__(parser, namespace, values, option_string)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="imagenot",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"imagenot {__version__}")
+    parser.add_argument(
+        "--version",
+        action=_Version,
+        help="print the version of imagenot (pyproject.toml's) and exit",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument(
         "--debug", action="store_true", help="show the Python traceback of an error"

@@ -6,9 +6,10 @@ device-resident data, read where the training jobs will read.
   filesystem on most clusters; a sample of the dataset itself when it is built, else JPEGs
   written beside it) and from node-local ``$TMPDIR``, as ``train.stage_to_local`` would copy it;
   the check names the setting the measurement favours, and whether ``$TMPDIR`` has the room for
-  the dataset (``feed.staging_room``, the check every job makes before it stages). Why: the
-  preflight used to read JPEGs it had written to a local temporary folder, while the jobs read
-  the dataset where it lies.
+  the dataset (``feed.staging_room``, the check every job makes before it stages). What is
+  measured is the jobs' reads, not JPEGs in a local temporary folder: the two differ by the
+  whole cost of a shared filesystem. :func:`judge_source` decides on the measured rates
+  (``Samples(measure=...)`` takes another measurement: given numbers, in the tests).
 * ``feed <model>``: the real feed (``feed_bench.bench_model``) against the same images held on
   the device, reading them where the jobs will (node-local when they stage, else in place). On
   CUDA both ways of decoding are measured (the loader workers, and nvJPEG on the device ahead of
@@ -70,6 +71,19 @@ def read_rate(dataset, readers: int) -> dict:
     return {"img_per_s": round(n / seconds, 1), "mb_per_s": round(total / seconds / 1e6, 2)}
 
 
+def judge_source(stage: bool, room: bool, gain: float) -> tuple[str, str, bool]:
+    """The ``feed source`` check's verdict on measured read rates: (status, what it says,
+    whether the jobs read the node-local copy). ``stage``: ``train.stage_to_local``; ``room``:
+    whether ``$TMPDIR`` holds the dataset; ``gain``: node-local over in-place images/s."""
+    if stage and not room:
+        return "warn", "too little room, the jobs read in place (a larger $TMPDIR)", False
+    if stage and gain < STAGE_LOSS:
+        return "warn", "staging is slower here; set train.stage_to_local: false", True
+    if not stage and gain >= STAGE_GAIN:
+        return "warn", "set train.stage_to_local: true (the jobs read in place)", False
+    return "pass", f"the jobs read {'a node-local copy' if stage else 'in place'}", stage
+
+
 def _same_filesystem(a: Path, b: Path) -> bool:
     try:
         return os.stat(a).st_dev == os.stat(b).st_dev
@@ -81,10 +95,12 @@ class Samples:
     """The feed checks' images per stored side, read where the jobs read (module docstring);
     a context: the samples it writes are removed at its end. ``checks`` collects the ``feed
     source`` checks, one per side, as (name, status, detail, values) (``preflight.Check``'s
-    fields: this module is the preflight's, and imports nothing of it)."""
+    fields: this module is the preflight's, and imports nothing of it). ``measure(dataset,
+    readers)``: a dataset's read rate (:func:`read_rate`'s ``img_per_s`` and ``mb_per_s``),
+    taken cold in place and in ``$TMPDIR``."""
 
     def __init__(self, settings, feed_images: int, readers: int, device: torch.device,
-                 datasets_root: str | None = None):  # fmt: skip
+                 datasets_root: str | None = None, measure=read_rate):  # fmt: skip
         dirs = {name: Path(d) for name, d in settings.dataset_dirs.items()}
         if datasets_root is not None:  # the datasets' folder moved (tests, gpu_check)
             dirs = {name: Path(datasets_root) / name for name in dirs}
@@ -92,6 +108,7 @@ class Samples:
         self.beside = next(iter(dirs.values())).parent if dirs else Path("results/datasets")
         self.stage = settings.stage_to_local
         self.feed_images, self.readers, self.device = feed_images, readers, device
+        self.measure = measure
         self.local_root = os.environ.get("TMPDIR")
         self.made: list[Path] = []
         self.made_dirs: list[Path] = []
@@ -156,7 +173,7 @@ class Samples:
         sample, where, folder = self._real(side)
         sample_root = getattr(getattr(sample, "dataset", sample), "dataset_dir", None)
         drop_cache(folder or sample_root)
-        real = read_rate(sample, self.readers)
+        real = self.measure(sample, self.readers)
         values = {"where": where, "real": real, "stage_to_local": self.stage}
         name = f"feed source ({side} px)"
         head = f"{where}: {real['img_per_s']} img/s ({real['mb_per_s']} MB/s) read cold"
@@ -169,7 +186,7 @@ class Samples:
         local_root = Path(self.local_root)
         local = self._local_copy(sample, side)
         drop_cache(local.dataset_dir)
-        fast = read_rate(local, self.readers)
+        fast = self.measure(local, self.readers)
         values["local"] = fast
         need = tree_bytes(folder) if folder is not None else None
         room, free = staging_room(need or 0, local_root)
@@ -185,19 +202,10 @@ class Samples:
             head += "each job checks the room before it stages)"
         else:
             head += f"; $TMPDIR has {free / 1e9:.0f} GB free for the dataset's {need / 1e9:.1f} GB"
-        staged = self.stage and room
+        status, says, staged = judge_source(self.stage, room, gain)
         values["jobs_read"] = "node-local copy" if staged else "in place"
-        if self.stage and not room:
-            detail = f"{head}: too little room, the jobs read in place (a larger $TMPDIR)"
-            return sample, (name, "warn", detail, values)
-        if self.stage and gain < STAGE_LOSS:
-            detail = f"{head}: staging is slower here; set train.stage_to_local: false"
-            return local, (name, "warn", detail, values)
-        if not self.stage and gain >= STAGE_GAIN:
-            detail = f"{head}: set train.stage_to_local: true (the jobs read in place)"
-            return sample, (name, "warn", detail, values)
-        detail = f"{head}; the jobs read {values['jobs_read']}"
-        return (local if staged else sample), (name, "pass", detail, values)
+        detail = f"{head}{': ' if status == 'warn' else '; '}{says}"
+        return (local if staged else sample), (name, status, detail, values)
 
 
 def check_feed(

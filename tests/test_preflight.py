@@ -349,7 +349,12 @@ def test_a_random_layer_left_on_is_named_and_only_evaluation_judged():
     )
 
 
-def test_the_cpu_preflight_runs_every_check_and_skips_the_gpu_only_ones(tmp_path, capsys):
+def test_the_cpu_preflight_runs_every_check_and_skips_the_gpu_only_ones(
+    tmp_path, capsys, monkeypatch
+):
+    # no node-local $TMPDIR: the feed source check's verdict rests on the setting, not on which
+    # of two folders this machine happens to read faster (tests/test_preflight_feed.py)
+    monkeypatch.delenv("TMPDIR", raising=False)
     config = _config(tmp_path, {"train": {"in_memory": False, "num_workers": 1}})
     out = tmp_path / "preflight"
     args = ["preflight", "--config", str(config), "--models", "resnet_mini", "--spaces", "st"]

@@ -19,7 +19,8 @@ from imagenot.diagnostics import image_similarity as sim
 from imagenot.diagnostics import wordnet_stats as ws
 from imagenot.wordnet import imagenet_wnids, load_wordnet
 
-DEFAULT_LIST = Path(__file__).resolve().parents[2] / "shared/data/imagenot_classes_2024-05-25.txt"
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_LIST = REPO / "resources" / "class_lists" / "imagenot_classes_2024-05-25.txt"
 
 
 def main() -> None:

@@ -22,15 +22,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 REPO = Path(__file__).resolve().parents[1]
-WEB = REPO.parent / "shared" / "data" / "web_captions_1000.parquet"
+WEB = REPO / "resources" / "captions" / "web_captions_1000.parquet"
 
 
 def draw_captions(n: int, distinct_only: bool, seed: int = 0) -> list[str]:
     rng = np.random.default_rng(seed)
-    if WEB.exists():
-        base = pq.read_table(WEB, columns=["TEXT"]).column("TEXT").to_pylist()
-    else:
-        base = [f"caption number {i} of a synthetic web page" for i in range(1000)]
+    base = pq.read_table(WEB, columns=["TEXT"]).column("TEXT").to_pylist()
     if distinct_only:
         return [base[i % len(base)] + ("" if i < len(base) else f" {i}") for i in range(n)]
     ranks = np.minimum(rng.zipf(1.3, n), len(base)) - 1

@@ -1,6 +1,6 @@
 """Benchmark step 1 (lemma matching): end-to-end captions per second per core.
 
-Generates a shard of >= 1M captions (real web captions from ../shared/data when present, each
+Generates a shard of >= 1M captions (the 1,000 real web captions of resources/captions/, each
 with one random WordNet noun lemma appended so every caption has matches), then times
 read + match all ~117k noun lemmas + write (exactly what `imagenot match` does: the streamed
 ``write_shard_matches``), in one process pinned to one core and in two processes pinned to two
@@ -41,15 +41,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 REPO = Path(__file__).resolve().parents[1]
-WEB = REPO.parent / "shared" / "data" / "web_captions_1000.parquet"
+WEB = REPO / "resources" / "captions" / "web_captions_1000.parquet"
 
 
 def make_shard(path: Path, rows: int, lemma_keys: list[str], seed: int = 0) -> None:
     rng = np.random.default_rng(seed)
-    if WEB.exists():
-        base = pq.read_table(WEB, columns=["TEXT"]).column("TEXT").combine_chunks()
-    else:
-        base = pa.array([" ".join(rng.choice(lemma_keys, 6)) for _ in range(1000)])
+    base = pq.read_table(WEB, columns=["TEXT"]).column("TEXT").combine_chunks()
     texts = base.take(pa.array(rng.integers(0, len(base), rows)))
     extra = pa.array(lemma_keys).take(pa.array(rng.integers(0, len(lemma_keys), rows)))
     text = pc.binary_join_element_wise(texts, extra, " ")

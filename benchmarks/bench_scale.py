@@ -702,11 +702,10 @@ def _size_setup(
     (work directory, config files, the merged config, targets)."""
     workdir = root / f"parts-{n_parts}"
     workdir.mkdir(parents=True, exist_ok=True)
-    # rules name some repository files by relative path; configs name ../shared beside the repo
-    if not (workdir / "workflow").exists():
-        (workdir / "workflow").symlink_to(REPO / "workflow")
-    if (REPO.parent / "shared").is_dir() and not (root / "shared").exists():
-        (root / "shared").symlink_to(REPO.parent / "shared")
+    # rules and configs name some repository files by relative path (workflow/, resources/)
+    for name in ("workflow", "resources"):
+        if not (workdir / name).exists():
+            (workdir / name).symlink_to(REPO / name)
     base = yaml.safe_load(config_path.read_text()) or {}
     row_group = min(base.get("scale_world", {}).get("row_group_rows", rows_per_part), rows_per_part)
     overlay_cfg = {

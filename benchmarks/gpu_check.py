@@ -19,8 +19,8 @@ which did not finish. Steps, in order:
    loses only them): memory at the per-GPU batch, the feed decoding in the CPU workers and on
    the GPU against the same images held on the device, read where the jobs would read them,
    bf16 against float32;
-3. ``plain``: the reference plain loop (``shared/gpu/plain_loop.py``, else its copy
-   ``benchmarks/gpu_plain_loop.py``) at the first GPU run's batches;
+3. ``plain``: the reference plain loop (``benchmarks/gpu_plain_loop.py``: torch and
+   torchvision only, nothing of the project) at the first GPU run's batches;
 4. ``step``: the project's training step at the same batches, and the loop's own
    ``train_one_epoch``, judged against the plain loop (goal: 0.95), with the parts that differ
    (preprocess on the device, a pinned batch's copy);
@@ -64,13 +64,12 @@ DECODE_MEAN_ABS, DECODE_GROWTH_MIB = 1.5, 64
 
 
 def plain_loop_path(given: str | None) -> Path:
-    """The reference plain loop: ``--plain-loop``, else the shared folder's beside or inside the
-    clone, else the clone's copy (``benchmarks/gpu_plain_loop.py``, the same file)."""
-    candidates = [Path(given)] if given else []
-    candidates += [REPO / "shared" / "gpu" / "plain_loop.py",
-                   REPO.parent / "shared" / "gpu" / "plain_loop.py",
-                   REPO / "benchmarks" / "gpu_plain_loop.py"]  # fmt: skip
-    return next(p for p in candidates if p.is_file())
+    """The reference plain loop: ``--plain-loop`` (a file with the same command line), else the
+    project's ``benchmarks/gpu_plain_loop.py``."""
+    path = Path(given) if given else REPO / "benchmarks" / "gpu_plain_loop.py"
+    if not path.is_file():
+        raise SystemExit(f"gpu_check: --plain-loop {path}: no such file")
+    return path
 
 
 def python() -> list[str]:
@@ -304,7 +303,9 @@ def main() -> int:
         "--budget", type=float, help="seconds for every step together (default 345; --cpu: 900)"
     )
     p.add_argument("--threads", type=int, default=8, help="torch threads (a job's cores)")
-    p.add_argument("--plain-loop", help="the reference plain loop (default: shared/gpu/...)")
+    p.add_argument(
+        "--plain-loop", help="the reference plain loop (default: benchmarks/gpu_plain_loop.py)"
+    )
     args = p.parse_args()
     if args.budget is None:
         args.budget = 900.0 if args.cpu else 345.0

@@ -7,7 +7,7 @@ Steps (``--cpu``: the same code on the CPU with tiny sizes, the test's smoke run
 
 * ``env``: python, torch, torchvision, CUDA, the GPU, its driver, the cores; which of the
   project's modules import (the wheels beyond torch, torchvision and numpy: :data:`WHEELS`);
-* ``plain``: the reference plain loop (``shared/gpu/plain_loop.py``) at :data:`BATCHES`;
+* ``plain``: the reference plain loop (``benchmarks/gpu_plain_loop.py``) at :data:`BATCHES`;
 * ``step``: the project's training step at the same batches: ``feed_bench.train_step`` on
   images held on the device at the stored 256 px (preprocess on the device, as the jobs), the
   loop's own ``train_one_epoch`` over them, and the parts: preprocess alone, a pinned batch's
@@ -33,7 +33,6 @@ import importlib
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
 import time
@@ -135,28 +134,24 @@ def step_env(args) -> dict:
 
 
 # ---- plain ----------------------------------------------------------------------------------
-def plain_loop_source(path: Path, cpu: bool) -> str:
-    """The plain loop's code; on the CPU (smoke run) with its device and CUDA calls moved there
-    (the loop itself unchanged: same model, layout, autocast, optimizer and timing)."""
-    text = path.read_text()
+PLAIN_LOOP = REPO / "benchmarks" / "gpu_plain_loop.py"
+
+
+def plain_loop_args(cpu: bool) -> list[str]:
+    """The plain loop's options: the paper's side, 8 + 25 steps; on the CPU (smoke run) the
+    smoke run's side, 2 + 5 steps, float32 (``--cpu``; the loop itself unchanged)."""
     if cpu:
-        text = text.replace('"cuda"', '"cpu"')
-        text = re.sub(r"torch\.cuda\.(synchronize|reset_peak_memory_stats|empty_cache)\(\)",
-                      "None", text)  # fmt: skip
-        text = text.replace("torch.cuda.max_memory_allocated()", "0")
-        # the smoke run's: CPU_SIZE px, 2 + 5 steps, float32 (the CPU's bf16 is emulated on
-        # most CPUs, and the project's CPU step runs float32)
-        text = text.replace(f"{SIZE}, {SIZE}", f"{CPU_SIZE}, {CPU_SIZE}")
-        text = text.replace("dtype=torch.bfloat16)", "dtype=torch.bfloat16, enabled=False)")
-        text = text.replace("range(8)", "range(2)").replace("n = 25", "n = 5")
-    return text
+        return ["--cpu", "--size", str(CPU_SIZE), "--warmup", "2", "--steps", "5"]
+    return ["--size", str(SIZE), "--warmup", "8", "--steps", "25"]
 
 
 def step_plain(args) -> dict:
     specs = [f"{m}:{b}" for m, b in _batches(args).items()]
-    source = plain_loop_source(Path(args.plain_loop), args.cpu)
     done = subprocess.run(
-        [*_python(), "-c", source, *specs], capture_output=True, text=True, check=False
+        [*_python(), str(args.plain_loop), *specs, *plain_loop_args(args.cpu)],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
@@ -584,7 +579,11 @@ def main() -> None:
     p.add_argument("--cpu", action="store_true", help="the smoke run: CPU, tiny sizes")
     p.add_argument("--models", help="comma-separated (default: BATCHES)")
     p.add_argument("--threads", type=int, default=8, help="torch threads (a job's cores)")
-    p.add_argument("--plain-loop", default=str(REPO.parent / "shared" / "gpu" / "plain_loop.py"))
+    p.add_argument(
+        "--plain-loop",
+        default=str(PLAIN_LOOP),
+        help="the reference plain loop (default: benchmarks/gpu_plain_loop.py)",
+    )
     args = p.parse_args()
     start = time.perf_counter()
     result = STEPS[args.step](args)

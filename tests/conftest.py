@@ -1,4 +1,5 @@
-"""Shared fixtures: repository paths, the prepared WordNet corpus, the shared data folder."""
+"""Shared fixtures: repository paths, the prepared WordNet corpus, the published data files
+shipped under resources/ (resources/README.md names each one's source)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+RESOURCES = REPO / "resources"
 NO_SLURM = REPO / "tests" / "no-slurm"
 # The rules whose jobs ask for GPUs when the config plans them (docs/gpu.md, "Which jobs ask for a
 # GPU"): tests/test_train_search.py finds them in the rule files, tests/test_plan.py in a plan.
@@ -227,11 +228,21 @@ def repo_root() -> Path:
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
-    """../shared/data beside the clone (as CI has it)."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared data folder {SHARED_DATA} not present beside the repository")
-    return SHARED_DATA
+def class_lists() -> Path:
+    """The authors' two published ImageNot class lists (resources/class_lists/)."""
+    return RESOURCES / "class_lists"
+
+
+@pytest.fixture(scope="session")
+def web_captions() -> Path:
+    """1,000 real web captions with their URLs (resources/captions/)."""
+    return RESOURCES / "captions" / "web_captions_1000.parquet"
+
+
+@pytest.fixture(scope="session")
+def published_tables() -> Path:
+    """Results tables of neighbouring papers (resources/published/)."""
+    return RESOURCES / "published"
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Published tables of neighbouring papers through `imagenot rankings` (../shared/data)."""
+"""Published tables of neighbouring papers through `imagenot rankings` (resources/published/)."""
 
 from __future__ import annotations
 
@@ -22,11 +22,12 @@ def run_json(argv, capsys) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def test_ssl_benchmark_lottery_ranks_and_means(shared_data, capsys):
+def test_ssl_benchmark_lottery_ranks_and_means(published_tables, capsys):
     """Ozbulak et al.: 12 self-supervised ResNet-50s on six ImageNet test sets."""
-    df = pd.read_csv(shared_data / SSL)
+    df = pd.read_csv(published_tables / SSL)
     rep = run_json(
-        [str(shared_data / SSL), "--reference", "imagenet-val", "--bootstrap-reps", "0"], capsys
+        [str(published_tables / SSL), "--reference", "imagenet-val", "--bootstrap-reps", "0"],
+        capsys,
     )
     assert set(rep["datasets"]) == set(df["dataset"])
     for dataset, g in df.groupby("dataset"):
@@ -86,9 +87,9 @@ def _long(excerpt: pd.DataFrame, benchmark: str) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("benchmark", ["imagenet", "cifar10"])
-def test_new_test_sets_clopper_pearson_intervals(shared_data, benchmark):
+def test_new_test_sets_clopper_pearson_intervals(published_tables, benchmark):
     """Recht et al.: the printed 95% intervals follow from the (rounded) accuracy and n."""
-    ex = pd.read_csv(shared_data / NEW)
+    ex = pd.read_csv(published_tables / NEW)
     ex = ex[ex["benchmark"] == benchmark]
     n_orig, n_new = {"imagenet": (50_000, 10_000), "cifar10": (10_000, 2_000)}[benchmark]
     for which, n in (("original", n_orig), ("new", n_new)):
@@ -104,9 +105,9 @@ def test_new_test_sets_clopper_pearson_intervals(shared_data, benchmark):
         assert np.all(printed_hi >= hi_min - 0.051) and np.all(printed_hi <= hi_max + 0.051)
 
 
-def test_new_test_sets_ranks_barely_change(shared_data, tmp_path, capsys):
+def test_new_test_sets_ranks_barely_change(published_tables, tmp_path, capsys):
     """Recht et al.: accuracy drops on the new ImageNet test set, the order barely changes."""
-    ex = pd.read_csv(shared_data / NEW)
+    ex = pd.read_csv(published_tables / NEW)
     table = tmp_path / "imagenet.csv"
     _long(ex, "imagenet").to_csv(table, index=False)
     rep = run_json([str(table), "--reference", "original", "--bootstrap-reps", "0"], capsys)
@@ -127,9 +128,9 @@ def test_new_test_sets_ranks_barely_change(shared_data, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("benchmark", ["imagenet", "cifar10"])
-def test_new_test_sets_as_a_wide_table(shared_data, tmp_path, capsys, benchmark):
+def test_new_test_sets_as_a_wide_table(published_tables, tmp_path, capsys, benchmark):
     """Recht et al.'s table as printed (one column per test set) with --format wide --n."""
-    ex = pd.read_csv(shared_data / NEW)
+    ex = pd.read_csv(published_tables / NEW)
     ex = ex[ex["benchmark"] == benchmark]
     wide = ex[["model", "original_accuracy", "new_accuracy"]].rename(
         columns={"original_accuracy": "original", "new_accuracy": "new"}
@@ -153,7 +154,7 @@ def test_new_test_sets_as_a_wide_table(shared_data, tmp_path, capsys, benchmark)
 
 
 def test_workflow_figures_point_plain_tables_to_the_toolbox(
-    shared_data, repo_root, tmp_path, capsys
+    published_tables, repo_root, tmp_path, capsys
 ):
     from imagenot.config import load_config
     from imagenot.figures.settings import FigureSettings
@@ -162,6 +163,6 @@ def test_workflow_figures_point_plain_tables_to_the_toolbox(
     config = load_config(repo_root / "config" / "config.yaml")
     settings = to_json(FigureSettings.from_config(config, figure="rankings_st"))
     out = ["--pdf", str(tmp_path / "f.pdf"), "--png", str(tmp_path / "f.png")]
-    assert main(["figure", "--settings", settings, str(shared_data / SSL), *out]) == 2
+    assert main(["figure", "--settings", settings, str(published_tables / SSL), *out]) == 2
     err = capsys.readouterr().err
     assert "imagenot rankings TABLE --report DIR" in err and len(err.strip().splitlines()) == 1

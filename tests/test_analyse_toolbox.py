@@ -168,8 +168,8 @@ def test_missing_models_and_near_duplicate_names_are_reported():
     assert rep["datasets"]["b"]["common_models"] == 4
 
 
-def test_wide_tables_with_sizes_equal_their_long_form(tmp_path, shared_data):
-    long = pd.read_csv(shared_data / SSL)
+def test_wide_tables_with_sizes_equal_their_long_form(tmp_path, published_tables):
+    long = pd.read_csv(published_tables / SSL)
     wide = long.pivot(index="model", columns="dataset", values="accuracy")
     order = list(dict.fromkeys(long["dataset"]))
     wide = wide[order[::-1]].reset_index()  # a different column order: kept as given
@@ -429,7 +429,7 @@ def test_a_dataset_of_one_row_given_as_a_fraction_is_never_mixed_in(tmp_path, ca
 
 def test_counts_allow_the_digits_an_accuracy_is_written_with():
     """33.3% of 3 images is 1 of 3 rounded; 66.67% is 2 of 3; 76.1% of 50,000 is exact; the
-    published tables of the shared data folder all pass (test_analyse_fixtures)."""
+    published tables of resources/published/ all pass (test_analyse_fixtures)."""
     df = pd.DataFrame(
         {
             "model": ["a", "b", "c", "d"],
@@ -820,8 +820,8 @@ def test_ci_command_matches_statsmodels(capsys):
 # --------------------------------------------------------------------------------- report
 
 
-def test_report_draws_every_figure_and_table_for_a_plain_table(tmp_path, shared_data, capsys):
-    argv = ["rankings", str(shared_data / SSL), "--reference", "imagenet-val", "--dpi", "50"]
+def test_report_draws_every_figure_and_table_for_a_plain_table(tmp_path, published_tables, capsys):
+    argv = ["rankings", str(published_tables / SSL), "--reference", "imagenet-val", "--dpi", "50"]
     argv += [
         "--bootstrap-over",
         "models",

@@ -195,13 +195,13 @@ def test_minilm_queries_rank_related_captions_first(tmp_path):
     assert fox > cat
 
 
-def test_token_length_batches_give_plain_encode_vectors(shared_data):
+def test_token_length_batches_give_plain_encode_vectors(web_captions):
     """Batching by token count changes padding, not vectors: each caption's vector equals what
     ``SentenceTransformer.encode`` gives, in input order (real web captions, mixed lengths)."""
     torch = pytest.importorskip("torch", reason="the embedding step needs torch")
     from imagenot.curate.encoders import create_encoder
 
-    web = shared_data / "web_captions_1000.parquet"
+    web = web_captions
     captions = pq.read_table(web, columns=["TEXT"]).column("TEXT").to_pylist()[:48]
     torch.set_num_threads(1)
     spec = encoder_spec(_minilm_settings(batch_size=8, max_seq_length=64))

@@ -88,8 +88,8 @@ def test_whole_words_case_insensitive_multiword(matcher):
     assert len(found) == len(pos)  # unique (row, wnid) pairs
 
 
-def test_matches_reference_caption_by_caption(shared_data, matcher, lemma_table, tmp_path):
-    path = shared_data / "web_captions_1000.parquet"
+def test_matches_reference_caption_by_caption(web_captions, matcher, lemma_table, tmp_path):
+    path = web_captions
     table, stats = match_shard(path, matcher, _settings(batch_rows=300), progress=False)
     captions = pq.read_table(path, columns=["TEXT"]).column("TEXT").to_pylist()
     expected = reference_matches(captions, lemma_table)
@@ -101,10 +101,10 @@ def test_matches_reference_caption_by_caption(shared_data, matcher, lemma_table,
     assert stats["rows"] == 1000 and stats["matches"] == len(got) > 1000
 
 
-def test_written_matches_read_back_as_matched(shared_data, matcher, tmp_path):
+def test_written_matches_read_back_as_matched(web_captions, matcher, tmp_path):
     from imagenot.curate.match import write_matches
 
-    path = shared_data / "web_captions_1000.parquet"
+    path = web_captions
     table, _ = match_shard(path, matcher, _settings(batch_rows=300), progress=False)
     assert table.column("wnid").num_chunks > 1  # one shared dictionary across batches
     out = tmp_path / "matches.parquet"
@@ -434,13 +434,13 @@ def test_small_lemma_index():
     assert pairs == [(0, "n1"), (0, "n2"), (0, "n3"), (2, "n2"), (2, "n4")]
 
 
-def test_streamed_matches_equal_in_memory_and_count_per_wnid(shared_data, matcher, tmp_path):
+def test_streamed_matches_equal_in_memory_and_count_per_wnid(web_captions, matcher, tmp_path):
     """The workflow's streamed writer (one row group per batch, memory bounded by the batch) gives
     the in-memory table whatever the batch size, also with skipped captions inside a batch; the
     per-wnid counts (the class-count scatter) are the matched captions per synset."""
     from imagenot.curate.match import write_shard_matches
 
-    texts = pq.read_table(shared_data / "web_captions_1000.parquet", columns=["TEXT"])
+    texts = pq.read_table(web_captions, columns=["TEXT"])
     text = texts.column("TEXT").to_pylist()
     text[5], text[400] = None, "   "  # skipped rows: batches are no longer contiguous
     path = tmp_path / "shard.parquet"
@@ -484,14 +484,14 @@ def test_web_text_rule_on_entities_compatibility_forms_and_accents(matcher, tmp_
 
 
 @pytest.mark.parametrize("string_type", [pa.string(), pa.large_string()])
-def test_web_text_cleaned_together_equals_text_by_text(shared_data, string_type):
+def test_web_text_cleaned_together_equals_text_by_text(web_captions, string_type):
     """``clean_web_text`` folds all non-ASCII texts as one string; it must equal the rule applied
     to each text alone: real web captions, random code points from every plane (marks, Hangul
     jamo that compose, compatibility forms), references that turn ASCII into non-ASCII, '&'
     that starts no reference, and U+0000 inside a text (the separator of the fast path)."""
     from imagenot.curate.text import clean_web_text
 
-    web = pq.read_table(shared_data / "web_captions_1000.parquet").column("TEXT").to_pylist()
+    web = pq.read_table(web_captions).column("TEXT").to_pylist()
     rng = np.random.default_rng(11)
     pool = np.concatenate(
         [np.arange(32, 127), np.arange(0x300, 0x370), np.arange(0x1100, 0x1176), [0x26] * 20]

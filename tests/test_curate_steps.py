@@ -143,8 +143,8 @@ def test_class_list_errors_name_file_and_line(tmp_path):
         read_class_list(path)
 
 
-def test_published_list_real_file(shared_data):
-    wnids = read_class_list(shared_data / "imagenot_classes_2024-05-25.txt")
+def test_published_list_real_file(class_lists):
+    wnids = read_class_list(class_lists / "imagenot_classes_2024-05-25.txt")
     assert len(wnids) == 1000 and len(set(wnids)) == 1000
 
 

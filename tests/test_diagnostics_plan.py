@@ -88,13 +88,13 @@ def test_paper_like_config_with_clip_and_class_lists(monkeypatch):
         "imagenet": {"kind": "imagenet", "path": "/data/ILSVRC2012"},
     }
     diagnostics = {
-        "class_lists": {"published": "../shared/data/list.txt"},
+        "class_lists": {"published": "lists/list.txt"},
         "encoder": {"kind": "clip", "clip_model": "/models/clip"},
         "image_similarity": {"max_images_per_class": 10},
     }
     config = config_with(diagnostics, datasets, monkeypatch=monkeypatch)
     assert plan.wordnet_subjects(config) == ["imagenot", "list-published"]
-    assert plan.class_list_file(config, "list-published") == "../shared/data/list.txt"
+    assert plan.class_list_file(config, "list-published") == "lists/list.txt"
     assert plan.class_list_file(config, "imagenot") == "results/datasets/imagenot/classes.txt"
     assert plan.caption_datasets(config) == ["imagenot"]  # ILSVRC has no captions
     assert plan.encoder_checkpoint(config) == []
@@ -140,6 +140,28 @@ def test_one_rule_per_diagnostics_figure_gets_its_inputs_from_the_plan(monkeypat
         RegistryError, match="unknown diagnostics figure 'pie'; registered: class_depth"
     ):
         plan.figure_inputs(config, "pie", "tables")
+
+
+def test_a_shipped_class_list_is_read_from_the_clone_in_any_working_directory(
+    tmp_path, monkeypatch
+):
+    """config/paper.yaml names the authors' lists as resources/class_lists/...: from a working
+    directory of its own they are the clone's files; a list that the working directory holds
+    is its own, and a list found nowhere is left as named, for the check to refuse."""
+    shipped = "resources/class_lists/imagenot_classes_2024-05-25.txt"
+    mine, absent = "resources/class_lists/mine.txt", "resources/class_lists/absent.txt"
+    lists = {"absent": absent, "shipped": shipped, "mine": mine}  # checked in this order
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / mine).parent.mkdir(parents=True)
+    (tmp_path / mine).write_text("n01828556\n")
+    config = config_with({"class_lists": lists, "reference_classes": shipped})
+    assert plan.class_list_file(config, "list-shipped") == str(plan.CLONE / shipped)
+    assert (plan.CLONE / shipped).is_file() and not (tmp_path / shipped).exists()
+    assert plan.class_list_file(config, "list-mine") == mine
+    assert plan.class_list_file(config, "list-absent") == absent
+    assert plan.reference_classes_input(config) == [str(plan.CLONE / shipped)]
+    with pytest.raises(ValueError, match=r"diagnostics\.class_lists\.absent: no file "):
+        plan.check(config)
 
 
 def test_reference_classes_input(monkeypatch):

@@ -138,8 +138,8 @@ def test_graph_edges_point_from_parent_to_child(wn):
 
 
 @pytest.mark.parametrize("name", PUBLISHED)
-def test_published_lists(wn, shared_data, imagenet, name):
-    entries = ws.read_class_entries(shared_data / name)
+def test_published_lists(wn, class_lists, imagenet, name):
+    entries = ws.read_class_entries(class_lists / name)
     classes = ws.resolve_classes(wn, entries, name)
     doc = ws.compare(classes, imagenet)
     jsonschema.validate(doc, DOCUMENT_SCHEMA)
@@ -203,11 +203,11 @@ def test_per_class_table(wn):
     assert rows[("reference", CAT)]["n_siblings"] == len(expected_siblings) > 0
 
 
-def test_cli_json_and_bad_list(nltk_data, shared_data, tmp_path, capsys):
+def test_cli_json_and_bad_list(nltk_data, class_lists, tmp_path, capsys):
     from imagenot.cli import main
 
     out = tmp_path / "stats.json"
-    argv = ["wordnet-stats", "--classes", str(shared_data / PUBLISHED[1])]
+    argv = ["wordnet-stats", "--classes", str(class_lists / PUBLISHED[1])]
     argv += ["--nltk-data", str(nltk_data), "--json", "--stats", str(out)]
     argv += ["--per-class", str(tmp_path / "per_class.parquet")]
     assert main(argv) == 0

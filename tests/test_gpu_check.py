@@ -130,14 +130,37 @@ def test_the_check_names_the_wheels_a_bare_python_lacks(no_venv, tmp_path):
     assert "imagenot.cli" in env["project_imports"]
 
 
-def test_the_plain_loop_is_the_shared_reference_and_the_models_are_the_papers():
+def test_the_plain_loop_is_the_projects_reference_and_the_models_are_the_papers():
+    """Both scripts default to benchmarks/gpu_plain_loop.py, which imports torch, torchvision
+    and the standard library only (nothing of the project it is the yardstick for)."""
+    import ast
+
     from imagenot.config import load_config
 
     steps = load_benchmark("gpu_check_steps")
-    shared = REPO.parent / "shared" / "gpu" / "plain_loop.py"
-    copy = REPO / "benchmarks" / "gpu_plain_loop.py"
-    if shared.is_file():
-        assert copy.read_bytes() == shared.read_bytes()
-    assert load_benchmark("gpu_check").plain_loop_path(None).read_bytes() == copy.read_bytes()
+    loop = REPO / "benchmarks" / "gpu_plain_loop.py"
+    assert load_benchmark("gpu_check").plain_loop_path(None) == loop == steps.PLAIN_LOOP
+    tree = ast.parse(loop.read_text())
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+                for a in n.names}  # fmt: skip
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert imported - set(sys.stdlib_module_names) == {"torch", "torchvision"}, imported
     models = load_config(REPO / "config" / "paper.yaml")["train"]["models"]
     assert sorted(steps.BATCHES) == sorted(models)
+
+
+def test_the_plain_loop_reports_a_failing_model_and_runs_the_others(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "benchmarks/gpu_plain_loop.py", "alexnet:2", "no_such_model:2",
+         *load_benchmark("gpu_check_steps").plain_loop_args(cpu=True)],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["alexnet"]["batch"] == 2 and result["alexnet"]["img_per_s"] > 0
+    assert "no_such_model" in result["no_such_model"]["error"]
+    bad = subprocess.run(
+        [sys.executable, "benchmarks/gpu_plain_loop.py", "alexnet"],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "expected MODEL:BATCH" in bad.stderr

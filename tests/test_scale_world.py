@@ -77,7 +77,7 @@ def test_shard_files_carry_the_real_laion2b_en_names():
     assert pattern.replace("{shard}", "00042") == files[42]
     assert scale_plan.shard_constraint(config) == "[0-9]+"
     assert scale_plan.shard_index("00042") == 42
-    assert scale_plan.captions_path(config) == "../shared/data/web_captions_1000.parquet"
+    assert scale_plan.captions_path(config) == "resources/captions/web_captions_1000.parquet"
     assert scale_plan.targets(config) == files
     assert scale_plan.targets(validate_config({})) == []
 

@@ -123,13 +123,13 @@ def test_published_list_with_imagenet_classes_is_refused_unless_allowed(repo_roo
     assert run.returncode == 0, run.stderr
 
 
-def test_the_shipped_configs_are_valid(repo_root, tmp_path, shared_data):
+def test_the_shipped_configs_are_valid(repo_root, tmp_path):
     """config.yaml as shipped; paper.yaml once its data paths point at folders that exist
     (imagenot.planning's placeholders, as `imagenot plan` plans it): as shipped, its
     placeholder /data paths are refused, naming the key. (paper.yaml's diagnostics read the
-    published class lists in the shared data folder.) Checked in an empty working folder: the
-    check reads the preregistration record under results/ there, and the working tree's, left
-    by `make demo`, holds the demo's search definitions, not the paper's."""
+    published class lists shipped in resources/class_lists/.) Checked in an empty working
+    folder: the check reads the preregistration record under results/ there, and the working
+    tree's, left by `make demo`, holds the demo's search definitions, not the paper's."""
     from imagenot.planning import placeholder_overlay
 
     work = tmp_path / "work"

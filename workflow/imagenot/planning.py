@@ -170,9 +170,9 @@ def config_paths(config: Path | str | list) -> list[Path]:
 
 def placeholder_workdir(tmp: Path, config: Path | list[Path]) -> tuple[Path, list[Path]]:
     """A working folder in ``tmp`` and the config files that plan ``config`` (one file, or a
-    base and its overlays) there against placeholder inputs. Rules name some repository files
-    by relative path (resolved in the working folder), and config files name the data folder
-    beside the repository as ../shared."""
+    base and its overlays) there against placeholder inputs. Rules and config files name some
+    repository files by relative path (``workflow/``, ``resources/``: resolved in the working
+    folder), so both are linked there."""
     from imagenot.config import read_config_files
 
     paths = config_paths(config)
@@ -182,9 +182,8 @@ def placeholder_workdir(tmp: Path, config: Path | list[Path]) -> tuple[Path, lis
     )
     workdir = tmp / "work"
     workdir.mkdir()
-    (workdir / "workflow").symlink_to(REPO / "workflow")
-    if (REPO.parent / "shared").is_dir():
-        (tmp / "shared").symlink_to(REPO.parent / "shared")
+    for name in ("workflow", "resources"):
+        (workdir / name).symlink_to(REPO / name)
     return workdir, [*(p.resolve() for p in paths), overlay]
 
 

@@ -6,7 +6,6 @@ import functools
 import http.server
 import io
 import threading
-import time
 import urllib.request
 
 import numpy as np
@@ -55,12 +54,18 @@ def _bad_world(root):
 
 
 class _SlowHandler(http.server.SimpleHTTPRequestHandler):
+    """A ``/slow/`` request is never answered while the test runs (it waits for the fixture's
+    end): its timeout is certain however loaded the machine, and the other files have the whole
+    timeout to arrive."""
+
+    released = threading.Event()
+
     def log_message(self, *args):
         pass
 
     def do_GET(self):
         if self.path.startswith("/slow/"):
-            time.sleep(4)
+            self.released.wait()
         return super().do_GET()
 
 
@@ -73,7 +78,9 @@ def server(tmp_path):
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     srv.daemon_threads = True
     threading.Thread(target=srv.serve_forever, daemon=True).start()
+    _SlowHandler.released.clear()
     yield f"http://127.0.0.1:{srv.server_address[1]}/", expected
+    _SlowHandler.released.set()
     srv.shutdown()
     srv.server_close()
 
@@ -102,7 +109,7 @@ def test_bad_input_ends_in_statistics(tmp_path, server):
         tmp_path / "part.tar",
         tmp_path / "part.parquet",
         settings=download_settings(
-            download_parts=1, threads_per_process=4, timeout_s=1, retries=0, images_per_download_shard=100, image_size=16,
+            download_parts=1, threads_per_process=4, timeout_s=3, retries=0, images_per_download_shard=100, image_size=16,
             max_image_pixels=1_000_000, min_image_size=8, min_success_rate=0.0, max_unreachable_fraction=None,
         ),
         processes=1,
@@ -134,7 +141,7 @@ def test_rerun_resumes_without_duplicates(tmp_path, server):
     sel = tmp_path / "selection.parquet"
     pq.write_table(table, sel)
     settings = download_settings(
-        download_parts=1, threads_per_process=2, timeout_s=2, retries=0, images_per_download_shard=10, image_size=16,
+        download_parts=1, threads_per_process=2, timeout_s=10, retries=0, images_per_download_shard=10, image_size=16,
         min_success_rate=0.0, max_unreachable_fraction=None,
     )  # fmt: skip
     kwargs = {"settings": settings, "processes": 1}

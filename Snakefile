@@ -43,10 +43,17 @@ include: "rules/summary.smk"
 report: "report/workflow.rst"
 
 
+# before the first job: the last run's training fault records go, the run's study is recorded
+# (run_started, rules/common.smk). Used as a module, Snakemake runs no handler of the module:
+# the host's own `onstart:` and `onsuccess:` call them (README, "Using the workflow as a module").
+onstart:
+    run_started()
+
+
 # at the end of every run: what it made, whether it is usable (exit 1 when it is not) and
 # whether the report is current
 onsuccess:
-    summary_plan.on_success(config, workflow)
+    run_finished()
 
 
 rule all:

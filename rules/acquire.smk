@@ -34,12 +34,14 @@ rule acquire_download:
         "../envs/acquire.yaml"
     threads: 2
     resources:
+        **class_resources("download"),
         **download_resources(),
     params:
         work=acquire_paths.PART_WORK,
         settings=to_arg(acquire_settings.DownloadSettings.from_config(config)),
     shell:
-        "imagenot acquire-download --selection {input.selection} --part {wildcards.part}"
+        JOB
+        + "imagenot acquire-download --selection {input.selection} --part {wildcards.part}"
         " --work-dir {params.work} --status {output.status} --tar {output.tar}"
         " --processes {threads} --settings {params.settings} > {log} 2>&1"
 
@@ -73,7 +75,8 @@ rule acquire_topup_select:
             acquire_settings.TopupSettings.from_config(config, dataset=wc.dataset)
         ),
     shell:
-        "imagenot acquire-topup --selections {input.selections} --status {input.status}"
+        JOB
+        + "imagenot acquire-topup --selections {input.selections} --status {input.status}"
         " --reserve {input.reserve} --selection {output.selection}"
         " --settings {params.settings} > {log} 2>&1"
 
@@ -146,7 +149,8 @@ rule acquire_split:
             acquire_settings.FillSettings.from_config(config, dataset=wc.dataset)
         ),
     shell:
-        "imagenot acquire-plan --selections {input.selections} --status {input.status}"
+        JOB
+        + "imagenot acquire-plan --selections {input.selections} --status {input.status}"
         " --reserve {input.reserve} --assignment {output.assignment}"
         " --download-stats {output.download_stats}"
         " --download-stats-csv {output.download_stats_csv}"
@@ -172,11 +176,14 @@ rule acquire_write:
     conda:
         "../envs/acquire.yaml"
     threads: 1
+    resources:
+        **class_resources("light"),
     params:
         out=paths.DATASET,
         settings=to_arg(acquire_settings.WriteSettings.from_config(config)),
     shell:
-        "imagenot acquire-write --assignment {input.assignment} --job part-{wildcards.part}"
+        JOB
+        + "imagenot acquire-write --assignment {input.assignment} --job part-{wildcards.part}"
         " --out {params.out} --part {output.part} --settings {params.settings} > {log} 2>&1"
 
 
@@ -198,10 +205,13 @@ rule acquire_build:
     conda:
         "../envs/acquire.yaml"
     threads: 1
+    resources:
+        **class_resources("light"),
     params:
         settings=to_arg(acquire_settings.GatherSettings.from_config(config)),
     shell:
-        "imagenot acquire-gather --parts {input.parts} --manifest {output.manifest}"
+        JOB
+        + "imagenot acquire-gather --parts {input.parts} --manifest {output.manifest}"
         " --classes {output.classes} --fingerprint {output.fingerprint}"
         " --settings {params.settings} > {log} 2>&1"
 
@@ -209,8 +219,8 @@ rule acquire_build:
 # A dataset already on disk, one class range (acquire.classes_per_job classes) per job, written
 # in the same format (nothing is downloaded); a finished range is not redone. Its disk request:
 # its share of the stored copy and of the test originals the dataset keeps where published
-# weights are evaluated on it (imagenot.acquire.sizes.range_disk_mb); memory and runtime: the
-# workflow profile.
+# weights are evaluated on it (imagenot.acquire.sizes.range_disk_mb); memory and runtime: its
+# class.
 rule acquire_materialise_range:
     output:
         part=temp(acquire_paths.RANGE_PART),
@@ -226,6 +236,7 @@ rule acquire_materialise_range:
         "../envs/acquire.yaml"
     threads: 1
     resources:
+        **class_resources("light"),
         disk_mb=lambda wc: acquire_sizes.range_disk_mb(config, wc.dataset),
     params:
         out=paths.DATASET,
@@ -235,7 +246,7 @@ rule acquire_materialise_range:
             )
         ),
     shell:
-        "imagenot materialise-range --out {params.out} --job {wildcards.job}"
+        JOB + "imagenot materialise-range --out {params.out} --job {wildcards.job}"
         " --part {output.part} --settings {params.settings} > {log} 2>&1"
 
 

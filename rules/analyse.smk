@@ -28,13 +28,15 @@ rule accuracy_table:
     conda:
         "../envs/analyse.yaml"
     threads: 1
+    resources:
+        **class_resources("light"),
     params:
         # the shipped published accuracies, which the command reads from the package: their
         # digest, so that a new table reruns the job (no path of the clone is recorded)
         published=analyse_plan.published_version(),
         settings=to_arg(analyse_settings.AccuracySettings.from_config(config)),
     shell:
-        "imagenot accuracy-table --robustness {input.robustness}"
+        JOB + "imagenot accuracy-table --robustness {input.robustness}"
         " --per-image {input.per_image} --settings {params.settings}"
         " --accuracy {output.accuracy} --per-image-table {output.per_image_table}"
         " > {log} 2>&1"
@@ -59,10 +61,12 @@ rule rankings_json:
     conda:
         "../envs/analyse.yaml"
     threads: 1
+    resources:
+        **class_resources("light"),
     params:
         settings=lambda wc: to_arg(
             analyse_settings.RankingsSettings.from_config(config, variant=wc.variant)
         ),
     shell:
-        "imagenot rankings {input.table} --per-image {input.per_image}"
+        JOB + "imagenot rankings {input.table} --per-image {input.per_image}"
         " --settings {params.settings} --out {output.out} > {log} 2>&1"

@@ -1,13 +1,36 @@
 # Config lookups shared by all stages. Stage-specific lookups live at the top of each stage file.
+import copy
 import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
+# The imagenot package of this checkout: workflow/ beside this file's rules/ folder (found from
+# this file, not from the main Snakefile: used as a Snakemake module, the main Snakefile is the
+# host's). Snakemake and every job import this copy (jobs through IMAGENOT_CHECKOUT, below). A
+# module loaded from a URL (`github(...)`) has no local package: the one installed where
+# Snakemake runs is used, and without one the run stops here.
+CHECKOUT_PACKAGE = (
+    Path(workflow.current_basedir.get_path_or_uri(secret_free=True)).parent / "workflow"
+)
+if (CHECKOUT_PACKAGE / "imagenot" / "__init__.py").is_file():
+    sys.path.insert(0, str(CHECKOUT_PACKAGE))
+else:
+    CHECKOUT_PACKAGE = None
+    try:
+        import imagenot
+    except ImportError:
+        raise SystemExit(
+            "imagenot workflow: its Python package is neither beside the workflow's rules "
+            f"({workflow.current_basedir.get_path_or_uri(secret_free=True)}) nor installed where Snakemake runs: "
+            "clone the repository and name its Snakefile (README, 'Using the workflow as a "
+            "module'), or install the package into this environment"
+        ) from None
 
 from imagenot import (
+    checkout,
     conda_envs,
     escape,
+    job_resources,
     job_usage,
     lifeline,
     paths,
@@ -182,32 +205,75 @@ def download_resources():
     return slurm_profile.download_resources(config["acquire"]["download_on"], SITE)
 
 
+def class_resources(job_class, **own):
+    """Memory and runtime (minutes) of a rule's job by its class (config resources.classes,
+    grown per attempt, the runtime capped at the site maximum: imagenot.job_resources), with the
+    rule's `own` requests beside or instead of them:
+    `resources: **class_resources("light")`. Every rule asks for its own, so a run needs no
+    profile for them (a profile's set-resources overrides)."""
+    return {
+        "mem_mb": lambda wildcards, attempt: job_resources.mem_mb(
+            config, job_class, attempt
+        ),
+        "runtime": lambda wildcards, attempt: job_resources.runtime_min(
+            config, job_class, attempt
+        ),
+        **own,
+    }
+
+
+def class_runtime(job_class):
+    """The runtime of a rule's job by its class, for a rule whose memory is its own
+    (`runtime=class_runtime("light")`)."""
+    return lambda wildcards, attempt: job_resources.runtime_min(
+        config, job_class, attempt
+    )
+
+
+# Every rule's shell line: strict mode, then `exec`, so that the command replaces its shell (a
+# signal to the job reaches the command, and no shell is left to die alone while its command
+# writes outputs: imagenot.lifeline), running this checkout's package (`python -m imagenot`
+# with the checkout first on the path: imagenot.checkout). `shell: JOB + "imagenot ..."`;
+# the training rules' launcher goes before `python` (their `params.launch`). In each rule's own
+# line, not a global shell.prefix: used as a module, the host's rules keep their own shell.
+JOB = lifeline.job_prefix() + " "
+
+
 STAGE_PLANS = stage_plans()
 
 
-# A new run tries every training job again: the status files of the last run's permanent faults
-# and deadline stops go (imagenot.train.failfast; main process only: jobs run without hooks).
-# The run's record of the study its results belong to (imagenot.run_identity): a later config of
-# another study (the paper after the demo) is refused here instead of reading them as its own.
-onstart:
+def run_started():
+    """What a run does before its first job (the Snakefile's `onstart`; as a module, the host's
+    `onstart: imagenot.run_started()`): the status files of the last run's permanent faults and
+    deadline stops go, so a new run tries every training job again (imagenot.train.failfast), and
+    the run's record of the study its results belong to is written (imagenot.run_identity): a
+    later config of another study (the paper after the demo) is refused instead of reading them
+    as its own. Main process only: jobs run without hooks."""
     failfast.clear_all(RESULTS)
     run_identity.record(RUN_IDENTITY)
 
 
-# Every rule's command replaces its shell (`exec`): a signal to the job reaches the command, and
-# no shell is left to die alone while its command writes outputs (imagenot.lifeline).
-shell.prefix(lifeline.SHELL_PREFIX)
+def run_finished():
+    """The end of a successful run (the Snakefile's `onsuccess`; as a module, the host's
+    `onsuccess: imagenot.run_finished()`): what it made, whether it is usable (exit 1 when it is
+    not) and whether the report is current (imagenot.summary_plan.on_success)."""
+    summary_plan.on_success(config, workflow)
+
 
 # Validate before any job runs: the config files' YAML (a duplicated key is an error), the JSON
 # schema (defaults filled), then the cross-key checks the schema cannot express (each stage plan's
 # `check`). A wrong key or value stops here, naming it. `imagenot validate-config` runs the same.
 # The checks against results on disk (the preregistration record) run in the main process only:
 # a cluster job's own Snakemake would repeat them while other jobs update the record. A refusal
-# is one line, the message validate-config prints, without a traceback.
+# is one line, the message validate-config prints, without a traceback. The workflow works on a
+# validated copy: used as a module, `config` is the host's own dict, which keeps its keys as the
+# host wrote them.
 try:
     for configfile in workflow.configfiles:
         read_config_file(configfile)
-    check_workflow_config(config, against_results=workflow.is_main_process)
+    config = check_workflow_config(
+        copy.deepcopy(config), against_results=workflow.is_main_process
+    )
 except ValueError as exc:  # ConfigError included
     raise SystemExit(f"invalid workflow config: {exc}") from None
 
@@ -222,28 +288,26 @@ config["description"] = escape.rst_text(config["description"])
 # wildcard_constraints): the configured train.experiments' protocols.
 PROTOCOL = train_plan.protocol_regex(config)
 
-# Cluster resources. Memory and runtime of most rules are in the workflow profile
-# profiles/default/config.yaml (Snakemake loads it by itself); the heavy curation rules size theirs
-# from their input (work_resources). A SLURM site profile (`imagenot slurm-profile`)
-# passes its site settings file as config `resources.site`: its maximum runtime replaces
-# resources.max_runtime_min (no job asks past what the partitions accept), its GPU flag shapes
-# gpu_request(), its `cuda` replaces resources.cuda (gpu_env()). The profile's expressions read
-# the maximum and the attempt growth from the environment, set here before Snakemake evaluates
-# any job's resources.
+# Cluster resources. Every rule asks for its own memory and runtime: by class
+# (class_resources), sized from its input (work_resources) or, for training, from its promotion
+# input. A SLURM site profile (`imagenot slurm-profile`) passes its site settings file as config
+# `resources.site`: its maximum runtime replaces resources.max_runtime_min (no job asks past what
+# the partitions accept), its GPU flag shapes gpu_request(), its `cuda` replaces resources.cuda
+# (gpu_env()).
 SITE = slurm_profile.load_site(config["resources"]["site"])
 config["resources"]["max_runtime_min"] = slurm_profile.max_runtime_min(config, SITE)
 config["resources"]["cuda"] = conda_envs.cuda_major(config, SITE)
-os.environ[slurm_profile.ENV_MAX_RUNTIME] = str(config["resources"]["max_runtime_min"])
-os.environ[slurm_profile.ENV_GROWTH] = str(config["resources"]["attempt_growth"])
 # Every job's `imagenot` command ends its log with its own peak memory and CPU time, measured by
 # the kernel (imagenot.job_usage; Snakemake's benchmark files only sample them). Set here, in
 # the process that runs the job's shell line (the main Snakemake locally, the job's own on a
-# cluster), so every job inherits it.
+# cluster), so every job inherits it; so does the checkout whose package the jobs run
+# (imagenot.checkout: empty where the package is the installed one).
 os.environ[job_usage.ENV] = "1"
-# Jobs' shell lines call `imagenot` (and `torchrun`): the bin folder of the interpreter running
+os.environ[checkout.ENV] = str(CHECKOUT_PACKAGE or "")
+# Jobs' shell lines call `python` (and `torchrun`): the bin folder of the interpreter running
 # Snakemake goes first on PATH, so `.venv/bin/snakemake ...` finds the venv's commands without an
-# activated venv (before, every job exited 127). A rule's conda env (--sdm conda) prepends its own
-# bin folder when the job starts, so it still wins; a cluster job's Snakemake sets it again.
+# activated venv. A rule's conda env (--sdm conda) prepends its own bin folder when the job
+# starts, so it still wins; a cluster job's Snakemake sets it again.
 VENV_BIN = str(Path(sys.executable).parent)
 if os.environ.get("PATH", "").split(os.pathsep)[0] != VENV_BIN:
     os.environ.update(PATH=os.pathsep.join(filter(None, [VENV_BIN, os.getenv("PATH")])))

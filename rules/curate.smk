@@ -27,7 +27,8 @@ rule curate_match:
     params:
         settings=to_arg(curate_settings.MatchSettings.from_config(config)),
     shell:
-        "imagenot match {input.shard} --lemmas {input.lemmas} --matches {output.matches}"
+        JOB
+        + "imagenot match {input.shard} --lemmas {input.lemmas} --matches {output.matches}"
         " --counts {output.counts} --stats {output.stats} --settings {params.settings}"
         " > {log} 2>&1"
 
@@ -59,7 +60,8 @@ rule curate_candidates:
             curate_settings.CandidatesSettings.from_config(config, dataset=wc.dataset)
         ),
     shell:
-        "imagenot curate-candidates --counts {input.counts} --lemmas {input.lemmas}"
+        JOB
+        + "imagenot curate-candidates --counts {input.counts} --lemmas {input.lemmas}"
         " --nltk-data {input.nltk_data}"
         " --settings {params.settings} --candidates {output.candidates}"
         " --audit {output.audit} --stats {output.stats} > {log} 2>&1"
@@ -89,7 +91,8 @@ rule curate_captions:
             curate_settings.CaptionSettings.from_config(config, shard=wc.shard)
         ),
     shell:
-        "imagenot curate-captions --shard {input.shard} --matches {input.matches}"
+        JOB
+        + "imagenot curate-captions --shard {input.shard} --matches {input.matches}"
         " --candidates {input.candidates} --settings {params.settings}"
         " --captions {output.captions} --stats {output.stats} > {log} 2>&1"
 
@@ -108,10 +111,13 @@ rule curate_queries:
     conda:
         gpu_env("curate")
     threads: 2
+    resources:
+        **class_resources("medium"),
     params:
         settings=to_arg(curate_settings.QueriesSettings.from_config(config)),
     shell:
-        "imagenot curate-queries --candidates {input.candidates} --settings {params.settings}"
+        JOB
+        + "imagenot curate-queries --candidates {input.candidates} --settings {params.settings}"
         " --queries {output.queries} > {log} 2>&1"
 
 
@@ -142,7 +148,8 @@ rule curate_embed:
         work=curate_paths.EMBEDDINGS,
         gpu_job=gpu_job_option(),
     shell:
-        "imagenot curate-embed --captions {input.captions} --candidates {input.candidates}"
+        JOB
+        + "imagenot curate-embed --captions {input.captions} --candidates {input.candidates}"
         " --queries {input.queries} --settings {params.settings} --work-dir {params.work}"
         " {params.gpu_job} --scores {output.scores} --stats {output.stats} > {log} 2>&1"
 
@@ -175,7 +182,8 @@ rule curate_select:
             curate_settings.SelectSettings.from_config(config, dataset=wc.dataset)
         ),
     shell:
-        "imagenot curate-select --scores {input.scores} --captions {input.captions}"
+        JOB
+        + "imagenot curate-select --scores {input.scores} --captions {input.captions}"
         " --candidates {input.candidates} --settings {params.settings}"
         " --classes {output.classes} --selection {output.selection}"
         " --reserve {output.reserve} --class-scores {output.class_scores}"
@@ -214,8 +222,11 @@ rule curate_audit:
     conda:
         gpu_env("curate")
     threads: 1
+    resources:
+        **class_resources("light"),
     shell:
-        "imagenot curate-audit --match-stats {input.match_stats} --candidates {input.candidates}"
+        JOB
+        + "imagenot curate-audit --match-stats {input.match_stats} --candidates {input.candidates}"
         " --candidates-audit {input.candidates_audit}"
         " --candidates-stats {input.candidates_stats} --caption-stats {input.caption_stats}"
         " --class-scores {input.class_scores} --selection-stats {input.selection_stats}"
@@ -253,11 +264,13 @@ rule curate_calibration:
     conda:
         gpu_env("curate")
     threads: 1
+    resources:
+        **class_resources("light"),
     params:
         settings=lambda wc: to_arg(
             curate_settings.CalibrationSettings.from_config(config, dataset=wc.dataset)
         ),
     shell:
-        "imagenot curate-calibration --class-scores {input.class_scores}"
+        JOB + "imagenot curate-calibration --class-scores {input.class_scores}"
         " --settings {params.settings} --csv {output.csv} --summary {output.summary}"
         " --figure {output.figure} > {log} 2>&1"

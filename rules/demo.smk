@@ -18,11 +18,14 @@ rule demo_world:
     conda:
         gpu_env("curate")
     threads: 2  # rendering processes: the images are three quarters of the job
+    resources:
+        **class_resources("light"),
     params:
         settings=to_arg(demo_settings.DemoSettings.from_config(config)),
     # the folder named in the command's text (an f-string), not as a param: Snakemake compares
     # both with a finished run's record, so a run from before the folder had a name stays done
     shell:
-        f"imagenot demo-world --nltk-data {{input.nltk_data}} --out {demo_plan.DEMO_DIR}"
+        JOB
+        + f"imagenot demo-world --nltk-data {{input.nltk_data}} --out {demo_plan.DEMO_DIR}"
         " --shards {output.shards} --images {output.images} --truth {output.truth}"
         " --world {output.world} --settings {params.settings} --threads {threads} > {log} 2>&1"

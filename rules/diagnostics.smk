@@ -1,4 +1,4 @@
-# Stage: diagnostics (method.md section 3): how a contrast dataset differs from its reference.
+# Stage: diagnostics (docs/method.md section 3): how a contrast dataset differs from its reference.
 # Config lookups: imagenot.diagnostics.plan (imported as diagnostics_plan in rules/common.smk).
 # WordNet subjects are dataset names or list-{name} for the class lists named in config.
 
@@ -27,8 +27,11 @@ rule diagnostics_wordnet_stats:
     conda:
         gpu_env("curate")
     threads: 1
+    resources:
+        **class_resources("light"),
     shell:
-        "imagenot wordnet-stats --classes {input.classes} --reference {input.reference}"
+        JOB
+        + "imagenot wordnet-stats --classes {input.classes} --reference {input.reference}"
         " --nltk-data {input.nltk_data} --stats {output.stats}"
         " --per-class {output.per_class} > {log} 2>&1"
 
@@ -46,8 +49,10 @@ rule diagnostics_caption_stats:
     conda:
         "../envs/analyse.yaml"
     threads: 1
+    resources:
+        **class_resources("light"),
     shell:
-        "imagenot caption-similarity-stats --classes {input.classes}"
+        JOB + "imagenot caption-similarity-stats --classes {input.classes}"
         " --selection {input.selection} --stats {output.stats} > {log} 2>&1"
 
 
@@ -68,13 +73,15 @@ rule diagnostics_embed_images:
         gpu_env("train")
     threads: gpu_threads(2)
     resources:
+        **class_resources("medium_long"),
         **gpu_request(),
     params:
         settings=to_arg(diagnostics_settings.EmbedSettings.from_config(config)),
         identity=diagnostics_plan.encoder_description(config),
         gpu_job=gpu_job_option(),
     shell:
-        "imagenot embed-images --manifest {input.manifest} --classes {input.classes}"
+        JOB
+        + "imagenot embed-images --manifest {input.manifest} --classes {input.classes}"
         " --checkpoint {input.checkpoint} --result {input.result}"
         " --settings {params.settings} --workers {threads} {params.gpu_job}"
         " --embeddings {output.embeddings} > {log} 2>&1"
@@ -93,8 +100,11 @@ rule diagnostics_image_similarity:
     conda:
         "../envs/analyse.yaml"
     threads: 1
+    resources:
+        **class_resources("light"),
     shell:
-        "imagenot image-similarity --embeddings {input.embeddings} --stats {output.stats}"
+        JOB
+        + "imagenot image-similarity --embeddings {input.embeddings} --stats {output.stats}"
         " --per-class {output.per_class} > {log} 2>&1"
 
 
@@ -124,13 +134,16 @@ rule diagnostics_figure:
     conda:
         "../envs/analyse.yaml"
     threads: 1
+    resources:
+        **class_resources("light"),
     params:
         labels=lambda wc: diagnostics_plan.figure_labels(config, wc.name),
         settings=lambda wc: to_arg(
             diagnostics_settings.FigureSettings.from_config(config, name=wc.name)
         ),
     shell:
-        "imagenot diagnostics-figure --labels {params.labels} --tables {input.tables}"
+        JOB
+        + "imagenot diagnostics-figure --labels {params.labels} --tables {input.tables}"
         " --classes {input.classes} --selection {input.selection}"
         " --settings {params.settings} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
 
@@ -162,12 +175,15 @@ rule diagnostics_table:
     conda:
         "../envs/analyse.yaml"
     threads: 1
+    resources:
+        **class_resources("light"),
     params:
         settings=lambda wc: to_arg(
             diagnostics_settings.TableSettings.from_config(config, subject=wc.subject)
         ),
     shell:
-        "imagenot diagnostics-table --wordnet {input.wordnet} --captions {input.captions}"
+        JOB
+        + "imagenot diagnostics-table --wordnet {input.wordnet} --captions {input.captions}"
         " --reference-captions {input.reference_captions} --images {input.images}"
         " --reference-images {input.reference_images} --settings {params.settings}"
         " --csv {output.csv} --md {output.md} > {log} 2>&1"

@@ -20,12 +20,14 @@ rule evaluate_robustness:
         gpu_env("train")
     threads: gpu_threads(evaluate_plan.threads(config))
     resources:
+        **class_resources("gpu"),
         **gpu_request(),
     params:
         settings=to_arg(evaluate_settings.RobustnessSettings.from_config(config)),
         gpu_job=gpu_job_option(),
     shell:
-        "imagenot evaluate-robustness --model {input.model} --result {input.result}"
+        JOB
+        + "imagenot evaluate-robustness --model {input.model} --result {input.result}"
         " --manifest {input.manifest} --robustness {output.robustness}"
         " --per-image {output.per_image} --settings {params.settings} --threads {threads}"
         " {params.gpu_job} > {log} 2>&1"

@@ -35,6 +35,8 @@ rule figure:
     conda:
         "../envs/analyse.yaml"
     threads: 1
+    resources:
+        **class_resources("light"),
     params:
         code=lambda wc: figures_plan.figure_code_version(config, wc.figure),
         figure=lambda wc: figures_plan.figure_params(config, wc.figure),
@@ -42,7 +44,7 @@ rule figure:
             figures_settings.FigureSettings.from_config(config, figure=wc.figure)
         ),
     shell:
-        "imagenot figure {input.accuracy} --settings {params.settings}"
+        JOB + "imagenot figure {input.accuracy} --settings {params.settings}"
         " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
 
 
@@ -66,11 +68,13 @@ rule results_table:
     conda:
         "../envs/analyse.yaml"
     threads: 1
+    resources:
+        **class_resources("light"),
     params:
         code=figures_plan.code_version(figures_plan.tables_code()),
         settings=lambda wc: to_arg(
             figures_settings.TableSettings.from_config(config, table=wc.table)
         ),
     shell:
-        "imagenot table {input.accuracy} --settings {params.settings}"
+        JOB + "imagenot table {input.accuracy} --settings {params.settings}"
         " --rankings {input.rankings} --csv {output.csv} --md {output.md} > {log} 2>&1"

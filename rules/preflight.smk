@@ -35,11 +35,12 @@ rule preflight_site:
         gpu_env("train")
     threads: gpu_threads(1)
     resources:
+        **class_resources("medium"),
         **gpu_request(),
     params:
         settings=to_arg(train_settings.PreflightSettings.for_site(config, SITE)),
     shell:
-        "imagenot preflight --settings {params.settings} --threads {threads}"
+        JOB + "imagenot preflight --settings {params.settings} --threads {threads}"
         " --json {output.json} --md {output.md} > {log} 2>&1"
 
 
@@ -62,10 +63,11 @@ rule preflight_model:
         mem_mb=lambda wc, attempt: train_resources.process_mem_mb(
             config, None, attempt, train_rings.largest_ring_mb(config), 1
         ),
+        runtime=class_runtime("light"),
     params:
         settings=lambda wc: to_arg(
             train_settings.PreflightSettings.for_model(config, SITE, wc.model)
         ),
     shell:
-        "imagenot preflight --settings {params.settings} --threads {threads}"
+        JOB + "imagenot preflight --settings {params.settings} --threads {threads}"
         " --json {output.json} --md {output.md} > {log} 2>&1"

@@ -21,9 +21,12 @@ if scale_plan.enabled(config):
         conda:
             gpu_env("curate")
         threads: 1
+        resources:
+            **class_resources("medium"),
         params:
             settings=to_arg(demo_settings.ScaleSettings.from_config(config)),
         shell:
-            "imagenot scale-world-shard --index {wildcards.shard} --captions {input.captions}"
+            JOB
+            + "imagenot scale-world-shard --index {wildcards.shard} --captions {input.captions}"
             " --lemmas {input.lemmas} --shard {output.shard} --settings {params.settings}"
             " > {log} 2>&1"

@@ -26,8 +26,10 @@ rule run_summary:
     conda:
         "../envs/analyse.yaml"
     threads: 1
+    resources:
+        **class_resources("light"),
     params:
         settings=lambda wildcards: to_arg(summary_plan.layout(config)),
     shell:
-        "imagenot run-summary --settings {params.settings} --md {output.md}"
+        JOB + "imagenot run-summary --settings {params.settings} --md {output.md}"
         " --json {output.json} --html {output.html} > {log} 2>&1"

@@ -32,6 +32,8 @@ rule train_draw_trials:
     conda:
         gpu_env("train")
     threads: 1
+    resources:
+        **class_resources("light"),
     params:
         settings=lambda wc: to_arg(
             train_settings.DrawSettings.from_config(
@@ -40,7 +42,8 @@ rule train_draw_trials:
         ),
         record=train_plan.PREREGISTRATION,
     shell:
-        "imagenot train-draw-trials --settings {params.settings} --record {params.record}"
+        JOB
+        + "imagenot train-draw-trials --settings {params.settings} --record {params.record}"
         " --trials {output.trials} > {log} 2>&1"
 
 
@@ -83,7 +86,7 @@ rule train_trial:
                 config, wc.dataset, wc.protocol, wc.model, wc.stage
             )
         ),
-        launch=train_launch.launcher(config),
+        launch=lifeline.job_prefix(train_launch.launcher(config)),
         # the model's preflight report: the largest batch per GPU measured to fit this site's
         # card (imagenot.train.preflight_plan.batch_option; nothing ungated)
         preflight=lambda wc, input: preflight_plan.batch_option(input.preflight),
@@ -137,6 +140,8 @@ rule train_features:
             train_rings.ring_mb(config, wc.dataset, wc.protocol, wc.model),
             1,
         ),
+        # one pass of a backbone over each split (CIFAR-10 at 224 px: minutes on one GPU)
+        runtime=class_runtime("medium_long"),
     params:
         settings=lambda wc: to_arg(
             train_settings.FeaturesSettings.from_config(
@@ -144,7 +149,8 @@ rule train_features:
             )
         ),
     shell:
-        "imagenot train-features --settings {params.settings} --manifest {input.manifest}"
+        JOB
+        + "imagenot train-features --settings {params.settings} --manifest {input.manifest}"
         " --fingerprint {input.fingerprint} --threads {threads}"
         " --features {output.features} > {log} 2>&1"
 
@@ -171,6 +177,7 @@ use rule train_trial as train_head_trial with:
         slot="[0-9]+",
     threads: 1
     resources:
+        **class_resources("medium_long"),
         **gpu_request(0),
     params:
         settings=lambda wc: to_arg(
@@ -178,7 +185,8 @@ use rule train_trial as train_head_trial with:
                 config, wc.dataset, wc.protocol, wc.model, wc.stage
             )
         ),
-        launch="",  # one process on the CPU: no launcher, whatever train.gpus_per_job says
+        # one process on the CPU: no launcher, whatever train.gpus_per_job says
+        launch=lifeline.job_prefix(),
         preflight="",  # a head fit on the CPU: no GPU batch to measure
 
 
@@ -202,12 +210,14 @@ rule train_halve:
     conda:
         gpu_env("train")
     threads: 1
+    resources:
+        **class_resources("light"),
     params:
         settings=lambda wc: to_arg(
             train_settings.HalveSettings.from_config(config, wc.dataset, wc.protocol)
         ),
     shell:
-        "imagenot train-halve --results {input.results} --rung {wildcards.rung}"
+        JOB + "imagenot train-halve --results {input.results} --rung {wildcards.rung}"
         " --settings {params.settings} --decision {output.decision} > {log} 2>&1"
 
 
@@ -225,8 +235,11 @@ rule train_select:
     conda:
         gpu_env("train")
     threads: 1
+    resources:
+        **class_resources("light"),
     shell:
-        "imagenot train-select --results {input.results} --selection {output.selection}"
+        JOB
+        + "imagenot train-select --results {input.results} --selection {output.selection}"
         " > {log} 2>&1"
 
 
@@ -275,7 +288,7 @@ rule train_final:
                 config, wc.dataset, wc.protocol, wc.model, wc.seed
             )
         ),
-        launch=train_launch.launcher(config),
+        launch=lifeline.job_prefix(train_launch.launcher(config)),
         preflight=lambda wc, input: preflight_plan.batch_option(input.preflight),
     shell:
         "{params.launch} imagenot train-final --settings {params.settings}"
@@ -304,6 +317,7 @@ use rule train_final as train_head_final with:
         protocol=train_plan.tl_protocol_regex(config),
     threads: 1
     resources:
+        **class_resources("medium_long"),
         **gpu_request(0),
     params:
         settings=lambda wc: to_arg(
@@ -311,7 +325,8 @@ use rule train_final as train_head_final with:
                 config, wc.dataset, wc.protocol, wc.model, wc.seed
             )
         ),
-        launch="",  # one process on the CPU: no launcher, whatever train.gpus_per_job says
+        # one process on the CPU: no launcher, whatever train.gpus_per_job says
+        launch=lifeline.job_prefix(),
         preflight="",  # a head fit on the CPU: no GPU batch to measure
 
 
@@ -340,12 +355,15 @@ rule train_published:
     conda:
         gpu_env("train")
     threads: 1
+    resources:
+        **class_resources("medium"),
     params:
         settings=lambda wc: to_arg(
             train_settings.PublishedSettings.from_config(config, wc.model)
         ),
     shell:
-        "imagenot train-published --settings {params.settings} --weights {input.weights}"
+        JOB
+        + "imagenot train-published --settings {params.settings} --weights {input.weights}"
         " --classes {input.classes} --fingerprint {input.fingerprint}"
         " --run {wildcards.dataset}/{wildcards.protocol} --model {output.model}"
         " --result {output.result} > {log} 2>&1"
@@ -369,8 +387,11 @@ rule train_preregistration_table:
     conda:
         gpu_env("train")
     threads: 1
+    resources:
+        **class_resources("light"),
     params:
         record=train_plan.PREREGISTRATION,
     shell:
-        "imagenot train-preregistration-table {params.record} --table {output.table}"
+        JOB
+        + "imagenot train-preregistration-table {params.record} --table {output.table}"
         " > {log} 2>&1"

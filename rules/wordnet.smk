@@ -11,10 +11,13 @@ rule prepare_wordnet:
     conda:
         gpu_env("curate")
     threads: 1
+    resources:
+        **class_resources("light"),
     params:
         settings=to_arg(curate_settings.WordnetSettings.from_config(config)),
     shell:
-        "imagenot prepare-wordnet --nltk-data {output.nltk_data} --settings {params.settings}"
+        JOB
+        + "imagenot prepare-wordnet --nltk-data {output.nltk_data} --settings {params.settings}"
         " > {log} 2>&1"
 
 
@@ -33,5 +36,8 @@ rule noun_lemmas:
     conda:
         gpu_env("curate")
     threads: 1
+    resources:
+        **class_resources("light"),
     shell:
-        "imagenot lemmas --nltk-data {input.nltk_data} --lemmas {output.lemmas} > {log} 2>&1"
+        JOB
+        + "imagenot lemmas --nltk-data {input.nltk_data} --lemmas {output.lemmas} > {log} 2>&1"

@@ -162,72 +162,51 @@ def test_gpu_request_follows_the_site():
     assert slurm_profile.gpu_threads({"resources": {"gpus": 0, "cpus_per_gpu": 6}}, 2) == 2
 
 
-def test_every_rule_has_memory_and_runtime():
-    set_resources = _workflow_profile()["set-resources"]
+def test_every_rule_asks_for_its_own_memory_and_runtime():
+    """Every rule with a job names its memory and runtime in its own resources (a class, its
+    input's size, or a training process's), so a run without the workflow profile asks for the
+    same; the workflow profile sets none."""
+    profile = _workflow_profile()
+    assert "set-resources" not in profile and "default-resources" not in profile
     blocks = rule_names()
     for name, body in blocks.items():
-        # sized by its own resources.work entry, (train_trial) from its promotion input, or
-        # (train_final, train_features) its memory as a training process's in the rule, its
-        # runtime in the profile
+        if "shell:" not in body and "resources:" not in body:
+            continue  # a gather of targets (rule preflight): no job
+        classed = "**class_resources(" in body
         own = f'**work_resources("{name}")' in body or "**train_slot_resources()" in body
         process = "train_resources.process_mem_mb(" in body
-        profiled = "mem_mb" in set_resources.get(name, {})
-        if process:  # runtime: in the profile, or sized in the rule when the job is ready
-            sized = "final_runtime_min(" in body
-            assert not profiled and ("runtime" in set_resources.get(name, {})) != sized, name
-            continue
-        assert own != profiled, (
-            f"rule {name}: memory and runtime in neither or both of profiles/default and "
-            "the rule's own sizing"
-        )
-    assert not set(set_resources) - set(blocks), "set-resources names rules that do not exist"
-    arrays = _workflow_profile()["slurm-array-jobs"].split(",")
+        runtime = "class_runtime(" in body or "final_runtime_min(" in body
+        assert [classed, own, process and runtime].count(True) == 1, name
+    arrays = profile["slurm-array-jobs"].split(",")
     assert set(arrays) <= set(blocks), set(arrays) - set(blocks)
 
 
-def _evaluate(
-    expression: str,
-    attempt: int,
-    max_runtime: int,
-    growth: float = 1.5,
-):
-    from snakemake.resources import Resource
-
-    env = {
-        slurm_profile.ENV_MAX_RUNTIME: str(max_runtime),
-        slurm_profile.ENV_GROWTH: str(growth),
-    }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:  # Snakemake's own evaluator of profile resource expressions
-        return Resource.cli_evaluator(
-            "r", expression, wildcards=None, input=None, attempt=attempt, async_run=None
-        )
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k)
-            else:
-                os.environ[k] = v
-
-
 def test_resources_grow_with_attempt_up_to_the_maximum():
-    for rule, spec in _workflow_profile()["set-resources"].items():
-        if "mem_mb" not in spec:  # training: sized in the rules (tested below)
-            continue
-        mem = [_evaluate(spec["mem_mb"], a, 720) for a in (1, 2, 3)]
-        assert all(isinstance(m, int) for m in mem), (rule, mem)
-        assert mem[0] < mem[1] < mem[2], (rule, mem)
-        runtime = [_evaluate(spec["runtime"], a, 720) for a in (1, 2, 3, 10)]
-        assert runtime == sorted(runtime) and runtime[-1] == 720, (rule, runtime)
-        assert runtime[0] < runtime[1] or runtime[0] == 720, (rule, runtime)
-    gpu = _workflow_profile()["set-resources"]["evaluate_robustness"]
-    assert _evaluate(gpu["runtime"], 1, 1440) == 1440 and _evaluate(gpu["runtime"], 1, 600) == 600
-    # No rule asks SLURM for a warning signal: USR1 without B: kills a job step's Snakemake and
-    # misses array tasks, with B: it kills the plugin's batch shell; training stops by its own
-    # deadline and on SIGTERM instead (docs/gpu.md "Preemption and time limits")
-    extra = [s.get("slurm_extra", "") for s in _workflow_profile()["set-resources"].values()]
-    assert not any("--signal" in e for e in extra), extra
+    from imagenot import job_resources
+    from imagenot.config import validate_config
+
+    config = validate_config({"resources": {"max_runtime_min": 720}})
+    for job_class in config["resources"]["classes"]:
+        mem = [job_resources.mem_mb(config, job_class, a) for a in (1, 2, 3)]
+        assert all(isinstance(m, int) for m in mem), (job_class, mem)
+        assert mem[0] < mem[1] < mem[2], (job_class, mem)
+        runtime = [job_resources.runtime_min(config, job_class, a) for a in (1, 2, 3, 10)]
+        assert runtime == sorted(runtime) and runtime[-1] == 720, (job_class, runtime)
+        assert runtime[0] < runtime[1] or runtime[0] == 720, (job_class, runtime)
+    full = validate_config({})
+    assert job_resources.runtime_min(full, "gpu") == 1440
+    assert job_resources.runtime_min(config, "gpu") == 720  # capped at the site maximum
+    with pytest.raises(ValueError, match="resource class 'huge' is not one of"):
+        job_resources.mem_mb(full, "huge")
+
+
+def test_no_rule_asks_slurm_for_a_warning_signal():
+    """USR1 without B: kills a job step's Snakemake and misses array tasks, with B: it kills the
+    plugin's batch shell; training stops by its own deadline and on SIGTERM instead (docs/gpu.md
+    "Preemption and time limits")."""
+    texts = [p.read_text() for p in (REPO / "rules").glob("*.smk")]
+    assert not any("--signal" in t for t in texts)
+    assert "--signal" not in (REPO / "profiles" / "default" / "config.yaml").read_text()
 
 
 def test_plan_with_the_site_profile_from_the_clone_root(tmp_path):
@@ -488,9 +467,9 @@ def test_bookkeeping_rules_are_local_and_light(tmp_path, monkeypatch):
     )
     assert {"diagnostics_table", "diagnostics_figure"} <= local
     profile = _workflow_profile()
-    light = profile["set-resources"]["prepare_wordnet"]
-    for rule in local:
-        assert profile["set-resources"][rule] == light, rule
+    blocks = rule_names()
+    for rule in local - {"preflight"}:  # preflight gathers the preflight's reports: no job
+        assert '**class_resources("light")' in blocks[rule], rule
     assert not local & set(profile["slurm-array-jobs"].split(","))
 
 
@@ -504,7 +483,8 @@ def test_a_site_with_an_image_runs_every_job_in_it(tmp_path, monkeypatch):
     directory = _write(tmp_path / "home", "--container", image)
     profile = yaml.safe_load((directory / "config.yaml").read_text())
     assert profile["software-deployment-method"] == "apptainer"
-    assert profile["apptainer-args"] == "--nv"  # the node's GPUs and driver inside the image
+    # the node's GPUs and driver inside the image, and the clone whose package every job runs
+    assert profile["apptainer-args"] == f"--nv --bind {REPO}"
     site = tmp_path / "site.yaml"
     site.write_text(f"resources:\n  site: {directory / 'site.yaml'}\n")
     assert _parsed(tmp_path / "a", site)[1] == {image}
@@ -753,6 +733,6 @@ def test_multi_node_training_plans_srun_and_torchrun(tmp_path):
     assert "nodes=2" in block and "gres=gpu:4" in block, block
     assert re.search(
         r"srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=24 .*torchrun "
-        r"--nnodes=2 --nproc-per-node=4 .*--rdzv-backend=c10d .*--no-python imagenot train-trial ",
+        r"--nnodes=2 --nproc-per-node=4 .*--rdzv-backend=c10d .*--no-python python -m imagenot train-trial ",
         out,
     ), out[-4000:]

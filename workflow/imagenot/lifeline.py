@@ -5,9 +5,9 @@ forgets it. A command that outlives that process (its shell killed by SIGTERM, S
 with ``kill -9``) would go on training and then write its output, which the next
 ``snakemake -n`` takes as complete ("Nothing to be done"). Two parts close this:
 
-- every rule's shell line runs its command with ``exec`` (:data:`SHELL_PREFIX`, set once for all
-  rules in rules/common.smk), so the command *is* the job's process: a signal to the job reaches
-  it, and no shell stays behind to be killed alone;
+- every rule's shell line runs its command with ``exec`` (:func:`job_prefix`, the start of each
+  rule's own line: rules/common.smk ``IMAGENOT``), so the command *is* the job's process: a signal
+  to the job reaches it, and no shell stays behind to be killed alone;
 - a workflow job's ``imagenot`` command asks the kernel for SIGTERM when its parent dies
   (:func:`bind_to_parent`, ``prctl(PR_SET_PDEATHSIG)``; Snakemake's own death included), and
   :func:`check_parent` refuses to move an output into place once the parent is gone (the one
@@ -25,6 +25,25 @@ import sys
 # Snakemake's default prefix (bash strict mode), then ``exec``: every rule's shell line is one
 # command (tests/test_lifeline.py checks), which replaces the shell.
 SHELL_PREFIX = "set -euo pipefail; exec "
+
+
+def job_prefix(launcher: str = "") -> str:
+    """The start of a workflow rule's shell line, up to the word ``imagenot`` that the line then
+    spells with its subcommand: :data:`SHELL_PREFIX`, the checkout's package first on the path
+    (``$IMAGENOT_CHECKOUT``, set by rules/common.smk: :mod:`imagenot.checkout`), ``launcher``
+    (torchrun or srun for a training job of several processes: ``imagenot.train.launch``), then
+    ``python -m`` (the job env's interpreter: a conda env or an image provides the dependencies,
+    the checkout the code). In each rule's own line rather than Snakemake's global
+    ``shell.prefix``, which would change the shell lines of a host workflow using this one as a
+    module. The checkout's path is read by the shell from the environment, never written into
+    the line: a finished run moved to another folder, or rerun from another clone, keeps its
+    rules' code."""
+    from imagenot.checkout import ENV
+
+    run = f"{launcher} python -m" if launcher else "python -m"
+    return f'set -euo pipefail; PYTHONPATH="${ENV}" exec {run}'
+
+
 _PR_SET_PDEATHSIG = 1
 
 # (this process's pid, its parent's pid) once bound; a forked child (a DataLoader worker) has

@@ -4,8 +4,9 @@ Why two profiles: Snakemake loads a *global* profile by name (``--profile slurm`
 ``~/.config/snakemake/slurm/``) and the *workflow* profile ``profiles/default/`` of the clone by
 itself. What differs between clusters (executor, partitions, account, GPU flag style, status
 command, the longest job a partition accepts) belongs to the user and is written once per site by
-this command; what the workflow needs (per-rule memory and runtime growing with each attempt,
-array jobs, requeue) ships with the clone in ``profiles/default/config.yaml``.
+this command; what only a profile can say for the workflow (array jobs, requeue, the report's
+landing page) ships with the clone in ``profiles/default/config.yaml``. Every rule asks for its own
+memory and runtime (``imagenot.job_resources``, ``imagenot.work``).
 
 Snakemake merges the two key by key (the workflow profile wins), so the site profile only sets
 keys the workflow profile never sets. Site values that must shape the rules' resources (the
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 from pathlib import Path
 
 SITE_SCHEMA = "site.schema.yaml"
@@ -27,11 +29,9 @@ DEFAULT_DIR = "~/.config/snakemake/slurm"
 PROFILE_FILE = "config.yaml"
 SITE_FILE = "site.yaml"
 PARTITIONS_FILE = "partitions.yaml"
-# Environment variables through which rules/common.smk hands the effective maximum runtime and
-# the attempt growth to the resource expressions of profiles/default/config.yaml (Snakemake expands
-# $VARS in those expressions when it evaluates them, after the Snakefile has run).
-ENV_MAX_RUNTIME = "IMAGENOT_MAX_RUNTIME_MIN"
-ENV_GROWTH = "IMAGENOT_ATTEMPT_GROWTH"
+# The clone this command belongs to (workflow/imagenot/ is two folders below its root): jobs in an
+# Apptainer image run its package, which the image must see (imagenot.checkout)
+CLONE = Path(__file__).resolve().parents[2]
 
 
 def site_schema() -> dict:
@@ -196,8 +196,11 @@ def profile(site: dict, directory: Path) -> dict:
         out = {"executor": out.pop("executor"), "software-deployment-method": method, **out}
     if site["container"]:
         # Apptainer hides the node's GPUs and driver from a container without --nv: every GPU
-        # job would see no CUDA device (the preflight's first check, docs/gpu.md)
+        # job would see no CUDA device (the preflight's first check, docs/gpu.md). The clone is
+        # mounted where it is: every job runs its package (imagenot.checkout), not a copy
         out["apptainer-args"] = "--nv"
+        if (CLONE / "Snakefile").is_file():
+            out["apptainer-args"] += f" --bind {shlex.quote(str(CLONE))}"
     if site["conda_prefix"] and method == "conda":
         out["conda-prefix"] = site["conda_prefix"]
     if site["account"]:

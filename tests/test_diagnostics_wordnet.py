@@ -147,7 +147,7 @@ def test_published_lists(wn, class_lists, imagenet, name):
     assert doc["synset_overlap"] == 0.0  # disjoint from ImageNet by construction
     assert not {wnid(s) for s in classes} & set(imagenet_wnids())
     assert 0 < doc["parent_overlap"] < 1
-    # The authors' list keeps some ancestors of other classes (method.md step 4).
+    # The authors' list keeps some ancestors of other classes (docs/method.md step 4).
     assert doc["classes"]["n_leaf_classes"] < 1000
     independent = independent_stats(classes)
     for key, value in independent.items():

@@ -109,9 +109,6 @@ SITE_COMMAND = (
     ".venv/bin/imagenot slurm-profile --partition cpu --gpu-partition gpu --account my_lab"
 )
 CLONE = "imagenot"  # the fake clone's folder name, as docs/cluster.md's `../imagenot` names it
-# Small WordNet noun classes for the fake copies of the authors' published class lists.
-FAKE_CLASSES = "n01828556\nn03262809\nn03767745\nn07631023\n"
-SHARED_CSV = "ssl_resnet50_imagenet_variants.csv"
 
 
 def fenced_blocks(doc: Path) -> list[tuple[int, str, str]]:
@@ -164,8 +161,8 @@ def mode(tokens: list[str]) -> tuple[str, str]:
 def fake_clone(root: Path) -> Path:
     """``root/imagenot`` shaped like a fresh clone: this checkout's files linked, config/ copied
     with config/paper.yaml pointed at a small fake data layout under ``root`` (empty LAION parts
-    named as the config lists them, ImageNet / CIFAR-10 / weights folders, the published class
-    lists in ``root/shared/data``, beside the clone as ../shared), no results/."""
+    named as the config lists them, ImageNet / CIFAR-10 / weights folders; the authors' class
+    lists and the published tables are the clone's own, in resources/), no results/."""
     from snakemake.utils import update_config
 
     clone = root / CLONE
@@ -183,14 +180,6 @@ def fake_clone(root: Path) -> Path:
     paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
     update_config(paper, placeholder_overlay(root / "data", paper))
     (clone / "config" / "paper.yaml").write_text(yaml.safe_dump(paper, sort_keys=False))
-    for listed in paper["diagnostics"]["class_lists"].values():
-        path = clone / listed
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(FAKE_CLASSES)
-    shared = REPO.parent / "shared" / "data" / SHARED_CSV
-    if shared.is_file():
-        (root / "shared" / "data").mkdir(parents=True, exist_ok=True)
-        (root / "shared" / "data" / SHARED_CSV).symlink_to(shared)
     return clone
 
 
@@ -292,18 +281,11 @@ def run_documented(doc: Path, root: Path, done: dict[str, str]) -> list[str]:
     return failures
 
 
-def _missing_shared_csv(doc: Path) -> bool:
-    shared = REPO.parent / "shared" / "data" / SHARED_CSV
-    return SHARED_CSV in doc.read_text(encoding="utf-8") and not shared.is_file()
-
-
 _DONE: dict[str, str] = {}  # the same command in two documents runs once (command -> where)
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=[d.name for d in DOCS])
 def test_every_documented_command_block_works_as_printed(doc, tmp_path):
-    if _missing_shared_csv(doc):
-        pytest.skip(f"{doc.name}'s rankings example reads ../shared/data/{SHARED_CSV}: absent")
     failures = run_documented(doc, tmp_path, _DONE)
     assert not failures, "\n\n".join(failures)
 

@@ -14,8 +14,8 @@ Problems have two levels. **error**: the results cannot be used as they are (a t
 split with 0 images; a validation split with 0 images where the config asks for some); the
 workflow then exits 1 after printing, the summary and report still written. **warning**: usable
 but suspect (a model at chance on an experiment, which the preregistration's amendments allow
-to retry, method.md guardrail 4, and the models table marks "(at chance)"; a download part whose
-success rate is under half its dataset's; a part below ``acquire.min_success_rate`` already
+to retry, docs/method.md guardrail 4, and the models table marks "(at chance)"; a download part
+whose success rate is under half its dataset's; a part below ``acquire.min_success_rate`` already
 failed its own job; a published weight whose top-1 measured on the whole validation set lies more
 than ``imagenot.train.facts.PUBLISHED_TOLERANCE`` points from its published one: the reference is
 not the published protocol, and every comparison with it inherits the gap).

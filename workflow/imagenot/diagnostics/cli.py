@@ -1,4 +1,4 @@
-"""`imagenot` subcommands of the diagnostics stage (method.md section 3).
+"""`imagenot` subcommands of the diagnostics stage (docs/method.md section 3).
 
 Each command takes its files by role (:mod:`imagenot.diagnostics.files`, its parser built from
 the class); ``wordnet-stats`` is also typed by hand. The rule commands get everything else from
@@ -33,8 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "wordnet-stats",
         _wordnet_stats,
         files=files.WordnetStatsFiles,
-        description="Statistics of the union of all hypernym paths of the classes (method.md s.3). "
-        "Bad ids are reported with their line numbers (exit status 2).",
+        description="Statistics of the union of all hypernym paths of the classes "
+        "(docs/method.md section 3). Bad ids are reported with their line numbers (exit status 2).",
     )
     p.add_argument("--json", action="store_true", help="print the JSON document on stdout")
 

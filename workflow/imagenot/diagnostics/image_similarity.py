@@ -1,4 +1,4 @@
-"""Intra-class and inter-class image similarity from image embeddings (method.md section 3).
+"""Intra-class and inter-class image similarity from image embeddings (docs/method.md section 3).
 
 Similarity of two images is the inner product of their L2-normalised embeddings. Everything is
 computed from per-class sums ``S_c = sum_{i in c} x_i`` in one pass (a scatter-add and one C x C

@@ -1,4 +1,4 @@
-"""WordNet subtree statistics of a class list, against a reference list (method.md section 3).
+"""WordNet subtree statistics of a class list, against a reference list (docs/method.md section 3).
 
 The subtree of a class list is the union of every hypernym path (instance hypernyms included)
 from each class up to the root, as a directed graph with edges parent -> child and wnids as

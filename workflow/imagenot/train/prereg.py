@@ -4,7 +4,7 @@
 registered search definition (space, budget, epochs, patience, halving, seeds) and its hash, the
 models that drew trials, and every amendment. Once results of an experiment exist, a changed
 definition is refused unless the config records an amendment naming a model whose registered
-trials all ended at chance (method.md section 5, guardrail 4); the evidence is checked here
+trials all ended at chance (docs/method.md section 5, guardrail 4); the evidence is checked here
 against the trial results, then archived in the record.
 """
 

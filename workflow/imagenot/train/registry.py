@@ -148,7 +148,7 @@ def _tv(name: str, family: str, head: str, min_size: int, weights: str) -> Model
 #: long entries seven-line blocks of one shape).
 # fmt: off
 MODELS: Registry = _register(
-    # The seven paper models (method.md section 4).
+    # The seven paper models (docs/method.md section 4).
     _tv("alexnet", "alexnet", "classifier.6", 63, "AlexNet_Weights.IMAGENET1K_V1"),
     _tv("vgg19", "vgg", "classifier.6", 32, "VGG19_Weights.IMAGENET1K_V1"),
     _tv("resnet18", "resnet", "fc", 1, "ResNet18_Weights.IMAGENET1K_V1"),

@@ -27,7 +27,7 @@ from imagenot.config import schema_node
 from imagenot.registries import Registry
 from imagenot.train.optim_registry import OPTIMIZERS, SCHEDULERS
 
-# The whitelist (method.md section 5): lr, scheduler settings, weight decay, and the optimizer,
+# The whitelist (docs/method.md section 5): lr, scheduler settings, weight decay, and the optimizer,
 # momentum and warm-up the paper's CIFAR-10 space adds. Nothing else may vary. Each one's default
 # (the value a space that does not name it runs with) is the schema's, read from it: the order
 # of the schema's keys is the draw order (test_train_search checks it is the one pre-registered).

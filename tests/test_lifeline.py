@@ -151,16 +151,22 @@ def test_an_unkilled_job_still_writes_its_output(tmp_path):
 
 
 def test_every_rule_runs_one_command_that_replaces_its_shell():
-    """``exec`` in the shell prefix replaces the shell with the first command of a line: a second
-    command (``;``, ``&&``, ``|``, ``$(...)``) would never run, or would keep a shell alive."""
+    """``exec`` at the start of every rule's line (its own, not a global ``shell.prefix``, which
+    would change a host workflow's rules) replaces the shell with the first command of a line: a
+    second command (``;``, ``&&``, ``|``, ``$(...)``) would never run, or would keep a shell
+    alive."""
+    from imagenot.lifeline import job_prefix
+
     common = (REPO / "rules" / "common.smk").read_text()
-    assert "shell.prefix(lifeline.SHELL_PREFIX)" in common
+    assert "shell.prefix(" not in common and "JOB = lifeline.job_prefix()" in common
     assert SHELL_PREFIX.rstrip().endswith("exec")
+    assert job_prefix().startswith("set -euo pipefail; ") and " exec python -m" in job_prefix()
     n = 0
     for path in sorted((REPO / "rules").glob("*.smk")):
         for block in re.findall(r"\n    shell:\n((?:        .*\n)+)", path.read_text()):
             n += 1
             line = " ".join(part.strip().strip('"') for part in block.splitlines())
+            assert line.startswith(("JOB + ", "{params.launch} imagenot ")), f"{path.name}: {line}"
             assert not re.search(r"&&|\|\||;|\||\$\(|`", line), f"{path.name}: {line}"
     assert n > 20
     assert "run:" not in "".join(p.read_text() for p in (REPO / "rules").glob("*.smk"))

@@ -28,23 +28,42 @@ def decimals(value: float) -> int:
 
 
 def count_problem(
-    pct: float, n: float, written: float, factor: float, count: str = "n", of: str = "test images"
+    pct: float,
+    n: float,
+    written: float,
+    factor: float,
+    count: str = "n",
+    of: str = "test images",
+    *,
+    slack: float = 0.0,
 ) -> str | None:
     """Why ``pct`` percent (``written`` so, on a scale ``factor`` times smaller: 100 for a
     fraction) cannot be a count of correct images out of ``n``, or None: the nearest count is
     further from it than the digits it is written with allow (55% of 3 images: 1 of 3 is 33.3%
     and 2 of 3 is 66.7%; 33.3% of 3 is 1 of 3, rounded). Of no image (``n`` 0) only 0% can be
     measured, which is what an evaluation of an empty split reports. ``count`` and ``of`` name
-    the count and what it counts in the message."""
+    the count and what it counts in the message.
+
+    An accuracy written with ``d`` decimals is taken when some count lies within
+    ``(0.5 + slack)`` units of its last digit (``10^-d``): 0.5 is rounding to the nearest;
+    ``slack`` widens it for numbers printed by others (a published table rounds in its own way:
+    :data:`imagenot.analyse.checks.PRINTED_SLACK`). The refusal prints the accuracy, the two
+    nearest shares and the distance with enough digits to see the gap beside the tolerance."""
     if n == 0:
         return None if pct == 0 else f"{cell(written)} cannot be a share of {count}=0 {of}"
     k = pct / 100.0 * n
     gap = abs(pct - round(k) / n * 100.0)
-    tol = 0.5 * 10.0 ** -decimals(float(written)) * factor + 1e-9 * max(1.0, pct)
+    d = decimals(float(written))
+    unit = 10.0**-d * factor
+    tol = (0.5 + slack) * unit + 1e-9 * max(1.0, pct)
     if gap <= tol:
         return None
     lo, hi = math.floor(k), math.ceil(k)
+    # three decimals more than the accuracy has in percent: enough to see the gap
+    shown = max(d - round(math.log10(factor)) + 3, 4)
     return (
         f"{cell(written)} cannot be a share of {count}={n:g} {of} ({lo:.0f} of them is "
-        f"{lo / n * 100:.4g}%, {hi:.0f} is {hi / n * 100:.4g}%)"
+        f"{lo / n * 100:.{shown}f}%, {hi:.0f} is {hi / n * 100:.{shown}f}%; the nearest is "
+        f"{gap:.{shown}f} points away, more than the {(0.5 + slack) * unit:g} that "
+        f"{d} decimal(s) allow)"
     )

@@ -50,6 +50,7 @@ def _ci(args: argparse.Namespace) -> int:
     import numpy as np
 
     from imagenot.analyse import stats
+    from imagenot.analyse.checks import PRINTED_SLACK
     from imagenot.analyse.table import MAX_COUNT
     from imagenot.counts import count_problem
 
@@ -60,7 +61,7 @@ def _ci(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    problem = count_problem(args.accuracy, args.n, args.accuracy, 1.0)
+    problem = count_problem(args.accuracy, args.n, args.accuracy, 1.0, slack=PRINTED_SLACK)
     if problem:
         print(f"imagenot ci: --accuracy {problem}", file=sys.stderr)
         return 2

@@ -112,13 +112,13 @@ def _bootstrap(
         "kendall_tau_ci": tau_ci["ci"],
         "slope_ci": slope_ci["ci"],
     }
-    notes = [
-        f"{k}: {c['note']}"
-        for k, c in (("kendall_tau", tau_ci), ("slope", slope_ci))
-        if "note" in c
-    ]
-    if notes:
-        out["notes"] = notes
+    refused = {
+        key: c["refused"]
+        for key, c in (("kendall_tau_ci", tau_ci), ("slope_ci", slope_ci))
+        if c["ci"] is None
+    }
+    if refused:
+        out["refused"] = refused
     return Bootstrap(**clean(out))
 
 
@@ -190,4 +190,6 @@ def compare(
         missing["bootstrap"] = boot
     else:
         out["bootstrap"] = boot
+        for key, why in (boot.refused or {}).items():
+            missing[f"bootstrap.{key}"] = f"{boot.interval} interval over {boot.method}: {why}"
     return out, missing

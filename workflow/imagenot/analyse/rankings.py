@@ -299,8 +299,6 @@ def rankings_report(
             )
             not_computed.update({f"{d}: {k}": v for k, v in missing.items()})
         out_ds[d] = DatasetEntry(**clean(entry), **comp)
-        if out_ds[d].bootstrap is not None:
-            warnings += [f"{d}: bootstrap: {note}" for note in out_ds[d].bootstrap.notes or []]
     across, missing = across_datasets(cells, agg_datasets, reference, floors, seed)
     not_computed.update(missing)
     errors, missing = error_correlations(cells, seed)

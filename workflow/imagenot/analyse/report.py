@@ -159,16 +159,18 @@ class UpToErrorBars(_Json):
 @dataclass(frozen=True, kw_only=True)
 class Bootstrap(_Json):
     """Bootstrap intervals of Kendall tau and the OLS slope: ``reps`` replicates resampling
-    ``method`` (models, seeds or images), interval ``interval`` (named ``interval_name``)."""
+    ``method`` (models, seeds or images), interval ``interval`` (named ``interval_name``). An
+    interval the replicates cannot give (:func:`imagenot.analyse.stats.bootstrap_interval`) is
+    null, and ``refused`` says why, keyed by the field (``kendall_tau_ci``, ``slope_ci``)."""
 
     method: str
     reps: int
     seed: int
     interval: str
     interval_name: str
-    kendall_tau_ci: list[Number]
-    slope_ci: list[Number]
-    notes: list[str] | None = None
+    kendall_tau_ci: list[Number] | None
+    slope_ci: list[Number] | None
+    refused: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

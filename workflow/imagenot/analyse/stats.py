@@ -196,38 +196,85 @@ BOOTSTRAP_INTERVAL_NAMES = {
 def bootstrap_interval(
     values: np.ndarray, estimate: float, confidence: float, method: str
 ) -> dict[str, Any]:
-    """Bootstrap interval of ``estimate`` from its replicates, ignoring undefined replicates.
+    """Bootstrap interval of ``estimate`` from its replicates (undefined ones ignored), or the
+    reason there is none.
 
-    ``percentile``: the replicates' quantiles; it can exclude the estimate itself when the
-    replicate distribution is skewed (Kendall's tau near 1 is). ``basic``: the percentile
-    interval reflected about the estimate. ``bc``: Efron's bias-corrected percentile interval,
-    quantiles shifted by z0 = Phi^-1(share of replicates below the estimate, ties half).
-    ``note`` says when the estimate falls outside the interval anyway.
+    ``percentile``: the replicates' quantiles. ``basic``: the percentile interval reflected
+    about the estimate. ``bc``: Efron's bias-corrected percentile interval, quantile levels
+    Phi(2 z0 +- z) with z0 = Phi^-1(share of replicates below the estimate, ties half).
+
+    Returns ``{"method", "valid_reps", "ci": [lo, hi]}``, or ``"ci": None`` with ``"refused"``,
+    one line saying why, where the replicates cannot give a valid interval:
+
+    - no finite replicate, or an undefined estimate;
+    - every replicate equal: resampling leaves the statistic fixed (a ranking that no
+      resampled test set changes), so the replicates say nothing of its spread;
+    - ``bc`` with the estimate beyond every replicate: z0 is infinite (as in
+      :func:`scipy.stats.bootstrap`, whose BCa interval is then NaN with a
+      ``DegenerateDataWarning``); Kendall's tau of 1 resampled over test images is one: noise
+      only ever lowers it;
+    - an interval of zero width (most replicates on one value) or one that excludes its own
+      estimate (resampling shifts the statistic away from it: more than ``1 - confidence / 2``
+      of the replicates on one side of it, for ``bc`` as for ``percentile``): neither is a
+      confidence interval of the estimate.
+
+    Where z0 is finite, ``bc`` is computed as scipy computes BCa with no acceleration; its
+    levels may lie far in a tail (z0 of 1.3 puts the upper one at 0.99999), where the endpoint
+    is one of the most extreme replicates: more replicates (``--bootstrap-reps``) estimate it
+    better.
     """
     if method not in INTERVALS:
         raise ValueError(f"interval must be one of {INTERVALS}, not {method!r}")
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
-    out: dict[str, Any] = {"method": method, "valid_reps": len(v)}
-    if not len(v) or not np.isfinite(estimate):
-        return {**out, "ci": [float("nan"), float("nan")], "note": "no valid replicate"}
+    reps = len(v)
+    out: dict[str, Any] = {"method": method, "valid_reps": reps}
+    name = BOOTSTRAP_INTERVAL_NAMES[method]
+
+    def refused(why: str) -> dict[str, Any]:
+        return {**out, "ci": None, "refused": why}
+
+    if not reps:
+        return refused("no valid replicate")
+    if not np.isfinite(estimate):
+        return refused("the estimate is undefined")
+    low, high = float(v.min()), float(v.max())
+    if low == high:
+        return refused(
+            f"all {reps} replicates equal {low:.4g}: resampling leaves the statistic fixed, so "
+            "the replicates say nothing of its spread"
+        )
     alpha = 1 - confidence
+    below, ties = int(np.sum(v < estimate)), int(np.sum(v == estimate))
     if method == "percentile":
         lo, hi = np.quantile(v, [alpha / 2, 1 - alpha / 2])
     elif method == "basic":
         q_lo, q_hi = np.quantile(v, [alpha / 2, 1 - alpha / 2])
         lo, hi = 2 * estimate - q_hi, 2 * estimate - q_lo
     else:
-        share = (np.sum(v < estimate) + 0.5 * np.sum(v == estimate)) / len(v)
-        share = float(np.clip(share, 0.5 / len(v), 1 - 0.5 / len(v)))
-        z0 = stats.norm.ppf(share)
-        z = stats.norm.ppf([alpha / 2, 1 - alpha / 2])
-        lo, hi = np.quantile(v, stats.norm.cdf(2 * z0 + z))
-    out["ci"] = [float(lo), float(hi)]
-    if not lo <= estimate <= hi:
-        out["note"] = (
-            f"the estimate {estimate:.4g} lies outside the {BOOTSTRAP_INTERVAL_NAMES[method]} interval"
+        share = (below + 0.5 * ties) / reps
+        if share in (0.0, 1.0):
+            where = "above" if share == 1.0 else "below"
+            return refused(
+                f"the estimate {estimate:.4g} lies {where} all {reps} replicates ({low:.4g} to "
+                f"{high:.4g}): the bias correction z0 = Phi^-1({share:g}) is infinite, so there "
+                "is no BC interval (resampling moves the statistic away from its estimate)"
+            )
+        z0 = float(stats.norm.ppf(share))
+        lo, hi = np.quantile(v, stats.norm.cdf(2 * z0 + stats.norm.ppf([alpha / 2, 1 - alpha / 2])))
+    lo, hi = float(lo), float(hi)
+    if lo == hi:
+        at = float(np.mean(v == lo))
+        return refused(
+            f"the {name} interval has zero width: {at:.0%} of the {reps} replicates equal {lo:.4g}"
         )
+    if not lo <= estimate <= hi:
+        return refused(
+            f"the estimate {estimate:.4g} lies outside the {name} interval [{lo:.4g}, {hi:.4g}] "
+            f"of its {reps} replicates ({below} below it): resampling moves the statistic away "
+            "from its estimate"
+        )
+    out["ci"] = [lo, hi]
     return out
 
 

@@ -25,6 +25,26 @@ from imagenot.analyse import PUBLISHED_PROTOCOL
 from imagenot.io import read_parquet
 
 REQUIRED = ("model", "dataset", "accuracy")
+COLUMNS = (
+    *REQUIRED,
+    "n",
+    "seed",
+    "ci_low",
+    "ci_high",
+    "protocol",
+    "transform",
+    "key",
+    "correct",
+)
+"""The column names the toolbox reads (a results table's and a per-image table's), matched
+whatever their case: a spreadsheet's ``Model,Dataset,Accuracy`` header is read as
+``model,dataset,accuracy``. Other columns (a wide table's datasets, ``--key`` columns) keep
+their names as written."""
+SEPARATORS = ",;\t"
+"""Cell separators a CSV file may use: comma, semicolon (spreadsheets that write decimal
+commas) and tab (TSV). The separator is sniffed from the file's first lines
+(:class:`csv.Sniffer`); a ``.tsv`` file is tab-separated."""
+SNIFF_LINES = 20
 FORMATS = ("long", "wide")
 WIDE_EXTRA = ("seed",)
 """Columns of a wide table that are not datasets (besides the model column)."""
@@ -81,6 +101,10 @@ def read_table(
 ) -> pd.DataFrame:
     """Read a CSV or parquet results table, long or wide (no validation beyond the layout).
 
+    A CSV file is read as spreadsheets and papers' repositories export it: UTF-8 with or without
+    a byte-order mark, cells separated by commas, semicolons or tabs (:data:`SEPARATORS`;
+    with semicolons or tabs a decimal comma is read as a decimal point: ``76,1`` is 76.1), the
+    names of :data:`COLUMNS` in any case.
     Wide: a ``model`` column (else the first column), optionally ``seed``, and one column per
     dataset in the table's order; empty cells are models missing from that dataset. ``sizes``
     gives the test-set size per dataset (``--n``) for either layout; in a long table it fills
@@ -92,26 +116,43 @@ def read_table(
         raise TableError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     if not path.is_file():
         raise TableError(f"{path}: no such file")
+    sep = None
     try:
         if path.suffix == ".parquet":
             df = read_parquet(path).to_pandas()
         else:
-            df = pd.read_csv(path, skipinitialspace=True)
+            sep = _separator(path)
+            df = pd.read_csv(
+                path,
+                sep=sep,
+                decimal="," if sep != "," else ".",
+                skipinitialspace=True,
+                encoding="utf-8-sig",
+            )
     except pd.errors.EmptyDataError:
         raise TableError(f"{path}: the file is empty") from None
+    except UnicodeDecodeError as exc:
+        raise TableError(
+            f"{path}: byte {exc.start} is not UTF-8 text ({exc.reason}); save the table as "
+            "UTF-8 (CSV UTF-8 in a spreadsheet)"
+        ) from None
     except Exception as exc:  # any reader error becomes one line naming the file
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TableError(f"{path}: cannot be read as a table: {msg}") from None
-    df.columns = [str(c).strip() for c in df.columns]
-    header = _header(path) if path.suffix != ".parquet" else list(df.columns)
+    header = _header(path, sep) if sep is not None else [str(c).strip() for c in df.columns]
+    header = [_canonical(c) for c in header]
     twice = sorted({c for c in header if header.count(c) > 1})
     if twice:  # pandas would rename the second to "name.1" and read it as another dataset
-        raise TableError(f"{path}: column(s) {', '.join(map(repr, twice))} given twice")
+        raise TableError(
+            f"{path}: column(s) {', '.join(map(repr, twice))} given twice (names are matched "
+            "whatever their case)"
+        )
+    df.columns = [_canonical(str(c).strip()) for c in df.columns]
     if len(df) == 0:
         raise TableError(f"{path}: header only, no data rows (columns: {', '.join(df.columns)})")
     if LINE in df.columns:
         raise TableError(f"{path}: column name {LINE!r} is reserved")
-    if path.suffix != ".parquet":  # data row i of a CSV file is on line i + 2 (1: the header)
+    if sep is not None:  # data row i of a CSV file is on line i + 2 (1: the header)
         df[LINE] = np.arange(len(df)) + 2
     if fmt == "wide":
         df = _from_wide(df, path, tuple(id_columns))
@@ -135,12 +176,34 @@ def read_table(
     return df
 
 
-def _header(path: Path) -> list[str]:
+def _canonical(name: str) -> str:
+    """A column name as the toolbox reads it: one of :data:`COLUMNS` whatever its case, any
+    other name as written."""
+    folded = name.casefold()
+    return next((c for c in COLUMNS if c == folded), name)
+
+
+def _separator(path: Path) -> str:
+    """The cell separator of a CSV file (:data:`SEPARATORS`): tab for ``.tsv``, else the one
+    :class:`csv.Sniffer` finds in the first :data:`SNIFF_LINES` lines, else a comma."""
+    import csv
+
+    if path.suffix.lower() == ".tsv":
+        return "\t"
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        sample = "".join(line for _, line in zip(range(SNIFF_LINES), f, strict=False))
+    try:
+        return csv.Sniffer().sniff(sample, delimiters=SEPARATORS).delimiter
+    except csv.Error:  # one column, or no separator used consistently: pandas says what it reads
+        return ","
+
+
+def _header(path: Path, sep: str) -> list[str]:
     """The CSV file's column names as written (stripped), before pandas renames repeats."""
     import csv
 
-    with open(path, newline="", encoding="utf-8", errors="replace") as f:
-        return [c.strip() for c in next(csv.reader(f), [])]
+    with open(path, newline="", encoding="utf-8-sig", errors="replace") as f:
+        return [c.strip() for c in next(csv.reader(f, delimiter=sep), [])]
 
 
 def _from_wide(df: pd.DataFrame, path: Path, id_columns: tuple[str, ...]) -> pd.DataFrame:

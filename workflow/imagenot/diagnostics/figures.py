@@ -20,11 +20,12 @@ def _plt():
 
 
 def save(fig, pdf: str | os.PathLike, png: str | os.PathLike) -> None:
-    """Write ``fig`` atomically as PDF and PNG (metadata stripped for stable bytes)."""
+    """Write ``fig`` atomically as PDF (TrueType fonts: :func:`imagenot.figures.style.write_pdf`)
+    and PNG (metadata stripped for stable bytes)."""
+    from imagenot.figures.style import write_pdf
     from imagenot.io import atomic_path
 
-    with atomic_path(pdf, ".pdf") as tmp:
-        fig.savefig(tmp, format="pdf", metadata={"CreationDate": None, "Producer": None})
+    write_pdf(fig, pdf, {"Producer": None})
     with atomic_path(png, ".png") as tmp:
         fig.savefig(tmp, format="png", dpi=150, metadata={"Software": None})
     _plt().close(fig)

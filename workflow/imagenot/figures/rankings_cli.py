@@ -386,6 +386,9 @@ def summary_text(report: RankingsReport, models: str | None) -> str:
             tau = f"tau-b {_fmt(c.kendall_tau)}"
             if ci:
                 tau += f" [{_fmt(ci[0])}, {_fmt(ci[1])}] ({boot.interval}, over {boot.method})"
+            elif boot is not None:  # the replicates gave no valid interval: say why here
+                why = (boot.refused or {}).get("kendall_tau_ci", "")
+                tau += f" (no {boot.interval} interval over {boot.method}: {why})"
             lines.append(
                 f"  {tau} {p_text(c.kendall_p)}; rho {_fmt(c.spearman_rho)} "
                 f"{p_text(c.spearman_p)}; r {_fmt(c.pearson_r)}; "
@@ -435,7 +438,8 @@ def summary_text(report: RankingsReport, models: str | None) -> str:
             f"mean over {plural(len(mc.datasets), 'dataset')}: tau-b {_fmt(mc.kendall_tau)}, "
             f"rho {_fmt(mc.spearman_rho)}, r {_fmt(mc.pearson_r)}"
         )
-    nc = report.not_computed
+    # a refused bootstrap interval is said on its dataset's line (tau) or in the JSON (slope)
+    nc = {k: why for k, why in report.not_computed.items() if ": bootstrap." not in k}
     if nc:
         # one line per reason, with the statistics and datasets it concerns
         by_reason: dict[str, list[str]] = {}

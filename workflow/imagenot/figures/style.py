@@ -1,4 +1,11 @@
-"""Shared figure style (paper size) and atomic PDF + PNG saving."""
+"""Shared figure style (paper size) and atomic PDF + PNG saving.
+
+Matplotlib reads how fonts are embedded (``pdf.fonttype``) when a figure is written, not when it
+is drawn: the rc settings of :func:`paper_style` have ended by the time a figure is saved, so
+every writer of a PDF here (:func:`save`, :func:`write_pdf`, the diagnostics figures) applies
+:data:`SAVE_RC` around ``savefig`` itself. No PDF the project writes embeds a Type 3 font, which
+journals and conference sites refuse.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +16,14 @@ from contextlib import contextmanager
 from imagenot.figures.settings import Style
 from imagenot.io import atomic_path
 
-__all__ = ["HIGHLIGHT", "Style", "paper_style", "save"]
+__all__ = ["HIGHLIGHT", "SAVE_RC", "Style", "paper_style", "save", "write_pdf"]
 
 HIGHLIGHT = "C1"
 """Colour of the highlighted models (``analyse.figure_options.highlight``) in every figure."""
+
+SAVE_RC = {"pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "none"}
+"""The rc settings a figure is written under: fonts embedded as TrueType (Type 42) in PDF and
+PostScript, kept as text in SVG, never as Type 3 (matplotlib's default for PDF)."""
 
 
 @contextmanager
@@ -37,8 +48,7 @@ def paper_style(style: Style) -> Iterator[None]:
         "axes.grid": True,
         "grid.alpha": 0.3,
         "lines.markersize": 4,
-        "pdf.fonttype": 42,
-        "svg.fonttype": "none",
+        **SAVE_RC,
         "figure.constrained_layout.use": True,
         # Labels are names from configs and users' tables (a model "m$\\frac$"): shown as
         # written, never parsed as mathtext (which would fail the figure or render markup).
@@ -48,12 +58,20 @@ def paper_style(style: Style) -> Iterator[None]:
         yield
 
 
-def save(fig, pdf: str | os.PathLike, png: str | os.PathLike, dpi: int) -> None:
-    """Write ``fig`` as PDF and PNG atomically, then close it."""
+def write_pdf(fig, pdf: str | os.PathLike, metadata: dict | None = None) -> None:
+    """Write ``fig`` as a PDF atomically under :data:`SAVE_RC` (TrueType fonts, no creation
+    date; ``metadata`` adds or blanks further entries)."""
     import matplotlib.pyplot as plt
 
-    with atomic_path(pdf, ".pdf") as tmp:
-        fig.savefig(tmp, format="pdf", metadata={"CreationDate": None})
+    with atomic_path(pdf, ".pdf") as tmp, plt.rc_context(SAVE_RC):
+        fig.savefig(tmp, format="pdf", metadata={"CreationDate": None, **(metadata or {})})
+
+
+def save(fig, pdf: str | os.PathLike, png: str | os.PathLike, dpi: int) -> None:
+    """Write ``fig`` as PDF (:func:`write_pdf`) and PNG atomically, then close it."""
+    import matplotlib.pyplot as plt
+
+    write_pdf(fig, pdf)
     with atomic_path(png, ".png") as tmp:
         fig.savefig(tmp, format="png", dpi=dpi)
     plt.close(fig)

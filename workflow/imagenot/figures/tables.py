@@ -117,7 +117,8 @@ def agreement_rows(rep: RankingsReport, order_of=None) -> list[dict]:
 
     Shared by the workflow's ``agreement`` table and the ``statistics`` table of
     ``imagenot rankings --report``; ``order_of`` reorders the dataset names. A statistic that
-    was not computed (the report's ``not_computed`` says why) is an empty cell.
+    was not computed (the report's ``not_computed`` says why) is an empty cell; a bootstrap
+    interval that the replicates could not give is empty and ``bootstrap_refused`` says why.
     """
     names = list(rep.datasets)
     if order_of is not None:
@@ -128,7 +129,7 @@ def agreement_rows(rep: RankingsReport, order_of=None) -> list[dict]:
         if d == rep.reference:
             continue
         tests, boot = e.correlations, e.bootstrap
-        tau_ci = boot.kendall_tau_ci if boot is not None else [None, None]
+        tau_ci = (boot.kendall_tau_ci if boot is not None else None) or [None, None]
         row = {"dataset": d, "reference": rep.reference, "models": e.common_models}
         row |= _columns(tests, kendall_tau="kendall_tau")
         row |= {"kendall_tau_ci_low": tau_ci[0], "kendall_tau_ci_high": tau_ci[1]}
@@ -145,7 +146,10 @@ def agreement_rows(rep: RankingsReport, order_of=None) -> list[dict]:
         row |= _columns(
             e.ols_subset, slope_subset="slope", adj_r2_subset="adj_r2", models_subset="n"
         )
-        rows.append(row | _columns(boot, bootstrap="method", bootstrap_interval="interval"))
+        row |= _columns(boot, bootstrap="method", bootstrap_interval="interval")
+        refused = (boot.refused if boot is not None else None) or {}
+        row["bootstrap_refused"] = "; ".join(f"{k}: {why}" for k, why in refused.items()) or None
+        rows.append(row)
     return rows
 
 

@@ -361,7 +361,7 @@ def test_materialise_range_and_gather_run_on_the_rules_settings(tmp_path):
     assert manifest["split"].to_pylist().count("test") == 6
 
 
-def test_scale_world_shard_runs_on_the_rules_settings(shared_data, nltk_data, tmp_path):
+def test_scale_world_shard_runs_on_the_rules_settings(web_captions, nltk_data, tmp_path):
     config = validate_config(
         {
             "scale_world": {"enabled": True, "rows_per_shard": 300, "row_group_rows": 100},
@@ -371,7 +371,7 @@ def test_scale_world_shard_runs_on_the_rules_settings(shared_data, nltk_data, tm
     lemmas = tmp_path / "lemmas.parquet"
     assert main(["lemmas", "--nltk-data", str(nltk_data), "--lemmas", str(lemmas)]) == 0
     out = tmp_path / "part-00000.parquet"
-    captions = str(shared_data / "web_captions_1000.parquet")
+    captions = str(web_captions)
     argv = ["scale-world-shard", "--index", "0", "--captions", captions]
     argv += ["--lemmas", str(lemmas), "--shard", str(out), "--settings"]
     assert main([*argv, to_json(ScaleSettings.from_config(config))]) == 0

@@ -39,10 +39,10 @@ def lemma_table(wn):
 
 
 @pytest.fixture(scope="module")
-def web(shared_data):
+def web(web_captions):
     from imagenot.demo.scale_world import read_web_captions
 
-    return read_web_captions(shared_data / "web_captions_1000.parquet")
+    return read_web_captions(web_captions)
 
 
 def _settings(**overrides):

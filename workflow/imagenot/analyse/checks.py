@@ -8,6 +8,7 @@ a whole seed, one row per key) and returns it typed, in percent. Every refusal i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import numpy as np
@@ -58,6 +59,10 @@ def parse_scale(items: list[str] | None) -> dict[str, str]:
     return out
 
 
+DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+")
+"""A number written with a decimal comma (``76,1``)."""
+
+
 def _numeric(df: pd.DataFrame, col: str, what: str, *, empty_ok: bool) -> pd.Series:
     """Column ``col`` as floats; a cell that is not a finite number (text, inf, NaN unless
     ``empty_ok`` allows empty cells) is refused naming its row."""
@@ -66,7 +71,13 @@ def _numeric(df: pd.DataFrame, col: str, what: str, *, empty_ok: bool) -> pd.Ser
     bad = (values.isna() & (raw.notna() | (not empty_ok))) | np.isinf(values)
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise TableError(f"{_row_name(df, i)}: {col} {_cell(raw.iloc[i])} is not {what}")
+        hint = ""
+        if isinstance(raw.iloc[i], str) and DECIMAL_COMMA.fullmatch(raw.iloc[i].strip()):
+            hint = (
+                " (a decimal comma in a comma-separated file: separate the cells with "
+                "semicolons or tabs, as spreadsheets that write decimal commas do)"
+            )
+        raise TableError(f"{_row_name(df, i)}: {col} {_cell(raw.iloc[i])} is not {what}{hint}")
     return values
 
 

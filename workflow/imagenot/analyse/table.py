@@ -185,17 +185,21 @@ def _canonical(name: str) -> str:
 
 def _separator(path: Path) -> str:
     """The cell separator of a CSV file (:data:`SEPARATORS`): tab for ``.tsv``, else the one
-    :class:`csv.Sniffer` finds in the first :data:`SNIFF_LINES` lines, else a comma."""
+    :class:`csv.Sniffer` finds in the first :data:`SNIFF_LINES` lines, else in the header
+    alone (a row with a cell too many is then refused by the reader naming its line), else a
+    comma."""
     import csv
 
     if path.suffix.lower() == ".tsv":
         return "\t"
     with open(path, newline="", encoding="utf-8-sig") as f:
-        sample = "".join(line for _, line in zip(range(SNIFF_LINES), f, strict=False))
-    try:
-        return csv.Sniffer().sniff(sample, delimiters=SEPARATORS).delimiter
-    except csv.Error:  # one column, or no separator used consistently: pandas says what it reads
-        return ","
+        lines = [line for _, line in zip(range(SNIFF_LINES), f, strict=False)]
+    for sample in ("".join(lines), "".join(lines[:1])):
+        try:
+            return csv.Sniffer().sniff(sample, delimiters=SEPARATORS).delimiter
+        except csv.Error:
+            continue
+    return ","  # one column: the reader then says which columns are missing
 
 
 def _header(path: Path, sep: str) -> list[str]:

@@ -1,0 +1,248 @@
+"""Published tables as their authors wrote them, through the toolbox's reader and checks: the
+neighbouring papers' tables of resources/published/ read as shipped, the same tables in the
+dialects spreadsheets export (header case, byte-order mark, semicolons with decimal commas,
+tabs), accuracies printed the way timm's results CSVs print them, and a planted case of each
+refusal, one line naming the file and its line."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from imagenot.analyse.checks import PRINTED_SLACK, validate_table
+from imagenot.analyse.table import TableError, read_table
+from imagenot.cli import main
+from imagenot.counts import count_problem
+
+SSL = "ssl_resnet50_imagenet_variants.csv"
+NEW = "new_test_sets_excerpt.csv"
+RECHT_SIZES = {"imagenet": (50_000, 10_000), "cifar10": (10_000, 2_000)}
+"""Test-set sizes of Recht et al.'s Table 1 (original, new): resources/README.md."""
+
+TIMM_SIZES = {
+    "imagenet": 50_000,
+    "imagenet-real": 46_837,
+    "imagenetv2-matched-frequency": 10_000,
+    "sketch": 50_889,
+    "imagenet-r": 30_000,
+    "imagenet-a": 7_500,
+}
+"""The images each of timm's results CSVs (huggingface/pytorch-image-models, results/) counts:
+ImageNet's validation set; the 46,837 of its images that have ReaL labels (timm's
+``RealLabelsImagenet`` skips the 3,163 without; its label file lists 46,837 non-empty); ImageNetV2
+MatchedFrequency; ImageNet-Sketch's 50,889 images; ImageNet-R's 30,000; ImageNet-A's 7,500."""
+
+
+def run(argv: list[str], capsys) -> tuple[int, str, str]:
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def refusal(argv: list[str], capsys) -> str:
+    """The one line of a refused command (exit 2)."""
+    code, _, err = run(argv, capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    return err.strip()
+
+
+def recht_long(path) -> pd.DataFrame:
+    """Recht et al.'s Table 1 as a long table: each printed accuracy and interval as written,
+    with its test set's size."""
+    ex = pd.read_csv(path)
+    parts = []
+    for benchmark, g in ex.groupby("benchmark", sort=False):
+        for which, n in zip(("original", "new"), RECHT_SIZES[benchmark], strict=True):
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "model": g["model"],
+                        "dataset": f"{benchmark}-{which}",
+                        "accuracy": g[f"{which}_accuracy"],
+                        "ci_low": g[f"{which}_ci_low"],
+                        "ci_high": g[f"{which}_ci_high"],
+                        "n": n,
+                    }
+                )
+            )
+    return pd.concat(parts, ignore_index=True)
+
+
+# ------------------------------------------------------------------ the tables as shipped
+
+
+def test_the_ssl_lottery_table_is_read_as_published(published_tables, capsys):
+    """Ozbulak et al.'s Tables I and II (72 rows with n) pass the count check, every row."""
+    path = published_tables / SSL
+    df = validate_table(read_table(path))
+    assert len(df) == 72 and df["n"].notna().all()
+    code, out, err = run(
+        ["rankings", str(path), "--reference", "imagenet-val", "--bootstrap-reps", "0", "--json"],
+        capsys,
+    )
+    assert code == 0, err
+    rep = json.loads(out)
+    assert rep["across_datasets"]["weighted_mean"]  # the size-weighted mean needs n
+
+
+def test_recht_tables_pass_the_count_and_interval_checks(published_tables):
+    """Recht et al.'s accuracies (one decimal) are shares of their test sets, and each lies in
+    its printed 95% interval."""
+    df = validate_table(recht_long(published_tables / NEW))
+    assert len(df) == 30 and set(df["n"]) == {50_000, 10_000, 2_000}
+
+
+# ------------------------------------------------------------------------- the dialects
+
+
+def dialects(df: pd.DataFrame, tmp_path) -> dict[str, object]:
+    """``df`` written as spreadsheets and repositories export it, each to its own file."""
+    out = {}
+    capital = df.rename(columns=str.capitalize)
+    path = tmp_path / "capitalised_bom.csv"
+    capital.to_csv(path, index=False, encoding="utf-8-sig")
+    out["Model,Dataset,Accuracy header with a byte-order mark"] = path
+    path = tmp_path / "european.csv"
+    df.to_csv(path, index=False, sep=";", decimal=",")
+    out["semicolons and decimal commas"] = path
+    path = tmp_path / "points.csv"
+    df.to_csv(path, index=False, sep=";")
+    out["semicolons and decimal points"] = path
+    path = tmp_path / "table.tsv"
+    df.to_csv(path, index=False, sep="\t")
+    out["TSV"] = path
+    path = tmp_path / "tabs.csv"
+    capital.to_csv(path, index=False, sep="\t", decimal=",", encoding="utf-8-sig")
+    out["tabs and decimal commas in a .csv file, capitalised, with a byte-order mark"] = path
+    return out
+
+
+def test_every_dialect_of_the_published_tables_reads_the_same(published_tables, tmp_path):
+    for name, original in (("ssl", read_table(published_tables / SSL)),):
+        want = validate_table(original)
+        table = original.drop(columns="_line")
+        for dialect, path in dialects(table, tmp_path).items():
+            got = validate_table(read_table(path))
+            pd.testing.assert_frame_equal(got, want, obj=f"{name} as {dialect}")
+    recht = recht_long(published_tables / NEW)
+    want = validate_table(recht)
+    for dialect, path in dialects(recht, tmp_path).items():
+        pd.testing.assert_frame_equal(validate_table(read_table(path)), want, obj=dialect)
+
+
+def test_a_european_table_runs_through_the_command(published_tables, tmp_path, capsys):
+    table = read_table(published_tables / SSL).drop(columns="_line")
+    path = tmp_path / "ssl.csv"
+    table.rename(columns=str.upper).to_csv(path, index=False, sep=";", decimal=",")
+    argv = ["rankings", str(path), "--reference", "imagenet-val", "--bootstrap-reps", "0"]
+    code, out, err = run([*argv, "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["datasets"]["imagenet-a"]["accuracy"]["DINO"] == pytest.approx(
+        float(table.query("model == 'DINO' and dataset == 'imagenet-a'")["accuracy"].iloc[0])
+    )
+
+
+MALFORMED = {
+    "a row with a cell too many (semicolons)": (
+        b"model;dataset;accuracy\na;x;76,1\nb;x;70;3\nc;x;60\n",
+        "cannot be read as a table: Error tokenizing data. C error: Expected 3 fields in line 3",
+    ),
+    "a decimal comma in a comma-separated file": (
+        b'model,dataset,accuracy\na,x,"76,1"\nb,x,70\nc,x,60\n',
+        "line 2 (model='a', dataset='x'): accuracy '76,1' is not a number (a decimal comma in a "
+        "comma-separated file",
+    ),
+    "a column given twice in two cases": (
+        b"Model,model,dataset,accuracy\na,a,x,70\n",
+        "column(s) 'model' given twice (names are matched whatever their case)",
+    ),
+    "text that is not UTF-8 (Latin-1)": (
+        b"model,dataset,accuracy\nb\xe9,x,70\n",
+        "byte 24 is not UTF-8 text (invalid continuation byte); save the table as UTF-8",
+    ),
+    "a TSV file whose header lacks the accuracy": (
+        b"Model\tDataset\tTop1\na\tx\t70\n",
+        "results table lacks column(s) accuracy; columns present: model, dataset, Top1",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_a_malformed_table_is_one_line_naming_file_and_row(tmp_path, capsys, case):
+    data, says = MALFORMED[case]
+    path = tmp_path / "table.csv"
+    path.write_bytes(data)
+    err = refusal(["rankings", str(path), "--bootstrap-reps", "0"], capsys)
+    assert err.startswith(f"imagenot rankings: {path}: "), err
+    assert says in err, err
+
+
+# ------------------------------------------------------------------ printed accuracies
+
+
+def timm_printed(correct: np.ndarray, n: int) -> list[str]:
+    """Top-1 accuracies as timm's results CSVs print them: validate.py rounds the percentage to
+    4 decimals, generate_csv_results.py writes it with 3 (a second rounding)."""
+    return [f"{round(k / n * 100, 4):.3f}" for k in correct]
+
+
+def test_accuracies_printed_as_timm_prints_them_are_taken(tmp_path, capsys):
+    """Every count of every test-set size of timm's tables, printed as timm prints it, is
+    taken: 62.062 of ImageNet-Sketch's 50,889 images (31,583 of them is 62.06253%, which prints
+    as 62.062) and the others rounded twice lie up to 0.55 units of the last digit from their
+    share, beyond rounding to the nearest (0.5)."""
+    rng = np.random.default_rng(0)
+    rows = []
+    beyond_half = 0
+    for dataset, n in TIMM_SIZES.items():
+        correct = rng.integers(int(0.05 * n), int(0.95 * n), 400)
+        for i, (k, text) in enumerate(zip(correct, timm_printed(correct, n), strict=True)):
+            rows.append({"model": f"m{i}", "dataset": dataset, "accuracy": text, "n": n})
+            beyond_half += abs(float(text) - k / n * 100) > 0.0005 + 1e-12
+    rows.append({"model": "m400", "dataset": "sketch", "accuracy": "62.062", "n": 50_889})
+    path = tmp_path / "timm.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    assert beyond_half > 0  # the second rounding happens: the slack is needed
+    assert count_problem(62.062, 50_889, 62.062, 1.0) is not None  # rounding to nearest only
+    assert count_problem(62.062, 50_889, 62.062, 1.0, slack=PRINTED_SLACK) is None
+    assert len(validate_table(read_table(path))) == len(rows)
+    code, out, err = run(["rankings", str(path), "--bootstrap-reps", "0", "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["datasets"]["sketch"]["n"] == 50_889
+
+
+def test_an_accuracy_no_count_gives_at_its_digits_is_refused(published_tables, tmp_path, capsys):
+    """50.006% of ImageNet-A's 7,500 images: 3,750 of them is 50.000%, 3,751 is 50.013%; the
+    nearest is 6 units of the third decimal away. The refusal names the file's line and prints
+    the shares with the digits that show the gap."""
+    table = read_table(published_tables / SSL).drop(columns="_line")
+    row = table.index[(table.model == "SimCLR") & (table.dataset == "imagenet-a")][0]
+    table["accuracy"] = table["accuracy"].astype(object)
+    table.loc[row, "accuracy"] = "50.006"
+    path = tmp_path / "ssl.csv"
+    table.to_csv(path, index=False)
+    err = refusal(["rankings", str(path), "--bootstrap-reps", "0"], capsys)
+    assert (
+        f"{path}: line {row + 2} (model='SimCLR', dataset='imagenet-a'): accuracy 50.006 cannot "
+        "be a share of n=7500 test images (3750 of them is 50.000000%, 3751 is 50.013333%; the "
+        "nearest is 0.006000 points away, more than the 0.0015 that 3 decimal(s) allow)"
+    ) in err, err
+    # the last digit one off a share is taken (50.012 for 50.0133), two off is not
+    table.loc[row, "accuracy"] = "50.012"
+    table.to_csv(path, index=False)
+    assert len(validate_table(read_table(path))) == len(table)
+    with pytest.raises(TableError, match=r"accuracy 50\.011 cannot be a share of n=7500"):
+        validate_table(
+            read_table(path).assign(accuracy=lambda d: d.accuracy.replace(50.012, 50.011))
+        )
+
+
+def test_ci_takes_a_printed_accuracy_as_the_table_check_does(capsys):
+    code, out, err = run(["ci", "--accuracy", "62.062", "--n", "50889", "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["correct"] == 31_583
+    code, _, err = run(["ci", "--accuracy", "50.006", "--n", "7500"], capsys)
+    assert code == 2 and "50.006 cannot be a share of n=7500 test images" in err

@@ -7,11 +7,6 @@
 # (acquire.classes_per_job), then the same gather.
 
 
-localrules:
-    acquire_build,
-    acquire_materialise,
-
-
 # One part of a selection (where the internet is: acquire.download_on, docs/cluster.md): img2dataset fetch (resumable: its work folder is kept, not an
 # output), decode-once validation, the valid images in a tar and one status row per URL.
 rule acquire_download:
@@ -202,6 +197,7 @@ rule acquire_build:
     wildcard_constraints:
         dataset=acquire_plan.laion_pattern(config),
     priority: DATA_PRIORITY
+    localrule: True
     conda:
         "../envs/acquire.yaml"
     threads: 1
@@ -260,3 +256,4 @@ use rule acquire_build as acquire_materialise with:
         f"{BENCH}/acquire_materialise/{{dataset}}.tsv"
     wildcard_constraints:
         dataset=acquire_plan.adapter_pattern(config),
+    localrule: True

@@ -5,9 +5,7 @@
 
 
 # The rankings run on the submitting host under a cluster executor, not as jobs (seconds, little
-# memory); the accuracy table reads every evaluation and stays a job.
-localrules:
-    rankings_json,
+# memory: `localrule: True`); the accuracy table reads every evaluation and stays a job.
 
 
 rule accuracy_table:
@@ -58,6 +56,7 @@ rule rankings_json:
         f"{BENCH}/rankings_json/{{variant}}.tsv"
     wildcard_constraints:
         variant="|".join(analyse_plan.VARIANTS),
+    localrule: True
     conda:
         "../envs/analyse.yaml"
     threads: 1

@@ -4,10 +4,8 @@
 
 
 # Plots and the table of small statistics files run on the submitting host under a cluster
-# executor, not as jobs.
-localrules:
-    diagnostics_figure,
-    diagnostics_table,
+# executor, not as jobs (`localrule: True`: a rule's own, so it holds when the workflow is a
+# module whose rules the host renames).
 
 
 rule diagnostics_wordnet_stats:
@@ -131,6 +129,7 @@ rule diagnostics_figure:
         f"{BENCH}/diagnostics_figure/{{name}}.tsv"
     wildcard_constraints:
         name="|".join(diagnostics_plan.FIGURES),
+    localrule: True
     conda:
         "../envs/analyse.yaml"
     threads: 1
@@ -172,6 +171,7 @@ rule diagnostics_table:
         f"{BENCH}/diagnostics_table/{{subject}}.tsv"
     wildcard_constraints:
         subject=diagnostics_plan.SUBJECT_PATTERN,
+    localrule: True
     conda:
         "../envs/analyse.yaml"
     threads: 1

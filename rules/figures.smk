@@ -9,10 +9,7 @@
 
 
 # Small tables and plots (seconds, little memory) run on the submitting host under a cluster
-# executor, not as jobs.
-localrules:
-    figure,
-    results_table,
+# executor, not as jobs (`localrule: True`).
 
 
 rule figure:
@@ -32,6 +29,7 @@ rule figure:
         f"{BENCH}/figure/{{figure}}.tsv"
     wildcard_constraints:
         figure=figures_plan.figure_regex(),
+    localrule: True
     conda:
         "../envs/analyse.yaml"
     threads: 1
@@ -65,6 +63,7 @@ rule results_table:
         f"{BENCH}/results_table/{{table}}.tsv"
     wildcard_constraints:
         table=figures_plan.table_regex(),
+    localrule: True
     conda:
         "../envs/analyse.yaml"
     threads: 1

@@ -10,10 +10,6 @@
 # `snakemake --profile slurm preflight` runs all of them alone.
 
 
-localrules:
-    preflight,
-
-
 rule preflight:
     input:
         preflight_plan.report_file(SITE, "json"),
@@ -21,6 +17,7 @@ rule preflight:
             preflight_plan.model_report_file(SITE, model, "json")
             for model in config["train"]["models"]
         ],
+    localrule: True
 
 
 rule preflight_site:

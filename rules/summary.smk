@@ -4,10 +4,6 @@
 # The Snakefile's onsuccess prints the same summary at the end of any run.
 
 
-localrules:
-    run_summary,
-
-
 rule run_summary:
     input:
         results=summary_plan.inputs(config),
@@ -23,6 +19,7 @@ rule run_summary:
         f"{LOGS}/run_summary.log",
     benchmark:
         f"{BENCH}/run_summary.tsv"
+    localrule: True
     conda:
         "../envs/analyse.yaml"
     threads: 1

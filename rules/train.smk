@@ -11,12 +11,8 @@
 # train.deadline_margin_minutes before their time limit, needing no signal (docs/gpu.md).
 
 
-# Bookkeeping rules (no torch) run on the submitting host under a cluster executor.
-localrules:
-    train_draw_trials,
-    train_halve,
-    train_select,
-    train_preregistration_table,
+# Bookkeeping rules (no torch: drawing, halving, selection, the preregistration table) run on
+# the submitting host under a cluster executor (`localrule: True`).
 
 
 TRAIN_WC = "{dataset}/{protocol}/{model}"
@@ -29,6 +25,7 @@ rule train_draw_trials:
         f"{LOGS}/train_draw_trials/{TRAIN_WC}.log",
     benchmark:
         f"{BENCH}/train_draw_trials/{TRAIN_WC}.tsv"
+    localrule: True
     conda:
         gpu_env("train")
     threads: 1
@@ -207,6 +204,7 @@ rule train_halve:
         f"{BENCH}/train_halve/{TRAIN_WC}/{{rung}}.tsv"
     wildcard_constraints:
         rung="[0-9]+",
+    localrule: True
     conda:
         gpu_env("train")
     threads: 1
@@ -232,6 +230,7 @@ rule train_select:
         f"{LOGS}/train_select/{TRAIN_WC}.log",
     benchmark:
         f"{BENCH}/train_select/{TRAIN_WC}.tsv"
+    localrule: True
     conda:
         gpu_env("train")
     threads: 1
@@ -384,6 +383,7 @@ rule train_preregistration_table:
         f"{LOGS}/train_preregistration_table.log",
     benchmark:
         f"{BENCH}/train_preregistration_table.tsv"
+    localrule: True
     conda:
         gpu_env("train")
     threads: 1

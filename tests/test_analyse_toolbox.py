@@ -756,6 +756,21 @@ def test_a_per_image_table_whose_ranking_no_resample_changes(tmp_path, capsys):
     )
 
 
+def test_a_per_image_table_whose_ranking_is_the_same_in_every_resample():
+    """Five models 12 points apart on 400 images: every resample of the images keeps their
+    order on both sets, every replicate of tau is 1, and the interval is refused as such."""
+    table, per = _per_image_table(5, 400, 0.6, np.random.default_rng(2))
+    rep = report_of(table, reference="v4", reps=200, per_image=per)
+    boot = rep["datasets"]["v6"]["bootstrap"]
+    assert boot["kendall_tau_ci"] is None
+    assert boot["refused"]["kendall_tau_ci"].startswith(
+        "all 200 replicates equal 1: resampling leaves the statistic fixed"
+    )
+    assert rep["not_computed"]["v6: bootstrap.kendall_tau_ci"] == (
+        f"bc interval over images: {boot['refused']['kendall_tau_ci']}"
+    )
+
+
 def test_a_per_image_table_whose_ranking_resamples_change_has_its_interval(capsys):
     """Models close together on 1,000 images: resampling reorders them, tau lies inside its
     interval of positive width, and nothing is refused."""

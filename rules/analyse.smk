@@ -34,10 +34,12 @@ rule accuracy_table:
         published=analyse_plan.published_version(),
         settings=to_arg(analyse_settings.AccuracySettings.from_config(config)),
     shell:
-        JOB + "imagenot accuracy-table --robustness {input.robustness}"
-        " --per-image {input.per_image} --settings {params.settings}"
-        " --accuracy {output.accuracy} --per-image-table {output.per_image_table}"
-        " > {log} 2>&1"
+        job(
+            "imagenot accuracy-table --robustness {input.robustness}"
+            " --per-image {input.per_image} --settings {params.settings}"
+            " --accuracy {output.accuracy} --per-image-table {output.per_image_table}"
+            " > {log} 2>&1"
+        )
 
 
 rule rankings_json:
@@ -67,5 +69,7 @@ rule rankings_json:
             analyse_settings.RankingsSettings.from_config(config, variant=wc.variant)
         ),
     shell:
-        JOB + "imagenot rankings {input.table} --per-image {input.per_image}"
-        " --settings {params.settings} --out {output.out} > {log} 2>&1"
+        job(
+            "imagenot rankings {input.table} --per-image {input.per_image}"
+            " --settings {params.settings} --out {output.out} > {log} 2>&1"
+        )

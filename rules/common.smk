@@ -230,13 +230,15 @@ def class_runtime(job_class):
     )
 
 
-# Every rule's shell line: strict mode, then `exec`, so that the command replaces its shell (a
-# signal to the job reaches the command, and no shell is left to die alone while its command
-# writes outputs: imagenot.lifeline), running this checkout's package (`python -m imagenot`
-# with the checkout first on the path: imagenot.checkout). `shell: JOB + "imagenot ..."`;
-# the training rules' launcher goes before `python` (their `params.launch`). In each rule's own
-# line, not a global shell.prefix: used as a module, the host's rules keep their own shell.
-JOB = lifeline.job_prefix() + " "
+def job(command):
+    """A rule's shell line running `command` (`imagenot <subcommand> ...`): strict mode, then
+    `exec`, so that the command replaces its shell (a signal to the job reaches the command, and
+    no shell is left to die alone while its command writes outputs: imagenot.lifeline), as this
+    checkout's package (`python -m imagenot` with the checkout first on the path:
+    imagenot.checkout). `shell: job("imagenot ...")`; the training rules' launcher goes before
+    `python` (their `params.launch`, lifeline.job_prefix). In each rule's own line, not a global
+    shell.prefix: used as a module, the host's rules keep their own shell."""
+    return f"{lifeline.job_prefix()} {command}"
 
 
 STAGE_PLANS = stage_plans()
@@ -288,7 +290,7 @@ config["description"] = escape.rst_text(config["description"])
 # wildcard_constraints): the configured train.experiments' protocols.
 PROTOCOL = train_plan.protocol_regex(config)
 
-# Cluster resources. Every rule asks for its own memory and runtime: by class
+# Cluster resources. Every rule asks for its own memory and runtime, by class
 # (class_resources), sized from its input (work_resources) or, for training, from its promotion
 # input. A SLURM site profile (`imagenot slurm-profile`) passes its site settings file as config
 # `resources.site`: its maximum runtime replaces resources.max_runtime_min (no job asks past what

@@ -25,7 +25,8 @@ rule demo_world:
     # the folder named in the command's text (an f-string), not as a param: Snakemake compares
     # both with a finished run's record, so a run from before the folder had a name stays done
     shell:
-        JOB
-        + f"imagenot demo-world --nltk-data {{input.nltk_data}} --out {demo_plan.DEMO_DIR}"
-        " --shards {output.shards} --images {output.images} --truth {output.truth}"
-        " --world {output.world} --settings {params.settings} --threads {threads} > {log} 2>&1"
+        job(
+            f"imagenot demo-world --nltk-data {{input.nltk_data}} --out {demo_plan.DEMO_DIR}"
+            " --shards {output.shards} --images {output.images} --truth {output.truth}"
+            " --world {output.world} --settings {params.settings} --threads {threads} > {log} 2>&1"
+        )

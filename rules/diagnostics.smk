@@ -28,10 +28,11 @@ rule diagnostics_wordnet_stats:
     resources:
         **class_resources("light"),
     shell:
-        JOB
-        + "imagenot wordnet-stats --classes {input.classes} --reference {input.reference}"
-        " --nltk-data {input.nltk_data} --stats {output.stats}"
-        " --per-class {output.per_class} > {log} 2>&1"
+        job(
+            "imagenot wordnet-stats --classes {input.classes} --reference {input.reference}"
+            " --nltk-data {input.nltk_data} --stats {output.stats}"
+            " --per-class {output.per_class} > {log} 2>&1"
+        )
 
 
 rule diagnostics_caption_stats:
@@ -50,8 +51,10 @@ rule diagnostics_caption_stats:
     resources:
         **class_resources("light"),
     shell:
-        JOB + "imagenot caption-similarity-stats --classes {input.classes}"
-        " --selection {input.selection} --stats {output.stats} > {log} 2>&1"
+        job(
+            "imagenot caption-similarity-stats --classes {input.classes}"
+            " --selection {input.selection} --stats {output.stats} > {log} 2>&1"
+        )
 
 
 rule diagnostics_embed_images:
@@ -78,11 +81,12 @@ rule diagnostics_embed_images:
         identity=diagnostics_plan.encoder_description(config),
         gpu_job=gpu_job_option(),
     shell:
-        JOB
-        + "imagenot embed-images --manifest {input.manifest} --classes {input.classes}"
-        " --checkpoint {input.checkpoint} --result {input.result}"
-        " --settings {params.settings} --workers {threads} {params.gpu_job}"
-        " --embeddings {output.embeddings} > {log} 2>&1"
+        job(
+            "imagenot embed-images --manifest {input.manifest} --classes {input.classes}"
+            " --checkpoint {input.checkpoint} --result {input.result}"
+            " --settings {params.settings} --workers {threads} {params.gpu_job}"
+            " --embeddings {output.embeddings} > {log} 2>&1"
+        )
 
 
 rule diagnostics_image_similarity:
@@ -101,9 +105,10 @@ rule diagnostics_image_similarity:
     resources:
         **class_resources("light"),
     shell:
-        JOB
-        + "imagenot image-similarity --embeddings {input.embeddings} --stats {output.stats}"
-        " --per-class {output.per_class} > {log} 2>&1"
+        job(
+            "imagenot image-similarity --embeddings {input.embeddings} --stats {output.stats}"
+            " --per-class {output.per_class} > {log} 2>&1"
+        )
 
 
 # One rule for every diagnostics figure, its name constrained to imagenot.diagnostics.plan.FIGURES;
@@ -141,10 +146,11 @@ rule diagnostics_figure:
             diagnostics_settings.FigureSettings.from_config(config, name=wc.name)
         ),
     shell:
-        JOB
-        + "imagenot diagnostics-figure --labels {params.labels} --tables {input.tables}"
-        " --classes {input.classes} --selection {input.selection}"
-        " --settings {params.settings} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+        job(
+            "imagenot diagnostics-figure --labels {params.labels} --tables {input.tables}"
+            " --classes {input.classes} --selection {input.selection}"
+            " --settings {params.settings} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+        )
 
 
 rule diagnostics_table:
@@ -182,8 +188,9 @@ rule diagnostics_table:
             diagnostics_settings.TableSettings.from_config(config, subject=wc.subject)
         ),
     shell:
-        JOB
-        + "imagenot diagnostics-table --wordnet {input.wordnet} --captions {input.captions}"
-        " --reference-captions {input.reference_captions} --images {input.images}"
-        " --reference-images {input.reference_images} --settings {params.settings}"
-        " --csv {output.csv} --md {output.md} > {log} 2>&1"
+        job(
+            "imagenot diagnostics-table --wordnet {input.wordnet} --captions {input.captions}"
+            " --reference-captions {input.reference_captions} --images {input.images}"
+            " --reference-images {input.reference_images} --settings {params.settings}"
+            " --csv {output.csv} --md {output.md} > {log} 2>&1"
+        )

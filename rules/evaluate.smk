@@ -26,8 +26,9 @@ rule evaluate_robustness:
         settings=to_arg(evaluate_settings.RobustnessSettings.from_config(config)),
         gpu_job=gpu_job_option(),
     shell:
-        JOB
-        + "imagenot evaluate-robustness --model {input.model} --result {input.result}"
-        " --manifest {input.manifest} --robustness {output.robustness}"
-        " --per-image {output.per_image} --settings {params.settings} --threads {threads}"
-        " {params.gpu_job} > {log} 2>&1"
+        job(
+            "imagenot evaluate-robustness --model {input.model} --result {input.result}"
+            " --manifest {input.manifest} --robustness {output.robustness}"
+            " --per-image {output.per_image} --settings {params.settings} --threads {threads}"
+            " {params.gpu_job} > {log} 2>&1"
+        )

@@ -42,8 +42,10 @@ rule figure:
             figures_settings.FigureSettings.from_config(config, figure=wc.figure)
         ),
     shell:
-        JOB + "imagenot figure {input.accuracy} --settings {params.settings}"
-        " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+        job(
+            "imagenot figure {input.accuracy} --settings {params.settings}"
+            " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+        )
 
 
 rule results_table:
@@ -75,5 +77,7 @@ rule results_table:
             figures_settings.TableSettings.from_config(config, table=wc.table)
         ),
     shell:
-        JOB + "imagenot table {input.accuracy} --settings {params.settings}"
-        " --rankings {input.rankings} --csv {output.csv} --md {output.md} > {log} 2>&1"
+        job(
+            "imagenot table {input.accuracy} --settings {params.settings}"
+            " --rankings {input.rankings} --csv {output.csv} --md {output.md} > {log} 2>&1"
+        )

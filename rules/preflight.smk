@@ -37,8 +37,10 @@ rule preflight_site:
     params:
         settings=to_arg(train_settings.PreflightSettings.for_site(config, SITE)),
     shell:
-        JOB + "imagenot preflight --settings {params.settings} --threads {threads}"
-        " --json {output.json} --md {output.md} > {log} 2>&1"
+        job(
+            "imagenot preflight --settings {params.settings} --threads {threads}"
+            " --json {output.json} --md {output.md} > {log} 2>&1"
+        )
 
 
 rule preflight_model:
@@ -66,5 +68,7 @@ rule preflight_model:
             train_settings.PreflightSettings.for_model(config, SITE, wc.model)
         ),
     shell:
-        JOB + "imagenot preflight --settings {params.settings} --threads {threads}"
-        " --json {output.json} --md {output.md} > {log} 2>&1"
+        job(
+            "imagenot preflight --settings {params.settings} --threads {threads}"
+            " --json {output.json} --md {output.md} > {log} 2>&1"
+        )

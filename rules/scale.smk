@@ -26,7 +26,8 @@ if scale_plan.enabled(config):
         params:
             settings=to_arg(demo_settings.ScaleSettings.from_config(config)),
         shell:
-            JOB
-            + "imagenot scale-world-shard --index {wildcards.shard} --captions {input.captions}"
-            " --lemmas {input.lemmas} --shard {output.shard} --settings {params.settings}"
-            " > {log} 2>&1"
+            job(
+                "imagenot scale-world-shard --index {wildcards.shard} --captions {input.captions}"
+                " --lemmas {input.lemmas} --shard {output.shard} --settings {params.settings}"
+                " > {log} 2>&1"
+            )

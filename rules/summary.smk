@@ -28,5 +28,7 @@ rule run_summary:
     params:
         settings=lambda wildcards: to_arg(summary_plan.layout(config)),
     shell:
-        JOB + "imagenot run-summary --settings {params.settings} --md {output.md}"
-        " --json {output.json} --html {output.html} > {log} 2>&1"
+        job(
+            "imagenot run-summary --settings {params.settings} --md {output.md}"
+            " --json {output.json} --html {output.html} > {log} 2>&1"
+        )

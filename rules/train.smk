@@ -39,9 +39,10 @@ rule train_draw_trials:
         ),
         record=train_plan.PREREGISTRATION,
     shell:
-        JOB
-        + "imagenot train-draw-trials --settings {params.settings} --record {params.record}"
-        " --trials {output.trials} > {log} 2>&1"
+        job(
+            "imagenot train-draw-trials --settings {params.settings} --record {params.record}"
+            " --trials {output.trials} > {log} 2>&1"
+        )
 
 
 # One GPU job per slot of a stage (see imagenot.train.plan): stage 0 trains every trial to the
@@ -146,10 +147,11 @@ rule train_features:
             )
         ),
     shell:
-        JOB
-        + "imagenot train-features --settings {params.settings} --manifest {input.manifest}"
-        " --fingerprint {input.fingerprint} --threads {threads}"
-        " --features {output.features} > {log} 2>&1"
+        job(
+            "imagenot train-features --settings {params.settings} --manifest {input.manifest}"
+            " --fingerprint {input.fingerprint} --threads {threads}"
+            " --features {output.features} > {log} 2>&1"
+        )
 
 
 # A TL slot: the same job as train_trial (its settings name the features folder), over the
@@ -215,8 +217,10 @@ rule train_halve:
             train_settings.HalveSettings.from_config(config, wc.dataset, wc.protocol)
         ),
     shell:
-        JOB + "imagenot train-halve --results {input.results} --rung {wildcards.rung}"
-        " --settings {params.settings} --decision {output.decision} > {log} 2>&1"
+        job(
+            "imagenot train-halve --results {input.results} --rung {wildcards.rung}"
+            " --settings {params.settings} --decision {output.decision} > {log} 2>&1"
+        )
 
 
 rule train_select:
@@ -237,9 +241,10 @@ rule train_select:
     resources:
         **class_resources("light"),
     shell:
-        JOB
-        + "imagenot train-select --results {input.results} --selection {output.selection}"
-        " > {log} 2>&1"
+        job(
+            "imagenot train-select --results {input.results} --selection {output.selection}"
+            " > {log} 2>&1"
+        )
 
 
 rule train_final:
@@ -361,11 +366,12 @@ rule train_published:
             train_settings.PublishedSettings.from_config(config, wc.model)
         ),
     shell:
-        JOB
-        + "imagenot train-published --settings {params.settings} --weights {input.weights}"
-        " --classes {input.classes} --fingerprint {input.fingerprint}"
-        " --run {wildcards.dataset}/{wildcards.protocol} --model {output.model}"
-        " --result {output.result} > {log} 2>&1"
+        job(
+            "imagenot train-published --settings {params.settings} --weights {input.weights}"
+            " --classes {input.classes} --fingerprint {input.fingerprint}"
+            " --run {wildcards.dataset}/{wildcards.protocol} --model {output.model}"
+            " --result {output.result} > {log} 2>&1"
+        )
 
 
 # The preregistration record (spaces, budgets, models, amendments) as a report table; read once
@@ -392,6 +398,7 @@ rule train_preregistration_table:
     params:
         record=train_plan.PREREGISTRATION,
     shell:
-        JOB
-        + "imagenot train-preregistration-table {params.record} --table {output.table}"
-        " > {log} 2>&1"
+        job(
+            "imagenot train-preregistration-table {params.record} --table {output.table}"
+            " > {log} 2>&1"
+        )

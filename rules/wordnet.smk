@@ -16,9 +16,10 @@ rule prepare_wordnet:
     params:
         settings=to_arg(curate_settings.WordnetSettings.from_config(config)),
     shell:
-        JOB
-        + "imagenot prepare-wordnet --nltk-data {output.nltk_data} --settings {params.settings}"
-        " > {log} 2>&1"
+        job(
+            "imagenot prepare-wordnet --nltk-data {output.nltk_data} --settings {params.settings}"
+            " > {log} 2>&1"
+        )
 
 
 # Every (lemma, wnid) pair of WordNet's nouns, once: each matching job reads it in a fraction of
@@ -39,5 +40,6 @@ rule noun_lemmas:
     resources:
         **class_resources("light"),
     shell:
-        JOB
-        + "imagenot lemmas --nltk-data {input.nltk_data} --lemmas {output.lemmas} > {log} 2>&1"
+        job(
+            "imagenot lemmas --nltk-data {input.nltk_data} --lemmas {output.lemmas} > {log} 2>&1"
+        )

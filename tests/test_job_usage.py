@@ -129,13 +129,13 @@ def test_every_rule_runs_an_imagenot_command_into_its_log():
         text = path.read_text()
         for directive in ("run", "script", "wrapper", "notebook"):
             assert not re.search(rf"^\s+{directive}:", text, re.M), f"{path}: {directive}:"
-        for m in re.finditer(r"^(\s+)shell:\s*\n\s+(?:JOB\s*\+\s*f?)?\"([^\"]*)\"", text, re.M):
+        for m in re.finditer(r"^(\s+)shell:\s*\n\s+(?:job\(\s*f?)?\"([^\"]*)\"", text, re.M):
             shells += 1
             # training's launcher (torchrun / srun, train.launch.launcher) starts `imagenot` ranks,
             # each of which records its own line
             command = m.group(2).removeprefix("{params.launch} ")
             assert command.startswith("imagenot "), f"{path}: shell line {m.group(2)!r}"
-        blocks = re.findall(r"^\s+shell:\s*\n((?:\s+(?:JOB|\+ f?\"|\").*\n)+)", text, re.M)
+        blocks = re.findall(r"^\s+shell:\s*\n((?:\s+(?:job\(|f?\"|\)).*\n)+)", text, re.M)
         for block in blocks:
             assert "> {log} 2>&1" in block, f"{path}: a shell line not logged: {block!r}"
     assert shells >= 30

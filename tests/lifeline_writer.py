@@ -1,8 +1,10 @@
-"""A slow job command for tests/test_lifeline.py: binds to its parent as a workflow job's
-``imagenot`` command does (``imagenot.cli.main``), says it started, waits, then writes its output
-through the one atomic writer.
+"""A job command for tests/test_lifeline.py that writes only when the test lets it: binds to its
+parent as a workflow job's ``imagenot`` command does (``imagenot.cli.main``), says it started,
+waits until the test creates ``OUT.go``, then writes its output through the one atomic writer.
+The test decides when the write comes (after it has killed what it kills), so no timing decides
+whether the write happens before or after a kill.
 
-Usage: ``python lifeline_writer.py OUT SECONDS [--ignore-term]``. ``--ignore-term`` stands for a
+Usage: ``python lifeline_writer.py OUT [--ignore-term]``. ``--ignore-term`` stands for a
 command that finishes a checkpoint on SIGTERM before it stops (the train jobs): it keeps running,
 and only the write check stops it.
 """
@@ -19,10 +21,12 @@ from imagenot import lifeline
 from imagenot.io import write_text
 
 if __name__ == "__main__":
-    out, seconds = Path(sys.argv[1]), float(sys.argv[2])
+    out = Path(sys.argv[1])
     if "--ignore-term" in sys.argv:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     lifeline.bind_to_parent()
     Path(f"{out}.pid").write_text(str(os.getpid()))  # started (not an output)
-    time.sleep(seconds)
+    go = Path(f"{out}.go")
+    while not go.exists():  # the test's word; polled, since a kill may come first
+        time.sleep(0.05)
     write_text("done\n", out)

@@ -1,11 +1,13 @@
 """No process outlives its job, no output appears after a failure.
 
-A toy workflow on the CPU whose one job is a slow writer (tests/lifeline_writer.py: bound to its
-parent as every workflow job's ``imagenot`` command is, writing through ``imagenot.io``), run
-with the workflow's shell prefix (``exec``): Snakemake killed with SIGKILL, or the job's process
-sent SIGTERM, leaves no process behind and no output, and the next ``snakemake -n`` plans the job
-again. A writer that finishes a checkpoint on SIGTERM instead of dying (the train jobs) is stopped
-at its write. The rules' shell lines are single commands, so ``exec`` covers every one.
+A toy workflow on the CPU whose one job is a writer that writes when the test lets it
+(tests/lifeline_writer.py: bound to its parent as every workflow job's ``imagenot`` command is,
+writing through ``imagenot.io`` once ``out.txt.go`` exists), run with the workflow's shell prefix
+(``exec``): Snakemake killed with SIGKILL, or the job's process sent SIGTERM, leaves no process
+behind and no output, and the next ``snakemake -n`` plans the job again. A writer that finishes a
+checkpoint on SIGTERM instead of dying (the train jobs) is stopped at its write. The test lets
+the writer write only after the kill, so the order of events, not their timing, decides each
+outcome. The rules' shell lines are single commands, so ``exec`` covers every one.
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ WRITER = REPO / "tests" / "lifeline_writer.py"
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 
-def _workflow(tmp_path: Path, seconds: float, options: str = "", shell: str = "{cmd}") -> Path:
+def _workflow(tmp_path: Path, options: str = "", shell: str = "{cmd}") -> Path:
     """A one-rule workflow in ``tmp_path`` whose job runs the writer (``shell`` wraps it)."""
-    cmd = f"{sys.executable} {WRITER} {{output}} {seconds} {options}".strip()
+    cmd = f"{sys.executable} {WRITER} {{output}} {options}".strip()
     (tmp_path / "Snakefile").write_text(
         f"shell.prefix({SHELL_PREFIX!r})\n\n"
         "rule slow:\n"
@@ -69,6 +71,11 @@ def _gone(pid: int) -> bool:
         return True
 
 
+def _let_write(wd: Path) -> None:
+    """Let the writer go on to its write (tests/lifeline_writer.py waits for this file)."""
+    (wd / "out.txt.go").touch()
+
+
 def _writer_pid(wd: Path) -> int:
     pid_file = wd / "out.txt.pid"
     _wait_for("the job to start", lambda: pid_file.exists() and pid_file.read_text())
@@ -95,18 +102,23 @@ def _planned_again(wd: Path) -> bool:
     ids=["exec", "ignores-sigterm"],
 )
 def test_kill_9_of_snakemake_leaves_no_process_and_no_output(tmp_path, options, shell):
-    wd = _workflow(tmp_path, seconds=3, options=options, shell=shell)
+    wd = _workflow(tmp_path, options=options, shell=shell)
     smk = _start(wd)
     try:
         writer = _writer_pid(wd)
         family = psutil.Process(smk.pid).children(recursive=True)
+        assert writer in {p.pid for p in family}
         smk.kill()
         smk.wait(timeout=30)
+        # the writer that ignores SIGTERM lives on until it tries to write: let it, now that
+        # its job has ended
+        _let_write(wd)
         _wait_for("the job's processes to end", lambda: all(_gone(p.pid) for p in family))
         assert _gone(writer)
     finally:
         if smk.poll() is None:
             smk.kill()
+        _let_write(wd)  # a writer left behind by a failed check ends at its write
     assert not (wd / "out.txt").exists()
     assert _planned_again(wd)
 
@@ -120,7 +132,7 @@ def test_kill_9_of_snakemake_leaves_no_process_and_no_output(tmp_path, options, 
     ids=["exec", "nested-shell"],
 )
 def test_sigterm_to_the_jobs_shell_fails_the_job_and_nothing_is_written_later(tmp_path, shell):
-    wd = _workflow(tmp_path, seconds=3, shell=shell)
+    wd = _workflow(tmp_path, shell=shell)
     smk = _start(wd)
     try:
         writer = _writer_pid(wd)
@@ -135,16 +147,17 @@ def test_sigterm_to_the_jobs_shell_fails_the_job_and_nothing_is_written_later(tm
     finally:
         if smk.poll() is None:
             smk.kill()
+        _let_write(wd)  # the write the writer was waiting for: it must never come now
     _wait_for("the job to end", lambda: _gone(writer))
-    time.sleep(4)  # past the writer's own sleep: nothing may appear now
     assert not (wd / "out.txt").exists()
     assert _planned_again(wd)
 
 
 def test_an_unkilled_job_still_writes_its_output(tmp_path):
-    """The checks do not stop a job whose workflow is alive (the test above could pass on a
+    """The checks do not stop a job whose workflow is alive (the tests above could pass on a
     writer that never writes)."""
-    wd = _workflow(tmp_path, seconds=0.2)
+    wd = _workflow(tmp_path)
+    _let_write(wd)
     smk = _start(wd)
     assert smk.wait(timeout=120) == 0, smk.stderr.read()
     assert (wd / "out.txt").read_text() == "done\n"

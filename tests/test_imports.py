@@ -48,7 +48,10 @@ for name in sys.argv[1:]:
 
 
 def all_modules() -> list[str]:
-    return sorted(m.name for m in pkgutil.walk_packages(imagenot.__path__, "imagenot."))
+    """Every module of the package but ``imagenot.__main__`` (``python -m imagenot``: importing
+    it runs a command)."""
+    walked = pkgutil.walk_packages(imagenot.__path__, "imagenot.")
+    return sorted(m.name for m in walked if not m.name.endswith(".__main__"))
 
 
 def test_the_allowlist_names_existing_modules():

@@ -12,7 +12,6 @@ in levels of 255, for a 224 px and a 480 px weight; the stored copy's gap is mea
 from __future__ import annotations
 
 import io
-import time
 from pathlib import Path
 
 import numpy as np
@@ -140,41 +139,26 @@ def test_the_reference_sees_torchvisions_input_of_the_original_image(dataset, we
     assert gaps[False][0] > GOAL_MEAN or gaps[False][1] > GOAL_P99  # what the copy costs
 
 
-def test_the_originals_are_the_files_byte_for_byte_and_their_cost(dataset, photos):
+def test_the_originals_are_the_files_byte_for_byte(dataset):
     """The stored originals are the source files (their sha256 in the manifest, part of the
     dataset's fingerprint); other splits keep none. Their disk and decode cost against the
-    copies' is measured (docs/contracts.md gives ImageNet's)."""
+    copies' is benchmarks/bench_reference_input.py's (docs/contracts.md)."""
     import hashlib
 
     import pyarrow.parquet as pq
 
-    from imagenot.dataset import ManifestDataset, has_originals
+    from imagenot.dataset import has_originals
 
     root, out = dataset
     manifest = pq.read_table(out / "manifest.parquet").to_pandas()
     test, train = manifest[manifest.split == "test"], manifest[manifest.split == "train"]
-    for source, digest in zip(test.source, test.original_sha256, strict=True):
-        assert hashlib.sha256((root / source).read_bytes()).hexdigest() == digest
+    for source, digest, length in zip(
+        test.source, test.original_sha256, test.original_length, strict=True
+    ):
+        data = (root / source).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == digest and len(data) == length
     assert train.original_shard.isna().all()
     assert has_originals(out, "test") and not has_originals(out, "train")
-    copy_bytes, original_bytes = int(test.length.sum()), int(test.original_length.sum())
-    p = weight_facts(*WEIGHTS[0]).preprocessing
-    times = {}
-    for originals in (True, False):
-        ds = ManifestDataset(out, "test", p.pil_geometry, originals=True) if originals else None
-        ds = ds or ManifestDataset(out, "test")
-        start = time.perf_counter()
-        for i in range(len(ds)):
-            x = ds[i][0]
-            if not originals:
-                p.geometry(x[None].float() / 255)
-        times[originals] = (time.perf_counter() - start) / len(ds)
-    print(
-        f"{len(test)} test images: originals {original_bytes / len(test) / 1e3:.0f} kB, "
-        f"480 px copies {copy_bytes / len(test) / 1e3:.0f} kB each; decode and protocol "
-        f"{times[True] * 1e3:.1f} ms (original, Pillow) vs {times[False] * 1e3:.1f} ms (copy)"
-    )
-    assert original_bytes > 0 and copy_bytes > 0
 
 
 def test_published_weights_are_evaluated_on_the_originals(dataset, monkeypatch, tmp_path, caplog):

@@ -135,7 +135,7 @@ def test_figure_outputs_come_from_config(config, runs):
     assert plan.outputs(config, []) == []
     assert plan.targets(config) == plan.outputs(config, plan._runs(config))
     names = plan.figure_names(config, runs)
-    assert names[:3] == ["rankings_st", "rankings_transfer", "relative_progress"]
+    assert names[:4] == ["rankings_st", "rank_changes_st", "rankings_transfer", "relative_progress"]
     assert "accuracy_vs_imagenet_fashion_mnist_ft-imagenot" in names
     assert "per_transform_imagenot" in names
     out = plan.outputs(config, runs)
@@ -198,6 +198,7 @@ def test_reference_falls_back_to_published_accuracies(config, runs):
 # One request of each workflow figure kind
 FIGURE_REQUESTS = [
     ("rankings_st",),
+    ("rank_changes_st",),
     ("rankings_transfer",),
     ("relative_progress",),
     ("accuracy_vs_imagenet", "imagenot", "st"),

@@ -201,5 +201,5 @@ def _figure(args: argparse.Namespace) -> None:
     f = files.FigureFiles.from_args(args)
     s = _parse(FigureSettings, args.settings, "diagnostics-figure")
     draw = resolve(FIGURES.entry(s.name).draw)
-    fig = draw(s.name, args.labels, f, s.reference_name)
-    figures.save(fig, f.pdf, f.png)
+    fig = draw(s.name, args.labels, f, s)
+    figures.save(fig, f.pdf, f.png, s.figure_options)

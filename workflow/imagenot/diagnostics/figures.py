@@ -1,34 +1,44 @@
-"""Diagnostics figures (matplotlib, Agg): each function takes tables, returns a Figure."""
+"""Diagnostics figures (matplotlib, Agg): each function takes tables, returns a Figure, drawn in
+the style of every figure of the project (:mod:`imagenot.figures.style`: paper width, fonts,
+frame, box plots, resolution) and checked by the same layout test."""
 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from imagenot.diagnostics.files import FigureFiles
+from imagenot.figures.settings import Style
 from imagenot.io import read_parquet
 
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+if TYPE_CHECKING:
+    from imagenot.diagnostics.settings import FigureSettings
 
 
-def save(fig, pdf: str | os.PathLike, png: str | os.PathLike) -> None:
-    """Write ``fig`` atomically as PDF (TrueType fonts: :func:`imagenot.figures.style.write_pdf`)
-    and PNG (metadata stripped for stable bytes)."""
-    from imagenot.figures.style import write_pdf
-    from imagenot.io import atomic_path
+def _style(style: Style | None) -> Style:
+    """The figure style: the config's (``analyse.figure_options``), else the schema's."""
+    return style if style is not None else Style.schema_defaults()
 
-    write_pdf(fig, pdf, {"Producer": None})
-    with atomic_path(png, ".png") as tmp:
-        fig.savefig(tmp, format="png", dpi=150, metadata={"Software": None})
-    _plt().close(fig)
+
+def save(fig, pdf: str | os.PathLike, png: str | os.PathLike, style: Style | None = None) -> None:
+    """Write ``fig`` atomically as PDF and PNG (:func:`imagenot.figures.style.save`: TrueType
+    fonts, stable bytes) at the style's resolution."""
+    from imagenot.figures.style import save as save_figure
+
+    save_figure(fig, pdf, png, _style(style).dpi)
+
+
+def shown(label: str, names: dict[str, str] | None = None) -> str:
+    """The display name of a diagnosed source: a dataset's display name
+    (:func:`imagenot.figures.names.show_dataset`), a class list as ``class list NAME``."""
+    from imagenot.diagnostics.plan import LIST_PREFIX
+    from imagenot.figures.names import show_dataset
+
+    if label.startswith(LIST_PREFIX):
+        return f"class list {label[len(LIST_PREFIX) :]}"
+    return show_dataset(label, names or {})
 
 
 def _per_label(labels: list[str], paths: list[str], role: str) -> dict[str, str]:
@@ -41,7 +51,7 @@ def _per_label(labels: list[str], paths: list[str], role: str) -> dict[str, str]
     return dict(zip(labels, paths, strict=True))
 
 
-def draw_wordnet_figure(name: str, labels: list[str], files: FigureFiles, reference_name: str):
+def draw_wordnet_figure(name: str, labels: list[str], files: FigureFiles, s: FigureSettings):
     """``class_depth`` / ``siblings``: one per-class WordNet table per subject (its ``classes``
     rows; the first table's ``reference`` rows are the reference list)."""
     import pyarrow.compute as pc
@@ -53,31 +63,34 @@ def draw_wordnet_figure(name: str, labels: list[str], files: FigureFiles, refere
         series[label] = t.filter(pc.equal(t["role"], "classes"))[column].to_numpy()
         if reference is None:
             ref = t.filter(pc.equal(t["role"], "reference"))[column].to_numpy()
-            reference = (reference_name, ref)
+            reference = (s.reference_name, ref)
     series = with_reference(series, reference)
-    return (class_depth_figure if name == "class_depth" else siblings_figure)(series)
+    series = {shown(k, s.dataset_names): v for k, v in series.items()}
+    draw = class_depth_figure if name == "class_depth" else siblings_figure
+    return draw(series, s.figure_options)
 
 
-def draw_caption_figure(name: str, labels: list[str], files: FigureFiles, reference_name: str):
+def draw_caption_figure(name: str, labels: list[str], files: FigureFiles, s: FigureSettings):
     """``caption_similarity``: one curation (classes and selection) per dataset."""
     from imagenot.diagnostics.captions import read_curation
 
     classes = _per_label(labels, files.classes, "classes")
     selection = _per_label(labels, files.selection, "selection")
-    return caption_similarity_figure({k: read_curation(classes[k], selection[k]) for k in labels})
+    curations = {shown(k, s.dataset_names): read_curation(classes[k], selection[k]) for k in labels}
+    return caption_similarity_figure(curations, s.figure_options)
 
 
-def draw_image_figure(name: str, labels: list[str], files: FigureFiles, reference_name: str):
+def draw_image_figure(name: str, labels: list[str], files: FigureFiles, s: FigureSettings):
     """``image_similarity``: one per-class image-similarity table per dataset."""
 
     tables = {}
     for label, path in _per_label(labels, files.tables, "tables").items():
         t = read_parquet(path)
-        tables[label] = {
+        tables[shown(label, s.dataset_names)] = {
             k: np.asarray(t[k].to_numpy(zero_copy_only=False), dtype=float)
             for k in ("intra", "inter")
         }
-    return image_similarity_figure(tables)
+    return image_similarity_figure(tables, s.figure_options)
 
 
 def with_reference(series: dict[str, np.ndarray], reference: tuple[str, np.ndarray] | None):
@@ -88,43 +101,72 @@ def with_reference(series: dict[str, np.ndarray], reference: tuple[str, np.ndarr
     return out
 
 
-def class_depth_figure(series: dict[str, np.ndarray]):
+def _title(ax, text: str, width_in: float, style: Style) -> None:
+    from imagenot.figures.layout import wrap_text
+
+    ax.set_title(wrap_text(text, width_in - 0.3, style.font_size))
+
+
+def class_depth_figure(series: dict[str, np.ndarray], style: Style | None = None):
     """Grouped bars: fraction of classes at each WordNet depth, one bar per list."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(8, 4), layout="constrained")
-    all_depths = np.concatenate([np.asarray(v, dtype=int) for v in series.values()])
-    depths = np.arange(all_depths.min(), all_depths.max() + 1) if all_depths.size else np.arange(1)
-    width = 0.8 / max(len(series), 1)
-    for i, (label, values) in enumerate(series.items()):
-        values = np.asarray(values, dtype=int)
-        counts = np.bincount(values - depths[0], minlength=len(depths))[: len(depths)]
-        fraction = counts / max(values.size, 1)
-        ax.bar(
-            depths + (i - (len(series) - 1) / 2) * width,
-            fraction,
-            width,
-            label=f"{label} (n={values.size})",
+    import matplotlib.pyplot as plt
+
+    from imagenot.figures.style import integer_ticks, paper_style
+
+    style = _style(style)
+    with paper_style(style):
+        fig, ax = plt.subplots(figsize=(style.width_in, style.width_in * 0.45))
+        all_depths = np.concatenate([np.asarray(v, dtype=int) for v in series.values()])
+        depths = (
+            np.arange(all_depths.min(), all_depths.max() + 1) if all_depths.size else np.arange(1)
         )
-    ax.set_xlabel("class depth in WordNet (shortest path to entity.n.01)")
-    ax.set_ylabel("fraction of classes")
-    ax.set_xticks(depths)
-    ax.legend()
+        width = 0.8 / max(len(series), 1)
+        for i, (label, values) in enumerate(series.items()):
+            values = np.asarray(values, dtype=int)
+            counts = np.bincount(values - depths[0], minlength=len(depths))[: len(depths)]
+            fraction = counts / max(values.size, 1)
+            ax.bar(
+                depths + (i - (len(series) - 1) / 2) * width,
+                fraction,
+                width,
+                label=f"{label} (n={values.size})",
+            )
+        ax.set_xlabel("class depth in WordNet (shortest path to entity.n.01)")
+        ax.set_ylabel("fraction of classes")
+        ax.set_xticks(depths)
+        integer_ticks(ax.xaxis)
+        ax.grid(axis="x", visible=False)
+        ax.legend(frameon=False)
+        _title(ax, "Depth of the classes in WordNet", style.width_in, style)
     return fig
 
 
-def siblings_figure(series: dict[str, np.ndarray]):
+def _box_width(n: int, style: Style) -> float:
+    """Width of a figure of ``n`` box plots: a column for a few, the text width for many."""
+    return min(style.width_in, max(style.column_in, 0.9 * n + 1.0))
+
+
+def siblings_figure(series: dict[str, np.ndarray], style: Style | None = None):
     """Side-by-side box plots of the number of WordNet siblings per class (log scale)."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(max(4, 1.6 * len(series) + 2), 4), layout="constrained")
-    data = [np.asarray(v, dtype=float) + 1 for v in series.values()]
-    ax.boxplot(
-        data,
-        tick_labels=[
-            f"{k}\n(median {np.median(v) - 1:.0f})" for k, v in zip(series, data, strict=True)
-        ],
-    )
-    ax.set_yscale("log")
-    ax.set_ylabel("WordNet siblings per class + 1")
+    import matplotlib.pyplot as plt
+
+    from imagenot.figures.layout import wrap_text
+    from imagenot.figures.style import boxplot, paper_style
+
+    style = _style(style)
+    width = _box_width(len(series), style)
+    box_in = width / max(len(series), 1) - 0.1
+    with paper_style(style):
+        fig, ax = plt.subplots(figsize=(width, style.column_in * 0.9))
+        data = [np.asarray(v, dtype=float) + 1 for v in series.values()]
+        labels = [
+            wrap_text(f"{k} (median {np.median(v) - 1:.0f})", box_in, style.font_size - 1)
+            for k, v in zip(series, data, strict=True)
+        ]
+        boxplot(ax, data, labels)
+        ax.set_yscale("log")
+        ax.set_ylabel("WordNet siblings per class + 1")
+        _title(ax, "WordNet siblings per class", width, style)
     return fig
 
 
@@ -146,51 +188,71 @@ def grouped_quantiles(groups: np.ndarray, values: np.ndarray, qs=(0.0, 0.25, 0.5
     return ids, out
 
 
-def caption_similarity_figure(curations: dict[str, tuple[dict, dict]]):
+def caption_similarity_figure(curations: dict[str, tuple[dict, dict]], style: Style | None = None):
     """Left: per-class caption similarity distributions (classes sorted by score: min-max band,
     quartile band, median); right: histogram of class scores with min/mean/median/max."""
-    plt = _plt()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
-    for label, (classes, selection) in curations.items():
-        ids, quant = grouped_quantiles(selection["wnid"], selection["similarity"])
-        score = dict(zip(classes["wnid"].astype(str), classes["score"], strict=True))
-        order = np.argsort([-score.get(i, np.nan) for i in ids], kind="stable")
-        x = np.linspace(0, 1, len(ids)) if len(ids) > 1 else np.zeros(len(ids))
-        q = quant[order]
-        (line,) = left.plot(x, q[:, 2], lw=1, label=f"{label} median")
-        left.fill_between(x, q[:, 0], q[:, 4], color=line.get_color(), alpha=0.15, lw=0)
-        left.fill_between(x, q[:, 1], q[:, 3], color=line.get_color(), alpha=0.3, lw=0)
-        s = np.asarray(classes["score"], dtype=float)
-        right.hist(
-            s,
-            bins=30,
-            alpha=0.6,
-            label=f"{label}: min {s.min():.3f} mean {s.mean():.3f}\nmedian {np.median(s):.3f} max {s.max():.3f}",
-        )
-    left.set_xlabel("classes, by decreasing class score (fraction)")
-    left.set_ylabel("caption-gloss similarity of selected captions")
-    left.legend(fontsize="small")
-    right.set_xlabel("class score (mean top-n caption-gloss similarity)")
-    right.set_ylabel("classes")
-    right.legend(fontsize="small")
+    import matplotlib.pyplot as plt
+
+    from imagenot.figures.style import integer_ticks, paper_style
+
+    style = _style(style)
+    with paper_style(style):
+        fig, (left, right) = plt.subplots(1, 2, figsize=(style.width_in, style.width_in * 0.5))
+        for label, (classes, selection) in curations.items():
+            ids, quant = grouped_quantiles(selection["wnid"], selection["similarity"])
+            score = dict(zip(classes["wnid"].astype(str), classes["score"], strict=True))
+            order = np.argsort([-score.get(i, np.nan) for i in ids], kind="stable")
+            x = np.linspace(0, 1, len(ids)) if len(ids) > 1 else np.zeros(len(ids))
+            q = quant[order]
+            (line,) = left.plot(x, q[:, 2], lw=1, label=f"{label}: median")
+            left.fill_between(x, q[:, 0], q[:, 4], color=line.get_color(), alpha=0.15, lw=0)
+            left.fill_between(x, q[:, 1], q[:, 3], color=line.get_color(), alpha=0.3, lw=0)
+            s = np.asarray(classes["score"], dtype=float)
+            right.hist(
+                s,
+                bins=30,
+                alpha=0.6,
+                label=f"{label}: min {s.min():.3f}, mean {s.mean():.3f},\n"
+                f"median {np.median(s):.3f}, max {s.max():.3f}",
+            )
+        left.set_xlabel("classes by class score (fraction)")
+        left.set_ylabel("caption-gloss similarity")
+        left.legend(frameon=False, loc="lower left")
+        right.set_xlabel("class score")
+        right.set_ylabel("classes")
+        integer_ticks(right.yaxis)
+        right.legend(frameon=False, loc="upper left")
+        half = style.width_in / 2
+        _title(left, "Similarity of the selected captions per class", half, style)
+        _title(right, "Class scores (mean of the top captions)", half, style)
     return fig
 
 
-def image_similarity_figure(tables: dict[str, dict[str, np.ndarray]]):
+def image_similarity_figure(tables: dict[str, dict[str, np.ndarray]], style: Style | None = None):
     """Side-by-side box plots of per-class intra- and inter-class image similarity."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(max(5, 2.2 * len(tables) + 2), 4), layout="constrained")
-    data, labels = [], []
-    for label, t in tables.items():
-        for kind in ("intra", "inter"):
-            v = np.asarray(t[kind], dtype=float)
-            data.append(v[np.isfinite(v)])
-            labels.append(
-                f"{label}\n{kind} ({np.nanmean(v):.3f})"
-                if np.isfinite(v).any()
-                else f"{label}\n{kind}"
-            )
-    ax.boxplot(data, tick_labels=labels)
-    ax.set_ylabel("mean inner product of normalised embeddings")
-    ax.set_title("per-class image similarity: within a class (intra) and across classes (inter)")
+    import matplotlib.pyplot as plt
+
+    from imagenot.figures.layout import wrap_text
+    from imagenot.figures.style import boxplot, paper_style
+
+    style = _style(style)
+    width = _box_width(2 * len(tables), style)
+    box_in = width / max(2 * len(tables), 1) - 0.1
+    with paper_style(style):
+        fig, ax = plt.subplots(figsize=(width, style.column_in * 0.9))
+        data, labels = [], []
+        for label, t in tables.items():
+            for kind in ("intra", "inter"):
+                v = np.asarray(t[kind], dtype=float)
+                data.append(v[np.isfinite(v)])
+                mean = f" ({np.nanmean(v):.3f})" if np.isfinite(v).any() else ""
+                labels.append(wrap_text(f"{label} {kind}{mean}", box_in, style.font_size - 1))
+        boxplot(ax, data, labels)
+        ax.set_ylabel("mean inner product of\nnormalised embeddings")
+        _title(
+            ax,
+            "Image similarity per class: within the class (intra) and with other classes (inter)",
+            width,
+            style,
+        )
     return fig

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from imagenot.figures.settings import Style
 from imagenot.settings import FromConfig
 
 
@@ -78,14 +79,32 @@ class TableSettings(_ReferenceNamed, FromConfig):
 
 @dataclass(frozen=True)
 class FigureSettings(_ReferenceNamed, FromConfig):
-    """``diagnostics-figure``: which registered figure (the rule's ``name`` wildcard) and the
-    reference's label."""
+    """``diagnostics-figure``: which registered figure (the rule's ``name`` wildcard), the
+    reference's label, the figure style every figure shares (``analyse.figure_options``) and
+    the datasets' display names."""
 
+    SECTIONS: ClassVar = ("analyse",)
     WILDCARDS: ClassVar = ("name",)
+    DERIVED: ClassVar = {
+        **_ReferenceNamed.DERIVED,
+        "dataset_names": "each dataset's display name: datasets.<name>.display_name, else "
+        "derived from its key (imagenot.figures.names.dataset_names)",
+    }
 
     name: str
     reference_name: str
+    figure_options: Style
+    dataset_names: dict[str, str]
 
     @classmethod
     def from_config(cls, config: Any, name: str) -> FigureSettings:  # type: ignore[override]
-        return cls._with_reference(config, name=name)
+        from imagenot.diagnostics.plan import reference_label
+        from imagenot.figures.names import dataset_names
+
+        values = cls.config_values(config, name=name)
+        values["figure_options"] = Style.from_config(config)
+        return cls(
+            **values,
+            reference_name=reference_label(config),
+            dataset_names=dataset_names(config["datasets"]),
+        )

@@ -7,14 +7,15 @@ import numpy as np
 import pandas as pd
 
 from imagenot.analyse import stats
-from imagenot.figures.data import Options, cells, imagenet_x, imagenet_x_label, label_of, nice
+from imagenot.figures.data import Options, cells, imagenet_x, imagenet_x_label, label_of
 from imagenot.figures.style import HIGHLIGHT, Style, paper_style
 
 SERIES = (("standard", "Standard", "C0", "o"), ("robust", "Robust", "C3", "s"))
 
 
 def fit_rows(acc: pd.DataFrame, dataset: str, protocol: str, opts: Options) -> list[dict]:
-    """Per series: the models, x (ImageNet accuracy), y, error bars and the OLS fit (or None)."""
+    """Per series: the models (and their display ``names``), x (ImageNet accuracy), y, error
+    bars and the OLS fit (or None)."""
     pub = imagenet_x(acc, opts)
     label = label_of(dataset, protocol)
     rows = []
@@ -31,6 +32,7 @@ def fit_rows(acc: pd.DataFrame, dataset: str, protocol: str, opts: Options) -> l
                 "color": color,
                 "marker": marker,
                 "models": models,
+                "names": [opts.model(m) for m in models],
                 "x": x,
                 "y": y,
                 "lo": np.array([c.cells[m, label].lo for m in models]),
@@ -97,7 +99,7 @@ def accuracy_scale(ax, axis: str, x: np.ndarray, y: np.ndarray) -> None:
 
 def fit_panel(ax, rows: list[dict], style: Style, *, legend: bool, axis: str) -> list:
     """One panel: per series the points with error bars, the OLS line and its confidence band,
-    slope and adjusted R² in the legend (the paper's Figure 8c), on the fitting scale ``axis``
+    slope and adjusted R² in the legend, on the fitting scale ``axis``
     (:func:`accuracy_scale`). Shared by the workflow's accuracy-vs-ImageNet figures and
     ``imagenot rankings --report``. Highlighted models (``style.highlight``) are drawn in
     colour. Returns the point labels to place once the figure is laid out
@@ -105,7 +107,8 @@ def fit_panel(ax, rows: list[dict], style: Style, *, legend: bool, axis: str) ->
     to :data:`LABEL_MAX_MODELS`, else the highlighted ones.
 
     ``rows``: dicts with ``name``, ``color``, ``marker``, ``models``, ``x``, ``y``, ``lo``,
-    ``hi`` (error bar bounds of y) and ``fit`` (:class:`imagenot.analyse.stats.OLSFit` or None).
+    ``hi`` (error bar bounds of y) and ``fit`` (:class:`imagenot.analyse.stats.OLSFit` or None),
+    optionally ``names`` (what the point labels say; default: the models).
     """
     from imagenot.figures.layout import PointLabel
 
@@ -163,14 +166,15 @@ def fit_panel(ax, rows: list[dict], style: Style, *, legend: bool, axis: str) ->
     if len(all_x) and legend:
         ax.legend(frameon=False, loc="upper left")
     first = rows[0] if rows else {"models": []}
+    names = first.get("names") or first["models"]
     labels = []
-    for m, x, y in zip(first["models"], first["x"], first["y"], strict=True):
+    for m, name, x, y in zip(first["models"], names, first["x"], first["y"], strict=True):
         if m in highlight:
-            labels.append(PointLabel(m, float(x), float(y), HIGHLIGHT, "bold"))
+            labels.append(PointLabel(name, float(x), float(y), HIGHLIGHT, "bold"))
     if len(first["models"]) <= LABEL_MAX_MODELS:
         order = np.argsort(-np.asarray(first["y"], dtype=float), kind="stable")
         labels += [
-            PointLabel(first["models"][i], float(first["x"][i]), float(first["y"][i]))
+            PointLabel(names[i], float(first["x"][i]), float(first["y"][i]))
             for i in order
             if first["models"][i] not in highlight
         ]
@@ -178,13 +182,19 @@ def fit_panel(ax, rows: list[dict], style: Style, *, legend: bool, axis: str) ->
 
 
 def draw(acc: pd.DataFrame, opts: Options, style: Style, *, dataset: str, protocol: str):
-    """Scatter with OLS line and confidence band; slope and adjusted R² in the legend."""
+    """Scatter of a dataset's accuracy against ImageNet accuracy, one point per model, with the
+    OLS line and its confidence band per series; slope and adjusted R² in the legend."""
     import matplotlib.pyplot as plt
 
     from imagenot.figures import layout
+    from imagenot.figures.names import show_protocol
 
     rows = fit_rows(acc, dataset, protocol, opts)
-    pct = f"{opts.confidence * 100:g}"
+    shown = opts.dataset(dataset)
+    how = show_protocol(protocol, opts.dataset_names)
+    against = (
+        "published ImageNet" if opts.imagenet_axis == "published" else opts.dataset(opts.reference)
+    )
     with paper_style(style):
         fig, ax = plt.subplots(figsize=(style.column_in, style.column_in * 0.9))
         labels = fit_panel(ax, rows, style, legend=True, axis=opts.axis)
@@ -192,14 +202,15 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style, *, dataset: str, protoc
             layout.wrap_text(imagenet_x_label(opts), style.column_in - 0.5, style.font_size)
         )
         ax.set_ylabel(
+            layout.wrap_text(f"{shown} top-1 (%), {how}", style.column_in - 0.6, style.font_size)
+        )
+        ax.set_title(
             layout.wrap_text(
-                f"{nice(label_of(dataset, protocol))} top-1 (%)",
-                style.column_in - 0.6,
+                f"{shown} ({how}) against {against} accuracy",
+                style.column_in - 0.2,
                 style.font_size,
             )
         )
-        axis_note = "" if opts.axis == "linear" else f", {opts.axis} axes"
-        ax.set_title(f"OLS with {pct}% band{axis_note}")
         layout.freeze(fig)
         layout.place_point_labels(ax, labels, style.font_size - 2)
     return fig

@@ -54,7 +54,7 @@ def imagenet_x(acc: pd.DataFrame, opts: Options) -> dict[str, float]:
 def imagenet_x_label(opts: Options) -> str:
     if opts.imagenet_axis == "published":
         return "published ImageNet top-1 (%)"
-    return f"{nice(opts.reference)} top-1 (%), ST"
+    return f"{opts.dataset(opts.reference)} top-1 (%), ST"
 
 
 def ordered_labels(acc: pd.DataFrame, opts: Options, protocol: str | None) -> list[str]:

@@ -1,14 +1,14 @@
 """Text that fits: measuring labels, shortening and wrapping them, placing them without overlap,
 and checking a drawn figure for overlapping or clipped text.
 
-Why: model names run to 40-60 characters (timm's ``vit_large_patch14_clip_336.laion2b_ft_in12k
-_in1k``) and tables to thousands of models. A figure drawn for five short names overlapped and
-clipped its labels on such tables. Each figure now sizes its panels from the measured width of
-the labels it shows (:func:`text_width_in`), names only what fits (the best, the largest
-changes, the highlighted models), places point labels where they overlap nothing
-(:func:`place_point_labels`) and spreads a column of labels apart (:func:`spread`).
-:func:`layout_problems` lists every overlap and every text that leaves the figure, as the
-renderer draws them: the tests run it on every figure kind, on tables of 5 to 2,000 models.
+Model names run to 40-60 characters (timm's ``vit_large_patch14_clip_336.laion2b_ft_in12k
+_in1k``) and tables to thousands of models. Each figure sizes its panels from the measured width
+of the labels it shows (:func:`text_width_in`), names only what fits (the best, the largest
+changes, the highlighted models), places point labels where they cover no marker and no other
+label, each nearest its own point or joined to it (:func:`place_point_labels`) and spreads a
+column of labels apart (:func:`spread`). :func:`layout_problems` lists every overlap and every
+text that leaves the figure, as the renderer draws them: the tests run it on every figure kind,
+on tables of 5 to 2,000 models.
 """
 
 from __future__ import annotations
@@ -130,13 +130,59 @@ OFFSETS = tuple(
 )
 """Where a point label may go, in points from the point: the four diagonals, then the sides,
 close by first, then farther out (joined to its point by a thin line)."""
+LEADER_FROM_PT = 10
+"""A label this far from its point (in points, |dx| + |dy| of its offset) or farther is joined
+to it by a leader line; a closer one must lie nearer its own point than any other."""
+MARKER_MARGIN_PT = 1.0
+"""Clearance kept between a label and every marker of the axes (points)."""
+
+
+def marker_boxes(ax) -> list:
+    """The window extent of every marker drawn in ``ax`` (points of lines with a marker and
+    of scatter collections), each grown by :data:`MARKER_MARGIN_PT`: what a label must not
+    cover."""
+    from matplotlib.collections import PathCollection
+    from matplotlib.transforms import Bbox
+
+    fig = ax.figure
+    px_per_pt = fig.dpi / 72.0
+    boxes = []
+
+    def add(xy: np.ndarray, radius_pt: float) -> None:
+        xy = np.asarray(xy, dtype=float).reshape(-1, 2)
+        xy = xy[np.isfinite(xy).all(axis=1)]
+        if not len(xy):
+            return
+        r = (radius_pt + MARKER_MARGIN_PT) * px_per_pt
+        for px, py in ax.transData.transform(xy):
+            boxes.append(Bbox.from_extents(px - r, py - r, px + r, py + r))
+
+    for line in ax.get_lines():
+        if line.get_visible() and line.get_marker() not in (None, "", " ", "None", "none"):
+            add(np.column_stack([line.get_xdata(), line.get_ydata()]), line.get_markersize() / 2)
+    for coll in ax.collections:
+        if isinstance(coll, PathCollection) and coll.get_visible():
+            sizes = coll.get_sizes()
+            radius = float(np.sqrt(sizes.max()) / 2) if len(sizes) else 3.0
+            add(coll.get_offsets(), radius)
+    return boxes
+
+
+def _distance(box, px: float, py: float) -> float:
+    """Distance (pixels) from the point (px, py) to the nearest edge of ``box`` (0 inside)."""
+    dx = max(box.x0 - px, 0.0, px - box.x1)
+    dy = max(box.y0 - py, 0.0, py - box.y1)
+    return float(np.hypot(dx, dy))
 
 
 def place_point_labels(ax, labels: Sequence[PointLabel], font_size: float) -> list:
-    """Place each label beside its point where it overlaps no label placed before it, nothing
-    else of the axes that is text (legend, notes) and stays inside the axes; a label that fits
-    nowhere is left out (the caller orders ``labels`` by importance), a bold (highlighted) one
-    wider than half the axes is first shortened in the middle. Call after :func:`freeze`.
+    """Place each label beside its point where it covers no marker of the axes
+    (:func:`marker_boxes`), no label placed before it and nothing else of the axes that is
+    text (legend, notes), and stays inside the axes. A label close to its point (no leader
+    line, :data:`LEADER_FROM_PT`) must lie nearer its own point than any other, so that a
+    reader pairs them right; a farther one is joined to its point by a thin line. A label that
+    fits nowhere is left out (the caller orders ``labels`` by importance), a bold (highlighted)
+    one wider than half the axes is first shortened in the middle. Call after :func:`freeze`.
     Returns the placed Text artists."""
     from matplotlib.transforms import Bbox
 
@@ -148,6 +194,8 @@ def place_point_labels(ax, labels: Sequence[PointLabel], font_size: float) -> li
     if legend is not None:
         taken.append(legend.get_window_extent(renderer))
     taken += [text_extent(t, renderer) for t in ax.texts if t.get_visible()]
+    markers = marker_boxes(ax)
+    points = np.array([(b.x0 + b.x1, b.y0 + b.y1) for b in markers], dtype=float) / 2
     px_per_pt = fig.dpi / 72.0
     placed = []
     for lab in labels:
@@ -169,8 +217,18 @@ def place_point_labels(ax, labels: Sequence[PointLabel], font_size: float) -> li
                 box.x0 >= frame.x0 and box.x1 <= frame.x1 and box.y0 >= frame.y0
                 and box.y1 <= frame.y1
             )  # fmt: skip
-            if not inside or any(box.overlaps(other) for other in taken):
+            if not inside or any(box.overlaps(other) for other in (*taken, *markers)):
                 continue
+            leader = abs(dx) + abs(dy) >= LEADER_FROM_PT
+            if not leader and len(points):
+                own = _distance(box, px, py)
+                others = [
+                    _distance(box, qx, qy)
+                    for qx, qy in points
+                    if np.hypot(qx - px, qy - py) > 0.5  # not its own point
+                ]
+                if others and min(others) <= own:
+                    continue
             t = ax.annotate(
                 text,
                 (lab.x, lab.y),
@@ -184,7 +242,7 @@ def place_point_labels(ax, labels: Sequence[PointLabel], font_size: float) -> li
                 annotation_clip=True,
                 arrowprops=(
                     {"arrowstyle": "-", "color": "0.5", "lw": 0.4, "shrinkA": 0, "shrinkB": 2}
-                    if abs(dx) + abs(dy) > 10
+                    if leader
                     else None
                 ),
             )

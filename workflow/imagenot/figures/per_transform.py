@@ -8,7 +8,7 @@ import pandas as pd
 from imagenot.analyse import stats
 from imagenot.analyse.table import is_standard
 from imagenot.figures.data import Options
-from imagenot.figures.style import HIGHLIGHT, Style, paper_style
+from imagenot.figures.style import HIGHLIGHT, Style, integer_ticks, paper_style
 
 
 def rank_matrix(
@@ -45,7 +45,7 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style, *, dataset: str):
     models = [models[i] for i in rows]
     ranks, values = ranks[rows], values[rows]
     tick_fs = style.font_size - 1
-    names = layout.fit_texts(models, 2.2, tick_fs)
+    names = layout.fit_texts([opts.model(m) for m in models], 2.2, tick_fs)
     columns = layout.fit_texts(transforms, 1.2, tick_fs)
     with paper_style(style):
         fig, ax = plt.subplots(
@@ -79,11 +79,12 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style, *, dataset: str):
         more = f"; the best {min(style.top, total)} of {total} models" if total > style.top else ""
         fig.suptitle(  # over the figure: the axes are narrower beside long names
             layout.wrap_text(
-                "Rank (colour) and top-1 % (text) per test-time transformation, "
-                f"models trained on {dataset}{more}",
+                "Rank (colour) and top-1 % (text) under each test-time transformation "
+                f"of the models trained on {opts.dataset(dataset)}{more}",
                 style.width_in - 0.3,
                 style.font_size,
             )
         )
-        fig.colorbar(im, ax=ax, label="rank (1 = best)", shrink=0.8)
+        bar = fig.colorbar(im, ax=ax, label="rank (1 = best)", shrink=0.8)
+        integer_ticks(bar.ax.yaxis)
     return fig

@@ -20,11 +20,21 @@ PLOT_IN = 1.4
 """Width of a panel's plotting area (inches), beside its model labels."""
 ROW_IN = 0.22
 """Height of one model's row (inches): labels one font size below the base stay apart."""
+PANEL_HEAD_IN = 0.75
+"""Height of a panel beside its model rows: its title's first line, x axis and label."""
+TITLE_LINE_IN = 0.16
+"""Height of each further line of a panel title."""
+MAX_COLUMNS = 3
+"""Most panels side by side."""
+MIN_SHOWN = 8
+"""Fewest models a panel shows (its best) before its datasets go on to another page."""
 
 
 @dataclass
 class Panel:
-    """One dataset's models with accuracy, error-bar bounds and interval kinds."""
+    """One dataset's models with accuracy, error-bar bounds and interval kinds; ``title`` and
+    ``names`` are what the panel shows for the dataset and the models (default: the dataset
+    label as :func:`imagenot.figures.data.nice` writes it, the models' names)."""
 
     label: str
     models: list[str]
@@ -32,6 +42,14 @@ class Panel:
     lo: np.ndarray
     hi: np.ndarray
     kinds: set[str]
+    title: str | None = None
+    names: list[str] | None = None
+
+    def shown_title(self) -> str:
+        return self.title if self.title is not None else nice(self.label)
+
+    def name(self, i: int) -> str:
+        return self.names[i] if self.names is not None else self.models[i]
 
 
 def shown_rows(p: Panel, top: int, highlight: set[str]) -> tuple[list[int], list[int]]:
@@ -43,46 +61,91 @@ def shown_rows(p: Panel, top: int, highlight: set[str]) -> tuple[list[int], list
     return best, extra
 
 
+def _columns(panels: list[Panel], style: Style, per_row: int | None) -> tuple[int, float]:
+    """Panels per row and the width of their model labels (inches): as many as the widest
+    label allows beside :data:`PLOT_IN`, at most ``per_row`` and :data:`MAX_COLUMNS`; and at
+    least two (three for more than four panels) where that leaves a label an inch, the names
+    then shortened in the middle, so that many datasets make a grid, not a column."""
+    from imagenot.analyse import stats
+    from imagenot.figures import layout
+
+    tick_fs = style.font_size - 1
+    texts = []
+    for p in panels:
+        ranks = stats.ranks(p.mean)
+        texts += [f"{ranks[i]:g}. {p.name(i)}" for i in range(min(len(p.models), style.top))]
+    label_in = layout.text_width_in(texts, tick_fs) + 0.1
+    most = min(per_row or MAX_COLUMNS, MAX_COLUMNS, max(len(panels), 1))
+    ncols = max(1, min(most, int(style.width_in // (label_in + PLOT_IN))))
+    wanted = min(most, 1 if len(panels) <= 1 else 2 if len(panels) <= 4 else 3)
+    while ncols < wanted and style.width_in / (ncols + 1) - PLOT_IN >= 1.0:
+        ncols += 1
+    return ncols, label_in
+
+
+def pages(panels: list[Panel], style: Style, per_row: int | None = None) -> list[list[Panel]]:
+    """The panels in pages: as many rows of panels a page as leave each panel
+    :data:`MIN_SHOWN` models (or all it has) within a page's height (:data:`PAGE_RATIO`)."""
+    from imagenot.figures.style import PAGE_RATIO
+
+    panels = [p for p in panels if p.models]
+    if not panels:
+        return [[]]
+    ncols, _ = _columns(panels, style, per_row)
+    wanted = min(MIN_SHOWN, max(len(p.models) for p in panels))
+    height = style.width_in * PAGE_RATIO - 0.5  # less the figure's title
+    per_row_in = PANEL_HEAD_IN + 2 * TITLE_LINE_IN + ROW_IN * (wanted + 1)
+    rows = max(1, int(height // per_row_in))
+    size = rows * ncols
+    return [panels[i : i + size] for i in range(0, len(panels), size)]
+
+
 def draw_panels(panels: list[Panel], style: Style, title: str, per_row: int | None = None):
-    """One horizontal error-bar panel per dataset, best model on top: the best ``style.top``
-    models, then the highlighted ones (``style.highlight``) wherever they rank, below a dotted
-    line. Labels are ``rank. model`` (rank among all the panel's models, ties averaged); the
-    panels per row (at most ``per_row``) follow from the widest label, and a label wider than a
-    panel allows is shortened in the middle."""
+    """One horizontal error-bar panel per dataset, best model on top, in a grid of at most
+    :data:`MAX_COLUMNS` columns whose height stays within a page (:data:`PAGE_RATIO`): the
+    best ``style.top`` models (fewer where the page holds fewer rows, the title then saying
+    "best K of N"), then the highlighted ones (``style.highlight``) wherever they rank, below
+    a dotted line. Labels are ``rank. model`` (rank among all the panel's models, ties
+    averaged); a label wider than its panel allows is shortened in the middle. For more
+    panels than a page holds, draw each of :func:`pages`."""
     import matplotlib.pyplot as plt
 
     from imagenot.analyse import stats
     from imagenot.figures import layout
+    from imagenot.figures.style import PAGE_RATIO
 
     panels = [p for p in panels if p.models]
     highlight = set(style.highlight)
     tick_fs = style.font_size - 1
-    rows = [shown_rows(p, style.top, highlight) for p in panels]
-    labels = []
-    for p, (best, extra) in zip(panels, rows, strict=True):
-        ranks = stats.ranks(p.mean)
-        labels.append([f"{ranks[i]:g}. {p.models[i]}" for i in best + extra])
-    label_in = layout.text_width_in((x for ls in labels for x in ls), tick_fs) + 0.1
-    need = label_in + PLOT_IN
-    ncols = max(1, min(per_row or len(panels), len(panels), int(style.width_in // need)))
+    ncols, label_in = _columns(panels, style, per_row)
     panel_in = style.width_in / ncols
-    if label_in > panel_in - PLOT_IN:  # one panel a row and still too wide: shorten
-        labels = [layout.fit_texts(ls, panel_in - PLOT_IN - 0.1, tick_fs) for ls in labels]
-    shown = max((len(b) + len(e) + (1 if e else 0) for b, e in rows), default=1)
     nrows = max(1, -(-len(panels) // ncols))
-    titles = []
-    for p, (best, _extra) in zip(panels, rows, strict=True):
-        more = f" (best {len(best)} of {len(p.models)})" if len(best) < len(p.models) else ""
-        titles.append(layout.wrap_text(nice(p.label) + more, panel_in - 0.3, style.font_size))
-    title_lines = max((t.count("\n") + 1 for t in titles), default=1)
     kinds: set[str] = set().union(*(p.kinds for p in panels)) if panels else set()
     note = ", ".join(CELL_INTERVAL_NAMES.get(k, k) for k in sorted(kinds))
     suptitle = layout.wrap_text(
         f"{title}; error bars: {note}" if note else title, style.width_in - 0.2, style.font_size
     )
+    head_in = 0.2 * (suptitle.count("\n") + 1) + 0.1
+    # the models a panel can show within a page: its rows, less its head and a highlight gap
+    per_row_in = (style.width_in * PAGE_RATIO - head_in) / nrows
+    fit = int((per_row_in - PANEL_HEAD_IN - 2 * TITLE_LINE_IN) // ROW_IN) - 1
+    top = max(1, min(style.top, fit - len(highlight)))
+    rows = [shown_rows(p, top, highlight) for p in panels]
+    labels = []
+    for p, (best, extra) in zip(panels, rows, strict=True):
+        ranks = stats.ranks(p.mean)
+        labels.append([f"{ranks[i]:g}. {p.name(i)}" for i in best + extra])
+    if label_in > panel_in - PLOT_IN:  # shorten in the middle to what the panel leaves
+        labels = [layout.fit_texts(ls, panel_in - PLOT_IN - 0.1, tick_fs) for ls in labels]
+    shown = max((len(b) + len(e) + (1 if e else 0) for b, e in rows), default=1)
+    titles = []
+    for p, (best, _extra) in zip(panels, rows, strict=True):
+        more = f" (best {len(best)} of {len(p.models)})" if len(best) < len(p.models) else ""
+        titles.append(layout.wrap_text(p.shown_title() + more, panel_in - 0.3, style.font_size))
+    title_lines = max((t.count("\n") + 1 for t in titles), default=1)
     with paper_style(style):
-        row_in = 0.75 + 0.16 * title_lines + ROW_IN * shown
-        height = row_in * nrows + 0.2 * (suptitle.count("\n") + 1)
+        row_in = PANEL_HEAD_IN + TITLE_LINE_IN * title_lines + ROW_IN * shown
+        height = row_in * nrows + head_in
         fig, axes = plt.subplots(nrows, ncols, figsize=(style.width_in, height), squeeze=False)
         for ax in axes.flat[len(panels) :]:
             ax.set_axis_off()
@@ -117,7 +180,7 @@ def draw_panels(panels: list[Panel], style: Style, title: str, per_row: int | No
                     tick.set_color(HIGHLIGHT)
                     tick.set_fontweight("bold")
             ax.set_xlabel("top-1 accuracy (%)")
-            ax.set_title(head)
+            ax.set_title(head, loc="right")  # over its labels too: the axes is narrower
             ax.grid(axis="y", visible=False)
         fig.suptitle(suptitle)
     return fig
@@ -128,24 +191,29 @@ def draw_st(acc: pd.DataFrame, opts: Options, style: Style):
     from imagenot.figures.data import ordered_labels
 
     labels = ordered_labels(acc, opts, "st")
-    return draw(acc, labels, opts, style, "Standard training (ST), test top-1")
+    title = "Test top-1 accuracy of the models trained from scratch (ST), best first"
+    return draw(acc, labels, opts, style, title)
 
 
 def draw_transfer(acc: pd.DataFrame, opts: Options, style: Style):
     """Workflow figure ``rankings_transfer``: FT and TL on the downstream dataset."""
     from imagenot.figures.data import transfer_labels
 
-    title = f"Fine-tuning (FT) and linear probe (TL) on {opts.downstream_dataset}"
+    down = opts.dataset(opts.downstream_dataset)
+    title = f"Test top-1 accuracy on {down} after fine-tuning (FT) or a linear probe (TL)"
     return draw(acc, transfer_labels(acc, opts), opts, style, title)
 
 
 def draw(acc: pd.DataFrame, labels: list[str], opts: Options, style: Style, title: str):
-    """The standard accuracy of each dataset label of accuracy.csv, one panel each."""
+    """The standard accuracy of each dataset label of accuracy.csv, one panel each, named by
+    their display names (:class:`imagenot.figures.settings.Options`)."""
     c = cells(acc, "standard", opts)
     panels = []
     for d in labels:
         models = c.models_of(d)
         lo, hi = c.bounds(models, d)
         kinds = {c.cells[x, d].interval for x in models}
-        panels.append(Panel(d, models, c.accuracy(models, d), lo, hi, kinds))
+        names = [opts.model(m) for m in models]
+        mean = c.accuracy(models, d)
+        panels.append(Panel(d, models, mean, lo, hi, kinds, opts.dataset(d), names))
     return draw_panels(panels, style, title)

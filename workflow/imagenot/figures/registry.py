@@ -6,7 +6,8 @@ values of ``analyse.figures`` / ``analyse.tables``, which the schema loader fill
 registries). Report figures and tables are what
 ``imagenot rankings TABLE --report DIR`` writes for any results table. Both kinds are drawn by
 the same panel and table functions (``imagenot.figures.accuracy_vs_imagenet.fit_panel``,
-``imagenot.figures.rankings.draw_panels``, ``imagenot.figures.tables.agreement_rows``).
+``imagenot.figures.rankings.draw_panels``, ``imagenot.figures.rank_changes.draw_slopes``,
+``imagenot.figures.tables.agreement_rows``).
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ WORKFLOW_FIGURES: FigureRegistry = FigureRegistry(
     "figure",
     {
         "rankings_st": FigureKind(f"{_FIGURES}.rankings:draw_st", when="st_runs"),
+        "rank_changes_st": FigureKind(f"{_FIGURES}.rank_changes:draw_st", when="st_runs"),
         "rankings_transfer": FigureKind(f"{_FIGURES}.rankings:draw_transfer", when="transfer_runs"),
         "relative_progress": FigureKind(f"{_FIGURES}.relative_progress:draw", when="baseline_run"),
         "accuracy_vs_imagenet": FigureKind(
@@ -124,8 +126,9 @@ REPORT_FIGURES: Registry = Registry(
         )
     },
 )
-"""Report figure -> its drawing function ``(rankings report, Style) -> figure``
-(``"module:function"``, as every other figure; its docstring describes it)."""
+"""Report figure -> its drawing function ``(rankings report, Style) -> figure`` (or a list of
+figures, its pages) (``"module:function"``, as every other figure; its docstring describes
+it)."""
 REPORT_TABLES: Registry = Registry(
     "report table",
     {name: f"{_TABLES}:report_{name}" for name in ("statistics", "ranks", "across_datasets")},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from imagenot.figures.data import Options, cells, imagenet_x, nice, ordered_labels
+from imagenot.figures.data import Options, cells, imagenet_x, ordered_labels
 from imagenot.figures.style import HIGHLIGHT, Style, paper_style
 
 NAME_IN = 2.0
@@ -29,20 +29,32 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style):
         key=lambda m: (pub.get(m, np.inf), m),
     )
     tick_fs = style.font_size - 1
-    names = layout.fit_texts(models, NAME_IN, tick_fs)
+    names = layout.fit_texts([opts.model(m) for m in models], NAME_IN, tick_fs)
     name_in = layout.text_width_in(names, tick_fs)
     width = style.column_in * 1.3
     # names stand upright, one text line apart at least: every step-th model when they crowd
     step = max(1, int(np.ceil(len(models) * tick_fs * 1.4 / 72 / max(width - 1.0, 0.5))))
     shown = list(range(0, len(models), step))
     highlight = set(style.highlight)
+    baseline = opts.model(opts.baseline_model)
+    order = (
+        "published ImageNet accuracy"
+        if opts.imagenet_axis == "published"
+        else f"accuracy on {opts.dataset(opts.reference)}"
+    )
     with paper_style(style):
         fig, ax = plt.subplots(figsize=(width, style.column_in + name_in))
         for i, d in enumerate(labels):
             base = c.cells[opts.baseline_model, d].mean
             x = [j for j, m in enumerate(models) if (m, d) in c.cells]
             y = [c.cells[models[j], d].mean / base for j in x]
-            ax.plot(x, y, marker="o" if len(models) <= 60 else None, color=f"C{i}", label=nice(d))
+            ax.plot(
+                x,
+                y,
+                marker="o" if len(models) <= 60 else None,
+                color=f"C{i}",
+                label=opts.dataset(d),
+            )
         ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
         ax.set_xticks(shown, [names[j] for j in shown], rotation=90)
         for j, tick in zip(shown, ax.get_xticklabels(), strict=True):
@@ -54,15 +66,15 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style):
                 ax.axvline(j, color=HIGHLIGHT, lw=0.8, alpha=0.6)
         ax.set_ylabel(
             layout.wrap_text(
-                f"accuracy / accuracy of {opts.baseline_model}",
+                f"accuracy / accuracy of {baseline}",
                 style.column_in * 0.9,
                 style.font_size,
             )
         )
         ax.set_title(
             layout.wrap_text(
-                f"Relative progress over {opts.baseline_model}"
-                + (f" (every {step}th model named)" if step > 1 else ""),
+                f"Accuracy relative to {baseline} on each dataset, models in the order of "
+                f"their {order}" + (f" (every {step}th model named)" if step > 1 else ""),
                 width - 0.3,
                 style.font_size,
             )
@@ -73,7 +85,7 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style):
             ax.text(
                 0.5,
                 0.5,
-                f"{opts.baseline_model} has no results",
+                f"{baseline} has no results",
                 ha="center",
                 transform=ax.transAxes,
             )

@@ -20,15 +20,22 @@ from imagenot.analyse import stats
 from imagenot.analyse.report import RankingsReport
 from imagenot.figures import accuracy_vs_imagenet, rankings, tables
 from imagenot.figures.registry import REPORT_FIGURES, REPORT_TABLES
-from imagenot.figures.style import HIGHLIGHT, Style, paper_style, save
+from imagenot.figures.style import Style, paper_style, save
 
-LINE_LABELS = 12
-"""Rank-change lines named per panel: the largest climbs and falls (then the highlighted)."""
-ALL_LINES = 50
-"""Up to this many models every rank-change line is drawn in colour; with more, the others are
-a faint grey background, so that thousands of lines do not merge into one block."""
-LINES_IN = 1.3
-"""Width (inches) of a rank-change panel's lines, between its two rank axes."""
+PAGE_ROWS = 3
+"""Rows of panels on a page of the rank-changes figure (three of its tallest panels and the
+title fit a page's height)."""
+ACCURACY_PAGE_ROWS = 4
+"""Rows of panels on a page of the accuracy-vs-reference figure."""
+
+
+def _pages(items: list, per_page: int) -> list[list]:
+    """``items`` in pages of at most ``per_page`` (one empty page for none)."""
+    return [items[i : i + per_page] for i in range(0, len(items), per_page)] or [[]]
+
+
+def _page_note(k: int, n: int) -> str:
+    return f" (page {k} of {n})" if n > 1 else ""
 
 
 def _compared(rep: RankingsReport) -> list[str]:
@@ -54,17 +61,31 @@ def _grid(
     return fig, list(axes.flat)
 
 
+def _columns(n: int) -> int:
+    return 1 if n <= 1 else 2 if n <= 4 else 3
+
+
 def accuracy_vs_reference(rep: RankingsReport, style: Style):
     """One panel per dataset: accuracy against reference accuracy, OLS line, its band (on
-    probit or logit axes when the report was fitted on them)."""
+    probit or logit axes when the report was fitted on them); pages of at most
+    :data:`ACCURACY_PAGE_ROWS` rows of panels."""
+    names = _compared(rep)
+    pages = _pages(names, _columns(len(names)) * ACCURACY_PAGE_ROWS)
+    figs = [
+        _accuracy_page(rep, style, page, _page_note(k, len(pages)), _columns(len(names)))
+        for k, page in enumerate(pages, 1)
+    ]
+    return figs if len(figs) > 1 else figs[0]
+
+
+def _accuracy_page(rep: RankingsReport, style: Style, names: list[str], note: str, ncols: int):
     from imagenot.figures import layout
 
     ref = rep.reference
-    names = _compared(rep)
     pct = f"{rep.confidence * 100:g}%"
     with paper_style(style):
-        fig, axes = _grid(len(names), style, 0.85)
-        panel_in = style.width_in / (1 if len(names) <= 1 else 2 if len(names) <= 4 else 3)
+        fig, axes = _grid(len(names), style, 0.85, ncols=ncols)
+        panel_in = style.width_in / ncols
         ref_acc = rep.datasets[ref].accuracy
         pending = []
         for ax, d in zip(axes, names, strict=False):
@@ -90,7 +111,8 @@ def accuracy_vs_reference(rep: RankingsReport, style: Style):
         axis = "" if rep.axis == "linear" else f", {rep.axis} axes"
         fig.suptitle(
             layout.wrap_text(
-                f"Accuracy against {ref}: OLS line with {pct} band{axis}",
+                f"Accuracy on each dataset against accuracy on {ref}, one point per model: "
+                f"OLS line with {pct} band{axis}{note}",
                 style.width_in - 0.2,
                 style.font_size,
             )
@@ -102,136 +124,32 @@ def accuracy_vs_reference(rep: RankingsReport, style: Style):
 
 
 def rank_changes(rep: RankingsReport, style: Style):
-    """Slope chart per dataset: each model's rank on the reference (left) and on the dataset
-    (right); climbs in blue, falls in red. Named beside the right axis, spread apart: the
-    largest changes and the highlighted models; with many models only those are drawn in
-    colour, over the others in faint grey."""
-    from matplotlib.collections import LineCollection
-
-    from imagenot.figures import layout
+    """Slope chart per dataset (:func:`imagenot.figures.rank_changes.draw_slopes`): each
+    model's rank on the reference (left) and on the dataset (right); climbs in blue, falls in
+    red; the largest changes and the highlighted models named. Pages of at most
+    :data:`PAGE_ROWS` rows of panels."""
+    from imagenot.figures.rank_changes import SlopePanel, columns, draw_slopes
 
     ref = rep.reference
-    names = _compared(rep)
-    label_fs = style.font_size - 2
-    line_in = label_fs * 1.35 / 72  # a label's row
-    highlight = set(style.highlight)
     panels = []
-    for d in names:
+    for d in _compared(rep):
         e = rep.datasets[d]
         models = list(e.delta_rank)
         # ranks among the common models: the delta rank is their difference
         right = stats.ranks(np.array([e.accuracy[m] for m in models], dtype=float))
         left = right + np.array([e.delta_rank[m] for m in models], dtype=float)
-        change = left - right
-        hot = [i for i, m in enumerate(models) if m in highlight]
-        if len(models) <= LINE_LABELS:
-            named = hot + [i for i in range(len(models)) if i not in hot]
-        else:
-            by_size = [int(i) for i in np.argsort(-np.abs(change), kind="stable")]
-            named = hot + [i for i in by_size[:LINE_LABELS] if change[i] != 0 and i not in hot]
-        text = {i: f"{models[i]} ({change[i]:+g})" for i in named}
-        panels.append((d, e, models, left, right, change, named, text))
-    label_in = layout.text_width_in((t for p in panels for t in p[7].values()), label_fs) + 0.1
-    n = max(len(panels), 1)
-    ncols = max(1, min(3, n, int(style.width_in // (label_in + LINES_IN + 0.5))))
-    panel_in = style.width_in / ncols
-    most = max((len(p[6]) for p in panels), default=0)
-    height = max(min(panel_in * 1.1, 3.2), 1.2 + most * line_in * 1.15)
-    with paper_style(style):
-        fig, axes = _grid(len(names), style, 1.1, ncols=ncols, height=height)
-        for ax, (d, e, models, left, right, change, named, _text) in zip(
-            axes, panels, strict=False
-        ):
-            colors = np.where(change > 0, "C0", np.where(change < 0, "C3", "0.6"))
-            segs = np.stack(
-                [
-                    np.stack([np.zeros_like(left), left], 1),
-                    np.stack([np.ones_like(right), right], 1),
-                ],
-                1,
-            )
-            if len(models) <= ALL_LINES:
-                ax.add_collection(LineCollection(segs, colors=colors, linewidths=0.8, alpha=0.9))
-            else:
-                faint = min(0.4, 30 / len(models))
-                ax.add_collection(LineCollection(segs, colors="0.55", linewidths=0.4, alpha=faint))
-                ax.add_collection(
-                    LineCollection(segs[named], colors=colors[named], linewidths=1.0, alpha=0.95)
-                )
-            hot = [i for i in named if models[i] in highlight]
-            if hot:
-                ax.add_collection(LineCollection(segs[hot], colors=HIGHLIGHT, linewidths=1.8))
-            ax.set_xlim(-0.04, 1.0)
-            ax.set_ylim(len(models) + 0.5, 0.5)
-            ax.set_xticks([0, 1], [ref, d])
-            ax.get_xticklabels()[0].set_ha("left")
-            ax.get_xticklabels()[1].set_ha("right")
-            ax.set_ylabel("rank (1 = best)")
-            ax.grid(False)
-            tau = e.correlations.kendall_tau if e.correlations is not None else None
-            title = d + (f", Kendall τ-b {tau:.2f}" if tau is not None else "")
-            ax.set_title(layout.wrap_text(title, panel_in - 0.2, style.font_size))
-        if not names:
-            axes[0].text(0.5, 0.5, "only the reference", ha="center", transform=axes[0].transAxes)
-        crowded = any(len(p[2]) > ALL_LINES for p in panels)
-        head = f"Rank changes against {ref} (blue: climbs, red: falls"
-        head += "; grey: the models not named)" if crowded else ")"
-        fig.suptitle(layout.wrap_text(head, style.width_in - 0.2, style.font_size))
-        layout.freeze(fig)
-        for ax, panel in zip(axes, panels, strict=False):
-            _name_lines(ax, panel, label_in, label_fs, line_in, highlight)
-    return fig
-
-
-def _name_lines(ax, panel, label_in: float, label_fs: float, line_in: float, highlight) -> None:
-    """Name the lines of one laid-out rank-change panel beside its right axis: the x range
-    makes room for the labels, which are spread at least a row apart and joined to their lines;
-    as many as the panel's height holds, the first of ``named`` first."""
-    from imagenot.figures import layout
-
-    _d, _e, models, _left, right, change, named, text = panel
-    fig = ax.figure
-    box = ax.get_window_extent(fig.canvas.get_renderer())
-    width, height = box.width / fig.dpi, box.height / fig.dpi
-    gap = 0.08
-    label_in = min(label_in, max(width - 0.7 - gap, 0.3))
-    x0 = -0.04
-    x1 = x0 + (1 - x0) * width / max(width - label_in - gap, 0.3)
-    ax.set_xlim(x0, x1)
-    per_in = (x1 - x0) / width
-    lines_in = (1 - x0) / per_in
-    ticks = [
-        layout.fit_text(t.get_text(), lines_in / 2, t.get_fontsize()) for t in ax.get_xticklabels()
+        tau = e.correlations.kendall_tau if e.correlations is not None else None
+        panels.append(SlopePanel(d, ref, d, models, models, left, right, tau))
+    pages = _pages(panels, columns(panels, style) * PAGE_ROWS)
+    figs = [
+        draw_slopes(page, style, ref, _page_note(k, len(pages))) for k, page in enumerate(pages, 1)
     ]
-    ax.set_xticks([0, 1], ticks)
-    ax.get_xticklabels()[0].set_ha("left")
-    ax.get_xticklabels()[1].set_ha("right")
-    keep = named[: max(int(height / line_in) - 1, 0)]
-    if not keep:
-        return
-    count = len(models)
-    desired = (right[keep] - 0.5) / count * height  # inches from the top
-    y_in = layout.spread(desired, line_in, line_in / 2, height - line_in / 2)
-    y = 0.5 + y_in / height * count
-    tx = 1 + gap * per_in
-    for i, yy in zip(keep, y, strict=True):
-        hot = models[i] in highlight
-        color = HIGHLIGHT if hot else "C0" if change[i] > 0 else "C3" if change[i] < 0 else "0.3"
-        ax.plot([1, tx], [right[i], yy], color="0.6", lw=0.4)
-        ax.text(
-            tx,
-            yy,
-            layout.fit_text(text[i], label_in - 0.02, label_fs),
-            va="center",
-            ha="left",
-            fontsize=label_fs,
-            color=color,
-            fontweight="bold" if hot else "normal",
-        )
+    return figs if len(figs) > 1 else figs[0]
 
 
 def rankings_figure(rep: RankingsReport, style: Style):
-    """Accuracy with its error bar per dataset, best first (``rankings.draw_panels``)."""
+    """Accuracy with its error bar per dataset, best first (``rankings.draw_panels``), in
+    pages of a page's proportions (``rankings.pages``)."""
     panels = []
     for d, e in rep.datasets.items():
         models = list(e.accuracy)
@@ -241,7 +159,13 @@ def rankings_figure(rep: RankingsReport, style: Style):
         lo = np.where(np.isfinite(iv[:, 0]), iv[:, 0], mean)
         hi = np.where(np.isfinite(iv[:, 1]), iv[:, 1], mean)
         panels.append(rankings.Panel(d, models, mean, lo, hi, kinds))
-    return rankings.draw_panels(panels, style, "Rankings", per_row=3)
+    title = "Accuracy of each model on each dataset, best first"
+    pages = rankings.pages(panels, style, per_row=3)
+    figs = [
+        rankings.draw_panels(page, style, title + _page_note(k, len(pages)), per_row=3)
+        for k, page in enumerate(pages, 1)
+    ]
+    return figs if len(figs) > 1 else figs[0]
 
 
 def error_correlations(rep: RankingsReport, style: Style):
@@ -289,18 +213,21 @@ def error_correlations(rep: RankingsReport, style: Style):
 
 
 def write_report(rep: RankingsReport, outdir: str | os.PathLike, style: Style) -> list[str]:
-    """Write every report figure (PDF and PNG, at ``style.dpi``) and table (CSV and Markdown)
-    into ``outdir``."""
+    """Write every report figure (PDF and PNG, at ``style.dpi``; a figure of several pages as
+    ``NAME``, ``NAME_2``, ...) and table (CSV and Markdown) into ``outdir``."""
     from imagenot.registries import resolve
 
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, code in REPORT_FIGURES.items():
-        fig = resolve(code)(rep, style)
-        pdf, png = out / f"{name}.pdf", out / f"{name}.png"
-        save(fig, pdf, png, style.dpi)
-        written += [str(pdf), str(png)]
+        drawn = resolve(code)(rep, style)
+        figs = drawn if isinstance(drawn, list) else [drawn]
+        for k, fig in enumerate(figs, 1):
+            stem = name if k == 1 else f"{name}_{k}"
+            pdf, png = out / f"{stem}.pdf", out / f"{stem}.png"
+            save(fig, pdf, png, style.dpi)
+            written += [str(pdf), str(png)]
     for name, code in REPORT_TABLES.items():
         build = resolve(code)
         df, title = build(rep), build.__doc__.strip()

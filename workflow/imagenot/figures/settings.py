@@ -2,10 +2,9 @@
 and ``imagenot table`` (one per table), with the sections they share: :class:`Options` (the
 analyse keys every figure and table reads) and :class:`Style` (``analyse.figure_options``).
 
-Why: these used to be dicts built in ``figures/plan.py`` under names of their own (``downstream``
-for ``analyse.downstream_dataset``, ``baseline`` for ``analyse.baseline_model``, ``style`` for
-``analyse.figure_options``) and parsed into dataclasses of ``figures/cli.py``. Now each field is
-named as the schema names it and ``from_config`` reads it from the validated config. Kept free of
+Each field is named as the schema names it and ``from_config`` reads it from the validated
+config; the display names of the run's datasets and models (:mod:`imagenot.figures.names`) are
+derived there, so that every figure names things alike. Kept free of
 pandas and matplotlib: every ``imagenot`` command and every rule's plan imports this module.
 """
 
@@ -31,6 +30,10 @@ class Options(FromConfig):
         "the published accuracies (imagenot.analyse.settings.reference)",
         "published_datasets": "the datasets whose st runs are published weights (experiments "
         "with weights: published): their measured top-1 is checked against the published one",
+        "dataset_names": "each dataset's display name: datasets.<name>.display_name, else "
+        "derived from its key (imagenot.figures.names.dataset_names)",
+        "model_names": "each trained model's display name: its registry entry's display_name, "
+        "else derived from its key (imagenot.figures.names.model_names)",
     }
 
     datasets: list[str]
@@ -42,18 +45,37 @@ class Options(FromConfig):
     confidence: float
     axis: str
     imagenet_axis: str
+    dataset_names: dict[str, str]
+    model_names: dict[str, str]
 
     @classmethod
     def from_config(cls, config: Any, **wildcards: Any) -> Options:
         from imagenot.analyse.settings import reference
+        from imagenot.figures import names
         from imagenot.figures.plan import dataset_order, published_datasets
 
+        order = dataset_order(config)
         return cls(
             **cls.config_values(config),
-            datasets=dataset_order(config),
+            datasets=order,
             reference=reference(config),
             published_datasets=published_datasets(config),
+            dataset_names=names.dataset_names(config["datasets"], order),
+            model_names=names.model_names(config["train"]["models"]),
         )
+
+    def dataset(self, label: str) -> str:
+        """The display name of a dataset label of accuracy.csv (``dataset`` or
+        ``dataset/protocol``: :func:`imagenot.figures.names.show_label`)."""
+        from imagenot.figures.names import show_label
+
+        return show_label(label, self.dataset_names)
+
+    def model(self, name: str) -> str:
+        """The display name of a model (its key where the run has no such model)."""
+        from imagenot.figures.names import readable
+
+        return self.model_names[name] if name in self.model_names else readable(name)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Shared figure style (paper size) and atomic PDF + PNG saving.
+"""The one figure style (paper size, fonts, frame, box plots, integer count axes) and atomic
+PDF + PNG saving, shared by the workflow's, the toolbox's and the diagnostics figures.
 
 Matplotlib reads how fonts are embedded (``pdf.fonttype``) when a figure is written, not when it
 is drawn: the rc settings of :func:`paper_style` have ended by the time a figure is saved, so
@@ -16,10 +17,39 @@ from contextlib import contextmanager
 from imagenot.figures.settings import Style
 from imagenot.io import atomic_path
 
-__all__ = ["HIGHLIGHT", "SAVE_RC", "Style", "paper_style", "save", "write_pdf"]
+__all__ = [
+    "BOX_STYLE",
+    "HIGHLIGHT",
+    "PAGE_RATIO",
+    "SAVE_RC",
+    "Style",
+    "boxplot",
+    "integer_ticks",
+    "paper_style",
+    "save",
+    "write_pdf",
+]
 
 HIGHLIGHT = "C1"
 """Colour of the highlighted models (``analyse.figure_options.highlight``) in every figure."""
+
+PAGE_RATIO = 9.0 / 6.75
+"""Tallest figure per unit of width: a page's text block (6.75 x 9 inches in a two-column
+journal). A figure drawn at ``style.width_in`` is at most ``PAGE_RATIO`` times as high."""
+
+BOX_STYLE = {
+    "medianprops": {"color": "k", "lw": 1.2},
+    "boxprops": {"color": "0.2", "lw": 0.8},
+    "whiskerprops": {"color": "0.2", "lw": 0.8},
+    "capprops": {"color": "0.2", "lw": 0.8},
+    "flierprops": {
+        "marker": ".",
+        "markersize": 2,
+        "markerfacecolor": "0.4",
+        "markeredgecolor": "none",
+    },
+}
+"""How every box plot is drawn: black medians, thin grey boxes and whiskers, small outliers."""
 
 SAVE_RC = {"pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "none"}
 """The rc settings a figure is written under: fonts embedded as TrueType (Type 42) in PDF and
@@ -58,6 +88,19 @@ def paper_style(style: Style) -> Iterator[None]:
         yield
 
 
+def boxplot(ax, data, labels) -> None:
+    """Box plots of ``data`` (one array each) named ``labels``, in :data:`BOX_STYLE`."""
+    ax.boxplot(data, tick_labels=labels, **BOX_STYLE)
+    ax.grid(axis="x", visible=False)
+
+
+def integer_ticks(axis) -> None:
+    """Whole-number ticks on a count axis (``ax.xaxis`` / ``ax.yaxis``)."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
 def write_pdf(fig, pdf: str | os.PathLike, metadata: dict | None = None) -> None:
     """Write ``fig`` as a PDF atomically under :data:`SAVE_RC` (TrueType fonts, no creation
     date; ``metadata`` adds or blanks further entries)."""
@@ -68,10 +111,11 @@ def write_pdf(fig, pdf: str | os.PathLike, metadata: dict | None = None) -> None
 
 
 def save(fig, pdf: str | os.PathLike, png: str | os.PathLike, dpi: int) -> None:
-    """Write ``fig`` as PDF (:func:`write_pdf`) and PNG atomically, then close it."""
+    """Write ``fig`` as PDF (:func:`write_pdf`) and PNG at ``dpi`` atomically, without the
+    producing software's name or a date (stable bytes), then close it."""
     import matplotlib.pyplot as plt
 
-    write_pdf(fig, pdf)
+    write_pdf(fig, pdf, {"Producer": None})
     with atomic_path(png, ".png") as tmp:
-        fig.savefig(tmp, format="png", dpi=dpi)
+        fig.savefig(tmp, format="png", dpi=dpi, metadata={"Software": None})
     plt.close(fig)

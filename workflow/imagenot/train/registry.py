@@ -40,6 +40,9 @@ class ModelSpec:
     # resize_size, interpolation, and optionally top1, top5, source; torchvision and timm
     # weights carry theirs
     facts: dict | None = None
+    # what figures call it; None: derived from the name (imagenot.figures.names.readable,
+    # "resnet_mini" -> "ResNet-mini")
+    display_name: str | None = None
 
 
 def _torchvision(builder: str, num_classes: int) -> nn.Module:

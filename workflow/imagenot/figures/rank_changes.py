@@ -1,0 +1,248 @@
+"""Slope charts of rank changes: each model's rank on the reference (left) and on a dataset
+(right), one panel per dataset, a line per model linking its two ranks.
+
+:func:`draw_slopes` is the one implementation, used by the workflow's ``rank_changes_st``
+figure (:func:`draw_st`, from accuracy.csv) and by ``imagenot rankings --report``'s
+``rank_changes`` (:func:`imagenot.figures.report.rank_changes`, from any results table).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from imagenot.figures.data import Options, cells
+from imagenot.figures.style import HIGHLIGHT, Style, integer_ticks, paper_style
+
+LINE_LABELS = 12
+"""Rank-change lines named per panel: the largest climbs and falls (then the highlighted)."""
+ALL_LINES = 50
+"""Up to this many models every rank-change line is drawn in colour; with more, the others are
+a faint grey background, so that thousands of lines do not merge into one block."""
+LINES_IN = 1.3
+"""Width (inches) of a rank-change panel's lines, between its two rank axes."""
+PANEL_MAX_IN = 2.7
+"""Tallest panel (inches) beside the room its named lines need: three rows of panels and the
+title stay within a page's height."""
+
+
+@dataclass
+class SlopePanel:
+    """One dataset against the reference on their common models: ``models`` (keys, for the
+    highlight) shown as ``names``, their ranks among those models on the reference (``left``)
+    and on the dataset (``right``), 1 = best; ``title``, ``left_label`` and ``right_label``
+    say which datasets; ``tau``: Kendall tau-b of the two rankings (None: too few models)."""
+
+    title: str
+    left_label: str
+    right_label: str
+    models: list[str]
+    names: list[str]
+    left: np.ndarray
+    right: np.ndarray
+    tau: float | None = None
+
+
+def _named(panels: list[SlopePanel], style: Style) -> list[tuple]:
+    """Per panel: (panel, rank changes, the indices of the lines named, their labels)."""
+    highlight = set(style.highlight)
+    prepared = []
+    for p in panels:
+        change = p.left - p.right
+        hot = [i for i, m in enumerate(p.models) if m in highlight]
+        if len(p.models) <= LINE_LABELS:
+            named = hot + [i for i in range(len(p.models)) if i not in hot]
+        else:
+            by_size = [int(i) for i in np.argsort(-np.abs(change), kind="stable")]
+            named = hot + [i for i in by_size[:LINE_LABELS] if change[i] != 0 and i not in hot]
+        text = {i: f"{p.names[i]} ({change[i]:+g})" for i in named}
+        prepared.append((p, change, named, text))
+    return prepared
+
+
+def _label_in(prepared: list[tuple], style: Style) -> float:
+    from imagenot.figures import layout
+
+    texts = (t for x in prepared for t in x[3].values())
+    return layout.text_width_in(texts, style.font_size - 2) + 0.1
+
+
+def columns(panels: list[SlopePanel], style: Style) -> int:
+    """Panels side by side: as many as their named lines' labels leave room for, at most 3."""
+    label_in = _label_in(_named(panels, style), style)
+    n = max(len(panels), 1)
+    return max(1, min(3, n, int(style.width_in // (label_in + LINES_IN + 0.5))))
+
+
+def draw_slopes(panels: list[SlopePanel], style: Style, against: str, note: str = ""):
+    """Slope chart per panel: climbs in blue, falls in red. Named beside the right axis, spread
+    apart: the largest changes and the highlighted models; with many models only those are
+    drawn in colour, over the others in faint grey. ``against``: the reference's name, for the
+    figure's title (``note`` ends it)."""
+    from matplotlib.collections import LineCollection
+
+    from imagenot.figures import layout
+
+    label_fs = style.font_size - 2
+    line_in = label_fs * 1.35 / 72  # a label's row
+    highlight = set(style.highlight)
+    prepared = _named(panels, style)
+    label_in = _label_in(prepared, style)
+    n = max(len(panels), 1)
+    ncols = columns(panels, style)
+    panel_in = style.width_in / ncols
+    most = max((len(x[2]) for x in prepared), default=0)
+    height = max(min(panel_in * 1.1, PANEL_MAX_IN), 1.2 + most * line_in * 1.15)
+    nrows = max(1, -(-n // ncols))
+    with paper_style(style):
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(
+            nrows, ncols, figsize=(style.width_in, height * nrows + 0.4), squeeze=False
+        )
+        axes = list(axes.flat)
+        for ax in axes[len(panels) :]:
+            ax.set_axis_off()
+        for ax, (p, change, named, _text) in zip(axes, prepared, strict=False):
+            colors = np.where(change > 0, "C0", np.where(change < 0, "C3", "0.6"))
+            segs = np.stack(
+                [
+                    np.stack([np.zeros_like(p.left), p.left], 1),
+                    np.stack([np.ones_like(p.right), p.right], 1),
+                ],
+                1,
+            )
+            if len(p.models) <= ALL_LINES:
+                ax.add_collection(LineCollection(segs, colors=colors, linewidths=0.8, alpha=0.9))
+            else:
+                faint = min(0.4, 30 / len(p.models))
+                ax.add_collection(LineCollection(segs, colors="0.55", linewidths=0.4, alpha=faint))
+                ax.add_collection(
+                    LineCollection(segs[named], colors=colors[named], linewidths=1.0, alpha=0.95)
+                )
+            hot = [i for i in named if p.models[i] in highlight]
+            if hot:
+                ax.add_collection(LineCollection(segs[hot], colors=HIGHLIGHT, linewidths=1.8))
+            ax.set_xlim(-0.04, 1.0)
+            ax.set_ylim(len(p.models) + 0.5, 0.5)
+            ax.set_xticks([0, 1], [p.left_label, p.right_label])
+            ax.get_xticklabels()[0].set_ha("left")
+            ax.get_xticklabels()[1].set_ha("right")
+            ax.set_ylabel("rank (1 = best)")
+            integer_ticks(ax.yaxis)
+            ax.grid(False)
+            title = p.title + (f", Kendall τ-b {p.tau:.2f}" if p.tau is not None else "")
+            ax.set_title(layout.wrap_text(title, panel_in - 0.2, style.font_size))
+        if not panels:
+            axes[0].text(0.5, 0.5, "only the reference", ha="center", transform=axes[0].transAxes)
+        crowded = any(len(p.models) > ALL_LINES for p in panels)
+        head = f"Rank of each model on {against} (left) and on each dataset (right); "
+        head += "blue: climbs, red: falls" + ("; grey: the models not named" if crowded else "")
+        head += note
+        fig.suptitle(layout.wrap_text(head, style.width_in - 0.2, style.font_size))
+        layout.freeze(fig)
+        for ax, panel in zip(axes, prepared, strict=False):
+            _name_lines(ax, panel, label_in, label_fs, line_in, highlight)
+    return fig
+
+
+def _name_lines(ax, panel, label_in: float, label_fs: float, line_in: float, highlight) -> None:
+    """Name the lines of one laid-out rank-change panel beside its right axis: the x range
+    makes room for the labels, which are spread at least a row apart and joined to their lines;
+    as many as the panel's height holds, the first of ``named`` first."""
+    from imagenot.figures import layout
+
+    p, change, named, text = panel
+    fig = ax.figure
+    box = ax.get_window_extent(fig.canvas.get_renderer())
+    width, height = box.width / fig.dpi, box.height / fig.dpi
+    gap = 0.08
+    label_in = min(label_in, max(width - 0.7 - gap, 0.3))
+    x0 = -0.04
+    x1 = x0 + (1 - x0) * width / max(width - label_in - gap, 0.3)
+    ax.set_xlim(x0, x1)
+    per_in = (x1 - x0) / width
+    lines_in = (1 - x0) / per_in
+    ticks = [
+        layout.fit_text(t.get_text(), lines_in / 2, t.get_fontsize()) for t in ax.get_xticklabels()
+    ]
+    ax.set_xticks([0, 1], ticks)
+    ax.get_xticklabels()[0].set_ha("left")
+    ax.get_xticklabels()[1].set_ha("right")
+    keep = named[: max(int(height / line_in) - 1, 0)]
+    if not keep:
+        return
+    count = len(p.models)
+    desired = (p.right[keep] - 0.5) / count * height  # inches from the top
+    y_in = layout.spread(desired, line_in, line_in / 2, height - line_in / 2)
+    y = 0.5 + y_in / height * count
+    tx = 1 + gap * per_in
+    for i, yy in zip(keep, y, strict=True):
+        hot = p.models[i] in highlight
+        color = HIGHLIGHT if hot else "C0" if change[i] > 0 else "C3" if change[i] < 0 else "0.3"
+        ax.plot([1, tx], [p.right[i], yy], color="0.6", lw=0.4)
+        ax.text(
+            tx,
+            yy,
+            layout.fit_text(text[i], label_in - 0.02, label_fs),
+            va="center",
+            ha="left",
+            fontsize=label_fs,
+            color=color,
+            fontweight="bold" if hot else "normal",
+        )
+
+
+def panel_of(
+    models: list[str], left_acc, right_acc, names: list[str], labels: tuple[str, str, str]
+) -> SlopePanel:
+    """The panel of ``models`` with accuracies ``left_acc`` on the reference and ``right_acc``
+    on the dataset (ranks among these models; Kendall tau-b as the rankings report computes
+    it, scipy's, with at least :data:`imagenot.analyse.compare.MIN_MODELS` models and neither
+    ranking constant); ``labels``: title, left and right axis names."""
+    from scipy.stats import kendalltau
+
+    from imagenot.analyse import stats
+    from imagenot.analyse.compare import MIN_MODELS
+
+    left_acc = np.asarray(left_acc, dtype=float)
+    right_acc = np.asarray(right_acc, dtype=float)
+    tau = None
+    if len(models) >= MIN_MODELS and np.ptp(left_acc) > 0 and np.ptp(right_acc) > 0:
+        tau = float(kendalltau(right_acc, left_acc, variant="b").statistic)
+    title, left, right = labels
+    return SlopePanel(
+        title,
+        left,
+        right,
+        list(models),
+        list(names),
+        stats.ranks(left_acc),
+        stats.ranks(right_acc),
+        tau,
+    )
+
+
+def draw_st(acc: pd.DataFrame, opts: Options, style: Style):
+    """Workflow figure ``rank_changes_st``: each model's standard-training rank on the
+    reference dataset and on every other dataset it was trained on, linked by a line."""
+    from imagenot.figures.data import ordered_labels
+
+    c = cells(acc, "standard", opts)
+    ref = opts.reference
+    ref_models = set(c.models_of(ref))
+    shown_ref = opts.dataset(ref)
+    panels = []
+    for d in ordered_labels(acc, opts, "st"):
+        if d == ref:
+            continue
+        models = [m for m in c.models_of(d) if m in ref_models]
+        if not models:
+            continue
+        names = [opts.model(m) for m in models]
+        shown = opts.dataset(d)
+        ranks = (c.accuracy(models, ref), c.accuracy(models, d))
+        panels.append(panel_of(models, *ranks, names, (shown, shown_ref, shown)))
+    return draw_slopes(panels, style, shown_ref)

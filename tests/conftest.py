@@ -51,6 +51,7 @@ COSTLIEST_FIRST = (
     "test_incremental.py",  # ~680 s in CI (2026-11-28; the finished fixture 455 s)
     "test_slurm.py",  # ~215 s in CI (2026-11-28); `make test-cluster`
     "test_scale_world.py",  # ~55 s in CI (2026-11-28)
+    "test_module.py",  # 53 s, ~40 CPU-s on the 2-core dev machine (a host folder's run)
     "test_train_ddp.py",  # 89 s, 180 CPU-s on a loaded machine; its torchrun tests: test-cluster
     "test_faults.py",  # 85 s; 131 CPU-s alone on the loaded 2-core dev machine (8 downloads)
     "test_docs_commands.py",  # 82 s CPU (every documented command; a busy machine)

@@ -257,7 +257,28 @@ def test_a_missing_base_dependency_stops_the_toolbox(tmp_path):
     report = run_toolbox(tmp_path, [["--version"], toolbox_commands(tmp_path)[2]], allowed)
     version, rankings = report["runs"]
     assert version["code"] == 0
-    assert str(rankings["code"]).startswith("ModuleNotFoundError: No module named 'statsmodels")
+    assert rankings["code"] == 2  # one line naming the package and what to install
+    (line,) = rankings["stderr"].strip().splitlines()
+    assert line.startswith("imagenot rankings: error: the Python package 'statsmodels'")
+    assert "pip install imagenot" in line
+
+
+def test_a_workflow_command_without_the_workflows_packages_says_what_to_install(tmp_path):
+    """A step of the workflow in the toolbox's install (no torch) ends in one line naming the
+    missing package and the extra, not a traceback; under --debug the traceback."""
+    out = ["--json", str(tmp_path / "p.json"), "--md", str(tmp_path / "p.md")]
+    commands = [
+        ["preflight", "--help"],
+        ["preflight", "--config", "config/config.yaml", "--device", "cpu", *out],
+        ["--debug", "preflight", "--config", "config/config.yaml", "--device", "cpu", *out],
+    ]
+    helped, refused, debug = run_toolbox(tmp_path, commands, base_environment())["runs"]
+    assert helped["code"] == 0
+    assert refused["code"] == 2, refused
+    (line,) = refused["stderr"].strip().splitlines()
+    assert line.startswith("imagenot preflight: error: the Python package 'torch'"), line
+    assert 'pip install "imagenot[workflow]"' in line
+    assert str(debug["code"]).startswith("ModuleNotFoundError"), debug
 
 
 def undeclared_imports(imported: list[str], dependencies: set[str]) -> list[str]:

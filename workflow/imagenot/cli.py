@@ -193,6 +193,16 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return (*USER_ERRORS, *extra)
 
 
+def missing_package(module: str) -> str:
+    """What to install when ``module`` cannot be imported: the toolbox's commands need the
+    package's own dependencies, the workflow's steps its extra ``workflow``."""
+    return (
+        f"the Python package {module.partition('.')[0]!r} is not installed: the toolbox's "
+        "commands need `pip install imagenot` (the clone or its URL); the workflow's, its "
+        "extra: `make setup` in a clone, or `pip install \"imagenot[workflow]\"`"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand. Bad input ends in one line on stderr (``imagenot CMD: error: ...``)
     and exit code 2, with the traceback only under ``--debug``; a closed stdout (``| head``) is
@@ -231,6 +241,13 @@ def _run(argv: list[str] | None) -> int:
             raise
         print(f"imagenot {args.command}: interrupted (Ctrl-C)", file=sys.stderr)
         return INTERRUPTED_EXIT
+    except ModuleNotFoundError as exc:
+        # a package of another install than this one (the toolbox alone: no torch): one line
+        # saying what to install, not a trace; a missing module of imagenot itself is a bug
+        if args.debug or not exc.name or exc.name.partition(".")[0] == "imagenot":
+            raise
+        print(f"imagenot {args.command}: error: {missing_package(exc.name)}", file=sys.stderr)
+        return 2
     except _user_errors() as exc:
         if args.debug:
             raise

@@ -199,7 +199,7 @@ def missing_package(module: str) -> str:
     return (
         f"the Python package {module.partition('.')[0]!r} is not installed: the toolbox's "
         "commands need `pip install imagenot` (the clone or its URL); the workflow's, its "
-        "extra: `make setup` in a clone, or `pip install \"imagenot[workflow]\"`"
+        'extra: `make setup` in a clone, or `pip install "imagenot[workflow]"`'
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 
@@ -15,6 +16,7 @@ from imagenot.config import schema_default, validate_config
 from imagenot.diagnostics import captions, figures, plan, table
 from imagenot.diagnostics.files import FigureFiles, TableFiles
 from imagenot.diagnostics.settings import EmbedSettings, FigureSettings
+from imagenot.figures.settings import Style
 from imagenot.files import INPUT
 from imagenot.registries import RegistryError
 
@@ -124,7 +126,10 @@ def test_one_rule_per_diagnostics_figure_gets_its_inputs_from_the_plan(monkeypat
         # every role the figure reads holds one file per label, the others none
         assert labels and any(inputs.values()), name
         assert all(len(paths) in (0, len(labels)) for paths in inputs.values()), name
-        assert FigureSettings.from_config(config, name=name) == FigureSettings(name, "imagenet")
+        settings = FigureSettings.from_config(config, name=name)
+        assert (settings.name, settings.reference_name) == (name, "imagenet")
+        assert settings.figure_options == Style.from_config(config)  # the workflow's one style
+        assert settings.dataset_names["imagenot"] == "ImageNot"
     assert plan.figure_labels(config, "siblings") == "imagenot"
     assert plan.figure_inputs(config, "siblings", "tables") == [
         "results/diagnostics/imagenot/wordnet_classes.parquet"
@@ -299,6 +304,11 @@ def test_cli_table_and_figures(tmp_path, curate_dir, capsys):
                   "n_siblings": [0, 10, 3]}), per_class)  # fmt: skip
     sims = tmp_path / "sim.parquet"
     pq.write_table(pa.table({"intra": [0.5, None], "inter": [0.1, 0.2]}), sims)
+    # the shared figure style (at a low resolution) and the datasets' display names
+    figure_style = {
+        "figure_options": {**dataclasses.asdict(Style.schema_defaults()), "dpi": 60},
+        "dataset_names": {"a": "Set A"},
+    }
     curation = ["--classes", str(curate_dir / "classes.parquet")]
     curation += ["--selection", str(curate_dir / "selection.parquet")]
     for figure, files in [
@@ -308,13 +318,14 @@ def test_cli_table_and_figures(tmp_path, curate_dir, capsys):
         ("image_similarity", ["--tables", str(sims)]),
     ]:
         pdf, png = tmp_path / f"{figure}.pdf", tmp_path / f"{figure}.png"
-        settings = json.dumps({"name": figure, "reference_name": "imagenet"})
+        settings = json.dumps({"name": figure, "reference_name": "imagenet", **figure_style})
         argv = ["diagnostics-figure", "--labels", "a", *files, "--settings", settings]
         assert main([*argv, "--pdf", str(pdf), "--png", str(png)]) == 0
         assert pdf.read_bytes()[:4] == b"%PDF" and png.read_bytes()[:4] == b"\x89PNG"
     # a figure handed a file count other than its labels' is refused, naming the role
     argv = ["diagnostics-figure", "--labels", "a", "b", "--tables", str(sims)]
-    argv += ["--settings", json.dumps({"name": "image_similarity", "reference_name": "x"})]
+    settings = {"name": "image_similarity", "reference_name": "x", **figure_style}
+    argv += ["--settings", json.dumps(settings)]
     assert main([*argv, "--pdf", str(tmp_path / "x.pdf"), "--png", str(tmp_path / "x.png")]) == 2
     assert "--tables: 1 file(s) for 2 label(s) (a b)" in capsys.readouterr().err
 

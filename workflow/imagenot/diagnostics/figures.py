@@ -102,9 +102,11 @@ def with_reference(series: dict[str, np.ndarray], reference: tuple[str, np.ndarr
 
 
 def _title(ax, text: str, width_in: float, style: Style) -> None:
+    """A title wrapped to the axes' share of ``width_in`` (less its y axis labels): centred
+    over the axes, it stays inside the figure."""
     from imagenot.figures.layout import wrap_text
 
-    ax.set_title(wrap_text(text, width_in - 0.3, style.font_size))
+    ax.set_title(wrap_text(text, width_in - 1.0, style.font_size))
 
 
 def class_depth_figure(series: dict[str, np.ndarray], style: Style | None = None):
@@ -155,7 +157,7 @@ def siblings_figure(series: dict[str, np.ndarray], style: Style | None = None):
 
     style = _style(style)
     width = _box_width(len(series), style)
-    box_in = width / max(len(series), 1) - 0.1
+    box_in = (width - 0.8) / max(len(series), 1) - 0.1  # beside the y axis's labels
     with paper_style(style):
         fig, ax = plt.subplots(figsize=(width, style.column_in * 0.9))
         data = [np.asarray(v, dtype=float) + 1 for v in series.values()]
@@ -237,7 +239,7 @@ def image_similarity_figure(tables: dict[str, dict[str, np.ndarray]], style: Sty
 
     style = _style(style)
     width = _box_width(2 * len(tables), style)
-    box_in = width / max(2 * len(tables), 1) - 0.1
+    box_in = (width - 0.8) / max(2 * len(tables), 1) - 0.1  # beside the y axis's labels
     with paper_style(style):
         fig, ax = plt.subplots(figsize=(width, style.column_in * 0.9))
         data, labels = [], []
@@ -246,7 +248,8 @@ def image_similarity_figure(tables: dict[str, dict[str, np.ndarray]], style: Sty
                 v = np.asarray(t[kind], dtype=float)
                 data.append(v[np.isfinite(v)])
                 mean = f" ({np.nanmean(v):.3f})" if np.isfinite(v).any() else ""
-                labels.append(wrap_text(f"{label} {kind}{mean}", box_in, style.font_size - 1))
+                name = wrap_text(label, box_in, style.font_size - 1)
+                labels.append(f"{name}\n{wrap_text(kind + mean, box_in, style.font_size - 1)}")
         boxplot(ax, data, labels)
         ax.set_ylabel("mean inner product of\nnormalised embeddings")
         _title(

@@ -25,7 +25,7 @@ LINES_IN = 1.3
 """Width (inches) of a rank-change panel's lines, between its two rank axes."""
 PANEL_MAX_IN = 2.7
 """Tallest panel (inches) beside the room its named lines need: three rows of panels and the
-title stay within a page's height."""
+title fit a page's height."""
 
 
 @dataclass
@@ -76,6 +76,38 @@ def columns(panels: list[SlopePanel], style: Style) -> int:
     return max(1, min(3, n, int(style.width_in // (label_in + LINES_IN + 0.5))))
 
 
+HEAD_IN = 0.4
+"""Height of the figure's title (inches)."""
+ROW_MIN_IN = 1.6
+"""Lowest row of panels (inches) before panels go on to another page: about a dozen named
+lines."""
+
+
+def _page_in(style: Style) -> float:
+    """Height a page leaves the rows of panels (:data:`imagenot.figures.style.PAGE_RATIO`)."""
+    from imagenot.figures.style import PAGE_RATIO
+
+    return style.width_in * PAGE_RATIO - HEAD_IN
+
+
+def _row_in(panels: list[SlopePanel], style: Style) -> float:
+    """Height of a row of panels: room for the named lines' labels, within a page for the
+    rows these panels fill (not below :data:`ROW_MIN_IN`)."""
+    ncols = columns(panels, style)
+    line_in = (style.font_size - 2) * 1.35 / 72  # a label's row
+    panel_in = style.width_in / ncols
+    most = max((len(x[2]) for x in _named(panels, style)), default=0)
+    height = max(min(panel_in * 1.1, PANEL_MAX_IN), 1.2 + most * line_in * 1.15)
+    nrows = max(1, -(-len(panels) // ncols))
+    return max(min(height, _page_in(style) / nrows), min(ROW_MIN_IN, height))
+
+
+def per_page(panels: list[SlopePanel], style: Style) -> int:
+    """Panels on a page: whole rows of :func:`columns` panels, each at least
+    :data:`ROW_MIN_IN` high, within a page's height."""
+    return columns(panels, style) * max(1, int(_page_in(style) // ROW_MIN_IN))
+
+
 def draw_slopes(panels: list[SlopePanel], style: Style, against: str, note: str = ""):
     """Slope chart per panel: climbs in blue, falls in red. Named beside the right axis, spread
     apart: the largest changes and the highlighted models; with many models only those are
@@ -93,14 +125,13 @@ def draw_slopes(panels: list[SlopePanel], style: Style, against: str, note: str 
     n = max(len(panels), 1)
     ncols = columns(panels, style)
     panel_in = style.width_in / ncols
-    most = max((len(x[2]) for x in prepared), default=0)
-    height = max(min(panel_in * 1.1, PANEL_MAX_IN), 1.2 + most * line_in * 1.15)
+    height = _row_in(panels, style)
     nrows = max(1, -(-n // ncols))
     with paper_style(style):
         import matplotlib.pyplot as plt
 
         fig, axes = plt.subplots(
-            nrows, ncols, figsize=(style.width_in, height * nrows + 0.4), squeeze=False
+            nrows, ncols, figsize=(style.width_in, height * nrows + HEAD_IN), squeeze=False
         )
         axes = list(axes.flat)
         for ax in axes[len(panels) :]:

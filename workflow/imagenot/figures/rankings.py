@@ -28,6 +28,10 @@ MAX_COLUMNS = 3
 """Most panels side by side."""
 MIN_SHOWN = 8
 """Fewest models a panel shows (its best) before its datasets go on to another page."""
+HEAD_IN = 0.5
+"""Height of the figure's title (inches), two lines."""
+LABEL_MIN_IN = 0.8
+"""Narrowest model labels (inches) a panel is given to fit more panels side by side."""
 
 
 @dataclass
@@ -61,11 +65,20 @@ def shown_rows(p: Panel, top: int, highlight: set[str]) -> tuple[list[int], list
     return best, extra
 
 
+def _fit(nrows: int, style: Style) -> int:
+    """Models a panel shows in one of ``nrows`` rows of panels on a page (its best, less a
+    row for the gap before the highlighted ones)."""
+    from imagenot.figures.style import PAGE_RATIO
+
+    per_row_in = (style.width_in * PAGE_RATIO - HEAD_IN) / max(nrows, 1)
+    return int((per_row_in - PANEL_HEAD_IN - 2 * TITLE_LINE_IN) // ROW_IN) - 1
+
+
 def _columns(panels: list[Panel], style: Style, per_row: int | None) -> tuple[int, float]:
     """Panels per row and the width of their model labels (inches): as many as the widest
-    label allows beside :data:`PLOT_IN`, at most ``per_row`` and :data:`MAX_COLUMNS`; and at
-    least two (three for more than four panels) where that leaves a label an inch, the names
-    then shortened in the middle, so that many datasets make a grid, not a column."""
+    label allows beside :data:`PLOT_IN`, at most ``per_row`` and :data:`MAX_COLUMNS`; more
+    (the labels then shortened in the middle, to :data:`LABEL_MIN_IN`) where the rows of panels
+    would otherwise leave a panel fewer than :data:`MIN_SHOWN` models within a page."""
     from imagenot.analyse import stats
     from imagenot.figures import layout
 
@@ -77,8 +90,12 @@ def _columns(panels: list[Panel], style: Style, per_row: int | None) -> tuple[in
     label_in = layout.text_width_in(texts, tick_fs) + 0.1
     most = min(per_row or MAX_COLUMNS, MAX_COLUMNS, max(len(panels), 1))
     ncols = max(1, min(most, int(style.width_in // (label_in + PLOT_IN))))
-    wanted = min(most, 1 if len(panels) <= 1 else 2 if len(panels) <= 4 else 3)
-    while ncols < wanted and style.width_in / (ncols + 1) - PLOT_IN >= 1.0:
+    wanted = min(MIN_SHOWN, style.top, max((len(p.models) for p in panels), default=1))
+    while (
+        ncols < most
+        and _fit(-(-len(panels) // ncols), style) < wanted
+        and style.width_in / (ncols + 1) - PLOT_IN >= LABEL_MIN_IN
+    ):
         ncols += 1
     return ncols, label_in
 
@@ -86,16 +103,14 @@ def _columns(panels: list[Panel], style: Style, per_row: int | None) -> tuple[in
 def pages(panels: list[Panel], style: Style, per_row: int | None = None) -> list[list[Panel]]:
     """The panels in pages: as many rows of panels a page as leave each panel
     :data:`MIN_SHOWN` models (or all it has) within a page's height (:data:`PAGE_RATIO`)."""
-    from imagenot.figures.style import PAGE_RATIO
-
     panels = [p for p in panels if p.models]
     if not panels:
         return [[]]
     ncols, _ = _columns(panels, style, per_row)
-    wanted = min(MIN_SHOWN, max(len(p.models) for p in panels))
-    height = style.width_in * PAGE_RATIO - 0.5  # less the figure's title
-    per_row_in = PANEL_HEAD_IN + 2 * TITLE_LINE_IN + ROW_IN * (wanted + 1)
-    rows = max(1, int(height // per_row_in))
+    wanted = min(MIN_SHOWN, style.top, max(len(p.models) for p in panels))
+    rows = 1
+    while _fit(rows + 1, style) >= wanted:
+        rows += 1
     size = rows * ncols
     return [panels[i : i + size] for i in range(0, len(panels), size)]
 
@@ -112,7 +127,6 @@ def draw_panels(panels: list[Panel], style: Style, title: str, per_row: int | No
 
     from imagenot.analyse import stats
     from imagenot.figures import layout
-    from imagenot.figures.style import PAGE_RATIO
 
     panels = [p for p in panels if p.models]
     highlight = set(style.highlight)
@@ -127,9 +141,7 @@ def draw_panels(panels: list[Panel], style: Style, title: str, per_row: int | No
     )
     head_in = 0.2 * (suptitle.count("\n") + 1) + 0.1
     # the models a panel can show within a page: its rows, less its head and a highlight gap
-    per_row_in = (style.width_in * PAGE_RATIO - head_in) / nrows
-    fit = int((per_row_in - PANEL_HEAD_IN - 2 * TITLE_LINE_IN) // ROW_IN) - 1
-    top = max(1, min(style.top, fit - len(highlight)))
+    top = max(1, min(style.top, _fit(nrows, style) - len(highlight)))
     rows = [shown_rows(p, top, highlight) for p in panels]
     labels = []
     for p, (best, extra) in zip(panels, rows, strict=True):

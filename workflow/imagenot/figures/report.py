@@ -22,9 +22,6 @@ from imagenot.figures import accuracy_vs_imagenet, rankings, tables
 from imagenot.figures.registry import REPORT_FIGURES, REPORT_TABLES
 from imagenot.figures.style import Style, paper_style, save
 
-PAGE_ROWS = 3
-"""Rows of panels on a page of the rank-changes figure (three of its tallest panels and the
-title fit a page's height)."""
 ACCURACY_PAGE_ROWS = 4
 """Rows of panels on a page of the accuracy-vs-reference figure."""
 
@@ -126,9 +123,9 @@ def _accuracy_page(rep: RankingsReport, style: Style, names: list[str], note: st
 def rank_changes(rep: RankingsReport, style: Style):
     """Slope chart per dataset (:func:`imagenot.figures.rank_changes.draw_slopes`): each
     model's rank on the reference (left) and on the dataset (right); climbs in blue, falls in
-    red; the largest changes and the highlighted models named. Pages of at most
-    :data:`PAGE_ROWS` rows of panels."""
-    from imagenot.figures.rank_changes import SlopePanel, columns, draw_slopes
+    red; the largest changes and the highlighted models named. Pages of a page's height
+    (:func:`imagenot.figures.rank_changes.per_page`)."""
+    from imagenot.figures.rank_changes import SlopePanel, draw_slopes, per_page
 
     ref = rep.reference
     panels = []
@@ -140,7 +137,7 @@ def rank_changes(rep: RankingsReport, style: Style):
         left = right + np.array([e.delta_rank[m] for m in models], dtype=float)
         tau = e.correlations.kendall_tau if e.correlations is not None else None
         panels.append(SlopePanel(d, ref, d, models, models, left, right, tau))
-    pages = _pages(panels, columns(panels, style) * PAGE_ROWS)
+    pages = _pages(panels, per_page(panels, style))
     figs = [
         draw_slopes(page, style, ref, _page_note(k, len(pages))) for k, page in enumerate(pages, 1)
     ]

@@ -20,6 +20,10 @@ from pathlib import Path
 from imagenot import lifeline
 from imagenot.io import write_text
 
+# how long a writer waits for its test's word before it gives up (writing nothing): a bound
+# that only a test that stopped early reaches, never part of a check
+LEFT_BEHIND_S = 600
+
 if __name__ == "__main__":
     out = Path(sys.argv[1])
     if "--ignore-term" in sys.argv:
@@ -27,6 +31,9 @@ if __name__ == "__main__":
     lifeline.bind_to_parent()
     Path(f"{out}.pid").write_text(str(os.getpid()))  # started (not an output)
     go = Path(f"{out}.go")
+    deadline = time.monotonic() + LEFT_BEHIND_S
     while not go.exists():  # the test's word; polled, since a kill may come first
+        if time.monotonic() > deadline:  # a test that stopped before its word: leave no process
+            sys.exit(f"{go} never appeared: nothing written")
         time.sleep(0.05)
     write_text("done\n", out)

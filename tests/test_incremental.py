@@ -10,8 +10,10 @@ and faults on a copy of it: a training job killed mid-epoch by SIGKILL resumes f
 to the same result as the uninterrupted run and leaves no output a downstream rule could consume;
 a failed job's log path is printed; published-list mode builds a selection from a class list.
 README section 5's examples run for real on copies of it, as a user runs them: the
-threshold down then up over an interrupted trial's checkpoint and a truncated one, and one
-model's batch size (refused, then amended: that model's jobs alone rerun).
+threshold down then up over an interrupted trial's checkpoint and a truncated one; one model's
+batch size (refused; its amendment refused for a model that trained, accepted for one at chance,
+then that model's jobs alone rerun: whichever outcomes the run's records hold); a new model with
+a batch size of its own (its jobs alone run, whatever the accuracies).
 """
 
 from __future__ import annotations
@@ -97,8 +99,8 @@ def finished(tmp_path_factory) -> Path:
     return workdir
 
 
-def overlay(tmp_path: Path, settings: dict) -> list[str]:
-    path = tmp_path / "overlay.yaml"
+def overlay(tmp_path: Path, settings: dict, name: str = "overlay.yaml") -> list[str]:
+    path = tmp_path / name
     path.write_text(yaml.safe_dump(settings))
     return [*CONFIGS, str(path)]
 
@@ -490,71 +492,181 @@ def test_readme5_threshold_down_then_up_over_a_stale_and_a_truncated_checkpoint(
     assert f"set aside as {unreadable.name}, training starts afresh" in trial_log.read_text()
 
 
-def _a_model_at_chance(workdir: Path, models: list[str]) -> tuple[str, str]:
-    """(dataset, model) of an ST experiment of the finished run where the model did not train
-    (every trial at chance): the one change of a model's settings the guardrail allows."""
+def _st_outcomes(workdir: Path) -> dict[tuple[str, str], bool]:
+    """Every (ST experiment, model) the run's preregistration record registers, and whether all
+    that model's trials there ended at chance, read as the amendment guardrail reads them
+    (``imagenot.train.prereg.trial_results``, ``imagenot.train.search.at_chance``). Which models
+    train in the tiny run differs between machines: the tests below take it from here."""
+    from imagenot.train.prereg import trial_results
     from imagenot.train.search import at_chance
 
-    for dataset in ("imagenot", "imagenet", "fashion_mnist"):
-        for model in models:
-            slots = (workdir / f"results/train/{dataset}/st/{model}").glob("stage-*/slot-*.json")
-            trials = [json.loads(path.read_text()) for path in slots]
-            if trials and all(
-                at_chance(t["val_accuracy"], t["num_classes"], t["n_val"]) for t in trials
-            ):
-                return dataset, model
-    raise AssertionError("every model trained above chance in the demo run: no amendment allowed")
-
-
-def test_readme5_one_models_batch_size_reruns_that_models_jobs_only(copy_of_finished, tmp_path):
-    """Section 5 with section 4's guardrail: a model's batch size is pre-registered, so changing
-    it stops the workflow before any job runs, touching no file, until `train.amendments`
-    records it (the model did not train: every trial at chance); then only that model's jobs
-    run, and the run succeeds."""
-    workdir = copy_of_finished
-    models = yaml.safe_load(Path(CONFIGS[-1]).read_text())["train"]["models"]
-    dataset, model = _a_model_at_chance(workdir, models)
-    targets = [f"results/evaluate/{dataset}/st/{m}/seed-0/robustness.parquet" for m in models]
-    # the tiny config's ST experiments share space `st`: the chosen experiment gets a space of
-    # its own, the same definition (as registered) plus the one model's batch size, so that no
-    # other experiment's pre-registered settings change (the check covers the whole config)
     record = json.loads((workdir / "results/train/preregistration.json").read_text())
-    registered = record["experiments"][f"{dataset}/st"]["definition"]
-    own = {k: v for k, v in registered.items() if k != "seed"}
-    own["batch_size_overrides"] = {model: 8}
+    outcomes = {}
+    for experiment, entry in sorted(record["experiments"].items()):
+        if not experiment.endswith("/st"):
+            continue
+        for model in entry["models"]:
+            results = trial_results(workdir / "results/train" / experiment, model)
+            assert results, (experiment, model)
+            outcomes[experiment, model] = all(
+                at_chance(r["val_accuracy"], r["num_classes"], r["n_val"]) for r in results
+            )
+    return outcomes
+
+
+def _own_space(workdir: Path, experiment: str, model: str, batch_size: int) -> dict:
+    """A config overlay setting ``model``'s batch size in ``experiment`` alone. The tiny config's
+    ST experiments share space `st`: the experiment gets a space of its own, the same definition
+    (as registered) plus the one model's batch size, so that no other experiment's
+    pre-registered settings change (the check covers the whole config)."""
+    record = json.loads((workdir / "results/train/preregistration.json").read_text())
+    own = {k: v for k, v in record["experiments"][experiment]["definition"].items() if k != "seed"}
+    own["batch_size_overrides"] = {model: batch_size}
     tiny = yaml.safe_load(Path(CONFIGS[-1]).read_text())["train"]["experiments"]
     experiments = [
-        {**e, "space": "st_changed"} if (e["dataset"], e["protocol"]) == (dataset, "st") else e
+        {**e, "space": "st_changed"} if f"{e['dataset']}/{e['protocol']}" == experiment else e
         for e in tiny
     ]
-    changed = {"train": {"spaces": {"st_changed": own}, "experiments": experiments}}
+    return {"train": {"spaces": {"st_changed": own}, "experiments": experiments}}
 
+
+def _batch_size_change(workdir: Path, experiment: str, model: str) -> tuple[int, int]:
+    """(registered, changed): ``model``'s batch size in ``experiment`` as the record holds it,
+    and another one."""
+    record = json.loads((workdir / "results/train/preregistration.json").read_text())
+    old = record["experiments"][experiment]["model_settings"][model]["batch_size"]
+    return old, old // 2 if old > 1 else 2
+
+
+def _targets(experiment: str, models: list[str]) -> list[str]:
+    return [f"results/evaluate/{experiment}/{m}/seed-0/robustness.parquet" for m in models]
+
+
+def _refused_touching_nothing(workdir: Path, targets: list[str], configs: list[str]) -> str:
+    """Run to ``targets`` with ``configs``, which the guardrail refuses: the run fails before
+    any job, with no traceback, and no file under results/ changes; reverting the config leaves
+    nothing to do. Returns its stderr."""
     results = workdir / "results"
     before = {p: p.stat().st_mtime_ns for p in results.rglob("*") if p.is_file()}
-    refused = snakemake(workdir, "--", *targets, configs=overlay(tmp_path, changed))
-    assert refused.returncode != 0
-    assert "train.amendments" in refused.stderr and "scope: model" in refused.stderr
+    refused = snakemake(workdir, "--", *targets, configs=configs)
+    assert refused.returncode != 0, refused.stderr[-3000:]
     assert "Traceback" not in refused.stderr and jobs_in(refused.stderr) == []
     assert {p: p.stat().st_mtime_ns for p in results.rglob("*") if p.is_file()} == before
     assert planned(workdir, "--", *targets) == []  # reverted: nothing lost, nothing to redo
+    return refused.stderr
 
-    reason = "did not train at batch size 16 (every trial at chance): batch size 8"
+
+def _amended(workdir: Path, experiment: str, model: str, reason: str) -> dict:
+    """The overlay changing ``model``'s batch size in ``experiment``, with its amendment."""
+    _, new = _batch_size_change(workdir, experiment, model)
+    changed = _own_space(workdir, experiment, model, new)
     changed["train"]["amendments"] = [
-        {"experiment": f"{dataset}/st", "model": model, "reason": reason, "scope": "model"}
+        {"experiment": experiment, "model": model, "reason": reason, "scope": "model"}
     ]
-    configs = overlay(tmp_path, changed)
+    return changed
+
+
+def test_readme5_one_models_batch_size_reruns_that_models_jobs_only(copy_of_finished, tmp_path):
+    """Section 5 with section 4's guardrail, on the outcomes this machine's run recorded (which
+    models train differs between machines: `_st_outcomes` reads them). A model's batch size is
+    pre-registered: changing it stops the workflow before any job runs, touching no file,
+    naming `train.amendments` and `scope: model`. Recorded as an amendment, it is refused for a
+    model that trained ("trained above chance"), again touching no file; for a model whose every
+    trial ended at chance it is accepted, and then only that model's jobs run. Every outcome the
+    run holds is checked: a model that trained, a model at chance, or both."""
+    workdir = copy_of_finished
+    models = yaml.safe_load(Path(CONFIGS[-1]).read_text())["train"]["models"]
+    outcomes = _st_outcomes(workdir)
+    assert {model for _, model in outcomes} == set(models), outcomes
+    print(f"at chance in this run: {outcomes}")  # which checks below apply (-rP shows it)
+    at_chance = [case for case, chance in outcomes.items() if chance]
+    trained = [case for case, chance in outcomes.items() if not chance]
+
+    # whatever the outcome: the change alone is refused
+    experiment, model = (at_chance or trained)[0]
+    _, new = _batch_size_change(workdir, experiment, model)
+    changed = _own_space(workdir, experiment, model, new)
+    stderr = _refused_touching_nothing(
+        workdir, _targets(experiment, models), overlay(tmp_path, changed)
+    )
+    assert "train.amendments" in stderr and "scope: model" in stderr, stderr[-3000:]
+
+    if trained:  # a model that trained: its amendment is refused, naming the trials
+        experiment, model = trained[0]
+        changed = _amended(workdir, experiment, model, "batch size")
+        stderr = _refused_touching_nothing(
+            workdir, _targets(experiment, models), overlay(tmp_path, changed)
+        )
+        assert f"amendment for model {model!r}" in stderr, stderr[-3000:]
+        assert "trained above chance" in stderr, stderr[-3000:]
+
+    if at_chance:  # a model at chance: amended, and its jobs alone rerun
+        experiment, model = at_chance[0]
+        old, new = _batch_size_change(workdir, experiment, model)
+        reason = f"did not train at batch size {old} (every trial at chance): batch size {new}"
+        configs = overlay(tmp_path, _amended(workdir, experiment, model, reason), "amended.yaml")
+        targets = _targets(experiment, models)
+        run = snakemake(workdir, "--", *targets, configs=configs)
+        assert run.returncode == 0, run.stderr[-4000:]
+        ran = jobs_in(run.stderr)
+        assert {wc.get("model") for _, wc in ran} == {model}, ran
+        rules = {rule for rule, _ in ran}
+        assert {"train_draw_trials", "train_trial", "train_final", "evaluate_robustness"} <= rules
+        record = json.loads((workdir / "results/train/preregistration.json").read_text())
+        entry = record["experiments"][experiment]
+        assert entry["model_settings"][model] == {"batch_size": new}
+        assert [a["reason"] for a in entry["amendments"]] == [reason]
+        result = json.loads(
+            (workdir / f"results/train/{experiment}/{model}/final/seed-0/result.json").read_text()
+        )
+        assert json.loads(result["identity"])["batch_size"] == new
+        assert planned(workdir, "--", *targets, configs=configs) == []
+
+
+NEW_MODEL = "convnext_mini"  # a registered model the tiny config leaves out (README's sixth)
+
+
+def test_readme5_a_new_model_with_its_own_batch_size_runs_its_jobs_only(copy_of_finished, tmp_path):
+    """Section 5's my-change.yaml on the tiny run: one more model, with a batch size of its own,
+    accepted whatever the trained models' accuracies. A dry run plans the new model's jobs in
+    every experiment and no job of a trained model; run to one ST experiment's evaluations, only
+    the new model's jobs run, the record registers its batch size and keeps every other entry,
+    and nothing is left to do."""
+    workdir = copy_of_finished
+    tiny = yaml.safe_load(Path(CONFIGS[-1]).read_text())["train"]
+    models = tiny["models"]
+    assert NEW_MODEL not in models
+    experiments = {(e["dataset"], e["protocol"]) for e in tiny["experiments"]}
+    batch_sizes = {
+        e["space"]: {"batch_size_overrides": {NEW_MODEL: 8}} for e in tiny["experiments"]
+    }
+    change = {"train": {"models": [*models, NEW_MODEL], "spaces": batch_sizes}}
+    configs = overlay(tmp_path, change)
+
+    plan = planned(workdir, configs=configs)
+    assert {wc["model"] for _, wc in plan if "model" in wc} == {NEW_MODEL}, plan
+    drawn = {(wc["dataset"], wc["protocol"]) for rule, wc in plan if rule == "train_draw_trials"}
+    assert drawn == experiments, plan
+
+    record_path = workdir / "results/train/preregistration.json"
+    before = json.loads(record_path.read_text())["experiments"]
+    dataset, protocol = tiny["experiments"][0]["dataset"], tiny["experiments"][0]["protocol"]
+    assert protocol == "st"
+    experiment = f"{dataset}/{protocol}"
+    targets = _targets(experiment, [*models, NEW_MODEL])
     run = snakemake(workdir, "--", *targets, configs=configs)
     assert run.returncode == 0, run.stderr[-4000:]
     ran = jobs_in(run.stderr)
-    assert {wc.get("model") for _, wc in ran} == {model}, ran
+    assert {wc.get("model") for _, wc in ran} == {NEW_MODEL}, ran
     rules = {rule for rule, _ in ran}
     assert {"train_draw_trials", "train_trial", "train_final", "evaluate_robustness"} <= rules
-    record = json.loads((workdir / "results/train/preregistration.json").read_text())
-    entry = record["experiments"][f"{dataset}/st"]
-    assert entry["model_settings"][model] == {"batch_size": 8}
-    assert [a["reason"] for a in entry["amendments"]] == [reason]
+    after = json.loads(record_path.read_text())["experiments"]
+    assert after[experiment]["model_settings"].pop(NEW_MODEL) == {"batch_size": 8}
+    assert NEW_MODEL in after[experiment].pop("models")
+    before[experiment].pop("models")
+    assert after == before  # the trained models' registrations, the definitions: unchanged
     result = json.loads(
-        (workdir / f"results/train/{dataset}/st/{model}/final/seed-0/result.json").read_text()
+        (workdir / f"results/train/{experiment}/{NEW_MODEL}/final/seed-0/result.json").read_text()
     )
     assert json.loads(result["identity"])["batch_size"] == 8
     assert planned(workdir, "--", *targets, configs=configs) == []

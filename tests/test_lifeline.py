@@ -159,7 +159,11 @@ def test_an_unkilled_job_still_writes_its_output(tmp_path):
     wd = _workflow(tmp_path)
     _let_write(wd)
     smk = _start(wd)
-    assert smk.wait(timeout=120) == 0, smk.stderr.read()
+    try:
+        assert smk.wait(timeout=120) == 0, smk.stderr.read()
+    finally:
+        if smk.poll() is None:
+            os.killpg(smk.pid, signal.SIGKILL)  # its job dies with it (the lifeline)
     assert (wd / "out.txt").read_text() == "done\n"
 
 

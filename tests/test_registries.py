@@ -228,6 +228,8 @@ def test_toy_figure_and_table_are_drawn_by_the_figure_and_table_commands(toys, t
         "confidence": 0.95,
         "axis": "linear",
         "imagenet_axis": "published",
+        "dataset_names": {"imagenet": "ImageNet", "imagenot": "ImageNot"},
+        "model_names": {},
     }
     style = {"width_in": 6.75, "font_size": 8, "dpi": 40, "top": 40, "highlight": []}
     figure = {"kind": "toy_figure", "dataset": None, "protocol": None}

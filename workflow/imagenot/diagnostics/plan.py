@@ -229,7 +229,8 @@ class DiagnosticsFigure:
     ``sources(config)`` gives the labels it compares (subjects or datasets), in order;
     ``files(label)`` that source's files by role of
     :class:`imagenot.diagnostics.files.FigureFiles` (``{role: path}``); ``draw`` a
-    ``"module:function"`` called as ``draw(name, labels, files, reference_name)`` returning a
+    ``"module:function"`` called as ``draw(name, labels, files, settings)`` (settings: the
+    rule's :class:`imagenot.diagnostics.settings.FigureSettings`) returning a
     matplotlib figure (imported by the job only: planning stays matplotlib-free)."""
 
     sources: Callable[[dict], list[str]]

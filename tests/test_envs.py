@@ -205,7 +205,12 @@ def subcommand_packages() -> dict[str, list[Path]]:
 
 
 def cli_startup_files() -> list[Path]:
-    return [PKG / "__main__.py", PKG / "cli.py", PKG / "common_cli.py", *sorted(PKG.glob("*/cli.py"))]
+    return [
+        PKG / "__main__.py",
+        PKG / "cli.py",
+        PKG / "common_cli.py",
+        *sorted(PKG.glob("*/cli.py")),
+    ]
 
 
 # ---- distributions -------------------------------------------------------------------------------

@@ -205,6 +205,12 @@ NOT_SETTINGS = {
     "absent means every training image is kept",
     "imagenot.costs:.get('test_per_class')": "a dataset's own key without a default: absent "
     "means the adapter keeps its whole test split",
+    "imagenot.planning:.get('gpu')": "a planned job's GPU request as Snakemake's dry run lists "
+    "it (absent for a CPU job), not resources.classes.gpu",
+    "imagenot.measured:.get('gpu')": "the GPU name a preflight report records (absent on the "
+    "CPU), not resources.classes.gpu",
+    "imagenot.run_summary:.get('download')": "a dataset's download record in the run summary "
+    "(absent for a dataset read from disk), not resources.classes.download",
     "imagenot.plan_cli:add_argument(--gpus)": "how many GPUs the user will have at once (the "
     "plan's wall time), not resources.gpus (GPUs per job)",
     "imagenot.run_summary:.get('weights')": "the weights a published run's result.json "

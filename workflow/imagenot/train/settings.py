@@ -29,6 +29,8 @@ _JOB_SECTIONS = ("train.spaces.{space}", "train")
 NOT_SETTINGS = {
     "imagenot.train.preflight_cli:.get('precision')": "the preflight report's precision check "
     "of one model (absent where it did not run), not a config key",
+    "imagenot.train.preflight_cli:.get('gpu')": "the GPU name of the preflight's environment "
+    "record (absent on the CPU), not resources.classes.gpu",
     "imagenot.train.preflight_cli:.get('ratio')": "the feed check's measured ratio (absent "
     "where the check did not run), not a config key",
     "imagenot.train.preflight_cli:add_argument(--threads)": "torch threads of a preflight run "

@@ -1,11 +1,14 @@
-# The run's summary, built once the datasets, final runs and their evaluations exist: what was built, images per split and download success per
-# dataset, best validation/test accuracy per model, and every problem (imagenot.run_summary;
-# what it reads: imagenot.summary_plan).
+# The run's summary, built once the datasets, final runs, their evaluations and the rankings
+# statistics exist: whether rankings transfer (per comparison, from the rankings statistics),
+# what was built, images per split and download success per dataset, best validation/test
+# accuracy per model, and every problem (imagenot.run_summary; what it reads:
+# imagenot.summary_plan).
 # The Snakefile's onsuccess prints the same summary at the end of any run.
 
 
 rule run_summary:
     input:
+        rankings=summary_plan.rankings_input(config),
         results=summary_plan.inputs(config),
     output:
         md=summary_plan.SUMMARY_MD,
@@ -29,6 +32,7 @@ rule run_summary:
         settings=lambda wildcards: to_arg(summary_plan.layout(config)),
     shell:
         job(
-            "imagenot run-summary --settings {params.settings} --md {output.md}"
+            "imagenot run-summary --settings {params.settings} --rankings {input.rankings}"
+            " --md {output.md}"
             " --json {output.json} --html {output.html} > {log} 2>&1"
         )

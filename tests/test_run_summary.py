@@ -353,3 +353,172 @@ def test_rankings_of_the_workflows_table_miss_no_published_model(tmp_path, capsy
     err = capsys.readouterr().err
     assert "imagenot: 1 model(s) of the table missing: m3" in err
     assert "p4" not in err
+
+
+# -- Do rankings transfer? (the summary's first section and the report's landing page) --------
+
+
+@pytest.fixture(scope="module")
+def rankings_file(tmp_path_factory) -> Path:
+    """A rankings report of a synthetic study written by ``imagenot rankings`` (ImageNet,
+    ImageNot and Fashion-MNIST trained from scratch, fine-tuned and probed from ImageNot, and
+    the published accuracies), its bootstrap over models."""
+    from imagenot.analyse import synthetic
+    from imagenot.analyse.accuracy import accuracy_table, read_published, read_robustness
+    from imagenot.analyse.settings import AccuracySettings
+    from imagenot.cli import main
+    from imagenot.config import validate_config
+
+    root = tmp_path_factory.mktemp("rankings")
+    models = synthetic.MODELS
+    datasets = ["imagenet", "imagenot", "fashion_mnist"]
+    runs = synthetic.runs_grid(
+        datasets, models, (0,), downstream="fashion_mnist", sources=("imagenot",)
+    )
+    paths = synthetic.robustness_results(root, runs, transforms=("Identity",), n_images=60, seed=0)
+    published = synthetic.published_accuracy(root / "published.csv", models)
+    settings = AccuracySettings.from_config(validate_config({}))
+    acc = accuracy_table(read_robustness(paths), read_published(published), settings)
+    acc.to_csv(root / "accuracy.csv", index=False)
+    out = root / "rankings_standard.json"
+    argv = ["rankings", str(root / "accuracy.csv"), "--reference", "imagenet", "--out", str(out)]
+    assert main([*argv, "--bootstrap-reps", "20", "--bootstrap-over", "models"]) == 0
+    return out
+
+
+def _plant_rankings(root: Path, source: Path, edit=None, where: str | None = None) -> dict:
+    """The rankings report ``source`` at the workflow's path under ``root`` (or ``where``),
+    changed by ``edit``; returns its JSON."""
+    from imagenot.analyse.plan import RANKINGS
+
+    data = json.loads(source.read_text())
+    if edit is not None:
+        edit(data)
+    out = root / (where or RANKINGS.format(variant="standard"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data))
+    return data
+
+
+def _expected_line(data: dict, label: str, tag: str, figure: str | None) -> str:
+    """The summary's line for ``label``, from the report's JSON and the rule, by hand."""
+    e = data["datasets"][label]
+    tau, p, (low, high) = e["kendall_tau"], e["kendall_p"], e["bootstrap"]["kendall_tau_ci"]
+    verdict = "yes" if p < 0.05 and tau > 0 else "no" if p < 0.05 and tau < 0 else "inconclusive"
+    boot = e["bootstrap"]["interval_name"] + ", resampling models"
+    return (
+        f"{tag}, {label} vs imagenet: Kendall tau-b {tau:.2f} [{low:.2f}, {high:.2f}] "
+        f"(95% bootstrap: {boot}), p={p:.3g}, {e['common_models']} models: {verdict}"
+        + (f"; figure: {figure}" if figure else "")
+    )
+
+
+def test_the_summary_opens_on_whether_rankings_transfer(tmp_path, rankings_file):
+    """Per comparison, in protocol order (ST, FT, TL, then the published accuracies): Kendall
+    tau-b with its bootstrap interval, the p-value, the models, the verdict and the figure, the
+    numbers those of the rankings report, before the counts of what was built."""
+    config = results_tree(tmp_path, broken=False)
+    data = _plant_rankings(tmp_path, rankings_file)
+    summary = run_summary.collect(summary_plan.layout(config), tmp_path)
+    assert summary["errors"] == summary["warnings"] == 0
+    t = summary["transfer"]
+    assert t["built"] and t["left_out"] == [] and t["reference"] == "imagenet"
+    assert [r["comparison"] for r in t["rows"]] == [
+        "fashion_mnist",
+        "imagenot",
+        "fashion_mnist/ft-imagenot",
+        "fashion_mnist/tl-imagenot",
+        PUBLISHED_DATASET,
+    ]
+    lines = run_summary.transfer_lines(summary)
+    assert lines[1] == _expected_line(data, "imagenot", "ST", "results/figures/rankings_st.pdf")
+    transfer = "results/figures/rankings_transfer.pdf"
+    assert lines[2] == _expected_line(data, "fashion_mnist/ft-imagenot", "FT", transfer)
+    assert lines[3] == _expected_line(data, "fashion_mnist/tl-imagenot", "TL", transfer)
+    # the demo config trains no fashion_mnist from scratch: no figure of it is planned
+    assert lines[0] == _expected_line(data, "fashion_mnist", "ST", None)
+    text = run_summary.format_text(summary)
+    assert text.index("## Do rankings transfer?") < text.index("Built:")
+    assert f"- {lines[1]}\n" in text and f"Rule: {run_summary.RULE}." in text
+    assert "Left out" not in text
+
+
+def test_a_refused_interval_shows_its_reason_and_an_empty_row_is_left_out(tmp_path, rankings_file):
+    """A bootstrap that refused the interval: the line says why, the verdict still stands on
+    the p-value; a comparison without a Kendall tau-b is no empty line but a count with its
+    reason."""
+
+    def edit(data):
+        boot = data["datasets"]["imagenot"]["bootstrap"]
+        boot |= {"kendall_tau_ci": None, "refused": {"kendall_tau_ci": "every replicate tied"}}
+        published = data["datasets"][PUBLISHED_DATASET]
+        published |= {"kendall_tau": None, "kendall_p": None}
+        data["not_computed"][f"{PUBLISHED_DATASET}: correlations"] = "planted: no common model"
+
+    config = results_tree(tmp_path, broken=False)
+    data = _plant_rankings(tmp_path, rankings_file, edit)
+    summary = run_summary.collect(summary_plan.layout(config), tmp_path)
+    t = summary["transfer"]
+    assert PUBLISHED_DATASET not in [r["comparison"] for r in t["rows"]]
+    assert t["left_out"] == [
+        {"label": PUBLISHED_DATASET, "reason": f"{PUBLISHED_DATASET}: correlations: planted: "
+         "no common model"}
+    ]  # fmt: skip
+    e = data["datasets"]["imagenot"]
+    line = next(x for x in run_summary.transfer_lines(summary) if ", imagenot vs" in x)
+    assert f"{e['kendall_tau']:.2f} (no interval: every replicate tied), p=" in line
+    text = run_summary.format_text(summary)
+    assert "Left out, 1 comparison(s) without a Kendall tau-b: imagenet_published (" in text
+    assert PUBLISHED_DATASET not in "".join(x for x in text.splitlines() if x.startswith("- "))
+
+
+def test_the_transfer_verdict_follows_its_one_rule():
+    assert run_summary.verdict(0.8, 0.01) == "yes"
+    assert run_summary.verdict(-0.8, 0.01) == "no"
+    assert run_summary.verdict(0.8, 0.2) == "inconclusive"
+    assert run_summary.verdict(0.8, None) == "inconclusive"
+    assert run_summary.verdict(0.8, run_summary.ALPHA) == "inconclusive"
+
+
+def test_rankings_not_built_or_not_a_report(tmp_path, rankings_file):
+    """Before the analysis the section says what is missing; a file that is not a rankings
+    report is an error naming the file and the key."""
+    config = results_tree(tmp_path, broken=False)
+    summary = run_summary.collect(summary_plan.layout(config), tmp_path)
+    assert summary["errors"] == 0 and not summary["transfer"]["built"]
+    text = run_summary.format_text(summary)
+    assert "Not built yet: results/analyse/rankings_standard.json" in text
+    _plant_rankings(tmp_path, rankings_file, lambda d: d["datasets"]["imagenot"].pop("ranks"))
+    summary = run_summary.collect(summary_plan.layout(config), tmp_path)
+    assert summary["errors"] == 1 and not summary["transfer"]["built"]
+    message = summary["problems"][0]["message"]
+    assert "rankings_standard.json" in message and "ranks" in message
+
+
+def test_the_rule_hands_the_rankings_by_role_and_the_landing_page_answers_first(
+    tmp_path, rankings_file
+):
+    """``run-summary --rankings`` reads the file it is handed; the landing page lists one
+    entry per comparison (its line, tau-b as the value) before the counts, and the report line
+    of the written summary holds whether or not the report exists."""
+    config = results_tree(tmp_path, broken=False)
+    _plant_rankings(tmp_path, rankings_file, where="handed/rankings.json")
+    settings = tmp_path / "layout.json"
+    settings.write_text(json.dumps(summary_plan.layout(config)))
+    done = _cli(tmp_path, "--settings", f"@{settings}", "--rankings", "handed/rankings.json",
+                "--md", run_summary.SUMMARY_MD)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / run_summary.SUMMARY_JSON).read_text())
+    assert summary["transfer"]["source"] == "handed/rankings.json"
+    lines = run_summary.transfer_lines(summary)
+    landing = run_summary.landing(tmp_path)
+    keys = list(landing)
+    assert keys[: len(lines)] == [
+        f"Do rankings transfer? {x} (value: Kendall tau-b)" for x in lines
+    ]
+    assert landing[keys[0]] == round(summary["transfer"]["rows"][0]["kendall_tau"], 3)
+    assert keys[len(lines) :] == ["errors (unusable results)", "warnings", "datasets built",
+                                  "final runs"]  # fmt: skip
+    md = (tmp_path / run_summary.SUMMARY_MD).read_text()
+    assert md.rstrip().endswith("the end of each run says whether it exists and is current.")
+    assert "writes it." not in md

@@ -8,15 +8,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imagenot.cli import subcommand
-from imagenot.files import Files, made
+from imagenot.files import Files, given, made
 from imagenot.run_summary import SUMMARY_HTML, SUMMARY_JSON, SUMMARY_MD
 
 
 @dataclass(frozen=True)
 class SummaryFiles(Files):
-    """``run-summary``: the summary's three forms (none given: printed only; one given: the
-    others at the workflow's paths)."""
+    """``run-summary``: the rankings statistics it answers "Do rankings transfer?" from (none
+    given: the layout's), and the summary's three forms (none given: printed only; one given:
+    the others at the workflow's paths)."""
 
+    rankings: str | None = given(
+        "the rankings statistics (rule: results/analyse/rankings_standard.json; none where "
+        "the config plans no final run)",
+        optional=True,
+    )
     md: str | None = made(f"the Markdown (rule: {SUMMARY_MD})", optional=True)
     json: str | None = made(f"the JSON (rule: {SUMMARY_JSON})", optional=True)
     html: str | None = made(f"the HTML page (rule: {SUMMARY_HTML})", optional=True)
@@ -43,13 +49,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_summary(args: argparse.Namespace) -> int:
-    """What a run built, per dataset images per split and download success, per model the best
+    """Whether rankings transfer, per comparison; what a run built, per dataset images per split and download success, per model the best
     validation/test accuracy, and every problem."""
     from imagenot.run_summary import collect, format_text, write
     from imagenot.settings import load
 
     f = SummaryFiles.from_args(args)
-    summary = collect(load(args.settings))
+    summary = collect(load(args.settings), rankings=f.rankings)
     print(format_text(summary))
     if f.md or f.json or f.html:
         write(

@@ -52,7 +52,60 @@ def layout(config: dict) -> dict:
         {**run, "result": FINAL_RESULT.format(**run), "evaluation": ROBUSTNESS.format(**run)}
         for run in train_plan.final_runs(config)
     ]
-    return {"description": config.get("description", ""), "datasets": datasets, "runs": runs}
+    return {
+        "description": config.get("description", ""),
+        "datasets": datasets,
+        "runs": runs,
+        "rankings": transfer(config),
+    }
+
+
+def transfer(config: dict) -> dict | None:
+    """What the summary's "Do rankings transfer?" reads: the rankings statistics of standard
+    accuracy (the analyse stage's file) and, per comparison label of the final runs
+    (``imagenot.analyse.table.dataset_label``), its dataset, protocol and the figure that shows
+    it; None where the config plans no final run."""
+    from imagenot.analyse.plan import RANKINGS, VARIANTS
+    from imagenot.analyse.table import dataset_label
+    from imagenot.figures import plan as figures_plan
+    from imagenot.train import plan as train_plan
+
+    runs = train_plan.final_runs(config)
+    if not runs:
+        return None
+    planned = set(figures_plan.figure_names(config, runs))
+    comparisons: dict[str, dict] = {}
+    for run in runs:
+        label = dataset_label(run["dataset"], run["protocol"])
+        if label not in comparisons:
+            figure = _figure(config, run, planned)
+            comparisons[label] = {k: run[k] for k in ("dataset", "protocol")} | {"figure": figure}
+    return {"report": RANKINGS.format(variant=VARIANTS[0]), "comparisons": comparisons}
+
+
+def _figure(config: dict, run: dict, planned: set[str]) -> str | None:
+    """The figure that shows a comparison's rankings: the planned figure of the rankings module
+    that ``run``'s experiment feeds, else its planned accuracy-against-ImageNet figure."""
+    from imagenot.figures.plan import FIGURE_PDF, kind_names
+    from imagenot.figures.registry import WORKFLOW_FIGURES
+
+    def module(kind: str) -> str:
+        return WORKFLOW_FIGURES.entry(kind).code.partition(":")[0].rsplit(".", 1)[-1]
+
+    kinds = [k for k in WORKFLOW_FIGURES if module(k) == "rankings"]
+    kinds += [k for k in WORKFLOW_FIGURES if WORKFLOW_FIGURES.entry(k).against_imagenet]
+    for kind in kinds:
+        for name in kind_names(config, [run], kind):
+            if name in planned:
+                return FIGURE_PDF.format(figure=name)
+    return None
+
+
+def rankings_input(config: dict) -> list[str]:
+    """The rankings statistics the summary reads (rule ``run_summary``'s ``rankings``): none
+    where the config plans no final run."""
+    where = transfer(config)
+    return [where["report"]] if where else []
 
 
 def inputs(config: dict) -> list[str]:

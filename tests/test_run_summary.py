@@ -288,8 +288,9 @@ def tiny_workflow(tmp_path):
         "rule page:\n"
         "    output:\n"
         '        report("results/summary.html", category="Summary"),\n'
+        '        report("results/figures/rankings_st.pdf", category="Figures"),\n'
         "    shell:\n"
-        '        "echo summary > {output}"\n\n\n'
+        '        "echo summary > {output[0]}; echo figure > {output[1]}"\n\n\n'
         f"onsuccess:\n{handler.group(1)}"
     )
     return tmp_path
@@ -304,14 +305,26 @@ def test_onsuccess_prints_the_summary_and_fails_on_unusable_results(tiny_workflo
     assert "--report results/report.html` writes it" in done.stderr
 
 
-def test_onsuccess_passes_a_clean_run_and_the_report_opens_on_the_results(tiny_workflow):
-    results_tree(tiny_workflow, broken=False)
+def test_onsuccess_passes_a_clean_run_and_the_report_opens_on_the_results(
+    tiny_workflow, rankings_file
+):
+    """The report's landing page: whether rankings transfer first (the summary's lines), then
+    the counts; its text links the rankings figure."""
+    config = results_tree(tiny_workflow, broken=False)
+    _plant_rankings(tiny_workflow, rankings_file)
     done = _snakemake(tiny_workflow)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "## Problems\n\nnone" in done.stderr
-    (tiny_workflow / run_summary.SUMMARY_JSON).write_text(
-        json.dumps({"errors": 0, "warnings": 3, "built": {"datasets": 3, "final_runs": 30}})
-    )
+    assert "## Do rankings transfer?\n\n- ST, fashion_mnist vs imagenet: " in done.stderr
+    summary = run_summary.collect(summary_plan.layout(config), tiny_workflow)
+    summary |= {"warnings": 3, "built": {"datasets": 3, "final_runs": 30}}
+    (tiny_workflow / run_summary.SUMMARY_JSON).write_text(json.dumps(summary))
+    answers = {
+        f"Do rankings transfer? {line} (value: Kendall tau-b)": round(row["kendall_tau"], 3)
+        for line, row in zip(
+            run_summary.transfer_lines(summary), summary["transfer"]["rows"], strict=True
+        )
+    }
     profile = yaml.safe_load((REPO / "profiles" / "default" / "config.yaml").read_text())
     landing = REPO / "profiles" / "default" / profile["report-metadata"]
     done = _snakemake(
@@ -321,13 +334,16 @@ def test_onsuccess_passes_a_clean_run_and_the_report_opens_on_the_results(tiny_w
     page = (tiny_workflow / "results" / "report.html").read_text()
     # with metadata, Snakemake's report opens on its landing page instead of the rule graph
     meta = json.loads(re.search(r"metadata = (\{.*?\});?\n", page).group(1))
-    assert meta == {
+    assert list(meta)[: len(answers)] == list(answers)  # the answer first
+    assert meta == answers | {
         "errors (unusable results)": 0,
         "warnings": 3,
         "datasets built": 3,
         "final runs": 30,
     }
-    assert "Start with the" in page and "summary.html" in page
+    assert "Do rankings" in page and "summary.html" in page
+    # the landing text links the rankings figure
+    assert "app.showResultInfo('results/figures/rankings_st.pdf')\\\">rankings_st.pdf</a>" in page
 
 
 def test_rankings_of_the_workflows_table_miss_no_published_model(tmp_path, capsys):
@@ -522,3 +538,22 @@ def test_the_rule_hands_the_rankings_by_role_and_the_landing_page_answers_first(
     md = (tmp_path / run_summary.SUMMARY_MD).read_text()
     assert md.rstrip().endswith("the end of each run says whether it exists and is current.")
     assert "writes it." not in md
+
+
+def test_the_report_line_follows_the_report_and_the_summary(tmp_path):
+    """At the end of a run: the report not written (the command that writes it), older than
+    the summary it shows (stale, naming the summary), current (its path)."""
+    import os
+
+    (tmp_path / "results").mkdir()
+    line = summary_plan.report_line(tmp_path, "snakemake --report results/report.html")
+    assert line == "Report: `snakemake --report results/report.html` writes it."
+    report, summary = tmp_path / run_summary.REPORT, tmp_path / run_summary.SUMMARY_JSON
+    report.write_text("<html></html>")
+    summary.write_text("{}")
+    os.utime(report, (1_000_000, 1_000_000))  # written before the summary
+    line = summary_plan.report_line(tmp_path, "snakemake --report results/report.html")
+    assert line.startswith(f"Report: {run_summary.REPORT} is STALE") and "summary.json" in line
+    os.utime(report)
+    line = summary_plan.report_line(tmp_path, "snakemake --report results/report.html")
+    assert line == f"Report: {run_summary.REPORT}"

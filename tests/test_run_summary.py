@@ -18,7 +18,7 @@ import yaml
 
 from imagenot import run_summary, summary_plan
 from imagenot.acquire import plan as acquire_plan
-from imagenot.analyse import PUBLISHED_DATASET
+from imagenot.analyse import PUBLISHED_DATASET, transfer
 from imagenot.config import load_config
 from imagenot.dataset import MANIFEST_FILE
 from imagenot.train import plan as train_plan
@@ -322,7 +322,7 @@ def test_onsuccess_passes_a_clean_run_and_the_report_opens_on_the_results(
     answers = {
         f"Do rankings transfer? {line} (value: Kendall tau-b)": round(row["kendall_tau"], 3)
         for line, row in zip(
-            run_summary.transfer_lines(summary), summary["transfer"]["rows"], strict=True
+            transfer.transfer_lines(summary), summary["transfer"]["rows"], strict=True
         )
     }
     profile = yaml.safe_load((REPO / "profiles" / "default" / "config.yaml").read_text())
@@ -446,16 +446,16 @@ def test_the_summary_opens_on_whether_rankings_transfer(tmp_path, rankings_file)
         "fashion_mnist/tl-imagenot",
         PUBLISHED_DATASET,
     ]
-    lines = run_summary.transfer_lines(summary)
+    lines = transfer.transfer_lines(summary)
     assert lines[1] == _expected_line(data, "imagenot", "ST", "results/figures/rankings_st.pdf")
-    transfer = "results/figures/rankings_transfer.pdf"
-    assert lines[2] == _expected_line(data, "fashion_mnist/ft-imagenot", "FT", transfer)
-    assert lines[3] == _expected_line(data, "fashion_mnist/tl-imagenot", "TL", transfer)
+    figure = "results/figures/rankings_transfer.pdf"
+    assert lines[2] == _expected_line(data, "fashion_mnist/ft-imagenot", "FT", figure)
+    assert lines[3] == _expected_line(data, "fashion_mnist/tl-imagenot", "TL", figure)
     # the demo config trains no fashion_mnist from scratch: no figure of it is planned
     assert lines[0] == _expected_line(data, "fashion_mnist", "ST", None)
     text = run_summary.format_text(summary)
     assert text.index("## Do rankings transfer?") < text.index("Built:")
-    assert f"- {lines[1]}\n" in text and f"Rule: {run_summary.RULE}." in text
+    assert f"- {lines[1]}\n" in text and f"Rule: {transfer.RULE}." in text
     assert "Left out" not in text
 
 
@@ -481,7 +481,7 @@ def test_a_refused_interval_shows_its_reason_and_an_empty_row_is_left_out(tmp_pa
          "no common model"}
     ]  # fmt: skip
     e = data["datasets"]["imagenot"]
-    line = next(x for x in run_summary.transfer_lines(summary) if ", imagenot vs" in x)
+    line = next(x for x in transfer.transfer_lines(summary) if ", imagenot vs" in x)
     assert f"{e['kendall_tau']:.2f} (no interval: every replicate tied), p=" in line
     text = run_summary.format_text(summary)
     assert "Left out, 1 comparison(s) without a Kendall tau-b: imagenet_published (" in text
@@ -489,11 +489,11 @@ def test_a_refused_interval_shows_its_reason_and_an_empty_row_is_left_out(tmp_pa
 
 
 def test_the_transfer_verdict_follows_its_one_rule():
-    assert run_summary.verdict(0.8, 0.01) == "yes"
-    assert run_summary.verdict(-0.8, 0.01) == "no"
-    assert run_summary.verdict(0.8, 0.2) == "inconclusive"
-    assert run_summary.verdict(0.8, None) == "inconclusive"
-    assert run_summary.verdict(0.8, run_summary.ALPHA) == "inconclusive"
+    assert transfer.verdict(0.8, 0.01) == "yes"
+    assert transfer.verdict(-0.8, 0.01) == "no"
+    assert transfer.verdict(0.8, 0.2) == "inconclusive"
+    assert transfer.verdict(0.8, None) == "inconclusive"
+    assert transfer.verdict(0.8, transfer.ALPHA) == "inconclusive"
 
 
 def test_rankings_not_built_or_not_a_report(tmp_path, rankings_file):
@@ -526,7 +526,7 @@ def test_the_rule_hands_the_rankings_by_role_and_the_landing_page_answers_first(
     assert done.returncode == 0, done.stderr
     summary = json.loads((tmp_path / run_summary.SUMMARY_JSON).read_text())
     assert summary["transfer"]["source"] == "handed/rankings.json"
-    lines = run_summary.transfer_lines(summary)
+    lines = transfer.transfer_lines(summary)
     landing = run_summary.landing(tmp_path)
     keys = list(landing)
     assert keys[: len(lines)] == [

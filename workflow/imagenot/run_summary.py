@@ -28,6 +28,10 @@ weights alike), shown only when that evaluation measured the record read (the re
 which every evaluation row names), its numbers checked as numbers read in. A failed check is an
 error naming the file and the key, and each best test accuracy names the evaluation it was read
 from and the digest of the record that evaluation measured.
+
+The summary opens with the study's question, **do rankings transfer?**, per comparison with
+the reference (:mod:`imagenot.analyse.transfer`, read from the rankings statistics its layout
+names); the report's landing page (:func:`landing`) shows the same lines before the counts.
 """
 
 from __future__ import annotations
@@ -55,13 +59,6 @@ FAR_BELOW = 0.5  # a part under this share of its dataset's download success rat
 MIN_PART_ROWS = 50  # as acquire.min_success_rate: smaller parts say little
 # what the summary reads of a final run's result.json, which every version of the workflow wrote
 SUMMARY_KEYS = (*IDENTITY, "num_classes")
-ALPHA = 0.05  # the verdict's significance level (RULE)
-RULE = (
-    f"yes where Kendall tau-b > 0 at p < {ALPHA}, no where tau-b < 0 at p < {ALPHA} (rankings "
-    "reversed), inconclusive otherwise; the bootstrap interval is shown, the verdict reads the "
-    "p-value alone (it tests the models' order, the interval resamples what the bootstrap names)"
-)
-PROTOCOL_ORDER = ("st", "ft", "tl")  # the summary lists standard training, fine-tuning, transfer
 
 
 def _split_counts(manifest: Path) -> dict[str, int]:
@@ -99,6 +96,7 @@ def collect(
     report, each final run's result, the rankings statistics): what exists is summarised, what
     does not is listed as not built. ``rankings``: the rankings statistics' file where it is
     not the layout's (the rule hands it by its role)."""
+    from imagenot.analyse.transfer import answer
     from imagenot.train.search import at_chance
 
     root = Path(root)
@@ -200,7 +198,7 @@ def collect(
         )
     models = _best_per_model(runs)
     problems += _chance_warnings(models)
-    transfer = _transfer(layout.get("rankings"), root, problems, rankings)
+    transfer = answer(layout.get("rankings"), root, problems, rankings)
     built = {
         "datasets": sum(d["built"] for d in datasets.values()),
         "final_runs": len(runs),
@@ -218,125 +216,6 @@ def collect(
         "warnings": sum(p["level"] == "warning" for p in problems),
         "report": REPORT if (root / REPORT).is_file() else None,
     }
-
-
-def _transfer(
-    where: dict | None, root: Path, problems: list[dict], rankings: str | os.PathLike | None
-) -> dict | None:
-    """Do rankings transfer: one row per comparison of the rankings statistics with a Kendall
-    tau-b (``where``: :func:`imagenot.summary_plan.transfer`), the others left out with their
-    reason; None where the config plans no final run."""
-    from imagenot.analyse.report import ReportError, read_report
-    from imagenot.names import PUBLISHED_DATASET
-
-    if where is None:
-        return None
-    source = str(rankings) if rankings is not None else where["report"]
-    out: dict = {"source": source, "rule": RULE, "built": False, "rows": [], "left_out": []}
-    path = root / source
-    if not path.is_file():
-        return out
-    try:
-        rep = read_report(path)
-    except ReportError as exc:
-        problems.append(_problem("error", str(exc)))
-        return out
-    except (OSError, ValueError) as exc:  # a stand-in, or a file being rewritten
-        problems.append(_problem("warning", f"{source} unreadable ({exc})"))
-        return out
-    out |= {"built": True, "reference": rep.reference, "variant": rep.variant}
-    for label, entry in rep.compared().items():
-        known = where["comparisons"].get(label, {})
-        protocol = known.get("protocol") or (
-            "published" if label == PUBLISHED_DATASET else label.partition("/")[2] or "st"
-        )
-        tests = entry.correlations
-        tau = tests.kendall_tau if tests is not None else None
-        if tau is None:
-            why = [f"{k}: {v}" for k, v in rep.not_computed.items() if k.startswith(f"{label}:")]
-            models = entry.common_models
-            reason = "; ".join(why) or f"no Kendall tau-b ({models or 0} common model(s))"
-            out["left_out"].append({"label": label, "reason": reason})
-            continue
-        boot = entry.bootstrap
-        ci = boot.kendall_tau_ci if boot is not None else None
-        if ci is not None and any(v is None for v in ci):
-            ci = None
-        refused = ((boot.refused or {}).get("kendall_tau_ci") if boot is not None else None) or (
-            None if ci is not None else rep.not_computed.get(f"{label}: bootstrap", "no bootstrap")
-        )
-        p = tests.kendall_p
-        out["rows"].append(
-            {
-                "protocol": protocol,
-                "comparison": label,
-                "reference": rep.reference,
-                "kendall_tau": tau,
-                "interval": ci,
-                "interval_confidence": rep.confidence,
-                "interval_method": (
-                    f"{boot.interval_name}, resampling {boot.method}" if boot is not None else None
-                ),
-                "interval_refused": refused,
-                "p": p,
-                "p_method": tests.p_method,
-                "models": entry.common_models,
-                "verdict": verdict(tau, p),
-                "figure": known.get("figure"),
-            }
-        )
-    order = {k: i for i, k in enumerate(PROTOCOL_ORDER)}  # stable: the report's order within
-    out["rows"].sort(key=lambda row: order.get(row["protocol"].split("-")[0], len(order)))
-    return out
-
-
-def verdict(tau: float | None, p: float | None) -> str:
-    """Whether rankings transfer, by :data:`RULE`: yes, no or inconclusive."""
-    if tau is None or p is None or not p < ALPHA or tau == 0:
-        return "inconclusive"
-    return "yes" if tau > 0 else "no"
-
-
-def transfer_lines(summary: dict) -> list[str]:
-    """One line per comparison of the summary's transfer section (the Markdown's and the
-    report's landing page's), the reference named in each."""
-    t = summary.get("transfer")
-    if not t or not t["built"]:
-        return []
-    return [_transfer_line(row) for row in t["rows"]]
-
-
-def _transfer_line(row: dict) -> str:
-    from imagenot.analyse.report import p_text
-
-    tag = row["protocol"].split("-")[0].upper()
-    if row["interval"] is not None:
-        low, high = row["interval"]
-        level = f"{row['interval_confidence']:.0%}" if row["interval_confidence"] else ""
-        interval = f"[{low:.2f}, {high:.2f}] ({level} bootstrap: {row['interval_method']})"
-    else:
-        interval = f"(no interval: {row['interval_refused']})"
-    figure = f"; figure: {row['figure']}" if row["figure"] else ""
-    return (
-        f"{tag}, {row['comparison']} vs {row['reference']}: Kendall tau-b {row['kendall_tau']:.2f} "
-        f"{interval}, {p_text(row['p'])}, {row['models']} models: {row['verdict']}{figure}"
-    )
-
-
-def _transfer_text(summary: dict) -> list[str]:
-    """The summary's first section: do rankings transfer, per comparison."""
-    t = summary.get("transfer")
-    out = ["## Do rankings transfer?", ""]
-    if t is None:
-        return [*out, "No final run planned: nothing to compare.", ""]
-    if not t["built"]:
-        return [*out, f"Not built yet: {t['source']} (the rankings statistics).", ""]
-    out += [f"- {line}" for line in transfer_lines(summary)] or ["No comparison has a tau-b."]
-    out += ["", f"Rule: {t['rule']}. Statistics: {t['source']} ({t['variant']} accuracy)."]
-    if t["left_out"]:
-        why = "; ".join(f"{x['label']} ({x['reason']})" for x in t["left_out"])
-        out.append(f"Left out, {len(t['left_out'])} comparison(s) without a Kendall tau-b: {why}.")
-    return [*out, ""]
 
 
 def _identity_row(evaluation: Path) -> dict | None:
@@ -475,11 +354,13 @@ def _pct(x: float | None) -> str:
 def format_text(summary: dict, snakemake: str = "snakemake", report: str | None = None) -> str:
     """The summary as Markdown (also what the console shows); ``report``: its last line, where
     the report is (the end of a run says whether it is stale: imagenot.summary_plan)."""
+    from imagenot.analyse.transfer import section
+
     b = summary["built"]
     out = ["# Run summary", ""]
     if summary["errors"]:
         out += [f"**UNUSABLE RESULTS: {summary['errors']} error(s), see Problems.**", ""]
-    out += _transfer_text(summary)
+    out += section(summary)
     out.append(
         f"Built: {b['datasets']} dataset(s), {b['final_runs']} final run(s)"
         + (f" ({b['final_runs_not_built']} not built)" if b["final_runs_not_built"] else "")
@@ -569,6 +450,8 @@ def landing(root: str | os.PathLike = ".") -> dict:
     path = Path(root) / SUMMARY_JSON
     if not path.is_file():
         return {"run summary built": 0}
+    from imagenot.analyse.transfer import transfer_lines
+
     s = json.loads(path.read_text())
     answer: dict = {}
     t = s.get("transfer")

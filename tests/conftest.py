@@ -78,6 +78,21 @@ def with_slurm(path: str) -> str:
     return os.pathsep.join(p for p in path.split(os.pathsep) if Path(p) != NO_SLURM)
 
 
+# The package index the network tests resolve and install from (marker `network`).
+INDEX = "https://pypi.org/simple"
+
+
+def registry_reachable() -> bool:
+    """Whether the package index answers: a `network` test skips, saying so, when it does not."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{INDEX}/pip/", timeout=10):
+            return True
+    except OSError:
+        return False
+
+
 def load_benchmark(name: str):
     """The module ``benchmarks/<name>.py``, imported as its script runs it (with benchmarks/ on
     ``sys.path``, for their shared ``snakemake_run``)."""

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import INDEX, registry_reachable
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -501,22 +502,11 @@ def test_the_built_package_holds_the_schemas(tmp_path):
 
 
 # ---- resolution against the package registry ---------------------------------------------------
-INDEX = "https://pypi.org/simple"
 # The target: Linux x86_64 with glibc >= 2.17 (pip does not widen a given --platform to older
 # manylinux tags: list them), CPython 3.11, the env files' Python.
 PLATFORMS = [f"manylinux_2_{minor}_x86_64" for minor in range(28, 16, -1)] + [
     "manylinux2014_x86_64"
 ]
-
-
-def _registry_reachable() -> bool:
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(f"{INDEX}/pip/", timeout=10):
-            return True
-    except OSError:
-        return False
 
 
 def _pip_env() -> dict[str, str]:
@@ -592,7 +582,7 @@ def test_env_files_resolve_on_the_registry(tmp_path, cuda):
     platform) fails here, not on a user's cluster. The envs of one CUDA variant take their pins
     from one lock, so their union is one consistent set: one resolver call per variant resolves
     them all, and it must install exactly the pinned set (nothing unpinned pulled in)."""
-    if not _registry_reachable():
+    if not registry_reachable():
         pytest.skip(f"the package registry {INDEX} is unreachable")
     pins: dict[str, str] = {}
     envs = [env for env in ENV_NAMES if env_cuda(env)[1] == cuda]
@@ -612,7 +602,7 @@ def test_env_files_resolve_on_the_registry(tmp_path, cuda):
 def test_the_resolver_fails_on_a_pin_never_published_and_names_what_a_pin_pulls_in(tmp_path):
     """The planted cases of the check above: a version PyPI never published does not resolve,
     and a pin whose dependencies are not pinned resolves to more than the pinned set."""
-    if not _registry_reachable():
+    if not registry_reachable():
         pytest.skip(f"the package registry {INDEX} is unreachable")
     with pytest.raises(AssertionError, match="does not resolve"):
         resolve_versions(["numpy==0.0.1"], tmp_path)

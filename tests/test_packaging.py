@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import INDEX, registry_reachable
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
@@ -416,17 +417,6 @@ def test_requires_python_and_classifiers_name_only_the_tested_python():
 
 
 # ---- a fresh environment, as a user installs it -------------------------------------------------
-INDEX = "https://pypi.org/simple"
-
-
-def _registry_reachable() -> bool:
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(f"{INDEX}/pip/", timeout=10):
-            return True
-    except OSError:
-        return False
 
 
 @pytest.mark.network
@@ -457,7 +447,7 @@ def test_the_toolbox_installs_and_runs_in_a_fresh_venv(tmp_path):
     install += ["-c", REPO / "envs" / "requirements.lock", src]
     run = subprocess.run([*install, "--offline"], env=env, capture_output=True, text=True)
     if run.returncode != 0:  # the cache lacks a file: the registry
-        if not _registry_reachable():
+        if not registry_reachable():
             pytest.skip(f"uv's cache lacks a package and {INDEX} is unreachable")
         run = subprocess.run(install, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import materialise
+from conftest import load_benchmark, materialise
 from PIL import Image
 from torchvision.models import get_weight
 from torchvision.transforms import functional as TF
@@ -34,33 +34,15 @@ WEIGHTS = (
     ("EfficientNet_V2_L_Weights.IMAGENET1K_V1", "efficientnet_v2_l"),
 )
 GOAL_MEAN, GOAL_P99 = 0.5, 4.0  # levels of 255
-# odd sizes, landscape and portrait, one with a shorter side under 480 and one under 256
-GENERATED = ((500, 375), (375, 500), (1023, 681), (391, 269), (817, 613), (250, 333))
-
-
-def _real_photos() -> list[bytes]:
-    """JPEG photos the venv ships (scikit-learn's sample images, matplotlib's Grace Hopper)."""
-    found = []
-    for module, rel in (
-        ("sklearn", "datasets/images/china.jpg"),
-        ("sklearn", "datasets/images/flower.jpg"),
-        ("matplotlib", "mpl-data/sample_data/grace_hopper.jpg"),
-    ):
-        try:
-            path = Path(__import__(module).__file__).parent / rel
-        except ImportError:
-            continue
-        if path.is_file():
-            found.append(path.read_bytes())
-    return found
 
 
 @pytest.fixture(scope="module")
 def photos() -> list[bytes]:
     from photos import jpeg, photo
 
-    generated = [jpeg(photo(w, h, seed=i), 90) for i, (w, h) in enumerate(GENERATED)]
-    return _real_photos() + generated
+    bench = load_benchmark("bench_reference_input")  # its photos: the same inputs it times
+    generated = [jpeg(photo(w, h, seed=i), 90) for i, (w, h) in enumerate(bench.SIZES)]
+    return bench.shipped_photos() + generated
 
 
 @pytest.fixture(scope="module")

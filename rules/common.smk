@@ -8,7 +8,8 @@ from pathlib import Path
 # this file, not from the main Snakefile: used as a Snakemake module, the main Snakefile is the
 # host's). Snakemake and every job import this copy (jobs through IMAGENOT_CHECKOUT, below). A
 # module loaded from a URL (`github(...)`) has no local package: the one installed where
-# Snakemake runs is used, and without one the run stops here.
+# Snakemake runs is used, the jobs getting a copy of it (below), and without one the run stops
+# here.
 CHECKOUT_PACKAGE = (
     Path(workflow.current_basedir.get_path_or_uri(secret_free=True)).parent / "workflow"
 )
@@ -303,9 +304,15 @@ config["resources"]["cuda"] = conda_envs.cuda_major(config, SITE)
 # the kernel (imagenot.job_usage; Snakemake's benchmark files only sample them). Set here, in
 # the process that runs the job's shell line (the main Snakemake locally, the job's own on a
 # cluster), so every job inherits it; so does the checkout whose package the jobs run
-# (imagenot.checkout: empty where the package is the installed one).
+# (imagenot.checkout; where the package is the installed one, its copy in the working
+# directory: checkout.staged_package).
 os.environ[job_usage.ENV] = "1"
-os.environ[checkout.ENV] = str(CHECKOUT_PACKAGE or "")
+os.environ[checkout.ENV] = str(
+    CHECKOUT_PACKAGE
+    or checkout.staged_package(
+        Path(imagenot.__file__).parents[1], Path.cwd(), imagenot.__version__
+    )
+)
 # Jobs' shell lines call `python` (and `torchrun`): the bin folder of the interpreter running
 # Snakemake goes first on PATH, so `.venv/bin/snakemake ...` finds the venv's commands without an
 # activated venv. A rule's conda env (--sdm conda) prepends its own bin folder when the job

@@ -7,7 +7,9 @@ Both forms plan the demo, and a real run of the prefixed form builds WordNet's n
 the host's rule that reads them, with the run's hooks called from the host's handlers. The clone
 it runs is a copy whose package was edited after the .venv was made (the .venv's editable install
 names another folder): the edit reaches the jobs. The host's rule keeps its own shell (two
-commands, both run) and the host's config dict comes back as the host wrote it.
+commands, both run) and the host's config dict comes back as the host wrote it. A module with no
+package beside its rules (one loaded from a URL) gives its jobs a copy of the installed package
+in the host's working directory, and stops in one line where no package is installed.
 """
 
 from __future__ import annotations
@@ -176,3 +178,130 @@ def test_the_catalog_files_describe_the_workflow():
     for path in (REPO / "config").glob("*.yaml"):
         assert f"`{path.name}`" in readme, path.name
     assert "workflow/schemas/" in readme
+
+
+# a URL module (`github(...)`): the workflow's files without its package folder
+URL_MODULE_PARTS = tuple(name for name in CLONE_PARTS if name != "workflow")
+
+
+def installed_package() -> Path:
+    """The folder holding the package this interpreter imports (``imagenot/``, ``schemas/``)."""
+    import imagenot
+
+    return Path(imagenot.__file__).resolve().parents[1]
+
+
+def test_a_url_module_gives_its_jobs_a_copy_of_the_installed_package(tmp_path):
+    """A module with no package beside its rules runs the installed one; its jobs (a host rule's
+    shell line gets the same environment as the module's) import a copy of it in the host's
+    working directory, byte for byte the installed code, and the module's own lines read it."""
+    module = tmp_path / "module"
+    module.mkdir()
+    for name in URL_MODULE_PARTS:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, module / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, module / name)
+    host = host_folder(tmp_path / "host", module / "Snakefile", prefixed=False)
+    with (host / "Snakefile").open("a") as snakefile:
+        snakefile.write(
+            "\nrule which_package:\n"
+            '    output: "host/package.txt"\n'
+            '    shell: \'echo $IMAGENOT_CHECKOUT > {output}; PYTHONPATH="$IMAGENOT_CHECKOUT" '
+            'python -c "import imagenot; print(imagenot.__file__)" >> {output}\'\n'
+        )
+    run = _run([SNAKEMAKE, "--cores", "1", "host/package.txt"], host)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    staged = list((host / ".snakemake" / "imagenot-package").iterdir())
+    assert len(staged) == 1 and not staged[0].name.startswith("."), staged
+    copy = staged[0]
+    installed = installed_package()
+    py = sorted(p.relative_to(installed) for p in (installed / "imagenot").rglob("*.py"))
+    assert py and py == sorted(p.relative_to(copy) for p in (copy / "imagenot").rglob("*.py"))
+    for rel in py:
+        assert (copy / rel).read_bytes() == (installed / rel).read_bytes(), rel
+    assert sorted(p.name for p in (copy / "schemas").iterdir()) == sorted(
+        p.name for p in (installed / "schemas").iterdir()
+    )
+    named, imported = (host / "host" / "package.txt").read_text().splitlines()
+    assert Path(named) == copy.resolve()
+    assert Path(imported) == copy.resolve() / "imagenot" / "__init__.py"
+    # the module's jobs run the copy and check it: a dry run prints their lines
+    dry = _run([SNAKEMAKE, "-n", "-p", "--cores", "1", "--forceall", "noun_lemmas"], host)
+    assert dry.returncode == 0, (dry.stdout + dry.stderr)[-4000:]
+    assert 'PYTHONPATH="$IMAGENOT_CHECKOUT" exec python -m imagenot' in dry.stdout
+    assert list((host / ".snakemake" / "imagenot-package").iterdir()) == [copy]
+
+
+def test_a_url_module_without_the_package_stops_in_one_line(tmp_path):
+    """No package beside the rules and none importable: Snakemake stops before any job, saying
+    what to do, in one line."""
+    module = tmp_path / "module"
+    module.mkdir()
+    shutil.copy(REPO / "Snakefile", module / "Snakefile")
+    shutil.copytree(REPO / "rules", module / "rules")
+    host = host_folder(tmp_path / "host", module / "Snakefile", prefixed=False)
+    hide = "import sys; sys.modules['imagenot'] = None; from snakemake.cli import main; main()"
+    run = _run([sys.executable, "-c", hide, "-n", "--cores", "1"], host)
+    assert run.returncode != 0
+    lines = [line for line in run.stderr.splitlines() if "imagenot workflow:" in line]
+    assert len(lines) == 1 and "nor installed where Snakemake runs" in lines[0], run.stderr
+
+
+def _package(path: Path, body: str = "") -> Path:
+    (path / "imagenot" / "__pycache__").mkdir(parents=True)
+    (path / "imagenot" / "__init__.py").write_text(body)
+    (path / "imagenot" / "__pycache__" / "x.cpython-312.pyc").write_bytes(b"compiled")
+    (path / "schemas").mkdir()
+    (path / "schemas" / "config.schema.yaml").write_text("type: object\n")
+    return path
+
+
+def test_staged_package_copies_once_per_content(tmp_path):
+    from imagenot import checkout
+
+    installed = _package(tmp_path / "site")
+    work = tmp_path / "work"
+    first = checkout.staged_package(installed, work, "0.2.0")
+    assert first.parent == work / checkout.STAGED and first.name.startswith("0.2.0-")
+    assert (first / "imagenot" / "__init__.py").is_file()
+    assert (first / "schemas" / "config.schema.yaml").is_file()
+    assert not (first / "imagenot" / "__pycache__").exists()
+    # a second call (a cluster job's Snakemake) finds it: nothing is copied again
+    (first / "imagenot" / "marker").write_text("")
+    assert checkout.staged_package(installed, work, "0.2.0") == first
+    assert (first / "imagenot" / "marker").is_file()
+    # a changed package (same version) gets a folder of its own
+    (installed / "imagenot" / "__init__.py").write_text("x = 1\n")
+    second = checkout.staged_package(installed, work, "0.2.0")
+    assert second != first and (second / "imagenot" / "__init__.py").read_text() == "x = 1\n"
+    # compiled bytecode is no part of the content
+    (installed / "imagenot" / "__pycache__" / "y.cpython-312.pyc").write_bytes(b"other")
+    assert checkout.staged_package(installed, work, "0.2.0") == second
+
+
+def test_staged_package_never_uses_a_partial_copy(tmp_path, monkeypatch):
+    from imagenot import checkout
+
+    installed = _package(tmp_path / "site")
+    work = tmp_path / "work"
+    copytree = shutil.copytree
+    calls = []
+
+    def cut_short(source, target, **kwargs):
+        calls.append(source)
+        if len(calls) == 2:  # the package copied, the schemas not: the copy is cut short
+            raise OSError("disk full")
+        return copytree(source, target, **kwargs)
+
+    monkeypatch.setattr(checkout.shutil, "copytree", cut_short)
+    with pytest.raises(OSError, match="disk full"):
+        checkout.staged_package(installed, work)
+    assert list((work / checkout.STAGED).iterdir()) == []
+    monkeypatch.setattr(checkout.shutil, "copytree", copytree)
+    staged = checkout.staged_package(installed, work)
+    assert (staged / "schemas" / "config.schema.yaml").is_file()
+    assert [p.name for p in (work / checkout.STAGED).iterdir()] == [staged.name]
+    with pytest.raises(SystemExit, match="no package to stage"):
+        checkout.staged_package(tmp_path / "empty", work)

@@ -105,6 +105,44 @@ def test_list_mode_and_dataset_overrides(demo):
     assert plan.class_list_input(config, "imagenot") == []
 
 
+def test_a_shipped_class_list_is_read_from_the_clone_in_any_working_directory(
+    demo, wn, tmp_path, monkeypatch
+):
+    """README's resources/demo_class_list.txt from a working directory of its own: the rule's
+    input, the config check and the curate-candidates job read the clone's file; a list the
+    working directory holds is its own; a relative path the clone does not ship is refused,
+    naming the key."""
+    from imagenot.curate.candidates import build_candidates, read_class_list
+    from imagenot.paths import CLONE
+
+    shipped = "resources/demo_class_list.txt"
+    monkeypatch.chdir(tmp_path)
+    config = copy.deepcopy(demo)
+    classes = {"from_file": shipped, "allow_imagenet_classes": True}
+    config["datasets"]["listed"] = {"kind": "laion", "classes": classes}
+    validate_config(config)
+    assert plan.class_list_input(config, "listed") == [str(CLONE / shipped)]
+    plan.check_class_list(config, "listed")
+    settings = CandidatesSettings.from_config(config, dataset="listed")
+    assert settings.class_mode == shipped  # the settings keep the config's path
+    _, _, stats = build_candidates({}, wn, settings, [])
+    assert stats["universe"] == len(read_class_list(CLONE / shipped)) > 0
+
+    (tmp_path / "resources").mkdir()
+    (tmp_path / shipped).write_text("n01828556\n")
+    assert plan.class_list_input(config, "listed") == [shipped]
+    _, _, stats = build_candidates({}, wn, settings, [])
+    assert stats["universe"] == 1
+
+    classes["from_file"] = "resources/absent.txt"
+    assert plan.class_list_input(config, "listed") == ["resources/absent.txt"]
+    with pytest.raises(
+        ValueError,
+        match=r"^config key datasets\.listed\.classes\.from_file: no file resources/absent\.txt$",
+    ):
+        plan.check_class_list(config, "listed")
+
+
 def test_a_class_list_is_named_with_from_file(demo):
     config = copy.deepcopy(demo)
     config["datasets"]["listed"] = {"kind": "laion", "classes": "data/my classes.txt"}

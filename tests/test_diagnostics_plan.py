@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from imagenot import paths
 from imagenot.config import schema_default, validate_config
 from imagenot.diagnostics import captions, figures, plan, table
 from imagenot.diagnostics.files import FigureFiles, TableFiles
@@ -151,8 +152,9 @@ def test_a_shipped_class_list_is_read_from_the_clone_in_any_working_directory(
     tmp_path, monkeypatch
 ):
     """config/paper.yaml names the authors' lists as resources/class_lists/...: from a working
-    directory of its own they are the clone's files; a list that the working directory holds
-    is its own, and a list found nowhere is left as named, for the check to refuse."""
+    directory of its own they are the clone's files (imagenot.paths.shipped); a list that the
+    working directory holds is its own, and a list found nowhere is left as named, for the check
+    to refuse naming the key."""
     shipped = "resources/class_lists/imagenot_classes_2024-05-25.txt"
     mine, absent = "resources/class_lists/mine.txt", "resources/class_lists/absent.txt"
     lists = {"absent": absent, "shipped": shipped, "mine": mine}  # checked in this order
@@ -160,11 +162,11 @@ def test_a_shipped_class_list_is_read_from_the_clone_in_any_working_directory(
     (tmp_path / mine).parent.mkdir(parents=True)
     (tmp_path / mine).write_text("n01828556\n")
     config = config_with({"class_lists": lists, "reference_classes": shipped})
-    assert plan.class_list_file(config, "list-shipped") == str(plan.CLONE / shipped)
-    assert (plan.CLONE / shipped).is_file() and not (tmp_path / shipped).exists()
+    assert plan.class_list_file(config, "list-shipped") == str(paths.CLONE / shipped)
+    assert (paths.CLONE / shipped).is_file() and not (tmp_path / shipped).exists()
     assert plan.class_list_file(config, "list-mine") == mine
     assert plan.class_list_file(config, "list-absent") == absent
-    assert plan.reference_classes_input(config) == [str(plan.CLONE / shipped)]
+    assert plan.reference_classes_input(config) == [str(paths.CLONE / shipped)]
     with pytest.raises(ValueError, match=r"diagnostics\.class_lists\.absent: no file "):
         plan.check(config)
 

@@ -100,6 +100,34 @@ def test_check_names_the_key_that_does_not_fit():
         scale_plan.check(shares)
 
 
+def test_the_shipped_captions_are_read_from_the_clone_in_any_working_directory(
+    tmp_path, monkeypatch
+):
+    """config/scale.yaml names resources/captions/...: from a working directory of its own
+    (``--directory``, a module's host folder) it is the clone's file; a file the working
+    directory holds is its own; a relative path the clone does not ship is refused, naming the
+    key."""
+    from imagenot.paths import CLONE
+
+    shipped = "resources/captions/web_captions_1000.parquet"
+    monkeypatch.chdir(tmp_path)
+    config = _config(n_shards=2)
+    assert config["scale_world"]["captions"] == shipped and not (tmp_path / shipped).exists()
+    assert scale_plan.captions_path(config) == str(CLONE / shipped)
+    scale_plan.check(config)
+    config["scale_world"]["captions"] = "resources/captions/absent.parquet"
+    with pytest.raises(
+        scale_plan.ScaleConfigError,
+        match=r"^config key scale_world\.captions: no file resources/captions/absent\.parquet$",
+    ):
+        scale_plan.check(config)
+    (tmp_path / shipped).parent.mkdir(parents=True)
+    shutil.copy(CLONE / shipped, tmp_path / shipped)
+    config["scale_world"]["captions"] = shipped
+    assert scale_plan.captions_path(config) == shipped
+    scale_plan.check(config)
+
+
 def test_run_targets_stop_at_the_selection_in_captions_only_mode():
     config = _config()
     config["datasets"] = {"scale": {"kind": "laion"}, "other": {"kind": "cifar10", "path": "x"}}

@@ -6,14 +6,36 @@ only. A stage whose files other stages read keeps its own patterns in ``imagenot
 (curate, acquire, train, evaluate: light, so a reader imports no plan); the last stages keep
 theirs in their plan (demo and scale world, figures, diagnostics, preflight) or beside their
 writer (:mod:`imagenot.run_summary`). All are built on these roots, and docs/contracts.md is
-checked against all of them (tests/test_contracts.py). No imports: every job's Snakemake
-parses the rules.
+checked against all of them (tests/test_contracts.py). No imports but the standard library's:
+every job's Snakemake parses the rules.
 
 A pattern is a Snakemake wildcard pattern (``{dataset}``): the producing rule's ``output:``,
 a consuming rule's ``input:`` and, filled with ``str.format``, the plans' file lists.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
+
+# the clone's root (workflow/imagenot/paths.py): the files it ships under resources/ are read
+# from it by :func:`shipped`
+CLONE = Path(__file__).resolve().parents[2]
+
+
+def shipped(path: str) -> str:
+    """A file named in the config as the workflow reads it (``diagnostics.class_lists``,
+    ``diagnostics.reference_classes``, ``scale_world.captions``, a dataset's
+    ``classes.from_file``). A relative path is read from the working directory; one that is not
+    there but names a file the clone ships (``resources/...``: the authors' class lists, the
+    scale world's captions, the demo class list) is the clone's file, by its absolute path, so a
+    run in a working directory of its own (``--directory``, or the workflow used as a module)
+    reads the same file. Any other path is returned as given (its check says there is no file).
+    """
+    given = Path(path)
+    if given.is_absolute() or given.exists() or not (CLONE / given).is_file():
+        return path
+    return str(CLONE / given)
+
 
 RESULTS = "results"
 LOGS = f"{RESULTS}/logs"

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from imagenot.io import read_parquet
+from imagenot.paths import shipped
 
 if TYPE_CHECKING:
     from imagenot.curate.settings import CandidatesSettings
@@ -238,7 +239,8 @@ def build_candidates(
         remove(flagged, 5)
         table = table.filter(pa.array([not r for r in reasons], pa.bool_()))
     else:
-        listed = checked_class_list(mode, wn.root.path)
+        # the rule's input: a relative path missing from the working directory is the clone's
+        listed = checked_class_list(shipped(mode), wn.root.path)
         universe = len(listed)
         absent = {w: "no caption mentions it" for w in listed if counts.get(w, 0) == 0}
         remove(absent, 1)

@@ -22,6 +22,7 @@ from imagenot.curate.paths import (
     SCORES,
     SELECTION,
 )
+from imagenot.paths import shipped
 
 
 def laion_datasets(config: dict) -> list[str]:
@@ -121,11 +122,12 @@ def class_mode(config: dict, dataset: str) -> str:
 
 
 def class_list_input(config: dict, dataset: str) -> list[str]:
-    """The class list file as a rule input (published-list mode), else nothing."""
+    """The class list file as a rule input (published-list mode), else nothing: a relative path
+    missing from the working directory is the clone's file (:func:`imagenot.paths.shipped`)."""
     mode = class_mode(config, dataset)
     from imagenot.curate.settings import CLASS_MODES
 
-    return [] if mode in CLASS_MODES else [mode]
+    return [] if mode in CLASS_MODES else [shipped(mode)]
 
 
 def caption_files(config: dict, dataset: str) -> list[str]:
@@ -230,7 +232,7 @@ def check_class_list(config: dict, dataset: str) -> None:
     from imagenot.curate.candidates import checked_class_list
     from imagenot.wordnet import config_wordnet_dir, imagenet_wnids
 
-    path = classes["from_file"]
+    path = shipped(classes["from_file"])
     if not Path(path).is_file():
         raise ValueError(f"config key datasets.{dataset}.classes.from_file: no file {path}")
     listed = checked_class_list(path, config_wordnet_dir(config))

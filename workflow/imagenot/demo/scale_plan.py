@@ -9,6 +9,7 @@ rules/scale.smk calls these; Snakemake files themselves define no functions.
 
 from __future__ import annotations
 
+import os
 import re
 import string
 
@@ -64,8 +65,10 @@ def shard_constraint(config: dict) -> str:
 
 
 def captions_path(config: dict) -> str:
-    """The real web captions the scale world resamples (an input of every shard job)."""
-    return config["scale_world"]["captions"]
+    """The real web captions the scale world resamples (an input of every shard job): a relative
+    path missing from the working directory is the clone's file (:func:`imagenot.paths.shipped`:
+    config/scale.yaml's ``resources/captions/...``)."""
+    return paths.shipped(config["scale_world"]["captions"])
 
 
 def shard_index(shard: str) -> int:
@@ -100,6 +103,9 @@ def check(config: dict) -> None:
         )
     _pattern_parts(laion["shard_pattern"])
     cfg = config["scale_world"]
+    captions = captions_path(config)
+    if not os.path.isfile(captions):
+        raise ScaleConfigError(f"config key scale_world.captions: no file {captions}")
     if cfg["filler_words_min"] > cfg["filler_words_max"]:
         raise ScaleConfigError(
             "config key scale_world.filler_words_min is above scale_world.filler_words_max"

@@ -37,8 +37,6 @@ TABLE_CSV = f"{paths.TABLES}/diagnostics_{{subject}}.csv"
 TABLE_MD = f"{paths.TABLES}/diagnostics_{{subject}}.md"
 SUBJECT_PATTERN = "[a-z][a-z0-9_-]*"  # the {subject} wildcard: a dataset name or list-{name}
 LIST_PREFIX = "list-"
-# the clone's root: the class lists shipped in resources/class_lists/ are read from it
-CLONE = Path(__file__).resolve().parents[3]
 
 
 def settings(config: dict) -> dict:
@@ -92,7 +90,7 @@ def check(config: dict) -> None:
     from imagenot.wordnet import config_wordnet_dir
 
     for key, given in lists.items():
-        path = list_path(given)
+        path = paths.shipped(given)
         if not Path(path).is_file():
             raise ValueError(f"config key diagnostics.{key}: no file {path}")
         try:
@@ -102,27 +100,17 @@ def check(config: dict) -> None:
         ws.check_class_entries(entries, path, config_wordnet_dir(config))
 
 
-def list_path(path: str) -> str:
-    """A class-list file named in ``diagnostics`` as the jobs read it. A relative path is read
-    from the working directory; one that is not there but is a file of the clone (the authors'
-    lists shipped in resources/class_lists/, named so by config/paper.yaml) is the clone's
-    file, so a run in a working directory of its own (``--directory``) reads the same list."""
-    if Path(path).is_absolute() or Path(path).exists() or not (CLONE / path).is_file():
-        return path
-    return str(CLONE / path)
-
-
 def class_list_file(config: dict, subject: str) -> str:
     """The class-list file of a WordNet subject."""
     if subject.startswith(LIST_PREFIX):
-        return list_path(settings(config)["class_lists"][subject.removeprefix(LIST_PREFIX)])
+        return paths.shipped(settings(config)["class_lists"][subject.removeprefix(LIST_PREFIX)])
     return paths.CLASSES.format(dataset=subject)
 
 
 def reference_classes_input(config: dict) -> list[str]:
     """The reference class-list file as a rule input ([] = ImageNet's list shipped by timm)."""
     path = settings(config)["reference_classes"]
-    return [list_path(path)] if path else []
+    return [paths.shipped(path)] if path else []
 
 
 def reference_label(config: dict) -> str:

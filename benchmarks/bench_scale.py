@@ -701,11 +701,9 @@ def _size_setup(
     """The work directory ``root/parts-<n>`` of one size, with its config overlay written:
     (work directory, config files, the merged config, targets)."""
     workdir = root / f"parts-{n_parts}"
+    # the rules find the clone's code by its own path, and a file the config names under
+    # resources/ is the clone's (imagenot.paths.shipped): the folder needs no link to the clone
     workdir.mkdir(parents=True, exist_ok=True)
-    # rules and configs name some repository files by relative path (workflow/, resources/)
-    for name in ("workflow", "resources"):
-        if not (workdir / name).exists():
-            (workdir / name).symlink_to(REPO / name)
     base = yaml.safe_load(config_path.read_text()) or {}
     row_group = min(base.get("scale_world", {}).get("row_group_rows", rows_per_part), rows_per_part)
     overlay_cfg = {

@@ -123,6 +123,28 @@ def test_published_list_with_imagenet_classes_is_refused_unless_allowed(repo_roo
     assert run.returncode == 0, run.stderr
 
 
+def test_files_the_clone_ships_are_found_from_any_working_folder(repo_root, tmp_path):
+    """README's resources/demo_class_list.txt and config/scale.yaml's resources/captions/...
+    from an empty working folder are the clone's files: validate-config accepts them, as the
+    workflow does; a relative path the clone does not ship is refused by both alike, naming the
+    key."""
+    listed = {"kind": "laion", "classes": {"from_file": "resources/demo_class_list.txt"}}
+    listed["classes"]["allow_imagenet_classes"] = True
+    run = _validate(tmp_path, yaml.safe_dump({"datasets": {"listed": listed}}))
+    assert run.returncode == 0, run.stderr
+    run = _validate_files(_workdir(tmp_path), REPO / "config" / "scale.yaml")
+    assert run.returncode == 0, run.stderr
+    listed["classes"]["from_file"] = "resources/absent.txt"
+    checked, planned = _refusals(tmp_path, {"datasets": {"listed": listed}})
+    assert checked == planned, (checked, planned)
+    assert checked == "config key datasets.listed.classes.from_file: no file resources/absent.txt"
+    overlay = tmp_path / "captions.yaml"
+    overlay.write_text(yaml.safe_dump({"scale_world": {"captions": "resources/absent.parquet"}}))
+    run = _validate_files(_workdir(tmp_path), REPO / "config" / "scale.yaml", overlay)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert "config key scale_world.captions: no file resources/absent.parquet" in run.stderr
+
+
 def test_the_shipped_configs_are_valid(repo_root, tmp_path):
     """config.yaml as shipped; paper.yaml once its data paths point at folders that exist
     (imagenot.planning's placeholders, as `imagenot plan` plans it): as shipped, its

@@ -222,6 +222,7 @@ def _refusals(tmp_path, overlay: dict) -> tuple[str, str]:
 
 def _kind_cases():
     from imagenot.acquire.kinds import DATASET_KINDS
+    from imagenot.acquire.plan import EVERY_KIND
 
     schema_keys = set(_dataset_schema_keys())
     cases = []
@@ -229,7 +230,7 @@ def _kind_cases():
         for key in entry.required_keys:
             cases.append(pytest.param(kind, "drop", key, id=f"{kind}-without-{key}"))
         if entry.keys is not None:
-            foreign = sorted(schema_keys - {"kind", "description", *entry.keys})
+            foreign = sorted(schema_keys - {*EVERY_KIND, *entry.keys})
             if foreign:
                 cases.append(pytest.param(kind, "add", foreign[0], id=f"{kind}-with-{foreign[0]}"))
     return cases
@@ -291,6 +292,13 @@ def test_every_kind_with_its_required_keys_is_accepted(repo_root, tmp_path):
 
     specs = {f"d{i}": _valid_spec(kind, tmp_path) for i, kind in enumerate(DATASET_KINDS)}
     run = _validate(tmp_path, yaml.safe_dump({"datasets": specs}))
+    assert run.returncode == 0, run.stderr
+    # every kind takes the keys every dataset has: a description and a display name
+    named = {
+        name: {**spec, "description": "a dataset", "display_name": f"Set {name}"}
+        for name, spec in specs.items()
+    }
+    run = _validate(tmp_path, yaml.safe_dump({"datasets": named}))
     assert run.returncode == 0, run.stderr
 
 

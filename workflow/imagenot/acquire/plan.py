@@ -22,6 +22,10 @@ from imagenot.acquire.paths import (
 from imagenot.curate import paths as curate_paths
 from imagenot.paths import DATASET, FINGERPRINT, MANIFEST
 
+# Keys every dataset kind takes: what the dataset is, and the name figures show for it
+# (imagenot.figures.names); a kind's own keys are its entry's in DATASET_KINDS.
+EVERY_KIND = ("kind", "description", "display_name")
+
 
 def dataset_dir(name: str) -> str:
     """Directory of a materialised dataset (manifest, classes, fingerprint, shards)."""
@@ -188,7 +192,7 @@ def check(config: dict) -> None:
                 + (" (where the data lies on disk)" if key == "path" else "")
             )
         if entry.keys is not None:
-            ignored = sorted(set(spec) - {"kind", "description", *entry.keys})
+            ignored = sorted(set(spec) - {*EVERY_KIND, *entry.keys})
             if ignored:
                 problems.append(
                     f"config key datasets.{name}.{ignored[0]} does not apply to kind {kind!r} "

@@ -220,6 +220,8 @@ INTERNAL = {
 def _defined_exceptions() -> dict[str, type]:
     found = {}
     for info in pkgutil.walk_packages(imagenot.__path__, "imagenot."):
+        if info.name == "imagenot.__main__":  # `python -m imagenot`: importing it runs a command
+            continue
         module = importlib.import_module(info.name)
         for value in vars(module).values():
             if (

@@ -205,6 +205,8 @@ NOT_SETTINGS = {
     "absent means every training image is kept",
     "imagenot.costs:.get('test_per_class')": "a dataset's own key without a default: absent "
     "means the adapter keeps its whole test split",
+    "imagenot.analyse.transfer:.get('protocol')": "a comparison's protocol as the run "
+    "summary's layout records it (absent for one it does not list), not an experiment's key",
     "imagenot.planning:.get('gpu')": "a planned job's GPU request as Snakemake's dry run lists "
     "it (absent for a CPU job), not resources.classes.gpu",
     "imagenot.measured:.get('gpu')": "the GPU name a preflight report records (absent on the "

@@ -39,7 +39,7 @@ help:
 	@echo "make setup  - install only: .venv with the pinned packages (~6 GB, minutes the first"
 	@echo "              time; nothing the second) and the system packages the workflow reads"
 	@echo "make demo   - set up and run the whole workflow on the demo world (CPU, ~8 minutes)"
-	@echo "make test   - set up and run the test suite but its cluster paths (~14 min on 2 cores)"
+	@echo "make test   - set up and run the test suite but its cluster paths (~27 min on 2 cores)"
 	@echo "make test-cluster - the cluster paths: torchrun ranks, a real SLURM on loopback (~4 min)"
 	@echo "make lint   - ruff, snakefmt --check, snakemake --lint"
 	@echo "make rulegraph - redraw docs/rulegraph.svg"

@@ -9,7 +9,7 @@ malloc is set as every training job sets it (``keep_freed_memory``, in ``device.
 process-wide it serves both loops (``--default-malloc`` leaves glibc's defaults, under which page
 faults depend on the allocation history that the alternating runs share). Two
 components of the difference are reported alone: ``checkpoint_ms`` per model (one checkpoint,
-fsynced; a job writes one at its stage's end and every ``train.checkpoint_minutes``, no longer
+fsynced; a job writes one at its stage's end and every ``train.checkpoint_minutes``, not
 after every epoch, so ``ours`` pays it once per run), ``step_overhead_ms`` (CPU time our loop adds per optimizer step, on a tiny model)
 and ``step_ops`` (tensor operations per step, plain and ours: on a GPU each is a kernel launch).
 

@@ -80,7 +80,7 @@ def test_shell_blocks_run_the_venvs_tools_from_a_fresh_shell():
 
 def test_benchmark_jobs_find_imagenot_without_an_activated_venv(monkeypatch):
     """A fresh shell's PATH has no venv: the jobs that a benchmark's Snakemake starts must still
-    find `imagenot` and `snakemake` (before, every job failed with exit 127)."""
+    find `imagenot` and `snakemake` (else every job fails with exit 127)."""
     run = load_benchmark("snakemake_run")
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     monkeypatch.delenv("PYTHONPATH", raising=False)

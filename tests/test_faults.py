@@ -219,8 +219,8 @@ def test_part_below_the_success_floor_fails_before_writing(tmp_path, www):
 
 def test_download_work_for_another_selection_is_redone(tmp_path, www, caplog):
     """README section 5: a lower threshold selects more rows for the same part; the work
-    folder made for the old selection used to count as complete (a dead end). Now it is not
-    resumed: its rows are reused (same key and URL) and only the new rows are fetched."""
+    folder made for the earlier selection is not resumed as if complete (a dead end): its rows
+    are reused (same key and URL) and only the new rows are fetched."""
     base, _ = www
     urls = [base + f"good-{i}.jpg" for i in range(12)]
     first = _download(tmp_path, urls[:6])

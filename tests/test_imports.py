@@ -249,9 +249,8 @@ def _circles() -> set[frozenset[str]]:
 
 def test_no_new_import_circle():
     """Two modules importing each other (directly or around a ring) cannot be read, tested or
-    moved one at a time (``train.plan`` <-> ``train.settings`` through the experiment
-    facts, now in ``train.experiments``; ``train.features`` -> ``train.loop``'s privates, now
-    ``train.feed``'s)."""
+    moved one at a time: shared facts live in a module both import (the experiment facts in
+    ``train.experiments``, the feed's parts in ``train.feed``)."""
     found = _circles()
     new = [sorted(c) for c in found - KNOWN_CIRCLES]
     assert not new, f"new import circle(s): {new}"

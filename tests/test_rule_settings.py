@@ -237,8 +237,8 @@ def test_a_missing_or_unknown_key_is_named():
 
 
 def test_download_settings_take_the_schemas_defaults():
-    """The drift this test was written for: acquire.threads_per_process was 64 in the schema, 16 in the
-    CLI. Now the command has no default at all; the rule reads the validated config."""
+    """A default lives in the schema only: the command has no default of its own (one in the
+    CLI could differ from the schema's 64); the rule reads the validated config."""
     settings = acquire_settings.DownloadSettings.from_config(validate_config({}))
     assert settings.threads_per_process == schema_default("acquire.threads_per_process") == 64
     assert settings.timeout_s == schema_default("acquire.timeout_s")

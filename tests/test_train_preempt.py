@@ -328,8 +328,8 @@ def test_a_crash_while_writing_keeps_the_last_checkpoint(tmp_path, monkeypatch):
 def test_an_interrupt_at_any_step_of_a_save_leaves_a_complete_checkpoint(tmp_path, monkeypatch):
     """Ctrl-C (KeyboardInterrupt) may land between any two steps of a save: the checkpoint's
     own name always holds a complete checkpoint, the old one or the new one, and ``.prev`` one
-    from before. (The old rotation renamed the checkpoint away first: an interrupt before the
-    second rename left no checkpoint and deleted the new one.)"""
+    from before. (Renaming the checkpoint away first would leave no checkpoint between the two
+    renames.)"""
     from imagenot.train.checkpoints import State, previous, save_checkpoint
     from imagenot.train.loop import make_model
 

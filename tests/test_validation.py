@@ -347,7 +347,7 @@ def test_class_lists_the_curation_job_would_refuse_are_refused_before_any_job(
 ):
     """Unknown, non-noun and ImageNet wnids: validate-config and `snakemake -n` give the same
     line naming the file, the line and the wnid; the curate-candidates job, given the list
-    anyway, refuses it with that line too (it used to end in an AttributeError)."""
+    anyway, refuses it with that line too (not an AttributeError)."""
     from imagenot.curate.candidates import build_candidates
     from imagenot.curate.settings import CandidatesSettings
 
@@ -409,7 +409,7 @@ def test_diagnostics_class_lists_the_wordnet_job_would_refuse_are_refused_first(
 def test_every_missing_data_path_is_listed_at_once_and_an_empty_folder_refused(tmp_path):
     """The paper config as shipped names four data locations (LAION parts, ImageNet, CIFAR-10,
     the published weights): one check names them all, one line each; an empty folder where data
-    must be is refused too (before, it passed and the jobs failed later)."""
+    must be is refused too (rather than failing the jobs later)."""
     from imagenot.config import read_config_file
     from imagenot.stages import check_workflow_config
 

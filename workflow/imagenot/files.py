@@ -1,8 +1,8 @@
 """One files object per step: every file a rule hands its command, named once, by its role.
 
-Why: a file used to be written five times - the rule's ``input``/``output`` key, the shell flag,
-``add_argument`` in the stage's CLI, ``args.x`` and the library's parameter - and nothing but a
-Snakemake run noticed when two of them drifted apart. Now a step's files are a frozen dataclass
+Why: a file written five times - the rule's ``input``/``output`` key, the shell flag,
+``add_argument`` in the stage's CLI, ``args.x`` and the library's parameter - can drift apart
+where only a Snakemake run would notice. So a step's files are a frozen dataclass
 deriving :class:`Files` (in the stage's ``files.py``): a field per role, declared with
 :func:`given` (an input) or :func:`made` (an output). The field's name is the rule's key
 (``output: summary=...``), the command's flag (``--summary {output.summary}``; ``_`` reads

@@ -1,7 +1,8 @@
 """One settings object per rule.
 
-Why: a config key used to travel schema -> shell string -> argparse flag -> function keyword,
-with a default at every hop, and the defaults drifted. Now each stage's ``settings.py`` holds its
+Why: a config key spelled again at every hop (schema, shell string, argparse flag, function
+keyword), each hop with a default of its own, lets the defaults drift apart. So each stage's
+``settings.py`` holds its
 rules' settings classes (frozen dataclasses deriving :class:`FromConfig`); a class's field names
 *are* the schema's keys, and its one ``from_config(config, **wildcards)`` builds it from the
 validated config (defaults live in the schema only). The rule hands the object over as one JSON

@@ -1,12 +1,9 @@
 """The settings objects of the acquire stage's rules, one per rule.
 
-Why: each used to be a block of argparse flags, then a dict builder in
-:mod:`imagenot.acquire.plan` that renamed the schema's keys (``jpeg_quality`` became
-``quality``, ``timeout_s`` ``timeout``) and the library functions re-spelled them once more as
-keyword arguments, with defaults of their own that drifted from the schema's
-(``acquire.threads_per_process``: 64 in the schema, 16 in the CLI). Now a field *is* the schema's
-key: :meth:`FromConfig.from_config` reads it from the validated config (the dataset's own value
-where ``datasets.<name>`` sets one, else the stage's), the rule hands the object over as one JSON
+Why: a key renamed on its way (argparse flags, a dict builder, keyword arguments of the
+library functions), each step with a default of its own, drifts from the schema's name and
+default. So a field *is* the schema's key: :meth:`FromConfig.from_config` reads it from the
+validated config (the dataset's own value where ``datasets.<name>`` sets one, else the stage's), the rule hands the object over as one JSON
 argument, the command parses it back and the library functions take the object itself. No field
 has a default. Kept free of heavy imports, so that parsing a command line imports neither pyarrow
 nor numpy.

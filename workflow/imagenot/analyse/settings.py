@@ -1,11 +1,9 @@
 """The settings objects of the analyse stage's rules: ``imagenot rankings`` (one per variant) and
 ``imagenot accuracy-table``.
 
-Why: an analysis key (``analyse.confidence``, ``analyse.bootstrap.reps``, ...) used to be
-written in the schema, in a dict builder of ``figures/plan.py``, as a field of a dataclass in
-``analyse/cli.py`` under another name (``bootstrap_reps``) and as a keyword argument with a
-default of its own in every function of ``analyse/rankings.py`` it passed through. Now it is a
-field here named as the schema names it; the library takes the object (``rankings_report(table,
+Why: an analysis key (``analyse.confidence``, ``analyse.bootstrap.reps``, ...) is written
+once in the schema and once here, as a field named as the schema names it, never again as a
+keyword argument with a default of its own in the functions it passes through; the library takes the object (``rankings_report(table,
 settings)``) and reads the field, and the low-level math helpers (``stats.py``) take the value
 as a required argument. Kept free of heavy imports: every rule's plan reads these classes.
 """

@@ -1,9 +1,7 @@
 """The settings objects of the curate stage's rules (and of ``prepare_wordnet``), one per rule.
 
-Why: a curation key used to be written five times - in the schema, as a dict key in
-``curate/plan.py``, in the rule's params, as a field of a dataclass in ``curate/cli.py`` and as a
-keyword argument (with a default of its own) of the library function. Now it is written in the
-schema and as a field here, named as the schema names it; :meth:`FromConfig.from_config` reads it
+Why: a curation key is written twice, in the schema and as a field here, named as the schema
+names it, so that no plan, rule parameter, CLI or library default can spell it otherwise; :meth:`FromConfig.from_config` reads it
 from the validated config, the rule hands the object over as one JSON argument, the command
 parses it back, and the library functions take the object and read the field. A value computed
 from keys (captions per class) is a property of the object, so that every reader computes it

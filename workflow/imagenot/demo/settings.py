@@ -1,8 +1,8 @@
 """The settings objects of the demo and scale worlds' rules (``demo-world``,
 ``scale-world-shard``): their config sections as frozen dataclasses.
 
-Why: the world builders used to read a dict, so a key misspelt in code was a KeyError deep in a
-run and a key the schema dropped went unnoticed. Each class's fields are its section's keys;
+Why: a world builder reading a dict turns a key misspelt in code into a KeyError deep in a run,
+and a key the schema dropped goes unnoticed. Each class's fields are its section's keys;
 :meth:`FromConfig.from_config` reads them from the validated config for the rule, and the
 commands complete a hand-typed, partial section with the schema's defaults
 (:func:`section_settings`) and parse it strictly: no field has a default of its own.

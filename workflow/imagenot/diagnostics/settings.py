@@ -1,11 +1,9 @@
 """The settings objects of the diagnostics stage's rules: ``embed-images``,
 ``diagnostics-table`` (one per subject) and ``diagnostics-figure`` (one per figure).
 
-Why: these used to be dicts built in ``diagnostics/plan.py`` under names of their own
-(``encoder`` for ``diagnostics.encoder.kind``, ``max_per_class`` for
-``image_similarity.max_images_per_class``) and parsed into dataclasses of ``diagnostics/cli.py``,
-while the library's ``embed_dataset`` kept a default batch size of its own. Now each field is
-named as the schema names it, ``from_config`` reads it from the validated config and
+Why: a key renamed on its way (a dict built by the plan, a dataclass of the CLI, a default
+batch size of the library's own) drifts from the schema. So each field is named as the schema
+names it, ``from_config`` reads it from the validated config and
 ``embed_dataset`` takes the object. Kept free of heavy imports: every rule's plan reads these.
 """
 

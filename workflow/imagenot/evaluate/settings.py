@@ -1,9 +1,7 @@
 """The settings object of the evaluate stage's rule (``evaluate_robustness``).
 
-Why: the ``evaluate`` section used to be copied into a dict by ``evaluate/plan.py`` (with
-``.get`` fallbacks of its own), serialised, and parsed into a dataclass in ``robustness.py``
-whose functions then took its fields again as keyword arguments with defaults. Now the fields
-are the schema's keys, :meth:`RobustnessSettings.from_config` builds the object from the
+Why: a section copied into a dict with fallbacks of its own, then into keyword arguments with
+defaults, drifts from the schema. So the fields are the schema's keys, :meth:`RobustnessSettings.from_config` builds the object from the
 validated config, and the library functions read it. Kept free of torch: the rule file imports
 it to build the rule's params.
 """
@@ -22,8 +20,8 @@ class RobustnessSettings(FromConfig):
     """``evaluate-robustness``: the ``evaluate`` section less ``threads`` (how fast, not what:
     a change must not rerun evaluations), its seed resolved, and ``train.device``: the model is
     evaluated where it was trained (``cpu`` stays on the CPU where a GPU is visible; ``auto``
-    uses the GPU the job was given). Why from ``train``: the command's own ``--device auto``
-    used to stand in for it, so ``train.device: cpu`` never reached evaluation."""
+    uses the GPU the job was given). Why from ``train``: a ``--device`` of the command's own would
+    stand in for it, and ``train.device: cpu`` would not reach evaluation."""
 
     SECTIONS: ClassVar = ("evaluate", "train")
     DERIVED: ClassVar = {

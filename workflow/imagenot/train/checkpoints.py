@@ -10,8 +10,8 @@ Durability (:func:`save_checkpoint`): the new file is written beside the old one
 the old one is linked (copied where the filesystem has no hard links) to ``<name>.prev``, and
 only then is the new one renamed over it; the directory is fsynced too. ``<name>`` therefore
 always holds a complete checkpoint, the old or the new one, whatever step a kill or Ctrl-C
-interrupts (an earlier design renamed the old one away first: a SIGINT between the two renames
-left no ``<name>`` and deleted the new file). When the filesystem lost the newest file,
+interrupts (renaming the old one away first would leave no ``<name>`` between the two
+renames). When the filesystem lost the newest file,
 :func:`resume_candidates` falls back to ``<name>.prev``: the job repeats one checkpoint
 interval, never the whole run.
 """

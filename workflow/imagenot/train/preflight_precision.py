@@ -1,10 +1,11 @@
 """The preflight's ``precision`` check (``imagenot.train.preflight``): bf16 autocast against
 float32 from the same weights on the same batches, with nothing random between the two passes.
 
-Why the random layers are switched off: the first GPU run reseeded both passes and
-expected dropout and stochastic depth to draw the same masks; on CUDA they do not (the kernels
-draw per dtype), so healthy AlexNet (gradient cosine 0.25) and EfficientNet-V2-L (0.61) failed
-and held every GPU job. Now dropout and stochastic depth run as in evaluation (their own
+Why the random layers are switched off: reseeding both passes does not make dropout and
+stochastic depth draw the same masks on CUDA (the kernels draw per dtype), so a healthy model
+would fail on its random draws alone (AlexNet's gradient cosine 0.25, EfficientNet-V2-L's 0.61
+on an H200 with the draws left on) and hold every GPU job. So dropout and stochastic depth run
+as in evaluation (their own
 ``training`` flag only: BatchNorm stays in training mode, normalising over the batch as the loop
 trains), and the bf16 pass is seeded apart from the float32 one, so that no part of the verdict
 rests on shared draws, on the CPU (the tests) as on CUDA. A random layer this cannot find (a

@@ -1,8 +1,8 @@
 """The settings objects of the train stage's rules, one per rule (a training job's is shared).
 
-Why: a training key used to travel schema -> a dict built in ``train/plan.py`` -> the rule's JSON
--> a dataclass in ``train/cli.py`` -> a dict again -> the loop's ``Job``, which carried defaults
-of its own (``eval_batch_size=256``). Now a key is written in the schema and as a field here,
+Why: a training key that travels through dicts and dataclasses of their own (plan, CLI, the
+loop), each with defaults of its own, drifts from the schema. So a key is written in the schema
+and as a field here,
 named as the schema names it; :meth:`FromConfig.from_config` reads it from the validated config
 (the space's keys from the experiment's space, ``train.spaces.{space}``, then ``train``), the rule
 hands the object over as one JSON argument, the command parses it back, and the jobs, the loop,

@@ -36,6 +36,7 @@ from imagenot import (
     lifeline,
     paths,
     run_identity,
+    shell_line,
     slurm_profile,
     summary_plan,
     work,
@@ -231,15 +232,18 @@ def class_runtime(job_class):
     )
 
 
-def job(command):
+def job(command, launch=None):
     """A rule's shell line running `command` (`imagenot <subcommand> ...`): strict mode, then
     `exec`, so that the command replaces its shell (a signal to the job reaches the command, and
     no shell is left to die alone while its command writes outputs: imagenot.lifeline), as this
     checkout's package (`python -m imagenot` with the checkout first on the path:
-    imagenot.checkout). `shell: job("imagenot ...")`; the training rules' launcher goes before
-    `python` (their `params.launch`, lifeline.job_prefix). In each rule's own line, not a global
-    shell.prefix: used as a module, the host's rules keep their own shell."""
-    return f"{lifeline.job_prefix()} {command}"
+    imagenot.checkout). `shell: job("imagenot ...")`; the training rules' line starts with
+    `launch="{params.launch}"` instead (their launcher before `python`, lifeline.job_prefix). In
+    each rule's own line, not a global shell.prefix: used as a module, the host's rules keep
+    their own shell. Every field of `command` is shell-quoted (Snakemake's `:q`, added by
+    imagenot.shell_line.quoted): a config value reaches the command as one literal word.
+    """
+    return f"{launch or lifeline.job_prefix()} {shell_line.quoted(command)}"
 
 
 STAGE_PLANS = stage_plans()

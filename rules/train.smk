@@ -89,11 +89,14 @@ rule train_trial:
         # card (imagenot.train.preflight_plan.batch_option; nothing ungated)
         preflight=lambda wc, input: preflight_plan.batch_option(input.preflight),
     shell:
-        "{params.launch} imagenot train-trial --settings {params.settings}"
-        " --manifest {input.manifest} --fingerprint {input.fingerprint}"
-        " --trials {input.trials} --stage {wildcards.stage} --slot {wildcards.slot}"
-        " --previous {input.previous} {params.preflight} --threads {threads}"
-        " --runtime-min {resources.runtime} --result {output.result} > {log} 2>&1"
+        job(
+            "imagenot train-trial --settings {params.settings}"
+            " --manifest {input.manifest} --fingerprint {input.fingerprint}"
+            " --trials {input.trials} --stage {wildcards.stage} --slot {wildcards.slot}"
+            " --previous {input.previous} {params.preflight} --threads {threads}"
+            " --runtime-min {resources.runtime} --result {output.result} > {log} 2>&1",
+            launch="{params.launch}",
+        )
 
 
 # Transfer learning (tl-SOURCE) trains the head alone over a frozen, eval-mode backbone without
@@ -186,7 +189,7 @@ use rule train_trial as train_head_trial with:
         ),
         # one process on the CPU: no launcher, whatever train.gpus_per_job says
         launch=lifeline.job_prefix(),
-        preflight="",  # a head fit on the CPU: no GPU batch to measure
+        preflight=[],  # a head fit on the CPU: no GPU batch to measure
 
 
 # TL slots match train_trial too: the head-fitting rule takes them.
@@ -295,12 +298,15 @@ rule train_final:
         launch=lifeline.job_prefix(train_launch.launcher(config)),
         preflight=lambda wc, input: preflight_plan.batch_option(input.preflight),
     shell:
-        "{params.launch} imagenot train-final --settings {params.settings}"
-        " --manifest {input.manifest} --fingerprint {input.fingerprint}"
-        " --trials {input.trials} --selection {input.selection}"
-        " --run {wildcards.dataset}/{wildcards.protocol}/{wildcards.model}/{wildcards.seed}"
-        " {params.preflight} --threads {threads} --runtime-min {resources.runtime}"
-        " --model {output.model} --result {output.result} > {log} 2>&1"
+        job(
+            "imagenot train-final --settings {params.settings}"
+            " --manifest {input.manifest} --fingerprint {input.fingerprint}"
+            " --trials {input.trials} --selection {input.selection}"
+            " --run {wildcards.dataset}/{wildcards.protocol}/{wildcards.model}/{wildcards.seed}"
+            " {params.preflight} --threads {threads} --runtime-min {resources.runtime}"
+            " --model {output.model} --result {output.result} > {log} 2>&1",
+            launch="{params.launch}",
+        )
 
 
 # A TL final run over the train and val features; it writes the full model, as train_final,
@@ -331,7 +337,7 @@ use rule train_final as train_head_final with:
         ),
         # one process on the CPU: no launcher, whatever train.gpus_per_job says
         launch=lifeline.job_prefix(),
-        preflight="",  # a head fit on the CPU: no GPU batch to measure
+        preflight=[],  # a head fit on the CPU: no GPU batch to measure
 
 
 # TL runs match train_final too: the head-fitting rule takes them.

@@ -122,7 +122,7 @@ def test_one_rule_per_diagnostics_figure_gets_its_inputs_from_the_plan(monkeypat
     assert plan.figures(config) == list(plan.FIGURES)
     roles = FigureFiles.roles(INPUT)
     for name in plan.FIGURES:
-        labels = plan.figure_labels(config, name).split()
+        labels = plan.figure_labels(config, name)
         inputs = {role: plan.figure_inputs(config, name, role) for role in roles}
         # every role the figure reads holds one file per label, the others none
         assert labels and any(inputs.values()), name
@@ -131,12 +131,12 @@ def test_one_rule_per_diagnostics_figure_gets_its_inputs_from_the_plan(monkeypat
         assert (settings.name, settings.reference_name) == (name, "imagenet")
         assert settings.figure_options == Style.from_config(config)  # the workflow's one style
         assert settings.dataset_names["imagenot"] == "ImageNot"
-    assert plan.figure_labels(config, "siblings") == "imagenot"
+    assert plan.figure_labels(config, "siblings") == ["imagenot"]
     assert plan.figure_inputs(config, "siblings", "tables") == [
         "results/diagnostics/imagenot/wordnet_classes.parquet"
     ]
     assert plan.figure_inputs(config, "siblings", "classes") == []
-    assert plan.figure_labels(config, "caption_similarity") == "imagenot imagenet"
+    assert plan.figure_labels(config, "caption_similarity") == ["imagenot", "imagenet"]
     assert plan.figure_inputs(config, "caption_similarity", "selection") == [
         "results/curate/imagenot/selection.parquet",
         "results/curate/imagenet/selection.parquet",

@@ -72,6 +72,10 @@ def check_workflow_config(config: dict, against_results: bool = True) -> dict:
             return False
         return True
 
+    # config paths that reach a shell line as arguments of their own (imagenot.shell_line)
+    from imagenot import shell_line
+
+    run(shell_line.check)
     # each stage's keys, then (where they passed) the data on disk its jobs will read
     for plan in stage_plans():
         if run(getattr(plan, "check", lambda config: None)) and hasattr(plan, "check_data"):

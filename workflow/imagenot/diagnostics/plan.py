@@ -11,7 +11,6 @@ Subjects of the WordNet statistics are the diagnosed datasets whose classes are 
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -285,9 +284,10 @@ def figure_inputs(config: dict, name: str, role: str) -> list[str]:
     ]
 
 
-def figure_labels(config: dict, name: str) -> str:
-    """``--labels`` of ``imagenot diagnostics-figure`` for ``name``: its sources, in order."""
-    return " ".join(shlex.quote(label) for label in FIGURES.entry(name).sources(config))
+def figure_labels(config: dict, name: str) -> list[str]:
+    """``--labels`` of ``imagenot diagnostics-figure`` for ``name``: its sources, in order (each
+    shell-quoted in the rule's line: imagenot.shell_line)."""
+    return list(FIGURES.entry(name).sources(config))
 
 
 def table_subjects(config: dict) -> list[str]:

@@ -8,6 +8,8 @@
   literal argument (or inside its ``--settings`` JSON) and runs nothing of it.
 - A config path that would reach a command as an argument starting with ``-`` is refused by
   ``imagenot validate-config`` in one line naming the key; ``./-name`` passes.
+- A YTE-templated config is refused by ``imagenot validate-config`` unread (a planted template
+  that writes a file writes nothing) unless ``--allow-templates`` asks for it to be rendered.
 """
 
 from __future__ import annotations
@@ -174,3 +176,33 @@ def test_validate_config_refuses_a_leading_dash_in_one_line(tmp_path):
     assert (
         len(lines) == 1 and "config key train.weights_dir: '-weights' starts with '-'" in lines[0]
     )
+
+
+TEMPLATE = """\
+__use_yte__: true
+__definitions__:
+  - import pathlib
+  - pathlib.Path("RAN").write_text("the template's code ran")
+seed: 0
+"""
+
+
+def test_validate_config_reads_a_templated_config_without_running_it(tmp_path):
+    template = tmp_path / "sent.yaml"
+    template.write_text(TEMPLATE)
+    base = str(REPO / "config" / "config.yaml")
+    cmd = [sys.executable, "-m", "imagenot", "validate-config", base, str(template)]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+
+    def validate(*flags):
+        return subprocess.run([*cmd, *flags], cwd=tmp_path, env=env, capture_output=True, text=True)
+
+    refused = validate()
+    assert refused.returncode != 0 and not (tmp_path / "RAN").exists()
+    lines = [ln for ln in refused.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "is a YTE template (__use_yte__)" in lines[0], refused.stderr
+    assert "--allow-templates" in lines[0]
+    # asked for by the flag, the template is rendered as Snakemake renders it
+    allowed = validate("--allow-templates")
+    assert allowed.returncode == 0, allowed.stderr
+    assert (tmp_path / "RAN").read_text() == "the template's code ran"

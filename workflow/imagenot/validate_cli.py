@@ -4,6 +4,7 @@ so no job's environment carries the imports of every stage plan that it needs)."
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,6 +29,55 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "if missing): relative paths in the config and results/ are read from there "
         "(default: the current folder)",
     )
+    p.add_argument(
+        "--allow-templates",
+        action="store_true",
+        help="render YTE-templated config files (top-level __use_yte__), running the Python "
+        "code they hold, as Snakemake does; without it such a file is refused unread",
+    )
+
+
+def templates(paths: list[str]) -> list[str]:
+    """The files of ``paths`` that are YTE templates: parsed as data (JSON, else safe YAML, as
+    Snakemake tries them), nothing in them run. A file that does not parse is left to the
+    reader's own refusal."""
+    import json
+
+    import yaml
+
+    from imagenot.config import YTE_KEY
+
+    found = []
+    for path in paths:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        try:
+            json.loads(text)
+            continue  # Snakemake reads JSON as JSON: no template
+        except ValueError:
+            pass
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError:
+            continue
+        if isinstance(data, dict) and YTE_KEY in data:
+            found.append(path)
+    return found
+
+
+def _refuse_templates(args: argparse.Namespace) -> None:
+    """A config someone sent is read, not run: a YTE template (:func:`templates`) is refused
+    unless ``--allow-templates`` asks for its code to run."""
+    from imagenot.config import YTE_KEY, ConfigError
+
+    found = [] if args.allow_templates else templates(args.config)
+    if found:
+        raise ConfigError(
+            f"config file {found[0]} is a YTE template ({YTE_KEY}): reading it runs the Python "
+            "code it holds; read what it does, then pass --allow-templates to render it"
+        )
 
 
 def _validate_config(args: argparse.Namespace) -> None:
@@ -35,6 +85,7 @@ def _validate_config(args: argparse.Namespace) -> None:
     from imagenot.config import ConfigError, read_config_files
     from imagenot.stages import check_workflow_config
 
+    _refuse_templates(args)
     config = read_config_files(args.config)
     if args.directory:
         import os

@@ -3,6 +3,11 @@
 The top-level schema ``config.schema.yaml`` refers to one schema file per stage. A wrong key or
 value raises :class:`ConfigError` naming the key path and the allowed values, before any job runs.
 
+A config file may add to a list instead of restating it: ``models+: [convnext_mini]`` beside
+(or instead of) ``models:`` adds to the list that the files before it, or the schema's default,
+give (:func:`resolve_additions`, run by the workflow and ``imagenot validate-config`` alike before
+validation, :func:`check_config_files`).
+
 Lists of names are not written in the schema files: ``x-registry: KIND`` stands for "one of the
 names registered in ``imagenot.registries`` KIND" and ``x-registry-keys: KIND`` on an object for
 "its keys are such names". :func:`load_schema` expands both when it reads a schema, so a name
@@ -13,9 +18,11 @@ validate-config`` and every ``from_config`` go through it).
 from __future__ import annotations
 
 import copy
+import difflib
 import json
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,7 +38,15 @@ MAIN_SCHEMA = "config.schema.yaml"
 
 
 class ConfigError(ValueError):
-    """Invalid workflow configuration; the message names the offending key."""
+    """Invalid workflow configuration; the message names the offending key. ``keys``: the key
+    path (a tuple) of each problem where the schema names one, so that a caller that knows the
+    config files names the file that gives it (:func:`check_config_files`); ``names_file``: the
+    message already names its file."""
+
+    def __init__(self, message: str, keys: Sequence[tuple] = (), names_file: bool = False):
+        super().__init__(message)
+        self.keys = list(keys)
+        self.names_file = names_file
 
 
 # libyaml's safe loader where PyYAML was built with it (the wheels are): the same documents,
@@ -112,6 +127,17 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
 
 
+def _missing_file_hint(path: Path) -> str:
+    """For a config file that is not there: the config file beside it its name most resembles,
+    or the missing folder."""
+    folder = path.parent
+    if not folder.is_dir():
+        return f" (there is no folder {folder})"
+    beside = [p.name for p in folder.iterdir() if p.suffix in (".yaml", ".yml", ".json")]
+    match = did_you_mean(path.name, sorted(beside))
+    return f" (did you mean {folder / match}?)" if match else ""
+
+
 def read_config_file(path: str | os.PathLike) -> dict:
     """A config file as a dict, read as Snakemake reads a ``--configfile`` (JSON first, else
     YAML; a YAML file whose top level says ``__use_yte__: true`` is a YTE template, rendered
@@ -123,7 +149,8 @@ def read_config_file(path: str | os.PathLike) -> dict:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise ConfigError(f"config file {path}: {exc.strerror or exc}") from exc
+        hint = _missing_file_hint(path) if isinstance(exc, FileNotFoundError) else ""
+        raise ConfigError(f"config file {path}: {exc.strerror or exc}{hint}") from exc
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -268,17 +295,45 @@ def _key_path(error: jsonschema.ValidationError) -> str:
     return ".".join(str(p) for p in error.absolute_path) or "<top level>"
 
 
+def did_you_mean(word: str, known: Sequence[str]) -> str | None:
+    """The known word closest to a mistyped ``word`` (difflib's ratio, at least 0.6), else None."""
+    close = difflib.get_close_matches(word, [str(k) for k in known], n=1)
+    return close[0] if close else None
+
+
+def _unknown_keys(error: jsonschema.ValidationError) -> list[str]:
+    """The keys an ``additionalProperties: false`` error is about (the mapping's unknown keys)."""
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+    if not isinstance(error.instance, dict):
+        return []
+    return sorted(set(error.instance) - set(schema.get("properties", {})), key=str)
+
+
+def _error_keys(error: jsonschema.ValidationError) -> list[tuple]:
+    """The key path(s) a schema error is about: each unknown key's own, else the error's."""
+    at = tuple(error.absolute_path)
+    if error.validator == "additionalProperties" and _unknown_keys(error):
+        return [(*at, extra) for extra in _unknown_keys(error)]
+    return [at]
+
+
 def _describe(error: jsonschema.ValidationError) -> str:
     key = _key_path(error)
     schema = error.schema if isinstance(error.schema, Mapping) else {}
     if error.validator == "additionalProperties":
         allowed = sorted(schema.get("properties", {}))
-        extra = (
-            sorted(set(error.instance) - set(allowed)) if isinstance(error.instance, dict) else []
-        )
+        extra = _unknown_keys(error)
         where = key if key != "<top level>" else "top level"
+        # a mistyped key: the known key it most resembles (a key meant as an addition,
+        # `models+`, resembles its list: it went unresolved only where no list is known)
+        hints = [
+            f"{match!r} for {e!r}" if len(extra) > 1 else repr(match)
+            for e in extra
+            if (match := did_you_mean(str(e), allowed)) is not None
+        ]
+        hint = f" (did you mean {', '.join(hints)}?)" if hints else ""
         return (
-            f"unknown config key(s) {', '.join(repr(e) for e in extra)} under {where}; "
+            f"unknown config key(s) {', '.join(repr(e) for e in extra)} under {where}{hint}; "
             f"allowed keys: {', '.join(allowed)}"
         )
     if NAME_MARKER in schema and isinstance(error.instance, str):
@@ -290,7 +345,16 @@ def _describe(error: jsonschema.ValidationError) -> str:
         form = "" if template is True else f" of the form {template} with {{name}} ~ {NAME_PATTERN}"
         return f"config key {key}: name {problem or repr(error.instance) + form}"
     if error.validator == "enum":
-        return f"config key {key}: {error.instance!r} is not allowed; allowed values: {error.validator_value}"
+        allowed = error.validator_value
+        match = (
+            did_you_mean(error.instance, [v for v in allowed if isinstance(v, str)])
+            if isinstance(error.instance, str)
+            else None
+        )
+        hint = f" (did you mean {match!r}?)" if match is not None else ""
+        return (
+            f"config key {key}: {error.instance!r} is not allowed{hint}; allowed values: {allowed}"
+        )
     return f"config key {key}: {error.message}"
 
 
@@ -357,26 +421,26 @@ def validate_config(
         if isinstance(cause, ConfigError):
             raise cause from None
         raise ConfigError(f"schema {exc}: {type(cause).__name__}: {cause}") from exc
+    non_finite = non_finite_numbers(config)
     problems = [
         f"config key {key}: {value} is not a finite number (NaN and infinity are refused)"
-        for key, value in non_finite_numbers(config)
+        for key, value in non_finite
     ] + [_describe(e) for e in errors]
+    keys = [tuple(key.split(".")) for key, _ in non_finite if key != "<top level>"]
+    keys += [path for e in errors for path in _error_keys(e)]
     if len(problems) == 1:  # the usual case: one line naming the key
-        raise ConfigError(problems[0])
+        raise ConfigError(problems[0], keys=keys)
     if problems:
         detail = "\n".join(f"  - {p}" for p in problems[:10])
-        raise ConfigError(f"invalid workflow config ({len(problems)} problem(s)):\n{detail}")
+        raise ConfigError(
+            f"invalid workflow config ({len(problems)} problem(s)):\n{detail}", keys=keys
+        )
     return config
 
 
 def load_config(path: str | os.PathLike) -> dict:
     """Read a YAML config file and validate it against the schema (defaults filled)."""
-    path = Path(path)
-    config = read_config_file(path)
-    try:
-        return validate_config(config)
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
+    return load_configs([path])
 
 
 def merge_configs(base: Mapping, overlay: Mapping) -> dict:
@@ -391,23 +455,267 @@ def merge_configs(base: Mapping, overlay: Mapping) -> dict:
     return out
 
 
-def read_config_files(paths: Sequence[str | os.PathLike]) -> dict:
-    """The config files ``paths`` merged in order, as ``--configfile`` merges them (a base, then
-    overlays that change a few keys; later files win key by key); not validated."""
-    config: dict = {}
-    for path in paths:
-        config = merge_configs(config, read_config_file(path))
+# A key ending in ADD_SUFFIX adds to a list: `models+: [convnext_mini]` appends to `models`.
+# A suffix, not a YAML form of its own: Snakemake's --configfile merge replaces a list by what a
+# later file gives (a mapping included), but keeps a key of another name beside it, so the
+# addition reaches the config intact and is resolved there (resolve_additions).
+ADD_SUFFIX = "+"
+
+# A config file as read: (its name as given, its content), in --configfile order.
+Source = tuple[str, Mapping]
+
+
+def config_sources(paths: Sequence[str | os.PathLike]) -> list[Source]:
+    """Each config file of ``paths`` read (:func:`read_config_file`), with its name."""
+    return [(str(path), read_config_file(path)) for path in paths]
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """``path`` as a message names it: relative to the working directory when it lies below it
+    (Snakemake holds its ``--configfile`` paths made absolute), else as it is."""
+    given = Path(path)
+    if given.is_absolute():
+        try:
+            return str(given.relative_to(Path.cwd()))
+        except ValueError:
+            pass
+    return str(given)
+
+
+def _value_at(node: Any, path: Sequence) -> tuple[bool, Any]:
+    """(found, value) of key path ``path`` in ``node`` (a list item by its index)."""
+    for part in path:
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and str(part).isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return False, None
+    return True, node
+
+
+def _schema_at(path: Sequence[str]) -> Mapping | None:
+    """The schema of the concrete key path ``path`` (a named entry's key, as ``datasets.mine``,
+    through its section's ``additionalProperties``), else None. Reads YAML only."""
+    document: Any = load_schema(MAIN_SCHEMA)
+    node: Any = document
+    for part in path:
+        if not isinstance(node, Mapping):
+            return None
+        if part in node.get("properties", {}):
+            node = node["properties"][part]
+        elif isinstance(node.get("additionalProperties"), Mapping):
+            node = node["additionalProperties"]
+        else:
+            return None
+        if isinstance(node, Mapping) and "$ref" in node:
+            ref = node["$ref"]
+            if ref.startswith("#/"):
+                target = document
+                for name in ref[2:].split("/"):
+                    target = target[name]
+            else:
+                document = target = load_schema(ref.rsplit("/", 1)[-1])
+            node = {**target, **node}
+    return node if isinstance(node, Mapping) else None
+
+
+def _is_list_schema(schema: Mapping) -> bool:
+    types = schema.get("type")
+    return "array" in (types if isinstance(types, list) else [types])
+
+
+def _list_keys(path: Sequence[str]) -> list[str]:
+    """The keys of the section at ``path`` whose values are lists (schema), for a hint."""
+    section = _schema_at(path) if path else load_schema(MAIN_SCHEMA)
+    props = section.get("properties", {}) if section else {}
+    out = []
+    for name in props:
+        sub = _schema_at((*path, name))
+        if sub is not None and _is_list_schema(sub):
+            out.append(name)
+    return out
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "a section (a mapping of keys)"
+    if isinstance(value, bool):
+        return f"a boolean ({value!r})"
+    if isinstance(value, (int, float)):
+        return f"a number ({value!r})"
+    if isinstance(value, str):
+        return f"a string ({value!r})"
+    return f"{value!r}"
+
+
+def resolve_additions(config: dict, sources: Sequence[Source] = ()) -> dict:
+    """``config`` (merged from ``sources``, as ``--configfile`` merges them) with each addition
+    resolved, in place: a key ``KEY+`` (:data:`ADD_SUFFIX`) holds a list of items appended to
+    the list ``KEY``, which is the one the files give (the last file that gives it whole, as
+    Snakemake merges them) or, where none does, the schema's default. Several files may each add
+    to one list: their items are appended in file order (Snakemake's merge keeps only the last
+    file's ``KEY+``; the items of each file are read from ``sources``). ``KEY+`` is refused in
+    one line naming the file (and the key path) when ``KEY`` is no list the schema knows (with
+    the closest list key), when ``KEY`` is not a list, when it holds no list, and when an item is
+    already in the list (an addition that would list it twice). Run by the workflow and by
+    ``imagenot validate-config`` alike, before validation (:func:`check_config_files`)."""
+    plugins = f"plugins{ADD_SUFFIX}"
+    if plugins in config:  # first: the plugins register names a list's default may hold
+        _add(config, (), plugins, sources, config)
+    _resolve_in(config, (), sources, config)
     return config
 
 
-def load_configs(paths: Sequence[str | os.PathLike]) -> dict:
-    """:func:`read_config_files`, validated against the schema (defaults filled); an error names
-    the files."""
-    config = read_config_files(paths)
+def _resolve_in(node: dict, at: tuple, sources: Sequence[Source], root: dict) -> None:
+    for key in list(node):
+        if key not in node:
+            continue
+        if isinstance(key, str) and len(key) > len(ADD_SUFFIX) and key.endswith(ADD_SUFFIX):
+            _add(node, at, key, sources, root)
+        elif isinstance(node[key], dict):
+            _resolve_in(node[key], (*at, key), sources, root)
+
+
+def _givers(path: tuple, merged: Any, sources: Sequence[Source]) -> list[tuple[str | None, Any]]:
+    """(file, items) of each source that gives the addition at ``path``, in order; the merged
+    config's own when no file gives it or when it differs from the last file's (Snakemake's
+    ``--config`` on the command line)."""
+    givers: list[tuple[str | None, Any]] = []
+    for name, content in sources:
+        found, value = _value_at(content, path)
+        if found:
+            givers.append((name, value))
+    if not givers or givers[-1][1] != merged:
+        givers.append(("--config" if sources else None, merged))
+    return givers
+
+
+def _add(node: dict, at: tuple, key: str, sources: Sequence[Source], root: dict) -> None:
+    base = key[: -len(ADD_SUFFIX)]
+    target = ".".join(map(str, (*at, base)))
+    givers = _givers((*at, key), node[key], sources)
+
+    def refuse(name: str | None, why: str) -> ConfigError:
+        where = f"{name}: " if name else ""
+        return ConfigError(f"{where}config key {target}{ADD_SUFFIX}: {why}", names_file=True)
+
+    for name, items in givers:
+        if not isinstance(items, list):
+            raise refuse(
+                name,
+                f"the items to add to {target} are a list ({base}{ADD_SUFFIX}: [...]), got "
+                f"{_kind(items)}",
+            )
+    first = givers[0][0]
+    if base in node:
+        current = node[base]
+        if not isinstance(current, list):
+            raise refuse(
+                first, f"{target} is {_kind(current)}, not a list: {ADD_SUFFIX} adds to a list"
+            )
+    else:
+        schema = _schema_at((*at, base))
+        if schema is None:
+            match = did_you_mean(base, _list_keys(at))
+            hint = (
+                f" (did you mean {'.'.join(map(str, (*at, match)))}{ADD_SUFFIX}?)" if match else ""
+            )
+            raise refuse(first, f"no list {target} to add to{hint}")
+        if not _is_list_schema(schema):
+            raise refuse(
+                first,
+                f"{target} is not a list (schema type {schema.get('type')!r}): "
+                f"{ADD_SUFFIX} adds to a list",
+            )
+        if "default" in schema and isinstance(root.get("plugins"), list):
+            from imagenot.registries import load_plugins
+
+            load_plugins(root["plugins"])  # a default of registered names lists theirs too
+            schema = _schema_at((*at, base)) or schema
+        current = copy.deepcopy(schema.get("default", []))
+    out = list(current)
+    for name, items in givers:
+        for item in items:
+            if item in out:
+                raise refuse(name, f"{item!r} is already in {target} (an item is listed once)")
+            out.append(copy.deepcopy(item))
+    node[base] = out
+    del node[key]
+
+
+def read_config_files(paths: Sequence[str | os.PathLike]) -> dict:
+    """The config files ``paths`` merged in order, as ``--configfile`` merges them (a base, then
+    overlays that change a few keys; later files win key by key), additions resolved
+    (:func:`resolve_additions`); not validated."""
+    sources = config_sources(paths)
+    return resolve_additions(merge_sources(sources), sources)
+
+
+def merge_sources(sources: Sequence[Source]) -> dict:
+    """The contents of ``sources`` merged in order, as ``--configfile`` merges them (a copy:
+    the sources are left as read)."""
+    config: dict = {}
+    for _, content in sources:
+        config = merge_configs(config, copy.deepcopy(content))
+    return config
+
+
+def _files_of(exc: BaseException, sources: Sequence[Source]) -> list[str]:
+    """The config files a refusal is about: for each key a schema error names, the last file
+    that gives it (the value that won the merge) or, for an item a file added to a list (a
+    key path past the list's end in the file that gives the list), the last file that gives
+    or adds to the nearest section of it; else every file."""
+    names = [name for name, _ in sources]
+    keys = getattr(exc, "keys", None) or [
+        # a stage's cross-key check names its key in the house form, "config key a.b.c: ..."
+        tuple(key.split("."))
+        for key in re.findall(r"config key ([\w.+-]+):", str(exc))
+    ]
+    if not keys:
+        return names
+    files: list[str] = []
+    for key in keys:
+        givers: list[str] = []
+        for end in range(len(key), 0, -1):
+            *parents, last = key[:end]
+            givers = [
+                name
+                for name, content in sources
+                if any(
+                    _value_at(content, (*parents, part))[0]
+                    for part in (last, f"{last}{ADD_SUFFIX}")
+                )
+            ]
+            if givers:
+                break
+        if not givers:
+            return names
+        if givers[-1] not in files:
+            files.append(givers[-1])
+    return files
+
+
+def check_config_files(config: dict, sources: Sequence[Source], check) -> dict:
+    """The one way the workflow (rules/common.smk) and ``imagenot validate-config`` check a
+    config: ``config``, merged from ``sources`` (each config file read, in ``--configfile``
+    order), with its additions resolved (:func:`resolve_additions`), then ``check`` (the
+    workflow's config check, :func:`imagenot.stages.check_workflow_config`: a callable, so that
+    this module imports no stage plan). A refusal is a ConfigError whose message starts with
+    the file it is about: the file that gives the key a schema error names, else every file."""
     try:
-        return validate_config(config)
-    except ConfigError as exc:
-        raise ConfigError(f"{', '.join(map(str, paths))}: {exc}") from exc
+        return check(resolve_additions(config, sources))
+    except ValueError as exc:
+        if getattr(exc, "names_file", False) or not sources:
+            raise
+        raise ConfigError(f"{', '.join(_files_of(exc, sources))}: {exc}", names_file=True) from exc
+
+
+def load_configs(paths: Sequence[str | os.PathLike]) -> dict:
+    """The config files ``paths`` merged (:func:`read_config_files`) and validated against the
+    schema (defaults filled); an error names the file (:func:`check_config_files`)."""
+    sources = config_sources(paths)
+    return check_config_files(merge_sources(sources), sources, validate_config)
 
 
 def schema_node(key: str) -> Mapping[str, Any]:

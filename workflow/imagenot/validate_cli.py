@@ -1,10 +1,25 @@
 """``imagenot validate-config``: the workflow's own config checks, for people (no rule runs it,
-so no job's environment carries the imports of every stage plan that it needs)."""
+so no job's environment carries the imports of every stage plan that it needs).
+
+It checks the files through the function the workflow calls (``imagenot.config.check_config_files``
+with ``imagenot.stages.check_workflow_config``), so "valid" means the workflow accepts them. What
+depends on the folder it runs in (the results there, the config's relative paths) it checks in
+that folder, and says what it could not check there: no results/ to compare the config with, or
+a folder that is not where the workflow runs (a subfolder of a folder with results/, a
+Snakefile or .snakemake/), with the relative paths that resolve from there but not from here.
+"""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
+
+from imagenot.paths import RESULTS, shipped
+
+# what marks the folder a workflow runs in (a working directory, or the clone's root)
+RUN_MARKS = (RESULTS, ".snakemake", "Snakefile")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -14,11 +29,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         subparsers,
         "validate-config",
         _validate_config,
-        description="Later files override earlier ones key by key, as Snakemake's --configfile. "
-        "Every problem is listed at once. Run it where the workflow runs (or name that folder "
-        "with --directory): the config is also checked against the results there (results of "
+        description="Later files override earlier ones key by key, as Snakemake's --configfile; "
+        "a key ending in + adds to a list (`models+: [convnext_mini]`). Every problem is "
+        "listed at once. Run it where the workflow runs (or name that folder with "
+        "--directory): the config is also checked against the results there (results of "
         "another study, such as the demo's when checking the paper, are refused; a changed "
-        "search definition or model setting is checked against the preregistration record).",
+        "search definition or model setting is checked against the preregistration record), "
+        "and what it could not check there is printed after the verdict.",
     )
     p.add_argument("config", nargs="+", help="YAML config file(s), read from where you are")
     p.add_argument(
@@ -67,6 +84,63 @@ def templates(paths: list[str]) -> list[str]:
     return found
 
 
+def _relative_paths(node: Any, at: tuple = ()) -> Iterator[tuple[str, str]]:
+    """(dotted key, value) of each string of ``node`` that reads as a relative file path: a
+    slash in it, no URL scheme or ``pkg:`` prefix, not absolute."""
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            yield from _relative_paths(value, (*at, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _relative_paths(value, (*at, i))
+    elif isinstance(node, str) and "/" in node and ":" not in node and not node.startswith("/"):
+        yield ".".join(map(str, at)), node
+
+
+def run_folder(where: Path) -> tuple[Path, str] | None:
+    """The nearest folder above ``where`` that the workflow runs in (it holds results/,
+    .snakemake/ or a Snakefile: :data:`RUN_MARKS`) when ``where`` holds none of them, with the
+    first mark it holds; else None."""
+    if any((where / mark).exists() for mark in RUN_MARKS):
+        return None
+    for parent in where.parents:
+        marks = [mark for mark in RUN_MARKS if (parent / mark).exists()]
+        if marks:
+            return parent, marks[0]
+    return None
+
+
+def misplaced(where: Path, config: Mapping) -> str | None:
+    """What the check could not do because ``where`` lies below the folder the workflow runs in
+    (:func:`run_folder`): read the config's relative paths and results/ from there (naming the
+    relative paths found from there but not from here); None elsewhere."""
+    above = run_folder(where)
+    if above is None:
+        return None
+    parent, mark = above
+    missed = [  # a file the clone ships is found from anywhere (imagenot.paths.shipped)
+        f"{key} ({value})"
+        for key, value in _relative_paths(config)
+        if not Path(shipped(value)).exists() and (parent / value).exists()
+    ]
+    found = f"; found from there, not from here: {', '.join(missed)}" if missed else ""
+    return (
+        f"{where} is below {parent} (which has {mark}), where the workflow runs: the config's "
+        f"relative paths and {RESULTS}/ were read from {where}, not from there{found}; run "
+        f"validate-config there, or name it with --directory {parent}"
+    )
+
+
+def no_results(where: Path) -> str | None:
+    """The check against earlier results, when ``where`` has none to check against."""
+    if (where / RESULTS).is_dir():
+        return None
+    return (
+        f"the config against earlier results: {where} has no {RESULTS}/ (the study recorded "
+        "there, the preregistration record), as before a first run"
+    )
+
+
 def _refuse_templates(args: argparse.Namespace) -> None:
     """A config someone sent is read, not run: a YTE template (:func:`templates`) is refused
     unless ``--allow-templates`` asks for its code to run."""
@@ -82,19 +156,26 @@ def _refuse_templates(args: argparse.Namespace) -> None:
 
 def _validate_config(args: argparse.Namespace) -> None:
     """Check config files exactly as the workflow does (schema and cross-key checks)."""
-    from imagenot.config import ConfigError, read_config_files
+    from imagenot.config import ConfigError, check_config_files, config_sources, merge_sources
     from imagenot.stages import check_workflow_config
 
     _refuse_templates(args)
-    config = read_config_files(args.config)
+    sources = config_sources(args.config)  # read from where you are
     if args.directory:
         import os
-        from pathlib import Path
 
         Path(args.directory).mkdir(parents=True, exist_ok=True)
         os.chdir(args.directory)
+    where = Path.cwd()
+    merged = merge_sources(sources)
+    wrong_folder = misplaced(where, merged)
     try:
-        check_workflow_config(config)
-    except (ConfigError, ValueError) as exc:
-        raise ConfigError(f"{', '.join(args.config)}: {exc}") from exc
+        check_config_files(merged, sources, check_workflow_config)
+    except ValueError as exc:
+        # relative paths read from the wrong folder may explain a refusal ("does not exist")
+        extra = f"\nnot checked: {wrong_folder}" if wrong_folder else ""
+        raise ConfigError(f"{exc}{extra}") from exc
     print(f"{', '.join(args.config)}: valid")
+    for note in (wrong_folder, no_results(where)):
+        if note is not None:
+            print(f"not checked: {note}")

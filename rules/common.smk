@@ -42,7 +42,7 @@ from imagenot import (
     work,
 )
 from imagenot.paths import BENCH, LOGS, NLTK_DATA, NOUN_LEMMAS, RESULTS
-from imagenot.config import read_config_file
+from imagenot.config import check_config_files, config_sources, shown_path
 from imagenot.names import NAME_PATTERN
 from imagenot.settings import to_arg
 from imagenot.stages import check_workflow_config, stage_plans
@@ -267,19 +267,23 @@ def run_finished():
     summary_plan.on_success(config, workflow)
 
 
-# Validate before any job runs: the config files' YAML (a duplicated key is an error), the JSON
-# schema (defaults filled), then the cross-key checks the schema cannot express (each stage plan's
-# `check`). A wrong key or value stops here, naming it. `imagenot validate-config` runs the same.
+# Validate before any job runs: the config files' YAML (a duplicated key is an error), the
+# additions to lists (`models+: [...]`: imagenot.config.resolve_additions), the JSON schema
+# (defaults filled), then the cross-key checks the schema cannot express (each stage plan's
+# `check`). A wrong key or value stops here, naming it and the file that gives it.
+# `imagenot validate-config` runs the same function (imagenot.config.check_config_files).
 # The checks against results on disk (the preregistration record) run in the main process only:
 # a cluster job's own Snakemake would repeat them while other jobs update the record. A refusal
 # is one line, the message validate-config prints, without a traceback. The workflow works on a
 # validated copy: used as a module, `config` is the host's own dict, which keeps its keys as the
 # host wrote them.
 try:
-    for configfile in workflow.configfiles:
-        read_config_file(configfile)
-    config = check_workflow_config(
-        copy.deepcopy(config), against_results=workflow.is_main_process
+    config = check_config_files(
+        copy.deepcopy(config),
+        config_sources([shown_path(f) for f in workflow.configfiles]),
+        lambda merged: check_workflow_config(
+            merged, against_results=workflow.is_main_process
+        ),
     )
 except ValueError as exc:  # ConfigError included
     raise SystemExit(f"invalid workflow config: {exc}") from None

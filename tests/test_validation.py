@@ -196,7 +196,9 @@ def test_the_workflow_refuses_what_validate_config_refuses(repo_root, tmp_path):
     assert len(lines) == 1, out[-2000:]
     assert "curate.query_template" in lines[0]
     path = tmp_path / "overlay.yaml"  # where _validate_cmd wrote it
-    assert checked.stderr.strip().split(f"{path}: ", 1)[1] == lines[0].split(": ", 1)[1]
+    message = checked.stderr.strip().split("error: ", 1)[1]
+    assert message.startswith(f"{path}: config key curate.query_template")  # the file that gives it
+    assert lines[0] == f"invalid workflow config: {overlay}: {message.split(f'{path}: ', 1)[1]}"
     assert _plan(tmp_path, overlay) == lines[0]  # what the cases below compare
 
 
@@ -217,7 +219,11 @@ def _refusals(tmp_path, overlay: dict) -> tuple[str, str]:
     planned = _plan(tmp_path, path)
     assert "\n" not in planned and "KeyError" not in planned, planned
     assert planned.startswith("invalid workflow config: "), planned
-    return checked.stderr.strip().split(f"{path}: ", 1)[1], planned.split(": ", 1)[1]
+    # both name the same file(s) first: the overlay where it gives the key
+    checked_line = checked.stderr.strip().split("error: ", 1)[1]
+    planned_line = planned.removeprefix("invalid workflow config: ")
+    assert checked_line.partition(f"{path}: ")[0] == planned_line.partition(f"{path}: ")[0]
+    return checked_line.split(f"{path}: ", 1)[1], planned_line.split(f"{path}: ", 1)[1]
 
 
 def _kind_cases():
@@ -430,3 +436,76 @@ def test_every_missing_data_path_is_listed_at_once_and_an_empty_folder_refused(t
         paper["datasets"]["cifar10"]["path"] = str(empty)
         with pytest.raises(ValueError, match=r"datasets.cifar10.path: .*empty is empty"):
             check_workflow_config(yaml.safe_load(yaml.safe_dump(paper)))
+
+
+# ------------------------------------------------------------------------------------------
+# Overlays that add to a list, and what validate-config could not check where it ran
+
+
+def test_an_addition_is_accepted_and_refused_alike_by_validate_config_and_the_workflow(tmp_path):
+    """README's overlay adding a model and an experiment passes validate-config; an addition
+    the workflow refuses (an item already listed) stops the workflow's planning with
+    validate-config's line, naming the overlay."""
+    added = {
+        "train": {
+            "models+": ["convnext_mini"],
+            "experiments+": [{"dataset": "fashion_mnist", "protocol": "st", "space": "st"}],
+        }
+    }
+    run = _validate(tmp_path, yaml.safe_dump(added))
+    assert run.returncode == 0 and ": valid" in run.stdout, run.stderr
+    checked, planned = _refusals(tmp_path, {"train": {"models+": ["resnet_mini"]}})
+    assert (
+        checked
+        == planned
+        == (
+            "config key train.models+: 'resnet_mini' is already in train.models (an item is listed "
+            "once)"
+        )
+    )
+
+
+def _run_folder(tmp_path) -> Path:
+    """A folder the workflow has run in (results/ there), with a subfolder and a data folder."""
+    run = tmp_path / "run"
+    (run / "results").mkdir(parents=True)
+    (run / "sub").mkdir()
+    (run / "data" / "fm" / "train").mkdir(parents=True)
+    return run
+
+
+def test_validate_config_says_what_it_could_not_check_below_the_run_folder(tmp_path):
+    """From a subfolder of the folder the workflow runs in, "valid" comes with the checks that
+    were not done (results/ and relative paths read from the wrong folder); from the folder
+    itself, with none."""
+    run = _run_folder(tmp_path)
+    demo = REPO / "config" / "config.yaml"
+    below = _validate_files(run / "sub", demo)
+    assert below.returncode == 0, below.stderr
+    verdict, *notes = below.stdout.strip().splitlines()
+    assert verdict == f"{demo}: valid"
+    assert notes[0].startswith(f"not checked: {run / 'sub'} is below {run} (which has results)")
+    assert f"--directory {run}" in notes[0]
+    assert notes[1].startswith(f"not checked: the config against earlier results: {run / 'sub'}")
+    there = _validate_files(run, demo)
+    assert there.returncode == 0 and there.stdout.strip() == f"{demo}: valid", there.stdout
+
+
+def test_a_relative_path_refused_below_the_run_folder_is_named_with_where_it_resolves(tmp_path):
+    """The planted case: a data path relative to the run folder, checked from its subfolder,
+    is refused ("does not exist") with a line saying it exists from the run folder; from the run
+    folder it is accepted."""
+    run = _run_folder(tmp_path)
+    overlay = tmp_path / "mine.yaml"
+    overlay.write_text(
+        yaml.safe_dump({"datasets": {"mine": {"kind": "fashion_mnist", "path": "data/fm"}}})
+    )
+    demo = REPO / "config" / "config.yaml"
+    below = _validate_files(run / "sub", demo, overlay)
+    assert below.returncode == 2, below.stdout
+    error, note = below.stderr.strip().splitlines()
+    assert error.endswith(f"{overlay}: config key datasets.mine.path: data/fm does not exist")
+    assert note.startswith(f"not checked: {run / 'sub'} is below {run}")
+    assert "found from there, not from here: datasets.mine.path (data/fm)" in note
+    there = _validate_files(run, demo, overlay)
+    assert there.returncode == 0, there.stderr

@@ -670,7 +670,7 @@ def _files_of(exc: BaseException, sources: Sequence[Source]) -> list[str]:
     keys = getattr(exc, "keys", None) or [
         # a stage's cross-key check names its key in the house form, "config key a.b.c: ..."
         tuple(key.split("."))
-        for key in re.findall(r"config key ([\w.+-]+):", str(exc))
+        for key in re.findall(r"config key ([\w.+-]*[\w+])", str(exc))
     ]
     if not keys:
         return names

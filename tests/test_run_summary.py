@@ -547,7 +547,8 @@ def test_the_report_line_follows_the_report_and_the_summary(tmp_path):
 
     (tmp_path / "results").mkdir()
     line = summary_plan.report_line(tmp_path, "snakemake --report results/report.html")
-    assert line == "Report: `snakemake --report results/report.html` writes it."
+    assert line.startswith("Report: `snakemake --report results/report.html` writes it.")
+    assert "trusts .snakemake/metadata" in line  # what the command trusts (imagenot.report_trust)
     report, summary = tmp_path / run_summary.REPORT, tmp_path / run_summary.SUMMARY_JSON
     report.write_text("<html></html>")
     summary.write_text("{}")

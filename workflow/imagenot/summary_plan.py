@@ -183,10 +183,21 @@ REPORTED = (SUMMARY_JSON, f"{FIGURES}", f"{TABLES}")
 
 def report_line(root: Path, command: str) -> str:
     """Where the report is: current, stale (older than a figure, table or the summary it
-    shows; say which and how to refresh it), or not written yet (how to write it)."""
+    shows; say which and how to refresh it), or not written yet (how to write it); the command
+    with what it trusts, and none where ``root``'s Snakemake metadata holds a record the report
+    would run code from (imagenot.report_trust)."""
+    from imagenot import report_trust
+
     report = root / REPORT
+    records = report_trust.untrusted(root)
+    if records:
+        return f"Report: NOT to be written yet: {report_trust.refusal(root, records)}"
+    trust = (
+        f" The command trusts {report_trust.METADATA} (checked here: no record in it runs code; "
+        "docs/security.md)."
+    )
     if not report.is_file():
-        return f"Report: `{command}` writes it."
+        return f"Report: `{command}` writes it.{trust}"
     written = report.stat().st_mtime
     newer = []
     for item in REPORTED:
@@ -198,7 +209,7 @@ def report_line(root: Path, command: str) -> str:
     newest = max(newer, key=lambda p: p.stat().st_mtime)
     return (
         f"Report: {REPORT} is STALE: older than {len(newer)} of the files it shows (the newest "
-        f"{newest.relative_to(root)}); refresh it with `{command}`"
+        f"{newest.relative_to(root)}); refresh it with `{command}`.{trust}"
     )
 
 

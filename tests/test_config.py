@@ -173,12 +173,19 @@ def test_a_mistyped_config_file_names_the_closest_file_beside_it(repo_root):
 
 # ---- overlays that add to a list ----------------------------------------------------------
 
-ADDED = {
-    "train": {
-        "models+": ["convnext_mini"],
-        "experiments+": [{"dataset": "fashion_mnist", "protocol": "st", "space": "st"}],
-    }
-}
+
+def _readme_additions() -> dict:
+    """README section 3's overlay that adds a model and an experiment (```yaml block named
+    my-additions.yaml), as printed."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    (body,) = re.findall(r"^```yaml\n# my-additions\.yaml\n(.*?)^```", readme, re.M | re.S)
+    return yaml.safe_load(body)
+
+
+ADDED = _readme_additions()
 
 
 def _write(tmp_path, name: str, content: dict):
@@ -188,8 +195,14 @@ def _write(tmp_path, name: str, content: dict):
 
 
 def test_an_overlay_adds_a_model_and_an_experiment_as_restating_them(repo_root, tmp_path):
-    """`models+` and `experiments+` on the demo config give the config that restating both
-    lists gives, item for item and in order, and it validates the same."""
+    """README's `models+` and `experiments+` on the demo config give the config that restating
+    both lists gives, item for item and in order, and it validates the same."""
+    assert ADDED == {
+        "train": {
+            "models+": ["convnext_mini"],
+            "experiments+": [{"dataset": "fashion_mnist", "protocol": "st", "space": "st"}],
+        }
+    }
     demo = repo_root / "config" / "config.yaml"
     added = read_config_files([demo, _write(tmp_path, "add.yaml", ADDED)])
     base = read_config_file(demo)["train"]

@@ -407,7 +407,7 @@ def test_the_readme_changes_hold_whatever_the_demos_accuracies(tmp_path, monkeyp
     import json
     import random
 
-    from imagenot.config import merge_configs, read_config_file
+    from imagenot.config import merge_configs, read_config_file, resolve_additions
     from imagenot.stages import check_workflow_config
     from imagenot.train import plan as train_plan
     from imagenot.train.paths import PREREGISTRATION, TRAIN
@@ -439,7 +439,10 @@ def test_the_readme_changes_hold_whatever_the_demos_accuracies(tmp_path, monkeyp
         )
 
     def checked(overlay: dict) -> dict:
-        return check_workflow_config(merge_configs(copy.deepcopy(demo), overlay))
+        merged = merge_configs(copy.deepcopy(demo), copy.deepcopy(overlay))
+        return check_workflow_config(
+            resolve_additions(merged, [("config.yaml", demo), ("overlay", overlay)])
+        )
 
     outcomes = {}
     for name, accuracy in ACCURACIES.items():

@@ -45,7 +45,7 @@ report: "report/workflow.rst"
 
 # before the first job: the last run's training fault records go, the run's study is recorded
 # (run_started, rules/common.smk). Used as a module, Snakemake runs no handler of the module:
-# the host's own `onstart:` and `onsuccess:` call them (README, "Using the workflow as a module").
+# the host's own `onstart:` and `onsuccess:` call them (docs/module.md).
 onstart:
     run_started()
 

@@ -218,7 +218,7 @@ def test_part_below_the_success_floor_fails_before_writing(tmp_path, www):
 
 
 def test_download_work_for_another_selection_is_redone(tmp_path, www, caplog):
-    """README section 5: a lower threshold selects more rows for the same part; the work
+    """docs/reruns.md: a lower threshold selects more rows for the same part; the work
     folder made for the earlier selection is not resumed as if complete (a dead end): its rows
     are reused (same key and URL) and only the new rows are fetched."""
     base, _ = www

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from final_run import write_final_run, write_toy_dataset
-from trial_records import slot_record, write_slot
+from trial_records import slot_record, write_decision, write_slot
 
 from imagenot.cli import main
 from imagenot.evaluate.paths import PER_IMAGE, ROBUSTNESS
@@ -147,8 +147,9 @@ def test_an_unsealed_final_or_slot_record_is_refused(tmp_path):
     trained_path = tmp_path / "m" / "stage-0" / "slot-0.json"
     trained = slot_record(trained_path)
     assert check_record(seal(trained), trained_path, record_kind="slot")["trial"] == 0
-    empty = {"stage": 0, "slot": 1, "trial": None}
-    empty_path = tmp_path / "m" / "stage-0" / "slot-1.json"
+    empty = {"stage": 1, "slot": 1, "trial": None}  # rung 0 promoted one trial, into slot 0
+    empty_path = tmp_path / "m" / "stage-1" / "slot-1.json"
+    write_decision(tmp_path / "m" / "halving" / "rung-0.json", [0])
     assert check_record(seal(empty), empty_path, record_kind="slot")["trial"] is None
     for record, where in ((trained, trained_path), (empty, empty_path)):
         with pytest.raises(RecordError, match=rf"slot-\d\.json: has no {records.SEAL_KEY}"):
@@ -497,6 +498,38 @@ def test_the_summary_shows_a_runs_numbers_only_as_its_producer_wrote_them(tmp_pa
     errors = [p["message"] for p in summary["problems"] if p["level"] == "error"]
     assert len(errors) == 1 and f"{path}: has no {records.SEAL_KEY}" in errors[0], errors
     assert summary["models"] == [] and summary["errors"] == 1
+
+
+def test_an_edited_final_record_under_a_seal_that_is_no_digest_is_refused(tmp_path):
+    """A seal that is not a digest (null, a word, a number, a digest its producer does not
+    write) seals nothing: an edited accuracy under it is an error naming the file, never shown,
+    in the summary and wherever the record is read (the evaluation, diagnostics, an FT job)."""
+    from imagenot.run_summary import collect, format_text
+
+    healthy = _summary_record(tmp_path)
+    _robustness(
+        tmp_path, RUN, top1=(75.0, 50.0), record=json.loads(healthy.read_text())[records.SEAL_KEY]
+    )
+    summary = collect(_layout(tmp_path), tmp_path)
+    assert summary["problems"] == [] and summary["models"][0]["best_val_accuracy"] == 60.0
+    assert records.read_final(healthy).val_accuracy == 60.0
+    for stored in (None, "sealed", 0, "", "A" * 64):
+        path = _summary_record(tmp_path, val_accuracy=90.0, **{records.SEAL_KEY: stored})
+        # the evaluation of that record names the same seal
+        _robustness(
+            tmp_path, RUN, top1=(75.0, 50.0), record=stored if isinstance(stored, str) else None
+        )
+        summary = collect(_layout(tmp_path), tmp_path)
+        errors = [p["message"] for p in summary["problems"] if p["level"] == "error"]
+        assert len(errors) == 1 and errors[0].startswith(f"{path}: its {records.SEAL_KEY} is ")
+        assert "not a sha256 digest" in errors[0]
+        text = format_text(summary)
+        assert summary["models"] == [] and "**UNUSABLE RESULTS: 1 error(s)" in text
+        assert "90.00" not in text and "\nnone\n" not in text.split("## Problems")[1]
+        with pytest.raises(
+            RecordError, match=rf"result\.json: its {records.SEAL_KEY} is .*, not a"
+        ):
+            records.read_final(path)
 
 
 @pytest.mark.parametrize(("top1", "n"), [(float("nan"), 4), (250.0, 4), (50.0, 0)])

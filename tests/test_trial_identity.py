@@ -6,27 +6,35 @@ the file, beside the healthy case that passes."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from types import SimpleNamespace
 
 import pytest
-from trial_records import write_decision, write_slot
+from trial_records import draw_run, write_decision, write_slot
 
 from imagenot.cli import main
 from imagenot.train import trials
 from imagenot.train.records import RecordError
 from imagenot.train.trials import JobError
 
+# A search of four trials over a learning-rate range, halved once (two stages).
+SPACE = {
+    "budget": 4,
+    "max_epochs": 2,
+    "halving": {"enabled": True, "min_epochs": 1, "eta": 2},
+    "hyperparameters": {"lr": {"log_uniform": [0.001, 0.1]}},
+}
+
 
 def _slot(root, model="resnet18", stage=0, slot=0, trial=0, acc=50.0):
     path = root / model / f"stage-{stage}" / f"slot-{slot}.json"
-    write_slot(path, trial=trial, val_accuracy=acc, n_val=4,
-               hyperparameters={"lr": 0.1 * (trial + 1)})  # fmt: skip
+    write_slot(path, trial=trial, val_accuracy=acc, n_val=4)
     return path
 
 
 def test_a_slot_result_is_read_only_under_its_own_model_stage_and_slot(tmp_path, capsys):
-    exp = tmp_path / "results" / "train" / "toy" / "st"
+    exp = draw_run(tmp_path, SPACE, "resnet18").parent
     healthy = _slot(exp)
     assert trials._read(healthy)["trial"] == 0
     for model, stage, slot, key in [
@@ -79,7 +87,8 @@ def test_a_slot_copied_anywhere_is_checked_by_its_paths_tail(tmp_path, copy, key
     moved = tmp_path / copy
     moved.parent.mkdir(parents=True)
     shutil.copyfile(path, moved)
-    if key is None:
+    if key is None:  # a copy of the run's folder: its trials table lies beside it
+        shutil.copyfile(path.parents[1] / "trials.parquet", moved.parents[1] / "trials.parquet")
         assert trials._read(moved)["model"] == "resnet18"
         return
     with pytest.raises(RecordError, match=rf"{moved.name}: records {key} .* its path says {key}"):
@@ -90,6 +99,7 @@ def test_a_slot_copied_anywhere_is_checked_by_its_paths_tail(tmp_path, copy, key
 
 def test_an_empty_slot_is_checked_for_stage_and_slot(tmp_path):
     path = tmp_path / "m" / "stage-1" / "slot-2.json"
+    write_decision(tmp_path / "m" / "halving" / "rung-0.json", [0])  # one trial, into slot 0
     trials.write_empty_slot(1, 2, path)
     assert trials._read(path)["trial"] is None
     other = path.parent / "slot-0.json"
@@ -179,9 +189,157 @@ def test_an_empty_ranking_promotes_nothing(tmp_path):
 def test_a_rung_ranks_only_the_slots_of_its_own_stage(tmp_path):
     run = tmp_path / "toy" / "st"
     paths = [_slot(run, slot=t, trial=t, acc=25.0 * t) for t in range(2)]
-    assert trials.halve(paths, 0, 2, tmp_path / "rung-0.json")["promoted"] == [1]
+    rung = run / "resnet18" / "halving" / "rung-0.json"
+    assert trials.halve(paths, 0, 2, rung)["promoted"] == [1]
     later = _slot(run, stage=1, slot=0, trial=1, acc=75.0)
     with pytest.raises(
         JobError, match=r"stage-1/slot-0\.json: a result of stage 1, handed to rung 0"
     ):
         trials.halve([*paths, later], 0, 2, tmp_path / "rung-0.json")
+
+
+# ------------------------------------------------------------------------------ provenance
+
+
+def _searched(root):
+    """A run's search as its producers write it, under the workflow's layout: its trials drawn
+    and pre-registered (``train-draw-trials``), stage 0's four slots, rung 0's decision, stage
+    1's two slots (the promoted trials') and the selection; (run folder, slot paths)."""
+    run = draw_run(root, SPACE)
+    stage0 = [
+        _slot(run.parent, "resnet_mini", 0, t, t, acc)
+        for t, acc in enumerate((50.0, 100.0, 25.0, 75.0))
+    ]
+    rung = run / "halving" / "rung-0.json"
+    promoted = trials.halve(stage0, 0, 2, rung)["promoted"]
+    assert promoted == [1, 3]
+    stage1 = [
+        _slot(run.parent, "resnet_mini", 1, s, trials.slot_trial(s, rung), 50.0 * (s + 1))
+        for s in range(2)
+    ]
+    assert trials.select([*stage0, *stage1], run / "selection.json")["trial"] == 3
+    return run, [*stage0, *stage1]
+
+
+def _reseal(path, **change) -> None:
+    """Edit the record at ``path`` and seal it again, as anyone can (the digest is public)."""
+    from imagenot.train.records import seal
+
+    path.write_text(json.dumps(seal({**json.loads(path.read_text()), **change})))
+
+
+def _refused(capsys, run, slots, planted, words, where=None) -> None:
+    """The selection (through its command) and the halving of ``planted``'s stage stop in one
+    line naming ``where`` (``planted`` by default) and ``words``."""
+    where = where or planted
+    assert main(["train-select", "--results", *map(str, slots), "--selection", str(run / "s.json")]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    assert err[0].startswith(f"imagenot train-select: error: {where}") and words in err[0], err
+    assert not (run / "s.json").exists()
+    stage = [p for p in slots if p.parent == planted.parent]
+    with pytest.raises((RecordError, JobError), match=re.escape(words)):
+        trials.halve(stage, int(planted.parent.name.removeprefix("stage-")), 2, run / "r.json")
+
+
+def test_every_record_of_a_search_its_producers_wrote_is_read(tmp_path):
+    run, slots = _searched(tmp_path)
+    assert [trials._read(p)["trial"] for p in slots] == [0, 1, 2, 3, 1, 3]
+    assert trials.read_selection(run / "selection.json")["trial"] == 3
+    rows = trials.read_trials(run / "trials.parquet")
+    assert [r["trial"] for r in rows] == [0, 1, 2, 3] and all(0.001 <= r["lr"] <= 0.1 for r in rows)
+    # an empty slot (no trial left to promote) is what its producer writes too
+    empty = run / "stage-1" / "slot-2.json"
+    trials.write_empty_slot(1, 2, empty)
+    assert trials._read(empty)["trial"] is None
+
+
+def test_a_slot_whose_seal_is_no_digest_is_refused(tmp_path, capsys):
+    """An edited accuracy under a seal that is not a digest would change the winner."""
+    run, slots = _searched(tmp_path)
+    edited = {**json.loads(slots[0].read_text()), "val_accuracy": 100.0}
+    del edited["record_sha256"]
+    for seal, shown in [(None, "None"), ("sealed", "'sealed'"), (0, "0"), ("", "''"),
+                        ("A" * 64, f"'{'A' * 36}...")]:  # fmt: skip
+        slots[0].write_text(json.dumps({**edited, "record_sha256": seal}))
+        _refused(capsys, run, slots, slots[0], f"its record_sha256 is {shown}, not a sha256 digest")
+    slots[0].write_text(json.dumps(edited))
+    _refused(capsys, run, slots, slots[0], "has no record_sha256")
+
+
+def test_a_resealed_slot_its_producer_could_not_have_written_is_refused(tmp_path, capsys):
+    run, slots = _searched(tmp_path)
+    table = run / "trials.parquet"
+    healthy = {p: p.read_text() for p in slots}
+    rows = trials.read_trials(table)
+    planted = [
+        # a hyperparameter the trial was not drawn with (outside the space's range, too)
+        (slots[0], {"hyperparameters": {**json.loads(healthy[slots[0]])["hyperparameters"],
+                                        "lr": 0.5}}, "records hyperparameter lr 0.5, but trial 0 of"),
+        (slots[0], {"seed": rows[0]["seed"] + 1}, "records seed"),
+        # another trial's result in a slot of stage 0, which trains the slot's own trial
+        (slots[0], {"trial": 2, "hyperparameters": json.loads(healthy[slots[2]])["hyperparameters"],
+                    "seed": rows[2]["seed"]}, "records trial 2, but stage 0 trains trial 0"),
+        # a trial the rung dropped, in a slot of stage 1, with its own hyperparameters and seed
+        (slots[4], {"trial": 0, "hyperparameters": json.loads(healthy[slots[0]])["hyperparameters"],
+                    "seed": rows[0]["seed"]}, "rung-0.json promoted 1 into slot 0"),
+    ]  # fmt: skip
+    for path, change, words in planted:
+        _reseal(path, **change)
+        _refused(capsys, run, slots, path, words)
+        path.write_text(healthy[path])
+    # a trial the table does not hold, in a slot of its own
+    extra = run / "stage-0" / "slot-9.json"
+    extra.write_text(healthy[slots[0]])
+    _reseal(extra, stage=0, slot=9, trial=9)
+    _refused(capsys, run, [*slots, extra], extra, f"records trial 9, which {table} does not hold")
+
+
+def test_a_trials_table_the_space_could_not_have_drawn_is_refused(tmp_path, capsys):
+    """A table edited with the slot resealed to agree: the table is what the registered space
+    draws, each value of its hyperparameter's type and domain."""
+    import pyarrow as pa
+
+    from imagenot.io import read_parquet, write_parquet
+
+    run, slots = _searched(tmp_path)
+    table = run / "trials.parquet"
+    drawn, healthy = read_parquet(table).to_pylist(), slots[0].read_text()
+    for column, value, words in [
+        ("lr", 0.5, "trial 0's lr is 0.5, but the space draws it from [0.001, 0.1]"),
+        ("lr", -1.0, "trial 0's lr is -1.0, outside its domain"),
+        ("momentum", 0.5, "trial 0's momentum is 0.5, but the space fixes it at 0.9"),
+        ("optimizer", "lbfgs", "trial 0's optimizer is 'lbfgs', not one of"),
+        ("warmup_steps", 2, "trial 0's warmup_steps is 2, but the space fixes it at 0"),
+        ("seed", 7, "trial 0's seed is 7, but the registered search gives it"),
+    ]:
+        write_parquet(pa.Table.from_pylist([{**drawn[0], column: value}, *drawn[1:]]), table)
+        slots[0].write_text(healthy)
+        if column == "seed":
+            _reseal(slots[0], seed=value)
+        else:
+            hyperparameters = json.loads(healthy)["hyperparameters"]
+            _reseal(slots[0], hyperparameters={**hyperparameters, column: value})
+        _refused(capsys, run, slots, slots[0], words, where=table)  # the table is what is wrong
+        with pytest.raises(JobError, match=rf"{table}: {re.escape(words)}"):
+            trials.read_trial(table, 1)  # the training jobs read it so too
+
+
+def test_a_selection_resealed_with_another_result_is_refused(tmp_path):
+    """The selection copies the winner's slot result: a copy resealed with another accuracy is
+    not that result."""
+    from imagenot.train.records import seal
+
+    run, _ = _searched(tmp_path)
+    path = run / "selection.json"
+    chosen = json.loads(path.read_text())
+    result = seal({**chosen["result"], "val_accuracy": 75.0})
+    path.write_text(json.dumps({**chosen, "val_accuracy": 75.0, "result": result}))
+    with pytest.raises(JobError, match=rf"{path}: its result is not the slot result it copies"):
+        trials.read_selection(path)
+    result = seal({**chosen["result"], "trial": 0, "stage": 0, "slot": 0})
+    path.write_text(json.dumps({**chosen, "trial": 0, "result": result}))
+    with pytest.raises(
+        RecordError, match=r"selection\.json \(its result\): records hyperparameter"
+    ):
+        trials.read_selection(path)

@@ -1,24 +1,80 @@
 """A trial's records as the workflow writes them, for tests of their readers (halving, selection,
 the preregistration's evidence, the final run that reuses a trial): a slot's result by the one
 record writer (:func:`imagenot.train.records.write_record`: every key train_trial writes,
-sealed) and a rung's decision with every key ``train-halve`` writes."""
+sealed), its run's trials table (drawn from the registered space where one is registered, as
+``train-draw-trials`` draws it) and a rung's decision with every key ``train-halve`` writes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
+import pyarrow as pa
+
+from imagenot.io import read_parquet, write_parquet
+from imagenot.train import search
 from imagenot.train.records import write_record
+from imagenot.train.trials import registered_search, slot_run_dir
+
+
+def draw_run(root: Path, space: dict, model: str = "resnet_mini") -> Path:
+    """Pre-register ``space`` for the toy ST experiment and draw its trials for ``model`` under
+    ``root`` (the workflow's root) as ``train-draw-trials`` does (:func:`imagenot.train.trials.draw`
+    of the config's settings); the run's folder (``results/train/toy/st/{model}``)."""
+    from conftest import toy_config
+
+    from imagenot.config import validate_config
+    from imagenot.train import trials
+    from imagenot.train.paths import PREREGISTRATION, TRIALS
+    from imagenot.train.settings import DrawSettings
+
+    config = validate_config(toy_config(space))
+    settings = DrawSettings.from_config(config, "toy", "st", "resnet_mini")
+    settings = dataclasses.replace(settings, model=model)
+    table = Path(root) / TRIALS.format(dataset="toy", protocol="st", model=model)
+    trials.draw(settings, Path(root) / PREREGISTRATION, table)
+    return table.parent
+
+
+def trials_table(path: Path, trials: int) -> list[dict]:
+    """The trials table at ``path`` holding at least ``trials`` trials, written when it holds
+    fewer: the registered space's draw where the path lies in the workflow's layout beside a
+    preregistration record, else every hyperparameter at its default and seed 0."""
+    path = Path(path)
+    rows = read_parquet(path).to_pylist() if path.is_file() else []
+    if len(rows) >= trials:
+        return rows
+    registered = registered_search(path)
+    if registered is not None:
+        dataset, protocol, definition = registered
+        rows = search.draw_trials(definition, definition["seed"], dataset, protocol)
+    else:
+        # every hyperparameter at its default but lr, which tells the trials apart
+        rows = [
+            {"trial": t, **search.DEFAULTS, "lr": search.DEFAULTS["lr"] * (t + 1), "seed": 0}
+            for t in range(trials)
+        ]
+    write_parquet(pa.table(search.trial_columns(rows)), path)
+    return rows
 
 
 def slot_record(path: Path, **fields) -> dict:
     """A trained slot's result at ``path`` (``.../{model}/stage-{s}/slot-{k}.json``: its model,
-    stage and slot are read from the path), ``fields`` overriding the defaults."""
+    stage and slot are read from the path; its trial's hyperparameters and seed from its run's
+    trials table, :func:`trials_table`, written beside it when missing), ``fields``
+    overriding the defaults."""
     path = Path(path)
     stage = (
         int(path.parent.name.removeprefix("stage-")) if path.parent.name.startswith("stage-") else 0
     )
     slot = int(path.stem.removeprefix("slot-")) if path.stem.startswith("slot-") else 0
+    trial = fields.get("trial", slot)
+    run_dir = slot_run_dir(path)
+    row = {"seed": 0, **search.DEFAULTS}
+    if run_dir is not None and isinstance(trial, int) and trial >= 0:  # its run draws it
+        rows = trials_table(run_dir / "trials.parquet", trial + 1)
+        row = rows[trial] if trial < len(rows) else row
     record = {
         "stage": stage,
         "slot": slot,
@@ -31,8 +87,8 @@ def slot_record(path: Path, **fields) -> dict:
         "best_epoch": 1,
         "epochs": 1,
         "stopped_by": None,
-        "hyperparameters": {},
-        "seed": 0,
+        "hyperparameters": search.hyperparameters_of(row),
+        "seed": row["seed"],
         "dataset_fingerprint": "0" * 64,
     }
     return {**record, **fields}

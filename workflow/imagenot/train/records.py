@@ -11,9 +11,15 @@ ways, and a failed check is one line naming the file and the key (:class:`Record
 - **its seal**: the producer stores the sha256 of the record's other keys under
   :data:`SEAL_KEY` (:func:`seal`); a record whose contents no longer give that digest was edited
   or damaged after it was written. The workflow seals every record it writes (a final run's and
-  a trial slot's, an empty slot's too), so a record without a seal was not written by its
-  producer (or predates the seal): refused like an edited one, since its numbers cannot be
-  traced to a producer (:func:`check_unsealed`).
+  a trial slot's, an empty slot's too), so a record whose seal is absent or is not a digest (64
+  lowercase hex digits: null, a word, a number) was not written by its producer: refused like an
+  edited one, since its numbers cannot be traced to a producer (:func:`check_unsealed`).
+- **its provenance**: a seal catches damage, not forgery (anyone can recompute a digest), so a
+  trial slot's result lying in the slot layout is also checked against what its producer could
+  have written there: a trial of the run's trials table with that trial's hyperparameters and
+  seed, the trial its slot trains (the slot itself at stage 0, else the one the previous rung
+  promoted into it), and a table whose hyperparameters are of the space's types and ranges
+  (:func:`imagenot.train.trials.check_slot_provenance`).
 - **its identity**: dataset, protocol, model and seed are those of the path it is read from
   (:func:`path_identity` of the workflow's patterns) and of every path read or written beside
   it (:func:`check_identity`); the dataset it was trained on is the one it is evaluated on
@@ -91,29 +97,52 @@ def seal(record: Mapping[str, Any]) -> dict:
     return {**plain, SEAL_KEY: record_digest(plain)}
 
 
+# What a seal is: a sha256 digest as hexdigest() writes it.
+DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def is_digest(value: Any) -> bool:
+    """Whether ``value`` is a sha256 digest as :func:`record_digest` writes it (64 lowercase
+    hex digits)."""
+    return isinstance(value, str) and DIGEST.fullmatch(value) is not None
+
+
 def is_sealed(record: Mapping[str, Any]) -> bool:
-    """Whether the record carries a seal (verified by :func:`check_seal` when it does)."""
-    return SEAL_KEY in record
+    """Whether the record carries a seal, a digest (verified by :func:`check_seal`): a seal of
+    null, a word or a number is no seal."""
+    return is_digest(record.get(SEAL_KEY))
 
 
 def check_seal(record: Mapping[str, Any], where: str | os.PathLike) -> None:
-    """RecordError when the record's seal is not the digest of its contents."""
-    stored = record.get(SEAL_KEY)
-    if stored is not None and stored != record_digest(record):
+    """RecordError when the record's seal is not the digest of its contents (a record that
+    carries no digest is refused by :func:`check_unsealed`)."""
+    if is_sealed(record) and record[SEAL_KEY] != record_digest(record):
         raise RecordError(
             f"{where}: its contents are not those its producer wrote ({SEAL_KEY} does not match "
             f"them: edited or damaged after writing); {REFUSED}"
         )
 
 
+def _short(value: Any, width: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= width else f"{text[: width - 3]}..."
+
+
 def check_unsealed(record: Mapping[str, Any], where: str | os.PathLike) -> None:
-    """RecordError when a result record (a final run's, a trial slot's) carries no seal: every
-    producer of one seals it (:func:`write_record`), so an unsealed record was written by hand
-    or by another program, or by a version of the workflow that predates the seal."""
-    if not is_sealed(record):
+    """RecordError when a result record (a final run's, a trial slot's) carries no seal, or a
+    seal that is not a digest: every producer of one seals it (:func:`write_record`), so such a
+    record was written by hand or by another program, or by a version of the workflow that
+    predates the seal."""
+    if SEAL_KEY not in record:
         raise RecordError(
             f"{where}: has no {SEAL_KEY}, so it was not written by this workflow's producer (or "
             f"predates the seal) and its numbers cannot be traced to one; {REFUSED}"
+        )
+    if not is_sealed(record):
+        raise RecordError(
+            f"{where}: its {SEAL_KEY} is {_short(record[SEAL_KEY])}, not a sha256 digest (64 "
+            f"lowercase hex digits), so it was not written by this workflow's producer and its "
+            f"numbers cannot be traced to one; {REFUSED}"
         )
 
 
@@ -367,7 +396,13 @@ def check_record(
         check_identity(record, where, paths, expected, patterns)
     elif record_kind == "slot":
         check_slot_identity(record, where)
-    check_unsealed(record, where)  # last: a number or name that is wrong is named first
+    check_unsealed(record, where)  # a number or name that is wrong is named first
+    if record_kind == "slot":  # sealed: then what its producer could have written
+        from imagenot.train.trials import check_slot_provenance, slot_run_dir
+
+        run_dir = slot_run_dir(where)
+        if run_dir is not None:
+            check_slot_provenance(record, where, run_dir)
     return dict(record)
 
 

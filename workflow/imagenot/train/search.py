@@ -269,6 +269,61 @@ def at_chance(accuracy: float, num_classes: int, n: int) -> bool:
     return accuracy / 100.0 <= p + 3.0 * math.sqrt(p * (1 - p) / max(n, 1))
 
 
+# Each hyperparameter's domain, the schema's (``x-values``: a momentum in [0, 1), a learning
+# rate above 0, a count of epochs an integer); the named ones' domain is their registry.
+VALUE_DOMAINS: dict[str, Mapping] = {
+    name: node["x-values"]
+    for name, node in schema_node("train.spaces.{space}.hyperparameters")["properties"].items()
+    if "x-values" in node
+}
+
+
+def value_problem(name: str, value: object) -> str | None:
+    """What is wrong with ``value`` as hyperparameter ``name`` of any space (None: nothing):
+    a name its registry does not hold, a number outside the schema's domain (or not finite), a
+    fraction where a count is due."""
+    registry = NAMED_HYPERPARAMETERS.get(name)
+    if registry is not None:
+        if isinstance(value, str) and value in registry:
+            return None
+        return f"not one of {', '.join(sorted(registry))}"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "not a number"
+    if not math.isfinite(value):
+        return "not finite"
+    if name in INTEGER_HYPERPARAMETERS and not isinstance(value, int):
+        return "not an integer"
+    import jsonschema
+
+    domain = VALUE_DOMAINS.get(name, {})
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(domain).iter_errors(value)
+    )
+    return None if error is None else f"outside its domain ({error.message})"
+
+
+def spec_problem(name: str, value: object, spec: Mapping, grid_value: object = None) -> str | None:
+    """What is wrong with ``value`` as a draw of hyperparameter ``name`` from ``spec`` (a
+    space's ``{value: x}``, ``{choice: [...]}``, ``{grid: [...]}`` with the trial's own grid
+    point ``grid_value``, ``{uniform: [lo, hi]}``, ``{log_uniform: [lo, hi]}``; None:
+    nothing): what :func:`draw_trials` could not have drawn."""
+    kind, arg = next(iter(spec.items()))
+    if kind == "value" and value != arg:
+        return f"but the space fixes it at {arg!r}"
+    if kind == "choice" and value not in arg:
+        return f"but the space chooses among {arg!r}"
+    if kind == "grid" and value != grid_value:
+        return f"but the space's grid gives this trial {grid_value!r}"
+    if kind in ("uniform", "log_uniform"):
+        low, high = float(arg[0]), float(arg[1])
+        if name in INTEGER_HYPERPARAMETERS:  # a draw is rounded
+            low, high = round(low), round(high)
+        slack = 1e-9 * max(abs(low), abs(high))  # exp(log(x)) may round past a bound
+        if not (low - slack <= value <= high + slack):
+            return f"but the space draws it from [{arg[0]!r}, {arg[1]!r}]"
+    return None
+
+
 def hyperparameters_of(row: Mapping) -> dict:
     """The whitelisted hyperparameters of a trials-table row."""
     return {name: row[name] for name in HYPERPARAMETERS}

@@ -8,7 +8,7 @@ rung drops, and after selection the weights of every trial but the selected one.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,8 +44,106 @@ def draw(settings: DrawSettings, record: Path, out: Path) -> None:
     log.info("%s %s: %d trials drawn and pre-registered", s.experiment, s.model, len(trials))
 
 
+# The columns of the trials table (:func:`imagenot.train.search.trial_columns`), in order.
+TRIAL_COLUMNS = ("trial", *search.HYPERPARAMETERS, "seed")
+_DRAW_AGAIN = "delete it and run the workflow again (it draws the trials again)"
+
+
+def registered_search(path: Path) -> tuple[str, str, Mapping] | None:
+    """(dataset, protocol, registered definition) of the trials table at ``path`` when it lies
+    in the workflow's layout (:data:`imagenot.train.paths.TRIALS`, in whichever working
+    directory), read from the preregistration record beside the results; None outside it."""
+    from imagenot.train.paths import PREREGISTRATION, TRAIN, TRIALS
+    from imagenot.train.records import path_identity
+
+    found = path_identity(path, TRIALS)
+    if found is None:
+        return None
+    record = Path(path).parents[3] / PREREGISTRATION.removeprefix(f"{TRAIN}/")
+    experiment = f"{found['dataset']}/{found['protocol']}"
+    entry = read_json(record).get("experiments", {}).get(experiment) if record.is_file() else None
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("definition"), Mapping):
+        raise JobError(
+            f"{path}: the preregistration record {record} registers no search of {experiment}, "
+            f"so these trials cannot be traced to a registered space; {_DRAW_AGAIN}"
+        )
+    return found["dataset"], found["protocol"], entry["definition"]
+
+
+def _check_registered(path: Path, rows: list[dict], registered: tuple) -> None:
+    """JobError naming the table, the trial and the key where a row is not what
+    :func:`imagenot.train.search.draw_trials` could draw from the registered definition."""
+    dataset, protocol, definition = registered
+    space, budget = definition.get("hyperparameters", {}), definition.get("budget")
+    if len(rows) != budget:
+        raise JobError(
+            f"{path}: holds {len(rows)} trials, but the registered search of {dataset}/"
+            f"{protocol} draws {budget}; {_DRAW_AGAIN}"
+        )
+    points = search.grid_points(space)
+    for row in rows:
+        trial = row["trial"]
+        for name in search.HYPERPARAMETERS:
+            if name not in space:
+                continue
+            problem = search.spec_problem(
+                name, row[name], space[name], points[trial].get(name) if points[0] else None
+            )
+            if problem:
+                raise JobError(
+                    f"{path}: trial {trial}'s {name} is {row[name]!r}, {problem}; {_DRAW_AGAIN}"
+                )
+        seed = search.stable_int(definition.get("seed"), dataset, protocol, "trial", trial)
+        if row["seed"] != seed:
+            raise JobError(
+                f"{path}: trial {trial}'s seed is {row['seed']!r}, but the registered search "
+                f"gives it {seed}; {_DRAW_AGAIN}"
+            )
+
+
+def read_trials(path: Path) -> list[dict]:
+    """The trials table at ``path`` (:func:`draw`), checked as what its producer could have
+    written: the columns it writes, trials 0, 1, ... in order, each hyperparameter of its
+    type and domain (:func:`imagenot.train.search.value_problem`), seeds whole numbers; and,
+    where the table lies in the workflow's layout, each value one the registered space could
+    draw for that trial, each seed the one it derives (:func:`_check_registered`). A failed
+    check is a JobError naming the file, the trial and the key."""
+    table = read_parquet(path)
+    missing = [c for c in TRIAL_COLUMNS if c not in table.column_names]
+    if missing:
+        raise JobError(
+            f"{path}: lacks column(s) {', '.join(missing)}, which every trials table holds; "
+            f"{_DRAW_AGAIN}"
+        )
+    rows = table.select(list(TRIAL_COLUMNS)).to_pylist()
+    trials = [r["trial"] for r in rows]
+    if trials != list(range(len(rows))):
+        raise JobError(
+            f"{path}: its trials are {trials[:8]!r}{'...' if len(trials) > 8 else ''}, not "
+            f"0 to {len(rows) - 1} in order; {_DRAW_AGAIN}"
+        )
+    for row in rows:
+        for name in search.HYPERPARAMETERS:
+            problem = search.value_problem(name, row[name])
+            if problem:
+                raise JobError(
+                    f"{path}: trial {row['trial']}'s {name} is {row[name]!r}, {problem}; "
+                    f"{_DRAW_AGAIN}"
+                )
+        if not _count(row["seed"]):
+            raise JobError(
+                f"{path}: trial {row['trial']}'s seed is {row['seed']!r}, not a whole number; "
+                f"{_DRAW_AGAIN}"
+            )
+    registered = registered_search(path)
+    if registered is not None:
+        _check_registered(path, rows, registered)
+    return rows
+
+
 def read_trial(path: Path, trial: int) -> dict:
-    rows = read_parquet(path).to_pylist()
+    """Row ``trial`` of the trials table at ``path`` (checked: :func:`read_trials`)."""
+    rows = read_trials(path)
     match = [r for r in rows if r["trial"] == trial]
     if not match:
         raise JobError(f"{path}: no row for trial {trial} (trials {[r['trial'] for r in rows]})")
@@ -132,6 +230,82 @@ def slot_trial(slot: int, promoted: Path | None) -> int | None:
     return chosen[slot] if slot < len(chosen) else None
 
 
+def _in_run(run_dir: Path, pattern: str, **wildcards) -> Path:
+    """A file of the run at ``run_dir`` (``{dataset}/{protocol}/{model}``'s folder): ``pattern``
+    (a :mod:`imagenot.train.paths` pattern under :data:`~imagenot.train.paths.RUN`)."""
+    from imagenot.train.paths import RUN
+
+    return Path(run_dir) / pattern.removeprefix(f"{RUN}/").format(**wildcards)
+
+
+def check_slot_provenance(record: Mapping, where, run_dir: Path) -> None:
+    """RecordError naming ``where`` when a slot's result is not what its producer
+    (``train-trial``, :func:`write_empty_slot`) could have written in the run at ``run_dir``:
+    its trial is the one its slot trains (the slot itself at stage 0, else the one the previous
+    rung's decision promoted into it, or none), a trial of the run's trials table
+    (:func:`read_trials`: itself what the registered space could draw) with that trial's
+    hyperparameters and seed. A seal catches damage; this catches a record resealed with
+    values no producer writes."""
+    from imagenot.train.paths import DECISION, TRIALS
+    from imagenot.train.records import REFUSED, RecordError
+
+    stage, slot, trial = record["stage"], record["slot"], record["trial"]
+    decision = _in_run(run_dir, DECISION, rung=stage - 1) if stage > 0 else None
+    if decision is not None and not decision.is_file():
+        raise RecordError(
+            f"{where}: a slot of stage {stage}, but the rung that promotes into it has no "
+            f"decision ({decision}), so its trial cannot be traced; {REFUSED}"
+        )
+    expected = slot_trial(slot, decision)
+    if trial != expected:
+        by = f"{decision} promoted {expected!r}" if decision else f"stage 0 trains trial {slot}"
+        raise RecordError(
+            f"{where}: records trial {trial!r}, but {by} into slot {slot}: its producer "
+            f"could not have written it; {REFUSED}"
+        )
+    if trial is None:
+        return
+    table = _in_run(run_dir, TRIALS)
+    if not table.is_file():
+        raise RecordError(
+            f"{where}: records trial {trial}, but its run has no trials table ({table}), so "
+            f"its trial cannot be traced; {REFUSED}"
+        )
+    rows = {row["trial"]: row for row in read_trials(table)}
+    row = rows.get(trial)
+    if row is None:
+        raise RecordError(
+            f"{where}: records trial {trial}, which {table} does not hold (trials 0 to "
+            f"{len(rows) - 1}): its producer could not have written it; {REFUSED}"
+        )
+    have = record.get("hyperparameters")
+    drawn = search.hyperparameters_of(row)
+    if not isinstance(have, Mapping) or set(have) != set(drawn):
+        raise RecordError(
+            f"{where}: its hyperparameters {sorted(have) if isinstance(have, Mapping) else have!r}"
+            f" are not the keys {table} draws ({', '.join(drawn)}); {REFUSED}"
+        )
+    for name, value in drawn.items():
+        if have[name] != value or type(have[name]) is not type(value):
+            raise RecordError(
+                f"{where}: records hyperparameter {name} {have[name]!r}, but trial {trial} of "
+                f"{table} has {value!r}: its producer could not have written it; {REFUSED}"
+            )
+    if record.get("seed") != row["seed"]:
+        raise RecordError(
+            f"{where}: records seed {record.get('seed')!r}, but trial {trial} of {table} has "
+            f"{row['seed']!r}: its producer could not have written it; {REFUSED}"
+        )
+
+
+def slot_run_dir(path) -> Path | None:
+    """The run folder of a slot's result at ``path`` when the path ends as the slot layout
+    does (``{model}/stage-{stage}/slot-{slot}.json``, wherever it lies); None otherwise."""
+    from imagenot.train.records import SLOT_PATTERN, path_identity
+
+    return Path(path).parent.parent if path_identity(path, SLOT_PATTERN) is not None else None
+
+
 def read_selection(path: Path) -> dict:
     """The selection at ``path``, checked: its trial, validation accuracy and hyperparameters
     are those of the trial's own sealed result it copies (a hand-edited ``trial`` would train
@@ -149,7 +323,7 @@ def read_selection(path: Path) -> dict:
                 f"{path}: {key} is {chosen.get(key)!r}, but the trial result it copies records "
                 f"{result.get(key)!r}; delete it and run the workflow again"
             )
-    from imagenot.train.paths import TRIAL_SELECTION
+    from imagenot.train.paths import SLOT, TRIAL_SELECTION
     from imagenot.train.records import path_identity
 
     found = path_identity(path, TRIAL_SELECTION[TRIAL_SELECTION.index("{model}") :])
@@ -159,6 +333,17 @@ def read_selection(path: Path) -> dict:
             f"{found['model']!r}: a selection is used only under its own model's path; delete "
             "it and run the workflow again"
         )
+    if found is not None:  # in the run's folder: the slot result it copies lies beside it
+        run_dir = Path(path).parent
+        check_slot_provenance(result, f"{path} (its result)", run_dir)
+        slot = _in_run(run_dir, SLOT, stage=result["stage"], slot=result["slot"])
+        copied = read_json(slot) if slot.is_file() else None
+        if copied != result:
+            raise JobError(
+                f"{path}: its result is not the slot result it copies ({slot} "
+                f"{'differs' if slot.is_file() else 'is missing'}); delete it and run the "
+                "workflow again"
+            )
     return chosen
 
 

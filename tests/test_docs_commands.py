@@ -62,9 +62,14 @@ def test_documented_benchmark_options_exist(script):
 VENV_TOOLS = ("imagenot", "snakemake", "pytest", "python", "python3", "ruff")
 
 
+# where one command of a shell line ends and the next begins
+COMMAND_BREAK = re.compile(r"&&|\|\||[;|]|\$\(")
+
+
 def test_shell_blocks_run_the_venvs_tools_from_a_fresh_shell():
     """A ```bash block of README.md and docs/ is copied as is into a shell without an activated
-    venv: a line starting with a tool the venv installs names it as `.venv/bin/<tool>`."""
+    venv: each command of a line (after `&&`, `|`, `;` or `$(` too) that starts with a tool the
+    venv installs names it as `.venv/bin/<tool>`."""
     bad = []
     for doc in DOCS:
         block = False
@@ -72,10 +77,67 @@ def test_shell_blocks_run_the_venvs_tools_from_a_fresh_shell():
             if line.startswith("```"):
                 block = line.startswith("```bash") and not block
                 continue
-            words = line.split()
-            if block and words and words[0] in VENV_TOOLS:
-                bad.append(f"{doc.name}:{number}: {line.strip()}")
+            if not block or line.lstrip().startswith("#"):
+                continue
+            for command in COMMAND_BREAK.split(line):
+                words = command.split()
+                if words and words[0] in VENV_TOOLS:
+                    bad.append(f"{doc.name}:{number}: {line.strip()}")
     assert not bad, "use .venv/bin/<tool>:\n" + "\n".join(bad)
+
+
+# An inline code span that starts with one of the workflow's commands (`imagenot ...`,
+# `snakemake ...`), outside fenced blocks.
+INLINE_COMMAND = re.compile(r"(?<![`\w/.])`((?:imagenot|snakemake)\s[^`]*)`")
+
+
+def inline_commands(text: str) -> list[tuple[int, str]]:
+    """(line, span) of each inline code span of a document that is a command to run: a workflow
+    command with an argument or an option (`snakemake -n`, `imagenot ci --n 100`; a name alone,
+    `imagenot rankings`, is the command's name), outside fenced blocks and headings. A span
+    that elides or templates its arguments (`imagenot ... > {log} 2>&1`: a rule's shell line)
+    is no command to copy."""
+    prose = FENCE.sub(lambda m: "\n" * m[0].count("\n"), text)
+    found = []
+    for m in INLINE_COMMAND.finditer(prose):
+        words = m[1].split()
+        line_start = prose.rfind("\n", 0, m.start()) + 1
+        if "{" in m[1] or "..." in m[1] or prose[line_start:].startswith("#"):
+            continue
+        minimum = 2 if words[0] == "snakemake" else 3  # snakemake OPTION; imagenot SUB ARG
+        if len(words) >= minimum or any(w.startswith("-") for w in words[1:]):
+            found.append((prose.count("\n", 0, m.start()) + 1, " ".join(words)))
+    return found
+
+
+def test_inline_commands_name_the_venvs_tools():
+    """A command printed in the prose (`.venv/bin/snakemake -n`) runs as printed without an
+    activated venv, as a ```bash block's does: it names `.venv/bin/<tool>`."""
+    bad = [
+        f"{doc.relative_to(REPO)}:{line}: `{span}`"
+        for doc in DOCS
+        for line, span in inline_commands(doc.read_text(encoding="utf-8"))
+    ]
+    assert not bad, "name .venv/bin/<tool> in these spans:\n" + "\n".join(bad)
+
+
+def test_inline_commands_are_told_from_command_names():
+    """The planted cases of the check above: bare commands with arguments are found, in a table
+    cell or across a line break too; names, prefixed commands, rule shell lines and headings
+    are not."""
+    text = (
+        "Run `snakemake -n` or `imagenot ci --accuracy 75 --n 100`; `imagenot rankings TABLE\n"
+        "--report DIR` | `imagenot validate-config my.yaml` |\n"
+        "Not: `imagenot rankings`, `imagenot`, `.venv/bin/snakemake -n`, `imagenot ... > {log}`,\n"
+        "```bash\nsnakemake -n\n```\n"
+        "## What `snakemake --report` trusts\n"
+    )
+    assert inline_commands(text) == [
+        (1, "snakemake -n"),
+        (1, "imagenot ci --accuracy 75 --n 100"),
+        (1, "imagenot rankings TABLE --report DIR"),
+        (2, "imagenot validate-config my.yaml"),
+    ]
 
 
 def test_benchmark_jobs_find_imagenot_without_an_activated_venv(monkeypatch):

@@ -105,6 +105,29 @@ def test_every_field_of_every_rule_is_quoted(planted):
     assert shell_line.unquoted("imagenot match {input.shard} > {log}") == ["{input.shard}", "{log}"]
 
 
+def _bare_shells(text: str) -> list[int]:
+    """Line numbers of the ``shell:`` directives of ``text`` that are not a ``job(...)`` line."""
+    lines = text.splitlines()
+    bare = []
+    for number, line in enumerate(lines, 1):
+        if line.strip() == "shell:":
+            if not (number < len(lines) and lines[number].strip().startswith("job(")):
+                bare.append(number)
+        elif line.strip().startswith("shell:"):
+            bare.append(number)
+    return bare
+
+
+def test_every_shell_line_is_built_by_job():
+    """Rules defined only under some configs (the scale world's) are not among the rules one
+    config loads: in the sources, every ``shell:`` is a ``job(...)`` line, which quotes."""
+    for path in [REPO / "Snakefile", *sorted((REPO / "rules").glob("*.smk"))]:
+        assert _bare_shells(path.read_text(encoding="utf-8")) == [], path.name
+    planted = 'rule a:\n    shell:\n        job("imagenot x")\n\nrule b:\n    shell:\n        "cat {input}"\n'
+    assert _bare_shells(planted) == [6]
+    assert _bare_shells('rule c:\n    shell: "cat {input}"\n') == [2]
+
+
 def _run(line: str, cwd: Path, argv_out: Path) -> subprocess.CompletedProcess:
     """``line`` run by bash in ``cwd``, ``python`` recording its arguments in ``argv_out``."""
     bin_dir = cwd / "recorder-bin"
@@ -166,6 +189,10 @@ def test_a_config_path_that_reads_as_an_option_is_refused_by_key():
     shell_line.check(config)  # healthy: nothing starts with '-'
     config["diagnostics"]["reference_classes"] = "-ref.txt"
     with pytest.raises(ValueError, match=r"^config key diagnostics\.reference_classes"):
+        shell_line.check(config)
+    config["diagnostics"]["reference_classes"] = None
+    config["scale_world"] = {"captions": "-captions.parquet"}
+    with pytest.raises(ValueError, match=r"^config key scale_world\.captions"):
         shell_line.check(config)
 
 

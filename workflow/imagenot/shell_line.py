@@ -40,6 +40,7 @@ ARGUMENT_PATHS = (
     "train.weights_dir",  # train_published: the weights file's path
     "diagnostics.reference_classes",  # diagnostics_wordnet_stats --reference
     "diagnostics.class_lists.*",  # diagnostics_wordnet_stats --classes
+    "scale_world.captions",  # scale_world --captions
 )
 
 

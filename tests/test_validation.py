@@ -509,3 +509,22 @@ def test_a_relative_path_refused_below_the_run_folder_is_named_with_where_it_res
     assert "found from there, not from here: datasets.mine.path (data/fm)" in note
     there = _validate_files(run, demo, overlay)
     assert there.returncode == 0, there.stderr
+
+
+def test_a_mistyped_configfile_stops_snakemake_before_the_workflow_as_the_readme_says():
+    """Snakemake reads each --configfile while it parses its command line (its ConfigSettings),
+    before any code of the workflow runs, and a missing one escapes as a bare FileNotFoundError,
+    which Snakemake prints with its traceback: the workflow cannot replace that message, so
+    README section 3 prints its last line, and validate-config says it in one line with the
+    closest file beside it. A Snakemake that catches it fails here, and the README changes."""
+    from snakemake.settings.types import ConfigSettings
+
+    with pytest.raises(FileNotFoundError) as caught:
+        ConfigSettings(configfiles=[Path("my-chnages.yaml")])
+    last_line = f"{type(caught.value).__name__}: {caught.value}"
+    assert last_line == "FileNotFoundError: [Errno 2] No such file or directory: 'my-chnages.yaml'"
+    assert f"`{last_line}`" in " ".join((REPO / "README.md").read_text().split())
+    run = _validate_files(REPO, REPO / "config" / "config.yaml", REPO / "config" / "confg.yaml")
+    assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert "confg.yaml: No such file or directory (did you mean" in run.stderr
+    assert "config/config.yaml?)" in run.stderr

@@ -662,38 +662,34 @@ def merge_sources(sources: Sequence[Source]) -> dict:
 
 
 def _files_of(exc: BaseException, sources: Sequence[Source]) -> list[str]:
-    """The config files a refusal is about: for each key a schema error names, the last file
-    that gives it (the value that won the merge) or, for an item a file added to a list (a
-    key path past the list's end in the file that gives the list), the last file that gives
-    or adds to the nearest section of it; else every file."""
+    """The config files a refusal is about: for each key it names, the last file that gives it
+    (the value that won the merge) or, for an item of a list that no file gives at that index
+    (one a file added), the last file that gives or adds to that list; else every file."""
     names = [name for name, _ in sources]
     keys = getattr(exc, "keys", None) or [
         # a stage's cross-key check names its key in the house form, "config key a.b.c: ..."
         tuple(key.split("."))
         for key in re.findall(r"config key ([\w.+-]*[\w+])", str(exc))
     ]
-    if not keys:
-        return names
     files: list[str] = []
     for key in keys:
-        givers: list[str] = []
-        for end in range(len(key), 0, -1):
-            *parents, last = key[:end]
+        givers = [name for name, content in sources if _value_at(content, key)[0]]
+        index = next((i for i, part in enumerate(key) if str(part).isdigit()), None)
+        if not givers and index:  # an item of the list key[:index], added by a file
+            *parents, listed = key[:index]
             givers = [
                 name
                 for name, content in sources
                 if any(
                     _value_at(content, (*parents, part))[0]
-                    for part in (last, f"{last}{ADD_SUFFIX}")
+                    for part in (listed, f"{listed}{ADD_SUFFIX}")
                 )
             ]
-            if givers:
-                break
         if not givers:
             return names
         if givers[-1] not in files:
             files.append(givers[-1])
-    return files
+    return files or names
 
 
 def check_config_files(config: dict, sources: Sequence[Source], check) -> dict:

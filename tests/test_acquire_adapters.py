@@ -119,8 +119,8 @@ def _cifar_batches(root, protocol=pickle.DEFAULT_PROTOCOL):
     root.mkdir()
     with open(root / "batches.meta", "wb") as f:
         pickle.dump({b"label_names": [b"a", b"b"]}, f, protocol=protocol)
-    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
-        data = np.zeros((2, 3072), dtype=np.uint8)
+    for i, name in enumerate([f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]):
+        data = np.stack([np.full(3072, 20 * i, np.uint8), np.full(3072, 20 * i + 10, np.uint8)])
         with open(root / name, "wb") as f:
             pickle.dump({b"data": data, b"labels": [0, 1]}, f, protocol=protocol)
 
@@ -381,3 +381,53 @@ def test_imagefolder_empty_class_and_empty_training_split_are_errors_unless_allo
         materialise(
             "imagefolder", root, tmp_path / "b", image_size=16, test_per_class=3, val_per_class=3
         )
+
+
+def test_a_hidden_folder_in_a_class_folder_is_skipped_like_a_hidden_file(tmp_path):
+    """Tools leave hidden folders of copies in class folders (.ipynb_checkpoints): read as
+    images, they doubled the class and put byte-identical images in two splits. Skipped and
+    counted, they leave the dataset as it was without them."""
+    import json
+
+    root = tmp_path / "folder"
+    _tree(root, ["cat", "dog"], 6, fmt="PNG", ext=".png")
+    clean = tmp_path / "clean"
+    materialise("imagefolder", root, clean, image_size=16, test_per_class=2)
+    for cls in ("cat", "dog"):
+        copies = root / cls / ".ipynb_checkpoints"
+        copies.mkdir()
+        for f in sorted((root / cls).glob("*.png")):
+            shutil.copyfile(f, copies / f"{f.stem}-checkpoint.png")
+    (root / "cat" / "x" / ".thumbnails").mkdir(parents=True)  # hidden deeper down too
+    shutil.copyfile(root / "cat" / "cat_0.png", root / "cat" / "x" / ".thumbnails" / "t.png")
+    (root / "eel" / ".ipynb_checkpoints").mkdir(parents=True)  # a class of hidden copies only
+    shutil.copyfile(root / "cat" / "cat_1.png", root / "eel" / ".ipynb_checkpoints" / "e.png")
+    out, parts = tmp_path / "ds", tmp_path / "parts"
+    with pytest.raises(AdapterError, match=r"without images, left out: \['eel'\]"):
+        materialise("imagefolder", root, out, image_size=16, test_per_class=2)
+    materialise(
+        "imagefolder", root, out, image_size=16, test_per_class=2, allow_empty=True,
+        parts_dir=parts,
+    )  # fmt: skip
+    assert read_classes(out) == ["cat", "dog"]
+    assert read_manifest(out).to_pylist() == read_manifest(clean).to_pylist()
+    skipped = json.loads((parts / "range-00000.parquet.skipped.json").read_text())
+    assert skipped == {"hidden": 13}
+    _check_invariants(out, 2)
+
+
+def test_byte_identical_images_are_never_in_two_splits(tmp_path, caplog):
+    """Copies under other names and in another class's folder are split like any image; the
+    gather keeps each image in one split (test before val before train)."""
+    root = tmp_path / "folder"
+    _tree(root, ["cat", "dog"], 6, fmt="PNG", ext=".png")
+    for f in sorted((root / "cat").glob("*.png")):
+        shutil.copyfile(f, root / "cat" / f"copy of {f.name}")
+        shutil.copyfile(f, root / "dog" / f"also {f.name}")
+    out = tmp_path / "ds"
+    materialise("imagefolder", root, out, image_size=16, test_per_class=3, val_per_class=1)
+    _check_invariants(out, 2)
+    rows = read_manifest(out).to_pylist()
+    assert len(rows) < 24  # copies that fell in another split than their twin are gone
+    (line,) = [r.getMessage() for r in caplog.records if "another split" in r.getMessage()]
+    assert f"{24 - len(rows)} image(s) also stored in another split" in line

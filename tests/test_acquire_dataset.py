@@ -196,3 +196,52 @@ def test_a_manifest_without_image_digests_is_refused(tmp_path):
     pq.write_table(table, out / "manifest.parquet")
     with pytest.raises(DatasetError, match=r"manifest\.parquet: column sha256 must hold 64 hex"):
         ManifestDataset(out, "train")
+
+
+def _gathered(tmp_path, parts: dict[str, list[Record]], classes: list[str]):
+    from imagenot.acquire.dataset import gather_parts, write_part
+
+    out = tmp_path / "ds"
+    manifests = []
+    for name, records in parts.items():
+        manifests.append(tmp_path / f"{name}.parquet")
+        write_part(out, records, classes, manifests[-1], part=name, shard_size=100)
+    gather_parts(out, manifests, seed=0)
+    return read_manifest(out).to_pylist()
+
+
+def test_an_image_in_two_splits_is_kept_in_one_test_before_val_before_train(tmp_path, caplog):
+    """Byte-identical images split apart (a copy under another name, in another class's
+    folder, or in a dataset's official train and test files) stay in one split; two copies in
+    one split stay."""
+    same, other, pair = _jpeg((200, 0, 0)), _jpeg((0, 200, 0)), _jpeg((0, 0, 200))
+    parts = {
+        "a": [
+            Record("a-test", "n001", "test", same),
+            Record("a-train", "n001", "train", same),
+            Record("a-val", "n001", "val", other),
+        ],
+        "b": [
+            Record("b-train", "n002", "train", other),  # the val image of another class
+            Record("b-train-copy", "n002", "train", same),
+            Record("b-pair-1", "n002", "train", pair),
+            Record("b-pair-2", "n002", "train", pair),
+        ],
+    }
+    rows = _gathered(tmp_path, parts, ["n001", "n002"])
+    assert sorted(r["key"] for r in rows) == ["a-test", "a-val", "b-pair-1", "b-pair-2"]
+    splits: dict[str, set[str]] = {}
+    for r in rows:
+        splits.setdefault(r["sha256"], set()).add(r["split"])
+    assert all(len(s) == 1 for s in splits.values())
+    (line,) = [r.getMessage() for r in caplog.records if "another split" in r.getMessage()]
+    assert "3 image(s)" in line and "dropped: train 3" in line
+    assert "a-train (train) is the same image as a-test (test)" in line
+
+
+def test_distinct_images_are_all_kept_by_the_gather(tmp_path, caplog):
+    records = _records()
+    parts = {"a": records[:5], "b": records[5:]}
+    rows = _gathered(tmp_path, parts, ["n001", "n002", "n003"])
+    assert sorted(r["key"] for r in rows) == sorted(r.key for r in records)
+    assert not [r for r in caplog.records if "another split" in r.getMessage()]

@@ -27,8 +27,12 @@ Files on disk (imagefolder, imagenet):
   ``photo.jpg`` and ``photo.png``, a key cut to length). The path itself is kept in the
   manifest's ``source`` column.
 - a whole-file source (CIFAR-10 batches, idx files, the devkit) whose links lead out of the
-  dataset folder is refused naming it (:func:`outside`); how the range job skips hidden,
-  unreadable and linked-out images, and empty class folders: :mod:`imagenot.acquire.materialise`.
+  dataset folder is refused naming it (:func:`outside`); how the range job skips hidden
+  files and every file under a hidden folder (:func:`is_hidden`), unreadable and linked-out
+  images, and empty class folders: :mod:`imagenot.acquire.materialise`.
+- an image stored in two splits (byte-identical files, whatever their names or classes) is
+  kept in one only when the dataset is gathered (:func:`imagenot.acquire.dataset.
+  drop_cross_split_duplicates`).
 """
 
 from __future__ import annotations
@@ -306,28 +310,35 @@ def file_key(relpath: str, shared_stem: bool = False, nested: bool = False) -> s
     return f"{slug[-(MAX_KEY - 17) :]}-{digest}"
 
 
-def _is_image(f: Path) -> bool:
-    return f.suffix.lower() in IMAGE_SUFFIXES and f.is_file() and not f.name.startswith(".")
+def is_hidden(path: str | os.PathLike) -> bool:
+    """Whether a path relative to a dataset folder is hidden: its name or any folder on the
+    way starts with ``.`` (``.DS_Store``, macOS ``._x.jpg``, and every file under
+    ``.ipynb_checkpoints/``, ``.git/``, ``.thumbnails/``). Why folders too: such a folder
+    inside a class folder holds copies of that class's images, which would be read as more
+    images of the class and could fall in another split than their originals."""
+    return any(part.startswith(".") for part in Path(path).parts)
+
+
+def _is_image(f: Path, root: Path) -> bool:
+    return f.suffix.lower() in IMAGE_SUFFIXES and f.is_file() and not is_hidden(f.relative_to(root))
 
 
 def class_folders(root: Path) -> tuple[set[str], set[str]]:
-    """(class folders holding at least one image, folders holding none) of ``root``."""
+    """(class folders holding at least one image, folders holding none) of ``root``; images
+    under hidden folders (:func:`is_hidden`) do not count."""
     if not root.is_dir():
         raise AdapterError(f"{root}: directory not found")
     full, empty = set(), set()
     for d in root.iterdir():
-        if d.is_dir() and not d.name.startswith("."):
-            (full if any(map(_is_image, d.rglob("*"))) else empty).add(d.name)
+        if d.is_dir() and not is_hidden(d.name):
+            has_image = any(_is_image(f, d) for f in d.rglob("*"))
+            (full if has_image else empty).add(d.name)
     return full, empty
 
 
 def folder_classes(root: Path) -> set[str]:
     """Class folders of ``root`` holding at least one image (stops at each folder's first)."""
     return class_folders(root)[0]
-
-
-def is_hidden(name: str) -> bool:
-    return name.startswith(".")
 
 
 def folder_items(root: Path, source: str, prefix: str, only: set[str] | None = None) -> list[Item]:

@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import io
 import json
+import logging
 import os
 import tarfile
 from collections.abc import Callable, Iterable, Sequence
@@ -52,6 +53,8 @@ from imagenot.io import (
 CONTENT_COLUMNS = ("key", "wnid", "label", "split", "sha256")
 ORDER = "order"  # optional part-manifest column: the row's position in the gathered manifest
 PART_META = b"imagenot.part"  # part-manifest schema metadata: JSON {classes, params}
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -375,7 +378,8 @@ def gather_parts(
     """Write a dataset's manifest, classes.txt and fingerprint.txt from its part manifests.
 
     Row order: by ``order`` where the parts carry it (the LAION build plans every row's place);
-    otherwise (adapters, parts in class order) training rows in the seeded permutation
+    otherwise (adapters, parts in class order) an image stored in two splits is kept in one
+    (:func:`drop_cross_split_duplicates`), then training rows in the seeded permutation
     ``default_rng([seed, 1])`` of their concatenated order, then validation, then test rows
     in concatenated order; this is the order a single job writes. Tars under ``shards/`` that
     no part names (left by a run with other parts) are removed.
@@ -414,6 +418,7 @@ def gather_parts(
     if ORDER in table.column_names:
         table = table.take(pc.sort_indices(table, [(ORDER, "ascending")])).drop_columns([ORDER])
     else:
+        table = drop_cross_split_duplicates(table, out_dir)
         split = table["split"]
         train = np.flatnonzero(pc.equal(split, "train").to_numpy(zero_copy_only=False))
         train = train[np.random.default_rng([seed, 1]).permutation(len(train))]
@@ -424,6 +429,58 @@ def gather_parts(
         table = table.take(pa.array(np.concatenate([train, *rest]), pa.int64()))
     _remove_unreferenced(out_dir, table)
     return _write_index(out_dir, table.combine_chunks(), classes)
+
+
+KEEP_FIRST = ("test", "val", "train")  # which split keeps an image stored in two
+
+
+def drop_cross_split_duplicates(table: pa.Table, where: str | os.PathLike) -> pa.Table:
+    """``table`` (manifest rows) without the rows whose stored image (``sha256``) another
+    split also holds: each such image stays in the first split of :data:`KEEP_FIRST` that
+    holds it (an official test split stays whole). The rows dropped are counted by split in
+    the log (naming the first pair); their bytes stay in the shards, unreferenced.
+
+    Why: byte-identical files (a copy of a photo under another name or in another class
+    folder; the same picture in a dataset's official train and test files) are split apart
+    like any two images, and a model would be tested on images it was trained on. Identical
+    source files give identical stored images, so the stored image's sha256 finds every such
+    pair; the range jobs split classes apart, so only the gather sees them all. Images held
+    twice within one split are left as they are. (LAION-built datasets drop exact duplicates
+    across the whole dataset when the fill plans them: :mod:`imagenot.acquire.build`.)
+    """
+    digests = table["sha256"].to_pylist()
+    splits = table["split"].to_pylist()
+    rank = {s: i for i, s in enumerate(KEEP_FIRST)}
+    first: dict[str, int] = {}  # sha256 -> the first row of its copies in the best split
+    for row, (digest, split) in enumerate(zip(digests, splits, strict=True)):
+        held = first.get(digest)
+        if held is None or rank[split] < rank[splits[held]]:
+            first[digest] = row
+    keep = np.array(
+        [splits[first[d]] == split for d, split in zip(digests, splits, strict=True)], dtype=bool
+    )
+    if keep.all():
+        return table
+    dropped = np.flatnonzero(~keep)
+    counts = {s: 0 for s in KEEP_FIRST}
+    for row in dropped:
+        counts[splits[row]] += 1
+    keys = table["key"].to_pylist()
+    row = int(dropped[0])
+    twin = first[digests[row]]
+    log.warning(
+        "%s: %d image(s) also stored in another split, kept in %s only (dropped: %s; first: "
+        "%s (%s) is the same image as %s (%s))",
+        where,
+        len(dropped),
+        " before ".join(KEEP_FIRST),
+        ", ".join(f"{s} {n}" for s, n in counts.items() if n),
+        keys[row],
+        splits[row],
+        keys[twin],
+        splits[twin],
+    )
+    return table.filter(pa.array(keep))
 
 
 GATHER_WINDOW_ROWS = 1 << 18  # manifest rows held at once by the streamed gather (~50 MB)

@@ -26,6 +26,7 @@ from imagenot.acquire.adapters import (
     imagefolder_classes,
     imagefolder_items,
     inside,
+    is_hidden,
 )
 
 DEVKIT = "ILSVRC2012_devkit_t12"
@@ -135,7 +136,7 @@ def _imagenet_flat_val(root: Path) -> list[str]:
             raise AdapterError(f"{root}: ILSVRC-2012 layout needs {sub}/ with wnid folders")
     val = list((root / "val").iterdir())
     flat = sorted(p.name for p in val if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
-    if flat and any(p.is_dir() for p in val):
+    if flat and any(p.is_dir() and not is_hidden(p.name) for p in val):
         raise AdapterError(f"{root / 'val'}: mixes wnid folders and flat images")
     return flat
 

@@ -14,7 +14,9 @@ batches) has no file to keep.
 
 Images skipped:
 
-- hidden files (``.DS_Store``, macOS ``._x.jpg``) are skipped and counted (reason ``hidden``);
+- hidden files (``.DS_Store``, macOS ``._x.jpg``) and every file under a hidden folder
+  (``.ipynb_checkpoints/``: copies of the class's images) are skipped and counted (reason
+  ``hidden``, :func:`imagenot.acquire.adapters.is_hidden`);
   a file that cannot be read or decoded is skipped and counted by its reason
   (``imagenot.acquire.images`` codes, ``unreadable`` for I/O errors), up to
   ``max_unreadable_share`` of a range's images, beyond which the job fails naming the first.
@@ -107,8 +109,8 @@ def materialise_range(
         log.info("%s: range %d already written with these settings; nothing to do", path, job)
         return Path(part_manifest)
     _, items = read_items(path, set(mine))
-    skipped = {"hidden": sum(1 for it in items if it.path and is_hidden(Path(it.path).name))}
-    items = [it for it in items if not (it.path and is_hidden(Path(it.path).name))]
+    skipped = {"hidden": sum(1 for it in items if it.path and is_hidden(it.path))}
+    items = [it for it in items if not (it.path and is_hidden(it.path))]
     by_class = group_by_class(items)
     pairs = []
     for cls in mine:

@@ -380,7 +380,8 @@ def test_validate_config_checks_the_config_snakemake_reads(tmp_path):
 
     checked = run(".venv/bin/imagenot", "validate-config", "my-changes.yaml")
     assert checked.returncode == 2, checked.stdout
-    message = checked.stderr.strip().split("my-changes.yaml: ", 1)[1]
+    message = checked.stderr.strip().split("error: ", 1)[1]
+    assert message.startswith("my-changes.yaml: "), message  # the file, named as given
     planned = run(".venv/bin/snakemake", "-n", "--configfile", "my-changes.yaml")
     assert planned.returncode != 0, planned.stdout[-2000:]
     assert f"invalid workflow config: {message}" in planned.stdout + planned.stderr

@@ -1185,3 +1185,148 @@ def test_summary_prints_a_bound_for_underflowed_p_values_and_counts_in_words(rea
     md = tables.to_markdown(tables.report_statistics(rep))
     assert "< 1e-300" in md
     assert rep.datasets["imagenet-v2"].correlations.kendall_p == 0.0  # the JSON keeps scipy's
+
+
+# ------------------------------------------------------------------------- names as text
+
+LOOKS_LIKE_A_VALUE = ["1e3", "NA", "None", "nan", "007", "N/A", "null", "-1.5"]
+"""Model and dataset names that pandas would read as numbers or as missing values."""
+
+
+def test_names_that_look_like_numbers_or_missing_values_stay_text(tmp_path):
+    rows = [
+        {"model": m, "dataset": d, "accuracy": 40 + 5 * i + 2 * j, "n": 100}
+        for i, m in enumerate(LOOKS_LIKE_A_VALUE)
+        for j, d in enumerate(("007", "NA"))
+    ]
+    long = tmp_path / "long.csv"
+    pd.DataFrame(rows).to_csv(long, index=False)
+    got = validate_table(read_table(long))
+    assert list(dict.fromkeys(got["model"])) == LOOKS_LIKE_A_VALUE
+    assert list(dict.fromkeys(got["dataset"])) == ["007", "NA"]
+    rep = report_of(got, reference="007", reps=0)
+    assert list(rep["datasets"]["NA"]["accuracy"]) == LOOKS_LIKE_A_VALUE
+    # a wide table: its model column (here the first) and its headers are names; in its
+    # accuracy cells NA is still a missing result
+    wide = tmp_path / "wide.csv"
+    wide.write_text("net,007,1e3\nNA,70,60\n1e3,65,NA\nnan,61,55\n")
+    got = validate_table(read_table(wide, "wide"))
+    assert list(dict.fromkeys(got["model"])) == ["NA", "1e3", "nan"]
+    assert sorted(got.loc[got.dataset == "1e3", "model"]) == ["NA", "nan"]
+    # per-image keys are text too: 007 and 7 are two images
+    per = tmp_path / "per_image.csv"
+    per.write_text("model,dataset,key,correct\nNA,007,007,1\nNA,007,7,0\n")
+    assert list(read_table(per)["key"]) == ["007", "7"]
+    # an empty name is still missing, not the text "nan"
+    pd.DataFrame([{"model": "", "dataset": "d", "accuracy": 50}]).to_csv(long, index=False)
+    with pytest.raises(TableError, match=r"line 2 .*: empty model"):
+        validate_table(read_table(long))
+
+
+def test_report_tables_keep_dataset_names_as_written(tmp_path):
+    rng = np.random.default_rng(40)
+    names = ("ref", "ImageNet/V2-matched", "a|b *c*", "cifar10/ft-imagenet")
+    df = random_table(rng, models=5, datasets=names)
+    md = tables.to_markdown(tables.report_ranks(typed_report_of(df, reps=0)))
+    head = md.splitlines()[0]
+    for shown in ("ImageNet/V2-matched accuracy", "a\\|b \\*c\\* rank", "cifar10/ft-imagenet rank"):
+        assert shown in head, head
+    # the workflow's own dataset/protocol labels read as words in its tables
+    workflow = tables.to_markdown(pd.DataFrame({"cifar10/ft-imagenet": [1]}), workflow_labels=True)
+    assert "| cifar10 FT (imagenet) |" in workflow
+
+
+ALIKE = {
+    "NFC and NFD": ("caf\u00e9", "cafe\u0301", "two Unicode forms (NFC and NFD"),
+    "a Cyrillic homoglyph": ("resnet50", "r\u0435snet50", "U+0435 CYRILLIC SMALL LETTER IE"),
+    "a zero-width space": ("vit_b", "vit\u200b_b", "invisible character U+200B ZERO WIDTH SPACE"),
+    "a typographic hyphen": ("resnet-50", "resnet\u201050", "U+2010 HYPHEN in the other"),
+}
+
+
+@pytest.mark.parametrize("case", list(ALIKE))
+def test_names_that_print_alike_but_differ_are_refused(tmp_path, case):
+    first, second, why = ALIKE[case]
+    rows = [{"model": m, "dataset": "ref", "accuracy": 60} for m in ("x", first, "y")]
+    rows.append({"model": second, "dataset": "ref", "accuracy": 50})
+    path = tmp_path / "t.csv"
+    path.write_text(pd.DataFrame(rows).to_csv(index=False).replace("y,", "\ny,"))  # + a blank
+    with pytest.raises(TableError) as refused:
+        validate_table(read_table(path))
+    assert f"model names {first!r} (line 3) and {second!r} (line 6) print alike" in str(
+        refused.value
+    )
+    assert why in str(refused.value)
+    wide = tmp_path / "wide.csv"
+    wide.write_text(f"model,{first},{second}\nm,70,60\n", encoding="utf-8")
+    with pytest.raises(
+        TableError, match=r"columns .* \(column 2\) and .* \(column 3\) print alike"
+    ):
+        read_table(wide, "wide")
+
+
+def test_names_of_several_scripts_that_print_differently_are_taken(published_tables):
+    names = ["β-VAE", "b-VAE", "ViT-B/16", "vit-b/16", "Модель", "模型", "resnet50", "resnet 50"]
+    rows = [{"model": m, "dataset": "ref", "accuracy": 40 + i} for i, m in enumerate(names)]
+    assert list(validate_table(pd.DataFrame(rows))["model"]) == names
+    for table in (SSL, NEW):  # the shipped tables as written
+        read_table(published_tables / table)
+    assert len(validate_table(read_table(published_tables / SSL)))
+
+
+def test_an_empty_dataset_column_of_a_wide_table_is_refused_not_dropped(tmp_path):
+    path = tmp_path / "wide.csv"
+    path.write_text("model,ref,imagenet-a,sketch\nm1,70,,60\nm2,60,NA,50\nm3,50,,\n")
+    with pytest.raises(
+        TableError, match=r"dataset column\(s\) 'imagenet-a' of the wide table hold no"
+    ):
+        read_table(path, "wide")
+    path.write_text("model,ref,imagenet-a,sketch\nm1,70,40,60\nm2,60,NA,50\nm3,50,,\n")
+    got = read_table(path, "wide")  # a model without a result on a dataset is only missing there
+    assert sorted(got.loc[got.dataset == "imagenet-a", "model"]) == ["m1"]
+    assert sorted(got.loc[got.dataset == "sketch", "model"]) == ["m1", "m2"]
+
+
+def test_no_slope_is_fitted_where_the_reference_does_not_vary():
+    rows = [{"model": m, "dataset": "ref", "accuracy": 70.0} for m in "abcd"]
+    rows += [
+        {"model": m, "dataset": "x", "accuracy": a}
+        for m, a in zip("abcd", (60, 50, 40, 45), strict=True)
+    ]
+    rep = typed_report_of(pd.DataFrame(rows), min_reference_accuracy=60, reps=0)
+    x = rep.datasets["x"]
+    assert x.ols is None and x.ols_subset is None
+    assert rep.not_computed["x: ols"] == (
+        "the reference accuracies of the 4 models are all 70%: no variance to fit a slope on"
+    )
+    assert "no variance" in rep.not_computed["x: ols_subset"]
+    assert "no OLS fit" in summary_text(rep, None)
+    with pytest.raises(ValueError, match="no variance to fit a slope"):
+        stats.ols_fit(np.full(4, 70.0), np.array([60.0, 50, 40, 45]), "linear", 0.95)
+    # two distinct reference accuracies are a spread to fit on
+    assert stats.fit_problem(np.array([70.0, 70.0, 71.0]), "probit") is None
+    assert typed_report_of(random_table(np.random.default_rng(4)), reps=0).datasets["a"].ols
+
+
+def test_refusals_name_the_files_real_lines_and_separators(tmp_path, capsys):
+    blank = tmp_path / "blank.csv"
+    blank.write_text('model,dataset,accuracy,note\n\nm1,ref,70,\n\n\nm2,ref,60,"a\nb"\nm3,ref,x,\n')
+    with pytest.raises(TableError, match=r"^line 8 \(model='m3', dataset='ref'\): accuracy 'x'"):
+        validate_table(read_table(blank))
+    assert list(read_table(blank)["_line"]) == [3, 6, 8]  # a quoted cell's row: its first line
+    tsv = tmp_path / "table.tsv"
+    tsv.write_text("model,dataset,accuracy\nm1,ref,70\n")
+    err = one_line_refusal(["rankings", str(tsv)], capsys)
+    assert "header cell 'model,dataset,accuracy' is read as one column name (a .tsv file" in err
+    assert "lacks" not in err
+    spaces = tmp_path / "spaces.csv"
+    spaces.write_text("model dataset accuracy\nm1 ref 70\n")
+    err = one_line_refusal(["rankings", str(spaces)], capsys)
+    assert "read as one column name (no comma, semicolon or tab separates its names)" in err
+    extra = tmp_path / "extra.csv"
+    extra.write_text("model\tdataset\taccuracy\n\nm1\tref\t70\nm2\tref\t60\t3\n")
+    err = one_line_refusal(["rankings", str(extra)], capsys)
+    assert f"{extra}: line 4 has 4 cells where the header names 3" in err
+    trailing = tmp_path / "trailing.csv"  # a separator after the last cell of every row
+    trailing.write_text("model\tdataset\taccuracy\nm1\tref\t70\t\nm2\tref\t60\t\n")
+    assert list(read_table(trailing)["model"]) == ["m1", "m2"]

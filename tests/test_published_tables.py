@@ -148,7 +148,7 @@ def test_a_european_table_runs_through_the_command(published_tables, tmp_path, c
 MALFORMED = {
     "a row with a cell too many (semicolons)": (
         b"model;dataset;accuracy\na;x;76,1\nb;x;70;3\nc;x;60\n",
-        "cannot be read as a table: Error tokenizing data. C error: Expected 3 fields in line 3",
+        "line 3 has 4 cells where the header names 3 (first extra cell: '3')",
     ),
     "a decimal comma in a comma-separated file": (
         b'model,dataset,accuracy\na,x,"76,1"\nb,x,70\nc,x,60\n',
@@ -162,6 +162,14 @@ MALFORMED = {
     "text that is not UTF-8 (Latin-1)": (
         b"model,dataset,accuracy\nb\xe9,x,70\n",
         "byte 24 is not UTF-8 text (invalid continuation byte); save the table as UTF-8",
+    ),
+    "a wrong cell after blank lines": (
+        b"model,dataset,accuracy\n\na,x,70\n\n\nb,x,7O\n",
+        "line 6 (model='b', dataset='x'): accuracy '7O' is not a number",
+    ),
+    "a tab inside a header cell of a comma-separated file": (
+        b"model,dataset,accuracy\ta\nb,x,70\n",
+        "the header cell 'accuracy\\ta' is read as one column name (its lines are comma-separated)",
     ),
     "a TSV file whose header lacks the accuracy": (
         b"Model\tDataset\tTop1\na\tx\t70\n",

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from imagenot.analyse.table import LINE, MAX_COUNT, REQUIRED, TableError
+from imagenot.analyse.table import LINE, MAX_COUNT, REQUIRED, TableError, names_alike
 from imagenot.counts import cell as _cell
 from imagenot.counts import count_problem, decimals
 from imagenot.dataset import class_name_problem
@@ -61,6 +61,34 @@ def parse_scale(items: list[str] | None) -> dict[str, str]:
 
 DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+")
 """A number written with a decimal comma (``76,1``)."""
+
+
+def _shown(name: object) -> str:
+    """A column name as a refusal lists it: as written, quoted where a tab, a line break or
+    surrounding spaces would pass unseen."""
+    text = str(name)
+    return text if text.isprintable() and text == text.strip() else repr(text)
+
+
+def _refuse_alike(df: pd.DataFrame, col: str) -> None:
+    """Refuse two distinct names of column ``col`` that print alike
+    (:func:`imagenot.analyse.table.names_alike`: Unicode forms, invisible characters,
+    look-alike letters), naming the first row of each: every table and figure would show two
+    models (datasets) under one name, and an option typed as printed would match one of them."""
+    alike = names_alike(list(df[col]))
+    if not alike:
+        return
+    a, b, why = alike[0]
+    where = []
+    for name in (a, b):
+        i = int(np.flatnonzero((df[col] == name).to_numpy())[0])
+        has_line = LINE in df.columns and pd.notna(df[LINE].iloc[i])
+        where.append(f"line {int(df[LINE].iloc[i])}" if has_line else f"row {i}")
+    more = f" ({len(alike)} such pairs)" if len(alike) > 1 else ""
+    raise TableError(
+        f"{col} names {a!r} ({where[0]}) and {b!r} ({where[1]}) print alike but are different "
+        f"text ({why}){more}: write both the same way, or rename one"
+    )
 
 
 def _numeric(df: pd.DataFrame, col: str, what: str, *, empty_ok: bool) -> pd.Series:
@@ -273,7 +301,8 @@ def validate_table(
     row: a missing column, an empty model or dataset, an accuracy or interval bound that is no
     number in range, a ``ci_low`` above ``ci_high`` or an interval that does not contain its
     accuracy, a model or dataset name holding a line break or control character (one that
-    could not be written as one line), an ``n`` that is no whole number in
+    could not be written as one line), two model (or dataset) names that print alike but are
+    different text (:func:`_refuse_alike`), an ``n`` that is no whole number in
     1..2^53, an accuracy that ``n`` test images cannot give (:func:`_check_counts`), a seed
     that is no whole number from 0, and rows repeating a (model, dataset, seed) key (protocol and
     transform join the key when present): all of them counted, the first named, with the
@@ -284,7 +313,7 @@ def validate_table(
     if missing:
         raise TableError(
             f"results table lacks column(s) {', '.join(missing)}; "
-            f"columns present: {', '.join(str(c) for c in df.columns if c != LINE)}"
+            f"columns present: {', '.join(_shown(c) for c in df.columns if c != LINE)}"
         )
     if len(df) == 0:
         raise TableError("results table has no rows")
@@ -304,6 +333,7 @@ def validate_table(
             problem = class_name_problem(name)
             if problem is not None:
                 raise TableError(f"{_row_name(df, i)}: {col} {name!r}: {problem}")
+        _refuse_alike(df, col)
     raw_acc = df["accuracy"]
     acc = _numeric(df, "accuracy", "a number", empty_ok=False)
     scales = _scales(df, acc, scale)

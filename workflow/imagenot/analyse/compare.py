@@ -160,19 +160,29 @@ def compare(
         return out, missing
     tests = stats.correlation_tests(y, x, settings.seed)
     out["correlations"] = Correlations(**clean(tests))
-    fit = stats.ols_fit(x, y, axis, confidence).summary()
-    out["ols"] = Fit(**clean(fit))
+    problem = stats.fit_problem(x, axis)
+    if problem is None:
+        fit = stats.ols_fit(x, y, axis, confidence).summary()
+        out["ols"] = Fit(**clean(fit))
+    else:  # no slope, nor its interval: nothing to draw either
+        fit = {"slope": float("nan")}
+        missing["ols"] = problem
     if min_reference_accuracy is not None:
         keep = x >= min_reference_accuracy
-        if keep.sum() >= MIN_MODELS:
-            sub = stats.ols_fit(x[keep], y[keep], axis, confidence).summary()
-            sub["min_reference_accuracy"] = min_reference_accuracy
-            out["ols_subset"] = SubsetFit(**clean(sub))
-        else:
+        sub_problem = stats.fit_problem(x[keep], axis)
+        if keep.sum() < MIN_MODELS:
             missing["ols_subset"] = (
                 f"{int(keep.sum())} models with reference accuracy >= {min_reference_accuracy}, "
                 f"needs {MIN_MODELS}"
             )
+        elif sub_problem is not None:
+            missing["ols_subset"] = (
+                f"models with reference accuracy >= {min_reference_accuracy}: {sub_problem}"
+            )
+        else:
+            sub = stats.ols_fit(x[keep], y[keep], axis, confidence).summary()
+            sub["min_reference_accuracy"] = min_reference_accuracy
+            out["ols_subset"] = SubsetFit(**clean(sub))
     lo_d, hi_d = cells.bounds(common, dataset)
     lo_r, hi_r = cells.bounds(common, reference)
     up = stats.tau_up_to_error_bars(lo_d, hi_d, lo_r, hi_r)

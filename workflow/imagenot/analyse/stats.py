@@ -94,14 +94,40 @@ class OLSFit:
         )
 
 
+MIN_FIT_MODELS = 3
+"""Fewest models an OLS fit with intervals is computed on (a line and its residual spread)."""
+
+
+def fit_problem(x_percent: np.ndarray, axis: str) -> str | None:
+    """Why no OLS fit of accuracy on reference accuracies ``x_percent`` (on ``axis``) can be
+    computed, or None: fewer than :data:`MIN_FIT_MODELS` models, or reference accuracies that
+    do not vary (every model equal there, or equal up to the last bits of a float): a slope
+    is the change of y per unit of x, and x without spread has no unit to fit, whatever
+    interval a least-squares solver would print for it."""
+    x = to_axis(np.asarray(x_percent, dtype=float), axis)
+    if len(x) < MIN_FIT_MODELS:
+        return f"an OLS fit with intervals needs at least {MIN_FIT_MODELS} models, has {len(x)}"
+    spread = float(np.ptp(x))
+    if not spread > 1e-9 * max(1.0, float(np.max(np.abs(x)))):
+        values = sorted(set(np.round(np.asarray(x_percent, dtype=float), 6)))
+        shown = f"{values[0]:g}%" if len(values) == 1 else "the same value"
+        return (
+            f"the reference accuracies of the {len(x)} models are all {shown}: no variance to "
+            "fit a slope on"
+        )
+    return None
+
+
 def ols_fit(x_percent: np.ndarray, y_percent: np.ndarray, axis: str, confidence: float) -> OLSFit:
-    """statsmodels OLS of accuracy y on reference accuracy x (needs at least 3 points)."""
+    """statsmodels OLS of accuracy y on reference accuracy x; ValueError saying why where no
+    fit can be computed (:func:`fit_problem`)."""
     import statsmodels.api as sm
 
+    problem = fit_problem(x_percent, axis)
+    if problem is not None:
+        raise ValueError(problem)
     x = to_axis(x_percent, axis)
     y = to_axis(y_percent, axis)
-    if len(x) < 3:
-        raise ValueError("an OLS fit with intervals needs at least 3 models")
     result = sm.OLS(y, sm.add_constant(x, has_constant="add")).fit()
     return OLSFit(result, axis, confidence)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from pandas._libs.parsers import STR_NA_VALUES
 
 from imagenot.analyse import PUBLISHED_PROTOCOL
 from imagenot.io import read_parquet
@@ -45,6 +46,14 @@ SEPARATORS = ",;\t"
 commas) and tab (TSV). The separator is sniffed from the file's first lines
 (:class:`csv.Sniffer`); a ``.tsv`` file is tab-separated."""
 SNIFF_LINES = 20
+NAME_COLUMNS = ("model", "dataset", "protocol", "transform", "key")
+"""Columns of names, read as text exactly as written (stripped of surrounding spaces): a model
+called ``1e3``, ``007``, ``NA``, ``None`` or ``nan`` keeps that name, and only an empty cell is
+missing. A wide table's model column (``model``, else its first column) and ``--key`` columns
+are read the same way."""
+MISSING_TEXT = tuple(sorted(STR_NA_VALUES))
+"""Cells read as missing in every other column (accuracies, sizes, intervals): pandas' default
+missing-value texts (``""``, ``NA``, ``N/A``, ``nan``, ``NULL``, ``#N/A``, ...)."""
 FORMATS = ("long", "wide")
 WIDE_EXTRA = ("seed",)
 """Columns of a wide table that are not datasets (besides the model column)."""
@@ -52,7 +61,9 @@ WIDE_EXTRA = ("seed",)
 
 LINE = "_line"
 """Column :func:`read_table` adds to a CSV table: the file line of each row (wide tables keep
-the line of the model's row), so that a refusal names the line an editor shows."""
+the line of the model's row), so that a refusal names the line an editor shows: blank lines
+(skipped by the reader) are counted, and a row whose quoted cell spans lines is on the line it
+starts on."""
 
 MAX_COUNT = 2**53
 """Largest test-set size ``n`` taken: the largest whole number a float holds exactly (every
@@ -117,18 +128,29 @@ def read_table(
     if not path.is_file():
         raise TableError(f"{path}: no such file")
     sep = None
+    lines: list[int] | None = None
     try:
         if path.suffix == ".parquet":
             df = read_parquet(path).to_pandas()
+            header = [str(c).strip() for c in df.columns]
         else:
             sep = _separator(path)
+            written, lines = _records(path, sep)
+            names = _name_columns(written, fmt, id_columns)
             df = pd.read_csv(
                 path,
                 sep=sep,
                 decimal="," if sep != "," else ".",
                 skipinitialspace=True,
                 encoding="utf-8-sig",
+                index_col=False,  # empty cells after the last column name are no index
+                dtype=dict.fromkeys(names, str),
+                keep_default_na=False,
+                na_values={c: [""] if c in names else list(MISSING_TEXT) for c in written},
             )
+            header = [c.strip() for c in written]
+    except TableError:
+        raise
     except pd.errors.EmptyDataError:
         raise TableError(f"{path}: the file is empty") from None
     except UnicodeDecodeError as exc:
@@ -139,7 +161,6 @@ def read_table(
     except Exception as exc:  # any reader error becomes one line naming the file
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TableError(f"{path}: cannot be read as a table: {msg}") from None
-    header = _header(path, sep) if sep is not None else [str(c).strip() for c in df.columns]
     header = [_canonical(c) for c in header]
     twice = sorted({c for c in header if header.count(c) > 1})
     if twice:  # pandas would rename the second to "name.1" and read it as another dataset
@@ -152,8 +173,9 @@ def read_table(
         raise TableError(f"{path}: header only, no data rows (columns: {', '.join(df.columns)})")
     if LINE in df.columns:
         raise TableError(f"{path}: column name {LINE!r} is reserved")
-    if sep is not None:  # data row i of a CSV file is on line i + 2 (1: the header)
-        df[LINE] = np.arange(len(df)) + 2
+    _check_layout(df, path, sep, fmt)
+    if lines is not None and len(lines) == len(df):  # the file line of each data row
+        df[LINE] = lines
     if fmt == "wide":
         df = _from_wide(df, path, tuple(id_columns))
     if sizes:
@@ -202,12 +224,68 @@ def _separator(path: Path) -> str:
     return ","  # one column: the reader then says which columns are missing
 
 
-def _header(path: Path, sep: str) -> list[str]:
-    """The CSV file's column names as written (stripped), before pandas renames repeats."""
+def _records(path: Path, sep: str) -> tuple[list[str], list[int]]:
+    """The CSV file's column names as pandas reads them (before it renames repeats) and the
+    file line each data row starts on, blank lines counted (a row with more non-empty cells than
+    the header names is refused naming its line): the records :func:`pandas.read_csv`
+    reads, found by :mod:`csv` with the same dialect (a blank line, or one of spaces alone, is
+    no record for either)."""
     import csv
 
+    header: list[str] | None = None
+    lines: list[int] = []
     with open(path, newline="", encoding="utf-8-sig", errors="replace") as f:
-        return [c.strip() for c in next(csv.reader(f, delimiter=sep), [])]
+        reader = csv.reader(f, delimiter=sep, skipinitialspace=True)
+        start = 1
+        for record in reader:
+            blank = not record or (len(record) == 1 and not record[0].strip())
+            if not blank:
+                if header is None:
+                    header = record
+                else:
+                    extra = [c for c in record[len(header) :] if c.strip()]
+                    if extra:  # pandas would take the first column for an index
+                        raise TableError(
+                            f"{path}: line {start} has {len(record)} cells where the header "
+                            f"names {len(header)} (first extra cell: {extra[0]!r})"
+                        )
+                    lines.append(start)
+            start = reader.line_num + 1
+    return header or [], lines
+
+
+def _name_columns(header: list[str], fmt: str, id_columns: tuple[str, ...]) -> list[str]:
+    """The columns of ``header`` (as written) read as text (:data:`NAME_COLUMNS`)."""
+    names = [c for c in header if _canonical(c.strip()) in NAME_COLUMNS or c.strip() in id_columns]
+    if fmt == "wide" and header and not any(_canonical(c.strip()) == "model" for c in header):
+        names.append(header[0])  # the model column of a wide table without one named so
+    return names
+
+
+def _check_layout(df: pd.DataFrame, path: Path, sep: str | None, fmt: str) -> None:
+    """Refuse a long CSV table whose header holds a name of :data:`REQUIRED` inside a longer
+    cell, beside a separator (or beside another required name): its cells are separated by
+    another character than the one it is read with (a comma-separated file named ``.tsv``, a
+    table of spaces), which a refusal listing "missing" columns would hide."""
+    if sep is None or fmt != "long" or all(c in df.columns for c in REQUIRED):
+        return
+    for column in map(str, df.columns):
+        words = {w.strip().casefold() for w in re.split(r"[,;\t| ]+", column)}
+        found = [c for c in REQUIRED if c in words and c != column]
+        if found and (len(found) >= 2 or any(ch in column for ch in SEPARATORS)):
+            other = sorted({ch for ch in column if ch in SEPARATORS + " |"})
+            used = {"\t": "tab", ",": "comma", ";": "semicolon"}[sep]
+            if path.suffix.lower() == ".tsv":
+                why = "a .tsv file is read as tab-separated"
+            elif len(df.columns) == 1:
+                why = "no comma, semicolon or tab separates its names"
+            else:
+                why = f"its lines are {used}-separated"
+            raise TableError(
+                f"{path}: the header cell {column!r} is read as one column name ({why}), but "
+                f"it holds names separated by {' or '.join(map(repr, other))}: save the table "
+                "with cells separated by commas or semicolons (.csv) or tabs (.tsv)"
+            )
 
 
 def _from_wide(df: pd.DataFrame, path: Path, id_columns: tuple[str, ...]) -> pd.DataFrame:
@@ -217,12 +295,90 @@ def _from_wide(df: pd.DataFrame, path: Path, id_columns: tuple[str, ...]) -> pd.
     datasets = [c for c in df.columns if c not in ids]
     if not datasets:
         raise TableError(f"{path}: a wide table needs one column per dataset besides {model!r}")
+    empty = [d for d in datasets if df[d].isna().all()]
+    if empty:  # melting would drop the dataset with its cells: it would vanish unsaid
+        raise TableError(
+            f"{path}: dataset column(s) {', '.join(map(repr, empty))} of the wide table hold no "
+            "accuracy (every cell empty or missing): fill them, or delete the column(s) to rank "
+            "the other datasets"
+        )
+    alike = names_alike(datasets)
+    if alike:
+        a, b, why = alike[0]
+        raise TableError(
+            f"{path}: the header's dataset columns {a!r} (column {list(df.columns).index(a) + 1})"
+            f" and {b!r} (column {list(df.columns).index(b) + 1}) print alike but are different "
+            f"text ({why}): write both the same way, or rename one"
+        )
     long = df.melt(id_vars=ids, value_vars=datasets, var_name="dataset", value_name="accuracy")
     long = long.rename(columns={model: "model"})
     long["dataset"] = pd.Categorical(long["dataset"], categories=datasets, ordered=True)
     long = long.dropna(subset=["accuracy"]).sort_values("dataset", kind="stable")
     long["dataset"] = long["dataset"].astype(str)
     return long.reset_index(drop=True)
+
+
+LOOK_ALIKES = str.maketrans(
+    {
+        **dict(zip("АВСЕНІЈКМОРЅТХУԜԚӀ", "ABCEHIJKMOPSTXYWQI", strict=True)),  # Cyrillic
+        **dict(zip("асеһіјӏорԛѕԝхуԁ", "acehijlopqswxyd", strict=True)),  # Cyrillic
+        **dict(zip("ΑΒΕΖΗΙΚΜΝΟΡΤΥΧ", "ABEZHIKMNOPTYX", strict=True)),  # Greek
+        **dict(zip("αικνορυχ", "aikvopux", strict=True)),  # Greek
+        **dict.fromkeys("\u2010\u2011\u2012\u2013\u2212", "-"),  # dashes, minus: hyphen-minus
+    }
+)
+"""Letters drawn like Latin ones in common fonts (Cyrillic and Greek capitals and small letters,
+dashes like the hyphen-minus): a subset of Unicode's confusables (UTS #39, confusables.txt),
+the look-alikes a name copied from a PDF or typed on another keyboard carries."""
+
+
+def name_skeleton(name: str) -> str:
+    """What ``name`` looks like when printed: compatibility-normalised (NFKC: NFC and NFD alike,
+    full-width letters as their ASCII), without invisible format characters (zero-width space
+    and joiners, byte-order mark, direction marks: Unicode category Cf), look-alike letters as
+    the Latin ones (:data:`LOOK_ALIKES`). Two names with one skeleton print alike."""
+    import unicodedata
+
+    visible = "".join(ch for ch in name if unicodedata.category(ch) != "Cf")
+    return unicodedata.normalize("NFKC", visible).translate(LOOK_ALIKES)
+
+
+def _difference(a: str, b: str) -> str:
+    """How two names that print alike differ, in words."""
+    import unicodedata
+
+    def shown(ch: str) -> str:
+        return f"U+{ord(ch):04X} {unicodedata.name(ch, 'unnamed character')}"
+
+    if unicodedata.normalize("NFC", a) == unicodedata.normalize("NFC", b):
+        forms = [f for f in ("NFC", "NFD") if unicodedata.is_normalized(f, a)]
+        other = [f for f in ("NFC", "NFD") if unicodedata.is_normalized(f, b)]
+        return (
+            f"the same letters in two Unicode forms ({'/'.join(forms) or 'mixed'} and "
+            f"{'/'.join(other) or 'mixed'}: an accent as one character or as a letter and a "
+            "combining mark)"
+        )
+    hidden = [ch for ch in a + b if unicodedata.category(ch) == "Cf"]
+    if hidden:
+        return f"one holds the invisible character {shown(hidden[0])}"
+    i = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    if i < len(a) and i < len(b):
+        return f"character {i + 1} is {shown(a[i])} in one, {shown(b[i])} in the other"
+    return "their characters differ where they print alike"
+
+
+def names_alike(names: list[str]) -> list[tuple[str, str, str]]:
+    """Pairs of distinct names in ``names`` that print alike (one :func:`name_skeleton`), each
+    with how they differ: (first, second, difference), in the order the names come."""
+    first: dict[str, str] = {}
+    pairs = []
+    for name in dict.fromkeys(names):
+        key = name_skeleton(name)
+        if key in first:
+            pairs.append((first[key], name, _difference(first[key], name)))
+        else:
+            first[key] = name
+    return pairs
 
 
 def near_duplicate_models(models: list[str]) -> list[list[str]]:

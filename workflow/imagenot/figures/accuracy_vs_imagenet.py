@@ -24,7 +24,8 @@ def fit_rows(acc: pd.DataFrame, dataset: str, protocol: str, opts: Options) -> l
         models = [m for m in c.models_of(label) if m in pub]
         x = np.array([pub[m] for m in models])
         y = c.accuracy(models, label)
-        fit = stats.ols_fit(x, y, opts.axis, opts.confidence) if len(models) >= 3 else None
+        ok = stats.fit_problem(x, opts.axis) is None  # no slope drawn where none is fitted
+        fit = stats.ols_fit(x, y, opts.axis, opts.confidence) if ok else None
         rows.append(
             {
                 "variant": variant,

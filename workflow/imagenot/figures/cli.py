@@ -90,6 +90,7 @@ def _table(args: argparse.Namespace) -> int:
         reports[variant] = read_report(path)
     builder = tables.builder(s.table)
     df = builder(acc, reports, opts)
-    tables.write(df, f.csv, f.md, (builder.__doc__ or s.table).strip().rstrip("."))
+    title = (builder.__doc__ or s.table).strip().rstrip(".")
+    tables.write(df, f.csv, f.md, title, workflow_labels=True)
     print(f"wrote {f.csv} and {f.md}: {len(df)} rows")
     return 0

@@ -389,10 +389,14 @@ def summary_text(report: RankingsReport, models: str | None) -> str:
             elif boot is not None:  # the replicates gave no valid interval: say why here
                 why = (boot.refused or {}).get("kendall_tau_ci", "")
                 tau += f" (no {boot.interval} interval over {boot.method}: {why})"
+            fit = (
+                f"OLS slope {_fmt(ols.slope)} adj R2 {_fmt(ols.adj_r2)}"
+                if ols is not None
+                else "no OLS fit (not computed, below)"
+            )
             lines.append(
                 f"  {tau} {p_text(c.kendall_p)}; rho {_fmt(c.spearman_rho)} "
-                f"{p_text(c.spearman_p)}; r {_fmt(c.pearson_r)}; "
-                f"OLS slope {_fmt(ols.slope)} adj R2 {_fmt(ols.adj_r2)}"
+                f"{p_text(c.spearman_p)}; r {_fmt(c.pearson_r)}; {fit}"
             )
             if d.ols_subset is not None:
                 s = d.ols_subset

@@ -91,7 +91,8 @@ def _accuracy_page(rep: RankingsReport, style: Style, names: list[str], note: st
             x = np.array([ref_acc[m] for m in models], dtype=float)
             y = np.array([e.accuracy[m] for m in models], dtype=float)
             iv = np.array([e.interval[m] for m in models], dtype=float).reshape(-1, 2)
-            fit = stats.ols_fit(x, y, rep.axis, rep.confidence) if len(models) >= 3 else None
+            ok = stats.fit_problem(x, rep.axis) is None  # no slope drawn where none is fitted
+            fit = stats.ols_fit(x, y, rep.axis, rep.confidence) if ok else None
             row = {"name": "models", "color": "C0", "marker": "o", "models": models}
             row.update(x=x, y=y, lo=iv[:, 0], hi=iv[:, 1], fit=fit)
             labels = accuracy_vs_imagenet.fit_panel(ax, [row], style, legend=False, axis=rep.axis)
@@ -155,7 +156,7 @@ def rankings_figure(rep: RankingsReport, style: Style):
         mean = np.array([e.accuracy[m] for m in models], dtype=float)
         lo = np.where(np.isfinite(iv[:, 0]), iv[:, 0], mean)
         hi = np.where(np.isfinite(iv[:, 1]), iv[:, 1], mean)
-        panels.append(rankings.Panel(d, models, mean, lo, hi, kinds))
+        panels.append(rankings.Panel(d, models, mean, lo, hi, kinds, title=d))  # as written
     title = "Accuracy of each model on each dataset, best first"
     pages = rankings.pages(panels, style, per_row=3)
     figs = [

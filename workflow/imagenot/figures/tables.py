@@ -291,10 +291,16 @@ def _cell(v: Any, column: str = "") -> str:
     return markdown_text(v)
 
 
-def to_markdown(df: pd.DataFrame, title: str = "") -> str:
+def to_markdown(df: pd.DataFrame, title: str = "", *, workflow_labels: bool = False) -> str:
     """A GitHub-flavoured Markdown table (numbers to 2 decimals or 3 significant digits); every
-    text (names from users' tables, the title) through the one Markdown escaper."""
-    head = [markdown_text(nice(str(c)) if "/" in str(c) else str(c)) for c in df.columns]
+    text (names from users' tables, the title) through the one Markdown escaper. Column names
+    are shown as written, but for ``workflow_labels`` (a table of the workflow's own run, whose
+    ``dataset/protocol`` labels read as ``dataset FT (source)``, :func:`nice`): a user's dataset
+    name keeps its punctuation."""
+    head = [
+        markdown_text(nice(str(c)) if workflow_labels and "/" in str(c) else str(c))
+        for c in df.columns
+    ]
     lines = [f"**{markdown_text(title)}**", ""] if title else []
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "|".join("---" for _ in head) + "|")
@@ -305,9 +311,16 @@ def to_markdown(df: pd.DataFrame, title: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(df: pd.DataFrame, csv: str | os.PathLike, md: str | os.PathLike, title: str) -> None:
-    """Write the table as CSV and Markdown, atomically."""
+def write(
+    df: pd.DataFrame,
+    csv: str | os.PathLike,
+    md: str | os.PathLike,
+    title: str,
+    *,
+    workflow_labels: bool = False,
+) -> None:
+    """Write the table as CSV and Markdown (:func:`to_markdown`), atomically."""
     with atomic_path(csv, ".csv") as tmp:
         csv_frame(df).to_csv(tmp, index=False)
     with atomic_path(md, ".md") as tmp:
-        tmp.write_text(to_markdown(df, title))
+        tmp.write_text(to_markdown(df, title, workflow_labels=workflow_labels))

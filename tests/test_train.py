@@ -385,9 +385,13 @@ def test_a_refused_change_stops_at_planning_and_touches_no_file(demo_config, tmp
             record, s.experiment, s.definition, s.model, [],
             tmp_path / plan.TRAIN / s.experiment, s.model_settings,
         )  # fmt: skip
-    _results(tmp_path / plan.TRAIN / "imagenot/st", "vgg_mini", [0.0] * 8, num_classes=12)
-    trials = tmp_path / plan.run_dir("imagenot", "st", "vgg_mini") / "trials.parquet"
-    trials.write_bytes(b"drawn trials")
+    budget = train_settings.DrawSettings.from_config(demo_config, "imagenot", "st", "vgg_mini")
+    _results(
+        tmp_path / plan.TRAIN / "imagenot/st", "vgg_mini", [0.0] * budget.definition["budget"],
+        num_classes=12,
+    )  # fmt: skip
+    # the slots' results lie beside their run's trials table (drawn from the registered space)
+    assert (tmp_path / plan.run_dir("imagenot", "st", "vgg_mini") / "trials.parquet").is_file()
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     check_workflow_config(copy.deepcopy(demo_config))  # unchanged config: accepted
 

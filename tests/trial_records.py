@@ -62,7 +62,8 @@ def trials_table(path: Path, trials: int) -> list[dict]:
 def slot_record(path: Path, **fields) -> dict:
     """A trained slot's result at ``path`` (``.../{model}/stage-{s}/slot-{k}.json``: its model,
     stage and slot are read from the path; its trial's hyperparameters and seed from its run's
-    trials table, :func:`trials_table`, written beside it when missing), ``fields``
+    trials table, :func:`trials_table`, written beside it when missing; at a later stage, the
+    previous rung's decision promotes the trial into the slot, :func:`promote`), ``fields``
     overriding the defaults."""
     path = Path(path)
     stage = (
@@ -75,6 +76,8 @@ def slot_record(path: Path, **fields) -> dict:
     if run_dir is not None and isinstance(trial, int) and trial >= 0:  # its run draws it
         rows = trials_table(run_dir / "trials.parquet", trial + 1)
         row = rows[trial] if trial < len(rows) else row
+        if stage > 0:  # and the previous rung promoted it into its slot
+            promote(run_dir / "halving" / f"rung-{stage - 1}.json", slot, trial)
     record = {
         "stage": stage,
         "slot": slot,
@@ -97,6 +100,22 @@ def slot_record(path: Path, **fields) -> dict:
 def write_slot(path: Path, **fields) -> dict:
     """Write :func:`slot_record` sealed at ``path``; return what was written."""
     return write_record(slot_record(path, **fields), path, "slot")
+
+
+def promote(path: Path, slot: int, trial: int) -> None:
+    """Make the rung decision at ``path`` (``.../halving/rung-{rung}.json``) promote ``trial``
+    into ``slot`` when it promotes nothing there yet (slots filled in order), writing it when
+    missing; a decision that promotes another trial there is left as it is."""
+    path = Path(path)
+    decision = json.loads(path.read_text()) if path.is_file() else {}
+    promoted = list(decision.get("promoted", []))
+    if len(promoted) != slot or trial in promoted:
+        return
+    promoted.append(trial)
+    rung = int(path.stem.removeprefix("rung-"))
+    ranked = {**decision.get("val_accuracy", {}), str(trial): 50.0}
+    slots = max(decision.get("slots", 0), len(promoted))
+    write_decision(path, promoted, rung=rung, slots=slots, val_accuracy=ranked)
 
 
 def write_decision(path: Path, promoted: list, **fields) -> dict:

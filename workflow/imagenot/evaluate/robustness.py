@@ -4,7 +4,8 @@ Core: :func:`evaluate_batches` takes a model, its :class:`~imagenot.train.facts.
 and an iterable of decoded batches (the stored test images, labels, keys) and
 returns the per-image results; every batch is brought to the image the model sees by the
 model's own protocol (resize and centre crop: a published weight's ``weights.transforms()``, or
-for a model trained here the whole image at its ``train.image_size``), transformed 17 times on
+for a model trained here the whole image at the input side it trained at, recorded in its
+``result.json``: ``train.image_size``, or its registry entry's own), transformed 17 times on
 the device, normalised (the weight's mean/std, or ``train.normalisation``) and fed to the model.
 The order (the model's geometry, then the transformation, then normalisation) gives a shift one
 strength on every dataset: the model sees the same blur or rotation whether its dataset is

@@ -29,7 +29,8 @@ class RobustnessSettings(FromConfig):
         "of null), so that the job and its params-change detection see the seed in use",
         "strength_side": "train.image_size: the model-input side the transformations' "
         "pixel-sized strengths (blur, sharpness) are stated at; a model whose input has "
-        "another side (a published weight's own crop) gets them scaled to its side "
+        "another side (a published weight's own crop, a registry entry's own image_size) gets "
+        "them scaled to its side "
         "(imagenot.evaluate.transforms)",
     }
 

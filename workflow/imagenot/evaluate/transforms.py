@@ -10,9 +10,10 @@ size (ImageNet at 480 px for EfficientNet-V2-L's resize, ImageNot at 256) never 
 model sees. Most strengths are relative already (angles, fractions of the side, factors,
 intensities); the three sized in pixels (GaussianBlur's kernel_size and sigma, AdjustSharpness'
 and Sharpness' 3x3 smoothing) are stated at the input side ``strength_side``
-(``train.image_size``, the side every model trained here sees: 224 in the paper) and scale with
-the input's side ``s`` by ``s / strength_side`` (a published weight's own crop, EfficientNet-V2-L's
-480 px, gets a blur 480/224 times wider: the same blur relative to the image). At ``s ==
+(``train.image_size``, the side models trained here see unless their registry entry declares
+their own: 224 in the paper) and scale with the input's side ``s`` by ``s / strength_side`` (a
+published weight's own crop, EfficientNet-V2-L's 480 px, gets a blur 480/224 times wider: the
+same blur relative to the image; so does a ViT declaring 224 px beside 64 px models). At ``s ==
 strength_side`` each is torchvision's operation exactly. All randomness enters through ``u``, which
 :func:`image_uniforms` derives from (seed, transformation name, image key) alone, never from the
 model, the batch composition, the device or the transformation's place in the registry

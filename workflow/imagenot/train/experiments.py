@@ -80,6 +80,16 @@ def model_settings(config: dict, dataset: str, protocol: str, model: str) -> dic
     return {"batch_size": sp["batch_size_overrides"].get(model, sp["batch_size"])}
 
 
+def image_size(config: dict, model: str) -> int:
+    """The input side ``model``'s jobs resize every image to: its registry entry's own
+    (``ModelSpec.image_size``: a ViT's 224), else ``train.image_size``
+    (:func:`imagenot.train.registry.input_size`). The same in every experiment of the model, so
+    an FT/TL run sees its backbone's training size."""
+    from imagenot.train.registry import input_size
+
+    return input_size(model, config["train"]["image_size"])
+
+
 def run_dir(dataset: str, protocol: str, model: str) -> str:
     return RUN.format(dataset=dataset, protocol=protocol, model=model)
 

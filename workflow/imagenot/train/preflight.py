@@ -11,9 +11,10 @@ Checks, each ``pass``, ``warn`` (runs, but wastes GPU time or departs from the p
   matrix product and a cuDNN convolution on it (the env's CUDA against the node's driver);
 * ``memory``: per model and space, two training steps (forward, backward, SGD step: momentum
   buffers allocated) in bf16 autocast on channels-last inputs, as the loop trains, at the
-  space's batch per GPU, or the TL backbone's forward pass at the eval batch; the allocator's
-  peak against the device's memory, and where the batch does not fit the largest batch that
-  does (``largest_fit``): the site's training jobs take it as their micro-batch;
+  model's input side (``registry.input_size``) and the space's batch per GPU, or the TL
+  backbone's forward pass at the eval batch; the allocator's peak against the device's memory,
+  and where the batch does not fit the largest batch that does (``largest_fit``): the site's
+  training jobs take it as their micro-batch;
 * ``feed``: the real feed against device-resident data at the dataset's stored size, read
   where the jobs read it, both ways of decoding on CUDA (``imagenot.train.preflight_feed``;
   ``imagenot.train.feed_bench``, shared with ``benchmarks/bench_feed_models.py``);
@@ -40,7 +41,7 @@ from imagenot.device import DeviceError, cuda_available, resolve_device
 from imagenot.train import feed_bench, preflight_feed, preflight_precision, rings
 from imagenot.train.experiments import accumulation
 from imagenot.train.feed import preprocess
-from imagenot.train.registry import build_model
+from imagenot.train.registry import build_model, input_size
 from imagenot.train.schedules import build_optimizer
 from imagenot.train.settings import PreflightSettings
 
@@ -199,26 +200,34 @@ class Card:
 
 
 def card(device: torch.device, image_size: int) -> Card | None:
-    """The card the jobs will train on (None on the CPU: no device memory to measure)."""
+    """The card the jobs will train on (None on the CPU: no device memory to measure); each
+    run's steps at its model's input side (``input_size``: its own, else ``image_size``,
+    train.image_size)."""
     if device.type != "cuda":
         return None
     total = torch.cuda.get_device_properties(device).total_memory
-    return Card(total, lambda run, batch: step_peak(run, batch, image_size, device))
+    return Card(
+        total,
+        lambda run, batch: step_peak(run, batch, input_size(run["model"], image_size), device),
+    )
 
 
 def check_memory(
     runs: list[dict], image_size: int, device: torch.device, measured: Card | None
 ) -> Check:
     """``runs`` of one model, mode and per-GPU batch (their spaces share the result), measured
-    on ``measured`` (:func:`card`; None: the steps run on the CPU, nothing measured)."""
+    on ``measured`` (:func:`card`; None: the steps run on the CPU, nothing measured), at the
+    model's input side (``input_size`` of train.image_size ``image_size``)."""
     run = runs[0]
+    side = input_size(run["model"], image_size)
     what = ", ".join(r["space"] for r in runs) + (
         "; TL features" if run["mode"] == "features" else ""
     )
     name = f"memory {run['model']} ({what})"
     spaces = {"model": run["model"], "mode": run["mode"], "spaces": [r["space"] for r in runs]}
+    spaces["image_size"] = side
     if measured is None:
-        step_peak(run, run["per_gpu"], image_size, device)
+        step_peak(run, run["per_gpu"], side, device)
         detail = f"{run['per_gpu']} per GPU ran on the CPU; device memory not measured"
         return Check(name, "info", detail, {"per_gpu": run["per_gpu"], **spaces})
     check = memory_verdict(name, run, measured.total, lambda b: measured.peak(run, b))
@@ -446,7 +455,8 @@ def run_checks(settings: PreflightSettings, options: Options) -> dict:
             checks.append(check_feed(run, settings, workers, data, device, options, Path(tmp)))
         checks.extend(Check(*found) for found in samples.checks)
     for model in models:
-        checks.append(check_precision(model, settings.image_size, settings.normalisation, device))
+        side = input_size(model, settings.image_size)
+        checks.append(check_precision(model, side, settings.normalisation, device))
     return _report(settings, checks)
 
 

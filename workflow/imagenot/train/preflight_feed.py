@@ -35,6 +35,7 @@ import torch
 from imagenot.train import feed_bench
 from imagenot.train.experiments import decodes_on_gpu
 from imagenot.train.feed import staging_room, tree_bytes
+from imagenot.train.registry import input_size
 
 FEED_RATIO = 0.9  # docs/gpu.md "Is the feed fast enough?"
 # node-local reads this much faster than in place: staging pays (its copy is once per node and
@@ -230,7 +231,7 @@ def check_feed(
         dataset,
         on_device,
         batch=run["per_gpu"],
-        size=settings.image_size,
+        size=input_size(run["model"], settings.image_size),  # the model's input side
         normalisation=run["normalisation"],
         steps=options.feed_steps,
         warmup=options.feed_warmup,

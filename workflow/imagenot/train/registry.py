@@ -1,12 +1,14 @@
 """Model registry: one name, one constructor (torchvision builders first, timm where it has none).
 
 Every entry knows its classifier head (the last fully connected layer, the only part TL trains),
-the smallest input side it accepts, and its published ImageNet weights. What those weights need
-and scored (mean/std, resize, crop, interpolation, published top-1/top-5) is read from their
-publisher by ``imagenot.train.facts`` (torchvision's weights enum, timm's pretrained config), or
-for a ``file:`` source from the entry's own ``facts``; nothing is restated here. The ``*_mini``
-entries are narrow members of the paper's families, built from the same torchvision classes, for
-the CPU demo; the two timm ones have timm's published weights.
+the smallest input side it accepts, the one input side it is built for where its architecture
+fixes one (a ViT's patch grid: ``image_size``; the others train at ``train.image_size``), and its
+published ImageNet weights. What those weights need and scored (mean/std, resize, crop,
+interpolation, published top-1/top-5) is read from their publisher by ``imagenot.train.facts``
+(torchvision's weights enum, timm's pretrained config), or for a ``file:`` source from the
+entry's own ``facts``; nothing is restated here. The ``*_mini`` entries are narrow members of the
+paper's families, built from the same torchvision classes, for the CPU demo; the two timm ones
+have timm's published weights.
 """
 
 from __future__ import annotations
@@ -43,6 +45,18 @@ class ModelSpec:
     # what figures call it; None: derived from the name (imagenot.figures.names.readable,
     # "resnet_mini" -> "ResNet-mini")
     display_name: str | None = None
+    # the input side the model is built for, where its architecture fixes one (timm's
+    # vit_tiny_patch16_224: 224, a 14 x 14 patch grid); its jobs resize every image to it at
+    # load time, whatever the dataset's stored size and train.image_size. None: the model takes
+    # any side from min_size up and trains at train.image_size (input_size)
+    image_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.image_size is not None and self.image_size < self.min_size:
+            raise RegistryError(
+                f"model {self.name!r}: image_size {self.image_size} is below its min_size "
+                f"{self.min_size} (imagenot.train.registry.ModelSpec)"
+            )
 
 
 def _torchvision(builder: str, num_classes: int) -> nn.Module:
@@ -189,10 +203,20 @@ def get_spec(name: str) -> ModelSpec:
         ) from None
 
 
+def input_size(name: str, image_size: int) -> int:
+    """The input side model ``name`` trains, stores features and is evaluated at: the side its
+    entry declares (``ModelSpec.image_size``), else ``image_size`` (config ``train.image_size``,
+    the side of every model that declares none). One answer for the jobs (``JobSettings``), the
+    preflight and the runtime estimates; a run's ``result.json`` records it for the evaluation."""
+    own = get_spec(name).image_size
+    return image_size if own is None else own
+
+
 def check_input_size(name: str, image_size: int) -> None:
-    """Raise if ``image_size`` is below the model's minimum input side."""
+    """Raise if model ``name`` would get inputs below its minimum side at ``train.image_size``
+    ``image_size`` (a model that declares its own size does not take it)."""
     spec = get_spec(name)
-    if image_size < spec.min_size:
+    if input_size(name, image_size) < spec.min_size:
         raise RegistryError(
             f"model {name!r} needs inputs of at least {spec.min_size} px; train.image_size is "
             f"{image_size}"

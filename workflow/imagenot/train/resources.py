@@ -153,9 +153,9 @@ def _images(config: dict, dataset: str) -> dict | None:
 
 def stage_work(config: dict, dataset: str, protocol: str, model: str, stage: int) -> float | None:
     """Estimated minutes of GPU work of a slot of ``stage``: its epochs over the training and
-    validation images at the model's ``train.throughput`` (224 px, scaled by pixels to
-    ``train.image_size``), on the job's GPUs; None where the model has no throughput or the
-    dataset no known size (the demo's models)."""
+    validation images at the model's ``train.throughput`` (224 px, scaled by pixels to its
+    input side, ``experiments.image_size``), on the job's GPUs; None where the model has no
+    throughput or the dataset no known size (the demo's models)."""
     from imagenot.train import budget, experiments, plan
 
     rate = config["train"]["throughput"].get(model)
@@ -163,7 +163,7 @@ def stage_work(config: dict, dataset: str, protocol: str, model: str, stage: int
     epochs = budget.stage_epochs(experiments.space(config, dataset, protocol))
     if not rate or sizes is None or stage >= len(epochs):
         return None
-    rate *= (224 / config["train"]["image_size"]) ** 2
+    rate *= (224 / experiments.image_size(config, model)) ** 2
     gpus = max(1, plan.gpus_per_node(config) * plan.nodes(config))
     return 60 * budget.hours(epochs[stage], sizes["train"] + sizes["val"], rate, gpus)
 
@@ -180,7 +180,7 @@ def final_work(config: dict, dataset: str, protocol: str, model: str, reuse: boo
     sizes = _images(config, dataset)
     if not rate or sizes is None:
         return None
-    rate *= (224 / config["train"]["image_size"]) ** 2
+    rate *= (224 / experiments.image_size(config, model)) ** 2
     gpus = max(1, plan.gpus_per_node(config) * plan.nodes(config))
     epochs = search.training_epochs(experiments.space(config, dataset, protocol))
     return 60 * budget.hours(epochs, sizes["train"] + sizes["val"], rate, gpus)

@@ -62,6 +62,8 @@ class JobSettings(FromConfig):
         "(experiments.features_dir), null on the image path",
         "decode_on_gpu": "whether train.decode_on_gpu (true, false, or a list of models) "
         "names this model (experiments.decode_on_gpu)",
+        "image_size": "the model's input side: its registry entry's image_size where it "
+        "declares one (a ViT's 224), else train.image_size (experiments.image_size)",
     }
 
     model: str
@@ -113,6 +115,7 @@ class JobSettings(FromConfig):
             world=experiments.gpus(config) or 1,
             features=None,
             decode_on_gpu=experiments.decode_on_gpu(config, model),
+            image_size=experiments.image_size(config, model),
         )
 
     @classmethod
@@ -323,6 +326,8 @@ class PreflightSettings(FromConfig):
         "the feed check reads its sample there (preflight_plan.dataset_dirs)",
     }
 
+    # the input side of the models that declare none; a model that does is checked at its own
+    # (imagenot.train.registry.input_size)
     image_size: int
     normalisation: dict
     device: str

@@ -2,7 +2,9 @@
 
 The demo and paper configs are planned once each (Snakemake's dry run against placeholder
 inputs, ~10-20 s each); the checks compare the plan with the stage plans' own counts and with
-itself (totals are sums, more GPUs never lengthen the wall time).
+itself (totals are sums, the bound of the wall time never grows with the GPUs, low <= expected
+<= bound). The early-stopping model, the re-estimate from a run's records and the schedule are
+pure functions, tested on hand-made inputs with known answers.
 """
 
 from __future__ import annotations
@@ -30,13 +32,25 @@ PAPER = REPO / "config" / "paper.yaml"
 
 
 @pytest.fixture(scope="module")
-def paper_plan():
-    return build_plan(PAPER, gpus=16)
+def paper_jobs():
+    """The paper's jobs, planned once by Snakemake (the other paper plans reuse them)."""
+    from imagenot.planning import planned_jobs
+
+    return planned_jobs(PAPER)
 
 
 @pytest.fixture(scope="module")
-def demo_plan():
-    return build_plan(DEMO, gpus=2)
+def paper_plan(paper_jobs, tmp_path_factory):
+    """The paper on 32 GPUs with a 72 h deadline, in an empty working directory."""
+    empty = tmp_path_factory.mktemp("empty_workdir")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("imagenot.planning.planned_jobs", lambda paths: paper_jobs)
+        return build_plan(PAPER, gpus=32, deadline_hours=72, directory=empty)
+
+
+@pytest.fixture(scope="module")
+def demo_plan(tmp_path_factory):
+    return build_plan(DEMO, gpus=2, directory=tmp_path_factory.mktemp("demo_workdir"))
 
 
 def _rules(plan: dict) -> dict[str, int]:
@@ -151,12 +165,17 @@ def test_demo_has_no_gpu_and_says_what_it_did_not_estimate(demo_plan):
     assert "total" in text and "storage, estimate:" in text
 
 
-def test_more_gpus_never_lengthen_the_wall_time(paper_plan):
-    rows = paper_plan["training_estimate"]["rows"]
-    hours = [costs.wall_time(rows, n)["hours"] for n in (1, 2, 4, 8, 16, 64, 256, 4096)]
-    assert hours == sorted(hours, reverse=True)
-    assert hours[-1] == paper_plan["wall_time"]["longest_chain_hours"]  # the chain bounds it
-    assert hours[0] == pytest.approx(paper_plan["training_estimate"]["gpu_hours"], abs=0.2)
+def test_more_gpus_never_lengthen_the_bound_and_the_schedule_meets_it(paper_plan):
+    config = load_config(PAPER)
+    rows = costs.training_rows(config, config["train"]["throughput"])
+    walls = [costs.wall_time(rows, n) for n in (1, 2, 4, 8, 16, 64, 256, 4096)]
+    bounds = [w["bound_hours"] for w in walls]
+    assert bounds == sorted(bounds, reverse=True)
+    assert bounds[-1] == paper_plan["wall_time"]["longest_chain_hours"]  # the chain bounds it
+    assert bounds[0] == pytest.approx(paper_plan["training_estimate"]["gpu_hours"], abs=0.2)
+    for w in walls:  # no schedule beats its lower bounds; one GPU is never idle
+        assert w["hours"] >= w["bound_hours"] - 0.1
+    assert walls[0]["used"] == pytest.approx(1.0, abs=0.001)
     with pytest.raises(ValueError, match="--gpus"):
         costs.wall_time(rows, 0)
 
@@ -186,7 +205,10 @@ def test_measured_throughput_replaces_the_table(tmp_path):
     faster = {
         r["experiment"] + r["model"]: r["gpu_hours"] for r in costs.training_rows(config, table)
     }
-    assert faster["imagenot/stresnet18"] == pytest.approx(base["imagenot/stresnet18"] / 2, rel=0.01)
+    slower = config["train"]["throughput"]["resnet18"] / 7000.0
+    assert faster["imagenot/stresnet18"] == pytest.approx(
+        base["imagenot/stresnet18"] * slower, rel=0.01
+    )
     assert faster["imagenot/stvgg19"] == base["imagenot/stvgg19"]
     (tmp_path / "bad.json").write_text(json.dumps({"rows": []}))
     with pytest.raises(ValueError, match=r"bad\.json: neither an `imagenot preflight` report"):
@@ -266,26 +288,37 @@ def test_a_preflight_report_gives_the_estimate_its_throughput_and_gpu_memory(tmp
 
 
 def test_the_plan_says_what_to_request(paper_plan, tmp_path):
-    """GPU-hours: the estimate with its margin, not the requested sum; the longest single job
-    (it decides the partition), the GPU memory (measured by a preflight when given), node-local
-    disk; and the wall time against GPUs, flat past the knee, with the reason."""
+    """GPU-hours: the expected estimate of every GPU stage with its margin, its range beside
+    it, not the requested sum; the longest single job (it decides the partition), the GPU
+    memory (the H200's measured peaks by default, a preflight's when given) apart from the
+    host memory, node-local disk; and the schedule against GPUs, with the reason it flattens."""
     from imagenot.plan_cli import MARGIN, _request, format_request, format_wall_time
 
-    request = paper_plan["request"]
-    estimate = paper_plan["training_estimate"]["gpu_hours"]
-    assert request["gpu_hours"] == pytest.approx(estimate * (1 + MARGIN), abs=5)
+    request, h = paper_plan["request"], paper_plan["gpu_hours"]
+    assert request["gpu_hours"] == pytest.approx(h["total"] * (1 + MARGIN), abs=5)
+    assert h["total_low"] < h["total"] < h["total_bound"]
     assert request["gpu_hours_requested_sum"] == paper_plan["total"]["gpu_hours_requested"]
     job = request["longest_job"]
     rows = paper_plan["training_estimate"]["rows"]
-    assert job["model"] == "convnext_large"  # the slowest model (config train.throughput)
-    assert 0 < job["hours"] <= max(r["chain_hours"] for r in rows)
-    assert request["gpu_memory"] == {"measured": False, "largest": None, "failed": []}
+    assert job["model"] == "efficientnet_v2_l"  # the slowest model (config train.throughput)
+    assert 0 < job["hours"] <= max(r["chain_hours_bound"] for r in rows)
+    expected = request["longest_job_expected"]
+    assert 0 < expected["hours"] <= job["hours"]
+    memory = request["gpu_memory"]
+    assert not memory["measured"] and "H200" in memory["source"]
+    largest = memory["largest"]  # ImageNot ST's batch of 256 on one GPU, from 32 measured
+    assert largest["model"] == "efficientnet_v2_l" and largest["per_gpu"] == 256
+    assert largest["peak_gib"] == pytest.approx(8.7 * 256 / 32, abs=0.1)
     text = " ".join(" ".join(format_request(paper_plan)).split())  # lines are wrapped
     assert f"GPU-hours: {request['gpu_hours']:,.0f}" in text
-    assert "GPU memory: not measured" in text
+    assert f"Between {h['total_low']:,.0f}" in text and f"{h['total_bound']:,.0f} (none" in text
+    assert (
+        "GPU memory (device): 69.6 GiB for the largest job (efficientnet_v2_l, an estimate" in text
+    )
+    assert "host memory (RAM): " in text
     assert load_config(PAPER)["train"]["stage_to_local"]  # the paper stages datasets to nodes
     assert "node-local disk: " in text and "per node for train.stage_to_local" in text
-    assert "longest single job: " + job["experiment"] in text
+    assert f"at the bound {job['experiment']} {job['model']}" in text
     assert f"{paper_plan['total']['gpu_hours_requested']:,.0f} GPU-h" in text  # not that
 
     config = load_config(PAPER)
@@ -293,24 +326,30 @@ def test_the_plan_says_what_to_request(paper_plan, tmp_path):
     report.write_text(json.dumps(_preflight_report(passed=False)))
     measured = costs.read_measurements(report, config)
     groups, storage = paper_plan["groups"], paper_plan["storage_total_bytes"]
-    mine = _request(config, groups, estimate, measured["throughput"], measured, storage)
+    mine_rows = costs.training_rows(config, measured["throughput"])
+    mine = _request(
+        config, groups, mine_rows, h["total"], measured["throughput"], measured, storage, 0.0
+    )
     assert mine["gpu_memory"]["largest"]["model"] == "convnext_large"
     disk = mine["node_local_disk"]
     assert disk["stage_to_local"] and disk["all_trained_bytes"] >= disk["largest_dataset_bytes"]
     assert set(disk["datasets"]) == {"imagenot", "cifar10"}  # imagenet: published weights only
     text = " ".join(" ".join(format_request({**paper_plan, "request": mine})).split())
-    assert "GPU memory: 38.2 GiB for the largest job" in text
+    assert "GPU memory (device): 38.2 GiB for the largest job" in text
     assert "efficientnet_v2_l" in text and "fits: 96" in text
     assert "node-local disk: " in text and "per node for train.stage_to_local" in text
 
     by = paper_plan["wall_time_by_gpus"]
     knee, chain = by["knee_gpus"], paper_plan["wall_time"]["longest_chain_hours"]
-    assert costs.wall_time(rows, knee)["hours"] == chain
-    assert costs.wall_time(rows, knee - 1)["hours"] > chain
-    assert {p["gpus"] for p in by["points"]} >= {1, knee, 16}
+    rows = costs.training_rows(config, config["train"]["throughput"])
+    assert costs.wall_time(rows, knee)["bound_hours"] == chain
+    assert costs.wall_time(rows, knee - 1)["bound_hours"] > chain
+    assert {p["gpus"] for p in by["points"]} >= {1, knee, 32}
     wall = " ".join(" ".join(format_wall_time(paper_plan)).split())
-    assert f"Past {knee} GPUs the wall time stays {chain:,.1f} h" in wall
+    assert f"Past {knee} GPUs the wall time stays at least {chain:,.1f} h" in wall
     assert "critical path" in wall and "train.gpus_per_job" in wall
+    w = paper_plan["wall_time"]
+    assert f"on --gpus 32: training ends after {w['hours']:,.1f} h and uses {w['used']:.0%}" in wall
     assert "what to request" in format_plan(paper_plan)
 
 
@@ -372,3 +411,231 @@ def test_kept_originals_count_in_storage_node_disk_and_the_range_jobs(paper_plan
     fine_tuned = {"dataset": "imagenet", "protocol": "ft-imagenot", "space": "cifar10_ft"}
     trained["train"]["experiments"].append({**fine_tuned, "weights": "trained"})
     assert costs.node_local_disk(trained)["datasets"]["imagenet"] == stored + kept
+
+
+# ---- early stopping: the range of the estimate ------------------------------------------------
+
+
+def test_stop_epochs_give_a_range_with_its_source():
+    """ImageNot ST's cosine ends at its 90-epoch horizon: expected = bound; CIFAR-10's restarts
+    do not end: the expected stop is the named source's best epoch + patience 10; the floor is
+    patience + 1 (the loop's rule). A run's own median replaces the assumption."""
+    config = load_config(PAPER)
+    imagenot = costs.stop_epochs(config, "imagenot", "st")
+    assert (imagenot["low"], imagenot["expected"], imagenot["bound"]) == (11, 90, 90)
+    assert "horizon" in imagenot["source"]
+    st = costs.stop_epochs(config, "cifar10", "st")
+    assert (st["low"], st["expected"], st["bound"]) == (11, 182 + 10, 1000)
+    assert "He et al. 2016" in st["source"]
+    ft = costs.stop_epochs(config, "cifar10", "ft-imagenot")
+    assert ft["expected"] == 102 + 10 and "Kornblith et al. 2019" in ft["source"]
+    mine = costs.stop_epochs(config, "cifar10", "st", {"epochs": 57, "trials": 4})
+    assert mine["expected"] == 57 and "4 trial(s) of this run" in mine["source"]
+    assert (
+        costs.stop_epochs(config, "cifar10", "st", {"epochs": 5000, "trials": 1})["expected"]
+        == 1000
+    )  # never past the bound
+
+
+def test_stage_epochs_stop_with_the_trials():
+    config = load_config(PAPER)
+    from imagenot.train import budget, experiments
+
+    space = experiments.space(config, "cifar10", "st")  # rungs 10, 30, 90, 270, 810; 1000
+    assert costs.stage_epochs_stopped(config, "cifar10", "st", 50) == [10, 20, 20, 0, 0, 0]
+    assert costs.stage_epochs_stopped(config, "cifar10", "st", 1000) == budget.stage_epochs(space)
+
+
+def test_training_rows_low_expected_bound(paper_plan):
+    """Per row low <= expected <= bound; the bound is imagenot.train.budget's epochs (no trial
+    stops early), the expected figure is the plan's headline."""
+    from imagenot.train import budget, plan
+
+    config = load_config(PAPER)
+    rows = costs.training_rows(config, config["train"]["throughput"])
+    for r in rows:
+        assert r["gpu_hours_low"] <= r["gpu_hours"] <= r["gpu_hours_bound"]
+        assert r["chain_hours_low"] <= r["chain_hours"] <= r["chain_hours_bound"]
+        d, p = r["experiment"].split("/")
+        if not plan.is_tl(p):
+            assert r["epochs_bound"] == budget.trial_epochs(config, d, p) + budget.final_epochs(
+                config, d, p
+            )
+    est = paper_plan["training_estimate"]
+    assert est["gpu_hours_low"] < est["gpu_hours"] < est["gpu_hours_bound"]
+    stops = est["stop_epochs"]
+    assert stops["cifar10/st"]["expected"] == 192 and stops["imagenot/st"]["expected"] == 90
+
+
+# ---- a plan that learns from the run ----------------------------------------------------------
+
+
+def _write_run(root: Path, rate: float = 2000.0) -> Path:
+    """A working directory where CIFAR-10 ST ResNet-18 has finished stage 0 (24 slots, 6 of
+    which early stopping ended at epoch 8... and 40 of the others: the stop-epoch median) and
+    one final seed, with metrics.csv at ``rate`` images/s."""
+    run = root / "results/train/cifar10/st/resnet18"
+    for slot in range(24):
+        stopped = "early_stopping" if slot < 6 else None
+        record = {"stage": 0, "slot": slot, "trial": slot, "epochs": 10, "stopped_by": stopped}
+        path = run / f"stage-0/slot-{slot}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record))
+        metrics = run / f"trial-{slot}/metrics.csv"
+        metrics.parent.mkdir(parents=True, exist_ok=True)
+        metrics.write_text(f"epoch,images_per_s\n1,{rate}\n2,0\n")  # 2: resumed, unscored
+    final = run / "final/seed-1/result.json"
+    final.parent.mkdir(parents=True)
+    final.write_text(json.dumps({"seed": 1, "epochs": 30, "stopped_by": "early_stopping"}))
+    (run / "final/seed-1/metrics.csv").write_text(f"epoch,images_per_s\n1,{rate}\n")
+    return run
+
+
+def test_a_run_s_records_re_estimate_what_is_left(tmp_path):
+    from imagenot.costs import run_records
+    from imagenot.measured import median_rate
+
+    config = load_config(PAPER)
+    run = _write_run(tmp_path)
+    records = run_records(config, tmp_path)
+    assert set(records) == {("cifar10", "st", "resnet18")}
+    rec = records[("cifar10", "st", "resnet18")]
+    assert len(rec["slots"]) == 24 and rec["finals"] == [
+        {"epochs": 30, "stopped_by": "early_stopping", "seed": 1}
+    ]
+    assert median_rate(records, "resnet18") == (2000.0, 25)  # the resumed epoch left out
+    assert costs.measured_stops(records) == {("cifar10", "st"): {"epochs": 10, "trials": 7}}
+
+    table = {**config["train"]["throughput"], "resnet18": 2000.0}
+    before = {r["experiment"] + r["model"]: r for r in costs.training_rows(config, table)}
+    after = {r["experiment"] + r["model"]: r for r in costs.training_rows(config, table, records)}
+    mine, was = after["cifar10/stresnet18"], before["cifar10/stresnet18"]
+    assert mine["stop_epochs"]["expected"] == 11  # the median 10, at least patience + 1
+    assert "measured" in mine["stop_epochs"]["source"]
+    assert 0 < mine["done_gpu_hours"] <= mine["gpu_hours"] < was["gpu_hours"]
+    stage0 = mine["chain"].stages[0]
+    assert stage0.jobs == 0  # all 24 slots of stage 0 done
+    assert mine["chain"].stages[-1].jobs == 1  # seed 1 done, seed 2 left
+    # another experiment's rows keep the assumption
+    assert (
+        after["imagenot/stresnet18"]["stop_epochs"] == before["imagenot/stresnet18"]["stop_epochs"]
+    )
+
+    # planted: a record that is not JSON, a metrics file without the column
+    (run / "stage-0/slot-3.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"slot-3\.json: not a JSON record"):
+        run_records(config, tmp_path)
+    (run / "stage-0/slot-3.json").write_text(json.dumps({"stage": 0, "trial": 3}))
+    with pytest.raises(ValueError, match=r"slot-3\.json: record without epochs, stopped_by"):
+        run_records(config, tmp_path)
+    (run / "stage-0/slot-3.json").write_text(json.dumps({"stage": 0, "slot": 3, "trial": None}))
+    (run / "trial-4/metrics.csv").write_text("epoch,loss\n1,0.5\n")
+    with pytest.raises(ValueError, match=r"trial-4/metrics\.csv: no images_per_s column"):
+        run_records(config, tmp_path)
+
+
+def test_the_plan_reads_the_run_in_its_directory(paper_jobs, tmp_path, monkeypatch):
+    _write_run(tmp_path, rate=1234.0)
+    monkeypatch.setattr("imagenot.planning.planned_jobs", lambda paths: paper_jobs)
+    plan = build_plan(PAPER, gpus=32, directory=tmp_path)
+    est = plan["training_estimate"]
+    assert est["throughput"]["resnet18"] == 1234.0
+    assert est["from_run"] == {"records": 25, "models_measured": {"resnet18": 25}}
+    assert "measured by this run" in est["throughput_source"]
+    assert est["done_gpu_hours"] > 0
+    assert est["left_gpu_hours"] == pytest.approx(est["gpu_hours"] - est["done_gpu_hours"], abs=0.1)
+    text = " ".join(format_plan(plan).split())
+    assert "this run so far: 25 finished trial slot(s) and final run(s) read" in text
+    assert f"less the {est['done_gpu_hours']:,.1f} this run has done" in text
+
+
+# ---- every GPU stage, the data stages ---------------------------------------------------------
+
+
+def test_every_gpu_stage_is_in_the_gpu_hours(paper_plan):
+    stages = {s["stage"]: s for s in paper_plan["gpu_stages"]}
+    rules = _rules(paper_plan)
+    assert stages["evaluate"]["gpu_jobs"] == rules["evaluate_robustness"] == 119
+    assert stages["curate (caption embedding)"]["gpu_jobs"] == rules["curate_embed"] == 128
+    assert {"diagnostics", "preflight"} <= set(stages)
+    assert all(s["gpu_hours"] > 0 and s["source"] for s in stages.values())
+    h = paper_plan["gpu_hours"]
+    others = sum(s["gpu_hours"] for s in stages.values())
+    assert h["total"] == pytest.approx(
+        paper_plan["training_estimate"]["gpu_hours"] + others, abs=0.1
+    )
+    # caption embedding: the scale model's projected minutes per part x parts
+    scale = costs.scale_projection()
+    per = {r["rule"]: r["projected"] for r in scale["rules"]}["curate_embed"]["runtime_min"]
+    assert stages["curate (caption embedding)"]["gpu_hours"] == pytest.approx(128 * per / 60, 0.01)
+
+
+def test_data_stages_have_a_time(paper_plan):
+    stages = {d["stage"]: d for d in paper_plan["data_stages"]}
+    download = stages["acquire (LAION download)"]
+    assert download["urls"] == 2_000_000 and download["images"] == 1_000_000  # oversample 1.0
+    assert download["hours"] == pytest.approx(
+        max(2e6 / costs.DOWNLOAD_SAMPLES_PER_S, download["bytes"] * 8 / 1e9) / 3600, abs=0.1
+    )
+    assert "img2dataset" in download["source"] and "Gbit/s" in download["source"]
+    assert stages["curate"]["hours"] > 0 and "docs/scale.json" in stages["curate"]["source"]
+    text = " ".join(format_plan(paper_plan).split())
+    assert "data stages, estimate:" in text and "acquire (LAION download):" in text
+
+
+# ---- the schedule and the deadline ------------------------------------------------------------
+
+
+def test_schedule_barriers_and_the_critical_chain_first():
+    from imagenot.schedule import Chain, Stage, simulate
+
+    # two slots of 1 h, then one of 2 h after the rung: 3 h on 2 GPUs, 4 of 6 GPU-hours used
+    one = Chain("x/st", "m", 1, (Stage(2, 1.0), Stage(1, 2.0)))
+    got = simulate([one], 2)
+    assert (got["hours"], got["gpu_hours"], got["used"]) == (3.0, 4.0, pytest.approx(0.667, 0.01))
+    # the long chain starts first: 6 h on 2 GPUs (7 h if the short jobs went first)
+    long = Chain("a/st", "big", 1, (Stage(1, 1.0), Stage(1, 5.0)))
+    short = Chain("b/st", "small", 1, (Stage(3, 1.0),))
+    assert simulate([short, long], 2)["hours"] == 6.0
+    # a job of two GPUs waits for two free GPUs; none fits on fewer
+    wide = Chain("c/st", "wide", 2, (Stage(2, 1.0),))
+    assert simulate([wide], 3)["hours"] == 2.0
+    with pytest.raises(ValueError, match="c/st wide asks for 2 GPUs per job, more than 1"):
+        simulate([wide], 1)
+
+
+def test_with_gpus_scales_the_jobs():
+    from imagenot.schedule import Chain, Stage, speed, with_gpus
+
+    chain = Chain("x/st", "m", 1, (Stage(4, 9.0),))
+    (two,) = with_gpus([chain], {"m": 2}, 0.9)
+    assert two.gpus == 2 and two.stages[0].hours == pytest.approx(9.0 / 1.8)
+    assert speed(4, 0.9) == pytest.approx(4 * 0.81) and speed(1, 0.9) == 1.0
+
+
+def test_the_fewest_gpus_that_meet_a_deadline():
+    from imagenot.schedule import Chain, Stage, fewest_gpus, simulate
+
+    chains = [Chain(f"e{i}/st", "m", 1, (Stage(4, 2.0), Stage(1, 3.0))) for i in range(3)]
+    got = fewest_gpus(chains, deadline=5.0)
+    assert got["hours"] <= 5.0
+    assert simulate(chains, got["gpus"] - 1)["hours"] > 5.0
+    assert fewest_gpus(chains, deadline=4.0) is None  # the chain alone takes 5 h
+
+
+def test_the_paper_on_32_gpus_within_three_days(paper_plan):
+    """On 32 GPUs the plan says when training ends and how much of the reservation it uses,
+    and which GPUs per job end it within 72 h using at least 70 % of the GPU-hours reserved;
+    at the least cost, fewer GPUs."""
+    w, d = paper_plan["wall_time"], paper_plan["deadline"]
+    assert w["gpus"] == 32 and w["hours"] > 0 and 0 < w["used"] <= 1
+    on = d["on_gpus"]
+    assert on["gpus"] == 32 and on["hours"] <= 72 and on["used"] >= 0.7
+    for key in ("uniform", "per_model"):
+        r = d[key]
+        assert r["hours"] <= 72 and r["reserved_gpu_hours"] == pytest.approx(
+            r["gpus"] * r["hours"], abs=1
+        )
+    text = " ".join(format_plan(paper_plan).split())
+    assert "to end training within 72 h, at the least cost:" in text
+    assert "on --gpus 32, the GPUs per job that use the most of them: 32 GPUs" in text

@@ -7,13 +7,14 @@ Two kinds of figure, never mixed:
   (core-hours) and its requested memory. Rules that size their request from their input when
   the job is ready (``resources.work``) take the scale model's projection at laion2B-en
   (docs/scale.json) for a paper-shaped LAION source, else their floor (said so).
-* **estimated**: training GPU-hours from epochs x images / throughput (no trial stops early;
-  :mod:`imagenot.train.budget`), the throughput table ``train.throughput`` of the config or
-  what the user's own GPU measured (:mod:`imagenot.measured`: the preflight's report); the
-  longest single job; node-local disk; storage from image counts x bytes per image, the
-  published test split's files where a dataset keeps its originals, and model sizes; the wall
-  time of the longest chain, and against the number of GPUs. Each carries its source and
-  assumptions.
+* **estimated**: training GPU-hours, low / expected / bound by when trials stop, its chains,
+  schedule and longest job (:mod:`imagenot.train.estimate`), at the throughput table
+  ``train.throughput`` of the config, what the user's own GPU measured
+  (:mod:`imagenot.measured`: the preflight's report) or what the run itself measured; the GPU
+  stages beside training (evaluation, caption embedding, diagnostics, preflight); the data
+  stages' time (LAION download, curation); the GPU memory of the largest job; node-local disk;
+  storage from image counts x bytes per image, the published test split's files where a dataset
+  keeps its originals, and model sizes. Each carries its source and assumptions.
 """
 
 from __future__ import annotations
@@ -32,9 +33,27 @@ from imagenot.acquire.sizes import (
 )
 from imagenot.measured import read_measurements, read_throughput  # noqa: F401 (plan's names)
 from imagenot.planning import REPO, PlannedJob, rule_groups, world_rows_per_part
+from imagenot.train.estimate import (  # noqa: F401 (the plan's names for training's figures)
+    DDP_EFFICIENCY,
+    FORWARD_SPEEDUP,
+    SCENARIOS,
+    assumptions,
+    chains,
+    epoch_images,
+    gpu_memory,
+    job_gpus,
+    longest_expected_job,
+    longest_job,
+    measured_stops,
+    run_records,
+    stage_epochs_stopped,
+    stop_epochs,
+    training_rows,
+    wall_time,
+    wall_time_by_gpus,
+)
 
 SCALE_JSON = REPO / "docs" / "scale.json"
-DDP_EFFICIENCY = 0.9  # imagenot.train.budget.hours' assumption for gpus_per_job > 1
 
 
 def scale_projection() -> dict | None:
@@ -121,118 +140,6 @@ def group_rows(config: dict, jobs: list[PlannedJob]) -> list[dict]:
         row["notes"] = sorted(row["notes"])
         out.append(row)
     return out
-
-
-def training_rows(config: dict, throughput: dict) -> list[dict]:
-    """Estimated GPU-hours per trained experiment and model (an upper bound: no trial stops
-    early), with ``train.gpus_per_job`` GPUs per job, and its chain: one trial through every
-    stage, then a final seed. A TL experiment's GPU work is its one features pass over the train
-    and val splits (``plan.FEATURE_SPLITS``), counted at the training throughput (a forward pass
-    costs about a third of a step)."""
-    from imagenot.train import budget, plan
-
-    gpus = max(1, plan.gpus_per_node(config) * plan.nodes(config))
-    rows = []
-    for exp in plan.experiments(config):
-        if plan.is_published(exp):
-            continue
-        d, p = exp["dataset"], exp["protocol"]
-        sizes = dataset_images(config, d)
-        if sizes is None:
-            continue
-        for model in config["train"]["models"]:
-            if model not in throughput:
-                continue
-            epochs = budget.trial_epochs(config, d, p) + budget.final_epochs(config, d, p)
-            chain, n = budget.chain_epochs(config, d, p), sizes["train"]
-            if plan.is_tl(p):
-                epochs, chain = 1, 1
-                n = sum(sizes[split] for split in plan.FEATURE_SPLITS)
-            rate = throughput[model]
-            rows.append(
-                {
-                    "experiment": f"{d}/{p}",
-                    "model": model,
-                    "epochs": epochs,
-                    "images_per_epoch": n,
-                    "gpu_hours": round(gpus * budget.hours(epochs, n, rate, gpus), 2),
-                    "chain_hours": round(budget.hours(chain, n, rate, gpus), 2),
-                }
-            )
-    return rows
-
-
-def wall_time(rows: list[dict], gpus: int) -> dict:
-    """Training's wall time on ``gpus`` GPUs: the longer of its longest chain and its GPU-hours
-    spread over every GPU (a lower bound of any schedule: queueing, rung barriers and the data
-    stages before training add to it). More GPUs never lengthen it."""
-    if gpus < 1:
-        raise ValueError(f"--gpus must be at least 1, got {gpus}")
-    total = sum(r["gpu_hours"] for r in rows)
-    longest = max(rows, key=lambda r: r["chain_hours"], default=None)
-    chain = longest["chain_hours"] if longest else 0.0
-    return {
-        "gpus": gpus,
-        "longest_chain": f"{longest['experiment']} {longest['model']}" if longest else None,
-        "longest_chain_hours": round(chain, 1),
-        "gpu_hours_over_gpus": round(total / gpus, 1),
-        "hours": round(max(chain, total / gpus), 1),
-    }
-
-
-def wall_time_by_gpus(rows: list[dict], gpus: int) -> dict:
-    """The wall time as a function of the GPUs: at 1, 2, 4, ... GPUs up to past ``gpus`` and
-    the knee, and the knee itself: the fewest GPUs at which the longest chain (the critical
-    path) bounds the wall time, past which more GPUs shorten nothing. None without rows."""
-    if not rows:
-        return {"knee_gpus": None, "points": []}
-    total = sum(r["gpu_hours"] for r in rows)
-    chain = max(r["chain_hours"] for r in rows)
-    knee = max(1, math.ceil(total / chain)) if chain > 0 else 1
-    counts, n = {gpus, knee}, 1
-    while n <= max(gpus, knee) * 2:
-        counts.add(n)
-        n *= 2
-    points = [{"gpus": g, "hours": wall_time(rows, g)["hours"]} for g in sorted(counts)]
-    return {"knee_gpus": knee, "knee_hours": round(chain, 1), "points": points}
-
-
-def longest_job(config: dict, throughput: dict) -> dict | None:
-    """The longest single training job, estimated (no early stopping): per trained experiment
-    and model, a trial's longest halving stage (one job: the stage's epochs after the rung
-    before) and a final seed's training (a job of its own when the space has several seeds),
-    at ``train.gpus_per_job`` GPUs. It decides the partition: a time limit at least this long
-    runs it in one go. None when nothing is estimated."""
-    from imagenot.train import budget, experiments, plan, search
-
-    gpus = max(1, plan.gpus_per_node(config) * plan.nodes(config))
-    best = None
-    for exp in plan.experiments(config):
-        if plan.is_published(exp) or plan.is_tl(exp["protocol"]):
-            continue  # TL: a features pass (short) and head fits on CPU cores
-        d, p = exp["dataset"], exp["protocol"]
-        sizes = dataset_images(config, d)
-        if sizes is None:
-            continue
-        space = experiments.space(config, d, p)
-        jobs = [("trial stage", max(budget.stage_epochs(space)))]
-        if len(space["seeds"]) > 1:
-            jobs.append(("final seed", search.training_epochs(space)))
-        for model in config["train"]["models"]:
-            if model not in throughput:
-                continue
-            for what, epochs in jobs:
-                h = budget.hours(epochs, sizes["train"], throughput[model], gpus, DDP_EFFICIENCY)
-                if best is None or h > best["hours"]:
-                    best = {
-                        "experiment": f"{d}/{p}",
-                        "model": model,
-                        "job": what,
-                        "epochs": epochs,
-                        "gpus": gpus,
-                        "hours": round(h, 1),
-                    }
-    return best
 
 
 def node_local_disk(config: dict) -> dict:
@@ -412,3 +319,174 @@ def _shard_names(config: dict) -> list[str]:
         return curate_plan.shard_files(config)
     except (KeyError, ValueError):
         return []
+
+
+# ---- the GPU stages beside training, and the data stages' time ----------------------------
+
+# LAION image download, assumptions (each stated in the plan): img2dataset's own benchmarks
+# (dataset_examples/laion400m.md: 1,300 samples/s on one 16-core 2 Gbps machine; laion5B.md:
+# about 1,000 samples/s per 16-core instance)
+DOWNLOAD_SAMPLES_PER_S = 1000
+DOWNLOAD_SOURCE = (
+    "img2dataset's benchmarks: ~1,000 samples/s per 16-core node (dataset_examples/laion5B.md), "
+    "1,300 on one 2 Gbps machine (laion400m.md)"
+)
+DOWNLOAD_GBIT_PER_S = 1.0
+# the share of LAION URLs that still serve their image: what curate.oversample plans for,
+# 1 / (1 + oversample) (config/paper.yaml: 1.0, many URLs no longer resolve)
+
+
+def gpu_stage_rows(config: dict, jobs: list[PlannedJob], throughput: dict) -> list[dict]:
+    """Estimated GPU-hours of each GPU stage beside training, each with its source:
+    evaluation (one pass per transformation over the test split of every final run, at
+    :data:`FORWARD_SPEEDUP` x the model's training images/s, scaled by pixels to the stored
+    size of a dataset published weights are evaluated on), caption embedding (the scale
+    model's projected runtime per part at laion2B-en, docs/scale.json), and the GPU jobs of
+    the diagnostics and the preflight (at their requested time: short jobs, an upper bound)."""
+    from imagenot.acquire.sizes import stored_size
+    from imagenot.evaluate import transforms
+    from imagenot.train import plan
+
+    groups = rule_groups()
+    out = []
+    passes = len(transforms.names())
+    hours, missing = 0.0, set()
+    for run in plan.final_runs(config):
+        d, model = run["dataset"], run["model"]
+        sizes = dataset_images(config, d)
+        if sizes is None or model not in throughput:
+            missing.add(model if model not in throughput else d)
+            continue
+        published = False
+        side = config["train"]["image_size"]
+        for exp in plan.experiments(config):
+            if exp["dataset"] == d and exp["protocol"] == run["protocol"]:
+                published = plan.is_published(exp)
+        if published:
+            side = stored_size(config, d)
+        rate = throughput[model] * FORWARD_SPEEDUP * (224 / side) ** 2
+        hours += passes * sizes["test"] / rate / 3600
+    n_eval = sum(1 for j in jobs if j.rule == "evaluate_robustness" and j.gpus)
+    out.append(
+        {
+            "stage": "evaluate",
+            "gpu_jobs": n_eval,
+            "gpu_hours": round(hours, 1),
+            "source": f"{passes} passes (one per transformation) over each final run's test "
+            f"split at {FORWARD_SPEEDUP}x the model's training images/s, scaled by pixels to the "
+            "size evaluated (a published model's: its dataset's stored size, an upper bound)"
+            + (f"; not estimated: {', '.join(sorted(missing))}" if missing else ""),
+        }
+    )
+    scale = scale_projection()
+    embed = [j for j in jobs if j.rule == "curate_embed" and j.gpus]
+    if embed:
+        projected = {r["rule"]: r["projected"] for r in (scale or {}).get("rules", [])}
+        if paper_shaped(config, scale) and "curate_embed" in projected:
+            per = projected["curate_embed"]["runtime_min"] / 60
+            rate = scale["embedding_rate"]
+            source = (
+                f"the scale model's projected {per * 60:.0f} min per part at laion2B-en "
+                f"(docs/scale.json: {scale['embed_fraction']:.0%} of rows embedded at "
+                f"{rate['sentences_per_s']:.0f} sentences/s, {rate['model']} on a {rate['gpu']}, "
+                "sbert.net's published rate)"
+            )
+        else:
+            per = sum((j.resources.get("runtime") or 0) for j in embed) / 60 / len(embed)
+            source = "requested time (an upper bound; no projection for this LAION source)"
+        out.append(
+            {
+                "stage": "curate (caption embedding)",
+                "gpu_jobs": len(embed),
+                "gpu_hours": round(per * len(embed), 1),
+                "source": source,
+            }
+        )
+    for stage in ("diagnostics", "preflight"):
+        mine = [j for j in jobs if groups.get(j.rule) == stage and j.gpus]
+        if mine:
+            out.append(
+                {
+                    "stage": stage,
+                    "gpu_jobs": len(mine),
+                    "gpu_hours": round(
+                        sum(j.gpus * (j.resources.get("runtime") or 0) for j in mine) / 60, 1
+                    ),
+                    "source": "requested time x GPUs (short jobs: an upper bound)",
+                }
+            )
+    return out
+
+
+def data_stage_rows(config: dict, groups: list[dict], gpus: int) -> list[dict]:
+    """The data stages' time, each with its assumptions: the LAION image download (URLs,
+    images kept at the success rate curate.oversample plans for, bytes at ILSVRC-2012's mean
+    JPEG, at :data:`DOWNLOAD_SAMPLES_PER_S` per node and :data:`DOWNLOAD_GBIT_PER_S`) and the
+    curation over the metadata rows (the scale model's projected runtime of one part's chain
+    of jobs at laion2B-en, parts side by side on CPU cores, the caption embedding's parts
+    ``gpus`` at a time; the core-hours of the whole from the groups)."""
+    from imagenot.curate.settings import SelectSettings
+
+    out = []
+    laion = [n for n, s in config["datasets"].items() if s["kind"] == "laion"]
+    scale = scale_projection()
+    core = {g["group"]: g["core_hours_requested"] for g in groups}
+    if laion and paper_shaped(config, scale):
+        projected = {r["rule"]: r["projected"] for r in scale["rules"]}
+        chain = (
+            "curate_match",
+            "curate_candidates",
+            "curate_captions",
+            "curate_queries",
+            "curate_embed",
+            "curate_select",
+        )
+        parts = scale["projection_target"]["parts"]
+        minutes = sum(projected[r]["runtime_min"] for r in chain if r in projected)
+        if "curate_embed" in projected and config["resources"]["gpus"] > 0:
+            waves = math.ceil(parts / gpus)  # the embedding's parts, one per GPU at a time
+            minutes += (waves - 1) * projected["curate_embed"]["runtime_min"]
+        out.append(
+            {
+                "stage": "curate",
+                "hours": round(minutes / 60, 1),
+                "rows": scale["projection_target"]["captions"],
+                "source": "the scale model's projected runtime at laion2B-en of one part's "
+                f"jobs, one after another ({' -> '.join(chain)}), the {parts} parts side by "
+                f"side, the embedding's on the {gpus} GPUs (docs/scale.json); "
+                f"{core.get('curate', 0):,.0f} core-h requested in all",
+            }
+        )
+    elif laion:
+        out.append(
+            {
+                "stage": "curate",
+                "hours": None,
+                "rows": None,
+                "source": "not estimated: the scale model projects laion2B-en's 128 parts only",
+            }
+        )
+    for name in laion:
+        select = SelectSettings.from_config(config, dataset=name)
+        urls = select.n_classes * math.ceil(select.images_per_class * (1 + select.oversample))
+        success = 1 / (1 + select.oversample)
+        kept = urls * success
+        mean_jpeg = BYTES_PER_PIXEL * 469 * 387
+        nbytes = kept * mean_jpeg
+        by_rate = urls / DOWNLOAD_SAMPLES_PER_S / 3600
+        by_bytes = nbytes * 8 / (DOWNLOAD_GBIT_PER_S * 1e9) / 3600
+        out.append(
+            {
+                "stage": "acquire (LAION download)",
+                "hours": round(max(by_rate, by_bytes), 1),
+                "urls": urls,
+                "images": round(kept),
+                "bytes": round(nbytes),
+                "source": f"{urls:,} URLs on one node at {DOWNLOAD_SAMPLES_PER_S:,} URLs/s "
+                f"({DOWNLOAD_SOURCE}) and {DOWNLOAD_GBIT_PER_S:g} Gbit/s; {success:.0%} of them "
+                f"serve an image (1 / (1 + curate.oversample {select.oversample:g}), what the "
+                f"config plans for), {mean_jpeg / 1e3:,.0f} kB each (ILSVRC-2012 train's mean "
+                "JPEG); n nodes take 1/n of it",
+            }
+        )
+    return out

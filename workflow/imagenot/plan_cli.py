@@ -1,11 +1,16 @@
 """``imagenot plan``: what a config will cost before launch, without its data on disk.
 
 Per rule group: jobs, GPU jobs, requested GPU-hours and core-hours (upper bounds), the largest
-memory a job asks for; training's estimated GPU-hours with their assumptions; what to ask for in
-an allocation request (GPU-hours, the longest single job and so the partition, GPU memory,
-node-local disk); storage of every stage's outputs; the wall time of training as a function of
-the GPUs. Library: :mod:`imagenot.planning` (the jobs, from Snakemake's own dry run) and
-:mod:`imagenot.costs` (the figures).
+host memory a job asks for; the estimated GPU-hours of every GPU stage (training three ways:
+low, expected with early stopping, and the bound where no trial stops early), each with its
+source; the data stages' time; what to ask for in an allocation request (GPU-hours, the longest
+single job and so the partition, GPU memory, node-local disk); storage of every stage's
+outputs; training's schedule on the GPUs (when it ends, and the share of the reserved GPU-hours
+it uses), and with ``--deadline-hours`` the GPU count that meets the deadline at the least
+cost. Once a run has finished trials or final runs in its working directory, their epochs and
+images/s re-estimate what is left. Library: :mod:`imagenot.planning` (the jobs, from
+Snakemake's own dry run), :mod:`imagenot.costs` (the figures), :mod:`imagenot.measured` (what
+was measured) and :mod:`imagenot.schedule` (the schedule).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ THROUGHPUT_HELP = (
     "your GPU's measured speed: the JSON report of `imagenot preflight` run on it (or the "
     "output of `benchmarks/bench_feed_models.py --json`); the estimate then uses its fed "
     "images/s for the models it measured, and the GPU memory its memory checks measured "
-    "(default: the config's train.throughput, an RTX 3090's)"
+    "(default: the config's train.throughput, one H200's measured figures)"
 )
 # headroom on the estimate for the allocation request: reruns of failed or preempted jobs
 MARGIN = 0.2
@@ -33,9 +38,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         _plan,
         description="Plans the config's `all` with Snakemake's dry run against empty "
         "placeholder inputs in a temporary folder (no data is read), then sums per rule group "
-        "and says what to request: GPU-hours, the longest single job (which decides the "
-        "partition), the GPU memory, node-local disk, and the wall time as a function of the "
-        "GPUs. Requested figures are upper bounds; estimates say their source.",
+        "and says what to request: GPU-hours (expected with early stopping, with the low "
+        "figure and the bound beside it), the longest single job (which decides the "
+        "partition), the GPU memory, node-local disk, and training's schedule on the GPUs. "
+        "Requested figures are upper bounds; estimates say their source. Finished trials and "
+        "final runs in --directory re-estimate what is left.",
     )
     p.add_argument(
         "--config",
@@ -47,28 +54,65 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "order, later files winning, as snakemake's --configfile)",
     )
     p.add_argument(
-        "--gpus", type=int, default=8, help="GPUs at once, for the wall time (default: 8)"
+        "--gpus", type=int, default=8, help="GPUs at once, for the schedule (default: 8)"
+    )
+    p.add_argument(
+        "--deadline-hours",
+        type=float,
+        metavar="H",
+        help="also say how many GPUs end training within H hours at the least reserved "
+        "GPU-hours, and at how many GPUs per job",
+    )
+    p.add_argument(
+        "--directory",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="the run's working directory, whose finished trials and final runs "
+        "(results/train) re-estimate what is left (default: the current one)",
     )
     p.add_argument("--throughput", type=Path, metavar="FILE", help=THROUGHPUT_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
 
 
-def build_plan(config_path: Path | list[Path], gpus: int, measured: Path | None = None) -> dict:
+def build_plan(
+    config_path: Path | list[Path],
+    gpus: int,
+    measured: Path | None = None,
+    deadline_hours: float | None = None,
+    directory: Path | str = ".",
+) -> dict:
     """The whole plan of ``config_path`` (one file, or a base and its overlays) as one
-    JSON-ready dict."""
+    JSON-ready dict. ``directory``: the working directory of the run, whose finished trials
+    and final runs (their records and metrics) re-estimate what is left."""
     from imagenot import costs
     from imagenot.config import load_configs
+    from imagenot.measured import median_rate
     from imagenot.planning import config_paths, planned_jobs
+    from imagenot.schedule import recommend
 
     if gpus < 1:
         raise ValueError(f"--gpus must be at least 1, got {gpus}")
+    if deadline_hours is not None and deadline_hours <= 0:
+        raise ValueError(f"--deadline-hours must be positive, got {deadline_hours}")
     paths = config_paths(config_path)
     config = load_configs(paths)
     measurements = costs.read_measurements(measured, config)
-    table, source = measurements["throughput"], measurements["source"]
+    table, source = dict(measurements["throughput"]), measurements["source"]
+    records = costs.run_records(config, directory)
+    from_run = {}
+    for model in config["train"]["models"]:
+        got = median_rate(records, model)
+        if got:
+            table[model], from_run[model] = got[0], got[1]
+    if from_run:
+        source += (
+            f"; measured by this run ({Path(directory) / 'results/train'}, median training "
+            f"images/s of its epochs) for {', '.join(sorted(from_run))}"
+        )
     jobs = planned_jobs(paths)
     groups = costs.group_rows(config, jobs)
-    rows = costs.training_rows(config, table)
+    rows = costs.training_rows(config, table, records)
     keys = ("jobs", "gpu_jobs", "gpu_hours_requested", "core_hours_requested")
     total = {k: round(sum(g[k] for g in groups), 1) for k in keys}
     total["jobs"], total["gpu_jobs"] = int(total["jobs"]), int(total["gpu_jobs"])
@@ -79,58 +123,85 @@ def build_plan(config_path: Path | list[Path], gpus: int, measured: Path | None 
     left_out = left_out[: bool(unmeasured)]
     if unsized:
         left_out.append(f"datasets of unknown size (not estimated): {', '.join(unsized)}")
-    estimate = round(sum(r["gpu_hours"] for r in rows), 1)
+    training = {
+        s: round(sum(r["gpu_hours" + ("" if s == "expected" else f"_{s}")] for r in rows), 1)
+        for s in costs.SCENARIOS
+    }
+    done = round(sum(r["done_gpu_hours"] for r in rows), 1)
+    stages = costs.gpu_stage_rows(config, jobs, table)
+    others = round(sum(g["gpu_hours"] for g in stages), 1)
     storage_total = sum(s["bytes"] or 0 for s in stored)
+    stops = {}
+    for r in rows:
+        stops.setdefault(r["experiment"], r["stop_epochs"])
+    estimate = training["expected"]
+    wall = costs.wall_time(rows, gpus)
     return {
         "config": ", ".join(map(str, paths)),
         "groups": groups,
         "total": total,
         "training_estimate": {
             "gpu_hours": estimate,
-            "rows": rows,
+            "gpu_hours_low": training["low"],
+            "gpu_hours_bound": training["bound"],
+            "done_gpu_hours": done,
+            "left_gpu_hours": round(estimate - done, 1),
+            "from_run": {
+                "records": sum(len(r["slots"]) + len(r["finals"]) for r in records.values()),
+                "models_measured": from_run,
+            },
+            "stop_epochs": stops,
+            "rows": [{k: v for k, v in r.items() if k != "chain"} for r in rows],
             "throughput": table,
             "throughput_source": source,
-            "assumptions": [
-                "every trial of every halving stage trains to its end (no early stopping): "
-                "an upper bound of the search",
-                "images per epoch: the dataset's training split as the config sizes it",
-                "TL: one features pass over the train and val splits at the training throughput",
-                f"train.gpus_per_job > 1 scales at {costs.DDP_EFFICIENCY:.0%} of linear",
-                "throughput measured at 224 px; other image sizes are not rescaled",
-                *left_out,
-            ],
+            "assumptions": [*costs.assumptions(config), *left_out],
         },
-        "request": _request(config, groups, estimate, table, measurements, storage_total),
-        "wall_time": costs.wall_time(rows, gpus),
+        "gpu_stages": stages,
+        "gpu_hours": {
+            "training": estimate,
+            "other_stages": others,
+            "total": round(estimate + others, 1),
+            "total_low": round(training["low"] + others, 1),
+            "total_bound": round(training["bound"] + others, 1),
+        },
+        "data_stages": costs.data_stage_rows(config, groups, gpus),
+        "request": _request(
+            config, groups, rows, estimate + others, table, measurements, storage_total, done
+        ),
+        "wall_time": wall,
         "wall_time_by_gpus": costs.wall_time_by_gpus(rows, gpus),
+        "deadline": (
+            recommend(costs.chains(rows), deadline_hours, costs.DDP_EFFICIENCY, gpus)
+            if deadline_hours
+            else None
+        ),
         "storage": stored,
         "storage_total_bytes": storage_total,
     }
 
 
-def _request(config, groups, estimate, table, measurements, storage_total) -> dict:
-    """What to ask for in an allocation request: GPU-hours (the estimate with a margin, not the
-    requested sum), the longest single job against the partitions' limit, the GPU memory the
-    largest job needs, node-local disk, and storage."""
+def _request(config, groups, rows, estimate, table, measurements, storage_total, done) -> dict:
+    """What to ask for in an allocation request: GPU-hours (the expected estimate of every GPU
+    stage, less what the run has done, with a margin; not the bound, nor the requested sum),
+    the longest single job against the partitions' limit, the GPU memory the largest job
+    needs, node-local disk, and storage."""
     from imagenot import costs
     from imagenot.slurm_profile import load_site, max_runtime_min
 
     site = config["resources"]["site"]
     memory = measurements["memory"]
-    largest = None
-    if memory:
-        measured = [m for m in memory if m["peak_gib"] is not None]
-        largest = max(measured, key=lambda m: m["peak_gib"], default=None)
+    left = estimate - done
     return {
-        "gpu_hours": round(estimate * (1 + MARGIN), -1 if estimate > 100 else 0),
-        "gpu_hours_estimate": estimate,
+        "gpu_hours": round(left * (1 + MARGIN), -1 if left > 100 else 0),
+        "gpu_hours_estimate": round(left, 1),
         "margin": MARGIN,
         "gpu_hours_requested_sum": round(sum(g["gpu_hours_requested"] for g in groups), 1),
         "longest_job": costs.longest_job(config, table),
+        "longest_job_expected": costs.longest_expected_job(rows),
         "max_runtime_hours": round(max_runtime_min(config, load_site(site)) / 60, 1),
         "gpu_memory": {
+            **costs.gpu_memory(config, memory),
             "measured": memory is not None,
-            "largest": largest,
             "failed": [m for m in memory or [] if m["status"] == "fail"],
         },
         "node_local_disk": costs.node_local_disk(config),
@@ -148,7 +219,7 @@ def format_plan(plan: dict) -> str:
     """The plan as text for a terminal or the top of a log."""
     out = [f"imagenot plan: {plan['config']}", ""]
     head = f"{'group':<12} {'jobs':>6} {'GPU jobs':>8} {'GPU-h req':>10} {'core-h req':>10} "
-    out.append(head + f"{'peak mem/job':>13}")
+    out.append(head + f"{'host mem/job':>13}")
     for g in plan["groups"]:
         mem = f"{g['peak_mem_mb_requested'] / 1000:,.1f} GB"
         if g["peak_mem_mb_projected"]:
@@ -163,19 +234,69 @@ def format_plan(plan: dict) -> str:
         f"{t['core_hours_requested']:>10,.0f}"
     )
     out.append("  req = requested runtime x GPUs (or cores): what the scheduler must allow")
+    out.append("  host mem/job: the host memory (RAM) a job asks for; GPU memory: see below")
     notes = sorted({n for g in plan["groups"] for n in g["notes"]})
     out += [f"  note: {n}" for n in notes]
-    est = plan["training_estimate"]
-    out += ["", f"training GPU-hours, estimate: {est['gpu_hours']:,.1f}"]
-    out.append(f"  throughput: {est['throughput_source']}")
-    out += [f"  assumes: {a}" for a in est["assumptions"]]
+    out += ["", *format_gpu_hours(plan)]
+    out += ["", *format_data_stages(plan)]
     out += ["", *format_request(plan)]
     out += ["", *format_wall_time(plan)]
+    if plan.get("deadline"):
+        out += ["", *format_deadline(plan)]
     out += ["", "storage, estimate:"]
     for s in plan["storage"]:
         out.append(f"  {s['stage']:<8} {s['item']:<52} {_gb(s['bytes']):>14}  ({s['source']})")
     out.append(f"  total {_gb(plan['storage_total_bytes'])}")
     return "\n".join(out)
+
+
+def format_gpu_hours(plan: dict) -> list[str]:
+    """GPU-hours of every GPU stage: training low / expected / bound with the stop-epoch
+    assumption of each experiment, and the other GPU stages with their sources."""
+    est, h = plan["training_estimate"], plan["gpu_hours"]
+    out = [
+        "GPU-hours, estimate (every GPU stage):",
+        f"  {'stage':<28} {'GPU jobs':>8} {'low':>9} {'expected':>9} {'bound':>9}",
+        f"  {'train':<28} {'':>8} {est['gpu_hours_low']:>9,.1f} {est['gpu_hours']:>9,.1f} "
+        f"{est['gpu_hours_bound']:>9,.1f}",
+    ]
+    for g in plan["gpu_stages"]:
+        v = f"{g['gpu_hours']:>9,.1f}"
+        out.append(f"  {g['stage']:<28} {g['gpu_jobs']:>8} {v} {v} {v}")
+    out.append(
+        f"  {'total':<28} {'':>8} {h['total_low']:>9,.1f} {h['total']:>9,.1f} "
+        f"{h['total_bound']:>9,.1f}"
+    )
+    lines = [f"  throughput: {est['throughput_source']}"]
+    for exp, stop in est["stop_epochs"].items():
+        lines.append(
+            f"  stop epoch, {exp}: low {stop['low']}, expected {stop['expected']}, bound "
+            f"{stop['bound']} (expected: {stop['source']})"
+        )
+    for g in plan["gpu_stages"]:
+        lines.append(f"  {g['stage']}: {g['source']}")
+    if est["from_run"]["records"] or est["from_run"]["models_measured"]:
+        lines.append(
+            f"  this run so far: {est['from_run']['records']} finished trial slot(s) and final "
+            f"run(s) read; {est['done_gpu_hours']:,.1f} GPU-h of training done, "
+            f"{est['left_gpu_hours']:,.1f} expected left"
+        )
+    lines += [f"  assumes: {a}" for a in est["assumptions"]]
+    return out + _wrapped(lines)
+
+
+def format_data_stages(plan: dict) -> list[str]:
+    """The data stages' time, with their assumptions."""
+    out = ["data stages, estimate:"]
+    for d in plan["data_stages"]:
+        hours = "not estimated" if d["hours"] is None else f"{d['hours']:,.1f} h"
+        what = ""
+        if "urls" in d:
+            what = f" ({d['images']:,} images kept of {d['urls']:,} URLs, {_gb(d['bytes'])})"
+        out.append(f"  {d['stage']}: {hours}{what}: {d['source']}")
+    if len(out) == 1:
+        out.append("  none of LAION (the config curates no LAION dataset)")
+    return _wrapped(out)
 
 
 def _wrapped(lines: list[str]) -> list[str]:
@@ -198,20 +319,29 @@ def format_request(plan: dict) -> list[str]:
 
 
 def _request_lines(plan: dict) -> list[str]:
-    r, est = plan["request"], plan["training_estimate"]
+    r, est, h = plan["request"], plan["training_estimate"], plan["gpu_hours"]
     out = ["what to request (an allocation):"]
     if not est["rows"]:
         out.append("  GPU-hours: not estimated (no trained model has a throughput)")
     else:
-        out.append(
-            f"  GPU-hours: {r['gpu_hours']:,.0f}: the training estimate above "
-            f"({r['gpu_hours_estimate']:,.1f}, every trial to its end, at the throughput of "
-            f"{est['throughput_source'].split(' (')[0]}) plus {r['margin']:.0%} for reruns of "
-            f"failed or preempted jobs. Not the {r['gpu_hours_requested_sum']:,.0f} GPU-h "
-            "requested above: that sum of each job's time limit x GPUs is what the scheduler "
-            "must let a job ask for, not what the run uses"
+        done = (
+            f", less the {est['done_gpu_hours']:,.1f} this run has done: "
+            f"{r['gpu_hours_estimate']:,.1f} left"
+            if est["done_gpu_hours"]
+            else ""
         )
-    job = r["longest_job"]
+        out.append(
+            f"  GPU-hours: {r['gpu_hours']:,.0f}: the expected estimate of every GPU stage "
+            f"above ({h['total']:,.1f}{done}; trials stopped "
+            f"early as the stop epochs say, at the throughput of "
+            f"{est['throughput_source'].split(' (')[0]}) plus {r['margin']:.0%} for reruns of "
+            f"failed or preempted jobs. Between {h['total_low']:,.0f} (every trial stops at "
+            f"its first chance) and {h['total_bound']:,.0f} (none stops early, the bound). "
+            f"Not the {r['gpu_hours_requested_sum']:,.0f} GPU-h requested above: that sum of "
+            "each job's time limit x GPUs is what the scheduler must let a job ask for, not "
+            "what the run uses"
+        )
+    job, expected = r["longest_job"], r["longest_job_expected"]
     if job:
         gpus = f"{job['gpus']} GPU{'s' if job['gpus'] > 1 else ''}"
         fits = (
@@ -223,17 +353,23 @@ def _request_lines(plan: dict) -> list[str]:
             "next attempt resumes there (train.deadline_margin_minutes), so any GPU partition "
             f"works; one whose limit is at least {job['hours']:,.0f} h runs it without requeueing"
         )
+        first = (
+            f"  longest single job: expected {expected['experiment']} {expected['model']}, a "
+            f"{expected['job']} of {expected['hours']:,.1f} h; "
+            if expected
+            else "  longest single job: "
+        )
         out.append(
-            f"  longest single job: {job['experiment']} {job['model']}, a {job['job']} of "
+            f"{first}at the bound {job['experiment']} {job['model']}, a {job['job']} of "
             f"{job['epochs']} epochs: {job['hours']:,.1f} h on {gpus} (train.gpus_per_job); "
             f"{fits}"
         )
     mem = r["gpu_memory"]
-    if mem["largest"]:
-        m = mem["largest"]
+    m = mem["largest"]
+    if mem["measured"] and m:
         out.append(
-            f"  GPU memory: {m['peak_gib']:,.1f} GiB for the largest job ({m['check']}, "
-            f"{m['per_gpu']} images per GPU; measured by the preflight on a "
+            f"  GPU memory (device): {m['peak_gib']:,.1f} GiB for the largest job "
+            f"({m['check']}, {m['per_gpu']} images per GPU; measured by the preflight on a "
             f"{m['device_gib']:,.0f} GiB GPU): ask for GPUs with at least that much"
         )
         for f in mem["failed"]:
@@ -241,12 +377,29 @@ def _request_lines(plan: dict) -> list[str]:
                 f"  GPU memory: {f['check']} did not fit at {f['per_gpu']} per GPU on that GPU "
                 f"(fits: {f['fits'] or 'not one image'}): see the preflight's report"
             )
+    elif m:
+        how = (
+            f"measured at {m['per_gpu']} images per GPU"
+            if m["kind"] == "measured"
+            else f"an estimate: {m['measured_gib']:,.1f} GiB measured at {m['measured_at']} "
+            f"images per GPU, scaled to the {m['per_gpu']} its jobs take at once"
+        )
+        out.append(
+            f"  GPU memory (device): {m['peak_gib']:,.1f} GiB for the largest job ({m['model']}, "
+            f"{how}; {mem['source']}): ask for GPUs with at least that much, or set "
+            "train.max_batch_per_gpu (micro-batches keep the batch)"
+        )
     else:
         out.append(
-            "  GPU memory: not measured: `imagenot preflight --config ... --json R.json --md "
-            "R.md` on one of your GPUs measures every model's peak at its per-GPU batch "
-            "(docs/gpu.md); give its report to --throughput and this line says how much"
+            "  GPU memory (device): not estimated for these models: `imagenot preflight "
+            "--config ... --json R.json --md R.md` on one of your GPUs measures every model's "
+            "peak at its per-GPU batch (docs/gpu.md); give its report to --throughput"
         )
+    host = max((g["peak_mem_mb_requested"] for g in plan["groups"]), default=0)
+    out.append(
+        f"  host memory (RAM): {host / 1000:,.1f} GB for the largest job (its request, the "
+        "table's host mem/job)"
+    )
     disk = r["node_local_disk"]
     if disk["stage_to_local"]:
         out.append(
@@ -264,7 +417,8 @@ def _request_lines(plan: dict) -> list[str]:
 
 
 def format_wall_time(plan: dict) -> list[str]:
-    """Training's wall time against the GPUs, and where more GPUs stop helping, and why."""
+    """Training's schedule against GPUs: when it ends and the share of the reserved GPU-hours
+    it uses; where more GPUs stop helping, and why."""
     from imagenot.costs import DDP_EFFICIENCY
 
     w, by = plan["wall_time"], plan["wall_time_by_gpus"]
@@ -272,23 +426,66 @@ def format_wall_time(plan: dict) -> list[str]:
         return ["wall time of training: not estimated (no GPU-hours estimate)"]
     points = by["points"]
     table = [
-        "wall time of training against GPUs, estimate (queueing and data stages not included):",
+        "training's schedule against GPUs, estimate (expected stop epochs; jobs started "
+        "longest-remaining-chain first; queueing and the data stages not included):",
         "  GPUs   " + "".join(f"{p['gpus']:>8}" for p in points),
-        "  hours  " + "".join(f"{p['hours']:>8,.0f}" for p in points),
+        "  hours  " + "".join(f"{_cell(p['hours'], ',.0f'):>8}" for p in points),
+        "  used   " + "".join(f"{_cell(p['used'], '.0%'):>8}" for p in points),
     ]
+    if w["hours"] is None:
+        on = f"  on --gpus {w['gpus']}: fewer GPUs than one job asks for (train.gpus_per_job)"
+    else:
+        on = (
+            f"  on --gpus {w['gpus']}: training ends after {w['hours']:,.1f} h and uses "
+            f"{w['used']:.0%} of the {w['reserved_gpu_hours']:,.0f} GPU-hours reserved "
+            f"({w['gpus']} x {w['hours']:,.1f} h)"
+        )
     out = [
-        f"  on --gpus {w['gpus']}: {w['hours']:,.1f} h",
-        f"  Past {by['knee_gpus']} GPUs the wall time stays {by['knee_hours']:,.1f} h, the "
-        f"critical path: one trial of {w['longest_chain']} trains its halving stages one "
-        "after another (each stage waits for the rung's decision and resumes the stage "
-        "before), then its final seed, however many GPUs run the other trials beside it. "
-        "train.gpus_per_job > 1 shortens it (data-parallel, about "
-        f"{DDP_EFFICIENCY:.0%} of linear).",
+        on,
+        f"  Past {by['knee_gpus']} GPUs the wall time stays at least {by['knee_hours']:,.1f} "
+        f"h, the critical path: one trial of {w['longest_chain']} trains its halving stages "
+        "one after another (each stage waits for the rung's decision and resumes the stage "
+        "before), then its final seeds, however many GPUs run the other trials beside it. "
+        "train.gpus_per_job > 1 shortens it (data-parallel, "
+        f"{DDP_EFFICIENCY:.0%} of linear per doubling); --deadline-hours H says the GPUs and GPUs per job "
+        "that end within H hours at the least cost.",
     ]
     return table + _wrapped(out)
 
 
+def _cell(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def format_deadline(plan: dict) -> list[str]:
+    """The GPU count that meets the deadline at the least reserved GPU-hours, both ways: one
+    train.gpus_per_job for every model, and one per model."""
+    d = plan["deadline"]
+    out = [f"to end training within {d['deadline_hours']:g} h, at the least cost:"]
+    for key, how in (
+        ("uniform", "train.gpus_per_job, one value for every model"),
+        ("per_model", "GPUs per job chosen per model"),
+        ("on_gpus", f"on --gpus {d['gpus']}, the GPUs per job that use the most of them"),
+    ):
+        r = d.get(key)
+        if r is None:
+            out.append(f"  {how}: nothing tried ends within the deadline")
+            continue
+        widths = sorted(set(r["per_model"].values()))
+        per = (
+            f"gpus_per_job {widths[0]}"
+            if len(widths) == 1
+            else ", ".join(f"{m} {g}" for m, g in sorted(r["per_model"].items()) if g > 1)
+            + " GPUs per job, the others 1"
+        )
+        out.append(
+            f"  {how}: {r['gpus']} GPUs ({per}): training ends after {r['hours']:,.1f} h and "
+            f"uses {r['used']:.0%} of the {r['reserved_gpu_hours']:,.0f} GPU-hours reserved"
+        )
+    return _wrapped(out)
+
+
 def _plan(args: argparse.Namespace) -> None:
     """What a config will cost, and what to ask for, before launch (no data needed)."""
-    plan = build_plan(args.config, args.gpus, args.throughput)
+    plan = build_plan(args.config, args.gpus, args.throughput, args.deadline_hours, args.directory)
     print(json.dumps(plan, indent=1) if args.json else format_plan(plan))

@@ -18,11 +18,11 @@ from final_run import write_final_run, write_toy_dataset
 
 from imagenot.registries import RegistryError
 from imagenot.stages import check_workflow_config
-from imagenot.train import preflight, preflight_plan, search
+from imagenot.train import features, preflight, preflight_plan, search
 from imagenot.train.feed import InMemory, to_device
 from imagenot.train.jobs import make_job
 from imagenot.train.loop import fit
-from imagenot.train.registry import MODELS, ModelSpec, build_model
+from imagenot.train.registry import MODELS, ModelSpec, build_model, head_module
 from imagenot.train.settings import JobSettings
 
 torch.set_num_threads(1)
@@ -70,14 +70,21 @@ def _trained(settings: JobSettings, data: InMemory, where: Path):
 
 
 def test_a_model_built_for_224_px_trains_at_it_beside_64_px_models(vit, tmp_path):
+    """The demo config with the ViT added: every job of the ViT (ST, FT, the TL feature pass)
+    takes 224 px, resnet_mini's the config's 64; each trains one step from images stored at
+    64 px, resized as the job loads them."""
     config = check_workflow_config(_config(), against_results=False)
     for dataset, protocol in [("imagenot", "st"), ("fashion_mnist", "ft-imagenot")]:
         assert JobSettings.for_training(config, dataset, protocol, VIT).image_size == 224
         assert JobSettings.for_training(config, dataset, protocol, "resnet_mini").image_size == 64
-    # TL: the backbone's features are computed on images at its side
-    assert JobSettings.from_config(config, "fashion_mnist", "tl-imagenot", VIT).image_size == 224
-
     data = _images()  # stored at 64 px, as the demo's datasets
+    # TL: the backbone's features are computed on images at its side
+    tl = JobSettings.from_config(config, "fashion_mnist", "tl-imagenot", VIT)
+    assert tl.image_size == 224
+    backbone, job = build_model(VIT, 3), make_job(dataclasses.replace(tl, init=None), HP, 0, 3)
+    # a random backbone (init None): the source run's weights are not on disk here
+    found = features.extract(backbone, head_module(backbone, VIT), data, job, CPU)
+    assert tuple(found.images.shape) == (4, backbone.embed_dim)
     for model, side in [(VIT, 224), ("resnet_mini", 64)]:
         settings = JobSettings.for_training(config, "imagenot", "st", model)
         x, _ = to_device(data.images, data.labels, CPU, settings.image_size, settings.normalisation)
@@ -87,7 +94,10 @@ def test_a_model_built_for_224_px_trains_at_it_beside_64_px_models(vit, tmp_path
         assert (state.epoch, state.step) == (1, 1), model
 
     # the side is the model's own: at train.image_size the ViT cannot take its input
-    at_64 = dataclasses.replace(one_step, model=VIT, image_size=64)
+    vit_step = dataclasses.replace(
+        JobSettings.for_training(config, "imagenot", "st", VIT), max_epochs=1, batch_size=4
+    )
+    at_64 = dataclasses.replace(vit_step, image_size=64)
     with pytest.raises(AssertionError, match=r"Input height \(64\) doesn't match model \(224\)"):
         _trained(at_64, data, tmp_path)
 

@@ -15,6 +15,10 @@ figures need a core per worker besides the main process's, and epochs of >= 32 b
 ones measure the pipeline's fill and drain; docs/gpu.md):
 
     .venv/bin/python benchmarks/bench_loader.py --feed --workers 1 --batch-size 256 --size 224 --n 8192 --json
+
+torch and the modules that load it are imported inside the functions that use them: the
+download's processes (spawned, so each runs this module again) import no torch
+(:mod:`imagenot.acquire.fetch`).
 """
 
 from __future__ import annotations
@@ -29,14 +33,14 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import torch
 
 from imagenot.acquire.dataset import Record, write_dataset
 from imagenot.dataset import ManifestDataset
-from imagenot.train.feed_bench import smooth_jpegs
 
 
 def _images(n: int, size: int, seed: int = 0) -> list[bytes]:
+    from imagenot.train.feed_bench import smooth_jpegs
+
     return smooth_jpegs(n, size, seed)
 
 
@@ -47,6 +51,7 @@ def _time(fn) -> float:
 
 
 def bench_read(root: Path, jpegs: list[bytes], n_classes: int = 10) -> dict:
+    import torch
     from torchvision.datasets import ImageFolder
     from torchvision.transforms import PILToTensor
 
@@ -152,6 +157,7 @@ def bench_feed(
     import threading
 
     import psutil
+    import torch
 
     from imagenot.config import schema_default
     from imagenot.train.feed import EncodedImages, Feeder, decode_batch, preprocess

@@ -204,3 +204,85 @@ def test_mode_rules():
     i16 = Image.fromarray(np.full((10, 10), 65535, np.uint16))
     assert np.asarray(images.to_rgb(i16)).min() == 255
     assert ManifestDataset  # imported for the API check of the module
+
+
+PLANTED_MAIN = """
+import multiprocessing
+import os
+import sys
+
+if __name__ == "__mp_main__":  # run again by a process the download spawned
+    if multiprocessing.current_process().name.startswith(os.environ["PLANT_IN"]):
+        raise RuntimeError("planted: this process cannot start")
+
+if __name__ == "__main__":
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sys.path.insert(0, os.environ["TESTS"])
+    from conftest import download_settings
+
+    from imagenot.acquire.download import download_part
+    from imagenot.acquire.fetch import DownloadError
+
+    root = os.environ["ROOT"]
+    os.makedirs(f"{root}/www", exist_ok=True)
+    pq.write_table(
+        pa.table(
+            {
+                "key": ["s-0", "s-1"],
+                "URL": ["http://planted.invalid/a.jpg", "http://planted.invalid/b.jpg"],
+                "wnid": ["n0", "n0"],
+                "similarity": pa.array([0.5, 0.5], pa.float32()),
+            }
+        ),
+        f"{root}/sel.parquet",
+    )
+    settings = download_settings(
+        download_parts=1, threads_per_process=1, retries=0, min_success_rate=0.0,
+        max_unreachable_fraction=None, url_map={"http://planted.invalid/": f"{root}/www"},
+    )
+    try:
+        download_part(
+            f"{root}/sel.parquet", 0, f"{root}/work", f"{root}/p.tar", f"{root}/p.parquet",
+            settings=settings, processes=2,
+        )
+    except DownloadError as exc:
+        print(f"refused: {exc}")
+        sys.exit(2)
+    print("downloaded")
+"""
+
+
+@pytest.mark.parametrize(
+    ("plant_in", "says"),
+    [
+        ("SpawnPoolWorker", "img2dataset's worker processes cannot start: "),
+        ("imagenot-fetch", "the download process could not start: "),
+    ],
+)
+def test_a_download_whose_processes_cannot_start_ends_with_one_line(tmp_path, plant_in, says):
+    """A program whose main module fails when a spawned process runs it again (as
+    multiprocessing's spawn does): img2dataset's pool would start worker after worker for ever,
+    and the fetch child would end without a word. The download ends, saying why in one line.
+    (The subprocess timeout is a safety net for the test run only.)"""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "planted_main.py"
+    script.write_text(PLANTED_MAIN)
+    env = {
+        **os.environ,
+        "PLANT_IN": plant_in,
+        "ROOT": str(tmp_path),
+        "TESTS": str(Path(__file__).parent),
+    }
+    done = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    line = done.stdout.strip().splitlines()[-1]  # img2dataset prints its progress before
+    assert line.startswith(f"refused: {says}running the program's main module {script}"), line
+    assert line.endswith("RuntimeError: planted: this process cannot start"), line

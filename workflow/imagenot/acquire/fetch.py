@@ -15,6 +15,11 @@ Faults:
   SIGTERM/SIGINT/SIGHUP kill that whole group before the job exits, and a watchdog thread in
   the child kills the group when the job process is gone (SIGKILL, a crash), so no
   img2dataset worker outlives its job and records URLs against a server that died with it.
+- No endless restarts. A process the download spawns (the fetch child, img2dataset's workers)
+  that cannot start, or a worker that dies, ends the download with one line saying why
+  (:func:`startup_problem` finds it: a program whose main module fails when a spawned process
+  runs it again, as multiprocessing's spawn does), where img2dataset's pool would start another
+  worker for ever, or wait for ever for the batch a dead worker held.
 - Stale work is recognised by content: the work folder records the sha256 of the part's
   (key, URL) rows it was made for (``selection.sha256``). Work made for another selection (a
   changed threshold, a new class list) is not resumed: its finished batches move to
@@ -37,8 +42,10 @@ import json
 import logging
 import multiprocessing
 import os
+import pickle
 import shutil
 import signal
+import subprocess
 import sys
 import tarfile
 import threading
@@ -152,7 +159,9 @@ def run_in_process_group(target, *args, **kwargs) -> None:
             for number in (signal.SIGTERM, signal.SIGHUP):
                 handlers[number] = signal.signal(number, stop)
         proc.join()
-        message = reader.recv() if reader.poll() else None
+        message = None
+        with contextlib.suppress(EOFError):  # a child that never ran its target sent nothing
+            message = reader.recv() if reader.poll() else None
     finally:
         if proc.exitcode is None:  # interrupted (KeyboardInterrupt): stop the group first
             _kill_group(proc.pid, proc, grace=0.5)
@@ -162,7 +171,74 @@ def run_in_process_group(target, *args, **kwargs) -> None:
         for number, handler in handlers.items():
             signal.signal(number, handler)
     if proc.exitcode != 0:
-        raise DownloadError(message or f"the download process ended with code {proc.exitcode}")
+        if message is None:  # it ended before its target ran: it could not start
+            problem = startup_problem(proc.name)
+            message = (
+                f"the download process could not start: {problem}"
+                if problem
+                else f"the download process ended with code {proc.exitcode}"
+            )
+        raise DownloadError(message)
+
+
+START_CHECK = """
+import pickle, sys
+from multiprocessing import spawn
+data = pickle.load(sys.stdin.buffer)
+main = {k: data.pop(k) for k in ("init_main_from_name", "init_main_from_path") if k in data}
+stage = "setting up"
+try:
+    spawn.prepare(data)
+    if main:
+        shown = main.get("init_main_from_path") or main.get("init_main_from_name")
+        stage = (
+            f"running the program's main module {shown} again (every spawned process does; "
+            "keep its top level to imports a download's processes can make, its work under "
+            "if __name__ == '__main__':)"
+        )
+        spawn.prepare(main)
+    stage = "importing img2dataset"
+    import img2dataset
+    import imagenot.acquire.guarded
+except BaseException as exc:
+    text = " ".join(str(exc).split())
+    print(f"{stage}: {type(exc).__name__}" + (f": {text}" if text else ""))
+    sys.exit(3)
+"""
+"""What a process spawned by this one does before its work (:func:`startup_problem`)."""
+START_CHECK_TIMEOUT_S = 300
+
+
+def startup_problem(name: str) -> str | None:
+    """Why a process named ``name`` that this one spawns cannot start, as one line, or None
+    where it can.
+
+    A fresh interpreter does what multiprocessing's spawn does in a new process of that name
+    (this process's path, folder and arguments; the program's main module run again as
+    ``__mp_main__``), then
+    imports what a download's processes import (img2dataset, :mod:`imagenot.acquire.guarded`),
+    and reports the first exception with the step it failed in. Run where a spawned process
+    has died: a failure the check cannot repeat (one that came and went) gives None."""
+    from multiprocessing import spawn
+
+    data = spawn.get_preparation_data(name)
+    data.pop("authkey", None)  # not picklable outside a spawn; the check needs none
+    try:
+        done = subprocess.run(
+            [spawn.get_executable(), "-c", START_CHECK],
+            input=pickle.dumps(data),
+            capture_output=True,
+            timeout=START_CHECK_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        return f"starting a process did not end within {START_CHECK_TIMEOUT_S} s"
+    if done.returncode == 0:
+        return None
+    out = done.stdout.decode(errors="replace").strip().splitlines()
+    if done.returncode == 3 and out:
+        return out[-1]
+    err = done.stderr.decode(errors="replace").strip().splitlines()
+    return f"a new process ended with code {done.returncode}" + (f": {err[-1]}" if err else "")
 
 
 def rewrite_urls(urls: list[str], mapping: Mapping[str, str]) -> list[str]:

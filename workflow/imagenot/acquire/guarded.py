@@ -21,6 +21,12 @@ img2dataset is unchanged):
 The limits travel to img2dataset's spawned workers inside the pickled downloader, and each
 worker installs the guarded function in its own copy of ``img2dataset.downloader`` when it
 starts a shard (img2dataset calls that module's ``download_image`` by name).
+
+:func:`watched_distributor` is img2dataset's multiprocessing distributor (the same pool of
+spawned workers, the same shard retries) that watches its workers: one that ends with an error
+(it could not start, or died holding a batch) stops the download with one line saying why,
+where multiprocessing's pool would start another for ever (a worker that cannot start) or wait
+for ever for the lost batch.
 """
 
 from __future__ import annotations
@@ -29,7 +35,10 @@ import contextlib
 import functools
 import http.client
 import io
+import multiprocessing
+import multiprocessing.pool
 import os
+import signal
 import socket
 import threading
 import time
@@ -179,10 +188,95 @@ class GuardedDownloader(_i2d.Downloader):
         return super().__call__(row)
 
 
+WATCH_S = 0.5
+"""How often the distributor looks at its workers while no batch finishes."""
+
+
+class _WatchedPool(multiprocessing.pool.Pool):
+    """multiprocessing's Pool, keeping every worker process it starts in ``workers`` (the pool
+    itself forgets a worker once it has ended)."""
+
+    def __init__(self, *args, **kwargs):
+        self.workers: list = []
+
+        def process(ctx, *a, **k):
+            worker = ctx.Process(*a, **k)
+            self.workers.append(worker)
+            return worker
+
+        self.Process = process  # what the pool calls to start each worker
+        super().__init__(*args, **kwargs)
+
+    def failed_worker(self) -> tuple[str, int] | None:
+        """(name, exit code) of a worker that ended with an error, or None."""
+        for worker in self.workers:
+            code = worker.exitcode
+            if code not in (None, 0):
+                return worker.name, code
+        return None
+
+
+def _worker_failure(name: str, code: int) -> str:
+    """The one line of a download stopped by a worker that ended with exit code ``code``."""
+    from imagenot.acquire.fetch import startup_problem
+
+    problem = startup_problem(name)
+    if problem:
+        return f"img2dataset's worker processes cannot start: {problem}"
+    how = f"exit code {code}"
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            how = f"signal {signal.Signals(-code).name}" + (
+                " (killed: out of memory?)" if code == -signal.SIGKILL else ""
+            )
+    return (
+        f"img2dataset's worker process {name} ended with {how}: the batch it held would never "
+        "finish, so the download stops; rerun the job (finished batches are kept)"
+    )
+
+
+def watched_distributor(processes_count, downloader, reader, _subjob_size, max_shard_retry):
+    """img2dataset's ``multiprocessing_distributor`` (same signature, pool and retries) whose
+    workers are watched (module docstring): :class:`imagenot.acquire.fetch.DownloadError` with
+    one line when one ends with an error."""
+    from img2dataset.distributor import retrier
+
+    from imagenot.acquire.fetch import DownloadError
+
+    ctx = multiprocessing.get_context("spawn")
+    pool = _WatchedPool(processes_count, maxtasksperchild=5, context=ctx)
+    try:
+
+        def run(shards) -> list:
+            failed = []
+            results = pool.imap_unordered(downloader, shards)
+            checked = time.monotonic()
+            while True:
+                try:
+                    status, row = results.next(timeout=WATCH_S)
+                except multiprocessing.TimeoutError:
+                    status, row = None, None
+                except StopIteration:
+                    return failed
+                if status is False:
+                    failed.append(row)
+                if status is None or time.monotonic() - checked > WATCH_S:
+                    checked = time.monotonic()
+                    failure = pool.failed_worker()
+                    if failure is not None:
+                        raise DownloadError(_worker_failure(*failure))
+
+        retrier(run, run(reader), max_shard_retry)
+    finally:
+        pool.terminate()
+        pool.join()
+
+
 def install(settings: DownloadSettings) -> None:
     """Make ``img2dataset.download`` build a :class:`GuardedDownloader` with the download's
-    limits (``acquire.max_response_bytes``, ``acquire.image_deadline_s``), in this process: the
-    fetch child of :mod:`imagenot.acquire.fetch`."""
+    limits (``acquire.max_response_bytes``, ``acquire.image_deadline_s``) and run it with
+    :func:`watched_distributor`, in this process: the fetch child of
+    :mod:`imagenot.acquire.fetch`."""
     import sys
 
     import img2dataset  # noqa: F401 (loads img2dataset.main, whose name the package rebinds)
@@ -192,3 +286,4 @@ def install(settings: DownloadSettings) -> None:
         "deadline": float(settings.image_deadline_s),
     }
     sys.modules["img2dataset.main"].Downloader = GuardedDownloader
+    sys.modules["img2dataset.main"].multiprocessing_distributor = watched_distributor

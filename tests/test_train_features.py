@@ -209,7 +209,7 @@ def test_tl_over_features_selects_and_scores_as_the_image_path(
     assert source / "model.safetensors" == tmp_path / init  # with its result.json, as written
     draw = to_json(train_settings.DrawSettings.from_config(config, "toy", "tl-src", model))
     features_run = tmp_path / plan.run_dir("toy", "tl-src", model)
-    _cli("train-draw-trials", "--settings", draw, "--record", "prereg.json", "--trials", str(features_run / "trials.parquet"))  # fmt: skip
+    _cli("train-draw-trials", "--settings", draw, "--record", plan.PREREGISTRATION, "--trials", str(features_run / "trials.parquet"))  # fmt: skip
     # the slot layout's tail ({model}/stage-{k}/slot-{s}.json) wherever it lies: its model's own
     image_run = tmp_path / "image-path" / model
     image_run.mkdir(parents=True)

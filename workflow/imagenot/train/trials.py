@@ -362,7 +362,8 @@ def _drop(run_dir: Path, trial: int, *names: str) -> None:
 
 
 def _read(path: Path) -> dict:
-    """A slot's result, checked (its seal and numbers: :mod:`imagenot.train.records`)."""
+    """A slot's result, checked (its seal, numbers, identity and provenance:
+    :func:`imagenot.train.records.check_record`)."""
     from imagenot.train.records import check_record
 
     try:

@@ -282,9 +282,25 @@ def test_a_preflight_report_gives_the_estimate_its_throughput_and_gpu_memory(tmp
     memory = {m["model"]: m for m in measured["memory"]}
     assert memory["convnext_large"]["peak_gib"] == 38.2
     assert memory["efficientnet_v2_l"]["status"] == "fail"
+    # two reports (benchmarks/gpu_check.sh writes preflight.json and preflight_large.json):
+    # each replaces the models it measured
+    large = _preflight_report()
+    large["checks"] = [
+        {**c, "values": {"feed_img_per_s": 800.0}} if c["name"].startswith("feed resnet18") else c
+        for c in large["checks"]
+    ]
+    large["checks"][1]["name"] = "feed convnext_large (256 px stored)"
+    (tmp_path / "large.json").write_text(json.dumps(large))
+    both = costs.read_measurements([report, tmp_path / "large.json"], config)
+    assert both["throughput"]["resnet18"] == 7000.0 and both["throughput"]["convnext_large"] == 800
+    assert both["throughput"]["vgg19"] == config["train"]["throughput"]["vgg19"]
+    assert both["measured"] == ["convnext_large", "resnet18"] and len(both["memory"]) == 4
+    assert both["source"].count("imagenot preflight on NVIDIA H100") == 2
     (tmp_path / "bad.json").write_text(json.dumps({"checks": [{"nom": 1}]}))
     with pytest.raises(ValueError, match=r"bad\.json: neither an `imagenot preflight` report"):
         costs.read_measurements(tmp_path / "bad.json", config)
+    with pytest.raises(ValueError, match=r"bad\.json: neither"):
+        costs.read_measurements([report, tmp_path / "bad.json"], config)
 
 
 def test_the_plan_says_what_to_request(paper_plan, tmp_path):

@@ -50,10 +50,29 @@ def read_throughput(path: Path | None, config: dict) -> tuple[dict, str]:
     return measured["throughput"], measured["source"]
 
 
-def read_measurements(path: Path | None, config: dict) -> dict:
+def read_measurements(path: Path | list[Path] | None, config: dict) -> dict:
     """:func:`read_throughput`'s table and source, and from a preflight report its memory
     checks (``memory``: per model and per-GPU batch, the peak and the device's GiB; None
-    without a preflight report)."""
+    without a preflight report). ``path`` may be a list of such files (``benchmarks/
+    gpu_check.sh`` writes two preflight reports): each replaces the models it measured, in
+    order."""
+    if isinstance(path, list | tuple):
+        if len(path) == 1:
+            return read_measurements(path[0], config)
+        parts = [read_measurements(p, config) for p in path]
+        table, memory = dict(config["train"]["throughput"]), []
+        for part in parts:
+            table.update({m: r for m, r in part["throughput"].items() if m in part["measured"]})
+            memory += part["memory"] or []
+        return {
+            "throughput": table,
+            "source": "; ".join(
+                part["source"].split("; config train.throughput")[0] for part in parts
+            )
+            + "; config train.throughput for the rest",
+            "memory": memory or None,
+            "measured": sorted({m for part in parts for m in part["measured"]}),
+        }
     table = dict(config["train"]["throughput"])
     if path is None:
         source = (
@@ -61,7 +80,7 @@ def read_measurements(path: Path | None, config: dict) -> dict:
             '"Measured on a GPU"; `bash benchmarks/gpu_check.sh` on your GPU, then --throughput '
             "with its preflight report, replaces it)"
         )
-        return {"throughput": table, "source": source, "memory": None}
+        return {"throughput": table, "source": source, "memory": None, "measured": []}
     try:
         data = json.loads(Path(path).read_text())
     except ValueError as exc:
@@ -92,7 +111,7 @@ def read_measurements(path: Path | None, config: dict) -> dict:
     source = (
         f"{path} ({what}) for {', '.join(sorted(measured))}; config train.throughput for the rest"
     )
-    return {"throughput": table, "source": source, "memory": memory}
+    return {"throughput": table, "source": source, "memory": memory, "measured": sorted(measured)}
 
 
 def _preflight_measurements(report: dict) -> tuple[dict[str, float], list[dict]]:

@@ -20,8 +20,10 @@ import json
 from pathlib import Path
 
 THROUGHPUT_HELP = (
-    "your GPU's measured speed: the JSON report of `imagenot preflight` run on it (or the "
-    "output of `benchmarks/bench_feed_models.py --json`); the estimate then uses its fed "
+    "your GPU's measured speed: the JSON report(s) of `imagenot preflight` run on it (or "
+    "the output of `benchmarks/bench_feed_models.py --json`; several files: each replaces the "
+    "models it measured, as `bash benchmarks/gpu_check.sh` writes preflight.json and "
+    "preflight_large.json); the estimate then uses its fed "
     "images/s for the models it measured, and the GPU memory its memory checks measured "
     "(default: the config's train.throughput, one H200's measured figures)"
 )
@@ -71,14 +73,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the run's working directory, whose finished trials and final runs "
         "(results/train) re-estimate what is left (default: the current one)",
     )
-    p.add_argument("--throughput", type=Path, metavar="FILE", help=THROUGHPUT_HELP)
+    p.add_argument("--throughput", type=Path, nargs="+", metavar="FILE", help=THROUGHPUT_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
 
 
 def build_plan(
     config_path: Path | list[Path],
     gpus: int,
-    measured: Path | None = None,
+    measured: Path | list[Path] | None = None,
     deadline_hours: float | None = None,
     directory: Path | str = ".",
 ) -> dict:
@@ -426,7 +428,7 @@ def format_wall_time(plan: dict) -> list[str]:
         return ["wall time of training: not estimated (no GPU-hours estimate)"]
     points = by["points"]
     table = [
-        "training's schedule against GPUs, estimate (expected stop epochs; jobs started "
+        "training's schedule against GPUs, estimate (expected stop epochs; jobs started",
         "longest-remaining-chain first; queueing and the data stages not included):",
         "  GPUs   " + "".join(f"{p['gpus']:>8}" for p in points),
         "  hours  " + "".join(f"{_cell(p['hours'], ',.0f'):>8}" for p in points),

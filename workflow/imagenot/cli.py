@@ -178,6 +178,50 @@ USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, EOFError, K
 INTERRUPTED_EXIT = 130
 
 
+MEMORY_LIMIT_EXIT = 1  # the process's memory, not its input: not the bad-input status 2
+
+# The process limits a shell or a scheduler sets on a process's memory ((name, ulimit flag)).
+MEMORY_LIMITS = (("RLIMIT_AS", "-v"), ("RLIMIT_DATA", "-d"))
+# How the loader words a shared library it could not map (torch's libraries are gigabytes of
+# address space), and the C library an allocation refused.
+NO_MEMORY_WORDS = ("failed to map segment", "cannot allocate memory", "cannot map zero-fill")
+
+
+def memory_limits() -> list[str]:
+    """The memory limits set on this process, each as ``ulimit`` shows it (``ulimit -v
+    600000``: KiB), none where unlimited."""
+    import resource
+
+    limits = []
+    for name, flag in MEMORY_LIMITS:
+        soft, _ = resource.getrlimit(getattr(resource, name))
+        if soft != resource.RLIM_INFINITY:
+            limits.append(f"ulimit {flag} {soft // 1024} ({name}, {soft / 2**20:,.0f} MiB)")
+    return limits
+
+
+def out_of_memory(exc: BaseException) -> str | None:
+    """One line for a command that ran out of memory (``exc`` a MemoryError, or a library that
+    could not be loaded for want of memory: ``ImportError: libtorch_cpu.so: failed to map
+    segment from shared object`` under ``ulimit -v``), naming the process's memory limit; None
+    for any other error. Why: under a limit every command that loads torch ended in a
+    16-line traceback whose last line does not say that a limit is the cause."""
+    words = str(exc).lower()
+    if not isinstance(exc, MemoryError) and not (
+        isinstance(exc, ImportError | OSError) and any(w in words for w in NO_MEMORY_WORDS)
+    ):
+        return None
+    what = "ran out of memory"
+    if isinstance(exc, ImportError):  # the loader's words name the library: "libx.so: failed ..."
+        library = str(exc).partition(":")[0] if ": " in str(exc) else exc.name
+        what += f" loading {library or 'a library'}"
+    limits = memory_limits()
+    if not limits:
+        return f"{what}: no process memory limit is set, the machine's memory is used up"
+    return (
+        f"{what} under the process memory limit {' and '.join(limits)}: raise it (`ulimit -v "
+        "unlimited`, or a job's mem_mb) or run where more memory is free"
+    )
 def _user_errors() -> tuple[type[BaseException], ...]:
     import pickle
 
@@ -206,7 +250,9 @@ def missing_package(module: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand. Bad input ends in one line on stderr (``imagenot CMD: error: ...``)
     and exit code 2, with the traceback only under ``--debug``; a closed stdout (``| head``) is
-    not an error; Ctrl-C is one line and exit code 130. In a workflow job the command dies with its job (:mod:`imagenot.lifeline`), and
+    not an error; Ctrl-C is one line and exit code 130; running out of memory (a library too
+    large for a process memory limit, ``ulimit -v``) is one line naming the limit and exit code
+    1. In a workflow job the command dies with its job (:mod:`imagenot.lifeline`), and
     the last line on stderr is the job's own peak memory and CPU
     time (imagenot.job_usage), however the command ends: returned, failed, ``SystemExit``."""
     started = time.monotonic()
@@ -241,7 +287,21 @@ def _run(argv: list[str] | None) -> int:
             raise
         print(f"imagenot {args.command}: interrupted (Ctrl-C)", file=sys.stderr)
         return INTERRUPTED_EXIT
-    except ModuleNotFoundError as exc:
+    except Exception as exc:
+        return _failed(args, exc)
+    return int(result or 0)
+
+
+def _failed(args: argparse.Namespace, exc: Exception) -> int:
+    """The one line and exit status of a command that raised ``exc`` (``main``'s docstring);
+    an error that is none of these is raised with its traceback, as is every error under
+    ``--debug``."""
+    if args.debug:
+        raise exc
+    if (message := out_of_memory(exc)) is not None:
+        print(f"imagenot {args.command}: error: {message}", file=sys.stderr)
+        return MEMORY_LIMIT_EXIT
+    if isinstance(exc, ModuleNotFoundError):
         # a package of another install than this one (the toolbox alone: no torch): one line
         # saying what to install, not a trace; a missing module of imagenot itself is a bug
         if args.debug or not exc.name or exc.name.partition(".")[0] == "imagenot":

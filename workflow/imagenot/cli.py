@@ -176,8 +176,6 @@ USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, EOFError, K
 
 # The exit status of a command ended by Ctrl-C, as a shell reports a process ended by SIGINT.
 INTERRUPTED_EXIT = 130
-
-
 MEMORY_LIMIT_EXIT = 1  # the process's memory, not its input: not the bad-input status 2
 
 # The process limits a shell or a scheduler sets on a process's memory ((name, ulimit flag)).
@@ -222,6 +220,8 @@ def out_of_memory(exc: BaseException) -> str | None:
         f"{what} under the process memory limit {' and '.join(limits)}: raise it (`ulimit -v "
         "unlimited`, or a job's mem_mb) or run where more memory is free"
     )
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     import pickle
 
@@ -304,19 +304,17 @@ def _failed(args: argparse.Namespace, exc: Exception) -> int:
     if isinstance(exc, ModuleNotFoundError):
         # a package of another install than this one (the toolbox alone: no torch): one line
         # saying what to install, not a trace; a missing module of imagenot itself is a bug
-        if args.debug or not exc.name or exc.name.partition(".")[0] == "imagenot":
-            raise
+        if not exc.name or exc.name.partition(".")[0] == "imagenot":
+            raise exc
         print(f"imagenot {args.command}: error: {missing_package(exc.name)}", file=sys.stderr)
         return 2
-    except _user_errors() as exc:
-        if args.debug:
-            raise
+    if isinstance(exc, _user_errors()):
         # a bare KeyError is a missing key; a registry's (also a ValueError) says its own words
         bare_key = isinstance(exc, KeyError) and not isinstance(exc, ValueError)
         message = f"missing key {exc}" if bare_key else str(exc)
         print(f"imagenot {args.command}: error: {message}", file=sys.stderr)
         return 2
-    return int(result or 0)
+    raise exc
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from imagenot import (
     job_usage,
     lifeline,
     paths,
+    restamp,
     run_identity,
     shell_line,
     slurm_profile,
@@ -287,6 +288,13 @@ try:
     )
 except ValueError as exc:  # ConfigError included
     raise SystemExit(f"invalid workflow config: {exc}") from None
+
+# A run copied without its file times (cp -r): folders and files over Snakemake's checksum size
+# look newer than what was made from them, and their jobs would run again. One line says so, and
+# the command that sets the recorded times back (imagenot.restamp), before the plan is printed.
+# Main process only: a cluster job's own Snakemake reads no record.
+if workflow.is_main_process and (copied := restamp.copied_without_times(".")):
+    print(copied, file=sys.stderr)
 
 # The report's captions (report/*.rst, reStructuredText) show the config's free-text description:
 # escaped once here, by the one reStructuredText escaper, so that no markup in it (a link, a

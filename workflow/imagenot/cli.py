@@ -31,6 +31,7 @@ STAGE_CLIS = (
     "imagenot.figures.cli",
     "imagenot.diagnostics.cli",
     "imagenot.slurm_profile",
+    "imagenot.restamp",
 )
 
 
@@ -77,6 +78,7 @@ USER_COMMANDS = (
     "plan",
     "preflight",
     "slurm-profile",
+    "restamp",
     "rankings",
     "ci",
     "wordnet-stats",

@@ -125,13 +125,14 @@ def _image(path, value):
 
 def test_links_out_of_an_image_folder_are_counted_not_read(tmp_path):
     root = tmp_path / "folder"
-    for cls in ("cat", "dog"):
+    for offset, cls in enumerate(("cat", "dog")):
         for i in range(4):
-            _image(root / cls / f"{cls}_{i}.png", 40 * i)
+            _image(root / cls / f"{cls}_{i}.png", 40 * i + 20 * offset)  # each image its own
     secret = tmp_path / "elsewhere" / "secret.png"
     _image(secret, 255)
     os.symlink(secret, root / "cat" / "linked.png")
-    os.symlink(root / "dog" / "dog_0.png", root / "cat" / "inside.png")  # inside: fine
+    _image(root / ".store" / "kept.png", 200)  # in the folder, in no class folder
+    os.symlink(root / ".store" / "kept.png", root / "cat" / "inside.png")  # inside: fine
     out, parts = tmp_path / "ds", tmp_path / "parts"
     with pytest.raises(AdapterError, match="outside_dataset"):
         materialise("imagefolder", root, out, image_size=8, test_per_class=1)

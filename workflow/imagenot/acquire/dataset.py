@@ -448,37 +448,34 @@ def drop_cross_split_duplicates(table: pa.Table, where: str | os.PathLike) -> pa
     twice within one split are left as they are. (LAION-built datasets drop exact duplicates
     across the whole dataset when the fill plans them: :mod:`imagenot.acquire.build`.)
     """
-    digests = table["sha256"].to_pylist()
-    splits = table["split"].to_pylist()
-    rank = {s: i for i, s in enumerate(KEEP_FIRST)}
-    first: dict[str, int] = {}  # sha256 -> the first row of its copies in the best split
-    for row, (digest, split) in enumerate(zip(digests, splits, strict=True)):
-        held = first.get(digest)
-        if held is None or rank[split] < rank[splits[held]]:
-            first[digest] = row
-    keep = np.array(
-        [splits[first[d]] == split for d, split in zip(digests, splits, strict=True)], dtype=bool
+    if table.num_rows == 0:
+        return table
+    codes = table["sha256"].combine_chunks().dictionary_encode()
+    image = codes.indices.to_numpy(zero_copy_only=False)  # one number per distinct image
+    rank = pc.index_in(table["split"], value_set=pa.array(KEEP_FIRST)).to_numpy(
+        zero_copy_only=False
     )
+    best = np.full(len(codes.dictionary), len(KEEP_FIRST))
+    np.minimum.at(best, image, rank)
+    keep = rank == best[image]
     if keep.all():
         return table
     dropped = np.flatnonzero(~keep)
-    counts = {s: 0 for s in KEEP_FIRST}
-    for row in dropped:
-        counts[splits[row]] += 1
-    keys = table["key"].to_pylist()
+    counts = np.bincount(rank[dropped], minlength=len(KEEP_FIRST))
     row = int(dropped[0])
-    twin = first[digests[row]]
+    twin = int(np.flatnonzero((image == image[row]) & keep)[0])
+    keys, splits = table["key"], table["split"]
     log.warning(
         "%s: %d image(s) also stored in another split, kept in %s only (dropped: %s; first: "
         "%s (%s) is the same image as %s (%s))",
         where,
         len(dropped),
         " before ".join(KEEP_FIRST),
-        ", ".join(f"{s} {n}" for s, n in counts.items() if n),
-        keys[row],
-        splits[row],
-        keys[twin],
-        splits[twin],
+        ", ".join(f"{s} {n}" for s, n in zip(KEEP_FIRST, counts, strict=True) if n),
+        keys[row].as_py(),
+        splits[row].as_py(),
+        keys[twin].as_py(),
+        splits[twin].as_py(),
     )
     return table.filter(pa.array(keep))
 

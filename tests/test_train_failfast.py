@@ -462,6 +462,9 @@ def test_snakemake_retries_a_gpu_less_gpu_job_without_a_gpu_and_it_exits_at_once
     from imagenot.config import load_config
     from imagenot.io import write_parquet
     from imagenot.train import experiments
+    from imagenot.train.paths import PREREGISTRATION
+    from imagenot.train.prereg import register
+    from imagenot.train.settings import DrawSettings
 
     overlay = tmp_path / "gpus.yaml"
     # no preflight gate: this test is about the retry of a GPU job that finds no GPU
@@ -475,6 +478,10 @@ def test_snakemake_retries_a_gpu_less_gpu_job_without_a_gpu_and_it_exits_at_once
     definition = experiments.definition(config, "imagenot", "st")
     drawn = search.draw_trials(definition, definition["seed"], "imagenot", "st")
     write_parquet(pa.table(search.trial_columns(drawn)), run / "trials.parquet")
+    # registered as the drawing job registers it (the table is read against it)
+    s = DrawSettings.from_config(config, "imagenot", "st", "resnet_mini")
+    register(tmp_path / PREREGISTRATION, s.experiment, s.definition, s.model, s.amendments,
+             run.parent, s.model_settings)  # fmt: skip
     # a status file left by an earlier run: the run's start (onstart) removes it
     stale = failfast.status_for(run / "stage-0/slot-1.json")
     failfast.record_failure(stale, "from an earlier run")

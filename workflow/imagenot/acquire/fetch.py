@@ -171,14 +171,10 @@ def run_in_process_group(target, *args, **kwargs) -> None:
         for number, handler in handlers.items():
             signal.signal(number, handler)
     if proc.exitcode != 0:
-        if message is None:  # it ended before its target ran: it could not start
+        if message is None and proc.exitcode > 0:  # it could not start: no target ran
             problem = startup_problem(proc.name)
-            message = (
-                f"the download process could not start: {problem}"
-                if problem
-                else f"the download process ended with code {proc.exitcode}"
-            )
-        raise DownloadError(message)
+            message = f"the download process could not start: {problem}" if problem else None
+        raise DownloadError(message or f"the download process ended with code {proc.exitcode}")
 
 
 START_CHECK = """

@@ -220,7 +220,7 @@ def _worker_failure(name: str, code: int) -> str:
     """The one line of a download stopped by a worker that ended with exit code ``code``."""
     from imagenot.acquire.fetch import startup_problem
 
-    problem = startup_problem(name)
+    problem = startup_problem(name) if code > 0 else None  # a signal is no start failure
     if problem:
         return f"img2dataset's worker processes cannot start: {problem}"
     how = f"exit code {code}"

@@ -252,6 +252,12 @@ def test_every_record_of_a_search_its_producers_wrote_is_read(tmp_path):
     empty = run / "stage-1" / "slot-2.json"
     trials.write_empty_slot(1, 2, empty)
     assert trials._read(empty)["trial"] is None
+    # the preregistration's evidence reads the slot results alone, not a failed job's status
+    from imagenot.train import failfast
+    from imagenot.train.prereg import trial_results
+
+    failfast.record_failure(failfast.status_for(slots[0]), "from an earlier run")
+    assert [r["trial"] for r in trial_results(run.parent, "resnet_mini")] == [0, 1, 2, 3]
 
 
 def test_a_slot_whose_seal_is_no_digest_is_refused(tmp_path, capsys):

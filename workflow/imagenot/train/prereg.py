@@ -49,11 +49,13 @@ def trial_results(experiment_dir: Path, model: str | None) -> list[dict]:
     ``model``: that model's alone, None: every model's."""
     from imagenot.train.records import check_record
     from imagenot.train.search import latest_results
+    from imagenot.train.trials import slot_run_dir
 
     out = []
     for model_dir in sorted(experiment_dir.glob(model or "*")):
         # checked as the selection checks them: an amendment's evidence is their numbers
-        slots = sorted(model_dir.glob("stage-*/slot-*.json"))
+        # slot results alone, not what lies beside them (a failed job's status file)
+        slots = sorted(p for p in model_dir.glob("stage-*/slot-*.json") if slot_run_dir(p))
         rows = [check_record(_read(path), path, record_kind="slot") for path in slots]
         out += latest_results(rows).values()
     return out

@@ -300,10 +300,14 @@ def check_slot_provenance(record: Mapping, where, run_dir: Path) -> None:
 
 def slot_run_dir(path) -> Path | None:
     """The run folder of a slot's result at ``path`` when the path ends as the slot layout
-    does (``{model}/stage-{stage}/slot-{slot}.json``, wherever it lies); None otherwise."""
+    does (``{model}/stage-{stage}/slot-{slot}.json``, stage and slot whole numbers as the rule
+    constrains them, wherever it lies); None otherwise (``slot-0.json.job-status.json``)."""
     from imagenot.train.records import SLOT_PATTERN, path_identity
 
-    return Path(path).parent.parent if path_identity(path, SLOT_PATTERN) is not None else None
+    found = path_identity(path, SLOT_PATTERN)
+    if found is None or not (found["stage"].isdigit() and found["slot"].isdigit()):
+        return None
+    return Path(path).parent.parent
 
 
 def read_selection(path: Path) -> dict:

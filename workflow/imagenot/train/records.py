@@ -5,7 +5,7 @@ Why: a record is where every later number comes from (the evaluation's labels, t
 table's rows, the run summary's best accuracies, a final run that reuses its trial). Read on
 trust, a final run's folder copied from one protocol's path into another's would be evaluated
 under the wrong label at exit 0, a NaN test accuracy printed as -1.00, 250 % shown as is, and a
-hand-edited accuracy shown as the run's result. Where a record is read it is checked three
+hand-edited accuracy shown as the run's result. Where a record is read it is checked four
 ways, and a failed check is one line naming the file and the key (:class:`RecordError`):
 
 - **its seal**: the producer stores the sha256 of the record's other keys under
@@ -33,7 +33,9 @@ by :func:`read_final`: both of its producers (a trained run, published weights) 
 that loads its model (evaluate, diagnostics, an FT/TL job's start) go through them. The run
 summary checks the plain record (:func:`check_record` with the few keys it shows).
 
-Light: no stage's libraries (the run summary's job reads records in the analyse environment).
+Light: no stage's libraries (the run summary's job reads records in the analyse environment);
+a slot result's provenance imports the train stage's bookkeeping (:mod:`imagenot.train.trials`)
+when one is checked, in the train environment, where slot results are read.
 """
 
 from __future__ import annotations

@@ -117,3 +117,11 @@ def test_only_errors_for_want_of_memory_are_read_as_such():
     assert out_of_memory(ImportError("cannot import name 'x' from 'y'")) is None
     assert out_of_memory(FileNotFoundError(2, "No such file or directory")) is None
     assert out_of_memory(ValueError("failed to map segment")) is None
+
+
+def test_an_evaluation_job_asks_for_at_most_a_nodes_cores():
+    """evaluate.threads takes the resources schema's bound of a node's cores ($ref)."""
+    cores = SCHEMA_DOC["$defs"]["cores"]["maximum"]
+    assert validate_config({"evaluate": {"threads": cores}})["evaluate"]["threads"] == cores
+    with pytest.raises(ConfigError, match=r"evaluate\.threads: 5000 is greater than the maximum"):
+        validate_config({"evaluate": {"threads": 5000}})

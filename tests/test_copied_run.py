@@ -147,3 +147,24 @@ def test_the_workflow_prints_the_one_line_before_planning(finished, tmp_path):
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     lines = [line for line in run.stderr.splitlines() if "imagenot restamp" in line]
     assert len(lines) == 1 and lines[0].startswith("imagenot: 3 of 3 outputs checked in")
+
+
+def test_a_record_of_a_long_path_is_read_where_snakemake_writes_it(tmp_path):
+    """Snakemake cuts the name of a long output's record into folders (``@<piece>``)."""
+    import json
+    from types import SimpleNamespace
+
+    from snakemake.persistence.file import FilePersistence
+
+    long = "results/" + "/".join(["a_rather_long_folder_name_of_a_run"] * 12) + "/out.txt"
+    (tmp_path / long).parent.mkdir(parents=True)
+    (tmp_path / long).write_text("x")
+    meta = tmp_path / restamp.METADATA
+    meta.mkdir(parents=True)
+    where = FilePersistence._record_path(SimpleNamespace(_fetch_max_len=lambda _: 255), meta, long)
+    assert "@" in where  # cut into folders, as Snakemake stores it
+    Path(where).parent.mkdir(parents=True, exist_ok=True)
+    Path(where).write_text(json.dumps({"endtime": 1_000_000.0, "incomplete": False}))
+    assert list(restamp.records(tmp_path)) == [restamp.Record(long, 1_000_000.0)]
+    assert restamp.restamp(tmp_path) == restamp.Restamped(set_back=1, unchanged=0, missing=0)
+    assert (tmp_path / long).stat().st_mtime == 1_000_000.0

@@ -54,31 +54,40 @@ def _decode(name_parts: tuple[str, ...]) -> str | None:
         return None
 
 
+def _record_files(folder: Path, parts: tuple[str, ...] = ()) -> Iterator[tuple[Path, str]]:
+    """(file, encoded name parts) of every record file under ``folder``, listed lazily (a
+    paper run holds tens of thousands; the check before planning reads a few)."""
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False) and entry.name.startswith("@"):
+                yield from _record_files(Path(entry.path), (*parts, entry.name))
+            elif entry.is_file(follow_symlinks=False):
+                yield Path(entry.path), (*parts, entry.name)
+
+
 def records(workdir: str | os.PathLike, limit: int | None = None) -> Iterator[Record]:
     """The output records of the run in ``workdir`` that carry an end time (at most ``limit``),
-    in the order the file system lists them. Unreadable or foreign files are passed over."""
+    in the order the file system lists them. Unreadable or foreign files are passed over, and so
+    is a record of a path outside the working directory."""
     root = Path(workdir) / METADATA
     if not root.is_dir():
         return
     n = 0
-    for folder, dirs, files in os.walk(root):
-        dirs.sort()
-        rel = Path(folder).relative_to(root).parts
-        for name in files:
-            path = _decode((*rel, name))
-            if path is None or os.path.isabs(path) or ".." in Path(path).parts:
-                continue  # only outputs inside the working directory are the run's
-            try:
-                record = json.loads((Path(folder) / name).read_text())
-                endtime = float(record["endtime"])
-            except (OSError, ValueError, TypeError, KeyError):
-                continue
-            if record.get("incomplete"):
-                continue
-            yield Record(path, endtime)
-            n += 1
-            if limit is not None and n >= limit:
-                return
+    for file, parts in _record_files(root):
+        path = _decode(parts)
+        if path is None or os.path.isabs(path) or ".." in Path(path).parts:
+            continue  # only outputs inside the working directory are the run's
+        try:
+            record = json.loads(file.read_text())
+            endtime = float(record["endtime"])
+        except (OSError, ValueError, TypeError, KeyError):
+            continue
+        if record.get("incomplete"):
+            continue
+        yield Record(path, endtime)
+        n += 1
+        if limit is not None and n >= limit:
+            return
 
 
 def _carrier(path: Path) -> Path:

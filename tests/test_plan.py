@@ -595,6 +595,13 @@ def test_data_stages_have_a_time(paper_plan):
     )
     assert "img2dataset" in download["source"] and "Gbit/s" in download["source"]
     assert stages["curate"]["hours"] > 0 and "docs/scale.json" in stages["curate"]["source"]
+    whole = paper_plan["whole_run"]  # the stages one after another, training as scheduled
+    assert whole["parts"]["train"] == paper_plan["wall_time"]["hours"]
+    assert whole["hours"] == pytest.approx(sum(whole["parts"].values()), abs=0.1)
+    embeddings = next(s for s in paper_plan["storage"] if "caption embeddings" in s["item"])
+    scale = costs.scale_projection()
+    rows = scale["embed_fraction"] * scale["projection_target"]["captions"]
+    assert embeddings["bytes"] > rows * 4 and "docs/scale.json" in embeddings["source"]
     text = " ".join(format_plan(paper_plan).split())
     assert "data stages, estimate:" in text and "acquire (LAION download):" in text
 
@@ -652,6 +659,7 @@ def test_the_paper_on_32_gpus_within_three_days(paper_plan):
         assert r["hours"] <= 72 and r["reserved_gpu_hours"] == pytest.approx(
             r["gpus"] * r["hours"], abs=1
         )
+    assert json.loads(json.dumps(paper_plan))["deadline"] == d  # --json prints it all
     text = " ".join(format_plan(paper_plan).split())
     assert "to end training within 72 h, at the least cost:" in text
     assert "on --gpus 32, the GPUs per job that use the most of them: 32 GPUs" in text

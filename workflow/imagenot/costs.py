@@ -45,6 +45,7 @@ from imagenot.train.estimate import (  # noqa: F401 (the plan's names for traini
     longest_expected_job,
     longest_job,
     measured_stops,
+    node_local_disk,
     run_records,
     stage_epochs_stopped,
     stop_epochs,
@@ -142,33 +143,6 @@ def group_rows(config: dict, jobs: list[PlannedJob]) -> list[dict]:
     return out
 
 
-def node_local_disk(config: dict) -> dict:
-    """Node-local disk ($TMPDIR) the training jobs need: with ``train.stage_to_local`` each
-    node keeps one copy of every dataset its jobs train on (named by the dataset's fingerprint;
-    the whole folder, kept originals included), so up to every trained dataset; without it,
-    none (datasets are read in place)."""
-    from imagenot.train import plan
-
-    trained = list(
-        dict.fromkeys(e["dataset"] for e in plan.experiments(config) if not plan.is_published(e))
-    )
-    sizes = {d: _with_originals(config, d) for d in trained}
-    known = [b for b in sizes.values() if b is not None]
-    return {
-        "stage_to_local": bool(config["train"]["stage_to_local"]),
-        "largest_dataset_bytes": max(known, default=None),
-        "all_trained_bytes": sum(known) if known else None,
-        "datasets": sizes,
-    }
-
-
-def _with_originals(config: dict, dataset: str) -> int | None:
-    """The bytes a node's copy of ``dataset`` holds: the stored images and the kept originals
-    (the copy is of the whole dataset folder)."""
-    stored, kept = dataset_bytes(config, dataset)[0], originals_bytes(config, dataset)[0]
-    return None if stored is None or kept is None else stored + kept
-
-
 def model_facts(models: list[str]) -> dict[str, dict]:
     """Parameters and head input width of each model, built on torch's meta device (no memory,
     no weights)."""
@@ -223,15 +197,7 @@ def storage(config: dict) -> list[dict]:
                 "source": source,
             }
         )
-        rows.append(
-            {
-                "stage": "curate",
-                "item": "caption embeddings",
-                "bytes": None,
-                "source": "not estimated: the share of one-class captions is unknown "
-                "before matching (2-39 % of rows, docs/scale.md)",
-            }
-        )
+        rows.append(caption_embeddings(config, scale))
     pixel = BYTES_PER_PIXEL
     for name in config["datasets"]:
         sizes = dataset_images(config, name)
@@ -310,6 +276,34 @@ def storage(config: dict) -> list[dict]:
         }
     )
     return rows
+
+
+def caption_embeddings(config: dict, scale: dict | None) -> dict:
+    """Storage row of the caption embedding's outputs at laion2B-en: per embedded caption (the
+    scale model's share of one-class captions, docs/scale.json ``embed_fraction``) a float32
+    similarity, the parts' score tables (the selection's projected input), and with
+    ``curate.encoder.keep_vectors`` its float16 vector (RoBERTa-large: 1,024 wide)."""
+    item = "caption embeddings"
+    if not (scale and paper_shaped(config, scale)):
+        return {
+            "stage": "curate",
+            "item": item,
+            "bytes": None,
+            "source": "not estimated: the scale model projects laion2B-en's 128 parts only",
+        }
+    rows = scale["embed_fraction"] * scale["projection_target"]["captions"]
+    tables = {r["rule"]: r["projected"] for r in scale["rules"]}["curate_select"]["input_mb"]
+    keep = config["curate"]["encoder"].get("keep_vectors", False)
+    size = rows * 4 + tables * 1e6 + (rows * 1024 * 2 if keep else 0)
+    return {
+        "stage": "curate",
+        "item": f"{item} ({rows / 1e6:,.0f} M captions)",
+        "bytes": round(size),
+        "source": f"{scale['embed_fraction']:.0%} of laion2B-en's rows embedded (docs/scale.json; "
+        "2-39 % by part, docs/scale.md) x 4 bytes of similarity, and the parts' score tables "
+        f"({tables / 1e3:,.1f} GB, the selection's projected input)"
+        + ("; float16 vectors kept, 1,024 per caption" if keep else "; vectors not kept"),
+    }
 
 
 def _shard_names(config: dict) -> list[str]:
@@ -451,7 +445,8 @@ def data_stage_rows(config: dict, groups: list[dict], gpus: int) -> list[dict]:
                 "stage": "curate",
                 "hours": round(minutes / 60, 1),
                 "rows": scale["projection_target"]["captions"],
-                "source": "the scale model's projected runtime at laion2B-en of one part's "
+                "source": f"{scale['projection_target']['captions']:,} caption rows: the scale "
+                "model's projected runtime at laion2B-en of one part's "
                 f"jobs, one after another ({' -> '.join(chain)}), the {parts} parts side by "
                 f"side, the embedding's on the {gpus} GPUs (docs/scale.json); "
                 f"{core.get('curate', 0):,.0f} core-h requested in all",

@@ -19,6 +19,15 @@ import argparse
 import json
 from pathlib import Path
 
+from imagenot.plan_text import (
+    _cell,
+    _gb,
+    _wrapped,
+    format_data_stages,
+    format_deadline,
+    format_gpu_hours,
+)
+
 THROUGHPUT_HELP = (
     "your GPU's measured speed: the JSON report(s) of `imagenot preflight` run on it (or "
     "the output of `benchmarks/bench_feed_models.py --json`; several files: each replaces the "
@@ -138,6 +147,7 @@ def build_plan(
         stops.setdefault(r["experiment"], r["stop_epochs"])
     estimate = training["expected"]
     wall = costs.wall_time(rows, gpus)
+    data = costs.data_stage_rows(config, groups, gpus)
     return {
         "config": ", ".join(map(str, paths)),
         "groups": groups,
@@ -166,7 +176,8 @@ def build_plan(
             "total_low": round(training["low"] + others, 1),
             "total_bound": round(training["bound"] + others, 1),
         },
-        "data_stages": costs.data_stage_rows(config, groups, gpus),
+        "data_stages": data,
+        "whole_run": _whole_run(data, wall, stages, gpus),
         "request": _request(
             config, groups, rows, estimate + others, table, measurements, storage_total, done
         ),
@@ -180,6 +191,18 @@ def build_plan(
         "storage": stored,
         "storage_total_bytes": storage_total,
     }
+
+
+def _whole_run(data: list[dict], wall: dict, stages: list[dict], gpus: int) -> dict | None:
+    """The whole run's wall time on ``gpus`` GPUs, its stages one after another: the data
+    stages, training's schedule, then the evaluation's GPU-hours over the GPUs (an upper
+    estimate: CIFAR-10's training and the published weights' evaluation need no LAION data)."""
+    if wall["hours"] is None or any(d["hours"] is None for d in data):
+        return None
+    evaluate = sum(s["gpu_hours"] for s in stages if s["stage"] == "evaluate") / gpus
+    parts = {d["stage"]: d["hours"] for d in data}
+    parts |= {"train": wall["hours"], "evaluate": round(evaluate, 1)}
+    return {"hours": round(sum(parts.values()), 1), "parts": parts}
 
 
 def _request(config, groups, rows, estimate, table, measurements, storage_total, done) -> dict:
@@ -209,12 +232,6 @@ def _request(config, groups, rows, estimate, table, measurements, storage_total,
         "node_local_disk": costs.node_local_disk(config),
         "storage_bytes": storage_total,
     }
-
-
-def _gb(n: float | None) -> str:
-    if n is None:
-        return "not estimated"
-    return f"{n / 1e9:,.1f} GB" if n >= 1e9 else f"{n / 1e6:,.1f} MB"
 
 
 def format_plan(plan: dict) -> str:
@@ -250,69 +267,6 @@ def format_plan(plan: dict) -> str:
         out.append(f"  {s['stage']:<8} {s['item']:<52} {_gb(s['bytes']):>14}  ({s['source']})")
     out.append(f"  total {_gb(plan['storage_total_bytes'])}")
     return "\n".join(out)
-
-
-def format_gpu_hours(plan: dict) -> list[str]:
-    """GPU-hours of every GPU stage: training low / expected / bound with the stop-epoch
-    assumption of each experiment, and the other GPU stages with their sources."""
-    est, h = plan["training_estimate"], plan["gpu_hours"]
-    out = [
-        "GPU-hours, estimate (every GPU stage):",
-        f"  {'stage':<28} {'GPU jobs':>8} {'low':>9} {'expected':>9} {'bound':>9}",
-        f"  {'train':<28} {'':>8} {est['gpu_hours_low']:>9,.1f} {est['gpu_hours']:>9,.1f} "
-        f"{est['gpu_hours_bound']:>9,.1f}",
-    ]
-    for g in plan["gpu_stages"]:
-        v = f"{g['gpu_hours']:>9,.1f}"
-        out.append(f"  {g['stage']:<28} {g['gpu_jobs']:>8} {v} {v} {v}")
-    out.append(
-        f"  {'total':<28} {'':>8} {h['total_low']:>9,.1f} {h['total']:>9,.1f} "
-        f"{h['total_bound']:>9,.1f}"
-    )
-    lines = [f"  throughput: {est['throughput_source']}"]
-    for exp, stop in est["stop_epochs"].items():
-        lines.append(
-            f"  stop epoch, {exp}: low {stop['low']}, expected {stop['expected']}, bound "
-            f"{stop['bound']} (expected: {stop['source']})"
-        )
-    for g in plan["gpu_stages"]:
-        lines.append(f"  {g['stage']}: {g['source']}")
-    if est["from_run"]["records"] or est["from_run"]["models_measured"]:
-        lines.append(
-            f"  this run so far: {est['from_run']['records']} finished trial slot(s) and final "
-            f"run(s) read; {est['done_gpu_hours']:,.1f} GPU-h of training done, "
-            f"{est['left_gpu_hours']:,.1f} expected left"
-        )
-    lines += [f"  assumes: {a}" for a in est["assumptions"]]
-    return out + _wrapped(lines)
-
-
-def format_data_stages(plan: dict) -> list[str]:
-    """The data stages' time, with their assumptions."""
-    out = ["data stages, estimate:"]
-    for d in plan["data_stages"]:
-        hours = "not estimated" if d["hours"] is None else f"{d['hours']:,.1f} h"
-        what = ""
-        if "urls" in d:
-            what = f" ({d['images']:,} images kept of {d['urls']:,} URLs, {_gb(d['bytes'])})"
-        out.append(f"  {d['stage']}: {hours}{what}: {d['source']}")
-    if len(out) == 1:
-        out.append("  none of LAION (the config curates no LAION dataset)")
-    return _wrapped(out)
-
-
-def _wrapped(lines: list[str]) -> list[str]:
-    """Each ``  item: ...`` line wrapped at 100 columns, its continuation indented."""
-    import textwrap
-
-    out = []
-    for line in lines:
-        out += (
-            textwrap.wrap(line, 100, subsequent_indent="    ", break_on_hyphens=False)
-            if line.startswith("  ")
-            else [line]
-        )
-    return out
 
 
 def format_request(plan: dict) -> list[str]:
@@ -442,6 +396,13 @@ def format_wall_time(plan: dict) -> list[str]:
             f"{w['used']:.0%} of the {w['reserved_gpu_hours']:,.0f} GPU-hours reserved "
             f"({w['gpus']} x {w['hours']:,.1f} h)"
         )
+    whole = plan.get("whole_run")
+    if whole:
+        steps = ", ".join(f"{k} {v:,.1f} h" for k, v in whole["parts"].items())
+        on += (
+            f". The whole run, its stages one after another: about {whole['hours']:,.1f} h "
+            f"({steps}; CIFAR-10's training needs no LAION data and can start sooner)"
+        )
     out = [
         on,
         f"  Past {by['knee_gpus']} GPUs the wall time stays at least {by['knee_hours']:,.1f} "
@@ -453,38 +414,6 @@ def format_wall_time(plan: dict) -> list[str]:
         "that end within H hours at the least cost.",
     ]
     return table + _wrapped(out)
-
-
-def _cell(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
-def format_deadline(plan: dict) -> list[str]:
-    """The GPU count that meets the deadline at the least reserved GPU-hours, both ways: one
-    train.gpus_per_job for every model, and one per model."""
-    d = plan["deadline"]
-    out = [f"to end training within {d['deadline_hours']:g} h, at the least cost:"]
-    for key, how in (
-        ("uniform", "train.gpus_per_job, one value for every model"),
-        ("per_model", "GPUs per job chosen per model"),
-        ("on_gpus", f"on --gpus {d['gpus']}, the GPUs per job that use the most of them"),
-    ):
-        r = d.get(key)
-        if r is None:
-            out.append(f"  {how}: nothing tried ends within the deadline")
-            continue
-        widths = sorted(set(r["per_model"].values()))
-        per = (
-            f"gpus_per_job {widths[0]}"
-            if len(widths) == 1
-            else ", ".join(f"{m} {g}" for m, g in sorted(r["per_model"].items()) if g > 1)
-            + " GPUs per job, the others 1"
-        )
-        out.append(
-            f"  {how}: {r['gpus']} GPUs ({per}): training ends after {r['hours']:,.1f} h and "
-            f"uses {r['used']:.0%} of the {r['reserved_gpu_hours']:,.0f} GPU-hours reserved"
-        )
-    return _wrapped(out)
 
 
 def _plan(args: argparse.Namespace) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from imagenot.acquire.sizes import dataset_images
+from imagenot.acquire.sizes import dataset_bytes, dataset_images, originals_bytes
 
 # data-parallel jobs (train.gpus_per_job > 1): the share of linear speed-up kept per doubling
 # of the GPUs (an assumption; imagenot.schedule.speed)
@@ -410,3 +410,30 @@ def gpu_memory(config: dict, throughput_memory: list[dict] | None) -> dict:
         )
     largest = max(rows, key=lambda r: r["peak_gib"], default=None)
     return {"source": H200_SOURCE, "largest": largest, "models": rows}
+
+
+def node_local_disk(config: dict) -> dict:
+    """Node-local disk ($TMPDIR) the training jobs need: with ``train.stage_to_local`` each
+    node keeps one copy of every dataset its jobs train on (named by the dataset's fingerprint;
+    the whole folder, kept originals included), so up to every trained dataset; without it,
+    none (datasets are read in place)."""
+    from imagenot.train import plan
+
+    trained = list(
+        dict.fromkeys(e["dataset"] for e in plan.experiments(config) if not plan.is_published(e))
+    )
+    sizes = {d: _with_originals(config, d) for d in trained}
+    known = [b for b in sizes.values() if b is not None]
+    return {
+        "stage_to_local": bool(config["train"]["stage_to_local"]),
+        "largest_dataset_bytes": max(known, default=None),
+        "all_trained_bytes": sum(known) if known else None,
+        "datasets": sizes,
+    }
+
+
+def _with_originals(config: dict, dataset: str) -> int | None:
+    """The bytes a node's copy of ``dataset`` holds: the stored images and the kept originals
+    (the copy is of the whole dataset folder)."""
+    stored, kept = dataset_bytes(config, dataset)[0], originals_bytes(config, dataset)[0]
+    return None if stored is None or kept is None else stored + kept

@@ -1,0 +1,107 @@
+"""The text of ``imagenot plan``'s sections that stand apart from the allocation request:
+GPU-hours of every GPU stage with their sources, the data stages, the deadline's answer; and
+the helpers every section shares (bytes, wrapped lines). :mod:`imagenot.plan_cli` prints them.
+"""
+
+from __future__ import annotations
+
+
+def _gb(n: float | None) -> str:
+    if n is None:
+        return "not estimated"
+    return f"{n / 1e9:,.1f} GB" if n >= 1e9 else f"{n / 1e6:,.1f} MB"
+
+
+def _wrapped(lines: list[str]) -> list[str]:
+    """Each ``  item: ...`` line wrapped at 100 columns, its continuation indented."""
+    import textwrap
+
+    out = []
+    for line in lines:
+        out += (
+            textwrap.wrap(line, 100, subsequent_indent="    ", break_on_hyphens=False)
+            if line.startswith("  ")
+            else [line]
+        )
+    return out
+
+
+def _cell(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def format_gpu_hours(plan: dict) -> list[str]:
+    """GPU-hours of every GPU stage: training low / expected / bound with the stop-epoch
+    assumption of each experiment, and the other GPU stages with their sources."""
+    est, h = plan["training_estimate"], plan["gpu_hours"]
+    out = [
+        "GPU-hours, estimate (every GPU stage):",
+        f"  {'stage':<28} {'GPU jobs':>8} {'low':>9} {'expected':>9} {'bound':>9}",
+        f"  {'train':<28} {'':>8} {est['gpu_hours_low']:>9,.1f} {est['gpu_hours']:>9,.1f} "
+        f"{est['gpu_hours_bound']:>9,.1f}",
+    ]
+    for g in plan["gpu_stages"]:
+        v = f"{g['gpu_hours']:>9,.1f}"
+        out.append(f"  {g['stage']:<28} {g['gpu_jobs']:>8} {v} {v} {v}")
+    out.append(
+        f"  {'total':<28} {'':>8} {h['total_low']:>9,.1f} {h['total']:>9,.1f} "
+        f"{h['total_bound']:>9,.1f}"
+    )
+    lines = [f"  throughput: {est['throughput_source']}"]
+    for exp, stop in est["stop_epochs"].items():
+        lines.append(
+            f"  stop epoch, {exp}: low {stop['low']}, expected {stop['expected']}, bound "
+            f"{stop['bound']} (expected: {stop['source']})"
+        )
+    for g in plan["gpu_stages"]:
+        lines.append(f"  {g['stage']}: {g['source']}")
+    if est["from_run"]["records"] or est["from_run"]["models_measured"]:
+        lines.append(
+            f"  this run so far: {est['from_run']['records']} finished trial slot(s) and final "
+            f"run(s) read; {est['done_gpu_hours']:,.1f} GPU-h of training done, "
+            f"{est['left_gpu_hours']:,.1f} expected left"
+        )
+    lines += [f"  assumes: {a}" for a in est["assumptions"]]
+    return out + _wrapped(lines)
+
+
+def format_data_stages(plan: dict) -> list[str]:
+    """The data stages' time, with their assumptions."""
+    out = ["data stages, estimate:"]
+    for d in plan["data_stages"]:
+        hours = "not estimated" if d["hours"] is None else f"{d['hours']:,.1f} h"
+        what = ""
+        if "urls" in d:
+            what = f" ({d['images']:,} images kept of {d['urls']:,} URLs, {_gb(d['bytes'])})"
+        out.append(f"  {d['stage']}: {hours}{what}: {d['source']}")
+    if len(out) == 1:
+        out.append("  none of LAION (the config curates no LAION dataset)")
+    return _wrapped(out)
+
+
+def format_deadline(plan: dict) -> list[str]:
+    """The GPU count that meets the deadline at the least reserved GPU-hours, both ways: one
+    train.gpus_per_job for every model, and one per model."""
+    d = plan["deadline"]
+    out = [f"to end training within {d['deadline_hours']:g} h, at the least cost:"]
+    for key, how in (
+        ("uniform", "train.gpus_per_job, one value for every model"),
+        ("per_model", "GPUs per job chosen per model"),
+        ("on_gpus", f"on --gpus {d['gpus']}, the GPUs per job that use the most of them"),
+    ):
+        r = d.get(key)
+        if r is None:
+            out.append(f"  {how}: nothing tried ends within the deadline")
+            continue
+        widths = sorted(set(r["per_model"].values()))
+        per = (
+            f"gpus_per_job {widths[0]}"
+            if len(widths) == 1
+            else ", ".join(f"{m} {g}" for m, g in sorted(r["per_model"].items()) if g > 1)
+            + " GPUs per job, the others 1"
+        )
+        out.append(
+            f"  {how}: {r['gpus']} GPUs ({per}): training ends after {r['hours']:,.1f} h and "
+            f"uses {r['used']:.0%} of the {r['reserved_gpu_hours']:,.0f} GPU-hours reserved"
+        )
+    return _wrapped(out)

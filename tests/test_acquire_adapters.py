@@ -431,3 +431,18 @@ def test_byte_identical_images_are_never_in_two_splits(tmp_path, caplog):
     assert len(rows) < 24  # copies that fell in another split than their twin are gone
     (line,) = [r.getMessage() for r in caplog.records if "another split" in r.getMessage()]
     assert f"{24 - len(rows)} image(s) also stored in another split" in line
+
+
+def test_hidden_files_and_folders_in_a_flat_imagenet_val_are_passed_over(tmp_path):
+    """A flat val/ is labelled by position in the devkit's ground truth: a macOS ``._`` file
+    or a tool's hidden folder there is not one of its images."""
+    root = tmp_path / "ILSVRC2012"
+    _flat_imagenet(root)
+    materialise("imagenet", root, tmp_path / "clean", image_size=16, val_per_class=1)
+    (root / "val" / "._ILSVRC2012_val_00000001.JPEG").write_bytes(b"\x00\x05\x16\x07 AppleDouble")
+    (root / "val" / ".ipynb_checkpoints").mkdir()
+    first = root / "val" / "ILSVRC2012_val_00000001.JPEG"
+    shutil.copyfile(first, root / "val" / ".ipynb_checkpoints" / "ILSVRC2012_val_00000001.JPEG")
+    out = tmp_path / "ds"
+    materialise("imagenet", root, out, image_size=16, val_per_class=1)
+    assert read_manifest(out).equals(read_manifest(tmp_path / "clean"))

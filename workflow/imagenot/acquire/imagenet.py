@@ -135,7 +135,11 @@ def _imagenet_flat_val(root: Path) -> list[str]:
         if not (root / sub).is_dir():
             raise AdapterError(f"{root}: ILSVRC-2012 layout needs {sub}/ with wnid folders")
     val = list((root / "val").iterdir())
-    flat = sorted(p.name for p in val if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    flat = sorted(
+        p.name
+        for p in val
+        if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES and not is_hidden(p.name)
+    )
     if flat and any(p.is_dir() and not is_hidden(p.name) for p in val):
         raise AdapterError(f"{root / 'val'}: mixes wnid folders and flat images")
     return flat

@@ -23,16 +23,16 @@ REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "config" / "config.yaml"
 
 
-def _validate(tmp_path, overlay: str | dict | bytes, capsys, name="overlay.yaml"):
-    """`imagenot validate-config config/config.yaml OVERLAY` in a working directory without
-    results: (exit status, error lines)."""
+def _validate(tmp_path, overlay: str | dict | bytes, capsys, name="overlay.yaml", *flags: str):
+    """`imagenot validate-config config/config.yaml OVERLAY [FLAGS]` in a working directory
+    without results: (exit status, error lines)."""
     path = tmp_path / name
     if isinstance(overlay, dict):
         overlay = yaml.safe_dump(overlay)
     path.write_bytes(overlay if isinstance(overlay, bytes) else overlay.encode())
     workdir = tmp_path / "run"  # a fresh working directory: no results of the clone's own run
     workdir.mkdir(exist_ok=True)
-    code = main(["validate-config", str(DEMO), str(path), "--directory", str(workdir)])
+    code = main(["validate-config", str(DEMO), str(path), "--directory", str(workdir), *flags])
     out = capsys.readouterr()
     assert "Traceback" not in out.err
     return code, [line for line in out.err.splitlines() if "error:" in line]
@@ -155,16 +155,20 @@ def test_a_yte_template_reads_as_snakemake_reads_it(tmp_path, capsys):
             "description": "rendered by yte",
         }
     )
-    assert _validate(tmp_path, YTE, capsys) == (0, [])
+    # read, not run, unless asked: its code runs under --allow-templates only
+    code, errors = _validate(tmp_path, YTE, capsys)
+    assert code == 2 and len(errors) == 1 and "--allow-templates" in errors[0], errors
+    yte = ("overlay.yaml", "--allow-templates")
+    assert _validate(tmp_path, YTE, capsys, *yte) == (0, [])
     # `__use_yte__: false` (Snakemake drops the key and reads the file as YAML)
     assert _validate(tmp_path, "__use_yte__: false\nseed: 3\n", capsys) == (0, [])
     # a template whose code fails: one line naming the file
-    code, errors = _validate(tmp_path, "__use_yte__: true\nseed: ?1 / 0\n", capsys)
+    code, errors = _validate(tmp_path, "__use_yte__: true\nseed: ?1 / 0\n", capsys, *yte)
     assert code == 2 and len(errors) == 1, errors
     assert "overlay.yaml: its YTE template fails" in errors[0]
     assert "ZeroDivisionError" in errors[0]
     # a checked value a template renders: refused like a typed one
-    code, errors = _validate(tmp_path, "__use_yte__: true\nseed: ?-1\n", capsys)
+    code, errors = _validate(tmp_path, "__use_yte__: true\nseed: ?-1\n", capsys, *yte)
     assert code == 2 and "config key seed: -1 is less than the minimum of 0" in errors[0]
 
 

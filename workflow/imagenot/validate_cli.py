@@ -79,7 +79,7 @@ def templates(paths: list[str]) -> list[str]:
             data = yaml.safe_load(text)
         except yaml.YAMLError:
             continue
-        if isinstance(data, dict) and YTE_KEY in data:
+        if isinstance(data, dict) and data.get(YTE_KEY):  # yte renders only a true value
             found.append(path)
     return found
 

@@ -76,9 +76,9 @@ def read_measurements(path: Path | list[Path] | None, config: dict) -> dict:
     table = dict(config["train"]["throughput"])
     if path is None:
         source = (
-            "config train.throughput (schema default: one H200, measured, docs/gpu.md "
-            '"Measured on a GPU"; `bash benchmarks/gpu_check.sh` on your GPU, then --throughput '
-            "with its preflight report, replaces it)"
+            "config train.throughput, one H200's measured images/s (the schema's default: "
+            'docs/gpu.md "Measured on a GPU"; `bash benchmarks/gpu_check.sh` on your GPU, then '
+            "--throughput with its preflight reports, replaces it)"
         )
         return {"throughput": table, "source": source, "memory": None, "measured": []}
     try:

@@ -8,6 +8,7 @@ import dataclasses
 import itertools
 import json
 import math
+import re
 import warnings
 
 import numpy as np
@@ -1330,3 +1331,13 @@ def test_refusals_name_the_files_real_lines_and_separators(tmp_path, capsys):
     trailing = tmp_path / "trailing.csv"  # a separator after the last cell of every row
     trailing.write_text("model\tdataset\taccuracy\nm1\tref\t70\t\nm2\tref\t60\t\n")
     assert list(read_table(trailing)["model"]) == ["m1", "m2"]
+
+
+def test_an_option_naming_a_look_alike_of_a_name_in_the_table_says_so():
+    df = random_table(np.random.default_rng(5), models=4, datasets=("cafe\u0301", "x"))
+    said = "'caf\u00e9' is not in the table ('cafe\u0301' of the table prints alike"
+    with pytest.raises(TableError, match=re.escape(said)):
+        typed_report_of(df, reference="caf\u00e9", reps=0)
+    with pytest.raises(TableError, match=r"baseline model 'm\u04381' is not in the table;"):
+        typed_report_of(df, reference="x", baseline_model="m\u04381", reps=0)  # no look-alike
+    assert typed_report_of(df, reference="cafe\u0301", reps=0).reference == "cafe\u0301"

@@ -35,6 +35,7 @@ from imagenot.analyse.report import (
 from imagenot.analyse.settings import RankingsSettings
 from imagenot.analyse.table import (
     TableError,
+    alike_hint,
     check_confidence,
     mixed_sizes,
     near_duplicate_models,
@@ -213,12 +214,13 @@ def rankings_report(
         chosen = "given"
         if reference not in cells.datasets:
             raise TableError(
-                f"reference dataset {reference!r} is not in the table; "
-                f"datasets: {', '.join(cells.datasets)}"
+                f"reference dataset {reference!r} is not in the table"
+                f"{alike_hint(reference, cells.datasets)}; datasets: {', '.join(cells.datasets)}"
             )
     if baseline is not None and baseline not in cells.models:
         raise TableError(
-            f"baseline model {baseline!r} is not in the table; models: {', '.join(cells.models[:20])}"
+            f"baseline model {baseline!r} is not in the table{alike_hint(baseline, cells.models)}; "
+            f"models: {', '.join(cells.models[:20])}"
         )
     if aggregate:
         twice = sorted({d for d in aggregate if aggregate.count(d) > 1})

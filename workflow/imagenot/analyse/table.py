@@ -381,6 +381,18 @@ def names_alike(names: list[str]) -> list[tuple[str, str, str]]:
     return pairs
 
 
+def alike_hint(name: str, names: list[str]) -> str:
+    """Where ``name`` (typed as an option) is not among ``names`` but prints like one of them,
+    a clause saying so and how they differ; else ''."""
+    key = name_skeleton(name)
+    match = next((n for n in names if n != name and name_skeleton(n) == key), None)
+    if match is None:
+        return ""
+    return (
+        f" ({match!r} of the table prints alike but is different text: {_difference(name, match)})"
+    )
+
+
 def near_duplicate_models(models: list[str]) -> list[list[str]]:
     """Groups of distinct model names equal up to case, spaces, '-' and '_' (likely typos)."""
     groups: dict[str, list[str]] = {}

@@ -1214,6 +1214,8 @@ def test_names_that_look_like_numbers_or_missing_values_stay_text(tmp_path):
     got = validate_table(read_table(wide, "wide"))
     assert list(dict.fromkeys(got["model"])) == ["NA", "1e3", "nan"]
     assert sorted(got.loc[got.dataset == "1e3", "model"]) == ["NA", "nan"]
+    wide.write_text(",007\n007,70\nNone,60\n")  # as pandas writes an index: no header cell
+    assert list(read_table(wide, "wide")["model"]) == ["007", "None"]
     # per-image keys are text too: 007 and 7 are two images
     per = tmp_path / "per_image.csv"
     per.write_text("model,dataset,key,correct\nNA,007,007,1\nNA,007,7,0\n")

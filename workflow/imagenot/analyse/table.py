@@ -136,6 +136,8 @@ def read_table(
         else:
             sep = _separator(path)
             written, lines = _records(path, sep)
+            # the names pandas gives the columns (an empty header cell: "Unnamed: i")
+            written = [c if c.strip() else f"Unnamed: {i}" for i, c in enumerate(written)]
             names = _name_columns(written, fmt, id_columns)
             df = pd.read_csv(
                 path,

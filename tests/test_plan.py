@@ -563,6 +563,11 @@ def test_the_plan_reads_the_run_in_its_directory(paper_jobs, tmp_path, monkeypat
     text = " ".join(format_plan(plan).split())
     assert "this run so far: 25 finished trial slot(s) and final run(s) read" in text
     assert f"less the {est['done_gpu_hours']:,.1f} this run has done" in text
+    # a data-parallel job's metrics count all its GPUs' images: one GPU's share is the rate
+    overlay = tmp_path / "two-gpus.yaml"
+    overlay.write_text("train:\n  gpus_per_job: 2\n")
+    two = build_plan([PAPER, overlay], gpus=32, directory=tmp_path)["training_estimate"]
+    assert two["throughput"]["resnet18"] == pytest.approx(1234.0 / (2 * costs.DDP_EFFICIENCY))
 
 
 # ---- every GPU stage, the data stages ---------------------------------------------------------

@@ -100,7 +100,7 @@ def build_plan(
     from imagenot.config import load_configs
     from imagenot.measured import median_rate
     from imagenot.planning import config_paths, planned_jobs
-    from imagenot.schedule import recommend
+    from imagenot.schedule import recommend, speed
 
     if gpus < 1:
         raise ValueError(f"--gpus must be at least 1, got {gpus}")
@@ -112,14 +112,17 @@ def build_plan(
     table, source = dict(measurements["throughput"]), measurements["source"]
     records = costs.run_records(config, directory)
     from_run = {}
+    # a job's metrics count the images of all its GPUs: one GPU's share, as the estimate scales
+    # a data-parallel job (the run's jobs at the config's train.gpus_per_job)
+    per_gpu = speed(costs.job_gpus(config), costs.DDP_EFFICIENCY)
     for model in config["train"]["models"]:
         got = median_rate(records, model)
         if got:
-            table[model], from_run[model] = got[0], got[1]
+            table[model], from_run[model] = got[0] / per_gpu, got[1]
     if from_run:
         source += (
             f"; measured by this run ({Path(directory) / 'results/train'}, median training "
-            f"images/s of its epochs) for {', '.join(sorted(from_run))}"
+            f"images/s of its epochs, per GPU) for {', '.join(sorted(from_run))}"
         )
     jobs = planned_jobs(paths)
     groups = costs.group_rows(config, jobs)

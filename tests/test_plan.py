@@ -668,3 +668,28 @@ def test_the_paper_on_32_gpus_within_three_days(paper_plan):
     text = " ".join(format_plan(paper_plan).split())
     assert "to end training within 72 h, at the least cost:" in text
     assert "on --gpus 32, the GPUs per job that use the most of them: 32 GPUs" in text
+
+
+def test_the_default_device_figures_are_docs_gpu_md_s_measurements():
+    """train.throughput's default and the H200 memory record are the H200 run that docs/gpu.md
+    records ("Measured on a GPU"): the preflight's table (batch, peak GiB, fed images/s) for
+    four models, the plain loop's sentence (images/s, GiB at 256) for the other three."""
+    import re
+
+    from imagenot.config import schema_default
+    from imagenot.measured import H200_MEMORY
+
+    text = (REPO / "docs" / "gpu.md").read_text(encoding="utf-8")
+    section = text[text.index("## Measured on a GPU") : text.index("## One GPU check")]
+    default = schema_default("train.throughput")
+    rows = re.findall(r"^\| (\w+) \| (\d+) \| ([\d.]+) \| ([\d,]+) \|", section, re.M)
+    assert {r[0] for r in rows} == {"alexnet", "resnet18", "convnext_large", "efficientnet_v2_l"}
+    for model, batch, peak, feed in rows:
+        assert H200_MEMORY[model] == (int(batch), float(peak))
+        assert default[model] == int(feed.replace(",", ""))
+    gave = " ".join(section[section.index("The plain loop also gave") :].split("`")[0].split())
+    plain = re.findall(r"(\w+) ([\d,]+)(?: img/s)? \(([\d.]+) GiB", gave)
+    assert {p[0] for p in plain} == {"resnet152", "densenet161", "vgg19"}, plain
+    for model, rate, peak in plain:
+        assert H200_MEMORY[model] == (256, float(peak))
+        assert default[model] == int(rate.replace(",", ""))

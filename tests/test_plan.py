@@ -693,3 +693,23 @@ def test_the_default_device_figures_are_docs_gpu_md_s_measurements():
     for model, rate, peak in plain:
         assert H200_MEMORY[model] == (256, float(peak))
         assert default[model] == int(rate.replace(",", ""))
+
+
+def test_a_model_with_its_own_input_side_is_estimated_at_it(monkeypatch):
+    """The throughput is measured at 224 px: a model whose jobs resize to 448 px (its registry
+    entry's own side, experiments.image_size) trains a quarter as many images per second."""
+    from imagenot.train import experiments
+
+    config = load_config(PAPER)
+    table = config["train"]["throughput"]
+    before = {r["experiment"] + r["model"]: r for r in costs.training_rows(config, table)}
+    side = experiments.image_size
+    monkeypatch.setattr(
+        experiments, "image_size", lambda c, m: 448 if m == "resnet18" else side(c, m)
+    )
+    after = {r["experiment"] + r["model"]: r for r in costs.training_rows(config, table)}
+    for scenario in ("gpu_hours_low", "gpu_hours", "gpu_hours_bound"):
+        assert after["cifar10/stresnet18"][scenario] == pytest.approx(
+            4 * before["cifar10/stresnet18"][scenario], rel=0.01
+        )
+        assert after["cifar10/stvgg19"][scenario] == before["cifar10/stvgg19"][scenario]

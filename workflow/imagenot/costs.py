@@ -327,19 +327,19 @@ DOWNLOAD_SOURCE = (
 )
 DOWNLOAD_GBIT_PER_S = 1.0
 # the share of LAION URLs that still serve their image: what curate.oversample plans for,
-# 1 / (1 + oversample) (config/paper.yaml: 1.0, many URLs no longer resolve)
+# 1 / (1 + oversample) (config/paper.yaml: 1.0, for the many URLs that do not resolve)
 
 
 def gpu_stage_rows(config: dict, jobs: list[PlannedJob], throughput: dict) -> list[dict]:
     """Estimated GPU-hours of each GPU stage beside training, each with its source:
     evaluation (one pass per transformation over the test split of every final run, at
-    :data:`FORWARD_SPEEDUP` x the model's training images/s, scaled by pixels to the stored
-    size of a dataset published weights are evaluated on), caption embedding (the scale
+    :data:`FORWARD_SPEEDUP` x the model's training images/s, scaled by pixels to the model's
+    input side, or the stored size of a dataset published weights are evaluated on), caption embedding (the scale
     model's projected runtime per part at laion2B-en, docs/scale.json), and the GPU jobs of
     the diagnostics and the preflight (at their requested time: short jobs, an upper bound)."""
     from imagenot.acquire.sizes import stored_size
     from imagenot.evaluate import transforms
-    from imagenot.train import plan
+    from imagenot.train import experiments, plan
 
     groups = rule_groups()
     out = []
@@ -352,7 +352,7 @@ def gpu_stage_rows(config: dict, jobs: list[PlannedJob], throughput: dict) -> li
             missing.add(model if model not in throughput else d)
             continue
         published = False
-        side = config["train"]["image_size"]
+        side = experiments.image_size(config, model)
         for exp in plan.experiments(config):
             if exp["dataset"] == d and exp["protocol"] == run["protocol"]:
                 published = plan.is_published(exp)

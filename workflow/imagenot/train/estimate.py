@@ -60,8 +60,8 @@ def assumptions(config: dict) -> list[str]:
         "training rate",
         f"train.gpus_per_job > 1: data-parallel, keeping {DDP_EFFICIENCY:.0%} of linear "
         "speed-up per doubling of the GPUs (an assumption)",
-        "throughput at 224 px, scaled by pixels to train.image_size "
-        f"({config['train']['image_size']} px)",
+        "throughput at 224 px, scaled by pixels to each model's input side (train.image_size, "
+        f"{config['train']['image_size']} px, or its registry entry's own)",
     ]
 
 
@@ -175,7 +175,6 @@ def training_rows(config: dict, throughput: dict, records: dict | None = None) -
     records = records or {}
     stops_measured = measured_stops(records)
     gpus = job_gpus(config)
-    pixels = (224 / config["train"]["image_size"]) ** 2
     rows = []
     for exp in plan.experiments(config):
         if plan.is_published(exp):
@@ -191,7 +190,7 @@ def training_rows(config: dict, throughput: dict, records: dict | None = None) -
         for model in config["train"]["models"]:
             if model not in throughput:
                 continue
-            rate = throughput[model] * pixels
+            rate = throughput[model] * (224 / experiments.image_size(config, model)) ** 2
             done = _done_jobs(records.get((d, p, model)), sp, len(counts))
             row = {
                 "experiment": f"{d}/{p}",
@@ -330,8 +329,9 @@ def longest_job(config: dict, throughput: dict) -> dict | None:
         for model in config["train"]["models"]:
             if model not in throughput:
                 continue
+            rate = throughput[model] * (224 / experiments.image_size(config, model)) ** 2
             for what, epochs in jobs:
-                h = gpu_job_hours(epochs, epoch_images(sizes), throughput[model], gpus)
+                h = gpu_job_hours(epochs, epoch_images(sizes), rate, gpus)
                 if best is None or h > best["hours"]:
                     best = {
                         "experiment": f"{d}/{p}",

@@ -148,8 +148,8 @@ def test_an_unsealed_final_or_slot_record_is_refused(tmp_path):
     trained = slot_record(trained_path)
     assert check_record(seal(trained), trained_path, record_kind="slot")["trial"] == 0
     empty = {"stage": 1, "slot": 1, "trial": None}  # rung 0 promoted one trial, into slot 0
-    empty_path = tmp_path / "m" / "stage-1" / "slot-1.json"
-    write_decision(tmp_path / "m" / "halving" / "rung-0.json", [0])
+    empty_path = tmp_path / "e" / "stage-1" / "slot-1.json"
+    write_decision(tmp_path / "e" / "halving" / "rung-0.json", [0])  # with its rung's slots
     assert check_record(seal(empty), empty_path, record_kind="slot")["trial"] is None
     for record, where in ((trained, trained_path), (empty, empty_path)):
         with pytest.raises(RecordError, match=rf"slot-\d\.json: has no {records.SEAL_KEY}"):

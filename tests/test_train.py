@@ -238,12 +238,16 @@ def test_learning_rate_warmup_and_schedules():
 
 
 def _results(run_dir, model, accuracies, num_classes=10, n_val=100, stage=0):
-    """Slot results of one stage (slot s = trial s), as the train_trial rule writes them."""
+    """Slot results of one stage (slot s = trial s), as the train_trial rule writes them; their
+    paths."""
     from trial_records import write_slot
 
+    paths = []
     for t, acc in enumerate(accuracies):
         path = run_dir / model / f"stage-{stage}" / f"slot-{t}.json"
         write_slot(path, val_accuracy=acc, num_classes=num_classes, n_val=n_val)
+        paths.append(path)
+    return paths
 
 
 def test_space_change_after_results_is_refused_then_accepted_with_amendment(tmp_path):
@@ -343,18 +347,27 @@ def test_a_model_scope_amendment_reaches_that_models_draw_only_and_covers_no_spa
 
 def test_halving_rung_results_count_as_results(tmp_path):
     """Trials stopped at a rung have results of early stages only: their space is guarded all
-    the same, and the evidence is each trial's latest (highest-stage) result."""
+    the same, and the evidence is each trial's latest (highest-stage) result. The search as its
+    producers write it: four trials, rung 0 (eta 2) promotes the best two into stage 1."""
+    from trial_records import write_slot
+
+    from imagenot.train.trials import halve, slot_trial
+
     record, exp_dir = tmp_path / "preregistration.json", tmp_path / "cifar10/st"
-    space = {"seed": 0, "budget": 2, "hyperparameters": {"lr": {"log_uniform": [0.001, 0.1]}}}
+    space = {"seed": 0, "budget": 4, "hyperparameters": {"lr": {"log_uniform": [0.001, 0.1]}}}
     wider = {**space, "hyperparameters": {"lr": {"log_uniform": [0.0001, 1.0]}}}
     register(record, "cifar10/st", space, "alexnet", [], exp_dir)
-    _results(exp_dir, "alexnet", [50.0, 60.0], stage=0)
+    stage0 = _results(exp_dir, "alexnet", [50.0, 60.0, 10.0, 10.0], stage=0)
+    rung = exp_dir / "alexnet" / "halving" / "rung-0.json"
+    assert halve(stage0, 0, 2, rung)["promoted"] == [1, 0]
     with pytest.raises(PreregistrationError, match="changed after results exist"):
         register(record, "cifar10/st", wider, "alexnet", [], exp_dir)
     amendment = [{"experiment": "cifar10/st", "model": "alexnet", "reason": "x", "scope": "space"}]
-    with pytest.raises(PreregistrationError, match="trained above chance"):
+    with pytest.raises(PreregistrationError, match=r"trial\(s\) \[0, 1\] trained above chance"):
         register(record, "cifar10/st", wider, "alexnet", amendment, exp_dir)
-    _results(exp_dir, "alexnet", [10.0, 10.0], stage=1)  # later stages: at chance
+    for slot in range(2):  # the promoted trials, at chance at the later stage
+        path = exp_dir / "alexnet" / "stage-1" / f"slot-{slot}.json"
+        write_slot(path, trial=slot_trial(slot, rung, traced=True), val_accuracy=10.0)
     assert register(record, "cifar10/st", wider, "alexnet", amendment, exp_dir)["hash"]
 
 

@@ -15,7 +15,7 @@ from trial_records import draw_run, write_decision, write_slot
 
 from imagenot.cli import main
 from imagenot.train import trials
-from imagenot.train.records import RecordError
+from imagenot.train.records import RecordError, seal
 from imagenot.train.trials import JobError
 
 # A search of four trials over a learning-rate range, halved once (two stages).
@@ -144,7 +144,7 @@ def test_a_rungs_promoted_trials_are_distinct_trials_it_ranked(tmp_path):
     decision = trials.halve(paths, 0, 2, rung)
     assert [trials.slot_trial(s, rung) for s in range(3)] == [*decision["promoted"], None]
     for promoted in ([7, 3], [3, 3], [3, 2, 1], ["3"], [-1]):
-        rung.write_text(json.dumps({**decision, "promoted": promoted}))
+        _reseal(rung, promoted=promoted)
         with pytest.raises(JobError, match=r"rung-0\.json: promoted .* is not a list of distinct"):
             trials.slot_trial(0, rung)
 
@@ -157,7 +157,7 @@ def test_a_rung_decision_without_a_key_halving_writes_is_refused(tmp_path, capsy
     decision = write_decision(rung, [3, 1], slots=2)
     assert [trials.slot_trial(s, rung) for s in range(3)] == [3, 1, None]
     del decision[key]
-    rung.write_text(json.dumps(decision))
+    rung.write_text(json.dumps(seal(decision)))
     with pytest.raises(JobError, match=rf"rung-0\.json: lacks key\(s\) {key}, which every"):
         trials.slot_trial(0, rung)
 
@@ -223,8 +223,6 @@ def _searched(root):
 
 def _reseal(path, **change) -> None:
     """Edit the record at ``path`` and seal it again, as anyone can (the digest is public)."""
-    from imagenot.train.records import seal
-
     path.write_text(json.dumps(seal({**json.loads(path.read_text()), **change})))
 
 
@@ -265,9 +263,9 @@ def test_a_slot_whose_seal_is_no_digest_is_refused(tmp_path, capsys):
     run, slots = _searched(tmp_path)
     edited = {**json.loads(slots[0].read_text()), "val_accuracy": 100.0}
     del edited["record_sha256"]
-    for seal, shown in [(None, "None"), ("sealed", "'sealed'"), (0, "0"), ("", "''"),
+    for mark, shown in [(None, "None"), ("sealed", "'sealed'"), (0, "0"), ("", "''"),
                         ("A" * 64, f"'{'A' * 36}...")]:  # fmt: skip
-        slots[0].write_text(json.dumps({**edited, "record_sha256": seal}))
+        slots[0].write_text(json.dumps({**edited, "record_sha256": mark}))
         _refused(capsys, run, slots, slots[0], f"its record_sha256 is {shown}, not a sha256 digest")
     slots[0].write_text(json.dumps(edited))
     _refused(capsys, run, slots, slots[0], "has no record_sha256")
@@ -334,8 +332,6 @@ def test_a_trials_table_the_space_could_not_have_drawn_is_refused(tmp_path, caps
 def test_a_selection_resealed_with_another_result_is_refused(tmp_path):
     """The selection copies the winner's slot result: a copy resealed with another accuracy is
     not that result."""
-    from imagenot.train.records import seal
-
     run, _ = _searched(tmp_path)
     path = run / "selection.json"
     chosen = json.loads(path.read_text())
@@ -349,3 +345,84 @@ def test_a_selection_resealed_with_another_result_is_refused(tmp_path):
         RecordError, match=r"selection\.json \(its result\): records hyperparameter"
     ):
         trials.read_selection(path)
+
+
+# ---------------------------------------------------------------------------- rung decisions
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"record_sha256": None}, "its record_sha256 is None, not a sha256 digest"),
+        ({"record_sha256": "sealed"}, "its record_sha256 is 'sealed', not a sha256 digest"),
+        ({"record_sha256": "A" * 64}, "not a sha256 digest"),
+        (None, "has no record_sha256"),
+    ],
+)
+def test_a_rung_decision_whose_seal_is_no_digest_is_refused(tmp_path, capsys, change, words):
+    """An edited promotion under a seal that is not a digest (or none) would train another
+    trial: the rung's decision is refused wherever it is read (the training job's promotion,
+    the halving and selection that trace a slot's trial to it)."""
+    run, slots = _searched(tmp_path)
+    rung = run / "halving" / "rung-0.json"
+    assert trials.check_decision(rung)["promoted"] == [1, 3]  # the healthy run's
+    edited = {**json.loads(rung.read_text()), "promoted": [0, 3]}
+    if change is None:
+        del edited["record_sha256"]
+    rung.write_text(json.dumps({**edited, **(change or {})}))
+    with pytest.raises(RecordError, match=re.escape(words)):
+        trials.slot_trial(0, rung)
+    _refused(capsys, run, slots, slots[4], words, where=rung)
+
+
+def test_a_resealed_rung_decision_its_slots_do_not_give_is_refused(tmp_path, capsys):
+    """A seal catches damage, not forgery: a decision resealed to promote a trial its rung did
+    not rank first (the stage-1 slot resealed to agree), to promote in another order, or to
+    halve by another eta, is not what halving computes from the rung's own slots."""
+    run, slots = _searched(tmp_path)
+    rung = run / "halving" / "rung-0.json"
+    healthy = {p: p.read_text() for p in [rung, *slots]}
+    table = trials.read_trials(run / "trials.parquet")
+    dropped = json.loads(healthy[slots[0]])  # trial 0 at 50 %: ranked third, dropped
+    planted = [
+        ({"promoted": [0, 3]}, {"trial": 0, "hyperparameters": dropped["hyperparameters"],
+                                "seed": table[0]["seed"]},
+         "records promoted [0, 3], but the 4 slot results of stage 0 give promoted [1, 3]"),
+        ({"promoted": [3, 1]}, None, "but the 4 slot results of stage 0 give promoted [1, 3]"),
+        ({"eta": 4, "slots": 1, "promoted": [1]}, None,
+         "records eta 4, but the registered search halves with eta 2"),
+        ({"val_accuracy": {"0": 50.0, "1": 100.0, "2": 25.0, "3": 99.0}}, None,
+         "records val_accuracy"),
+    ]  # fmt: skip
+    for decision, slot, words in planted:
+        for path, text in healthy.items():
+            path.write_text(text)
+        _reseal(rung, **decision)
+        if slot is not None:
+            _reseal(slots[4], **slot)
+        with pytest.raises(RecordError, match=re.escape(words)):
+            trials.check_decision(rung)
+        _refused(capsys, run, slots, slots[4], words, where=rung)
+    for path, text in healthy.items():  # the run as written reads again
+        path.write_text(text)
+    assert trials.read_selection(run / "selection.json")["trial"] == 3
+
+
+def test_a_rung_decision_is_sealed_and_recomputed_from_its_own_slots(tmp_path):
+    """What halving writes is sealed and is what its slots give; a decision whose rung lacks a
+    slot result, or whose earlier rung lacks its decision, cannot be traced."""
+    from imagenot.train.records import is_sealed
+
+    run, slots = _searched(tmp_path)
+    rung = run / "halving" / "rung-0.json"
+    assert is_sealed(json.loads(rung.read_text()))
+    assert trials.check_decision(rung) == json.loads(rung.read_text())
+    slots[3].rename(slots[3].with_suffix(".bak"))
+    with pytest.raises(RecordError, match=r"rung-0\.json: the slot result .*slot-3\.json of the"):
+        trials.check_decision(rung)
+    slots[3].with_suffix(".bak").rename(slots[3])
+    later = run / "halving" / "rung-1.json"
+    later.write_text(json.dumps(seal({**json.loads(rung.read_text()), "rung": 1})))
+    rung.unlink()
+    with pytest.raises(RecordError, match=r"rung-1\.json: a decision of rung 1, but the rung"):
+        trials.check_decision(later)

@@ -7,6 +7,7 @@ sealed), its run's trials table (drawn from the registered space where one is re
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from pathlib import Path
 
@@ -119,8 +120,35 @@ def promote(path: Path, slot: int, trial: int) -> None:
 
 
 def write_decision(path: Path, promoted: list, **fields) -> dict:
-    """A rung's decision promoting ``promoted`` (every promoted trial ranked), ``fields``
-    overriding the rest; written at ``path``."""
+    """A rung's decision promoting ``promoted``, sealed, written at ``path``; returned as
+    written.
+
+    Where the decision lies in a run's folder (``{run}/halving/rung-{k}.json``) that holds no
+    trials table and no slot of its rung yet, whose trials can be drawn (:func:`_drawable`), and ``fields`` set no more than ``slots`` and
+    ``eta`` (whole numbers that a halving can give), the run is written as its producers write it (:func:`write_rung`): the rung's slot
+    results, the trials they train, the rungs before it, and the decision by ``train-halve``
+    itself, so that it is what a reader recomputes from its rung's slots. Otherwise (a planted
+    decision, a stand-in run): the keys ``train-halve`` writes, every promoted trial ranked,
+    ``fields`` overriding them, sealed as anyone can seal (the digest is public)."""
+    from imagenot.train.records import path_identity, seal
+    from imagenot.train.trials import DECISION_PATTERN
+
+    path = Path(path)
+    found = path_identity(path, DECISION_PATTERN)
+    run = path.parent.parent
+    counts = [*promoted, *fields.values()]
+    slots = fields.get("slots", max(len(promoted), 1))
+    if (
+        found is not None
+        and set(fields) <= {"slots", "eta"}
+        and all(type(v) is int and v >= 0 for v in counts)
+        and len(set(promoted)) == len(promoted) <= slots
+        and fields.get("eta", 2) >= 2
+        and not (run / "trials.parquet").exists()
+        and not any(run.glob(f"stage-{found['rung']}/slot-*.json"))
+        and _drawable(run / "trials.parquet")
+    ):
+        return write_rung(path, promoted, **fields)
     decision = {
         "rung": 0,
         "eta": 2,
@@ -129,6 +157,54 @@ def write_decision(path: Path, promoted: list, **fields) -> dict:
         "promoted": promoted,
         **fields,
     }
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(decision))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sealed = seal(decision)
+    path.write_text(json.dumps(sealed))
+    return sealed
+
+
+def _drawable(table: Path) -> bool:
+    """Whether the trials table at ``table`` can be written (:func:`trials_table`): outside the
+    workflow's layout, or in it beside a preregistration record that registers its search."""
+    from imagenot.train.trials import JobError
+
+    try:
+        registered_search(table)
+    except JobError:
+        return False
+    return True
+
+
+def write_rung(path: Path, promoted: list, slots: int | None = None, eta: int = 2) -> dict:
+    """Rung ``k``'s decision at ``path`` (``{run}/halving/rung-{k}.json``) promoting
+    ``promoted`` into ``slots`` slots, written by ``train-halve`` (:func:`trials.halve`) over
+    slot results its producer writes: stage ``k``'s fewest slots that ``eta`` halves to
+    ``slots``, the promoted trials alive and ranked in their order, every other trial ended by
+    early stopping; at stage 0 slot ``s`` trains trial ``s``, at a later stage the trials the
+    rung before promoted (written so in turn). The decision as written."""
+    from imagenot.train import trials
+
+    path = Path(path)
+    rung, run = int(path.stem.removeprefix("rung-")), path.parent.parent
+    slots = max(len(promoted), 1) if slots is None else slots
+    assert len(set(promoted)) == len(promoted) <= slots, (promoted, slots)
+    least = max([len(promoted), 1, *((t + 1 for t in promoted) if rung == 0 else ())])
+    count = next(n for n in itertools.count(least) if search.promoted_count(n, eta) >= slots)
+    assert search.promoted_count(count, eta) == slots, (promoted, slots, eta)
+    if rung == 0:
+        stage = list(range(count))
+    else:
+        others = (t for t in itertools.count() if t not in promoted)
+        stage = [*promoted, *itertools.islice(others, count - len(promoted))]
+        write_rung(run / "halving" / f"rung-{rung - 1}.json", stage, count, eta)
+    results = []
+    for k, trial in enumerate(stage):
+        rank = promoted.index(trial) if trial in promoted else None
+        result = run / f"stage-{rung}" / f"slot-{k}.json"
+        ended = {"val_accuracy": 10.0, "stopped_by": "early_stopping"}
+        alive = {"val_accuracy": 90.0 - rank} if rank is not None else ended
+        write_slot(result, trial=trial, stage=rung, **alive)
+        results.append(result)
+    decision = trials.halve(results, rung, eta, path)
+    assert decision["promoted"] == list(promoted), (decision, promoted)
     return decision

@@ -7,6 +7,7 @@ rung drops, and after selection the weights of every trial but the selected one.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -172,14 +173,20 @@ def _count(value) -> bool:
 
 
 def read_decision(path: Path) -> dict:
-    """A rung's decision (:func:`halve`), checked: it holds every key halve writes, its counts
-    are whole numbers, its ranking maps trials to accuracies and its rung is its path's
-    (``halving/rung-{rung}.json``, wherever it lies); a missing or malformed key is a JobError
-    naming the file and the key (a decision is never read leniently: a missing ranking or slot
-    count would let any promoted list through)."""
+    """A rung's decision (:func:`halve`), checked for its seal and its shape: its seal is the
+    digest of its contents (:func:`imagenot.train.records.check_seal`; absent or not a digest:
+    refused, :func:`~imagenot.train.records.check_unsealed`), it holds every key halve writes,
+    its counts are whole numbers, its ranking maps trials to accuracies and its rung is its
+    path's (``halving/rung-{rung}.json``, wherever it lies); a missing or malformed key is an
+    error naming the file and the key (a decision is never read leniently: a missing ranking or
+    slot count would let any promoted list through). Whether its producer could have written
+    it (the promotion its rung's own slots give) is :func:`check_decision`'s."""
+    from imagenot.train.records import check_seal, check_unsealed, is_percent, path_identity
+
     decision = read_json(path)
     if not isinstance(decision, dict):
         raise JobError(f"{path}: not a rung decision (a {type(decision).__name__}); {_AGAIN}")
+    check_seal(decision, path)  # first: an edited promotion is said to be an edit
     missing = [k for k in DECISION_KEYS if k not in decision]
     if missing:
         raise JobError(
@@ -188,8 +195,6 @@ def read_decision(path: Path) -> dict:
     for key in ("rung", "eta", "slots"):
         if not _count(decision[key]):
             raise JobError(f"{path}: {key} is {decision[key]!r}, not a whole number; {_AGAIN}")
-    from imagenot.train.records import is_percent, path_identity
-
     ranked = decision["val_accuracy"]
     if not isinstance(ranked, dict) or not all(
         str(t).isdigit() and (is_percent(a) or a == -1.0) for t, a in ranked.items()
@@ -197,23 +202,137 @@ def read_decision(path: Path) -> dict:
         raise JobError(
             f"{path}: val_accuracy is {ranked!r}, not a map of trials to accuracies; {_AGAIN}"
         )
-    found = path_identity(path, DECISION[DECISION.index("halving/") :])
+    found = path_identity(path, DECISION_PATTERN)
     if found is not None and found["rung"] != str(decision["rung"]):
         raise JobError(
             f"{path}: records rung {decision['rung']!r}, but its path says rung "
             f"{found['rung']!r}: a rung's decision is used only under its own path; {_AGAIN}"
         )
+    check_unsealed(decision, path)  # a wrong key or rung is named first
     return decision
 
 
-def slot_trial(slot: int, promoted: Path | None) -> int | None:
+# What says which rung a decision belongs to: the decision layout's tail, in the workflow's
+# results folder or wherever a copy of the run's folder lies (its slots beside it).
+DECISION_PATTERN = DECISION[DECISION.index("halving/") :]
+
+
+def decide(records: Sequence[Mapping], rung: int, eta: int) -> dict:
+    """A rung's decision from the slot results of its stage (``records``, one per slot, empty
+    slots included): how many slots the next stage has (ceil(n / eta)), every trained trial's
+    validation accuracy, and the trials promoted into those slots in rank order. Only trials
+    still training compete (one that ended by early stopping has nothing left to train, yet
+    stays a candidate for selection; one that diverged is the worst result at its rung and is
+    never promoted). What :func:`halve` writes and :func:`check_decision` recomputes."""
+    rows = [row for row in records if row["trial"] is not None]
+    slots = search.promoted_count(len(records), eta)
+    alive = {r["trial"]: r["val_accuracy"] for r in rows if r["stopped_by"] is None}
+    return {
+        "rung": rung,
+        "eta": eta,
+        "slots": slots,
+        "val_accuracy": {r["trial"]: r["val_accuracy"] for r in rows},
+        "promoted": search.promote(alive, eta, min(slots, len(alive))),
+    }
+
+
+# Decisions checked in this process, by the state of their run's files (path, inode, size,
+# mtime of every decision, slot result and trials table): each rung is recomputed once however
+# many slots of the next stage trace their trial to it, and again when any file changes.
+_CHECKED: dict[tuple, dict] = {}
+
+
+def _run_state(run_dir: Path) -> tuple:
+    files = [run_dir / "trials.parquet", *run_dir.glob("halving/rung-*.json")]
+    files += run_dir.glob("stage-*/slot-*.json")
+    state = []
+    for path in sorted(files):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        state.append((str(path), st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(state)
+
+
+def check_decision(path: Path) -> dict:
+    """A rung's decision, checked (:func:`read_decision`) and, where it lies in a run's folder
+    (``{run}/halving/rung-{rung}.json``), checked against what its producer computes from its
+    rung's own slots: the stage's slot results (``{run}/stage-{rung}/slot-{k}.json``, one per
+    slot: the trials table's trials at rung 0, the previous rung's ``slots`` after it), each
+    read with every check of a slot result (its trial traced to the previous rung in turn),
+    give this very decision (:func:`decide`) under its ``eta``, which is the registered
+    space's. A seal catches damage; this catches a decision resealed to promote another trial.
+    A failed check is a RecordError naming the file. A decision outside a run's folder (a path
+    of another form) is checked for its seal and shape alone."""
+    from imagenot.train.paths import SLOT, TRIALS
+    from imagenot.train.records import REFUSED, SEAL_KEY, RecordError, path_identity
+
+    path = Path(path)
+    decision = read_decision(path)
+    found = path_identity(path, DECISION_PATTERN)
+    if found is None:
+        return decision
+    run_dir, rung = path.parent.parent, decision["rung"]
+    key = (str(path.resolve()), _run_state(run_dir))
+    if key in _CHECKED:
+        return _CHECKED[key]
+    table = _in_run(run_dir, TRIALS)
+    if rung == 0:
+        if not table.is_file():
+            raise RecordError(
+                f"{path}: its run has no trials table ({table}), so the slots it ranks cannot "
+                f"be traced; {REFUSED}"
+            )
+        count = len(read_trials(table))
+    else:
+        before = _in_run(run_dir, DECISION, rung=rung - 1)
+        if not before.is_file():
+            raise RecordError(
+                f"{path}: a decision of rung {rung}, but the rung before it has no decision "
+                f"({before}), so the slots it ranks cannot be traced; {REFUSED}"
+            )
+        count = check_decision(before)["slots"]
+    registered = registered_search(table) if table.is_file() else None
+    eta = registered[2].get("halving", {}).get("eta") if registered else None
+    if eta is not None and decision["eta"] != eta:
+        raise RecordError(
+            f"{path}: records eta {decision['eta']!r}, but the registered search halves with "
+            f"eta {eta!r}: its producer could not have written it; {REFUSED}"
+        )
+    if decision["eta"] < 1:
+        raise RecordError(f"{path}: eta is {decision['eta']!r}, not at least 1; {REFUSED}")
+    slots = [_in_run(run_dir, SLOT, stage=rung, slot=k) for k in range(count)]
+    absent = [p for p in slots if not p.is_file()]
+    if absent:
+        raise RecordError(
+            f"{path}: the slot result {absent[0]} of the rung it decides is missing, so its "
+            f"promotion cannot be traced; {REFUSED}"
+        )
+    # as it reads back from JSON (the ranking's trials as text), without the seal
+    expected = json.loads(json.dumps(decide([_read(p) for p in slots], rung, decision["eta"])))
+    written = {k: v for k, v in decision.items() if k != SEAL_KEY}
+    if expected != written:
+        differs = [k for k in DECISION_KEYS if expected[k] != written.get(k)]
+        shown = ", ".join(f"{k} {written.get(k)!r}" for k in differs)
+        what = ", ".join(f"{k} {expected[k]!r}" for k in differs)
+        raise RecordError(
+            f"{path}: records {shown}, but the {count} slot results of stage {rung} give "
+            f"{what}: its producer could not have written it; {REFUSED}"
+        )
+    _CHECKED[key] = decision
+    return decision
+
+
+def slot_trial(slot: int, promoted: Path | None, *, traced: bool = False) -> int | None:
     """The trial a slot trains: the slot itself at stage 0, else the slot-th trial the previous
     rung promoted (None: fewer trials were left to promote than slots). The rung's decision is
-    checked (:func:`read_decision`): its promoted trials are distinct trials it ranked, no more
+    checked (:func:`read_decision`: its seal and shape; ``traced``: also against its rung's
+    slots, :func:`check_decision`): its promoted trials are distinct trials it ranked, no more
     than its slots."""
     if promoted is None:
         return slot
-    decision = read_decision(promoted)
+    decision = check_decision(promoted) if traced else read_decision(promoted)
     chosen = decision["promoted"]
     ranked = {str(t) for t in decision["val_accuracy"]}
     if (
@@ -256,7 +375,7 @@ def check_slot_provenance(record: Mapping, where, run_dir: Path) -> None:
             f"{where}: a slot of stage {stage}, but the rung that promotes into it has no "
             f"decision ({decision}), so its trial cannot be traced; {REFUSED}"
         )
-    expected = slot_trial(slot, decision)
+    expected = slot_trial(slot, decision, traced=True)
     if trial != expected:
         by = f"{decision} promoted {expected!r}" if decision else f"stage 0 trains trial {slot}"
         raise RecordError(
@@ -377,13 +496,12 @@ def _read(path: Path) -> dict:
 
 
 def halve(results: Sequence[Path], rung: int, eta: int, out: Path) -> dict:
-    """The trials promoted past a rung, in rank order, one per slot of the next stage.
+    """The trials promoted past a rung, in rank order, one per slot of the next stage
+    (:func:`decide`), written sealed (:func:`imagenot.train.records.seal`), as every record a
+    later job reads. The trials not promoted end here: their checkpoints and best weights are
+    deleted."""
+    from imagenot.train.records import seal
 
-    Only trials still training compete (one that ended by early stopping has nothing left to
-    train, yet stays a candidate for selection; one that diverged is the worst result at its
-    rung and is never promoted). The trials not promoted end here: their checkpoints and best
-    weights are deleted.
-    """
     records = [_read(path) for path in results]
     for path, record in zip(results, records, strict=True):
         if record["stage"] != rung:  # the rule hands the rung's own stage; a typed command may not
@@ -391,23 +509,15 @@ def halve(results: Sequence[Path], rung: int, eta: int, out: Path) -> dict:
                 f"{path}: a result of stage {record['stage']!r}, handed to rung {rung}'s "
                 f"halving: a rung ranks the slots of its own stage (stage-{rung})"
             )
-    rows = [row for row in records if row["trial"] is not None]
-    slots = search.promoted_count(len(results), eta)
-    alive = {r["trial"]: r["val_accuracy"] for r in rows if r["stopped_by"] is None}
-    promoted = search.promote(alive, eta, min(slots, len(alive)))
+    decision = decide(records, rung, eta)
     if results:
         run = Path(results[0]).parent.parent
-        for trial in set(alive) - set(promoted):
+        alive = {r["trial"] for r in records if r["trial"] is not None and r["stopped_by"] is None}
+        for trial in alive - set(decision["promoted"]):
             _drop(run, trial, CHECKPOINT, PREVIOUS_CHECKPOINT, BEST)
-    decision = {
-        "rung": rung,
-        "eta": eta,
-        "slots": slots,
-        "val_accuracy": {r["trial"]: r["val_accuracy"] for r in rows},
-        "promoted": promoted,
-    }
-    write_json(decision, out)
-    return decision
+    sealed = seal(decision)
+    write_json(sealed, out)
+    return sealed
 
 
 def select(results: Sequence[Path], out: Path) -> dict:

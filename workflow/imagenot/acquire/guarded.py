@@ -208,10 +208,13 @@ class _WatchedPool(multiprocessing.pool.Pool):
         super().__init__(*args, **kwargs)
 
     def failed_worker(self) -> tuple[str, int] | None:
-        """(name, exit code) of a worker that ended with an error, or None."""
-        for worker in self.workers:
+        """(name, exit code) of a worker that ended with an error, or None; workers that ended
+        well are forgotten here too (a long download starts thousands)."""
+        for worker in list(self.workers):
             code = worker.exitcode
-            if code not in (None, 0):
+            if code == 0:
+                self.workers.remove(worker)
+            elif code is not None:
                 return worker.name, code
         return None
 

@@ -133,7 +133,7 @@ def copied_without_times(workdir: str | os.PathLike = ".") -> str | None:
 @dataclass(frozen=True)
 class Restamped:
     """What :func:`restamp` did: outputs set back to their recorded time, outputs that carried
-    it already, recorded outputs no longer on disk (temporary ones)."""
+    it already, recorded outputs not on disk (temporary ones, removed after use)."""
 
     set_back: int
     unchanged: int

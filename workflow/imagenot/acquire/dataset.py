@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from imagenot import job_usage
+from imagenot.acquire import splits
 from imagenot.dataset import (
     CLASSES_FILE,
     FINGERPRINT_FILE,
@@ -377,16 +378,13 @@ def gather_parts(
 ) -> Path:
     """Write a dataset's manifest, classes.txt and fingerprint.txt from its part manifests.
 
-    Row order: by ``order`` where the parts carry it (the LAION build plans every row's place);
-    otherwise (adapters, parts in class order) an image stored in two splits is kept in one
-    (:func:`drop_cross_split_duplicates`), then training rows in the seeded permutation
-    ``default_rng([seed, 1])`` of their concatenated order, then validation, then test rows
-    in concatenated order; this is the order a single job writes. Tars under ``shards/`` that
-    no part names (left by a run with other parts) are removed.
-
-    Parts that carry ``order`` are gathered streamed (:func:`_gather_ordered`): the LAION
-    datasets' gather is a local job over the whole dataset (2 M rows in the paper), so it holds
-    one part and one window of the manifest at a time, not the manifest.
+    Row order: by ``order`` where the parts carry it (the LAION build plans every row's place),
+    gathered streamed (:func:`_gather_ordered`: the paper's 2 M rows in one local job, one part
+    and one window of the manifest held at a time). Otherwise (adapters, parts in class order)
+    an image stored in two splits is kept in one (:func:`splits.drop_cross_split_duplicates`),
+    then training rows in the seeded permutation ``default_rng([seed, 1])`` of their
+    concatenated order, then validation, then test rows: the order a single job writes. Tars
+    under ``shards/`` that no part names (left by a run with other parts) are removed.
     """
     out_dir = Path(out_dir)
     if not part_manifests:
@@ -397,10 +395,7 @@ def gather_parts(
     if all(ORDER in open_parquet(p).schema_arrow.names for p in part_manifests):
         return _gather_ordered(out_dir, [Path(p) for p in part_manifests])
     tables, classes = [], None
-    for path in part_manifests:
-        path = Path(path)
-        if not path.is_file():
-            raise DatasetError(f"{path}: part manifest not found (its job has not finished)")
+    for path in map(Path, part_manifests):
         table = read_parquet(path)
         part_classes = _part_meta(table, path)["classes"]
         if classes is None:
@@ -418,7 +413,7 @@ def gather_parts(
     if ORDER in table.column_names:
         table = table.take(pc.sort_indices(table, [(ORDER, "ascending")])).drop_columns([ORDER])
     else:
-        table = drop_cross_split_duplicates(table, out_dir)
+        table = splits.drop_cross_split_duplicates(table, out_dir, log)
         split = table["split"]
         train = np.flatnonzero(pc.equal(split, "train").to_numpy(zero_copy_only=False))
         train = train[np.random.default_rng([seed, 1]).permutation(len(train))]
@@ -429,55 +424,6 @@ def gather_parts(
         table = table.take(pa.array(np.concatenate([train, *rest]), pa.int64()))
     _remove_unreferenced(out_dir, table)
     return _write_index(out_dir, table.combine_chunks(), classes)
-
-
-KEEP_FIRST = ("test", "val", "train")  # which split keeps an image stored in two
-
-
-def drop_cross_split_duplicates(table: pa.Table, where: str | os.PathLike) -> pa.Table:
-    """``table`` (manifest rows) without the rows whose stored image (``sha256``) another
-    split also holds: each such image stays in the first split of :data:`KEEP_FIRST` that
-    holds it (an official test split stays whole). The rows dropped are counted by split in
-    the log (naming the first pair); their bytes stay in the shards, unreferenced.
-
-    Why: byte-identical files (a copy of a photo under another name or in another class
-    folder; the same picture in a dataset's official train and test files) are split apart
-    like any two images, and a model would be tested on images it was trained on. Identical
-    source files give identical stored images, so the stored image's sha256 finds every such
-    pair; the range jobs split classes apart, so only the gather sees them all. Images held
-    twice within one split are left as they are. (LAION-built datasets drop exact duplicates
-    across the whole dataset when the fill plans them: :mod:`imagenot.acquire.build`.)
-    """
-    if table.num_rows == 0:
-        return table
-    codes = table["sha256"].combine_chunks().dictionary_encode()
-    image = codes.indices.to_numpy(zero_copy_only=False)  # one number per distinct image
-    rank = pc.index_in(table["split"], value_set=pa.array(KEEP_FIRST)).to_numpy(
-        zero_copy_only=False
-    )
-    best = np.full(len(codes.dictionary), len(KEEP_FIRST))
-    np.minimum.at(best, image, rank)
-    keep = rank == best[image]
-    if keep.all():
-        return table
-    dropped = np.flatnonzero(~keep)
-    counts = np.bincount(rank[dropped], minlength=len(KEEP_FIRST))
-    row = int(dropped[0])
-    twin = int(np.flatnonzero((image == image[row]) & keep)[0])
-    keys, splits = table["key"], table["split"]
-    log.warning(
-        "%s: %d image(s) also stored in another split, kept in %s only (dropped: %s; first: "
-        "%s (%s) is the same image as %s (%s))",
-        where,
-        len(dropped),
-        " before ".join(KEEP_FIRST),
-        ", ".join(f"{s} {n}" for s, n in zip(KEEP_FIRST, counts, strict=True) if n),
-        keys[row].as_py(),
-        splits[row].as_py(),
-        keys[twin].as_py(),
-        splits[twin].as_py(),
-    )
-    return table.filter(pa.array(keep))
 
 
 GATHER_WINDOW_ROWS = 1 << 18  # manifest rows held at once by the streamed gather (~50 MB)

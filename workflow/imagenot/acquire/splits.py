@@ -9,10 +9,14 @@ one job. The LAION build draws its splits from the same per-class generator
 
 from __future__ import annotations
 
+import logging
+import os
 import zlib
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 if TYPE_CHECKING:
     from imagenot.acquire.adapters import Item
@@ -60,3 +64,54 @@ def group_by_class(items: list[Item]) -> dict[str, list[Item]]:
     for it in items:
         by_class.setdefault(it.cls, []).append(it)
     return by_class
+
+
+KEEP_FIRST = ("test", "val", "train")  # which split keeps an image stored in two
+
+
+def drop_cross_split_duplicates(
+    table: pa.Table, where: str | os.PathLike, log: logging.Logger
+) -> pa.Table:
+    """``table`` (manifest rows) without the rows whose stored image (``sha256``) another
+    split also holds: each such image stays in the first split of :data:`KEEP_FIRST` that
+    holds it (an official test split stays whole). The rows dropped are counted by split in
+    ``log`` (naming the first pair); their bytes stay in the shards, unreferenced.
+
+    Why: byte-identical files (a copy of a photo under another name or in another class
+    folder; the same picture in a dataset's official train and test files) are split apart
+    like any two images, and a model would be tested on images it was trained on. Identical
+    source files give identical stored images, so the stored image's sha256 finds every such
+    pair; the range jobs split classes apart, so only the gather sees them all. Images held
+    twice within one split are left as they are. (LAION-built datasets drop exact duplicates
+    across the whole dataset when the fill plans them: :mod:`imagenot.acquire.build`.)
+    """
+    if table.num_rows == 0:
+        return table
+    codes = table["sha256"].combine_chunks().dictionary_encode()
+    image = codes.indices.to_numpy(zero_copy_only=False)  # one number per distinct image
+    rank = pc.index_in(table["split"], value_set=pa.array(KEEP_FIRST)).to_numpy(
+        zero_copy_only=False
+    )
+    best = np.full(len(codes.dictionary), len(KEEP_FIRST))
+    np.minimum.at(best, image, rank)
+    keep = rank == best[image]
+    if keep.all():
+        return table
+    dropped = np.flatnonzero(~keep)
+    counts = np.bincount(rank[dropped], minlength=len(KEEP_FIRST))
+    row = int(dropped[0])
+    twin = int(np.flatnonzero((image == image[row]) & keep)[0])
+    keys, names = table["key"], table["split"]
+    log.warning(
+        "%s: %d image(s) also stored in another split, kept in %s only (dropped: %s; first: "
+        "%s (%s) is the same image as %s (%s))",
+        where,
+        len(dropped),
+        " before ".join(KEEP_FIRST),
+        ", ".join(f"{s} {n}" for s, n in zip(KEEP_FIRST, counts, strict=True) if n),
+        keys[row].as_py(),
+        names[row].as_py(),
+        keys[twin].as_py(),
+        names[twin].as_py(),
+    )
+    return table.filter(pa.array(keep))

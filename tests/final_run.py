@@ -28,7 +28,12 @@ def write_final_run(
     **extra,
 ) -> Path:
     """Write ``model`` (an nn.Module, or None to leave the weights as they are) and its sealed
-    record; return the run's folder."""
+    record; return the run's folder. A trained run (``extra`` has no ``source: published``)
+    records the trial its run's selection selected, with its hyperparameters, as
+    ``train-final`` does: the selection is written beside the run when missing
+    (:func:`trial_records.selected`)."""
+    from trial_records import selected
+
     from imagenot.train.checkpoints import save_weights
 
     run = dict(dataset=dataset, protocol=protocol, model=name, seed=seed)
@@ -43,8 +48,10 @@ def write_final_run(
         "dataset_fingerprint": fingerprint,
         "chance_accuracy": 100.0 / num_classes,
         "weights_sha256": sha256_file(folder / "model.safetensors"),
-        **extra,
     }
+    if extra.get("source") != "published":
+        record |= selected(folder.parents[1], name)
+    record |= extra
     write_final(FinalRecord.of(record), folder / "result.json")
     return folder
 

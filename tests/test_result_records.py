@@ -7,6 +7,7 @@ Each planted case ends in one line naming the file and the key, no traceback."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from final_run import write_final_run, write_toy_dataset
-from trial_records import slot_record, write_decision, write_slot
+from trial_records import selected, slot_record, write_decision, write_slot
 
 from imagenot.cli import main
 from imagenot.evaluate.paths import PER_IMAGE, ROBUSTNESS
@@ -26,6 +27,14 @@ from imagenot.train.paths import FINAL_DIR
 from imagenot.train.records import RecordError, check_record, seal, write_record
 
 RUN = {"dataset": "toy", "protocol": "st", "model": "resnet_mini", "seed": 0}
+# What a trained final run records of its trial outside a run's folder (no selection beside it)
+TRIAL = selected(None)
+
+
+def _trained(root: Path, run: dict = RUN) -> dict:
+    """What a trained final run of ``run`` under ``root`` records of its trial: its run's
+    selection's (written beside it when missing)."""
+    return selected((root / FINAL_DIR.format(**run)).parents[1], run["model"])
 
 
 def _model(seed: int = 0):
@@ -78,7 +87,7 @@ def test_a_sealed_record_reads_back_and_an_edit_is_refused(tmp_path):
     path = tmp_path / "results/train/toy/st/resnet_mini/final/seed-0/result.json"
     record = {**RUN, "num_classes": 3, "image_size": 32, "dataset_fingerprint": "a" * 64,
               "weights_sha256": "b" * 64, "val_accuracy": 50.0, "n_val": 6,
-              "chance_accuracy": 100 / 3, "path": Path("x")}  # fmt: skip
+              "chance_accuracy": 100 / 3, "path": Path("x"), **_trained(tmp_path)}  # fmt: skip
     written = write_record(record, path)
     assert records.is_sealed(written) and written["path"] == "x"  # as JSON holds it
     assert records.read_record(path) == written
@@ -93,11 +102,10 @@ def test_a_final_record_is_typed_and_reads_back_as_written(tmp_path):
     from imagenot.io import write_json
 
     keys = {**RUN, "num_classes": 10, "image_size": 32, "dataset_fingerprint": "a" * 64,
-            "weights_sha256": "b" * 64, "chance_accuracy": 10.0,
-            "hyperparameters": {"lr": 0.1}}  # fmt: skip
+            "weights_sha256": "b" * 64, "chance_accuracy": 10.0, **_trained(tmp_path)}  # fmt: skip
     record = records.FinalRecord.of(keys)
     assert (record.model, record.seed, record.chance_accuracy) == ("resnet_mini", 0, 10.0)
-    assert record.details == {"hyperparameters": {"lr": 0.1}} and record.val_accuracy is None
+    assert record.details == _trained(tmp_path) and record.val_accuracy is None
     assert dict(record) == keys == record.as_json()  # an absent optional field stays absent
     path = tmp_path / FINAL_DIR.format(**RUN) / "result.json"
     written = records.write_final(record, path)
@@ -123,7 +131,7 @@ def test_the_producer_logs_the_digest_of_the_record_it_wrote(tmp_path, caplog):
     writing logs none."""
     keys = {**RUN, "num_classes": 10, "image_size": 32, "dataset_fingerprint": "a" * 64,
             "weights_sha256": "b" * 64, "chance_accuracy": 10.0, "val_accuracy": 55.0,
-            "n_val": 200}  # fmt: skip
+            "n_val": 200, **_trained(tmp_path)}  # fmt: skip
     path = tmp_path / FINAL_DIR.format(**RUN) / "result.json"
     caplog.set_level("INFO", logger="imagenot.train.records")
     written = records.write_final(records.FinalRecord.of(keys), path)
@@ -139,7 +147,7 @@ def test_an_unsealed_final_or_slot_record_is_refused(tmp_path):
     """Every result record the workflow writes is sealed (a final run's, a trained slot's, an
     empty slot's): one without a seal is refused, naming the file, wherever it is read."""
     keys = {**RUN, "num_classes": 10, "image_size": 32, "dataset_fingerprint": "a" * 64,
-            "weights_sha256": "b" * 64, "chance_accuracy": 10.0}  # fmt: skip
+            "weights_sha256": "b" * 64, "chance_accuracy": 10.0, **_trained(tmp_path)}  # fmt: skip
     path = tmp_path / FINAL_DIR.format(**RUN) / "result.json"
     check_record(seal(keys), path)
     with pytest.raises(RecordError, match=rf"result\.json: has no {records.SEAL_KEY}, so it was"):
@@ -203,7 +211,7 @@ def test_a_slot_record_without_a_key_the_workflow_writes_is_refused(tmp_path, ke
 def test_numbers_out_of_their_range_are_refused_even_when_sealed(tmp_path, key, value):
     """A producer that re-seals (or a bug) cannot make a number out of its range readable."""
     base = {**RUN, "num_classes": 3, "image_size": 32, "dataset_fingerprint": "a" * 64,
-            "weights_sha256": "b" * 64, "chance_accuracy": 100 / 3}  # fmt: skip
+            "weights_sha256": "b" * 64, "chance_accuracy": 100 / 3, **TRIAL}  # fmt: skip
     resealed = seal({**base, key: value})
     with pytest.raises(RecordError, match=rf"result\.json: {key} is "):
         check_record(resealed, tmp_path / "result.json")
@@ -226,7 +234,7 @@ def test_numbers_out_of_their_range_are_refused_even_when_sealed(tmp_path, key, 
 def test_an_accuracy_its_image_count_cannot_give_is_refused(tmp_path, counts, refused):
     """The toolbox's check of a table's rows (imagenot.counts), applied to a record's."""
     base = {**RUN, "num_classes": 3, "image_size": 32, "dataset_fingerprint": "a" * 64,
-            "weights_sha256": "b" * 64, "chance_accuracy": 100 / 3}  # fmt: skip
+            "weights_sha256": "b" * 64, "chance_accuracy": 100 / 3, **TRIAL}  # fmt: skip
     path = tmp_path / "result.json"
     if refused is None:
         check_record(seal({**base, **counts}), path)
@@ -241,7 +249,7 @@ def test_an_accuracy_its_image_count_cannot_give_is_refused(tmp_path, counts, re
 def test_the_record_of_another_run_is_refused_naming_both_paths(tmp_path):
     """A final run's folder copied from protocol st into ft-other's path."""
     record = seal({**RUN, "num_classes": 3, "image_size": 32, "dataset_fingerprint": "a" * 64,
-                   "weights_sha256": "b" * 64})  # fmt: skip
+                   "weights_sha256": "b" * 64, **TRIAL})  # fmt: skip
     there = tmp_path / FINAL_DIR.format(**{**RUN, "protocol": "ft-other"}) / "result.json"
     with pytest.raises(RecordError, match=r"records protocol 'st', but .*ft-other.* says"):
         check_record(record, there)
@@ -434,7 +442,8 @@ def _layout(root: Path) -> dict:
 
 def _summary_record(root: Path, **change) -> Path:
     record = {**RUN, "num_classes": 10, "image_size": 32, "dataset_fingerprint": "a" * 64,
-              "weights_sha256": "b" * 64, "val_accuracy": 60.0, "chance_accuracy": 10.0}  # fmt: skip
+              "weights_sha256": "b" * 64, "val_accuracy": 60.0, "chance_accuracy": 10.0,
+              **_trained(root)}  # fmt: skip
     path = root / FINAL_DIR.format(**RUN) / "result.json"
     write_record(record, path)
     if change:
@@ -591,3 +600,48 @@ def test_an_ft_job_starts_only_from_the_run_its_path_names(tmp_path):
     shutil.copy(source / "model.safetensors", target / "model.safetensors")  # other weights
     with pytest.raises(WeightsError, match=r"not the .* that its result\.json records"):
         read_state_dict(target / "model.safetensors")
+
+
+def test_a_trained_final_record_is_a_run_of_the_trial_its_run_selected(tmp_path):
+    """A final record resealed with another trial or other hyperparameters than the selection
+    beside it, or read without that selection, is an error naming the file in the summary and
+    wherever the record is read; a published weights' record names no trial."""
+    from imagenot.run_summary import collect
+
+    healthy = _summary_record(tmp_path)
+    selection = healthy.parents[2] / "selection.json"
+    chosen = json.loads(selection.read_text())
+    _robustness(
+        tmp_path, RUN, top1=(75.0, 50.0), record=json.loads(healthy.read_text())[records.SEAL_KEY]
+    )
+    assert collect(_layout(tmp_path), tmp_path)["problems"] == []
+    assert records.read_final(healthy)["trial"] == chosen["trial"] == 0
+    lr = chosen["hyperparameters"]["lr"]
+    planted = [
+        ({"trial": 1}, None, f"records trial 1, but {selection} selected trial 0"),
+        ({"hyperparameters": {**chosen["hyperparameters"], "lr": 0.5}}, None,
+         f"records hyperparameters lr 0.5 (selected: {lr!r})"),
+        ({"trial": None}, None, "lacks key(s) trial, which every trained final run's"),
+        ({}, {"trial": 1}, f"{selection}: trial is 1, but the trial result it copies"),
+        ({}, {"result": {**chosen["result"], records.SEAL_KEY: "sealed"}},
+         "(its result): its record_sha256 is 'sealed', not a sha256 digest"),
+        ({}, {"result": seal({**chosen["result"], "trial": 1})},
+         f"{selection}: trial is 0, but the trial result it copies records 1"),
+        ({}, "missing", f"its run has no selection ({selection})"),
+        ({"source": "published"}, None, "a published weights' record (source published) that"),
+    ]  # fmt: skip
+    for change, edited, words in planted:
+        record = {k: v for k, v in json.loads(healthy.read_text()).items() if change.get(k, 1)}
+        healthy.write_text(json.dumps(seal({**record, **{k: v for k, v in change.items() if v}})))
+        if edited == "missing":
+            selection.unlink()
+        elif edited is not None:
+            selection.write_text(json.dumps({**chosen, **edited}))
+        summary = collect(_layout(tmp_path), tmp_path)
+        errors = [p["message"] for p in summary["problems"] if p["level"] == "error"]
+        assert len(errors) == 1 and words in errors[0], (words, errors)
+        assert summary["models"] == []
+        with pytest.raises(RecordError, match=re.escape(words)):
+            records.read_final(healthy)
+        selection.write_text(json.dumps(chosen))
+        _summary_record(tmp_path)

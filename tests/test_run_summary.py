@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from trial_records import selected
 
 from imagenot import run_summary, summary_plan
 from imagenot.acquire import plan as acquire_plan
@@ -71,6 +72,8 @@ def _results(root: Path, config: dict, chance_model: str | None) -> None:
             "image_size": 32,
             "dataset_fingerprint": "0" * 64,
             "weights_sha256": "1" * 64,
+            # the trial its run selected, as train-final records it
+            **selected(Path(root / train_plan.final_dir(run)).parents[1], run["model"]),
         }
         written = write_record(result, root / train_plan.final_dir(run) / "result.json")
         _evaluation(root, run, 10.0 if at_chance else 55.0 + i % 5, written[SEAL_KEY])

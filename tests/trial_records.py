@@ -208,3 +208,39 @@ def write_rung(path: Path, promoted: list, slots: int | None = None, eta: int = 
     decision = trials.halve(results, rung, eta, path)
     assert decision["promoted"] == list(promoted), (decision, promoted)
     return decision
+
+
+def write_selection(run_dir: Path, model: str, trial: int = 0, **fields) -> dict:
+    """The selection ``train-select`` writes in the run at ``run_dir`` (``selection.json``):
+    ``trial``, its validation accuracy and hyperparameters, and its sealed slot result (of
+    stage 0, every hyperparameter at its default, ``fields`` overriding). Alone: the search's
+    other files (its slots, trials table, preregistration) are not written, since a final
+    run's record is checked against the selection alone (:func:`records.check_final_trial`)."""
+    from imagenot.io import write_json
+    from imagenot.train.records import seal
+
+    result = seal(slot_record(Path(f"slot-{trial}.json"), trial=trial, model=model, **fields))
+    selection = {
+        "trial": trial,
+        "val_accuracy": result["val_accuracy"],
+        "hyperparameters": result["hyperparameters"],
+        "result": result,
+    }
+    write_json(selection, Path(run_dir) / "selection.json")
+    return selection
+
+
+def selected(run_dir: Path | None, model: str = "resnet_mini") -> dict:
+    """What ``train-final`` records of the trial it ran (``trial``, ``hyperparameters``): that of
+    the selection in the run at ``run_dir`` (:func:`write_selection`, written when missing;
+    None: a record outside a run's folder, trial 0 at the defaults)."""
+    from imagenot.io import read_json
+
+    selection = Path(run_dir) / "selection.json" if run_dir is not None else None
+    if selection is not None and selection.is_file():
+        chosen = read_json(selection)
+    elif selection is not None:
+        chosen = write_selection(run_dir, model)
+    else:
+        chosen = {"trial": 0, "hyperparameters": search.hyperparameters_of(search.DEFAULTS)}
+    return {"trial": chosen["trial"], "hyperparameters": chosen["hyperparameters"]}

@@ -18,8 +18,11 @@ ways, and a failed check is one line naming the file and the key (:class:`Record
   trial slot's result lying in the slot layout is also checked against what its producer could
   have written there: a trial of the run's trials table with that trial's hyperparameters and
   seed, the trial its slot trains (the slot itself at stage 0, else the one the previous rung
-  promoted into it), and a table whose hyperparameters are of the space's types and ranges
-  (:func:`imagenot.train.trials.check_slot_provenance`).
+  promoted into it, that rung's sealed decision being what halving computes from its own
+  slots: :func:`imagenot.train.trials.check_decision`), and a table whose hyperparameters are
+  of the space's types and ranges (:func:`imagenot.train.trials.check_slot_provenance`). A
+  trained final run's record names the trial its run's selection selected, with that trial's
+  hyperparameters (:func:`check_final_trial`); a published weights' record names none.
 - **its identity**: dataset, protocol, model and seed are those of the path it is read from
   (:func:`path_identity` of the workflow's patterns) and of every path read or written beside
   it (:func:`check_identity`); the dataset it was trained on is the one it is evaluated on
@@ -375,6 +378,92 @@ def check_fingerprint(
         )
 
 
+# ---------------------------------------------------------------------------- final's trial
+
+# A published weights' record says so (imagenot.train.published): it trained nothing, so it
+# names no trial and no validation accuracy; every other final record is a trained run's.
+PUBLISHED_SOURCE = "published"
+
+
+def selection_of(where: str | os.PathLike) -> Path | None:
+    """The selection (``selection.json``) beside a final run's record at ``where`` when the
+    path ends as the final runs' layout does (``{run}/final/seed-{seed}/result.json``, wherever
+    it lies); None otherwise."""
+    from imagenot.train.paths import FINAL_RESULT, TRIAL_SELECTION
+
+    if path_identity(where, FINAL_RESULT[FINAL_RESULT.index("{model}") :]) is None:
+        return None
+    return Path(where).parents[2] / Path(TRIAL_SELECTION).name
+
+
+def check_final_trial(record: Mapping[str, Any], where: str | os.PathLike) -> dict | None:
+    """RecordError naming ``where`` when a trained final run's record is not a run of the trial
+    its run selected: its ``trial`` and ``hyperparameters`` are those of the sealed slot result
+    that the selection beside it (:func:`selection_of`) copies, whose own trial and
+    hyperparameters are the selection's. A published weights' record (``source`` published)
+    names no trial and no validation accuracy. Light (the selection is JSON): the run summary
+    checks it so; :func:`read_final` also traces the selection to its slots and trials table
+    (:func:`imagenot.train.trials.read_selection`). The selection read (None: a published
+    record, or a record outside the layout)."""
+    from imagenot.io import read_json
+
+    if record.get("source") == PUBLISHED_SOURCE:
+        for key in ("trial", "val_accuracy"):
+            if record.get(key) is not None:
+                raise RecordError(
+                    f"{where}: a published weights' record (source {PUBLISHED_SOURCE}) that "
+                    f"records {key} {record[key]!r}: published weights train no trial; {REFUSED}"
+                )
+        return None
+    missing = [k for k in ("trial", "hyperparameters") if k not in record]
+    if missing:
+        raise RecordError(
+            f"{where}: lacks key(s) {', '.join(missing)}, which every trained final run's "
+            f"result.json holds; {REFUSED}"
+        )
+    selection = selection_of(where)
+    if selection is None:
+        return None
+    if not selection.is_file():
+        raise RecordError(
+            f"{where}: a trained final run, but its run has no selection ({selection}), so its "
+            f"trial cannot be traced; {REFUSED}"
+        )
+    chosen = read_json(selection)
+    result = chosen.get("result") if isinstance(chosen, Mapping) else None
+    if not isinstance(result, Mapping):
+        raise RecordError(f"{selection}: holds no trial result (key result); {REFUSED}")
+    check_seal(result, f"{selection} (its result)")
+    check_unsealed(result, f"{selection} (its result)")
+    for key in ("trial", "hyperparameters"):
+        if to_json(chosen.get(key)) != to_json(result.get(key)):
+            raise RecordError(
+                f"{selection}: {key} is {_short(chosen.get(key))}, but the trial result it "
+                f"copies records {_short(result.get(key))}; {REFUSED}"
+            )
+    if record["trial"] != result.get("trial") or isinstance(record["trial"], bool):
+        raise RecordError(
+            f"{where}: records trial {record['trial']!r}, but {selection} selected trial "
+            f"{result.get('trial')!r}: its producer could not have written it; {REFUSED}"
+        )
+    have, drawn = record["hyperparameters"], result.get("hyperparameters")
+    if to_json(have) != to_json(drawn):
+        both = isinstance(have, Mapping) and isinstance(drawn, Mapping)
+        names = sorted(set(have) | set(drawn)) if both else []
+        differs = [n for n in names if to_json(have.get(n)) != to_json(drawn.get(n))]
+        shown = (
+            ", ".join(f"{n} {have.get(n)!r} (selected: {drawn.get(n)!r})" for n in differs)
+            if differs
+            else _short(have)
+        )
+        raise RecordError(
+            f"{where}: records hyperparameters {shown}, but trial {result.get('trial')!r} that "
+            f"{selection} selected has its own: its producer could not have written it; "
+            f"{REFUSED}"
+        )
+    return dict(chosen)
+
+
 # ----------------------------------------------------------------------------------- reader
 
 
@@ -399,6 +488,8 @@ def check_record(
     elif record_kind == "slot":
         check_slot_identity(record, where)
     check_unsealed(record, where)  # a number or name that is wrong is named first
+    if record_kind == "final":  # sealed: then the trial its run selected
+        check_final_trial(record, where)
     if record_kind == "slot":  # sealed: then what its producer could have written
         from imagenot.train.trials import check_slot_provenance, slot_run_dir
 

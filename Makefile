@@ -28,18 +28,22 @@ PYTEST_ARGS ?=
 # make test: one worker per core (at most 3), each taking whole test modules (their fixtures are
 # built once), the costliest first (tests/conftest.py). `pytest tests/test_x.py` runs in-process.
 PYTEST_WORKERS ?= -n auto --maxprocesses 3 --dist loadscope --no-loadscope-reorder
-# make test runs every test but those of marker `cluster` (torchrun ranks, the real SLURM on
-# loopback: pyproject.toml), which make test-cluster runs; CI (.ci/run) runs both. Select by
-# marker here, not with -m in PYTEST_ARGS: pytest keeps the last -m, which would replace this one.
-PYTEST_MARKS ?= not cluster
+# Three tiers, by pytest marker (pyproject.toml): `make test` runs every test but those of markers
+# `slow` (end-to-end runs of the workflow or a benchmark: a whole tiny run and the reruns on it,
+# a host workflow's jobs, the scale check, the GPU check's CPU run) and `cluster` (torchrun ranks,
+# the real SLURM on loopback); `make test-slow` and `make test-cluster` run those. CI (.ci/run) runs
+# all three. Select by marker here, not with -m in PYTEST_ARGS: pytest keeps the last -m, which
+# would replace this one.
+PYTEST_MARKS ?= not cluster and not slow
 
-.PHONY: demo test test-cluster lint format setup sysdeps rulegraph clean help slurm-profile
+.PHONY: demo test test-slow test-cluster lint format setup sysdeps rulegraph clean help slurm-profile
 
 help:
 	@echo "make setup  - install only: .venv with the pinned packages (~6 GB, minutes the first"
 	@echo "              time; nothing the second) and the system packages the workflow reads"
 	@echo "make demo   - set up and run the whole workflow on the demo world (CPU, ~8 minutes)"
-	@echo "make test   - set up and run the test suite but its cluster paths (~27 min on 2 cores)"
+	@echo "make test   - set up and run the test suite but its end-to-end runs and cluster paths"
+	@echo "make test-slow - the end-to-end runs: a tiny whole run and the reruns on it, ..."
 	@echo "make test-cluster - the cluster paths: torchrun ranks, a real SLURM on loopback (~4 min)"
 	@echo "make lint   - ruff, snakefmt --check, snakemake --lint"
 	@echo "make rulegraph - redraw docs/rulegraph.svg"
@@ -87,6 +91,9 @@ demo: setup
 
 test: setup
 	$(RUN) pytest $(PYTEST_WORKERS) -m "$(PYTEST_MARKS)" $(PYTEST_ARGS)
+
+test-slow: setup
+	$(RUN) pytest $(PYTEST_WORKERS) -m "slow and not cluster" $(PYTEST_ARGS)
 
 test-cluster: setup
 	$(RUN) pytest $(PYTEST_WORKERS) -m cluster $(PYTEST_ARGS)

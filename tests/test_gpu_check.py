@@ -75,6 +75,7 @@ def no_venv(tmp_path_factory):
     return (sandbox(root / "base", BASE), sandbox(root / "wheels", wheels)), steps
 
 
+@pytest.mark.slow  # the whole check, every step on the CPU: minutes (make test-slow)
 def test_the_gpu_check_runs_every_step_with_only_torch_torchvision_numpy_and_its_wheels(
     no_venv, tmp_path
 ):

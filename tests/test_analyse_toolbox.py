@@ -1306,6 +1306,22 @@ def test_no_slope_is_fitted_where_the_reference_does_not_vary():
     assert "no OLS fit" in summary_text(rep, None)
     with pytest.raises(ValueError, match="no variance to fit a slope"):
         stats.ols_fit(np.full(4, 70.0), np.array([60.0, 50, 40, 45]), "linear", 0.95)
+    # the report's figure draws no line there: its panel title carries no slope
+    rows += [
+        {"model": m, "dataset": "y", "accuracy": a}
+        for m, a in zip("abcd", (61, 52, 43, 44), strict=True)
+    ]
+    flat = typed_report_of(pd.DataFrame(rows), reps=0)
+    fig = report.accuracy_vs_reference(flat, small_style())
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert titles and not any("slope" in t for t in titles), titles
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    varied = typed_report_of(random_table(np.random.default_rng(4), models=5), reps=0)
+    fig = report.accuracy_vs_reference(varied, small_style())
+    assert all("slope" in ax.get_title() for ax in fig.axes if ax.get_title())
+    plt.close(fig)
     # two distinct reference accuracies are a spread to fit on
     assert stats.fit_problem(np.array([70.0, 70.0, 71.0]), "probit") is None
     assert typed_report_of(random_table(np.random.default_rng(4)), reps=0).datasets["a"].ols

@@ -293,7 +293,7 @@ def caption_embeddings(config: dict, scale: dict | None) -> dict:
         }
     rows = scale["embed_fraction"] * scale["projection_target"]["captions"]
     tables = {r["rule"]: r["projected"] for r in scale["rules"]}["curate_select"]["input_mb"]
-    keep = config["curate"]["encoder"].get("keep_vectors", False)
+    keep = config["curate"]["encoder"]["keep_vectors"]
     size = rows * 4 + tables * 1e6 + (rows * 1024 * 2 if keep else 0)
     return {
         "stage": "curate",

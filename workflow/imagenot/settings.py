@@ -222,4 +222,19 @@ NOT_SETTINGS = {
     "whose folder is the dataset's, not datasets.<name>.classes",
     "imagenot.train.trials:.get('model')": "the model a trial's result records (absent in an "
     "empty slot's), compared with its selection's path, not train.models",
+    "imagenot.train.trials:.get('experiments')": "the experiments a preregistration record "
+    "holds (none before its first draw), not train.experiments",
+    "imagenot.train.trials:.get('hyperparameters')": "the hyperparameters a preregistered "
+    "definition or a slot's result records (checked against the trials table), not "
+    "train.spaces.<space>.hyperparameters",
+    "imagenot.train.trials:.get('budget')": "the budget a preregistered definition records, "
+    "not train.spaces.<space>.budget",
+    "imagenot.train.trials:.get('seed')": "the seed a preregistered definition or a slot's "
+    "result records, compared with the trials table's, not the config's seed",
+    "imagenot.config:.get('plugins')": "the plugins the merged files give, before validation "
+    "fills defaults (absent: none), to list their names in an addition's default",
+    "imagenot.costs:.get('curate')": "the curation stage's core-hours in the cost plan's sum "
+    "(absent when no curation job is planned), not the curate section",
+    "imagenot.schedule:recommend(gpus)": "the GPU count the user will have (the plan's "
+    "--gpus; None: recommend one), not resources.gpus",
 }

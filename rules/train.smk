@@ -201,6 +201,9 @@ rule train_halve:
         results=lambda wc: train_plan.stage_results(
             config, wc.dataset, wc.protocol, wc.model, wc.rung
         ),
+        traced=lambda wc: train_plan.traced_files(
+            config, wc.dataset, wc.protocol, wc.model, wc.rung
+        ),
     output:
         decision=train_paths.DECISION,
     log:
@@ -231,6 +234,9 @@ rule train_select:
         results=lambda wc: train_plan.all_results(
             config, wc.dataset, wc.protocol, wc.model
         ),
+        traced=lambda wc: train_plan.traced_files(
+            config, wc.dataset, wc.protocol, wc.model, results=False
+        ),
     output:
         selection=train_paths.TRIAL_SELECTION,
     log:
@@ -254,6 +260,9 @@ rule train_final:
     input:
         trials=train_paths.TRIALS,
         selection=train_paths.TRIAL_SELECTION,
+        traced=lambda wc: train_plan.traced_files(
+            config, wc.dataset, wc.protocol, wc.model, table=False
+        ),
         manifest=paths.MANIFEST,
         fingerprint=paths.FINGERPRINT,
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
@@ -315,6 +324,9 @@ use rule train_final as train_head_final with:
     input:
         trials=train_paths.TRIALS,
         selection=train_paths.TRIAL_SELECTION,
+        traced=lambda wc: train_plan.traced_files(
+            config, wc.dataset, wc.protocol, wc.model, table=False
+        ),
         manifest=paths.MANIFEST,
         fingerprint=paths.FINGERPRINT,
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),

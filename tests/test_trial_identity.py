@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -426,3 +427,51 @@ def test_a_rung_decision_is_sealed_and_recomputed_from_its_own_slots(tmp_path):
     rung.unlink()
     with pytest.raises(RecordError, match=r"rung-1\.json: a decision of rung 1, but the rung"):
         trials.check_decision(later)
+
+
+def test_halving_selection_and_a_final_run_read_only_their_rules_inputs(tmp_path, monkeypatch):
+    """Every file halving, selection and a final run's start read (slot results, the trials
+    table, rung decisions) is an input of their rule (imagenot.train.plan), so that Snakemake
+    runs them after, and again on a change of, each; the preregistration record alone travels
+    as an argument (imagenot.train.files)."""
+    from conftest import toy_config
+
+    from imagenot.config import validate_config
+    from imagenot.train import plan
+    from imagenot.train.paths import PREREGISTRATION
+
+    run, _ = _searched(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    config = validate_config(toy_config(SPACE))
+    where = ("toy", "st", "resnet_mini")
+    read = []
+    for name in ("read_json", "read_parquet"):
+        real = getattr(trials, name)
+        monkeypatch.setattr(
+            trials,
+            name,
+            lambda path, *a, _real=real, **k: read.append(path) or _real(path, *a, **k),
+        )
+
+    def files_read(job) -> set[str]:
+        read.clear()
+        trials._CHECKED.clear()  # a job is a process of its own: nothing checked before it
+        job()
+        return {str(Path(p).resolve().relative_to(tmp_path)) for p in read} - {PREREGISTRATION}
+
+    stage0 = plan.stage_results(config, *where, 0)
+    halved = files_read(lambda: trials.halve([Path(p) for p in stage0], 0, 2, Path("r.json")))
+    assert halved == {*stage0, plan.TRIALS.format(dataset="toy", protocol="st",
+                                                  model="resnet_mini")}  # fmt: skip
+    assert halved <= {*stage0, *plan.traced_files(config, *where, 0)}
+    results = plan.all_results(config, *where)
+    selected = files_read(lambda: trials.select([Path(p) for p in results], Path("s.json")))
+    assert plan.decision_file(*where, 0) in selected
+    assert selected <= {*results, *plan.traced_files(config, *where, results=False)}
+    selection = str((run / "selection.json").relative_to(tmp_path))
+    final = files_read(lambda: trials.read_selection(Path(selection)))
+    assert final <= {selection, plan.TRIALS.format(dataset="toy", protocol="st",
+                                                   model="resnet_mini"),
+                     *plan.traced_files(config, *where, table=False)}  # fmt: skip
+    # the planted case: a rule that listed the stage's slots alone would miss what halving reads
+    assert not halved <= set(stage0)

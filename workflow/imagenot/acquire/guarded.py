@@ -221,7 +221,7 @@ class _WatchedPool(multiprocessing.pool.Pool):
 
 def _worker_failure(name: str, code: int) -> str:
     """The one line of a download stopped by a worker that ended with exit code ``code``."""
-    from imagenot.acquire.fetch import startup_problem
+    from imagenot.acquire.failures import startup_problem
 
     problem = startup_problem(name) if code > 0 else None  # a signal is no start failure
     if problem:
@@ -240,11 +240,11 @@ def _worker_failure(name: str, code: int) -> str:
 
 def watched_distributor(processes_count, downloader, reader, _subjob_size, max_shard_retry):
     """img2dataset's ``multiprocessing_distributor`` (same signature, pool and retries) whose
-    workers are watched (module docstring): :class:`imagenot.acquire.fetch.DownloadError` with
+    workers are watched (module docstring): :class:`imagenot.acquire.failures.DownloadError` with
     one line when one ends with an error."""
     from img2dataset.distributor import retrier
 
-    from imagenot.acquire.fetch import DownloadError
+    from imagenot.acquire.failures import DownloadError
 
     ctx = multiprocessing.get_context("spawn")
     pool = _WatchedPool(processes_count, maxtasksperchild=5, context=ctx)

@@ -13,6 +13,11 @@ names registered in ``imagenot.registries`` KIND" and ``x-registry-keys: KIND`` 
 "its keys are such names". :func:`load_schema` expands both when it reads a schema, so a name
 registered at run time validates (this is the only schema loader: the workflow, ``imagenot
 validate-config`` and every ``from_config`` go through it).
+
+Over 500 lines because reading a config file, merging several, resolving their additions and
+validating the result are the one path every reader of a config takes (the workflow,
+``validate-config``, ``plan``, ``preflight``, each stage's settings): a refusal names the file
+that gives the key only where the merge, the additions and the schema's error meet.
 """
 
 from __future__ import annotations

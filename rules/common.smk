@@ -137,19 +137,18 @@ def train_slot_resources():
     ready (imagenot.train.resources.slot_trains): an empty slot asks for no GPU (so the plugin
     sends it to the CPU partition), little memory and a short runtime, and so does the retry of
     a job that failed for good (imagenot.train.failfast: it exits at once). While planning, before
-    the decision exists, the full request. Memory: the job's batch rings on top
-    (train_rings.ring_mb), not grown after a deadline stop."""
-    full = gpu_request(train_plan.gpus_per_node(config), train_plan.nodes(config))
+    the decision exists, the full request (train_gpu_request: its {model}'s GPUs). Memory: the
+    job's batch rings on top (train_rings.ring_mb), not grown after a deadline stop."""
     return {
         **{
             key: lambda wildcards, input, attempt, value=value: (
-                value
+                value(wildcards)
                 if train_resources.slot_gets_gpu(
                     input.previous, wildcards.slot, slot_status(wildcards), attempt
                 )
                 else None
             )
-            for key, value in full.items()
+            for key, value in train_gpu_request().items()
         },
         "mem_mb": lambda wildcards, input, attempt: train_resources.slot_mem_mb(
             config,
@@ -160,6 +159,7 @@ def train_slot_resources():
             train_rings.ring_mb(
                 config, wildcards.dataset, wildcards.protocol, wildcards.model
             ),
+            wildcards.model,
         ),
         # a slot that trains: its stage's estimated time where that is less than runtime_min
         "runtime": lambda wildcards, input, attempt: train_resources.slot_runtime_min(
@@ -184,13 +184,38 @@ def slot_status(wildcards):
     )
 
 
+def train_gpu_request():
+    """A training job's GPU request as its {model} asks (train.gpus_per_job, or the model's
+    train.gpus_per_job_overrides entry: imagenot.train.experiments.gpus): each key of any
+    model's request, a function of the wildcards (None where the model's request lacks it).
+    """
+    models = [None, *config["train"]["models"]]
+    keys = dict.fromkeys(
+        k
+        for m in models
+        for k in gpu_request(
+            train_plan.gpus_per_node(config, m), train_plan.nodes(config, m)
+        )
+    )
+    return {
+        key: lambda wildcards, key=key: gpu_request(
+            train_plan.gpus_per_node(config, wildcards.model),
+            train_plan.nodes(config, wildcards.model),
+        ).get(key)
+        for key in keys
+    }
+
+
 def refused_gpu_request(full, status):
-    """A GPU rule's request `full`, each key None (no GPU, the CPU partition) on the retry of a
-    job whose earlier attempt failed for good (imagenot.train.failfast; it exits at once).
+    """A GPU rule's request `full` (each value, or a function of the wildcards giving it), each
+    key None (no GPU, the CPU partition) on the retry of a job whose earlier attempt failed for
+    good (imagenot.train.failfast; it exits at once).
     """
     return {
         key: lambda wildcards, attempt, value=value: (
-            None if failfast.refused(status(wildcards), attempt) else value
+            None
+            if failfast.refused(status(wildcards), attempt)
+            else (value(wildcards) if callable(value) else value)
         )
         for key, value in full.items()
     }

@@ -74,7 +74,7 @@ rule train_trial:
     # sized from the promotion input when the job is ready: an empty slot asks for no GPU
     threads:
         lambda wc, input, attempt: train_resources.slot_threads(
-            config, input.previous, wc.slot, slot_status(wc), attempt
+            config, input.previous, wc.slot, slot_status(wc), attempt, wc.model
         )
     resources:
         **train_slot_resources(),
@@ -84,7 +84,7 @@ rule train_trial:
                 config, wc.dataset, wc.protocol, wc.model, wc.stage
             )
         ),
-        launch=lifeline.job_prefix(train_launch.launcher(config)),
+        launch=lambda wc: lifeline.job_prefix(train_launch.launcher(config, wc.model)),
         # the model's preflight report: the largest batch per GPU measured to fit this site's
         # card (imagenot.train.preflight_plan.batch_option; nothing ungated)
         preflight=lambda wc, input: preflight_plan.batch_option(input.preflight),
@@ -276,10 +276,10 @@ rule train_final:
         f"{BENCH}/train_final/{TRAIN_WC}/{{seed}}.tsv"
     conda:
         gpu_env("train")
-    threads: train_resources.threads(config)
+    threads: lambda wc: train_resources.threads(config, wc.model)
     resources:
         **refused_gpu_request(
-            gpu_request(train_plan.gpus_per_node(config), train_plan.nodes(config)),
+            train_gpu_request(),
             lambda wc: failfast.status_for(train_plan.final_dir(dict(wc.items()))),
         ),
         mem_mb=lambda wc, attempt: train_resources.process_mem_mb(
@@ -287,7 +287,7 @@ rule train_final:
             failfast.status_for(train_plan.final_dir(dict(wc.items()))),
             attempt,
             train_rings.ring_mb(config, wc.dataset, wc.protocol, wc.model),
-            train_plan.gpus_per_node(config),
+            train_plan.gpus_per_node(config, wc.model),
         ),
         # sized when the job is ready: a first seed reusing its trial's weights (a file copy)
         # asks for startup_min, not 24 h (imagenot.train.resources.final_runtime_min)
@@ -304,7 +304,7 @@ rule train_final:
                 config, wc.dataset, wc.protocol, wc.model, wc.seed
             )
         ),
-        launch=lifeline.job_prefix(train_launch.launcher(config)),
+        launch=lambda wc: lifeline.job_prefix(train_launch.launcher(config, wc.model)),
         preflight=lambda wc, input: preflight_plan.batch_option(input.preflight),
     shell:
         job(

@@ -70,12 +70,13 @@ def test_per_gpu_batch_is_the_loops_largest_micro_batch(batch, world, cap):
 
 def test_the_paper_runs_keep_every_batch_whole_until_the_card_is_measured():
     """No per-model cap in the paper config: each run's per-GPU share is the space's batch
-    whole; what a card holds of it is the preflight's measurement (the next tests)."""
+    over the model's GPUs per job, whole; what a card holds of it is the preflight's
+    measurement (the next tests)."""
     config = load_config(PAPER)
     runs = {(r["model"], r["space"]): r for r in preflight_plan.runs(config)}
     for model in config["train"]["models"]:
-        st = runs[(model, "imagenot_st")]
-        assert st["batch_size"] == st["per_gpu"] == 256 and st["world"] == 1
+        st, world = runs[(model, "imagenot_st")], experiments.gpus(config, model)
+        assert st["batch_size"] == 256 and st["world"] == world and st["per_gpu"] == 256 // world
         assert st["stored_size"] == 256
     tl = runs[("resnet18", "cifar10_tl")]  # TL: the backbone's feature pass at the eval batch
     assert tl["mode"] == "features" and tl["per_gpu"] == config["train"]["eval_batch_size"]

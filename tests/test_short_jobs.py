@@ -42,12 +42,20 @@ def test_a_fast_models_cifar_stage_0_slot_asks_for_minutes_and_a_slow_one_for_th
     vgg19 = _slot(paper, "cifar10", "st", "vgg19", 0)  # about half AlexNet's images/s
     assert alexnet < vgg19 < 60
     # ImageNot's longest EfficientNet-V2-L stage (40 epochs) is more than a day of estimated work
+    # on one GPU per job; on its configured GPUs per job (train.gpus_per_job_overrides) the
+    # data-parallel speed-up's share of that (budget.hours)
     from imagenot.train import budget, experiments
 
     epochs = budget.stage_epochs(experiments.space(paper, "imagenot", "st"))
     longest = epochs.index(max(epochs))
-    assert resources.stage_work(paper, "imagenot", "st", "efficientnet_v2_l", longest) > 24 * 60
-    assert _slot(paper, "imagenot", "st", "efficientnet_v2_l", longest) == own["runtime_min"]
+    one = {**paper, "train": {**paper["train"], "gpus_per_job_overrides": {}}}
+    work = resources.stage_work(one, "imagenot", "st", "efficientnet_v2_l", longest)
+    assert work > 24 * 60
+    assert _slot(one, "imagenot", "st", "efficientnet_v2_l", longest) == own["runtime_min"]
+    wide = experiments.gpus(paper, "efficientnet_v2_l")
+    assert resources.stage_work(paper, "imagenot", "st", "efficientnet_v2_l", longest) == (
+        pytest.approx(work * budget.hours(1, 1, 1.0, wide) / budget.hours(1, 1, 1.0, 1))
+    )
     # a retry (the estimate was short: the job stopped at its deadline, checkpointed) asks for
     # runtime_min, grown and capped as every retry
     growth = paper["resources"]["attempt_growth"]

@@ -671,7 +671,7 @@ def test_the_plugin_submits_a_multi_node_job_with_gpus_cores_and_memory_per_node
 
     config = {
         "resources": {"gpus": 1, "cpus_per_gpu": 6},
-        "train": {"gpus_per_job": 8, "nodes_per_job": 2},
+        "train": {"gpus_per_job": 8, "gpus_per_job_overrides": {}, "nodes_per_job": 2},
     }
     resources = slurm_profile.gpu_request(config, None, plan.gpus_per_node(config), plan.nodes(config))  # fmt: skip
     job = type("Job", (), {})()
@@ -698,7 +698,7 @@ def test_the_plugin_submits_a_one_node_multi_gpu_job_on_one_node():
 
     config = {
         "resources": {"gpus": 1, "cpus_per_gpu": 6},
-        "train": {"gpus_per_job": 4, "nodes_per_job": 1},
+        "train": {"gpus_per_job": 4, "gpus_per_job_overrides": {}, "nodes_per_job": 1},
     }
     for site in (None, {"gpu_flag": "gres", "gpu_model": None}):
         resources = slurm_profile.gpu_request(config, site, plan.gpus_per_node(config), plan.nodes(config))  # fmt: skip

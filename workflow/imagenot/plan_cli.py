@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from pathlib import Path
 
 from imagenot.plan_text import (
@@ -113,11 +114,11 @@ def build_plan(
     records = costs.run_records(config, directory)
     from_run = {}
     # a job's metrics count the images of all its GPUs: one GPU's share, as the estimate scales
-    # a data-parallel job (the run's jobs at the config's train.gpus_per_job)
-    per_gpu = speed(costs.job_gpus(config), costs.DDP_EFFICIENCY)
+    # a data-parallel job (the run's jobs at the model's GPUs per job, costs.job_gpus)
     for model in config["train"]["models"]:
         got = median_rate(records, model)
         if got:
+            per_gpu = speed(costs.job_gpus(config, model), costs.DDP_EFFICIENCY)
             table[model], from_run[model] = got[0] / per_gpu, got[1]
     if from_run:
         source += (
@@ -187,13 +188,40 @@ def build_plan(
         "wall_time": wall,
         "wall_time_by_gpus": costs.wall_time_by_gpus(rows, gpus),
         "deadline": (
-            recommend(costs.chains(rows), deadline_hours, costs.DDP_EFFICIENCY, gpus)
+            _with_overlays(
+                config,
+                recommend(costs.chains(rows), deadline_hours, costs.DDP_EFFICIENCY, gpus),
+            )
             if deadline_hours
             else None
         ),
         "storage": stored,
         "storage_total_bytes": storage_total,
     }
+
+
+def gpus_overlay(config: dict, per_model: dict[str, int]) -> dict:
+    """The config overlay that gives each model of ``per_model`` its GPUs per job: the value
+    most models take as ``train.gpus_per_job``, the others (and every model the config already
+    names) in ``train.gpus_per_job_overrides``; merged over ``config`` (``--configfile``) it
+    plans what ``per_model`` says."""
+    counts = Counter(per_model.values())
+    default = max(counts, key=lambda g: (counts[g], -g))
+    named = config["train"]["gpus_per_job_overrides"]
+    own = {m: g for m, g in sorted(per_model.items()) if g != default or m in named}
+    train: dict = {"gpus_per_job": default}
+    if own:
+        train["gpus_per_job_overrides"] = own
+    return {"train": train}
+
+
+def _with_overlays(config: dict, deadline: dict) -> dict:
+    """``deadline`` (:func:`imagenot.schedule.recommend`) with each answer's overlay
+    (:func:`gpus_overlay`), the YAML to write over the config."""
+    for key in ("uniform", "per_model", "on_gpus"):
+        if deadline.get(key):
+            deadline[key]["overlay"] = gpus_overlay(config, deadline[key]["per_model"])
+    return deadline
 
 
 def _whole_run(data: list[dict], wall: dict, stages: list[dict], gpus: int) -> dict | None:
@@ -320,7 +348,7 @@ def _request_lines(plan: dict) -> list[str]:
         )
         out.append(
             f"{first}at the bound {job['experiment']} {job['model']}, a {job['job']} of "
-            f"{job['epochs']} epochs: {job['hours']:,.1f} h on {gpus} (train.gpus_per_job); "
+            f"{job['epochs']} epochs: {job['hours']:,.1f} h on {gpus} (its GPUs per job); "
             f"{fits}"
         )
     mem = r["gpu_memory"]
@@ -392,7 +420,10 @@ def format_wall_time(plan: dict) -> list[str]:
         "  used   " + "".join(f"{_cell(p['used'], '.0%'):>8}" for p in points),
     ]
     if w["hours"] is None:
-        on = f"  on --gpus {w['gpus']}: fewer GPUs than one job asks for (train.gpus_per_job)"
+        on = (
+            f"  on --gpus {w['gpus']}: fewer GPUs than one job asks for (train.gpus_per_job, "
+            "train.gpus_per_job_overrides)"
+        )
     else:
         on = (
             f"  on --gpus {w['gpus']}: training ends after {w['hours']:,.1f} h and uses "
@@ -412,7 +443,7 @@ def format_wall_time(plan: dict) -> list[str]:
         f"h, the critical path: one trial of {w['longest_chain']} trains its halving stages "
         "one after another (each stage waits for the rung's decision and resumes the stage "
         "before), then its final seeds, however many GPUs run the other trials beside it. "
-        "train.gpus_per_job > 1 shortens it (data-parallel, "
+        "More GPUs per job for its model (train.gpus_per_job_overrides) shorten it (data-parallel, "
         f"{DDP_EFFICIENCY:.0%} of linear per doubling); --deadline-hours H says the GPUs and GPUs per job "
         "that end within H hours at the least cost.",
     ]

@@ -87,7 +87,7 @@ def format_deadline(plan: dict) -> list[str]:
     for key, how in (
         ("uniform", "train.gpus_per_job, one value for every model"),
         ("per_model", "GPUs per job chosen per model"),
-        ("on_gpus", f"on --gpus {d['gpus']}, the GPUs per job that use the most of them"),
+        ("on_gpus", f"on --gpus {d['gpus']}, the GPUs per job that end soonest"),
     ):
         r = d.get(key)
         if r is None:
@@ -104,4 +104,13 @@ def format_deadline(plan: dict) -> list[str]:
             f"  {how}: {r['gpus']} GPUs ({per}): training ends after {r['hours']:,.1f} h and "
             f"uses {r['used']:.0%} of the {r['reserved_gpu_hours']:,.0f} GPU-hours reserved"
         )
+        if r.get("overlay"):
+            out.append(f"    the overlay (--configfile) that plans it: {_flow(r['overlay'])}")
     return _wrapped(out)
+
+
+def _flow(value) -> str:
+    """``value`` as one line of YAML flow style (a config overlay)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_flow(v)}" for k, v in value.items()) + "}"
+    return str(value)

@@ -4,8 +4,9 @@ least cost: pure functions over the chains of training jobs that :mod:`imagenot.
 A *chain* is one trained experiment x model as the workflow runs it: its halving stages in order
 (stage k's slots start when every slot of stage k-1 has finished, since the rung's decision
 reads them all), then its final seeds (they start when the selection is written, after the last
-stage). Each job of a chain asks for the chain's ``gpus`` (``train.gpus_per_job``) for its
-``hours``. :func:`simulate` places the jobs as a scheduler with ``gpus`` GPUs would if it started
+stage). Each job of a chain asks for the chain's ``gpus`` (its model's GPUs per job:
+``train.gpus_per_job`` or its ``train.gpus_per_job_overrides`` entry) for its ``hours``.
+:func:`simulate` places the jobs as a scheduler with ``gpus`` GPUs would if it started
 ready jobs longest-remaining-chain first (the critical chain first), skipping to a smaller ready
 job when the first does not fit (backfill); it returns when training ends and the share of the
 reserved GPU-hours the jobs use. It ignores queueing delays and the time a job takes to start:
@@ -186,8 +187,8 @@ def recommend(
     chains: list[Chain], deadline: float, efficiency: float, gpus: int | None = None
 ) -> dict:
     """The GPU count and GPUs per job that end training within ``deadline`` hours at the least
-    reserved GPU-hours (GPUs x hours), two ways: one ``gpus_per_job`` for every model (how
-    ``train.gpus_per_job`` sets it) and one per model. Each: ``per_model`` GPUs per job and the
+    reserved GPU-hours (GPUs x hours), two ways: one ``gpus_per_job`` for every model and one
+    per model (``train.gpus_per_job_overrides``). Each: ``per_model`` GPUs per job and the
     :func:`simulate` result, or None when nothing tried meets the deadline. With ``gpus``,
     also ``on_gpus``: :func:`best_on` those GPUs."""
     options = gpus_options(chains, deadline, efficiency)
@@ -218,10 +219,11 @@ def recommend(
 
 
 def best_on(chains: list[Chain], gpus: int, deadline: float, efficiency: float) -> dict | None:
-    """On a fixed ``gpus``, the GPUs per job that end training within ``deadline`` hours with
-    the largest share of the reserved GPU-hours used: one width for every model (1, 2, 4, 8),
-    or 1, 2, 4 or 8 for each of the two models with the longest chains and one for the rest.
-    Its :func:`simulate` result with ``per_model``, None when nothing tried ends in time."""
+    """On a fixed ``gpus``, the GPUs per job that end training within ``deadline`` hours at the
+    least reserved GPU-hours (``gpus`` x hours: the earliest end; of equal ends, the largest
+    share used): one width for every model (1, 2, 4, 8), or 1, 2, 4 or 8 for each of the two
+    models with the longest chains and one for the rest. Its :func:`simulate` result with
+    ``per_model``, None when nothing tried ends in time."""
     longest: dict[str, float] = {}
     for c in chains:
         longest[c.model] = max(longest.get(c.model, 0.0), c.hours())
@@ -234,6 +236,9 @@ def best_on(chains: list[Chain], gpus: int, deadline: float, efficiency: float) 
     best = None
     for per_model in tries:
         got = simulate(with_gpus(chains, per_model, efficiency), gpus)
-        if got["hours"] <= deadline and (best is None or got["used"] > best["used"]):
+        key = (got["reserved_gpu_hours"], -got["used"])
+        if got["hours"] <= deadline and (
+            best is None or key < (best["reserved_gpu_hours"], -best["used"])
+        ):
             best = {**got, "per_model": per_model}
     return best

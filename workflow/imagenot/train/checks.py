@@ -115,11 +115,15 @@ def check_nodes(config: dict) -> None:
             f"config key train.nodes_per_job: {n} nodes per job needs GPU jobs "
             f"(resources.gpus > 0); CPU training jobs run on one node"
         )
-    if train["gpus_per_job"] % n:
-        raise ConfigError(
-            f"config key train.nodes_per_job: train.gpus_per_job ({train['gpus_per_job']}) must "
-            f"split evenly over {n} nodes (the same GPUs on every node)"
-        )
+    own = {"train.gpus_per_job": train["gpus_per_job"]}
+    for model, g in train["gpus_per_job_overrides"].items():
+        own[f"train.gpus_per_job_overrides.{model}"] = g
+    for key, g in own.items():
+        if g % n:
+            raise ConfigError(
+                f"config key train.nodes_per_job: {key} ({g}) must split evenly over {n} nodes "
+                f"(the same GPUs on every node)"
+            )
     if not config["resources"]["site"]:
         raise ConfigError(
             f"config key train.nodes_per_job: {n} nodes per job are started by SLURM's srun; run "

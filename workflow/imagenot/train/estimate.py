@@ -106,11 +106,12 @@ def stage_epochs_stopped(config: dict, dataset: str, protocol: str, stop: int) -
     return [max(0, min(b, stop) - a) for a, b in zip([0, *ends], ends, strict=False)]
 
 
-def job_gpus(config: dict) -> int:
-    """GPUs of one training job (``train.gpus_per_job`` over its nodes; 1 for CPU jobs)."""
+def job_gpus(config: dict, model: str | None = None) -> int:
+    """GPUs of one training job of ``model`` (``train.gpus_per_job`` or the model's
+    ``train.gpus_per_job_overrides`` entry, over its nodes; 1 for CPU jobs)."""
     from imagenot.train import plan
 
-    return max(1, plan.gpus_per_node(config) * plan.nodes(config))
+    return max(1, plan.gpus_per_node(config, model) * plan.nodes(config, model))
 
 
 def gpu_job_hours(epochs: float, images: float, rate: float, gpus: int) -> float:
@@ -161,7 +162,7 @@ def measured_stops(records: dict) -> dict[tuple[str, str], dict]:
 
 def training_rows(config: dict, throughput: dict, records: dict | None = None) -> list[dict]:
     """Estimated GPU-hours per trained experiment and model, three ways (``low``,
-    ``expected``, ``bound``: :func:`stop_epochs`), at ``train.gpus_per_job`` GPUs per job
+    ``expected``, ``bound``: :func:`stop_epochs`), at the model's GPUs per job (:func:`job_gpus`)
     (data-parallel at :data:`DDP_EFFICIENCY` of linear), with its chain's stages
     (:class:`imagenot.schedule.Chain`: the halving stages' slots, then the final seeds after
     the first, which reuses the selected trial's weights). A TL experiment's GPU work is one
@@ -174,7 +175,6 @@ def training_rows(config: dict, throughput: dict, records: dict | None = None) -
 
     records = records or {}
     stops_measured = measured_stops(records)
-    gpus = job_gpus(config)
     rows = []
     for exp in plan.experiments(config):
         if plan.is_published(exp):
@@ -191,6 +191,8 @@ def training_rows(config: dict, throughput: dict, records: dict | None = None) -
             if model not in throughput:
                 continue
             rate = throughput[model] * (224 / experiments.image_size(config, model)) ** 2
+            # the model's GPUs per job; a TL features pass is one process on one GPU
+            gpus = 1 if plan.is_tl(p) else job_gpus(config, model)
             done = _done_jobs(records.get((d, p, model)), sp, len(counts))
             row = {
                 "experiment": f"{d}/{p}",
@@ -309,11 +311,10 @@ def longest_job(config: dict, throughput: dict) -> dict | None:
     """The longest single training job, estimated (no early stopping): per trained experiment
     and model, a trial's longest halving stage (one job: the stage's epochs after the rung
     before) and a final seed's training (a job of its own when the space has several seeds),
-    at ``train.gpus_per_job`` GPUs. It decides the partition: a time limit at least this long
-    runs it in one go. None when nothing is estimated."""
+    at the model's GPUs per job (:func:`job_gpus`). It decides the partition: a time limit at
+    least this long runs it in one go. None when nothing is estimated."""
     from imagenot.train import budget, experiments, plan, search
 
-    gpus = max(1, plan.gpus_per_node(config) * plan.nodes(config))
     best = None
     for exp in plan.experiments(config):
         if plan.is_published(exp) or plan.is_tl(exp["protocol"]):
@@ -330,6 +331,7 @@ def longest_job(config: dict, throughput: dict) -> dict | None:
             if model not in throughput:
                 continue
             rate = throughput[model] * (224 / experiments.image_size(config, model)) ** 2
+            gpus = job_gpus(config, model)
             for what, epochs in jobs:
                 h = gpu_job_hours(epochs, epoch_images(sizes), rate, gpus)
                 if best is None or h > best["hours"]:
@@ -382,13 +384,12 @@ def gpu_memory(config: dict, throughput_memory: list[dict] | None) -> dict:
         measured = [m for m in throughput_memory if m["peak_gib"] is not None]
         largest = max(measured, key=lambda m: m["peak_gib"], default=None)
         return {"source": "measured", "largest": largest}
-    world = job_gpus(config)
     cap = config["train"]["max_batch_per_gpu"]
     rows = []
     for model in config["train"]["models"]:
         if model not in H200_MEMORY:
             continue
-        per_gpu = 0
+        per_gpu, world = 0, job_gpus(config, model)
         for exp in plan.experiments(config):
             if plan.is_published(exp) or plan.is_tl(exp["protocol"]):
                 continue  # TL: heads fit over stored features, on CPU cores

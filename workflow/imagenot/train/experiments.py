@@ -150,19 +150,29 @@ def init_weights(config: dict, protocol: str, model: str) -> list[str]:
     return [FINAL_MODEL.format(dataset=start, protocol="st", model=model, seed=seed)]
 
 
-def gpus(config: dict) -> int:
-    """GPUs a training job requests: train.gpus_per_job, or 0 when the config plans none."""
-    return config["train"]["gpus_per_job"] if config["resources"]["gpus"] > 0 else 0
+def gpus(config: dict, model: str | None = None) -> int:
+    """GPUs a training job of ``model`` requests: its train.gpus_per_job_overrides entry, else
+    train.gpus_per_job (also for ``model`` None: the value of the models not named), or 0
+    when the config plans none."""
+    if config["resources"]["gpus"] == 0:
+        return 0
+    train = config["train"]
+    return train["gpus_per_job_overrides"].get(model, train["gpus_per_job"])
 
 
-def nodes(config: dict) -> int:
+def widest(config: dict) -> int:
+    """The most GPUs any training job of the config requests (0 when it plans none)."""
+    return max(gpus(config, m) for m in [None, *config["train"]["models"]])
+
+
+def nodes(config: dict, model: str | None = None) -> int:
     """Nodes of a training job: train.nodes_per_job (1 for CPU jobs)."""
-    return config["train"]["nodes_per_job"] if gpus(config) else 1
+    return config["train"]["nodes_per_job"] if gpus(config, model) else 1
 
 
-def gpus_per_node(config: dict) -> int:
-    """GPUs of a training job on each of its nodes (0 for a CPU job)."""
-    return gpus(config) // nodes(config)
+def gpus_per_node(config: dict, model: str | None = None) -> int:
+    """GPUs of a training job of ``model`` on each of its nodes (0 for a CPU job)."""
+    return gpus(config, model) // nodes(config, model)
 
 
 def num_workers(config: dict) -> int:

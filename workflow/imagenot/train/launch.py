@@ -22,12 +22,13 @@ SHUTDOWN_S = 300
 RDZV_PORT_BASE = 29500
 
 
-def launcher(config: dict) -> str:
-    """What the training rules' shell line puts before ``imagenot train-trial|train-final``:
-    nothing for one process (no launcher, no process group), torchrun for a data-parallel
-    job on one node, and ``srun`` starting one torchrun per node for a multi-node job
-    (``imagenot.train.distributed``, docs/gpu.md "Data parallelism")."""
-    return launch_line(nodes(config), gpus_per_node(config), threads(config))
+def launcher(config: dict, model: str | None = None) -> str:
+    """What the training rules' shell line puts before ``imagenot train-trial|train-final`` of
+    ``model`` (its GPUs per job: :func:`imagenot.train.experiments.gpus`): nothing for one
+    process (no launcher, no process group), torchrun for a data-parallel job on one node, and
+    ``srun`` starting one torchrun per node for a multi-node job (``imagenot.train.distributed``,
+    docs/gpu.md "Data parallelism")."""
+    return launch_line(nodes(config, model), gpus_per_node(config, model), threads(config, model))
 
 
 def launch_line(n_nodes: int, per_node: int, threads: int) -> str:

@@ -143,7 +143,6 @@ def runs(config: dict) -> list[dict]:
     whose GPU work is the backbone's forward pass at train.eval_batch_size (the head is fitted
     on the CPU), else ``train``; ``stored_size`` the largest stored side among the space's
     datasets."""
-    world = experiments.gpus(config) or 1
     out: dict[tuple[str, str], dict] = {}
     for exp in config["train"]["experiments"]:
         if experiments.is_published(exp):
@@ -152,6 +151,7 @@ def runs(config: dict) -> list[dict]:
         size = stored_size(config, exp["dataset"])
         for model in config["train"]["models"]:
             key = (model, exp["space"])
+            world = experiments.gpus(config, model) or 1  # the model's GPUs per job
             if key in out:
                 out[key]["stored_size"] = max(out[key]["stored_size"], size)
                 continue

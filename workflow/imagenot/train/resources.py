@@ -17,14 +17,14 @@ from imagenot.train.experiments import gpus_per_node
 from imagenot.train.plan import slot_file
 
 
-def threads(config: dict) -> int:
-    """CPU cores of a training job on each of its nodes (the rule's threads, SLURM's
+def threads(config: dict, model: str | None = None) -> int:
+    """CPU cores of a training job of ``model`` on each of its nodes (the rule's threads, SLURM's
     --cpus-per-task of its one task per node): resources.cpus_per_gpu per GPU of the node
     (decoding and feeding), one for a CPU job (``slurm_profile.gpu_threads``, as every GPU
     rule's)."""
     from imagenot.slurm_profile import gpu_threads
 
-    return gpu_threads(config, 1, gpus_per_node(config))
+    return gpu_threads(config, 1, gpus_per_node(config, model))
 
 
 def slot_trains(previous, slot) -> bool:
@@ -63,20 +63,34 @@ def slot_gets_gpu(previous, slot, status: Path | None = None, attempt: int = 1) 
     return slot_trains(previous, slot)
 
 
-def slot_threads(config: dict, previous, slot, status: Path | None = None, attempt: int = 1) -> int:
-    """Cores of a train_trial job: :func:`threads`, one for an empty slot or a refused retry."""
-    return threads(config) if slot_gets_gpu(previous, slot, status, attempt) else 1
+def slot_threads(
+    config: dict,
+    previous,
+    slot,
+    status: Path | None = None,
+    attempt: int = 1,
+    model: str | None = None,
+) -> int:
+    """Cores of a train_trial job of ``model``: :func:`threads`, one for an empty slot or a
+    refused retry."""
+    return threads(config, model) if slot_gets_gpu(previous, slot, status, attempt) else 1
 
 
 def slot_mem_mb(
-    config: dict, previous, slot, attempt: int, status: Path | None = None, ring: int = 0
+    config: dict,
+    previous,
+    slot,
+    attempt: int,
+    status: Path | None = None,
+    ring: int = 0,
+    model: str | None = None,
 ) -> int:
     """Memory (MB) of a train_trial job: :func:`process_mem_mb` when the slot trains, the small
     ``empty_mem_mb`` for an empty slot (it exits at once; grown per attempt as every rule's)."""
     from imagenot.train.failfast import memory_attempt, refused
 
     if slot_gets_gpu(previous, slot, status, attempt):
-        return process_mem_mb(config, status, attempt, ring, gpus_per_node(config))
+        return process_mem_mb(config, status, attempt, ring, gpus_per_node(config, model))
     own = config["resources"]["train_trial"]
     if status is not None and refused(status, attempt):
         return own["empty_mem_mb"]
@@ -164,7 +178,7 @@ def stage_work(config: dict, dataset: str, protocol: str, model: str, stage: int
     if not rate or sizes is None or stage >= len(epochs):
         return None
     rate *= (224 / experiments.image_size(config, model)) ** 2
-    gpus = max(1, plan.gpus_per_node(config) * plan.nodes(config))
+    gpus = max(1, plan.gpus_per_node(config, model) * plan.nodes(config, model))
     return 60 * budget.hours(epochs[stage], sizes["train"] + sizes["val"], rate, gpus)
 
 
@@ -181,7 +195,7 @@ def final_work(config: dict, dataset: str, protocol: str, model: str, reuse: boo
     if not rate or sizes is None:
         return None
     rate *= (224 / experiments.image_size(config, model)) ** 2
-    gpus = max(1, plan.gpus_per_node(config) * plan.nodes(config))
+    gpus = max(1, plan.gpus_per_node(config, model) * plan.nodes(config, model))
     epochs = search.training_epochs(experiments.space(config, dataset, protocol))
     return 60 * budget.hours(epochs, sizes["train"] + sizes["val"], rate, gpus)
 

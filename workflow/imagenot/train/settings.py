@@ -56,7 +56,8 @@ class JobSettings(FromConfig):
         "sees no GPU stops instead of training on the CPU",
         "num_workers": "train.num_workers, or where null the GPU's cores but one on GPU jobs and "
         "none on CPU jobs (experiments.num_workers); 0 for a head fit over stored features",
-        "world": "the processes the launcher starts (train.gpus_per_job on GPU jobs, else 1): "
+        "world": "the processes the launcher starts (the model's GPUs per job, train.gpus_per_job "
+        "or its train.gpus_per_job_overrides entry, on GPU jobs, else 1): "
         "every rank checks it was launched with this many; 1 for a head fit",
         "features": "the folder of the TL backbone's stored features for a head fit "
         "(experiments.features_dir), null on the image path",
@@ -112,7 +113,7 @@ class JobSettings(FromConfig):
             init=init[0] if init else None,
             gpu_job=config["resources"]["gpus"] > 0,
             num_workers=experiments.num_workers(config),
-            world=experiments.gpus(config) or 1,
+            world=experiments.gpus(config, model) or 1,
             features=None,
             decode_on_gpu=experiments.decode_on_gpu(config, model),
             image_size=experiments.image_size(config, model),
@@ -320,7 +321,8 @@ class PreflightSettings(FromConfig):
         "train.models entry by hand (narrowed by --models), one in a model's gate, none in the "
         "site's CUDA gate (for_site, for_model)",
         "num_workers": "a training process's loader workers (experiments.num_workers)",
-        "gpus_per_node": "training processes sharing a node's /dev/shm (experiments.gpus_per_node)",
+        "gpus_per_node": "the most training processes sharing a node's /dev/shm (the widest "
+        "model's, experiments.widest)",
         "mem_mb": "the memory a training process gets (preflight_plan.job_mem_mb)",
         "dataset_dirs": "where the training jobs read each dataset they stream (paths.DATASET): "
         "the feed check reads its sample there (preflight_plan.dataset_dirs)",
@@ -359,7 +361,7 @@ class PreflightSettings(FromConfig):
             runs=preflight_plan.runs(config),
             checked_models=list(config["train"]["models"]),
             num_workers=experiments.num_workers(config),
-            gpus_per_node=max(1, experiments.gpus_per_node(config)),
+            gpus_per_node=max(1, experiments.widest(config) // experiments.nodes(config)),
             mem_mb=preflight_plan.job_mem_mb(config),
             dataset_dirs=preflight_plan.dataset_dirs(config),
         )

@@ -154,3 +154,16 @@ def test_the_plan_schedules_each_model_at_its_gpus_and_prints_the_overlay(tmp_pa
     text = " ".join(" ".join(format_deadline(plan)).split())
     assert "the overlay (--configfile) that plans it: {train: {gpus_per_job: 1, " in text
     assert "convnext_large: 4" in text
+
+
+def test_a_tl_features_job_is_one_process_whatever_the_models_gpus(tmp_path):
+    """train_features starts no launcher: its settings' world is 1 for a model of 4 GPUs per
+    job, as a TL head fit's; the model's image-path job (a trial's) has 4."""
+    from imagenot.train.settings import FeaturesSettings, JobSettings
+
+    config = load_configs([DEMO, _overlay(tmp_path, {"gpus_per_job_overrides": {WIDE: 4}})])
+    tl = next(e for e in config["train"]["experiments"] if e["protocol"].startswith("tl-"))
+    st = next(e for e in config["train"]["experiments"] if e["protocol"] == "st")
+    assert FeaturesSettings.from_config(config, tl["dataset"], tl["protocol"], WIDE).job.world == 1
+    assert JobSettings.for_training(config, tl["dataset"], tl["protocol"], WIDE).world == 1
+    assert JobSettings.for_training(config, st["dataset"], st["protocol"], WIDE).world == 4

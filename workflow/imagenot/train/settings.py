@@ -245,7 +245,8 @@ class FeaturesSettings(FromConfig):
 
     DERIVED: ClassVar = {
         "job": "JobSettings.from_config of the TL experiment (its device, data source, "
-        "preprocess and eval batch size: the image path's)",
+        "preprocess and eval batch size: the image path's), in one process (world 1, "
+        "whatever the model's GPUs per job: the rule starts no launcher)",
     }
 
     job: JobSettings
@@ -256,7 +257,8 @@ class FeaturesSettings(FromConfig):
     ) -> FeaturesSettings:
         # the rule matches tl-SOURCE protocols only (plan.tl_protocol_regex), and
         # jobs.run_features refuses a job that is not TL
-        return cls(job=JobSettings.from_config(config, dataset, protocol, model))
+        job = JobSettings.from_config(config, dataset, protocol, model)
+        return cls(job=dataclasses.replace(job, world=1))
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,8 @@ from toy_job import toy_job
 
 from imagenot.config import ConfigError, validate_config
 from imagenot.registries import RegistryError
-from imagenot.train import experiments, identity, plan, search
+from imagenot.train import experiments, identity, plan, prereg, search
 from imagenot.train import settings as train_settings
-from imagenot.train import trials as trial_jobs
 from imagenot.train.facts import torchvision_weights_filename
 from imagenot.train.feed import InMemory, preprocess
 from imagenot.train.loop import fit
@@ -202,7 +201,7 @@ def test_trials_tables_are_identical_across_reruns(demo_config, tmp_path):
     paths = []
     for run in range(2):
         out = tmp_path / f"r{run}" / "fashion_mnist/ft-imagenot/vgg_mini/trials.parquet"
-        trial_jobs.draw(drawing, tmp_path / "p.json", out)
+        prereg.draw(drawing, tmp_path / "p.json", out)
         paths.append(out)
     assert paths[0].read_bytes() == paths[1].read_bytes()
     trials = search.draw_trials(definition, 0, "fashion_mnist", "ft-imagenot")

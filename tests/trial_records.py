@@ -21,12 +21,12 @@ from imagenot.train.trials import registered_search, slot_run_dir
 
 def draw_run(root: Path, space: dict, model: str = "resnet_mini") -> Path:
     """Pre-register ``space`` for the toy ST experiment and draw its trials for ``model`` under
-    ``root`` (the workflow's root) as ``train-draw-trials`` does (:func:`imagenot.train.trials.draw`
+    ``root`` (the workflow's root) as ``train-draw-trials`` does (:func:`imagenot.train.prereg.draw`
     of the config's settings); the run's folder (``results/train/toy/st/{model}``)."""
     from conftest import toy_config
 
     from imagenot.config import validate_config
-    from imagenot.train import trials
+    from imagenot.train import prereg
     from imagenot.train.paths import PREREGISTRATION, TRIALS
     from imagenot.train.settings import DrawSettings
 
@@ -34,7 +34,7 @@ def draw_run(root: Path, space: dict, model: str = "resnet_mini") -> Path:
     settings = DrawSettings.from_config(config, "toy", "st", "resnet_mini")
     settings = dataclasses.replace(settings, model=model)
     table = Path(root) / TRIALS.format(dataset="toy", protocol="st", model=model)
-    trials.draw(settings, Path(root) / PREREGISTRATION, table)
+    prereg.draw(settings, Path(root) / PREREGISTRATION, table)
     return table.parent
 
 

@@ -237,4 +237,10 @@ NOT_SETTINGS = {
     "(absent when no curation job is planned), not the curate section",
     "imagenot.schedule:recommend(gpus)": "the GPU count the user will have (the plan's "
     "--gpus; None: recommend one), not resources.gpus",
+    "imagenot.train.records:.get('hyperparameters')": "the hyperparameters a selection's slot "
+    "result records (compared with the final record's), not train.spaces.<space>",
+    "imagenot.train.trials:.get('halving')": "the halving a preregistered definition records "
+    "(compared with a rung's decision), not train.spaces.<space>.halving",
+    "imagenot.train.trials:.get('eta')": "the eta a preregistered definition records "
+    "(compared with a rung's decision), not train.spaces.<space>.halving.eta",
 }

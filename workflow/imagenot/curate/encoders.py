@@ -79,7 +79,7 @@ class EncoderSpec:
             resolved = validate_config({"encoder": dict(section)}, schema="curate.schema.yaml")
         except ConfigError as exc:  # name the key from the top of the workflow config
             message = str(exc).replace("config key encoder", f"config key {CONFIG_KEY}")
-            raise ConfigError(message.replace("under encoder;", f"under {CONFIG_KEY};")) from None
+            raise ConfigError(message.replace("under encoder", f"under {CONFIG_KEY}", 1)) from None
         values = resolved["encoder"]
         check_encoder_config(values)
         return cls(**{f.name: values[f.name] for f in fields(cls)})

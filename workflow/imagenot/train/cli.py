@@ -173,8 +173,10 @@ def _trials():
 
 def _draw(a: argparse.Namespace) -> None:
     """Pre-register and draw an experiment's trials."""
+    from imagenot.train import prereg
+
     s = _parse("DrawSettings", a.settings, "train-draw-trials")
-    _trials().draw(s, a.record, Path(files.DrawFiles.from_args(a).trials))
+    prereg.draw(s, a.record, Path(files.DrawFiles.from_args(a).trials))
 
 
 def _preregistration_table(a: argparse.Namespace) -> None:

@@ -12,13 +12,23 @@ from __future__ import annotations
 
 import copy
 import fcntl
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from imagenot.io import read_json, write_json
+import pyarrow as pa
+
+from imagenot.io import read_json, write_json, write_parquet
+from imagenot.train import search
 from imagenot.train.search import at_chance, canonical_hash
+
+if TYPE_CHECKING:
+    from imagenot.train.settings import DrawSettings
+
+log = logging.getLogger(__name__)
 
 
 class PreregistrationError(ValueError):
@@ -47,16 +57,15 @@ def trial_results(experiment_dir: Path, model: str | None) -> list[dict]:
     """The latest result of every trial under ``experiment_dir`` that has one (its highest
     stage's slot result, ``{model}/stage-{k}/slot-{s}.json``), per model, in trial order;
     ``model``: that model's alone, None: every model's."""
-    from imagenot.train.records import check_record
     from imagenot.train.search import latest_results
-    from imagenot.train.trials import slot_run_dir
+    from imagenot.train.trials import check_slot, slot_run_dir
 
     out = []
     for model_dir in sorted(experiment_dir.glob(model or "*")):
         # checked as the selection checks them: an amendment's evidence is their numbers
         # slot results alone, not what lies beside them (a failed job's status file)
         slots = sorted(p for p in model_dir.glob("stage-*/slot-*.json") if slot_run_dir(p))
-        rows = [check_record(_read(path), path, record_kind="slot") for path in slots]
+        rows = [check_slot(_read(path), path) for path in slots]
         out += latest_results(rows).values()
     return out
 
@@ -257,3 +266,17 @@ def record_table(record_path: str | os.PathLike) -> list[dict]:
             }
         )
     return rows
+
+
+def draw(settings: DrawSettings, record: Path, out: Path) -> None:
+    """Check/record the preregistration in ``record``, then write the experiment's trials
+    table ``out``."""
+    s = settings
+    dataset, protocol = s.experiment.split("/", 1)
+    register(
+        record, s.experiment, dict(s.definition), s.model, s.amendments, out.parent.parent,
+        s.model_settings,
+    )  # fmt: skip
+    trials = search.draw_trials(s.definition, s.definition["seed"], dataset, protocol)
+    write_parquet(pa.table(search.trial_columns(trials)), out)
+    log.info("%s %s: %d trials drawn and pre-registered", s.experiment, s.model, len(trials))

@@ -20,7 +20,8 @@ ways, and a failed check is one line naming the file and the key (:class:`Record
   seed, the trial its slot trains (the slot itself at stage 0, else the one the previous rung
   promoted into it, that rung's sealed decision being what halving computes from its own
   slots: :func:`imagenot.train.trials.check_decision`), and a table whose hyperparameters are
-  of the space's types and ranges (:func:`imagenot.train.trials.check_slot_provenance`). A
+  of the space's types and ranges (:func:`imagenot.train.trials.check_slot_provenance`, through
+  :func:`imagenot.train.trials.check_slot`). A
   trained final run's record names the trial its run's selection selected, with that trial's
   hyperparameters (:func:`check_final_trial`); a published weights' record names none.
 - **its identity**: dataset, protocol, model and seed are those of the path it is read from
@@ -35,6 +36,11 @@ A final run's record is typed (:class:`FinalRecord`), written by :func:`write_fi
 by :func:`read_final`: both of its producers (a trained run, published weights) and every reader
 that loads its model (evaluate, diagnostics, an FT/TL job's start) go through them. The run
 summary checks the plain record (:func:`check_record` with the few keys it shows).
+
+Over 500 lines because the four checks share one reading of a record (its keys, its path's
+identity, its seal) and every reader of a final run's or a slot's record calls them together
+(:func:`check_record`); the slot's provenance, which reads the run's trials table and rung
+decisions, is the trial jobs' (:func:`imagenot.train.trials.check_slot`).
 
 Light: no stage's libraries (the run summary's job reads records in the analyse environment);
 a slot result's provenance imports the train stage's bookkeeping (:mod:`imagenot.train.trials`)
@@ -490,12 +496,6 @@ def check_record(
     check_unsealed(record, where)  # a number or name that is wrong is named first
     if record_kind == "final":  # sealed: then the trial its run selected
         check_final_trial(record, where)
-    if record_kind == "slot":  # sealed: then what its producer could have written
-        from imagenot.train.trials import check_slot_provenance, slot_run_dir
-
-        run_dir = slot_run_dir(where)
-        if run_dir is not None:
-            check_slot_provenance(record, where, run_dir)
     return dict(record)
 
 

@@ -3,25 +3,25 @@ decisions and the selection of the best trial. Light: no torch import (they run 
 
 They also delete what a trial no longer needs: the checkpoint and weights of a trial that a
 rung drops, and after selection the weights of every trial but the selected one.
+
+Over 500 lines because the checks of what these jobs read (the trials table against the
+registered space, a slot's result against the trial its slot trains, a rung's decision against
+what halving computes from its slots) are the jobs' own computations run again: kept beside
+them, a change to how a rung promotes or a table is drawn changes its check with it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-import pyarrow as pa
-
-from imagenot.io import read_json, read_parquet, write_json, write_parquet
+from imagenot.io import read_json, read_parquet, write_json
 from imagenot.train import search
 from imagenot.train.paths import DECISION
-from imagenot.train.prereg import register
-
-if TYPE_CHECKING:
-    from imagenot.train.settings import DrawSettings
 
 log = logging.getLogger(__name__)
 
@@ -29,20 +29,6 @@ log = logging.getLogger(__name__)
 class JobError(ValueError):
     """Bad job input (missing trial, malformed table, every trial diverged): a ValueError, so
     the command ends in one line naming it (``imagenot.cli``)."""
-
-
-def draw(settings: DrawSettings, record: Path, out: Path) -> None:
-    """Check/record the preregistration in ``record``, then write the experiment's trials
-    table ``out``."""
-    s = settings
-    dataset, protocol = s.experiment.split("/", 1)
-    register(
-        record, s.experiment, dict(s.definition), s.model, s.amendments, out.parent.parent,
-        s.model_settings,
-    )  # fmt: skip
-    trials = search.draw_trials(s.definition, s.definition["seed"], dataset, protocol)
-    write_parquet(pa.table(search.trial_columns(trials)), out)
-    log.info("%s %s: %d trials drawn and pre-registered", s.experiment, s.model, len(trials))
 
 
 # The columns of the trials table (:func:`imagenot.train.search.trial_columns`), in order.
@@ -433,13 +419,11 @@ def read_selection(path: Path) -> dict:
     """The selection at ``path``, checked: its trial, validation accuracy and hyperparameters
     are those of the trial's own sealed result it copies (a hand-edited ``trial`` would train
     another trial's hyperparameters under the selected one's numbers)."""
-    from imagenot.train.records import check_record
-
     chosen = read_json(path)
     result = chosen.get("result")
     if not isinstance(result, dict):
         raise JobError(f"{path}: holds no trial result (key result); delete it and run again")
-    check_record(result, f"{path} (its result)", record_kind="slot")
+    check_slot(result, f"{path} (its result)")
     for key in ("trial", "val_accuracy", "hyperparameters"):
         if chosen.get(key) != result.get(key):
             raise JobError(
@@ -486,11 +470,9 @@ def _drop(run_dir: Path, trial: int, *names: str) -> None:
 
 def _read(path: Path) -> dict:
     """A slot's result, checked (its seal, numbers, identity and provenance:
-    :func:`imagenot.train.records.check_record`)."""
-    from imagenot.train.records import check_record
-
+    :func:`check_slot`)."""
     try:
-        return check_record(read_json(path), path, record_kind="slot")
+        return check_slot(read_json(path), path)
     except OSError as exc:
         raise JobError(f"{path}: unreadable trial result ({exc})") from None
 
@@ -544,3 +526,16 @@ def select(results: Sequence[Path], out: Path) -> dict:
         for trial in latest:
             _drop(run, trial, CHECKPOINT, PREVIOUS_CHECKPOINT, *(() if trial == best else (BEST,)))
     return selection
+
+
+def check_slot(record: Any, where: str | os.PathLike) -> dict:
+    """A slot's result read from ``where``, checked as every record is
+    (:func:`imagenot.train.records.check_record`), then, sealed, against what its producer
+    could have written (:func:`check_slot_provenance`, where the path lies in a run's layout)."""
+    from imagenot.train.records import check_record
+
+    out = check_record(record, where, record_kind="slot")
+    run_dir = slot_run_dir(where)
+    if run_dir is not None:
+        check_slot_provenance(record, where, run_dir)
+    return out

@@ -195,7 +195,19 @@ def parse_or_exit(cls: type[T], text: str, command: str) -> T:
 # Names of schema keys used for something else (tests/test_settings_schema.py's guard): the
 # cost plan's reading of a dry run's jobs and of optional dataset keys; the dataset reader's
 # choice of split.
+_PER_MODEL_GPUS = (
+    "the model whose GPUs per job are asked for (train.gpus_per_job_overrides; None: the value "
+    "of the models not named there), not curate.encoder.model or an amendment's model"
+)
 NOT_SETTINGS = {
+    "imagenot.train.estimate:job_gpus(model)": _PER_MODEL_GPUS,
+    "imagenot.train.experiments:gpus(model)": _PER_MODEL_GPUS,
+    "imagenot.train.experiments:gpus_per_node(model)": _PER_MODEL_GPUS,
+    "imagenot.train.experiments:nodes(model)": _PER_MODEL_GPUS,
+    "imagenot.train.launch:launcher(model)": _PER_MODEL_GPUS,
+    "imagenot.train.resources:slot_mem_mb(model)": _PER_MODEL_GPUS,
+    "imagenot.train.resources:slot_threads(model)": _PER_MODEL_GPUS,
+    "imagenot.train.resources:threads(model)": _PER_MODEL_GPUS,
     "imagenot.dataset:read_manifest(split)": "which split to read (a caller's choice, None = "
     "all), not acquire's split sizes",
     "imagenot.costs:.get('mem_mb')": "a planned job's resources as Snakemake's dry run lists "

@@ -379,6 +379,42 @@ def many_models_accuracy(models: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def demo_accuracy(models: list[str]) -> pd.DataFrame:
+    """An accuracy.csv of the demo's models: ST on three datasets, four transformations, every
+    accuracy a count of a 500-image test set."""
+    rng = np.random.default_rng(3)
+    rows = [
+        {"model": m, "dataset": d, "protocol": "st", "seed": 0, "transform": t}
+        | {"accuracy": round((30 + 5 * i + rng.normal(0, 1)) * 5) / 5, "n": 500}
+        for d in DATASETS
+        for i, m in enumerate(models)
+        for t in synthetic.TRANSFORMS
+    ]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("request_", FIGURE_REQUESTS, ids=lambda r: r[0])
+def test_every_workflow_figure_is_readable_with_the_demo_s_names(repo_root, tmp_path, request_):
+    """The demo config as it is (its baseline model and display names, its style's dpi): each
+    figure kind keeps every text inside the figure and off the others."""
+    import matplotlib.pyplot as plt
+
+    from imagenot.figures.data import load_accuracy
+    from imagenot.figures.layout import layout_problems
+    from imagenot.figures.registry import WORKFLOW_FIGURES
+    from imagenot.registries import resolve
+
+    demo = load_config(repo_root / "config" / "config.yaml")
+    path = tmp_path / "accuracy.csv"
+    demo_accuracy(demo["train"]["models"]).to_csv(path, index=False)
+    opts, style_ = Options.from_config(demo), Style.from_config(demo)
+    assert opts.model(opts.baseline_model) != opts.baseline_model  # a display name is drawn
+    request = dict(zip(("dataset", "protocol"), request_[1:], strict=False))
+    fig = resolve(WORKFLOW_FIGURES[request_[0]].code)(load_accuracy(path), opts, style_, **request)
+    assert layout_problems(fig) == [], request_
+    plt.close(fig)
+
+
 @pytest.mark.parametrize("models", [5, 150])
 @pytest.mark.parametrize("request_", FIGURE_REQUESTS, ids=lambda r: r[0])
 def test_every_workflow_figure_is_readable_with_long_names(config, tmp_path, models, request_):

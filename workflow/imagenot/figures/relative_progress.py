@@ -71,7 +71,7 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style):
                 style.font_size,
             )
         )
-        ax.set_title(
+        fig.suptitle(  # over the figure: a title over the axes is off-centre beside the y label
             layout.wrap_text(
                 f"Accuracy relative to {baseline} on each dataset, models in the order of "
                 f"their {order}" + (f" (every {step}th model named)" if step > 1 else ""),

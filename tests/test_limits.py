@@ -15,7 +15,9 @@ import pytest
 import yaml
 
 from imagenot.cli import out_of_memory
-from imagenot.config import ConfigError, validate_config
+from imagenot.config import ConfigError, load_configs, read_config_file, validate_config
+from imagenot.stages import check_workflow_config
+from imagenot.train.checks import check_nodes
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "resources.schema.yaml"
@@ -23,7 +25,9 @@ IMAGENOT = str(Path(sys.executable).parent / "imagenot")
 
 
 def _resolve(node: dict, schema: dict) -> dict:
-    ref = node.get("$ref", "")
+    """``node`` with the resources schema's ``$defs`` entry it refers to (a ``$ref`` of the
+    resources schema itself, or of another stage's schema into it) merged in."""
+    ref = node.get("$ref", "").removeprefix("resources.schema.yaml")
     if ref.startswith("#/$defs/"):
         return {**schema["$defs"][ref.removeprefix("#/$defs/")], **node}
     return node
@@ -52,24 +56,122 @@ def _with(path: tuple[str, ...], value, defaults: dict) -> dict:
 
 
 SCHEMA_DOC = yaml.safe_load(SCHEMA.read_text())
-BOUNDED = _bounded(SCHEMA_DOC, SCHEMA_DOC)
+# The sections whose keys ask a machine for something: resources, and the training and download
+# settings that set a job's processes and threads (their bounds $ref'd from the resources schema
+# or stated beside the key).
+SECTIONS = ("resources", "train", "acquire")
+BOUNDED = [
+    (section, path, maximum)
+    for section in SECTIONS
+    for path, maximum in _bounded(
+        yaml.safe_load((SCHEMA.parent / f"{section}.schema.yaml").read_text()), SCHEMA_DOC
+    )
+]
 
 
 def test_every_request_a_job_makes_of_a_machine_has_a_bound():
-    keys = {".".join(p) for p, _ in BOUNDED}
-    assert {"gpus", "cpus_per_gpu", "max_runtime_min", "attempt_growth"} <= keys
-    assert {"classes.gpu.mem_mb", "classes.gpu.runtime_min", "train_trial.mem_mb"} <= keys
-    assert {"work.curate_embed.floor_mb", "work.acquire_split.min_per_gb"} <= keys
+    keys = {".".join((section, *p)) for section, p, _ in BOUNDED}
+    assert {"resources.gpus", "resources.cpus_per_gpu", "resources.max_runtime_min"} <= keys
+    assert {"resources.attempt_growth", "resources.train_trial.mem_mb"} <= keys
+    assert {"resources.classes.gpu.mem_mb", "resources.classes.gpu.runtime_min"} <= keys
+    assert {
+        "resources.work.curate_embed.floor_mb",
+        "resources.work.acquire_split.min_per_gb",
+    } <= keys
+    assert {"train.num_workers", "train.nodes_per_job", "acquire.threads_per_process"} <= keys
 
 
-@pytest.mark.parametrize("path, maximum", BOUNDED, ids=[".".join(p) for p, _ in BOUNDED])
-def test_a_request_past_its_bound_is_refused_naming_the_key(path, maximum):
-    defaults = validate_config({})["resources"]
-    validate_config({"resources": _with(path, maximum, defaults)})  # the bound itself: valid
+def test_a_loader_takes_at_most_a_nodes_cores_in_workers():
+    """train.num_workers (null and 0 allowed, so a plain bound, not a $ref) is the resources
+    schema's bound of a node's cores."""
+    assert (
+        dict(((s, p), m) for s, p, m in BOUNDED)[("train", ("num_workers",))]
+        == (SCHEMA_DOC["$defs"]["cores"]["maximum"])
+    )
+
+
+@pytest.mark.parametrize(
+    "section, path, maximum", BOUNDED, ids=[".".join((s, *p)) for s, p, _ in BOUNDED]
+)
+def test_a_request_past_its_bound_is_refused_naming_the_key(section, path, maximum):
+    defaults = validate_config({})[section]
+    validate_config({section: _with(path, maximum, defaults)})  # the bound itself: valid
     too_much = maximum * 1000 if isinstance(maximum, int) else maximum * 1000.0
-    key = re.escape("resources." + ".".join(path))
+    key = re.escape(f"{section}." + ".".join(path))
     with pytest.raises(ConfigError, match=rf"{key}: .* greater than the maximum"):
-        validate_config({"resources": _with(path, too_much, defaults)})
+        validate_config({section: _with(path, too_much, defaults)})
+
+
+def _demo_with(resources: dict, train: dict) -> dict:
+    config = read_config_file(REPO / "config" / "config.yaml")
+    config["resources"] = {**config.get("resources", {}), "require_preflight": False, **resources}
+    config["train"] = {**config.get("train", {}), **train}
+    return config
+
+
+GPUS = SCHEMA_DOC["$defs"]["gpus"]["maximum"]
+CORES = SCHEMA_DOC["$defs"]["cores"]["maximum"]
+
+
+def test_a_training_job_asks_for_at_most_a_nodes_gpus_and_cores():
+    """The demo config at a node's GPUs, its cores (16 GPUs x 24 cores = 384) and a model's
+    override at the same bound passes the workflow's checks (those of validate-config)."""
+    at = {"gpus_per_job": GPUS, "gpus_per_job_overrides": {"resnet_mini": GPUS}}
+    config = _demo_with({"gpus": 1, "cpus_per_gpu": CORES // GPUS}, at)
+    checked = check_workflow_config(config, against_results=False)
+    assert checked["train"]["gpus_per_job"] == GPUS
+
+
+@pytest.mark.parametrize(
+    "resources, train, message",
+    [
+        ({"gpus": 8}, {"gpus_per_job": 4096}, "train.gpus_per_job: 4096 GPUs over "
+         "train.nodes_per_job 1 is 4096 per node, more than the 16 GPUs one node holds"),
+        ({"gpus": 1}, {"gpus_per_job": GPUS + 1}, f"train.gpus_per_job: {GPUS + 1} GPUs"),
+        ({"gpus": 1}, {"gpus_per_job_overrides": {"resnet_mini": 100000}},
+         "train.gpus_per_job_overrides.resnet_mini: 100000 GPUs over train.nodes_per_job 1"),
+        ({"gpus": 1, "cpus_per_gpu": CORES // GPUS + 1}, {"gpus_per_job": GPUS},
+         f"train.gpus_per_job: 16 GPUs per node times resources.cpus_per_gpu 25 is 400 cores "
+         f"per node, more than the {CORES} of one node"),
+    ],
+    ids=["4096_gpus", "one_past_a_node", "override", "cores"],
+)  # fmt: skip
+def test_a_training_job_past_a_nodes_gpus_or_cores_is_refused_naming_the_key(
+    resources, train, message
+):
+    with pytest.raises(ConfigError, match=re.escape(f"config key {message}")) as refused:
+        check_workflow_config(_demo_with(resources, train), against_results=False)
+    assert "\n" not in str(refused.value)
+
+
+def test_gpus_per_node_count_the_nodes_a_job_spans():
+    """Over two nodes a job takes twice a node's GPUs (healthy); a model's override of four
+    times as many is refused naming its key. CPU jobs (resources.gpus 0) ignore the counts."""
+    config = load_configs([REPO / "config" / "config.yaml"])
+    config["resources"] |= {"gpus": 1, "site": "cluster"}
+    config["train"] |= {"nodes_per_job": 2, "gpus_per_job": 2 * GPUS}
+    check_nodes(config)
+    config["train"]["gpus_per_job_overrides"] = {"resnet_mini": 4 * GPUS}
+    with pytest.raises(ConfigError, match=r"gpus_per_job_overrides.resnet_mini: 64 GPUs over "
+                       r"train.nodes_per_job 2 is 32 per node"):  # fmt: skip
+        check_nodes(config)
+    cpu = load_configs([REPO / "config" / "config.yaml"])
+    cpu["resources"]["gpus"] = 0
+    cpu["train"]["gpus_per_job"] = 4096
+    check_nodes(cpu)
+
+
+def test_validate_config_refuses_thousands_of_gpus_per_node_in_one_line(tmp_path):
+    config = tmp_path / "gpus.yaml"
+    config.write_text(yaml.safe_dump({"resources": {"gpus": 8}, "train": {"gpus_per_job": 4096}}))
+    run = subprocess.run(
+        [IMAGENOT, "validate-config", "config/config.yaml", str(config)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode != 0
+    assert "config key train.gpus_per_job: 4096 GPUs over train.nodes_per_job 1" in (
+        run.stdout + run.stderr
+    )
 
 
 def test_validate_config_refuses_petabytes_of_memory_in_one_line(tmp_path):

@@ -106,11 +106,10 @@ def check_epochs(space: dict, where: str) -> None:
 
 def check_nodes(config: dict) -> None:
     """train.nodes_per_job against the GPUs and the executor: whole GPUs per node, only GPU jobs
-    span nodes, and only under SLURM (whose srun starts a launcher on each node)."""
+    span nodes, and only under SLURM (whose srun starts a launcher on each node); and each
+    training job's GPUs and cores per node within one node (:func:`check_per_node`)."""
     train, n = config["train"], config["train"]["nodes_per_job"]
-    if n == 1:
-        return
-    if config["resources"]["gpus"] == 0:
+    if n > 1 and config["resources"]["gpus"] == 0:
         raise ConfigError(
             f"config key train.nodes_per_job: {n} nodes per job needs GPU jobs "
             f"(resources.gpus > 0); CPU training jobs run on one node"
@@ -124,10 +123,39 @@ def check_nodes(config: dict) -> None:
                 f"config key train.nodes_per_job: {key} ({g}) must split evenly over {n} nodes "
                 f"(the same GPUs on every node)"
             )
+    if config["resources"]["gpus"] > 0:  # GPU counts are ignored by CPU training jobs
+        for key, g in own.items():
+            check_per_node(key, g, n, config["resources"]["cpus_per_gpu"])
+    if n == 1:
+        return
     if not config["resources"]["site"]:
         raise ConfigError(
             f"config key train.nodes_per_job: {n} nodes per job are started by SLURM's srun; run "
             f"with the site profile (snakemake --profile slurm, docs/cluster.md)"
+        )
+
+
+def check_per_node(key: str, gpus: int, nodes: int, cpus_per_gpu: int) -> None:
+    """A training job's GPUs per node (``gpus`` over ``nodes``) at most the GPUs of one node, and
+    its cores per node (those GPUs times ``cpus_per_gpu``) at most the cores of one node: the
+    bounds of workflow/schemas/resources.schema.yaml ($defs gpus, cores). A request past them
+    is a typo no scheduler could place (torchrun would start thousands of processes)."""
+    from imagenot.config import load_schema
+
+    bounds = load_schema("resources.schema.yaml")["$defs"]
+    per_node = gpus // nodes
+    most = bounds["gpus"]["maximum"]
+    if per_node > most:
+        raise ConfigError(
+            f"config key {key}: {gpus} GPUs over train.nodes_per_job {nodes} is {per_node} per "
+            f"node, more than the {most} GPUs one node holds (resources.schema.yaml $defs/gpus)"
+        )
+    cores, most = per_node * cpus_per_gpu, bounds["cores"]["maximum"]
+    if cores > most:
+        raise ConfigError(
+            f"config key {key}: {per_node} GPUs per node times resources.cpus_per_gpu "
+            f"{cpus_per_gpu} is {cores} cores per node, more than the {most} of one node "
+            f"(resources.schema.yaml $defs/cores)"
         )
 
 

@@ -108,6 +108,36 @@ def test_save_writes_truetype_after_the_style_has_ended(tmp_path):
     assert type3_fonts(tmp_path / "f.pdf") == []
 
 
+def test_writing_a_pdf_logs_nothing_from_fonttools_at_info(tmp_path, caplog):
+    """fontTools subsets the embedded fonts and reports each step at INFO (hundreds of lines
+    per PDF on stderr): a PDF written with fontTools' loggers open at INFO shows those lines
+    (planted), one written by ``write_pdf`` logs nothing below WARNING from fontTools."""
+    import logging
+
+    import matplotlib.pyplot as plt
+
+    from imagenot.figures.style import SAVE_RC, write_pdf
+
+    def fonttools_info() -> list[str]:
+        return [
+            r.getMessage()
+            for r in caplog.records
+            if r.name.startswith("fontTools") and r.levelno < logging.WARNING
+        ]
+
+    caplog.set_level(logging.INFO)
+    logging.getLogger("fontTools").setLevel(logging.NOTSET)
+    fig = _text_figure()
+    with plt.rc_context(SAVE_RC):
+        fig.savefig(tmp_path / "open.pdf", format="pdf")
+    assert fonttools_info(), "the capture sees no fontTools INFO line (planted)"
+    caplog.clear()
+    write_pdf(fig, tmp_path / "quiet.pdf")
+    plt.close(fig)
+    assert fonttools_info() == []
+    assert type3_fonts(tmp_path / "quiet.pdf") == []
+
+
 @pytest.mark.parametrize("request_", FIGURE_REQUESTS, ids=lambda r: r[0])
 def test_every_workflow_figure_embeds_no_type3_font(config, results, tmp_path, request_):  # noqa: F811
     pdf, png = tmp_path / "f.pdf", tmp_path / "f.png"

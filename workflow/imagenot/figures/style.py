@@ -10,6 +10,7 @@ journals and conference sites refuse.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -103,9 +104,11 @@ def integer_ticks(axis) -> None:
 
 def write_pdf(fig, pdf: str | os.PathLike, metadata: dict | None = None) -> None:
     """Write ``fig`` as a PDF atomically under :data:`SAVE_RC` (TrueType fonts, no creation
-    date; ``metadata`` adds or blanks further entries)."""
+    date; ``metadata`` adds or blanks further entries). fontTools, which subsets the embedded
+    fonts, reports warnings only (its INFO lines run to hundreds per PDF)."""
     import matplotlib.pyplot as plt
 
+    logging.getLogger("fontTools").setLevel(logging.WARNING)
     with atomic_path(pdf, ".pdf") as tmp, plt.rc_context(SAVE_RC):
         fig.savefig(tmp, format="pdf", metadata={"CreationDate": None, **(metadata or {})})
 

@@ -221,6 +221,54 @@ def test_only_errors_for_want_of_memory_are_read_as_such():
     assert out_of_memory(ValueError("failed to map segment")) is None
 
 
+# torch's CPU allocator's words (torch 2.13 under `ulimit -v 3800000`), and where malloc fails
+CPU_ALLOCATOR = (
+    "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "
+    "you tried to allocate 10000000000 bytes. Error code 12 (Cannot allocate memory)"
+)
+CPU_ALLOCATOR_MALLOC = (
+    "[enforce fail at alloc_cpu.cpp:83] data. DefaultCPUAllocator: not enough memory: you tried "
+    "to allocate 4096 bytes."
+)
+
+
+def test_torchs_cpu_allocator_refusing_memory_is_read_as_such():
+    message = out_of_memory(RuntimeError(CPU_ALLOCATOR))
+    assert message is not None and message.startswith(
+        "ran out of memory allocating 9,536.7 MiB in torch"
+    )
+    assert out_of_memory(RuntimeError(CPU_ALLOCATOR_MALLOC)) is not None
+    assert out_of_memory(RuntimeError("CUDA error: device-side assert triggered")) is None
+    assert out_of_memory(RuntimeError("Error(s) in loading state_dict for ResNet")) is None
+    assert out_of_memory(ValueError(CPU_ALLOCATOR)) is None  # torch raises a RuntimeError
+
+
+def test_a_command_that_never_loaded_torch_reads_errors_without_importing_it():
+    code = (
+        "import sys; from imagenot.cli import out_of_memory; "
+        f"assert out_of_memory(RuntimeError({CPU_ALLOCATOR!r})); "
+        "assert out_of_memory(RuntimeError('a bug')) is None; "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+
+
+def test_a_gpu_out_of_memory_is_one_line_naming_the_cards_memory():
+    torch = pytest.importorskip("torch", reason="torch.OutOfMemoryError needs torch installed")
+    cuda = (
+        "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 139.81 "
+        "GiB of which 1.19 GiB is free. Including non-PyTorch memory, this process has 138.61 "
+        "GiB memory in use.\nIf reserved but unallocated memory is large try setting "
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+    )
+    message = out_of_memory(torch.OutOfMemoryError(cuda))
+    assert message is not None and "\n" not in message
+    assert message.startswith("ran out of GPU memory: CUDA out of memory. Tried to allocate")
+    assert "total capacity of 139.81 GiB" in message and "train.max_batch_per_gpu" in message
+    assert out_of_memory(RuntimeError(cuda.replace("out of memory", "error"))) is None
+
+
 def test_an_evaluation_job_asks_for_at_most_a_nodes_cores():
     """evaluate.threads takes the resources schema's bound of a node's cores ($ref)."""
     cores = SCHEMA_DOC["$defs"]["cores"]["maximum"]

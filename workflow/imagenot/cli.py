@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 import time
 
@@ -185,6 +186,11 @@ MEMORY_LIMITS = (("RLIMIT_AS", "-v"), ("RLIMIT_DATA", "-d"))
 # How the loader words a shared library it could not map (torch's libraries are gigabytes of
 # address space), and the C library an allocation refused.
 NO_MEMORY_WORDS = ("failed to map segment", "cannot allocate memory", "cannot map zero-fill")
+# torch's CPU allocator refusing an allocation raises a plain RuntimeError whose message names it:
+# "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you
+# tried to allocate 10000000000 bytes. Error code 12 (Cannot allocate memory)" ("not enough
+# memory" where malloc itself fails).
+TORCH_CPU_ALLOCATOR = "DefaultCPUAllocator"
 
 
 def memory_limits() -> list[str]:
@@ -204,10 +210,22 @@ def out_of_memory(exc: BaseException) -> str | None:
     """One line for a command that ran out of memory (``exc`` a MemoryError, or a library that
     could not be loaded for want of memory: ``ImportError: libtorch_cpu.so: failed to map
     segment from shared object`` under ``ulimit -v``), naming the process's memory limit; None
-    for any other error. Why: under a limit every command that loads torch ended in a
-    16-line traceback whose last line does not say that a limit is the cause."""
+    for any other error. Also torch's own: its CPU allocator's RuntimeError (the memory limit
+    reached once torch is loaded, :data:`TORCH_CPU_ALLOCATOR`) and ``torch.OutOfMemoryError``
+    (a GPU's memory used up: torch's first line names the card's capacity), recognised without
+    importing torch where no command loaded it. Why: under a limit every command that loads
+    torch ended in a traceback whose last line does not say that a limit is the cause."""
+    torch = sys.modules.get("torch")  # an error of torch's needs torch loaded: never import it
+    gpu_error = getattr(torch, "OutOfMemoryError", None)
+    if isinstance(gpu_error, type) and isinstance(exc, gpu_error):
+        first = (str(exc).strip().splitlines() or ["out of memory"])[0]
+        return (
+            f"ran out of GPU memory: {first.rstrip('.')}. A smaller batch (training: "
+            "train.max_batch_per_gpu) or a GPU with more memory"
+        )
     words = str(exc).lower()
-    if not isinstance(exc, MemoryError) and not (
+    torch_cpu = isinstance(exc, RuntimeError) and TORCH_CPU_ALLOCATOR in str(exc)
+    if not (isinstance(exc, MemoryError) or torch_cpu) and not (
         isinstance(exc, ImportError | OSError) and any(w in words for w in NO_MEMORY_WORDS)
     ):
         return None
@@ -215,6 +233,9 @@ def out_of_memory(exc: BaseException) -> str | None:
     if isinstance(exc, ImportError):  # the loader's words name the library: "libx.so: failed ..."
         library = str(exc).partition(":")[0] if ": " in str(exc) else exc.name
         what += f" loading {library or 'a library'}"
+    elif torch_cpu:  # torch's words give the size: "you tried to allocate 10000000000 bytes"
+        size = re.search(r"allocate (\d+) bytes", str(exc))
+        what += f" allocating {int(size[1]) / 2**20:,.1f} MiB in torch" if size else " in torch"
     limits = memory_limits()
     if not limits:
         return f"{what}: no process memory limit is set, the machine's memory is used up"

@@ -59,7 +59,7 @@ def test_documented_benchmark_options_exist(script):
             assert option in help_text, f"{doc}: {script} has no option {option}"
 
 
-VENV_TOOLS = ("imagenot", "snakemake", "pytest", "python", "python3", "ruff")
+VENV_TOOLS = ("imagenot", "snakemake", "pytest", "python", "python3", "pip", "ruff")
 
 
 # where one command of a shell line ends and the next begins
@@ -87,14 +87,20 @@ def test_shell_blocks_run_the_venvs_tools_from_a_fresh_shell():
 
 
 # An inline code span that starts with one of the workflow's commands (`imagenot ...`,
-# `snakemake ...`), outside fenced blocks.
-INLINE_COMMAND = re.compile(r"(?<![`\w/.])`((?:imagenot|snakemake)\s[^`]*)`")
+# `snakemake ...`) or with the venv's interpreter, test runner or installer (`python ...`,
+# `pytest ...`, `pip ...`), outside fenced blocks.
+INLINE_COMMAND = re.compile(r"(?<![`\w/.])`((?:imagenot|snakemake|python3?|pytest|pip)\s[^`]*)`")
 
 
 def inline_commands(text: str) -> list[tuple[int, str]]:
     """(line, span) of each inline code span of a document that is a command to run: a workflow
-    command with an argument or an option (`snakemake -n`, `imagenot ci --n 100`; a name alone,
-    `imagenot rankings`, is the command's name), outside fenced blocks and headings. A span
+    command or a venv tool with an argument or an option (`snakemake -n`, `imagenot ci --n 100`,
+    `python tests/test_envs.py --write`; a name alone, `imagenot rankings`, is the command's
+    name), outside fenced blocks and headings. A bare `python`, `pytest` or `pip` is the
+    venv's when the span runs or installs a file of the clone (`pytest tests/x.py`,
+    `pip install -r envs/requirements.lock`); one that names none (`python -m imagenot` in a
+    job's env, `python3 -m venv`, `pip install .` into an environment of the reader's) is
+    another environment's tool. A span
     that elides or templates its arguments (`imagenot ... > {log} 2>&1`: a rule's shell line)
     is no command to copy."""
     prose = FENCE.sub(lambda m: "\n" * m[0].count("\n"), text)
@@ -104,7 +110,11 @@ def inline_commands(text: str) -> list[tuple[int, str]]:
         line_start = prose.rfind("\n", 0, m.start()) + 1
         if "{" in m[1] or "..." in m[1] or prose[line_start:].startswith("#"):
             continue
-        minimum = 2 if words[0] == "snakemake" else 3  # snakemake OPTION; imagenot SUB ARG
+        minimum = 3 if words[0] == "imagenot" else 2  # imagenot SUB ARG; snakemake OPTION
+        if words[0] not in ("imagenot", "snakemake") and not any(
+            w != "." and (REPO / w.split("/")[0]).exists() for w in words[1:]
+        ):
+            continue
         if len(words) >= minimum or any(w.startswith("-") for w in words[1:]):
             found.append((prose.count("\n", 0, m.start()) + 1, " ".join(words)))
     return found
@@ -128,7 +138,10 @@ def test_inline_commands_are_told_from_command_names():
     text = (
         "Run `snakemake -n` or `imagenot ci --accuracy 75 --n 100`; `imagenot rankings TABLE\n"
         "--report DIR` | `imagenot validate-config my.yaml` |\n"
+        "`python tests/test_envs.py --write`, `pytest tests/test_figures.py -x`, and\n"
+        "`pip install -r envs/requirements.lock`;\n"
         "Not: `imagenot rankings`, `imagenot`, `.venv/bin/snakemake -n`, `imagenot ... > {log}`,\n"
+        "`python -m imagenot`, `python3 -m venv`, `pip install .`, `.venv/bin/pytest tests -x`,\n"
         "```bash\nsnakemake -n\n```\n"
         "## What `snakemake --report` trusts\n"
     )
@@ -137,6 +150,9 @@ def test_inline_commands_are_told_from_command_names():
         (1, "imagenot ci --accuracy 75 --n 100"),
         (1, "imagenot rankings TABLE --report DIR"),
         (2, "imagenot validate-config my.yaml"),
+        (3, "python tests/test_envs.py --write"),
+        (3, "pytest tests/test_figures.py -x"),
+        (4, "pip install -r envs/requirements.lock"),
     ]
 
 

@@ -258,12 +258,13 @@ rule curate_calibration:
             category="Curation",
             subcategory="{dataset}",
         ),
-        figure=report(
+        png=report(
             curate_paths.CALIBRATION_FIGURE,
             caption="../report/curate_calibration_figure.rst",
             category="Curation",
             subcategory="{dataset}",
         ),
+        pdf=curate_paths.CALIBRATION_PDF,
     log:
         f"{LOGS}/curate_calibration/{{dataset}}.log",
     benchmark:
@@ -281,5 +282,5 @@ rule curate_calibration:
         job(
             "imagenot curate-calibration --class-scores {input.class_scores}"
             " --settings {params.settings} --csv {output.csv} --summary {output.summary}"
-            " --figure {output.figure} > {log} 2>&1"
+            " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
         )

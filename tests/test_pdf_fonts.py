@@ -185,3 +185,43 @@ def test_every_diagnostics_figure_embeds_no_type3_font(tmp_path):
         pdf = tmp_path / f"diagnostics_{name}.pdf"
         figures.save(fig, pdf, tmp_path / f"diagnostics_{name}.png")
         assert type3_fonts(pdf) == [], name
+
+
+def test_the_curation_calibration_figure_embeds_no_type3_font_and_keeps_its_text_inside(
+    repo_root, tmp_path
+):
+    """The calibration figure of the demo config's first curated dataset, drawn in the shared
+    style at its dpi: written by the shared save (PDF and PNG), no Type 3 font, no text off the
+    figure or over another."""
+    import matplotlib.pyplot as plt
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from imagenot.config import load_config
+    from imagenot.curate import plan
+    from imagenot.curate.calibration import calibrate, calibration_figure, write_calibration
+    from imagenot.curate.settings import CalibrationSettings
+    from imagenot.figures.layout import layout_problems
+
+    demo = load_config(repo_root / "config" / "config.yaml")
+    settings = CalibrationSettings.from_config(demo, dataset=plan.laion_datasets(demo)[0])
+    rng = np.random.default_rng(0)
+    n = 40
+    scores = pa.table(
+        {
+            "wnid": [f"n{i:08d}" for i in range(n)],
+            "score": pa.array(rng.uniform(0.6, 0.95, n), pa.float64()),
+            "n_selectable": pa.array(rng.integers(1, 50, n)),
+            "status": ["kept" if i < 10 else "removed" for i in range(n)],
+        }
+    )
+    per_threshold, _ = calibrate(scores, settings)
+    fig = calibration_figure(scores, per_threshold, settings)
+    assert layout_problems(fig) == []
+    plt.close(fig)
+    path = tmp_path / "class_scores.parquet"
+    pq.write_table(scores, path)
+    pdf, png = tmp_path / "calibration.pdf", tmp_path / "calibration.png"
+    write_calibration(path, settings, tmp_path / "c.csv", tmp_path / "s.csv", pdf, png)
+    assert type3_fonts(pdf) == []
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

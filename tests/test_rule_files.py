@@ -191,7 +191,8 @@ rule curate_calibration:
             caption="../report/curate_calibration.rst",
         ),
         summary=curate_paths.CALIBRATION_SUMMARY,
-        figure=curate_paths.CALIBRATION_FIGURE,
+        png=curate_paths.CALIBRATION_FIGURE,
+        pdf=curate_paths.CALIBRATION_PDF,
     log:
         f"{LOGS}/curate_calibration/{{dataset}}.log",
     params:
@@ -199,7 +200,7 @@ rule curate_calibration:
     shell:
         "imagenot curate-calibration --class-scores {input.class_scores}"
         " --settings {params.settings} --csv {output.csv} --summary {output.summary}"
-        " --figure {output.figure} > {log} 2>&1"
+        " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
 """
 
 
@@ -214,7 +215,7 @@ def _planted(text: str) -> list[str]:
         # a role renamed in the rule (key and placeholder) but not in the step's files
         ("class_scores=", "scores=", "input key 'scores' is no input"),
         # an output forgotten by the rule
-        ("        figure=curate_paths.CALIBRATION_FIGURE,\n", "", "'figure' is no output key"),
+        ("        png=curate_paths.CALIBRATION_FIGURE,\n", "", "'png' is no output key"),
         # a key handed under another flag
         ("--csv {output.csv}", "--summary {output.csv}", "output.csv must be handed as"),
         # a flag the command does not know

@@ -192,7 +192,7 @@ def test_only_training_evaluation_and_embedding_rules_request_a_gpu(repo_root):
                 # the cores that feed its GPUs: resources.cpus_per_gpu per GPU
                 assert re.search(
                     r"^    threads:\s+(?:gpu_threads\(|train_resources\.(?:slot_)?threads\(|lambda .*"
-                    r"train_resources\.slot_threads\()",
+                    r"train_resources\.(?:slot_)?threads\()",
                     block,
                     re.M,
                 ), m.group(1)

@@ -475,3 +475,26 @@ def test_halving_selection_and_a_final_run_read_only_their_rules_inputs(tmp_path
                      *plan.traced_files(config, *where, table=False)}  # fmt: skip
     # the planted case: a rule that listed the stage's slots alone would miss what halving reads
     assert not halved <= set(stage0)
+
+
+def test_a_slot_is_traced_to_the_registered_draw_while_its_table_is_drawn_again(tmp_path):
+    """An amendment reruns the drawing job, and Snakemake removes its trials table first, while
+    registering reads the run's slots as evidence: a slot is then traced to what the registered
+    definition draws (the table the job writes again), so a resealed one is still refused; with
+    no record registering the search, nothing traces it."""
+    from imagenot.train.paths import PREREGISTRATION
+
+    exp = draw_run(tmp_path, SPACE, "resnet18").parent
+    healthy = _slot(exp)
+    (exp / "resnet18" / "trials.parquet").unlink()
+    assert trials._read(healthy)["trial"] == 0
+    record = json.loads(healthy.read_text())
+    record.pop("record_sha256")
+    record["hyperparameters"] = {**record["hyperparameters"], "lr": 0.05}
+    forged = exp / "resnet18" / "stage-0" / "slot-1.json"
+    forged.write_text(json.dumps(seal({**record, "slot": 1, "trial": 1})))
+    with pytest.raises(RecordError, match=r"slot-1\.json: .*producer could not have written"):
+        trials._read(forged)
+    (tmp_path / PREREGISTRATION).unlink()
+    with pytest.raises(RecordError, match=r"slot-0\.json: .*has no trials table"):
+        trials._read(healthy)

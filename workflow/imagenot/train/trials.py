@@ -343,6 +343,25 @@ def _in_run(run_dir: Path, pattern: str, **wildcards) -> Path:
     return Path(run_dir) / pattern.removeprefix(f"{RUN}/").format(**wildcards)
 
 
+def _trial_rows(table: Path) -> list[dict] | None:
+    """The rows of the trials table at ``table`` (:func:`read_trials`); where the file is
+    absent but the search is registered (the drawing job reruns after an amendment, and
+    Snakemake removed its output first, while registering reads the slots as evidence), the
+    rows the registered definition draws, which are what the job writes again; None where
+    neither is there."""
+    if table.is_file():
+        return read_trials(table)
+    try:
+        registered = registered_search(table)
+    except JobError:  # no record registers it: nothing to trace the trial to
+        return None
+    if registered is None:
+        return None
+    dataset, protocol, definition = registered
+    trials = search.draw_trials(definition, definition["seed"], dataset, protocol)
+    return [{name: row[name] for name in TRIAL_COLUMNS} for row in trials]
+
+
 def check_slot_provenance(record: Mapping, where, run_dir: Path) -> None:
     """RecordError naming ``where`` when a slot's result is not what its producer
     (``train-trial``, :func:`write_empty_slot`) could have written in the run at ``run_dir``:
@@ -371,12 +390,13 @@ def check_slot_provenance(record: Mapping, where, run_dir: Path) -> None:
     if trial is None:
         return
     table = _in_run(run_dir, TRIALS)
-    if not table.is_file():
+    found = _trial_rows(table)
+    if found is None:
         raise RecordError(
             f"{where}: records trial {trial}, but its run has no trials table ({table}), so "
             f"its trial cannot be traced; {REFUSED}"
         )
-    rows = {row["trial"]: row for row in read_trials(table)}
+    rows = {row["trial"]: row for row in found}
     row = rows.get(trial)
     if row is None:
         raise RecordError(

@@ -258,13 +258,12 @@ rule curate_calibration:
             category="Curation",
             subcategory="{dataset}",
         ),
-        png=report(
+        figure=report(
             curate_paths.CALIBRATION_FIGURE,
             caption="../report/curate_calibration_figure.rst",
             category="Curation",
             subcategory="{dataset}",
         ),
-        pdf=curate_paths.CALIBRATION_PDF,
     log:
         f"{LOGS}/curate_calibration/{{dataset}}.log",
     benchmark:
@@ -282,5 +281,5 @@ rule curate_calibration:
         job(
             "imagenot curate-calibration --class-scores {input.class_scores}"
             " --settings {params.settings} --csv {output.csv} --summary {output.summary}"
-            " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+            " --figure {output.figure} > {log} 2>&1"
         )

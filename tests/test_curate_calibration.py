@@ -3,7 +3,6 @@ and the rule's plan functions."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 
@@ -20,9 +19,9 @@ from imagenot.curate.calibration import (
     calibrate,
     parse_settings,
     read_scores,
+    write_calibration,
 )
 from imagenot.curate.settings import CalibrationSettings
-from imagenot.figures.settings import Style
 from imagenot.settings import to_json
 
 SCORES = [0.95, 0.9, 0.85, 0.82, 0.81, 0.6, math.nan]
@@ -50,8 +49,6 @@ def _settings(**overrides) -> CalibrationSettings:
         "stop": 0.95,
         "step": 0.01,
         "encoder": "transformers: roberta-large, mean pooling",
-        # the shared figure style at a small resolution (a test's PNG need not be print size)
-        "figure_options": dataclasses.asdict(Style.schema_defaults()) | {"dpi": 40},
         **overrides,
     }
     return parse_settings(json.dumps(values))
@@ -118,7 +115,7 @@ def test_bad_scores_table_is_named(tmp_path):
 
 
 def test_settings_json_names_a_wrong_key():
-    good = json.loads(to_json(_settings()))
+    good = json.loads(json.dumps(_settings().__dict__))
     with pytest.raises(CalibrationError, match=r"unknown key\(s\) \['treshold'\]"):
         parse_settings(json.dumps({**good, "treshold": 0.8}))
     with pytest.raises(CalibrationError, match=r"missing key\(s\) \['encoder'\]"):
@@ -136,16 +133,14 @@ def test_cli_writes_tables_and_figure(tmp_path):
 
     scores = tmp_path / "class_scores.parquet"
     pq.write_table(_scores_table(), scores)
-    names = ("calibration.csv", "summary.csv", "calibration.pdf", "calibration.png")
-    out = {n: tmp_path / n for n in names}
-    settings = to_json(_settings())
+    out = {n: tmp_path / n for n in ("calibration.csv", "summary.csv", "calibration.png")}
+    settings = json.dumps(_settings().__dict__)
     args = {
         "--class-scores": scores,
         "--settings": settings,
         "--csv": out["calibration.csv"],
         "--summary": out["summary.csv"],
-        "--pdf": out["calibration.pdf"],
-        "--png": out["calibration.png"],
+        "--figure": out["calibration.png"],
     }
     main(["curate-calibration", *(str(x) for pair in args.items() for x in pair)])
     table = pacsv.read_csv(out["calibration.csv"])
@@ -159,7 +154,9 @@ def test_cli_writes_tables_and_figure(tmp_path):
     summary = pacsv.read_csv(out["summary.csv"]).to_pydict()
     assert dict(zip(summary["statistic"], summary["value"], strict=True))["classes"] == 7
     assert out["calibration.png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert out["calibration.pdf"].read_bytes()[:5] == b"%PDF-"
+    svg = tmp_path / "calibration.svg"
+    write_calibration(scores, _settings(), out["calibration.csv"], out["summary.csv"], svg)
+    assert b"<svg" in svg.read_bytes()[:1000]
 
 
 def test_plan_targets_and_settings(repo_root):
@@ -184,7 +181,7 @@ def test_plan_targets_and_settings(repo_root):
 def test_rule_writes_the_planned_files(repo_root):
     rules = (repo_root / "rules" / "curate.smk").read_text()
     block = rules[rules.index("rule curate_calibration:") :]
-    names = ("CALIBRATION", "CALIBRATION_SUMMARY", "CALIBRATION_FIGURE", "CALIBRATION_PDF")
+    names = ("CALIBRATION", "CALIBRATION_SUMMARY", "CALIBRATION_FIGURE")
     assert tuple(getattr(plan, name) for name in names) == plan.CALIBRATION_FILES
     for name in names:  # the rule's outputs name the stage's patterns
         assert f"curate_paths.{name}," in block

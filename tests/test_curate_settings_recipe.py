@@ -110,10 +110,7 @@ def test_rules_build_each_settings_object_whole(repo_root):
     classes = {
         name
         for name, cls in vars(settings).items()
-        if isinstance(cls, type)
-        and issubclass(cls, FromConfig)
-        and cls is not FromConfig
-        and cls.__module__ == settings.__name__  # defined there, not imported (Style)
+        if isinstance(cls, type) and issubclass(cls, FromConfig) and cls is not FromConfig
     }
     whole = re.compile(
         r"to_arg\(\s*curate_settings\.(\w+)\.from_config\(config(?:, \w+=wc\.\w+)?\)\s*\)"

@@ -191,8 +191,7 @@ rule curate_calibration:
             caption="../report/curate_calibration.rst",
         ),
         summary=curate_paths.CALIBRATION_SUMMARY,
-        png=curate_paths.CALIBRATION_FIGURE,
-        pdf=curate_paths.CALIBRATION_PDF,
+        figure=curate_paths.CALIBRATION_FIGURE,
     log:
         f"{LOGS}/curate_calibration/{{dataset}}.log",
     params:
@@ -200,7 +199,7 @@ rule curate_calibration:
     shell:
         "imagenot curate-calibration --class-scores {input.class_scores}"
         " --settings {params.settings} --csv {output.csv} --summary {output.summary}"
-        " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+        " --figure {output.figure} > {log} 2>&1"
 """
 
 
@@ -215,7 +214,7 @@ def _planted(text: str) -> list[str]:
         # a role renamed in the rule (key and placeholder) but not in the step's files
         ("class_scores=", "scores=", "input key 'scores' is no input"),
         # an output forgotten by the rule
-        ("        png=curate_paths.CALIBRATION_FIGURE,\n", "", "'png' is no output key"),
+        ("        figure=curate_paths.CALIBRATION_FIGURE,\n", "", "'figure' is no output key"),
         # a key handed under another flag
         ("--csv {output.csv}", "--summary {output.csv}", "output.csv must be handed as"),
         # a flag the command does not know

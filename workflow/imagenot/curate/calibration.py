@@ -151,39 +151,23 @@ def calibrate(scores: pa.Table, settings: CalibrationSettings) -> tuple[pa.Table
 def calibration_figure(scores: pa.Table, per_threshold: pa.Table, settings: CalibrationSettings):
     """Left: histogram of the class scores, the threshold marked. Right: classes passing vs
     threshold (exact curve over all scores, and the grid's points), the threshold and n_classes
-    marked; drawn in the shared figure style (``settings.figure_options``) at its text width."""
-    from imagenot.figures.style import paper_style
+    marked."""
+    import matplotlib
 
-    with paper_style(settings.figure_options):
-        return _draw(scores, per_threshold, settings)
-
-
-def _draw(scores: pa.Table, per_threshold: pa.Table, settings: CalibrationSettings):
+    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from imagenot.figures.layout import wrap_text
-
-    style = settings.figure_options
     values = scores.column("score").cast(pa.float64()).to_numpy(zero_copy_only=False)
     scored = values[~np.isnan(values)]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(style.width_in, style.width_in * 0.45))
-    panel_in = style.width_in / 2 - 0.3
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
     if len(scored):
         left.hist(scored, bins=30, color="tab:blue", alpha=0.7)
     left.axvline(
         settings.threshold, color="tab:red", ls="--", label=f"threshold {settings.threshold:g}"
     )
-    left.set_xlabel(
-        wrap_text("class score (mean top-n caption-query similarity)", panel_in, style.font_size)
-    )
+    left.set_xlabel("class score (mean top-n caption-query similarity)")
     left.set_ylabel("classes")
-    left.set_title(
-        wrap_text(
-            f"{len(scored)} classes with captions ({len(values) - len(scored)} without)",
-            panel_in,
-            style.font_size,
-        )
-    )
+    left.set_title(f"{len(scored)} classes with captions ({len(values) - len(scored)} without)")
     left.legend(fontsize="small")
 
     grid = per_threshold.column("threshold").to_numpy()
@@ -209,16 +193,10 @@ def _draw(scores: pa.Table, per_threshold: pa.Table, settings: CalibrationSettin
     else:  # far above every count: a line there would flatten the curve
         right.plot([], [], color="tab:gray", ls=":", label=f"{label} (above every count)")
     right.set_xlabel("threshold")
-    right.set_ylabel(wrap_text("classes with score >= threshold", 2.0, style.font_size))
+    right.set_ylabel("classes with score >= threshold")
     right.set_ylim(bottom=0)
     right.legend(fontsize="small")
-    fig.suptitle(
-        wrap_text(
-            f"Does the threshold fit the encoder? ({settings.encoder})",
-            style.width_in - 0.2,
-            style.font_size,
-        )
-    )
+    fig.suptitle(f"Does the threshold fit the encoder? ({settings.encoder})", fontsize="medium")
     return fig
 
 
@@ -227,18 +205,24 @@ def write_calibration(
     settings: CalibrationSettings,
     csv_out: str | os.PathLike,
     summary_out: str | os.PathLike,
-    pdf_out: str | os.PathLike,
-    png_out: str | os.PathLike,
+    figure_out: str | os.PathLike,
 ) -> pa.Table:
-    """Read the scores, write the two CSVs and the figure (PDF and PNG, as every figure:
-    :func:`imagenot.figures.style.save`), atomically; return the summary."""
-    from imagenot.figures.style import save
-    from imagenot.io import write_csv
+    """Read the scores, write the two CSVs and the figure (PNG, or SVG by suffix), atomically;
+    return the summary."""
+    import matplotlib.pyplot as plt
 
+    from imagenot.io import atomic_path, write_csv
+
+    suffix = Path(figure_out).suffix.lower()
+    if suffix not in (".png", ".svg"):
+        raise CalibrationError(f"{figure_out}: the figure is written as .png or .svg")
     scores = read_scores(scores_path)
     per_threshold, summary = calibrate(scores, settings)
     write_csv(per_threshold, csv_out)
     write_csv(summary, summary_out)
     fig = calibration_figure(scores, per_threshold, settings)
-    save(fig, pdf_out, png_out, settings.figure_options.dpi)
+    metadata = {"Software": None} if suffix == ".png" else {"Date": None, "Creator": None}
+    with atomic_path(figure_out, suffix) as tmp:
+        fig.savefig(tmp, format=suffix[1:], dpi=150, metadata=metadata)
+    plt.close(fig)
     return summary

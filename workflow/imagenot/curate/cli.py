@@ -348,6 +348,6 @@ def _calibration(args: argparse.Namespace) -> None:
 
     settings = parse_settings(args.settings)
     f = files.CalibrationFiles.from_args(args)
-    summary = write_calibration(f.class_scores, settings, f.csv, f.summary, f.pdf, f.png)
+    summary = write_calibration(f.class_scores, settings, f.csv, f.summary, f.figure)
     for row in summary.to_pylist():
         print(f"{row['statistic']:>32}: {row['value']:g}")

@@ -122,5 +122,4 @@ class CalibrationFiles(Files):
     class_scores: str = given("class_scores.parquet of the selection step")
     csv: str = made("classes passing each threshold (CSV)")
     summary: str = made("summary CSV (statistic, value)")
-    pdf: str = made("figure (PDF)")
-    png: str = made("figure (PNG, at analyse.figure_options.dpi)")
+    figure: str = made("figure (.png or .svg)")

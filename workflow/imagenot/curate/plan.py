@@ -11,7 +11,6 @@ from imagenot.curate.paths import (
     AUDIT,
     CALIBRATION,
     CALIBRATION_FIGURE,
-    CALIBRATION_PDF,
     CALIBRATION_SUMMARY,
     CAPTION_STATS,
     CAPTIONS,
@@ -246,7 +245,7 @@ def check_class_list(config: dict, dataset: str) -> None:
         )
 
 
-CALIBRATION_FILES = (CALIBRATION, CALIBRATION_SUMMARY, CALIBRATION_FIGURE, CALIBRATION_PDF)
+CALIBRATION_FILES = (CALIBRATION, CALIBRATION_SUMMARY, CALIBRATION_FIGURE)
 
 
 def calibration_outputs(dataset: str) -> list[str]:

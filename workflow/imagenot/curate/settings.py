@@ -15,7 +15,6 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from imagenot.figures.settings import Style
 from imagenot.settings import FromConfig, PerDataset
 
 CLASS_MODES = ("discover", "imagenet")
@@ -178,15 +177,13 @@ class CalibrationSettings(FromConfig):
     """``curate-calibration`` (per dataset): ``threshold`` and ``n_classes`` are the configured
     ones (marked, not applied: the scores table already records what the selection did);
     ``start``/``stop``/``step`` make the grid (``curate.calibration``); ``encoder`` labels the
-    figure, drawn in the style every figure shares (``analyse.figure_options``)."""
+    figure."""
 
     SECTIONS: ClassVar = ("datasets.{dataset}", "curate", "curate.calibration")
     DATASET_OVERRIDES: ClassVar = ("n_classes",)
     DERIVED: ClassVar = {
         "encoder": "the text encoder in words for the figure's title (backend, model and, for "
         "transformers, the pooling of curate.encoder): a label, not a key",
-        "figure_options": "the figure style every figure shares: analyse.figure_options "
-        "(imagenot.figures.settings.Style)",
     }
 
     threshold: float
@@ -195,14 +192,12 @@ class CalibrationSettings(FromConfig):
     stop: float
     step: float
     encoder: str
-    figure_options: Style
 
     @classmethod
     def from_config(cls, config, dataset: str) -> CalibrationSettings:  # type: ignore[override]
         return cls(
             **cls.config_values(config, dataset=dataset),
             encoder=encoder_label(config["curate"]["encoder"]),
-            figure_options=Style.from_config(config),
         )
 
     def grid(self):

@@ -514,13 +514,13 @@ def _schema_at(path: Sequence[str]) -> Mapping | None:
         else:
             return None
         if isinstance(node, Mapping) and "$ref" in node:
-            ref = node["$ref"]
-            if ref.startswith("#/"):
-                target = document
-                for name in ref[2:].split("/"):
-                    target = target[name]
-            else:
-                document = target = load_schema(ref.rsplit("/", 1)[-1])
+            # "#/$defs/x" (this file), "other.schema.yaml" or "other.schema.yaml#/$defs/x"
+            file, _, fragment = node["$ref"].partition("#")
+            if file:
+                document = load_schema(file.rsplit("/", 1)[-1])
+            target = document
+            for name in filter(None, fragment.split("/")):
+                target = target[name]
             node = {**target, **node}
     return node if isinstance(node, Mapping) else None
 

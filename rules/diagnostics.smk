@@ -67,9 +67,11 @@ rule diagnostics_embed_images:
     output:
         embeddings=diagnostics_plan.IMAGE_EMBEDDINGS,
     log:
-        f"{LOGS}/diagnostics_embed_images/{{dataset}}.log",
+        f"{LOGS}/diagnostics_embed_images/{{dataset}}/{{split}}.log",
     benchmark:
-        f"{BENCH}/diagnostics_embed_images/{{dataset}}.tsv"
+        f"{BENCH}/diagnostics_embed_images/{{dataset}}/{{split}}.tsv"
+    wildcard_constraints:
+        split=diagnostics_plan.SPLIT_PATTERN,
     conda:
         gpu_env("train")
     threads: gpu_threads(2)
@@ -77,7 +79,9 @@ rule diagnostics_embed_images:
         **class_resources("medium_long"),
         **gpu_request(),
     params:
-        settings=to_arg(diagnostics_settings.EmbedSettings.from_config(config)),
+        settings=lambda wc: to_arg(
+            diagnostics_settings.EmbedSettings.from_config(config, split=wc.split)
+        ),
         identity=diagnostics_plan.encoder_description(config),
         gpu_job=gpu_job_option(),
     shell:
@@ -91,7 +95,7 @@ rule diagnostics_embed_images:
 
 rule diagnostics_image_similarity:
     input:
-        embeddings=diagnostics_plan.IMAGE_EMBEDDINGS,
+        embeddings=lambda wc: diagnostics_plan.similarity_embeddings(config, wc.dataset),
     output:
         stats=diagnostics_plan.IMAGE_STATS,
         per_class=diagnostics_plan.IMAGE_CLASSES,
@@ -104,10 +108,12 @@ rule diagnostics_image_similarity:
     threads: 1
     resources:
         **class_resources("light"),
+    params:
+        settings=to_arg(diagnostics_settings.ImageSimilaritySettings.from_config(config)),
     shell:
         job(
             "imagenot image-similarity --embeddings {input.embeddings} --stats {output.stats}"
-            " --per-class {output.per_class} > {log} 2>&1"
+            " --per-class {output.per_class} --settings {params.settings} > {log} 2>&1"
         )
 
 

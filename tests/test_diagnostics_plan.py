@@ -16,7 +16,7 @@ from imagenot import paths
 from imagenot.config import schema_default, validate_config
 from imagenot.diagnostics import captions, figures, plan, table
 from imagenot.diagnostics.files import FigureFiles, TableFiles
-from imagenot.diagnostics.settings import EmbedSettings, FigureSettings
+from imagenot.diagnostics.settings import EmbedSettings, FigureSettings, ImageSimilaritySettings
 from imagenot.figures.settings import Style
 from imagenot.files import INPUT
 from imagenot.registries import RegistryError
@@ -76,7 +76,7 @@ def test_backbone_encoder_is_taken_from_the_final_runs(monkeypatch):
     config = config_with({"encoder": {"backbone_seed": 1}}, runs=runs, monkeypatch=monkeypatch)
     checkpoint = "results/train/imagenot/st/tiny/final/seed-1/model.safetensors"
     assert plan.encoder_checkpoint(config) == [checkpoint]
-    assert EmbedSettings.from_config(config).kind == "backbone"
+    assert EmbedSettings.from_config(config, split="train").kind == "backbone"
     assert plan.encoder_result(config) == [checkpoint.replace("model.safetensors", "result.json")]
     assert plan.image_datasets(config) == ["imagenot", "imagenet"]
     assert "results/figures/diagnostics_image_similarity.pdf" in plan.targets(config)
@@ -101,12 +101,15 @@ def test_paper_like_config_with_clip_and_class_lists(monkeypatch):
     assert plan.class_list_file(config, "imagenot") == "results/datasets/imagenot/classes.txt"
     assert plan.caption_datasets(config) == ["imagenot"]  # ILSVRC has no captions
     assert plan.encoder_checkpoint(config) == []
-    assert EmbedSettings.from_config(config) == EmbedSettings(
+    assert EmbedSettings.from_config(config, split="test") == EmbedSettings(
         kind="clip",
         clip_model="/models/clip",
         split="test",
         batch_size=schema_default("diagnostics.image_similarity.batch_size"),
-        max_images_per_class=10,
+    )
+    assert ImageSimilaritySettings.from_config(config).max_images_per_class == 10
+    assert plan.similarity_embeddings(config, "imagenot") == (
+        "results/diagnostics/imagenot/image_embeddings_test.npz"
     )
     assert plan.encoder_result(config) == []
     assert "reference_captions" not in plan.table_inputs(config, "imagenot")

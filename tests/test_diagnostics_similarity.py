@@ -212,7 +212,6 @@ def test_embed_images_and_similarity_cli_with_a_trained_backbone(tmp_path, capsy
         "clip_model": None,
         "split": "test",
         "batch_size": 4,
-        "max_images_per_class": 3,
     }
     dataset = ["--manifest", str(tmp_path / "ds/manifest.parquet")]
     dataset += ["--classes", str(tmp_path / "ds/classes.txt")]
@@ -226,8 +225,9 @@ def test_embed_images_and_similarity_cli_with_a_trained_backbone(tmp_path, capsy
     argv += [*backbone, "--workers", "0", "--device", "cpu"]
     assert main([*argv, "--embeddings", str(npz)]) == 0
     arrays = embed.read_embeddings(npz)
-    assert arrays["embeddings"].shape[0] == 9  # 3 classes x 3 kept
-    assert sorted(np.bincount(arrays["labels"]).tolist()) == [3, 3, 3]
+    assert arrays["embeddings"].shape[0] == 12  # every image of the split
+    assert sorted(np.bincount(arrays["labels"]).tolist()) == [4, 4, 4]
+    assert str(arrays["split"]) == "test"
     assert arrays["classes"].tolist() == classes
 
     # finite weights whose outputs are not (a batch norm's running variance below 0): refused
@@ -242,7 +242,7 @@ def test_embed_images_and_similarity_cli_with_a_trained_backbone(tmp_path, capsy
     assert main([*argv_bad, "--embeddings", str(tmp_path / "bad.npz")]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
-    assert "embeddings of 9 of 9 image(s) are not finite" in err
+    assert "embeddings of 12 of 12 image(s) are not finite" in err
     assert not (tmp_path / "bad.npz").exists()
 
     # the record handed is the checkpoint's run's own, and the classes the manifest's own
@@ -257,9 +257,11 @@ def test_embed_images_and_similarity_cli_with_a_trained_backbone(tmp_path, capsy
 
     out_json, out_table = tmp_path / "sim.json", tmp_path / "sim.parquet"
     argv = ["image-similarity", "--embeddings", str(npz), "--stats", str(out_json)]
+    argv += ["--settings", json.dumps({"max_images_per_class": 3})]
     assert main([*argv, "--per-class", str(out_table)]) == 0
     summary = json.loads(out_json.read_text())
     assert summary["n_images"] == 9 and summary["encoder"].startswith("backbone:")
-    per_class = sim.class_similarity(arrays["embeddings"], arrays["labels"], 3)
+    kept = embed.first_per_class(arrays["labels"], 3)  # 3 classes x 3 kept
+    per_class = sim.class_similarity(arrays["embeddings"][kept], arrays["labels"][kept], 3)
     assert summary["intra_class_similarity"] == pytest.approx(np.mean(per_class["intra"]))
     assert pq.read_table(out_table)["class"].to_pylist() == classes

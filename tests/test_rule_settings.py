@@ -57,7 +57,8 @@ def _analyse_figures_diagnostics_rule_settings(config: dict) -> list[tuple[str, 
         for name in config["analyse"]["tables"]
     ]
     ds = diagnostics_settings
-    out.append(("diagnostics_embed_images", ds.EmbedSettings.from_config(config)))
+    out.append(("diagnostics_embed_images", ds.EmbedSettings.from_config(config, split="test")))
+    out.append(("diagnostics_image_similarity", ds.ImageSimilaritySettings.from_config(config)))
     out += [
         (f"diagnostics_figure {name}", ds.FigureSettings.from_config(config, name=name))
         for name in diagnostics_plan.figures(config)

@@ -44,6 +44,7 @@ WILDCARD_EXAMPLES = {
     "table": "accuracy",
     "subject": "d",
     "name": "class_depth",
+    "split": "test",
     "site": None,  # PreflightSettings: the site profile's settings (None: a local run)
 }
 # Per class, where its rule's wildcard names another dataset: the rules over datasets on disk.

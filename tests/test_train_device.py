@@ -94,7 +94,7 @@ def _gpu_job_commands(tmp_path, repo: Path) -> dict[str, list[str]]:
     m = str(tmp_path / "missing")
     curate, diagnostics = (
         EmbedSettings.from_config(config),
-        ImageEmbedSettings.from_config(config),
+        ImageEmbedSettings.from_config(config, split="test"),
     )
     commands = {
         "evaluate-robustness": f"evaluate-robustness --model {m} --result {m} --manifest {m} "

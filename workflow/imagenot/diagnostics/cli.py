@@ -15,7 +15,12 @@ import sys
 
 from imagenot.cli import subcommand
 from imagenot.diagnostics import files
-from imagenot.diagnostics.settings import EmbedSettings, FigureSettings, TableSettings
+from imagenot.diagnostics.settings import (
+    EmbedSettings,
+    FigureSettings,
+    ImageSimilaritySettings,
+    TableSettings,
+)
 from imagenot.wordnet import NLTK_DATA
 
 
@@ -57,7 +62,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the config plans this job for a GPU (resources.gpus > 0): stop without one",
     )
 
-    subcommand(subparsers, "image-similarity", _image_similarity, files=files.ImageSimilarityFiles)
+    subcommand(
+        subparsers,
+        "image-similarity",
+        _image_similarity,
+        files=files.ImageSimilarityFiles,
+        settings=ImageSimilaritySettings,
+    )
     subcommand(
         subparsers, "diagnostics-table", _table, files=files.TableFiles, settings=TableSettings
     )
@@ -118,7 +129,7 @@ def _caption_stats(args: argparse.Namespace) -> None:
 
 
 def _embed_images(args: argparse.Namespace) -> None:
-    """Embed one split of a dataset with the diagnostics encoder."""
+    """Embed every image of one split of a dataset with the diagnostics encoder."""
     import numpy as np
 
     from imagenot.dataset import folder_of
@@ -130,20 +141,9 @@ def _embed_images(args: argparse.Namespace) -> None:
     # by fact (imagenot.device): a GPU-planned job that sees no CUDA device stops here
     device = args.device or resolve_device("auto", args.gpu_job, cuda_available(), key=None)
     dataset_dir = folder_of(f.manifest, f.classes)
-    if s.kind == "backbone":
-        if not f.checkpoint or not f.result:
-            raise SystemExit(
-                "imagenot embed-images: a backbone encoder needs --checkpoint and --result"
-            )
-        encoder = embed.backbone_encoder(f.checkpoint, f.result, device)
-        description = f"backbone:{f.checkpoint}"
-    elif s.kind == "clip":
-        if not s.clip_model:
-            raise SystemExit("imagenot embed-images: --settings.clip_model is required for clip")
-        encoder = embed.clip_encoder(s.clip_model, device)
-        description = f"clip:{s.clip_model}"
-    else:
-        raise SystemExit(f"imagenot embed-images: --settings.kind {s.kind!r}: backbone or clip")
+    encoder, description = embed.load_encoder(
+        s.kind, s.clip_model, f.checkpoint, f.result, device, "embed-images"
+    )
     arrays = embed.embed_dataset(dataset_dir, s, encoder, args.workers, device)
     arrays["encoder"] = np.asarray(description)
     embed.write_embeddings(arrays, f.embeddings)
@@ -151,15 +151,20 @@ def _embed_images(args: argparse.Namespace) -> None:
 
 
 def _image_similarity(args: argparse.Namespace) -> None:
-    """Intra- and inter-class similarity of image embeddings."""
+    """Intra- and inter-class similarity of image embeddings (at most
+    ``max_images_per_class`` per class, first in manifest order)."""
     from imagenot.diagnostics import image_similarity as sim
-    from imagenot.diagnostics.embed import read_embeddings
+    from imagenot.diagnostics.embed import first_per_class, read_embeddings
     from imagenot.io import write_json, write_parquet
 
     f = files.ImageSimilarityFiles.from_args(args)
+    s = _parse(ImageSimilaritySettings, args.settings, "image-similarity")
     arrays = read_embeddings(f.embeddings)
     classes = [str(c) for c in arrays["classes"]]
-    per_class = sim.class_similarity(arrays["embeddings"], arrays["labels"], len(classes))
+    chosen = first_per_class(arrays["labels"], s.max_images_per_class)
+    per_class = sim.class_similarity(
+        arrays["embeddings"][chosen], arrays["labels"][chosen], len(classes)
+    )
     summary = sim.summarise(per_class)
     summary["encoder"] = str(arrays["encoder"])  # embed-images always writes it
     write_json(summary, f.stats)

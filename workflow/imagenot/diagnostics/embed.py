@@ -141,6 +141,30 @@ def clip_encoder(model_id: str, device: str):
     return encode, prepare
 
 
+def load_encoder(
+    kind: str,
+    clip_model: str | None,
+    checkpoint: str | None,
+    result: str | None,
+    device: str,
+    command: str,
+) -> tuple[tuple, str]:
+    """``((encode, prepare), description)`` of the encoder ``kind`` (``diagnostics.encoder``):
+    a backbone from ``checkpoint`` and its run's ``result``, or CLIP ``clip_model``; a missing
+    part is a one-line error naming ``command``."""
+    if kind == "backbone":
+        if not checkpoint or not result:
+            raise SystemExit(
+                f"imagenot {command}: a backbone encoder needs --checkpoint and --result"
+            )
+        return backbone_encoder(checkpoint, result, device), f"backbone:{checkpoint}"
+    if kind == "clip":
+        if not clip_model:
+            raise SystemExit(f"imagenot {command}: --settings.clip_model is required for clip")
+        return clip_encoder(clip_model, device), f"clip:{clip_model}"
+    raise SystemExit(f"imagenot {command}: --settings.kind {kind!r}: backbone or clip")
+
+
 def embed(images, encode: Callable, prepare: Callable, batch_size: int, device: str):
     """Embeddings (float32 numpy N x D) of uint8 images, in batches, in input order."""
     import torch
@@ -174,22 +198,21 @@ def embed_dataset(
     workers: int,
     device: str,
 ) -> dict[str, np.ndarray]:
-    """Embed one split of a dataset on disk (streamed through a DataLoader): ``settings.split``,
-    at most ``settings.max_images_per_class`` per class, ``settings.batch_size`` at a time.
+    """Embed one split of a dataset on disk (streamed through a DataLoader): every image of
+    ``settings.split``, in manifest order, ``settings.batch_size`` at a time.
 
     Returns ``embeddings`` (N x D float32), ``labels`` (N), ``keys`` (N) and ``classes``.
     """
     import torch
-    from torch.utils.data import DataLoader, Subset
+    from torch.utils.data import DataLoader
 
     from imagenot.dataset import ManifestDataset
 
     encode, prepare = encoder
     dataset = ManifestDataset(dataset_dir, settings.split)
-    indices = first_per_class(dataset.labels, settings.max_images_per_class)
     job_usage.declare_workers(workers)  # the job's recorded peak counts them
     loader = DataLoader(
-        Subset(dataset, indices.tolist()),
+        dataset,
         batch_size=settings.batch_size,
         num_workers=workers,
         shuffle=False,
@@ -208,8 +231,9 @@ def embed_dataset(
         )
     return {
         "embeddings": embeddings.astype(np.float32),
-        "labels": dataset.labels[indices],
-        "keys": np.asarray(dataset.keys, dtype=str)[indices],
+        "split": np.asarray(settings.split),
+        "labels": np.asarray(dataset.labels),
+        "keys": np.asarray(dataset.keys, dtype=str),
         "classes": np.asarray(dataset.classes, dtype=str),
     }
 

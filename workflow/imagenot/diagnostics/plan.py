@@ -27,7 +27,9 @@ DIAGNOSTICS = f"{paths.RESULTS}/diagnostics"
 WORDNET_STATS = f"{DIAGNOSTICS}/{{subject}}/wordnet_stats.json"
 WORDNET_CLASSES = f"{DIAGNOSTICS}/{{subject}}/wordnet_classes.parquet"
 CAPTION_STATS = f"{DIAGNOSTICS}/{{dataset}}/caption_similarity.json"
-IMAGE_EMBEDDINGS = f"{DIAGNOSTICS}/{{dataset}}/image_embeddings.npz"
+# one file per dataset and split, read by the image-similarity diagnostics and by the audit
+IMAGE_EMBEDDINGS = f"{DIAGNOSTICS}/{{dataset}}/image_embeddings_{{split}}.npz"
+SPLIT_PATTERN = "|".join(paths.SPLITS)  # the {split} wildcard
 IMAGE_STATS = f"{DIAGNOSTICS}/{{dataset}}/image_similarity.json"
 IMAGE_CLASSES = f"{DIAGNOSTICS}/{{dataset}}/image_similarity.parquet"
 FIGURE_PDF = f"{paths.FIGURES}/diagnostics_{{name}}.pdf"
@@ -198,6 +200,17 @@ def wordnet_classes_file(subject: str) -> str:
 
 def caption_stats_file(dataset: str) -> str:
     return CAPTION_STATS.format(dataset=dataset)
+
+
+def embeddings_file(dataset: str, split: str) -> str:
+    """The embeddings of one split of a dataset (``embed-images``)."""
+    return IMAGE_EMBEDDINGS.format(dataset=dataset, split=split)
+
+
+def similarity_embeddings(config: dict, dataset: str) -> str:
+    """The embeddings the image-similarity diagnostics reads: the dataset's
+    ``diagnostics.image_similarity.split``."""
+    return embeddings_file(dataset, settings(config)["image_similarity"]["split"])
 
 
 def image_stats_file(dataset: str) -> str:

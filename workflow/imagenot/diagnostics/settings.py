@@ -1,5 +1,5 @@
 """The settings objects of the diagnostics stage's rules: ``embed-images``,
-``diagnostics-table`` (one per subject) and ``diagnostics-figure`` (one per figure).
+``image-similarity``, ``diagnostics-table`` (one per subject) and ``diagnostics-figure`` (one per figure).
 
 Why: a key renamed on its way (a dict built by the plan, a dataclass of the CLI, a default
 batch size of the library's own) drifts from the schema. So each field is named as the schema
@@ -18,11 +18,15 @@ from imagenot.settings import FromConfig
 
 @dataclass(frozen=True)
 class EmbedSettings(FromConfig):
-    """``embed-images``: the encoder (``diagnostics.encoder``) and which images are embedded,
-    how many at a time (``diagnostics.image_similarity``). A backbone's checkpoint is the rule's
-    input, passed as ``--checkpoint``."""
+    """``embed-images``: the encoder (``diagnostics.encoder``), the split embedded (the rule's
+    wildcard: one file per dataset and split, read by the image-similarity diagnostics and the
+    near-duplicate audit alike) and how many images go through the encoder at a time
+    (``diagnostics.image_similarity.batch_size``). Every image of the split is embedded; the
+    image-similarity diagnostics takes its per-class sample from the file. A backbone's
+    checkpoint is the rule's input, passed as ``--checkpoint``."""
 
     SECTIONS: ClassVar = ("diagnostics.encoder", "diagnostics.image_similarity")
+    WILDCARDS: ClassVar = ("split",)
     DERIVED: ClassVar = {
         "clip_model": "diagnostics.encoder.clip_model for kind clip, else null: a backbone "
         "encoder's embeddings do not rerun when an unused CLIP id changes",
@@ -32,13 +36,22 @@ class EmbedSettings(FromConfig):
     clip_model: str | None
     split: str
     batch_size: int
-    max_images_per_class: int | None
 
     @classmethod
-    def from_config(cls, config: Any, **wildcards: Any) -> EmbedSettings:
-        values = cls.config_values(config)
+    def from_config(cls, config: Any, split: str) -> EmbedSettings:  # type: ignore[override]
+        values = cls.config_values(config, split=split)
         clip = config["diagnostics"]["encoder"]["clip_model"] if values["kind"] == "clip" else None
         return cls(**values, clip_model=clip)
+
+
+@dataclass(frozen=True)
+class ImageSimilaritySettings(FromConfig):
+    """``image-similarity``: which images of the embedded split are measured (at most
+    ``max_images_per_class`` per class, first in manifest order)."""
+
+    SECTIONS: ClassVar = ("diagnostics.image_similarity",)
+
+    max_images_per_class: int | None
 
 
 class _ReferenceNamed:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,39 @@ def test_the_launcher_of_a_training_job_follows_its_gpus_and_nodes():
     with pytest.raises(ConfigError, match=r"train.nodes_per_job: .*srun; run with the site prof"):
         plan.check(nodes)  # a local run: no srun
     plan.check({**nodes, "resources": {**nodes["resources"], "site": "site.yaml"}})
+
+
+@pytest.fixture
+def torch_settings_restored():
+    import torch
+
+    saved = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.backends.cudnn.benchmark,
+        torch.get_num_threads(),
+    )
+    yield
+    torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
+    torch.backends.cudnn.benchmark = saved[2]
+    torch.set_num_threads(saved[3])
+
+
+def test_deterministic_jobs_fix_cublas_workspace_and_autotuning_jobs_leave_it(
+    monkeypatch, torch_settings_restored
+):
+    """PyTorch's deterministic algorithms need CUBLAS_WORKSPACE_CONFIG on CUDA; a job configures
+    its process before any CUDA work, so the variable is there when cuBLAS first reads it."""
+    import torch
+
+    from imagenot.train.device import CUBLAS_WORKSPACE, configure
+
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    configure(False, torch.get_num_threads())
+    assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ  # autotuning: cuBLAS as it comes
+    configure(True, torch.get_num_threads())
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == CUBLAS_WORKSPACE == ":4096:8"
+    assert torch.are_deterministic_algorithms_enabled()
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")  # the site's own choice is kept
+    configure(True, torch.get_num_threads())
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"

@@ -553,3 +553,37 @@ def test_a_failed_preflight_runs_no_gpu_job_and_the_override_runs_it(tmp_path):
     done, slot, reports = results["override"]
     assert done.returncode == 0, done.stderr[-3000:]
     assert slot.exists() and not reports.exists()
+
+
+def test_each_models_checks_are_written_as_they_finish_and_a_stop_loses_only_the_model_running(
+    tmp_path, monkeypatch
+):
+    """``--progress``: one JSON line per check the moment it finishes, one model's memory, feed
+    and precision before the next model's. Healthy: the file holds the report's checks in the
+    report's order. Planted: the second model's run stops part-way (its precision check raises,
+    as a time-out would end it): the first model's checks are all there, the second's up to the
+    stop."""
+    config = _config(tmp_path, {"train": {"in_memory": True}})  # no loader: the feed is skipped
+    progress = tmp_path / "checks.jsonl"
+    args = ["preflight", "--config", str(config), "--models", "alexnet_mini,resnet_mini"]
+    args += ["--spaces", "st", "--progress", str(progress), "--json", str(tmp_path / "p.json")]
+    args += ["--md", str(tmp_path / "p.md")]
+    assert main(args) == 0
+    report = json.loads((tmp_path / "p.json").read_text())
+    written = [json.loads(line) for line in progress.read_text().splitlines()]
+    assert written == report["checks"]
+    models = [c["name"].split(" ")[1] for c in written if c["name"] not in ("cuda", "host")]
+    assert models == ["alexnet_mini"] * 3 + ["resnet_mini"] * 3  # model after model
+
+    real = preflight.check_precision
+
+    def stopped(model, *rest):
+        if model == "resnet_mini":
+            raise KeyboardInterrupt  # the step's time limit, part-way through the second model
+        return real(model, *rest)
+
+    monkeypatch.setattr(preflight, "check_precision", stopped)
+    assert main(args) != 0  # (the CLI reports the interrupt)
+    kept = [json.loads(line)["name"] for line in progress.read_text().splitlines()]
+    assert kept == [c["name"] for c in written][:-1]  # all but the check that was running
+    assert "precision alexnet_mini" in kept and "precision resnet_mini" not in kept

@@ -398,13 +398,24 @@ def check_precision(
 
 
 # ---- the run -------------------------------------------------------------------------------
-def run_checks(settings: PreflightSettings, options: Options) -> dict:
+def run_checks(
+    settings: PreflightSettings, options: Options, on_check: Callable[[Check], None] | None = None
+) -> dict:
     """Every check of ``settings`` (module docstring); the report as a dict. A site's gate
     (``settings.checked_models`` empty: ``preflight_plan``) checks CUDA alone; a model's gate, or
-    a run by hand, the host and each model's memory, feed and precision as well."""
+    a run by hand, the host and each model's memory, feed and precision as well, one model after
+    the other (its memory, feed and precision before the next model's), each check handed to
+    ``on_check`` as it finishes (``imagenot preflight --progress``: a run stopped part-way keeps
+    the models it finished)."""
     checks: list[Check] = []
+
+    def add(check: Check) -> None:
+        checks.append(check)
+        if on_check is not None:
+            on_check(check)
+
     cuda, device = check_cuda(settings)
-    checks.append(cuda)
+    add(cuda)
     models = settings.checked_models
     if not models:
         return _report(settings, checks)
@@ -412,9 +423,9 @@ def run_checks(settings: PreflightSettings, options: Options) -> dict:
     held = settings.in_memory and options.workers is None  # in-memory splits: no loader
     if held:
         workers = 0
-    checks.append(check_host(settings, workers))
+    add(check_host(settings, workers))
     if device is None:
-        checks.append(Check("models", "skip", "no working CUDA device: nothing to measure"))
+        add(Check("models", "skip", "no working CUDA device: nothing to measure"))
         return _report(settings, checks)
     groups: dict[tuple, list[dict]] = {}
     for run in settings.runs:
@@ -422,9 +433,6 @@ def run_checks(settings: PreflightSettings, options: Options) -> dict:
             (run["model"], run["mode"], run["per_gpu"], run["stored_size"]), []
         ).append(run)
     measured = card(device, settings.image_size)
-    for runs in groups.values():
-        checks.append(check_memory(runs, settings.image_size, device, measured))
-    fits = measured_fits(checks)
     feeds = {}
     for run in settings.runs:  # per model: its largest stored size, then largest batch
         if run["mode"] == "train":
@@ -442,21 +450,26 @@ def run_checks(settings: PreflightSettings, options: Options) -> dict:
         ) as samples,
     ):
         for model in models:
+            for key, runs in groups.items():
+                if key[0] == model:
+                    add(check_memory(runs, settings.image_size, device, measured))
             run = feeds.get(model)
-            if run is None:
-                continue
-            if model in fits:  # fed at the micro-batch the jobs will train at
-                run = {**run, "per_gpu": min(run["per_gpu"], fits[model])}
-            if held:
+            if run is not None and held:
                 reason = "train.in_memory: splits are held in memory, no loader"
-                checks.append(Check(f"feed {model}", "skip", reason))
-                continue
-            data = samples.get(run["stored_size"])  # read where the jobs read
-            checks.append(check_feed(run, settings, workers, data, device, options, Path(tmp)))
-        checks.extend(Check(*found) for found in samples.checks)
-    for model in models:
-        side = input_size(model, settings.image_size)
-        checks.append(check_precision(model, side, settings.normalisation, device))
+                add(Check(f"feed {model}", "skip", reason))
+            elif run is not None:
+                fits = measured_fits(checks)
+                if model in fits:  # fed at the micro-batch the jobs will train at
+                    run = {**run, "per_gpu": min(run["per_gpu"], fits[model])}
+                sources = len(samples.checks)
+                data = samples.get(run["stored_size"])  # read where the jobs read
+                for found in samples.checks[sources:]:  # a stored size's first read
+                    add(Check(*found))
+                feed = check_feed(run, settings, workers, data, device, options, Path(tmp))
+                del data  # the images held on the device go before the next model's memory
+                add(feed)
+            side = input_size(model, settings.image_size)
+            add(check_precision(model, side, settings.normalisation, device))
     return _report(settings, checks)
 
 

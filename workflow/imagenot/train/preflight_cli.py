@@ -82,6 +82,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "results/datasets): the feed check reads a sample there",
     )
     p.add_argument(
+        "--progress",
+        metavar="FILE",
+        help="append each check to FILE as one JSON line the moment it finishes (one model's "
+        "checks after the other's): a run stopped part-way keeps what it finished "
+        "(benchmarks/gpu_check.sh reads it)",
+    )
+    p.add_argument(
         "--table",
         action="store_true",
         help="print one row per model (benchmarks/gpu_check.sh) instead of the whole report",
@@ -135,7 +142,8 @@ def _main(args: argparse.Namespace) -> None:
         datasets_root=args.datasets_root,
         feed_seconds=args.feed_seconds,
     )
-    report = {**preflight.run_checks(settings, options), "environment": environment()}
+    on_check = progress_writer(Path(args.progress)) if args.progress else None
+    report = {**preflight.run_checks(settings, options, on_check), "environment": environment()}
     text = markdown(report)
     print(summary(report) if args.table else text)
     files = PreflightFiles.from_args(args)
@@ -158,6 +166,24 @@ def _main(args: argparse.Namespace) -> None:
         f"(report: {failed_md}; "
         "resources.require_preflight: false overrides, docs/gpu.md)"
     )
+
+
+def progress_writer(path: Path):
+    """A ``run_checks`` hook that appends each finished check to ``path`` as one JSON line
+    (the file emptied first), written through at once: what a killed run had finished."""
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("")
+
+    def on_check(check) -> None:
+        with path.open("a") as f:
+            f.write(json.dumps(dataclasses.asdict(check), default=str) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        print(f"[preflight] {check.status}: {check.name}", file=sys.stderr, flush=True)
+
+    return on_check
 
 
 def _held(settings, failed: list[dict]) -> str:

@@ -113,7 +113,7 @@ class Samples:
         self.local_root = os.environ.get("TMPDIR")
         self.made: list[Path] = []
         self.made_dirs: list[Path] = []
-        self.data: dict[int, tuple] = {}
+        self.data: dict[int, object] = {}
         self.checks: list = []
 
     def __enter__(self) -> Samples:
@@ -163,12 +163,15 @@ class Samples:
         return ManifestDataset(root, "train")
 
     def get(self, side: int) -> tuple:
-        """(the dataset the feed check reads, its images held on the device) for ``side``."""
+        """(the dataset the feed check reads, its images held on the device) for ``side``: the
+        source measured once per side, the images put on the device anew for each caller (who
+        lets them go after its check: no model's memory check runs beside another's images)."""
         if side not in self.data:
             feed_from, check = self._measure(side)
             self.checks.append(check)
-            self.data[side] = (feed_from, feed_bench.resident(feed_from, self.device))
-        return self.data[side]
+            self.data[side] = feed_from
+        feed_from = self.data[side]
+        return feed_from, feed_bench.resident(feed_from, self.device)
 
     def _measure(self, side: int):
         sample, where, folder = self._real(side)

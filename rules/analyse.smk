@@ -34,12 +34,7 @@ rule accuracy_table:
         published=analyse_plan.published_version(),
         settings=to_arg(analyse_settings.AccuracySettings.from_config(config)),
     shell:
-        job(
-            "imagenot accuracy-table --robustness {input.robustness}"
-            " --per-image {input.per_image} --settings {params.settings}"
-            " --accuracy {output.accuracy} --per-image-table {output.per_image_table}"
-            " > {log} 2>&1"
-        )
+        step("accuracy-table")
 
 
 rule rankings_json:

@@ -39,6 +39,7 @@ from imagenot import (
     run_identity,
     shell_line,
     slurm_profile,
+    steps,
     summary_plan,
     work,
 )
@@ -74,6 +75,8 @@ from imagenot.analyse import settings as analyse_settings
 from imagenot.figures import settings as figures_settings
 from imagenot.diagnostics import plan as diagnostics_plan
 from imagenot.diagnostics import settings as diagnostics_settings
+from imagenot.audit import plan as audit_plan
+from imagenot.audit import settings as audit_settings
 
 # Dataset-building rules (demo world, curation, acquisition) go first when jobs compete for
 # cores: they are the critical path every training job waits on.
@@ -270,6 +273,14 @@ def job(command, launch=None):
     imagenot.shell_line.quoted): a config value reaches the command as one literal word.
     """
     return f"{launch or lifeline.job_prefix()} {shell_line.quoted(command)}"
+
+
+def step(name):
+    """The shell line of a rule that runs workflow step `name` (imagenot.steps): its command
+    with each file the step declares under its role's flag (the rule's input or output key of
+    that name), its settings (`params.settings`) and the options a rule hands, quoted by job():
+    `shell: step("accuracy-table")`."""
+    return job(steps.command(name))
 
 
 STAGE_PLANS = stage_plans()

@@ -26,9 +26,4 @@ rule evaluate_robustness:
         settings=to_arg(evaluate_settings.RobustnessSettings.from_config(config)),
         gpu_job=gpu_job_option(),
     shell:
-        job(
-            "imagenot evaluate-robustness --model {input.model} --result {input.result}"
-            " --manifest {input.manifest} --robustness {output.robustness}"
-            " --per-image {output.per_image} --settings {params.settings} --threads {threads}"
-            " {params.gpu_job} > {log} 2>&1"
-        )
+        step("evaluate-robustness")

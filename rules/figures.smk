@@ -42,10 +42,7 @@ rule figure:
             figures_settings.FigureSettings.from_config(config, figure=wc.figure)
         ),
     shell:
-        job(
-            "imagenot figure {input.accuracy} --settings {params.settings}"
-            " --pdf {output.pdf} --png {output.png} > {log} 2>&1"
-        )
+        step("figure")
 
 
 rule results_table:
@@ -77,7 +74,4 @@ rule results_table:
             figures_settings.TableSettings.from_config(config, table=wc.table)
         ),
     shell:
-        job(
-            "imagenot table {input.accuracy} --settings {params.settings}"
-            " --rankings {input.rankings} --csv {output.csv} --md {output.md} > {log} 2>&1"
-        )
+        step("table")

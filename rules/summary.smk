@@ -31,8 +31,4 @@ rule run_summary:
     params:
         settings=lambda wildcards: to_arg(summary_plan.layout(config)),
     shell:
-        job(
-            "imagenot run-summary --settings {params.settings} --rankings {input.rankings}"
-            " --md {output.md}"
-            " --json {output.json} --html {output.html} > {log} 2>&1"
-        )
+        step("run-summary")

@@ -16,10 +16,7 @@ rule prepare_wordnet:
     params:
         settings=to_arg(curate_settings.WordnetSettings.from_config(config)),
     shell:
-        job(
-            "imagenot prepare-wordnet --nltk-data {output.nltk_data} --settings {params.settings}"
-            " > {log} 2>&1"
-        )
+        step("prepare-wordnet")
 
 
 # Every (lemma, wnid) pair of WordNet's nouns, once: each matching job reads it in a fraction of

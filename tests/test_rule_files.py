@@ -1,247 +1,231 @@
-"""Every rule hands its command its files by role, checked without running Snakemake.
+"""Every rule hands its command its files by role, checked on the rules as Snakemake holds them.
 
 A step's files are one class of :mod:`imagenot.files` (``<stage>/files.py``): each field is a
-role, and the command's parser is built from the fields. This test reads the Snakefile and
-rules/*.smk as text and, for every rule whose shell runs an ``imagenot`` command, checks against
-that command's parser (``imagenot.cli.build_parser``):
+role, and the command's parser is built from the fields. This test loads the Snakefile through
+Snakemake's API (nothing is planned or run) and, for every rule whose shell runs an ``imagenot``
+command, checks its rule object against that command's parser (``imagenot.cli.build_parser``):
 
 - its ``input`` and ``output`` keys are the step's roles (inputs among the inputs, outputs among
   the outputs; beside them only :data:`imagenot.files.ORDER_ONLY`'s inputs), every required role
   is a key, and no entry is unnamed;
-- the shell hands each key under its own flag (``--class-scores {input.class_scores}``; a
-  positional role bare), and names no ``{input.x}``/``{output.x}`` that is no key;
-- every flag the shell spells is one the command's parser knows.
+- a step declared in :data:`imagenot.steps.STEPS` runs the line its declaration gives
+  (``shell: step(NAME)``), which names every role, so every role is a key;
+- another command's line hands each key under its own flag (``--class-scores
+  {input.class_scores}``; a positional role bare), names no ``{input.x}``/``{output.x}`` that
+  is no key, and spells only flags its parser knows.
 
 So a renamed or forgotten file, or a flag the command lost, fails here in a second. Each check
-is also run on planted wrong rules, which it must reject.
+is also run on planted wrong rules (a real rule's view, changed), which it must reject.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from conftest import snakemake_workflow
 
+from imagenot import shell_line, steps
 from imagenot.cli import build_parser
 from imagenot.files import INPUT, ORDER_ONLY, OUTPUT, flag
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-@dataclass
-class Rule:
+@dataclasses.dataclass(frozen=True)
+class RuleView:
+    """What the check reads of a Snakemake rule: its name, its input and output keys with the
+    number of entries no key names, and its shell line."""
+
     name: str
-    sections: dict[str, list[str]] = field(default_factory=dict)  # section -> its lines
-    parent: str | None = None  # ``use rule parent as name with:``
+    keys: dict[str, tuple[str, ...]]  # side -> keys
+    unnamed: dict[str, int]  # side -> entries without a key
+    shell: str
 
 
-def parse_rules(text: str) -> dict[str, Rule]:
-    """Rule name -> its sections' lines (each section's lines below its header), from the text
-    of a Snakefile or .smk file; a rule may sit inside an ``if`` (any indentation)."""
-    rules: dict[str, Rule] = {}
-    lines = text.splitlines()
-    header = re.compile(r"^(\s*)(?:rule (\w+)|use rule (\w+) as (\w+) with):\s*$")
-    i = 0
-    while i < len(lines):
-        m = header.match(lines[i])
-        if not m:
-            i += 1
-            continue
-        indent = len(m.group(1))
-        rule = Rule(m.group(2) or m.group(4), parent=m.group(3))
-        rules[rule.name] = rule
-        section = None
-        i += 1
-        while i < len(lines):
-            line = lines[i]
-            depth = len(line) - len(line.lstrip())
-            if line.strip() and depth <= indent:
-                break
-            s = re.match(rf"^ {{{indent + 4}}}(\w+):(.*)$", line)
-            if s:
-                section = s.group(1)
-                rule.sections[section] = [s.group(2)] if s.group(2).strip() else []
-            elif section is not None:
-                rule.sections[section].append(line)
-            i += 1
-    return rules
+def _keys(items) -> tuple[tuple[str, ...], int]:
+    """(keys, entries no key covers) of a rule's ``input`` or ``output`` (a Snakemake
+    ``Namedlist``: each key covers ``items[start:end]``, or ``items[start]`` when ``end`` is
+    None)."""
+    covered: set[int] = set()
+    for start, end in items._names.values():
+        covered.update(range(start, start + 1 if end is None else end))
+    return tuple(items._names), len(items) - len(covered)
 
 
-def all_rules() -> dict[str, Rule]:
-    rules: dict[str, Rule] = {}
-    for path in [REPO / "Snakefile", *sorted((REPO / "rules").glob("*.smk"))]:
-        rules.update(parse_rules(path.read_text(encoding="utf-8")))
-    return rules
+def view(rule) -> RuleView:
+    inputs, outputs = _keys(rule.input), _keys(rule.output)
+    return RuleView(
+        rule.name,
+        {INPUT: inputs[0], OUTPUT: outputs[0]},
+        {INPUT: inputs[1], OUTPUT: outputs[1]},
+        rule.shellcmd or "",
+    )
 
 
-def section_keys(lines: list[str]) -> tuple[list[str], list[str]]:
-    """(keys, unnamed entries) of an input/output section: the entries at its first
-    indentation (a ``report(`` or ``lambda`` spanning lines continues deeper or closes with
-    ``)``)."""
-    body = [ln for ln in lines if ln.strip() and not ln.strip().startswith("#")]
-    if not body:
-        return [], []
-    depth = len(body[0]) - len(body[0].lstrip())
-    keys, unnamed = [], []
-    for line in body:
-        if len(line) - len(line.lstrip()) != depth or line.strip().startswith(")"):
-            continue
-        m = re.match(r"\s*(\w+)=", line)
-        if m:
-            keys.append(m.group(1))
-        else:
-            unnamed.append(line.strip())
-    return keys, unnamed
+@pytest.fixture(scope="module")
+def rules(tmp_path_factory) -> dict[str, RuleView]:
+    """Every rule of the workflow under the demo config with the scale world on (the rules only
+    some configs define included), by name."""
+    configs = [REPO / "config" / "config.yaml", REPO / "config" / "scale.yaml"]
+    with snakemake_workflow(tmp_path_factory.mktemp("work"), configs) as api:
+        return {rule.name: view(rule) for rule in api._workflow.rules}
 
 
-def shell_text(lines: list[str]) -> str:
-    """The shell command's text: its string literals joined (an f-string's ``{{`` read as
-    ``{``)."""
-    parts = []
-    for line in lines:
-        for prefix, body in re.findall(r'(f?)"((?:[^"\\]|\\.)*)"', line):
-            parts.append(body.replace("{{", "{").replace("}}", "}") if prefix else body)
-    return "".join(parts)
-
-
-def resolved(rule: Rule, rules: dict[str, Rule], section: str) -> list[str] | None:
-    """A section of ``rule``, or of the rule it is declared from (``use rule``)."""
-    while rule is not None:
-        if section in rule.sections:
-            return rule.sections[section]
-        rule = rules.get(rule.parent) if rule.parent else None
-    return None
-
-
-def commands():
+@pytest.fixture(scope="module")
+def parsers() -> dict:
     """Command name -> its parser."""
-    parser = build_parser()
-    return dict(parser._subparsers._group_actions[0].choices)
+    return dict(build_parser()._subparsers._group_actions[0].choices)
 
 
-def wiring_errors(rule: Rule, rules: dict[str, Rule], parsers: dict) -> list[str]:
+def wiring_errors(rule: RuleView, parsers: dict) -> list[str]:
     """What is wrong with the wiring between ``rule`` and its command (empty: nothing)."""
-    shell = shell_text(resolved(rule, rules, "shell") or [])
-    m = re.search(r"\bimagenot ([\w-]+)", shell)
+    m = re.search(r"\bimagenot ([\w-]+)", rule.shell)
     if not m:
         return []
     command = m.group(1)
     if command not in parsers:
         return [f"{rule.name}: runs `imagenot {command}`, which is no command"]
-    parser = parsers[command]
-    errors = []
-    known = {s for action in parser._actions for s in action.option_strings}
-    for spelled in re.findall(r"(?<![\w{-])(--?[a-zA-Z][\w-]*)", shell[m.end() :]):
-        if spelled not in known:
-            errors.append(f"{rule.name}: `imagenot {command}` has no option {spelled}")
-    files = parser._defaults.get("files_class")
+    files = parsers[command]._defaults.get("files_class")
     if files is None:
-        return [*errors, f"{rule.name}: `imagenot {command}` declares no files class"]
-    keys: dict[str, str] = {}
+        return [f"{rule.name}: `imagenot {command}` declares no files class"]
+    declared = command in steps.STEPS
+    errors = []
     for side in (INPUT, OUTPUT):
-        found, unnamed = section_keys(resolved(rule, rules, side) or [])
-        errors += [f"{rule.name}: {side} entry without a role: {u}" for u in unnamed]
+        if rule.unnamed[side]:
+            errors.append(f"{rule.name}: {rule.unnamed[side]} {side} entry without a role")
         roles = files.roles(side)
-        for key in found:
-            keys[key] = side
+        for key in rule.keys[side]:
             if key not in roles and not (side == INPUT and key in ORDER_ONLY):
                 errors.append(f"{rule.name}: {side} key {key!r} is no {side} of {files.__name__}")
         for role in roles:
-            if role not in found and not files.role(role)["optional"]:
+            if role not in rule.keys[side] and (declared or not files.role(role)["optional"]):
                 errors.append(f"{rule.name}: {files.__name__}'s {side} {role!r} is no {side} key")
+    if declared:
+        if not rule.shell.endswith(shell_line.quoted(steps.command(command))):
+            errors.append(f"{rule.name}: its line is not its step's: `shell: step({command!r})`")
+        return errors
+    return errors + _hand_written_errors(rule, command, files, parsers[command], m.end())
+
+
+def _hand_written_errors(rule: RuleView, command: str, files, parser, after: int) -> list[str]:
+    """The flags and placeholders of a line written by hand (a command not in STEPS)."""
+    errors = []
+    known = {s for action in parser._actions for s in action.option_strings}
+    for spelled in re.findall(r"(?<![\w{-])(--?[a-zA-Z][\w-]*)", rule.shell[after:]):
+        if spelled not in known:
+            errors.append(f"{rule.name}: `imagenot {command}` has no option {spelled}")
     handed = {}
-    for spelled, side, key in re.findall(r"(?:(--[\w-]+) )?\{(input|output)\.(\w+)\}", shell):
+    fields = r"(?:(--[\w-]+) )?\{(input|output)\.(\w+)(?::q)?\}"
+    for spelled, side, key in re.findall(fields, rule.shell):
         handed[key] = (spelled, side)
-        if keys.get(key) != side:
+        if key not in rule.keys[side]:
             errors.append(f"{rule.name}: the shell names {{{side}.{key}}}, which is no {side} key")
-    for key, side in keys.items():
-        if key not in files.roles(side):  # an order-only input, or a key reported above
-            continue
-        want = "" if files.role(key)["positional"] else flag(key)
-        if key not in handed or handed[key] != (want, side):
-            got = handed.get(key, ("nothing", side))[0] or "no flag"
-            errors.append(
-                f"{rule.name}: {side}.{key} must be handed as `{want} {{{side}.{key}}}`".replace(
-                    "` {", "`{"
+    for side in (INPUT, OUTPUT):
+        for key in rule.keys[side]:
+            if key not in files.roles(side):  # an order-only input, or a key reported above
+                continue
+            want = "" if files.role(key)["positional"] else flag(key)
+            if handed.get(key) != (want, side):
+                got = handed.get(key, ("nothing", side))[0] or "no flag"
+                errors.append(
+                    f"{rule.name}: {side}.{key} must be handed as `{want} {{{side}.{key}}}`"
+                    f", not under {got}".replace("` {", "`{")
                 )
-                + f", not under {got}"
-            )
     return errors
 
 
-def test_every_rule_hands_its_files_by_role():
-    rules, parsers = all_rules(), commands()
-    run = [
-        r for r in rules.values() if "imagenot " in shell_text(resolved(r, rules, "shell") or [])
-    ]
-    assert len(run) > 30, "the rule reader found too few rules that run a command"
-    errors = [e for rule in run for e in wiring_errors(rule, rules, parsers)]
+def test_every_rule_hands_its_files_by_role(rules, parsers):
+    run = [r for r in rules.values() if "imagenot " in r.shell]
+    assert len(run) > 30, "too few rules that run a command"
+    assert "scale_world" in rules  # a rule only some configs define is read too
+    assert any(re.search(r"\bimagenot (accuracy-table|figure) ", r.shell) for r in run)
+    errors = [e for rule in run for e in wiring_errors(rule, parsers)]
     assert not errors, "\n".join(errors)
 
 
-CALIBRATION = """
-rule curate_calibration:
-    input:
-        class_scores=curate_paths.CLASS_SCORES,
-    output:
-        csv=report(
-            curate_paths.CALIBRATION,
-            caption="../report/curate_calibration.rst",
-        ),
-        summary=curate_paths.CALIBRATION_SUMMARY,
-        figure=curate_paths.CALIBRATION_FIGURE,
-    log:
-        f"{LOGS}/curate_calibration/{{dataset}}.log",
-    params:
-        settings=lambda wc: to_arg(x),
-    shell:
-        "imagenot curate-calibration --class-scores {input.class_scores}"
-        " --settings {params.settings} --csv {output.csv} --summary {output.summary}"
-        " --figure {output.figure} > {log} 2>&1"
-"""
+def _changed(rule: RuleView, side: str | None = None, keys=None, shell=None, unnamed=0):
+    """``rule`` with ``side``'s keys replaced (and ``unnamed`` entries), or its line."""
+    if side is not None:
+        rule = dataclasses.replace(
+            rule,
+            keys={**rule.keys, side: tuple(keys)},
+            unnamed={**rule.unnamed, side: unnamed},
+        )
+    return rule if shell is None else dataclasses.replace(rule, shell=shell)
 
 
-def _planted(text: str) -> list[str]:
-    rules = parse_rules(text)
-    return wiring_errors(rules["curate_calibration"], rules, commands())
+def test_a_wrong_step_rule_fails(rules, parsers):
+    """A rule of a declared step (accuracy_table): healthy as the workflow holds it; a role
+    renamed, forgotten or handed without a key, or a line written by hand, fails."""
+    base = rules["accuracy_table"]
+    assert "accuracy-table" in steps.STEPS and not wiring_errors(base, parsers)
+    inputs, outputs = base.keys[INPUT], base.keys[OUTPUT]
 
+    def says(rule, words):
+        errors = wiring_errors(rule, parsers)
+        assert any(words in e for e in errors), errors
 
-@pytest.mark.parametrize(
-    "old, new, says",
-    [
-        # a role renamed in the rule (key and placeholder) but not in the step's files
-        ("class_scores=", "scores=", "input key 'scores' is no input"),
-        # an output forgotten by the rule
-        ("        figure=curate_paths.CALIBRATION_FIGURE,\n", "", "'figure' is no output key"),
-        # a key handed under another flag
-        ("--csv {output.csv}", "--summary {output.csv}", "output.csv must be handed as"),
-        # a flag the command does not know
-        ("--settings {params.settings}", "--setting {params.settings}", "has no option"),
-        # a placeholder naming no key
-        ('{input.class_scores}"', '{input.scores}"', "names {input.scores}"),
-        # a file handed without a name
-        ("        class_scores=curate_paths.CLASS_SCORES,\n", "        X,\n", "without a role"),
-        # a command whose files are not declared by role
-        ("imagenot curate-calibration", "imagenot validate-config", "declares no files class"),
-    ],
-)
-def test_a_wrong_rule_fails(old, new, says):
-    assert not _planted(CALIBRATION), "the planted rule's base must pass"
-    assert old in CALIBRATION
-    errors = _planted(CALIBRATION.replace(old, new))
-    assert any(says in e for e in errors), errors
-
-
-def test_a_use_rule_is_checked_with_its_parents_shell():
-    text = CALIBRATION + (
-        "\n\nuse rule curate_calibration as other with:\n"
-        "    output:\n        csv=A,\n        summary=B,\n        figures=C,\n"
+    renamed = ["evaluations" if k == "robustness" else k for k in inputs]
+    says(_changed(base, INPUT, renamed), "input key 'evaluations' is no input")
+    says(
+        _changed(base, OUTPUT, [k for k in outputs if k != "per_image_table"]), "'per_image_table'"
     )
-    rules = parse_rules(text)
-    errors = wiring_errors(rules["other"], rules, commands())
-    assert any("output key 'figures' is no output" in e for e in errors), errors
+    says(_changed(base, INPUT, inputs, unnamed=1), "input entry without a role")
+    by_hand = base.shell.replace(" --per-image-table {output.per_image_table:q}", "")
+    assert by_hand != base.shell
+    says(_changed(base, shell=by_hand), "its line is not its step's")
+
+
+def test_a_wrong_hand_written_rule_fails(rules, parsers):
+    """A rule whose command registers its own parser (rankings_json): healthy as the workflow
+    holds it; a key under another flag, a flag the command lacks, a placeholder naming no key,
+    or a command without a files class fails."""
+    base = rules["rankings_json"]
+    assert "rankings" not in steps.STEPS and not wiring_errors(base, parsers)
+
+    def says(shell, words):
+        assert shell != base.shell
+        errors = wiring_errors(_changed(base, shell=shell), parsers)
+        assert any(words in e for e in errors), errors
+
+    says(base.shell.replace("--per-image {input", "--out {input"), "input.per_image must be")
+    says(base.shell.replace("--settings", "--setting"), "has no option --setting")
+    says(base.shell.replace("{input.per_image:q}", "{input.images:q}"), "names {input.images}")
+    says(base.shell.replace("imagenot rankings", "imagenot validate-config"), "no files class")
+    renamed = ["scores" if k == "table" else k for k in base.keys[INPUT]]
+    errors = wiring_errors(_changed(base, INPUT, renamed), parsers)
+    assert any("input key 'scores' is no input" in e for e in errors), errors
+
+
+def test_a_steps_line_and_call_come_from_its_declaration(monkeypatch):
+    """The line of a declared step names each role under its flag (a positional role bare),
+    its settings and the options a rule hands; the command calls the handler with the files
+    object, the settings object and each option by name, and refuses a settings key it lacks
+    in one line."""
+    from imagenot.cli import main
+
+    assert steps.command("figure") == (
+        "imagenot figure {input.accuracy} --pdf {output.pdf} --png {output.png}"
+        " --settings {params.settings} > {log} 2>&1"
+    )
+    line = steps.command("evaluate-robustness")
+    assert line.endswith(
+        "--settings {params.settings} --threads {threads} {params.gpu_job} > {log} 2>&1"
+    )
+    seen = {}
+    monkeypatch.setattr(
+        "imagenot.common_cli.prepare_wordnet",
+        lambda files, settings, dict_dir: seen.update(f=files, s=settings, d=dict_dir),
+    )
+    argv = ["prepare-wordnet", "--nltk-data", "out"]
+    assert main([*argv, "--settings", '{"dict_dir": "/wn"}']) == 0
+    assert (seen["f"].nltk_data, seen["s"].dict_dir, seen["d"]) == ("out", "/wn", None)
+    assert main([*argv, "--dict-dir", "d"]) == 0 and (seen["s"], seen["d"]) == (None, "d")
+    with pytest.raises(SystemExit, match=r"imagenot prepare-wordnet: .*dict_dir"):
+        main([*argv, "--settings", "{}"])
 
 
 def test_a_commands_file_flags_are_built_from_its_roles():

@@ -309,18 +309,14 @@ def test_match_runs_on_the_rules_settings_and_hand_flags_default_from_the_schema
 
 
 def test_prepare_wordnet_takes_the_rules_settings_or_the_hand_flag():
-    parser_args = ["prepare-wordnet", "--nltk-data", "out"]
-    from imagenot.cli import build_parser
     from imagenot.common_cli import wordnet_settings
 
-    parser = build_parser()
-    rule = parser.parse_args([*parser_args, "--settings", to_json({"dict_dir": "/wn/dict"})])
-    assert wordnet_settings(rule) == WordnetSettings("/wn/dict")
-    hand = parser.parse_args(parser_args)
-    assert wordnet_settings(hand) == WordnetSettings(schema_default("wordnet.dict_dir"))
-    assert wordnet_settings(parser.parse_args([*parser_args, "--dict-dir", "d"])).dict_dir == "d"
-    with pytest.raises(SystemExit):  # one or the other
-        parser.parse_args([*parser_args, "--dict-dir", "d", "--settings", "{}"])
+    assert wordnet_settings(WordnetSettings("/wn/dict"), None) == WordnetSettings("/wn/dict")
+    hand = wordnet_settings(None, None)
+    assert hand == WordnetSettings(schema_default("wordnet.dict_dir"))
+    assert wordnet_settings(None, "d").dict_dir == "d"
+    with pytest.raises(ValueError, match="--dict-dir and --settings"):  # one or the other
+        wordnet_settings(WordnetSettings("/wn/dict"), "d")
 
 
 def _tree(root, classes, n):

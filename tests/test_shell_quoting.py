@@ -106,12 +106,13 @@ def test_every_field_of_every_rule_is_quoted(planted):
 
 
 def _bare_shells(text: str) -> list[int]:
-    """Line numbers of the ``shell:`` directives of ``text`` that are not a ``job(...)`` line."""
+    """Line numbers of the ``shell:`` directives of ``text`` that are not a ``job(...)`` line
+    or a declared step's ``step(...)`` line (which ``job()`` builds)."""
     lines = text.splitlines()
     bare = []
     for number, line in enumerate(lines, 1):
         if line.strip() == "shell:":
-            if not (number < len(lines) and lines[number].strip().startswith("job(")):
+            if not (number < len(lines) and lines[number].strip().startswith(("job(", "step("))):
                 bare.append(number)
         elif line.strip().startswith("shell:"):
             bare.append(number)
@@ -120,11 +121,13 @@ def _bare_shells(text: str) -> list[int]:
 
 def test_every_shell_line_is_built_by_job():
     """Rules defined only under some configs (the scale world's) are not among the rules one
-    config loads: in the sources, every ``shell:`` is a ``job(...)`` line, which quotes."""
+    config loads: in the sources, every ``shell:`` is a ``job(...)`` or ``step(...)`` line,
+    which quotes."""
     for path in [REPO / "Snakefile", *sorted((REPO / "rules").glob("*.smk"))]:
         assert _bare_shells(path.read_text(encoding="utf-8")) == [], path.name
     planted = 'rule a:\n    shell:\n        job("imagenot x")\n\nrule b:\n    shell:\n        "cat {input}"\n'
     assert _bare_shells(planted) == [6]
+    assert _bare_shells('rule d:\n    shell:\n        step("figure")\n') == []
     assert _bare_shells('rule c:\n    shell: "cat {input}"\n') == [2]
 
 

@@ -1,7 +1,8 @@
 """The ``imagenot`` command line: one subcommand per library entry point the rules call.
 
-Each stage module exposes ``register(subparsers)``; its handlers import heavy libraries lazily
-so that ``imagenot --help`` stays fast.
+A workflow step declared in :data:`imagenot.steps.STEPS` gets its parser from its declaration;
+each module of :data:`STAGE_CLIS` exposes ``register(subparsers)`` for its own commands.
+Handlers import heavy libraries lazily so that ``imagenot --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -14,23 +15,20 @@ import time
 
 from imagenot import job_usage, lifeline
 from imagenot.io import setup_logging
+from imagenot.steps import STEPS, add_parser
 
 STAGE_CLIS = (
-    "imagenot.common_cli",
     "imagenot.validate_cli",
     "imagenot.plan_cli",
-    "imagenot.run_summary_cli",
     "imagenot.demo.cli",
     "imagenot.demo.scale_cli",
     "imagenot.curate.cli",
     "imagenot.acquire.cli",
     "imagenot.train.cli",
     "imagenot.train.preflight_cli",
-    "imagenot.evaluate.cli",
-    "imagenot.analyse.cli",
     "imagenot.figures.rankings_cli",
-    "imagenot.figures.cli",
     "imagenot.diagnostics.cli",
+    "imagenot.audit.cli",
     "imagenot.slurm_profile",
     "imagenot.restamp",
 )
@@ -52,7 +50,8 @@ def subcommand(
     :class:`imagenot.files.Files` class, whose roles become the command's file arguments (and
     ``args.files_class``, which the rule-wiring test reads); ``settings``: its settings class,
     handed over as one ``--settings`` JSON object; ``options`` go to argparse's ``add_parser``
-    (``description``, ``formatter_class``). Every subcommand registers with it."""
+    (``description``, ``formatter_class``). Every command not declared in
+    :data:`imagenot.steps.STEPS` registers with it."""
     doc = (func.__doc__ or name).strip()  # (python -OO strips docstrings)
     first = doc.split()[0]
     if not any(c.isupper() for c in first[1:]):
@@ -120,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for module_name in STAGE_CLIS:
         importlib.import_module(module_name).register(subparsers)
+    for step in STEPS.values():
+        add_parser(subparsers, step)
     _user_facing(parser, subparsers)
     return parser
 

@@ -8,9 +8,10 @@ deriving :class:`Files` (in the stage's ``files.py``): a field per role, declare
 (``output: summary=...``), the command's flag (``--summary {output.summary}``; ``_`` reads
 ``-``) and the attribute the library reads (``files.summary``). The command's parser is built
 from the fields (:meth:`Files.add_arguments`), so a command typed by hand has readable flags
-from the same declaration. ``tests/test_rule_files.py`` reads every rule and checks, without
-running Snakemake, that its input and output keys are exactly its command's fields and that
-each is handed over under its own flag.
+from the same declaration, and so is the shell line of a rule that runs a declared step
+(:mod:`imagenot.steps`). ``tests/test_rule_files.py`` reads every rule as Snakemake holds it and
+checks that its input and output keys are exactly its command's fields and that each is handed
+over under its own flag.
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
-"""``imagenot run-summary``: what a run built and whether it is usable (:mod:`imagenot.run_summary`),
-for the rule that writes it for the report and for people."""
+"""``imagenot run-summary`` (declared in :mod:`imagenot.steps`): what a run built and whether it
+is usable (:mod:`imagenot.run_summary`), for the rule that writes it for the report and for
+people."""
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from imagenot.cli import subcommand
 from imagenot.files import Files, given, made
 from imagenot.run_summary import SUMMARY_HTML, SUMMARY_JSON, SUMMARY_MD
 
@@ -28,34 +27,12 @@ class SummaryFiles(Files):
     html: str | None = made(f"the HTML page (rule: {SUMMARY_HTML})", optional=True)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subcommand(
-        subparsers,
-        "run-summary",
-        _run_summary,
-        files=SummaryFiles,
-        description="Reads the results tree of the working directory. Errors (unusable "
-        "results) come first; the exit status is 0 unless --strict (the rule writes the report's "
-        "page either way; the workflow's end exits 1 on errors).",
-    )
-    p.add_argument(
-        "--settings",
-        required=True,
-        metavar="JSON",
-        help="what to read, as the rule passes it (imagenot.summary_plan.layout of the config; "
-        "@FILE reads it from a file)",
-    )
-    p.add_argument("--strict", action="store_true", help="exit 1 when there is an error")
-
-
-def _run_summary(args: argparse.Namespace) -> int:
-    """Whether rankings transfer, per comparison; what a run built, per dataset images per split and download success, per model the best
-    validation/test accuracy, and every problem."""
+def run_summary(f: SummaryFiles, layout: dict, strict: bool) -> int:
+    """Print the summary of the run whose ``layout`` (:func:`imagenot.summary_plan.layout`) is
+    given and write its forms; 1 with ``strict`` when it has an error."""
     from imagenot.run_summary import collect, format_text, write
-    from imagenot.settings import load
 
-    f = SummaryFiles.from_args(args)
-    summary = collect(load(args.settings), rankings=f.rankings)
+    summary = collect(layout, rankings=f.rankings)
     print(format_text(summary))
     if f.md or f.json or f.html:
         write(
@@ -64,4 +41,4 @@ def _run_summary(args: argparse.Namespace) -> int:
             Path(f.json or SUMMARY_JSON),
             Path(f.html or SUMMARY_HTML),
         )
-    return 1 if args.strict and summary["errors"] else 0
+    return 1 if strict and summary["errors"] else 0

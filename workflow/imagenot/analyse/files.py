@@ -10,18 +10,14 @@ from imagenot.files import Files, given, made
 @dataclass(frozen=True)
 class AccuracyFiles(Files):
     """``accuracy-table``: every final run's evaluation, with the published accuracies, in one
-    table (and every run's per-image results in another)."""
+    table (and every run's per-image results in another). The published accuracies are the
+    package's own table, whose digest the rule holds (typed by hand: ``--published``)."""
 
     robustness: list[str] = given(
         "robustness.parquet of each evaluated run", many=True, optional=True
     )
     per_image: list[str] = given(
         "per_image.parquet of each run, in the same order", many=True, optional=True
-    )
-    published: str | None = given(
-        "the published accuracies (default: the table this package ships, "
-        "imagenot/resources/published_weights.csv)",
-        optional=True,
     )
     accuracy: str = made("accuracy.csv")
     per_image_table: str | None = made(

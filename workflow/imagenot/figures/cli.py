@@ -1,37 +1,22 @@
-"""`imagenot` subcommands of the figures stage: one figure or one table per call.
-
-Both are rule commands: everything from config arrives as one ``--settings`` JSON object, a
-:class:`imagenot.figures.settings.FigureSettings` / ``TableSettings`` the rule built with
-``from_config``; the files by role (:mod:`imagenot.figures.files`).
+"""The handlers of the figures stage's steps (declared in :mod:`imagenot.steps`): one figure or
+one table per call, each from its files by role (:mod:`imagenot.figures.files`) and the settings
+object its rule built (:class:`imagenot.figures.settings.FigureSettings`, ``TableSettings``).
 """
 
 from __future__ import annotations
 
-import argparse
-
-from imagenot.cli import subcommand
 from imagenot.figures.files import FigureFiles, TableFiles
 from imagenot.figures.plan import FIGURE_KINDS, TABLE_NAMES
 from imagenot.figures.settings import FigureSettings, TableSettings
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``figure`` and ``table``."""
-    subcommand(subparsers, "figure", _figure, files=FigureFiles, settings=FigureSettings)
-    subcommand(subparsers, "table", _table, files=TableFiles, settings=TableSettings)
-
-
-def _settings(cls, text: str, command: str, field: str, names):
-    """The parsed settings; a wrong key or an unregistered name exits with one line."""
-    from imagenot.settings import parse_or_exit
-
-    settings = parse_or_exit(cls, text, command)
+def _registered(settings, command: str, field: str, names) -> None:
+    """An unregistered name in ``settings`` exits with one line."""
     if getattr(settings, field) not in names:
         raise SystemExit(
             f"imagenot {command}: --settings.{field} {getattr(settings, field)!r} is not "
             f"registered ({', '.join(names)}; imagenot.figures.registry)"
         )
-    return settings
 
 
 def _load(path: str, command: str):
@@ -48,15 +33,14 @@ def _load(path: str, command: str):
         return None
 
 
-def _figure(args: argparse.Namespace) -> int:
+def figure(f: FigureFiles, s: FigureSettings) -> int:
     """Draw one figure (PDF + PNG) from accuracy.csv."""
     from imagenot.figures.registry import WORKFLOW_FIGURES
     from imagenot.figures.style import save
     from imagenot.registries import resolve
 
-    s = _settings(FigureSettings, args.settings, "figure", "kind", FIGURE_KINDS)
+    _registered(s, "figure", "kind", FIGURE_KINDS)
     opts, style = s.options, s.figure_options
-    f = FigureFiles.from_args(args)
     acc = _load(f.accuracy, "figure")
     if acc is None:
         return 2
@@ -71,13 +55,12 @@ def _figure(args: argparse.Namespace) -> int:
     return 0
 
 
-def _table(args: argparse.Namespace) -> int:
+def table(f: TableFiles, s: TableSettings) -> int:
     """Write one table (CSV + Markdown)."""
     from imagenot.figures import tables
 
-    s = _settings(TableSettings, args.settings, "table", "table", TABLE_NAMES)
+    _registered(s, "table", "table", TABLE_NAMES)
     opts = s.options
-    f = TableFiles.from_args(args)
     acc = _load(f.accuracy, "table")
     if acc is None:
         return 2

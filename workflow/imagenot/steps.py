@@ -1,0 +1,253 @@
+"""One declaration per workflow step: its command, its files, its settings and its handler.
+
+A step is what a rule runs: ``imagenot NAME`` with the step's files by role (an
+:class:`imagenot.files.Files` class), its settings as one ``--settings`` JSON object (an
+:class:`imagenot.settings.FromConfig` class, or the function that builds a plain JSON object)
+and any further values (:class:`Option`). Everything else is derived from the :class:`Step`:
+the command's parser (:func:`add_parser`, which ``imagenot.cli`` calls for every entry of
+:data:`STEPS`), the rule's shell line (:func:`command`, ``step()`` in rules/common.smk) and the
+call of the handler, ``handler(files, settings, **options)`` (:func:`call`). So a role is
+written where the rule names its file and where the files class declares it, nowhere else.
+
+Classes and handlers are ``"module:attribute"`` references, imported where they are used
+(:func:`imagenot.registries.resolve`): this module sits below every stage, and a command imports
+the code of its own step only. ``tests/test_rule_files.py`` checks every rule, as Snakemake
+holds it, against its step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from imagenot.files import flag
+from imagenot.registries import Registry, resolve
+
+
+@dataclass(frozen=True)
+class Option:
+    """A command-line value of a step beside its files and settings: ``--NAME`` (``_`` read
+    ``-``), handed to the handler as the keyword ``NAME``. ``rule``: what the rule's line hands
+    (``"{threads}"``; for a ``switch``, a field holding the flag or nothing:
+    ``"{params.gpu_job}"``); None: the option is typed by hand only. ``type``: what reads its
+    text; ``default``: the schema key whose default it takes; ``metavar``: its value's name in
+    ``--help``."""
+
+    name: str
+    help: str
+    rule: str | None = None
+    type: Callable[[str], Any] | None = None
+    required: bool = False
+    default: str | None = None
+    switch: bool = False
+    metavar: str | None = None
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        if self.switch:
+            parser.add_argument(flag(self.name), action="store_true", help=self.help)
+            return
+        default = None
+        if self.default is not None:
+            from imagenot.config import schema_default
+
+            default = schema_default(self.default)
+        parser.add_argument(
+            flag(self.name),
+            type=self.type,
+            required=self.required,
+            default=default,
+            metavar=self.metavar,
+            help=self.help,
+        )
+
+
+@dataclass(frozen=True)
+class Step:
+    """A command (module docstring). ``help``: one line for ``imagenot --help``;
+    ``description``: more for ``imagenot NAME --help``. ``run``: the handler's reference, called
+    with the files object (when ``files``), the settings object (when ``settings``) and each
+    option by name. ``hand_settings``: the command typed by hand may leave ``--settings`` out
+    (the handler gets None and builds them from its options)."""
+
+    name: str
+    help: str
+    run: str
+    files: str | None = None
+    settings: str | None = None
+    options: tuple[Option, ...] = ()
+    description: str | None = None
+    hand_settings: bool = False
+
+
+def add_parser(subparsers: argparse._SubParsersAction, step: Step) -> argparse.ArgumentParser:
+    """``step``'s subcommand: its files' arguments, ``--settings`` and its options."""
+    p = subparsers.add_parser(step.name, help=step.help, description=step.description)
+    files = resolve(step.files) if step.files else None
+    p.set_defaults(func=functools.partial(call, step), files_class=files)
+    if files is not None:
+        files.add_arguments(p)
+    if step.settings is not None:
+        p.add_argument(
+            "--settings",
+            required=not step.hand_settings,
+            metavar="JSON",
+            help=f"the rule's settings, one JSON object ({step.settings.replace(':', '.')}; "
+            "@FILE reads it from a file)",
+        )
+    for option in step.options:
+        option.add_to(p)
+    return p
+
+
+def call(step: Step, args: argparse.Namespace) -> int | None:
+    """Run ``step``'s handler on a parsed command line: a settings object that does not match
+    its class exits with one line naming the key (:func:`imagenot.settings.parse_or_exit`); a
+    function's plain JSON object is read as it is."""
+    from imagenot.settings import load, parse_or_exit
+
+    given: list[Any] = []
+    if step.files:
+        given.append(resolve(step.files).from_args(args))
+    if step.settings:
+        kind = resolve(step.settings)
+        text = args.settings
+        if text is None:
+            given.append(None)
+        elif isinstance(kind, type):
+            given.append(parse_or_exit(kind, text, step.name))
+        else:
+            given.append(load(text))
+    options = {o.name: getattr(args, o.name) for o in step.options}
+    return resolve(step.run)(*given, **options)
+
+
+def command(name: str) -> str:
+    """The command line of step ``name`` as a rule runs it, in Snakemake's format: every role of
+    its files under its flag (``--per-image {output.per_image}``; a positional role bare), its
+    settings (``{params.settings}``), the options a rule hands, the log. rules/common.smk's
+    ``step()`` quotes its fields and makes it the rule's line (``job()``)."""
+    step = STEPS.entry(name)
+    words = ["imagenot", name]
+    files = resolve(step.files) if step.files else None
+    for role in files.roles() if files else ():
+        declared = files.role(role)
+        field = "{" + f"{declared['side']}.{role}" + "}"
+        words += [field] if declared["positional"] else [flag(role), field]
+    if step.settings:
+        words += ["--settings", "{params.settings}"]
+    for option in step.options:
+        if option.rule is not None:
+            words += [option.rule] if option.switch else [flag(option.name), option.rule]
+    return " ".join(words) + " > {log} 2>&1"
+
+
+STEPS = Registry("step")
+"""Every step declared this way, by command name; the workflow's other commands register
+their parsers themselves (``imagenot.cli.STAGE_CLIS``)."""
+
+for _step in (
+    Step(
+        "prepare-wordnet",
+        "build an nltk-readable WordNet 3.0 corpus",
+        run="imagenot.common_cli:prepare_wordnet",
+        files="imagenot.curate.files:WordnetFiles",
+        settings="imagenot.curate.settings:WordnetSettings",
+        hand_settings=True,
+        options=(
+            Option(
+                "dict_dir",
+                "WordNet dict directory, instead of --settings (default: the schema's "
+                "wordnet.dict_dir: null = nltk's, else /usr/share/wordnet)",
+                metavar="DIR",
+            ),
+        ),
+    ),
+    Step(
+        "evaluate-robustness",
+        "evaluate a final checkpoint under every registered test-time transformation (the "
+        "paper's 17)",
+        run="imagenot.evaluate.cli:evaluate_robustness",
+        files="imagenot.evaluate.files:RobustnessFiles",
+        settings="imagenot.evaluate.settings:RobustnessSettings",
+        description="Decode each test image once, apply every registered transformation "
+        "(randomness seeded per image) on batched tensors and write robustness.parquet and "
+        "per_image.parquet.",
+        options=(
+            Option(
+                "threads",
+                "CPU threads (the rule's, evaluate.threads)",
+                rule="{threads}",
+                type=int,
+                required=True,
+            ),
+            Option(
+                "gpu_job",
+                "the config plans this job for a GPU (resources.gpus > 0): stop without one",
+                rule="{params.gpu_job}",
+                switch=True,
+            ),
+        ),
+    ),
+    Step(
+        "ci",
+        "Clopper-Pearson and Wilson intervals of one accuracy on n test images",
+        run="imagenot.analyse.cli:ci",
+        options=(
+            Option("accuracy", "top-1 accuracy in percent", type=float, required=True),
+            Option("n", "test-set size", type=int, required=True),
+            Option(
+                "confidence",
+                "confidence level of the intervals, strictly between 0 and 1",
+                type=float,
+                default="analyse.confidence",
+            ),
+            Option("json", "print the intervals as JSON", switch=True),
+        ),
+    ),
+    Step(
+        "accuracy-table",
+        "collect evaluation results and published ImageNet accuracies into accuracy.csv",
+        run="imagenot.analyse.cli:write_accuracy_table",
+        files="imagenot.analyse.files:AccuracyFiles",
+        settings="imagenot.analyse.settings:AccuracySettings",
+        options=(
+            Option(
+                "published",
+                "the published accuracies (default: the table this package ships, "
+                "imagenot/resources/published_weights.csv)",
+                metavar="PATH",
+            ),
+        ),
+    ),
+    Step(
+        "figure",
+        "draw one figure (PDF + PNG) from accuracy.csv",
+        run="imagenot.figures.cli:figure",
+        files="imagenot.figures.files:FigureFiles",
+        settings="imagenot.figures.settings:FigureSettings",
+    ),
+    Step(
+        "table",
+        "write one table (CSV + Markdown)",
+        run="imagenot.figures.cli:table",
+        files="imagenot.figures.files:TableFiles",
+        settings="imagenot.figures.settings:TableSettings",
+    ),
+    Step(
+        "run-summary",
+        "whether rankings transfer, per comparison; what a run built, per dataset images per "
+        "split and download success, per model the best validation/test accuracy, and every "
+        "problem",
+        run="imagenot.run_summary_cli:run_summary",
+        files="imagenot.run_summary_cli:SummaryFiles",
+        settings="imagenot.summary_plan:layout",
+        description="Reads the results tree of the working directory. Errors (unusable "
+        "results) come first; the exit status is 0 unless --strict (the rule writes the "
+        "report's page either way; the workflow's end exits 1 on errors).",
+        options=(Option("strict", "exit 1 when there is an error", switch=True),),
+    ),
+):
+    STEPS.register(_step.name, _step)

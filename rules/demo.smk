@@ -1,5 +1,6 @@
 # Stage: demo. Config lookups: imagenot.demo.plan (imported as demo_plan in rules/common.smk).
-# The demo world: LAION-style metadata shards, the JPEGs their URLs point at, and ground truth.
+# The demo world: LAION-style metadata shards, the JPEGs their URLs point at, ground truth and
+# the planted duplicates (the near-duplicate audit's known answer).
 
 
 rule demo_world:
@@ -9,6 +10,7 @@ rule demo_world:
         shards=demo_plan.shard_files(config),
         images=directory(demo_plan.IMAGES),
         truth=demo_plan.TRUTH,
+        planted_duplicates=demo_plan.PLANTED_DUPLICATES,
         world=demo_plan.WORLD,
     log:
         f"{LOGS}/demo_world.log",
@@ -28,5 +30,5 @@ rule demo_world:
         job(
             f"imagenot demo-world --nltk-data {{input.nltk_data}} --out {demo_plan.DEMO_DIR}"
             " --shards {output.shards} --images {output.images} --truth {output.truth}"
-            " --world {output.world} --settings {params.settings} --threads {threads} > {log} 2>&1"
+            " --planted-duplicates {output.planted_duplicates} --world {output.world} --settings {params.settings} --threads {threads} > {log} 2>&1"
         )

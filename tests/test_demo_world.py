@@ -18,6 +18,13 @@ from imagenot.cli import main
 from imagenot.config import ConfigError, validate_config
 from imagenot.demo import plan
 from imagenot.demo.cli import demo_settings
+from imagenot.demo.planted import (
+    PLANT_KINDS,
+    PLANTED_FILE,
+    PLANTED_SCHEMA,
+    PlantedError,
+    check_planted,
+)
 from imagenot.demo.settings import DemoSettings
 from imagenot.demo.world import CHUNK_ROWS, LAION_SCHEMA, build_world, write_world
 from imagenot.settings import to_json
@@ -74,6 +81,11 @@ def truth(world_dir) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
+def planted(world_dir) -> list[dict]:
+    return pq.read_table(world_dir / PLANTED_FILE).to_pylist()
+
+
+@pytest.fixture(scope="module")
 def captions(world_dir, world) -> dict[tuple[str, int], str]:
     out = {}
     for shard in world["shards"]:
@@ -123,18 +135,31 @@ def test_same_seed_is_byte_identical_and_another_seed_differs(world_dir, wn, tmp
     assert again == _tree_digest(world_dir)
     other = _tree_digest(_build(wn, tmp_path / "other", seed=1))
     assert other != again
-    for name in ("world.json", "laion/part-00000.parquet", "laion/part-00001.parquet"):
+    for name in (
+        "world.json",
+        "laion/part-00000.parquet",
+        "laion/part-00001.parquet",
+        PLANTED_FILE,
+    ):
         assert other[name] != again[name], name
 
 
-def test_shards_have_the_declared_schema_and_plausible_values(world_dir, world):
+def test_shards_have_the_declared_schema_and_plausible_values(world_dir, world, planted):
+    resized = {
+        p["url"]: json.loads(p["transform_params"])["side"]
+        for p in planted
+        if p["transform"] == "resize"
+    }
+    assert resized and set(resized.values()) != {64}
     assert world["shards"] == ["part-00000", "part-00001"]
     for shard in world["shards"]:
         path = world_dir / "laion" / f"{shard}.parquet"
         assert pq.read_schema(path).remove_metadata() == LAION_SCHEMA
         table = pq.read_table(path)
         assert table.num_rows == SMALL["rows_per_shard"]
-        assert set(table["WIDTH"].to_pylist()) == {64} == set(table["HEIGHT"].to_pylist())
+        assert table["WIDTH"].to_pylist() == table["HEIGHT"].to_pylist()
+        for url, width in zip(table["URL"].to_pylist(), table["WIDTH"].to_pylist(), strict=True):
+            assert width == resized.get(url, 64), url  # a resized copy is served at its side
         sims = table["similarity"].to_numpy()
         assert sims.min() > 0.2 and sims.max() < 0.5
         assert table["hash"].type == pa.int64()
@@ -223,7 +248,7 @@ def test_caption_kinds_mention_exactly_the_lemmas_they_should(
     assert set(world["hazards"]["shares_imagenet_lemma"]) <= found
 
 
-def test_images_decode_except_the_planted_broken_ones(world_dir, world, truth):
+def test_images_decode_except_the_planted_broken_ones(world_dir, world, truth, planted):
     images = world_dir / "images"
     statuses = {}
     for t in truth:
@@ -236,7 +261,7 @@ def test_images_decode_except_the_planted_broken_ones(world_dir, world, truth):
         if status == "ok":
             with Image.open(path) as im:
                 im.load()
-                assert im.mode == "RGB" and im.size == (64, 64)
+                assert im.mode == "RGB" and im.size[0] == im.size[1] >= 16
         else:
             with pytest.raises(OSError), Image.open(path) as im:
                 im.load()
@@ -250,8 +275,108 @@ def test_images_decode_except_the_planted_broken_ones(world_dir, world, truth):
             if t["url_status"] == "non_image"
         ),
     )
-    noisy = [t for t in truth if t["wnid"] and t["image_wnid"] != t["wnid"]]
-    assert len(noisy) == world["label_noise_rows"] > 0
+    # label noise, and the planted images that show another class's prototype
+    shown = [t for t in truth if t["wnid"] and t["image_wnid"] != t["wnid"]]
+    urls = {f"http://demo-world.invalid/{t['shard']}/{t['row']:06d}.jpg": t for t in shown}
+    plants = {p["url"] for p in planted if p["url"] in urls}
+    assert len(shown) - len(plants) == world["label_noise_rows"] > 0
+
+
+def _row_of(url: str) -> tuple[str, int]:
+    shard, name = url.rsplit("/", 2)[1:]
+    return shard, int(name.removesuffix(".jpg"))
+
+
+def test_planted_duplicates_are_what_their_kind_says(world_dir, world, truth, planted, captions):
+    """Each planted image decodes and differs in bytes from its original; a copy is its
+    original transformed as recorded, a look-alike a distinct image (check_planted's
+    correlations); the rows are captioned so curation selects them: the copy for a survivor,
+    its original for an ImageNet class (reference copies) or the same survivor (within copies)."""
+    table = pq.read_table(world_dir / PLANTED_FILE)
+    assert table.schema.remove_metadata() == PLANTED_SCHEMA
+    correlations = check_planted(table, world_dir / "images", world["url_base"], PLANTED_FILE)
+    defaults = validate_config({"demo_world": {}})["demo_world"]
+    expected = {
+        "reference_copy": defaults["n_reference_copies"],
+        "within_copy": defaults["n_within_copies"],
+        "lookalike": defaults["n_lookalikes"],
+    }
+    assert {k: len(v) for k, v in correlations.items()} == expected
+    assert world["planted_duplicates"] == {"file": PLANTED_FILE, "kinds": expected}
+    assert min(correlations["reference_copy"] + correlations["within_copy"]) > 0.85
+    assert max(correlations["lookalike"]) < 0.85
+    by_row = {(t["shard"], t["row"]): t for t in truth}
+    hazards = world["hazards"]
+    survivors, imagenet = set(hazards["intended_survivors"]), set(hazards["imagenet_classes"])
+    transforms = {}
+    for p in planted:
+        copy, original = by_row[_row_of(p["url"])], by_row[_row_of(p["original_url"])]
+        assert copy["url_status"] == original["url_status"] == "ok"
+        assert copy["wnid"] in survivors and copy["image_wnid"] == original["image_wnid"]
+        assert original["image_wnid"] == original["wnid"]  # no label noise on an original
+        if p["kind"] == "reference_copy":
+            assert original["wnid"] in imagenet
+        if p["kind"] == "within_copy":
+            assert original["wnid"] == copy["wnid"]
+        for t in (copy, original):  # the class's best caption: "<lemma> which is <gloss words>"
+            lemma = world["classes"][t["wnid"]]["lemma"]
+            assert captions[(t["shard"], t["row"])].startswith(f"{lemma} which is"), t
+        with Image.open(world_dir / "images" / _row_of(p["url"])[0] / p["url"][-10:]) as im:
+            im.load()
+        transforms.setdefault(p["kind"], set()).add(p["transform"])
+    assert transforms == {
+        "reference_copy": {"jpeg", "resize", "crop", "colour"},
+        "within_copy": {"jpeg", "resize", "crop", "colour"},
+        "lookalike": {""},
+    }
+    assert sorted(transforms) == sorted(PLANT_KINDS)
+
+
+def test_a_planted_row_that_is_not_what_it_says_fails_the_check(world_dir, world, planted):
+    """A copy listed against an image it does not copy, a copy listed as a look-alike, and a row
+    listed against itself each fail the check, naming the row."""
+    images, base = world_dir / "images", world["url_base"]
+    copy_at = next(i for i, p in enumerate(planted) if p["kind"] == "within_copy")
+    lookalike_at = next(i for i, p in enumerate(planted) if p["kind"] == "lookalike")
+    jpeg_at = next(i for i, p in enumerate(planted) if p["transform"] == "jpeg")
+
+    def check(rows):
+        check_planted(pa.Table.from_pylist(rows, schema=PLANTED_SCHEMA), images, base, "t.parquet")
+
+    check(planted)  # the healthy table passes
+    wrong = [dict(p) for p in planted]
+    # another image (a look-alike's partner), not the one it was copied from
+    wrong[copy_at]["original_url"] = planted[lookalike_at]["original_url"]
+    with pytest.raises(PlantedError, match=rf"row {copy_at} .*not a copy"):
+        check(wrong)
+    wrong = [dict(p) for p in planted]
+    # a re-encoded copy (no geometry to undo) listed as a look-alike
+    wrong[lookalike_at] = {**planted[jpeg_at], "kind": "lookalike", "transform": ""}
+    with pytest.raises(PlantedError, match=rf"row {lookalike_at} .*a copy, not a look-alike"):
+        check(wrong)
+    wrong = [dict(p) for p in planted]
+    wrong[copy_at]["original_url"] = wrong[copy_at]["url"]
+    with pytest.raises(PlantedError, match="the same bytes"):
+        check(wrong)
+
+
+def test_plants_leave_every_other_row_as_it_is(wn):
+    """The plants take rows that would hold no-noun captions and draw from their own Generator:
+    without them, every other row of the world is the same."""
+    names = ["part-00000.parquet", "part-00001.parquet"]
+    with_plants = build_world(wn, demo_settings(json.dumps(SMALL), 0), names)
+    none = {"n_reference_copies": 0, "n_within_copies": 0, "n_lookalikes": 0}
+    without = build_world(wn, demo_settings(json.dumps({**SMALL, **none}), 0), names)
+    assert without.planted.num_rows == 0
+    moved = {u for p in with_plants.planted.to_pylist() for u in (p["url"], p["original_url"])}
+    changed = 0
+    for name in names:
+        a, b = with_plants.shards[name].to_pylist(), without.shards[name].to_pylist()
+        for x, y in zip(a, b, strict=True):
+            if x != y:
+                changed += 1
+                assert x["URL"] in moved
+    assert changed == 2 * with_plants.planted.num_rows
 
 
 def test_plan_lookups():

@@ -281,6 +281,16 @@ class CaptionWriter:
 
         return self._checked(make, [cls.lemma])
 
+    def best(self, cls: PlantedClass) -> str:
+        """A caption written to rank first in its class: the lemma, "which is" and every
+        non-noun word of the gloss, as the curation's query reads (``{name} which is {gloss}``);
+        :meth:`good` where that would mention another noun lemma."""
+        text = f"{cls.lemma} which is {' '.join(cls.gloss_words)}".strip()
+        text += self._pick(("", ".", "!"))
+        if self.index.lemmas_in(text) == {normalise(cls.lemma)}:
+            return text
+        return self.good(cls)
+
     def incidental(self, cls: PlantedClass) -> str:
         """The class word lost in shop-listing noise (low caption-gloss similarity)."""
 

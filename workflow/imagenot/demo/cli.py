@@ -7,6 +7,7 @@ import logging
 
 from imagenot.cli import subcommand
 from imagenot.demo.files import WorldFiles
+from imagenot.files import flag
 
 log = logging.getLogger("imagenot.demo")
 
@@ -44,15 +45,21 @@ def _demo_world(args: argparse.Namespace) -> None:
     import time
     from pathlib import Path
 
+    from imagenot.demo.planted import PLANTED_FILE
     from imagenot.demo.world import build_world, write_world
     from imagenot.wordnet import load_wordnet
 
     f = WorldFiles.from_args(args)
     out = Path(args.out)
-    for role, where in (("images", "images"), ("truth", "truth.parquet"), ("world", "world.json")):
+    for role, where in (
+        ("images", "images"),
+        ("truth", "truth.parquet"),
+        ("planted_duplicates", PLANTED_FILE),
+        ("world", "world.json"),
+    ):
         if getattr(f, role) is not None and Path(getattr(f, role)) != out / where:
             raise ValueError(
-                f"--{role} {getattr(f, role)}: the demo world's {role} is {out / where}"
+                f"{flag(role)} {getattr(f, role)}: the demo world's {role} is {out / where}"
             )
     settings = demo_settings(args.settings, args.seed)
     start = time.perf_counter()

@@ -1,7 +1,7 @@
 """The files of the demo stage's steps (:mod:`imagenot.files`).
 
 The demo world is a folder of its own layout (``--out``: shards under ``laion/``, ``images/``,
-``truth.parquet``, ``world.json``); ``demo-world`` checks that the files its rule lists are
+``truth.parquet``, ``planted_duplicates.parquet``, ``world.json``); ``demo-world`` checks that the files its rule lists are
 where that layout puts them.
 """
 
@@ -24,6 +24,11 @@ class WorldFiles(Files):
     )
     images: str | None = made("the images folder (OUT/images)", optional=True)
     truth: str | None = made("the ground truth (OUT/truth.parquet)", optional=True)
+    planted_duplicates: str | None = made(
+        "the planted duplicates and look-alikes (OUT/planted_duplicates.parquet: url, "
+        "original_url, kind, transform, transform_params)",
+        optional=True,
+    )
     world: str | None = made("the world's summary, written last (OUT/world.json)", optional=True)
 
 

@@ -12,6 +12,7 @@ DEMO_DIR = f"{RESULTS}/demo_world"
 LAION_DIR = f"{DEMO_DIR}/laion"
 IMAGES = f"{DEMO_DIR}/images"
 TRUTH = f"{DEMO_DIR}/truth.parquet"
+PLANTED_DUPLICATES = f"{DEMO_DIR}/planted_duplicates.parquet"  # imagenot.demo.world.PLANTED_FILE
 WORLD = f"{DEMO_DIR}/world.json"
 
 

@@ -48,6 +48,9 @@ class DemoSettings(FromConfig):
     corrupt_fraction: float
     non_image_fraction: float
     nsfw_image_fraction: float
+    n_reference_copies: int
+    n_within_copies: int
+    n_lookalikes: int
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,37 @@
 """The demo world: LAION-style metadata shards, the images their URLs point at, and ground truth.
 
 :func:`build_world` is pure (WordNet and the ``demo_world`` config section in, tables and a summary
-out, every random draw from one numpy Generator seeded by ``demo_world.seed``); :func:`write_world`
+out, every random draw from numpy Generators seeded by ``demo_world.seed``); :func:`write_world`
 renders the images and writes everything. Same seed, same bytes.
+
+Planted duplicates (``planted_duplicates.parquet``, :data:`imagenot.demo.planted.PLANTED_SCHEMA`,
+one row per planted image) give the near-duplicate audit a known answer:
+
+- ``reference_copy``: a row captioned for an ImageNot-side class (an intended survivor) whose image
+  is a transformed copy of the image of a row captioned for an ImageNet class (so it lands in the
+  ImageNet stand-in, in any of its splits);
+- ``within_copy``: a survivor row's image, transformed, under another URL and caption of the same
+  class (so the two may land in two splits of ImageNot);
+- ``lookalike``: a distinct render of the partner's prototype in a nearby pose (shape moved a
+  little, stripes shifted; :func:`imagenot.demo.images.lookalike_pose`), captioned for a survivor;
+  the partner is a survivor row or an ImageNet-class row, alternately. Not a copy: an audit must
+  not flag it.
+
+``url`` is the planted row, ``original_url`` the row it copies (or the look-alike's partner),
+``transform`` one of :data:`imagenot.demo.images.TRANSFORMS` (empty for a look-alike) and
+``transform_params`` its parameters as JSON; :func:`write_world` checks that each copy is one and
+each look-alike is not (:func:`imagenot.demo.planted.check_planted`) before world.json. Both rows of a pair are placed on rows that would
+otherwise hold no-noun captions and get captions written to rank first in their class
+(:meth:`imagenot.demo.captions.CaptionWriter.best`), valid images and a safe ``punsafe``, so
+curation selects them; the download's perceptual-hash step then removes within-dataset copies it
+recognises (most re-encoded, resized and colour-shifted ones). Their draws come from a second
+Generator (seeded by ``(seed, 1)``), so every other row is the same whatever the plant counts.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -28,6 +52,7 @@ from imagenot.demo.captions import (
     plan_classes,
     shared_lemma_synsets,
 )
+from imagenot.demo.planted import PLANT_KINDS, PLANTED_FILE, PLANTED_SCHEMA, check_planted
 from imagenot.demo.settings import DemoSettings
 from imagenot.io import write_json, write_parquet
 
@@ -56,6 +81,7 @@ TRUTH_SCHEMA = pa.schema(
     ]
 )
 URL_STATUSES = ("ok", "missing", "truncated", "non_image")
+
 # Roles whose captions are many and written to be on topic (all but rare / low similarity).
 _WELL_CAPTIONED = ("imagenet_classes", "shares_imagenet_lemma", "ancestors", "nsfw")
 
@@ -72,6 +98,18 @@ def image_path(shard: str, row: int) -> str:
     return f"{shard}/{row:06d}.jpg"
 
 
+@dataclass(frozen=True)
+class Plant:
+    """How a planted row's image is made from its original's (the row its truth names)."""
+
+    kind: str  # PLANT_KINDS
+    original_shard: str
+    original_row: int
+    original_image_wnid: str  # the prototype the original shows
+    transform: str  # images.TRANSFORMS, "" for a look-alike
+    params: str  # the transform's parameters, JSON
+
+
 @dataclass
 class World:
     """Everything the demo world consists of, before images are rendered."""
@@ -80,6 +118,8 @@ class World:
     truth: pa.Table  # TRUTH_SCHEMA, one row per metadata row
     summary: dict  # world.json
     prototypes: dict[str, img.Prototype]  # wnid -> visual prototype
+    planted: pa.Table  # PLANTED_SCHEMA, one row per planted image
+    plants: dict[tuple[str, int], Plant]  # (shard, row) of each planted image -> how it is made
 
 
 def _row_hash(url: str, text: str) -> int:
@@ -120,6 +160,70 @@ def _captions(
     return rows
 
 
+#: Stream of the plants' Generator (beside ``demo_world.seed``).
+PLANT_STREAM = 1
+
+
+@dataclass(frozen=True)
+class _Pair:
+    """One planted pair before it has rows: (class, caption) of the original and the plant."""
+
+    kind: str
+    original: PlantedClass
+    original_text: str
+    copy: PlantedClass
+    copy_text: str
+    transform: str
+    params: str
+
+
+def _plan_plants(plan: dict, writer: CaptionWriter, rng: np.random.Generator, cfg) -> list:
+    """The planted pairs (:class:`_Pair`), in a fixed order: classes dealt round-robin from a
+    seeded order, transforms in turn (:data:`imagenot.demo.images.TRANSFORMS`)."""
+    survivors = [
+        plan["intended_survivors"][i] for i in rng.permutation(len(plan["intended_survivors"]))
+    ]
+    imagenet = [plan["imagenet_classes"][i] for i in rng.permutation(len(plan["imagenet_classes"]))]
+    wanted = {
+        "reference_copy": (cfg.n_reference_copies, "n_reference_copies", (survivors, imagenet)),
+        "within_copy": (cfg.n_within_copies, "n_within_copies", (survivors,)),
+        "lookalike": (cfg.n_lookalikes, "n_lookalikes", (survivors, imagenet)),
+    }
+    pairs = []
+    for kind in PLANT_KINDS:
+        n, key, needs = wanted[kind]
+        if n and not all(needs):
+            raise ValueError(
+                f"config key demo_world.{key}: {n} planted, but n_survivors or "
+                "n_imagenet_classes is 0"
+            )
+        for i in range(n):
+            copy = survivors[i % len(survivors)]
+            if kind == "reference_copy":
+                original = imagenet[i % len(imagenet)]
+            elif kind == "within_copy":
+                original = copy
+            else:  # look-alikes of ImageNot and of ImageNet-stand-in images, alternately
+                original = copy if i % 2 == 0 else imagenet[(i // 2) % len(imagenet)]
+            transform, params = "", "{}"
+            if kind != "lookalike":
+                transform = img.TRANSFORMS[i % len(img.TRANSFORMS)]
+                drawn = img.draw_transform(transform, rng, cfg.image_size, cfg.jpeg_quality)
+                params = json.dumps(drawn, sort_keys=True)
+            pairs.append(
+                _Pair(
+                    kind,
+                    original,
+                    writer.best(original),
+                    copy,
+                    writer.best(copy),
+                    transform,
+                    params,
+                )
+            )
+    return pairs
+
+
 def build_world(wn, cfg: DemoSettings, shard_files: list[str]) -> World:
     """Plan the demo world from WordNet and the validated ``demo_world`` config section, in the
     LAION shards ``shard_files`` (their file names, as the laion section names them)."""
@@ -158,27 +262,80 @@ def build_world(wn, cfg: DemoSettings, shard_files: list[str]) -> World:
     unsafe_level = rng.uniform(0.55, 0.99, size=total)
     pwatermark = rng.beta(1.0, 12.0, size=total).astype(np.float32)
 
-    size = cfg.image_size
+    plant_rng = np.random.default_rng([cfg.seed, PLANT_STREAM])
+    pairs = _plan_plants(plan, CaptionWriter(index, plant_rng), plant_rng, cfg)
+    free = [p for p in range(total) if planted[order[p]][0] == "no_noun"]
+    if 2 * len(pairs) > len(free):
+        raise ValueError(
+            f"config key demo_world.rows_per_shard: {len(pairs)} planted duplicate pairs need "
+            f"{2 * len(pairs)} rows without a planted caption, {len(free)} are left"
+        )
+    spots = [free[i] for i in plant_rng.choice(len(free), size=2 * len(pairs), replace=False)]
+    # position -> (caption row, image wnid, side, plant) of each row of a planted pair
+    placed: dict[int, tuple] = {}
+    for pair, at_original, at_copy in zip(pairs, spots[0::2], spots[1::2], strict=True):
+        side = cfg.image_size
+        if pair.transform == "resize":
+            side = int(json.loads(pair.params)["side"])
+        original = pair.original
+        placed[at_original] = (
+            ("good", original.role, original.wnid, "", pair.original_text),
+            original.wnid,
+            cfg.image_size,
+            None,
+        )
+        plant = Plant(
+            kind=pair.kind,
+            original_shard=names[at_original // cfg.rows_per_shard],
+            original_row=at_original % cfg.rows_per_shard,
+            original_image_wnid=original.wnid,
+            transform=pair.transform,
+            params=pair.params,
+        )
+        copy = pair.copy
+        placed[at_copy] = (
+            ("good", copy.role, copy.wnid, "", pair.copy_text),
+            original.wnid,
+            side,
+            plant,
+        )
+
     base = cfg.url_base.rstrip("/")
     columns = {n: {k: [] for k in LAION_SCHEMA.names} for n in names}
     truth = {k: [] for k in TRUTH_SCHEMA.names}
+    plants: dict[tuple[str, int], Plant] = {}
+    planted_rows = {k: [] for k in PLANTED_SCHEMA.names}
     n_noisy = 0
     for position, source in enumerate(order):
         kind, role, sid, other, text = planted[source]
         shard = names[position // cfg.rows_per_shard]
         row = position % cfg.rows_per_shard
+        url = f"{base}/{image_path(shard, row)}"
         image_wnid = sid
-        if sid and noisy[position] and len(classes) > 1:
+        status = URL_STATUSES[int(statuses[position])]
+        side = cfg.image_size
+        unsafe = unsafe_random[position] or (sid in nsfw_ids and position % 2 == 0)
+        if position in placed:
+            (kind, role, sid, other, text), image_wnid, side, plant = placed[position]
+            status, unsafe = "ok", False
+            if plant is not None:
+                plants[(shard, row)] = plant
+                planted_rows["url"].append(url)
+                planted_rows["original_url"].append(
+                    f"{base}/{image_path(plant.original_shard, plant.original_row)}"
+                )
+                planted_rows["kind"].append(plant.kind)
+                planted_rows["transform"].append(plant.transform)
+                planted_rows["transform_params"].append(plant.params)
+        elif sid and noisy[position] and len(classes) > 1:
             others = [c for c in class_ids if c != sid]
             image_wnid = others[int(noise_pick[position]) % len(others)]
             n_noisy += 1
-        unsafe = unsafe_random[position] or (sid in nsfw_ids and position % 2 == 0)
-        url = f"{base}/{image_path(shard, row)}"
         col = columns[shard]
         col["URL"].append(url)
         col["TEXT"].append(text)
-        col["WIDTH"].append(size)
-        col["HEIGHT"].append(size)
+        col["WIDTH"].append(side)
+        col["HEIGHT"].append(side)
         col["similarity"].append(float(similarity[position]))
         col["hash"].append(_row_hash(url, text))
         col["punsafe"].append(float(unsafe_level[position] if unsafe else punsafe[position]))
@@ -191,7 +348,7 @@ def build_world(wn, cfg: DemoSettings, shard_files: list[str]) -> World:
             ("wnid", sid),
             ("other_wnid", other),
             ("image_wnid", image_wnid),
-            ("url_status", URL_STATUSES[int(statuses[position])]),
+            ("url_status", status),
         ):
             truth[key].append(value)
 
@@ -200,8 +357,22 @@ def build_world(wn, cfg: DemoSettings, shard_files: list[str]) -> World:
         for f, n in zip(shard_files, names, strict=True)
     }
     truth_table = pa.table(truth, schema=TRUTH_SCHEMA)
+    planted_table = pa.table(planted_rows, schema=PLANTED_SCHEMA).sort_by(
+        [("kind", "ascending"), ("url", "ascending")]
+    )
     summary = _summary(wn, cfg, plan, index, truth_table, shards, n_noisy)
-    return World(shards=shards, truth=truth_table, summary=summary, prototypes=prototypes)
+    summary["planted_duplicates"] = {
+        "file": PLANTED_FILE,
+        "kinds": {k: int(planted_rows["kind"].count(k)) for k in PLANT_KINDS},
+    }
+    return World(
+        shards=shards,
+        truth=truth_table,
+        summary=summary,
+        prototypes=prototypes,
+        planted=planted_table,
+        plants=plants,
+    )
 
 
 def _count(values: list[str]) -> dict[str, int]:
@@ -253,6 +424,11 @@ def _summary(wn, cfg, plan, index, truth: pa.Table, shards: dict, n_noisy: int) 
     }
 
 
+def _row_rng(seed: int, shard: str, row: int) -> np.random.Generator:
+    """The Generator of one row's file: seeded by (seed, shard number, row)."""
+    return np.random.default_rng([seed, int(shard.rsplit("-", 1)[1]), row])
+
+
 def render_file(
     status: str,
     shard: str,
@@ -270,13 +446,36 @@ def render_file(
         return None
     if status == "non_image":
         return img.html_page(f"/{image_path(shard, row)}")
-    rng = np.random.default_rng([seed, int(shard.rsplit("-", 1)[1]), row])
+    rng = _row_rng(seed, shard, row)
     if prototype is not None:
         pixels = img.render(prototype, rng, size)
     else:
         pixels = render_clutter(rng, size)
     data = jpeg_bytes(pixels, quality)
     return img.truncated(data, rng) if status == "truncated" else data
+
+
+def render_plant(
+    plant: Plant,
+    shard: str,
+    row: int,
+    prototypes: dict[str, img.Prototype],
+    seed: int,
+    size: int,
+    quality: int,
+) -> bytes:
+    """The file of a planted row (``shard``, ``row``): its original's file transformed, or for a
+    look-alike the original's prototype drawn again in a nearby pose with the row's own noise."""
+    proto = prototypes[plant.original_image_wnid]
+    if plant.kind == "lookalike":
+        pose = img.draw_pose(proto, _row_rng(seed, plant.original_shard, plant.original_row))
+        rng = _row_rng(seed, shard, row)
+        return jpeg_bytes(img.paint(proto, img.lookalike_pose(pose, rng), rng, size), quality)
+    original = render_file(
+        "ok", plant.original_shard, plant.original_row, proto, seed, size, quality
+    )
+    assert original is not None  # an "ok" row always has a file
+    return img.copy_transform(original, plant.transform, json.loads(plant.params), size, quality)
 
 
 #: Rows one worker renders and writes per task: a task costs about a second on one core.
@@ -286,11 +485,25 @@ CHUNK_ROWS = 1000
 def _write_images(
     rows: list[dict],
     prototypes: dict[str, img.Prototype],
+    plants: dict[tuple[str, int], Plant],
     folder: Path,
     cfg: DemoSettings,
 ) -> int:
     """Render and write the files of ``rows`` (truth rows) under ``folder``; the number of rows."""
     for t in rows:
+        plant = plants.get((t["shard"], t["row"]))
+        if plant is not None:
+            data = render_plant(
+                plant,
+                t["shard"],
+                t["row"],
+                prototypes,
+                cfg.seed,
+                cfg.image_size,
+                cfg.jpeg_quality,
+            )
+            (folder / image_path(t["shard"], t["row"])).write_bytes(data)
+            continue
         data = render_file(
             t["url_status"],
             t["shard"],
@@ -308,7 +521,8 @@ def _write_images(
 def write_world(
     world: World, out_dir: str | os.PathLike, cfg: DemoSettings, workers: int = 1
 ) -> Path:
-    """Render the images and write shards, truth and world.json under ``out_dir``.
+    """Render the images and write shards, truth, the planted duplicates and world.json under
+    ``out_dir``.
 
     Images go to a temporary directory renamed to ``images`` when complete; world.json is
     written last, so its presence means the world is whole. ``workers`` processes (the job's
@@ -331,7 +545,9 @@ def write_world(
     with progress:
         if workers <= 1:
             for chunk in chunks:
-                progress.update(_write_images(chunk, world.prototypes, images_tmp, cfg))
+                progress.update(
+                    _write_images(chunk, world.prototypes, world.plants, images_tmp, cfg)
+                )
         else:
             job_usage.declare_workers(workers)  # the job's recorded peak counts them
             # spawned, not forked: the parent holds pyarrow's and numpy's thread pools; each
@@ -341,7 +557,9 @@ def write_world(
             )
             with pool:
                 done = [
-                    pool.submit(_write_images, chunk, world.prototypes, images_tmp, cfg)
+                    pool.submit(
+                        _write_images, chunk, world.prototypes, world.plants, images_tmp, cfg
+                    )
                     for chunk in chunks
                 ]
                 try:
@@ -355,5 +573,7 @@ def write_world(
     for name, table in world.shards.items():
         write_parquet(table, out / "laion" / name)
     write_parquet(world.truth, out / "truth.parquet")
+    write_parquet(world.planted, out / PLANTED_FILE)
+    check_planted(world.planted, out / "images", cfg.url_base, str(out / PLANTED_FILE))
     write_json(world.summary, out / "world.json")
     return out

@@ -36,6 +36,7 @@ include: "rules/evaluate.smk"
 include: "rules/analyse.smk"
 include: "rules/figures.smk"
 include: "rules/diagnostics.smk"
+include: "rules/audit.smk"
 include: "rules/summary.smk"
 
 

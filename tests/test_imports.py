@@ -134,6 +134,7 @@ STAGE_ORDER = (
     "analyse",
     "figures",
     "diagnostics",
+    "audit",
     "demo",
 )
 # Command modules: like cli.py they may import any stage (common_cli's prepare-wordnet parses

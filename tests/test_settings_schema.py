@@ -45,6 +45,7 @@ WILDCARD_EXAMPLES = {
     "subject": "d",
     "name": "class_depth",
     "split": "test",
+    "part": "0",
     "site": None,  # PreflightSettings: the site profile's settings (None: a local run)
 }
 # Per class, where its rule's wildcard names another dataset: the rules over datasets on disk.

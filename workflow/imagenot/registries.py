@@ -93,6 +93,7 @@ REGISTRIES: dict[str, str] = {
     "report_figures": "imagenot.figures.registry:REPORT_FIGURES",
     "report_tables": "imagenot.figures.registry:REPORT_TABLES",
     "diagnostics_figures": "imagenot.diagnostics.plan:FIGURES",
+    "audit_copies": "imagenot.audit.copies:COPIES",
     "optimizers": "imagenot.train.optim_registry:OPTIMIZERS",
     "schedulers": "imagenot.train.optim_registry:SCHEDULERS",
     "encoders": "imagenot.curate.encoders:ENCODERS",

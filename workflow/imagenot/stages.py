@@ -17,6 +17,7 @@ def stage_plans() -> list:
     the same checks."""
     from imagenot import summary_plan
     from imagenot.acquire import plan as acquire_plan
+    from imagenot.audit import plan as audit_plan
     from imagenot.curate import plan as curate_plan
     from imagenot.demo import plan as demo_plan
     from imagenot.demo import scale_plan
@@ -34,6 +35,7 @@ def stage_plans() -> list:
         evaluate_plan,
         figures_plan,
         diagnostics_plan,
+        audit_plan,
         summary_plan,
     ]
 

@@ -1,0 +1,138 @@
+# Stage: audit (docs/audit.md): near-duplicates of each audited dataset's images in the
+# reference, the other datasets' test splits and its own other splits.
+# Config lookups: imagenot.audit.plan (imported as audit_plan in rules/common.smk). Embeddings
+# are the diagnostics' files, one per dataset and split (rule diagnostics_embed_images).
+
+
+rule audit_calibrate:
+    input:
+        manifest=paths.MANIFEST,
+        classes=paths.CLASSES,
+        checkpoint=diagnostics_plan.encoder_checkpoint(config),
+        result=diagnostics_plan.encoder_result(config),
+        preflight=preflight_gate(),
+    output:
+        calibration=audit_plan.CALIBRATION,
+    log:
+        f"{LOGS}/audit_calibrate/{{dataset}}.log",
+    benchmark:
+        f"{BENCH}/audit_calibrate/{{dataset}}.tsv"
+    conda:
+        gpu_env("train")
+    threads: gpu_threads(2)
+    resources:
+        **class_resources("medium"),
+        **gpu_request(),
+    params:
+        settings=to_arg(audit_settings.CalibrateSettings.from_config(config)),
+        identity=diagnostics_plan.encoder_description(config),
+        gpu_job=gpu_job_option(),
+    shell:
+        job(
+            "imagenot audit-calibrate --manifest {input.manifest} --classes {input.classes}"
+            " --checkpoint {input.checkpoint} --result {input.result}"
+            " --settings {params.settings} --workers {threads} {params.gpu_job}"
+            " --calibration {output.calibration} > {log} 2>&1"
+        )
+
+
+# One job per part of a split (audit.query_parts): that part against every target set.
+rule audit_search:
+    input:
+        queries=lambda wc: audit_plan.query_embeddings(wc.dataset, wc.split),
+        targets=lambda wc: audit_plan.target_embeddings(config, wc.dataset, wc.split),
+    output:
+        matches=audit_plan.MATCHES,
+    log:
+        f"{LOGS}/audit_search/{{dataset}}/{{split}}-{{part}}.log",
+    benchmark:
+        f"{BENCH}/audit_search/{{dataset}}/{{split}}-{{part}}.tsv"
+    wildcard_constraints:
+        split=diagnostics_plan.SPLIT_PATTERN,
+        part=audit_plan.PART_PATTERN,
+    conda:
+        gpu_env("train")
+    threads: 2
+    resources:
+        **class_resources("medium"),
+    params:
+        settings=lambda wc: to_arg(
+            audit_settings.SearchSettings.from_config(
+                config, dataset=wc.dataset, split=wc.split, part=wc.part
+            )
+        ),
+    shell:
+        job(
+            "imagenot audit-search --queries {input.queries} --targets {input.targets}"
+            " --settings {params.settings} --matches {output.matches} > {log} 2>&1"
+        )
+
+
+rule audit_table:
+    input:
+        matches=lambda wc: audit_plan.matches_files(config, wc.dataset),
+        calibration=audit_plan.CALIBRATION,
+    output:
+        per_class=audit_plan.PER_CLASS,
+        csv=report(
+            audit_plan.TABLE_CSV,
+            caption="../report/audit_table.rst",
+            category="Audit",
+        ),
+        flagged=audit_plan.FLAGGED,
+        closest=audit_plan.CLOSEST,
+        summary=audit_plan.SUMMARY,
+    log:
+        f"{LOGS}/audit_table/{{dataset}}.log",
+    benchmark:
+        f"{BENCH}/audit_table/{{dataset}}.tsv"
+    conda:
+        gpu_env("train")
+    threads: 1
+    resources:
+        **class_resources("light"),
+    params:
+        settings=lambda wc: to_arg(
+            audit_settings.TableSettings.from_config(config, dataset=wc.dataset)
+        ),
+    shell:
+        job(
+            "imagenot audit-table --matches {input.matches} --calibration {input.calibration}"
+            " --settings {params.settings} --per-class {output.per_class} --csv {output.csv}"
+            " --flagged {output.flagged} --closest {output.closest}"
+            " --summary {output.summary} > {log} 2>&1"
+        )
+
+
+rule audit_figure:
+    input:
+        closest=audit_plan.CLOSEST,
+        summary=audit_plan.SUMMARY,
+        manifests=lambda wc: audit_plan.manifests(config, wc.dataset),
+        classes=lambda wc: audit_plan.class_files(config, wc.dataset),
+    output:
+        pdf=audit_plan.FIGURE_PDF,
+        png=report(
+            audit_plan.FIGURE_PNG,
+            caption="../report/audit_figure.rst",
+            category="Audit",
+        ),
+    log:
+        f"{LOGS}/audit_figure/{{dataset}}.log",
+    benchmark:
+        f"{BENCH}/audit_figure/{{dataset}}.tsv"
+    conda:
+        gpu_env("train")
+    threads: 1
+    resources:
+        **class_resources("light"),
+    params:
+        settings=lambda wc: to_arg(
+            audit_settings.FigureSettings.from_config(config, dataset=wc.dataset)
+        ),
+    shell:
+        job(
+            "imagenot audit-figure --closest {input.closest} --summary {input.summary}"
+            " --manifests {input.manifests} --classes {input.classes}"
+            " --settings {params.settings} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+        )

@@ -1,0 +1,319 @@
+"""The near-duplicate audit (docs/audit.md): exact search finds planted copies and not distinct
+neighbours; the threshold's calibration states its precision and recall and refuses a degenerate
+set; the tables and the run summary's sentence; the stage's plan."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from imagenot.audit import calibrate, search, tables
+from imagenot.audit import plan as audit_plan
+
+
+def _clustered(rng, n_classes=10, per_class=50, dim=64, spread=0.6):
+    centres = rng.normal(size=(n_classes, dim))
+    labels = np.repeat(np.arange(n_classes), per_class)
+    return centres[labels] + spread * rng.normal(size=(len(labels), dim)), labels
+
+
+def test_search_finds_planted_copies_and_not_distinct_neighbours():
+    rng = np.random.default_rng(0)
+    targets, _ = _clustered(rng)
+    planted = rng.choice(len(targets), 20, replace=False)
+    copies = targets[planted] + 0.05 * rng.normal(size=(20, targets.shape[1]))
+    # same-class look-alikes: other draws around the same class centres
+    distinct = _clustered(np.random.default_rng(0), per_class=55)[0][-50:]
+    queries = np.concatenate([copies, distinct])
+    sims, rows = search.nearest(queries, targets, block_size=7)
+    assert rows[:20].tolist() == planted.tolist()  # each copy finds its own original
+    assert sims[:20].min() > 0.99
+    assert sims[20:].max() < 0.9  # a same-class look-alike is close, not a copy
+    # exact: block size changes nothing, and it agrees with the dense product
+    again = search.nearest(queries, targets, block_size=len(queries))
+    np.testing.assert_array_equal(again[1], rows)
+    dense = search.normalise(queries) @ search.normalise(targets).T
+    np.testing.assert_array_equal(dense.argmax(axis=1), rows)
+    np.testing.assert_allclose(dense.max(axis=1), sims, atol=1e-5)
+
+
+def test_search_refuses_two_encoders_and_gives_nothing_for_an_empty_set():
+    with pytest.raises(ValueError, match="dimensions"):
+        search.nearest(np.ones((2, 4)), np.ones((3, 5)), 8)
+    sims, rows = search.nearest(np.ones((2, 4)), np.zeros((0, 4)), 8)
+    assert rows.tolist() == [-1, -1] and np.isneginf(sims).all()
+
+
+def test_parts_cover_every_row_once():
+    covered = [r for p in range(3) for r in range(*search.part_rows(10, p, 3))]
+    assert covered == list(range(10))
+    with pytest.raises(ValueError, match="part 3"):
+        search.part_rows(10, 3, 3)
+
+
+def test_calibration_states_precision_and_recall_at_its_threshold():
+    rng = np.random.default_rng(0)
+    positives = rng.uniform(0.9, 1.0, 200)
+    negatives = rng.uniform(0.5, 0.85, 100)
+    result = calibrate.choose_threshold(positives, negatives, 0.95, 50)
+    assert 0.85 < result["threshold"] < 0.9
+    assert result["precision"] == 1.0 and result["recall"] == 1.0
+    assert result["copy_pairs"] == 200 and result["distinct_pairs"] == 100
+    # overlapping scores: the most recall at the precision asked, stated as measured
+    negatives = np.concatenate([negatives, rng.uniform(0.9, 0.95, 10)])
+    result = calibrate.choose_threshold(positives, negatives, 0.99, 50)
+    flagged_pos = (positives >= result["threshold"]).sum()
+    flagged_neg = (negatives >= result["threshold"]).sum()
+    assert result["precision"] == pytest.approx(flagged_pos / (flagged_pos + flagged_neg))
+    assert result["recall"] == pytest.approx(flagged_pos / len(positives))
+    assert result["precision"] >= 0.99 and 0.5 < result["recall"] < 1.0
+    # a looser precision flags more copies
+    assert calibrate.choose_threshold(positives, negatives, 0.9, 50)["recall"] == 1.0
+
+
+def test_a_degenerate_calibration_set_is_refused():
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="min_pairs asks for 50"):
+        calibrate.choose_threshold(rng.uniform(0.9, 1, 10), rng.uniform(0, 0.5, 100), 0.95, 50)
+    with pytest.raises(ValueError, match="all score the same"):
+        calibrate.choose_threshold(np.ones(60), np.ones(60), 0.95, 50)
+    # copies no closer than distinct images: no threshold reaches the precision asked
+    with pytest.raises(ValueError, match=r"no threshold reaches precision 0\.95"):
+        calibrate.choose_threshold(rng.uniform(0, 0.5, 60), rng.uniform(0.5, 1, 60), 0.95, 50)
+
+
+def test_copies_are_seeded_edits_of_the_same_shape():
+    import torch
+
+    from imagenot.audit.copies import COPIES
+
+    images = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8)
+    first = calibrate.make_copies(images, list(COPIES), seed=3)
+    second = calibrate.make_copies(images, list(COPIES), seed=3)
+    for name in COPIES:
+        assert first[name].shape == images.shape and first[name].dtype == torch.uint8
+        assert torch.equal(first[name], second[name]), name
+        assert not torch.equal(first[name], images), name
+
+
+def test_sample_draws_two_or_more_of_each_class_it_draws():
+    labels = np.array([0] * 5 + [1] * 5 + [2] * 1)
+    rows = calibrate.sample(labels, 6, seed=0)
+    counts = np.bincount(labels[rows], minlength=3)
+    assert len(rows) == 6 and counts[2] == 0  # a class of one gives no distinct pair
+    assert (counts[counts > 0] >= 2).all()
+    assert calibrate.sample(labels, 6, seed=0).tolist() == rows.tolist()
+
+
+def _matches():
+    query = {
+        "keys": np.array(["a", "b", "c"]),
+        "labels": np.array([0, 0, 1]),
+        "classes": np.array(["cat", "dog"]),
+    }
+    found = {"keys": np.array(["x", "y"]), "labels": np.array([1, 0]), "classes": query["classes"]}
+    one = tables.matches_table("test", query, "ref/test", found, [0.99, 0.5, 0.97], [1, 0, 0])
+    two = tables.matches_table("test", query, "own/val", found, [0.2, 0.3, 0.4], [0, 1, 0])
+    return pa.concat_tables([one, two])
+
+
+def test_tables_count_what_the_threshold_flags():
+    matches = _matches()
+    per_class = tables.per_class(matches, 0.95)
+    rows = {(r["target"], r["class"]): r for r in per_class.to_pylist()}
+    assert rows["ref/test", "cat"]["images"] == 2 and rows["ref/test", "cat"]["found"] == 1
+    assert rows["ref/test", "dog"]["found"] == 1 and rows["own/val", "cat"]["found"] == 0
+    assert rows["ref/test", "cat"]["closest"] == pytest.approx(0.99)
+    assert tables.flagged(matches, 0.95)["key"].to_pylist() == ["a", "c"]
+    assert tables.closest(matches, 1).num_rows == 2
+    sets = tables.set_counts(per_class)
+    calibration = {"threshold": 0.95, "precision": 0.97, "recall": 0.96}
+    calibration |= {"copy_pairs": 500, "distinct_pairs": 100}
+    line = tables.sentence("own", sets, calibration, "ref", {"own": "Own", "ref": "Ref"})
+    assert line.startswith("2 of 3 Own test images have a near-duplicate in Ref's test split")
+    assert "threshold 0.950, precision 0.970, recall 0.960" in line
+    assert "cat" in tables.to_csv(per_class, {"ref": "Ref"}).splitlines()[1]
+
+
+def _config(monkeypatch, audit=None, runs=True):
+    from imagenot.config import validate_config
+
+    config = {
+        "datasets": {
+            "imagenot": {"kind": "laion", "classes": "discover"},
+            "imagenet": {"kind": "laion", "classes": "imagenet"},
+            "fashion_mnist": {"kind": "fashion_mnist", "path": "/data/fm"},
+        },
+        "audit": audit or {},
+    }
+    validate_config(config)
+    run = {"dataset": "imagenot", "protocol": "st", "model": "resnet_mini", "seed": 0}
+    monkeypatch.setattr("imagenot.train.plan.final_runs", lambda _c: [run] if runs else [])
+    return config
+
+
+def test_the_plan_audits_each_contrast_dataset_against_every_target_set(monkeypatch):
+    config = _config(monkeypatch)
+    assert audit_plan.audited_datasets(config) == ["imagenot"]
+    assert audit_plan.target_sets(config, "imagenot", "test") == [
+        ("imagenet", "test"),
+        ("imagenet", "train"),
+        ("fashion_mnist", "test"),
+    ]
+    assert audit_plan.target_sets(config, "imagenot", "train")[-2:] == [
+        ("imagenot", "val"),
+        ("imagenot", "test"),
+    ]
+    assert audit_plan.target_embeddings(config, "imagenot", "val")[-1] == (
+        "results/diagnostics/imagenot/image_embeddings_test.npz"
+    )
+    assert "results/figures/audit_imagenot.png" in audit_plan.targets(config)
+    assert len(audit_plan.matches_files(config, "imagenot")) == 3
+    parts = _config(monkeypatch, {"query_parts": 4})
+    assert len(audit_plan.matches_files(parts, "imagenot")) == 12
+    assert audit_plan.targets(_config(monkeypatch, {"enabled": False})) == []
+    assert audit_plan.targets(_config(monkeypatch, runs=False)) == []  # no encoder: no audit
+
+
+def test_the_plan_refuses_an_audited_dataset_the_curation_did_not_build(monkeypatch):
+    audit_plan.check(_config(monkeypatch, {"datasets": ["imagenot"]}))
+    with pytest.raises(ValueError, match=r"audit\.datasets: 'fashion_mnist' is of kind"):
+        audit_plan.check(_config(monkeypatch, {"datasets": ["fashion_mnist"]}))
+    with pytest.raises(ValueError, match=r"audit\.datasets: 'cifar' is not a configured"):
+        audit_plan.check(_config(monkeypatch, {"datasets": ["cifar"]}))
+
+
+def test_search_and_table_commands_write_the_audit(tmp_path):
+    from imagenot.cli import main
+    from imagenot.io import read_parquet
+
+    rng = np.random.default_rng(0)
+    x, labels = _clustered(rng, n_classes=3, per_class=10, dim=16)
+    classes = np.array(["cat", "dog", "owl"])
+    keys = np.array([f"k{i}" for i in range(len(x))])
+
+    def npz(name, rows, encoder="enc"):
+        path = tmp_path / f"{name}.npz"
+        np.savez(
+            path,
+            embeddings=x[rows].astype(np.float32),
+            labels=labels[rows],
+            keys=keys[rows],
+            classes=classes,
+            split=np.asarray("test"),
+            encoder=np.asarray(encoder),
+        )
+        return str(path)
+
+    queries = npz("q", np.arange(0, 30, 2))
+    # the query rows 0 and 2 planted in the target set
+    planted = npz("p", np.r_[np.arange(1, 30, 2), 0, 2])
+    settings = {"dataset": "own", "split": "test", "part": "0", "query_parts": 1}
+    settings |= {"block_size": 4, "targets": ["ref/test"]}
+    matches = tmp_path / "m.parquet"
+    argv = ["audit-search", "--queries", queries, "--targets", planted]
+    assert main([*argv, "--settings", json.dumps(settings), "--matches", str(matches)]) == 0
+    found = read_parquet(matches).to_pylist()
+    assert len(found) == 15 and {r["target_key"] for r in found if r["key"] in ("k0", "k2")} == {
+        "k0",
+        "k2",
+    }
+    # another encoder's embeddings are refused
+    other = npz("o", np.arange(1, 30, 2), encoder="other")
+    argv = ["audit-search", "--queries", queries, "--targets", other, "--settings"]
+    assert main([*argv, json.dumps(settings), "--matches", str(tmp_path / "x.parquet")]) == 2
+
+    calibration = tmp_path / "calibration.json"
+    calibration.write_text(
+        json.dumps(
+            {"threshold": 0.999, "precision": 1.0, "recall": 0.98}
+            | {"copy_pairs": 500, "distinct_pairs": 100}
+        )
+    )
+    out = {k: str(tmp_path / f"{k}.out") for k in ("per_class", "flagged", "closest")}
+    table = {"dataset": "own", "figure_pairs": 2, "reference": "ref", "dataset_names": {}}
+    argv = ["audit-table", "--matches", str(matches), "--calibration", str(calibration)]
+    argv += ["--settings", json.dumps(table), "--csv", str(tmp_path / "t.csv")]
+    argv += ["--summary", str(tmp_path / "audit.json")]
+    for role, path in out.items():
+        argv += [f"--{role.replace('_', '-')}", path]
+    assert main(argv) == 0
+    summary = json.loads((tmp_path / "audit.json").read_text())
+    assert summary["sentence"].startswith("2 of 15 own test images have a near-duplicate in ref")
+    assert read_parquet(out["flagged"])["key"].to_pylist() == ["k0", "k2"]
+
+
+def _disk_dataset(root, per_split=6):
+    """Three classes of smooth random pictures in train, val and test (their own images)."""
+    import io
+
+    from PIL import Image
+
+    from imagenot.acquire.dataset import Record, write_dataset
+
+    rng = np.random.default_rng(0)
+    classes = ["n00000001", "n00000002", "n00000003"]
+    records = []
+    for c, wnid in enumerate(classes):
+        for split in ("train", "val", "test"):
+            for i in range(per_split):
+                small = rng.normal(80 * c + 40, 50, (4, 4, 3)).clip(0, 255).astype(np.uint8)
+                picture = Image.fromarray(small).resize((32, 32), Image.BICUBIC)
+                buf = io.BytesIO()
+                picture.save(buf, format="JPEG", quality=95)
+                records.append(Record(f"{wnid}-{split}-{i}", wnid, split, buf.getvalue()))
+    write_dataset(root, records, classes, shard_size=5000)
+    return classes
+
+
+def test_calibrate_and_figure_commands_on_a_dataset_on_disk(tmp_path, capsys):
+    import torch
+    from final_run import write_final_run
+
+    from imagenot.cli import main
+    from imagenot.io import write_parquet
+    from imagenot.train.registry import build_model
+
+    _disk_dataset(tmp_path / "own", per_split=4)
+    torch.manual_seed(0)
+    run = write_final_run(tmp_path, build_model("resnet_mini", 3))
+    settings = {"kind": "backbone", "clip_model": None, "batch_size": 64, "split": "val"}
+    settings |= {"sample_images": 12, "copies": ["jpeg", "colour"], "min_precision": 0.5}
+    settings |= {"min_pairs": 10, "seed": 0}
+    files = ["--manifest", str(tmp_path / "own/manifest.parquet")]
+    files += ["--classes", str(tmp_path / "own/classes.txt")]
+    files += ["--checkpoint", str(run / "model.safetensors"), "--result", str(run / "result.json")]
+    argv = ["audit-calibrate", *files, "--workers", "0", "--device", "cpu"]
+    out = tmp_path / "calibration.json"
+    assert main([*argv, "--settings", json.dumps(settings), "--calibration", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["copy_pairs"] == 24 and result["distinct_pairs"] == 12
+    assert result["precision"] >= 0.5 and set(result["recall_by_copy"]) == {"jpeg", "colour"}
+    # too few pairs for the calibration asked: refused with one line naming the manifest
+    capsys.readouterr()
+    strict = json.dumps(settings | {"min_pairs": 100})
+    assert main([*argv, "--settings", strict, "--calibration", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "manifest.parquet" in err and "min_pairs" in err
+
+    pairs = [
+        {"split": "test", "key": "n00000001-test-0", "class": "n00000001", "target": "own/train"}
+        | {"target_key": "n00000001-train-0", "target_class": "n00000001", "similarity": 0.9},
+    ]
+    closest = tmp_path / "closest.parquet"
+    write_parquet(pa.Table.from_pylist(pairs, schema=tables.MATCH_SCHEMA), closest)
+    (tmp_path / "audit.json").write_text(json.dumps({"threshold": 0.95}))
+    from imagenot.audit.settings import FigureSettings
+    from imagenot.figures.settings import Style
+    from imagenot.settings import to_json
+
+    figure = FigureSettings("own", 4, Style.schema_defaults(), None, {})
+    argv = ["audit-figure", "--closest", str(closest), "--summary", str(tmp_path / "audit.json")]
+    argv += ["--manifests", str(tmp_path / "own/manifest.parquet")]
+    argv += ["--classes", str(tmp_path / "own/classes.txt"), "--settings", to_json(figure)]
+    argv += ["--pdf", str(tmp_path / "f.pdf"), "--png", str(tmp_path / "f.png")]
+    assert main(argv) == 0
+    assert b"/Type3" not in (tmp_path / "f.pdf").read_bytes()

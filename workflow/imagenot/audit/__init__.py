@@ -1,0 +1,1 @@
+"""Stage audit: near-duplicates of a contrast dataset's images (docs/audit.md)."""

@@ -1,0 +1,208 @@
+"""`imagenot` subcommands of the audit stage (docs/audit.md). Each takes its files by role
+(:mod:`imagenot.audit.files`) and its settings as one ``--settings`` object
+(:mod:`imagenot.audit.settings`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from imagenot.audit import files
+from imagenot.audit.settings import (
+    CalibrateSettings,
+    FigureSettings,
+    SearchSettings,
+    TableSettings,
+)
+from imagenot.cli import subcommand
+
+
+def _parse(cls, text: str, command: str):
+    from imagenot.settings import parse_or_exit
+
+    return parse_or_exit(cls, text, command)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add this stage's subcommands."""
+    p = subcommand(
+        subparsers,
+        "audit-calibrate",
+        _calibrate,
+        files=files.CalibrateFiles,
+        settings=CalibrateSettings,
+    )
+    p.add_argument("--workers", type=int, required=True, help="image decoding threads (unused: 0)")
+    p.add_argument("--device", default=None, help="torch device (default: cuda if available)")
+    p.add_argument(
+        "--gpu-job",
+        action="store_true",
+        help="the config plans this job for a GPU (resources.gpus > 0): stop without one",
+    )
+    subcommand(
+        subparsers, "audit-search", _search, files=files.SearchFiles, settings=SearchSettings
+    )
+    subcommand(subparsers, "audit-table", _table, files=files.TableFiles, settings=TableSettings)
+    subcommand(
+        subparsers, "audit-figure", _figure, files=files.FigureFiles, settings=FigureSettings
+    )
+
+
+def _calibrate(args: argparse.Namespace) -> None:
+    """Calibrate the near-duplicate threshold on held-apart images and their edited copies."""
+    import numpy as np
+    import torch
+
+    from imagenot.audit import calibrate
+    from imagenot.dataset import ManifestDataset, folder_of
+    from imagenot.device import cuda_available, resolve_device
+    from imagenot.diagnostics import embed
+    from imagenot.io import write_json
+
+    f = files.CalibrateFiles.from_args(args)
+    s = _parse(CalibrateSettings, args.settings, "audit-calibrate")
+    device = args.device or resolve_device("auto", args.gpu_job, cuda_available(), key=None)
+    dataset = ManifestDataset(folder_of(f.manifest, f.classes), s.split)
+    rows = calibrate.sample(dataset.labels, s.sample_images, s.seed)
+    if len(rows) == 0:
+        raise ValueError(
+            f"{f.manifest}: split {s.split!r} has no class with two images; "
+            "audit.calibration.split needs one"
+        )
+    images = torch.stack([dataset[int(i)][0] for i in rows])
+    labels = dataset.labels[rows]
+    (encode, prepare), description = embed.load_encoder(
+        s.kind, s.clip_model, f.checkpoint, f.result, device, "audit-calibrate"
+    )
+
+    def embedded(x):
+        return embed.embed(x, encode, prepare, s.batch_size, device)
+
+    originals = embedded(images)
+    copies = {
+        name: embedded(c) for name, c in calibrate.make_copies(images, s.copies, s.seed).items()
+    }
+    positives, negatives = calibrate.pair_scores(originals, copies, labels)
+    try:
+        result = calibrate.choose_threshold(positives, negatives, s.min_precision, s.min_pairs)
+    except ValueError as exc:
+        raise ValueError(f"{f.manifest} (split {s.split}): {exc}") from None
+    result.update(
+        encoder=description,
+        split=s.split,
+        images=len(rows),
+        classes=len(np.unique(labels)),
+        recall_by_copy=calibrate.recall_by_copy(copies, originals, result["threshold"]),
+        copy_quantiles=np.quantile(positives, [0.01, 0.05, 0.5]).round(4).tolist(),
+        distinct_quantiles=np.quantile(negatives, [0.5, 0.95, 0.99]).round(4).tolist(),
+    )
+    write_json(result, f.calibration)
+    print(
+        f"{f.calibration}: threshold {result['threshold']:.4f}, precision "
+        f"{result['precision']:.3f}, recall {result['recall']:.3f} ({description})"
+    )
+
+
+def _search(args: argparse.Namespace) -> None:
+    """Find each image's closest image in every target set (exact FAISS search)."""
+    import pyarrow as pa
+
+    from imagenot.audit import search, tables
+    from imagenot.diagnostics.embed import read_embeddings
+    from imagenot.io import write_parquet
+
+    f = files.SearchFiles.from_args(args)
+    s = _parse(SearchSettings, args.settings, "audit-search")
+    if len(f.targets) != len(s.targets):
+        raise ValueError(
+            f"--targets: {len(f.targets)} file(s) for {len(s.targets)} target set(s) "
+            f"({' '.join(s.targets)}); one per set"
+        )
+    queries = read_embeddings(f.queries)
+    start, stop = search.part_rows(len(queries["keys"]), int(s.part), s.query_parts)
+    part = {k: queries[k][start:stop] for k in ("embeddings", "labels", "keys")}
+    part["classes"] = queries["classes"]
+    pieces = [tables.MATCH_SCHEMA.empty_table()]
+    for label, path in zip(s.targets, f.targets, strict=True):
+        found = read_embeddings(path)
+        if str(found["encoder"]) != str(queries["encoder"]):
+            raise ValueError(
+                f"{path}: embedded by {found['encoder']}, {f.queries} by {queries['encoder']}; "
+                "the audit compares one encoder's embeddings"
+            )
+        sims, rows = search.nearest(part["embeddings"], found["embeddings"], s.block_size)
+        pieces.append(tables.matches_table(s.split, part, label, found, sims, rows))
+        print(f"{label}: {len(part['keys'])} x {len(found['keys'])} searched")
+    write_parquet(pa.concat_tables(pieces), f.matches)
+
+
+def _table(args: argparse.Namespace) -> None:
+    """Tabulate the near-duplicates found at the calibrated threshold."""
+    import pyarrow as pa
+
+    from imagenot.audit import tables
+    from imagenot.io import read_json, read_parquet, write_json, write_parquet, write_text
+
+    f = files.TableFiles.from_args(args)
+    s = _parse(TableSettings, args.settings, "audit-table")
+    calibration = read_json(f.calibration)
+    threshold = float(calibration["threshold"])
+    matches = pa.concat_tables([read_parquet(p) for p in f.matches])
+    per_class = tables.per_class(matches, threshold)
+    write_parquet(per_class, f.per_class)
+    write_text(tables.to_csv(per_class, s.dataset_names), f.csv)
+    write_parquet(tables.flagged(matches, threshold), f.flagged)
+    write_parquet(tables.closest(matches, s.figure_pairs), f.closest)
+    sets = tables.set_counts(per_class)
+    summary = {
+        "dataset": s.dataset,
+        "threshold": threshold,
+        "precision": calibration["precision"],
+        "recall": calibration["recall"],
+        "calibration": calibration,
+        "sets": sets,
+        "sentence": tables.sentence(s.dataset, sets, calibration, s.reference, s.dataset_names),
+    }
+    write_json(summary, f.summary)
+    print(summary["sentence"])
+
+
+def _figure(args: argparse.Namespace) -> None:
+    """Draw the closest pairs side by side (PDF and PNG)."""
+    from imagenot.audit.figure import draw_pairs
+    from imagenot.dataset import ManifestDataset, folder_of
+    from imagenot.figures.style import save
+    from imagenot.io import read_json, read_parquet
+
+    f = files.FigureFiles.from_args(args)
+    s = _parse(FigureSettings, args.settings, "audit-figure")
+    if len(f.manifests) != len(f.classes):
+        raise ValueError(f"--classes: {len(f.classes)} file(s) for {len(f.manifests)} manifests")
+    folders = {}
+    for manifest, classes in zip(f.manifests, f.classes, strict=True):
+        folder = folder_of(manifest, classes)
+        folders[folder.name] = folder
+    threshold = float(read_json(f.summary)["threshold"])
+    rows = read_parquet(f.closest).sort_by([("similarity", "descending"), ("key", "ascending")])
+    pairs = rows.slice(0, s.figure_pairs).to_pylist()
+    opened: dict[tuple[str, str], tuple] = {}
+
+    def image(dataset: str, split: str, key: str):
+        if (dataset, split) not in opened:
+            if dataset not in folders:
+                raise ValueError(f"--manifests: no manifest of dataset {dataset!r}")
+            ds = ManifestDataset(folders[dataset], split)
+            opened[dataset, split] = (ds, {k: i for i, k in enumerate(ds.keys)})
+        ds, index = opened[dataset, split]
+        return ds[index[key]][0].permute(1, 2, 0).numpy()
+
+    images = []
+    for pair in pairs:
+        target, target_split = pair["target"].split("/")
+        images.append(
+            (
+                image(s.dataset, pair["split"], pair["key"]),
+                image(target, target_split, pair["target_key"]),
+            )
+        )
+    fig = draw_pairs(pairs, images, threshold, s)
+    save(fig, f.pdf, f.png, s.figure_options.dpi)

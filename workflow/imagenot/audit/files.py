@@ -1,0 +1,59 @@
+"""The files of the audit stage's steps (:mod:`imagenot.files`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from imagenot.files import Files, given, made
+
+
+@dataclass(frozen=True)
+class CalibrateFiles(Files):
+    """``audit-calibrate``: the threshold, from held-apart images of one dataset and their
+    edited copies, embedded with the diagnostics encoder."""
+
+    manifest: str = given("the audited dataset's manifest (its folder is the dataset's)")
+    classes: str = given("the dataset's classes.txt, beside the manifest")
+    checkpoint: str | None = given(
+        "a backbone encoder's weights (model.safetensors of a final run)", optional=True
+    )
+    result: str | None = given(
+        "a backbone encoder's run record (that run's result.json)", optional=True
+    )
+    calibration: str = made("JSON: threshold, its precision and recall, the pairs' counts")
+
+
+@dataclass(frozen=True)
+class SearchFiles(Files):
+    """``audit-search``: each image of one part of a split against every target set."""
+
+    queries: str = given(".npz of the audited split (`imagenot embed-images`)")
+    targets: list[str] = given(
+        ".npz of each target set, in the order of the settings' targets", many=True
+    )
+    matches: str = made("parquet: each query's closest image in each target set")
+
+
+@dataclass(frozen=True)
+class TableFiles(Files):
+    """``audit-table``: the search's matches at the calibrated threshold."""
+
+    matches: list[str] = given("every search part's matches of the audited dataset", many=True)
+    calibration: str = given("the calibration's JSON")
+    per_class: str = made("parquet: per class and target set, images, found, closest")
+    csv: str = made("the per-class table as CSV (the report's)")
+    flagged: str = made("parquet: every pair at or above the threshold")
+    closest: str = made("parquet: the closest pairs across sets, for the figure")
+    summary: str = made("JSON: per query split and target set, found of images, the threshold")
+
+
+@dataclass(frozen=True)
+class FigureFiles(Files):
+    """``audit-figure``: the closest pairs side by side, as PDF and PNG."""
+
+    closest: str = given("the audit's closest pairs (closest.parquet)")
+    summary: str = given("the audit's summary (audit.json): the threshold")
+    manifests: list[str] = given("the manifest of every dataset the pairs name", many=True)
+    classes: list[str] = given("the classes.txt beside each manifest, in order", many=True)
+    pdf: str = made("the figure as PDF")
+    png: str = made("the figure as PNG")

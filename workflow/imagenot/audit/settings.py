@@ -1,0 +1,130 @@
+"""The settings objects of the audit stage's rules (:mod:`imagenot.settings`): each field is a
+schema key of its sections, a wildcard of its rule or derived (with the reason). Kept free of
+heavy imports: every rule's plan reads these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from imagenot.figures.settings import Style
+from imagenot.settings import FromConfig
+
+
+@dataclass(frozen=True)
+class CalibrateSettings(FromConfig):
+    """``audit-calibrate``: the encoder (``diagnostics.encoder``, the embeddings' own) and the
+    calibration set (``audit.calibration``)."""
+
+    SECTIONS: ClassVar = ("diagnostics.encoder", "audit.calibration")
+    DERIVED: ClassVar = {
+        "clip_model": "diagnostics.encoder.clip_model for kind clip, else null (as the "
+        "embeddings' own settings: imagenot.diagnostics.settings.EmbedSettings)",
+        "batch_size": "diagnostics.image_similarity.batch_size: the encoder's batch, as the "
+        "embeddings'",
+    }
+
+    kind: str
+    clip_model: str | None
+    batch_size: int
+    split: str
+    sample_images: int
+    copies: list[str]
+    min_precision: float
+    min_pairs: int
+    seed: int
+
+    @classmethod
+    def from_config(cls, config: Any, **wildcards: Any) -> CalibrateSettings:
+        values = cls.config_values(config)
+        diagnostics = config["diagnostics"]
+        clip = diagnostics["encoder"]["clip_model"] if values["kind"] == "clip" else None
+        batch = diagnostics["image_similarity"]["batch_size"]
+        return cls(**values, clip_model=clip, batch_size=batch)
+
+
+@dataclass(frozen=True)
+class SearchSettings(FromConfig):
+    """``audit-search``: one part (the rule's ``part`` of ``query_parts``) of one split of an
+    audited dataset against its target sets, ``block_size`` query rows at a time."""
+
+    SECTIONS: ClassVar = ("audit",)
+    WILDCARDS: ClassVar = ("dataset", "split", "part")
+    DERIVED: ClassVar = {
+        "targets": "the target sets, '{dataset}/{split}' in the order of the rule's embeddings "
+        "inputs (imagenot.audit.plan.target_labels)",
+    }
+
+    dataset: str
+    split: str
+    part: str
+    query_parts: int
+    block_size: int
+    targets: list[str]
+
+    @classmethod
+    def from_config(cls, config: Any, dataset: str, split: str, part: str) -> SearchSettings:  # type: ignore[override]
+        from imagenot.audit.plan import target_labels
+
+        values = cls.config_values(config, dataset=dataset, split=split, part=part)
+        return cls(**values, targets=target_labels(config, dataset, split))
+
+
+class _Named:
+    DERIVED: ClassVar = {
+        "reference": "diagnostics.reference_dataset when it is a configured dataset, else null "
+        "(imagenot.diagnostics.plan.reference_dataset)",
+        "dataset_names": "each dataset's display name: datasets.<name>.display_name, else "
+        "derived from its key (imagenot.figures.names.dataset_names)",
+    }
+
+    @classmethod
+    def _named(cls, config: Any, values: dict) -> dict:
+        from imagenot.diagnostics.plan import reference_dataset
+        from imagenot.figures.names import dataset_names
+
+        return {
+            **values,
+            "reference": reference_dataset(config),
+            "dataset_names": dataset_names(config["datasets"]),
+        }
+
+
+@dataclass(frozen=True)
+class TableSettings(_Named, FromConfig):
+    """``audit-table``: the audited dataset (the rule's wildcard), the closest pairs kept of
+    each target set (``figure_pairs``: what the figure may draw), the reference and the
+    datasets' display names (the summary's sentence)."""
+
+    SECTIONS: ClassVar = ("audit",)
+    WILDCARDS: ClassVar = ("dataset",)
+
+    dataset: str
+    figure_pairs: int
+    reference: str | None
+    dataset_names: dict[str, str]
+
+    @classmethod
+    def from_config(cls, config: Any, dataset: str) -> TableSettings:  # type: ignore[override]
+        return cls(**cls._named(config, cls.config_values(config, dataset=dataset)))
+
+
+@dataclass(frozen=True)
+class FigureSettings(_Named, FromConfig):
+    """``audit-figure``: how many closest pairs are drawn, the figure style every figure
+    shares (``analyse.figure_options``) and the datasets' display names."""
+
+    SECTIONS: ClassVar = ("audit", "analyse")
+    WILDCARDS: ClassVar = ("dataset",)
+
+    dataset: str
+    figure_pairs: int
+    figure_options: Style
+    reference: str | None
+    dataset_names: dict[str, str]
+
+    @classmethod
+    def from_config(cls, config: Any, dataset: str) -> FigureSettings:  # type: ignore[override]
+        values = cls.config_values(config, dataset=dataset)
+        values["figure_options"] = Style.from_config(config)
+        return cls(**cls._named(config, values))

@@ -1,0 +1,133 @@
+"""The audit's outputs from the search's matches and the calibrated threshold (docs/audit.md):
+per class and target set the images, those with a near-duplicate (similarity at or above the
+threshold) and the closest similarity; the flagged pairs; the closest pairs of each set; and a
+summary whose one sentence the run summary quotes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+MATCH_SCHEMA = pa.schema(
+    [
+        ("split", pa.string()),
+        ("key", pa.string()),
+        ("class", pa.string()),
+        ("target", pa.string()),
+        ("target_key", pa.string()),
+        ("target_class", pa.string()),
+        ("similarity", pa.float32()),
+    ]
+)
+
+
+def matches_table(split: str, query: dict, target: str, found: dict, sims, rows) -> pa.Table:
+    """Rows of one query part against one target set: ``query`` and ``found`` are the arrays
+    of :func:`imagenot.diagnostics.embed.embed_dataset` (the part's and the target set's),
+    ``sims``/``rows`` each query's closest target (row -1: an empty set, no row)."""
+    keep = np.asarray(rows) >= 0
+    rows = np.asarray(rows)[keep]
+    q_classes = np.asarray(query["classes"], dtype=str)[np.asarray(query["labels"])[keep]]
+    t_classes = np.asarray(found["classes"], dtype=str)[np.asarray(found["labels"])[rows]]
+    n = int(keep.sum())
+    return pa.table(
+        {
+            "split": pa.array([split] * n, pa.string()),
+            "key": pa.array(np.asarray(query["keys"], dtype=str)[keep], pa.string()),
+            "class": pa.array(q_classes, pa.string()),
+            "target": pa.array([target] * n, pa.string()),
+            "target_key": pa.array(np.asarray(found["keys"], dtype=str)[rows], pa.string()),
+            "target_class": pa.array(t_classes, pa.string()),
+            "similarity": pa.array(np.asarray(sims, dtype=np.float32)[keep], pa.float32()),
+        },
+        schema=MATCH_SCHEMA,
+    )
+
+
+def per_class(matches: pa.Table, threshold: float) -> pa.Table:
+    """Per query split, target set and class: ``images``, ``found`` (closest similarity >=
+    threshold) and ``closest`` (the highest similarity), sorted by split, target and class."""
+    flagged = pc.greater_equal(matches["similarity"], pa.scalar(threshold, pa.float32()))
+    table = matches.append_column("found", pc.cast(flagged, pa.int64()))
+    grouped = table.group_by(["split", "target", "class"]).aggregate(
+        [("key", "count"), ("found", "sum"), ("similarity", "max")]
+    )
+    grouped = grouped.rename_columns(["split", "target", "class", "images", "found", "closest"])
+    return grouped.sort_by(
+        [("split", "ascending"), ("target", "ascending"), ("class", "ascending")]
+    )
+
+
+def flagged(matches: pa.Table, threshold: float) -> pa.Table:
+    """The pairs at or above the threshold, the most similar first."""
+    keep = pc.greater_equal(matches["similarity"], pa.scalar(threshold, pa.float32()))
+    return matches.filter(keep).sort_by([("similarity", "descending"), ("key", "ascending")])
+
+
+def closest(matches: pa.Table, per_set: int) -> pa.Table:
+    """The ``per_set`` most similar pairs of each query split and target set."""
+    ordered = matches.sort_by([("similarity", "descending"), ("key", "ascending")])
+    pieces = []
+    for split in sorted(set(ordered["split"].to_pylist())):
+        for target in sorted(set(ordered["target"].to_pylist())):
+            mask = pc.and_(pc.equal(ordered["split"], split), pc.equal(ordered["target"], target))
+            pieces.append(ordered.filter(mask).slice(0, per_set))
+    return pa.concat_tables(pieces) if pieces else ordered.slice(0, 0)
+
+
+def set_counts(table: pa.Table) -> list[dict]:
+    """Per query split and target set (from :func:`per_class`): images, found, closest."""
+    out = []
+    for split in sorted(set(table["split"].to_pylist())):
+        for target in sorted(set(table["target"].to_pylist())):
+            mask = pc.and_(pc.equal(table["split"], split), pc.equal(table["target"], target))
+            part = table.filter(mask)
+            if part.num_rows:
+                out.append(
+                    {
+                        "split": split,
+                        "target": target,
+                        "images": int(pc.sum(part["images"]).as_py()),
+                        "found": int(pc.sum(part["found"]).as_py()),
+                        "closest": float(pc.max(part["closest"]).as_py()),
+                    }
+                )
+    return out
+
+
+def sentence(
+    dataset: str,
+    sets: list[dict],
+    calibration: dict,
+    reference: str | None,
+    names: dict[str, str],
+) -> str:
+    """The run summary's line: the audited dataset's test images with a near-duplicate among
+    the reference's test images (its evaluation set), else among the first target set."""
+    chosen = [s for s in sets if s["split"] == "test" and s["target"] == f"{reference}/test"]
+    chosen = chosen or [s for s in sets if s["split"] == "test"] or sets
+    if not chosen:
+        return f"{names.get(dataset, dataset)}: nothing audited"
+    s = chosen[0]
+    target, target_split = s["target"].split("/")
+    return (
+        f"{s['found']:,} of {s['images']:,} {names.get(dataset, dataset)} {s['split']} images "
+        f"have a near-duplicate in {names.get(target, target)}'s {target_split} split at "
+        f"threshold {calibration['threshold']:.3f}, precision {calibration['precision']:.3f}, "
+        f"recall {calibration['recall']:.3f} (calibrated on {calibration['copy_pairs']:,} "
+        f"copy and {calibration['distinct_pairs']:,} distinct pairs)"
+    )
+
+
+def to_csv(table: pa.Table, names: dict[str, str]) -> str:
+    """The per-class table as CSV, each target set by its display name."""
+    lines = ["split,target,class,images,found,closest"]
+    for row in table.to_pylist():
+        target, target_split = row["target"].split("/")
+        shown = f"{names.get(target, target)} {target_split}"
+        cls = row["class"].replace('"', '""')
+        lines.append(
+            f'{row["split"]},{shown},"{cls}",{row["images"]},{row["found"]},{row["closest"]:.4f}'
+        )
+    return "\n".join(lines) + "\n"

@@ -561,3 +561,19 @@ def test_the_report_line_follows_the_report_and_the_summary(tmp_path):
     os.utime(report)
     line = summary_plan.report_line(tmp_path, "snakemake --report results/report.html")
     assert line == f"Report: {run_summary.REPORT}"
+
+
+def test_the_summary_states_each_audits_line_or_that_it_is_not_built(tmp_path):
+    layout = {"datasets": {}, "runs": [], "rankings": None}
+    layout["audits"] = {"imagenot": "a/imagenot.json", "other": "a/other.json"}
+    line = "3 of 40 imagenot test images have a near-duplicate in imagenet's test split"
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a/imagenot.json").write_text(json.dumps({"sentence": line}))
+    summary = run_summary.collect(layout, tmp_path)
+    assert summary["audits"] == {"imagenot": line, "other": None}
+    text = run_summary.format_text(summary)
+    assert f"- {line}" in text and "- other: not built" in text
+    (tmp_path / "a/other.json").write_text("{")  # being rewritten: a warning, not a crash
+    summary = run_summary.collect(layout, tmp_path)
+    assert summary["audits"]["other"] is None
+    assert any("audit other" in p["message"] for p in summary["problems"])

@@ -198,6 +198,7 @@ def collect(
         )
     models = _best_per_model(runs)
     problems += _chance_warnings(models)
+    audits = _audits(layout.get("audits", {}), root, problems)
     transfer = answer(layout.get("rankings"), root, problems, rankings)
     built = {
         "datasets": sum(d["built"] for d in datasets.values()),
@@ -210,12 +211,26 @@ def collect(
         "built": built,
         "datasets": datasets,
         "models": models,
+        "audits": audits,
         "published_check": checks,
         "problems": problems,
         "errors": sum(p["level"] == "error" for p in problems),
         "warnings": sum(p["level"] == "warning" for p in problems),
         "report": REPORT if (root / REPORT).is_file() else None,
     }
+
+
+def _audits(where: dict[str, str], root: Path, problems: list[dict]) -> dict[str, str | None]:
+    """Per audited dataset, its near-duplicate audit's sentence (None: not built)."""
+    out: dict[str, str | None] = {}
+    for name, path in where.items():
+        file = root / path
+        try:
+            out[name] = str(json.loads(file.read_text())["sentence"]) if file.is_file() else None
+        except (OSError, ValueError, KeyError) as exc:
+            problems.append(_problem("warning", f"audit {name}: {file} unreadable ({exc})"))
+            out[name] = None
+    return out
 
 
 def _identity_row(evaluation: Path) -> dict | None:
@@ -379,6 +394,12 @@ def format_text(summary: dict, snakemake: str = "snakemake", report: str | None 
         dl = d.get("download")
         rate = f"{dl['success_rate']:.1%} of {dl['attempted']:,}" if dl else "n/a (read from disk)"
         out.append(f"| {name} | {n['train']:,} | {n['val']:,} | {n['test']:,} | {rate} |")
+    if summary.get("audits"):
+        out += ["", "## Near-duplicate audit", ""]
+        out += [
+            f"- {line}" if line else f"- {name}: not built"
+            for name, line in summary["audits"].items()
+        ]
     out += ["", "## Models: best over seeds (accuracy %)", ""]
     out += [
         "| experiment | model | seeds | validation | test | chance |",

@@ -57,7 +57,16 @@ def layout(config: dict) -> dict:
         "datasets": datasets,
         "runs": runs,
         "rankings": transfer(config),
+        "audits": audits(config),
     }
+
+
+def audits(config: dict) -> dict[str, str]:
+    """Per audited dataset, the near-duplicate audit's summary (its sentence is the run
+    summary's line: imagenot.audit.tables.sentence)."""
+    from imagenot.audit import plan as audit_plan
+
+    return {d: audit_plan.summary_file(d) for d in audit_plan.audited_datasets(config)}
 
 
 def transfer(config: dict) -> dict | None:
@@ -114,6 +123,7 @@ def inputs(config: dict) -> list[str]:
     where = layout(config)
     files = [d[k] for d in where["datasets"].values() for k in ("manifest", "download_stats")]
     runs = where["runs"]
+    files += list(where["audits"].values())
     return [f for f in files if f] + [run[k] for run in runs for k in ("result", "evaluation")]
 
 

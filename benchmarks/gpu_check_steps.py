@@ -1,5 +1,7 @@
 """The measuring steps of ``benchmarks/gpu_check.py`` (docs/gpu.md, "One GPU check"), one per
 call, each writing one JSON object: ``python benchmarks/gpu_check_steps.py STEP --out FILE``.
+Over 500 lines because the orchestrator starts every step as this one file by path, on a
+python that has nothing of the benchmarks importable; each step's section stands alone.
 The orchestrator runs each under its own time limit, so a step that hangs or dies costs its
 limit and nothing else.
 
@@ -16,12 +18,19 @@ Steps (``--cpu``: the same code on the CPU with tiny sizes, the test's smoke run
   kinds of JPEG), its images/s, and decoding ahead of a training step over many batches: every
   batch's checksum against a quiet decode (pytorch/vision#9606's corruption) and the device's
   memory (``mem_get_info``: nvJPEG allocates outside torch's allocator) from the 10th batch on;
-* ``eval``: a robustness evaluation batch (the 17 transformations, ``evaluate_batches``) in
-  bf16 and float32: images/s and agreement;
+* ``eval``: the costliest evaluation, the published EfficientNet-V2-L at 480 px in float32
+  (``evaluate_batches(published=True)``, the 17 transformations), beside the same batch in bf16
+  as a model trained here runs: images x transformations per second, agreement, peak memory;
 * ``caption``: caption embedding (``curate.encoders.TorchEncoder``'s batching and autocast) with
   a RoBERTa-large-shaped encoder (random weights: no model files on a GPU node; Hugging Face's
   ``RobertaModel`` where transformers is installed, else the same shape in torch), fp16 (the
-  paper config's precision) against float32.
+  paper config's precision) against float32;
+* ``embed``: image embedding as ``embed-images`` runs it (``diagnostics.embed.embed``, float32)
+  with a CLIP ViT-L/14-shaped encoder (random weights; transformers' where installed, else
+  torchvision's ``VisionTransformer`` in the same shape).
+
+A step that starts a process of its own (``plain``) binds it to itself
+(``imagenot.lifeline.bind_to_parent``): a step killed at its time limit takes it along.
 """
 
 from __future__ import annotations
@@ -33,6 +42,8 @@ import importlib
 import json
 import os
 import platform
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -51,6 +62,8 @@ BATCHES = {
     "convnext_large": 64,
 }
 CPU_BATCHES = {"alexnet": 2}
+EVAL_MODEL, EVAL_IMAGES = "efficientnet_v2_l", 32  # the costliest evaluation (published, 480 px)
+EMBED_IMAGES = 1024  # image embedding's timed images
 SIZE, STORED = 224, 256  # the paper's training side and stored side
 CPU_SIZE, CPU_STORED = 64, 72  # the smoke run's
 # What the check imports beyond torch, torchvision (with pillow) and numpy: the wheels to
@@ -66,6 +79,73 @@ WHEELS = {
     "tqdm": "tqdm",
     "safetensors": "safetensors",
 }
+# The Linux platform tags each wheel is published under on PyPI at the version
+# envs/requirements.lock pins ("any": pure Python), as PyPI's simple index listed them for those
+# versions (2026-12; to re-read: docs/gpu.md "The wheels"). pip takes an explicit --platform
+# literally: pyarrow 26 is published for manylinux_2_28 only and rpds-py and safetensors for
+# manylinux2014 (manylinux_2_17) only, so an offline download names both tags.
+WHEEL_PLATFORMS = {
+    "pyyaml": ("manylinux2014", "manylinux_2_28"),
+    "jsonschema": ("any",),
+    "referencing": ("any",),
+    "jsonschema-specifications": ("any",),
+    "rpds-py": ("manylinux2014",),
+    "attrs": ("any",),
+    "pyarrow": ("manylinux_2_28",),
+    "tqdm": ("any",),
+    "safetensors": ("manylinux2014",),
+}
+# the glibc each manylinux tag needs (PEP 599, PEP 600)
+GLIBC = {"manylinux2014": (2, 17), "manylinux_2_28": (2, 28)}
+LOCK = REPO / "envs" / "requirements.lock"
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def locked_versions(lock: Path = LOCK) -> dict[str, str]:
+    """``wheel -> version`` of :data:`WHEEL_PLATFORMS`' wheels as ``lock`` pins them."""
+    pins = {}
+    for line in lock.read_text().splitlines():
+        name, sep, version = line.split("#")[0].split(";")[0].strip().partition("==")
+        if sep:
+            pins[_key(name)] = version.split()[0].rstrip("\\").strip()
+    missing = [w for w in WHEEL_PLATFORMS if _key(w) not in pins]
+    if missing:
+        raise ValueError(f"{lock}: does not pin {', '.join(missing)}")
+    return {w: pins[_key(w)] for w in WHEEL_PLATFORMS}
+
+
+def pip_download(python: str = "3.12", arch: str = "x86_64", wheels=None) -> str:
+    """The pip line that fetches ``wheels`` (default: all of :data:`WHEEL_PLATFORMS`) at their
+    locked versions for a GPU node of CPython ``python`` on ``arch``, one ``--platform`` per
+    tag they are published under (``pip install --no-index --find-links wheels`` them there)."""
+    wanted = list(WHEEL_PLATFORMS) if wheels is None else list(wheels)
+    tags = sorted({t for w in wanted for t in WHEEL_PLATFORMS[w] if t != "any"}, reverse=True)
+    versions = locked_versions()
+    return " ".join([
+        "pip download --only-binary=:all: --no-deps", *(f"--platform {t}_{arch}" for t in tags),
+        f"--python-version {python} -d wheels", *(f"{w}=={versions[w]}" for w in wanted),
+    ])  # fmt: skip
+
+
+def glibc_short(wheels, glibc: tuple[int, int] | None) -> dict[str, str]:
+    """``wheel -> why`` for each of ``wheels`` that no published tag of lets a node with
+    ``glibc`` (None: not glibc, or unknown) install."""
+    if glibc is None:
+        return {}
+    short = {}
+    for w in wheels:
+        needs = [GLIBC[t] for t in WHEEL_PLATFORMS[w] if t != "any"]
+        if needs and min(needs) > glibc:
+            need = ".".join(map(str, min(needs)))
+            short[w] = f"{w} is published for glibc {need} and later; this node has " + ".".join(
+                map(str, glibc)
+            )
+    return short
+
+
 MIB = 1 << 20
 
 
@@ -122,6 +202,13 @@ def step_env(args) -> dict:
         except ImportError:
             missing[module] = wheel
     out["missing_wheels"] = sorted(set(missing.values()))
+    libc, version = platform.libc_ver()
+    glibc = tuple(int(v) for v in version.split(".")[:2]) if libc == "glibc" else None
+    out["glibc"] = version if glibc else None
+    if out["missing_wheels"]:
+        python = ".".join(platform.python_version_tuple()[:2])
+        out["pip_download"] = pip_download(python, platform.machine(), out["missing_wheels"])
+    out["glibc_short"] = glibc_short(WHEEL_PLATFORMS, glibc)
     broken = {}
     for module in ("imagenot.cli", "imagenot.train.loop", "imagenot.evaluate.robustness",
                    "imagenot.curate.encoders"):  # fmt: skip
@@ -152,11 +239,20 @@ def step_plain(args) -> dict:
         capture_output=True,
         text=True,
         check=False,
+        preexec_fn=_die_with_parent,  # this step killed at its limit: the loop goes with it
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
         raise RuntimeError(f"plain loop failed ({done.returncode}): {done.stderr[-2000:]}")
     return {"plain_loop": str(args.plain_loop), "models": json.loads(lines[-1])}
+
+
+def _die_with_parent() -> None:
+    """In a child before it starts: SIGKILL when this step's process dies
+    (``imagenot.lifeline.bind_to_parent``), whatever process group the child ends in."""
+    from imagenot.lifeline import bind_to_parent
+
+    bind_to_parent(signal.SIGKILL)
 
 
 # ---- step -----------------------------------------------------------------------------------
@@ -383,39 +479,13 @@ def step_decode(args) -> dict:
 
 
 # ---- eval -----------------------------------------------------------------------------------
-def _float32(evaluate_batches):
-    """``evaluate_batches`` in float32 on CUDA: as it evaluates published weights (
-    ``published=True``, float32 with TF32 off) where it has that option, else with autocast
-    switched off around the call."""
-    import inspect
-
-    import torch
-
-    params = inspect.signature(evaluate_batches).parameters
-    if "published" in params:
-        return lambda *a, **k: evaluate_batches(*a, **k, published=True)
-    for name in ("precision", "dtype"):
-        if name in params:
-            return lambda *a, **k: evaluate_batches(*a, **k, **{name: "float32"})
-
-    def run(*a, **k):
-        real = torch.autocast
-
-        class Off(real):
-            def __init__(self, device_type, *rest, **kw):
-                kw["enabled"] = False
-                super().__init__(device_type, *rest, **kw)
-
-        torch.autocast = Off
-        try:
-            return evaluate_batches(*a, **k)
-        finally:
-            torch.autocast = real
-
-    return run
-
-
 def step_eval(args) -> dict:
+    """The costliest evaluation the paper runs: the published EfficientNet-V2-L at its own 480 px
+    (the shipped facts' resize, crop and bicubic), in float32 with TF32 off as a published
+    weight is evaluated (``evaluate_batches(published=True)``), over the 17 transformations of
+    config/paper.yaml; beside it the same batch as a model trained here runs (bf16 autocast on
+    CUDA). Random weights of the same architecture: no download on a GPU node, the same
+    arithmetic."""
     import torch
 
     from imagenot.config import load_config
@@ -423,16 +493,20 @@ def step_eval(args) -> dict:
     from imagenot.evaluate.transforms import build_transforms
     from imagenot.train.decode import decode_jpegs
     from imagenot.train.device import configure
-    from imagenot.train.facts import Preprocessing
-    from imagenot.train.registry import build_model
+    from imagenot.train.facts import Preprocessing, weight_facts
+    from imagenot.train.registry import MODELS, build_model
 
     device = _device(args.cpu)
     configure(False, args.threads)
     config = load_config(REPO / "config" / "paper.yaml")
     transforms = build_transforms(config["evaluate"]["transforms"])
-    n, side, size, name = (
-        (8, 64, 64, "resnet_mini") if args.cpu else (64, STORED, SIZE, "convnext_large")
-    )
+    if args.cpu:  # the smoke run: a tiny model through the same published path
+        name, n = "resnet_mini", 4
+        prep = Preprocessing((0.5,) * 3, (0.5,) * 3, 64, 72, "bicubic")
+    else:
+        name, n = EVAL_MODEL, EVAL_IMAGES
+        prep = weight_facts(MODELS[name].weights, name).preprocessing
+    side = max(prep.crop_size, prep.resize_size or 0)  # stored at least at the model's side
     jpegs, _ = _jpegs(n, side)
     data = [torch.frombuffer(bytearray(j), dtype=torch.uint8) for j in jpegs]
     images = torch.stack(decode_jpegs(data, torch.device("cpu")))
@@ -440,26 +514,131 @@ def step_eval(args) -> dict:
     keys = [f"k{i:04d}" for i in range(n)]
     torch.manual_seed(0)
     model = build_model(name, 1000).to(device).eval()
-    prep = Preprocessing.trained(_normalisation(), size)
-    out: dict = {"model": f"{name} (random weights)", "images": n, "transforms": len(transforms)}
+    out: dict = {"model": f"{name} (random weights)", "images": n, "transforms": len(transforms),
+                 "crop_size": prep.crop_size, "resize_size": prep.resize_size,
+                 "interpolation": prep.interpolation}  # fmt: skip
     runs = {}
-    for label, fn in (("bf16", evaluate_batches), ("float32", _float32(evaluate_batches))):
-        fn(model, [(images[:2], labels[:2], keys[:2])], transforms, 0, prep, device)  # warm
+    for label, published in (("float32", True), ("bf16", False)):
+
+        def run(batch, kinds=transforms, published=published):
+            return evaluate_batches(model, [batch], kinds, 0, prep, device,
+                                    published=published)  # fmt: skip
+
+        run((images, labels, keys), transforms[:2])  # warm: cuDNN tunes the batch's shapes
         _sync(device)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
         start = time.perf_counter()
-        per_image = fn(model, [(images, labels, keys)], transforms, 0, prep, device).table()
+        runs[label] = run((images, labels, keys)).table()
         _sync(device)
         seconds = time.perf_counter() - start
-        runs[label] = per_image
         out[f"{label}_img_per_s"] = round(n * len(transforms) / seconds, 1)
+        if device.type == "cuda":
+            peak = torch.cuda.max_memory_allocated(device) / (1 << 30)
+            out[f"{label}_peak_gib"] = round(peak, 2)
     a, b = runs["bf16"], runs["float32"]
     pred = [c for c in a.column_names if "pred" in c]
     if pred:
         pairs = zip(a[pred[0]].to_pylist(), b[pred[0]].to_pylist(), strict=True)
         same = sum(x == y for x, y in pairs)
         out["prediction_agreement"] = round(same / len(a), 4)
+    # what the reference's evaluation takes at this rate (an estimate from this measurement):
+    # the 50,000 ILSVRC-2012 validation images under every transformation, one GPU
+    rate = out["float32_img_per_s"]
+    out["reference_gpu_hours_est"] = round(50_000 * len(transforms) / rate / 3600, 2)
     if device.type != "cuda":
         out["note"] = "on the CPU both run float32 (bf16 autocast is CUDA's only)"
+    return out
+
+
+# ---- embed ----------------------------------------------------------------------------------
+def _image_encoder(device, cpu: bool):
+    """A CLIP ViT-L/14-shaped image encoder with random weights, ``(encode, prepare, kind)`` as
+    ``imagenot.diagnostics.embed.clip_encoder`` gives them: transformers'
+    ``CLIPVisionModelWithProjection`` and its ``CLIPImageProcessor`` (OpenAI's defaults: the
+    processor ``embed-images`` loads) where transformers imports (it is in the lock), else
+    torchvision's ``VisionTransformer`` in the same shape (patch 14, 24 layers, width 1024, 16
+    heads, MLP 4096, a 768-wide output) with the resize and normalisation done in torch."""
+    import torch
+    import torch.nn.functional as F
+
+    side, layers, dim, heads, mlp, out = (
+        (56, 2, 64, 4, 128, 32) if cpu else (224, 24, 1024, 16, 4096, 768)
+    )
+    mean, std = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
+    torch.manual_seed(0)
+    try:
+        from transformers import (
+            CLIPImageProcessor,
+            CLIPVisionConfig,
+            CLIPVisionModelWithProjection,
+        )
+
+        config = CLIPVisionConfig(hidden_size=dim, intermediate_size=mlp, projection_dim=out,
+                                  num_hidden_layers=layers, num_attention_heads=heads,
+                                  image_size=side, patch_size=14, hidden_act="quick_gelu")  # fmt: skip
+        with device:  # the weights made where they run
+            model = CLIPVisionModelWithProjection(config).eval()
+        processor = CLIPImageProcessor(size={"shortest_edge": side},
+                                       crop_size={"height": side, "width": side})  # fmt: skip
+
+        def encode(x):
+            return model(pixel_values=x).image_embeds
+
+        def prepare(images):
+            pixels = processor(images=images, return_tensors="pt")["pixel_values"]
+            return pixels.to(device=images.device, dtype=torch.float32)
+
+        return encode, prepare, "transformers.CLIPVisionModelWithProjection"
+    except ImportError:
+        pass
+    from torchvision.models import VisionTransformer
+
+    with device:
+        model = VisionTransformer(side, 14, layers, heads, dim, mlp, num_classes=out).eval()
+    scale = torch.tensor(std, device=device).view(1, 3, 1, 1)
+    shift = torch.tensor(mean, device=device).view(1, 3, 1, 1)
+
+    def prepare_torch(images):
+        x = F.interpolate(images.float().div(255), size=(side, side), mode="bicubic",
+                          antialias=True)  # fmt: skip
+        return (x - shift) / scale
+
+    return model, prepare_torch, "torchvision.models.VisionTransformer"
+
+
+def step_embed(args) -> dict:
+    """Image embedding as ``imagenot embed-images`` runs it (``diagnostics.embed.embed``: the
+    schema's batch, float32) with a CLIP ViT-L/14-shaped encoder (:func:`_image_encoder`) over
+    stored 256 px JPEGs decoded on the CPU."""
+    import torch
+
+    from imagenot.config import schema_default
+    from imagenot.diagnostics.embed import embed
+    from imagenot.train.decode import decode_jpegs
+    from imagenot.train.device import configure
+
+    device = _device(args.cpu)
+    configure(False, args.threads)
+    n, side = (8, 64) if args.cpu else (EMBED_IMAGES, STORED)
+    batch = 4 if args.cpu else schema_default("diagnostics.image_similarity.batch_size")
+    jpegs, _ = _jpegs(min(n, 256), side)
+    data = [torch.frombuffer(bytearray(j), dtype=torch.uint8) for j in jpegs]
+    decoded = torch.stack(decode_jpegs(data, torch.device("cpu")))
+    images = decoded.repeat((n + len(decoded) - 1) // len(decoded), 1, 1, 1)[:n]
+    encode, prepare, kind = _image_encoder(device, args.cpu)
+    embed(images[: 2 * batch], encode, prepare, batch, device.type)  # warm
+    _sync(device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    start = time.perf_counter()
+    vectors = embed(images, encode, prepare, batch, device.type)
+    _sync(device)
+    seconds = time.perf_counter() - start
+    out = {"model": f"CLIP ViT-L/14 shape, random weights ({kind})", "images": n,
+           "batch": batch, "img_per_s": round(n / seconds, 1), "dim": int(vectors.shape[1])}  # fmt: skip
+    if device.type == "cuda":
+        out["peak_gib"] = round(torch.cuda.max_memory_allocated(device) / (1 << 30), 2)
     return out
 
 
@@ -569,6 +748,7 @@ STEPS = {
     "decode": step_decode,
     "eval": step_eval,
     "caption": step_caption,
+    "embed": step_embed,
 }
 
 

@@ -389,3 +389,13 @@ def test_eval_is_timed_at_the_costliest_published_case_and_embedding_as_embed_im
     assert ev["interpolation"] == "bicubic" and ev["reference_gpu_hours_est"] > 0
     emb = steps.step_embed(args)
     assert emb["img_per_s"] > 0 and emb["images"] == 8 and "ViT-L/14" in emb["model"]
+
+
+def test_the_docs_pip_line_is_the_one_the_check_writes_from_the_lock():
+    text = (REPO / "docs" / "gpu.md").read_text(encoding="utf-8")
+    section = text[text.index("## What to run first on a GPU") : text.index("## One GPU check")]
+    start = section.index("pip download --")
+    line = " ".join(section[start : section.index("# on the node", start)].split()).replace(
+        "\\ ", ""
+    )
+    assert line == load_benchmark("gpu_check_steps").pip_download("3.12", "x86_64")

@@ -119,7 +119,9 @@ def test_a_final_record_is_typed_and_reads_back_as_written(tmp_path):
     assert plain.read_bytes() == path.read_bytes()
     # written only under its own run's path
     other = tmp_path / FINAL_DIR.format(**{**RUN, "seed": 1}) / "result.json"
-    with pytest.raises(RecordError, match=r"records seed 0, but .*seed-1/result.json says seed 1"):
+    with pytest.raises(
+        RecordError, match=r"seed-1/result\.json: records seed 0, but its path says seed 1"
+    ):
         records.write_final(record, other)
     assert not other.exists()
     with pytest.raises(TypeError, match="weights_sha256"):  # a producer that omits a field
@@ -251,7 +253,7 @@ def test_the_record_of_another_run_is_refused_naming_both_paths(tmp_path):
     record = seal({**RUN, "num_classes": 3, "image_size": 32, "dataset_fingerprint": "a" * 64,
                    "weights_sha256": "b" * 64, **TRIAL})  # fmt: skip
     there = tmp_path / FINAL_DIR.format(**{**RUN, "protocol": "ft-other"}) / "result.json"
-    with pytest.raises(RecordError, match=r"records protocol 'st', but .*ft-other.* says"):
+    with pytest.raises(RecordError, match=r"ft-other/.*: records protocol 'st', but its path says"):
         check_record(record, there)
     # a path outside the workflow's results folder says nothing; one inside it does
     check_record(record, tmp_path / "elsewhere" / "result.json")
@@ -620,7 +622,7 @@ def test_a_trained_final_record_is_a_run_of_the_trial_its_run_selected(tmp_path)
     planted = [
         ({"trial": 1}, None, f"records trial 1, but {selection} selected trial 0"),
         ({"hyperparameters": {**chosen["hyperparameters"], "lr": 0.5}}, None,
-         f"records hyperparameters lr 0.5 (selected: {lr!r})"),
+         f"records hyperparameters lr 0.5, but {selection} selected hyperparameters lr {lr!r}"),
         ({"trial": None}, None, "lacks key(s) trial, which every trained final run's"),
         ({}, {"trial": 1}, f"{selection}: trial is 1, but the trial result it copies"),
         ({}, {"result": {**chosen["result"], records.SEAL_KEY: "sealed"}},

@@ -635,7 +635,8 @@ def test_plan_lists_final_runs_and_transfer_inputs(demo_config):
     assert len(runs) == len(train["experiments"]) * len(train["models"])
     assert plan.targets(demo_config)[0].endswith("final/seed-0/result.json")
     weights = plan.init_weights(demo_config, "ft-imagenot", "vgg_mini")
-    assert weights == ["results/train/imagenot/st/vgg_mini/final/seed-0/model.safetensors"]
+    run = "results/train/imagenot/st/vgg_mini/final/seed-0"
+    assert weights == [f"{run}/model.safetensors", f"{run}/result.json"]  # read together
     job = train_settings.JobSettings.from_config(
         demo_config, "fashion_mnist", "tl-imagenot", "vgg_mini"
     )

@@ -121,16 +121,16 @@ def test_a_selection_whose_trial_is_not_its_results_is_refused(tmp_path):
     for key, value in [("trial", 1), ("val_accuracy", 100.0), ("hyperparameters", {"lr": 1})]:
         edited = run / f"edited-{key}.json"
         edited.write_text(json.dumps({**chosen, key: value}))
-        with pytest.raises(JobError, match=rf"edited-{key}\.json: {key} is .* records"):
+        with pytest.raises(RecordError, match=rf"edited-{key}\.json: {key} is .* records"):
             trials.read_selection(edited)
     # a selection copied under another model's folder selects that model's trial no more
     moved = run.parent / "vgg11" / "selection.json"
     moved.parent.mkdir()
     shutil.copyfile(out, moved)
-    with pytest.raises(JobError, match=r"vgg11/selection\.json: selects a trial of model "):
+    with pytest.raises(RecordError, match=r"vgg11/selection\.json: records model .* its path"):
         trials.read_selection(moved)
     # the final run reads it so, before anything else
-    with pytest.raises(JobError, match=r"edited-trial\.json: trial is 1, but"):
+    with pytest.raises(RecordError, match=r"edited-trial\.json: trial is 1, but"):
         files = FinalFiles(
             trials=tmp_path, selection=run / "edited-trial.json", manifest=tmp_path / "m",
             fingerprint=tmp_path / "f", model=tmp_path / "out/m", result=tmp_path / "out/r",
@@ -146,7 +146,9 @@ def test_a_rungs_promoted_trials_are_distinct_trials_it_ranked(tmp_path):
     assert [trials.slot_trial(s, rung) for s in range(3)] == [*decision["promoted"], None]
     for promoted in ([7, 3], [3, 3], [3, 2, 1], ["3"], [-1]):
         _reseal(rung, promoted=promoted)
-        with pytest.raises(JobError, match=r"rung-0\.json: promoted .* is not a list of distinct"):
+        with pytest.raises(
+            RecordError, match=r"rung-0\.json: promoted is .*, not a list of distinct"
+        ):
             trials.slot_trial(0, rung)
 
 
@@ -159,7 +161,7 @@ def test_a_rung_decision_without_a_key_halving_writes_is_refused(tmp_path, capsy
     assert [trials.slot_trial(s, rung) for s in range(3)] == [3, 1, None]
     del decision[key]
     rung.write_text(json.dumps(seal(decision)))
-    with pytest.raises(JobError, match=rf"rung-0\.json: lacks key\(s\) {key}, which every"):
+    with pytest.raises(RecordError, match=rf"rung-0\.json: lacks key\(s\) {key}, which every"):
         trials.slot_trial(0, rung)
 
 
@@ -173,7 +175,9 @@ def test_a_rung_decision_with_a_malformed_key_is_refused(tmp_path, key, value):
     decision copied to rung-0.json)."""
     rung = tmp_path / "halving" / "rung-0.json"
     write_decision(rung, [3, 1], **{"slots": 2, key: value})
-    with pytest.raises(JobError, match=rf"rung-0\.json: ({key} is |records {key} 1, but its path)"):
+    with pytest.raises(
+        RecordError, match=rf"rung-0\.json: ({key} is |records {key} 1, but its path)"
+    ):
         trials.slot_trial(0, rung)
 
 
@@ -183,7 +187,7 @@ def test_an_empty_ranking_promotes_nothing(tmp_path):
     write_decision(rung, [], slots=2)
     assert trials.slot_trial(0, rung) is None
     write_decision(rung, [3], slots=2, val_accuracy={})
-    with pytest.raises(JobError, match=r"promoted \[3\] is not a list of distinct trials"):
+    with pytest.raises(RecordError, match=r"promoted is \[3\], not a list of distinct trials"):
         trials.slot_trial(0, rung)
 
 
@@ -280,7 +284,7 @@ def test_a_resealed_slot_its_producer_could_not_have_written_is_refused(tmp_path
     planted = [
         # a hyperparameter the trial was not drawn with (outside the space's range, too)
         (slots[0], {"hyperparameters": {**json.loads(healthy[slots[0]])["hyperparameters"],
-                                        "lr": 0.5}}, "records hyperparameter lr 0.5, but trial 0 of"),
+                                        "lr": 0.5}}, "records hyperparameters lr 0.5, but trial 0 of"),
         (slots[0], {"seed": rows[0]["seed"] + 1}, "records seed"),
         # another trial's result in a slot of stage 0, which trains the slot's own trial
         (slots[0], {"trial": 2, "hyperparameters": json.loads(healthy[slots[2]])["hyperparameters"],
@@ -419,7 +423,10 @@ def test_a_rung_decision_is_sealed_and_recomputed_from_its_own_slots(tmp_path):
     assert is_sealed(json.loads(rung.read_text()))
     assert trials.check_decision(rung) == json.loads(rung.read_text())
     slots[3].rename(slots[3].with_suffix(".bak"))
-    with pytest.raises(RecordError, match=r"rung-0\.json: the slot result .*slot-3\.json of the"):
+    with pytest.raises(
+        RecordError,
+        match=r"rung-0\.json: the rung it decides lacks a slot result \(.*slot-3\.json\)",
+    ):
         trials.check_decision(rung)
     slots[3].with_suffix(".bak").rename(slots[3])
     later = run / "halving" / "rung-1.json"

@@ -130,8 +130,7 @@ def write_decision(path: Path, promoted: list, **fields) -> dict:
     itself, so that it is what a reader recomputes from its rung's slots. Otherwise (a planted
     decision, a stand-in run): the keys ``train-halve`` writes, every promoted trial ranked,
     ``fields`` overriding them, sealed as anyone can seal (the digest is public)."""
-    from imagenot.train.records import path_identity, seal
-    from imagenot.train.trials import DECISION_PATTERN
+    from imagenot.train.records import DECISION_PATTERN, path_identity, seal
 
     path = Path(path)
     found = path_identity(path, DECISION_PATTERN)

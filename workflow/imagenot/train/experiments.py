@@ -15,7 +15,7 @@ from pathlib import Path
 
 from imagenot.config import ConfigError
 from imagenot.names import TORCHVISION as TORCHVISION_SOURCE
-from imagenot.train.paths import FEATURES_DIR, FINAL_MODEL, PUBLISHED_SEED, RUN
+from imagenot.train.paths import FEATURES_DIR, FINAL_MODEL, FINAL_RESULT, PUBLISHED_SEED, RUN
 
 TORCHVISION = TORCHVISION_SOURCE  # the protocol source of published ImageNet weights
 
@@ -127,7 +127,8 @@ def normalisation(config: dict, protocol: str, model: str) -> dict[str, list[flo
 
 
 def init_weights(config: dict, protocol: str, model: str) -> list[str]:
-    """The weights file an FT/TL run starts from ([] for st)."""
+    """The files an FT/TL run starts from ([] for st): published weights, or a final run's
+    weights and then its record, read with them (``imagenot.train.registry.read_state_dict``)."""
     start = source(protocol)
     if start is None:
         return []
@@ -147,7 +148,8 @@ def init_weights(config: dict, protocol: str, model: str) -> list[str]:
             raise ConfigError(f"config key train.weights.{model}: {exc}") from None
         return [str(Path(config["train"]["weights_dir"]) / name)]
     seed = seeds(config, experiment(config, start, "st"))[0]
-    return [FINAL_MODEL.format(dataset=start, protocol="st", model=model, seed=seed)]
+    run = {"dataset": start, "protocol": "st", "model": model, "seed": seed}
+    return [FINAL_MODEL.format(**run), FINAL_RESULT.format(**run)]
 
 
 def gpus(config: dict, model: str | None = None) -> int:

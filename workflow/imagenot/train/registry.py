@@ -267,19 +267,20 @@ def load_backbone(model: nn.Module, name: str, state: dict, source: str) -> None
 def read_state_dict(path: str | Path) -> dict:
     """A state dict from a ``.safetensors`` file, or a torchvision ``.pth`` (weights_only). A
     final run's weights (an FT/TL job's start, ``.../final/seed-{seed}/model.safetensors``) are
-    read as the evaluation reads them: its ``result.json`` checked against their path (the
+    read as the evaluation reads them: its record beside them (``result.json``, a rule input
+    with them: :func:`imagenot.train.experiments.init_weights`) checked against their path (the
     run they start from is the one their path names) and naming them, their digest required."""
     import torch
 
     from imagenot.train.checkpoints import check_finite, load_tensors, load_weights
-    from imagenot.train.paths import FINAL_MODEL
+    from imagenot.train.paths import FINAL_MODEL, FINAL_RESULT
     from imagenot.train.records import path_identity, read_final
 
     path = Path(path)
     if not path.is_file():
         raise RegistryError(f"weights file {path} does not exist")
     if path.suffix == ".safetensors" and path_identity(path, FINAL_MODEL) is not None:
-        record = read_final(path.parent / "result.json", paths=(path,))
+        record = read_final(path.parent / Path(FINAL_RESULT).name, paths=(path,))
         return load_weights(path, record.weights_sha256, require_digest=True)
     if path.suffix == ".safetensors":  # other safetensors files check a digest they hold
         return load_tensors(path)[0]

@@ -4,10 +4,10 @@ decisions and the selection of the best trial. Light: no torch import (they run 
 They also delete what a trial no longer needs: the checkpoint and weights of a trial that a
 rung drops, and after selection the weights of every trial but the selected one.
 
-Over 500 lines because the checks of what these jobs read (the trials table against the
-registered space, a slot's result against the trial its slot trains, a rung's decision against
-what halving computes from its slots) are the jobs' own computations run again: kept beside
-them, a change to how a rung promotes or a table is drawn changes its check with it.
+What these jobs read is checked as what its producer could have written (the trials table
+against the registered space, a slot's result against the trial its slot trains, a rung's
+decision against what halving computes from its slots): the jobs' own computations run again,
+kept beside them, so that a change to how a rung promotes or a table is drawn changes its check.
 """
 
 from __future__ import annotations
@@ -148,59 +148,18 @@ def trial_dir(run_dir: Path, trial: int) -> Path:
     return run_dir / f"trial-{trial}"
 
 
-# What :func:`halve` writes into every rung's decision: a decision without one of these was not
-# written by it.
-DECISION_KEYS = ("rung", "eta", "slots", "val_accuracy", "promoted")
-_AGAIN = "delete it and run the workflow again (it reruns the rung)"
-
-
 def _count(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def read_decision(path: Path) -> dict:
-    """A rung's decision (:func:`halve`), checked for its seal and its shape: its seal is the
-    digest of its contents (:func:`imagenot.train.records.check_seal`; absent or not a digest:
-    refused, :func:`~imagenot.train.records.check_unsealed`), it holds every key halve writes,
-    its counts are whole numbers, its ranking maps trials to accuracies and its rung is its
-    path's (``halving/rung-{rung}.json``, wherever it lies); a missing or malformed key is an
-    error naming the file and the key (a decision is never read leniently: a missing ranking or
-    slot count would let any promoted list through). Whether its producer could have written
-    it (the promotion its rung's own slots give) is :func:`check_decision`'s."""
-    from imagenot.train.records import check_seal, check_unsealed, is_percent, path_identity
+    """A rung's decision (:func:`halve`), read by the one reader of records
+    (:func:`imagenot.train.records.check_record`: its seal, every key halve writes, its counts
+    and ranking, the rung its path names). Whether its producer could have written it (the
+    promotion its rung's own slots give) is :func:`check_decision`'s."""
+    from imagenot.train.records import check_record
 
-    decision = read_json(path)
-    if not isinstance(decision, dict):
-        raise JobError(f"{path}: not a rung decision (a {type(decision).__name__}); {_AGAIN}")
-    check_seal(decision, path)  # first: an edited promotion is said to be an edit
-    missing = [k for k in DECISION_KEYS if k not in decision]
-    if missing:
-        raise JobError(
-            f"{path}: lacks key(s) {', '.join(missing)}, which every rung decision holds; {_AGAIN}"
-        )
-    for key in ("rung", "eta", "slots"):
-        if not _count(decision[key]):
-            raise JobError(f"{path}: {key} is {decision[key]!r}, not a whole number; {_AGAIN}")
-    ranked = decision["val_accuracy"]
-    if not isinstance(ranked, dict) or not all(
-        str(t).isdigit() and (is_percent(a) or a == -1.0) for t, a in ranked.items()
-    ):  # -1: a trial that diverged before its first validation (imagenot.train.records)
-        raise JobError(
-            f"{path}: val_accuracy is {ranked!r}, not a map of trials to accuracies; {_AGAIN}"
-        )
-    found = path_identity(path, DECISION_PATTERN)
-    if found is not None and found["rung"] != str(decision["rung"]):
-        raise JobError(
-            f"{path}: records rung {decision['rung']!r}, but its path says rung "
-            f"{found['rung']!r}: a rung's decision is used only under its own path; {_AGAIN}"
-        )
-    check_unsealed(decision, path)  # a wrong key or rung is named first
-    return decision
-
-
-# What says which rung a decision belongs to: the decision layout's tail, in the workflow's
-# results folder or wherever a copy of the run's folder lies (its slots beside it).
-DECISION_PATTERN = DECISION[DECISION.index("halving/") :]
+    return check_record(read_json(path), path, record_kind="decision")
 
 
 def decide(records: Sequence[Mapping], rung: int, eta: int) -> dict:
@@ -252,7 +211,15 @@ def check_decision(path: Path) -> dict:
     A failed check is a RecordError naming the file. A decision outside a run's folder (a path
     of another form) is checked for its seal and shape alone."""
     from imagenot.train.paths import SLOT, TRIALS
-    from imagenot.train.records import REFUSED, SEAL_KEY, RecordError, path_identity
+    from imagenot.train.records import (
+        DECISION_PATTERN,
+        REFUSED,
+        RUNG_DECISION,
+        SEAL_KEY,
+        RecordError,
+        path_identity,
+        require,
+    )
 
     path = Path(path)
     decision = read_decision(path)
@@ -265,19 +232,11 @@ def check_decision(path: Path) -> dict:
         return _CHECKED[key]
     table = _in_run(run_dir, TRIALS)
     if rung == 0:
-        if not table.is_file():
-            raise RecordError(
-                f"{path}: its run has no trials table ({table}), so the slots it ranks cannot "
-                f"be traced; {REFUSED}"
-            )
+        require(path, table, "its run has no trials table")
         count = len(read_trials(table))
     else:
         before = _in_run(run_dir, DECISION, rung=rung - 1)
-        if not before.is_file():
-            raise RecordError(
-                f"{path}: a decision of rung {rung}, but the rung before it has no decision "
-                f"({before}), so the slots it ranks cannot be traced; {REFUSED}"
-            )
+        require(path, before, f"a decision of rung {rung}, but the rung before it has no decision")
         count = check_decision(before)["slots"]
     registered = registered_search(table) if table.is_file() else None
     eta = registered[2].get("halving", {}).get("eta") if registered else None
@@ -286,20 +245,14 @@ def check_decision(path: Path) -> dict:
             f"{path}: records eta {decision['eta']!r}, but the registered search halves with "
             f"eta {eta!r}: its producer could not have written it; {REFUSED}"
         )
-    if decision["eta"] < 1:
-        raise RecordError(f"{path}: eta is {decision['eta']!r}, not at least 1; {REFUSED}")
     slots = [_in_run(run_dir, SLOT, stage=rung, slot=k) for k in range(count)]
-    absent = [p for p in slots if not p.is_file()]
-    if absent:
-        raise RecordError(
-            f"{path}: the slot result {absent[0]} of the rung it decides is missing, so its "
-            f"promotion cannot be traced; {REFUSED}"
-        )
+    for slot in slots:
+        require(path, slot, "the rung it decides lacks a slot result")
     # as it reads back from JSON (the ranking's trials as text), without the seal
     expected = json.loads(json.dumps(decide([_read(p) for p in slots], rung, decision["eta"])))
     written = {k: v for k, v in decision.items() if k != SEAL_KEY}
     if expected != written:
-        differs = [k for k in DECISION_KEYS if expected[k] != written.get(k)]
+        differs = [k for k in RUNG_DECISION.keys if expected[k] != written.get(k)]
         shown = ", ".join(f"{k} {written.get(k)!r}" for k in differs)
         what = ", ".join(f"{k} {expected[k]!r}" for k in differs)
         raise RecordError(
@@ -313,25 +266,11 @@ def check_decision(path: Path) -> dict:
 def slot_trial(slot: int, promoted: Path | None, *, traced: bool = False) -> int | None:
     """The trial a slot trains: the slot itself at stage 0, else the slot-th trial the previous
     rung promoted (None: fewer trials were left to promote than slots). The rung's decision is
-    checked (:func:`read_decision`: its seal and shape; ``traced``: also against its rung's
-    slots, :func:`check_decision`): its promoted trials are distinct trials it ranked, no more
-    than its slots."""
+    checked (:func:`read_decision`; ``traced``: also against its rung's slots,
+    :func:`check_decision`)."""
     if promoted is None:
         return slot
-    decision = check_decision(promoted) if traced else read_decision(promoted)
-    chosen = decision["promoted"]
-    ranked = {str(t) for t in decision["val_accuracy"]}
-    if (
-        not isinstance(chosen, list)
-        or not all(_count(t) for t in chosen)
-        or len(set(chosen)) != len(chosen)
-        or not {str(t) for t in chosen} <= ranked
-        or len(chosen) > decision["slots"]
-    ):
-        raise JobError(
-            f"{promoted}: promoted {chosen!r} is not a list of distinct trials the rung ranked, "
-            f"one per slot; {_AGAIN}"
-        )
+    chosen = (check_decision(promoted) if traced else read_decision(promoted))["promoted"]
     return chosen[slot] if slot < len(chosen) else None
 
 
@@ -371,15 +310,12 @@ def check_slot_provenance(record: Mapping, where, run_dir: Path) -> None:
     hyperparameters and seed. A seal catches damage; this catches a record resealed with
     values no producer writes."""
     from imagenot.train.paths import DECISION, TRIALS
-    from imagenot.train.records import REFUSED, RecordError
+    from imagenot.train.records import REFUSED, RecordError, check_copy, require
 
     stage, slot, trial = record["stage"], record["slot"], record["trial"]
     decision = _in_run(run_dir, DECISION, rung=stage - 1) if stage > 0 else None
-    if decision is not None and not decision.is_file():
-        raise RecordError(
-            f"{where}: a slot of stage {stage}, but the rung that promotes into it has no "
-            f"decision ({decision}), so its trial cannot be traced; {REFUSED}"
-        )
+    if decision is not None:
+        require(where, decision, f"a slot of stage {stage}, but its rung has no decision")
     expected = slot_trial(slot, decision, traced=True)
     if trial != expected:
         by = f"{decision} promoted {expected!r}" if decision else f"stage 0 trains trial {slot}"
@@ -403,24 +339,11 @@ def check_slot_provenance(record: Mapping, where, run_dir: Path) -> None:
             f"{where}: records trial {trial}, which {table} does not hold (trials 0 to "
             f"{len(rows) - 1}): its producer could not have written it; {REFUSED}"
         )
-    have = record.get("hyperparameters")
-    drawn = search.hyperparameters_of(row)
-    if not isinstance(have, Mapping) or set(have) != set(drawn):
-        raise RecordError(
-            f"{where}: its hyperparameters {sorted(have) if isinstance(have, Mapping) else have!r}"
-            f" are not the keys {table} draws ({', '.join(drawn)}); {REFUSED}"
-        )
-    for name, value in drawn.items():
-        if have[name] != value or type(have[name]) is not type(value):
-            raise RecordError(
-                f"{where}: records hyperparameter {name} {have[name]!r}, but trial {trial} of "
-                f"{table} has {value!r}: its producer could not have written it; {REFUSED}"
-            )
-    if record.get("seed") != row["seed"]:
-        raise RecordError(
-            f"{where}: records seed {record.get('seed')!r}, but trial {trial} of {table} has "
-            f"{row['seed']!r}: its producer could not have written it; {REFUSED}"
-        )
+    source = f"trial {trial} of {table} has"
+    check_copy(
+        where, "hyperparameters", record["hyperparameters"], search.hyperparameters_of(row), source
+    )
+    check_copy(where, "seed", record["seed"], row["seed"], source)
 
 
 def slot_run_dir(path) -> Path | None:
@@ -436,32 +359,17 @@ def slot_run_dir(path) -> Path | None:
 
 
 def read_selection(path: Path) -> dict:
-    """The selection at ``path``, checked: its trial, validation accuracy and hyperparameters
-    are those of the trial's own sealed result it copies (a hand-edited ``trial`` would train
-    another trial's hyperparameters under the selected one's numbers)."""
-    chosen = read_json(path)
-    result = chosen.get("result")
-    if not isinstance(result, dict):
-        raise JobError(f"{path}: holds no trial result (key result); delete it and run again")
-    check_slot(result, f"{path} (its result)")
-    for key in ("trial", "val_accuracy", "hyperparameters"):
-        if chosen.get(key) != result.get(key):
-            raise JobError(
-                f"{path}: {key} is {chosen.get(key)!r}, but the trial result it copies records "
-                f"{result.get(key)!r}; delete it and run the workflow again"
-            )
-    from imagenot.train.paths import SLOT, TRIAL_SELECTION
-    from imagenot.train.records import path_identity
+    """The selection at ``path`` (:func:`imagenot.train.records.check_selection`: a copy of the
+    sealed slot result it selected, of its path's model) and, in the run's folder, the very
+    slot result that lies there, traced to what its producer could have written
+    (:func:`check_slot_provenance`): a hand-edited ``trial`` would train another trial's
+    hyperparameters under the selected one's numbers."""
+    from imagenot.train.paths import SLOT
+    from imagenot.train.records import SELECTION_PATTERN, check_selection, path_identity
 
-    found = path_identity(path, TRIAL_SELECTION[TRIAL_SELECTION.index("{model}") :])
-    if found is not None and result.get("model") is not None and result["model"] != found["model"]:
-        raise JobError(
-            f"{path}: selects a trial of model {result['model']!r}, but its path says model "
-            f"{found['model']!r}: a selection is used only under its own model's path; delete "
-            "it and run the workflow again"
-        )
-    if found is not None:  # in the run's folder: the slot result it copies lies beside it
-        run_dir = Path(path).parent
+    chosen = check_selection(read_json(path), path)
+    if path_identity(path, SELECTION_PATTERN) is not None:  # the slot it copies lies beside it
+        run_dir, result = Path(path).parent, chosen["result"]
         check_slot_provenance(result, f"{path} (its result)", run_dir)
         slot = _in_run(run_dir, SLOT, stage=result["stage"], slot=result["slot"])
         copied = read_json(slot) if slot.is_file() else None
@@ -499,10 +407,10 @@ def _read(path: Path) -> dict:
 
 def halve(results: Sequence[Path], rung: int, eta: int, out: Path) -> dict:
     """The trials promoted past a rung, in rank order, one per slot of the next stage
-    (:func:`decide`), written sealed (:func:`imagenot.train.records.seal`), as every record a
-    later job reads. The trials not promoted end here: their checkpoints and best weights are
-    deleted."""
-    from imagenot.train.records import seal
+    (:func:`decide`), written sealed (:func:`imagenot.train.records.write_record`), as every
+    record a later job reads. The trials not promoted end here: their checkpoints and best
+    weights are deleted."""
+    from imagenot.train.records import write_record
 
     records = [_read(path) for path in results]
     for path, record in zip(results, records, strict=True):
@@ -517,9 +425,7 @@ def halve(results: Sequence[Path], rung: int, eta: int, out: Path) -> dict:
         alive = {r["trial"] for r in records if r["trial"] is not None and r["stopped_by"] is None}
         for trial in alive - set(decision["promoted"]):
             _drop(run, trial, CHECKPOINT, PREVIOUS_CHECKPOINT, BEST)
-    sealed = seal(decision)
-    write_json(sealed, out)
-    return sealed
+    return write_record(decision, out, "decision")
 
 
 def select(results: Sequence[Path], out: Path) -> dict:

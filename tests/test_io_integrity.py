@@ -137,7 +137,7 @@ def test_the_preregistration_record_is_never_moved_aside(tmp_path, monkeypatch):
     with pytest.raises(
         ArtefactError, match=r"preregistration\.json: JSON file is truncated.*never"
     ):
-        prereg._read(path)
+        prereg.read_registration(path)
     assert path.is_file()
 
 

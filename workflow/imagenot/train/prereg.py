@@ -46,7 +46,8 @@ def _locked(path: Path):
         yield
 
 
-def _read(path: Path) -> dict:
+def read_registration(path: Path) -> dict:
+    """The preregistration record at ``path`` (no experiment registered when it is absent)."""
     if not path.is_file():
         return {"experiments": {}}
     # the record of what was registered: never moved aside, since a new one would register anew
@@ -58,14 +59,14 @@ def trial_results(experiment_dir: Path, model: str | None) -> list[dict]:
     stage's slot result, ``{model}/stage-{k}/slot-{s}.json``), per model, in trial order;
     ``model``: that model's alone, None: every model's."""
     from imagenot.train.search import latest_results
-    from imagenot.train.trials import check_slot, slot_run_dir
+    from imagenot.train.trials import _read, slot_run_dir
 
     out = []
     for model_dir in sorted(experiment_dir.glob(model or "*")):
         # checked as the selection checks them: an amendment's evidence is their numbers
         # slot results alone, not what lies beside them (a failed job's status file)
         slots = sorted(p for p in model_dir.glob("stage-*/slot-*.json") if slot_run_dir(p))
-        rows = [check_slot(_read(path), path) for path in slots]
+        rows = [_read(path) for path in slots]
         out += latest_results(rows).values()
     return out
 
@@ -103,7 +104,7 @@ def register(
     The trials-drawing job calls this, under the record's lock; :func:`check_planned` runs the
     same decision for every drawing job before any runs (:func:`_registered` is both)."""
     with _locked(record_path):
-        record = _read(record_path)
+        record = read_registration(record_path)
         entry = _registered(
             record, experiment, definition, model, amendments, experiment_dir, model_settings
         )
@@ -126,7 +127,7 @@ def check_planned(record_path: Path, registrations: Sequence, train_dir: Path) -
     record is read once, and trial results are read only for a changed definition."""
     if not record_path.is_file():
         return
-    record = _read(record_path)
+    record = read_registration(record_path)
     for r in registrations:
         record["experiments"][r.experiment] = _registered(
             record,
@@ -251,7 +252,7 @@ def _amendment_text(amendment: Mapping) -> str:
 def record_table(record_path: str | os.PathLike) -> list[dict]:
     """One row per experiment of the record (for the report): its definition hash, the models
     registered, the budget, and every amendment as text (``_amendment_text``), or "none"."""
-    record = _read(Path(record_path))
+    record = read_registration(Path(record_path))
     rows = []
     for name, entry in sorted(record["experiments"].items()):
         amendments = [_amendment_text(a) for a in entry["amendments"]]

@@ -100,6 +100,10 @@ TRIAL_PERCENT = (
     "a percentage in [0, 100]",
 )
 TEXT = (lambda v, r: isinstance(v, str) and v != "", "a non-empty string")
+DIGEST = (
+    lambda v, r: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) is not None,
+    "a sha256 digest (64 lowercase hex digits)",
+)
 COUNT, POSITIVE = _integer(0), _integer(1)
 RANKING = (
     lambda v, r: (
@@ -121,7 +125,7 @@ _RUN_RANGES = {
     "num_classes": POSITIVE, "image_size": POSITIVE, "n_val": COUNT, "seed": COUNT,
     "train_seed": COUNT, "epochs": COUNT, "best_epoch": COUNT, "trial": COUNT,
     "dataset": TEXT, "protocol": TEXT, "model": TEXT, "dataset_fingerprint": TEXT,
-    "weights_sha256": TEXT, "hyperparameters": (lambda v, r: isinstance(v, dict), "an object"),
+    "weights_sha256": DIGEST, "hyperparameters": (lambda v, r: isinstance(v, dict), "an object"),
 }  # fmt: skip
 
 
@@ -262,8 +266,7 @@ def seal(record: Mapping[str, Any]) -> dict:
 def is_sealed(record: Mapping[str, Any]) -> bool:
     """Whether the record carries a seal, a sha256 digest as :func:`record_digest` writes it
     (64 lowercase hex digits; verified by :func:`check_seal`)."""
-    value = record.get(SEAL_KEY)
-    return isinstance(value, str) and re.fullmatch(r"[0-9a-f]{64}", value) is not None
+    return DIGEST[0](record.get(SEAL_KEY), record)
 
 
 def check_seal(record: Mapping[str, Any], where: str | os.PathLike) -> None:

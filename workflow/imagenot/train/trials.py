@@ -41,6 +41,7 @@ def registered_search(path: Path) -> tuple[str, str, Mapping] | None:
     in the workflow's layout (:data:`imagenot.train.paths.TRIALS`, in whichever working
     directory), read from the preregistration record beside the results; None outside it."""
     from imagenot.train.paths import PREREGISTRATION, TRAIN, TRIALS
+    from imagenot.train.prereg import read_registration
     from imagenot.train.records import path_identity
 
     found = path_identity(path, TRIALS)
@@ -48,7 +49,7 @@ def registered_search(path: Path) -> tuple[str, str, Mapping] | None:
         return None
     record = Path(path).parents[3] / PREREGISTRATION.removeprefix(f"{TRAIN}/")
     experiment = f"{found['dataset']}/{found['protocol']}"
-    entry = read_json(record).get("experiments", {}).get(experiment) if record.is_file() else None
+    entry = read_registration(record)["experiments"].get(experiment)
     if not isinstance(entry, Mapping) or not isinstance(entry.get("definition"), Mapping):
         raise JobError(
             f"{path}: the preregistration record {record} registers no search of {experiment}, "

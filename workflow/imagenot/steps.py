@@ -46,22 +46,16 @@ class Option:
     metavar: str | None = None
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
+        from imagenot.config import schema_default
+
         if self.switch:
             parser.add_argument(flag(self.name), action="store_true", help=self.help)
             return
-        default = None
-        if self.default is not None:
-            from imagenot.config import schema_default
-
-            default = schema_default(self.default)
+        default = None if self.default is None else schema_default(self.default)
         parser.add_argument(
-            flag(self.name),
-            type=self.type,
-            required=self.required,
-            default=default,
-            metavar=self.metavar,
-            help=self.help,
-        )
+            flag(self.name), type=self.type, required=self.required, default=default,
+            metavar=self.metavar, help=self.help,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -112,14 +106,10 @@ def call(step: Step, args: argparse.Namespace) -> int | None:
     if step.files:
         given.append(resolve(step.files).from_args(args))
     if step.settings:
-        kind = resolve(step.settings)
-        text = args.settings
-        if text is None:
-            given.append(None)
-        elif isinstance(kind, type):
-            given.append(parse_or_exit(kind, text, step.name))
-        else:
-            given.append(load(text))
+        kind, text = resolve(step.settings), args.settings
+        if text is not None:
+            text = parse_or_exit(kind, text, step.name) if isinstance(kind, type) else load(text)
+        given.append(text)
     options = {o.name: getattr(args, o.name) for o in step.options}
     return resolve(step.run)(*given, **options)
 
@@ -172,9 +162,6 @@ for _step in (
         run="imagenot.evaluate.cli:evaluate_robustness",
         files="imagenot.evaluate.files:RobustnessFiles",
         settings="imagenot.evaluate.settings:RobustnessSettings",
-        description="Decode each test image once, apply every registered transformation "
-        "(randomness seeded per image) on batched tensors and write robustness.parquet and "
-        "per_image.parquet.",
         options=(
             Option(
                 "threads",

@@ -19,31 +19,16 @@ def _registered(settings, command: str, field: str, names) -> None:
         )
 
 
-def _load(path: str, command: str):
-    """accuracy.csv, or None after a one-line error on stderr."""
-    import sys
-
-    from imagenot.analyse.table import TableError
-    from imagenot.figures import data
-
-    try:
-        return data.load_accuracy(path)
-    except TableError as exc:
-        print(f"imagenot {command}: {exc}", file=sys.stderr)
-        return None
-
-
 def figure(f: FigureFiles, s: FigureSettings) -> int:
     """Draw one figure (PDF + PNG) from accuracy.csv."""
+    from imagenot.figures.data import load_accuracy
     from imagenot.figures.registry import WORKFLOW_FIGURES
     from imagenot.figures.style import save
     from imagenot.registries import resolve
 
     _registered(s, "figure", "kind", FIGURE_KINDS)
     opts, style = s.options, s.figure_options
-    acc = _load(f.accuracy, "figure")
-    if acc is None:
-        return 2
+    acc = load_accuracy(f.accuracy)
     request = {field: getattr(s, field) for field in WORKFLOW_FIGURES[s.kind].drawn_for}
     for field, value in request.items():
         if not value:
@@ -57,22 +42,17 @@ def figure(f: FigureFiles, s: FigureSettings) -> int:
 
 def table(f: TableFiles, s: TableSettings) -> int:
     """Write one table (CSV + Markdown)."""
+    from imagenot.analyse.report import read_report
     from imagenot.figures import tables
+    from imagenot.figures.data import load_accuracy
 
     _registered(s, "table", "table", TABLE_NAMES)
-    opts = s.options
-    acc = _load(f.accuracy, "table")
-    if acc is None:
-        return 2
-    from imagenot.analyse.report import read_report
-
-    reports = {}
+    acc = load_accuracy(f.accuracy)
     if len(f.rankings) != 2:
         raise ValueError(f"--rankings: give the standard then the robust report, not {f.rankings}")
-    for variant, path in zip(("standard", "robust"), f.rankings, strict=True):
-        reports[variant] = read_report(path)
+    reports = dict(zip(("standard", "robust"), map(read_report, f.rankings), strict=True))
     builder = tables.builder(s.table)
-    df = builder(acc, reports, opts)
+    df = builder(acc, reports, s.options)
     title = (builder.__doc__ or s.table).strip().rstrip(".")
     tables.write(df, f.csv, f.md, title, workflow_labels=True)
     print(f"wrote {f.csv} and {f.md}: {len(df)} rows")

@@ -127,8 +127,8 @@ def test_a_command_reading_a_truncated_json_ends_in_one_line(tmp_path, monkeypat
 def test_the_preregistration_record_is_never_moved_aside(tmp_path, monkeypatch):
     """No rule rebuilds the preregistration record: moved aside, the next run would register
     anew, so a damaged one stops the run and stays where it is."""
-    from imagenot.train import prereg
     from imagenot.train.plan import PREREGISTRATION
+    from imagenot.train.records import read_registration
 
     monkeypatch.chdir(tmp_path)
     path = tmp_path / PREREGISTRATION
@@ -137,7 +137,7 @@ def test_the_preregistration_record_is_never_moved_aside(tmp_path, monkeypatch):
     with pytest.raises(
         ArtefactError, match=r"preregistration\.json: JSON file is truncated.*never"
     ):
-        prereg.read_registration(path)
+        read_registration(path)
     assert path.is_file()
 
 

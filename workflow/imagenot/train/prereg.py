@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from imagenot.io import read_json, write_json, write_parquet
+from imagenot.io import write_json, write_parquet
 from imagenot.train import search
+from imagenot.train.records import read_registration
 from imagenot.train.search import at_chance, canonical_hash
 
 if TYPE_CHECKING:
@@ -44,14 +45,6 @@ def _locked(path: Path):
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
-
-
-def read_registration(path: Path) -> dict:
-    """The preregistration record at ``path`` (no experiment registered when it is absent)."""
-    if not path.is_file():
-        return {"experiments": {}}
-    # the record of what was registered: never moved aside, since a new one would register anew
-    return read_json(path, hint="restore the record (a copy, version control); never delete it")
 
 
 def trial_results(experiment_dir: Path, model: str | None) -> list[dict]:

@@ -485,6 +485,17 @@ def read_record(path: str | os.PathLike, **how: Any) -> dict:
     return check_record(read_json(path), path, **how)
 
 
+def read_registration(path: Path) -> dict:
+    """The preregistration record at ``path`` (:mod:`imagenot.train.prereg`; no experiment
+    registered when it is absent). Not sealed: it is the record of what was registered, never
+    moved aside, since a new one would register anew."""
+    from imagenot.io import read_json
+
+    if not path.is_file():
+        return {"experiments": {}}
+    return read_json(path, hint="restore the record (a copy, version control); never delete it")
+
+
 # ----------------------------------------------------------------------- selection and trial
 
 # A published weights' record says so (imagenot.train.published): it trained nothing, so it

@@ -41,8 +41,7 @@ def registered_search(path: Path) -> tuple[str, str, Mapping] | None:
     in the workflow's layout (:data:`imagenot.train.paths.TRIALS`, in whichever working
     directory), read from the preregistration record beside the results; None outside it."""
     from imagenot.train.paths import PREREGISTRATION, TRAIN, TRIALS
-    from imagenot.train.prereg import read_registration
-    from imagenot.train.records import path_identity
+    from imagenot.train.records import path_identity, read_registration
 
     found = path_identity(path, TRIALS)
     if found is None:

@@ -1,4 +1,23 @@
-"""The demo world's planted duplicates: their table's schema and the check that its rows are real.
+"""The demo world's planted duplicates: what they are, where they go, and the check of their list.
+
+They give a near-duplicate audit a known answer. Three kinds (:data:`PLANT_KINDS`):
+
+- ``reference_copy``: a row captioned for an ImageNot-side class (an intended survivor) whose image
+  is a transformed copy of the image of a row captioned for an ImageNet class (which lands in the
+  ImageNet stand-in, in any of its splits);
+- ``within_copy``: a survivor row's image, transformed, under another URL and caption of the same
+  class (the two may land in two splits of ImageNot);
+- ``lookalike``: a distinct render of the partner's prototype in a nearby pose (shape moved a
+  little, stripes shifted: :func:`imagenot.demo.images.lookalike_pose`), captioned for a survivor;
+  the partner is a survivor row or an ImageNet-class row, alternately. Not a copy: an audit must
+  not flag it.
+
+Each copy goes through one transform (:data:`imagenot.demo.images.TRANSFORMS`, in turn). Both rows
+of a pair take rows that would otherwise hold no-noun captions (:func:`place_plants`), with
+captions written to rank first in their class (:meth:`imagenot.demo.captions.CaptionWriter.best`),
+valid images and a safe ``punsafe``, so curation selects them; with
+``acquire.near_duplicates: phash`` the download keeps one image of most re-encoded, resized and
+colour-shifted within copies, so mainly the cropped ones reach two places in ImageNot.
 
 ``planted_duplicates.parquet`` (:data:`PLANTED_SCHEMA`) lists every planted image: ``url`` the
 planted row, ``original_url`` the row it copies (or a look-alike's partner), ``kind`` one of
@@ -17,12 +36,16 @@ import hashlib
 import io
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
+from imagenot.demo import images as img
+from imagenot.demo.captions import CaptionWriter, NounLemmaIndex, PlantedClass
 from imagenot.demo.images import TRANSFORMS
+from imagenot.demo.settings import DemoSettings
 
 PLANTED_FILE = "planted_duplicates.parquet"
 PLANTED_SCHEMA = pa.schema(
@@ -41,6 +64,129 @@ COPIES = ("reference_copy", "within_copy")
 COPY_MIN_CORRELATION = 0.85
 #: Highest correlation of a look-alike with its partner.
 LOOKALIKE_MAX_CORRELATION = 0.85
+
+
+@dataclass(frozen=True)
+class Plant:
+    """How a planted row's image is made from its original's (the row its truth names)."""
+
+    kind: str  # PLANT_KINDS
+    original_shard: str
+    original_row: int
+    original_image_wnid: str  # the prototype the original shows
+    transform: str  # images.TRANSFORMS, "" for a look-alike
+    params: str  # the transform's parameters, JSON
+
+
+#: Stream of the plants' Generator (beside ``demo_world.seed``).
+PLANT_STREAM = 1
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One planted pair before it has rows: (class, caption) of the original and the plant."""
+
+    kind: str
+    original: PlantedClass
+    original_text: str
+    copy: PlantedClass
+    copy_text: str
+    transform: str
+    params: str
+
+
+def plan_pairs(
+    plan: dict, writer: CaptionWriter, rng: np.random.Generator, cfg: DemoSettings
+) -> list[Pair]:
+    """The planted pairs (:class:`Pair`), in a fixed order: classes dealt round-robin from a
+    seeded order, transforms in turn (:data:`imagenot.demo.images.TRANSFORMS`)."""
+    survivors = [
+        plan["intended_survivors"][i] for i in rng.permutation(len(plan["intended_survivors"]))
+    ]
+    imagenet = [plan["imagenet_classes"][i] for i in rng.permutation(len(plan["imagenet_classes"]))]
+    wanted = {
+        "reference_copy": (cfg.n_reference_copies, "n_reference_copies", (survivors, imagenet)),
+        "within_copy": (cfg.n_within_copies, "n_within_copies", (survivors,)),
+        "lookalike": (cfg.n_lookalikes, "n_lookalikes", (survivors, imagenet)),
+    }
+    pairs = []
+    for kind in PLANT_KINDS:
+        n, key, needs = wanted[kind]
+        if n and not all(needs):
+            raise ValueError(
+                f"config key demo_world.{key}: {n} planted, but n_survivors or "
+                "n_imagenet_classes is 0"
+            )
+        for i in range(n):
+            copy = survivors[i % len(survivors)]
+            if kind == "reference_copy":
+                original = imagenet[i % len(imagenet)]
+            elif kind == "within_copy":
+                original = copy
+            else:  # look-alikes of ImageNot and of ImageNet-stand-in images, alternately
+                original = copy if i % 2 == 0 else imagenet[(i // 2) % len(imagenet)]
+            transform, params = "", "{}"
+            if kind != "lookalike":
+                transform = img.TRANSFORMS[i % len(img.TRANSFORMS)]
+                drawn = img.draw_transform(transform, rng, cfg.image_size, cfg.jpeg_quality)
+                params = json.dumps(drawn, sort_keys=True)
+            pairs.append(
+                Pair(
+                    kind,
+                    original,
+                    writer.best(original),
+                    copy,
+                    writer.best(copy),
+                    transform,
+                    params,
+                )
+            )
+    return pairs
+
+
+def place_plants(
+    plan: dict, index: NounLemmaIndex, free: list[int], names: list[str], cfg: DemoSettings
+) -> dict[int, tuple]:
+    """Where each row of each planted pair goes: ``free`` (the world positions holding no-noun
+    captions, position = shard index x rows_per_shard + row) -> position -> (caption row as
+    (kind, role, wnid, other_wnid, text), image wnid, side in pixels, :class:`Plant` or None
+    for an original). ``plan``: role -> planted classes; ``names``: the shards' names."""
+    rng = np.random.default_rng([cfg.seed, PLANT_STREAM])
+    pairs = plan_pairs(plan, CaptionWriter(index, rng), rng, cfg)
+    if 2 * len(pairs) > len(free):
+        raise ValueError(
+            f"config key demo_world.rows_per_shard: {len(pairs)} planted duplicate pairs need "
+            f"{2 * len(pairs)} rows without a planted caption, {len(free)} are left"
+        )
+    spots = [free[i] for i in rng.choice(len(free), size=2 * len(pairs), replace=False)]
+    placed: dict[int, tuple] = {}
+    for pair, at_original, at_copy in zip(pairs, spots[0::2], spots[1::2], strict=True):
+        side = cfg.image_size
+        if pair.transform == "resize":
+            side = int(json.loads(pair.params)["side"])
+        original = pair.original
+        placed[at_original] = (
+            ("good", original.role, original.wnid, "", pair.original_text),
+            original.wnid,
+            cfg.image_size,
+            None,
+        )
+        plant = Plant(
+            kind=pair.kind,
+            original_shard=names[at_original // cfg.rows_per_shard],
+            original_row=at_original % cfg.rows_per_shard,
+            original_image_wnid=original.wnid,
+            transform=pair.transform,
+            params=pair.params,
+        )
+        copy = pair.copy
+        placed[at_copy] = (
+            ("good", copy.role, copy.wnid, "", pair.copy_text),
+            original.wnid,
+            side,
+            plant,
+        )
+    return placed
 
 
 class PlantedError(ValueError):

@@ -4,28 +4,10 @@
 out, every random draw from numpy Generators seeded by ``demo_world.seed``); :func:`write_world`
 renders the images and writes everything. Same seed, same bytes.
 
-Planted duplicates (``planted_duplicates.parquet``, :data:`imagenot.demo.planted.PLANTED_SCHEMA`,
-one row per planted image) give the near-duplicate audit a known answer:
-
-- ``reference_copy``: a row captioned for an ImageNot-side class (an intended survivor) whose image
-  is a transformed copy of the image of a row captioned for an ImageNet class (so it lands in the
-  ImageNet stand-in, in any of its splits);
-- ``within_copy``: a survivor row's image, transformed, under another URL and caption of the same
-  class (so the two may land in two splits of ImageNot);
-- ``lookalike``: a distinct render of the partner's prototype in a nearby pose (shape moved a
-  little, stripes shifted; :func:`imagenot.demo.images.lookalike_pose`), captioned for a survivor;
-  the partner is a survivor row or an ImageNet-class row, alternately. Not a copy: an audit must
-  not flag it.
-
-``url`` is the planted row, ``original_url`` the row it copies (or the look-alike's partner),
-``transform`` one of :data:`imagenot.demo.images.TRANSFORMS` (empty for a look-alike) and
-``transform_params`` its parameters as JSON; :func:`write_world` checks that each copy is one and
-each look-alike is not (:func:`imagenot.demo.planted.check_planted`) before world.json. Both rows of a pair are placed on rows that would
-otherwise hold no-noun captions and get captions written to rank first in their class
-(:meth:`imagenot.demo.captions.CaptionWriter.best`), valid images and a safe ``punsafe``, so
-curation selects them; the download's perceptual-hash step then removes within-dataset copies it
-recognises (most re-encoded, resized and colour-shifted ones). Their draws come from a second
-Generator (seeded by ``(seed, 1)``), so every other row is the same whatever the plant counts.
+Planted duplicates, the near-duplicate audit's known answer, take rows that would otherwise hold
+no-noun captions (:mod:`imagenot.demo.planted`: what they are and how they are checked); their
+draws come from a second Generator (seeded by ``(seed, 1)``), so every other row is the same
+whatever the plant counts.
 """
 
 from __future__ import annotations
@@ -52,7 +34,14 @@ from imagenot.demo.captions import (
     plan_classes,
     shared_lemma_synsets,
 )
-from imagenot.demo.planted import PLANT_KINDS, PLANTED_FILE, PLANTED_SCHEMA, check_planted
+from imagenot.demo.planted import (
+    PLANT_KINDS,
+    PLANTED_FILE,
+    PLANTED_SCHEMA,
+    Plant,
+    check_planted,
+    place_plants,
+)
 from imagenot.demo.settings import DemoSettings
 from imagenot.io import write_json, write_parquet
 
@@ -96,18 +85,6 @@ def shard_name(path: str | os.PathLike) -> str:
 def image_path(shard: str, row: int) -> str:
     """Path of a row's image relative to the images directory (and to the URL base)."""
     return f"{shard}/{row:06d}.jpg"
-
-
-@dataclass(frozen=True)
-class Plant:
-    """How a planted row's image is made from its original's (the row its truth names)."""
-
-    kind: str  # PLANT_KINDS
-    original_shard: str
-    original_row: int
-    original_image_wnid: str  # the prototype the original shows
-    transform: str  # images.TRANSFORMS, "" for a look-alike
-    params: str  # the transform's parameters, JSON
 
 
 @dataclass
@@ -160,70 +137,6 @@ def _captions(
     return rows
 
 
-#: Stream of the plants' Generator (beside ``demo_world.seed``).
-PLANT_STREAM = 1
-
-
-@dataclass(frozen=True)
-class _Pair:
-    """One planted pair before it has rows: (class, caption) of the original and the plant."""
-
-    kind: str
-    original: PlantedClass
-    original_text: str
-    copy: PlantedClass
-    copy_text: str
-    transform: str
-    params: str
-
-
-def _plan_plants(plan: dict, writer: CaptionWriter, rng: np.random.Generator, cfg) -> list:
-    """The planted pairs (:class:`_Pair`), in a fixed order: classes dealt round-robin from a
-    seeded order, transforms in turn (:data:`imagenot.demo.images.TRANSFORMS`)."""
-    survivors = [
-        plan["intended_survivors"][i] for i in rng.permutation(len(plan["intended_survivors"]))
-    ]
-    imagenet = [plan["imagenet_classes"][i] for i in rng.permutation(len(plan["imagenet_classes"]))]
-    wanted = {
-        "reference_copy": (cfg.n_reference_copies, "n_reference_copies", (survivors, imagenet)),
-        "within_copy": (cfg.n_within_copies, "n_within_copies", (survivors,)),
-        "lookalike": (cfg.n_lookalikes, "n_lookalikes", (survivors, imagenet)),
-    }
-    pairs = []
-    for kind in PLANT_KINDS:
-        n, key, needs = wanted[kind]
-        if n and not all(needs):
-            raise ValueError(
-                f"config key demo_world.{key}: {n} planted, but n_survivors or "
-                "n_imagenet_classes is 0"
-            )
-        for i in range(n):
-            copy = survivors[i % len(survivors)]
-            if kind == "reference_copy":
-                original = imagenet[i % len(imagenet)]
-            elif kind == "within_copy":
-                original = copy
-            else:  # look-alikes of ImageNot and of ImageNet-stand-in images, alternately
-                original = copy if i % 2 == 0 else imagenet[(i // 2) % len(imagenet)]
-            transform, params = "", "{}"
-            if kind != "lookalike":
-                transform = img.TRANSFORMS[i % len(img.TRANSFORMS)]
-                drawn = img.draw_transform(transform, rng, cfg.image_size, cfg.jpeg_quality)
-                params = json.dumps(drawn, sort_keys=True)
-            pairs.append(
-                _Pair(
-                    kind,
-                    original,
-                    writer.best(original),
-                    copy,
-                    writer.best(copy),
-                    transform,
-                    params,
-                )
-            )
-    return pairs
-
-
 def build_world(wn, cfg: DemoSettings, shard_files: list[str]) -> World:
     """Plan the demo world from WordNet and the validated ``demo_world`` config section, in the
     LAION shards ``shard_files`` (their file names, as the laion section names them)."""
@@ -262,43 +175,8 @@ def build_world(wn, cfg: DemoSettings, shard_files: list[str]) -> World:
     unsafe_level = rng.uniform(0.55, 0.99, size=total)
     pwatermark = rng.beta(1.0, 12.0, size=total).astype(np.float32)
 
-    plant_rng = np.random.default_rng([cfg.seed, PLANT_STREAM])
-    pairs = _plan_plants(plan, CaptionWriter(index, plant_rng), plant_rng, cfg)
     free = [p for p in range(total) if planted[order[p]][0] == "no_noun"]
-    if 2 * len(pairs) > len(free):
-        raise ValueError(
-            f"config key demo_world.rows_per_shard: {len(pairs)} planted duplicate pairs need "
-            f"{2 * len(pairs)} rows without a planted caption, {len(free)} are left"
-        )
-    spots = [free[i] for i in plant_rng.choice(len(free), size=2 * len(pairs), replace=False)]
-    # position -> (caption row, image wnid, side, plant) of each row of a planted pair
-    placed: dict[int, tuple] = {}
-    for pair, at_original, at_copy in zip(pairs, spots[0::2], spots[1::2], strict=True):
-        side = cfg.image_size
-        if pair.transform == "resize":
-            side = int(json.loads(pair.params)["side"])
-        original = pair.original
-        placed[at_original] = (
-            ("good", original.role, original.wnid, "", pair.original_text),
-            original.wnid,
-            cfg.image_size,
-            None,
-        )
-        plant = Plant(
-            kind=pair.kind,
-            original_shard=names[at_original // cfg.rows_per_shard],
-            original_row=at_original % cfg.rows_per_shard,
-            original_image_wnid=original.wnid,
-            transform=pair.transform,
-            params=pair.params,
-        )
-        copy = pair.copy
-        placed[at_copy] = (
-            ("good", copy.role, copy.wnid, "", pair.copy_text),
-            original.wnid,
-            side,
-            plant,
-        )
+    placed = place_plants(plan, index, free, names, cfg)
 
     base = cfg.url_base.rstrip("/")
     columns = {n: {k: [] for k in LAION_SCHEMA.names} for n in names}

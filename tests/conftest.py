@@ -23,6 +23,7 @@ GPU_RULES = frozenset(
         "evaluate_robustness",
         "curate_embed",
         "diagnostics_embed_images",
+        "audit_calibrate",  # the encoder on held-apart images and their copies
         "preflight_site",  # CUDA on the site, before every other GPU job (rules/preflight.smk)
         "preflight_model",  # a model's checks, before its own jobs
     }

@@ -161,6 +161,7 @@ def test_the_plan_audits_each_contrast_dataset_against_every_target_set(monkeypa
     assert audit_plan.target_sets(config, "imagenot", "test") == [
         ("imagenet", "test"),
         ("imagenet", "train"),
+        ("imagenet", "val"),
         ("fashion_mnist", "test"),
     ]
     assert audit_plan.target_sets(config, "imagenot", "train")[-2:] == [

@@ -741,3 +741,17 @@ def test_a_model_with_its_own_input_side_is_estimated_at_it(monkeypatch):
             4 * before["cifar10/stresnet18"][scenario], rel=0.01
         )
         assert after["cifar10/stvgg19"][scenario] == before["cifar10/stvgg19"][scenario]
+
+
+def test_the_plan_states_the_audits_cost_at_paper_scale(paper_plan):
+    from imagenot.audit.cost import format_audit
+
+    (row,) = paper_plan["audit"]
+    assert row["dataset"] == "imagenot" and row["images"] == 1_000_000
+    # each split of ImageNot against ImageNet's test and training splits and CIFAR-10's test
+    # split (and its own later splits): more than 1 M x 1.29 M pairs
+    assert row["pairs"] > 1_000_000 * 1_290_000
+    assert row["core_hours"] > 0 and row["index_bytes"] > 1_200_000 * 768 * 4  # ImageNet train
+    text = "\n".join(format_audit(paper_plan["audit"]))
+    assert "core-h of search" in text and "benchmarks/bench_audit.py" in text
+    assert "none (audit.enabled false" in format_audit([])[1]

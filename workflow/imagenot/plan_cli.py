@@ -20,6 +20,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from imagenot.audit.cost import audit_cost, format_audit
 from imagenot.plan_text import (
     _cell,
     _gb,
@@ -181,6 +182,7 @@ def build_plan(
             "total_bound": round(training["bound"] + others, 1),
         },
         "data_stages": data,
+        "audit": audit_cost(config),
         "whole_run": _whole_run(data, wall, stages, gpus),
         "request": _request(
             config, groups, rows, estimate + others, table, measurements, storage_total, done
@@ -289,6 +291,7 @@ def format_plan(plan: dict) -> str:
     out += [f"  note: {n}" for n in notes]
     out += ["", *format_gpu_hours(plan)]
     out += ["", *format_data_stages(plan)]
+    out += ["", *_wrapped(format_audit(plan["audit"]))]
     out += ["", *format_request(plan)]
     out += ["", *format_wall_time(plan)]
     if plan.get("deadline"):

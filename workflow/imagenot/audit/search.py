@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+ADD_ROWS = 65536  # target rows normalised and added to the index at a time
+
 
 def normalise(embeddings: np.ndarray) -> np.ndarray:
     """Rows scaled to unit L2 norm as contiguous float32 (zero rows stay zero)."""
@@ -35,12 +37,12 @@ def flat_index(targets: np.ndarray, use_gpu: bool | None = None):
     one and ``use_gpu`` is not False)."""
     import faiss
 
-    x = normalise(targets)
-    index = faiss.IndexFlatIP(x.shape[1])
+    index = faiss.IndexFlatIP(targets.shape[1])
     gpus = faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
     if gpus and use_gpu is not False:
         index = faiss.index_cpu_to_all_gpus(index)
-    index.add(x)
+    for start in range(0, len(targets), ADD_ROWS):  # normalised a slice at a time: no copy
+        index.add(normalise(targets[start : start + ADD_ROWS]))
     return index
 
 

@@ -318,3 +318,24 @@ def test_calibrate_and_figure_commands_on_a_dataset_on_disk(tmp_path, capsys):
     argv += ["--pdf", str(tmp_path / "f.pdf"), "--png", str(tmp_path / "f.png")]
     assert main(argv) == 0
     assert b"/Type3" not in (tmp_path / "f.pdf").read_bytes()
+
+
+def test_the_encoder_comes_from_its_registry_and_a_missing_input_is_named(monkeypatch):
+    from imagenot.config import ConfigError, validate_config
+    from imagenot.diagnostics import embed
+    from imagenot.diagnostics.encoders import IMAGE_ENCODERS, ImageEncoder
+
+    with pytest.raises(SystemExit, match="a backbone encoder needs --checkpoint and --result"):
+        embed.load_encoder("backbone", None, None, None, "cpu", "audit-calibrate")
+    with pytest.raises(SystemExit, match=r"a clip encoder needs --settings\.clip_model"):
+        embed.load_encoder("clip", None, None, None, "cpu", "embed-images")
+    with pytest.raises(SystemExit, match="'pixels': one of backbone, clip"):
+        embed.load_encoder("pixels", None, None, None, "cpu", "embed-images")
+    with pytest.raises(ConfigError, match="pixels"):
+        validate_config({"diagnostics": {"encoder": {"kind": "pixels"}}})
+    # a registered kind is valid config and is what the command builds
+    toy = ImageEncoder("tests.toy:build", ())
+    with IMAGE_ENCODERS.temporarily("pixels", toy):
+        validate_config({"diagnostics": {"encoder": {"kind": "pixels"}}})
+        monkeypatch.setattr("imagenot.registries.resolve", lambda ref: lambda *a: ("enc", ref))
+        assert embed.load_encoder("pixels", None, None, None, "cpu", "x") == ("enc", toy.build)

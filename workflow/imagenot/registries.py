@@ -94,6 +94,7 @@ REGISTRIES: dict[str, str] = {
     "report_tables": "imagenot.figures.registry:REPORT_TABLES",
     "diagnostics_figures": "imagenot.diagnostics.plan:FIGURES",
     "audit_copies": "imagenot.audit.copies:COPIES",
+    "image_encoders": "imagenot.diagnostics.encoders:IMAGE_ENCODERS",
     "optimizers": "imagenot.train.optim_registry:OPTIMIZERS",
     "schedulers": "imagenot.train.optim_registry:SCHEDULERS",
     "encoders": "imagenot.curate.encoders:ENCODERS",

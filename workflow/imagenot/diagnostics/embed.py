@@ -149,20 +149,34 @@ def load_encoder(
     device: str,
     command: str,
 ) -> tuple[tuple, str]:
-    """``((encode, prepare), description)`` of the encoder ``kind`` (``diagnostics.encoder``):
-    a backbone from ``checkpoint`` and its run's ``result``, or CLIP ``clip_model``; a missing
-    part is a one-line error naming ``command``."""
-    if kind == "backbone":
-        if not checkpoint or not result:
-            raise SystemExit(
-                f"imagenot {command}: a backbone encoder needs --checkpoint and --result"
-            )
-        return backbone_encoder(checkpoint, result, device), f"backbone:{checkpoint}"
-    if kind == "clip":
-        if not clip_model:
-            raise SystemExit(f"imagenot {command}: --settings.clip_model is required for clip")
-        return clip_encoder(clip_model, device), f"clip:{clip_model}"
-    raise SystemExit(f"imagenot {command}: --settings.kind {kind!r}: backbone or clip")
+    """``((encode, prepare), description)`` of the encoder ``kind`` (``diagnostics.encoder``,
+    registered in :data:`imagenot.diagnostics.encoders.IMAGE_ENCODERS`): a backbone from
+    ``checkpoint`` and its run's ``result``, or CLIP ``clip_model``; an unknown kind or a missing
+    input is a one-line error naming ``command``."""
+    from imagenot.diagnostics.encoders import IMAGE_ENCODERS
+    from imagenot.registries import resolve
+
+    if kind not in IMAGE_ENCODERS:
+        raise SystemExit(
+            f"imagenot {command}: --settings.kind {kind!r}: one of {', '.join(IMAGE_ENCODERS)}"
+        )
+    entry = IMAGE_ENCODERS.entry(kind)
+    given = {"clip_model": clip_model, "checkpoint": checkpoint, "result": result}
+    missing = [n for n in entry.needs if not given[n]]
+    if missing:
+        flags = " and ".join(f"--settings.{n}" if n == "clip_model" else f"--{n}" for n in missing)
+        raise SystemExit(f"imagenot {command}: a {kind} encoder needs {flags}")
+    return resolve(entry.build)(clip_model, checkpoint, result, device)
+
+
+def backbone_from_files(clip_model, checkpoint, result, device) -> tuple[tuple, str]:
+    """The ``backbone`` entry of the encoder registry: :func:`backbone_encoder`."""
+    return backbone_encoder(checkpoint, result, device), f"backbone:{checkpoint}"
+
+
+def clip_from_id(clip_model, checkpoint, result, device) -> tuple[tuple, str]:
+    """The ``clip`` entry of the encoder registry: :func:`clip_encoder`."""
+    return clip_encoder(clip_model, device), f"clip:{clip_model}"
 
 
 def embed(images, encode: Callable, prepare: Callable, batch_size: int, device: str):

@@ -499,6 +499,39 @@ def table(ran: dict[str, dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def wheels_only(threads: int) -> int:
+    """``--wheels``: the env step alone, its wheels printed (docs/gpu.md, "What to run first on
+    a GPU"); 0 when nothing is missing."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
+        out = Path(tmp)
+        cmd = [*python(), str(STEPS), "env", "--out", str(out / "env.json"),
+               "--threads", str(threads)]  # fmt: skip
+        path = os.environ.get("PYTHONPATH")
+        env = {
+            **os.environ,
+            "PYTHONPATH": f"{REPO / 'workflow'}{os.pathsep + path if path else ''}",
+        }
+        code, _ = run_step(cmd, LIMITS["env"], out / "env.log", env)
+        if code != 0 or not (out / "env.json").is_file():
+            print((out / "env.log").read_text()[-2000:], file=sys.stderr)
+            return 1
+        found = json.loads((out / "env.json").read_text())
+    missing, short = found["missing_wheels"], found.get("glibc_short") or {}
+    print(f"python {found['python']} ({found['executable']}), torch {found['torch']}, "
+          f"torchvision {found['torchvision']}, glibc {found.get('glibc')}")  # fmt: skip
+    print("missing wheels: " + (" ".join(missing) if missing else "none"))
+    if missing:
+        print(found["pip_download"])
+    for why in short.values():
+        print(f"cannot install here: {why}")
+    broken = found.get("project_imports")
+    if broken != "ok":
+        print("project modules that do not import yet: " + ", ".join(broken))
+    return 1 if missing or short else 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("out_dir", nargs="?", help="where the report goes (or --out)")
@@ -511,7 +544,15 @@ def main() -> int:
     p.add_argument(
         "--plain-loop", help="the reference plain loop (default: benchmarks/gpu_plain_loop.py)"
     )
+    p.add_argument(
+        "--wheels",
+        action="store_true",
+        help="only the env step: the wheels this python lacks and the pip line that fetches\n"
+        "them for this node (exit 1 when one is missing or cannot install here)",
+    )
     args = p.parse_args()
+    if args.wheels:
+        return wheels_only(args.threads)
     if args.budget is None:
         args.budget = 900.0 if args.cpu else 345.0
     if args.cpu:  # the demo's tiny models, in one preflight

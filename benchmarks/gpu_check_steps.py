@@ -208,7 +208,7 @@ def step_env(args) -> dict:
     if out["missing_wheels"]:
         python = ".".join(platform.python_version_tuple()[:2])
         out["pip_download"] = pip_download(python, platform.machine(), out["missing_wheels"])
-    out["glibc_short"] = glibc_short(WHEEL_PLATFORMS, glibc)
+    out["glibc_short"] = glibc_short(out["missing_wheels"], glibc)
     broken = {}
     for module in ("imagenot.cli", "imagenot.train.loop", "imagenot.evaluate.robustness",
                    "imagenot.curate.encoders"):  # fmt: skip

@@ -125,21 +125,26 @@ def test_the_gpu_check_runs_every_step_with_only_torch_torchvision_numpy_and_its
     assert not (REPO / "results" / "gpu_check").exists()  # everything went where it was told
 
 
-def test_the_check_names_the_wheels_a_bare_python_lacks(no_venv, tmp_path):
+def test_the_check_names_the_wheels_a_bare_python_lacks(no_venv):
+    """``gpu_check.py --wheels`` on a python with torch, torchvision and numpy alone: the wheels
+    missing, the pip line for this node (each platform tag), and exit status 1."""
     (base, _), _ = no_venv
-    out = tmp_path / "env.json"
     done = subprocess.run(
-        [sys.executable, "-S", "benchmarks/gpu_check_steps.py", "env", "--out", str(out)],
+        [sys.executable, "-S", "benchmarks/gpu_check.py", "--wheels"],
         cwd=REPO,
         env=_env([base]),
         capture_output=True,
         text=True,
         timeout=300,
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    env = json.loads(out.read_text())
-    assert {"pyyaml", "jsonschema", "pyarrow"} <= set(env["missing_wheels"])
-    assert "imagenot.cli" in env["project_imports"]
+    assert done.returncode == 1, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    missing = next(line for line in lines if line.startswith("missing wheels: ")).split()[2:]
+    assert {"pyyaml", "jsonschema", "pyarrow"} <= set(missing)
+    assert (
+        "pip download --only-binary=:all:" in done.stdout and "--platform manylinux" in done.stdout
+    )
+    assert "imagenot.cli" in done.stdout  # the project's modules wait for them
 
 
 def test_the_plain_loop_is_the_projects_reference_and_the_models_are_the_papers():

@@ -27,11 +27,7 @@ rule curate_match:
     params:
         settings=to_arg(curate_settings.MatchSettings.from_config(config)),
     shell:
-        job(
-            "imagenot match {input.shard} --lemmas {input.lemmas} --matches {output.matches}"
-            " --counts {output.counts} --stats {output.stats} --settings {params.settings}"
-            " > {log} 2>&1"
-        )
+        step("match")
 
 
 # Steps 1-5 per dataset: class counts summed over the shards (gather), ImageNet overlap, min
@@ -61,12 +57,7 @@ rule curate_candidates:
             curate_settings.CandidatesSettings.from_config(config, dataset=wc.dataset)
         ),
     shell:
-        job(
-            "imagenot curate-candidates --counts {input.counts} --lemmas {input.lemmas}"
-            " --nltk-data {input.nltk_data}"
-            " --settings {params.settings} --candidates {output.candidates}"
-            " --audit {output.audit} --stats {output.stats} > {log} 2>&1"
-        )
+        step("curate-candidates")
 
 
 # Step 6 per dataset and shard: captions naming exactly one candidate class (streamed).
@@ -93,11 +84,7 @@ rule curate_captions:
             curate_settings.CaptionSettings.from_config(config, shard=wc.shard)
         ),
     shell:
-        job(
-            "imagenot curate-captions --shard {input.shard} --matches {input.matches}"
-            " --candidates {input.candidates} --settings {params.settings}"
-            " --captions {output.captions} --stats {output.stats} > {log} 2>&1"
-        )
+        step("curate-captions")
 
 
 # Step 7, once per dataset: the class queries' vectors ("<name> which is <gloss>"; thousands).
@@ -119,10 +106,7 @@ rule curate_queries:
     params:
         settings=to_arg(curate_settings.QueriesSettings.from_config(config)),
     shell:
-        job(
-            "imagenot curate-queries --candidates {input.candidates} --settings {params.settings}"
-            " --queries {output.queries} > {log} 2>&1"
-        )
+        step("curate-queries")
 
 
 # Step 7 per dataset and part (GPU): embed each distinct caption once in resumable chunks and
@@ -152,11 +136,7 @@ rule curate_embed:
         work=curate_paths.EMBEDDINGS,
         gpu_job=gpu_job_option(),
     shell:
-        job(
-            "imagenot curate-embed --captions {input.captions} --candidates {input.candidates}"
-            " --queries {input.queries} --settings {params.settings} --work-dir {params.work}"
-            " {params.gpu_job} --scores {output.scores} --stats {output.stats} > {log} 2>&1"
-        )
+        step("curate-embed")
 
 
 # Steps 7b-8 (gather): class scores from each class's best captions over all parts, threshold,
@@ -187,13 +167,7 @@ rule curate_select:
             curate_settings.SelectSettings.from_config(config, dataset=wc.dataset)
         ),
     shell:
-        job(
-            "imagenot curate-select --scores {input.scores} --captions {input.captions}"
-            " --candidates {input.candidates} --settings {params.settings}"
-            " --classes {output.classes} --selection {output.selection}"
-            " --reserve {output.reserve} --class-scores {output.class_scores}"
-            " --stats {output.stats} > {log} 2>&1"
-        )
+        step("curate-select")
 
 
 # Audit trail (every synset considered, the step that removed or kept it) and funnel.
@@ -231,14 +205,7 @@ rule curate_audit:
     resources:
         **class_resources("light"),
     shell:
-        job(
-            "imagenot curate-audit --match-stats {input.match_stats} --candidates {input.candidates}"
-            " --candidates-audit {input.candidates_audit}"
-            " --candidates-stats {input.candidates_stats} --caption-stats {input.caption_stats}"
-            " --class-scores {input.class_scores} --selection-stats {input.selection_stats}"
-            " --audit {output.audit} --audit-csv {output.audit_csv}"
-            " --funnel {output.funnel} > {log} 2>&1"
-        )
+        step("curate-audit")
 
 
 # Step 7 check: does the threshold fit the encoder? Classes passing each threshold of a grid.
@@ -278,8 +245,4 @@ rule curate_calibration:
             curate_settings.CalibrationSettings.from_config(config, dataset=wc.dataset)
         ),
     shell:
-        job(
-            "imagenot curate-calibration --class-scores {input.class_scores}"
-            " --settings {params.settings} --csv {output.csv} --summary {output.summary}"
-            " --figure {output.figure} > {log} 2>&1"
-        )
+        step("curate-calibration")

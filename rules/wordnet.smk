@@ -37,6 +37,4 @@ rule noun_lemmas:
     resources:
         **class_resources("light"),
     shell:
-        job(
-            "imagenot lemmas --nltk-data {input.nltk_data} --lemmas {output.lemmas} > {log} 2>&1"
-        )
+        step("lemmas")

@@ -17,12 +17,11 @@ from imagenot.curate import plan
 from imagenot.curate.calibration import (
     CalibrationError,
     calibrate,
-    parse_settings,
+    check_grid,
     read_scores,
-    write_calibration,
 )
 from imagenot.curate.settings import CalibrationSettings
-from imagenot.settings import to_json
+from imagenot.settings import parse, to_json
 
 SCORES = [0.95, 0.9, 0.85, 0.82, 0.81, 0.6, math.nan]
 
@@ -51,7 +50,9 @@ def _settings(**overrides) -> CalibrationSettings:
         "encoder": "transformers: roberta-large, mean pooling",
         **overrides,
     }
-    return parse_settings(json.dumps(values))
+    settings = CalibrationSettings(**values)
+    check_grid(settings)
+    return settings
 
 
 def test_grid_runs_from_start_to_stop_inclusive():
@@ -114,35 +115,37 @@ def test_bad_scores_table_is_named(tmp_path):
         read_scores(path)
 
 
-def test_settings_json_names_a_wrong_key():
-    good = json.loads(json.dumps(_settings().__dict__))
-    with pytest.raises(CalibrationError, match=r"unknown key\(s\) \['treshold'\]"):
-        parse_settings(json.dumps({**good, "treshold": 0.8}))
-    with pytest.raises(CalibrationError, match=r"missing key\(s\) \['encoder'\]"):
-        parse_settings(json.dumps({k: v for k, v in good.items() if k != "encoder"}))
-    with pytest.raises(
-        CalibrationError, match=r"--settings: key n_classes must be an integer, not 2\.5"
-    ):
-        parse_settings(json.dumps({**good, "n_classes": 2.5}))
-    with pytest.raises(CalibrationError, match=r"grid .* is empty"):
-        parse_settings(json.dumps({**good, "start": 0.9, "stop": 0.5}))
-
-
-def test_cli_writes_tables_and_figure(tmp_path):
+def _cli(tmp_path, settings: dict, figure="calibration.png", rc=0) -> dict:
+    """``imagenot curate-calibration`` on the planted scores (exit status ``rc``): its outputs
+    by name."""
     from imagenot.cli import main
 
     scores = tmp_path / "class_scores.parquet"
     pq.write_table(_scores_table(), scores)
-    out = {n: tmp_path / n for n in ("calibration.csv", "summary.csv", "calibration.png")}
-    settings = json.dumps(_settings().__dict__)
-    args = {
-        "--class-scores": scores,
-        "--settings": settings,
-        "--csv": out["calibration.csv"],
-        "--summary": out["summary.csv"],
-        "--figure": out["calibration.png"],
-    }
-    main(["curate-calibration", *(str(x) for pair in args.items() for x in pair)])
+    out = {n: tmp_path / n for n in ("calibration.csv", "summary.csv", figure)}
+    args = {"--class-scores": scores, "--settings": json.dumps(settings)}
+    args.update({"--csv": out["calibration.csv"], "--summary": out["summary.csv"]})
+    args["--figure"] = out[figure]
+    assert main(["curate-calibration", *(str(x) for pair in args.items() for x in pair)]) == rc
+    return out
+
+
+def test_settings_json_names_a_wrong_key(tmp_path):
+    good = json.loads(to_json(_settings()))
+    for bad, words in (
+        ({**good, "treshold": 0.8}, r"unknown key\(s\) \['treshold'\]"),
+        ({k: v for k, v in good.items() if k != "encoder"}, r"missing key\(s\) \['encoder'\]"),
+        ({**good, "n_classes": 2.5}, r"--settings: key n_classes must be an integer, not 2\.5"),
+    ):
+        with pytest.raises(SystemExit, match=words):
+            _cli(tmp_path, bad)
+    _cli(tmp_path, {**good, "start": 0.9, "stop": 0.5}, rc=2)  # one line, no traceback
+    with pytest.raises(CalibrationError, match=r"grid .* is empty"):
+        check_grid(_settings(start=0.9, stop=0.5))
+
+
+def test_cli_writes_tables_and_figure(tmp_path):
+    out = _cli(tmp_path, json.loads(to_json(_settings())))
     table = pacsv.read_csv(out["calibration.csv"])
     assert table.column_names == [
         "threshold",
@@ -154,8 +157,7 @@ def test_cli_writes_tables_and_figure(tmp_path):
     summary = pacsv.read_csv(out["summary.csv"]).to_pydict()
     assert dict(zip(summary["statistic"], summary["value"], strict=True))["classes"] == 7
     assert out["calibration.png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    svg = tmp_path / "calibration.svg"
-    write_calibration(scores, _settings(), out["calibration.csv"], out["summary.csv"], svg)
+    svg = _cli(tmp_path, json.loads(to_json(_settings())), "calibration.svg")["calibration.svg"]
     assert b"<svg" in svg.read_bytes()[:1000]
 
 
@@ -166,7 +168,7 @@ def test_plan_targets_and_settings(repo_root):
         assert set(plan.calibration_outputs(dataset)) <= set(targets)
     assert "results/curate/imagenot/calibration.png" in targets
     built = CalibrationSettings.from_config(demo, dataset="imagenot")
-    settings = parse_settings(to_json(built))
+    settings = parse(CalibrationSettings, to_json(built))
     assert settings == built
     assert settings.threshold == demo["curate"]["threshold"]
     own = demo["datasets"]["imagenot"]

@@ -128,15 +128,24 @@ def test_rules_build_each_settings_object_whole(repo_root):
 
 
 def test_commands_parse_each_settings_class_whole():
-    """Each curate command parses its whole class (``parse(XSettings, ...)``; calibration through
-    ``parse_settings``, which adds the grid check), so a new field needs no command edit; and
-    the plan holds no settings builder a key could be added to."""
-    source = Path(curate_cli.__file__).read_text()
-    for name in ("CandidatesSettings", "CaptionSettings", "QueriesSettings", "EmbedSettings"):
-        assert f"parse({name}, args.settings)" in source, name
-    assert "parse(SelectSettings, args.settings)" in source
-    assert "parse(MatchSettings, args.settings)" in source
-    assert "parse_settings(args.settings)" in source  # CalibrationSettings
+    """Each curate step declares its whole settings class (imagenot.steps parses it before the
+    handler runs), so a new field needs no command edit; and the plan holds no settings builder
+    a key could be added to."""
+    from imagenot.steps import STEPS
+
+    declared = {
+        step.settings.split(":")[1]
+        for name in STEPS.names()
+        if (step := STEPS.entry(name)).settings
+        and step.settings.startswith("imagenot.curate.settings:")
+    }
+    classes = {
+        name
+        for name, cls in vars(settings).items()
+        if isinstance(cls, type) and issubclass(cls, FromConfig) and cls is not FromConfig
+    }
+    assert declared == classes, declared ^ classes
+    assert "parse(" not in Path(curate_cli.__file__).read_text()
     builders = [n for n in vars(plan) if n.endswith("_settings")]
     assert not builders, f"curate/plan.py builds settings again: {builders}"
 

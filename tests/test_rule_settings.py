@@ -283,8 +283,8 @@ def test_match_runs_on_the_rules_settings_and_hand_flags_default_from_the_schema
     seen = {}
     real = curate_cli.match_settings
 
-    def spy(args):
-        seen["s"] = real(args)
+    def spy(*args, **flags):
+        seen["s"] = real(*args, **flags)
         return seen["s"]
 
     monkeypatch.setattr(curate_cli, "match_settings", spy)

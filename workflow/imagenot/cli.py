@@ -22,7 +22,6 @@ STAGE_CLIS = (
     "imagenot.plan_cli",
     "imagenot.demo.cli",
     "imagenot.demo.scale_cli",
-    "imagenot.curate.cli",
     "imagenot.acquire.cli",
     "imagenot.train.cli",
     "imagenot.train.preflight_cli",

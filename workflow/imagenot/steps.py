@@ -138,7 +138,93 @@ STEPS = Registry("step")
 """Every step declared this way, by command name; the workflow's other commands register
 their parsers themselves (``imagenot.cli.STAGE_CLIS``)."""
 
+_CURATE = "imagenot.curate.files:{}Files", "imagenot.curate.settings:{}Settings"
+_GPU_JOB = Option(
+    "gpu_job",
+    "the config plans this job for a GPU (resources.gpus > 0): stop without one",
+    rule="{params.gpu_job}",
+    switch=True,
+)
+
+
+def _curate(name: str, help: str, kind: str, settings: bool = True, **more: Any) -> Step:
+    """A curate step: its files and settings classes are ``<kind>Files``, ``<kind>Settings``
+    of the curate stage, its handler ``imagenot.curate.cli``'s function of its last word."""
+    files, settings_class = (ref.format(kind) for ref in _CURATE)
+    run = f"imagenot.curate.cli:{name.split('-')[-1]}"
+    return Step(name, help, run, files, settings_class if settings else None, **more)
+
+
 for _step in (
+    _curate(
+        "match",
+        "match every WordNet noun lemma against the TEXT column of a parquet file",
+        "Match",
+        hand_settings=True,
+        description="Writes (row, wnid), one row per match: case-insensitive, whole words, "
+        "after lowercasing and turning every non-letter/digit run into one space.",
+        options=(
+            Option(
+                "nltk_data",
+                "without --lemmas: NLTK_DATA dir with WordNet 3.0 (default: "
+                "the workflow's, results/wordnet/nltk_data)",
+                metavar="NLTK_DATA",
+            ),
+            Option(
+                "batch_rows",
+                "rows matched per batch, instead of --settings (default: the "
+                "schema's laion.batch_rows)",
+                type=int,
+            ),
+            Option(
+                "max_caption_bytes",
+                "longer captions are skipped, instead of --settings "
+                "(default: the schema's laion.max_caption_bytes)",
+                type=int,
+            ),
+            Option(
+                "require_url",
+                "also require a URL string column, instead of --settings "
+                "(LAION shards: the workflow's images come from it)",
+                switch=True,
+            ),
+        ),
+    ),
+    _curate(
+        "lemmas",
+        "write every (lemma, wnid) pair of WordNet's nouns to parquet (the match lexicon)",
+        "Lemmas",
+        settings=False,
+        description="Loading WordNet takes seconds; matching jobs read this table instead.",
+    ),
+    _curate("curate-candidates", "class selection steps 1-5 with audit trail", "Candidates"),
+    _curate("curate-captions", "step 6 for one shard: single-class captions", "Caption"),
+    _curate("curate-queries", "step 7: embed the class queries", "Queries"),
+    _curate(
+        "curate-embed",
+        "step 7 for one part: each caption's similarity to its class query",
+        "Embed",
+        options=(
+            Option(
+                "work_dir",
+                "resumable chunk files of this part",
+                rule="{params.work}",
+                required=True,
+                metavar="DIR",
+            ),
+            _GPU_JOB,
+        ),
+    ),
+    _curate("curate-select", "steps 7b-8: score classes, select captions", "Select"),
+    _curate("curate-audit", "audit trail and funnel of a curated dataset", "Audit", False),
+    _curate(
+        "curate-calibration",
+        "step 7 check: classes passing each similarity threshold, score distribution",
+        "Calibration",
+        description="Reads class_scores.parquet and writes, for a grid of thresholds, the "
+        "number of classes whose score reaches it, a summary of the scores, and a figure with "
+        "the configured threshold and n_classes marked.",
+    ),
     Step(
         "prepare-wordnet",
         "build an nltk-readable WordNet 3.0 corpus",
@@ -170,12 +256,7 @@ for _step in (
                 type=int,
                 required=True,
             ),
-            Option(
-                "gpu_job",
-                "the config plans this job for a GPU (resources.gpus > 0): stop without one",
-                rule="{params.gpu_job}",
-                switch=True,
-            ),
+            _GPU_JOB,
         ),
     ),
     Step(

@@ -31,6 +31,7 @@ SCORE_TOLERANCE = 1e-2
 
 
 if TYPE_CHECKING:
+    from imagenot.curate.files import CalibrationFiles
     from imagenot.curate.settings import CalibrationSettings
 
 
@@ -38,23 +39,15 @@ class CalibrationError(ValueError):
     """Bad calibration input; the message names the file, row or key."""
 
 
-def parse_settings(text: str) -> CalibrationSettings:
-    """The JSON settings argument (:func:`imagenot.settings.parse`: a missing, unknown or
-    mistyped key is named), its grid checked (CalibrationError)."""
-    from imagenot.curate.settings import CalibrationSettings
-    from imagenot.settings import SettingsError, parse
-
-    try:
-        settings = parse(CalibrationSettings, text)
-    except SettingsError as exc:
-        raise CalibrationError(str(exc)) from None
+def check_grid(settings: CalibrationSettings) -> None:
+    """A grid without a threshold (``step <= 0`` or ``stop < start``) is refused, naming the
+    keys (CalibrationError)."""
     if not settings.step > 0 or settings.stop < settings.start:
         raise CalibrationError(
             f"--settings: the grid start {settings.start}, stop {settings.stop}, step "
             f"{settings.step} is empty (config keys curate.calibration.*: step > 0, "
             "stop >= start)"
         )
-    return settings
 
 
 def read_scores(path: str | os.PathLike) -> pa.Table:
@@ -200,29 +193,24 @@ def calibration_figure(scores: pa.Table, per_threshold: pa.Table, settings: Cali
     return fig
 
 
-def write_calibration(
-    scores_path: str | os.PathLike,
-    settings: CalibrationSettings,
-    csv_out: str | os.PathLike,
-    summary_out: str | os.PathLike,
-    figure_out: str | os.PathLike,
-) -> pa.Table:
+def write_calibration(f: CalibrationFiles, settings: CalibrationSettings) -> pa.Table:
     """Read the scores, write the two CSVs and the figure (PNG, or SVG by suffix), atomically;
     return the summary."""
     import matplotlib.pyplot as plt
 
     from imagenot.io import atomic_path, write_csv
 
-    suffix = Path(figure_out).suffix.lower()
+    check_grid(settings)
+    suffix = Path(f.figure).suffix.lower()
     if suffix not in (".png", ".svg"):
-        raise CalibrationError(f"{figure_out}: the figure is written as .png or .svg")
-    scores = read_scores(scores_path)
+        raise CalibrationError(f"{f.figure}: the figure is written as .png or .svg")
+    scores = read_scores(f.class_scores)
     per_threshold, summary = calibrate(scores, settings)
-    write_csv(per_threshold, csv_out)
-    write_csv(summary, summary_out)
+    write_csv(per_threshold, f.csv)
+    write_csv(summary, f.summary)
     fig = calibration_figure(scores, per_threshold, settings)
     metadata = {"Software": None} if suffix == ".png" else {"Date": None, "Creator": None}
-    with atomic_path(figure_out, suffix) as tmp:
+    with atomic_path(f.figure, suffix) as tmp:
         fig.savefig(tmp, format=suffix[1:], dpi=150, metadata=metadata)
     plt.close(fig)
     return summary

@@ -1,170 +1,57 @@
-"""`imagenot` subcommands of the curate stage (one per rule; heavy imports inside handlers).
-
-A rule hands its command its files by role (a class of :mod:`imagenot.curate.files`, whose
-fields are the command's flags) and everything the config decides as one ``--settings`` JSON
-object (a settings object of :mod:`imagenot.curate.settings`, built by its ``from_config``).
-``match`` and ``lemmas`` are typed by hand too: ``match`` keeps its flags, whose defaults are the
-schema's.
+"""The handlers of the curate stage's steps (declared in :mod:`imagenot.steps`), one per rule: each
+takes its files by role (a class of :mod:`imagenot.curate.files`) and the settings object its
+rule built (:mod:`imagenot.curate.settings`); heavy imports stay inside. ``match`` is typed by
+hand too: without ``--settings`` its flags, whose defaults are the schema's, make the settings.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
+from typing import TYPE_CHECKING
 
-from imagenot.cli import subcommand
-from imagenot.curate import files
-from imagenot.curate.settings import (
-    CalibrationSettings,
-    CandidatesSettings,
-    CaptionSettings,
-    EmbedSettings,
-    MatchSettings,
-    QueriesSettings,
-    SelectSettings,
-)
-from imagenot.settings import parse
 from imagenot.wordnet import NLTK_DATA
+
+if TYPE_CHECKING:
+    from imagenot.curate import files as fs
+    from imagenot.curate import settings as ss
 
 log = logging.getLogger(__name__)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add this stage's subcommands."""
-    p = subcommand(
-        subparsers,
-        "match",
-        _match,
-        files=files.MatchFiles,
-        description="Writes (row, wnid), one row per match: case-insensitive, whole words, "
-        "after lowercasing and turning every non-letter/digit run into one space.",
-    )
-    p.add_argument(
-        "--nltk-data", default=NLTK_DATA, help="without --lemmas: NLTK_DATA dir with WordNet 3.0"
-    )
-    p.add_argument(
-        "--batch-rows",
-        type=int,
-        default=None,
-        help="rows matched per batch (default: the schema's laion.batch_rows)",
-    )
-    p.add_argument(
-        "--max-caption-bytes",
-        type=int,
-        default=None,
-        help="longer captions are skipped (default: the schema's laion.max_caption_bytes)",
-    )
-    p.add_argument(
-        "--require-url",
-        action="store_true",
-        help="also require a URL string column (LAION shards: the workflow's images come from it)",
-    )
-    p.add_argument(
-        "--settings",
-        default=None,
-        metavar="JSON",
-        help="instead of the three flags above: JSON (imagenot.curate.settings.MatchSettings, "
-        "what the rule passes)",
-    )
-
-    subcommand(
-        subparsers,
-        "lemmas",
-        _lemmas,
-        files=files.LemmasFiles,
-        description="Loading WordNet takes seconds; matching jobs read this table instead.",
-    )
-    subcommand(
-        subparsers,
-        "curate-candidates",
-        _candidates,
-        files=files.CandidatesFiles,
-        settings=CandidatesSettings,
-    )
-    subcommand(
-        subparsers, "curate-captions", _captions, files=files.CaptionFiles, settings=CaptionSettings
-    )
-    subcommand(
-        subparsers, "curate-queries", _queries, files=files.QueriesFiles, settings=QueriesSettings
-    )
-    p = subcommand(
-        subparsers, "curate-embed", _embed, files=files.EmbedFiles, settings=EmbedSettings
-    )
-    p.add_argument("--work-dir", required=True, help="resumable chunk files of this part")
-    p.add_argument(
-        "--gpu-job",
-        action="store_true",
-        help="the config plans this job for a GPU (resources.gpus > 0): stop without one",
-    )
-    subcommand(
-        subparsers, "curate-select", _select, files=files.SelectFiles, settings=SelectSettings
-    )
-    subcommand(subparsers, "curate-audit", _audit, files=files.AuditFiles)
-    subcommand(
-        subparsers,
-        "curate-calibration",
-        _calibration,
-        files=files.CalibrationFiles,
-        settings=CalibrationSettings,
-        description="Reads class_scores.parquet and writes, for a grid of thresholds, the number "
-        "of classes whose score reaches it, a summary of the scores, and a figure with the "
-        "configured threshold and n_classes marked.",
-    )
-
-
-def _read_json(path: str) -> dict:
-    from imagenot.io import read_json
-
-    return read_json(path)
-
-
-def match_settings(args: argparse.Namespace) -> MatchSettings:
+def match_settings(
+    settings: ss.MatchSettings | None,
+    batch_rows: int | None,
+    max_caption_bytes: int | None,
+    require_url: bool,
+) -> ss.MatchSettings:
     """The rule's ``--settings``, or the hand-typed flags with the schema's defaults (never both:
     a flag beside ``--settings`` would be silently ignored)."""
     from imagenot.config import schema_default
+    from imagenot.curate.settings import MatchSettings
 
-    if args.settings is not None:
-        given = [
-            flag
-            for flag, value in (
-                ("--batch-rows", args.batch_rows),
-                ("--max-caption-bytes", args.max_caption_bytes),
-                ("--require-url", args.require_url or None),
-            )
-            if value is not None
-        ]
+    flags = {"--batch-rows": batch_rows, "--max-caption-bytes": max_caption_bytes}
+    if settings is not None:
+        given = [f for f, v in {**flags, "--require-url": require_url or None}.items() if v]
         if given:
             raise ValueError(f"--settings replaces {', '.join(given)}: give one or the other")
-        return parse(MatchSettings, args.settings)
-    return MatchSettings(
-        batch_rows=(
-            args.batch_rows if args.batch_rows is not None else schema_default("laion.batch_rows")
-        ),
-        max_caption_bytes=(
-            args.max_caption_bytes
-            if args.max_caption_bytes is not None
-            else schema_default("laion.max_caption_bytes")
-        ),
-        require_url=args.require_url,
-    )
+        return settings
+    keys = ("laion.batch_rows", "laion.max_caption_bytes")
+    values = [
+        v if v is not None else schema_default(k) for v, k in zip(flags.values(), keys, strict=True)
+    ]
+    return MatchSettings(*values, require_url=require_url)
 
 
-def _match(args: argparse.Namespace) -> None:
+def match(f: fs.MatchFiles, settings: ss.MatchSettings | None, nltk_data: str | None, **flags):
     """Match every WordNet noun lemma against the TEXT column of a parquet file."""
     import pyarrow as pa
 
-    from imagenot.curate.match import (
-        LemmaIndex,
-        Matcher,
-        read_lemma_table,
-        write_shard_matches,
-    )
+    from imagenot.curate.match import LemmaIndex, Matcher, read_lemma_table, write_shard_matches
     from imagenot.curate.shards import open_shard, required_columns
     from imagenot.io import keep_freed_memory, write_json, write_parquet
 
-    s = match_settings(args)
-    f = files.MatchFiles.from_args(args)
+    s = match_settings(settings, **flags)
     # A one-shot process whose batches allocate and free arrays of 10-100 MB: reused heap memory
     # instead of fresh zeroed pages (60% fewer page faults, 0.2-0.3 s less per 1M captions).
     keep_freed_memory()
@@ -173,52 +60,37 @@ def _match(args: argparse.Namespace) -> None:
     if f.lemmas:
         index = LemmaIndex.from_lemma_table(read_lemma_table(f.lemmas))
     else:
-        index = LemmaIndex.from_wordnet(args.nltk_data)
+        index = LemmaIndex.from_wordnet(nltk_data or NLTK_DATA)
     stats = write_shard_matches(f.shard, Matcher(index), f.matches, s)
     counts = stats.pop("counts")
     if f.counts:
-        write_parquet(
-            pa.table(
-                {
-                    "wnid": pa.array(list(counts), pa.string()),
-                    "n": pa.array(list(counts.values()), pa.int64()),
-                }
-            ),
-            f.counts,
-        )
+        columns = {"wnid": (list(counts), pa.string()), "n": (list(counts.values()), pa.int64())}
+        write_parquet(pa.table({k: pa.array(*v) for k, v in columns.items()}), f.counts)
     if f.stats:
         write_json(stats, f.stats)
     log.info("%s: %s", f.shard, json.dumps(stats))
 
 
-def _lemmas(args: argparse.Namespace) -> None:
+def lemmas(f: fs.LemmasFiles) -> None:
     """Write every (lemma, wnid) pair of WordNet's nouns to parquet (the match lexicon)."""
     from imagenot.io import write_parquet
     from imagenot.wordnet import load_wordnet, noun_lemma_table
 
-    f = files.LemmasFiles.from_args(args)
     table = noun_lemma_table(load_wordnet(f.nltk_data or NLTK_DATA))
     write_parquet(table, f.lemmas)
     log.info("%s: %d (lemma, wnid) pairs", f.lemmas, table.num_rows)
 
 
-def _candidates(args: argparse.Namespace) -> None:
+def candidates(f: fs.CandidatesFiles, s: ss.CandidatesSettings) -> None:
     """Class selection steps 1-5 with audit trail."""
     from imagenot.curate.candidates import build_candidates, sum_counts
     from imagenot.curate.match import read_lemma_table
     from imagenot.io import write_json, write_parquet
     from imagenot.wordnet import imagenet_wnids, load_wordnet
 
-    s = parse(CandidatesSettings, args.settings)
-    f = files.CandidatesFiles.from_args(args)
-    wn = load_wordnet(f.nltk_data)
-    counts = sum_counts(f.counts)
+    lemma_table = read_lemma_table(f.lemmas) if f.lemmas else None
     table, audit, stats = build_candidates(
-        counts,
-        wn,
-        s,
-        imagenet_wnids(),
-        lemma_table=read_lemma_table(f.lemmas) if f.lemmas else None,
+        sum_counts(f.counts), load_wordnet(f.nltk_data), s, imagenet_wnids(), lemma_table
     )
     write_parquet(audit, f.audit)
     write_json(stats, f.stats)
@@ -226,57 +98,54 @@ def _candidates(args: argparse.Namespace) -> None:
     log.info("%d candidate classes (%s)", table.num_rows, json.dumps(stats))
 
 
-def _captions(args: argparse.Namespace) -> None:
-    """Step 6 for one shard: single-class captions."""
-    from imagenot.curate.captions import write_shard_captions
-    from imagenot.io import read_parquet, write_json
-
-    settings = parse(CaptionSettings, args.settings)
-    f = files.CaptionFiles.from_args(args)
-    classes = read_parquet(f.candidates, columns=["wnid"]).column("wnid").to_pylist()
-    stats = write_shard_captions(f.shard, f.matches, classes, f.captions, settings)
-    write_json(stats, f.stats)
-    log.info("%s (%s): %s", settings.shard, f.shard, json.dumps(stats))
-
-
-def _queries(args: argparse.Namespace) -> None:
-    """Step 7: embed the class queries."""
-    from imagenot.curate.embed import embed_queries
+def _column(path: str, name: str) -> list:
     from imagenot.io import read_parquet
 
-    s = parse(QueriesSettings, args.settings)
-    f = files.QueriesFiles.from_args(args)
-    queries = read_parquet(f.candidates, columns=["query"]).column("query").to_pylist()
-    info = embed_queries(queries, s, f.queries)
-    log.info("embedded %d class queries (%s)", len(queries), json.dumps(info))
+    return read_parquet(path, columns=[name]).column(name).to_pylist()
 
 
-def _embed(args: argparse.Namespace) -> None:
+def captions(f: fs.CaptionFiles, s: ss.CaptionSettings) -> None:
+    """Step 6 for one shard: single-class captions."""
+    from imagenot.curate.captions import write_shard_captions
+    from imagenot.io import write_json
+
+    classes = _column(f.candidates, "wnid")
+    stats = write_shard_captions(f.shard, f.matches, classes, f.captions, s)
+    write_json(stats, f.stats)
+    log.info("%s (%s): %s", s.shard, f.shard, json.dumps(stats))
+
+
+def queries(f: fs.QueriesFiles, s: ss.QueriesSettings) -> None:
+    """Step 7: embed the class queries."""
+    from imagenot.curate.embed import embed_queries
+
+    texts = _column(f.candidates, "query")
+    info = embed_queries(texts, s, f.queries)
+    log.info("embedded %d class queries (%s)", len(texts), json.dumps(info))
+
+
+def embed(f: fs.EmbedFiles, s: ss.EmbedSettings, work_dir: str, gpu_job: bool) -> None:
     """Step 7 for one part: each caption's similarity to its class query."""
-
     from imagenot.curate.embed import embed_part, encoder_spec
-    from imagenot.io import read_npy, read_parquet, write_json
+    from imagenot.io import read_npy, write_json
 
-    settings = parse(EmbedSettings, args.settings)
-    f = files.EmbedFiles.from_args(args)
-    encoder_spec(settings)  # a wrong encoder section stops here, naming the key
-    if args.gpu_job or settings.device == "cuda":
+    encoder_spec(s)  # a wrong encoder section stops here, naming the key
+    if gpu_job or s.device == "cuda":
         import dataclasses
 
         from imagenot.curate.encoders import CONFIG_KEY
         from imagenot.device import cuda_available, resolve_device
 
         # by fact, before any caption is read: a GPU job without a GPU stops (imagenot.device)
-        where = f"{CONFIG_KEY}.device"
-        device = resolve_device(settings.device, args.gpu_job, cuda_available(), where)
-        settings = dataclasses.replace(settings, device=device)
-    wnids = read_parquet(f.candidates, columns=["wnid"]).column("wnid").to_pylist()
-    stats = embed_part(f.captions, wnids, read_npy(f.queries), settings, args.work_dir, f.scores)
+        device = resolve_device(s.device, gpu_job, cuda_available(), f"{CONFIG_KEY}.device")
+        s = dataclasses.replace(s, device=device)
+    wnids = _column(f.candidates, "wnid")
+    stats = embed_part(f.captions, wnids, read_npy(f.queries), s, work_dir, f.scores)
     write_json(stats, f.stats)
     log.info("%s: %s", f.captions, json.dumps(stats))
 
 
-def _select(args: argparse.Namespace) -> None:
+def select(f: fs.SelectFiles, s: ss.SelectSettings) -> None:
     """Steps 7b-8: score classes, select captions."""
     import numpy as np
 
@@ -291,8 +160,6 @@ def _select(args: argparse.Namespace) -> None:
     )
     from imagenot.io import read_parquet, write_json, write_parquet
 
-    s = parse(SelectSettings, args.settings)
-    f = files.SelectFiles.from_args(args)
     if len(f.scores) != len(f.captions):
         raise ValueError("--scores and --captions must list the same parts in the same order")
     candidates = read_parquet(f.candidates)
@@ -309,45 +176,38 @@ def _select(args: argparse.Namespace) -> None:
     stats.update(
         classes=classes.num_rows, per_class=s.per_class, reserve_per_class=s.reserve_per_class
     )
-    write_parquet(scores, f.class_scores)
-    write_parquet(classes, f.classes)
-    write_parquet(reserve, f.reserve)
+    for table, path in ((scores, f.class_scores), (classes, f.classes), (reserve, f.reserve)):
+        write_parquet(table, path)
     write_parquet(selection, f.selection)
     write_json(stats, f.stats)
     log.info("%s", json.dumps(stats))
 
 
-def _audit(args: argparse.Namespace) -> None:
+def audit(f: fs.AuditFiles) -> None:
     """Audit trail and funnel of a curated dataset."""
     from imagenot.curate.audit import audit_table, funnel_csv, funnel_rows
-    from imagenot.io import read_parquet, write_csv, write_parquet, write_text
+    from imagenot.io import read_json, read_parquet, write_csv, write_parquet, write_text
 
-    f = files.AuditFiles.from_args(args)
-    audit = audit_table(
-        read_parquet(f.candidates_audit),
-        read_parquet(f.candidates),
-        read_parquet(f.class_scores),
+    trail = audit_table(*map(read_parquet, (f.candidates_audit, f.candidates, f.class_scores)))
+    funnel = funnel_csv(
+        funnel_rows(
+            [read_json(path) for path in f.match_stats],
+            read_json(f.candidates_stats),
+            trail,
+            [read_json(path) for path in f.caption_stats],
+            read_json(f.selection_stats),
+        )
     )
-    funnel = funnel_rows(
-        [_read_json(path) for path in f.match_stats],
-        _read_json(f.candidates_stats),
-        audit,
-        [_read_json(path) for path in f.caption_stats],
-        _read_json(f.selection_stats),
-    )
-    write_parquet(audit, f.audit)
+    write_parquet(trail, f.audit)
     if f.audit_csv:
-        write_csv(audit, f.audit_csv)
-    write_text(funnel_csv(funnel), f.funnel)
-    print(funnel_csv(funnel))
+        write_csv(trail, f.audit_csv)
+    write_text(funnel, f.funnel)
+    print(funnel)
 
 
-def _calibration(args: argparse.Namespace) -> None:
+def calibration(f: fs.CalibrationFiles, s: ss.CalibrationSettings) -> None:
     """Step 7 check: classes passing each similarity threshold, score distribution."""
-    from imagenot.curate.calibration import parse_settings, write_calibration
+    from imagenot.curate.calibration import write_calibration
 
-    settings = parse_settings(args.settings)
-    f = files.CalibrationFiles.from_args(args)
-    summary = write_calibration(f.class_scores, settings, f.csv, f.summary, f.figure)
-    for row in summary.to_pylist():
+    for row in write_calibration(f, s).to_pylist():
         print(f"{row['statistic']:>32}: {row['value']:g}")

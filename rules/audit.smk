@@ -31,7 +31,7 @@ rule audit_calibrate:
         job(
             "imagenot audit-calibrate --manifest {input.manifest} --classes {input.classes}"
             " --checkpoint {input.checkpoint} --result {input.result}"
-            " --settings {params.settings} --workers {threads} {params.gpu_job}"
+            " --settings {params.settings} {params.gpu_job}"
             " --calibration {output.calibration} > {log} 2>&1"
         )
 

@@ -287,7 +287,7 @@ def test_calibrate_and_figure_commands_on_a_dataset_on_disk(tmp_path, capsys):
     files = ["--manifest", str(tmp_path / "own/manifest.parquet")]
     files += ["--classes", str(tmp_path / "own/classes.txt")]
     files += ["--checkpoint", str(run / "model.safetensors"), "--result", str(run / "result.json")]
-    argv = ["audit-calibrate", *files, "--workers", "0", "--device", "cpu"]
+    argv = ["audit-calibrate", *files, "--device", "cpu"]
     out = tmp_path / "calibration.json"
     assert main([*argv, "--settings", json.dumps(settings), "--calibration", str(out)]) == 0
     result = json.loads(out.read_text())

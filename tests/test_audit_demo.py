@@ -2,6 +2,11 @@
 of the workflow up to the audit of demo ImageNot (the small overlay .test/config-tiny.yaml),
 scored against the world's own list (results/demo_world/planted_duplicates.parquet).
 
+The bar is recall and precision of at least 0.95 each. The demo's own encoder (a backbone the
+demo trains) does not reach it, and the test says so as an expected failure with the measured
+numbers (docs/audit.md, "The demo"); the run, the files and at least one flagged copy are
+checked either way.
+
 Expected pairs are the planted copies both of whose rows reached a built dataset where the audit
 compares them: a reference copy in demo ImageNot against its original in the ImageNet stand-in's
 audited splits, a within copy against its original in another split of demo ImageNot. Recall:
@@ -63,12 +68,6 @@ def expected_pairs(truth: list[dict], own: dict, reference: dict, reference_spli
     return pairs
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the demo's encoder, a backbone the demo trains, does not tell a copy from another "
-    "render of its class: calibration recall 0.12 (alexnet_mini) and 0.48 (resnet_mini) at "
-    "precision 0.95 (docs/audit.md, 'The demo'); CLIP, the paper's encoder, is not offline",
-)
 def test_the_audit_finds_the_planted_duplicates(tmp_path):
     targets = [audit_plan.SUMMARY, audit_plan.FLAGGED, audit_plan.FIGURE_PNG]
     env = {**os.environ, "PATH": f"{REPO / '.venv' / 'bin'}:{os.environ.get('PATH', '')}"}
@@ -93,5 +92,12 @@ def test_the_audit_finds_the_planted_duplicates(tmp_path):
     precision = len(expected & found) / len(found) if found else 0.0
     missed = sorted(expected - found)[:5]
     wrong = sorted(found - expected)[:5]
-    assert recall >= 0.95, f"recall {recall:.3f} of {len(expected)}; missed e.g. {missed}"
-    assert precision >= 0.95, f"precision {precision:.3f} of {len(found)}; wrong e.g. {wrong}"
+    assert expected & found, "the audit flags none of the planted copies"
+    measured = (
+        f"recall {recall:.3f} of {len(expected)} copies (missed e.g. {missed}), precision "
+        f"{precision:.3f} of {len(found)} flagged pairs (wrong e.g. {wrong})"
+    )
+    if recall < 0.95 or precision < 0.95:
+        # the demo's encoder, a backbone the demo trains, maps every render of a class close
+        # together (docs/audit.md, "The demo"); CLIP, the paper's encoder, is not offline
+        pytest.xfail(f"the demo's encoder does not tell copies from look-alikes: {measured}")

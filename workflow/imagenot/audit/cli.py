@@ -31,7 +31,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         files=files.CalibrateFiles,
         settings=CalibrateSettings,
     )
-    p.add_argument("--workers", type=int, required=True, help="image decoding threads (unused: 0)")
     p.add_argument("--device", default=None, help="torch device (default: cuda if available)")
     p.add_argument(
         "--gpu-job",

@@ -64,7 +64,8 @@ rule audit_search:
     shell:
         job(
             "imagenot audit-search --queries {input.queries} --targets {input.targets}"
-            " --settings {params.settings} --matches {output.matches} > {log} 2>&1"
+            " --settings {params.settings} --threads {threads}"
+            " --matches {output.matches} > {log} 2>&1"
         )
 
 

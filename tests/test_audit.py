@@ -215,7 +215,7 @@ def test_search_and_table_commands_write_the_audit(tmp_path):
     settings = {"dataset": "own", "split": "test", "part": "0", "query_parts": 1}
     settings |= {"block_size": 4, "targets": ["ref/test"]}
     matches = tmp_path / "m.parquet"
-    argv = ["audit-search", "--queries", queries, "--targets", planted]
+    argv = ["audit-search", "--queries", queries, "--targets", planted, "--threads", "1"]
     assert main([*argv, "--settings", json.dumps(settings), "--matches", str(matches)]) == 0
     found = read_parquet(matches).to_pylist()
     assert len(found) == 15 and {r["target_key"] for r in found if r["key"] in ("k0", "k2")} == {
@@ -224,7 +224,8 @@ def test_search_and_table_commands_write_the_audit(tmp_path):
     }
     # another encoder's embeddings are refused
     other = npz("o", np.arange(1, 30, 2), encoder="other")
-    argv = ["audit-search", "--queries", queries, "--targets", other, "--settings"]
+    argv = ["audit-search", "--queries", queries, "--targets", other, "--threads", "1"]
+    argv += ["--settings"]
     assert main([*argv, json.dumps(settings), "--matches", str(tmp_path / "x.parquet")]) == 2
 
     calibration = tmp_path / "calibration.json"

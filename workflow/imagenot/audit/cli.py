@@ -37,9 +37,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="the config plans this job for a GPU (resources.gpus > 0): stop without one",
     )
-    subcommand(
+    p = subcommand(
         subparsers, "audit-search", _search, files=files.SearchFiles, settings=SearchSettings
     )
+    p.add_argument("--threads", type=int, required=True, help="FAISS's threads (the job's cores)")
     subcommand(subparsers, "audit-table", _table, files=files.TableFiles, settings=TableSettings)
     subcommand(
         subparsers, "audit-figure", _figure, files=files.FigureFiles, settings=FigureSettings
@@ -103,6 +104,7 @@ def _calibrate(args: argparse.Namespace) -> None:
 
 def _search(args: argparse.Namespace) -> None:
     """Find each image's closest image in every target set (exact FAISS search)."""
+    import faiss
     import pyarrow as pa
 
     from imagenot.audit import search, tables
@@ -111,6 +113,7 @@ def _search(args: argparse.Namespace) -> None:
 
     f = files.SearchFiles.from_args(args)
     s = _parse(SearchSettings, args.settings, "audit-search")
+    faiss.omp_set_num_threads(max(1, args.threads))  # the job's cores, not the node's
     if len(f.targets) != len(s.targets):
         raise ValueError(
             f"--targets: {len(f.targets)} file(s) for {len(s.targets)} target set(s) "
@@ -169,7 +172,7 @@ def _figure(args: argparse.Namespace) -> None:
     """Draw the closest pairs side by side (PDF and PNG)."""
     from imagenot.audit.figure import draw_pairs
     from imagenot.dataset import ManifestDataset, folder_of
-    from imagenot.figures.style import save
+    from imagenot.figure_style import save
     from imagenot.io import read_json, read_parquet
 
     f = files.FigureFiles.from_args(args)

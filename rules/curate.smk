@@ -225,7 +225,8 @@ rule curate_calibration:
             category="Curation",
             subcategory="{dataset}",
         ),
-        figure=report(
+        pdf=curate_paths.CALIBRATION_PDF,
+        png=report(
             curate_paths.CALIBRATION_FIGURE,
             caption="../report/curate_calibration_figure.rst",
             category="Curation",

@@ -28,7 +28,7 @@ from imagenot.analyse.table import TableError, read_table
 from imagenot.cli import build_parser, main
 from imagenot.figures import rank_changes, registry, report, tables
 from imagenot.figures.rankings_cli import summary_text
-from imagenot.figures.settings import Style
+from imagenot.settings import Style
 
 SSL = "ssl_resnet50_imagenet_variants.csv"
 NEW = "new_test_sets_excerpt.csv"
@@ -1063,8 +1063,8 @@ def test_every_report_figure_is_readable_from_5_to_1556_models(real_like, size, 
     and two highlighted models."""
     import matplotlib.pyplot as plt
 
+    from imagenot.figure_style import PAGE_RATIO
     from imagenot.figures.layout import layout_problems
-    from imagenot.figures.style import PAGE_RATIO
     from imagenot.registries import resolve
 
     style = small_style(highlight=real_like["highlight"])

@@ -3,6 +3,7 @@ and the rule's plan functions."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -21,7 +22,7 @@ from imagenot.curate.calibration import (
     read_scores,
 )
 from imagenot.curate.settings import CalibrationSettings
-from imagenot.settings import parse, to_json
+from imagenot.settings import Style, parse, to_json
 
 SCORES = [0.95, 0.9, 0.85, 0.82, 0.81, 0.6, math.nan]
 
@@ -48,6 +49,7 @@ def _settings(**overrides) -> CalibrationSettings:
         "stop": 0.95,
         "step": 0.01,
         "encoder": "transformers: roberta-large, mean pooling",
+        "figure_options": dataclasses.replace(Style.schema_defaults(), dpi=40),
         **overrides,
     }
     settings = CalibrationSettings(**values)
@@ -115,17 +117,18 @@ def test_bad_scores_table_is_named(tmp_path):
         read_scores(path)
 
 
-def _cli(tmp_path, settings: dict, figure="calibration.png", rc=0) -> dict:
+def _cli(tmp_path, settings: dict, rc=0) -> dict:
     """``imagenot curate-calibration`` on the planted scores (exit status ``rc``): its outputs
     by name."""
     from imagenot.cli import main
 
     scores = tmp_path / "class_scores.parquet"
     pq.write_table(_scores_table(), scores)
-    out = {n: tmp_path / n for n in ("calibration.csv", "summary.csv", figure)}
+    names = ("calibration.csv", "summary.csv", "calibration.pdf", "calibration.png")
+    out = {n: tmp_path / n for n in names}
     args = {"--class-scores": scores, "--settings": json.dumps(settings)}
     args.update({"--csv": out["calibration.csv"], "--summary": out["summary.csv"]})
-    args["--figure"] = out[figure]
+    args.update({"--pdf": out["calibration.pdf"], "--png": out["calibration.png"]})
     assert main(["curate-calibration", *(str(x) for pair in args.items() for x in pair)]) == rc
     return out
 
@@ -157,8 +160,7 @@ def test_cli_writes_tables_and_figure(tmp_path):
     summary = pacsv.read_csv(out["summary.csv"]).to_pydict()
     assert dict(zip(summary["statistic"], summary["value"], strict=True))["classes"] == 7
     assert out["calibration.png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    svg = _cli(tmp_path, json.loads(to_json(_settings())), "calibration.svg")["calibration.svg"]
-    assert b"<svg" in svg.read_bytes()[:1000]
+    assert out["calibration.pdf"].read_bytes()[:5] == b"%PDF-"
 
 
 def test_plan_targets_and_settings(repo_root):
@@ -183,7 +185,7 @@ def test_plan_targets_and_settings(repo_root):
 def test_rule_writes_the_planned_files(repo_root):
     rules = (repo_root / "rules" / "curate.smk").read_text()
     block = rules[rules.index("rule curate_calibration:") :]
-    names = ("CALIBRATION", "CALIBRATION_SUMMARY", "CALIBRATION_FIGURE")
+    names = ("CALIBRATION", "CALIBRATION_SUMMARY", "CALIBRATION_FIGURE", "CALIBRATION_PDF")
     assert tuple(getattr(plan, name) for name in names) == plan.CALIBRATION_FILES
     for name in names:  # the rule's outputs name the stage's patterns
         assert f"curate_paths.{name}," in block

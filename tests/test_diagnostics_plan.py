@@ -17,9 +17,9 @@ from imagenot.config import schema_default, validate_config
 from imagenot.diagnostics import captions, figures, plan, table
 from imagenot.diagnostics.files import FigureFiles, TableFiles
 from imagenot.diagnostics.settings import EmbedSettings, FigureSettings, ImageSimilaritySettings
-from imagenot.figures.settings import Style
 from imagenot.files import INPUT
 from imagenot.registries import RegistryError
+from imagenot.settings import Style
 
 DEMO_DATASETS = {
     "imagenot": {"kind": "laion", "classes": "discover"},

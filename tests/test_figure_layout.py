@@ -13,9 +13,10 @@ from imagenot.analyse.checks import validate_table
 from imagenot.analyse.rankings import rankings_report
 from imagenot.analyse.settings import RankingsSettings
 from imagenot.config import ConfigError, load_config, validate_config
+from imagenot.figure_style import BOX_STYLE, PAGE_RATIO
 from imagenot.figures import layout, names, report
-from imagenot.figures.settings import Options, Style
-from imagenot.figures.style import BOX_STYLE, PAGE_RATIO
+from imagenot.figures.settings import Options
+from imagenot.settings import Style
 
 
 def small_style(**changes) -> Style:

@@ -26,9 +26,9 @@ from imagenot.analyse.settings import AccuracySettings, RankingsSettings
 from imagenot.cli import main
 from imagenot.config import load_config, validate_config
 from imagenot.figures import plan
-from imagenot.figures.settings import FigureSettings, Options, Style
+from imagenot.figures.settings import FigureSettings, Options
 from imagenot.figures.tables import to_markdown
-from imagenot.settings import to_json
+from imagenot.settings import Style, to_json
 
 DATASETS = ["imagenet", "imagenot", "fashion_mnist"]
 

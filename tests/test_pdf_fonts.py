@@ -1,6 +1,6 @@
 """No PDF the project writes embeds a Type 3 font (venues refuse them): the workflow's figures,
-the diagnostics figures and the figures of ``imagenot rankings --report``, each read back and its
-font dictionaries listed; a PDF written with Type 3 fonts is found by the same reading."""
+the curation calibration, the diagnostics figures and the figures of ``imagenot rankings
+--report``, each read back and its font dictionaries listed; a PDF written with Type 3 fonts is found by the same reading."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ from imagenot.analyse.checks import validate_table
 from imagenot.analyse.rankings import rankings_report
 from imagenot.analyse.settings import RankingsSettings
 from imagenot.cli import main
+from imagenot.figure_style import paper_style, save
 from imagenot.figures.report import REPORT_FIGURES, write_report
-from imagenot.figures.settings import Style
-from imagenot.figures.style import paper_style, save
+from imagenot.settings import Style
 
 matplotlib.use("Agg")
 
@@ -116,7 +116,7 @@ def test_writing_a_pdf_logs_nothing_from_fonttools_at_info(tmp_path, caplog):
 
     import matplotlib.pyplot as plt
 
-    from imagenot.figures.style import SAVE_RC, write_pdf
+    from imagenot.figure_style import SAVE_RC, write_pdf
 
     def fonttools_info() -> list[str]:
         return [
@@ -162,6 +162,21 @@ def test_every_report_figure_of_the_toolbox_embeds_no_type3_font(tmp_path):
     assert {p.stem for p in pdfs} == set(REPORT_FIGURES)
     for pdf in pdfs:
         assert type3_fonts(pdf) == [], pdf.name
+
+
+def test_the_curation_calibration_figure_embeds_no_type3_font(tmp_path):
+    """``imagenot curate-calibration`` on a small scores table, under rc settings that ask for
+    Type 3: its PDF embeds TrueType fonts."""
+    import json
+
+    import matplotlib.pyplot as plt
+    from test_curate_calibration import _cli, _settings
+
+    from imagenot.settings import to_json
+
+    with plt.rc_context({"pdf.fonttype": 3}):
+        out = _cli(tmp_path, json.loads(to_json(_settings())))
+    assert type3_fonts(out["calibration.pdf"]) == []
 
 
 def test_every_diagnostics_figure_embeds_no_type3_font(tmp_path):

@@ -2,7 +2,7 @@
 open: model, dataset and class names from users' tables, config keys and descriptions, captions.
 CSV (:func:`csv_cell`), Markdown (:func:`markdown_text`) and reStructuredText (:func:`rst_text`:
 the Snakemake report's captions, which docutils turns into report.html, escaping HTML itself).
-Figures show names as written: ``imagenot.figures.style.paper_style`` turns matplotlib's
+Figures show names as written: ``imagenot.figure_style.paper_style`` turns matplotlib's
 mathtext off (a model named ``m$\\frac$`` failed the report).
 
 Why: a model named ``=HYPERLINK(...)`` in ``ranks.csv`` is a formula to a spreadsheet, a ``|``

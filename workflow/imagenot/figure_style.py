@@ -1,5 +1,8 @@
 """The one figure style (paper size, fonts, frame, box plots, integer count axes) and atomic
-PDF + PNG saving, shared by the workflow's, the toolbox's and the diagnostics figures.
+PDF + PNG saving, shared by every figure the project draws: the curation calibration, the
+workflow's and the toolbox's figures, the diagnostics and the audit. It sits below every stage,
+so that each draws in it; the style's settings are :class:`imagenot.settings.Style`
+(``analyse.figure_options``).
 
 Matplotlib reads how fonts are embedded (``pdf.fonttype``) when a figure is written, not when it
 is drawn: the rc settings of :func:`paper_style` have ended by the time a figure is saved, so
@@ -14,16 +17,18 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from imagenot.figures.settings import Style
 from imagenot.io import atomic_path
+
+if TYPE_CHECKING:
+    from imagenot.settings import Style
 
 __all__ = [
     "BOX_STYLE",
     "HIGHLIGHT",
     "PAGE_RATIO",
     "SAVE_RC",
-    "Style",
     "boxplot",
     "integer_ticks",
     "paper_style",

@@ -101,6 +101,38 @@ class PerDataset:
         return cls(**cls.config_values(config, dataset=dataset))  # type: ignore[attr-defined]
 
 
+@dataclasses.dataclass(frozen=True)
+class Style(FromConfig):
+    """Figure size, font and resolution, and the models a crowded figure names:
+    ``analyse.figure_options``, the style every figure shares (:mod:`imagenot.figure_style`)."""
+
+    SECTIONS: ClassVar = ("analyse.figure_options",)
+
+    width_in: float
+    font_size: float
+    dpi: int
+    top: int
+    highlight: list[str]
+
+    @classmethod
+    def schema_defaults(cls) -> Style:
+        """The style of a config that sets nothing (``imagenot rankings --report``'s, before
+        its flags)."""
+        from imagenot.config import schema_default
+
+        return cls(
+            **{
+                f.name: schema_default(f"analyse.figure_options.{f.name}")
+                for f in dataclasses.fields(cls)
+            }
+        )
+
+    @property
+    def column_in(self) -> float:
+        """Width of a single-column figure (half the text width, a little more for labels)."""
+        return self.width_in * 0.55
+
+
 def config_lookup(
     config: Mapping[str, Any],
     sections: tuple[str, ...],

@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from imagenot.figures.settings import Style
-from imagenot.settings import FromConfig
+from imagenot.settings import FromConfig, Style
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ scores, so that a reader sees where the configured threshold and ``n_classes`` f
 
 Outputs: ``calibration.csv`` (one row per grid threshold), ``calibration_summary.csv``
 (``statistic``, ``value``: counts, quantiles of the scores, the highest threshold that still
-leaves ``n_classes`` classes, the mean score of the classes kept) and a figure.
+leaves ``n_classes`` classes, the mean score of the classes kept) and a figure (PDF and PNG).
 """
 
 from __future__ import annotations
@@ -144,73 +144,73 @@ def calibrate(scores: pa.Table, settings: CalibrationSettings) -> tuple[pa.Table
 def calibration_figure(scores: pa.Table, per_threshold: pa.Table, settings: CalibrationSettings):
     """Left: histogram of the class scores, the threshold marked. Right: classes passing vs
     threshold (exact curve over all scores, and the grid's points), the threshold and n_classes
-    marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    marked. Drawn in the style every figure shares (:mod:`imagenot.figure_style`)."""
     import matplotlib.pyplot as plt
 
+    from imagenot.figure_style import HIGHLIGHT, integer_ticks, paper_style
+
+    style = settings.figure_options
     values = scores.column("score").cast(pa.float64()).to_numpy(zero_copy_only=False)
     scored = values[~np.isnan(values)]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
-    if len(scored):
-        left.hist(scored, bins=30, color="tab:blue", alpha=0.7)
-    left.axvline(
-        settings.threshold, color="tab:red", ls="--", label=f"threshold {settings.threshold:g}"
-    )
-    left.set_xlabel("class score (mean top-n caption-query similarity)")
-    left.set_ylabel("classes")
-    left.set_title(f"{len(scored)} classes with captions ({len(values) - len(scored)} without)")
-    left.legend(fontsize="small")
+    with paper_style(style):
+        fig, (left, right) = plt.subplots(1, 2, figsize=(style.width_in, style.width_in * 0.4))
+        if len(scored):
+            left.hist(scored, bins=30, color="C0", alpha=0.7)
+        for ax in (left, right):
+            ax.axvline(
+                settings.threshold,
+                color=HIGHLIGHT,
+                ls="--",
+                label=f"threshold {settings.threshold:g}",
+            )
+            integer_ticks(ax.yaxis)
+        left.set_xlabel("class score (mean top-n caption-query similarity)")
+        left.set_ylabel("classes")
+        left.set_title(f"{len(scored)} classes with captions ({len(values) - len(scored)} without)")
+        left.legend()
 
-    grid = per_threshold.column("threshold").to_numpy()
-    passing = per_threshold.column("classes_passing").to_numpy()
-    # exact: a threshold in (a[k-1], a[k]] of the ascending scores a passes n - k classes
-    ascending = np.sort(scored)
-    left_end = min([*grid[:1], *ascending[:1]])
-    right.plot(
-        np.concatenate([[left_end], ascending]),
-        len(ascending) - np.arange(-1, len(ascending)).clip(0),
-        drawstyle="steps-pre",
-        color="tab:blue",
-        lw=1,
-        label="classes passing",
-    )
-    right.plot(grid, passing, "o", ms=2, color="tab:blue", label="grid (calibration.csv)")
-    right.axvline(
-        settings.threshold, color="tab:red", ls="--", label=f"threshold {settings.threshold:g}"
-    )
-    label = f"n_classes {settings.n_classes}"
-    if settings.n_classes <= 1.2 * max(len(scored), 1):
-        right.axhline(settings.n_classes, color="tab:gray", ls=":", label=label)
-    else:  # far above every count: a line there would flatten the curve
-        right.plot([], [], color="tab:gray", ls=":", label=f"{label} (above every count)")
-    right.set_xlabel("threshold")
-    right.set_ylabel("classes with score >= threshold")
-    right.set_ylim(bottom=0)
-    right.legend(fontsize="small")
-    fig.suptitle(f"Does the threshold fit the encoder? ({settings.encoder})", fontsize="medium")
+        grid = per_threshold.column("threshold").to_numpy()
+        passing = per_threshold.column("classes_passing").to_numpy()
+        # exact: a threshold in (a[k-1], a[k]] of the ascending scores a passes n - k classes
+        ascending = np.sort(scored)
+        left_end = min([*grid[:1], *ascending[:1]])
+        right.plot(
+            np.concatenate([[left_end], ascending]),
+            len(ascending) - np.arange(-1, len(ascending)).clip(0),
+            drawstyle="steps-pre",
+            color="C0",
+            lw=1,
+            label="classes passing",
+        )
+        right.plot(grid, passing, "o", ms=2, color="C0", label="grid (calibration.csv)")
+        label = f"n_classes {settings.n_classes}"
+        if settings.n_classes <= 1.2 * max(len(scored), 1):
+            right.axhline(settings.n_classes, color="0.4", ls=":", label=label)
+        else:  # far above every count: a line there would flatten the curve
+            right.plot([], [], color="0.4", ls=":", label=f"{label} (above every count)")
+        right.set_xlabel("threshold")
+        right.set_ylabel("classes with score >= threshold")
+        right.set_ylim(bottom=0)
+        right.legend()
+        fig.suptitle(f"Classes passing each similarity threshold ({settings.encoder})")
     return fig
 
 
 def write_calibration(f: CalibrationFiles, settings: CalibrationSettings) -> pa.Table:
-    """Read the scores, write the two CSVs and the figure (PNG, or SVG by suffix), atomically;
-    return the summary."""
-    import matplotlib.pyplot as plt
-
-    from imagenot.io import atomic_path, write_csv
+    """Read the scores, write the two CSVs and the figure (PDF with TrueType fonts, PNG at the
+    style's resolution: :func:`imagenot.figure_style.save`), atomically; return the summary."""
+    from imagenot.figure_style import save
+    from imagenot.io import write_csv
 
     check_grid(settings)
-    suffix = Path(f.figure).suffix.lower()
-    if suffix not in (".png", ".svg"):
-        raise CalibrationError(f"{f.figure}: the figure is written as .png or .svg")
     scores = read_scores(f.class_scores)
     per_threshold, summary = calibrate(scores, settings)
     write_csv(per_threshold, f.csv)
     write_csv(summary, f.summary)
-    fig = calibration_figure(scores, per_threshold, settings)
-    metadata = {"Software": None} if suffix == ".png" else {"Date": None, "Creator": None}
-    with atomic_path(f.figure, suffix) as tmp:
-        fig.savefig(tmp, format=suffix[1:], dpi=150, metadata=metadata)
-    plt.close(fig)
+    save(
+        calibration_figure(scores, per_threshold, settings),
+        f.pdf,
+        f.png,
+        settings.figure_options.dpi,
+    )
     return summary

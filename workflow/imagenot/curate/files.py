@@ -122,4 +122,5 @@ class CalibrationFiles(Files):
     class_scores: str = given("class_scores.parquet of the selection step")
     csv: str = made("classes passing each threshold (CSV)")
     summary: str = made("summary CSV (statistic, value)")
-    figure: str = made("figure (.png or .svg)")
+    pdf: str = made("figure (PDF, TrueType fonts)")
+    png: str = made("figure (PNG at analyse.figure_options.dpi)")

@@ -11,6 +11,7 @@ from imagenot.curate.paths import (
     AUDIT,
     CALIBRATION,
     CALIBRATION_FIGURE,
+    CALIBRATION_PDF,
     CALIBRATION_SUMMARY,
     CAPTION_STATS,
     CAPTIONS,
@@ -245,7 +246,7 @@ def check_class_list(config: dict, dataset: str) -> None:
         )
 
 
-CALIBRATION_FILES = (CALIBRATION, CALIBRATION_SUMMARY, CALIBRATION_FIGURE)
+CALIBRATION_FILES = (CALIBRATION, CALIBRATION_SUMMARY, CALIBRATION_FIGURE, CALIBRATION_PDF)
 
 
 def calibration_outputs(dataset: str) -> list[str]:

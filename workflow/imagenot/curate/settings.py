@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from imagenot.settings import FromConfig, PerDataset
+from imagenot.settings import FromConfig, PerDataset, Style
 
 CLASS_MODES = ("discover", "imagenet")
 """The ``classes`` values that are no class list file (``{from_file: PATH}`` is one)."""
@@ -177,13 +177,15 @@ class CalibrationSettings(FromConfig):
     """``curate-calibration`` (per dataset): ``threshold`` and ``n_classes`` are the configured
     ones (marked, not applied: the scores table already records what the selection did);
     ``start``/``stop``/``step`` make the grid (``curate.calibration``); ``encoder`` labels the
-    figure."""
+    figure, drawn in the style every figure shares (``figure_options``)."""
 
     SECTIONS: ClassVar = ("datasets.{dataset}", "curate", "curate.calibration")
     DATASET_OVERRIDES: ClassVar = ("n_classes",)
     DERIVED: ClassVar = {
         "encoder": "the text encoder in words for the figure's title (backend, model and, for "
         "transformers, the pooling of curate.encoder): a label, not a key",
+        "figure_options": "analyse.figure_options, the style every figure shares "
+        "(imagenot.settings.Style)",
     }
 
     threshold: float
@@ -192,12 +194,14 @@ class CalibrationSettings(FromConfig):
     stop: float
     step: float
     encoder: str
+    figure_options: Style
 
     @classmethod
     def from_config(cls, config, dataset: str) -> CalibrationSettings:  # type: ignore[override]
         return cls(
             **cls.config_values(config, dataset=dataset),
             encoder=encoder_label(config["curate"]["encoder"]),
+            figure_options=Style.from_config(config),
         )
 
     def grid(self):

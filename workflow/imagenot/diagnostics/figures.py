@@ -1,5 +1,5 @@
 """Diagnostics figures (matplotlib, Agg): each function takes tables, returns a Figure, drawn in
-the style of every figure of the project (:mod:`imagenot.figures.style`: paper width, fonts,
+the style of every figure of the project (:mod:`imagenot.figure_style`: paper width, fonts,
 frame, box plots, resolution) and checked by the same layout test."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from imagenot.diagnostics.files import FigureFiles
-from imagenot.figures.settings import Style
 from imagenot.io import read_parquet
+from imagenot.settings import Style
 
 if TYPE_CHECKING:
     from imagenot.diagnostics.settings import FigureSettings
@@ -23,9 +23,9 @@ def _style(style: Style | None) -> Style:
 
 
 def save(fig, pdf: str | os.PathLike, png: str | os.PathLike, style: Style | None = None) -> None:
-    """Write ``fig`` atomically as PDF and PNG (:func:`imagenot.figures.style.save`: TrueType
+    """Write ``fig`` atomically as PDF and PNG (:func:`imagenot.figure_style.save`: TrueType
     fonts, stable bytes) at the style's resolution."""
-    from imagenot.figures.style import save as save_figure
+    from imagenot.figure_style import save as save_figure
 
     save_figure(fig, pdf, png, _style(style).dpi)
 
@@ -113,7 +113,7 @@ def class_depth_figure(series: dict[str, np.ndarray], style: Style | None = None
     """Grouped bars: fraction of classes at each WordNet depth, one bar per list."""
     import matplotlib.pyplot as plt
 
-    from imagenot.figures.style import integer_ticks, paper_style
+    from imagenot.figure_style import integer_ticks, paper_style
 
     style = _style(style)
     with paper_style(style):
@@ -152,8 +152,8 @@ def siblings_figure(series: dict[str, np.ndarray], style: Style | None = None):
     """Side-by-side box plots of the number of WordNet siblings per class (log scale)."""
     import matplotlib.pyplot as plt
 
+    from imagenot.figure_style import boxplot, paper_style
     from imagenot.figures.layout import wrap_text
-    from imagenot.figures.style import boxplot, paper_style
 
     style = _style(style)
     width = _box_width(len(series), style)
@@ -195,7 +195,7 @@ def caption_similarity_figure(curations: dict[str, tuple[dict, dict]], style: St
     quartile band, median); right: histogram of class scores with min/mean/median/max."""
     import matplotlib.pyplot as plt
 
-    from imagenot.figures.style import integer_ticks, paper_style
+    from imagenot.figure_style import integer_ticks, paper_style
 
     style = _style(style)
     with paper_style(style):
@@ -234,8 +234,8 @@ def image_similarity_figure(tables: dict[str, dict[str, np.ndarray]], style: Sty
     """Side-by-side box plots of per-class intra- and inter-class image similarity."""
     import matplotlib.pyplot as plt
 
+    from imagenot.figure_style import boxplot, paper_style
     from imagenot.figures.layout import wrap_text
-    from imagenot.figures.style import boxplot, paper_style
 
     style = _style(style)
     width = _box_width(2 * len(tables), style)

@@ -21,9 +21,9 @@ def _registered(settings, command: str, field: str, names) -> None:
 
 def figure(f: FigureFiles, s: FigureSettings) -> int:
     """Draw one figure (PDF + PNG) from accuracy.csv."""
+    from imagenot.figure_style import save
     from imagenot.figures.data import load_accuracy
     from imagenot.figures.registry import WORKFLOW_FIGURES
-    from imagenot.figures.style import save
     from imagenot.registries import resolve
 
     _registered(s, "figure", "kind", FIGURE_KINDS)

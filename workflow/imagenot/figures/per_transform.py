@@ -7,8 +7,9 @@ import pandas as pd
 
 from imagenot.analyse import stats
 from imagenot.analyse.table import is_standard
+from imagenot.figure_style import HIGHLIGHT, integer_ticks, paper_style
 from imagenot.figures.data import Options
-from imagenot.figures.style import HIGHLIGHT, Style, integer_ticks, paper_style
+from imagenot.settings import Style
 
 
 def rank_matrix(

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from imagenot.figure_style import HIGHLIGHT, integer_ticks, paper_style
 from imagenot.figures.data import Options, cells
-from imagenot.figures.style import HIGHLIGHT, Style, integer_ticks, paper_style
+from imagenot.settings import Style
 
 LINE_LABELS = 12
 """Rank-change lines named per panel: the largest climbs and falls (then the highlighted)."""
@@ -84,8 +85,8 @@ lines."""
 
 
 def _page_in(style: Style) -> float:
-    """Height a page leaves the rows of panels (:data:`imagenot.figures.style.PAGE_RATIO`)."""
-    from imagenot.figures.style import PAGE_RATIO
+    """Height a page leaves the rows of panels (:data:`imagenot.figure_style.PAGE_RATIO`)."""
+    from imagenot.figure_style import PAGE_RATIO
 
     return style.width_in * PAGE_RATIO - HEAD_IN
 

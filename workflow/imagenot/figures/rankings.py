@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 
 from imagenot.analyse.cells import CELL_INTERVAL_NAMES
+from imagenot.figure_style import HIGHLIGHT, paper_style
 from imagenot.figures.data import Options, cells, nice
-from imagenot.figures.style import HIGHLIGHT, Style, paper_style
+from imagenot.settings import Style
 
 PLOT_IN = 1.4
 """Width of a panel's plotting area (inches), beside its model labels."""
@@ -68,7 +69,7 @@ def shown_rows(p: Panel, top: int, highlight: set[str]) -> tuple[list[int], list
 def _fit(nrows: int, style: Style) -> int:
     """Models a panel shows in one of ``nrows`` rows of panels on a page (its best, less a
     row for the gap before the highlighted ones)."""
-    from imagenot.figures.style import PAGE_RATIO
+    from imagenot.figure_style import PAGE_RATIO
 
     per_row_in = (style.width_in * PAGE_RATIO - HEAD_IN) / max(nrows, 1)
     return int((per_row_in - PANEL_HEAD_IN - 2 * TITLE_LINE_IN) // ROW_IN) - 1

@@ -45,7 +45,7 @@ def schema_defaults() -> dict[str, Any]:
     default value lives: the settings typed by hand (``settings``:
     :meth:`RankingsSettings.hand_typed`), the choices of the enumerated keys, the PNG dpi."""
     from imagenot.config import schema_node
-    from imagenot.figures.settings import Style
+    from imagenot.settings import Style
 
     return {
         "settings": RankingsSettings.hand_typed(),
@@ -279,7 +279,7 @@ def _style(args: argparse.Namespace):
 
     from imagenot.analyse.checks import schema_problem
     from imagenot.analyse.table import TableError
-    from imagenot.figures.settings import Style
+    from imagenot.settings import Style
 
     for field in ("dpi", "top"):
         flag, key = FLAGS[field]

@@ -18,9 +18,10 @@ import numpy as np
 
 from imagenot.analyse import stats
 from imagenot.analyse.report import RankingsReport
+from imagenot.figure_style import paper_style, save
 from imagenot.figures import accuracy_vs_imagenet, rankings, tables
 from imagenot.figures.registry import REPORT_FIGURES, REPORT_TABLES
-from imagenot.figures.style import Style, paper_style, save
+from imagenot.settings import Style
 
 ACCURACY_PAGE_ROWS = 4
 """Rows of panels on a page of the accuracy-vs-reference figure."""

@@ -1,6 +1,7 @@
 """The settings objects of the figures stage's rules: ``imagenot figure`` (one per figure file)
 and ``imagenot table`` (one per table), with the sections they share: :class:`Options` (the
-analyse keys every figure and table reads) and :class:`Style` (``analyse.figure_options``).
+analyse keys every figure and table reads) and the figure style (:class:`imagenot.settings.Style`,
+``analyse.figure_options``).
 
 Each field is named as the schema names it and ``from_config`` reads it from the validated
 config; the display names of the run's datasets and models (:mod:`imagenot.figures.names`) are
@@ -10,11 +11,10 @@ pandas and matplotlib: every ``imagenot`` command and every rule's plan imports 
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from imagenot.settings import FromConfig
+from imagenot.settings import FromConfig, Style
 
 
 @dataclass(frozen=True)
@@ -76,38 +76,6 @@ class Options(FromConfig):
         from imagenot.figures.names import readable
 
         return self.model_names[name] if name in self.model_names else readable(name)
-
-
-@dataclass(frozen=True)
-class Style(FromConfig):
-    """Figure size, font and resolution, and the models a crowded figure names:
-    ``analyse.figure_options``."""
-
-    SECTIONS: ClassVar = ("analyse.figure_options",)
-
-    width_in: float
-    font_size: float
-    dpi: int
-    top: int
-    highlight: list[str]
-
-    @classmethod
-    def schema_defaults(cls) -> Style:
-        """The style of a config that sets nothing (``imagenot rankings --report``'s, before
-        its flags)."""
-        from imagenot.config import schema_default
-
-        return cls(
-            **{
-                f.name: schema_default(f"analyse.figure_options.{f.name}")
-                for f in dataclasses.fields(cls)
-            }
-        )
-
-    @property
-    def column_in(self) -> float:
-        """Width of a single-column figure (half the text width, a little more for labels)."""
-        return self.width_in * 0.55
 
 
 @dataclass(frozen=True)

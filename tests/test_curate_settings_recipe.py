@@ -110,7 +110,9 @@ def test_rules_build_each_settings_object_whole(repo_root):
     classes = {
         name
         for name, cls in vars(settings).items()
-        if isinstance(cls, type) and issubclass(cls, FromConfig) and cls is not FromConfig
+        if isinstance(cls, type)
+        and issubclass(cls, FromConfig)
+        and cls.__module__ == settings.__name__
     }
     whole = re.compile(
         r"to_arg\(\s*curate_settings\.(\w+)\.from_config\(config(?:, \w+=wc\.\w+)?\)\s*\)"
@@ -142,7 +144,9 @@ def test_commands_parse_each_settings_class_whole():
     classes = {
         name
         for name, cls in vars(settings).items()
-        if isinstance(cls, type) and issubclass(cls, FromConfig) and cls is not FromConfig
+        if isinstance(cls, type)
+        and issubclass(cls, FromConfig)
+        and cls.__module__ == settings.__name__
     }
     assert declared == classes, declared ^ classes
     assert "parse(" not in Path(curate_cli.__file__).read_text()

@@ -179,6 +179,8 @@ def test_only_training_evaluation_and_embedding_rules_request_a_gpu(repo_root):
     plan has exactly one train_trial job per trained slot, so none merely copies a result)."""
     import re
 
+    from imagenot import steps
+
     gpu_rules = set()
     for smk in (repo_root / "rules").glob("*.smk"):
         for block in re.split(r"\n(?=rule )", smk.read_text()):
@@ -199,8 +201,11 @@ def test_only_training_evaluation_and_embedding_rules_request_a_gpu(repo_root):
                 # a GPU job without a GPU stops (imagenot.device); training jobs and the
                 # preflight carry gpu_job in their settings (tests/test_train_device.py,
                 # tests/test_preflight.py)
+                # a declared step's line is generated from its declaration (imagenot.steps)
                 name = m.group(1)
-                assert name.startswith(("train_", "preflight")) or "{params.gpu_job}" in block, name
+                declared = re.search(r'step\("([\w-]+)"\)', block)
+                line = block + (steps.command(declared.group(1)) if declared else "")
+                assert name.startswith(("train_", "preflight")) or "{params.gpu_job}" in line, name
     from conftest import GPU_RULES
 
     assert gpu_rules == GPU_RULES

@@ -397,7 +397,7 @@ def run_identity(path: str | os.PathLike, patterns: Iterable[str] = RUN_PATTERNS
 def check_identity(
     record: Mapping[str, Any],
     where: str | os.PathLike,
-    kind: Kind = FINAL,
+    kind: Kind,
     paths: Iterable[str | os.PathLike] = (),
     expected: Mapping[str, Any] | None = None,
     patterns: Iterable[str] | None = None,
@@ -560,7 +560,7 @@ def write_final(record: FinalRecord, path: str | os.PathLike) -> FinalRecord:
     """Write a final run's record (:func:`write_record`: checked, sealed, atomic) where its
     identity says (:func:`check_identity` against ``path``: a job handed another run's folder
     writes nothing); the record as written, its seal included, whose digest is logged."""
-    check_identity(record, path)
+    check_identity(record, path, FINAL)
     written = FinalRecord.of(write_record(record.as_json(), path))
     # in the producer's job log: the digest the evaluation's rows, the accuracy table and the run
     # summary name, so that a number shown can be traced to the job that wrote it

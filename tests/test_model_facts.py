@@ -385,7 +385,8 @@ def test_a_deviation_from_the_published_top1_is_flagged_in_the_log_and_the_repor
 
 # ------------------------------------- the published accuracy is the weight's that ran, not the name's
 
-V1, V1_TOP1 = "ResNet152_Weights.IMAGENET1K_V1", 78.312  # the V2 the registry ships: 82.284
+V1, V1_TOP1 = "ResNet152_Weights.IMAGENET1K_V1", 78.312  # the registry's (the paper's recipe)
+V2, V2_TOP1 = "ResNet152_Weights.IMAGENET1K_V2", 82.284  # torchvision's newer recipe
 
 
 def _published_run_rows(
@@ -418,8 +419,8 @@ def _published_run_rows(
 
 
 def test_the_published_accuracy_is_the_weights_that_ran_not_the_models_name(repo_root):
-    """train.weights.resnet152: IMAGENET1K_V1 (published 78.3): the reference check and the
-    x-axis read the run's own record, and it is not compared with V2's 82.3."""
+    """train.weights.resnet152: IMAGENET1K_V2 (published 82.3): the reference check and the
+    x-axis read the run's own record, and it is not compared with the registry's V1 (78.3)."""
     import pandas as pd
 
     from imagenot.analyse import PUBLISHED_DATASET
@@ -430,12 +431,12 @@ def test_the_published_accuracy_is_the_weights_that_ran_not_the_models_name(repo
     from imagenot.figures.tables import published_check
 
     paper = _config(repo_root, "paper.yaml")
-    paper["train"]["weights"]["resnet152"] = V1
+    paper["train"]["weights"]["resnet152"] = V2
     settings = AccuracySettings.from_config(paper)
-    assert settings.weights["resnet152"] == V1
+    assert settings.weights["resnet152"] == V2
     robustness = pd.concat(
         [
-            _published_run_rows("resnet152", V1, V1_TOP1, 78.2),
+            _published_run_rows("resnet152", V2, V2_TOP1, 82.2),
             _published_run_rows("resnet18", "ResNet18_Weights.IMAGENET1K_V1", 69.758, 69.7),
             _published_run_rows("resnet152", None, None, 40.0).assign(dataset="imagenot"),
         ],
@@ -443,24 +444,58 @@ def test_the_published_accuracy_is_the_weights_that_ran_not_the_models_name(repo
     )
     acc = accuracy_table(robustness, read_published(facts.shipped_path()), settings)
     r152 = acc[acc.model == "resnet152"]
-    assert (r152.imagenet_top1 == V1_TOP1).all()  # every dataset's x-axis: the weight that ran
+    assert (r152.imagenet_top1 == V2_TOP1).all()  # every dataset's x-axis: the weight that ran
     ref = acc[(acc.dataset == PUBLISHED_DATASET) & (acc.model == "resnet152")].iloc[0]
-    assert (ref.weights, ref.accuracy) == (V1, V1_TOP1)
-    assert x_axis(acc)["resnet152"] == V1_TOP1
+    assert (ref.weights, ref.accuracy) == (V2, V2_TOP1)
+    assert x_axis(acc)["resnet152"] == V2_TOP1
     check = published_check(acc, {}, Options.from_config(paper)).set_index("model")
-    assert check.loc["resnet152", "published_top1"] == V1_TOP1
-    assert check.loc["resnet152", "weights"] == V1
-    assert not check["flagged"].any()  # 78.2 against 78.3, not against V2's 82.3
-    assert check.loc["resnet152", "deviation"] == pytest.approx(78.2 - V1_TOP1)
+    assert check.loc["resnet152", "published_top1"] == V2_TOP1
+    assert check.loc["resnet152", "weights"] == V2
+    assert not check["flagged"].any()  # 82.2 against 82.3, not against V1's 78.3
+    assert check.loc["resnet152", "deviation"] == pytest.approx(82.2 - V2_TOP1)
 
-    # no published run: the config's weights, read by their reference (V1 is not shipped)
+    # no published run: the config's weights, read by their reference (V2 is not shipped)
     trained_only = robustness[robustness.dataset == "imagenot"]
     acc = accuracy_table(trained_only, read_published(facts.shipped_path()), settings)
-    assert (acc[acc.model == "resnet152"].imagenet_top1 == V1_TOP1).all()
+    assert (acc[acc.model == "resnet152"].imagenet_top1 == V2_TOP1).all()
     # the registry's weights where the config names none
     default = AccuracySettings.from_config(_config(repo_root, "paper.yaml"))
     acc = accuracy_table(trained_only, read_published(facts.shipped_path()), default)
-    assert (acc[acc.model == "resnet152"].imagenet_top1 == 82.284).all()
+    assert (acc[acc.model == "resnet152"].imagenet_top1 == V1_TOP1).all()
+
+
+# ------------------------------------------- each published weight is the one of the paper's recipe
+
+
+def test_each_paper_model_has_the_weights_of_the_recipe_the_paper_states(repo_root):
+    """Every model of config/paper.yaml records the recipe the paper states for it, and its
+    weights are ones torchvision says that recipe trained (ResNet-152: IMAGENET1K_V1)."""
+    from imagenot.train.registry import RECIPES
+
+    paper = _config(repo_root, "paper.yaml")["train"]["models"]
+    assert len(paper) == 7
+    for name in paper:
+        spec = MODELS[name]
+        assert spec.recipe in RECIPES, name
+        assert facts.recipe_problem(spec) is None, name
+    assert MODELS["resnet152"].weights == V1
+    assert facts.weight_facts(MODELS["resnet152"].weights, "resnet152").top1 == V1_TOP1
+
+
+def test_weights_whose_recipe_contradicts_the_recorded_one_are_refused(monkeypatch):
+    """Planted: ResNet-152 with V2 (torchvision's newer recipe) under the classic recipe; the
+    check names both, and rewriting the derived table refuses the entry."""
+    from dataclasses import replace
+
+    from imagenot.registries import RegistryError
+
+    planted = replace(MODELS["resnet152"], weights=V2)
+    problem = facts.recipe_problem(planted)
+    assert "issues/3995#new-recipe" in problem and "'classic'" in problem, problem
+    assert facts.recipe_problem(replace(planted, recipe=None)) is None  # no reason recorded
+    monkeypatch.setitem(MODELS, "resnet152", planted)
+    with pytest.raises(RegistryError, match=r"resnet152.*IMAGENET1K_V2"):
+        facts.derived_table()
 
 
 @pytest.mark.parametrize("measured, problem", [(78.2, False), (74.0, True)])

@@ -27,10 +27,11 @@ from imagenot.train.facts import weight_facts
 torch.set_num_threads(1)
 
 WNIDS = ("n01440764", "n01443537")
-# (weights, model): a 224 px weight (resize 256, bilinear), one resized to 232, and a 480 px one
+# (weights, model), the registry's: a 224 px weight (resize 256, bilinear), one resized to 232
+# (ConvNeXt-L), and a 480 px one (EfficientNet-V2-L)
 WEIGHTS = (
     ("ResNet18_Weights.IMAGENET1K_V1", "resnet18"),
-    ("ResNet152_Weights.IMAGENET1K_V2", "resnet152"),
+    ("ConvNeXt_Large_Weights.IMAGENET1K_V1", "convnext_large"),
     ("EfficientNet_V2_L_Weights.IMAGENET1K_V1", "efficientnet_v2_l"),
 )
 GOAL_MEAN, GOAL_P99 = 0.5, 4.0  # levels of 255

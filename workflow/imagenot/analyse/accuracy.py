@@ -14,8 +14,8 @@ Which published accuracy belongs to a model is the weight's, never the model nam
 published run's record (its ``result.json``, carried into ``robustness.parquet`` by the
 evaluation) first, else the weights the config names for the model
 (``AccuracySettings.weights``) looked up in the published table by weights. With
-``train.weights.resnet152: ResNet152_Weights.IMAGENET1K_V1`` ResNet-152 is 78.3, not the 82.3
-of the V2 weights the registry ships under its name.
+``train.weights.resnet152: ResNet152_Weights.IMAGENET1K_V2`` ResNet-152 is 82.3, not the 78.3
+of the V1 weights the registry names for it (the paper's recipe).
 """
 
 from __future__ import annotations

@@ -282,6 +282,35 @@ def file_facts(name: str, model: str | None) -> WeightFacts:
     )
 
 
+def recipe_problem(spec) -> str | None:
+    """Why registry entry ``spec``'s published weights contradict the recipe it records as the
+    reason for them (``ModelSpec.recipe``): torchvision's weights enum names the recipe that
+    trained them (``meta["recipe"]``, ``meta["_docs"]``), and it must be one the recorded
+    recipe lists. None when they agree or the entry records no recipe."""
+    from torchvision.models import get_weight
+
+    from imagenot.train.registry import RECIPES, split_weights
+
+    if spec.recipe is None:
+        return None
+    recipe = RECIPES.entry(spec.recipe)
+    source, name = split_weights(spec.weights or "")
+    if source != "torchvision":
+        return (
+            f"model {spec.name!r}: recipe {spec.recipe!r} is checked against a torchvision "
+            f"weights enum; its weights are {spec.weights!r}"
+        )
+    meta = get_weight(name).meta
+    if meta.get("recipe") in recipe.published:
+        return None
+    docs = " ".join(meta.get("_docs", "").split())
+    return (
+        f"model {spec.name!r}: weights {spec.weights} were trained by {meta.get('recipe')} "
+        f"({docs}), not by the recorded recipe {spec.recipe!r} ({recipe.paper}: "
+        f"{', '.join(recipe.published)})"
+    )
+
+
 def live_facts(weights: str, model: str | None) -> WeightFacts:
     """The facts of a weights reference, read from its publisher (imports torch); ``model``:
     the registry entry whose weights they are (a ``file:`` source's facts are its entry's;
@@ -356,6 +385,8 @@ def derived_table() -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(TABLE_COLUMNS)
     for name, spec in MODELS.items():
+        if problem := recipe_problem(spec):
+            raise RegistryError(problem)
         if spec.weights:
             row = table_row(name, live_facts(spec.weights, name))
             writer.writerow(csv_row(row[column] for column in TABLE_COLUMNS))

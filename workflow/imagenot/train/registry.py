@@ -50,6 +50,10 @@ class ModelSpec:
     # load time, whatever the dataset's stored size and train.image_size. None: the model takes
     # any side from min_size up and trains at train.image_size (input_size)
     image_size: int | None = None
+    # why these weights: the RECIPES entry naming the training recipe the paper states for the
+    # model, which the weights' publisher says trained them (imagenot.train.facts.recipe_problem
+    # checks it against a torchvision enum's meta["recipe"]); None: no recipe recorded
+    recipe: str | None = None
 
     def __post_init__(self) -> None:
         if self.image_size is not None and self.image_size < self.min_size:
@@ -151,12 +155,51 @@ def _densenet_mini(num_classes: int) -> nn.Module:
     )
 
 
+@dataclass(frozen=True)
+class Recipe:
+    """A training recipe the paper states for its models' published weights (torchvision's own
+    recipes, docs/method.md section 5), and the pages torchvision names as the recipe of weights
+    trained by it (a weights enum's ``meta["recipe"]``)."""
+
+    paper: str  # the recipe in the paper's words
+    published: tuple[str, ...]  # meta["recipe"] of torchvision weights trained by it
+
+
+_REFERENCES = "https://github.com/pytorch/vision/tree/main/references/classification"
+#: The recipes of the paper's published weights: a registry entry's ``recipe`` names one, and
+#: its weights must be ones torchvision lists under that recipe.
+RECIPES: Registry = Registry(
+    "weights recipe",
+    {
+        "classic": Recipe(
+            "batch 32, 90 epochs, SGD lr 0.1, momentum 0.9, weight decay 1e-4, step LR every 30 "
+            "epochs x0.1",
+            # ResNets; DenseNets ported from LuaTorch (DenseNet paper: 90 epochs, lr 0.1 divided
+            # by 10 at epochs 30 and 60, momentum 0.9, weight decay 1e-4)
+            (f"{_REFERENCES}#resnet", "https://github.com/pytorch/vision/pull/116"),
+        ),
+        "classic-lr-0.01": Recipe(
+            "the classic recipe at lr 1e-2 (AlexNet, VGG)", (f"{_REFERENCES}#alexnet-and-vgg",)
+        ),
+        "efficientnet-v2": Recipe(
+            "lr 0.5, cosine schedule with warm-up, weight decay 2e-5",
+            (f"{_REFERENCES}#efficientnet-v2",),  # torchvision's weights: ported from the paper
+        ),
+        "convnext": Recipe("lr 1e-3, cosine schedule with warm-up", (f"{_REFERENCES}#convnext",)),
+    },
+)
+
+
 def _register(*specs: ModelSpec) -> Registry:
     return Registry("model", {spec.name: spec for spec in specs})
 
 
-def _tv(name: str, family: str, head: str, min_size: int, weights: str) -> ModelSpec:
-    return ModelSpec(name, family, partial(_torchvision, name), head, min_size, weights)
+def _tv(
+    name: str, family: str, head: str, min_size: int, weights: str, recipe: str | None = None
+) -> ModelSpec:
+    return ModelSpec(
+        name, family, partial(_torchvision, name), head, min_size, weights, recipe=recipe
+    )
 
 
 #: The one list of model names (the config schema's ``train.models`` items derive from it).
@@ -165,15 +208,20 @@ def _tv(name: str, family: str, head: str, min_size: int, weights: str) -> Model
 #: long entries seven-line blocks of one shape).
 # fmt: off
 MODELS: Registry = _register(
-    # The seven paper models (docs/method.md section 4).
-    _tv("alexnet", "alexnet", "classifier.6", 63, "AlexNet_Weights.IMAGENET1K_V1"),
-    _tv("vgg19", "vgg", "classifier.6", 32, "VGG19_Weights.IMAGENET1K_V1"),
-    _tv("resnet18", "resnet", "fc", 1, "ResNet18_Weights.IMAGENET1K_V1"),
-    _tv("resnet152", "resnet", "fc", 1, "ResNet152_Weights.IMAGENET1K_V2"),
-    _tv("densenet161", "densenet", "classifier", 29, "DenseNet161_Weights.IMAGENET1K_V1"),
+    # The seven paper models (docs/method.md section 4), each with the weights of the recipe
+    # the paper states for it (RECIPES): ResNet-152's IMAGENET1K_V1 (classic recipe, 78.3 %
+    # top-1), not IMAGENET1K_V2 (torchvision's newer recipe, 82.3 %).
+    _tv("alexnet", "alexnet", "classifier.6", 63, "AlexNet_Weights.IMAGENET1K_V1",
+        "classic-lr-0.01"),
+    _tv("vgg19", "vgg", "classifier.6", 32, "VGG19_Weights.IMAGENET1K_V1", "classic-lr-0.01"),
+    _tv("resnet18", "resnet", "fc", 1, "ResNet18_Weights.IMAGENET1K_V1", "classic"),
+    _tv("resnet152", "resnet", "fc", 1, "ResNet152_Weights.IMAGENET1K_V1", "classic"),
+    _tv("densenet161", "densenet", "classifier", 29, "DenseNet161_Weights.IMAGENET1K_V1",
+        "classic"),
     _tv("efficientnet_v2_l", "efficientnet", "classifier.1", 33,
-        "EfficientNet_V2_L_Weights.IMAGENET1K_V1"),
-    _tv("convnext_large", "convnext", "classifier.2", 32, "ConvNeXt_Large_Weights.IMAGENET1K_V1"),
+        "EfficientNet_V2_L_Weights.IMAGENET1K_V1", "efficientnet-v2"),
+    _tv("convnext_large", "convnext", "classifier.2", 32, "ConvNeXt_Large_Weights.IMAGENET1K_V1",
+        "convnext"),
     # Small torchvision members of the same families.
     _tv("vgg11", "vgg", "classifier.6", 32, "VGG11_Weights.IMAGENET1K_V1"),
     _tv("densenet121", "densenet", "classifier", 29, "DenseNet121_Weights.IMAGENET1K_V1"),

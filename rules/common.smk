@@ -77,8 +77,6 @@ from imagenot.diagnostics import plan as diagnostics_plan
 from imagenot.diagnostics import settings as diagnostics_settings
 from imagenot.audit import plan as audit_plan
 from imagenot.audit import settings as audit_settings
-from imagenot.audit import plan as audit_plan
-from imagenot.audit import settings as audit_settings
 
 # Dataset-building rules (demo world, curation, acquisition) go first when jobs compete for
 # cores: they are the critical path every training job waits on.

@@ -53,9 +53,13 @@ PYTHON = "3.11.7"
 # the nvidia-*-cu12 runtime (torch 2.10 is built with CUDA 12.8; from torch 2.11 on, PyPI's
 # default wheels require CUDA 13: cuda-toolkit 13, nvidia-cudnn-cu13). Input of --lock-cuda12.
 CUDA12_TORCH = ("torch==2.10.0", "torchvision==0.25.0")
+# Distributions a CUDA variant installs in place of the .venv's CPU build of the same import:
+# FAISS for CUDA 12 (the audit's search on the GPU; `faiss`, as faiss-cpu). Input of
+# --lock-cuda12 beside CUDA12_TORCH.
+CUDA_DISTS = {"12": {"faiss-cpu": "faiss-gpu-cu12==1.14.1.post1"}}
 # Packages of requirements.lock that belong to torch's CUDA build: replaced in the CUDA 12 lock
 # by whatever the CUDA 12 torch requires.
-CUDA_BUILD = re.compile(r"torch|torchvision|triton|nvidia-.*|cuda-.*")
+CUDA_BUILD = re.compile(r"torch|torchvision|triton|nvidia-.*|cuda-.*|faiss-.*")
 
 
 # the CUDA variant of the base env files (no suffix), pinned by requirements.lock
@@ -227,6 +231,15 @@ def dists_for_imports(names: set[str]) -> set[str]:
     return {d for n in names for d in mapping[n] if d != "imagenot"}
 
 
+def variant_dists(dists: set[str], cuda: str) -> set[str]:
+    """``dists`` as CUDA variant ``cuda`` installs them (CUDA_DISTS: its build of a package the
+    .venv holds for the CPU)."""
+    swap = {
+        d: canonicalize_name(spec.split("==")[0]) for d, spec in CUDA_DISTS.get(cuda, {}).items()
+    }
+    return {swap.get(d, d) for d in dists}
+
+
 def requirement_closure(dists: set[str], cuda: str) -> set[str]:
     """`dists` and, recursively, their marker-applicable requirements, following extras: torch
     requires `cuda-toolkit[cudart,cufft,...]`, whose extras pull the CUDA runtime libraries; an
@@ -330,7 +343,7 @@ def write_envs() -> None:
         cuda = env_cuda(env)[1]
         lock_file = CUDA_VARIANTS[cuda].lock
         lock = lock_versions(cuda)
-        dists = sorted(requirement_closure(needed_dists(env), cuda))
+        dists = sorted(requirement_closure(variant_dists(needed_dists(env), cuda), cuda))
         unlocked = [d for d in dists if d not in lock]
         assert not unlocked, f"{env}: not in {lock_file}: {unlocked}"
         rules = ", ".join(sorted(env_rules().get(env, []))) or "(none yet)"
@@ -416,7 +429,8 @@ def test_each_rules_imports_are_in_its_env():
     for env, rules in env_rules().items():
         _, pip = parse_env(ENVS / f"{env}.yaml")
         for rule in rules:
-            missing = dists_for_imports(rule_imports(blocks[rule])) - set(pip)
+            wanted = variant_dists(dists_for_imports(rule_imports(blocks[rule])), env_cuda(env)[1])
+            missing = wanted - set(pip)
             assert not missing, f"rule {rule} imports {sorted(missing)}, not in envs/{env}.yaml"
 
 
@@ -626,7 +640,7 @@ def lock_cuda12(tmp: Path) -> None:
         if env_cuda(env)[1] != cuda:
             pins.update(parse_env(ENVS / f"{env}.yaml")[1])
     kept = [f"{n}=={v}" for n, v in pins.items() if not CUDA_BUILD.fullmatch(n)]
-    resolved = resolve([*kept, *CUDA12_TORCH], tmp)
+    resolved = resolve([*kept, *CUDA12_TORCH, *CUDA_DISTS[cuda].values()], tmp)
     for name, meta in resolved.items():
         for spec in meta.get("requires_dist", []):
             req = canonicalize_name(Requirement(spec).name)

@@ -54,7 +54,7 @@ rule audit_search:
         gpu_env("train")
     threads: 2
     resources:
-        **class_resources("medium_long"),
+        **work_resources("audit_search"),
     params:
         settings=lambda wc: to_arg(
             audit_settings.SearchSettings.from_config(

@@ -6,6 +6,8 @@
 # Datasets on disk (the adapter kinds of imagenot.acquire.kinds): one job per class range
 # (acquire.classes_per_job), then the same gather.
 
+from imagenot import split_readers
+
 
 # One part of a selection (where the internet is: acquire.download_on, docs/cluster.md): img2dataset fetch (resumable: its work folder is kept, not an
 # output), decode-once validation, the valid images in a tar and one status row per URL.
@@ -218,10 +220,11 @@ rule acquire_build:
 
 
 # A dataset already on disk, one class range (acquire.classes_per_job classes) per job, written
-# in the same format (nothing is downloaded); a finished range is not redone. Its disk request:
-# its share of the stored copy and of the test originals the dataset keeps where published
-# weights are evaluated on it (imagenot.acquire.sizes.range_disk_mb); memory and runtime: its
-# class.
+# in the same format (nothing is downloaded); a finished range is not redone. It stores the
+# splits some rule of the config reads (imagenot.split_readers.materialise_settings). Its disk
+# request: its share of those splits' stored copy and of the test originals the dataset keeps
+# where published weights are evaluated on it (imagenot.split_readers.range_disk_mb); memory
+# and runtime: its class.
 rule acquire_materialise_range:
     output:
         part=temp(acquire_paths.RANGE_PART),
@@ -238,14 +241,10 @@ rule acquire_materialise_range:
     threads: 1
     resources:
         **class_resources("light"),
-        disk_mb=lambda wc: acquire_sizes.range_disk_mb(config, wc.dataset),
+        disk_mb=lambda wc: split_readers.range_disk_mb(config, wc.dataset),
     params:
         out=paths.DATASET,
-        settings=lambda wc: to_arg(
-            acquire_settings.MaterialiseSettings.from_config(
-                config, dataset=wc.dataset
-            )
-        ),
+        settings=lambda wc: to_arg(split_readers.materialise_settings(config, wc.dataset)),
     shell:
         job(
             "imagenot materialise-range --out {params.out} --job {wildcards.job}"

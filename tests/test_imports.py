@@ -152,6 +152,8 @@ ENTRY_POINTS = {
     "summary_plan",
     "run_summary",
     "run_summary_cli",
+    # which rules read each dataset split (every stage's plan), what the acquire rule stores
+    "split_readers",
 }
 
 

@@ -1,5 +1,8 @@
 """What a config will cost: ``imagenot plan``'s summary per rule group, estimates labelled.
 
+Over 500 lines because the plan's figures (requests, the GPU and data stages, storage) share one
+set of sources (the scale model, the throughput table, the dry run's jobs) read here once.
+
 Two kinds of figure, never mixed:
 
 * **requested** (an upper bound a scheduler must be ready for): from the jobs Snakemake plans
@@ -27,9 +30,10 @@ from pathlib import Path
 from imagenot.acquire.sizes import (
     BYTES_PER_PIXEL,
     BYTES_PER_PIXEL_SOURCE,
-    dataset_bytes,
     dataset_images,
     originals_bytes,
+    split_bytes,
+    stored_size,
 )
 from imagenot.measured import read_measurements, read_throughput  # noqa: F401 (plan's names)
 from imagenot.planning import REPO, PlannedJob, rule_groups, world_rows_per_part
@@ -162,9 +166,14 @@ def model_facts(models: list[str]) -> dict[str, dict]:
 
 
 def storage(config: dict) -> list[dict]:
-    """Bytes of each stage's outputs (and the LAION input), each with its source."""
+    """Bytes of each stage's outputs (and the LAION input), each with its source and the rules
+    that read it (``read_by``): a dataset line per stored split, whose readers
+    (:func:`imagenot.split_readers.split_readers`) are why it is stored."""
     from imagenot.curate.settings import SelectSettings
+    from imagenot.split_readers import EVALUATE, split_readers, stored_splits
     from imagenot.train import plan as train_plan
+
+    readers = split_readers(config)
 
     scale = scale_projection()
     rows: list[dict] = []
@@ -195,6 +204,7 @@ def storage(config: dict) -> list[dict]:
                 "item": f"LAION metadata ({parts} parts, input)",
                 "bytes": size,
                 "source": source,
+                "read_by": ["curate_match"],
             }
         )
         rows.append(caption_embeddings(config, scale))
@@ -221,18 +231,21 @@ def storage(config: dict) -> list[dict]:
                     "item": f"{name} downloaded images ({wanted:,})",
                     "bytes": wanted * side * side * pixel,
                     "source": BYTES_PER_PIXEL_SOURCE,
+                    "read_by": ["acquire_write"],
                 }
             )
-        total = sizes["train"] + sizes["val"] + sizes["test"]
-        stored, source = dataset_bytes(config, name)  # at the dataset's own stored size
-        rows.append(
-            {
-                "stage": "acquire",
-                "item": f"{name} dataset ({total:,} images)",
-                "bytes": stored,
-                "source": source,
-            }
-        )
+        side = stored_size(config, name)
+        for split in stored_splits(config, name):  # one line per stored split, its readers
+            rows.append(
+                {
+                    "stage": "acquire",
+                    "item": f"{name} {split} split ({sizes[split]:,} images)",
+                    "bytes": split_bytes(config, name, split),
+                    "source": f"{sizes[split]:,} images at {side} px; {sizes['source']}; "
+                    f"{BYTES_PER_PIXEL_SOURCE}",
+                    "read_by": list(readers[name][split]),
+                }
+            )
         kept, source = originals_bytes(config, name)
         if kept != 0:  # the test originals of a dataset published weights are evaluated on
             rows.append(
@@ -241,6 +254,7 @@ def storage(config: dict) -> list[dict]:
                     "item": f"{name} test originals ({sizes['test']:,} files)",
                     "bytes": kept,
                     "source": source,
+                    "read_by": [EVALUATE],
                 }
             )
     trained = [e for e in train_plan.experiments(config) if not train_plan.is_published(e)]
@@ -260,6 +274,7 @@ def storage(config: dict) -> list[dict]:
                 "item": f"TL features ({len(tl)} experiments)",
                 "bytes": feats,
                 "source": f"images x head input width x {width} bytes",
+                "read_by": ["train_head_trial", "train_head_final"],
             }
         )
     finals = sum(len(train_plan.seeds(config, e)) for e in trained)
@@ -273,6 +288,7 @@ def storage(config: dict) -> list[dict]:
             "bytes": weights * (finals + len(trained)),
             "source": "parameters x 4 bytes (float32), built on torch's meta device; "
             "trial checkpoints are deleted as trials end",
+            "read_by": [EVALUATE],
         }
     )
     return rows
@@ -284,12 +300,34 @@ def caption_embeddings(config: dict, scale: dict | None) -> dict:
     similarity, the parts' score tables (the selection's projected input), and with
     ``curate.encoder.keep_vectors`` its float16 vector (RoBERTa-large: 1,024 wide)."""
     item = "caption embeddings"
+    rows_per_part = world_rows_per_part(config)
+    if scale and not paper_shaped(config, scale) and rows_per_part:
+        # a LAION source the workflow writes (demo or scale world): its caption rows at the
+        # scale model's embedded share and bytes per embedded row
+        target = scale["embed_fraction"] * scale["projection_target"]["captions"]
+        tables = {r["rule"]: r["projected"] for r in scale["rules"]}["curate_select"]["input_mb"]
+        rows = scale["embed_fraction"] * rows_per_part * len(_shard_names(config))
+        keep = config["curate"]["encoder"]["keep_vectors"]
+        per_row = 4 + tables * 1e6 / target + (1024 * 2 if keep else 0)
+        return {
+            "stage": "curate",
+            "item": f"{item} ({rows:,.0f} captions)",
+            "bytes": round(rows * per_row),
+            "source": f"estimate: {scale['embed_fraction']:.0%} of the parts' caption rows "
+            f"embedded x {per_row:,.0f} bytes per embedded caption (similarity, score tables"
+            + (", float16 vector" if keep else "")
+            + "), the scale model's laion2B-en projection (docs/scale.json); measured: "
+            "du -sh results/curate after the run (score tables and similarities)",
+            "read_by": ["curate_select"],
+        }
     if not (scale and paper_shaped(config, scale)):
         return {
             "stage": "curate",
             "item": item,
             "bytes": None,
-            "source": "not estimated: the scale model projects laion2B-en's 128 parts only",
+            "source": "not estimated: the scale model projects laion2B-en's parts, and this "
+            "LAION copy's caption rows are unknown until read",
+            "read_by": ["curate_select"],
         }
     rows = scale["embed_fraction"] * scale["projection_target"]["captions"]
     tables = {r["rule"]: r["projected"] for r in scale["rules"]}["curate_select"]["input_mb"]
@@ -303,6 +341,7 @@ def caption_embeddings(config: dict, scale: dict | None) -> dict:
         "2-39 % by part, docs/scale.md) x 4 bytes of similarity, and the parts' score tables "
         f"({tables / 1e3:,.1f} GB, the selection's projected input)"
         + ("; float16 vectors kept, 1,024 per caption" if keep else "; vectors not kept"),
+        "read_by": ["curate_select"],
     }
 
 

@@ -298,7 +298,9 @@ def format_plan(plan: dict) -> str:
         out += ["", *format_deadline(plan)]
     out += ["", "storage, estimate:"]
     for s in plan["storage"]:
-        out.append(f"  {s['stage']:<8} {s['item']:<52} {_gb(s['bytes']):>14}  ({s['source']})")
+        read = ", ".join(s.get("read_by") or ["nothing"])
+        out.append(f"  {s['stage']:<8} {s['item']:<52} {_gb(s['bytes']):>14}  read by {read}")
+        out.append(f"  {'':<8} ({s['source']})")
     out.append(f"  total {_gb(plan['storage_total_bytes'])}")
     return "\n".join(out)
 

@@ -7,6 +7,10 @@ a finished range is skipped on a rerun), each class split by :mod:`imagenot.acqu
 then :func:`imagenot.acquire.dataset.gather_parts` writes manifest, classes and fingerprint
 (:func:`materialise` runs every range, then gathers, in one process).
 
+Only the splits some rule of the config reads are written (``settings.splits``,
+:mod:`imagenot.split_readers`): every class is still split the same way (the draw does not
+depend on what is stored), and a split nothing reads is left out of the shards and the manifest.
+
 The test images of a dataset published weights are evaluated on (``keep_originals``) are also
 stored as their original files, byte for byte (``originals/``, :mod:`imagenot.dataset`): the
 input the published accuracies were measured on. An adapter that yields pixel arrays (CIFAR's
@@ -54,6 +58,7 @@ from imagenot.acquire.ranges import n_range_jobs, range_classes
 from imagenot.acquire.settings import MaterialiseSettings
 from imagenot.acquire.splits import class_split, group_by_class
 from imagenot.io import write_text
+from imagenot.paths import SPLITS
 from imagenot.registries import resolve
 
 log = logging.getLogger(__name__)
@@ -79,6 +84,8 @@ def _written_with(settings: MaterialiseSettings) -> dict:
         "allow_empty": s.allow_empty,
         # only where set: ranges of datasets without published weights stay done
         **({"keep_originals": True} if s.keep_originals else {}),
+        # only where some split is not stored: ranges of every split stay done
+        **({"splits": list(s.splits)} if set(s.splits) != set(SPLITS) else {}),
     }
 
 
@@ -116,6 +123,7 @@ def materialise_range(
     for cls in mine:
         pairs += class_split(cls, by_class.get(cls, []), settings)
     _check_empty(path, kind, mine, pairs, s.allow_empty)
+    pairs = [(it, split) for it, split in pairs if split in s.splits]  # the splits read
     log.info("%s: range %d/%d, %d classes, %d images", path, job, jobs, len(mine), len(pairs))
     progress = tqdm(
         total=len(pairs), desc=f"materialise {kind} range {job}", unit="img", mininterval=5

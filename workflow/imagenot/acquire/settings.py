@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from imagenot.paths import SPLITS
 from imagenot.settings import FromConfig, PerDataset
 
 # Where a dataset's image_size is read (MaterialiseSettings.SECTIONS): its own key, else acquire's.
@@ -150,6 +151,9 @@ class MaterialiseSettings(FromConfig):
         "keep_originals": "whether published weights are evaluated on the dataset (a "
         "train.experiments entry with weights: published): its test images' original files are "
         "stored beside the copy, the input their published accuracies were measured on",
+        "splits": "the splits stored: every split here; the range rule's settings narrow them "
+        "to the ones some rule of the config reads (imagenot.split_readers."
+        "materialise_settings); a split left out is drawn but not written",
     }
 
     kind: str
@@ -167,6 +171,7 @@ class MaterialiseSettings(FromConfig):
     jobs: int
     classes_per_job: int
     keep_originals: bool
+    splits: tuple[str, ...]
 
     @classmethod
     def from_config(cls, config, dataset: str) -> MaterialiseSettings:  # type: ignore[override]
@@ -183,6 +188,7 @@ class MaterialiseSettings(FromConfig):
                 class_count_hint(values["kind"], values["path"]), values["classes_per_job"]
             ),
             keep_originals=keeps_originals(config, dataset),
+            splits=SPLITS,
         )
 
 

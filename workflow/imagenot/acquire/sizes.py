@@ -19,6 +19,7 @@ from imagenot.acquire.settings import (
     MaterialiseSettings,
     keeps_originals,
 )
+from imagenot.paths import SPLITS
 from imagenot.settings import config_lookup
 
 # ILSVRC-2012's training set: 147.9 GB of JPEGs for 1,281,167 images of mean 469 x 387 px
@@ -82,17 +83,31 @@ def dataset_images(config: dict, dataset: str) -> dict | None:
     }
 
 
-def dataset_bytes(config: dict, dataset: str) -> tuple[int | None, str]:
-    """Bytes of ``dataset``'s materialised images (every split, at its stored size; the kept
+def split_bytes(config: dict, dataset: str, split: str) -> int | None:
+    """Bytes of one split of ``dataset``'s materialised images at its stored size, an estimate
+    (source: :data:`BYTES_PER_PIXEL_SOURCE`); None when its size is unknown until read."""
+    sizes = dataset_images(config, dataset)
+    if sizes is None:
+        return None
+    side = stored_size(config, dataset)
+    return round(sizes[split] * side * side * BYTES_PER_PIXEL)
+
+
+def dataset_bytes(
+    config: dict, dataset: str, splits: tuple[str, ...] = SPLITS
+) -> tuple[int | None, str]:
+    """Bytes of ``dataset``'s materialised images (``splits``, at its stored size; the kept
     originals apart: :func:`originals_bytes`) and the source of the figure, an estimate; None
-    when its size is unknown until read."""
+    when its size is unknown until read. The splits a dataset stores:
+    ``imagenot.split_readers.stored_splits``."""
     sizes = dataset_images(config, dataset)
     if sizes is None:
         return None, "unknown until the dataset is read"
     side = stored_size(config, dataset)
-    total = sizes["train"] + sizes["val"] + sizes["test"]
-    return round(total * side * side * BYTES_PER_PIXEL), (
-        f"{total:,} images at {side} px; {sizes['source']}; {BYTES_PER_PIXEL_SOURCE}"
+    total = sum(sizes[split] for split in splits)
+    return sum(split_bytes(config, dataset, split) for split in splits), (
+        f"{total:,} images ({', '.join(splits)}) at {side} px; {sizes['source']}; "
+        f"{BYTES_PER_PIXEL_SOURCE}"
     )
 
 
@@ -118,16 +133,17 @@ def originals_bytes(config: dict, dataset: str) -> tuple[int | None, str]:
     )
 
 
-def range_disk_mb(config: dict, dataset: str) -> int:
+def range_disk_mb(config: dict, dataset: str, splits: tuple[str, ...] = SPLITS) -> int:
     """Disk (MB) one range job of ``dataset`` writes, its request ``disk_mb``: the stored copy
     and the kept originals (:func:`dataset_bytes`, :func:`originals_bytes`, estimates) of the
     largest job's classes (``acquire.classes_per_job`` of the dataset's classes, the ranges
     planned from the class folders on disk; the last job also takes the classes past them); at
-    least Snakemake's own default, also the figure where the size is unknown."""
+    least Snakemake's own default, also the figure where the size is unknown. ``splits``: the
+    ones it stores (``imagenot.split_readers.range_disk_mb`` gives the rule's)."""
     from imagenot.acquire.ranges import class_count_hint, n_range_jobs
 
     sizes = dataset_images(config, dataset)
-    stored, _ = dataset_bytes(config, dataset)
+    stored, _ = dataset_bytes(config, dataset, splits)
     kept, _ = originals_bytes(config, dataset)
     if sizes is None or stored is None or kept is None:
         return DISK_MB_FLOOR

@@ -1,0 +1,144 @@
+"""Nothing stored that nothing reads: a dataset on disk stores the splits some rule of the config
+reads (imagenot.split_readers), and imagenot plan's storage table names each line's readers."""
+
+from __future__ import annotations
+
+import copy
+import io
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from imagenot import split_readers as readers
+from imagenot.acquire import sizes
+from imagenot.config import load_config
+
+REPO = Path(__file__).resolve().parents[1]
+PAPER = REPO / "config" / "paper.yaml"
+AUDIT = "diagnostics_embed_images (audit_search)"
+
+
+@pytest.fixture(scope="module")
+def paper() -> dict:
+    return load_config(PAPER)
+
+
+def _rules() -> set[str]:
+    text = "".join(p.read_text() for p in (REPO / "rules").glob("*.smk"))
+    return set(re.findall(r"^(?:rule|checkpoint|use rule \w+ as) (\w+)", text, flags=re.M))
+
+
+def _imagenet_lines(rows: list[dict]) -> list[str]:
+    return [r["item"] for r in rows if r["item"].startswith("imagenet ")]
+
+
+def test_each_storage_line_names_the_rules_that_read_it(paper):
+    """config/paper.yaml: ImageNet's test split is read by the evaluation and the diagnostics;
+    its train and val splits by the audit alone (audit.reference_splits); every line of the
+    table names existing rules."""
+    from imagenot import costs
+
+    rows = costs.storage(paper)
+    rules = _rules()
+    for row in rows:
+        assert row["read_by"], row["item"]
+        for reader in row["read_by"]:
+            assert reader.split(" (")[0] in rules, (row["item"], reader)
+    by_item = {r["item"]: r["read_by"] for r in rows}
+    assert by_item["imagenet test split (50,000 images)"][0] == "evaluate_robustness"
+    assert by_item["imagenet train split (1,231,167 images)"] == [AUDIT]
+    assert by_item["imagenet test originals (50,000 files)"] == ["evaluate_robustness"]
+    total = sum(sizes.split_bytes(paper, "imagenet", s) for s in ("train", "val", "test"))
+    assert sizes.dataset_bytes(paper, "imagenet")[0] == total
+
+
+def test_a_split_nothing_reads_is_not_stored(paper):
+    """Without the audit of ImageNet's training images nothing of the paper config reads them:
+    no ImageNet train or val line, the materialised splits and the range jobs' disk follow."""
+    from imagenot import costs
+
+    config = copy.deepcopy(paper)
+    config["audit"]["reference_splits"] = ["test"]
+    read = readers.split_readers(config)["imagenet"]
+    assert (read["train"], read["val"]) == ((), ())
+    assert readers.materialise_settings(config, "imagenet").splits == ("test",)
+    assert _imagenet_lines(costs.storage(config)) == [
+        "imagenet test split (50,000 images)",
+        "imagenet test originals (50,000 files)",
+    ]
+    assert readers.range_disk_mb(config, "imagenet") < readers.range_disk_mb(paper, "imagenet") / 10
+
+    # planted: an experiment trains on ImageNet, and its train and val splits are stored
+    planted = copy.deepcopy(config)
+    (published,) = [e for e in planted["train"]["experiments"] if e["dataset"] == "imagenet"]
+    published.update(weights="trained", space="imagenot_st")
+    read = readers.split_readers(planted)["imagenet"]
+    assert read["train"] == read["val"] == ("train_trial", "train_final")
+    assert readers.materialise_settings(planted, "imagenet").splits == ("train", "val", "test")
+    assert "imagenet train split (1,231,167 images)" in _imagenet_lines(costs.storage(planted))
+
+
+def test_the_range_job_writes_only_the_splits_read(tmp_path):
+    """A range job with splits ("test",) writes test images only, drawn as with every split (the
+    same test keys); the classes' training images are still checked for."""
+    from conftest import materialise
+
+    from imagenot.dataset import read_manifest
+
+    root = tmp_path / "folder"
+    rng = np.random.default_rng(0)
+    for c in ("cat", "dog"):
+        (root / c).mkdir(parents=True)
+        for i in range(6):
+            buf = io.BytesIO()
+            Image.fromarray(rng.integers(0, 255, (20, 24, 3), dtype=np.uint8)).save(buf, "JPEG")
+            (root / c / f"{i}.jpg").write_bytes(buf.getvalue())
+    common = {"image_size": 16, "test_per_class": 2, "val_per_class": 1}
+    materialise("imagefolder", root, tmp_path / "all", **common)
+    materialise("imagefolder", root, tmp_path / "test", splits=("test",), **common)
+    every = read_manifest(tmp_path / "all").to_pandas()
+    only = read_manifest(tmp_path / "test").to_pandas()
+    assert sorted(every.split.unique()) == ["test", "train", "val"]
+    assert only.split.unique().tolist() == ["test"]
+    assert sorted(only.key) == sorted(every[every.split == "test"].key)
+
+
+def test_a_dataset_nothing_reads_shows_it_in_the_storage_table(paper):
+    """A configured dataset on disk that no rule of the config reads (here: without the audit,
+    which compares every dataset's test split) is still acquired whole, and its storage lines
+    say that nothing reads them; once an experiment reads it, they name the experiment's rules."""
+    from imagenot import costs
+
+    config = copy.deepcopy(paper)
+    config["datasets"]["spare"] = dict(config["datasets"]["cifar10"])
+    config["audit"]["enabled"] = False
+    assert readers.read_splits(config, "spare") == ()
+    assert readers.materialise_settings(config, "spare").splits == ("train", "val", "test")
+    spare = [r for r in costs.storage(config) if r["item"].startswith("spare ")]
+    assert len(spare) == 3 and all(r["read_by"] == [] for r in spare)
+
+    planted = copy.deepcopy(config)
+    planted["train"]["experiments"].append(
+        {"dataset": "spare", "protocol": "st", "weights": "trained", "space": "imagenot_st"}
+    )
+    spare = [r for r in costs.storage(planted) if r["item"].startswith("spare ")]
+    assert all(r["read_by"][:2] == ["train_trial", "train_final"] for r in spare[:2])
+
+
+def test_caption_embeddings_have_a_labelled_estimate_where_the_workflow_writes_the_parts():
+    """The demo's LAION parts (the demo world, rows known from the config): the caption
+    embeddings' storage is an estimate at the scale model's bytes per embedded caption; a LAION
+    copy of unknown rows says it is not estimated."""
+    from imagenot import costs
+
+    demo = load_config(REPO / "config" / "config.yaml")
+    row = costs.caption_embeddings(demo, costs.scale_projection())
+    assert row["bytes"] > 0 and row["source"].startswith("estimate:"), row
+    assert row["read_by"] == ["curate_select"]
+    copy_on_disk = copy.deepcopy(demo)
+    copy_on_disk["demo_world"]["enabled"] = False
+    row = costs.caption_embeddings(copy_on_disk, costs.scale_projection())
+    assert row["bytes"] is None and row["source"].startswith("not estimated"), row

@@ -1,0 +1,110 @@
+"""Which rules read each split of each configured dataset: what is stored is what is read.
+
+A dataset on disk is materialised with the splits some rule of the config reads, and no other
+(:func:`materialise_settings`, the range rule's settings; ``MaterialiseSettings.splits``,
+:func:`imagenot.acquire.materialise.materialise_range`), its range jobs ask for the disk of
+those splits, and ``imagenot plan``'s storage table names each split's readers
+(:func:`imagenot.costs.storage`). Above the stages (it reads their plans), beside ``stages``.
+The readers are derived from the stages' plan functions, so that a stage reading one more split
+(an audit target, a trained experiment) makes it stored:
+
+- a trained experiment's dataset: train and val (its trials and finals; a TL experiment's
+  features too, ``imagenot.train.plan.FEATURE_SPLITS``), and test (its evaluation);
+- a dataset published weights are evaluated on: test (the evaluation);
+- the image-similarity diagnostics: ``diagnostics.image_similarity.split`` of each compared
+  dataset, embedded by ``diagnostics_embed_images``;
+- the audit: every split of each audited dataset, the target sets of each
+  (``imagenot.audit.plan.target_sets``: the reference's ``audit.reference_splits``, the other
+  datasets' ``audit.other_split``), embedded by ``diagnostics_embed_images``, and the
+  calibration split (``audit.calibration.split``).
+
+Kept free of heavy imports: the rules' parse and the plan read it.
+"""
+
+from __future__ import annotations
+
+from imagenot.paths import SPLITS
+
+EVALUATE = "evaluate_robustness"
+EMBED = "diagnostics_embed_images"
+
+
+def split_readers(config: dict) -> dict[str, dict[str, tuple[str, ...]]]:
+    """``dataset -> split -> rules reading it`` for every configured dataset and split (an
+    empty tuple: nothing reads it); a rule that reads a split through another's output is named
+    with it (``"diagnostics_embed_images (audit_search)"``)."""
+    from imagenot.audit import plan as audit_plan
+    from imagenot.diagnostics import plan as diagnostics_plan
+    from imagenot.train import plan as train_plan
+
+    reads: dict[str, dict[str, list[str]]] = {
+        name: {split: [] for split in SPLITS} for name in config["datasets"]
+    }
+
+    def add(dataset: str, split: str, rule: str) -> None:
+        if dataset in reads and rule not in reads[dataset][split]:
+            reads[dataset][split].append(rule)
+
+    for e in config["train"]["experiments"]:  # as validated (the train plan's checks apart)
+        dataset = e["dataset"]
+        if not train_plan.is_published(e):
+            tl = train_plan.is_tl(e["protocol"])
+            for rule in (
+                ("train_head_trial", "train_head_final") if tl else ("train_trial", "train_final")
+            ):
+                for split in ("train", "val"):
+                    add(dataset, split, rule)
+            if tl:
+                for split in train_plan.FEATURE_SPLITS:
+                    add(dataset, split, "train_features")
+        add(dataset, "test", EVALUATE)
+    similarity = diagnostics_plan.settings(config)["image_similarity"]["split"]
+    for dataset in diagnostics_plan.image_datasets(config):
+        add(dataset, similarity, f"{EMBED} (diagnostics_image_similarity)")
+    audit = audit_plan.settings(config)
+    for dataset in audit_plan.audited_datasets(config):
+        add(dataset, audit["calibration"]["split"], "audit_calibrate")
+        for split in SPLITS:
+            add(dataset, split, f"{EMBED} (audit_search)")
+            for target, target_split in audit_plan.target_sets(config, dataset, split):
+                add(target, target_split, f"{EMBED} (audit_search)")
+    return {
+        name: {split: tuple(rules) for split, rules in splits.items()}
+        for name, splits in reads.items()
+    }
+
+
+def read_splits(config: dict, dataset: str) -> tuple[str, ...]:
+    """The splits of ``dataset`` some rule reads, in ``SPLITS`` order."""
+    return tuple(split for split, rules in split_readers(config)[dataset].items() if rules)
+
+
+def stored_splits(config: dict, dataset: str) -> tuple[str, ...]:
+    """The splits ``dataset`` stores: a dataset on disk the ones some rule reads; one built from
+    downloads all three (its build, rule ``acquire_split``, draws and writes them together);
+    a configured dataset on disk that nothing reads all three too (it is still a target of the
+    acquire stage: the storage table shows its lines read by nothing)."""
+    from imagenot.acquire.kinds import DATASET_KINDS
+
+    if not DATASET_KINDS[config["datasets"][dataset]["kind"]].adapter:
+        return SPLITS
+    return read_splits(config, dataset) or SPLITS
+
+
+def materialise_settings(config: dict, dataset: str):
+    """The range rule's settings of ``dataset`` (``acquire_materialise_range``): the config's,
+    storing the splits some rule reads (:func:`stored_splits`)."""
+    from dataclasses import replace
+
+    from imagenot.acquire.settings import MaterialiseSettings
+
+    settings = MaterialiseSettings.from_config(config, dataset=dataset)
+    return replace(settings, splits=stored_splits(config, dataset))
+
+
+def range_disk_mb(config: dict, dataset: str) -> int:
+    """The range rule's disk request: :func:`imagenot.acquire.sizes.range_disk_mb` of the
+    splits it stores."""
+    from imagenot.acquire.sizes import range_disk_mb as disk_mb
+
+    return disk_mb(config, dataset, stored_splits(config, dataset))

@@ -5,7 +5,7 @@ host memory a job asks for; the estimated GPU-hours of every GPU stage (training
 low, expected with early stopping, and the bound where no trial stops early), each with its
 source; the data stages' time; what to ask for in an allocation request (GPU-hours, the longest
 single job and so the partition, GPU memory, node-local disk); storage of every stage's
-outputs; training's schedule on the GPUs (when it ends, and the share of the reserved GPU-hours
+outputs, each line with the rules that read it (a dataset line per stored split); training's schedule on the GPUs (when it ends, and the share of the reserved GPU-hours
 it uses), and with ``--deadline-hours`` the GPU count that meets the deadline at the least
 cost. Once a run has finished trials or final runs in its working directory, their epochs and
 images/s re-estimate what is left. Library: :mod:`imagenot.planning` (the jobs, from
@@ -53,7 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "placeholder inputs in a temporary folder (no data is read), then sums per rule group "
         "and says what to request: GPU-hours (expected with early stopping, with the low "
         "figure and the bound beside it), the longest single job (which decides the "
-        "partition), the GPU memory, node-local disk, and training's schedule on the GPUs. "
+        "partition), the GPU memory, node-local disk, the storage (each line with the rules "
+        "that read it), and training's schedule on the GPUs. "
         "Requested figures are upper bounds; estimates say their source. Finished trials and "
         "final runs in --directory re-estimate what is left.",
     )

@@ -76,7 +76,7 @@ def world(tmp_path_factory):
     return root, parts
 
 
-def _build(root, parts, out, **kw):
+def _build(root, parts, out, exclusions=None, **kw):
     fill = {
         "images_per_class": 12,
         "test_per_class": 3,
@@ -95,6 +95,7 @@ def _build(root, parts, out, **kw):
         root / "report",
         FillSettings(**fill),
         WriteSettings(shard_size=10),
+        exclusions=exclusions,
     )
 
 
@@ -159,3 +160,67 @@ def test_near_duplicate_mask():
     hashes = np.array([base, base ^ 0b111, base ^ 0xFFFF, base], dtype=np.int64)
     assert near_duplicate_mask(hashes, 4).tolist() == [False, True, False, True]
     assert near_duplicate_mask(hashes, 0).tolist() == [False, False, False, True]
+
+
+def _exclusions(path, rows):
+    pq.write_table(pa.table({"key": [k for k, _ in rows], "reason": [r for _, r in rows]}), path)
+    return path
+
+
+CLASS_2 = [f"part-00000-{r:09d}" for r in range(28, 42)]  # n00000002: 14 images, 12 kept
+
+
+def test_exclusions_drop_exactly_the_listed_rows(world, tmp_path):
+    root, parts = world
+    listed = _exclusions(
+        tmp_path / "x.parquet", [(CLASS_2[0], "reference"), (CLASS_2[5], "pool_copy")]
+    )
+    _build(root, parts, tmp_path / "a", exclusions=listed)
+    keys = {r["key"]: r["wnid"] for r in read_manifest(tmp_path / "a").to_pylist()}
+    # two of 14 left out: the class holds exactly the other 12, the other classes are untouched
+    assert sorted(k for k, w in keys.items() if w == "n00000002") == sorted(
+        set(CLASS_2) - {CLASS_2[0], CLASS_2[5]}
+    )
+    report = pq.read_table(root / "report/classes_report.parquet").to_pylist()
+    report = {r["wnid"]: r for r in report}
+    assert report["n00000002"]["n_excluded_reference"] == 1
+    assert report["n00000002"]["n_excluded_pool_copy"] == 1
+    assert report["n00000001"]["n_excluded_other_dataset"] == 0
+    _build(root, parts, tmp_path / "off")
+    off = {r["key"]: r["wnid"] for r in read_manifest(tmp_path / "off").to_pylist()}
+    assert {k for k, w in off.items() if w != "n00000002"} == {
+        k for k, w in keys.items() if w != "n00000002"
+    }
+    # seeded: the same list gives the same bytes
+    _build(root, parts, tmp_path / "b", exclusions=listed)
+    assert (tmp_path / "a/manifest.parquet").read_bytes() == (
+        tmp_path / "b/manifest.parquet"
+    ).read_bytes()
+
+
+def test_an_empty_exclusion_list_reproduces_the_splits_byte_for_byte(world, tmp_path):
+    root, parts = world
+    _build(root, parts, tmp_path / "off")
+    _build(root, parts, tmp_path / "empty", exclusions=_exclusions(tmp_path / "x.parquet", []))
+    assert (tmp_path / "off/manifest.parquet").read_bytes() == (
+        tmp_path / "empty/manifest.parquet"
+    ).read_bytes()
+    assert read_fingerprint(tmp_path / "off") == read_fingerprint(tmp_path / "empty")
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ([("part-00000-000000048", "reference")], "row 0: key 'part-00000-000000048' names no"),
+        ([("nowhere", "reference")], "row 0: key 'nowhere' names no validated image"),
+        ([(CLASS_2[0], "reference"), (CLASS_2[0], "pool_copy")], "row 1: key .* listed twice"),
+        ([(CLASS_2[0], "similar")], "row 0: reason 'similar' is not one of"),
+    ],
+)
+def test_a_bad_exclusion_row_is_refused_in_one_line(world, tmp_path, rows, message):
+    root, parts = world
+    listed = _exclusions(tmp_path / "x.parquet", rows)
+    with pytest.raises(ValueError, match=message) as err:
+        _build(root, parts, tmp_path / "bad", exclusions=listed)
+    assert "\n" not in str(err.value) and str(listed) in str(err.value)
+    assert not (tmp_path / "bad" / "manifest.parquet").exists()

@@ -48,6 +48,12 @@ class PlanFiles(RoundsFiles):
         many=True,
         optional=True,
     )
+    exclusions: list[str] = given(
+        "the audit's exclusion list of the download pool (key, reason): its rows are "
+        "left out before the fill",
+        many=True,
+        optional=True,
+    )
     assignment: str = made("the kept images, where their bytes lie (parquet)")
     download_stats: str = made("URLs per part and reason (parquet)")
     download_stats_csv: str = made("the same as CSV")

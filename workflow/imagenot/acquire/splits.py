@@ -115,3 +115,58 @@ def drop_cross_split_duplicates(
         names[twin].as_py(),
     )
     return table.filter(pa.array(keep))
+
+
+# Why the audit of the download pool excludes an image (the exclusion list's ``reason``):
+# a near-duplicate of an image of the reference's compared splits, of another dataset's
+# compared split, or a later copy of a photo the pool holds under another URL.
+EXCLUSION_REASONS = ("reference", "other_dataset", "pool_copy")
+
+
+def drop_excluded(
+    candidates: pa.Table, path: str | os.PathLike, log: logging.Logger
+) -> tuple[pa.Table, dict[str, dict[str, int]]]:
+    """``candidates`` (validated pool rows: ``key``, ``wnid``, ...) without the rows the
+    exclusion list at ``path`` names (parquet: ``key``, ``reason`` of
+    :data:`EXCLUSION_REASONS`; other columns are the audit's and are not read), and per class
+    the rows dropped by reason. The rows kept keep their order, so the seeded split of what is
+    left depends only on the seed, the classes and their rows.
+
+    A row naming no validated image of the pool, a key listed twice, an unknown reason or a
+    missing column is refused with one line naming the file and the row.
+    """
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    missing = [c for c in ("key", "reason") if c not in table.column_names]
+    if missing:
+        raise ValueError(f"{path}: exclusion list lacks column(s) {', '.join(missing)}")
+    keys, reasons = table["key"].to_pylist(), table["reason"].to_pylist()
+    pool = dict(zip(candidates["key"].to_pylist(), candidates["wnid"].to_pylist(), strict=True))
+    seen: set[str] = set()
+    for row, (key, reason) in enumerate(zip(keys, reasons, strict=True)):
+        if reason not in EXCLUSION_REASONS:
+            raise ValueError(
+                f"{path}: row {row}: reason {reason!r} is not one of {', '.join(EXCLUSION_REASONS)}"
+            )
+        if key not in pool:
+            raise ValueError(
+                f"{path}: row {row}: key {key!r} names no validated image of the download pool"
+            )
+        if key in seen:
+            raise ValueError(f"{path}: row {row}: key {key!r} is listed twice")
+        seen.add(key)
+    counts: dict[str, dict[str, int]] = {}
+    for key, reason in zip(keys, reasons, strict=True):
+        per_class = counts.setdefault(pool[key], dict.fromkeys(EXCLUSION_REASONS, 0))
+        per_class[reason] += 1
+    if keys:
+        by_reason = {r: sum(c[r] for c in counts.values()) for r in EXCLUSION_REASONS}
+        log.info(
+            "%s: %d image(s) excluded before the fill (%s)",
+            path,
+            len(keys),
+            ", ".join(f"{r} {n}" for r, n in by_reason.items() if n),
+        )
+    kept = candidates.filter(pc.invert(pc.is_in(candidates["key"], pa.array(keys, pa.string()))))
+    return kept, counts

@@ -5,8 +5,8 @@ round (:func:`plan_build`, one global job: duplicates are found across the whole
 the writes, one job per download part (:func:`write_build_part`), then a gather
 (:func:`imagenot.acquire.dataset.gather_parts`). Rules, in order:
 
-1. candidates = selection rows (of every round) whose image validated and that the audit's
-   exclusion list of the download pool, when one is given, does not name, ordered by caption similarity (desc), key;
+1. candidates = selection rows (of every round) whose image validated, less those the audit's
+   exclusion list names (when given), ordered by caption similarity (desc), key;
 2. exact duplicates (same sha256 of the stored JPEG) keep only their first candidate, across the
    whole dataset; with ``near_duplicates='phash'`` so do images whose perceptual hashes differ in
    at most ``near_distance`` bits (so no image, or near copy, can sit in two splits);
@@ -40,7 +40,7 @@ from imagenot.acquire import paths as acquire_paths
 from imagenot.acquire.dataset import Record
 from imagenot.acquire.files import PlanFiles
 from imagenot.acquire.settings import FillSettings, TopupSettings, WriteSettings
-from imagenot.acquire.splits import EXCLUSION_REASONS, class_seed, drop_excluded
+from imagenot.acquire.splits import class_seed, drop_excluded, excluded_columns
 from imagenot.dataset import SPLITS, ShardReader, read_classes
 from imagenot.files import OUTPUT
 from imagenot.io import read_parquet, write_csv, write_parquet
@@ -247,19 +247,16 @@ def plan_build(files: PlanFiles, fill: FillSettings, *, name: str) -> pa.Table:
     ``allow_fewer``) or writes the assignment: one row per kept image (key, wnid, split,
     similarity, where its bytes lie: part_tar, offset, length; ``job``, the download part whose
     write job stores it; ``order``, its row in the final manifest), classes in its metadata.
-    ``files.exclusions`` (none, or one list) names validated images left out before the fill
-    (:func:`imagenot.acquire.splits.drop_excluded`), counted per class and reason in the class
-    report. ``files.selections`` are round 0's selection then each top-up round's; ``fill`` is the
-    config's (:mod:`imagenot.acquire.settings`); ``name`` is the dataset's (for messages).
+    ``files.selections`` are round 0's selection then each top-up round's; ``fill`` is the
+    config's (:mod:`imagenot.acquire.settings`); ``name`` is the dataset's (for messages);
+    ``files.exclusions``: none, or the audit's list of the pool (:func:`drop_excluded`).
     """
     from imagenot.acquire.download import reason_counts
 
     selections, part_tables = files.selections, files.status
     reserve_path = files.reserve[0] if files.reserve else None
     selection, candidates = read_rounds(selections, part_tables)
-    excluded = None
-    if files.exclusions:
-        candidates, excluded = drop_excluded(candidates, files.exclusions[0], log)
+    candidates, excluded = drop_excluded(candidates, files.exclusions, log)
     stats = []
     for path in part_tables:
         path = Path(path)
@@ -286,10 +283,7 @@ def plan_build(files: PlanFiles, fill: FillSettings, *, name: str) -> pa.Table:
     wnids = report["wnid"].to_pylist() if report.num_rows else []
     report = report.append_column("n_tried", pa.array([tried[w] for w in wnids], pa.int64()))
     report = report.append_column("n_topup", pa.array([topup[w] for w in wnids], pa.int64()))
-    if excluded is not None:  # the audit's exclusions, by reason (only when a list is given)
-        for reason in EXCLUSION_REASONS:
-            counts = [excluded.get(w, {}).get(reason, 0) for w in wnids]
-            report = report.append_column(f"n_excluded_{reason}", pa.array(counts, pa.int64()))
+    report = excluded_columns(report, excluded)
     write_parquet(report, files.classes_report)
     write_csv(report, files.classes_report_csv)
     for row in report.to_pylist():

@@ -124,10 +124,10 @@ EXCLUSION_REASONS = ("reference", "other_dataset", "pool_copy")
 
 
 def drop_excluded(
-    candidates: pa.Table, path: str | os.PathLike, log: logging.Logger
-) -> tuple[pa.Table, dict[str, dict[str, int]]]:
+    candidates: pa.Table, lists: list[str], log: logging.Logger
+) -> tuple[pa.Table, dict[str, dict[str, int]] | None]:
     """``candidates`` (validated pool rows: ``key``, ``wnid``, ...) without the rows the
-    exclusion list at ``path`` names (parquet: ``key``, ``reason`` of
+    exclusion list in ``lists`` (none: ``candidates`` as they are, and None) names (parquet: ``key``, ``reason`` of
     :data:`EXCLUSION_REASONS`; other columns are the audit's and are not read), and per class
     the rows dropped by reason. The rows kept keep their order, so the seeded split of what is
     left depends only on the seed, the classes and their rows.
@@ -137,6 +137,9 @@ def drop_excluded(
     """
     import pyarrow.parquet as pq
 
+    if not lists:
+        return candidates, None
+    (path,) = lists
     table = pq.read_table(path)
     missing = [c for c in ("key", "reason") if c not in table.column_names]
     if missing:
@@ -170,3 +173,16 @@ def drop_excluded(
         )
     kept = candidates.filter(pc.invert(pc.is_in(candidates["key"], pa.array(keys, pa.string()))))
     return kept, counts
+
+
+def excluded_columns(report: pa.Table, counts: dict[str, dict[str, int]] | None) -> pa.Table:
+    """The classes ``report`` (one row per ``wnid``) with one column ``n_excluded_<reason>``
+    per reason of :data:`EXCLUSION_REASONS` (the counts of :func:`drop_excluded`); as it is
+    where no exclusion list was given (``counts`` None)."""
+    if counts is None:
+        return report
+    wnids = report["wnid"].to_pylist() if report.num_rows else []
+    for reason in EXCLUSION_REASONS:
+        column = [counts.get(w, {}).get(reason, 0) for w in wnids]
+        report = report.append_column(f"n_excluded_{reason}", pa.array(column, pa.int64()))
+    return report

@@ -278,9 +278,10 @@ def job(command, launch=None):
 def step(name):
     """The shell line of a rule that runs workflow step `name` (imagenot.steps): its command
     with each file the step declares under its role's flag (the rule's input or output key of
-    that name), its settings (`params.settings`) and the options a rule hands, quoted by job():
+    that name), its settings (`params.settings`) and the options a rule hands, quoted by job()
+    after the launcher the step names (a training job's `{params.launch}`):
     `shell: step("accuracy-table")`."""
-    return job(steps.command(name))
+    return job(steps.command(name), steps.STEPS.entry(name).launch)
 
 
 STAGE_PLANS = stage_plans()

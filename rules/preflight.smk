@@ -37,10 +37,7 @@ rule preflight_site:
     params:
         settings=to_arg(train_settings.PreflightSettings.for_site(config, SITE)),
     shell:
-        job(
-            "imagenot preflight --settings {params.settings} --threads {threads}"
-            " --json {output.json} --md {output.md} > {log} 2>&1"
-        )
+        step("preflight")
 
 
 rule preflight_model:
@@ -68,7 +65,4 @@ rule preflight_model:
             train_settings.PreflightSettings.for_model(config, SITE, wc.model)
         ),
     shell:
-        job(
-            "imagenot preflight --settings {params.settings} --threads {threads}"
-            " --json {output.json} --md {output.md} > {log} 2>&1"
-        )
+        step("preflight")

@@ -39,10 +39,7 @@ rule train_draw_trials:
         ),
         record=train_plan.PREREGISTRATION,
     shell:
-        job(
-            "imagenot train-draw-trials --settings {params.settings} --record {params.record}"
-            " --trials {output.trials} > {log} 2>&1"
-        )
+        step("train-draw-trials")
 
 
 # One GPU job per slot of a stage (see imagenot.train.plan): stage 0 trains every trial to the
@@ -89,14 +86,7 @@ rule train_trial:
         # card (imagenot.train.preflight_plan.batch_option; nothing ungated)
         preflight=lambda wc, input: preflight_plan.batch_option(input.preflight),
     shell:
-        job(
-            "imagenot train-trial --settings {params.settings}"
-            " --manifest {input.manifest} --fingerprint {input.fingerprint}"
-            " --trials {input.trials} --stage {wildcards.stage} --slot {wildcards.slot}"
-            " --previous {input.previous} {params.preflight} --threads {threads}"
-            " --runtime-min {resources.runtime} --result {output.result} > {log} 2>&1",
-            launch="{params.launch}",
-        )
+        step("train-trial")
 
 
 # Transfer learning (tl-SOURCE) trains the head alone over a frozen, eval-mode backbone without
@@ -150,11 +140,7 @@ rule train_features:
             )
         ),
     shell:
-        job(
-            "imagenot train-features --settings {params.settings} --manifest {input.manifest}"
-            " --fingerprint {input.fingerprint} --threads {threads}"
-            " --features {output.features} > {log} 2>&1"
-        )
+        step("train-features")
 
 
 # A TL slot: the same job as train_trial (its settings name the features folder), over the
@@ -223,10 +209,7 @@ rule train_halve:
             train_settings.HalveSettings.from_config(config, wc.dataset, wc.protocol)
         ),
     shell:
-        job(
-            "imagenot train-halve --results {input.results} --rung {wildcards.rung}"
-            " --settings {params.settings} --decision {output.decision} > {log} 2>&1"
-        )
+        step("train-halve")
 
 
 rule train_select:
@@ -250,10 +233,7 @@ rule train_select:
     resources:
         **class_resources("light"),
     shell:
-        job(
-            "imagenot train-select --results {input.results} --selection {output.selection}"
-            " > {log} 2>&1"
-        )
+        step("train-select")
 
 
 rule train_final:
@@ -307,15 +287,7 @@ rule train_final:
         launch=lambda wc: lifeline.job_prefix(train_launch.launcher(config, wc.model)),
         preflight=lambda wc, input: preflight_plan.batch_option(input.preflight),
     shell:
-        job(
-            "imagenot train-final --settings {params.settings}"
-            " --manifest {input.manifest} --fingerprint {input.fingerprint}"
-            " --trials {input.trials} --selection {input.selection}"
-            " --run {wildcards.dataset}/{wildcards.protocol}/{wildcards.model}/{wildcards.seed}"
-            " {params.preflight} --threads {threads} --runtime-min {resources.runtime}"
-            " --model {output.model} --result {output.result} > {log} 2>&1",
-            launch="{params.launch}",
-        )
+        step("train-final")
 
 
 # A TL final run over the train and val features; it writes the full model, as train_final,
@@ -384,12 +356,7 @@ rule train_published:
             train_settings.PublishedSettings.from_config(config, wc.model)
         ),
     shell:
-        job(
-            "imagenot train-published --settings {params.settings} --weights {input.weights}"
-            " --classes {input.classes} --fingerprint {input.fingerprint}"
-            " --run {wildcards.dataset}/{wildcards.protocol} --model {output.model}"
-            " --result {output.result} > {log} 2>&1"
-        )
+        step("train-published")
 
 
 # The preregistration record (spaces, budgets, models, amendments) as a report table; read once
@@ -416,7 +383,4 @@ rule train_preregistration_table:
     params:
         record=train_plan.PREREGISTRATION,
     shell:
-        job(
-            "imagenot train-preregistration-table {params.record} --table {output.table}"
-            " > {log} 2>&1"
-        )
+        step("train-preregistration-table")

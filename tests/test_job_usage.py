@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from imagenot import cli, job_usage
+from imagenot import cli, job_usage, steps
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -136,6 +136,10 @@ def test_every_rule_runs_an_imagenot_command_into_its_log():
             # each of which records its own line
             command = m.group(2).removeprefix("{params.launch} ")
             assert command.startswith("imagenot "), f"{path}: shell line {m.group(2)!r}"
+        # a declared step's line is its declaration's (imagenot.steps.command: into {log})
+        for m in re.finditer(r"^\s+shell:\s*\n\s+step\(\"([\w-]+)\"\)", text, re.M):
+            shells += 1
+            assert steps.command(m.group(1)).endswith(" > {log} 2>&1"), f"{path}: {m.group(1)}"
         blocks = re.findall(r"^\s+shell:\s*\n((?:\s+(?:job\(|f?\"|\)).*\n)+)", text, re.M)
         for block in blocks:
             assert "> {log} 2>&1" in block, f"{path}: a shell line not logged: {block!r}"

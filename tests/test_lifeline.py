@@ -23,6 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from imagenot import steps
 from imagenot.lifeline import SHELL_PREFIX
 
 REPO = Path(__file__).resolve().parents[1]
@@ -183,6 +184,8 @@ def test_every_rule_runs_one_command_that_replaces_its_shell():
         for block in re.findall(r"\n    shell:\n((?:        .*\n)+)", path.read_text()):
             n += 1
             line = " ".join(part.strip().strip('"') for part in block.splitlines())
+            if declared := re.fullmatch(r'step\("([\w-]+)"\)', line):  # job() of its command
+                line = "job( " + steps.command(declared.group(1))
             assert re.match(r'(job\( f?"?|\{params\.launch\} )imagenot ', line), line
             assert not re.search(r"&&|\|\||;|\||\$\(|`", line), f"{path.name}: {line}"
     assert n > 20

@@ -436,6 +436,26 @@ def _planned(work: Path, config: Path, target: str) -> list[SimpleNamespace]:
         ]
 
 
+def test_the_preflight_takes_the_rules_settings_or_a_config_and_a_job_its_report(capsys):
+    """``imagenot preflight`` refuses neither and both of --settings and --config in one line;
+    a training job reads ``--preflight`` alone (the rule's, ungated) as no report, and a path
+    as the report."""
+    from imagenot.cli import build_parser
+    from imagenot.settings import to_json
+
+    out = ["--json", "x.json", "--md", "x.md"]
+    settings = to_json(PreflightSettings.for_site(load_config(PAPER), None))
+    assert main(["preflight", *out]) == 2
+    assert main(["preflight", *out, "--settings", settings, "--config", str(PAPER)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["imagenot preflight: error: give either --config or --settings (the "
+                   "workflow rule's), not both"] * 2  # fmt: skip
+    argv = ["train-trial", "--settings", "{}", "--trials", "t", "--manifest", "m"]
+    argv += ["--fingerprint", "f", "--result", "r", "--stage", "0", "--slot", "0", "--threads", "1"]
+    assert build_parser().parse_args([*argv, "--preflight"]).preflight is None
+    assert build_parser().parse_args([*argv, "--preflight", "p.json"]).preflight == Path("p.json")
+
+
 def test_gpu_rules_wait_for_their_gates_unless_the_config_lifts_them(tmp_path):
     """The plan: with GPUs every GPU rule's job takes the site's report (CUDA) as an input, a
     training job its model's as well, and gets that report as ``--preflight`` (its measured
@@ -475,7 +495,7 @@ def test_gpu_rules_wait_for_their_gates_unless_the_config_lifts_them(tmp_path):
         texts = [t for job in plans[name] for t in (*job.input, *job.output, job.shell)]
         assert not any("results/preflight/" in text for text in texts)
         (trial,) = jobs(name, "train_trial")
-        assert "--preflight" not in trial.shell
+        assert " --preflight  --threads " in trial.shell  # the flag alone: no report
 
 
 def _empty_slot(work: Path, model: str) -> str:

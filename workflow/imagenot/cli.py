@@ -23,8 +23,6 @@ STAGE_CLIS = (
     "imagenot.demo.cli",
     "imagenot.demo.scale_cli",
     "imagenot.acquire.cli",
-    "imagenot.train.cli",
-    "imagenot.train.preflight_cli",
     "imagenot.figures.rankings_cli",
     "imagenot.diagnostics.cli",
     "imagenot.audit.cli",

@@ -21,6 +21,7 @@ import argparse
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from imagenot.files import flag
@@ -33,17 +34,20 @@ class Option:
     ``-``), handed to the handler as the keyword ``NAME``. ``rule``: what the rule's line hands
     (``"{threads}"``; for a ``switch``, a field holding the flag or nothing:
     ``"{params.gpu_job}"``); None: the option is typed by hand only. ``type``: what reads its
-    text; ``default``: the schema key whose default it takes; ``metavar``: its value's name in
-    ``--help``."""
+    text; ``default``: the schema key whose default it takes (a number: the value itself, for
+    a command's own knob that is no config key); ``metavar``: its value's name in ``--help``;
+    ``nargs``, ``choices``: argparse's (``nargs="?"``: the rule may hand the flag alone, none)."""
 
     name: str
     help: str
     rule: str | None = None
     type: Callable[[str], Any] | None = None
     required: bool = False
-    default: str | None = None
+    default: str | float | None = None
     switch: bool = False
     metavar: str | None = None
+    nargs: str | None = None
+    choices: tuple[str, ...] | None = None
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         from imagenot.config import schema_default
@@ -51,10 +55,10 @@ class Option:
         if self.switch:
             parser.add_argument(flag(self.name), action="store_true", help=self.help)
             return
-        default = None if self.default is None else schema_default(self.default)
+        default = schema_default(self.default) if isinstance(self.default, str) else self.default
         parser.add_argument(
             flag(self.name), type=self.type, required=self.required, default=default,
-            metavar=self.metavar, help=self.help,
+            metavar=self.metavar, help=self.help, nargs=self.nargs, choices=self.choices,
         )  # fmt: skip
 
 
@@ -64,7 +68,9 @@ class Step:
     ``description``: more for ``imagenot NAME --help``. ``run``: the handler's reference, called
     with the files object (when ``files``), the settings object (when ``settings``) and each
     option by name. ``hand_settings``: the command typed by hand may leave ``--settings`` out
-    (the handler gets None and builds them from its options)."""
+    (the handler gets None and builds them from its options). ``launch``: the rule's field
+    holding the start of its line (``{params.launch}``: a training job's launcher, torchrun or
+    srun, before the job prefix; ``job()`` in rules/common.smk); None: the job prefix."""
 
     name: str
     help: str
@@ -74,6 +80,7 @@ class Step:
     options: tuple[Option, ...] = ()
     description: str | None = None
     hand_settings: bool = False
+    launch: str | None = None
 
 
 def add_parser(subparsers: argparse._SubParsersAction, step: Step) -> argparse.ArgumentParser:
@@ -154,6 +161,175 @@ def _curate(name: str, help: str, kind: str, settings: bool = True, **more: Any)
     run = f"imagenot.curate.cli:{name.split('-')[-1]}"
     return Step(name, help, run, files, settings_class if settings else None, **more)
 
+
+_TRAIN = "imagenot.train.files:{}Files", "imagenot.train.settings:{}Settings"
+_THREADS = Option(
+    "threads", "the job's cores (rule threads)", rule="{threads}", type=int, required=True
+)
+_RUNTIME = Option(
+    "runtime_min",
+    "the job's runtime resource (its time limit): checkpoint and exit 75 "
+    "train.deadline_margin_minutes before the job's end (SLURM's end time when known)",
+    rule="{resources.runtime}",
+    type=float,
+)
+_PREFLIGHT = Option(
+    "preflight",
+    "the model's preflight report on this site (the rule's gate; the flag alone: none): its "
+    "largest batch per GPU measured to fit the card caps the job's micro-batches",
+    rule="{params.preflight}",
+    type=Path,
+    nargs="?",
+    metavar="PATH",
+)
+_RECORD = Option(
+    "record",
+    "the preregistration record, preregistration.json (each draw reads and amends it)",
+    rule="{params.record}",
+    type=Path,
+    required=True,
+    metavar="PATH",
+)
+
+
+def _train(name: str, help: str, kind: str, settings: bool = True, **more: Any) -> Step:
+    """A train step: its files and settings classes are ``<kind>Files``, ``<kind>Settings``
+    of the train stage, its handler ``imagenot.train.cli``'s function of the name after
+    ``train-``."""
+    files, settings_class = (ref.format(kind) for ref in _TRAIN)
+    run = f"imagenot.train.cli:{name.removeprefix('train-').replace('-', '_')}"
+    return Step(name, help, run, files, settings_class if settings else None, **more)
+
+
+def _run(*wildcards: str) -> Option:
+    """``--run``: the job's place, its wildcards joined by ``/`` (``dataset/protocol``)."""
+    fields = ("{wildcards." + w + "}" for w in wildcards)
+    return Option("run", "/".join(wildcards), rule="/".join(fields), required=True)
+
+
+for _step in (
+    _train(
+        "train-draw-trials",
+        "pre-register and draw an experiment's trials",
+        "Draw",
+        options=(_RECORD,),
+    ),
+    _train(
+        "train-preregistration-table",
+        "the preregistration record as CSV: experiments, hashes, models, amendments",
+        "PreregistrationTable",
+        settings=False,
+        options=(_RECORD,),
+    ),
+    _train(
+        "train-trial",
+        "train the trial in one slot of a stage (to a halving rung or the end)",
+        "Trial",
+        options=(
+            Option("stage", "0, 1, ...: rungs, then the end", "{wildcards.stage}", int, True),
+            Option("slot", "stage 0: the trial id", "{wildcards.slot}", int, True),
+            _PREFLIGHT,
+            _THREADS,
+            _RUNTIME,
+        ),
+        launch="{params.launch}",
+    ),
+    _train(
+        "train-features",
+        "a TL backbone's features of the train and val splits, computed once for every head fit",
+        "Features",
+        options=(_THREADS,),
+    ),
+    _train(
+        "train-published",
+        "torchvision's published ImageNet weights as a final run (nothing trained)",
+        "Published",
+        options=(_run("dataset", "protocol"),),
+    ),
+    _train(
+        "train-halve",
+        "successive halving: promote the best trials",
+        "Halve",
+        options=(Option("rung", "the rung decided: 0, 1, ...", "{wildcards.rung}", int, True),),
+    ),
+    _train("train-select", "pick the best trial by validation accuracy", "Select", False),
+    _train(
+        "train-final",
+        "the selected trial with one seed: trained again, or a space's first seed taking its "
+        "trial's weights",
+        "Final",
+        options=(_run("dataset", "protocol", "model", "seed"), _PREFLIGHT, _THREADS, _RUNTIME),
+        launch="{params.launch}",
+    ),
+    Step(
+        "preflight",
+        "check one GPU against the config's training jobs before submitting them",
+        run="imagenot.train.preflight_cli:run",
+        files="imagenot.train.files:PreflightFiles",
+        settings="imagenot.train.settings:PreflightSettings",
+        hand_settings=True,
+        description="Checks, on the GPU it runs on, what the config's training jobs need: "
+        "CUDA, each model's memory at its per-GPU batch, the data feed's speed, bf16 against "
+        "float32, and the node's shared memory. Writes the report (Markdown, and JSON when "
+        "every check passed: `imagenot plan --throughput` reads it); a failed check names the "
+        "config key that fixes it, and the report goes to <name>.failed.md/.json. The "
+        "workflow's rule `preflight` runs it before any GPU job (docs/gpu.md).",
+        options=(
+            Option(
+                "config",
+                "workflow config file(s), instead of the rule's --settings: a base, then "
+                "overlays (merged in order, later files winning, as snakemake's --configfile)",
+                nargs="+",
+                metavar="FILE",
+            ),
+            Option("models", "comma-separated: only these of the config's models (default: all)"),
+            Option(
+                "spaces", "comma-separated: only these train.spaces (default: all the config's)"
+            ),
+            Option(
+                "device",
+                "the device to check (default: the config's train.device)",
+                choices=("auto", "cpu", "cuda"),
+            ),
+            Option("workers", "loader workers (default: the config's)", type=int),
+            Option("feed_steps", "timed feed steps per side", type=int, default=20),
+            Option(
+                "feed_seconds",
+                "each side's timed window lasts this long at least (the fast models' steps are "
+                "milliseconds; the workers' batches decoded ahead are drained first)",
+                type=float,
+                default=2.0,
+            ),
+            Option("feed_warmup", "untimed steps before them", type=int, default=5),
+            Option("feed_images", "JPEGs written per stored size", type=int, default=512),
+            Option("threads", "torch threads (the job's cores)", "{threads}", int, default=1),
+            Option(
+                "both_decoders",
+                "measure the feed decoding in the workers and on the device on the CPU too (on "
+                "CUDA always)",
+                switch=True,
+            ),
+            Option(
+                "datasets_root",
+                "the folder holding the datasets the jobs read (default: the config's, "
+                "results/datasets): the feed check reads a sample there",
+            ),
+            Option(
+                "progress",
+                "append each check to FILE as one JSON line the moment it finishes (one "
+                "model's checks after the other's): a run stopped part-way keeps what it "
+                "finished (benchmarks/gpu_check.sh reads it)",
+                metavar="FILE",
+            ),
+            Option(
+                "table",
+                "print one row per model (benchmarks/gpu_check.sh) instead of the whole report",
+                switch=True,
+            ),
+        ),
+    ),
+):
+    STEPS.register(_step.name, _step)
 
 for _step in (
     _curate(

@@ -10,7 +10,6 @@ ends in one line naming the failed checks.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import os
@@ -18,93 +17,18 @@ import platform
 import sys
 from pathlib import Path
 
-from imagenot.cli import subcommand
-from imagenot.settings import parse
-from imagenot.train.files import PreflightFiles
 
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subcommand(
-        subparsers,
-        "preflight",
-        _main,
-        files=PreflightFiles,
-        description="Checks, on the GPU it runs on, what the config's training jobs need: "
-        "CUDA, each model's memory at its per-GPU batch, the data feed's speed, bf16 against "
-        "float32, and the node's shared memory. Writes the report (Markdown, and JSON when "
-        "every check passed: `imagenot plan --throughput` reads it); a failed check names the "
-        "config key that fixes it, and the report goes to <name>.failed.md/.json. The "
-        "workflow's rule `preflight` runs it before any GPU job (docs/gpu.md).",
-    )
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument(
-        "--settings", help="the workflow rule's settings (JSON); by hand, give --config"
-    )
-    source.add_argument(
-        "--config",
-        nargs="+",
-        metavar="FILE",
-        help="workflow config file(s), by hand: a base, then overlays (merged in order, later "
-        "files winning, as snakemake's --configfile)",
-    )
-    p.add_argument(
-        "--models", help="comma-separated: only these of the config's models (default: all)"
-    )
-    p.add_argument(
-        "--spaces", help="comma-separated: only these train.spaces (default: all the config's)"
-    )
-    p.add_argument(
-        "--device",
-        choices=["auto", "cpu", "cuda"],
-        help="the device to check (default: the config's train.device)",
-    )
-    p.add_argument("--workers", type=int, help="loader workers (default: the config's)")
-    p.add_argument("--feed-steps", type=int, default=20, help="timed feed steps per side")
-    p.add_argument(
-        "--feed-seconds",
-        type=float,
-        default=2.0,
-        help="each side's timed window lasts this long at least (the fast models' steps are "
-        "milliseconds; the workers' batches decoded ahead are drained first)",
-    )
-    p.add_argument("--feed-warmup", type=int, default=5, help="untimed steps before them")
-    p.add_argument("--feed-images", type=int, default=512, help="JPEGs written per stored size")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (the job's cores)")
-    p.add_argument(
-        "--both-decoders",
-        action="store_true",
-        help="measure the feed decoding in the workers and on the device on the CPU too (on "
-        "CUDA always)",
-    )
-    p.add_argument(
-        "--datasets-root",
-        help="the folder holding the datasets the jobs read (default: the config's, "
-        "results/datasets): the feed check reads a sample there",
-    )
-    p.add_argument(
-        "--progress",
-        metavar="FILE",
-        help="append each check to FILE as one JSON line the moment it finishes (one model's "
-        "checks after the other's): a run stopped part-way keeps what it finished "
-        "(benchmarks/gpu_check.sh reads it)",
-    )
-    p.add_argument(
-        "--table",
-        action="store_true",
-        help="print one row per model (benchmarks/gpu_check.sh) instead of the whole report",
-    )
-
-
-def _settings(args):
+def _settings(settings, config, models, spaces, device):
+    """The rule's settings, or those of the ``config`` files typed by hand, narrowed to
+    ``models`` and ``spaces`` (comma-separated) and checked on ``device``."""
     from imagenot.config import load_configs
     from imagenot.train.settings import PreflightSettings
 
-    if args.settings:
-        settings = parse(PreflightSettings, args.settings)
-    else:
-        settings = PreflightSettings.from_config(load_configs(args.config), None)
-    for flag, key in (("models", "model"), ("spaces", "space")):
-        wanted = getattr(args, flag)
+    if (settings is None) == (config is None):
+        raise ValueError("give either --config or --settings (the workflow rule's), not both")
+    if settings is None:
+        settings = PreflightSettings.from_config(load_configs(config), None)
+    for flag, key, wanted in (("models", "model", models), ("spaces", "space", spaces)):
         if wanted:
             names = wanted.split(",")
             known = {r[key] for r in settings.runs}
@@ -117,36 +41,26 @@ def _settings(args):
             else:
                 runs = [r for r in settings.runs if r[key] in names]
                 settings = dataclasses.replace(settings, runs=runs)
-    if args.device:
-        settings = dataclasses.replace(settings, device=args.device)
-    return settings
+    return dataclasses.replace(settings, device=device) if device else settings
 
 
-def _main(args: argparse.Namespace) -> None:
-    """Check one GPU against the config's training jobs before submitting them."""
+def run(files, settings, *, config, models, spaces, device, threads, progress, table, **feed):
+    """Check one GPU against the config's training jobs before submitting them; ``feed``: the
+    measured checks' :class:`imagenot.train.preflight.Options`."""
     from imagenot.io import write_json, write_text
     from imagenot.train import preflight, preflight_plan
     from imagenot.train.device import configure, deterministic_for
 
-    settings = _settings(args)
+    settings = _settings(settings, config, models, spaces, device)
     for flag in ("feed_steps", "feed_images", "threads"):
-        if getattr(args, flag) < 1:
+        if {**feed, "threads": threads}[flag] < 1:
             raise ValueError(f"--{flag.replace('_', '-')} must be at least 1")
-    configure(deterministic_for(None, "cuda" if settings.gpu_job else "cpu"), args.threads)
-    options = preflight.Options(
-        args.feed_steps,
-        args.feed_warmup,
-        args.feed_images,
-        args.workers,
-        both_decoders=True if args.both_decoders else None,
-        datasets_root=args.datasets_root,
-        feed_seconds=args.feed_seconds,
-    )
-    on_check = progress_writer(Path(args.progress)) if args.progress else None
+    configure(deterministic_for(None, "cuda" if settings.gpu_job else "cpu"), threads)
+    options = preflight.Options(**{**feed, "both_decoders": feed["both_decoders"] or None})
+    on_check = progress_writer(Path(progress)) if progress else None
     report = {**preflight.run_checks(settings, options, on_check), "environment": environment()}
     text = markdown(report)
-    print(summary(report) if args.table else text)
-    files = PreflightFiles.from_args(args)
+    print(summary(report) if table else text)
     json_out, md_out = Path(files.json), Path(files.md)
     if report["passed"]:
         for path in (json_out, md_out):

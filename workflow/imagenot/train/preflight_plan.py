@@ -111,11 +111,11 @@ def waiting(failed: list[str], models: list[str]) -> str:
 
 
 def batch_option(gate: list[str]) -> list[str]:
-    """A training rule's ``--preflight`` option from its gate inputs ``gate`` (the rule's
+    """A training rule's ``--preflight`` value from its gate inputs ``gate`` (the rule's
     ``input.preflight``, :func:`gate_inputs` with ``per_model``: the site's report, then the
-    model's): the model's report, whose measured batch the job trains at; nothing ungated. Its
-    words, each shell-quoted in the rule's line (imagenot.shell_line)."""
-    return ["--preflight", gate[1]] if len(gate) > 1 else []
+    model's): the model's report, whose measured batch the job trains at; nothing ungated (the
+    flag alone, read as none)."""
+    return gate[1:2]
 
 
 def measured_batch(report: dict, model: str) -> int | None:

@@ -33,8 +33,6 @@ NOT_SETTINGS = {
     "record (absent on the CPU), not resources.classes.gpu",
     "imagenot.train.preflight_cli:.get('ratio')": "the feed check's measured ratio (absent "
     "where the check did not run), not a config key",
-    "imagenot.train.preflight_cli:add_argument(--threads)": "torch threads of a preflight run "
-    "by hand (the rule passes its job's cores), not resources.*.threads",
 }
 
 

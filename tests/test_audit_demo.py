@@ -99,5 +99,6 @@ def test_the_audit_finds_the_planted_duplicates(tmp_path):
     )
     if recall < 0.95 or precision < 0.95:
         # the demo's encoder, a backbone the demo trains, maps every render of a class close
-        # together (docs/audit.md, "The demo"); CLIP, the paper's encoder, is not offline
+        # together, and no encoder of one vector per image tells the demo's cropped copies from
+        # its look-alikes (docs/audit.md, "The demo"); CLIP, the paper's encoder, is not offline
         pytest.xfail(f"the demo's encoder does not tell copies from look-alikes: {measured}")

@@ -192,13 +192,13 @@ _RECORD = Option(
 )
 
 
-def _train(name: str, help: str, kind: str, settings: bool = True, **more: Any) -> Step:
+def _train(name: str, help: str, kind: str, *options: Option, settings=True, **more) -> Step:
     """A train step: its files and settings classes are ``<kind>Files``, ``<kind>Settings``
     of the train stage, its handler ``imagenot.train.cli``'s function of the name after
     ``train-``."""
     files, settings_class = (ref.format(kind) for ref in _TRAIN)
     run = f"imagenot.train.cli:{name.removeprefix('train-').replace('-', '_')}"
-    return Step(name, help, run, files, settings_class if settings else None, **more)
+    return Step(name, help, run, files, settings_class if settings else None, options, **more)
 
 
 def _run(*wildcards: str) -> Option:
@@ -207,59 +207,48 @@ def _run(*wildcards: str) -> Option:
     return Option("run", "/".join(wildcards), rule="/".join(fields), required=True)
 
 
+_RUNG = Option("rung", "the rung decided: 0, 1, ...", "{wildcards.rung}", int, True)
+_STAGE = Option("stage", "0, 1, ...: rungs, then the end", "{wildcards.stage}", int, True)
+_SLOT = Option("slot", "stage 0: the trial id", "{wildcards.slot}", int, True)
+_LAUNCH = "{params.launch}"  # the rule's launcher before the command (torchrun, srun)
+
 for _step in (
-    _train(
-        "train-draw-trials",
-        "pre-register and draw an experiment's trials",
-        "Draw",
-        options=(_RECORD,),
-    ),
+    _train("train-draw-trials", "pre-register and draw an experiment's trials", "Draw", _RECORD),
     _train(
         "train-preregistration-table",
         "the preregistration record as CSV: experiments, hashes, models, amendments",
         "PreregistrationTable",
+        _RECORD,
         settings=False,
-        options=(_RECORD,),
     ),
     _train(
         "train-trial",
         "train the trial in one slot of a stage (to a halving rung or the end)",
         "Trial",
-        options=(
-            Option("stage", "0, 1, ...: rungs, then the end", "{wildcards.stage}", int, True),
-            Option("slot", "stage 0: the trial id", "{wildcards.slot}", int, True),
-            _PREFLIGHT,
-            _THREADS,
-            _RUNTIME,
-        ),
-        launch="{params.launch}",
+        *(_STAGE, _SLOT, _PREFLIGHT, _THREADS, _RUNTIME),
+        launch=_LAUNCH,
     ),
     _train(
         "train-features",
         "a TL backbone's features of the train and val splits, computed once for every head fit",
         "Features",
-        options=(_THREADS,),
+        _THREADS,
     ),
     _train(
         "train-published",
         "torchvision's published ImageNet weights as a final run (nothing trained)",
         "Published",
-        options=(_run("dataset", "protocol"),),
+        _run("dataset", "protocol"),
     ),
-    _train(
-        "train-halve",
-        "successive halving: promote the best trials",
-        "Halve",
-        options=(Option("rung", "the rung decided: 0, 1, ...", "{wildcards.rung}", int, True),),
-    ),
-    _train("train-select", "pick the best trial by validation accuracy", "Select", False),
+    _train("train-halve", "successive halving: promote the best trials", "Halve", _RUNG),
+    _train("train-select", "pick the best trial by validation accuracy", "Select", settings=False),
     _train(
         "train-final",
         "the selected trial with one seed: trained again, or a space's first seed taking its "
         "trial's weights",
         "Final",
-        options=(_run("dataset", "protocol", "model", "seed"), _PREFLIGHT, _THREADS, _RUNTIME),
-        launch="{params.launch}",
+        *(_run("dataset", "protocol", "model", "seed"), _PREFLIGHT, _THREADS, _RUNTIME),
+        launch=_LAUNCH,
     ),
     Step(
         "preflight",
@@ -283,9 +272,7 @@ for _step in (
                 metavar="FILE",
             ),
             Option("models", "comma-separated: only these of the config's models (default: all)"),
-            Option(
-                "spaces", "comma-separated: only these train.spaces (default: all the config's)"
-            ),
+            Option("spaces", "comma-separated: only these train.spaces (default: all)"),
             Option(
                 "device",
                 "the device to check (default: the config's train.device)",
@@ -328,10 +315,6 @@ for _step in (
             ),
         ),
     ),
-):
-    STEPS.register(_step.name, _step)
-
-for _step in (
     _curate(
         "match",
         "match every WordNet noun lemma against the TEXT column of a parquet file",

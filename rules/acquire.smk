@@ -7,6 +7,7 @@
 # (acquire.classes_per_job), then the same gather.
 
 from imagenot import split_readers
+from imagenot.audit import pool_plan as audit_pool_plan
 
 
 # One part of a selection (where the internet is: acquire.download_on, docs/cluster.md): img2dataset fetch (resumable: its work folder is kept, not an
@@ -103,7 +104,8 @@ use rule acquire_download as acquire_topup_download with:
 
 
 # Fill and split over every round: top images per class by caption similarity, duplicates
-# removed across the dataset, seeded splits; the download and class reports. Stops with the
+# removed across the dataset (and, with audit.remove_flagged, the images the audit of the
+# download pool flags: rule audit_pool's exclusion list), seeded splits; the download and class reports. Stops with the
 # shortfall (classes short, the fewest, keys to change) unless allow_fewer. Status tables only,
 # no images; memory grows with the dataset: the request is sized from the input (resources.work).
 rule acquire_split:
@@ -115,6 +117,7 @@ rule acquire_split:
             config, wc.dataset, acquire_plan.all_rounds(config)
         ),
         reserve=lambda wc: acquire_plan.plan_reserve(config, wc.dataset),
+        exclusions=lambda wc: audit_pool_plan.exclusions(config, wc.dataset),
     output:
         assignment=temp(acquire_paths.ASSIGNMENT),
         download_stats=acquire_paths.DOWNLOAD_STATS,
@@ -150,8 +153,8 @@ rule acquire_split:
     shell:
         job(
             "imagenot acquire-plan --selections {input.selections} --status {input.status}"
-            " --reserve {input.reserve} --assignment {output.assignment}"
-            " --download-stats {output.download_stats}"
+            " --reserve {input.reserve} --exclusions {input.exclusions}"
+            " --assignment {output.assignment} --download-stats {output.download_stats}"
             " --download-stats-csv {output.download_stats_csv}"
             " --classes-report {output.classes_report}"
             " --classes-report-csv {output.classes_report_csv}"

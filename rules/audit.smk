@@ -137,3 +137,50 @@ rule audit_figure:
             " --manifests {input.manifests} --classes {input.classes}"
             " --settings {params.settings} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
         )
+
+
+# With audit.remove_flagged (docs/audit.md, "Removing flagged images"): the download pool of an
+# audited dataset (every round's validated images, before its splits exist) against the
+# reference's splits, the other datasets' compared split and itself, at the reference's
+# threshold; rule acquire_split leaves out the images of its exclusion list.
+rule audit_pool:
+    input:
+        selections=lambda wc: acquire_plan.selections_before(
+            wc.dataset, acquire_plan.all_rounds(config)
+        ),
+        status=lambda wc: acquire_plan.status_before(
+            config, wc.dataset, acquire_plan.all_rounds(config)
+        ),
+        targets=lambda wc: audit_pool_plan.target_embeddings(config, wc.dataset),
+        calibration=lambda wc: audit_pool_plan.calibration(config),
+        checkpoint=diagnostics_plan.encoder_checkpoint(config),
+        result=diagnostics_plan.encoder_result(config),
+        preflight=preflight_gate(),
+    output:
+        embeddings=audit_pool_plan.POOL_EMBEDDINGS,
+        exclusions=audit_pool_plan.EXCLUSIONS,
+    log:
+        f"{LOGS}/audit_pool/{{dataset}}.log",
+    benchmark:
+        f"{BENCH}/audit_pool/{{dataset}}.tsv"
+    wildcard_constraints:
+        dataset=acquire_plan.laion_pattern(config),
+    conda:
+        gpu_env("train")
+    threads: gpu_threads(2)
+    resources:
+        **class_resources("medium"),
+        **gpu_request(),
+    params:
+        settings=lambda wc: to_arg(
+            audit_settings.PoolSettings.from_config(config, dataset=wc.dataset)
+        ),
+        gpu_job=gpu_job_option(),
+    shell:
+        job(
+            "imagenot audit-pool --selections {input.selections} --status {input.status}"
+            " --targets {input.targets} --calibration {input.calibration}"
+            " --checkpoint {input.checkpoint} --result {input.result}"
+            " --settings {params.settings} {params.gpu_job}"
+            " --embeddings {output.embeddings} --exclusions {output.exclusions} > {log} 2>&1"
+        )

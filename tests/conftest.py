@@ -24,6 +24,7 @@ GPU_RULES = frozenset(
         "curate_embed",
         "diagnostics_embed_images",
         "audit_calibrate",  # the encoder on held-apart images and their copies
+        "audit_pool",  # the encoder on a download pool, before its splits are built
         "preflight_site",  # CUDA on the site, before every other GPU job (rules/preflight.smk)
         "preflight_model",  # a model's checks, before its own jobs
     }

@@ -16,7 +16,9 @@ The readers are derived from the stages' plan functions, so that a stage reading
 - the audit: every split of each audited dataset, the target sets of each
   (``imagenot.audit.plan.target_sets``: the reference's ``audit.reference_splits``, the other
   datasets' ``audit.other_split``), embedded by ``diagnostics_embed_images``, and the
-  calibration split (``audit.calibration.split``).
+  calibration split (``audit.calibration.split``); with ``audit.remove_flagged``, the target
+  sets of each audited dataset's download pool (``imagenot.audit.pool_plan.target_sets``) and
+  the reference's calibration split (the pool's threshold).
 
 Kept free of heavy imports: the rules' parse and the plan read it.
 """
@@ -34,6 +36,7 @@ def split_readers(config: dict) -> dict[str, dict[str, tuple[str, ...]]]:
     empty tuple: nothing reads it); a rule that reads a split through another's output is named
     with it (``"diagnostics_embed_images (audit_search)"``)."""
     from imagenot.audit import plan as audit_plan
+    from imagenot.audit import pool_plan
     from imagenot.diagnostics import plan as diagnostics_plan
     from imagenot.train import plan as train_plan
 
@@ -68,6 +71,14 @@ def split_readers(config: dict) -> dict[str, dict[str, tuple[str, ...]]]:
             add(dataset, split, f"{EMBED} (audit_search)")
             for target, target_split in audit_plan.target_sets(config, dataset, split):
                 add(target, target_split, f"{EMBED} (audit_search)")
+    for dataset in pool_plan.removing(config):  # the pool's threshold: the reference's images
+        add(
+            diagnostics_plan.reference_dataset(config),
+            audit["calibration"]["split"],
+            "audit_calibrate",
+        )
+        for target, target_split in pool_plan.target_sets(config, dataset):
+            add(target, target_split, f"{EMBED} (audit_pool)")
     return {
         name: {split: tuple(rules) for split, rules in splits.items()}
         for name, splits in reads.items()

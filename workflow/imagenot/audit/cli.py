@@ -10,6 +10,7 @@ from imagenot.audit import files
 from imagenot.audit.settings import (
     CalibrateSettings,
     FigureSettings,
+    PoolSettings,
     SearchSettings,
     TableSettings,
 )
@@ -41,6 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         subparsers, "audit-search", _search, files=files.SearchFiles, settings=SearchSettings
     )
     p.add_argument("--threads", type=int, required=True, help="FAISS's threads (the job's cores)")
+    p = subcommand(subparsers, "audit-pool", _pool, files=files.PoolFiles, settings=PoolSettings)
+    p.add_argument("--device", default=None, help="torch device (default: cuda if available)")
+    p.add_argument("--gpu-job", action="store_true", help="planned for a GPU: stop without one")
     subcommand(subparsers, "audit-table", _table, files=files.TableFiles, settings=TableSettings)
     subcommand(
         subparsers, "audit-figure", _figure, files=files.FigureFiles, settings=FigureSettings
@@ -135,6 +139,16 @@ def _search(args: argparse.Namespace) -> None:
         pieces.append(tables.matches_table(s.split, part, label, found, sims, rows))
         print(f"{label}: {len(part['keys'])} x {len(found['keys'])} searched")
     write_parquet(pa.concat_tables(pieces), f.matches)
+
+
+def _pool(args: argparse.Namespace) -> None:
+    """Flag a download pool's images before its splits are built (the exclusion list)."""
+    from imagenot.audit.pool import audit_pool
+    from imagenot.device import cuda_available, resolve_device
+
+    s = _parse(PoolSettings, args.settings, "audit-pool")
+    device = args.device or resolve_device("auto", args.gpu_job, cuda_available(), key=None)
+    audit_pool(files.PoolFiles.from_args(args), s, device)
 
 
 def _table(args: argparse.Namespace) -> None:

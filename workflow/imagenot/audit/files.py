@@ -57,3 +57,28 @@ class FigureFiles(Files):
     classes: list[str] = given("the classes.txt beside each manifest, in order", many=True)
     pdf: str = made("the figure as PDF")
     png: str = made("the figure as PNG")
+
+
+@dataclass(frozen=True)
+class PoolFiles(Files):
+    """``audit-pool``: a dataset's download pool, before its splits are built, against the
+    target sets and itself at the reference's calibrated threshold."""
+
+    selections: list[str] = given("round 0's selection, then each top-up round's", many=True)
+    status: list[str] = given(
+        "the status table of every part of those rounds (the part tar beside each)", many=True
+    )
+    targets: list[str] = given(
+        ".npz of each target set, in the order of the settings' targets", many=True
+    )
+    calibration: str = given("the reference's calibration JSON (the threshold)")
+    checkpoint: str | None = given(
+        "a backbone encoder's weights (model.safetensors of a final run)", optional=True
+    )
+    result: str | None = given(
+        "a backbone encoder's run record (that run's result.json)", optional=True
+    )
+    embeddings: str = made(".npz: the pool's embeddings (keys in the fill's order)")
+    exclusions: str = made(
+        "parquet: the images acquire-plan leaves out (key, reason, target, target_key, similarity)"
+    )

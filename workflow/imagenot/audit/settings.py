@@ -69,6 +69,47 @@ class SearchSettings(FromConfig):
         return cls(**values, targets=target_labels(config, dataset, split))
 
 
+@dataclass(frozen=True)
+class PoolSettings(FromConfig):
+    """``audit-pool``: the encoder (``diagnostics.encoder``, as the embeddings'), the query
+    rows searched at a time and the pool's target sets (:mod:`imagenot.audit.pool_plan`)."""
+
+    SECTIONS: ClassVar = ("diagnostics.encoder", "audit")
+    WILDCARDS: ClassVar = ("dataset",)
+    DERIVED: ClassVar = {
+        "clip_model": CalibrateSettings.DERIVED["clip_model"],
+        "batch_size": CalibrateSettings.DERIVED["batch_size"],
+        "targets": "the pool's target sets, '{dataset}/{split}' in the order of the rule's "
+        "embeddings inputs (imagenot.audit.pool_plan.target_labels)",
+        "reference": "diagnostics.reference_dataset when it is a configured dataset, else null "
+        "(the exclusion list's reason: reference or other_dataset)",
+    }
+
+    dataset: str
+    kind: str
+    clip_model: str | None
+    batch_size: int
+    block_size: int
+    targets: list[str]
+    reference: str | None
+
+    @classmethod
+    def from_config(cls, config: Any, dataset: str) -> PoolSettings:  # type: ignore[override]
+        from imagenot.audit.pool_plan import target_labels
+        from imagenot.diagnostics.plan import reference_dataset
+
+        values = cls.config_values(config, dataset=dataset)
+        diagnostics = config["diagnostics"]
+        clip = diagnostics["encoder"]["clip_model"] if values["kind"] == "clip" else None
+        return cls(
+            **values,
+            clip_model=clip,
+            batch_size=diagnostics["image_similarity"]["batch_size"],
+            targets=target_labels(config, dataset),
+            reference=reference_dataset(config),
+        )
+
+
 class _Named:
     DERIVED: ClassVar = {
         "reference": "diagnostics.reference_dataset when it is a configured dataset, else null "

@@ -49,20 +49,26 @@ def read_pool(selections: list[str], status: list[str]) -> pa.Table:
     )
 
 
-def pool_images(pool: pa.Table):
-    """The pool's images as one uint8 N x C x H x W tensor (the download stores them at one
-    size), read from the part tars at each row's offset."""
+def embed_pool(pool: pa.Table, encode, prepare, batch_size: int, device: str) -> np.ndarray:
+    """The pool's embeddings (N x D float32, in its order), ``batch_size`` images at a time
+    read from the part tars at each row's offset and decoded (memory: one batch of images)."""
     from pathlib import Path
 
     import torch
 
     from imagenot.dataset import ShardReader, decode_jpeg
+    from imagenot.diagnostics.embed import embed
 
     reader = ShardReader(Path("."))  # the part tars' paths as the status tables give them
-    rows = zip(*(pool[c].to_pylist() for c in ("part_tar", "offset", "length")), strict=True)
-    images = [decode_jpeg(reader.read(t, o, n)) for t, o, n in rows]
+    spans = list(zip(*(pool[c].to_pylist() for c in ("part_tar", "offset", "length")), strict=True))
+    chunks = []
+    for start in range(0, len(spans), batch_size):
+        images = [
+            decode_jpeg(reader.read(t, o, n)) for t, o, n in spans[start : start + batch_size]
+        ]
+        chunks.append(embed(torch.stack(images), encode, prepare, batch_size, device))
     reader.close()
-    return torch.stack(images) if images else torch.zeros((0, 3, 1, 1), dtype=torch.uint8)
+    return np.concatenate(chunks) if chunks else np.zeros((0, 0), np.float32)
 
 
 def target_flags(
@@ -164,7 +170,7 @@ def audit_pool(files: PoolFiles, settings: PoolSettings, device: str) -> pa.Tabl
             f"{files.calibration}: calibrated with {calibration['encoder']}, the pool is "
             f"embedded by {description}; one encoder's threshold"
         )
-    embeddings = embed.embed(pool_images(pool), encode, prepare, settings.batch_size, device)
+    embeddings = embed_pool(pool, encode, prepare, settings.batch_size, device)
     embed.write_embeddings(
         {
             "embeddings": embeddings,

@@ -26,7 +26,6 @@ STAGE_CLIS = (
     "imagenot.figures.rankings_cli",
     "imagenot.diagnostics.cli",
     "imagenot.audit.cli",
-    "imagenot.audit.cli",
     "imagenot.slurm_profile",
     "imagenot.restamp",
 )

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import importlib
 import importlib.metadata as md
 import re
@@ -122,7 +123,11 @@ def rule_envs(body: str) -> list[str]:
 
 
 def rule_subcommands(body: str) -> set[str]:
-    return set(re.findall(r'"imagenot ([a-z][a-z0-9-]*)', body))
+    """The commands a rule runs: written out (``"imagenot NAME``) or declared (``step("NAME")``,
+    :mod:`imagenot.steps`)."""
+    return set(re.findall(r'"imagenot ([a-z][a-z0-9-]*)', body)) | set(
+        re.findall(r'\bstep\("([a-z][a-z0-9-]*)"\)', body)
+    )
 
 
 # ---- imports -------------------------------------------------------------------------------------
@@ -204,7 +209,12 @@ def subcommand_packages() -> dict[str, list[Path]]:
     choices = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     out = {}
     for sub, sub_parser in choices.choices.items():
-        module = Path(importlib.import_module(sub_parser.get_default("func").__module__).__file__)
+        func = sub_parser.get_default("func")
+        if isinstance(func, functools.partial):  # a declared step: its handler's module
+            name = func.args[0].run.partition(":")[0]
+        else:
+            name = func.__module__
+        module = Path(importlib.import_module(name).__file__)
         out[sub] = [module] if module.parent == PKG else sorted(module.parent.rglob("*.py"))
     return out
 

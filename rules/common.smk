@@ -57,7 +57,6 @@ from imagenot.curate import settings as curate_settings
 from imagenot.acquire import paths as acquire_paths
 from imagenot.acquire import plan as acquire_plan
 from imagenot.acquire import settings as acquire_settings
-from imagenot.acquire import sizes as acquire_sizes
 from imagenot.train import failfast
 from imagenot.train import launch as train_launch
 from imagenot.train import paths as train_paths

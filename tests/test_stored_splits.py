@@ -106,26 +106,48 @@ def test_the_range_job_writes_only_the_splits_read(tmp_path):
     assert sorted(only.key) == sorted(every[every.split == "test"].key)
 
 
-def test_a_dataset_nothing_reads_shows_it_in_the_storage_table(paper):
+def test_a_dataset_nothing_reads_is_not_built(paper):
     """A configured dataset on disk that no rule of the config reads (here: without the audit,
-    which compares every dataset's test split) is still acquired whole, and its storage lines
-    say that nothing reads them; once an experiment reads it, they name the experiment's rules."""
+    which compares every dataset's test split) is no target of the workflow (its manifest is
+    not among the stages' targets) and has no line in the storage table; once an experiment
+    reads it, it is built and its lines name the experiment's rules."""
     from imagenot import costs
+    from imagenot.paths import MANIFEST
+    from imagenot.stages import stage_plans
+
+    def targets(config: dict) -> set[str]:
+        return {t for plan in stage_plans() for t in plan.targets(config)}
 
     config = copy.deepcopy(paper)
     config["datasets"]["spare"] = dict(config["datasets"]["cifar10"])
     config["audit"]["enabled"] = False
     assert readers.read_splits(config, "spare") == ()
-    assert readers.materialise_settings(config, "spare").splits == ("train", "val", "test")
-    spare = [r for r in costs.storage(config) if r["item"].startswith("spare ")]
-    assert len(spare) == 3 and all(r["read_by"] == [] for r in spare)
+    assert "spare" not in readers.read_datasets(config)
+    assert readers.stored_splits(config, "spare") == ()
+    assert MANIFEST.format(dataset="spare") not in targets(config)
+    assert MANIFEST.format(dataset="cifar10") in targets(config)
+    assert not [r for r in costs.storage(config) if r["item"].startswith("spare ")]
 
     planted = copy.deepcopy(config)
     planted["train"]["experiments"].append(
         {"dataset": "spare", "protocol": "st", "weights": "trained", "space": "imagenot_st"}
     )
+    assert MANIFEST.format(dataset="spare") in targets(planted)
     spare = [r for r in costs.storage(planted) if r["item"].startswith("spare ")]
+    assert len(spare) == 3
     assert all(r["read_by"][:2] == ["train_trial", "train_final"] for r in spare[:2])
+
+
+def test_every_dataset_of_the_demo_config_is_built():
+    """config/config.yaml: each configured dataset is read by some rule, and the acquire
+    stage's targets hold its manifest."""
+    from imagenot.acquire import plan as acquire_plan
+    from imagenot.paths import MANIFEST
+
+    demo = load_config(REPO / "config" / "config.yaml")
+    assert readers.read_datasets(demo) == list(demo["datasets"])
+    made = acquire_plan.targets(demo)
+    assert all(MANIFEST.format(dataset=name) in made for name in demo["datasets"])
 
 
 def test_caption_embeddings_have_a_labelled_estimate_where_the_workflow_writes_the_parts():

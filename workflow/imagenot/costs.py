@@ -168,9 +168,10 @@ def model_facts(models: list[str]) -> dict[str, dict]:
 def storage(config: dict) -> list[dict]:
     """Bytes of each stage's outputs (and the LAION input), each with its source and the rules
     that read it (``read_by``): a dataset line per stored split, whose readers
-    (:func:`imagenot.split_readers.split_readers`) are why it is stored."""
+    (:func:`imagenot.split_readers.split_readers`) are why it is stored; a dataset nothing
+    reads has no line (not built: :func:`imagenot.split_readers.read_datasets`)."""
     from imagenot.curate.settings import SelectSettings
-    from imagenot.split_readers import EVALUATE, split_readers, stored_splits
+    from imagenot.split_readers import EVALUATE, read_datasets, split_readers, stored_splits
     from imagenot.train import plan as train_plan
 
     readers = split_readers(config)
@@ -209,7 +210,7 @@ def storage(config: dict) -> list[dict]:
         )
         rows.append(caption_embeddings(config, scale))
     pixel = BYTES_PER_PIXEL
-    for name in config["datasets"]:
+    for name in read_datasets(config):
         sizes = dataset_images(config, name)
         side = config["acquire"]["image_size"]
         if sizes is None:

@@ -1,6 +1,7 @@
 """Which rules read each split of each configured dataset: what is stored is what is read.
 
-A dataset on disk is materialised with the splits some rule of the config reads, and no other
+A dataset no rule of the config reads is not built (:func:`read_datasets`, the acquire stage's
+targets); a dataset on disk is materialised with the splits some rule reads, and no other
 (:func:`materialise_settings`, the range rule's settings; ``MaterialiseSettings.splits``,
 :func:`imagenot.acquire.materialise.materialise_range`), its range jobs ask for the disk of
 those splits, and ``imagenot plan``'s storage table names each split's readers
@@ -90,27 +91,41 @@ def read_splits(config: dict, dataset: str) -> tuple[str, ...]:
     return tuple(split for split, rules in split_readers(config)[dataset].items() if rules)
 
 
+def read_datasets(config: dict) -> list[str]:
+    """The configured datasets some rule of the config reads (a split of each), in config
+    order: the ones the acquire stage builds (``imagenot.acquire.plan.targets``) and
+    ``imagenot plan``'s storage table shows; a dataset nothing reads is neither built nor
+    stored."""
+    return [name for name, splits in split_readers(config).items() if any(splits.values())]
+
+
 def stored_splits(config: dict, dataset: str) -> tuple[str, ...]:
-    """The splits ``dataset`` stores: a dataset on disk the ones some rule reads; one built from
-    downloads all three (its build, rule ``acquire_split``, draws and writes them together);
-    a configured dataset on disk that nothing reads all three too (it is still a target of the
-    acquire stage: the storage table shows its lines read by nothing)."""
+    """The splits ``dataset`` stores: none where nothing reads it (no target builds it,
+    :func:`read_datasets`); a dataset on disk the ones some rule reads; one built from
+    downloads all three (its build, rule ``acquire_split``, draws and writes them together)."""
     from imagenot.acquire.kinds import DATASET_KINDS
 
-    if not DATASET_KINDS[config["datasets"][dataset]["kind"]].adapter:
+    read = read_splits(config, dataset)
+    if read and not DATASET_KINDS[config["datasets"][dataset]["kind"]].adapter:
         return SPLITS
-    return read_splits(config, dataset) or SPLITS
+    return read
+
+
+def built_splits(config: dict, dataset: str) -> tuple[str, ...]:
+    """The splits a build of ``dataset`` writes: :func:`stored_splits`, or all three for a
+    dataset nothing reads whose manifest is asked for by name (no target of the workflow)."""
+    return stored_splits(config, dataset) or SPLITS
 
 
 def materialise_settings(config: dict, dataset: str):
     """The range rule's settings of ``dataset`` (``acquire_materialise_range``): the config's,
-    storing the splits some rule reads (:func:`stored_splits`)."""
+    storing the splits some rule reads (:func:`built_splits`)."""
     from dataclasses import replace
 
     from imagenot.acquire.settings import MaterialiseSettings
 
     settings = MaterialiseSettings.from_config(config, dataset=dataset)
-    return replace(settings, splits=stored_splits(config, dataset))
+    return replace(settings, splits=built_splits(config, dataset))
 
 
 def range_disk_mb(config: dict, dataset: str) -> int:
@@ -118,4 +133,4 @@ def range_disk_mb(config: dict, dataset: str) -> int:
     splits it stores."""
     from imagenot.acquire.sizes import range_disk_mb as disk_mb
 
-    return disk_mb(config, dataset, stored_splits(config, dataset))
+    return disk_mb(config, dataset, built_splits(config, dataset))

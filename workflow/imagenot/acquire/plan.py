@@ -208,9 +208,14 @@ def check(config: dict) -> None:
 
 
 def targets(config: dict) -> list[str]:
-    """Manifest and fingerprint of every configured dataset, and the LAION download reports."""
+    """Manifest and fingerprint of every configured dataset some rule of the config reads
+    (:func:`imagenot.split_readers.read_datasets`: a dataset nothing reads is not built), and
+    the LAION download reports."""
+    from imagenot.split_readers import read_datasets
+
     out = []
-    for name, spec in config["datasets"].items():
+    for name in read_datasets(config):
+        spec = config["datasets"][name]
         if spec["kind"] not in DATASET_KINDS:
             continue
         out += [MANIFEST.format(dataset=name), FINGERPRINT.format(dataset=name)]

@@ -28,12 +28,7 @@ rule audit_calibrate:
         identity=diagnostics_plan.encoder_description(config),
         gpu_job=gpu_job_option(),
     shell:
-        job(
-            "imagenot audit-calibrate --manifest {input.manifest} --classes {input.classes}"
-            " --checkpoint {input.checkpoint} --result {input.result}"
-            " --settings {params.settings} {params.gpu_job}"
-            " --calibration {output.calibration} > {log} 2>&1"
-        )
+        step("audit-calibrate")
 
 
 # One job per part of a split (audit.query_parts): that part against every target set.
@@ -62,11 +57,7 @@ rule audit_search:
             )
         ),
     shell:
-        job(
-            "imagenot audit-search --queries {input.queries} --targets {input.targets}"
-            " --settings {params.settings} --threads {threads}"
-            " --matches {output.matches} > {log} 2>&1"
-        )
+        step("audit-search")
 
 
 rule audit_table:
@@ -97,12 +88,7 @@ rule audit_table:
             audit_settings.TableSettings.from_config(config, dataset=wc.dataset)
         ),
     shell:
-        job(
-            "imagenot audit-table --matches {input.matches} --calibration {input.calibration}"
-            " --settings {params.settings} --per-class {output.per_class} --csv {output.csv}"
-            " --flagged {output.flagged} --closest {output.closest}"
-            " --summary {output.summary} > {log} 2>&1"
-        )
+        step("audit-table")
 
 
 rule audit_figure:
@@ -132,11 +118,7 @@ rule audit_figure:
             audit_settings.FigureSettings.from_config(config, dataset=wc.dataset)
         ),
     shell:
-        job(
-            "imagenot audit-figure --closest {input.closest} --summary {input.summary}"
-            " --manifests {input.manifests} --classes {input.classes}"
-            " --settings {params.settings} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
-        )
+        step("audit-figure")
 
 
 # With audit.remove_flagged (docs/audit.md, "Removing flagged images"): the download pool of an
@@ -177,10 +159,4 @@ rule audit_pool:
         ),
         gpu_job=gpu_job_option(),
     shell:
-        job(
-            "imagenot audit-pool --selections {input.selections} --status {input.status}"
-            " --targets {input.targets} --calibration {input.calibration}"
-            " --checkpoint {input.checkpoint} --result {input.result}"
-            " --settings {params.settings} {params.gpu_job}"
-            " --embeddings {output.embeddings} --exclusions {output.exclusions} > {log} 2>&1"
-        )
+        step("audit-pool")

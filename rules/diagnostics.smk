@@ -28,11 +28,7 @@ rule diagnostics_wordnet_stats:
     resources:
         **class_resources("light"),
     shell:
-        job(
-            "imagenot wordnet-stats --classes {input.classes} --reference {input.reference}"
-            " --nltk-data {input.nltk_data} --stats {output.stats}"
-            " --per-class {output.per_class} > {log} 2>&1"
-        )
+        step("wordnet-stats")
 
 
 rule diagnostics_caption_stats:
@@ -51,10 +47,7 @@ rule diagnostics_caption_stats:
     resources:
         **class_resources("light"),
     shell:
-        job(
-            "imagenot caption-similarity-stats --classes {input.classes}"
-            " --selection {input.selection} --stats {output.stats} > {log} 2>&1"
-        )
+        step("caption-similarity-stats")
 
 
 rule diagnostics_embed_images:
@@ -85,12 +78,7 @@ rule diagnostics_embed_images:
         identity=diagnostics_plan.encoder_description(config),
         gpu_job=gpu_job_option(),
     shell:
-        job(
-            "imagenot embed-images --manifest {input.manifest} --classes {input.classes}"
-            " --checkpoint {input.checkpoint} --result {input.result}"
-            " --settings {params.settings} --workers {threads} {params.gpu_job}"
-            " --embeddings {output.embeddings} > {log} 2>&1"
-        )
+        step("embed-images")
 
 
 rule diagnostics_image_similarity:
@@ -111,10 +99,7 @@ rule diagnostics_image_similarity:
     params:
         settings=to_arg(diagnostics_settings.ImageSimilaritySettings.from_config(config)),
     shell:
-        job(
-            "imagenot image-similarity --embeddings {input.embeddings} --stats {output.stats}"
-            " --per-class {output.per_class} --settings {params.settings} > {log} 2>&1"
-        )
+        step("image-similarity")
 
 
 # One rule for every diagnostics figure, its name constrained to imagenot.diagnostics.plan.FIGURES;
@@ -152,11 +137,7 @@ rule diagnostics_figure:
             diagnostics_settings.FigureSettings.from_config(config, name=wc.name)
         ),
     shell:
-        job(
-            "imagenot diagnostics-figure --labels {params.labels} --tables {input.tables}"
-            " --classes {input.classes} --selection {input.selection}"
-            " --settings {params.settings} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
-        )
+        step("diagnostics-figure")
 
 
 rule diagnostics_table:
@@ -194,9 +175,4 @@ rule diagnostics_table:
             diagnostics_settings.TableSettings.from_config(config, subject=wc.subject)
         ),
     shell:
-        job(
-            "imagenot diagnostics-table --wordnet {input.wordnet} --captions {input.captions}"
-            " --reference-captions {input.reference_captions} --images {input.images}"
-            " --reference-images {input.reference_images} --settings {params.settings}"
-            " --csv {output.csv} --md {output.md} > {log} 2>&1"
-        )
+        step("diagnostics-table")

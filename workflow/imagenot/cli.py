@@ -24,8 +24,6 @@ STAGE_CLIS = (
     "imagenot.demo.scale_cli",
     "imagenot.acquire.cli",
     "imagenot.figures.rankings_cli",
-    "imagenot.diagnostics.cli",
-    "imagenot.audit.cli",
     "imagenot.slurm_profile",
     "imagenot.restamp",
 )

@@ -13,6 +13,9 @@ Classes and handlers are ``"module:attribute"`` references, imported where they 
 (:func:`imagenot.registries.resolve`): this module sits below every stage, and a command imports
 the code of its own step only. ``tests/test_rule_files.py`` checks every rule, as Snakemake
 holds it, against its step.
+
+Over 500 lines because every step is declared here, in the one registry that the parser, the
+rules' lines and the tests read.
 """
 
 from __future__ import annotations
@@ -162,7 +165,6 @@ def _curate(name: str, help: str, kind: str, settings: bool = True, **more: Any)
     return Step(name, help, run, files, settings_class if settings else None, **more)
 
 
-_TRAIN = "imagenot.train.files:{}Files", "imagenot.train.settings:{}Settings"
 _THREADS = Option(
     "threads", "the job's cores (rule threads)", rule="{threads}", type=int, required=True
 )
@@ -192,13 +194,18 @@ _RECORD = Option(
 )
 
 
-def _train(name: str, help: str, kind: str, *options: Option, settings=True, **more) -> Step:
-    """A train step: its files and settings classes are ``<kind>Files``, ``<kind>Settings``
-    of the train stage, its handler ``imagenot.train.cli``'s function of the name after
-    ``train-``."""
-    files, settings_class = (ref.format(kind) for ref in _TRAIN)
-    run = f"imagenot.train.cli:{name.removeprefix('train-').replace('-', '_')}"
+def _staged(stage: str, name: str, help: str, kind: str, *options: Option, settings=True, **more):
+    """A step of ``stage``: its files and settings classes are ``<kind>Files``,
+    ``<kind>Settings`` of the stage's ``files`` and ``settings`` modules, its handler
+    ``imagenot.<stage>.cli``'s function of the name after ``<stage>-`` (``-`` read ``_``)."""
+    files, settings_class = (
+        f"imagenot.{stage}.{m}:{kind}{m.title()}" for m in ("files", "settings")
+    )
+    run = f"imagenot.{stage}.cli:{name.removeprefix(stage + '-').replace('-', '_')}"
     return Step(name, help, run, files, settings_class if settings else None, options, **more)
+
+
+_train = functools.partial(_staged, "train")
 
 
 def _run(*wildcards: str) -> Option:
@@ -476,5 +483,78 @@ for _step in (
         "report's page either way; the workflow's end exits 1 on errors).",
         options=(Option("strict", "exit 1 when there is an error", switch=True),),
     ),
+):
+    STEPS.register(_step.name, _step)
+
+_diagnostics, _audit = (functools.partial(_staged, s) for s in ("diagnostics", "audit"))
+_DEVICE = Option("device", "torch device (default: cuda if available)")
+for _step in (
+    _diagnostics(
+        "wordnet-stats",
+        "WordNet subtree statistics of a class list against a reference list",
+        "WordnetStats",
+        Option("json", "print the JSON document on stdout", switch=True),
+        settings=False,
+        description="Statistics of the union of all hypernym paths of the classes "
+        "(docs/method.md section 3). Bad ids are reported with their line numbers (exit "
+        "status 2).",
+    ),
+    _diagnostics(
+        "caption-similarity-stats",
+        "caption-gloss similarity summary of a curation",
+        "CaptionStats",
+        settings=False,
+    ),
+    _diagnostics(
+        "embed-images",
+        "embed every image of one split of a dataset with the diagnostics encoder",
+        "Embed",
+        Option("workers", "DataLoader worker processes", "{threads}", int, required=True),
+        *(_DEVICE, _GPU_JOB),
+    ),
+    _diagnostics(
+        "image-similarity",
+        "intra- and inter-class similarity of image embeddings (at most max_images_per_class "
+        "per class, first in manifest order)",
+        "ImageSimilarity",
+    ),
+    _diagnostics("diagnostics-table", "contrast vs reference table with ratios", "Table"),
+    _diagnostics(
+        "diagnostics-figure",
+        "one diagnostics figure (PDF and PNG)",
+        "Figure",
+        Option(
+            "labels",
+            "the subjects or datasets the figure compares, in the order of its files",
+            rule="{params.labels}",
+            required=True,
+            metavar="LABEL",
+            nargs="+",
+        ),
+    ),
+    _audit(
+        "audit-calibrate",
+        "calibrate the near-duplicate threshold on held-apart images and their edited copies",
+        "Calibrate",
+        *(_DEVICE, _GPU_JOB),
+    ),
+    _audit(
+        "audit-search",
+        "find each image's closest image in every target set (exact FAISS search)",
+        "Search",
+        Option("threads", "FAISS's threads (the job's cores)", "{threads}", int, required=True),
+    ),
+    _audit(
+        "audit-pool",
+        "flag a download pool's images before its splits are built (the exclusion list)",
+        "Pool",
+        *(_DEVICE, _GPU_JOB),
+    ),
+    _audit(
+        "audit-table",
+        "tabulate the near-duplicates found at the calibrated threshold",
+        "Table",
+    ),
+    _audit("audit-figure", "draw the closest pairs side by side (PDF and PNG)", "Figure"),
 ):
     STEPS.register(_step.name, _step)

@@ -1,72 +1,24 @@
-"""`imagenot` subcommands of the audit stage (docs/audit.md). Each takes its files by role
-(:mod:`imagenot.audit.files`) and its settings as one ``--settings`` object
-(:mod:`imagenot.audit.settings`)."""
+"""The handlers of the audit stage's steps (docs/audit.md), declared in :mod:`imagenot.steps`:
+each takes its files object (:mod:`imagenot.audit.files`), its settings object
+(:mod:`imagenot.audit.settings`) and its options by name."""
 
 from __future__ import annotations
 
-import argparse
 
-from imagenot.audit import files
-from imagenot.audit.settings import (
-    CalibrateSettings,
-    FigureSettings,
-    PoolSettings,
-    SearchSettings,
-    TableSettings,
-)
-from imagenot.cli import subcommand
-
-
-def _parse(cls, text: str, command: str):
-    from imagenot.settings import parse_or_exit
-
-    return parse_or_exit(cls, text, command)
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add this stage's subcommands."""
-    p = subcommand(
-        subparsers,
-        "audit-calibrate",
-        _calibrate,
-        files=files.CalibrateFiles,
-        settings=CalibrateSettings,
-    )
-    p.add_argument("--device", default=None, help="torch device (default: cuda if available)")
-    p.add_argument(
-        "--gpu-job",
-        action="store_true",
-        help="the config plans this job for a GPU (resources.gpus > 0): stop without one",
-    )
-    p = subcommand(
-        subparsers, "audit-search", _search, files=files.SearchFiles, settings=SearchSettings
-    )
-    p.add_argument("--threads", type=int, required=True, help="FAISS's threads (the job's cores)")
-    p = subcommand(subparsers, "audit-pool", _pool, files=files.PoolFiles, settings=PoolSettings)
-    p.add_argument("--device", default=None, help="torch device (default: cuda if available)")
-    p.add_argument("--gpu-job", action="store_true", help="planned for a GPU: stop without one")
-    subcommand(subparsers, "audit-table", _table, files=files.TableFiles, settings=TableSettings)
-    subcommand(
-        subparsers, "audit-figure", _figure, files=files.FigureFiles, settings=FigureSettings
-    )
-
-
-def _calibrate(args: argparse.Namespace) -> None:
+def calibrate(f, s, device: str | None, gpu_job: bool) -> None:
     """Calibrate the near-duplicate threshold on held-apart images and their edited copies."""
     import numpy as np
     import torch
 
-    from imagenot.audit import calibrate
+    from imagenot.audit import calibrate as cal
     from imagenot.dataset import ManifestDataset, folder_of
     from imagenot.device import cuda_available, resolve_device
     from imagenot.diagnostics import embed
     from imagenot.io import write_json
 
-    f = files.CalibrateFiles.from_args(args)
-    s = _parse(CalibrateSettings, args.settings, "audit-calibrate")
-    device = args.device or resolve_device("auto", args.gpu_job, cuda_available(), key=None)
+    device = device or resolve_device("auto", gpu_job, cuda_available(), key=None)
     dataset = ManifestDataset(folder_of(f.manifest, f.classes), s.split)
-    rows = calibrate.sample(dataset.labels, s.sample_images, s.seed)
+    rows = cal.sample(dataset.labels, s.sample_images, s.seed)
     if len(rows) == 0:
         raise ValueError(
             f"{f.manifest}: split {s.split!r} has no class with two images; "
@@ -82,12 +34,10 @@ def _calibrate(args: argparse.Namespace) -> None:
         return embed.embed(x, encode, prepare, s.batch_size, device)
 
     originals = embedded(images)
-    copies = {
-        name: embedded(c) for name, c in calibrate.make_copies(images, s.copies, s.seed).items()
-    }
-    positives, negatives = calibrate.pair_scores(originals, copies, labels)
+    copies = {name: embedded(c) for name, c in cal.make_copies(images, s.copies, s.seed).items()}
+    positives, negatives = cal.pair_scores(originals, copies, labels)
     try:
-        result = calibrate.choose_threshold(positives, negatives, s.min_precision, s.min_pairs)
+        result = cal.choose_threshold(positives, negatives, s.min_precision, s.min_pairs)
     except ValueError as exc:
         raise ValueError(f"{f.manifest} (split {s.split}): {exc}") from None
     result.update(
@@ -95,7 +45,7 @@ def _calibrate(args: argparse.Namespace) -> None:
         split=s.split,
         images=len(rows),
         classes=len(np.unique(labels)),
-        recall_by_copy=calibrate.recall_by_copy(copies, originals, result["threshold"]),
+        recall_by_copy=cal.recall_by_copy(copies, originals, result["threshold"]),
         copy_quantiles=np.quantile(positives, [0.01, 0.05, 0.5]).round(4).tolist(),
         distinct_quantiles=np.quantile(negatives, [0.5, 0.95, 0.99]).round(4).tolist(),
     )
@@ -106,25 +56,24 @@ def _calibrate(args: argparse.Namespace) -> None:
     )
 
 
-def _search(args: argparse.Namespace) -> None:
+def search(f, s, threads: int) -> None:
     """Find each image's closest image in every target set (exact FAISS search)."""
     import faiss
     import pyarrow as pa
 
-    from imagenot.audit import search, tables
+    from imagenot.audit import search as exact
+    from imagenot.audit import tables
     from imagenot.diagnostics.embed import read_embeddings
     from imagenot.io import write_parquet
 
-    f = files.SearchFiles.from_args(args)
-    s = _parse(SearchSettings, args.settings, "audit-search")
-    faiss.omp_set_num_threads(max(1, args.threads))  # the job's cores, not the node's
+    faiss.omp_set_num_threads(max(1, threads))  # the job's cores, not the node's
     if len(f.targets) != len(s.targets):
         raise ValueError(
             f"--targets: {len(f.targets)} file(s) for {len(s.targets)} target set(s) "
             f"({' '.join(s.targets)}); one per set"
         )
     queries = read_embeddings(f.queries)
-    start, stop = search.part_rows(len(queries["keys"]), int(s.part), s.query_parts)
+    start, stop = exact.part_rows(len(queries["keys"]), int(s.part), s.query_parts)
     part = {k: queries[k][start:stop] for k in ("embeddings", "labels", "keys")}
     part["classes"] = queries["classes"]
     pieces = [tables.MATCH_SCHEMA.empty_table()]
@@ -135,31 +84,27 @@ def _search(args: argparse.Namespace) -> None:
                 f"{path}: embedded by {found['encoder']}, {f.queries} by {queries['encoder']}; "
                 "the audit compares one encoder's embeddings"
             )
-        sims, rows = search.nearest(part["embeddings"], found["embeddings"], s.block_size)
+        sims, rows = exact.nearest(part["embeddings"], found["embeddings"], s.block_size)
         pieces.append(tables.matches_table(s.split, part, label, found, sims, rows))
         print(f"{label}: {len(part['keys'])} x {len(found['keys'])} searched")
     write_parquet(pa.concat_tables(pieces), f.matches)
 
 
-def _pool(args: argparse.Namespace) -> None:
+def pool(f, s, device: str | None, gpu_job: bool) -> None:
     """Flag a download pool's images before its splits are built (the exclusion list)."""
     from imagenot.audit.pool import audit_pool
     from imagenot.device import cuda_available, resolve_device
 
-    s = _parse(PoolSettings, args.settings, "audit-pool")
-    device = args.device or resolve_device("auto", args.gpu_job, cuda_available(), key=None)
-    audit_pool(files.PoolFiles.from_args(args), s, device)
+    audit_pool(f, s, device or resolve_device("auto", gpu_job, cuda_available(), key=None))
 
 
-def _table(args: argparse.Namespace) -> None:
+def table(f, s) -> None:
     """Tabulate the near-duplicates found at the calibrated threshold."""
     import pyarrow as pa
 
     from imagenot.audit import tables
     from imagenot.io import read_json, read_parquet, write_json, write_parquet, write_text
 
-    f = files.TableFiles.from_args(args)
-    s = _parse(TableSettings, args.settings, "audit-table")
     calibration = read_json(f.calibration)
     threshold = float(calibration["threshold"])
     matches = pa.concat_tables([read_parquet(p) for p in f.matches])
@@ -182,15 +127,13 @@ def _table(args: argparse.Namespace) -> None:
     print(summary["sentence"])
 
 
-def _figure(args: argparse.Namespace) -> None:
+def figure(f, s) -> None:
     """Draw the closest pairs side by side (PDF and PNG)."""
     from imagenot.audit.figure import draw_pairs
     from imagenot.dataset import ManifestDataset, folder_of
     from imagenot.figure_style import save
     from imagenot.io import read_json, read_parquet
 
-    f = files.FigureFiles.from_args(args)
-    s = _parse(FigureSettings, args.settings, "audit-figure")
     if len(f.manifests) != len(f.classes):
         raise ValueError(f"--classes: {len(f.classes)} file(s) for {len(f.manifests)} manifests")
     folders = {}

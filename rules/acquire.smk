@@ -38,11 +38,7 @@ rule acquire_download:
         work=acquire_paths.PART_WORK,
         settings=to_arg(acquire_settings.DownloadSettings.from_config(config)),
     shell:
-        job(
-            "imagenot acquire-download --selection {input.selection} --part {wildcards.part}"
-            " --work-dir {params.work} --status {output.status} --tar {output.tar}"
-            " --processes {threads} --settings {params.settings} > {log} 2>&1"
-        )
+        step("acquire-download")
 
 
 # Top-up round {round}: for each class still short after the earlier rounds, its next-best
@@ -74,11 +70,7 @@ rule acquire_topup_select:
             acquire_settings.TopupSettings.from_config(config, dataset=wc.dataset)
         ),
     shell:
-        job(
-            "imagenot acquire-topup --selections {input.selections} --status {input.status}"
-            " --reserve {input.reserve} --selection {output.selection}"
-            " --settings {params.settings} > {log} 2>&1"
-        )
+        step("acquire-topup")
 
 
 # The top-up round's download: the same job on that round's selection.
@@ -151,15 +143,7 @@ rule acquire_split:
             acquire_settings.FillSettings.from_config(config, dataset=wc.dataset)
         ),
     shell:
-        job(
-            "imagenot acquire-plan --selections {input.selections} --status {input.status}"
-            " --reserve {input.reserve} --exclusions {input.exclusions}"
-            " --assignment {output.assignment} --download-stats {output.download_stats}"
-            " --download-stats-csv {output.download_stats_csv}"
-            " --classes-report {output.classes_report}"
-            " --classes-report-csv {output.classes_report_csv}"
-            " --name {wildcards.dataset} --settings {params.settings} > {log} 2>&1"
-        )
+        step("acquire-plan")
 
 
 # The kept images of one download part (every round's tar of it) into the dataset's shards.
@@ -185,10 +169,7 @@ rule acquire_write:
         out=paths.DATASET,
         settings=to_arg(acquire_settings.WriteSettings.from_config(config)),
     shell:
-        job(
-            "imagenot acquire-write --assignment {input.assignment} --job part-{wildcards.part}"
-            " --out {params.out} --part {output.part} --settings {params.settings} > {log} 2>&1"
-        )
+        step("acquire-write")
 
 
 # Gather: manifest, classes.txt and the content fingerprint from the part manifests.
@@ -215,11 +196,7 @@ rule acquire_build:
     params:
         settings=to_arg(acquire_settings.GatherSettings.from_config(config)),
     shell:
-        job(
-            "imagenot acquire-gather --parts {input.parts} --manifest {output.manifest}"
-            " --classes {output.classes} --fingerprint {output.fingerprint}"
-            " --settings {params.settings} > {log} 2>&1"
-        )
+        step("acquire-gather")
 
 
 # A dataset already on disk, one class range (acquire.classes_per_job classes) per job, written
@@ -249,10 +226,7 @@ rule acquire_materialise_range:
         out=paths.DATASET,
         settings=lambda wc: to_arg(split_readers.materialise_settings(config, wc.dataset)),
     shell:
-        job(
-            "imagenot materialise-range --out {params.out} --job {wildcards.job}"
-            " --part {output.part} --settings {params.settings} > {log} 2>&1"
-        )
+        step("materialise-range")
 
 
 # Gather of a dataset on disk.

@@ -23,12 +23,7 @@ rule demo_world:
     resources:
         **class_resources("light"),
     params:
+        out=demo_plan.DEMO_DIR,
         settings=to_arg(demo_settings.DemoSettings.from_config(config)),
-    # the folder named in the command's text (an f-string), not as a param: Snakemake compares
-    # both with a finished run's record, so a run from before the folder had a name stays done
     shell:
-        job(
-            f"imagenot demo-world --nltk-data {{input.nltk_data}} --out {demo_plan.DEMO_DIR}"
-            " --shards {output.shards} --images {output.images} --truth {output.truth}"
-            " --planted-duplicates {output.planted_duplicates} --world {output.world} --settings {params.settings} --threads {threads} > {log} 2>&1"
-        )
+        step("demo-world")

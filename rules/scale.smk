@@ -26,8 +26,4 @@ if scale_plan.enabled(config):
         params:
             settings=to_arg(demo_settings.ScaleSettings.from_config(config)),
         shell:
-            job(
-                "imagenot scale-world-shard --index {wildcards.shard} --captions {input.captions}"
-                " --lemmas {input.lemmas} --shard {output.shard} --settings {params.settings}"
-                " > {log} 2>&1"
-            )
+            step("scale-world-shard")

@@ -20,9 +20,6 @@ from imagenot.steps import STEPS, add_parser
 STAGE_CLIS = (
     "imagenot.validate_cli",
     "imagenot.plan_cli",
-    "imagenot.demo.cli",
-    "imagenot.demo.scale_cli",
-    "imagenot.acquire.cli",
     "imagenot.figures.rankings_cli",
     "imagenot.slurm_profile",
     "imagenot.restamp",

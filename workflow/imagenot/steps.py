@@ -558,3 +558,70 @@ for _step in (
     _audit("audit-figure", "draw the closest pairs side by side (PDF and PNG)", "Figure"),
 ):
     STEPS.register(_step.name, _step)
+
+_acquire = functools.partial(_staged, "acquire")
+_OUT = Option("out", "the dataset's folder", "{params.out}", required=True, metavar="DIR")
+for _step in (
+    _acquire(
+        "acquire-download",
+        "download and validate one part of a caption selection",
+        "Download",
+        Option("part", "the part's number", "{wildcards.part}", int, True),
+        Option("work_dir", "img2dataset work folder (kept to resume)", "{params.work}", None, True),
+        Option("processes", "download processes (the job's threads)", "{threads}", int, True),
+    ),
+    _acquire(
+        "acquire-topup", "select the next top-up round: reserve captions of short classes", "Topup"
+    ),
+    Step(
+        "acquire-plan",
+        "fill and split a LAION-built dataset from every download round",
+        "imagenot.acquire.cli:plan",
+        "imagenot.acquire.files:PlanFiles",
+        "imagenot.acquire.settings:FillSettings",
+        (Option("name", "dataset name (for messages)", "{wildcards.dataset}", required=True),),
+    ),
+    _acquire(
+        "acquire-write",
+        "store one download part's kept images",
+        "Write",
+        Option("job", "download part, e.g. part-00003", "part-{wildcards.part}", required=True),
+        _OUT,
+    ),
+    _acquire(
+        "acquire-gather", "write manifest, classes and fingerprint from part manifests", "Gather"
+    ),
+    Step(
+        "materialise-range",
+        "write one class range of a dataset on disk (parallel jobs)",
+        "imagenot.acquire.cli:materialise_range",
+        "imagenot.acquire.files:RangeFiles",
+        "imagenot.acquire.settings:MaterialiseSettings",
+        (_OUT, Option("job", "the class range's number", "{wildcards.job}", int, True)),
+    ),
+    Step(
+        "demo-world",
+        "build the demo world: LAION-style shards, their images, ground truth",
+        "imagenot.demo.cli:world",
+        "imagenot.demo.files:WorldFiles",
+        "imagenot.demo.cli:demo_settings",
+        (
+            Option("out", "output directory (results/demo_world)", "{params.out}", None, True),
+            Option("seed", "override demo_world.seed", type=int),
+            Option(
+                "threads", "processes that render the images (rule threads)", "{threads}", int, True
+            ),
+        ),
+        hand_settings=True,
+    ),
+    Step(
+        "scale-world-shard",
+        "write one paper-shaped LAION metadata shard of the scale world",
+        "imagenot.demo.scale_cli:shard",
+        "imagenot.demo.files:ScaleShardFiles",
+        "imagenot.demo.scale_cli:scale_settings",
+        (Option("index", "shard index (seeds the shard)", "{wildcards.shard}", int, True),),
+        hand_settings=True,
+    ),
+):
+    STEPS.register(_step.name, _step)

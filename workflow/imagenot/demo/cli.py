@@ -1,46 +1,28 @@
-"""`imagenot` subcommands of the demo stage."""
+"""The demo stage's step handler, ``demo-world`` (declared in :mod:`imagenot.steps`)."""
 
 from __future__ import annotations
 
-import argparse
 import logging
+from collections.abc import Mapping
+from typing import Any
 
-from imagenot.cli import subcommand
-from imagenot.demo.files import WorldFiles
 from imagenot.files import flag
 
 log = logging.getLogger("imagenot.demo")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add this stage's subcommands."""
-    p = subcommand(subparsers, "demo-world", _demo_world, files=WorldFiles)
-    p.add_argument("--out", required=True, help="output directory (e.g. results/demo_world)")
-    p.add_argument(
-        "--settings",
-        default="{}",
-        help="the demo_world config section as JSON (imagenot.demo.settings.DemoSettings; typed "
-        "by hand, missing keys take the schema defaults)",
-    )
-    p.add_argument("--seed", type=int, default=None, help="override demo_world.seed")
-    p.add_argument(
-        "--threads", type=int, required=True, help="processes that render the images (rule threads)"
-    )
-
-
-def demo_settings(settings_json: str, seed: int | None):
-    """The demo_world section parsed, validated and completed with the schema defaults
+def demo_settings(section: str | Mapping[str, Any], seed: int | None = None):
+    """The demo_world section (JSON text or an object; typed by hand, missing keys take the
+    schema defaults) parsed, validated and completed
     (:class:`imagenot.demo.settings.DemoSettings`); ``seed``, where not None, replaces
     ``demo_world.seed`` (the ``--seed`` flag)."""
     from imagenot.demo.settings import DemoSettings, section_settings
 
     overrides = {} if seed is None else {"seed": seed}
-    return section_settings(
-        DemoSettings, settings_json, "demo.schema.yaml", "demo_world", **overrides
-    )
+    return section_settings(DemoSettings, section, "demo.schema.yaml", "demo_world", **overrides)
 
 
-def _demo_world(args: argparse.Namespace) -> None:
+def world(f, settings: dict | None, out: str, seed: int | None, threads: int) -> None:
     """Build the demo world: LAION-style shards, their images, ground truth."""
     import time
     from pathlib import Path
@@ -49,27 +31,25 @@ def _demo_world(args: argparse.Namespace) -> None:
     from imagenot.demo.world import build_world, write_world
     from imagenot.wordnet import load_wordnet
 
-    f = WorldFiles.from_args(args)
-    out = Path(args.out)
     for role, where in (
         ("images", "images"),
         ("truth", "truth.parquet"),
         ("planted_duplicates", PLANTED_FILE),
         ("world", "world.json"),
     ):
-        if getattr(f, role) is not None and Path(getattr(f, role)) != out / where:
+        if getattr(f, role) is not None and Path(getattr(f, role)) != Path(out) / where:
             raise ValueError(
-                f"{flag(role)} {getattr(f, role)}: the demo world's {role} is {out / where}"
+                f"{flag(role)} {getattr(f, role)}: the demo world's {role} is {Path(out) / where}"
             )
-    settings = demo_settings(args.settings, args.seed)
+    config = demo_settings(settings or {}, seed)
     start = time.perf_counter()
-    world = build_world(load_wordnet(f.nltk_data), settings, f.shards)
-    log.info("planned %d rows in %.1f s", world.truth.num_rows, time.perf_counter() - start)
-    write_world(world, args.out, settings, workers=args.threads)
-    summary = world.summary
+    built = build_world(load_wordnet(f.nltk_data), config, f.shards)
+    log.info("planned %d rows in %.1f s", built.truth.num_rows, time.perf_counter() - start)
+    write_world(built, out, config, workers=threads)
+    summary = built.summary
     log.info(
         "demo world at %s: %d rows, %d planted classes, url status %s (%.1f s)",
-        args.out,
+        out,
         summary["rows"],
         len(summary["classes"]),
         summary["url_status"],

@@ -1,37 +1,25 @@
-"""`imagenot scale-world-shard`: write one shard of the scale world (rule scale_world)."""
+"""The scale world's step handler, ``scale-world-shard`` (rule scale_world; declared in
+:mod:`imagenot.steps`)."""
 
 from __future__ import annotations
 
-import argparse
 import logging
-
-from imagenot.cli import subcommand
-from imagenot.demo.files import ScaleShardFiles
+from collections.abc import Mapping
+from typing import Any
 
 log = logging.getLogger("imagenot.demo.scale")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add this module's subcommands."""
-    p = subcommand(subparsers, "scale-world-shard", _scale_world_shard, files=ScaleShardFiles)
-    p.add_argument("--index", required=True, type=int, help="shard index (seeds the shard)")
-    p.add_argument(
-        "--settings",
-        default="{}",
-        help="the scale_world config section as JSON (imagenot.demo.settings.ScaleSettings; "
-        "typed by hand, missing keys take the schema defaults)",
-    )
-
-
-def scale_settings(settings_json: str):
-    """The scale_world section parsed, validated and completed with the schema defaults
+def scale_settings(section: str | Mapping[str, Any]):
+    """The scale_world section (JSON text or an object; typed by hand, missing keys take the
+    schema defaults) parsed, validated and completed
     (:class:`imagenot.demo.settings.ScaleSettings`)."""
     from imagenot.demo.settings import ScaleSettings, section_settings
 
-    return section_settings(ScaleSettings, settings_json, "scale.schema.yaml", "scale_world")
+    return section_settings(ScaleSettings, section, "scale.schema.yaml", "scale_world")
 
 
-def _scale_world_shard(args: argparse.Namespace) -> None:
+def shard(f, settings: dict | None, index: int) -> None:
     """Write one paper-shaped LAION metadata shard of the scale world."""
     import json
     import time
@@ -40,10 +28,9 @@ def _scale_world_shard(args: argparse.Namespace) -> None:
     from imagenot.demo import scale_world as sw
 
     start = time.perf_counter()
-    f = ScaleShardFiles.from_args(args)
-    cfg = scale_settings(args.settings)
+    cfg = scale_settings(settings or {})
     lemmas = read_lemma_table(f.lemmas)
     web = sw.read_web_captions(f.captions)
     vocab = sw.vocabulary(lemmas, cfg)
-    summary = sw.write_shard(args.index, cfg, web, sw.filler_words(web, lemmas), vocab, f.shard)
+    summary = sw.write_shard(index, cfg, web, sw.filler_words(web, lemmas), vocab, f.shard)
     log.info("%s: %s (%.1f s)", f.shard, json.dumps(summary), time.perf_counter() - start)

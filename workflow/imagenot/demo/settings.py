@@ -11,6 +11,7 @@ commands complete a hand-typed, partial section with the schema's defaults
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -76,14 +77,16 @@ class ScaleSettings(FromConfig):
     nsfw_image_fraction: float
 
 
-def section_settings(cls: type[T], text: str, schema: str, section: str, **overrides: Any) -> T:
-    """``cls`` from ``--settings`` JSON: the rule's complete section, or a partial one typed by
-    hand, completed with the schema's defaults (``schema``, the section's schema file) and
+def section_settings(
+    cls: type[T], text: str | Mapping[str, Any], schema: str, section: str, **overrides: Any
+) -> T:
+    """``cls`` from ``--settings`` JSON (or its loaded object): the rule's complete section, or a
+    partial one typed by hand, completed with the schema's defaults (``schema``, the section's schema file) and
     validated there (an unknown key or a wrong value names the key), then parsed strictly."""
     from imagenot.config import ConfigError, validate_config
     from imagenot.settings import load, parse
 
-    raw = {**load(text), **overrides}
+    raw = {**(load(text) if isinstance(text, str) else text), **overrides}
     try:
         complete = validate_config(raw, schema=schema)
     except ConfigError as exc:

@@ -19,10 +19,8 @@ from imagenot.steps import STEPS, add_parser
 
 STAGE_CLIS = (
     "imagenot.validate_cli",
-    "imagenot.plan_cli",
     "imagenot.figures.rankings_cli",
     "imagenot.slurm_profile",
-    "imagenot.restamp",
 )
 
 

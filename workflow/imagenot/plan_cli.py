@@ -15,8 +15,7 @@ was measured) and :mod:`imagenot.schedule` (the schedule).
 
 from __future__ import annotations
 
-import argparse
-import json
+import json as _json
 from collections import Counter
 from pathlib import Path
 
@@ -30,63 +29,8 @@ from imagenot.plan_text import (
     format_gpu_hours,
 )
 
-THROUGHPUT_HELP = (
-    "your GPU's measured speed: the JSON report(s) of `imagenot preflight` run on it (or "
-    "the output of `benchmarks/bench_feed_models.py --json`; several files: each replaces the "
-    "models it measured, as `bash benchmarks/gpu_check.sh` writes preflight.json and "
-    "preflight_large.json); the estimate then uses its fed "
-    "images/s for the models it measured, and the GPU memory its memory checks measured "
-    "(default: the config's train.throughput, one H200's measured figures)"
-)
 # headroom on the estimate for the allocation request: reruns of failed or preempted jobs
 MARGIN = 0.2
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    from imagenot.cli import subcommand
-
-    p = subcommand(
-        subparsers,
-        "plan",
-        _plan,
-        description="Plans the config's `all` with Snakemake's dry run against empty "
-        "placeholder inputs in a temporary folder (no data is read), then sums per rule group "
-        "and says what to request: GPU-hours (expected with early stopping, with the low "
-        "figure and the bound beside it), the longest single job (which decides the "
-        "partition), the GPU memory, node-local disk, the storage (each line with the rules "
-        "that read it), and training's schedule on the GPUs. "
-        "Requested figures are upper bounds; estimates say their source. Finished trials and "
-        "final runs in --directory re-estimate what is left.",
-    )
-    p.add_argument(
-        "--config",
-        required=True,
-        nargs="+",
-        type=Path,
-        metavar="FILE",
-        help="workflow config file(s): a base, then overlays that change a few keys (merged in "
-        "order, later files winning, as snakemake's --configfile)",
-    )
-    p.add_argument(
-        "--gpus", type=int, default=8, help="GPUs at once, for the schedule (default: 8)"
-    )
-    p.add_argument(
-        "--deadline-hours",
-        type=float,
-        metavar="H",
-        help="also say how many GPUs end training within H hours at the least reserved "
-        "GPU-hours, and at how many GPUs per job",
-    )
-    p.add_argument(
-        "--directory",
-        type=Path,
-        default=Path("."),
-        metavar="DIR",
-        help="the run's working directory, whose finished trials and final runs "
-        "(results/train) re-estimate what is left (default: the current one)",
-    )
-    p.add_argument("--throughput", type=Path, nargs="+", metavar="FILE", help=THROUGHPUT_HELP)
-    p.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
 
 
 def build_plan(
@@ -456,7 +400,7 @@ def format_wall_time(plan: dict) -> list[str]:
     return table + _wrapped(out)
 
 
-def _plan(args: argparse.Namespace) -> None:
+def plan(config, gpus, deadline_hours, directory, throughput, json) -> None:
     """What a config will cost, and what to ask for, before launch (no data needed)."""
-    plan = build_plan(args.config, args.gpus, args.throughput, args.deadline_hours, args.directory)
-    print(json.dumps(plan, indent=1) if args.json else format_plan(plan))
+    found = build_plan(config, gpus, throughput, deadline_hours, Path(directory or "."))
+    print(_json.dumps(found, indent=1) if json else format_plan(found))

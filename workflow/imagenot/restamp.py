@@ -21,7 +21,6 @@ records are read as JSON and nothing in them is run.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import binascii
 import json
@@ -163,11 +162,11 @@ def restamp(workdir: str | os.PathLike = ".") -> Restamped:
     return Restamped(set_back, unchanged, missing)
 
 
-def _main(args: argparse.Namespace) -> int:
+def main(directory: str | None) -> int:
     """Set the outputs of a run copied without its file times (cp -r) back to the times
     Snakemake recorded for them, so that the copy plans what the run it was copied from plans
     (nothing, for a finished run)."""
-    workdir = Path(args.directory)
+    workdir = Path(directory or ".")
     if not (workdir / METADATA).is_dir():
         raise FileNotFoundError(
             f"{workdir}: no {METADATA} here: not the working directory of a Snakemake run"
@@ -178,16 +177,3 @@ def _main(args: argparse.Namespace) -> int:
         f"carried it already, {done.missing} recorded but not on disk (temporary outputs)"
     )
     return 0
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    from imagenot.cli import subcommand
-
-    p = subcommand(subparsers, "restamp", _main)
-    p.add_argument(
-        "--directory",
-        default=".",
-        metavar="DIR",
-        help="the working directory of the copied run (snakemake's --directory) (default: the "
-        "current folder)",
-    )

@@ -556,6 +556,72 @@ for _step in (
         "Table",
     ),
     _audit("audit-figure", "draw the closest pairs side by side (PDF and PNG)", "Figure"),
+    Step(
+        "plan",
+        "what a config will cost, and what to ask for, before launch (no data needed)",
+        run="imagenot.plan_cli:plan",
+        description="Plans the config's `all` with Snakemake's dry run against empty "
+        "placeholder inputs in a temporary folder (no data is read), then sums per rule group "
+        "and says what to request: GPU-hours (expected with early stopping, with the low "
+        "figure and the bound beside it), the longest single job (which decides the "
+        "partition), the GPU memory, node-local disk, the storage (each line with the rules "
+        "that read it), and training's schedule on the GPUs. "
+        "Requested figures are upper bounds; estimates say their source. Finished trials and "
+        "final runs in --directory re-estimate what is left.",
+        options=(
+            Option(
+                "config",
+                "workflow config file(s): a base, then overlays that change a few keys (merged "
+                "in order, later files winning, as snakemake's --configfile)",
+                type=Path,
+                required=True,
+                metavar="FILE",
+                nargs="+",
+            ),
+            Option("gpus", "GPUs at once, for the schedule", type=int, default=8),
+            Option(
+                "deadline_hours",
+                "also say how many GPUs end training within H hours at the least reserved "
+                "GPU-hours, and at how many GPUs per job",
+                type=float,
+                metavar="H",
+            ),
+            Option(
+                "directory",
+                "the run's working directory, whose finished trials and final runs "
+                "(results/train) re-estimate what is left (default: the current one)",
+                metavar="DIR",
+            ),
+            Option(
+                "throughput",
+                "your GPU's measured speed: the JSON report(s) of `imagenot preflight` run on it "
+                "(or the output of `benchmarks/bench_feed_models.py --json`; several files: "
+                "each replaces the models it measured, as `bash benchmarks/gpu_check.sh` writes "
+                "preflight.json and preflight_large.json); the estimate then uses its fed "
+                "images/s for the models it measured, and the GPU memory its memory checks "
+                "measured (default: the config's train.throughput, one H200's measured figures)",
+                type=Path,
+                metavar="FILE",
+                nargs="+",
+            ),
+            Option("json", "print one JSON object (default: text)", switch=True),
+        ),
+    ),
+    Step(
+        "restamp",
+        "set the outputs of a run copied without its file times (cp -r) back to the times "
+        "Snakemake recorded for them, so that the copy plans what the run it was copied from "
+        "plans (nothing, for a finished run)",
+        run="imagenot.restamp:main",
+        options=(
+            Option(
+                "directory",
+                "the working directory of the copied run (snakemake's --directory) (default: "
+                "the current folder)",
+                metavar="DIR",
+            ),
+        ),
+    ),
 ):
     STEPS.register(_step.name, _step)
 

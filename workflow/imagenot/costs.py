@@ -375,8 +375,9 @@ def gpu_stage_rows(config: dict, jobs: list[PlannedJob], throughput: dict) -> li
     evaluation (one pass per transformation over the test split of every final run, at
     :data:`FORWARD_SPEEDUP` x the model's training images/s, scaled by pixels to the model's
     input side, or the stored size of a dataset published weights are evaluated on), caption embedding (the scale
-    model's projected runtime per part at laion2B-en, docs/scale.json), and the GPU jobs of
-    the diagnostics and the preflight (at their requested time: short jobs, an upper bound)."""
+    model's projected runtime per part at laion2B-en, docs/scale.json), and every other stage's
+    GPU jobs (the diagnostics, the audit, the preflight: at their requested time, short jobs, an
+    upper bound)."""
     from imagenot.acquire.sizes import stored_size
     from imagenot.evaluate import transforms
     from imagenot.train import experiments, plan
@@ -436,7 +437,10 @@ def gpu_stage_rows(config: dict, jobs: list[PlannedJob], throughput: dict) -> li
                 "source": source,
             }
         )
-    for stage in ("diagnostics", "preflight"):
+    estimated = {"train", "evaluate", "curate"}  # the rows above
+    for stage in dict.fromkeys(groups.get(j.rule) for j in jobs if j.gpus):
+        if stage in estimated:
+            continue
         mine = [j for j in jobs if groups.get(j.rule) == stage and j.gpus]
         if mine:
             out.append(

@@ -18,7 +18,6 @@ from imagenot.io import setup_logging
 from imagenot.steps import STEPS, add_parser
 
 STAGE_CLIS = (
-    "imagenot.validate_cli",
     "imagenot.figures.rankings_cli",
     "imagenot.slurm_profile",
 )

@@ -39,7 +39,8 @@ class Option:
     ``"{params.gpu_job}"``); None: the option is typed by hand only. ``type``: what reads its
     text; ``default``: the schema key whose default it takes (a number: the value itself, for
     a command's own knob that is no config key); ``metavar``: its value's name in ``--help``;
-    ``nargs``, ``choices``: argparse's (``nargs="?"``: the rule may hand the flag alone, none)."""
+    ``nargs``, ``choices``: argparse's (``nargs="?"``: the rule may hand the flag alone, none);
+    ``positional``: typed without a flag (``imagenot validate-config FILE``)."""
 
     name: str
     help: str
@@ -51,6 +52,7 @@ class Option:
     metavar: str | None = None
     nargs: str | None = None
     choices: tuple[str, ...] | None = None
+    positional: bool = False
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         from imagenot.config import schema_default
@@ -59,9 +61,12 @@ class Option:
             parser.add_argument(flag(self.name), action="store_true", help=self.help)
             return
         default = schema_default(self.default) if isinstance(self.default, str) else self.default
+        name, more = (
+            (self.name, {}) if self.positional else (flag(self.name), {"required": self.required})
+        )
         parser.add_argument(
-            flag(self.name), type=self.type, required=self.required, default=default,
-            metavar=self.metavar, help=self.help, nargs=self.nargs, choices=self.choices,
+            name, type=self.type, default=default, metavar=self.metavar, help=self.help,
+            nargs=self.nargs, choices=self.choices, **more,
         )  # fmt: skip
 
 
@@ -556,6 +561,36 @@ for _step in (
         "Table",
     ),
     _audit("audit-figure", "draw the closest pairs side by side (PDF and PNG)", "Figure"),
+    Step(
+        "validate-config",
+        "check config files exactly as the workflow does (schema and cross-key checks)",
+        run="imagenot.validate_cli:validate_config",
+        description="Later files override earlier ones key by key, as Snakemake's --configfile; "
+        "a key ending in + adds to a list (`models+: [convnext_mini]`). Every problem is "
+        "listed at once. Run it where the workflow runs (or name that folder with "
+        "--directory): the config is also checked against the results there (results of "
+        "another study, such as the demo's when checking the paper, are refused; a changed "
+        "search definition or model setting is checked against the preregistration record), "
+        "and what it could not check there is printed after the verdict.",
+        options=(
+            Option(
+                "config", "YAML config file(s), read from where you are", nargs="+", positional=True
+            ),
+            Option(
+                "directory",
+                "the working directory the workflow will run in (snakemake's --directory; "
+                "created if missing): relative paths in the config and results/ are read from "
+                "there (default: the current folder)",
+                metavar="DIR",
+            ),
+            Option(
+                "allow_templates",
+                "render YTE-templated config files (top-level __use_yte__), running the Python "
+                "code they hold, as Snakemake does; without it such a file is refused unread",
+                switch=True,
+            ),
+        ),
+    ),
     Step(
         "plan",
         "what a config will cost, and what to ask for, before launch (no data needed)",

@@ -11,7 +11,6 @@ Snakefile or .snakemake/), with the relative paths that resolve from there but n
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -20,38 +19,6 @@ from imagenot.paths import RESULTS, shipped
 
 # what marks the folder a workflow runs in (a working directory, or the clone's root)
 RUN_MARKS = (RESULTS, ".snakemake", "Snakefile")
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    from imagenot.cli import subcommand
-
-    p = subcommand(
-        subparsers,
-        "validate-config",
-        _validate_config,
-        description="Later files override earlier ones key by key, as Snakemake's --configfile; "
-        "a key ending in + adds to a list (`models+: [convnext_mini]`). Every problem is "
-        "listed at once. Run it where the workflow runs (or name that folder with "
-        "--directory): the config is also checked against the results there (results of "
-        "another study, such as the demo's when checking the paper, are refused; a changed "
-        "search definition or model setting is checked against the preregistration record), "
-        "and what it could not check there is printed after the verdict.",
-    )
-    p.add_argument("config", nargs="+", help="YAML config file(s), read from where you are")
-    p.add_argument(
-        "--directory",
-        metavar="DIR",
-        default=None,
-        help="the working directory the workflow will run in (snakemake's --directory; created "
-        "if missing): relative paths in the config and results/ are read from there "
-        "(default: the current folder)",
-    )
-    p.add_argument(
-        "--allow-templates",
-        action="store_true",
-        help="render YTE-templated config files (top-level __use_yte__), running the Python "
-        "code they hold, as Snakemake does; without it such a file is refused unread",
-    )
 
 
 def templates(paths: list[str]) -> list[str]:
@@ -141,12 +108,12 @@ def no_results(where: Path) -> str | None:
     )
 
 
-def _refuse_templates(args: argparse.Namespace) -> None:
+def _refuse_templates(config: list[str], allow_templates: bool) -> None:
     """A config someone sent is read, not run: a YTE template (:func:`templates`) is refused
     unless ``--allow-templates`` asks for its code to run."""
     from imagenot.config import YTE_KEY, ConfigError
 
-    found = [] if args.allow_templates else templates(args.config)
+    found = [] if allow_templates else templates(config)
     if found:
         raise ConfigError(
             f"config file {found[0]} is a YTE template ({YTE_KEY}): reading it runs the Python "
@@ -154,18 +121,18 @@ def _refuse_templates(args: argparse.Namespace) -> None:
         )
 
 
-def _validate_config(args: argparse.Namespace) -> None:
+def validate_config(config: list[str], directory: str | None, allow_templates: bool) -> None:
     """Check config files exactly as the workflow does (schema and cross-key checks)."""
     from imagenot.config import ConfigError, check_config_files, config_sources, merge_sources
     from imagenot.stages import check_workflow_config
 
-    _refuse_templates(args)
-    sources = config_sources(args.config)  # read from where you are
-    if args.directory:
+    _refuse_templates(config, allow_templates)
+    sources = config_sources(config)  # read from where you are
+    if directory:
         import os
 
-        Path(args.directory).mkdir(parents=True, exist_ok=True)
-        os.chdir(args.directory)
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        os.chdir(directory)
     where = Path.cwd()
     merged = merge_sources(sources)
     wrong_folder = misplaced(where, merged)
@@ -175,7 +142,7 @@ def _validate_config(args: argparse.Namespace) -> None:
         # relative paths read from the wrong folder may explain a refusal ("does not exist")
         extra = f"\nnot checked: {wrong_folder}" if wrong_folder else ""
         raise ConfigError(f"{exc}{extra}") from exc
-    print(f"{', '.join(args.config)}: valid")
+    print(f"{', '.join(config)}: valid")
     for note in (wrong_folder, no_results(where)):
         if note is not None:
             print(f"not checked: {note}")

@@ -29,7 +29,6 @@ def subcommand(
     func,
     *,
     files=None,
-    settings=None,
     **options,
 ) -> argparse.ArgumentParser:
     """Subcommand ``name``, run by ``func``: its parser, to which the caller adds any further
@@ -37,9 +36,8 @@ def subcommand(
     lower-cased unless the first word is a name such as "Clopper-Pearson"): what the command
     does is written once, where it is done. ``files``: the step's
     :class:`imagenot.files.Files` class, whose roles become the command's file arguments (and
-    ``args.files_class``, which the rule-wiring test reads); ``settings``: its settings class,
-    handed over as one ``--settings`` JSON object; ``options`` go to argparse's ``add_parser``
-    (``description``, ``formatter_class``). Every command not declared in
+    ``args.files_class``, which the rule-wiring test reads); ``options`` go to argparse's
+    ``add_parser`` (``description``, ``formatter_class``). Every command not declared in
     :data:`imagenot.steps.STEPS` registers with it."""
     doc = (func.__doc__ or name).strip()  # (python -OO strips docstrings)
     first = doc.split()[0]
@@ -49,14 +47,6 @@ def subcommand(
     p.set_defaults(func=func, files_class=files)
     if files is not None:
         files.add_arguments(p)
-    if settings is not None:
-        p.add_argument(
-            "--settings",
-            required=True,
-            metavar="JSON",
-            help=f"JSON object ({settings.__module__}.{settings.__qualname__}, built by its "
-            "from_config; @FILE reads it from a file)",
-        )
     return p
 
 

@@ -224,7 +224,9 @@ rule acquire_materialise_range:
         disk_mb=lambda wc: split_readers.range_disk_mb(config, wc.dataset),
     params:
         out=paths.DATASET,
-        settings=lambda wc: to_arg(split_readers.materialise_settings(config, wc.dataset)),
+        settings=lambda wc: to_arg(
+            split_readers.materialise_settings(config, wc.dataset)
+        ),
     shell:
         step("materialise-range")
 

@@ -275,11 +275,10 @@ def job(command, launch=None):
 
 
 def step(name):
-    """The shell line of a rule that runs workflow step `name` (imagenot.steps): its command
-    with each file the step declares under its role's flag (the rule's input or output key of
-    that name), its settings (`params.settings`) and the options a rule hands, quoted by job()
-    after the launcher the step names (a training job's `{params.launch}`):
-    `shell: step("accuracy-table")`."""
+    """The shell line running workflow step `name` (imagenot.steps), for `shell: step(NAME)`:
+    its command with each file the step declares under its role's flag (the input or output
+    key of that name), its settings (`params.settings`) and the options the job hands, quoted
+    by job() after the launcher the step names (a training job's `{params.launch}`)."""
     return job(steps.command(name), steps.STEPS.entry(name).launch)
 
 

@@ -23,7 +23,7 @@ rule demo_world:
     resources:
         **class_resources("light"),
     params:
-        out=demo_plan.DEMO_DIR,
+        out=lambda wc, output: os.path.dirname(output.world),  # the world's folder
         settings=to_arg(demo_settings.DemoSettings.from_config(config)),
     shell:
         step("demo-world")

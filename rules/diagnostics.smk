@@ -97,7 +97,9 @@ rule diagnostics_image_similarity:
     resources:
         **class_resources("light"),
     params:
-        settings=to_arg(diagnostics_settings.ImageSimilaritySettings.from_config(config)),
+        settings=to_arg(
+            diagnostics_settings.ImageSimilaritySettings.from_config(config)
+        ),
     shell:
         step("image-similarity")
 

@@ -135,7 +135,9 @@ def test_tables_count_what_the_threshold_flags():
     line = tables.sentence("own", sets, calibration, "ref", {"own": "Own", "ref": "Ref"})
     assert line.startswith("2 of 3 Own test images have a near-duplicate in Ref's test split")
     assert "threshold 0.950, precision 0.970, recall 0.960" in line
-    assert "cat" in tables.to_csv(per_class, {"ref": "Ref"}).splitlines()[1]
+    shown = tables.report_rows(per_class, {"ref": "Ref"}).to_pylist()
+    assert {r["target"] for r in shown} == {"Ref test", "own val"}  # display names, else keys
+    assert {r["class"] for r in shown} == {"cat", "dog"}
 
 
 def _config(monkeypatch, audit=None, runs=True):

@@ -103,14 +103,20 @@ def table(f, s) -> None:
     import pyarrow as pa
 
     from imagenot.audit import tables
-    from imagenot.io import read_json, read_parquet, write_json, write_parquet, write_text
+    from imagenot.io import (
+        read_json,
+        read_parquet,
+        write_csv,
+        write_json,
+        write_parquet,
+    )
 
     calibration = read_json(f.calibration)
     threshold = float(calibration["threshold"])
     matches = pa.concat_tables([read_parquet(p) for p in f.matches])
     per_class = tables.per_class(matches, threshold)
     write_parquet(per_class, f.per_class)
-    write_text(tables.to_csv(per_class, s.dataset_names), f.csv)
+    write_csv(tables.report_rows(per_class, s.dataset_names), f.csv)
     write_parquet(tables.flagged(matches, threshold), f.flagged)
     write_parquet(tables.closest(matches, s.figure_pairs), f.closest)
     sets = tables.set_counts(per_class)

@@ -120,14 +120,21 @@ def sentence(
     )
 
 
-def to_csv(table: pa.Table, names: dict[str, str]) -> str:
-    """The per-class table as CSV, each target set by its display name."""
-    lines = ["split,target,class,images,found,closest"]
-    for row in table.to_pylist():
-        target, target_split = row["target"].split("/")
-        shown = f"{names.get(target, target)} {target_split}"
-        cls = row["class"].replace('"', '""')
-        lines.append(
-            f'{row["split"]},{shown},"{cls}",{row["images"]},{row["found"]},{row["closest"]:.4f}'
-        )
-    return "\n".join(lines) + "\n"
+def report_rows(table: pa.Table, names: dict[str, str]) -> pa.Table:
+    """The per-class table as the report shows it: each target set by its display name, the
+    closest similarity to four decimals (written by :func:`imagenot.io.write_csv`, which
+    escapes a class name a spreadsheet would read as a formula)."""
+    shown = []
+    for target in table.column("target").to_pylist():
+        dataset, split = target.split("/")
+        shown.append(f"{names.get(dataset, dataset)} {split}")
+    return pa.table(
+        {
+            "split": table.column("split"),
+            "target": pa.array(shown, pa.string()),
+            "class": table.column("class"),
+            "images": table.column("images"),
+            "found": table.column("found"),
+            "closest": pc.round(table.column("closest"), 4),
+        }
+    )

@@ -11,7 +11,7 @@ from imagenot.files import flag
 log = logging.getLogger("imagenot.demo")
 
 
-def demo_settings(section: str | Mapping[str, Any], seed: int | None = None):
+def demo_settings(section: str | Mapping[str, Any], seed: int | None):
     """The demo_world section (JSON text or an object; typed by hand, missing keys take the
     schema defaults) parsed, validated and completed
     (:class:`imagenot.demo.settings.DemoSettings`); ``seed``, where not None, replaces

@@ -104,16 +104,21 @@ def test_a_key_a_dataset_may_override_is_declared(schema_dir):
         _Select.from_config(config, dataset="d")
 
 
-def test_rules_build_each_settings_object_whole(repo_root):
-    """No rule names a key: each ``settings=`` param is one class's ``from_config``, so a new
-    field reaches the job (and changes its params, so Snakemake reruns it) with no rule edit."""
-    classes = {
+def settings_classes() -> set[str]:
+    """The names of the curate stage's settings classes (:mod:`imagenot.curate.settings`)."""
+    return {
         name
         for name, cls in vars(settings).items()
         if isinstance(cls, type)
         and issubclass(cls, FromConfig)
         and cls.__module__ == settings.__name__
     }
+
+
+def test_rules_build_each_settings_object_whole(repo_root):
+    """No rule names a key: each ``settings=`` param is one class's ``from_config``, so a new
+    field reaches the job (and changes its params, so Snakemake reruns it) with no rule edit."""
+    classes = settings_classes()
     whole = re.compile(
         r"to_arg\(\s*curate_settings\.(\w+)\.from_config\(config(?:, \w+=wc\.\w+)?\)\s*\)"
     )
@@ -141,13 +146,7 @@ def test_commands_parse_each_settings_class_whole():
         if (step := STEPS.entry(name)).settings
         and step.settings.startswith("imagenot.curate.settings:")
     }
-    classes = {
-        name
-        for name, cls in vars(settings).items()
-        if isinstance(cls, type)
-        and issubclass(cls, FromConfig)
-        and cls.__module__ == settings.__name__
-    }
+    classes = settings_classes()
     assert declared == classes, declared ^ classes
     assert "parse(" not in Path(curate_cli.__file__).read_text()
     builders = [n for n in vars(plan) if n.endswith("_settings")]

@@ -64,7 +64,4 @@ rule rankings_json:
             analyse_settings.RankingsSettings.from_config(config, variant=wc.variant)
         ),
     shell:
-        job(
-            "imagenot rankings {input.table} --per-image {input.per_image}"
-            " --settings {params.settings} --out {output.out} > {log} 2>&1"
-        )
+        step("rankings")

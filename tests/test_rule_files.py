@@ -8,13 +8,10 @@ command, checks its rule object against that command's parser (``imagenot.cli.bu
 - its ``input`` and ``output`` keys are the step's roles (inputs among the inputs, outputs among
   the outputs; beside them only :data:`imagenot.files.ORDER_ONLY`'s inputs), every required role
   is a key, and no entry is unnamed;
-- a step declared in :data:`imagenot.steps.STEPS` runs the line its declaration gives
-  (``shell: step(NAME)``), which names every role, so every role is a key;
-- another command's line hands each key under its own flag (``--class-scores
-  {input.class_scores}``; a positional role bare), names no ``{input.x}``/``{output.x}`` that
-  is no key, and spells only flags its parser knows.
+- its command is a step declared in :data:`imagenot.steps.STEPS` and the rule runs the line
+  its declaration gives (``shell: step(NAME)``), which names every role, so every role is a key.
 
-So a renamed or forgotten file, or a flag the command lost, fails here in a second. Each check
+So a renamed or forgotten file, or a line written by hand, fails here in a second. Each check
 is also run on planted wrong rules (a real rule's view, changed), which it must reject.
 """
 
@@ -29,7 +26,7 @@ from conftest import snakemake_workflow
 
 from imagenot import shell_line, steps
 from imagenot.cli import build_parser
-from imagenot.files import INPUT, ORDER_ONLY, OUTPUT, flag
+from imagenot.files import INPUT, ORDER_ONLY, OUTPUT
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -91,7 +88,6 @@ def wiring_errors(rule: RuleView, parsers: dict) -> list[str]:
     files = parsers[command]._defaults.get("files_class")
     if files is None:
         return [f"{rule.name}: `imagenot {command}` declares no files class"]
-    declared = command in steps.STEPS
     errors = []
     for side in (INPUT, OUTPUT):
         if rule.unnamed[side]:
@@ -101,39 +97,10 @@ def wiring_errors(rule: RuleView, parsers: dict) -> list[str]:
             if key not in roles and not (side == INPUT and key in ORDER_ONLY):
                 errors.append(f"{rule.name}: {side} key {key!r} is no {side} of {files.__name__}")
         for role in roles:
-            if role not in rule.keys[side] and (declared or not files.role(role)["optional"]):
+            if role not in rule.keys[side]:
                 errors.append(f"{rule.name}: {files.__name__}'s {side} {role!r} is no {side} key")
-    if declared:
-        if not rule.shell.endswith(shell_line.quoted(steps.command(command))):
-            errors.append(f"{rule.name}: its line is not its step's: `shell: step({command!r})`")
-        return errors
-    return errors + _hand_written_errors(rule, command, files, parsers[command], m.end())
-
-
-def _hand_written_errors(rule: RuleView, command: str, files, parser, after: int) -> list[str]:
-    """The flags and placeholders of a line written by hand (a command not in STEPS)."""
-    errors = []
-    known = {s for action in parser._actions for s in action.option_strings}
-    for spelled in re.findall(r"(?<![\w{-])(--?[a-zA-Z][\w-]*)", rule.shell[after:]):
-        if spelled not in known:
-            errors.append(f"{rule.name}: `imagenot {command}` has no option {spelled}")
-    handed = {}
-    fields = r"(?:(--[\w-]+) )?\{(input|output)\.(\w+)(?::q)?\}"
-    for spelled, side, key in re.findall(fields, rule.shell):
-        handed[key] = (spelled, side)
-        if key not in rule.keys[side]:
-            errors.append(f"{rule.name}: the shell names {{{side}.{key}}}, which is no {side} key")
-    for side in (INPUT, OUTPUT):
-        for key in rule.keys[side]:
-            if key not in files.roles(side):  # an order-only input, or a key reported above
-                continue
-            want = "" if files.role(key)["positional"] else flag(key)
-            if handed.get(key) != (want, side):
-                got = handed.get(key, ("nothing", side))[0] or "no flag"
-                errors.append(
-                    f"{rule.name}: {side}.{key} must be handed as `{want} {{{side}.{key}}}`"
-                    f", not under {got}".replace("` {", "`{")
-                )
+    if not rule.shell.endswith(shell_line.quoted(steps.command(command))):
+        errors.append(f"{rule.name}: its line is not its step's: `shell: step({command!r})`")
     return errors
 
 
@@ -179,25 +146,15 @@ def test_a_wrong_step_rule_fails(rules, parsers):
     says(_changed(base, shell=by_hand), "its line is not its step's")
 
 
-def test_a_wrong_hand_written_rule_fails(rules, parsers):
-    """A rule whose command registers its own parser (rankings_json): healthy as the workflow
-    holds it; a key under another flag, a flag the command lacks, a placeholder naming no key,
-    or a command without a files class fails."""
+def test_a_rule_of_no_step_fails(rules, parsers):
+    """The rankings rule, whose command is a toolbox command too: healthy as the workflow holds
+    it; a line naming no command, or a command declaring no files, fails."""
     base = rules["rankings_json"]
-    assert "rankings" not in steps.STEPS and not wiring_errors(base, parsers)
-
-    def says(shell, words):
-        assert shell != base.shell
+    assert not wiring_errors(base, parsers)
+    for command, words in (("nothing", "which is no command"), ("ci", "declares no files")):
+        shell = base.shell.replace("imagenot rankings", f"imagenot {command}")
         errors = wiring_errors(_changed(base, shell=shell), parsers)
         assert any(words in e for e in errors), errors
-
-    says(base.shell.replace("--per-image {input", "--out {input"), "input.per_image must be")
-    says(base.shell.replace("--settings", "--setting"), "has no option --setting")
-    says(base.shell.replace("{input.per_image:q}", "{input.images:q}"), "names {input.images}")
-    says(base.shell.replace("imagenot rankings", "imagenot validate-config"), "no files class")
-    renamed = ["scores" if k == "table" else k for k in base.keys[INPUT]]
-    errors = wiring_errors(_changed(base, INPUT, renamed), parsers)
-    assert any("input key 'scores' is no input" in e for e in errors), errors
 
 
 def test_a_steps_line_and_call_come_from_its_declaration(monkeypatch):

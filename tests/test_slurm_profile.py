@@ -506,22 +506,22 @@ def test_the_site_profile_says_how_jobs_get_their_software(tmp_path, monkeypatch
     directory = tmp_path / "asked" / ".config" / "snakemake" / "slurm"
     asked = ["slurm-profile", *SITE_ARGS[: -len(CONDA)], "--dir", str(directory)]
     with pytest.raises(ValueError, match=r"--software-deployment conda\|apptainer\|none"):
-        slurm_profile._main(slurm_profile_args(asked))
+        _run(asked)
     assert not directory.exists()
     for bad, message in (
         (["--software-deployment", "apptainer"], "needs --container IMAGE"),
         (["--software-deployment", "none", "--container", "/i.sif"], "apptainer, not none"),
     ):
         with pytest.raises(ValueError, match=message):
-            slurm_profile._main(
-                slurm_profile_args(["slurm-profile", *SITE_ARGS[: -len(CONDA)], *bad])
-            )
+            _run(["slurm-profile", *SITE_ARGS[: -len(CONDA)], *bad])
 
 
-def slurm_profile_args(argv: list[str]):
+def _run(argv: list[str]):
+    """The command's handler on ``argv``, its errors raised (``imagenot.cli.main`` prints them)."""
     from imagenot.cli import build_parser
 
-    return build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
+    return args.func(args)
 
 
 def test_the_image_holds_the_locked_set_and_the_package():

@@ -1,14 +1,11 @@
-"""The ``imagenot`` command line: one subcommand per library entry point the rules call.
-
-A workflow step declared in :data:`imagenot.steps.STEPS` gets its parser from its declaration;
-each module of :data:`STAGE_CLIS` exposes ``register(subparsers)`` for its own commands.
-Handlers import heavy libraries lazily so that ``imagenot --help`` stays fast.
+"""The ``imagenot`` command line: one subcommand per step declared in :data:`imagenot.steps.STEPS`,
+its parser built from the declaration. Handlers import heavy libraries lazily so that
+``imagenot --help`` stays fast.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import re
 import sys
 import time
@@ -16,39 +13,6 @@ import time
 from imagenot import job_usage, lifeline
 from imagenot.io import setup_logging
 from imagenot.steps import STEPS, add_parser
-
-STAGE_CLIS = (
-    "imagenot.figures.rankings_cli",
-    "imagenot.slurm_profile",
-)
-
-
-def subcommand(
-    subparsers,
-    name: str,
-    func,
-    *,
-    files=None,
-    **options,
-) -> argparse.ArgumentParser:
-    """Subcommand ``name``, run by ``func``: its parser, to which the caller adds any further
-    arguments. Its help is ``func``'s docstring (the final full stop dropped, the first letter
-    lower-cased unless the first word is a name such as "Clopper-Pearson"): what the command
-    does is written once, where it is done. ``files``: the step's
-    :class:`imagenot.files.Files` class, whose roles become the command's file arguments (and
-    ``args.files_class``, which the rule-wiring test reads); ``options`` go to argparse's
-    ``add_parser`` (``description``, ``formatter_class``). Every command not declared in
-    :data:`imagenot.steps.STEPS` registers with it."""
-    doc = (func.__doc__ or name).strip()  # (python -OO strips docstrings)
-    first = doc.split()[0]
-    if not any(c.isupper() for c in first[1:]):
-        doc = doc[0].lower() + doc[1:]
-    p = subparsers.add_parser(name, help=doc.removesuffix("."), **options)
-    p.set_defaults(func=func, files_class=files)
-    if files is not None:
-        files.add_arguments(p)
-    return p
-
 
 # The commands people run; the others are the workflow's steps, which its rules run (listed
 # apart in `imagenot --help`, each with its own --help).
@@ -96,8 +60,6 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", title="commands"
     )
-    for module_name in STAGE_CLIS:
-        importlib.import_module(module_name).register(subparsers)
     for step in STEPS.values():
         add_parser(subparsers, step)
     _user_facing(parser, subparsers)

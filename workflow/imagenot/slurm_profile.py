@@ -18,7 +18,6 @@ reads it (:func:`load_site`). The site file's keys, their types and defaults are
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -256,63 +255,57 @@ def write(
 
 
 # ---- command line ------------------------------------------------------------------------------
-def register(subparsers: argparse._SubParsersAction) -> None:
-    schema = site_schema()
-    from imagenot.cli import subcommand
+def options() -> tuple:
+    """The options of ``imagenot slurm-profile`` (:data:`imagenot.steps.STEPS`): one per key of
+    the site schema (its description, default, choices and type), then ``--dir`` and
+    ``--force``."""
+    from imagenot.steps import Option
 
-    p = subcommand(
-        subparsers,
-        "slurm-profile",
-        _main,
-        description=(
-            "Write the global Snakemake profile `slurm` for this cluster: config.yaml, "
-            "partitions.yaml and site.yaml in --dir. Afterwards `snakemake --profile slurm all` "
-            "runs the workflow on SLURM from the root of a clone. Defaults: "
-            "workflow/schemas/site.schema.yaml; every key: docs/cluster.md."
-        ),
-    )
+    schema = site_schema()
+    out = []
     for key, spec in schema["properties"].items():
-        flag = "--" + key.replace("_", "-")
-        if key == "max_runtime_min":
-            flag = "--max-runtime"
-        kwargs: dict = {"dest": key, "help": " ".join(spec.get("description", "").split())}
+        text = " ".join(spec.get("description", "").split())
         if spec.get("default") is not None:  # (the schema fills it: argparse's own is None)
-            kwargs["help"] += f" (default: {spec['default']})"
+            text += f" (default: {spec['default']})"
         # a key that may be null names its choices in an anyOf (e.g. cuda: a variant or null)
         enum = spec.get("enum") or next(
             (s["enum"] for s in spec.get("anyOf", []) if "enum" in s), None
         )
-        if enum:
-            kwargs["choices"] = [v for v in enum if v is not None]
-        elif spec.get("type") == "integer":
-            kwargs["type"] = int
-        if key in schema["required"]:
-            kwargs["required"] = True
-        p.add_argument(flag, **kwargs)
-    p.add_argument(
-        "--dir",
-        default=DEFAULT_DIR,
-        help=f"where to write the profile (default {DEFAULT_DIR}: `--profile slurm` finds it)",
+        choices = tuple(v for v in enum if v is not None) if enum else None
+        integer = spec.get("type") == "integer" and not enum
+        spelled = "--max-runtime" if key == "max_runtime_min" else None
+        required = key in schema["required"]
+        out.append(
+            Option(
+                key, text, None, int if integer else None, required, choices=choices, flag=spelled
+            )
+        )
+    return (
+        *out,
+        Option(
+            "dir", f"where to write the profile (default {DEFAULT_DIR}: `--profile slurm` finds it)"
+        ),
+        Option(
+            "force",
+            "replace an existing site profile with other settings (its files are kept as "
+            "<name>.bak); without it the command refuses, naming the file",
+            switch=True,
+        ),
     )
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="replace an existing site profile with other settings (its files are kept as "
-        "<name>.bak); without it the command refuses, naming the file",
-    )
-    p.set_defaults(site_keys=list(schema["properties"]))
 
 
-def _main(args: argparse.Namespace) -> None:
-    """Write the SLURM site profile (then: snakemake --profile slurm all)."""
+def main(dir: str | None, force: bool, **given) -> None:
+    """Write the SLURM site profile from the site keys ``given`` (then: snakemake --profile
+    slurm all)."""
     import shutil
     import sys
 
-    given = {k: getattr(args, k) for k in args.site_keys if getattr(args, k) is not None}
-    site = validate_site(given, "imagenot slurm-profile")
+    site = validate_site(
+        {k: v for k, v in given.items() if v is not None}, "imagenot slurm-profile"
+    )
     conda = shutil.which("conda") or shutil.which("mamba")
     site["software_deployment"] = deployment(site, bool(conda))
-    written, backups = write(site, args.dir, force=args.force)
+    written, backups = write(site, dir or DEFAULT_DIR, force=force)
     for path in written:
         print(path)
     for path, backup in backups:

@@ -34,39 +34,55 @@ from imagenot.registries import Registry, resolve
 @dataclass(frozen=True)
 class Option:
     """A command-line value of a step beside its files and settings: ``--NAME`` (``_`` read
-    ``-``), handed to the handler as the keyword ``NAME``. ``rule``: what the rule's line hands
-    (``"{threads}"``; for a ``switch``, a field holding the flag or nothing:
-    ``"{params.gpu_job}"``); None: the option is typed by hand only. ``type``: what reads its
-    text; ``default``: the schema key whose default it takes (a number: the value itself, for
-    a command's own knob that is no config key); ``metavar``: its value's name in ``--help``;
-    ``nargs``, ``choices``: argparse's (``nargs="?"``: the rule may hand the flag alone, none);
-    ``positional``: typed without a flag (``imagenot validate-config FILE``)."""
+    ``-``; ``flag``: another spelling), handed to the handler as the keyword ``NAME``. ``rule``:
+    what the rule's line hands (``"{threads}"``; for a ``switch``, a field holding the flag or
+    nothing: ``"{params.gpu_job}"``); None: the option is typed by hand only. ``type``: what
+    reads its text (or its ``"module:attribute"``); ``default``: the schema key whose default it
+    takes (dotted; a number or a word: the value itself, for a command's own knob that is no
+    config key);
+    ``metavar``: its value's name in ``--help``; ``nargs``, ``choices``: argparse's (``nargs="?"``:
+    the rule may hand the flag alone, none; ``choices`` a schema key: the values its enum lists);
+    ``positional``: typed without a flag (``imagenot validate-config FILE``); ``group``: the
+    title of the ``--help`` section it is listed in."""
 
     name: str
     help: str
     rule: str | None = None
-    type: Callable[[str], Any] | None = None
+    type: Callable[[str], Any] | str | None = None
     required: bool = False
     default: str | float | None = None
     switch: bool = False
     metavar: str | None = None
     nargs: str | None = None
-    choices: tuple[str, ...] | None = None
+    choices: tuple[str, ...] | str | None = None
     positional: bool = False
+    flag: str | None = None
+    group: str | None = None
 
-    def add_to(self, parser: argparse.ArgumentParser) -> None:
-        from imagenot.config import schema_default
+    @property
+    def spelled(self) -> str:
+        return self.flag or flag(self.name)
+
+    def add_to(self, parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+        from imagenot.config import schema_default, schema_node
 
         if self.switch:
-            parser.add_argument(flag(self.name), action="store_true", help=self.help)
+            parser.add_argument(self.spelled, action="store_true", help=self.help, dest=self.name)
             return
-        default = schema_default(self.default) if isinstance(self.default, str) else self.default
+        default = self.default
+        if isinstance(default, str) and "." in default:
+            default = schema_default(default)
+        choices = (
+            schema_node(self.choices)["enum"] if isinstance(self.choices, str) else self.choices
+        )
         name, more = (
-            (self.name, {}) if self.positional else (flag(self.name), {"required": self.required})
+            (self.name, {})
+            if self.positional
+            else (self.spelled, {"required": self.required, "dest": self.name})
         )
         parser.add_argument(
-            name, type=self.type, default=default, metavar=self.metavar, help=self.help,
-            nargs=self.nargs, choices=self.choices, **more,
+            name, type=resolve(self.type), default=default, metavar=self.metavar, help=self.help,
+            nargs=self.nargs, choices=choices, **more,
         )  # fmt: skip
 
 
@@ -85,15 +101,22 @@ class Step:
     run: str
     files: str | None = None
     settings: str | None = None
-    options: tuple[Option, ...] = ()
+    options: tuple[Option, ...] | str = ()
     description: str | None = None
     hand_settings: bool = False
     launch: str | None = None
 
+    def all_options(self) -> tuple[Option, ...]:
+        return resolve(self.options)() if isinstance(self.options, str) else self.options
+
 
 def add_parser(subparsers: argparse._SubParsersAction, step: Step) -> argparse.ArgumentParser:
     """``step``'s subcommand: its files' arguments, ``--settings`` and its options."""
-    p = subparsers.add_parser(step.name, help=step.help, description=step.description)
+    raw = "\n" in (step.description or "")
+    p = subparsers.add_parser(
+        step.name, help=step.help, description=step.description,
+        formatter_class=argparse.RawDescriptionHelpFormatter if raw else argparse.HelpFormatter,
+    )  # fmt: skip
     files = resolve(step.files) if step.files else None
     p.set_defaults(func=functools.partial(call, step), files_class=files)
     if files is not None:
@@ -106,8 +129,11 @@ def add_parser(subparsers: argparse._SubParsersAction, step: Step) -> argparse.A
             help=f"the rule's settings, one JSON object ({step.settings.replace(':', '.')}; "
             "@FILE reads it from a file)",
         )
-    for option in step.options:
-        option.add_to(p)
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for option in step.all_options():
+        if option.group and option.group not in groups:
+            groups[option.group] = p.add_argument_group(option.group)
+        option.add_to(groups[option.group] if option.group else p)
     return p
 
 
@@ -125,7 +151,7 @@ def call(step: Step, args: argparse.Namespace) -> int | None:
         if text is not None:
             text = parse_or_exit(kind, text, step.name) if isinstance(kind, type) else load(text)
         given.append(text)
-    options = {o.name: getattr(args, o.name) for o in step.options}
+    options = {o.name: getattr(args, o.name) for o in step.all_options()}
     return resolve(step.run)(*given, **options)
 
 
@@ -143,31 +169,21 @@ def command(name: str) -> str:
         words += [field] if declared["positional"] else [flag(role), field]
     if step.settings:
         words += ["--settings", "{params.settings}"]
-    for option in step.options:
+    for option in step.all_options():
         if option.rule is not None:
-            words += [option.rule] if option.switch else [flag(option.name), option.rule]
+            words += [option.rule] if option.switch else [option.spelled, option.rule]
     return " ".join(words) + " > {log} 2>&1"
 
 
 STEPS = Registry("step")
-"""Every step declared this way, by command name; the workflow's other commands register
-their parsers themselves (``imagenot.cli.STAGE_CLIS``)."""
+"""Every command of ``imagenot``, by name."""
 
-_CURATE = "imagenot.curate.files:{}Files", "imagenot.curate.settings:{}Settings"
 _GPU_JOB = Option(
     "gpu_job",
     "the config plans this job for a GPU (resources.gpus > 0): stop without one",
     rule="{params.gpu_job}",
     switch=True,
 )
-
-
-def _curate(name: str, help: str, kind: str, settings: bool = True, **more: Any) -> Step:
-    """A curate step: its files and settings classes are ``<kind>Files``, ``<kind>Settings``
-    of the curate stage, its handler ``imagenot.curate.cli``'s function of its last word."""
-    files, settings_class = (ref.format(kind) for ref in _CURATE)
-    run = f"imagenot.curate.cli:{name.split('-')[-1]}"
-    return Step(name, help, run, files, settings_class if settings else None, **more)
 
 
 _THREADS = Option(
@@ -210,7 +226,7 @@ def _staged(stage: str, name: str, help: str, kind: str, *options: Option, setti
     return Step(name, help, run, files, settings_class if settings else None, options, **more)
 
 
-_train = functools.partial(_staged, "train")
+_train, _curate = (functools.partial(_staged, s) for s in ("train", "curate"))
 
 
 def _run(*wildcards: str) -> Option:
@@ -331,35 +347,33 @@ for _step in (
         "match",
         "match every WordNet noun lemma against the TEXT column of a parquet file",
         "Match",
+        Option(
+            "nltk_data",
+            "without --lemmas: NLTK_DATA dir with WordNet 3.0 (default: "
+            "the workflow's, results/wordnet/nltk_data)",
+            metavar="NLTK_DATA",
+        ),
+        Option(
+            "batch_rows",
+            "rows matched per batch, instead of --settings (default: the "
+            "schema's laion.batch_rows)",
+            type=int,
+        ),
+        Option(
+            "max_caption_bytes",
+            "longer captions are skipped, instead of --settings "
+            "(default: the schema's laion.max_caption_bytes)",
+            type=int,
+        ),
+        Option(
+            "require_url",
+            "also require a URL string column, instead of --settings "
+            "(LAION shards: the workflow's images come from it)",
+            switch=True,
+        ),
         hand_settings=True,
         description="Writes (row, wnid), one row per match: case-insensitive, whole words, "
         "after lowercasing and turning every non-letter/digit run into one space.",
-        options=(
-            Option(
-                "nltk_data",
-                "without --lemmas: NLTK_DATA dir with WordNet 3.0 (default: "
-                "the workflow's, results/wordnet/nltk_data)",
-                metavar="NLTK_DATA",
-            ),
-            Option(
-                "batch_rows",
-                "rows matched per batch, instead of --settings (default: the "
-                "schema's laion.batch_rows)",
-                type=int,
-            ),
-            Option(
-                "max_caption_bytes",
-                "longer captions are skipped, instead of --settings "
-                "(default: the schema's laion.max_caption_bytes)",
-                type=int,
-            ),
-            Option(
-                "require_url",
-                "also require a URL string column, instead of --settings "
-                "(LAION shards: the workflow's images come from it)",
-                switch=True,
-            ),
-        ),
     ),
     _curate(
         "lemmas",
@@ -375,19 +389,17 @@ for _step in (
         "curate-embed",
         "step 7 for one part: each caption's similarity to its class query",
         "Embed",
-        options=(
-            Option(
-                "work_dir",
-                "resumable chunk files of this part",
-                rule="{params.work}",
-                required=True,
-                metavar="DIR",
-            ),
-            _GPU_JOB,
+        Option(
+            "work_dir",
+            "resumable chunk files of this part",
+            rule="{params.work}",
+            required=True,
+            metavar="DIR",
         ),
+        _GPU_JOB,
     ),
     _curate("curate-select", "steps 7b-8: score classes, select captions", "Select"),
-    _curate("curate-audit", "audit trail and funnel of a curated dataset", "Audit", False),
+    _curate("curate-audit", "audit trail and funnel of a curated dataset", "Audit", settings=False),
     _curate(
         "curate-calibration",
         "step 7 check: classes passing each similarity threshold, score distribution",
@@ -492,6 +504,29 @@ for _step in (
     STEPS.register(_step.name, _step)
 
 _diagnostics, _audit = (functools.partial(_staged, s) for s in ("diagnostics", "audit"))
+_AN, _AXIS, _BOOT, _FIGURE = (
+    "analyses",
+    "analyse.axis",
+    "analyse.bootstrap",
+    "analyse.figure_options",
+)
+RANKINGS_DESCRIPTION = """\
+Do rankings transfer? Statistics of any results table with columns model, dataset, accuracy
+(percent) and optional n (test-set size), seed, ci_low, ci_high; or a wide table (--format wide,
+one column per dataset, as papers print them).
+
+Per dataset against the reference: ranks (1 = best, ties averaged), delta rank, Kendall tau-b,
+Spearman rho and Pearson r (exact or permutation p-values for up to 30 models), the OLS fit of
+accuracy on reference accuracy (optionally on the models above a cut), rank agreement up to
+error bars, bootstrap intervals (over models, seeds or images). Across datasets: size-weighted
+and geometric means with their ranks and rank changes, correlations averaged over datasets and
+each dataset's correlation with the mean of the others, Spearman rho of errors.
+
+Delta rank = rank on the reference - rank on the dataset: positive = the model climbs, as in
+Recht et al. and Ozbulak et al.
+
+Tables with protocol/transform columns (results/analyse/accuracy.csv) are reduced with --variant.
+"""
 _DEVICE = Option("device", "torch device (default: cuda if available)")
 for _step in (
     _diagnostics(
@@ -641,6 +676,160 @@ for _step in (
             ),
             Option("json", "print one JSON object (default: text)", switch=True),
         ),
+    ),
+    Step(
+        "rankings",
+        "do rankings transfer? statistics, figures and tables of any results table",
+        run="imagenot.figures.rankings_cli:rankings",
+        files="imagenot.figures.files:RankingsFiles",
+        description=RANKINGS_DESCRIPTION,
+        options=(
+            Option(
+                "format", "table layout", choices=("long", "wide"), default="long", group="input"
+            ),
+            Option(
+                "n",
+                "test-set size per dataset (wide tables, or long ones without an n column)",
+                nargs="+",
+                metavar="DATASET=N",
+                group="input",
+            ),
+            Option(
+                "fractions",
+                "accuracies are fractions in 0-1 (the same as --scale fraction)",
+                switch=True,
+                group="input",
+            ),
+            Option(
+                "scale",
+                "how accuracies are written, for all datasets or one: percent, fraction (0-1, "
+                "multiplied by 100) or auto (default: percent, and a dataset whose accuracies are "
+                "all at most 1 is refused until its scale is said)",
+                nargs="+",
+                metavar="[DATASET=]SCALE",
+                group="input",
+            ),
+            Option(
+                "key",
+                "column(s) that tell apart rows of one model on one dataset (e.g. img_size: a "
+                "model evaluated at two image sizes becomes two models, named model@img_size)",
+                nargs="+",
+                metavar="COLUMN",
+                group="input",
+            ),
+            Option(
+                "variant", "", choices=("standard", "robust"), default="standard", group="input"
+            ),
+            Option("standard_transform", "", default="analyse.standard_transform", group="input"),
+            Option("reference", "dataset to compare against (default: the first one)", group=_AN),
+            Option("baseline", "model for relative progress (accuracy / baseline's)", group=_AN),
+            Option("axis", "OLS fitting scale", choices=_AXIS, default=_AXIS, group=_AN),
+            Option(
+                "confidence",
+                "",
+                type="imagenot.analyse.cli:confidence_level",
+                default="analyse.confidence",
+                group=_AN,
+            ),
+            Option(
+                "min_reference_accuracy",
+                "also fit OLS on the models with reference accuracy >= X percent, 0-100 (Fang et "
+                "al.: 70)",
+                type=float,
+                metavar="X",
+                group=_AN,
+            ),
+            Option(
+                "aggregate",
+                "datasets of the across-dataset means and their ranks (default: all)",
+                nargs="+",
+                metavar="DATASET",
+                group=_AN,
+            ),
+            Option(
+                "floor",
+                "raise accuracies below X percent (0 < X <= 100) to X before the geometric mean "
+                "(all datasets, or one); without it a model with 0%% somewhere is left out of "
+                "the geometric mean",
+                nargs="+",
+                metavar="[DATASET=]X",
+                group=_AN,
+            ),
+            Option("bootstrap_reps", "", type=int, default=f"{_BOOT}.reps", group=_AN),
+            Option(
+                "bootstrap_over", "", choices=f"{_BOOT}.over", default=f"{_BOOT}.over", group=_AN
+            ),
+            Option(
+                "interval",
+                "bootstrap interval: bias-corrected, basic or percentile",
+                choices=f"{_BOOT}.interval",
+                default=f"{_BOOT}.interval",
+                group=_AN,
+            ),
+            Option(
+                "seed",
+                "bootstrap and permutation seed",
+                type=int,
+                default=f"{_BOOT}.seed",
+                group=_AN,
+            ),
+            Option(
+                "settings",
+                "the workflow's rule (whose table is in percent: --scale percent): --variant, "
+                "--standard-transform, --reference, --baseline, --axis, --confidence and the "
+                "--bootstrap-*/--interval/--seed flags as one JSON object "
+                "(imagenot.analyse.settings.RankingsSettings, keys named as the config's), "
+                "replacing those flags",
+                rule="{params.settings}",
+                metavar="JSON",
+                group=_AN,
+            ),
+            Option("json", "print the full report as JSON", switch=True, group="output"),
+            Option(
+                "models",
+                "models listed per dataset in the text summary (default: a compact digest)",
+                metavar="K|all",
+                group="output",
+            ),
+            Option(
+                "report", "write figures (PDF, PNG) and tables here", metavar="DIR", group="output"
+            ),
+            Option(
+                "dpi",
+                "PNG resolution of --report (default: %(default)s)",
+                type=int,
+                default=f"{_FIGURE}.dpi",
+                group="output",
+            ),
+            Option(
+                "top",
+                "models drawn per panel of the rankings figure of --report: the best K "
+                "(default: %(default)s)",
+                type=int,
+                default=f"{_FIGURE}.top",
+                metavar="K",
+                group="output",
+            ),
+            Option(
+                "highlight",
+                "models drawn and named in colour in every figure of --report, wherever they "
+                "rank (default: none)",
+                nargs="+",
+                default=f"{_FIGURE}.highlight",
+                metavar="MODEL",
+                group="output",
+            ),
+        ),
+    ),
+    Step(
+        "slurm-profile",
+        "write the SLURM site profile (then: snakemake --profile slurm all)",
+        run="imagenot.slurm_profile:main",
+        description="Write the global Snakemake profile `slurm` for this cluster: config.yaml, "
+        "partitions.yaml and site.yaml in --dir. Afterwards `snakemake --profile slurm all` "
+        "runs the workflow on SLURM from the root of a clone. Defaults: "
+        "workflow/schemas/site.schema.yaml; every key: docs/cluster.md.",
+        options="imagenot.slurm_profile:options",
     ),
     Step(
         "restamp",

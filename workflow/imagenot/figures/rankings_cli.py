@@ -2,9 +2,9 @@
 
 It runs the analysis (:func:`imagenot.analyse.rankings.rankings_report`), prints its digest
 (:func:`summary_text`) and, with ``--report``, draws that report (:mod:`imagenot.figures.report`).
-The whole command (flags, their schema defaults, the summary) lives here, in the figures stage
-above the analyse stage it uses, so that no import goes up the stages (analyse never imports
-figures) and a reader finds it in one module.
+Its flags are declared with its step (:data:`imagenot.steps.STEPS`); its handler, its checks and
+the summary live here, in the figures stage above the analyse stage it uses, so that no import
+goes up the stages (analyse never imports figures).
 """
 
 from __future__ import annotations
@@ -15,46 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from imagenot.analyse.cli import confidence_level
 from imagenot.analyse.settings import RankingsSettings
-from imagenot.cli import subcommand
 from imagenot.figures.files import RankingsFiles
 
 if TYPE_CHECKING:
     from imagenot.analyse.report import DatasetEntry, RankingsReport
-
-RANKINGS_DESCRIPTION = """\
-Do rankings transfer? Statistics of any results table with columns model, dataset, accuracy
-(percent) and optional n (test-set size), seed, ci_low, ci_high; or a wide table (--format wide,
-one column per dataset, as papers print them).
-
-Per dataset against the reference: ranks (1 = best, ties averaged), delta rank, Kendall tau-b,
-Spearman rho and Pearson r (exact or permutation p-values for up to 30 models), the OLS fit of
-accuracy on reference accuracy (optionally on the models above a cut), rank agreement up to
-error bars, bootstrap intervals (over models, seeds or images). Across datasets: size-weighted
-and geometric means with their ranks and rank changes, correlations averaged over datasets and
-each dataset's correlation with the mean of the others, Spearman rho of errors.
-
-Delta rank = rank on the reference - rank on the dataset: positive = the model climbs, as in
-Recht et al. and Ozbulak et al.
-
-Tables with protocol/transform columns (results/analyse/accuracy.csv) are reduced with --variant.
-"""
-
-
-def schema_defaults() -> dict[str, Any]:
-    """What the flags of ``rankings`` read from the analyse config schema, the one place a
-    default value lives: the settings typed by hand (``settings``:
-    :meth:`RankingsSettings.hand_typed`), the choices of the enumerated keys, the PNG dpi."""
-    from imagenot.config import schema_node
-    from imagenot.settings import Style
-
-    return {
-        "settings": RankingsSettings.hand_typed(),
-        "axes": schema_node("analyse.axis")["enum"],
-        "overs": schema_node("analyse.bootstrap.over")["enum"],
-        "intervals": schema_node("analyse.bootstrap.interval")["enum"],
-        "style": Style.schema_defaults(),
-    }
-
 
 FLAGS = {
     "confidence": ("--confidence", "analyse.confidence"),
@@ -71,128 +35,9 @@ against the key's schema node (:func:`imagenot.analyse.checks.schema_problem`), 
 statement of its domain."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``rankings``."""
-    d = schema_defaults()
-    hand = d["settings"]  # the schema's defaults
-    p = subcommand(
-        subparsers,
-        "rankings",
-        _rankings,
-        files=RankingsFiles,
-        description=RANKINGS_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    g = p.add_argument_group("input")
-    g.add_argument("--format", choices=["long", "wide"], default="long", help="table layout")
-    g.add_argument(
-        "--n",
-        nargs="+",
-        metavar="DATASET=N",
-        help="test-set size per dataset (wide tables, or long ones without an n column)",
-    )
-    g.add_argument(
-        "--fractions",
-        action="store_true",
-        help="accuracies are fractions in 0-1 (the same as --scale fraction)",
-    )
-    g.add_argument(
-        "--scale",
-        nargs="+",
-        metavar="[DATASET=]SCALE",
-        help="how accuracies are written, for all datasets or one: percent, fraction (0-1, "
-        "multiplied by 100) or auto (default: percent, and a dataset whose accuracies are all "
-        "at most 1 is refused until its scale is said)",
-    )
-    g.add_argument(
-        "--key",
-        nargs="+",
-        metavar="COLUMN",
-        help="column(s) that tell apart rows of one model on one dataset (e.g. img_size: a "
-        "model evaluated at two image sizes becomes two models, named model@img_size)",
-    )
-    g.add_argument("--variant", choices=["standard", "robust"], default="standard")
-    g.add_argument("--standard-transform", default=hand.standard_transform)
-    g = p.add_argument_group("analyses")
-    g.add_argument("--reference", help="dataset to compare against (default: the first one)")
-    g.add_argument("--baseline", help="model for relative progress (accuracy / baseline's)")
-    g.add_argument("--axis", choices=d["axes"], default=hand.axis, help="OLS fitting scale")
-    g.add_argument("--confidence", type=confidence_level, default=hand.confidence)
-    g.add_argument(
-        "--min-reference-accuracy",
-        type=float,
-        metavar="X",
-        help="also fit OLS on the models with reference accuracy >= X percent, 0-100 (Fang et "
-        "al.: 70)",
-    )
-    g.add_argument(
-        "--aggregate",
-        nargs="+",
-        metavar="DATASET",
-        help="datasets of the across-dataset means and their ranks (default: all)",
-    )
-    g.add_argument(
-        "--floor",
-        nargs="+",
-        metavar="[DATASET=]X",
-        help="raise accuracies below X percent (0 < X <= 100) to X before the geometric mean "
-        "(all datasets, or one); "
-        "without it a model with 0%% somewhere is left out of the geometric mean",
-    )
-    g.add_argument("--bootstrap-reps", type=int, default=hand.reps)
-    g.add_argument("--bootstrap-over", choices=d["overs"], default=hand.over)
-    g.add_argument(
-        "--interval",
-        choices=d["intervals"],
-        default=hand.interval,
-        help="bootstrap interval: bias-corrected, basic or percentile",
-    )
-    g.add_argument("--seed", type=int, default=hand.seed, help="bootstrap and permutation seed")
-    g.add_argument(
-        "--settings",
-        metavar="JSON",
-        help="the workflow's rule (whose table is in percent: --scale percent): --variant, "
-        "--standard-transform, --reference, --baseline, "
-        "--axis, --confidence and the --bootstrap-*/--interval/--seed flags as one JSON object "
-        "(imagenot.analyse.settings.RankingsSettings, keys named as the config's), replacing "
-        "those flags",
-    )
-    g = p.add_argument_group("output")
-    g.add_argument("--json", action="store_true", help="print the full report as JSON")
-    g.add_argument(
-        "--models",
-        default=None,
-        metavar="K|all",
-        help="models listed per dataset in the text summary (default: a compact digest)",
-    )
-    g.add_argument("--report", metavar="DIR", help="write figures (PDF, PNG) and tables here")
-    style = d["style"]
-    g.add_argument(
-        "--dpi",
-        type=int,
-        default=style.dpi,
-        help="PNG resolution of --report (default: %(default)s)",
-    )
-    g.add_argument(
-        "--top",
-        type=int,
-        default=style.top,
-        metavar="K",
-        help="models drawn per panel of the rankings figure of --report: the best K "
-        "(default: %(default)s)",
-    )
-    g.add_argument(
-        "--highlight",
-        nargs="+",
-        default=list(style.highlight),
-        metavar="MODEL",
-        help="models drawn and named in colour in every figure of --report, wherever they "
-        "rank (default: none)",
-    )
-
-
-def _rankings(args: argparse.Namespace) -> int:
-    """Do rankings transfer? statistics, figures and tables of any results table."""
+def rankings(f: RankingsFiles, **flags: Any) -> int:
+    """Do rankings transfer? statistics, figures and tables of any results table (its flags:
+    :data:`imagenot.steps.STEPS`' ``rankings``)."""
     from imagenot.analyse.checks import (
         check_accuracy_option,
         parse_floors,
@@ -203,7 +48,7 @@ def _rankings(args: argparse.Namespace) -> int:
     from imagenot.analyse.table import TableError, parse_sizes, read_table, select_variant
     from imagenot.io import write_text
 
-    f = RankingsFiles.from_args(args)
+    args = argparse.Namespace(**flags)
     settings = _settings(args)
     if isinstance(settings, str):
         print(f"imagenot rankings: {settings}", file=sys.stderr)

@@ -66,24 +66,14 @@ def test_ssl_benchmark_lottery_ranks_and_means(published_tables, capsys):
     assert rep["datasets"]["imagenet-v2"]["pearson_r"] == pytest.approx(pearson)
 
 
-def _long(excerpt: pd.DataFrame, benchmark: str) -> pd.DataFrame:
-    g = excerpt[excerpt["benchmark"] == benchmark]
-    n_orig, n_new = {"imagenet": (50_000, 10_000), "cifar10": (10_000, 2_000)}[benchmark]
-    return pd.concat(
-        [
-            pd.DataFrame(
-                {
-                    "model": g["model"],
-                    "dataset": "original",
-                    "accuracy": g["original_accuracy"],
-                    "n": n_orig,
-                }
-            ),
-            pd.DataFrame(
-                {"model": g["model"], "dataset": "new", "accuracy": g["new_accuracy"], "n": n_new}
-            ),
-        ]
-    )
+RECHT_N = [
+    "--n",
+    "imagenet-original=50000",
+    "imagenet-new=10000",
+    "cifar10-original=10000",
+    "cifar10-new=2000",
+]
+"""Test-set sizes of Recht et al.'s Table 1 (resources/README.md)."""
 
 
 @pytest.mark.parametrize("benchmark", ["imagenet", "cifar10"])
@@ -108,20 +98,19 @@ def test_new_test_sets_clopper_pearson_intervals(published_tables, benchmark):
 def test_new_test_sets_ranks_barely_change(published_tables, tmp_path, capsys):
     """Recht et al.: accuracy drops on the new ImageNet test set, the order barely changes."""
     ex = pd.read_csv(published_tables / NEW)
-    table = tmp_path / "imagenet.csv"
-    _long(ex, "imagenet").to_csv(table, index=False)
-    rep = run_json([str(table), "--reference", "original", "--bootstrap-reps", "0"], capsys)
-    new = rep["datasets"]["new"]
+    table = [str(published_tables / NEW), "--format", "wide", *RECHT_N]  # as published
+    rep = run_json([*table, "--reference", "imagenet-original", "--bootstrap-reps", "0"], capsys)
+    new = rep["datasets"]["imagenet-new"]
     assert len(new["delta_rank"]) == 8
     assert max(abs(v) for v in new["delta_rank"].values()) <= 1
     assert new["kendall_tau"] > 0.9
     assert new["ols"]["slope"] > 0 and new["ols"]["adj_r2"] > 0.99
-    # the intervals drawn as error bars are Clopper-Pearson from accuracy and n
-    assert set(new["interval_kind"].values()) == {"clopper_pearson"}
+    # the intervals drawn as error bars are the printed ones (Clopper-Pearson from accuracy
+    # and n where a table prints none: test_new_test_sets_as_a_wide_table)
+    assert set(new["interval_kind"].values()) == {"given"}
     printed = ex[ex.benchmark == "imagenet"].set_index("model")
     for m, (lo, hi) in new["interval"].items():
-        assert lo == pytest.approx(printed.loc[m, "new_ci_low"], abs=0.16)
-        assert hi == pytest.approx(printed.loc[m, "new_ci_high"], abs=0.16)
+        assert (lo, hi) == (printed.loc[m, "new_ci_low"], printed.loc[m, "new_ci_high"])
     # up to error bars the two PNASNet/NASNet models tie on the new test set
     up = new["rank_agreement_up_to_error_bars"]
     assert up["tied_in_dataset"] >= 1 and up["discordant"] == 0

@@ -19,8 +19,14 @@ from imagenot.counts import count_problem
 
 SSL = "ssl_resnet50_imagenet_variants.csv"
 NEW = "new_test_sets_excerpt.csv"
-RECHT_SIZES = {"imagenet": (50_000, 10_000), "cifar10": (10_000, 2_000)}
-"""Test-set sizes of Recht et al.'s Table 1 (original, new): resources/README.md."""
+RECHT_SIZES = {
+    "imagenet-original": 50_000,
+    "imagenet-new": 10_000,
+    "cifar10-original": 10_000,
+    "cifar10-new": 2_000,
+}
+"""Test-set sizes of Recht et al.'s Table 1 (resources/README.md), as ``--n`` gives them."""
+RECHT_N = ["--n", *(f"{d}={n}" for d, n in RECHT_SIZES.items())]
 
 TIMM_SIZES = {
     "imagenet": 50_000,
@@ -49,26 +55,10 @@ def refusal(argv: list[str], capsys) -> str:
     return err.strip()
 
 
-def recht_long(path) -> pd.DataFrame:
-    """Recht et al.'s Table 1 as a long table: each printed accuracy and interval as written,
-    with its test set's size."""
-    ex = pd.read_csv(path)
-    parts = []
-    for benchmark, g in ex.groupby("benchmark", sort=False):
-        for which, n in zip(("original", "new"), RECHT_SIZES[benchmark], strict=True):
-            parts.append(
-                pd.DataFrame(
-                    {
-                        "model": g["model"],
-                        "dataset": f"{benchmark}-{which}",
-                        "accuracy": g[f"{which}_accuracy"],
-                        "ci_low": g[f"{which}_ci_low"],
-                        "ci_high": g[f"{which}_ci_high"],
-                        "n": n,
-                    }
-                )
-            )
-    return pd.concat(parts, ignore_index=True)
+def recht(path) -> pd.DataFrame:
+    """Recht et al.'s Table 1 as published (paired wide columns, a ``benchmark`` group column)
+    through the toolbox's reader, with the test-set sizes the user gives."""
+    return read_table(path, "wide", RECHT_SIZES)
 
 
 # ------------------------------------------------------------------ the tables as shipped
@@ -88,11 +78,26 @@ def test_the_ssl_lottery_table_is_read_as_published(published_tables, capsys):
     assert rep["across_datasets"]["weighted_mean"]  # the size-weighted mean needs n
 
 
-def test_recht_tables_pass_the_count_and_interval_checks(published_tables):
+def test_recht_tables_pass_the_count_and_interval_checks(published_tables, capsys):
     """Recht et al.'s accuracies (one decimal) are shares of their test sets, and each lies in
-    its printed 95% interval."""
-    df = validate_table(recht_long(published_tables / NEW))
+    its printed 95% interval: the wide table read as published, through the reader and the
+    command."""
+    path = published_tables / NEW
+    df = validate_table(recht(path))
     assert len(df) == 30 and set(df["n"]) == {50_000, 10_000, 2_000}
+    assert list(df["dataset"].unique()) == list(RECHT_SIZES)
+    ex = pd.read_csv(path).set_index(["benchmark", "model"])
+    for row in df.itertuples():
+        benchmark, which = row.dataset.split("-")
+        printed = ex.loc[(benchmark, row.model)]
+        got = (row.accuracy, row.ci_low, row.ci_high)
+        assert got == tuple(printed[f"{which}_{f}"] for f in ("accuracy", "ci_low", "ci_high"))
+    argv = ["rankings", str(path), "--format", "wide", *RECHT_N, "--bootstrap-reps", "0"]
+    code, out, err = run([*argv, "--reference", "cifar10-original", "--json"], capsys)
+    assert code == 0, err
+    rep = json.loads(out)
+    assert rep["datasets"]["cifar10-new"]["n"] == 2_000
+    assert len(rep["datasets"]["cifar10-new"]["delta_rank"]) == 7
 
 
 # ------------------------------------------------------------------------- the dialects
@@ -127,9 +132,9 @@ def test_every_dialect_of_the_published_tables_reads_the_same(published_tables, 
         for dialect, path in dialects(table, tmp_path).items():
             got = validate_table(read_table(path))
             pd.testing.assert_frame_equal(got, want, obj=f"{name} as {dialect}")
-    recht = recht_long(published_tables / NEW)
-    want = validate_table(recht)
-    for dialect, path in dialects(recht, tmp_path).items():
+    recht_table = recht(published_tables / NEW).drop(columns="_line")
+    want = validate_table(recht_table)
+    for dialect, path in dialects(recht_table, tmp_path).items():
         pd.testing.assert_frame_equal(validate_table(read_table(path)), want, obj=dialect)
 
 
@@ -186,6 +191,59 @@ def test_a_malformed_table_is_one_line_naming_file_and_row(tmp_path, capsys, cas
     err = refusal(["rankings", str(path), "--bootstrap-reps", "0"], capsys)
     assert err.startswith(f"imagenot rankings: {path}: "), err
     assert says in err, err
+
+
+WIDE_MALFORMED = {
+    "an interval column without its accuracy column": (
+        b"model,orig_accuracy,new_ci_low\na,70,60\n",
+        "column 'new_ci_low' (column 3) of the wide table has no 'new_accuracy' beside it",
+    ),
+    "one field given twice in two cases": (
+        b"model,new_accuracy,new_ACCURACY\na,70,71\n",
+        "columns 'new_accuracy' (column 2) and 'new_ACCURACY' (column 3) both give the accuracy "
+        "of dataset 'new'",
+    ),
+    "two columns that are neither datasets nor ids": (
+        b"benchmark,model,source,new_accuracy\nimagenet,a,paper,70\n",
+        "columns 'benchmark' (column 1), 'source' (column 3) of the wide table are neither model",
+    ),
+    "a plain dataset column beside paired ones": (
+        b"model,imagenet,new_accuracy\na,76.1,70\nb,70.2,64\n",
+        "column 'imagenet' (column 2) of the wide table holds numbers, not the names of groups",
+    ),
+    "a group column with an empty cell": (
+        b"benchmark,model,new_accuracy\nimagenet,a,70\n\n,b,60\n",
+        "line 4: the group column 'benchmark' (column 1) is empty",
+    ),
+    "an empty accuracy column": (
+        b"model,orig_accuracy,new_accuracy\na,70,\nb,60,NA\n",
+        "dataset column(s) 'new_accuracy' (column 3) of the wide table hold no accuracy",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(WIDE_MALFORMED))
+def test_a_malformed_wide_header_is_one_line_naming_file_and_column(tmp_path, capsys, case):
+    data, says = WIDE_MALFORMED[case]
+    path = tmp_path / "wide.csv"
+    path.write_bytes(data)
+    err = refusal(["rankings", str(path), "--format", "wide", "--bootstrap-reps", "0"], capsys)
+    assert err.startswith(f"imagenot rankings: {path}"), err
+    assert says in err, err
+
+
+def test_a_paired_wide_table_without_groups_takes_its_own_n(tmp_path):
+    """``<dataset>_accuracy`` and ``<dataset>_n`` columns, no group column: the datasets are
+    the prefixes, each row's n its own; a dataset column of names alone (one per dataset) is
+    read as before, beside it."""
+    path = tmp_path / "paired.csv"
+    path.write_text("Model,val_Accuracy,val_N,v2_accuracy\na,76.1,1000,70.0\nb,70.2,1000,\n")
+    df = validate_table(read_table(path, "wide", {"v2": 1000}))
+    assert list(df["dataset"]) == ["val", "val", "v2"] and list(df["model"]) == ["a", "b", "a"]
+    assert set(df["n"]) == {1000}
+    plain = tmp_path / "plain.csv"
+    plain.write_text("model,val,v2\na,76.1,70.0\n")
+    assert list(read_table(plain, "wide")["dataset"]) == ["val", "v2"]
 
 
 # ------------------------------------------------------------------ printed accuracies

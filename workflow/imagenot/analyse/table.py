@@ -2,7 +2,8 @@
 
 A results table has one row per (model, dataset[, seed]) with ``accuracy`` in percent and
 optional ``n`` (test-set size), ``seed``, ``ci_low``/``ci_high``. Papers print *wide* tables
-(one column per dataset); :func:`read_table` turns those into the long layout. The workflow's
+(one column per dataset, or paired columns ``<dataset>_accuracy``, ``<dataset>_ci_low``, ...);
+:func:`read_table` turns those into the long layout. The workflow's
 ``results/analyse/accuracy.csv`` also has ``protocol`` and ``transform``; :func:`select_variant`
 turns it into such a table (one dataset label per dataset and protocol). What each cell may
 hold is checked by :func:`imagenot.analyse.checks.validate_table`.
@@ -57,6 +58,9 @@ missing-value texts (``""``, ``NA``, ``N/A``, ``nan``, ``NULL``, ``#N/A``, ...).
 FORMATS = ("long", "wide")
 WIDE_EXTRA = ("seed",)
 """Columns of a wide table that are not datasets (besides the model column)."""
+WIDE_FIELDS = ("accuracy", "n", "ci_low", "ci_high")
+"""The fields of a paired wide table's columns ``<dataset>_<field>`` (Recht et al.'s
+``new_accuracy``, ``new_ci_low``, ...): a table with a ``<dataset>_accuracy`` column is read so."""
 
 
 LINE = "_line"
@@ -117,7 +121,8 @@ def read_table(
     with semicolons or tabs a decimal comma is read as a decimal point: ``76,1`` is 76.1), the
     names of :data:`COLUMNS` in any case.
     Wide: a ``model`` column (else the first column), optionally ``seed``, and one column per
-    dataset in the table's order; empty cells are models missing from that dataset. ``sizes``
+    dataset in the table's order, or paired columns per dataset (:data:`WIDE_FIELDS`) and at
+    most one group column (:func:`_from_wide`); empty cells are models missing from that dataset. ``sizes``
     gives the test-set size per dataset (``--n``) for either layout; in a long table it fills
     the ``n`` column where the table has none. ``id_columns`` of a wide table are no datasets
     (``--key`` columns such as ``img_size``).
@@ -257,10 +262,13 @@ def _records(path: Path, sep: str) -> tuple[list[str], list[int]]:
 
 
 def _name_columns(header: list[str], fmt: str, id_columns: tuple[str, ...]) -> list[str]:
-    """The columns of ``header`` (as written) read as text (:data:`NAME_COLUMNS`)."""
+    """The columns of ``header`` (as written) read as text (:data:`NAME_COLUMNS`, and a wide
+    table's model and group columns)."""
     names = [c for c in header if _canonical(c.strip()) in NAME_COLUMNS or c.strip() in id_columns]
-    if fmt == "wide" and header and not any(_canonical(c.strip()) == "model" for c in header):
-        names.append(header[0])  # the model column of a wide table without one named so
+    if fmt == "wide" and header:  # its model column and a paired table's group column
+        read = [_canonical(c.strip()) for c in header]
+        ids, groups, _ = _wide_columns(read, id_columns)
+        names += [c for c, r in zip(header, read, strict=True) if r in (ids[0], *groups)]
     return names
 
 
@@ -290,34 +298,102 @@ def _check_layout(df: pd.DataFrame, path: Path, sep: str | None, fmt: str) -> No
             )
 
 
-def _from_wide(df: pd.DataFrame, path: Path, id_columns: tuple[str, ...]) -> pd.DataFrame:
-    model = "model" if "model" in df.columns else df.columns[0]
+def wide_field(column: str) -> tuple[str, str] | None:
+    """``(dataset, field)`` of a paired wide table's column ``<dataset>_<field>``, the field one
+    of :data:`WIDE_FIELDS` whatever its case: ``new_ci_low`` -> ``('new', 'ci_low')``."""
+    for field in WIDE_FIELDS:
+        if column.casefold().endswith("_" + field) and len(column) > len(field) + 1:
+            return column[: -len(field) - 1], field
+    return None
+
+
+def _wide_columns(columns: list[str], id_columns: tuple[str, ...]) -> tuple[list, list, dict]:
+    """A wide table's columns by role: ids (the model column, ``model`` else the first, then
+    :data:`WIDE_EXTRA`, ``id_columns`` and :data:`LINE` where present), group columns (those of
+    a paired table that are no ``<dataset>_<field>``) and {column: (dataset, field)}."""
+    model = "model" if "model" in columns else columns[0]
     extra = (*WIDE_EXTRA, *id_columns, LINE)
-    ids = [model] + [c for c in dict.fromkeys(extra) if c in df.columns and c != model]
-    datasets = [c for c in df.columns if c not in ids]
-    if not datasets:
-        raise TableError(f"{path}: a wide table needs one column per dataset besides {model!r}")
-    empty = [d for d in datasets if df[d].isna().all()]
+    ids = [model] + [c for c in dict.fromkeys(extra) if c in columns and c != model]
+    rest = [c for c in columns if c not in ids]
+    fields = {c: wide_field(c) for c in rest}
+    if not any(f and f[1] == "accuracy" for f in fields.values()):  # one column per dataset
+        return ids, [], {c: (c, "accuracy") for c in rest}
+    groups = [c for c, f in fields.items() if f is None]
+    return ids, groups, {c: f for c, f in fields.items() if f}
+
+
+def _from_wide(df: pd.DataFrame, path: Path, id_columns: tuple[str, ...]) -> pd.DataFrame:
+    """The long table of a wide one (:func:`_wide_columns`); a group column's value prefixes
+    the dataset: ``imagenet`` and ``new_accuracy`` give dataset ``imagenet-new``."""
+    columns = list(df.columns)
+    ids, groups, fields = _wide_columns(columns, id_columns)
+    where = {c: f"{c!r} (column {columns.index(c) + 1})" for c in columns}
+    if not fields:
+        raise TableError(f"{path}: a wide table needs one column per dataset besides {ids[0]!r}")
+    if len(groups) > 1:
+        raise TableError(
+            f"{path}: columns {', '.join(where[c] for c in groups)} of the wide table are "
+            f"neither model, seed, --key nor <dataset>_{'/'.join(WIDE_FIELDS)}; one may name "
+            "groups of rows (such as benchmark): name the others with --key or delete them"
+        )
+    seen: dict[tuple[str, str], str] = {}
+    for c, key in fields.items():
+        if key in seen:
+            raise TableError(
+                f"{path}: columns {where[seen[key]]} and {where[c]} both give the {key[1]} of "
+                f"dataset {key[0]!r}"
+            )
+        seen[key] = c
+        if (key[0], "accuracy") not in fields.values():
+            raise TableError(
+                f"{path}: column {where[c]} of the wide table has no {key[0] + '_accuracy'!r} "
+                f"beside it (a dataset's columns are <dataset>_{'/'.join(WIDE_FIELDS)})"
+            )
+    empty = [where[c] for c, f in fields.items() if f[1] == "accuracy" and df[c].isna().all()]
     if empty:  # melting would drop the dataset with its cells: it would vanish unsaid
         raise TableError(
-            f"{path}: dataset column(s) {', '.join(map(repr, empty))} of the wide table hold no "
+            f"{path}: dataset column(s) {', '.join(empty)} of the wide table hold no "
             "accuracy (every cell empty or missing): fill them, or delete the column(s) to rank "
             "the other datasets"
         )
+    df = df.reset_index(drop=True)
+    for g in groups:
+        _check_group(df, g, path, where[g])
+    long = df.melt(id_vars=groups, value_vars=list(fields), var_name="_c", ignore_index=False)
+    long["dataset"] = [fields[c][0] for c in long["_c"]]
+    if groups:
+        long["dataset"] = long[groups[0]].astype(str) + "-" + long["dataset"]
+    long["_field"] = [fields[c][1] for c in long["_c"]]
+    long = long.rename_axis("_row").reset_index()
+    datasets = list(dict.fromkeys(long.sort_values("_row", kind="stable")["dataset"]))
     alike = names_alike(datasets)
     if alike:
         a, b, why = alike[0]
         raise TableError(
-            f"{path}: the header's dataset columns {a!r} (column {list(df.columns).index(a) + 1})"
-            f" and {b!r} (column {list(df.columns).index(b) + 1}) print alike but are different "
+            f"{path}: the header's datasets {a!r} and {b!r} print alike but are different "
             f"text ({why}): write both the same way, or rename one"
         )
-    long = df.melt(id_vars=ids, value_vars=datasets, var_name="dataset", value_name="accuracy")
-    long = long.rename(columns={model: "model"})
+    long = long.pivot(index=["_row", "dataset"], columns="_field", values="value")
+    long = long.reset_index().join(df[ids], on="_row").rename(columns={ids[0]: "model"})
     long["dataset"] = pd.Categorical(long["dataset"], categories=datasets, ordered=True)
-    long = long.dropna(subset=["accuracy"]).sort_values("dataset", kind="stable")
+    long = long.dropna(subset=["accuracy"]).sort_values(["dataset", "_row"], kind="stable")
     long["dataset"] = long["dataset"].astype(str)
-    return long.reset_index(drop=True)
+    given = [f for f in WIDE_FIELDS if f in long.columns]
+    return long[["model", *ids[1:], "dataset", *given]].reset_index(drop=True)
+
+
+def _check_group(df: pd.DataFrame, group: str, path: Path, where: str) -> None:
+    """Refuse a group column of a paired wide table with an empty cell or only numbers."""
+    missing = np.flatnonzero(df[group].isna().to_numpy())
+    if len(missing):
+        i = int(missing[0])
+        line = f"line {df[LINE].iloc[i]}" if LINE in df.columns else f"row {i}"
+        raise TableError(f"{path} {line}: the group column {where} is empty")
+    if pd.to_numeric(df[group], errors="coerce").notna().all():
+        raise TableError(
+            f"{path}: column {where} of the wide table holds numbers, not the names of groups "
+            "of rows: give it to --key if it tells models apart, or delete it"
+        )
 
 
 LOOK_ALIKES = str.maketrans(

@@ -502,27 +502,10 @@ def _value_at(node: Any, path: Sequence) -> tuple[bool, Any]:
 def _schema_at(path: Sequence[str]) -> Mapping | None:
     """The schema of the concrete key path ``path`` (a named entry's key, as ``datasets.mine``,
     through its section's ``additionalProperties``), else None. Reads YAML only."""
-    document: Any = load_schema(MAIN_SCHEMA)
-    node: Any = document
-    for part in path:
-        if not isinstance(node, Mapping):
-            return None
-        if part in node.get("properties", {}):
-            node = node["properties"][part]
-        elif isinstance(node.get("additionalProperties"), Mapping):
-            node = node["additionalProperties"]
-        else:
-            return None
-        if isinstance(node, Mapping) and "$ref" in node:
-            # "#/$defs/x" (this file), "other.schema.yaml" or "other.schema.yaml#/$defs/x"
-            file, _, fragment = node["$ref"].partition("#")
-            if file:
-                document = load_schema(file.rsplit("/", 1)[-1])
-            target = document
-            for name in filter(None, fragment.split("/")):
-                target = target[name]
-            node = {**target, **node}
-    return node if isinstance(node, Mapping) else None
+    try:
+        return _walk_schema(path, ".".join(path), concrete=True)
+    except ConfigError:
+        return None
 
 
 def _is_list_schema(schema: Mapping) -> bool:
@@ -723,26 +706,33 @@ def schema_node(key: str) -> Mapping[str, Any]:
     """The schema of config key ``key`` (dotted: ``laion.batch_rows``; a part in braces, as in
     ``datasets.{dataset}``, is any name of a mapping section: its ``additionalProperties``).
     Follows the stage schemas' ``$ref``; reads YAML only (no validation)."""
+    return _walk_schema(key.split("."), key)
+
+
+def _walk_schema(parts: Sequence[str], key: str, concrete: bool = False) -> Mapping[str, Any]:
+    """The schema node at ``parts`` (:func:`schema_node`; ``concrete``: a name that is no
+    property is an entry of its section's ``additionalProperties``), following each ``$ref``
+    ("#/$defs/x" in the file it is read from, "other.schema.yaml", or both)."""
     document: Any = load_schema(MAIN_SCHEMA)  # the file a local "#/$defs/..." $ref points into
     node: Any = document
-    for part in key.split("."):
-        if part.startswith("{") and part.endswith("}"):
-            node = node.get("additionalProperties") if isinstance(node, Mapping) else None
-            if not isinstance(node, Mapping):
+    for part in parts:
+        node = node if isinstance(node, Mapping) else {}
+        entry = node.get("additionalProperties")
+        if (concrete and part not in node.get("properties", {})) or part[:1] + part[-1:] == "{}":
+            if not isinstance(entry, Mapping):
                 raise ConfigError(f"config key {key}: {part} is not a named-entry section")
+            node = entry
+        elif part in node.get("properties", {}):
+            node = node["properties"][part]
         else:
-            props = node.get("properties", {}) if isinstance(node, Mapping) else {}
-            if part not in props:
-                raise ConfigError(f"config key {key}: no such key in the schema ({part!r})")
-            node = props[part]
-        if "$ref" in node:
-            ref = node["$ref"]
-            if ref.startswith("#/"):  # train.spaces.{space}: the train schema's $defs.space
-                target = document
-                for name in ref[2:].split("/"):
-                    target = target[name]
-            else:
-                document = target = load_schema(ref.rsplit("/", 1)[-1])
+            raise ConfigError(f"config key {key}: no such key in the schema ({part!r})")
+        if isinstance(node, Mapping) and "$ref" in node:
+            file, _, fragment = node["$ref"].partition("#")
+            if file:
+                document = load_schema(file.rsplit("/", 1)[-1])
+            target = document
+            for name in filter(None, fragment.split("/")):
+                target = target[name]
             node = {**target, **node}
     return node
 

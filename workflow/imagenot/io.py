@@ -161,6 +161,18 @@ def read_json(path: str | os.PathLike, hint: str | None = None) -> Any:
 _NOT_DAMAGE = (PermissionError, FileNotFoundError, IsADirectoryError)
 
 
+@contextlib.contextmanager
+def _named_damage(path: Path, what: str, errors: tuple = (OSError, pa.ArrowInvalid)):
+    """An error of ``errors`` in the block, but for :data:`_NOT_DAMAGE` (a file that is not
+    there or not readable: not damage), raised as :func:`_damaged`'s ArtefactError."""
+    try:
+        yield
+    except _NOT_DAMAGE:
+        raise
+    except errors as exc:
+        raise _damaged(path, what, exc) from None
+
+
 def _check_columns(path: Path, parquet: pq.ParquetFile, columns: Any) -> None:
     """ArtefactError naming the file and the columns it lacks (an intact file of another
     layout: said as such, never moved aside as damaged)."""
@@ -179,12 +191,8 @@ def read_parquet(path: str | os.PathLike, columns: Any = None, **kwargs: Any) ->
     :func:`iter_parquet`)."""
     path = Path(path)
     _check_columns(path, open_parquet(path), columns)
-    try:
+    with _named_damage(path, "parquet file"):
         return pq.read_table(path, columns=columns, page_checksum_verification=True, **kwargs)
-    except _NOT_DAMAGE:
-        raise
-    except (OSError, pa.ArrowInvalid) as exc:
-        raise _damaged(path, "parquet file", exc) from None
 
 
 def open_parquet(path: str | os.PathLike) -> pq.ParquetFile:
@@ -193,12 +201,8 @@ def open_parquet(path: str | os.PathLike) -> pq.ParquetFile:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
-    try:
+    with _named_damage(path, "parquet file"):
         return pq.ParquetFile(path, page_checksum_verification=True)
-    except _NOT_DAMAGE:
-        raise
-    except (OSError, pa.ArrowInvalid) as exc:
-        raise _damaged(path, "parquet file", exc) from None
 
 
 def iter_parquet(path: str | os.PathLike, **kwargs: Any) -> Iterator[pa.RecordBatch]:
@@ -206,12 +210,8 @@ def iter_parquet(path: str | os.PathLike, **kwargs: Any) -> Iterator[pa.RecordBa
     naming the file."""
     parquet = open_parquet(path)
     _check_columns(Path(path), parquet, kwargs.get("columns"))
-    try:
+    with _named_damage(Path(path), "parquet file"):
         yield from parquet.iter_batches(**kwargs)
-    except _NOT_DAMAGE:
-        raise
-    except (OSError, pa.ArrowInvalid) as exc:
-        raise _damaged(Path(path), "parquet file", exc) from None
 
 
 def read_npy(path: str | os.PathLike) -> Any:
@@ -224,29 +224,24 @@ def read_npy(path: str | os.PathLike) -> Any:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
-    try:
-        with open(path, "rb") as f:
-            loaded = np.load(f, allow_pickle=False)
-            if isinstance(loaded, np.lib.npyio.NpzFile):
-                with loaded:
-                    return {k: loaded[k] for k in loaded.files}
-            return loaded
-    except _NOT_DAMAGE:
-        raise
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise _damaged(path, "numpy file", exc) from None
+    with (
+        _named_damage(path, "numpy file", (OSError, ValueError, EOFError, zipfile.BadZipFile)),
+        open(path, "rb") as f,
+    ):
+        loaded = np.load(f, allow_pickle=False)
+        if isinstance(loaded, np.lib.npyio.NpzFile):
+            with loaded:
+                return {k: loaded[k] for k in loaded.files}
+        return loaded
 
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
+def sha256_file(path: str | os.PathLike) -> str:
     with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 @functools.cache

@@ -101,6 +101,10 @@ def collect(
 
     root = Path(root)
     problems: list[dict] = []
+
+    def warn(message: str, level: str = "warning") -> None:
+        problems.append(_problem(level, message))
+
     datasets: dict[str, dict] = {}
     for name, where in layout["datasets"].items():
         manifest = root / where["manifest"]
@@ -110,7 +114,7 @@ def collect(
         try:
             images = _split_counts(manifest)
         except (OSError, ValueError, KeyError) as exc:  # a stand-in, or a file being rewritten
-            problems.append(_problem("warning", f"dataset {name}: {manifest} unreadable ({exc})"))
+            warn(f"dataset {name}: {manifest} unreadable ({exc})")
             datasets[name] = {"built": False}
             continue
         entry: dict = {"built": True, "kind": where["kind"], "images": images}
@@ -119,27 +123,17 @@ def collect(
             try:
                 entry["download"] = _download(stats)
             except (OSError, ValueError, KeyError) as exc:
-                problems.append(_problem("warning", f"dataset {name}: {stats} unreadable ({exc})"))
-                entry["download"] = {
-                    "attempted": 0,
-                    "success": 0,
-                    "success_rate": 0.0,
-                    "low_parts": [],
-                }
-            for part in entry["download"]["low_parts"]:
-                problems.append(
-                    _problem(
-                        "warning",
-                        f"dataset {name}: download part {part['part']} (round {part['round']}) "
-                        f"fetched {part['success_rate']:.0%} of {part['rows']} images, under "
-                        f"half the dataset's {entry['download']['success_rate']:.0%}",
-                    )
+                warn(f"dataset {name}: {stats} unreadable ({exc})")
+                entry["download"] = {"attempted": 0, "success": 0, "success_rate": 0.0}
+            for part in entry["download"].setdefault("low_parts", []):
+                warn(
+                    f"dataset {name}: download part {part['part']} (round {part['round']}) "
+                    f"fetched {part['success_rate']:.0%} of {part['rows']} images, under "
+                    f"half the dataset's {entry['download']['success_rate']:.0%}"
                 )
         for split, n in entry["images"].items():
             if n == 0 and (split != "val" or where["val_per_class"]):
-                problems.append(
-                    _problem("error", f"dataset {name}: the {split} split has 0 images")
-                )
+                warn(f"dataset {name}: the {split} split has 0 images", "error")
         datasets[name] = entry
     runs, missing, checks = [], 0, []
     for run in layout["runs"]:
@@ -150,38 +144,35 @@ def collect(
         try:
             result = json.loads(path.read_text())
         except (OSError, ValueError) as exc:
-            problems.append(_problem("warning", f"{path} unreadable ({exc})"))
+            warn(f"{path} unreadable ({exc})")
             missing += 1
             continue
         try:  # its seal, numbers and identity: a number shown is its producer's
             check_record(result, path, expected=run, required=SUMMARY_KEYS)
         except RecordError as exc:
-            problems.append(_problem("error", str(exc)))
+            warn(str(exc), "error")
             missing += 1
             continue
         evaluation = root / run["evaluation"]
         try:  # the test accuracy: the evaluation's Identity row, read back like a number read in
             measured = _identity_row(evaluation)
         except RecordError as exc:
-            problems.append(_problem("error", str(exc)))
+            warn(str(exc), "error")
             measured = None
         except (OSError, ValueError, KeyError) as exc:  # a stand-in, or a file being rewritten
-            problems.append(_problem("warning", f"{evaluation} unreadable ({exc})"))
+            warn(f"{evaluation} unreadable ({exc})")
             measured = None
         if measured is not None and measured["record_sha256"] != result.get(SEAL_KEY):
-            problems.append(
-                _problem(
-                    "warning",
-                    f"{evaluation} measured another record of this run than {path} (its "
-                    f"{SEAL_KEY}); its test accuracy is not shown: run the workflow again",
-                )
+            warn(
+                f"{evaluation} measured another record of this run than {path} (its "
+                f"{SEAL_KEY}); its test accuracy is not shown: run the workflow again"
             )
             measured = None
         if measured is not None and result.get("published_top1") is not None:
             check = _published_check(run, result, measured)
             checks.append(check)
             if check["problem"]:
-                problems.append(_problem("warning", check["problem"]))
+                warn(check["problem"])
         test = measured["top1"] if measured else None
         classes = result.get("num_classes")
         runs.append(

@@ -473,20 +473,8 @@ for _step in (
             ),
         ),
     ),
-    Step(
-        "figure",
-        "draw one figure (PDF + PNG) from accuracy.csv",
-        run="imagenot.figures.cli:figure",
-        files="imagenot.figures.files:FigureFiles",
-        settings="imagenot.figures.settings:FigureSettings",
-    ),
-    Step(
-        "table",
-        "write one table (CSV + Markdown)",
-        run="imagenot.figures.cli:table",
-        files="imagenot.figures.files:TableFiles",
-        settings="imagenot.figures.settings:TableSettings",
-    ),
+    _staged("figures", "figure", "draw one figure (PDF + PNG) from accuracy.csv", "Figure"),
+    _staged("figures", "table", "write one table (CSV + Markdown)", "Table"),
     Step(
         "run-summary",
         "whether rankings transfer, per comparison; what a run built, per dataset images per "

@@ -218,7 +218,7 @@ def test_diagnostics_figures_share_the_style_and_keep_their_text_inside(tmp_path
     import matplotlib.pyplot as plt
     from PIL import Image
 
-    from imagenot.diagnostics.figures import save
+    from imagenot.figure_style import save
 
     style = dataclasses.replace(Style.schema_defaults(), dpi=72)
     for name, fig in diagnostics_figures(style).items():
@@ -234,7 +234,7 @@ def test_diagnostics_figures_share_the_style_and_keep_their_text_inside(tmp_path
         if name == "caption_similarity":
             ticks = fig.axes[1].get_yticks()
             assert np.allclose(ticks, np.round(ticks)), ticks  # a count of classes
-        save(fig, tmp_path / f"{name}.pdf", tmp_path / f"{name}.png", style)
+        save(fig, tmp_path / f"{name}.pdf", tmp_path / f"{name}.png", style.dpi)
         with Image.open(tmp_path / f"{name}.png") as im:
             assert im.info["dpi"][0] == pytest.approx(72, abs=0.5)
         plt.close(fig)

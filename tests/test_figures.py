@@ -132,8 +132,10 @@ def test_accuracy_table_follows_the_contract(results, runs):
 
 
 def test_figure_outputs_come_from_config(config, runs):
+    from imagenot.train import plan as train_plan
+
     assert plan.outputs(config, []) == []
-    assert plan.targets(config) == plan.outputs(config, plan._runs(config))
+    assert plan.targets(config) == plan.outputs(config, train_plan.final_runs(config))
     names = plan.figure_names(config, runs)
     assert names[:4] == ["rankings_st", "rank_changes_st", "rankings_transfer", "relative_progress"]
     assert "accuracy_vs_imagenet_fashion_mnist_ft-imagenot" in names
@@ -185,13 +187,15 @@ def test_figure_names_parse_back_unambiguously(config, runs):
 
 
 def test_reference_falls_back_to_published_accuracies(config, runs):
-    assert plan.reference(config, runs) == "imagenet"
+    from imagenot.analyse.settings import reference
+
+    assert reference(config, runs) == "imagenet"
     no_imagenet = [r for r in runs if r["dataset"] != "imagenet"]
-    assert plan.reference(config, no_imagenet) == "imagenet_published"
+    assert reference(config, no_imagenet) == "imagenet_published"
     assert plan.dataset_order(config)[:2] == ["imagenet", "imagenot"]
     settings = RankingsSettings.from_config(config, variant="robust")
     assert settings.reps == config["analyse"]["bootstrap"]["reps"]
-    assert settings.reference == plan.reference(config)
+    assert settings.reference == reference(config)
     assert plan.code("rankings_transfer").endswith("figures/rankings.py")
 
 

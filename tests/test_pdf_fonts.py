@@ -181,6 +181,8 @@ def test_the_curation_calibration_figure_embeds_no_type3_font(tmp_path):
 
 def test_every_diagnostics_figure_embeds_no_type3_font(tmp_path):
     from imagenot.diagnostics import figures
+    from imagenot.figure_style import save
+    from imagenot.settings import Style
 
     rng = np.random.default_rng(0)
     wnids = np.array([f"n{i:08d}" for i in range(20)])
@@ -188,15 +190,16 @@ def test_every_diagnostics_figure_embeds_no_type3_font(tmp_path):
         {"wnid": wnids, "score": rng.uniform(0.2, 0.4, 20)},
         {"wnid": np.repeat(wnids, 5), "similarity": rng.uniform(0.1, 0.5, 100)},
     )
+    style = Style.schema_defaults()  # a config's that sets nothing
     drawn = {
-        "class_depth": figures.class_depth_figure({"a": rng.integers(3, 12, 50)}),
-        "siblings": figures.siblings_figure({"a": rng.integers(0, 40, 50)}),
-        "caption_similarity": figures.caption_similarity_figure({"a": curation}),
+        "class_depth": figures.class_depth_figure({"a": rng.integers(3, 12, 50)}, style),
+        "siblings": figures.siblings_figure({"a": rng.integers(0, 40, 50)}, style),
+        "caption_similarity": figures.caption_similarity_figure({"a": curation}, style),
         "image_similarity": figures.image_similarity_figure(
-            {"a": {"intra": rng.uniform(0.3, 0.6, 20), "inter": rng.uniform(0.0, 0.3, 20)}}
+            {"a": {"intra": rng.uniform(0.3, 0.6, 20), "inter": rng.uniform(0.0, 0.3, 20)}}, style
         ),
     }
     for name, fig in drawn.items():
         pdf = tmp_path / f"diagnostics_{name}.pdf"
-        figures.save(fig, pdf, tmp_path / f"diagnostics_{name}.png")
+        save(fig, pdf, tmp_path / f"diagnostics_{name}.png", style.dpi)
         assert type3_fonts(pdf) == [], name

@@ -12,19 +12,16 @@ import numpy as np
 
 from imagenot.io import read_parquet
 
+SUMMARY = ("min", "mean", "median", "max")
+"""The statistics of :func:`summary`, in order."""
+
 
 def summary(values: np.ndarray) -> dict[str, float | None]:
     """min, mean, median, max of finite ``values`` (None for none)."""
     v = np.asarray(values, dtype=np.float64)
     v = v[np.isfinite(v)]
-    if v.size == 0:
-        return {"min": None, "mean": None, "median": None, "max": None}
-    return {
-        "min": float(v.min()),
-        "mean": float(v.mean()),
-        "median": float(np.median(v)),
-        "max": float(v.max()),
-    }
+    found = (v.min(), v.mean(), np.median(v), v.max()) if v.size else (None,) * 4
+    return {k: None if x is None else float(x) for k, x in zip(SUMMARY, found, strict=True)}
 
 
 def per_class_similarity(wnids: np.ndarray, similarity: np.ndarray) -> dict[str, np.ndarray]:

@@ -94,36 +94,23 @@ def image_similarity(f, s) -> None:
     write_parquet(sim.per_class_table(per_class, classes), f.per_class)
 
 
-def _read_json(path: str | None):
-    if path is None:
-        return None
-    from imagenot.io import read_json
-
-    return read_json(path)
-
-
 def table(f, s) -> None:
     """Contrast vs reference table with ratios."""
     from imagenot.diagnostics import table
-    from imagenot.io import write_text
+    from imagenot.files import INPUT
+    from imagenot.io import read_json, write_text
 
-    rows = table.diagnostics_rows(
-        wordnet=_read_json(f.wordnet),
-        captions=_read_json(f.captions),
-        reference_captions=_read_json(f.reference_captions),
-        images=_read_json(f.images),
-        reference_images=_read_json(f.reference_images),
-    )
+    given = {role: getattr(f, role) for role in f.roles(INPUT)}  # None: not produced
+    rows = table.diagnostics_rows(**{r: path and read_json(path) for r, path in given.items()})
     write_text(table.to_csv(rows, s.subject, s.reference_name), f.csv)
     write_text(table.to_markdown(rows, s.subject, s.reference_name), f.md)
 
 
 def figure(f, s, labels: list[str]) -> None:
     """One diagnostics figure (PDF and PNG)."""
-    from imagenot.diagnostics import figures
     from imagenot.diagnostics.plan import FIGURES
+    from imagenot.figure_style import save
     from imagenot.registries import resolve
 
-    draw = resolve(FIGURES.entry(s.name).draw)
-    fig = draw(s.name, labels, f, s)
-    figures.save(fig, f.pdf, f.png, s.figure_options)
+    fig = resolve(FIGURES.entry(s.name).draw)(s.name, labels, f, s)
+    save(fig, f.pdf, f.png, s.figure_options.dpi)

@@ -34,22 +34,6 @@ from imagenot.io import read_npy
 PROCESSOR_CONFIG = "preprocessor_config.json"  # transformers' image processor config file
 
 
-def _preprocess(images, size: int, mean, std):
-    """uint8 N x 3 x H x W -> float normalised N x 3 x size x size (the whole image squashed
-    bilinearly: for tests of the batching, not an encoder's protocol)."""
-    import torch
-    import torch.nn.functional as F
-
-    x = images.float().div_(255.0)
-    if x.shape[-2:] != (size, size):
-        x = F.interpolate(
-            x, size=(size, size), mode="bilinear", antialias=True, align_corners=False
-        )
-    mean_t = torch.tensor(mean, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
-    std_t = torch.tensor(std, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
-    return (x - mean_t) / std_t
-
-
 def penultimate_encoder(model, head=None) -> Callable:
     """A function images -> features: the input of ``head`` (default: the last ``nn.Linear``)."""
     import torch
@@ -70,15 +54,10 @@ def penultimate_encoder(model, head=None) -> Callable:
     return encode
 
 
-def backbone_encoder(
-    checkpoint: str | os.PathLike,
-    result_path: str | os.PathLike,
-    device: str,
-    model_name: str | None = None,
-):
-    """(encode, prepare) for a checkpoint trained (or published weights written) by this
-    workflow, with its run's record ``result_path``; ``prepare`` is the run's own input
-    protocol."""
+def backbone_encoder(clip_model, checkpoint, result_path, device: str) -> tuple[tuple, str]:
+    """The ``backbone`` entry of the encoder registry: ((encode, prepare), description) of a
+    checkpoint trained (or published weights written) by this workflow, with its run's record
+    ``result_path``; ``prepare`` is the run's own input protocol."""
     import torch
 
     from imagenot.train.checkpoints import load_weights
@@ -86,11 +65,12 @@ def backbone_encoder(
     from imagenot.train.records import read_final
     from imagenot.train.registry import build_model, head_module
 
+    description = f"backbone:{checkpoint}"
     checkpoint = Path(checkpoint)
     # checked: its seal, numbers and identity (against the checkpoint's path too)
     result = read_final(result_path, paths=(checkpoint,))
     protocol = run_preprocessing(result, result_path)
-    name = model_name or result.model
+    name = result.model
     model = build_model(name, result.num_classes)
     model.load_state_dict(load_weights(checkpoint, result.weights_sha256, require_digest=True))
     model.eval().to(device)
@@ -99,7 +79,7 @@ def backbone_encoder(
     def prepare(images):
         return protocol.apply(images.float().div_(255.0))
 
-    return torch.no_grad()(encode), prepare
+    return (torch.no_grad()(encode), prepare), description
 
 
 def clip_processor(model_id: str):
@@ -169,11 +149,6 @@ def load_encoder(
     return resolve(entry.build)(clip_model, checkpoint, result, device)
 
 
-def backbone_from_files(clip_model, checkpoint, result, device) -> tuple[tuple, str]:
-    """The ``backbone`` entry of the encoder registry: :func:`backbone_encoder`."""
-    return backbone_encoder(checkpoint, result, device), f"backbone:{checkpoint}"
-
-
 def clip_from_id(clip_model, checkpoint, result, device) -> tuple[tuple, str]:
     """The ``clip`` entry of the encoder registry: :func:`clip_encoder`."""
     return clip_encoder(clip_model, device), f"clip:{clip_model}"
@@ -181,16 +156,17 @@ def clip_from_id(clip_model, checkpoint, result, device) -> tuple[tuple, str]:
 
 def embed(images, encode: Callable, prepare: Callable, batch_size: int, device: str):
     """Embeddings (float32 numpy N x D) of uint8 images, in batches, in input order."""
+    batches = (images[start : start + batch_size] for start in range(0, len(images), batch_size))
+    return _embed_batches(batches, encode, prepare, device)
+
+
+def _embed_batches(batches, encode: Callable, prepare: Callable, device: str) -> np.ndarray:
+    """Embeddings (float32 numpy N x D) of uint8 image batches, in order."""
     import torch
 
-    chunks = []
     with torch.no_grad():
-        for start in range(0, len(images), batch_size):
-            batch = images[start : start + batch_size].to(device)
-            chunks.append(encode(prepare(batch)).float().cpu().numpy())
-    if not chunks:
-        return np.zeros((0, 0), dtype=np.float32)
-    return np.concatenate(chunks).astype(np.float32)
+        chunks = [encode(prepare(batch.to(device))).float().cpu().numpy() for batch in batches]
+    return np.concatenate(chunks).astype(np.float32) if chunks else np.zeros((0, 0), np.float32)
 
 
 def first_per_class(labels: np.ndarray, limit: int | None) -> np.ndarray:
@@ -217,7 +193,6 @@ def embed_dataset(
 
     Returns ``embeddings`` (N x D float32), ``labels`` (N), ``keys`` (N) and ``classes``.
     """
-    import torch
     from torch.utils.data import DataLoader
 
     from imagenot.dataset import ManifestDataset
@@ -231,12 +206,7 @@ def embed_dataset(
         num_workers=workers,
         shuffle=False,
     )
-    chunks = []
-    with torch.no_grad():
-        for images, _labels in loader:
-            x = prepare(images.to(device))
-            chunks.append(encode(x).float().cpu().numpy())
-    embeddings = np.concatenate(chunks) if chunks else np.zeros((0, 0), np.float32)
+    embeddings = _embed_batches((images for images, _ in loader), encode, prepare, device)
     bad = int((~np.isfinite(embeddings)).any(axis=1).sum()) if embeddings.size else 0
     if bad:  # finite weights can give them (a batch norm's variance below 0): never measured
         raise ValueError(
@@ -244,7 +214,7 @@ def embed_dataset(
             "are not finite (NaN or infinity); refused"
         )
     return {
-        "embeddings": embeddings.astype(np.float32),
+        "embeddings": embeddings,
         "split": np.asarray(settings.split),
         "labels": np.asarray(dataset.labels),
         "keys": np.asarray(dataset.keys, dtype=str),

@@ -27,7 +27,7 @@ IMAGE_ENCODERS = Registry(
     "image encoder",
     {
         "backbone": ImageEncoder(
-            "imagenot.diagnostics.embed:backbone_from_files", ("checkpoint", "result")
+            "imagenot.diagnostics.embed:backbone_encoder", ("checkpoint", "result")
         ),
         "clip": ImageEncoder("imagenot.diagnostics.embed:clip_from_id", ("clip_model",)),
     },

@@ -4,30 +4,18 @@ frame, box plots, resolution) and checked by the same layout test."""
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from imagenot.diagnostics.files import FigureFiles
+from imagenot.figure_style import boxplot, integer_ticks, paper_style
+from imagenot.figures.layout import wrap_text
 from imagenot.io import read_parquet
 from imagenot.settings import Style
 
 if TYPE_CHECKING:
     from imagenot.diagnostics.settings import FigureSettings
-
-
-def _style(style: Style | None) -> Style:
-    """The figure style: the config's (``analyse.figure_options``), else the schema's."""
-    return style if style is not None else Style.schema_defaults()
-
-
-def save(fig, pdf: str | os.PathLike, png: str | os.PathLike, style: Style | None = None) -> None:
-    """Write ``fig`` atomically as PDF and PNG (:func:`imagenot.figure_style.save`: TrueType
-    fonts, stable bytes) at the style's resolution."""
-    from imagenot.figure_style import save as save_figure
-
-    save_figure(fig, pdf, png, _style(style).dpi)
 
 
 def shown(label: str, names: dict[str, str] | None = None) -> str:
@@ -57,15 +45,16 @@ def draw_wordnet_figure(name: str, labels: list[str], files: FigureFiles, s: Fig
     import pyarrow.compute as pc
 
     column = "depth" if name == "class_depth" else "n_siblings"
-    series, reference = {}, None
-    for label, path in _per_label(labels, files.tables, "tables").items():
-        t = read_parquet(path, columns=["role", column])
-        series[label] = t.filter(pc.equal(t["role"], "classes"))[column].to_numpy()
-        if reference is None:
-            ref = t.filter(pc.equal(t["role"], "reference"))[column].to_numpy()
-            reference = (s.reference_name, ref)
-    series = with_reference(series, reference)
-    series = {shown(k, s.dataset_names): v for k, v in series.items()}
+    paths = _per_label(labels, files.tables, "tables")
+    tables = {k: read_parquet(path, columns=["role", column]) for k, path in paths.items()}
+
+    def rows(t, role: str) -> np.ndarray:
+        return t.filter(pc.equal(t["role"], role))[column].to_numpy()
+
+    series = {shown(k, s.dataset_names): rows(t, "classes") for k, t in tables.items()}
+    if tables:  # the subjects, then the reference
+        first = next(iter(tables.values()))
+        series[shown(s.reference_name, s.dataset_names)] = rows(first, "reference")
     draw = class_depth_figure if name == "class_depth" else siblings_figure
     return draw(series, s.figure_options)
 
@@ -82,7 +71,6 @@ def draw_caption_figure(name: str, labels: list[str], files: FigureFiles, s: Fig
 
 def draw_image_figure(name: str, labels: list[str], files: FigureFiles, s: FigureSettings):
     """``image_similarity``: one per-class image-similarity table per dataset."""
-
     tables = {}
     for label, path in _per_label(labels, files.tables, "tables").items():
         t = read_parquet(path)
@@ -93,29 +81,16 @@ def draw_image_figure(name: str, labels: list[str], files: FigureFiles, s: Figur
     return image_similarity_figure(tables, s.figure_options)
 
 
-def with_reference(series: dict[str, np.ndarray], reference: tuple[str, np.ndarray] | None):
-    """Series in display order: the subjects, then the reference (if any)."""
-    out = dict(series)
-    if reference is not None:
-        out[reference[0]] = reference[1]
-    return out
-
-
 def _title(ax, text: str, width_in: float, style: Style) -> None:
     """A title wrapped to the axes' share of ``width_in`` (less its y axis labels): centred
     over the axes, it stays inside the figure."""
-    from imagenot.figures.layout import wrap_text
-
     ax.set_title(wrap_text(text, width_in - 1.0, style.font_size))
 
 
-def class_depth_figure(series: dict[str, np.ndarray], style: Style | None = None):
+def class_depth_figure(series: dict[str, np.ndarray], style: Style):
     """Grouped bars: fraction of classes at each WordNet depth, one bar per list."""
     import matplotlib.pyplot as plt
 
-    from imagenot.figure_style import integer_ticks, paper_style
-
-    style = _style(style)
     with paper_style(style):
         fig, ax = plt.subplots(figsize=(style.width_in, style.width_in * 0.45))
         all_depths = np.concatenate([np.asarray(v, dtype=int) for v in series.values()])
@@ -143,61 +118,52 @@ def class_depth_figure(series: dict[str, np.ndarray], style: Style | None = None
     return fig
 
 
-def _box_width(n: int, style: Style) -> float:
-    """Width of a figure of ``n`` box plots: a column for a few, the text width for many."""
-    return min(style.width_in, max(style.column_in, 0.9 * n + 1.0))
-
-
-def siblings_figure(series: dict[str, np.ndarray], style: Style | None = None):
-    """Side-by-side box plots of the number of WordNet siblings per class (log scale)."""
+def _box_figure(data: list[np.ndarray], names, ylabel: str, title: str, style: Style, log=False):
+    """Box plots of ``data`` side by side, named ``names(box_in)`` (``box_in``: the inches each
+    box's name may take): a column wide for a few, the text width for many."""
     import matplotlib.pyplot as plt
 
-    from imagenot.figure_style import boxplot, paper_style
-    from imagenot.figures.layout import wrap_text
-
-    style = _style(style)
-    width = _box_width(len(series), style)
-    box_in = (width - 0.8) / max(len(series), 1) - 0.1  # beside the y axis's labels
+    width = min(style.width_in, max(style.column_in, 0.9 * len(data) + 1.0))
+    box_in = (width - 0.8) / max(len(data), 1) - 0.1  # beside the y axis's labels
     with paper_style(style):
         fig, ax = plt.subplots(figsize=(width, style.column_in * 0.9))
-        data = [np.asarray(v, dtype=float) + 1 for v in series.values()]
-        labels = [
-            wrap_text(f"{k} (median {np.median(v) - 1:.0f})", box_in, style.font_size - 1)
-            for k, v in zip(series, data, strict=True)
-        ]
-        boxplot(ax, data, labels)
-        ax.set_yscale("log")
-        ax.set_ylabel("WordNet siblings per class + 1")
-        _title(ax, "WordNet siblings per class", width, style)
+        boxplot(ax, data, names(box_in))
+        if log:
+            ax.set_yscale("log")
+        ax.set_ylabel(ylabel)
+        _title(ax, title, width, style)
     return fig
 
 
+def siblings_figure(series: dict[str, np.ndarray], style: Style):
+    """Side-by-side box plots of the number of WordNet siblings per class (log scale)."""
+    data = [np.asarray(v, dtype=float) + 1 for v in series.values()]
+
+    def names(box_in: float) -> list[str]:
+        return [
+            wrap_text(f"{k} (median {np.median(v) - 1:.0f})", box_in, style.font_size - 1)
+            for k, v in zip(series, data, strict=True)
+        ]
+
+    ylabel, title = "WordNet siblings per class + 1", "WordNet siblings per class"
+    return _box_figure(data, names, ylabel, title, style, log=True)
+
+
 def grouped_quantiles(groups: np.ndarray, values: np.ndarray, qs=(0.0, 0.25, 0.5, 0.75, 1.0)):
-    """(group ids, quantiles array G x len(qs)) of ``values`` per group, vectorised.
+    """(group ids, quantiles array G x len(qs)) of ``values`` per group: the lower-index
+    quantile (no interpolation) of each group's sorted values."""
+    import pandas as pd
 
-    Uses the lower-index quantile (no interpolation) of each group's sorted values.
-    """
-    groups = np.asarray(groups).astype(str)
-    values = np.asarray(values, dtype=np.float64)
-    ids, inverse = np.unique(groups, return_inverse=True)
-    order = np.lexsort((values, inverse))
-    counts = np.bincount(inverse, minlength=len(ids))
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    sorted_values = values[order]
-    out = np.empty((len(ids), len(qs)))
-    for j, q in enumerate(qs):
-        out[:, j] = sorted_values[starts + np.floor(q * (counts - 1)).astype(int)]
-    return ids, out
+    by = pd.Series(np.asarray(values, dtype=np.float64)).groupby(np.asarray(groups).astype(str))
+    q = by.quantile(list(qs), interpolation="lower").unstack()
+    return q.index.to_numpy(), q.to_numpy()
 
 
-def caption_similarity_figure(curations: dict[str, tuple[dict, dict]], style: Style | None = None):
+def caption_similarity_figure(curations: dict[str, tuple[dict, dict]], style: Style):
     """Left: per-class caption similarity distributions (classes sorted by score: min-max band,
     quartile band, median); right: histogram of class scores with min/mean/median/max."""
     import matplotlib.pyplot as plt
 
-    from imagenot.figure_style import integer_ticks, paper_style
-
-    style = _style(style)
     with paper_style(style):
         fig, (left, right) = plt.subplots(1, 2, figsize=(style.width_in, style.width_in * 0.5))
         for label, (classes, selection) in curations.items():
@@ -230,32 +196,22 @@ def caption_similarity_figure(curations: dict[str, tuple[dict, dict]], style: St
     return fig
 
 
-def image_similarity_figure(tables: dict[str, dict[str, np.ndarray]], style: Style | None = None):
+def image_similarity_figure(tables: dict[str, dict[str, np.ndarray]], style: Style):
     """Side-by-side box plots of per-class intra- and inter-class image similarity."""
-    import matplotlib.pyplot as plt
+    boxes = [
+        (k, kind, np.asarray(t[kind], dtype=float))
+        for k, t in tables.items()
+        for kind in ("intra", "inter")
+    ]
 
-    from imagenot.figure_style import boxplot, paper_style
-    from imagenot.figures.layout import wrap_text
+    def names(box_in: float) -> list[str]:
+        out = []
+        for label, kind, v in boxes:
+            mean = f" ({np.nanmean(v):.3f})" if np.isfinite(v).any() else ""
+            name = wrap_text(label, box_in, style.font_size - 1)
+            out.append(f"{name}\n{wrap_text(kind + mean, box_in, style.font_size - 1)}")
+        return out
 
-    style = _style(style)
-    width = _box_width(2 * len(tables), style)
-    box_in = (width - 0.8) / max(2 * len(tables), 1) - 0.1  # beside the y axis's labels
-    with paper_style(style):
-        fig, ax = plt.subplots(figsize=(width, style.column_in * 0.9))
-        data, labels = [], []
-        for label, t in tables.items():
-            for kind in ("intra", "inter"):
-                v = np.asarray(t[kind], dtype=float)
-                data.append(v[np.isfinite(v)])
-                mean = f" ({np.nanmean(v):.3f})" if np.isfinite(v).any() else ""
-                name = wrap_text(label, box_in, style.font_size - 1)
-                labels.append(f"{name}\n{wrap_text(kind + mean, box_in, style.font_size - 1)}")
-        boxplot(ax, data, labels)
-        ax.set_ylabel("mean inner product of\nnormalised embeddings")
-        _title(
-            ax,
-            "Image similarity per class: within the class (intra) and with other classes (inter)",
-            width,
-            style,
-        )
-    return fig
+    data = [v[np.isfinite(v)] for _, _, v in boxes]
+    title = "Image similarity per class: within the class (intra) and with other classes (inter)"
+    return _box_figure(data, names, "mean inner product of\nnormalised embeddings", title, style)

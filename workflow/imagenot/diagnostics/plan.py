@@ -46,14 +46,10 @@ def settings(config: dict) -> dict:
     return config["diagnostics"]
 
 
-def _datasets(config: dict) -> dict:
-    return config["datasets"]
-
-
 def reference_dataset(config: dict) -> str | None:
     """The configured reference dataset, or None when unset or not a configured dataset."""
     name = settings(config)["reference_dataset"]
-    return name if name in _datasets(config) else None
+    return name if name in config["datasets"] else None
 
 
 def contrast_datasets(config: dict) -> list[str]:
@@ -63,15 +59,15 @@ def contrast_datasets(config: dict) -> list[str]:
     if chosen is None:
         return [
             name
-            for name, spec in _datasets(config).items()
+            for name, spec in config["datasets"].items()
             if spec["kind"] == "laion" and name != reference
         ]
-    return [name for name in _datasets(config) if name in chosen]
+    return [name for name in config["datasets"] if name in chosen]
 
 
 def wordnet_subjects(config: dict) -> list[str]:
     """Subjects of the WordNet statistics: wnid-labelled contrast datasets, then class lists."""
-    datasets = _datasets(config)
+    datasets = config["datasets"]
     subjects = [d for d in contrast_datasets(config) if datasets[d]["kind"] in wnid_kinds()]
     return subjects + [LIST_PREFIX + name for name in settings(config)["class_lists"]]
 
@@ -123,7 +119,7 @@ def reference_label(config: dict) -> str:
 
 def caption_datasets(config: dict) -> list[str]:
     """LAION-built datasets (curation outputs exist) among the contrast and reference datasets."""
-    datasets = _datasets(config)
+    datasets = config["datasets"]
     names = [*contrast_datasets(config), reference_dataset(config)]
     return [n for n in names if n and datasets[n]["kind"] == "laion"]
 
@@ -146,23 +142,20 @@ def backbone_run(config: dict) -> dict | None:
     return None
 
 
+def _backbone_file(config: dict, pattern: str) -> list[str]:
+    run = backbone_run(config) if settings(config)["encoder"]["kind"] == "backbone" else None
+    return [] if run is None else [pattern.format(**run)]
+
+
 def encoder_checkpoint(config: dict) -> list[str]:
     """The backbone checkpoint as a rule input ([] for CLIP or when no run matches)."""
-    if settings(config)["encoder"]["kind"] != "backbone":
-        return []
-    run = backbone_run(config)
-    if run is None:
-        return []
-    return [FINAL_MODEL.format(**run)]
+    return _backbone_file(config, FINAL_MODEL)
 
 
 def encoder_result(config: dict) -> list[str]:
     """The backbone run's record (result.json) as a rule input ([] as
     :func:`encoder_checkpoint`)."""
-    if settings(config)["encoder"]["kind"] != "backbone":
-        return []
-    run = backbone_run(config)
-    return [] if run is None else [FINAL_RESULT.format(**run)]
+    return _backbone_file(config, FINAL_RESULT)
 
 
 def encoder_available(config: dict) -> bool:
@@ -190,18 +183,6 @@ def image_datasets(config: dict) -> list[str]:
 # ------------------------------------------------------------------------------ output paths
 
 
-def wordnet_stats_file(subject: str) -> str:
-    return WORDNET_STATS.format(subject=subject)
-
-
-def wordnet_classes_file(subject: str) -> str:
-    return WORDNET_CLASSES.format(subject=subject)
-
-
-def caption_stats_file(dataset: str) -> str:
-    return CAPTION_STATS.format(dataset=dataset)
-
-
 def embeddings_file(dataset: str, split: str) -> str:
     """The embeddings of one split of a dataset (``embed-images``)."""
     return IMAGE_EMBEDDINGS.format(dataset=dataset, split=split)
@@ -211,14 +192,6 @@ def similarity_embeddings(config: dict, dataset: str) -> str:
     """The embeddings the image-similarity diagnostics reads: the dataset's
     ``diagnostics.image_similarity.split``."""
     return embeddings_file(dataset, settings(config)["image_similarity"]["split"])
-
-
-def image_stats_file(dataset: str) -> str:
-    return IMAGE_STATS.format(dataset=dataset)
-
-
-def image_classes_file(dataset: str) -> str:
-    return IMAGE_CLASSES.format(dataset=dataset)
 
 
 # The diagnostics figures (the one list: ``imagenot diagnostics-figure`` choices derive from it).
@@ -239,50 +212,35 @@ class DiagnosticsFigure:
 
 
 def _wordnet_files(subject: str) -> dict[str, str]:
-    return {"tables": wordnet_classes_file(subject)}
+    return {"tables": WORDNET_CLASSES.format(subject=subject)}
 
 
 def _caption_files(dataset: str) -> dict[str, str]:
-    return {
-        "classes": curate_paths.CLASS_TABLE.format(dataset=dataset),
-        "selection": curate_paths.SELECTION.format(dataset=dataset),
-    }
+    tables = {"classes": curate_paths.CLASS_TABLE, "selection": curate_paths.SELECTION}
+    return {role: path.format(dataset=dataset) for role, path in tables.items()}
 
 
 def _image_files(dataset: str) -> dict[str, str]:
-    return {"tables": image_classes_file(dataset)}
+    return {"tables": IMAGE_CLASSES.format(dataset=dataset)}
 
 
 #: The one list of diagnostics figures (rule ``diagnostics_figure``'s wildcard, the command's
 #: check, the default of what is drawn).
+_DRAW = "imagenot.diagnostics.figures"
+_WORDNET = DiagnosticsFigure(wordnet_subjects, _wordnet_files, f"{_DRAW}:draw_wordnet_figure")
 FIGURES = Registry(
     "diagnostics figure",
     {
-        "class_depth": DiagnosticsFigure(
-            wordnet_subjects, _wordnet_files, "imagenot.diagnostics.figures:draw_wordnet_figure"
-        ),
-        "siblings": DiagnosticsFigure(
-            wordnet_subjects, _wordnet_files, "imagenot.diagnostics.figures:draw_wordnet_figure"
-        ),
+        "class_depth": _WORDNET,
+        "siblings": _WORDNET,
         "caption_similarity": DiagnosticsFigure(
-            caption_datasets, _caption_files, "imagenot.diagnostics.figures:draw_caption_figure"
+            caption_datasets, _caption_files, f"{_DRAW}:draw_caption_figure"
         ),
         "image_similarity": DiagnosticsFigure(
-            image_datasets, _image_files, "imagenot.diagnostics.figures:draw_image_figure"
+            image_datasets, _image_files, f"{_DRAW}:draw_image_figure"
         ),
     },
 )
-
-
-def figure_files(name: str) -> list[str]:
-    return [FIGURE_PDF.format(name=name), FIGURE_PNG.format(name=name)]
-
-
-def table_files(subject: str) -> list[str]:
-    return [TABLE_CSV.format(subject=subject), TABLE_MD.format(subject=subject)]
-
-
-# ------------------------------------------------------------------------- figure/table inputs
 
 
 def figure_inputs(config: dict, name: str, role: str) -> list[str]:
@@ -315,16 +273,16 @@ def table_inputs(config: dict, subject: str) -> dict[str, str]:
     :class:`imagenot.diagnostics.files.TableFiles` (only those the config produces)."""
     inputs = {}
     if subject in wordnet_subjects(config):
-        inputs["wordnet"] = wordnet_stats_file(subject)
+        inputs["wordnet"] = WORDNET_STATS.format(subject=subject)
     reference = reference_dataset(config)
     if subject in caption_datasets(config):
-        inputs["captions"] = caption_stats_file(subject)
+        inputs["captions"] = CAPTION_STATS.format(dataset=subject)
         if reference in caption_datasets(config):
-            inputs["reference_captions"] = caption_stats_file(reference)
+            inputs["reference_captions"] = CAPTION_STATS.format(dataset=reference)
     if subject in image_datasets(config):
-        inputs["images"] = image_stats_file(subject)
+        inputs["images"] = IMAGE_STATS.format(dataset=subject)
         if reference:
-            inputs["reference_images"] = image_stats_file(reference)
+            inputs["reference_images"] = IMAGE_STATS.format(dataset=reference)
     return inputs
 
 
@@ -342,9 +300,9 @@ def figures(config: dict) -> list[str]:
 
 def targets(config: dict) -> list[str]:
     """Final outputs of this stage for ``rule all``: figures, tables, per-subject statistics."""
-    out = [wordnet_stats_file(s) for s in wordnet_subjects(config)]
+    out = [WORDNET_STATS.format(subject=s) for s in wordnet_subjects(config)]
     for name in figures(config):
-        out += figure_files(name)
+        out += [FIGURE_PDF.format(name=name), FIGURE_PNG.format(name=name)]
     for subject in table_subjects(config):
-        out += table_files(subject)
+        out += [TABLE_CSV.format(subject=subject), TABLE_MD.format(subject=subject)]
     return out

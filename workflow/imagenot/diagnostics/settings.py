@@ -64,12 +64,18 @@ class _ReferenceNamed:
     }
 
     @classmethod
-    def _with_reference(cls, config: Any, **wildcard: Any):
-        """The settings for the rule's ``wildcard`` (its one, by name) under ``config``."""
+    def from_config(cls, config: Any, **wildcards: Any):
         from imagenot.diagnostics.plan import reference_label
 
-        values = cls.config_values(config, **wildcard)  # type: ignore[attr-defined]
+        values = cls.config_values(config, **wildcards)  # type: ignore[attr-defined]
+        values |= cls.derived(config)
         return cls(**values, reference_name=reference_label(config))
+
+    @classmethod
+    def derived(cls, config: Any) -> dict[str, Any]:
+        """The class's derived fields besides ``reference_name`` (and config keys it reads
+        otherwise than as they stand), by name."""
+        return {}
 
 
 @dataclass(frozen=True)
@@ -81,10 +87,6 @@ class TableSettings(_ReferenceNamed, FromConfig):
 
     subject: str
     reference_name: str
-
-    @classmethod
-    def from_config(cls, config: Any, subject: str) -> TableSettings:  # type: ignore[override]
-        return cls._with_reference(config, subject=subject)
 
 
 @dataclass(frozen=True)
@@ -107,14 +109,8 @@ class FigureSettings(_ReferenceNamed, FromConfig):
     dataset_names: dict[str, str]
 
     @classmethod
-    def from_config(cls, config: Any, name: str) -> FigureSettings:  # type: ignore[override]
-        from imagenot.diagnostics.plan import reference_label
+    def derived(cls, config: Any) -> dict[str, Any]:
         from imagenot.figures.names import dataset_names
 
-        values = cls.config_values(config, name=name)
-        values["figure_options"] = Style.from_config(config)
-        return cls(
-            **values,
-            reference_name=reference_label(config),
-            dataset_names=dataset_names(config["datasets"]),
-        )
+        names = dataset_names(config["datasets"])
+        return {"figure_options": Style.from_config(config), "dataset_names": names}

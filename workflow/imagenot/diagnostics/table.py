@@ -6,12 +6,13 @@ import csv
 import io
 import math
 
+from imagenot.diagnostics.captions import SUMMARY
 from imagenot.diagnostics.wordnet_stats import STAT_KEYS
 from imagenot.escape import csv_row, markdown_text
 
 Row = dict[str, object]
+COLUMNS = ("group", "metric", "value", "reference", "ratio")
 
-_CAPTION_KEYS = ("min", "mean", "median", "max")
 _IMAGE_KEYS = (
     ("intra_class_similarity", "intra-class image similarity"),
     ("inter_class_similarity", "inter-class image similarity"),
@@ -28,13 +29,9 @@ def ratio(value, reference) -> float | None:
 
 
 def _row(group: str, metric: str, value, reference) -> Row:
-    return {
-        "group": group,
-        "metric": metric,
-        "value": value,
-        "reference": reference,
-        "ratio": ratio(value, reference),
-    }
+    return dict(
+        zip(COLUMNS, (group, metric, value, reference, ratio(value, reference)), strict=True)
+    )
 
 
 def diagnostics_rows(
@@ -54,16 +51,10 @@ def diagnostics_rows(
         rows.append(_row("WordNet", "synset_overlap", wordnet["synset_overlap"], None))
         rows.append(_row("WordNet", "parent_overlap", wordnet["parent_overlap"], None))
     if captions:
-        ref = (reference_captions or {}).get("class_score", {})
-        for key in _CAPTION_KEYS:
-            rows.append(
-                _row(
-                    "caption-gloss similarity",
-                    f"{key} over classes",
-                    captions["class_score"][key],
-                    ref.get(key),
-                )
-            )
+        score, ref = captions["class_score"], (reference_captions or {}).get("class_score", {})
+        for key in SUMMARY:
+            metric = f"{key} over classes"
+            rows.append(_row("caption-gloss similarity", metric, score[key], ref.get(key)))
     if images:
         ref = reference_images or {}
         for key, label in _IMAGE_KEYS:
@@ -86,13 +77,7 @@ def to_csv(rows: list[Row], name: str, reference_name: str) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(csv_row(["group", "metric", name, reference_name, "ratio"]))
-    for r in rows:
-        writer.writerow(
-            csv_row(
-                [r["group"], r["metric"]]
-                + ["" if r[k] is None else r[k] for k in ("value", "reference", "ratio")]
-            )
-        )
+    writer.writerows(csv_row(["" if r[k] is None else r[k] for k in COLUMNS]) for r in rows)
     return out.getvalue()
 
 
@@ -103,8 +88,6 @@ def to_markdown(rows: list[Row], name: str, reference_name: str) -> str:
         "|---|---|---:|---:|---:|",
     ]
     for r in rows:
-        cells = [markdown_text(r["group"]), markdown_text(r["metric"])] + [
-            _fmt(r[k]) for k in ("value", "reference", "ratio")
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
+        cells = [markdown_text(r["group"]), markdown_text(r["metric"])]
+        lines.append("| " + " | ".join(cells + [_fmt(r[k]) for k in COLUMNS[2:]]) + " |")
     return "\n".join(lines) + "\n"

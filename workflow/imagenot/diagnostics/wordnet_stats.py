@@ -33,17 +33,9 @@ from imagenot.io import read_parquet
 from imagenot.wordnet import wnid as wnid_of
 
 WNID_RE = re.compile(r"^n\d{8}$")
-STAT_KEYS = (
-    "nodes",
-    "edges",
-    "min_depth",
-    "median_depth",
-    "max_depth",
-    "density",
-    "modularity",
-    "n_classes",
-    "n_leaf_classes",
-    "n_parents",
+STAT_KEYS = tuple(
+    "nodes edges min_depth median_depth max_depth density modularity n_classes n_leaf_classes "
+    "n_parents".split()
 )
 
 
@@ -101,23 +93,14 @@ def check_class_entries(
     problems: list[tuple[int, str]] = []
     first_line: dict[str, int] = {}
     for entry in entries:
-        where = f"{source}:{entry.line}"
         if not WNID_RE.match(entry.wnid):
-            problems.append(
-                (
-                    entry.line,
-                    f"{where}: malformed WordNet noun id {entry.wnid!r} (like 'n02084071')",
-                )
-            )
+            why = f"malformed WordNet noun id {entry.wnid!r} (like 'n02084071')"
         elif entry.wnid in first_line:
-            problems.append(
-                (
-                    entry.line,
-                    f"{where}: duplicate id {entry.wnid} (first on line {first_line[entry.wnid]})",
-                )
-            )
+            why = f"duplicate id {entry.wnid} (first on line {first_line[entry.wnid]})"
         else:
             first_line[entry.wnid] = entry.line
+            continue
+        problems.append((entry.line, f"{source}:{entry.line}: {why}"))
     unknown = set(unknown_noun_synsets(wordnet_dir, list(first_line)))
     problems += [
         (line, f"{source}:{line}: unknown id {w} (no such WordNet 3.0 noun synset)")
@@ -246,35 +229,23 @@ def n_siblings(synset) -> int:
     return len(siblings)
 
 
+PER_CLASS_SCHEMA = pa.schema(
+    [(k, pa.string()) for k in ("role", "wnid", "name")]
+    + [(k, pa.int32()) for k in ("depth", "n_siblings")]
+    + [("is_leaf", pa.bool_()), ("n_parents", pa.int32())]
+)
+
+
 def per_class_table(classes: Sequence, reference: Sequence) -> pa.Table:
     """One row per class of both lists: ``role`` (classes/reference), ``wnid``, ``name``,
     ``depth``, ``n_siblings``, ``is_leaf`` (within its own list's subtree), ``n_parents``."""
-    columns: dict[str, list] = {
-        k: [] for k in ("role", "wnid", "name", "depth", "n_siblings", "is_leaf", "n_parents")
-    }
+    rows = []
     for role, synsets in (("classes", classes), ("reference", reference)):
         ids = [wnid_of(s) for s in synsets]
         graph = hypernym_graph(synsets)
         depths = class_depths(graph, ids)
         for synset, sid in zip(synsets, ids, strict=True):
-            columns["role"].append(role)
-            columns["wnid"].append(sid)
-            columns["name"].append(synset.name())
-            columns["depth"].append(depths[sid])
-            columns["n_siblings"].append(n_siblings(synset))
-            columns["is_leaf"].append(graph.out_degree(sid) == 0)
-            columns["n_parents"].append(len(direct_hypernyms(synset)))
-    return pa.table(
-        columns,
-        schema=pa.schema(
-            [
-                ("role", pa.string()),
-                ("wnid", pa.string()),
-                ("name", pa.string()),
-                ("depth", pa.int32()),
-                ("n_siblings", pa.int32()),
-                ("is_leaf", pa.bool_()),
-                ("n_parents", pa.int32()),
-            ]
-        ),
-    )
+            row = (role, sid, synset.name(), depths[sid], n_siblings(synset))
+            rows.append((*row, graph.out_degree(sid) == 0, len(direct_hypernyms(synset))))
+    names = PER_CLASS_SCHEMA.names
+    return pa.Table.from_pylist([dict(zip(names, r, strict=True)) for r in rows], PER_CLASS_SCHEMA)

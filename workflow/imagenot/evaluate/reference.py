@@ -66,20 +66,12 @@ def full_float32(enabled: bool) -> Iterator[None]:
         yield
         return
     conv, matmul = torch.backends.cudnn.conv, torch.backends.cuda.matmul
-    if hasattr(conv, "fp32_precision"):  # torch >= 2.9
-        before = conv.fp32_precision, matmul.fp32_precision
-        conv.fp32_precision = matmul.fp32_precision = "ieee"
-        try:
-            yield
-        finally:
-            conv.fp32_precision, matmul.fp32_precision = before
-        return
-    before = torch.backends.cudnn.allow_tf32, matmul.allow_tf32
-    torch.backends.cudnn.allow_tf32 = matmul.allow_tf32 = False
+    before = conv.fp32_precision, matmul.fp32_precision
+    conv.fp32_precision = matmul.fp32_precision = "ieee"
     try:
         yield
     finally:
-        torch.backends.cudnn.allow_tf32, matmul.allow_tf32 = before
+        conv.fp32_precision, matmul.fp32_precision = before
 
 
 def reference_input(

@@ -99,31 +99,19 @@ class PerImage:
     def add(self, name: str, keys: Sequence[str], labels, preds, correct, correct5) -> None:
         self.keys += list(keys)
         self.transforms += [name] * len(keys)
-        for dest, value in (
-            (self.labels, labels),
-            (self.preds, preds),
-            (self.correct, correct),
-            (self.correct5, correct5),
-        ):
+        into = (self.labels, self.preds, self.correct, self.correct5)
+        for dest, value in zip(into, (labels, preds, correct, correct5), strict=True):
             dest.append(value.detach().cpu().numpy())
 
     def table(self) -> pa.Table:
         """Rows sorted by transformation (registry order), then evaluation order."""
 
-        def cat(parts: list[np.ndarray], dtype) -> np.ndarray:
-            return np.concatenate(parts).astype(dtype) if parts else np.empty(0, dtype)
-
-        t = pa.table(
-            {
-                "key": self.keys,
-                "transform": self.transforms,
-                "label": cat(self.labels, np.int64),
-                "pred": cat(self.preds, np.int64),
-                "correct": cat(self.correct, bool),
-                "correct_top5": cat(self.correct5, bool),
-            },
-            schema=PER_IMAGE_SCHEMA,
-        )
+        parts = (self.labels, self.preds, self.correct, self.correct5)  # the schema's order
+        columns = [
+            np.concatenate(p).astype(dtype) if p else np.empty(0, dtype)
+            for p, dtype in zip(parts, (np.int64, np.int64, bool, bool), strict=True)
+        ]
+        t = pa.table([self.keys, self.transforms, *columns], schema=PER_IMAGE_SCHEMA)
         order = {name: i for i, name in enumerate(dict.fromkeys(self.transforms))}
         rank = np.array([order[name] for name in self.transforms], dtype=np.int64)
         return t.take(np.argsort(rank, kind="stable"))
@@ -153,7 +141,7 @@ def evaluate_batches(
     seed: int,
     preprocessing: Preprocessing,
     device: torch.device | str = "cpu",
-    channels_last: bool | None = None,
+    channels_last: bool = True,
     fold_batch_norm: bool = False,
     published: bool = False,
 ) -> PerImage:
@@ -181,8 +169,6 @@ def evaluate_batches(
     model = model.to(dev).eval()
     if fold_batch_norm:
         model = fold_batch_norms(model)
-    if channels_last is None:
-        channels_last = True
     # the layout change (and its undoing) stays outside inference mode: the model's weights must
     # remain ordinary tensors (trainable) afterwards
     with _channels_last(model, channels_last), full_float32(published), torch.inference_mode():
@@ -302,12 +288,8 @@ def tensor_batches(
     if not (len(images) == len(labels) == len(keys)):
         raise ValueError(f"{len(images)} images, {len(labels)} labels and {len(keys)} keys differ")
     for start in range(0, len(images), batch_size):
-        stop = start + batch_size
-        yield (
-            _as_float(images[start:stop]),
-            labels[start:stop],
-            list(keys[start:stop]),
-        )
+        part = slice(start, start + batch_size)
+        yield _as_float(images[part]), labels[part], list(keys[part])
 
 
 def evaluate_tensors(
@@ -331,31 +313,24 @@ def summarise(per_image: pa.Table, meta: Mapping[str, Any], confidence: float) -
     """Per-transformation top-1/top-5 (percent), n and the Clopper-Pearson top-1 interval of
     coverage ``confidence`` (``evaluate.confidence``); a published run's rows carry its
     ``weights`` and ``published_top1`` as its ``result.json`` (``meta``) records them."""
-    names = list(dict.fromkeys(per_image["transform"].to_pylist()))
     transform = np.asarray(per_image["transform"].to_pylist(), dtype=object)
     correct = per_image["correct"].to_numpy(zero_copy_only=False)
     correct5 = per_image["correct_top5"].to_numpy(zero_copy_only=False)
-    rows: dict[str, list] = {name: [] for name in ROBUSTNESS_SCHEMA.names}
-    for name in names:
-        sel = transform == name
-        n = int(sel.sum())
-        k = int(correct[sel].sum())
-        low, high = clopper_pearson(k, n, 1.0 - confidence)
-        rows["model"].append(meta["model"])
-        rows["dataset"].append(meta["dataset"])
-        rows["protocol"].append(meta["protocol"])
-        rows["seed"].append(int(meta["seed"]))
-        rows["transform"].append(name)
-        rows["top1"].append(100.0 * k / n)
-        rows["top5"].append(100.0 * float(correct5[sel].sum()) / n)
-        rows["n"].append(n)
-        rows["ci_low"].append(100.0 * float(low))
-        rows["ci_high"].append(100.0 * float(high))
-        published = meta.get("source") == "published"
-        rows["weights"].append(meta["weights"] if published else None)  # recorded by every such run
-        top1 = meta.get("published_top1") if published else None
-        rows["published_top1"].append(None if top1 is None else float(top1))
-        rows["record_sha256"].append(meta.get("record_sha256"))
+    names = list(dict.fromkeys(transform))
+    chosen = [transform == name for name in names]
+    n = np.array([sel.sum() for sel in chosen], dtype=np.int64)
+    k = np.array([correct[sel].sum() for sel in chosen], dtype=np.int64)
+    k5 = np.array([correct5[sel].sum() for sel in chosen], dtype=np.int64)
+    low, high = clopper_pearson(k, n, 1.0 - confidence)
+    published = meta.get("source") == "published"  # such a run records both
+    top1 = meta.get("published_top1") if published else None
+    run = {"model": meta["model"], "dataset": meta["dataset"], "protocol": meta["protocol"]}
+    run |= {"seed": int(meta["seed"]), "record_sha256": meta.get("record_sha256")}
+    run |= {"weights": meta["weights"] if published else None}
+    run |= {"published_top1": None if top1 is None else float(top1)}
+    rows = {c: [v] * len(names) for c, v in run.items()}  # the table's columns: the schema's
+    rows |= {"transform": names, "top1": 100.0 * k / n, "top5": 100.0 * k5 / n, "n": n}
+    rows |= {"ci_low": 100.0 * low, "ci_high": 100.0 * high}
     return pa.table(rows, schema=ROBUSTNESS_SCHEMA)
 
 

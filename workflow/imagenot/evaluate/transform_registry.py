@@ -56,10 +56,3 @@ TRANSFORMS: Registry = Registry(
         "VerticalFlip": _builtin("_vertical_flip"),
     },
 )
-
-
-def register_transform(
-    name: str, build: str | Callable[..., Any], params_schema: dict | None = None
-) -> TransformEntry:
-    """Register a transformation (see :class:`TransformEntry`); its name seeds its randomness."""
-    return TRANSFORMS.register(name, TransformEntry(build, params_schema))

@@ -8,7 +8,9 @@ import pandas as pd
 
 from imagenot.analyse import stats
 from imagenot.figure_style import HIGHLIGHT, paper_style
+from imagenot.figures import layout
 from imagenot.figures.data import Options, cells, imagenet_x, imagenet_x_label, label_of
+from imagenot.figures.names import show_protocol
 from imagenot.settings import Style
 
 SERIES = (("standard", "Standard", "C0", "o"), ("robust", "Robust", "C3", "s"))
@@ -25,24 +27,17 @@ def fit_rows(acc: pd.DataFrame, dataset: str, protocol: str, opts: Options) -> l
         models = [m for m in c.models_of(label) if m in pub]
         x = np.array([pub[m] for m in models])
         y = c.accuracy(models, label)
-        ok = stats.fit_problem(x, opts.axis) is None  # no slope drawn where none is fitted
-        fit = stats.ols_fit(x, y, opts.axis, opts.confidence) if ok else None
-        rows.append(
-            {
-                "variant": variant,
-                "name": name,
-                "color": color,
-                "marker": marker,
-                "models": models,
-                "names": [opts.model(m) for m in models],
-                "x": x,
-                "y": y,
-                "lo": np.array([c.cells[m, label].lo for m in models]),
-                "hi": np.array([c.cells[m, label].hi for m in models]),
-                "fit": fit,
-            }
-        )
+        lo, hi = c.bounds(models, label)
+        row = {"variant": variant, "name": name, "color": color, "marker": marker}
+        row.update(models=models, names=[opts.model(m) for m in models], x=x, y=y, lo=lo, hi=hi)
+        rows.append(row | {"fit": fit_or_none(x, y, opts.axis, opts.confidence)})
     return rows
+
+
+def fit_or_none(x: np.ndarray, y: np.ndarray, axis: str, confidence: float):
+    """The OLS fit of ``y`` on ``x`` on the scale ``axis``, or None where it cannot be fitted
+    (no slope is drawn where none is fitted)."""
+    return stats.ols_fit(x, y, axis, confidence) if stats.fit_problem(x, axis) is None else None
 
 
 LABEL_MAX_MODELS = 15
@@ -112,14 +107,8 @@ def fit_panel(ax, rows: list[dict], style: Style, *, legend: bool, axis: str) ->
     ``hi`` (error bar bounds of y) and ``fit`` (:class:`imagenot.analyse.stats.OLSFit` or None),
     optionally ``names`` (what the point labels say; default: the models).
     """
-    from imagenot.figures.layout import PointLabel
-
-    all_x = np.concatenate([r["x"] for r in rows]) if rows else np.array([])
-    all_y = (
-        np.concatenate([np.concatenate([r["lo"], r["hi"], r["y"]]) for r in rows])
-        if rows
-        else np.array([])
-    )
+    all_x = np.concatenate([[], *(r["x"] for r in rows)])
+    all_y = np.concatenate([[], *(v for r in rows for v in (r["lo"], r["hi"], r["y"]))])
     many = max((len(r["models"]) for r in rows), default=0) > 200
     highlight = set(style.highlight)
     for r in rows:
@@ -156,14 +145,7 @@ def fit_panel(ax, rows: list[dict], style: Style, *, legend: bool, axis: str) ->
                 r["x"][hot], r["y"][hot], s=22, color=HIGHLIGHT, edgecolor="k", lw=0.5, zorder=3
             )
     if not len(all_x):
-        ax.text(
-            0.5,
-            0.5,
-            "no model with both\naccuracies",
-            ha="center",
-            va="center",
-            transform=ax.transAxes,
-        )
+        layout.note(ax, "no model with both\naccuracies", va="center")
     accuracy_scale(ax, axis, all_x, all_y)
     if len(all_x) and legend:
         ax.legend(frameon=False, loc="upper left")
@@ -172,11 +154,11 @@ def fit_panel(ax, rows: list[dict], style: Style, *, legend: bool, axis: str) ->
     labels = []
     for m, name, x, y in zip(first["models"], names, first["x"], first["y"], strict=True):
         if m in highlight:
-            labels.append(PointLabel(name, float(x), float(y), HIGHLIGHT, "bold"))
+            labels.append(layout.PointLabel(name, float(x), float(y), HIGHLIGHT, "bold"))
     if len(first["models"]) <= LABEL_MAX_MODELS:
         order = np.argsort(-np.asarray(first["y"], dtype=float), kind="stable")
         labels += [
-            PointLabel(names[i], float(first["x"][i]), float(first["y"][i]))
+            layout.PointLabel(names[i], float(first["x"][i]), float(first["y"][i]))
             for i in order
             if first["models"][i] not in highlight
         ]
@@ -187,9 +169,6 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style, *, dataset: str, protoc
     """Scatter of a dataset's accuracy against ImageNet accuracy, one point per model, with the
     OLS line and its confidence band per series; slope and adjusted R² in the legend."""
     import matplotlib.pyplot as plt
-
-    from imagenot.figures import layout
-    from imagenot.figures.names import show_protocol
 
     rows = fit_rows(acc, dataset, protocol, opts)
     shown = opts.dataset(dataset)
@@ -206,13 +185,8 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style, *, dataset: str, protoc
         ax.set_ylabel(
             layout.wrap_text(f"{shown} top-1 (%), {how}", style.column_in - 0.6, style.font_size)
         )
-        ax.set_title(
-            layout.wrap_text(
-                f"{shown} ({how}) against {against} accuracy",
-                style.column_in - 0.2,
-                style.font_size,
-            )
-        )
+        title = f"{shown} ({how}) against {against} accuracy"
+        ax.set_title(layout.wrap_text(title, style.column_in - 0.2, style.font_size))
         layout.freeze(fig)
         layout.place_point_labels(ax, labels, style.font_size - 2)
     return fig

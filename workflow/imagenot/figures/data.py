@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 import pandas as pd
 
 from imagenot.analyse import PUBLISHED_DATASET
@@ -61,8 +60,7 @@ def ordered_labels(acc: pd.DataFrame, opts: Options, protocol: str | None) -> li
     """Dataset labels present for ``protocol`` ('st' -> trained datasets), in config order."""
     present = acc if protocol is None else acc[acc["protocol"] == protocol]
     names = list(dict.fromkeys(present["dataset"]))
-    order = [d for d in opts.datasets if d in names] + [d for d in names if d not in opts.datasets]
-    return order
+    return [d for d in opts.datasets if d in names] + [d for d in names if d not in opts.datasets]
 
 
 def transfer_labels(acc: pd.DataFrame, opts: Options) -> list[str]:
@@ -86,7 +84,3 @@ def nice(label: str) -> str:
     dataset, protocol = label.split("/", 1)
     kind, _, source = protocol.partition("-")
     return f"{dataset} {kind.upper()} ({source})"
-
-
-def finite(values: list[float]) -> np.ndarray:
-    return np.asarray(values, dtype=float)

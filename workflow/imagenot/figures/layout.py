@@ -13,7 +13,6 @@ on tables of 5 to 2,000 models.
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -80,9 +79,52 @@ def wrap_text(text: str, max_in: float, font_size: float) -> str:
     return "\n".join(fit_text(x, max_in, font_size) for x in out)
 
 
-def wrap_chars(text: str, width: int) -> str:
-    """``text`` wrapped at ``width`` characters (for texts whose font is not known yet)."""
-    return "\n".join(textwrap.wrap(text, width)) if len(text) > width else text
+def suptitle(fig, text: str, width_in: float, font_size: float) -> None:
+    """The figure's title, wrapped to ``width_in`` inches (:func:`wrap_text`)."""
+    fig.suptitle(wrap_text(text, width_in, font_size))
+
+
+def note(ax, text: str, **kwargs) -> None:
+    """``text`` in the middle of an axes that has nothing to show."""
+    ax.text(0.5, 0.5, text, ha="center", transform=ax.transAxes, **kwargs)
+
+
+def cell_texts(ax, texts, colors, font_size: float) -> None:
+    """``texts[i][j]`` (an empty one: none) in the centre of cell (i, j) of an image grid, in
+    ``colors[i][j]``."""
+    for i, row in enumerate(texts):
+        for j, text in enumerate(row):
+            if text:
+                ax.text(
+                    j, i, text, ha="center", va="center", color=colors[i][j], fontsize=font_size
+                )
+
+
+def highlight_ticks(ticks, hot) -> None:
+    """Tick labels of highlighted models (``hot``: a flag per tick) in bold, their colour."""
+    from imagenot.figure_style import HIGHLIGHT
+
+    for tick in (t for t, h in zip(ticks, hot, strict=True) if h):
+        tick.set_color(HIGHLIGHT)
+        tick.set_fontweight("bold")
+
+
+def panel_grid(n: int, ncols: int, width_in: float, row_in: float, head_in: float):
+    """(figure, its axes in reading order) of ``n`` panels in rows of ``ncols``, each row
+    ``row_in`` high below ``head_in`` for the title; the axes beyond ``n`` hidden."""
+    import matplotlib.pyplot as plt
+
+    nrows = max(1, -(-n // ncols))
+    size = (width_in, row_in * nrows + head_in)
+    fig, axes = plt.subplots(nrows, ncols, figsize=size, squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_axis_off()
+    return fig, list(axes.flat)
+
+
+def pages(items: list, per_page: int) -> list[list]:
+    """``items`` in pages of at most ``per_page`` (one empty page for none)."""
+    return [items[i : i + per_page] for i in range(0, len(items), per_page)] or [[]]
 
 
 def freeze(fig) -> None:
@@ -213,10 +255,7 @@ def place_point_labels(ax, labels: Sequence[PointLabel], font_size: float) -> li
             x0 = px + dx * px_per_pt - (0 if dx > 0 else w if dx < 0 else w / 2)
             y0 = py + dy * px_per_pt - (0 if dy > 0 else h if dy < 0 else h / 2)
             box = Bbox.from_bounds(x0, y0, w, h)
-            inside = (
-                box.x0 >= frame.x0 and box.x1 <= frame.x1 and box.y0 >= frame.y0
-                and box.y1 <= frame.y1
-            )  # fmt: skip
+            inside = np.all(box.p0 >= frame.p0) and np.all(box.p1 <= frame.p1)
             if not inside or any(box.overlaps(other) for other in (*taken, *markers)):
                 continue
             leader = abs(dx) + abs(dy) >= LEADER_FROM_PT
@@ -229,22 +268,19 @@ def place_point_labels(ax, labels: Sequence[PointLabel], font_size: float) -> li
                 ]
                 if others and min(others) <= own:
                     continue
+            side = {"ha": "left" if dx > 0 else "right" if dx < 0 else "center"}
+            side["va"] = "bottom" if dy > 0 else "top" if dy < 0 else "center"
+            line = {"arrowstyle": "-", "color": "0.5", "lw": 0.4, "shrinkA": 0, "shrinkB": 2}
+            look = {"fontsize": font_size, "color": lab.color, "fontweight": lab.weight}
             t = ax.annotate(
                 text,
                 (lab.x, lab.y),
                 xytext=(dx, dy),
                 textcoords="offset points",
-                ha="left" if dx > 0 else "right" if dx < 0 else "center",
-                va="bottom" if dy > 0 else "top" if dy < 0 else "center",
-                fontsize=font_size,
-                color=lab.color,
-                fontweight=lab.weight,
                 annotation_clip=True,
-                arrowprops=(
-                    {"arrowstyle": "-", "color": "0.5", "lw": 0.4, "shrinkA": 0, "shrinkB": 2}
-                    if leader
-                    else None
-                ),
+                arrowprops=line if leader else None,
+                **side,
+                **look,
             )
             taken.append(text_extent(t, renderer))
             placed.append(t)
@@ -294,23 +330,14 @@ def layout_problems(fig, tolerance_px: float = 1.0) -> list[str]:
     width, height = fig.bbox.width, fig.bbox.height
     problems = []
     for t, box in texts:
-        sides = {
-            "left": -box.x0,
-            "bottom": -box.y0,
-            "right": box.x1 - width,
-            "top": box.y1 - height,
-        }
-        for side, over in sides.items():
-            if over > tolerance_px:
-                problems.append(
-                    f"{t.get_text()!r} leaves the figure at the {side} by {over:.0f} px"
-                )
+        over = dict(left=-box.x0, bottom=-box.y0, right=box.x1 - width, top=box.y1 - height)
+        for side in (s for s, px in over.items() if px > tolerance_px):
+            problems.append(
+                f"{t.get_text()!r} leaves the figure at the {side} by {over[side]:.0f} px"
+            )
         clip = t.get_clip_box() if t.get_clip_on() else None
         if clip is not None and (
-            box.x0 < clip.x0 - tolerance_px
-            or box.x1 > clip.x1 + tolerance_px
-            or box.y0 < clip.y0 - tolerance_px
-            or box.y1 > clip.y1 + tolerance_px
+            np.any(box.p0 < clip.p0 - tolerance_px) or np.any(box.p1 > clip.p1 + tolerance_px)
         ):
             problems.append(f"{t.get_text()!r} is cut off by its axes")
     if len(texts) > 1:

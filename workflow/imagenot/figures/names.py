@@ -20,31 +20,12 @@ from collections.abc import Iterable, Mapping
 from imagenot.names import PUBLISHED_DATASET, TORCHVISION
 
 WORDS = {
-    "alexnet": "AlexNet",
-    "cifar": "CIFAR",
-    "clip": "CLIP",
-    "convnext": "ConvNeXt",
-    "densenet": "DenseNet",
-    "efficientnet": "EfficientNet",
-    "fashion": "Fashion",
-    "googlenet": "GoogLeNet",
-    "imagenet": "ImageNet",
-    "imagenot": "ImageNot",
-    "inception": "Inception",
-    "laion": "LAION",
-    "laionet": "LAIONet",
-    "mnasnet": "MNASNet",
-    "mnist": "MNIST",
-    "mobilenet": "MobileNet",
-    "regnet": "RegNet",
-    "resnet": "ResNet",
-    "resnext": "ResNeXt",
-    "shufflenet": "ShuffleNet",
-    "squeezenet": "SqueezeNet",
-    "swin": "Swin",
-    "tinynet": "TinyNet",
-    "vgg": "VGG",
-    "vit": "ViT",
+    word.lower(): word
+    for word in (
+        "AlexNet CIFAR CLIP ConvNeXt DenseNet EfficientNet Fashion GoogLeNet ImageNet ImageNot "
+        "Inception LAION LAIONet MNASNet MNIST MobileNet RegNet ResNet ResNeXt ShuffleNet "
+        "SqueezeNet Swin TinyNet VGG ViT "
+    ).split()
 }
 """How a word of a key is spelled where it names an architecture or a dataset (the rest of a
 key's words are kept as written)."""
@@ -52,11 +33,7 @@ key's words are kept as written)."""
 PROTOCOL_KINDS = {"st": "ST", "ft": "FT", "tl": "TL"}
 """The short name of each kind of protocol (``st``, ``ft-SOURCE``, ``tl-SOURCE``)."""
 
-PROTOCOL_MEANINGS = {
-    "st": "standard training",
-    "ft": "fine-tuning",
-    "tl": "linear probe",
-}
+PROTOCOL_MEANINGS = {"st": "standard training", "ft": "fine-tuning", "tl": "linear probe"}
 """What each kind of protocol is, for titles."""
 
 _WORD_DIGITS = re.compile(r"([a-z]+)(\d+)")

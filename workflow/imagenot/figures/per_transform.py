@@ -7,7 +7,8 @@ import pandas as pd
 
 from imagenot.analyse import stats
 from imagenot.analyse.table import is_standard
-from imagenot.figure_style import HIGHLIGHT, integer_ticks, paper_style
+from imagenot.figure_style import integer_ticks, paper_style
+from imagenot.figures import layout
 from imagenot.figures.data import Options
 from imagenot.settings import Style
 
@@ -36,8 +37,6 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style, *, dataset: str):
     ``style.top`` models by standard accuracy, then the highlighted ones below them."""
     import matplotlib.pyplot as plt
 
-    from imagenot.figures import layout
-
     models, transforms, ranks, values = rank_matrix(acc, dataset, opts)
     total = len(models)
     highlight = set(style.highlight)
@@ -49,43 +48,24 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style, *, dataset: str):
     names = layout.fit_texts([opts.model(m) for m in models], 2.2, tick_fs)
     columns = layout.fit_texts(transforms, 1.2, tick_fs)
     with paper_style(style):
-        fig, ax = plt.subplots(
-            figsize=(
-                style.width_in,
-                1.2 + layout.text_width_in(columns, tick_fs) + 0.28 * max(len(models), 1),
-            )
-        )
+        height = 1.2 + layout.text_width_in(columns, tick_fs) + 0.28 * max(len(models), 1)
+        fig, ax = plt.subplots(figsize=(style.width_in, height))
         if not models:
-            ax.text(0.5, 0.5, "no results", ha="center", transform=ax.transAxes)
+            layout.note(ax, "no results")
             return fig
         im = ax.imshow(ranks, cmap="viridis_r", aspect="auto", vmin=1, vmax=max(total, 2))
-        for i in range(len(models)):
-            for j in range(len(transforms)):
-                ax.text(
-                    j,
-                    i,
-                    f"{values[i, j]:.0f}",
-                    ha="center",
-                    va="center",
-                    color="k" if ranks[i, j] <= (total + 1) / 2 else "w",
-                    fontsize=style.font_size - 2,
-                )
+        texts = [[f"{v:.0f}" for v in row] for row in values]
+        colors = np.where(ranks <= (total + 1) / 2, "k", "w")
+        layout.cell_texts(ax, texts, colors, style.font_size - 2)
         ax.set_xticks(range(len(transforms)), columns, rotation=90)
         ax.set_yticks(range(len(models)), names)
-        for m, tick in zip(models, ax.get_yticklabels(), strict=True):
-            if m in highlight:
-                tick.set_color(HIGHLIGHT)
-                tick.set_fontweight("bold")
+        layout.highlight_ticks(ax.get_yticklabels(), [m in highlight for m in models])
         ax.grid(False)
         more = f"; the best {min(style.top, total)} of {total} models" if total > style.top else ""
-        fig.suptitle(  # over the figure: the axes are narrower beside long names
-            layout.wrap_text(
-                "Rank (colour) and top-1 % (text) under each test-time transformation "
-                f"of the models trained on {opts.dataset(dataset)}{more}",
-                style.width_in - 0.3,
-                style.font_size,
-            )
-        )
+        title = "Rank (colour) and top-1 % (text) under each test-time transformation of the "
+        title += f"models trained on {opts.dataset(dataset)}{more}"
+        # over the figure: the axes are narrower beside long names
+        layout.suptitle(fig, title, style.width_in - 0.3, style.font_size)
         bar = fig.colorbar(im, ax=ax, label="rank (1 = best)", shrink=0.8)
         integer_ticks(bar.ax.yaxis)
     return fig

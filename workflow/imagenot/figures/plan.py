@@ -23,13 +23,8 @@ FIGURE_PDF = f"{FIGURES}/{{figure}}.pdf"
 FIGURE_PNG = f"{FIGURES}/{{figure}}.png"
 TABLE_CSV = f"{TABLES}/{{table}}.csv"
 TABLE_MD = f"{TABLES}/{{table}}.md"
-# The package's files, as absolute paths: valid whatever the working directory. The rules record
-# only their digests (code_version), never these paths.
-_PACKAGE = Path(__file__).resolve().parents[1]
 FIGURE_KINDS = WORKFLOW_FIGURES  # the registries themselves: a kind registered later counts
 TABLE_NAMES = WORKFLOW_TABLES
-
-_CODE_DIR = str(_PACKAGE / "figures")
 
 
 def code(kind: str) -> str:
@@ -46,7 +41,9 @@ def code(kind: str) -> str:
 
 
 def tables_code() -> str:
-    return f"{_CODE_DIR}/tables.py"
+    """The tables module, as an absolute path (valid whatever the working directory; the rule
+    records only its digest, code_version)."""
+    return str(Path(__file__).resolve().with_name("tables.py"))
 
 
 def table_regex() -> str:
@@ -86,28 +83,14 @@ def figure_request(name: str, protocol_regex: str) -> dict:
         raise ValueError(f"figure {name!r}: no registered figure kind ({', '.join(FIGURE_KINDS)})")
     fields = drawn_for(kind)
     rest = name[len(kind) + 1 :]
-    pattern = {
-        (): "",
-        ("dataset",): f"(?P<dataset>{NAME_PATTERN})",
-        ("dataset", "protocol"): f"(?P<dataset>{NAME_PATTERN})_(?P<protocol>{protocol_regex})",
-    }[fields]
-    match = re.fullmatch(pattern, rest)
+    group = {"dataset": NAME_PATTERN, "protocol": protocol_regex}
+    match = re.fullmatch("_".join(f"(?P<{f}>{group[f]})" for f in fields), rest)
     if match is None:
         raise ValueError(
             f"figure {name!r}: kind {kind} is drawn for {', '.join(fields) or 'the whole run'}; "
             f"{rest!r} does not name that"
         )
-    return {
-        "kind": kind,
-        "dataset": match.groupdict().get("dataset"),
-        "protocol": match.groupdict().get("protocol"),
-    }
-
-
-def _runs(config: dict) -> list[dict]:
-    from imagenot.train import plan as train_plan
-
-    return train_plan.final_runs(config)
+    return {"kind": kind} | {f: match.groupdict().get(f) for f in ("dataset", "protocol")}
 
 
 def dataset_order(config: dict, runs: list[dict] | None = None) -> list[str]:
@@ -130,14 +113,6 @@ def check(config: dict) -> None:
             f"config key analyse.reference_dataset: {ref!r} is not a configured dataset "
             f"({', '.join(names)}) nor {PUBLISHED_DATASET!r} (torchvision's published accuracies)"
         )
-
-
-def reference(config: dict, runs: list[dict] | None = None) -> str:
-    """The rankings reference (:func:`imagenot.analyse.settings.reference`, which the rankings
-    rule's settings read too)."""
-    from imagenot.analyse.settings import reference as analyse_reference
-
-    return analyse_reference(config, runs)
 
 
 def feeding_runs(config: dict, runs: list[dict], when: str) -> list[dict]:
@@ -170,6 +145,8 @@ def kind_names(config: dict, runs: list[dict], kind: str) -> list[str]:
         return [figure_name(kind, d, None) for d in dataset_order(config, fed) if d in have]
     pairs = dict.fromkeys((r["dataset"], r["protocol"]) for r in fed)
     if entry.against_imagenet and config["analyse"]["imagenet_axis"] == "reference":
+        from imagenot.analyse.settings import reference
+
         pairs.pop((reference(config, runs), "st"), None)  # the reference against itself
     return [figure_name(kind, d, p) for d, p in pairs]
 
@@ -215,7 +192,9 @@ def outputs(config: dict, runs: list[dict]) -> list[str]:
 
 def targets(config: dict) -> list[str]:
     """Final outputs of this stage for ``rule all`` (none until the config has final runs)."""
-    return outputs(config, _runs(config))
+    from imagenot.train.plan import final_runs
+
+    return outputs(config, final_runs(config))
 
 
 def figure_params(config: dict, name: str) -> dict:
@@ -226,15 +205,10 @@ def figure_params(config: dict, name: str) -> dict:
     return figure_request(name, protocol_regex(config))
 
 
-def figure_code(config: dict, name: str) -> str:
-    """Plotting module of the figure file ``name``."""
-    return code(figure_params(config, name)["kind"])
-
-
 def figure_code_version(config: dict, name: str) -> str:
     """:func:`code_version` of the plotting module of the figure file ``name``: the figure
     rule's parameter (editing one kind's module reruns that kind's figures alone)."""
-    return code_version(figure_code(config, name))
+    return code_version(code(figure_params(config, name)["kind"]))
 
 
 def figure_subcategory(config: dict, name: str) -> str:

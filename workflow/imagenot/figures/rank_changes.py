@@ -13,8 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from imagenot.figure_style import HIGHLIGHT, integer_ticks, paper_style
-from imagenot.figures.data import Options, cells
+from imagenot.analyse import stats
+from imagenot.analyse.compare import MIN_MODELS
+from imagenot.figure_style import HIGHLIGHT, PAGE_RATIO, integer_ticks, paper_style
+from imagenot.figures import layout
+from imagenot.figures.data import Options, cells, ordered_labels
 from imagenot.settings import Style
 
 LINE_LABELS = 12
@@ -64,7 +67,6 @@ def _named(panels: list[SlopePanel], style: Style) -> list[tuple]:
 
 
 def _label_in(prepared: list[tuple], style: Style) -> float:
-    from imagenot.figures import layout
 
     texts = (t for x in prepared for t in x[3].values())
     return layout.text_width_in(texts, style.font_size - 2) + 0.1
@@ -86,8 +88,6 @@ lines."""
 
 def _page_in(style: Style) -> float:
     """Height a page leaves the rows of panels (:data:`imagenot.figure_style.PAGE_RATIO`)."""
-    from imagenot.figure_style import PAGE_RATIO
-
     return style.width_in * PAGE_RATIO - HEAD_IN
 
 
@@ -116,27 +116,16 @@ def draw_slopes(panels: list[SlopePanel], style: Style, against: str, note: str 
     figure's title (``note`` ends it)."""
     from matplotlib.collections import LineCollection
 
-    from imagenot.figures import layout
-
     label_fs = style.font_size - 2
     line_in = label_fs * 1.35 / 72  # a label's row
     highlight = set(style.highlight)
     prepared = _named(panels, style)
     label_in = _label_in(prepared, style)
-    n = max(len(panels), 1)
     ncols = columns(panels, style)
     panel_in = style.width_in / ncols
     height = _row_in(panels, style)
-    nrows = max(1, -(-n // ncols))
     with paper_style(style):
-        import matplotlib.pyplot as plt
-
-        fig, axes = plt.subplots(
-            nrows, ncols, figsize=(style.width_in, height * nrows + HEAD_IN), squeeze=False
-        )
-        axes = list(axes.flat)
-        for ax in axes[len(panels) :]:
-            ax.set_axis_off()
+        fig, axes = layout.panel_grid(len(panels), ncols, style.width_in, height, HEAD_IN)
         for ax, (p, change, named, _text) in zip(axes, prepared, strict=False):
             colors = np.where(change > 0, "C0", np.where(change < 0, "C3", "0.6"))
             segs = np.stack(
@@ -159,33 +148,35 @@ def draw_slopes(panels: list[SlopePanel], style: Style, against: str, note: str 
                 ax.add_collection(LineCollection(segs[hot], colors=HIGHLIGHT, linewidths=1.8))
             ax.set_xlim(-0.04, 1.0)
             ax.set_ylim(len(p.models) + 0.5, 0.5)
-            ax.set_xticks([0, 1], [p.left_label, p.right_label])
-            ax.get_xticklabels()[0].set_ha("left")
-            ax.get_xticklabels()[1].set_ha("right")
+            _end_labels(ax, [p.left_label, p.right_label])
             ax.set_ylabel("rank (1 = best)")
             integer_ticks(ax.yaxis)
             ax.grid(False)
             title = p.title + (f", Kendall τ-b {p.tau:.2f}" if p.tau is not None else "")
             ax.set_title(layout.wrap_text(title, panel_in - 0.2, style.font_size))
         if not panels:
-            axes[0].text(0.5, 0.5, "only the reference", ha="center", transform=axes[0].transAxes)
+            layout.note(axes[0], "only the reference")
         crowded = any(len(p.models) > ALL_LINES for p in panels)
         head = f"Rank of each model on {against} (left) and on each dataset (right); "
         head += "blue: climbs, red: falls" + ("; grey: the models not named" if crowded else "")
-        head += note
-        fig.suptitle(layout.wrap_text(head, style.width_in - 0.2, style.font_size))
+        layout.suptitle(fig, head + note, style.width_in - 0.2, style.font_size)
         layout.freeze(fig)
         for ax, panel in zip(axes, prepared, strict=False):
             _name_lines(ax, panel, label_in, label_fs, line_in, highlight)
     return fig
 
 
+def _end_labels(ax, labels: list[str]) -> None:
+    """The names of a panel's two rank axes under its ends, each aligned inward."""
+    ax.set_xticks([0, 1], labels)
+    for tick, ha in zip(ax.get_xticklabels(), ("left", "right"), strict=True):
+        tick.set_ha(ha)
+
+
 def _name_lines(ax, panel, label_in: float, label_fs: float, line_in: float, highlight) -> None:
     """Name the lines of one laid-out rank-change panel beside its right axis: the x range
     makes room for the labels, which are spread at least a row apart and joined to their lines;
     as many as the panel's height holds, the first of ``named`` first."""
-    from imagenot.figures import layout
-
     p, change, named, text = panel
     fig = ax.figure
     box = ax.get_window_extent(fig.canvas.get_renderer())
@@ -200,9 +191,7 @@ def _name_lines(ax, panel, label_in: float, label_fs: float, line_in: float, hig
     ticks = [
         layout.fit_text(t.get_text(), lines_in / 2, t.get_fontsize()) for t in ax.get_xticklabels()
     ]
-    ax.set_xticks([0, 1], ticks)
-    ax.get_xticklabels()[0].set_ha("left")
-    ax.get_xticklabels()[1].set_ha("right")
+    _end_labels(ax, ticks)
     keep = named[: max(int(height / line_in) - 1, 0)]
     if not keep:
         return
@@ -236,32 +225,18 @@ def panel_of(
     ranking constant); ``labels``: title, left and right axis names."""
     from scipy.stats import kendalltau
 
-    from imagenot.analyse import stats
-    from imagenot.analyse.compare import MIN_MODELS
-
     left_acc = np.asarray(left_acc, dtype=float)
     right_acc = np.asarray(right_acc, dtype=float)
     tau = None
     if len(models) >= MIN_MODELS and np.ptp(left_acc) > 0 and np.ptp(right_acc) > 0:
         tau = float(kendalltau(right_acc, left_acc, variant="b").statistic)
-    title, left, right = labels
-    return SlopePanel(
-        title,
-        left,
-        right,
-        list(models),
-        list(names),
-        stats.ranks(left_acc),
-        stats.ranks(right_acc),
-        tau,
-    )
+    ranks = stats.ranks(left_acc), stats.ranks(right_acc)
+    return SlopePanel(*labels, list(models), list(names), *ranks, tau)
 
 
 def draw_st(acc: pd.DataFrame, opts: Options, style: Style):
     """Workflow figure ``rank_changes_st``: each model's standard-training rank on the
     reference dataset and on every other dataset it was trained on, linked by a line."""
-    from imagenot.figures.data import ordered_labels
-
     c = cells(acc, "standard", opts)
     ref = opts.reference
     ref_models = set(c.models_of(ref))

@@ -13,8 +13,10 @@ import numpy as np
 import pandas as pd
 
 from imagenot.analyse.cells import CELL_INTERVAL_NAMES
-from imagenot.figure_style import HIGHLIGHT, paper_style
-from imagenot.figures.data import Options, cells, nice
+from imagenot.analyse.stats import ranks
+from imagenot.figure_style import HIGHLIGHT, PAGE_RATIO, paper_style
+from imagenot.figures import layout
+from imagenot.figures.data import Options, cells, ordered_labels, transfer_labels
 from imagenot.settings import Style
 
 PLOT_IN = 1.4
@@ -38,23 +40,20 @@ LABEL_MIN_IN = 0.8
 @dataclass
 class Panel:
     """One dataset's models with accuracy, error-bar bounds and interval kinds; ``title`` and
-    ``names`` are what the panel shows for the dataset and the models (default: the dataset
-    label as :func:`imagenot.figures.data.nice` writes it, the models' names)."""
+    ``names`` are what the panel shows for the dataset and the models."""
 
-    label: str
     models: list[str]
     mean: np.ndarray
     lo: np.ndarray
     hi: np.ndarray
     kinds: set[str]
-    title: str | None = None
-    names: list[str] | None = None
+    title: str
+    names: list[str]
 
-    def shown_title(self) -> str:
-        return self.title if self.title is not None else nice(self.label)
-
-    def name(self, i: int) -> str:
-        return self.names[i] if self.names is not None else self.models[i]
+    def ranked(self, idx) -> list[str]:
+        """``rank. name`` of the models ``idx`` (rank among all the panel's, ties averaged)."""
+        rank = ranks(self.mean)
+        return [f"{rank[i]:g}. {self.names[i]}" for i in idx]
 
 
 def shown_rows(p: Panel, top: int, highlight: set[str]) -> tuple[list[int], list[int]]:
@@ -69,8 +68,6 @@ def shown_rows(p: Panel, top: int, highlight: set[str]) -> tuple[list[int], list
 def _fit(nrows: int, style: Style) -> int:
     """Models a panel shows in one of ``nrows`` rows of panels on a page (its best, less a
     row for the gap before the highlighted ones)."""
-    from imagenot.figure_style import PAGE_RATIO
-
     per_row_in = (style.width_in * PAGE_RATIO - HEAD_IN) / max(nrows, 1)
     return int((per_row_in - PANEL_HEAD_IN - 2 * TITLE_LINE_IN) // ROW_IN) - 1
 
@@ -80,14 +77,8 @@ def _columns(panels: list[Panel], style: Style, per_row: int | None) -> tuple[in
     label allows beside :data:`PLOT_IN`, at most ``per_row`` and :data:`MAX_COLUMNS`; more
     (the labels then shortened in the middle, to :data:`LABEL_MIN_IN`) where the rows of panels
     would otherwise leave a panel fewer than :data:`MIN_SHOWN` models within a page."""
-    from imagenot.analyse import stats
-    from imagenot.figures import layout
-
     tick_fs = style.font_size - 1
-    texts = []
-    for p in panels:
-        ranks = stats.ranks(p.mean)
-        texts += [f"{ranks[i]:g}. {p.name(i)}" for i in range(min(len(p.models), style.top))]
+    texts = [t for p in panels for t in p.ranked(range(min(len(p.models), style.top)))]
     label_in = layout.text_width_in(texts, tick_fs) + 0.1
     most = min(per_row or MAX_COLUMNS, MAX_COLUMNS, max(len(panels), 1))
     ncols = max(1, min(most, int(style.width_in // (label_in + PLOT_IN))))
@@ -112,8 +103,7 @@ def pages(panels: list[Panel], style: Style, per_row: int | None = None) -> list
     rows = 1
     while _fit(rows + 1, style) >= wanted:
         rows += 1
-    size = rows * ncols
-    return [panels[i : i + size] for i in range(0, len(panels), size)]
+    return layout.pages(panels, rows * ncols)
 
 
 def draw_panels(panels: list[Panel], style: Style, title: str, per_row: int | None = None):
@@ -124,11 +114,6 @@ def draw_panels(panels: list[Panel], style: Style, title: str, per_row: int | No
     a dotted line. Labels are ``rank. model`` (rank among all the panel's models, ties
     averaged); a label wider than its panel allows is shortened in the middle. For more
     panels than a page holds, draw each of :func:`pages`."""
-    import matplotlib.pyplot as plt
-
-    from imagenot.analyse import stats
-    from imagenot.figures import layout
-
     panels = [p for p in panels if p.models]
     highlight = set(style.highlight)
     tick_fs = style.font_size - 1
@@ -144,28 +129,22 @@ def draw_panels(panels: list[Panel], style: Style, title: str, per_row: int | No
     # the models a panel can show within a page: its rows, less its head and a highlight gap
     top = max(1, min(style.top, _fit(nrows, style) - len(highlight)))
     rows = [shown_rows(p, top, highlight) for p in panels]
-    labels = []
-    for p, (best, extra) in zip(panels, rows, strict=True):
-        ranks = stats.ranks(p.mean)
-        labels.append([f"{ranks[i]:g}. {p.name(i)}" for i in best + extra])
+    labels = [p.ranked(best + extra) for p, (best, extra) in zip(panels, rows, strict=True)]
     if label_in > panel_in - PLOT_IN:  # shorten in the middle to what the panel leaves
         labels = [layout.fit_texts(ls, panel_in - PLOT_IN - 0.1, tick_fs) for ls in labels]
     shown = max((len(b) + len(e) + (1 if e else 0) for b, e in rows), default=1)
     titles = []
     for p, (best, _extra) in zip(panels, rows, strict=True):
         more = f" (best {len(best)} of {len(p.models)})" if len(best) < len(p.models) else ""
-        titles.append(layout.wrap_text(p.shown_title() + more, panel_in - 0.3, style.font_size))
+        titles.append(layout.wrap_text(p.title + more, panel_in - 0.3, style.font_size))
     title_lines = max((t.count("\n") + 1 for t in titles), default=1)
     with paper_style(style):
         row_in = PANEL_HEAD_IN + TITLE_LINE_IN * title_lines + ROW_IN * shown
-        height = row_in * nrows + head_in
-        fig, axes = plt.subplots(nrows, ncols, figsize=(style.width_in, height), squeeze=False)
-        for ax in axes.flat[len(panels) :]:
-            ax.set_axis_off()
+        fig, axes = layout.panel_grid(len(panels), ncols, style.width_in, row_in, head_in)
         if not panels:
-            axes[0, 0].text(0.5, 0.5, "no results", ha="center", va="center")
+            layout.note(axes[0], "no results", va="center")
         for ax, p, (best, extra), names, head in zip(
-            axes.flat, panels, rows, labels, titles, strict=False
+            axes, panels, rows, labels, titles, strict=False
         ):
             idx = best + extra
             # y from the top: the best at 0, a gap before the highlighted ones below the best
@@ -188,10 +167,7 @@ def draw_panels(panels: list[Panel], style: Style, title: str, per_row: int | No
                 ax.axhline(-len(best), color="0.6", ls=":", lw=0.8)
             ax.set_yticks(y, names)
             ax.set_ylim(y.min() - 0.7, 0.7)
-            for tick, hot in zip(ax.get_yticklabels(), marked, strict=True):
-                if hot:
-                    tick.set_color(HIGHLIGHT)
-                    tick.set_fontweight("bold")
+            layout.highlight_ticks(ax.get_yticklabels(), marked)
             ax.set_xlabel("top-1 accuracy (%)")
             ax.set_title(head, loc="right")  # over its labels too: the axes is narrower
             ax.grid(axis="y", visible=False)
@@ -201,8 +177,6 @@ def draw_panels(panels: list[Panel], style: Style, title: str, per_row: int | No
 
 def draw_st(acc: pd.DataFrame, opts: Options, style: Style):
     """Workflow figure ``rankings_st``: standard training on every dataset, best first."""
-    from imagenot.figures.data import ordered_labels
-
     labels = ordered_labels(acc, opts, "st")
     title = "Test top-1 accuracy of the models trained from scratch (ST), best first"
     return draw(acc, labels, opts, style, title)
@@ -210,8 +184,6 @@ def draw_st(acc: pd.DataFrame, opts: Options, style: Style):
 
 def draw_transfer(acc: pd.DataFrame, opts: Options, style: Style):
     """Workflow figure ``rankings_transfer``: FT and TL on the downstream dataset."""
-    from imagenot.figures.data import transfer_labels
-
     down = opts.dataset(opts.downstream_dataset)
     title = f"Test top-1 accuracy on {down} after fine-tuning (FT) or a linear probe (TL)"
     return draw(acc, transfer_labels(acc, opts), opts, style, title)
@@ -228,5 +200,5 @@ def draw(acc: pd.DataFrame, labels: list[str], opts: Options, style: Style, titl
         kinds = {c.cells[x, d].interval for x in models}
         names = [opts.model(m) for m in models]
         mean = c.accuracy(models, d)
-        panels.append(Panel(d, models, mean, lo, hi, kinds, opts.dataset(d), names))
+        panels.append(Panel(models, mean, lo, hi, kinds, opts.dataset(d), names))
     return draw_panels(panels, style, title)

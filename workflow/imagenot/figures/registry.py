@@ -100,14 +100,8 @@ WORKFLOW_TABLES: Registry = Registry(
     {
         name: f"{_TABLES}:{name}"
         for name in (
-            "accuracy",
-            "rankings",
-            "agreement",
-            "fits",
-            "relative_progress",
-            "error_correlations",
-            "published_check",
-        )
+            "accuracy rankings agreement fits relative_progress error_correlations published_check"
+        ).split()
     },
 )
 """Workflow table name -> its builder ``(accuracy, rankings reports, Options) -> DataFrame``
@@ -117,13 +111,10 @@ reports: :class:`imagenot.analyse.report.RankingsReport` by variant)."""
 REPORT_FIGURES: Registry = Registry(
     "report figure",
     {
-        name: f"{_FIGURES}.report:{function}"
-        for name, function in (
-            ("accuracy_vs_reference", "accuracy_vs_reference"),
-            ("rank_changes", "rank_changes"),
-            ("rankings", "rankings_figure"),
-            ("error_correlations", "error_correlations"),
-        )
+        "accuracy_vs_reference": f"{_FIGURES}.report:accuracy_vs_reference",
+        "rank_changes": f"{_FIGURES}.report:rank_changes",
+        "rankings": f"{_FIGURES}.report:rankings_figure",
+        "error_correlations": f"{_FIGURES}.report:error_correlations",
     },
 )
 """Report figure -> its drawing function ``(rankings report, Style) -> figure`` (or a list of

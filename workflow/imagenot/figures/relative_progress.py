@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from imagenot.figure_style import HIGHLIGHT, paper_style
+from imagenot.figures import layout
 from imagenot.figures.data import Options, cells, imagenet_x, ordered_labels
 from imagenot.settings import Style
 
@@ -18,8 +19,6 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style):
     models named under the axis (every k-th when they would crowd), highlighted ones in
     colour."""
     import matplotlib.pyplot as plt
-
-    from imagenot.figures import layout
 
     c = cells(acc, "standard", opts)
     labels = [opts.reference] + [d for d in ordered_labels(acc, opts, "st") if d != opts.reference]
@@ -49,45 +48,22 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style):
             base = c.cells[opts.baseline_model, d].mean
             x = [j for j, m in enumerate(models) if (m, d) in c.cells]
             y = [c.cells[models[j], d].mean / base for j in x]
-            ax.plot(
-                x,
-                y,
-                marker="o" if len(models) <= 60 else None,
-                color=f"C{i}",
-                label=opts.dataset(d),
-            )
+            marker = "o" if len(models) <= 60 else None
+            ax.plot(x, y, marker=marker, color=f"C{i}", label=opts.dataset(d))
         ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
         ax.set_xticks(shown, [names[j] for j in shown], rotation=90)
-        for j, tick in zip(shown, ax.get_xticklabels(), strict=True):
-            if models[j] in highlight:
-                tick.set_color(HIGHLIGHT)
-                tick.set_fontweight("bold")
+        layout.highlight_ticks(ax.get_xticklabels(), [models[j] in highlight for j in shown])
         for j, m in enumerate(models):
             if m in highlight:
                 ax.axvline(j, color=HIGHLIGHT, lw=0.8, alpha=0.6)
-        ax.set_ylabel(
-            layout.wrap_text(
-                f"accuracy / accuracy of {baseline}",
-                style.column_in * 0.9,
-                style.font_size,
-            )
-        )
-        fig.suptitle(  # over the figure: a title over the axes is off-centre beside the y label
-            layout.wrap_text(
-                f"Accuracy relative to {baseline} on each dataset, models in the order of "
-                f"their {order}" + (f" (every {step}th model named)" if step > 1 else ""),
-                width - 0.3,
-                style.font_size,
-            )
-        )
+        ylabel = f"accuracy / accuracy of {baseline}"
+        ax.set_ylabel(layout.wrap_text(ylabel, style.column_in * 0.9, style.font_size))
+        title = f"Accuracy relative to {baseline} on each dataset, models in the order of their "
+        title += order + (f" (every {step}th model named)" if step > 1 else "")
+        # over the figure: a title over the axes is off-centre beside the y label
+        layout.suptitle(fig, title, width - 0.3, style.font_size)
         if labels:
             ax.legend(frameon=False)
         else:
-            ax.text(
-                0.5,
-                0.5,
-                f"{baseline} has no results",
-                ha="center",
-                transform=ax.transAxes,
-            )
+            layout.note(ax, f"{baseline} has no results")
     return fig

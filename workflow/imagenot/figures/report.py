@@ -10,7 +10,6 @@ descriptions come from :mod:`imagenot.figures.registry`.
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import numpy as np
 from imagenot.analyse import stats
 from imagenot.analyse.report import RankingsReport
 from imagenot.figure_style import paper_style, save
-from imagenot.figures import accuracy_vs_imagenet, rankings, tables
+from imagenot.figures import accuracy_vs_imagenet, layout, rankings, tables
 from imagenot.figures.registry import REPORT_FIGURES, REPORT_TABLES
 from imagenot.settings import Style
 
@@ -27,40 +26,16 @@ ACCURACY_PAGE_ROWS = 4
 """Rows of panels on a page of the accuracy-vs-reference figure."""
 
 
-def _pages(items: list, per_page: int) -> list[list]:
-    """``items`` in pages of at most ``per_page`` (one empty page for none)."""
-    return [items[i : i + per_page] for i in range(0, len(items), per_page)] or [[]]
-
-
-def _page_note(k: int, n: int) -> str:
-    return f" (page {k} of {n})" if n > 1 else ""
+def _drawn(pages: list[list], draw):
+    """``draw(page, note)`` of each page: one figure, or the list of them (``note`` numbers
+    the pages where there are several)."""
+    n = len(pages)
+    figs = [draw(page, f" (page {k} of {n})" if n > 1 else "") for k, page in enumerate(pages, 1)]
+    return figs if n > 1 else figs[0]
 
 
 def _compared(rep: RankingsReport) -> list[str]:
     return [d for d, e in rep.compared().items() if e.delta_rank is not None]
-
-
-def _grid(
-    n: int, style: Style, aspect: float, ncols: int | None = None, height: float | None = None
-):
-    """Panels in rows of two (up to four datasets) or three (or ``ncols``), each ``aspect``
-    high per wide (or ``height`` inches)."""
-    import matplotlib.pyplot as plt
-
-    if ncols is None:
-        ncols = 1 if n <= 1 else 2 if n <= 4 else 3
-    nrows = max(1, math.ceil(n / ncols))
-    row = height if height is not None else style.width_in / ncols * aspect
-    fig, axes = plt.subplots(
-        nrows, ncols, figsize=(style.width_in, row * nrows + 0.4), squeeze=False
-    )
-    for ax in axes.flat[n:]:
-        ax.set_axis_off()
-    return fig, list(axes.flat)
-
-
-def _columns(n: int) -> int:
-    return 1 if n <= 1 else 2 if n <= 4 else 3
 
 
 def accuracy_vs_reference(rep: RankingsReport, style: Style):
@@ -68,22 +43,18 @@ def accuracy_vs_reference(rep: RankingsReport, style: Style):
     probit or logit axes when the report was fitted on them); pages of at most
     :data:`ACCURACY_PAGE_ROWS` rows of panels."""
     names = _compared(rep)
-    pages = _pages(names, _columns(len(names)) * ACCURACY_PAGE_ROWS)
-    figs = [
-        _accuracy_page(rep, style, page, _page_note(k, len(pages)), _columns(len(names)))
-        for k, page in enumerate(pages, 1)
-    ]
-    return figs if len(figs) > 1 else figs[0]
+    ncols = 1 if len(names) <= 1 else 2 if len(names) <= 4 else 3
+
+    pages = layout.pages(names, ncols * ACCURACY_PAGE_ROWS)
+    return _drawn(pages, lambda page, note: _accuracy_page(rep, style, page, note, ncols))
 
 
 def _accuracy_page(rep: RankingsReport, style: Style, names: list[str], note: str, ncols: int):
-    from imagenot.figures import layout
-
     ref = rep.reference
     pct = f"{rep.confidence * 100:g}%"
+    panel_in = style.width_in / ncols
     with paper_style(style):
-        fig, axes = _grid(len(names), style, 0.85, ncols=ncols)
-        panel_in = style.width_in / ncols
+        fig, axes = layout.panel_grid(len(names), ncols, style.width_in, panel_in * 0.85, 0.4)
         ref_acc = rep.datasets[ref].accuracy
         pending = []
         for ax, d in zip(axes, names, strict=False):
@@ -92,8 +63,7 @@ def _accuracy_page(rep: RankingsReport, style: Style, names: list[str], note: st
             x = np.array([ref_acc[m] for m in models], dtype=float)
             y = np.array([e.accuracy[m] for m in models], dtype=float)
             iv = np.array([e.interval[m] for m in models], dtype=float).reshape(-1, 2)
-            ok = stats.fit_problem(x, rep.axis) is None  # no slope drawn where none is fitted
-            fit = stats.ols_fit(x, y, rep.axis, rep.confidence) if ok else None
+            fit = accuracy_vs_imagenet.fit_or_none(x, y, rep.axis, rep.confidence)
             row = {"name": "models", "color": "C0", "marker": "o", "models": models}
             row.update(x=x, y=y, lo=iv[:, 0], hi=iv[:, 1], fit=fit)
             labels = accuracy_vs_imagenet.fit_panel(ax, [row], style, legend=False, axis=rep.axis)
@@ -106,16 +76,11 @@ def _accuracy_page(rep: RankingsReport, style: Style, names: list[str], note: st
                 title += f"\nslope {s['slope']:.2f}, adj. R² {s['adj_r2']:.2f}"
             ax.set_title(title)
         if not names:
-            axes[0].text(0.5, 0.5, "only the reference", ha="center", transform=axes[0].transAxes)
+            layout.note(axes[0], "only the reference")
         axis = "" if rep.axis == "linear" else f", {rep.axis} axes"
-        fig.suptitle(
-            layout.wrap_text(
-                f"Accuracy on each dataset against accuracy on {ref}, one point per model: "
-                f"OLS line with {pct} band{axis}{note}",
-                style.width_in - 0.2,
-                style.font_size,
-            )
-        )
+        title = f"Accuracy on each dataset against accuracy on {ref}, one point per model: "
+        title += f"OLS line with {pct} band{axis}{note}"
+        layout.suptitle(fig, title, style.width_in - 0.2, style.font_size)
         layout.freeze(fig)
         for ax, labels in pending:
             layout.place_point_labels(ax, labels, style.font_size - 2)
@@ -139,11 +104,8 @@ def rank_changes(rep: RankingsReport, style: Style):
         left = right + np.array([e.delta_rank[m] for m in models], dtype=float)
         tau = e.correlations.kendall_tau if e.correlations is not None else None
         panels.append(SlopePanel(d, ref, d, models, models, left, right, tau))
-    pages = _pages(panels, per_page(panels, style))
-    figs = [
-        draw_slopes(page, style, ref, _page_note(k, len(pages))) for k, page in enumerate(pages, 1)
-    ]
-    return figs if len(figs) > 1 else figs[0]
+    pages = layout.pages(panels, per_page(panels, style))
+    return _drawn(pages, lambda page, note: draw_slopes(page, style, ref, note))
 
 
 def rankings_figure(rep: RankingsReport, style: Style):
@@ -157,22 +119,16 @@ def rankings_figure(rep: RankingsReport, style: Style):
         mean = np.array([e.accuracy[m] for m in models], dtype=float)
         lo = np.where(np.isfinite(iv[:, 0]), iv[:, 0], mean)
         hi = np.where(np.isfinite(iv[:, 1]), iv[:, 1], mean)
-        panels.append(rankings.Panel(d, models, mean, lo, hi, kinds, title=d))  # as written
+        panels.append(rankings.Panel(models, mean, lo, hi, kinds, d, models))  # as written
     title = "Accuracy of each model on each dataset, best first"
     pages = rankings.pages(panels, style, per_row=3)
-    figs = [
-        rankings.draw_panels(page, style, title + _page_note(k, len(pages)), per_row=3)
-        for k, page in enumerate(pages, 1)
-    ]
-    return figs if len(figs) > 1 else figs[0]
+    return _drawn(pages, lambda page, note: rankings.draw_panels(page, style, title + note, 3))
 
 
 def error_correlations(rep: RankingsReport, style: Style):
     """Heat map of Spearman rho between model errors on every pair of datasets (the values
     written in the cells while they fit)."""
     import matplotlib.pyplot as plt
-
-    from imagenot.figures import layout
 
     names = list(rep.datasets)
     k = len(names)
@@ -190,18 +146,9 @@ def error_correlations(rep: RankingsReport, style: Style):
         # the plotting area is what remains of the side beside the longest name
         cell_in = (side - layout.text_width_in(shown, style.font_size - 1) * 0.75 - 0.4) / k
         numbers = cell_in > layout.text_width_in(["-0.00"], cell_fs) * 1.15
-        for i in range(k):
-            for j in range(k):
-                if numbers and np.isfinite(rho[i, j]):
-                    ax.text(
-                        j,
-                        i,
-                        f"{rho[i, j]:.2f}",
-                        ha="center",
-                        va="center",
-                        fontsize=cell_fs,
-                        color="w" if abs(rho[i, j]) > 0.6 else "k",
-                    )
+        if numbers:
+            texts = [[f"{v:.2f}" if np.isfinite(v) else "" for v in row] for row in rho]
+            layout.cell_texts(ax, texts, np.where(np.abs(rho) > 0.6, "w", "k"), cell_fs)
         ax.set_xticks(range(k), shown, rotation=90)
         ax.set_yticks(range(k), shown)
         ax.grid(False)

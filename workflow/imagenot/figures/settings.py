@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from imagenot.figures import names
 from imagenot.settings import FromConfig, Style
 
 
@@ -51,7 +52,6 @@ class Options(FromConfig):
     @classmethod
     def from_config(cls, config: Any, **wildcards: Any) -> Options:
         from imagenot.analyse.settings import reference
-        from imagenot.figures import names
         from imagenot.figures.plan import dataset_order, published_datasets
 
         order = dataset_order(config)
@@ -67,15 +67,11 @@ class Options(FromConfig):
     def dataset(self, label: str) -> str:
         """The display name of a dataset label of accuracy.csv (``dataset`` or
         ``dataset/protocol``: :func:`imagenot.figures.names.show_label`)."""
-        from imagenot.figures.names import show_label
-
-        return show_label(label, self.dataset_names)
+        return names.show_label(label, self.dataset_names)
 
     def model(self, name: str) -> str:
         """The display name of a model (its key where the run has no such model)."""
-        from imagenot.figures.names import readable
-
-        return self.model_names[name] if name in self.model_names else readable(name)
+        return self.model_names[name] if name in self.model_names else names.readable(name)
 
 
 @dataclass(frozen=True)

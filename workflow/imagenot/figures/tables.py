@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -251,27 +251,6 @@ def builder(name: str) -> Builder:
     from imagenot.registries import resolve
 
     return resolve(WORKFLOW_TABLES.entry(name))
-
-
-class _Builders(Mapping):
-    """``BUILDERS[name]``: :func:`builder` as a read-only mapping over the registered names (a
-    view of the registry, not a second list: a table registered later is in it)."""
-
-    def __getitem__(self, name: str) -> Builder:
-        return builder(name)
-
-    def __iter__(self):
-        from imagenot.figures.registry import WORKFLOW_TABLES
-
-        return iter(WORKFLOW_TABLES)
-
-    def __len__(self) -> int:
-        from imagenot.figures.registry import WORKFLOW_TABLES
-
-        return len(WORKFLOW_TABLES)
-
-
-BUILDERS: Mapping[str, Builder] = _Builders()
 
 
 def _is_p(column: str) -> bool:

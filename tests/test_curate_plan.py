@@ -148,3 +148,41 @@ def test_a_class_list_is_named_with_from_file(demo):
     config["datasets"]["listed"] = {"kind": "laion", "classes": "data/my classes.txt"}
     with pytest.raises(ConfigError, match=r"datasets\.listed\.classes"):
         validate_config(config)
+
+
+_FACTS = {"parameters": 1, "features": 1}
+
+
+def test_only_a_laion_dataset_some_rule_reads_is_curated(repo_root, monkeypatch):
+    """config/paper.yaml without the audit (which searches every configured dataset's test
+    split), with a second LAION-built dataset that no experiment or diagnostic reads: the read one (imagenot) is curated, downloaded and stored; the unread one is
+    absent from the curate targets, the plan's data stages and its storage. Planted: once the
+    diagnostics compare it, it is curated."""
+    from imagenot import costs, data_stages
+    from imagenot.planning import PlannedJob
+    from imagenot.split_readers import curated_datasets
+
+    paper = load_config(repo_root / "config" / "paper.yaml")
+    config = copy.deepcopy(paper)
+    config["datasets"]["spare"] = copy.deepcopy(config["datasets"]["imagenot"])
+    config["diagnostics"]["datasets"] = ["imagenot"]
+    config["audit"]["enabled"] = False  # the audit compares every configured dataset's test split
+    config = validate_config(config)
+    assert plan.laion_datasets(config) == ["imagenot", "spare"]
+    assert curated_datasets(config) == plan.curated_datasets(config) == ["imagenot"]
+    targets = plan.targets(config)
+    assert "results/curate/imagenot/selection.parquet" in targets
+    assert not [t for t in targets if "/spare/" in t]
+    jobs = [PlannedJob("acquire_download", 2, {"runtime": 120})] * 4
+    stages = {d["stage"] for d in data_stages.data_stage_rows(config, jobs, gpus=8)}
+    assert "download imagenot" in stages and "download spare" not in stages
+    # the models' sizes are not what this test is about: none built (seconds, not a minute)
+    monkeypatch.setattr(costs, "model_facts", lambda models: dict.fromkeys(models, _FACTS))
+    stored = [r["item"] for r in costs.storage(config)]
+    assert "imagenot train split (850,000 images, 256 px)" in stored
+    assert not [i for i in stored if i.startswith("spare ")]
+
+    planted = copy.deepcopy(config)
+    planted["diagnostics"]["datasets"] = ["imagenot", "spare"]
+    assert curated_datasets(planted) == ["imagenot", "spare"]
+    assert "results/curate/spare/selection.parquet" in plan.targets(planted)

@@ -149,6 +149,8 @@ ENTRY_POINTS = {
     "plan_cli",
     "planning",
     "costs",
+    # the data stages' schedule of imagenot plan (every stage's data jobs)
+    "data_stages",
     "summary_plan",
     "run_summary",
     "run_summary_cli",

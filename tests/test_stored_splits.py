@@ -48,8 +48,8 @@ def test_each_storage_line_names_the_rules_that_read_it(paper):
         for reader in row["read_by"]:
             assert reader.split(" (")[0] in rules, (row["item"], reader)
     by_item = {r["item"]: r["read_by"] for r in rows}
-    assert by_item["imagenet test split (50,000 images)"][0] == "evaluate_robustness"
-    assert by_item["imagenet train split (1,231,167 images)"] == [AUDIT]
+    assert by_item["imagenet test split (50,000 images, 480 px)"][0] == "evaluate_robustness"
+    assert by_item["imagenet train split (1,231,167 images, 224 px)"] == [AUDIT]
     assert by_item["imagenet test originals (50,000 files)"] == ["evaluate_robustness"]
     total = sum(sizes.split_bytes(paper, "imagenet", s) for s in ("train", "val", "test"))
     assert sizes.dataset_bytes(paper, "imagenet")[0] == total
@@ -66,10 +66,10 @@ def test_a_split_nothing_reads_is_not_stored(paper):
     assert (read["train"], read["val"]) == ((), ())
     assert readers.materialise_settings(config, "imagenet").splits == ("test",)
     assert _imagenet_lines(costs.storage(config)) == [
-        "imagenet test split (50,000 images)",
+        "imagenet test split (50,000 images, 480 px)",
         "imagenet test originals (50,000 files)",
     ]
-    assert readers.range_disk_mb(config, "imagenet") < readers.range_disk_mb(paper, "imagenet") / 10
+    assert readers.range_disk_mb(config, "imagenet") < readers.range_disk_mb(paper, "imagenet") / 2
 
     # planted: an experiment trains on ImageNet, and its train and val splits are stored
     planted = copy.deepcopy(config)
@@ -78,7 +78,9 @@ def test_a_split_nothing_reads_is_not_stored(paper):
     read = readers.split_readers(planted)["imagenet"]
     assert read["train"] == read["val"] == ("train_trial", "train_final")
     assert readers.materialise_settings(planted, "imagenet").splits == ("train", "val", "test")
-    assert "imagenet train split (1,231,167 images)" in _imagenet_lines(costs.storage(planted))
+    assert "imagenet train split (1,231,167 images, 480 px)" in _imagenet_lines(
+        costs.storage(planted)
+    )
 
 
 def test_the_range_job_writes_only_the_splits_read(tmp_path):
@@ -164,3 +166,78 @@ def test_caption_embeddings_have_a_labelled_estimate_where_the_workflow_writes_t
     copy_on_disk["demo_world"]["enabled"] = False
     row = costs.caption_embeddings(copy_on_disk, costs.scale_projection())
     assert row["bytes"] is None and row["source"].startswith("not estimated"), row
+
+
+def test_each_split_is_stored_at_the_side_its_readers_need(paper, monkeypatch):
+    """config/paper.yaml: ImageNet's train and val splits, read by the audit's CLIP embedding
+    alone, are stored at the encoder's input side (diagnostics.encoder.clip_image_size, 224
+    px); its test split, read by the published weights' evaluation, at the dataset's 480 px.
+    The range rule's settings, the storage table and its saving say so. Planted: an
+    experiment that trains on ImageNet needs its train and val splits at 480 px, and a
+    backbone encoder (prepared from the stored copy as its training was) shrinks nothing."""
+    from imagenot import costs
+
+    monkeypatch.setattr(costs, "model_facts", lambda models: dict.fromkeys(models, _FACTS))
+    assert readers.split_sizes(paper, "imagenet") == {"train": 224, "val": 224, "test": 480}
+    assert readers.split_sizes(paper, "cifar10") == dict.fromkeys(("train", "val", "test"), 256)
+    assert readers.materialise_settings(paper, "imagenet").split_sizes == {"train": 224, "val": 224}
+    assert readers.materialise_settings(paper, "cifar10").split_sizes == {}
+    rows = {r["item"]: r for r in costs.storage(paper)}
+    train = rows["imagenet train split (1,231,167 images, 224 px)"]
+    assert train["bytes"] == sizes.split_bytes(paper, "imagenet", "train", 224)
+    assert train["bytes_at_own_side"] / train["bytes"] == pytest.approx((480 / 224) ** 2, 1e-3)
+    assert "480 px where a model reads it" in train["source"]
+    saving = sum(r["bytes_at_own_side"] - r["bytes"] for r in rows.values() if "side" in r)
+    assert 140e9 < saving < 150e9  # ImageNet's train and val at 224 instead of 480 px
+
+    bigger = copy.deepcopy(paper)
+    bigger["diagnostics"]["encoder"]["clip_image_size"] = 336
+    assert readers.split_sizes(bigger, "imagenet")["train"] == 336
+
+    planted = copy.deepcopy(paper)
+    (published,) = [e for e in planted["train"]["experiments"] if e["dataset"] == "imagenet"]
+    published.update(weights="trained", space="imagenot_st")
+    assert readers.split_sizes(planted, "imagenet") == dict.fromkeys(("train", "val", "test"), 480)
+    assert readers.materialise_settings(planted, "imagenet").split_sizes == {}
+
+    backbone = copy.deepcopy(paper)
+    backbone["diagnostics"]["encoder"]["kind"] = "backbone"
+    assert readers.encoder_side(backbone) is None
+    assert readers.split_sizes(backbone, "imagenet")["train"] == 480
+
+
+_FACTS = {"parameters": 1, "features": 1}
+
+
+def test_the_range_job_stores_each_split_at_its_side(tmp_path):
+    """A range job with split_sizes {"train": 8} writes its training images at 8 px and the
+    other splits at image_size (16 px), and records the sides in its part manifest's settings;
+    without split_sizes every split is at image_size."""
+    import tarfile
+
+    from conftest import materialise
+
+    root = tmp_path / "folder"
+    rng = np.random.default_rng(0)
+    for c in ("cat", "dog"):
+        (root / c).mkdir(parents=True)
+        for i in range(6):
+            buf = io.BytesIO()
+            Image.fromarray(rng.integers(0, 255, (20, 24, 3), dtype=np.uint8)).save(buf, "JPEG")
+            (root / c / f"{i}.jpg").write_bytes(buf.getvalue())
+    common = {"image_size": 16, "test_per_class": 2, "val_per_class": 1}
+
+    def sides(out: Path) -> dict[str, set[int]]:
+        found: dict[str, set[int]] = {}
+        for shard in sorted((out / "shards").glob("*.tar")):
+            with tarfile.open(shard) as tar:
+                for member in tar.getmembers():
+                    if member.name.endswith(".jpg"):
+                        image = Image.open(io.BytesIO(tar.extractfile(member).read()))
+                        found.setdefault(shard.name.split("-")[0], set()).add(image.size[0])
+        return found
+
+    materialise("imagefolder", root, tmp_path / "small", split_sizes={"train": 8}, **common)
+    materialise("imagefolder", root, tmp_path / "same", **common)
+    assert sides(tmp_path / "small") == {"train": {8}, "val": {16}, "test": {16}}
+    assert sides(tmp_path / "same") == {"train": {16}, "val": {16}, "test": {16}}

@@ -1,8 +1,5 @@
 """What a config will cost: ``imagenot plan``'s summary per rule group, estimates labelled.
 
-Over 500 lines because the plan's figures (requests, the GPU and data stages, storage) share one
-set of sources (the scale model, the throughput table, the dry run's jobs) read here once.
-
 Two kinds of figure, never mixed:
 
 * **requested** (an upper bound a scheduler must be ready for): from the jobs Snakemake plans
@@ -15,7 +12,7 @@ Two kinds of figure, never mixed:
   ``train.throughput`` of the config, what the user's own GPU measured
   (:mod:`imagenot.measured`: the preflight's report) or what the run itself measured; the GPU
   stages beside training (evaluation, caption embedding, diagnostics, preflight); the data
-  stages' time (LAION download, curation); the GPU memory of the largest job; node-local disk;
+  stages' time (:mod:`imagenot.data_stages`); the GPU memory of the largest job; node-local disk;
   storage from image counts x bytes per image, the published test split's files where a dataset
   keeps its originals, and model sizes. Each carries its source and assumptions.
 """
@@ -171,7 +168,14 @@ def storage(config: dict) -> list[dict]:
     (:func:`imagenot.split_readers.split_readers`) are why it is stored; a dataset nothing
     reads has no line (not built: :func:`imagenot.split_readers.read_datasets`)."""
     from imagenot.curate.settings import SelectSettings
-    from imagenot.split_readers import EVALUATE, read_datasets, split_readers, stored_splits
+    from imagenot.split_readers import (
+        EVALUATE,
+        curated_datasets,
+        read_datasets,
+        split_readers,
+        split_size,
+        stored_splits,
+    )
     from imagenot.train import plan as train_plan
 
     readers = split_readers(config)
@@ -179,7 +183,7 @@ def storage(config: dict) -> list[dict]:
     scale = scale_projection()
     rows: list[dict] = []
     laion = config["laion"]
-    names = [n for n, s in config["datasets"].items() if s["kind"] == "laion"]
+    names = curated_datasets(config)
     if names:
         on_disk = [Path(laion["dir"]) / f for f in _shard_names(config)]
         parts = len(on_disk)
@@ -235,15 +239,23 @@ def storage(config: dict) -> list[dict]:
                     "read_by": ["acquire_write"],
                 }
             )
-        side = stored_size(config, name)
+        own = stored_size(config, name)
         for split in stored_splits(config, name):  # one line per stored split, its readers
+            side = split_size(config, name, split)
+            why = (
+                f"the largest input of its readers; {own} px where a model reads it"
+                if side != own
+                else "the size its readers need"
+            )
             rows.append(
                 {
                     "stage": "acquire",
-                    "item": f"{name} {split} split ({sizes[split]:,} images)",
-                    "bytes": split_bytes(config, name, split),
-                    "source": f"{sizes[split]:,} images at {side} px; {sizes['source']}; "
-                    f"{BYTES_PER_PIXEL_SOURCE}",
+                    "item": f"{name} {split} split ({sizes[split]:,} images, {side} px)",
+                    "bytes": split_bytes(config, name, split, side),
+                    "side": side,
+                    "bytes_at_own_side": split_bytes(config, name, split, own),
+                    "source": f"{sizes[split]:,} images at {side} px ({why}); "
+                    f"{sizes['source']}; {BYTES_PER_PIXEL_SOURCE}",
                     "read_by": list(readers[name][split]),
                 }
             )
@@ -355,19 +367,7 @@ def _shard_names(config: dict) -> list[str]:
         return []
 
 
-# ---- the GPU stages beside training, and the data stages' time ----------------------------
-
-# LAION image download, assumptions (each stated in the plan): img2dataset's own benchmarks
-# (dataset_examples/laion400m.md: 1,300 samples/s on one 16-core 2 Gbps machine; laion5B.md:
-# about 1,000 samples/s per 16-core instance)
-DOWNLOAD_SAMPLES_PER_S = 1000
-DOWNLOAD_SOURCE = (
-    "img2dataset's benchmarks: ~1,000 samples/s per 16-core node (dataset_examples/laion5B.md), "
-    "1,300 on one 2 Gbps machine (laion400m.md)"
-)
-DOWNLOAD_GBIT_PER_S = 1.0
-# the share of LAION URLs that still serve their image: what curate.oversample plans for,
-# 1 / (1 + oversample) (config/paper.yaml: 1.0, for the many URLs that do not resolve)
+# ---- the GPU stages beside training ----------------------------------------------------------
 
 
 def gpu_stage_rows(config: dict, jobs: list[PlannedJob], throughput: dict) -> list[dict]:
@@ -453,79 +453,4 @@ def gpu_stage_rows(config: dict, jobs: list[PlannedJob], throughput: dict) -> li
                     "source": "requested time x GPUs (short jobs: an upper bound)",
                 }
             )
-    return out
-
-
-def data_stage_rows(config: dict, groups: list[dict], gpus: int) -> list[dict]:
-    """The data stages' time, each with its assumptions: the LAION image download (URLs,
-    images kept at the success rate curate.oversample plans for, bytes at ILSVRC-2012's mean
-    JPEG, at :data:`DOWNLOAD_SAMPLES_PER_S` per node and :data:`DOWNLOAD_GBIT_PER_S`) and the
-    curation over the metadata rows (the scale model's projected runtime of one part's chain
-    of jobs at laion2B-en, parts side by side on CPU cores, the caption embedding's parts
-    ``gpus`` at a time; the core-hours of the whole from the groups)."""
-    from imagenot.curate.settings import SelectSettings
-
-    out = []
-    laion = [n for n, s in config["datasets"].items() if s["kind"] == "laion"]
-    scale = scale_projection()
-    core = {g["group"]: g["core_hours_requested"] for g in groups}
-    if laion and paper_shaped(config, scale):
-        projected = {r["rule"]: r["projected"] for r in scale["rules"]}
-        chain = (
-            "curate_match",
-            "curate_candidates",
-            "curate_captions",
-            "curate_queries",
-            "curate_embed",
-            "curate_select",
-        )
-        parts = scale["projection_target"]["parts"]
-        minutes = sum(projected[r]["runtime_min"] for r in chain if r in projected)
-        if "curate_embed" in projected and config["resources"]["gpus"] > 0:
-            waves = math.ceil(parts / gpus)  # the embedding's parts, one per GPU at a time
-            minutes += (waves - 1) * projected["curate_embed"]["runtime_min"]
-        out.append(
-            {
-                "stage": "curate",
-                "hours": round(minutes / 60, 1),
-                "rows": scale["projection_target"]["captions"],
-                "source": f"{scale['projection_target']['captions']:,} caption rows: the scale "
-                "model's projected runtime at laion2B-en of one part's "
-                f"jobs, one after another ({' -> '.join(chain)}), the {parts} parts side by "
-                f"side, the embedding's on the {gpus} GPUs (docs/scale.json); "
-                f"{core.get('curate', 0):,.0f} core-h requested in all",
-            }
-        )
-    elif laion:
-        out.append(
-            {
-                "stage": "curate",
-                "hours": None,
-                "rows": None,
-                "source": "not estimated: the scale model projects laion2B-en's 128 parts only",
-            }
-        )
-    for name in laion:
-        select = SelectSettings.from_config(config, dataset=name)
-        urls = select.n_classes * math.ceil(select.images_per_class * (1 + select.oversample))
-        success = 1 / (1 + select.oversample)
-        kept = urls * success
-        mean_jpeg = BYTES_PER_PIXEL * 469 * 387
-        nbytes = kept * mean_jpeg
-        by_rate = urls / DOWNLOAD_SAMPLES_PER_S / 3600
-        by_bytes = nbytes * 8 / (DOWNLOAD_GBIT_PER_S * 1e9) / 3600
-        out.append(
-            {
-                "stage": "acquire (LAION download)",
-                "hours": round(max(by_rate, by_bytes), 1),
-                "urls": urls,
-                "images": round(kept),
-                "bytes": round(nbytes),
-                "source": f"{urls:,} URLs on one node at {DOWNLOAD_SAMPLES_PER_S:,} URLs/s "
-                f"({DOWNLOAD_SOURCE}) and {DOWNLOAD_GBIT_PER_S:g} Gbit/s; {success:.0%} of them "
-                f"serve an image (1 / (1 + curate.oversample {select.oversample:g}), what the "
-                f"config plans for), {mean_jpeg / 1e3:,.0f} kB each (ILSVRC-2012 train's mean "
-                "JPEG); n nodes take 1/n of it",
-            }
-        )
     return out

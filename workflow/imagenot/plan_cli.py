@@ -45,6 +45,7 @@ def build_plan(
     and final runs (their records and metrics) re-estimate what is left."""
     from imagenot import costs
     from imagenot.config import load_configs
+    from imagenot.data_stages import data_stage_rows, whole_run
     from imagenot.measured import median_rate
     from imagenot.planning import config_paths, planned_jobs
     from imagenot.schedule import recommend, speed
@@ -97,7 +98,8 @@ def build_plan(
         stops.setdefault(r["experiment"], r["stop_epochs"])
     estimate = training["expected"]
     wall = costs.wall_time(rows, gpus)
-    data = costs.data_stage_rows(config, groups, gpus)
+    data = data_stage_rows(config, jobs, gpus)
+    saving = sum(s["bytes_at_own_side"] - s["bytes"] for s in stored if "side" in s)
     return {
         "config": ", ".join(map(str, paths)),
         "groups": groups,
@@ -128,7 +130,7 @@ def build_plan(
         },
         "data_stages": data,
         "audit": audit_cost(config),
-        "whole_run": _whole_run(data, wall, stages, gpus),
+        "whole_run": whole_run(config, data, wall, stages, gpus),
         "request": _request(
             config, groups, rows, estimate + others, table, measurements, storage_total, done
         ),
@@ -144,6 +146,7 @@ def build_plan(
         ),
         "storage": stored,
         "storage_total_bytes": storage_total,
+        "storage_saving_bytes": saving,
     }
 
 
@@ -169,18 +172,6 @@ def _with_overlays(config: dict, deadline: dict) -> dict:
         if deadline.get(key):
             deadline[key]["overlay"] = gpus_overlay(config, deadline[key]["per_model"])
     return deadline
-
-
-def _whole_run(data: list[dict], wall: dict, stages: list[dict], gpus: int) -> dict | None:
-    """The whole run's wall time on ``gpus`` GPUs, its stages one after another: the data
-    stages, training's schedule, then the evaluation's GPU-hours over the GPUs (an upper
-    estimate: CIFAR-10's training and the published weights' evaluation need no LAION data)."""
-    if wall["hours"] is None or any(d["hours"] is None for d in data):
-        return None
-    evaluate = sum(s["gpu_hours"] for s in stages if s["stage"] == "evaluate") / gpus
-    parts = {d["stage"]: d["hours"] for d in data}
-    parts |= {"train": wall["hours"], "evaluate": round(evaluate, 1)}
-    return {"hours": round(sum(parts.values()), 1), "parts": parts}
 
 
 def _request(config, groups, rows, estimate, table, measurements, storage_total, done) -> dict:
@@ -247,6 +238,14 @@ def format_plan(plan: dict) -> str:
         out.append(f"  {s['stage']:<8} {s['item']:<52} {_gb(s['bytes']):>14}  read by {read}")
         out.append(f"  {'':<8} ({s['source']})")
     out.append(f"  total {_gb(plan['storage_total_bytes'])}")
+    if plan.get("storage_saving_bytes"):
+        out += _wrapped(
+            [
+                f"  each split of a dataset on disk is stored at the side its readers need "
+                f"(the px of its line): {_gb(plan['storage_saving_bytes'])} less than every "
+                "split at its dataset's image_size (the same bytes per pixel, an estimate)"
+            ]
+        )
     return "\n".join(out)
 
 
@@ -364,7 +363,7 @@ def format_wall_time(plan: dict) -> list[str]:
     points = by["points"]
     table = [
         "training's schedule against GPUs, estimate (expected stop epochs; jobs started",
-        "longest-remaining-chain first; queueing and the data stages not included):",
+        "longest-remaining-chain first; queueing not included, the data stages apart):",
         "  GPUs   " + "".join(f"{p['gpus']:>8}" for p in points),
         "  hours  " + "".join(f"{_cell(p['hours'], ',.0f'):>8}" for p in points),
         "  used   " + "".join(f"{_cell(p['used'], '.0%'):>8}" for p in points),
@@ -382,10 +381,10 @@ def format_wall_time(plan: dict) -> list[str]:
         )
     whole = plan.get("whole_run")
     if whole:
-        steps = ", ".join(f"{k} {v:,.1f} h" for k, v in whole["parts"].items())
+        steps = " -> ".join(f"{k} {v:,.1f} h" for k, v in whole["parts"].items())
         on += (
-            f". The whole run, its stages one after another: about {whole['hours']:,.1f} h "
-            f"({steps}; CIFAR-10's training needs no LAION data and can start sooner)"
+            f". The whole run, data stages included: about {whole['hours']:,.1f} h, its "
+            f"critical path {steps} (the data stages' section)"
         )
     out = [
         on,

@@ -66,16 +66,32 @@ def format_gpu_hours(plan: dict) -> list[str]:
 
 
 def format_data_stages(plan: dict) -> list[str]:
-    """The data stages' time, with their assumptions."""
-    out = ["data stages, estimate:"]
+    """The data stages as scheduled on the plan's CPU cores (start and end hour of each), with
+    their assumptions; then the whole run's wall time through them, its critical path named."""
+    whole = plan.get("whole_run")
+    cores = whole["cores"] if whole else None
+    out = [
+        "data stages, estimate (scheduled on "
+        + (f"{cores} CPU cores, resources.plan_cores" if cores else "the plan's CPU cores")
+        + "; hours from the start of the run):"
+    ]
     for d in plan["data_stages"]:
-        hours = "not estimated" if d["hours"] is None else f"{d['hours']:,.1f} h"
-        what = ""
-        if "urls" in d:
-            what = f" ({d['images']:,} images kept of {d['urls']:,} URLs, {_gb(d['bytes'])})"
-        out.append(f"  {d['stage']}: {hours}{what}: {d['source']}")
+        if d["hours"] is None:
+            out.append(f"  {d['stage']}: not estimated: {d['source']}")
+            continue
+        out.append(
+            f"  {d['stage']}: {d['hours']:,.1f} h (hours {d['start']:,.1f} to {d['end']:,.1f}; "
+            f"{d['jobs']:,} jobs, {d['core_hours']:,.0f} core-h estimated): {d['source']}"
+        )
     if len(out) == 1:
-        out.append("  none of LAION (the config curates no LAION dataset)")
+        out.append("  none (the config reads no dataset)")
+    if whole:
+        path = " -> ".join(f"{k} {v:,.1f} h" for k, v in whole["parts"].items())
+        ready = ", ".join(f"{n} at {h:,.1f} h" for n, h in whole["ready"].items())
+        out.append(
+            f"  whole run, estimate: about {whole['hours']:,.1f} h on these cores and the "
+            f"GPUs; critical path: {path}. Datasets ready: {ready}. ({whole['source']})"
+        )
     return _wrapped(out)
 
 

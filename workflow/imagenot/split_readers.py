@@ -1,7 +1,7 @@
 """Which rules read each split of each configured dataset: what is stored is what is read.
 
 A dataset no rule of the config reads is not built (:func:`read_datasets`, the acquire stage's
-targets); a dataset on disk is materialised with the splits some rule reads, and no other
+targets; a LAION-built one is not curated either, :func:`curated_datasets`); a dataset on disk is materialised with the splits some rule reads, and no other
 (:func:`materialise_settings`, the range rule's settings; ``MaterialiseSettings.splits``,
 :func:`imagenot.acquire.materialise.materialise_range`), its range jobs ask for the disk of
 those splits, and ``imagenot plan``'s storage table names each split's readers
@@ -21,6 +21,12 @@ The readers are derived from the stages' plan functions, so that a stage reading
   sets of each audited dataset's download pool (``imagenot.audit.pool_plan.target_sets``) and
   the reference's calibration split (the pool's threshold).
 
+Each stored split of a dataset on disk is stored at the side its readers need, and no larger
+(:func:`split_size`): the dataset's own ``image_size`` where a rule decodes the stored image for
+a model (training, evaluation: published weights' own resize reads it), the image encoder's
+input (``diagnostics.encoder.clip_image_size``) where only the embeddings read it. A dataset
+built from downloads stores every split at ``acquire.image_size`` (its download writes them).
+
 Kept free of heavy imports: the rules' parse and the plan read it.
 """
 
@@ -30,6 +36,7 @@ from imagenot.paths import SPLITS
 
 EVALUATE = "evaluate_robustness"
 EMBED = "diagnostics_embed_images"
+CALIBRATE = "audit_calibrate"
 
 
 def split_readers(config: dict) -> dict[str, dict[str, tuple[str, ...]]]:
@@ -67,7 +74,7 @@ def split_readers(config: dict) -> dict[str, dict[str, tuple[str, ...]]]:
         add(dataset, similarity, f"{EMBED} (diagnostics_image_similarity)")
     audit = audit_plan.settings(config)
     for dataset in audit_plan.audited_datasets(config):
-        add(dataset, audit["calibration"]["split"], "audit_calibrate")
+        add(dataset, audit["calibration"]["split"], CALIBRATE)
         for split in SPLITS:
             add(dataset, split, f"{EMBED} (audit_search)")
             for target, target_split in audit_plan.target_sets(config, dataset, split):
@@ -76,7 +83,7 @@ def split_readers(config: dict) -> dict[str, dict[str, tuple[str, ...]]]:
         add(
             diagnostics_plan.reference_dataset(config),
             audit["calibration"]["split"],
-            "audit_calibrate",
+            CALIBRATE,
         )
         for target, target_split in pool_plan.target_sets(config, dataset):
             add(target, target_split, f"{EMBED} (audit_pool)")
@@ -99,6 +106,17 @@ def read_datasets(config: dict) -> list[str]:
     return [name for name, splits in split_readers(config).items() if any(splits.values())]
 
 
+def curated_datasets(config: dict) -> list[str]:
+    """The LAION-built datasets the curate stage builds (``imagenot.curate.plan.targets``), in
+    config order: the ones some rule reads, their images (:func:`read_datasets`) or their
+    curation's outputs (the caption diagnostics, ``imagenot.diagnostics.plan.caption_datasets``).
+    A LAION-built dataset nothing reads is neither curated nor downloaded."""
+    from imagenot.diagnostics import plan as diagnostics_plan
+
+    read = {*read_datasets(config), *diagnostics_plan.caption_datasets(config)}
+    return [n for n, spec in config["datasets"].items() if spec["kind"] == "laion" and n in read]
+
+
 def stored_splits(config: dict, dataset: str) -> tuple[str, ...]:
     """The splits ``dataset`` stores: none where nothing reads it (no target builds it,
     :func:`read_datasets`); a dataset on disk the ones some rule reads; one built from
@@ -117,20 +135,67 @@ def built_splits(config: dict, dataset: str) -> tuple[str, ...]:
     return stored_splits(config, dataset) or SPLITS
 
 
+def encoder_side(config: dict) -> int | None:
+    """The side of the image the image encoder takes: ``diagnostics.encoder.clip_image_size``
+    for CLIP; None for a backbone, which prepares the stored copy as its training did (from the
+    dataset's own size)."""
+    encoder = config["diagnostics"]["encoder"]
+    return encoder["clip_image_size"] if encoder["kind"] == "clip" else None
+
+
+def needed_size(config: dict, dataset: str, rule: str) -> int:
+    """The side ``rule`` (a name of :func:`split_readers`) needs of ``dataset``'s stored
+    images: the encoder's input (:func:`encoder_side`) for the embeddings and the audit's
+    calibration, at most the dataset's own side; the dataset's own side
+    (:func:`imagenot.acquire.sizes.stored_size`) for every other reader."""
+    from imagenot.acquire.sizes import stored_size
+
+    own = stored_size(config, dataset)
+    side = encoder_side(config)
+    if side is not None and (rule.startswith(EMBED) or rule == CALIBRATE):
+        return min(own, side)
+    return own
+
+
+def split_size(config: dict, dataset: str, split: str) -> int:
+    """The side ``split`` of ``dataset`` is stored at: the largest :func:`needed_size` of the
+    rules that read it; the dataset's own side where it is built from downloads (every split
+    at the download's size) or nothing reads the split."""
+    from imagenot.acquire.kinds import DATASET_KINDS
+    from imagenot.acquire.sizes import stored_size
+
+    rules = split_readers(config)[dataset][split]
+    if not rules or not DATASET_KINDS[config["datasets"][dataset]["kind"]].adapter:
+        return stored_size(config, dataset)
+    return max(needed_size(config, dataset, rule) for rule in rules)
+
+
+def split_sizes(config: dict, dataset: str) -> dict[str, int]:
+    """:func:`split_size` of each split a build of ``dataset`` writes (:func:`built_splits`)."""
+    return {split: split_size(config, dataset, split) for split in built_splits(config, dataset)}
+
+
 def materialise_settings(config: dict, dataset: str):
     """The range rule's settings of ``dataset`` (``acquire_materialise_range``): the config's,
-    storing the splits some rule reads (:func:`built_splits`)."""
+    storing the splits some rule reads (:func:`built_splits`), each at the side its readers
+    need (``split_sizes``: the splits stored smaller than ``image_size``, :func:`split_size`)."""
     from dataclasses import replace
 
     from imagenot.acquire.settings import MaterialiseSettings
 
     settings = MaterialiseSettings.from_config(config, dataset=dataset)
-    return replace(settings, splits=built_splits(config, dataset))
+    smaller = {
+        split: side
+        for split, side in split_sizes(config, dataset).items()
+        if side != settings.image_size
+    }
+    return replace(settings, splits=built_splits(config, dataset), split_sizes=smaller)
 
 
 def range_disk_mb(config: dict, dataset: str) -> int:
     """The range rule's disk request: :func:`imagenot.acquire.sizes.range_disk_mb` of the
-    splits it stores."""
+    splits it stores, each at its side (:func:`split_sizes`)."""
     from imagenot.acquire.sizes import range_disk_mb as disk_mb
 
-    return disk_mb(config, dataset, built_splits(config, dataset))
+    sides = split_sizes(config, dataset)
+    return disk_mb(config, dataset, tuple(sides), sides)

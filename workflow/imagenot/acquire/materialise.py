@@ -10,6 +10,8 @@ then :func:`imagenot.acquire.dataset.gather_parts` writes manifest, classes and 
 Only the splits some rule of the config reads are written (``settings.splits``,
 :mod:`imagenot.split_readers`): every class is still split the same way (the draw does not
 depend on what is stored), and a split nothing reads is left out of the shards and the manifest.
+Each split is stored at the side its readers need (``settings.split_sizes``, else
+``image_size``).
 
 The test images of a dataset published weights are evaluated on (``keep_originals``) are also
 stored as their original files, byte for byte (``originals/``, :mod:`imagenot.dataset`): the
@@ -86,6 +88,8 @@ def _written_with(settings: MaterialiseSettings) -> dict:
         **({"keep_originals": True} if s.keep_originals else {}),
         # only where some split is not stored: ranges of every split stay done
         **({"splits": list(s.splits)} if set(s.splits) != set(SPLITS) else {}),
+        # only where some split is stored smaller: ranges stored at one size stay done
+        **({"split_sizes": dict(sorted(s.split_sizes.items()))} if s.split_sizes else {}),
     }
 
 
@@ -107,7 +111,7 @@ def materialise_range(
 
     s = settings
     kind, path, jobs = s.kind, s.path, s.jobs
-    image_size, resize_mode, quality = s.image_size, s.resize_mode, s.jpeg_quality
+    resize_mode, quality = s.resize_mode, s.jpeg_quality
     read_items, read_classes = adapter_readers(kind)
     classes = read_classes(path)
     mine = range_classes(classes, job, jobs, s.classes_per_job)
@@ -144,9 +148,10 @@ def materialise_range(
             )
         log.warning("%s: skipped %s", path, first_bad[-1])
 
-    def loader(item: Item, kept: dict) -> Callable[[], bytes | None]:
-        """The stored copy's bytes; where ``kept`` is given (a test image of a dataset
-        published weights are evaluated on), the file's own bytes are left in it."""
+    def loader(item: Item, kept: dict, image_size: int) -> Callable[[], bytes | None]:
+        """The stored copy's bytes at ``image_size`` (its split's side); where ``kept`` is
+        given (a test image of a dataset published weights are evaluated on), the file's own
+        bytes are left in it."""
 
         def load() -> bytes | None:
             progress.update()
@@ -182,7 +187,7 @@ def materialise_range(
             item.key,
             item.cls,
             split,
-            loader(item, kept if keep else None),
+            loader(item, kept if keep else None, s.split_sizes.get(split, s.image_size)),
             source=item.path,
             original=(lambda: kept.pop("original", None)) if keep else None,
         )

@@ -154,6 +154,10 @@ class MaterialiseSettings(FromConfig):
         "splits": "the splits stored: every split here; the range rule's settings narrow them "
         "to the ones some rule of the config reads (imagenot.split_readers."
         "materialise_settings); a split left out is drawn but not written",
+        "split_sizes": "the side of each split stored smaller than image_size: none here; the "
+        "range rule's settings name the splits only the image encoder reads, stored at its "
+        "input side (imagenot.split_readers.split_size); a split not named is stored at "
+        "image_size",
     }
 
     kind: str
@@ -172,6 +176,7 @@ class MaterialiseSettings(FromConfig):
     classes_per_job: int
     keep_originals: bool
     splits: tuple[str, ...]
+    split_sizes: dict
 
     @classmethod
     def from_config(cls, config, dataset: str) -> MaterialiseSettings:  # type: ignore[override]
@@ -189,6 +194,7 @@ class MaterialiseSettings(FromConfig):
             ),
             keep_originals=keeps_originals(config, dataset),
             splits=SPLITS,
+            split_sizes={},
         )
 
 

@@ -83,31 +83,36 @@ def dataset_images(config: dict, dataset: str) -> dict | None:
     }
 
 
-def split_bytes(config: dict, dataset: str, split: str) -> int | None:
-    """Bytes of one split of ``dataset``'s materialised images at its stored size, an estimate
-    (source: :data:`BYTES_PER_PIXEL_SOURCE`); None when its size is unknown until read."""
+def split_bytes(config: dict, dataset: str, split: str, side: int | None = None) -> int | None:
+    """Bytes of one split of ``dataset``'s materialised images at ``side`` (the split's stored
+    side, ``imagenot.split_readers.split_size``; None: the dataset's own), an estimate (source:
+    :data:`BYTES_PER_PIXEL_SOURCE`); None when its size is unknown until read."""
     sizes = dataset_images(config, dataset)
     if sizes is None:
         return None
-    side = stored_size(config, dataset)
+    side = stored_size(config, dataset) if side is None else side
     return round(sizes[split] * side * side * BYTES_PER_PIXEL)
 
 
 def dataset_bytes(
-    config: dict, dataset: str, splits: tuple[str, ...] = SPLITS
+    config: dict,
+    dataset: str,
+    splits: tuple[str, ...] = SPLITS,
+    sides: dict[str, int] | None = None,
 ) -> tuple[int | None, str]:
-    """Bytes of ``dataset``'s materialised images (``splits``, at its stored size; the kept
-    originals apart: :func:`originals_bytes`) and the source of the figure, an estimate; None
-    when its size is unknown until read. The splits a dataset stores:
-    ``imagenot.split_readers.stored_splits``."""
+    """Bytes of ``dataset``'s materialised images (``splits``, each at its side in ``sides``,
+    else the dataset's stored size; the kept originals apart: :func:`originals_bytes`) and the
+    source of the figure, an estimate; None when its size is unknown until read. The splits a
+    dataset stores and their sides: ``imagenot.split_readers.stored_splits``, ``split_sizes``."""
     sizes = dataset_images(config, dataset)
     if sizes is None:
         return None, "unknown until the dataset is read"
-    side = stored_size(config, dataset)
+    own = stored_size(config, dataset)
+    at = {split: (sides or {}).get(split, own) for split in splits}
     total = sum(sizes[split] for split in splits)
-    return sum(split_bytes(config, dataset, split) for split in splits), (
-        f"{total:,} images ({', '.join(splits)}) at {side} px; {sizes['source']}; "
-        f"{BYTES_PER_PIXEL_SOURCE}"
+    px = ", ".join(f"{split} {side} px" for split, side in at.items())
+    return sum(split_bytes(config, dataset, split, at[split]) for split in splits), (
+        f"{total:,} images ({px}); {sizes['source']}; {BYTES_PER_PIXEL_SOURCE}"
     )
 
 
@@ -133,17 +138,23 @@ def originals_bytes(config: dict, dataset: str) -> tuple[int | None, str]:
     )
 
 
-def range_disk_mb(config: dict, dataset: str, splits: tuple[str, ...] = SPLITS) -> int:
+def range_disk_mb(
+    config: dict,
+    dataset: str,
+    splits: tuple[str, ...] = SPLITS,
+    sides: dict[str, int] | None = None,
+) -> int:
     """Disk (MB) one range job of ``dataset`` writes, its request ``disk_mb``: the stored copy
     and the kept originals (:func:`dataset_bytes`, :func:`originals_bytes`, estimates) of the
     largest job's classes (``acquire.classes_per_job`` of the dataset's classes, the ranges
     planned from the class folders on disk; the last job also takes the classes past them); at
     least Snakemake's own default, also the figure where the size is unknown. ``splits``: the
-    ones it stores (``imagenot.split_readers.range_disk_mb`` gives the rule's)."""
+    ones it stores, at ``sides`` (:func:`dataset_bytes`; ``imagenot.split_readers.
+    range_disk_mb`` gives the rule's)."""
     from imagenot.acquire.ranges import class_count_hint, n_range_jobs
 
     sizes = dataset_images(config, dataset)
-    stored, _ = dataset_bytes(config, dataset, splits)
+    stored, _ = dataset_bytes(config, dataset, splits, sides)
     kept, _ = originals_bytes(config, dataset)
     if sizes is None or stored is None or kept is None:
         return DISK_MB_FLOOR

@@ -31,6 +31,15 @@ def laion_datasets(config: dict) -> list[str]:
     return [n for n, spec in config["datasets"].items() if spec["kind"] == "laion"]
 
 
+def curated_datasets(config: dict) -> list[str]:
+    """The LAION-built datasets this stage curates: the ones some rule of the config reads
+    (:func:`imagenot.split_readers.curated_datasets`); a configured one nothing reads is not
+    curated (its jobs are no target, and ``imagenot plan`` counts none of them)."""
+    from imagenot.split_readers import curated_datasets as read
+
+    return read(config)
+
+
 def shard_files(config: dict) -> list[str]:
     """File names of the LAION shards: an explicit list, else names generated from the pattern.
     Whatever writes them (LAION's release, the demo or scale world) reads the same names here."""
@@ -152,8 +161,9 @@ def dataset_outputs(dataset: str) -> list[str]:
 
 
 def targets(config: dict) -> list[str]:
-    """Final outputs of this stage for ``rule all``."""
-    return [path for dataset in laion_datasets(config) for path in dataset_outputs(dataset)]
+    """Final outputs of this stage for ``rule all``: those of each dataset it curates
+    (:func:`curated_datasets`)."""
+    return [path for dataset in curated_datasets(config) for path in dataset_outputs(dataset)]
 
 
 def check(config: dict) -> None:
@@ -173,15 +183,16 @@ def check(config: dict) -> None:
 
 def check_data(config: dict) -> None:
     """The LAION parts on disk: ``laion.dir`` a folder holding every part the config names,
-    when a LAION copy (not the demo or scale world) feeds a dataset that this study has not
-    built yet (its manifest under results/: then the parts may be gone)."""
+    when a LAION copy (not the demo or scale world) feeds a dataset this stage curates
+    (:func:`curated_datasets`) that this study has not built yet (its manifest under results/:
+    then the parts may be gone)."""
     from pathlib import Path
 
     from imagenot.io import folder_problem
     from imagenot.paths import MANIFEST
     from imagenot.run_identity import owns_results, world
 
-    names = laion_datasets(config)
+    names = curated_datasets(config)
     if not names or world(config) != "laion":
         return
     if owns_results(config) and all(Path(MANIFEST.format(dataset=n)).is_file() for n in names):

@@ -435,6 +435,10 @@ def node_local_disk(config: dict) -> dict:
 
 def _with_originals(config: dict, dataset: str) -> int | None:
     """The bytes a node's copy of ``dataset`` holds: the stored images and the kept originals
-    (the copy is of the whole dataset folder)."""
-    stored, kept = dataset_bytes(config, dataset)[0], originals_bytes(config, dataset)[0]
+    (the copy is of the whole dataset folder: its stored splits, each at its side)."""
+    from imagenot.split_readers import split_sizes
+
+    sides = split_sizes(config, dataset)
+    stored = dataset_bytes(config, dataset, tuple(sides), sides)[0]
+    kept = originals_bytes(config, dataset)[0]
     return None if stored is None or kept is None else stored + kept

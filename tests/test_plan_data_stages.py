@@ -1,0 +1,105 @@
+"""imagenot plan's data stages on the plan's CPU cores, and the whole run's wall time through
+them (imagenot.data_stages): curation, LAION download and build, materialisation of the datasets
+on disk, each scheduled before the GPU stages that need it."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from imagenot import data_stages
+from imagenot.config import load_config
+from imagenot.planning import PlannedJob
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def paper() -> dict:
+    return load_config(REPO / "config" / "paper.yaml")
+
+
+def _jobs() -> list[PlannedJob]:
+    """The paper's data jobs as its dry run plans them (rules, counts, threads, requests)."""
+    out = []
+    for rule, n, threads, runtime, gpus in (
+        ("curate_match", 128, 1, None, 0),
+        ("curate_candidates", 1, 1, None, 0),
+        ("curate_captions", 128, 1, None, 0),
+        ("curate_queries", 1, 2, 30, 0),
+        ("curate_embed", 128, 8, None, 1),
+        ("curate_select", 1, 1, None, 0),
+        ("acquire_download", 256, 2, 120, 0),
+        ("acquire_write", 256, 1, 30, 0),
+        ("acquire_split", 1, 1, None, 0),
+        ("acquire_build", 1, 1, 30, 0),
+        ("acquire_materialise_range", 2, 1, 30, 0),
+        ("acquire_materialise", 2, 1, 30, 0),
+    ):
+        res = {"runtime": runtime, **({"gpu": gpus} if gpus else {})}
+        out += [PlannedJob(rule, threads, res)] * n
+    return out
+
+
+def test_schedule_runs_stages_in_order_on_the_cores():
+    # two jobs of 1 h on 2 cores, then one of 2 h: 3 h; the other chain's job waits for a core
+    spans = data_stages.schedule({"a": [(2, 1, 1.0), (1, 1, 2.0)], "b": [(1, 1, 0.5)]}, 2)
+    assert spans["a"] == [(0.0, 1.0), (1.0, 3.0)]
+    assert spans["b"] == [(1.0, 1.5)]  # the longer chain first
+    # a wait of no cores (the caption embedding on the GPUs) holds none
+    spans = data_stages.schedule({"a": [(1, 0, 4.0)], "b": [(3, 1, 1.0)]}, 1)
+    assert spans["a"] == [(0.0, 4.0)] and spans["b"] == [(0.0, 3.0)]
+    # planted: one core runs the four 1 h jobs one after another
+    assert data_stages.schedule({"a": [(4, 1, 1.0)]}, 1)["a"] == [(0.0, 4.0)]
+    with pytest.raises(ValueError, match="resources.plan_cores: at least 1"):
+        data_stages.schedule({"a": [(1, 1, 1.0)]}, 0)
+
+
+def test_materialisation_rate_is_the_benchmark_s():
+    for side, rate in data_stages.MATERIALISE_MEASURED.items():
+        assert data_stages.materialise_rate(side) == pytest.approx(rate)
+    assert data_stages.materialise_rate(224) > data_stages.materialise_rate(256)
+
+
+def test_data_stages_run_before_the_training_that_needs_them(paper):
+    """The paper on the schema's cores: the curation, then the download of the LAION-built
+    dataset; ImageNet and CIFAR-10 materialised beside them; the whole run's critical path goes
+    through the data stages its training needs, and says so."""
+    rows = {d["stage"]: d for d in data_stages.data_stage_rows(paper, _jobs(), gpus=32)}
+    assert set(rows) == {
+        "curate",
+        "download imagenot",
+        "materialise imagenet",
+        "materialise cifar10",
+    }
+    assert rows["download imagenot"]["start"] == pytest.approx(rows["curate"]["end"], abs=0.01)
+    assert rows["materialise imagenet"]["start"] == 0.0
+    imagenet = rows["materialise imagenet"]["rules"][0]
+    assert imagenet["jobs"] == 20 and imagenet["images"] == 1_331_167  # 1000 classes / 50
+    assert "bench_materialise.py" in rows["materialise imagenet"]["source"]
+    download = rows["download imagenot"]["rules"][0]
+    assert download["urls"] == 2_000_000 and download["images"] == 1_000_000
+    assert "Gbit/s" in rows["download imagenot"]["source"]
+    assert f"on {paper['resources']['plan_cores']} cores" in rows["curate"]["source"]
+
+    wall = {"hours": 24.0}
+    gpu = [{"stage": "evaluate", "gpu_hours": 6.4}, {"stage": "audit", "gpu_hours": 0.5}]
+    whole = data_stages.whole_run(paper, list(rows.values()), wall, gpu, 32)
+    assert whole["critical_path"] == ["curate", "download imagenot", "train", "evaluate"]
+    assert whole["hours"] == pytest.approx(rows["download imagenot"]["end"] + 24.0 + 0.2, abs=0.1)
+    assert whole["ready"]["imagenet"] == rows["materialise imagenet"]["end"]
+
+    # planted: on one core the 20 ImageNet ranges and the curation's parts queue for it, and a
+    # slow materialisation puts CIFAR-10's (trained) on the critical path
+    slow = copy.deepcopy(paper)
+    slow["resources"]["plan_cores"] = 1
+    one = {d["stage"]: d for d in data_stages.data_stage_rows(slow, _jobs(), gpus=32)}
+    assert one["materialise imagenet"]["end"] > 5 * rows["materialise imagenet"]["end"]
+    assert one["curate"]["end"] > rows["curate"]["end"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(data_stages, "MATERIALISE_MEASURED", {224: 2.0, 480: 1.0})
+        crawl = data_stages.data_stage_rows(paper, _jobs(), gpus=32)
+    whole = data_stages.whole_run(paper, crawl, wall, gpu, 32)
+    assert whole["critical_path"] == ["materialise cifar10", "train", "evaluate"]

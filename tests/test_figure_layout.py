@@ -79,7 +79,7 @@ def label_problems(ax, placed) -> list[str]:
         if any(box.overlaps(m) for m in markers):
             problems.append(f"{t.get_text()} covers a marker")
         own = ax.transData.transform(t.xy)
-        dist = [layout._distance(box, x, y) for x, y in centres]
+        dist = layout._distance(box, np.asarray(centres))
         nearest = centres[int(np.argmin(dist))]
         if np.hypot(*(nearest - own)) > 0.5 and t.arrow_patch is None:
             problems.append(f"{t.get_text()} is nearer another point than its own")

@@ -200,12 +200,7 @@ def embed_dataset(
     encode, prepare = encoder
     dataset = ManifestDataset(dataset_dir, settings.split)
     job_usage.declare_workers(workers)  # the job's recorded peak counts them
-    loader = DataLoader(
-        dataset,
-        batch_size=settings.batch_size,
-        num_workers=workers,
-        shuffle=False,
-    )
+    loader = DataLoader(dataset, batch_size=settings.batch_size, num_workers=workers, shuffle=False)
     embeddings = _embed_batches((images for images, _ in loader), encode, prepare, device)
     bad = int((~np.isfinite(embeddings)).any(axis=1).sum()) if embeddings.size else 0
     if bad:  # finite weights can give them (a batch norm's variance below 0): never measured

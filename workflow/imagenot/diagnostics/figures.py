@@ -94,20 +94,15 @@ def class_depth_figure(series: dict[str, np.ndarray], style: Style):
     with paper_style(style):
         fig, ax = plt.subplots(figsize=(style.width_in, style.width_in * 0.45))
         all_depths = np.concatenate([np.asarray(v, dtype=int) for v in series.values()])
-        depths = (
-            np.arange(all_depths.min(), all_depths.max() + 1) if all_depths.size else np.arange(1)
-        )
+        lo, hi = (all_depths.min(), all_depths.max()) if all_depths.size else (0, 0)
+        depths = np.arange(lo, hi + 1)
         width = 0.8 / max(len(series), 1)
         for i, (label, values) in enumerate(series.items()):
             values = np.asarray(values, dtype=int)
             counts = np.bincount(values - depths[0], minlength=len(depths))[: len(depths)]
             fraction = counts / max(values.size, 1)
-            ax.bar(
-                depths + (i - (len(series) - 1) / 2) * width,
-                fraction,
-                width,
-                label=f"{label} (n={values.size})",
-            )
+            offset = (i - (len(series) - 1) / 2) * width
+            ax.bar(depths + offset, fraction, width, label=f"{label} (n={values.size})")
         ax.set_xlabel("class depth in WordNet (shortest path to entity.n.01)")
         ax.set_ylabel("fraction of classes")
         ax.set_xticks(depths)
@@ -176,18 +171,11 @@ def caption_similarity_figure(curations: dict[str, tuple[dict, dict]], style: St
             left.fill_between(x, q[:, 0], q[:, 4], color=line.get_color(), alpha=0.15, lw=0)
             left.fill_between(x, q[:, 1], q[:, 3], color=line.get_color(), alpha=0.3, lw=0)
             s = np.asarray(classes["score"], dtype=float)
-            right.hist(
-                s,
-                bins=30,
-                alpha=0.6,
-                label=f"{label}: min {s.min():.3f}, mean {s.mean():.3f},\n"
-                f"median {np.median(s):.3f}, max {s.max():.3f}",
-            )
-        left.set_xlabel("classes by class score (fraction)")
-        left.set_ylabel("caption-gloss similarity")
+            spread = f"min {s.min():.3f}, mean {s.mean():.3f},\nmedian {np.median(s):.3f}"
+            right.hist(s, bins=30, alpha=0.6, label=f"{label}: {spread}, max {s.max():.3f}")
+        left.set(xlabel="classes by class score (fraction)", ylabel="caption-gloss similarity")
         left.legend(frameon=False, loc="lower left")
-        right.set_xlabel("class score")
-        right.set_ylabel("classes")
+        right.set(xlabel="class score", ylabel="classes")
         integer_ticks(right.yaxis)
         right.legend(frameon=False, loc="upper left")
         half = style.width_in / 2

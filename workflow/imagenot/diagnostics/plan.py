@@ -54,14 +54,9 @@ def reference_dataset(config: dict) -> str | None:
 
 def contrast_datasets(config: dict) -> list[str]:
     """Datasets diagnosed against the reference, in config order."""
-    chosen = settings(config)["datasets"]
-    reference = reference_dataset(config)
-    if chosen is None:
-        return [
-            name
-            for name, spec in config["datasets"].items()
-            if spec["kind"] == "laion" and name != reference
-        ]
+    chosen, reference = settings(config)["datasets"], reference_dataset(config)
+    if chosen is None:  # every LAION-built dataset but the reference
+        return [n for n, s in config["datasets"].items() if s["kind"] == "laion" and n != reference]
     return [name for name in config["datasets"] if name in chosen]
 
 
@@ -131,15 +126,11 @@ def backbone_run(config: dict) -> dict | None:
     encoder = settings(config)["encoder"]
     contrast = contrast_datasets(config)
     dataset = encoder["backbone_dataset"] or (contrast[0] if contrast else None)
-    for run in final_runs(config):
-        if (
-            run["protocol"] == "st"
-            and run["dataset"] == dataset
-            and encoder["backbone_model"] in (None, run["model"])
-            and encoder["backbone_seed"] in (None, int(run["seed"]))
-        ):
-            return run
-    return None
+    model, seed = encoder["backbone_model"], encoder["backbone_seed"]
+    runs = (r for r in final_runs(config) if (r["protocol"], r["dataset"]) == ("st", dataset))
+    return next(
+        (r for r in runs if model in (None, r["model"]) and seed in (None, int(r["seed"]))), None
+    )
 
 
 def _backbone_file(config: dict, pattern: str) -> list[str]:

@@ -64,7 +64,8 @@ class _ReferenceNamed:
     }
 
     @classmethod
-    def from_config(cls, config: Any, **wildcards: Any):
+    def _with_reference(cls, config: Any, **wildcards: Any):
+        """The settings for the rule's wildcard (its one, by name) under ``config``."""
         from imagenot.diagnostics.plan import reference_label
 
         values = cls.config_values(config, **wildcards)  # type: ignore[attr-defined]
@@ -88,6 +89,10 @@ class TableSettings(_ReferenceNamed, FromConfig):
     subject: str
     reference_name: str
 
+    @classmethod
+    def from_config(cls, config: Any, subject: str) -> TableSettings:  # type: ignore[override]
+        return cls._with_reference(config, subject=subject)
+
 
 @dataclass(frozen=True)
 class FigureSettings(_ReferenceNamed, FromConfig):
@@ -107,6 +112,10 @@ class FigureSettings(_ReferenceNamed, FromConfig):
     reference_name: str
     figure_options: Style
     dataset_names: dict[str, str]
+
+    @classmethod
+    def from_config(cls, config: Any, name: str) -> FigureSettings:  # type: ignore[override]
+        return cls._with_reference(config, name=name)
 
     @classmethod
     def derived(cls, config: Any) -> dict[str, Any]:

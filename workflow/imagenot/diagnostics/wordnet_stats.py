@@ -169,11 +169,6 @@ def class_depths(graph: nx.DiGraph, classes: Iterable[str]) -> dict[str, int]:
     return {c: int(dist[c]) for c in classes}
 
 
-def leaf_classes(graph: nx.DiGraph, classes: Iterable[str]) -> list[str]:
-    """Classes that have no descendant in the graph (no other class below them)."""
-    return [c for c in classes if graph.out_degree(c) == 0]
-
-
 def parents_of(synsets: Iterable) -> set[str]:
     """Distinct direct hypernyms (instance hypernyms included) of ``synsets``, as wnids."""
     return {wnid_of(p) for s in synsets for p in direct_hypernyms(s)}
@@ -202,7 +197,7 @@ def subtree_stats(synsets: Sequence) -> dict:
         "density": float(nx.density(graph)),
         "modularity": modularity(graph),
         "n_classes": len(classes),
-        "n_leaf_classes": len(leaf_classes(graph, classes)),
+        "n_leaf_classes": sum(graph.out_degree(c) == 0 for c in classes),  # none below them
         "n_parents": len(parents_of(synsets)),
     }
 

@@ -39,12 +39,7 @@ from imagenot.evaluate.metrics import clopper_pearson, topk_correct
 from imagenot.evaluate.outputs import NonFiniteOutputs, check_finite_outputs, check_published
 from imagenot.evaluate.reference import full_float32, numerics, reference_input, run_is_published
 from imagenot.evaluate.settings import RobustnessSettings
-from imagenot.evaluate.transforms import (
-    Transform,
-    build_transforms,
-    key_hashes,
-    transform_uniforms,
-)
+from imagenot.evaluate.transforms import Transform, build_transforms, key_hashes, transform_uniforms
 from imagenot.io import write_parquet
 from imagenot.train.facts import Preprocessing, run_preprocessing
 from imagenot.train.records import FinalRecord
@@ -278,10 +273,7 @@ def _evaluate(
 
 
 def tensor_batches(
-    images: torch.Tensor,
-    labels: torch.Tensor,
-    keys: Sequence[str],
-    batch_size: int,
+    images: torch.Tensor, labels: torch.Tensor, keys: Sequence[str], batch_size: int
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor, list[str]]]:
     """Batches of in-memory images (uint8 or [0, 1] float, one size) for
     :func:`evaluate_batches`, as stored (float in [0, 1])."""
@@ -418,10 +410,7 @@ def resolve_device(device: str, gpu_job: bool = False) -> torch.device:
 
 
 def evaluate_checkpoint(
-    files: RobustnessFiles,
-    settings: RobustnessSettings,
-    workers: int,
-    gpu_job: bool,
+    files: RobustnessFiles, settings: RobustnessSettings, workers: int, gpu_job: bool
 ) -> pa.Table:
     """Evaluate a final run (``files.model``, its record ``files.result``) on its dataset's
     ``settings.split`` (the folder of ``files.manifest``); write both tables

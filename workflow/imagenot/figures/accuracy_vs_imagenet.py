@@ -126,19 +126,12 @@ def fit_panel(ax, rows: list[dict], style: Style, *, legend: bool, axis: str) ->
             ax.fill_between(grid, lo, hi, color=r["color"], alpha=0.15, lw=0)
         else:
             label += " (fit needs ≥ 3 models)"
+        look = {"color": r["color"], "label": label}
         if many:  # thousands of models: points only, error bars would hide them
-            ax.scatter(r["x"], r["y"], s=3, color=r["color"], alpha=0.5, lw=0, label=label)
+            ax.scatter(r["x"], r["y"], s=3, alpha=0.5, lw=0, **look)
         else:
-            ax.errorbar(
-                r["x"],
-                r["y"],
-                yerr=[r["y"] - r["lo"], r["hi"] - r["y"]],
-                fmt=r["marker"],
-                color=r["color"],
-                capsize=1.5,
-                lw=0.8,
-                label=label,
-            )
+            yerr = [r["y"] - r["lo"], r["hi"] - r["y"]]
+            ax.errorbar(r["x"], r["y"], yerr=yerr, fmt=r["marker"], capsize=1.5, lw=0.8, **look)
         hot = np.array([m in highlight for m in r["models"]], dtype=bool)
         if hot.any():
             ax.scatter(
@@ -173,9 +166,8 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style, *, dataset: str, protoc
     rows = fit_rows(acc, dataset, protocol, opts)
     shown = opts.dataset(dataset)
     how = show_protocol(protocol, opts.dataset_names)
-    against = (
-        "published ImageNet" if opts.imagenet_axis == "published" else opts.dataset(opts.reference)
-    )
+    published = opts.imagenet_axis == "published"
+    against = "published ImageNet" if published else opts.dataset(opts.reference)
     with paper_style(style):
         fig, ax = plt.subplots(figsize=(style.column_in, style.column_in * 0.9))
         labels = fit_panel(ax, rows, style, legend=True, axis=opts.axis)

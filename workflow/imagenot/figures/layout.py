@@ -210,11 +210,11 @@ def marker_boxes(ax) -> list:
     return boxes
 
 
-def _distance(box, px: float, py: float) -> float:
-    """Distance (pixels) from the point (px, py) to the nearest edge of ``box`` (0 inside)."""
-    dx = max(box.x0 - px, 0.0, px - box.x1)
-    dy = max(box.y0 - py, 0.0, py - box.y1)
-    return float(np.hypot(dx, dy))
+def _distance(box, xy) -> np.ndarray:
+    """Distance (pixels) from each point of ``xy`` (x, y in its last axis) to the nearest edge
+    of ``box`` (0 inside)."""
+    d = np.maximum(np.maximum(box.p0 - xy, 0.0), xy - box.p1)
+    return np.hypot(d[..., 0], d[..., 1])
 
 
 def place_point_labels(ax, labels: Sequence[PointLabel], font_size: float) -> list:
@@ -260,13 +260,8 @@ def place_point_labels(ax, labels: Sequence[PointLabel], font_size: float) -> li
                 continue
             leader = abs(dx) + abs(dy) >= LEADER_FROM_PT
             if not leader and len(points):
-                own = _distance(box, px, py)
-                others = [
-                    _distance(box, qx, qy)
-                    for qx, qy in points
-                    if np.hypot(qx - px, qy - py) > 0.5  # not its own point
-                ]
-                if others and min(others) <= own:
+                others = points[np.hypot(*(points - (px, py)).T) > 0.5]  # not its own point
+                if len(others) and _distance(box, others).min() <= _distance(box, (px, py)):
                     continue
             side = {"ha": "left" if dx > 0 else "right" if dx < 0 else "center"}
             side["va"] = "bottom" if dy > 0 else "top" if dy < 0 else "center"

@@ -68,21 +68,16 @@ def model_names(models: Iterable[str]) -> dict[str, str]:
     (a model the registry does not hold, a plugin's, is :func:`readable` too)."""
     from imagenot.train.registry import MODELS
 
-    out = {}
-    for m in models:
-        spec = MODELS.get(m)
-        out[m] = spec.display_name if spec is not None and spec.display_name else readable(m)
-    return out
+    return {m: getattr(MODELS.get(m), "display_name", None) or readable(m) for m in models}
 
 
 def dataset_names(datasets: Mapping[str, Mapping], names: Iterable[str] = ()) -> dict[str, str]:
     """Dataset key -> display name: the config's ``datasets.<name>.display_name``, else
     :func:`readable`, for every configured dataset and each of ``names``."""
-    out = {}
-    for d in [*datasets, *names]:
-        section = datasets.get(d) or {}
-        out[d] = section["display_name"] if "display_name" in section else readable(d)
-    return out
+    sections = {d: datasets.get(d) or {} for d in [*datasets, *names]}
+    return {
+        d: s["display_name"] if "display_name" in s else readable(d) for d, s in sections.items()
+    }
 
 
 def show_dataset(name: str, names: Mapping[str, str]) -> str:

@@ -59,16 +59,10 @@ def figure_regex() -> str:
     return f"(?:{'|'.join(map(re.escape, kinds))})(?:_[a-z0-9][a-z0-9_-]*)?"
 
 
-def drawn_for(kind: str) -> tuple[str, ...]:
-    """What one file of a registered kind is drawn for (its FigureKind.drawn_for), in the order
-    its name spells them. Read by figure_name / figure_request, which are inverses."""
-    return WORKFLOW_FIGURES.entry(kind).drawn_for
-
-
 def figure_name(kind: str, dataset: str | None, protocol: str | None) -> str:
     """File name (without extension) of one figure: its kind, then what it is drawn for."""
     values = {"dataset": dataset, "protocol": protocol}
-    return "_".join([kind, *(values[f] for f in drawn_for(kind))])
+    return "_".join([kind, *(values[f] for f in WORKFLOW_FIGURES.entry(kind).drawn_for)])
 
 
 def figure_request(name: str, protocol_regex: str) -> dict:
@@ -81,7 +75,7 @@ def figure_request(name: str, protocol_regex: str) -> dict:
     kind = next((k for k in kinds if name == k or name.startswith(f"{k}_")), None)
     if kind is None:
         raise ValueError(f"figure {name!r}: no registered figure kind ({', '.join(FIGURE_KINDS)})")
-    fields = drawn_for(kind)
+    fields = WORKFLOW_FIGURES.entry(kind).drawn_for  # in the order the name spells them
     rest = name[len(kind) + 1 :]
     group = {"dataset": NAME_PATTERN, "protocol": protocol_regex}
     match = re.fullmatch("_".join(f"(?P<{f}>{group[f]})" for f in fields), rest)

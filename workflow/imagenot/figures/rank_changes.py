@@ -128,13 +128,8 @@ def draw_slopes(panels: list[SlopePanel], style: Style, against: str, note: str 
         fig, axes = layout.panel_grid(len(panels), ncols, style.width_in, height, HEAD_IN)
         for ax, (p, change, named, _text) in zip(axes, prepared, strict=False):
             colors = np.where(change > 0, "C0", np.where(change < 0, "C3", "0.6"))
-            segs = np.stack(
-                [
-                    np.stack([np.zeros_like(p.left), p.left], 1),
-                    np.stack([np.ones_like(p.right), p.right], 1),
-                ],
-                1,
-            )
+            ends = np.stack([p.left, p.right], 1)  # a line per model: (0, left) to (1, right)
+            segs = np.stack([np.broadcast_to([0.0, 1.0], ends.shape), ends], 2)
             if len(p.models) <= ALL_LINES:
                 ax.add_collection(LineCollection(segs, colors=colors, linewidths=0.8, alpha=0.9))
             else:
@@ -204,16 +199,9 @@ def _name_lines(ax, panel, label_in: float, label_fs: float, line_in: float, hig
         hot = p.models[i] in highlight
         color = HIGHLIGHT if hot else "C0" if change[i] > 0 else "C3" if change[i] < 0 else "0.3"
         ax.plot([1, tx], [p.right[i], yy], color="0.6", lw=0.4)
-        ax.text(
-            tx,
-            yy,
-            layout.fit_text(text[i], label_in - 0.02, label_fs),
-            va="center",
-            ha="left",
-            fontsize=label_fs,
-            color=color,
-            fontweight="bold" if hot else "normal",
-        )
+        look = {"fontsize": label_fs, "color": color, "fontweight": "bold" if hot else "normal"}
+        shown = layout.fit_text(text[i], label_in - 0.02, label_fs)
+        ax.text(tx, yy, shown, va="center", ha="left", **look)
 
 
 def panel_of(

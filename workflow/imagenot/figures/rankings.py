@@ -151,18 +151,11 @@ def draw_panels(panels: list[Panel], style: Style, title: str, per_row: int | No
             y = -np.array(list(range(len(best))) + [len(best) + 1 + k for k in range(len(extra))])
             m, lo, hi = p.mean[idx], p.lo[idx], p.hi[idx]
             marked = np.array([p.models[i] in highlight for i in idx], dtype=bool)
-            for sel, color in ((~marked, "C0"), (marked, HIGHLIGHT)):
+            for sel, color, ecolor in ((~marked, "C0", "0.3"), (marked, HIGHLIGHT, HIGHLIGHT)):
                 if sel.any():
-                    ax.errorbar(
-                        m[sel],
-                        y[sel],
-                        xerr=[m[sel] - lo[sel], hi[sel] - m[sel]],
-                        fmt="o",
-                        color=color,
-                        ecolor="0.3" if color == "C0" else color,
-                        capsize=2,
-                        lw=1,
-                    )
+                    xerr = [m[sel] - lo[sel], hi[sel] - m[sel]]
+                    bar = {"fmt": "o", "color": color, "ecolor": ecolor, "capsize": 2, "lw": 1}
+                    ax.errorbar(m[sel], y[sel], xerr=xerr, **bar)
             if extra:
                 ax.axhline(-len(best), color="0.6", ls=":", lw=0.8)
             ax.set_yticks(y, names)

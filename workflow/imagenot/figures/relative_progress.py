@@ -25,8 +25,7 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style):
     labels = [d for d in dict.fromkeys(labels) if (opts.baseline_model, d) in c.cells]
     pub = imagenet_x(acc, opts)
     models = sorted(
-        {m for d in labels for m in c.models_of(d)},
-        key=lambda m: (pub.get(m, np.inf), m),
+        {m for d in labels for m in c.models_of(d)}, key=lambda m: (pub.get(m, np.inf), m)
     )
     tick_fs = style.font_size - 1
     names = layout.fit_texts([opts.model(m) for m in models], NAME_IN, tick_fs)
@@ -37,10 +36,9 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style):
     shown = list(range(0, len(models), step))
     highlight = set(style.highlight)
     baseline = opts.model(opts.baseline_model)
+    ref = opts.dataset(opts.reference)
     order = (
-        "published ImageNet accuracy"
-        if opts.imagenet_axis == "published"
-        else f"accuracy on {opts.dataset(opts.reference)}"
+        "published ImageNet accuracy" if opts.imagenet_axis == "published" else f"accuracy on {ref}"
     )
     with paper_style(style):
         fig, ax = plt.subplots(figsize=(width, style.column_in + name_in))

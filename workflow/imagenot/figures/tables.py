@@ -55,8 +55,7 @@ def _wide(reports: Reports, key: str, opts: Options) -> pd.DataFrame:
     rep = reports["standard"]
     cols = {d: getattr(e, key) for d, e in rep.datasets.items() if getattr(e, key) is not None}
     df = pd.DataFrame(cols).reindex(index=rep.models, columns=order(list(cols), opts))
-    df.index.name = "model"
-    return df.reset_index()
+    return df.rename_axis("model").reset_index()
 
 
 def rankings(acc: pd.DataFrame, reports: Reports, opts: Options) -> pd.DataFrame:
@@ -221,8 +220,7 @@ def report_ranks(rep: RankingsReport) -> pd.DataFrame:
     df = pd.DataFrame(cols).reindex(rep.models)
     ref = f"{rep.reference} rank"
     df = df.sort_values(ref, kind="stable") if ref in df else df
-    df.index.name = "model"
-    return df.reset_index()
+    return df.rename_axis("model").reset_index()
 
 
 def report_across_datasets(rep: RankingsReport) -> pd.DataFrame:
@@ -240,8 +238,7 @@ def report_across_datasets(rep: RankingsReport) -> pd.DataFrame:
     df = df.reindex(across.models if across is not None else [])  # no model on every dataset
     if keys:
         df = df.sort_values(keys[1] if len(keys) > 1 else keys[0], kind="stable")
-    df.index.name = "model"
-    return df.reset_index()
+    return df.rename_axis("model").reset_index()
 
 
 def builder(name: str) -> Builder:
@@ -253,21 +250,16 @@ def builder(name: str) -> Builder:
     return resolve(WORKFLOW_TABLES.entry(name))
 
 
-def _is_p(column: str) -> bool:
-    """A column of p-values (``kendall_p``, ``p``)."""
-    return column == "p" or column.endswith("_p")
-
-
 def _cell(v: Any, column: str = "") -> str:
     if v is None or (isinstance(v, float) and not np.isfinite(v)):
         return ""
-    if _is_p(column) and isinstance(v, float | np.floating) and v < P_FLOOR:
+    if not isinstance(v, float | np.floating):
+        return markdown_text(v)
+    if (column == "p" or column.endswith("_p")) and v < P_FLOOR:  # a column of p-values
         return f"< {P_FLOOR:g}"  # underflowed: no p-value is 0
-    if isinstance(v, float | np.floating) and float(v).is_integer():
+    if float(v).is_integer():
         return f"{v:g}"
-    if isinstance(v, float | np.floating):
-        return f"{v:.3g}" if abs(v) < 1 else f"{v:.2f}"
-    return markdown_text(v)
+    return f"{v:.3g}" if abs(v) < 1 else f"{v:.2f}"
 
 
 def to_markdown(df: pd.DataFrame, title: str = "", *, workflow_labels: bool = False) -> str:

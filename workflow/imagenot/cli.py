@@ -85,14 +85,6 @@ def _user_facing(parser: argparse.ArgumentParser, subparsers) -> None:
             break_on_hyphens=False,
         )
     )
-    flags = (
-        argparse._StoreTrueAction,
-        argparse._StoreFalseAction,
-        argparse._StoreConstAction,
-        argparse._HelpAction,
-        argparse._VersionAction,
-        argparse._CountAction,
-    )
     for name, command in subparsers.choices.items():
         groups = command._mutually_exclusive_groups
         grouped = {a for g in groups for a in g._group_actions}
@@ -102,7 +94,7 @@ def _user_facing(parser: argparse.ArgumentParser, subparsers) -> None:
                 action.help = argparse.SUPPRESS  # the rule's own interface, not for people
             if (
                 not action.option_strings
-                or isinstance(action, flags)
+                or action.nargs == 0  # a flag: store_true, --help, --version, ...
                 or action.required
                 or action in one_of
                 or action.help == argparse.SUPPRESS

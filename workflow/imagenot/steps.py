@@ -21,9 +21,9 @@ rules' lines and the tests read.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from imagenot.files import flag
 from imagenot.registries import Registry, resolve
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Option:
     """A command-line value of a step beside its files and settings: ``--NAME`` (``_`` read
     ``-``; ``flag``: another spelling), handed to the handler as the keyword ``NAME``. ``rule``:
@@ -86,7 +86,7 @@ class Option:
         )  # fmt: skip
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Step:
     """A command (module docstring). ``help``: one line for ``imagenot --help``;
     ``description``: more for ``imagenot NAME --help``. ``run``: the handler's reference, called
@@ -492,12 +492,14 @@ for _step in (
     STEPS.register(_step.name, _step)
 
 _diagnostics, _audit = (functools.partial(_staged, s) for s in ("diagnostics", "audit"))
-_AN, _AXIS, _BOOT, _FIGURE = (
-    "analyses",
-    "analyse.axis",
-    "analyse.bootstrap",
-    "analyse.figure_options",
-)
+_AXIS, _BOOT, _FIGURE = "analyse.axis", "analyse.bootstrap", "analyse.figure_options"
+
+
+def _group(title: str, *options: Option) -> tuple[Option, ...]:
+    """``options`` listed under ``title`` in ``--help``."""
+    return tuple(dataclasses.replace(o, group=title) for o in options)
+
+
 RANKINGS_DESCRIPTION = """\
 Do rankings transfer? Statistics of any results table with columns model, dataset, accuracy
 (percent) and optional n (test-set size), seed, ci_low, ci_high; or a wide table (--format wide,
@@ -672,140 +674,126 @@ for _step in (
         files="imagenot.figures.files:RankingsFiles",
         description=RANKINGS_DESCRIPTION,
         options=(
-            Option(
-                "format", "table layout", choices=("long", "wide"), default="long", group="input"
+            *_group(
+                "input",
+                Option("format", "table layout", choices=("long", "wide"), default="long"),
+                Option(
+                    "n",
+                    "test-set size per dataset (wide tables, or long ones without an n column)",
+                    nargs="+",
+                    metavar="DATASET=N",
+                ),
+                Option(
+                    "fractions",
+                    "accuracies are fractions in 0-1 (the same as --scale fraction)",
+                    switch=True,
+                ),
+                Option(
+                    "scale",
+                    "how accuracies are written, for all datasets or one: percent, fraction (0-1, "
+                    "multiplied by 100) or auto (default: percent, and a dataset whose accuracies are "
+                    "all at most 1 is refused until its scale is said)",
+                    nargs="+",
+                    metavar="[DATASET=]SCALE",
+                ),
+                Option(
+                    "key",
+                    "column(s) that tell apart rows of one model on one dataset (e.g. img_size: a "
+                    "model evaluated at two image sizes becomes two models, named model@img_size)",
+                    nargs="+",
+                    metavar="COLUMN",
+                ),
+                Option("variant", "", choices=("standard", "robust"), default="standard"),
+                Option("standard_transform", "", default="analyse.standard_transform"),
             ),
-            Option(
-                "n",
-                "test-set size per dataset (wide tables, or long ones without an n column)",
-                nargs="+",
-                metavar="DATASET=N",
-                group="input",
+            *_group(
+                "analyses",
+                Option("reference", "dataset to compare against (default: the first one)"),
+                Option("baseline", "model for relative progress (accuracy / baseline's)"),
+                Option("axis", "OLS fitting scale", choices=_AXIS, default=_AXIS),
+                Option(
+                    "confidence",
+                    "",
+                    type="imagenot.analyse.cli:confidence_level",
+                    default="analyse.confidence",
+                ),
+                Option(
+                    "min_reference_accuracy",
+                    "also fit OLS on the models with reference accuracy >= X percent, 0-100 (Fang et "
+                    "al.: 70)",
+                    type=float,
+                    metavar="X",
+                ),
+                Option(
+                    "aggregate",
+                    "datasets of the across-dataset means and their ranks (default: all)",
+                    nargs="+",
+                    metavar="DATASET",
+                ),
+                Option(
+                    "floor",
+                    "raise accuracies below X percent (0 < X <= 100) to X before the geometric mean "
+                    "(all datasets, or one); without it a model with 0%% somewhere is left out of "
+                    "the geometric mean",
+                    nargs="+",
+                    metavar="[DATASET=]X",
+                ),
+                Option("bootstrap_reps", "", type=int, default=f"{_BOOT}.reps"),
+                Option("bootstrap_over", "", choices=f"{_BOOT}.over", default=f"{_BOOT}.over"),
+                Option(
+                    "interval",
+                    "bootstrap interval: bias-corrected, basic or percentile",
+                    choices=f"{_BOOT}.interval",
+                    default=f"{_BOOT}.interval",
+                ),
+                Option(
+                    "seed",
+                    "bootstrap and permutation seed",
+                    type=int,
+                    default=f"{_BOOT}.seed",
+                ),
+                Option(
+                    "settings",
+                    "the workflow's rule (whose table is in percent: --scale percent): --variant, "
+                    "--standard-transform, --reference, --baseline, --axis, --confidence and the "
+                    "--bootstrap-*/--interval/--seed flags as one JSON object "
+                    "(imagenot.analyse.settings.RankingsSettings, keys named as the config's), "
+                    "replacing those flags",
+                    rule="{params.settings}",
+                    metavar="JSON",
+                ),
             ),
-            Option(
-                "fractions",
-                "accuracies are fractions in 0-1 (the same as --scale fraction)",
-                switch=True,
-                group="input",
-            ),
-            Option(
-                "scale",
-                "how accuracies are written, for all datasets or one: percent, fraction (0-1, "
-                "multiplied by 100) or auto (default: percent, and a dataset whose accuracies are "
-                "all at most 1 is refused until its scale is said)",
-                nargs="+",
-                metavar="[DATASET=]SCALE",
-                group="input",
-            ),
-            Option(
-                "key",
-                "column(s) that tell apart rows of one model on one dataset (e.g. img_size: a "
-                "model evaluated at two image sizes becomes two models, named model@img_size)",
-                nargs="+",
-                metavar="COLUMN",
-                group="input",
-            ),
-            Option(
-                "variant", "", choices=("standard", "robust"), default="standard", group="input"
-            ),
-            Option("standard_transform", "", default="analyse.standard_transform", group="input"),
-            Option("reference", "dataset to compare against (default: the first one)", group=_AN),
-            Option("baseline", "model for relative progress (accuracy / baseline's)", group=_AN),
-            Option("axis", "OLS fitting scale", choices=_AXIS, default=_AXIS, group=_AN),
-            Option(
-                "confidence",
-                "",
-                type="imagenot.analyse.cli:confidence_level",
-                default="analyse.confidence",
-                group=_AN,
-            ),
-            Option(
-                "min_reference_accuracy",
-                "also fit OLS on the models with reference accuracy >= X percent, 0-100 (Fang et "
-                "al.: 70)",
-                type=float,
-                metavar="X",
-                group=_AN,
-            ),
-            Option(
-                "aggregate",
-                "datasets of the across-dataset means and their ranks (default: all)",
-                nargs="+",
-                metavar="DATASET",
-                group=_AN,
-            ),
-            Option(
-                "floor",
-                "raise accuracies below X percent (0 < X <= 100) to X before the geometric mean "
-                "(all datasets, or one); without it a model with 0%% somewhere is left out of "
-                "the geometric mean",
-                nargs="+",
-                metavar="[DATASET=]X",
-                group=_AN,
-            ),
-            Option("bootstrap_reps", "", type=int, default=f"{_BOOT}.reps", group=_AN),
-            Option(
-                "bootstrap_over", "", choices=f"{_BOOT}.over", default=f"{_BOOT}.over", group=_AN
-            ),
-            Option(
-                "interval",
-                "bootstrap interval: bias-corrected, basic or percentile",
-                choices=f"{_BOOT}.interval",
-                default=f"{_BOOT}.interval",
-                group=_AN,
-            ),
-            Option(
-                "seed",
-                "bootstrap and permutation seed",
-                type=int,
-                default=f"{_BOOT}.seed",
-                group=_AN,
-            ),
-            Option(
-                "settings",
-                "the workflow's rule (whose table is in percent: --scale percent): --variant, "
-                "--standard-transform, --reference, --baseline, --axis, --confidence and the "
-                "--bootstrap-*/--interval/--seed flags as one JSON object "
-                "(imagenot.analyse.settings.RankingsSettings, keys named as the config's), "
-                "replacing those flags",
-                rule="{params.settings}",
-                metavar="JSON",
-                group=_AN,
-            ),
-            Option("json", "print the full report as JSON", switch=True, group="output"),
-            Option(
-                "models",
-                "models listed per dataset in the text summary (default: a compact digest)",
-                metavar="K|all",
-                group="output",
-            ),
-            Option(
-                "report", "write figures (PDF, PNG) and tables here", metavar="DIR", group="output"
-            ),
-            Option(
-                "dpi",
-                "PNG resolution of --report (default: %(default)s)",
-                type=int,
-                default=f"{_FIGURE}.dpi",
-                group="output",
-            ),
-            Option(
-                "top",
-                "models drawn per panel of the rankings figure of --report: the best K "
-                "(default: %(default)s)",
-                type=int,
-                default=f"{_FIGURE}.top",
-                metavar="K",
-                group="output",
-            ),
-            Option(
-                "highlight",
-                "models drawn and named in colour in every figure of --report, wherever they "
-                "rank (default: none)",
-                nargs="+",
-                default=f"{_FIGURE}.highlight",
-                metavar="MODEL",
-                group="output",
+            *_group(
+                "output",
+                Option("json", "print the full report as JSON", switch=True),
+                Option(
+                    "models",
+                    "models listed per dataset in the text summary (default: a compact digest)",
+                    metavar="K|all",
+                ),
+                Option("report", "write figures (PDF, PNG) and tables here", metavar="DIR"),
+                Option(
+                    "dpi",
+                    "PNG resolution of --report (default: %(default)s)",
+                    type=int,
+                    default=f"{_FIGURE}.dpi",
+                ),
+                Option(
+                    "top",
+                    "models drawn per panel of the rankings figure of --report: the best K "
+                    "(default: %(default)s)",
+                    type=int,
+                    default=f"{_FIGURE}.top",
+                    metavar="K",
+                ),
+                Option(
+                    "highlight",
+                    "models drawn and named in colour in every figure of --report, wherever they "
+                    "rank (default: none)",
+                    nargs="+",
+                    default=f"{_FIGURE}.highlight",
+                    metavar="MODEL",
+                ),
             ),
         ),
     ),

@@ -143,6 +143,22 @@ def _missing_file_hint(path: Path) -> str:
     return f" (did you mean {folder / match}?)" if match else ""
 
 
+def parse_config_text(text: str, path: str | os.PathLike) -> tuple[Any, bool]:
+    """(the data of a config file's ``text``, whether it is JSON), parsed as Snakemake parses
+    a ``--configfile`` (JSON first, else YAML), nothing in it run; a key given twice or invalid
+    YAML is a ConfigError naming ``path``."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_pairs), True
+    except ConfigError as exc:
+        raise ConfigError(f"config file {path}: {exc}") from None
+    except ValueError:
+        pass
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader), False
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {_yaml_problem(exc)}") from None
+
+
 def read_config_file(path: str | os.PathLike) -> dict:
     """A config file as a dict, read as Snakemake reads a ``--configfile`` (JSON first, else
     YAML; a YAML file whose top level says ``__use_yte__: true`` is a YTE template, rendered
@@ -164,19 +180,9 @@ def read_config_file(path: str | os.PathLike) -> dict:
             f"config file {path} is not UTF-8 text (byte {raw[exc.start]:#04x} on line {line}); "
             "save it as UTF-8, the encoding Snakemake reads config files in"
         ) from None
-    try:  # Snakemake tries JSON first (no YTE then)
-        config = json.loads(text, object_pairs_hook=_unique_pairs)
-    except ConfigError as exc:
-        raise ConfigError(f"config file {path}: {exc}") from None
-    except ValueError:
-        try:
-            config = yaml.load(text, Loader=_UniqueKeyLoader)
-        except yaml.YAMLError as exc:
-            raise ConfigError(
-                f"config file {path} is not valid YAML: {_yaml_problem(exc)}"
-            ) from None
-        if isinstance(config, dict) and YTE_KEY in config:
-            config = _yte(path)
+    config, is_json = parse_config_text(text, path)
+    if not is_json and isinstance(config, dict) and YTE_KEY in config:
+        config = _yte(path)
     # An empty file or a list would merge as "no change" (or crash the merge): a config file that
     # says nothing is a mistake (a wrong path, a truncated copy), not an overlay.
     if config is None or config == {}:

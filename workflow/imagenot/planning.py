@@ -15,6 +15,7 @@ placeholder): :mod:`imagenot.costs` fills them from the scale model's projection
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import re
@@ -236,16 +237,11 @@ def _resources(text: str) -> dict:
     for item in re.split(r",\s*(?=\w+=)", text):
         key, _, value = item.partition("=")
         value = value.strip()
-        if value == "<TBD>":
-            out[key.strip()] = None
-        else:
-            try:
-                out[key.strip()] = int(value)
-            except ValueError:
-                try:
-                    out[key.strip()] = float(value)
-                except ValueError:
-                    out[key.strip()] = value
+        for read in (int, float):
+            with contextlib.suppress(ValueError):
+                value = read(value)
+                break
+        out[key.strip()] = None if value == "<TBD>" else value
     return out
 
 

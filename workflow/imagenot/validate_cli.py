@@ -25,28 +25,16 @@ def templates(paths: list[str]) -> list[str]:
     """The files of ``paths`` that are YTE templates: parsed as data (JSON, else safe YAML, as
     Snakemake tries them), nothing in them run. A file that does not parse is left to the
     reader's own refusal."""
-    import json
-
-    import yaml
-
-    from imagenot.config import YTE_KEY
+    from imagenot.config import YTE_KEY, ConfigError, parse_config_text
 
     found = []
     for path in paths:
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            data, is_json = parse_config_text(Path(path).read_text(encoding="utf-8"), path)
+        except (OSError, UnicodeDecodeError, ConfigError):
             continue
-        try:
-            json.loads(text)
-            continue  # Snakemake reads JSON as JSON: no template
-        except ValueError:
-            pass
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError:
-            continue
-        if isinstance(data, dict) and data.get(YTE_KEY):  # yte renders only a true value
+        # Snakemake reads JSON as JSON (no template); yte renders only a true value
+        if not is_json and isinstance(data, dict) and data.get(YTE_KEY):
             found.append(path)
     return found
 

@@ -27,14 +27,9 @@ F = TypeVar("F", bound="Files")
 
 
 def _role(side: str, help: str, *, many: bool, optional: bool, positional: bool) -> Any:
-    metadata = {
-        "side": side,
-        "help": help,
-        "many": many,
-        "optional": optional,
-        "positional": positional,
-    }
-    return dataclasses.field(metadata=metadata)
+    return dataclasses.field(
+        metadata=dict(side=side, help=help, many=many, optional=optional, positional=positional)
+    )
 
 
 def given(

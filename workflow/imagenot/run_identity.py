@@ -62,15 +62,19 @@ def identity(config: dict, configfiles: list[str] | None = None) -> dict:
     }
 
 
+def _read(path: Path) -> dict | None:
+    """The record at ``path``; None for a damaged one (written again by the next run)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def _recorded(root: Path) -> dict | None:
     """The record of the results under ``root`` (the working directory), or what the world
     folders say of results older than it; None when there are no results to compare with."""
-    path = root / RUN_RECORD
-    if path.is_file():
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None  # a damaged record: written again by the next run (record())
+    if (root / RUN_RECORD).is_file():
+        return _read(root / RUN_RECORD)
     for name, folder in _WORLD_DIRS.items():
         if (root / folder).is_dir():
             return {"world": name, "datasets": {}, "description": "", "configfiles": []}
@@ -127,10 +131,7 @@ def record(current: dict) -> None:
     :func:`identity`: the first run's config files stay the record's, a later run of the same
     study adds the datasets it is the first to build."""
     path = Path(RUN_RECORD)
-    try:
-        old = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-    except (OSError, ValueError):
-        old = None
+    old = _read(path) if path.is_file() else None
     new = dict(current)
     if old is not None and not differences(old, current):
         new = {**old, "datasets": {**current["datasets"], **old["datasets"]}}

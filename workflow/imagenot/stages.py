@@ -92,7 +92,8 @@ def check_workflow_config(config: dict, against_results: bool = True) -> dict:
             for plan in stage_plans():
                 if hasattr(plan, "check_results"):
                     run(plan.check_results)
-    lines = [line for problem in problems for line in str(problem).splitlines()]
+    # each refusal once, though two stages' checks may reach the same key
+    lines = list(dict.fromkeys(ln for problem in problems for ln in str(problem).splitlines()))
     if len(lines) == 1:
         raise problems[0]
     if lines:

@@ -40,22 +40,17 @@ def read_curation(
     curation's classes.parquet and selection.parquet."""
     classes = read_parquet(classes_path, columns=["wnid", "score"])
     selection = read_parquet(selection_path, columns=["wnid", "similarity"])
+    similarity = selection["similarity"].to_numpy(zero_copy_only=False)
     return (
         {"wnid": np.asarray(classes["wnid"].to_pylist()), "score": classes["score"].to_numpy()},
-        {
-            "wnid": np.asarray(selection["wnid"].to_pylist()),
-            "similarity": selection["similarity"].to_numpy(zero_copy_only=False),
-        },
+        {"wnid": np.asarray(selection["wnid"].to_pylist()), "similarity": similarity},
     )
 
 
 def caption_stats(classes: dict, selection: dict) -> dict:
     """Class-score summary across classes (the paper's figure) and caption-level summaries."""
     per_class = per_class_similarity(selection["wnid"], selection["similarity"])
-    return {
-        "n_classes": len(classes["wnid"]),
-        "n_captions": len(selection["wnid"]),
-        "class_score": summary(classes["score"]),
-        "class_mean_selected_similarity": summary(per_class["mean"]),
-        "caption_similarity": summary(selection["similarity"]),
-    }
+    stats = {"n_classes": len(classes["wnid"]), "n_captions": len(selection["wnid"])}
+    stats |= {"class_score": summary(classes["score"])}
+    stats |= {"class_mean_selected_similarity": summary(per_class["mean"])}
+    return stats | {"caption_similarity": summary(selection["similarity"])}

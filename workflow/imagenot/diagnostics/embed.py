@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
@@ -60,26 +59,19 @@ def backbone_encoder(clip_model, checkpoint, result_path, device: str) -> tuple[
     ``result_path``; ``prepare`` is the run's own input protocol."""
     import torch
 
-    from imagenot.train.checkpoints import load_weights
+    from imagenot.evaluate.robustness import load_checkpoint
     from imagenot.train.facts import run_preprocessing
-    from imagenot.train.records import read_final
-    from imagenot.train.registry import build_model, head_module
+    from imagenot.train.registry import head_module
 
-    description = f"backbone:{checkpoint}"
-    checkpoint = Path(checkpoint)
-    # checked: its seal, numbers and identity (against the checkpoint's path too)
-    result = read_final(result_path, paths=(checkpoint,))
+    # the network as its evaluation loads it: its record checked (seal, numbers, identity)
+    model, result = load_checkpoint(checkpoint, result_path)
     protocol = run_preprocessing(result, result_path)
-    name = result.model
-    model = build_model(name, result.num_classes)
-    model.load_state_dict(load_weights(checkpoint, result.weights_sha256, require_digest=True))
-    model.eval().to(device)
-    encode = penultimate_encoder(model, head_module(model, name))
+    encode = penultimate_encoder(model.to(device), head_module(model, result.model))
 
     def prepare(images):
         return protocol.apply(images.float().div_(255.0))
 
-    return (torch.no_grad()(encode), prepare), description
+    return (torch.no_grad()(encode), prepare), f"backbone:{checkpoint}"
 
 
 def clip_processor(model_id: str):
@@ -142,8 +134,7 @@ def load_encoder(
         )
     entry = IMAGE_ENCODERS.entry(kind)
     given = {"clip_model": clip_model, "checkpoint": checkpoint, "result": result}
-    missing = [n for n in entry.needs if not given[n]]
-    if missing:
+    if missing := [n for n in entry.needs if not given[n]]:
         flags = " and ".join(f"--settings.{n}" if n == "clip_model" else f"--{n}" for n in missing)
         raise SystemExit(f"imagenot {command}: a {kind} encoder needs {flags}")
     return resolve(entry.build)(clip_model, checkpoint, result, device)
@@ -208,13 +199,9 @@ def embed_dataset(
             f"{dataset_dir}: the encoder's embeddings of {bad} of {len(embeddings)} image(s) "
             "are not finite (NaN or infinity); refused"
         )
-    return {
-        "embeddings": embeddings,
-        "split": np.asarray(settings.split),
-        "labels": np.asarray(dataset.labels),
-        "keys": np.asarray(dataset.keys, dtype=str),
-        "classes": np.asarray(dataset.classes, dtype=str),
-    }
+    arrays = {"embeddings": embeddings, "split": np.asarray(settings.split)}
+    arrays |= {"labels": np.asarray(dataset.labels), "keys": np.asarray(dataset.keys, dtype=str)}
+    return arrays | {"classes": np.asarray(dataset.classes, dtype=str)}
 
 
 def write_embeddings(arrays: dict[str, np.ndarray], path: str | os.PathLike) -> None:
@@ -225,5 +212,4 @@ def write_embeddings(arrays: dict[str, np.ndarray], path: str | os.PathLike) -> 
         np.savez(tmp, **arrays)
 
 
-def read_embeddings(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    return read_npy(path)
+read_embeddings = read_npy  # the arrays of write_embeddings, by name

@@ -70,14 +70,10 @@ def summarise(per_class: dict[str, np.ndarray]) -> dict[str, float]:
     intra = float(np.nanmean(per_class["intra"])) if np.isfinite(per_class["intra"]).any() else None
     inter = float(np.nanmean(per_class["inter"])) if np.isfinite(per_class["inter"]).any() else None
     pooled = float(per_class["cross_sum"].sum() / cross_pairs) if cross_pairs else None
-    return {
-        "n_images": int(counts.sum()),
-        "n_classes": int((counts > 0).sum()),
-        "intra_class_similarity": intra,
-        "inter_class_similarity": inter,
-        "inter_class_similarity_pooled": pooled,
-        "intra_inter_ratio": intra / inter if intra is not None and inter else None,
-    }
+    ratio = intra / inter if intra is not None and inter else None
+    stats = {"n_images": int(counts.sum()), "n_classes": int((counts > 0).sum())}
+    stats |= {"intra_class_similarity": intra, "inter_class_similarity": inter}
+    return stats | {"inter_class_similarity_pooled": pooled, "intra_inter_ratio": ratio}
 
 
 def per_class_table(per_class: dict[str, np.ndarray], class_names: list[str]) -> pa.Table:

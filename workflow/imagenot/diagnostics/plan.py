@@ -238,12 +238,7 @@ def figure_inputs(config: dict, name: str, role: str) -> list[str]:
     """The files of role ``role`` of the diagnostics figure ``name``, one per source in the
     order of :func:`figure_labels` ([] for a role the figure does not read)."""
     figure = FIGURES.entry(name)
-    return [
-        path
-        for label in figure.sources(config)
-        for r, path in figure.files(label).items()
-        if r == role
-    ]
+    return [p for label in figure.sources(config) if (p := figure.files(label).get(role))]
 
 
 def figure_labels(config: dict, name: str) -> list[str]:

@@ -48,8 +48,7 @@ def diagnostics_rows(
     if wordnet:
         for key in STAT_KEYS:
             rows.append(_row("WordNet", key, wordnet["classes"][key], wordnet["reference"][key]))
-        rows.append(_row("WordNet", "synset_overlap", wordnet["synset_overlap"], None))
-        rows.append(_row("WordNet", "parent_overlap", wordnet["parent_overlap"], None))
+        rows += [_row("WordNet", k, wordnet[k], None) for k in ("synset_overlap", "parent_overlap")]
     if captions:
         score, ref = captions["class_score"], (reference_captions or {}).get("class_score", {})
         for key in SUMMARY:

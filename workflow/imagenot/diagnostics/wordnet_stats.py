@@ -142,22 +142,17 @@ def hypernym_graph(synsets: Iterable) -> nx.DiGraph:
     Nodes and edges are inserted in sorted order so that every graph algorithm downstream
     (greedy modularity included) is deterministic whatever the list order.
     """
-    nodes: set[str] = set()
     edges: set[tuple[str, str]] = set()
-    stack = list(synsets)
-    seen = set()
+    seen, stack = set(), list(synsets)
     while stack:
         synset = stack.pop()
-        if synset in seen:
-            continue
-        seen.add(synset)
-        child = wnid_of(synset)
-        nodes.add(child)
-        for parent in direct_hypernyms(synset):
-            edges.add((wnid_of(parent), child))
-            stack.append(parent)
+        if synset not in seen:
+            seen.add(synset)
+            parents = direct_hypernyms(synset)
+            edges |= {(wnid_of(parent), wnid_of(synset)) for parent in parents}
+            stack += parents
     graph = nx.DiGraph()
-    graph.add_nodes_from(sorted(nodes))
+    graph.add_nodes_from(sorted(wnid_of(s) for s in seen))
     graph.add_edges_from(sorted(edges))
     return graph
 
@@ -188,18 +183,12 @@ def subtree_stats(synsets: Sequence) -> dict:
     classes = [wnid_of(s) for s in synsets]
     graph = hypernym_graph(synsets)
     depths = list(class_depths(graph, classes).values())
-    return {
-        "nodes": graph.number_of_nodes(),
-        "edges": graph.number_of_edges(),
-        "min_depth": min(depths),
-        "median_depth": float(statistics.median(depths)),
-        "max_depth": max(depths),
-        "density": float(nx.density(graph)),
-        "modularity": modularity(graph),
-        "n_classes": len(classes),
-        "n_leaf_classes": sum(graph.out_degree(c) == 0 for c in classes),  # none below them
-        "n_parents": len(parents_of(synsets)),
-    }
+    stats = {"nodes": graph.number_of_nodes(), "edges": graph.number_of_edges()}
+    stats |= {"min_depth": min(depths), "median_depth": float(statistics.median(depths))}
+    stats |= {"max_depth": max(depths), "density": float(nx.density(graph))}
+    stats |= {"modularity": modularity(graph), "n_classes": len(classes)}
+    leaves = sum(graph.out_degree(c) == 0 for c in classes)  # classes with none below them
+    return stats | {"n_leaf_classes": leaves, "n_parents": len(parents_of(synsets))}
 
 
 def overlap(own: set[str], other: set[str]) -> float:

@@ -25,8 +25,7 @@ def check_finite_outputs(counts: Sequence[int], names: Sequence[str], images: in
     image (``counts[i]`` images under ``names[i]``, of ``images``). Why: weights that are all
     finite can still give them (a batch norm's running variance below 0 becomes NaN in its
     square root), and the evaluation would score the model at about chance."""
-    bad = [(name, n) for name, n in zip(names, counts, strict=True) if n]
-    if bad:
+    if bad := [(name, n) for name, n in zip(names, counts, strict=True) if n]:
         more = f" (and under {len(bad) - 1} more transformation(s))" if len(bad) > 1 else ""
         raise NonFiniteOutputs(
             f"the model's outputs are not finite (NaN or infinity) for {bad[0][1]} of {images} "
@@ -49,16 +48,9 @@ def check_published(table: pa.Table, info: Mapping[str, Any]) -> float | None:
     measured = rows[0]["top1"]
     deviation = measured - float(published)
     level = logging.WARNING if abs(deviation) > PUBLISHED_TOLERANCE else logging.INFO
-    log.log(
-        level,
-        "%s on %s: measured top-1 %.3f%% (n=%d), published %.3f%% (%s): deviation %+.3f points%s",
-        info["weights"],
-        info["dataset"],
-        measured,
-        rows[0]["n"],
-        float(published),
-        info["published_source"],
-        deviation,
-        f", over {PUBLISHED_TOLERANCE}: check the protocol" if level == logging.WARNING else "",
-    )
+    over = f", over {PUBLISHED_TOLERANCE}: check the protocol" if level == logging.WARNING else ""
+    run = f"{info['weights']} on {info['dataset']}"
+    found = f"measured top-1 {measured:.3f}% (n={rows[0]['n']})"
+    said = f"published {float(published):.3f}% ({info['published_source']})"
+    log.log(level, "%s: %s, %s: deviation %+.3f points%s", run, found, said, deviation, over)
     return deviation

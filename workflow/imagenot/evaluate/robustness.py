@@ -258,14 +258,8 @@ def _evaluate(
                 logits = base_logits.clone()
                 logits.index_copy_(0, rows, forward(xt).to(logits.dtype))
             nonfinite[i] += (~torch.isfinite(logits)).any(dim=1).sum()
-            out.add(
-                t.name,
-                keys,
-                labels,
-                logits.argmax(dim=1),
-                topk_correct(logits, labels, 1),
-                topk_correct(logits, labels, 5),
-            )
+            hits = topk_correct(logits, labels, 1), topk_correct(logits, labels, 5)
+            out.add(t.name, keys, labels, logits.argmax(dim=1), *hits)
     check_finite_outputs(
         nonfinite.tolist(), [t.name for t in transforms], len(out.keys) // len(transforms)
     )
@@ -314,7 +308,7 @@ def summarise(per_image: pa.Table, meta: Mapping[str, Any], confidence: float) -
     k = np.array([correct[sel].sum() for sel in chosen], dtype=np.int64)
     k5 = np.array([correct5[sel].sum() for sel in chosen], dtype=np.int64)
     low, high = clopper_pearson(k, n, 1.0 - confidence)
-    published = meta.get("source") == "published"  # such a run records both
+    published = run_is_published(meta)  # such a run records both
     top1 = meta.get("published_top1") if published else None
     run = {"model": meta["model"], "dataset": meta["dataset"], "protocol": meta["protocol"]}
     run |= {"seed": int(meta["seed"]), "record_sha256": meta.get("record_sha256")}
@@ -373,10 +367,8 @@ def dataset_batches(
 
     from imagenot.dataset import ManifestDataset
 
-    if originals is not None:
-        ds = ManifestDataset(dataset_dir, split, originals.pil_geometry, originals=True)
-    else:
-        ds = ManifestDataset(dataset_dir, split)
+    geometry = originals.pil_geometry if originals is not None else None
+    ds = ManifestDataset(dataset_dir, split, geometry, originals=originals is not None)
     keys = ds.keys
 
     def collate(items):
@@ -437,17 +429,10 @@ def evaluate_checkpoint(
     if originals is not None:  # the workers made the image the model sees
         preprocessing = dataclasses.replace(preprocessing, resize_size=None)
     transforms = build_transforms(settings.transforms, settings.strength_side)
+    run = (model, batches, transforms, settings.seed, preprocessing, dev)
+    fold = numerics(published, dev).fold_batch_norm
     try:
-        per_image = evaluate_batches(
-            model,
-            batches,
-            transforms,
-            settings.seed,
-            preprocessing,
-            dev,
-            fold_batch_norm=numerics(published, dev).fold_batch_norm,
-            published=published,
-        ).table()
+        per_image = evaluate_batches(*run, fold_batch_norm=fold, published=published).table()
     except NonFiniteOutputs as exc:
         raise NonFiniteOutputs(f"{model_path}: {exc}") from None
     table = summarise(per_image, info, settings.confidence)

@@ -44,24 +44,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from imagenot.evaluate.kernels import (
-    adjust_brightness,
-    adjust_contrast,
-    adjust_hue,
-    adjust_saturation,
-    adjust_sharpness,
-    affine,
-    equalize,
-    gaussian_blur,
-    grayscale,
-    inverse_affine,
-    perspective,
-    perspective_coefficients,
-    posterize,
-    resized_crop,
-    scaled_kernel_size,
-    solarize,
-)
+from imagenot.evaluate import kernels
 from imagenot.evaluate.transform_registry import TRANSFORMS
 from imagenot.registries import resolve
 
@@ -180,14 +163,14 @@ def _gaussian_blur(
     def op(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         scale = side_scale(x, strength_side)
         # odd, and its reflect padding (half the side) inside the image
-        size = min(scaled_kernel_size(kernel_size, scale), 2 * min(x.shape[-2:]) - 1)
-        return gaussian_blur(x, _between(u[:, 0], *sigma) * scale, size)
+        size = min(kernels.scaled_kernel_size(kernel_size, scale), 2 * min(x.shape[-2:]) - 1)
+        return kernels.gaussian_blur(x, _between(u[:, 0], *sigma) * scale, size)
 
     return 1, op
 
 
 def _adjust_sharpness(sharpness_factor: float, *, strength_side: int | None = None):
-    return 0, lambda x, u: adjust_sharpness(
+    return 0, lambda x, u: kernels.adjust_sharpness(
         x,
         torch.full((x.shape[0],), sharpness_factor, dtype=x.dtype, device=x.device),
         side_scale(x, strength_side),
@@ -200,38 +183,38 @@ def _affine(
     def op(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         h, w = x.shape[-2:]
         max_dx, max_dy = translate[0] * w, translate[1] * h
-        theta = inverse_affine(
+        theta = kernels.inverse_affine(
             angle=_between(u[:, 0], -degrees, degrees),
             tx=torch.round(_between(u[:, 1], -max_dx, max_dx)),
             ty=torch.round(_between(u[:, 2], -max_dy, max_dy)),
             scale=_between(u[:, 3], *scale),
             shear_x=_between(u[:, 4], -shear, shear),
         )
-        return affine(x, theta, fill)
+        return kernels.affine(x, theta, fill)
 
     return 5, op
 
 
 def _color_jitter(brightness: float, contrast: float, saturation: float, hue: float):
     def op(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-        x = adjust_brightness(x, _between(u[:, 0], max(0.0, 1 - brightness), 1 + brightness))
-        x = adjust_contrast(x, _between(u[:, 1], max(0.0, 1 - contrast), 1 + contrast))
-        x = adjust_saturation(x, _between(u[:, 2], max(0.0, 1 - saturation), 1 + saturation))
-        return adjust_hue(x, _between(u[:, 3], -hue, hue))
+        factors = (brightness, contrast, saturation)  # in [max(0, 1 - f), 1 + f], in this order
+        b, c, s = (_between(u[:, i], max(0.0, 1 - f), 1 + f) for i, f in enumerate(factors))
+        x = kernels.adjust_contrast(kernels.adjust_brightness(x, b), c)
+        return kernels.adjust_hue(kernels.adjust_saturation(x, s), _between(u[:, 3], -hue, hue))
 
     return 4, op
 
 
 def _contrast(factor: Sequence[float]) -> tuple[int, Op]:
-    return 1, lambda x, u: adjust_contrast(x, _between(u[:, 0], *factor))
+    return 1, lambda x, u: kernels.adjust_contrast(x, _between(u[:, 0], *factor))
 
 
 def _equalize() -> tuple[int, Op]:
-    return 0, lambda x, u: equalize(x)
+    return 0, lambda x, u: kernels.equalize(x)
 
 
 def _grayscale() -> tuple[int, Op]:
-    return 0, lambda x, u: grayscale(x).expand_as(x).clone()
+    return 0, lambda x, u: kernels.grayscale(x).expand_as(x).clone()
 
 
 def _horizontal_flip() -> tuple[int, Op]:
@@ -265,13 +248,13 @@ def _perspective(distortion_scale: float, fill: float) -> tuple[int, Op]:
         h, w = x.shape[-2:]
         end = perspective_endpoints(u, h, w, distortion_scale)
         start = perspective_startpoints(h, w, x.device).expand_as(end)
-        return perspective(x, perspective_coefficients(start, end), fill)
+        return kernels.perspective(x, kernels.perspective_coefficients(start, end), fill)
 
     return 8, op
 
 
 def _posterize(bits: int) -> tuple[int, Op]:
-    return 0, lambda x, u: posterize(x, bits)
+    return 0, lambda x, u: kernels.posterize(x, bits)
 
 
 ATTEMPTS = 10  # torchvision's RandomResizedCrop tries 10 boxes, then falls back to a centre crop
@@ -308,7 +291,7 @@ def crop_boxes(u: torch.Tensor, h: int, w: int, scale: Sequence[float], ratio: S
 
 def _resized_crop(scale: Sequence[float], ratio: Sequence[float]) -> tuple[int, Op]:
     def op(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-        return resized_crop(x, *crop_boxes(u, x.shape[-2], x.shape[-1], scale, ratio))
+        return kernels.resized_crop(x, *crop_boxes(u, x.shape[-2], x.shape[-1], scale, ratio))
 
     return 4 * ATTEMPTS, op
 
@@ -318,19 +301,19 @@ def _rotation(degrees: float, fill: float) -> tuple[int, Op]:
         angle = _between(u[:, 0], -degrees, degrees)
         zero = torch.zeros_like(angle)
         # torchvision's rotate(angle) is counter-clockwise: the affine warp of -angle
-        return affine(x, inverse_affine(-angle, zero, zero, zero + 1.0, zero), fill)
+        return kernels.affine(x, kernels.inverse_affine(-angle, zero, zero, zero + 1.0, zero), fill)
 
     return 1, op
 
 
 def _sharpness(factor: Sequence[float], *, strength_side: int | None = None) -> tuple[int, Op]:
-    return 1, lambda x, u: adjust_sharpness(
+    return 1, lambda x, u: kernels.adjust_sharpness(
         x, _between(u[:, 0], *factor), side_scale(x, strength_side)
     )
 
 
 def _solarize(threshold: float) -> tuple[int, Op]:
-    return 0, lambda x, u: solarize(x, threshold)
+    return 0, lambda x, u: kernels.solarize(x, threshold)
 
 
 def _vertical_flip() -> tuple[int, Op]:
@@ -342,18 +325,13 @@ def names() -> tuple[str, ...]:
     return TRANSFORMS.names()
 
 
-def has_probability(name: str) -> bool:
-    """Whether transformation ``name``'s parameters (``evaluate.transforms.<name>`` in the
-    schema, or its registry entry's ``params_schema``) include ``p``, the probability of applying
-    it; one without (``Identity``, a plugin's registered without parameters) changes every
-    image it is applied to, always."""
-    return name in _with_probability(tuple(TRANSFORMS))
-
-
 @functools.cache
 def _with_probability(registered: tuple[str, ...]) -> frozenset[str]:
-    """The transformations whose parameters include ``p``, read from the schema once per set of
-    registered names (a plugin registering one later gets a fresh read)."""
+    """The transformations whose parameters (``evaluate.transforms.<name>`` in the schema, or
+    the registry entry's ``params_schema``) include ``p``, the probability of applying it, read
+    from the schema once per set of registered names (a plugin registering one later gets a
+    fresh read). One without (``Identity``, a plugin's registered without parameters) changes
+    every image it is applied to, always."""
     from imagenot.config import schema_node
 
     node = schema_node("evaluate.transforms")["properties"]
@@ -371,7 +349,7 @@ def build_transform(
     strengths in the images' own pixels (torchvision's operation at any size)."""
     entry = TRANSFORMS.entry(name)
     params = dict(params or {})
-    if not has_probability(name):
+    if name not in _with_probability(tuple(TRANSFORMS)):
         p = 1.0  # no probability to choose: the operation applies to every image
     elif "p" in params:
         p = float(params.pop("p"))
@@ -389,8 +367,7 @@ def build_transforms(
 ) -> list[Transform]:
     """Every registered transformation, in registry order, parameterised by ``settings[name]``,
     its pixel-sized strengths stated at ``strength_side`` (:func:`build_transform`)."""
-    unknown = set(settings) - set(TRANSFORMS)
-    if unknown:
+    if unknown := set(settings) - set(TRANSFORMS):
         raise KeyError(
             f"unknown transformation(s) {sorted(unknown)}; known: {', '.join(TRANSFORMS)}"
         )

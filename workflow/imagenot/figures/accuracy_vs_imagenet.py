@@ -142,18 +142,15 @@ def fit_panel(ax, rows: list[dict], style: Style, *, legend: bool, axis: str) ->
     accuracy_scale(ax, axis, all_x, all_y)
     if len(all_x) and legend:
         ax.legend(frameon=False, loc="upper left")
-    first = rows[0] if rows else {"models": []}
-    names = first.get("names") or first["models"]
-    labels = []
-    for m, name, x, y in zip(first["models"], names, first["x"], first["y"], strict=True):
-        if m in highlight:
-            labels.append(layout.PointLabel(name, float(x), float(y), HIGHLIGHT, "bold"))
-    if len(first["models"]) <= LABEL_MAX_MODELS:
-        order = np.argsort(-np.asarray(first["y"], dtype=float), kind="stable")
+    first = rows[0] if rows else {"models": [], "x": [], "y": []}
+    models, names = first["models"], first.get("names") or first["models"]
+    x, y = (np.asarray(first[k], dtype=float) for k in ("x", "y"))
+    hot = [i for i, m in enumerate(models) if m in highlight]
+    labels = [layout.PointLabel(names[i], x[i], y[i], HIGHLIGHT, "bold") for i in hot]
+    if len(models) <= LABEL_MAX_MODELS:  # then the others, best first
+        best = np.argsort(-y, kind="stable")
         labels += [
-            layout.PointLabel(names[i], float(first["x"][i]), float(first["y"][i]))
-            for i in order
-            if first["models"][i] not in highlight
+            layout.PointLabel(names[i], x[i], y[i]) for i in best if models[i] not in highlight
         ]
     return labels
 

@@ -19,8 +19,7 @@ def load_accuracy(path: str | os.PathLike) -> pd.DataFrame:
     """accuracy.csv, validated; a table without the workflow's columns is refused with a
     pointer to ``imagenot rankings --report``, which draws the same figures for any table."""
     df = validate_table(read_table(path), scale_of={"*": "percent"})  # the workflow writes percent
-    missing = [c for c in WORKFLOW_COLUMNS if c not in df.columns]
-    if missing:
+    if missing := [c for c in WORKFLOW_COLUMNS if c not in df.columns]:
         raise TableError(
             f"{path}: lacks the workflow column(s) {', '.join(missing)} of accuracy.csv; "
             "for your own results table use: imagenot rankings TABLE --report DIR"
@@ -65,9 +64,8 @@ def ordered_labels(acc: pd.DataFrame, opts: Options, protocol: str | None) -> li
 
 def transfer_labels(acc: pd.DataFrame, opts: Options) -> list[str]:
     """``downstream/ft-*`` and ``downstream/tl-*`` labels present in the table."""
-    down = acc[
-        (acc["dataset"] == opts.downstream_dataset) & (acc["protocol"].str.match(r"(ft|tl)-"))
-    ]
+    transfer = (acc["dataset"] == opts.downstream_dataset) & acc["protocol"].str.match(r"(ft|tl)-")
+    down = acc[transfer]
     return [f"{opts.downstream_dataset}/{p}" for p in sorted(dict.fromkeys(down["protocol"]))]
 
 

@@ -21,17 +21,12 @@ import numpy as np
 ELLIPSIS = "…"
 
 
-def _renderer():
-    from matplotlib.backends.backend_agg import RendererAgg
-
-    return RendererAgg(1, 1, 72)  # 72 dpi: one pixel is one point
-
-
 def text_width_in(texts: Iterable[str], font_size: float) -> float:
     """Width in inches of the widest of ``texts`` at ``font_size`` points (0 for none)."""
+    from matplotlib.backends.backend_agg import RendererAgg
     from matplotlib.font_manager import FontProperties
 
-    renderer, prop = _renderer(), FontProperties(size=font_size)
+    renderer, prop = RendererAgg(1, 1, 72), FontProperties(size=font_size)  # a pixel a point
     widths = [renderer.get_text_width_height_descent(t, prop, ismath=False)[0] for t in texts if t]
     return max(widths, default=0.0) / 72.0
 

@@ -75,8 +75,7 @@ def _label_in(prepared: list[tuple], style: Style) -> float:
 def columns(panels: list[SlopePanel], style: Style) -> int:
     """Panels side by side: as many as their named lines' labels leave room for, at most 3."""
     label_in = _label_in(_named(panels, style), style)
-    n = max(len(panels), 1)
-    return max(1, min(3, n, int(style.width_in // (label_in + LINES_IN + 0.5))))
+    return max(1, min(3, len(panels), int(style.width_in // (label_in + LINES_IN + 0.5))))
 
 
 HEAD_IN = 0.4
@@ -138,8 +137,7 @@ def draw_slopes(panels: list[SlopePanel], style: Style, against: str, note: str 
                 ax.add_collection(
                     LineCollection(segs[named], colors=colors[named], linewidths=1.0, alpha=0.95)
                 )
-            hot = [i for i in named if p.models[i] in highlight]
-            if hot:
+            if hot := [i for i in named if p.models[i] in highlight]:
                 ax.add_collection(LineCollection(segs[hot], colors=HIGHLIGHT, linewidths=1.8))
             ax.set_xlim(-0.04, 1.0)
             ax.set_ylim(len(p.models) + 0.5, 0.5)

@@ -117,8 +117,7 @@ def rankings_figure(rep: RankingsReport, style: Style):
         iv = np.array([e.interval[m] for m in models], dtype=float).reshape(-1, 2)
         kinds = set(e.interval_kind.values())
         mean = np.array([e.accuracy[m] for m in models], dtype=float)
-        lo = np.where(np.isfinite(iv[:, 0]), iv[:, 0], mean)
-        hi = np.where(np.isfinite(iv[:, 1]), iv[:, 1], mean)
+        lo, hi = np.where(np.isfinite(iv), iv, mean[:, None]).T  # no interval: a point
         panels.append(rankings.Panel(models, mean, lo, hi, kinds, d, models))  # as written
     title = "Accuracy of each model on each dataset, best first"
     pages = rankings.pages(panels, style, per_row=3)

@@ -97,11 +97,8 @@ class FigureSettings(FromConfig):
     def from_config(cls, config: Any, figure: str) -> FigureSettings:  # type: ignore[override]
         from imagenot.figures.plan import figure_params
 
-        return cls(
-            **figure_params(config, figure),
-            options=Options.from_config(config),
-            figure_options=Style.from_config(config),
-        )
+        options, style = Options.from_config(config), Style.from_config(config)
+        return cls(**figure_params(config, figure), options=options, figure_options=style)
 
 
 @dataclass(frozen=True)

@@ -28,19 +28,9 @@ def accuracy(acc: pd.DataFrame, reports: Reports, opts: Options) -> pd.DataFrame
     rows = []
     for (model, label), cell in std.cells.items():
         r = rob.cells.get((model, label))
-        rows.append(
-            {
-                "model": model,
-                "dataset": label,
-                "seeds": len(cell.seeds),
-                "standard": cell.mean,
-                "standard_low": cell.lo,
-                "standard_high": cell.hi,
-                "interval": cell.interval,
-                "robust": r.mean if r else np.nan,
-                "robust_se": r.se if r else np.nan,
-            }
-        )
+        row = {"model": model, "dataset": label, "seeds": len(cell.seeds), "standard": cell.mean}
+        row |= {"standard_low": cell.lo, "standard_high": cell.hi, "interval": cell.interval}
+        rows.append(row | {"robust": r.mean if r else np.nan, "robust_se": r.se if r else np.nan})
     return pd.DataFrame(rows)
 
 
@@ -89,24 +79,17 @@ def published_check(acc: pd.DataFrame, reports: Reports, opts: Options) -> pd.Da
     published = own.fillna(rows["imagenet_top1"]).astype(float)
     weights = rows["weights"] if "weights" in rows else pd.Series(None, index=rows.index)
     deviation = rows["accuracy"] - published
-    return pd.DataFrame(
-        {
-            "model": rows["model"],
-            "dataset": rows["dataset"],
-            "weights": weights,
-            "n": rows["n"],
-            "measured_top1": rows["accuracy"],
-            "published_top1": published,
-            "deviation": deviation,
-            "max_deviation": PUBLISHED_TOLERANCE,
-            "flagged": deviation.abs() > PUBLISHED_TOLERANCE,
-        }
-    ).reset_index(drop=True)
+    table = {"model": rows["model"], "dataset": rows["dataset"], "weights": weights, "n": rows["n"]}
+    table |= {"measured_top1": rows["accuracy"], "published_top1": published}
+    table |= {"deviation": deviation, "max_deviation": PUBLISHED_TOLERANCE}
+    table |= {"flagged": deviation.abs() > PUBLISHED_TOLERANCE}
+    return pd.DataFrame(table).reset_index(drop=True)
 
 
-def _columns(section: Any, **columns: str) -> dict[str, Any]:
-    """``{column: section.<field>}`` for each ``column=field``; empty cells (None) where the
-    section was not computed."""
+def _columns(section: Any, *fields: str, **columns: str) -> dict[str, Any]:
+    """``{column: section.<field>}`` for each of ``fields`` (a column named as its field), then
+    each ``column=field``; empty cells (None) where the section was not computed."""
+    columns = {f: f for f in fields} | columns
     return {c: getattr(section, f) if section is not None else None for c, f in columns.items()}
 
 
@@ -130,18 +113,12 @@ def agreement_rows(rep: RankingsReport, order_of=None) -> list[dict]:
         tests, boot = e.correlations, e.bootstrap
         tau_ci = (boot.kendall_tau_ci if boot is not None else None) or [None, None]
         row = {"dataset": d, "reference": rep.reference, "models": e.common_models}
-        row |= _columns(tests, kendall_tau="kendall_tau")
+        row |= _columns(tests, "kendall_tau")
         row |= {"kendall_tau_ci_low": tau_ci[0], "kendall_tau_ci_high": tau_ci[1]}
-        row |= _columns(tests, kendall_p="kendall_p")
+        row |= _columns(tests, "kendall_p")
         row |= _columns(e.rank_agreement_up_to_error_bars, kendall_tau_up_to_error_bars="tau_b")
-        row |= _columns(
-            tests,
-            spearman_rho="spearman_rho",
-            spearman_p="spearman_p",
-            pearson_r="pearson_r",
-            p_method="p_method",
-        )
-        row |= _columns(e.ols, slope="slope", adj_r2="adj_r2")
+        row |= _columns(tests, "spearman_rho", "spearman_p", "pearson_r", "p_method")
+        row |= _columns(e.ols, "slope", "adj_r2")
         row |= _columns(
             e.ols_subset, slope_subset="slope", adj_r2_subset="adj_r2", models_subset="n"
         )
@@ -154,11 +131,10 @@ def agreement_rows(rep: RankingsReport, order_of=None) -> list[dict]:
 
 def agreement(acc: pd.DataFrame, reports: Reports, opts: Options) -> pd.DataFrame:
     """Rank agreement of every dataset label with the reference, standard and Robust."""
-    rows = []
-    for variant, rep in reports.items():
-        for row in agreement_rows(rep, lambda names: order(names, opts)):
-            rows.append({"variant": variant, **row})
-    return pd.DataFrame(rows)
+    ordered = [
+        (v, agreement_rows(rep, lambda names: order(names, opts))) for v, rep in reports.items()
+    ]
+    return pd.DataFrame([{"variant": v, **row} for v, rows in ordered for row in rows])
 
 
 def fits(acc: pd.DataFrame, reports: Reports, opts: Options) -> pd.DataFrame:
@@ -170,20 +146,11 @@ def fits(acc: pd.DataFrame, reports: Reports, opts: Options) -> pd.DataFrame:
             continue
         for r in accuracy_vs_imagenet.fit_rows(acc, dataset, protocol, opts):
             s = r["fit"].summary() if r["fit"] is not None else {}
-            rows.append(
-                {
-                    "dataset": dataset,
-                    "protocol": protocol,
-                    "variant": r["variant"],
-                    "models": len(r["models"]),
-                    "slope": s.get("slope"),
-                    "slope_ci_low": s.get("slope_ci", [None, None])[0],
-                    "slope_ci_high": s.get("slope_ci", [None, None])[1],
-                    "intercept": s.get("intercept"),
-                    "adj_r2": s.get("adj_r2"),
-                    "axis": opts.axis,
-                }
-            )
+            low, high = s.get("slope_ci", [None, None])
+            row = {"dataset": dataset, "protocol": protocol, "variant": r["variant"]}
+            row |= {"models": len(r["models"]), "slope": s.get("slope"), "slope_ci_low": low}
+            row |= {"slope_ci_high": high, "intercept": s.get("intercept")}
+            rows.append(row | {"adj_r2": s.get("adj_r2"), "axis": opts.axis})
     return pd.DataFrame(rows)
 
 

@@ -215,14 +215,25 @@ _RECORD = Option(
 )
 
 
-def _staged(stage: str, name: str, help: str, kind: str, *options: Option, settings=True, **more):
+def _staged(
+    stage: str,
+    name: str,
+    help: str,
+    kind: str,
+    *options: Option,
+    settings=True,
+    handler: str | None = None,
+    **more,
+):
     """A step of ``stage``: its files and settings classes are ``<kind>Files``,
     ``<kind>Settings`` of the stage's ``files`` and ``settings`` modules, its handler
-    ``imagenot.<stage>.cli``'s function of the name after ``<stage>-`` (``-`` read ``_``)."""
+    ``imagenot.<stage>.cli``'s function ``handler``, by default the name after ``<stage>-``
+    (``-`` read ``_``)."""
     files, settings_class = (
         f"imagenot.{stage}.{m}:{kind}{m.title()}" for m in ("files", "settings")
     )
-    run = f"imagenot.{stage}.cli:{name.removeprefix(stage + '-').replace('-', '_')}"
+    handler = handler or name.removeprefix(stage + "-").replace("-", "_")
+    run = f"imagenot.{stage}.cli:{handler}"
     return Step(name, help, run, files, settings_class if settings else None, options, **more)
 
 
@@ -424,23 +435,15 @@ for _step in (
             ),
         ),
     ),
-    Step(
+    _staged(
+        "evaluate",
         "evaluate-robustness",
         "evaluate a final checkpoint under every registered test-time transformation (the "
         "paper's 17)",
-        run="imagenot.evaluate.cli:evaluate_robustness",
-        files="imagenot.evaluate.files:RobustnessFiles",
-        settings="imagenot.evaluate.settings:RobustnessSettings",
-        options=(
-            Option(
-                "threads",
-                "CPU threads (the rule's, evaluate.threads)",
-                rule="{threads}",
-                type=int,
-                required=True,
-            ),
-            _GPU_JOB,
-        ),
+        "Robustness",
+        Option("threads", "CPU threads (the rule's, evaluate.threads)", "{threads}", int, True),
+        _GPU_JOB,
+        handler="evaluate_robustness",
     ),
     Step(
         "ci",
@@ -458,20 +461,18 @@ for _step in (
             Option("json", "print the intervals as JSON", switch=True),
         ),
     ),
-    Step(
+    _staged(
+        "analyse",
         "accuracy-table",
         "collect evaluation results and published ImageNet accuracies into accuracy.csv",
-        run="imagenot.analyse.cli:write_accuracy_table",
-        files="imagenot.analyse.files:AccuracyFiles",
-        settings="imagenot.analyse.settings:AccuracySettings",
-        options=(
-            Option(
-                "published",
-                "the published accuracies (default: the table this package ships, "
-                "imagenot/resources/published_weights.csv)",
-                metavar="PATH",
-            ),
+        "Accuracy",
+        Option(
+            "published",
+            "the published accuracies (default: the table this package ships, "
+            "imagenot/resources/published_weights.csv)",
+            metavar="PATH",
         ),
+        handler="write_accuracy_table",
     ),
     _staged("figures", "figure", "draw one figure (PDF + PNG) from accuracy.csv", "Figure"),
     _staged("figures", "table", "write one table (CSV + Markdown)", "Table"),

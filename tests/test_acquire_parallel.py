@@ -282,7 +282,7 @@ def _selection(per_class: dict[str, int], start_rank: int = 0, row0: int = 0) ->
 def _fake_download(selection_path, folder, n_parts, dead=frozenset(), duplicate_of=None):
     """What ``imagenot acquire-download`` leaves for each part: the valid images normalised in
     a tar and one status row per selection row (``dead`` keys fail with an HTTP error)."""
-    from imagenot.acquire.dataset import write_tar
+    from imagenot.acquire.dataset import write_shard
 
     duplicate_of = duplicate_of or {}
     selection = pq.read_table(selection_path)
@@ -307,8 +307,8 @@ def _fake_download(selection_path, folder, n_parts, dead=frozenset(), duplicate_
             records.append(Record(key, "", "train", result.jpeg))
             rows.append(row)
         status = folder / f"part-{part:05d}.parquet"
-        spans = write_tar(status.with_suffix(".tar"), [(r, -1) for r in records])
-        span = {r.key: s for r, s in zip(records, spans, strict=True)}
+        spans = write_shard(status.with_suffix(".tar"), [(r, -1) for r in records], None)
+        span = {r.key: s for r, (s, _) in zip(records, spans, strict=True)}
         for row in rows:
             if row["key"] in span:
                 row["offset"], row["length"], _ = span[row["key"]]
@@ -381,7 +381,7 @@ def test_parallel_build_equals_the_single_job_build(laion):
     status = read_parts(parts)
     sel = pq.read_table(root / "selection.parquet").select(["key", "wnid", "similarity"])
     cand = status.filter(pc.equal(status["reason"], "success")).join(sel, "key")
-    assignment, _ = plan_splits(cand, _fill(True))
+    assignment, _ = plan_splits(cand, _fill(True), [])
     reader = ShardReader(root.parent)
     records = [
         Record(r["key"], r["wnid"], r["split"], reader.read(r["part_tar"], r["offset"], r["length"]),
@@ -585,19 +585,19 @@ def test_plan_lookups_for_rounds_and_ranges():
     assert MaterialiseSettings.from_config(config, dataset="fm").jobs == 1
     assert FillSettings.from_config(config, dataset="mine").allow_fewer is True
     assert FillSettings.from_config(config, dataset="other").allow_fewer is False
-    inputs = plan.plan_inputs(config, "mine")
-    assert inputs["selections"] == [
+    rounds = plan.all_rounds(config)
+    assert plan.selections_before("mine", rounds) == [
         "results/curate/mine/selection.parquet",
         "results/acquire/mine/round-1/selection.parquet",
         "results/acquire/mine/round-2/selection.parquet",
     ]
-    assert len(inputs["status"]) == 6 and inputs["reserve"] == [
-        "results/curate/mine/reserve.parquet"
-    ]
-    before = plan.rounds_before(config, "mine", 2)
-    assert before["status"][-1] == "results/acquire/mine/round-1/parts/part-00001.parquet"
+    assert len(plan.status_before(config, "mine", rounds)) == 6
+    assert plan.plan_reserve(config, "mine") == ["results/curate/mine/reserve.parquet"]
+    before = plan.status_before(config, "mine", 2)
+    assert before[-1] == "results/acquire/mine/round-1/parts/part-00001.parquet"
+    assert before[0] == "results/acquire/mine/parts/part-00000.parquet"
     config["acquire"]["topup_rounds"] = 0
-    assert plan.plan_inputs(config, "mine")["reserve"] == []
+    assert plan.plan_reserve(config, "mine") == []
 
 
 def test_rule_command_lines_run_the_whole_chain(laion, monkeypatch):

@@ -30,6 +30,7 @@ import logging
 import math
 import os
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -85,25 +86,21 @@ def distinct_candidates(
     near_duplicates, near_distance = settings.near_duplicates, settings.near_duplicate_distance
     order = pc.sort_indices(candidates, [("similarity", "descending"), ("key", "ascending")])
     cand = candidates.take(order)
-    sha = cand["sha256"].to_pylist()
-    seen: set[str] = set()
-    keep = np.ones(cand.num_rows, dtype=bool)
-    for i, h in enumerate(sha):
-        if h in seen:
-            keep[i] = False
-        seen.add(h)
+    keep = np.zeros(cand.num_rows, dtype=bool)  # the first of each sha256
+    keep[np.unique(cand["sha256"].to_numpy(zero_copy_only=False), return_index=True)[1]] = True
     if near_duplicates == "phash":
         idx = np.flatnonzero(keep)
         ph = cand["phash"].to_numpy(zero_copy_only=False)[idx]
         keep[idx[near_duplicate_mask(ph, near_distance)]] = False
-    elif near_duplicates != "off":
-        raise ValueError(f"near_duplicates {near_duplicates!r} is not one of 'off', 'phash'")
     return cand, keep
 
 
-def plan_splits(candidates: pa.Table, fill: FillSettings) -> tuple[pa.Table, pa.Table]:
+def plan_splits(
+    candidates: pa.Table, fill: FillSettings, wnids: list[str]
+) -> tuple[pa.Table, pa.Table]:
     """Assign splits as ``fill`` says. ``candidates``: key, wnid, similarity, sha256 (+ phash)
-    of valid images.
+    of valid images; ``wnids``: every class to report, the candidates' and any other (dropped:
+    none of its images validated).
 
     Returns (assignment: the candidates kept with ``split`` added, in write order;
     per-class report: wnid, n_valid, n_unique, n_kept, n_test, n_val, n_train, status).
@@ -111,15 +108,13 @@ def plan_splits(candidates: pa.Table, fill: FillSettings) -> tuple[pa.Table, pa.
     cand, keep = distinct_candidates(candidates, fill)
     images_per_class, short_classes, seed = fill.images_per_class, fill.short_classes, fill.seed
     test_per_class, val_per_class = fill.test_per_class, fill.val_per_class
-    if short_classes not in ("drop", "keep"):
-        raise ValueError(f"short_classes {short_classes!r} is not one of 'drop', 'keep'")
 
-    wnids = np.asarray(cand["wnid"].to_pylist(), dtype=object)
+    row_wnid = np.asarray(cand["wnid"].to_pylist(), dtype=object)
     need = test_per_class + val_per_class + 1
     splits = np.full(cand.num_rows, "", dtype=object)
     report = []
-    for wnid in sorted(set(wnids.tolist())):
-        in_class = wnids == wnid
+    for wnid in sorted({*row_wnid.tolist(), *wnids}):
+        in_class = row_wnid == wnid
         unique = np.flatnonzero(in_class & keep)
         kept = unique[:images_per_class]
         status = "kept"
@@ -132,17 +127,10 @@ def plan_splits(candidates: pa.Table, fill: FillSettings) -> tuple[pa.Table, pa.
             splits[perm[test_per_class : test_per_class + val_per_class]] = "val"
             splits[perm[test_per_class + val_per_class :]] = "train"
             n = {s: int((splits[kept] == s).sum()) for s in n}
+        n_kept = len(kept) if status != "dropped" else 0
+        counts = {"n_valid": int(in_class.sum()), "n_unique": len(unique), "n_kept": n_kept}
         report.append(
-            {
-                "wnid": wnid,
-                "n_valid": int(in_class.sum()),
-                "n_unique": len(unique),
-                "n_kept": len(kept) if status != "dropped" else 0,
-                "n_test": n["test"],
-                "n_val": n["val"],
-                "n_train": n["train"],
-                "status": status,
-            }
+            {"wnid": wnid, **counts, **{f"n_{s}": c for s, c in n.items()}, "status": status}
         )
     chosen = np.flatnonzero(splits != "")
     out = cand.take(pa.array(chosen)).append_column(
@@ -258,26 +246,16 @@ def plan_build(files: PlanFiles, fill: FillSettings, *, name: str) -> pa.Table:
     selection, candidates = read_rounds(selections, part_tables)
     candidates, excluded = drop_excluded(candidates, files.exclusions, log)
     stats = []
-    for path in part_tables:
-        path = Path(path)
-        rnd = (
-            int(path.parent.parent.name.split("-")[1])
-            if path.parent.parent.name.startswith("round-")
-            else 0
-        )
+    for path in map(Path, part_tables):
+        # round r >= 1 lies in round-{r}/, round 0 in the acquire folder itself
+        folder = path.parent.parent.name
+        rnd = int(folder.split("-")[1]) if folder.startswith("round-") else 0
         stats += [{"round": rnd, **row} for row in reason_counts(read_parquet(path), path.stem)]
     write_parquet(pa.Table.from_pylist(stats), files.download_stats)
     write_csv(pa.Table.from_pylist(stats), files.download_stats_csv)
 
     images_per_class = fill.images_per_class
-    assignment, report = plan_splits(candidates, fill)
-    # classes none of whose images validated are reported (and short) too
-    reported = set(report["wnid"].to_pylist()) if report.num_rows else set()
-    absent = sorted(set(selection["wnid"].to_pylist()) - reported)
-    if absent:
-        empty = dict.fromkeys(("n_valid", "n_unique", "n_kept", "n_test", "n_val", "n_train"), 0)
-        rows = report.to_pylist() + [{"wnid": w, **empty, "status": "dropped"} for w in absent]
-        report = pa.Table.from_pylist(sorted(rows, key=lambda r: r["wnid"]))
+    assignment, report = plan_splits(candidates, fill, selection["wnid"].to_pylist())
     tried = Counter(selection["wnid"].to_pylist())
     topup = Counter(selection.filter(pc.greater(selection["round"], 0))["wnid"].to_pylist())
     wnids = report["wnid"].to_pylist() if report.num_rows else []
@@ -358,20 +336,12 @@ def write_build_part(
         log.info("%s: part %s already written from these rows; nothing to do", out_dir, job)
         return read_parquet(part_manifest)
     reader = ShardReader(Path.cwd())
-
-    def lazy(tar: str, offset: int, length: int):
-        return lambda: reader.read(tar, offset, length)
-
-    selected = rows.select(["key", "wnid", "split", "part_tar", "offset", "length", "similarity"])
+    columns = ("key", "wnid", "split", "part_tar", "offset", "length", "similarity")
     records = [
-        Record(
-            r["key"],
-            r["wnid"],
-            r["split"],
-            lazy(r["part_tar"], r["offset"], r["length"]),
-            r["similarity"],
+        Record(key, wnid, split, partial(reader.read, tar, offset, length), similarity)
+        for key, wnid, split, tar, offset, length, similarity in zip(
+            *(rows[c].to_pylist() for c in columns), strict=True
         )
-        for r in selected.to_pylist()
     ]
     part = job.removeprefix("part-")
     out = write_part(

@@ -106,17 +106,12 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> Span:
     return span
 
 
-def write_tar(path: Path, members: Sequence[tuple[Record, int]]) -> list[Span | None]:
-    """Write one shard atomically; return (offset, length, sha256) of each record's JPEG (None
-    for a record whose data is None: skipped)."""
-    return [None if both is None else both[0] for both in write_shard(path, members, None)]
-
-
 def write_shard(
     path: Path, members: Sequence[tuple[Record, int]], originals: Path | None
 ) -> list[tuple[Span, Span | None] | None]:
-    """:func:`write_tar`, and where a record keeps its original and ``originals`` names a tar,
-    the original written there too: per record both spans (None: skipped)."""
+    """Write one shard atomically, and where a record keeps its original and ``originals``
+    names a tar, the original there too: per record the (offset, length, sha256) of its JPEG
+    and of its original (None: none kept), or None for a record whose data is None (skipped)."""
     spans: list = []
     with contextlib.ExitStack() as stack:
 
@@ -167,10 +162,7 @@ def _write_shards(
     by_split: dict[str, list[tuple[Record, int]]] = {s: [] for s in SPLITS}
     for rec, label in pairs:
         by_split[rec.split].append((rec, label))
-    columns: dict[str, list] = {name: [] for name in MANIFEST_SCHEMA.names}
-    similarity: list[float | None] = []
-    sources: list[str | None] = []
-    originals: dict[str, list] = {name: [] for name in ORIGINAL_COLUMNS}
+    rows = []  # per stored record: its manifest columns, similarity, source, original columns
     written: set[str] = set()
     for split in SPLITS:
         members = by_split[split]
@@ -185,45 +177,39 @@ def _write_shards(
                 if both is None:
                     continue
                 (offset, length, digest), original = both
-                values = (kept, *original) if original else (None,) * 4
-                for column, value in zip(ORIGINAL_COLUMNS, values, strict=True):
-                    originals[column].append(value)
-                columns["key"].append(rec.key)
-                columns["wnid"].append(rec.wnid)
-                columns["label"].append(label)
-                columns["split"].append(split)
-                columns["sha256"].append(digest)
-                columns["shard"].append(name)
-                columns["offset"].append(offset)
-                columns["length"].append(length)
-                similarity.append(rec.similarity)
-                sources.append(rec.source)
+                manifest = (rec.key, rec.wnid, label, split, digest, name, offset, length)
+                kept_at = (kept, *original) if original else (None,) * len(ORIGINAL_COLUMNS)
+                rows.append((*manifest, rec.similarity, rec.source, *kept_at))
         for folder in (SHARD_DIR, ORIGINALS_DIR):
             for stale in sorted((out_dir / folder).glob(f"{split}{prefix}-*.tar")):
                 if f"{folder}/{stale.name}" not in written and stale.stem.count("-") == (
                     1 + prefix.count("-")
                 ):
                     stale.unlink()
-    table = pa.table(columns, schema=MANIFEST_SCHEMA)
+    n = len(MANIFEST_SCHEMA)
+    columns = list(zip(*rows, strict=True)) or [()] * (n + 2 + len(ORIGINAL_COLUMNS))
+    table = pa.table(dict(zip(MANIFEST_SCHEMA.names, columns, strict=False)), MANIFEST_SCHEMA)
+    similarity, sources, originals = list(columns[n]), columns[n + 1], columns[n + 2 :]
     if any(src is not None for src in sources):
         table = table.append_column("source", pa.array(sources, pa.string()))
-    if any(s is not None for s in originals[ORIGINAL_COLUMNS[0]]):
+    if any(s is not None for s in originals[0]):
         kinds = (pa.string(), pa.int64(), pa.int64(), pa.string())
-        for (column, values), kind in zip(originals.items(), kinds, strict=True):
+        for column, values, kind in zip(ORIGINAL_COLUMNS, originals, kinds, strict=True):
             table = table.append_column(column, pa.array(values, kind))
     return table, similarity
 
 
-def _remove_unreferenced(out_dir: Path, table: pa.Table) -> None:
-    """Remove tars under shards/ and originals/ that the manifest does not name (left by an
-    earlier run)."""
-    referenced = set(table["shard"].unique().to_pylist())
+def _tars(table: pa.Table) -> set[str]:
+    """The tars under shards/ and originals/ that manifest rows name."""
+    names = set(table["shard"].unique().to_pylist())
     if ORIGINAL_COLUMNS[0] in table.column_names:
-        referenced |= set(table[ORIGINAL_COLUMNS[0]].drop_null().unique().to_pylist())
-    _remove_unreferenced_names(out_dir, referenced)
+        names |= set(table[ORIGINAL_COLUMNS[0]].drop_null().unique().to_pylist())
+    return names
 
 
-def _remove_unreferenced_names(out_dir: Path, referenced: set[str]) -> None:
+def _remove_unreferenced(out_dir: Path, referenced: set[str]) -> None:
+    """Remove tars under shards/ and originals/ that are not ``referenced`` (left by an
+    earlier run)."""
     for folder in (SHARD_DIR, ORIGINALS_DIR):
         for stale in sorted((out_dir / folder).glob("*.tar")):
             if f"{folder}/{stale.name}" not in referenced:
@@ -297,7 +283,7 @@ def write_dataset(
     out_dir = Path(out_dir)
     pairs = _check_records(out_dir, records, classes)
     table, similarity = _write_shards(out_dir, pairs, shard_size, "")
-    _remove_unreferenced(out_dir, table)
+    _remove_unreferenced(out_dir, _tars(table))
     return _write_index(out_dir, _with_similarity(table, similarity, with_similarity), classes)
 
 
@@ -325,8 +311,7 @@ def write_part(
     records = list(records)
     pairs = _check_records(out_dir, records, classes)
     table, similarity = _write_shards(out_dir, pairs, shard_size, f"-{part}")
-    if with_similarity:
-        table = _with_similarity(table, similarity, True)
+    table = _with_similarity(table, similarity, with_similarity)
     if order is not None:
         position = {r.key: o for r, o in zip(records, order, strict=True)}
         table = table.append_column(
@@ -338,8 +323,7 @@ def write_part(
     return table
 
 
-def _part_meta(table: pa.Table | pa.Schema, path: Path) -> dict:
-    schema = table if isinstance(table, pa.Schema) else table.schema
+def _part_meta(schema: pa.Schema, path: Path) -> dict:
     raw = (schema.metadata or {}).get(PART_META)
     if raw is None:
         raise DatasetError(f"{path}: not a part manifest (no {PART_META.decode()} metadata)")
@@ -356,20 +340,16 @@ def part_is_done(
         return False
     try:
         table = read_parquet(path)
-        if _part_meta(table, path).get("params") != json.loads(json.dumps(params)):
+        if _part_meta(table.schema, path).get("params") != json.loads(json.dumps(params)):
             return False
     except (DatasetError, pa.ArrowException, ValueError):
         return False
-    ends: dict[str, int] = {}
-    for shard, end in zip(
-        table["shard"].to_pylist(),
-        pc.add(table["offset"], table["length"]).to_pylist(),
-        strict=True,
-    ):
-        ends[shard] = max(ends.get(shard, 0), end)
+    ends = table.append_column("end", pc.add(table["offset"], table["length"]))
+    ends = ends.group_by("shard").aggregate([("end", "max")]).to_pylist()
     out_dir = Path(out_dir)
     return all(
-        (out_dir / s).is_file() and (out_dir / s).stat().st_size >= e for s, e in ends.items()
+        (out_dir / e["shard"]).is_file() and (out_dir / e["shard"]).stat().st_size >= e["end_max"]
+        for e in ends
     )
 
 
@@ -392,24 +372,13 @@ def gather_parts(
     for path in part_manifests:
         if not Path(path).is_file():
             raise DatasetError(f"{path}: part manifest not found (its job has not finished)")
-    if all(ORDER in open_parquet(p).schema_arrow.names for p in part_manifests):
-        return _gather_ordered(out_dir, [Path(p) for p in part_manifests])
-    tables, classes = [], None
-    for path in map(Path, part_manifests):
-        table = read_parquet(path)
-        part_classes = _part_meta(table, path)["classes"]
-        if classes is None:
-            classes = part_classes
-        elif part_classes != classes:
-            raise DatasetError(
-                f"{path}: class list differs from {part_manifests[0]}'s; rerun the parts"
-            )
-        tables.append(table.replace_schema_metadata(None))
+    parts = [Path(p) for p in part_manifests]
+    if all(ORDER in open_parquet(p).schema_arrow.names for p in parts):
+        return _gather_ordered(out_dir, parts)
+    classes = _part_classes(parts)
+    tables = [read_parquet(path).replace_schema_metadata(None) for path in parts]
     table = pa.concat_tables(tables, promote_options="default")
-    keys = table["key"]
-    if pc.count_distinct(keys).as_py() != len(keys):
-        dup = pc.value_counts(keys).filter(pc.greater(pc.value_counts(keys).field("counts"), 1))
-        raise DatasetError(f"{out_dir}: key {dup[0]['values']} is in more than one part")
+    _check_unique_keys(out_dir, table["key"])
     if ORDER in table.column_names:
         table = table.take(pc.sort_indices(table, [(ORDER, "ascending")])).drop_columns([ORDER])
     else:
@@ -422,8 +391,26 @@ def gather_parts(
             for s in ("val", "test")
         ]
         table = table.take(pa.array(np.concatenate([train, *rest]), pa.int64()))
-    _remove_unreferenced(out_dir, table)
+    _remove_unreferenced(out_dir, _tars(table))
     return _write_index(out_dir, table.combine_chunks(), classes)
+
+
+def _part_classes(parts: Sequence[Path]) -> list[str]:
+    """The class list the part manifests carry, one and the same (else DatasetError)."""
+    classes = None
+    for path in parts:
+        part_classes = _part_meta(open_parquet(path).schema_arrow, path)["classes"]
+        if classes is not None and part_classes != classes:
+            raise DatasetError(f"{path}: class list differs from {parts[0]}'s; rerun the parts")
+        classes = part_classes
+    return classes
+
+
+def _check_unique_keys(out_dir: Path, keys: pa.ChunkedArray) -> None:
+    if pc.count_distinct(keys).as_py() != len(keys):
+        counts = pc.value_counts(keys)
+        dup = counts.filter(pc.greater(counts.field("counts"), 1))
+        raise DatasetError(f"{out_dir}: key {dup[0]['values']} is in more than one part")
 
 
 GATHER_WINDOW_ROWS = 1 << 18  # manifest rows held at once by the streamed gather (~50 MB)
@@ -436,26 +423,18 @@ def _gather_ordered(out_dir: Path, parts: list[Path], window: int = GATHER_WINDO
     part, one window, and the keys of the dataset (one compact string column, for the check
     that no key is in two parts). The orders must be exactly 0..n-1: a gap or a repeat means
     parts of different plans, and nothing is written."""
-    classes, schemas, n_rows, keys = None, [], 0, []
+    classes = _part_classes(parts)
+    schemas, sizes = [], []  # one part's footer open at a time
     for path in parts:
         meta = open_parquet(path)
-        schema = meta.schema_arrow
-        part_classes = _part_meta(schema, path)["classes"]
-        if classes is None:
-            classes = part_classes
-        elif part_classes != classes:
-            raise DatasetError(f"{path}: class list differs from {parts[0]}'s; rerun the parts")
-        schemas.append(schema.remove_metadata())
-        n_rows += meta.metadata.num_rows
-        keys.append(read_parquet(path, columns=["key"])["key"])
-    all_keys = pa.chunked_array([c for k in keys for c in k.chunks], pa.string())
-    if pc.count_distinct(all_keys).as_py() != len(all_keys):
-        counts = pc.value_counts(all_keys)
-        dup = counts.filter(pc.greater(counts.field("counts"), 1))
-        raise DatasetError(f"{out_dir}: key {dup[0]['values']} is in more than one part")
-    del keys, all_keys
+        schemas.append(meta.schema_arrow.remove_metadata())
+        sizes.append(meta.metadata.num_rows)
+    n_rows = sum(sizes)
+    keys = [read_parquet(path, columns=["key"])["key"] for path in parts]
+    _check_unique_keys(out_dir, pa.chunked_array([c for k in keys for c in k.chunks], pa.string()))
+    del keys
     # held at once: a window's pieces and their sorted copy, and the part being read
-    job_usage.declare_rows_held(2 * window + max(open_parquet(p).metadata.num_rows for p in parts))
+    job_usage.declare_rows_held(2 * window + max(sizes))
     schema = pa.unify_schemas(schemas)
     out_schema = pa.schema([f for f in schema if f.name != ORDER])
     shards: set[str] = set()
@@ -473,10 +452,10 @@ def _gather_ordered(out_dir: Path, parts: list[Path], window: int = GATHER_WINDO
                         "rerun the parts"
                     )
                 rows = rows.drop_columns([ORDER]).cast(out_schema)
-                shards.update(rows["shard"].unique().to_pylist())
+                shards |= _tars(rows)
                 _fingerprint_update(h, rows)
                 writer.write_table(rows)
-        _remove_unreferenced_names(out_dir, shards)
+        _remove_unreferenced(out_dir, shards)
         write_text(classes_text(classes, out_dir / CLASSES_FILE), out_dir / CLASSES_FILE)
     write_text(h.hexdigest() + "\n", out_dir / FINGERPRINT_FILE)
     return out_dir / MANIFEST_FILE

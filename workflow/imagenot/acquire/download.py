@@ -22,6 +22,7 @@ import hashlib
 import json
 import logging
 import os
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -30,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from imagenot.acquire import images
-from imagenot.acquire.dataset import Record, write_tar
+from imagenot.acquire.dataset import Record, write_shard
 from imagenot.acquire.fetch import (
     REUSE,
     TRANSIENT_REASONS,
@@ -45,7 +46,6 @@ from imagenot.io import read_parquet, write_parquet
 
 log = logging.getLogger(__name__)
 
-SELECTION_COLUMNS = ("key", "URL", "TEXT", "wnid", "similarity")
 STATUS_SCHEMA = pa.schema(
     [
         ("key", pa.string()),
@@ -76,10 +76,7 @@ def part_of(keys: list[str], n_parts: int) -> np.ndarray:
 
 
 def select_part(selection: pa.Table, part: int, n_parts: int) -> pa.Table:
-    """Rows of ``selection`` in ``part``, sorted by key."""
-    missing = [c for c in ("key", "URL") if c not in selection.column_names]
-    if missing:
-        raise ValueError(f"selection lacks column(s) {missing}")
+    """Rows of ``selection`` (:func:`read_selection`) in ``part``, sorted by key."""
     keys = selection["key"].to_pylist()
     if len(set(keys)) != len(keys):
         raise ValueError("selection has duplicate keys")
@@ -141,13 +138,7 @@ def validate_fetched(
             min_size=settings.min_image_size,
             quality=settings.jpeg_quality,
         )
-        row.update(
-            reason=result.reason,
-            detail=result.detail,
-            width=result.width,
-            height=result.height,
-            mode=result.mode,
-        )
+        row.update((k, v) for k, v in vars(result).items() if k != "jpeg")
         if result.jpeg is not None:
             row["sha256"] = hashlib.sha256(result.jpeg).hexdigest()
             row["phash"] = images.phash64(result.jpeg)
@@ -155,8 +146,8 @@ def validate_fetched(
         rows.append(row)
 
     _check_floor(folder, rows, settings.min_success_rate)
-    spans = write_tar(Path(out_tar), [(r, -1) for r in records])
-    span_of = {r.key: s for r, s in zip(records, spans, strict=True)}
+    spans = write_shard(Path(out_tar), [(r, -1) for r in records], None)
+    span_of = {r.key: s for r, (s, _) in zip(records, spans, strict=True)}
     for row in rows:
         if row["key"] in span_of:
             row["offset"], row["length"], _ = span_of[row["key"]]
@@ -171,9 +162,7 @@ def _check_floor(folder: Path, rows: list[dict], floor: float) -> None:
     n_ok = sum(r["reason"] == images.OK for r in rows)
     if len(rows) < FLOOR_MIN_ROWS or n_ok >= floor * len(rows):
         return
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r["reason"]] = counts.get(r["reason"], 0) + 1
+    counts = Counter(r["reason"] for r in rows)
     refetch = unmark_transient_batches(folder)
     top = ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
     raise DownloadError(
@@ -190,18 +179,13 @@ def _check_floor(folder: Path, rows: list[dict], floor: float) -> None:
 
 def reason_counts(status: pa.Table, part: str) -> list[dict]:
     """One row per reason (all reasons listed, zeros included) for a part's status table."""
-    counts = dict.fromkeys(images.REASONS, 0)
-    for reason in status["reason"].to_pylist():
-        counts[reason] = counts.get(reason, 0) + 1
+    counts = {**dict.fromkeys(images.REASONS, 0), **Counter(status["reason"].to_pylist())}
     return [{"part": part, "reason": r, "count": c} for r, c in counts.items()]
 
 
 def read_selection(path: str | os.PathLike) -> pa.Table:
     """The curate stage's selection table, with a clear error naming the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"selection {path} not found")
-    table = read_parquet(path)
+    table = read_parquet(path)  # a missing file: FileNotFoundError naming it
     missing = [c for c in ("key", "URL", "wnid", "similarity") if c not in table.column_names]
     if missing:
         raise ValueError(f"{path}: selection lacks column(s) {missing}")
@@ -235,7 +219,6 @@ def download_part(
     return status
 
 
-UNREACHABLE = TRANSIENT_REASONS
 MIN_ROWS_FOR_UNREACHABLE = 20
 
 
@@ -249,7 +232,7 @@ def check_reachable(
     cause. Dead links are http errors and do not count. Parts under
     ``MIN_ROWS_FOR_UNREACHABLE`` rows are not judged."""
     total = sum(counts.values())
-    unreachable = sum(counts.get(reason, 0) for reason in UNREACHABLE)
+    unreachable = sum(counts.get(reason, 0) for reason in TRANSIENT_REASONS)
     if total >= MIN_ROWS_FOR_UNREACHABLE and unreachable >= max_fraction * total:
         # No manual step; the batches that failed so are fetched again on the rerun
         refetch = unmark_transient_batches(Path(work_dir) / "img2dataset")

@@ -253,11 +253,12 @@ def fetch(
         (work_dir / "input.parquet").unlink(missing_ok=True)
     work_dir.mkdir(parents=True, exist_ok=True)
     write_text(fingerprint + "\n", marker)
-    reused = _reusable_keys(work_dir / REUSE, part_table)
+    url_of = dict(zip(part_table["key"].to_pylist(), part_table["URL"].to_pylist(), strict=True))
+    reused = read_fetched(work_dir / REUSE, lambda m: reusable_row(m, url_of), with_bytes=False)
     if reused:
         log.info("%s: %d row(s) reused from earlier work", work_dir, len(reused))
         part_table = part_table.filter(
-            pc.invert(pc.is_in(part_table["key"], pa.array(sorted(reused), pa.string())))
+            pc.invert(pc.is_in(part_table["key"], pa.array(list(reused), pa.string())))
         )
     if part_table.num_rows:
         # processes running at once beside the job (its recorded peak counts each as the
@@ -275,7 +276,7 @@ REUSE = "reuse"
 def _keep_for_reuse(out: Path, reuse: Path) -> int:
     """Move the finished batches of stale work into ``reuse`` (names prefixed with a new
     generation number; the stats file, the done marker, last); return how many."""
-    shards = _done_shards(out) if out.is_dir() else []
+    shards = _done_shards(out)
     if not shards:
         return 0
     reuse.mkdir(parents=True, exist_ok=True)
@@ -283,7 +284,7 @@ def _keep_for_reuse(out: Path, reuse: Path) -> int:
         (int(p.name.split("-", 1)[0]) for p in reuse.glob("*_stats.json")), default=0
     )
     for shard in shards:
-        for suffix in (".tar", ".parquet", "_stats.json"):
+        for suffix in reversed(SHARD_FILES):  # the done marker last
             os.replace(out / f"{shard}{suffix}", reuse / f"{generation:03d}-{shard}{suffix}")
     return len(shards)
 
@@ -295,24 +296,8 @@ def reusable_row(m: Mapping, url_of: Mapping[str, str]) -> bool:
     return (
         url is not None
         and url_of.get(m.get("sel_key")) == url
-        and images.classify_fetch_error(m.get("error_message")) not in TRANSIENT_REASONS
+        and not _transient(m.get("error_message"))
     )
-
-
-def _reusable_keys(reuse: Path, part_table: pa.Table) -> set[str]:
-    """Keys of ``part_table`` that batches kept in ``reuse`` hold (:func:`reusable_row`)."""
-    if not reuse.is_dir():
-        return set()
-    url_of = dict(zip(part_table["key"].to_pylist(), part_table["URL"].to_pylist(), strict=True))
-    keys: set[str] = set()
-    for shard in _done_shards(reuse):
-        meta = read_parquet(reuse / f"{shard}.parquet")
-        names = [
-            c for c in ("sel_key", "sel_url", "url", "error_message") if c in meta.column_names
-        ]
-        rows = meta.select(names).to_pylist()
-        keys.update(m["sel_key"] for m in rows if reusable_row(m, url_of))
-    return keys
 
 
 def _fetch_here(
@@ -369,32 +354,48 @@ def _fetch_here(
         )
 
 
-def _unmark(folder: Path, shard: str) -> None:
-    """Forget a finished shard: img2dataset's incremental mode fetches it again."""
-    for suffix in ("_stats.json", ".parquet", ".tar"):
-        (folder / f"{shard}{suffix}").unlink(missing_ok=True)
+SHARD_FILES = ("_stats.json", ".parquet", ".tar")  # an img2dataset shard's, its done marker first
 
 
-def unmark_dead_batches(folder: str | os.PathLike) -> None:
-    """Unmark every finished shard whose URLs all failed with one identical network error or
-    timeout (module docstring), then fail naming them; do nothing when there is none."""
-    folder = Path(folder)
-    dead = []
-    for shard in _done_shards(folder) if folder.is_dir() else []:
-        meta = read_parquet(folder / f"{shard}.parquet", columns=["error_message"])
-        messages = meta["error_message"].to_pylist()
-        if len(messages) < DEAD_BATCH_MIN_ROWS or None in messages or len(set(messages)) != 1:
-            continue
-        if images.classify_fetch_error(messages[0]) not in TRANSIENT_REASONS:
+def _unmark_batches(folder: str | os.PathLike, failed: Callable[[list], bool]) -> list:
+    """Forget the finished shards in ``folder`` whose rows' error messages ``failed`` judges
+    failed (img2dataset's incremental mode fetches them again); return (shard, its messages,
+    how long it took, as text) of each."""
+    folder, unmarked = Path(folder), []
+    for shard in _done_shards(folder):
+        messages = read_parquet(folder / f"{shard}.parquet", columns=["error_message"])
+        messages = messages["error_message"].to_pylist()
+        if not failed(messages):
             continue
         seconds = ""
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             stats = json.loads((folder / f"{shard}_stats.json").read_text())
             seconds = f" in {stats['end_time'] - stats['start_time']:.1f} s"
-        dead.append((shard, len(messages), messages[0], seconds))
-        _unmark(folder, shard)
+        unmarked.append((shard, messages, seconds))
+        for suffix in SHARD_FILES:
+            (folder / f"{shard}{suffix}").unlink(missing_ok=True)
+    return unmarked
+
+
+def _transient(message: str | None) -> bool:
+    return images.classify_fetch_error(message) in TRANSIENT_REASONS
+
+
+def unmark_dead_batches(folder: str | os.PathLike) -> None:
+    """Unmark every finished shard whose URLs all failed with one identical network error or
+    timeout (module docstring), then fail naming them; do nothing when there is none."""
+    dead = _unmark_batches(
+        folder,
+        lambda messages: (
+            len(messages) >= DEAD_BATCH_MIN_ROWS
+            and None not in messages
+            and len(set(messages)) == 1
+            and _transient(messages[0])
+        ),
+    )
     if dead:
-        shard, n, message, seconds = dead[0]
+        shard, messages, seconds = dead[0]
+        n, message = len(messages), messages[0]
         raise DownloadError(
             f"{folder}: {len(dead)} download batch(es) failed entirely with one network error "
             f"(first: shard {shard}, all {n} URLs{seconds}: {message!r}): a dead server or no "
@@ -406,20 +407,21 @@ def _done_shards(folder: Path) -> list[str]:
     return sorted(p.name[: -len("_stats.json")] for p in folder.glob("*_stats.json"))
 
 
-def read_fetched(folder: Path, wanted: Callable[[dict], bool]) -> dict[str, dict]:
+def read_fetched(
+    folder: Path, wanted: Callable[[dict], bool], with_bytes: bool = True
+) -> dict[str, dict]:
     """Finished img2dataset rows in ``folder`` that ``wanted`` accepts, by selection key, with
-    their image bytes (``_bytes``) and batch name (``_shard``)."""
+    their batch name (``_shard``) and, ``with_bytes``, their image bytes (``_bytes``)."""
     fetched: dict[str, dict] = {}
-    for shard in _done_shards(folder) if folder.is_dir() else []:
+    for shard in _done_shards(folder):
         meta = [m for m in read_parquet(folder / f"{shard}.parquet").to_pylist() if wanted(m)]
-        if not meta:
-            continue
         by_i2d_key = {m["key"]: m for m in meta}
-        with tarfile.open(folder / f"{shard}.tar") as tar:
-            for member in tar:
-                stem, _, ext = member.name.rpartition(".")
-                if ext == "jpg" and stem in by_i2d_key:
-                    by_i2d_key[stem]["_bytes"] = tar.extractfile(member).read()
+        if meta and with_bytes:
+            with tarfile.open(folder / f"{shard}.tar") as tar:
+                for member in tar:
+                    stem, _, ext = member.name.rpartition(".")
+                    if ext == "jpg" and stem in by_i2d_key:
+                        by_i2d_key[stem]["_bytes"] = tar.extractfile(member).read()
         for m in meta:
             m["_shard"] = shard
             fetched[m["sel_key"]] = m
@@ -429,12 +431,4 @@ def read_fetched(folder: Path, wanted: Callable[[dict], bool]) -> dict[str, dict
 def unmark_transient_batches(folder: str | os.PathLike) -> int:
     """Unmark the finished batches in ``folder`` whose rows failed mostly by timeouts or
     network errors, so that a rerun fetches them again; return how many."""
-    folder = Path(folder)
-    n = 0
-    for shard in _done_shards(folder) if folder.is_dir() else []:
-        messages = read_parquet(folder / f"{shard}.parquet", columns=["error_message"])
-        reasons = [images.classify_fetch_error(m) for m in messages["error_message"].to_pylist()]
-        if sum(r in TRANSIENT_REASONS for r in reasons) * 2 > len(reasons):
-            _unmark(folder, shard)
-            n += 1
-    return n
+    return len(_unmark_batches(folder, lambda ms: sum(map(_transient, ms)) * 2 > len(ms)))

@@ -40,6 +40,7 @@ import multiprocessing.pool
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 import urllib.error
@@ -50,6 +51,7 @@ from urllib.parse import urlsplit
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 from img2dataset import downloader as _i2d
 
+from imagenot.acquire.failures import DownloadError, startup_problem
 from imagenot.acquire.settings import DownloadSettings
 
 ALLOWED_SCHEMES = ("http", "https")
@@ -91,16 +93,20 @@ def _disarm() -> None:
         _STATE.timer = None
 
 
-class _DeadlineHTTPConnection(http.client.HTTPConnection):
+class _Deadline:
+    """A connection whose socket :func:`_arm` shuts down at the image's deadline."""
+
     def connect(self):
         super().connect()
         _arm(self.sock)
 
 
-class _DeadlineHTTPSConnection(http.client.HTTPSConnection):
-    def connect(self):
-        super().connect()
-        _arm(self.sock)
+class _DeadlineHTTPConnection(_Deadline, http.client.HTTPConnection):
+    pass
+
+
+class _DeadlineHTTPSConnection(_Deadline, http.client.HTTPSConnection):
+    pass
 
 
 class _DeadlineHTTPHandler(urllib.request.HTTPHandler):
@@ -175,9 +181,8 @@ def guarded_download_image(
 class GuardedDownloader(_i2d.Downloader):
     """img2dataset's Downloader; its shards fetch with :func:`guarded_download_image`."""
 
-    limits: ClassVar[
-        dict
-    ] = {}  # set by the process that builds the downloader, copied per instance
+    # set by the process that builds the downloader, copied per instance
+    limits: ClassVar[dict] = {}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -221,8 +226,6 @@ class _WatchedPool(multiprocessing.pool.Pool):
 
 def _worker_failure(name: str, code: int) -> str:
     """The one line of a download stopped by a worker that ended with exit code ``code``."""
-    from imagenot.acquire.failures import startup_problem
-
     problem = startup_problem(name) if code > 0 else None  # a signal is no start failure
     if problem:
         return f"img2dataset's worker processes cannot start: {problem}"
@@ -243,8 +246,6 @@ def watched_distributor(processes_count, downloader, reader, _subjob_size, max_s
     workers are watched (module docstring): :class:`imagenot.acquire.failures.DownloadError` with
     one line when one ends with an error."""
     from img2dataset.distributor import retrier
-
-    from imagenot.acquire.failures import DownloadError
 
     ctx = multiprocessing.get_context("spawn")
     pool = _WatchedPool(processes_count, maxtasksperchild=5, context=ctx)
@@ -280,8 +281,6 @@ def install(settings: DownloadSettings) -> None:
     limits (``acquire.max_response_bytes``, ``acquire.image_deadline_s``) and run it with
     :func:`watched_distributor`, in this process: the fetch child of
     :mod:`imagenot.acquire.fetch`."""
-    import sys
-
     import img2dataset  # noqa: F401 (loads img2dataset.main, whose name the package rebinds)
 
     GuardedDownloader.limits = {

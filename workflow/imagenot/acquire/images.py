@@ -196,7 +196,4 @@ def phash64(jpeg: bytes) -> int:
     import imagehash
 
     bits = imagehash.phash(Image.open(io.BytesIO(jpeg))).hash.flatten()
-    value = 0
-    for b in bits:
-        value = (value << 1) | int(b)
-    return value - (1 << 64) if value >= (1 << 63) else value
+    return int.from_bytes(np.packbits(bits).tobytes(), "big", signed=True)

@@ -137,11 +137,6 @@ def adapter_kinds() -> tuple[str, ...]:
     return tuple(name for name, kind in DATASET_KINDS.items() if kind.adapter)
 
 
-def built_kinds() -> tuple[str, ...]:
-    """Kinds built by the workflow (curate + acquire)."""
-    return tuple(name for name, kind in DATASET_KINDS.items() if not kind.adapter)
-
-
 def wnid_kinds() -> tuple[str, ...]:
     """Kinds whose class names are WordNet ids."""
     return tuple(name for name, kind in DATASET_KINDS.items() if kind.wnid_classes)

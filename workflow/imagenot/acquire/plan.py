@@ -73,64 +73,37 @@ def topup_rounds(config: dict) -> int:
     return config["acquire"]["topup_rounds"]
 
 
-def selection(name: str) -> str:
-    """The curate stage's selection of a LAION-built dataset (round 0's captions)."""
-    return curate_paths.SELECTION.format(dataset=name)
-
-
-def reserve(name: str) -> str:
-    """The curate stage's reserve: per class, the next-best captions after the selected ones."""
-    return curate_paths.RESERVE.format(dataset=name)
-
-
-def round_selection(name: str, rnd: int) -> str:
-    """Captions fetched in round ``rnd``: the selection, then each top-up round's choice."""
-    return selection(name) if rnd == 0 else ROUND_SELECTION.format(dataset=name, round=rnd)
-
-
-def round_part_tables(config: dict, name: str, rnd: int) -> list[str]:
-    """Per-part status tables of download round ``rnd``."""
-    pattern = PART_STATUS if rnd == 0 else ROUND_PART_STATUS
-    return [pattern.format(dataset=name, round=rnd, part=p) for p in part_ids(config)]
-
-
-def part_tables(config: dict, name: str) -> list[str]:
-    """Per-part status tables of the first download round."""
-    return round_part_tables(config, name, 0)
-
-
-def selections_before(name: str, rnd: int | str) -> list[str]:
-    """Selections of the download rounds before ``rnd`` (a top-up round's input; with
-    ``rnd = all_rounds(config)``, every round's: the fill's)."""
-    return [round_selection(name, r) for r in range(int(rnd))]
-
-
-def status_before(config: dict, name: str, rnd: int) -> list[str]:
-    """Part status tables of the download rounds before ``rnd``."""
-    return [t for r in range(int(rnd)) for t in round_part_tables(config, name, r)]
-
-
-def rounds_before(config: dict, name: str, rnd: int) -> dict[str, list[str]]:
-    """Selections and status tables of the rounds before ``rnd`` (a top-up round's input)."""
-    return {"selections": selections_before(name, rnd), "status": status_before(config, name, rnd)}
-
-
 def all_rounds(config: dict) -> int:
     """The number of download rounds: round 0 and the top-up rounds."""
     return topup_rounds(config) + 1
 
 
+def selections_before(name: str, rnd: int | str) -> list[str]:
+    """Captions fetched in each download round before ``rnd`` (a top-up round's input; with
+    ``rnd = all_rounds(config)``, every round's: the fill's): round 0's are the curate stage's
+    selection, each top-up round's its own choice."""
+    return [
+        curate_paths.SELECTION.format(dataset=name)
+        if r == 0
+        else ROUND_SELECTION.format(dataset=name, round=r)
+        for r in range(int(rnd))
+    ]
+
+
+def status_before(config: dict, name: str, rnd: int | str) -> list[str]:
+    """Part status tables of the download rounds before ``rnd``."""
+    return [
+        (PART_STATUS if r == 0 else ROUND_PART_STATUS).format(dataset=name, round=r, part=p)
+        for r in range(int(rnd))
+        for p in part_ids(config)
+    ]
+
+
 def plan_reserve(config: dict, name: str) -> list[str]:
-    """The fill's reserve input: the reserve when there are top-up rounds (for the shortfall
-    message), else none."""
-    return [reserve(name)] if topup_rounds(config) else []
-
-
-def plan_inputs(config: dict, name: str) -> dict[str, list[str]]:
-    """Inputs of the fill-and-split step: every round's selection and status tables, and the
-    reserve when there are top-up rounds (for the shortfall message)."""
-    rounds = rounds_before(config, name, all_rounds(config))
-    return {**rounds, "reserve": plan_reserve(config, name)}
+    """The fill's reserve input: the curate stage's reserve (per class, the next-best captions
+    after the selected ones) when there are top-up rounds (for the shortfall message), else
+    none."""
+    return [curate_paths.RESERVE.format(dataset=name)] if topup_rounds(config) else []
 
 
 def write_manifests(config: dict, name: str) -> list[str]:

@@ -135,17 +135,15 @@ def drop_excluded(
     A row naming no validated image of the pool, a key listed twice, an unknown reason or a
     missing column is refused with one line naming the file and the row.
     """
-    import pyarrow.parquet as pq
+    from imagenot.io import read_parquet
 
     if not lists:
         return candidates, None
     (path,) = lists
-    table = pq.read_table(path)
-    missing = [c for c in ("key", "reason") if c not in table.column_names]
-    if missing:
-        raise ValueError(f"{path}: exclusion list lacks column(s) {', '.join(missing)}")
+    table = read_parquet(path, columns=["key", "reason"])  # a missing column names the file
     keys, reasons = table["key"].to_pylist(), table["reason"].to_pylist()
     pool = dict(zip(candidates["key"].to_pylist(), candidates["wnid"].to_pylist(), strict=True))
+    counts: dict[str, dict[str, int]] = {}
     seen: set[str] = set()
     for row, (key, reason) in enumerate(zip(keys, reasons, strict=True)):
         if reason not in EXCLUSION_REASONS:
@@ -159,10 +157,7 @@ def drop_excluded(
         if key in seen:
             raise ValueError(f"{path}: row {row}: key {key!r} is listed twice")
         seen.add(key)
-    counts: dict[str, dict[str, int]] = {}
-    for key, reason in zip(keys, reasons, strict=True):
-        per_class = counts.setdefault(pool[key], dict.fromkeys(EXCLUSION_REASONS, 0))
-        per_class[reason] += 1
+        counts.setdefault(pool[key], dict.fromkeys(EXCLUSION_REASONS, 0))[reason] += 1
     if keys:
         by_reason = {r: sum(c[r] for c in counts.values()) for r in EXCLUSION_REASONS}
         log.info(

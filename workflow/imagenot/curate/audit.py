@@ -18,20 +18,8 @@ def audit_table(candidates_audit: pa.Table, candidates: pa.Table, scores: pa.Tab
         "score", pa.nulls(candidates_audit.num_rows, pa.float64())
     )
     late = candidates.select(["wnid", "name", "n_captions"]).join(scores, "wnid")
-    late = pa.table(
-        {
-            "wnid": late.column("wnid"),
-            "name": late.column("name"),
-            "step": late.column("step"),
-            "step_name": pa.array(
-                [STEP_NAMES[s] for s in late.column("step").to_pylist()], pa.string()
-            ),
-            "status": late.column("status"),
-            "reason": late.column("reason"),
-            "n_captions": late.column("n_captions"),
-            "score": late.column("score"),
-        }
-    )
+    names = pa.array([STEP_NAMES[s] for s in late.column("step").to_pylist()], pa.string())
+    late = late.append_column("step_name", names).select(FULL_AUDIT_SCHEMA.names)
     table = pa.concat_tables([early.cast(FULL_AUDIT_SCHEMA), late.cast(FULL_AUDIT_SCHEMA)])
     return table.sort_by([("step", "ascending"), ("wnid", "ascending")])
 
@@ -51,18 +39,7 @@ def funnel_rows(
         else {}
     )
     usable = sum(s["captions"] for s in match_stats)
-    removed = {
-        step: int(
-            pc.sum(
-                pc.and_(
-                    pc.equal(audit.column("step"), step),
-                    pc.equal(audit.column("status"), "removed"),
-                )
-            ).as_py()
-            or 0
-        )
-        for step in STEP_NAMES
-    }
+    removed = removed_per_step(audit)
     out = [
         {"step": 0, "step_name": "input", "synsets": None, "captions": rows_read, "note": ""},
         {
@@ -98,7 +75,7 @@ def funnel_rows(
         8: selection_stats["selected_captions"],
     }
     for step, name in STEP_NAMES.items():
-        synsets -= removed[step]
+        synsets -= removed.get(step, 0)
         out.append(
             {
                 "step": step,

@@ -17,12 +17,12 @@ Audit rows: ``wnid``, ``name``, ``step`` (method step number), ``step_name``, ``
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from imagenot.io import read_parquet
 from imagenot.paths import shipped
@@ -57,15 +57,11 @@ def sum_counts(count_files: Iterable[str | os.PathLike]) -> dict[str, int]:
     """Matching captions per wnid over all shards: the sum of the per-shard count files written by
     ``imagenot match --counts`` (gather of a scatter; one small file in memory at a time, so memory
     is bounded by the number of synsets, never by the number of shards)."""
-
-    total: dict[str, int] = {}
+    total: Counter[str] = Counter()
     for path in count_files:
         table = read_parquet(path, columns=["wnid", "n"])
-        for wnid, n in zip(
-            table.column("wnid").to_pylist(), table.column("n").to_pylist(), strict=True
-        ):
-            total[wnid] = total.get(wnid, 0) + n
-    return total
+        total.update(dict(zip(table["wnid"].to_pylist(), table["n"].to_pylist(), strict=True)))
+    return dict(total)
 
 
 def class_list_entries(path: str | os.PathLike) -> list[tuple[int, str]]:
@@ -121,11 +117,6 @@ def checked_class_list(path: str | os.PathLike, wordnet_dir: str | os.PathLike) 
 def synset_name(synset) -> str:
     """Class name: the synset's first lemma as text."""
     return synset.lemma_names()[0].replace("_", " ")
-
-
-def query_text(template: str, name: str, gloss: str) -> str:
-    """The text embedded for a class, e.g. "<name> which is <gloss>"."""
-    return template.format(name=name, gloss=gloss)
 
 
 def lemma_keys(lemma_table: pa.Table) -> dict[str, set[str]]:
@@ -187,74 +178,60 @@ def build_candidates(
 
     Stats: ``mode``, ``universe`` (synsets considered at step 1), ``ancestors_in_list``."""
     mode, min_count = settings.class_mode, settings.min_count
-    query_template = settings.query_template
     from imagenot.curate.nsfw import nsfw_reasons
+    from imagenot.curate.settings import CLASS_MODES
     from imagenot.wordnet import noun_lemma_table, synset_of
 
     audit: list[dict] = []
     imagenet = list(imagenet)
 
-    def remove(wnids: dict[str, str], step: int) -> None:
+    def remove(current: list[str], wnids: dict[str, str], step: int) -> list[str]:
+        """Record ``wnids`` (wnid -> reason) as removed at ``step``; the rest of ``current``."""
         for w in sorted(wnids):
-            audit.append(
-                {
-                    "wnid": w,
-                    "name": synset_name(synset_of(wn, w)),
-                    "step": step,
-                    "step_name": STEP_NAMES[step],
-                    "status": "removed",
-                    "reason": wnids[w],
-                    "n_captions": counts.get(w, 0),
-                }
-            )
+            name, reason = synset_name(synset_of(wn, w)), wnids[w]
+            row = (w, name, step, STEP_NAMES[step], "removed", reason, counts.get(w, 0))
+            audit.append(dict(zip(AUDIT_SCHEMA.names, row, strict=True)))
+        return [w for w in current if w not in wnids]
 
     notes: dict[str, str] = {}
-    if mode in ("discover", "imagenet"):
-        if mode == "discover":
-            current = sorted(w for w, n in counts.items() if n > 0)
-            universe = len(current)
-            if lemma_table is None:
-                lemma_table = noun_lemma_table(wn)
-            overlap = imagenet_overlap(current, lemma_keys(lemma_table), imagenet)
-            remove(overlap, 2)
-            current = [w for w in current if w not in overlap]
-        else:
-            absent = {w: "no caption mentions it" for w in imagenet if counts.get(w, 0) == 0}
-            remove(absent, 1)
-            universe = len(imagenet)
-            current = sorted(w for w in imagenet if w not in absent)
+    if mode == "discover":
+        current = sorted(w for w, n in counts.items() if n > 0)
+        universe = len(current)
+        keys = lemma_keys(lemma_table if lemma_table is not None else noun_lemma_table(wn))
+        current = remove(current, imagenet_overlap(current, keys, imagenet), 2)
+    else:
+        # a list file is the rule's input: a relative path missing from the working directory
+        # is the clone's
+        base = imagenet if mode == "imagenet" else checked_class_list(shipped(mode), wn.root.path)
+        universe = len(base)
+        absent = {w: "no caption mentions it" for w in base if counts.get(w, 0) == 0}
+        current = remove(base, absent, 1)
+        if mode == "imagenet":
+            current = sorted(current)
+    if mode not in CLASS_MODES:
+        notes = {
+            w: f"listed; ancestor of listed {d}" for w, d in ancestors_within(wn, base).items()
+        }
+        table = _class_table(wn, current, counts, settings.query_template)
+    else:
         rare = {
             w: f"{counts.get(w, 0)} captions < min_count {min_count}"
             for w in current
             if counts.get(w, 0) < min_count
         }
-        remove(rare, 3)
-        current = [w for w in current if w not in rare]
+        current = remove(current, rare, 3)
         inner = {w: f"ancestor of {d}" for w, d in ancestors_within(wn, current).items()}
-        remove(inner, 4)
-        current = [w for w in current if w not in inner]
-        table = _class_table(wn, current, counts, query_template)
+        current = remove(current, inner, 4)
+        table = _class_table(wn, current, counts, settings.query_template)
         reasons = nsfw_reasons(table, settings.nsfw, wn) if table.num_rows else []
-        flagged = {w: r for w, r in zip(current, reasons, strict=True) if r}
-        remove(flagged, 5)
+        remove(current, {w: r for w, r in zip(current, reasons, strict=True) if r}, 5)
         table = table.filter(pa.array([not r for r in reasons], pa.bool_()))
-    else:
-        # the rule's input: a relative path missing from the working directory is the clone's
-        listed = checked_class_list(shipped(mode), wn.root.path)
-        universe = len(listed)
-        absent = {w: "no caption mentions it" for w in listed if counts.get(w, 0) == 0}
-        remove(absent, 1)
-        current = [w for w in listed if w not in absent]
-        notes = {
-            w: f"listed; ancestor of listed {d}" for w, d in ancestors_within(wn, listed).items()
-        }
-        table = _class_table(wn, current, counts, query_template)
     table = table.append_column(
         "note", pa.array([notes.get(w, "") for w in table.column("wnid").to_pylist()], pa.string())
     )
     stats = {
-        "mode": mode if mode in ("discover", "imagenet") else "list",
-        "class_list": None if mode in ("discover", "imagenet") else str(mode),
+        "mode": mode if mode in CLASS_MODES else "list",
+        "class_list": None if mode in CLASS_MODES else str(mode),
         "universe": universe,
         "candidates": table.num_rows,
         "ancestors_in_list": len(notes),
@@ -278,13 +255,9 @@ def _class_table(wn, wnids: list[str], counts: dict[str, int], template: str) ->
             ),
             "gloss": pa.array(glosses, pa.string()),
             "query": pa.array(
-                [query_text(template, n, g) for n, g in zip(names, glosses, strict=True)],
+                [template.format(name=n, gloss=g) for n, g in zip(names, glosses, strict=True)],
                 pa.string(),
             ),
             "n_captions": pa.array([counts.get(w, 0) for w in wnids], pa.int64()),
         }
     )
-
-
-def count_removed(audit: pa.Table, step: int) -> int:
-    return int(pc.sum(pc.equal(audit.column("step"), step)).as_py() or 0)

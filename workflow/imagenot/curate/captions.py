@@ -79,29 +79,26 @@ def iter_one_class_rows(
     ``stats`` accumulates ``class_captions`` and ``ambiguous_captions``.
     """
 
-    stats.setdefault("class_captions", 0)
-    stats.setdefault("ambiguous_captions", 0)
-    carry: pa.Table | None = None
+    for name in ("class_captions", "ambiguous_captions"):
+        stats.setdefault(name, 0)
+
+    def pick(table: pa.Table) -> pa.Table:
+        picked, counts = one_class_rows(table, class_wnids)
+        for name, n in counts.items():
+            stats[name] += n
+        return picked
+
     schema = pa.schema([("row", pa.int64()), ("wnid", pa.string())])
+    carry = schema.empty_table()
     for batch in iter_parquet(matches_path, batch_size=batch_rows, columns=["row", "wnid"]):
-        table = pa.Table.from_batches([batch]).cast(schema)
-        if carry is not None:
-            table = pa.concat_tables([carry, table])
+        table = pa.concat_tables([carry, pa.Table.from_batches([batch]).cast(schema)])
         if table.num_rows == 0:
             continue
-        last = table.column("row")[-1]
-        tail = pc.equal(table.column("row"), last)
+        tail = pc.equal(table.column("row"), table.column("row")[-1])
         carry = table.filter(tail)
-        table = table.filter(pc.invert(tail))
-        picked, counts = one_class_rows(table, class_wnids)
-        stats["class_captions"] += counts["class_captions"]
-        stats["ambiguous_captions"] += counts["ambiguous_captions"]
-        yield picked
-    if carry is not None and carry.num_rows:
-        picked, counts = one_class_rows(carry, class_wnids)
-        stats["class_captions"] += counts["class_captions"]
-        stats["ambiguous_captions"] += counts["ambiguous_captions"]
-        yield picked
+        yield pick(table.filter(pc.invert(tail)))
+    if carry.num_rows:
+        yield pick(carry)
 
 
 def unsafe_rows(

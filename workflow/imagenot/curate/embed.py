@@ -191,14 +191,6 @@ def encoder_spec(settings: QueriesSettings) -> EncoderSpec:
     return EncoderSpec.from_config(dataclasses.asdict(settings))
 
 
-def _check_chunk_size(spec: EncoderSpec, chunk_size: int) -> None:
-    if chunk_size % spec.batch_size:
-        raise ValueError(
-            f"config key curate.encoder.chunk_size ({chunk_size}) must be a multiple of "
-            f"batch_size ({spec.batch_size}) so that a resumed run repeats the same batches"
-        )
-
-
 def embed_queries(
     queries: Sequence[str],
     settings: QueriesSettings,
@@ -237,7 +229,11 @@ def embed_part(
 
     spec = encoder_spec(settings)
     chunk_size, keep_vectors = settings.chunk_size, settings.keep_vectors
-    _check_chunk_size(spec, chunk_size)
+    if chunk_size % spec.batch_size:
+        raise ValueError(
+            f"config key curate.encoder.chunk_size ({chunk_size}) must be a multiple of "
+            f"batch_size ({spec.batch_size}) so that a resumed run repeats the same batches"
+        )
     if len(query_vectors) != len(class_wnids):
         raise ValueError(
             f"{len(query_vectors)} query vectors for {len(class_wnids)} candidate classes; "

@@ -106,12 +106,7 @@ class EncoderSpec:
 def check_encoder_config(section: Mapping) -> None:
     """Cross-key checks of a (defaults-filled) ``curate.encoder`` section; ConfigError names the key."""
     backend = section["backend"]
-    if backend not in ENCODERS:
-        raise ConfigError(
-            f"config key {CONFIG_KEY}.backend: {backend!r} is not allowed; "
-            f"allowed values: {sorted(ENCODERS)}"
-        )
-    if ENCODERS[backend].test_only and not section["allow_test_only"]:
+    if _backend(backend).test_only and not section["allow_test_only"]:
         raise ConfigError(
             f"config key {CONFIG_KEY}.allow_test_only: backend {backend!r} is a stand-in for "
             f"benchmarks and tests (no language model); set {CONFIG_KEY}.allow_test_only: true "
@@ -173,16 +168,19 @@ def register_encoder(name: str, *, test_only: bool = False) -> Callable[[type], 
     return register
 
 
+def _backend(name: str) -> type[TextEncoder]:
+    """The registered backend ``name``; ConfigError naming the key where there is none."""
+    if name not in ENCODERS:
+        raise ConfigError(
+            f"config key {CONFIG_KEY}.backend: {name!r} is not allowed; "
+            f"allowed values: {sorted(ENCODERS)}"
+        )
+    return ENCODERS[name]
+
+
 def create_encoder(spec: EncoderSpec) -> TextEncoder:
     """Load the backend named by ``spec.backend``."""
-    try:
-        cls = ENCODERS[spec.backend]
-    except KeyError:
-        raise ConfigError(
-            f"config key {CONFIG_KEY}.backend: {spec.backend!r} is not allowed; "
-            f"allowed values: {sorted(ENCODERS)}"
-        ) from None
-    return cls(spec)
+    return _backend(spec.backend)(spec)
 
 
 def resolve_device(device: str) -> str:

@@ -109,6 +109,10 @@ _FILTER_BITS = 22  # 4 MiB prefilter of trie edges: ~2% false positives for ~80k
 _HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
 
 
+# A match file's columns, ``wnid`` written from its dictionary indices (:func:`match_table`).
+MATCH_SCHEMA = pa.schema([("row", pa.int64()), ("wnid", pa.dictionary(pa.int32(), pa.string()))])
+
+
 def _filter_slot(codes: np.ndarray) -> np.ndarray:
     return (codes.astype(np.uint64) * _HASH_MULTIPLIER) >> np.uint64(64 - _FILTER_BITS)
 
@@ -160,17 +164,9 @@ class Matcher:
             shape=(len(index.keys), len(index.wnids)),
         )
 
-    def key_hits(self, texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
-        """Every (position in ``texts``, lemma key id) occurrence, repeats kept; the hits of
-        each trie level are in position order, levels one after another."""
-        levels = self._level_hits(texts)
-        return (
-            np.concatenate([np.empty(0, np.int64), *(rows for rows, _ in levels)]),
-            np.concatenate([np.empty(0, np.int32), *(keys for _, keys in levels)]),
-        )
-
     def _level_hits(self, texts: pa.Array | pa.ChunkedArray) -> list[tuple[np.ndarray, np.ndarray]]:
-        """``key_hits`` as one (positions, key ids) pair per trie level, each in position order."""
+        """Every (position in ``texts``, lemma key id) occurrence, repeats kept, as one
+        (positions, key ids) pair per trie level, each in position order."""
         words, parent = tokenise(texts)
         if len(words) == 0 or len(self.vocab) == 0:
             return []
@@ -303,10 +299,9 @@ def match_table(
     wnid = [
         pa.DictionaryArray.from_arrays(wnid_idx, dictionary, safe=False) for _, wnid_idx in parts
     ]
-    schema = pa.schema([("row", pa.int64()), ("wnid", pa.dictionary(pa.int32(), pa.string()))])
     return pa.Table.from_batches(
-        [pa.record_batch([r, w], schema=schema) for r, w in zip(row, wnid, strict=True)],
-        schema=schema,
+        [pa.record_batch([r, w], schema=MATCH_SCHEMA) for r, w in zip(row, wnid, strict=True)],
+        schema=MATCH_SCHEMA,
     )
 
 
@@ -411,10 +406,9 @@ def write_shard_matches(
     from imagenot.io import atomic_path
 
     stats: dict = {}
-    schema = pa.schema([("row", pa.int64()), ("wnid", pa.dictionary(pa.int32(), pa.string()))])
     with (
         atomic_path(out, ".parquet") as tmp,
-        pq.ParquetWriter(tmp, schema, compression="zstd", **MATCH_PARQUET_OPTIONS) as writer,
+        pq.ParquetWriter(tmp, MATCH_SCHEMA, compression="zstd", **MATCH_PARQUET_OPTIONS) as writer,
     ):
         for table in iter_shard_matches(path, matcher, settings, progress, stats):
             writer.write_table(table, row_group_size=max(table.num_rows, 1))

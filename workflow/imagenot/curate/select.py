@@ -62,10 +62,12 @@ def _top_per_class(table: pa.Table, depth: int) -> pa.Table:
     if "key" in table.column_names:
         sort_keys.append(("key", "ascending"))
     table = table.take(pc.sort_indices(table, sort_keys))
-    cls = table.column("cls").to_numpy()
-    starts = np.searchsorted(cls, cls, side="left")
-    rank = np.arange(len(cls)) - starts
-    return table.filter(pa.array(rank < depth))
+    return table.filter(pa.array(_rank_in_run(table.column("cls").to_numpy()) < depth))
+
+
+def _rank_in_run(values: np.ndarray) -> np.ndarray:
+    """Each row's rank (0, 1, ...) within its run of equal ``values`` (sorted)."""
+    return np.arange(len(values)) - np.searchsorted(values, values, side="left")
 
 
 def top_captions(
@@ -235,44 +237,28 @@ def select_captions(
     captions and the next ``settings.reserve_per_class`` ones, one use per URL (its most similar
     caption)."""
     per_class, reserve = settings.per_class, settings.reserve_per_class
-    table = candidates
-    keys = np.asarray(table.column("key").to_numpy(zero_copy_only=False)).astype(str)
-    order = np.lexsort((keys, -table.column("similarity").to_numpy().astype(np.float64)))
-    table = table.take(pa.array(order))
-    url_first = _first_occurrence(table.column("URL"))
-    duplicates = int((~url_first).sum())
-    table = table.filter(pa.array(url_first))
-    class_pos = pc.index_in(table.column("wnid"), value_set=pa.array(class_wnids, pa.string()))
-    cls = class_pos.to_numpy(zero_copy_only=False)
+    keys = candidates.column("key").to_numpy(zero_copy_only=False).astype(str)
+    order = np.lexsort((keys, -candidates.column("similarity").to_numpy().astype(np.float64)))
+    table = candidates.take(pa.array(order))
+    urls = pc.index_in(table["URL"], value_set=pc.unique(table["URL"]))
+    first = np.unique(urls.to_numpy(zero_copy_only=False), return_index=True)[1]  # per URL
+    duplicates = table.num_rows - len(first)
+    table = table.take(pa.array(np.sort(first)))
+    wnids = pa.array(class_wnids, pa.string())
+    cls = pc.index_in(table.column("wnid"), value_set=wnids).to_numpy(zero_copy_only=False)
     order = np.argsort(cls, kind="stable")
-    sorted_cls = cls[order]
-    starts = np.searchsorted(sorted_cls, sorted_cls, side="left")
-    rank_in_class = np.arange(len(order)) - starts + 1
-    ranked = table.take(pa.array(order)).append_column(
-        "rank_in_class", pa.array(rank_in_class.astype(np.int32))
-    )
-    selected = ranked.filter(pa.array(rank_in_class <= per_class))
-    reserved = ranked.filter(
-        pa.array((rank_in_class > per_class) & (rank_in_class <= per_class + reserve))
-    )
-    return (
-        selected.select(SELECTION_SCHEMA.names).cast(SELECTION_SCHEMA),
-        reserved.select(SELECTION_SCHEMA.names).cast(SELECTION_SCHEMA),
-        {
-            "duplicate_urls_removed": duplicates,
-            "selected_captions": selected.num_rows,
-            "reserve_captions": reserved.num_rows,
-        },
-    )
-
-
-def _first_occurrence(values: pa.ChunkedArray) -> np.ndarray:
-    """True at the first occurrence of each value, in table order."""
-    ids = pc.index_in(values, value_set=pc.unique(values)).to_numpy(zero_copy_only=False)
-    _, first = np.unique(ids, return_index=True)
-    mask = np.zeros(len(ids), dtype=bool)
-    mask[first] = True
-    return mask
+    rank = _rank_in_run(cls[order]) + 1
+    ranked = table.take(pa.array(order))
+    ranked = ranked.append_column("rank_in_class", pa.array(rank.astype(np.int32)))
+    selected = ranked.filter(pa.array(rank <= per_class))
+    reserved = ranked.filter(pa.array((rank > per_class) & (rank <= per_class + reserve)))
+    stats = {
+        "duplicate_urls_removed": duplicates,
+        "selected_captions": selected.num_rows,
+        "reserve_captions": reserved.num_rows,
+    }
+    selected, reserved = (t.select(SELECTION_SCHEMA.names) for t in (selected, reserved))
+    return selected.cast(SELECTION_SCHEMA), reserved.cast(SELECTION_SCHEMA), stats
 
 
 def class_table(candidates: pa.Table, scores: pa.Table) -> pa.Table:
@@ -283,15 +269,5 @@ def class_table(candidates: pa.Table, scores: pa.Table) -> pa.Table:
     for name in ("score", "n_selectable", "status", "rank"):
         joined = joined.append_column(name, scores.column(name))
     kept = joined.filter(pc.equal(joined.column("status"), "kept")).sort_by("rank")
-    return pa.table(
-        {
-            "wnid": kept.column("wnid"),
-            "name": kept.column("name"),
-            "gloss": kept.column("gloss"),
-            "query": kept.column("query"),
-            "score": kept.column("score"),
-            "n_captions": kept.column("n_selectable"),
-            "rank": kept.column("rank"),
-            "note": kept.column("note"),
-        }
-    )
+    columns = ["wnid", "name", "gloss", "query", "score", "n_selectable", "rank", "note"]
+    return kept.select(columns).rename_columns({"n_selectable": "n_captions"})

@@ -283,7 +283,7 @@ def test_bf16_passes_a_healthy_model_whose_two_passes_draw_different_masks():
     assert values["random_left"] >= preflight_precision.SAME_PASS_COSINE
     assert values["loss_fp32"] != values["loss_bf16"]  # bf16 really ran
     assert values["grad_cosine"] >= preflight_precision.GRAD_COSINE
-    assert len(values["loss_fp32"]) == preflight.PRECISION_STEPS
+    assert len(values["loss_fp32"]) == preflight_precision.STEPS
     # a registry model, as the preflight builds it
     assert _precision("resnet_mini", 32).status == "pass"
 

@@ -111,7 +111,7 @@ def test_a_slow_shared_filesystem_asks_for_staging_and_the_staged_copy_is_what_i
     slow = rates(100.0, 1000.0, shared.parent)  # node-local reads 10x faster
     with preflight_feed.Samples(_settings(False), 24, 2, CPU, str(shared), slow) as samples:
         dataset, _ = samples.get(64)
-        check = preflight.Check(*samples.checks[0])
+        check = samples.checks[0]
     assert check.name == "feed source (64 px)" and check.status == "warn"
     assert "set train.stage_to_local: true" in check.detail
     assert "not built yet" in check.detail  # no dataset there: a sample written beside them
@@ -125,7 +125,7 @@ def test_a_slow_shared_filesystem_asks_for_staging_and_the_staged_copy_is_what_i
     reads.unlink()
     with preflight_feed.Samples(_settings(True), 24, 2, CPU, str(shared), slow) as samples:
         dataset, _ = samples.get(64)
-        check = preflight.Check(*samples.checks[0])
+        check = samples.checks[0]
         fed = [dataset.read_bytes(i) for i in range(len(dataset))]
     assert check.status == "pass" and check.values["jobs_read"] == "node-local copy"
     assert Path(dataset.dataset_dir).is_relative_to(local) and len(fed) == 24
@@ -138,7 +138,7 @@ def test_staging_slower_than_reading_in_place_is_named_and_the_jobs_still_stage(
     fast_shared = rates(1000.0, 500.0, shared.parent)
     with preflight_feed.Samples(_settings(True), 16, 2, CPU, str(shared), fast_shared) as samples:
         dataset, _ = samples.get(64)
-        check = preflight.Check(*samples.checks[0])
+        check = samples.checks[0]
     assert check.status == "warn" and "set train.stage_to_local: false" in check.detail
     assert check.values["local_over_real"] == 0.5
     assert check.values["jobs_read"] == "node-local copy"  # as the jobs will, until it changes
@@ -153,7 +153,7 @@ def test_a_built_dataset_is_sampled_where_it_lies_and_tmpdir_without_room_reads_
     even = rates(500.0, 500.0, shared.parent)
     with preflight_feed.Samples(_settings(True), 16, 2, CPU, str(shared), even) as samples:
         dataset, _ = samples.get(64)
-        check = preflight.Check(*samples.checks[0])
+        check = samples.checks[0]
     assert check.values["where"] == "dataset imagenot" and check.status == "pass"
     assert check.values["dataset_gb"] > 0 and folder.is_dir()  # the dataset is left as it was
     assert len(dataset) == 16
@@ -162,7 +162,7 @@ def test_a_built_dataset_is_sampled_where_it_lies_and_tmpdir_without_room_reads_
     monkeypatch.setattr(shutil, "disk_usage", lambda _: usage._replace(free=1000))
     with preflight_feed.Samples(_settings(True), 16, 2, CPU, str(shared), even) as samples:
         dataset, _ = samples.get(64)
-        check = preflight.Check(*samples.checks[0])
+        check = samples.checks[0]
     assert check.status == "warn" and "too little room, the jobs read in place" in check.detail
     assert check.values["jobs_read"] == "in place"
     assert Path(dataset.dataset.dataset_dir) == folder

@@ -89,8 +89,8 @@ def test_best_weights_are_written_with_the_checkpoint_not_at_each_improvement(
     from imagenot.train import loop
 
     writes = []
-    real = loop.save_weights
-    monkeypatch.setattr(loop, "save_weights", lambda m, p: (writes.append(p), real(m, p))[1])
+    real = loop.save_tensors
+    monkeypatch.setattr(loop, "save_tensors", lambda t, p: (writes.append(p), real(t, p))[1])
     data, val, job = _data(), _data(24, seed=1), _job()
     best = tmp_path / "best.safetensors"
     _, state = fit(job, data, val, tmp_path / "a.safetensors", "fp", best_weights=best)

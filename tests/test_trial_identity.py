@@ -37,7 +37,7 @@ def _slot(root, model="resnet18", stage=0, slot=0, trial=0, acc=50.0):
 def test_a_slot_result_is_read_only_under_its_own_model_stage_and_slot(tmp_path, capsys):
     exp = draw_run(tmp_path, SPACE, "resnet18").parent
     healthy = _slot(exp)
-    assert trials._read(healthy)["trial"] == 0
+    assert trials.read_slot(healthy)["trial"] == 0
     for model, stage, slot, key in [
         ("OTHERMODEL", 0, 0, "model"),
         ("resnet18", 1, 0, "stage"),
@@ -47,7 +47,7 @@ def test_a_slot_result_is_read_only_under_its_own_model_stage_and_slot(tmp_path,
         moved.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(healthy, moved)
         with pytest.raises(RecordError, match=rf"slot-{slot}\.json: records {key} .* path says"):
-            trials._read(moved)
+            trials.read_slot(moved)
         code = main(
             [
                 "train-select",
@@ -90,10 +90,10 @@ def test_a_slot_copied_anywhere_is_checked_by_its_paths_tail(tmp_path, copy, key
     shutil.copyfile(path, moved)
     if key is None:  # a copy of the run's folder: its trials table lies beside it
         shutil.copyfile(path.parents[1] / "trials.parquet", moved.parents[1] / "trials.parquet")
-        assert trials._read(moved)["model"] == "resnet18"
+        assert trials.read_slot(moved)["model"] == "resnet18"
         return
     with pytest.raises(RecordError, match=rf"{moved.name}: records {key} .* its path says {key}"):
-        trials._read(moved)
+        trials.read_slot(moved)
     with pytest.raises(RecordError, match=rf"records {key} "):  # the selection reads it so
         trials.select([moved], tmp_path / "selection.json")
 
@@ -102,11 +102,11 @@ def test_an_empty_slot_is_checked_for_stage_and_slot(tmp_path):
     path = tmp_path / "m" / "stage-1" / "slot-2.json"
     write_decision(tmp_path / "m" / "halving" / "rung-0.json", [0])  # one trial, into slot 0
     trials.write_empty_slot(1, 2, path)
-    assert trials._read(path)["trial"] is None
+    assert trials.read_slot(path)["trial"] is None
     other = path.parent / "slot-0.json"
     shutil.copyfile(path, other)
     with pytest.raises(RecordError, match="records slot 2"):
-        trials._read(other)
+        trials.read_slot(other)
 
 
 def test_a_selection_whose_trial_is_not_its_results_is_refused(tmp_path):
@@ -247,14 +247,14 @@ def _refused(capsys, run, slots, planted, words, where=None) -> None:
 
 def test_every_record_of_a_search_its_producers_wrote_is_read(tmp_path):
     run, slots = _searched(tmp_path)
-    assert [trials._read(p)["trial"] for p in slots] == [0, 1, 2, 3, 1, 3]
+    assert [trials.read_slot(p)["trial"] for p in slots] == [0, 1, 2, 3, 1, 3]
     assert trials.read_selection(run / "selection.json")["trial"] == 3
     rows = trials.read_trials(run / "trials.parquet")
     assert [r["trial"] for r in rows] == [0, 1, 2, 3] and all(0.001 <= r["lr"] <= 0.1 for r in rows)
     # an empty slot (no trial left to promote) is what its producer writes too
     empty = run / "stage-1" / "slot-2.json"
     trials.write_empty_slot(1, 2, empty)
-    assert trials._read(empty)["trial"] is None
+    assert trials.read_slot(empty)["trial"] is None
     # the preregistration's evidence reads the slot results alone, not a failed job's status
     from imagenot.train import failfast
     from imagenot.train.prereg import trial_results
@@ -494,14 +494,14 @@ def test_a_slot_is_traced_to_the_registered_draw_while_its_table_is_drawn_again(
     exp = draw_run(tmp_path, SPACE, "resnet18").parent
     healthy = _slot(exp)
     (exp / "resnet18" / "trials.parquet").unlink()
-    assert trials._read(healthy)["trial"] == 0
+    assert trials.read_slot(healthy)["trial"] == 0
     record = json.loads(healthy.read_text())
     record.pop("record_sha256")
     record["hyperparameters"] = {**record["hyperparameters"], "lr": 0.05}
     forged = exp / "resnet18" / "stage-0" / "slot-1.json"
     forged.write_text(json.dumps(seal({**record, "slot": 1, "trial": 1})))
     with pytest.raises(RecordError, match=r"slot-1\.json: .*producer could not have written"):
-        trials._read(forged)
+        trials.read_slot(forged)
     (tmp_path / PREREGISTRATION).unlink()
     with pytest.raises(RecordError, match=r"slot-0\.json: .*has no trials table"):
-        trials._read(healthy)
+        trials.read_slot(healthy)

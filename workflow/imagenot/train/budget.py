@@ -30,14 +30,6 @@ def final_epochs(config: dict, dataset: str, protocol: str) -> int:
     return (len(sp["seeds"]) - 1) * search.training_epochs(sp)
 
 
-def chain_epochs(config: dict, dataset: str, protocol: str) -> int:
-    """The longest sequence of dependent training epochs: one trial through every stage, then
-    a final seed (the seeds run side by side)."""
-    sp = experiments.space(config, dataset, protocol)
-    n = search.training_epochs(sp)
-    return n + (n if len(sp["seeds"]) > 1 else 0)
-
-
 def hours(epochs: int, images: int, throughput: float, gpus: int, efficiency=0.9) -> float:
     """Wall-clock hours of ``epochs`` over ``images`` at ``throughput`` images/s per GPU; with
     ``gpus > 1`` data-parallel at ``efficiency`` of linear scaling (an assumption)."""

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
 from imagenot.io import atomic_path, sha256_file
@@ -116,12 +116,8 @@ def checkpoint_problem(path: Path) -> tuple[str, str] | None:
     do not give the digest stored when it was written, or a value is NaN or infinite); None
     when it may be resumed. A checkpoint written before checkpoints carried a digest is
     checked for finiteness only."""
-    from safetensors import safe_open
-
     try:
-        with safe_open(str(path), framework="pt") as f:
-            meta = dict(f.metadata() or {})
-            tensors = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118
+        tensors, meta = _read(path)
     except Exception as exc:  # SafetensorError, a short read: the tensors are not all there
         return "unreadable", f"{type(exc).__name__}: {exc}"
     stored = meta.get(DIGEST_KEY)
@@ -153,13 +149,17 @@ def resume_candidates(path: Path) -> list[Path]:
     return [p for p in (path, previous(path)) if p.is_file()]
 
 
-def load_checkpoint(path: Path, model: nn.Module, optimizer) -> State:
-    """Restore model and optimizer from ``path``; return the saved State."""
+def _read(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """(tensors, metadata) of a safetensors file."""
     from safetensors import safe_open
 
     with safe_open(str(path), framework="pt") as f:
-        meta = f.metadata()
-    tensors = load_file(str(path))
+        return {name: f.get_tensor(name) for name in f.keys()}, dict(f.metadata() or {})  # noqa: SIM118
+
+
+def load_checkpoint(path: Path, model: nn.Module, optimizer) -> State:
+    """Restore model and optimizer from ``path``; return the saved State."""
+    tensors, meta = _read(path)
     model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
     slots: dict[int, dict] = {}
     for key, value in tensors.items():
@@ -279,12 +279,10 @@ def load_tensors(
     tensors are not those written, is a WeightsError naming it. A file without a digest (e.g.
     published weights) has nothing to check, unless ``require_digest``: where the workflow
     always writes one (a run's weights, features), a file without it was not written by it."""
-    from safetensors import SafetensorError, safe_open
+    from safetensors import SafetensorError
 
     try:
-        with safe_open(str(path), framework="pt") as f:
-            meta = dict(f.metadata() or {})
-            tensors = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118
+        tensors, meta = _read(path)
     except SafetensorError as exc:
         raise WeightsError(f"{path}: not a readable safetensors file ({exc})") from None
     stored = meta.get(DIGEST_KEY)

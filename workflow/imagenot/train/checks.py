@@ -24,8 +24,7 @@ def check(config: dict) -> None:
             check_input_size(model, train["image_size"])
         except RegistryError as exc:
             raise ConfigError(f"config key train.image_size: {exc}") from None
-    for model in train["models"]:  # a plugin's model name becomes a path and a wildcard
-        problem = name_problem(model)
+        problem = name_problem(model)  # a plugin's model name becomes a path and a wildcard
         if problem:
             raise ConfigError(f"config key train.models: model name {problem}")
     st = {e["dataset"] for e in train["experiments"] if e["protocol"] == "st"}
@@ -165,7 +164,6 @@ def check_stored_size(config: dict, dataset: str) -> None:
     images, and their measured accuracy would not be the published protocol's. A check, not a
     silent change of the size: the acquire stage comes before the models and knows none."""
     from imagenot.acquire.sizes import stored_size
-    from imagenot.config import ConfigError
 
     stored = stored_size(config, dataset)
     needed = published_stored_size(config, dataset)
@@ -183,7 +181,6 @@ def published_stored_size(config: dict, dataset: str) -> int:
     (:mod:`imagenot.train.facts`: 480 px for EfficientNet-V2-L), so that no weight sees an
     upsampled image: the reference dataset's stored size follows from its models
     (:func:`check_stored_size`)."""
-    from imagenot.config import ConfigError
     from imagenot.train.facts import weight_facts
 
     if not any(is_published(e) and e["dataset"] == dataset for e in config["train"]["experiments"]):

@@ -12,6 +12,7 @@ run), its cores and its time limit stay arguments.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import time
 from pathlib import Path
@@ -41,20 +42,12 @@ def _job(settings, preflight: Path | None, runtime_min: float | None):
 PREEMPTED_EXIT = 75
 
 
-def _lazy():
-    from imagenot.train import jobs
-
-    return jobs
-
-
 def _preemptible(run, output: Path | None = None):
     """Run a training job; a stop request (SIGTERM, SIGUSR1, SIGINT, the deadline) becomes a
     log line and exit status 75. With the job's ``output`` (its status file beside it,
     ``imagenot.train.failfast``): a retry of a job whose earlier attempt failed for good ends
     at once with that message; a stop is counted (its retry's memory does not grow) and a
     fault no retry can fix is recorded."""
-    import logging
-
     from imagenot.train import failfast
     from imagenot.train.interrupts import Preempted
 
@@ -79,11 +72,17 @@ def _preemptible(run, output: Path | None = None):
         raise
 
 
+def _jobs():
+    from imagenot.train import jobs  # torch: imported by the jobs that train
+
+    return jobs
+
+
 def draw_trials(files, settings, record: Path) -> None:
     """Pre-register and draw an experiment's trials."""
-    from imagenot.train import prereg
+    from imagenot.train.prereg import draw
 
-    prereg.draw(settings, record, Path(files.trials))
+    draw(settings, record, Path(files.trials))
 
 
 def preregistration_table(files, record: Path) -> None:
@@ -118,15 +117,15 @@ def select(files) -> None:
 
 def trial(files, settings, stage, slot, preflight, threads, runtime_min) -> None:
     """Train the trial in one slot of a stage (to a halving rung or the end)."""
-    from imagenot.train import trials
+    from imagenot.train.trials import slot_trial, write_empty_slot
 
     out = Path(files.result)
-    if trials.slot_trial(slot, Path(files.previous) if files.previous else None) is None:
-        trials.write_empty_slot(stage, slot, out)  # nothing promoted: no torch import
+    if slot_trial(slot, Path(files.previous) if files.previous else None) is None:
+        write_empty_slot(stage, slot, out)  # nothing promoted: no torch import
         return
     s, deadline = _job(settings, preflight, runtime_min)
     # the failure status lies beside the slot's result (the rule's resources read it there)
-    _preemptible(lambda: _lazy().run_slot(s, threads, deadline, files, stage, slot), out)
+    _preemptible(lambda: _jobs().run_slot(s, threads, deadline, files, stage, slot), out)
 
 
 def features(files, settings, threads: int) -> None:
@@ -134,7 +133,7 @@ def features(files, settings, threads: int) -> None:
     # one pass over the data, no checkpoint to write: no deadline; the failure status lies
     # beside the features' folder (the rule's resources read it there)
     folder = Path(files.features[0]).parent
-    _preemptible(lambda: _lazy().run_features(settings.job, threads, files), folder)
+    _preemptible(lambda: _jobs().run_features(settings.job, threads, files), folder)
 
 
 def final(files, settings, run, preflight, threads, runtime_min) -> None:

@@ -70,6 +70,14 @@ class EncodedBatch:
         return EncodedBatch(self.data.pin_memory(), self.offsets)
 
 
+def collate_encoded(items) -> tuple[EncodedBatch, torch.Tensor]:
+    """A batch of encoded images: (:class:`EncodedBatch`, int64 labels)."""
+    sizes = torch.tensor([0] + [len(data) for data, _ in items], dtype=torch.int64)
+    data = torch.cat([data for data, _ in items]) if items else torch.empty(0, dtype=torch.uint8)
+    labels = torch.tensor([label for _, label in items], dtype=torch.int64)
+    return EncodedBatch(data, sizes.cumsum(0)), labels
+
+
 class EncodedImages(Dataset):
     """``ds[i] -> (uint8 1-D tensor of the JPEG bytes, int label)`` over a ManifestDataset:
     loader workers only read and collate (:func:`collate_encoded`); :func:`decode_batch`
@@ -78,9 +86,7 @@ class EncodedImages(Dataset):
     def __init__(self, manifest):
         self.manifest = manifest
 
-    @staticmethod
-    def collate(items):
-        return collate_encoded(items)
+    collate = staticmethod(collate_encoded)
 
     @staticmethod
     def empty():
@@ -98,14 +104,6 @@ class EncodedImages(Dataset):
         if name == "manifest":
             raise AttributeError(name)
         return getattr(self.manifest, name)
-
-
-def collate_encoded(items) -> tuple[EncodedBatch, torch.Tensor]:
-    """A batch of encoded images: (:class:`EncodedBatch`, int64 labels)."""
-    sizes = torch.tensor([0] + [len(data) for data, _ in items], dtype=torch.int64)
-    data = torch.cat([data for data, _ in items]) if items else torch.empty(0, dtype=torch.uint8)
-    labels = torch.tensor([label for _, label in items], dtype=torch.int64)
-    return EncodedBatch(data, sizes.cumsum(0)), labels
 
 
 def decode_jpegs(encoded: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:

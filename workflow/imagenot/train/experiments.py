@@ -14,10 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from imagenot.config import ConfigError
-from imagenot.names import TORCHVISION as TORCHVISION_SOURCE
+from imagenot.names import TORCHVISION  # the protocol source of published ImageNet weights
 from imagenot.train.paths import FEATURES_DIR, FINAL_MODEL, FINAL_RESULT, PUBLISHED_SEED, RUN
-
-TORCHVISION = TORCHVISION_SOURCE  # the protocol source of published ImageNet weights
 
 
 def is_published(exp: dict) -> bool:
@@ -185,17 +183,11 @@ def num_workers(config: dict) -> int:
     return config["resources"]["cpus_per_gpu"] - 1 if gpus(config) else 0
 
 
-def decode_on_gpu(config: dict, model: str) -> bool:
-    """Whether ``model``'s jobs decode their JPEGs on the GPU (``imagenot.train.decode``):
-    train.decode_on_gpu true or false for every model, or the list of the models that do (the
-    fast ones, whose training outruns the node's cores: the preflight's feed check measures
-    both ways per model and names the list, docs/gpu.md)."""
-    return decodes_on_gpu(config["train"]["decode_on_gpu"], model)
-
-
 def decodes_on_gpu(value: bool | list, model: str) -> bool:
-    """:func:`decode_on_gpu` of a train.decode_on_gpu ``value`` (the preflight's settings hold
-    the value)."""
+    """Whether ``model``'s jobs decode their JPEGs on the GPU (``imagenot.train.decode``) under
+    a train.decode_on_gpu ``value``: true or false for every model, or the list of the models
+    that do (the fast ones, whose training outruns the node's cores: the preflight's feed check
+    measures both ways per model and names the list, docs/gpu.md)."""
     return model in value if isinstance(value, list) else bool(value)
 
 

@@ -29,7 +29,7 @@ import csv
 import io
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -39,9 +39,6 @@ from imagenot.registries import RegistryError
 if TYPE_CHECKING:
     import torch
 
-#: Statistics of ImageNet's training images (the schema's default of ``train.normalisation``).
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 #: The derived table of every registered weights reference's facts (module docstring).
 PUBLISHED_TABLE = "published_weights.csv"
 TABLE_COLUMNS = (
@@ -92,33 +89,20 @@ class Preprocessing:
     def trained(cls, normalisation: dict, image_size: int) -> Preprocessing:
         """A model trained here: its ``train.normalisation`` and ``train.image_size``, the whole
         image resized bilinearly (``imagenot.train.feed.preprocess``)."""
-        return cls(
-            tuple(normalisation["mean"]),
-            tuple(normalisation["std"]),
-            int(image_size),
-            None,
-            "bilinear",
+        return cls.from_dict(
+            {**normalisation, "crop_size": image_size, "interpolation": "bilinear"}
         )
 
     @classmethod
     def from_dict(cls, d: dict) -> Preprocessing:
+        resize = None if d.get("resize_size") is None else int(d["resize_size"])
         return cls(
-            tuple(d["mean"]),
-            tuple(d["std"]),
-            int(d["crop_size"]),
-            None if d.get("resize_size") is None else int(d["resize_size"]),
-            d["interpolation"],
+            tuple(d["mean"]), tuple(d["std"]), int(d["crop_size"]), resize, d["interpolation"]
         )
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as JSON values (what ``result.json`` records; :meth:`from_dict` reads)."""
-        return {
-            "mean": list(self.mean),
-            "std": list(self.std),
-            "crop_size": self.crop_size,
-            "resize_size": self.resize_size,
-            "interpolation": self.interpolation,
-        }
+        return {**asdict(self), **self.normalisation()}
 
     def normalisation(self) -> dict[str, list[float]]:
         """``{"mean": [...], "std": [...]}``, as ``train.normalisation`` spells it."""

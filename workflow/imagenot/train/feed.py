@@ -180,11 +180,7 @@ class BatchRing:
     def fill(self, data, task: _Task) -> _Filled:
         """In a worker: decode ``task``'s items into its slot (each image is copied once, into
         memory that is already mapped)."""
-        images, labels = self.images[task.slot], self.labels[task.slot]
-        if len(task.indices) > self.capacity:
-            raise ValueError(
-                f"a batch of {len(task.indices)} images; the ring holds {self.capacity}"
-            )
+        images, labels = self.images[task.slot], self.labels[task.slot]  # (Feeder.epoch: fits)
         for j, index in enumerate(task.indices):
             image, label = data[index]
             if image.shape != images.shape[1:]:
@@ -267,11 +263,11 @@ class Feeder:
         self.largest = largest
         self.ring_sampler = None
         self.loader = None
-        encoded = getattr(data, "collate", None) is not None
-        self.decode_ahead = DecodeAhead(decode_on) if encoded and decode_on is not None else None
+        collate = getattr(data, "collate", None)  # encoded JPEGs: one flat buffer per batch
+        ahead = collate is not None and decode_on is not None
+        self.decode_ahead = DecodeAhead(decode_on) if ahead else None
         if isinstance(data, InMemory):
             return
-        collate = getattr(data, "collate", None)  # encoded JPEGs: one flat buffer per batch
         dataset, self.sampler = data, _Batches()
         if num_workers > 0 and collate is None:
             self.ring_sampler = self.sampler = _RingSampler()
@@ -292,10 +288,7 @@ class Feeder:
     def _empty(self):
         if hasattr(self.data, "empty"):
             return self.data.empty()
-        image = self.data.images[:0] if isinstance(self.data, InMemory) else None
-        if image is None:
-            first, _ = self.data[0]
-            image = torch.empty((0, *first.shape), dtype=torch.uint8)
+        image = torch.empty((0, *self.data[0][0].shape), dtype=torch.uint8)
         return image, torch.empty(0, dtype=torch.int64)
 
     def epoch(self, pieces: list[torch.Tensor]) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
@@ -339,6 +332,11 @@ class Feeder:
             yield item
 
 
+def layout(device: torch.device) -> torch.memory_format:
+    """The memory format of a model and its batches on ``device``: channels-last on CUDA."""
+    return torch.channels_last if device.type == "cuda" else torch.contiguous_format
+
+
 def autocast(device: torch.device):
     """The mixed precision every forward pass runs under (training, evaluation, stored
     features): bfloat16 on CUDA, none on the CPU (so CPU runs stay deterministic)."""
@@ -362,8 +360,7 @@ def to_device(
         return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
     if isinstance(x, EncodedBatch | list):  # at the stored size: preprocess resizes (float)
         x = decode_batch(x, image_size if not len(x) else None, device)
-    layout = torch.channels_last if device.type == "cuda" else torch.contiguous_format
-    x = preprocess(x.to(device, non_blocking=True), image_size, normalisation, layout)
+    x = preprocess(x.to(device, non_blocking=True), image_size, normalisation, layout(device))
     return x, y.to(device, non_blocking=True)
 
 

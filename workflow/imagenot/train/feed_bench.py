@@ -39,7 +39,7 @@ from torch.utils.data import Dataset, get_worker_info
 
 from imagenot.acquire.dataset import Record, write_dataset
 from imagenot.dataset import ManifestDataset
-from imagenot.train.feed import EncodedImages, Feeder, autocast, to_device
+from imagenot.train.feed import EncodedImages, Feeder, autocast, layout, to_device
 from imagenot.train.registry import build_model
 from imagenot.train.schedules import build_optimizer
 
@@ -71,10 +71,19 @@ def smooth_jpegs(n: int, size: int, seed: int) -> list[bytes]:
 def write_jpeg_dataset(root: Path, n: int, size: int) -> ManifestDataset:
     """``n`` :func:`smooth_jpegs` of ``size`` px written as one of our datasets (its train split,
     ten classes), as a training job reads them."""
-    classes = [f"c{i:02d}" for i in range(N_CLASSES)]
-    jpegs = smooth_jpegs(n, size, seed=0)
-    records = [Record(f"k{i:06d}", classes[i % N_CLASSES], "train", d) for i, d in enumerate(jpegs)]
-    write_dataset(root, records, classes, shard_size=5000)
+    labels = [i % N_CLASSES for i in range(n)]
+    return write_jpegs(root, smooth_jpegs(n, size, seed=0), labels, N_CLASSES)
+
+
+def write_jpegs(root: Path, jpegs: list[bytes], labels, least: int) -> ManifestDataset:
+    """JPEGs and their labels written as the train split of a dataset of ``least`` classes, or
+    more where the labels name more."""
+    names = [f"c{i:02d}" for i in range(max(least, int(max(labels, default=0)) + 1))]
+    records = [
+        Record(f"k{i:06d}", names[int(label)], "train", data)
+        for i, (data, label) in enumerate(zip(jpegs, labels, strict=True))
+    ]
+    write_dataset(root, records, names, shard_size=5000)
     return ManifestDataset(root, "train")
 
 
@@ -188,9 +197,7 @@ def bench_model(
     on the device), ``feed_*`` and ``ratio`` being the way ``encoded`` names. ``seconds``: each
     side's timed window lasts at least that long as well as ``steps`` steps (:func:`timed`), and
     the feed's warm-up drains the batches its workers decoded ahead where the model is fast."""
-    model = build_model(name, num_classes).to(device)
-    if device.type == "cuda":
-        model.to(memory_format=torch.channels_last)
+    model = build_model(name, num_classes).to(device, memory_format=layout(device))
     model.train()
     optimizer = build_optimizer(list(model.parameters()), HYPERPARAMETERS)
     most = warmup + steps if not seconds else max(warmup + steps, MOST_STEPS)
@@ -236,21 +243,12 @@ def bench_model(
     if both:
         ways[not encoded] = fed(not encoded)
     main = ways[encoded]
-    row = {
-        "model": name,
-        "batch_size": batch,
-        "steps": device_steps,
-        "feed_warmup": feed_warmup,
-        "workers": workers,
-        "encoded": encoded,
-        "feed_images": main["images"],
-        "device_images": device_n,
-        "feed_img_per_s": main["img_per_s"],
-        "device_img_per_s": round(dev, 1),
-        "ratio": main["ratio"],
-        "feed_worker_pids": main["worker_pids"],
-        "feed_main_process_items": main["main_process_items"],
-    }
+    row = {"model": name, "batch_size": batch, "steps": device_steps, "feed_warmup": feed_warmup,
+           "workers": workers, "encoded": encoded, "feed_images": main["images"],
+           "device_images": device_n, "feed_img_per_s": main["img_per_s"],
+           "device_img_per_s": round(dev, 1), "ratio": main["ratio"],
+           "feed_worker_pids": main["worker_pids"],
+           "feed_main_process_items": main["main_process_items"]}  # fmt: skip
     for on_gpu, way in ways.items():
         prefix = "gpu_decode" if on_gpu else "cpu_decode"
         row |= {f"{prefix}_img_per_s": way["img_per_s"], f"{prefix}_ratio": way["ratio"]}

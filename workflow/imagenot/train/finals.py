@@ -8,7 +8,7 @@ weights and metrics are taken as they are. That run is a file copy and a record,
 import (about 4 CPU-s a job on CPU, most of such a job's cost; a data-parallel job's launcher,
 torchrun, still imports it). A deterministic CPU run gives the
 same weights either way, which a test checks. The other seeds, and a first seed whose trial
-stopped at a rung, train (:func:`imagenot.train.jobs.train_final`).
+stopped at a rung, train (:func:`imagenot.train.jobs.fit_job`).
 
 No final run measures the test split: the test accuracy is the evaluation's Identity row (rule
 ``evaluate_robustness``, ``robustness.parquet``), measured once, as for published weights; the
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from imagenot.io import atomic_path, sha256_file
 from imagenot.train import search
+from imagenot.train.failfast import diverged_final
 from imagenot.train.identity import Job, dataset_of, init_description
 from imagenot.train.paths import remove_checkpoint
 from imagenot.train.records import FinalRecord, write_final
@@ -117,11 +118,18 @@ def run_final(
         }
         log.info("final %s seed %d: reusing trial %d's weights", run, seed, chosen["trial"])
     else:
-        from imagenot.train.jobs import train_final
+        from imagenot.train.jobs import fit_job
 
-        summary = train_final(final, threads, deadline, files, row, train_seed, run, seed)
+        summary = fit_job(settings, threads, deadline, files, row, train_seed, out_dir)
         if summary is None:  # a data-parallel rank other than 0: rank 0 writes
             return None
+        # finished training: the checkpoint goes before the best weights are handed on, so it
+        # never outlives them (a rerun after a kill here trains afresh, to the same weights)
+        remove_checkpoint(out_dir / CHECKPOINT)
+        if summary["stopped_by"] == search.DIVERGED:  # not retried (failfast)
+            lr = summary["hyperparameters"]["lr"]
+            raise diverged_final(run, seed, row["trial"], lr, train_seed)
+        (out_dir / BEST).replace(model_file)
         summary["reused_trial"] = False
     result = FinalRecord.of(
         {

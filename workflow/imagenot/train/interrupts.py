@@ -28,12 +28,8 @@ def slurm_end_time(env: Mapping[str, str] = os.environ) -> float | None:
     """
     if env.get("SLURM_JOB_END_TIME", "").isdigit():
         return float(env["SLURM_JOB_END_TIME"])
-    job = env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID")
-    job = (
-        f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}"
-        if job
-        else env.get("SLURM_JOB_ID")
-    )
+    array, task = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
+    job = f"{array}_{task}" if array and task else env.get("SLURM_JOB_ID")
     if not job:
         return None
     try:

@@ -20,8 +20,8 @@ from imagenot.io import sha256_file, write_text
 from imagenot.train import search
 from imagenot.train.checkpoints import history_csv, remove_checkpoint
 from imagenot.train.device import configure, deterministic_for, resolve_device
-from imagenot.train.failfast import diverged_final, missing_weights
-from imagenot.train.feed import InMemory
+from imagenot.train.failfast import missing_weights
+from imagenot.train.feed import InMemory, layout
 from imagenot.train.identity import Job, dataset_of, init_description
 from imagenot.train.loop import fit
 from imagenot.train.records import write_record
@@ -36,7 +36,7 @@ from imagenot.train.trials import (
 
 if TYPE_CHECKING:
     from imagenot.train.files import FeaturesFiles, FinalFiles, TrialFiles
-    from imagenot.train.settings import FinalSettings, JobSettings, TrialSettings
+    from imagenot.train.settings import JobSettings, TrialSettings
 
 log = logging.getLogger(__name__)
 
@@ -110,11 +110,7 @@ def backbone_loader(settings: JobSettings):
     except OSError as exc:
         raise missing_weights(settings.model, init, exc) from None
     # a partial, not a lambda: data-parallel workers receive it pickled
-    return functools.partial(_load_backbone, name=settings.model, state=state, source=init)
-
-
-def _load_backbone(model, name: str, state: dict, source: str) -> None:
-    load_backbone(model, name, state, source)
+    return functools.partial(load_backbone, name=settings.model, state=state, source=init)
 
 
 def run_features(settings: JobSettings, threads: int, files: FeaturesFiles) -> dict[str, dict]:
@@ -144,9 +140,7 @@ def run_features(settings: JobSettings, threads: int, files: FeaturesFiles) -> d
     device = torch.device(job.device)
     model = build_model(settings.model, num_classes)  # the head is never run: its init is moot
     backbone_loader(settings)(model)
-    model.to(device)
-    if device.type == "cuda":  # as loop.fit: the same kernels as the image path
-        model.to(memory_format=torch.channels_last)
+    model.to(device, memory_format=layout(device))  # as loop.fit: the image path's kernels
     head = head_module(model, settings.model)
     source, encoded = _data_source(settings, dataset_dir, fingerprint)
     written = {}
@@ -170,16 +164,7 @@ def run_features(settings: JobSettings, threads: int, files: FeaturesFiles) -> d
     return written
 
 
-def load_features(settings: JobSettings, job: Job, fingerprint: str, split: str):
-    """A TL job's stored features of ``split`` (settings ``features``: their folder), checked
-    to be those of the job's starting weights, dataset version and image size."""
-    from imagenot.train import features
-
-    path = Path(settings.features) / f"{split}.safetensors"
-    return features.read(path, features.describe(job, fingerprint, split))
-
-
-def _fit(
+def fit_job(
     settings: JobSettings,
     threads: int,
     deadline: float | None,
@@ -187,12 +172,15 @@ def _fit(
     row: Mapping,
     seed: int,
     workdir: Path,
-    stop_epoch: int | None,
-    best: Path,
-):
+    stop_epoch: int | None = None,
+) -> dict | None:
     """Train one job in this process, a rank of a data-parallel job when torchrun started it
-    (``imagenot.train.distributed``). Returns (job, model, summary) on rank 0 and None on the
-    other ranks, which write nothing. ``files``: the job's, whose dataset it trains on."""
+    (``imagenot.train.distributed``): its checkpoint, best-validation weights (``BEST``) and
+    ``metrics.csv`` in ``workdir``. Returns the training summary on rank 0 and None on the
+    other ranks, which write nothing. ``files``: the job's, whose dataset it trains on; a TL
+    job's stored features (settings ``features``: their folder) are checked to be those of its
+    starting weights, dataset version and image size."""
+    from imagenot.train import features
     from imagenot.train.distributed import from_environment, joined
     from imagenot.train.interrupts import Interrupts
 
@@ -204,8 +192,13 @@ def _fit(
     job = make_job(settings, search.hyperparameters_of(row), seed, num_classes)
     head_only = bool(settings.features)
     if head_only:  # TL over stored features: the head alone, in one process
-        train = load_features(settings, job, fingerprint, "train")
-        val = load_features(settings, job, fingerprint, "val")
+        train, val = (
+            features.read(
+                Path(settings.features) / f"{split}.safetensors",
+                features.describe(job, fingerprint, split),
+            )
+            for split in ("train", "val")
+        )
     else:
         source, encoded = _data_source(settings, dataset_dir, fingerprint, deadline)
         train = load_split(source, "train", settings.in_memory, encoded)
@@ -220,14 +213,14 @@ def _fit(
         )  # fmt: skip
     backend = "nccl" if job.device == "cuda" else "gloo"
     with joined(backend, planned=settings.world) as d:
-        model, state = fit(
+        _, state = fit(
             job,
             train,
             val,
             workdir / CHECKPOINT,
             fingerprint,
             stop_epoch,
-            best,
+            workdir / BEST,
             backbone_loader(settings),
             max_batch=settings.max_batch_per_gpu,
             dist=d,
@@ -237,7 +230,7 @@ def _fit(
     if not d.main:
         return None
     write_text(history_csv(state), workdir / "metrics.csv")
-    summary = {
+    return {
         "model": settings.model,
         "num_classes": num_classes,
         "n_val": len(val),
@@ -253,7 +246,6 @@ def _fit(
         "identity": job.identity(),
         **batching,
     }
-    return job, model, summary
 
 
 def micro_batching(settings: JobSettings) -> dict:
@@ -281,29 +273,23 @@ def run_slot(
     """Train the trial in ``slot`` of ``stage`` up to ``settings.stage_epochs`` (a halving rung)
     or to the end, resuming its checkpoint; write the slot's result to ``files.result``.
     ``files.previous``: the previous rung's decision (None at stage 0, whose slot is the
-    trial).
+    trial); a slot nothing was promoted into is the command's (``imagenot.train.cli.trial``
+    writes it without importing torch), not this job's.
 
     The trial keeps its best-validation weights in its folder; when it ends (early stopping,
     the cap or the schedule's end) its checkpoint is deleted and the weights' sha256 recorded,
-    so a final run can reuse them (``imagenot.train.finals``). Returns None for an empty slot (nothing promoted into it)
-    and on data-parallel ranks other than 0.
+    so a final run can reuse them (``imagenot.train.finals``). Returns None on data-parallel
+    ranks other than 0.
     """
-    from imagenot.train.trials import write_empty_slot
-
     out = Path(files.result)
     trial = slot_trial(slot, Path(files.previous) if files.previous else None)
-    if trial is None:
-        write_empty_slot(stage, slot, out)
-        return None
     row = read_trial(Path(files.trials), trial)
     workdir = trial_dir(out.parent.parent, trial)  # the run's folder: {run}/stage-{k}/slot-{s}
-    fitted = _fit(
-        settings.job, threads, deadline, files, row, row["seed"], workdir,
-        settings.stage_epochs, workdir / BEST,
-    )  # fmt: skip
-    if fitted is None:  # a data-parallel rank other than 0: rank 0 writes the result
+    summary = fit_job(
+        settings.job, threads, deadline, files, row, row["seed"], workdir, settings.stage_epochs
+    )
+    if summary is None:  # a data-parallel rank other than 0: rank 0 writes the result
         return None
-    summary = fitted[2]
     result = {"stage": stage, "slot": slot, "trial": trial, **summary}
     if summary["stopped_by"] == search.DIVERGED:  # never promoted nor selected: free its disk
         remove_checkpoint(workdir / CHECKPOINT)
@@ -321,37 +307,3 @@ def run_slot(
         result["epochs"],
     )
     return result
-
-
-def train_final(
-    final: FinalSettings,
-    threads: int,
-    deadline: float | None,
-    files: FinalFiles,
-    row: Mapping,
-    train_seed: int,
-    run: Mapping,
-    seed: int,
-) -> dict | None:
-    """Train the selected trial (its ``row`` of the trials table) again with ``train_seed``
-    (``imagenot.train.finals.run_final``, which writes the record): the best-validation weights
-    to ``files.model``; the checkpoint, the best weights so far and ``metrics.csv`` beside them
-    (where a retry resumes). Returns the training summary; None on data-parallel ranks other
-    than 0."""
-    settings = final.job
-    out_dir = Path(files.model).parent
-    best = out_dir / BEST
-    fitted = _fit(settings, threads, deadline, files, row, train_seed, out_dir, None, best)
-    if fitted is None:  # a data-parallel rank other than 0: rank 0 writes
-        return None
-    job, _, summary = fitted
-    if summary["stopped_by"] == search.DIVERGED:  # not retried (failfast)
-        remove_checkpoint(out_dir / CHECKPOINT)
-        lr = job.hyperparameters["lr"]
-        raise diverged_final(run, seed, row["trial"], lr, train_seed)
-    # Finished training: drop the checkpoint before handing the best weights on, so a checkpoint
-    # never outlives them (a rerun after a kill here trains afresh, to the same weights).
-    remove_checkpoint(out_dir / CHECKPOINT)
-    Path(files.model).unlink(missing_ok=True)
-    best.replace(files.model)
-    return summary

@@ -22,7 +22,6 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -36,7 +35,7 @@ from imagenot.train.checkpoints import (
     previous,
     resume_candidates,
     save_checkpoint,
-    save_weights,
+    save_tensors,
     set_aside_stale_checkpoint,
 )
 from imagenot.train.distributed import (
@@ -50,7 +49,7 @@ from imagenot.train.distributed import (
 )
 from imagenot.train.failfast import Diverged, startup_out_of_memory
 from imagenot.train.features import Features
-from imagenot.train.feed import Feeder, autocast, to_device
+from imagenot.train.feed import Feeder, autocast, layout, to_device
 from imagenot.train.identity import Job
 from imagenot.train.interrupts import Interrupts
 from imagenot.train.registry import build_model, head_module
@@ -58,10 +57,6 @@ from imagenot.train.schedules import build_optimizer, learning_rate
 from imagenot.train.search import DIVERGED, stable_int, step_seeds
 
 log = logging.getLogger(__name__)
-
-
-def _generator(*parts: object) -> torch.Generator:
-    return torch.Generator().manual_seed(stable_int(*parts))
 
 
 def seed_step(seed: int, device: torch.device) -> None:
@@ -152,7 +147,9 @@ def train_one_epoch(
     features = isinstance(feeder.data, Features)
     if state.batch == 0:
         state.step_losses, state.step_correct = [], []
-    order = torch.randperm(n, generator=_generator(job.seed, "order", state.epoch))
+    order = torch.randperm(
+        n, generator=torch.Generator().manual_seed(stable_int(job.seed, "order", state.epoch))
+    )
     global_batches = list(order.split(settings.batch_size))
     steps_per_epoch = len(global_batches)
     set_mode(model, job, True)
@@ -225,18 +222,15 @@ def train_one_epoch(
             interrupts.saved(stop)  # raises Preempted when a stop was requested
     elapsed = time.perf_counter() - start
     sync()
-    seen = n
-    # (0: resumed with the epoch trained, unscored)
-    images = max(n - done * settings.batch_size, 0)
-    row = {
-        "train_loss": sum(state.step_losses) / max(seen, 1),
-        "train_accuracy": 100.0 * sum(state.step_correct) / max(seen, 1),
+    images = max(n - done * settings.batch_size, 0)  # (0: resumed with the epoch trained)
+    return {
+        "train_loss": sum(state.step_losses) / max(n, 1),
+        "train_accuracy": 100.0 * sum(state.step_correct) / max(n, 1),
         "lr": learning_rate(state.step - 1, steps_per_epoch, horizon(job), job.hyperparameters)
         if steps_per_epoch
         else 0.0,
         "images_per_s": images / max(elapsed, 1e-9),
     }
-    return row
 
 
 # In a data-parallel job, how often (optimizer steps) the ranks agree on a checkpoint or stop:
@@ -246,35 +240,33 @@ CHECK_EVERY = 8
 
 @torch.no_grad()
 def evaluate(
-    model, forward, data, job: Job, device: torch.device, d: Dist = SINGLE, feeder=None,
-    expired: Callable[[], bool] | None = None,
-) -> tuple[float, float, int] | None:  # fmt: skip
-    """(top-1 accuracy in percent, mean loss, n) of the model on ``data``; each rank scores its
-    part and the sums are all-reduced. Sums stay on the device (one sync at the end).
+    model, forward, feeder: Feeder, job: Job, device: torch.device, d: Dist, expired: Callable
+) -> tuple[float, float, int] | None:
+    """(top-1 accuracy in percent, mean loss, n) of the model on the ``feeder``'s data; each
+    rank scores its part and the sums are all-reduced. Sums stay on the device (one sync at
+    the end).
 
     ``expired`` (a training job's stop request: deadline, signal), asked before each batch, ends
     the pass early: the ranks agree and None is returned (the caller checkpoints and exits)."""
     settings = job.settings
     set_mode(model, job, False)
-    largest = min(settings.eval_batch_size, len(data))
-    feeder = feeder or Feeder(
-        data, settings.num_workers, largest, device.type == "cuda", decode_on=device
-    )
+    data = feeder.data
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     correct = torch.zeros((), dtype=torch.int64, device=device)
     mine = shard(torch.arange(len(data)), d)
-    stopped = False
+    stopped, features = False, isinstance(data, Features)
     for images, labels in feeder.epoch(list(mine.split(settings.eval_batch_size))):
-        if expired is not None and expired():
+        if expired():
             stopped = True
             break
-        size, normalisation = settings.image_size, settings.normalisation
-        x, y = to_device(images, labels, device, size, normalisation, isinstance(data, Features))
+        x, y = to_device(
+            images, labels, device, settings.image_size, settings.normalisation, features
+        )
         with autocast(device):
             logits = forward(x)
         loss_sum += F.cross_entropy(logits.float(), y, reduction="sum").double()
         correct += (logits.argmax(1) == y).sum()
-    if expired is not None and d.any(stopped, device):  # every rank reaches this once
+    if d.any(stopped, device):  # every rank reaches this once
         return None
     d.sum_(loss_sum)
     d.sum_(correct)
@@ -335,9 +327,7 @@ def fit(
         state = load_checkpoint(found[0], model, optimizer)
         if d.main:
             log.info("resumed %s at epoch %d, batch %d", found[0], state.epoch, state.batch)
-    model.to(device)
-    if device.type == "cuda":
-        model.to(memory_format=torch.channels_last)
+    model.to(device, memory_format=layout(device))
     optimizer.load_state_dict(optimizer.state_dict())  # move state to the model's device
     forward: nn.Module = head_module(model, settings.model) if head_only else model
     if d.world > 1:
@@ -373,25 +363,19 @@ def fit(
     return model, state
 
 
-def _host_copy(model: nn.Module) -> SimpleNamespace:
-    """The model's weights in host memory, for ``save_weights`` (which reads ``state_dict()``)."""
-    tensors = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-    return SimpleNamespace(state_dict=lambda: tensors)
-
-
 def _epochs(
     model, forward, optimizer, feeders, job, state, device, checkpoint, stop_epoch, best_weights,
     on_epoch, interrupts, d: Dist, max_batch,
 ) -> None:  # fmt: skip
     settings = job.settings
-    held: list[SimpleNamespace] = []  # the best weights not yet written (rank 0)
+    held: list[dict] = []  # the best weights not yet written, in host memory (rank 0)
 
     def save() -> None:  # rank 0 writes; the others wait until the files are there
         if d.main:
             # the best weights first: a checkpoint on disk never names a best epoch whose
             # weights are not (a kill between the two repeats the epochs since the last save)
             if held and best_weights is not None:
-                save_weights(held.pop(), best_weights)
+                save_tensors(held.pop(), best_weights)
             save_checkpoint(checkpoint, model, optimizer, state)
         d.barrier()
 
@@ -405,7 +389,7 @@ def _epochs(
                 model, forward, optimizer, train, job, state, device, save, interrupts, d,
                 max_batch,
             )  # fmt: skip
-            scored = evaluate(model, scorer, val.data, job, device, d, val, interrupts.stop_due)
+            scored = evaluate(model, scorer, val, job, device, d, interrupts.stop_due)
             if scored is not None and not math.isfinite(scored[1]):
                 raise Diverged(f"validation loss {scored[1]} after epoch {state.epoch + 1}")
         except Diverged as exc:  # nothing more is saved (the weights are not finite): the end
@@ -424,7 +408,9 @@ def _epochs(
         if val_accuracy > state.best_val:
             state.best_val, state.best_epoch, state.bad_epochs = val_accuracy, state.epoch, 0
             if best_weights is not None and d.main:
-                held[:] = [_host_copy(model)]
+                held[:] = [
+                    {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+                ]
         else:
             state.bad_epochs += 1
         if state.bad_epochs >= settings.patience:

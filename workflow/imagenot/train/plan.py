@@ -179,10 +179,6 @@ def traced_files(
     ]
 
 
-def trial_ids(config: dict, dataset: str, protocol: str) -> list[int]:
-    return list(range(space(config, dataset, protocol)["budget"]))
-
-
 def final_runs(config: dict) -> list[dict]:
     """Every final (retrained-best) run the workflow makes: dicts with keys ``dataset``,
     ``protocol``, ``model``, ``seed``; their outputs are

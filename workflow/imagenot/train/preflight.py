@@ -28,11 +28,10 @@ Checks, each ``pass``, ``warn`` (runs, but wastes GPU time or departs from the p
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -40,7 +39,9 @@ import torch
 from imagenot.device import DeviceError, cuda_available, resolve_device
 from imagenot.train import feed_bench, preflight_feed, preflight_precision, rings
 from imagenot.train.experiments import accumulation
-from imagenot.train.feed import preprocess
+from imagenot.train.feed import layout, preprocess
+from imagenot.train.preflight_feed import release as _release
+from imagenot.train.preflight_plan import Check
 from imagenot.train.registry import build_model, input_size
 from imagenot.train.schedules import build_optimizer
 from imagenot.train.settings import PreflightSettings
@@ -48,22 +49,11 @@ from imagenot.train.settings import PreflightSettings
 NUM_CLASSES = 1000  # the widest head of the paper (ImageNot, ImageNet)
 FIT_FRACTION = 0.9  # of the device's memory: room for fragmentation and other processes
 SEARCH_STEPS = 4  # bisections between the largest batch that fits and the smallest that does not
-FEED_RATIO = preflight_feed.FEED_RATIO  # docs/gpu.md "Is the feed fast enough?"
-PRECISION_STEPS = preflight_precision.STEPS
-PRECISION_BATCH = preflight_precision.BATCH
 GIB = 1 << 30
 
 
 class PreflightFailed(ValueError):
     """At least one check failed: one line naming them and the report."""
-
-
-@dataclass
-class Check:
-    name: str
-    status: str  # pass, warn, fail, skip, info
-    detail: str
-    values: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -133,12 +123,6 @@ def _labels(n: int, device: torch.device, seed: int) -> torch.Tensor:
     return torch.randint(0, NUM_CLASSES, (n,), generator=g).to(device)
 
 
-def _release() -> None:
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
 def step_peak(run: dict, batch: int, image_size: int, device: torch.device) -> int | None:
     """The allocator's peak (bytes) of two training steps of ``run``'s model at ``batch``
     (``features`` mode: one forward pass in eval mode), or None when the device ran out of
@@ -165,9 +149,8 @@ def _steps(run: dict, batch: int, image_size: int, device: torch.device) -> int:
     labels = _labels(batch, device, seed=0)
     if run["mode"] == "features":
         model.eval()
-        layout = torch.channels_last if cuda else torch.contiguous_format
         with torch.no_grad(), torch.autocast(device.type, torch.bfloat16, enabled=cuda):
-            model(preprocess(images, image_size, run["normalisation"], layout))
+            model(preprocess(images, image_size, run["normalisation"], layout(device)))
     else:
         model.train()
         optimizer = build_optimizer(list(model.parameters()), feed_bench.HYPERPARAMETERS)
@@ -287,31 +270,6 @@ def memory_verdict(name: str, run: dict, total: int, peak_of) -> Check:
     return Check(name, "warn", detail, values)
 
 
-# ---- feed ----------------------------------------------------------------------------------
-def check_feed(
-    run: dict,
-    settings: PreflightSettings,
-    workers: int,
-    data,
-    device: torch.device,
-    options: Options,
-    root: Path,
-) -> Check:
-    """The real feed against device-resident data for ``run``, read where the jobs read, both
-    ways of decoding on CUDA (``imagenot.train.preflight_feed``)."""
-    try:
-        found = preflight_feed.check_feed(
-            run, settings, workers, data, device, options, root, NUM_CLASSES
-        )
-    except torch.OutOfMemoryError:
-        _release()
-        why = "out of device memory at this batch: see its memory check"
-        return Check(preflight_feed.feed_name(run), "skip", why)
-    finally:
-        _release()
-    return Check(*found)
-
-
 # ---- host ----------------------------------------------------------------------------------
 def _cgroup_limit() -> int | None:
     for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
@@ -368,18 +326,18 @@ def compare_precision(
     image_size: int,
     normalisation: dict,
     device: torch.device,
-    batch: int = PRECISION_BATCH,
+    batch: int = preflight_precision.BATCH,
 ) -> dict:
     """bf16 autocast against float32 (``imagenot.train.preflight_precision``: random layers
-    off, the passes seeded apart) for a registered ``model`` (or a builder of one), on
-    :data:`PRECISION_STEPS` training batches and one evaluation batch of ``batch`` images;
-    autocast on ``device``'s type (CUDA in a preflight, the CPU's bf16 in the tests)."""
+    off, the passes seeded apart) for a registered ``model`` (or a builder of one), on that
+    module's ``STEPS`` training batches and one evaluation batch of ``batch`` images; autocast
+    on ``device``'s type (CUDA in a preflight, the CPU's bf16 in the tests)."""
     build = model if callable(model) else (lambda: build_model(model, NUM_CLASSES))
-    layout = torch.channels_last if device.type == "cuda" else torch.contiguous_format
     batches = [
-        (preprocess(_images(batch, image_size, device, seed=s), image_size, normalisation, layout),
+        (preprocess(_images(batch, image_size, device, seed=s), image_size, normalisation,
+                    layout(device)),
          _labels(batch, device, seed=s))
-        for s in range(PRECISION_STEPS + 1)
+        for s in range(preflight_precision.STEPS + 1)
     ]  # fmt: skip
     try:
         return preflight_precision.compare(build, batches, device)
@@ -428,20 +386,14 @@ def run_checks(
         add(Check("models", "skip", "no working CUDA device: nothing to measure"))
         return _report(settings, checks)
     groups: dict[tuple, list[dict]] = {}
+    feeds: dict[str, dict] = {}  # per model: its largest stored size, then largest batch
     for run in settings.runs:
-        groups.setdefault(
-            (run["model"], run["mode"], run["per_gpu"], run["stored_size"]), []
-        ).append(run)
-    measured = card(device, settings.image_size)
-    feeds = {}
-    for run in settings.runs:  # per model: its largest stored size, then largest batch
+        key = (run["model"], run["mode"], run["per_gpu"], run["stored_size"])
+        groups.setdefault(key, []).append(run)
         if run["mode"] == "train":
-            best = feeds.get(run["model"])
-            if best is None or (run["stored_size"], run["per_gpu"]) > (
-                best["stored_size"],
-                best["per_gpu"],
-            ):
-                feeds[run["model"]] = run
+            best = feeds.setdefault(run["model"], run)
+            feeds[run["model"]] = max(best, run, key=lambda r: (r["stored_size"], r["per_gpu"]))
+    measured = card(device, settings.image_size)
     readers = max(1, workers)
     with (
         tempfile.TemporaryDirectory(prefix="imagenot-preflight-") as tmp,
@@ -464,8 +416,10 @@ def run_checks(
                 sources = len(samples.checks)
                 data = samples.get(run["stored_size"])  # read where the jobs read
                 for found in samples.checks[sources:]:  # a stored size's first read
-                    add(Check(*found))
-                feed = check_feed(run, settings, workers, data, device, options, Path(tmp))
+                    add(found)
+                feed = preflight_feed.check_feed(
+                    run, settings, workers, data, device, options, Path(tmp), NUM_CLASSES
+                )
                 del data  # the images held on the device go before the next model's memory
                 add(feed)
             side = input_size(model, settings.image_size)

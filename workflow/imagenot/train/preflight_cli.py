@@ -156,6 +156,14 @@ def _driver_version() -> str | None:
     return None
 
 
+# The summary table's measured columns: (check, its values' keys)
+COLUMNS = (
+    ("memory", ("per_gpu", "peak_gib", "device_gib", "largest_fit", "micro_batches")),
+    ("feed", ("feed_img_per_s", "device_img_per_s", "ratio")),
+    ("precision", ("loss_rel_diff", "grad_cosine", "top1_agreement")),
+)
+
+
 def summary(report: dict) -> str:
     """One Markdown table, a row per model: its memory at the per-GPU batch (the peak, the
     largest batch measured to fit and the micro-batches its jobs take), the feed against
@@ -178,26 +186,10 @@ def summary(report: dict) -> str:
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for model, by in rows.items():
-        mem = by.get("memory", {}).get("values", {})
-        feed = by.get("feed", {}).get("values", {})
-        prec = by.get("precision", {}).get("values", {})
         worst = {c["status"] for c in by.values()}
         status = next((s for s in ("fail", "warn", "pass", "info", "skip") if s in worst), "")
-        cells = [
-            model,
-            mem.get("per_gpu"),
-            mem.get("peak_gib"),
-            mem.get("device_gib"),
-            mem.get("largest_fit"),
-            mem.get("micro_batches"),
-            feed.get("feed_img_per_s"),
-            feed.get("device_img_per_s"),
-            feed.get("ratio"),
-            prec.get("loss_rel_diff"),
-            prec.get("grad_cosine"),
-            prec.get("top1_agreement"),
-            status,
-        ]
+        measured = [by.get(kind, {}).get("values", {}).get(k) for kind, ks in COLUMNS for k in ks]
+        cells = [model, *measured, status]
         lines.append("| " + " | ".join("-" if v is None else str(v) for v in cells) + " |")
     lines += [
         f"\n{c['status']}: {c['name']}: {c['detail']}"

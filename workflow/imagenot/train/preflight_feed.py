@@ -23,6 +23,7 @@ device-resident data, read where the training jobs will read.
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import os
 import shutil
@@ -35,6 +36,7 @@ import torch
 from imagenot.train import feed_bench
 from imagenot.train.experiments import decodes_on_gpu
 from imagenot.train.feed import staging_room, tree_bytes
+from imagenot.train.preflight_plan import Check
 from imagenot.train.registry import input_size
 
 FEED_RATIO = 0.9  # docs/gpu.md "Is the feed fast enough?"
@@ -95,8 +97,7 @@ def _same_filesystem(a: Path, b: Path) -> bool:
 class Samples:
     """The feed checks' images per stored side, read where the jobs read (module docstring);
     a context: the samples it writes are removed at its end. ``checks`` collects the ``feed
-    source`` checks, one per side, as (name, status, detail, values) (``preflight.Check``'s
-    fields: this module is the preflight's, and imports nothing of it). ``measure(dataset,
+    source`` checks, one per side. ``measure(dataset,
     readers)``: a dataset's read rate (:func:`read_rate`'s ``img_per_s`` and ``mb_per_s``),
     taken cold in place and in ``$TMPDIR``."""
 
@@ -150,17 +151,9 @@ class Samples:
 
     def _local_copy(self, sample, side: int) -> feed_bench.ManifestDataset:
         """The sample's images written as a dataset under ``$TMPDIR``, as a staged copy."""
-        from imagenot.acquire.dataset import Record, write_dataset
-        from imagenot.dataset import ManifestDataset
-
         root = self._made(Path(self.local_root) / f"imagenot-preflight-{os.getpid()}-{side}")
-        classes = [f"c{i:02d}" for i in range(int(max(sample.labels, default=0)) + 1)]
-        records = [
-            Record(f"k{i:06d}", classes[int(sample.labels[i])], "train", sample.read_bytes(i))
-            for i in range(len(sample))
-        ]
-        write_dataset(root, records, classes, shard_size=5000)
-        return ManifestDataset(root, "train")
+        jpegs = [sample.read_bytes(i) for i in range(len(sample))]
+        return feed_bench.write_jpegs(root, jpegs, list(sample.labels), 0)
 
     def get(self, side: int) -> tuple:
         """(the dataset the feed check reads, its images held on the device) for ``side``: the
@@ -186,7 +179,7 @@ class Samples:
             status = "warn" if self.stage else "pass"
             if self.stage:
                 detail += " (train.stage_to_local is on: set $TMPDIR in the site's job environment)"
-            return sample, (name, status, detail, values)
+            return sample, Check(name, status, detail, values)
         local_root = Path(self.local_root)
         local = self._local_copy(sample, side)
         drop_cache(local.dataset_dir)
@@ -209,7 +202,7 @@ class Samples:
         status, says, staged = judge_source(self.stage, room, gain)
         values["jobs_read"] = "node-local copy" if staged else "in place"
         detail = f"{head}{': ' if status == 'warn' else '; '}{says}"
-        return (local if staged else sample), (name, status, detail, values)
+        return (local if staged else sample), Check(name, status, detail, values)
 
 
 def check_feed(
@@ -221,31 +214,36 @@ def check_feed(
     options,
     root: Path,
     num_classes: int,
-) -> tuple[str, str, str, dict]:
+) -> Check:
     """The real feed against device-resident data for ``run`` (its stored size and batch),
-    both ways of decoding on CUDA (``options.both_decoders`` on the CPU too): (name, status,
-    detail, values). Out of device memory propagates (the preflight skips the check)."""
-    name = feed_name(run)
+    both ways of decoding on CUDA (``options.both_decoders`` on the CPU too); skipped when the
+    device runs out of memory (its memory check says why)."""
+    name = f"feed {run['model']} ({run['stored_size']} px stored)"
     dataset, on_device = data
     on_gpu = decodes_on_gpu(settings.decode_on_gpu, run["model"])
     both = options.both_decoders if options.both_decoders is not None else device.type == "cuda"
-    row = feed_bench.bench_model(
-        run["model"],
-        dataset,
-        on_device,
-        batch=run["per_gpu"],
-        size=input_size(run["model"], settings.image_size),  # the model's input side
-        normalisation=run["normalisation"],
-        steps=options.feed_steps,
-        warmup=options.feed_warmup,
-        workers=workers,
-        encoded=on_gpu and (device.type == "cuda" or both),
-        num_classes=num_classes,
-        device=device,
-        root=root,
-        both=both,
-        seconds=options.feed_seconds,
-    )
+    try:
+        row = feed_bench.bench_model(
+            run["model"],
+            dataset,
+            on_device,
+            batch=run["per_gpu"],
+            size=input_size(run["model"], settings.image_size),  # the model's input side
+            normalisation=run["normalisation"],
+            steps=options.feed_steps,
+            warmup=options.feed_warmup,
+            workers=workers,
+            encoded=on_gpu and (device.type == "cuda" or both),
+            num_classes=num_classes,
+            device=device,
+            root=root,
+            both=both,
+            seconds=options.feed_seconds,
+        )
+    except torch.OutOfMemoryError:
+        return Check(name, "skip", "out of device memory at this batch: see its memory check")
+    finally:
+        release()
     way = "decoded on the GPU" if on_gpu else f"{workers} CPU workers"
     detail = (
         f"{row['feed_img_per_s']} img/s fed ({way}), {row['device_img_per_s']} from device "
@@ -263,9 +261,9 @@ def check_feed(
         )
     if device.type != "cuda":
         why = "not judged on the CPU (model and workers share cores)"
-        return name, "info", f"{detail}; {why}", row
+        return Check(name, "info", f"{detail}; {why}", row)
     if row["ratio"] >= FEED_RATIO:
-        return name, "pass", detail, row
+        return Check(name, "pass", detail, row)
     model = run["model"]
     if on_gpu and row.get("cpu_decode_ratio", 0) >= FEED_RATIO:
         fix = f"the CPU workers keep up: remove {model} from train.decode_on_gpu"
@@ -280,8 +278,11 @@ def check_feed(
         )
     else:
         fix = "raise resources.cpus_per_gpu (more loader workers)"
-    return name, "warn", f"{detail}: the GPU waits on the feed; {fix}", row
+    return Check(name, "warn", f"{detail}: the GPU waits on the feed; {fix}", row)
 
 
-def feed_name(run: dict) -> str:
-    return f"feed {run['model']} ({run['stored_size']} px stored)"
+def release() -> None:
+    """Give the device's cached memory back (between the preflight's measured checks)."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

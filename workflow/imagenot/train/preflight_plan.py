@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from imagenot.acquire.sizes import stored_size
@@ -39,6 +40,16 @@ from imagenot.train import experiments
 
 PREFLIGHT = f"{RESULTS}/preflight"
 LOCAL = "local"
+
+
+@dataclass
+class Check:
+    """One check of the preflight's report (``imagenot.train.preflight``)."""
+
+    name: str
+    status: str  # pass, warn, fail, skip, info
+    detail: str
+    values: dict = field(default_factory=dict)
 
 
 def site_name(site: dict | None) -> str:
@@ -192,14 +203,6 @@ def measured_job(job, report: str | Path):
         return job
     ceiling = job.max_batch_per_gpu
     return dataclasses.replace(job, max_batch_per_gpu=fit if ceiling is None else min(fit, ceiling))
-
-
-def job_mem_mb(config: dict) -> int:
-    """The memory one training process gets besides its batch rings:
-    ``resources.train_trial.mem_mb`` (a training slot asks it per GPU of its node, plus the
-    rings, ``plan.slot_mem_mb``). Read here, not through the plan, so that the settings below
-    the plan need not import it."""
-    return config["resources"]["train_trial"]["mem_mb"]
 
 
 def dataset_dirs(config: dict) -> dict[str, str]:

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from imagenot.train import feed_bench
+from imagenot.train.feed import layout
 from imagenot.train.schedules import build_optimizer
 
 STEPS = 3
@@ -80,8 +81,7 @@ def compare(
     last batch. Random layers off and passes seeded apart (module docstring); ``random_left``
     is the cosine of two float32 gradients under different seeds on the first step."""
     torch.manual_seed(0)
-    layout = torch.channels_last if device.type == "cuda" else torch.contiguous_format
-    model = build().to(device, memory_format=layout)
+    model = build().to(device, memory_format=layout(device))
     optimizer = build_optimizer(
         list(model.parameters()), {**feed_bench.HYPERPARAMETERS, "lr": 0.01}
     )

@@ -26,7 +26,7 @@ check is one line naming the file and the key (:class:`RecordError`):
 A seal catches damage, not forgery (anyone can recompute a digest), so what a record's
 producer could have written is traced where it lies in the workflow's layout: a slot's trial
 and hyperparameters to the trials table and the rung that promoted it, a rung's promotion to
-its own slots (:func:`imagenot.train.trials.check_slot`), a trained final run's trial to the
+its own slots (:func:`imagenot.train.trials.read_slot`), a trained final run's trial to the
 selection beside it (:func:`check_final_trial`, :func:`check_selection`).
 
 A final run's record is typed (:class:`FinalRecord`), written by :func:`write_final` and read

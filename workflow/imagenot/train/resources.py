@@ -13,7 +13,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from imagenot.train.experiments import gpus_per_node
+from imagenot.acquire.sizes import dataset_images
+from imagenot.io import read_json
+from imagenot.train import budget, experiments, search
+from imagenot.train.experiments import gpus_per_node, nodes
+from imagenot.train.failfast import memory_attempt, refused, status_for
 from imagenot.train.plan import slot_file
 
 
@@ -48,19 +52,17 @@ def slot_trains(previous, slot) -> bool:
 def slot_status(dataset: str, protocol: str, model: str, stage, slot) -> Path:
     """A slot job's status file (``imagenot.train.failfast``: a permanent fault, deadline
     stops), beside the slot's result."""
-    from imagenot.train.failfast import status_for
-
     return status_for(slot_file(dataset, protocol, model, stage, slot))
 
 
 def slot_gets_gpu(previous, slot, status: Path | None = None, attempt: int = 1) -> bool:
     """Whether a train_trial job asks for its GPUs: a slot that trains, unless an earlier
     attempt of it failed for good in this run (``failfast.refused``: its retry only exits)."""
-    from imagenot.train.failfast import refused
+    return not _refused(status, attempt) and slot_trains(previous, slot)
 
-    if status is not None and refused(status, attempt):
-        return False
-    return slot_trains(previous, slot)
+
+def _refused(status: Path | None, attempt: int) -> bool:
+    return status is not None and bool(refused(status, attempt))
 
 
 def slot_threads(
@@ -87,15 +89,12 @@ def slot_mem_mb(
 ) -> int:
     """Memory (MB) of a train_trial job: :func:`process_mem_mb` when the slot trains, the small
     ``empty_mem_mb`` for an empty slot (it exits at once; grown per attempt as every rule's)."""
-    from imagenot.train.failfast import memory_attempt, refused
-
-    if slot_gets_gpu(previous, slot, status, attempt):
-        return process_mem_mb(config, status, attempt, ring, gpus_per_node(config, model))
     own = config["resources"]["train_trial"]
-    if status is not None and refused(status, attempt):
+    if _refused(status, attempt):
         return own["empty_mem_mb"]
-    grown = memory_attempt(status, attempt) if status is not None else attempt
-    return int(own["empty_mem_mb"] * config["resources"]["attempt_growth"] ** max(grown - 1, 0))
+    if slot_trains(previous, slot):
+        return process_mem_mb(config, status, attempt, ring, gpus_per_node(config, model))
+    return _memory(config, own["empty_mem_mb"], status, attempt)
 
 
 def process_mem_mb(
@@ -107,12 +106,13 @@ def process_mem_mb(
     node), grown per attempt by ``resources.attempt_growth`` except for attempts that followed a
     deadline stop (``failfast.memory_attempt``: the clock stopped it, not its memory); the small
     ``empty_mem_mb``, not grown, for the retry of a job that failed for good (it only exits)."""
-    from imagenot.train.failfast import memory_attempt, refused
-
     own = config["resources"]["train_trial"]
-    if status is not None and refused(status, attempt):
+    if _refused(status, attempt):
         return own["empty_mem_mb"]
-    base = (own["mem_mb"] + ring) * max(1, processes)
+    return _memory(config, (own["mem_mb"] + ring) * max(1, processes), status, attempt)
+
+
+def _memory(config: dict, base: int, status: Path | None, attempt: int) -> int:
     grown = memory_attempt(status, attempt) if status is not None else attempt
     return int(base * config["resources"]["attempt_growth"] ** max(grown - 1, 0))
 
@@ -130,19 +130,15 @@ def slot_runtime_min(
     ``empty_runtime_min`` for an empty slot, and for a refused retry without growth. A slot
     that trains asks for ``runtime_min``, or with ``job`` (dataset, protocol, model, stage) its
     stage's estimated time where that is less (:func:`sized_min`)."""
-    from imagenot.train.failfast import refused
-
     own = config["resources"]["train_trial"]
-    if status is not None and refused(status, attempt):  # it only exits: the least, not grown
+    if _refused(status, attempt):  # it only exits: the least, not grown
         return own["empty_runtime_min"]
     if not slot_trains(previous, slot):
         base = own["empty_runtime_min"]
     elif job is None or attempt > 1:  # (a retry: the estimate was short)
         base = own["runtime_min"]
     else:
-        dataset, protocol, model, stage = job
-        base = sized_min(config, dataset, protocol, model, stage_work(config, dataset, protocol,
-                                                                      model, int(stage)))  # fmt: skip
+        base = sized_min(config, stage_work(config, *job[:3], int(job[3])))
     return _grown(config, base, attempt)
 
 
@@ -159,48 +155,27 @@ def _grown(config: dict, minutes: int, attempt: int) -> int:
 # checkpoint (exit 75) and its retry resumes with the full request.
 
 
-def _images(config: dict, dataset: str) -> dict | None:
-    from imagenot.acquire.sizes import dataset_images
-
-    return dataset_images(config, dataset)
-
-
 def stage_work(config: dict, dataset: str, protocol: str, model: str, stage: int) -> float | None:
-    """Estimated minutes of GPU work of a slot of ``stage``: its epochs over the training and
-    validation images at the model's ``train.throughput`` (224 px, scaled by pixels to its
-    input side, ``experiments.image_size``), on the job's GPUs; None where the model has no
-    throughput or the dataset no known size (the demo's models)."""
-    from imagenot.train import budget, experiments, plan
-
-    rate = config["train"]["throughput"].get(model)
-    sizes = _images(config, dataset)
+    """Estimated minutes of GPU work of a slot of ``stage`` (:func:`_work` of its epochs)."""
     epochs = budget.stage_epochs(experiments.space(config, dataset, protocol))
-    if not rate or sizes is None or stage >= len(epochs):
-        return None
-    rate *= (224 / experiments.image_size(config, model)) ** 2
-    gpus = max(1, plan.gpus_per_node(config, model) * plan.nodes(config, model))
-    return 60 * budget.hours(epochs[stage], sizes["train"] + sizes["val"], rate, gpus)
+    return _work(config, dataset, model, epochs[stage] if stage < len(epochs) else None)
 
 
-def final_work(config: dict, dataset: str, protocol: str, model: str, reuse: bool) -> float | None:
-    """Estimated minutes of a final run: none where it reuses its trial's weights (a file copy,
-    ``imagenot.train.finals``), else its whole schedule (no final run measures the test split:
-    its evaluation does)."""
-    from imagenot.train import budget, experiments, plan, search
-
-    if reuse:
-        return 0.0
+def _work(config: dict, dataset: str, model: str, epochs: int | None) -> float | None:
+    """Estimated minutes of ``epochs`` of GPU work over the dataset's training and validation
+    images at the model's ``train.throughput`` (224 px, scaled by pixels to its input side,
+    ``experiments.image_size``), on the job's GPUs; None where there are no epochs, the model
+    has no throughput or the dataset no known size (the demo's models)."""
     rate = config["train"]["throughput"].get(model)
-    sizes = _images(config, dataset)
-    if not rate or sizes is None:
+    sizes = dataset_images(config, dataset)
+    if epochs is None or not rate or sizes is None:
         return None
     rate *= (224 / experiments.image_size(config, model)) ** 2
-    gpus = max(1, plan.gpus_per_node(config, model) * plan.nodes(config, model))
-    epochs = search.training_epochs(experiments.space(config, dataset, protocol))
+    gpus = max(1, gpus_per_node(config, model) * nodes(config, model))
     return 60 * budget.hours(epochs, sizes["train"] + sizes["val"], rate, gpus)
 
 
-def sized_min(config: dict, dataset: str, protocol: str, model: str, work: float | None) -> int:
+def sized_min(config: dict, work: float | None) -> int:
     """The first attempt's minutes of a training job of estimated ``work`` minutes:
     ``startup_min`` + ``runtime_estimate_factor`` x work, at most ``runtime_min``
     (``runtime_min`` itself where there is no estimate or the factor is 0)."""
@@ -215,9 +190,6 @@ def reuses_trial(config: dict, dataset: str, protocol: str, seed, selection) -> 
     """Whether a final run will take its trial's weights as they are (``finals.run_final``): the
     space's first seed, and a selected trial that ended on its own (read from ``selection``, the
     rule's input, when the job is ready; not yet written: no)."""
-    from imagenot.io import read_json
-    from imagenot.train import experiments, search
-
     if int(seed) != experiments.space(config, dataset, protocol)["seeds"][0]:
         return False
     files = [selection] if isinstance(selection, str | Path) else list(selection)
@@ -232,17 +204,18 @@ def final_runtime_min(
     config: dict, wildcards, selection, attempt: int, status: Path | None = None
 ) -> int:
     """Runtime (minutes) of a train_final job, when it is ready: a first seed that reuses its
-    trial's weights asks for its start-up alone (:func:`final_work`, :func:`sized_min`), the others
-    for their schedule's estimate, at most ``runtime_min``; a retry asks for ``runtime_min``
-    (the reuse did not happen, or the estimate was short), grown per attempt and capped at the
-    maximum; a refused retry (``failfast``) for ``empty_runtime_min``."""
-    from imagenot.train.failfast import refused
-
+    trial's weights (a file copy, ``imagenot.train.finals``) asks for its start-up alone
+    (:func:`sized_min`), the others for their whole schedule's estimate (no final run measures
+    the test split: its evaluation does), at most ``runtime_min``; a retry asks for
+    ``runtime_min`` (the reuse did not happen, or the estimate was short), grown per attempt
+    and capped at the maximum; a refused retry (``failfast``) for ``empty_runtime_min``."""
     own = config["resources"]["train_trial"]
-    if status is not None and refused(status, attempt):
+    if _refused(status, attempt):
         return own["empty_runtime_min"]
     d, p, m = wildcards.dataset, wildcards.protocol, wildcards.model
     if attempt > 1:
         return _grown(config, own["runtime_min"], attempt)
-    reuse = reuses_trial(config, d, p, wildcards.seed, selection)
-    return _grown(config, sized_min(config, d, p, m, final_work(config, d, p, m, reuse)), 1)
+    if reuses_trial(config, d, p, wildcards.seed, selection):
+        return _grown(config, sized_min(config, 0.0), 1)
+    epochs = search.training_epochs(experiments.space(config, d, p))
+    return _grown(config, sized_min(config, _work(config, d, m, epochs)), 1)

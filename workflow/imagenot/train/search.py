@@ -117,10 +117,8 @@ def check_budget(space: Mapping, where: str) -> None:
     number of grid points (each point is run exactly once)."""
     hps = space["hyperparameters"]
     names = [n for n in HYPERPARAMETERS if "grid" in hps.get(n, {})]
-    if not names:
-        return
     n = len(grid_points(hps))
-    if space["budget"] != n:
+    if names and space["budget"] != n:
         sizes = " x ".join(f"{name} ({len(hps[name]['grid'])})" for name in names)
         raise SearchError(
             f"{where}.budget: {space['budget']} trials, but the grid {sizes} has {n} points; "
@@ -329,7 +327,10 @@ def hyperparameters_of(row: Mapping) -> dict:
     return {name: row[name] for name in HYPERPARAMETERS}
 
 
+# The columns of the trials table, in order.
+TRIAL_COLUMNS = ("trial", *HYPERPARAMETERS, "seed")
+
+
 def trial_columns(trials: Sequence[Mapping]) -> dict[str, list]:
     """Column-wise form of the trials (for the parquet table)."""
-    names = ["trial", *HYPERPARAMETERS, "seed"]
-    return {name: [row[name] for row in trials] for name in names}
+    return {name: [row[name] for row in trials] for name in TRIAL_COLUMNS}

@@ -27,12 +27,8 @@ _JOB_SECTIONS = ("train.spaces.{space}", "train")
 
 # Names of schema keys used for something else (tests/test_settings_schema.py's guard).
 NOT_SETTINGS = {
-    "imagenot.train.preflight_cli:.get('precision')": "the preflight report's precision check "
-    "of one model (absent where it did not run), not a config key",
     "imagenot.train.preflight_cli:.get('gpu')": "the GPU name of the preflight's environment "
     "record (absent on the CPU), not resources.classes.gpu",
-    "imagenot.train.preflight_cli:.get('ratio')": "the feed check's measured ratio (absent "
-    "where the check did not run), not a config key",
 }
 
 
@@ -60,7 +56,7 @@ class JobSettings(FromConfig):
         "features": "the folder of the TL backbone's stored features for a head fit "
         "(experiments.features_dir), null on the image path",
         "decode_on_gpu": "whether train.decode_on_gpu (true, false, or a list of models) "
-        "names this model (experiments.decode_on_gpu)",
+        "names this model (experiments.decodes_on_gpu)",
         "image_size": "the model's input side: its registry entry's image_size where it "
         "declares one (a ViT's 224), else train.image_size (experiments.image_size)",
     }
@@ -113,7 +109,7 @@ class JobSettings(FromConfig):
             num_workers=experiments.num_workers(config),
             world=experiments.gpus(config, model) or 1,
             features=None,
-            decode_on_gpu=experiments.decode_on_gpu(config, model),
+            decode_on_gpu=experiments.decodes_on_gpu(config["train"]["decode_on_gpu"], model),
             image_size=experiments.image_size(config, model),
         )
 
@@ -323,7 +319,9 @@ class PreflightSettings(FromConfig):
         "num_workers": "a training process's loader workers (experiments.num_workers)",
         "gpus_per_node": "the most training processes sharing a node's /dev/shm (the widest "
         "model's, experiments.widest)",
-        "mem_mb": "the memory a training process gets (preflight_plan.job_mem_mb)",
+        "mem_mb": "the memory a training process gets besides its batch rings: "
+        "resources.train_trial.mem_mb (a training slot asks it per GPU of its node, plus the "
+        "rings, resources.process_mem_mb)",
         "dataset_dirs": "where the training jobs read each dataset they stream (paths.DATASET): "
         "the feed check reads its sample there (preflight_plan.dataset_dirs)",
     }
@@ -334,7 +332,7 @@ class PreflightSettings(FromConfig):
     normalisation: dict
     device: str
     in_memory: bool
-    # true, false, or the models that decode on the GPU (experiments.decode_on_gpu; each run
+    # true, false, or the models that decode on the GPU (experiments.decodes_on_gpu; each run
     # of ``runs`` holds its model's answer)
     decode_on_gpu: bool | list
     stage_to_local: bool
@@ -362,7 +360,7 @@ class PreflightSettings(FromConfig):
             checked_models=list(config["train"]["models"]),
             num_workers=experiments.num_workers(config),
             gpus_per_node=max(1, experiments.widest(config) // experiments.nodes(config)),
-            mem_mb=preflight_plan.job_mem_mb(config),
+            mem_mb=config["resources"]["train_trial"]["mem_mb"],
             dataset_dirs=preflight_plan.dataset_dirs(config),
         )
 

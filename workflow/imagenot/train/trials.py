@@ -14,14 +14,29 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from imagenot.io import read_json, read_parquet, write_json
 from imagenot.train import search
-from imagenot.train.paths import DECISION
+from imagenot.train.paths import DECISION, PREREGISTRATION, RUN, SLOT, TRAIN, TRIALS
+from imagenot.train.records import (
+    COUNT,
+    DECISION_PATTERN,
+    REFUSED,
+    RUNG_DECISION,
+    SEAL_KEY,
+    SELECTION_PATTERN,
+    SLOT_PATTERN,
+    RecordError,
+    check_copy,
+    check_record,
+    check_selection,
+    path_identity,
+    read_registration,
+    require,
+    write_record,
+)
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +46,6 @@ class JobError(ValueError):
     the command ends in one line naming it (``imagenot.cli``)."""
 
 
-# The columns of the trials table (:func:`imagenot.train.search.trial_columns`), in order.
-TRIAL_COLUMNS = ("trial", *search.HYPERPARAMETERS, "seed")
 _DRAW_AGAIN = "delete it and run the workflow again (it draws the trials again)"
 
 
@@ -40,8 +53,6 @@ def registered_search(path: Path) -> tuple[str, str, Mapping] | None:
     """(dataset, protocol, registered definition) of the trials table at ``path`` when it lies
     in the workflow's layout (:data:`imagenot.train.paths.TRIALS`, in whichever working
     directory), read from the preregistration record beside the results; None outside it."""
-    from imagenot.train.paths import PREREGISTRATION, TRAIN, TRIALS
-    from imagenot.train.records import path_identity, read_registration
 
     found = path_identity(path, TRIALS)
     if found is None:
@@ -96,13 +107,13 @@ def read_trials(path: Path) -> list[dict]:
     draw for that trial, each seed the one it derives (:func:`_check_registered`). A failed
     check is a JobError naming the file, the trial and the key."""
     table = read_parquet(path)
-    missing = [c for c in TRIAL_COLUMNS if c not in table.column_names]
+    missing = [c for c in search.TRIAL_COLUMNS if c not in table.column_names]
     if missing:
         raise JobError(
             f"{path}: lacks column(s) {', '.join(missing)}, which every trials table holds; "
             f"{_DRAW_AGAIN}"
         )
-    rows = table.select(list(TRIAL_COLUMNS)).to_pylist()
+    rows = table.select(list(search.TRIAL_COLUMNS)).to_pylist()
     trials = [r["trial"] for r in rows]
     if trials != list(range(len(rows))):
         raise JobError(
@@ -117,7 +128,7 @@ def read_trials(path: Path) -> list[dict]:
                     f"{path}: trial {row['trial']}'s {name} is {row[name]!r}, {problem}; "
                     f"{_DRAW_AGAIN}"
                 )
-        if not _count(row["seed"]):
+        if not COUNT[0](row["seed"], row):
             raise JobError(
                 f"{path}: trial {row['trial']}'s seed is {row['seed']!r}, not a whole number; "
                 f"{_DRAW_AGAIN}"
@@ -148,16 +159,11 @@ def trial_dir(run_dir: Path, trial: int) -> Path:
     return run_dir / f"trial-{trial}"
 
 
-def _count(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
 def read_decision(path: Path) -> dict:
     """A rung's decision (:func:`halve`), read by the one reader of records
     (:func:`imagenot.train.records.check_record`: its seal, every key halve writes, its counts
     and ranking, the rung its path names). Whether its producer could have written it (the
     promotion its rung's own slots give) is :func:`check_decision`'s."""
-    from imagenot.train.records import check_record
 
     return check_record(read_json(path), path, record_kind="decision")
 
@@ -210,16 +216,6 @@ def check_decision(path: Path) -> dict:
     space's. A seal catches damage; this catches a decision resealed to promote another trial.
     A failed check is a RecordError naming the file. A decision outside a run's folder (a path
     of another form) is checked for its seal and shape alone."""
-    from imagenot.train.paths import SLOT, TRIALS
-    from imagenot.train.records import (
-        DECISION_PATTERN,
-        REFUSED,
-        RUNG_DECISION,
-        SEAL_KEY,
-        RecordError,
-        path_identity,
-        require,
-    )
 
     path = Path(path)
     decision = read_decision(path)
@@ -249,7 +245,7 @@ def check_decision(path: Path) -> dict:
     for slot in slots:
         require(path, slot, "the rung it decides lacks a slot result")
     # as it reads back from JSON (the ranking's trials as text), without the seal
-    expected = json.loads(json.dumps(decide([_read(p) for p in slots], rung, decision["eta"])))
+    expected = json.loads(json.dumps(decide([read_slot(p) for p in slots], rung, decision["eta"])))
     written = {k: v for k, v in decision.items() if k != SEAL_KEY}
     if expected != written:
         differs = [k for k in RUNG_DECISION.keys if expected[k] != written.get(k)]
@@ -277,7 +273,6 @@ def slot_trial(slot: int, promoted: Path | None, *, traced: bool = False) -> int
 def _in_run(run_dir: Path, pattern: str, **wildcards) -> Path:
     """A file of the run at ``run_dir`` (``{dataset}/{protocol}/{model}``'s folder): ``pattern``
     (a :mod:`imagenot.train.paths` pattern under :data:`~imagenot.train.paths.RUN`)."""
-    from imagenot.train.paths import RUN
 
     return Path(run_dir) / pattern.removeprefix(f"{RUN}/").format(**wildcards)
 
@@ -298,7 +293,7 @@ def _trial_rows(table: Path) -> list[dict] | None:
         return None
     dataset, protocol, definition = registered
     trials = search.draw_trials(definition, definition["seed"], dataset, protocol)
-    return [{name: row[name] for name in TRIAL_COLUMNS} for row in trials]
+    return [{name: row[name] for name in search.TRIAL_COLUMNS} for row in trials]
 
 
 def check_slot_provenance(record: Mapping, where, run_dir: Path) -> None:
@@ -309,8 +304,6 @@ def check_slot_provenance(record: Mapping, where, run_dir: Path) -> None:
     (:func:`read_trials`: itself what the registered space could draw) with that trial's
     hyperparameters and seed. A seal catches damage; this catches a record resealed with
     values no producer writes."""
-    from imagenot.train.paths import DECISION, TRIALS
-    from imagenot.train.records import REFUSED, RecordError, check_copy, require
 
     stage, slot, trial = record["stage"], record["slot"], record["trial"]
     decision = _in_run(run_dir, DECISION, rung=stage - 1) if stage > 0 else None
@@ -350,7 +343,6 @@ def slot_run_dir(path) -> Path | None:
     """The run folder of a slot's result at ``path`` when the path ends as the slot layout
     does (``{model}/stage-{stage}/slot-{slot}.json``, stage and slot whole numbers as the rule
     constrains them, wherever it lies); None otherwise (``slot-0.json.job-status.json``)."""
-    from imagenot.train.records import SLOT_PATTERN, path_identity
 
     found = path_identity(path, SLOT_PATTERN)
     if found is None or not (found["stage"].isdigit() and found["slot"].isdigit()):
@@ -364,8 +356,6 @@ def read_selection(path: Path) -> dict:
     slot result that lies there, traced to what its producer could have written
     (:func:`check_slot_provenance`): a hand-edited ``trial`` would train another trial's
     hyperparameters under the selected one's numbers."""
-    from imagenot.train.paths import SLOT
-    from imagenot.train.records import SELECTION_PATTERN, check_selection, path_identity
 
     chosen = check_selection(read_json(path), path)
     if path_identity(path, SELECTION_PATTERN) is not None:  # the slot it copies lies beside it
@@ -386,7 +376,6 @@ def write_empty_slot(stage: int, slot: int, out: Path) -> dict:
     """A slot no trial was promoted into (the others had already ended): nothing to train. Sealed
     like every slot's result (:func:`imagenot.train.records.write_record`), so that a reader
     refuses any slot result that its producer did not write."""
-    from imagenot.train.records import write_record
 
     return write_record({"stage": stage, "slot": slot, "trial": None}, out, "slot")
 
@@ -396,11 +385,15 @@ def _drop(run_dir: Path, trial: int, *names: str) -> None:
         (trial_dir(run_dir, trial) / name).unlink(missing_ok=True)
 
 
-def _read(path: Path) -> dict:
-    """A slot's result, checked (its seal, numbers, identity and provenance:
-    :func:`check_slot`)."""
+def read_slot(path: Path) -> dict:
+    """A slot's result, checked as every record is
+    (:func:`imagenot.train.records.check_record`), then, sealed, against what its producer
+    could have written (:func:`check_slot_provenance`, where the path lies in a run's layout)."""
     try:
-        return check_slot(read_json(path), path)
+        record = check_record(read_json(path), path, record_kind="slot")
+        if (run_dir := slot_run_dir(path)) is not None:
+            check_slot_provenance(record, path, run_dir)
+        return record
     except OSError as exc:
         raise JobError(f"{path}: unreadable trial result ({exc})") from None
 
@@ -410,9 +403,8 @@ def halve(results: Sequence[Path], rung: int, eta: int, out: Path) -> dict:
     (:func:`decide`), written sealed (:func:`imagenot.train.records.write_record`), as every
     record a later job reads. The trials not promoted end here: their checkpoints and best
     weights are deleted."""
-    from imagenot.train.records import write_record
 
-    records = [_read(path) for path in results]
+    records = [read_slot(path) for path in results]
     for path, record in zip(results, records, strict=True):
         if record["stage"] != rung:  # the rule hands the rung's own stage; a typed command may not
             raise JobError(
@@ -431,7 +423,7 @@ def halve(results: Sequence[Path], rung: int, eta: int, out: Path) -> dict:
 def select(results: Sequence[Path], out: Path) -> dict:
     """The best trial by validation accuracy, over each trial's latest result. Every other
     trial's leftover weights are deleted (the search is over)."""
-    latest = search.latest_results([_read(p) for p in results])
+    latest = search.latest_results([read_slot(p) for p in results])
     if latest and all(r.get("stopped_by") == search.DIVERGED for r in latest.values()):
         raise JobError(
             f"{results[0]}: every trial's loss became NaN or infinite (stopped_by "
@@ -452,16 +444,3 @@ def select(results: Sequence[Path], out: Path) -> dict:
         for trial in latest:
             _drop(run, trial, CHECKPOINT, PREVIOUS_CHECKPOINT, *(() if trial == best else (BEST,)))
     return selection
-
-
-def check_slot(record: Any, where: str | os.PathLike) -> dict:
-    """A slot's result read from ``where``, checked as every record is
-    (:func:`imagenot.train.records.check_record`), then, sealed, against what its producer
-    could have written (:func:`check_slot_provenance`, where the path lies in a run's layout)."""
-    from imagenot.train.records import check_record
-
-    out = check_record(record, where, record_kind="slot")
-    run_dir = slot_run_dir(where)
-    if run_dir is not None:
-        check_slot_provenance(record, where, run_dir)
-    return out

@@ -53,7 +53,7 @@ def test_schedule_runs_stages_in_order_on_the_cores():
     assert spans["a"] == [(0.0, 4.0)] and spans["b"] == [(0.0, 3.0)]
     # planted: one core runs the four 1 h jobs one after another
     assert data_stages.schedule({"a": [(4, 1, 1.0)]}, 1)["a"] == [(0.0, 4.0)]
-    with pytest.raises(ValueError, match="resources.plan_cores: at least 1"):
+    with pytest.raises(ValueError, match=r"resources\.plan_cores: at least 1"):
         data_stages.schedule({"a": [(1, 1, 1.0)]}, 0)
 
 

@@ -75,11 +75,10 @@ class Record:
     source: str | None = None
     original: bytes | Callable[[], bytes | None] | None = None
 
-    def data(self) -> bytes | None:
-        return self.jpeg() if callable(self.jpeg) else self.jpeg
 
-    def original_data(self) -> bytes | None:
-        return self.original() if callable(self.original) else self.original
+def _read(value: bytes | Callable[[], bytes | None] | None) -> bytes | None:
+    """A record's bytes, read now where they are read lazily."""
+    return value() if callable(value) else value
 
 
 def shard_name(split: str, index: int) -> str:
@@ -121,14 +120,14 @@ def write_shard(
 
         tar, kept = open_tar(path), None if originals is None else open_tar(originals)
         for rec, label in members:
-            data = rec.data()
+            data = _read(rec.jpeg)
             if data is None:
                 spans.append(None)
                 continue
             span = _add(tar, f"{rec.key}.jpg", data)
             cls = str(label).encode("ascii")
             tar.addfile(_tarinfo(f"{rec.key}.cls", len(cls)), io.BytesIO(cls))
-            original = rec.original_data() if kept is not None else None
+            original = _read(rec.original) if kept is not None else None
             spans.append((span, _add(kept, f"{rec.key}.orig", original) if original else None))
     return spans
 

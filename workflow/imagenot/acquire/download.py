@@ -139,8 +139,7 @@ def validate_fetched(
             quality=settings.jpeg_quality,
         )
         row.update((k, v) for k, v in vars(result).items() if k != "jpeg")
-        if result.jpeg is not None:
-            row["sha256"] = hashlib.sha256(result.jpeg).hexdigest()
+        if result.jpeg is not None:  # its sha256 and place in the tar: once it is written
             row["phash"] = images.phash64(result.jpeg)
             records.append(Record(key, "", "train", result.jpeg))
         rows.append(row)
@@ -150,7 +149,7 @@ def validate_fetched(
     span_of = {r.key: s for r, (s, _) in zip(records, spans, strict=True)}
     for row in rows:
         if row["key"] in span_of:
-            row["offset"], row["length"], _ = span_of[row["key"]]
+            row["offset"], row["length"], row["sha256"] = span_of[row["key"]]
     table = pa.Table.from_pylist(rows, schema=STATUS_SCHEMA)
     write_parquet(table, out_status)
     return table

@@ -40,16 +40,12 @@ def funnel_rows(
     )
     usable = sum(s["captions"] for s in match_stats)
     removed = removed_per_step(audit)
-    out = [
-        {"step": 0, "step_name": "input", "synsets": None, "captions": rows_read, "note": ""},
-        {
-            "step": 0,
-            "step_name": "usable_captions",
-            "synsets": None,
-            "captions": usable,
-            "note": "skipped " + ", ".join(f"{k}={v}" for k, v in skipped.items()),
-        },
-    ]
+
+    def row(step: int, name: str, synsets: int | None, captions: int | None, note: str) -> dict:
+        return dict(zip(FUNNEL_COLUMNS, (step, name, synsets, captions, note), strict=True))
+
+    skips = "skipped " + ", ".join(f"{k}={v}" for k, v in skipped.items())
+    out = [row(0, "input", None, rows_read, ""), row(0, "usable_captions", None, usable, skips)]
     synsets = candidate_stats["universe"]
     notes = {
         1: f"mode {candidate_stats['mode']}: {candidate_stats['universe']} synsets considered",
@@ -76,15 +72,7 @@ def funnel_rows(
     }
     for step, name in STEP_NAMES.items():
         synsets -= removed.get(step, 0)
-        out.append(
-            {
-                "step": step,
-                "step_name": name,
-                "synsets": synsets,
-                "captions": captions.get(step),
-                "note": notes.get(step, ""),
-            }
-        )
+        out.append(row(step, name, synsets, captions.get(step), notes.get(step, "")))
     return out
 
 

@@ -112,30 +112,26 @@ def calibrate(scores: pa.Table, settings: CalibrationSettings) -> tuple[pa.Table
     kept = scored[scored >= settings.threshold][: settings.n_classes]
     quantiles = np.quantile(scored, [0.0, 0.25, 0.5, 0.75, 1.0]) if n else [math.nan] * 5
     status = scores.column("status").to_pylist()
-    rows = [
-        ("classes", len(values)),
-        ("classes_with_score", n),
-        ("classes_without_caption", len(values) - n),
-        ("classes_kept_by_selection", sum(s == "kept" for s in status)),
-        ("score_min", quantiles[0]),
-        ("score_q25", quantiles[1]),
-        ("score_median", quantiles[2]),
-        ("score_q75", quantiles[3]),
-        ("score_max", quantiles[4]),
-        ("score_mean", float(scored.mean()) if n else math.nan),
-        ("threshold", settings.threshold),
-        ("classes_at_or_above_threshold", at_threshold),
-        ("n_classes", settings.n_classes),
-        (
-            "max_threshold_for_n_classes",
-            float(scored[settings.n_classes - 1]) if n >= settings.n_classes else math.nan,
+    quartiles = ("score_min", "score_q25", "score_median", "score_q75", "score_max")
+    rows = {
+        "classes": len(values),
+        "classes_with_score": n,
+        "classes_without_caption": len(values) - n,
+        "classes_kept_by_selection": sum(s == "kept" for s in status),
+        **dict(zip(quartiles, quantiles, strict=True)),
+        "score_mean": float(scored.mean()) if n else math.nan,
+        "threshold": settings.threshold,
+        "classes_at_or_above_threshold": at_threshold,
+        "n_classes": settings.n_classes,
+        "max_threshold_for_n_classes": (
+            float(scored[settings.n_classes - 1]) if n >= settings.n_classes else math.nan
         ),
-        ("mean_score_of_kept", float(kept.mean()) if len(kept) else math.nan),
-    ]
+        "mean_score_of_kept": float(kept.mean()) if len(kept) else math.nan,
+    }
     summary = pa.table(
         {
-            "statistic": pa.array([r[0] for r in rows], pa.string()),
-            "value": pa.array([float(r[1]) for r in rows], pa.float64()),
+            "statistic": pa.array(list(rows), pa.string()),
+            "value": pa.array([float(v) for v in rows.values()], pa.float64()),
         }
     )
     return per_threshold, summary

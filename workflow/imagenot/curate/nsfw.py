@@ -79,12 +79,8 @@ class HFTextClassifierFilter:
         from transformers import pipeline
 
         classify = pipeline("text-classification", model=self.model, top_k=None)
-        texts = [
-            f"{n}: {g}"
-            for n, g in zip(
-                table.column("name").to_pylist(), table.column("gloss").to_pylist(), strict=True
-            )
-        ]
+        names, glosses = table.column("name").to_pylist(), table.column("gloss").to_pylist()
+        texts = [f"{n}: {g}" for n, g in zip(names, glosses, strict=True)]
         reasons = []
         for scores in classify(texts, batch_size=self.BATCH, truncation=True):
             score = next((s["score"] for s in scores if s["label"] == self.label), 0.0)

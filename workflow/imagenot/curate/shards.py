@@ -124,9 +124,15 @@ class Shard:
             yield batch.rename_columns(columns)
 
 
-def check_schema(path: str | os.PathLike, shard: Shard, required: tuple[str, ...]) -> None:
-    """Raise ShardError naming ``path`` and the column if a required column is missing or not text."""
-    schema = shard.parquet.schema_arrow
+def open_shard(path: str | os.PathLike, required: tuple[str, ...] = REQUIRED_COLUMNS) -> Shard:
+    """Open a parquet shard and validate its schema: ShardError naming ``path`` on a file that
+    is no parquet, and naming the column when a ``required`` one is missing or not text."""
+    try:
+        parquet = pq.ParquetFile(path)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise ShardError(f"{path}: not a readable parquet file ({exc})") from exc
+    shard = Shard(path, parquet)
+    schema = parquet.schema_arrow
     for name in required:
         if name not in shard.columns:
             raise ShardError(
@@ -139,16 +145,6 @@ def check_schema(path: str | os.PathLike, shard: Shard, required: tuple[str, ...
                 f"{path}: column {shard.columns[name]!r} has type {col_type}, expected a string "
                 "column"
             )
-
-
-def open_shard(path: str | os.PathLike, required: tuple[str, ...] = REQUIRED_COLUMNS) -> Shard:
-    """Open a parquet shard and validate its schema (ShardError on a bad file or column)."""
-    try:
-        parquet = pq.ParquetFile(path)
-    except (OSError, pa.ArrowInvalid) as exc:
-        raise ShardError(f"{path}: not a readable parquet file ({exc})") from exc
-    shard = Shard(path, parquet)
-    check_schema(path, shard, required)
     return shard
 
 

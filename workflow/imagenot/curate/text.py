@@ -145,12 +145,9 @@ def normalise_one(text: str) -> str:
 # ``_blank_non_words`` has already replaced every non-letter, non-digit character by a space,
 # so all of them belong to words.
 _BYTE_TABLE = np.zeros(256, dtype=np.uint8)
-_BYTE_TABLE[np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", np.uint8)] = np.frombuffer(
-    b"abcdefghijklmnopqrstuvwxyz0123456789", np.uint8
-)
-_BYTE_TABLE[np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", np.uint8)] = np.frombuffer(
-    b"abcdefghijklmnopqrstuvwxyz", np.uint8
-)
+_WORD_BYTES = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", np.uint8)
+_BYTE_TABLE[_WORD_BYTES] = _WORD_BYTES
+_BYTE_TABLE[_WORD_BYTES[:26] - 32] = _WORD_BYTES[:26]  # A-Z lowercased
 _BYTE_TABLE[0x80:] = np.arange(0x80, 0x100, dtype=np.uint8)
 _LOWER = _BYTE_TABLE.tobytes()  # for ``bytes.translate``, which runs at memcpy-like speed
 _SEPARATORS = bytes(np.flatnonzero(_BYTE_TABLE == 0).astype(np.uint8))

@@ -236,12 +236,22 @@ def test_cli_prints_json_and_refuses_bad_gpus(tmp_path, demo_plan):
     cmd = [sys.executable, "-m", "imagenot.cli", "plan", "--config", str(DEMO)]
     done = subprocess.run([*cmd, "--gpus", "0"], capture_output=True, text=True)
     assert done.returncode == 2 and "imagenot plan: error: --gpus must be at least 1" in done.stderr
+    done = subprocess.run([*cmd, "--cores", "0"], capture_output=True, text=True)
+    assert (
+        done.returncode == 2 and "imagenot plan: error: --cores must be at least 1" in done.stderr
+    )
     overlay = tmp_path / "two-models.yaml"
     overlay.write_text("train:\n  models: [alexnet_mini, vgg_mini]\n")
-    done = subprocess.run([*cmd, str(overlay), "--json"], capture_output=True, text=True)
+    done = subprocess.run(
+        [*cmd, str(overlay), "--cores", "3", "--json"], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)
     assert plan["config"] == f"{DEMO}, {overlay}"
+    # --cores stands in for the config's resources.plan_cores in the data stages' schedule
+    assert load_config(DEMO)["resources"]["plan_cores"] != 3
+    scheduled = [r for r in plan["data_stages"] if not r["source"].startswith("not estimated")]
+    assert scheduled and all(r["source"].startswith("on 3 cores, ") for r in scheduled)
     draws = _rules(plan)["train_draw_trials"]
     demo_models = len(load_config(DEMO)["train"]["models"])
     assert draws * demo_models == _rules(demo_plan)["train_draw_trials"] * 2  # 2 of its models

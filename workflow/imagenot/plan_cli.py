@@ -39,10 +39,12 @@ def build_plan(
     measured: Path | list[Path] | None = None,
     deadline_hours: float | None = None,
     directory: Path | str = ".",
+    cores: int | None = None,
 ) -> dict:
     """The whole plan of ``config_path`` (one file, or a base and its overlays) as one
     JSON-ready dict. ``directory``: the working directory of the run, whose finished trials
-    and final runs (their records and metrics) re-estimate what is left."""
+    and final runs (their records and metrics) re-estimate what is left; ``cores``: the CPU
+    cores the data stages run on, in place of the config's ``resources.plan_cores``."""
     from imagenot import costs
     from imagenot.config import load_configs
     from imagenot.data_stages import data_stage_rows, whole_run
@@ -54,8 +56,12 @@ def build_plan(
         raise ValueError(f"--gpus must be at least 1, got {gpus}")
     if deadline_hours is not None and deadline_hours <= 0:
         raise ValueError(f"--deadline-hours must be positive, got {deadline_hours}")
+    if cores is not None and cores < 1:
+        raise ValueError(f"--cores must be at least 1, got {cores}")
     paths = config_paths(config_path)
     config = load_configs(paths)
+    if cores is not None:
+        config["resources"]["plan_cores"] = cores
     measurements = costs.read_measurements(measured, config)
     table, source = dict(measurements["throughput"]), measurements["source"]
     records = costs.run_records(config, directory)
@@ -399,7 +405,7 @@ def format_wall_time(plan: dict) -> list[str]:
     return table + _wrapped(out)
 
 
-def plan(config, gpus, deadline_hours, directory, throughput, json) -> None:
+def plan(config, gpus, cores, deadline_hours, directory, throughput, json) -> None:
     """What a config will cost, and what to ask for, before launch (no data needed)."""
-    found = build_plan(config, gpus, throughput, deadline_hours, Path(directory or "."))
+    found = build_plan(config, gpus, throughput, deadline_hours, Path(directory or "."), cores)
     print(_json.dumps(found, indent=1) if json else format_plan(found))

@@ -641,6 +641,13 @@ for _step in (
             ),
             Option("gpus", "GPUs at once, for the schedule", type=int, default=8),
             Option(
+                "cores",
+                "CPU cores at once for the data stages (curation, download, materialisation) "
+                "(default: the config's resources.plan_cores)",
+                type=int,
+                metavar="N",
+            ),
+            Option(
                 "deadline_hours",
                 "also say how many GPUs end training within H hours at the least reserved "
                 "GPU-hours, and at how many GPUs per job",

@@ -157,10 +157,7 @@ def guarded_download_image(
             if length and length.isdigit() and int(length) > max_bytes:
                 return key, None, f"response too large: {length} bytes > {max_bytes}"
             buf = io.BytesIO()
-            while True:
-                chunk = r.read1(CHUNK)
-                if not chunk:
-                    break
+            while chunk := r.read1(CHUNK):
                 buf.write(chunk)
                 if buf.tell() > max_bytes:
                     return key, None, f"response too large: over {max_bytes} bytes"

@@ -366,13 +366,8 @@ def iter_shard_matches(
         stats["matches"] = n_matches
         stats["matched_captions"] = matched
         used = np.flatnonzero(per_wnid)
-        stats["counts"] = dict(
-            zip(
-                matcher.index.wnids.take(pa.array(used)).to_pylist(),
-                per_wnid[used].tolist(),
-                strict=True,
-            )
-        )
+        wnids = matcher.index.wnids.take(pa.array(used)).to_pylist()
+        stats["counts"] = dict(zip(wnids, per_wnid[used].tolist(), strict=True))
 
 
 def match_shard(

@@ -374,7 +374,7 @@ def weights_filename(weights: str) -> str:
 def timm_weights_filename(name: str) -> str:
     """timm's pretrained weights ``name`` (``model.tag``) as the Hugging Face hub stores them
     (repository ``timm/<name>``, file ``model.safetensors``): fetch once with
-    ``huggingface-cli download timm/<name> model.safetensors --local-dir <weights_dir>/timm/<name>``.
+    ``.venv/bin/hf download timm/<name> model.safetensors --local-dir <weights_dir>/timm/<name>``.
     The state dict loads into ``timm.create_model(model)``, the registry's builder."""
     return f"timm/{name}/model.safetensors"
 

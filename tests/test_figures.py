@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import synthetic_runs as synthetic
 from PIL import Image
 
-from imagenot.analyse import synthetic
 from imagenot.analyse.accuracy import (
     accuracy_table,
     read_per_image,

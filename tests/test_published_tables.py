@@ -176,6 +176,11 @@ MALFORMED = {
         b"model,dataset,accuracy\ta\nb,x,70\n",
         "the header cell 'accuracy\\ta' is read as one column name (its lines are comma-separated)",
     ),
+    "a paired wide table read as a long one": (
+        b"model,new_accuracy\na,70\n",
+        "no accuracy column but 'new_accuracy': a wide table of paired columns, read with "
+        "--format wide",
+    ),
     "a TSV file whose header lacks the accuracy": (
         b"Model\tDataset\tTop1\na\tx\t70\n",
         "results table lacks column(s) accuracy; columns present: model, dataset, Top1",
@@ -217,7 +222,7 @@ WIDE_MALFORMED = {
     ),
     "an empty accuracy column": (
         b"model,orig_accuracy,new_accuracy\na,70,\nb,60,NA\n",
-        "dataset column(s) 'new_accuracy' (column 3) of the wide table hold no accuracy",
+        "dataset column(s) 'new_accuracy' of the wide table hold no accuracy",
     ),
 }
 

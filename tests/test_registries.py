@@ -198,8 +198,8 @@ def test_toy_figure_and_table_are_drawn_by_the_figure_and_table_commands(toys, t
     """``imagenot figure`` / ``imagenot table`` offer and draw registered kinds they do not
     know by name (the figure's ``module:draw``, the table's builder)."""
     import pandas as pd
+    import synthetic_runs as synthetic
 
-    from imagenot.analyse import synthetic
     from imagenot.analyse.accuracy import accuracy_table, read_published, read_robustness
     from imagenot.analyse.settings import AccuracySettings
     from imagenot.cli import main

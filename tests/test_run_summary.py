@@ -382,7 +382,8 @@ def rankings_file(tmp_path_factory) -> Path:
     """A rankings report of a synthetic study written by ``imagenot rankings`` (ImageNet,
     ImageNot and Fashion-MNIST trained from scratch, fine-tuned and probed from ImageNot, and
     the published accuracies), its bootstrap over models."""
-    from imagenot.analyse import synthetic
+    import synthetic_runs as synthetic
+
     from imagenot.analyse.accuracy import accuracy_table, read_published, read_robustness
     from imagenot.analyse.settings import AccuracySettings
     from imagenot.cli import main

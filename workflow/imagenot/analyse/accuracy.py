@@ -29,7 +29,7 @@ import pandas as pd
 
 from imagenot.analyse import PUBLISHED_DATASET, PUBLISHED_PROTOCOL, stats
 from imagenot.analyse.settings import AccuracySettings
-from imagenot.analyse.table import TableError
+from imagenot.analyse.table import TableError, missing_columns
 from imagenot.counts import count_problem
 from imagenot.io import read_parquet
 from imagenot.train.facts import PUBLISHED_TEST_SIZE
@@ -51,23 +51,14 @@ ROBUSTNESS_COLUMNS = (
 #: config's weights stand in)
 RECORD_COLUMNS = ("weights", "published_top1", "record_sha256")
 PUBLISHED_COLUMNS = ("model", "weights", "top1", "top5", "source")
-IMAGENET_VAL_SIZE = PUBLISHED_TEST_SIZE  # ILSVRC-2012 validation images
 
 log = logging.getLogger(__name__)
 COLUMNS = [
-    "model",
-    "dataset",
-    "protocol",
-    "seed",
-    "transform",
-    "accuracy",
-    "top5",
-    "n",
-    "ci_low",
-    "ci_high",
+    *("accuracy" if c == "top1" else c for c in ROBUSTNESS_COLUMNS),
     "imagenet_top1",
     *RECORD_COLUMNS,
 ]
+"""The accuracy table's columns: an evaluation's, its top-1 named ``accuracy``."""
 
 
 def check_robustness(df: pd.DataFrame, path: str | os.PathLike) -> None:
@@ -128,14 +119,9 @@ def read_robustness(paths: Sequence[str | os.PathLike]) -> pd.DataFrame:
     frames = []
     for path in paths:
         df = read_parquet(path).to_pandas()
-        missing = [c for c in ROBUSTNESS_COLUMNS if c not in df.columns]
-        if missing:
-            raise TableError(f"{path}: lacks column(s) {', '.join(missing)}")
+        missing_columns(df, ROBUSTNESS_COLUMNS, f"{path}:")
         check_robustness(df, path)
-        for c in RECORD_COLUMNS:
-            if c not in df.columns:
-                df[c] = None
-        frames.append(df[[*ROBUSTNESS_COLUMNS, *RECORD_COLUMNS]])
+        frames.append(df.reindex(columns=[*ROBUSTNESS_COLUMNS, *RECORD_COLUMNS]))
     if not frames:
         return pd.DataFrame({c: [] for c in (*ROBUSTNESS_COLUMNS, *RECORD_COLUMNS)})
     return pd.concat(frames, ignore_index=True)
@@ -147,9 +133,7 @@ def read_published(path: str | os.PathLike) -> pd.DataFrame:
     no accuracy (timm's configs carry none) has no row on the published axis: counted in the
     log, never silently."""
     df = pd.read_csv(path)
-    missing = [c for c in PUBLISHED_COLUMNS if c not in df.columns]
-    if missing:
-        raise TableError(f"{path}: lacks column(s) {', '.join(missing)}")
+    missing_columns(df, PUBLISHED_COLUMNS, f"{path}:")
     if df["model"].duplicated().any():
         raise TableError(f"{path}: model {df['model'][df['model'].duplicated()].iloc[0]!r} twice")
     return df[list(PUBLISHED_COLUMNS)].reset_index(drop=True)
@@ -227,15 +211,13 @@ def accuracy_table(
     published rows are labelled with ``settings.standard_transform`` and carry Clopper-Pearson
     intervals at ``settings.confidence``. ``published``: :func:`read_published`'s table."""
     standard_transform, confidence = settings.standard_transform, settings.confidence
-    runs = robustness.rename(columns={"top1": "accuracy"}).copy()
-    for c in RECORD_COLUMNS:
-        if c not in runs.columns:
-            runs[c] = None
+    runs = robustness.rename(columns={"top1": "accuracy"})
+    runs = runs.reindex(columns=[*runs.columns, *(c for c in RECORD_COLUMNS if c not in runs)])
     published = model_published(runs, published, dict(settings.weights))
-    top1 = dict(zip(published["model"], published["top1"].astype(float), strict=True))
-    runs["imagenet_top1"] = runs["model"].map(top1)
-    n = np.full(len(published), IMAGENET_VAL_SIZE)
+    runs["imagenet_top1"] = runs["model"].map(published.set_index("model")["top1"].astype(float))
+    n = np.full(len(published), PUBLISHED_TEST_SIZE)  # ILSVRC-2012 validation images
     lo, hi = stats.clopper_pearson(published["top1"].to_numpy(float), n, confidence)
+    top1 = published["top1"].astype(float)
     pub = pd.DataFrame(
         {
             "model": published["model"],
@@ -243,14 +225,12 @@ def accuracy_table(
             "protocol": PUBLISHED_PROTOCOL,
             "seed": 0,
             "transform": standard_transform,
-            "accuracy": published["top1"].astype(float),
+            **dict.fromkeys(("accuracy", "imagenet_top1", "published_top1"), top1),
             "top5": published["top5"].astype(float),
             "n": n,
             "ci_low": lo,
             "ci_high": hi,
-            "imagenet_top1": published["top1"].astype(float),
             "weights": published["weights"],
-            "published_top1": published["top1"].astype(float),
             "record_sha256": None,  # the publisher's number: no run of this workflow
         }
     )
@@ -271,19 +251,14 @@ def read_per_image(
             f"{len(robustness_paths)} robustness files but {len(per_image_paths)} per-image "
             "files: give one per run, in the same order"
         )
+    run_columns = ["model", "dataset", "protocol", "seed"]
+    cols = [*run_columns, "transform", "key", "correct"]
     frames = []
     for path, per_path in zip(robustness_paths, per_image_paths, strict=True):
-        run = (
-            read_parquet(path, columns=["model", "dataset", "protocol", "seed"]).to_pandas().iloc[0]
-        )
-        summary = read_parquet(path, columns=["transform", "top1", "n"]).to_pandas()
-        per = read_parquet(per_path).to_pandas()
-        per = per[["key", "transform", "correct"]].copy()
+        summary = read_parquet(path, columns=[*run_columns, "transform", "top1", "n"]).to_pandas()
+        per = read_parquet(per_path, columns=["key", "transform", "correct"]).to_pandas()
         _check_per_image(per, summary, per_path, path)
-        for col in ("model", "dataset", "protocol", "seed"):
-            per[col] = run[col]
-        frames.append(per)
-    cols = ["model", "dataset", "protocol", "seed", "transform", "key", "correct"]
+        frames.append(per.assign(**summary[run_columns].iloc[0]))
     if not frames:
         return pd.DataFrame({c: [] for c in cols})
     return pd.concat(frames, ignore_index=True)[cols]

@@ -14,7 +14,13 @@ import numpy as np
 import pandas as pd
 
 from imagenot.analyse import stats
-from imagenot.analyse.table import TableError, check_confidence, dataset_label, is_standard
+from imagenot.analyse.table import (
+    TableError,
+    check_confidence,
+    is_standard,
+    missing_columns,
+    with_labels,
+)
 
 CELL_INTERVAL_NAMES = {
     "seed_se": "mean ± 1 s.e. over seeds",
@@ -62,10 +68,9 @@ class Cells:
     def accuracy(self, models: list[str], dataset: str) -> np.ndarray:
         return np.array([self.cells[m, dataset].mean for m in models])
 
-    def bounds(self, models: list[str], dataset: str) -> tuple[np.ndarray, np.ndarray]:
-        return (
-            np.array([self.cells[m, dataset].lo for m in models]),
-            np.array([self.cells[m, dataset].hi for m in models]),
+    def bounds(self, models: list[str], dataset: str) -> tuple[np.ndarray, ...]:
+        return tuple(
+            np.array([getattr(self.cells[m, dataset], k) for m in models]) for k in ("lo", "hi")
         )
 
 
@@ -80,17 +85,16 @@ def build_cells(df: pd.DataFrame, confidence: float) -> Cells:
     check_confidence(confidence)
     models = list(dict.fromkeys(df["model"]))
     datasets = list(dict.fromkeys(df["dataset"]))
-    work = df.assign(_n=df["n"] if "n" in df.columns else np.nan)
-    for col in ("ci_low", "ci_high"):
-        work[f"_{col}"] = df[col] if col in df.columns else np.nan
+    optional = [c for c in ("n", "ci_low", "ci_high") if c not in df.columns]
+    work = df.reindex(columns=[*df.columns, *optional]).astype({"n": float})
     g = work.groupby(["model", "dataset"], sort=False)
     agg = g.agg(
         mean=("accuracy", "mean"),
         sd=("accuracy", "std"),
         k=("accuracy", "size"),
-        n=("_n", "max"),
-        ci_low=("_ci_low", "first"),
-        ci_high=("_ci_high", "first"),
+        n=("n", "max"),
+        ci_low=("ci_low", "first"),
+        ci_high=("ci_high", "first"),
     )
     values = work["accuracy"].to_numpy(dtype=float)
     seeds = g.indices if (agg["k"] > 1).any() else None
@@ -103,17 +107,10 @@ def build_cells(df: pd.DataFrame, confidence: float) -> Cells:
     cp_lo, cp_hi = np.full(len(mean), np.nan), np.full(len(mean), np.nan)
     if has_n.any():
         cp_lo[has_n], cp_hi[has_n] = stats.clopper_pearson(mean[has_n], n[has_n], confidence)
-    kind = np.where(
-        k > 1,
-        "seed_se",
-        np.where(given, "given", np.where(has_n, "clopper_pearson", "none")),
-    )
-    lo = np.select(
-        [k > 1, given, has_n], [mean - se, agg["ci_low"].to_numpy(float), cp_lo], default=mean
-    )
-    hi = np.select(
-        [k > 1, given, has_n], [mean + se, agg["ci_high"].to_numpy(float), cp_hi], default=mean
-    )
+    chosen = [k > 1, given, has_n]  # the first that holds gives the interval
+    kind = np.select(chosen, ["seed_se", "given", "clopper_pearson"], default="none")
+    lo = np.select(chosen, [mean - se, agg["ci_low"].to_numpy(float), cp_lo], default=mean)
+    hi = np.select(chosen, [mean + se, agg["ci_high"].to_numpy(float), cp_hi], default=mean)
     cells: dict[tuple[str, str], Cell] = {}
     for i, key in enumerate(agg.index):
         acc = values[seeds[key]] if seeds is not None else np.array([mean[i]])
@@ -129,14 +126,8 @@ def per_image_matrices(
     Columns ``model``, ``dataset``, ``key``, ``correct``; ``protocol`` and ``transform`` are
     handled as in :func:`imagenot.analyse.table.select_variant` (robust = mean over transforms).
     """
-    missing = {"model", "dataset", "key", "correct"} - set(per_image.columns)
-    if missing:
-        raise TableError(f"per-image table lacks column(s) {', '.join(sorted(missing))}")
-    df = per_image.copy()
-    if "protocol" in df.columns:
-        df["dataset"] = [
-            dataset_label(d, p) for d, p in zip(df["dataset"], df["protocol"], strict=True)
-        ]
+    missing_columns(per_image, ("model", "dataset", "key", "correct"), "per-image table")
+    df = with_labels(per_image)
     key = [c for c in ("model", "dataset", "transform", "key") if c in df.columns]
     dup = df.duplicated(subset=key, keep="first")
     if dup.any():  # the pivot below would average them silently

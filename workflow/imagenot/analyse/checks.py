@@ -9,12 +9,24 @@ a whole seed, one row per key) and returns it typed, in percent. Every refusal i
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
 
-from imagenot.analyse.table import LINE, MAX_COUNT, REQUIRED, TableError, names_alike
+from imagenot.analyse.table import (
+    KEY_COLUMNS,
+    LINE,
+    MAX_COUNT,
+    REQUIRED,
+    TableError,
+    missing_columns,
+    names_alike,
+    parse_items,
+    row_where,
+    unknown_datasets,
+    wide_field,
+)
 from imagenot.counts import cell as _cell
 from imagenot.counts import count_problem, decimals
 from imagenot.dataset import class_name_problem
@@ -22,11 +34,15 @@ from imagenot.dataset import class_name_problem
 
 def _row_name(df: pd.DataFrame, i: int) -> str:
     row = df.iloc[i]
-    keys = [k for k in ("model", "dataset", "protocol", "seed", "transform") if k in df.columns]
-    what = ", ".join(f"{k}={_cell(row[k])}" for k in keys)
-    if LINE in df.columns and pd.notna(row[LINE]):
-        return f"line {int(row[LINE])} ({what})"
-    return f"row {i} ({what})"
+    what = ", ".join(f"{k}={_cell(row[k])}" for k in KEY_COLUMNS if k in df.columns)
+    return f"{row_where(df, i)} ({what})"
+
+
+def _refuse_first(df: pd.DataFrame, bad: pd.Series | np.ndarray, says: Callable[[int], str]):
+    """Refuse the first row where ``bad`` holds: its name (:func:`_row_name`), then ``says``."""
+    rows = np.flatnonzero(np.asarray(bad))
+    if len(rows):
+        raise TableError(f"{_row_name(df, int(rows[0]))}: {says(int(rows[0]))}")
 
 
 SCALES = ("auto", "percent", "fraction")
@@ -45,29 +61,19 @@ FRACTION_HINT = (
 def parse_scale(items: list[str] | None) -> dict[str, str]:
     """``['fraction']`` or ``['imagenet-a=fraction', ...]`` (option ``--scale``) ->
     {dataset or '*': scale}."""
-    out: dict[str, str] = {}
-    for item in items or []:
-        name, _, value = item.rpartition("=")
+
+    def scale(item: str, name: str, value: str) -> str:
         if value not in SCALES:
             raise TableError(
                 f"--scale {item!r}: expected {'|'.join(SCALES)} or DATASET={'|'.join(SCALES)}"
             )
-        where = name or "*"
-        if where in out:
-            raise TableError(f"--scale {item!r}: {name or 'the scale of all datasets'} given twice")
-        out[where] = value
-    return out
+        return value
+
+    return parse_items("--scale", items, scale, "the scale of all datasets")
 
 
 DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+")
 """A number written with a decimal comma (``76,1``)."""
-
-
-def _shown(name: object) -> str:
-    """A column name as a refusal lists it: as written, quoted where a tab, a line break or
-    surrounding spaces would pass unseen."""
-    text = str(name)
-    return text if text.isprintable() and text == text.strip() else repr(text)
 
 
 def _refuse_alike(df: pd.DataFrame, col: str) -> None:
@@ -79,11 +85,7 @@ def _refuse_alike(df: pd.DataFrame, col: str) -> None:
     if not alike:
         return
     a, b, why = alike[0]
-    where = []
-    for name in (a, b):
-        i = int(np.flatnonzero((df[col] == name).to_numpy())[0])
-        has_line = LINE in df.columns and pd.notna(df[LINE].iloc[i])
-        where.append(f"line {int(df[LINE].iloc[i])}" if has_line else f"row {i}")
+    where = [row_where(df, int(np.flatnonzero((df[col] == x).to_numpy())[0])) for x in (a, b)]
     more = f" ({len(alike)} such pairs)" if len(alike) > 1 else ""
     raise TableError(
         f"{col} names {a!r} ({where[0]}) and {b!r} ({where[1]}) print alike but are different "
@@ -97,15 +99,16 @@ def _numeric(df: pd.DataFrame, col: str, what: str, *, empty_ok: bool) -> pd.Ser
     raw = df[col]
     values = pd.to_numeric(raw, errors="coerce").astype(float)
     bad = (values.isna() & (raw.notna() | (not empty_ok))) | np.isinf(values)
-    if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
-        hint = ""
-        if isinstance(raw.iloc[i], str) and DECIMAL_COMMA.fullmatch(raw.iloc[i].strip()):
-            hint = (
-                " (a decimal comma in a comma-separated file: separate the cells with "
-                "semicolons or tabs, as spreadsheets that write decimal commas do)"
-            )
-        raise TableError(f"{_row_name(df, i)}: {col} {_cell(raw.iloc[i])} is not {what}{hint}")
+
+    def says(i: int) -> str:
+        comma = isinstance(raw.iloc[i], str) and DECIMAL_COMMA.fullmatch(raw.iloc[i].strip())
+        hint = (
+            " (a decimal comma in a comma-separated file: separate the cells with semicolons or "
+            "tabs, as spreadsheets that write decimal commas do)"
+        )
+        return f"{col} {_cell(raw.iloc[i])} is not {what}{hint if comma else ''}"
+
+    _refuse_first(df, bad, says)
     return values
 
 
@@ -113,29 +116,21 @@ def _scales(df: pd.DataFrame, acc: pd.Series, scale: dict[str, str]) -> dict[str
     """The scale of each dataset (``percent`` or ``fraction``), checked against its values; a
     table whose datasets would be read on different scales by guessing is refused."""
     datasets = list(dict.fromkeys(df["dataset"]))
-    unknown = sorted(set(scale) - set(datasets) - {"*"})
-    if unknown:
-        raise TableError(
-            f"--scale names dataset(s) not in the table: {', '.join(unknown)}; "
-            f"datasets: {', '.join(datasets[:20])}"
-        )
+    unknown_datasets("--scale", scale, datasets)
     out: dict[str, str] = {}
     guessed: list[str] = []
     for d in datasets:
         rows = df["dataset"] == d
         said = scale.get(d, scale.get("*", "auto"))
         top = 1.0 if said == "fraction" else 100.0
+        what = (
+            f"a fraction in 0-1 (--scale {'fraction' if '*' in scale else d + '=fraction'})"
+            if said == "fraction"
+            else "a percentage in 0-100"
+        )
         bad = rows & ((acc < 0) | (acc > top))
-        if bad.any():
-            i = int(np.flatnonzero(bad.to_numpy())[0])
-            what = (
-                f"a fraction in 0-1 (--scale {'fraction' if '*' in scale else d + '=fraction'})"
-                if said == "fraction"
-                else "a percentage in 0-100"
-            )
-            raise TableError(
-                f"{_row_name(df, i)}: accuracy {_cell(df['accuracy'].iloc[i])} is not {what}"
-            )
+        cell = df["accuracy"]
+        _refuse_first(df, bad, lambda i: f"accuracy {_cell(cell.iloc[i])} is not {what}")  # noqa: B023
         if said == "auto" and (acc[rows] <= 1).all():
             guessed.append(d)
         out[d] = "fraction" if said == "fraction" else "percent"
@@ -199,14 +194,10 @@ def _check_intervals(df: pd.DataFrame, raw_acc: pd.Series, factor: np.ndarray) -
         outside = np.isfinite(bound) & (sign * (bound - acc) > 1e-9 * np.maximum(1.0, acc))
         for i in np.flatnonzero(outside):
             written = pd.to_numeric(df[col].iloc[i])  # already in percent: its digits, scaled
-            tol = (
-                0.5
-                * factor[i]
-                * (
-                    10.0 ** -decimals(float(raw_acc.iloc[i]))
-                    + 10.0 ** -decimals(written / factor[i])
-                )
+            digits = 10.0 ** -decimals(float(raw_acc.iloc[i])) + 10.0 ** -decimals(
+                written / factor[i]
             )
+            tol = 0.5 * factor[i] * digits
             if sign * (bound[i] - acc[i]) > tol:
                 raise TableError(
                     f"{_row_name(df, i)}: accuracy {_cell(raw_acc.iloc[i])} lies outside its "
@@ -227,9 +218,7 @@ def _keyed_models(df: pd.DataFrame, key: list[str]) -> pd.Series:
         raise TableError(f"--key {' '.join(key)}: name each column once, besides model")
     model = df["model"].astype(str)
     for k in key:
-        bad = df.index[df[k].isna()]
-        if len(bad):
-            raise TableError(f"{_row_name(df, bad[0])}: empty {k} (a column of --key)")
+        _refuse_first(df, df[k].isna(), lambda i: f"empty {k} (a column of --key)")  # noqa: B023
         values = df[k]
         numbers = pd.to_numeric(values, errors="coerce")
         if numbers.notna().all() and (numbers == np.round(numbers)).all():
@@ -245,17 +234,13 @@ def _duplicates(df: pd.DataFrame, key: list[str], keyed: list[str]) -> None:
         return
     rows = df[dup]
     # in the order the table first repeats them
-    groups = [(k, rows.index[pos]) for k, pos in rows.groupby(key, sort=False).indices.items()]
-    where = []
-    for values, index in groups[:3]:
-        values = values if isinstance(values, tuple) else (values,)
-        what = ", ".join(f"{k}={_cell(v)}" for k, v in zip(key, values, strict=True))
-        lines = [int(df.loc[i, LINE]) if LINE in df.columns else int(i) for i in index[:3]]
-        more = " ..." if len(index) > 3 else ""
-        where.append(
-            f"{what} ({'lines' if LINE in df.columns else 'rows'} "
-            f"{', '.join(map(str, lines))}{more})"
-        )
+    groups = list(rows.groupby(key, sort=False).indices.values())
+    at, lines = (rows[LINE], "lines") if LINE in df.columns else (rows.index, "rows")
+    where = [
+        f"{', '.join(f'{k}={_cell(rows[k].iloc[pos[0]])}' for k in key)} ({lines} "
+        f"{', '.join(str(int(i)) for i in at.to_numpy()[pos[:3]])}{' ...' if len(pos) > 3 else ''})"
+        for pos in groups[:3]
+    ]
     # the columns whose values differ within some repeated key: what tells the rows apart
     ignore = {*key, LINE, "accuracy", "n", "ci_low", "ci_high"}
     differ = [
@@ -309,12 +294,13 @@ def validate_table(
     column that tells them apart (``key``: columns whose values join the model name,
     ``model@value``).
     """
-    missing = [c for c in REQUIRED if c not in df.columns]
-    if missing:
+    paired = [c for c in df.columns if (wide_field(str(c)) or ("", ""))[1] == "accuracy"]
+    if "accuracy" not in df.columns and paired:  # Recht et al.'s layout, read as long
         raise TableError(
-            f"results table lacks column(s) {', '.join(missing)}; "
-            f"columns present: {', '.join(_shown(c) for c in df.columns if c != LINE)}"
+            f"results table has no accuracy column but {paired[0]!r}: a wide table of paired "
+            "columns, read with --format wide"
         )
+    missing_columns(df, REQUIRED, "results table")
     if len(df) == 0:
         raise TableError("results table has no rows")
     scale = dict(scale_of or {})
@@ -323,9 +309,7 @@ def validate_table(
     df = df.reset_index(drop=True).copy()
     for col in ("model", "dataset"):
         text = df[col].astype(str).str.strip()
-        bad = df.index[df[col].isna() | (text == "")]
-        if len(bad):
-            raise TableError(f"{_row_name(df, bad[0])}: empty {col}")
+        _refuse_first(df, df[col].isna() | (text == ""), lambda i: f"empty {col}")  # noqa: B023
         df[col] = text
         # a name is a line of every table and figure label the toolbox writes: one holding a
         # line break or control character would split a row or hide another name's
@@ -339,49 +323,46 @@ def validate_table(
     scales = _scales(df, acc, scale)
     factor = np.where(df["dataset"].map(scales) == "fraction", 100.0, 1.0)
     df["accuracy"] = acc * factor
-    top = 100.0
     for col in ("ci_low", "ci_high"):
         if col in df.columns:
             bound = _numeric(df, col, "a number", empty_ok=True) * factor
-            bad = (bound < 0) | (bound > top)
-            if bad.any():
-                i = int(np.flatnonzero(bad.to_numpy())[0])
-                raise TableError(
-                    f"{_row_name(df, i)}: {col} {_cell(df[col].iloc[i])} lies outside the "
+            _refuse_first(
+                df,
+                (bound < 0) | (bound > 100.0),
+                lambda i: (
+                    f"{col} {_cell(df[col].iloc[i])} lies outside the "  # noqa: B023
                     f"accuracy's scale ({scales[df['dataset'].iloc[i]]})"
-                )
+                ),
+            )
             df[col] = bound
     if {"ci_low", "ci_high"} <= set(df.columns):
-        bad = df["ci_low"] > df["ci_high"]
-        if bad.any():
-            i = int(np.flatnonzero(bad.to_numpy())[0])
-            raise TableError(f"{_row_name(df, i)}: ci_low is above ci_high")
+        _refuse_first(df, df["ci_low"] > df["ci_high"], lambda i: "ci_low is above ci_high")
     _check_intervals(df, raw_acc, factor)
     if "n" in df.columns:
         n = _numeric(df, "n", "a whole number of test images", empty_ok=True)
         whole = n.isna() | ((n > 0) & (n == np.floor(n)) & (n <= MAX_COUNT))
-        bad = df.index[~whole]
-        if len(bad):  # a size is a count of test images: 100.5, 0 or 1e30 is a broken table
-            raise TableError(
-                f"{_row_name(df, bad[0])}: n must be a whole number of test images from 1 to "
-                f"2^53, got {_cell(df['n'].iloc[bad[0]])}"
-            )
+        _refuse_first(  # a size is a count of test images: 100.5, 0 or 1e30 is a broken table
+            df,
+            ~whole,
+            lambda i: (
+                "n must be a whole number of test images from 1 to 2^53, got "
+                f"{_cell(df['n'].iloc[i])}"
+            ),
+        )
         df["n"] = n
         _check_counts(df, raw_acc, factor)
     if "seed" in df.columns:
         seed = _numeric(df, "seed", "a whole number", empty_ok=False)
-        bad = df.index[(seed != np.floor(seed)) | (seed < 0) | (seed > MAX_SEED)]
-        if len(bad):  # 1.5 read as seed 1 would merge two runs; a seed is never negative
-            raise TableError(
-                f"{_row_name(df, bad[0])}: seed {_cell(df['seed'].iloc[bad[0]])} is not a whole "
-                "number from 0 to 2^63-1"
-            )
+        _refuse_first(  # 1.5 read as seed 1 would merge two runs; a seed is never negative
+            df,
+            (seed != np.floor(seed)) | (seed < 0) | (seed > MAX_SEED),
+            lambda i: f"seed {_cell(df['seed'].iloc[i])} is not a whole number from 0 to 2^63-1",
+        )
         df["seed"] = seed.astype("int64")
     keyed = list(key)
     if keyed:
         df["model"] = _keyed_models(df, keyed)
-    dup_key = [c for c in ("model", "dataset", "protocol", "seed", "transform") if c in df.columns]
-    _duplicates(df, dup_key, keyed)
+    _duplicates(df, [c for c in KEY_COLUMNS if c in df.columns], keyed)
     return df.drop(columns=[LINE], errors="ignore")
 
 
@@ -423,20 +404,16 @@ def check_accuracy_option(flag: str, value: float | None) -> float | None:
 def parse_floors(items: list[str] | None) -> dict[str, float]:
     """``['0.1', 'imagenet-a=1']`` -> {'*': 0.1, 'imagenet-a': 1.0} (option ``--floor``): each
     floor a percentage above 0 and at most 100."""
-    out: dict[str, float] = {}
-    for item in items or []:
-        name, _, value = item.rpartition("=")
-        if (name or "*") in out:
-            raise TableError(
-                f"--floor {item!r}: {name or 'the floor of all datasets'} is given twice"
-            )
+
+    def floor(item: str, name: str, value: str) -> float:
         try:
-            floor = float(value)
+            x = float(value)
         except ValueError:
             raise TableError(f"--floor {item!r}: expected X or DATASET=X with a number X") from None
-        if not np.isfinite(floor) or not 0 < floor <= 100:
+        if not np.isfinite(x) or not 0 < x <= 100:
             raise TableError(
                 f"--floor {item!r}: a floor is an accuracy in percent above 0 and at most 100"
             )
-        out[name or "*"] = floor
-    return out
+        return x
+
+    return parse_items("--floor", items, floor, "the floor of all datasets")

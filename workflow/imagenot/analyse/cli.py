@@ -47,27 +47,17 @@ def ci(accuracy: float, n: int, confidence: float, json: bool) -> int:
     if problem:
         print(f"imagenot ci: --accuracy {problem}", file=sys.stderr)
         return 2
-    a, size = np.array([accuracy]), np.array([n])
-    cp = stats.clopper_pearson(a, size, confidence)
-    wi = stats.wilson(a, size, confidence)
     k = round(accuracy / 100 * n)
-    out = {
-        "accuracy": accuracy,
-        "n": n,
-        "correct": k,
-        "confidence": confidence,
-        "clopper_pearson": [float(cp[0][0]), float(cp[1][0])],
-        "wilson": [float(wi[0][0]), float(wi[1][0])],
-    }
+    out = {"accuracy": accuracy, "n": n, "correct": k, "confidence": confidence}
+    for key, method in (("clopper_pearson", "beta"), ("wilson", "wilson")):
+        lo, hi = stats.binomial_interval(np.array([accuracy]), np.array([n]), confidence, method)
+        out[key] = [float(lo[0]), float(hi[0])]
     if json:
         print(json_text.dumps(out, indent=1))
-    else:
-        pct = f"{confidence * 100:g}%"
-        print(f"{accuracy:g}% of {n} ({k} correct), {pct} intervals:")
-        print(
-            f"  Clopper-Pearson: {out['clopper_pearson'][0]:.3f} - {out['clopper_pearson'][1]:.3f}"
-        )
-        print(f"  Wilson:          {out['wilson'][0]:.3f} - {out['wilson'][1]:.3f}")
+        return 0
+    print(f"{accuracy:g}% of {n} ({k} correct), {confidence * 100:g}% intervals:")
+    for key, name in (("clopper_pearson", "Clopper-Pearson:"), ("wilson", "Wilson:")):
+        print(f"  {name:<16} {out[key][0]:.3f} - {out[key][1]:.3f}")
     return 0
 
 

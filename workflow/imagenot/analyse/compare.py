@@ -31,11 +31,6 @@ BOOTSTRAP_OVER = ("auto", "models", "seeds", "images")
 of each model, or the test ``images`` (per-image results); ``auto`` = seeds, else images."""
 
 
-def _taus(y: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Kendall tau-b of each replicate row (scipy; O(m log m) per row)."""
-    return np.array([kendalltau(a, b, variant="b").statistic for a, b in zip(y, x, strict=True)])
-
-
 def _bootstrap(
     cells: Cells,
     models: list[str],
@@ -65,9 +60,8 @@ def _bootstrap(
     if over == "images" and not have_images:
         return f"no per-image results for {dataset!r} and {reference!r}"
     if over == "models":
-        y0, x0 = cells.accuracy(models, dataset), cells.accuracy(models, reference)
         idx = rng.integers(0, len(models), (reps, len(models)))
-        y, x = y0[idx], x0[idx]
+        y, x = cells.accuracy(models, dataset)[idx], cells.accuracy(models, reference)[idx]
     elif over == "seeds":
 
         def draw(d: str) -> np.ndarray:
@@ -87,39 +81,36 @@ def _bootstrap(
                 return f"per-image results of {d!r} lack some of the models"
             pos = {name: i for i, name in enumerate(names)}
             mats[d] = mat[[pos[m] for m in models]]
-
-        def draw(d: str) -> np.ndarray:
-            mat = mats[d]
-            return np.stack(
+        y, x = (
+            np.stack(
                 [
-                    mat[:, rng.integers(0, mat.shape[1], mat.shape[1])].mean(axis=1) * 100.0
+                    m[:, rng.integers(0, m.shape[1], m.shape[1])].mean(axis=1) * 100.0
                     for _ in range(reps)
                 ]
             )
-
-        y, x = draw(dataset), draw(reference)
-    taus = _taus(y, x)
-    axis, confidence, interval = settings.axis, settings.confidence, settings.interval
-    slopes = stats.slopes(stats.to_axis(x, axis), stats.to_axis(y, axis))
-    tau_ci = stats.bootstrap_interval(taus, estimates["kendall_tau"], confidence, interval)
-    slope_ci = stats.bootstrap_interval(slopes, estimates["slope"], confidence, interval)
-    out = {
-        "method": over,
-        "reps": reps,
-        "seed": seed,
-        "interval": interval,
-        "interval_name": stats.BOOTSTRAP_INTERVAL_NAMES[interval],
-        "kendall_tau_ci": tau_ci["ci"],
-        "slope_ci": slope_ci["ci"],
+            for m in (mats[dataset], mats[reference])
+        )
+    axis, interval = settings.axis, settings.interval
+    replicates = {
+        "kendall_tau": np.array(
+            [kendalltau(a, b, variant="b").statistic for a, b in zip(y, x, strict=True)]
+        ),
+        "slope": stats.slopes(stats.to_axis(x, axis), stats.to_axis(y, axis)),
     }
-    refused = {
-        key: c["refused"]
-        for key, c in (("kendall_tau_ci", tau_ci), ("slope_ci", slope_ci))
-        if c["ci"] is None
+    cis = {
+        f"{k}_ci": stats.bootstrap_interval(v, estimates[k], settings.confidence, interval)
+        for k, v in replicates.items()
     }
-    if refused:
-        out["refused"] = refused
-    return Bootstrap(**clean(out))
+    refused = {key: c["refused"] for key, c in cis.items() if c["ci"] is None}
+    return Bootstrap(
+        method=over,
+        reps=reps,
+        seed=seed,
+        interval=interval,
+        interval_name=stats.BOOTSTRAP_INTERVAL_NAMES[interval],
+        **{key: clean(c["ci"]) for key, c in cis.items()},
+        refused=refused or None,
+    )
 
 
 def compare(
@@ -141,23 +132,19 @@ def compare(
     common = [m for m in cells.models_of(dataset) if m in ref_models]
     out: dict[str, Any] = {"reference": reference, "common_models": len(common)}
     missing: dict[str, str] = {}
-    y = cells.accuracy(common, dataset)
-    x = cells.accuracy(common, reference)
+    y, x = cells.accuracy(common, dataset), cells.accuracy(common, reference)
     if common:
-        delta = dict(zip(common, stats.ranks(x) - stats.ranks(y), strict=True))
-        out["delta_rank"] = clean(delta)
+        out["delta_rank"] = clean(dict(zip(common, stats.ranks(x) - stats.ranks(y), strict=True)))
     if len(common) < MIN_MODELS:
         why = f"needs at least {MIN_MODELS} models common with {reference!r}, has {len(common)}"
-        for key in (
+        keys = (
             "kendall_tau",
             "spearman_rho",
             "pearson_r",
             "ols",
             "rank_agreement_up_to_error_bars",
-            "bootstrap",
-        ):
-            missing[key] = why
-        return out, missing
+        )
+        return out, dict.fromkeys((*keys, "bootstrap"), why)
     tests = stats.correlation_tests(y, x, settings.seed)
     out["correlations"] = Correlations(**clean(tests))
     problem = stats.fit_problem(x, axis)
@@ -169,33 +156,22 @@ def compare(
         missing["ols"] = problem
     if min_reference_accuracy is not None:
         keep = x >= min_reference_accuracy
+        above = f"models with reference accuracy >= {min_reference_accuracy}"
         sub_problem = stats.fit_problem(x[keep], axis)
         if keep.sum() < MIN_MODELS:
-            missing["ols_subset"] = (
-                f"{int(keep.sum())} models with reference accuracy >= {min_reference_accuracy}, "
-                f"needs {MIN_MODELS}"
-            )
+            missing["ols_subset"] = f"{int(keep.sum())} {above}, needs {MIN_MODELS}"
         elif sub_problem is not None:
-            missing["ols_subset"] = (
-                f"models with reference accuracy >= {min_reference_accuracy}: {sub_problem}"
-            )
+            missing["ols_subset"] = f"{above}: {sub_problem}"
         else:
             sub = stats.ols_fit(x[keep], y[keep], axis, confidence).summary()
             sub["min_reference_accuracy"] = min_reference_accuracy
             out["ols_subset"] = SubsetFit(**clean(sub))
-    lo_d, hi_d = cells.bounds(common, dataset)
-    lo_r, hi_r = cells.bounds(common, reference)
-    up = stats.tau_up_to_error_bars(lo_d, hi_d, lo_r, hi_r)
-    out["rank_agreement_up_to_error_bars"] = UpToErrorBars(**clean(up))
-    boot = _bootstrap(
-        cells,
-        common,
-        dataset,
-        reference,
-        images,
-        settings,
-        estimates={"kendall_tau": tests["kendall_tau"], "slope": fit["slope"]},
+    up = stats.tau_up_to_error_bars(
+        *cells.bounds(common, dataset), *cells.bounds(common, reference)
     )
+    out["rank_agreement_up_to_error_bars"] = UpToErrorBars(**clean(up))
+    estimates = {"kendall_tau": tests["kendall_tau"], "slope": fit["slope"]}
+    boot = _bootstrap(cells, common, dataset, reference, images, settings, estimates)
     if isinstance(boot, str):
         missing["bootstrap"] = boot
     else:

@@ -39,6 +39,7 @@ from imagenot.analyse.table import (
     check_confidence,
     mixed_sizes,
     near_duplicate_models,
+    unknown_datasets,
 )
 
 __all__ = ["BOOTSTRAP_OVER", "DELTA_RANK_SIGN", "rankings_report"]
@@ -47,16 +48,6 @@ DELTA_RANK_SIGN = (
     "delta_rank = rank on the reference - rank on this dataset (rank 1 = best): positive means "
     "the model climbs, negative that it falls (the sign of Recht et al. and Ozbulak et al.)"
 )
-
-
-def _floored(acc: np.ndarray, datasets: list[str], floors: dict[str, float]) -> np.ndarray:
-    """Accuracies raised to each dataset's floor (``*`` = every dataset) for the geometric mean."""
-    out = acc.copy()
-    for j, d in enumerate(datasets):
-        f = floors.get(d, floors.get("*"))
-        if f is not None:
-            out[:, j] = np.maximum(out[:, j], f)
-    return out
 
 
 def across_datasets(
@@ -77,9 +68,7 @@ def across_datasets(
     random pairings), like every other section.
     """
     floors = floors or {}
-    unknown = sorted(set(floors) - set(datasets) - {"*"})
-    if unknown:
-        raise TableError(f"--floor names dataset(s) not aggregated: {', '.join(unknown)}")
+    unknown_datasets("--floor", floors, datasets, "the aggregated datasets")
     models = [m for m in cells.models if all((m, d) in cells.cells for d in datasets)]
     excluded = [m for m in cells.models if m not in models]
     if not models:
@@ -113,7 +102,8 @@ def across_datasets(
         ranked("weighted_mean", stats.weighted_mean(acc, n), models)
     else:
         missing["weighted_mean"] = "column n (test-set size) missing for some dataset"
-    floored = _floored(acc, datasets, floors)
+    # raised to each dataset's floor (``*`` = every dataset) for the geometric mean
+    floored = np.maximum(acc, [floors.get(d, floors.get("*", -np.inf)) for d in datasets])
     positive = np.all(floored > 0, axis=1)
     if floors:
         out["geometric_mean_floors"] = floors
@@ -173,14 +163,6 @@ def error_correlations(cells: Cells, seed: int) -> tuple[list[ErrorCorrelation],
     return rows, missing
 
 
-def _uniform(values: dict[str, Any]) -> Any:
-    """The one value of a dict when every model shares it, else the dict (smaller JSON)."""
-    vals = list(values.values())
-    if vals and all(v == vals[0] for v in vals):
-        return vals[0]
-    return values
-
-
 def rankings_report(
     df: pd.DataFrame,
     settings: RankingsSettings,
@@ -208,46 +190,34 @@ def rankings_report(
     confidence = check_confidence(settings.confidence)
     reference, baseline, seed = settings.reference, settings.baseline_model, settings.seed
     cells = build_cells(df, confidence)
-    if reference is None:
-        reference, chosen = cells.datasets[0], "first dataset of the table"
-    else:
-        chosen = "given"
-        if reference not in cells.datasets:
+    chosen = "given" if reference is not None else "first dataset of the table"
+    reference = reference if reference is not None else cells.datasets[0]
+    for what, name, names in (
+        ("reference dataset", reference, cells.datasets),
+        ("baseline model", baseline, cells.models),
+    ):
+        if name is not None and name not in names:
             raise TableError(
-                f"reference dataset {reference!r} is not in the table"
-                f"{alike_hint(reference, cells.datasets)}; datasets: {', '.join(cells.datasets)}"
+                f"{what} {name!r} is not in the table{alike_hint(name, names)}; "
+                f"{what.split()[1]}s: {', '.join(names[:20])}"
             )
-    if baseline is not None and baseline not in cells.models:
-        raise TableError(
-            f"baseline model {baseline!r} is not in the table{alike_hint(baseline, cells.models)}; "
-            f"models: {', '.join(cells.models[:20])}"
-        )
-    if aggregate:
-        twice = sorted({d for d in aggregate if aggregate.count(d) > 1})
-        if twice:
-            raise TableError(f"--aggregate names dataset(s) twice: {', '.join(twice)}")
-        unknown = [d for d in aggregate if d not in cells.datasets]
-        if unknown:
-            raise TableError(
-                f"--aggregate names dataset(s) not in the table: {', '.join(unknown)}; "
-                f"datasets: {', '.join(cells.datasets)}"
-            )
-    agg_datasets = list(dict.fromkeys(aggregate)) if aggregate else cells.datasets
-    images = (
-        per_image_matrices(per_image, settings.variant, settings.standard_transform)
-        if per_image is not None
-        else None
-    )
-    warnings: list[str] = []
-    for group in near_duplicate_models(cells.models):
-        warnings.append(f"model names that differ only in case or spaces: {', '.join(group)}")
-    sizes = mixed_sizes(df)
-    for d, values in sizes.items():
-        shown = ", ".join(f"{v:g}" for v in values[:5])
-        warnings.append(
-            f"{d}: test-set size n differs between models ({shown}); each model's own n is "
-            "used for its interval and its weight"
-        )
+    aggregate = aggregate or []
+    twice = sorted({d for d in aggregate if aggregate.count(d) > 1})
+    if twice:
+        raise TableError(f"--aggregate names dataset(s) twice: {', '.join(twice)}")
+    unknown_datasets("--aggregate", aggregate, cells.datasets)
+    agg_datasets = aggregate or cells.datasets
+    images = None
+    if per_image is not None:
+        images = per_image_matrices(per_image, settings.variant, settings.standard_transform)
+    warnings = [
+        f"model names that differ only in case or spaces: {', '.join(group)}"
+        for group in near_duplicate_models(cells.models)
+    ] + [
+        f"{d}: test-set size n differs between models ({', '.join(f'{v:g}' for v in values[:5])}); "
+        "each model's own n is used for its interval and its weight"
+        for d, values in mixed_sizes(df).items()
+    ]
     not_computed: dict[str, str] = {}
     out_ds: dict[str, DatasetEntry] = {}
     # The published ImageNet accuracies (the workflow's accuracy.csv carries them as dataset
@@ -261,11 +231,13 @@ def rankings_report(
     for d in cells.datasets:
         models = cells.models_of(d)
         acc = cells.accuracy(models, d)
+        # the test-set size: one number when every model shares it (NaN never), else per model
+        sizes = {m: cells.cells[m, d].n for m in models}
         absent = [m for m in measured if (m, d) not in cells.cells]
         entry: dict[str, Any] = {
             "models": len(models),
             "missing_models": absent,
-            "n": _uniform({m: cells.cells[m, d].n for m in models}),
+            "n": sizes[models[0]] if all(v == sizes[models[0]] for v in sizes.values()) else sizes,
             "accuracy": dict(zip(models, acc, strict=True)),
             "interval": {m: [cells.cells[m, d].lo, cells.cells[m, d].hi] for m in models},
             "interval_kind": {m: cells.cells[m, d].interval for m in models},
@@ -276,10 +248,9 @@ def rankings_report(
             entry["seeds"] = k
             entry["standard_error"] = {m: cells.cells[m, d].se for m in models}
         if absent and d != PUBLISHED_DATASET:  # a model without published weights is no gap
+            more = " ..." if len(absent) > 5 else ""
             warnings.append(
-                f"{d}: {len(absent)} model(s) of the table missing: "
-                + ", ".join(absent[:5])
-                + (" ..." if len(absent) > 5 else "")
+                f"{d}: {len(absent)} model(s) of the table missing: {', '.join(absent[:5])}{more}"
             )
         if baseline is not None:
             if (baseline, d) in cells.cells and cells.cells[baseline, d].mean > 0:
@@ -289,17 +260,12 @@ def rankings_report(
                 not_computed[f"{d}: relative_progress"] = (
                     f"baseline {baseline!r} has no positive accuracy on {d!r}"
                 )
-        comp: dict[str, Any] = {}
+        comp, missing, cut = {}, {}, min_reference_accuracy
         if d != reference:
             comp, missing = compare(
-                cells,
-                d,
-                reference,
-                settings,
-                images=images,
-                min_reference_accuracy=min_reference_accuracy,
+                cells, d, reference, settings, images=images, min_reference_accuracy=cut
             )
-            not_computed.update({f"{d}: {k}": v for k, v in missing.items()})
+        not_computed.update({f"{d}: {k}": v for k, v in missing.items()})
         out_ds[d] = DatasetEntry(**clean(entry), **comp)
     across, missing = across_datasets(cells, agg_datasets, reference, floors, seed)
     not_computed.update(missing)

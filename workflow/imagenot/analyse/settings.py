@@ -10,7 +10,7 @@ as a required argument. Kept free of heavy imports: every rule's plan reads thes
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
 from imagenot.analyse import PUBLISHED_DATASET
@@ -64,21 +64,16 @@ class RankingsSettings(FromConfig):
         """The settings of ``imagenot rankings`` typed without flags (the schema's defaults, the
         standard variant, the table's first dataset as reference, no baseline), with
         ``overrides`` replacing fields: for callers of the library outside the workflow."""
-        from imagenot.config import schema_default
+        from imagenot.config import ConfigError, schema_default
 
-        base = cls(
-            variant="standard",
-            reference=None,
-            baseline_model=None,
-            axis=schema_default("analyse.axis"),
-            confidence=schema_default("analyse.confidence"),
-            standard_transform=schema_default("analyse.standard_transform"),
-            reps=schema_default("analyse.bootstrap.reps"),
-            seed=schema_default("analyse.bootstrap.seed"),
-            over=schema_default("analyse.bootstrap.over"),
-            interval=schema_default("analyse.bootstrap.interval"),
-        )
-        return replace(base, **overrides)
+        typed: dict[str, Any] = {"variant": "standard", "reference": None, "baseline_model": None}
+        for name in (f.name for f in fields(cls) if f.name not in typed):
+            for section in cls.SECTIONS:  # the one section whose key the field is
+                try:
+                    typed[name] = schema_default(f"{section}.{name}")
+                except ConfigError:
+                    continue
+        return replace(cls(**typed), **overrides)
 
 
 @dataclass(frozen=True)

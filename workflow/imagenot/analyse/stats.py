@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 AXES = ("linear", "probit", "logit")
 
@@ -22,41 +22,48 @@ def ranks(accuracy: np.ndarray) -> np.ndarray:
     return stats.rankdata(-np.asarray(accuracy, dtype=float), method="average")
 
 
-def clopper_pearson(
-    accuracy: np.ndarray, n: np.ndarray, confidence: float
+def binomial_interval(
+    accuracy: np.ndarray, n: np.ndarray, confidence: float, method: str = "beta"
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Exact binomial interval (percent) for ``accuracy`` percent correct of ``n`` images."""
+    """Interval (percent) for ``accuracy`` percent correct of ``n`` images: statsmodels'
+    ``proportion_confint`` with ``method`` ``beta`` (exact, Clopper-Pearson) or ``wilson``."""
     from statsmodels.stats.proportion import proportion_confint
 
     n = np.asarray(n, dtype=float)
     k = np.round(np.asarray(accuracy, dtype=float) / 100.0 * n)
-    lo, hi = proportion_confint(k, n, alpha=1 - confidence, method="beta")
+    lo, hi = proportion_confint(k, n, alpha=1 - confidence, method=method)
     return np.asarray(lo) * 100.0, np.asarray(hi) * 100.0
+
+
+clopper_pearson = functools.partial(binomial_interval, method="beta")
+"""Exact binomial (Clopper-Pearson) interval: :func:`binomial_interval` with ``beta``."""
+
+
+_AXES = {
+    "probit": (stats.norm.ppf, lambda v: stats.norm.cdf(v) * 100.0),
+    "logit": (special.logit, lambda v: special.expit(v) * 100.0),
+}
+"""Per fitting scale but ``linear``: (fraction -> scale, scale -> percent)."""
+
+
+def _axis(axis: str) -> tuple:
+    if axis not in AXES:
+        raise ValueError(f"axis must be one of {AXES}, not {axis!r}")
+    return _AXES.get(axis, (None, None))
 
 
 def to_axis(accuracy: np.ndarray, axis: str, eps: float = 1e-4) -> np.ndarray:
     """Accuracy (percent) on the fitting scale: percent, probit or logit of the fraction."""
     a = np.asarray(accuracy, dtype=float)
-    if axis == "linear":
-        return a
-    p = np.clip(a / 100.0, eps, 1 - eps)
-    if axis == "probit":
-        return stats.norm.ppf(p)
-    if axis == "logit":
-        return np.log(p / (1 - p))
-    raise ValueError(f"axis must be one of {AXES}, not {axis!r}")
+    forward = _axis(axis)[0]
+    return a if forward is None else forward(np.clip(a / 100.0, eps, 1 - eps))
 
 
 def from_axis(value: np.ndarray, axis: str) -> np.ndarray:
     """Inverse of :func:`to_axis` (back to percent)."""
     v = np.asarray(value, dtype=float)
-    if axis == "linear":
-        return v
-    if axis == "probit":
-        return stats.norm.cdf(v) * 100.0
-    if axis == "logit":
-        return 100.0 / (1 + np.exp(-v))
-    raise ValueError(f"axis must be one of {AXES}, not {axis!r}")
+    back = _axis(axis)[1]
+    return v if back is None else back(v)
 
 
 @dataclass
@@ -130,13 +137,6 @@ def ols_fit(x_percent: np.ndarray, y_percent: np.ndarray, axis: str, confidence:
     y = to_axis(y_percent, axis)
     result = sm.OLS(y, sm.add_constant(x, has_constant="add")).fit()
     return OLSFit(result, axis, confidence)
-
-
-def slope(x: np.ndarray, y: np.ndarray) -> float:
-    """Closed-form OLS slope (for bootstrap replicates); nan when x is constant."""
-    xc = x - x.mean()
-    ss = float(xc @ xc)
-    return float(xc @ (y - y.mean()) / ss) if ss > 0 else float("nan")
 
 
 def slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -272,11 +272,10 @@ def bootstrap_interval(
         )
     alpha = 1 - confidence
     below, ties = int(np.sum(v < estimate)), int(np.sum(v == estimate))
-    if method == "percentile":
+    if method != "bc":
         lo, hi = np.quantile(v, [alpha / 2, 1 - alpha / 2])
-    elif method == "basic":
-        q_lo, q_hi = np.quantile(v, [alpha / 2, 1 - alpha / 2])
-        lo, hi = 2 * estimate - q_hi, 2 * estimate - q_lo
+        if method == "basic":  # the percentile interval reflected about the estimate
+            lo, hi = 2 * estimate - hi, 2 * estimate - lo
     else:
         share = (below + 0.5 * ties) / reps
         if share in (0.0, 1.0):
@@ -302,16 +301,6 @@ def bootstrap_interval(
         )
     out["ci"] = [lo, hi]
     return out
-
-
-def percentile_interval(values: np.ndarray, confidence: float) -> list[float]:
-    """Percentile bootstrap interval, ignoring undefined replicates."""
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if not len(v):
-        return [float("nan"), float("nan")]
-    q = 100 * (1 - confidence) / 2
-    return [float(np.percentile(v, q)), float(np.percentile(v, 100 - q))]
 
 
 EXACT_MAX_MODELS = 8
@@ -350,12 +339,8 @@ def correlation_tests(a: np.ndarray, b: np.ndarray, seed: int) -> dict[str, Any]
     n = len(a)
     if n < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
         # too few models, or a constant vector: the correlations are undefined
-        nan = float("nan")
-        return {
-            **dict.fromkeys(("kendall_tau", "spearman_rho", "pearson_r"), nan),
-            **dict.fromkeys(("kendall_p", "spearman_p", "pearson_p"), nan),
-            "p_method": UNDEFINED_P_METHOD,
-        }
+        keys = ("kendall_tau", "spearman_rho", "pearson_r", "kendall_p", "spearman_p", "pearson_p")
+        return dict.fromkeys(keys, float("nan")) | {"p_method": UNDEFINED_P_METHOD}
     tau = stats.kendalltau(a, b, variant="b")
     rho = stats.spearmanr(a, b)
     r = stats.pearsonr(a, b)
@@ -435,13 +420,3 @@ def all_pairings(n: int) -> np.ndarray:
     """Every permutation of ``range(n)`` (n! x n, int8), built once per n: a report tests
     dozens of pairs of vectors of the same length."""
     return np.array(list(itertools.permutations(range(n))), dtype=np.int8)
-
-
-def wilson(accuracy: np.ndarray, n: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
-    """Wilson score interval (percent) for ``accuracy`` percent correct of ``n`` images."""
-    from statsmodels.stats.proportion import proportion_confint
-
-    n = np.asarray(n, dtype=float)
-    k = np.round(np.asarray(accuracy, dtype=float) / 100.0 * n)
-    lo, hi = proportion_confint(k, n, alpha=1 - confidence, method="wilson")
-    return np.asarray(lo) * 100.0, np.asarray(hi) * 100.0

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -27,17 +28,12 @@ from imagenot.analyse import PUBLISHED_PROTOCOL
 from imagenot.io import read_parquet
 
 REQUIRED = ("model", "dataset", "accuracy")
-COLUMNS = (
-    *REQUIRED,
-    "n",
-    "seed",
-    "ci_low",
-    "ci_high",
-    "protocol",
-    "transform",
-    "key",
-    "correct",
-)
+KEY_COLUMNS = ("model", "dataset", "protocol", "seed", "transform")
+"""The columns that key a row (those a table has): one result per key."""
+WIDE_FIELDS = ("accuracy", "n", "ci_low", "ci_high")
+"""The fields of a paired wide table's columns ``<dataset>_<field>`` (Recht et al.'s
+``new_accuracy``, ``new_ci_low``, ...): a table with a ``<dataset>_accuracy`` column is read so."""
+COLUMNS = frozenset((*REQUIRED, *WIDE_FIELDS, *KEY_COLUMNS, "key", "correct"))
 """The column names the toolbox reads (a results table's and a per-image table's), matched
 whatever their case: a spreadsheet's ``Model,Dataset,Accuracy`` header is read as
 ``model,dataset,accuracy``. Other columns (a wide table's datasets, ``--key`` columns) keep
@@ -58,9 +54,6 @@ missing-value texts (``""``, ``NA``, ``N/A``, ``nan``, ``NULL``, ``#N/A``, ...).
 FORMATS = ("long", "wide")
 WIDE_EXTRA = ("seed",)
 """Columns of a wide table that are not datasets (besides the model column)."""
-WIDE_FIELDS = ("accuracy", "n", "ci_low", "ci_high")
-"""The fields of a paired wide table's columns ``<dataset>_<field>`` (Recht et al.'s
-``new_accuracy``, ``new_ci_low``, ...): a table with a ``<dataset>_accuracy`` column is read so."""
 
 
 LINE = "_line"
@@ -87,25 +80,69 @@ def check_confidence(confidence: float) -> float:
     return c
 
 
+def parse_items(
+    flag: str, items: list[str] | None, value: Callable[[str, str, str], Any], everywhere: str
+) -> dict[str, Any]:
+    """Option ``flag``'s items ``[NAME=]VALUE`` -> {NAME or '*': value(item, NAME, VALUE)};
+    a name given twice is refused (``everywhere`` names the '*' entry)."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        name, _, text = item.rpartition("=")
+        if (name or "*") in out:
+            raise TableError(f"{flag} {item!r}: {repr(name) if name else everywhere} given twice")
+        out[name or "*"] = value(item, name, text)
+    return out
+
+
 def parse_sizes(items: list[str] | None) -> dict[str, float]:
     """``['imagenet-v2=10000', ...]`` (option ``--n``) -> {dataset: n}."""
-    sizes: dict[str, float] = {}
-    for item in items or []:
-        name, sep, value = item.rpartition("=")
+
+    def size(item: str, name: str, value: str) -> float:
         try:
             n = float(value)
         except ValueError:
             n = float("nan")
-        if not sep or not name or not np.isfinite(n) or n <= 0 or not n.is_integer():
+        if not name or not np.isfinite(n) or n <= 0 or not n.is_integer():
             raise TableError(
                 f"--n {item!r}: expected DATASET=N with a positive whole test-set size N"
             )
         if n > MAX_COUNT:
             raise TableError(f"--n {item!r}: a test-set size above 2^53 is not counted exactly")
-        if name in sizes:
-            raise TableError(f"--n {item!r}: dataset {name!r} is given twice")
-        sizes[name] = n
-    return sizes
+        return n
+
+    return parse_items("--n", items, size, "")
+
+
+def missing_columns(df: pd.DataFrame, columns, what: str) -> None:
+    """Refuse ``df`` (named ``what``) without some of ``columns``, listing those it has."""
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        present = ", ".join(_shown(c) for c in df.columns if c != LINE)
+        raise TableError(f"{what} lacks column(s) {', '.join(missing)}; columns present: {present}")
+
+
+def _shown(name: object) -> str:
+    """A column name as a refusal lists it: as written, quoted where a tab, a line break or
+    surrounding spaces would pass unseen."""
+    text = str(name)
+    return text if text.isprintable() and text == text.strip() else repr(text)
+
+
+def unknown_datasets(flag: str, names, datasets: list[str], where: str = "the table") -> None:
+    """Refuse datasets named by option ``flag`` (``*``: all of them) that are not in ``where``."""
+    unknown = sorted(set(names) - set(datasets) - {"*"})
+    if unknown:
+        raise TableError(
+            f"{flag} names dataset(s) not in {where}: {', '.join(unknown)}; "
+            f"datasets: {', '.join(datasets[:20])}"
+        )
+
+
+def row_where(df: pd.DataFrame, i: int) -> str:
+    """``line N`` of row ``i`` (its :data:`LINE`), else ``row i``."""
+    if LINE in df.columns and pd.notna(df[LINE].iloc[i]):
+        return f"line {int(df[LINE].iloc[i])}"
+    return f"row {i}"
 
 
 def read_table(
@@ -122,9 +159,9 @@ def read_table(
     names of :data:`COLUMNS` in any case.
     Wide: a ``model`` column (else the first column), optionally ``seed``, and one column per
     dataset in the table's order, or paired columns per dataset (:data:`WIDE_FIELDS`) and at
-    most one group column (:func:`_from_wide`); empty cells are models missing from that dataset. ``sizes``
-    gives the test-set size per dataset (``--n``) for either layout; in a long table it fills
-    the ``n`` column where the table has none. ``id_columns`` of a wide table are no datasets
+    most one group column (:func:`_from_wide`); empty cells are models missing from that
+    dataset. ``sizes`` gives the test-set size per dataset (``--n``) for either layout; in a
+    long table it fills the ``n`` column where the table has none. ``id_columns`` of a wide table are no datasets
     (``--key`` columns such as ``img_size``).
     """
     path = Path(path)
@@ -186,9 +223,9 @@ def read_table(
     if fmt == "wide":
         df = _from_wide(df, path, tuple(id_columns))
     if sizes:
-        unknown = sorted(set(sizes) - set(df["dataset"].astype(str))) if "dataset" in df else []
-        if unknown:
-            raise TableError(f"--n names dataset(s) not in {path}: {', '.join(unknown)}")
+        if "dataset" in df:
+            datasets = list(dict.fromkeys(df["dataset"].astype(str)))
+            unknown_datasets("--n", sizes, datasets, str(path))
         given = df["dataset"].astype(str).map(sizes)
         if "n" in df.columns:  # the table's own n wins only where it agrees with --n
             own = pd.to_numeric(df["n"], errors="coerce")
@@ -196,9 +233,8 @@ def read_table(
             if len(clash):
                 i = int(clash[0])
                 name = df["dataset"].iloc[i]
-                where = f"line {df[LINE].iloc[i]}" if LINE in df.columns else f"row {i}"
                 raise TableError(
-                    f"{path} {where}: n is {df['n'].iloc[i]}, but --n {name}={sizes[name]:g} "
+                    f"{path} {row_where(df, i)}: n is {df['n'].iloc[i]}, but --n {name}={sizes[name]:g} "
                     f"(give the test-set size once: in the n column or with --n)"
                 )
         df["n"] = given if "n" not in df.columns else df["n"].where(df["n"].notna(), given)
@@ -208,8 +244,7 @@ def read_table(
 def _canonical(name: str) -> str:
     """A column name as the toolbox reads it: one of :data:`COLUMNS` whatever its case, any
     other name as written."""
-    folded = name.casefold()
-    return next((c for c in COLUMNS if c == folded), name)
+    return name.casefold() if name.casefold() in COLUMNS else name
 
 
 def _separator(path: Path) -> str:
@@ -349,7 +384,7 @@ def _from_wide(df: pd.DataFrame, path: Path, id_columns: tuple[str, ...]) -> pd.
                 f"{path}: column {where[c]} of the wide table has no {key[0] + '_accuracy'!r} "
                 f"beside it (a dataset's columns are <dataset>_{'/'.join(WIDE_FIELDS)})"
             )
-    empty = [where[c] for c, f in fields.items() if f[1] == "accuracy" and df[c].isna().all()]
+    empty = [repr(c) for c, f in fields.items() if f[1] == "accuracy" and df[c].isna().all()]
     if empty:  # melting would drop the dataset with its cells: it would vanish unsaid
         raise TableError(
             f"{path}: dataset column(s) {', '.join(empty)} of the wide table hold no "
@@ -359,21 +394,21 @@ def _from_wide(df: pd.DataFrame, path: Path, id_columns: tuple[str, ...]) -> pd.
     df = df.reset_index(drop=True)
     for g in groups:
         _check_group(df, g, path, where[g])
-    long = df.melt(id_vars=groups, value_vars=list(fields), var_name="_c", ignore_index=False)
-    long["dataset"] = [fields[c][0] for c in long["_c"]]
-    if groups:
-        long["dataset"] = long[groups[0]].astype(str) + "-" + long["dataset"]
+    long = df.melt(groups, list(fields), "_c", "_value", ignore_index=False)
+    named = pd.Series([fields[c][0] for c in long["_c"]], index=long.index)
+    long["dataset"] = long[groups[0]].astype(str) + "-" + named if groups else named
     long["_field"] = [fields[c][1] for c in long["_c"]]
     long = long.rename_axis("_row").reset_index()
     datasets = list(dict.fromkeys(long.sort_values("_row", kind="stable")["dataset"]))
-    alike = names_alike(datasets)
+    column = {f[0]: c for c, f in fields.items() if f[1] == "accuracy"}
+    alike = names_alike(list(column))  # a group's names are checked with the dataset column
     if alike:
         a, b, why = alike[0]
         raise TableError(
-            f"{path}: the header's datasets {a!r} and {b!r} print alike but are different "
-            f"text ({why}): write both the same way, or rename one"
+            f"{path}: the header's dataset columns {where[column[a]]} and {where[column[b]]} "
+            f"print alike but are different text ({why}): write both the same way, or rename one"
         )
-    long = long.pivot(index=["_row", "dataset"], columns="_field", values="value")
+    long = long.pivot(index=["_row", "dataset"], columns="_field", values="_value")
     long = long.reset_index().join(df[ids], on="_row").rename(columns={ids[0]: "model"})
     long["dataset"] = pd.Categorical(long["dataset"], categories=datasets, ordered=True)
     long = long.dropna(subset=["accuracy"]).sort_values(["dataset", "_row"], kind="stable")
@@ -386,9 +421,9 @@ def _check_group(df: pd.DataFrame, group: str, path: Path, where: str) -> None:
     """Refuse a group column of a paired wide table with an empty cell or only numbers."""
     missing = np.flatnonzero(df[group].isna().to_numpy())
     if len(missing):
-        i = int(missing[0])
-        line = f"line {df[LINE].iloc[i]}" if LINE in df.columns else f"row {i}"
-        raise TableError(f"{path} {line}: the group column {where} is empty")
+        raise TableError(
+            f"{path} {row_where(df, int(missing[0]))}: the group column {where} is empty"
+        )
     if pd.to_numeric(df[group], errors="coerce").notna().all():
         raise TableError(
             f"{path}: column {where} of the wide table holds numbers, not the names of groups "
@@ -498,6 +533,14 @@ def dataset_label(dataset: str, protocol: str) -> str:
     return f"{dataset}/{protocol}"
 
 
+def with_labels(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``df`` whose ``protocol`` column joins its dataset (:func:`dataset_label`)."""
+    if "protocol" not in df.columns:
+        return df.copy()
+    labels = [dataset_label(d, p) for d, p in zip(df["dataset"], df["protocol"], strict=True)]
+    return df.assign(dataset=labels).drop(columns="protocol")
+
+
 def is_standard(transform: pd.Series, standard_transform: str) -> pd.Series:
     return transform.astype(str).str.lower() == standard_transform.lower()
 
@@ -511,12 +554,7 @@ def select_variant(df: pd.DataFrame, variant: str, standard_transform: str) -> p
     """
     if variant not in ("standard", "robust"):
         raise ValueError(f"variant must be 'standard' or 'robust', not {variant!r}")
-    df = df.copy()
-    if "protocol" in df.columns:
-        df["dataset"] = [
-            dataset_label(d, p) for d, p in zip(df["dataset"], df["protocol"], strict=True)
-        ]
-        df = df.drop(columns="protocol")
+    df = with_labels(df)
     if "transform" not in df.columns:
         return df
     if variant == "standard":

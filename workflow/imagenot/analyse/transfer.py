@@ -54,18 +54,17 @@ def answer(
         protocol = known.get("protocol") or (
             "published" if label == PUBLISHED_DATASET else label.partition("/")[2] or "st"
         )
-        tests = entry.correlations
+        tests, boot = entry.correlations, entry.bootstrap
         tau = tests.kendall_tau if tests is not None else None
         if tau is None:
             why = [f"{k}: {v}" for k, v in rep.not_computed.items() if k.startswith(f"{label}:")]
-            models = entry.common_models
-            reason = "; ".join(why) or f"no Kendall tau-b ({models or 0} common model(s))"
+            reason = (
+                "; ".join(why) or f"no Kendall tau-b ({entry.common_models or 0} common model(s))"
+            )
             out["left_out"].append({"label": label, "reason": reason})
             continue
-        boot = entry.bootstrap
         ci = boot.kendall_tau_ci if boot is not None else None
-        if ci is not None and any(v is None for v in ci):
-            ci = None
+        ci = None if ci is None or None in ci else ci
         refused = ((boot.refused or {}).get("kendall_tau_ci") if boot is not None else None) or (
             None if ci is not None else rep.not_computed.get(f"{label}: bootstrap", "no bootstrap")
         )
@@ -105,24 +104,21 @@ def transfer_lines(summary: dict) -> list[str]:
     """One line per comparison of the summary's transfer section (the Markdown's and the
     report's landing page's), the reference named in each."""
     t = summary.get("transfer")
-    if not t or not t["built"]:
-        return []
-    return [_transfer_line(row) for row in t["rows"]]
-
-
-def _transfer_line(row: dict) -> str:
-    tag = row["protocol"].split("-")[0].upper()
-    if row["interval"] is not None:
-        low, high = row["interval"]
-        level = f"{row['interval_confidence']:.0%}" if row["interval_confidence"] else ""
-        interval = f"[{low:.2f}, {high:.2f}] ({level} bootstrap: {row['interval_method']})"
-    else:
+    lines = []
+    for row in t["rows"] if t and t["built"] else []:
+        tag = row["protocol"].split("-")[0].upper()
         interval = f"(no interval: {row['interval_refused']})"
-    figure = f"; figure: {row['figure']}" if row["figure"] else ""
-    return (
-        f"{tag}, {row['comparison']} vs {row['reference']}: Kendall tau-b {row['kendall_tau']:.2f} "
-        f"{interval}, {p_text(row['p'])}, {row['models']} models: {row['verdict']}{figure}"
-    )
+        if row["interval"] is not None:
+            low, high = row["interval"]
+            level = f"{row['interval_confidence']:.0%}" if row["interval_confidence"] else ""
+            interval = f"[{low:.2f}, {high:.2f}] ({level} bootstrap: {row['interval_method']})"
+        figure = f"; figure: {row['figure']}" if row["figure"] else ""
+        lines.append(
+            f"{tag}, {row['comparison']} vs {row['reference']}: Kendall tau-b "
+            f"{row['kendall_tau']:.2f} {interval}, {p_text(row['p'])}, {row['models']} models: "
+            f"{row['verdict']}{figure}"
+        )
+    return lines
 
 
 def section(summary: dict) -> list[str]:

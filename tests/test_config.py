@@ -254,6 +254,48 @@ def test_two_overlays_adding_to_one_list_add_both_in_file_order(repo_root, tmp_p
     assert resolve_additions(merged, sources)["train"]["models"] == models
 
 
+def test_a_later_files_whole_list_replaces_the_additions_before_it(repo_root, tmp_path):
+    """Later files win key by key: a whole `models:` after a `models+` is the list (the
+    addition dropped with the rest), and a `models+` after it adds to it; Snakemake's merged
+    config, resolved with the files, gives the same. Planted: the list the later file gives is
+    not extended with the earlier addition."""
+    from snakemake.utils import update_config
+
+    files = [
+        repo_root / "config" / "config.yaml",
+        _write(tmp_path, "a.yaml", {"train": {"models+": ["convnext_mini"]}}),
+        _write(tmp_path, "b.yaml", {"train": {"models": ["resnet_mini"]}}),
+    ]
+    assert read_config_files(files)["train"]["models"] == ["resnet_mini"]
+    sources = [(str(f), read_config_file(f)) for f in files]
+    merged: dict = {}
+    for _, content in sources:
+        update_config(merged, copy.deepcopy(content))
+    assert merged["train"]["models+"] == ["convnext_mini"]  # beside b.yaml's list
+    assert resolve_additions(merged, sources)["train"]["models"] == ["resnet_mini"]
+    files.append(_write(tmp_path, "c.yaml", {"train": {"models+": ["vgg11"]}}))
+    assert read_config_files(files)["train"]["models"] == ["resnet_mini", "vgg11"]
+    # before the whole list, the addition adds to the demo's list
+    assert read_config_files(files[:2])["train"]["models"][-1] == "convnext_mini"
+
+
+def test_a_file_giving_a_list_and_an_addition_to_it_is_refused(repo_root, tmp_path):
+    """`models:` and `models+:` in one file: one line naming the file and the key (which of the
+    two wins would be a guess); either alone passes."""
+    both = {"train": {"models": ["resnet_mini"], "models+": ["convnext_mini"]}}
+    path = _write(tmp_path, "mine.yaml", both)
+    with pytest.raises(ConfigError) as caught:
+        read_config_files([repo_root / "config" / "config.yaml", path])
+    message = str(caught.value)
+    assert message.startswith(f"{path}: config key train.models+: train.models is given beside")
+    assert "\n" not in message
+    with pytest.raises(ConfigError, match=r"^config key train\.models\+: "):
+        resolve_additions(copy.deepcopy(both))  # a config read from no file: the same refusal
+    for one in ("models", "models+"):
+        alone = _write(tmp_path, f"{one}.yaml", {"train": {one: both["train"][one]}})
+        read_config_files([repo_root / "config" / "config.yaml", alone])
+
+
 def test_an_addition_to_an_absent_list_adds_to_the_schemas_default():
     config = resolve_additions({"train": {"models+": ["convnext_mini"]}})
     default = validate_config({"train": {}, "datasets": {}})["train"]["models"]

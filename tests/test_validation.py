@@ -463,6 +463,21 @@ def test_an_addition_is_accepted_and_refused_alike_by_validate_config_and_the_wo
             "once)"
         )
     )
+    both = {"train": {"models": ["resnet_mini"], "models+": ["convnext_mini"]}}
+    checked, planned = _refusals(tmp_path, both)
+    assert checked == planned and checked.startswith(
+        "config key train.models+: train.models is given beside it"
+    )
+    # a later file's whole list replaces an earlier addition: accepted by both, the same list
+    added = tmp_path / "added.yaml"
+    added.write_text(yaml.safe_dump({"train": {"models+": ["convnext_mini"]}}))
+    replaced = tmp_path / "replaced.yaml"
+    replaced.write_text(yaml.safe_dump({"train": {"models": ["resnet_mini"]}}))
+    files = [REPO / "config" / "config.yaml", added, replaced]
+    run = _validate_files(_workdir(tmp_path), *files)
+    assert run.returncode == 0 and ": valid" in run.stdout, run.stderr
+    with snakemake_workflow(_workdir(tmp_path), files) as w:
+        assert w._workflow.globals["config"]["train"]["models"] == ["resnet_mini"]
 
 
 def _run_folder(tmp_path) -> Path:

@@ -3,9 +3,10 @@
 The top-level schema ``config.schema.yaml`` refers to one schema file per stage. A wrong key or
 value raises :class:`ConfigError` naming the key path and the allowed values, before any job runs.
 
-A config file may add to a list instead of restating it: ``models+: [convnext_mini]`` beside
-(or instead of) ``models:`` adds to the list that the files before it, or the schema's default,
-give (:func:`resolve_additions`, run by the workflow and ``imagenot validate-config`` alike before
+A config file may add to a list instead of restating it: ``models+: [convnext_mini]`` adds to
+the list that the files before it, or the schema's default, give; a later file's whole
+``models:`` replaces the list, additions included, and one file gives one of the two
+(:func:`resolve_additions`, run by the workflow and ``imagenot validate-config`` alike before
 validation, :func:`check_config_files`).
 
 Lists of names are not written in the schema files: ``x-registry: KIND`` stands for "one of the
@@ -546,12 +547,13 @@ def _kind(value: Any) -> str:
 def resolve_additions(config: dict, sources: Sequence[Source] = ()) -> dict:
     """``config`` (merged from ``sources``, as ``--configfile`` merges them) with each addition
     resolved, in place: a key ``KEY+`` (:data:`ADD_SUFFIX`) holds a list of items appended to
-    the list ``KEY``, which is the one the files give (the last file that gives it whole, as
-    Snakemake merges them) or, where none does, the schema's default. Several files may each add
-    to one list: their items are appended in file order (Snakemake's merge keeps only the last
-    file's ``KEY+``; the items of each file are read from ``sources``). ``KEY+`` is refused in
-    one line naming the file (and the key path) when ``KEY`` is no list the schema knows (with
-    the closest list key), when ``KEY`` is not a list, when it holds no list, and when an item is
+    the list ``KEY``. The files are read in order, later files winning key by key: a file's
+    whole ``KEY`` replaces the list (additions of the files before it included), a file's
+    ``KEY+`` appends its items to the list as the files before it left it, or, where none gave
+    it, to the schema's default. Snakemake's merge keeps only the last file's ``KEY+`` and
+    ``KEY``, so each file's own are read from ``sources``. Refused in one line naming the file
+    (and the key path): a file giving both ``KEY`` and ``KEY+``, ``KEY`` no list the schema
+    knows (with the closest list key), ``KEY`` not a list, ``KEY+`` holding no list, an item
     already in the list (an addition that would list it twice). Run by the workflow and by
     ``imagenot validate-config`` alike, before validation (:func:`check_config_files`)."""
     plugins = f"plugins{ADD_SUFFIX}"
@@ -571,71 +573,96 @@ def _resolve_in(node: dict, at: tuple, sources: Sequence[Source], root: dict) ->
             _resolve_in(node[key], (*at, key), sources, root)
 
 
-def _givers(path: tuple, merged: Any, sources: Sequence[Source]) -> list[tuple[str | None, Any]]:
-    """(file, items) of each source that gives the addition at ``path``, in order; the merged
-    config's own when no file gives it or when it differs from the last file's (Snakemake's
-    ``--config`` on the command line)."""
-    givers: list[tuple[str | None, Any]] = []
+def _steps(
+    at: tuple, base: str, node: dict, sources: Sequence[Source], refuse
+) -> list[tuple[str | None, bool, Any]]:
+    """(file, adds, value) of each source that gives the list ``base`` at ``at`` whole (adds
+    False) or adds to it (True), in order; then the merged config's own where it differs from
+    the files' (Snakemake's ``--config`` on the command line, which comes last; with no
+    sources, the config itself). One source giving both is refused."""
+    key, target = f"{base}{ADD_SUFFIX}", ".".join(map(str, (*at, base)))
+    steps: list[tuple[str | None, bool, Any]] = []
     for name, content in sources:
-        found, value = _value_at(content, path)
-        if found:
-            givers.append((name, value))
-    if not givers or givers[-1][1] != merged:
-        givers.append(("--config" if sources else None, merged))
-    return givers
+        given = []
+        for adds in (False, True):
+            found, value = _value_at(content, (*at, key if adds else base))
+            given += [(name, adds, value)] if found else []
+        if len(given) == 2:
+            raise refuse(name, _BOTH.format(target=target, base=base, key=key))
+        steps += given
+    own = "--config" if sources else None
+
+    def last(adds: bool) -> Any:
+        return next((v for _, a, v in reversed(steps) if a == adds), _MISSING)
+
+    extra = [(own, False, node[base])] if base in node and node[base] != last(False) else []
+    extra += [(own, True, node[key])] if node[key] != last(True) else []
+    if len(extra) == 2:
+        raise refuse(own, _BOTH.format(target=target, base=base, key=key))
+    return steps + extra
+
+
+_MISSING = object()
+_BOTH = (
+    "{target} is given beside it: give the whole list ({base}: [...]) or the items to add "
+    "({key}: [...]) in one file, not both"
+)
 
 
 def _add(node: dict, at: tuple, key: str, sources: Sequence[Source], root: dict) -> None:
+    """Resolve the addition ``key`` of ``node``: each file in order replaces the list
+    (``KEY``, whole) or appends to it (``KEY+``), from the schema's default."""
     base = key[: -len(ADD_SUFFIX)]
     target = ".".join(map(str, (*at, base)))
-    givers = _givers((*at, key), node[key], sources)
 
     def refuse(name: str | None, why: str) -> ConfigError:
         where = f"{name}: " if name else ""
         return ConfigError(f"{where}config key {target}{ADD_SUFFIX}: {why}", names_file=True)
 
-    for name, items in givers:
-        if not isinstance(items, list):
+    steps = _steps(at, base, node, sources, refuse)
+    for name, adds, items in steps:
+        if adds and not isinstance(items, list):
             raise refuse(
                 name,
                 f"the items to add to {target} are a list ({base}{ADD_SUFFIX}: [...]), got "
                 f"{_kind(items)}",
             )
-    first = givers[0][0]
-    if base in node:
-        current = node[base]
-        if not isinstance(current, list):
-            raise refuse(
-                first, f"{target} is {_kind(current)}, not a list: {ADD_SUFFIX} adds to a list"
-            )
-    else:
-        schema = _schema_at((*at, base))
-        if schema is None:
-            match = did_you_mean(base, _list_keys(at))
-            hint = (
-                f" (did you mean {'.'.join(map(str, (*at, match)))}{ADD_SUFFIX}?)" if match else ""
-            )
-            raise refuse(first, f"no list {target} to add to{hint}")
-        if not _is_list_schema(schema):
-            raise refuse(
-                first,
-                f"{target} is not a list (schema type {schema.get('type')!r}): "
-                f"{ADD_SUFFIX} adds to a list",
-            )
-        if "default" in schema and isinstance(root.get("plugins"), list):
-            from imagenot.registries import load_plugins
-
-            load_plugins(root["plugins"])  # a default of registered names lists theirs too
-            schema = _schema_at((*at, base)) or schema
-        current = copy.deepcopy(schema.get("default", []))
-    out = list(current)
-    for name, items in givers:
-        for item in items:
+    out: Any = _MISSING
+    for name, adds, value in steps:
+        if not adds:  # a whole list: it replaces what the files before gave or added
+            out = copy.deepcopy(value)
+            continue
+        if out is _MISSING:
+            out = _default_list(at, base, target, root, lambda why, n=name: refuse(n, why))
+        if not isinstance(out, list):
+            raise refuse(name, f"{target} is {_kind(out)}, not a list: {ADD_SUFFIX} adds to a list")
+        for item in value:
             if item in out:
                 raise refuse(name, f"{item!r} is already in {target} (an item is listed once)")
             out.append(copy.deepcopy(item))
     node[base] = out
     del node[key]
+
+
+def _default_list(at: tuple, base: str, target: str, root: dict, refuse) -> list:
+    """The schema's default of the list ``base`` at ``at``, which an addition no file's whole
+    list precedes adds to; refused (``refuse(why)``) where the schema has no such list."""
+    schema = _schema_at((*at, base))
+    if schema is None:
+        match = did_you_mean(base, _list_keys(at))
+        hint = f" (did you mean {'.'.join(map(str, (*at, match)))}{ADD_SUFFIX}?)" if match else ""
+        raise refuse(f"no list {target} to add to{hint}")
+    if not _is_list_schema(schema):
+        raise refuse(
+            f"{target} is not a list (schema type {schema.get('type')!r}): {ADD_SUFFIX} adds to a "
+            "list"
+        )
+    if "default" in schema and isinstance(root.get("plugins"), list):
+        from imagenot.registries import load_plugins
+
+        load_plugins(root["plugins"])  # a default of registered names lists theirs too
+        schema = _schema_at((*at, base)) or schema
+    return copy.deepcopy(schema.get("default", []))
 
 
 def read_config_files(paths: Sequence[str | os.PathLike]) -> dict:

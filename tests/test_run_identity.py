@@ -98,6 +98,8 @@ def test_the_paper_beside_the_demos_results_is_told_to_use_its_own_directory(
     assert "amendment" not in message, message
     (line,) = [ln for ln in message.splitlines() if "another study" in ln]
     assert "--directory" in line and "the demo world there" in line
+    # the command it names runs as printed, without an activated venv
+    assert "`.venv/bin/imagenot validate-config FILES --directory ../imagenot-run`" in line
     if record:
         assert "made by config/config.yaml" in line
         assert "dataset imagenet of kind laion there, imagenet here" in line

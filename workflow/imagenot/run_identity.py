@@ -113,9 +113,9 @@ def foreign_results(config: dict, root: Path | None = None) -> str | None:
         f"{root / RESULTS} holds the results of another study (made by {made_by}: "
         f"{'; '.join(found)}), which this config must not read as its own; run this config in "
         f"a working directory of its own: add --directory ../imagenot-run (any new folder) to "
-        f"the snakemake command, and `imagenot validate-config --directory ../imagenot-run` "
-        f"checks it there (or delete {RESULTS}/ and .snakemake/, `make clean`, to discard that "
-        f"run)"
+        f"the snakemake command, and `.venv/bin/imagenot validate-config FILES --directory "
+        f"../imagenot-run` (FILES: the --configfile files) checks it there (or delete "
+        f"{RESULTS}/ and .snakemake/, `make clean`, to discard that run)"
     )
 
 

@@ -93,10 +93,7 @@ def top_captions(
         if with_keys
         else pa.schema([TOP_SCHEMA.field("cls"), TOP_SCHEMA.field("similarity")])
     )
-    wanted = None
-    if only is not None:
-        wanted = np.zeros(len(class_wnids), dtype=bool)
-        wanted[np.asarray(only, dtype=np.int64)] = True
+    wanted = None if only is None else np.isin(np.arange(len(class_wnids)), only)
     kept = schema.empty_table()
     columns = ["key", "row", "wnid", "similarity"] if with_keys else ["wnid", "similarity"]
     for part, path in enumerate(score_files):

@@ -265,6 +265,52 @@ def test_cli_writes_the_three_files(tmp_path):
     assert run_summary.landing(tmp_path / "elsewhere") == {"run summary built": 0}
 
 
+def test_the_written_summary_names_the_runs_own_report_command(tmp_path, monkeypatch):
+    """The summary the rule writes names the command that writes the report as a user pastes
+    it from the clone's root: the venv's Snakemake and the run's config files (a paper run:
+    config/paper.yaml). Planted: the demo default names no --configfile, and a summary handed
+    no command names the demo's."""
+    import os
+    import types
+
+    from conftest import snakemake_workflow
+
+    monkeypatch.chdir(REPO)
+    venv = Path(sys.executable).parent / "snakemake"
+    snakemake = os.path.relpath(venv) if venv.is_file() else "snakemake"
+
+    def run(*files: Path) -> str:
+        workflow = types.SimpleNamespace(
+            configfiles=[str(f) for f in files], main_snakefile=str(REPO / "Snakefile")
+        )
+        return summary_plan.run_report_command(workflow)
+
+    paper = run(REPO / "config" / "paper.yaml")
+    report = f"--report {run_summary.REPORT}"
+    assert paper == f"{snakemake} --configfile config/paper.yaml {report}"
+    assert run(DEMO) == f"{snakemake} {report}"  # the demo default: no --configfile
+    config = results_tree(tmp_path, broken=False)
+    settings = tmp_path / "layout.json"
+    settings.write_text(json.dumps(summary_plan.layout(config)))
+    outputs = ("--md", run_summary.SUMMARY_MD, "--html", run_summary.SUMMARY_HTML)
+    done = _cli(tmp_path, "--settings", f"@{settings}", *outputs, "--report-command", paper)
+    assert done.returncode == 0, done.stderr
+    for made in (run_summary.SUMMARY_MD, run_summary.SUMMARY_HTML):
+        assert f"`{paper}`" in (tmp_path / made).read_text(), made
+    done = _cli(tmp_path, "--settings", f"@{settings}", *outputs)
+    md = (tmp_path / run_summary.SUMMARY_MD).read_text()
+    assert f"`{run_summary.REPORT_COMMAND}`" in md and "paper.yaml" not in md
+    # the rule hands its own run's command: an overlay's run names the overlay
+    overlay = tmp_path / "my.yaml"
+    overlay.write_text("description: mine\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    with snakemake_workflow(work, [DEMO, overlay]) as api:
+        (rule,) = [r for r in api._workflow.rules if r.name == "run_summary"]
+        handed = rule.params.report_command(None)
+    assert f"--configfile {DEMO} {overlay} {report}" in handed
+
+
 def _snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     """This interpreter's Snakemake, run in ``workdir`` (its jobs find this venv's tools:
     conftest puts its bin folder on PATH)."""

@@ -55,6 +55,8 @@ SUMMARY_MD = f"{RESULTS}/summary.md"
 SUMMARY_JSON = f"{RESULTS}/summary.json"
 SUMMARY_HTML = f"{RESULTS}/summary.html"
 REPORT = f"{RESULTS}/report.html"
+# the command that writes the demo's report from the clone's root, as README spells it
+REPORT_COMMAND = f".venv/bin/snakemake --report {REPORT}"
 FAR_BELOW = 0.5  # a part under this share of its dataset's download success rate is a warning
 MIN_PART_ROWS = 50  # as acquire.min_success_rate: smaller parts say little
 # what the summary reads of a final run's result.json, which every version of the workflow wrote
@@ -357,9 +359,12 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
-def format_text(summary: dict, snakemake: str = "snakemake", report: str | None = None) -> str:
-    """The summary as Markdown (also what the console shows); ``report``: its last line, where
-    the report is (the end of a run says whether it is stale: imagenot.summary_plan)."""
+def format_text(summary: dict, command: str | None = None, report: str | None = None) -> str:
+    """The summary as Markdown (also what the console shows). ``command``: the one that writes
+    the run's report (its Snakemake and config files: the rule hands
+    :func:`imagenot.summary_plan.run_report_command`'s; none: :data:`REPORT_COMMAND`, the
+    demo's); ``report``: its last line, where the report is (the end of a run says whether it
+    is stale: imagenot.summary_plan)."""
     from imagenot.analyse.transfer import section
 
     b = summary["built"]
@@ -409,15 +414,17 @@ def format_text(summary: dict, snakemake: str = "snakemake", report: str | None 
     # written or refreshed): a line true whether the report exists, is current or is stale
     out.append(
         report
-        or f"Report: {REPORT}, written and refreshed from these files by `{snakemake} --report "
-        f"{REPORT}`; the end of each run says whether it exists and is current."
+        or f"Report: {REPORT}, written and refreshed from these files by "
+        f"`{command or REPORT_COMMAND}`; the end of each run says whether it exists and is "
+        "current."
     )
     return "\n".join(out) + "\n"
 
 
-def format_html(summary: dict) -> str:
-    """The summary as a standalone HTML page (the report shows it on its Summary tab)."""
-    text = format_text(summary)
+def format_html(summary: dict, command: str | None = None) -> str:
+    """The summary as a standalone HTML page (the report shows it on its Summary tab);
+    ``command``: as :func:`format_text`'s."""
+    text = format_text(summary, command)
     body = []
     for block in text.split("\n\n"):
         lines = block.strip().splitlines()
@@ -444,14 +451,15 @@ def format_html(summary: dict) -> str:
     return f"<!DOCTYPE html><html><head><meta charset='utf-8'><style>{css}</style></head><body>{''.join(body)}</body></html>\n"
 
 
-def write(summary: dict, md: Path, js: Path, page: Path) -> None:
+def write(summary: dict, md: Path, js: Path, page: Path, command: str | None = None) -> None:
+    """The summary's three forms; ``command``: as :func:`format_text`'s."""
     from imagenot.io import write_json
 
     for path in (md, js, page):
         path.parent.mkdir(parents=True, exist_ok=True)
-    md.write_text(format_text(summary))
+    md.write_text(format_text(summary, command))
     write_json(summary, js)
-    page.write_text(format_html(summary))
+    page.write_text(format_html(summary, command))
 
 
 def landing(root: str | os.PathLike = ".") -> dict:

@@ -27,18 +27,23 @@ class SummaryFiles(Files):
     html: str | None = made(f"the HTML page (rule: {SUMMARY_HTML})", optional=True)
 
 
-def run_summary(f: SummaryFiles, layout: dict, strict: bool) -> int:
+def run_summary(
+    f: SummaryFiles, layout: dict, strict: bool, report_command: str | None = None
+) -> int:
     """Print the summary of the run whose ``layout`` (:func:`imagenot.summary_plan.layout`) is
-    given and write its forms; 1 with ``strict`` when it has an error."""
+    given and write its forms, naming ``report_command`` as the command that writes the
+    report (the rule's: the run's Snakemake and config files); 1 with ``strict`` when it has
+    an error."""
     from imagenot.run_summary import collect, format_text, write
 
     summary = collect(layout, rankings=f.rankings)
-    print(format_text(summary))
+    print(format_text(summary, report_command))
     if f.md or f.json or f.html:
         write(
             summary,
             Path(f.md or SUMMARY_MD),
             Path(f.json or SUMMARY_JSON),
             Path(f.html or SUMMARY_HTML),
+            report_command,
         )
     return 1 if strict and summary["errors"] else 0

@@ -487,7 +487,16 @@ for _step in (
         description="Reads the results tree of the working directory. Errors (unusable "
         "results) come first; the exit status is 0 unless --strict (the rule writes the "
         "report's page either way; the workflow's end exits 1 on errors).",
-        options=(Option("strict", "exit 1 when there is an error", switch=True),),
+        options=(
+            Option("strict", "exit 1 when there is an error", switch=True),
+            Option(
+                "report_command",
+                "the command that writes the run's report, as the summary names it (the "
+                "rule: its run's Snakemake and config files, summary_plan.run_report_command)",
+                rule="{params.report_command}",
+                metavar="COMMAND",
+            ),
+        ),
     ),
 ):
     STEPS.register(_step.name, _step)

@@ -135,16 +135,14 @@ def on_success(config: dict, workflow=None) -> None:
     report line. ``workflow``: Snakemake's, for the targets, config files and Snakefile."""
     from imagenot.run_summary import collect, format_text
 
-    snakemake = Path(sys.executable).parent / "snakemake"
-    shown = os.path.relpath(snakemake) if snakemake.is_file() else "snakemake"
     summary = collect(layout(config))
-    command = report_command(shown, workflow)
+    command = run_report_command(workflow)
     line = report_line(Path("."), command)
     files = _file_targets(workflow)
     if files:
         print("\n" + short_text(summary, files, line), file=sys.stderr)
     else:
-        print("\n" + format_text(summary, shown, line), file=sys.stderr)
+        print("\n" + format_text(summary, command, line), file=sys.stderr)
     if summary["errors"]:
         raise SystemExit(
             f"imagenot: the run finished with UNUSABLE RESULTS ({summary['errors']} error(s) "
@@ -158,6 +156,17 @@ def _file_targets(workflow) -> list[str]:
     rules given by name."""
     dag = getattr(workflow, "dag", None)
     return sorted(map(str, getattr(dag, "targetfiles", None) or []))
+
+
+def run_report_command(workflow=None) -> str:
+    """The command that (re)writes the report of the run ``workflow`` (Snakemake's: its config
+    files and Snakefile; :func:`report_command`), with the Snakemake of the interpreter that
+    runs it as typed from the working directory (``.venv/bin/snakemake`` from the clone's
+    root), so that it runs without an activated venv. The end of a run prints it, and rule
+    ``run_summary`` hands it to the summary it writes (its ``report_command``)."""
+    snakemake = Path(sys.executable).parent / "snakemake"
+    shown = os.path.relpath(snakemake) if snakemake.is_file() else "snakemake"
+    return report_command(shown, workflow)
 
 
 def report_command(snakemake: str, workflow=None) -> str:

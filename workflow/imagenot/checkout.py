@@ -109,7 +109,7 @@ def mismatch(wanted: str | None, imported: Path) -> str | None:
         f"imagenot: this job would run the package at {imported}, not the checkout "
         f"{root} its workflow was launched from ({seen}): make the checkout visible to the "
         f"job (an Apptainer image: add `--bind {root}` to the profile's apptainer-args, or "
-        "rerun `imagenot slurm-profile` from this clone; a cluster: keep the clone on a "
+        "rerun `.venv/bin/imagenot slurm-profile` from this clone; a cluster: keep the clone on a "
         "filesystem the nodes share)"
     )
 

@@ -394,7 +394,7 @@ def non_finite_numbers(node: Any, at: tuple = ()) -> list[tuple[str, float]]:
 REMOVED_KEYS = {
     "train.max_batch_per_gpu_overrides": "removed: each training job takes the "
     "largest per-GPU batch its site's preflight measured to fit its model on the card "
-    '(`imagenot preflight`, docs/gpu.md "First hour on a GPU"); delete the key '
+    '(`.venv/bin/imagenot preflight`, docs/gpu.md "First hour on a GPU"); delete the key '
     "(train.max_batch_per_gpu stays, a ceiling for every model)",
 }
 

@@ -333,7 +333,7 @@ def _request_lines(plan: dict) -> list[str]:
         )
     else:
         out.append(
-            "  GPU memory (device): not estimated for these models: `imagenot preflight "
+            "  GPU memory (device): not estimated for these models: `.venv/bin/imagenot preflight "
             "--config ... --json R.json --md R.md` on one of your GPUs measures every model's "
             "peak at its per-GPU batch (docs/gpu.md); give its report to --throughput"
         )

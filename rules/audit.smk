@@ -31,11 +31,13 @@ rule audit_calibrate:
         step("audit-calibrate")
 
 
-# One job per part of a split (audit.query_parts): that part against every target set.
+# One job per part of a split (audit.query_parts): that part against every target set, each
+# image's candidates verified by alignment on the images (audit.verification).
 rule audit_search:
     input:
         queries=lambda wc: audit_plan.query_embeddings(wc.dataset, wc.split),
         targets=lambda wc: audit_plan.target_embeddings(config, wc.dataset, wc.split),
+        manifests=lambda wc: audit_plan.search_manifests(config, wc.dataset, wc.split),
     output:
         matches=audit_plan.MATCHES,
     log:

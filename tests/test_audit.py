@@ -1,6 +1,7 @@
 """The near-duplicate audit (docs/audit.md): exact search finds planted copies and not distinct
-neighbours; the threshold's calibration states its precision and recall and refuses a degenerate
-set; the tables and the run summary's sentence; the stage's plan."""
+neighbours; the verification by alignment tells a demo image's copies from its look-alike; the
+thresholds' calibrations state their precision and recall and refuse a degenerate set; the
+tables and the run summary's sentence; the stage's plan."""
 
 from __future__ import annotations
 
@@ -10,8 +11,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from imagenot.audit import calibrate, search, tables
+from imagenot.audit import calibrate, search, tables, verify
 from imagenot.audit import plan as audit_plan
+
+#: audit.verification's schema defaults (checked against the schema below)
+VERIFICATION = {"enabled": True, "candidates": 10, "compare_side": 64, "max_scale": 1.34}
+VERIFICATION |= {"scale_step": 0.03, "template_fraction": 0.75, "smooth": 1.0, "coarse": 0}
+VERIFICATION |= {"copy_rate": 0.01}
 
 
 def _clustered(rng, n_classes=10, per_class=50, dim=64, spread=0.6):
@@ -45,6 +51,86 @@ def test_search_refuses_two_encoders_and_gives_nothing_for_an_empty_set():
         search.nearest(np.ones((2, 4)), np.ones((3, 5)), 8)
     sims, rows = search.nearest(np.ones((2, 4)), np.zeros((0, 4)), 8)
     assert rows.tolist() == [-1, -1] and np.isneginf(sims).all()
+
+
+def test_nearest_k_lists_the_k_most_similar_first():
+    rng = np.random.default_rng(1)
+    queries, targets = rng.normal(size=(5, 8)), rng.normal(size=(3, 8))
+    sims, rows = search.nearest_k(queries, targets, 2, 4)
+    dense = search.normalise(queries) @ search.normalise(targets).T
+    np.testing.assert_array_equal(rows[:, :3], np.argsort(-dense, axis=1))
+    assert (rows[:, 3] == -1).all() and np.isneginf(sims[:, 3]).all()  # only 3 targets
+
+
+def _demo_pictures():
+    """A demo-world image, a copy of it under each transform of the world, and a look-alike
+    (the same prototype in a nearby pose), as uint8 N x 3 x 64 x 64 in that order."""
+    import io
+
+    import torch
+    from PIL import Image
+
+    from imagenot.clutter import jpeg_bytes
+    from imagenot.demo import images as img
+
+    proto = img.make_prototypes(3, np.random.default_rng(0))[1]
+    rng = np.random.default_rng(5)
+    pose = img.draw_pose(proto, rng)
+    original = jpeg_bytes(img.paint(proto, pose, rng, 64), 90)
+    files = [original]
+    for kind in img.TRANSFORMS:
+        params = img.draw_transform(kind, np.random.default_rng(7), 64, 90)
+        files.append(img.copy_transform(original, kind, params, 64, 90))
+    other = np.random.default_rng(9)
+    files.append(jpeg_bytes(img.paint(proto, img.lookalike_pose(pose, other), other, 64), 90))
+    pictures = []
+    for data in files:
+        with Image.open(io.BytesIO(data)) as im:
+            pictures.append(np.asarray(im.convert("RGB").resize((64, 64))))
+    return torch.from_numpy(np.stack(pictures)).permute(0, 3, 1, 2).contiguous()
+
+
+def test_verification_tells_copies_from_a_look_alike():
+    pictures = verify.grey(_demo_pictures(), 64)
+    n = len(pictures) - 1
+    scores = verify.pair_scores(pictures[:1].expand(n, 64, 64), pictures[1:], VERIFICATION)
+    copies, lookalike = scores[:-1], scores[-1]
+    assert copies.min() > 0.9 and lookalike < 0.8, scores
+    # planted failing case: without the scale search the cropped copy (TRANSFORMS' third)
+    # falls below the copies' bar
+    rigid = verify.pair_scores(pictures[:1], pictures[3:4], VERIFICATION | {"max_scale": 1.0})
+    assert rigid[0] < 0.9
+
+
+def test_verification_threshold_bounds_the_false_flags_at_the_copy_rate():
+    rng = np.random.default_rng(0)
+    positives = rng.uniform(0.6, 1.0, 300)
+    negatives = np.tanh(rng.normal(0.4, 0.1, 400))  # Fisher-normal around 0.38
+    chosen = verify.choose_threshold(positives, negatives, 0.01, 0.95, 50)
+    assert chosen["precision"] >= 0.95 and chosen["recall"] > 0.85
+    assert chosen["distinct_at_or_above"] <= 1 and chosen["threshold"] < 0.7
+    # rarer copies need a higher threshold for the same precision
+    rare = verify.choose_threshold(positives, negatives, 1e-4, 0.95, 50)
+    assert rare["threshold"] > chosen["threshold"] and rare["false_flag_rate"] < 1e-4
+    # a few real copies among the "distinct" pairs (a split of web images holds some) do not
+    # move the threshold (median and MAD)
+    dirty = np.r_[negatives, [0.99, 0.995, 0.97]]
+    assert verify.choose_threshold(positives, dirty, 0.01, 0.95, 50)["threshold"] == pytest.approx(
+        chosen["threshold"], abs=0.02
+    )
+    # planted failing cases: copies that score as distinct images do, too few pairs
+    with pytest.raises(ValueError, match=r"no verification threshold reaches precision 0\.95"):
+        verify.choose_threshold(negatives[:300], negatives[100:], 0.01, 0.95, 50)
+    with pytest.raises(ValueError, match="min_pairs asks for 500"):
+        verify.choose_threshold(positives, negatives, 0.01, 0.95, 500)
+
+
+def test_the_verification_defaults_are_the_schema_s():
+    from imagenot.config import validate_config
+
+    config = {"datasets": {"imagenot": {"kind": "laion", "classes": "discover"}}}
+    validate_config(config)
+    assert config["audit"]["verification"] == VERIFICATION
 
 
 def test_parts_cover_every_row_once():
@@ -216,6 +302,7 @@ def test_search_and_table_commands_write_the_audit(tmp_path):
     planted = npz("p", np.r_[np.arange(1, 30, 2), 0, 2])
     settings = {"dataset": "own", "split": "test", "part": "0", "query_parts": 1}
     settings |= {"block_size": 4, "targets": ["ref/test"]}
+    settings |= {"verification": VERIFICATION | {"enabled": False}}
     matches = tmp_path / "m.parquet"
     argv = ["audit-search", "--queries", queries, "--targets", planted, "--threads", "1"]
     assert main([*argv, "--settings", json.dumps(settings), "--matches", str(matches)]) == 0
@@ -286,7 +373,7 @@ def test_calibrate_and_figure_commands_on_a_dataset_on_disk(tmp_path, capsys):
     run = write_final_run(tmp_path, build_model("resnet_mini", 3))
     settings = {"kind": "backbone", "clip_model": None, "batch_size": 64, "split": "val"}
     settings |= {"sample_images": 12, "copies": ["jpeg", "colour"], "min_precision": 0.5}
-    settings |= {"min_pairs": 10, "seed": 0}
+    settings |= {"min_pairs": 10, "seed": 0, "verification": VERIFICATION | {"candidates": 3}}
     files = ["--manifest", str(tmp_path / "own/manifest.parquet")]
     files += ["--classes", str(tmp_path / "own/classes.txt")]
     files += ["--checkpoint", str(run / "model.safetensors"), "--result", str(run / "result.json")]
@@ -296,6 +383,9 @@ def test_calibrate_and_figure_commands_on_a_dataset_on_disk(tmp_path, capsys):
     result = json.loads(out.read_text())
     assert result["copy_pairs"] == 24 and result["distinct_pairs"] == 12
     assert result["precision"] >= 0.5 and set(result["recall_by_copy"]) == {"jpeg", "colour"}
+    verified = result["verification"]
+    assert verified["copy_pairs"] == 24 and verified["distinct_pairs"] == 12
+    assert verified["recall"] > 0.9 and verified["precision"] >= 0.5  # min_precision
     # too few pairs for the calibration asked: refused with one line naming the manifest
     capsys.readouterr()
     strict = json.dumps(settings | {"min_pairs": 100})
@@ -305,7 +395,8 @@ def test_calibrate_and_figure_commands_on_a_dataset_on_disk(tmp_path, capsys):
 
     pairs = [
         {"split": "test", "key": "n00000001-test-0", "class": "n00000001", "target": "own/train"}
-        | {"target_key": "n00000001-train-0", "target_class": "n00000001", "similarity": 0.9},
+        | {"target_key": "n00000001-train-0", "target_class": "n00000001", "similarity": 0.9}
+        | {"score": 0.9},
     ]
     closest = tmp_path / "closest.parquet"
     write_parquet(pa.Table.from_pylist(pairs, schema=tables.MATCH_SCHEMA), closest)

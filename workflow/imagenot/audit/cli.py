@@ -4,6 +4,8 @@ each takes its files object (:mod:`imagenot.audit.files`), its settings object
 
 from __future__ import annotations
 
+import numpy as np
+
 
 def calibrate(f, s, device: str | None, gpu_job: bool) -> None:
     """Calibrate the near-duplicate threshold on held-apart images and their edited copies."""
@@ -40,6 +42,8 @@ def calibrate(f, s, device: str | None, gpu_job: bool) -> None:
         result = cal.choose_threshold(positives, negatives, s.min_precision, s.min_pairs)
     except ValueError as exc:
         raise ValueError(f"{f.manifest} (split {s.split}): {exc}") from None
+    if s.verification["enabled"]:
+        result["verification"] = _verification(images, labels, originals, s)
     result.update(
         encoder=description,
         split=s.split,
@@ -56,36 +60,90 @@ def calibrate(f, s, device: str | None, gpu_job: bool) -> None:
     )
 
 
+def _verification(images, labels, originals, s) -> dict:
+    """The verification's threshold on the calibration's copies (positives) and each
+    held-apart image's best candidate among the other images of the sample (negatives)."""
+    from imagenot.audit import calibrate as cal
+    from imagenot.audit import search as exact
+    from imagenot.audit import verify
+
+    v = s.verification
+    grey = verify.grey(images, v["compare_side"])
+    positives = np.concatenate(
+        [
+            verify.pair_scores(grey, verify.grey(c, v["compare_side"]), v)
+            for c in cal.make_copies(images, s.copies, s.seed).values()
+        ]
+    )
+    k = min(v["candidates"] + 1, len(grey))
+    _, rows = exact.nearest_k(originals, originals, 4096, k)
+    rows = np.stack([r[r != i][: k - 1] for i, r in enumerate(rows)])  # itself left out
+    negatives, _ = verify.best_candidates(grey, lambda wanted: grey[wanted], rows, v)
+    result = verify.choose_threshold(
+        positives, negatives, v["copy_rate"], s.min_precision, s.min_pairs
+    )
+    result["distinct_quantiles"] = np.quantile(negatives, [0.5, 0.95, 0.99, 1]).round(4).tolist()
+    result["copy_quantiles"] = np.quantile(positives, [0, 0.01, 0.05, 0.5]).round(4).tolist()
+    return result
+
+
 def search(f, s, threads: int) -> None:
-    """Find each image's closest image in every target set (exact FAISS search)."""
+    """Find each image's closest image in every target set (exact FAISS search), its
+    candidates verified by alignment."""
     import faiss
     import pyarrow as pa
+    import torch
 
     from imagenot.audit import search as exact
-    from imagenot.audit import tables
+    from imagenot.audit import tables, verify
+    from imagenot.dataset import ManifestDataset, folder_of
     from imagenot.diagnostics.embed import read_embeddings
     from imagenot.io import write_parquet
 
     faiss.omp_set_num_threads(max(1, threads))  # the job's cores, not the node's
+    torch.set_num_threads(max(1, threads))
     if len(f.targets) != len(s.targets):
         raise ValueError(
             f"--targets: {len(f.targets)} file(s) for {len(s.targets)} target set(s) "
             f"({' '.join(s.targets)}); one per set"
         )
+    v = s.verification
+    if v["enabled"] and len(f.manifests) != len(s.targets) + 1:
+        raise ValueError(
+            f"--manifests: {len(f.manifests)} file(s); verification needs the audited "
+            f"dataset's and one per target set ({len(s.targets) + 1})"
+        )
     queries = read_embeddings(f.queries)
     start, stop = exact.part_rows(len(queries["keys"]), int(s.part), s.query_parts)
     part = {k: queries[k][start:stop] for k in ("embeddings", "labels", "keys")}
     part["classes"] = queries["classes"]
+    query_images = None
     pieces = [tables.MATCH_SCHEMA.empty_table()]
-    for label, path in zip(s.targets, f.targets, strict=True):
+    for i, (label, path) in enumerate(zip(s.targets, f.targets, strict=True)):
         found = read_embeddings(path)
         if str(found["encoder"]) != str(queries["encoder"]):
             raise ValueError(
                 f"{path}: embedded by {found['encoder']}, {f.queries} by {queries['encoder']}; "
                 "the audit compares one encoder's embeddings"
             )
-        sims, rows = exact.nearest(part["embeddings"], found["embeddings"], s.block_size)
-        pieces.append(tables.matches_table(s.split, part, label, found, sims, rows))
+        k = v["candidates"] if v["enabled"] else 1
+        sims, rows = exact.nearest_k(part["embeddings"], found["embeddings"], s.block_size, k)
+        if v["enabled"]:
+            if query_images is None:
+                own = ManifestDataset(folder_of(f.manifests[0]), s.split)
+                query_images = verify.images(own, list(map(str, part["keys"])), v["compare_side"])
+            target_set = ManifestDataset(folder_of(f.manifests[i + 1]), label.split("/")[1])
+            keys = np.asarray(found["keys"], dtype=str)
+
+            def target(wanted, target_set=target_set, keys=keys):
+                return verify.images(target_set, keys[wanted].tolist(), v["compare_side"])
+
+            scores, column = verify.best_candidates(query_images, target, rows, v)
+            pick = np.arange(len(rows))
+            sims, rows = sims[pick, column], rows[pick, column]
+        else:
+            sims, rows, scores = sims[:, 0], rows[:, 0], sims[:, 0]
+        pieces.append(tables.matches_table(s.split, part, label, found, sims, rows, scores))
         print(f"{label}: {len(part['keys'])} x {len(found['keys'])} searched")
     write_parquet(pa.concat_tables(pieces), f.matches)
 
@@ -112,7 +170,10 @@ def table(f, s) -> None:
     )
 
     calibration = read_json(f.calibration)
-    threshold = float(calibration["threshold"])
+    # what flags a pair: the verification's threshold where the calibration has one
+    verified = "verification" in calibration
+    applied = calibration["verification"] if verified else calibration
+    threshold = float(applied["threshold"])
     matches = pa.concat_tables([read_parquet(p) for p in f.matches])
     per_class = tables.per_class(matches, threshold)
     write_parquet(per_class, f.per_class)
@@ -123,11 +184,12 @@ def table(f, s) -> None:
     summary = {
         "dataset": s.dataset,
         "threshold": threshold,
-        "precision": calibration["precision"],
-        "recall": calibration["recall"],
+        "verified": verified,
+        "precision": applied["precision"],
+        "recall": applied["recall"],
         "calibration": calibration,
         "sets": sets,
-        "sentence": tables.sentence(s.dataset, sets, calibration, s.reference, s.dataset_names),
+        "sentence": tables.sentence(s.dataset, sets, applied, s.reference, s.dataset_names),
     }
     write_json(summary, f.summary)
     print(summary["sentence"])
@@ -147,7 +209,7 @@ def figure(f, s) -> None:
         folder = folder_of(manifest, classes)
         folders[folder.name] = folder
     threshold = float(read_json(f.summary)["threshold"])
-    rows = read_parquet(f.closest).sort_by([("similarity", "descending"), ("key", "ascending")])
+    rows = read_parquet(f.closest).sort_by([("score", "descending"), ("key", "ascending")])
     pairs = rows.slice(0, s.figure_pairs).to_pylist()
     opened: dict[tuple[str, str], tuple] = {}
 

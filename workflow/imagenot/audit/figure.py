@@ -1,5 +1,5 @@
 """The audit's figure: the closest pairs side by side (an audited image, its closest image in a
-target set, their similarity), drawn in the shared figure style (:mod:`imagenot.figure_style`)."""
+target set, their score), drawn in the shared figure style (:mod:`imagenot.figure_style`)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def draw_pairs(pairs: list[dict], images: list[tuple], threshold: float, setting
             left.imshow(query)
             right.imshow(target)
             target_name, target_split = pair["target"].split("/")
-            mark = "≥" if pair["similarity"] >= threshold else "<"
+            mark = "≥" if pair["score"] >= threshold else "<"
             left.set_title(
                 f"{names.get(settings.dataset, settings.dataset)} {pair['split']}", loc="left"
             )
@@ -37,7 +37,7 @@ def draw_pairs(pairs: list[dict], images: list[tuple], threshold: float, setting
             left.text(
                 0.0,
                 -0.08,
-                f"similarity {pair['similarity']:.3f} {mark} {threshold:.3f}",
+                f"score {pair['score']:.3f} {mark} {threshold:.3f}",
                 transform=left.transAxes,
                 va="top",
             )

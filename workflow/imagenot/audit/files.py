@@ -25,11 +25,18 @@ class CalibrateFiles(Files):
 
 @dataclass(frozen=True)
 class SearchFiles(Files):
-    """``audit-search``: each image of one part of a split against every target set."""
+    """``audit-search``: each image of one part of a split against every target set, its
+    candidates verified by alignment (with ``audit.verification.enabled``)."""
 
     queries: str = given(".npz of the audited split (`imagenot embed-images`)")
     targets: list[str] = given(
         ".npz of each target set, in the order of the settings' targets", many=True
+    )
+    manifests: list[str] = given(
+        "with verification: the audited dataset's manifest, then each target set's dataset's, "
+        "in the order of the settings' targets (the images compared)",
+        many=True,
+        optional=True,
     )
     matches: str = made("parquet: each query's closest image in each target set")
 

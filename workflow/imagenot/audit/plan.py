@@ -97,6 +97,16 @@ def target_embeddings(config: dict, dataset: str, split: str) -> list[str]:
     return [diagnostics_plan.embeddings_file(t, s) for t, s in target_sets(config, dataset, split)]
 
 
+def search_manifests(config: dict, dataset: str, split: str) -> list[str]:
+    """The manifests whose images the search of one query split verifies: the audited
+    dataset's, then each target set's dataset's, in :func:`target_sets` order (none without
+    ``audit.verification.enabled``)."""
+    if not settings(config)["verification"]["enabled"]:
+        return []
+    sets = [dataset] + [t for t, _ in target_sets(config, dataset, split)]
+    return [paths.MANIFEST.format(dataset=d) for d in sets]
+
+
 def parts(config: dict) -> list[str]:
     return [str(i) for i in range(settings(config)["query_parts"])]
 

@@ -46,15 +46,15 @@ def flat_index(targets: np.ndarray, use_gpu: bool | None = None):
     return index
 
 
-def nearest(
-    queries: np.ndarray, targets: np.ndarray, block_size: int, use_gpu: bool | None = None
+def nearest_k(
+    queries: np.ndarray, targets: np.ndarray, block_size: int, k: int, use_gpu: bool | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Each query's most similar target: (similarity float32 N, target row int64 N), exact;
-    queries go through ``block_size`` rows at a time. An empty target set gives similarity
-    -inf and row -1."""
+    """Each query's ``k`` most similar targets, the most similar first: (similarity float32
+    N x k, target row int64 N x k), exact; queries go through ``block_size`` rows at a time.
+    Where the target set has fewer than ``k`` rows the rest are similarity -inf, row -1."""
     n = len(queries)
-    sims = np.full(n, -np.inf, dtype=np.float32)
-    rows = np.full(n, -1, dtype=np.int64)
+    sims = np.full((n, k), -np.inf, dtype=np.float32)
+    rows = np.full((n, k), -1, dtype=np.int64)
     if n == 0 or len(targets) == 0:
         return sims, rows
     if queries.shape[1] != targets.shape[1]:
@@ -65,7 +65,16 @@ def nearest(
     index = flat_index(targets, use_gpu)
     for start in range(0, n, block_size):
         block = normalise(queries[start : start + block_size])
-        d, i = index.search(block, 1)
-        sims[start : start + len(block)] = d[:, 0]
-        rows[start : start + len(block)] = i[:, 0]
+        d, i = index.search(block, k)
+        sims[start : start + len(block)] = np.where(i >= 0, d, -np.inf)
+        rows[start : start + len(block)] = i
     return sims, rows
+
+
+def nearest(
+    queries: np.ndarray, targets: np.ndarray, block_size: int, use_gpu: bool | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each query's most similar target: (similarity float32 N, target row int64 N), exact
+    (:func:`nearest_k` with k 1). An empty target set gives similarity -inf and row -1."""
+    sims, rows = nearest_k(queries, targets, block_size, 1, use_gpu)
+    return sims[:, 0], rows[:, 0]

@@ -12,10 +12,11 @@ from imagenot.settings import FromConfig, Style
 
 @dataclass(frozen=True)
 class CalibrateSettings(FromConfig):
-    """``audit-calibrate``: the encoder (``diagnostics.encoder``, the embeddings' own) and the
-    calibration set (``audit.calibration``)."""
+    """``audit-calibrate``: the encoder (``diagnostics.encoder``, the embeddings' own), the
+    calibration set (``audit.calibration``) and the verification's settings
+    (``audit.verification``: its threshold is calibrated on the same copies)."""
 
-    SECTIONS: ClassVar = ("diagnostics.encoder", "audit.calibration")
+    SECTIONS: ClassVar = ("diagnostics.encoder", "audit.calibration", "audit")
     DERIVED: ClassVar = {
         "clip_model": "diagnostics.encoder.clip_model for kind clip, else null (as the "
         "embeddings' own settings: imagenot.diagnostics.settings.EmbedSettings)",
@@ -32,6 +33,7 @@ class CalibrateSettings(FromConfig):
     min_precision: float
     min_pairs: int
     seed: int
+    verification: dict[str, Any]
 
     @classmethod
     def from_config(cls, config: Any, **wildcards: Any) -> CalibrateSettings:
@@ -45,7 +47,8 @@ class CalibrateSettings(FromConfig):
 @dataclass(frozen=True)
 class SearchSettings(FromConfig):
     """``audit-search``: one part (the rule's ``part`` of ``query_parts``) of one split of an
-    audited dataset against its target sets, ``block_size`` query rows at a time."""
+    audited dataset against its target sets, ``block_size`` query rows at a time, each image's
+    candidates verified by alignment (``verification``)."""
 
     SECTIONS: ClassVar = ("audit",)
     WILDCARDS: ClassVar = ("dataset", "split", "part")
@@ -59,6 +62,7 @@ class SearchSettings(FromConfig):
     part: str
     query_parts: int
     block_size: int
+    verification: dict[str, Any]
     targets: list[str]
 
     @classmethod

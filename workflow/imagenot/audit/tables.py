@@ -1,7 +1,11 @@
 """The audit's outputs from the search's matches and the calibrated threshold (docs/audit.md):
-per class and target set the images, those with a near-duplicate (similarity at or above the
-threshold) and the closest similarity; the flagged pairs; the closest pairs of each set; and a
-summary whose one sentence the run summary quotes."""
+per class and target set the images, those with a near-duplicate (score at or above the
+threshold) and the highest score; the flagged pairs; the closest pairs of each set; and a
+summary whose one sentence the run summary quotes.
+
+A match's ``similarity`` is the embeddings' cosine similarity of the pair, its ``score`` what the
+threshold is applied to: the verification's alignment score of the image's best candidate
+(:mod:`imagenot.audit.verify`), or the similarity itself without verification."""
 
 from __future__ import annotations
 
@@ -18,14 +22,19 @@ MATCH_SCHEMA = pa.schema(
         ("target_key", pa.string()),
         ("target_class", pa.string()),
         ("similarity", pa.float32()),
+        ("score", pa.float32()),
     ]
 )
 
 
-def matches_table(split: str, query: dict, target: str, found: dict, sims, rows) -> pa.Table:
+def matches_table(
+    split: str, query: dict, target: str, found: dict, sims, rows, scores=None
+) -> pa.Table:
     """Rows of one query part against one target set: ``query`` and ``found`` are the arrays
     of :func:`imagenot.diagnostics.embed.embed_dataset` (the part's and the target set's),
-    ``sims``/``rows`` each query's closest target (row -1: an empty set, no row)."""
+    ``sims``/``rows`` each query's chosen target (row -1: an empty set, no row), ``scores``
+    the pair's verification score (None: the similarity)."""
+    scores = sims if scores is None else scores
     keep = np.asarray(rows) >= 0
     rows = np.asarray(rows)[keep]
     q_classes = np.asarray(query["classes"], dtype=str)[np.asarray(query["labels"])[keep]]
@@ -40,18 +49,19 @@ def matches_table(split: str, query: dict, target: str, found: dict, sims, rows)
             "target_key": pa.array(np.asarray(found["keys"], dtype=str)[rows], pa.string()),
             "target_class": pa.array(t_classes, pa.string()),
             "similarity": pa.array(np.asarray(sims, dtype=np.float32)[keep], pa.float32()),
+            "score": pa.array(np.asarray(scores, dtype=np.float32)[keep], pa.float32()),
         },
         schema=MATCH_SCHEMA,
     )
 
 
 def per_class(matches: pa.Table, threshold: float) -> pa.Table:
-    """Per query split, target set and class: ``images``, ``found`` (closest similarity >=
-    threshold) and ``closest`` (the highest similarity), sorted by split, target and class."""
-    flagged = pc.greater_equal(matches["similarity"], pa.scalar(threshold, pa.float32()))
+    """Per query split, target set and class: ``images``, ``found`` (score >= threshold) and
+    ``closest`` (the highest score), sorted by split, target and class."""
+    flagged = pc.greater_equal(matches["score"], pa.scalar(threshold, pa.float32()))
     table = matches.append_column("found", pc.cast(flagged, pa.int64()))
     grouped = table.group_by(["split", "target", "class"]).aggregate(
-        [("key", "count"), ("found", "sum"), ("similarity", "max")]
+        [("key", "count"), ("found", "sum"), ("score", "max")]
     )
     grouped = grouped.rename_columns(["split", "target", "class", "images", "found", "closest"])
     return grouped.sort_by(
@@ -60,14 +70,14 @@ def per_class(matches: pa.Table, threshold: float) -> pa.Table:
 
 
 def flagged(matches: pa.Table, threshold: float) -> pa.Table:
-    """The pairs at or above the threshold, the most similar first."""
-    keep = pc.greater_equal(matches["similarity"], pa.scalar(threshold, pa.float32()))
-    return matches.filter(keep).sort_by([("similarity", "descending"), ("key", "ascending")])
+    """The pairs scoring at or above the threshold, the highest first."""
+    keep = pc.greater_equal(matches["score"], pa.scalar(threshold, pa.float32()))
+    return matches.filter(keep).sort_by([("score", "descending"), ("key", "ascending")])
 
 
 def closest(matches: pa.Table, per_set: int) -> pa.Table:
-    """The ``per_set`` most similar pairs of each query split and target set."""
-    ordered = matches.sort_by([("similarity", "descending"), ("key", "ascending")])
+    """The ``per_set`` highest-scoring pairs of each query split and target set."""
+    ordered = matches.sort_by([("score", "descending"), ("key", "ascending")])
     pieces = []
     for split in sorted(set(ordered["split"].to_pylist())):
         for target in sorted(set(ordered["target"].to_pylist())):

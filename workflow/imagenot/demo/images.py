@@ -1,8 +1,10 @@
 """Synthetic images of the demo world: one visual prototype per class, jittered per image.
 
 A prototype is a background colour with stripes (orientation, frequency) and a foreground shape
-of another colour. Each image moves, scales and recolours the shape a little and adds noise, so
-a small CNN learns the classes in a few epochs at 64x64 while no two images are identical.
+of another colour. Each image moves, scales and recolours the shape a little, lights its
+background with its own detail (:func:`scene`: a smooth light field and a few shadows and
+highlights, as every photograph has its own surroundings) and adds noise, so a small CNN learns
+the classes in a few epochs at 64x64 while no two images are identical, even two in one pose.
 """
 
 from __future__ import annotations
@@ -93,7 +95,8 @@ def draw_pose(proto: Prototype, rng: np.random.Generator) -> Pose:
 def lookalike_pose(pose: Pose, rng: np.random.Generator) -> Pose:
     """A pose close to ``pose`` that is another picture, not a copy: the same colours, angle,
     size and brightness, the shape moved by 5-8% of the side and the stripes by an eighth to a
-    quarter period (a second photograph of the same scene)."""
+    quarter period (another photograph of the same object in nearly the same pose; painted, it
+    has its own :func:`scene` and noise)."""
     step = rng.uniform(0.05, 0.08)
     direction = rng.uniform(0, 2 * np.pi)
     cy = float(np.clip(pose.centre[0] + step * np.sin(direction), 0.3, 0.7))
@@ -102,8 +105,41 @@ def lookalike_pose(pose: Pose, rng: np.random.Generator) -> Pose:
     return dataclasses.replace(pose, centre=(cy, cx), phase=float(phase))
 
 
+#: A scene (:func:`scene`): its light field's amplitude (of three waves together) and most
+#: cycles across the image, its patches' brightness factors and how many (high end excluded).
+SCENE_LIGHT = 0.5
+SCENE_CYCLES = 4.0
+SCENE_PATCH_GAIN = (0.4, 1.6)
+SCENE_PATCHES = (6, 11)
+
+
+def scene(rng: np.random.Generator, size: int) -> np.ndarray:
+    """One photograph's own light and surroundings, drawn from ``rng``: a brightness factor per
+    pixel (size x size x 1, float32), a smooth field of three random waves (up to
+    :data:`SCENE_CYCLES` cycles across the image, amplitude :data:`SCENE_LIGHT` together) times
+    six to ten patches (:data:`SCENE_PATCHES`) of a random shape, place and size (radius 6-15%
+    of the side), each darker or lighter (:data:`SCENE_PATCH_GAIN`). What a class's images
+    share is the prototype; what tells one photograph from another in the same pose is this,
+    as surroundings, light and clutter do in web photographs (docs/demo.md)."""
+    yy, xx = _grid(size)
+    field = np.ones((size, size), np.float32)
+    for _ in range(3):
+        fy, fx = rng.uniform(-SCENE_CYCLES, SCENE_CYCLES, size=2)
+        phase = rng.uniform(0, 2 * np.pi)
+        field += np.float32(SCENE_LIGHT / 3) * np.cos(
+            np.float32(2 * np.pi) * (np.float32(fy) * yy + np.float32(fx) * xx) + np.float32(phase)
+        )
+    for _ in range(int(rng.integers(*SCENE_PATCHES))):
+        shape = SHAPES[int(rng.integers(len(SHAPES)))]
+        cy, cx = rng.random(2)
+        mask = shape_mask(shape, yy - np.float32(cy), xx - np.float32(cx), rng.uniform(0.06, 0.15))
+        field = np.where(mask, field * np.float32(rng.uniform(*SCENE_PATCH_GAIN)), field)
+    return field[..., None]
+
+
 def paint(proto: Prototype, pose: Pose, rng: np.random.Generator, size: int) -> np.ndarray:
-    """``proto`` drawn in ``pose`` plus pixel noise from ``rng``, as uint8 HxWx3."""
+    """``proto`` drawn in ``pose``, lit by its own :func:`scene`, plus pixel noise, both from
+    ``rng``, as uint8 HxWx3."""
     yy, xx = _grid(size)
     along = xx * np.float32(np.cos(pose.angle)) + yy * np.float32(np.sin(pose.angle))
     stripe = (np.sin(np.float32(2 * np.pi * proto.frequency) * along + np.float32(pose.phase)) > 0)[
@@ -118,12 +154,13 @@ def paint(proto: Prototype, pose: Pose, rng: np.random.Generator, size: int) -> 
         pose.foreground_shift, np.float32
     )
     image = np.where(mask[..., None], foreground, image)
-    image = image * np.float32(pose.gain) + _noise(rng, image.shape, 0.06)
+    image = image * scene(rng, size) * np.float32(pose.gain) + _noise(rng, image.shape, 0.06)
     return (np.clip(image, 0, 1) * 255).astype(np.uint8)
 
 
 def render(proto: Prototype, rng: np.random.Generator, size: int) -> np.ndarray:
-    """One jittered image of ``proto`` as uint8 HxWx3 (pose, then noise, from ``rng``)."""
+    """One jittered image of ``proto`` as uint8 HxWx3 (pose, then scene and noise, from
+    ``rng``)."""
     return paint(proto, draw_pose(proto, rng), rng, size)
 
 

@@ -60,7 +60,7 @@ PLANTED_SCHEMA = pa.schema(
 PLANT_KINDS = ("reference_copy", "within_copy", "lookalike")
 COPIES = ("reference_copy", "within_copy")
 #: Lowest correlation of a copy with its original, the recorded geometry undone (in the world of
-#: config/config.yaml the copies measure 0.91-1.0, the look-alikes 0.26-0.75).
+#: config/config.yaml the copies measure 0.93-1.0, the look-alikes 0.17-0.50).
 COPY_MIN_CORRELATION = 0.85
 #: Highest correlation of a look-alike with its partner.
 LOOKALIKE_MAX_CORRELATION = 0.85

@@ -137,7 +137,13 @@ def test_figure_outputs_come_from_config(config, runs):
     assert plan.outputs(config, []) == []
     assert plan.targets(config) == plan.outputs(config, train_plan.final_runs(config))
     names = plan.figure_names(config, runs)
-    assert names[:4] == ["rankings_st", "rank_changes_st", "rankings_transfer", "relative_progress"]
+    assert names[:5] == [
+        "rankings_st",
+        "rank_changes_st",
+        "rankings_transfer",
+        "rank_changes_transfer",
+        "relative_progress",
+    ]
     assert "accuracy_vs_imagenet_fashion_mnist_ft-imagenot" in names
     assert "per_transform_imagenot" in names
     out = plan.outputs(config, runs)
@@ -147,6 +153,7 @@ def test_figure_outputs_come_from_config(config, runs):
     st_only = [r for r in runs if r["protocol"] == "st" and r["model"] != "alexnet"]
     fewer = plan.figure_names(config, st_only)
     assert "rankings_transfer" not in fewer and "relative_progress" not in fewer
+    assert "rank_changes_transfer" not in fewer
     cfg = copy.deepcopy(config)
     cfg["analyse"]["figures"] = ["per_transform"]
     assert plan.figure_names(cfg, runs) == [f"per_transform_{d}" for d in DATASETS]
@@ -204,6 +211,7 @@ FIGURE_REQUESTS = [
     ("rankings_st",),
     ("rank_changes_st",),
     ("rankings_transfer",),
+    ("rank_changes_transfer",),
     ("relative_progress",),
     ("accuracy_vs_imagenet", "imagenot", "st"),
     ("per_transform", "imagenet"),
@@ -226,6 +234,39 @@ def test_every_figure_kind_writes_pdf_and_png(config, results, tmp_path, request
     assert width == pytest.approx(60 * inches.get(kind, 6.75), abs=2)
     assert height > 100
     assert not list(tmp_path.glob(".*"))  # no temporary files left behind
+
+
+def test_the_transfer_slope_chart_links_each_protocol_to_the_reference(config, results):
+    """rank_changes_transfer: a panel per FT/TL protocol of the synthetic transfer runs, each
+    model's ST rank on the reference (left) joined to its rank after transfer (right), with
+    Kendall tau-b in the title; the ranks are those of the accuracies."""
+    import matplotlib.pyplot as plt
+
+    from imagenot.analyse.stats import ranks
+    from imagenot.figures import rank_changes
+    from imagenot.figures.data import cells, load_accuracy, transfer_labels
+
+    acc = load_accuracy(results["accuracy"])
+    opts = figure_options(config)
+    fig = rank_changes.draw_transfer(acc, opts, Style.from_config(config))
+    labels = transfer_labels(acc, opts)
+    assert len(labels) == 4  # FT and TL from imagenet and from imagenot
+    shown = [ax for ax in fig.axes if ax.get_visible() and ax.axison]
+    assert len(shown) == len(labels)
+    c = cells(acc, "standard", opts)
+    for ax, label in zip(shown, labels, strict=True):
+        assert ax.get_title().startswith(opts.dataset(label)) and "τ-b" in ax.get_title()
+        left, right = (t.get_text() for t in ax.get_xticklabels())  # shortened to fit
+        assert left == opts.dataset("imagenet") and right[:5] == opts.dataset(label)[:5]
+        (lines,) = ax.collections[:1]
+        models = c.models_of(label)
+        expected = np.stack(
+            [ranks(c.accuracy(models, "imagenet")), ranks(c.accuracy(models, label))]
+        )
+        drawn = np.array([seg[:, 1] for seg in lines.get_segments()]).T
+        assert np.allclose(np.sort(drawn, axis=1), np.sort(expected, axis=1))
+    assert "fine-tuning (FT)" in fig._suptitle.get_text()
+    plt.close(fig)
 
 
 def test_fit_in_figure_matches_the_fits_table(config, results, tmp_path):

@@ -497,8 +497,10 @@ def test_the_summary_opens_on_whether_rankings_transfer(tmp_path, rankings_file)
         PUBLISHED_DATASET,
     ]
     lines = transfer.transfer_lines(summary)
-    assert lines[1] == _expected_line(data, "imagenot", "ST", "results/figures/rankings_st.pdf")
-    figure = "results/figures/rankings_transfer.pdf"
+    # the figure of each line is the slope chart linking its ranking to the reference's
+    slope = "results/figures/rank_changes_st.pdf"
+    assert lines[1] == _expected_line(data, "imagenot", "ST", slope)
+    figure = "results/figures/rank_changes_transfer.pdf"
     assert lines[2] == _expected_line(data, "fashion_mnist/ft-imagenot", "FT", figure)
     assert lines[3] == _expected_line(data, "fashion_mnist/tl-imagenot", "TL", figure)
     # the demo config trains no fashion_mnist from scratch: no figure of it is planned
@@ -507,6 +509,22 @@ def test_the_summary_opens_on_whether_rankings_transfer(tmp_path, rankings_file)
     assert text.index("## Do rankings transfer?") < text.index("Built:")
     assert f"- {lines[1]}\n" in text and f"Rule: {transfer.RULE}." in text
     assert "Left out" not in text
+
+
+def test_without_the_slope_charts_each_line_names_the_rankings_figure(tmp_path):
+    """A config that asks for no rank-changes figure: the ST and FT/TL lines fall back to the
+    rankings figure of their protocol."""
+    import copy
+
+    config = copy.deepcopy(results_tree(tmp_path, broken=False))
+    planned = summary_plan.transfer(config)["comparisons"]
+    assert planned["fashion_mnist/ft-imagenot"]["figure"].endswith("/rank_changes_transfer.pdf")
+    config["analyse"]["figures"] = [
+        f for f in config["analyse"]["figures"] if not f.startswith("rank_changes")
+    ]
+    fewer = summary_plan.transfer(config)["comparisons"]
+    assert fewer["imagenot"]["figure"] == "results/figures/rankings_st.pdf"
+    assert fewer["fashion_mnist/tl-imagenot"]["figure"] == "results/figures/rankings_transfer.pdf"
 
 
 def test_a_refused_interval_shows_its_reason_and_an_empty_row_is_left_out(tmp_path, rankings_file):

@@ -93,15 +93,17 @@ def transfer(config: dict) -> dict | None:
 
 
 def _figure(config: dict, run: dict, planned: set[str]) -> str | None:
-    """The figure that shows a comparison's rankings: the planned figure of the rankings module
-    that ``run``'s experiment feeds, else its planned accuracy-against-ImageNet figure."""
+    """The figure that shows a comparison's rankings: the planned slope chart of rank changes
+    that ``run``'s experiment feeds (its ranking linked model by model to the reference's),
+    else the planned figure of the rankings module it feeds, else its planned
+    accuracy-against-ImageNet figure."""
     from imagenot.figures.plan import FIGURE_PDF, kind_names
     from imagenot.figures.registry import WORKFLOW_FIGURES
 
     def module(kind: str) -> str:
         return WORKFLOW_FIGURES.entry(kind).code.partition(":")[0].rsplit(".", 1)[-1]
 
-    kinds = [k for k in WORKFLOW_FIGURES if module(k) == "rankings"]
+    kinds = [k for m in ("rank_changes", "rankings") for k in WORKFLOW_FIGURES if module(k) == m]
     kinds += [k for k in WORKFLOW_FIGURES if WORKFLOW_FIGURES.entry(k).against_imagenet]
     for kind in kinds:
         for name in kind_names(config, [run], kind):

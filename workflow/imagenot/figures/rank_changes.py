@@ -2,7 +2,8 @@
 (right), one panel per dataset, a line per model linking its two ranks.
 
 :func:`draw_slopes` is the one implementation, used by the workflow's ``rank_changes_st``
-figure (:func:`draw_st`, from accuracy.csv) and by ``imagenot rankings --report``'s
+and ``rank_changes_transfer`` figures (:func:`draw_st`, :func:`draw_transfer`, from
+accuracy.csv) and by ``imagenot rankings --report``'s
 ``rank_changes`` (:func:`imagenot.figures.report.rank_changes`, from any results table).
 """
 
@@ -17,7 +18,7 @@ from imagenot.analyse import stats
 from imagenot.analyse.compare import MIN_MODELS
 from imagenot.figure_style import HIGHLIGHT, PAGE_RATIO, integer_ticks, paper_style
 from imagenot.figures import layout
-from imagenot.figures.data import Options, cells, ordered_labels
+from imagenot.figures.data import Options, cells, ordered_labels, transfer_labels
 from imagenot.settings import Style
 
 LINE_LABELS = 12
@@ -108,11 +109,14 @@ def per_page(panels: list[SlopePanel], style: Style) -> int:
     return columns(panels, style) * max(1, int(_page_in(style) // ROW_MIN_IN))
 
 
-def draw_slopes(panels: list[SlopePanel], style: Style, against: str, note: str = ""):
+def draw_slopes(
+    panels: list[SlopePanel], style: Style, against: str, note: str = "", right: str = ""
+):
     """Slope chart per panel: climbs in blue, falls in red. Named beside the right axis, spread
     apart: the largest changes and the highlighted models; with many models only those are
     drawn in colour, over the others in faint grey. ``against``: the reference's name, for the
-    figure's title (``note`` ends it)."""
+    figure's title (``note`` ends it; ``right`` says what the right axes are, each dataset
+    unless given)."""
     from matplotlib.collections import LineCollection
 
     label_fs = style.font_size - 2
@@ -150,7 +154,7 @@ def draw_slopes(panels: list[SlopePanel], style: Style, against: str, note: str 
         if not panels:
             layout.note(axes[0], "only the reference")
         crowded = any(len(p.models) > ALL_LINES for p in panels)
-        head = f"Rank of each model on {against} (left) and on each dataset (right); "
+        head = f"Rank of each model on {against} (left) and {right or 'on each dataset'} (right); "
         head += "blue: climbs, red: falls" + ("; grey: the models not named" if crowded else "")
         layout.suptitle(fig, head + note, style.width_in - 0.2, style.font_size)
         layout.freeze(fig)
@@ -223,14 +227,30 @@ def panel_of(
 def draw_st(acc: pd.DataFrame, opts: Options, style: Style):
     """Workflow figure ``rank_changes_st``: each model's standard-training rank on the
     reference dataset and on every other dataset it was trained on, linked by a line."""
+    labels = [d for d in ordered_labels(acc, opts, "st") if d != opts.reference]
+    return _against_reference(acc, labels, opts, style)
+
+
+def draw_transfer(acc: pd.DataFrame, opts: Options, style: Style):
+    """Workflow figure ``rank_changes_transfer``: each model's standard-training rank on the
+    reference dataset and its rank after each fine-tuning (FT) and linear probe (TL) on the
+    downstream dataset, linked by a line (a panel per protocol)."""
+    down = opts.dataset(opts.downstream_dataset)
+    right = f"on {down} after each fine-tuning (FT) or linear probe (TL)"
+    return _against_reference(acc, transfer_labels(acc, opts), opts, style, right)
+
+
+def _against_reference(
+    acc: pd.DataFrame, labels: list[str], opts: Options, style: Style, right: str = ""
+):
+    """Slope chart of the reference's standard ranking against each dataset label of
+    ``labels`` (accuracy.csv's ``dataset`` or ``dataset/protocol``), on their common models."""
     c = cells(acc, "standard", opts)
     ref = opts.reference
     ref_models = set(c.models_of(ref))
     shown_ref = opts.dataset(ref)
     panels = []
-    for d in ordered_labels(acc, opts, "st"):
-        if d == ref:
-            continue
+    for d in labels:
         models = [m for m in c.models_of(d) if m in ref_models]
         if not models:
             continue
@@ -238,4 +258,4 @@ def draw_st(acc: pd.DataFrame, opts: Options, style: Style):
         shown = opts.dataset(d)
         ranks = (c.accuracy(models, ref), c.accuracy(models, d))
         panels.append(panel_of(models, *ranks, names, (shown, shown_ref, shown)))
-    return draw_slopes(panels, style, shown_ref)
+    return draw_slopes(panels, style, shown_ref, right=right)

@@ -83,6 +83,9 @@ WORKFLOW_FIGURES: FigureRegistry = FigureRegistry(
         "rankings_st": FigureKind(f"{_FIGURES}.rankings:draw_st", when="st_runs"),
         "rank_changes_st": FigureKind(f"{_FIGURES}.rank_changes:draw_st", when="st_runs"),
         "rankings_transfer": FigureKind(f"{_FIGURES}.rankings:draw_transfer", when="transfer_runs"),
+        "rank_changes_transfer": FigureKind(
+            f"{_FIGURES}.rank_changes:draw_transfer", when="transfer_runs"
+        ),
         "relative_progress": FigureKind(f"{_FIGURES}.relative_progress:draw", when="baseline_run"),
         "accuracy_vs_imagenet": FigureKind(
             f"{_FIGURES}.accuracy_vs_imagenet:draw", ("dataset", "protocol"), against_imagenet=True

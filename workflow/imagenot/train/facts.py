@@ -340,18 +340,12 @@ def table_row(model: str, facts: WeightFacts) -> dict[str, str]:
 
 
 def _from_row(row: dict[str, str]) -> WeightFacts:
-    def floats(text: str) -> tuple[float, ...]:
-        return tuple(float(v) for v in text.split())
-
+    numbers = {k: [float(v) for v in row[k].split()] for k in ("mean", "std")}
     return WeightFacts(
         weights=row["weights"],
         weights_file=row["weights_file"],
-        preprocessing=Preprocessing(
-            floats(row["mean"]),
-            floats(row["std"]),
-            int(row["crop_size"]),
-            int(row["resize_size"]) if row["resize_size"] else None,
-            row["interpolation"],
+        preprocessing=Preprocessing.from_dict(
+            {**row, **numbers, "resize_size": row["resize_size"] or None}
         ),
         classifier=row["classifier"] or None,
         top1=float(row["top1"]) if row["top1"] else None,

@@ -122,15 +122,9 @@ def check_planned(record_path: Path, registrations: Sequence, train_dir: Path) -
         return
     record = read_registration(record_path)
     for r in registrations:
-        record["experiments"][r.experiment] = _registered(
-            record,
-            r.experiment,
-            r.definition,
-            r.model,
-            r.amendments,
-            train_dir / r.experiment,
-            r.model_settings,
-        )
+        drawn = (r.experiment, r.definition, r.model, r.amendments)
+        where = train_dir / r.experiment
+        record["experiments"][r.experiment] = _registered(record, *drawn, where, r.model_settings)
 
 
 def _registered(

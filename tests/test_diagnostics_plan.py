@@ -106,6 +106,7 @@ def test_paper_like_config_with_clip_and_class_lists(monkeypatch):
         clip_model="/models/clip",
         split="test",
         batch_size=schema_default("diagnostics.image_similarity.batch_size"),
+        clip_image_size=schema_default("diagnostics.encoder.clip_image_size"),
     )
     assert ImageSimilaritySettings.from_config(config).max_images_per_class == 10
     assert plan.similarity_embeddings(config, "imagenot") == (

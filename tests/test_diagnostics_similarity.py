@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 
 import numpy as np
 import pytest
@@ -170,6 +172,40 @@ def test_clip_encoder_loads_from_a_local_directory(tmp_path):
         embed.clip_encoder(str(tmp_path / "bare"), "cpu")
 
 
+def test_a_clip_processor_larger_than_the_stored_side_is_refused(tmp_path, capsys):
+    """The splits CLIP alone reads are stored at diagnostics.encoder.clip_image_size: a
+    processor that takes that side or less passes; one whose crop (or, without a crop, its
+    resize) is larger is refused in one line naming the key and both sides, before the model
+    loads (a processor config alone, no model beside it)."""
+    from imagenot.cli import main
+    from imagenot.config import validate_config
+    from imagenot.diagnostics.settings import EmbedSettings
+
+    folder = tmp_path / "processor"
+    folder.mkdir()
+    (folder / embed.PROCESSOR_CONFIG).write_text(json.dumps(PROCESSOR))
+    config = validate_config({"diagnostics": {"encoder": {"kind": "clip"}}})
+    config["diagnostics"]["encoder"]["clip_model"] = str(folder)
+    settings = EmbedSettings.from_config(config, split="test")
+    assert settings.clip_image_size == config["diagnostics"]["encoder"]["clip_image_size"]
+    for side in (16, 224):  # the crop's side, or larger
+        embed.check_clip_input(dataclasses.replace(settings, clip_image_size=side))
+    uncropped = {**PROCESSOR, "do_center_crop": False, "size": {"shortest_edge": 20}}
+    assert embed.processor_side(embed.clip_processor(str(folder))) == 16
+    (folder / embed.PROCESSOR_CONFIG).write_text(json.dumps(uncropped))
+    assert embed.processor_side(embed.clip_processor(str(folder))) == 20
+    (folder / embed.PROCESSOR_CONFIG).write_text(json.dumps(PROCESSOR))
+    planted = dataclasses.replace(settings, clip_image_size=12)
+    with pytest.raises(ValueError, match=r"diagnostics\.encoder\.clip_image_size: 12 px .* 16 px"):
+        embed.check_clip_input(planted)
+    argv = ["embed-images", "--manifest", str(tmp_path / "m.parquet"), "--classes", "c.txt"]
+    argv += ["--settings", json.dumps(dataclasses.asdict(planted)), "--device", "cpu"]
+    capsys.readouterr()
+    assert main([*argv, "--workers", "0", "--embeddings", str(tmp_path / "e.npz")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "clip_image_size: 12 px" in err and "16 px" in err
+
+
 def test_clip_images_are_prepared_by_clips_processor_config(tmp_path):
     """CLIP's preprocessing is its processor config's: the shorter edge resized bicubically,
     the centre cropped (whole pixels, the offset rounded down), its mean/std; not a square
@@ -226,6 +262,7 @@ def test_embed_images_and_similarity_cli_with_a_trained_backbone(tmp_path, capsy
     settings = {
         "kind": "backbone",
         "clip_model": None,
+        "clip_image_size": None,
         "split": "test",
         "batch_size": 4,
     }

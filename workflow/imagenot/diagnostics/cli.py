@@ -63,6 +63,7 @@ def embed_images(f, s, workers: int, device: str | None, gpu_job: bool) -> None:
     from imagenot.device import cuda_available, resolve_device
     from imagenot.diagnostics import embed
 
+    embed.check_clip_input(s)  # the config's sizes, before any file is read
     # by fact (imagenot.device): a GPU-planned job that sees no CUDA device stops here
     device = device or resolve_device("auto", gpu_job, cuda_available(), key=None)
     dataset_dir = folder_of(f.manifest, f.classes)

@@ -91,6 +91,40 @@ def clip_processor(model_id: str):
         ) from None
 
 
+def processor_side(processor) -> int | None:
+    """The largest side of the image CLIP's ``processor`` hands the model: its centre crop
+    (``crop_size``) when it crops, else its resize (``size``: ``shortest_edge`` or height and
+    width); None where its config gives neither."""
+    crops = getattr(processor, "do_center_crop", False)
+    size = getattr(processor, "crop_size", None) if crops else getattr(processor, "size", None)
+    if isinstance(size, int):
+        return size
+    sides = [v for k, v in dict(size or {}).items() if k in ("height", "width", "shortest_edge")]
+    return max(sides) if sides else None
+
+
+def check_processor_side(processor, model_id: str, clip_image_size: int) -> None:
+    """Refuse a CLIP processor whose input (:func:`processor_side`) is larger than
+    ``diagnostics.encoder.clip_image_size``, the side the splits it embeds are stored at: the
+    processor would enlarge every stored image, and the embeddings be those of blurred ones."""
+    side = processor_side(processor)
+    if side is not None and side > clip_image_size:
+        raise ValueError(
+            f"config key diagnostics.encoder.clip_image_size: {clip_image_size} px is smaller "
+            f"than the {side} px input of {model_id}'s image processor ({PROCESSOR_CONFIG}); "
+            f"set it to at least {side}"
+        )
+
+
+def check_clip_input(settings: EmbedSettings) -> None:
+    """Before a CLIP model loads: its processor takes images no larger than the side the split
+    is stored at (``settings.clip_image_size``, :func:`check_processor_side`); nothing to check
+    for another encoder."""
+    if settings.clip_model is not None and settings.clip_image_size is not None:
+        processor = clip_processor(settings.clip_model)
+        check_processor_side(processor, settings.clip_model, settings.clip_image_size)
+
+
 def clip_encoder(model_id: str, device: str):
     """(encode, prepare) for a transformers CLIP model (hub id or local dir); ``prepare`` is
     CLIP's image processor (:func:`clip_processor`) on the uint8 batch, on its device."""

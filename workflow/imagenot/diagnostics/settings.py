@@ -29,18 +29,25 @@ class EmbedSettings(FromConfig):
     DERIVED: ClassVar = {
         "clip_model": "diagnostics.encoder.clip_model for kind clip, else null: a backbone "
         "encoder's embeddings do not rerun when an unused CLIP id changes",
+        "clip_image_size": "diagnostics.encoder.clip_image_size for kind clip, else null: the "
+        "side the split is stored at, which CLIP's processor input may not exceed",
     }
 
     kind: str
     clip_model: str | None
     split: str
     batch_size: int
+    clip_image_size: int | None
 
     @classmethod
     def from_config(cls, config: Any, split: str) -> EmbedSettings:  # type: ignore[override]
         values = cls.config_values(config, split=split)
-        clip = config["diagnostics"]["encoder"]["clip_model"] if values["kind"] == "clip" else None
-        return cls(**values, clip_model=clip)
+        encoder = config["diagnostics"]["encoder"]
+        if values["kind"] != "clip":
+            return cls(**values, clip_model=None, clip_image_size=None)
+        return cls(
+            **values, clip_model=encoder["clip_model"], clip_image_size=encoder["clip_image_size"]
+        )
 
 
 @dataclass(frozen=True)

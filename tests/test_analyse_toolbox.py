@@ -783,6 +783,39 @@ def test_a_per_image_table_whose_ranking_resamples_change_has_its_interval(capsy
     assert "refused" not in boot and not any("bootstrap" in k for k in rep["not_computed"])
 
 
+def test_per_image_results_agree_with_the_tables_accuracies_up_to_its_digits():
+    """The table's accuracies printed with 2 decimals (rounded from shares of 997 images), or
+    as fractions, agree with the per-image results they were counted from: taken."""
+    table, per = _per_image_table(12, 997, 0.12, np.random.default_rng(1), noise=0.02)
+    assert (table.accuracy.round(2) != table.accuracy).any()
+    for printed in (table.assign(accuracy=table.accuracy.round(2)), table):
+        rep = report_of(printed, reference="v4", reps=50, per_image=per)
+        assert rep["datasets"]["v6"]["bootstrap"]["method"] == "images"
+    fractions = table.assign(accuracy=table.accuracy / 100)
+    settings = RankingsSettings.hand_typed(reference="v4", reps=50)
+    rep = rankings_report(validate_table(fractions, fractions=True), settings, per_image=per)
+    assert rep.datasets["v6"].bootstrap.method == "images"
+
+
+def test_per_image_results_of_other_runs_than_the_tables_are_refused(tmp_path, capsys):
+    """The tau estimate comes from the table's accuracies and its replicates from the per-image
+    results: a model's per-image results giving 38.2% where the table says 61.8% is refused
+    in one line naming the model and the dataset, before any interval."""
+    table, per = _per_image_table(12, 1000, 0.12, np.random.default_rng(1), noise=0.02)
+    table.loc[(table.model == "m05") & (table.dataset == "v6"), "accuracy"] = 61.8
+    rows = (per.model == "m05") & (per.dataset == "v6")
+    per.loc[rows, "correct"] = (np.arange(1000) < 382).astype(int)
+    t, p = tmp_path / "table.csv", tmp_path / "per_image.parquet"
+    table.to_csv(t, index=False)
+    per.to_parquet(p)
+    argv = ["rankings", str(t), "--per-image", str(p), "--reference", "v4"]
+    err = one_line_refusal([*argv, "--bootstrap-reps", "50"], capsys)
+    assert (
+        "per-image results of model 'm05' on dataset 'v6': 382 of 1000 images correct is "
+        "38.2000%, but the table's accuracy is 61.8% (further than the 0.15 its digits allow)"
+    ) in err, err
+
+
 def test_bootstrap_over_models_is_seeded_and_close_to_the_ols_interval():
     rng = np.random.default_rng(5)
     df = random_table(rng, models=60, datasets=("ref", "a"))

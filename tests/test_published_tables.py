@@ -1,8 +1,8 @@
 """Published tables as their authors wrote them, through the toolbox's reader and checks: the
-neighbouring papers' tables of resources/published/ read as shipped, the same tables in the
-dialects spreadsheets export (header case, byte-order mark, semicolons with decimal commas,
-tabs), accuracies printed the way timm's results CSVs print them, and a planted case of each
-refusal, one line naming the file and its line."""
+neighbouring papers' tables and timm's results CSVs of resources/published/ read as shipped,
+the same tables in the dialects spreadsheets export (header case, byte-order mark, semicolons
+with decimal commas, tabs), accuracies printed the way timm's results CSVs print them, and a
+planted case of each refusal, one line naming the file and its line."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from imagenot.counts import count_problem
 
 SSL = "ssl_resnet50_imagenet_variants.csv"
 NEW = "new_test_sets_excerpt.csv"
+TIMM = "timm_results"
+"""timm's results CSVs (resources/README.md), one per test set: 32 models, rows as published."""
 RECHT_SIZES = {
     "imagenet-original": 50_000,
     "imagenet-new": 10_000,
@@ -37,9 +39,13 @@ TIMM_SIZES = {
     "imagenet-a": 7_500,
 }
 """The images each of timm's results CSVs (huggingface/pytorch-image-models, results/) counts:
-ImageNet's validation set; the 46,837 of its images that have ReaL labels (timm's
-``RealLabelsImagenet`` skips the 3,163 without; its label file lists 46,837 non-empty); ImageNetV2
-MatchedFrequency; ImageNet-Sketch's 50,889 images; ImageNet-R's 30,000; ImageNet-A's 7,500."""
+ImageNet's validation set (50,000); the 46,837 of its images that have ReaL labels (timm's
+``timm/data/real_labels.py``, ``RealLabelsImagenet``, counts only images whose label list is
+non-empty: 3,163 of the 50,000 have none); ImageNetV2 MatchedFrequency (10,000, results/README.md);
+ImageNet-Sketch's 50,889 images (the README rounds them to 50,000: 50,000 would make 62.062 no
+share at 3 decimals nor within the slack); ImageNet-R's 30,000 and ImageNet-A's 7,500 (both from
+results/README.md)."""
+TIMM_N = ["--n", *(f"{d}={n}" for d, n in TIMM_SIZES.items())]
 
 
 def run(argv: list[str], capsys) -> tuple[int, str, str]:
@@ -98,6 +104,92 @@ def test_recht_tables_pass_the_count_and_interval_checks(published_tables, capsy
     rep = json.loads(out)
     assert rep["datasets"]["cifar10-new"]["n"] == 2_000
     assert len(rep["datasets"]["cifar10-new"]["delta_rank"]) == 7
+
+
+def test_timms_results_csvs_are_read_as_published(published_tables, capsys):
+    """timm's six results CSVs as published, one file per test set: the dataset is the file's
+    name (``results-<dataset>.csv``), the accuracy its ``top1`` column, the test-set sizes
+    ``--n``; a model at two image sizes is two models (``--key img_size``). Every row passes the
+    count check (rows printed with 3 decimals after a second rounding among them), and each
+    accuracy is the published ``top1``."""
+    files = sorted((published_tables / TIMM).glob("results-*.csv"))
+    assert len(files) == 6
+    argv = ["rankings", *map(str, files), "--accuracy-column", "top1", "--key", "img_size"]
+    argv += [*TIMM_N, "--reference", "imagenet", "--bootstrap-reps", "0", "--json"]
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    rep = json.loads(out)
+    assert set(rep["datasets"]) == set(TIMM_SIZES) and len(rep["models"]) == 32
+    for path in files:
+        dataset = path.stem.removeprefix("results-")
+        entry = rep["datasets"][dataset]
+        assert entry["n"] == TIMM_SIZES[dataset] and entry["missing_models"] == []
+        published = pd.read_csv(path)
+        keys = published.model + "@" + published.img_size.astype(str)
+        want = dict(zip(keys, published.top1, strict=True))
+        assert entry["accuracy"] == pytest.approx(want, abs=1e-12)
+    # 62.062% of ImageNet-Sketch's 50,889 images is among them, taken
+    sketch = rep["datasets"]["sketch"]["accuracy"]
+    assert sketch["vit_large_patch14_clip_224.laion2b_ft_in12k_in1k@224"] == 62.062
+    # NAME=FILE names a test set as the user wants it
+    named = [f"v2={published_tables / TIMM / 'results-imagenetv2-matched-frequency.csv'}"]
+    named += [str(published_tables / TIMM / "results-imagenet.csv")]
+    argv = ["rankings", *named, "--accuracy-column", "TOP1", "--key", "img_size", "--n"]
+    argv += ["v2=10000", "imagenet=50000", "--bootstrap-reps", "0", "--json"]
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    assert json.loads(out)["dataset_order"] == ["v2", "imagenet"]
+
+
+def test_a_count_no_printed_timm_accuracy_gives_names_its_file_and_line(
+    published_tables, tmp_path, capsys
+):
+    """One of timm's rows with its top1 moved 6 units of the third decimal off every share of
+    ImageNet-A's 7,500 images: refused naming the file among several and the line."""
+    files = {p.name: p.read_text() for p in (published_tables / TIMM).glob("results-*.csv")}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    lines = files["results-imagenet-a.csv"].splitlines(keepends=True)
+    cells = lines[5].split(",")
+    cells[2] = f"{float(cells[2]) + 0.006:.3f}"
+    planted = tmp_path / "results-imagenet-a.csv"
+    planted.write_text("".join([*lines[:5], ",".join(cells), *lines[6:]]))
+    argv = ["rankings", *sorted(map(str, tmp_path.glob("*.csv"))), "--accuracy-column", "top1"]
+    err = refusal([*argv, "--key", "img_size", *TIMM_N, "--bootstrap-reps", "0"], capsys)
+    assert f"{planted} line 6 (model='{cells[0]}', dataset='imagenet-a'): accuracy " in err, err
+    assert "cannot be a share of n=7500 test images" in err, err
+
+
+SEVERAL_MALFORMED = {
+    "a dataset in two tables": (
+        ["results-a.csv", "results-a.csv"],
+        "dataset 'a' is in {0} and in {0}: one test set per table",
+    ),
+    "NAME= for a table with a dataset column": (
+        ["x={1}"],
+        "{1}: x={1} names the test set of a long table without a dataset column, but it has a "
+        "dataset column",
+    ),
+    "a NAME= without a name": (["={0}"], "'={0}': expected a table FILE or NAME=FILE"),
+    "an accuracy column not in the table": (
+        ["results-a.csv", "--accuracy-column", "top5"],
+        "{0} (--accuracy-column top5) lacks column(s) top5; columns present: model, top1",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(SEVERAL_MALFORMED))
+def test_several_tables_that_cannot_be_one_are_refused_in_one_line(tmp_path, capsys, case):
+    one = tmp_path / "results-a.csv"
+    one.write_text("model,top1\nm0,70\nm1,60\nm2,50\n")
+    long = tmp_path / "long.csv"
+    long.write_text("model,dataset,top1\nm0,b,70\n")
+    words, says = SEVERAL_MALFORMED[case]
+    argv = [w.replace("results-a.csv", str(one)).format(one, long) for w in words]
+    if "--accuracy-column" not in argv:
+        argv += ["--accuracy-column", "top1"]
+    err = refusal(["rankings", *argv, "--bootstrap-reps", "0"], capsys)
+    assert says.format(one, long) in err, err
 
 
 # ------------------------------------------------------------------------- the dialects
@@ -181,6 +273,12 @@ MALFORMED = {
         "no accuracy column but 'new_accuracy': a wide table of paired columns, read with "
         "--format wide",
     ),
+    "an n with thousands dots in a table with decimal commas": (
+        b"model;dataset;accuracy;n\na;x;76,1;10000\nb;x;70,2;10.000\nc;x;60;10000\n",
+        "line 3: n '10.000' is written with thousands dots in a table with decimal commas, "
+        "where a number reader takes the dot for a decimal point: write the count without "
+        "separators (10000)",
+    ),
     "a TSV file whose header lacks the accuracy": (
         b"Model\tDataset\tTop1\na\tx\t70\n",
         "results table lacks column(s) accuracy; columns present: model, dataset, Top1",
@@ -235,6 +333,19 @@ def test_a_malformed_wide_header_is_one_line_naming_file_and_column(tmp_path, ca
     err = refusal(["rankings", str(path), "--format", "wide", "--bootstrap-reps", "0"], capsys)
     assert err.startswith(f"imagenot rankings: {path}"), err
     assert says in err, err
+
+
+def test_counts_of_a_table_with_decimal_commas_are_taken_without_separators(tmp_path):
+    """A European spreadsheet's table: decimal commas, counts without thousands dots (and a
+    count with a decimal comma) read as ten thousand; a paired wide table's ``<dataset>_n``
+    written ``10.000`` is refused as the long table's ``n`` is."""
+    path = tmp_path / "european.csv"
+    path.write_text("model;dataset;accuracy;n\na;x;76,1;10000\nb;x;70,25;10000,0\n")
+    assert list(validate_table(read_table(path))["n"]) == [10_000, 10_000]
+    wide = tmp_path / "wide.csv"
+    wide.write_text("model;v2_accuracy;v2_n\na;76,1;10000\nb;70,2;10.000\n")
+    with pytest.raises(TableError, match=r"line 3: v2_n '10\.000' is written with thousands"):
+        read_table(wide, "wide")
 
 
 def test_a_paired_wide_table_without_groups_takes_its_own_n(tmp_path):

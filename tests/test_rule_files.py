@@ -207,10 +207,10 @@ def test_a_commands_file_flags_are_built_from_its_roles():
     parser = argparse.ArgumentParser()
     RankingsFiles.add_arguments(parser)
     files = RankingsFiles.from_args(parser.parse_args(["t.csv"]))
-    assert (files.table, files.per_image, files.out) == ("t.csv", None, None)
+    assert (files.table, files.per_image, files.out) == (["t.csv"], None, None)
     # an optional file the rule hands as an empty list: its flag alone reads as none
     files = RankingsFiles.from_args(parser.parse_args(["--per-image", "--out", "o", "t.csv"]))
-    assert (files.table, files.per_image, files.out) == ("t.csv", None, "o")
+    assert (files.table, files.per_image, files.out) == (["t.csv"], None, "o")
     files = RankingsFiles.from_args(parser.parse_args(["--per-image", "p", "t.csv"]))
     assert files.per_image == "p"
     parser = argparse.ArgumentParser()

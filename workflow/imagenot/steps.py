@@ -512,8 +512,12 @@ def _group(title: str, *options: Option) -> tuple[Option, ...]:
 
 RANKINGS_DESCRIPTION = """\
 Do rankings transfer? Statistics of any results table with columns model, dataset, accuracy
-(percent) and optional n (test-set size), seed, ci_low, ci_high; or a wide table (--format wide,
-one column per dataset, as papers print them).
+(percent) and optional n (test-set size), seed, ci_low, ci_high; or a wide table (--format wide)
+with one column per dataset, or paired columns per dataset (<dataset>_accuracy and optional
+<dataset>_n, _ci_low, _ci_high) and at most one group column (such as benchmark) whose value
+prefixes the dataset. Several tables are read as one: a table without a dataset column is one
+test set, named NAME=FILE or after its file (results-<dataset>.csv, as timm's results CSVs);
+--accuracy-column top1 reads their accuracies.
 
 Per dataset against the reference: ranks (1 = best, ties averaged), delta rank, Kendall tau-b,
 Spearman rho and Pearson r (exact or permutation p-values for up to 30 models), the OLS fit of
@@ -694,6 +698,12 @@ for _step in (
             *_group(
                 "input",
                 Option("format", "table layout", choices=("long", "wide"), default="long"),
+                Option(
+                    "accuracy_column",
+                    "the column of a long table holding the accuracy in percent, any case "
+                    "(timm's results CSVs: top1) (default: accuracy)",
+                    metavar="COLUMN",
+                ),
                 Option(
                     "n",
                     "test-set size per dataset (wide tables, or long ones without an n column)",

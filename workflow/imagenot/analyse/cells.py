@@ -2,7 +2,8 @@
 
 :func:`build_cells` groups a validated results table into :class:`Cells` (accuracy per seed and
 the interval drawn as its error bar); :func:`per_image_matrices` lines up per-image results for
-the bootstrap over test images. Used by the rankings report (:mod:`imagenot.analyse.rankings`)
+the bootstrap over test images, and :func:`check_per_image_means` checks that they are the
+table's results. Used by the rankings report (:mod:`imagenot.analyse.rankings`)
 and by the workflow's figures (:mod:`imagenot.figures.data`).
 """
 
@@ -14,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from imagenot.analyse import stats
+from imagenot.analyse.checks import PRINTED_SLACK
 from imagenot.analyse.table import (
     TableError,
     check_confidence,
@@ -21,6 +23,8 @@ from imagenot.analyse.table import (
     missing_columns,
     with_labels,
 )
+from imagenot.counts import cell as cell_text
+from imagenot.counts import decimals
 
 CELL_INTERVAL_NAMES = {
     "seed_se": "mean ± 1 s.e. over seeds",
@@ -154,3 +158,30 @@ def per_image_matrices(
             raise TableError(f"per-image results of {dataset!r}: models saw different images")
         out[str(dataset)] = (list(map(str, wide.index)), wide.to_numpy(dtype=float))
     return out
+
+
+def check_per_image_means(cells: Cells, images: dict[str, tuple[list[str], np.ndarray]]) -> None:
+    """Refuse per-image results (:func:`per_image_matrices`) that are not the table's: the
+    share of images a model gets right on a dataset, in percent, must be its accuracy in the
+    table up to the digits that accuracy is written with and the slack a printed accuracy gets
+    (:data:`imagenot.analyse.checks.PRINTED_SLACK`, as the table's count check). The Kendall
+    tau estimate comes from the table and its bootstrap replicates from the per-image results,
+    so per-image results of other runs would give an interval about another estimate. Cells
+    of several seeds (their per-image results are one matrix per model) and models or datasets
+    only one of the two holds are not compared."""
+    for dataset, (models, matrix) in images.items():
+        for row, model in zip(matrix, models, strict=True):
+            cell = cells.cells.get((model, dataset))
+            if cell is None or len(cell.seeds) > 1:
+                continue
+            share = float(row.mean()) * 100.0
+            written = round(cell.mean, 6)  # the table's digits (a fraction times 100: noise)
+            tol = (0.5 + PRINTED_SLACK) * 10.0 ** -decimals(written) + 1e-9 * max(1.0, share)
+            if abs(share - cell.mean) > tol:
+                raise TableError(
+                    f"per-image results of model {model!r} on dataset {dataset!r}: "
+                    f"{row.sum():g} of {len(row)} images correct is {share:.4f}%, but "
+                    f"the table's accuracy is {cell_text(written)}% (further than the "
+                    f"{tol:.2g} its digits allow): the per-image results are of other runs "
+                    "than the table's"
+                )

@@ -14,14 +14,15 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import pandas as pd
 
+from imagenot.analyse.names import names_alike
 from imagenot.analyse.table import (
+    FILE,
     KEY_COLUMNS,
     LINE,
     MAX_COUNT,
     REQUIRED,
     TableError,
     missing_columns,
-    names_alike,
     parse_items,
     row_where,
     unknown_datasets,
@@ -212,7 +213,7 @@ def _keyed_models(df: pd.DataFrame, key: list[str]) -> pd.Series:
     if missing:
         raise TableError(
             f"--key names column(s) not in the table: {', '.join(missing)}; "
-            f"columns: {', '.join(c for c in df.columns if c != LINE)}"
+            f"columns: {', '.join(c for c in df.columns if c not in (LINE, FILE))}"
         )
     if len(set(key)) < len(key) or "model" in key:
         raise TableError(f"--key {' '.join(key)}: name each column once, besides model")
@@ -236,13 +237,16 @@ def _duplicates(df: pd.DataFrame, key: list[str], keyed: list[str]) -> None:
     # in the order the table first repeats them
     groups = list(rows.groupby(key, sort=False).indices.values())
     at, lines = (rows[LINE], "lines") if LINE in df.columns else (rows.index, "rows")
+    # a key repeats within one file (read_tables refuses a dataset of two tables)
+    of = (lambda pos: f" of {rows[FILE].iloc[pos[0]]}") if FILE in df.columns else (lambda pos: "")
     where = [
         f"{', '.join(f'{k}={_cell(rows[k].iloc[pos[0]])}' for k in key)} ({lines} "
-        f"{', '.join(str(int(i)) for i in at.to_numpy()[pos[:3]])}{' ...' if len(pos) > 3 else ''})"
+        f"{', '.join(str(int(i)) for i in at.to_numpy()[pos[:3]])}{' ...' if len(pos) > 3 else ''}"
+        f"{of(pos)})"
         for pos in groups[:3]
     ]
     # the columns whose values differ within some repeated key: what tells the rows apart
-    ignore = {*key, LINE, "accuracy", "n", "ci_low", "ci_high"}
+    ignore = {*key, LINE, FILE, "accuracy", "n", "ci_low", "ci_high"}
     differ = [
         c
         for c in df.columns
@@ -363,7 +367,7 @@ def validate_table(
     if keyed:
         df["model"] = _keyed_models(df, keyed)
     _duplicates(df, [c for c in KEY_COLUMNS if c in df.columns], keyed)
-    return df.drop(columns=[LINE], errors="ignore")
+    return df.drop(columns=[LINE, FILE], errors="ignore")
 
 
 # ------------------------------------------------------------------ options of the command

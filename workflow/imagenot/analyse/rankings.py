@@ -21,8 +21,14 @@ import numpy as np
 import pandas as pd
 
 from imagenot.analyse import PUBLISHED_DATASET, stats
-from imagenot.analyse.cells import Cells, build_cells, per_image_matrices
+from imagenot.analyse.cells import (
+    Cells,
+    build_cells,
+    check_per_image_means,
+    per_image_matrices,
+)
 from imagenot.analyse.compare import BOOTSTRAP_OVER, MIN_MODELS, compare
+from imagenot.analyse.names import alike_hint, near_duplicate_models
 from imagenot.analyse.report import (
     AcrossDatasets,
     Correlations,
@@ -35,10 +41,8 @@ from imagenot.analyse.report import (
 from imagenot.analyse.settings import RankingsSettings
 from imagenot.analyse.table import (
     TableError,
-    alike_hint,
     check_confidence,
     mixed_sizes,
-    near_duplicate_models,
     unknown_datasets,
 )
 
@@ -210,6 +214,7 @@ def rankings_report(
     images = None
     if per_image is not None:
         images = per_image_matrices(per_image, settings.variant, settings.standard_transform)
+        check_per_image_means(cells, images)
     warnings = [
         f"model names that differ only in case or spaces: {', '.join(group)}"
         for group in near_duplicate_models(cells.models)

@@ -1,9 +1,14 @@
 """Results tables for the rankings toolbox: reading, and selection of one variant.
 
+Over 500 lines because a table goes from its file's bytes to the long layout in one pass here
+(separator, decimal commas, header case, wide and paired layouts, several files as one), each
+step refusing with the line and the cells it read, as written.
+
 A results table has one row per (model, dataset[, seed]) with ``accuracy`` in percent and
 optional ``n`` (test-set size), ``seed``, ``ci_low``/``ci_high``. Papers print *wide* tables
 (one column per dataset, or paired columns ``<dataset>_accuracy``, ``<dataset>_ci_low``, ...);
-:func:`read_table` turns those into the long layout. The workflow's
+:func:`read_table` turns those into the long layout, and :func:`read_tables` reads several
+tables as one (timm's results CSVs: one file per test set, named after it). The workflow's
 ``results/analyse/accuracy.csv`` also has ``protocol`` and ``transform``; :func:`select_variant`
 turns it into such a table (one dataset label per dataset and protocol). What each cell may
 hold is checked by :func:`imagenot.analyse.checks.validate_table`.
@@ -25,6 +30,7 @@ import pandas as pd
 from pandas._libs.parsers import STR_NA_VALUES
 
 from imagenot.analyse import PUBLISHED_PROTOCOL
+from imagenot.analyse.names import names_alike
 from imagenot.io import read_parquet
 
 REQUIRED = ("model", "dataset", "accuracy")
@@ -61,6 +67,10 @@ LINE = "_line"
 the line of the model's row), so that a refusal names the line an editor shows: blank lines
 (skipped by the reader) are counted, and a row whose quoted cell spans lines is on the line it
 starts on."""
+
+FILE = "_file"
+"""Column :func:`read_tables` adds when it reads several tables: the file each row comes from,
+which a refusal names before the row's line."""
 
 MAX_COUNT = 2**53
 """Largest test-set size ``n`` taken: the largest whole number a float holds exactly (every
@@ -117,7 +127,7 @@ def missing_columns(df: pd.DataFrame, columns, what: str) -> None:
     """Refuse ``df`` (named ``what``) without some of ``columns``, listing those it has."""
     missing = [c for c in columns if c not in df.columns]
     if missing:
-        present = ", ".join(_shown(c) for c in df.columns if c != LINE)
+        present = ", ".join(_shown(c) for c in df.columns if c not in (LINE, FILE))
         raise TableError(f"{what} lacks column(s) {', '.join(missing)}; columns present: {present}")
 
 
@@ -139,10 +149,12 @@ def unknown_datasets(flag: str, names, datasets: list[str], where: str = "the ta
 
 
 def row_where(df: pd.DataFrame, i: int) -> str:
-    """``line N`` of row ``i`` (its :data:`LINE`), else ``row i``."""
+    """``line N`` of row ``i`` (its :data:`LINE`), else ``row i``; with a :data:`FILE`
+    column, ``FILE line N``."""
+    where = f"row {i}"
     if LINE in df.columns and pd.notna(df[LINE].iloc[i]):
-        return f"line {int(df[LINE].iloc[i])}"
-    return f"row {i}"
+        where = f"line {int(df[LINE].iloc[i])}"
+    return f"{df[FILE].iloc[i]} {where}" if FILE in df.columns else where
 
 
 def read_table(
@@ -150,6 +162,8 @@ def read_table(
     fmt: str = "long",
     sizes: Mapping[str, float] | None = None,
     id_columns: tuple[str, ...] = (),
+    *,
+    accuracy_column: str | None = None,
 ) -> pd.DataFrame:
     """Read a CSV or parquet results table, long or wide (no validation beyond the layout).
 
@@ -161,8 +175,11 @@ def read_table(
     dataset in the table's order, or paired columns per dataset (:data:`WIDE_FIELDS`) and at
     most one group column (:func:`_from_wide`); empty cells are models missing from that
     dataset. ``sizes`` gives the test-set size per dataset (``--n``) for either layout; in a
-    long table it fills the ``n`` column where the table has none. ``id_columns`` of a wide table are no datasets
-    (``--key`` columns such as ``img_size``).
+    long table it fills the ``n`` column where the table has none. ``id_columns`` of a wide
+    table are no datasets (``--key`` columns such as ``img_size``). ``accuracy_column``
+    (``--accuracy-column``, matched whatever its case) is the column of a long table read as
+    ``accuracy``: timm's results CSVs print it as ``top1``. With decimal commas, an ``n`` cell
+    written with thousands dots (``10.000``) is refused (:func:`_refuse_grouped_counts`).
     """
     path = Path(path)
     if fmt not in FORMATS:
@@ -215,30 +232,151 @@ def read_table(
     df.columns = [_canonical(str(c).strip()) for c in df.columns]
     if len(df) == 0:
         raise TableError(f"{path}: header only, no data rows (columns: {', '.join(df.columns)})")
-    if LINE in df.columns:
-        raise TableError(f"{path}: column name {LINE!r} is reserved")
+    for reserved in (LINE, FILE):
+        if reserved in df.columns:
+            raise TableError(f"{path}: column name {reserved!r} is reserved")
+    if accuracy_column is not None:
+        df = _accuracy_from(df, path, accuracy_column, fmt)
     _check_layout(df, path, sep, fmt)
     if lines is not None and len(lines) == len(df):  # the file line of each data row
         df[LINE] = lines
+    if sep not in (None, ","):
+        _refuse_grouped_counts(df, path, fmt)
     if fmt == "wide":
         df = _from_wide(df, path, tuple(id_columns))
-    if sizes:
-        if "dataset" in df:
-            datasets = list(dict.fromkeys(df["dataset"].astype(str)))
-            unknown_datasets("--n", sizes, datasets, str(path))
-        given = df["dataset"].astype(str).map(sizes)
-        if "n" in df.columns:  # the table's own n wins only where it agrees with --n
-            own = pd.to_numeric(df["n"], errors="coerce")
-            clash = np.flatnonzero((own.notna() & given.notna() & (own != given)).to_numpy())
-            if len(clash):
-                i = int(clash[0])
-                name = df["dataset"].iloc[i]
-                raise TableError(
-                    f"{path} {row_where(df, i)}: n is {df['n'].iloc[i]}, but --n {name}={sizes[name]:g} "
-                    f"(give the test-set size once: in the n column or with --n)"
-                )
-        df["n"] = given if "n" not in df.columns else df["n"].where(df["n"].notna(), given)
+    return with_sizes(df, sizes, str(path)) if sizes else df
+
+
+def with_sizes(df: pd.DataFrame, sizes: Mapping[str, float], where: str) -> pd.DataFrame:
+    """``df`` with the test-set sizes of ``--n`` ({dataset: n}) in its ``n`` column: where the
+    table has an ``n``, the two must agree (``where``: the table(s), as a refusal names them)."""
+    if "dataset" in df:
+        datasets = list(dict.fromkeys(df["dataset"].astype(str)))
+        unknown_datasets("--n", sizes, datasets, where)
+    given = df["dataset"].astype(str).map(sizes)
+    if "n" in df.columns:  # the table's own n wins only where it agrees with --n
+        own = pd.to_numeric(df["n"], errors="coerce")
+        clash = np.flatnonzero((own.notna() & given.notna() & (own != given)).to_numpy())
+        if len(clash):
+            i = int(clash[0])
+            name = df["dataset"].iloc[i]
+            at = row_where(df, i) if FILE in df.columns else f"{where} {row_where(df, i)}"
+            raise TableError(
+                f"{at}: n is {df['n'].iloc[i]}, but --n {name}={sizes[name]:g} "
+                f"(give the test-set size once: in the n column or with --n)"
+            )
+    df["n"] = given if "n" not in df.columns else df["n"].where(df["n"].notna(), given)
     return df
+
+
+def _accuracy_from(df: pd.DataFrame, path: Path, name: str, fmt: str) -> pd.DataFrame:
+    """``df`` with column ``name`` (``--accuracy-column``, any case) as its ``accuracy``."""
+    if fmt == "wide":
+        raise TableError(
+            f"--accuracy-column {name} names the accuracy column of a long table; a wide "
+            "table's accuracies are its dataset columns"
+        )
+    match = [c for c in df.columns if str(c).casefold() == name.casefold()]
+    if not match:
+        missing_columns(df, [name], f"{path} (--accuracy-column {name})")
+    if match[0] != "accuracy" and "accuracy" in df.columns:
+        raise TableError(
+            f"{path}: has an accuracy column besides {match[0]!r} (--accuracy-column): "
+            "give one of them"
+        )
+    return df.rename(columns={match[0]: "accuracy"})
+
+
+GROUPED = re.compile(r"[-+]?\d{1,3}(?:\.\d{3})+")
+"""A whole number written with thousands dots (``10.000``, ``1.281.167``)."""
+
+
+def _refuse_grouped_counts(df: pd.DataFrame, path: Path, fmt: str) -> None:
+    """Refuse a test-set size (``n``, a wide table's ``<dataset>_n``) written with thousands
+    dots in a table read with decimal commas: ``10.000`` there is ten thousand to the
+    spreadsheet that wrote it, while a number reader takes the dot for a decimal point (10). It
+    is refused, not read either way: a table whose decimal separator is a comma may still hold
+    cells with decimal points, so the dot is ambiguous."""
+    for column in df.columns:
+        field = column if fmt == "long" else (wide_field(str(column)) or ("", ""))[1]
+        if field != "n":
+            continue
+        cells = df[column]
+        grouped = cells.map(lambda v: isinstance(v, str) and bool(GROUPED.fullmatch(v.strip())))
+        bad = np.flatnonzero(grouped.to_numpy())
+        if len(bad):
+            text = str(cells.iloc[bad[0]]).strip()
+            raise TableError(
+                f"{path}: {row_where(df, int(bad[0]))}: {column} {text!r} is written with "
+                "thousands dots in a table with decimal commas, where a number reader takes "
+                f"the dot for a decimal point: write the count without separators "
+                f"({text.replace('.', '')})"
+            )
+
+
+def read_tables(
+    items: list[str],
+    fmt: str = "long",
+    sizes: Mapping[str, float] | None = None,
+    id_columns: tuple[str, ...] = (),
+    *,
+    accuracy_column: str | None = None,
+) -> pd.DataFrame:
+    """Read one or several results tables (:func:`read_table`) as one table.
+
+    Each item is a path, or ``NAME=PATH`` for a long table without a ``dataset`` column: its
+    rows are test set ``NAME``. Of several tables, one without a ``dataset`` column is one test
+    set named after its file: the file's stem, less a ``results-`` prefix (timm's results CSVs,
+    ``results-imagenet-r.csv``: ``imagenet-r``). A dataset found in two tables is refused, and
+    so is ``NAME=`` for a table with a dataset column. Of several tables each row keeps its file
+    (:data:`FILE`), which refusals name before the line. ``sizes`` (``--n``) apply to them all.
+    """
+    named = [name_and_file(item) for item in items]
+    for item, (name, path) in zip(items, named, strict=True):
+        if name == "" or not path:
+            raise TableError(f"{item!r}: expected a table FILE or NAME=FILE")
+    if len(named) == 1 and named[0][0] is None:
+        return read_table(named[0][1], fmt, sizes, id_columns, accuracy_column=accuracy_column)
+    frames, owner = [], {}
+    for name, path in named:
+        df = read_table(path, fmt, None, id_columns, accuracy_column=accuracy_column)
+        if "dataset" not in df.columns:
+            df.insert(min(1, len(df.columns)), "dataset", name or file_dataset(path))
+        elif name is not None:
+            has = "its datasets are its columns" if fmt == "wide" else "it has a dataset column"
+            raise TableError(
+                f"{path}: {name}={path} names the test set of a long table without a dataset "
+                f"column, but {has}"
+            )
+        for d in dict.fromkeys(df["dataset"].astype(str)):
+            if d in owner:
+                raise TableError(
+                    f"dataset {d!r} is in {owner[d]} and in {path}: one test set per table "
+                    "(name a table's test set with NAME=FILE)"
+                )
+            owner[d] = str(path)
+        frames.append(df.assign(**{FILE: str(path)}))
+    df = pd.concat(frames, ignore_index=True)
+    return with_sizes(df, sizes, "the tables") if sizes else df
+
+
+def name_and_file(item: str) -> tuple[str | None, str]:
+    """``NAME=PATH`` -> (NAME, PATH); a path (one that exists, even holding '=') -> (None, it)."""
+    if "=" not in item or Path(item).exists():
+        return None, item
+    name, _, path = item.partition("=")
+    return name.strip(), path
+
+
+def file_dataset(path: str | os.PathLike) -> str:
+    """The test set of a table file without a dataset column: its stem, less a ``results-``
+    or ``results_`` prefix (``results-imagenetv2-matched-frequency.csv``:
+    ``imagenetv2-matched-frequency``)."""
+    stem = Path(path).stem
+    for prefix in ("results-", "results_"):
+        if stem.startswith(prefix) and len(stem) > len(prefix):
+            return stem[len(prefix) :]
+    return stem
 
 
 def _canonical(name: str) -> str:
@@ -429,89 +567,6 @@ def _check_group(df: pd.DataFrame, group: str, path: Path, where: str) -> None:
             f"{path}: column {where} of the wide table holds numbers, not the names of groups "
             "of rows: give it to --key if it tells models apart, or delete it"
         )
-
-
-LOOK_ALIKES = str.maketrans(
-    {
-        **dict(zip("АВСЕНІЈКМОРЅТХУԜԚӀ", "ABCEHIJKMOPSTXYWQI", strict=True)),  # Cyrillic
-        **dict(zip("асеһіјӏорԛѕԝхуԁ", "acehijlopqswxyd", strict=True)),  # Cyrillic
-        **dict(zip("ΑΒΕΖΗΙΚΜΝΟΡΤΥΧ", "ABEZHIKMNOPTYX", strict=True)),  # Greek
-        **dict(zip("αικνορυχ", "aikvopux", strict=True)),  # Greek
-        **dict.fromkeys("\u2010\u2011\u2012\u2013\u2212", "-"),  # dashes, minus: hyphen-minus
-    }
-)
-"""Letters drawn like Latin ones in common fonts (Cyrillic and Greek capitals and small letters,
-dashes like the hyphen-minus): a subset of Unicode's confusables (UTS #39, confusables.txt),
-the look-alikes a name copied from a PDF or typed on another keyboard carries."""
-
-
-def name_skeleton(name: str) -> str:
-    """What ``name`` looks like when printed: compatibility-normalised (NFKC: NFC and NFD alike,
-    full-width letters as their ASCII), without invisible format characters (zero-width space
-    and joiners, byte-order mark, direction marks: Unicode category Cf), look-alike letters as
-    the Latin ones (:data:`LOOK_ALIKES`). Two names with one skeleton print alike."""
-    import unicodedata
-
-    visible = "".join(ch for ch in name if unicodedata.category(ch) != "Cf")
-    return unicodedata.normalize("NFKC", visible).translate(LOOK_ALIKES)
-
-
-def _difference(a: str, b: str) -> str:
-    """How two names that print alike differ, in words."""
-    import unicodedata
-
-    def shown(ch: str) -> str:
-        return f"U+{ord(ch):04X} {unicodedata.name(ch, 'unnamed character')}"
-
-    if unicodedata.normalize("NFC", a) == unicodedata.normalize("NFC", b):
-        forms = [f for f in ("NFC", "NFD") if unicodedata.is_normalized(f, a)]
-        other = [f for f in ("NFC", "NFD") if unicodedata.is_normalized(f, b)]
-        return (
-            f"the same letters in two Unicode forms ({'/'.join(forms) or 'mixed'} and "
-            f"{'/'.join(other) or 'mixed'}: an accent as one character or as a letter and a "
-            "combining mark)"
-        )
-    hidden = [ch for ch in a + b if unicodedata.category(ch) == "Cf"]
-    if hidden:
-        return f"one holds the invisible character {shown(hidden[0])}"
-    i = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-    if i < len(a) and i < len(b):
-        return f"character {i + 1} is {shown(a[i])} in one, {shown(b[i])} in the other"
-    return "their characters differ where they print alike"
-
-
-def names_alike(names: list[str]) -> list[tuple[str, str, str]]:
-    """Pairs of distinct names in ``names`` that print alike (one :func:`name_skeleton`), each
-    with how they differ: (first, second, difference), in the order the names come."""
-    first: dict[str, str] = {}
-    pairs = []
-    for name in dict.fromkeys(names):
-        key = name_skeleton(name)
-        if key in first:
-            pairs.append((first[key], name, _difference(first[key], name)))
-        else:
-            first[key] = name
-    return pairs
-
-
-def alike_hint(name: str, names: list[str]) -> str:
-    """Where ``name`` (typed as an option) is not among ``names`` but prints like one of them,
-    a clause saying so and how they differ; else ''."""
-    key = name_skeleton(name)
-    match = next((n for n in names if n != name and name_skeleton(n) == key), None)
-    if match is None:
-        return ""
-    return (
-        f" ({match!r} of the table prints alike but is different text: {_difference(name, match)})"
-    )
-
-
-def near_duplicate_models(models: list[str]) -> list[list[str]]:
-    """Groups of distinct model names equal up to case, spaces, '-' and '_' (likely typos)."""
-    groups: dict[str, list[str]] = {}
-    for m in models:
-        groups.setdefault(re.sub(r"[\s_\-]+", "", m.casefold()), []).append(m)
-    return [g for g in groups.values() if len(g) > 1]
 
 
 def mixed_sizes(df: pd.DataFrame) -> dict[str, list[float]]:

@@ -31,7 +31,12 @@ class TableFiles(Files):
 class RankingsFiles(Files):
     """``rankings``: any results table in, the rankings report out."""
 
-    table: str = given("CSV or parquet results table", positional=True)
+    table: list[str] = given(
+        "CSV or parquet results table(s); NAME=FILE: a table without a dataset column, whose "
+        "rows are test set NAME",
+        many=True,
+        positional=True,
+    )
     per_image: str | None = given(
         "per-image results (model, dataset, key, correct): bootstrap over test images",
         optional=True,

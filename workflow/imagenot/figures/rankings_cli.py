@@ -45,7 +45,13 @@ def rankings(f: RankingsFiles, **flags: Any) -> int:
         validate_table,
     )
     from imagenot.analyse.rankings import rankings_report
-    from imagenot.analyse.table import TableError, parse_sizes, read_table, select_variant
+    from imagenot.analyse.table import (
+        TableError,
+        parse_sizes,
+        read_table,
+        read_tables,
+        select_variant,
+    )
     from imagenot.io import write_text
 
     args = argparse.Namespace(**flags)
@@ -65,7 +71,13 @@ def rankings(f: RankingsFiles, **flags: Any) -> int:
             scale = {"*": "percent"}
         floors = parse_floors(args.floor)
         cut = check_accuracy_option("--min-reference-accuracy", args.min_reference_accuracy)
-        raw = read_table(f.table, args.format, parse_sizes(args.n), tuple(args.key or ()))
+        raw = read_tables(
+            list(f.table),
+            args.format,
+            parse_sizes(args.n),
+            tuple(args.key or ()),
+            accuracy_column=args.accuracy_column,
+        )
         df = validate_table(raw, scale_of=scale, key=args.key or ())
         df = select_variant(df, settings.variant, settings.standard_transform)
         if not len(df):
@@ -89,8 +101,7 @@ def rankings(f: RankingsFiles, **flags: Any) -> int:
             written = write_report(report, args.report, style=style)
     except (TableError, ValueError, OSError) as exc:
         msg = " ".join(str(exc).split())
-        where = "" if msg.startswith(str(f.table)) else f"{f.table}: "
-        print(f"imagenot rankings: {where}{msg}", file=sys.stderr)
+        print(f"imagenot rankings: {_where(msg, list(f.table))}{msg}", file=sys.stderr)
         return 2
     text = report.to_text()
     if f.out:
@@ -104,6 +115,18 @@ def rankings(f: RankingsFiles, **flags: Any) -> int:
     for warning in report.warnings[:10]:
         print(f"warning: {warning}", file=sys.stderr)
     return 0
+
+
+def _where(msg: str, tables: list[str]) -> str:
+    """The table a refusal is about, before its message: the one table given (``NAME=FILE``:
+    the file), unless the message names a table itself; of several tables, the message names
+    the one it concerns (its row's file, or its reader's) or concerns all of them."""
+    from imagenot.analyse.table import name_and_file
+
+    paths = [name_and_file(t)[1] for t in tables]
+    if len(paths) > 1 or any(msg.startswith(p) for p in paths):
+        return ""
+    return f"{paths[0]}: "
 
 
 def _models_option(value: str | None) -> str | None:

@@ -4,11 +4,12 @@ and checking a drawn figure for overlapping or clipped text.
 Model names run to 40-60 characters (timm's ``vit_large_patch14_clip_336.laion2b_ft_in12k
 _in1k``) and tables to thousands of models. Each figure sizes its panels from the measured width
 of the labels it shows (:func:`text_width_in`), names only what fits (the best, the largest
-changes, the highlighted models), places point labels where they cover no marker and no other
-label, each nearest its own point or joined to it (:func:`place_point_labels`) and spreads a
-column of labels apart (:func:`spread`). :func:`layout_problems` lists every overlap and every
-text that leaves the figure, as the renderer draws them: the tests run it on every figure kind,
-on tables of 5 to 2,000 models.
+changes, the highlighted models), places point labels where they cover no marker, no error bar
+and no other label, each clearly nearer its own point than any other or joined to it
+(:func:`place_point_labels`) and spreads a column of labels apart (:func:`spread`).
+:func:`layout_problems` lists every overlap and every text that leaves the figure, as the
+renderer draws them: the tests run it on every figure kind, on tables of 5 to 2,000 models;
+:func:`label_problems` lists every point label a reader could misread.
 """
 
 from __future__ import annotations
@@ -169,7 +170,12 @@ OFFSETS = tuple(
 close by first, then farther out (joined to its point by a thin line)."""
 LEADER_FROM_PT = 10
 """A label this far from its point (in points, |dx| + |dy| of its offset) or farther is joined
-to it by a leader line; a closer one must lie nearer its own point than any other."""
+to it by a leader line; a closer one must lie clearly nearer its own point than any other
+(:data:`OWN_POINT_MARGIN`)."""
+OWN_POINT_MARGIN = 1.5
+"""A label without a leader line lies at least this many times farther from every other point
+than from its own (each measured to the nearest edge of the label's box), so that a reader
+pairs them right at a glance."""
 MARKER_MARGIN_PT = 1.0
 """Clearance kept between a label and every marker of the axes (points)."""
 
@@ -205,6 +211,76 @@ def marker_boxes(ax) -> list:
     return boxes
 
 
+def _data_markers(ax) -> tuple[list, list]:
+    """(lines, collections) of ``ax`` whose markers are data points: lines with a marker other
+    than the caps of error bars, and scatter collections."""
+    from matplotlib.collections import PathCollection
+    from matplotlib.container import ErrorbarContainer
+
+    caps = {id(c) for e in ax.containers if isinstance(e, ErrorbarContainer) for c in e[1]}
+    lines = [
+        line
+        for line in ax.get_lines()
+        if line.get_visible()
+        and id(line) not in caps
+        and line.get_marker() not in (None, "", " ", "None", "none")
+    ]
+    colls = [c for c in ax.collections if isinstance(c, PathCollection) and c.get_visible()]
+    return lines, colls
+
+
+def point_centres(ax) -> np.ndarray:
+    """The window position (pixels, n x 2) of every data point drawn in ``ax`` with a marker
+    (the caps of error bars are not points)."""
+    lines, colls = _data_markers(ax)
+    xy = [np.column_stack([line.get_xdata(), line.get_ydata()]) for line in lines]
+    xy += [np.asarray(c.get_offsets(), dtype=float).reshape(-1, 2) for c in colls]
+    xy = np.concatenate(
+        [np.asarray(a, dtype=float).reshape(-1, 2) for a in xy] or [np.zeros((0, 2))]
+    )
+    xy = xy[np.isfinite(xy).all(axis=1)]
+    return ax.transData.transform(xy) if len(xy) else np.zeros((0, 2))
+
+
+def error_bar_segments(ax) -> np.ndarray:
+    """Every error bar drawn in ``ax`` as a segment in window pixels (n x 2 x 2): what a label
+    may not cross."""
+    from matplotlib.container import ErrorbarContainer
+
+    segs = [
+        np.asarray(seg, dtype=float)
+        for e in ax.containers
+        if isinstance(e, ErrorbarContainer)
+        for coll in e[2]
+        if coll.get_visible()
+        for seg in coll.get_segments()
+        if len(seg) == 2
+    ]
+    if not segs:
+        return np.zeros((0, 2, 2))
+    segs = np.stack(segs)
+    segs = segs[np.isfinite(segs).all(axis=(1, 2))]
+    return ax.transData.transform(segs.reshape(-1, 2)).reshape(-1, 2, 2)
+
+
+def crosses(box, segments: np.ndarray) -> np.ndarray:
+    """Per segment (n x 2 x 2, pixels), whether it passes through ``box`` (Liang-Barsky
+    clipping, all segments at once)."""
+    if not len(segments):
+        return np.zeros(0, dtype=bool)
+    p0, d = segments[:, 0], segments[:, 1] - segments[:, 0]
+    lo, hi = np.asarray(box.p0, dtype=float), np.asarray(box.p1, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_lo, t_hi = (lo - p0) / d, (hi - p0) / d
+    moving = d != 0
+    enter = np.where(moving, np.minimum(t_lo, t_hi), -np.inf)
+    leave = np.where(moving, np.maximum(t_lo, t_hi), np.inf)
+    within = moving | ((p0 >= lo) & (p0 <= hi))  # a still coordinate must lie in the box
+    start = np.maximum(enter.max(axis=1), 0.0)
+    end = np.minimum(leave.min(axis=1), 1.0)
+    return within.all(axis=1) & (start <= end)
+
+
 def _distance(box, xy) -> np.ndarray:
     """Distance (pixels) from each point of ``xy`` (x, y in its last axis) to the nearest edge
     of ``box`` (0 inside)."""
@@ -214,10 +290,11 @@ def _distance(box, xy) -> np.ndarray:
 
 def place_point_labels(ax, labels: Sequence[PointLabel], font_size: float) -> list:
     """Place each label beside its point where it covers no marker of the axes
-    (:func:`marker_boxes`), no label placed before it and nothing else of the axes that is
-    text (legend, notes), and stays inside the axes. A label close to its point (no leader
-    line, :data:`LEADER_FROM_PT`) must lie nearer its own point than any other, so that a
-    reader pairs them right; a farther one is joined to its point by a thin line. A label that
+    (:func:`marker_boxes`), crosses no error bar (:func:`error_bar_segments`), covers no label
+    placed before it and nothing else of the axes that is text (legend, notes), and stays
+    inside the axes. A label close to its point (no leader line, :data:`LEADER_FROM_PT`) must
+    lie :data:`OWN_POINT_MARGIN` times farther from every other point than from its own, so
+    that a reader pairs them right; a farther one is joined to its point by a thin line. A label that
     fits nowhere is left out (the caller orders ``labels`` by importance), a bold (highlighted)
     one wider than half the axes is first shortened in the middle. Call after :func:`freeze`.
     Returns the placed Text artists."""
@@ -232,7 +309,8 @@ def place_point_labels(ax, labels: Sequence[PointLabel], font_size: float) -> li
         taken.append(legend.get_window_extent(renderer))
     taken += [text_extent(t, renderer) for t in ax.texts if t.get_visible()]
     markers = marker_boxes(ax)
-    points = np.array([(b.x0 + b.x1, b.y0 + b.y1) for b in markers], dtype=float) / 2
+    points = point_centres(ax)
+    bars = error_bar_segments(ax)
     px_per_pt = fig.dpi / 72.0
     placed = []
     for lab in labels:
@@ -253,11 +331,11 @@ def place_point_labels(ax, labels: Sequence[PointLabel], font_size: float) -> li
             inside = np.all(box.p0 >= frame.p0) and np.all(box.p1 <= frame.p1)
             if not inside or any(box.overlaps(other) for other in (*taken, *markers)):
                 continue
+            if crosses(box, bars).any():
+                continue
             leader = abs(dx) + abs(dy) >= LEADER_FROM_PT
-            if not leader and len(points):
-                others = points[np.hypot(*(points - (px, py)).T) > 0.5]  # not its own point
-                if len(others) and _distance(box, others).min() <= _distance(box, (px, py)):
-                    continue
+            if not leader and _ambiguous(box, (px, py), points):
+                continue
             side = {"ha": "left" if dx > 0 else "right" if dx < 0 else "center"}
             side["va"] = "bottom" if dy > 0 else "top" if dy < 0 else "center"
             line = {"arrowstyle": "-", "color": "0.5", "lw": 0.4, "shrinkA": 0, "shrinkB": 2}
@@ -278,7 +356,46 @@ def place_point_labels(ax, labels: Sequence[PointLabel], font_size: float) -> li
     return placed
 
 
+def _ambiguous(box, own, points: np.ndarray) -> bool:
+    """Whether a label's ``box`` lies less than :data:`OWN_POINT_MARGIN` times farther from
+    some point of ``points`` (pixels) other than its ``own`` than from its own."""
+    others = points[np.hypot(*(points - own).T) > 0.5] if len(points) else points
+    if not len(others):
+        return False
+    return bool(_distance(box, others).min() < OWN_POINT_MARGIN * _distance(box, own))
+
+
 # ------------------------------------------------------------------------------- checking
+
+
+def label_problems(ax, placed=None) -> list[str]:
+    """Each point label of ``ax`` (``placed``, else every annotation of the axes) that a reader
+    could misread, one line each: it covers a marker or another label, crosses an error bar,
+    or, without a leader line, lies less than :data:`OWN_POINT_MARGIN` times farther from
+    another point than from its own. Empty when every label reads as its own point's."""
+    from matplotlib.text import Annotation
+
+    renderer = ax.figure.canvas.get_renderer()
+    if placed is None:
+        placed = [t for t in ax.texts if isinstance(t, Annotation) and t.get_visible()]
+    boxes = [text_extent(t, renderer) for t in placed]
+    markers, points, bars = marker_boxes(ax), point_centres(ax), error_bar_segments(ax)
+    problems = []
+    for k, (t, box) in enumerate(zip(placed, boxes, strict=True)):
+        name = t.get_text()
+        if any(box.overlaps(other) for j, other in enumerate(boxes) if j != k):
+            problems.append(f"{name!r} overlaps a label")
+        if any(box.overlaps(m) for m in markers):
+            problems.append(f"{name!r} covers a marker")
+        if crosses(box, bars).any():
+            problems.append(f"{name!r} crosses an error bar")
+        own = ax.transData.transform(t.xy)
+        if t.arrow_patch is None and _ambiguous(box, own, points):
+            problems.append(
+                f"{name!r} is not {OWN_POINT_MARGIN:g} times farther from another point than "
+                "from its own, and has no leader line"
+            )
+    return problems
 
 
 def text_extent(t, renderer):

@@ -241,3 +241,30 @@ def test_the_range_job_stores_each_split_at_its_side(tmp_path):
     materialise("imagefolder", root, tmp_path / "same", **common)
     assert sides(tmp_path / "small") == {"train": {8}, "val": {16}, "test": {16}}
     assert sides(tmp_path / "same") == {"train": {16}, "val": {16}, "test": {16}}
+
+
+def test_a_split_side_field_left_empty_keeps_the_settings_text(paper):
+    """``split_sizes`` and ``clip_image_size`` are left out of a job's settings JSON while empty
+    (imagenot.settings.omitted_when), so a run whose splits are all stored at ``image_size``
+    keeps its jobs' settings text, and is not rematerialised; set, they are written and read
+    back."""
+    import dataclasses
+    import json
+
+    from imagenot.acquire.settings import MaterialiseSettings
+    from imagenot.diagnostics.settings import EmbedSettings
+    from imagenot.settings import parse, to_json
+
+    demo = load_config(REPO / "config" / "config.yaml")
+    plain = MaterialiseSettings.from_config(demo, "fashion_mnist")
+    assert "split_sizes" not in json.loads(to_json(plain))
+    assert parse(MaterialiseSettings, to_json(plain)) == plain
+    smaller = dataclasses.replace(plain, split_sizes={"train": 32})
+    assert json.loads(to_json(smaller))["split_sizes"] == {"train": 32}
+    assert parse(MaterialiseSettings, to_json(smaller)) == smaller
+    backbone = EmbedSettings.from_config(demo, "test")
+    assert "clip_image_size" not in json.loads(to_json(backbone))
+    clip = EmbedSettings.from_config(paper, "test")
+    assert json.loads(to_json(clip))["clip_image_size"] == clip.clip_image_size == 224
+    # a field without the mark is written even when empty
+    assert "clip_model" in json.loads(to_json(backbone))

@@ -17,6 +17,7 @@ Flag-by-flag argparse stays only for commands people type by hand (``rankings``,
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import shlex
@@ -167,11 +168,26 @@ def config_lookup(
     raise SettingsError(f"{owner}: config key {where} is missing (was the config validated?)")
 
 
+def omitted_when(empty: Any) -> dict:
+    """A field's metadata: the field is left out of the settings' JSON while it equals ``empty``
+    (None, ``{}``) and read back as ``empty`` when absent, so that adding such a field to a
+    rule's settings reruns only the jobs that set it, not every finished job of the rule
+    (Snakemake compares the text). Not a default: the settings object always sets it."""
+    return {"omitted_when": empty}
+
+
 def to_json(settings: Mapping[str, Any] | Any) -> str:
     """A settings dict (or dataclass) as compact, key-sorted JSON: the same config gives the same
-    text, so Snakemake's params-change detection reruns a job exactly when its settings change."""
+    text, so Snakemake's params-change detection reruns a job exactly when its settings change.
+    A dataclass field marked :func:`omitted_when` is left out while empty."""
     if dataclasses.is_dataclass(settings) and not isinstance(settings, type):
-        settings = dataclasses.asdict(settings)
+        empty = [
+            f.name
+            for f in dataclasses.fields(settings)
+            if "omitted_when" in f.metadata
+            and getattr(settings, f.name) == f.metadata["omitted_when"]
+        ]
+        settings = {k: v for k, v in dataclasses.asdict(settings).items() if k not in empty}
     return json.dumps(settings, sort_keys=True, separators=(",", ":"))
 
 
@@ -208,6 +224,10 @@ def parse(cls: type[T], text: str | Mapping[str, Any], *, what: str = "--setting
     config, decides. The error names ``what`` (the flag, and the file of ``@file``) and the
     key."""
     raw = dict(text) if isinstance(text, Mapping) else load(text, what=what)
+    if dataclasses.is_dataclass(cls):
+        for f in dataclasses.fields(cls):
+            if "omitted_when" in f.metadata and f.name not in raw:
+                raw[f.name] = copy.deepcopy(f.metadata["omitted_when"])
     source = f"{what} {text[1:]}" if isinstance(text, str) and text.startswith("@") else what
     try:
         return read_object(cls, raw, source=source)

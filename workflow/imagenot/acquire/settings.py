@@ -11,11 +11,12 @@ nor numpy.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
 from imagenot.paths import SPLITS
-from imagenot.settings import FromConfig, PerDataset
+from imagenot.settings import FromConfig, PerDataset, omitted_when
 
 # Where a dataset's image_size is read (MaterialiseSettings.SECTIONS): its own key, else acquire's.
 STORED_SIZE_SECTIONS = ("datasets.{dataset}", "acquire")
@@ -176,7 +177,7 @@ class MaterialiseSettings(FromConfig):
     classes_per_job: int
     keep_originals: bool
     splits: tuple[str, ...]
-    split_sizes: dict
+    split_sizes: dict = dataclasses.field(metadata=omitted_when({}))
 
     @classmethod
     def from_config(cls, config, dataset: str) -> MaterialiseSettings:  # type: ignore[override]

@@ -9,10 +9,11 @@ names it, ``from_config`` reads it from the validated config and
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from imagenot.settings import FromConfig, Style
+from imagenot.settings import FromConfig, Style, omitted_when
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class EmbedSettings(FromConfig):
     clip_model: str | None
     split: str
     batch_size: int
-    clip_image_size: int | None
+    clip_image_size: int | None = dataclasses.field(metadata=omitted_when(None))
 
     @classmethod
     def from_config(cls, config: Any, split: str) -> EmbedSettings:  # type: ignore[override]

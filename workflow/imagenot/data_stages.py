@@ -159,16 +159,21 @@ def data_chains(config: dict, jobs: list, gpus: int) -> tuple[dict, dict]:
     paper = paper_shaped(config, scale)
     projected = {r["rule"]: r["projected"] for r in (scale or {}).get("rules", [])}
     curated = curated_datasets(config)
+
+    def rule_hours(rule: str) -> tuple[float, str]:
+        """One job's hours of ``rule``: the scale model's projection on a paper-shaped config,
+        else the rule's requested runtime."""
+        if paper and rule in projected:
+            return projected[rule]["runtime_min"] / 60, "projection"
+        return _requested_hours(jobs, rule), "request"
+
     if curated:
         stages, about = [], []
         for rule in CURATE_CHAIN:
             n = _count(jobs, rule)
             if not n:
                 continue
-            if paper and rule in projected:
-                hours, source = projected[rule]["runtime_min"] / 60, "projection"
-            else:
-                hours, source = _requested_hours(jobs, rule), "request"
+            hours, source = rule_hours(rule)
             width = _threads(jobs, rule)
             if rule == "curate_embed" and config["resources"]["gpus"] > 0:
                 # the parts' embedding on the GPUs, one part per GPU at a time: a wait here
@@ -217,10 +222,7 @@ def data_chains(config: dict, jobs: list, gpus: int) -> tuple[dict, dict]:
             n = _count(jobs, rule)
             if not n:
                 continue
-            if paper and rule in projected:
-                hours, source = projected[rule]["runtime_min"] / 60, "projection"
-            else:
-                hours, source = _requested_hours(jobs, rule), "request"
+            hours, source = rule_hours(rule)
             stages.append((n, _threads(jobs, rule), hours))
             about.append(
                 {

@@ -30,7 +30,7 @@ rule run_summary:
         **class_resources("light"),
     params:
         settings=lambda wildcards: to_arg(summary_plan.layout(config)),
-        # the command its summary names for the report: this run's Snakemake and config files
-        report_command=lambda wildcards: summary_plan.run_report_command(workflow),
+        # the run's config files, which the summary's report command names
+        configfiles=lambda wildcards: to_arg(summary_plan.config_files(workflow)),
     shell:
         step("run-summary")

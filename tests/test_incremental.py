@@ -159,7 +159,7 @@ def test_the_report_of_the_finished_run_shows_every_figure_and_table(
     workdir = copy_of_finished
     workflow = SimpleNamespace(configfiles=CONFIGS, main_snakefile=str(REPO / "Snakefile"))
     monkeypatch.chdir(workdir)  # the end of a run prints it in the run's folder
-    command = summary_plan.report_command(str(REPO / ".venv" / "bin" / "snakemake"), workflow)
+    command = summary_plan.run_report_command(workflow)
     done = subprocess.run(
         command, shell=True, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600
     )

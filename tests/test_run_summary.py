@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -196,7 +197,7 @@ def test_the_end_of_a_run_says_when_the_report_is_stale_and_how_to_refresh_it(
     assert "# Run summary" in err and err.rstrip().endswith(f"Report: {run_summary.REPORT}")
     # from a working directory of its own: a command that works from anywhere
     elsewhere = types.SimpleNamespace(**{**vars(workflow), "main_snakefile": "/clone/Snakefile"})
-    command = summary_plan.report_command(".venv/bin/snakemake", elsewhere)
+    command = summary_plan.run_report_command(elsewhere)
     assert "--snakefile /clone/Snakefile --workflow-profile /clone/profiles/default" in command
     assert f"--directory {tmp_path}" in command
 
@@ -293,10 +294,16 @@ def test_the_written_summary_names_the_runs_own_report_command(tmp_path, monkeyp
     settings = tmp_path / "layout.json"
     settings.write_text(json.dumps(summary_plan.layout(config)))
     outputs = ("--md", run_summary.SUMMARY_MD, "--html", run_summary.SUMMARY_HTML)
-    done = _cli(tmp_path, "--settings", f"@{settings}", *outputs, "--report-command", paper)
+    files = json.dumps(["config/paper.yaml"])
+    done = _cli(tmp_path, "--settings", f"@{settings}", *outputs, "--configfiles", files)
     assert done.returncode == 0, done.stderr
+    # the job builds the command where it runs: here a working directory of its own
+    monkeypatch.chdir(tmp_path)
+    written = summary_plan.report_command(["config/paper.yaml"])
+    assert f"--configfile {REPO / 'config' / 'paper.yaml'} {report}" in written
+    assert f"--directory {tmp_path}" in written
     for made in (run_summary.SUMMARY_MD, run_summary.SUMMARY_HTML):
-        assert f"`{paper}`" in (tmp_path / made).read_text(), made
+        assert f"`{written}`" in (tmp_path / made).read_text(), made
     done = _cli(tmp_path, "--settings", f"@{settings}", *outputs)
     md = (tmp_path / run_summary.SUMMARY_MD).read_text()
     assert f"`{run_summary.REPORT_COMMAND}`" in md and "paper.yaml" not in md
@@ -307,8 +314,10 @@ def test_the_written_summary_names_the_runs_own_report_command(tmp_path, monkeyp
     work.mkdir()
     with snakemake_workflow(work, [DEMO, overlay]) as api:
         (rule,) = [r for r in api._workflow.rules if r.name == "run_summary"]
-        handed = rule.params.report_command(None)
-    assert f"--configfile {DEMO} {overlay} {report}" in handed
+        handed = rule.params.configfiles(None)
+    # recorded: the config files, the clone's own by their path from its root, not the command
+    # with the clone's or the working directory's place (tests/test_moved_run.py)
+    assert json.loads(shlex.split(handed)[0]) == ["config/config.yaml", str(overlay)]
 
 
 def _snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:

@@ -361,8 +361,8 @@ def _pct(x: float | None) -> str:
 
 def format_text(summary: dict, command: str | None = None, report: str | None = None) -> str:
     """The summary as Markdown (also what the console shows). ``command``: the one that writes
-    the run's report (its Snakemake and config files: the rule hands
-    :func:`imagenot.summary_plan.run_report_command`'s; none: :data:`REPORT_COMMAND`, the
+    the run's report (its Snakemake and config files: the job builds it with
+    :func:`imagenot.summary_plan.report_command`; none: :data:`REPORT_COMMAND`, the
     demo's); ``report``: its last line, where the report is (the end of a run says whether it
     is stale: imagenot.summary_plan)."""
     from imagenot.analyse.transfer import section

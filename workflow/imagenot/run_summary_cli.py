@@ -27,14 +27,17 @@ class SummaryFiles(Files):
     html: str | None = made(f"the HTML page (rule: {SUMMARY_HTML})", optional=True)
 
 
-def run_summary(
-    f: SummaryFiles, layout: dict, strict: bool, report_command: str | None = None
-) -> int:
+def run_summary(f: SummaryFiles, layout: dict, strict: bool, configfiles: str | None = None) -> int:
     """Print the summary of the run whose ``layout`` (:func:`imagenot.summary_plan.layout`) is
-    given and write its forms, naming ``report_command`` as the command that writes the
-    report (the rule's: the run's Snakemake and config files); 1 with ``strict`` when it has
-    an error."""
+    given and write its forms, ending with the command that writes the report of this run
+    (its ``configfiles``, a JSON list: :func:`imagenot.summary_plan.report_command`); 1 with
+    ``strict`` when it has an error."""
+    import json
+
     from imagenot.run_summary import collect, format_text, write
+    from imagenot.summary_plan import report_command as command
+
+    report_command = command(json.loads(configfiles)) if configfiles else None
 
     summary = collect(layout, rankings=f.rankings)
     print(format_text(summary, report_command))

@@ -490,11 +490,11 @@ for _step in (
         options=(
             Option("strict", "exit 1 when there is an error", switch=True),
             Option(
-                "report_command",
-                "the command that writes the run's report, as the summary names it (the "
-                "rule: its run's Snakemake and config files, summary_plan.run_report_command)",
-                rule="{params.report_command}",
-                metavar="COMMAND",
+                "configfiles",
+                "the run's config files as a JSON list, named by the report command the summary "
+                "ends with (the rule: summary_plan.config_files; default: the demo's)",
+                rule="{params.configfiles}",
+                metavar="JSON",
             ),
         ),
     ),

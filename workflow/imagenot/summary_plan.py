@@ -162,39 +162,60 @@ def _file_targets(workflow) -> list[str]:
 
 def run_report_command(workflow=None) -> str:
     """The command that (re)writes the report of the run ``workflow`` (Snakemake's: its config
-    files and Snakefile; :func:`report_command`), with the Snakemake of the interpreter that
-    runs it as typed from the working directory (``.venv/bin/snakemake`` from the clone's
-    root), so that it runs without an activated venv. The end of a run prints it, and rule
-    ``run_summary`` hands it to the summary it writes (its ``report_command``)."""
-    snakemake = Path(sys.executable).parent / "snakemake"
-    shown = os.path.relpath(snakemake) if snakemake.is_file() else "snakemake"
-    return report_command(shown, workflow)
+    files and Snakefile), as the end of a run prints it: :func:`report_command` with
+    :func:`config_files`, from this working directory."""
+    snakefile = getattr(workflow, "main_snakefile", None)
+    clone = Path(snakefile).resolve().parent if snakefile else CLONE
+    return report_command(config_files(workflow), clone)
 
 
-def report_command(snakemake: str, workflow=None) -> str:
-    """The command that (re)writes the report of this run: from the clone's root with the
-    run's config files; from a working directory of its own, with the Snakefile, the workflow
-    profile and the folder named by absolute path, so that it works typed anywhere (from the
-    clone's root Snakemake would find ``profiles/default`` by a relative path, and its report
-    metadata would be looked for in the working directory)."""
+def config_files(workflow=None) -> list[str]:
+    """The run's config files as a report command names them: one inside the clone by its path
+    from the clone's root (``config/paper.yaml``), any other as given. Rule ``run_summary``
+    records these, not the command, so that moving the clone or the working directory reruns
+    nothing (tests/test_moved_run.py); the job builds the command where it runs."""
+    clone = Path(getattr(workflow, "main_snakefile", None) or CLONE / "Snakefile").resolve()
+    out = []
+    for f in getattr(workflow, "configfiles", None) or []:
+        path = Path(f).resolve()
+        out.append(
+            str(path.relative_to(clone.parent)) if path.is_relative_to(clone.parent) else str(f)
+        )
+    return out
+
+
+# the clone whose package this is (workflow/imagenot/ -> the clone's root)
+CLONE = Path(__file__).resolve().parents[2]
+
+
+def report_command(configfiles: list[str], clone: Path = CLONE) -> str:
+    """The command that (re)writes the report of this run, with its Snakemake typed so that it
+    runs without an activated venv: from the clone's root, ``.venv/bin/snakemake`` with the
+    run's config files (none for the demo's default); from a working directory of its own, the
+    Snakemake, Snakefile, workflow profile, config files and folder by absolute path, so that
+    it works typed anywhere (from the clone's root Snakemake would find ``profiles/default`` by
+    a relative path, and its report metadata would be looked for in the working directory)."""
     import shlex
 
-    configfiles = [str(f) for f in getattr(workflow, "configfiles", None) or []]
-    snakefile = getattr(workflow, "main_snakefile", None)
-    clone = Path(snakefile).resolve().parent if snakefile else None
     here = Path.cwd().resolve()
-    if clone is None or clone == here:
-        files = [os.path.relpath(f) for f in configfiles]
-        words = [snakemake]
-        if files and files != ["config/config.yaml"]:
-            words += ["--configfile", *files]
+    venv = Path(sys.executable).parent / "snakemake"
+    if clone.resolve() == here:
+        words = [os.path.relpath(venv) if venv.is_file() else "snakemake"]
+        if configfiles and configfiles != ["config/config.yaml"]:
+            words += ["--configfile", *configfiles]
     else:
-        exe = Path(snakemake).resolve() if Path(snakemake).is_file() else Path(snakemake)
-        profile = clone / "profiles" / "default"
-        words = [str(exe), "--snakefile", str(snakefile), "--workflow-profile", str(profile)]
+        words = [str(venv) if venv.is_file() else "snakemake", "--snakefile"]
+        words += [
+            str(clone / "Snakefile"),
+            "--workflow-profile",
+            str(clone / "profiles" / "default"),
+        ]
         words += ["--directory", str(here)]
         if configfiles:
-            words += ["--configfile", *configfiles]
+            words += [
+                "--configfile",
+                *(str(clone / f) if not Path(f).is_absolute() else f for f in configfiles),
+            ]
     return " ".join(map(shlex.quote, words)) + f" --report {REPORT}"
 
 

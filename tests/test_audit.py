@@ -130,7 +130,7 @@ def test_the_verification_defaults_are_the_schema_s():
 
     config = {"datasets": {"imagenot": {"kind": "laion", "classes": "discover"}}}
     validate_config(config)
-    assert config["audit"]["verification"] == VERIFICATION
+    assert config["audit"]["verification"] == VERIFICATION | {"enabled": False}  # opt-in
 
 
 def test_parts_cover_every_row_once():

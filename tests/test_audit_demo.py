@@ -32,7 +32,12 @@ from imagenot.curate import paths as curate_paths
 from imagenot.demo.plan import PLANTED_DUPLICATES
 
 REPO = Path(__file__).resolve().parents[1]
-CONFIGS = [str(REPO / "config" / "config.yaml"), str(REPO / ".test" / "config-tiny.yaml")]
+# the tiny run with the audit's verification on (audit.verification.enabled, off by default)
+CONFIGS = [
+    str(REPO / "config" / "config.yaml"),
+    str(REPO / ".test" / "config-tiny.yaml"),
+    str(REPO / ".test" / "config-audit-verified.yaml"),
+]
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 

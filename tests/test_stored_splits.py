@@ -31,6 +31,18 @@ def _rules() -> set[str]:
     return set(re.findall(r"^(?:rule|checkpoint|use rule \w+ as) (\w+)", text, flags=re.M))
 
 
+def _two_class_folder(root: Path) -> Path:
+    """An image folder of two classes, six seeded 20 x 24 JPEGs each."""
+    rng = np.random.default_rng(0)
+    for c in ("cat", "dog"):
+        (root / c).mkdir(parents=True)
+        for i in range(6):
+            buf = io.BytesIO()
+            Image.fromarray(rng.integers(0, 255, (20, 24, 3), dtype=np.uint8)).save(buf, "JPEG")
+            (root / c / f"{i}.jpg").write_bytes(buf.getvalue())
+    return root
+
+
 def _imagenet_lines(rows: list[dict]) -> list[str]:
     return [r["item"] for r in rows if r["item"].startswith("imagenet ")]
 
@@ -90,14 +102,7 @@ def test_the_range_job_writes_only_the_splits_read(tmp_path):
 
     from imagenot.dataset import read_manifest
 
-    root = tmp_path / "folder"
-    rng = np.random.default_rng(0)
-    for c in ("cat", "dog"):
-        (root / c).mkdir(parents=True)
-        for i in range(6):
-            buf = io.BytesIO()
-            Image.fromarray(rng.integers(0, 255, (20, 24, 3), dtype=np.uint8)).save(buf, "JPEG")
-            (root / c / f"{i}.jpg").write_bytes(buf.getvalue())
+    root = _two_class_folder(tmp_path / "folder")
     common = {"image_size": 16, "test_per_class": 2, "val_per_class": 1}
     materialise("imagefolder", root, tmp_path / "all", **common)
     materialise("imagefolder", root, tmp_path / "test", splits=("test",), **common)
@@ -217,14 +222,7 @@ def test_the_range_job_stores_each_split_at_its_side(tmp_path):
 
     from conftest import materialise
 
-    root = tmp_path / "folder"
-    rng = np.random.default_rng(0)
-    for c in ("cat", "dog"):
-        (root / c).mkdir(parents=True)
-        for i in range(6):
-            buf = io.BytesIO()
-            Image.fromarray(rng.integers(0, 255, (20, 24, 3), dtype=np.uint8)).save(buf, "JPEG")
-            (root / c / f"{i}.jpg").write_bytes(buf.getvalue())
+    root = _two_class_folder(tmp_path / "folder")
     common = {"image_size": 16, "test_per_class": 2, "val_per_class": 1}
 
     def sides(out: Path) -> dict[str, set[int]]:

@@ -46,7 +46,7 @@ from imagenot import (
 from imagenot.paths import BENCH, LOGS, NLTK_DATA, NOUN_LEMMAS, RESULTS
 from imagenot.config import check_config_files, config_sources, shown_path
 from imagenot.names import NAME_PATTERN
-from imagenot.settings import to_arg
+from imagenot.settings import to_arg, to_json
 from imagenot.stages import check_workflow_config, stage_plans
 from imagenot.demo import plan as demo_plan
 from imagenot.demo import scale_plan

@@ -31,6 +31,6 @@ rule run_summary:
     params:
         settings=lambda wildcards: to_arg(summary_plan.layout(config)),
         # the run's config files, which the summary's report command names
-        configfiles=lambda wildcards: to_arg(summary_plan.config_files(workflow)),
+        configfiles=lambda wildcards: to_json(summary_plan.config_files(workflow)),
     shell:
         step("run-summary")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -317,7 +316,7 @@ def test_the_written_summary_names_the_runs_own_report_command(tmp_path, monkeyp
         handed = rule.params.configfiles(None)
     # recorded: the config files, the clone's own by their path from its root, not the command
     # with the clone's or the working directory's place (tests/test_moved_run.py)
-    assert json.loads(shlex.split(handed)[0]) == ["config/config.yaml", str(overlay)]
+    assert json.loads(handed) == ["config/config.yaml", str(overlay)]
 
 
 def _snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:

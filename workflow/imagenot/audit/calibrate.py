@@ -151,18 +151,27 @@ def pair_scores(
     return pos.astype(np.float64), negatives.astype(np.float64)
 
 
+def enough_pairs(positives, negatives, min_pairs: int, what: str, distinct: str) -> tuple:
+    """``positives`` and ``negatives`` as float arrays; ValueError naming ``what`` when either
+    has fewer than ``min_pairs`` (audit.calibration.min_pairs)."""
+    positives = np.asarray(positives, dtype=np.float64)
+    negatives = np.asarray(negatives, dtype=np.float64)
+    if len(positives) < min_pairs or len(negatives) < min_pairs:
+        raise ValueError(
+            f"{what} has {len(positives)} copy pair(s) and {len(negatives)} "
+            f"{distinct}; audit.calibration.min_pairs asks for {min_pairs} of each"
+        )
+    return positives, negatives
+
+
 def choose_threshold(
     positives: np.ndarray, negatives: np.ndarray, min_precision: float, min_pairs: int
 ) -> dict:
     """The threshold flagging the most positives at precision >= ``min_precision`` (module
     docstring), with its precision and recall on these pairs; ValueError for a degenerate set."""
-    positives = np.asarray(positives, dtype=np.float64)
-    negatives = np.asarray(negatives, dtype=np.float64)
-    if len(positives) < min_pairs or len(negatives) < min_pairs:
-        raise ValueError(
-            f"calibration set has {len(positives)} copy pair(s) and {len(negatives)} "
-            f"distinct pair(s); audit.calibration.min_pairs asks for {min_pairs} of each"
-        )
+    positives, negatives = enough_pairs(
+        positives, negatives, min_pairs, "calibration set", "distinct pair(s)"
+    )
     scores = np.concatenate([positives, negatives])
     if np.ptp(scores) == 0:
         raise ValueError("calibration set's pairs all score the same: no threshold separates them")

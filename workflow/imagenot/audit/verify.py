@@ -193,13 +193,11 @@ def choose_threshold(
     few pairs or no threshold reaching the precision."""
     from scipy.stats import norm
 
-    positives = np.asarray(positives, dtype=np.float64)
-    negatives = np.asarray(negatives, dtype=np.float64)
-    if len(positives) < min_pairs or len(negatives) < min_pairs:
-        raise ValueError(
-            f"verification calibration has {len(positives)} copy pair(s) and {len(negatives)} "
-            f"distinct image(s); audit.calibration.min_pairs asks for {min_pairs} of each"
-        )
+    from imagenot.audit.calibrate import enough_pairs
+
+    positives, negatives = enough_pairs(
+        positives, negatives, min_pairs, "verification calibration", "distinct image(s)"
+    )
     z = np.arctanh(np.clip(negatives, -0.999999, 0.999999))
     centre = float(np.median(z))
     spread = float(1.4826 * np.median(np.abs(z - centre))) or float(z.std()) or 1e-6

@@ -85,7 +85,7 @@ sysdeps:
 demo: setup
 	$(RUN) snakemake --profile $(PROFILE) all
 	@# the report trusts .snakemake/metadata: checked first (docs/security.md)
-	$(RUN) python -m imagenot.report_trust
+	$(RUN) python -m imagenot.run.report_trust
 	$(RUN) snakemake --profile $(PROFILE) --report results/report.html
 	@echo "Report: results/report.html (summary: results/summary.md)"
 

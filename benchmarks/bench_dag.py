@@ -2,7 +2,7 @@
 
 Points config/paper.yaml at placeholder inputs in a temporary folder (empty LAION shard files
 named as the config lists them, empty ImageNet / CIFAR-10 / weights folders, and any other input
-file the DAG asks for under that folder; imagenot.planning, which `imagenot plan` uses), then
+file the DAG asks for under that folder; imagenot.plan.planning, which `imagenot plan` uses), then
 times a dry run of `all`:
 
     python benchmarks/bench_dag.py --json
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from snakemake_run import snakemake_cmd, snakemake_env
 
-from imagenot.planning import missing_inputs, placeholder_workdir
+from imagenot.plan.planning import missing_inputs, placeholder_workdir
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from imagenot.core.wordnet import imagenet_wnids, load_wordnet
 from imagenot.diagnostics import image_similarity as sim
 from imagenot.diagnostics import wordnet_stats as ws
-from imagenot.wordnet import imagenet_wnids, load_wordnet
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_LIST = REPO / "resources" / "class_lists" / "imagenot_classes_2024-05-25.txt"

@@ -48,7 +48,7 @@ def main() -> None:
 
     import torch
 
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
     from imagenot.curate.embed import embed_part, encoder_spec
     from imagenot.curate.encoders import create_encoder
     from imagenot.curate.settings import EmbedSettings

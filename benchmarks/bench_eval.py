@@ -39,14 +39,14 @@ from pathlib import Path
 import torch
 
 from imagenot.acquire.dataset import Record, write_dataset
-from imagenot.config import validate_config
-from imagenot.dataset import ManifestDataset
+from imagenot.core.config import validate_config
+from imagenot.core.dataset import ManifestDataset
+from imagenot.core.io import keep_freed_memory
 from imagenot.evaluate.robustness import (
     dataset_batches,
     evaluate_batches,
 )
 from imagenot.evaluate.transforms import build_transforms
-from imagenot.io import keep_freed_memory
 from imagenot.train.facts import Preprocessing
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)

@@ -40,8 +40,8 @@ from pathlib import Path
 
 import torch
 
-from imagenot.config import load_config
-from imagenot.registries import RegistryError
+from imagenot.core.config import load_config
+from imagenot.core.registries import RegistryError
 from imagenot.train import experiments, plan
 from imagenot.train import resources as train_resources
 from imagenot.train.device import configure, deterministic_for

@@ -30,8 +30,8 @@ import torch
 from PIL import Image
 
 from imagenot.acquire.dataset import Record, write_dataset
-from imagenot.dataset import ManifestDataset, decode_jpeg
-from imagenot.io import sha256_file
+from imagenot.core.dataset import ManifestDataset, decode_jpeg
+from imagenot.core.io import sha256_file
 
 
 def _jpeg(rng: np.random.Generator, size: int) -> bytes:

@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from imagenot.acquire.dataset import Record, write_dataset
-from imagenot.dataset import ManifestDataset
+from imagenot.core.dataset import ManifestDataset
 
 
 def _images(n: int, size: int, seed: int = 0) -> list[bytes]:
@@ -89,7 +89,7 @@ def bench_download(root: Path, jpegs: list[bytes], size: int, threads: int) -> d
 
     from imagenot.acquire.download import download_part
     from imagenot.acquire.settings import DownloadSettings
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
 
     www = root / "www"
     config = validate_config({})  # the schema's defaults, then what this benchmark sets
@@ -159,7 +159,7 @@ def bench_feed(
     import psutil
     import torch
 
-    from imagenot.config import schema_default
+    from imagenot.core.config import schema_default
     from imagenot.train.feed import EncodedImages, Feeder, decode_batch, preprocess
 
     classes = [f"c{i:02d}" for i in range(10)]

@@ -68,7 +68,7 @@ def run_match(matcher, shard: Path, out: Path) -> dict:
     settings = None
     if writer is not None and "settings" in inspect.signature(writer).parameters:
         # trees with settings objects: the schema's defaults, as the rule passes them
-        from imagenot.config import validate_config
+        from imagenot.core.config import validate_config
         from imagenot.curate.settings import MatchSettings
 
         settings = MatchSettings.from_config(validate_config({}))
@@ -120,7 +120,7 @@ def match_process() -> None:
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
     if "keep_freed_memory()" in inspect.getsource(cli._match):
-        from imagenot.io import keep_freed_memory
+        from imagenot.core.io import keep_freed_memory
 
         keep_freed_memory()
 
@@ -153,8 +153,8 @@ def _summary(runs: list[dict], rows: int) -> dict:
 
 def compare(rev: str, rows: int, rounds: int, nltk_data: str) -> dict:
     """This checkout against ``rev``, interleaved in one run (see the module docstring)."""
+    from imagenot.core.wordnet import load_wordnet, noun_lemma_table
     from imagenot.curate.match import LemmaIndex
-    from imagenot.wordnet import load_wordnet, noun_lemma_table
 
     load_before = os.getloadavg()[0]
     commit = subprocess.run(

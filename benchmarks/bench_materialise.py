@@ -2,7 +2,7 @@
 (``imagenot.acquire.materialise``): decode a photo-sized JPEG, resize it to the stored side
 (``center_crop``), encode it at the schema's JPEG quality (``imagenot.acquire.images.
 validate_image``). ``imagenot plan`` reads the result as the materialisation's rate
-(``imagenot.data_stages.MATERIALISE_IMAGES_PER_S``).
+(``imagenot.plan.data_stages.MATERIALISE_IMAGES_PER_S``).
 
 The photos: smooth scenes with noise at ILSVRC-2012's mean size, 469 x 387 px (landscape and
 portrait), encoded at quality 90. One thread; best of ``--repeat`` passes; per stored side.
@@ -21,7 +21,7 @@ import numpy as np
 from PIL import Image
 
 from imagenot.acquire import images
-from imagenot.config import schema_default
+from imagenot.core.config import schema_default
 
 
 def photos(n: int, seed: int = 0) -> list[bytes]:

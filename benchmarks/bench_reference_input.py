@@ -38,8 +38,8 @@ from PIL import Image
 
 from imagenot.acquire import materialise as range_job
 from imagenot.acquire.settings import MaterialiseSettings
-from imagenot.config import validate_config
-from imagenot.dataset import ManifestDataset
+from imagenot.core.config import validate_config
+from imagenot.core.dataset import ManifestDataset
 from imagenot.train.facts import weight_facts
 
 WNIDS = ("n01440764", "n01443537")

@@ -21,7 +21,7 @@ instead of two (``--quick --check``: one part of 20,000 rows); ``tests/test_scal
 runs it. The projection needs both sizes measured.
 
 Measurements: peak memory (MB) and CPU seconds come from the last line of each job's log, which
-the job writes itself (imagenot.job_usage: ``getrusage`` of the job and its children, the
+the job writes itself (imagenot.core.job_usage: ``getrusage`` of the job and its children, the
 kernel's high-water mark, so the same job on the same input measures the same); wall seconds
 ``s`` from its Snakemake benchmark TSV. Snakemake's own ``max_rss`` and ``cpu_time`` sample the
 process tree (every 0.5 s for the first 30 samples, then every 30 s): a short job is caught at a
@@ -91,9 +91,9 @@ Projection to laion2B-en (2.32e9 captions in 128 parts), per rule, by the wildca
 
 Requests: each job's mem_mb and runtime as Snakemake evaluated them for the scale model's inputs
 (``requested_mem_mb``, ``requested_runtime_min``). Rules sized from their input (config
-``resources.work.<rule>``, imagenot.work) would request more on laion2B-en: their input is
+``resources.work.<rule>``, imagenot.plan.work) would request more on laion2B-en: their input is
 projected like their work (per part: x rows per part; gathers: linear in parts; selection-driven:
-x selected images) and ``requested_at_target`` is what imagenot.work asks for that input.
+x selected images) and ``requested_at_target`` is what imagenot.plan.work asks for that input.
 
 ``fits`` = projected peak <= the request at the target (else the evaluated one), and projected
 runtime <= --max-runtime-min (the site's maximum; default the config's
@@ -203,13 +203,13 @@ def read_benchmark(path: Path) -> dict[str, float | None]:
     return {k: _number(v) for k, v in row.items()}
 
 
-SOURCE_JOB = "job getrusage (log line, imagenot.job_usage)"
+SOURCE_JOB = "job getrusage (log line, imagenot.core.job_usage)"
 SOURCE_SAMPLED = "Snakemake benchmark (sampled)"
 
 
 def job_usage_of(workdir: Path, log: str | None) -> dict | None:
-    """The usage line a job wrote at its end (imagenot.job_usage), or None without one."""
-    from imagenot import job_usage
+    """The usage line a job wrote at its end (imagenot.core.job_usage), or None without one."""
+    from imagenot.core import job_usage
 
     path = workdir / log if log else None
     if path is None or not path.is_file():
@@ -221,7 +221,7 @@ def measured_jobs(dry_run: str, run_log: str, workdir: Path) -> list[dict]:
     """Every job of the dry run with its measurement and requested resources.
 
     Peak memory and CPU time come from the job's own usage line in its log (exact: the kernel's
-    high-water mark of the job's processes, imagenot.job_usage); a job without one (killed, or
+    high-water mark of the job's processes, imagenot.core.job_usage); a job without one (killed, or
     run before the line existed) falls back to its Snakemake benchmark, which samples them.
     ``rss_source`` / ``cpu_source`` say which. Wall seconds ``s`` are the benchmark's."""
     evaluated = {
@@ -669,7 +669,7 @@ def _deep_update(base: dict, extra: dict) -> dict:
 
 
 def _load_config(paths: list[Path]) -> dict:
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
 
     config: dict = {}
     for path in paths:
@@ -702,7 +702,7 @@ def _size_setup(
     (work directory, config files, the merged config, targets)."""
     workdir = root / f"parts-{n_parts}"
     # the rules find the clone's code by its own path, and a file the config names under
-    # resources/ is the clone's (imagenot.paths.shipped): the folder needs no link to the clone
+    # resources/ is the clone's (imagenot.core.paths.shipped): the folder needs no link to the clone
     workdir.mkdir(parents=True, exist_ok=True)
     base = yaml.safe_load(config_path.read_text()) or {}
     row_group = min(base.get("scale_world", {}).get("row_group_rows", rows_per_part), rows_per_part)
@@ -845,8 +845,8 @@ def paper_selection(paper_path: Path) -> tuple[int, int, int]:
 
 def work_requests(config: dict):
     """``work_request`` for ``project``: the request of a work-sized rule (config
-    ``resources.work.<rule>``, imagenot.work) for a given input; None for other rules."""
-    from imagenot import work
+    ``resources.work.<rule>``, imagenot.plan.work) for a given input; None for other rules."""
+    from imagenot.plan import work
 
     costs = config["resources"].get("work", {})
 

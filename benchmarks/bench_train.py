@@ -31,8 +31,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from imagenot.config import schema_default
-from imagenot.io import keep_freed_memory
+from imagenot.core.config import schema_default
+from imagenot.core.io import keep_freed_memory
 from imagenot.train.checkpoints import State, save_checkpoint
 from imagenot.train.feed import Feeder, InMemory, preprocess
 from imagenot.train.identity import Job

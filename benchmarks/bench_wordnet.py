@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_wordnet.py --nltk-data results/wordnet/nltk_data --json
 
-Why it is kept: ``imagenot.wordnet.noun_records`` is hand-written where nltk already reads the
+Why it is kept: ``imagenot.core.wordnet.noun_records`` is hand-written where nltk already reads the
 file; it pays only while it is much faster than nltk for the same records (the lemma table of
 ``imagenot lemmas`` and of the candidates step, the count of ``imagenot prepare-wordnet``), and
 this benchmark checks both that and that the records are the same. CPU seconds of one pass each,
@@ -18,7 +18,7 @@ import tempfile
 import time
 import warnings
 
-from imagenot.wordnet import load_wordnet, noun_records, prepare_nltk_wordnet, wnid
+from imagenot.core.wordnet import load_wordnet, noun_records, prepare_nltk_wordnet, wnid
 
 
 def _cpu(fn) -> tuple[float, object]:

@@ -30,7 +30,7 @@ Steps (``--cpu``: the same code on the CPU with tiny sizes, the test's smoke run
   torchvision's ``VisionTransformer`` in the same shape).
 
 A step that starts a process of its own (``plain``) binds it to itself
-(``imagenot.lifeline.bind_to_parent``): a step killed at its time limit takes it along.
+(``imagenot.core.lifeline.bind_to_parent``): a step killed at its time limit takes it along.
 """
 
 from __future__ import annotations
@@ -249,8 +249,8 @@ def step_plain(args) -> dict:
 
 def _die_with_parent() -> None:
     """In a child before it starts: SIGKILL when this step's process dies
-    (``imagenot.lifeline.bind_to_parent``), whatever process group the child ends in."""
-    from imagenot.lifeline import bind_to_parent
+    (``imagenot.core.lifeline.bind_to_parent``), whatever process group the child ends in."""
+    from imagenot.core.lifeline import bind_to_parent
 
     bind_to_parent(signal.SIGKILL)
 
@@ -376,7 +376,7 @@ def _jpegs(n: int, side: int) -> tuple[list[bytes], list[str]]:
     from PIL import Image
 
     from imagenot.acquire.images import encode_jpeg
-    from imagenot.config import schema_default
+    from imagenot.core.config import schema_default
 
     quality = schema_default("acquire.jpeg_quality")
     others = [("4:4:4", {"subsampling": 0}), ("progressive", {"progressive": True}),
@@ -488,7 +488,7 @@ def step_eval(args) -> dict:
     arithmetic."""
     import torch
 
-    from imagenot.config import load_config
+    from imagenot.core.config import load_config
     from imagenot.evaluate.robustness import evaluate_batches
     from imagenot.evaluate.transforms import build_transforms
     from imagenot.train.decode import decode_jpegs
@@ -613,7 +613,7 @@ def step_embed(args) -> dict:
     stored 256 px JPEGs decoded on the CPU."""
     import torch
 
-    from imagenot.config import schema_default
+    from imagenot.core.config import schema_default
     from imagenot.diagnostics.embed import embed
     from imagenot.train.decode import decode_jpegs
     from imagenot.train.device import configure

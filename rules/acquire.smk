@@ -6,7 +6,7 @@
 # Datasets on disk (the adapter kinds of imagenot.acquire.kinds): one job per class range
 # (acquire.classes_per_job), then the same gather.
 
-from imagenot import split_readers
+from imagenot.plan import split_readers
 from imagenot.audit import pool_plan as audit_pool_plan
 
 
@@ -201,9 +201,9 @@ rule acquire_build:
 
 # A dataset already on disk, one class range (acquire.classes_per_job classes) per job, written
 # in the same format (nothing is downloaded); a finished range is not redone. It stores the
-# splits some rule of the config reads (imagenot.split_readers.materialise_settings). Its disk
+# splits some rule of the config reads (imagenot.plan.split_readers.materialise_settings). Its disk
 # request: its share of those splits' stored copy and of the test originals the dataset keeps
-# where published weights are evaluated on it (imagenot.split_readers.range_disk_mb); memory
+# where published weights are evaluated on it (imagenot.plan.split_readers.range_disk_mb); memory
 # and runtime: its class.
 rule acquire_materialise_range:
     output:

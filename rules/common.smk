@@ -27,27 +27,23 @@ else:
             "module'), or install the package into this environment"
         ) from None
 
-from imagenot import (
+from imagenot.core import (
     checkout,
     conda_envs,
     escape,
-    job_resources,
     job_usage,
     lifeline,
     paths,
-    restamp,
-    run_identity,
     shell_line,
-    slurm_profile,
     steps,
-    summary_plan,
-    work,
 )
-from imagenot.paths import BENCH, LOGS, NLTK_DATA, NOUN_LEMMAS, RESULTS
-from imagenot.config import check_config_files, config_sources, shown_path
-from imagenot.names import NAME_PATTERN
-from imagenot.settings import to_arg, to_json
-from imagenot.stages import check_workflow_config, stage_plans
+from imagenot.plan import job_resources, slurm_profile, work
+from imagenot.run import restamp, run_identity, summary_plan
+from imagenot.core.paths import BENCH, LOGS, NLTK_DATA, NOUN_LEMMAS, RESULTS
+from imagenot.core.config import check_config_files, config_sources, shown_path
+from imagenot.core.names import NAME_PATTERN
+from imagenot.core.settings import to_arg, to_json
+from imagenot.core.stages import check_workflow_config, stage_plans
 from imagenot.demo import plan as demo_plan
 from imagenot.demo import scale_plan
 from imagenot.demo import settings as demo_settings
@@ -94,7 +90,7 @@ def laion_datasets():
 
 def work_resources(rule):
     """Memory and runtime (minutes) of a heavy rule's job from its input size and attempt, the
-    runtime capped at the site maximum (imagenot.work; config resources.work.<rule>):
+    runtime capped at the site maximum (imagenot.plan.work; config resources.work.<rule>):
     `resources: **work_resources("curate_match")`."""
     return {
         "mem_mb": lambda wildcards, input, attempt: work.mem_mb(
@@ -121,7 +117,8 @@ def gpu_threads(cpu_threads):
 
 def gpu_job_option():
     """`--gpu-job` for the command of each GPU rule when the config plans GPUs; the job then
-    stops if it sees no CUDA device instead of running on the CPU (imagenot.device)."""
+    stops if it sees no CUDA device instead of running on the CPU (imagenot.core.device).
+    """
     return "--gpu-job" if config["resources"]["gpus"] > 0 else ""
 
 
@@ -225,7 +222,7 @@ def refused_gpu_request(full, status):
 
 def gpu_env(env):
     """The conda env file of GPU env `env` (curate, train) in the CUDA variant of config
-    resources.cuda or the site's `cuda` (imagenot.conda_envs, docs/cluster.md)."""
+    resources.cuda or the site's `cuda` (imagenot.core.conda_envs, docs/cluster.md)."""
     return conda_envs.env_file(config, env)
 
 
@@ -237,7 +234,7 @@ def download_resources():
 
 def class_resources(job_class, **own):
     """Memory and runtime (minutes) of a rule's job by its class (config resources.classes,
-    grown per attempt, the runtime capped at the site maximum: imagenot.job_resources), with the
+    grown per attempt, the runtime capped at the site maximum: imagenot.plan.job_resources), with the
     rule's `own` requests beside or instead of them:
     `resources: **class_resources("light")`. Every rule asks for its own, so a run needs no
     profile for them (a profile's set-resources overrides)."""
@@ -263,19 +260,19 @@ def class_runtime(job_class):
 def job(command, launch=None):
     """A rule's shell line running `command` (`imagenot <subcommand> ...`): strict mode, then
     `exec`, so that the command replaces its shell (a signal to the job reaches the command, and
-    no shell is left to die alone while its command writes outputs: imagenot.lifeline), as this
+    no shell is left to die alone while its command writes outputs: imagenot.core.lifeline), as this
     checkout's package (`python -m imagenot` with the checkout first on the path:
-    imagenot.checkout). `shell: job("imagenot ...")`; the training rules' line starts with
+    imagenot.core.checkout). `shell: job("imagenot ...")`; the training rules' line starts with
     `launch="{params.launch}"` instead (their launcher before `python`, lifeline.job_prefix). In
     each rule's own line, not a global shell.prefix: used as a module, the host's rules keep
     their own shell. Every field of `command` is shell-quoted (Snakemake's `:q`, added by
-    imagenot.shell_line.quoted): a config value reaches the command as one literal word.
+    imagenot.core.shell_line.quoted): a config value reaches the command as one literal word.
     """
     return f"{launch or lifeline.job_prefix()} {shell_line.quoted(command)}"
 
 
 def step(name):
-    """The shell line running workflow step `name` (imagenot.steps), for `shell: step(NAME)`:
+    """The shell line running workflow step `name` (imagenot.core.steps), for `shell: step(NAME)`:
     its command with each file the step declares under its role's flag (the input or output
     key of that name), its settings (`params.settings`) and the options the job hands, quoted
     by job() after the launcher the step names (a training job's `{params.launch}`)."""
@@ -289,7 +286,7 @@ def run_started():
     """What a run does before its first job (the Snakefile's `onstart`; as a module, the host's
     `onstart: imagenot.run_started()`): the status files of the last run's permanent faults and
     deadline stops go, so a new run tries every training job again (imagenot.train.failfast), and
-    the run's record of the study its results belong to is written (imagenot.run_identity): a
+    the run's record of the study its results belong to is written (imagenot.run.run_identity): a
     later config of another study (the paper after the demo) is refused instead of reading them
     as its own. Main process only: jobs run without hooks."""
     failfast.clear_all(RESULTS)
@@ -299,15 +296,15 @@ def run_started():
 def run_finished():
     """The end of a successful run (the Snakefile's `onsuccess`; as a module, the host's
     `onsuccess: imagenot.run_finished()`): what it made, whether it is usable (exit 1 when it is
-    not) and whether the report is current (imagenot.summary_plan.on_success)."""
+    not) and whether the report is current (imagenot.run.summary_plan.on_success)."""
     summary_plan.on_success(config, workflow)
 
 
 # Validate before any job runs: the config files' YAML (a duplicated key is an error), the
-# additions to lists (`models+: [...]`: imagenot.config.resolve_additions), the JSON schema
+# additions to lists (`models+: [...]`: imagenot.core.config.resolve_additions), the JSON schema
 # (defaults filled), then the cross-key checks the schema cannot express (each stage plan's
 # `check`). A wrong key or value stops here, naming it and the file that gives it.
-# `imagenot validate-config` runs the same function (imagenot.config.check_config_files).
+# `imagenot validate-config` runs the same function (imagenot.core.config.check_config_files).
 # The checks against results on disk (the preregistration record) run in the main process only:
 # a cluster job's own Snakemake would repeat them while other jobs update the record. A refusal
 # is one line, the message validate-config prints, without a traceback. The workflow works on a
@@ -326,7 +323,7 @@ except ValueError as exc:  # ConfigError included
 
 # A run copied without its file times (cp -r): folders and files over Snakemake's checksum size
 # look newer than what was made from them, and their jobs would run again. One line says so, and
-# the command that sets the recorded times back (imagenot.restamp), before the plan is printed.
+# the command that sets the recorded times back (imagenot.run.restamp), before the plan is printed.
 # Main process only: a cluster job's own Snakemake reads no record.
 if workflow.is_main_process and (copied := restamp.copied_without_times(".")):
     print(copied, file=sys.stderr)
@@ -334,7 +331,7 @@ if workflow.is_main_process and (copied := restamp.copied_without_times(".")):
 # The report's captions (report/*.rst, reStructuredText) show the config's free-text description:
 # escaped once here, by the one reStructuredText escaper, so that no markup in it (a link, a
 # `.. raw:: html` block) reaches report.html. Nothing else reads the description.
-# (the run's record takes the description unescaped: imagenot.run_identity)
+# (the run's record takes the description unescaped: imagenot.run.run_identity)
 RUN_IDENTITY = run_identity.identity(config, workflow.configfiles)
 config["description"] = escape.rst_text(config["description"])
 
@@ -352,10 +349,10 @@ SITE = slurm_profile.load_site(config["resources"]["site"])
 config["resources"]["max_runtime_min"] = slurm_profile.max_runtime_min(config, SITE)
 config["resources"]["cuda"] = conda_envs.cuda_major(config, SITE)
 # Every job's `imagenot` command ends its log with its own peak memory and CPU time, measured by
-# the kernel (imagenot.job_usage; Snakemake's benchmark files only sample them). Set here, in
+# the kernel (imagenot.core.job_usage; Snakemake's benchmark files only sample them). Set here, in
 # the process that runs the job's shell line (the main Snakemake locally, the job's own on a
 # cluster), so every job inherits it; so does the checkout whose package the jobs run
-# (imagenot.checkout; where the package is the installed one, its copy in the working
+# (imagenot.core.checkout; where the package is the installed one, its copy in the working
 # directory: checkout.staged_package).
 os.environ[job_usage.ENV] = "1"
 os.environ[checkout.ENV] = str(

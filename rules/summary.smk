@@ -1,8 +1,8 @@
 # The run's summary, built once the datasets, final runs, their evaluations and the rankings
 # statistics exist: whether rankings transfer (per comparison, from the rankings statistics),
 # what was built, images per split and download success per dataset, best validation/test
-# accuracy per model, and every problem (imagenot.run_summary; what it reads:
-# imagenot.summary_plan).
+# accuracy per model, and every problem (imagenot.run.run_summary; what it reads:
+# imagenot.run.summary_plan).
 # The Snakefile's onsuccess prints the same summary at the end of any run.
 
 

@@ -114,7 +114,7 @@ def download_settings(**fields):
     import dataclasses
 
     from imagenot.acquire.settings import DownloadSettings
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
 
     return dataclasses.replace(DownloadSettings.from_config(validate_config({})), **fields)
 
@@ -128,7 +128,7 @@ def materialise_settings(kind: str, path, **fields):
     import dataclasses
 
     from imagenot.acquire.settings import MaterialiseSettings
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
 
     config = validate_config({"datasets": {"under_test": {"kind": kind, "path": str(path)}}})
     settings = MaterialiseSettings.from_config(config, dataset="under_test")
@@ -266,9 +266,9 @@ def published_tables() -> Path:
 @pytest.fixture(scope="session")
 def nltk_data(tmp_path_factory) -> Path:
     """An NLTK_DATA directory with WordNet 3.0, prepared once per test session."""
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
+    from imagenot.core.wordnet import prepare_nltk_wordnet
     from imagenot.curate.settings import WordnetSettings
-    from imagenot.wordnet import prepare_nltk_wordnet
 
     settings = WordnetSettings.from_config(validate_config({}))  # the schema's source
     return prepare_nltk_wordnet(tmp_path_factory.mktemp("nltk_data"), settings.dict_dir)
@@ -277,7 +277,7 @@ def nltk_data(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def wn(nltk_data):
     """The WordNet 3.0 corpus reader."""
-    from imagenot.wordnet import load_wordnet
+    from imagenot.core.wordnet import load_wordnet
 
     return load_wordnet(str(nltk_data))
 
@@ -285,9 +285,9 @@ def wn(nltk_data):
 @pytest.fixture(autouse=True)
 def _not_a_workflow_job():
     """Tests run commands as a person does, not as a workflow job: no usage line at the end of
-    a command's output (imagenot.job_usage). A test that loads the Snakefile in-process (which sets
+    a command's output (imagenot.core.job_usage). A test that loads the Snakefile in-process (which sets
     the variable for its jobs, rules/common.smk) must not leak it into the next test's commands."""
-    from imagenot import job_usage
+    from imagenot.core import job_usage
 
     os.environ.pop(job_usage.ENV, None)
     yield

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from imagenot.io import sha256_file
+from imagenot.core.io import sha256_file
 from imagenot.train.paths import FINAL_DIR
 from imagenot.train.records import FinalRecord, write_final
 

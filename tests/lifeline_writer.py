@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from imagenot import lifeline
-from imagenot.io import write_text
+from imagenot.core import lifeline
+from imagenot.core.io import write_text
 
 # how long a writer waits for its test's word before it gives up (writing nothing): a bound
 # that only a test that stopped early reaches, never part of a check

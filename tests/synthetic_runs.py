@@ -16,8 +16,8 @@ import pandas as pd
 import pyarrow as pa
 
 from imagenot.analyse import stats
-from imagenot.escape import csv_frame
-from imagenot.io import write_parquet
+from imagenot.core.escape import csv_frame
+from imagenot.core.io import write_parquet
 
 MODELS = ("alexnet", "vgg19", "resnet18", "resnet152", "densenet161")
 TRANSFORMS = ("Identity", "GaussianBlur", "Grayscale", "Invert")
@@ -35,7 +35,7 @@ def robustness_results(
     and ``per_image.parquet`` for each run dict (dataset, protocol, model, seed): ``n_images``
     images under each of ``transforms`` (e.g. :data:`TRANSFORMS`), drawn from ``seed``, with the
     intervals the evaluate stage writes under its default ``evaluate.confidence``."""
-    from imagenot.config import schema_default
+    from imagenot.core.config import schema_default
 
     confidence = schema_default("evaluate.confidence")
     rng = np.random.default_rng(seed)

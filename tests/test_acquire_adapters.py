@@ -17,7 +17,7 @@ from PIL import Image
 
 from imagenot.acquire.adapters import AdapterError, read_idx
 from imagenot.acquire.imagenet import parse_meta_mat
-from imagenot.dataset import load_split_tensors, read_classes, read_manifest
+from imagenot.core.dataset import load_split_tensors, read_classes, read_manifest
 
 
 def _write_idx(path, array: np.ndarray) -> None:

@@ -15,7 +15,7 @@ from PIL import Image
 from imagenot.acquire.build import build_dataset, near_duplicate_mask
 from imagenot.acquire.download import download_part
 from imagenot.acquire.settings import FillSettings, WriteSettings
-from imagenot.dataset import load_split_tensors, read_fingerprint, read_manifest
+from imagenot.core.dataset import load_split_tensors, read_fingerprint, read_manifest
 
 CLASSES = ["n00000003", "n00000001", "n00000002", "n00000009"]
 PER_CLASS = {"n00000003": 14, "n00000001": 14, "n00000002": 14, "n00000009": 5}

@@ -12,7 +12,7 @@ import torch
 from PIL import Image
 
 from imagenot.acquire.dataset import Record, content_fingerprint, write_dataset
-from imagenot.dataset import (
+from imagenot.core.dataset import (
     DatasetError,
     ManifestDataset,
     load_split_tensors,

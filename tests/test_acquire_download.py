@@ -18,7 +18,7 @@ from PIL import Image
 from imagenot.acquire import images
 from imagenot.acquire.download import download_part, part_of, reason_counts
 from imagenot.acquire.fetch import rewrite_urls, serve_directories
-from imagenot.dataset import ManifestDataset
+from imagenot.core.dataset import ManifestDataset
 
 
 def _encoded(fmt: str, size=(40, 30), colour=(200, 30, 30), mode="RGB") -> bytes:

@@ -39,15 +39,15 @@ from imagenot.acquire.settings import (
     TopupSettings,
     WriteSettings,
 )
-from imagenot.dataset import (
+from imagenot.core.dataset import (
     DatasetError,
     ShardReader,
     read_classes,
     read_fingerprint,
     read_manifest,
 )
-from imagenot.io import write_parquet
-from imagenot.settings import to_json
+from imagenot.core.io import write_parquet
+from imagenot.core.settings import to_json
 
 CONTENT = ["key", "wnid", "label", "split", "sha256"]
 
@@ -563,7 +563,7 @@ def test_reserve_must_not_repeat_the_selection(laion):
 
 def test_plan_lookups_for_rounds_and_ranges():
     from imagenot.acquire import plan
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
 
     config = validate_config(
         {
@@ -607,8 +607,8 @@ def test_rule_command_lines_run_the_whole_chain(laion, monkeypatch):
 
     from imagenot.acquire import plan
     from imagenot.cli import main
-    from imagenot.config import validate_config
-    from imagenot.settings import to_arg
+    from imagenot.core.config import validate_config
+    from imagenot.core.settings import to_arg
 
     root, parts, _ = laion
     config = validate_config(
@@ -688,7 +688,7 @@ def _reports(folder) -> list[str]:
     """``acquire-plan``'s report flags, each file in ``folder`` under the rule's file name."""
     from imagenot.acquire import paths as acquire_paths
     from imagenot.acquire.files import PlanFiles
-    from imagenot.files import OUTPUT, flag
+    from imagenot.core.files import OUTPUT, flag
 
     roles = [r for r in PlanFiles.roles(OUTPUT) if r != "assignment"]
     names = {r: Path(getattr(acquire_paths, r.upper())).name for r in roles}
@@ -697,7 +697,7 @@ def _reports(folder) -> list[str]:
 
 def _dataset(folder) -> list[str]:
     """``acquire-gather``'s output flags for the dataset in ``folder``."""
-    from imagenot.paths import CLASSES_FILE, FINGERPRINT_FILE, MANIFEST_FILE
+    from imagenot.core.paths import CLASSES_FILE, FINGERPRINT_FILE, MANIFEST_FILE
 
     return [
         *("--manifest", str(Path(folder) / MANIFEST_FILE)),

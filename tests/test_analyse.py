@@ -289,8 +289,8 @@ def test_cli_json_and_refusal(tmp_path, capsys):
 def test_rule_settings_replace_the_flags_of_rankings(tmp_path, capsys, monkeypatch):
     """The workflow's rule passes its settings object as one JSON object: the same report as
     the flags by hand; a wrong key is one line naming it."""
-    from imagenot.config import validate_config
-    from imagenot.settings import to_json
+    from imagenot.core.config import validate_config
+    from imagenot.core.settings import to_json
 
     rng = np.random.default_rng(5)
     path = tmp_path / "t.csv"
@@ -339,7 +339,7 @@ def test_rankings_flags_default_to_the_settings_the_rule_builds_from_the_default
     baseline the rule always names (the hand-typed command takes the table's first dataset and
     no baseline); each flag replaces its field."""
     from imagenot.cli import build_parser
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
     from imagenot.figures.rankings_cli import _settings
 
     parser = build_parser()

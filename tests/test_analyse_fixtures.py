@@ -145,9 +145,9 @@ def test_new_test_sets_as_a_wide_table(published_tables, tmp_path, capsys, bench
 def test_workflow_figures_point_plain_tables_to_the_toolbox(
     published_tables, repo_root, tmp_path, capsys
 ):
-    from imagenot.config import load_config
+    from imagenot.core.config import load_config
+    from imagenot.core.settings import to_json
     from imagenot.figures.settings import FigureSettings
-    from imagenot.settings import to_json
 
     config = load_config(repo_root / "config" / "config.yaml")
     settings = to_json(FigureSettings.from_config(config, figure="rankings_st"))

@@ -26,9 +26,9 @@ from imagenot.analyse.report import RankingsReport
 from imagenot.analyse.settings import RankingsSettings
 from imagenot.analyse.table import TableError, read_table
 from imagenot.cli import build_parser, main
+from imagenot.core.settings import Style
 from imagenot.figures import rank_changes, registry, report, tables
 from imagenot.figures.rankings_cli import summary_text
-from imagenot.settings import Style
 
 SSL = "ssl_resnet50_imagenet_variants.csv"
 NEW = "new_test_sets_excerpt.csv"
@@ -1026,9 +1026,9 @@ def test_report_handles_missing_models_and_a_lone_reference(tmp_path):
 
 
 def test_one_registry_of_names(repo_root):
-    from imagenot.config import load_schema
+    from imagenot.core.config import load_schema
+    from imagenot.core.registries import resolve
     from imagenot.figures import plan
-    from imagenot.registries import resolve
 
     props = load_schema("analyse.schema.yaml")["properties"]
     assert props["figures"]["items"]["enum"] == list(registry.WORKFLOW_FIGURES)
@@ -1095,9 +1095,9 @@ def test_every_report_figure_is_readable_from_5_to_1556_models(real_like, size, 
     and two highlighted models."""
     import matplotlib.pyplot as plt
 
-    from imagenot.figure_style import PAGE_RATIO
+    from imagenot.core.figure_style import PAGE_RATIO
+    from imagenot.core.registries import resolve
     from imagenot.figures.layout import layout_problems
-    from imagenot.registries import resolve
 
     style = small_style(highlight=real_like["highlight"])
     for axis in ("linear", "probit") if kind == "accuracy_vs_reference" else ("linear",):

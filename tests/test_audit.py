@@ -70,7 +70,7 @@ def _demo_pictures():
     import torch
     from PIL import Image
 
-    from imagenot.clutter import jpeg_bytes
+    from imagenot.core.clutter import jpeg_bytes
     from imagenot.demo import images as img
 
     proto = img.make_prototypes(3, np.random.default_rng(0))[1]
@@ -126,7 +126,7 @@ def test_verification_threshold_bounds_the_false_flags_at_the_copy_rate():
 
 
 def test_the_verification_defaults_are_the_schema_s():
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
 
     config = {"datasets": {"imagenot": {"kind": "laion", "classes": "discover"}}}
     validate_config(config)
@@ -227,7 +227,7 @@ def test_tables_count_what_the_threshold_flags():
 
 
 def _config(monkeypatch, audit=None, runs=True):
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
 
     config = {
         "datasets": {
@@ -277,7 +277,7 @@ def test_the_plan_refuses_an_audited_dataset_the_curation_did_not_build(monkeypa
 
 def test_search_and_table_commands_write_the_audit(tmp_path):
     from imagenot.cli import main
-    from imagenot.io import read_parquet
+    from imagenot.core.io import read_parquet
 
     rng = np.random.default_rng(0)
     x, labels = _clustered(rng, n_classes=3, per_class=10, dim=16)
@@ -365,7 +365,7 @@ def test_calibrate_and_figure_commands_on_a_dataset_on_disk(tmp_path, capsys):
     from final_run import write_final_run
 
     from imagenot.cli import main
-    from imagenot.io import write_parquet
+    from imagenot.core.io import write_parquet
     from imagenot.train.registry import build_model
 
     _disk_dataset(tmp_path / "own", per_split=4)
@@ -402,8 +402,8 @@ def test_calibrate_and_figure_commands_on_a_dataset_on_disk(tmp_path, capsys):
     write_parquet(pa.Table.from_pylist(pairs, schema=tables.MATCH_SCHEMA), closest)
     (tmp_path / "audit.json").write_text(json.dumps({"threshold": 0.95}))
     from imagenot.audit.settings import FigureSettings
+    from imagenot.core.settings import to_json
     from imagenot.figures.settings import Style
-    from imagenot.settings import to_json
 
     figure = FigureSettings("own", 4, Style.schema_defaults(), None, {})
     argv = ["audit-figure", "--closest", str(closest), "--summary", str(tmp_path / "audit.json")]
@@ -415,7 +415,7 @@ def test_calibrate_and_figure_commands_on_a_dataset_on_disk(tmp_path, capsys):
 
 
 def test_the_encoder_comes_from_its_registry_and_a_missing_input_is_named(monkeypatch):
-    from imagenot.config import ConfigError, validate_config
+    from imagenot.core.config import ConfigError, validate_config
     from imagenot.diagnostics import embed
     from imagenot.diagnostics.encoders import IMAGE_ENCODERS, ImageEncoder
 
@@ -431,5 +431,5 @@ def test_the_encoder_comes_from_its_registry_and_a_missing_input_is_named(monkey
     toy = ImageEncoder("tests.toy:build", ())
     with IMAGE_ENCODERS.temporarily("pixels", toy):
         validate_config({"diagnostics": {"encoder": {"kind": "pixels"}}})
-        monkeypatch.setattr("imagenot.registries.resolve", lambda ref: lambda *a: ("enc", ref))
+        monkeypatch.setattr("imagenot.core.registries.resolve", lambda ref: lambda *a: ("enc", ref))
         assert embed.load_encoder("pixels", None, None, None, "cpu", "x") == ("enc", toy.build)

@@ -25,9 +25,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from imagenot import paths
 from imagenot.audit import plan as audit_plan
 from imagenot.audit import tables
+from imagenot.core import paths
 from imagenot.curate import paths as curate_paths
 from imagenot.demo.plan import PLANTED_DUPLICATES
 
@@ -101,9 +101,9 @@ def unverified_flags(workdir: Path) -> set:
     alone (``imagenot audit-search``), flagged at the calibration's embedding threshold."""
     from imagenot.audit.settings import SearchSettings
     from imagenot.cli import main
-    from imagenot.config import load_configs
-    from imagenot.io import read_json, read_parquet
-    from imagenot.settings import to_json
+    from imagenot.core.config import load_configs
+    from imagenot.core.io import read_json, read_parquet
+    from imagenot.core.settings import to_json
 
     config = load_configs(CONFIGS)
     config["audit"]["verification"]["enabled"] = False

@@ -20,7 +20,7 @@ from imagenot.acquire.splits import drop_excluded
 from imagenot.audit import pool, pool_plan
 from imagenot.audit.files import PoolFiles
 from imagenot.audit.settings import PoolSettings
-from imagenot.config import load_configs
+from imagenot.core.config import load_configs
 
 REPO = Path(__file__).resolve().parents[1]
 

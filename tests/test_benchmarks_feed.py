@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import load_benchmark
 
-from imagenot.config import load_config
+from imagenot.core.config import load_config
 from imagenot.train.registry import MODELS
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ import copy
 import pytest
 import yaml
 
-from imagenot.config import (
+from imagenot.core.config import (
     ConfigError,
     load_config,
     load_configs,

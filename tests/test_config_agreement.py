@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from imagenot.config import ConfigError, read_config_file
-from imagenot.stages import check_workflow_config, stage_plans
+from imagenot.core.config import ConfigError, read_config_file
+from imagenot.core.stages import check_workflow_config, stage_plans
 
 REPO = Path(__file__).resolve().parents[1]
 

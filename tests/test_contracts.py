@@ -1,10 +1,10 @@
 """A file path is written once, and docs/contracts.md names the same files.
 
-Every file under results/ is a named pattern of ``imagenot.paths``, a stage's
+Every file under results/ is a named pattern of ``imagenot.core.paths``, a stage's
 ``imagenot.<stage>.paths`` or a last stage's plan: the producing rule's ``output:``, the
 consuming rules' ``input:`` and the plans' file lists use the name, never the spelling. These tests find the pattern
 modules from the package's source (a module-level constant built on ``RESULTS`` or another
-root of ``imagenot.paths``), so a stage
+root of ``imagenot.core.paths``), so a stage
 added later is covered without a list to keep.
 """
 
@@ -40,12 +40,12 @@ def _module_constants(path: Path) -> list[str]:
 
 def pattern_modules() -> dict[str, list[str]]:
     """Module name -> its own path constants, for each module that builds one on RESULTS or on
-    a root of ``imagenot.paths`` (FIGURES, TABLES, ...)."""
+    a root of ``imagenot.core.paths`` (FIGURES, TABLES, ...)."""
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         text = path.read_text(encoding="utf-8")
-        if "RESULTS" not in text and "imagenot.paths import" not in text:
-            continue  # (a pattern is built on RESULTS or on a root of imagenot.paths)
+        if "RESULTS" not in text and "imagenot.core.paths import" not in text:
+            continue  # (a pattern is built on RESULTS or on a root of imagenot.core.paths)
         module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
         names = [n for n in _module_constants(path) if n.isupper() or n.startswith("_")]
         if names:
@@ -78,7 +78,7 @@ def _documented() -> dict[str, str]:
 
 def test_the_pattern_modules_are_found():
     modules = pattern_modules()
-    for module in ("imagenot.paths", "imagenot.train.paths", "imagenot.curate.paths"):
+    for module in ("imagenot.core.paths", "imagenot.train.paths", "imagenot.curate.paths"):
         assert module in modules
     assert "imagenot.acquire.paths.PART_STATUS" in patterns()
 
@@ -87,7 +87,7 @@ def test_the_results_root_is_defined_once():
     defined = [module for module, names in pattern_modules().items() if "RESULTS" in names] + [
         p.name for p in RULE_FILES if re.search(r"^RESULTS\s*=", p.read_text(), re.M)
     ]
-    assert defined == ["imagenot.paths"]
+    assert defined == ["imagenot.core.paths"]
 
 
 def test_no_two_names_spell_the_same_path():
@@ -118,8 +118,8 @@ def test_each_pattern_is_documented():
 
 # Folders whose files a job names itself (no rule names them one by one), and why.
 JOB_FOLDERS = {
-    "imagenot.paths.DATASET": "a materialising job's tars (shards/)",
-    "imagenot.paths.NLTK_DATA": "the nltk corpus",
+    "imagenot.core.paths.DATASET": "a materialising job's tars (shards/)",
+    "imagenot.core.paths.NLTK_DATA": "the nltk corpus",
     "imagenot.train.paths.RUN": "a trial's checkpoints and metrics (trial-{trial}/)",
     "imagenot.curate.paths.EMBEDDINGS": "an embedding job's resumable chunks",
     "imagenot.demo.plan.LAION_DIR": "shards named by laion.shard_pattern",

@@ -49,7 +49,7 @@ RECIPE_KINDS += ("schedulers", "encoders")
 
 @pytest.mark.parametrize("kind", RECIPE_KINDS)
 def test_each_registry_module_is_among_the_files_a_recipe_touches(kind):
-    from imagenot.registries import REGISTRIES
+    from imagenot.core.registries import REGISTRIES
 
     module = REGISTRIES[kind].partition(":")[0]
     path = "workflow/" + module.replace(".", "/") + ".py"
@@ -87,7 +87,7 @@ def test_every_rule_has_the_directives_the_page_names():
 
 
 def test_the_site_keys_table_names_every_site_key():
-    from imagenot.slurm_profile import site_schema
+    from imagenot.plan.slurm_profile import site_schema
 
     text = CLUSTER.read_text(encoding="utf-8")
     table = text[text.index("### Site keys") :]

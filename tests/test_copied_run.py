@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from imagenot import restamp
 from imagenot.cli import main
+from imagenot.run import restamp
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

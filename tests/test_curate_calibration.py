@@ -13,7 +13,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from imagenot.config import load_config
+from imagenot.core.config import load_config
+from imagenot.core.settings import Style, parse, to_json
 from imagenot.curate import plan
 from imagenot.curate.calibration import (
     CalibrationError,
@@ -22,7 +23,6 @@ from imagenot.curate.calibration import (
     read_scores,
 )
 from imagenot.curate.settings import CalibrationSettings
-from imagenot.settings import Style, parse, to_json
 
 SCORES = [0.95, 0.9, 0.85, 0.82, 0.81, 0.6, math.nan]
 

@@ -96,7 +96,7 @@ def test_killed_job_resumes_with_identical_chunks(tmp_path):
 
 def _embed_settings(**encoder) -> EmbedSettings:
     """The rule's curate-embed settings for a config whose ``curate.encoder`` sets ``encoder``."""
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
 
     return EmbedSettings.from_config(validate_config({"curate": {"encoder": encoder}}))
 

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from imagenot.config import ConfigError, load_config
+from imagenot.core.config import ConfigError, load_config
 from imagenot.curate import plan
 from imagenot.curate.encoders import (
     ENCODERS,
@@ -34,7 +34,7 @@ TEXTS = [
 
 
 def _schema(repo_root) -> dict:
-    from imagenot.config import load_schema
+    from imagenot.core.config import load_schema
 
     schema = load_schema("curate.schema.yaml", repo_root / "workflow/schemas")
     return schema["properties"]["encoder"]["properties"]

@@ -18,14 +18,14 @@ from imagenot.curate.text import normalise, normalise_one, tokenise
 
 def _settings(**laion) -> MatchSettings:
     """The rule's match settings for a config whose ``laion`` section sets ``laion``."""
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
 
     return MatchSettings.from_config(validate_config({"laion": laion}))
 
 
 @pytest.fixture(scope="module")
 def lemma_table(wn):
-    from imagenot.wordnet import noun_lemma_table
+    from imagenot.core.wordnet import noun_lemma_table
 
     return noun_lemma_table(wn)
 

@@ -6,10 +6,10 @@ import copy
 
 import pytest
 
-from imagenot.config import ConfigError, load_config, validate_config
+from imagenot.core.config import ConfigError, load_config, validate_config
+from imagenot.core.settings import parse, to_arg
 from imagenot.curate import plan
 from imagenot.curate.settings import CandidatesSettings, EmbedSettings, SelectSettings
-from imagenot.settings import parse, to_arg
 
 
 @pytest.fixture(scope="module")
@@ -112,8 +112,8 @@ def test_a_shipped_class_list_is_read_from_the_clone_in_any_working_directory(
     input, the config check and the curate-candidates job read the clone's file; a list the
     working directory holds is its own; a relative path the clone does not ship is refused,
     naming the key."""
+    from imagenot.core.paths import CLONE
     from imagenot.curate.candidates import build_candidates, read_class_list
-    from imagenot.paths import CLONE
 
     shipped = "resources/demo_class_list.txt"
     monkeypatch.chdir(tmp_path)
@@ -158,9 +158,9 @@ def test_only_a_laion_dataset_some_rule_reads_is_curated(repo_root, monkeypatch)
     split), with a second LAION-built dataset that no experiment or diagnostic reads: the read one (imagenot) is curated, downloaded and stored; the unread one is
     absent from the curate targets, the plan's data stages and its storage. Planted: once the
     diagnostics compare it, it is curated."""
-    from imagenot import costs, data_stages
-    from imagenot.planning import PlannedJob
-    from imagenot.split_readers import curated_datasets
+    from imagenot.plan import costs, data_stages
+    from imagenot.plan.planning import PlannedJob
+    from imagenot.plan.split_readers import curated_datasets
 
     paper = load_config(repo_root / "config" / "paper.yaml")
     config = copy.deepcopy(paper)

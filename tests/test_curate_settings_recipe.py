@@ -22,9 +22,9 @@ import pytest
 import yaml
 
 import imagenot.curate.cli as curate_cli
-from imagenot.config import SCHEMA_DIR, ConfigError, validate_config
+from imagenot.core.config import SCHEMA_DIR, ConfigError, validate_config
+from imagenot.core.settings import FromConfig, SettingsError, parse, to_arg
 from imagenot.curate import plan, settings
-from imagenot.settings import FromConfig, SettingsError, parse, to_arg
 
 RECIPE = Path(__file__).parents[1] / "docs" / "contributing.md"
 KEY = "throwaway_key"
@@ -135,10 +135,10 @@ def test_rules_build_each_settings_object_whole(repo_root):
 
 
 def test_commands_parse_each_settings_class_whole():
-    """Each curate step declares its whole settings class (imagenot.steps parses it before the
+    """Each curate step declares its whole settings class (imagenot.core.steps parses it before the
     handler runs), so a new field needs no command edit; and the plan holds no settings builder
     a key could be added to."""
-    from imagenot.steps import STEPS
+    from imagenot.core.steps import STEPS
 
     declared = {
         step.settings.split(":")[1]

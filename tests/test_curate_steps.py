@@ -59,8 +59,8 @@ def _select(**fields) -> SelectSettings:
 @pytest.fixture(scope="module")
 def obscene_wnid(wn):
     """A synset in usage domain obscenity that shares no lemma with an ImageNet class."""
+    from imagenot.core.wordnet import imagenet_wnids, noun_lemma_table, wnid
     from imagenot.curate.candidates import imagenet_overlap, lemma_keys
-    from imagenot.wordnet import imagenet_wnids, noun_lemma_table, wnid
 
     keys = lemma_keys(noun_lemma_table(wn))
     for synset in wn.all_synsets("n"):
@@ -96,7 +96,7 @@ def _fate(audit: pa.Table) -> dict[str, tuple[int, str]]:
 
 
 def test_discover_removes_each_hazard_at_its_step(wn, counts, obscene_wnid):
-    from imagenot.wordnet import imagenet_wnids
+    from imagenot.core.wordnet import imagenet_wnids
 
     table, audit, stats = build_candidates(
         counts, wn, _candidates("discover", 5, "{name} which is {gloss}"), imagenet_wnids()
@@ -115,7 +115,7 @@ def test_discover_removes_each_hazard_at_its_step(wn, counts, obscene_wnid):
 
 
 def test_imagenet_mode_keeps_present_imagenet_classes(wn, counts):
-    from imagenot.wordnet import imagenet_wnids
+    from imagenot.core.wordnet import imagenet_wnids
 
     table, audit, stats = build_candidates(
         counts, wn, _candidates("imagenet", 5, "{name}"), imagenet_wnids()
@@ -388,7 +388,7 @@ def test_a_datasets_allow_fewer_leaves_the_class_count_stop_on(tmp_path):
     also let the selection go on with fewer than ``n_classes`` classes, which only
     ``curate.allow_fewer_classes`` does."""
     from imagenot.acquire.settings import FillSettings
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
 
     curate = {"threshold": 0.7, "n_classes": 2, "top_n": 2, "images_per_class": 1}
     curate.update(oversample=0.0, reserve=1.0)
@@ -408,7 +408,7 @@ def test_a_datasets_allow_fewer_leaves_the_class_count_stop_on(tmp_path):
 
 
 def test_audit_and_funnel(wn, counts):
-    from imagenot.wordnet import imagenet_wnids
+    from imagenot.core.wordnet import imagenet_wnids
 
     candidates, early, stats = build_candidates(
         counts, wn, _candidates("discover", 5, "{name}"), imagenet_wnids()
@@ -481,7 +481,7 @@ def _tiny_text_classifier(path):
 def test_hf_classifier_filter_runs_a_local_model_and_names_missing_config(tmp_path):
     import copy
 
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
     from imagenot.curate.nsfw import nsfw_reasons
 
     model_dir = str(_tiny_text_classifier(tmp_path / "classifier"))

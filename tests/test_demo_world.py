@@ -15,7 +15,9 @@ import pytest
 from PIL import Image
 
 from imagenot.cli import main
-from imagenot.config import ConfigError, validate_config
+from imagenot.core.config import ConfigError, validate_config
+from imagenot.core.settings import to_json
+from imagenot.core.wordnet import imagenet_wnids, lemma_text, synset_of
 from imagenot.demo import plan
 from imagenot.demo.cli import demo_settings
 from imagenot.demo.planted import (
@@ -27,8 +29,6 @@ from imagenot.demo.planted import (
 )
 from imagenot.demo.settings import DemoSettings
 from imagenot.demo.world import CHUNK_ROWS, LAION_SCHEMA, build_world, write_world
-from imagenot.settings import to_json
-from imagenot.wordnet import imagenet_wnids, lemma_text, synset_of
 
 SMALL = {
     "enabled": True,

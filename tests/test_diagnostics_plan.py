@@ -12,14 +12,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from imagenot import paths
-from imagenot.config import schema_default, validate_config
+from imagenot.core import paths
+from imagenot.core.config import schema_default, validate_config
+from imagenot.core.files import INPUT
+from imagenot.core.registries import RegistryError
+from imagenot.core.settings import Style
 from imagenot.diagnostics import captions, figures, plan, table
 from imagenot.diagnostics.files import FigureFiles, TableFiles
 from imagenot.diagnostics.settings import EmbedSettings, FigureSettings, ImageSimilaritySettings
-from imagenot.files import INPUT
-from imagenot.registries import RegistryError
-from imagenot.settings import Style
 
 DEMO_DATASETS = {
     "imagenot": {"kind": "laion", "classes": "discover"},
@@ -49,7 +49,7 @@ def test_defaults_in_the_schema():
 
 
 def test_unknown_key_is_refused():
-    from imagenot.config import ConfigError
+    from imagenot.core.config import ConfigError
 
     with pytest.raises(ConfigError, match="diagnostics"):
         config_with({"encodr": {}})
@@ -156,7 +156,7 @@ def test_a_shipped_class_list_is_read_from_the_clone_in_any_working_directory(
     tmp_path, monkeypatch
 ):
     """config/paper.yaml names the authors' lists as resources/class_lists/...: from a working
-    directory of its own they are the clone's files (imagenot.paths.shipped); a list that the
+    directory of its own they are the clone's files (imagenot.core.paths.shipped); a list that the
     working directory holds is its own, and a list found nowhere is left as named, for the check
     to refuse naming the key."""
     shipped = "resources/class_lists/imagenot_classes_2024-05-25.txt"

@@ -178,7 +178,7 @@ def test_a_clip_processor_larger_than_the_stored_side_is_refused(tmp_path, capsy
     resize) is larger is refused in one line naming the key and both sides, before the model
     loads (a processor config alone, no model beside it)."""
     from imagenot.cli import main
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
     from imagenot.diagnostics.settings import EmbedSettings
 
     folder = tmp_path / "processor"

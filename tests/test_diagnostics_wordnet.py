@@ -11,8 +11,8 @@ import jsonschema
 import networkx as nx
 import pytest
 
+from imagenot.core.wordnet import imagenet_wnids, synset_of, wnid
 from imagenot.diagnostics import wordnet_stats as ws
-from imagenot.wordnet import imagenet_wnids, synset_of, wnid
 
 PUBLISHED = ("imagenot_classes_2024-04-02.txt", "imagenot_classes_2024-05-25.txt")
 

@@ -18,7 +18,7 @@ import yaml
 from conftest import NO_SLURM, load_benchmark
 from trial_records import write_slot
 
-from imagenot.planning import placeholder_overlay
+from imagenot.plan.planning import placeholder_overlay
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -486,8 +486,8 @@ def test_the_readme_changes_hold_whatever_the_demos_accuracies(tmp_path, monkeyp
     import json
     import random
 
-    from imagenot.config import merge_configs, read_config_file, resolve_additions
-    from imagenot.stages import check_workflow_config
+    from imagenot.core.config import merge_configs, read_config_file, resolve_additions
+    from imagenot.core.stages import check_workflow_config
     from imagenot.train import plan as train_plan
     from imagenot.train.paths import PREREGISTRATION, TRAIN
     from imagenot.train.prereg import register, trial_results

@@ -12,7 +12,7 @@ import torch
 from final_run import write_final_run
 from statsmodels.stats.proportion import proportion_confint
 
-from imagenot.config import validate_config
+from imagenot.core.config import validate_config
 from imagenot.evaluate import plan
 from imagenot.evaluate.files import RobustnessFiles
 from imagenot.evaluate.metrics import clopper_pearson, robust_accuracy, topk_correct
@@ -222,7 +222,7 @@ def test_evaluate_checkpoint_end_to_end(tmp_path, settings):
     from torchvision.io import encode_jpeg
 
     from imagenot.acquire.dataset import Record, write_dataset
-    from imagenot.dataset import read_fingerprint
+    from imagenot.core.dataset import read_fingerprint
     from imagenot.train.registry import build_model
 
     g = torch.Generator().manual_seed(1)
@@ -306,7 +306,7 @@ def test_decoded_batches_equal_per_image_conversion(tmp_path):
     from torchvision.io import encode_jpeg
 
     from imagenot.acquire.dataset import Record, write_dataset
-    from imagenot.dataset import ManifestDataset
+    from imagenot.core.dataset import ManifestDataset
     from imagenot.evaluate.robustness import dataset_batches, to_model_input
 
     g = torch.Generator().manual_seed(2)
@@ -325,7 +325,7 @@ def test_decoded_batches_equal_per_image_conversion(tmp_path):
 
 
 def test_keep_freed_memory_is_harmless():
-    from imagenot.io import keep_freed_memory
+    from imagenot.core.io import keep_freed_memory
 
     assert isinstance(keep_freed_memory(), bool)
     assert torch.ones(1 << 22).sum().item() == float(1 << 22)
@@ -385,7 +385,7 @@ def test_published_weights_run_float32_unfolded_and_trained_runs_keep_their_prot
     from torchvision.io import encode_jpeg
 
     from imagenot.acquire.dataset import Record, write_dataset
-    from imagenot.dataset import read_fingerprint
+    from imagenot.core.dataset import read_fingerprint
     from imagenot.evaluate.reference import Numerics, numerics
     from imagenot.train.registry import build_model
 

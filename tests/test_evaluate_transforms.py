@@ -7,7 +7,7 @@ import pytest
 import torch
 from torchvision.transforms.v2 import functional as F
 
-from imagenot.config import validate_config
+from imagenot.core.config import validate_config
 from imagenot.evaluate import kernels as K
 from imagenot.evaluate import transforms as T
 
@@ -292,7 +292,7 @@ def test_a_blur_of_one_strength_is_the_same_shift_on_a_480_and_a_256_px_copy():
     from photos import photo
 
     from imagenot.acquire.images import encode_jpeg, resize_square
-    from imagenot.dataset import decode_jpeg
+    from imagenot.core.dataset import decode_jpeg
     from imagenot.evaluate.robustness import evaluate_batches, tensor_batches
     from imagenot.train.facts import Preprocessing
 
@@ -339,7 +339,7 @@ def test_pixel_sized_strengths_scale_with_the_models_input_side(name, settings):
     At the side the strengths are stated at, each is torchvision's operation exactly."""
     from photos import jpeg, photo
 
-    from imagenot.dataset import decode_jpeg
+    from imagenot.core.dataset import decode_jpeg
     from imagenot.train.facts import Preprocessing
 
     scene = decode_jpeg(jpeg(photo(701, 583, seed=1)))[None].float() / 255

@@ -114,8 +114,8 @@ def _download_cmd(sel, tmp_path, work, **acquire) -> list[str]:
     """The rule's ``imagenot acquire-download`` command line on one part, its settings built as
     the rule builds them from ``acquire`` keys on top of the schema's defaults."""
     from imagenot.acquire.settings import DownloadSettings
-    from imagenot.config import validate_config
-    from imagenot.settings import to_json
+    from imagenot.core.config import validate_config
+    from imagenot.core.settings import to_json
 
     config = validate_config({"acquire": {"download_parts": 1, "image_size": 16, **acquire}})
     cmd = [sys.executable, "-m", "imagenot.cli", "acquire-download", "--selection", str(sel)]

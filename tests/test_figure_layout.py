@@ -12,11 +12,11 @@ import pytest
 from imagenot.analyse.checks import validate_table
 from imagenot.analyse.rankings import rankings_report
 from imagenot.analyse.settings import RankingsSettings
-from imagenot.config import ConfigError, load_config, validate_config
-from imagenot.figure_style import BOX_STYLE, PAGE_RATIO
+from imagenot.core.config import ConfigError, load_config, validate_config
+from imagenot.core.figure_style import BOX_STYLE, PAGE_RATIO
+from imagenot.core.settings import Style
 from imagenot.figures import layout, names, report
 from imagenot.figures.settings import Options
-from imagenot.settings import Style
 
 
 def small_style(**changes) -> Style:
@@ -239,7 +239,7 @@ def test_toolbox_figures_have_a_page_s_proportions_however_many_datasets(k, tmp_
     if k == 20:
         monkeypatch.setattr(report, "REPORT_FIGURES", {"rankings": "x:y"})
         monkeypatch.setattr(report, "REPORT_TABLES", {})
-        monkeypatch.setattr("imagenot.registries.resolve", lambda code: report.rankings_figure)
+        monkeypatch.setattr("imagenot.core.registries.resolve", lambda code: report.rankings_figure)
         written = report.write_report(rep, tmp_path, style)
         stems = [p.rsplit("/", 1)[-1] for p in written]
         pages = ["", *(f"_{n}" for n in range(2, len(stems) // 2 + 1))]
@@ -280,7 +280,7 @@ def test_diagnostics_figures_share_the_style_and_keep_their_text_inside(tmp_path
     import matplotlib.pyplot as plt
     from PIL import Image
 
-    from imagenot.figure_style import save
+    from imagenot.core.figure_style import save
 
     style = dataclasses.replace(Style.schema_defaults(), dpi=72)
     for name, fig in diagnostics_figures(style).items():

@@ -24,11 +24,11 @@ from imagenot.analyse.accuracy import (
 )
 from imagenot.analyse.settings import AccuracySettings, RankingsSettings
 from imagenot.cli import main
-from imagenot.config import load_config, validate_config
+from imagenot.core.config import load_config, validate_config
+from imagenot.core.settings import Style, to_json
 from imagenot.figures import plan
 from imagenot.figures.settings import FigureSettings, Options
 from imagenot.figures.tables import to_markdown
-from imagenot.settings import Style, to_json
 
 DATASETS = ["imagenet", "imagenot", "fashion_mnist"]
 
@@ -444,10 +444,10 @@ def test_every_workflow_figure_is_readable_with_the_demo_s_names(repo_root, tmp_
     figure kind keeps every text inside the figure and off the others."""
     import matplotlib.pyplot as plt
 
+    from imagenot.core.registries import resolve
     from imagenot.figures.data import load_accuracy
     from imagenot.figures.layout import layout_problems
     from imagenot.figures.registry import WORKFLOW_FIGURES
-    from imagenot.registries import resolve
 
     demo = load_config(repo_root / "config" / "config.yaml")
     path = tmp_path / "accuracy.csv"
@@ -468,10 +468,10 @@ def test_every_workflow_figure_is_readable_with_long_names(config, tmp_path, mod
     with the probit axis the fit figure draws probit axes."""
     import matplotlib.pyplot as plt
 
+    from imagenot.core.registries import resolve
     from imagenot.figures.data import load_accuracy
     from imagenot.figures.layout import layout_problems
     from imagenot.figures.registry import WORKFLOW_FIGURES
-    from imagenot.registries import resolve
 
     path = tmp_path / "accuracy.csv"
     many_models_accuracy(models).to_csv(path, index=False)

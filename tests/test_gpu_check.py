@@ -152,7 +152,7 @@ def test_the_plain_loop_is_the_projects_reference_and_the_models_are_the_papers(
     and the standard library only (nothing of the project it is the yardstick for)."""
     import ast
 
-    from imagenot.config import load_config
+    from imagenot.core.config import load_config
 
     steps = load_benchmark("gpu_check_steps")
     loop = REPO / "benchmarks" / "gpu_plain_loop.py"

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from conftest import REPO, snakemake_workflow
 
-from imagenot.config import ConfigError, load_configs
+from imagenot.core.config import ConfigError, load_configs
 from imagenot.train import estimate, experiments, launch
 from imagenot.train.checks import check_nodes
 
@@ -116,8 +116,8 @@ def test_the_plan_schedules_each_model_at_its_gpus_and_prints_the_overlay(tmp_pa
     """The plan's training rows and chains take each model's configured GPUs per job (the
     paper's config: EfficientNet-V2-L and ConvNeXt-L data-parallel); the overlay the plan
     recommends, merged over the config, plans what it recommends."""
-    from imagenot.plan_cli import gpus_overlay
-    from imagenot.plan_text import format_deadline
+    from imagenot.plan.plan_cli import gpus_overlay
+    from imagenot.plan.plan_text import format_deadline
 
     paper = load_configs([REPO / "config" / "paper.yaml"])
     own = paper["train"]["gpus_per_job_overrides"]

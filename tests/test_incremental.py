@@ -154,7 +154,7 @@ def test_the_report_of_the_finished_run_shows_every_figure_and_table(
     does), typed in the clone's root: every figure and table registered, the config's
     description in the captions, and the page opens in headless Chromium on its landing page
     (the run summary's counts) with the report's categories."""
-    from imagenot import run_summary, summary_plan
+    from imagenot.run import run_summary, summary_plan
 
     workdir = copy_of_finished
     workflow = SimpleNamespace(configfiles=CONFIGS, main_snakefile=str(REPO / "Snakefile"))

@@ -1,4 +1,4 @@
-"""What is read is what was written: the shared readers of imagenot.io name a
+"""What is read is what was written: the shared readers of imagenot.core.io name a
 truncated or damaged file in one line, and a damaged workflow output is moved aside so that the
 next run of the workflow rebuilds it."""
 
@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from imagenot.io import (
+from imagenot.core.io import (
     ArtefactError,
     iter_parquet,
     open_parquet,

@@ -1,4 +1,4 @@
-"""Every workflow job records its own peak memory and CPU time (imagenot.job_usage): the last
+"""Every workflow job records its own peak memory and CPU time (imagenot.core.job_usage): the last
 line of its log, however its command ends, with children and declared workers counted."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from imagenot import cli, job_usage, steps
+from imagenot import cli
+from imagenot.core import job_usage, steps
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -80,7 +81,7 @@ CHILD = "b = b'x' * ({mb} * 2**20)"  # written bytes: resident, unlike a calloc'
 
 PARENT = """
 import json, subprocess, sys
-from imagenot import job_usage
+from imagenot.core import job_usage
 held = b'y' * (120 * 2**20)
 del held  # freed again: the peak (high-water mark) keeps it
 subprocess.run([sys.executable, "-c", {child!r}], check=True)
@@ -136,7 +137,7 @@ def test_every_rule_runs_an_imagenot_command_into_its_log():
             # each of which records its own line
             command = m.group(2).removeprefix("{params.launch} ")
             assert command.startswith("imagenot "), f"{path}: shell line {m.group(2)!r}"
-        # a declared step's line is its declaration's (imagenot.steps.command: into {log})
+        # a declared step's line is its declaration's (imagenot.core.steps.command: into {log})
         for m in re.finditer(r"^\s+shell:\s*\n\s+step\(\"([\w-]+)\"\)", text, re.M):
             shells += 1
             assert steps.command(m.group(1)).endswith(" > {log} 2>&1"), f"{path}: {m.group(1)}"

@@ -2,7 +2,7 @@
 
 A toy workflow on the CPU whose one job is a writer that writes when the test lets it
 (tests/lifeline_writer.py: bound to its parent as every workflow job's ``imagenot`` command is,
-writing through ``imagenot.io`` once ``out.txt.go`` exists), run with the workflow's shell prefix
+writing through ``imagenot.core.io`` once ``out.txt.go`` exists), run with the workflow's shell prefix
 (``exec``): Snakemake killed with SIGKILL, or the job's process sent SIGTERM, leaves no process
 behind and no output, and the next ``snakemake -n`` plans the job again. A writer that finishes a
 checkpoint on SIGTERM instead of dying (the train jobs) is stopped at its write. The test lets
@@ -23,8 +23,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from imagenot import steps
-from imagenot.lifeline import SHELL_PREFIX
+from imagenot.core import steps
+from imagenot.core.lifeline import SHELL_PREFIX
 
 REPO = Path(__file__).resolve().parents[1]
 WRITER = REPO / "tests" / "lifeline_writer.py"
@@ -173,7 +173,7 @@ def test_every_rule_runs_one_command_that_replaces_its_shell():
     would change a host workflow's rules) replaces the shell with the first command of a line: a
     second command (``;``, ``&&``, ``|``, ``$(...)``) would never run, or would keep a shell
     alive."""
-    from imagenot.lifeline import job_prefix
+    from imagenot.core.lifeline import job_prefix
 
     common = (REPO / "rules" / "common.smk").read_text()
     assert "shell.prefix(" not in common and "lifeline.job_prefix()" in common
@@ -195,7 +195,7 @@ def test_every_rule_runs_one_command_that_replaces_its_shell():
 def test_a_workflow_jobs_imagenot_command_binds_to_its_parent(tmp_path):
     """``imagenot`` run by a workflow job (rules/common.smk sets job_usage.ENV) asks for the
     lifeline; run by hand it does not."""
-    from imagenot import job_usage
+    from imagenot.core import job_usage
 
     code = (
         "from imagenot import cli, lifeline;"

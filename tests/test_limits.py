@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from imagenot.cli import out_of_memory
-from imagenot.config import ConfigError, load_configs, read_config_file, validate_config
-from imagenot.stages import check_workflow_config
+from imagenot.core.config import ConfigError, load_configs, read_config_file, validate_config
+from imagenot.core.stages import check_workflow_config
 from imagenot.train.checks import check_nodes
 
 REPO = Path(__file__).resolve().parents[1]

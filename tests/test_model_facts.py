@@ -16,7 +16,7 @@ import pytest
 import torch
 import yaml
 
-from imagenot.config import validate_config
+from imagenot.core.config import validate_config
 from imagenot.train import facts
 from imagenot.train.registry import MODELS, ModelSpec, _timm, build_model, head_module
 
@@ -141,7 +141,7 @@ def test_timm_facts_are_its_pretrained_config_and_name_the_entrys_head():
 
 
 def test_a_file_source_states_its_facts_in_its_entry():
-    from imagenot.registries import RegistryError
+    from imagenot.core.registries import RegistryError
 
     own = {"mean": [0.5] * 3, "std": [0.25] * 3, "crop_size": 64, "resize_size": 72}
     spec = ModelSpec(
@@ -167,7 +167,7 @@ def test_the_reference_dataset_is_stored_as_large_as_its_largest_weights_resize(
     EfficientNet-V2-L's 480 px; at acquire.image_size's 256 the config check stops, naming the
     key and the size."""
     from imagenot.acquire.settings import MaterialiseSettings
-    from imagenot.config import ConfigError
+    from imagenot.core.config import ConfigError
     from imagenot.train import checks, plan
 
     paper = _config(repo_root, "paper.yaml")
@@ -487,7 +487,7 @@ def test_weights_whose_recipe_contradicts_the_recorded_one_are_refused(monkeypat
     check names both, and rewriting the derived table refuses the entry."""
     from dataclasses import replace
 
-    from imagenot.registries import RegistryError
+    from imagenot.core.registries import RegistryError
 
     planted = replace(MODELS["resnet152"], weights=V2)
     problem = facts.recipe_problem(planted)
@@ -505,8 +505,8 @@ def test_a_published_gap_over_the_tolerance_is_a_problem_of_the_run_summary(
     """The run summary (and the report, which shows it) lists a measured-vs-published gap over
     the tolerance on the whole validation set as a problem, against the weights that ran."""
 
-    from imagenot import run_summary, summary_plan
     from imagenot.evaluate.paths import ROBUSTNESS
+    from imagenot.run import run_summary, summary_plan
     from imagenot.train.paths import FINAL_RESULT
     from imagenot.train.records import write_record
 

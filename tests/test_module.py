@@ -259,7 +259,7 @@ def _package(path: Path, body: str = "") -> Path:
 
 
 def test_staged_package_copies_once_per_content(tmp_path):
-    from imagenot import checkout
+    from imagenot.core import checkout
 
     installed = _package(tmp_path / "site")
     work = tmp_path / "work"
@@ -282,7 +282,7 @@ def test_staged_package_copies_once_per_content(tmp_path):
 
 
 def test_staged_package_never_uses_a_partial_copy(tmp_path, monkeypatch):
-    from imagenot import checkout
+    from imagenot.core import checkout
 
     installed = _package(tmp_path / "site")
     work = tmp_path / "work"

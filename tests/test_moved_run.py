@@ -5,7 +5,7 @@ Snakemake reruns a job when the set of its inputs, its parameters or its rule's 
 from what it recorded for the job's outputs. So none of them may hold a path of the clone or of
 the working directory: every file under results/ is named relative to the working directory, and
 the package files jobs read (plotting modules, the shipped published accuracies) are recorded by
-their digest (imagenot.io.code_version), not their path. Checked statically on every
+their digest (imagenot.core.io.code_version), not their path. Checked statically on every
 job of the demo's and the paper's DAG, as Snakemake's own persistence would record it.
 """
 
@@ -50,7 +50,7 @@ def _absolute(recorded: list[tuple[str, str, str]], workdir: Path) -> list[str]:
 
 
 def _paper(tmp_path: Path) -> tuple[Path, Path]:
-    from imagenot.planning import placeholder_overlay
+    from imagenot.plan.planning import placeholder_overlay
 
     overlay = tmp_path / "placeholders.yaml"
     paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
@@ -97,8 +97,8 @@ def test_a_class_list_given_by_its_absolute_path_is_found(tmp_path, monkeypatch)
 
 def test_a_figures_recorded_code_changes_with_its_module_only(tmp_path):
     """The figure rule's parameter follows the content of the module, not its place."""
+    from imagenot.core.io import code_version
     from imagenot.figures.plan import code
-    from imagenot.io import code_version
 
     module = Path(code("relative_progress"))
     copy = tmp_path / "elsewhere" / module.name

@@ -143,7 +143,7 @@ seed: ?7 * 6
 def test_a_yte_template_reads_as_snakemake_reads_it(tmp_path, capsys):
     from snakemake.common.configfile import load_configfile
 
-    from imagenot.config import read_config_file
+    from imagenot.core.config import read_config_file
 
     path = tmp_path / "yte.yaml"
     path.write_text(YTE)
@@ -217,7 +217,7 @@ INTERNAL = {
     "imagenot.train.interrupts.Preempted": "a stop: exit 75 with one line (train.cli)",
     "imagenot.train.failfast.Diverged": "caught by the loop: the trial's result says so",
     "imagenot.train.feed.RingOverrun": "the feed's invariant broken: a bug, with its traceback",
-    "imagenot.lifeline.JobEnded": "a SystemExit: the job ended, its message is one line",
+    "imagenot.core.lifeline.JobEnded": "a SystemExit: the job ended, its message is one line",
 }
 
 
@@ -241,7 +241,7 @@ def test_every_error_class_the_project_defines_is_a_one_line_refusal_or_named_in
     from imagenot.cli import _user_errors
 
     defined = _defined_exceptions()
-    assert {"imagenot.train.trials.JobError", "imagenot.io.ArtefactError"} <= set(defined)
+    assert {"imagenot.train.trials.JobError", "imagenot.core.io.ArtefactError"} <= set(defined)
     assert set(INTERNAL) <= set(defined), "INTERNAL names a class that no longer exists"
     handled = _user_errors()
     traced = [
@@ -279,7 +279,7 @@ def test_a_job_error_ends_in_one_line(tmp_path, capsys):
 def test_a_registry_refusal_is_not_called_a_missing_key(capsys, monkeypatch):
     """A RegistryError is a KeyError (for lookups) and a ValueError: the CLI says its words,
     not "missing key" before them."""
-    from imagenot.registries import RegistryError
+    from imagenot.core.registries import RegistryError
 
     def refuse(args):
         raise RegistryError("unknown dataset kind 'nope'; adapters exist for ['cifar10']")

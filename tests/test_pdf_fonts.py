@@ -21,9 +21,9 @@ from imagenot.analyse.checks import validate_table
 from imagenot.analyse.rankings import rankings_report
 from imagenot.analyse.settings import RankingsSettings
 from imagenot.cli import main
-from imagenot.figure_style import paper_style, save
+from imagenot.core.figure_style import paper_style, save
+from imagenot.core.settings import Style
 from imagenot.figures.report import REPORT_FIGURES, write_report
-from imagenot.settings import Style
 
 matplotlib.use("Agg")
 
@@ -116,7 +116,7 @@ def test_writing_a_pdf_logs_nothing_from_fonttools_at_info(tmp_path, caplog):
 
     import matplotlib.pyplot as plt
 
-    from imagenot.figure_style import SAVE_RC, write_pdf
+    from imagenot.core.figure_style import SAVE_RC, write_pdf
 
     def fonttools_info() -> list[str]:
         return [
@@ -172,7 +172,7 @@ def test_the_curation_calibration_figure_embeds_no_type3_font(tmp_path):
     import matplotlib.pyplot as plt
     from test_curate_calibration import _cli, _settings
 
-    from imagenot.settings import to_json
+    from imagenot.core.settings import to_json
 
     with plt.rc_context({"pdf.fonttype": 3}):
         out = _cli(tmp_path, json.loads(to_json(_settings())))
@@ -180,9 +180,9 @@ def test_the_curation_calibration_figure_embeds_no_type3_font(tmp_path):
 
 
 def test_every_diagnostics_figure_embeds_no_type3_font(tmp_path):
+    from imagenot.core.figure_style import save
+    from imagenot.core.settings import Style
     from imagenot.diagnostics import figures
-    from imagenot.figure_style import save
-    from imagenot.settings import Style
 
     rng = np.random.default_rng(0)
     wnids = np.array([f"n{i:08d}" for i in range(20)])

@@ -19,11 +19,11 @@ import pytest
 import yaml
 from conftest import GPU_RULES
 
-from imagenot import costs
-from imagenot.config import load_config
+from imagenot.core.config import load_config
 from imagenot.curate import plan as curate_plan
-from imagenot.plan_cli import build_plan, format_plan
-from imagenot.planning import PlannedJob, parse_jobs, placeholder_overlay, rule_groups
+from imagenot.plan import costs
+from imagenot.plan.plan_cli import build_plan, format_plan
+from imagenot.plan.planning import PlannedJob, parse_jobs, placeholder_overlay, rule_groups
 from imagenot.train import plan as train_plan
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,7 +34,7 @@ PAPER = REPO / "config" / "paper.yaml"
 @pytest.fixture(scope="module")
 def paper_jobs():
     """The paper's jobs, planned once by Snakemake (the other paper plans reuse them)."""
-    from imagenot.planning import planned_jobs
+    from imagenot.plan.planning import planned_jobs
 
     return planned_jobs(PAPER)
 
@@ -44,7 +44,7 @@ def paper_plan(paper_jobs, tmp_path_factory):
     """The paper on 32 GPUs with a 72 h deadline, in an empty working directory."""
     empty = tmp_path_factory.mktemp("empty_workdir")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("imagenot.planning.planned_jobs", lambda paths: paper_jobs)
+        mp.setattr("imagenot.plan.planning.planned_jobs", lambda paths: paper_jobs)
         return build_plan(PAPER, gpus=32, deadline_hours=72, directory=empty)
 
 
@@ -131,7 +131,7 @@ def test_paper_gpu_jobs_and_requests(paper_plan):
     rules = _rules(paper_plan)
     gpu_jobs = sum(n for rule, n in rules.items() if rule in GPU_RULES)
     assert paper_plan["total"]["gpu_jobs"] == gpu_jobs > 0
-    from imagenot.config import load_config
+    from imagenot.core.config import load_config
     from imagenot.train.experiments import gpus_per_node, widest
     from imagenot.train.rings import ring_mb
 
@@ -334,7 +334,7 @@ def test_the_plan_says_what_to_request(paper_plan, tmp_path):
     it, not the requested sum; the longest single job (it decides the partition), the GPU
     memory (the H200's measured peaks by default, a preflight's when given) apart from the
     host memory, node-local disk; and the schedule against GPUs, with the reason it flattens."""
-    from imagenot.plan_cli import MARGIN, _request, format_request, format_wall_time
+    from imagenot.plan.plan_cli import MARGIN, _request, format_request, format_wall_time
 
     request, h = paper_plan["request"], paper_plan["gpu_hours"]
     assert request["gpu_hours"] == pytest.approx(h["total"] * (1 + MARGIN), abs=5)
@@ -420,7 +420,7 @@ def test_kept_originals_count_in_storage_node_disk_and_the_range_jobs(paper_plan
     import copy
 
     from imagenot.acquire import sizes
-    from imagenot.split_readers import split_sizes
+    from imagenot.plan.split_readers import split_sizes
 
     config = load_config(PAPER)
     kept, source = sizes.originals_bytes(config, "imagenet")
@@ -541,8 +541,8 @@ def _write_run(root: Path, rate: float = 2000.0) -> Path:
 
 
 def test_a_run_s_records_re_estimate_what_is_left(tmp_path):
-    from imagenot.costs import run_records
-    from imagenot.measured import median_rate
+    from imagenot.plan.costs import run_records
+    from imagenot.plan.measured import median_rate
 
     config = load_config(PAPER)
     run = _write_run(tmp_path)
@@ -585,7 +585,7 @@ def test_a_run_s_records_re_estimate_what_is_left(tmp_path):
 
 def test_the_plan_reads_the_run_in_its_directory(paper_jobs, tmp_path, monkeypatch):
     _write_run(tmp_path, rate=1234.0)
-    monkeypatch.setattr("imagenot.planning.planned_jobs", lambda paths: paper_jobs)
+    monkeypatch.setattr("imagenot.plan.planning.planned_jobs", lambda paths: paper_jobs)
     plan = build_plan(PAPER, gpus=32, directory=tmp_path)
     est = plan["training_estimate"]
     assert est["throughput"]["resnet18"] == 1234.0
@@ -652,7 +652,7 @@ def test_data_stages_have_a_time(paper_plan):
 
 
 def test_schedule_barriers_and_the_critical_chain_first():
-    from imagenot.schedule import Chain, Stage, simulate
+    from imagenot.plan.schedule import Chain, Stage, simulate
 
     # two slots of 1 h, then one of 2 h after the rung: 3 h on 2 GPUs, 4 of 6 GPU-hours used
     one = Chain("x/st", "m", 1, (Stage(2, 1.0), Stage(1, 2.0)))
@@ -670,7 +670,7 @@ def test_schedule_barriers_and_the_critical_chain_first():
 
 
 def test_with_gpus_scales_the_jobs():
-    from imagenot.schedule import Chain, Stage, speed, with_gpus
+    from imagenot.plan.schedule import Chain, Stage, speed, with_gpus
 
     chain = Chain("x/st", "m", 1, (Stage(4, 9.0),))
     (two,) = with_gpus([chain], {"m": 2}, 0.9)
@@ -679,7 +679,7 @@ def test_with_gpus_scales_the_jobs():
 
 
 def test_the_fewest_gpus_that_meet_a_deadline():
-    from imagenot.schedule import Chain, Stage, fewest_gpus, simulate
+    from imagenot.plan.schedule import Chain, Stage, fewest_gpus, simulate
 
     chains = [Chain(f"e{i}/st", "m", 1, (Stage(4, 2.0), Stage(1, 3.0))) for i in range(3)]
     got = fewest_gpus(chains, deadline=5.0)
@@ -721,8 +721,8 @@ def test_the_default_device_figures_are_docs_gpu_md_s_measurements():
     four models, the plain loop's sentence (images/s, GiB at 256) for the other three."""
     import re
 
-    from imagenot.config import schema_default
-    from imagenot.measured import H200_MEMORY
+    from imagenot.core.config import schema_default
+    from imagenot.plan.measured import H200_MEMORY
 
     text = (REPO / "docs" / "gpu.md").read_text(encoding="utf-8")
     section = text[text.index("## Measured on a GPU") : text.index("## One GPU check")]

@@ -1,5 +1,5 @@
 """imagenot plan's data stages on the plan's CPU cores, and the whole run's wall time through
-them (imagenot.data_stages): curation, LAION download and build, materialisation of the datasets
+them (imagenot.plan.data_stages): curation, LAION download and build, materialisation of the datasets
 on disk, each scheduled before the GPU stages that need it."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from imagenot import data_stages
-from imagenot.config import load_config
-from imagenot.planning import PlannedJob
+from imagenot.core.config import load_config
+from imagenot.plan import data_stages
+from imagenot.plan.planning import PlannedJob
 
 REPO = Path(__file__).resolve().parents[1]
 

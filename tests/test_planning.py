@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import load_benchmark
 
-from imagenot.config import load_config
+from imagenot.core.config import load_config
 from imagenot.curate import plan as curate_plan
 from imagenot.train import plan as train_plan
 

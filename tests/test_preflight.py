@@ -26,7 +26,7 @@ from conftest import snakemake_workflow, toy_config, write_toy_dataset
 from trial_records import write_decision
 
 from imagenot.cli import main
-from imagenot.config import load_config
+from imagenot.core.config import load_config
 from imagenot.train import experiments, preflight, preflight_plan, preflight_precision, rings
 from imagenot.train.distributed import Dist
 from imagenot.train.feed import Feeder
@@ -93,7 +93,7 @@ def test_the_paper_runs_keep_every_batch_whole_until_the_card_is_measured():
 
 
 def test_a_config_naming_the_removed_caps_stops_on_one_line(tmp_path):
-    from imagenot.config import ConfigError
+    from imagenot.core.config import ConfigError
 
     path = tmp_path / "old.yaml"
     config = yaml.safe_load(PAPER.read_text())
@@ -160,7 +160,7 @@ def test_the_training_job_takes_the_batch_the_preflight_measured_on_the_card(
     space's batch and the largest batch that fits; the training job given that report (as the
     rule gives it, ``--preflight``) trains in that many micro-batches and says so in its log
     and result. A small card gives micro-batches, a big one the batch whole."""
-    from imagenot.settings import to_json
+    from imagenot.core.settings import to_json
     from imagenot.train import settings as train_settings
 
     space = {"budget": 1, "max_epochs": 1, "batch_size": 16, "halving": {"enabled": False}}
@@ -441,7 +441,7 @@ def test_the_preflight_takes_the_rules_settings_or_a_config_and_a_job_its_report
     a training job reads ``--preflight`` alone (the rule's, ungated) as no report, and a path
     as the report."""
     from imagenot.cli import build_parser
-    from imagenot.settings import to_json
+    from imagenot.core.settings import to_json
 
     out = ["--json", "x.json", "--md", "x.md"]
     settings = to_json(PreflightSettings.for_site(load_config(PAPER), None))

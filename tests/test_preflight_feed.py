@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from imagenot.config import load_config
-from imagenot.dataset import ShardReader
+from imagenot.core.config import load_config
+from imagenot.core.dataset import ShardReader
 from imagenot.train import feed_bench, preflight, preflight_feed
 from imagenot.train.feed import stage_to_local
 from imagenot.train.preflight_feed import STAGE_GAIN, STAGE_LOSS, judge_source
@@ -171,7 +171,7 @@ def test_a_built_dataset_is_sampled_where_it_lies_and_tmpdir_without_room_reads_
 def test_a_job_stages_where_there_is_room_and_reads_in_place_where_there_is_not(
     cluster, monkeypatch, caplog
 ):
-    from imagenot.dataset import read_fingerprint
+    from imagenot.core.dataset import read_fingerprint
 
     shared, local, _ = cluster
     folder = _built(shared)

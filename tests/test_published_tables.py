@@ -15,7 +15,7 @@ import pytest
 from imagenot.analyse.checks import PRINTED_SLACK, validate_table
 from imagenot.analyse.table import TableError, read_table
 from imagenot.cli import main
-from imagenot.counts import count_problem
+from imagenot.core.counts import count_problem
 
 SSL = "ssl_resnet50_imagenet_variants.csv"
 NEW = "new_test_sets_excerpt.csv"

@@ -3,7 +3,7 @@
 torchvision measured its published accuracies with ``weights.transforms()`` on the original
 validation files, decoded by Pillow (its ImageFolder loader; the reference scripts' default
 backend). A dataset published weights are evaluated on keeps its test images' original files
-beside the stored square copy (``originals/``, :mod:`imagenot.dataset`), and the evaluation of
+beside the stored square copy (``originals/``, :mod:`imagenot.core.dataset`), and the evaluation of
 published weights reads them. Measured here on real-like photos of odd sizes (real photos where
 the venv ships them, generated scenes otherwise): the input a weight sees against torchvision's,
 in levels of 255, for a 224 px and a 480 px weight; the stored copy's gap is measured too.
@@ -130,7 +130,7 @@ def test_the_originals_are_the_files_byte_for_byte(dataset):
 
     import pyarrow.parquet as pq
 
-    from imagenot.dataset import has_originals
+    from imagenot.core.dataset import has_originals
 
     root, out = dataset
     manifest = pq.read_table(out / "manifest.parquet").to_pandas()
@@ -153,7 +153,7 @@ def test_published_weights_are_evaluated_on_the_originals(dataset, monkeypatch, 
 
     import pyarrow.parquet as pq
 
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
     from imagenot.evaluate import robustness
     from imagenot.evaluate.files import RobustnessFiles
     from imagenot.evaluate.settings import RobustnessSettings
@@ -182,7 +182,7 @@ def test_published_weights_are_evaluated_on_the_originals(dataset, monkeypatch, 
     def load_checkpoint(path, result, beside=()):
         """The recorder as the run's network; its record names the data it is evaluated on
         (``beside``: the outputs, then the dataset folder), as a run made on it does."""
-        from imagenot.dataset import read_fingerprint
+        from imagenot.core.dataset import read_fingerprint
 
         return recorder, {**info, "dataset_fingerprint": read_fingerprint(beside[-1])}
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from imagenot import registries
-from imagenot.config import ConfigError, load_schema, read_config_file, validate_config
+from imagenot.core import registries
+from imagenot.core.config import ConfigError, load_schema, read_config_file, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGINS = REPO / "tests" / "plugins"
@@ -55,10 +55,10 @@ def _toy_config() -> dict:
 
 def test_toys_validate_and_plan_through_the_registries_alone(toys):
     from imagenot.acquire import plan as acquire_plan
+    from imagenot.core.stages import check_workflow_config, stage_plans
     from imagenot.evaluate import plan as evaluate_plan
     from imagenot.evaluate.settings import RobustnessSettings
     from imagenot.figures import plan as figures_plan
-    from imagenot.stages import check_workflow_config, stage_plans
     from imagenot.train import plan as train_plan
 
     config = _toy_config()
@@ -86,8 +86,8 @@ def test_toys_validate_and_plan_through_the_registries_alone(toys):
 def test_a_plugin_figure_drawn_per_dataset_plans_one_file_per_st_dataset(toys):
     """A kind's FigureKind alone (drawn for a dataset, when ST runs exist) makes the plan draw it
     once per ST dataset, in drawing order, with names the figure rule reads back."""
+    from imagenot.core.stages import check_workflow_config
     from imagenot.figures import plan as figures_plan
-    from imagenot.stages import check_workflow_config
     from imagenot.train import plan as train_plan
     from imagenot.train.plan import protocol_regex
 
@@ -132,7 +132,7 @@ def test_a_figure_kind_names_only_known_fields_and_conditions():
 def test_toys_are_refused_once_unregistered(toys):
     from toy_entries import ENTRIES
 
-    from imagenot.stages import check_workflow_config
+    from imagenot.core.stages import check_workflow_config
 
     config = _toy_config()
     for registry, name, _ in ENTRIES:
@@ -170,8 +170,8 @@ def test_toy_optimizer_schedule_and_encoder_validate_and_reach_the_job_code(toys
     follows the toy schedule; the embedding job creates the toy encoder."""
     import torch
 
+    from imagenot.core.stages import check_workflow_config
     from imagenot.curate.encoders import EncoderSpec, create_encoder
-    from imagenot.stages import check_workflow_config
     from imagenot.train import plan as train_plan
     from imagenot.train.schedules import build_optimizer, learning_rate
 
@@ -203,7 +203,7 @@ def test_toy_figure_and_table_are_drawn_by_the_figure_and_table_commands(toys, t
     from imagenot.analyse.accuracy import accuracy_table, read_published, read_robustness
     from imagenot.analyse.settings import AccuracySettings
     from imagenot.cli import main
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
 
     runs = synthetic.runs_grid(
         ["imagenet", "imagenot"], synthetic.MODELS, (0,), downstream="imagenot", sources=()
@@ -312,7 +312,7 @@ def test_a_plugin_module_registers_for_a_snakemake_dry_run(tmp_path, monkeypatch
 
 
 def test_a_missing_plugin_is_a_one_line_error(monkeypatch):
-    from imagenot.stages import check_workflow_config
+    from imagenot.core.stages import check_workflow_config
 
     monkeypatch.delenv(registries.PLUGINS_ENV, raising=False)
     with pytest.raises(ValueError, match="plugins: cannot import 'no_such_plugin_module'"):
@@ -398,7 +398,7 @@ def test_registration_refuses_duplicates_and_unknown_names():
 def test_registries_import_without_torch(kind):
     module = registries.REGISTRIES[kind].split(":")[0]
     code = (
-        f"import sys, {module}, imagenot.config, imagenot.stages; "
+        f"import sys, {module}, imagenot.core.config, imagenot.core.stages; "
         f"from imagenot import registries; registries.names({kind!r}); "
         "assert 'torch' not in sys.modules"
     )
@@ -409,8 +409,8 @@ def test_registries_import_without_torch(kind):
 
 def test_validation_imports_no_torch(tmp_path):
     code = (
-        "import sys; from imagenot.config import read_config_file; "
-        "from imagenot.stages import check_workflow_config; "
+        "import sys; from imagenot.core.config import read_config_file; "
+        "from imagenot.core.stages import check_workflow_config; "
         f"check_workflow_config(read_config_file({str(REPO / 'config' / 'config.yaml')!r})); "
         "assert 'torch' not in sys.modules"
     )

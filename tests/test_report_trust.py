@@ -1,5 +1,5 @@
 """A run's Snakemake metadata is checked before the workflow points anyone at ``snakemake
---report`` (imagenot.report_trust): a record whose conda_env would run code under the report's
+--report`` (imagenot.run.report_trust): a record whose conda_env would run code under the report's
 unsafe YAML loader is named instead of the report command; the run's own records pass."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from imagenot import report_trust, summary_plan
+from imagenot.run import report_trust, summary_plan
 
 REPO = Path(__file__).resolve().parents[1]
 PLANTED = "!!python/object/apply:os.mkdir [RAN]"  # the report would make a folder

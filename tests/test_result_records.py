@@ -53,7 +53,7 @@ def toy(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def _fingerprint(ds_dir: Path) -> str:
-    from imagenot.dataset import read_fingerprint
+    from imagenot.core.dataset import read_fingerprint
 
     return read_fingerprint(ds_dir)
 
@@ -61,9 +61,9 @@ def _fingerprint(ds_dir: Path) -> str:
 def _evaluate(root: Path, run: dict, model_dir: Path, ds_dir: Path, capsys) -> tuple[int, str]:
     """`imagenot evaluate-robustness` as the rule runs it (outputs at the run's evaluate
     paths); (exit status, the error lines)."""
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
+    from imagenot.core.settings import to_json
     from imagenot.evaluate.settings import RobustnessSettings
-    from imagenot.settings import to_json
 
     settings = RobustnessSettings.from_config(
         validate_config({"seed": 3, "train": {"device": "cpu"}})
@@ -99,7 +99,7 @@ def test_a_sealed_record_reads_back_and_an_edit_is_refused(tmp_path):
 def test_a_final_record_is_typed_and_reads_back_as_written(tmp_path):
     """Its readers' fields by name, the rest of its producer's keys as details, the file one
     flat JSON object: what is read is what was written, seal included."""
-    from imagenot.io import write_json
+    from imagenot.core.io import write_json
 
     keys = {**RUN, "num_classes": 10, "image_size": 32, "dataset_fingerprint": "a" * 64,
             "weights_sha256": "b" * 64, "chance_accuracy": 10.0, **_trained(tmp_path)}  # fmt: skip
@@ -234,7 +234,7 @@ def test_numbers_out_of_their_range_are_refused_even_when_sealed(tmp_path, key, 
     ],
 )
 def test_an_accuracy_its_image_count_cannot_give_is_refused(tmp_path, counts, refused):
-    """The toolbox's check of a table's rows (imagenot.counts), applied to a record's."""
+    """The toolbox's check of a table's rows (imagenot.core.counts), applied to a record's."""
     base = {**RUN, "num_classes": 3, "image_size": 32, "dataset_fingerprint": "a" * 64,
             "weights_sha256": "b" * 64, "chance_accuracy": 100 / 3, **TRIAL}  # fmt: skip
     path = tmp_path / "result.json"
@@ -351,8 +351,8 @@ def _robustness(root: Path, run: dict, top1=(50.0, 25.0), correct=None, record=N
 
 def _accuracy_table(root: Path, paths: list[Path], capsys) -> tuple[int, list[str]]:
     from imagenot.analyse.settings import AccuracySettings
-    from imagenot.config import validate_config
-    from imagenot.settings import to_json
+    from imagenot.core.config import validate_config
+    from imagenot.core.settings import to_json
 
     published = root / "published.csv"
     published.write_text("model,weights,top1,top5,source\nresnet_mini,x,70.0,90.0,s\n")
@@ -457,7 +457,7 @@ def _summary_record(root: Path, **change) -> Path:
 def test_the_summary_shows_a_runs_numbers_only_as_its_producer_wrote_them(tmp_path):
     """The validation accuracy as the final run's sealed record holds it, the test accuracy as
     the evaluation of that record measured it (its Identity row), each checked as read."""
-    from imagenot.run_summary import collect, format_text
+    from imagenot.run.run_summary import collect, format_text
 
     healthy = _summary_record(tmp_path)
     digest = json.loads(healthy.read_text())[records.SEAL_KEY]
@@ -515,7 +515,7 @@ def test_an_edited_final_record_under_a_seal_that_is_no_digest_is_refused(tmp_pa
     """A seal that is not a digest (null, a word, a number, a digest its producer does not
     write) seals nothing: an edited accuracy under it is an error naming the file, never shown,
     in the summary and wherever the record is read (the evaluation, diagnostics, an FT job)."""
-    from imagenot.run_summary import collect, format_text
+    from imagenot.run.run_summary import collect, format_text
 
     healthy = _summary_record(tmp_path)
     _robustness(
@@ -547,7 +547,7 @@ def test_an_edited_final_record_under_a_seal_that_is_no_digest_is_refused(tmp_pa
 def test_the_summary_checks_a_published_runs_measured_top1_as_read(tmp_path, top1, n):
     """The published check reads the evaluation's Identity row: a top-1 that is no percentage
     (or of no image) is an error naming the evaluation, never shown as a deviation."""
-    from imagenot.run_summary import collect
+    from imagenot.run.run_summary import collect
 
     layout = _layout(tmp_path)
     record = json.loads(_summary_record(tmp_path).read_text())
@@ -608,7 +608,7 @@ def test_a_trained_final_record_is_a_run_of_the_trial_its_run_selected(tmp_path)
     """A final record resealed with another trial or other hyperparameters than the selection
     beside it, or read without that selection, is an error naming the file in the summary and
     wherever the record is read; a published weights' record names no trial."""
-    from imagenot.run_summary import collect
+    from imagenot.run.run_summary import collect
 
     healthy = _summary_record(tmp_path)
     selection = healthy.parents[2] / "selection.json"

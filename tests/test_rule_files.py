@@ -1,14 +1,14 @@
 """Every rule hands its command its files by role, checked on the rules as Snakemake holds them.
 
-A step's files are one class of :mod:`imagenot.files` (``<stage>/files.py``): each field is a
+A step's files are one class of :mod:`imagenot.core.files` (``<stage>/files.py``): each field is a
 role, and the command's parser is built from the fields. This test loads the Snakefile through
 Snakemake's API (nothing is planned or run) and, for every rule whose shell runs an ``imagenot``
 command, checks its rule object against that command's parser (``imagenot.cli.build_parser``):
 
 - its ``input`` and ``output`` keys are the step's roles (inputs among the inputs, outputs among
-  the outputs; beside them only :data:`imagenot.files.ORDER_ONLY`'s inputs), every required role
+  the outputs; beside them only :data:`imagenot.core.files.ORDER_ONLY`'s inputs), every required role
   is a key, and no entry is unnamed;
-- its command is a step declared in :data:`imagenot.steps.STEPS` and the rule runs the line
+- its command is a step declared in :data:`imagenot.core.steps.STEPS` and the rule runs the line
   its declaration gives (``shell: step(NAME)``), which names every role, so every role is a key.
 
 So a renamed or forgotten file, or a line written by hand, fails here in a second. Each check
@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 from conftest import snakemake_workflow
 
-from imagenot import shell_line, steps
 from imagenot.cli import build_parser
-from imagenot.files import INPUT, ORDER_ONLY, OUTPUT
+from imagenot.core import shell_line, steps
+from imagenot.core.files import INPUT, ORDER_ONLY, OUTPUT
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -174,7 +174,7 @@ def test_a_steps_line_and_call_come_from_its_declaration(monkeypatch):
     )
     seen = {}
     monkeypatch.setattr(
-        "imagenot.common_cli.prepare_wordnet",
+        "imagenot.core.common_cli.prepare_wordnet",
         lambda files, settings, dict_dir: seen.update(f=files, s=settings, d=dict_dir),
     )
     argv = ["prepare-wordnet", "--nltk-data", "out"]

@@ -20,7 +20,8 @@ from imagenot.acquire import settings as acquire_settings
 from imagenot.analyse import plan as analyse_plan
 from imagenot.analyse.settings import AccuracySettings, RankingsSettings
 from imagenot.cli import main
-from imagenot.config import ConfigError, load_config, schema_default, validate_config
+from imagenot.core.config import ConfigError, load_config, schema_default, validate_config
+from imagenot.core.settings import SettingsError, parse, to_arg, to_json
 from imagenot.curate import cli as curate_cli
 from imagenot.curate import plan as curate_plan
 from imagenot.curate import settings as curate_settings
@@ -32,7 +33,6 @@ from imagenot.diagnostics import settings as diagnostics_settings
 from imagenot.evaluate.settings import RobustnessSettings
 from imagenot.figures import plan as figures_plan
 from imagenot.figures.settings import FigureSettings, TableSettings
-from imagenot.settings import SettingsError, parse, to_arg, to_json
 from imagenot.train import plan as train_plan
 from imagenot.train import settings as train_settings
 
@@ -309,7 +309,7 @@ def test_match_runs_on_the_rules_settings_and_hand_flags_default_from_the_schema
 
 
 def test_prepare_wordnet_takes_the_rules_settings_or_the_hand_flag():
-    from imagenot.common_cli import wordnet_settings
+    from imagenot.core.common_cli import wordnet_settings
 
     assert wordnet_settings(WordnetSettings("/wn/dict"), None) == WordnetSettings("/wn/dict")
     hand = wordnet_settings(None, None)
@@ -330,7 +330,7 @@ def _tree(root, classes, n):
 
 
 def test_materialise_range_and_gather_run_on_the_rules_settings(tmp_path):
-    from imagenot.dataset import read_classes, read_manifest
+    from imagenot.core.dataset import read_classes, read_manifest
 
     root = tmp_path / "folder"
     _tree(root, ["cat", "dog", "eel"], 6)
@@ -348,7 +348,7 @@ def test_materialise_range_and_gather_run_on_the_rules_settings(tmp_path):
         argv = ["materialise-range", "--out", str(out), "--job", job, "--part", parts[-1]]
         assert main([*argv, *shlex.split(f"--settings {to_arg(settings)}")]) == 0
     gather = to_json(acquire_settings.GatherSettings.from_config(config))
-    from imagenot.paths import CLASSES_FILE, FINGERPRINT_FILE, MANIFEST_FILE
+    from imagenot.core.paths import CLASSES_FILE, FINGERPRINT_FILE, MANIFEST_FILE
 
     names = {"manifest": MANIFEST_FILE, "classes": CLASSES_FILE, "fingerprint": FINGERPRINT_FILE}
     dataset = [f"--{role}={out / name}" for role, name in names.items()]

@@ -23,9 +23,9 @@ import pytest
 import yaml
 from trial_records import write_slot
 
-from imagenot import run_identity
-from imagenot.config import validate_config
-from imagenot.stages import check_workflow_config
+from imagenot.core.config import validate_config
+from imagenot.core.stages import check_workflow_config
+from imagenot.run import run_identity
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -37,8 +37,8 @@ def _demo() -> dict:
 def _paper(tmp_path) -> dict:
     """The paper's config, every data path on disk except ImageNet's (its placeholders, as
     `imagenot plan` makes them), the published class lists read from the clone."""
-    from imagenot.config import merge_configs
-    from imagenot.planning import placeholder_overlay
+    from imagenot.core.config import merge_configs
+    from imagenot.plan.planning import placeholder_overlay
 
     paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
     overlay = placeholder_overlay(tmp_path / "inputs", paper)

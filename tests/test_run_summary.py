@@ -1,4 +1,4 @@
-"""The run's summary (imagenot.run_summary): read from a small results tree in tmp_path, printed
+"""The run's summary (imagenot.run.run_summary): read from a small results tree in tmp_path, printed
 by the Snakefile's onsuccess handler (exit 1 on unusable results), written for the report, and
 the report's landing page; and `imagenot rankings` on the workflow's own accuracy table."""
 
@@ -17,11 +17,11 @@ import pytest
 import yaml
 from trial_records import selected
 
-from imagenot import run_summary, summary_plan
 from imagenot.acquire import plan as acquire_plan
 from imagenot.analyse import PUBLISHED_DATASET, transfer
-from imagenot.config import load_config
-from imagenot.dataset import MANIFEST_FILE
+from imagenot.core.config import load_config
+from imagenot.core.dataset import MANIFEST_FILE
+from imagenot.run import run_summary, summary_plan
 from imagenot.train import plan as train_plan
 from imagenot.train.records import SEAL_KEY, write_record
 
@@ -441,7 +441,7 @@ def rankings_file(tmp_path_factory) -> Path:
     from imagenot.analyse.accuracy import accuracy_table, read_published, read_robustness
     from imagenot.analyse.settings import AccuracySettings
     from imagenot.cli import main
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
 
     root = tmp_path_factory.mktemp("rankings")
     models = synthetic.MODELS
@@ -624,7 +624,9 @@ def test_the_report_line_follows_the_report_and_the_summary(tmp_path):
     (tmp_path / "results").mkdir()
     line = summary_plan.report_line(tmp_path, "snakemake --report results/report.html")
     assert line.startswith("Report: `snakemake --report results/report.html` writes it.")
-    assert "trusts .snakemake/metadata" in line  # what the command trusts (imagenot.report_trust)
+    assert (
+        "trusts .snakemake/metadata" in line
+    )  # what the command trusts (imagenot.run.report_trust)
     report, summary = tmp_path / run_summary.REPORT, tmp_path / run_summary.SUMMARY_JSON
     report.write_text("<html></html>")
     summary.write_text("{}")

@@ -16,7 +16,7 @@ import yaml
 from conftest import load_benchmark
 
 from imagenot.acquire import generated
-from imagenot.config import validate_config
+from imagenot.core.config import validate_config
 from imagenot.demo import scale_plan
 
 LAION2B_EN_PATTERN = "part-{i:05d}-5114fd87-297e-42b0-9d11-50f1df323dfa-c000.snappy.parquet"
@@ -33,7 +33,7 @@ def _config(**laion) -> dict:
 
 @pytest.fixture(scope="module")
 def lemma_table(wn):
-    from imagenot.wordnet import noun_lemma_table
+    from imagenot.core.wordnet import noun_lemma_table
 
     return noun_lemma_table(wn)
 
@@ -107,7 +107,7 @@ def test_the_shipped_captions_are_read_from_the_clone_in_any_working_directory(
     (``--directory``, a module's host folder) it is the clone's file; a file the working
     directory holds is its own; a relative path the clone does not ship is refused, naming the
     key."""
-    from imagenot.paths import CLONE
+    from imagenot.core.paths import CLONE
 
     shipped = "resources/captions/web_captions_1000.parquet"
     monkeypatch.chdir(tmp_path)
@@ -137,8 +137,8 @@ def test_run_targets_stop_at_the_selection_in_captions_only_mode():
 
 
 def test_the_scale_config_is_valid_and_points_the_laion_section_at_the_world(repo_root):
-    from imagenot.config import load_config
-    from imagenot.stages import check_workflow_config
+    from imagenot.core.config import load_config
+    from imagenot.core.stages import check_workflow_config
 
     # the config alone, not against a clone's own results/ (a finished demo there is another study)
     config = check_workflow_config(
@@ -334,7 +334,7 @@ def test_jobs_are_parsed_from_a_dry_run_and_tbd_resources_from_the_run_log(bench
         ("curate_match", 236.4, 5.5, bench.SOURCE_SAMPLED),
         ("curate_select", 512.0, 3.0, bench.SOURCE_SAMPLED),
     ]
-    # the job's own usage line (imagenot.job_usage), the last in its log, replaces the sample
+    # the job's own usage line (imagenot.core.job_usage), the last in its log, replaces the sample
     log = tmp_path / "results/logs/curate_match/00000.log"
     log.parent.mkdir(parents=True)
     line = 'imagenot job-usage: {"peak_rss_mb": %s, "cpu_s": %s}\n'
@@ -679,8 +679,8 @@ def test_bench_scale_check_builds_the_dataset_from_laion2b_en_named_shards(
     Two cuts keep this to one short run: one download part (img2dataset's start-up is most of a
     download job here), and WordNet's two jobs, which read nothing of LAION, start from this
     session's prepared WordNet and this module's lemma table, so the run leaves them out."""
-    from imagenot.io import write_parquet
-    from imagenot.paths import NLTK_DATA, NOUN_LEMMAS
+    from imagenot.core.io import write_parquet
+    from imagenot.core.paths import NLTK_DATA, NOUN_LEMMAS
 
     config = yaml.safe_load((repo_root / "config" / "scale.yaml").read_text())
     config["acquire"]["download_parts"] = 1
@@ -726,6 +726,6 @@ def test_bench_scale_check_builds_the_dataset_from_laion2b_en_named_shards(
     ran = [r for r in result["rules"] if r["rule"] not in result["not_run"]]
     assert all(r["jobs_run"] == r["jobs"][0] for r in ran)
     assert all(r["requested_mem_mb"] and r["requested_runtime_min"] for r in ran)
-    # every job recorded its own peak (imagenot.job_usage): no figure is Snakemake's sample
+    # every job recorded its own peak (imagenot.core.job_usage): no figure is Snakemake's sample
     assert result["peak_rss_sources"] == {bench.SOURCE_JOB: sum(r["jobs_run"] for r in ran)}
     assert all(r["peak_rss_source"] == [bench.SOURCE_JOB] for r in ran)

@@ -1,4 +1,4 @@
-"""imagenot.settings: one settings object per rule, parsed strictly from the plan's JSON."""
+"""imagenot.core.settings: one settings object per rule, parsed strictly from the plan's JSON."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from imagenot.settings import FromConfig, SettingsError, parse, to_arg, to_json
+from imagenot.core.settings import FromConfig, SettingsError, parse, to_arg, to_json
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Every rule's settings class against the schema: a setting is written once.
 
-Walks every :class:`imagenot.settings.FromConfig` class of every stage's ``settings.py`` and
+Walks every :class:`imagenot.core.settings.FromConfig` class of every stage's ``settings.py`` and
 fails when a field is neither a schema key of the class's sections, nor a wildcard, nor a
 derived value with its reason; when ``from_config`` on the schema-default config differs from the
 schema's default; when two of a class's sections hold a field's key and the class does not
@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 import imagenot
-from imagenot.config import schema_node, validate_config
-from imagenot.settings import FromConfig
+from imagenot.core.config import schema_node, validate_config
+from imagenot.core.settings import FromConfig
 
 PACKAGE = Path(imagenot.__file__).parent
 
@@ -67,7 +67,7 @@ def _default_config() -> dict:
 
 
 def _settings_modules() -> list:
-    names = ["imagenot.settings"]
+    names = []
     for info in pkgutil.iter_modules([str(PACKAGE)]):
         if info.ispkg and (PACKAGE / info.name / "settings.py").is_file():
             names.append(f"imagenot.{info.name}.settings")
@@ -218,7 +218,7 @@ def _filled_default(node: dict):
 
 def _schema_keys() -> set[str]:
     """Every key name anywhere in the schema files (leaves and sections, $defs included)."""
-    from imagenot.config import SCHEMA_DIR, load_schema
+    from imagenot.core.config import SCHEMA_DIR, load_schema
 
     keys: set[str] = set()
 

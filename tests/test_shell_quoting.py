@@ -1,4 +1,4 @@
-"""Config values reach the rules' commands as data, never as shell code (imagenot.shell_line).
+"""Config values reach the rules' commands as data, never as shell code (imagenot.core.shell_line).
 
 - Every field of every rule's shell line, as Snakemake holds the rule, is shell-quoted (``:q``)
   or one of ``shell_line.PREQUOTED``; a planted line with a bare field is refused.
@@ -27,7 +27,7 @@ import pytest
 import yaml
 from conftest import snakemake_workflow
 
-from imagenot import shell_line
+from imagenot.core import shell_line
 
 REPO = Path(__file__).resolve().parents[1]
 

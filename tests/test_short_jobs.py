@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import dry_run, planned_jobs
 
-from imagenot.config import load_config
+from imagenot.core.config import load_config
 from imagenot.train import resources
 
 REPO = Path(__file__).resolve().parents[1]

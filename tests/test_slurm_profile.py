@@ -15,9 +15,9 @@ import yaml
 from conftest import dry_run, planned_jobs, snakemake_workflow
 from trial_records import write_decision
 
-from imagenot import slurm_profile
 from imagenot.cli import main
-from imagenot.config import ConfigError
+from imagenot.core.config import ConfigError
+from imagenot.plan import slurm_profile
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOW_PROFILE = REPO / "profiles" / "default" / "config.yaml"
@@ -182,8 +182,8 @@ def test_every_rule_asks_for_its_own_memory_and_runtime():
 
 
 def test_resources_grow_with_attempt_up_to_the_maximum():
-    from imagenot import job_resources
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
+    from imagenot.plan import job_resources
 
     config = validate_config({"resources": {"max_runtime_min": 720}})
     for job_class in config["resources"]["classes"]:
@@ -247,7 +247,7 @@ def test_plan_with_the_site_profile_from_the_clone_root(tmp_path):
 
 # ---- downloads where the internet is -------------------------------------------------------------
 def _slot_config(**resources):
-    from imagenot.config import load_config
+    from imagenot.core.config import load_config
 
     config = load_config(REPO / "config" / "config.yaml")
     config["resources"].update({"gpus": 1, **resources})
@@ -531,7 +531,7 @@ def test_the_image_holds_the_locked_set_and_the_package():
 
     text = DEFINITION.read_text()
     assert re.search(rf"^From: python:{re.escape(PYTHON)}-slim-bookworm$", text, flags=re.M)
-    from imagenot.conda_envs import CUDA_VARIANTS
+    from imagenot.core.conda_envs import CUDA_VARIANTS
 
     files = text.split("%files", 1)[1].split("%post", 1)[0].split()
     locks = {variant.lock for variant in CUDA_VARIANTS.values()}  # each CUDA variant's lock
@@ -581,7 +581,7 @@ def test_the_cuda_key_switches_the_env_of_every_gpu_rule(tmp_path, monkeypatch):
     """config resources.cuda (or the site's `cuda`) picks the CUDA variant of the GPU envs for
     every GPU rule, and for the CPU rules sharing those envs (one variant per checkout); the
     other envs stay as they are."""
-    from imagenot.conda_envs import CUDA_VARIANTS, GPU_ENVS
+    from imagenot.core.conda_envs import CUDA_VARIANTS, GPU_ENVS
 
     monkeypatch.chdir(REPO)
     gpu_env_files = {
@@ -614,9 +614,9 @@ def test_the_cuda_key_switches_the_env_of_every_gpu_rule(tmp_path, monkeypatch):
 
 
 def test_cuda_choices_come_from_the_registry(tmp_path, capsys):
-    from imagenot.conda_envs import CUDA_VARIANTS, cuda_major, env_file
-    from imagenot.config import ConfigError, load_schema, validate_config
-    from imagenot.registries import RegistryError, names
+    from imagenot.core.conda_envs import CUDA_VARIANTS, cuda_major, env_file
+    from imagenot.core.config import ConfigError, load_schema, validate_config
+    from imagenot.core.registries import RegistryError, names
 
     # the schemas name the registry; loaded, they list its names
     for name in ("resources.schema.yaml", "site.schema.yaml"):

@@ -16,7 +16,7 @@ from PIL import Image
 
 from imagenot.acquire.adapters import AdapterError
 from imagenot.cli import main
-from imagenot.dataset import DatasetError, read_classes, read_manifest
+from imagenot.core.dataset import DatasetError, read_classes, read_manifest
 
 BATCHES = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
 
@@ -42,7 +42,7 @@ def _materialise_cli(root, out, capsys) -> tuple[int, list[str]]:
     """`imagenot materialise-range` (range 0 of 1) as the rule runs it."""
     import dataclasses
 
-    from imagenot.settings import to_json
+    from imagenot.core.settings import to_json
 
     settings = dataclasses.replace(materialise_settings("cifar10", root), jobs=1)
     code = main(["materialise-range", "--out", str(out), "--job", "0", "--part",

@@ -1,5 +1,5 @@
 """Nothing stored that nothing reads: a dataset on disk stores the splits some rule of the config
-reads (imagenot.split_readers), and imagenot plan's storage table names each line's readers."""
+reads (imagenot.plan.split_readers), and imagenot plan's storage table names each line's readers."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from imagenot import split_readers as readers
 from imagenot.acquire import sizes
-from imagenot.config import load_config
+from imagenot.core.config import load_config
+from imagenot.plan import split_readers as readers
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = REPO / "config" / "paper.yaml"
@@ -51,7 +51,7 @@ def test_each_storage_line_names_the_rules_that_read_it(paper):
     """config/paper.yaml: ImageNet's test split is read by the evaluation and the diagnostics;
     its train and val splits by the audit alone (audit.reference_splits); every line of the
     table names existing rules."""
-    from imagenot import costs
+    from imagenot.plan import costs
 
     rows = costs.storage(paper)
     rules = _rules()
@@ -70,7 +70,7 @@ def test_each_storage_line_names_the_rules_that_read_it(paper):
 def test_a_split_nothing_reads_is_not_stored(paper):
     """Without the audit of ImageNet's training images nothing of the paper config reads them:
     no ImageNet train or val line, the materialised splits and the range jobs' disk follow."""
-    from imagenot import costs
+    from imagenot.plan import costs
 
     config = copy.deepcopy(paper)
     config["audit"]["reference_splits"] = ["test"]
@@ -100,7 +100,7 @@ def test_the_range_job_writes_only_the_splits_read(tmp_path):
     same test keys); the classes' training images are still checked for."""
     from conftest import materialise
 
-    from imagenot.dataset import read_manifest
+    from imagenot.core.dataset import read_manifest
 
     root = _two_class_folder(tmp_path / "folder")
     common = {"image_size": 16, "test_per_class": 2, "val_per_class": 1}
@@ -118,9 +118,9 @@ def test_a_dataset_nothing_reads_is_not_built(paper):
     which compares every dataset's test split) is no target of the workflow (its manifest is
     not among the stages' targets) and has no line in the storage table; once an experiment
     reads it, it is built and its lines name the experiment's rules."""
-    from imagenot import costs
-    from imagenot.paths import MANIFEST
-    from imagenot.stages import stage_plans
+    from imagenot.core.paths import MANIFEST
+    from imagenot.core.stages import stage_plans
+    from imagenot.plan import costs
 
     def targets(config: dict) -> set[str]:
         return {t for plan in stage_plans() for t in plan.targets(config)}
@@ -149,7 +149,7 @@ def test_every_dataset_of_the_demo_config_is_built():
     """config/config.yaml: each configured dataset is read by some rule, and the acquire
     stage's targets hold its manifest."""
     from imagenot.acquire import plan as acquire_plan
-    from imagenot.paths import MANIFEST
+    from imagenot.core.paths import MANIFEST
 
     demo = load_config(REPO / "config" / "config.yaml")
     assert readers.read_datasets(demo) == list(demo["datasets"])
@@ -161,7 +161,7 @@ def test_caption_embeddings_have_a_labelled_estimate_where_the_workflow_writes_t
     """The demo's LAION parts (the demo world, rows known from the config): the caption
     embeddings' storage is an estimate at the scale model's bytes per embedded caption; a LAION
     copy of unknown rows says it is not estimated."""
-    from imagenot import costs
+    from imagenot.plan import costs
 
     demo = load_config(REPO / "config" / "config.yaml")
     row = costs.caption_embeddings(demo, costs.scale_projection())
@@ -180,7 +180,7 @@ def test_each_split_is_stored_at_the_side_its_readers_need(paper, monkeypatch):
     The range rule's settings, the storage table and its saving say so. Planted: an
     experiment that trains on ImageNet needs its train and val splits at 480 px, and a
     backbone encoder (prepared from the stored copy as its training was) shrinks nothing."""
-    from imagenot import costs
+    from imagenot.plan import costs
 
     monkeypatch.setattr(costs, "model_facts", lambda models: dict.fromkeys(models, _FACTS))
     assert readers.split_sizes(paper, "imagenet") == {"train": 224, "val": 224, "test": 480}
@@ -243,15 +243,15 @@ def test_the_range_job_stores_each_split_at_its_side(tmp_path):
 
 def test_a_split_side_field_left_empty_keeps_the_settings_text(paper):
     """``split_sizes`` and ``clip_image_size`` are left out of a job's settings JSON while empty
-    (imagenot.settings.omitted_when), so a run whose splits are all stored at ``image_size``
+    (imagenot.core.settings.omitted_when), so a run whose splits are all stored at ``image_size``
     keeps its jobs' settings text, and is not rematerialised; set, they are written and read
     back."""
     import dataclasses
     import json
 
     from imagenot.acquire.settings import MaterialiseSettings
+    from imagenot.core.settings import parse, to_json
     from imagenot.diagnostics.settings import EmbedSettings
-    from imagenot.settings import parse, to_json
 
     demo = load_config(REPO / "config" / "config.yaml")
     plain = MaterialiseSettings.from_config(demo, "fashion_mnist")

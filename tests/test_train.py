@@ -13,8 +13,8 @@ import torch
 import yaml
 from toy_job import toy_job
 
-from imagenot.config import ConfigError, validate_config
-from imagenot.registries import RegistryError
+from imagenot.core.config import ConfigError, validate_config
+from imagenot.core.registries import RegistryError
 from imagenot.train import experiments, identity, plan, prereg, search
 from imagenot.train import settings as train_settings
 from imagenot.train.facts import torchvision_weights_filename
@@ -107,7 +107,7 @@ def test_hyperparameter_outside_whitelist_is_refused(demo_config):
 
 
 def test_named_hyperparameter_values_are_checked_at_validation(demo_config):
-    from imagenot.registries import resolve
+    from imagenot.core.registries import resolve
     from imagenot.train.optim_registry import OPTIMIZERS, SCHEDULERS
 
     # every registered name resolves to the loop's code (planning checks names without torch)
@@ -126,7 +126,7 @@ def test_named_hyperparameter_values_are_checked_at_validation(demo_config):
 
 
 def test_schema_model_names_are_the_registry():
-    from imagenot.config import load_schema
+    from imagenot.core.config import load_schema
 
     schema = load_schema("train.schema.yaml")
     assert schema["properties"]["models"]["items"]["enum"] == list(MODELS)
@@ -388,7 +388,7 @@ def test_a_refused_change_stops_at_planning_and_touches_no_file(demo_config, tmp
     """The workflow's config check (the Snakefile's, and validate-config's) refuses what a
     trials-drawing job would refuse, before any job could delete a trials table; a valid
     amendment passes and is left for the job to record."""
-    from imagenot.stages import check_workflow_config
+    from imagenot.core.stages import check_workflow_config
 
     monkeypatch.chdir(tmp_path)  # the working directory holds results/
     check_workflow_config(copy.deepcopy(demo_config))  # no record yet: nothing to check
@@ -641,7 +641,7 @@ def test_plan_lists_final_runs_and_transfer_inputs(demo_config):
         demo_config, "fashion_mnist", "tl-imagenot", "vgg_mini"
     )
     assert (job.trainable, job.init) == ("head", weights[0])
-    from imagenot.settings import parse, to_json
+    from imagenot.core.settings import parse, to_json
 
     final = train_settings.FinalSettings.from_config(
         demo_config, "fashion_mnist", "tl-imagenot", "vgg_mini", 0

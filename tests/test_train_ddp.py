@@ -30,7 +30,7 @@ from ddp_rank import (
 )
 from safetensors.torch import load_file
 
-from imagenot.settings import to_json
+from imagenot.core.settings import to_json
 from imagenot.train import launch as train_launch
 from imagenot.train import settings as train_settings
 from imagenot.train.checkpoints import read_state
@@ -269,7 +269,7 @@ def test_a_training_rule_runs_its_ranks_under_the_plans_launcher(tmp_path):
 
     from imagenot.acquire.dataset import Record, write_dataset
     from imagenot.cli import main
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
 
     colours = [(200, 30, 30), (30, 200, 30), (30, 30, 200)]
     records = []

@@ -49,7 +49,7 @@ def _jpeg(rng, side: int, kind: dict) -> bytes:
 def dataset(tmp_path_factory):
     """48 px JPEGs of every kind, written as one of our datasets (train split, 3 classes)."""
     from imagenot.acquire.dataset import Record, write_dataset
-    from imagenot.dataset import ManifestDataset
+    from imagenot.core.dataset import ManifestDataset
 
     rng = np.random.default_rng(0)
     root = tmp_path_factory.mktemp("decode") / "ds"

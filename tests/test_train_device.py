@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from imagenot.settings import to_json
+from imagenot.core.settings import to_json
 from imagenot.train import experiments, plan
 from imagenot.train import launch as train_launch
 from imagenot.train import resources as train_resources
@@ -37,7 +37,7 @@ def test_the_refusal_reaches_the_training_job(tmp_path, capsys):
     import torch
 
     from imagenot.cli import main
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
 
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is visible here")
@@ -66,11 +66,11 @@ def test_the_refusal_reaches_the_training_job(tmp_path, capsys):
 
 
 def test_one_check_names_each_rule_s_cpu_choice(monkeypatch):
-    """The same function decides for every GPU rule (imagenot.device); the message names the
+    """The same function decides for every GPU rule (imagenot.core.device); the message names the
     key that makes the CPU an explicit choice: the rule's device key, else resources.gpus."""
-    import imagenot.device
+    import imagenot.core.device
 
-    assert resolve_device is imagenot.device.resolve_device
+    assert resolve_device is imagenot.core.device.resolve_device
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     with pytest.raises(DeviceError, match=r"CUDA_VISIBLE_DEVICES=\).*set resources.gpus: 0"):
         resolve_device("auto", gpu_job=True, cuda_available=False, key=None)
@@ -83,11 +83,11 @@ def test_one_check_names_each_rule_s_cpu_choice(monkeypatch):
 def _gpu_job_commands(tmp_path, repo: Path) -> dict[str, list[str]]:
     """The evaluation and the two embedding commands as their GPU rules run them under a
     config that plans GPUs (--gpu-job), on inputs they never reach."""
-    from imagenot.config import load_config
+    from imagenot.core.config import load_config
+    from imagenot.core.settings import to_json
     from imagenot.curate.settings import EmbedSettings
     from imagenot.diagnostics.settings import EmbedSettings as ImageEmbedSettings
     from imagenot.evaluate.settings import RobustnessSettings
-    from imagenot.settings import to_json
 
     config = load_config(repo / "config" / "config.yaml")
     # the demo's explicit cpu would be obeyed
@@ -144,7 +144,7 @@ def test_gpu_runs_autotune_unless_deterministic_is_asked():
 
 
 def test_gpu_jobs_get_cores_and_workers_per_gpu():
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
 
     def config(gpus, **train):
         return validate_config(
@@ -168,7 +168,7 @@ def test_the_launcher_of_a_training_job_follows_its_gpus_and_nodes():
     first. Either launcher forwards SLURM's warning (SIGUSR1) to the ranks. A node count the
     GPUs do not fill evenly, a CPU job over nodes, or nodes outside SLURM, is a one-line error
     naming the key."""
-    from imagenot.config import ConfigError, validate_config
+    from imagenot.core.config import ConfigError, validate_config
 
     def config(gpus, **train):
         return validate_config(

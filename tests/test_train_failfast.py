@@ -201,7 +201,7 @@ def test_a_retry_of_a_permanent_fault_asks_no_gpu_and_exits_at_once(tmp_path, re
     retry of it (attempt 2) asks for no GPU, one core and the empty slot's memory and
     runtime, and the job ends at once with the same message. The first attempt of a run is
     sized as usual, and a new run (onstart) forgets the fault."""
-    from imagenot.config import load_config
+    from imagenot.core.config import load_config
     from imagenot.train import cli
     from imagenot.train import resources as train_resources
     from imagenot.train.device import DeviceError
@@ -238,7 +238,7 @@ def test_a_retry_of_a_permanent_fault_asks_no_gpu_and_exits_at_once(tmp_path, re
 
 
 def test_a_deadline_stop_grows_the_runtime_of_its_retry_not_its_memory(tmp_path, repo_root):
-    from imagenot.config import load_config
+    from imagenot.core.config import load_config
     from imagenot.train import cli
     from imagenot.train import resources as train_resources
 
@@ -263,7 +263,7 @@ def test_a_deadline_stop_grows_the_runtime_of_its_retry_not_its_memory(tmp_path,
 
 
 def test_a_missing_weights_file_is_permanent_and_names_the_keys(tmp_path, repo_root):
-    from imagenot.config import load_config
+    from imagenot.core.config import load_config
     from imagenot.train import identity
     from imagenot.train import settings as train_settings
 
@@ -285,7 +285,7 @@ def test_the_rings_memory_is_part_of_a_training_slot_request(repo_root):
     256 for training and validation: two rings of (7 x 4 + 1) slots x 256 x 3 x 256 x 256
     bytes, 1.46 GB each (docs/gpu.md), on top of the per-GPU memory of every slot that trains."""
     from imagenot.acquire.sizes import stored_size
-    from imagenot.config import load_config
+    from imagenot.core.config import load_config
     from imagenot.train import experiments, plan, rings
     from imagenot.train import resources as train_resources
     from imagenot.train.feed import Feeder
@@ -317,7 +317,7 @@ def test_a_gpu_job_decodes_on_the_cpu_unless_told_otherwise(tmp_path, repo_root,
     """train.decode_on_gpu is false by default: a CUDA job streams decoded images from the
     loader workers' ring (nvJPEG's stream bug, imagenot.train.feed); only the explicit
     choice hands the workers' JPEG bytes to the GPU."""
-    from imagenot.config import load_config, schema_default
+    from imagenot.core.config import load_config, schema_default
     from imagenot.train import jobs
     from imagenot.train import settings as train_settings
 
@@ -373,7 +373,7 @@ def test_a_training_jobs_memory_is_per_gpu_with_its_rings_and_not_grown_by_deadl
     """train_trial, train_final and train_features ask resources.process_mem_mb: the per-GPU memory
     and the process's rings for each GPU of the node, grown per attempt except after deadline
     stops, and the least for the retry of a job that failed for good."""
-    from imagenot.config import load_config
+    from imagenot.core.config import load_config
     from imagenot.train import failfast, rings
     from imagenot.train import resources as train_resources
 
@@ -407,8 +407,8 @@ def test_a_diverging_trial_ends_its_job_and_a_diverging_final_run_is_not_retried
     from test_train_jobs import _cli, _config
 
     from imagenot.cli import main
-    from imagenot.config import validate_config
-    from imagenot.settings import to_json
+    from imagenot.core.config import validate_config
+    from imagenot.core.settings import to_json
     from imagenot.train import settings as train_settings
 
     raw = _config()
@@ -459,8 +459,8 @@ def test_snakemake_retries_a_gpu_less_gpu_job_without_a_gpu_and_it_exits_at_once
 
     import pyarrow as pa
 
-    from imagenot.config import load_config
-    from imagenot.io import write_parquet
+    from imagenot.core.config import load_config
+    from imagenot.core.io import write_parquet
     from imagenot.train import experiments
     from imagenot.train.paths import PREREGISTRATION
     from imagenot.train.prereg import register

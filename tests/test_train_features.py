@@ -12,7 +12,7 @@ import pytest
 import torch
 from toy_job import toy_job, with_fields
 
-from imagenot.settings import to_json
+from imagenot.core.settings import to_json
 from imagenot.train import plan
 from imagenot.train import settings as train_settings
 from imagenot.train.registry import MODELS
@@ -74,7 +74,7 @@ def test_a_features_file_of_other_weights_is_an_error_naming_it(tmp_path):
 
 
 def test_a_head_is_fitted_on_the_datasets_splits_but_test():
-    from imagenot.dataset import SPLITS
+    from imagenot.core.dataset import SPLITS
 
     assert set(plan.FEATURE_SPLITS) < set(SPLITS)  # never the test split
 
@@ -196,7 +196,7 @@ def test_tl_over_features_selects_and_scores_as_the_image_path(
     from final_run import write_final_run
     from safetensors.torch import load_file
 
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
     from imagenot.train.registry import build_model
 
     monkeypatch.chdir(tmp_path)

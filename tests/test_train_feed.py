@@ -36,7 +36,7 @@ def dataset_dir(tmp_path_factory):
 
 
 def test_batch_decoding_matches_the_cpu_loader_and_resizes(dataset_dir):
-    from imagenot.dataset import ManifestDataset
+    from imagenot.core.dataset import ManifestDataset
 
     plain = ManifestDataset(dataset_dir, "train")
     encoded = EncodedImages(plain)
@@ -49,7 +49,7 @@ def test_batch_decoding_matches_the_cpu_loader_and_resizes(dataset_dir):
 
 
 def test_training_on_encoded_batches_equals_decoded_items(dataset_dir, tmp_path):
-    from imagenot.dataset import ManifestDataset
+    from imagenot.core.dataset import ManifestDataset
     from imagenot.train import search
 
     hp = {**search.DEFAULTS, "optimizer": "sgd", "lr": 0.05}
@@ -68,7 +68,7 @@ def test_training_on_encoded_batches_equals_decoded_items(dataset_dir, tmp_path)
 
 
 def test_dataset_staged_to_node_local_disk_once(dataset_dir, tmp_path, monkeypatch):
-    from imagenot.dataset import ManifestDataset, read_fingerprint
+    from imagenot.core.dataset import ManifestDataset, read_fingerprint
 
     fingerprint = read_fingerprint(dataset_dir)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
@@ -88,7 +88,7 @@ def test_dataset_staged_to_node_local_disk_once(dataset_dir, tmp_path, monkeypat
 FEED_UNDER_LIMIT = """
 import resource, sys, torch
 resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
-from imagenot.dataset import ManifestDataset
+from imagenot.core.dataset import ManifestDataset
 from imagenot.train.feed import EncodedImages, Feeder, decode_batch
 plain = ManifestDataset(sys.argv[1], "train")
 data = EncodedImages(plain) if sys.argv[2] == "encoded" else plain
@@ -143,7 +143,7 @@ def test_worker_batches_arrive_in_one_reused_ring_identical_to_the_in_process_fe
     once (workers x prefetch + 1 slots): the same images and labels as the feed without workers,
     over epochs with empty shares, a smaller last batch, and an epoch abandoned midway (its
     batches in flight are drained, never handed out)."""
-    from imagenot.dataset import ManifestDataset
+    from imagenot.core.dataset import ManifestDataset
 
     plain = ManifestDataset(dataset_dir, "train")
     g = torch.Generator().manual_seed(1)
@@ -174,7 +174,7 @@ def test_a_ring_too_small_for_the_batches_in_flight_is_refused_not_overwritten(d
     """Should the DataLoader run further ahead than workers x prefetch batches (here: a ring
     sized for a prefetch of 3 under a loader prefetching 4), the sampler refuses the batch whose
     slot still holds one in flight: an error, never a batch overwritten while it is read."""
-    from imagenot.dataset import ManifestDataset
+    from imagenot.core.dataset import ManifestDataset
     from imagenot.train.feed import RingOverrun
 
     plain = ManifestDataset(dataset_dir, "train")
@@ -189,7 +189,7 @@ def test_a_streamed_split_of_mixed_image_sizes_is_named(tmp_path):
     from PIL import Image
 
     from imagenot.acquire.dataset import Record, write_dataset
-    from imagenot.dataset import ManifestDataset
+    from imagenot.core.dataset import ManifestDataset
 
     records = []
     for i, size in enumerate([32, 32, 32, 24]):
@@ -208,7 +208,7 @@ def test_training_with_loader_workers_equals_training_without(dataset_dir, tmp_p
     history of the in-process feed."""
     from safetensors.torch import load_file
 
-    from imagenot.dataset import ManifestDataset
+    from imagenot.core.dataset import ManifestDataset
     from imagenot.train import search
 
     hp = {**search.DEFAULTS, "optimizer": "sgd", "lr": 0.05}
@@ -232,7 +232,7 @@ def test_a_pinned_batch_is_a_copy_of_its_slot(dataset_dir, monkeypatch):
     """CUDA jobs: the DataLoader's pin-memory thread calls ``pin_memory()`` on a worker's answer
     (a slot number) and hands out pinned copies, after which the slot may be refilled. Pinning
     needs a GPU; here ``Tensor.pin_memory`` is a copy, which is what it is on the host side."""
-    from imagenot.dataset import ManifestDataset
+    from imagenot.core.dataset import ManifestDataset
     from imagenot.train.feed import BatchRing, _Task
 
     plain = ManifestDataset(dataset_dir, "train")

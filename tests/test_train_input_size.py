@@ -16,8 +16,8 @@ import yaml
 from conftest import REPO, snakemake_workflow
 from final_run import write_final_run, write_toy_dataset
 
-from imagenot.registries import RegistryError
-from imagenot.stages import check_workflow_config
+from imagenot.core.registries import RegistryError
+from imagenot.core.stages import check_workflow_config
 from imagenot.train import features, preflight, preflight_plan, search
 from imagenot.train.feed import InMemory, to_device
 from imagenot.train.jobs import make_job
@@ -117,8 +117,8 @@ def test_the_evaluation_feeds_a_model_the_side_it_trained_at(vit, tmp_path):
     """A final ViT run recorded at 224 px, evaluated under every transformation on a dataset
     stored at 20 px: its images reach it at 224 (the ViT refuses any other side), the pixel-sized
     strengths scaled from train.image_size's 64 to 224. A record at 64 px feeds it 64."""
-    from imagenot.config import validate_config
-    from imagenot.dataset import read_fingerprint
+    from imagenot.core.config import validate_config
+    from imagenot.core.dataset import read_fingerprint
     from imagenot.evaluate.files import RobustnessFiles
     from imagenot.evaluate.robustness import evaluate_checkpoint
     from imagenot.evaluate.settings import RobustnessSettings

@@ -10,8 +10,8 @@ import pytest
 import torch
 from conftest import toy_config, write_toy_dataset
 
-from imagenot.io import sha256_file
-from imagenot.settings import to_json
+from imagenot.core.io import sha256_file
+from imagenot.core.settings import to_json
 from imagenot.train import plan
 from imagenot.train import settings as train_settings
 
@@ -43,7 +43,7 @@ def _config():
 
 
 def test_trial_halving_selection_and_final_via_cli(dataset_dir, tmp_path, monkeypatch, capsys):
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
 
     config = validate_config(_config())
     assert plan.slot_counts(config, "toy", "st") == [2, 1]  # a dropped trial gets no job
@@ -162,7 +162,7 @@ def test_a_slot_nothing_was_promoted_into_trains_nothing(tmp_path):
     decision = tmp_path / "halving/rung-0.json"
     write_decision(decision, [3], slots=2)
     out = tmp_path / "stage-1/slot-1.json"
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
 
     job = train_settings.JobSettings.from_config(
         validate_config(_config()), "toy", "st", "resnet_mini"

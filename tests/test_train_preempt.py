@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file
 from toy_job import toy_job, with_fields
 
-from imagenot.settings import to_json
+from imagenot.core.settings import to_json
 from imagenot.train import search
 from imagenot.train import settings as train_settings
 from imagenot.train.checkpoints import read_state
@@ -131,7 +131,7 @@ def _toy_trial(tmp_path: Path, **train) -> tuple[list[str], Path]:
 
     from imagenot.acquire.dataset import Record, write_dataset
     from imagenot.cli import main
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
 
     records = []
     for i in range(60):

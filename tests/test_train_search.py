@@ -8,7 +8,7 @@ import pytest
 import yaml
 from toy_job import toy_job
 
-from imagenot.config import ConfigError, validate_config
+from imagenot.core.config import ConfigError, validate_config
 from imagenot.train import experiments, plan, search
 from imagenot.train import settings as train_settings
 from imagenot.train.facts import torchvision_weights_filename
@@ -134,10 +134,10 @@ def test_published_job_keeps_the_head_rows_of_the_datasets_wnids(tmp_path):
     import torch
     from safetensors.torch import load_file, save_file
 
+    from imagenot.core.wordnet import imagenet_wnids
     from imagenot.train.files import PublishedFiles
     from imagenot.train.published import run_published
     from imagenot.train.registry import build_model
-    from imagenot.wordnet import imagenet_wnids
 
     wnids = imagenet_wnids()
     published = build_model("resnet_mini", 1000).state_dict()
@@ -179,7 +179,7 @@ def test_only_training_evaluation_and_embedding_rules_request_a_gpu(repo_root):
     plan has exactly one train_trial job per trained slot, so none merely copies a result)."""
     import re
 
-    from imagenot import steps
+    from imagenot.core import steps
 
     gpu_rules = set()
     for smk in (repo_root / "rules").glob("*.smk"):
@@ -198,10 +198,10 @@ def test_only_training_evaluation_and_embedding_rules_request_a_gpu(repo_root):
                     block,
                     re.M,
                 ), m.group(1)
-                # a GPU job without a GPU stops (imagenot.device); training jobs and the
+                # a GPU job without a GPU stops (imagenot.core.device); training jobs and the
                 # preflight carry gpu_job in their settings (tests/test_train_device.py,
                 # tests/test_preflight.py)
-                # a declared step's line is generated from its declaration (imagenot.steps)
+                # a declared step's line is generated from its declaration (imagenot.core.steps)
                 name = m.group(1)
                 declared = re.search(r'step\("([\w-]+)"\)', block)
                 line = block + (steps.command(declared.group(1)) if declared else "")

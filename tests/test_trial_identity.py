@@ -309,7 +309,7 @@ def test_a_trials_table_the_space_could_not_have_drawn_is_refused(tmp_path, caps
     draws, each value of its hyperparameter's type and domain."""
     import pyarrow as pa
 
-    from imagenot.io import read_parquet, write_parquet
+    from imagenot.core.io import read_parquet, write_parquet
 
     run, slots = _searched(tmp_path)
     table = run / "trials.parquet"
@@ -443,7 +443,7 @@ def test_halving_selection_and_a_final_run_read_only_their_rules_inputs(tmp_path
     as an argument (imagenot.train.files)."""
     from conftest import toy_config
 
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
     from imagenot.train import plan
     from imagenot.train.paths import PREREGISTRATION
 

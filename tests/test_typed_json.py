@@ -1,4 +1,4 @@
-"""imagenot.typed_json: the one reader of JSON into dataclasses (rule settings, the rankings
+"""imagenot.core.typed_json: the one reader of JSON into dataclasses (rule settings, the rankings
 report), on a document it must read and on planted faults it must refuse in one line."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from imagenot.analyse.report import ErrorCorrelation, ReportError
-from imagenot.settings import SettingsError, parse
-from imagenot.typed_json import (
+from imagenot.core.settings import SettingsError, parse
+from imagenot.core.typed_json import (
     EMPTY_IS_NONE,
     FLAT,
     JsonError,

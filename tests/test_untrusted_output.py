@@ -15,7 +15,7 @@ from PIL import Image
 
 from imagenot.acquire.adapters import AdapterError
 from imagenot.cli import main
-from imagenot.escape import csv_cell, csv_frame, markdown_text
+from imagenot.core.escape import csv_cell, csv_frame, markdown_text
 
 HOSTILE = ['=HYPERLINK("http://x","y")', "+1+1", "-2+3", "@SUM(A1)", "a|b", "<script>x</script>"]
 
@@ -142,7 +142,7 @@ def test_links_out_of_an_image_folder_are_counted_not_read(tmp_path):
     )  # fmt: skip
     skipped = json.loads((parts / "range-00000.parquet.skipped.json").read_text())
     assert skipped == {"outside_dataset": 1}
-    from imagenot.dataset import read_manifest
+    from imagenot.core.dataset import read_manifest
 
     sources = {r["source"] for r in read_manifest(out).to_pylist()}
     assert "cat/linked.png" not in sources and "cat/inside.png" in sources
@@ -168,7 +168,7 @@ def test_the_reports_captions_show_the_description_as_text(repo_root):
     ``.. raw:: html`` block in it reaches the page."""
     from docutils.core import publish_parts
 
-    from imagenot.escape import rst_text
+    from imagenot.core.escape import rst_text
 
     hostile = "run `x <javascript:alert(1)>`_ |s|\n\n.. raw:: html\n\n   <script>alert(1)</script>"
     html = publish_parts(f"Config: {rst_text(hostile)}.", writer_name="html")["body"]
@@ -183,7 +183,7 @@ def test_every_csv_the_workflow_writes_goes_through_the_escaper(tmp_path):
     escapes as the pandas and csv-module writers do."""
     import pyarrow as pa
 
-    from imagenot.io import write_csv
+    from imagenot.core.io import write_csv
 
     table = pa.table({"class": ["=cmd|' /C calc'!A0", "dog", None], "n": [-1, 2, 3]})
     write_csv(table, tmp_path / "t.csv")
@@ -193,8 +193,8 @@ def test_every_csv_the_workflow_writes_goes_through_the_escaper(tmp_path):
 
 
 def test_no_csv_writer_bypasses_the_escaper(repo_root):
-    """A new table written with pandas, the csv module or pyarrow goes through imagenot.escape
-    (or through imagenot.io.write_csv, which does): checked on the package's source."""
+    """A new table written with pandas, the csv module or pyarrow goes through imagenot.core.escape
+    (or through imagenot.core.io.write_csv, which does): checked on the package's source."""
     import re
 
     package = repo_root / "workflow" / "imagenot"

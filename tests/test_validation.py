@@ -110,7 +110,7 @@ def test_bad_configs_are_refused_in_one_line(repo_root, tmp_path, overlay, messa
 
 
 def test_published_list_with_imagenet_classes_is_refused_unless_allowed(repo_root, tmp_path):
-    from imagenot.wordnet import imagenet_wnids
+    from imagenot.core.wordnet import imagenet_wnids
 
     listed = tmp_path / "classes.txt"
     listed.write_text("n02084071\n" + imagenet_wnids()[0] + "\n")  # dog (generic), tench
@@ -147,12 +147,12 @@ def test_files_the_clone_ships_are_found_from_any_working_folder(repo_root, tmp_
 
 def test_the_shipped_configs_are_valid(repo_root, tmp_path):
     """config.yaml as shipped; paper.yaml once its data paths point at folders that exist
-    (imagenot.planning's placeholders, as `imagenot plan` plans it): as shipped, its
+    (imagenot.plan.planning's placeholders, as `imagenot plan` plans it): as shipped, its
     placeholder /data paths are refused, naming the key. (paper.yaml's diagnostics read the
     published class lists shipped in resources/class_lists/.) Checked in an empty working
     folder: the check reads the preregistration record under results/ there, and the working
     tree's, left by `make demo`, holds the demo's search definitions, not the paper's."""
-    from imagenot.planning import placeholder_overlay
+    from imagenot.plan.planning import placeholder_overlay
 
     work = tmp_path / "work"
     work.mkdir()
@@ -243,7 +243,7 @@ def _kind_cases():
 
 
 def _dataset_schema_keys() -> list[str]:
-    from imagenot.config import load_schema
+    from imagenot.core.config import load_schema
 
     return list(load_schema("datasets.schema.yaml")["additionalProperties"]["properties"])
 
@@ -312,7 +312,7 @@ def test_a_dataset_path_that_is_not_a_directory_is_refused_until_materialised(tm
     """The materialisation job reads the path; once the dataset is materialised (its manifest
     under results/) the data may be gone, and the config is still valid there."""
     from imagenot.acquire import plan as acquire_plan
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
 
     config = validate_config(
         {"datasets": {"extra": {"kind": "imagefolder", "path": str(tmp_path / "nowhere")}}}
@@ -333,7 +333,7 @@ def test_a_dataset_path_that_is_not_a_directory_is_refused_until_materialised(tm
 
 
 def _imagenet_first() -> str:
-    from imagenot.wordnet import imagenet_wnids
+    from imagenot.core.wordnet import imagenet_wnids
 
     return imagenet_wnids()[0]
 
@@ -370,7 +370,7 @@ def test_class_lists_the_curation_job_would_refuse_are_refused_before_any_job(
 
 
 def test_a_wordnet_source_the_prepare_job_would_refuse_is_refused_first(repo_root, tmp_path):
-    from imagenot.wordnet import prepare_nltk_wordnet
+    from imagenot.core.wordnet import prepare_nltk_wordnet
 
     empty = tmp_path / "dict"
     empty.mkdir()
@@ -416,8 +416,8 @@ def test_every_missing_data_path_is_listed_at_once_and_an_empty_folder_refused(t
     """The paper config as shipped names four data locations (LAION parts, ImageNet, CIFAR-10,
     the published weights): one check names them all, one line each; an empty folder where data
     must be is refused too (rather than failing the jobs later)."""
-    from imagenot.config import read_config_file
-    from imagenot.stages import check_workflow_config
+    from imagenot.core.config import read_config_file
+    from imagenot.core.stages import check_workflow_config
 
     paper = read_config_file(REPO / "config" / "paper.yaml")
     paper["diagnostics"]["class_lists"] = {}  # (their files: a check of their own)

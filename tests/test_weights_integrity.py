@@ -10,7 +10,7 @@ import torch
 from final_run import write_final_run, write_toy_dataset
 from safetensors.torch import save_file
 
-from imagenot.io import sha256_file
+from imagenot.core.io import sha256_file
 from imagenot.train.checkpoints import (
     WeightsError,
     load_tensors,
@@ -149,7 +149,7 @@ def test_a_truncated_weights_file_is_one_line_naming_it(tmp_path):
 
 def _toy_run(tmp_path):
     """A 12-image dataset (6 test images in one shard) and a final run's folder beside it."""
-    from imagenot.dataset import read_fingerprint
+    from imagenot.core.dataset import read_fingerprint
 
     ds_dir = write_toy_dataset(tmp_path / "results" / "datasets" / "toy")
     run = write_final_run(tmp_path, _model(), fingerprint=read_fingerprint(ds_dir))
@@ -158,9 +158,9 @@ def _toy_run(tmp_path):
 
 def _evaluate(ds_dir, run, out) -> int:
     from imagenot.cli import main
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
+    from imagenot.core.settings import to_json
     from imagenot.evaluate.settings import RobustnessSettings
-    from imagenot.settings import to_json
 
     settings = RobustnessSettings.from_config(
         validate_config({"seed": 3, "train": {"device": "cpu"}})
@@ -183,7 +183,7 @@ def test_evaluation_on_a_damaged_shard_stops_in_one_line_naming_shard_and_key(
 
     import numpy as np
 
-    from imagenot.dataset import read_manifest
+    from imagenot.core.dataset import read_manifest
 
     ds_dir, run = _toy_run(tmp_path)
     row = read_manifest(ds_dir, "test").slice(2, 1).to_pylist()[0]

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from imagenot import wordnet
+from imagenot.core import wordnet
 
 
 def test_lexnames_has_45_files_numbered_in_order():

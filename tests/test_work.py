@@ -1,4 +1,4 @@
-"""Resources from the work (imagenot.work): sized from input, grown per attempt, capped."""
+"""Resources from the work (imagenot.plan.work): sized from input, grown per attempt, capped."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from imagenot import work
-from imagenot.config import load_config
+from imagenot.core.config import load_config
+from imagenot.plan import work
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from imagenot.config import schema_default
+from imagenot.core.config import schema_default
 from imagenot.train.identity import Job
 from imagenot.train.settings import JobSettings
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from imagenot.io import read_parquet, write_parquet
+from imagenot.core.io import read_parquet, write_parquet
 from imagenot.train import search
 from imagenot.train.records import write_record
 from imagenot.train.trials import registered_search, slot_run_dir
@@ -25,7 +25,7 @@ def draw_run(root: Path, space: dict, model: str = "resnet_mini") -> Path:
     of the config's settings); the run's folder (``results/train/toy/st/{model}``)."""
     from conftest import toy_config
 
-    from imagenot.config import validate_config
+    from imagenot.core.config import validate_config
     from imagenot.train import prereg
     from imagenot.train.paths import PREREGISTRATION, TRIALS
     from imagenot.train.settings import DrawSettings
@@ -215,7 +215,7 @@ def write_selection(run_dir: Path, model: str, trial: int = 0, **fields) -> dict
     stage 0, every hyperparameter at its default, ``fields`` overriding). Alone: the search's
     other files (its slots, trials table, preregistration) are not written, since a final
     run's record is checked against the selection alone (:func:`records.check_final_trial`)."""
-    from imagenot.io import write_json
+    from imagenot.core.io import write_json
     from imagenot.train.records import seal
 
     result = seal(slot_record(Path(f"slot-{trial}.json"), trial=trial, model=model, **fields))
@@ -233,7 +233,7 @@ def selected(run_dir: Path | None, model: str = "resnet_mini") -> dict:
     """What ``train-final`` records of the trial it ran (``trial``, ``hyperparameters``): that of
     the selection in the run at ``run_dir`` (:func:`write_selection`, written when missing;
     None: a record outside a run's folder, trial 0 at the defaults)."""
-    from imagenot.io import read_json
+    from imagenot.core.io import read_json
 
     selection = Path(run_dir) / "selection.json" if run_dir is not None else None
     if selection is not None and selection.is_file():

@@ -1,7 +1,7 @@
 """``python -m imagenot``: the command every workflow job runs (rules/common.smk), after making
-sure it runs the checkout's package (:mod:`imagenot.checkout`)."""
+sure it runs the checkout's package (:mod:`imagenot.core.checkout`)."""
 
-from imagenot import checkout
+from imagenot.core import checkout
 
 checkout.check()
 

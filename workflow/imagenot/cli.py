@@ -1,4 +1,4 @@
-"""The ``imagenot`` command line: one subcommand per step declared in :data:`imagenot.steps.STEPS`,
+"""The ``imagenot`` command line: one subcommand per step declared in :data:`imagenot.core.steps.STEPS`,
 its parser built from the declaration. Handlers import heavy libraries lazily so that
 ``imagenot --help`` stays fast.
 """
@@ -10,9 +10,9 @@ import re
 import sys
 import time
 
-from imagenot import job_usage, lifeline
-from imagenot.io import setup_logging
-from imagenot.steps import STEPS, add_parser
+from imagenot.core import job_usage, lifeline
+from imagenot.core.io import setup_logging
+from imagenot.core.steps import STEPS, add_parser
 
 # The commands people run; the others are the workflow's steps, which its rules run (listed
 # apart in `imagenot --help`, each with its own --help).
@@ -182,7 +182,7 @@ def out_of_memory(exc: BaseException) -> str | None:
 def _user_errors() -> tuple[type[BaseException], ...]:
     import pickle
 
-    from imagenot.device import DeviceError  # a GPU job without a GPU: one line, not a trace
+    from imagenot.core.device import DeviceError  # a GPU job without a GPU: one line, not a trace
 
     extra: list[type[BaseException]] = [pickle.UnpicklingError, DeviceError]
     try:  # a truncated or corrupt weights file
@@ -209,9 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     and exit code 2, with the traceback only under ``--debug``; a closed stdout (``| head``) is
     not an error; Ctrl-C is one line and exit code 130; running out of memory (a library too
     large for a process memory limit, ``ulimit -v``) is one line naming the limit and exit code
-    1. In a workflow job the command dies with its job (:mod:`imagenot.lifeline`), and
+    1. In a workflow job the command dies with its job (:mod:`imagenot.core.lifeline`), and
     the last line on stderr is the job's own peak memory and CPU
-    time (imagenot.job_usage), however the command ends: returned, failed, ``SystemExit``."""
+    time (imagenot.core.job_usage), however the command ends: returned, failed, ``SystemExit``."""
     started = time.monotonic()
     if job_usage.enabled():  # a workflow job's command: it ends with its job (lifeline)
         lifeline.bind_to_parent()
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(argv: list[str] | None) -> int:
-    from imagenot.registries import load_env_plugins
+    from imagenot.core.registries import load_env_plugins
 
     load_env_plugins()  # names a workflow job's plugins register (CLI choices derive from them)
     args = build_parser().parse_args(argv)

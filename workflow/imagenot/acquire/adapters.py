@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from imagenot.acquire.kinds import DATASET_KINDS, adapter_kinds
-from imagenot.registries import resolve
+from imagenot.core.registries import resolve
 
 FASHION_MNIST_CLASSES = (
     "T-shirt/top",
@@ -408,9 +408,9 @@ def fashion_mnist_classes(root: str | os.PathLike) -> list[str]:
 def checked_classes(names: object, root: str | os.PathLike, kind: str) -> list[str]:
     """An adapter's class list, refused (AdapterError naming the dataset folder, the position
     and the name) when a name cannot be written to classes.txt and read back unchanged (a
-    folder name holding a line break) or is given twice (:func:`imagenot.dataset.
+    folder name holding a line break) or is given twice (:func:`imagenot.core.dataset.
     check_class_names`)."""
-    from imagenot.dataset import DatasetError, check_class_names
+    from imagenot.core.dataset import DatasetError, check_class_names
 
     try:
         return check_class_names(names, root, f"{kind} class")

@@ -42,9 +42,9 @@ from imagenot.acquire.dataset import Record
 from imagenot.acquire.files import PlanFiles
 from imagenot.acquire.settings import FillSettings, TopupSettings, WriteSettings
 from imagenot.acquire.splits import class_seed, drop_excluded, excluded_columns
-from imagenot.dataset import SPLITS, ShardReader, read_classes
-from imagenot.files import OUTPUT
-from imagenot.io import read_parquet, write_csv, write_parquet
+from imagenot.core.dataset import SPLITS, ShardReader, read_classes
+from imagenot.core.files import OUTPUT
+from imagenot.core.io import read_parquet, write_csv, write_parquet
 
 log = logging.getLogger(__name__)
 

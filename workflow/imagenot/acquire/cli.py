@@ -1,4 +1,4 @@
-"""The acquire stage's step handlers (declared in :mod:`imagenot.steps`, one per rule).
+"""The acquire stage's step handlers (declared in :mod:`imagenot.core.steps`, one per rule).
 
 Each takes its files by role (a class of :mod:`imagenot.acquire.files`) and everything the
 config decides as one settings object (a class of :mod:`imagenot.acquire.settings`, built by
@@ -42,7 +42,7 @@ def gather(f, settings) -> None:
     from pathlib import Path
 
     from imagenot.acquire.dataset import gather_parts
-    from imagenot.paths import CLASSES_FILE, FINGERPRINT_FILE, MANIFEST_FILE
+    from imagenot.core.paths import CLASSES_FILE, FINGERPRINT_FILE, MANIFEST_FILE
 
     out = Path(f.manifest).parent
     for role, name in (

@@ -1,4 +1,4 @@
-"""Writing the one on-disk dataset format (:mod:`imagenot.dataset`, docs/contracts.md).
+"""Writing the one on-disk dataset format (:mod:`imagenot.core.dataset`, docs/contracts.md).
 
 Large datasets are written by parallel jobs (:func:`write_part`), each writing its own shards
 and a part manifest; :func:`gather_parts` then writes manifest, classes and fingerprint. The
@@ -27,9 +27,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from imagenot import job_usage
 from imagenot.acquire import splits
-from imagenot.dataset import (
+from imagenot.core import job_usage
+from imagenot.core.dataset import (
     CLASSES_FILE,
     FINGERPRINT_FILE,
     MANIFEST_FILE,
@@ -42,7 +42,7 @@ from imagenot.dataset import (
     check_class_names,
     classes_text,
 )
-from imagenot.io import (
+from imagenot.core.io import (
     atomic_path,
     open_parquet,
     read_parquet,
@@ -236,7 +236,7 @@ def _fingerprint_start(classes: Sequence[str]):
 def _fingerprint_update(h, rows: pa.Table) -> None:
     """Add manifest rows (in order) to a :func:`content_fingerprint` hash: the same digest
     whether the manifest is hashed whole or window by window. A manifest with stored originals
-    (:data:`imagenot.dataset.ORIGINAL_COLUMNS`) adds each row's original sha256 (empty where
+    (:data:`imagenot.core.dataset.ORIGINAL_COLUMNS`) adds each row's original sha256 (empty where
     none): the reference is evaluated on them."""
     columns = list(CONTENT_COLUMNS)
     if ORIGINAL_COLUMNS[-1] in rows.column_names:

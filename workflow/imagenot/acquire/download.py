@@ -42,7 +42,7 @@ from imagenot.acquire.fetch import (
     unmark_transient_batches,
 )
 from imagenot.acquire.settings import DownloadSettings
-from imagenot.io import read_parquet, write_parquet
+from imagenot.core.io import read_parquet, write_parquet
 
 log = logging.getLogger(__name__)
 

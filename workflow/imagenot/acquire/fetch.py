@@ -54,11 +54,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from imagenot import job_usage
 from imagenot.acquire import images
 from imagenot.acquire.failures import DownloadError, startup_problem
 from imagenot.acquire.settings import DownloadSettings
-from imagenot.io import read_parquet, write_parquet, write_text
+from imagenot.core import job_usage
+from imagenot.core.io import read_parquet, write_parquet, write_text
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def _group_child(parent_pid: int, conn, target, args, kwargs) -> None:
     """Body of the supervised child: lead a new process group, die with the parent."""
     os.setsid()  # a new session and process group; every descendant inherits it
     if not logging.getLogger().handlers:
-        from imagenot.io import setup_logging
+        from imagenot.core.io import setup_logging
 
         setup_logging(False)
 

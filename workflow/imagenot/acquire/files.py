@@ -1,6 +1,6 @@
-"""The files of the acquire stage's steps, one class per rule (:mod:`imagenot.files`).
+"""The files of the acquire stage's steps, one class per rule (:mod:`imagenot.core.files`).
 
-A dataset's own folder is a format (:mod:`imagenot.dataset`: manifest, classes, fingerprint and
+A dataset's own folder is a format (:mod:`imagenot.core.dataset`: manifest, classes, fingerprint and
 shards under one folder), so the steps that write into it name it too (``--out``), and the
 gather checks that the files its rule lists are where the format puts them.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from imagenot.files import Files, given, made
+from imagenot.core.files import Files, given, made
 
 
 @dataclass(frozen=True)

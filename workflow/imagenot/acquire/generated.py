@@ -48,7 +48,7 @@ def parse_generated(value: str) -> tuple[int, int]:
 
 def generated_jpeg(path: str, seed: int, size: int, quality: int = 85) -> bytes:
     """A deterministic JPEG for any URL path: clutter seeded by a hash of (seed, path)."""
-    from imagenot.clutter import jpeg_bytes, render_clutter
+    from imagenot.core.clutter import jpeg_bytes, render_clutter
 
     digest = hashlib.blake2b(f"{seed}\0{path}".encode(), digest_size=16).digest()
     rng = np.random.default_rng(np.frombuffer(digest, dtype=np.uint32))

@@ -2,7 +2,7 @@
 
 ``laion`` datasets are built by the workflow itself (curate + acquire); every other kind is read
 from files on disk by an adapter: a reader of its images and a reader of its class list, given as
-``"module:function"`` strings that :func:`imagenot.registries.resolve` imports when a job reads
+``"module:function"`` strings that :func:`imagenot.core.registries.resolve` imports when a job reads
 data (planning and config validation import neither the adapters nor numpy). The config schema's
 ``kind`` values, ``imagenot materialise --kind`` choices and the acquire and diagnostics plans
 derive from this list.
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from imagenot.registries import Registry
+from imagenot.core.registries import Registry
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,13 @@ then :func:`imagenot.acquire.dataset.gather_parts` writes manifest, classes and 
 (:func:`materialise` runs every range, then gathers, in one process).
 
 Only the splits some rule of the config reads are written (``settings.splits``,
-:mod:`imagenot.split_readers`): every class is still split the same way (the draw does not
+:mod:`imagenot.plan.split_readers`): every class is still split the same way (the draw does not
 depend on what is stored), and a split nothing reads is left out of the shards and the manifest.
 Each split is stored at the side its readers need (``settings.split_sizes``, else
 ``image_size``).
 
 The test images of a dataset published weights are evaluated on (``keep_originals``) are also
-stored as their original files, byte for byte (``originals/``, :mod:`imagenot.dataset`): the
+stored as their original files, byte for byte (``originals/``, :mod:`imagenot.core.dataset`): the
 input the published accuracies were measured on. An adapter that yields pixel arrays (CIFAR's
 batches) has no file to keep.
 
@@ -59,9 +59,9 @@ from imagenot.acquire.kinds import DATASET_KINDS
 from imagenot.acquire.ranges import n_range_jobs, range_classes
 from imagenot.acquire.settings import MaterialiseSettings
 from imagenot.acquire.splits import class_split, group_by_class
-from imagenot.io import write_text
-from imagenot.paths import SPLITS
-from imagenot.registries import resolve
+from imagenot.core.io import write_text
+from imagenot.core.paths import SPLITS
+from imagenot.core.registries import resolve
 
 log = logging.getLogger(__name__)
 

@@ -1,12 +1,12 @@
 """Where acquisition writes, written once: download parts and rounds, the fill-and-split plan,
 its reports and the part manifests (rules/acquire.smk, :mod:`imagenot.acquire.plan`; the run
 summary reads the download report). The materialised dataset itself is laid out in
-:mod:`imagenot.paths`, which its readers share. Snakemake patterns, one per file.
+:mod:`imagenot.core.paths`, which its readers share. Snakemake patterns, one per file.
 """
 
 from __future__ import annotations
 
-from imagenot.paths import RESULTS
+from imagenot.core.paths import RESULTS
 
 ACQUIRE = f"{RESULTS}/acquire/{{dataset}}"
 # download round 0 in the acquire folder itself (its paths predate top-up rounds), round r >= 1

@@ -19,8 +19,8 @@ from imagenot.acquire.paths import (
     ROUND_SELECTION,
     WRITE_PART,
 )
+from imagenot.core.paths import DATASET, FINGERPRINT, MANIFEST
 from imagenot.curate import paths as curate_paths
-from imagenot.paths import DATASET, FINGERPRINT, MANIFEST
 
 # Keys every dataset kind takes: what the dataset is, and the name figures show for it
 # (imagenot.figures.names); a kind's own keys are its entry's in DATASET_KINDS.
@@ -147,11 +147,11 @@ def check(config: dict) -> None:
     the materialisation job reads; one stat and one listing, so every job's own planning can
     afford it) unless the dataset is materialised already (its manifest under results/, made by
     this study: the data may be gone, as on a machine that only analyses; another study's
-    manifest of the same name is not this one's, :mod:`imagenot.run_identity`). Raises one
+    manifest of the same name is not this one's, :mod:`imagenot.run.run_identity`). Raises one
     ValueError naming every ``datasets.<name>.<key>`` at fault, one a line, before planning
     reads the keys (without this a missing ``path`` stops the DAG as a KeyError)."""
-    from imagenot.io import folder_problem
-    from imagenot.run_identity import owns_results
+    from imagenot.core.io import folder_problem
+    from imagenot.run.run_identity import owns_results
 
     own = owns_results(config)
     problems = []
@@ -182,9 +182,9 @@ def check(config: dict) -> None:
 
 def targets(config: dict) -> list[str]:
     """Manifest and fingerprint of every configured dataset some rule of the config reads
-    (:func:`imagenot.split_readers.read_datasets`: a dataset nothing reads is not built), and
+    (:func:`imagenot.plan.split_readers.read_datasets`: a dataset nothing reads is not built), and
     the LAION download reports."""
-    from imagenot.split_readers import read_datasets
+    from imagenot.plan.split_readers import read_datasets
 
     out = []
     for name in read_datasets(config):

@@ -15,8 +15,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
-from imagenot.paths import SPLITS
-from imagenot.settings import FromConfig, PerDataset, omitted_when
+from imagenot.core.paths import SPLITS
+from imagenot.core.settings import FromConfig, PerDataset, omitted_when
 
 # Where a dataset's image_size is read (MaterialiseSettings.SECTIONS): its own key, else acquire's.
 STORED_SIZE_SECTIONS = ("datasets.{dataset}", "acquire")
@@ -153,11 +153,11 @@ class MaterialiseSettings(FromConfig):
         "train.experiments entry with weights: published): its test images' original files are "
         "stored beside the copy, the input their published accuracies were measured on",
         "splits": "the splits stored: every split here; the range rule's settings narrow them "
-        "to the ones some rule of the config reads (imagenot.split_readers."
+        "to the ones some rule of the config reads (imagenot.plan.split_readers."
         "materialise_settings); a split left out is drawn but not written",
         "split_sizes": "the side of each split stored smaller than image_size: none here; the "
         "range rule's settings name the splits only the image encoder reads, stored at its "
-        "input side (imagenot.split_readers.split_size); a split not named is stored at "
+        "input side (imagenot.plan.split_readers.split_size); a split not named is stored at "
         "image_size",
     }
 
@@ -203,7 +203,7 @@ def keeps_originals(config, dataset: str) -> bool:
     """Whether ``dataset`` keeps its test images' original files beside the stored copy: when
     published weights are evaluated on it (a ``train.experiments`` entry with ``weights:
     published``, ``imagenot.train.experiments.is_published``), whose accuracies were measured
-    on the originals (:mod:`imagenot.dataset`)."""
+    on the originals (:mod:`imagenot.core.dataset`)."""
     return any(
         e["weights"] == "published" and e["dataset"] == dataset
         for e in config["train"]["experiments"]

@@ -5,7 +5,7 @@ batch rings hold stored images; published weights' own resize must not exceed it
 import the acquire stage's jobs, which reach the adapters and their image libraries. The
 settings objects it reads (acquire's and curate's) import no third-party library, so a training
 job's env needs nothing for them (tests/test_envs.py checks each rule's imports). The byte
-figures (estimates, each with its source) serve ``imagenot plan`` (:mod:`imagenot.costs`) and the
+figures (estimates, each with its source) serve ``imagenot plan`` (:mod:`imagenot.plan.costs`) and the
 range jobs' disk request (rules/acquire.smk).
 """
 
@@ -19,8 +19,8 @@ from imagenot.acquire.settings import (
     MaterialiseSettings,
     keeps_originals,
 )
-from imagenot.paths import SPLITS
-from imagenot.settings import config_lookup
+from imagenot.core.paths import SPLITS
+from imagenot.core.settings import config_lookup
 
 # ILSVRC-2012's training set: 147.9 GB of JPEGs for 1,281,167 images of mean 469 x 387 px
 BYTES_PER_PIXEL = 147.9e9 / 1_281_167 / (469 * 387)
@@ -85,7 +85,7 @@ def dataset_images(config: dict, dataset: str) -> dict | None:
 
 def split_bytes(config: dict, dataset: str, split: str, side: int | None = None) -> int | None:
     """Bytes of one split of ``dataset``'s materialised images at ``side`` (the split's stored
-    side, ``imagenot.split_readers.split_size``; None: the dataset's own), an estimate (source:
+    side, ``imagenot.plan.split_readers.split_size``; None: the dataset's own), an estimate (source:
     :data:`BYTES_PER_PIXEL_SOURCE`); None when its size is unknown until read."""
     sizes = dataset_images(config, dataset)
     if sizes is None:
@@ -103,7 +103,7 @@ def dataset_bytes(
     """Bytes of ``dataset``'s materialised images (``splits``, each at its side in ``sides``,
     else the dataset's stored size; the kept originals apart: :func:`originals_bytes`) and the
     source of the figure, an estimate; None when its size is unknown until read. The splits a
-    dataset stores and their sides: ``imagenot.split_readers.stored_splits``, ``split_sizes``."""
+    dataset stores and their sides: ``imagenot.plan.split_readers.stored_splits``, ``split_sizes``."""
     sizes = dataset_images(config, dataset)
     if sizes is None:
         return None, "unknown until the dataset is read"
@@ -149,7 +149,7 @@ def range_disk_mb(
     largest job's classes (``acquire.classes_per_job`` of the dataset's classes, the ranges
     planned from the class folders on disk; the last job also takes the classes past them); at
     least Snakemake's own default, also the figure where the size is unknown. ``splits``: the
-    ones it stores, at ``sides`` (:func:`dataset_bytes`; ``imagenot.split_readers.
+    ones it stores, at ``sides`` (:func:`dataset_bytes`; ``imagenot.plan.split_readers.
     range_disk_mb`` gives the rule's)."""
     from imagenot.acquire.ranges import class_count_hint, n_range_jobs
 

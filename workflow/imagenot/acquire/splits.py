@@ -135,7 +135,7 @@ def drop_excluded(
     A row naming no validated image of the pool, a key listed twice, an unknown reason or a
     missing column is refused with one line naming the file and the row.
     """
-    from imagenot.io import read_parquet
+    from imagenot.core.io import read_parquet
 
     if not lists:
         return candidates, None

@@ -1,5 +1,5 @@
 """Pipeline stage: analyse (rankings statistics on accuracy tables)."""
 
-from imagenot.names import PUBLISHED_DATASET  # noqa: F401 (the analyse stage's label)
+from imagenot.core.names import PUBLISHED_DATASET  # noqa: F401 (the analyse stage's label)
 
 PUBLISHED_PROTOCOL = "published"

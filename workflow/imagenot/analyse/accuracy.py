@@ -30,8 +30,8 @@ import pandas as pd
 from imagenot.analyse import PUBLISHED_DATASET, PUBLISHED_PROTOCOL, stats
 from imagenot.analyse.settings import AccuracySettings
 from imagenot.analyse.table import TableError, missing_columns
-from imagenot.counts import count_problem
-from imagenot.io import read_parquet
+from imagenot.core.counts import count_problem
+from imagenot.core.io import read_parquet
 from imagenot.train.facts import PUBLISHED_TEST_SIZE
 
 ROBUSTNESS_COLUMNS = (
@@ -66,7 +66,7 @@ def check_robustness(df: pd.DataFrame, path: str | os.PathLike) -> None:
     path says (the run's dataset, protocol, model and seed) or whose numbers are out of their
     range: percentages finite in [0, 100] (``published_top1`` too where not null), ``n`` a
     positive integer, top-1 and top-5 shares that ``n`` test images can give
-    (:func:`imagenot.counts.count_problem`: no 55 % of 3), top-1 within its interval and at most
+    (:func:`imagenot.core.counts.count_problem`: no 55 % of 3), top-1 within its interval and at most
     top-5. Read back like numbers read in: a table copied into another run's folder, or edited,
     never becomes that run's rows."""
     from imagenot.evaluate.paths import RUN_DIR
@@ -179,7 +179,7 @@ def model_published(
         if row is not None:
             top1, top5, source = row.top1, row.top5, row.source
         else:
-            from imagenot.registries import RegistryError
+            from imagenot.core.registries import RegistryError
             from imagenot.train.facts import weight_facts
 
             try:

@@ -23,8 +23,8 @@ from imagenot.analyse.table import (
     missing_columns,
     with_labels,
 )
-from imagenot.counts import cell as cell_text
-from imagenot.counts import decimals
+from imagenot.core.counts import cell as cell_text
+from imagenot.core.counts import decimals
 
 CELL_INTERVAL_NAMES = {
     "seed_se": "mean ± 1 s.e. over seeds",

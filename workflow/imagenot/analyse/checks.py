@@ -28,9 +28,9 @@ from imagenot.analyse.table import (
     unknown_datasets,
     wide_field,
 )
-from imagenot.counts import cell as _cell
-from imagenot.counts import count_problem, decimals
-from imagenot.dataset import class_name_problem
+from imagenot.core.counts import cell as _cell
+from imagenot.core.counts import count_problem, decimals
+from imagenot.core.dataset import class_name_problem
 
 
 def _row_name(df: pd.DataFrame, i: int) -> str:
@@ -154,7 +154,7 @@ def _scales(df: pd.DataFrame, acc: pd.Series, scale: dict[str, str]) -> dict[str
 
 PRINTED_SLACK = 1.0
 """Units of its last digit that a printed accuracy may lie beyond rounding to the nearest
-(:func:`imagenot.counts.count_problem`): a table's accuracy is taken when some count of ``n``
+(:func:`imagenot.core.counts.count_problem`): a table's accuracy is taken when some count of ``n``
 lies within 1.5 units of its last digit. Rounding to the nearest, ties either way, is within
 0.5; truncation, rounding up, and rounding twice (timm's validate.py rounds to 4 decimals, its
 results CSVs print 3: 62.06253 becomes 62.0625, then 62.062, 0.53 units off) are within 1; a
@@ -380,7 +380,7 @@ def schema_problem(key: str, value: object) -> str | None:
     every JSON Schema comparison, are refused here too."""
     import jsonschema
 
-    from imagenot.config import schema_node
+    from imagenot.core.config import schema_node
 
     if isinstance(value, float) and not np.isfinite(value):
         return "is not a finite number"

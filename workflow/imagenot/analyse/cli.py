@@ -1,4 +1,4 @@
-"""The handlers of the analyse stage's commands (declared in :mod:`imagenot.steps`): the interval
+"""The handlers of the analyse stage's commands (declared in :mod:`imagenot.core.steps`): the interval
 of one result and the run's accuracy table. The rankings toolbox command, which also draws its
 report, is the figures stage's (:mod:`imagenot.figures.rankings_cli`): one command in one module,
 above the analysis it runs."""
@@ -33,7 +33,7 @@ def ci(accuracy: float, n: int, confidence: float, json: bool) -> int:
     from imagenot.analyse import stats
     from imagenot.analyse.checks import PRINTED_SLACK
     from imagenot.analyse.table import MAX_COUNT, check_confidence
-    from imagenot.counts import count_problem
+    from imagenot.core.counts import count_problem
 
     check_confidence(confidence)
     if not 0 <= accuracy <= 100 or not 0 < n <= MAX_COUNT:
@@ -71,8 +71,8 @@ def write_accuracy_table(
         read_published,
         read_robustness,
     )
-    from imagenot.escape import csv_frame
-    from imagenot.io import atomic_path, write_parquet
+    from imagenot.core.escape import csv_frame
+    from imagenot.core.io import atomic_path, write_parquet
     from imagenot.train.facts import shipped_path
 
     table = accuracy_table(

@@ -9,7 +9,7 @@ something downstream needs it.
 
 from __future__ import annotations
 
-from imagenot.paths import RESULTS
+from imagenot.core.paths import RESULTS
 from imagenot.train.facts import shipped_path
 
 ACCURACY = f"{RESULTS}/analyse/accuracy.csv"
@@ -26,6 +26,6 @@ PUBLISHED_ACCURACY = shipped_path()
 def published_version() -> str:
     """The shipped published accuracies' file name and digest: the accuracy table's parameter
     (a new table reruns it), with no path of the clone in it (a moved run plans nothing)."""
-    from imagenot.io import code_version
+    from imagenot.core.io import code_version
 
     return code_version(PUBLISHED_ACCURACY)

@@ -9,7 +9,7 @@ is renamed for every reader, and :func:`read_report` checks a file on the way in
 unknown or mistyped key is one :class:`ReportError` naming the file and the key, not a
 ``KeyError`` three modules later (or a silent ``None`` from a ``.get``).
 
-How a field becomes JSON (:mod:`imagenot.typed_json` reads and writes it; the file's bytes
+How a field becomes JSON (:mod:`imagenot.core.typed_json` reads and writes it; the file's bytes
 are those of the dicts the report was first written as, and a report read and written again
 is the same bytes):
 
@@ -20,7 +20,7 @@ is the same bytes):
   is NaN or infinite: "no value");
 - a :data:`FLAT` field's keys are its parent's own (a dataset's correlations sit beside its
   ranks);
-- a number keeps JSON's own type (fields are typed :data:`~imagenot.typed_json.Real`: an int
+- a number keeps JSON's own type (fields are typed :data:`~imagenot.core.typed_json.Real`: an int
   stays an int).
 """
 
@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from imagenot.analyse.stats import UNDEFINED_P_METHOD
-from imagenot.typed_json import (
+from imagenot.core.typed_json import (
     EMPTY_IS_NONE,
     FLAT,
     WRITTEN_IF,
@@ -81,7 +81,7 @@ def clean(obj: Any) -> Any:
 
 
 class _Json:
-    """JSON in and out of a report's dataclass (:mod:`imagenot.typed_json`)."""
+    """JSON in and out of a report's dataclass (:mod:`imagenot.core.typed_json`)."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON-ready dict (see the module docstring for how each field is written)."""
@@ -284,6 +284,6 @@ class RankingsReport(_Json):
 def read_report(file: str | os.PathLike) -> RankingsReport:
     """The rankings report in ``file`` (written by :meth:`RankingsReport.to_text`),
     checked key by key: :class:`ReportError` names the file and the key."""
-    from imagenot.io import read_json
+    from imagenot.core.io import read_json
 
     return RankingsReport.from_json(read_json(file), str(file))

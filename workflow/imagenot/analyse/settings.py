@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
 from imagenot.analyse import PUBLISHED_DATASET
-from imagenot.settings import FromConfig
+from imagenot.core.settings import FromConfig
 
 
 def reference(config: dict, runs: list[dict] | None = None) -> str:
@@ -64,7 +64,7 @@ class RankingsSettings(FromConfig):
         """The settings of ``imagenot rankings`` typed without flags (the schema's defaults, the
         standard variant, the table's first dataset as reference, no baseline), with
         ``overrides`` replacing fields: for callers of the library outside the workflow."""
-        from imagenot.config import ConfigError, schema_default
+        from imagenot.core.config import ConfigError, schema_default
 
         typed: dict[str, Any] = {"variant": "standard", "reference": None, "baseline_model": None}
         for name in (f.name for f in fields(cls) if f.name not in typed):

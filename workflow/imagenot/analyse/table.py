@@ -31,7 +31,7 @@ from pandas._libs.parsers import STR_NA_VALUES
 
 from imagenot.analyse import PUBLISHED_PROTOCOL
 from imagenot.analyse.names import names_alike
-from imagenot.io import read_parquet
+from imagenot.core.io import read_parquet
 
 REQUIRED = ("model", "dataset", "accuracy")
 KEY_COLUMNS = ("model", "dataset", "protocol", "seed", "transform")

@@ -1,6 +1,6 @@
-"""Do rankings transfer? The run summary's first section (:mod:`imagenot.run_summary`) and the
+"""Do rankings transfer? The run summary's first section (:mod:`imagenot.run.run_summary`) and the
 report's landing page, read from a rankings report (``rankings_standard.json``, which
-:func:`imagenot.summary_plan.transfer` names with each comparison's protocol and figure).
+:func:`imagenot.run.summary_plan.transfer` names with each comparison's protocol and figure).
 
 Per comparison with the reference that has a Kendall tau-b: the tau-b, its bootstrap interval
 (or the reason the bootstrap refused one), the p-value, the number of common models, a verdict
@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from imagenot.analyse.report import ReportError, p_text, read_report
-from imagenot.names import PUBLISHED_DATASET
+from imagenot.core.names import PUBLISHED_DATASET
 
 ALPHA = 0.05  # the verdict's significance level (RULE)
 RULE = (
@@ -31,7 +31,7 @@ def answer(
     where: dict | None, root: Path, problems: list[dict], rankings: str | os.PathLike | None
 ) -> dict | None:
     """Do rankings transfer: one row per comparison of the rankings statistics with a Kendall
-    tau-b (``where``: :func:`imagenot.summary_plan.transfer`), the others left out with their
+    tau-b (``where``: :func:`imagenot.run.summary_plan.transfer`), the others left out with their
     reason; None where the config plans no final run."""
     if where is None:
         return None

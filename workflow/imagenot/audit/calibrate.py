@@ -103,7 +103,7 @@ def make_copies(images, names: list[str], seed: int) -> dict:
     drawn from a generator seeded with ``seed`` (the same seed, the same copies)."""
     import torch
 
-    from imagenot.registries import resolve
+    from imagenot.core.registries import resolve
 
     generator = torch.Generator().manual_seed(int(seed))
     return {name: resolve(COPIES.entry(name))(images, generator) for name in names}

@@ -1,4 +1,4 @@
-"""The handlers of the audit stage's steps (docs/audit.md), declared in :mod:`imagenot.steps`:
+"""The handlers of the audit stage's steps (docs/audit.md), declared in :mod:`imagenot.core.steps`:
 each takes its files object (:mod:`imagenot.audit.files`), its settings object
 (:mod:`imagenot.audit.settings`) and its options by name."""
 
@@ -13,10 +13,10 @@ def calibrate(f, s, device: str | None, gpu_job: bool) -> None:
     import torch
 
     from imagenot.audit import calibrate as cal
-    from imagenot.dataset import ManifestDataset, folder_of
-    from imagenot.device import cuda_available, resolve_device
+    from imagenot.core.dataset import ManifestDataset, folder_of
+    from imagenot.core.device import cuda_available, resolve_device
+    from imagenot.core.io import write_json
     from imagenot.diagnostics import embed
-    from imagenot.io import write_json
 
     device = device or resolve_device("auto", gpu_job, cuda_available(), key=None)
     dataset = ManifestDataset(folder_of(f.manifest, f.classes), s.split)
@@ -96,9 +96,9 @@ def search(f, s, threads: int) -> None:
 
     from imagenot.audit import search as exact
     from imagenot.audit import tables, verify
-    from imagenot.dataset import ManifestDataset, folder_of
+    from imagenot.core.dataset import ManifestDataset, folder_of
+    from imagenot.core.io import write_parquet
     from imagenot.diagnostics.embed import read_embeddings
-    from imagenot.io import write_parquet
 
     faiss.omp_set_num_threads(max(1, threads))  # the job's cores, not the node's
     torch.set_num_threads(max(1, threads))
@@ -151,7 +151,7 @@ def search(f, s, threads: int) -> None:
 def pool(f, s, device: str | None, gpu_job: bool) -> None:
     """Flag a download pool's images before its splits are built (the exclusion list)."""
     from imagenot.audit.pool import audit_pool
-    from imagenot.device import cuda_available, resolve_device
+    from imagenot.core.device import cuda_available, resolve_device
 
     audit_pool(f, s, device or resolve_device("auto", gpu_job, cuda_available(), key=None))
 
@@ -161,7 +161,7 @@ def table(f, s) -> None:
     import pyarrow as pa
 
     from imagenot.audit import tables
-    from imagenot.io import (
+    from imagenot.core.io import (
         read_json,
         read_parquet,
         write_csv,
@@ -198,9 +198,9 @@ def table(f, s) -> None:
 def figure(f, s) -> None:
     """Draw the closest pairs side by side (PDF and PNG)."""
     from imagenot.audit.figure import draw_pairs
-    from imagenot.dataset import ManifestDataset, folder_of
-    from imagenot.figure_style import save
-    from imagenot.io import read_json, read_parquet
+    from imagenot.core.dataset import ManifestDataset, folder_of
+    from imagenot.core.figure_style import save
+    from imagenot.core.io import read_json, read_parquet
 
     if len(f.manifests) != len(f.classes):
         raise ValueError(f"--classes: {len(f.classes)} file(s) for {len(f.manifests)} manifests")

@@ -8,7 +8,7 @@ shape (imported by the job only: planning stays torch-free).
 
 from __future__ import annotations
 
-from imagenot.registries import Registry
+from imagenot.core.registries import Registry
 
 #: name -> "module:function" (imagenot.audit.calibrate holds the functions)
 COPIES = Registry(

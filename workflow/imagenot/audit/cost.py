@@ -11,7 +11,7 @@ shared with the image-similarity diagnostics.
 
 from __future__ import annotations
 
-from imagenot import paths
+from imagenot.core import paths
 
 #: Query-target similarity pairs per CPU-second at 512 dimensions: benchmarks/bench_audit.py
 #: --json on dev (2 cores, shared), 2026-12-02, 10,000 x 100,000 vectors (docs/benchmarks.md).

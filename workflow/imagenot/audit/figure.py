@@ -1,5 +1,5 @@
 """The audit's figure: the closest pairs side by side (an audited image, its closest image in a
-target set, their score), drawn in the shared figure style (:mod:`imagenot.figure_style`)."""
+target set, their score), drawn in the shared figure style (:mod:`imagenot.core.figure_style`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ def draw_pairs(pairs: list[dict], images: list[tuple], threshold: float, setting
     ((query uint8 HWC, target uint8 HWC) each), two columns a pair."""
     import matplotlib.pyplot as plt
 
-    from imagenot.figure_style import paper_style
+    from imagenot.core.figure_style import paper_style
 
     names = settings.dataset_names
     n = max(1, len(pairs))

@@ -1,10 +1,10 @@
-"""The files of the audit stage's steps (:mod:`imagenot.files`)."""
+"""The files of the audit stage's steps (:mod:`imagenot.core.files`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from imagenot.files import Files, given, made
+from imagenot.core.files import Files, given, made
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ once and read by both stages.
 
 from __future__ import annotations
 
-from imagenot import paths
+from imagenot.core import paths
 from imagenot.diagnostics import plan as diagnostics_plan
 
 AUDIT = f"{paths.RESULTS}/audit"

@@ -56,7 +56,7 @@ def embed_pool(pool: pa.Table, encode, prepare, batch_size: int, device: str) ->
 
     import torch
 
-    from imagenot.dataset import ShardReader, decode_jpeg
+    from imagenot.core.dataset import ShardReader, decode_jpeg
     from imagenot.diagnostics.embed import embed
 
     reader = ShardReader(Path("."))  # the part tars' paths as the status tables give them
@@ -152,8 +152,8 @@ def exclusion_table(
 def audit_pool(files: PoolFiles, settings: PoolSettings, device: str) -> pa.Table:
     """Embed the pool, flag it against the target sets and itself at the calibration's
     threshold, and write the pool's embeddings and the exclusion list."""
+    from imagenot.core.io import read_json, write_parquet
     from imagenot.diagnostics import embed
-    from imagenot.io import read_json, write_parquet
 
     if len(files.targets) != len(settings.targets):
         raise ValueError(

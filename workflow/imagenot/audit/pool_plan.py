@@ -11,8 +11,8 @@ removal rebuilds is no other dataset's target set here.
 
 from __future__ import annotations
 
-from imagenot import paths
 from imagenot.audit import plan as audit_plan
+from imagenot.core import paths
 from imagenot.diagnostics import plan as diagnostics_plan
 
 POOL_EMBEDDINGS = f"{paths.RESULTS}/audit/{{dataset}}/pool/embeddings.npz"

@@ -1,4 +1,4 @@
-"""The settings objects of the audit stage's rules (:mod:`imagenot.settings`): each field is a
+"""The settings objects of the audit stage's rules (:mod:`imagenot.core.settings`): each field is a
 schema key of its sections, a wildcard of its rule or derived (with the reason). Kept free of
 heavy imports: every rule's plan reads these."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from imagenot.settings import FromConfig, Style
+from imagenot.core.settings import FromConfig, Style
 
 
 @dataclass(frozen=True)

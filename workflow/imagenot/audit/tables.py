@@ -132,7 +132,7 @@ def sentence(
 
 def report_rows(table: pa.Table, names: dict[str, str]) -> pa.Table:
     """The per-class table as the report shows it: each target set by its display name, the
-    closest similarity to four decimals (written by :func:`imagenot.io.write_csv`, which
+    closest similarity to four decimals (written by :func:`imagenot.core.io.write_csv`, which
     escapes a class name a spreadsheet would read as a formula)."""
     shown = []
     for target in table.column("target").to_pylist():

@@ -81,7 +81,7 @@ def funnel_csv(rows: list[dict]) -> str:
     import csv
     import io
 
-    from imagenot.escape import csv_cell
+    from imagenot.core.escape import csv_cell
 
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=FUNNEL_COLUMNS, lineterminator="\n")

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from imagenot.io import read_parquet
+from imagenot.core.io import read_parquet
 
 REQUIRED_COLUMNS = ("wnid", "score", "n_selectable", "status")
 # Cosine similarities lie in [-1, 1]; float16 embeddings round a little past the ends.
@@ -140,10 +140,10 @@ def calibrate(scores: pa.Table, settings: CalibrationSettings) -> tuple[pa.Table
 def calibration_figure(scores: pa.Table, per_threshold: pa.Table, settings: CalibrationSettings):
     """Left: histogram of the class scores, the threshold marked. Right: classes passing vs
     threshold (exact curve over all scores, and the grid's points), the threshold and n_classes
-    marked. Drawn in the style every figure shares (:mod:`imagenot.figure_style`)."""
+    marked. Drawn in the style every figure shares (:mod:`imagenot.core.figure_style`)."""
     import matplotlib.pyplot as plt
 
-    from imagenot.figure_style import HIGHLIGHT, integer_ticks, paper_style
+    from imagenot.core.figure_style import HIGHLIGHT, integer_ticks, paper_style
 
     style = settings.figure_options
     values = scores.column("score").cast(pa.float64()).to_numpy(zero_copy_only=False)
@@ -194,9 +194,9 @@ def calibration_figure(scores: pa.Table, per_threshold: pa.Table, settings: Cali
 
 def write_calibration(f: CalibrationFiles, settings: CalibrationSettings) -> pa.Table:
     """Read the scores, write the two CSVs and the figure (PDF with TrueType fonts, PNG at the
-    style's resolution: :func:`imagenot.figure_style.save`), atomically; return the summary."""
-    from imagenot.figure_style import save
-    from imagenot.io import write_csv
+    style's resolution: :func:`imagenot.core.figure_style.save`), atomically; return the summary."""
+    from imagenot.core.figure_style import save
+    from imagenot.core.io import write_csv
 
     check_grid(settings)
     scores = read_scores(f.class_scores)

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from imagenot.io import read_parquet
-from imagenot.paths import shipped
+from imagenot.core.io import read_parquet
+from imagenot.core.paths import shipped
 
 if TYPE_CHECKING:
     from imagenot.curate.settings import CandidatesSettings
@@ -101,7 +101,7 @@ def checked_class_list(path: str | os.PathLike, wordnet_dir: str | os.PathLike) 
     ``imagenot validate-config``) and the curate-candidates job both call this, so a list the
     job would refuse is refused before any job, with the same message.
     """
-    from imagenot.wordnet import unknown_noun_synsets
+    from imagenot.core.wordnet import unknown_noun_synsets
 
     entries = class_list_entries(path)
     bad = set(unknown_noun_synsets(wordnet_dir, [w for _, w in entries]))
@@ -153,7 +153,7 @@ def imagenet_overlap(
 def ancestors_within(wn, wnids: Iterable[str]) -> dict[str, str]:
     """Members of ``wnids`` that are hypernyms (instance hypernyms included) of another member
     -> one such descendant (the smallest wnid). The rest are the leaves of the minimal subtree."""
-    from imagenot.wordnet import synset_of, wnid
+    from imagenot.core.wordnet import synset_of, wnid
 
     members = set(wnids)
     found: dict[str, str] = {}
@@ -178,9 +178,9 @@ def build_candidates(
 
     Stats: ``mode``, ``universe`` (synsets considered at step 1), ``ancestors_in_list``."""
     mode, min_count = settings.class_mode, settings.min_count
+    from imagenot.core.wordnet import noun_lemma_table, synset_of
     from imagenot.curate.nsfw import nsfw_reasons
     from imagenot.curate.settings import CLASS_MODES
-    from imagenot.wordnet import noun_lemma_table, synset_of
 
     audit: list[dict] = []
     imagenet = list(imagenet)
@@ -240,7 +240,7 @@ def build_candidates(
 
 
 def _class_table(wn, wnids: list[str], counts: dict[str, int], template: str) -> pa.Table:
-    from imagenot.wordnet import synset_of
+    from imagenot.core.wordnet import synset_of
 
     synsets = [synset_of(wn, w) for w in wnids]
     names = [synset_name(s) for s in synsets]

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from imagenot.io import iter_parquet
+from imagenot.core.io import iter_parquet
 
 if TYPE_CHECKING:
     from imagenot.curate.settings import CaptionSettings
@@ -258,7 +258,7 @@ def write_shard_captions(
     """Stream step 6 of one shard to ``out`` (atomically); return its stats."""
     import pyarrow.parquet as pq
 
-    from imagenot.io import atomic_path
+    from imagenot.core.io import atomic_path
 
     stats: dict = {}
     with (

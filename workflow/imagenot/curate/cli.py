@@ -1,4 +1,4 @@
-"""The handlers of the curate stage's steps (declared in :mod:`imagenot.steps`), one per rule: each
+"""The handlers of the curate stage's steps (declared in :mod:`imagenot.core.steps`), one per rule: each
 takes its files by role (a class of :mod:`imagenot.curate.files`) and the settings object its
 rule built (:mod:`imagenot.curate.settings`); heavy imports stay inside. ``match`` is typed by
 hand too: without ``--settings`` its flags, whose defaults are the schema's, make the settings.
@@ -10,7 +10,7 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
-from imagenot.wordnet import NLTK_DATA
+from imagenot.core.wordnet import NLTK_DATA
 
 if TYPE_CHECKING:
     from imagenot.curate import files as fs
@@ -27,7 +27,7 @@ def match_settings(
 ) -> ss.MatchSettings:
     """The rule's ``--settings``, or the hand-typed flags with the schema's defaults (never both:
     a flag beside ``--settings`` would be silently ignored)."""
-    from imagenot.config import schema_default
+    from imagenot.core.config import schema_default
     from imagenot.curate.settings import MatchSettings
 
     flags = {"--batch-rows": batch_rows, "--max-caption-bytes": max_caption_bytes}
@@ -47,9 +47,9 @@ def match(f: fs.MatchFiles, settings: ss.MatchSettings | None, nltk_data: str | 
     """Match every WordNet noun lemma against the TEXT column of a parquet file."""
     import pyarrow as pa
 
+    from imagenot.core.io import keep_freed_memory, write_json, write_parquet
     from imagenot.curate.match import LemmaIndex, Matcher, read_lemma_table, write_shard_matches
     from imagenot.curate.shards import open_shard, required_columns
-    from imagenot.io import keep_freed_memory, write_json, write_parquet
 
     s = match_settings(settings, **flags)
     # A one-shot process whose batches allocate and free arrays of 10-100 MB: reused heap memory
@@ -73,8 +73,8 @@ def match(f: fs.MatchFiles, settings: ss.MatchSettings | None, nltk_data: str | 
 
 def lemmas(f: fs.LemmasFiles) -> None:
     """Write every (lemma, wnid) pair of WordNet's nouns to parquet (the match lexicon)."""
-    from imagenot.io import write_parquet
-    from imagenot.wordnet import load_wordnet, noun_lemma_table
+    from imagenot.core.io import write_parquet
+    from imagenot.core.wordnet import load_wordnet, noun_lemma_table
 
     table = noun_lemma_table(load_wordnet(f.nltk_data or NLTK_DATA))
     write_parquet(table, f.lemmas)
@@ -83,10 +83,10 @@ def lemmas(f: fs.LemmasFiles) -> None:
 
 def candidates(f: fs.CandidatesFiles, s: ss.CandidatesSettings) -> None:
     """Class selection steps 1-5 with audit trail."""
+    from imagenot.core.io import write_json, write_parquet
+    from imagenot.core.wordnet import imagenet_wnids, load_wordnet
     from imagenot.curate.candidates import build_candidates, sum_counts
     from imagenot.curate.match import read_lemma_table
-    from imagenot.io import write_json, write_parquet
-    from imagenot.wordnet import imagenet_wnids, load_wordnet
 
     lemma_table = read_lemma_table(f.lemmas) if f.lemmas else None
     table, audit, stats = build_candidates(
@@ -99,15 +99,15 @@ def candidates(f: fs.CandidatesFiles, s: ss.CandidatesSettings) -> None:
 
 
 def _column(path: str, name: str) -> list:
-    from imagenot.io import read_parquet
+    from imagenot.core.io import read_parquet
 
     return read_parquet(path, columns=[name]).column(name).to_pylist()
 
 
 def captions(f: fs.CaptionFiles, s: ss.CaptionSettings) -> None:
     """Step 6 for one shard: single-class captions."""
+    from imagenot.core.io import write_json
     from imagenot.curate.captions import write_shard_captions
-    from imagenot.io import write_json
 
     classes = _column(f.candidates, "wnid")
     stats = write_shard_captions(f.shard, f.matches, classes, f.captions, s)
@@ -126,17 +126,17 @@ def queries(f: fs.QueriesFiles, s: ss.QueriesSettings) -> None:
 
 def embed(f: fs.EmbedFiles, s: ss.EmbedSettings, work_dir: str, gpu_job: bool) -> None:
     """Step 7 for one part: each caption's similarity to its class query."""
+    from imagenot.core.io import read_npy, write_json
     from imagenot.curate.embed import embed_part, encoder_spec
-    from imagenot.io import read_npy, write_json
 
     encoder_spec(s)  # a wrong encoder section stops here, naming the key
     if gpu_job or s.device == "cuda":
         import dataclasses
 
+        from imagenot.core.device import cuda_available, resolve_device
         from imagenot.curate.encoders import CONFIG_KEY
-        from imagenot.device import cuda_available, resolve_device
 
-        # by fact, before any caption is read: a GPU job without a GPU stops (imagenot.device)
+        # by fact, before any caption is read: a GPU job without a GPU stops (imagenot.core.device)
         device = resolve_device(s.device, gpu_job, cuda_available(), f"{CONFIG_KEY}.device")
         s = dataclasses.replace(s, device=device)
     wnids = _column(f.candidates, "wnid")
@@ -149,7 +149,8 @@ def select(f: fs.SelectFiles, s: ss.SelectSettings) -> None:
     """Steps 7b-8: score classes, select captions."""
     import numpy as np
 
-    from imagenot import job_usage
+    from imagenot.core import job_usage
+    from imagenot.core.io import read_parquet, write_json, write_parquet
     from imagenot.curate.select import (
         candidate_rows,
         check_class_count,
@@ -158,7 +159,6 @@ def select(f: fs.SelectFiles, s: ss.SelectSettings) -> None:
         select_captions,
         top_captions,
     )
-    from imagenot.io import read_parquet, write_json, write_parquet
 
     if len(f.scores) != len(f.captions):
         raise ValueError("--scores and --captions must list the same parts in the same order")
@@ -185,8 +185,8 @@ def select(f: fs.SelectFiles, s: ss.SelectSettings) -> None:
 
 def audit(f: fs.AuditFiles) -> None:
     """Audit trail and funnel of a curated dataset."""
+    from imagenot.core.io import read_json, read_parquet, write_csv, write_parquet, write_text
     from imagenot.curate.audit import audit_table, funnel_csv, funnel_rows
-    from imagenot.io import read_json, read_parquet, write_csv, write_parquet, write_text
 
     trail = audit_table(*map(read_parquet, (f.candidates_audit, f.candidates, f.class_scores)))
     funnel = funnel_csv(

@@ -36,8 +36,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from imagenot.core.io import (
+    atomic_path,
+    read_json,
+    read_npy,
+    read_parquet,
+    write_json,
+    write_parquet,
+)
 from imagenot.curate.encoders import EncoderSpec, TextEncoder, create_encoder
-from imagenot.io import atomic_path, read_json, read_npy, read_parquet, write_json, write_parquet
 
 if TYPE_CHECKING:
     from imagenot.curate.settings import EmbedSettings, QueriesSettings

@@ -36,8 +36,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from imagenot.config import ConfigError
-from imagenot.registries import Registry
+from imagenot.core.config import ConfigError
+from imagenot.core.registries import Registry
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class EncoderSpec:
         test-only backend without ``allow_test_only: true``. Keys that are not spec fields
         (``chunk_size``, ``allow_test_only``) are accepted and ignored.
         """
-        from imagenot.config import validate_config
+        from imagenot.core.config import validate_config
 
         try:
             resolved = validate_config({"encoder": dict(section)}, schema="curate.schema.yaml")
@@ -185,12 +185,12 @@ def create_encoder(spec: EncoderSpec) -> TextEncoder:
 
 def resolve_device(device: str) -> str:
     """``auto`` = cuda when available, else cpu; ``cuda`` without a device stops
-    (``imagenot.device``, the one device check; a GPU-planned embedding job applies it with
+    (``imagenot.core.device``, the one device check; a GPU-planned embedding job applies it with
     ``--gpu-job`` before it builds the encoder)."""
     if device not in ("auto", "cpu", "cuda"):
         return device  # an explicit device such as cuda:1
-    from imagenot.device import cuda_available
-    from imagenot.device import resolve_device as by_fact
+    from imagenot.core.device import cuda_available
+    from imagenot.core.device import resolve_device as by_fact
 
     return by_fact(device, False, cuda_available(), f"{CONFIG_KEY}.device")
 

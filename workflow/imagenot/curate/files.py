@@ -1,14 +1,14 @@
 """The files of the curate stage's steps (and of WordNet's preparation), one class per rule.
 
 Each field is a role: the rule's ``input``/``output`` key, the command's flag and the attribute
-the command reads (:mod:`imagenot.files`). Kept free of heavy imports, as the settings are.
+the command reads (:mod:`imagenot.core.files`). Kept free of heavy imports, as the settings are.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from imagenot.files import Files, given, made
+from imagenot.core.files import Files, given, made
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from imagenot.core.io import read_parquet
 from imagenot.curate.text import (
     build_tables,
     clean_web_text,
@@ -44,7 +45,6 @@ from imagenot.curate.text import (
     string_array,
     tokenise,
 )
-from imagenot.io import read_parquet
 
 if TYPE_CHECKING:
     from imagenot.curate.settings import MatchSettings
@@ -63,7 +63,7 @@ class LemmaIndex:
 
     @classmethod
     def from_lemma_table(cls, table: pa.Table) -> LemmaIndex:
-        """Build from a (lemma, wnid) table such as ``imagenot.wordnet.noun_lemma_table``."""
+        """Build from a (lemma, wnid) table such as ``imagenot.core.wordnet.noun_lemma_table``."""
         keys = pa.chunked_array([normalise(clean_web_text(table.column("lemma")))]).combine_chunks()
         pairs = pa.table({"key": keys, "wnid": table.column("wnid")})
         pairs = pairs.filter(pc.greater(pc.utf8_length(pairs.column("key")), 0))
@@ -83,7 +83,7 @@ class LemmaIndex:
     @classmethod
     def from_wordnet(cls, nltk_data: str | os.PathLike) -> LemmaIndex:
         """Build straight from WordNet (seconds; rules read ``imagenot lemmas``' table instead)."""
-        from imagenot.wordnet import load_wordnet, noun_lemma_table
+        from imagenot.core.wordnet import load_wordnet, noun_lemma_table
 
         return cls.from_lemma_table(noun_lemma_table(load_wordnet(str(nltk_data))))
 
@@ -319,7 +319,7 @@ MATCH_PARQUET_OPTIONS = {
 
 def write_matches(table: pa.Table, path: str | os.PathLike) -> None:
     """Write a ``match_shard`` table to parquet (atomically, zstd)."""
-    from imagenot.io import write_parquet
+    from imagenot.core.io import write_parquet
 
     write_parquet(table, path, **MATCH_PARQUET_OPTIONS)
 
@@ -398,7 +398,7 @@ def write_shard_matches(
     atomically); return the stats of ``iter_shard_matches`` (with per-wnid ``counts``)."""
     import pyarrow.parquet as pq
 
-    from imagenot.io import atomic_path
+    from imagenot.core.io import atomic_path
 
     stats: dict = {}
     with (

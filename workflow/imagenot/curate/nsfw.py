@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
+from imagenot.core.registries import Registry
 from imagenot.curate.text import normalise, normalise_one
-from imagenot.registries import Registry
 
 
 class WordNetCueFilter:
@@ -35,7 +35,7 @@ class WordNetCueFilter:
     def reason(self, wnid: str, lemmas: list[str], gloss: str, normalised: bool = False) -> str:
         """Why a class is flagged ("" if not). ``normalised``: lemmas and gloss already went
         through ``normalise`` (the table path does that for all classes in one Arrow call)."""
-        from imagenot.wordnet import synset_of
+        from imagenot.core.wordnet import synset_of
 
         synset = synset_of(self.wn, wnid)
         domains = sorted(d.name() for d in synset.usage_domains() if d.name() in self.usage_domains)

@@ -8,7 +8,7 @@ the plan fills them with ``str.format``.
 
 from __future__ import annotations
 
-from imagenot.paths import RESULTS
+from imagenot.core.paths import RESULTS
 
 CURATE = f"{RESULTS}/curate"
 # per shard, dataset-independent (curate_match)

@@ -7,6 +7,7 @@ settings`); this module keeps the file lists, the job enumeration and the cross-
 
 from __future__ import annotations
 
+from imagenot.core.paths import shipped
 from imagenot.curate.paths import (
     AUDIT,
     CALIBRATION,
@@ -23,7 +24,6 @@ from imagenot.curate.paths import (
     SCORES,
     SELECTION,
 )
-from imagenot.paths import shipped
 
 
 def laion_datasets(config: dict) -> list[str]:
@@ -33,9 +33,9 @@ def laion_datasets(config: dict) -> list[str]:
 
 def curated_datasets(config: dict) -> list[str]:
     """The LAION-built datasets this stage curates: the ones some rule of the config reads
-    (:func:`imagenot.split_readers.curated_datasets`); a configured one nothing reads is not
+    (:func:`imagenot.plan.split_readers.curated_datasets`); a configured one nothing reads is not
     curated (its jobs are no target, and ``imagenot plan`` counts none of them)."""
-    from imagenot.split_readers import curated_datasets as read
+    from imagenot.plan.split_readers import curated_datasets as read
 
     return read(config)
 
@@ -133,7 +133,7 @@ def class_mode(config: dict, dataset: str) -> str:
 
 def class_list_input(config: dict, dataset: str) -> list[str]:
     """The class list file as a rule input (published-list mode), else nothing: a relative path
-    missing from the working directory is the clone's file (:func:`imagenot.paths.shipped`)."""
+    missing from the working directory is the clone's file (:func:`imagenot.core.paths.shipped`)."""
     mode = class_mode(config, dataset)
     from imagenot.curate.settings import CLASS_MODES
 
@@ -172,7 +172,7 @@ def check(config: dict) -> None:
     from imagenot.curate.encoders import check_encoder_config
 
     check_encoder_config(config["curate"]["encoder"])
-    from imagenot.wordnet import config_wordnet_dir
+    from imagenot.core.wordnet import config_wordnet_dir
 
     config_wordnet_dir(config)  # every config prepares WordNet (rule all asks for it)
     check_shards(config)
@@ -188,9 +188,9 @@ def check_data(config: dict) -> None:
     then the parts may be gone)."""
     from pathlib import Path
 
-    from imagenot.io import folder_problem
-    from imagenot.paths import MANIFEST
-    from imagenot.run_identity import owns_results, world
+    from imagenot.core.io import folder_problem
+    from imagenot.core.paths import MANIFEST
+    from imagenot.run.run_identity import owns_results, world
 
     names = curated_datasets(config)
     if not names or world(config) != "laion":
@@ -241,8 +241,8 @@ def check_class_list(config: dict, dataset: str) -> None:
         return
     from pathlib import Path
 
+    from imagenot.core.wordnet import config_wordnet_dir, imagenet_wnids
     from imagenot.curate.candidates import checked_class_list
-    from imagenot.wordnet import config_wordnet_dir, imagenet_wnids
 
     path = shipped(classes["from_file"])
     if not Path(path).is_file():

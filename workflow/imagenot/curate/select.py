@@ -29,9 +29,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from imagenot.core.io import iter_parquet
 from imagenot.curate.captions import CAPTION_SCHEMA
 from imagenot.curate.paths import CLASS_SCORES
-from imagenot.io import iter_parquet
 
 if TYPE_CHECKING:
     from imagenot.curate.settings import SelectSettings

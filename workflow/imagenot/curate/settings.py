@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from imagenot.settings import FromConfig, PerDataset, Style
+from imagenot.core.settings import FromConfig, PerDataset, Style
 
 CLASS_MODES = ("discover", "imagenet")
 """The ``classes`` values that are no class list file (``{from_file: PATH}`` is one)."""
@@ -185,7 +185,7 @@ class CalibrationSettings(FromConfig):
         "encoder": "the text encoder in words for the figure's title (backend, model and, for "
         "transformers, the pooling of curate.encoder): a label, not a key",
         "figure_options": "analyse.figure_options, the style every figure shares "
-        "(imagenot.settings.Style)",
+        "(imagenot.core.settings.Style)",
     }
 
     threshold: float

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from imagenot.core.wordnet import imagenet_wnids, lemma_text, synset_of, wnid
 from imagenot.demo import vocabulary as vocab
 from imagenot.demo.settings import DemoSettings
-from imagenot.wordnet import imagenet_wnids, lemma_text, synset_of, wnid
 
 ROLES = (
     "intended_survivors",
@@ -55,7 +55,7 @@ class NounLemmaIndex:
 
     @classmethod
     def from_lemma_table(cls, lemma_table: pa.Table) -> NounLemmaIndex:
-        """From a (lemma, wnid) table such as ``imagenot.wordnet.noun_lemma_table``."""
+        """From a (lemma, wnid) table such as ``imagenot.core.wordnet.noun_lemma_table``."""
         wnids_of: dict[str, set[str]] = defaultdict(set)
         for lemma, sid in zip(
             lemma_table["lemma"].to_pylist(), lemma_table["wnid"].to_pylist(), strict=True

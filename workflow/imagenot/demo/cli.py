@@ -1,4 +1,4 @@
-"""The demo stage's step handler, ``demo-world`` (declared in :mod:`imagenot.steps`)."""
+"""The demo stage's step handler, ``demo-world`` (declared in :mod:`imagenot.core.steps`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from imagenot.files import flag
+from imagenot.core.files import flag
 
 log = logging.getLogger("imagenot.demo")
 
@@ -27,9 +27,9 @@ def world(f, settings: dict | None, out: str, seed: int | None, threads: int) ->
     import time
     from pathlib import Path
 
+    from imagenot.core.wordnet import load_wordnet
     from imagenot.demo.planted import PLANTED_FILE
     from imagenot.demo.world import build_world, write_world
-    from imagenot.wordnet import load_wordnet
 
     for role, where in (
         ("images", "images"),

@@ -1,4 +1,4 @@
-"""The files of the demo stage's steps (:mod:`imagenot.files`).
+"""The files of the demo stage's steps (:mod:`imagenot.core.files`).
 
 The demo world is a folder of its own layout (``--out``: shards under ``laion/``, ``images/``,
 ``truth.parquet``, ``planted_duplicates.parquet``, ``world.json``); ``demo-world`` checks that the files its rule lists are
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from imagenot.files import Files, given, made
+from imagenot.core.files import Files, given, made
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from imagenot.clutter import SHAPES, _grid, _noise, jpeg_bytes, shape_mask
+from imagenot.core.clutter import SHAPES, _grid, _noise, jpeg_bytes, shape_mask
 
 ANGLES = (0.0, np.pi / 4, np.pi / 2, 3 * np.pi / 4)
 FREQUENCIES = (2.0, 4.0, 7.0)

@@ -5,7 +5,7 @@ The rule file rules/demo.smk calls these; Snakemake files themselves define no f
 
 from __future__ import annotations
 
-from imagenot.paths import RESULTS
+from imagenot.core.paths import RESULTS
 
 # The stage's files (rule demo_world's outputs, docs/contracts.md).
 DEMO_DIR = f"{RESULTS}/demo_world"

@@ -1,5 +1,5 @@
 """The scale world's step handler, ``scale-world-shard`` (rule scale_world; declared in
-:mod:`imagenot.steps`)."""
+:mod:`imagenot.core.steps`)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import os
 import re
 import string
 
-from imagenot import paths
+from imagenot.core import paths
 from imagenot.curate import paths as curate_paths
 
 SCALE_DIR = f"{paths.RESULTS}/scale_world"
@@ -66,7 +66,7 @@ def shard_constraint(config: dict) -> str:
 
 def captions_path(config: dict) -> str:
     """The real web captions the scale world resamples (an input of every shard job): a relative
-    path missing from the working directory is the clone's file (:func:`imagenot.paths.shipped`:
+    path missing from the working directory is the clone's file (:func:`imagenot.core.paths.shipped`:
     config/scale.yaml's ``resources/captions/...``)."""
     return paths.shipped(config["scale_world"]["captions"])
 

@@ -91,7 +91,7 @@ class Vocabulary:
 
 def vocabulary(lemma_table: pa.Table, cfg: ScaleSettings) -> Vocabulary:
     """Draw the vocabulary from a (lemma, wnid) table (seeded by ``cfg.seed``)."""
-    from imagenot.wordnet import imagenet_wnids
+    from imagenot.core.wordnet import imagenet_wnids
 
     rng = np.random.default_rng([cfg.seed, 0])
     table = lemma_table.select(["lemma", "wnid"]).filter(
@@ -231,7 +231,7 @@ def write_shard(
 ) -> dict:
     """Generate and write shard ``index`` atomically, one snappy row group at a time (as LAION's
     Spark-written parts); returns the shard's summary (caption kinds, vocabulary size)."""
-    from imagenot.io import atomic_path
+    from imagenot.core.io import atomic_path
 
     counts = np.zeros(len(KINDS), dtype=np.int64)
     with (

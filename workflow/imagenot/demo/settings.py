@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
-from imagenot.settings import FromConfig
+from imagenot.core.settings import FromConfig
 
 T = TypeVar("T")
 
@@ -83,8 +83,8 @@ def section_settings(
     """``cls`` from ``--settings`` JSON (or its loaded object): the rule's complete section, or a
     partial one typed by hand, completed with the schema's defaults (``schema``, the section's schema file) and
     validated there (an unknown key or a wrong value names the key), then parsed strictly."""
-    from imagenot.config import ConfigError, validate_config
-    from imagenot.settings import load, parse
+    from imagenot.core.config import ConfigError, validate_config
+    from imagenot.core.settings import load, parse
 
     raw = {**(load(text) if isinstance(text, str) else text), **overrides}
     try:

@@ -22,8 +22,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from imagenot import job_usage, lifeline
-from imagenot.clutter import jpeg_bytes, render_clutter
+from imagenot.core import job_usage, lifeline
+from imagenot.core.clutter import jpeg_bytes, render_clutter
+from imagenot.core.io import write_json, write_parquet
 from imagenot.demo import images as img
 from imagenot.demo.captions import (
     ROLES,
@@ -43,7 +44,6 @@ from imagenot.demo.planted import (
     place_plants,
 )
 from imagenot.demo.settings import DemoSettings
-from imagenot.io import write_json, write_parquet
 
 LAION_SCHEMA = pa.schema(
     [

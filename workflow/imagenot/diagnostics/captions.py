@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from imagenot.io import read_parquet
+from imagenot.core.io import read_parquet
 
 SUMMARY = ("min", "mean", "median", "max")
 """The statistics of :func:`summary`, in order."""

@@ -1,5 +1,5 @@
 """The handlers of the diagnostics stage's steps (docs/method.md section 3), declared in
-:mod:`imagenot.steps`: each takes its files object (:mod:`imagenot.diagnostics.files`), its
+:mod:`imagenot.core.steps`: each takes its files object (:mod:`imagenot.diagnostics.files`), its
 settings object (:mod:`imagenot.diagnostics.settings`) and its options by name;
 ``wordnet-stats`` is also typed by hand.
 """
@@ -10,14 +10,14 @@ import json as _json
 import os
 import sys
 
-from imagenot.wordnet import NLTK_DATA
+from imagenot.core.wordnet import NLTK_DATA
 
 
 def wordnet_stats(f, json: bool) -> int:
     """WordNet subtree statistics of a class list against a reference list."""
+    from imagenot.core.io import write_json, write_parquet
+    from imagenot.core.wordnet import imagenet_wnids, load_wordnet
     from imagenot.diagnostics import wordnet_stats as ws
-    from imagenot.io import write_json, write_parquet
-    from imagenot.wordnet import imagenet_wnids, load_wordnet
 
     wn = load_wordnet(f.nltk_data or os.environ.get("IMAGENOT_NLTK_DATA", NLTK_DATA))
     try:
@@ -49,8 +49,8 @@ def wordnet_stats(f, json: bool) -> int:
 
 def caption_similarity_stats(f) -> None:
     """Caption-gloss similarity summary of a curation."""
+    from imagenot.core.io import write_json
     from imagenot.diagnostics.captions import caption_stats, read_curation
-    from imagenot.io import write_json
 
     write_json(caption_stats(*read_curation(f.classes, f.selection)), f.stats)
 
@@ -59,12 +59,12 @@ def embed_images(f, s, workers: int, device: str | None, gpu_job: bool) -> None:
     """Embed every image of one split of a dataset with the diagnostics encoder."""
     import numpy as np
 
-    from imagenot.dataset import folder_of
-    from imagenot.device import cuda_available, resolve_device
+    from imagenot.core.dataset import folder_of
+    from imagenot.core.device import cuda_available, resolve_device
     from imagenot.diagnostics import embed
 
     embed.check_clip_input(s)  # the config's sizes, before any file is read
-    # by fact (imagenot.device): a GPU-planned job that sees no CUDA device stops here
+    # by fact (imagenot.core.device): a GPU-planned job that sees no CUDA device stops here
     device = device or resolve_device("auto", gpu_job, cuda_available(), key=None)
     dataset_dir = folder_of(f.manifest, f.classes)
     encoder, description = embed.load_encoder(
@@ -79,9 +79,9 @@ def embed_images(f, s, workers: int, device: str | None, gpu_job: bool) -> None:
 def image_similarity(f, s) -> None:
     """Intra- and inter-class similarity of image embeddings (at most
     ``max_images_per_class`` per class, first in manifest order)."""
+    from imagenot.core.io import write_json, write_parquet
     from imagenot.diagnostics import image_similarity as sim
     from imagenot.diagnostics.embed import first_per_class, read_embeddings
-    from imagenot.io import write_json, write_parquet
 
     arrays = read_embeddings(f.embeddings)
     classes = [str(c) for c in arrays["classes"]]
@@ -97,9 +97,9 @@ def image_similarity(f, s) -> None:
 
 def table(f, s) -> None:
     """Contrast vs reference table with ratios."""
+    from imagenot.core.files import INPUT
+    from imagenot.core.io import read_json, write_text
     from imagenot.diagnostics import table
-    from imagenot.files import INPUT
-    from imagenot.io import read_json, write_text
 
     given = {role: getattr(f, role) for role in f.roles(INPUT)}  # None: not produced
     rows = table.diagnostics_rows(**{r: path and read_json(path) for r, path in given.items()})
@@ -109,9 +109,9 @@ def table(f, s) -> None:
 
 def figure(f, s, labels: list[str]) -> None:
     """One diagnostics figure (PDF and PNG)."""
+    from imagenot.core.figure_style import save
+    from imagenot.core.registries import resolve
     from imagenot.diagnostics.plan import FIGURES
-    from imagenot.figure_style import save
-    from imagenot.registries import resolve
 
     fig = resolve(FIGURES.entry(s.name).draw)(s.name, labels, f, s)
     save(fig, f.pdf, f.png, s.figure_options.dpi)

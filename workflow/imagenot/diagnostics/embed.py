@@ -26,9 +26,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from imagenot import job_usage
+from imagenot.core import job_usage
+from imagenot.core.io import read_npy
 from imagenot.diagnostics.settings import EmbedSettings
-from imagenot.io import read_npy
 
 PROCESSOR_CONFIG = "preprocessor_config.json"  # transformers' image processor config file
 
@@ -159,8 +159,8 @@ def load_encoder(
     registered in :data:`imagenot.diagnostics.encoders.IMAGE_ENCODERS`): a backbone from
     ``checkpoint`` and its run's ``result``, or CLIP ``clip_model``; an unknown kind or a missing
     input is a one-line error naming ``command``."""
+    from imagenot.core.registries import resolve
     from imagenot.diagnostics.encoders import IMAGE_ENCODERS
-    from imagenot.registries import resolve
 
     if kind not in IMAGE_ENCODERS:
         raise SystemExit(
@@ -220,7 +220,7 @@ def embed_dataset(
     """
     from torch.utils.data import DataLoader
 
-    from imagenot.dataset import ManifestDataset
+    from imagenot.core.dataset import ManifestDataset
 
     encode, prepare = encoder
     dataset = ManifestDataset(dataset_dir, settings.split)
@@ -240,7 +240,7 @@ def embed_dataset(
 
 def write_embeddings(arrays: dict[str, np.ndarray], path: str | os.PathLike) -> None:
     """Save the arrays of :func:`embed_dataset` atomically as ``.npz``."""
-    from imagenot.io import atomic_path
+    from imagenot.core.io import atomic_path
 
     with atomic_path(path, ".npz") as tmp:
         np.savez(tmp, **arrays)

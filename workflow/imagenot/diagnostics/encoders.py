@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from imagenot.registries import Registry
+from imagenot.core.registries import Registry
 
 
 @dataclass(frozen=True)

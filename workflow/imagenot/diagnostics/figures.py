@@ -1,5 +1,5 @@
 """Diagnostics figures (matplotlib, Agg): each function takes tables, returns a Figure, drawn in
-the style of every figure of the project (:mod:`imagenot.figure_style`: paper width, fonts,
+the style of every figure of the project (:mod:`imagenot.core.figure_style`: paper width, fonts,
 frame, box plots, resolution) and checked by the same layout test."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from imagenot.core.figure_style import boxplot, integer_ticks, paper_style
+from imagenot.core.io import read_parquet
+from imagenot.core.settings import Style
 from imagenot.diagnostics.files import FigureFiles
-from imagenot.figure_style import boxplot, integer_ticks, paper_style
 from imagenot.figures.layout import wrap_text
-from imagenot.io import read_parquet
-from imagenot.settings import Style
 
 if TYPE_CHECKING:
     from imagenot.diagnostics.settings import FigureSettings

@@ -1,6 +1,6 @@
-"""The files of the diagnostics stage's steps (:mod:`imagenot.files`).
+"""The files of the diagnostics stage's steps (:mod:`imagenot.core.files`).
 
-A dataset's own folder is a format (:mod:`imagenot.dataset`): ``embed-images`` takes its
+A dataset's own folder is a format (:mod:`imagenot.core.dataset`): ``embed-images`` takes its
 manifest and classes, checks that they sit in one folder, and reads the images that folder's
 manifest locates.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from imagenot.files import Files, given, made
-from imagenot.wordnet import NLTK_DATA
+from imagenot.core.files import Files, given, made
+from imagenot.core.wordnet import NLTK_DATA
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from imagenot import paths
 from imagenot.acquire.kinds import wnid_kinds
+from imagenot.core import paths
+from imagenot.core.registries import Registry
 from imagenot.curate import paths as curate_paths
-from imagenot.registries import Registry
 from imagenot.train.paths import FINAL_MODEL, FINAL_RESULT
 
 # The stage's files (Snakemake patterns: the rules' outputs and inputs, docs/contracts.md).
@@ -78,8 +78,8 @@ def check(config: dict) -> None:
         lists["reference_classes"] = cfg["reference_classes"]
     if not lists:
         return
+    from imagenot.core.wordnet import config_wordnet_dir
     from imagenot.diagnostics import wordnet_stats as ws
-    from imagenot.wordnet import config_wordnet_dir
 
     for key, given in lists.items():
         path = paths.shipped(given)
@@ -243,7 +243,7 @@ def figure_inputs(config: dict, name: str, role: str) -> list[str]:
 
 def figure_labels(config: dict, name: str) -> list[str]:
     """``--labels`` of ``imagenot diagnostics-figure`` for ``name``: its sources, in order (each
-    shell-quoted in the rule's line: imagenot.shell_line)."""
+    shell-quoted in the rule's line: imagenot.core.shell_line)."""
     return list(FIGURES.entry(name).sources(config))
 
 

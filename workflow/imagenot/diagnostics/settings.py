@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from imagenot.settings import FromConfig, Style, omitted_when
+from imagenot.core.settings import FromConfig, Style, omitted_when
 
 
 @dataclass(frozen=True)

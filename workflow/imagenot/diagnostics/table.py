@@ -6,9 +6,9 @@ import csv
 import io
 import math
 
+from imagenot.core.escape import csv_row, markdown_text
 from imagenot.diagnostics.captions import SUMMARY
 from imagenot.diagnostics.wordnet_stats import STAT_KEYS
-from imagenot.escape import csv_row, markdown_text
 
 Row = dict[str, object]
 COLUMNS = ("group", "metric", "value", "reference", "ratio")

@@ -29,8 +29,8 @@ from pathlib import Path
 import networkx as nx
 import pyarrow as pa
 
-from imagenot.io import read_parquet
-from imagenot.wordnet import wnid as wnid_of
+from imagenot.core.io import read_parquet
+from imagenot.core.wordnet import wnid as wnid_of
 
 WNID_RE = re.compile(r"^n\d{8}$")
 STAT_KEYS = tuple(
@@ -88,7 +88,7 @@ def check_class_entries(
     (:func:`imagenot.diagnostics.plan.check`, hence ``imagenot validate-config``) both call
     this, so a list the job would refuse is refused before any job, with the same message.
     """
-    from imagenot.wordnet import unknown_noun_synsets
+    from imagenot.core.wordnet import unknown_noun_synsets
 
     problems: list[tuple[int, str]] = []
     first_line: dict[str, int] = {}
@@ -121,7 +121,7 @@ def check_class_entries(
 def resolve_classes(wn, entries: Sequence[ClassEntry], source: str = "class list") -> list:
     """Synsets of ``entries`` in list order, after :func:`check_class_entries` (ClassListError
     naming every bad line at once)."""
-    from imagenot.wordnet import synset_of
+    from imagenot.core.wordnet import synset_of
 
     check_class_entries(entries, source, wn.root.path)
     return [synset_of(wn, entry.wnid) for entry in entries]

@@ -1,4 +1,4 @@
-"""The handler of the evaluate stage's step (declared in :mod:`imagenot.steps`)."""
+"""The handler of the evaluate stage's step (declared in :mod:`imagenot.core.steps`)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ def evaluate_robustness(
     17) on ``threads`` CPU threads; ``gpu_job``: stop without a GPU."""
     import torch
 
+    from imagenot.core.io import keep_freed_memory
     from imagenot.evaluate.metrics import robust_accuracy
     from imagenot.evaluate.robustness import evaluate_checkpoint
-    from imagenot.io import keep_freed_memory
 
     torch.set_num_threads(max(1, threads))
     keep_freed_memory()  # a one-shot process: reuse freed tensor memory instead of page-faulting

@@ -1,10 +1,10 @@
-"""The files of the evaluate stage's step (:mod:`imagenot.files`)."""
+"""The files of the evaluate stage's step (:mod:`imagenot.core.files`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from imagenot.files import Files, given, made
+from imagenot.core.files import Files, given, made
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ Apart from the plan so that a reader needs no import of the train stage's plan.
 
 from __future__ import annotations
 
-from imagenot.paths import RESULTS
+from imagenot.core.paths import RESULTS
 
 RUN_DIR = f"{RESULTS}/evaluate/{{dataset}}/{{protocol}}/{{model}}/seed-{{seed}}"
 ROBUSTNESS = f"{RUN_DIR}/robustness.parquet"

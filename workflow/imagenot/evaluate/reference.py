@@ -78,10 +78,10 @@ def reference_input(
     published: bool, preprocessing: Preprocessing, dataset_dir: str | os.PathLike, split: str
 ) -> Preprocessing | None:
     """The protocol whose geometry runs on the split's original files (published weights on a
-    dataset that stores them: :mod:`imagenot.dataset`), or None: the stored copy is read. A
+    dataset that stores them: :mod:`imagenot.core.dataset`), or None: the stored copy is read. A
     published weight evaluated on the copy is logged as a warning: its input is not the
     published protocol's (a mean of 2-7 levels of 255 apart, docs/contracts.md)."""
-    from imagenot.dataset import has_originals
+    from imagenot.core.dataset import has_originals
 
     if not published or preprocessing.resize_size is None:
         return None

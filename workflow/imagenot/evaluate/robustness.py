@@ -33,14 +33,14 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from imagenot import job_usage
+from imagenot.core import job_usage
+from imagenot.core.io import write_parquet
 from imagenot.evaluate.files import RobustnessFiles
 from imagenot.evaluate.metrics import clopper_pearson, topk_correct
 from imagenot.evaluate.outputs import NonFiniteOutputs, check_finite_outputs, check_published
 from imagenot.evaluate.reference import full_float32, numerics, reference_input, run_is_published
 from imagenot.evaluate.settings import RobustnessSettings
 from imagenot.evaluate.transforms import Transform, build_transforms, key_hashes, transform_uniforms
-from imagenot.io import write_parquet
 from imagenot.train.facts import Preprocessing, run_preprocessing
 from imagenot.train.records import FinalRecord
 
@@ -365,7 +365,7 @@ def dataset_batches(
     (``originals.pil_geometry``: uint8, ``crop_size`` square)."""
     from torch.utils.data import DataLoader
 
-    from imagenot.dataset import ManifestDataset
+    from imagenot.core.dataset import ManifestDataset
 
     geometry = originals.pil_geometry if originals is not None else None
     ds = ManifestDataset(dataset_dir, split, geometry, originals=originals is not None)
@@ -392,9 +392,9 @@ def dataset_batches(
 
 
 def resolve_device(device: str, gpu_job: bool = False) -> torch.device:
-    """The evaluation's device by fact (``imagenot.device.resolve_device``): ``auto`` = the GPU
+    """The evaluation's device by fact (``imagenot.core.device.resolve_device``): ``auto`` = the GPU
     when there is one; a job planned for a GPU (``gpu_job``) that sees none stops."""
-    from imagenot.device import resolve_device as by_fact
+    from imagenot.core.device import resolve_device as by_fact
 
     if device not in ("auto", "cpu", "cuda"):
         return torch.device(device)  # an explicit device such as cuda:1
@@ -410,7 +410,7 @@ def evaluate_checkpoint(
     (``train.device``: ``auto``, ``cpu``, ``cuda``); ``workers``: DataLoader workers (the job's
     cores but one). ``gpu_job``: the config plans this job for a GPU (``resources.gpus > 0``):
     without a CUDA device it stops (:func:`resolve_device`) before reading anything."""
-    from imagenot.dataset import folder_of, read_fingerprint
+    from imagenot.core.dataset import folder_of, read_fingerprint
     from imagenot.train.records import check_fingerprint
 
     dev = resolve_device(settings.device, gpu_job)

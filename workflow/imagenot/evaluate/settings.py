@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from imagenot.settings import FromConfig
+from imagenot.core.settings import FromConfig
 
 
 @dataclass(frozen=True)

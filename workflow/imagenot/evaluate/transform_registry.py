@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from imagenot.registries import Registry
+from imagenot.core.registries import Registry
 
 
 @dataclass(frozen=True)

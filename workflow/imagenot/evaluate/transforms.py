@@ -44,9 +44,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from imagenot.core.registries import resolve
 from imagenot.evaluate import kernels
 from imagenot.evaluate.transform_registry import TRANSFORMS
-from imagenot.registries import resolve
 
 Op = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -332,7 +332,7 @@ def _with_probability(registered: tuple[str, ...]) -> frozenset[str]:
     from the schema once per set of registered names (a plugin registering one later gets a
     fresh read). One without (``Identity``, a plugin's registered without parameters) changes
     every image it is applied to, always."""
-    from imagenot.config import schema_node
+    from imagenot.core.config import schema_node
 
     node = schema_node("evaluate.transforms")["properties"]
     return frozenset(n for n in registered if "p" in node[n].get("properties", {}))

@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 
 from imagenot.analyse import stats
-from imagenot.figure_style import HIGHLIGHT, paper_style
+from imagenot.core.figure_style import HIGHLIGHT, paper_style
+from imagenot.core.settings import Style
 from imagenot.figures import layout
 from imagenot.figures.data import Options, cells, imagenet_x, imagenet_x_label, label_of
 from imagenot.figures.names import show_protocol
-from imagenot.settings import Style
 
 SERIES = (("standard", "Standard", "C0", "o"), ("robust", "Robust", "C3", "s"))
 

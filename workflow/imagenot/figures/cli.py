@@ -1,4 +1,4 @@
-"""The handlers of the figures stage's steps (declared in :mod:`imagenot.steps`): one figure or
+"""The handlers of the figures stage's steps (declared in :mod:`imagenot.core.steps`): one figure or
 one table per call, each from its files by role (:mod:`imagenot.figures.files`) and the settings
 object its rule built (:class:`imagenot.figures.settings.FigureSettings`, ``TableSettings``).
 """
@@ -21,10 +21,10 @@ def _registered(settings, command: str, field: str, names) -> None:
 
 def figure(f: FigureFiles, s: FigureSettings) -> int:
     """Draw one figure (PDF + PNG) from accuracy.csv."""
-    from imagenot.figure_style import save
+    from imagenot.core.figure_style import save
+    from imagenot.core.registries import resolve
     from imagenot.figures.data import load_accuracy
     from imagenot.figures.registry import WORKFLOW_FIGURES
-    from imagenot.registries import resolve
 
     _registered(s, "figure", "kind", FIGURE_KINDS)
     opts, style = s.options, s.figure_options

@@ -1,11 +1,11 @@
-"""The files of the figures stage's steps and of the rankings command (:mod:`imagenot.files`)."""
+"""The files of the figures stage's steps and of the rankings command (:mod:`imagenot.core.files`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from imagenot.analyse.plan import ACCURACY
-from imagenot.files import Files, given, made
+from imagenot.core.files import Files, given, made
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,7 @@ def cell_texts(ax, texts, colors, font_size: float) -> None:
 
 def highlight_ticks(ticks, hot) -> None:
     """Tick labels of highlighted models (``hot``: a flag per tick) in bold, their colour."""
-    from imagenot.figure_style import HIGHLIGHT
+    from imagenot.core.figure_style import HIGHLIGHT
 
     for tick in (t for t, h in zip(ticks, hot, strict=True) if h):
         tick.set_color(HIGHLIGHT)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from imagenot.names import PUBLISHED_DATASET, TORCHVISION
+from imagenot.core.names import PUBLISHED_DATASET, TORCHVISION
 
 WORDS = {
     word.lower(): word

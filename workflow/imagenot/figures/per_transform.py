@@ -7,10 +7,10 @@ import pandas as pd
 
 from imagenot.analyse import stats
 from imagenot.analyse.table import is_standard
-from imagenot.figure_style import integer_ticks, paper_style
+from imagenot.core.figure_style import integer_ticks, paper_style
+from imagenot.core.settings import Style
 from imagenot.figures import layout
 from imagenot.figures.data import Options
-from imagenot.settings import Style
 
 
 def rank_matrix(

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from imagenot.analyse import PUBLISHED_DATASET
 from imagenot.analyse.plan import ACCURACY, RANKINGS, VARIANTS
+from imagenot.core.io import code_version
+from imagenot.core.names import NAME_PATTERN
+from imagenot.core.paths import FIGURES, TABLES
 from imagenot.figures.registry import WORKFLOW_FIGURES, WORKFLOW_TABLES
-from imagenot.io import code_version
-from imagenot.names import NAME_PATTERN
-from imagenot.paths import FIGURES, TABLES
 
 # The stages' files (Snakemake patterns: the rules' outputs and inputs, docs/contracts.md).
 FIGURE_PDF = f"{FIGURES}/{{figure}}.pdf"

@@ -16,10 +16,10 @@ import pandas as pd
 
 from imagenot.analyse import stats
 from imagenot.analyse.compare import MIN_MODELS
-from imagenot.figure_style import HIGHLIGHT, PAGE_RATIO, integer_ticks, paper_style
+from imagenot.core.figure_style import HIGHLIGHT, PAGE_RATIO, integer_ticks, paper_style
+from imagenot.core.settings import Style
 from imagenot.figures import layout
 from imagenot.figures.data import Options, cells, ordered_labels, transfer_labels
-from imagenot.settings import Style
 
 LINE_LABELS = 12
 """Rank-change lines named per panel: the largest climbs and falls (then the highlighted)."""
@@ -87,7 +87,7 @@ lines."""
 
 
 def _page_in(style: Style) -> float:
-    """Height a page leaves the rows of panels (:data:`imagenot.figure_style.PAGE_RATIO`)."""
+    """Height a page leaves the rows of panels (:data:`imagenot.core.figure_style.PAGE_RATIO`)."""
     return style.width_in * PAGE_RATIO - HEAD_IN
 
 

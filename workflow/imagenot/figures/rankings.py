@@ -14,10 +14,10 @@ import pandas as pd
 
 from imagenot.analyse.cells import CELL_INTERVAL_NAMES
 from imagenot.analyse.stats import ranks
-from imagenot.figure_style import HIGHLIGHT, PAGE_RATIO, paper_style
+from imagenot.core.figure_style import HIGHLIGHT, PAGE_RATIO, paper_style
+from imagenot.core.settings import Style
 from imagenot.figures import layout
 from imagenot.figures.data import Options, cells, ordered_labels, transfer_labels
-from imagenot.settings import Style
 
 PLOT_IN = 1.4
 """Width of a panel's plotting area (inches), beside its model labels."""

@@ -2,7 +2,7 @@
 
 It runs the analysis (:func:`imagenot.analyse.rankings.rankings_report`), prints its digest
 (:func:`summary_text`) and, with ``--report``, draws that report (:mod:`imagenot.figures.report`).
-Its flags are declared with its step (:data:`imagenot.steps.STEPS`); its handler, its checks and
+Its flags are declared with its step (:data:`imagenot.core.steps.STEPS`); its handler, its checks and
 the summary live here, in the figures stage above the analyse stage it uses, so that no import
 goes up the stages (analyse never imports figures).
 """
@@ -37,7 +37,7 @@ statement of its domain."""
 
 def rankings(f: RankingsFiles, **flags: Any) -> int:
     """Do rankings transfer? statistics, figures and tables of any results table (its flags:
-    :data:`imagenot.steps.STEPS`' ``rankings``)."""
+    :data:`imagenot.core.steps.STEPS`' ``rankings``)."""
     from imagenot.analyse.checks import (
         check_accuracy_option,
         parse_floors,
@@ -52,7 +52,7 @@ def rankings(f: RankingsFiles, **flags: Any) -> int:
         read_tables,
         select_variant,
     )
-    from imagenot.io import write_text
+    from imagenot.core.io import write_text
 
     args = argparse.Namespace(**flags)
     settings = _settings(args)
@@ -147,7 +147,7 @@ def _style(args: argparse.Namespace):
 
     from imagenot.analyse.checks import schema_problem
     from imagenot.analyse.table import TableError
-    from imagenot.settings import Style
+    from imagenot.core.settings import Style
 
     for field in ("dpi", "top"):
         flag, key = FLAGS[field]
@@ -192,7 +192,7 @@ def _settings(args: argparse.Namespace) -> RankingsSettings | str:
             interval=args.interval,
         )
     else:
-        from imagenot.settings import SettingsError, parse
+        from imagenot.core.settings import SettingsError, parse
 
         try:
             settings = parse(RankingsSettings, args.settings)

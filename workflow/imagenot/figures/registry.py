@@ -1,6 +1,6 @@
 """The one list of figure and table names (config schema enums and CLI choices derive from it).
 
-Each is an :class:`imagenot.registries.Registry` (a dict). Workflow figures and tables are drawn
+Each is an :class:`imagenot.core.registries.Registry` (a dict). Workflow figures and tables are drawn
 from ``results/analyse/accuracy.csv`` by the rules of ``rules/analyse.smk`` and ``rules/figures.smk`` (names are config
 values of ``analyse.figures`` / ``analyse.tables``, which the schema loader fills from these
 registries). Report figures and tables are what
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from imagenot.registries import Registry
+from imagenot.core.registries import Registry
 
 #: What one file of a figure kind can be drawn for, in the order its name spells them
 #: (``accuracy_vs_imagenet_{dataset}_{protocol}``).

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from imagenot.figure_style import HIGHLIGHT, paper_style
+from imagenot.core.figure_style import HIGHLIGHT, paper_style
+from imagenot.core.settings import Style
 from imagenot.figures import layout
 from imagenot.figures.data import Options, cells, imagenet_x, ordered_labels
-from imagenot.settings import Style
 
 NAME_IN = 2.0
 """Longest model name under the x axis (inches); longer ones are shortened in the middle."""

@@ -17,10 +17,10 @@ import numpy as np
 
 from imagenot.analyse import stats
 from imagenot.analyse.report import RankingsReport
-from imagenot.figure_style import paper_style, save
+from imagenot.core.figure_style import paper_style, save
+from imagenot.core.settings import Style
 from imagenot.figures import accuracy_vs_imagenet, layout, rankings, tables
 from imagenot.figures.registry import REPORT_FIGURES, REPORT_TABLES
-from imagenot.settings import Style
 
 ACCURACY_PAGE_ROWS = 4
 """Rows of panels on a page of the accuracy-vs-reference figure."""
@@ -160,7 +160,7 @@ def error_correlations(rep: RankingsReport, style: Style):
 def write_report(rep: RankingsReport, outdir: str | os.PathLike, style: Style) -> list[str]:
     """Write every report figure (PDF and PNG, at ``style.dpi``; a figure of several pages as
     ``NAME``, ``NAME_2``, ...) and table (CSV and Markdown) into ``outdir``."""
-    from imagenot.registries import resolve
+    from imagenot.core.registries import resolve
 
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """The settings objects of the figures stage's rules: ``imagenot figure`` (one per figure file)
 and ``imagenot table`` (one per table), with the sections they share: :class:`Options` (the
-analyse keys every figure and table reads) and the figure style (:class:`imagenot.settings.Style`,
+analyse keys every figure and table reads) and the figure style (:class:`imagenot.core.settings.Style`,
 ``analyse.figure_options``).
 
 Each field is named as the schema names it and ``from_config`` reads it from the validated
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from imagenot.core.settings import FromConfig, Style
 from imagenot.figures import names
-from imagenot.settings import FromConfig, Style
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 
 from imagenot.analyse.report import P_FLOOR, RankingsReport
-from imagenot.escape import csv_frame, markdown_text
+from imagenot.core.escape import csv_frame, markdown_text
+from imagenot.core.io import atomic_path
 from imagenot.figures import accuracy_vs_imagenet
 from imagenot.figures.data import Options, cells, nice
-from imagenot.io import atomic_path
 
 Reports = dict[str, RankingsReport]
 """The run's rankings reports by variant (``standard``, ``robust``), as a table builder gets
@@ -66,7 +66,7 @@ def published_check(acc: pd.DataFrame, reports: Reports, opts: Options) -> pd.Da
     more than ``max_deviation`` points (a wrong protocol shows here first; a subset of
     ImageNet's classes or images scores differently by design, see ``n``). The run summary
     lists a flagged row of the whole validation set as a problem
-    (:mod:`imagenot.run_summary`)."""
+    (:mod:`imagenot.run.run_summary`)."""
     from imagenot.train.facts import PUBLISHED_TOLERANCE
 
     rows = acc[
@@ -211,8 +211,8 @@ def report_across_datasets(rep: RankingsReport) -> pd.DataFrame:
 def builder(name: str) -> Builder:
     """The builder of workflow table ``name`` (registered in
     :data:`imagenot.figures.registry.WORKFLOW_TABLES`, the one list of table names)."""
+    from imagenot.core.registries import resolve
     from imagenot.figures.registry import WORKFLOW_TABLES
-    from imagenot.registries import resolve
 
     return resolve(WORKFLOW_TABLES.entry(name))
 

@@ -1,7 +1,7 @@
 """GPU time of a configured search, from epochs, images and a per-model throughput table.
 
 Pure functions (no torch): an upper bound (no trial stops early), which is what a scheduler
-must be ready for; early stopping makes real runs shorter. Used by imagenot plan (imagenot.costs) for
+must be ready for; early stopping makes real runs shorter. Used by imagenot plan (imagenot.plan.costs) for
 docs/gpu.md.
 """
 

@@ -31,7 +31,7 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
-from imagenot.io import atomic_path, sha256_file
+from imagenot.core.io import atomic_path, sha256_file
 from imagenot.train.paths import previous, remove_checkpoint  # noqa: F401 (torch-free, here too)
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ def save_checkpoint(path: Path, model: nn.Module, optimizer, state: State) -> No
     }
     meta[DIGEST_KEY] = checkpoint_digest(tensors, meta)
     # a recovery file, not an output: written even when the job has ended (the next attempt
-    # resumes from it; imagenot.lifeline)
+    # resumes from it; imagenot.core.lifeline)
     with atomic_path(path, ".safetensors", output=False) as tmp:
         save_file(tensors, str(tmp), metadata=meta)
         with open(tmp, "rb") as f:  # on disk before any rename makes it the checkpoint
@@ -104,7 +104,7 @@ def checkpoint_digest(tensors: Mapping[str, torch.Tensor], meta: Mapping[str, st
     """sha256 of a checkpoint's tensors (:func:`tensors_digest`) and its metadata but
     :data:`DIGEST_KEY` (the job's progress, the optimizer's settings): stored in the file by
     :func:`save_checkpoint`, so that a flipped bit anywhere in what is resumed is found."""
-    from imagenot.settings import to_json
+    from imagenot.core.settings import to_json
 
     text = to_json({k: v for k, v in meta.items() if k != DIGEST_KEY})
     return hashlib.sha256(f"{tensors_digest(tensors)}\0{text}".encode()).hexdigest()

@@ -1,5 +1,5 @@
 """Cross-key checks of the train config that the schema cannot express (the stage's
-``check``, run by ``imagenot.stages.check_workflow_config`` before any job, hence by the
+``check``, run by ``imagenot.core.stages.check_workflow_config`` before any job, hence by the
 workflow and ``imagenot validate-config``): the models' input sizes and names, each experiment's
 dataset, space and starting weights, the spaces' search budgets, the nodes of a job, and the
 stored image size that published weights need. Each raises ConfigError naming the key.
@@ -7,9 +7,9 @@ stored image size that published weights need. Each raises ConfigError naming th
 
 from __future__ import annotations
 
-from imagenot.config import ConfigError
-from imagenot.names import name_problem
-from imagenot.registries import RegistryError
+from imagenot.core.config import ConfigError
+from imagenot.core.names import name_problem
+from imagenot.core.registries import RegistryError
 from imagenot.train.experiments import TORCHVISION, is_published, published_weights, source
 from imagenot.train.registry import MODELS, check_input_size
 from imagenot.train.search import SearchError, check_budget, check_space
@@ -139,7 +139,7 @@ def check_per_node(key: str, gpus: int, nodes: int, cpus_per_gpu: int) -> None:
     its cores per node (those GPUs times ``cpus_per_gpu``) at most the cores of one node: the
     bounds of workflow/schemas/resources.schema.yaml ($defs gpus, cores). A request past them
     is a typo no scheduler could place (torchrun would start thousands of processes)."""
-    from imagenot.config import load_schema
+    from imagenot.core.config import load_schema
 
     bounds = load_schema("resources.schema.yaml")["$defs"]
     per_node = gpus // nodes

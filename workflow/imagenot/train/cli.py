@@ -1,4 +1,4 @@
-"""The train stage's workflow steps (declared in :mod:`imagenot.steps`; torch is imported in
+"""The train stage's workflow steps (declared in :mod:`imagenot.core.steps`; torch is imported in
 handlers).
 
 Each step gets everything from config as one ``--settings`` object: the rule builds it with
@@ -89,7 +89,7 @@ def preregistration_table(files, record: Path) -> None:
     """The preregistration record as CSV: experiments, hashes, models, amendments."""
     import pyarrow as pa
 
-    from imagenot.io import write_csv
+    from imagenot.core.io import write_csv
     from imagenot.train.prereg import record_table
 
     rows = record_table(record)

@@ -1,4 +1,4 @@
-"""Which device a training job runs on (by fact, not by request: ``imagenot.device``, the one
+"""Which device a training job runs on (by fact, not by request: ``imagenot.core.device``, the one
 check of every GPU rule) and the process-wide torch settings of a job."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import os
 
 import torch
 
-from imagenot.device import DeviceError, resolve_device
-from imagenot.io import keep_freed_memory
+from imagenot.core.device import DeviceError, resolve_device
+from imagenot.core.io import keep_freed_memory
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ def deterministic_for(setting: bool | None, device: str) -> bool:
 def configure(deterministic: bool, threads: int) -> None:
     """Process-wide settings: thread count, deterministic algorithms (with cuBLAS's fixed
     workspace, ``CUBLAS_WORKSPACE_CONFIG``) or cuDNN autotuning, and
-    glibc's malloc keeping freed memory (``imagenot.io.keep_freed_memory``: a training job is one
+    glibc's malloc keeping freed memory (``imagenot.core.io.keep_freed_memory``: a training job is one
     process whose every step frees and re-allocates the same activations; without it they
     page-fault anew in some allocation histories, up to a tenth of a CPU step's time)."""
     keep_freed_memory()

@@ -1,10 +1,10 @@
 """Training's GPU time, estimated: when trials stop (early stopping, three ways), the GPU-hours
 of every trained experiment and model, its chain of jobs for the schedule
-(:mod:`imagenot.schedule`), the wall time on a number of GPUs, the longest single job, and what
+(:mod:`imagenot.plan.schedule`), the wall time on a number of GPUs, the longest single job, and what
 a run in the working directory has already done and measured (its records re-estimate the rest).
 
 Pure functions of the config, a throughput table (images/s per GPU and model) and the run's
-records; ``imagenot plan`` (:mod:`imagenot.costs`, :mod:`imagenot.plan_cli`) prints them, each
+records; ``imagenot plan`` (:mod:`imagenot.plan.costs`, :mod:`imagenot.plan.plan_cli`) prints them, each
 figure with its source. The bound (no trial stops early) is :mod:`imagenot.train.budget`'s.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from imagenot.acquire.sizes import dataset_bytes, dataset_images, originals_bytes
 
 # data-parallel jobs (train.gpus_per_job > 1): the share of linear speed-up kept per doubling
-# of the GPUs (an assumption; imagenot.schedule.speed)
+# of the GPUs (an assumption; imagenot.plan.schedule.speed)
 DDP_EFFICIENCY = 0.9
 
 # Early stopping: when a trial of a space that does not end at its schedule's horizon stops,
@@ -116,8 +116,8 @@ def job_gpus(config: dict, model: str | None = None) -> int:
 
 def gpu_job_hours(epochs: float, images: float, rate: float, gpus: int) -> float:
     """Wall-clock hours of a job of ``epochs`` over ``images`` at ``rate`` images/s per GPU on
-    ``gpus`` GPUs (data-parallel: :func:`imagenot.schedule.speed`)."""
-    from imagenot.schedule import speed
+    ``gpus`` GPUs (data-parallel: :func:`imagenot.plan.schedule.speed`)."""
+    from imagenot.plan.schedule import speed
 
     return epochs * images / (rate * speed(gpus, DDP_EFFICIENCY)) / 3600.0
 
@@ -130,9 +130,9 @@ def epoch_images(sizes: dict) -> float:
 
 def run_records(config: dict, root: Path | str = ".") -> dict[tuple[str, str, str], dict]:
     """What the run in working directory ``root`` has measured of each trained experiment and
-    model of ``config`` (:func:`imagenot.measured.read_runs` of its ``results/train``
+    model of ``config`` (:func:`imagenot.plan.measured.read_runs` of its ``results/train``
     folders)."""
-    from imagenot.measured import read_runs
+    from imagenot.plan.measured import read_runs
     from imagenot.train import plan
     from imagenot.train.paths import RUN
 
@@ -164,13 +164,13 @@ def training_rows(config: dict, throughput: dict, records: dict | None = None) -
     """Estimated GPU-hours per trained experiment and model, three ways (``low``,
     ``expected``, ``bound``: :func:`stop_epochs`), at the model's GPUs per job (:func:`job_gpus`)
     (data-parallel at :data:`DDP_EFFICIENCY` of linear), with its chain's stages
-    (:class:`imagenot.schedule.Chain`: the halving stages' slots, then the final seeds after
+    (:class:`imagenot.plan.schedule.Chain`: the halving stages' slots, then the final seeds after
     the first, which reuses the selected trial's weights). A TL experiment's GPU work is one
     features pass over the train and val splits (``plan.FEATURE_SPLITS``) at
     :data:`FORWARD_SPEEDUP` times the training rate. ``records`` (the run's own,
     :func:`run_records`): its stop epochs replace the assumption, its jobs
     done are left out of what is left (``done_gpu_hours``, ``left``)."""
-    from imagenot.schedule import Chain, Stage
+    from imagenot.plan.schedule import Chain, Stage
     from imagenot.train import experiments, plan
 
     records = records or {}
@@ -255,16 +255,16 @@ def _done_jobs(rec: dict | None, space: dict, n_stages: int) -> list[int]:
 
 
 def chains(rows: list[dict]) -> list:
-    """The chains of what is left to train (:class:`imagenot.schedule.Chain`), one per row."""
+    """The chains of what is left to train (:class:`imagenot.plan.schedule.Chain`), one per row."""
     return [r["chain"] for r in rows]
 
 
 def wall_time(rows: list[dict], gpus: int) -> dict:
     """Training's wall time on ``gpus`` GPUs (what is left of it): the schedule of its jobs,
-    critical chain first (:func:`imagenot.schedule.simulate`), with the share of the reserved
+    critical chain first (:func:`imagenot.plan.schedule.simulate`), with the share of the reserved
     GPU-hours the jobs use, beside its two lower bounds: the longest chain and the GPU-hours
     over every GPU. More GPUs never lengthen the bounds; the schedule follows them."""
-    from imagenot.schedule import critical_chain, simulate
+    from imagenot.plan.schedule import critical_chain, simulate
 
     if gpus < 1:
         raise ValueError(f"--gpus must be at least 1, got {gpus}")
@@ -374,10 +374,10 @@ def longest_expected_job(rows: list[dict]) -> dict | None:
 def gpu_memory(config: dict, throughput_memory: list[dict] | None) -> dict:
     """GPU memory (device memory, not the host's) of the training job that needs the most:
     from a preflight report's memory checks when given (measured), else per model the peak
-    :data:`imagenot.measured.H200_MEMORY` measured on an H200, at the largest per-GPU batch of
+    :data:`imagenot.plan.measured.H200_MEMORY` measured on an H200, at the largest per-GPU batch of
     the model's jobs (scaled in proportion to the images where that batch is larger than the
     measured one: an estimate, since the weights and optimizer state do not grow)."""
-    from imagenot.measured import H200_MEMORY, H200_SOURCE
+    from imagenot.plan.measured import H200_MEMORY, H200_SOURCE
     from imagenot.train import experiments, plan
 
     if throughput_memory:
@@ -436,7 +436,7 @@ def node_local_disk(config: dict) -> dict:
 def _with_originals(config: dict, dataset: str) -> int | None:
     """The bytes a node's copy of ``dataset`` holds: the stored images and the kept originals
     (the copy is of the whole dataset folder: its stored splits, each at its side)."""
-    from imagenot.split_readers import split_sizes
+    from imagenot.plan.split_readers import split_sizes
 
     sides = split_sizes(config, dataset)
     stored = dataset_bytes(config, dataset, tuple(sides), sides)[0]

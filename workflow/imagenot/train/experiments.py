@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from imagenot.config import ConfigError
-from imagenot.names import TORCHVISION  # the protocol source of published ImageNet weights
+from imagenot.core.config import ConfigError
+from imagenot.core.names import TORCHVISION  # the protocol source of published ImageNet weights
 from imagenot.train.paths import FEATURES_DIR, FINAL_MODEL, FINAL_RESULT, PUBLISHED_SEED, RUN
 
 
@@ -112,7 +112,7 @@ def normalisation(config: dict, protocol: str, model: str) -> dict[str, list[flo
     ImageNet weights use the weights' own (``imagenot.train.facts``: EfficientNet-V2-L's are
     0.5), every other job ``train.normalisation`` (models trained here, and FT/TL from them)."""
     if source(protocol) == TORCHVISION:
-        from imagenot.registries import RegistryError
+        from imagenot.core.registries import RegistryError
         from imagenot.train.facts import weight_facts
 
         try:
@@ -131,7 +131,7 @@ def init_weights(config: dict, protocol: str, model: str) -> list[str]:
     if start is None:
         return []
     if start == TORCHVISION:  # published ImageNet weights, whatever their source
-        from imagenot.registries import RegistryError
+        from imagenot.core.registries import RegistryError
         from imagenot.train.registry import weights_filename
 
         weights = published_weights(config["train"], model)

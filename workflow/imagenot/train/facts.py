@@ -34,7 +34,7 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from imagenot.registries import RegistryError
+from imagenot.core.registries import RegistryError
 
 if TYPE_CHECKING:
     import torch
@@ -356,7 +356,7 @@ def _from_row(row: dict[str, str]) -> WeightFacts:
 
 def derived_table() -> str:
     """The table's text as the readers make it: one row per registry entry with weights."""
-    from imagenot.escape import csv_row
+    from imagenot.core.escape import csv_row
     from imagenot.train.registry import MODELS
 
     out = io.StringIO()

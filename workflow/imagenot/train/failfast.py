@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from imagenot.io import write_json
+from imagenot.core.io import write_json
 
 # A training job's status file sits beside its output (:func:`status_for`)
 STATUS_SUFFIX = ".job-status.json"
@@ -101,12 +101,12 @@ def permanent_cause(exc: BaseException) -> str | None:
     """The one-line message of a fault no retry can fix, or None (a retry may succeed).
 
     Permanent: :class:`PermanentFailure` (first-step out of memory, missing weights, a diverged
-    final run), a GPU job that sees no GPU (``imagenot.device.DeviceError``: the profile's GPU
+    final run), a GPU job that sees no GPU (``imagenot.core.device.DeviceError``: the profile's GPU
     request), a config or registry refusal, and a corrupt weights file. Everything else (a lost
     node, an NCCL or CUDA driver fault, a killed process, an I/O error) is left to the retry."""
-    from imagenot.config import ConfigError
-    from imagenot.device import DeviceError
-    from imagenot.registries import RegistryError
+    from imagenot.core.config import ConfigError
+    from imagenot.core.device import DeviceError
+    from imagenot.core.registries import RegistryError
 
     if isinstance(exc, PermanentFailure | DeviceError | ConfigError | RegistryError):
         return str(exc)

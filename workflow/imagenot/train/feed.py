@@ -393,7 +393,7 @@ def stage_to_local(
     75 and its retry stages again), so staging a large dataset cannot outlast the time limit."""
     import time
 
-    from imagenot.paths import FINGERPRINT_FILE
+    from imagenot.core.paths import FINGERPRINT_FILE
     from imagenot.train.interrupts import Preempted
 
     root = root or os.environ.get("TMPDIR")

@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from torch.utils.data import Dataset, get_worker_info
 
 from imagenot.acquire.dataset import Record, write_dataset
-from imagenot.dataset import ManifestDataset
+from imagenot.core.dataset import ManifestDataset
 from imagenot.train.feed import EncodedImages, Feeder, autocast, layout, to_device
 from imagenot.train.registry import build_model
 from imagenot.train.schedules import build_optimizer

@@ -1,4 +1,4 @@
-"""The files of the train stage's steps, by role (:mod:`imagenot.files`): drawing an
+"""The files of the train stage's steps, by role (:mod:`imagenot.core.files`): drawing an
 experiment's trials, a trial's slot, a halving rung's decision, the selection, a final run, a
 TL backbone's features, a published weights' run, the preregistration table and the preflight.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from imagenot.files import Files, given, made
+from imagenot.core.files import Files, given, made
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenot.io import atomic_path, sha256_file
+from imagenot.core.io import atomic_path, sha256_file
 from imagenot.train import search
 from imagenot.train.failfast import diverged_final
 from imagenot.train.identity import Job, dataset_of, init_description

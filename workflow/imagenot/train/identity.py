@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenot.io import sha256_file
+from imagenot.core.io import sha256_file
 from imagenot.train.failfast import missing_weights
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def dataset_of(files: TrialFiles | FinalFiles | FeaturesFiles) -> tuple[Path, in
     """(folder, number of classes, fingerprint) of the dataset a training job's ``files``
     hand it: its manifest's folder (the shards and classes it is read with) and its
     fingerprint file."""
-    from imagenot.dataset import read_classes, read_fingerprint_file
+    from imagenot.core.dataset import read_classes, read_fingerprint_file
 
     dataset_dir = Path(files.manifest).parent
     return dataset_dir, len(read_classes(dataset_dir)), read_fingerprint_file(files.fingerprint)

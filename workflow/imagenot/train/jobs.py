@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenot.io import sha256_file, write_text
+from imagenot.core.io import sha256_file, write_text
 from imagenot.train import search
 from imagenot.train.checkpoints import history_csv, remove_checkpoint
 from imagenot.train.device import configure, deterministic_for, resolve_device
@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 def load_split(dataset_dir: Path, split: str, in_memory: bool, encoded: bool = False):
     """A split as InMemory tensors, or a streaming ManifestDataset (``encoded``: serving the
     JPEG bytes, decoded batch-wise on the GPU; see imagenot.train.feed)."""
-    from imagenot.dataset import ManifestDataset, load_split_tensors
+    from imagenot.core.dataset import ManifestDataset, load_split_tensors
 
     if in_memory:
         return InMemory(*load_split_tensors(dataset_dir, split))

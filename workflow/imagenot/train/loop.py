@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from imagenot import job_usage
+from imagenot.core import job_usage
 from imagenot.train.checkpoints import (
     State,
     load_checkpoint,

@@ -11,7 +11,7 @@ optimizer (planning checks a search space's names here without importing torch):
 
 from __future__ import annotations
 
-from imagenot.registries import Registry
+from imagenot.core.registries import Registry
 
 _LOOP = "imagenot.train.schedules"
 

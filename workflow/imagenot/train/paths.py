@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from imagenot.paths import RESULTS
+from imagenot.core.paths import RESULTS
 
 TRAIN = f"{RESULTS}/train"
 # the preregistration record (imagenot.train.prereg) and its report table

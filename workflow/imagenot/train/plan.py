@@ -232,8 +232,8 @@ def check_data(config: dict) -> None:
     """The published weights on disk: ``train.weights_dir`` a folder holding every weights file
     the config's experiments start from or evaluate (FT/TL from ImageNet, ``weights:
     published``), unless this study's results of those experiments exist already."""
-    from imagenot.io import folder_problem
-    from imagenot.run_identity import owns_results
+    from imagenot.core.io import folder_problem
+    from imagenot.run.run_identity import owns_results
     from imagenot.train.experiments import TORCHVISION, published_weights, source
     from imagenot.train.registry import weights_filename
 

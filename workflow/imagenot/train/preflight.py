@@ -7,7 +7,7 @@ Checks, each ``pass``, ``warn`` (runs, but wastes GPU time or departs from the p
 ``fail`` (the jobs would fail), ``skip`` (with its reason: a GPU-only check on a CPU run) or
 ``info`` (measured, not judged):
 
-* ``cuda``: the device the jobs will use, by the jobs' own rule (``imagenot.device``), and a
+* ``cuda``: the device the jobs will use, by the jobs' own rule (``imagenot.core.device``), and a
   matrix product and a cuDNN convolution on it (the env's CUDA against the node's driver);
 * ``memory``: per model and space, two training steps (forward, backward, SGD step: momentum
   buffers allocated) in bf16 autocast on channels-last inputs, as the loop trains, at the
@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from imagenot.device import DeviceError, cuda_available, resolve_device
+from imagenot.core.device import DeviceError, cuda_available, resolve_device
 from imagenot.train import feed_bench, preflight_feed, preflight_precision, rings
 from imagenot.train.experiments import accumulation
 from imagenot.train.feed import layout, preprocess

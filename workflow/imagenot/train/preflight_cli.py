@@ -21,7 +21,7 @@ from pathlib import Path
 def _settings(settings, config, models, spaces, device):
     """The rule's settings, or those of the ``config`` files typed by hand, narrowed to
     ``models`` and ``spaces`` (comma-separated) and checked on ``device``."""
-    from imagenot.config import load_configs
+    from imagenot.core.config import load_configs
     from imagenot.train.settings import PreflightSettings
 
     if (settings is None) == (config is None):
@@ -47,7 +47,7 @@ def _settings(settings, config, models, spaces, device):
 def run(files, settings, *, config, models, spaces, device, threads, progress, table, **feed):
     """Check one GPU against the config's training jobs before submitting them; ``feed``: the
     measured checks' :class:`imagenot.train.preflight.Options`."""
-    from imagenot.io import write_json, write_text
+    from imagenot.core.io import write_json, write_text
     from imagenot.train import preflight, preflight_plan
     from imagenot.train.device import configure, deterministic_for
 

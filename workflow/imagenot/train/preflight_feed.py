@@ -135,7 +135,7 @@ class Samples:
     def _real(self, side: int):
         """(sample, where, the dataset's folder or None) at the jobs' location: a sample of a
         built dataset stored at ``side``, else JPEGs written beside the datasets."""
-        from imagenot.dataset import DatasetError, ManifestDataset
+        from imagenot.core.dataset import DatasetError, ManifestDataset
 
         for name, folder in self.dirs.items():
             with contextlib.suppress(DatasetError, OSError, ValueError, IndexError):

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from imagenot.acquire.sizes import stored_size
-from imagenot.paths import RESULTS
+from imagenot.core.paths import RESULTS
 from imagenot.train import experiments
 
 PREFLIGHT = f"{RESULTS}/preflight"
@@ -196,7 +196,7 @@ def measured_job(job, report: str | Path):
     batch ``report``, its model's preflight on this site, measured to fit, or
     ``train.max_batch_per_gpu`` where lower; unchanged for a head fit over stored features and
     where the report measured nothing (a CPU preflight)."""
-    from imagenot.io import read_json
+    from imagenot.core.io import read_json
 
     fit = None if job.features else measured_batch(read_json(Path(report)), job.model)
     if fit is None:
@@ -209,7 +209,7 @@ def dataset_dirs(config: dict) -> dict[str, str]:
     """Where the training jobs read each dataset they train on (``paths.DATASET``, relative to
     the workflow's directory, where the preflight job runs), by name: the feed check measures a
     sample read there (``imagenot.train.preflight_feed``)."""
-    from imagenot.paths import DATASET
+    from imagenot.core.paths import DATASET
 
     names = [
         e["dataset"] for e in config["train"]["experiments"] if not experiments.is_published(e)

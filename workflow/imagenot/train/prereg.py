@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from imagenot.io import write_json, write_parquet
+from imagenot.core.io import write_json, write_parquet
 from imagenot.train import search
 from imagenot.train.records import read_registration
 from imagenot.train.search import at_chance, canonical_hash

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenot.io import sha256_file
+from imagenot.core.io import sha256_file
 from imagenot.train.records import FinalRecord, write_final
 
 if TYPE_CHECKING:
@@ -39,12 +39,12 @@ def run_published(settings: PublishedSettings, files: PublishedFiles, run: Mappi
     """
     import torch
 
-    from imagenot.dataset import read_class_file, read_fingerprint_file
-    from imagenot.registries import RegistryError
+    from imagenot.core.dataset import read_class_file, read_fingerprint_file
+    from imagenot.core.registries import RegistryError
+    from imagenot.core.wordnet import imagenet_wnids
     from imagenot.train.checkpoints import save_weights
     from imagenot.train.facts import weight_facts
     from imagenot.train.registry import build_model, head_keys, read_state_dict
-    from imagenot.wordnet import imagenet_wnids
 
     model_name, weights = settings.model, settings.weights
     weights_file = Path(files.weights)

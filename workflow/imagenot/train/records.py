@@ -55,9 +55,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from imagenot.counts import count_problem
-from imagenot.paths import DATASET
-from imagenot.settings import to_json
+from imagenot.core.counts import count_problem
+from imagenot.core.paths import DATASET
+from imagenot.core.settings import to_json
 from imagenot.train.paths import DECISION, FINAL_DIR, FINAL_RESULT, SLOT, TRIAL_SELECTION
 
 log = logging.getLogger(__name__)
@@ -250,14 +250,14 @@ KINDS = {"final": FINAL, "slot": SLOT_RESULT, "decision": RUNG_DECISION, "select
 
 def record_digest(record: Mapping[str, Any]) -> str:
     """sha256 of the record's keys but :data:`SEAL_KEY`, as sorted, compact JSON
-    (:func:`imagenot.settings.to_json`)."""
+    (:func:`imagenot.core.settings.to_json`)."""
     body = {k: v for k, v in record.items() if k != SEAL_KEY}
     return hashlib.sha256(to_json(body).encode()).hexdigest()
 
 
 def seal(record: Mapping[str, Any]) -> dict:
     """``record`` as it will read back from JSON (``str`` of what JSON cannot hold, as
-    :func:`imagenot.io.write_json` writes it), with its digest under :data:`SEAL_KEY`."""
+    :func:`imagenot.core.io.write_json` writes it), with its digest under :data:`SEAL_KEY`."""
     plain = json.loads(json.dumps(dict(record), default=str))
     plain.pop(SEAL_KEY, None)
     return {**plain, SEAL_KEY: record_digest(plain)}
@@ -311,7 +311,7 @@ def write_record(
 ) -> dict:
     """Check the record against its declaration (:func:`check_numbers`), seal it and write it
     atomically as JSON; return what was written. The one writer of sealed records."""
-    from imagenot.io import write_json
+    from imagenot.core.io import write_json
 
     sealed = seal(record)
     check_numbers(sealed, path, KINDS[record_kind])
@@ -327,7 +327,7 @@ def check_numbers(
 ) -> None:
     """RecordError naming ``where`` and the key when a key of ``kind`` (or ``required``) is
     missing or a value is out of its range: accuracies finite percentages that their image
-    counts can give (:func:`imagenot.counts.count_problem`: no 55 % of 3 images), counts
+    counts can give (:func:`imagenot.core.counts.count_problem`: no 55 % of 3 images), counts
     integers, chance 100 / classes."""
     if not isinstance(record, Mapping):
         raise RecordError(f"{where}: not a {kind.what} (a {type(record).__name__}); {REFUSED}")
@@ -480,7 +480,7 @@ def check_record(
 
 def read_record(path: str | os.PathLike, **how: Any) -> dict:
     """The record at ``path``, read and checked (:func:`check_record`, with ``how``)."""
-    from imagenot.io import read_json
+    from imagenot.core.io import read_json
 
     return check_record(read_json(path), path, **how)
 
@@ -489,7 +489,7 @@ def read_registration(path: Path) -> dict:
     """The preregistration record at ``path`` (:mod:`imagenot.train.prereg`; no experiment
     registered when it is absent). Not sealed: it is the record of what was registered, never
     moved aside, since a new one would register anew."""
-    from imagenot.io import read_json
+    from imagenot.core.io import read_json
 
     if not path.is_file():
         return {"experiments": {}}
@@ -527,7 +527,7 @@ def check_final_trial(record: Mapping[str, Any], where: str | os.PathLike) -> di
     :func:`check_selection`). A published weights' record (``source`` published) names no trial
     and no validation accuracy. The selection read (None: a published record, or a record
     outside the layout)."""
-    from imagenot.io import read_json
+    from imagenot.core.io import read_json
 
     if record.get("source") == PUBLISHED_SOURCE:
         for key in ("trial", "val_accuracy"):

@@ -19,7 +19,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenot.registries import Registry, RegistryError
+from imagenot.core.registries import Registry, RegistryError
 
 if TYPE_CHECKING:
     from torch import nn
@@ -365,7 +365,7 @@ def split_weights(weights: str) -> tuple[str, str]:
 def weights_filename(weights: str) -> str:
     """The file of a weights reference, relative to ``train.weights_dir`` (absolute for a
     ``file:`` reference given as an absolute path)."""
-    from imagenot.registries import resolve
+    from imagenot.core.registries import resolve
 
     source, name = split_weights(weights)
     return resolve(WEIGHT_SOURCES[source])(name)

@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 
 from imagenot.acquire.sizes import dataset_images
-from imagenot.io import read_json
+from imagenot.core.io import read_json
 from imagenot.train import budget, experiments, search
 from imagenot.train.experiments import gpus_per_node, nodes
 from imagenot.train.failfast import memory_attempt, refused, status_for
@@ -26,7 +26,7 @@ def threads(config: dict, model: str | None = None) -> int:
     --cpus-per-task of its one task per node): resources.cpus_per_gpu per GPU of the node
     (decoding and feeding), one for a CPU job (``slurm_profile.gpu_threads``, as every GPU
     rule's)."""
-    from imagenot.slurm_profile import gpu_threads
+    from imagenot.plan.slurm_profile import gpu_threads
 
     return gpu_threads(config, 1, gpus_per_node(config, model))
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 
 import torch
 
-from imagenot.registries import resolve
+from imagenot.core.registries import resolve
 from imagenot.train.optim_registry import OPTIMIZERS, SCHEDULERS
 
 

@@ -23,8 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from imagenot.config import schema_node
-from imagenot.registries import Registry
+from imagenot.core.config import schema_node
+from imagenot.core.registries import Registry
 from imagenot.train.optim_registry import OPTIMIZERS, SCHEDULERS
 
 # The whitelist (docs/method.md section 5): lr, scheduler settings, weight decay, and the optimizer,

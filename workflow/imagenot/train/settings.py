@@ -19,7 +19,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from imagenot.settings import FromConfig
+from imagenot.core.settings import FromConfig
 
 # The sections of a training job's keys: the experiment's space, then the train section.
 _JOB_SECTIONS = ("train.spaces.{space}", "train")

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from imagenot.io import read_json, read_parquet, write_json
+from imagenot.core.io import read_json, read_parquet, write_json
 from imagenot.train import search
 from imagenot.train.paths import DECISION, PREREGISTRATION, RUN, SLOT, TRAIN, TRIALS
 from imagenot.train.records import (

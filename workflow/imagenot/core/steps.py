@@ -1,0 +1,920 @@
+"""One declaration per workflow step: its command, its files, its settings and its handler.
+
+A step is what a rule runs: ``imagenot NAME`` with the step's files by role (an
+:class:`imagenot.core.files.Files` class), its settings as one ``--settings`` JSON object (an
+:class:`imagenot.core.settings.FromConfig` class, or the function that builds a plain JSON object)
+and any further values (:class:`Option`). Everything else is derived from the :class:`Step`:
+the command's parser (:func:`add_parser`, which ``imagenot.cli`` calls for every entry of
+:data:`STEPS`), the rule's shell line (:func:`command`, ``step()`` in rules/common.smk) and the
+call of the handler, ``handler(files, settings, **options)`` (:func:`call`). So a role is
+written where the rule names its file and where the files class declares it, nowhere else.
+
+Classes and handlers are ``"module:attribute"`` references, imported where they are used
+(:func:`imagenot.core.registries.resolve`): this module sits below every stage, and a command imports
+the code of its own step only. ``tests/test_rule_files.py`` checks every rule, as Snakemake
+holds it, against its step.
+
+Over 500 lines because every step is declared here, in the one registry that the parser, the
+rules' lines and the tests read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from imagenot.core.files import flag
+from imagenot.core.registries import Registry, resolve
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """A command-line value of a step beside its files and settings: ``--NAME`` (``_`` read
+    ``-``; ``flag``: another spelling), handed to the handler as the keyword ``NAME``. ``rule``:
+    what the rule's line hands (``"{threads}"``; for a ``switch``, a field holding the flag or
+    nothing: ``"{params.gpu_job}"``); None: the option is typed by hand only. ``type``: what
+    reads its text (or its ``"module:attribute"``); ``default``: the schema key whose default it
+    takes (dotted; a number or a word: the value itself, for a command's own knob that is no
+    config key);
+    ``metavar``: its value's name in ``--help``; ``nargs``, ``choices``: argparse's (``nargs="?"``:
+    the rule may hand the flag alone, none; ``choices`` a schema key: the values its enum lists);
+    ``positional``: typed without a flag (``imagenot validate-config FILE``); ``group``: the
+    title of the ``--help`` section it is listed in."""
+
+    name: str
+    help: str
+    rule: str | None = None
+    type: Callable[[str], Any] | str | None = None
+    required: bool = False
+    default: str | float | None = None
+    switch: bool = False
+    metavar: str | None = None
+    nargs: str | None = None
+    choices: tuple[str, ...] | str | None = None
+    positional: bool = False
+    flag: str | None = None
+    group: str | None = None
+
+    @property
+    def spelled(self) -> str:
+        return self.flag or flag(self.name)
+
+    def add_to(self, parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+        from imagenot.core.config import schema_default, schema_node
+
+        if self.switch:
+            parser.add_argument(self.spelled, action="store_true", help=self.help, dest=self.name)
+            return
+        default = self.default
+        if isinstance(default, str) and "." in default:
+            default = schema_default(default)
+        choices = (
+            schema_node(self.choices)["enum"] if isinstance(self.choices, str) else self.choices
+        )
+        name, more = (
+            (self.name, {})
+            if self.positional
+            else (self.spelled, {"required": self.required, "dest": self.name})
+        )
+        parser.add_argument(
+            name, type=resolve(self.type), default=default, metavar=self.metavar, help=self.help,
+            nargs=self.nargs, choices=choices, **more,
+        )  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """A command (module docstring). ``help``: one line for ``imagenot --help``;
+    ``description``: more for ``imagenot NAME --help``. ``run``: the handler's reference, called
+    with the files object (when ``files``), the settings object (when ``settings``) and each
+    option by name. ``hand_settings``: the command typed by hand may leave ``--settings`` out
+    (the handler gets None and builds them from its options). ``launch``: the rule's field
+    holding the start of its line (``{params.launch}``: a training job's launcher, torchrun or
+    srun, before the job prefix; ``job()`` in rules/common.smk); None: the job prefix."""
+
+    name: str
+    help: str
+    run: str
+    files: str | None = None
+    settings: str | None = None
+    options: tuple[Option, ...] | str = ()
+    description: str | None = None
+    hand_settings: bool = False
+    launch: str | None = None
+
+    def all_options(self) -> tuple[Option, ...]:
+        return resolve(self.options)() if isinstance(self.options, str) else self.options
+
+
+def add_parser(subparsers: argparse._SubParsersAction, step: Step) -> argparse.ArgumentParser:
+    """``step``'s subcommand: its files' arguments, ``--settings`` and its options."""
+    raw = "\n" in (step.description or "")
+    p = subparsers.add_parser(
+        step.name, help=step.help, description=step.description,
+        formatter_class=argparse.RawDescriptionHelpFormatter if raw else argparse.HelpFormatter,
+    )  # fmt: skip
+    files = resolve(step.files) if step.files else None
+    p.set_defaults(func=functools.partial(call, step), files_class=files)
+    if files is not None:
+        files.add_arguments(p)
+    if step.settings is not None:
+        p.add_argument(
+            "--settings",
+            required=not step.hand_settings,
+            metavar="JSON",
+            help=f"the rule's settings, one JSON object ({step.settings.replace(':', '.')}; "
+            "@FILE reads it from a file)",
+        )
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for option in step.all_options():
+        if option.group and option.group not in groups:
+            groups[option.group] = p.add_argument_group(option.group)
+        option.add_to(groups[option.group] if option.group else p)
+    return p
+
+
+def call(step: Step, args: argparse.Namespace) -> int | None:
+    """Run ``step``'s handler on a parsed command line: a settings object that does not match
+    its class exits with one line naming the key (:func:`imagenot.core.settings.parse_or_exit`); a
+    function's plain JSON object is read as it is."""
+    from imagenot.core.settings import load, parse_or_exit
+
+    given: list[Any] = []
+    if step.files:
+        given.append(resolve(step.files).from_args(args))
+    if step.settings:
+        kind, text = resolve(step.settings), args.settings
+        if text is not None:
+            text = parse_or_exit(kind, text, step.name) if isinstance(kind, type) else load(text)
+        given.append(text)
+    options = {o.name: getattr(args, o.name) for o in step.all_options()}
+    return resolve(step.run)(*given, **options)
+
+
+def command(name: str) -> str:
+    """The command line of step ``name`` as a rule runs it, in Snakemake's format: every role of
+    its files under its flag (``--per-image {output.per_image}``; a positional role bare), its
+    settings (``{params.settings}``), the options a rule hands, the log. rules/common.smk's
+    ``step()`` quotes its fields and makes it the rule's line (``job()``)."""
+    step = STEPS.entry(name)
+    words = ["imagenot", name]
+    files = resolve(step.files) if step.files else None
+    for role in files.roles() if files else ():
+        declared = files.role(role)
+        field = "{" + f"{declared['side']}.{role}" + "}"
+        words += [field] if declared["positional"] else [flag(role), field]
+    if step.settings:
+        words += ["--settings", "{params.settings}"]
+    for option in step.all_options():
+        if option.rule is not None:
+            words += [option.rule] if option.switch else [option.spelled, option.rule]
+    return " ".join(words) + " > {log} 2>&1"
+
+
+STEPS = Registry("step")
+"""Every command of ``imagenot``, by name."""
+
+_GPU_JOB = Option(
+    "gpu_job",
+    "the config plans this job for a GPU (resources.gpus > 0): stop without one",
+    rule="{params.gpu_job}",
+    switch=True,
+)
+
+
+_THREADS = Option(
+    "threads", "the job's cores (rule threads)", rule="{threads}", type=int, required=True
+)
+_RUNTIME = Option(
+    "runtime_min",
+    "the job's runtime resource (its time limit): checkpoint and exit 75 "
+    "train.deadline_margin_minutes before the job's end (SLURM's end time when known)",
+    rule="{resources.runtime}",
+    type=float,
+)
+_PREFLIGHT = Option(
+    "preflight",
+    "the model's preflight report on this site (the rule's gate; the flag alone: none): its "
+    "largest batch per GPU measured to fit the card caps the job's micro-batches",
+    rule="{params.preflight}",
+    type=Path,
+    nargs="?",
+    metavar="PATH",
+)
+_RECORD = Option(
+    "record",
+    "the preregistration record, preregistration.json (each draw reads and amends it)",
+    rule="{params.record}",
+    type=Path,
+    required=True,
+    metavar="PATH",
+)
+
+
+def _staged(
+    stage: str,
+    name: str,
+    help: str,
+    kind: str,
+    *options: Option,
+    settings=True,
+    handler: str | None = None,
+    **more,
+):
+    """A step of ``stage``: its files and settings classes are ``<kind>Files``,
+    ``<kind>Settings`` of the stage's ``files`` and ``settings`` modules, its handler
+    ``imagenot.<stage>.cli``'s function ``handler``, by default the name after ``<stage>-``
+    (``-`` read ``_``)."""
+    files, settings_class = (
+        f"imagenot.{stage}.{m}:{kind}{m.title()}" for m in ("files", "settings")
+    )
+    handler = handler or name.removeprefix(stage + "-").replace("-", "_")
+    run = f"imagenot.{stage}.cli:{handler}"
+    return Step(name, help, run, files, settings_class if settings else None, options, **more)
+
+
+_train, _curate = (functools.partial(_staged, s) for s in ("train", "curate"))
+
+
+def _run(*wildcards: str) -> Option:
+    """``--run``: the job's place, its wildcards joined by ``/`` (``dataset/protocol``)."""
+    fields = ("{wildcards." + w + "}" for w in wildcards)
+    return Option("run", "/".join(wildcards), rule="/".join(fields), required=True)
+
+
+_RUNG = Option("rung", "the rung decided: 0, 1, ...", "{wildcards.rung}", int, True)
+_STAGE = Option("stage", "0, 1, ...: rungs, then the end", "{wildcards.stage}", int, True)
+_SLOT = Option("slot", "stage 0: the trial id", "{wildcards.slot}", int, True)
+_LAUNCH = "{params.launch}"  # the rule's launcher before the command (torchrun, srun)
+
+for _step in (
+    _train("train-draw-trials", "pre-register and draw an experiment's trials", "Draw", _RECORD),
+    _train(
+        "train-preregistration-table",
+        "the preregistration record as CSV: experiments, hashes, models, amendments",
+        "PreregistrationTable",
+        _RECORD,
+        settings=False,
+    ),
+    _train(
+        "train-trial",
+        "train the trial in one slot of a stage (to a halving rung or the end)",
+        "Trial",
+        *(_STAGE, _SLOT, _PREFLIGHT, _THREADS, _RUNTIME),
+        launch=_LAUNCH,
+    ),
+    _train(
+        "train-features",
+        "a TL backbone's features of the train and val splits, computed once for every head fit",
+        "Features",
+        _THREADS,
+    ),
+    _train(
+        "train-published",
+        "torchvision's published ImageNet weights as a final run (nothing trained)",
+        "Published",
+        _run("dataset", "protocol"),
+    ),
+    _train("train-halve", "successive halving: promote the best trials", "Halve", _RUNG),
+    _train("train-select", "pick the best trial by validation accuracy", "Select", settings=False),
+    _train(
+        "train-final",
+        "the selected trial with one seed: trained again, or a space's first seed taking its "
+        "trial's weights",
+        "Final",
+        *(_run("dataset", "protocol", "model", "seed"), _PREFLIGHT, _THREADS, _RUNTIME),
+        launch=_LAUNCH,
+    ),
+    Step(
+        "preflight",
+        "check one GPU against the config's training jobs before submitting them",
+        run="imagenot.train.preflight_cli:run",
+        files="imagenot.train.files:PreflightFiles",
+        settings="imagenot.train.settings:PreflightSettings",
+        hand_settings=True,
+        description="Checks, on the GPU it runs on, what the config's training jobs need: "
+        "CUDA, each model's memory at its per-GPU batch, the data feed's speed, bf16 against "
+        "float32, and the node's shared memory. Writes the report (Markdown, and JSON when "
+        "every check passed: `imagenot plan --throughput` reads it); a failed check names the "
+        "config key that fixes it, and the report goes to <name>.failed.md/.json. The "
+        "workflow's rule `preflight` runs it before any GPU job (docs/gpu.md).",
+        options=(
+            Option(
+                "config",
+                "workflow config file(s), instead of the rule's --settings: a base, then "
+                "overlays (merged in order, later files winning, as snakemake's --configfile)",
+                nargs="+",
+                metavar="FILE",
+            ),
+            Option("models", "comma-separated: only these of the config's models (default: all)"),
+            Option("spaces", "comma-separated: only these train.spaces (default: all)"),
+            Option(
+                "device",
+                "the device to check (default: the config's train.device)",
+                choices=("auto", "cpu", "cuda"),
+            ),
+            Option("workers", "loader workers (default: the config's)", type=int),
+            Option("feed_steps", "timed feed steps per side", type=int, default=20),
+            Option(
+                "feed_seconds",
+                "each side's timed window lasts this long at least (the fast models' steps are "
+                "milliseconds; the workers' batches decoded ahead are drained first)",
+                type=float,
+                default=2.0,
+            ),
+            Option("feed_warmup", "untimed steps before them", type=int, default=5),
+            Option("feed_images", "JPEGs written per stored size", type=int, default=512),
+            Option("threads", "torch threads (the job's cores)", "{threads}", int, default=1),
+            Option(
+                "both_decoders",
+                "measure the feed decoding in the workers and on the device on the CPU too (on "
+                "CUDA always)",
+                switch=True,
+            ),
+            Option(
+                "datasets_root",
+                "the folder holding the datasets the jobs read (default: the config's, "
+                "results/datasets): the feed check reads a sample there",
+            ),
+            Option(
+                "progress",
+                "append each check to FILE as one JSON line the moment it finishes (one "
+                "model's checks after the other's): a run stopped part-way keeps what it "
+                "finished (benchmarks/gpu_check.sh reads it)",
+                metavar="FILE",
+            ),
+            Option(
+                "table",
+                "print one row per model (benchmarks/gpu_check.sh) instead of the whole report",
+                switch=True,
+            ),
+        ),
+    ),
+    _curate(
+        "match",
+        "match every WordNet noun lemma against the TEXT column of a parquet file",
+        "Match",
+        Option(
+            "nltk_data",
+            "without --lemmas: NLTK_DATA dir with WordNet 3.0 (default: "
+            "the workflow's, results/wordnet/nltk_data)",
+            metavar="NLTK_DATA",
+        ),
+        Option(
+            "batch_rows",
+            "rows matched per batch, instead of --settings (default: the "
+            "schema's laion.batch_rows)",
+            type=int,
+        ),
+        Option(
+            "max_caption_bytes",
+            "longer captions are skipped, instead of --settings "
+            "(default: the schema's laion.max_caption_bytes)",
+            type=int,
+        ),
+        Option(
+            "require_url",
+            "also require a URL string column, instead of --settings "
+            "(LAION shards: the workflow's images come from it)",
+            switch=True,
+        ),
+        hand_settings=True,
+        description="Writes (row, wnid), one row per match: case-insensitive, whole words, "
+        "after lowercasing and turning every non-letter/digit run into one space.",
+    ),
+    _curate(
+        "lemmas",
+        "write every (lemma, wnid) pair of WordNet's nouns to parquet (the match lexicon)",
+        "Lemmas",
+        settings=False,
+        description="Loading WordNet takes seconds; matching jobs read this table instead.",
+    ),
+    _curate("curate-candidates", "class selection steps 1-5 with audit trail", "Candidates"),
+    _curate("curate-captions", "step 6 for one shard: single-class captions", "Caption"),
+    _curate("curate-queries", "step 7: embed the class queries", "Queries"),
+    _curate(
+        "curate-embed",
+        "step 7 for one part: each caption's similarity to its class query",
+        "Embed",
+        Option(
+            "work_dir",
+            "resumable chunk files of this part",
+            rule="{params.work}",
+            required=True,
+            metavar="DIR",
+        ),
+        _GPU_JOB,
+    ),
+    _curate("curate-select", "steps 7b-8: score classes, select captions", "Select"),
+    _curate("curate-audit", "audit trail and funnel of a curated dataset", "Audit", settings=False),
+    _curate(
+        "curate-calibration",
+        "step 7 check: classes passing each similarity threshold, score distribution",
+        "Calibration",
+        description="Reads class_scores.parquet and writes, for a grid of thresholds, the "
+        "number of classes whose score reaches it, a summary of the scores, and a figure with "
+        "the configured threshold and n_classes marked.",
+    ),
+    Step(
+        "prepare-wordnet",
+        "build an nltk-readable WordNet 3.0 corpus",
+        run="imagenot.core.common_cli:prepare_wordnet",
+        files="imagenot.curate.files:WordnetFiles",
+        settings="imagenot.curate.settings:WordnetSettings",
+        hand_settings=True,
+        options=(
+            Option(
+                "dict_dir",
+                "WordNet dict directory, instead of --settings (default: the schema's "
+                "wordnet.dict_dir: null = nltk's, else /usr/share/wordnet)",
+                metavar="DIR",
+            ),
+        ),
+    ),
+    _staged(
+        "evaluate",
+        "evaluate-robustness",
+        "evaluate a final checkpoint under every registered test-time transformation (the "
+        "paper's 17)",
+        "Robustness",
+        Option("threads", "CPU threads (the rule's, evaluate.threads)", "{threads}", int, True),
+        _GPU_JOB,
+        handler="evaluate_robustness",
+    ),
+    Step(
+        "ci",
+        "Clopper-Pearson and Wilson intervals of one accuracy on n test images",
+        run="imagenot.analyse.cli:ci",
+        options=(
+            Option("accuracy", "top-1 accuracy in percent", type=float, required=True),
+            Option("n", "test-set size", type=int, required=True),
+            Option(
+                "confidence",
+                "confidence level of the intervals, strictly between 0 and 1",
+                type=float,
+                default="analyse.confidence",
+            ),
+            Option("json", "print the intervals as JSON", switch=True),
+        ),
+    ),
+    _staged(
+        "analyse",
+        "accuracy-table",
+        "collect evaluation results and published ImageNet accuracies into accuracy.csv",
+        "Accuracy",
+        Option(
+            "published",
+            "the published accuracies (default: the table this package ships, "
+            "imagenot/resources/published_weights.csv)",
+            metavar="PATH",
+        ),
+        handler="write_accuracy_table",
+    ),
+    _staged("figures", "figure", "draw one figure (PDF + PNG) from accuracy.csv", "Figure"),
+    _staged("figures", "table", "write one table (CSV + Markdown)", "Table"),
+    Step(
+        "run-summary",
+        "whether rankings transfer, per comparison; what a run built, per dataset images per "
+        "split and download success, per model the best validation/test accuracy, and every "
+        "problem",
+        run="imagenot.run.run_summary_cli:run_summary",
+        files="imagenot.run.run_summary_cli:SummaryFiles",
+        settings="imagenot.run.summary_plan:layout",
+        description="Reads the results tree of the working directory. Errors (unusable "
+        "results) come first; the exit status is 0 unless --strict (the rule writes the "
+        "report's page either way; the workflow's end exits 1 on errors).",
+        options=(
+            Option("strict", "exit 1 when there is an error", switch=True),
+            Option(
+                "configfiles",
+                "the run's config files as a JSON list, named by the report command the summary "
+                "ends with (the rule: summary_plan.config_files; default: the demo's)",
+                rule="{params.configfiles}",
+                metavar="JSON",
+            ),
+        ),
+    ),
+):
+    STEPS.register(_step.name, _step)
+
+_diagnostics, _audit = (functools.partial(_staged, s) for s in ("diagnostics", "audit"))
+_AXIS, _BOOT, _FIGURE = "analyse.axis", "analyse.bootstrap", "analyse.figure_options"
+
+
+def _group(title: str, *options: Option) -> tuple[Option, ...]:
+    """``options`` listed under ``title`` in ``--help``."""
+    return tuple(dataclasses.replace(o, group=title) for o in options)
+
+
+RANKINGS_DESCRIPTION = """\
+Do rankings transfer? Statistics of any results table with columns model, dataset, accuracy
+(percent) and optional n (test-set size), seed, ci_low, ci_high; or a wide table (--format wide)
+with one column per dataset, or paired columns per dataset (<dataset>_accuracy and optional
+<dataset>_n, _ci_low, _ci_high) and at most one group column (such as benchmark) whose value
+prefixes the dataset. Several tables are read as one: a table without a dataset column is one
+test set, named NAME=FILE or after its file (results-<dataset>.csv, as timm's results CSVs);
+--accuracy-column top1 reads their accuracies.
+
+Per dataset against the reference: ranks (1 = best, ties averaged), delta rank, Kendall tau-b,
+Spearman rho and Pearson r (exact or permutation p-values for up to 30 models), the OLS fit of
+accuracy on reference accuracy (optionally on the models above a cut), rank agreement up to
+error bars, bootstrap intervals (over models, seeds or images). Across datasets: size-weighted
+and geometric means with their ranks and rank changes, correlations averaged over datasets and
+each dataset's correlation with the mean of the others, Spearman rho of errors.
+
+Delta rank = rank on the reference - rank on the dataset: positive = the model climbs, as in
+Recht et al. and Ozbulak et al.
+
+Tables with protocol/transform columns (results/analyse/accuracy.csv) are reduced with --variant.
+"""
+_DEVICE = Option("device", "torch device (default: cuda if available)")
+for _step in (
+    _diagnostics(
+        "wordnet-stats",
+        "WordNet subtree statistics of a class list against a reference list",
+        "WordnetStats",
+        Option("json", "print the JSON document on stdout", switch=True),
+        settings=False,
+        description="Statistics of the union of all hypernym paths of the classes "
+        "(docs/method.md section 3). Bad ids are reported with their line numbers (exit "
+        "status 2).",
+    ),
+    _diagnostics(
+        "caption-similarity-stats",
+        "caption-gloss similarity summary of a curation",
+        "CaptionStats",
+        settings=False,
+    ),
+    _diagnostics(
+        "embed-images",
+        "embed every image of one split of a dataset with the diagnostics encoder",
+        "Embed",
+        Option("workers", "DataLoader worker processes", "{threads}", int, required=True),
+        *(_DEVICE, _GPU_JOB),
+    ),
+    _diagnostics(
+        "image-similarity",
+        "intra- and inter-class similarity of image embeddings (at most max_images_per_class "
+        "per class, first in manifest order)",
+        "ImageSimilarity",
+    ),
+    _diagnostics("diagnostics-table", "contrast vs reference table with ratios", "Table"),
+    _diagnostics(
+        "diagnostics-figure",
+        "one diagnostics figure (PDF and PNG)",
+        "Figure",
+        Option(
+            "labels",
+            "the subjects or datasets the figure compares, in the order of its files",
+            rule="{params.labels}",
+            required=True,
+            metavar="LABEL",
+            nargs="+",
+        ),
+    ),
+    _audit(
+        "audit-calibrate",
+        "calibrate the near-duplicate threshold on held-apart images and their edited copies",
+        "Calibrate",
+        *(_DEVICE, _GPU_JOB),
+    ),
+    _audit(
+        "audit-search",
+        "find each image's closest image in every target set (exact FAISS search)",
+        "Search",
+        Option("threads", "FAISS's threads (the job's cores)", "{threads}", int, required=True),
+    ),
+    _audit(
+        "audit-pool",
+        "flag a download pool's images before its splits are built (the exclusion list)",
+        "Pool",
+        *(_DEVICE, _GPU_JOB),
+    ),
+    _audit(
+        "audit-table",
+        "tabulate the near-duplicates found at the calibrated threshold",
+        "Table",
+    ),
+    _audit("audit-figure", "draw the closest pairs side by side (PDF and PNG)", "Figure"),
+    Step(
+        "validate-config",
+        "check config files exactly as the workflow does (schema and cross-key checks)",
+        run="imagenot.run.validate_cli:validate_config",
+        description="Later files override earlier ones key by key, as Snakemake's --configfile; "
+        "a key ending in + adds to a list (`models+: [convnext_mini]`). Every problem is "
+        "listed at once. Run it where the workflow runs (or name that folder with "
+        "--directory): the config is also checked against the results there (results of "
+        "another study, such as the demo's when checking the paper, are refused; a changed "
+        "search definition or model setting is checked against the preregistration record), "
+        "and what it could not check there is printed after the verdict.",
+        options=(
+            Option(
+                "config", "YAML config file(s), read from where you are", nargs="+", positional=True
+            ),
+            Option(
+                "directory",
+                "the working directory the workflow will run in (snakemake's --directory; "
+                "created if missing): relative paths in the config and results/ are read from "
+                "there (default: the current folder)",
+                metavar="DIR",
+            ),
+            Option(
+                "allow_templates",
+                "render YTE-templated config files (top-level __use_yte__), running the Python "
+                "code they hold, as Snakemake does; without it such a file is refused unread",
+                switch=True,
+            ),
+        ),
+    ),
+    Step(
+        "plan",
+        "what a config will cost, and what to ask for, before launch (no data needed)",
+        run="imagenot.plan.plan_cli:plan",
+        description="Plans the config's `all` with Snakemake's dry run against empty "
+        "placeholder inputs in a temporary folder (no data is read), then sums per rule group "
+        "and says what to request: GPU-hours (expected with early stopping, with the low "
+        "figure and the bound beside it), the longest single job (which decides the "
+        "partition), the GPU memory, node-local disk, the storage (each line with the rules "
+        "that read it), and training's schedule on the GPUs. "
+        "Requested figures are upper bounds; estimates say their source. Finished trials and "
+        "final runs in --directory re-estimate what is left.",
+        options=(
+            Option(
+                "config",
+                "workflow config file(s): a base, then overlays that change a few keys (merged "
+                "in order, later files winning, as snakemake's --configfile)",
+                type=Path,
+                required=True,
+                metavar="FILE",
+                nargs="+",
+            ),
+            Option("gpus", "GPUs at once, for the schedule", type=int, default=8),
+            Option(
+                "cores",
+                "CPU cores at once for the data stages (curation, download, materialisation) "
+                "(default: the config's resources.plan_cores)",
+                type=int,
+                metavar="N",
+            ),
+            Option(
+                "deadline_hours",
+                "also say how many GPUs end training within H hours at the least reserved "
+                "GPU-hours, and at how many GPUs per job",
+                type=float,
+                metavar="H",
+            ),
+            Option(
+                "directory",
+                "the run's working directory, whose finished trials and final runs "
+                "(results/train) re-estimate what is left (default: the current one)",
+                metavar="DIR",
+            ),
+            Option(
+                "throughput",
+                "your GPU's measured speed: the JSON report(s) of `imagenot preflight` run on it "
+                "(or the output of `benchmarks/bench_feed_models.py --json`; several files: "
+                "each replaces the models it measured, as `bash benchmarks/gpu_check.sh` writes "
+                "preflight.json and preflight_large.json); the estimate then uses its fed "
+                "images/s for the models it measured, and the GPU memory its memory checks "
+                "measured (default: the config's train.throughput, one H200's measured figures)",
+                type=Path,
+                metavar="FILE",
+                nargs="+",
+            ),
+            Option("json", "print one JSON object (default: text)", switch=True),
+        ),
+    ),
+    Step(
+        "rankings",
+        "do rankings transfer? statistics, figures and tables of any results table",
+        run="imagenot.figures.rankings_cli:rankings",
+        files="imagenot.figures.files:RankingsFiles",
+        description=RANKINGS_DESCRIPTION,
+        options=(
+            *_group(
+                "input",
+                Option("format", "table layout", choices=("long", "wide"), default="long"),
+                Option(
+                    "accuracy_column",
+                    "the column of a long table holding the accuracy in percent, any case "
+                    "(timm's results CSVs: top1) (default: accuracy)",
+                    metavar="COLUMN",
+                ),
+                Option(
+                    "n",
+                    "test-set size per dataset (wide tables, or long ones without an n column)",
+                    nargs="+",
+                    metavar="DATASET=N",
+                ),
+                Option(
+                    "fractions",
+                    "accuracies are fractions in 0-1 (the same as --scale fraction)",
+                    switch=True,
+                ),
+                Option(
+                    "scale",
+                    "how accuracies are written, for all datasets or one: percent, fraction (0-1, "
+                    "multiplied by 100) or auto (default: percent, and a dataset whose accuracies are "
+                    "all at most 1 is refused until its scale is said)",
+                    nargs="+",
+                    metavar="[DATASET=]SCALE",
+                ),
+                Option(
+                    "key",
+                    "column(s) that tell apart rows of one model on one dataset (e.g. img_size: a "
+                    "model evaluated at two image sizes becomes two models, named model@img_size)",
+                    nargs="+",
+                    metavar="COLUMN",
+                ),
+                Option("variant", "", choices=("standard", "robust"), default="standard"),
+                Option("standard_transform", "", default="analyse.standard_transform"),
+            ),
+            *_group(
+                "analyses",
+                Option("reference", "dataset to compare against (default: the first one)"),
+                Option("baseline", "model for relative progress (accuracy / baseline's)"),
+                Option("axis", "OLS fitting scale", choices=_AXIS, default=_AXIS),
+                Option(
+                    "confidence",
+                    "",
+                    type="imagenot.analyse.cli:confidence_level",
+                    default="analyse.confidence",
+                ),
+                Option(
+                    "min_reference_accuracy",
+                    "also fit OLS on the models with reference accuracy >= X percent, 0-100 (Fang et "
+                    "al.: 70)",
+                    type=float,
+                    metavar="X",
+                ),
+                Option(
+                    "aggregate",
+                    "datasets of the across-dataset means and their ranks (default: all)",
+                    nargs="+",
+                    metavar="DATASET",
+                ),
+                Option(
+                    "floor",
+                    "raise accuracies below X percent (0 < X <= 100) to X before the geometric mean "
+                    "(all datasets, or one); without it a model with 0%% somewhere is left out of "
+                    "the geometric mean",
+                    nargs="+",
+                    metavar="[DATASET=]X",
+                ),
+                Option("bootstrap_reps", "", type=int, default=f"{_BOOT}.reps"),
+                Option("bootstrap_over", "", choices=f"{_BOOT}.over", default=f"{_BOOT}.over"),
+                Option(
+                    "interval",
+                    "bootstrap interval: bias-corrected, basic or percentile",
+                    choices=f"{_BOOT}.interval",
+                    default=f"{_BOOT}.interval",
+                ),
+                Option(
+                    "seed",
+                    "bootstrap and permutation seed",
+                    type=int,
+                    default=f"{_BOOT}.seed",
+                ),
+                Option(
+                    "settings",
+                    "the workflow's rule (whose table is in percent: --scale percent): --variant, "
+                    "--standard-transform, --reference, --baseline, --axis, --confidence and the "
+                    "--bootstrap-*/--interval/--seed flags as one JSON object "
+                    "(imagenot.analyse.settings.RankingsSettings, keys named as the config's), "
+                    "replacing those flags",
+                    rule="{params.settings}",
+                    metavar="JSON",
+                ),
+            ),
+            *_group(
+                "output",
+                Option("json", "print the full report as JSON", switch=True),
+                Option(
+                    "models",
+                    "models listed per dataset in the text summary (default: a compact digest)",
+                    metavar="K|all",
+                ),
+                Option("report", "write figures (PDF, PNG) and tables here", metavar="DIR"),
+                Option(
+                    "dpi",
+                    "PNG resolution of --report (default: %(default)s)",
+                    type=int,
+                    default=f"{_FIGURE}.dpi",
+                ),
+                Option(
+                    "top",
+                    "models drawn per panel of the rankings figure of --report: the best K "
+                    "(default: %(default)s)",
+                    type=int,
+                    default=f"{_FIGURE}.top",
+                    metavar="K",
+                ),
+                Option(
+                    "highlight",
+                    "models drawn and named in colour in every figure of --report, wherever they "
+                    "rank (default: none)",
+                    nargs="+",
+                    default=f"{_FIGURE}.highlight",
+                    metavar="MODEL",
+                ),
+            ),
+        ),
+    ),
+    Step(
+        "slurm-profile",
+        "write the SLURM site profile (then: snakemake --profile slurm all)",
+        run="imagenot.plan.slurm_profile:main",
+        description="Write the global Snakemake profile `slurm` for this cluster: config.yaml, "
+        "partitions.yaml and site.yaml in --dir. Afterwards `snakemake --profile slurm all` "
+        "runs the workflow on SLURM from the root of a clone. Defaults: "
+        "workflow/schemas/site.schema.yaml; every key: docs/cluster.md.",
+        options="imagenot.plan.slurm_profile:options",
+    ),
+    Step(
+        "restamp",
+        "set the outputs of a run copied without its file times (cp -r) back to the times "
+        "Snakemake recorded for them, so that the copy plans what the run it was copied from "
+        "plans (nothing, for a finished run)",
+        run="imagenot.run.restamp:main",
+        options=(
+            Option(
+                "directory",
+                "the working directory of the copied run (snakemake's --directory) (default: "
+                "the current folder)",
+                metavar="DIR",
+            ),
+        ),
+    ),
+):
+    STEPS.register(_step.name, _step)
+
+_acquire = functools.partial(_staged, "acquire")
+_OUT = Option("out", "the dataset's folder", "{params.out}", required=True, metavar="DIR")
+for _step in (
+    _acquire(
+        "acquire-download",
+        "download and validate one part of a caption selection",
+        "Download",
+        Option("part", "the part's number", "{wildcards.part}", int, True),
+        Option("work_dir", "img2dataset work folder (kept to resume)", "{params.work}", None, True),
+        Option("processes", "download processes (the job's threads)", "{threads}", int, True),
+    ),
+    _acquire(
+        "acquire-topup", "select the next top-up round: reserve captions of short classes", "Topup"
+    ),
+    Step(
+        "acquire-plan",
+        "fill and split a LAION-built dataset from every download round",
+        "imagenot.acquire.cli:plan",
+        "imagenot.acquire.files:PlanFiles",
+        "imagenot.acquire.settings:FillSettings",
+        (Option("name", "dataset name (for messages)", "{wildcards.dataset}", required=True),),
+    ),
+    _acquire(
+        "acquire-write",
+        "store one download part's kept images",
+        "Write",
+        Option("job", "download part, e.g. part-00003", "part-{wildcards.part}", required=True),
+        _OUT,
+    ),
+    _acquire(
+        "acquire-gather", "write manifest, classes and fingerprint from part manifests", "Gather"
+    ),
+    Step(
+        "materialise-range",
+        "write one class range of a dataset on disk (parallel jobs)",
+        "imagenot.acquire.cli:materialise_range",
+        "imagenot.acquire.files:RangeFiles",
+        "imagenot.acquire.settings:MaterialiseSettings",
+        (_OUT, Option("job", "the class range's number", "{wildcards.job}", int, True)),
+    ),
+    Step(
+        "demo-world",
+        "build the demo world: LAION-style shards, their images, ground truth",
+        "imagenot.demo.cli:world",
+        "imagenot.demo.files:WorldFiles",
+        "imagenot.demo.cli:demo_settings",
+        (
+            Option("out", "output directory (results/demo_world)", "{params.out}", None, True),
+            Option("seed", "override demo_world.seed", type=int),
+            Option(
+                "threads", "processes that render the images (rule threads)", "{threads}", int, True
+            ),
+        ),
+        hand_settings=True,
+    ),
+    Step(
+        "scale-world-shard",
+        "write one paper-shaped LAION metadata shard of the scale world",
+        "imagenot.demo.scale_cli:shard",
+        "imagenot.demo.files:ScaleShardFiles",
+        "imagenot.demo.scale_cli:scale_settings",
+        (Option("index", "shard index (seeds the shard)", "{wildcards.shard}", int, True),),
+        hand_settings=True,
+    ),
+):
+    STEPS.register(_step.name, _step)

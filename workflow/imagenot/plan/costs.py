@@ -1,0 +1,456 @@
+"""What a config will cost: ``imagenot plan``'s summary per rule group, estimates labelled.
+
+Two kinds of figure, never mixed:
+
+* **requested** (an upper bound a scheduler must be ready for): from the jobs Snakemake plans
+  (:mod:`imagenot.plan.planning`), each job's requested runtime x GPUs (GPU-hours) or x cores
+  (core-hours) and its requested memory. Rules that size their request from their input when
+  the job is ready (``resources.work``) take the scale model's projection at laion2B-en
+  (docs/scale.json) for a paper-shaped LAION source, else their floor (said so).
+* **estimated**: training GPU-hours, low / expected / bound by when trials stop, its chains,
+  schedule and longest job (:mod:`imagenot.train.estimate`), at the throughput table
+  ``train.throughput`` of the config, what the user's own GPU measured
+  (:mod:`imagenot.plan.measured`: the preflight's report) or what the run itself measured; the GPU
+  stages beside training (evaluation, caption embedding, diagnostics, preflight); the data
+  stages' time (:mod:`imagenot.plan.data_stages`); the GPU memory of the largest job; node-local disk;
+  storage from image counts x bytes per image, the published test split's files where a dataset
+  keeps its originals, and model sizes. Each carries its source and assumptions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+
+from imagenot.acquire.sizes import (
+    BYTES_PER_PIXEL,
+    BYTES_PER_PIXEL_SOURCE,
+    dataset_images,
+    originals_bytes,
+    split_bytes,
+    stored_size,
+)
+from imagenot.plan.measured import read_measurements, read_throughput  # noqa: F401 (plan's names)
+from imagenot.plan.planning import REPO, PlannedJob, rule_groups, world_rows_per_part
+from imagenot.train.estimate import (  # noqa: F401 (the plan's names for training's figures)
+    DDP_EFFICIENCY,
+    FORWARD_SPEEDUP,
+    SCENARIOS,
+    assumptions,
+    chains,
+    epoch_images,
+    gpu_memory,
+    job_gpus,
+    longest_expected_job,
+    longest_job,
+    measured_stops,
+    node_local_disk,
+    run_records,
+    stage_epochs_stopped,
+    stop_epochs,
+    training_rows,
+    wall_time,
+    wall_time_by_gpus,
+)
+
+SCALE_JSON = REPO / "docs" / "scale.json"
+
+
+def scale_projection() -> dict | None:
+    """The scale model's projection to laion2B-en (docs/scale.json), None without it."""
+    return json.loads(SCALE_JSON.read_text()) if SCALE_JSON.is_file() else None
+
+
+def paper_shaped(config: dict, scale: dict | None) -> bool:
+    """Whether the config's LAION source is laion2B-en's parts (the scale model's target)."""
+    if scale is None or world_rows_per_part(config) or not config["laion"].get("n_shards"):
+        return False
+    return config["laion"]["n_shards"] == scale["projection_target"]["parts"]
+
+
+def _work_request(
+    config: dict, job: PlannedJob, scale: dict | None, paper: bool
+) -> tuple[dict, str]:
+    """Memory and runtime of a job of an input-sized rule: the projection at laion2B-en, else
+    the rule's floor (the request grows with the input at run time)."""
+    from imagenot.plan import work
+
+    rule = job.rule
+    projected = {r["rule"]: r for r in (scale or {}).get("rules", [])}.get(rule, {})
+    if paper and projected.get("requested_at_target"):
+        at = projected["requested_at_target"]
+        return {"mem_mb": at["mem_mb"], "runtime": at["runtime_min"]}, "scale projection"
+    return {
+        "mem_mb": work.mem_mb(config, rule, 0.0),
+        "runtime": work.runtime_min(config, rule, 0.0),
+    }, "floor (sized from its input at run time)"
+
+
+def group_rows(config: dict, jobs: list[PlannedJob]) -> list[dict]:
+    """One row per rule group (stage file): jobs, GPU jobs, requested GPU-hours and core-hours,
+    the largest requested memory of a job, and the scale model's projected peak where known;
+    the disk its jobs request (``disk_mb``, the rules that declare it: what the job writes)."""
+    groups = rule_groups()
+    scale = scale_projection()
+    paper = paper_shaped(config, scale)
+    projected = {r["rule"]: r["projected"] for r in (scale or {}).get("rules", [])}
+    sized = set(config["resources"]["work"])
+    rows: dict[str, dict] = {}
+    for job in jobs:
+        res, source = dict(job.resources), "request"
+        if job.rule in sized:
+            got, source = _work_request(config, job, scale, paper)
+            res.update(got)
+        group = groups.get(job.rule, "other")
+        row = rows.setdefault(
+            group,
+            {
+                "group": group,
+                "rules": Counter(),
+                "jobs": 0,
+                "gpu_jobs": 0,
+                "gpu_hours_requested": 0.0,
+                "core_hours_requested": 0.0,
+                "peak_mem_mb_requested": 0,
+                "peak_mem_mb_projected": None,
+                "disk_mb_requested": 0,
+                "notes": set(),
+            },
+        )
+        hours = (res.get("runtime") or 0) / 60
+        row["rules"][job.rule] += 1
+        row["jobs"] += 1
+        row["gpu_jobs"] += job.gpus > 0
+        row["gpu_hours_requested"] += job.gpus * hours
+        row["core_hours_requested"] += job.threads * hours
+        row["peak_mem_mb_requested"] = max(row["peak_mem_mb_requested"], res.get("mem_mb") or 0)
+        row["disk_mb_requested"] += res.get("disk_mb") or 0
+        if res.get("runtime") is None or res.get("mem_mb") is None:
+            row["notes"].add(f"{job.rule}: request unknown until its input exists")
+        if source != "request":
+            row["notes"].add(f"{job.rule}: {source}")
+        if paper and job.rule in projected:
+            peak = projected[job.rule]["peak_rss_mb"]
+            row["peak_mem_mb_projected"] = max(row["peak_mem_mb_projected"] or 0, round(peak))
+    out = []
+    for row in rows.values():
+        row["rules"] = dict(sorted(row["rules"].items()))
+        row["gpu_hours_requested"] = round(row["gpu_hours_requested"], 1)
+        row["core_hours_requested"] = round(row["core_hours_requested"], 1)
+        row["notes"] = sorted(row["notes"])
+        out.append(row)
+    return out
+
+
+def model_facts(models: list[str]) -> dict[str, dict]:
+    """Parameters and head input width of each model, built on torch's meta device (no memory,
+    no weights)."""
+    import torch
+
+    from imagenot.train.registry import build_model, head_module
+
+    out = {}
+    for name in models:
+        with torch.device("meta"):
+            model = build_model(name, 1000)
+        out[name] = {
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "features": head_module(model, name).in_features,
+        }
+    return out
+
+
+def storage(config: dict) -> list[dict]:
+    """Bytes of each stage's outputs (and the LAION input), each with its source and the rules
+    that read it (``read_by``): a dataset line per stored split, whose readers
+    (:func:`imagenot.plan.split_readers.split_readers`) are why it is stored; a dataset nothing
+    reads has no line (not built: :func:`imagenot.plan.split_readers.read_datasets`)."""
+    from imagenot.curate.settings import SelectSettings
+    from imagenot.plan.split_readers import (
+        EVALUATE,
+        curated_datasets,
+        read_datasets,
+        split_readers,
+        split_size,
+        stored_splits,
+    )
+    from imagenot.train import plan as train_plan
+
+    readers = split_readers(config)
+
+    scale = scale_projection()
+    rows: list[dict] = []
+    laion = config["laion"]
+    names = curated_datasets(config)
+    if names:
+        on_disk = [Path(laion["dir"]) / f for f in _shard_names(config)]
+        parts = len(on_disk)
+        if on_disk and all(p.is_file() and p.stat().st_size for p in on_disk):
+            size, source = sum(p.stat().st_size for p in on_disk), "measured on disk"
+        elif scale:
+            rows_per_part = world_rows_per_part(config) or (
+                scale["projection_target"]["captions"] / scale["projection_target"]["parts"]
+            )
+            match = {r["rule"]: r for r in scale["rules"]}["curate_match"]
+            per_row = (
+                match["projected"]["input_mb"]
+                * 1e6
+                / (scale["projection_target"]["captions"] / scale["projection_target"]["parts"])
+            )
+            size = parts * rows_per_part * per_row
+            source = "scale model's parquet bytes per caption row (docs/scale.json) x rows"
+        else:
+            size, source = None, "unknown (no docs/scale.json)"
+        rows.append(
+            {
+                "stage": "curate",
+                "item": f"LAION metadata ({parts} parts, input)",
+                "bytes": size,
+                "source": source,
+                "read_by": ["curate_match"],
+            }
+        )
+        rows.append(caption_embeddings(config, scale))
+    pixel = BYTES_PER_PIXEL
+    for name in read_datasets(config):
+        sizes = dataset_images(config, name)
+        side = config["acquire"]["image_size"]
+        if sizes is None:
+            rows.append(
+                {
+                    "stage": "acquire",
+                    "item": f"{name} images",
+                    "bytes": None,
+                    "source": "unknown until the dataset is read",
+                }
+            )
+            continue
+        if name in names:
+            select = SelectSettings.from_config(config, dataset=name)
+            wanted = select.n_classes * math.ceil(select.images_per_class * (1 + select.oversample))
+            rows.append(
+                {
+                    "stage": "acquire",
+                    "item": f"{name} downloaded images ({wanted:,})",
+                    "bytes": wanted * side * side * pixel,
+                    "source": BYTES_PER_PIXEL_SOURCE,
+                    "read_by": ["acquire_write"],
+                }
+            )
+        own = stored_size(config, name)
+        for split in stored_splits(config, name):  # one line per stored split, its readers
+            side = split_size(config, name, split)
+            why = (
+                f"the largest input of its readers; {own} px where a model reads it"
+                if side != own
+                else "the size its readers need"
+            )
+            rows.append(
+                {
+                    "stage": "acquire",
+                    "item": f"{name} {split} split ({sizes[split]:,} images, {side} px)",
+                    "bytes": split_bytes(config, name, split, side),
+                    "side": side,
+                    "bytes_at_own_side": split_bytes(config, name, split, own),
+                    "source": f"{sizes[split]:,} images at {side} px ({why}); "
+                    f"{sizes['source']}; {BYTES_PER_PIXEL_SOURCE}",
+                    "read_by": list(readers[name][split]),
+                }
+            )
+        kept, source = originals_bytes(config, name)
+        if kept != 0:  # the test originals of a dataset published weights are evaluated on
+            rows.append(
+                {
+                    "stage": "acquire",
+                    "item": f"{name} test originals ({sizes['test']:,} files)",
+                    "bytes": kept,
+                    "source": source,
+                    "read_by": [EVALUATE],
+                }
+            )
+    trained = [e for e in train_plan.experiments(config) if not train_plan.is_published(e)]
+    models = list(config["train"]["models"])
+    facts = model_facts(models)
+    width = 2 if config["resources"]["gpus"] > 0 else 4  # bf16 under CUDA autocast, else fp32
+    tl = [e for e in trained if train_plan.is_tl(e["protocol"])]
+    feats = 0
+    for exp in tl:
+        sizes = dataset_images(config, exp["dataset"])
+        n = sum(sizes[split] for split in train_plan.FEATURE_SPLITS) if sizes else 0
+        feats += sum(n * facts[m]["features"] * width for m in models)
+    if tl:
+        rows.append(
+            {
+                "stage": "train",
+                "item": f"TL features ({len(tl)} experiments)",
+                "bytes": feats,
+                "source": f"images x head input width x {width} bytes",
+                "read_by": ["train_head_trial", "train_head_final"],
+            }
+        )
+    finals = sum(len(train_plan.seeds(config, e)) for e in trained)
+    weights = sum(facts[m]["parameters"] for m in models) * 4
+    if not trained:
+        return rows
+    rows.append(
+        {
+            "stage": "train",
+            "item": f"final weights ({finals} runs per model, and each selected trial)",
+            "bytes": weights * (finals + len(trained)),
+            "source": "parameters x 4 bytes (float32), built on torch's meta device; "
+            "trial checkpoints are deleted as trials end",
+            "read_by": [EVALUATE],
+        }
+    )
+    return rows
+
+
+def caption_embeddings(config: dict, scale: dict | None) -> dict:
+    """Storage row of the caption embedding's outputs at laion2B-en: per embedded caption (the
+    scale model's share of one-class captions, docs/scale.json ``embed_fraction``) a float32
+    similarity, the parts' score tables (the selection's projected input), and with
+    ``curate.encoder.keep_vectors`` its float16 vector (RoBERTa-large: 1,024 wide)."""
+    item = "caption embeddings"
+    rows_per_part = world_rows_per_part(config)
+    if scale and not paper_shaped(config, scale) and rows_per_part:
+        # a LAION source the workflow writes (demo or scale world): its caption rows at the
+        # scale model's embedded share and bytes per embedded row
+        target = scale["embed_fraction"] * scale["projection_target"]["captions"]
+        tables = {r["rule"]: r["projected"] for r in scale["rules"]}["curate_select"]["input_mb"]
+        rows = scale["embed_fraction"] * rows_per_part * len(_shard_names(config))
+        keep = config["curate"]["encoder"]["keep_vectors"]
+        per_row = 4 + tables * 1e6 / target + (1024 * 2 if keep else 0)
+        return {
+            "stage": "curate",
+            "item": f"{item} ({rows:,.0f} captions)",
+            "bytes": round(rows * per_row),
+            "source": f"estimate: {scale['embed_fraction']:.0%} of the parts' caption rows "
+            f"embedded x {per_row:,.0f} bytes per embedded caption (similarity, score tables"
+            + (", float16 vector" if keep else "")
+            + "), the scale model's laion2B-en projection (docs/scale.json); measured: "
+            "du -sh results/curate after the run (score tables and similarities)",
+            "read_by": ["curate_select"],
+        }
+    if not (scale and paper_shaped(config, scale)):
+        return {
+            "stage": "curate",
+            "item": item,
+            "bytes": None,
+            "source": "not estimated: the scale model projects laion2B-en's parts, and this "
+            "LAION copy's caption rows are unknown until read",
+            "read_by": ["curate_select"],
+        }
+    rows = scale["embed_fraction"] * scale["projection_target"]["captions"]
+    tables = {r["rule"]: r["projected"] for r in scale["rules"]}["curate_select"]["input_mb"]
+    keep = config["curate"]["encoder"]["keep_vectors"]
+    size = rows * 4 + tables * 1e6 + (rows * 1024 * 2 if keep else 0)
+    return {
+        "stage": "curate",
+        "item": f"{item} ({rows / 1e6:,.0f} M captions)",
+        "bytes": round(size),
+        "source": f"{scale['embed_fraction']:.0%} of laion2B-en's rows embedded (docs/scale.json; "
+        "2-39 % by part, docs/scale.md) x 4 bytes of similarity, and the parts' score tables "
+        f"({tables / 1e3:,.1f} GB, the selection's projected input)"
+        + ("; float16 vectors kept, 1,024 per caption" if keep else "; vectors not kept"),
+        "read_by": ["curate_select"],
+    }
+
+
+def _shard_names(config: dict) -> list[str]:
+    from imagenot.curate import plan as curate_plan
+
+    try:
+        return curate_plan.shard_files(config)
+    except (KeyError, ValueError):
+        return []
+
+
+# ---- the GPU stages beside training ----------------------------------------------------------
+
+
+def gpu_stage_rows(config: dict, jobs: list[PlannedJob], throughput: dict) -> list[dict]:
+    """Estimated GPU-hours of each GPU stage beside training, each with its source:
+    evaluation (one pass per transformation over the test split of every final run, at
+    :data:`FORWARD_SPEEDUP` x the model's training images/s, scaled by pixels to the model's
+    input side, or the stored size of a dataset published weights are evaluated on), caption embedding (the scale
+    model's projected runtime per part at laion2B-en, docs/scale.json), and every other stage's
+    GPU jobs (the diagnostics, the audit, the preflight: at their requested time, short jobs, an
+    upper bound)."""
+    from imagenot.acquire.sizes import stored_size
+    from imagenot.evaluate import transforms
+    from imagenot.train import experiments, plan
+
+    groups = rule_groups()
+    out = []
+    passes = len(transforms.names())
+    hours, missing = 0.0, set()
+    for run in plan.final_runs(config):
+        d, model = run["dataset"], run["model"]
+        sizes = dataset_images(config, d)
+        if sizes is None or model not in throughput:
+            missing.add(model if model not in throughput else d)
+            continue
+        published = False
+        side = experiments.image_size(config, model)
+        for exp in plan.experiments(config):
+            if exp["dataset"] == d and exp["protocol"] == run["protocol"]:
+                published = plan.is_published(exp)
+        if published:
+            side = stored_size(config, d)
+        rate = throughput[model] * FORWARD_SPEEDUP * (224 / side) ** 2
+        hours += passes * sizes["test"] / rate / 3600
+    n_eval = sum(1 for j in jobs if j.rule == "evaluate_robustness" and j.gpus)
+    out.append(
+        {
+            "stage": "evaluate",
+            "gpu_jobs": n_eval,
+            "gpu_hours": round(hours, 1),
+            "source": f"{passes} passes (one per transformation) over each final run's test "
+            f"split at {FORWARD_SPEEDUP}x the model's training images/s, scaled by pixels to the "
+            "size evaluated (a published model's: its dataset's stored size, an upper bound)"
+            + (f"; not estimated: {', '.join(sorted(missing))}" if missing else ""),
+        }
+    )
+    scale = scale_projection()
+    embed = [j for j in jobs if j.rule == "curate_embed" and j.gpus]
+    if embed:
+        projected = {r["rule"]: r["projected"] for r in (scale or {}).get("rules", [])}
+        if paper_shaped(config, scale) and "curate_embed" in projected:
+            per = projected["curate_embed"]["runtime_min"] / 60
+            rate = scale["embedding_rate"]
+            source = (
+                f"the scale model's projected {per * 60:.0f} min per part at laion2B-en "
+                f"(docs/scale.json: {scale['embed_fraction']:.0%} of rows embedded at "
+                f"{rate['sentences_per_s']:.0f} sentences/s, {rate['model']} on a {rate['gpu']}, "
+                "sbert.net's published rate)"
+            )
+        else:
+            per = sum((j.resources.get("runtime") or 0) for j in embed) / 60 / len(embed)
+            source = "requested time (an upper bound; no projection for this LAION source)"
+        out.append(
+            {
+                "stage": "curate (caption embedding)",
+                "gpu_jobs": len(embed),
+                "gpu_hours": round(per * len(embed), 1),
+                "source": source,
+            }
+        )
+    estimated = {"train", "evaluate", "curate"}  # the rows above
+    for stage in dict.fromkeys(groups.get(j.rule) for j in jobs if j.gpus):
+        if stage in estimated:
+            continue
+        mine = [j for j in jobs if groups.get(j.rule) == stage and j.gpus]
+        if mine:
+            out.append(
+                {
+                    "stage": stage,
+                    "gpu_jobs": len(mine),
+                    "gpu_hours": round(
+                        sum(j.gpus * (j.resources.get("runtime") or 0) for j in mine) / 60, 1
+                    ),
+                    "source": "requested time x GPUs (short jobs: an upper bound)",
+                }
+            )
+    return out

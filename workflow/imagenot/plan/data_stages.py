@@ -1,0 +1,422 @@
+"""The data stages' time on the plan's CPU cores, and the whole run's wall time through them.
+
+``imagenot plan`` schedules every data stage a config runs on ``resources.plan_cores`` CPU
+cores (the schema's default, or an overlay's) and ``--gpus`` GPUs, then the GPU stages that
+depend on them:
+
+- the curation of the LAION-built datasets some rule reads
+  (:func:`imagenot.plan.split_readers.curated_datasets`): each rule's projected runtime per part at
+  laion2B-en (docs/scale.json), the parts' jobs side by side on the cores, the caption
+  embedding's on the GPUs;
+- the LAION download of each LAION-built dataset whose images are read: the URLs at a per-core
+  rate and a site bandwidth (:data:`DOWNLOAD_SAMPLES_PER_S`, :data:`DOWNLOAD_GBIT_PER_S`), the
+  share of URLs that serve an image being the one ``curate.oversample`` plans for; then the
+  write of its parts, the split and the build (their projected runtimes);
+- the materialisation of each dataset on disk some rule reads: its range jobs, each a share of
+  the stored images at :func:`materialise_rate` (benchmarks/bench_materialise.py), then the
+  gather.
+
+Jobs are started longest-remaining-chain first on the cores (:func:`schedule`); a dataset is
+ready when its last job ends. Training starts when every dataset it trains on is ready (an upper
+estimate: a chain of an earlier dataset could start sooner), the evaluation follows it; the
+audit and the diagnostics follow the datasets they read. The whole run's wall time is the
+longest of these paths, and the plan names it (the critical path). Every figure is an estimate,
+labelled with its source and the command that replaces it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+# LAION image download (each assumption stated in the plan): img2dataset's own benchmarks
+# (dataset_examples/laion400m.md: 1,300 samples/s on one 16-core 2 Gbps machine; laion5B.md:
+# about 1,000 samples/s per 16-core instance)
+DOWNLOAD_SAMPLES_PER_S = 1000
+DOWNLOAD_NODE_CORES = 16
+DOWNLOAD_SOURCE = (
+    "img2dataset's benchmarks: ~1,000 samples/s per 16-core node (dataset_examples/laion5B.md), "
+    "1,300 on one 2 Gbps machine (laion400m.md)"
+)
+DOWNLOAD_GBIT_PER_S = 1.0
+# the mean JPEG the download keeps: ILSVRC-2012 train's mean image (469 x 387 px)
+MEAN_PHOTO_PIXELS = 469 * 387
+
+# one core's materialisation (decode a photo-sized JPEG, centre-crop resize, encode at quality
+# 95): seconds per image = A + B x side^2, fitted to benchmarks/bench_materialise.py's images/s
+# at 224 px (268) and 480 px (107) on the dev machine (2 cores, load ~10), 2026-12-02
+MATERIALISE_MEASURED = {224: 268.0, 480: 107.0}
+MATERIALISE_SOURCE = (
+    "benchmarks/bench_materialise.py on the dev machine's CPU (one core; 268 images/s at 224 px, "
+    "107 at 480 px; 2026-12-02, under load), photo-sized JPEGs; rerun it where the jobs run"
+)
+
+CURATE_CHAIN = (
+    "curate_match",
+    "curate_candidates",
+    "curate_captions",
+    "curate_queries",
+    "curate_embed",
+    "curate_select",
+)
+LAION_BUILD = ("acquire_write", "acquire_split", "acquire_build")
+
+
+def materialise_rate(side: int) -> float:
+    """Images per second one core materialises at ``side`` px (:data:`MATERIALISE_MEASURED`,
+    seconds per image linear in the pixels stored)."""
+    (s1, r1), (s2, r2) = sorted(MATERIALISE_MEASURED.items())
+    per_px = (1 / r2 - 1 / r1) / (s2 * s2 - s1 * s1)
+    fixed = 1 / r1 - per_px * s1 * s1
+    return 1 / (fixed + per_px * side * side)
+
+
+def schedule(chains: dict[str, list[tuple[int, int, float]]], cores: int) -> dict:
+    """Start and end hour of each stage of ``chains`` (name -> stages, each ``(jobs, cores per
+    job, hours per job)``, one after another: a stage's jobs start when the previous stage's
+    last job has ended) on ``cores`` cores, ready jobs started longest-remaining-chain first,
+    a smaller one when the first does not fit. A job of 0 cores is a wait that holds none (the
+    caption embedding on the GPUs); one wider than ``cores`` takes them all. Returns
+    ``{name: [(start, end) per stage]}``."""
+    if cores < 1:
+        raise ValueError(f"config key resources.plan_cores: at least 1, got {cores}")
+    names = list(chains)
+    tails = {n: [sum(h for _, _, h in chains[n][k:]) for k in range(len(chains[n]))] for n in names}
+    spans: dict[str, list] = {n: [] for n in names}
+    stage = dict.fromkeys(names, 0)
+    left = dict.fromkeys(names, 0)
+    ready: list[list] = []
+    running: list[tuple[float, str, int]] = []
+    now, free = 0.0, cores
+
+    def release(name: str) -> None:
+        if stage[name] < len(chains[name]):
+            jobs, width, hours = chains[name][stage[name]]
+            left[name] = max(jobs, 1)
+            spans[name].append([None, now])
+            ready.append([-tails[name][stage[name]], name, min(width, cores), hours, max(jobs, 1)])
+
+    for name in names:
+        release(name)
+    while ready or running:
+        ready.sort()
+        for entry in ready:
+            _, name, width, hours, jobs = entry
+            n = jobs if width == 0 else min(jobs, free // width)
+            for _ in range(n):
+                heapq.heappush(running, (now + hours, name, width))
+            if n and spans[name][-1][0] is None:
+                spans[name][-1][0] = now
+            free -= n * width
+            entry[4] -= n
+        ready = [e for e in ready if e[4]]
+        if not running:
+            break
+        now, name, width = heapq.heappop(running)
+        ended = [(name, width)]
+        while running and running[0][0] <= now + 1e-12:
+            _, other, w = heapq.heappop(running)
+            ended.append((other, w))
+        for other, w in ended:
+            free += w
+            left[other] -= 1
+            if left[other] == 0:
+                spans[other][-1][1] = now
+                stage[other] += 1
+                release(other)
+    return {n: [(round(s, 3), round(e, 3)) for s, e in spans[n]] for n in names}
+
+
+def _threads(jobs: list, rule: str) -> int:
+    return max((j.threads for j in jobs if j.rule == rule), default=1)
+
+
+def _count(jobs: list, rule: str) -> int:
+    return sum(1 for j in jobs if j.rule == rule)
+
+
+def _requested_hours(jobs: list, rule: str) -> float:
+    return max(((j.resources.get("runtime") or 0) / 60 for j in jobs if j.rule == rule), default=0)
+
+
+def data_chains(config: dict, jobs: list, gpus: int) -> tuple[dict, dict]:
+    """The data stages as chains for :func:`schedule` and the rows of the plan:
+    ``({chain: stages}, {row: (chain, first stage, [facts per stage])})``. Chain ``laion``: the
+    curation (row ``curate``), then the download, write, split and build of each LAION-built
+    dataset whose images are read (row ``download <name>``; one after another, as they share
+    the bandwidth); a chain per materialised dataset on disk (``materialise <name>``)."""
+    from imagenot.acquire.kinds import DATASET_KINDS
+    from imagenot.acquire.ranges import class_count_hint, n_range_jobs
+    from imagenot.acquire.settings import MaterialiseSettings
+    from imagenot.acquire.sizes import BYTES_PER_PIXEL, dataset_images
+    from imagenot.curate.settings import SelectSettings
+    from imagenot.plan.costs import paper_shaped, scale_projection
+    from imagenot.plan.split_readers import (
+        curated_datasets,
+        read_datasets,
+        split_size,
+        stored_splits,
+    )
+
+    chains: dict[str, list] = {}
+    facts: dict[str, list] = {}
+    scale = scale_projection()
+    paper = paper_shaped(config, scale)
+    projected = {r["rule"]: r["projected"] for r in (scale or {}).get("rules", [])}
+    curated = curated_datasets(config)
+
+    def rule_hours(rule: str) -> tuple[float, str]:
+        """One job's hours of ``rule``: the scale model's projection on a paper-shaped config,
+        else the rule's requested runtime."""
+        if paper and rule in projected:
+            return projected[rule]["runtime_min"] / 60, "projection"
+        return _requested_hours(jobs, rule), "request"
+
+    if curated:
+        stages, about = [], []
+        for rule in CURATE_CHAIN:
+            n = _count(jobs, rule)
+            if not n:
+                continue
+            hours, source = rule_hours(rule)
+            width = _threads(jobs, rule)
+            if rule == "curate_embed" and config["resources"]["gpus"] > 0:
+                # the parts' embedding on the GPUs, one part per GPU at a time: a wait here
+                stages.append((1, 0, math.ceil(n / gpus) * hours))
+            else:
+                stages.append((n, width, hours))
+            on_gpus = rule == "curate_embed" and config["resources"]["gpus"] > 0
+            about.append(
+                {
+                    "rule": rule,
+                    "jobs": n,
+                    "cores": 0 if on_gpus else width,
+                    "hours": hours,
+                    "from": source,
+                }
+            )
+        if stages:
+            chains["laion"], facts["curate"] = stages, ("laion", 0, about)
+    for name in [n for n in curated if n in read_datasets(config)]:
+        select = SelectSettings.from_config(config, dataset=name)
+        urls = select.n_classes * math.ceil(select.images_per_class * (1 + select.oversample))
+        success = 1 / (1 + select.oversample)
+        nbytes = urls * success * MEAN_PHOTO_PIXELS * BYTES_PER_PIXEL
+        parts = max(_count(jobs, "acquire_download"), 1)
+        width = _threads(jobs, "acquire_download")
+        at_once = max(1, min(parts, config_cores(config) // width))
+        per_core = DOWNLOAD_SAMPLES_PER_S / DOWNLOAD_NODE_CORES
+        by_rate = urls / parts / (per_core * width) / 3600
+        by_bytes = nbytes / parts * 8 / (DOWNLOAD_GBIT_PER_S * 1e9 / at_once) / 3600
+        stages = [(parts, width, max(by_rate, by_bytes))]
+        about = [
+            {
+                "rule": "acquire_download",
+                "jobs": parts,
+                "cores": width,
+                "hours": max(by_rate, by_bytes),
+                "from": "download",
+                "urls": urls,
+                "images": round(urls * success),
+                "bytes": round(nbytes),
+                "success": success,
+                "oversample": select.oversample,
+            }
+        ]
+        for rule in LAION_BUILD:
+            n = _count(jobs, rule)
+            if not n:
+                continue
+            hours, source = rule_hours(rule)
+            stages.append((n, _threads(jobs, rule), hours))
+            about.append(
+                {
+                    "rule": rule,
+                    "jobs": n,
+                    "cores": _threads(jobs, rule),
+                    "hours": hours,
+                    "from": source,
+                }
+            )
+        laion = chains.setdefault("laion", [])
+        first = len(laion)
+        laion += stages
+        facts[f"download {name}"] = ("laion", first, about)
+    for name in read_datasets(config):
+        if not DATASET_KINDS[config["datasets"][name]["kind"]].adapter:
+            continue
+        sizes = dataset_images(config, name)
+        if sizes is None:
+            continue
+        values = MaterialiseSettings.config_values(config, dataset=name)
+        ranges = n_range_jobs(
+            class_count_hint(values["kind"], values["path"]), values["classes_per_job"]
+        )
+        seconds = sum(
+            sizes[s] / materialise_rate(split_size(config, name, s))
+            for s in stored_splits(config, name)
+        )
+        images = sum(sizes[s] for s in stored_splits(config, name))
+        gather = _requested_hours(jobs, "acquire_materialise")
+        stages = [(ranges, 1, seconds / ranges / 3600), (1, 1, gather)]
+        about = [
+            {
+                "rule": "acquire_materialise_range",
+                "jobs": ranges,
+                "cores": 1,
+                "hours": seconds / ranges / 3600,
+                "from": "materialise",
+                "images": images,
+            },
+            {
+                "rule": "acquire_materialise",
+                "jobs": 1,
+                "cores": 1,
+                "hours": gather,
+                "from": "request",
+            },
+        ]
+        chains[f"materialise {name}"] = stages
+        facts[f"materialise {name}"] = (f"materialise {name}", 0, about)
+    return chains, facts
+
+
+def config_cores(config: dict) -> int:
+    """The CPU cores of the plan: ``resources.plan_cores`` (the schema's default, or an
+    overlay's)."""
+    return config["resources"]["plan_cores"]
+
+
+def data_stage_rows(config: dict, jobs: list, gpus: int) -> list[dict]:
+    """One row per data stage chain, scheduled on ``config``'s cores (:func:`config_cores`):
+    its start and end hour, its jobs and estimated core-hours, and its source; ``hours`` the
+    stage's time in the schedule, None where not estimated (a LAION copy the scale model does
+    not project)."""
+    from imagenot.plan.costs import paper_shaped, scale_projection
+
+    cores = config_cores(config)
+    chains, facts = data_chains(config, jobs, gpus)
+    spans = schedule(chains, cores)
+    scale = scale_projection()
+    out = []
+    for name, (chain, first, about) in facts.items():
+        mine = spans[chain][first : first + len(about)]
+        start, end = mine[0][0] or 0.0, mine[-1][1]
+        core_hours = sum(f["jobs"] * f["cores"] * f["hours"] for f in about)
+        row = {
+            "stage": name,
+            "start": round(start, 2),
+            "end": round(end, 2),
+            "hours": round(end - start, 2),
+            "jobs": sum(f["jobs"] for f in about),
+            "core_hours": round(core_hours, 1),
+            "rules": about,
+            "source": _source(name, about, config, gpus, cores, scale),
+        }
+        if name == "curate" and not paper_shaped(config, scale):
+            row["hours"] = row["start"] = row["end"] = None
+            row["source"] = "not estimated: the scale model projects laion2B-en's 128 parts only"
+        out.append(row)
+    return out
+
+
+def _source(name: str, about: list[dict], config, gpus, cores, scale) -> str:
+    from imagenot.acquire.sizes import BYTES_PER_PIXEL
+
+    rules = ", ".join(
+        f"{f['rule']} {f['jobs']} x {f['hours'] * 60:,.1f} min on "
+        + ("the GPUs" if not f["cores"] else f"{f['cores']} core{'' if f['cores'] == 1 else 's'}")
+        for f in about
+    )
+    projected = any(f["from"] == "projection" for f in about)
+    requested = [f["rule"] for f in about if f["from"] == "request"]
+    parts = [f"on {cores} cores, jobs longest-chain first: {rules}"]
+    if name == "curate":
+        parts.append(
+            f"{scale['projection_target']['captions']:,} caption rows"
+            if scale
+            else "caption rows unknown"
+        )
+        if config["resources"]["gpus"] > 0:
+            parts.append(f"the caption embedding's parts on the {gpus} GPUs, one per GPU at a time")
+    for f in about:
+        if f["from"] == "download":
+            parts.append(
+                f"{f['urls']:,} URLs at {DOWNLOAD_SAMPLES_PER_S / DOWNLOAD_NODE_CORES:,.1f} URLs/s "
+                f"per core ({DOWNLOAD_SOURCE}) within {DOWNLOAD_GBIT_PER_S:g} Gbit/s shared; "
+                f"{f['success']:.0%} of them serve an image (1 / (1 + curate.oversample "
+                f"{f['oversample']:g}), what the config plans for): {f['images']:,} images, "
+                f"{f['bytes'] / 1e9:,.1f} GB at {MEAN_PHOTO_PIXELS * BYTES_PER_PIXEL / 1e3:,.0f} "
+                "kB each "
+                "(ILSVRC-2012 train's mean JPEG); no top-up round (the planned share fills "
+                "every class)"
+            )
+        if f["from"] == "materialise":
+            parts.append(
+                f"{f['images']:,} images stored, each split at its side, at {MATERIALISE_SOURCE}"
+            )
+    if projected:
+        parts.append("the scale model's projected runtime per job at laion2B-en (docs/scale.json)")
+    if requested:
+        parts.append(f"{', '.join(requested)} at the requested time (an upper bound)")
+    parts.append("measured: each job's benchmark file (results/benchmarks)")
+    return "; ".join(parts)
+
+
+def whole_run(config: dict, data: list[dict], wall: dict, stages: list[dict], gpus: int):
+    """The whole run's wall time: the data stages as scheduled (:func:`data_stage_rows`), then
+    training (its schedule on ``gpus`` GPUs, from when every dataset it trains on is ready),
+    then the evaluation's GPU-hours over the GPUs; beside it, each dataset only the audit, the
+    diagnostics or the published weights' evaluation read, then those stages' GPU-hours over the
+    GPUs. ``hours`` the longest path, ``critical_path`` its stages, ``parts`` their hours (they
+    add up to ``hours``). None where a figure on the way is not estimated."""
+    from imagenot.plan.split_readers import split_readers
+
+    if wall["hours"] is None or any(d["hours"] is None for d in data):
+        return None
+    ready = {}
+    for d in data:
+        if d["stage"] == "curate":
+            continue
+        dataset = d["stage"].split(" ", 1)[1]
+        ready[dataset] = (d["end"], d["stage"])
+    curate = next((d for d in data if d["stage"] == "curate"), None)
+    readers = split_readers(config)
+    trained = [
+        n
+        for n, splits in readers.items()
+        if any(r.startswith("train_") for rules in splits.values() for r in rules)
+    ]
+    gpu = {s["stage"]: s["gpu_hours"] / gpus for s in stages}
+    evaluate = sum(h for s, h in gpu.items() if s == "evaluate")
+    others = sum(h for s, h in gpu.items() if s in ("audit", "diagnostics"))
+    paths = []
+
+    def data_parts(dataset: str) -> dict:
+        end, stage = ready.get(dataset, (0.0, None))
+        if stage is None:
+            return {}
+        if stage.startswith("download") and curate:
+            return {"curate": curate["end"], stage: round(end - curate["end"], 2)}
+        return {stage: end}
+
+    if trained:
+        first = max(trained, key=lambda n: ready.get(n, (0.0, None))[0])
+        parts = data_parts(first)
+        parts |= {"train": wall["hours"], "evaluate": round(evaluate, 2)}
+        paths.append(parts)
+    for dataset in ready:
+        if dataset not in trained:
+            paths.append(data_parts(dataset) | {"audit and diagnostics": round(others, 2)})
+    best = max(paths, key=lambda p: sum(p.values()))
+    return {
+        "hours": round(sum(best.values()), 1),
+        "parts": {k: round(v, 2) for k, v in best.items()},
+        "critical_path": list(best),
+        "cores": config_cores(config),
+        "ready": {n: round(e, 2) for n, (e, _) in ready.items()},
+        "source": "the data stages as scheduled on the cores; training from when every dataset "
+        "it trains on is ready (a chain of an earlier one could start sooner), its schedule on "
+        "the GPUs; the evaluation's, audit's and diagnostics' GPU-hours over the GPUs; "
+        "queueing not included",
+    }

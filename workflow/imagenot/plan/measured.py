@@ -1,0 +1,210 @@
+"""Your GPU's measured speed and memory, for ``imagenot plan --throughput FILE``.
+
+Two files carry them: the JSON report of ``imagenot preflight`` run on one of the user's GPUs
+(its ``feed <model>`` checks: fed images/s, what a training job sees; its ``memory <model>``
+checks: the peak at the per-GPU batch against the device's memory), and the output of
+``benchmarks/bench_feed_models.py --json`` (fed images/s only). :mod:`imagenot.plan.costs` reads
+them through here; without a file, the config's ``train.throughput`` (by default one H200's,
+measured: the schema's description says which figure of docs/gpu.md each model's is) and the
+same H200's memory peaks (:data:`H200_MEMORY`).
+
+Beside them, what a run in the working directory has measured itself (:func:`read_runs`):
+each finished halving slot's and final run's record (its epochs and why it stopped) and the
+images/s of every epoch its ``metrics.csv`` holds, so that ``imagenot plan`` re-estimates what
+is left of a run from the run.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from pathlib import Path
+
+# GPU memory measured on one NVIDIA H200 (139.8 GiB; docs/gpu.md "Measured on a GPU": the
+# preflight's memory check for four models at c9a3615, the plain training loop for three):
+# model -> (images per GPU, peak GiB)
+H200_MEMORY = {
+    "alexnet": (256, 2.1),
+    "resnet18": (256, 4.0),
+    "convnext_large": (64, 14.4),
+    "efficientnet_v2_l": (32, 8.7),
+    "resnet152": (256, 22.4),
+    "densenet161": (256, 29.9),
+    "vgg19": (256, 12.9),
+}
+H200_SOURCE = (
+    'one NVIDIA H200 (139.8 GiB), docs/gpu.md "Measured on a GPU" (the preflight\'s memory '
+    "checks and the plain training loop); `bash benchmarks/gpu_check.sh` or `imagenot "
+    "preflight` on your GPU replaces it (--throughput)"
+)
+
+
+def read_throughput(path: Path | None, config: dict) -> tuple[dict, str]:
+    """Training images/s per model: ``train.throughput`` of the config, with the models that
+    ``path`` measured replaced by their fed rate (``feed_img_per_s``: what a training job sees).
+    ``path``: the JSON report of ``imagenot preflight`` on the user's GPU (its ``feed <model>``
+    checks; a failed report's measurements count too), or ``benchmarks/bench_feed_models.py
+    --json`` output."""
+    measured = read_measurements(path, config)
+    return measured["throughput"], measured["source"]
+
+
+def read_measurements(path: Path | list[Path] | None, config: dict) -> dict:
+    """:func:`read_throughput`'s table and source, and from a preflight report its memory
+    checks (``memory``: per model and per-GPU batch, the peak and the device's GiB; None
+    without a preflight report). ``path`` may be a list of such files (``benchmarks/
+    gpu_check.sh`` writes two preflight reports): each replaces the models it measured, in
+    order."""
+    if isinstance(path, list | tuple):
+        if len(path) == 1:
+            return read_measurements(path[0], config)
+        parts = [read_measurements(p, config) for p in path]
+        table, memory = dict(config["train"]["throughput"]), []
+        for part in parts:
+            table.update({m: r for m, r in part["throughput"].items() if m in part["measured"]})
+            memory += part["memory"] or []
+        return {
+            "throughput": table,
+            "source": "; ".join(
+                part["source"].split("; config train.throughput")[0] for part in parts
+            )
+            + "; config train.throughput for the rest",
+            "memory": memory or None,
+            "measured": sorted({m for part in parts for m in part["measured"]}),
+        }
+    table = dict(config["train"]["throughput"])
+    if path is None:
+        source = (
+            "config train.throughput, one H200's measured images/s (the schema's default: "
+            'docs/gpu.md "Measured on a GPU"; `bash benchmarks/gpu_check.sh` on your GPU, then '
+            "--throughput with its preflight reports, replaces it)"
+        )
+        return {"throughput": table, "source": source, "memory": None, "measured": []}
+    try:
+        data = json.loads(Path(path).read_text())
+    except ValueError as exc:
+        raise ValueError(f"{path}: not JSON ({exc})") from None
+    memory = None
+    try:
+        if isinstance(data, dict) and "checks" in data:  # imagenot preflight's report
+            measured, memory = _preflight_measurements(data)
+            env = data.get("environment", {})
+            what = (
+                f"imagenot preflight on {env.get('gpu') or 'the CPU (not a GPU: CPU speeds)'} at "
+                f"{data['settings']['image_size']} px"
+                + ("" if data.get("passed") else ", a FAILED preflight")
+            )
+        else:
+            measured = {
+                r["model"]: float(r["feed_img_per_s"]) for r in data["models"] if "error" not in r
+            }
+            what = f"bench_feed_models on {data['device']} at {data['size']} px"
+    except (KeyError, TypeError) as exc:
+        raise ValueError(
+            f"{path}: neither an `imagenot preflight` report (its --json) nor the output of "
+            f"benchmarks/bench_feed_models.py --json (missing {exc})"
+        ) from None
+    if not measured:
+        raise ValueError(f"{path}: no model's throughput was measured in it")
+    table.update(measured)
+    source = (
+        f"{path} ({what}) for {', '.join(sorted(measured))}; config train.throughput for the rest"
+    )
+    return {"throughput": table, "source": source, "memory": memory, "measured": sorted(measured)}
+
+
+def _preflight_measurements(report: dict) -> tuple[dict[str, float], list[dict]]:
+    """Fed images/s per model (the ``feed <model>`` checks that measured) and the memory checks
+    (``memory <model> (<spaces>)``) of a preflight report."""
+    feeds, memory = {}, []
+    for check in report["checks"]:
+        kind, _, rest = check["name"].partition(" ")
+        model = rest.split(" ")[0]
+        values = check.get("values") or {}
+        if kind == "feed" and values.get("feed_img_per_s"):
+            feeds[model] = float(values["feed_img_per_s"])
+        elif kind == "memory" and values:
+            memory.append(
+                {
+                    "check": check["name"],
+                    "model": model,
+                    "per_gpu": values.get("per_gpu"),
+                    "peak_gib": values.get("peak_gib"),
+                    "device_gib": values.get("device_gib"),
+                    "fits": values.get("fits"),
+                    "status": check["status"],
+                }
+            )
+    return feeds, memory
+
+
+def read_runs(runs: dict[tuple[str, str, str], Path]) -> dict[tuple[str, str, str], dict]:
+    """What a run has measured, per trained (dataset, protocol, model) and its folder in
+    ``runs`` (``results/train/{dataset}/{protocol}/{model}`` of the working directory;
+    :func:`imagenot.plan.costs.run_records` names them): ``slots`` (each finished halving slot's
+    stage, epochs and ``stopped_by``), ``finals`` (each final run's seed, from its folder,
+    epochs and ``stopped_by``) and ``images_per_s`` (the training images/s of every epoch in
+    its trials' and finals' ``metrics.csv``; an epoch resumed already trained, 0, left out).
+    Empty where nothing has finished. A record that is not JSON, or lacks a key, raises
+    ValueError naming the file."""
+    out = {}
+    for key, run in runs.items():
+        run = Path(run)
+        if not run.is_dir():
+            continue
+        slots = [
+            _record(p, ("stage", "epochs", "stopped_by"))
+            for p in sorted(run.glob("stage-*/slot-*.json"))
+        ]
+        finals = [
+            {**_record(p, ("epochs", "stopped_by")), "seed": int(p.parent.name[5:])}
+            for p in sorted(run.glob("final/seed-[0-9]*/result.json"))
+        ]
+        rates = []
+        for metrics in sorted(run.glob("trial-*/metrics.csv")) + sorted(
+            run.glob("final/seed-[0-9]*/metrics.csv")
+        ):
+            rates += _rates(metrics)
+        slots = [s for s in slots if s.get("epochs")]  # an empty slot trained nothing
+        if slots or finals or rates:
+            out[key] = {"slots": slots, "finals": finals, "images_per_s": rates}
+    return out
+
+
+def _record(path: Path, keys: tuple[str, ...]) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except ValueError as exc:
+        raise ValueError(f"{path}: not a JSON record ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    if "stage" in keys and data.get("trial", 0) is None:
+        return {}  # an empty slot: nothing was promoted into it
+    missing = [k for k in keys if k not in data]
+    if missing:
+        raise ValueError(f"{path}: record without {', '.join(missing)}")
+    return {k: data[k] for k in keys}
+
+
+def _rates(path: Path) -> list[float]:
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    if rows and "images_per_s" not in rows[0]:
+        raise ValueError(f"{path}: no images_per_s column")
+    out = []
+    for i, row in enumerate(rows, start=2):
+        try:
+            rate = float(row["images_per_s"])
+        except (TypeError, ValueError):
+            raise ValueError(f"{path}, row {i}: images_per_s {row['images_per_s']!r}") from None
+        if rate > 0:
+            out.append(rate)
+    return out
+
+
+def median_rate(records: dict, model: str) -> tuple[float, int] | None:
+    """The median training images/s of ``model``'s measured epochs over every experiment of
+    ``records`` (:func:`read_runs`) and how many epochs; None without any."""
+    rates = [r for (_, _, m), rec in records.items() if m == model for r in rec["images_per_s"]]
+    return (statistics.median(rates), len(rates)) if rates else None

@@ -1,0 +1,411 @@
+"""``imagenot plan``: what a config will cost before launch, without its data on disk.
+
+Per rule group: jobs, GPU jobs, requested GPU-hours and core-hours (upper bounds), the largest
+host memory a job asks for; the estimated GPU-hours of every GPU stage (training three ways:
+low, expected with early stopping, and the bound where no trial stops early), each with its
+source; the data stages' time; what to ask for in an allocation request (GPU-hours, the longest
+single job and so the partition, GPU memory, node-local disk); storage of every stage's
+outputs, each line with the rules that read it (a dataset line per stored split); training's schedule on the GPUs (when it ends, and the share of the reserved GPU-hours
+it uses), and with ``--deadline-hours`` the GPU count that meets the deadline at the least
+cost. Once a run has finished trials or final runs in its working directory, their epochs and
+images/s re-estimate what is left. Library: :mod:`imagenot.plan.planning` (the jobs, from
+Snakemake's own dry run), :mod:`imagenot.plan.costs` (the figures), :mod:`imagenot.plan.measured` (what
+was measured) and :mod:`imagenot.plan.schedule` (the schedule).
+"""
+
+from __future__ import annotations
+
+import json as _json
+from collections import Counter
+from pathlib import Path
+
+from imagenot.audit.cost import audit_cost, format_audit
+from imagenot.plan.plan_text import (
+    _cell,
+    _gb,
+    _wrapped,
+    format_data_stages,
+    format_deadline,
+    format_gpu_hours,
+)
+
+# headroom on the estimate for the allocation request: reruns of failed or preempted jobs
+MARGIN = 0.2
+
+
+def build_plan(
+    config_path: Path | list[Path],
+    gpus: int,
+    measured: Path | list[Path] | None = None,
+    deadline_hours: float | None = None,
+    directory: Path | str = ".",
+    cores: int | None = None,
+) -> dict:
+    """The whole plan of ``config_path`` (one file, or a base and its overlays) as one
+    JSON-ready dict. ``directory``: the working directory of the run, whose finished trials
+    and final runs (their records and metrics) re-estimate what is left; ``cores``: the CPU
+    cores the data stages run on, in place of the config's ``resources.plan_cores``."""
+    from imagenot.core.config import load_configs
+    from imagenot.plan import costs
+    from imagenot.plan.data_stages import data_stage_rows, whole_run
+    from imagenot.plan.measured import median_rate
+    from imagenot.plan.planning import config_paths, planned_jobs
+    from imagenot.plan.schedule import recommend, speed
+
+    if gpus < 1:
+        raise ValueError(f"--gpus must be at least 1, got {gpus}")
+    if deadline_hours is not None and deadline_hours <= 0:
+        raise ValueError(f"--deadline-hours must be positive, got {deadline_hours}")
+    if cores is not None and cores < 1:
+        raise ValueError(f"--cores must be at least 1, got {cores}")
+    paths = config_paths(config_path)
+    config = load_configs(paths)
+    if cores is not None:
+        config["resources"]["plan_cores"] = cores
+    measurements = costs.read_measurements(measured, config)
+    table, source = dict(measurements["throughput"]), measurements["source"]
+    records = costs.run_records(config, directory)
+    from_run = {}
+    # a job's metrics count the images of all its GPUs: one GPU's share, as the estimate scales
+    # a data-parallel job (the run's jobs at the model's GPUs per job, costs.job_gpus)
+    for model in config["train"]["models"]:
+        got = median_rate(records, model)
+        if got:
+            per_gpu = speed(costs.job_gpus(config, model), costs.DDP_EFFICIENCY)
+            table[model], from_run[model] = got[0] / per_gpu, got[1]
+    if from_run:
+        source += (
+            f"; measured by this run ({Path(directory) / 'results/train'}, median training "
+            f"images/s of its epochs, per GPU) for {', '.join(sorted(from_run))}"
+        )
+    jobs = planned_jobs(paths)
+    groups = costs.group_rows(config, jobs)
+    rows = costs.training_rows(config, table, records)
+    keys = ("jobs", "gpu_jobs", "gpu_hours_requested", "core_hours_requested")
+    total = {k: round(sum(g[k] for g in groups), 1) for k in keys}
+    total["jobs"], total["gpu_jobs"] = int(total["jobs"]), int(total["gpu_jobs"])
+    stored = costs.storage(config)
+    unmeasured = [m for m in config["train"]["models"] if m not in table]
+    unsized = [d for d in config["datasets"] if costs.dataset_images(config, d) is None]
+    left_out = [f"models without a throughput (not estimated): {', '.join(unmeasured)}"]
+    left_out = left_out[: bool(unmeasured)]
+    if unsized:
+        left_out.append(f"datasets of unknown size (not estimated): {', '.join(unsized)}")
+    training = {
+        s: round(sum(r["gpu_hours" + ("" if s == "expected" else f"_{s}")] for r in rows), 1)
+        for s in costs.SCENARIOS
+    }
+    done = round(sum(r["done_gpu_hours"] for r in rows), 1)
+    stages = costs.gpu_stage_rows(config, jobs, table)
+    others = round(sum(g["gpu_hours"] for g in stages), 1)
+    storage_total = sum(s["bytes"] or 0 for s in stored)
+    stops = {}
+    for r in rows:
+        stops.setdefault(r["experiment"], r["stop_epochs"])
+    estimate = training["expected"]
+    wall = costs.wall_time(rows, gpus)
+    data = data_stage_rows(config, jobs, gpus)
+    saving = sum(s["bytes_at_own_side"] - s["bytes"] for s in stored if "side" in s)
+    return {
+        "config": ", ".join(map(str, paths)),
+        "groups": groups,
+        "total": total,
+        "training_estimate": {
+            "gpu_hours": estimate,
+            "gpu_hours_low": training["low"],
+            "gpu_hours_bound": training["bound"],
+            "done_gpu_hours": done,
+            "left_gpu_hours": round(estimate - done, 1),
+            "from_run": {
+                "records": sum(len(r["slots"]) + len(r["finals"]) for r in records.values()),
+                "models_measured": from_run,
+            },
+            "stop_epochs": stops,
+            "rows": [{k: v for k, v in r.items() if k != "chain"} for r in rows],
+            "throughput": table,
+            "throughput_source": source,
+            "assumptions": [*costs.assumptions(config), *left_out],
+        },
+        "gpu_stages": stages,
+        "gpu_hours": {
+            "training": estimate,
+            "other_stages": others,
+            "total": round(estimate + others, 1),
+            "total_low": round(training["low"] + others, 1),
+            "total_bound": round(training["bound"] + others, 1),
+        },
+        "data_stages": data,
+        "audit": audit_cost(config),
+        "whole_run": whole_run(config, data, wall, stages, gpus),
+        "request": _request(
+            config, groups, rows, estimate + others, table, measurements, storage_total, done
+        ),
+        "wall_time": wall,
+        "wall_time_by_gpus": costs.wall_time_by_gpus(rows, gpus),
+        "deadline": (
+            _with_overlays(
+                config,
+                recommend(costs.chains(rows), deadline_hours, costs.DDP_EFFICIENCY, gpus),
+            )
+            if deadline_hours
+            else None
+        ),
+        "storage": stored,
+        "storage_total_bytes": storage_total,
+        "storage_saving_bytes": saving,
+    }
+
+
+def gpus_overlay(config: dict, per_model: dict[str, int]) -> dict:
+    """The config overlay that gives each model of ``per_model`` its GPUs per job: the value
+    most models take as ``train.gpus_per_job``, the others (and every model the config already
+    names) in ``train.gpus_per_job_overrides``; merged over ``config`` (``--configfile``) it
+    plans what ``per_model`` says."""
+    counts = Counter(per_model.values())
+    default = max(counts, key=lambda g: (counts[g], -g))
+    named = config["train"]["gpus_per_job_overrides"]
+    own = {m: g for m, g in sorted(per_model.items()) if g != default or m in named}
+    train: dict = {"gpus_per_job": default}
+    if own:
+        train["gpus_per_job_overrides"] = own
+    return {"train": train}
+
+
+def _with_overlays(config: dict, deadline: dict) -> dict:
+    """``deadline`` (:func:`imagenot.plan.schedule.recommend`) with each answer's overlay
+    (:func:`gpus_overlay`), the YAML to write over the config."""
+    for key in ("uniform", "per_model", "on_gpus"):
+        if deadline.get(key):
+            deadline[key]["overlay"] = gpus_overlay(config, deadline[key]["per_model"])
+    return deadline
+
+
+def _request(config, groups, rows, estimate, table, measurements, storage_total, done) -> dict:
+    """What to ask for in an allocation request: GPU-hours (the expected estimate of every GPU
+    stage, less what the run has done, with a margin; not the bound, nor the requested sum),
+    the longest single job against the partitions' limit, the GPU memory the largest job
+    needs, node-local disk, and storage."""
+    from imagenot.plan import costs
+    from imagenot.plan.slurm_profile import load_site, max_runtime_min
+
+    site = config["resources"]["site"]
+    memory = measurements["memory"]
+    left = estimate - done
+    return {
+        "gpu_hours": round(left * (1 + MARGIN), -1 if left > 100 else 0),
+        "gpu_hours_estimate": round(left, 1),
+        "margin": MARGIN,
+        "gpu_hours_requested_sum": round(sum(g["gpu_hours_requested"] for g in groups), 1),
+        "longest_job": costs.longest_job(config, table),
+        "longest_job_expected": costs.longest_expected_job(rows),
+        "max_runtime_hours": round(max_runtime_min(config, load_site(site)) / 60, 1),
+        "gpu_memory": {
+            **costs.gpu_memory(config, memory),
+            "measured": memory is not None,
+            "failed": [m for m in memory or [] if m["status"] == "fail"],
+        },
+        "node_local_disk": costs.node_local_disk(config),
+        "storage_bytes": storage_total,
+    }
+
+
+def format_plan(plan: dict) -> str:
+    """The plan as text for a terminal or the top of a log."""
+    out = [f"imagenot plan: {plan['config']}", ""]
+    head = f"{'group':<12} {'jobs':>6} {'GPU jobs':>8} {'GPU-h req':>10} {'core-h req':>10} "
+    out.append(head + f"{'host mem/job':>13}")
+    for g in plan["groups"]:
+        mem = f"{g['peak_mem_mb_requested'] / 1000:,.1f} GB"
+        if g["peak_mem_mb_projected"]:
+            mem += f" (proj. {g['peak_mem_mb_projected'] / 1000:,.1f})"
+        out.append(
+            f"{g['group']:<12} {g['jobs']:>6} {g['gpu_jobs']:>8} "
+            f"{g['gpu_hours_requested']:>10,.0f} {g['core_hours_requested']:>10,.0f} {mem:>13}"
+        )
+    t = plan["total"]
+    out.append(
+        f"{'total':<12} {t['jobs']:>6} {t['gpu_jobs']:>8} {t['gpu_hours_requested']:>10,.0f} "
+        f"{t['core_hours_requested']:>10,.0f}"
+    )
+    out.append("  req = requested runtime x GPUs (or cores): what the scheduler must allow")
+    out.append("  host mem/job: the host memory (RAM) a job asks for; GPU memory: see below")
+    notes = sorted({n for g in plan["groups"] for n in g["notes"]})
+    out += [f"  note: {n}" for n in notes]
+    out += ["", *format_gpu_hours(plan)]
+    out += ["", *format_data_stages(plan)]
+    out += ["", *_wrapped(format_audit(plan["audit"]))]
+    out += ["", *format_request(plan)]
+    out += ["", *format_wall_time(plan)]
+    if plan.get("deadline"):
+        out += ["", *format_deadline(plan)]
+    out += ["", "storage, estimate:"]
+    for s in plan["storage"]:
+        read = ", ".join(s.get("read_by") or ["nothing"])
+        out.append(f"  {s['stage']:<8} {s['item']:<52} {_gb(s['bytes']):>14}  read by {read}")
+        out.append(f"  {'':<8} ({s['source']})")
+    out.append(f"  total {_gb(plan['storage_total_bytes'])}")
+    if plan.get("storage_saving_bytes"):
+        out += _wrapped(
+            [
+                f"  each split of a dataset on disk is stored at the side its readers need "
+                f"(the px of its line): {_gb(plan['storage_saving_bytes'])} less than every "
+                "split at its dataset's image_size (the same bytes per pixel, an estimate)"
+            ]
+        )
+    return "\n".join(out)
+
+
+def format_request(plan: dict) -> list[str]:
+    """The allocation request, one line per thing to ask for, each with why."""
+    return _wrapped(_request_lines(plan))
+
+
+def _request_lines(plan: dict) -> list[str]:
+    r, est, h = plan["request"], plan["training_estimate"], plan["gpu_hours"]
+    out = ["what to request (an allocation):"]
+    if not est["rows"]:
+        out.append("  GPU-hours: not estimated (no trained model has a throughput)")
+    else:
+        done = (
+            f", less the {est['done_gpu_hours']:,.1f} this run has done: "
+            f"{r['gpu_hours_estimate']:,.1f} left"
+            if est["done_gpu_hours"]
+            else ""
+        )
+        out.append(
+            f"  GPU-hours: {r['gpu_hours']:,.0f}: the expected estimate of every GPU stage "
+            f"above ({h['total']:,.1f}{done}; trials stopped "
+            f"early as the stop epochs say, at the throughput of "
+            f"{est['throughput_source'].split(' (')[0]}) plus {r['margin']:.0%} for reruns of "
+            f"failed or preempted jobs. Between {h['total_low']:,.0f} (every trial stops at "
+            f"its first chance) and {h['total_bound']:,.0f} (none stops early, the bound). "
+            f"Not the {r['gpu_hours_requested_sum']:,.0f} GPU-h requested above: that sum of "
+            "each job's time limit x GPUs is what the scheduler must let a job ask for, not "
+            "what the run uses"
+        )
+    job, expected = r["longest_job"], r["longest_job_expected"]
+    if job:
+        gpus = f"{job['gpus']} GPU{'s' if job['gpus'] > 1 else ''}"
+        fits = (
+            f"within the {r['max_runtime_hours']:g} h time limit jobs ask for "
+            "(resources.max_runtime_min, or the site profile's)"
+            if job["hours"] <= r["max_runtime_hours"]
+            else f"longer than the {r['max_runtime_hours']:g} h jobs ask for (resources."
+            "max_runtime_min, or the site profile's): it checkpoints before its limit and its "
+            "next attempt resumes there (train.deadline_margin_minutes), so any GPU partition "
+            f"works; one whose limit is at least {job['hours']:,.0f} h runs it without requeueing"
+        )
+        first = (
+            f"  longest single job: expected {expected['experiment']} {expected['model']}, a "
+            f"{expected['job']} of {expected['hours']:,.1f} h; "
+            if expected
+            else "  longest single job: "
+        )
+        out.append(
+            f"{first}at the bound {job['experiment']} {job['model']}, a {job['job']} of "
+            f"{job['epochs']} epochs: {job['hours']:,.1f} h on {gpus} (its GPUs per job); "
+            f"{fits}"
+        )
+    mem = r["gpu_memory"]
+    m = mem["largest"]
+    if mem["measured"] and m:
+        out.append(
+            f"  GPU memory (device): {m['peak_gib']:,.1f} GiB for the largest job "
+            f"({m['check']}, {m['per_gpu']} images per GPU; measured by the preflight on a "
+            f"{m['device_gib']:,.0f} GiB GPU): ask for GPUs with at least that much"
+        )
+        for f in mem["failed"]:
+            out.append(
+                f"  GPU memory: {f['check']} did not fit at {f['per_gpu']} per GPU on that GPU "
+                f"(fits: {f['fits'] or 'not one image'}): see the preflight's report"
+            )
+    elif m:
+        how = (
+            f"measured at {m['per_gpu']} images per GPU"
+            if m["kind"] == "measured"
+            else f"an estimate: {m['measured_gib']:,.1f} GiB measured at {m['measured_at']} "
+            f"images per GPU, scaled to the {m['per_gpu']} its jobs take at once"
+        )
+        out.append(
+            f"  GPU memory (device): {m['peak_gib']:,.1f} GiB for the largest job ({m['model']}, "
+            f"{how}; {mem['source']}): ask for GPUs with at least that much, or set "
+            "train.max_batch_per_gpu (micro-batches keep the batch)"
+        )
+    else:
+        out.append(
+            "  GPU memory (device): not estimated for these models: `.venv/bin/imagenot preflight "
+            "--config ... --json R.json --md R.md` on one of your GPUs measures every model's "
+            "peak at its per-GPU batch (docs/gpu.md); give its report to --throughput"
+        )
+    host = max((g["peak_mem_mb_requested"] for g in plan["groups"]), default=0)
+    out.append(
+        f"  host memory (RAM): {host / 1000:,.1f} GB for the largest job (its request, the "
+        "table's host mem/job)"
+    )
+    disk = r["node_local_disk"]
+    if disk["stage_to_local"]:
+        out.append(
+            f"  node-local disk: {_gb(disk['all_trained_bytes'])} per node for "
+            f"train.stage_to_local (one copy of each dataset a node trains on; the largest "
+            f"alone {_gb(disk['largest_dataset_bytes'])})"
+        )
+    else:
+        out.append(
+            "  node-local disk: none (train.stage_to_local is off: datasets are read in place; "
+            f"turned on, up to {_gb(disk['all_trained_bytes'])} per node)"
+        )
+    out.append(f"  shared storage: {_gb(r['storage_bytes'])} (the storage estimate below)")
+    return out
+
+
+def format_wall_time(plan: dict) -> list[str]:
+    """Training's schedule against GPUs: when it ends and the share of the reserved GPU-hours
+    it uses; where more GPUs stop helping, and why."""
+    from imagenot.plan.costs import DDP_EFFICIENCY
+
+    w, by = plan["wall_time"], plan["wall_time_by_gpus"]
+    if not w["longest_chain"]:
+        return ["wall time of training: not estimated (no GPU-hours estimate)"]
+    points = by["points"]
+    table = [
+        "training's schedule against GPUs, estimate (expected stop epochs; jobs started",
+        "longest-remaining-chain first; queueing not included, the data stages apart):",
+        "  GPUs   " + "".join(f"{p['gpus']:>8}" for p in points),
+        "  hours  " + "".join(f"{_cell(p['hours'], ',.0f'):>8}" for p in points),
+        "  used   " + "".join(f"{_cell(p['used'], '.0%'):>8}" for p in points),
+    ]
+    if w["hours"] is None:
+        on = (
+            f"  on --gpus {w['gpus']}: fewer GPUs than one job asks for (train.gpus_per_job, "
+            "train.gpus_per_job_overrides)"
+        )
+    else:
+        on = (
+            f"  on --gpus {w['gpus']}: training ends after {w['hours']:,.1f} h and uses "
+            f"{w['used']:.0%} of the {w['reserved_gpu_hours']:,.0f} GPU-hours reserved "
+            f"({w['gpus']} x {w['hours']:,.1f} h)"
+        )
+    whole = plan.get("whole_run")
+    if whole:
+        steps = " -> ".join(f"{k} {v:,.1f} h" for k, v in whole["parts"].items())
+        on += (
+            f". The whole run, data stages included: about {whole['hours']:,.1f} h, its "
+            f"critical path {steps} (the data stages' section)"
+        )
+    out = [
+        on,
+        f"  Past {by['knee_gpus']} GPUs the wall time stays at least {by['knee_hours']:,.1f} "
+        f"h, the critical path: one trial of {w['longest_chain']} trains its halving stages "
+        "one after another (each stage waits for the rung's decision and resumes the stage "
+        "before), then its final seeds, however many GPUs run the other trials beside it. "
+        "More GPUs per job for its model (train.gpus_per_job_overrides) shorten it (data-parallel, "
+        f"{DDP_EFFICIENCY:.0%} of linear per doubling); --deadline-hours H says the GPUs and GPUs per job "
+        "that end within H hours at the least cost.",
+    ]
+    return table + _wrapped(out)
+
+
+def plan(config, gpus, cores, deadline_hours, directory, throughput, json) -> None:
+    """What a config will cost, and what to ask for, before launch (no data needed)."""
+    found = build_plan(config, gpus, throughput, deadline_hours, Path(directory or "."), cores)
+    print(_json.dumps(found, indent=1) if json else format_plan(found))

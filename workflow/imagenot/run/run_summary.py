@@ -1,0 +1,494 @@
+"""What a run made, and whether it is usable: the summary printed at the end of every workflow
+run (the Snakefile's ``onsuccess:``, :func:`imagenot.run.summary_plan.on_success`) and written for
+the report (rule ``run_summary``). This module reads only the files its layout names
+(:func:`imagenot.run.summary_plan.layout` knows the stages' paths), so the rule's environment needs
+no stage's libraries.
+
+Why: a run can end with exit 0 and results nobody can use (a dataset split without images, a
+model at chance everywhere, a download part that fetched almost nothing). timm's ``train.py``
+ends with a best-metric line and img2dataset with its success statistics; this is both, for the
+whole study, read from the results tree alone (no rule's state), so it can be printed after any
+run, however partial.
+
+Problems have two levels. **error**: the results cannot be used as they are (a train or test
+split with 0 images; a validation split with 0 images where the config asks for some); the
+workflow then exits 1 after printing, the summary and report still written. **warning**: usable
+but suspect (a model at chance on an experiment, which the preregistration's amendments allow
+to retry, docs/method.md guardrail 4, and the models table marks "(at chance)"; a download part
+whose success rate is under half its dataset's; a part below ``acquire.min_success_rate`` already
+failed its own job; a published weight whose top-1 measured on the whole validation set lies more
+than ``imagenot.train.facts.PUBLISHED_TOLERANCE`` points from its published one: the reference is
+not the published protocol, and every comparison with it inherits the gap).
+
+A final run's numbers are shown only as their producers wrote them: its ``result.json`` (the
+validation accuracy) is checked as every reader checks it (:mod:`imagenot.train.records`: its
+seal, its numbers' ranges, its identity against the plan's run), and its test accuracy is its
+evaluation's Identity row (``robustness.parquet``, measured once, for trained and published
+weights alike), shown only when that evaluation measured the record read (the record's digest,
+which every evaluation row names), its numbers checked as numbers read in. A failed check is an
+error naming the file and the key, and each best test accuracy names the evaluation it was read
+from and the digest of the record that evaluation measured.
+
+The summary opens with the study's question, **do rankings transfer?**, per comparison with
+the reference (:mod:`imagenot.analyse.transfer`, read from the rankings statistics its layout
+names); the report's landing page (:func:`landing`) shows the same lines before the counts.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from pathlib import Path
+
+from imagenot.core.counts import count_problem
+from imagenot.core.paths import RESULTS, SPLITS
+from imagenot.train.records import (
+    IDENTITY,
+    SEAL_KEY,
+    RecordError,
+    check_record,
+    is_percent,
+)
+
+SUMMARY_MD = f"{RESULTS}/summary.md"
+SUMMARY_JSON = f"{RESULTS}/summary.json"
+SUMMARY_HTML = f"{RESULTS}/summary.html"
+REPORT = f"{RESULTS}/report.html"
+# the command that writes the demo's report from the clone's root, as README spells it
+REPORT_COMMAND = f".venv/bin/snakemake --report {REPORT}"
+FAR_BELOW = 0.5  # a part under this share of its dataset's download success rate is a warning
+MIN_PART_ROWS = 50  # as acquire.min_success_rate: smaller parts say little
+# what the summary reads of a final run's result.json, which every version of the workflow wrote
+SUMMARY_KEYS = (*IDENTITY, "num_classes")
+
+
+def _split_counts(manifest: Path) -> dict[str, int]:
+    import pyarrow.parquet as pq
+
+    splits = pq.read_table(manifest, columns=["split"])["split"].to_pylist()
+    return {s: splits.count(s) for s in SPLITS}
+
+
+def _download(stats: Path) -> dict:
+    """Overall success rate of a LAION dataset's download, and its parts far below it."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(stats).to_pylist()
+    parts: dict[tuple, list[int]] = {}
+    for row in rows:
+        ok_all = parts.setdefault((row.get("round", 0), row["part"]), [0, 0])
+        ok_all[1] += row["count"]
+        ok_all[0] += row["count"] if row["reason"] == "success" else 0
+    ok, total = sum(v[0] for v in parts.values()), sum(v[1] for v in parts.values())
+    rate = ok / total if total else 0.0
+    low = [
+        {"round": r, "part": p, "success_rate": round(v[0] / v[1], 3), "rows": v[1]}
+        for (r, p), v in sorted(parts.items())
+        if v[1] >= MIN_PART_ROWS and v[0] / v[1] < FAR_BELOW * rate
+    ]
+    return {"attempted": total, "success": ok, "success_rate": round(rate, 4), "low_parts": low}
+
+
+def collect(
+    layout: dict, root: str | os.PathLike = ".", rankings: str | os.PathLike | None = None
+) -> dict:
+    """The summary of the results under ``root`` (the workflow's working directory) laid out as
+    ``layout`` says (:func:`imagenot.run.summary_plan.layout`: each dataset's manifest and download
+    report, each final run's result, the rankings statistics): what exists is summarised, what
+    does not is listed as not built. ``rankings``: the rankings statistics' file where it is
+    not the layout's (the rule hands it by its role)."""
+    from imagenot.analyse.transfer import answer
+    from imagenot.train.search import at_chance
+
+    root = Path(root)
+    problems: list[dict] = []
+
+    def warn(message: str, level: str = "warning") -> None:
+        problems.append(_problem(level, message))
+
+    datasets: dict[str, dict] = {}
+    for name, where in layout["datasets"].items():
+        manifest = root / where["manifest"]
+        if not manifest.is_file():
+            datasets[name] = {"built": False}
+            continue
+        try:
+            images = _split_counts(manifest)
+        except (OSError, ValueError, KeyError) as exc:  # a stand-in, or a file being rewritten
+            warn(f"dataset {name}: {manifest} unreadable ({exc})")
+            datasets[name] = {"built": False}
+            continue
+        entry: dict = {"built": True, "kind": where["kind"], "images": images}
+        stats = root / where["download_stats"] if where.get("download_stats") else None
+        if stats is not None and stats.is_file():
+            try:
+                entry["download"] = _download(stats)
+            except (OSError, ValueError, KeyError) as exc:
+                warn(f"dataset {name}: {stats} unreadable ({exc})")
+                entry["download"] = {"attempted": 0, "success": 0, "success_rate": 0.0}
+            for part in entry["download"].setdefault("low_parts", []):
+                warn(
+                    f"dataset {name}: download part {part['part']} (round {part['round']}) "
+                    f"fetched {part['success_rate']:.0%} of {part['rows']} images, under "
+                    f"half the dataset's {entry['download']['success_rate']:.0%}"
+                )
+        for split, n in entry["images"].items():
+            if n == 0 and (split != "val" or where["val_per_class"]):
+                warn(f"dataset {name}: the {split} split has 0 images", "error")
+        datasets[name] = entry
+    runs, missing, checks = [], 0, []
+    for run in layout["runs"]:
+        path = root / run["result"]
+        if not path.is_file():
+            missing += 1
+            continue
+        try:
+            result = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            warn(f"{path} unreadable ({exc})")
+            missing += 1
+            continue
+        try:  # its seal, numbers and identity: a number shown is its producer's
+            check_record(result, path, expected=run, required=SUMMARY_KEYS)
+        except RecordError as exc:
+            warn(str(exc), "error")
+            missing += 1
+            continue
+        evaluation = root / run["evaluation"]
+        try:  # the test accuracy: the evaluation's Identity row, read back like a number read in
+            measured = _identity_row(evaluation)
+        except RecordError as exc:
+            warn(str(exc), "error")
+            measured = None
+        except (OSError, ValueError, KeyError) as exc:  # a stand-in, or a file being rewritten
+            warn(f"{evaluation} unreadable ({exc})")
+            measured = None
+        if measured is not None and measured["record_sha256"] != result.get(SEAL_KEY):
+            warn(
+                f"{evaluation} measured another record of this run than {path} (its "
+                f"{SEAL_KEY}); its test accuracy is not shown: run the workflow again"
+            )
+            measured = None
+        if measured is not None and result.get("published_top1") is not None:
+            check = _published_check(run, result, measured)
+            checks.append(check)
+            if check["problem"]:
+                warn(check["problem"])
+        test = measured["top1"] if measured else None
+        classes = result.get("num_classes")
+        runs.append(
+            {
+                **{k: run[k] for k in ("dataset", "protocol", "model", "seed")},
+                "val_accuracy": result.get("val_accuracy"),
+                "test_accuracy": test,
+                # where the test accuracy comes from: the evaluation, and the digest of the
+                # final run's record it measured (sealed by that record's producer)
+                "record": {"path": run["evaluation"], SEAL_KEY: result.get(SEAL_KEY)},
+                "chance_accuracy": 100.0 / classes if classes else None,
+                "at_chance": bool(measured and classes and at_chance(test, classes, measured["n"])),
+            }
+        )
+    models = _best_per_model(runs)
+    problems += _chance_warnings(models)
+    audits = _audits(layout.get("audits", {}), root, problems)
+    transfer = answer(layout.get("rankings"), root, problems, rankings)
+    built = {
+        "datasets": sum(d["built"] for d in datasets.values()),
+        "final_runs": len(runs),
+        "final_runs_not_built": missing,
+    }
+    return {
+        "description": layout.get("description", ""),
+        "transfer": transfer,
+        "built": built,
+        "datasets": datasets,
+        "models": models,
+        "audits": audits,
+        "published_check": checks,
+        "problems": problems,
+        "errors": sum(p["level"] == "error" for p in problems),
+        "warnings": sum(p["level"] == "warning" for p in problems),
+        "report": REPORT if (root / REPORT).is_file() else None,
+    }
+
+
+def _audits(where: dict[str, str], root: Path, problems: list[dict]) -> dict[str, str | None]:
+    """Per audited dataset, its near-duplicate audit's sentence (None: not built)."""
+    out: dict[str, str | None] = {}
+    for name, path in where.items():
+        file = root / path
+        try:
+            out[name] = str(json.loads(file.read_text())["sentence"]) if file.is_file() else None
+        except (OSError, ValueError, KeyError) as exc:
+            problems.append(_problem("warning", f"audit {name}: {file} unreadable ({exc})"))
+            out[name] = None
+    return out
+
+
+def _identity_row(evaluation: Path) -> dict | None:
+    """The Identity row of a final run's evaluation (``robustness.parquet``: the test split as
+    the model sees it, the run's test accuracy), its numbers checked; None where it is not
+    built yet. An unreadable file (or one without the columns it needs, or without an Identity
+    row) raises OSError, ValueError or KeyError."""
+    import pyarrow.parquet as pq
+
+    if not evaluation.is_file():
+        return None
+    columns = ["transform", "top1", "n", SEAL_KEY]
+    rows = pq.read_table(evaluation, columns=columns).to_pylist()
+    row = next((r for r in rows if r["transform"] == "Identity"), None)
+    if row is None:
+        raise KeyError("no Identity row")
+    if not (is_percent(row["top1"]) and isinstance(row["n"], int) and row["n"] >= 1):
+        raise RecordError(  # read back like numbers read in
+            f"{evaluation}: its Identity row has top1 {row['top1']!r} of n {row['n']!r}, not a "
+            "percentage in [0, 100] of at least one image; delete it and run the workflow again"
+        )
+    problem = count_problem(row["top1"], row["n"], row["top1"], 1.0, "n")
+    if problem:  # no 55 % of 3 images
+        raise RecordError(
+            f"{evaluation}: its Identity row's top1 {problem}; delete it and run the workflow again"
+        )
+    return row
+
+
+def _published_check(run: dict, result: dict, row: dict) -> dict:
+    """A published weight's measured top-1 (its evaluation's Identity ``row``) beside the
+    published top-1 its ``result.json`` records (the weights that ran, never the model's name),
+    with the problem when it lies more than the tolerance off on the whole validation set (a
+    subset of ImageNet's classes or images scores differently by design: shown, not a
+    problem)."""
+    from imagenot.train.facts import PUBLISHED_TEST_SIZE, PUBLISHED_TOLERANCE
+
+    published = result["published_top1"]
+    weights = result.get("weights")  # the weights that ran
+    deviation = row["top1"] - float(published)
+    whole = row["n"] >= PUBLISHED_TEST_SIZE
+    problem = None
+    if whole and abs(deviation) > PUBLISHED_TOLERANCE:
+        problem = (
+            f"published check: {run['model']} ({weights}) on {run['dataset']}: "
+            f"measured top-1 {row['top1']:.2f}% (n={row['n']:,}), published "
+            f"{float(published):.2f}%: {deviation:+.2f} points, over the tolerance of "
+            f"{PUBLISHED_TOLERANCE}: the reference is not the published protocol"
+        )
+    return {
+        "model": run["model"],
+        "dataset": run["dataset"],
+        "weights": weights,
+        "n": row["n"],
+        "measured_top1": row["top1"],
+        "published_top1": float(published),
+        "deviation": deviation,
+        "whole_validation_set": whole,
+        "problem": problem,
+    }
+
+
+def _chance_warnings(models: list[dict]) -> list[dict]:
+    """One warning per model at chance on an experiment (every seed at chance: it did not train
+    there), so that the table's "(at chance)" marks and the count of warnings (the report's
+    landing page) are one verdict; a model at chance on every experiment it ran, one warning."""
+    out = []
+    for model, rows in _by_model(models).items():
+        at = [r for r in rows if r["at_chance"]]
+        if at and len(at) == len(rows):
+            out.append(
+                _problem("warning", f"model {model} is at chance on every experiment it ran")
+            )
+            continue
+        for r in at:
+            out.append(
+                _problem(
+                    "warning",
+                    f"model {model} is at chance on {r['experiment']} (test "
+                    f"{_pct(r['best_test_accuracy'])}% against chance "
+                    f"{_pct(r['chance_accuracy'])}%): it did not train there; an amendment may "
+                    "retry it (README section 5)",
+                )
+            )
+    return out
+
+
+def _problem(level: str, message: str) -> dict:
+    return {"level": level, "message": message}
+
+
+def _by_model(runs: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for run in runs:
+        out.setdefault(run["model"], []).append(run)
+    return out
+
+
+def _best_per_model(runs: list[dict]) -> list[dict]:
+    """Per experiment and model, the best validation and test accuracy over its seeds, and where
+    the best test accuracy was read from (the evaluation's path and the digest of the final run's
+    record it measured)."""
+    best: dict[tuple, dict] = {}
+    for run in runs:
+        key = (run["dataset"], run["protocol"], run["model"])
+        row = best.setdefault(
+            key,
+            {
+                "experiment": f"{run['dataset']}/{run['protocol']}",
+                "model": run["model"],
+                "seeds": 0,
+                "best_val_accuracy": None,
+                "best_test_accuracy": None,
+                "best_test_record": None,
+                "chance_accuracy": run["chance_accuracy"],
+                "at_chance": True,
+            },
+        )
+        row["seeds"] += 1
+        row["at_chance"] = row["at_chance"] and run["at_chance"]
+        for out, key_in in (
+            ("best_val_accuracy", "val_accuracy"),
+            ("best_test_accuracy", "test_accuracy"),
+        ):
+            if run[key_in] is not None and (row[out] is None or run[key_in] > row[out]):
+                row[out] = run[key_in]
+                if out == "best_test_accuracy":  # the record the number shown was read from
+                    row["best_test_record"] = run["record"]
+    return list(best.values())
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def format_text(summary: dict, command: str | None = None, report: str | None = None) -> str:
+    """The summary as Markdown (also what the console shows). ``command``: the one that writes
+    the run's report (its Snakemake and config files: the job builds it with
+    :func:`imagenot.run.summary_plan.report_command`; none: :data:`REPORT_COMMAND`, the
+    demo's); ``report``: its last line, where the report is (the end of a run says whether it
+    is stale: imagenot.run.summary_plan)."""
+    from imagenot.analyse.transfer import section
+
+    b = summary["built"]
+    out = ["# Run summary", ""]
+    if summary["errors"]:
+        out += [f"**UNUSABLE RESULTS: {summary['errors']} error(s), see Problems.**", ""]
+    out += section(summary)
+    out.append(
+        f"Built: {b['datasets']} dataset(s), {b['final_runs']} final run(s)"
+        + (f" ({b['final_runs_not_built']} not built)" if b["final_runs_not_built"] else "")
+        + "."
+    )
+    out += ["", "## Problems", ""]
+    ordered = sorted(summary["problems"], key=lambda p: p["level"] != "error")  # errors first
+    out += [f"- {p['level'].upper()}: {p['message']}" for p in ordered] or ["none"]
+    out += ["", "## Datasets", "", "| dataset | train | val | test | download success |"]
+    out.append("|---|---|---|---|---|")
+    for name, d in summary["datasets"].items():
+        if not d["built"]:
+            out.append(f"| {name} | not built | | | |")
+            continue
+        n = d["images"]
+        dl = d.get("download")
+        rate = f"{dl['success_rate']:.1%} of {dl['attempted']:,}" if dl else "n/a (read from disk)"
+        out.append(f"| {name} | {n['train']:,} | {n['val']:,} | {n['test']:,} | {rate} |")
+    if summary.get("audits"):
+        out += ["", "## Near-duplicate audit", ""]
+        out += [
+            f"- {line}" if line else f"- {name}: not built"
+            for name, line in summary["audits"].items()
+        ]
+    out += ["", "## Models: best over seeds (accuracy %)", ""]
+    out += [
+        "| experiment | model | seeds | validation | test | chance |",
+        "|---|---|---|---|---|---|",
+    ]
+    for m in summary["models"]:
+        out.append(
+            f"| {m['experiment']} | {m['model']} | {m['seeds']} | {_pct(m['best_val_accuracy'])} "
+            f"| {_pct(m['best_test_accuracy'])}{' (at chance)' if m['at_chance'] else ''} "
+            f"| {_pct(m['chance_accuracy'])} |"
+        )
+    if not summary["models"]:
+        out.append("| (no final run yet) | | | | | |")
+    out.append("")
+    # without ``report`` (the file the rule writes, read after the report may have been
+    # written or refreshed): a line true whether the report exists, is current or is stale
+    out.append(
+        report
+        or f"Report: {REPORT}, written and refreshed from these files by "
+        f"`{command or REPORT_COMMAND}`; the end of each run says whether it exists and is "
+        "current."
+    )
+    return "\n".join(out) + "\n"
+
+
+def format_html(summary: dict, command: str | None = None) -> str:
+    """The summary as a standalone HTML page (the report shows it on its Summary tab);
+    ``command``: as :func:`format_text`'s."""
+    text = format_text(summary, command)
+    body = []
+    for block in text.split("\n\n"):
+        lines = block.strip().splitlines()
+        if not lines:
+            continue
+        if lines[0].startswith("|"):
+            rows = [ln.strip("|").split("|") for ln in lines if not ln.startswith("|---")]
+            cells = [
+                "<tr>" + "".join(f"<{t}>{html.escape(c.strip())}</{t}>" for c in row) + "</tr>"
+                for t, row in [("th", rows[0])] + [("td", r) for r in rows[1:]]
+            ]
+            body.append("<table>" + "".join(cells) + "</table>")
+        elif lines[0].startswith("#"):
+            level = len(lines[0]) - len(lines[0].lstrip("#"))
+            body.append(f"<h{level}>{html.escape(lines[0].lstrip('# '))}</h{level}>")
+        elif lines[0].startswith("- "):
+            items = "".join(f"<li>{html.escape(ln[2:])}</li>" for ln in lines)
+            body.append(f'<ul class="problems">{items}</ul>')
+        else:
+            para = html.escape(" ".join(lines)).replace("**", "")
+            style = ' style="color:#b00;font-weight:bold"' if "UNUSABLE" in para else ""
+            body.append(f"<p{style}>{para}</p>")
+    css = "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}"
+    return f"<!DOCTYPE html><html><head><meta charset='utf-8'><style>{css}</style></head><body>{''.join(body)}</body></html>\n"
+
+
+def write(summary: dict, md: Path, js: Path, page: Path, command: str | None = None) -> None:
+    """The summary's three forms; ``command``: as :func:`format_text`'s."""
+    from imagenot.core.io import write_json
+
+    for path in (md, js, page):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    md.write_text(format_text(summary, command))
+    write_json(summary, js)
+    page.write_text(format_html(summary, command))
+
+
+def landing(root: str | os.PathLike = ".") -> dict:
+    """The report's landing page (its ``--report-metadata`` template), from the summary rule's
+    JSON: first whether rankings transfer, one entry per comparison (the summary's line as the
+    heading, Kendall tau-b as the value), then the counts. Values are numbers only: Snakemake
+    renders a text value there as docutils internals, a key as plain text."""
+    path = Path(root) / SUMMARY_JSON
+    if not path.is_file():
+        return {"run summary built": 0}
+    from imagenot.analyse.transfer import transfer_lines
+
+    s = json.loads(path.read_text())
+    answer: dict = {}
+    t = s.get("transfer")
+    if t is not None and not t["built"]:
+        answer["Do rankings transfer? rankings statistics built"] = 0
+    elif t is not None:
+        for row, line in zip(t["rows"], transfer_lines(s), strict=True):
+            answer[f"Do rankings transfer? {line} (value: Kendall tau-b)"] = round(
+                row["kendall_tau"], 3
+            )
+        if t["left_out"]:
+            answer["comparisons left out (no Kendall tau-b; results/summary.md says why)"] = len(
+                t["left_out"]
+            )
+    return answer | {
+        "errors (unusable results)": s["errors"],
+        "warnings": s["warnings"],
+        "datasets built": s["built"]["datasets"],
+        "final runs": s["built"]["final_runs"],
+    }

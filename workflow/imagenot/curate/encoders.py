@@ -156,14 +156,10 @@ def register_encoder(name: str, *, test_only: bool = False) -> Callable[[type], 
         )
 
     def register(cls: type) -> type:
-        if name in ENCODERS:
-            raise ValueError(f"encoder backend {name!r} is already registered")
         if not issubclass(cls, TextEncoder):
             raise TypeError(f"encoder backend {name!r}: {cls.__name__} is not a TextEncoder")
-        cls.name = name
-        cls.test_only = test_only
-        ENCODERS[name] = cls
-        return cls
+        cls.name, cls.test_only = name, test_only
+        return ENCODERS.register(name, cls)
 
     return register
 
@@ -275,9 +271,6 @@ class SentenceTransformersEncoder(TorchEncoder):
         )
 
 
-POOLINGS = ("mean", "cls")
-
-
 @register_encoder("transformers")
 class TransformersEncoder(TorchEncoder):
     """Any Hugging Face encoder (hub id, local directory or ``pkg:<module>``), pooled and
@@ -287,11 +280,6 @@ class TransformersEncoder(TorchEncoder):
 
     def __init__(self, spec: EncoderSpec):
         super().__init__(spec)
-        if spec.pooling not in POOLINGS:
-            raise ConfigError(
-                f"config key {CONFIG_KEY}.pooling: {spec.pooling!r} is not allowed; "
-                f"allowed values: {list(POOLINGS)}"
-            )
         from transformers import AutoModel, AutoTokenizer
 
         source = spec.source()

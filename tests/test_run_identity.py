@@ -163,3 +163,20 @@ def test_validate_config_names_the_folder_to_use_and_checks_there(tmp_path, work
     there = validate("--directory", "../imagenot-run")
     assert there.returncode == 0 and "valid" in there.stdout, there.stderr
     assert (tmp_path / "imagenot-run").is_dir()
+
+
+def test_the_record_is_read_by_its_type_and_a_damaged_one_is_written_again(tmp_path, monkeypatch):
+    """results/run.json is read by the one JSON reader against its declaration: a healthy record
+    is the study's; one whose keys are wrong (or whose JSON is cut short) is no record, so the
+    next run's start writes it again."""
+    monkeypatch.chdir(tmp_path)
+    current = run_identity.identity(_demo(), ["config/config.yaml"])
+    run_identity.record(current)
+    path = tmp_path / run_identity.RUN_RECORD
+    assert run_identity._read(path)["world"] == "demo"
+    path.write_text(json.dumps({**current, "datasets": ["imagenot"]}))
+    assert run_identity._read(path) is None
+    path.write_text('{"world": "de')
+    assert run_identity._read(path) is None
+    run_identity.record(current)
+    assert run_identity._read(path)["datasets"] == current["datasets"]

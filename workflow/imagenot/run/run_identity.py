@@ -18,12 +18,13 @@ folder under results/.
 from __future__ import annotations
 
 import datetime
-import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
-from imagenot.core.io import write_json
+from imagenot.core.io import read_json, write_json
 from imagenot.core.paths import RESULTS
+from imagenot.core.typed_json import read_object
 
 RUN_RECORD = f"{RESULTS}/run.json"
 # the folders a demo or scale world writes (imagenot.demo.plan.DEMO_DIR, scale_plan's): evidence
@@ -34,6 +35,17 @@ _WORLD_WORDS = {
     "scale": "the scale world",
     "laion": "LAION metadata (laion.dir)",
 }
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What :data:`RUN_RECORD` holds (:func:`identity`, and when it was first written)."""
+
+    world: str
+    datasets: dict[str, str]
+    description: str
+    configfiles: list[str]
+    written: str | None = None
 
 
 def world(config: dict) -> str:
@@ -63,11 +75,14 @@ def identity(config: dict, configfiles: list[str] | None = None) -> dict:
 
 
 def _read(path: Path) -> dict | None:
-    """The record at ``path``; None for a damaged one (written again by the next run)."""
+    """The record at ``path``, read by the one JSON reader and checked against
+    :class:`RunRecord`; None for a damaged one (written again by the next run)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        record = read_json(path)
+        read_object(RunRecord, record, source=str(path))
     except (OSError, ValueError):
         return None
+    return record
 
 
 def _recorded(root: Path) -> dict | None:

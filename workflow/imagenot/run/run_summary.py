@@ -47,8 +47,8 @@ from imagenot.train.records import (
     IDENTITY,
     SEAL_KEY,
     RecordError,
-    check_record,
     is_percent,
+    read_record,
 )
 
 SUMMARY_MD = f"{RESULTS}/summary.md"
@@ -143,16 +143,10 @@ def collect(
         if not path.is_file():
             missing += 1
             continue
-        try:
-            result = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            warn(f"{path} unreadable ({exc})")
-            missing += 1
-            continue
-        try:  # its seal, numbers and identity: a number shown is its producer's
-            check_record(result, path, expected=run, required=SUMMARY_KEYS)
-        except RecordError as exc:
-            warn(str(exc), "error")
+        try:  # the records' one reader (train.records): its seal, numbers and identity
+            result = read_record(path, expected=run, required=SUMMARY_KEYS)
+        except (OSError, ValueError) as exc:  # named by the reader; refused: an error
+            warn(str(exc), "error" if isinstance(exc, RecordError) else "warning")
             missing += 1
             continue
         evaluation = root / run["evaluation"]
@@ -290,8 +284,10 @@ def _chance_warnings(models: list[dict]) -> list[dict]:
     """One warning per model at chance on an experiment (every seed at chance: it did not train
     there), so that the table's "(at chance)" marks and the count of warnings (the report's
     landing page) are one verdict; a model at chance on every experiment it ran, one warning."""
-    out = []
-    for model, rows in _by_model(models).items():
+    out, by_model = [], {}
+    for row in models:
+        by_model.setdefault(row["model"], []).append(row)
+    for model, rows in by_model.items():
         at = [r for r in rows if r["at_chance"]]
         if at and len(at) == len(rows):
             out.append(
@@ -313,13 +309,6 @@ def _chance_warnings(models: list[dict]) -> list[dict]:
 
 def _problem(level: str, message: str) -> dict:
     return {"level": level, "message": message}
-
-
-def _by_model(runs: list[dict]) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
-    for run in runs:
-        out.setdefault(run["model"], []).append(run)
-    return out
 
 
 def _best_per_model(runs: list[dict]) -> list[dict]:

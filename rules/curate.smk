@@ -34,7 +34,7 @@ rule curate_match:
 # count, leaves, NSFW.
 rule curate_candidates:
     input:
-        counts=curate_plan.count_files(config),
+        counts=curate_plan.per_shard(config, curate_paths.MATCH_COUNTS),
         lemmas=NOUN_LEMMAS,
         nltk_data=NLTK_DATA,
         class_list=lambda wc: curate_plan.class_list_input(config, wc.dataset),
@@ -143,8 +143,10 @@ rule curate_embed:
 # top classes, the selection and the top-up reserve (memory: classes x kept captions).
 rule curate_select:
     input:
-        scores=lambda wc: curate_plan.score_files(config, wc.dataset),
-        captions=lambda wc: curate_plan.caption_files(config, wc.dataset),
+        scores=lambda wc: curate_plan.per_shard(config, curate_paths.SCORES, wc.dataset),
+        captions=lambda wc: curate_plan.per_shard(
+            config, curate_paths.CAPTIONS, wc.dataset
+        ),
         candidates=curate_paths.CANDIDATES,
     output:
         classes=curate_paths.CLASS_TABLE,
@@ -173,11 +175,13 @@ rule curate_select:
 # Audit trail (every synset considered, the step that removed or kept it) and funnel.
 rule curate_audit:
     input:
-        match_stats=curate_plan.match_stats_files(config),
+        match_stats=curate_plan.per_shard(config, curate_paths.MATCH_STATS),
         candidates=curate_paths.CANDIDATES,
         candidates_audit=curate_paths.CANDIDATES_AUDIT,
         candidates_stats=curate_paths.CANDIDATES_STATS,
-        caption_stats=lambda wc: curate_plan.caption_stats_files(config, wc.dataset),
+        caption_stats=lambda wc: curate_plan.per_shard(
+            config, curate_paths.CAPTION_STATS, wc.dataset
+        ),
         class_scores=curate_paths.CLASS_SCORES,
         selection_stats=curate_paths.SELECTION_STATS,
     output:

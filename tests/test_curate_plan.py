@@ -9,6 +9,7 @@ import pytest
 from imagenot.core.config import ConfigError, load_config, validate_config
 from imagenot.core.settings import parse, to_arg
 from imagenot.curate import plan
+from imagenot.curate.paths import MATCHES
 from imagenot.curate.settings import CandidatesSettings, EmbedSettings, SelectSettings
 
 
@@ -48,7 +49,7 @@ def test_any_laion_file_name_gives_short_keys(demo, files):
     assert all(re.fullmatch(plan.SHARD_ID_PATTERN, i) for i in ids)
     for shard, name in zip(ids, files, strict=True):
         assert plan.shard_path(config, shard).endswith("/" + name)
-    assert plan.match_files(config)[0] == "results/curate/matches/00000.parquet"
+    assert plan.per_shard(config, MATCHES)[0] == "results/curate/matches/00000.parquet"
 
 
 def test_a_pattern_without_i_is_refused(demo):

@@ -14,14 +14,8 @@ from imagenot.curate.paths import (
     CALIBRATION_FIGURE,
     CALIBRATION_PDF,
     CALIBRATION_SUMMARY,
-    CAPTION_STATS,
-    CAPTIONS,
     CLASS_TABLE,
     FUNNEL,
-    MATCH_COUNTS,
-    MATCH_STATS,
-    MATCHES,
-    SCORES,
     SELECTION,
 )
 
@@ -111,17 +105,11 @@ def check_shards(config: dict) -> None:
         )
 
 
-def match_files(config: dict) -> list[str]:
-    return [MATCHES.format(shard=s) for s in shard_ids(config)]
-
-
-def count_files(config: dict) -> list[str]:
-    """Per-shard (wnid, n) match counts: the class-count gather's inputs."""
-    return [MATCH_COUNTS.format(shard=s) for s in shard_ids(config)]
-
-
-def match_stats_files(config: dict) -> list[str]:
-    return [MATCH_STATS.format(shard=s) for s in shard_ids(config)]
+def per_shard(config: dict, pattern: str, dataset: str = "") -> list[str]:
+    """``pattern`` (a :mod:`imagenot.curate.paths` file with a ``{shard}`` wildcard) for every
+    configured shard, in shard-list order: a rule's per-shard inputs (match counts and stats,
+    one dataset's captions, caption stats and scores)."""
+    return [pattern.format(dataset=dataset, shard=s) for s in shard_ids(config)]
 
 
 def class_mode(config: dict, dataset: str) -> str:
@@ -138,19 +126,6 @@ def class_list_input(config: dict, dataset: str) -> list[str]:
     from imagenot.curate.settings import CLASS_MODES
 
     return [] if mode in CLASS_MODES else [shipped(mode)]
-
-
-def caption_files(config: dict, dataset: str) -> list[str]:
-    return [CAPTIONS.format(dataset=dataset, shard=s) for s in shard_ids(config)]
-
-
-def caption_stats_files(config: dict, dataset: str) -> list[str]:
-    return [CAPTION_STATS.format(dataset=dataset, shard=s) for s in shard_ids(config)]
-
-
-def score_files(config: dict, dataset: str) -> list[str]:
-    """Per-part caption similarities written by curate_embed (selection's inputs)."""
-    return [SCORES.format(dataset=dataset, shard=s) for s in shard_ids(config)]
 
 
 def dataset_outputs(dataset: str) -> list[str]:

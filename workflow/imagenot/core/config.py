@@ -61,11 +61,6 @@ class ConfigError(ValueError):
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def _load_yaml(path: Path) -> Any:
-    with open(path) as f:
-        return yaml.load(f, Loader=_SAFE_LOADER)
-
-
 class _UniqueKeyLoader(yaml.SafeLoader):
     """A safe YAML loader that refuses a key given twice in one mapping (PyYAML, like Snakemake,
     silently keeps the last one: a typo-free but duplicated key would change a run unseen)."""
@@ -126,11 +121,8 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     several lines and names the source as ``"<unicode string>"``, which tells a user nothing."""
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     problem = getattr(exc, "problem", None) or getattr(exc, "context", None)
-    if problem is None:
-        problem = " ".join(str(exc).split())
-    if mark is None:
-        return problem
-    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    problem = problem or " ".join(str(exc).split())
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark else problem
 
 
 def _missing_file_hint(path: Path) -> str:
@@ -265,7 +257,8 @@ def _expand_registries(node: Any, where: str) -> Any:
 
 def load_schema(name: str, schema_dir: str | os.PathLike = SCHEMA_DIR) -> dict:
     """The schema file ``name`` with its registry markers expanded (names registered now)."""
-    return _expand_registries(_load_yaml(Path(schema_dir) / name), name)
+    text = (Path(schema_dir) / name).read_text()
+    return _expand_registries(yaml.load(text, Loader=_SAFE_LOADER), name)
 
 
 def _registry(schema_dir: Path) -> Registry:
@@ -303,10 +296,6 @@ def _with_defaults(validator_class):
     )
 
 
-def _key_path(error: jsonschema.ValidationError) -> str:
-    return ".".join(str(p) for p in error.absolute_path) or "<top level>"
-
-
 def did_you_mean(word: str, known: Sequence[str]) -> str | None:
     """The known word closest to a mistyped ``word`` (difflib's ratio, at least 0.6), else None."""
     close = difflib.get_close_matches(word, [str(k) for k in known], n=1)
@@ -330,7 +319,7 @@ def _error_keys(error: jsonschema.ValidationError) -> list[tuple]:
 
 
 def _describe(error: jsonschema.ValidationError) -> str:
-    key = _key_path(error)
+    key = ".".join(str(p) for p in error.absolute_path) or "<top level>"
     schema = error.schema if isinstance(error.schema, Mapping) else {}
     if error.validator == "additionalProperties":
         allowed = sorted(schema.get("properties", {}))
@@ -401,14 +390,8 @@ REMOVED_KEYS = {
 
 def removed_key(config: Mapping) -> str | None:
     """The message for the first :data:`REMOVED_KEYS` entry ``config`` still names, else None."""
-    for key, why in REMOVED_KEYS.items():
-        *parents, last = key.split(".")
-        node: Any = config
-        for part in parents:
-            node = node[part] if isinstance(node, Mapping) and part in node else None
-        if isinstance(node, Mapping) and last in node:
-            return f"config key {key}: {why}"
-    return None
+    found = (key for key in REMOVED_KEYS if _value_at(config, key.split("."))[0])
+    return next((f"config key {key}: {REMOVED_KEYS[key]}" for key in found), None)
 
 
 def validate_config(
@@ -524,12 +507,7 @@ def _list_keys(path: Sequence[str]) -> list[str]:
     """The keys of the section at ``path`` whose values are lists (schema), for a hint."""
     section = _schema_at(path) if path else load_schema(MAIN_SCHEMA)
     props = section.get("properties", {}) if section else {}
-    out = []
-    for name in props:
-        sub = _schema_at((*path, name))
-        if sub is not None and _is_list_schema(sub):
-            out.append(name)
-    return out
+    return [n for n in props if (sub := _schema_at((*path, n))) and _is_list_schema(sub)]
 
 
 def _kind(value: Any) -> str:

@@ -7,7 +7,7 @@ average rank.
 from __future__ import annotations
 
 import functools
-import itertools
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -323,16 +323,14 @@ def correlation_tests(a: np.ndarray, b: np.ndarray, seed: int) -> dict[str, Any]
     The one correlation test of every section of ``imagenot rankings`` (per dataset, the
     correlation with the mean of the other datasets, the error correlations), so that no
     section falls back to an approximation that another one avoids. The statistics are
-    scipy's. The p-values are those of :func:`scipy.stats.permutation_test` over the pairings
-    of the two vectors (under independence every pairing is equally likely; the tests check
-    them equal): all n! of them up to :data:`EXACT_MAX_MODELS` models (exact, ties included),
-    :data:`PERMUTATIONS` seeded random ones up to :data:`PERMUTATION_MAX_MODELS`
-    ((k + 1) / (B + 1)), and scipy's asymptotic p-values above. The null distribution is
-    computed here, vectorised, with the pairings cached per n (:func:`all_pairings`,
-    :func:`random_pairings`):
-    scipy builds its 40,320 pairings of 8 models anew on every call, about 0.1 s, and a report
-    of 6 datasets makes 26 such tests. Four models in the same order on both: p = 2/24 = 0.083
-    for all three, where the t approximation says 0.0. ``p_method`` names what was done.
+    scipy's. The p-values are :func:`scipy.stats.permutation_test`'s over the pairings of the
+    two vectors (under independence every pairing is equally likely): all n! of them up to
+    :data:`EXACT_MAX_MODELS` models (exact, ties included), :data:`PERMUTATIONS` random ones
+    drawn from ``seed`` up to :data:`PERMUTATION_MAX_MODELS` ((k + 1) / (B + 1)), and scipy's
+    asymptotic p-values above. The three statistics of a batch of pairings are computed at
+    once: re-pairing keeps each vector's values, so every denominator is a constant. Four
+    models in the same order on both: p = 2/24 = 0.083 for all three, where the t
+    approximation says 0.0. ``p_method`` names what was done.
     """
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
@@ -341,82 +339,42 @@ def correlation_tests(a: np.ndarray, b: np.ndarray, seed: int) -> dict[str, Any]
         # too few models, or a constant vector: the correlations are undefined
         keys = ("kendall_tau", "spearman_rho", "pearson_r", "kendall_p", "spearman_p", "pearson_p")
         return dict.fromkeys(keys, float("nan")) | {"p_method": UNDEFINED_P_METHOD}
-    tau = stats.kendalltau(a, b, variant="b")
-    rho = stats.spearmanr(a, b)
-    r = stats.pearsonr(a, b)
-    out: dict[str, Any] = {
-        "kendall_tau": float(tau.statistic),
-        "kendall_p": float(tau.pvalue),
-        "spearman_rho": float(rho.statistic),
-        "spearman_p": float(rho.pvalue),
-        "pearson_r": float(r.statistic),
-        "pearson_p": float(r.pvalue),
-        "p_method": "asymptotic (scipy)",
-    }
+    tests = stats.kendalltau(a, b, variant="b"), stats.spearmanr(a, b), stats.pearsonr(a, b)
+    out: dict[str, Any] = {"p_method": "asymptotic (scipy)"}
+    for key, t in zip(("kendall_tau", "spearman_rho", "pearson_r"), tests, strict=True):
+        out |= {key: float(t.statistic), f"{key.split('_')[0]}_p": float(t.pvalue)}
     if n > PERMUTATION_MAX_MODELS:
         return out
-    # Re-pairing keeps each vector's values, so every denominator (spreads, tied pairs) is a
-    # constant: each statistic of a batch of pairings is one product with b's side.
-    ra, rb = stats.rankdata(a), stats.rankdata(b)
-    ac, bc, rac, rbc = a - a.mean(), b - b.mean(), ra - ra.mean(), rb - rb.mean()
-    pairs = n * (n - 1) / 2
 
-    def untied(v: np.ndarray) -> float:
-        counts = np.unique(v, return_counts=True)[1]
-        return pairs - float((counts * (counts - 1) / 2).sum())
+    def unit(v: np.ndarray) -> np.ndarray:
+        v = v - v.mean()
+        return v / np.sqrt(v @ v)
 
-    tau_den = np.sqrt(untied(a) * untied(b))
-    rho_den = np.sqrt((rac @ rac) * (rbc @ rbc))
-    r_den = np.sqrt((ac @ ac) * (bc @ bc))
-    # Kendall's C - D over the pairs (m, m + k), one offset k at a time, on a's dense ranks as
-    # int8 (at most PERMUTATION_MAX_MODELS < 127), models x pairings so that the slices are
-    # contiguous: 20x faster than float gathers of every pair (30 models, 20,000 pairings).
+    # Kendall's C - D on a's dense ranks as int8 (at most PERMUTATION_MAX_MODELS < 127)
     dense = stats.rankdata(a, method="dense").astype(np.int8)
-    sb = [np.sign(b[:-k] - b[k:]).astype(np.int8)[:, None] for k in range(1, n)]
+    sb = np.sign(b[:, None] - b[None, :]).astype(np.int8)
+    tau_den = np.sqrt(np.count_nonzero(a[:, None] != a[None, :]) * np.count_nonzero(sb))
+    ra, rb, ua, ub = unit(stats.rankdata(a)), unit(stats.rankdata(b)), unit(a), unit(b)
 
-    def statistic(idx: np.ndarray) -> np.ndarray:
-        """(tau-b, rho, r) of ``a`` re-paired by the index rows ``idx`` (last axis) against
-        ``b``."""
-        flat = idx.reshape(-1, n)
-        dt = np.ascontiguousarray(dense[flat].T)
-        num = np.zeros(len(flat), dtype=np.int64)
-        for k in range(1, n):
-            num += (np.sign(dt[:-k] - dt[k:]) * sb[k - 1]).sum(axis=0, dtype=np.int64)
-        out = np.stack([num / tau_den, rac[flat] @ rbc / rho_den, ac[flat] @ bc / r_den], axis=-1)
-        return out.reshape(*idx.shape[:-1], 3)
+    def statistic(idx: np.ndarray, axis: int = -1) -> np.ndarray:
+        """(tau-b, rho, r) of ``a`` re-paired by the index rows ``idx`` against ``b``."""
+        d = dense[idx]
+        c_d = (np.sign(d[..., :, None] - d[..., None, :]) * sb).sum((-2, -1), dtype=np.int64)
+        return np.stack([c_d / tau_den, ra[idx] @ rb, ua[idx] @ ub], axis=-1)
 
     exact = n <= EXACT_MAX_MODELS
-    if exact:
-        pairings = all_pairings(n)
-        out["p_method"] = f"exact: all {len(pairings)} pairings"
-    else:
-        pairings = random_pairings(n, seed)
-        out["p_method"] = f"permutation: {PERMUTATIONS} random pairings, seed {seed}"
-    observed = statistic(np.arange(n))
-    null = np.concatenate(
-        [statistic(pairings[i : i + 50_000]) for i in range(0, len(pairings), 50_000)]
+    res = stats.permutation_test(
+        (np.arange(n),),
+        statistic,
+        permutation_type="pairings",
+        vectorized=True,
+        n_resamples=np.inf if exact else PERMUTATIONS,
+        rng=np.random.default_rng(seed),
     )
-    # scipy.stats.permutation_test's two-sided p-value: twice the smaller tail, a relative
-    # tolerance for equal values computed in another order, (k + 1) / (B + 1) when drawn
-    gamma = np.abs(observed) * np.finfo(float).eps * 100
-    add = 0 if exact else 1
-    below = (np.count_nonzero(null <= observed + gamma, axis=0) + add) / (len(null) + add)
-    above = (np.count_nonzero(null >= observed - gamma, axis=0) + add) / (len(null) + add)
-    p = np.clip(2 * np.minimum(below, above), 0.0, 1.0)
-    out["kendall_p"], out["spearman_p"], out["pearson_p"] = (float(v) for v in p)
+    out["kendall_p"], out["spearman_p"], out["pearson_p"] = (float(v) for v in res.pvalue)
+    out["p_method"] = (
+        f"exact: all {math.factorial(n)} pairings"
+        if exact
+        else f"permutation: {PERMUTATIONS} random pairings, seed {seed}"
+    )
     return out
-
-
-@functools.cache
-def random_pairings(n: int, seed: int) -> np.ndarray:
-    """:data:`PERMUTATIONS` seeded random permutations of ``range(n)`` (int8), drawn once per
-    (n, seed): every test of a report with that seed draws the same ones anyway."""
-    rng = np.random.default_rng(seed)
-    return rng.permuted(np.tile(np.arange(n, dtype=np.int8), (PERMUTATIONS, 1)), axis=1)
-
-
-@functools.cache
-def all_pairings(n: int) -> np.ndarray:
-    """Every permutation of ``range(n)`` (n! x n, int8), built once per n: a report tests
-    dozens of pairs of vectors of the same length."""
-    return np.array(list(itertools.permutations(range(n))), dtype=np.int8)

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import yaml
 
-METADATA = Path(".snakemake") / "metadata"
+from imagenot.run.restamp import METADATA
+
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 

@@ -26,22 +26,12 @@ import binascii
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 METADATA = Path(".snakemake") / "metadata"
 DIR_STAMP = ".snakemake_timestamp"  # Snakemake's carrier of a directory output's time
 SAMPLE = 20  # records read to tell a copy without times apart
 TOLERANCE_S = 1.0  # file systems that keep whole seconds, or two-second FAT times, differ a bit
-
-
-@dataclass(frozen=True)
-class Record:
-    """One output's record: its path relative to the working directory and the time Snakemake
-    recorded for it when its job ended."""
-
-    path: str
-    endtime: float
 
 
 def _decode(name_parts: tuple[str, ...]) -> str | None:
@@ -64,9 +54,10 @@ def _record_files(folder: Path, parts: tuple[str, ...] = ()) -> Iterator[tuple[P
                 yield Path(entry.path), (*parts, entry.name)
 
 
-def records(workdir: str | os.PathLike, limit: int | None = None) -> Iterator[Record]:
-    """The output records of the run in ``workdir`` that carry an end time (at most ``limit``),
-    in the order the file system lists them. Unreadable or foreign files are passed over, and so
+def records(workdir: str | os.PathLike, limit: int | None = None) -> Iterator[tuple[str, float]]:
+    """(output path relative to ``workdir``, the time Snakemake recorded for it when its job
+    ended) of each output record of the run in ``workdir`` that carries an end time (at most
+    ``limit``), in the order the file system lists them. Unreadable or foreign files are passed over, and so
     is a record of a path outside the working directory."""
     root = Path(workdir) / METADATA
     if not root.is_dir():
@@ -83,7 +74,7 @@ def records(workdir: str | os.PathLike, limit: int | None = None) -> Iterator[Re
             continue
         if record.get("incomplete"):
             continue
-        yield Record(path, endtime)
+        yield path, endtime
         n += 1
         if limit is not None and n >= limit:
             return
@@ -111,12 +102,12 @@ def copied_without_times(workdir: str | os.PathLike = ".") -> str | None:
     with its times: ``mv``, ``cp -a``, ``rsync -a``)."""
     workdir = Path(workdir)
     checked = differ = 0
-    for record in records(workdir, SAMPLE):
-        mtime = _mtime(workdir / record.path)
+    for path, endtime in records(workdir, SAMPLE):
+        mtime = _mtime(workdir / path)
         if mtime is None:
             continue  # a temporary output, removed
         checked += 1
-        differ += abs(mtime - record.endtime) > TOLERANCE_S
+        differ += abs(mtime - endtime) > TOLERANCE_S
     if not checked or differ * 2 <= checked:
         return None
     where = os.path.abspath(workdir)
@@ -129,37 +120,24 @@ def copied_without_times(workdir: str | os.PathLike = ".") -> str | None:
     )
 
 
-@dataclass(frozen=True)
-class Restamped:
-    """What :func:`restamp` did: outputs set back to their recorded time, outputs that carried
-    it already, recorded outputs not on disk (temporary ones, removed after use)."""
-
-    set_back: int
-    unchanged: int
-    missing: int
-
-
-def restamp(workdir: str | os.PathLike = ".") -> Restamped:
+def restamp(workdir: str | os.PathLike = ".") -> tuple[int, int, int]:
     """Set every output of the run in ``workdir`` that Snakemake recorded, and that is still on
     disk, back to the time recorded for it (a folder: its ``.snakemake_timestamp``; a link: the
     link itself, as Snakemake does). Only times change; no file is written or read but the
-    records."""
+    records. What it did: (outputs set back to their recorded time, outputs that carried it
+    already, recorded outputs not on disk: temporary ones, removed after use)."""
     workdir = Path(workdir)
     set_back = unchanged = missing = 0
-    for record in records(workdir):
-        path = workdir / record.path
-        carrier = _carrier(path)
-        try:
-            mtime = carrier.lstat().st_mtime
-        except OSError:
+    for path, endtime in records(workdir):
+        mtime = _mtime(workdir / path)
+        if mtime is None:
             missing += 1
-            continue
-        if abs(mtime - record.endtime) <= TOLERANCE_S / 1000:
+        elif abs(mtime - endtime) <= TOLERANCE_S / 1000:
             unchanged += 1
-            continue
-        os.utime(carrier, (record.endtime, record.endtime), follow_symlinks=False)
-        set_back += 1
-    return Restamped(set_back, unchanged, missing)
+        else:
+            os.utime(_carrier(workdir / path), (endtime, endtime), follow_symlinks=False)
+            set_back += 1
+    return set_back, unchanged, missing
 
 
 def main(directory: str | None) -> int:
@@ -171,9 +149,9 @@ def main(directory: str | None) -> int:
         raise FileNotFoundError(
             f"{workdir}: no {METADATA} here: not the working directory of a Snakemake run"
         )
-    done = restamp(workdir)
+    set_back, unchanged, missing = restamp(workdir)
     print(
-        f"{workdir}: {done.set_back} outputs set back to their recorded time, {done.unchanged} "
-        f"carried it already, {done.missing} recorded but not on disk (temporary outputs)"
+        f"{workdir}: {set_back} outputs set back to their recorded time, {unchanged} "
+        f"carried it already, {missing} recorded but not on disk (temporary outputs)"
     )
     return 0

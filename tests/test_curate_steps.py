@@ -481,7 +481,7 @@ def _tiny_text_classifier(path):
 def test_hf_classifier_filter_runs_a_local_model_and_names_missing_config(tmp_path):
     import copy
 
-    from imagenot.core.config import validate_config
+    from imagenot.core.config import ConfigError, validate_config
     from imagenot.curate.nsfw import nsfw_reasons
 
     model_dir = str(_tiny_text_classifier(tmp_path / "classifier"))
@@ -495,9 +495,8 @@ def test_hf_classifier_filter_runs_a_local_model_and_names_missing_config(tmp_pa
     cfg["hf_classifier"].update(local_path=None, model=None)
     with pytest.raises(ValueError, match=r"curate\.nsfw\.hf_classifier\.model"):
         nsfw_reasons(table, cfg, None)
-    cfg["filters"] = ["nope"]
-    with pytest.raises(ValueError, match=r"unknown filter 'nope'; known: \['hf_classifier'"):
-        nsfw_reasons(table, cfg, None)
+    with pytest.raises(ConfigError, match=r"curate\.nsfw\.filters.*'nope' is not allowed"):
+        validate_config({"curate": {"nsfw": {"filters": ["nope"]}}})
 
 
 @pytest.mark.parametrize(

@@ -336,11 +336,6 @@ def class_folders(root: Path) -> tuple[set[str], set[str]]:
     return full, empty
 
 
-def folder_classes(root: Path) -> set[str]:
-    """Class folders of ``root`` holding at least one image (stops at each folder's first)."""
-    return class_folders(root)[0]
-
-
 def folder_items(root: Path, source: str, prefix: str, only: set[str] | None = None) -> list[Item]:
     if not root.is_dir():
         raise AdapterError(f"{root}: directory not found")
@@ -381,7 +376,7 @@ def imagefolder_class_roots(root: str | os.PathLike) -> list[Path]:
 def imagefolder_classes(root: str | os.PathLike) -> list[str]:
     """Sorted class folder names with at least one image, without listing every image."""
     root = Path(root)
-    classes = set().union(*(folder_classes(r) for r, _, _ in _imagefolder_roots(root)))
+    classes = set().union(*(class_folders(r)[0] for r, _, _ in _imagefolder_roots(root)))
     if not classes:
         raise AdapterError(f"{root}: no images found (expected <class>/<image> folders)")
     return sorted(classes)

@@ -228,9 +228,7 @@ def content_fingerprint(manifest: pa.Table, classes: Sequence[str]) -> str:
 
 
 def _fingerprint_start(classes: Sequence[str]):
-    h = hashlib.sha256()
-    h.update(("\n".join(classes) + "\n\0").encode())
-    return h
+    return hashlib.sha256(("\n".join(classes) + "\n\0").encode())
 
 
 def _fingerprint_update(h, rows: pa.Table) -> None:
@@ -366,8 +364,6 @@ def gather_parts(
     under ``shards/`` that no part names (left by a run with other parts) are removed.
     """
     out_dir = Path(out_dir)
-    if not part_manifests:
-        raise DatasetError(f"{out_dir}: no part manifests to gather")
     for path in part_manifests:
         if not Path(path).is_file():
             raise DatasetError(f"{path}: part manifest not found (its job has not finished)")

@@ -20,8 +20,8 @@ from imagenot.acquire.adapters import (
     IMAGE_SUFFIXES,
     AdapterError,
     Item,
+    class_folders,
     file_key,
-    folder_classes,
     folder_items,
     imagefolder_classes,
     imagefolder_items,
@@ -164,7 +164,7 @@ def imagenet_classes(root: str | os.PathLike) -> list[str]:
     flat = _imagenet_flat_val(root)
     if not flat:
         return _check_wnids(root, imagefolder_classes(root))
-    classes = folder_classes(root / "train") | set(_flat_val_labels(root, flat).values())
+    classes = class_folders(root / "train")[0] | set(_flat_val_labels(root, flat).values())
     return _check_wnids(root, sorted(classes))
 
 

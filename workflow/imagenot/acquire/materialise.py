@@ -215,14 +215,8 @@ def empty_class_folders(kind: str, path: str | os.PathLike) -> list[str]:
     entry = DATASET_KINDS.entry(kind)
     if entry.class_roots is None:
         return []
-    roots = resolve(entry.class_roots)(Path(path))
-    full: set[str] = set()
-    empty: set[str] = set()
-    for r in roots:
-        f, e = class_folders(r)
-        full |= f
-        empty |= e
-    return sorted(empty - full)
+    found = [class_folders(r) for r in resolve(entry.class_roots)(Path(path))]
+    return sorted(set().union(*(e for _, e in found)) - set().union(*(f for f, _ in found)))
 
 
 def _check_empty(path, kind: str, mine: list[str], pairs: list, allow_empty: bool) -> None:

@@ -259,9 +259,8 @@ def select_captions(
 
 
 def class_table(candidates: pa.Table, scores: pa.Table) -> pa.Table:
-    """The classes contract table for kept classes, in rank order."""
-    if candidates.column("wnid") != scores.column("wnid"):
-        raise ValueError("class scores are not in candidates order; re-run the selection step")
+    """The classes contract table for kept classes, in rank order (``scores``: those of
+    :func:`score_classes`, row for row the candidates')."""
     joined = candidates.select(["wnid", "name", "gloss", "query", "note"])
     for name in ("score", "n_selectable", "status", "rank"):
         joined = joined.append_column(name, scores.column(name))

@@ -39,7 +39,10 @@ from __future__ import annotations
 import html
 import json
 import os
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from imagenot.core.counts import count_problem
 from imagenot.core.paths import RESULTS, SPLITS
@@ -107,61 +110,54 @@ def collect(
     def warn(message: str, level: str = "warning") -> None:
         problems.append(_problem(level, message))
 
+    def read(path: Path, reader: Callable[[Path], Any], what: str = "") -> Any:
+        """``reader(path)``; None where ``path`` is not built, or is a record refused (an
+        error) or a file unreadable (a warning: a stand-in, or a file being rewritten)."""
+        if not path.is_file():
+            return None
+        try:
+            return reader(path)
+        except RecordError as exc:  # a record's or a number's refusal names the file itself
+            warn(str(exc), "error")
+        except (OSError, ValueError, KeyError) as exc:
+            warn(f"{what}{path} unreadable ({exc})")
+        return None
+
     datasets: dict[str, dict] = {}
     for name, where in layout["datasets"].items():
-        manifest = root / where["manifest"]
-        if not manifest.is_file():
+        images = read(root / where["manifest"], _split_counts, f"dataset {name}: ")
+        if images is None:
             datasets[name] = {"built": False}
             continue
-        try:
-            images = _split_counts(manifest)
-        except (OSError, ValueError, KeyError) as exc:  # a stand-in, or a file being rewritten
-            warn(f"dataset {name}: {manifest} unreadable ({exc})")
-            datasets[name] = {"built": False}
-            continue
-        entry: dict = {"built": True, "kind": where["kind"], "images": images}
-        stats = root / where["download_stats"] if where.get("download_stats") else None
-        if stats is not None and stats.is_file():
-            try:
-                entry["download"] = _download(stats)
-            except (OSError, ValueError, KeyError) as exc:
-                warn(f"dataset {name}: {stats} unreadable ({exc})")
-                entry["download"] = {"attempted": 0, "success": 0, "success_rate": 0.0}
-            for part in entry["download"].setdefault("low_parts", []):
+        entry = datasets[name] = {"built": True, "kind": where["kind"], "images": images}
+        if where.get("download_stats") and (stats := root / where["download_stats"]).is_file():
+            failed = {"attempted": 0, "success": 0, "success_rate": 0.0, "low_parts": []}
+            entry["download"] = read(stats, _download, f"dataset {name}: ") or failed
+            for part in entry["download"]["low_parts"]:
                 warn(
                     f"dataset {name}: download part {part['part']} (round {part['round']}) "
                     f"fetched {part['success_rate']:.0%} of {part['rows']} images, under "
                     f"half the dataset's {entry['download']['success_rate']:.0%}"
                 )
-        for split, n in entry["images"].items():
+        for split, n in images.items():
             if n == 0 and (split != "val" or where["val_per_class"]):
                 warn(f"dataset {name}: the {split} split has 0 images", "error")
-        datasets[name] = entry
     runs, missing, checks = [], 0, []
     for run in layout["runs"]:
-        path = root / run["result"]
-        if not path.is_file():
+        # the records' one reader (train.records): its seal, numbers and identity
+        result = read(
+            root / run["result"], partial(read_record, expected=run, required=SUMMARY_KEYS)
+        )
+        if result is None:
             missing += 1
             continue
-        try:  # the records' one reader (train.records): its seal, numbers and identity
-            result = read_record(path, expected=run, required=SUMMARY_KEYS)
-        except (OSError, ValueError) as exc:  # named by the reader; refused: an error
-            warn(str(exc), "error" if isinstance(exc, RecordError) else "warning")
-            missing += 1
-            continue
+        # the test accuracy: the evaluation's Identity row, read back like a number read in
         evaluation = root / run["evaluation"]
-        try:  # the test accuracy: the evaluation's Identity row, read back like a number read in
-            measured = _identity_row(evaluation)
-        except RecordError as exc:
-            warn(str(exc), "error")
-            measured = None
-        except (OSError, ValueError, KeyError) as exc:  # a stand-in, or a file being rewritten
-            warn(f"{evaluation} unreadable ({exc})")
-            measured = None
+        measured = read(evaluation, _identity_row)
         if measured is not None and measured["record_sha256"] != result.get(SEAL_KEY):
             warn(
-                f"{evaluation} measured another record of this run than {path} (its "
-                f"{SEAL_KEY}); its test accuracy is not shown: run the workflow again"
+                f"{evaluation} measured another record of this run than {root / run['result']} "
+                f"(its {SEAL_KEY}); its test accuracy is not shown: run the workflow again"
             )
             measured = None
         if measured is not None and result.get("published_top1") is not None:
@@ -185,7 +181,10 @@ def collect(
         )
     models = _best_per_model(runs)
     problems += _chance_warnings(models)
-    audits = _audits(layout.get("audits", {}), root, problems)
+    audits = {  # per audited dataset, its near-duplicate audit's sentence (None: not built)
+        name: read(root / path, _sentence, f"audit {name}: ")
+        for name, path in layout.get("audits", {}).items()
+    }
     transfer = answer(layout.get("rankings"), root, problems, rankings)
     built = {
         "datasets": sum(d["built"] for d in datasets.values()),
@@ -207,28 +206,18 @@ def collect(
     }
 
 
-def _audits(where: dict[str, str], root: Path, problems: list[dict]) -> dict[str, str | None]:
-    """Per audited dataset, its near-duplicate audit's sentence (None: not built)."""
-    out: dict[str, str | None] = {}
-    for name, path in where.items():
-        file = root / path
-        try:
-            out[name] = str(json.loads(file.read_text())["sentence"]) if file.is_file() else None
-        except (OSError, ValueError, KeyError) as exc:
-            problems.append(_problem("warning", f"audit {name}: {file} unreadable ({exc})"))
-            out[name] = None
-    return out
+def _sentence(summary: Path) -> str:
+    """The sentence of a near-duplicate audit's summary (the run summary's line)."""
+    return str(json.loads(summary.read_text())["sentence"])
 
 
-def _identity_row(evaluation: Path) -> dict | None:
+def _identity_row(evaluation: Path) -> dict:
     """The Identity row of a final run's evaluation (``robustness.parquet``: the test split as
-    the model sees it, the run's test accuracy), its numbers checked; None where it is not
-    built yet. An unreadable file (or one without the columns it needs, or without an Identity
-    row) raises OSError, ValueError or KeyError."""
+    the model sees it, the run's test accuracy), its numbers checked (RecordError). An
+    unreadable file (or one without the columns it needs, or without an Identity row) raises
+    OSError, ValueError or KeyError."""
     import pyarrow.parquet as pq
 
-    if not evaluation.is_file():
-        return None
     columns = ["transform", "top1", "n", SEAL_KEY]
     rows = pq.read_table(evaluation, columns=columns).to_pylist()
     row = next((r for r in rows if r["transform"] == "Identity"), None)

@@ -92,15 +92,12 @@ LEMMA_COLUMNS = ("lemma", "wnid")
 
 
 def read_lemma_table(path: str | os.PathLike) -> pa.Table:
-    """A (lemma, wnid) parquet as written by ``imagenot lemmas``; names the file if it is not one."""
-
-    table = read_parquet(path)
-    missing = [c for c in LEMMA_COLUMNS if c not in table.column_names]
-    if missing:
-        raise ValueError(f"{path}: not a lemma table, missing column(s) {missing}")
+    """A (lemma, wnid) parquet as written by ``imagenot lemmas``; names the file if it is not one
+    (the columns it lacks) or is empty."""
+    table = read_parquet(path, columns=list(LEMMA_COLUMNS))
     if table.num_rows == 0:
         raise ValueError(f"{path}: the lemma table is empty")
-    return table.select(list(LEMMA_COLUMNS))
+    return table
 
 
 TOKENISE_ROWS = 262144  # captions tokenised and looked up together

@@ -232,9 +232,8 @@ def read_table(
     df.columns = [_canonical(str(c).strip()) for c in df.columns]
     if len(df) == 0:
         raise TableError(f"{path}: header only, no data rows (columns: {', '.join(df.columns)})")
-    for reserved in (LINE, FILE):
-        if reserved in df.columns:
-            raise TableError(f"{path}: column name {reserved!r} is reserved")
+    if reserved := [c for c in (LINE, FILE) if c in df.columns]:
+        raise TableError(f"{path}: column name {reserved[0]!r} is reserved")
     if accuracy_column is not None:
         df = _accuracy_from(df, path, accuracy_column, fmt)
     _check_layout(df, path, sep, fmt)
@@ -372,11 +371,7 @@ def file_dataset(path: str | os.PathLike) -> str:
     """The test set of a table file without a dataset column: its stem, less a ``results-``
     or ``results_`` prefix (``results-imagenetv2-matched-frequency.csv``:
     ``imagenetv2-matched-frequency``)."""
-    stem = Path(path).stem
-    for prefix in ("results-", "results_"):
-        if stem.startswith(prefix) and len(stem) > len(prefix):
-            return stem[len(prefix) :]
-    return stem
+    return re.sub(r"^results[-_](?=.)", "", Path(path).stem)
 
 
 def _canonical(name: str) -> str:
@@ -573,12 +568,8 @@ def mixed_sizes(df: pd.DataFrame) -> dict[str, list[float]]:
     """Datasets whose rows give different test-set sizes ``n`` (each then uses its own n)."""
     if "n" not in df.columns:
         return {}
-    out = {}
-    for d, g in df.groupby("dataset", sort=False):
-        values = sorted(set(g["n"].dropna().astype(float)))
-        if len(values) > 1:
-            out[str(d)] = values
-    return out
+    groups = df.groupby("dataset", sort=False)["n"]
+    return {str(d): v for d, n in groups if len(v := sorted(set(n.dropna().astype(float)))) > 1}
 
 
 def dataset_label(dataset: str, protocol: str) -> str:
@@ -616,9 +607,7 @@ def select_variant(df: pd.DataFrame, variant: str, standard_transform: str) -> p
         out = df[is_standard(df["transform"], standard_transform)]
         return out.drop(columns="transform").reset_index(drop=True)
     keys = ["model", "dataset"] + (["seed"] if "seed" in df.columns else [])
-    agg = {"accuracy": "mean"}
-    if "n" in df.columns:
-        agg["n"] = "max"
-    if "imagenet_top1" in df.columns:
-        agg["imagenet_top1"] = "first"
+    agg = {"accuracy": "mean"} | {
+        c: how for c, how in (("n", "max"), ("imagenet_top1", "first")) if c in df.columns
+    }
     return df.groupby(keys, sort=False, as_index=False).agg(agg)

@@ -103,7 +103,7 @@ def test_too_few_or_no_scored_classes():
 def test_bad_scores_table_is_named(tmp_path):
     path = tmp_path / "class_scores.parquet"
     pq.write_table(_scores_table().drop_columns(["status"]), path)
-    with pytest.raises(CalibrationError, match=r"class_scores\.parquet: missing column.*status"):
+    with pytest.raises(ValueError, match=r"class_scores\.parquet: lacks column\(s\) status"):
         read_scores(path)
     bad = _scores_table().set_column(
         1, "score", pa.array([0.9, math.nan, 0.8, 0.8, 0.8, 0.8, math.nan])

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -53,16 +52,7 @@ def check_grid(settings: CalibrationSettings) -> None:
 def read_scores(path: str | os.PathLike) -> pa.Table:
     """The class-scores table, checked: required columns, NaN score exactly when a class has no
     selectable caption, finite scores within [-1, 1]."""
-    path = Path(path)
-    try:
-        table = read_parquet(path)
-    except (OSError, pa.ArrowInvalid) as exc:
-        raise CalibrationError(f"{path}: cannot read as parquet ({exc})") from None
-    missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
-    if missing:
-        raise CalibrationError(
-            f"{path}: missing column(s) {missing}; columns present: {table.column_names}"
-        )
+    table = read_parquet(path, columns=list(REQUIRED_COLUMNS))  # names the columns it lacks
     try:
         score = table.column("score").cast(pa.float64()).to_numpy(zero_copy_only=False)
         n_sel = table.column("n_selectable").cast(pa.int64()).to_numpy(zero_copy_only=False)

@@ -15,8 +15,8 @@ from imagenot.curate.embed import (
     distinct_pairs,
     embed_part,
     embed_queries,
-    embed_texts,
     encoder_spec,
+    run_chunks,
 )
 from imagenot.curate.settings import EmbedSettings
 
@@ -59,10 +59,17 @@ def test_distinct_pairs_sorted_by_length_then_text(tmp_path):
     assert pairs.column("pair_id").to_pylist() == [0, 1, 2, 3]
 
 
+def embed_texts(texts, encode, out_dir, fingerprint, chunk_size, **options) -> int:
+    """:func:`run_chunks` over ``texts`` in float16 vectors, ``chunk-{i}.npy``."""
+
+    def process(i: int, start: int, stop: int) -> dict[str, np.ndarray]:
+        return {"chunk": encode(texts[start:stop]).astype(np.float16)}
+
+    return run_chunks(len(texts), chunk_size, ("chunk",), process, out_dir, fingerprint, **options)
+
+
 def test_killed_job_resumes_with_identical_chunks(tmp_path):
-    texts = pa.table(
-        {"text_id": pa.array(range(10), pa.int64()), "TEXT": [f"t{i}" for i in range(10)]}
-    )
+    texts = [f"t{i}" for i in range(10)]
     full = tmp_path / "full"
     embed_texts(texts, fake_encode, full, "fp", chunk_size=3, progress=False)
 

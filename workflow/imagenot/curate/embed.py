@@ -169,27 +169,6 @@ def run_chunks(
     return n_chunks
 
 
-def embed_texts(
-    texts: pa.Table,
-    encode: Callable[[Sequence[str]], np.ndarray],
-    out_dir: str | os.PathLike,
-    fingerprint: str,
-    chunk_size: int,
-    progress: bool = True,
-    on_chunk: Callable[[int], None] | None = None,
-) -> int:
-    """Vectors of a table's ``TEXT`` column in resumable float16 chunks (``chunk-{i}.npy``)."""
-    column = texts.column("TEXT")
-
-    def process(i: int, start: int, stop: int) -> dict[str, np.ndarray]:
-        batch = column.slice(start, stop - start).to_pylist()
-        return {"chunk": encode(batch).astype(CHUNK_DTYPE)}
-
-    return run_chunks(
-        texts.num_rows, chunk_size, ("chunk",), process, out_dir, fingerprint, progress, on_chunk
-    )
-
-
 def encoder_spec(settings: QueriesSettings) -> EncoderSpec:
     """The :class:`EncoderSpec` of a settings object's ``curate.encoder`` keys (checked there:
     a wrong key or a test-only backend without ``allow_test_only`` is named)."""

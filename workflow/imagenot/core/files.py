@@ -73,10 +73,8 @@ class Files:
     @classmethod
     def role(cls, name: str) -> dict[str, Any]:
         """The declaration of role ``name`` (side, help, many, optional, positional)."""
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-            if f.name == name:
-                return dict(f.metadata)
-        raise KeyError(name)
+        fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+        return {f.name: dict(f.metadata) for f in fields}[name]
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
@@ -86,15 +84,13 @@ class Files:
         group = parser.add_argument_group("files")
         for f in dataclasses.fields(cls):  # type: ignore[arg-type]
             meta = f.metadata
-            side = "input" if meta["side"] == INPUT else "output"
             if meta["many"]:
                 nargs = "*" if meta["optional"] else "+"
             else:
                 nargs = "?" if meta["optional"] and not meta["positional"] else None
+            help = f"{meta['side']}: {meta['help']}"  # the side: "input" or "output"
             if meta["positional"]:
-                group.add_argument(
-                    f.name, nargs=nargs, metavar=f.name.upper(), help=f"{side}: {meta['help']}"
-                )
+                group.add_argument(f.name, nargs=nargs, metavar=f.name.upper(), help=help)
                 continue
             group.add_argument(
                 flag(f.name),
@@ -103,7 +99,7 @@ class Files:
                 required=not meta["optional"],
                 default=[] if meta["many"] and meta["optional"] else None,
                 metavar="PATH",
-                help=f"{side}: {meta['help']}",
+                help=help,
             )
 
     @classmethod

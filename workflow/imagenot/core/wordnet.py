@@ -80,16 +80,6 @@ def wordnet_source(dict_dir: str | os.PathLike | None) -> Path:
     return source
 
 
-def wordnet_for_checks(dict_dir: str | os.PathLike | None) -> Path:
-    """A WordNet 3.0 dict directory for the config checks: ``dict_dir``; else Debian's when
-    complete, found without importing nltk (seconds, and every cluster job's Snakemake runs the
-    checks), since the job then succeeds from either source; else :func:`wordnet_source`'s
-    (nltk's corpus). Same errors as :func:`wordnet_source`."""
-    if not dict_dir and all((DEBIAN_WORDNET / name).exists() for name in _REQUIRED):
-        return DEBIAN_WORDNET
-    return wordnet_source(dict_dir)
-
-
 def unknown_noun_synsets(
     wordnet_dir: str | os.PathLike, wnids: list[str] | tuple[str, ...]
 ) -> list[str]:
@@ -270,8 +260,13 @@ def config_wordnet_dir(config: dict):
     """The WordNet that rule prepare_wordnet reads (``wordnet.dict_dir``, else nltk's corpus,
     else Debian's), which the config checks read too; ValueError naming ``wordnet.dict_dir``
     when it lacks a file, as that job would fail (it reruns when ``dict_dir`` changes, so a
-    corpus prepared before does not excuse a wrong one)."""
+    corpus prepared before does not excuse a wrong one). Without ``dict_dir``, Debian's when
+    complete, found without importing nltk (seconds, and every cluster job's Snakemake runs the
+    checks), since the job then succeeds from either source."""
+    dict_dir = config["wordnet"]["dict_dir"]
+    if not dict_dir and all((DEBIAN_WORDNET / name).exists() for name in _REQUIRED):
+        return DEBIAN_WORDNET
     try:
-        return wordnet_for_checks(config["wordnet"]["dict_dir"])
+        return wordnet_source(dict_dir)
     except FileNotFoundError as exc:
         raise ValueError(f"config key wordnet.dict_dir: {exc}") from None

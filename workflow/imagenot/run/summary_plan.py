@@ -124,9 +124,8 @@ def inputs(config: dict) -> list[str]:
     that figure alone, docs/contracts.md)."""
     where = layout(config)
     files = [d[k] for d in where["datasets"].values() for k in ("manifest", "download_stats")]
-    runs = where["runs"]
-    files += list(where["audits"].values())
-    return [f for f in files if f] + [run[k] for run in runs for k in ("result", "evaluation")]
+    files += [*where["audits"].values()]
+    return [f for f in files if f] + [r[k] for r in where["runs"] for k in ("result", "evaluation")]
 
 
 def on_success(config: dict, workflow=None) -> None:
@@ -140,24 +139,17 @@ def on_success(config: dict, workflow=None) -> None:
     summary = collect(layout(config))
     command = run_report_command(workflow)
     line = report_line(Path("."), command)
-    files = _file_targets(workflow)
-    if files:
-        print("\n" + short_text(summary, files, line), file=sys.stderr)
-    else:
-        print("\n" + format_text(summary, command, line), file=sys.stderr)
+    # the files named on the command line (a one-figure rerun); none for the default target
+    # or rules given by name
+    files = sorted(map(str, getattr(getattr(workflow, "dag", None), "targetfiles", None) or []))
+    text = short_text(summary, files, line) if files else format_text(summary, command, line)
+    print("\n" + text, file=sys.stderr)
     if summary["errors"]:
         raise SystemExit(
             f"imagenot: the run finished with UNUSABLE RESULTS ({summary['errors']} error(s) "
             f"{'above' if not files else f'in {SUMMARY_MD}'}; {SUMMARY_MD} once rule run_summary "
             f"ran; report: {REPORT})"
         )
-
-
-def _file_targets(workflow) -> list[str]:
-    """The files named on the command line (a one-figure rerun); [] for the default target or
-    rules given by name."""
-    dag = getattr(workflow, "dag", None)
-    return sorted(map(str, getattr(dag, "targetfiles", None) or []))
 
 
 def run_report_command(workflow=None) -> str:

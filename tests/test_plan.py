@@ -769,6 +769,15 @@ def test_the_plan_states_the_audits_cost_at_paper_scale(paper_plan):
     # split (and its own later splits): more than 1 M x 1.29 M pairs
     assert row["pairs"] > 1_000_000 * 1_290_000
     assert row["core_hours"] > 0 and row["index_bytes"] > 1_200_000 * 768 * 4  # ImageNet train
+    assert row["verified_pairs"] == row["verify_core_hours"] == 0  # verification off
     text = "\n".join(format_audit(paper_plan["audit"]))
     assert "core-h of search" in text and "benchmarks/bench_audit.py" in text
+    assert "verification off" in text
     assert "none (audit.enabled false" in format_audit([])[1]
+    # its jobs: the search's request sized from its largest input (the train split's part and
+    # its six target sets' embeddings), its embedding and search a data stage of the whole run
+    (group,) = [g for g in paper_plan["groups"] if g["group"] == "audit"]
+    assert any(n.startswith("audit_search: sized from its largest input") for n in group["notes"])
+    (stage,) = [d for d in paper_plan["data_stages"] if d["stage"] == "audit imagenot"]
+    assert stage["hours"] > 0 and "imagenot.audit.cost" in stage["source"]
+    assert "audit imagenot: " in format_plan(paper_plan)

@@ -37,6 +37,8 @@ def _jobs() -> list[PlannedJob]:
         ("acquire_build", 1, 1, 30, 0),
         ("acquire_materialise_range", 2, 1, 30, 0),
         ("acquire_materialise", 2, 1, 30, 0),
+        ("diagnostics_embed_images", 7, 8, 240, 1),
+        ("audit_search", 24, 2, None, 0),
     ):
         res = {"runtime": runtime, **({"gpu": gpus} if gpus else {})}
         out += [PlannedJob(rule, threads, res)] * n
@@ -51,6 +53,8 @@ def test_schedule_runs_stages_in_order_on_the_cores():
     # a wait of no cores (the caption embedding on the GPUs) holds none
     spans = data_stages.schedule({"a": [(1, 0, 4.0)], "b": [(3, 1, 1.0)]}, 1)
     assert spans["a"] == [(0.0, 4.0)] and spans["b"] == [(0.0, 3.0)]
+    # jobs of their own hours: the longest first, then the others beside it
+    assert data_stages.schedule({"a": [(3, 1, [1.0, 3.0, 1.0])]}, 2)["a"] == [(0.0, 3.0)]
     # planted: one core runs the four 1 h jobs one after another
     assert data_stages.schedule({"a": [(4, 1, 1.0)]}, 1)["a"] == [(0.0, 4.0)]
     with pytest.raises(ValueError, match=r"resources\.plan_cores: at least 1"):
@@ -73,6 +77,7 @@ def test_data_stages_run_before_the_training_that_needs_them(paper):
         "download imagenot",
         "materialise imagenet",
         "materialise cifar10",
+        "audit imagenot",
     }
     assert rows["download imagenot"]["start"] == pytest.approx(rows["curate"]["end"], abs=0.01)
     assert rows["materialise imagenet"]["start"] == 0.0
@@ -103,3 +108,48 @@ def test_data_stages_run_before_the_training_that_needs_them(paper):
         crawl = data_stages.data_stage_rows(paper, _jobs(), gpus=32)
     whole = data_stages.whole_run(paper, crawl, wall, gpu, 32)
     assert whole["critical_path"] == ["materialise cifar10", "train", "evaluate"]
+
+
+def _overlay(config: dict, **audit) -> dict:
+    out = copy.deepcopy(config)
+    out["audit"].update(audit)
+    return out
+
+
+def test_the_audit_is_a_data_stage_with_its_verification(paper):
+    """The paper's audit (imagenot against ImageNet's three splits, CIFAR-10's test split and its
+    own later splits) starts when the last dataset it reads is ready, embeds its sets on the
+    GPUs, then searches on the cores. Planted: the verification on adds its measured 23 ms of CPU
+    per verified pair (10 candidates per image and target set) and puts the audit on the whole
+    run's critical path; the audit off removes its line and its path."""
+    from imagenot.audit import cost
+
+    off = {d["stage"]: d for d in data_stages.data_stage_rows(paper, _jobs(), gpus=32)}
+    audit = off["audit imagenot"]
+    assert audit["start"] == pytest.approx(off["download imagenot"]["end"], abs=0.01)
+    search = audit["rules"][1]
+    assert search["rule"] == "audit_search" and search["jobs"] == 3 * 8  # 3 splits x query_parts
+    assert search["verify_core_h"] == 0 and search["search_core_h"] > 1
+    assert audit["core_hours"] == pytest.approx(search["search_core_h"], abs=0.1)  # embed: GPUs
+    assert "no verification" in audit["source"]
+
+    verified = _overlay(paper, verification={**paper["audit"]["verification"], "enabled": True})
+    on = {d["stage"]: d for d in data_stages.data_stage_rows(verified, _jobs(), gpus=32)}
+    # train: 850,000 images x 6 target sets, val: 50,000 x 5, test: 100,000 x 4; 10 candidates
+    pairs = 10 * (850_000 * 6 + 50_000 * 5 + 100_000 * 4)
+    added = on["audit imagenot"]["core_hours"] - audit["core_hours"]
+    assert added == pytest.approx(pairs * cost.VERIFY_CORE_S / 3600, abs=0.1)
+    assert on["audit imagenot"]["hours"] > 4 * audit["hours"]
+    assert "raise audit.query_parts to at least" in on["audit imagenot"]["source"]
+
+    wall = {"hours": 10.0}
+    gpu = [{"stage": "evaluate", "gpu_hours": 6.4}]
+    whole = data_stages.whole_run(verified, list(on.values()), wall, gpu, 32)
+    assert whole["critical_path"] == ["curate", "download imagenot", "audit imagenot"]
+    whole = data_stages.whole_run(paper, list(off.values()), wall, gpu, 32)
+    assert whole["critical_path"] == ["curate", "download imagenot", "train", "evaluate"]
+
+    gone = {
+        d["stage"] for d in data_stages.data_stage_rows(_overlay(paper, enabled=False), _jobs(), 32)
+    }
+    assert "audit imagenot" not in gone and "download imagenot" in gone

@@ -1,12 +1,19 @@
-"""The audit's cost at the config's scale, for ``imagenot plan`` (an estimate, labelled).
+"""The audit's cost at the config's scale, for ``imagenot plan`` (estimates, labelled).
 
-The search's work is exact: every image of an audited split against every image of each of its
-target sets (:func:`imagenot.audit.plan.target_sets`), so query-target pairs x dimensions. At the
-rate ``benchmarks/bench_audit.py`` measured on the CPU (:data:`PAIRS_PER_CORE_S`, 512
-dimensions) that is core-hours; a GPU (faiss-gpu) divides it. Image counts are the config's
-sizes (:func:`imagenot.acquire.sizes.dataset_images`: LAION-built datasets at n_classes x images
-per class, an upper bound). The embeddings' images are counted too: each (dataset, split) once,
-shared with the image-similarity diagnostics.
+What is audited is the audit's own plan (:func:`imagenot.audit.plan.audited_datasets`,
+:func:`imagenot.audit.plan.target_sets`): every split of an audited dataset against each of its
+target sets, ``audit.query_parts`` search jobs per split. A search job's work is on the CPU:
+
+- the exact search: query-target pairs x dimensions, at the rate ``benchmarks/bench_audit.py``
+  measured (:data:`PAIRS_PER_CORE_S` at :data:`RATE_DIM` dimensions; faiss-gpu divides it);
+- with ``audit.verification.enabled``, each image's ``candidates`` nearest targets in every
+  target set verified on the images, at :data:`VERIFY_CORE_S` a pair (measured on the demo at
+  ``compare_side`` :data:`VERIFY_SIDE` px; another side scaled by its pixels, an assumption).
+
+Image counts are the config's sizes (:func:`imagenot.acquire.sizes.dataset_images`: LAION-built
+datasets at n_classes x images per class, an upper bound). The sets embedded (rule
+``diagnostics_embed_images``, one job per dataset and split, shared with the image-similarity
+diagnostics) are counted once each.
 """
 
 from __future__ import annotations
@@ -21,6 +28,14 @@ RATE_SOURCE = (
     "benchmarks/bench_audit.py on the dev machine's CPU, 2026-12-02 (docs/benchmarks.md); "
     "rerun it where the audit runs"
 )
+#: CPU-seconds a verified pair: the demo's train split search job, 16,800 pairs in 380 s.
+VERIFY_CORE_S = 0.023
+VERIFY_SIDE = 64
+VERIFY_SOURCE = (
+    'measured on the demo (docs/audit.md, "The demo": 16,800 pairs in 380 CPU-seconds at '
+    "compare_side 64, dev machine, 2026-12-02); each audit_search job's benchmark file "
+    "(results/benchmarks/audit_search) measures it where the audit runs"
+)
 #: Embedding width: CLIP ViT-L/14's image projection (the paper's encoder; 512 for ViT-B/32).
 DIM_BY_MODEL = {"openai/clip-vit-large-patch14": 768, "openai/clip-vit-base-patch32": 512}
 
@@ -32,55 +47,89 @@ def _dim(config: dict) -> int:
     return RATE_DIM
 
 
-def audit_cost(config: dict) -> list[dict]:
-    """Per audited dataset: images audited, query-target pairs, the search's estimated
-    core-hours, the largest target set's index in memory and the images embedded; a dataset of
-    unknown size is said so."""
+def search_jobs(config: dict) -> list[dict]:
+    """One row per audited dataset and split (its ``audit.query_parts`` search jobs together):
+    ``queries`` (its images), ``targets`` (``{target}/{split}`` -> images), the search's
+    ``pairs`` and ``search_core_s``, the ``verified`` pairs and ``verify_core_s`` (0 with the
+    verification off), ``input_mb`` (the query and target embeddings a job reads, float32) and
+    ``unknown`` (datasets of unknown size, not counted)."""
     from imagenot.acquire.sizes import dataset_images
     from imagenot.audit import plan
 
     dim = _dim(config)
+    v = plan.settings(config)["verification"]
+    per_pair = VERIFY_CORE_S * (v["compare_side"] / VERIFY_SIDE) ** 2 if v["enabled"] else 0.0
+    sizes: dict = {}
+    rows = []
+    for dataset in plan.audited_datasets(config):
+        for split in paths.SPLITS:
+            sets = plan.target_sets(config, dataset, split)
+            for name in {dataset, *(t for t, _ in sets)} - set(sizes):
+                sizes[name] = dataset_images(config, name)
+            queries = sizes[dataset][split] if sizes[dataset] else 0
+            targets = {f"{t}/{s}": sizes[t][s] for t, s in sets if sizes[t]}
+            pairs = queries * sum(targets.values())
+            verified = queries * sum(min(v["candidates"], n) for n in targets.values())
+            verified *= bool(per_pair)
+            rows.append(
+                {
+                    "dataset": dataset,
+                    "split": split,
+                    "queries": queries,
+                    "targets": targets,
+                    "pairs": pairs,
+                    "search_core_s": pairs * dim / RATE_DIM / PAIRS_PER_CORE_S,
+                    "verified": verified,
+                    "verify_core_s": verified * per_pair,
+                    "input_mb": (queries + sum(targets.values())) * dim * 4 / 1e6,
+                    "unknown": sorted(n for n in (dataset, *(t for t, _ in sets)) if not sizes[n]),
+                }
+            )
+    return rows
+
+
+def audit_cost(config: dict) -> list[dict]:
+    """Per audited dataset: images audited (None when its size is unknown), query-target
+    pairs, the search's and the verification's estimated core-hours, the largest target set's
+    index in memory, the sets and images embedded, and the source."""
+    from imagenot.audit import plan
+
+    dim, jobs = _dim(config), search_jobs(config)
+    v = plan.settings(config)["verification"]
     out = []
     for dataset in plan.audited_datasets(config):
-        sizes: dict[str, dict | None] = {dataset: dataset_images(config, dataset)}
-        pairs, largest, unknown = 0, 0, []
-        embedded = set()
-        for split in paths.SPLITS:
-            own = sizes[dataset]
-            if own is None:
-                unknown.append(dataset)
-                break
-            embedded.add((dataset, split))
-            for target, target_split in plan.target_sets(config, dataset, split):
-                if target not in sizes:
-                    sizes[target] = dataset_images(config, target)
-                if sizes[target] is None:
-                    unknown.append(target)
-                    continue
-                n = sizes[target][target_split]
-                pairs += own[split] * n
-                largest = max(largest, n)
-                embedded.add((target, target_split))
-        images = sum(sizes[d][s] for d, s in embedded if sizes.get(d) is not None)
-        queries = sum(sizes[dataset][s] for s in paths.SPLITS) if sizes[dataset] else None
-        hours = pairs * dim / RATE_DIM / PAIRS_PER_CORE_S / 3600
+        mine = [j for j in jobs if j["dataset"] == dataset]
+        embedded = {f"{dataset}/{j['split']}": j["queries"] for j in mine} | {
+            label: n for j in mine for label, n in j["targets"].items()
+        }
+        unknown = sorted({n for j in mine for n in j["unknown"]})
+        verified = sum(j["verified"] for j in mine)
+        checked = (
+            f"; verification: {verified:,} pairs ({v['candidates']} candidates per image and "
+            f"target set) at {VERIFY_CORE_S * 1e3:g} ms of CPU a pair at {VERIFY_SIDE} px, "
+            f"scaled by pixels to compare_side {v['compare_side']} ({VERIFY_SOURCE})"
+            if v["enabled"]
+            else "; verification off (audit.verification.enabled)"
+        )
         out.append(
             {
                 "dataset": dataset,
-                "images": queries,
-                "pairs": pairs,
-                "core_hours": round(hours, 1),
-                "index_bytes": largest * dim * 4,
-                "embedded_images": images,
+                "images": None if dataset in unknown else sum(j["queries"] for j in mine),
+                "pairs": sum(j["pairs"] for j in mine),
+                "core_hours": round(sum(j["search_core_s"] for j in mine) / 3600, 1),
+                "verified_pairs": verified,
+                "verify_core_hours": round(sum(j["verify_core_s"] for j in mine) / 3600, 1),
+                "index_bytes": max((n for j in mine for n in j["targets"].values()), default=0)
+                * dim
+                * 4,
+                "embedded_sets": len(embedded),
+                "embedded_images": sum(embedded.values()),
                 "dim": dim,
-                "source": f"{pairs:,} query-target pairs at {dim} dimensions, exact search at "
-                f"{PAIRS_PER_CORE_S:,.3g} pairs per CPU-second at {RATE_DIM} ({RATE_SOURCE}); "
-                "image counts from the config (upper bounds for LAION-built datasets)"
-                + (
-                    f"; not counted, size unknown: {', '.join(sorted(set(unknown)))}"
-                    if unknown
-                    else ""
-                ),
+                "source": f"{sum(j['pairs'] for j in mine):,} query-target pairs at {dim} "
+                f"dimensions, exact search at {PAIRS_PER_CORE_S:,.3g} pairs per CPU-second at "
+                f"{RATE_DIM} ({RATE_SOURCE}){checked}; image counts from the config (upper "
+                "bounds for LAION-built datasets)"
+                + (f"; not counted, size unknown: {', '.join(unknown)}" if unknown else ""),
             }
         )
     return out
@@ -90,11 +139,13 @@ def format_audit(rows: list[dict]) -> list[str]:
     """``imagenot plan``'s audit section."""
     out = ["near-duplicate audit, estimate:"]
     for r in rows:
+        images = "images of unknown size" if r["images"] is None else f"{r['images']:,} images"
         out.append(
-            f"  {r['dataset']}: {r['images']:,} images against its target sets, "
-            f"{r['core_hours']:,.1f} core-h of search (GPU: a fraction), largest index "
-            f"{r['index_bytes'] / 1e9:,.1f} GB in memory, {r['embedded_images']:,} images "
-            f"embedded (shared with the diagnostics): {r['source']}"
+            f"  {r['dataset']}: {images} against its target sets, {r['core_hours']:,.1f} core-h "
+            f"of search (GPU: a fraction), {r['verify_core_hours']:,.1f} core-h of "
+            f"verification, largest index {r['index_bytes'] / 1e9:,.1f} GB in memory, "
+            f"{r['embedded_images']:,} images embedded (shared with the diagnostics; their time "
+            f"and the search jobs' on the cores: the data stages' audit line): {r['source']}"
         )
     if len(out) == 1:
         out.append("  none (audit.enabled false, no contrast dataset or no image encoder)")

@@ -32,6 +32,7 @@ from imagenot.acquire.sizes import (
     split_bytes,
     stored_size,
 )
+from imagenot.audit import cost as audit_cost
 from imagenot.plan.measured import read_measurements, read_throughput  # noqa: F401 (plan's names)
 from imagenot.plan.planning import REPO, PlannedJob, rule_groups, world_rows_per_part
 from imagenot.train.estimate import (  # noqa: F401 (the plan's names for training's figures)
@@ -71,10 +72,12 @@ def paper_shaped(config: dict, scale: dict | None) -> bool:
 
 
 def _work_request(
-    config: dict, job: PlannedJob, scale: dict | None, paper: bool
+    config: dict, job: PlannedJob, scale: dict | None, paper: bool, input_mb: dict
 ) -> tuple[dict, str]:
-    """Memory and runtime of a job of an input-sized rule: the projection at laion2B-en, else
-    the rule's floor (the request grows with the input at run time)."""
+    """Memory and runtime of a job of an input-sized rule: the projection at laion2B-en; else
+    sized from the input the plan knows (``input_mb``: rule -> MB, the audit's search: its
+    largest job's embeddings); else the rule's floor (the request grows with the input at run
+    time)."""
     from imagenot.plan import work
 
     rule = job.rule
@@ -82,10 +85,16 @@ def _work_request(
     if paper and projected.get("requested_at_target"):
         at = projected["requested_at_target"]
         return {"mem_mb": at["mem_mb"], "runtime": at["runtime_min"]}, "scale projection"
+    mb = input_mb.get(rule, 0.0)
+    source = (
+        f"sized from its largest input, {mb / 1e3:,.1f} GB of embeddings (imagenot.audit.cost)"
+        if mb
+        else "floor (sized from its input at run time)"
+    )
     return {
-        "mem_mb": work.mem_mb(config, rule, 0.0),
-        "runtime": work.runtime_min(config, rule, 0.0),
-    }, "floor (sized from its input at run time)"
+        "mem_mb": work.mem_mb(config, rule, mb),
+        "runtime": work.runtime_min(config, rule, mb),
+    }, source
 
 
 def group_rows(config: dict, jobs: list[PlannedJob]) -> list[dict]:
@@ -97,11 +106,13 @@ def group_rows(config: dict, jobs: list[PlannedJob]) -> list[dict]:
     paper = paper_shaped(config, scale)
     projected = {r["rule"]: r["projected"] for r in (scale or {}).get("rules", [])}
     sized = set(config["resources"]["work"])
+    searches = audit_cost.search_jobs(config)
+    input_mb = {"audit_search": max((j["input_mb"] for j in searches), default=0.0)}
     rows: dict[str, dict] = {}
     for job in jobs:
         res, source = dict(job.resources), "request"
         if job.rule in sized:
-            got, source = _work_request(config, job, scale, paper)
+            got, source = _work_request(config, job, scale, paper, input_mb)
             res.update(got)
         group = groups.get(job.rule, "other")
         row = rows.setdefault(

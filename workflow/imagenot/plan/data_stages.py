@@ -14,7 +14,10 @@ depend on them:
   write of its parts, the split and the build (their projected runtimes);
 - the materialisation of each dataset on disk some rule reads: its range jobs, each a share of
   the stored images at :func:`materialise_rate` (benchmarks/bench_materialise.py), then the
-  gather.
+  gather;
+- the near-duplicate audit of each audited dataset (:func:`audit_chains`), from when the
+  datasets it reads are ready: the embedding of the sets it compares, then its search jobs at
+  :mod:`imagenot.audit.cost`'s core-seconds (the search, and the verification when it is on).
 
 Jobs are started longest-remaining-chain first on the cores (:func:`schedule`); a dataset is
 ready when its last job ends. Training starts when every dataset it trains on is ready (an upper
@@ -71,17 +74,19 @@ def materialise_rate(side: int) -> float:
     return 1 / (fixed + per_px * side * side)
 
 
-def schedule(chains: dict[str, list[tuple[int, int, float]]], cores: int) -> dict:
+def schedule(chains: dict[str, list[tuple[int, int, float | list]]], cores: int) -> dict:
     """Start and end hour of each stage of ``chains`` (name -> stages, each ``(jobs, cores per
-    job, hours per job)``, one after another: a stage's jobs start when the previous stage's
-    last job has ended) on ``cores`` cores, ready jobs started longest-remaining-chain first,
-    a smaller one when the first does not fit. A job of 0 cores is a wait that holds none (the
-    caption embedding on the GPUs); one wider than ``cores`` takes them all. Returns
-    ``{name: [(start, end) per stage]}``."""
+    job, hours per job)``, or ``hours`` a list of each job's; one after another: a stage's jobs
+    start when the previous stage's last job has ended) on ``cores`` cores, ready jobs started
+    longest-remaining-chain first (a stage's longest job first), a smaller one when the first
+    does not fit. A job of 0 cores is a wait that holds none (the caption embedding on the
+    GPUs); one wider than ``cores`` takes them all. Returns ``{name: [(start, end) per
+    stage]}``."""
     if cores < 1:
         raise ValueError(f"config key resources.plan_cores: at least 1, got {cores}")
     names = list(chains)
-    tails = {n: [sum(h for _, _, h in chains[n][k:]) for k in range(len(chains[n]))] for n in names}
+    longest = {n: [max(h) if isinstance(h, list) else h for _, _, h in chains[n]] for n in names}
+    tails = {n: [sum(longest[n][k:]) for k in range(len(chains[n]))] for n in names}
     spans: dict[str, list] = {n: [] for n in names}
     stage = dict.fromkeys(names, 0)
     left = dict.fromkeys(names, 0)
@@ -92,24 +97,26 @@ def schedule(chains: dict[str, list[tuple[int, int, float]]], cores: int) -> dic
     def release(name: str) -> None:
         if stage[name] < len(chains[name]):
             jobs, width, hours = chains[name][stage[name]]
-            left[name] = max(jobs, 1)
+            each = (
+                sorted(hours, reverse=True) if isinstance(hours, list) else [hours] * max(jobs, 1)
+            )
+            left[name] = len(each)
             spans[name].append([None, now])
-            ready.append([-tails[name][stage[name]], name, min(width, cores), hours, max(jobs, 1)])
+            ready.append([-tails[name][stage[name]], name, min(width, cores), each])
 
     for name in names:
         release(name)
     while ready or running:
         ready.sort()
         for entry in ready:
-            _, name, width, hours, jobs = entry
-            n = jobs if width == 0 else min(jobs, free // width)
+            _, name, width, each = entry
+            n = len(each) if width == 0 else min(len(each), free // width)
             for _ in range(n):
-                heapq.heappush(running, (now + hours, name, width))
+                heapq.heappush(running, (now + each.pop(0), name, width))
             if n and spans[name][-1][0] is None:
                 spans[name][-1][0] = now
             free -= n * width
-            entry[4] -= n
-        ready = [e for e in ready if e[4]]
+        ready = [e for e in ready if e[3]]
         if not running:
             break
         now, name, width = heapq.heappop(running)
@@ -281,6 +288,70 @@ def data_chains(config: dict, jobs: list, gpus: int) -> tuple[dict, dict]:
     return chains, facts
 
 
+def audit_chains(config: dict, jobs: list, gpus: int, ready: dict[str, float]) -> tuple:
+    """The near-duplicate audit as chains for :func:`schedule`, as :func:`data_chains` gives
+    them: per audited dataset, chain and row ``audit <name>``: a wait until the last dataset it
+    reads is ready (``ready``: dataset -> hour), the embedding of every set it compares (rule
+    ``diagnostics_embed_images`` at its requested time: on the GPUs one job per GPU at a time,
+    else on the cores), then its search jobs on the cores, each its split's part of the search's
+    and the verification's core-seconds (:func:`imagenot.audit.cost.search_jobs`) over the
+    job's cores."""
+    from imagenot.audit import cost
+    from imagenot.audit import plan as audit_plan
+    from imagenot.plan import work
+    from imagenot.plan.split_readers import EMBED
+
+    chains: dict[str, list] = {}
+    facts: dict[str, tuple] = {}
+    parts = audit_plan.settings(config)["query_parts"]
+    width = _threads(jobs, "audit_search")
+    embed_hours, embed_width = _requested_hours(jobs, EMBED), _threads(jobs, EMBED)
+    on_gpus = config["resources"]["gpus"] > 0
+    searches = cost.search_jobs(config)
+    for dataset in audit_plan.audited_datasets(config):
+        mine = [j for j in searches if j["dataset"] == dataset]
+        sets = len(
+            {f"{dataset}/{j['split']}" for j in mine} | {t for j in mine for t in j["targets"]}
+        )
+        each = [
+            (j["search_core_s"] + j["verify_core_s"]) / parts / width / 3600
+            for j in mine
+            for _ in range(parts)
+        ]
+        asked = work.runtime_min(config, "audit_search", max(j["input_mb"] for j in mine)) / 60
+        wait = max(ready.get(n, 0.0) for n in audit_plan.involved_datasets(config, dataset))
+        embed = (
+            (1, 0, math.ceil(sets / gpus) * embed_hours)
+            if on_gpus
+            else (sets, embed_width, embed_hours)
+        )
+        name = f"audit {dataset}"
+        chains[name] = [(1, 0, wait), embed, (len(each), width, each)]
+        about = [
+            {
+                "rule": EMBED,
+                "jobs": sets,
+                "cores": embed[1],
+                "hours": embed_hours,
+                "from": "request",
+            },
+            {
+                "rule": "audit_search",
+                "jobs": len(each),
+                "cores": width,
+                "hours": sum(each) / len(each),
+                "from": "audit",
+                "longest": max(each),
+                "asked": asked,
+                "parts": parts,
+                "search_core_h": sum(j["search_core_s"] for j in mine) / 3600,
+                "verify_core_h": sum(j["verify_core_s"] for j in mine) / 3600,
+            },
+        ]
+        facts[name] = (name, 1, about)
+    return chains, facts
+
+
 def config_cores(config: dict) -> int:
     """The CPU cores of the plan: ``resources.plan_cores`` (the schema's default, or an
     overlay's)."""
@@ -296,6 +367,14 @@ def data_stage_rows(config: dict, jobs: list, gpus: int) -> list[dict]:
 
     cores = config_cores(config)
     chains, facts = data_chains(config, jobs, gpus)
+    spans = schedule(chains, cores)
+    ready = {
+        name.split(" ", 1)[1]: spans[chain][first + len(about) - 1][1]
+        for name, (chain, first, about) in facts.items()
+        if name != "curate"
+    }
+    audit, audit_facts = audit_chains(config, jobs, gpus, ready)
+    chains, facts = chains | audit, facts | audit_facts
     spans = schedule(chains, cores)
     scale = scale_projection()
     out = []
@@ -351,6 +430,26 @@ def _source(name: str, about: list[dict], config, gpus, cores, scale) -> str:
                 "(ILSVRC-2012 train's mean JPEG); no top-up round (the planned share fills "
                 "every class)"
             )
+        if f["from"] == "audit":
+            over = (
+                f"; its longest job, {f['longest']:,.1f} h, is longer than the {f['asked']:,.1f} "
+                "h it asks for (resources.work.audit_search, from its input): raise "
+                f"audit.query_parts to at least {math.ceil(f['parts'] * f['longest'] / f['asked'])}"
+                if f["longest"] > f["asked"]
+                else ""
+            )
+            parts.append(
+                f"{f['search_core_h']:,.1f} core-h of search and "
+                + (
+                    f"{f['verify_core_h']:,.1f} of verification"
+                    if f["verify_core_h"]
+                    else "no verification (audit.verification.enabled false)"
+                )
+                + f" over {f['jobs']} audit_search jobs (audit.query_parts "
+                f"{f['parts']} per split), each its split's part (the near-duplicate audit "
+                f"section: imagenot.audit.cost){over}; from when the last dataset the audit "
+                "reads is ready"
+            )
         if f["from"] == "materialise":
             parts.append(
                 f"{f['images']:,} images stored, each split at its side, at {MATERIALISE_SOURCE}"
@@ -374,9 +473,11 @@ def whole_run(config: dict, data: list[dict], wall: dict, stages: list[dict], gp
 
     if wall["hours"] is None or any(d["hours"] is None for d in data):
         return None
+    from imagenot.audit.plan import involved_datasets
+
     ready = {}
     for d in data:
-        if d["stage"] == "curate":
+        if d["stage"] == "curate" or d["stage"].startswith("audit "):
             continue
         dataset = d["stage"].split(" ", 1)[1]
         ready[dataset] = (d["end"], d["stage"])
@@ -408,6 +509,11 @@ def whole_run(config: dict, data: list[dict], wall: dict, stages: list[dict], gp
     for dataset in ready:
         if dataset not in trained:
             paths.append(data_parts(dataset) | {"audit and diagnostics": round(others, 2)})
+    for d in data:
+        if d["stage"].startswith("audit "):
+            read = involved_datasets(config, d["stage"].split(" ", 1)[1])
+            parts = data_parts(max(read, key=lambda n: ready.get(n, (0.0, None))[0]))
+            paths.append(parts | {d["stage"]: round(d["end"] - sum(parts.values()), 2)})
     best = max(paths, key=lambda p: sum(p.values()))
     return {
         "hours": round(sum(best.values()), 1),
@@ -417,6 +523,7 @@ def whole_run(config: dict, data: list[dict], wall: dict, stages: list[dict], gp
         "ready": {n: round(e, 2) for n, (e, _) in ready.items()},
         "source": "the data stages as scheduled on the cores; training from when every dataset "
         "it trains on is ready (a chain of an earlier one could start sooner), its schedule on "
-        "the GPUs; the evaluation's, audit's and diagnostics' GPU-hours over the GPUs; "
-        "queueing not included",
+        "the GPUs; the evaluation's, audit's and diagnostics' GPU-hours over the GPUs; each "
+        "audit's embedding and search (its data stage) from when the datasets it reads are "
+        "ready; queueing not included",
     }

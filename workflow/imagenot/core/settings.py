@@ -266,10 +266,6 @@ NOT_SETTINGS = {
     "them (absent for a job without the resource), not resources.<rule>.mem_mb",
     "imagenot.plan.costs:.get('n_shards')": "laion.n_shards has no default: a config may list "
     "laion.shards instead",
-    "imagenot.plan.costs:.get('max_train_per_class')": "a dataset's own key without a default: "
-    "absent means every training image is kept",
-    "imagenot.plan.costs:.get('test_per_class')": "a dataset's own key without a default: absent "
-    "means the adapter keeps its whole test split",
     "imagenot.analyse.transfer:.get('protocol')": "a comparison's protocol as the run "
     "summary's layout records it (absent for one it does not list), not an experiment's key",
     "imagenot.plan.planning:.get('gpu')": "a planned job's GPU request as Snakemake's dry run lists "
@@ -278,16 +274,10 @@ NOT_SETTINGS = {
     "CPU), not resources.classes.gpu",
     "imagenot.run.run_summary:.get('download')": "a dataset's download record in the run summary "
     "(absent for a dataset read from disk), not resources.classes.download",
-    "imagenot.plan.plan_cli:add_argument(--gpus)": "how many GPUs the user will have at once (the "
-    "plan's wall time), not resources.gpus (GPUs per job)",
     "imagenot.run.run_summary:.get('weights')": "the weights a published run's result.json "
     "records having evaluated (absent in a trained run's), not train.weights",
     "imagenot.core.dataset:folder_of(classes)": "the dataset's classes.txt handed to a command, "
     "whose folder is the dataset's, not datasets.<name>.classes",
-    "imagenot.train.trials:.get('model')": "the model a trial's result records (absent in an "
-    "empty slot's), compared with its selection's path, not train.models",
-    "imagenot.train.trials:.get('experiments')": "the experiments a preregistration record "
-    "holds (none before its first draw), not train.experiments",
     "imagenot.train.trials:.get('hyperparameters')": "the hyperparameters a preregistered "
     "definition or a slot's result records (checked against the trials table), not "
     "train.spaces.<space>.hyperparameters",
@@ -297,12 +287,8 @@ NOT_SETTINGS = {
     "result records, compared with the trials table's, not the config's seed",
     "imagenot.core.config:.get('plugins')": "the plugins the merged files give, before validation "
     "fills defaults (absent: none), to list their names in an addition's default",
-    "imagenot.plan.costs:.get('curate')": "the curation stage's core-hours in the cost plan's sum "
-    "(absent when no curation job is planned), not the curate section",
     "imagenot.plan.schedule:recommend(gpus)": "the GPU count the user will have (the plan's "
     "--gpus; None: recommend one), not resources.gpus",
-    "imagenot.train.records:.get('hyperparameters')": "the hyperparameters a selection's slot "
-    "result records (compared with the final record's), not train.spaces.<space>",
     "imagenot.train.trials:.get('halving')": "the halving a preregistered definition records "
     "(compared with a rung's decision), not train.spaces.<space>.halving",
     "imagenot.train.trials:.get('eta')": "the eta a preregistered definition records "

@@ -117,11 +117,3 @@ class TableSettings(FromConfig):
     @classmethod
     def from_config(cls, config: Any, table: str) -> TableSettings:  # type: ignore[override]
         return cls(table=table, options=Options.from_config(config))
-
-
-NOT_SETTINGS = {
-    "imagenot.figures.plan:.get('dataset')": "a named group of a figure name's pattern (absent "
-    "for figures drawn for the whole run), not a config key",
-    "imagenot.figures.plan:.get('protocol')": "a named group of a figure name's pattern (absent "
-    "for figures drawn for the whole run), not a config key",
-}

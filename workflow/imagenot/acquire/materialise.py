@@ -209,21 +209,15 @@ def materialise_range(
     return Path(part_manifest)
 
 
-def empty_class_folders(kind: str, path: str | os.PathLike) -> list[str]:
-    """Class folders without any image file, for the kinds stored as class folders (those that
-    declare ``class_roots`` in :data:`imagenot.acquire.kinds.DATASET_KINDS`)."""
-    entry = DATASET_KINDS.entry(kind)
-    if entry.class_roots is None:
-        return []
-    found = [class_folders(r) for r in resolve(entry.class_roots)(Path(path))]
-    return sorted(set().union(*(e for _, e in found)) - set().union(*(f for f, _ in found)))
-
-
 def _check_empty(path, kind: str, mine: list[str], pairs: list, allow_empty: bool) -> None:
-    """Stop on class folders without images and on classes without a training image (module
-    docstring), unless ``allow_empty``; then say so in the log."""
+    """Stop on class folders without images (for the kinds stored as class folders: those that
+    declare ``class_roots`` in :data:`imagenot.acquire.kinds.DATASET_KINDS`) and on classes
+    without a training image (module docstring), unless ``allow_empty``; then say so in the
+    log."""
     problems = []
-    empty = empty_class_folders(kind, path)
+    roots = DATASET_KINDS.entry(kind).class_roots
+    found = [class_folders(r) for r in resolve(roots)(Path(path))] if roots else []
+    empty = sorted(set().union(*(e for _, e in found)) - set().union(*(f for f, _ in found)))
     if empty:
         problems.append(f"class folder(s) without images, left out: {empty[:5]}")
     with_train = {it.cls for it, split in pairs if split == "train"}

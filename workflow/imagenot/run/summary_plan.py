@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from imagenot.core.paths import FIGURES, TABLES
+from imagenot.core.paths import CLONE, FIGURES, TABLES
 from imagenot.run.run_summary import REPORT, SUMMARY_HTML, SUMMARY_JSON, SUMMARY_MD
 from imagenot.train.paths import FINAL_RESULT
 
@@ -174,10 +174,6 @@ def config_files(workflow=None) -> list[str]:
             str(path.relative_to(clone.parent)) if path.is_relative_to(clone.parent) else str(f)
         )
     return out
-
-
-# the clone whose package this is (workflow/imagenot/ -> the clone's root)
-CLONE = Path(__file__).resolve().parents[3]
 
 
 def report_command(configfiles: list[str], clone: Path = CLONE) -> str:

@@ -86,17 +86,13 @@ def _user_facing(parser: argparse.ArgumentParser, subparsers) -> None:
         )
     )
     for name, command in subparsers.choices.items():
-        groups = command._mutually_exclusive_groups
-        grouped = {a for g in groups for a in g._group_actions}
-        one_of = {a for g in groups if g.required for a in g._group_actions}  # required too
         for action in command._actions:
-            if name in USER_COMMANDS and action.dest == "settings" and action not in grouped:
+            if name in USER_COMMANDS and action.dest == "settings":
                 action.help = argparse.SUPPRESS  # the rule's own interface, not for people
             if (
                 not action.option_strings
                 or action.nargs == 0  # a flag: store_true, --help, --version, ...
                 or action.required
-                or action in one_of
                 or action.help == argparse.SUPPRESS
                 or "default" in (action.help or "").lower()
             ):

@@ -119,17 +119,11 @@ class TextEncoder:
 
     name: ClassVar[str]
     test_only: ClassVar[bool] = False
+    dim: int  # each backend's property
+    device: str
 
     def __init__(self, spec: EncoderSpec):
         self.spec = spec
-
-    @property
-    def dim(self) -> int:
-        raise NotImplementedError
-
-    @property
-    def device(self) -> str:
-        raise NotImplementedError
 
     def token_lengths(self, texts: Sequence[str]) -> np.ndarray:
         raise NotImplementedError

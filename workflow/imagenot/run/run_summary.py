@@ -37,7 +37,6 @@ names); the report's landing page (:func:`landing`) shows the same lines before 
 from __future__ import annotations
 
 import html
-import json
 import os
 from collections.abc import Callable
 from functools import partial
@@ -208,7 +207,9 @@ def collect(
 
 def _sentence(summary: Path) -> str:
     """The sentence of a near-duplicate audit's summary (the run summary's line)."""
-    return str(json.loads(summary.read_text())["sentence"])
+    from imagenot.core.io import read_json
+
+    return str(read_json(summary)["sentence"])
 
 
 def _identity_row(evaluation: Path) -> dict:
@@ -449,8 +450,9 @@ def landing(root: str | os.PathLike = ".") -> dict:
     if not path.is_file():
         return {"run summary built": 0}
     from imagenot.analyse.transfer import transfer_lines
+    from imagenot.core.io import read_json
 
-    s = json.loads(path.read_text())
+    s = read_json(path)  # the JSON files' one reader (a damaged file is named and moved aside)
     answer: dict = {}
     t = s.get("transfer")
     if t is not None and not t["built"]:

@@ -91,7 +91,8 @@ def test_fractions_are_refused_with_a_hint_unless_declared(tmp_path, capsys):
     assert code == 2 and "75.1, not 0.751" in err and len(err.strip().splitlines()) == 1
     as_pct = report_of(df, reps=0)
     as_frac = rankings_report(
-        validate_table(frac, fractions=True), RankingsSettings.hand_typed(reference="ref", reps=0)
+        validate_table(frac, scale_of={"*": "fraction"}),
+        RankingsSettings.hand_typed(reference="ref", reps=0),
     ).to_json()
     assert as_frac["datasets"]["a"]["accuracy"] == pytest.approx(
         as_pct["datasets"]["a"]["accuracy"]
@@ -100,7 +101,7 @@ def test_fractions_are_refused_with_a_hint_unless_declared(tmp_path, capsys):
         as_pct["datasets"]["a"]["interval"]["m1"]
     )
     with pytest.raises(TableError, match="not a fraction in 0-1"):
-        validate_table(df, fractions=True)
+        validate_table(df, scale_of={"*": "fraction"})
 
 
 def test_confidence_must_lie_between_0_and_1(tmp_path, capsys):
@@ -445,7 +446,9 @@ def test_counts_allow_the_digits_an_accuracy_is_written_with():
     with pytest.raises(TableError, match=r"accuracy 33.5 cannot be a share of n=3"):
         validate_table(df.assign(accuracy=[33.5, 66.67, 100, 0]))
     frac = df.assign(accuracy=[0.333, 0.6667, 1.0, 0.0])
-    assert validate_table(frac, fractions=True)["accuracy"].iloc[0] == pytest.approx(33.3)
+    assert validate_table(frac, scale_of={"*": "fraction"})["accuracy"].iloc[0] == pytest.approx(
+        33.3
+    )
 
 
 def test_repeated_models_are_counted_and_keyed_apart(tmp_path, capsys):
@@ -793,7 +796,9 @@ def test_per_image_results_agree_with_the_tables_accuracies_up_to_its_digits():
         assert rep["datasets"]["v6"]["bootstrap"]["method"] == "images"
     fractions = table.assign(accuracy=table.accuracy / 100)
     settings = RankingsSettings.hand_typed(reference="v4", reps=50)
-    rep = rankings_report(validate_table(fractions, fractions=True), settings, per_image=per)
+    rep = rankings_report(
+        validate_table(fractions, scale_of={"*": "fraction"}), settings, per_image=per
+    )
     assert rep.datasets["v6"].bootstrap.method == "images"
 
 

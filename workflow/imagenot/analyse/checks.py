@@ -275,7 +275,6 @@ def _duplicates(df: pd.DataFrame, key: list[str], keyed: list[str]) -> None:
 
 def validate_table(
     df: pd.DataFrame,
-    fractions: bool = False,
     *,
     scale_of: Mapping[str, str] | None = None,
     key: list[str] | tuple[str, ...] = (),
@@ -283,8 +282,7 @@ def validate_table(
     """Check columns, keys and the domain of every cell; return a clean copy with typed
     columns (accuracies in percent).
 
-    ``scale_of`` ({dataset or '*': 'auto' | 'percent' | 'fraction'}, :data:`SCALES`; ``fractions``
-    = ``{'*': 'fraction'}``) is decided per dataset: fractions are multiplied by 100, together
+    ``scale_of`` ({dataset or '*': 'auto' | 'percent' | 'fraction'}, :data:`SCALES`) is decided per dataset: fractions are multiplied by 100, together
     with ``ci_low``/``ci_high``; a dataset whose accuracies are all at most 1 is refused unless
     its scale is said (a table never mixes scales by guessing). Refused, one line naming the
     row: a missing column, an empty model or dataset, an accuracy or interval bound that is no
@@ -307,9 +305,6 @@ def validate_table(
     missing_columns(df, REQUIRED, "results table")
     if len(df) == 0:
         raise TableError("results table has no rows")
-    scale = dict(scale_of or {})
-    if fractions:
-        scale.setdefault("*", "fraction")
     df = df.reset_index(drop=True).copy()
     for col in ("model", "dataset"):
         text = df[col].astype(str).str.strip()
@@ -324,7 +319,7 @@ def validate_table(
         _refuse_alike(df, col)
     raw_acc = df["accuracy"]
     acc = _numeric(df, "accuracy", "a number", empty_ok=False)
-    scales = _scales(df, acc, scale)
+    scales = _scales(df, acc, dict(scale_of or {}))
     factor = np.where(df["dataset"].map(scales) == "fraction", 100.0, 1.0)
     df["accuracy"] = acc * factor
     for col in ("ci_low", "ci_high"):

@@ -356,7 +356,7 @@ def correlation_tests(a: np.ndarray, b: np.ndarray, seed: int) -> dict[str, Any]
     tau_den = np.sqrt(np.count_nonzero(a[:, None] != a[None, :]) * np.count_nonzero(sb))
     ra, rb, ua, ub = unit(stats.rankdata(a)), unit(stats.rankdata(b)), unit(a), unit(b)
 
-    def statistic(idx: np.ndarray, axis: int = -1) -> np.ndarray:
+    def statistic(idx: np.ndarray, axis: int) -> np.ndarray:
         """(tau-b, rho, r) of ``a`` re-paired by the index rows ``idx`` against ``b``."""
         d = dense[idx]
         c_d = (np.sign(d[..., :, None] - d[..., None, :]) * sb).sum((-2, -1), dtype=np.int64)

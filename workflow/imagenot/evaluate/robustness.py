@@ -82,34 +82,24 @@ PER_IMAGE_SCHEMA = pa.schema(
 
 @dataclass
 class PerImage:
-    """Per-image results in evaluation order (one block of N rows per transformation)."""
+    """Per-image results by transformation (in the order first added), each in evaluation
+    order: a batch's keys, labels, predictions, top-1 and top-5 hits."""
 
-    keys: list[str] = field(default_factory=list)
-    transforms: list[str] = field(default_factory=list)
-    labels: list[np.ndarray] = field(default_factory=list)
-    preds: list[np.ndarray] = field(default_factory=list)
-    correct: list[np.ndarray] = field(default_factory=list)
-    correct5: list[np.ndarray] = field(default_factory=list)
+    parts: dict[str, list[tuple]] = field(default_factory=dict)
 
     def add(self, name: str, keys: Sequence[str], labels, preds, correct, correct5) -> None:
-        self.keys += list(keys)
-        self.transforms += [name] * len(keys)
-        into = (self.labels, self.preds, self.correct, self.correct5)
-        for dest, value in zip(into, (labels, preds, correct, correct5), strict=True):
-            dest.append(value.detach().cpu().numpy())
+        arrays = (v.detach().cpu().numpy() for v in (labels, preds, correct, correct5))
+        self.parts.setdefault(name, []).append((list(keys), *arrays))
 
     def table(self) -> pa.Table:
         """Rows sorted by transformation (registry order), then evaluation order."""
-
-        parts = (self.labels, self.preds, self.correct, self.correct5)  # the schema's order
-        columns = [
-            np.concatenate(p).astype(dtype) if p else np.empty(0, dtype)
-            for p, dtype in zip(parts, (np.int64, np.int64, bool, bool), strict=True)
+        parts = [(name, part) for name, batches in self.parts.items() for part in batches]
+        keys, names = [k for _, p in parts for k in p[0]], [n for n, p in parts for _ in p[0]]
+        arrays = [
+            np.concatenate([p[i] for _, p in parts] or [np.empty(0)]).astype(dtype)
+            for i, dtype in enumerate((np.int64, np.int64, bool, bool), 1)  # the schema's order
         ]
-        t = pa.table([self.keys, self.transforms, *columns], schema=PER_IMAGE_SCHEMA)
-        order = {name: i for i, name in enumerate(dict.fromkeys(self.transforms))}
-        rank = np.array([order[name] for name in self.transforms], dtype=np.int64)
-        return t.take(np.argsort(rank, kind="stable"))
+        return pa.table([keys, names, *arrays], schema=PER_IMAGE_SCHEMA)
 
 
 def _as_float(images: torch.Tensor) -> torch.Tensor:
@@ -237,11 +227,11 @@ def _evaluate(
         with torch.autocast("cuda", dtype=autocast):
             return model(xt).float()
 
-    out = PerImage()
+    out, images = PerImage(), 0
     # images whose logits hold NaN or infinity, per transformation (summed on the device)
     nonfinite = torch.zeros(len(transforms), dtype=torch.int64, device=dev)
     for x, labels, keys in batches:
-        x, labels = _as_float(x.to(dev)), labels.to(dev)
+        x, labels, images = _as_float(x.to(dev)), labels.to(dev), images + len(keys)
         x = preprocessing.geometry(x)  # the image the model sees: the transformations' input
         base_logits = forward(x)
         hashes = key_hashes(keys)
@@ -260,9 +250,7 @@ def _evaluate(
             nonfinite[i] += (~torch.isfinite(logits)).any(dim=1).sum()
             hits = topk_correct(logits, labels, 1), topk_correct(logits, labels, 5)
             out.add(t.name, keys, labels, logits.argmax(dim=1), *hits)
-    check_finite_outputs(
-        nonfinite.tolist(), [t.name for t in transforms], len(out.keys) // len(transforms)
-    )
+    check_finite_outputs(nonfinite.tolist(), [t.name for t in transforms], images)
     return out
 
 
@@ -299,14 +287,11 @@ def summarise(per_image: pa.Table, meta: Mapping[str, Any], confidence: float) -
     """Per-transformation top-1/top-5 (percent), n and the Clopper-Pearson top-1 interval of
     coverage ``confidence`` (``evaluate.confidence``); a published run's rows carry its
     ``weights`` and ``published_top1`` as its ``result.json`` (``meta``) records them."""
-    transform = np.asarray(per_image["transform"].to_pylist(), dtype=object)
-    correct = per_image["correct"].to_numpy(zero_copy_only=False)
-    correct5 = per_image["correct_top5"].to_numpy(zero_copy_only=False)
-    names = list(dict.fromkeys(transform))
-    chosen = [transform == name for name in names]
-    n = np.array([sel.sum() for sel in chosen], dtype=np.int64)
-    k = np.array([correct[sel].sum() for sel in chosen], dtype=np.int64)
-    k5 = np.array([correct5[sel].sum() for sel in chosen], dtype=np.int64)
+    df = per_image.select(["transform", "correct", "correct_top5"]).to_pandas()
+    hits = df.groupby("transform", sort=False).agg(
+        n=("correct", "size"), k=("correct", "sum"), k5=("correct_top5", "sum")
+    )
+    names, (n, k, k5) = list(hits.index), hits.to_numpy(np.int64).T
     low, high = clopper_pearson(k, n, 1.0 - confidence)
     published = run_is_published(meta)  # such a run records both
     top1 = meta.get("published_top1") if published else None

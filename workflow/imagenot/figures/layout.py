@@ -180,65 +180,52 @@ MARKER_MARGIN_PT = 1.0
 """Clearance kept between a label and every marker of the axes (points)."""
 
 
+def _markers(ax, caps: bool) -> list[tuple[np.ndarray, float]]:
+    """Every visible marker of ``ax`` as (its finite points in data coordinates, n x 2; the
+    marker's radius in points): lines with a marker (the caps of error bars only with ``caps``)
+    and scatter collections."""
+    from matplotlib.collections import PathCollection
+    from matplotlib.container import ErrorbarContainer
+
+    bars = [e for e in ax.containers if isinstance(e, ErrorbarContainer)]
+    skip = set() if caps else {id(c) for e in bars for c in e[1]}
+    found = [
+        (np.column_stack([line.get_xdata(), line.get_ydata()]), line.get_markersize() / 2)
+        for line in ax.get_lines()
+        if line.get_visible()
+        and id(line) not in skip
+        and line.get_marker() not in (None, "", " ", "None", "none")
+    ]
+    for coll in ax.collections:
+        if isinstance(coll, PathCollection) and coll.get_visible():
+            sizes = coll.get_sizes()
+            found.append(
+                (coll.get_offsets(), float(np.sqrt(sizes.max()) / 2) if len(sizes) else 3.0)
+            )
+    arrays = [(np.asarray(xy, dtype=float).reshape(-1, 2), r) for xy, r in found]
+    return [(xy[np.isfinite(xy).all(axis=1)], r) for xy, r in arrays]
+
+
 def marker_boxes(ax) -> list:
     """The window extent of every marker drawn in ``ax`` (points of lines with a marker and
     of scatter collections), each grown by :data:`MARKER_MARGIN_PT`: what a label must not
     cover."""
-    from matplotlib.collections import PathCollection
     from matplotlib.transforms import Bbox
 
-    fig = ax.figure
-    px_per_pt = fig.dpi / 72.0
-    boxes = []
-
-    def add(xy: np.ndarray, radius_pt: float) -> None:
-        xy = np.asarray(xy, dtype=float).reshape(-1, 2)
-        xy = xy[np.isfinite(xy).all(axis=1)]
-        if not len(xy):
-            return
-        r = (radius_pt + MARKER_MARGIN_PT) * px_per_pt
-        for px, py in ax.transData.transform(xy):
-            boxes.append(Bbox.from_extents(px - r, py - r, px + r, py + r))
-
-    for line in ax.get_lines():
-        if line.get_visible() and line.get_marker() not in (None, "", " ", "None", "none"):
-            add(np.column_stack([line.get_xdata(), line.get_ydata()]), line.get_markersize() / 2)
-    for coll in ax.collections:
-        if isinstance(coll, PathCollection) and coll.get_visible():
-            sizes = coll.get_sizes()
-            radius = float(np.sqrt(sizes.max()) / 2) if len(sizes) else 3.0
-            add(coll.get_offsets(), radius)
-    return boxes
-
-
-def _data_markers(ax) -> tuple[list, list]:
-    """(lines, collections) of ``ax`` whose markers are data points: lines with a marker other
-    than the caps of error bars, and scatter collections."""
-    from matplotlib.collections import PathCollection
-    from matplotlib.container import ErrorbarContainer
-
-    caps = {id(c) for e in ax.containers if isinstance(e, ErrorbarContainer) for c in e[1]}
-    lines = [
-        line
-        for line in ax.get_lines()
-        if line.get_visible()
-        and id(line) not in caps
-        and line.get_marker() not in (None, "", " ", "None", "none")
+    px_per_pt = ax.figure.dpi / 72.0
+    return [
+        Bbox.from_extents(px - r, py - r, px + r, py + r)
+        for xy, radius in _markers(ax, caps=True)
+        if len(xy)
+        for r in [(radius + MARKER_MARGIN_PT) * px_per_pt]
+        for px, py in ax.transData.transform(xy)
     ]
-    colls = [c for c in ax.collections if isinstance(c, PathCollection) and c.get_visible()]
-    return lines, colls
 
 
 def point_centres(ax) -> np.ndarray:
     """The window position (pixels, n x 2) of every data point drawn in ``ax`` with a marker
     (the caps of error bars are not points)."""
-    lines, colls = _data_markers(ax)
-    xy = [np.column_stack([line.get_xdata(), line.get_ydata()]) for line in lines]
-    xy += [np.asarray(c.get_offsets(), dtype=float).reshape(-1, 2) for c in colls]
-    xy = np.concatenate(
-        [np.asarray(a, dtype=float).reshape(-1, 2) for a in xy] or [np.zeros((0, 2))]
-    )
-    xy = xy[np.isfinite(xy).all(axis=1)]
+    xy = np.concatenate([xy for xy, _ in _markers(ax, caps=False)] or [np.zeros((0, 2))])
     return ax.transData.transform(xy) if len(xy) else np.zeros((0, 2))
 
 

@@ -141,19 +141,12 @@ def _models_option(value: str | None) -> str | None:
 
 
 def _style(args: argparse.Namespace):
-    """The figure style of ``--report``: the schema's defaults, ``--dpi``, ``--top`` and
-    ``--highlight``, each checked against its config key."""
+    """The figure style of ``--report``: the schema's defaults, ``--dpi`` and ``--top`` (checked
+    with the other flags, :func:`_settings`) and ``--highlight``."""
     import dataclasses
 
-    from imagenot.analyse.checks import schema_problem
-    from imagenot.analyse.table import TableError
     from imagenot.core.settings import Style
 
-    for field in ("dpi", "top"):
-        flag, key = FLAGS[field]
-        problem = schema_problem(key, getattr(args, field))
-        if problem:
-            raise TableError(f"{flag} {getattr(args, field)}: {problem} (config key {key})")
     highlight = list(dict.fromkeys(args.highlight or []))
     return dataclasses.replace(
         Style.schema_defaults(), dpi=args.dpi, top=args.top, highlight=highlight
@@ -176,8 +169,8 @@ def _check_highlight(highlight: list[str], models: list[str]) -> None:
 
 def _settings(args: argparse.Namespace) -> RankingsSettings | str:
     """The analysis settings: the rule's ``--settings`` JSON, else the flags (whose defaults are
-    the schema's); each field checked against its config key. A bad value gives the one-line
-    reason instead."""
+    the schema's); each field, and each flag of :data:`FLAGS` (``--dpi``, ``--top``), checked
+    against its config key. A bad value gives the one-line reason instead."""
     if not args.settings:
         settings = RankingsSettings(
             variant=args.variant,
@@ -202,12 +195,11 @@ def _settings(args: argparse.Namespace) -> RankingsSettings | str:
     from imagenot.analyse.checks import schema_problem
 
     for field, (flag, key) in FLAGS.items():
-        if hasattr(settings, field):
-            value = getattr(settings, field)
-            problem = schema_problem(key, value)
-            if problem:
-                where = f"--settings.{field}" if args.settings else flag
-                return f"{where} {value}: {problem} (config key {key})"
+        given = hasattr(settings, field)
+        value = getattr(settings if given else args, field)
+        if problem := schema_problem(key, value):
+            where = f"--settings.{field}" if args.settings and given else flag
+            return f"{where} {value}: {problem} (config key {key})"
     return settings
 
 

@@ -493,7 +493,7 @@ def _schema_at(path: Sequence[str]) -> Mapping | None:
     """The schema of the concrete key path ``path`` (a named entry's key, as ``datasets.mine``,
     through its section's ``additionalProperties``), else None. Reads YAML only."""
     try:
-        return _walk_schema(path, ".".join(path), concrete=True)
+        return schema_node(".".join(map(str, path)), concrete=True)
     except ConfigError:
         return None
 
@@ -713,20 +713,15 @@ def load_configs(paths: Sequence[str | os.PathLike]) -> dict:
     return check_config_files(merge_sources(sources), sources, validate_config)
 
 
-def schema_node(key: str) -> Mapping[str, Any]:
+def schema_node(key: str, concrete: bool = False) -> Mapping[str, Any]:
     """The schema of config key ``key`` (dotted: ``laion.batch_rows``; a part in braces, as in
-    ``datasets.{dataset}``, is any name of a mapping section: its ``additionalProperties``).
-    Follows the stage schemas' ``$ref``; reads YAML only (no validation)."""
-    return _walk_schema(key.split("."), key)
-
-
-def _walk_schema(parts: Sequence[str], key: str, concrete: bool = False) -> Mapping[str, Any]:
-    """The schema node at ``parts`` (:func:`schema_node`; ``concrete``: a name that is no
-    property is an entry of its section's ``additionalProperties``), following each ``$ref``
-    ("#/$defs/x" in the file it is read from, "other.schema.yaml", or both)."""
+    ``datasets.{dataset}``, is any name of a mapping section: its ``additionalProperties``;
+    ``concrete``: so is a name that is no property). Follows the stage schemas' ``$ref``
+    ("#/$defs/x" in the file it is read from, "other.schema.yaml", or both); reads YAML only
+    (no validation)."""
     document: Any = load_schema(MAIN_SCHEMA)  # the file a local "#/$defs/..." $ref points into
     node: Any = document
-    for part in parts:
+    for part in key.split("."):
         node = node if isinstance(node, Mapping) else {}
         entry = node.get("additionalProperties")
         if (concrete and part not in node.get("properties", {})) or part[:1] + part[-1:] == "{}":

@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 
-from imagenot.analyse.stats import UNDEFINED_P_METHOD
 from imagenot.core.typed_json import (
     EMPTY_IS_NONE,
     FLAT,
@@ -109,14 +108,6 @@ class Correlations(_Json):
     pearson_r: Number
     pearson_p: Number
     p_method: str
-
-    def to_json(self) -> dict[str, Any]:
-        out = super().to_json()
-        if self.p_method != UNDEFINED_P_METHOD:
-            return out
-        # undefined correlations have always been written statistics first, then p-values
-        order = ("kendall_tau", "spearman_rho", "pearson_r", "kendall_p", "spearman_p")
-        return {k: out[k] for k in (*order, "pearson_p", "p_method")}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -61,49 +61,35 @@ class ImageSimilaritySettings(FromConfig):
     max_images_per_class: int | None
 
 
-class _ReferenceNamed:
-    """A rule per value of its one wildcard, whose settings are that value and the reference's
-    column heading (derived from the config: :func:`imagenot.diagnostics.plan.reference_label`)."""
-
-    DERIVED: ClassVar = {
-        "reference_name": "the reference's column heading: diagnostics.reference_dataset when "
-        "it is a configured dataset, else 'reference' with a reference_classes file, else "
-        "'imagenet' (imagenot.diagnostics.plan.reference_label)",
-    }
-
-    @classmethod
-    def _with_reference(cls, config: Any, **wildcards: Any):
-        """The settings for the rule's wildcard (its one, by name) under ``config``."""
-        from imagenot.diagnostics.plan import reference_label
-
-        values = cls.config_values(config, **wildcards)  # type: ignore[attr-defined]
-        values |= cls.derived(config)
-        return cls(**values, reference_name=reference_label(config))
-
-    @classmethod
-    def derived(cls, config: Any) -> dict[str, Any]:
-        """The class's derived fields besides ``reference_name`` (and config keys it reads
-        otherwise than as they stand), by name."""
-        return {}
+# the derived field of the table's and the figure's settings: the reference's column heading
+REFERENCE_NAME = {
+    "reference_name": "the reference's column heading: diagnostics.reference_dataset when "
+    "it is a configured dataset, else 'reference' with a reference_classes file, else "
+    "'imagenet' (imagenot.diagnostics.plan.reference_label)",
+}
 
 
 @dataclass(frozen=True)
-class TableSettings(_ReferenceNamed, FromConfig):
+class TableSettings(FromConfig):
     """``diagnostics-table``: the column headings, the subject (the rule's wildcard) and the
     reference."""
 
     WILDCARDS: ClassVar = ("subject",)
+    DERIVED: ClassVar = REFERENCE_NAME
 
     subject: str
     reference_name: str
 
     @classmethod
     def from_config(cls, config: Any, subject: str) -> TableSettings:  # type: ignore[override]
-        return cls._with_reference(config, subject=subject)
+        from imagenot.diagnostics.plan import reference_label
+
+        values = cls.config_values(config, subject=subject)
+        return cls(**values, reference_name=reference_label(config))
 
 
 @dataclass(frozen=True)
-class FigureSettings(_ReferenceNamed, FromConfig):
+class FigureSettings(FromConfig):
     """``diagnostics-figure``: which registered figure (the rule's ``name`` wildcard), the
     reference's label, the figure style every figure shares (``analyse.figure_options``) and
     the datasets' display names."""
@@ -111,7 +97,7 @@ class FigureSettings(_ReferenceNamed, FromConfig):
     SECTIONS: ClassVar = ("analyse",)
     WILDCARDS: ClassVar = ("name",)
     DERIVED: ClassVar = {
-        **_ReferenceNamed.DERIVED,
+        **REFERENCE_NAME,
         "dataset_names": "each dataset's display name: datasets.<name>.display_name, else "
         "derived from its key (imagenot.figures.names.dataset_names)",
     }
@@ -123,11 +109,13 @@ class FigureSettings(_ReferenceNamed, FromConfig):
 
     @classmethod
     def from_config(cls, config: Any, name: str) -> FigureSettings:  # type: ignore[override]
-        return cls._with_reference(config, name=name)
-
-    @classmethod
-    def derived(cls, config: Any) -> dict[str, Any]:
+        from imagenot.diagnostics.plan import reference_label
         from imagenot.figures.names import dataset_names
 
-        names = dataset_names(config["datasets"])
-        return {"figure_options": Style.from_config(config), "dataset_names": names}
+        values = cls.config_values(config, name=name)
+        values |= {"figure_options": Style.from_config(config)}
+        return cls(
+            **values,
+            reference_name=reference_label(config),
+            dataset_names=dataset_names(config["datasets"]),
+        )

@@ -64,13 +64,11 @@ def near_duplicate_mask(phashes: np.ndarray, distance: int) -> np.ndarray:
         bands = [
             (v >> int(lo)) & ((1 << int(hi - lo)) - 1) for lo, hi in itertools.pairwise(bounds)
         ]
-        for b, band in enumerate(bands):
-            for j in buckets[b].get(band, ()):
-                if (v ^ int(values[j])).bit_count() <= distance:
-                    dup[i] = True
-                    break
-            if dup[i]:
-                break
+        dup[i] = any(
+            (v ^ int(values[j])).bit_count() <= distance
+            for b, band in enumerate(bands)
+            for j in buckets[b].get(band, ())
+        )
         if not dup[i]:
             for b, band in enumerate(bands):
                 buckets[b].setdefault(band, []).append(i)
@@ -398,10 +396,9 @@ def build_dataset(
             **reports,
         )
         assignment = plan_build(files, fill, name=report_dir.name)
-        parts = []
-        for job in sorted({Path(t).stem for t in tables}):
-            parts.append(Path(tmp) / f"{job}.parquet")
-            write_build_part(Path(tmp) / "assignment.parquet", job, out_dir, parts[-1], write)
+        parts = [Path(tmp) / f"{job}.parquet" for job in sorted({Path(t).stem for t in tables})]
+        for part in parts:
+            write_build_part(files.assignment, part.stem, out_dir, part, write)
         manifest = gather_parts(out_dir, parts, seed=fill.seed)
     log.info("%s: %d images, %d classes", out_dir, assignment.num_rows, len(read_classes(out_dir)))
     return manifest

@@ -30,6 +30,7 @@ imports the format from here rather than the readers reaching into the producer'
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -232,24 +233,13 @@ def has_originals(dataset_dir: str | os.PathLike, split: str) -> bool:
     return table.num_rows > 0 and table[ORIGINAL_COLUMNS[0]].null_count == 0
 
 
-def decode_original(data: bytes):
-    """An original file as torchvision's ImageFolder loader reads it (``pil_loader``): Pillow,
-    converted to RGB (no EXIF rotation: the published accuracies' protocol)."""
-    import io
-
-    from PIL import Image
-
-    with Image.open(io.BytesIO(data)) as image:
-        return image.convert("RGB")
-
-
 class ManifestDataset:
     """Map-style dataset over one split: ``ds[i] -> (uint8 CHW tensor, int label)``.
 
     Random access through the manifest's byte offsets (works with any DataLoader sampler and
     worker count). ``transform`` is applied to the uint8 tensor. With ``originals`` the items are
-    the split's original files (every row must have one: :func:`has_originals`), decoded by
-    :func:`decode_original` into a Pillow image that ``transform`` (required) turns into the
+    the split's original files (every row must have one: :func:`has_originals`), decoded as
+    torchvision's ImageFolder loader decodes them into a Pillow image that ``transform`` (required) turns into the
     item, as torchvision's datasets apply ``weights.transforms()``. It implements the map-style
     protocol (``__len__``, ``__getitem__``) that torch's DataLoader takes, without subclassing
     ``torch.utils.data.Dataset``: that base class only adds ``+``, and importing it would make
@@ -321,11 +311,14 @@ class ManifestDataset:
 
     def decode(self, index: int):
         """Item ``index`` as an RGB uint8 CHW tensor (its bytes checked by :meth:`read_bytes`);
-        with ``originals``, the original as an RGB Pillow image (:func:`decode_original`)."""
+        with ``originals``, the original as an RGB Pillow image."""
         data = self.read_bytes(index)
-        if self.originals:
+        if self.originals:  # as torchvision's ImageFolder loader reads it (``pil_loader``):
+            from PIL import Image  # Pillow, RGB, no EXIF rotation (the published protocol)
+
             try:
-                return decode_original(data)
+                with Image.open(io.BytesIO(data)) as image:
+                    return image.convert("RGB")
             except OSError as exc:
                 raise DatasetError(
                     f"{self.dataset_dir / self._shards[index]}: original of {self.keys[index]!r} "
@@ -343,8 +336,6 @@ class ManifestDataset:
         """(3, H, W) of item ``index`` as ``ds[index]`` decodes it, from the JPEG's header alone
         (what a loader needs to size its batch buffers without decoding in the training
         process)."""
-        import io
-
         from PIL import Image
 
         if self.transform is not None or self.originals:  # it may change the size: decode

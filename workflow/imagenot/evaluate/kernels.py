@@ -171,11 +171,6 @@ def _affine_planes(coef: torch.Tensor, xs: torch.Tensor, ys: torch.Tensor) -> to
     return row + col  # col: B x K x H x 1
 
 
-def _as_grid(planes: torch.Tensor) -> torch.Tensor:
-    """``B x 2 x H x W`` (x, y) planes as grid_sample's ``B x H x W x 2`` grid (a view)."""
-    return planes.permute(0, 2, 3, 1)
-
-
 def grid_sample_fill(x: torch.Tensor, grid: torch.Tensor, fill: float) -> torch.Tensor:
     """Bilinear sampling; outside the image blends to ``fill`` (torchvision's mask trick)."""
     b, c, h, w = x.shape
@@ -217,7 +212,9 @@ def affine(x: torch.Tensor, theta: torch.Tensor, fill: float) -> torch.Tensor:
     _, _, h, w = x.shape
     xs, ys = _pixel_coords(w, x, 0.0), _pixel_coords(h, x, 0.0)
     scale = torch.tensor([0.5 * w, 0.5 * h], dtype=x.dtype, device=x.device)[:, None]
-    return grid_sample_fill(x, _as_grid(_affine_planes(theta.to(x.dtype) / scale, xs, ys)), fill)
+    return grid_sample_fill(
+        x, _affine_planes(theta.to(x.dtype) / scale, xs, ys).permute(0, 2, 3, 1), fill
+    )
 
 
 def perspective_coefficients(start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
@@ -242,7 +239,7 @@ def perspective(x: torch.Tensor, coeffs: torch.Tensor, fill: float) -> torch.Ten
     scale = torch.tensor([0.5 * w, 0.5 * h], dtype=x.dtype, device=x.device)[:, None]
     num = _affine_planes(c[:, :6].reshape(-1, 2, 3) / scale, xs, ys)
     den = _affine_planes(torch.cat((c[:, 6:], torch.ones_like(c[:, :1])), 1)[:, None], xs, ys)
-    return grid_sample_fill(x, _as_grid(num.div_(den).sub_(1.0)), fill)
+    return grid_sample_fill(x, num.div_(den).sub_(1.0).permute(0, 2, 3, 1), fill)
 
 
 def resized_crop(x: torch.Tensor, top: torch.Tensor, left: torch.Tensor, height: torch.Tensor,
@@ -259,15 +256,8 @@ def resized_crop(x: torch.Tensor, top: torch.Tensor, left: torch.Tensor, height:
     gx = (2.0 * sx + 1.0) / w - 1.0  # B x W
     planes = torch.stack((gx[:, None, :].expand(b, h, w), gy[:, :, None].expand(b, h, w)), dim=1)
     return nnf.grid_sample(
-        x, _as_grid(planes), mode="bilinear", padding_mode="border", align_corners=False
+        x, planes.permute(0, 2, 3, 1), mode="bilinear", padding_mode="border", align_corners=False
     )
-
-
-def equalize(x: torch.Tensor) -> torch.Tensor:
-    """Per-channel histogram equalisation (torchvision's, on 8-bit levels)."""
-    from torchvision.transforms.v2 import functional as F
-
-    return F.equalize(x)
 
 
 def posterize(x: torch.Tensor, bits: int) -> torch.Tensor:

@@ -210,7 +210,9 @@ def _contrast(factor: Sequence[float]) -> tuple[int, Op]:
 
 
 def _equalize() -> tuple[int, Op]:
-    return 0, lambda x, u: kernels.equalize(x)
+    from torchvision.transforms.v2.functional import equalize  # per channel, 8-bit levels
+
+    return 0, lambda x, u: equalize(x)
 
 
 def _grayscale() -> tuple[int, Op]:

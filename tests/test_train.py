@@ -102,8 +102,18 @@ def test_hyperparameter_outside_whitelist_is_refused(demo_config):
     bad["train"]["spaces"]["st"]["hyperparameters"]["label_smoothing"] = {"value": 0.1}
     with pytest.raises(ConfigError, match=r"'label_smoothing' under .*allowed keys: .*lr"):
         validate_config(bad)
-    with pytest.raises(search.SearchError, match="may not be tuned; allowed: optimizer, lr"):
-        search.check_space({"batch_size": {"value": 3}}, "space")
+
+
+def test_a_batch_size_override_names_a_registered_model(demo_config):
+    space = next(iter(demo_config["train"]["spaces"]))
+    for models, refused in (({"resnet_mini": 8}, False), ({"nope": 8}, True)):
+        config = copy.deepcopy(demo_config)
+        config["train"]["spaces"][space]["batch_size_overrides"] = models
+        if not refused:
+            validate_config(config)
+            continue
+        with pytest.raises(ConfigError, match=r"batch_size_overrides: 'nope' is not allowed"):
+            validate_config(config)
 
 
 def test_named_hyperparameter_values_are_checked_at_validation(demo_config):

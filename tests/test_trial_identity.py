@@ -16,8 +16,19 @@ from trial_records import draw_run, write_decision, write_slot
 
 from imagenot.cli import main
 from imagenot.train import trials
-from imagenot.train.records import RecordError, seal
+from imagenot.train.records import RecordError, read_record, seal
 from imagenot.train.trials import JobError
+
+
+def read_selection(path: Path) -> dict:
+    """A selection, read by the one reader of records (traced in its run's files)."""
+    return read_record(path, record_kind="selection")
+
+
+def read_decision(path: Path) -> dict:
+    """A rung's decision, read by the one reader of records (recomputed from its slots)."""
+    return read_record(path, record_kind="decision")
+
 
 # A search of four trials over a learning-rate range, halved once (two stages).
 SPACE = {
@@ -66,7 +77,7 @@ def test_a_slot_result_is_read_only_under_its_own_model_stage_and_slot(tmp_path,
     assert [r["trial"] for r in trial_results(exp, "resnet18")] == [0]
     other = _slot(exp, "OTHERMODEL")
     shutil.copyfile(other, other.parent / "slot-1.json")
-    with pytest.raises(RecordError, match="records slot 0, but its path says slot '1'"):
+    with pytest.raises(RecordError, match="records slot 0, but its path says slot 1"):
         trial_results(exp, "OTHERMODEL")
 
 
@@ -117,18 +128,18 @@ def test_a_selection_whose_trial_is_not_its_results_is_refused(tmp_path):
     paths = [_slot(run.parent, slot=t, trial=t, acc=acc) for t, acc in enumerate((75.0, 25.0))]
     out = run / "selection.json"
     chosen = trials.select(paths, out)
-    assert trials.read_selection(out) == chosen and chosen["trial"] == 0
+    assert read_selection(out) == chosen and chosen["trial"] == 0
     for key, value in [("trial", 1), ("val_accuracy", 100.0), ("hyperparameters", {"lr": 1})]:
         edited = run / f"edited-{key}.json"
         edited.write_text(json.dumps({**chosen, key: value}))
         with pytest.raises(RecordError, match=rf"edited-{key}\.json: {key} is .* records"):
-            trials.read_selection(edited)
+            read_selection(edited)
     # a selection copied under another model's folder selects that model's trial no more
     moved = run.parent / "vgg11" / "selection.json"
     moved.parent.mkdir()
     shutil.copyfile(out, moved)
     with pytest.raises(RecordError, match=r"vgg11/selection\.json: records model .* its path"):
-        trials.read_selection(moved)
+        read_selection(moved)
     # the final run reads it so, before anything else
     with pytest.raises(RecordError, match=r"edited-trial\.json: trial is 1, but"):
         files = FinalFiles(
@@ -248,7 +259,7 @@ def _refused(capsys, run, slots, planted, words, where=None) -> None:
 def test_every_record_of_a_search_its_producers_wrote_is_read(tmp_path):
     run, slots = _searched(tmp_path)
     assert [trials.read_slot(p)["trial"] for p in slots] == [0, 1, 2, 3, 1, 3]
-    assert trials.read_selection(run / "selection.json")["trial"] == 3
+    assert read_selection(run / "selection.json")["trial"] == 3
     rows = trials.read_trials(run / "trials.parquet")
     assert [r["trial"] for r in rows] == [0, 1, 2, 3] and all(0.001 <= r["lr"] <= 0.1 for r in rows)
     # an empty slot (no trial left to promote) is what its producer writes too
@@ -343,13 +354,13 @@ def test_a_selection_resealed_with_another_result_is_refused(tmp_path):
     result = seal({**chosen["result"], "val_accuracy": 75.0})
     path.write_text(json.dumps({**chosen, "val_accuracy": 75.0, "result": result}))
     with pytest.raises(JobError, match=rf"{path}: its result is not the slot result it copies"):
-        trials.read_selection(path)
+        read_selection(path)
     result = seal({**chosen["result"], "trial": 0, "stage": 0, "slot": 0})
     path.write_text(json.dumps({**chosen, "trial": 0, "result": result}))
     with pytest.raises(
         RecordError, match=r"selection\.json \(its result\): records hyperparameter"
     ):
-        trials.read_selection(path)
+        read_selection(path)
 
 
 # ---------------------------------------------------------------------------- rung decisions
@@ -370,7 +381,7 @@ def test_a_rung_decision_whose_seal_is_no_digest_is_refused(tmp_path, capsys, ch
     the halving and selection that trace a slot's trial to it)."""
     run, slots = _searched(tmp_path)
     rung = run / "halving" / "rung-0.json"
-    assert trials.check_decision(rung)["promoted"] == [1, 3]  # the healthy run's
+    assert read_decision(rung)["promoted"] == [1, 3]  # the healthy run's
     edited = {**json.loads(rung.read_text()), "promoted": [0, 3]}
     if change is None:
         del edited["record_sha256"]
@@ -406,11 +417,11 @@ def test_a_resealed_rung_decision_its_slots_do_not_give_is_refused(tmp_path, cap
         if slot is not None:
             _reseal(slots[4], **slot)
         with pytest.raises(RecordError, match=re.escape(words)):
-            trials.check_decision(rung)
+            read_decision(rung)
         _refused(capsys, run, slots, slots[4], words, where=rung)
     for path, text in healthy.items():  # the run as written reads again
         path.write_text(text)
-    assert trials.read_selection(run / "selection.json")["trial"] == 3
+    assert read_selection(run / "selection.json")["trial"] == 3
 
 
 def test_a_rung_decision_is_sealed_and_recomputed_from_its_own_slots(tmp_path):
@@ -421,19 +432,19 @@ def test_a_rung_decision_is_sealed_and_recomputed_from_its_own_slots(tmp_path):
     run, slots = _searched(tmp_path)
     rung = run / "halving" / "rung-0.json"
     assert is_sealed(json.loads(rung.read_text()))
-    assert trials.check_decision(rung) == json.loads(rung.read_text())
+    assert read_decision(rung) == json.loads(rung.read_text())
     slots[3].rename(slots[3].with_suffix(".bak"))
     with pytest.raises(
         RecordError,
         match=r"rung-0\.json: the rung it decides lacks a slot result \(.*slot-3\.json\)",
     ):
-        trials.check_decision(rung)
+        read_decision(rung)
     slots[3].with_suffix(".bak").rename(slots[3])
     later = run / "halving" / "rung-1.json"
     later.write_text(json.dumps(seal({**json.loads(rung.read_text()), "rung": 1})))
     rung.unlink()
     with pytest.raises(RecordError, match=r"rung-1\.json: a decision of rung 1, but the rung"):
-        trials.check_decision(later)
+        read_decision(later)
 
 
 def test_halving_selection_and_a_final_run_read_only_their_rules_inputs(tmp_path, monkeypatch):
@@ -443,6 +454,7 @@ def test_halving_selection_and_a_final_run_read_only_their_rules_inputs(tmp_path
     as an argument (imagenot.train.files)."""
     from conftest import toy_config
 
+    from imagenot.core import io
     from imagenot.core.config import validate_config
     from imagenot.train import plan
     from imagenot.train.paths import PREREGISTRATION
@@ -452,10 +464,11 @@ def test_halving_selection_and_a_final_run_read_only_their_rules_inputs(tmp_path
     config = validate_config(toy_config(SPACE))
     where = ("toy", "st", "resnet_mini")
     read = []
-    for name in ("read_json", "read_parquet"):
-        real = getattr(trials, name)
+    # the jobs' own reads, and the one reader of records' (which imports read_json as it runs)
+    for module, name in ((trials, "read_json"), (trials, "read_parquet"), (io, "read_json")):
+        real = getattr(module, name)
         monkeypatch.setattr(
-            trials,
+            module,
             name,
             lambda path, *a, _real=real, **k: read.append(path) or _real(path, *a, **k),
         )
@@ -476,7 +489,7 @@ def test_halving_selection_and_a_final_run_read_only_their_rules_inputs(tmp_path
     assert plan.decision_file(*where, 0) in selected
     assert selected <= {*results, *plan.traced_files(config, *where, results=False)}
     selection = str((run / "selection.json").relative_to(tmp_path))
-    final = files_read(lambda: trials.read_selection(Path(selection)))
+    final = files_read(lambda: read_selection(Path(selection)))
     assert final <= {selection, plan.TRIALS.format(dataset="toy", protocol="st",
                                                    model="resnet_mini"),
                      *plan.traced_files(config, *where, table=False)}  # fmt: skip

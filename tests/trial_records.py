@@ -15,8 +15,8 @@ import pyarrow as pa
 
 from imagenot.core.io import read_parquet, write_parquet
 from imagenot.train import search
-from imagenot.train.records import write_record
-from imagenot.train.trials import registered_search, slot_run_dir
+from imagenot.train.records import SLOT_PATTERN, run_dir, write_record
+from imagenot.train.trials import registered_search
 
 
 def draw_run(root: Path, space: dict, model: str = "resnet_mini") -> Path:
@@ -72,13 +72,13 @@ def slot_record(path: Path, **fields) -> dict:
     )
     slot = int(path.stem.removeprefix("slot-")) if path.stem.startswith("slot-") else 0
     trial = fields.get("trial", slot)
-    run_dir = slot_run_dir(path)
+    run = run_dir(path, SLOT_PATTERN)
     row = {"seed": 0, **search.DEFAULTS}
-    if run_dir is not None and isinstance(trial, int) and trial >= 0:  # its run draws it
-        rows = trials_table(run_dir / "trials.parquet", trial + 1)
+    if run is not None and isinstance(trial, int) and trial >= 0:  # its run draws it
+        rows = trials_table(run / "trials.parquet", trial + 1)
         row = rows[trial] if trial < len(rows) else row
         if stage > 0:  # and the previous rung promoted it into its slot
-            promote(run_dir / "halving" / f"rung-{stage - 1}.json", slot, trial)
+            promote(run / "halving" / f"rung-{stage - 1}.json", slot, trial)
     record = {
         "stage": stage,
         "slot": slot,
@@ -214,7 +214,7 @@ def write_selection(run_dir: Path, model: str, trial: int = 0, **fields) -> dict
     ``trial``, its validation accuracy and hyperparameters, and its sealed slot result (of
     stage 0, every hyperparameter at its default, ``fields`` overriding). Alone: the search's
     other files (its slots, trials table, preregistration) are not written, since a final
-    run's record is checked against the selection alone (:func:`records.check_final_trial`)."""
+    run's record is checked against the selection alone (:func:`records.trace_final`)."""
     from imagenot.core.io import write_json
     from imagenot.train.records import seal
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 from imagenot.train import experiments, plan, search
 
 
-def stage_epochs(space: dict) -> list[int]:
-    """Epochs trained in each stage (rung to rung, the last to the end of training)."""
+def stage_epochs(space: dict, until: float = float("inf")) -> list[int]:
+    """Epochs trained in each stage (rung to rung, the last to the end of training) when every
+    trial stops at epoch ``until`` (0 for the stages after it: their slots are empty)."""
     ends = [*search.rungs(space), search.training_epochs(space)]
-    return [b - a for a, b in zip([0, *ends], ends, strict=False)]
+    return [max(0, min(b, until) - a) for a, b in zip([0, *ends], ends, strict=False)]
 
 
 def trial_epochs(config: dict, dataset: str, protocol: str) -> int:

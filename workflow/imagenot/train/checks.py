@@ -11,7 +11,7 @@ from imagenot.core.config import ConfigError
 from imagenot.core.names import name_problem
 from imagenot.core.registries import RegistryError
 from imagenot.train.experiments import TORCHVISION, is_published, published_weights, source
-from imagenot.train.registry import MODELS, check_input_size
+from imagenot.train.registry import check_input_size
 from imagenot.train.search import SearchError, check_budget, check_space
 
 
@@ -76,12 +76,6 @@ def check(config: dict) -> None:
         except SearchError as exc:
             raise ConfigError(f"config key {exc}") from None
         check_epochs(sp, f"train.spaces.{name}")
-        for model in sp["batch_size_overrides"]:
-            if model not in MODELS:
-                raise ConfigError(
-                    f"config key train.spaces.{name}.batch_size_overrides: {model!r} is not in "
-                    f"the registry; allowed values: {sorted(MODELS)}"
-                )
     known = {f"{e['dataset']}/{e['protocol']}" for e in train["experiments"]}
     for i, amendment in enumerate(train["amendments"]):
         if amendment["experiment"] not in known or amendment["model"] not in train["models"]:

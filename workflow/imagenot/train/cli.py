@@ -72,12 +72,6 @@ def _preemptible(run, output: Path | None = None):
         raise
 
 
-def _jobs():
-    from imagenot.train import jobs  # torch: imported by the jobs that train
-
-    return jobs
-
-
 def draw_trials(files, settings, record: Path) -> None:
     """Pre-register and draw an experiment's trials."""
     from imagenot.train.prereg import draw
@@ -123,17 +117,21 @@ def trial(files, settings, stage, slot, preflight, threads, runtime_min) -> None
     if slot_trial(slot, Path(files.previous) if files.previous else None) is None:
         write_empty_slot(stage, slot, out)  # nothing promoted: no torch import
         return
+    from imagenot.train import jobs  # torch: imported by the jobs that train
+
     s, deadline = _job(settings, preflight, runtime_min)
     # the failure status lies beside the slot's result (the rule's resources read it there)
-    _preemptible(lambda: _jobs().run_slot(s, threads, deadline, files, stage, slot), out)
+    _preemptible(lambda: jobs.run_slot(s, threads, deadline, files, stage, slot), out)
 
 
 def features(files, settings, threads: int) -> None:
     """A TL backbone's features of the train and val splits, computed once for every head fit."""
     # one pass over the data, no checkpoint to write: no deadline; the failure status lies
     # beside the features' folder (the rule's resources read it there)
+    from imagenot.train import jobs
+
     folder = Path(files.features[0]).parent
-    _preemptible(lambda: _jobs().run_features(settings.job, threads, files), folder)
+    _preemptible(lambda: jobs.run_features(settings.job, threads, files), folder)
 
 
 def final(files, settings, run, preflight, threads, runtime_min) -> None:

@@ -98,20 +98,18 @@ def stop_epochs(config: dict, dataset: str, protocol: str, measured: dict | None
 
 def stage_epochs_stopped(config: dict, dataset: str, protocol: str, stop: int) -> list[int]:
     """Epochs a slot of each halving stage trains when every trial stops at epoch ``stop``
-    (0 for the stages after it: their slots are empty)."""
-    from imagenot.train import experiments, search
+    (0 for the stages after it: their slots are empty; :func:`budget.stage_epochs`)."""
+    from imagenot.train import budget, experiments
 
-    sp = experiments.space(config, dataset, protocol)
-    ends = [*search.rungs(sp), search.training_epochs(sp)]
-    return [max(0, min(b, stop) - a) for a, b in zip([0, *ends], ends, strict=False)]
+    return budget.stage_epochs(experiments.space(config, dataset, protocol), stop)
 
 
 def job_gpus(config: dict, model: str | None = None) -> int:
     """GPUs of one training job of ``model`` (``train.gpus_per_job`` or the model's
     ``train.gpus_per_job_overrides`` entry, over its nodes; 1 for CPU jobs)."""
-    from imagenot.train import plan
+    from imagenot.train.experiments import gpus
 
-    return max(1, plan.gpus_per_node(config, model) * plan.nodes(config, model))
+    return max(1, gpus(config, model))
 
 
 def gpu_job_hours(epochs: float, images: float, rate: float, gpus: int) -> float:
@@ -176,68 +174,69 @@ def training_rows(config: dict, throughput: dict, records: dict | None = None) -
     records = records or {}
     stops_measured = measured_stops(records)
     rows = []
-    for exp in plan.experiments(config):
-        if plan.is_published(exp):
-            continue
-        d, p = exp["dataset"], exp["protocol"]
-        sizes = dataset_images(config, d)
-        if sizes is None:
-            continue
+    for d, p, sizes, model, rate in _trained(config, throughput):
         sp = experiments.space(config, d, p)
         counts = plan.slot_counts(config, d, p)
         stops = stop_epochs(config, d, p, stops_measured.get((d, p)))
         extra_seeds = len(sp["seeds"]) - 1
-        for model in config["train"]["models"]:
-            if model not in throughput:
-                continue
-            rate = throughput[model] * (224 / experiments.image_size(config, model)) ** 2
-            # the model's GPUs per job; a TL features pass is one process on one GPU
-            gpus = 1 if plan.is_tl(p) else job_gpus(config, model)
-            done = _done_jobs(records.get((d, p, model)), sp, len(counts))
-            row = {
-                "experiment": f"{d}/{p}",
-                "model": model,
-                "gpus": gpus,
-                "stop_epochs": stops,
-                "images_per_epoch": round(epoch_images(sizes)),
-            }
-            for scenario in SCENARIOS:
-                if plan.is_tl(p):
-                    n = sum(sizes[split] for split in plan.FEATURE_SPLITS) / FORWARD_SPEEDUP
-                    stages = [Stage(1, gpu_job_hours(1, n, rate, gpus))]
-                    epochs = 1
-                else:
-                    n = epoch_images(sizes)
-                    per_slot = stage_epochs_stopped(config, d, p, stops[scenario])
-                    stages = [
-                        Stage(c if e else 0, gpu_job_hours(e, n, rate, gpus))
-                        for c, e in zip(counts, per_slot, strict=True)
-                    ]
-                    final = stops[scenario]
-                    stages.append(Stage(extra_seeds, gpu_job_hours(final, n, rate, gpus)))
-                    epochs = sum(c * e for c, e in zip(counts, per_slot, strict=True))
-                    epochs += extra_seeds * final
-                chain = Chain(f"{d}/{p}", model, gpus, tuple(stages))
-                key = "" if scenario == "expected" else f"_{scenario}"
-                row[f"epochs{key}"] = epochs
-                row[f"gpu_hours{key}"] = round(chain.gpu_hours(), 2)
-                row[f"chain_hours{key}"] = round(chain.hours(), 2)
-                if scenario == "expected":
-                    done = done if len(done) == len(stages) else [0] * len(stages)
-                    left = tuple(
-                        Stage(max(0, s.jobs - k), s.hours)
-                        for s, k in zip(stages, done, strict=True)
-                    )
-                    row["chain"] = Chain(f"{d}/{p}", model, gpus, left)
-                    row["done_gpu_hours"] = round(
-                        sum(
-                            gpus * s.hours * min(k, s.jobs)
-                            for s, k in zip(stages, done, strict=True)
-                        ),
-                        2,
-                    )
-            rows.append(row)
+        # the model's GPUs per job; a TL features pass is one process on one GPU
+        gpus = 1 if plan.is_tl(p) else job_gpus(config, model)
+        done = _done_jobs(records.get((d, p, model)), sp, len(counts))
+        row = {
+            "experiment": f"{d}/{p}",
+            "model": model,
+            "gpus": gpus,
+            "stop_epochs": stops,
+            "images_per_epoch": round(epoch_images(sizes)),
+        }
+        for scenario in SCENARIOS:
+            if plan.is_tl(p):
+                n = sum(sizes[split] for split in plan.FEATURE_SPLITS) / FORWARD_SPEEDUP
+                stages = [Stage(1, gpu_job_hours(1, n, rate, gpus))]
+                epochs = 1
+            else:
+                n = epoch_images(sizes)
+                per_slot = stage_epochs_stopped(config, d, p, stops[scenario])
+                stages = [
+                    Stage(c if e else 0, gpu_job_hours(e, n, rate, gpus))
+                    for c, e in zip(counts, per_slot, strict=True)
+                ]
+                final = stops[scenario]
+                stages.append(Stage(extra_seeds, gpu_job_hours(final, n, rate, gpus)))
+                epochs = sum(c * e for c, e in zip(counts, per_slot, strict=True))
+                epochs += extra_seeds * final
+            chain = Chain(f"{d}/{p}", model, gpus, tuple(stages))
+            key = "" if scenario == "expected" else f"_{scenario}"
+            row[f"epochs{key}"] = epochs
+            row[f"gpu_hours{key}"] = round(chain.gpu_hours(), 2)
+            row[f"chain_hours{key}"] = round(chain.hours(), 2)
+            if scenario == "expected":
+                done = done if len(done) == len(stages) else [0] * len(stages)
+                left = tuple(
+                    Stage(max(0, s.jobs - k), s.hours) for s, k in zip(stages, done, strict=True)
+                )
+                row["chain"] = Chain(f"{d}/{p}", model, gpus, left)
+                row["done_gpu_hours"] = round(
+                    sum(gpus * s.hours * min(k, s.jobs) for s, k in zip(stages, done, strict=True)),
+                    2,
+                )
+        rows.append(row)
     return rows
+
+
+def _trained(config: dict, throughput: dict):
+    """(dataset, protocol, images per split, model, images/s per GPU at the model's input side:
+    the throughput table's 224 px rate scaled by pixels) of every trained experiment and model
+    whose dataset's size and model's throughput are known."""
+    from imagenot.train import experiments, plan
+
+    for exp in plan.experiments(config):
+        sizes = None if plan.is_published(exp) else dataset_images(config, exp["dataset"])
+        if sizes is None:
+            continue
+        for model in (m for m in config["train"]["models"] if m in throughput):
+            rate = throughput[model] * (224 / experiments.image_size(config, model)) ** 2
+            yield exp["dataset"], exp["protocol"], sizes, model, rate
 
 
 def _done_jobs(rec: dict | None, space: dict, n_stages: int) -> list[int]:
@@ -316,33 +315,25 @@ def longest_job(config: dict, throughput: dict) -> dict | None:
     from imagenot.train import budget, experiments, plan, search
 
     best = None
-    for exp in plan.experiments(config):
-        if plan.is_published(exp) or plan.is_tl(exp["protocol"]):
+    for d, p, sizes, model, rate in _trained(config, throughput):
+        if plan.is_tl(p):
             continue  # TL: a features pass (short) and head fits on CPU cores
-        d, p = exp["dataset"], exp["protocol"]
-        sizes = dataset_images(config, d)
-        if sizes is None:
-            continue
         space = experiments.space(config, d, p)
         jobs = [("trial stage", max(budget.stage_epochs(space)))]
         if len(space["seeds"]) > 1:
             jobs.append(("final seed", search.training_epochs(space)))
-        for model in config["train"]["models"]:
-            if model not in throughput:
-                continue
-            rate = throughput[model] * (224 / experiments.image_size(config, model)) ** 2
-            gpus = job_gpus(config, model)
-            for what, epochs in jobs:
-                h = gpu_job_hours(epochs, epoch_images(sizes), rate, gpus)
-                if best is None or h > best["hours"]:
-                    best = {
-                        "experiment": f"{d}/{p}",
-                        "model": model,
-                        "job": what,
-                        "epochs": epochs,
-                        "gpus": gpus,
-                        "hours": round(h, 1),
-                    }
+        gpus = job_gpus(config, model)
+        for what, epochs in jobs:
+            h = gpu_job_hours(epochs, epoch_images(sizes), rate, gpus)
+            if best is None or h > best["hours"]:
+                best = {
+                    "experiment": f"{d}/{p}",
+                    "model": model,
+                    "job": what,
+                    "epochs": epochs,
+                    "gpus": gpus,
+                    "hours": round(h, 1),
+                }
     return best
 
 

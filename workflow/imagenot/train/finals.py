@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING
 from imagenot.core.io import atomic_path, sha256_file
 from imagenot.train import search
 from imagenot.train.failfast import diverged_final
-from imagenot.train.identity import Job, dataset_of, init_description
+from imagenot.train.identity import Job, dataset_of
 from imagenot.train.paths import remove_checkpoint
-from imagenot.train.records import FinalRecord, write_final
-from imagenot.train.trials import BEST, CHECKPOINT, read_selection, read_trial, trial_dir
+from imagenot.train.records import SLOT_RESULT, FinalRecord, read_record, write_final
+from imagenot.train.trials import BEST, CHECKPOINT, read_trial, trial_dir
 
 if TYPE_CHECKING:
     from imagenot.train.files import FinalFiles
@@ -39,9 +39,9 @@ log = logging.getLogger(__name__)
 # a result's record of how its training cut the batch (imagenot.train.jobs.micro_batching,
 # whose keys these are); a final run that reuses its trial's weights copies the trial's
 MICRO_BATCHING = ("micro_batches", "micro_batch_size")
-# what a reusing final run copies of its trial's result: what training reached and how
-TRIAL_SUMMARY = ("model", "num_classes", "n_val", "image_size", "val_accuracy", "best_epoch",
-                 "epochs", "stopped_by", "hyperparameters", "dataset_fingerprint")  # fmt: skip
+# what a reusing final run copies of its trial's result: what training reached and how (every
+# key a slot's producer writes but the slot's place and the trial's own seed)
+TRIAL_SUMMARY = tuple(k for k in SLOT_RESULT.keys if k not in ("stage", "slot", "trial", "seed"))
 
 
 def reusable_trial(selection: Mapping, job_identity: str, trial_weights: Path) -> bool:
@@ -54,21 +54,6 @@ def reusable_trial(selection: Mapping, job_identity: str, trial_weights: Path) -
         and result.get("identity") == job_identity
         and trial_weights.is_file()
         and result.get("best_sha256") == sha256_file(trial_weights)
-    )
-
-
-def _copy_job(final: FinalSettings, files: FinalFiles, row: Mapping, train_seed: int) -> Job:
-    """The Job a first seed's final run would train, for its identity alone: its device is
-    never probed (``JOB_TRANSIENT_FIELDS``: not part of the identity; nothing runs here)."""
-    settings = final.job
-    _, num_classes, _ = dataset_of(files)
-    return Job(
-        settings=settings,
-        num_classes=num_classes,
-        hyperparameters=dict(search.hyperparameters_of(row)),
-        seed=train_seed,
-        init=init_description(settings),
-        device="none",
     )
 
 
@@ -86,7 +71,7 @@ def run_final(
     record as written; None on data-parallel ranks other than 0."""
     settings = final.job
     selection = Path(files.selection)
-    chosen = read_selection(selection)  # the trial's own sealed result, copied: checked
+    chosen = read_record(selection, record_kind="selection")  # its trial's sealed result, traced
     row = read_trial(Path(files.trials), chosen["trial"])
     train_seed = (
         row["seed"]
@@ -96,7 +81,11 @@ def run_final(
     model_file = Path(files.model)
     out_dir = model_file.parent
     source = trial_dir(selection.parent, chosen["trial"])
-    identity = _copy_job(final, files, row, train_seed).identity() if final.reuse_trial else None
+    identity = None
+    if final.reuse_trial:  # the job a first seed would train, for its identity alone: its
+        # device is never probed (JOB_TRANSIENT_FIELDS: no part of the identity; nothing runs)
+        hyperparameters, classes = search.hyperparameters_of(row), dataset_of(files)[1]
+        identity = Job.of(settings, hyperparameters, train_seed, classes, "none").identity()
     if identity is not None and reusable_trial(chosen, identity, source / BEST):
         from imagenot.train.distributed import from_environment
 

@@ -56,6 +56,14 @@ class Job:
     # nothing runs: a final run deciding whether to copy its trial, imagenot.train.finals)
     device: str
 
+    @classmethod
+    def of(cls, settings, hyperparameters, seed: int, num_classes: int, device: str) -> Job:
+        """The job of the rule's ``settings``, the trial's ``hyperparameters`` and ``seed``, the
+        dataset's ``num_classes``, its starting weights described (:func:`init_description`)
+        and its ``device``."""
+        init = init_description(settings)
+        return cls(settings, num_classes, dict(hyperparameters), seed, init, device)
+
     def identity(self) -> str:
         """What decides whether a checkpoint or trial may be resumed or reused: every field of
         the settings and of the job (the job's own in place of the settings' namesakes) except

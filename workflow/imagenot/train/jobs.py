@@ -22,7 +22,7 @@ from imagenot.train.checkpoints import history_csv, remove_checkpoint
 from imagenot.train.device import configure, deterministic_for, resolve_device
 from imagenot.train.failfast import missing_weights
 from imagenot.train.feed import InMemory, layout
-from imagenot.train.identity import Job, dataset_of, init_description
+from imagenot.train.identity import Job, dataset_of
 from imagenot.train.loop import fit
 from imagenot.train.records import write_record
 from imagenot.train.registry import load_backbone, read_state_dict
@@ -75,14 +75,7 @@ def _data_source(
 def make_job(settings: JobSettings, hyperparameters: Mapping, seed: int, num_classes: int) -> Job:
     """The loop's Job: the rule's settings, the trial's hyperparameters and seed, the dataset's
     classes, the starting weights' description and the device this process found."""
-    return Job(
-        settings=settings,
-        num_classes=num_classes,
-        hyperparameters=dict(hyperparameters),
-        seed=seed,
-        init=init_description(settings),
-        device=job_device(settings),
-    )
+    return Job.of(settings, hyperparameters, seed, num_classes, job_device(settings))
 
 
 def job_device(settings: JobSettings) -> str:

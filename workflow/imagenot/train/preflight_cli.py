@@ -76,7 +76,8 @@ def run(files, settings, *, config, models, spaces, device, threads, progress, t
     failed = [c for c in report["checks"] if c["status"] == "fail"]
     raise preflight.PreflightFailed(
         f"preflight failed ({len(failed)} checks: {', '.join(c['name'] for c in failed)}): "
-        f"{' | '.join(c['detail'] for c in failed)}; {_held(settings, failed)} "
+        f"{' | '.join(c['detail'] for c in failed)}; "
+        f"{preflight_plan.waiting([c['name'] for c in failed], settings.checked_models)} "
         f"(report: {failed_md}; "
         "resources.require_preflight: false overrides, docs/gpu.md)"
     )
@@ -98,13 +99,6 @@ def progress_writer(path: Path):
         print(f"[preflight] {check.status}: {check.name}", file=sys.stderr, flush=True)
 
     return on_check
-
-
-def _held(settings, failed: list[dict]) -> str:
-    """Which GPU jobs wait for this preflight (``preflight_plan.waiting``)."""
-    from imagenot.train.preflight_plan import waiting
-
-    return waiting([c["name"] for c in failed], settings.checked_models)
 
 
 def environment() -> dict:

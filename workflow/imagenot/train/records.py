@@ -21,13 +21,13 @@ check is one line naming the file and the key (:class:`RecordError`):
   every path read or written beside it, and of the plan's run (:func:`path_identity`);
 - **that it is sealed at all**: the workflow seals every record it writes but a selection (a
   copy of a sealed slot result), so one whose seal is absent or no digest (64 lowercase hex
-  digits) was not written by its producer; named after a wrong number or name.
-
-A seal catches damage, not forgery (anyone can recompute a digest), so what a record's
-producer could have written is traced where it lies in the workflow's layout: a slot's trial
-and hyperparameters to the trials table and the rung that promoted it, a rung's promotion to
-its own slots (:func:`imagenot.train.trials.read_slot`), a trained final run's trial to the
-selection beside it (:func:`check_final_trial`, :func:`check_selection`).
+  digits) was not written by its producer; named after a wrong number or name;
+- **its trace**: a seal catches damage, not forgery (anyone can recompute a digest), so where
+  the record lies in a run's folder (its kind's ``layout``: :func:`run_dir`), what its producer
+  could have written is traced in that run's files (its kind's ``trace``): a slot's trial and
+  hyperparameters to the trials table and the rung that promoted it, a rung's promotion to its
+  own slots, a selection to the slot result it copies (:mod:`imagenot.train.trials`), a trained
+  final run's trial to the run's selection (:func:`trace_final`).
 
 A final run's record is typed (:class:`FinalRecord`), written by :func:`write_final` and read
 by :func:`read_final`: both of its producers (a trained run, published weights) and every reader
@@ -57,6 +57,7 @@ from typing import Any
 
 from imagenot.core.counts import count_problem
 from imagenot.core.paths import DATASET
+from imagenot.core.registries import resolve
 from imagenot.core.settings import to_json
 from imagenot.train.paths import DECISION, FINAL_DIR, FINAL_RESULT, SLOT, TRIAL_SELECTION
 
@@ -66,6 +67,7 @@ log = logging.getLogger(__name__)
 SEAL_KEY = "record_sha256"
 # What names a run: the wildcards of its folders (results/train/{dataset}/{protocol}/{model}/...)
 IDENTITY = ("dataset", "protocol", "model", "seed")
+WHOLE_NUMBERS = {"seed", "stage", "slot", "rung"}  # path wildcards the rules constrain so
 REFUSED = "delete it and run the workflow again (it reruns the job that writes it)"
 
 
@@ -169,10 +171,6 @@ class FinalRecord(Mapping):
                 out[f.name] = value  # an optional field the producer did not record is absent
         return out
 
-    def as_json(self) -> dict:
-        """The JSON object of ``result.json`` (without the seal until written)."""
-        return dict(self._json)
-
     def __getitem__(self, key: str) -> Any:
         return self._json[key]
 
@@ -189,7 +187,10 @@ class Kind:
     producer always writes (``empty_keys``: a slot nothing was promoted into, ``trial`` null,
     whose numbers are not checked); ``ranges``, key -> (test, what the value must be);
     ``patterns``, the path layouts whose wildcards of ``identity`` the record must match;
-    ``what``, its name in a refusal; ``sealed``, whether its producer seals it."""
+    ``what``, its name in a refusal; ``sealed``, whether its producer seals it; ``layout``, the
+    tail (from ``{model}``) of where it lies in a run's folder, and ``trace``
+    (``"module:function"`` of ``(record, where, run_dir)``), what its producer could have
+    written, traced in that run's files when it lies there (:func:`check_record`)."""
 
     what: str
     keys: tuple[str, ...]
@@ -198,6 +199,8 @@ class Kind:
     identity: tuple[str, ...] = ()
     empty_keys: tuple[str, ...] | None = None
     sealed: bool = True
+    layout: str | None = None
+    trace: str | None = None
 
 
 def _tail(pattern: str, start: str) -> str:
@@ -209,7 +212,7 @@ def _tail(pattern: str, start: str) -> str:
 # a dataset folder (dataset only). A later stage adds its own run folders (the evaluation's).
 RUN_PATTERNS = (f"{FINAL_DIR}/{{name}}", FINAL_DIR, DATASET)
 SLOT_PATTERN = _tail(SLOT, "{model}")
-DECISION_PATTERN = _tail(DECISION, "halving/")
+DECISION_PATTERN = _tail(DECISION, "{model}")
 SELECTION_PATTERN = _tail(TRIAL_SELECTION, "{model}")
 
 FINAL = Kind(
@@ -219,6 +222,8 @@ FINAL = Kind(
      "published_top1": PERCENT_OR_NULL, "published_top5": PERCENT_OR_NULL},
     RUN_PATTERNS,
     IDENTITY,
+    layout=_tail(FINAL_RESULT, "{model}"),
+    trace="imagenot.train.records:trace_final",
 )  # fmt: skip
 SLOT_RESULT = Kind(
     "trial slot's result",
@@ -228,6 +233,8 @@ SLOT_RESULT = Kind(
     (SLOT_PATTERN,),
     ("model", "stage", "slot"),
     empty_keys=("stage", "slot", "trial"),
+    layout=SLOT_PATTERN,
+    trace="imagenot.train.trials:check_slot_provenance",
 )  # fmt: skip
 RUNG_DECISION = Kind(
     "rung decision",
@@ -235,12 +242,18 @@ RUNG_DECISION = Kind(
     {"rung": COUNT, "eta": POSITIVE, "slots": COUNT, "val_accuracy": RANKING, "promoted": PROMOTED},
     (DECISION_PATTERN,),
     ("rung",),
+    layout=DECISION_PATTERN,
+    trace="imagenot.train.trials:check_decision",
 )
 SELECTION = Kind(
     "selection",
     ("trial", "val_accuracy", "hyperparameters", "result"),
-    {},  # its numbers are its sealed result's (check_selection)
+    {},  # its numbers are its sealed result's, its model (identity) its result's
+    (SELECTION_PATTERN,),
+    ("model",),
     sealed=False,
+    layout=SELECTION_PATTERN,
+    trace="imagenot.train.trials:trace_selection",
 )
 KINDS = {"final": FINAL, "slot": SLOT_RESULT, "decision": RUNG_DECISION, "selection": SELECTION}
 
@@ -371,17 +384,25 @@ def _pattern_regex(pattern: str) -> re.Pattern:
 def path_identity(path: str | os.PathLike, pattern: str) -> dict | None:
     """The wildcards of ``path`` when it ends as the workflow ``pattern`` (``results/...``
     with ``{wildcards}``) says, in whichever working directory (``seed`` as an int); None when
-    it does not (a file outside the workflow's results folder)."""
-    text = Path(os.path.abspath(path)).as_posix()
-    match = _pattern_regex(pattern).search(text)
+    it does not (a file outside the workflow's results folder; a seed, stage, slot or rung
+    that is not a whole number, as the rules constrain them: ``slot-0.json.job-status.json``)."""
+    match = _pattern_regex(pattern).search(Path(os.path.abspath(path)).as_posix())
     if match is None:
         return None
     found: dict[str, Any] = match.groupdict()
-    if "seed" in found:
-        if not found["seed"].isdigit():
+    for key in WHOLE_NUMBERS & found.keys():
+        if not found[key].isdigit():
             return None
-        found["seed"] = int(found["seed"])
+        found[key] = int(found[key])
     return found
+
+
+def run_dir(path: str | os.PathLike, pattern: str) -> Path | None:
+    """The run folder (the one ``{model}`` names) of the file at ``path`` when it lies where
+    ``pattern`` (a layout's tail from ``{model}``) says; None outside it."""
+    if path_identity(path, pattern) is None:
+        return None
+    return Path(path).parents[pattern.partition("{model}")[2].count("/") - 1]
 
 
 def run_identity(path: str | os.PathLike, patterns: Iterable[str] = RUN_PATTERNS) -> dict | None:
@@ -451,12 +472,17 @@ def check_record(
     expected: Mapping[str, Any] | None = None,
     required: Iterable[str] | None = None,
     patterns: Iterable[str] | None = None,
+    traced: bool = True,
 ) -> dict:
     """The one reader of a record read from ``where`` (module docstring): its seal, its
     declaration (``record_kind``, a key of :data:`KINDS`; ``required``, the keys this reader
     needs, every key the producer writes by default), its identity (``paths``, ``expected``,
-    ``patterns``: :func:`check_identity`), then that it is sealed; a final run's record, then
-    the trial its run selected (:func:`check_final_trial`). The record."""
+    ``patterns``: :func:`check_identity`), that it is sealed, then, where it lies in its kind's
+    ``layout`` and ``traced``, what its producer could have written (its kind's ``trace``:
+    a final run's selected trial, :func:`trace_final`; a slot's trial, a rung's promotion, a
+    selection's slot, in :mod:`imagenot.train.trials`). A selection is a copy of the sealed
+    slot result it selected (read as every slot result is), whose trial, validation accuracy
+    and hyperparameters are that result's, of the model its path names. The record."""
     kind = KINDS[record_kind]
     if isinstance(record, Mapping):
         check_seal(record, where)  # first: an edited number is said to be an edit
@@ -474,7 +500,21 @@ def check_record(
             f"numbers cannot be traced to one; {REFUSED}"
         )
     if kind is FINAL:
-        check_final_trial(record, where)
+        _check_trained(record, where)
+    if kind is SELECTION:
+        result = check_record(
+            record["result"], f"{where} (its result)", record_kind="slot", traced=False
+        )
+        for key in ("trial", "val_accuracy", "hyperparameters"):
+            if to_json(record[key]) != to_json(result[key]):
+                raise RecordError(
+                    f"{where}: {key} is {_short(record[key])}, but the trial result it copies "
+                    f"records {_short(result[key])}; {REFUSED}"
+                )
+        check_identity(result, where, kind)
+    run = run_dir(where, kind.layout) if traced and kind.layout else None
+    if run is not None:
+        resolve(kind.trace)(record, where, run)
     return dict(record)
 
 
@@ -496,39 +536,17 @@ def read_registration(path: Path) -> dict:
     return read_json(path, hint="restore the record (a copy, version control); never delete it")
 
 
-# ----------------------------------------------------------------------- selection and trial
+# ---------------------------------------------------------------------------- a final's trial
 
 # A published weights' record says so (imagenot.train.published): it trained nothing, so it
 # names no trial and no validation accuracy; every other final record is a trained run's.
 PUBLISHED_SOURCE = "published"
 
 
-def check_selection(chosen: Any, where: str | os.PathLike) -> dict:
-    """A search's selection (``selection.json``) read from ``where``: a copy of the sealed slot
-    result it selected (read as every slot result is, :func:`check_record`) whose trial,
-    validation accuracy and hyperparameters are that result's, of the model its path names.
-    What the run's own files say of that result is :func:`imagenot.train.trials.read_selection`'s."""
-    chosen = check_record(chosen, where, record_kind="selection")
-    result = check_record(chosen["result"], f"{where} (its result)", record_kind="slot")
-    for key in ("trial", "val_accuracy", "hyperparameters"):
-        if to_json(chosen[key]) != to_json(result[key]):
-            raise RecordError(
-                f"{where}: {key} is {_short(chosen[key])}, but the trial result it copies "
-                f"records {_short(result[key])}; {REFUSED}"
-            )
-    check_identity(result, where, SLOT_RESULT, patterns=(SELECTION_PATTERN,))
-    return chosen
-
-
-def check_final_trial(record: Mapping[str, Any], where: str | os.PathLike) -> dict | None:
-    """RecordError naming ``where`` when a trained final run's record is not a run of the trial
-    its run selected: its ``trial`` and ``hyperparameters`` are those of the selection beside
-    it (``{run}/final/seed-{seed}/result.json``'s ``{run}/selection.json``, read by
-    :func:`check_selection`). A published weights' record (``source`` published) names no trial
-    and no validation accuracy. The selection read (None: a published record, or a record
-    outside the layout)."""
-    from imagenot.core.io import read_json
-
+def _check_trained(record: Mapping[str, Any], where: str | os.PathLike) -> None:
+    """RecordError naming ``where`` when a published weights' record (``source`` published)
+    names a trial or a validation accuracy, or a trained run's lacks its trial or
+    hyperparameters."""
     if record.get("source") == PUBLISHED_SOURCE:
         for key in ("trial", "val_accuracy"):
             if record.get(key) is not None:
@@ -536,21 +554,26 @@ def check_final_trial(record: Mapping[str, Any], where: str | os.PathLike) -> di
                     f"{where}: a published weights' record (source {PUBLISHED_SOURCE}) that "
                     f"records {key} {record[key]!r}: published weights train no trial; {REFUSED}"
                 )
-        return None
+        return
     missing = [k for k in ("trial", "hyperparameters") if k not in record]
     if missing:
         raise RecordError(
             f"{where}: lacks key(s) {', '.join(missing)}, which every trained final run's "
             f"result.json holds; {REFUSED}"
         )
-    if path_identity(where, _tail(FINAL_RESULT, "{model}")) is None:
-        return None
-    selection = Path(where).parents[2] / Path(TRIAL_SELECTION).name
+
+
+def trace_final(record: Mapping[str, Any], where: str | os.PathLike, run: Path) -> None:
+    """RecordError naming ``where`` when a trained final run's record is not a run of the trial
+    its run (``run``) selected: its ``trial`` and ``hyperparameters`` are those of the selection
+    there (``selection.json``, read as a selection is, its slot untraced)."""
+    if record.get("source") == PUBLISHED_SOURCE:
+        return
+    selection = run / Path(TRIAL_SELECTION).name
     require(where, selection, "a trained final run, but its run has no selection")
-    chosen = check_selection(read_json(selection), selection)
+    chosen = read_record(selection, record_kind="selection", traced=False)
     for key in ("trial", "hyperparameters"):
         check_copy(where, key, record[key], chosen[key], f"{selection} selected {key}")
-    return chosen
 
 
 # ------------------------------------------------------------------------------ final record
@@ -561,7 +584,7 @@ def write_final(record: FinalRecord, path: str | os.PathLike) -> FinalRecord:
     identity says (:func:`check_identity` against ``path``: a job handed another run's folder
     writes nothing); the record as written, its seal included, whose digest is logged."""
     check_identity(record, path, FINAL)
-    written = FinalRecord.of(write_record(record.as_json(), path))
+    written = FinalRecord.of(write_record(record, path))
     # in the producer's job log: the digest the evaluation's rows, the accuracy table and the run
     # summary name, so that a number shown can be traced to the job that wrote it
     log.info("%s written: %s %s", path, SEAL_KEY, written.record_sha256)

@@ -22,17 +22,13 @@ from imagenot.train import search
 from imagenot.train.paths import DECISION, PREREGISTRATION, RUN, SLOT, TRAIN, TRIALS
 from imagenot.train.records import (
     COUNT,
-    DECISION_PATTERN,
     REFUSED,
     RUNG_DECISION,
     SEAL_KEY,
-    SELECTION_PATTERN,
-    SLOT_PATTERN,
     RecordError,
     check_copy,
-    check_record,
-    check_selection,
     path_identity,
+    read_record,
     read_registration,
     require,
     write_record,
@@ -159,15 +155,6 @@ def trial_dir(run_dir: Path, trial: int) -> Path:
     return run_dir / f"trial-{trial}"
 
 
-def read_decision(path: Path) -> dict:
-    """A rung's decision (:func:`halve`), read by the one reader of records
-    (:func:`imagenot.train.records.check_record`: its seal, every key halve writes, its counts
-    and ranking, the rung its path names). Whether its producer could have written it (the
-    promotion its rung's own slots give) is :func:`check_decision`'s."""
-
-    return check_record(read_json(path), path, record_kind="decision")
-
-
 def decide(records: Sequence[Mapping], rung: int, eta: int) -> dict:
     """A rung's decision from the slot results of its stage (``records``, one per slot, empty
     slots included): how many slots the next stage has (ceil(n / eta)), every trained trial's
@@ -190,7 +177,7 @@ def decide(records: Sequence[Mapping], rung: int, eta: int) -> dict:
 # Decisions checked in this process, by the state of their run's files (path, inode, size,
 # mtime of every decision, slot result and trials table): each rung is recomputed once however
 # many slots of the next stage trace their trial to it, and again when any file changes.
-_CHECKED: dict[tuple, dict] = {}
+_CHECKED: set[tuple] = set()
 
 
 def _run_state(run_dir: Path) -> tuple:
@@ -206,26 +193,20 @@ def _run_state(run_dir: Path) -> tuple:
     return tuple(state)
 
 
-def check_decision(path: Path) -> dict:
-    """A rung's decision, checked (:func:`read_decision`) and, where it lies in a run's folder
-    (``{run}/halving/rung-{rung}.json``), checked against what its producer computes from its
-    rung's own slots: the stage's slot results (``{run}/stage-{rung}/slot-{k}.json``, one per
-    slot: the trials table's trials at rung 0, the previous rung's ``slots`` after it), each
-    read with every check of a slot result (its trial traced to the previous rung in turn),
-    give this very decision (:func:`decide`) under its ``eta``, which is the registered
+def check_decision(decision: Mapping, path: Path, run_dir: Path) -> None:
+    """RecordError naming ``path`` when a rung's decision (:func:`halve`), read from the run at
+    ``run_dir`` (``{run}/halving/rung-{rung}.json``), is not what its producer computes from
+    its rung's own slots: the stage's slot results (``{run}/stage-{rung}/slot-{k}.json``, one
+    per slot: the trials table's trials at rung 0, the previous rung's ``slots`` after it),
+    each read with every check of a slot result (its trial traced to the previous rung in
+    turn), give this very decision (:func:`decide`) under its ``eta``, which is the registered
     space's. A seal catches damage; this catches a decision resealed to promote another trial.
-    A failed check is a RecordError naming the file. A decision outside a run's folder (a path
-    of another form) is checked for its seal and shape alone."""
+    The trace of the one reader of records (:func:`imagenot.train.records.check_record`)."""
 
-    path = Path(path)
-    decision = read_decision(path)
-    found = path_identity(path, DECISION_PATTERN)
-    if found is None:
-        return decision
-    run_dir, rung = path.parent.parent, decision["rung"]
+    path, rung = Path(path), decision["rung"]
     key = (str(path.resolve()), _run_state(run_dir))
     if key in _CHECKED:
-        return _CHECKED[key]
+        return
     table = _in_run(run_dir, TRIALS)
     if rung == 0:
         require(path, table, "its run has no trials table")
@@ -233,7 +214,7 @@ def check_decision(path: Path) -> dict:
     else:
         before = _in_run(run_dir, DECISION, rung=rung - 1)
         require(path, before, f"a decision of rung {rung}, but the rung before it has no decision")
-        count = check_decision(before)["slots"]
+        count = read_record(before, record_kind="decision")["slots"]
     registered = registered_search(table) if table.is_file() else None
     eta = registered[2].get("halving", {}).get("eta") if registered else None
     if eta is not None and decision["eta"] != eta:
@@ -255,18 +236,17 @@ def check_decision(path: Path) -> dict:
             f"{path}: records {shown}, but the {count} slot results of stage {rung} give "
             f"{what}: its producer could not have written it; {REFUSED}"
         )
-    _CHECKED[key] = decision
-    return decision
+    _CHECKED.add(key)
 
 
 def slot_trial(slot: int, promoted: Path | None, *, traced: bool = False) -> int | None:
     """The trial a slot trains: the slot itself at stage 0, else the slot-th trial the previous
     rung promoted (None: fewer trials were left to promote than slots). The rung's decision is
-    checked (:func:`read_decision`; ``traced``: also against its rung's slots,
-    :func:`check_decision`)."""
+    checked (:func:`imagenot.train.records.read_record`; ``traced``: also against its rung's
+    slots, :func:`check_decision`)."""
     if promoted is None:
         return slot
-    chosen = (check_decision(promoted) if traced else read_decision(promoted))["promoted"]
+    chosen = read_record(promoted, record_kind="decision", traced=traced)["promoted"]
     return chosen[slot] if slot < len(chosen) else None
 
 
@@ -339,37 +319,23 @@ def check_slot_provenance(record: Mapping, where, run_dir: Path) -> None:
     check_copy(where, "seed", record["seed"], row["seed"], source)
 
 
-def slot_run_dir(path) -> Path | None:
-    """The run folder of a slot's result at ``path`` when the path ends as the slot layout
-    does (``{model}/stage-{stage}/slot-{slot}.json``, stage and slot whole numbers as the rule
-    constrains them, wherever it lies); None otherwise (``slot-0.json.job-status.json``)."""
+def trace_selection(chosen: Mapping, path: Path, run_dir: Path) -> None:
+    """JobError or RecordError naming ``path`` when a selection in the run at ``run_dir`` does
+    not copy the very slot result that lies there, traced to what its producer could have
+    written (:func:`check_slot_provenance`): a hand-edited ``trial`` would train another
+    trial's hyperparameters under the selected one's numbers. The trace of the one reader of
+    records (:func:`imagenot.train.records.check_record`)."""
 
-    found = path_identity(path, SLOT_PATTERN)
-    if found is None or not (found["stage"].isdigit() and found["slot"].isdigit()):
-        return None
-    return Path(path).parent.parent
-
-
-def read_selection(path: Path) -> dict:
-    """The selection at ``path`` (:func:`imagenot.train.records.check_selection`: a copy of the
-    sealed slot result it selected, of its path's model) and, in the run's folder, the very
-    slot result that lies there, traced to what its producer could have written
-    (:func:`check_slot_provenance`): a hand-edited ``trial`` would train another trial's
-    hyperparameters under the selected one's numbers."""
-
-    chosen = check_selection(read_json(path), path)
-    if path_identity(path, SELECTION_PATTERN) is not None:  # the slot it copies lies beside it
-        run_dir, result = Path(path).parent, chosen["result"]
-        check_slot_provenance(result, f"{path} (its result)", run_dir)
-        slot = _in_run(run_dir, SLOT, stage=result["stage"], slot=result["slot"])
-        copied = read_json(slot) if slot.is_file() else None
-        if copied != result:
-            raise JobError(
-                f"{path}: its result is not the slot result it copies ({slot} "
-                f"{'differs' if slot.is_file() else 'is missing'}); delete it and run the "
-                "workflow again"
-            )
-    return chosen
+    result = chosen["result"]
+    check_slot_provenance(result, f"{path} (its result)", run_dir)
+    slot = _in_run(run_dir, SLOT, stage=result["stage"], slot=result["slot"])
+    copied = read_json(slot) if slot.is_file() else None
+    if copied != result:
+        raise JobError(
+            f"{path}: its result is not the slot result it copies ({slot} "
+            f"{'differs' if slot.is_file() else 'is missing'}); delete it and run the "
+            "workflow again"
+        )
 
 
 def write_empty_slot(stage: int, slot: int, out: Path) -> dict:
@@ -386,14 +352,11 @@ def _drop(run_dir: Path, trial: int, *names: str) -> None:
 
 
 def read_slot(path: Path) -> dict:
-    """A slot's result, checked as every record is
-    (:func:`imagenot.train.records.check_record`), then, sealed, against what its producer
-    could have written (:func:`check_slot_provenance`, where the path lies in a run's layout)."""
+    """A slot's result, read as every record is (:func:`imagenot.train.records.read_record`:
+    sealed, then, in a run's layout, against what its producer could have written,
+    :func:`check_slot_provenance`)."""
     try:
-        record = check_record(read_json(path), path, record_kind="slot")
-        if (run_dir := slot_run_dir(path)) is not None:
-            check_slot_provenance(record, path, run_dir)
-        return record
+        return read_record(path, record_kind="slot")
     except OSError as exc:
         raise JobError(f"{path}: unreadable trial result ({exc})") from None
 

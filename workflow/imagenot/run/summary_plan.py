@@ -156,9 +156,12 @@ def run_report_command(workflow=None) -> str:
     """The command that (re)writes the report of the run ``workflow`` (Snakemake's: its config
     files and Snakefile), as the end of a run prints it: :func:`report_command` with
     :func:`config_files`, from this working directory."""
-    snakefile = getattr(workflow, "main_snakefile", None)
-    clone = Path(snakefile).resolve().parent if snakefile else CLONE
-    return report_command(config_files(workflow), clone)
+    return report_command(config_files(workflow), _clone(workflow))
+
+
+def _clone(workflow) -> Path:
+    """The clone whose Snakefile ``workflow`` runs (none: this package's)."""
+    return Path(getattr(workflow, "main_snakefile", None) or CLONE / "Snakefile").resolve().parent
 
 
 def config_files(workflow=None) -> list[str]:
@@ -166,13 +169,10 @@ def config_files(workflow=None) -> list[str]:
     from the clone's root (``config/paper.yaml``), any other as given. Rule ``run_summary``
     records these, not the command, so that moving the clone or the working directory reruns
     nothing (tests/test_moved_run.py); the job builds the command where it runs."""
-    clone = Path(getattr(workflow, "main_snakefile", None) or CLONE / "Snakefile").resolve()
-    out = []
+    clone, out = _clone(workflow), []
     for f in getattr(workflow, "configfiles", None) or []:
         path = Path(f).resolve()
-        out.append(
-            str(path.relative_to(clone.parent)) if path.is_relative_to(clone.parent) else str(f)
-        )
+        out.append(str(path.relative_to(clone)) if path.is_relative_to(clone) else str(f))
     return out
 
 

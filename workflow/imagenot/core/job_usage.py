@@ -83,7 +83,7 @@ def usage(started: float | None = None) -> dict:
     self_mb = own.ru_maxrss / _KIB_PER_MIB
     children_mb = kids.ru_maxrss / _KIB_PER_MIB
     copies = max(_workers or 0, 1 if children_mb > 0 else 0)
-    out = {
+    return {
         "peak_rss_mb": round(self_mb + copies * children_mb, 1),
         "self_rss_mb": round(self_mb, 1),
         "children_rss_mb": round(children_mb, 1),
@@ -93,7 +93,6 @@ def usage(started: float | None = None) -> dict:
         "cpu_s": round(own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime, 3),
         "wall_s": None if started is None else round(time.monotonic() - started, 3),
     }
-    return out
 
 
 def _arrow_peak_mb() -> float | None:

@@ -173,34 +173,28 @@ def create_encoder(spec: EncoderSpec) -> TextEncoder:
     return _backend(spec.backend)(spec)
 
 
-def resolve_device(device: str) -> str:
-    """``auto`` = cuda when available, else cpu; ``cuda`` without a device stops
-    (``imagenot.core.device``, the one device check; a GPU-planned embedding job applies it with
-    ``--gpu-job`` before it builds the encoder)."""
-    if device not in ("auto", "cpu", "cuda"):
-        return device  # an explicit device such as cuda:1
-    from imagenot.core.device import cuda_available
-    from imagenot.core.device import resolve_device as by_fact
-
-    return by_fact(device, False, cuda_available(), f"{CONFIG_KEY}.device")
-
-
 class TorchEncoder(TextEncoder):
     """A PyTorch model: device, autocast on CUDA, batches formed by token count."""
 
     def __init__(self, spec: EncoderSpec):
+        """``device``: ``auto`` = cuda when available, else cpu; ``cuda`` without a device
+        stops (``imagenot.core.device``, the one device check; a GPU-planned embedding job
+        applies it with ``--gpu-job`` before it builds the encoder); an explicit device such
+        as ``cuda:1`` as it is."""
         super().__init__(spec)
-        self._device = resolve_device(spec.device)
+        self.device = spec.device
+        if spec.device in ("auto", "cpu", "cuda"):
+            from imagenot.core.device import cuda_available, resolve_device
 
-    @property
-    def device(self) -> str:
-        return self._device
+            self.device = resolve_device(
+                spec.device, False, cuda_available(), f"{CONFIG_KEY}.device"
+            )
 
     def _autocast(self):
         """float16/bfloat16 autocast on CUDA (``precision``); CPU always runs float32."""
         import torch
 
-        if self._device.startswith("cuda") and self.spec.precision != "float32":
+        if self.device.startswith("cuda") and self.spec.precision != "float32":
             dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}[self.spec.precision]
             return torch.autocast("cuda", dtype=dtype)
         return contextlib.nullcontext()
@@ -317,14 +311,15 @@ _WORDS = re.compile(r"[^\W_]+")
 @register_encoder("test_only_hashed_words", test_only=True)
 class HashedWordsEncoder(TextEncoder):
     """Benchmarks and tests only: no language model. Each text's lower-cased words (runs of
-    letters and digits, the first ``max_seq_length``) are hashed into :attr:`DIM` signed buckets
+    letters and digits, the first ``max_seq_length``) are hashed into :attr:`dim` signed buckets
     (scikit-learn's ``HashingVectorizer``: MurmurHash3 with a fixed seed, so every run and
     machine agree) and the counts L2-normalised. Texts sharing words score higher than texts
     sharing none, which is all a workflow benchmark needs, at hundreds of thousands of texts per
     second per core. A text without words (or whose buckets cancel) gets the first unit vector.
     """
 
-    DIM = 128
+    dim = 128
+    device = "cpu"
     BLOCK = 65536  # texts per dense block (bounds the memory of one transform)
 
     def __init__(self, spec: EncoderSpec):
@@ -332,7 +327,7 @@ class HashedWordsEncoder(TextEncoder):
         from sklearn.feature_extraction.text import HashingVectorizer
 
         self._vectorizer = HashingVectorizer(
-            n_features=self.DIM,
+            n_features=self.dim,
             analyzer=self._words,
             alternate_sign=True,
             norm="l2",
@@ -342,20 +337,12 @@ class HashedWordsEncoder(TextEncoder):
     def _words(self, text: str) -> list[str]:
         return _WORDS.findall(text.lower())[: self.spec.max_seq_length]
 
-    @property
-    def dim(self) -> int:
-        return self.DIM
-
-    @property
-    def device(self) -> str:
-        return "cpu"
-
     def token_lengths(self, texts: Sequence[str]) -> np.ndarray:
         return np.fromiter((len(self._words(t)) for t in texts), dtype=np.int64, count=len(texts))
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
-        out = np.zeros((len(texts), self.DIM), dtype=np.float32)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(texts), self.BLOCK):
             block = self._vectorizer.transform(texts[start : start + self.BLOCK]).toarray()
             out[start : start + len(block)] = block

@@ -14,7 +14,7 @@ renderer draws them: the tests run it on every figure kind, on tables of 5 to 2,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -295,9 +295,7 @@ def place_point_labels(ax, labels: Sequence[PointLabel], font_size: float) -> li
     if legend is not None:
         taken.append(legend.get_window_extent(renderer))
     taken += [text_extent(t, renderer) for t in ax.texts if t.get_visible()]
-    markers = marker_boxes(ax)
-    points = point_centres(ax)
-    bars = error_bar_segments(ax)
+    found = marker_boxes(ax), error_bar_segments(ax), point_centres(ax)
     px_per_pt = fig.dpi / 72.0
     placed = []
     for lab in labels:
@@ -316,12 +314,8 @@ def place_point_labels(ax, labels: Sequence[PointLabel], font_size: float) -> li
             y0 = py + dy * px_per_pt - (0 if dy > 0 else h if dy < 0 else h / 2)
             box = Bbox.from_bounds(x0, y0, w, h)
             inside = np.all(box.p0 >= frame.p0) and np.all(box.p1 <= frame.p1)
-            if not inside or any(box.overlaps(other) for other in (*taken, *markers)):
-                continue
-            if crosses(box, bars).any():
-                continue
             leader = abs(dx) + abs(dy) >= LEADER_FROM_PT
-            if not leader and _ambiguous(box, (px, py), points):
+            if not inside or next(_faults(box, (px, py), leader, taken, *found), None):
                 continue
             side = {"ha": "left" if dx > 0 else "right" if dx < 0 else "center"}
             side["va"] = "bottom" if dy > 0 else "top" if dy < 0 else "center"
@@ -352,6 +346,24 @@ def _ambiguous(box, own, points: np.ndarray) -> bool:
     return bool(_distance(box, others).min() < OWN_POINT_MARGIN * _distance(box, own))
 
 
+def _faults(box, own, leader: bool, labels, markers, bars, points) -> Iterator[str]:
+    """What makes a point label's ``box`` (its point at ``own``, pixels) misreadable: it covers
+    one of ``labels`` (boxes) or ``markers``, crosses one of ``bars`` (segments) or, without a
+    ``leader`` line, lies less than :data:`OWN_POINT_MARGIN` times farther from another of
+    ``points`` than from its own. Placing a label and checking a placed one ask the same."""
+    if any(box.overlaps(other) for other in labels):
+        yield "overlaps a label"
+    if any(box.overlaps(m) for m in markers):
+        yield "covers a marker"
+    if crosses(box, bars).any():
+        yield "crosses an error bar"
+    if not leader and _ambiguous(box, own, points):
+        yield (
+            f"is not {OWN_POINT_MARGIN:g} times farther from another point than from its own, "
+            "and has no leader line"
+        )
+
+
 # ------------------------------------------------------------------------------- checking
 
 
@@ -359,29 +371,20 @@ def label_problems(ax, placed=None) -> list[str]:
     """Each point label of ``ax`` (``placed``, else every annotation of the axes) that a reader
     could misread, one line each: it covers a marker or another label, crosses an error bar,
     or, without a leader line, lies less than :data:`OWN_POINT_MARGIN` times farther from
-    another point than from its own. Empty when every label reads as its own point's."""
+    another point than from its own (:func:`_faults`). Empty when every label reads as its own
+    point's."""
     from matplotlib.text import Annotation
 
     renderer = ax.figure.canvas.get_renderer()
     if placed is None:
         placed = [t for t in ax.texts if isinstance(t, Annotation) and t.get_visible()]
     boxes = [text_extent(t, renderer) for t in placed]
-    markers, points, bars = marker_boxes(ax), point_centres(ax), error_bar_segments(ax)
+    found = marker_boxes(ax), error_bar_segments(ax), point_centres(ax)
     problems = []
     for k, (t, box) in enumerate(zip(placed, boxes, strict=True)):
-        name = t.get_text()
-        if any(box.overlaps(other) for j, other in enumerate(boxes) if j != k):
-            problems.append(f"{name!r} overlaps a label")
-        if any(box.overlaps(m) for m in markers):
-            problems.append(f"{name!r} covers a marker")
-        if crosses(box, bars).any():
-            problems.append(f"{name!r} crosses an error bar")
-        own = ax.transData.transform(t.xy)
-        if t.arrow_patch is None and _ambiguous(box, own, points):
-            problems.append(
-                f"{name!r} is not {OWN_POINT_MARGIN:g} times farther from another point than "
-                "from its own, and has no leader line"
-            )
+        others = [b for j, b in enumerate(boxes) if j != k]
+        own, leader = ax.transData.transform(t.xy), t.arrow_patch is not None
+        problems += [f"{t.get_text()!r} {f}" for f in _faults(box, own, leader, others, *found)]
     return problems
 
 

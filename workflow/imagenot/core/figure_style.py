@@ -24,18 +24,6 @@ from imagenot.core.io import atomic_path
 if TYPE_CHECKING:
     from imagenot.core.settings import Style
 
-__all__ = [
-    "BOX_STYLE",
-    "HIGHLIGHT",
-    "PAGE_RATIO",
-    "SAVE_RC",
-    "boxplot",
-    "integer_ticks",
-    "paper_style",
-    "save",
-    "write_pdf",
-]
-
 HIGHLIGHT = "C1"
 """Colour of the highlighted models (``analyse.figure_options.highlight``) in every figure."""
 

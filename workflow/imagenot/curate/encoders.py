@@ -236,13 +236,10 @@ class SentenceTransformersEncoder(TorchEncoder):
 
         self.model = SentenceTransformer(spec.source(), device=self.device)
         self.model.max_seq_length = spec.max_seq_length
-
-    @property
-    def dim(self) -> int:
         get_dim = getattr(self.model, "get_embedding_dimension", None) or (
             self.model.get_sentence_embedding_dimension
         )
-        return int(get_dim())
+        self.dim = int(get_dim())
 
     def token_lengths(self, texts: Sequence[str]) -> np.ndarray:
         """Tokens per text as the model will see them (its tokenizer, special tokens, truncation)."""
@@ -279,10 +276,7 @@ class TransformersEncoder(TorchEncoder):
                 f"config key {CONFIG_KEY}.max_seq_length: {spec.max_seq_length} exceeds the "
                 f"{limit} tokens {spec.model!r} accepts"
             )
-
-    @property
-    def dim(self) -> int:
-        return int(self.model.config.hidden_size)
+        self.dim = int(self.model.config.hidden_size)
 
     def _tokenize(self, texts: list[str], **kwargs):
         return self.tokenizer(texts, truncation=True, max_length=self.spec.max_seq_length, **kwargs)

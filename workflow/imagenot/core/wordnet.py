@@ -54,15 +54,12 @@ def lexnames_text() -> str:
 
 
 def _existing_nltk_wordnet() -> Path | None:
-    try:
+    try:  # planning may run where nltk is not installed: Debian's copy then
         import nltk
-    except ImportError:  # planning may run where nltk is not installed: Debian's copy then
+
+        path = Path(str(nltk.data.find("corpora/wordnet")))
+    except (ImportError, LookupError):
         return None
-    try:
-        found = nltk.data.find("corpora/wordnet")
-    except LookupError:
-        return None
-    path = Path(str(found))
     return path if path.is_dir() else None
 
 
@@ -220,13 +217,8 @@ def noun_synset_count(wn) -> int:
 
 def noun_lemma_table(wn) -> pa.Table:
     """Every (lemma text, wnid) pair of WordNet's noun synsets, sorted; lemma text as in WordNet."""
-    lemmas: list[str] = []
-    ids: list[str] = []
-    for sid, names in noun_records(wn):
-        for name in names:
-            lemmas.append(lemma_text(name))
-            ids.append(sid)
-    table = pa.table({"lemma": lemmas, "wnid": ids})
+    pairs = [(lemma_text(name), sid) for sid, names in noun_records(wn) for name in names]
+    table = pa.table({"lemma": [p[0] for p in pairs], "wnid": [p[1] for p in pairs]})
     return table.sort_by([("lemma", "ascending"), ("wnid", "ascending")])
 
 
@@ -248,12 +240,8 @@ def imagenet_wnids() -> tuple[str, ...]:
 @functools.cache
 def imagenet_lemmas() -> dict[str, str]:
     """wnid -> comma-separated lemmas, from timm's shipped copy."""
-    out = {}
-    for line in _timm_info("imagenet_synset_to_lemma.txt"):
-        if "\t" in line:
-            key, value = line.split("\t", 1)
-            out[key] = value
-    return out
+    lines = _timm_info("imagenet_synset_to_lemma.txt")
+    return dict(line.split("\t", 1) for line in lines if "\t" in line)
 
 
 def config_wordnet_dir(config: dict):

@@ -10,6 +10,7 @@ goes up the stages (analyse never imports figures).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,8 @@ FLAGS = {
 """Flags of ``rankings`` that mirror a config key: field -> (flag, key). Each value is checked
 against the key's schema node (:func:`imagenot.analyse.checks.schema_problem`), the one
 statement of its domain."""
+# the options named otherwise than the RankingsSettings fields they give: field -> option
+FLAG_OF = {"baseline_model": "baseline", "reps": "bootstrap_reps", "over": "bootstrap_over"}
 
 
 def rankings(f: RankingsFiles, **flags: Any) -> int:
@@ -143,8 +146,6 @@ def _models_option(value: str | None) -> str | None:
 def _style(args: argparse.Namespace):
     """The figure style of ``--report``: the schema's defaults, ``--dpi`` and ``--top`` (checked
     with the other flags, :func:`_settings`) and ``--highlight``."""
-    import dataclasses
-
     from imagenot.core.settings import Style
 
     highlight = list(dict.fromkeys(args.highlight or []))
@@ -172,18 +173,9 @@ def _settings(args: argparse.Namespace) -> RankingsSettings | str:
     the schema's); each field, and each flag of :data:`FLAGS` (``--dpi``, ``--top``), checked
     against its config key. A bad value gives the one-line reason instead."""
     if not args.settings:
-        settings = RankingsSettings(
-            variant=args.variant,
-            reference=args.reference,
-            baseline_model=args.baseline,
-            axis=args.axis,
-            confidence=args.confidence,
-            standard_transform=args.standard_transform,
-            reps=args.bootstrap_reps,
-            seed=args.seed,
-            over=args.bootstrap_over,
-            interval=args.interval,
-        )
+        names = [f.name for f in dataclasses.fields(RankingsSettings)]
+        flag = {n: FLAG_OF.get(n, n) for n in names}  # the flag that gives each field
+        settings = RankingsSettings(**{n: getattr(args, flag[n]) for n in names})
     else:
         from imagenot.core.settings import SettingsError, parse
 

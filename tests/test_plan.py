@@ -22,8 +22,10 @@ from conftest import GPU_RULES
 from imagenot.core.config import load_config
 from imagenot.curate import plan as curate_plan
 from imagenot.plan import costs
+from imagenot.plan.measured import read_measurements
 from imagenot.plan.plan_cli import build_plan, format_plan
 from imagenot.plan.planning import PlannedJob, parse_jobs, placeholder_overlay, rule_groups
+from imagenot.train import estimate
 from imagenot.train import plan as train_plan
 
 REPO = Path(__file__).resolve().parents[1]
@@ -176,8 +178,8 @@ def test_demo_has_no_gpu_and_says_what_it_did_not_estimate(demo_plan):
 
 def test_more_gpus_never_lengthen_the_bound_and_the_schedule_meets_it(paper_plan):
     config = load_config(PAPER)
-    rows = costs.training_rows(config, config["train"]["throughput"])
-    walls = [costs.wall_time(rows, n) for n in (1, 2, 4, 8, 16, 64, 256, 4096)]
+    rows = estimate.training_rows(config, config["train"]["throughput"])
+    walls = [estimate.wall_time(rows, n) for n in (1, 2, 4, 8, 16, 64, 256, 4096)]
     bounds = [w["bound_hours"] for w in walls]
     assert bounds == sorted(bounds, reverse=True)
     assert bounds[-1] == paper_plan["wall_time"]["longest_chain_hours"]  # the chain bounds it
@@ -190,10 +192,10 @@ def test_more_gpus_never_lengthen_the_bound_and_the_schedule_meets_it(paper_plan
             assert w["hours"] >= w["bound_hours"] - 0.1
     # one GPU per job for every model: one GPU is never idle
     config["train"]["gpus_per_job_overrides"] = {}
-    one = costs.wall_time(costs.training_rows(config, config["train"]["throughput"]), 1)
+    one = estimate.wall_time(estimate.training_rows(config, config["train"]["throughput"]), 1)
     assert one["used"] == pytest.approx(1.0, abs=0.001)
     with pytest.raises(ValueError, match="--gpus"):
-        costs.wall_time(rows, 0)
+        estimate.wall_time(rows, 0)
 
 
 def test_measured_throughput_replaces_the_table(tmp_path):
@@ -211,15 +213,16 @@ def test_measured_throughput_replaces_the_table(tmp_path):
             }
         )
     )
-    table, source = costs.read_throughput(measured, config)
+    found = read_measurements(measured, config)
+    table, source = found["throughput"], found["source"]
     assert table["resnet18"] == 7000.0 and table["vgg19"] == config["train"]["throughput"]["vgg19"]
     assert "NVIDIA H100" in source and "resnet18" in source
     base = {
         r["experiment"] + r["model"]: r["gpu_hours"]
-        for r in costs.training_rows(config, config["train"]["throughput"])
+        for r in estimate.training_rows(config, config["train"]["throughput"])
     }
     faster = {
-        r["experiment"] + r["model"]: r["gpu_hours"] for r in costs.training_rows(config, table)
+        r["experiment"] + r["model"]: r["gpu_hours"] for r in estimate.training_rows(config, table)
     }
     slower = config["train"]["throughput"]["resnet18"] / 7000.0
     assert faster["imagenot/stresnet18"] == pytest.approx(
@@ -228,7 +231,7 @@ def test_measured_throughput_replaces_the_table(tmp_path):
     assert faster["imagenot/stvgg19"] == base["imagenot/stvgg19"]
     (tmp_path / "bad.json").write_text(json.dumps({"rows": []}))
     with pytest.raises(ValueError, match=r"bad\.json: neither an `imagenot preflight` report"):
-        costs.read_throughput(tmp_path / "bad.json", config)
+        read_measurements(tmp_path / "bad.json", config)
 
 
 def test_cli_prints_json_and_refuses_bad_gpus(tmp_path, demo_plan):
@@ -298,13 +301,12 @@ def test_a_preflight_report_gives_the_estimate_its_throughput_and_gpu_memory(tmp
     config = load_config(PAPER)
     report = tmp_path / "preflight.json"
     report.write_text(json.dumps(_preflight_report(passed=False)))
-    measured = costs.read_measurements(report, config)
+    measured = read_measurements(report, config)
     table = measured["throughput"]
     assert table["resnet18"] == 7000.0  # measured
     assert table["vgg19"] == config["train"]["throughput"]["vgg19"]  # skipped: the config's
     assert "imagenot preflight on NVIDIA H100 80GB HBM3 at 224 px" in measured["source"]
     assert "FAILED preflight" in measured["source"]
-    assert costs.read_throughput(report, config) == (table, measured["source"])
     memory = {m["model"]: m for m in measured["memory"]}
     assert memory["convnext_large"]["peak_gib"] == 38.2
     assert memory["efficientnet_v2_l"]["status"] == "fail"
@@ -317,16 +319,16 @@ def test_a_preflight_report_gives_the_estimate_its_throughput_and_gpu_memory(tmp
     ]
     large["checks"][1]["name"] = "feed convnext_large (256 px stored)"
     (tmp_path / "large.json").write_text(json.dumps(large))
-    both = costs.read_measurements([report, tmp_path / "large.json"], config)
+    both = read_measurements([report, tmp_path / "large.json"], config)
     assert both["throughput"]["resnet18"] == 7000.0 and both["throughput"]["convnext_large"] == 800
     assert both["throughput"]["vgg19"] == config["train"]["throughput"]["vgg19"]
     assert both["measured"] == ["convnext_large", "resnet18"] and len(both["memory"]) == 4
     assert both["source"].count("imagenot preflight on NVIDIA H100") == 2
     (tmp_path / "bad.json").write_text(json.dumps({"checks": [{"nom": 1}]}))
     with pytest.raises(ValueError, match=r"bad\.json: neither an `imagenot preflight` report"):
-        costs.read_measurements(tmp_path / "bad.json", config)
+        read_measurements(tmp_path / "bad.json", config)
     with pytest.raises(ValueError, match=r"bad\.json: neither"):
-        costs.read_measurements([report, tmp_path / "bad.json"], config)
+        read_measurements([report, tmp_path / "bad.json"], config)
 
 
 def test_the_plan_says_what_to_request(paper_plan, tmp_path):
@@ -370,9 +372,9 @@ def test_the_plan_says_what_to_request(paper_plan, tmp_path):
     config = load_config(PAPER)
     report = tmp_path / "preflight.json"
     report.write_text(json.dumps(_preflight_report(passed=False)))
-    measured = costs.read_measurements(report, config)
+    measured = read_measurements(report, config)
     groups, storage = paper_plan["groups"], paper_plan["storage_total_bytes"]
-    mine_rows = costs.training_rows(config, measured["throughput"])
+    mine_rows = estimate.training_rows(config, measured["throughput"])
     mine = _request(
         config, groups, mine_rows, h["total"], measured["throughput"], measured, storage, 0.0
     )
@@ -387,9 +389,9 @@ def test_the_plan_says_what_to_request(paper_plan, tmp_path):
 
     by = paper_plan["wall_time_by_gpus"]
     knee, chain = by["knee_gpus"], paper_plan["wall_time"]["longest_chain_hours"]
-    rows = costs.training_rows(config, config["train"]["throughput"])
-    assert costs.wall_time(rows, knee)["bound_hours"] == chain
-    assert costs.wall_time(rows, knee - 1)["bound_hours"] > chain
+    rows = estimate.training_rows(config, config["train"]["throughput"])
+    assert estimate.wall_time(rows, knee)["bound_hours"] == chain
+    assert estimate.wall_time(rows, knee - 1)["bound_hours"] > chain
     assert {p["gpus"] for p in by["points"]} >= {1, knee, 32}
     wall = " ".join(" ".join(format_wall_time(paper_plan)).split())
     assert f"Past {knee} GPUs the wall time stays at least {chain:,.1f} h" in wall
@@ -459,7 +461,7 @@ def test_kept_originals_count_in_storage_node_disk_and_the_range_jobs(paper_plan
     fine_tuned = {"dataset": "imagenet", "protocol": "ft-imagenot", "space": "cifar10_ft"}
     trained["train"]["experiments"].append({**fine_tuned, "weights": "trained"})
     every = sizes.dataset_bytes(trained, "imagenet")[0]  # trained: every split at 480 px
-    assert costs.node_local_disk(trained)["datasets"]["imagenet"] == every + kept
+    assert estimate.node_local_disk(trained)["datasets"]["imagenet"] == every + kept
 
 
 # ---- early stopping: the range of the estimate ------------------------------------------------
@@ -470,18 +472,18 @@ def test_stop_epochs_give_a_range_with_its_source():
     do not end: the expected stop is the named source's best epoch + patience 10; the floor is
     patience + 1 (the loop's rule). A run's own median replaces the assumption."""
     config = load_config(PAPER)
-    imagenot = costs.stop_epochs(config, "imagenot", "st")
+    imagenot = estimate.stop_epochs(config, "imagenot", "st")
     assert (imagenot["low"], imagenot["expected"], imagenot["bound"]) == (11, 90, 90)
     assert "horizon" in imagenot["source"]
-    st = costs.stop_epochs(config, "cifar10", "st")
+    st = estimate.stop_epochs(config, "cifar10", "st")
     assert (st["low"], st["expected"], st["bound"]) == (11, 182 + 10, 1000)
     assert "He et al. 2016" in st["source"]
-    ft = costs.stop_epochs(config, "cifar10", "ft-imagenot")
+    ft = estimate.stop_epochs(config, "cifar10", "ft-imagenot")
     assert ft["expected"] == 102 + 10 and "Kornblith et al. 2019" in ft["source"]
-    mine = costs.stop_epochs(config, "cifar10", "st", {"epochs": 57, "trials": 4})
+    mine = estimate.stop_epochs(config, "cifar10", "st", {"epochs": 57, "trials": 4})
     assert mine["expected"] == 57 and "4 trial(s) of this run" in mine["source"]
     assert (
-        costs.stop_epochs(config, "cifar10", "st", {"epochs": 5000, "trials": 1})["expected"]
+        estimate.stop_epochs(config, "cifar10", "st", {"epochs": 5000, "trials": 1})["expected"]
         == 1000
     )  # never past the bound
 
@@ -491,8 +493,10 @@ def test_stage_epochs_stop_with_the_trials():
     from imagenot.train import budget, experiments
 
     space = experiments.space(config, "cifar10", "st")  # rungs 10, 30, 90, 270, 810; 1000
-    assert costs.stage_epochs_stopped(config, "cifar10", "st", 50) == [10, 20, 20, 0, 0, 0]
-    assert costs.stage_epochs_stopped(config, "cifar10", "st", 1000) == budget.stage_epochs(space)
+    assert estimate.stage_epochs_stopped(config, "cifar10", "st", 50) == [10, 20, 20, 0, 0, 0]
+    assert estimate.stage_epochs_stopped(config, "cifar10", "st", 1000) == budget.stage_epochs(
+        space
+    )
 
 
 def test_training_rows_low_expected_bound(paper_plan):
@@ -501,7 +505,7 @@ def test_training_rows_low_expected_bound(paper_plan):
     from imagenot.train import budget, plan
 
     config = load_config(PAPER)
-    rows = costs.training_rows(config, config["train"]["throughput"])
+    rows = estimate.training_rows(config, config["train"]["throughput"])
     for r in rows:
         assert r["gpu_hours_low"] <= r["gpu_hours"] <= r["gpu_hours_bound"]
         assert r["chain_hours_low"] <= r["chain_hours"] <= r["chain_hours_bound"]
@@ -541,8 +545,8 @@ def _write_run(root: Path, rate: float = 2000.0) -> Path:
 
 
 def test_a_run_s_records_re_estimate_what_is_left(tmp_path):
-    from imagenot.plan.costs import run_records
     from imagenot.plan.measured import median_rate
+    from imagenot.train.estimate import run_records
 
     config = load_config(PAPER)
     run = _write_run(tmp_path)
@@ -553,11 +557,13 @@ def test_a_run_s_records_re_estimate_what_is_left(tmp_path):
         {"epochs": 30, "stopped_by": "early_stopping", "seed": 1}
     ]
     assert median_rate(records, "resnet18") == (2000.0, 25)  # the resumed epoch left out
-    assert costs.measured_stops(records) == {("cifar10", "st"): {"epochs": 10, "trials": 7}}
+    assert estimate.measured_stops(records) == {("cifar10", "st"): {"epochs": 10, "trials": 7}}
 
     table = {**config["train"]["throughput"], "resnet18": 2000.0}
-    before = {r["experiment"] + r["model"]: r for r in costs.training_rows(config, table)}
-    after = {r["experiment"] + r["model"]: r for r in costs.training_rows(config, table, records)}
+    before = {r["experiment"] + r["model"]: r for r in estimate.training_rows(config, table)}
+    after = {
+        r["experiment"] + r["model"]: r for r in estimate.training_rows(config, table, records)
+    }
     mine, was = after["cifar10/stresnet18"], before["cifar10/stresnet18"]
     assert mine["stop_epochs"]["expected"] == 11  # the median 10, at least patience + 1
     assert "measured" in mine["stop_epochs"]["source"]
@@ -600,7 +606,7 @@ def test_the_plan_reads_the_run_in_its_directory(paper_jobs, tmp_path, monkeypat
     overlay = tmp_path / "two-gpus.yaml"
     overlay.write_text("train:\n  gpus_per_job: 2\n")
     two = build_plan([PAPER, overlay], gpus=32, directory=tmp_path)["training_estimate"]
-    assert two["throughput"]["resnet18"] == pytest.approx(1234.0 / (2 * costs.DDP_EFFICIENCY))
+    assert two["throughput"]["resnet18"] == pytest.approx(1234.0 / (2 * estimate.DDP_EFFICIENCY))
 
 
 # ---- every GPU stage, the data stages ---------------------------------------------------------
@@ -747,12 +753,12 @@ def test_a_model_with_its_own_input_side_is_estimated_at_it(monkeypatch):
 
     config = load_config(PAPER)
     table = config["train"]["throughput"]
-    before = {r["experiment"] + r["model"]: r for r in costs.training_rows(config, table)}
+    before = {r["experiment"] + r["model"]: r for r in estimate.training_rows(config, table)}
     side = experiments.image_size
     monkeypatch.setattr(
         experiments, "image_size", lambda c, m: 448 if m == "resnet18" else side(c, m)
     )
-    after = {r["experiment"] + r["model"]: r for r in costs.training_rows(config, table)}
+    after = {r["experiment"] + r["model"]: r for r in estimate.training_rows(config, table)}
     for scenario in ("gpu_hours_low", "gpu_hours", "gpu_hours_bound"):
         assert after["cifar10/stresnet18"][scenario] == pytest.approx(
             4 * before["cifar10/stresnet18"][scenario], rel=0.01

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from imagenot.core.config import load_config
+from imagenot.core.config import ConfigError, load_config, validate_config
 from imagenot.plan import data_stages
 from imagenot.plan.planning import PlannedJob
+from imagenot.plan.schedule import place
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -45,20 +46,23 @@ def _jobs() -> list[PlannedJob]:
     return out
 
 
-def test_schedule_runs_stages_in_order_on_the_cores():
+def test_schedule_runs_stages_in_order_on_the_cores(paper):
     # two jobs of 1 h on 2 cores, then one of 2 h: 3 h; the other chain's job waits for a core
-    spans = data_stages.schedule({"a": [(2, 1, 1.0), (1, 1, 2.0)], "b": [(1, 1, 0.5)]}, 2)
+    spans = place({"a": [(2, 1, 1.0), (1, 1, 2.0)], "b": [(1, 1, 0.5)]}, 2)
     assert spans["a"] == [(0.0, 1.0), (1.0, 3.0)]
     assert spans["b"] == [(1.0, 1.5)]  # the longer chain first
     # a wait of no cores (the caption embedding on the GPUs) holds none
-    spans = data_stages.schedule({"a": [(1, 0, 4.0)], "b": [(3, 1, 1.0)]}, 1)
+    spans = place({"a": [(1, 0, 4.0)], "b": [(3, 1, 1.0)]}, 1)
     assert spans["a"] == [(0.0, 4.0)] and spans["b"] == [(0.0, 3.0)]
     # jobs of their own hours: the longest first, then the others beside it
-    assert data_stages.schedule({"a": [(3, 1, [1.0, 3.0, 1.0])]}, 2)["a"] == [(0.0, 3.0)]
+    assert place({"a": [(3, 1, [1.0, 3.0, 1.0])]}, 2)["a"] == [(0.0, 3.0)]
     # planted: one core runs the four 1 h jobs one after another
-    assert data_stages.schedule({"a": [(4, 1, 1.0)]}, 1)["a"] == [(0.0, 4.0)]
-    with pytest.raises(ValueError, match=r"resources\.plan_cores: at least 1"):
-        data_stages.schedule({"a": [(1, 1, 1.0)]}, 0)
+    assert place({"a": [(4, 1, 1.0)]}, 1)["a"] == [(0.0, 4.0)]
+    # planted: no cores at all is refused by the config's schema, naming the key
+    bad = copy.deepcopy(paper)
+    bad["resources"]["plan_cores"] = 0
+    with pytest.raises(ConfigError, match=r"resources\.plan_cores"):
+        validate_config(bad)
 
 
 def test_materialisation_rate_is_the_benchmark_s():

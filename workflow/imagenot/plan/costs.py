@@ -33,28 +33,8 @@ from imagenot.acquire.sizes import (
     stored_size,
 )
 from imagenot.audit import cost as audit_cost
-from imagenot.plan.measured import read_measurements, read_throughput  # noqa: F401 (plan's names)
 from imagenot.plan.planning import REPO, PlannedJob, rule_groups, world_rows_per_part
-from imagenot.train.estimate import (  # noqa: F401 (the plan's names for training's figures)
-    DDP_EFFICIENCY,
-    FORWARD_SPEEDUP,
-    SCENARIOS,
-    assumptions,
-    chains,
-    epoch_images,
-    gpu_memory,
-    job_gpus,
-    longest_expected_job,
-    longest_job,
-    measured_stops,
-    node_local_disk,
-    run_records,
-    stage_epochs_stopped,
-    stop_epochs,
-    training_rows,
-    wall_time,
-    wall_time_by_gpus,
-)
+from imagenot.train.estimate import FORWARD_SPEEDUP
 
 SCALE_JSON = REPO / "docs" / "scale.json"
 
@@ -201,27 +181,15 @@ def storage(config: dict) -> list[dict]:
         if on_disk and all(p.is_file() and p.stat().st_size for p in on_disk):
             size, source = sum(p.stat().st_size for p in on_disk), "measured on disk"
         elif scale:
-            rows_per_part = world_rows_per_part(config) or (
-                scale["projection_target"]["captions"] / scale["projection_target"]["parts"]
-            )
+            target = scale["projection_target"]["captions"] / scale["projection_target"]["parts"]
             match = {r["rule"]: r for r in scale["rules"]}["curate_match"]
-            per_row = (
-                match["projected"]["input_mb"]
-                * 1e6
-                / (scale["projection_target"]["captions"] / scale["projection_target"]["parts"])
-            )
-            size = parts * rows_per_part * per_row
+            per_row = match["projected"]["input_mb"] * 1e6 / target
+            size = parts * (world_rows_per_part(config) or target) * per_row
             source = "scale model's parquet bytes per caption row (docs/scale.json) x rows"
         else:
             size, source = None, "unknown (no docs/scale.json)"
         rows.append(
-            {
-                "stage": "curate",
-                "item": f"LAION metadata ({parts} parts, input)",
-                "bytes": size,
-                "source": source,
-                "read_by": ["curate_match"],
-            }
+            _row("curate", f"LAION metadata ({parts} parts, input)", size, source, ["curate_match"])
         )
         rows.append(caption_embeddings(config, scale))
     pixel = BYTES_PER_PIXEL
@@ -230,26 +198,14 @@ def storage(config: dict) -> list[dict]:
         side = config["acquire"]["image_size"]
         if sizes is None:
             rows.append(
-                {
-                    "stage": "acquire",
-                    "item": f"{name} images",
-                    "bytes": None,
-                    "source": "unknown until the dataset is read",
-                }
+                _row("acquire", f"{name} images", None, "unknown until the dataset is read")
             )
             continue
         if name in names:
             select = SelectSettings.from_config(config, dataset=name)
             wanted = select.n_classes * math.ceil(select.images_per_class * (1 + select.oversample))
-            rows.append(
-                {
-                    "stage": "acquire",
-                    "item": f"{name} downloaded images ({wanted:,})",
-                    "bytes": wanted * side * side * pixel,
-                    "source": BYTES_PER_PIXEL_SOURCE,
-                    "read_by": ["acquire_write"],
-                }
-            )
+            item, nbytes = f"{name} downloaded images ({wanted:,})", wanted * side * side * pixel
+            rows.append(_row("acquire", item, nbytes, BYTES_PER_PIXEL_SOURCE, ["acquire_write"]))
         own = stored_size(config, name)
         for split in stored_splits(config, name):  # one line per stored split, its readers
             side = split_size(config, name, split)
@@ -258,29 +214,16 @@ def storage(config: dict) -> list[dict]:
                 if side != own
                 else "the size its readers need"
             )
-            rows.append(
-                {
-                    "stage": "acquire",
-                    "item": f"{name} {split} split ({sizes[split]:,} images, {side} px)",
-                    "bytes": split_bytes(config, name, split, side),
-                    "side": side,
-                    "bytes_at_own_side": split_bytes(config, name, split, own),
-                    "source": f"{sizes[split]:,} images at {side} px ({why}); "
-                    f"{sizes['source']}; {BYTES_PER_PIXEL_SOURCE}",
-                    "read_by": list(readers[name][split]),
-                }
-            )
+            row = _row("acquire", f"{name} {split} split ({sizes[split]:,} images, {side} px)")
+            row["bytes"] = split_bytes(config, name, split, side)
+            row |= {"side": side, "bytes_at_own_side": split_bytes(config, name, split, own)}
+            row["source"] = f"{sizes[split]:,} images at {side} px ({why}); {sizes['source']}; "
+            row["source"] += BYTES_PER_PIXEL_SOURCE
+            rows.append(row | {"read_by": list(readers[name][split])})
         kept, source = originals_bytes(config, name)
         if kept != 0:  # the test originals of a dataset published weights are evaluated on
-            rows.append(
-                {
-                    "stage": "acquire",
-                    "item": f"{name} test originals ({sizes['test']:,} files)",
-                    "bytes": kept,
-                    "source": source,
-                    "read_by": [EVALUATE],
-                }
-            )
+            item = f"{name} test originals ({sizes['test']:,} files)"
+            rows.append(_row("acquire", item, kept, source, [EVALUATE]))
     trained = [e for e in train_plan.experiments(config) if not train_plan.is_published(e)]
     models = list(config["train"]["models"])
     facts = model_facts(models)
@@ -292,30 +235,25 @@ def storage(config: dict) -> list[dict]:
         n = sum(sizes[split] for split in train_plan.FEATURE_SPLITS) if sizes else 0
         feats += sum(n * facts[m]["features"] * width for m in models)
     if tl:
-        rows.append(
-            {
-                "stage": "train",
-                "item": f"TL features ({len(tl)} experiments)",
-                "bytes": feats,
-                "source": f"images x head input width x {width} bytes",
-                "read_by": ["train_head_trial", "train_head_final"],
-            }
+        item, source = (
+            f"TL features ({len(tl)} experiments)",
+            f"images x head input width x {width} bytes",
         )
+        rows.append(_row("train", item, feats, source, ["train_head_trial", "train_head_final"]))
     finals = sum(len(train_plan.seeds(config, e)) for e in trained)
     weights = sum(facts[m]["parameters"] for m in models) * 4
     if not trained:
         return rows
-    rows.append(
-        {
-            "stage": "train",
-            "item": f"final weights ({finals} runs per model, and each selected trial)",
-            "bytes": weights * (finals + len(trained)),
-            "source": "parameters x 4 bytes (float32), built on torch's meta device; "
-            "trial checkpoints are deleted as trials end",
-            "read_by": [EVALUATE],
-        }
-    )
-    return rows
+    item = f"final weights ({finals} runs per model, and each selected trial)"
+    source = "parameters x 4 bytes (float32), built on torch's meta device; trial checkpoints "
+    source += "are deleted as trials end"
+    return [*rows, _row("train", item, weights * (finals + len(trained)), source, [EVALUATE])]
+
+
+def _row(stage: str, item: str, nbytes=None, source: str = "", read_by=None) -> dict:
+    """One line of the storage estimate (``read_by``: the rules that read it, where known)."""
+    row = {"stage": stage, "item": item, "bytes": nbytes, "source": source}
+    return row if read_by is None else row | {"read_by": read_by}
 
 
 def caption_embeddings(config: dict, scale: dict | None) -> dict:
@@ -323,50 +261,35 @@ def caption_embeddings(config: dict, scale: dict | None) -> dict:
     scale model's share of one-class captions, docs/scale.json ``embed_fraction``) a float32
     similarity, the parts' score tables (the selection's projected input), and with
     ``curate.encoder.keep_vectors`` its float16 vector (RoBERTa-large: 1,024 wide)."""
-    item = "caption embeddings"
-    rows_per_part = world_rows_per_part(config)
-    if scale and not paper_shaped(config, scale) and rows_per_part:
-        # a LAION source the workflow writes (demo or scale world): its caption rows at the
-        # scale model's embedded share and bytes per embedded row
-        target = scale["embed_fraction"] * scale["projection_target"]["captions"]
-        tables = {r["rule"]: r["projected"] for r in scale["rules"]}["curate_select"]["input_mb"]
-        rows = scale["embed_fraction"] * rows_per_part * len(_shard_names(config))
-        keep = config["curate"]["encoder"]["keep_vectors"]
-        per_row = 4 + tables * 1e6 / target + (1024 * 2 if keep else 0)
-        return {
-            "stage": "curate",
-            "item": f"{item} ({rows:,.0f} captions)",
-            "bytes": round(rows * per_row),
-            "source": f"estimate: {scale['embed_fraction']:.0%} of the parts' caption rows "
-            f"embedded x {per_row:,.0f} bytes per embedded caption (similarity, score tables"
-            + (", float16 vector" if keep else "")
-            + "), the scale model's laion2B-en projection (docs/scale.json); measured: "
-            "du -sh results/curate after the run (score tables and similarities)",
-            "read_by": ["curate_select"],
-        }
-    if not (scale and paper_shaped(config, scale)):
-        return {
-            "stage": "curate",
-            "item": item,
-            "bytes": None,
-            "source": "not estimated: the scale model projects laion2B-en's parts, and this "
-            "LAION copy's caption rows are unknown until read",
-            "read_by": ["curate_select"],
-        }
-    rows = scale["embed_fraction"] * scale["projection_target"]["captions"]
+    world, paper = world_rows_per_part(config), paper_shaped(config, scale)
+    if not (scale and (paper or world)):
+        source = "not estimated: the scale model projects laion2B-en's parts, and this LAION "
+        source += "copy's caption rows are unknown until read"
+        return _row("curate", "caption embeddings", None, source, ["curate_select"])
+    share = scale["embed_fraction"]
+    target = share * scale["projection_target"]["captions"]
     tables = {r["rule"]: r["projected"] for r in scale["rules"]}["curate_select"]["input_mb"]
     keep = config["curate"]["encoder"]["keep_vectors"]
-    size = rows * 4 + tables * 1e6 + (rows * 1024 * 2 if keep else 0)
-    return {
-        "stage": "curate",
-        "item": f"{item} ({rows / 1e6:,.0f} M captions)",
-        "bytes": round(size),
-        "source": f"{scale['embed_fraction']:.0%} of laion2B-en's rows embedded (docs/scale.json; "
-        "2-39 % by part, docs/scale.md) x 4 bytes of similarity, and the parts' score tables "
-        f"({tables / 1e3:,.1f} GB, the selection's projected input)"
-        + ("; float16 vectors kept, 1,024 per caption" if keep else "; vectors not kept"),
-        "read_by": ["curate_select"],
-    }
+    per_row = 4 + tables * 1e6 / target + (1024 * 2 if keep else 0)
+    if paper:
+        rows, item = target, f"caption embeddings ({target / 1e6:,.0f} M captions)"
+        source = (
+            f"{share:.0%} of laion2B-en's rows embedded (docs/scale.json; 2-39 % by part, "
+            "docs/scale.md) x 4 bytes of similarity, and the parts' score tables "
+            f"({tables / 1e3:,.1f} GB, the selection's projected input)"
+            + ("; float16 vectors kept, 1,024 per caption" if keep else "; vectors not kept")
+        )
+    else:  # a LAION source the workflow writes (demo or scale world): its own caption rows
+        rows = share * world * len(_shard_names(config))
+        item = f"caption embeddings ({rows:,.0f} captions)"
+        source = (
+            f"estimate: {share:.0%} of the parts' caption rows embedded x {per_row:,.0f} bytes "
+            "per embedded caption (similarity, score tables"
+            + (", float16 vector" if keep else "")
+            + "), the scale model's laion2B-en projection (docs/scale.json); measured: "
+            "du -sh results/curate after the run (score tables and similarities)"
+        )
+    return _row("curate", item, round(rows * per_row), source, ["curate_select"])
 
 
 def _shard_names(config: dict) -> list[str]:
@@ -398,31 +321,27 @@ def gpu_stage_rows(config: dict, jobs: list[PlannedJob], throughput: dict) -> li
     passes = len(transforms.names())
     hours, missing = 0.0, set()
     for run in plan.final_runs(config):
-        d, model = run["dataset"], run["model"]
+        d, model, key = run["dataset"], run["model"], (run["dataset"], run["protocol"])
         sizes = dataset_images(config, d)
         if sizes is None or model not in throughput:
             missing.add(model if model not in throughput else d)
             continue
-        published = False
-        side = experiments.image_size(config, model)
-        for exp in plan.experiments(config):
-            if exp["dataset"] == d and exp["protocol"] == run["protocol"]:
-                published = plan.is_published(exp)
-        if published:
-            side = stored_size(config, d)
+        mine = [e for e in plan.experiments(config) if (e["dataset"], e["protocol"]) == key]
+        published = any(plan.is_published(e) for e in mine)
+        side = stored_size(config, d) if published else experiments.image_size(config, model)
         rate = throughput[model] * FORWARD_SPEEDUP * (224 / side) ** 2
         hours += passes * sizes["test"] / rate / 3600
     n_eval = sum(1 for j in jobs if j.rule == "evaluate_robustness" and j.gpus)
     out.append(
-        {
-            "stage": "evaluate",
-            "gpu_jobs": n_eval,
-            "gpu_hours": round(hours, 1),
-            "source": f"{passes} passes (one per transformation) over each final run's test "
+        _gpu_row(
+            "evaluate",
+            n_eval,
+            hours,
+            f"{passes} passes (one per transformation) over each final run's test "
             f"split at {FORWARD_SPEEDUP}x the model's training images/s, scaled by pixels to the "
             "size evaluated (a published model's: its dataset's stored size, an upper bound)"
             + (f"; not estimated: {', '.join(sorted(missing))}" if missing else ""),
-        }
+        )
     )
     scale = scale_projection()
     embed = [j for j in jobs if j.rule == "curate_embed" and j.gpus]
@@ -440,28 +359,18 @@ def gpu_stage_rows(config: dict, jobs: list[PlannedJob], throughput: dict) -> li
         else:
             per = sum((j.resources.get("runtime") or 0) for j in embed) / 60 / len(embed)
             source = "requested time (an upper bound; no projection for this LAION source)"
-        out.append(
-            {
-                "stage": "curate (caption embedding)",
-                "gpu_jobs": len(embed),
-                "gpu_hours": round(per * len(embed), 1),
-                "source": source,
-            }
-        )
+        out.append(_gpu_row("curate (caption embedding)", len(embed), per * len(embed), source))
     estimated = {"train", "evaluate", "curate"}  # the rows above
     for stage in dict.fromkeys(groups.get(j.rule) for j in jobs if j.gpus):
         if stage in estimated:
             continue
         mine = [j for j in jobs if groups.get(j.rule) == stage and j.gpus]
         if mine:
-            out.append(
-                {
-                    "stage": stage,
-                    "gpu_jobs": len(mine),
-                    "gpu_hours": round(
-                        sum(j.gpus * (j.resources.get("runtime") or 0) for j in mine) / 60, 1
-                    ),
-                    "source": "requested time x GPUs (short jobs: an upper bound)",
-                }
-            )
+            hours = sum(j.gpus * (j.resources.get("runtime") or 0) for j in mine) / 60
+            source = "requested time x GPUs (short jobs: an upper bound)"
+            out.append(_gpu_row(stage, len(mine), hours, source))
     return out
+
+
+def _gpu_row(stage: str, jobs: int, hours: float, source: str) -> dict:
+    return {"stage": stage, "gpu_jobs": jobs, "gpu_hours": round(hours, 1), "source": source}

@@ -19,7 +19,7 @@ depend on them:
   datasets it reads are ready: the embedding of the sets it compares, then its search jobs at
   :mod:`imagenot.audit.cost`'s core-seconds (the search, and the verification when it is on).
 
-Jobs are started longest-remaining-chain first on the cores (:func:`schedule`); a dataset is
+Jobs are started longest-remaining-chain first on the cores (:func:`imagenot.plan.schedule.place`); a dataset is
 ready when its last job ends. Training starts when every dataset it trains on is ready (an upper
 estimate: a chain of an earlier dataset could start sooner), the evaluation follows it; the
 audit and the diagnostics follow the datasets they read. The whole run's wall time is the
@@ -29,8 +29,9 @@ labelled with its source and the command that replaces it.
 
 from __future__ import annotations
 
-import heapq
 import math
+
+from imagenot.plan.schedule import place
 
 # LAION image download (each assumption stated in the plan): img2dataset's own benchmarks
 # (dataset_examples/laion400m.md: 1,300 samples/s on one 16-core 2 Gbps machine; laion5B.md:
@@ -74,66 +75,6 @@ def materialise_rate(side: int) -> float:
     return 1 / (fixed + per_px * side * side)
 
 
-def schedule(chains: dict[str, list[tuple[int, int, float | list]]], cores: int) -> dict:
-    """Start and end hour of each stage of ``chains`` (name -> stages, each ``(jobs, cores per
-    job, hours per job)``, or ``hours`` a list of each job's; one after another: a stage's jobs
-    start when the previous stage's last job has ended) on ``cores`` cores, ready jobs started
-    longest-remaining-chain first (a stage's longest job first), a smaller one when the first
-    does not fit. A job of 0 cores is a wait that holds none (the caption embedding on the
-    GPUs); one wider than ``cores`` takes them all. Returns ``{name: [(start, end) per
-    stage]}``."""
-    if cores < 1:
-        raise ValueError(f"config key resources.plan_cores: at least 1, got {cores}")
-    names = list(chains)
-    longest = {n: [max(h) if isinstance(h, list) else h for _, _, h in chains[n]] for n in names}
-    tails = {n: [sum(longest[n][k:]) for k in range(len(chains[n]))] for n in names}
-    spans: dict[str, list] = {n: [] for n in names}
-    stage = dict.fromkeys(names, 0)
-    left = dict.fromkeys(names, 0)
-    ready: list[list] = []
-    running: list[tuple[float, str, int]] = []
-    now, free = 0.0, cores
-
-    def release(name: str) -> None:
-        if stage[name] < len(chains[name]):
-            jobs, width, hours = chains[name][stage[name]]
-            each = (
-                sorted(hours, reverse=True) if isinstance(hours, list) else [hours] * max(jobs, 1)
-            )
-            left[name] = len(each)
-            spans[name].append([None, now])
-            ready.append([-tails[name][stage[name]], name, min(width, cores), each])
-
-    for name in names:
-        release(name)
-    while ready or running:
-        ready.sort()
-        for entry in ready:
-            _, name, width, each = entry
-            n = len(each) if width == 0 else min(len(each), free // width)
-            for _ in range(n):
-                heapq.heappush(running, (now + each.pop(0), name, width))
-            if n and spans[name][-1][0] is None:
-                spans[name][-1][0] = now
-            free -= n * width
-        ready = [e for e in ready if e[3]]
-        if not running:
-            break
-        now, name, width = heapq.heappop(running)
-        ended = [(name, width)]
-        while running and running[0][0] <= now + 1e-12:
-            _, other, w = heapq.heappop(running)
-            ended.append((other, w))
-        for other, w in ended:
-            free += w
-            left[other] -= 1
-            if left[other] == 0:
-                spans[other][-1][1] = now
-                stage[other] += 1
-                release(other)
-    return {n: [(round(s, 3), round(e, 3)) for s, e in spans[n]] for n in names}
-
-
 def _threads(jobs: list, rule: str) -> int:
     return max((j.threads for j in jobs if j.rule == rule), default=1)
 
@@ -146,9 +87,15 @@ def _requested_hours(jobs: list, rule: str) -> float:
     return max(((j.resources.get("runtime") or 0) / 60 for j in jobs if j.rule == rule), default=0)
 
 
+def _fact(rule: str, jobs: int, cores: int, hours: float, source: str, **more) -> dict:
+    """What the plan says of one stage: its rule, jobs, cores per job (0: on the GPUs), hours
+    per job and where they come from (``from``)."""
+    return {"rule": rule, "jobs": jobs, "cores": cores, "hours": hours, "from": source, **more}
+
+
 def data_chains(config: dict, jobs: list, gpus: int) -> tuple[dict, dict]:
-    """The data stages as chains for :func:`schedule` and the rows of the plan:
-    ``({chain: stages}, {row: (chain, first stage, [facts per stage])})``. Chain ``laion``: the
+    """The data stages as chains for :func:`imagenot.plan.schedule.place` and the rows of the
+    plan: ``({chain: stages}, {row: (chain, first stage, [facts per stage])})``. Chain ``laion``: the
     curation (row ``curate``), then the download, write, split and build of each LAION-built
     dataset whose images are read (row ``download <name>``; one after another, as they share
     the bandwidth); a chain per materialised dataset on disk (``materialise <name>``)."""
@@ -179,31 +126,24 @@ def data_chains(config: dict, jobs: list, gpus: int) -> tuple[dict, dict]:
             return projected[rule]["runtime_min"] / 60, "projection"
         return _requested_hours(jobs, rule), "request"
 
-    if curated:
+    def by_rule(rules: tuple[str, ...]) -> tuple[list, list]:
+        """The stage and the facts of each rule of ``rules`` that has jobs (the caption
+        embedding's parts on the GPUs when the config plans them, one per GPU at a time: a
+        wait of no cores)."""
         stages, about = [], []
-        for rule in CURATE_CHAIN:
+        for rule in rules:
             n = _count(jobs, rule)
-            if not n:
-                continue
-            hours, source = rule_hours(rule)
-            width = _threads(jobs, rule)
-            if rule == "curate_embed" and config["resources"]["gpus"] > 0:
-                # the parts' embedding on the GPUs, one part per GPU at a time: a wait here
-                stages.append((1, 0, math.ceil(n / gpus) * hours))
-            else:
-                stages.append((n, width, hours))
-            on_gpus = rule == "curate_embed" and config["resources"]["gpus"] > 0
-            about.append(
-                {
-                    "rule": rule,
-                    "jobs": n,
-                    "cores": 0 if on_gpus else width,
-                    "hours": hours,
-                    "from": source,
-                }
-            )
-        if stages:
-            chains["laion"], facts["curate"] = stages, ("laion", 0, about)
+            if n:
+                hours, source = rule_hours(rule)
+                on_gpus = rule == "curate_embed" and config["resources"]["gpus"] > 0
+                width = 0 if on_gpus else _threads(jobs, rule)
+                stages.append((1, 0, math.ceil(n / gpus) * hours) if on_gpus else (n, width, hours))
+                about.append(_fact(rule, n, width, hours, source))
+        return stages, about
+
+    stages, about = by_rule(CURATE_CHAIN) if curated else ([], [])
+    if stages:
+        chains["laion"], facts["curate"] = stages, ("laion", 0, about)
     for name in [n for n in curated if n in read_datasets(config)]:
         select = SelectSettings.from_config(config, dataset=name)
         urls = select.n_classes * math.ceil(select.images_per_class * (1 + select.oversample))
@@ -215,82 +155,42 @@ def data_chains(config: dict, jobs: list, gpus: int) -> tuple[dict, dict]:
         per_core = DOWNLOAD_SAMPLES_PER_S / DOWNLOAD_NODE_CORES
         by_rate = urls / parts / (per_core * width) / 3600
         by_bytes = nbytes / parts * 8 / (DOWNLOAD_GBIT_PER_S * 1e9 / at_once) / 3600
-        stages = [(parts, width, max(by_rate, by_bytes))]
-        about = [
-            {
-                "rule": "acquire_download",
-                "jobs": parts,
-                "cores": width,
-                "hours": max(by_rate, by_bytes),
-                "from": "download",
-                "urls": urls,
-                "images": round(urls * success),
-                "bytes": round(nbytes),
-                "success": success,
-                "oversample": select.oversample,
-            }
-        ]
-        for rule in LAION_BUILD:
-            n = _count(jobs, rule)
-            if not n:
-                continue
-            hours, source = rule_hours(rule)
-            stages.append((n, _threads(jobs, rule), hours))
-            about.append(
-                {
-                    "rule": rule,
-                    "jobs": n,
-                    "cores": _threads(jobs, rule),
-                    "hours": hours,
-                    "from": source,
-                }
-            )
+        hours = max(by_rate, by_bytes)
+        built, about = by_rule(LAION_BUILD)
+        download = _fact("acquire_download", parts, width, hours, "download", urls=urls)
+        download |= {"images": round(urls * success), "bytes": round(nbytes)}
+        download |= {"success": success, "oversample": select.oversample}
         laion = chains.setdefault("laion", [])
-        first = len(laion)
-        laion += stages
-        facts[f"download {name}"] = ("laion", first, about)
+        facts[f"download {name}"] = ("laion", len(laion), [download, *about])
+        laion += [(parts, width, hours), *built]
     for name in read_datasets(config):
-        if not DATASET_KINDS[config["datasets"][name]["kind"]].adapter:
-            continue
         sizes = dataset_images(config, name)
-        if sizes is None:
+        if not DATASET_KINDS[config["datasets"][name]["kind"]].adapter or sizes is None:
             continue
         values = MaterialiseSettings.config_values(config, dataset=name)
         ranges = n_range_jobs(
             class_count_hint(values["kind"], values["path"]), values["classes_per_job"]
         )
-        seconds = sum(
-            sizes[s] / materialise_rate(split_size(config, name, s))
-            for s in stored_splits(config, name)
-        )
-        images = sum(sizes[s] for s in stored_splits(config, name))
+        splits = stored_splits(config, name)
+        seconds = sum(sizes[s] / materialise_rate(split_size(config, name, s)) for s in splits)
         gather = _requested_hours(jobs, "acquire_materialise")
-        stages = [(ranges, 1, seconds / ranges / 3600), (1, 1, gather)]
-        about = [
-            {
-                "rule": "acquire_materialise_range",
-                "jobs": ranges,
-                "cores": 1,
-                "hours": seconds / ranges / 3600,
-                "from": "materialise",
-                "images": images,
-            },
-            {
-                "rule": "acquire_materialise",
-                "jobs": 1,
-                "cores": 1,
-                "hours": gather,
-                "from": "request",
-            },
-        ]
-        chains[f"materialise {name}"] = stages
-        facts[f"materialise {name}"] = (f"materialise {name}", 0, about)
+        hours = seconds / ranges / 3600
+        images = sum(sizes[s] for s in splits)
+        chains[f"materialise {name}"] = [(ranges, 1, hours), (1, 1, gather)]
+        facts[f"materialise {name}"] = (
+            f"materialise {name}",
+            0,
+            [
+                _fact("acquire_materialise_range", ranges, 1, hours, "materialise", images=images),
+                _fact("acquire_materialise", 1, 1, gather, "request"),
+            ],
+        )
     return chains, facts
 
 
 def audit_chains(config: dict, jobs: list, gpus: int, ready: dict[str, float]) -> tuple:
-    """The near-duplicate audit as chains for :func:`schedule`, as :func:`data_chains` gives
-    them: per audited dataset, chain and row ``audit <name>``: a wait until the last dataset it
+    """The near-duplicate audit's chains and rows, as :func:`data_chains` gives them: per
+    audited dataset, chain and row ``audit <name>``: a wait until the last dataset it
     reads is ready (``ready``: dataset -> hour), the embedding of every set it compares (rule
     ``diagnostics_embed_images`` at its requested time: on the GPUs one job per GPU at a time,
     else on the cores), then its search jobs on the cores, each its split's part of the search's
@@ -327,27 +227,11 @@ def audit_chains(config: dict, jobs: list, gpus: int, ready: dict[str, float]) -
         )
         name = f"audit {dataset}"
         chains[name] = [(1, 0, wait), embed, (len(each), width, each)]
-        about = [
-            {
-                "rule": EMBED,
-                "jobs": sets,
-                "cores": embed[1],
-                "hours": embed_hours,
-                "from": "request",
-            },
-            {
-                "rule": "audit_search",
-                "jobs": len(each),
-                "cores": width,
-                "hours": sum(each) / len(each),
-                "from": "audit",
-                "longest": max(each),
-                "asked": asked,
-                "parts": parts,
-                "search_core_h": sum(j["search_core_s"] for j in mine) / 3600,
-                "verify_core_h": sum(j["verify_core_s"] for j in mine) / 3600,
-            },
-        ]
+        search = _fact("audit_search", len(each), width, sum(each) / len(each), "audit")
+        search |= {"longest": max(each), "asked": asked, "parts": parts}
+        search["search_core_h"] = sum(j["search_core_s"] for j in mine) / 3600
+        search["verify_core_h"] = sum(j["verify_core_s"] for j in mine) / 3600
+        about = [_fact(EMBED, sets, embed[1], embed_hours, "request"), search]
         facts[name] = (name, 1, about)
     return chains, facts
 
@@ -367,7 +251,7 @@ def data_stage_rows(config: dict, jobs: list, gpus: int) -> list[dict]:
 
     cores = config_cores(config)
     chains, facts = data_chains(config, jobs, gpus)
-    spans = schedule(chains, cores)
+    spans = place(chains, cores)
     ready = {
         name.split(" ", 1)[1]: spans[chain][first + len(about) - 1][1]
         for name, (chain, first, about) in facts.items()
@@ -375,7 +259,7 @@ def data_stage_rows(config: dict, jobs: list, gpus: int) -> list[dict]:
     }
     audit, audit_facts = audit_chains(config, jobs, gpus, ready)
     chains, facts = chains | audit, facts | audit_facts
-    spans = schedule(chains, cores)
+    spans = place(chains, cores)
     scale = scale_projection()
     out = []
     for name, (chain, first, about) in facts.items():

@@ -40,39 +40,16 @@ H200_SOURCE = (
 )
 
 
-def read_throughput(path: Path | None, config: dict) -> tuple[dict, str]:
-    """Training images/s per model: ``train.throughput`` of the config, with the models that
-    ``path`` measured replaced by their fed rate (``feed_img_per_s``: what a training job sees).
-    ``path``: the JSON report of ``imagenot preflight`` on the user's GPU (its ``feed <model>``
-    checks; a failed report's measurements count too), or ``benchmarks/bench_feed_models.py
-    --json`` output."""
-    measured = read_measurements(path, config)
-    return measured["throughput"], measured["source"]
-
-
 def read_measurements(path: Path | list[Path] | None, config: dict) -> dict:
-    """:func:`read_throughput`'s table and source, and from a preflight report its memory
-    checks (``memory``: per model and per-GPU batch, the peak and the device's GiB; None
-    without a preflight report). ``path`` may be a list of such files (``benchmarks/
+    """Training images/s per model (``throughput``): ``train.throughput`` of the config, with
+    the models that ``path`` measured replaced by their fed rate (``feed_img_per_s``: what a
+    training job sees); its ``source``; and from a preflight report its memory checks
+    (``memory``: per model and per-GPU batch, the peak and the device's GiB; None without a
+    preflight report). ``path`` may be a list of such files (``benchmarks/
     gpu_check.sh`` writes two preflight reports): each replaces the models it measured, in
-    order."""
-    if isinstance(path, list | tuple):
-        if len(path) == 1:
-            return read_measurements(path[0], config)
-        parts = [read_measurements(p, config) for p in path]
-        table, memory = dict(config["train"]["throughput"]), []
-        for part in parts:
-            table.update({m: r for m, r in part["throughput"].items() if m in part["measured"]})
-            memory += part["memory"] or []
-        return {
-            "throughput": table,
-            "source": "; ".join(
-                part["source"].split("; config train.throughput")[0] for part in parts
-            )
-            + "; config train.throughput for the rest",
-            "memory": memory or None,
-            "measured": sorted({m for part in parts for m in part["measured"]}),
-        }
+    order. ``path``: the JSON report of ``imagenot preflight`` on the user's GPU (its ``feed
+    <model>`` checks; a failed report's measurements count too), or ``benchmarks/
+    bench_feed_models.py --json`` output."""
     table = dict(config["train"]["throughput"])
     if path is None:
         source = (
@@ -81,8 +58,22 @@ def read_measurements(path: Path | list[Path] | None, config: dict) -> dict:
             "--throughput with its preflight reports, replaces it)"
         )
         return {"throughput": table, "source": source, "memory": None, "measured": []}
+    memory, sources, names = None, [], set()
+    for one in path if isinstance(path, list | tuple) else [path]:
+        measured, found, what = _read_measured(Path(one))
+        table.update(measured)
+        names |= set(measured)
+        memory = found if memory is None else memory + (found or [])
+        sources.append(f"{one} ({what}) for {', '.join(sorted(measured))}")
+    source = "; ".join(sources) + "; config train.throughput for the rest"
+    return {"throughput": table, "source": source, "memory": memory, "measured": sorted(names)}
+
+
+def _read_measured(path: Path) -> tuple[dict[str, float], list[dict] | None, str]:
+    """The fed images/s per model one file measured, its memory checks (a preflight report's;
+    None for bench_feed_models) and what measured them."""
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(path.read_text())
     except ValueError as exc:
         raise ValueError(f"{path}: not JSON ({exc})") from None
     memory = None
@@ -107,11 +98,7 @@ def read_measurements(path: Path | list[Path] | None, config: dict) -> dict:
         ) from None
     if not measured:
         raise ValueError(f"{path}: no model's throughput was measured in it")
-    table.update(measured)
-    source = (
-        f"{path} ({what}) for {', '.join(sorted(measured))}; config train.throughput for the rest"
-    )
-    return {"throughput": table, "source": source, "memory": memory, "measured": sorted(measured)}
+    return measured, memory, what
 
 
 def _preflight_measurements(report: dict) -> tuple[dict[str, float], list[dict]]:
@@ -142,7 +129,7 @@ def _preflight_measurements(report: dict) -> tuple[dict[str, float], list[dict]]
 def read_runs(runs: dict[tuple[str, str, str], Path]) -> dict[tuple[str, str, str], dict]:
     """What a run has measured, per trained (dataset, protocol, model) and its folder in
     ``runs`` (``results/train/{dataset}/{protocol}/{model}`` of the working directory;
-    :func:`imagenot.plan.costs.run_records` names them): ``slots`` (each finished halving slot's
+    :func:`imagenot.train.estimate.run_records` names them): ``slots`` (each finished halving slot's
     stage, epochs and ``stopped_by``), ``finals`` (each final run's seed, from its folder,
     epochs and ``stopped_by``) and ``images_per_s`` (the training images/s of every epoch in
     its trials' and finals' ``metrics.csv``; an epoch resumed already trained, 0, left out).

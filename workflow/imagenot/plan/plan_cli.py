@@ -45,12 +45,14 @@ def build_plan(
     JSON-ready dict. ``directory``: the working directory of the run, whose finished trials
     and final runs (their records and metrics) re-estimate what is left; ``cores``: the CPU
     cores the data stages run on, in place of the config's ``resources.plan_cores``."""
+    from imagenot.acquire.sizes import dataset_images
     from imagenot.core.config import load_configs
     from imagenot.plan import costs
     from imagenot.plan.data_stages import data_stage_rows, whole_run
-    from imagenot.plan.measured import median_rate
+    from imagenot.plan.measured import median_rate, read_measurements
     from imagenot.plan.planning import config_paths, planned_jobs
     from imagenot.plan.schedule import recommend, speed
+    from imagenot.train import estimate
 
     if gpus < 1:
         raise ValueError(f"--gpus must be at least 1, got {gpus}")
@@ -62,16 +64,16 @@ def build_plan(
     config = load_configs(paths)
     if cores is not None:
         config["resources"]["plan_cores"] = cores
-    measurements = costs.read_measurements(measured, config)
+    measurements = read_measurements(measured, config)
     table, source = dict(measurements["throughput"]), measurements["source"]
-    records = costs.run_records(config, directory)
+    records = estimate.run_records(config, directory)
     from_run = {}
     # a job's metrics count the images of all its GPUs: one GPU's share, as the estimate scales
-    # a data-parallel job (the run's jobs at the model's GPUs per job, costs.job_gpus)
+    # a data-parallel job (the run's jobs at the model's GPUs per job, estimate.job_gpus)
     for model in config["train"]["models"]:
         got = median_rate(records, model)
         if got:
-            per_gpu = speed(costs.job_gpus(config, model), costs.DDP_EFFICIENCY)
+            per_gpu = speed(estimate.job_gpus(config, model), estimate.DDP_EFFICIENCY)
             table[model], from_run[model] = got[0] / per_gpu, got[1]
     if from_run:
         source += (
@@ -80,20 +82,20 @@ def build_plan(
         )
     jobs = planned_jobs(paths)
     groups = costs.group_rows(config, jobs)
-    rows = costs.training_rows(config, table, records)
+    rows = estimate.training_rows(config, table, records)
     keys = ("jobs", "gpu_jobs", "gpu_hours_requested", "core_hours_requested")
     total = {k: round(sum(g[k] for g in groups), 1) for k in keys}
     total["jobs"], total["gpu_jobs"] = int(total["jobs"]), int(total["gpu_jobs"])
     stored = costs.storage(config)
     unmeasured = [m for m in config["train"]["models"] if m not in table]
-    unsized = [d for d in config["datasets"] if costs.dataset_images(config, d) is None]
+    unsized = [d for d in config["datasets"] if dataset_images(config, d) is None]
     left_out = [f"models without a throughput (not estimated): {', '.join(unmeasured)}"]
     left_out = left_out[: bool(unmeasured)]
     if unsized:
         left_out.append(f"datasets of unknown size (not estimated): {', '.join(unsized)}")
     training = {
         s: round(sum(r["gpu_hours" + ("" if s == "expected" else f"_{s}")] for r in rows), 1)
-        for s in costs.SCENARIOS
+        for s in estimate.SCENARIOS
     }
     done = round(sum(r["done_gpu_hours"] for r in rows), 1)
     stages = costs.gpu_stage_rows(config, jobs, table)
@@ -102,8 +104,8 @@ def build_plan(
     stops = {}
     for r in rows:
         stops.setdefault(r["experiment"], r["stop_epochs"])
-    estimate = training["expected"]
-    wall = costs.wall_time(rows, gpus)
+    expected = training["expected"]
+    wall = estimate.wall_time(rows, gpus)
     data = data_stage_rows(config, jobs, gpus)
     saving = sum(s["bytes_at_own_side"] - s["bytes"] for s in stored if "side" in s)
     return {
@@ -111,11 +113,11 @@ def build_plan(
         "groups": groups,
         "total": total,
         "training_estimate": {
-            "gpu_hours": estimate,
+            "gpu_hours": expected,
             "gpu_hours_low": training["low"],
             "gpu_hours_bound": training["bound"],
             "done_gpu_hours": done,
-            "left_gpu_hours": round(estimate - done, 1),
+            "left_gpu_hours": round(expected - done, 1),
             "from_run": {
                 "records": sum(len(r["slots"]) + len(r["finals"]) for r in records.values()),
                 "models_measured": from_run,
@@ -124,13 +126,13 @@ def build_plan(
             "rows": [{k: v for k, v in r.items() if k != "chain"} for r in rows],
             "throughput": table,
             "throughput_source": source,
-            "assumptions": [*costs.assumptions(config), *left_out],
+            "assumptions": [*estimate.assumptions(config), *left_out],
         },
         "gpu_stages": stages,
         "gpu_hours": {
-            "training": estimate,
+            "training": expected,
             "other_stages": others,
-            "total": round(estimate + others, 1),
+            "total": round(expected + others, 1),
             "total_low": round(training["low"] + others, 1),
             "total_bound": round(training["bound"] + others, 1),
         },
@@ -138,14 +140,14 @@ def build_plan(
         "audit": audit_cost(config),
         "whole_run": whole_run(config, data, wall, stages, gpus),
         "request": _request(
-            config, groups, rows, estimate + others, table, measurements, storage_total, done
+            config, groups, rows, expected + others, table, measurements, storage_total, done
         ),
         "wall_time": wall,
-        "wall_time_by_gpus": costs.wall_time_by_gpus(rows, gpus),
+        "wall_time_by_gpus": estimate.wall_time_by_gpus(rows, gpus),
         "deadline": (
             _with_overlays(
                 config,
-                recommend(costs.chains(rows), deadline_hours, costs.DDP_EFFICIENCY, gpus),
+                recommend(estimate.chains(rows), deadline_hours, estimate.DDP_EFFICIENCY, gpus),
             )
             if deadline_hours
             else None
@@ -180,31 +182,31 @@ def _with_overlays(config: dict, deadline: dict) -> dict:
     return deadline
 
 
-def _request(config, groups, rows, estimate, table, measurements, storage_total, done) -> dict:
+def _request(config, groups, rows, expected, table, measurements, storage_total, done) -> dict:
     """What to ask for in an allocation request: GPU-hours (the expected estimate of every GPU
     stage, less what the run has done, with a margin; not the bound, nor the requested sum),
     the longest single job against the partitions' limit, the GPU memory the largest job
     needs, node-local disk, and storage."""
-    from imagenot.plan import costs
     from imagenot.plan.slurm_profile import load_site, max_runtime_min
+    from imagenot.train import estimate
 
     site = config["resources"]["site"]
     memory = measurements["memory"]
-    left = estimate - done
+    left = expected - done
     return {
         "gpu_hours": round(left * (1 + MARGIN), -1 if left > 100 else 0),
         "gpu_hours_estimate": round(left, 1),
         "margin": MARGIN,
         "gpu_hours_requested_sum": round(sum(g["gpu_hours_requested"] for g in groups), 1),
-        "longest_job": costs.longest_job(config, table),
-        "longest_job_expected": costs.longest_expected_job(rows),
+        "longest_job": estimate.longest_job(config, table),
+        "longest_job_expected": estimate.longest_expected_job(rows),
         "max_runtime_hours": round(max_runtime_min(config, load_site(site)) / 60, 1),
         "gpu_memory": {
-            **costs.gpu_memory(config, memory),
+            **estimate.gpu_memory(config, memory),
             "measured": memory is not None,
             "failed": [m for m in memory or [] if m["status"] == "fail"],
         },
-        "node_local_disk": costs.node_local_disk(config),
+        "node_local_disk": estimate.node_local_disk(config),
         "storage_bytes": storage_total,
     }
 
@@ -361,7 +363,7 @@ def _request_lines(plan: dict) -> list[str]:
 def format_wall_time(plan: dict) -> list[str]:
     """Training's schedule against GPUs: when it ends and the share of the reserved GPU-hours
     it uses; where more GPUs stop helping, and why."""
-    from imagenot.plan.costs import DDP_EFFICIENCY
+    from imagenot.train.estimate import DDP_EFFICIENCY
 
     w, by = plan["wall_time"], plan["wall_time_by_gpus"]
     if not w["longest_chain"]:

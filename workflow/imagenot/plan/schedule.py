@@ -46,69 +46,85 @@ class Chain:
         return self.gpus * sum(s.jobs * s.hours for s in self.stages)
 
 
+def place(chains: dict, capacity: int) -> dict:
+    """Start and end hour of each stage of ``chains`` (name -> stages, each ``(jobs, width,
+    hours)``, ``hours`` one job's or a list of each job's; a stage's jobs start when the
+    previous stage's last job has ended) on ``capacity`` GPUs or cores: ready jobs started
+    longest-remaining-chain first (a stage's longest job first), a smaller one when the first
+    does not fit (backfill). A stage of no jobs is passed over; a job of width 0 is a wait that
+    holds none; one wider than ``capacity`` takes it all. Returns ``{name: [(start, end) per
+    stage]}``."""
+    names = list(chains)
+    each = {
+        n: [sorted(h, reverse=True) if isinstance(h, list) else [h] * j for j, _, h in chains[n]]
+        for n in names
+    }
+    longest = {n: [max(jobs, default=0.0) for jobs in each[n]] for n in names}
+    tails = {n: [sum(longest[n][k:]) for k in range(len(chains[n]))] for n in names}
+    spans: dict = {n: [] for n in names}
+    stage = dict.fromkeys(names, 0)
+    left = dict.fromkeys(names, 0)
+    ready: list[list] = []  # [-remaining critical path, chain, width, each job's hours]
+    running: list[tuple[float, int, int]] = []  # (end, chain, width) heap, one entry per job
+    now, free = 0.0, capacity
+
+    def release(i: int) -> None:
+        """Make the next stage of chain ``i`` that has jobs ready (or finish the chain)."""
+        name = names[i]
+        while stage[name] < len(chains[name]) and not each[name][stage[name]]:
+            spans[name].append([now, now])
+            stage[name] += 1
+        if stage[name] < len(chains[name]):
+            jobs = list(each[name][stage[name]])
+            left[name] = len(jobs)
+            spans[name].append([None, now])
+            width = min(chains[name][stage[name]][1], capacity)
+            ready.append([-tails[name][stage[name]], i, width, jobs])
+
+    for i in range(len(names)):
+        release(i)
+    while ready or running:
+        ready.sort()
+        for entry in ready:
+            _, i, width, jobs = entry
+            n = len(jobs) if width == 0 else min(len(jobs), free // width)
+            for _ in range(n):
+                heapq.heappush(running, (now + jobs.pop(0), i, width))
+            if n and spans[names[i]][-1][0] is None:
+                spans[names[i]][-1][0] = now
+            free -= n * width
+        ready = [e for e in ready if e[3]]
+        if not running:
+            break
+        now, i, width = heapq.heappop(running)
+        ended = [(i, width)]
+        while running and running[0][0] <= now + 1e-12:
+            ended.append(heapq.heappop(running)[1:])
+        for j, w in ended:
+            free += w
+            left[names[j]] -= 1
+            if left[names[j]] == 0:
+                spans[names[j]][-1][1] = now
+                stage[names[j]] += 1
+                release(j)
+    return {n: [(round(s, 3), round(e, 3)) for s, e in spans[n]] for n in names}
+
+
 def simulate(chains: list[Chain], gpus: int) -> dict:
-    """Place every job of ``chains`` on ``gpus`` GPUs, critical chain first (see the module's
-    doc). Returns ``hours`` (when the last job ends), ``gpu_hours`` (what the jobs use),
-    ``reserved_gpu_hours`` (``gpus`` x ``hours``) and ``used`` (their ratio). A chain that asks
-    for more GPUs than there are raises ValueError."""
-    if gpus < 1:
-        raise ValueError(f"--gpus must be at least 1, got {gpus}")
+    """Place every job of ``chains`` on ``gpus`` GPUs, critical chain first (:func:`place`, see
+    the module's doc). Returns ``hours`` (when the last job ends), ``gpu_hours`` (what the jobs
+    use), ``reserved_gpu_hours`` (``gpus`` x ``hours``) and ``used`` (their ratio). A chain
+    that asks for more GPUs than there are raises ValueError."""
     too_wide = [c for c in chains if c.gpus > gpus and c.hours() > 0]
     if too_wide:
         c = too_wide[0]
         raise ValueError(f"{c.name} {c.model} asks for {c.gpus} GPUs per job, more than {gpus}")
     live = [c for c in chains if c.hours() > 0]
-    # remaining critical path of each chain from stage k on (its priority when stage k is ready)
-    tails = []
-    for c in live:
-        tail, rest = [], 0.0
-        for s in reversed(c.stages):
-            rest += s.hours if s.jobs else 0.0
-            tail.append(rest)
-        tails.append(tail[::-1])
-    ready: list[list] = []  # [-priority, chain, hours, jobs]: one entry per ready stage
-    running: list[tuple[float, int]] = []  # (end, chain) heap, one entry per job
-    left = [0] * len(live)  # jobs of the current stage still running or waiting
-    stage_of = [0] * len(live)
-
-    def release(i: int) -> None:
-        """Make the next stage of chain ``i`` that has jobs ready (or finish the chain)."""
-        c = live[i]
-        while stage_of[i] < len(c.stages) and not c.stages[stage_of[i]].jobs:
-            stage_of[i] += 1
-        if stage_of[i] >= len(c.stages):
-            return
-        s = c.stages[stage_of[i]]
-        left[i] = s.jobs
-        ready.append([-tails[i][stage_of[i]], i, s.hours, s.jobs])
-
-    for i in range(len(live)):
-        release(i)
-    now, free, busy = 0.0, gpus, 0.0
-    while ready or running:
-        ready.sort()
-        for entry in ready:
-            _, i, hours, jobs = entry
-            g = live[i].gpus
-            n = min(jobs, free // g)
-            for _ in range(n):
-                heapq.heappush(running, (now + hours, i))
-            free -= n * g
-            busy += n * g * hours
-            entry[3] -= n
-        ready = [e for e in ready if e[3]]
-        if not running:
-            break
-        now, i = heapq.heappop(running)
-        ended = [i]
-        while running and running[0][0] <= now + 1e-12:
-            ended.append(heapq.heappop(running)[1])
-        for j in ended:
-            free += live[j].gpus
-            left[j] -= 1
-            if left[j] == 0:
-                stage_of[j] += 1
-                release(j)
+    spans = place(
+        {i: [(s.jobs, c.gpus, s.hours) for s in c.stages] for i, c in enumerate(live)}, gpus
+    )
+    now = max((e for stages in spans.values() for _, e in stages), default=0.0)
+    busy = sum(c.gpu_hours() for c in live)
     reserved = gpus * now
     return {
         "gpus": gpus,
@@ -192,22 +208,14 @@ def recommend(
     :func:`simulate` result, or None when nothing tried meets the deadline. With ``gpus``,
     also ``on_gpus``: :func:`best_on` those GPUs."""
     options = gpus_options(chains, deadline, efficiency)
-    uniform = None
-    for g in (1, 2, 4, 8):
-        got = fewest_gpus(with_gpus(chains, dict.fromkeys(options, g), efficiency), deadline)
-        if got and (uniform is None or got["reserved_gpu_hours"] < uniform["reserved_gpu_hours"]):
-            uniform = {**got, "per_model": dict.fromkeys(options, g)}
-    best = None
-    wide = {m: o for m, o in options.items() if len(o) > 1}
-    base = {m: o[0] for m, o in options.items()}
-    for mask in range(2 ** len(wide)):
-        per_model = dict(base)
-        for k, m in enumerate(sorted(wide)):
-            if mask >> k & 1:
-                per_model[m] = wide[m][1]
-        got = fewest_gpus(with_gpus(chains, per_model, efficiency), deadline)
-        if got and (best is None or got["reserved_gpu_hours"] < best["reserved_gpu_hours"]):
-            best = {**got, "per_model": per_model}
+    tries = [dict.fromkeys(options, g) for g in (1, 2, 4, 8)]
+    uniform = _cheapest(chains, tries, efficiency, lambda c: fewest_gpus(c, deadline), deadline)
+    wide = sorted(m for m, o in options.items() if len(o) > 1)
+    tries = [
+        {m: o[mask >> wide.index(m) & 1] if m in wide else o[0] for m, o in options.items()}
+        for mask in range(2 ** len(wide))
+    ]
+    best = _cheapest(chains, tries, efficiency, lambda c: fewest_gpus(c, deadline), deadline)
     on = best_on(chains, gpus, deadline, efficiency) if gpus else None
     return {
         "deadline_hours": deadline,
@@ -233,12 +241,18 @@ def best_on(chains: list[Chain], gpus: int, deadline: float, efficiency: float) 
         for b in (1, 2, 4, 8):
             if max(a, b) <= gpus and len(models) >= 2:
                 tries.append({**dict.fromkeys(models, 1), models[0]: a, models[1]: b})
+    return _cheapest(chains, tries, efficiency, lambda c: simulate(c, gpus), deadline)
+
+
+def _cheapest(chains: list[Chain], tries: list, efficiency: float, schedule, deadline: float):
+    """Of ``tries`` (GPUs per job per model), the one whose ``schedule`` (of ``chains`` at
+    those GPUs per job: a :func:`simulate` result, or None) ends within ``deadline`` hours at
+    the least reserved GPU-hours (of equal ones, the largest share used), with its
+    ``per_model``; None when none does."""
     best = None
     for per_model in tries:
-        got = simulate(with_gpus(chains, per_model, efficiency), gpus)
-        key = (got["reserved_gpu_hours"], -got["used"])
-        if got["hours"] <= deadline and (
-            best is None or key < (best["reserved_gpu_hours"], -best["used"])
-        ):
-            best = {**got, "per_model": per_model}
-    return best
+        got = schedule(with_gpus(chains, per_model, efficiency))
+        key = got and (got["reserved_gpu_hours"], -got["used"])
+        if got and got["hours"] <= deadline and (best is None or key < best[0]):
+            best = key, {**got, "per_model": per_model}
+    return best and best[1]

@@ -58,7 +58,7 @@ from imagenot.acquire.dataset import Record, gather_parts, part_is_done, write_p
 from imagenot.acquire.kinds import DATASET_KINDS
 from imagenot.acquire.ranges import n_range_jobs, range_classes
 from imagenot.acquire.settings import MaterialiseSettings
-from imagenot.acquire.splits import class_split, group_by_class
+from imagenot.acquire.splits import class_split
 from imagenot.core.io import write_text
 from imagenot.core.paths import SPLITS
 from imagenot.core.registries import resolve
@@ -122,10 +122,10 @@ def materialise_range(
     _, items = read_items(path, set(mine))
     skipped = {"hidden": sum(1 for it in items if it.path and is_hidden(it.path))}
     items = [it for it in items if not (it.path and is_hidden(it.path))]
-    by_class = group_by_class(items)
-    pairs = []
-    for cls in mine:
-        pairs += class_split(cls, by_class.get(cls, []), settings)
+    by_class: dict[str, list[Item]] = {}  # each class in listing order
+    for it in items:
+        by_class.setdefault(it.cls, []).append(it)
+    pairs = [pair for cls in mine for pair in class_split(cls, by_class.get(cls, []), settings)]
     _check_empty(path, kind, mine, pairs, s.allow_empty)
     pairs = [(it, split) for it, split in pairs if split in s.splits]  # the splits read
     log.info("%s: range %d/%d, %d classes, %d images", path, job, jobs, len(mine), len(pairs))

@@ -58,14 +58,6 @@ def class_split(
     )
 
 
-def group_by_class(items: list[Item]) -> dict[str, list[Item]]:
-    """Items by class name, each class in listing order."""
-    by_class: dict[str, list[Item]] = {}
-    for it in items:
-        by_class.setdefault(it.cls, []).append(it)
-    return by_class
-
-
 KEEP_FIRST = ("test", "val", "train")  # which split keeps an image stored in two
 
 

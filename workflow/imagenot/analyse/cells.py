@@ -18,7 +18,6 @@ from imagenot.analyse import stats
 from imagenot.analyse.checks import PRINTED_SLACK
 from imagenot.analyse.table import (
     TableError,
-    check_confidence,
     is_standard,
     missing_columns,
     with_labels,
@@ -84,9 +83,9 @@ def build_cells(df: pd.DataFrame, confidence: float) -> Cells:
     Several seeds: mean +- one standard error over seeds. One seed: the table's ``ci_low`` /
     ``ci_high`` when given, else Clopper-Pearson from the model's own ``n``, else no interval
     (a point). Grouping and the Clopper-Pearson intervals are vectorised (1,500 models x 6
-    datasets in well under a second).
+    datasets in well under a second). ``confidence`` is checked where it comes in: the config's
+    schema, or :func:`imagenot.analyse.rankings.rankings_report`.
     """
-    check_confidence(confidence)
     models = list(dict.fromkeys(df["model"]))
     datasets = list(dict.fromkeys(df["dataset"]))
     optional = [c for c in ("n", "ci_low", "ci_high") if c not in df.columns]

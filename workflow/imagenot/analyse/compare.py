@@ -137,14 +137,8 @@ def compare(
         out["delta_rank"] = clean(dict(zip(common, stats.ranks(x) - stats.ranks(y), strict=True)))
     if len(common) < MIN_MODELS:
         why = f"needs at least {MIN_MODELS} models common with {reference!r}, has {len(common)}"
-        keys = (
-            "kendall_tau",
-            "spearman_rho",
-            "pearson_r",
-            "ols",
-            "rank_agreement_up_to_error_bars",
-        )
-        return out, dict.fromkeys((*keys, "bootstrap"), why)
+        keys = "kendall_tau spearman_rho pearson_r ols rank_agreement_up_to_error_bars bootstrap"
+        return out, dict.fromkeys(keys.split(), why)
     tests = stats.correlation_tests(y, x, settings.seed)
     out["correlations"] = Correlations(**clean(tests))
     problem = stats.fit_problem(x, axis)

@@ -71,13 +71,11 @@ def draw_caption_figure(name: str, labels: list[str], files: FigureFiles, s: Fig
 
 def draw_image_figure(name: str, labels: list[str], files: FigureFiles, s: FigureSettings):
     """``image_similarity``: one per-class image-similarity table per dataset."""
-    tables = {}
-    for label, path in _per_label(labels, files.tables, "tables").items():
-        t = read_parquet(path)
-        tables[shown(label, s.dataset_names)] = {
-            k: np.asarray(t[k].to_numpy(zero_copy_only=False), dtype=float)
-            for k in ("intra", "inter")
-        }
+    paths = _per_label(labels, files.tables, "tables")
+    tables = {
+        shown(label, s.dataset_names): read_parquet(path, columns=["intra", "inter"]).to_pandas()
+        for label, path in paths.items()
+    }
     return image_similarity_figure(tables, s.figure_options)
 
 
@@ -184,8 +182,9 @@ def caption_similarity_figure(curations: dict[str, tuple[dict, dict]], style: St
     return fig
 
 
-def image_similarity_figure(tables: dict[str, dict[str, np.ndarray]], style: Style):
-    """Side-by-side box plots of per-class intra- and inter-class image similarity."""
+def image_similarity_figure(tables: dict, style: Style):
+    """Side-by-side box plots of per-class intra- and inter-class image similarity (``tables``:
+    per label, its ``intra`` and ``inter`` columns: a data frame or a dict of arrays)."""
     boxes = [
         (k, kind, np.asarray(t[kind], dtype=float))
         for k, t in tables.items()

@@ -57,13 +57,9 @@ def shard_ids(config: dict) -> list[str]:
 SHARD_ID_PATTERN = "[0-9][0-9][0-9][0-9][0-9]+"
 
 
-def shard_file(config: dict, shard: str) -> str:
-    """File name of the shard with short id ``shard``."""
-    return shard_files(config)[int(shard)]
-
-
 def shard_path(config: dict, shard: str) -> str:
-    return f"{config['laion']['dir'].rstrip('/')}/{shard_file(config, shard)}"
+    """The file of the shard with short id ``shard`` (its position in the shard list)."""
+    return f"{config['laion']['dir'].rstrip('/')}/{shard_files(config)[int(shard)]}"
 
 
 def check_shard_pattern(pattern: str) -> None:
@@ -112,18 +108,12 @@ def per_shard(config: dict, pattern: str, dataset: str = "") -> list[str]:
     return [pattern.format(dataset=dataset, shard=s) for s in shard_ids(config)]
 
 
-def class_mode(config: dict, dataset: str) -> str:
-    """'discover', 'imagenet' or the path of a class list file (``classes: {from_file: ...}``)."""
-    from imagenot.curate.settings import class_mode
-
-    return class_mode(config["datasets"][dataset]["classes"])
-
-
 def class_list_input(config: dict, dataset: str) -> list[str]:
     """The class list file as a rule input (published-list mode), else nothing: a relative path
     missing from the working directory is the clone's file (:func:`imagenot.core.paths.shipped`)."""
-    mode = class_mode(config, dataset)
-    from imagenot.curate.settings import CLASS_MODES
+    from imagenot.curate.settings import CLASS_MODES, class_mode
+
+    mode = class_mode(config["datasets"][dataset]["classes"])
 
     return [] if mode in CLASS_MODES else [shipped(mode)]
 

@@ -251,24 +251,23 @@ def _failed(args: argparse.Namespace, exc: Exception) -> int:
     ``--debug``."""
     if args.debug:
         raise exc
-    status = 2
     if (message := out_of_memory(exc)) is not None:
-        status = MEMORY_LIMIT_EXIT
-    elif (
-        isinstance(exc, ModuleNotFoundError)
-        and (exc.name or "imagenot").split(".")[0] != "imagenot"
-    ):
+        print(f"imagenot {args.command}: error: {message}", file=sys.stderr)
+        return MEMORY_LIMIT_EXIT
+    if isinstance(exc, ModuleNotFoundError):
         # a package of another install than this one (the toolbox alone: no torch): one line
         # saying what to install, not a trace; a missing module of imagenot itself is a bug
-        message = missing_package(exc.name)
-    elif isinstance(exc, _user_errors()):
+        if not exc.name or exc.name.partition(".")[0] == "imagenot":
+            raise exc
+        print(f"imagenot {args.command}: error: {missing_package(exc.name)}", file=sys.stderr)
+        return 2
+    if isinstance(exc, _user_errors()):
         # a bare KeyError is a missing key; a registry's (also a ValueError) says its own words
         bare_key = isinstance(exc, KeyError) and not isinstance(exc, ValueError)
         message = f"missing key {exc}" if bare_key else str(exc)
-    else:
-        raise exc
-    print(f"imagenot {args.command}: error: {message}", file=sys.stderr)
-    return status
+        print(f"imagenot {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    raise exc
 
 
 if __name__ == "__main__":

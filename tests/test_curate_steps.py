@@ -497,6 +497,9 @@ def test_hf_classifier_filter_runs_a_local_model_and_names_missing_config(tmp_pa
         nsfw_reasons(table, cfg, None)
     with pytest.raises(ConfigError, match=r"curate\.nsfw\.filters.*'nope' is not allowed"):
         validate_config({"curate": {"nsfw": {"filters": ["nope"]}}})
+    cfg["filters"] = ["nope"]  # past the schema: the registry names what it holds
+    with pytest.raises(ValueError, match=r"unknown NSFW filter 'nope'; registered: wordnet"):
+        nsfw_reasons(table, cfg, None)
 
 
 @pytest.mark.parametrize(

@@ -111,6 +111,6 @@ def nsfw_reasons(table: pa.Table, cfg: dict, wn) -> list[str]:
     """First NSFW reason per row over the configured filters ('' = safe)."""
     reasons = [""] * table.num_rows
     for name in cfg["filters"]:  # registered names (the schema's x-registry)
-        flagged = NSFW_FILTERS[name](cfg, wn)(table)
+        flagged = NSFW_FILTERS.entry(name)(cfg, wn)(table)
         reasons = [r or f for r, f in zip(reasons, flagged, strict=True)]
     return reasons

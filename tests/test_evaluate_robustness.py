@@ -15,7 +15,7 @@ from statsmodels.stats.proportion import proportion_confint
 from imagenot.core.config import validate_config
 from imagenot.evaluate import plan
 from imagenot.evaluate.files import RobustnessFiles
-from imagenot.evaluate.metrics import clopper_pearson, robust_accuracy, topk_correct
+from imagenot.evaluate.metrics import robust_accuracy, topk_correct
 from imagenot.evaluate.robustness import (
     evaluate_batches,
     evaluate_checkpoint,
@@ -149,24 +149,6 @@ def test_topk_on_hand_made_logits():
     assert topk_correct(logits, labels, 5).tolist() == [True, True, False, True]
     # fewer classes than k: top-k is every class
     assert topk_correct(logits[:, :3], torch.tensor([0, 2, 1, 1]), 5).all()
-
-
-@pytest.mark.parametrize("k,n", [(0, 10), (10, 10), (3, 10), (57, 100), (1, 1), (499, 1000)])
-def test_clopper_pearson_matches_statsmodels(k, n):
-    low, high = clopper_pearson(k, n)
-    ref_low, ref_high = proportion_confint(k, n, alpha=0.05, method="beta")
-    assert low == pytest.approx(ref_low, abs=1e-12)
-    assert high == pytest.approx(ref_high, abs=1e-12)
-
-
-def test_clopper_pearson_vectorised_on_random_counts():
-    rng = np.random.default_rng(0)
-    n = rng.integers(1, 500, 50)
-    k = rng.integers(0, n + 1)
-    low, high = clopper_pearson(k, n, alpha=0.1)
-    ref_low, ref_high = proportion_confint(k, n, alpha=0.1, method="beta")
-    np.testing.assert_allclose(low, np.nan_to_num(ref_low, nan=0.0), atol=1e-12)
-    np.testing.assert_allclose(high, np.nan_to_num(ref_high, nan=1.0), atol=1e-12)
 
 
 def test_summary_rows_and_robust_accuracy(settings, data):

@@ -201,9 +201,7 @@ def weighted_mean(acc: np.ndarray, weights: np.ndarray) -> np.ndarray:
     ``weights`` is one weight per dataset, or a models x datasets matrix (each model's own
     test-set size where the sizes differ within a dataset).
     """
-    a = np.asarray(acc, dtype=float)
-    w = np.broadcast_to(np.asarray(weights, dtype=float), a.shape)
-    return (a * w).sum(axis=1) / w.sum(axis=1)
+    return np.average(np.asarray(acc, dtype=float), axis=1, weights=np.asarray(weights, float))
 
 
 def geometric_mean(acc: np.ndarray) -> np.ndarray:

@@ -196,14 +196,13 @@ def _embed_batches(batches, encode: Callable, prepare: Callable, device: str) ->
 
 def first_per_class(labels: np.ndarray, limit: int | None) -> np.ndarray:
     """Indices of the first ``limit`` items of each label, in input order (all if None)."""
+    import pandas as pd
+
     labels = np.asarray(labels, dtype=np.int64)
-    if limit is None or labels.size == 0:
+    if limit is None:
         return np.arange(labels.size)
-    order = np.argsort(labels, kind="stable")
-    sorted_labels = labels[order]
-    starts = np.searchsorted(sorted_labels, sorted_labels, side="left")
-    rank = np.arange(labels.size) - starts  # position of each item within its label
-    return np.sort(order[rank < limit])
+    rank = pd.Series(labels).groupby(labels).cumcount().to_numpy()  # within its label
+    return np.flatnonzero(rank < limit)
 
 
 def embed_dataset(

@@ -142,15 +142,8 @@ def hypernym_graph(synsets: Iterable) -> nx.DiGraph:
     Nodes and edges are inserted in sorted order so that every graph algorithm downstream
     (greedy modularity included) is deterministic whatever the list order.
     """
-    edges: set[tuple[str, str]] = set()
-    seen, stack = set(), list(synsets)
-    while stack:
-        synset = stack.pop()
-        if synset not in seen:
-            seen.add(synset)
-            parents = direct_hypernyms(synset)
-            edges |= {(wnid_of(parent), wnid_of(synset)) for parent in parents}
-            stack += parents
+    seen = set(synsets).union(*(s.closure(direct_hypernyms) for s in synsets))  # + ancestors
+    edges = {(wnid_of(p), wnid_of(s)) for s in seen for p in direct_hypernyms(s)}
     graph = nx.DiGraph()
     graph.add_nodes_from(sorted(wnid_of(s) for s in seen))
     graph.add_edges_from(sorted(edges))

@@ -36,7 +36,7 @@ import torch
 from imagenot.core import job_usage
 from imagenot.core.io import write_parquet
 from imagenot.evaluate.files import RobustnessFiles
-from imagenot.evaluate.metrics import clopper_pearson, topk_correct
+from imagenot.evaluate.metrics import topk_correct
 from imagenot.evaluate.outputs import NonFiniteOutputs, check_finite_outputs, check_published
 from imagenot.evaluate.reference import full_float32, numerics, reference_input, run_is_published
 from imagenot.evaluate.settings import RobustnessSettings
@@ -287,12 +287,17 @@ def summarise(per_image: pa.Table, meta: Mapping[str, Any], confidence: float) -
     """Per-transformation top-1/top-5 (percent), n and the Clopper-Pearson top-1 interval of
     coverage ``confidence`` (``evaluate.confidence``); a published run's rows carry its
     ``weights`` and ``published_top1`` as its ``result.json`` (``meta``) records them."""
+    from scipy.stats import binomtest  # its exact interval: Clopper-Pearson's
+
     df = per_image.select(["transform", "correct", "correct_top5"]).to_pandas()
     hits = df.groupby("transform", sort=False).agg(
         n=("correct", "size"), k=("correct", "sum"), k5=("correct_top5", "sum")
     )
     names, (n, k, k5) = list(hits.index), hits.to_numpy(np.int64).T
-    low, high = clopper_pearson(k, n, 1.0 - confidence)
+    cis = [
+        binomtest(int(a), int(b)).proportion_ci(confidence, "exact")
+        for a, b in zip(k, n, strict=True)
+    ]
     published = run_is_published(meta)  # such a run records both
     top1 = meta.get("published_top1") if published else None
     run = {"model": meta["model"], "dataset": meta["dataset"], "protocol": meta["protocol"]}
@@ -301,7 +306,7 @@ def summarise(per_image: pa.Table, meta: Mapping[str, Any], confidence: float) -
     run |= {"published_top1": None if top1 is None else float(top1)}
     rows = {c: [v] * len(names) for c, v in run.items()}  # the table's columns: the schema's
     rows |= {"transform": names, "top1": 100.0 * k / n, "top5": 100.0 * k5 / n, "n": n}
-    rows |= {"ci_low": 100.0 * low, "ci_high": 100.0 * high}
+    rows |= {"ci_low": [100.0 * c.low for c in cis], "ci_high": [100.0 * c.high for c in cis]}
     return pa.table(rows, schema=ROBUSTNESS_SCHEMA)
 
 

@@ -1,8 +1,8 @@
 """Intra-class and inter-class image similarity from image embeddings (docs/method.md section 3).
 
 Similarity of two images is the inner product of their L2-normalised embeddings. Everything is
-computed from per-class sums ``S_c = sum_{i in c} x_i`` in one pass (a scatter-add and one C x C
-matrix product), never from a loop over image pairs:
+computed from per-class sums ``S_c = sum_{i in c} x_i`` in one pass (a sparse one-hot product and
+one C x C matrix product), never from a loop over image pairs:
 
 - intra-class similarity of class c: mean over ordered pairs i != j within c,
   ``(||S_c||^2 - n_c) / (n_c (n_c - 1))`` (self-pairs excluded; ``||x_i|| = 1``);
@@ -25,19 +25,6 @@ def normalise(embeddings: np.ndarray) -> np.ndarray:
     return x / np.where(norms == 0, 1.0, norms)
 
 
-def class_sums(x: np.ndarray, labels: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per-class sums of the rows of ``x`` (C x D) and per-class counts (C)."""
-    labels = np.asarray(labels, dtype=np.int64)
-    counts = np.bincount(labels, minlength=n_classes).astype(np.int64)
-    sums = np.zeros((n_classes, x.shape[1]), dtype=np.float64)
-    present = np.flatnonzero(counts)
-    if present.size:
-        ordered = x[np.argsort(labels, kind="stable")]  # rows grouped by class
-        starts = np.concatenate([[0], np.cumsum(counts[present])[:-1]])
-        sums[present] = np.add.reduceat(ordered, starts, axis=0)
-    return sums, counts
-
-
 def class_similarity(
     embeddings: np.ndarray, labels: np.ndarray, n_classes: int | None
 ) -> dict[str, np.ndarray]:
@@ -48,8 +35,13 @@ def class_similarity(
     labels = np.asarray(labels, dtype=np.int64)
     if n_classes is None:
         n_classes = int(labels.max()) + 1 if labels.size else 0
+    from scipy.sparse import csr_matrix
+
     x = normalise(embeddings)
-    sums, counts = class_sums(x, labels, n_classes)
+    counts = np.bincount(labels, minlength=n_classes).astype(np.int64)
+    rows = np.arange(labels.size)
+    onehot = csr_matrix((np.ones(labels.size), (labels, rows)), shape=(n_classes, labels.size))
+    sums = np.asarray(onehot @ x)  # C x D: the sum of each class's rows
     squared_norms = np.einsum("ij,ij->i", x, x)  # 1, or 0 for zero embeddings
     self_sum = np.bincount(labels, weights=squared_norms, minlength=n_classes)
     gram = sums @ sums.T  # C x C: sum of inner products between classes c and d

@@ -51,8 +51,26 @@ def paper_plan(paper_jobs, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def demo_plan(tmp_path_factory):
-    return build_plan(DEMO, gpus=2, directory=tmp_path_factory.mktemp("demo_workdir"))
+def demo_jobs():
+    from imagenot.plan.planning import planned_jobs
+
+    return planned_jobs(DEMO)
+
+
+@pytest.fixture(scope="module")
+def demo_plan(demo_jobs, tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("imagenot.plan.planning.planned_jobs", lambda paths: demo_jobs)
+        return build_plan(DEMO, gpus=2, directory=tmp_path_factory.mktemp("demo_workdir"))
+
+
+def test_a_deadline_without_a_training_estimate_is_not_answered(demo_jobs, tmp_path, monkeypatch):
+    """The demo's models have no throughput: --deadline-hours has no schedule to answer from,
+    and the plan says so instead of failing (the paper's answer: test_the_paper_on_32_gpus)."""
+    monkeypatch.setattr("imagenot.plan.planning.planned_jobs", lambda paths: demo_jobs)
+    plan = build_plan(DEMO, gpus=2, deadline_hours=72, directory=tmp_path)
+    assert plan["deadline"] is None and not plan["training_estimate"]["rows"]
+    assert "GPU-hours: not estimated (no trained model has a throughput)" in format_plan(plan)
 
 
 def _rules(plan: dict) -> dict[str, int]:

@@ -88,50 +88,35 @@ def group_rows(config: dict, jobs: list[PlannedJob]) -> list[dict]:
     sized = set(config["resources"]["work"])
     searches = audit_cost.search_jobs(config)
     input_mb = {"audit_search": max((j["input_mb"] for j in searches), default=0.0)}
-    rows: dict[str, dict] = {}
+    requests: dict[str, list] = {}  # group -> (job, its resources, their source) per job
     for job in jobs:
         res, source = dict(job.resources), "request"
         if job.rule in sized:
             got, source = _work_request(config, job, scale, paper, input_mb)
             res.update(got)
-        group = groups.get(job.rule, "other")
-        row = rows.setdefault(
-            group,
-            {
-                "group": group,
-                "rules": Counter(),
-                "jobs": 0,
-                "gpu_jobs": 0,
-                "gpu_hours_requested": 0.0,
-                "core_hours_requested": 0.0,
-                "peak_mem_mb_requested": 0,
-                "peak_mem_mb_projected": None,
-                "disk_mb_requested": 0,
-                "notes": set(),
-            },
-        )
-        hours = (res.get("runtime") or 0) / 60
-        row["rules"][job.rule] += 1
-        row["jobs"] += 1
-        row["gpu_jobs"] += job.gpus > 0
-        row["gpu_hours_requested"] += job.gpus * hours
-        row["core_hours_requested"] += job.threads * hours
-        row["peak_mem_mb_requested"] = max(row["peak_mem_mb_requested"], res.get("mem_mb") or 0)
-        row["disk_mb_requested"] += res.get("disk_mb") or 0
-        if res.get("runtime") is None or res.get("mem_mb") is None:
-            row["notes"].add(f"{job.rule}: request unknown until its input exists")
-        if source != "request":
-            row["notes"].add(f"{job.rule}: {source}")
-        if paper and job.rule in projected:
-            peak = projected[job.rule]["peak_rss_mb"]
-            row["peak_mem_mb_projected"] = max(row["peak_mem_mb_projected"] or 0, round(peak))
+        requests.setdefault(groups.get(job.rule, "other"), []).append((job, res, source))
     out = []
-    for row in rows.values():
-        row["rules"] = dict(sorted(row["rules"].items()))
-        row["gpu_hours_requested"] = round(row["gpu_hours_requested"], 1)
-        row["core_hours_requested"] = round(row["core_hours_requested"], 1)
-        row["notes"] = sorted(row["notes"])
-        out.append(row)
+    for group, mine in requests.items():
+        hours = [(res.get("runtime") or 0) / 60 for _, res, _ in mine]
+        notes = {f"{j.rule}: {source}" for j, _, source in mine if source != "request"}
+        notes |= {
+            f"{j.rule}: request unknown until its input exists"
+            for j, res, _ in mine
+            if res.get("runtime") is None or res.get("mem_mb") is None
+        }
+        peaks = [round(projected[j.rule]["peak_rss_mb"]) for j, _, _ in mine if j.rule in projected]
+        row = {"group": group, "rules": dict(sorted(Counter(j.rule for j, _, _ in mine).items()))}
+        row |= {"jobs": len(mine), "gpu_jobs": sum(j.gpus > 0 for j, _, _ in mine)}
+        row["gpu_hours_requested"] = round(
+            sum(j.gpus * h for (j, _, _), h in zip(mine, hours, strict=True)), 1
+        )
+        row["core_hours_requested"] = round(
+            sum(j.threads * h for (j, _, _), h in zip(mine, hours, strict=True)), 1
+        )
+        row["peak_mem_mb_requested"] = max(res.get("mem_mb") or 0 for _, res, _ in mine)
+        row["peak_mem_mb_projected"] = max(peaks, default=None) if paper else None
+        row["disk_mb_requested"] = sum(res.get("disk_mb") or 0 for _, res, _ in mine)
+        out.append(row | {"notes": sorted(notes)})
     return out
 
 

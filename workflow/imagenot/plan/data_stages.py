@@ -151,7 +151,7 @@ def data_chains(config: dict, jobs: list, gpus: int) -> tuple[dict, dict]:
         nbytes = urls * success * MEAN_PHOTO_PIXELS * BYTES_PER_PIXEL
         parts = max(_count(jobs, "acquire_download"), 1)
         width = _threads(jobs, "acquire_download")
-        at_once = max(1, min(parts, config_cores(config) // width))
+        at_once = max(1, min(parts, config["resources"]["plan_cores"] // width))
         per_core = DOWNLOAD_SAMPLES_PER_S / DOWNLOAD_NODE_CORES
         by_rate = urls / parts / (per_core * width) / 3600
         by_bytes = nbytes / parts * 8 / (DOWNLOAD_GBIT_PER_S * 1e9 / at_once) / 3600
@@ -236,20 +236,14 @@ def audit_chains(config: dict, jobs: list, gpus: int, ready: dict[str, float]) -
     return chains, facts
 
 
-def config_cores(config: dict) -> int:
-    """The CPU cores of the plan: ``resources.plan_cores`` (the schema's default, or an
-    overlay's)."""
-    return config["resources"]["plan_cores"]
-
-
 def data_stage_rows(config: dict, jobs: list, gpus: int) -> list[dict]:
-    """One row per data stage chain, scheduled on ``config``'s cores (:func:`config_cores`):
+    """One row per data stage chain, scheduled on the plan's CPU cores (``resources.plan_cores``: the schema's default, or an overlay's):
     its start and end hour, its jobs and estimated core-hours, and its source; ``hours`` the
     stage's time in the schedule, None where not estimated (a LAION copy the scale model does
     not project)."""
     from imagenot.plan.costs import paper_shaped, scale_projection
 
-    cores = config_cores(config)
+    cores = config["resources"]["plan_cores"]
     chains, facts = data_chains(config, jobs, gpus)
     spans = place(chains, cores)
     ready = {
@@ -403,7 +397,7 @@ def whole_run(config: dict, data: list[dict], wall: dict, stages: list[dict], gp
         "hours": round(sum(best.values()), 1),
         "parts": {k: round(v, 2) for k, v in best.items()},
         "critical_path": list(best),
-        "cores": config_cores(config),
+        "cores": config["resources"]["plan_cores"],
         "ready": {n: round(e, 2) for n, (e, _) in ready.items()},
         "source": "the data stages as scheduled on the cores; training from when every dataset "
         "it trains on is ready (a chain of an earlier one could start sooner), its schedule on "

@@ -18,6 +18,8 @@ training rules from their promotion input (:mod:`imagenot.train.resources`).
 
 from __future__ import annotations
 
+from imagenot.plan.work import growth
+
 
 def _job_class(config: dict, job_class: str) -> dict:
     classes = config["resources"]["classes"]
@@ -29,17 +31,13 @@ def _job_class(config: dict, job_class: str) -> dict:
     return classes[job_class]
 
 
-def _growth(config: dict, attempt: int) -> float:
-    return config["resources"]["attempt_growth"] ** max(attempt - 1, 0)
-
-
 def mem_mb(config: dict, job_class: str, attempt: int = 1) -> int:
     """Memory (MB) a job of ``job_class`` asks for on ``attempt``."""
-    return int(_job_class(config, job_class)["mem_mb"] * _growth(config, attempt))
+    return int(_job_class(config, job_class)["mem_mb"] * growth(config, attempt))
 
 
 def runtime_min(config: dict, job_class: str, attempt: int = 1) -> int:
     """Runtime (minutes) a job of ``job_class`` asks for on ``attempt``, at most the site's
     maximum (``resources.max_runtime_min``, replaced by a site profile's)."""
     first = _job_class(config, job_class)["runtime_min"]
-    return min(int(first * _growth(config, attempt)), config["resources"]["max_runtime_min"])
+    return min(int(first * growth(config, attempt)), config["resources"]["max_runtime_min"])

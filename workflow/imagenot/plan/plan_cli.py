@@ -149,7 +149,7 @@ def build_plan(
                 config,
                 recommend(estimate.chains(rows), deadline_hours, estimate.DDP_EFFICIENCY, gpus),
             )
-            if deadline_hours
+            if deadline_hours and rows
             else None
         ),
         "storage": stored,
@@ -259,10 +259,6 @@ def format_plan(plan: dict) -> str:
 
 def format_request(plan: dict) -> list[str]:
     """The allocation request, one line per thing to ask for, each with why."""
-    return _wrapped(_request_lines(plan))
-
-
-def _request_lines(plan: dict) -> list[str]:
     r, est, h = plan["request"], plan["training_estimate"], plan["gpu_hours"]
     out = ["what to request (an allocation):"]
     if not est["rows"]:
@@ -357,7 +353,7 @@ def _request_lines(plan: dict) -> list[str]:
             f"turned on, up to {_gb(disk['all_trained_bytes'])} per node)"
         )
     out.append(f"  shared storage: {_gb(r['storage_bytes'])} (the storage estimate below)")
-    return out
+    return _wrapped(out)
 
 
 def format_wall_time(plan: dict) -> list[str]:

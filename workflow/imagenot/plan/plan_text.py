@@ -127,6 +127,6 @@ def format_deadline(plan: dict) -> list[str]:
 
 def _flow(value) -> str:
     """``value`` as one line of YAML flow style (a config overlay)."""
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_flow(v)}" for k, v in value.items()) + "}"
-    return str(value)
+    import yaml
+
+    return yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=1e9).strip()

@@ -84,9 +84,12 @@ def placeholder_overlay(root: Path, config: dict) -> dict:
     """A config overlay that points every external input of ``config`` into ``root``, creating
     them empty: the LAION parts (unless a demo or scale world writes them), each adapter
     dataset's folder and the published weights the config starts from."""
+    from imagenot.core.config import validate_config
     from imagenot.curate import plan as curate_plan
+    from imagenot.train.experiments import published_weights
+    from imagenot.train.registry import weights_filename
 
-    full = validated(config)
+    full = validate_config(copy.deepcopy(config))  # the schema's defaults; config left as is
     overlay: dict = {"datasets": {}, "laion": {}, "train": {}}
     if world_rows_per_part(full) is None:
         laion_dir = root / "laion"
@@ -104,27 +107,10 @@ def placeholder_overlay(root: Path, config: dict) -> dict:
         weights = root / "weights"
         weights.mkdir()
         overlay["train"]["weights_dir"] = str(weights)
-        for name in published_weight_files(full):
-            (weights / name).touch()
+        for model in full["train"]["models"]:  # the published weights FT/TL runs start from
+            if chosen := published_weights(full["train"], model):
+                (weights / weights_filename(chosen)).touch()
     return {k: v for k, v in overlay.items() if v}
-
-
-def validated(config: dict) -> dict:
-    """A copy of ``config`` with the schema's defaults filled in (``config`` is left as is)."""
-    from imagenot.core.config import validate_config
-
-    return validate_config(copy.deepcopy(config))
-
-
-def published_weight_files(config: dict) -> list[str]:
-    """File names of the published weights the config's FT/TL runs and ImageNet models start
-    from."""
-    from imagenot.train.experiments import published_weights
-    from imagenot.train.registry import weights_filename
-
-    train = validated(config)["train"]
-    chosen = (published_weights(train, m) for m in train["models"])
-    return [weights_filename(weights) for weights in chosen if weights]
 
 
 def snakemake_env() -> dict[str, str]:

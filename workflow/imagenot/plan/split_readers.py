@@ -143,31 +143,22 @@ def encoder_side(config: dict) -> int | None:
     return encoder["clip_image_size"] if encoder["kind"] == "clip" else None
 
 
-def needed_size(config: dict, dataset: str, rule: str) -> int:
-    """The side ``rule`` (a name of :func:`split_readers`) needs of ``dataset``'s stored
-    images: the encoder's input (:func:`encoder_side`) for the embeddings and the audit's
-    calibration, at most the dataset's own side; the dataset's own side
-    (:func:`imagenot.acquire.sizes.stored_size`) for every other reader."""
-    from imagenot.acquire.sizes import stored_size
-
-    own = stored_size(config, dataset)
-    side = encoder_side(config)
-    if side is not None and (rule.startswith(EMBED) or rule == CALIBRATE):
-        return min(own, side)
-    return own
-
-
 def split_size(config: dict, dataset: str, split: str) -> int:
-    """The side ``split`` of ``dataset`` is stored at: the largest :func:`needed_size` of the
-    rules that read it; the dataset's own side where it is built from downloads (every split
-    at the download's size) or nothing reads the split."""
+    """The side ``split`` of ``dataset`` is stored at: the largest side the rules that read it
+    need, the image encoder's input (:func:`encoder_side`, at most the dataset's own side) for
+    the embeddings and the audit's calibration and the dataset's own side
+    (:func:`imagenot.acquire.sizes.stored_size`) for every other reader; the dataset's own side
+    where it is built from downloads (every split at the download's size) or nothing reads the
+    split."""
     from imagenot.acquire.kinds import DATASET_KINDS
     from imagenot.acquire.sizes import stored_size
 
+    own, side = stored_size(config, dataset), encoder_side(config)
     rules = split_readers(config)[dataset][split]
     if not rules or not DATASET_KINDS[config["datasets"][dataset]["kind"]].adapter:
-        return stored_size(config, dataset)
-    return max(needed_size(config, dataset, rule) for rule in rules)
+        return own
+    encoded = [r.startswith(EMBED) or r == CALIBRATE for r in rules]
+    return max(min(own, side) if side is not None and e else own for e in encoded)
 
 
 def split_sizes(config: dict, dataset: str) -> dict[str, int]:

@@ -19,41 +19,29 @@ their memory is bounded by a batch, not by the part.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 
 class WorkTooLarge(ValueError):
     """A job whose estimated runtime exceeds the site's maximum runtime."""
 
 
-@dataclass(frozen=True)
-class Cost:
-    """Per-rule cost model (config ``resources.work.<rule>``)."""
-
-    floor_mb: float
-    mb_per_gb: float
-    floor_min: float
-    min_per_gb: float
-
-    @classmethod
-    def of(cls, config: dict, rule: str) -> Cost:
-        return cls(**config["resources"]["work"][rule])
-
-
-def _growth(config: dict, attempt: int) -> float:
+def growth(config: dict, attempt: int) -> float:
+    """How many times its first request a job asks for on ``attempt``."""
     return config["resources"]["attempt_growth"] ** max(attempt - 1, 0)
 
 
 def mem_mb(config: dict, rule: str, input_mb: float, attempt: int = 1) -> int:
     """Memory (MB) to request for one job of ``rule`` whose inputs hold ``input_mb`` MB."""
-    cost = Cost.of(config, rule)
-    return math.ceil((cost.floor_mb + cost.mb_per_gb * input_mb / 1024) * _growth(config, attempt))
+    cost = config["resources"]["work"][rule]  # the schema's work_cost: all four numbers
+    return math.ceil(
+        (cost["floor_mb"] + cost["mb_per_gb"] * input_mb / 1024) * growth(config, attempt)
+    )
 
 
 def estimated_min(config: dict, rule: str, input_mb: float) -> float:
     """First-attempt runtime estimate (minutes) of one job of ``rule``."""
-    cost = Cost.of(config, rule)
-    return cost.floor_min + cost.min_per_gb * input_mb / 1024
+    cost = config["resources"]["work"][rule]
+    return cost["floor_min"] + cost["min_per_gb"] * input_mb / 1024
 
 
 def runtime_min(config: dict, rule: str, input_mb: float, attempt: int = 1) -> int:
@@ -67,4 +55,4 @@ def runtime_min(config: dict, rule: str, input_mb: float, attempt: int = 1) -> i
             "into more, smaller parts (LAION parts can be split by row groups), or raise the "
             "maximum if the site allows it"
         )
-    return min(math.ceil(first * _growth(config, attempt)), site_max)
+    return min(math.ceil(first * growth(config, attempt)), site_max)

@@ -207,4 +207,4 @@ def test_no_csv_writer_bypasses_the_escaper(repo_root):
             if re.search(r"pacsv\.write_csv\(", line):
                 assert "csv_table(" in line, f"{rel}: {line}"
         if re.search(r"csv\.(writer|DictWriter)\(", text):
-            assert re.search(r"from imagenot\.escape import .*csv_(row|cell)", text), rel
+            assert re.search(r"from imagenot\.core\.escape import .*csv_(row|cell)", text), rel

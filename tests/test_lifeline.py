@@ -198,7 +198,7 @@ def test_a_workflow_jobs_imagenot_command_binds_to_its_parent(tmp_path):
     from imagenot.core import job_usage
 
     code = (
-        "from imagenot import cli, lifeline;"
+        "from imagenot import cli; from imagenot.core import lifeline;"
         f" cli.main(['validate-config', {str(REPO / 'config' / 'config.yaml')!r}]);"
         " print('bound' if lifeline._bound else 'free')"
     )

@@ -399,7 +399,7 @@ def test_registries_import_without_torch(kind):
     module = registries.REGISTRIES[kind].split(":")[0]
     code = (
         f"import sys, {module}, imagenot.core.config, imagenot.core.stages; "
-        f"from imagenot import registries; registries.names({kind!r}); "
+        f"from imagenot.core import registries; registries.names({kind!r}); "
         "assert 'torch' not in sys.modules"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}

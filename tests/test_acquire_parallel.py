@@ -704,3 +704,22 @@ def _dataset(folder) -> list[str]:
         *("--classes", str(Path(folder) / CLASSES_FILE)),
         *("--fingerprint", str(Path(folder) / FINGERPRINT_FILE)),
     ]
+
+
+def test_gather_refuses_an_index_file_away_from_its_manifest(tmp_path, capsys):
+    """``acquire-gather`` writes a dataset's classes and fingerprint beside its manifest, where the
+    format puts them: a flag naming another place is refused, naming the flag and the place.
+    Healthy: the rule's layout passes that check (here to the missing part's error)."""
+    from imagenot.cli import main
+
+    gather = ["acquire-gather", "--parts", str(tmp_path / "part.parquet")]
+    settings = ["--settings", '{"seed": 0}']
+    assert main([*gather, *_dataset(tmp_path / "ds"), *settings]) != 0
+    assert "part.parquet: part manifest not found" in capsys.readouterr().err
+    planted = _dataset(tmp_path / "ds")
+    planted[3] = str(tmp_path / "elsewhere" / "classes.txt")
+    assert main([*gather, *planted, *settings]) != 0
+    err = capsys.readouterr().err
+    assert (
+        f"--classes {planted[3]}: a dataset's classes is {tmp_path / 'ds' / 'classes.txt'}" in err
+    )

@@ -237,7 +237,9 @@ def _staged(
     return Step(name, help, run, files, settings_class if settings else None, options, **more)
 
 
-_train, _curate = (functools.partial(_staged, s) for s in ("train", "curate"))
+_train, _curate, _diagnostics, _audit, _acquire = (
+    functools.partial(_staged, s) for s in ("train", "curate", "diagnostics", "audit", "acquire")
+)
 
 
 def _run(*wildcards: str) -> Option:
@@ -250,6 +252,38 @@ _RUNG = Option("rung", "the rung decided: 0, 1, ...", "{wildcards.rung}", int, T
 _STAGE = Option("stage", "0, 1, ...: rungs, then the end", "{wildcards.stage}", int, True)
 _SLOT = Option("slot", "stage 0: the trial id", "{wildcards.slot}", int, True)
 _LAUNCH = "{params.launch}"  # the rule's launcher before the command (torchrun, srun)
+
+_AXIS, _BOOT, _FIGURE = "analyse.axis", "analyse.bootstrap", "analyse.figure_options"
+
+
+def _group(title: str, *options: Option) -> tuple[Option, ...]:
+    """``options`` listed under ``title`` in ``--help``."""
+    return tuple(dataclasses.replace(o, group=title) for o in options)
+
+
+RANKINGS_DESCRIPTION = """\
+Do rankings transfer? Statistics of any results table with columns model, dataset, accuracy
+(percent) and optional n (test-set size), seed, ci_low, ci_high; or a wide table (--format wide)
+with one column per dataset, or paired columns per dataset (<dataset>_accuracy and optional
+<dataset>_n, _ci_low, _ci_high) and at most one group column (such as benchmark) whose value
+prefixes the dataset. Several tables are read as one: a table without a dataset column is one
+test set, named NAME=FILE or after its file (results-<dataset>.csv, as timm's results CSVs);
+--accuracy-column top1 reads their accuracies.
+
+Per dataset against the reference: ranks (1 = best, ties averaged), delta rank, Kendall tau-b,
+Spearman rho and Pearson r (exact or permutation p-values for up to 30 models), the OLS fit of
+accuracy on reference accuracy (optionally on the models above a cut), rank agreement up to
+error bars, bootstrap intervals (over models, seeds or images). Across datasets: size-weighted
+and geometric means with their ranks and rank changes, correlations averaged over datasets and
+each dataset's correlation with the mean of the others, Spearman rho of errors.
+
+Delta rank = rank on the reference - rank on the dataset: positive = the model climbs, as in
+Recht et al. and Ozbulak et al.
+
+Tables with protocol/transform columns (results/analyse/accuracy.csv) are reduced with --variant.
+"""
+_DEVICE = Option("device", "torch device (default: cuda if available)")
+_OUT = Option("out", "the dataset's folder", "{params.out}", required=True, metavar="DIR")
 
 for _step in (
     _train("train-draw-trials", "pre-register and draw an experiment's trials", "Draw", _RECORD),
@@ -498,41 +532,6 @@ for _step in (
             ),
         ),
     ),
-):
-    STEPS.register(_step.name, _step)
-
-_diagnostics, _audit = (functools.partial(_staged, s) for s in ("diagnostics", "audit"))
-_AXIS, _BOOT, _FIGURE = "analyse.axis", "analyse.bootstrap", "analyse.figure_options"
-
-
-def _group(title: str, *options: Option) -> tuple[Option, ...]:
-    """``options`` listed under ``title`` in ``--help``."""
-    return tuple(dataclasses.replace(o, group=title) for o in options)
-
-
-RANKINGS_DESCRIPTION = """\
-Do rankings transfer? Statistics of any results table with columns model, dataset, accuracy
-(percent) and optional n (test-set size), seed, ci_low, ci_high; or a wide table (--format wide)
-with one column per dataset, or paired columns per dataset (<dataset>_accuracy and optional
-<dataset>_n, _ci_low, _ci_high) and at most one group column (such as benchmark) whose value
-prefixes the dataset. Several tables are read as one: a table without a dataset column is one
-test set, named NAME=FILE or after its file (results-<dataset>.csv, as timm's results CSVs);
---accuracy-column top1 reads their accuracies.
-
-Per dataset against the reference: ranks (1 = best, ties averaged), delta rank, Kendall tau-b,
-Spearman rho and Pearson r (exact or permutation p-values for up to 30 models), the OLS fit of
-accuracy on reference accuracy (optionally on the models above a cut), rank agreement up to
-error bars, bootstrap intervals (over models, seeds or images). Across datasets: size-weighted
-and geometric means with their ranks and rank changes, correlations averaged over datasets and
-each dataset's correlation with the mean of the others, Spearman rho of errors.
-
-Delta rank = rank on the reference - rank on the dataset: positive = the model climbs, as in
-Recht et al. and Ozbulak et al.
-
-Tables with protocol/transform columns (results/analyse/accuracy.csv) are reduced with --variant.
-"""
-_DEVICE = Option("device", "torch device (default: cuda if available)")
-for _step in (
     _diagnostics(
         "wordnet-stats",
         "WordNet subtree statistics of a class list against a reference list",
@@ -849,12 +848,6 @@ for _step in (
             ),
         ),
     ),
-):
-    STEPS.register(_step.name, _step)
-
-_acquire = functools.partial(_staged, "acquire")
-_OUT = Option("out", "the dataset's folder", "{params.out}", required=True, metavar="DIR")
-for _step in (
     _acquire(
         "acquire-download",
         "download and validate one part of a caption selection",

@@ -293,9 +293,9 @@ def gpu_stage_rows(config: dict, jobs: list[PlannedJob], throughput: dict) -> li
     """Estimated GPU-hours of each GPU stage beside training, each with its source:
     evaluation (one pass per transformation over the test split of every final run, at
     :data:`FORWARD_SPEEDUP` x the model's training images/s, scaled by pixels to the model's
-    input side, or the stored size of a dataset published weights are evaluated on), caption embedding (the scale
-    model's projected runtime per part at laion2B-en, docs/scale.json), and every other stage's
-    GPU jobs (the diagnostics, the audit, the preflight: at their requested time, short jobs, an
+    input side, or the stored size of a dataset published weights are evaluated on), caption
+    embedding (the scale model's projected runtime per part at laion2B-en, docs/scale.json), and
+    every other stage's GPU jobs (the diagnostics, the audit, the preflight: at their requested time, short jobs, an
     upper bound)."""
     from imagenot.acquire.sizes import stored_size
     from imagenot.evaluate import transforms

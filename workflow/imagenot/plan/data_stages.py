@@ -19,10 +19,11 @@ depend on them:
   datasets it reads are ready: the embedding of the sets it compares, then its search jobs at
   :mod:`imagenot.audit.cost`'s core-seconds (the search, and the verification when it is on).
 
-Jobs are started longest-remaining-chain first on the cores (:func:`imagenot.plan.schedule.place`); a dataset is
-ready when its last job ends. Training starts when every dataset it trains on is ready (an upper
-estimate: a chain of an earlier dataset could start sooner), the evaluation follows it; the
-audit and the diagnostics follow the datasets they read. The whole run's wall time is the
+Jobs are started longest-remaining-chain first on the cores
+(:func:`imagenot.plan.schedule.place`); a dataset is ready when its last job ends. Training
+starts when every dataset it trains on is ready (an upper estimate: a chain of an earlier
+dataset could start sooner), the evaluation follows it; the audit and the diagnostics follow
+the datasets they read. The whole run's wall time is the
 longest of these paths, and the plan names it (the critical path). Every figure is an estimate,
 labelled with its source and the command that replaces it.
 """
@@ -95,10 +96,11 @@ def _fact(rule: str, jobs: int, cores: int, hours: float, source: str, **more) -
 
 def data_chains(config: dict, jobs: list, gpus: int) -> tuple[dict, dict]:
     """The data stages as chains for :func:`imagenot.plan.schedule.place` and the rows of the
-    plan: ``({chain: stages}, {row: (chain, first stage, [facts per stage])})``. Chain ``laion``: the
-    curation (row ``curate``), then the download, write, split and build of each LAION-built
-    dataset whose images are read (row ``download <name>``; one after another, as they share
-    the bandwidth); a chain per materialised dataset on disk (``materialise <name>``)."""
+    plan: ``({chain: stages}, {row: (chain, first stage, [facts per stage])})``. Chain
+    ``laion``: the curation (row ``curate``), then the download, write, split and build of each
+    LAION-built dataset whose images are read (row ``download <name>``; one after another, as
+    they share the bandwidth); a chain per materialised dataset on disk (``materialise
+    <name>``)."""
     from imagenot.acquire.kinds import DATASET_KINDS
     from imagenot.acquire.ranges import class_count_hint, n_range_jobs
     from imagenot.acquire.settings import MaterialiseSettings
@@ -237,8 +239,8 @@ def audit_chains(config: dict, jobs: list, gpus: int, ready: dict[str, float]) -
 
 
 def data_stage_rows(config: dict, jobs: list, gpus: int) -> list[dict]:
-    """One row per data stage chain, scheduled on the plan's CPU cores (``resources.plan_cores``: the schema's default, or an overlay's):
-    its start and end hour, its jobs and estimated core-hours, and its source; ``hours`` the
+    """One row per data stage chain, scheduled on the plan's CPU cores
+    (``resources.plan_cores``: the schema's default, or an overlay's): its start and end hour, its jobs and estimated core-hours, and its source; ``hours`` the
     stage's time in the schedule, None where not estimated (a LAION copy the scale model does
     not project)."""
     from imagenot.plan.costs import paper_shaped, scale_projection

@@ -129,9 +129,9 @@ def _preflight_measurements(report: dict) -> tuple[dict[str, float], list[dict]]
 def read_runs(runs: dict[tuple[str, str, str], Path]) -> dict[tuple[str, str, str], dict]:
     """What a run has measured, per trained (dataset, protocol, model) and its folder in
     ``runs`` (``results/train/{dataset}/{protocol}/{model}`` of the working directory;
-    :func:`imagenot.train.estimate.run_records` names them): ``slots`` (each finished halving slot's
-    stage, epochs and ``stopped_by``), ``finals`` (each final run's seed, from its folder,
-    epochs and ``stopped_by``) and ``images_per_s`` (the training images/s of every epoch in
+    :func:`imagenot.train.estimate.run_records` names them): ``slots`` (each finished halving
+    slot's stage, epochs and ``stopped_by``), ``finals`` (each final run's seed, from its
+    folder, epochs and ``stopped_by``) and ``images_per_s`` (the training images/s of every epoch in
     its trials' and finals' ``metrics.csv``; an epoch resumed already trained, 0, left out).
     Empty where nothing has finished. A record that is not JSON, or lacks a key, raises
     ValueError naming the file."""

@@ -108,6 +108,12 @@ def build_plan(
     wall = estimate.wall_time(rows, gpus)
     data = data_stage_rows(config, jobs, gpus)
     saving = sum(s["bytes_at_own_side"] - s["bytes"] for s in stored if "side" in s)
+    deadline = None
+    if deadline_hours and rows:  # each answer with its overlay, the YAML to write over the config
+        deadline = recommend(estimate.chains(rows), deadline_hours, estimate.DDP_EFFICIENCY, gpus)
+        for key in ("uniform", "per_model", "on_gpus"):
+            if deadline.get(key):
+                deadline[key]["overlay"] = gpus_overlay(config, deadline[key]["per_model"])
     return {
         "config": ", ".join(map(str, paths)),
         "groups": groups,
@@ -144,14 +150,7 @@ def build_plan(
         ),
         "wall_time": wall,
         "wall_time_by_gpus": estimate.wall_time_by_gpus(rows, gpus),
-        "deadline": (
-            _with_overlays(
-                config,
-                recommend(estimate.chains(rows), deadline_hours, estimate.DDP_EFFICIENCY, gpus),
-            )
-            if deadline_hours and rows
-            else None
-        ),
+        "deadline": deadline,
         "storage": stored,
         "storage_total_bytes": storage_total,
         "storage_saving_bytes": saving,
@@ -171,15 +170,6 @@ def gpus_overlay(config: dict, per_model: dict[str, int]) -> dict:
     if own:
         train["gpus_per_job_overrides"] = own
     return {"train": train}
-
-
-def _with_overlays(config: dict, deadline: dict) -> dict:
-    """``deadline`` (:func:`imagenot.plan.schedule.recommend`) with each answer's overlay
-    (:func:`gpus_overlay`), the YAML to write over the config."""
-    for key in ("uniform", "per_model", "on_gpus"):
-        if deadline.get(key):
-            deadline[key]["overlay"] = gpus_overlay(config, deadline[key]["per_model"])
-    return deadline
 
 
 def _request(config, groups, rows, expected, table, measurements, storage_total, done) -> dict:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import json
 import os
 from collections.abc import Iterator
@@ -54,15 +55,14 @@ def _record_files(folder: Path, parts: tuple[str, ...] = ()) -> Iterator[tuple[P
                 yield Path(entry.path), (*parts, entry.name)
 
 
-def records(workdir: str | os.PathLike, limit: int | None = None) -> Iterator[tuple[str, float]]:
+def records(workdir: str | os.PathLike) -> Iterator[tuple[str, float]]:
     """(output path relative to ``workdir``, the time Snakemake recorded for it when its job
-    ended) of each output record of the run in ``workdir`` that carries an end time (at most
-    ``limit``), in the order the file system lists them. Unreadable or foreign files are passed over, and so
+    ended) of each output record of the run in ``workdir`` that carries an end time, in the
+    order the file system lists them (read lazily: a caller may stop after a few). Unreadable or foreign files are passed over, and so
     is a record of a path outside the working directory."""
     root = Path(workdir) / METADATA
     if not root.is_dir():
         return
-    n = 0
     for file, parts in _record_files(root):
         path = _decode(parts)
         if path is None or os.path.isabs(path) or ".." in Path(path).parts:
@@ -75,9 +75,6 @@ def records(workdir: str | os.PathLike, limit: int | None = None) -> Iterator[tu
         if record.get("incomplete"):
             continue
         yield path, endtime
-        n += 1
-        if limit is not None and n >= limit:
-            return
 
 
 def _carrier(path: Path) -> Path:
@@ -102,7 +99,7 @@ def copied_without_times(workdir: str | os.PathLike = ".") -> str | None:
     with its times: ``mv``, ``cp -a``, ``rsync -a``)."""
     workdir = Path(workdir)
     checked = differ = 0
-    for path, endtime in records(workdir, SAMPLE):
+    for path, endtime in itertools.islice(records(workdir), SAMPLE):
         mtime = _mtime(workdir / path)
         if mtime is None:
             continue  # a temporary output, removed

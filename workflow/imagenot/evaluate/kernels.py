@@ -55,13 +55,6 @@ def adjust_saturation(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
     return blend(x, grayscale(x), factor)
 
 
-def _sharpness_kernel(n: int, x: torch.Tensor) -> torch.Tensor:
-    # torchvision's smoothing kernel [[1, 1, 1], [1, 5, 1], [1, 1, 1]] / 13, one per channel
-    k = torch.ones(3, 3, dtype=x.dtype, device=x.device)
-    k[1, 1] = 5.0
-    return (k / k.sum()).expand(n, 1, 3, 3)
-
-
 #: The per-axis variance (px^2) of torchvision's 3x3 sharpness smoothing kernel: weights 3/13 at
 #: -1 and +1 along each axis. At another scale the kernel is the Gaussian of this variance,
 #: scaled (:func:`adjust_sharpness`).
@@ -72,13 +65,6 @@ def scaled_kernel_size(kernel_size: int, size_ratio: float) -> int:
     """An odd kernel side in pixels: ``kernel_size`` (odd) stretched by ``size_ratio``, the odd
     integer nearest ``kernel_size * size_ratio`` (1 at least); ``kernel_size`` itself at 1."""
     return max(1, 2 * round((kernel_size * size_ratio - 1.0) / 2.0) + 1)
-
-
-def _gaussian_kernel2d(n: int, sigma: float, size: int, x: torch.Tensor) -> torch.Tensor:
-    """``n x 1 x size x size`` normalised Gaussian kernels (torchvision's grid)."""
-    grid = torch.linspace(-(size - 1) / 2, (size - 1) / 2, size, dtype=x.dtype, device=x.device)
-    k1 = torch.softmax(-0.5 * (grid / sigma) ** 2, dim=0)
-    return (k1[:, None] * k1[None, :]).expand(n, 1, size, size)
 
 
 def adjust_sharpness(
@@ -94,11 +80,17 @@ def adjust_sharpness(
     """
     b, c, h, w = x.shape
     n = b * c
-    if abs(size_ratio - 1.0) < 1e-9:
-        kernel = _sharpness_kernel(n, x)
-    else:
+    if abs(size_ratio - 1.0) < 1e-9:  # torchvision's [[1, 1, 1], [1, 5, 1], [1, 1, 1]] / 13
+        kernel = torch.ones(3, 3, dtype=x.dtype, device=x.device)
+        kernel[1, 1] = 5.0
+        kernel /= kernel.sum()
+    else:  # the normalised Gaussian on torchvision's grid
         sigma = math.sqrt(SHARPNESS_VARIANCE) * size_ratio
-        kernel = _gaussian_kernel2d(n, sigma, max(3, 2 * math.ceil(3.0 * sigma) + 1), x)
+        size = max(3, 2 * math.ceil(3.0 * sigma) + 1)
+        grid = torch.linspace(-(size - 1) / 2, (size - 1) / 2, size, dtype=x.dtype, device=x.device)
+        k1 = torch.softmax(-0.5 * (grid / sigma) ** 2, dim=0)
+        kernel = k1[:, None] * k1[None, :]
+    kernel = kernel.expand(n, 1, *kernel.shape)  # one per image and channel
     r = kernel.shape[-1] // 2
     if h <= 2 * r or w <= 2 * r:
         return x

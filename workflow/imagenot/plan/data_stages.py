@@ -355,12 +355,11 @@ def whole_run(config: dict, data: list[dict], wall: dict, stages: list[dict], gp
         return None
     from imagenot.audit.plan import involved_datasets
 
-    ready = {}
-    for d in data:
-        if d["stage"] == "curate" or d["stage"].startswith("audit "):
-            continue
-        dataset = d["stage"].split(" ", 1)[1]
-        ready[dataset] = (d["end"], d["stage"])
+    ready = {  # dataset -> when it is ready, by which stage
+        d["stage"].split(" ", 1)[1]: (d["end"], d["stage"])
+        for d in data
+        if d["stage"].startswith(("download ", "materialise "))
+    }
     curate = next((d for d in data if d["stage"] == "curate"), None)
     readers = split_readers(config)
     trained = [

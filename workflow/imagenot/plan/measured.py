@@ -112,17 +112,9 @@ def _preflight_measurements(report: dict) -> tuple[dict[str, float], list[dict]]
         if kind == "feed" and values.get("feed_img_per_s"):
             feeds[model] = float(values["feed_img_per_s"])
         elif kind == "memory" and values:
-            memory.append(
-                {
-                    "check": check["name"],
-                    "model": model,
-                    "per_gpu": values.get("per_gpu"),
-                    "peak_gib": values.get("peak_gib"),
-                    "device_gib": values.get("device_gib"),
-                    "fits": values.get("fits"),
-                    "status": check["status"],
-                }
-            )
+            found = {k: values.get(k) for k in ("per_gpu", "peak_gib", "device_gib", "fits")}
+            memory.append({"check": check["name"], "model": model, **found})
+            memory[-1]["status"] = check["status"]
     return feeds, memory
 
 

@@ -274,27 +274,21 @@ def _chance_warnings(models: list[dict]) -> list[dict]:
     """One warning per model at chance on an experiment (every seed at chance: it did not train
     there), so that the table's "(at chance)" marks and the count of warnings (the report's
     landing page) are one verdict; a model at chance on every experiment it ran, one warning."""
-    out, by_model = [], {}
+    messages, by_model = [], {}
     for row in models:
         by_model.setdefault(row["model"], []).append(row)
     for model, rows in by_model.items():
         at = [r for r in rows if r["at_chance"]]
         if at and len(at) == len(rows):
-            out.append(
-                _problem("warning", f"model {model} is at chance on every experiment it ran")
-            )
+            messages.append(f"model {model} is at chance on every experiment it ran")
             continue
-        for r in at:
-            out.append(
-                _problem(
-                    "warning",
-                    f"model {model} is at chance on {r['experiment']} (test "
-                    f"{_pct(r['best_test_accuracy'])}% against chance "
-                    f"{_pct(r['chance_accuracy'])}%): it did not train there; an amendment may "
-                    "retry it (README section 5)",
-                )
-            )
-    return out
+        messages += [
+            f"model {model} is at chance on {r['experiment']} (test "
+            f"{_pct(r['best_test_accuracy'])}% against chance {_pct(r['chance_accuracy'])}%): "
+            "it did not train there; an amendment may retry it (README section 5)"
+            for r in at
+        ]
+    return [_problem("warning", message) for message in messages]
 
 
 def _problem(level: str, message: str) -> dict:

@@ -316,27 +316,18 @@ def live_facts(weights: str, model: str | None) -> WeightFacts:
     return facts
 
 
-def _fmt(values) -> str:
-    return " ".join(repr(float(v)) for v in values)
+def _cell(value) -> str:
+    """A value as the derived table writes it: numbers as Python reads them back, a tuple of
+    them space-separated, None empty."""
+    if isinstance(value, tuple):
+        return " ".join(repr(float(v)) for v in value)
+    return "" if value is None else value if isinstance(value, str) else repr(value)
 
 
 def table_row(model: str, facts: WeightFacts) -> dict[str, str]:
     """``facts`` as a row of the derived table."""
-    p = facts.preprocessing
-    return {
-        "model": model,
-        "weights": facts.weights,
-        "top1": "" if facts.top1 is None else repr(facts.top1),
-        "top5": "" if facts.top5 is None else repr(facts.top5),
-        "source": facts.source,
-        "weights_file": facts.weights_file,
-        "mean": _fmt(p.mean),
-        "std": _fmt(p.std),
-        "crop_size": str(p.crop_size),
-        "resize_size": "" if p.resize_size is None else str(p.resize_size),
-        "interpolation": p.interpolation,
-        "classifier": facts.classifier or "",
-    }
+    values = {"model": model, **asdict(facts), **asdict(facts.preprocessing)}
+    return {column: _cell(values[column]) for column in TABLE_COLUMNS}
 
 
 def _from_row(row: dict[str, str]) -> WeightFacts:

@@ -36,12 +36,11 @@ if TYPE_CHECKING:
     from imagenot.train.settings import FinalSettings
 
 log = logging.getLogger(__name__)
-# a result's record of how its training cut the batch (imagenot.train.jobs.micro_batching,
-# whose keys these are); a final run that reuses its trial's weights copies the trial's
-MICRO_BATCHING = ("micro_batches", "micro_batch_size")
 # what a reusing final run copies of its trial's result: what training reached and how (every
-# key a slot's producer writes but the slot's place and the trial's own seed)
+# key a slot's producer writes but the slot's place and the trial's own seed), and how its
+# training cut the batch where it recorded it (imagenot.train.jobs.micro_batching's keys)
 TRIAL_SUMMARY = tuple(k for k in SLOT_RESULT.keys if k not in ("stage", "slot", "trial", "seed"))
+MICRO_BATCHING = ("micro_batches", "micro_batch_size")
 
 
 def reusable_trial(selection: Mapping, job_identity: str, trial_weights: Path) -> bool:
@@ -99,8 +98,7 @@ def run_final(
                 shutil.copyfile(source / name, tmp)
         trial = chosen["result"]
         summary = {
-            **{k: trial[k] for k in TRIAL_SUMMARY},
-            **{k: trial[k] for k in MICRO_BATCHING if k in trial},
+            **{k: trial[k] for k in (*TRIAL_SUMMARY, *MICRO_BATCHING) if k in trial},
             "normalisation": settings.normalisation,
             "identity": identity,
             "reused_trial": True,

@@ -405,13 +405,15 @@ def run_dir(path: str | os.PathLike, pattern: str) -> Path | None:
     return Path(path).parents[pattern.partition("{model}")[2].count("/") - 1]
 
 
-def run_identity(path: str | os.PathLike, patterns: Iterable[str] = RUN_PATTERNS) -> dict | None:
-    """What the workflow's layout (``patterns``) says of the run at ``path``: its keys of
-    :data:`IDENTITY` (None: a path outside the layout)."""
+def run_identity(
+    path: str | os.PathLike, patterns: Iterable[str] = RUN_PATTERNS, keys: Iterable[str] = IDENTITY
+) -> dict | None:
+    """What the workflow's layout (``patterns``, the first that matches) says of the run at
+    ``path``: its ``keys`` (None: a path outside the layout)."""
     for pattern in patterns:
         found = path_identity(path, pattern)
         if found is not None:
-            return {k: v for k, v in found.items() if k in IDENTITY}
+            return {k: v for k, v in found.items() if k in keys}
     return None
 
 
@@ -431,11 +433,9 @@ def check_identity(
     patterns = tuple(kind.patterns if patterns is None else patterns)
     sources = [("the plan", expected or {})]
     for path in (where, *paths):
-        for pattern in patterns:
-            found = path_identity(path, pattern)
-            if found is not None:
-                sources.append(("its path" if path is where else str(path), found))
-                break
+        found = run_identity(path, patterns, kind.identity)
+        if found is not None:
+            sources.append(("its path" if path is where else str(path), found))
     for source, identity in sources:
         for key in kind.identity:
             have = record.get(key)

@@ -317,15 +317,15 @@ def _best_per_model(runs: list[dict]) -> list[dict]:
         )
         row["seeds"] += 1
         row["at_chance"] = row["at_chance"] and run["at_chance"]
-        for out, key_in in (
-            ("best_val_accuracy", "val_accuracy"),
-            ("best_test_accuracy", "test_accuracy"),
-        ):
-            if run[key_in] is not None and (row[out] is None or run[key_in] > row[out]):
-                row[out] = run[key_in]
-                if out == "best_test_accuracy":  # the record the number shown was read from
-                    row["best_test_record"] = run["record"]
+        if _higher(run["val_accuracy"], row["best_val_accuracy"]):
+            row["best_val_accuracy"] = run["val_accuracy"]
+        if _higher(run["test_accuracy"], row["best_test_accuracy"]):  # and where it was read
+            row["best_test_accuracy"], row["best_test_record"] = run["test_accuracy"], run["record"]
     return list(best.values())
+
+
+def _higher(value: float | None, best: float | None) -> bool:
+    return value is not None and (best is None or value > best)
 
 
 def _pct(x: float | None) -> str:

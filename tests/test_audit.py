@@ -17,7 +17,7 @@ from imagenot.audit import plan as audit_plan
 #: audit.verification's schema defaults (checked against the schema below)
 VERIFICATION = {"enabled": True, "candidates": 10, "compare_side": 64, "max_scale": 1.34}
 VERIFICATION |= {"scale_step": 0.03, "template_fraction": 0.75, "smooth": 1.0, "coarse": 0}
-VERIFICATION |= {"copy_rate": 0.01}
+VERIFICATION |= {"copy_rate": 0.01, "pixel_candidates": 10, "thumbnail_side": 16}
 
 
 def _clustered(rng, n_classes=10, per_class=50, dim=64, spread=0.6):
@@ -100,6 +100,35 @@ def test_verification_tells_copies_from_a_look_alike():
     # falls below the copies' bar
     rigid = verify.pair_scores(pictures[:1], pictures[3:4], VERIFICATION | {"max_scale": 1.0})
     assert rigid[0] < 0.9
+
+
+def test_thumbnail_candidates_find_a_colour_copy_the_embedding_ranks_last():
+    import torch
+
+    from imagenot.demo import images as img
+
+    pictures = _demo_pictures()  # original, copies (TRANSFORMS order), look-alike
+    colour = 1 + img.TRANSFORMS.index("colour")
+    rng = np.random.default_rng(3)
+    others = torch.from_numpy(
+        np.stack([img.render(p, rng, 64) for p in img.make_prototypes(6, rng) for _ in range(3)])
+    ).permute(0, 3, 1, 2)
+    targets = torch.cat([others, pictures[colour : colour + 1], pictures[-1:]])
+    copy_row = len(others)
+    embeddings = rng.normal(size=(len(targets), 8))
+    query = -embeddings[copy_row : copy_row + 1]  # the copy is the query's farthest by embedding
+    thumbs = verify.thumbnails(targets, 16)
+    query_thumb = verify.thumbnails(pictures[:1], 16)
+    v = {"candidates": 3, "pixel_candidates": 1}
+    rows = verify.candidate_rows(query, embeddings, query_thumb, thumbs, v, 8)
+    assert copy_row in rows[0] and (rows[0] >= 0).sum() == 4
+    # planted failing case: candidates by embedding alone leave the copy out
+    alone = verify.candidate_rows(query, embeddings, None, None, v | {"pixel_candidates": 0}, 8)
+    assert copy_row not in alone[0]
+    # the query itself, skipped, is never its own candidate; each target comes once
+    rows = verify.candidate_rows(embeddings, embeddings, thumbs, thumbs, v, 8, np.arange(20))
+    assert all(i not in r for i, r in enumerate(rows))
+    assert all(len(set(r[r >= 0])) == (r >= 0).sum() for r in rows)
 
 
 def test_verification_threshold_bounds_the_false_flags_at_the_copy_rate():

@@ -64,7 +64,6 @@ def _verification(images, labels, originals, s) -> dict:
     """The verification's threshold on the calibration's copies (positives) and each
     held-apart image's best candidate among the other images of the sample (negatives)."""
     from imagenot.audit import calibrate as cal
-    from imagenot.audit import search as exact
     from imagenot.audit import verify
 
     v = s.verification
@@ -75,9 +74,9 @@ def _verification(images, labels, originals, s) -> dict:
             for c in cal.make_copies(images, s.copies, s.seed).values()
         ]
     )
-    k = min(v["candidates"] + 1, len(grey))
-    _, rows = exact.nearest_k(originals, originals, 4096, k)
-    rows = np.stack([r[r != i][: k - 1] for i, r in enumerate(rows)])  # itself left out
+    thumbs = verify.thumbnails(images, v["thumbnail_side"]) if v["pixel_candidates"] else None
+    itself = np.arange(len(grey))
+    rows = verify.candidate_rows(originals, originals, thumbs, thumbs, v, 4096, skip=itself)
     negatives, _ = verify.best_candidates(grey, lambda wanted: grey[wanted], rows, v)
     result = verify.choose_threshold(
         positives, negatives, v["copy_rate"], s.min_precision, s.min_pairs
@@ -126,23 +125,34 @@ def search(f, s, threads: int) -> None:
                 f"{path}: embedded by {found['encoder']}, {f.queries} by {queries['encoder']}; "
                 "the audit compares one encoder's embeddings"
             )
-        k = v["candidates"] if v["enabled"] else 1
-        sims, rows = exact.nearest_k(part["embeddings"], found["embeddings"], s.block_size, k)
         if v["enabled"]:
+            thumb = v["thumbnail_side"] if v["pixel_candidates"] else 0
             if query_images is None:
                 own = ManifestDataset(folder_of(f.manifests[0]), s.split)
-                query_images = verify.images(own, list(map(str, part["keys"])), v["compare_side"])
+                keys = list(map(str, part["keys"]))
+                query_images = verify.images(own, keys, v["compare_side"], thumb)
+                if not thumb:
+                    query_images = (query_images, None)
             target_set = ManifestDataset(folder_of(f.manifests[i + 1]), label.split("/")[1])
-            keys = np.asarray(found["keys"], dtype=str)
+            keys = np.asarray(found["keys"], dtype=str).tolist()
+            loaded, thumbs = None, None
+            if thumb:  # every target image decoded once: its thumbnail and its grey image
+                loaded, thumbs = verify.images(target_set, keys, v["compare_side"], thumb)
+            rows = verify.candidate_rows(
+                part["embeddings"], found["embeddings"], query_images[1], thumbs, v, s.block_size
+            )
 
-            def target(wanted, target_set=target_set, keys=keys):
-                return verify.images(target_set, keys[wanted].tolist(), v["compare_side"])
+            def target(wanted, target_set=target_set, keys=keys, loaded=loaded):
+                if loaded is not None:
+                    return loaded[torch.as_tensor(wanted)]
+                return verify.images(target_set, [keys[w] for w in wanted], v["compare_side"])
 
-            scores, column = verify.best_candidates(query_images, target, rows, v)
-            pick = np.arange(len(rows))
-            sims, rows = sims[pick, column], rows[pick, column]
+            scores, column = verify.best_candidates(query_images[0], target, rows, v)
+            rows = rows[np.arange(len(rows)), column]
+            sims = exact.pair_similarity(part["embeddings"], found["embeddings"], rows)
         else:
-            sims, rows, scores = sims[:, 0], rows[:, 0], sims[:, 0]
+            sims, rows = exact.nearest(part["embeddings"], found["embeddings"], s.block_size)
+            scores = sims
         pieces.append(tables.matches_table(s.split, part, label, found, sims, rows, scores))
         print(f"{label}: {len(part['keys'])} x {len(found['keys'])} searched")
     write_parquet(pa.concat_tables(pieces), f.matches)

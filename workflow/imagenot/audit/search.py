@@ -78,3 +78,13 @@ def nearest(
     (:func:`nearest_k` with k 1). An empty target set gives similarity -inf and row -1."""
     sims, rows = nearest_k(queries, targets, block_size, 1, use_gpu)
     return sims[:, 0], rows[:, 0]
+
+
+def pair_similarity(queries: np.ndarray, targets: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Cosine similarity of each query with its target row ``rows[i]`` (-inf where -1)."""
+    out = np.full(len(rows), -np.inf, dtype=np.float32)
+    have = np.flatnonzero(rows >= 0)
+    if len(have):
+        a, b = normalise(queries[have]), normalise(targets[rows[have]])
+        out[have] = np.einsum("ij,ij->i", a, b)
+    return out

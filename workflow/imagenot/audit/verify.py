@@ -139,16 +139,64 @@ def pair_scores(a, b, v: dict) -> np.ndarray:
     )
 
 
-def images(dataset, keys, side: int):
-    """Grey images (:func:`grey`, ``side`` px) of ``keys`` of a ManifestDataset, in order."""
+def images(dataset, keys, side: int, thumb_side: int = 0):
+    """Grey images (:func:`grey`, ``side`` px) of ``keys`` of a ManifestDataset, in order; with
+    ``thumb_side``, (grey images, their :func:`thumbnails`) from one decoding."""
     import torch
 
     index = {k: i for i, k in enumerate(dataset.keys)}
     out = torch.zeros((len(keys), side, side), dtype=torch.float32)
+    thumbs = np.zeros((len(keys), 3 * thumb_side * thumb_side), dtype=np.float32)
     for start in range(0, len(keys), 256):
-        chunk = keys[start : start + 256]
-        out[start : start + len(chunk)] = grey_list([dataset[index[k]][0] for k in chunk], side)
+        chunk = [dataset[index[k]][0] for k in keys[start : start + 256]]
+        out[start : start + len(chunk)] = grey_list(chunk, side)
+        if thumb_side:
+            thumbs[start : start + len(chunk)] = thumbnails(chunk, thumb_side)
+    return (out, thumbs) if thumb_side else out
+
+
+def thumbnails(tensors, side: int) -> np.ndarray:
+    """Each uint8 C x H x W tensor as a colour-normalised thumbnail: resized to ``side`` px
+    (antialiased), three channels (a grey image repeated), each channel less its mean and the
+    whole scaled to unit norm; N x (3 side^2) float32. A copy whose channels were each scaled
+    by a gain, re-encoded or resized keeps nearly the same thumbnail whatever an encoder makes
+    of it: the inner product of two finds such copies (:func:`candidate_rows`)."""
+    import torch.nn.functional as F
+
+    out = np.zeros((len(tensors), 3 * side * side), dtype=np.float32)
+    for i, t in enumerate(tensors):
+        x = t[None].float()
+        x = x.expand(1, 3, *x.shape[-2:]) if x.shape[1] == 1 else x[:, :3]
+        x = F.interpolate(x, size=(side, side), mode="bilinear", antialias=True)[0]
+        x = x - x.mean(dim=(1, 2), keepdim=True)
+        out[i] = (x / (x.norm() + 1e-6)).flatten().numpy()
     return out
+
+
+def candidate_rows(queries, targets, query_thumbs, target_thumbs, v: dict, block: int, skip=None):
+    """Each query's candidate target rows (N x k, -1: none): its ``v["candidates"]`` nearest
+    targets by embedding, then its ``v["pixel_candidates"]`` nearest by :func:`thumbnails` not
+    already among them. ``skip``: per query, a target row left out (the query itself, when
+    queries and targets are one set), or None."""
+    from imagenot.audit import search as exact
+
+    extra = 1 if skip is not None else 0
+    kinds = [(queries, targets, v["candidates"])]
+    if v["pixel_candidates"]:
+        kinds.append((query_thumbs, target_thumbs, v["pixel_candidates"]))
+    parts = []
+    for q, t, k in kinds:
+        _, rows = exact.nearest_k(q, t, block, min(k + extra, max(len(t), 1)))
+        if skip is not None:
+            rows = np.where(rows == np.asarray(skip)[:, None], -1, rows)
+        parts.append(rows)
+    rows = np.concatenate(parts, axis=1)
+    for i, r in enumerate(rows):  # each target once per query, the first place kept
+        _, first = np.unique(r, return_index=True)
+        keep = np.zeros(len(r), dtype=bool)
+        keep[first] = True
+        rows[i] = np.where(keep, r, -1)
+    return rows
 
 
 def grey_list(tensors, side: int):

@@ -389,7 +389,7 @@ def _disk_dataset(root, per_split=6):
     return classes
 
 
-def test_calibrate_and_figure_commands_on_a_dataset_on_disk(tmp_path, capsys):
+def test_calibrate_and_figure_commands_on_a_dataset_on_disk(tmp_path, capsys, monkeypatch):
     import torch
     from final_run import write_final_run
 
@@ -400,7 +400,8 @@ def test_calibrate_and_figure_commands_on_a_dataset_on_disk(tmp_path, capsys):
     _disk_dataset(tmp_path / "own", per_split=4)
     torch.manual_seed(0)
     run = write_final_run(tmp_path, build_model("resnet_mini", 3))
-    settings = {"kind": "backbone", "clip_model": None, "batch_size": 64, "split": "val"}
+    settings = {"kind": "backbone", "clip_model": None, "clip_image_size": None}
+    settings |= {"batch_size": 64, "split": "val"}
     settings |= {"sample_images": 12, "copies": ["jpeg", "colour"], "min_precision": 0.5}
     settings |= {"min_pairs": 10, "seed": 0, "verification": VERIFICATION | {"candidates": 3}}
     files = ["--manifest", str(tmp_path / "own/manifest.parquet")]
@@ -421,6 +422,16 @@ def test_calibrate_and_figure_commands_on_a_dataset_on_disk(tmp_path, capsys):
     assert main([*argv, "--settings", strict, "--calibration", str(tmp_path / "x.json")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "manifest.parquet" in err and "min_pairs" in err
+    # a CLIP processor asking for more than diagnostics.encoder.clip_image_size: refused
+    # before the model loads, as the embeddings' is
+    from types import SimpleNamespace
+
+    processor = SimpleNamespace(do_center_crop=True, crop_size={"height": 224, "width": 224})
+    monkeypatch.setattr("imagenot.diagnostics.embed.clip_processor", lambda model: processor)
+    small = json.dumps(settings | {"kind": "clip", "clip_model": "m", "clip_image_size": 64})
+    assert main([*argv, "--settings", small, "--calibration", str(tmp_path / "y.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "clip_image_size: 64 px" in err
 
     pairs = [
         {"split": "test", "key": "n00000001-test-0", "class": "n00000001", "target": "own/train"}

@@ -5,10 +5,12 @@ stand-in pixel encoder, no training."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pyarrow as pa
@@ -133,8 +135,8 @@ def test_audit_pool_writes_an_exclusion_list_the_fill_accepts(tmp_path, monkeypa
         embeddings=str(tmp_path / "pool.npz"), exclusions=str(tmp_path / "exclusions.parquet"),
     )  # fmt: skip
     settings = PoolSettings(
-        dataset="d", kind="backbone", clip_model=None, batch_size=4, block_size=2,
-        targets=["ref/test"], reference="ref",
+        dataset="d", kind="backbone", clip_model=None, clip_image_size=None, batch_size=4,
+        block_size=2, targets=["ref/test"], reference="ref",
     )  # fmt: skip
     table = pool.audit_pool(files, settings, "cpu")
     got = {r["key"]: (r["reason"], r["target_key"]) for r in table.to_pylist()}
@@ -156,6 +158,13 @@ def test_audit_pool_writes_an_exclusion_list_the_fill_accepts(tmp_path, monkeypa
     (tmp_path / "calibration.json").write_text(json.dumps({"threshold": 0.9, "encoder": "clip:x"}))
     with pytest.raises(ValueError, match=r"calibration\.json: calibrated with clip:x"):
         pool.audit_pool(files, settings, "cpu")
+    # planted: a CLIP processor asking for more than diagnostics.encoder.clip_image_size is
+    # refused before any file is read, as the embeddings' is
+    processor = SimpleNamespace(do_center_crop=True, crop_size={"height": 224, "width": 224})
+    monkeypatch.setattr("imagenot.diagnostics.embed.clip_processor", lambda model: processor)
+    small = dataclasses.replace(settings, kind="clip", clip_model="m", clip_image_size=64)
+    with pytest.raises(ValueError, match=r"clip_image_size: 64 px .* 224 px"):
+        pool.audit_pool(files, small, "cpu")
 
 
 def _config(tmp_path, overlay: dict) -> dict:

@@ -18,6 +18,7 @@ def calibrate(f, s, device: str | None, gpu_job: bool) -> None:
     from imagenot.core.io import write_json
     from imagenot.diagnostics import embed
 
+    embed.check_clip_input(s)  # the config's sizes, before any file is read
     device = device or resolve_device("auto", gpu_job, cuda_available(), key=None)
     dataset = ManifestDataset(folder_of(f.manifest, f.classes), s.split)
     rows = cal.sample(dataset.labels, s.sample_images, s.seed)

@@ -155,6 +155,7 @@ def audit_pool(files: PoolFiles, settings: PoolSettings, device: str) -> pa.Tabl
     from imagenot.core.io import read_json, write_parquet
     from imagenot.diagnostics import embed
 
+    embed.check_clip_input(settings)  # the config's sizes, before any file is read
     if len(files.targets) != len(settings.targets):
         raise ValueError(
             f"--targets: {len(files.targets)} file(s) for {len(settings.targets)} target set(s) "

@@ -22,10 +22,14 @@ class CalibrateSettings(FromConfig):
         "embeddings' own settings: imagenot.diagnostics.settings.EmbedSettings)",
         "batch_size": "diagnostics.image_similarity.batch_size: the encoder's batch, as the "
         "embeddings'",
+        "clip_image_size": "diagnostics.encoder.clip_image_size for kind clip, else null: the "
+        "side CLIP's processor may ask for at most, checked before the model loads (as the "
+        "embeddings')",
     }
 
     kind: str
     clip_model: str | None
+    clip_image_size: int | None
     batch_size: int
     split: str
     sample_images: int
@@ -38,10 +42,19 @@ class CalibrateSettings(FromConfig):
     @classmethod
     def from_config(cls, config: Any, **wildcards: Any) -> CalibrateSettings:
         values = cls.config_values(config)
-        diagnostics = config["diagnostics"]
-        clip = diagnostics["encoder"]["clip_model"] if values["kind"] == "clip" else None
-        batch = diagnostics["image_similarity"]["batch_size"]
-        return cls(**values, clip_model=clip, batch_size=batch)
+        return cls(**values, **_encoder(config, values["kind"]))
+
+
+def _encoder(config: Any, kind: str) -> dict:
+    """The derived encoder fields (clip_model, clip_image_size, batch_size) of a rule that
+    embeds images itself, as the embeddings' own settings."""
+    diagnostics = config["diagnostics"]
+    clip = kind == "clip"
+    return {
+        "clip_model": diagnostics["encoder"]["clip_model"] if clip else None,
+        "clip_image_size": diagnostics["encoder"]["clip_image_size"] if clip else None,
+        "batch_size": diagnostics["image_similarity"]["batch_size"],
+    }
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,7 @@ class PoolSettings(FromConfig):
     WILDCARDS: ClassVar = ("dataset",)
     DERIVED: ClassVar = {
         "clip_model": CalibrateSettings.DERIVED["clip_model"],
+        "clip_image_size": CalibrateSettings.DERIVED["clip_image_size"],
         "batch_size": CalibrateSettings.DERIVED["batch_size"],
         "targets": "the pool's target sets, '{dataset}/{split}' in the order of the rule's "
         "embeddings inputs (imagenot.audit.pool_plan.target_labels)",
@@ -92,6 +106,7 @@ class PoolSettings(FromConfig):
     dataset: str
     kind: str
     clip_model: str | None
+    clip_image_size: int | None
     batch_size: int
     block_size: int
     targets: list[str]
@@ -103,12 +118,9 @@ class PoolSettings(FromConfig):
         from imagenot.diagnostics.plan import reference_dataset
 
         values = cls.config_values(config, dataset=dataset)
-        diagnostics = config["diagnostics"]
-        clip = diagnostics["encoder"]["clip_model"] if values["kind"] == "clip" else None
         return cls(
             **values,
-            clip_model=clip,
-            batch_size=diagnostics["image_similarity"]["batch_size"],
+            **_encoder(config, values["kind"]),
             targets=target_labels(config, dataset),
             reference=reference_dataset(config),
         )

@@ -7,11 +7,14 @@ A benchmark is run as a script (``python benchmarks/bench_x.py``, which puts thi
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+# the environment for that command, as `imagenot plan`'s dry run has it: jobs find `imagenot`
+# and `snakemake` without an activated venv
+from imagenot.plan.planning import snakemake_env  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 # the snakemake of the environment running the benchmark (the .venv's when run with its python,
@@ -36,15 +39,3 @@ def snakemake_cmd(
         cmd += ["--profile", str(REPO / "profiles" / profile)]
     cmd += ["--cores", str(cores), *extra, "--configfile", *map(str, configs)]
     return [*cmd, "--", *targets]
-
-
-def snakemake_env() -> dict[str, str]:
-    """The environment for that command: the benchmark interpreter's bin folder first on PATH
-    and this checkout's package importable, as `make demo` sets them, so jobs find `imagenot`
-    when a benchmark is run as `.venv/bin/python benchmarks/bench_x.py` without an activated
-    venv (without it, every job's shell line failed with exit 127)."""
-    out = dict(os.environ)
-    out["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{out.get('PATH', '')}"
-    workflow = str(REPO / "workflow")
-    out["PYTHONPATH"] = os.pathsep.join(p for p in (workflow, out.get("PYTHONPATH")) if p)
-    return out

@@ -143,9 +143,11 @@ rule curate_embed:
 # top classes, the selection and the top-up reserve (memory: classes x kept captions).
 rule curate_select:
     input:
-        scores=lambda wc: curate_plan.per_shard(config, curate_paths.SCORES, wc.dataset),
+        scores=lambda wc: curate_plan.per_shard(
+            config, curate_paths.SCORES, dataset=wc.dataset
+        ),
         captions=lambda wc: curate_plan.per_shard(
-            config, curate_paths.CAPTIONS, wc.dataset
+            config, curate_paths.CAPTIONS, dataset=wc.dataset
         ),
         candidates=curate_paths.CANDIDATES,
     output:
@@ -180,7 +182,7 @@ rule curate_audit:
         candidates_audit=curate_paths.CANDIDATES_AUDIT,
         candidates_stats=curate_paths.CANDIDATES_STATS,
         caption_stats=lambda wc: curate_plan.per_shard(
-            config, curate_paths.CAPTION_STATS, wc.dataset
+            config, curate_paths.CAPTION_STATS, dataset=wc.dataset
         ),
         class_scores=curate_paths.CLASS_SCORES,
         selection_stats=curate_paths.SELECTION_STATS,

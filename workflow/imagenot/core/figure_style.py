@@ -6,8 +6,8 @@ so that each draws in it; the style's settings are :class:`imagenot.core.setting
 
 Matplotlib reads how fonts are embedded (``pdf.fonttype``) when a figure is written, not when it
 is drawn: the rc settings of :func:`paper_style` have ended by the time a figure is saved, so
-every writer of a PDF here (:func:`save`, :func:`write_pdf`, the diagnostics figures) applies
-:data:`SAVE_RC` around ``savefig`` itself. No PDF the project writes embeds a Type 3 font, which
+the two writers every figure goes through (:func:`save`, :func:`write_pdf`) apply
+:data:`SAVE_RC` around ``savefig`` themselves. No PDF the project writes embeds a Type 3 font, which
 journals and conference sites refuse.
 """
 

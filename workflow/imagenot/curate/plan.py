@@ -101,11 +101,11 @@ def check_shards(config: dict) -> None:
         )
 
 
-def per_shard(config: dict, pattern: str, dataset: str = "") -> list[str]:
-    """``pattern`` (a :mod:`imagenot.curate.paths` file with a ``{shard}`` wildcard) for every
-    configured shard, in shard-list order: a rule's per-shard inputs (match counts and stats,
-    one dataset's captions, caption stats and scores)."""
-    return [pattern.format(dataset=dataset, shard=s) for s in shard_ids(config)]
+def per_shard(config: dict, pattern: str, **wildcards: str) -> list[str]:
+    """``pattern`` (a :mod:`imagenot.curate.paths` file with a ``{shard}`` wildcard, and the
+    other ``wildcards`` it names) for every configured shard, in shard-list order: a rule's
+    per-shard inputs (match counts and stats, one dataset's captions, caption stats and scores)."""
+    return [pattern.format(shard=s, **wildcards) for s in shard_ids(config)]
 
 
 def class_list_input(config: dict, dataset: str) -> list[str]:

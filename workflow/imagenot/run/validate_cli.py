@@ -92,7 +92,7 @@ def no_results(where: Path) -> str | None:
         return None
     return (
         f"the config against earlier results: {where} has no {RESULTS}/ (the study recorded "
-        "there, the preregistration record), as before a first run"
+        "there, the preregistration record), as for a first run"
     )
 
 

@@ -8,7 +8,7 @@ weights file, dataset, split), the head's input for every image once (the same p
 autocast and eval-mode backbone as the image path of ``imagenot.train.loop``); TL trials and
 final runs then fit the head on those features with the same ``loop.fit`` (optimizer,
 schedule, seeds, data order, batch cutting, early stopping, checkpoints), and the saved
-weights are the full model (backbone + fitted head), as before.
+weights are the full model (backbone + fitted head), as the image path saves them.
 
 File format (docs/contracts.md): a safetensors file with tensors ``features`` (N x D, in the
 dtype the backbone emitted: float32 on the CPU; under CUDA's bf16 autocast whatever the layer

@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from imagenot.train.decode import (  # noqa: F401  (the feed's names, as before the split)
+from imagenot.train.decode import (  # noqa: F401  (the feed's names for its readers)
     DecodeAhead,
     EncodedBatch,
     EncodedImages,

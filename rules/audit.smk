@@ -31,13 +31,44 @@ rule audit_calibrate:
         step("audit-calibrate")
 
 
+# With audit.verification.enabled and pixel_candidates: one job per dataset and split the
+# search compares (an audited split or a target set), its thumbnails made once for every
+# search job that reads them, in the order of the split's embeddings.
+rule audit_thumbnails:
+    input:
+        manifest=paths.MANIFEST,
+        classes=paths.CLASSES,
+        embeddings=diagnostics_plan.IMAGE_EMBEDDINGS,
+    output:
+        thumbnails=audit_plan.THUMBNAILS,
+    log:
+        f"{LOGS}/audit_thumbnails/{{dataset}}/{{split}}.log",
+    benchmark:
+        f"{BENCH}/audit_thumbnails/{{dataset}}/{{split}}.tsv"
+    wildcard_constraints:
+        split=diagnostics_plan.SPLIT_PATTERN,
+    conda:
+        gpu_env("train")
+    threads: 2
+    resources:
+        **class_resources("medium_long"),
+    params:
+        settings=lambda wc: to_arg(
+            audit_settings.ThumbnailsSettings.from_config(config, split=wc.split)
+        ),
+    shell:
+        step("audit-thumbnails")
+
+
 # One job per part of a split (audit.query_parts): that part against every target set, each
-# image's candidates verified by alignment on the images (audit.verification).
+# image's candidates verified by alignment on the images (audit.verification), the target
+# images decoded only for the candidates the part verifies.
 rule audit_search:
     input:
         queries=lambda wc: audit_plan.query_embeddings(wc.dataset, wc.split),
         targets=lambda wc: audit_plan.target_embeddings(config, wc.dataset, wc.split),
         manifests=lambda wc: audit_plan.search_manifests(config, wc.dataset, wc.split),
+        thumbnails=lambda wc: audit_plan.search_thumbnails(config, wc.dataset, wc.split),
     output:
         matches=audit_plan.MATCHES,
     log:

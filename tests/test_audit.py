@@ -389,6 +389,99 @@ def _disk_dataset(root, per_split=6):
     return classes
 
 
+def test_the_search_reads_each_set_s_thumbnails_in_its_embeddings_key_order(tmp_path, capsys):
+    """Rule audit_thumbnails' file holds a set's thumbnails in the order of its embeddings' keys
+    (here not the manifest's); the search of one part with those files, its target images
+    decoded only for the candidates it verifies, equals the search made in memory with every
+    image decoded. Planted: a file in another key order, and no thumbnails at all with
+    pixel_candidates, are refused with one line naming the file or the flag."""
+    from imagenot.cli import main
+    from imagenot.core.dataset import ManifestDataset
+    from imagenot.core.io import read_npy, read_parquet
+
+    _disk_dataset(tmp_path / "own")
+    manifest, classes = tmp_path / "own/manifest.parquet", tmp_path / "own/classes.txt"
+    rng = np.random.default_rng(1)
+
+    def npz(name, split, order):
+        ds = ManifestDataset(tmp_path / "own", split)
+        keys = np.asarray(ds.keys)[order]
+        embeddings = rng.normal(size=(len(keys), 8)).astype(np.float32)
+        path = tmp_path / f"{name}.npz"
+        np.savez(
+            path,
+            embeddings=embeddings,
+            labels=ds.labels[order],
+            keys=keys,
+            classes=np.asarray(ds.classes),
+            split=np.asarray(split),
+            encoder=np.asarray("enc"),
+        )
+        index = {k: i for i, k in enumerate(ds.keys)}
+        return str(path), embeddings, keys.tolist(), [ds[index[k]][0] for k in keys]
+
+    side, compare = 8, 32
+
+    def thumbnails(name, split, embeddings):
+        out = tmp_path / f"thumbnails_{name}.npz"
+        argv = ["audit-thumbnails", "--manifest", str(manifest), "--classes", str(classes)]
+        argv += ["--embeddings", embeddings, "--thumbnails", str(out), "--workers", "0"]
+        settings = json.dumps({"split": split, "thumbnail_side": side})
+        assert main([*argv, "--settings", settings]) == 0
+        return str(out)
+
+    queries, q_emb, _, q_images = npz("q", "test", np.arange(18))
+    targets, t_emb, t_keys, t_images = npz("t", "train", rng.permutation(18))
+    q_thumbs, t_thumbs = thumbnails("q", "test", queries), thumbnails("t", "train", targets)
+    written = read_npy(t_thumbs)
+    assert written["keys"].tolist() == t_keys and int(written["side"]) == side
+    np.testing.assert_array_equal(written["thumbnails"], verify.thumbnails(t_images, side))
+
+    v = VERIFICATION | {"candidates": 2, "pixel_candidates": 3, "thumbnail_side": side}
+    v |= {"compare_side": compare}
+    settings = {"dataset": "own", "split": "test", "part": "1", "query_parts": 2}
+    settings |= {"block_size": 4, "targets": ["own/train"], "verification": v}
+    argv = ["audit-search", "--queries", queries, "--targets", targets, "--threads", "1"]
+    argv += ["--manifests", str(manifest), str(manifest), "--settings", json.dumps(settings)]
+
+    def searched(*thumbs, out="m.parquet"):
+        given = ["--thumbnails", *thumbs] if thumbs else []
+        return main([*argv, *given, "--matches", str(tmp_path / out)])
+
+    assert searched(q_thumbs, t_thumbs) == 0
+    found = read_parquet(tmp_path / "m.parquet").to_pylist()
+    # in memory: every image decoded, its thumbnail and grey image at hand
+    start, stop = search.part_rows(18, 1, 2)
+    rows = verify.candidate_rows(
+        q_emb[start:stop],
+        t_emb,
+        verify.thumbnails(q_images[start:stop], side),
+        verify.thumbnails(t_images, side),
+        v,
+        4,
+    )
+    t_grey = verify.grey_list(t_images, compare)
+    scores, column = verify.best_candidates(
+        verify.grey_list(q_images[start:stop], compare), lambda w: t_grey[w], rows, v
+    )
+    best = rows[np.arange(len(rows)), column]
+    assert len(found) == stop - start == 9 and (rows >= 0).sum() > 2 * len(rows)
+    assert [r["target_key"] for r in found] == [t_keys[r] for r in best]
+    np.testing.assert_allclose([r["score"] for r in found], scores, atol=1e-6)
+
+    # planted: the target set's thumbnails in the manifest's order, not its embeddings'
+    sorted_embeddings = npz("s", "train", np.arange(18))[0]
+    other_order = thumbnails("s", "train", sorted_embeddings)
+    capsys.readouterr()
+    assert searched(q_thumbs, other_order, out="x.parquet") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "thumbnails_s.npz" in err and "key order" in err
+    # planted: pixel_candidates without the thumbnails files
+    assert searched(out="y.parquet") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.count("--thumbnails: 0 file(s)") == 1
+
+
 def test_calibrate_and_figure_commands_on_a_dataset_on_disk(tmp_path, capsys, monkeypatch):
     import torch
     from final_run import write_final_run

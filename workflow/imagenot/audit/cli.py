@@ -87,6 +87,20 @@ def _verification(images, labels, originals, s) -> dict:
     return result
 
 
+def thumbnails(f, s, workers: int) -> None:
+    """Make the colour-normalised thumbnails of one split of a dataset, in its embeddings' key
+    order."""
+    from imagenot.audit import thumbnails as thumbs
+    from imagenot.core.dataset import ManifestDataset, folder_of
+    from imagenot.diagnostics.embed import read_embeddings
+
+    dataset = ManifestDataset(folder_of(f.manifest, f.classes), s.split)
+    keys = np.asarray(read_embeddings(f.embeddings)["keys"], dtype=str).tolist()
+    made = thumbs.make_thumbnails(dataset, keys, s.thumbnail_side, workers, f.embeddings)
+    thumbs.write_thumbnails(keys, made, s.thumbnail_side, f.thumbnails)
+    print(f"{f.thumbnails}: {len(keys)} thumbnails of {s.thumbnail_side} px")
+
+
 def search(f, s, threads: int) -> None:
     """Find each image's closest image in every target set (exact FAISS search), its
     candidates verified by alignment."""
@@ -96,6 +110,7 @@ def search(f, s, threads: int) -> None:
 
     from imagenot.audit import search as exact
     from imagenot.audit import tables, verify
+    from imagenot.audit.thumbnails import read_thumbnails
     from imagenot.core.dataset import ManifestDataset, folder_of
     from imagenot.core.io import write_parquet
     from imagenot.diagnostics.embed import read_embeddings
@@ -113,11 +128,17 @@ def search(f, s, threads: int) -> None:
             f"--manifests: {len(f.manifests)} file(s); verification needs the audited "
             f"dataset's and one per target set ({len(s.targets) + 1})"
         )
+    thumbed = v["enabled"] and v["pixel_candidates"] > 0
+    if thumbed and len(f.thumbnails) != len(s.targets) + 1:
+        raise ValueError(
+            f"--thumbnails: {len(f.thumbnails)} file(s); pixel_candidates needs the audited "
+            f"split's and one per target set ({len(s.targets) + 1})"
+        )
     queries = read_embeddings(f.queries)
     start, stop = exact.part_rows(len(queries["keys"]), int(s.part), s.query_parts)
     part = {k: queries[k][start:stop] for k in ("embeddings", "labels", "keys")}
     part["classes"] = queries["classes"]
-    query_images = None
+    query_grey, query_thumbs = None, None
     pieces = [tables.MATCH_SCHEMA.empty_table()]
     for i, (label, path) in enumerate(zip(s.targets, f.targets, strict=True)):
         found = read_embeddings(path)
@@ -127,28 +148,27 @@ def search(f, s, threads: int) -> None:
                 "the audit compares one encoder's embeddings"
             )
         if v["enabled"]:
-            thumb = v["thumbnail_side"] if v["pixel_candidates"] else 0
-            if query_images is None:
+            side = v["thumbnail_side"]
+            if query_grey is None:  # the part's own images only
                 own = ManifestDataset(folder_of(f.manifests[0]), s.split)
-                keys = list(map(str, part["keys"]))
-                query_images = verify.images(own, keys, v["compare_side"], thumb)
-                if not thumb:
-                    query_images = (query_images, None)
+                query_grey = verify.images(own, list(map(str, part["keys"])), v["compare_side"])
+                if thumbed:
+                    whole = read_thumbnails(f.thumbnails[0], queries["keys"], side, f.queries)
+                    query_thumbs = whole[start:stop].copy()
+                    del whole
             target_set = ManifestDataset(folder_of(f.manifests[i + 1]), label.split("/")[1])
             keys = np.asarray(found["keys"], dtype=str).tolist()
-            loaded, thumbs = None, None
-            if thumb:  # every target image decoded once: its thumbnail and its grey image
-                loaded, thumbs = verify.images(target_set, keys, v["compare_side"], thumb)
+            thumbs = read_thumbnails(f.thumbnails[i + 1], keys, side, path) if thumbed else None
             rows = verify.candidate_rows(
-                part["embeddings"], found["embeddings"], query_images[1], thumbs, v, s.block_size
+                part["embeddings"], found["embeddings"], query_thumbs, thumbs, v, s.block_size
             )
+            del thumbs
 
-            def target(wanted, target_set=target_set, keys=keys, loaded=loaded):
-                if loaded is not None:
-                    return loaded[torch.as_tensor(wanted)]
+            def target(wanted, target_set=target_set, keys=keys):
+                # decoded lazily: only the candidates this part verifies
                 return verify.images(target_set, [keys[w] for w in wanted], v["compare_side"])
 
-            scores, column = verify.best_candidates(query_images[0], target, rows, v)
+            scores, column = verify.best_candidates(query_grey, target, rows, v)
             rows = rows[np.arange(len(rows)), column]
             sims = exact.pair_similarity(part["embeddings"], found["embeddings"], rows)
         else:

@@ -38,7 +38,24 @@ class SearchFiles(Files):
         many=True,
         optional=True,
     )
+    thumbnails: list[str] = given(
+        "with verification and pixel_candidates: the audited split's thumbnails, then each "
+        "target set's, in the order of the settings' targets (`imagenot audit-thumbnails`)",
+        many=True,
+        optional=True,
+    )
     matches: str = made("parquet: each query's closest image in each target set")
+
+
+@dataclass(frozen=True)
+class ThumbnailsFiles(Files):
+    """``audit-thumbnails``: the colour-normalised thumbnails of every image of one split of a
+    dataset, in the order of that split's embeddings file's keys."""
+
+    manifest: str = given("the dataset's manifest (its folder is the dataset's)")
+    classes: str = given("the dataset's classes.txt, beside the manifest")
+    embeddings: str = given(".npz of the split (`imagenot embed-images`): the keys' order")
+    thumbnails: str = made(".npz: keys, thumbnails (float32, one row per key) and their side")
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from imagenot.diagnostics import plan as diagnostics_plan
 AUDIT = f"{paths.RESULTS}/audit"
 CALIBRATION = f"{AUDIT}/{{dataset}}/calibration.json"
 MATCHES = f"{AUDIT}/{{dataset}}/matches/{{split}}-{{part}}.parquet"
+THUMBNAILS = f"{AUDIT}/{{dataset}}/thumbnails_{{split}}.npz"
 SUMMARY = f"{AUDIT}/{{dataset}}/audit.json"
 PER_CLASS = f"{AUDIT}/{{dataset}}/near_duplicates.parquet"
 FLAGGED = f"{AUDIT}/{{dataset}}/flagged.parquet"
@@ -105,6 +106,23 @@ def search_manifests(config: dict, dataset: str, split: str) -> list[str]:
         return []
     sets = [dataset] + [t for t, _ in target_sets(config, dataset, split)]
     return [paths.MANIFEST.format(dataset=d) for d in sets]
+
+
+def thumbnails_used(config: dict) -> bool:
+    """Whether the search reads thumbnails: ``audit.verification.enabled`` with
+    ``pixel_candidates`` above 0."""
+    v = settings(config)["verification"]
+    return bool(v["enabled"] and v["pixel_candidates"] > 0)
+
+
+def search_thumbnails(config: dict, dataset: str, split: str) -> list[str]:
+    """The thumbnails files (rule ``audit_thumbnails``, one per dataset and split) the search of
+    one query split reads: the split's own, then each target set's, in :func:`target_sets`
+    order (none unless :func:`thumbnails_used`)."""
+    if not thumbnails_used(config):
+        return []
+    sets = [(dataset, split), *target_sets(config, dataset, split)]
+    return [THUMBNAILS.format(dataset=d, split=s) for d, s in sets]
 
 
 def parts(config: dict) -> list[str]:

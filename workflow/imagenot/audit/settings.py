@@ -87,6 +87,18 @@ class SearchSettings(FromConfig):
 
 
 @dataclass(frozen=True)
+class ThumbnailsSettings(FromConfig):
+    """``audit-thumbnails``: one split (the rule's wildcard) of a dataset, its thumbnails at
+    ``thumbnail_side`` px (``audit.verification``)."""
+
+    SECTIONS: ClassVar = ("audit.verification",)
+    WILDCARDS: ClassVar = ("split",)
+
+    split: str
+    thumbnail_side: int
+
+
+@dataclass(frozen=True)
 class PoolSettings(FromConfig):
     """``audit-pool``: the encoder (``diagnostics.encoder``, as the embeddings'), the query
     rows searched at a time and the pool's target sets (:mod:`imagenot.audit.pool_plan`)."""

@@ -139,20 +139,17 @@ def pair_scores(a, b, v: dict) -> np.ndarray:
     )
 
 
-def images(dataset, keys, side: int, thumb_side: int = 0):
-    """Grey images (:func:`grey`, ``side`` px) of ``keys`` of a ManifestDataset, in order; with
-    ``thumb_side``, (grey images, their :func:`thumbnails`) from one decoding."""
+def images(dataset, keys, side: int):
+    """Grey images (:func:`grey`, ``side`` px) of ``keys`` of a ManifestDataset, in order: the
+    search decodes only the candidates it verifies."""
     import torch
 
     index = {k: i for i, k in enumerate(dataset.keys)}
     out = torch.zeros((len(keys), side, side), dtype=torch.float32)
-    thumbs = np.zeros((len(keys), 3 * thumb_side * thumb_side), dtype=np.float32)
     for start in range(0, len(keys), 256):
         chunk = [dataset[index[k]][0] for k in keys[start : start + 256]]
         out[start : start + len(chunk)] = grey_list(chunk, side)
-        if thumb_side:
-            thumbs[start : start + len(chunk)] = thumbnails(chunk, thumb_side)
-    return (out, thumbs) if thumb_side else out
+    return out
 
 
 def thumbnails(tensors, side: int) -> np.ndarray:

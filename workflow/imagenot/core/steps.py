@@ -582,6 +582,13 @@ for _step in (
         *(_DEVICE, _GPU_JOB),
     ),
     _audit(
+        "audit-thumbnails",
+        "make the colour-normalised thumbnails of one split of a dataset (the search's pixel "
+        "candidates), in its embeddings' key order",
+        "Thumbnails",
+        Option("workers", "DataLoader worker processes", "{threads}", int, required=True),
+    ),
+    _audit(
         "audit-search",
         "find each image's closest image in every target set (exact FAISS search)",
         "Search",

@@ -56,7 +56,7 @@ def funnel_rows(
             a=sum(s["ambiguous_captions"] for s in caption_stats),
             p=sum(s["punsafe_removed"] for s in caption_stats),
             u=sum(s.get("unknown_nsfw_removed", 0) for s in caption_stats),
-            # stats written before the count took every value outside [0, 1] name it nan_punsafe
+            # a stats file may name this count nan_punsafe (then it counts every value outside [0, 1])
             n=sum(s.get("punsafe_not_probability", s.get("nan_punsafe", 0)) for s in caption_stats),
         ),
         8: f"duplicate URLs removed {selection_stats['duplicate_urls_removed']}",

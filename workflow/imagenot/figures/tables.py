@@ -74,7 +74,7 @@ def published_check(acc: pd.DataFrame, reports: Reports, opts: Options) -> pd.Da
         & (acc["protocol"] == "st")
         & (acc["transform"] == opts.standard_transform)
     ]
-    # the run's own record; a table written before it was carried: the model's x-axis value
+    # the run's own record where the table carries it, else the model's x-axis value
     own = rows["published_top1"] if "published_top1" in rows else rows["imagenet_top1"]
     published = own.fillna(rows["imagenet_top1"]).astype(float)
     weights = rows["weights"] if "weights" in rows else pd.Series(None, index=rows.index)

@@ -11,8 +11,8 @@ builds another world's datasets under the same names is refused in one line that
 in a working directory of its own. A change within one study (an overlay, a new threshold, an
 amendment, a new dataset) keeps the world and the kinds, and is not refused here.
 
-Results written before the record existed are recognised by the demo or scale world's own
-folder under results/.
+Results without a record (a results/ folder with no ``run.json``) are recognised by the demo or
+scale world's own folder under results/.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from imagenot.core.typed_json import read_object
 
 RUN_RECORD = f"{RESULTS}/run.json"
 # the folders a demo or scale world writes (imagenot.demo.plan.DEMO_DIR, scale_plan's): evidence
-# of which world made results written before the record existed
+# of which world made results that carry no record
 _WORLD_DIRS = {"demo": f"{RESULTS}/demo_world", "scale": f"{RESULTS}/scale_world"}
 _WORLD_WORDS = {
     "demo": "the demo world",
@@ -87,7 +87,7 @@ def _read(path: Path) -> dict | None:
 
 def _recorded(root: Path) -> dict | None:
     """The record of the results under ``root`` (the working directory), or what the world
-    folders say of results older than it; None when there are no results to compare with."""
+    folders say of results without one; None when there are no results to compare with."""
     if (root / RUN_RECORD).is_file():
         return _read(root / RUN_RECORD)
     for name, folder in _WORLD_DIRS.items():

@@ -61,7 +61,7 @@ REPORT = f"{RESULTS}/report.html"
 REPORT_COMMAND = f".venv/bin/snakemake --report {REPORT}"
 FAR_BELOW = 0.5  # a part under this share of its dataset's download success rate is a warning
 MIN_PART_ROWS = 50  # as acquire.min_success_rate: smaller parts say little
-# what the summary reads of a final run's result.json, which every version of the workflow wrote
+# what the summary reads of a final run's result.json: the keys every final run's result holds
 SUMMARY_KEYS = (*IDENTITY, "num_classes")
 
 

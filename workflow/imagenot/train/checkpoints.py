@@ -114,8 +114,8 @@ def checkpoint_problem(path: Path) -> tuple[str, str] | None:
     """(reason, detail) when the checkpoint at ``path`` must not be resumed although its state
     reads: ``unreadable`` (its tensors cannot be read) or ``damaged`` (its tensors or metadata
     do not give the digest stored when it was written, or a value is NaN or infinite); None
-    when it may be resumed. A checkpoint written before checkpoints carried a digest is
-    checked for finiteness only."""
+    when it may be resumed. A checkpoint that carries no digest is checked for
+    finiteness only."""
     try:
         tensors, meta = _read(path)
     except Exception as exc:  # SafetensorError, a short read: the tensors are not all there

@@ -3,8 +3,8 @@
 Why: the published weights of the paper's models do not share one protocol. torchvision's
 ``EfficientNet_V2_L_Weights.IMAGENET1K_V1`` expects 480 px, bicubic, mean = std = 0.5; ConvNeXt-L
 resize 232 / crop 224; ResNet resize 256 / crop 224 (``weights.transforms()``). One global
-normalisation and resolution fed and evaluated them outside that protocol, with no error, and
-the published accuracies were restated in a second table that a new model could miss. Here each
+normalisation and resolution would feed and evaluate them outside that protocol, with no error,
+and a second table of published accuracies could miss a new model. So each
 weights reference (``imagenot.train.registry.WEIGHT_SOURCES``) has one :class:`WeightFacts`,
 read from where its publisher keeps it, as timm's ``PretrainedCfg`` does:
 

@@ -482,7 +482,7 @@ def test_the_summary_shows_a_runs_numbers_only_as_its_producer_wrote_them(tmp_pa
     _robustness(tmp_path, RUN, top1=(55.0, 50.0), record=digest)
     summary = collect(_layout(tmp_path), tmp_path)
     (error,) = [p["message"] for p in summary["problems"] if p["level"] == "error"]
-    assert f"{evaluation}: its Identity row's top1 55 cannot be a share of n=4" in error
+    assert f"{evaluation}: row 0 column top1 55 cannot be a share of n=4" in error
     assert summary["models"][0]["best_test_accuracy"] is None
     _robustness(tmp_path, RUN, top1=(75.0, 50.0), record=digest)
     for change, words in [
@@ -563,7 +563,8 @@ def test_the_summary_checks_a_published_runs_measured_top1_as_read(tmp_path, top
     pq.write_table(pa.Table.from_pylist(table, pq.read_schema(path)), path)
     summary = collect(layout, tmp_path)
     errors = [p["message"] for p in summary["problems"] if p["level"] == "error"]
-    assert len(errors) == 1 and f"{path}: its Identity row has top1" in errors[0], errors
+    assert len(errors) == 1 and f"{path}: row 0 column " in errors[0], errors
+    assert ("not a percentage" if n else "not a positive integer") in errors[0]
     assert summary["published_check"] == []
 
 

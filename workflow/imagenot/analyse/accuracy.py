@@ -30,26 +30,10 @@ import pandas as pd
 from imagenot.analyse import PUBLISHED_DATASET, PUBLISHED_PROTOCOL, stats
 from imagenot.analyse.settings import AccuracySettings
 from imagenot.analyse.table import TableError, missing_columns
-from imagenot.core.counts import count_problem
 from imagenot.core.io import read_parquet
+from imagenot.evaluate.outputs import RECORD_COLUMNS, ROBUSTNESS_COLUMNS, read_evaluation
 from imagenot.train.facts import PUBLISHED_TEST_SIZE
 
-ROBUSTNESS_COLUMNS = (
-    "model",
-    "dataset",
-    "protocol",
-    "seed",
-    "transform",
-    "top1",
-    "top5",
-    "n",
-    "ci_low",
-    "ci_high",
-)
-#: A run's own record of the published weights it evaluated, and the digest its producer sealed
-#: the record with (evaluations written before these columns lack them: read as empty, the
-#: config's weights stand in)
-RECORD_COLUMNS = ("weights", "published_top1", "record_sha256")
 PUBLISHED_COLUMNS = ("model", "weights", "top1", "top5", "source")
 
 log = logging.getLogger(__name__)
@@ -61,66 +45,12 @@ COLUMNS = [
 """The accuracy table's columns: an evaluation's, its top-1 named ``accuracy``."""
 
 
-def check_robustness(df: pd.DataFrame, path: str | os.PathLike) -> None:
-    """TableError naming the file, row and column of an evaluation's table that is not what its
-    path says (the run's dataset, protocol, model and seed) or whose numbers are out of their
-    range: percentages finite in [0, 100] (``published_top1`` too where not null), ``n`` a
-    positive integer, top-1 and top-5 shares that ``n`` test images can give
-    (:func:`imagenot.core.counts.count_problem`: no 55 % of 3), top-1 within its interval and at most
-    top-5. Read back like numbers read in: a table copied into another run's folder, or edited,
-    never becomes that run's rows."""
-    from imagenot.evaluate.paths import RUN_DIR
-    from imagenot.train.records import run_identity
-
-    def cell(col: str, row: int):
-        value = df[col].iloc[row]
-        return repr(value.item() if hasattr(value, "item") else value)
-
-    if df.empty:
-        raise TableError(f"{path}: no rows (an evaluation has one row per transformation)")
-    for key, want in (run_identity(path, (f"{RUN_DIR}/{{name}}",)) or {}).items():
-        wrong = np.flatnonzero((df[key].astype(str) != str(want)).to_numpy())
-        if len(wrong):
-            raise TableError(
-                f"{path}: row {wrong[0]} has {key} {cell(key, wrong[0])}, but its path says "
-                f"{want!r}: an evaluation is read only under its own run's path"
-            )
-    for col in ("top1", "top5", "ci_low", "ci_high", "n", "published_top1"):
-        if col not in df.columns:  # published_top1: evaluations written before it lack it
-            continue
-        values = pd.to_numeric(df[col], errors="coerce").to_numpy(float)
-        bad = ~np.isfinite(values) | (values < 0)
-        if col == "published_top1":  # null for a trained run
-            bad &= df[col].notna().to_numpy()
-        bad |= (values > 100) if col != "n" else (values < 1) | (values != np.round(values))
-        if bad.any():
-            row = int(np.flatnonzero(bad)[0])
-            what = "a positive integer" if col == "n" else "a percentage in [0, 100]"
-            raise TableError(f"{path}: row {row} column {col} is {cell(col, row)}, not {what}")
-    for col in ("top1", "top5"):  # a count of correct images out of n (as the toolbox checks)
-        for row, (pct, n) in enumerate(zip(df[col].astype(float), df["n"], strict=True)):
-            problem = count_problem(pct, int(n), pct, 1.0)
-            if problem:
-                raise TableError(f"{path}: row {row} column {col} {problem}")
-    tol = 1e-6
-    off = (df["ci_low"] > df["top1"] + tol) | (df["top1"] > df["ci_high"] + tol)
-    off |= df["top1"] > df["top5"] + tol
-    if off.any():
-        row = int(np.flatnonzero(off.to_numpy())[0])
-        raise TableError(
-            f"{path}: row {row} has top1 {cell('top1', row)} outside its interval "
-            f"[{cell('ci_low', row)}, {cell('ci_high', row)}] or above top5 {cell('top5', row)}"
-        )
-
-
 def read_robustness(paths: Sequence[str | os.PathLike]) -> pd.DataFrame:
-    """Concatenate evaluation ``robustness.parquet`` files, checking their columns, identity
-    and numbers (:func:`check_robustness`)."""
+    """Concatenate evaluation ``robustness.parquet`` files, each read by the evaluations' one
+    reader (:func:`imagenot.evaluate.outputs.read_evaluation`: columns, identity, numbers)."""
     frames = []
     for path in paths:
-        df = read_parquet(path).to_pandas()
-        missing_columns(df, ROBUSTNESS_COLUMNS, f"{path}:")
-        check_robustness(df, path)
+        df = read_evaluation(path)
         frames.append(df.reindex(columns=[*ROBUSTNESS_COLUMNS, *RECORD_COLUMNS]))
     if not frames:
         return pd.DataFrame({c: [] for c in (*ROBUSTNESS_COLUMNS, *RECORD_COLUMNS)})

@@ -88,6 +88,7 @@ def bench_download(root: Path, jpegs: list[bytes], size: int, threads: int) -> d
     import dataclasses
 
     from imagenot.acquire.download import download_part
+    from imagenot.acquire.files import DownloadFiles
     from imagenot.acquire.settings import DownloadSettings
     from imagenot.core.config import validate_config
 
@@ -122,12 +123,10 @@ def bench_download(root: Path, jpegs: list[bytes], size: int, threads: int) -> d
     pq.write_table(sel, root / "sel.parquet")
     t = _time(
         lambda: download_part(
-            root / "sel.parquet",
-            0,
-            root / "work",
-            root / "part.tar",
-            root / "part.parquet",
-            settings=settings,
+            DownloadFiles(root / "sel.parquet", root / "part.parquet", root / "part.tar"),
+            settings,
+            part=0,
+            work_dir=root / "work",
             processes=1,
         )
     )

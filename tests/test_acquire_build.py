@@ -14,6 +14,7 @@ from PIL import Image
 
 from imagenot.acquire.build import build_dataset, near_duplicate_mask
 from imagenot.acquire.download import download_part
+from imagenot.acquire.files import DownloadFiles
 from imagenot.acquire.settings import FillSettings, WriteSettings
 from imagenot.core.dataset import load_split_tensors, read_fingerprint, read_manifest
 
@@ -60,16 +61,14 @@ def world(tmp_path_factory):
     for part in range(2):
         status = root / "acquire" / f"part-{part:05d}.parquet"
         download_part(
-            root / "selection.parquet",
-            part,
-            root / "work" / str(part),
-            status.with_suffix(".tar"),
-            status,
-            settings=download_settings(
+            DownloadFiles(root / "selection.parquet", status, status.with_suffix(".tar")),
+            download_settings(
                 download_parts=2, threads_per_process=4, timeout_s=5, retries=0, image_size=24, images_per_download_shard=10000,
                 url_map={"http://demo-world.invalid/": str(root / "images")},
                 min_success_rate=0.0, max_unreachable_fraction=None,
             ),
+            part=part,
+            work_dir=root / "work" / str(part),
             processes=1,
         )  # fmt: skip
         parts.append(status)

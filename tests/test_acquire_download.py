@@ -18,6 +18,7 @@ from PIL import Image
 from imagenot.acquire import images
 from imagenot.acquire.download import download_part, part_of, reason_counts
 from imagenot.acquire.fetch import rewrite_urls, serve_directories
+from imagenot.acquire.files import DownloadFiles
 from imagenot.core.dataset import ManifestDataset
 
 
@@ -103,15 +104,13 @@ def test_bad_input_ends_in_statistics(tmp_path, server):
     sel = tmp_path / "selection.parquet"
     pq.write_table(_selection(base, names), sel)
     status = download_part(
-        sel,
-        0,
-        tmp_path / "work",
-        tmp_path / "part.tar",
-        tmp_path / "part.parquet",
-        settings=download_settings(
+        DownloadFiles(sel, tmp_path / "part.parquet", tmp_path / "part.tar"),
+        download_settings(
             download_parts=1, threads_per_process=4, timeout_s=3, retries=0, images_per_download_shard=100, image_size=16,
             max_image_pixels=1_000_000, min_image_size=8, min_success_rate=0.0, max_unreachable_fraction=None,
         ),
+        part=0,
+        work_dir=tmp_path / "work",
         processes=1,
     )  # fmt: skip
     by_key = {r["key"]: r for r in status.to_pylist()}
@@ -144,8 +143,8 @@ def test_rerun_resumes_without_duplicates(tmp_path, server):
         download_parts=1, threads_per_process=2, timeout_s=10, retries=0, images_per_download_shard=10, image_size=16,
         min_success_rate=0.0, max_unreachable_fraction=None,
     )  # fmt: skip
-    kwargs = {"settings": settings, "processes": 1}
-    args = (sel, 0, tmp_path / "work", tmp_path / "p.tar", tmp_path / "p.parquet")
+    kwargs = {"part": 0, "work_dir": tmp_path / "work", "processes": 1}
+    args = (DownloadFiles(sel, tmp_path / "p.parquet", tmp_path / "p.tar"), settings)
     first = download_part(*args, **kwargs)
     # simulate a job killed inside the second img2dataset shard: its stats file is missing
     stats = sorted((tmp_path / "work" / "img2dataset").glob("*_stats.json"))
@@ -224,6 +223,7 @@ if __name__ == "__main__":
 
     from imagenot.acquire.download import download_part
     from imagenot.acquire.fetch import DownloadError
+    from imagenot.acquire.files import DownloadFiles
 
     root = os.environ["ROOT"]
     os.makedirs(f"{root}/www", exist_ok=True)
@@ -244,8 +244,8 @@ if __name__ == "__main__":
     )
     try:
         download_part(
-            f"{root}/sel.parquet", 0, f"{root}/work", f"{root}/p.tar", f"{root}/p.parquet",
-            settings=settings, processes=2,
+            DownloadFiles(f"{root}/sel.parquet", f"{root}/p.parquet", f"{root}/p.tar"), settings,
+            part=0, work_dir=f"{root}/work", processes=2,
         )
     except DownloadError as exc:
         print(f"refused: {exc}")

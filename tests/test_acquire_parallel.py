@@ -30,6 +30,7 @@ from imagenot.acquire.build import (
 )
 from imagenot.acquire.dataset import Record, gather_parts, write_dataset
 from imagenot.acquire.download import STATUS_SCHEMA, select_part
+from imagenot.acquire.files import RangeFiles, TopupFiles
 from imagenot.acquire.materialise import materialise_range
 from imagenot.acquire.ranges import n_range_jobs
 from imagenot.acquire.settings import (
@@ -106,7 +107,7 @@ def _run_ranges(root, out, per_job):
     settings = _range_settings(root, per_job)
     parts = _range_paths(out, settings.jobs)
     for j, part in enumerate(parts):
-        materialise_range(out / "ds", part, settings, job=j)
+        materialise_range(RangeFiles(str(part)), settings, out=out / "ds", job=j)
     return parts
 
 
@@ -153,7 +154,9 @@ def test_a_killed_range_is_redone_alone(imagenet, tmp_path):
     assert redone and all("-00001-" in n for n in redone)
     assert gather_parts(out / "ds", parts, seed=OPTS["seed"]).read_bytes() == first
     # other settings for a range: it is redone, not skipped
-    materialise_range(out / "ds", parts[0], _range_settings(imagenet, 3, seed=5), job=0)
+    materialise_range(
+        RangeFiles(str(parts[0])), _range_settings(imagenet, 3, seed=5), out=out / "ds", job=0
+    )
     assert (shards / "train-00000-000000.tar").stat().st_mtime_ns != before[
         "train-00000-000000.tar"
     ]
@@ -470,10 +473,9 @@ def test_shortfall_message_from_the_command_line_has_no_traceback(laion):
 def test_topup_round_fills_a_short_class_from_the_reserve(laion):
     root, parts, _ = laion
     topup = select_topup(
-        [root / "selection.parquet"],
-        parts,
-        root / "reserve.parquet",
-        root / "round-1.parquet",
+        TopupFiles(
+            [root / "selection.parquet"], parts, root / "reserve.parquet", root / "round-1.parquet"
+        ),
         _topup(near_duplicates="phash"),
     )
     # only the short class, its best reserve rows first: ceil(2 short * 1.5) = 3
@@ -503,10 +505,12 @@ def test_topup_round_fills_a_short_class_from_the_reserve(laion):
     assert set(stats["part"].to_pylist()) == {"part-00000", "part-00001"}
     # a second round would find nothing short
     again = select_topup(
-        [root / "selection.parquet", root / "round-1.parquet"],
-        [*parts, *parts1],
-        root / "reserve.parquet",
-        root / "round-2.parquet",
+        TopupFiles(
+            [root / "selection.parquet", root / "round-1.parquet"],
+            [*parts, *parts1],
+            root / "reserve.parquet",
+            root / "round-2.parquet",
+        ),
         _topup(),
     )
     assert again.num_rows == 0
@@ -515,10 +519,9 @@ def test_topup_round_fills_a_short_class_from_the_reserve(laion):
 def test_exhausted_reserve_gives_the_shortfall_message(laion):
     root, parts, _ = laion
     select_topup(
-        [root / "selection.parquet"],
-        parts,
-        root / "reserve.parquet",
-        root / "round-1.parquet",
+        TopupFiles(
+            [root / "selection.parquet"], parts, root / "reserve.parquet", root / "round-1.parquet"
+        ),
         _topup(),
     )
     (root / "r1").mkdir()
@@ -550,10 +553,12 @@ def test_reserve_must_not_repeat_the_selection(laion):
     write_parquet(sel.slice(0, 2), root / "bad-reserve.parquet")
     with pytest.raises(ValueError, match=r"bad-reserve\.parquet: holds keys of the selection"):
         select_topup(
-            [root / "selection.parquet"],
-            parts,
-            root / "bad-reserve.parquet",
-            root / "r.parquet",
+            TopupFiles(
+                [root / "selection.parquet"],
+                parts,
+                root / "bad-reserve.parquet",
+                root / "r.parquet",
+            ),
             _topup(),
         )
 

@@ -33,6 +33,7 @@ from conftest import download_settings
 from PIL import Image
 
 from imagenot.acquire.download import DownloadError, download_part
+from imagenot.acquire.files import DownloadFiles
 
 
 def _jpeg(colour=(200, 30, 30)) -> bytes:
@@ -97,15 +98,13 @@ def _download(tmp_path, urls, **validate):
     sel = tmp_path / "selection.parquet"
     pq.write_table(_selection(urls), sel)
     return download_part(
-        sel,
-        0,
-        tmp_path / "work",
-        tmp_path / "part.tar",
-        tmp_path / "part.parquet",
-        settings=download_settings(
+        DownloadFiles(sel, tmp_path / "part.parquet", tmp_path / "part.tar"),
+        download_settings(
             download_parts=1, threads_per_process=4, timeout_s=3, retries=0, images_per_download_shard=100, image_size=16,
             **{"min_success_rate": 0.0, "max_unreachable_fraction": None, **validate},
         ),
+        part=0,
+        work_dir=tmp_path / "work",
         processes=1,
     )  # fmt: skip
 
@@ -301,16 +300,14 @@ def test_downloads_are_http_only_size_capped_and_deadlined(tmp_path, www):
     # ones would take 40 s
     try:
         status = download_part(
-            sel,
-            0,
-            tmp_path / "work",
-            tmp_path / "part.tar",
-            tmp_path / "part.parquet",
-            settings=download_settings(
+            DownloadFiles(sel, tmp_path / "part.parquet", tmp_path / "part.tar"),
+            download_settings(
                 download_parts=1, threads_per_process=6, timeout_s=5, retries=0, images_per_download_shard=100,
                 max_response_bytes=65_536, image_deadline_s=3, image_size=16,
                 min_success_rate=0.0, max_unreachable_fraction=None,
             ),
+            part=0,
+            work_dir=tmp_path / "work",
             processes=1,
         )  # fmt: skip
     finally:

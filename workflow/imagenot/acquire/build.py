@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 
 from imagenot.acquire import paths as acquire_paths
 from imagenot.acquire.dataset import Record
-from imagenot.acquire.files import PlanFiles
+from imagenot.acquire.files import PlanFiles, TopupFiles, WriteFiles
 from imagenot.acquire.settings import FillSettings, TopupSettings, WriteSettings
 from imagenot.acquire.splits import class_seed, drop_excluded, excluded_columns
 from imagenot.core.dataset import SPLITS, ShardReader, read_classes
@@ -229,10 +229,11 @@ def read_rounds(
 def plan_build(files: PlanFiles, fill: FillSettings, *, name: str) -> pa.Table:
     """Fill and split a LAION-built dataset from the status tables of every download round
     (the global step: duplicates are removed across the whole dataset). Writes the download
-    and class reports, then either stops with the shortfall (:class:`ShortfallError`, unless
-    ``allow_fewer``) or writes the assignment: one row per kept image (key, wnid, split,
-    similarity, where its bytes lie: part_tar, offset, length; ``job``, the download part whose
-    write job stores it; ``order``, its row in the final manifest), classes in its metadata.
+    and class reports, then either stops with the shortfall (:class:`ShortfallError`, a
+    ValueError: the command ends in its message alone; unless ``allow_fewer``) or writes the
+    assignment: one row per kept image (key, wnid, split, similarity, where its bytes lie:
+    part_tar, offset, length; ``job``, the download part whose write job stores it; ``order``,
+    its row in the final manifest), classes in its metadata.
     ``files.selections`` are round 0's selection then each top-up round's; ``fill`` is the
     config's (:mod:`imagenot.acquire.settings`); ``name`` is the dataset's (for messages);
     ``files.exclusions``: none, or the audit's list of the pool (:func:`drop_excluded`).
@@ -307,21 +308,18 @@ CLASSES_META = b"imagenot.classes"
 
 
 def write_build_part(
-    assignment_path: str | os.PathLike,
-    job: str,
-    out_dir: str | os.PathLike,
-    part_manifest: str | os.PathLike,
-    settings: WriteSettings,
+    files: WriteFiles, settings: WriteSettings, *, job: str, out: str | os.PathLike
 ) -> pa.Table:
-    """Store the assignment rows of download part ``job`` (e.g. ``part-00003``, every round's
-    tar of that part) in the dataset's shards ``shards/{split}-{job}-{i:06d}.tar``, in manifest
-    order, and write the part manifest. A part manifest of the same rows whose shards are on
-    disk makes this a no-op (a rerun after a kill redoes only unfinished parts)."""
+    """Store the rows of ``files.assignment`` of download part ``job`` (e.g. ``part-00003``,
+    every round's tar of that part) in the shards ``shards/{split}-{job}-{i:06d}.tar`` of the
+    dataset's folder ``out``, in manifest order, and write the part manifest ``files.part``. A
+    part manifest of the same rows whose shards are on disk makes this a no-op (a rerun after a
+    kill redoes only unfinished parts)."""
     import hashlib
 
     from imagenot.acquire.dataset import part_is_done, write_part
 
-    table = read_parquet(assignment_path)
+    table = read_parquet(files.assignment)
     classes = json.loads(table.schema.metadata[CLASSES_META])
     rows = table.filter(pc.equal(table["job"], job))
     rows = rows.take(pc.sort_indices(rows, [("order", "ascending")]))
@@ -330,9 +328,9 @@ def write_build_part(
         digest.update(repr(batch.to_pydict()).encode())
     shard_size = settings.shard_size
     params = {"rows": digest.hexdigest(), "shard_size": shard_size, "classes": classes}
-    if part_is_done(out_dir, part_manifest, params):
-        log.info("%s: part %s already written from these rows; nothing to do", out_dir, job)
-        return read_parquet(part_manifest)
+    if part_is_done(out, files.part, params):
+        log.info("%s: part %s already written from these rows; nothing to do", out, job)
+        return read_parquet(files.part)
     reader = ShardReader(Path.cwd())
     columns = ("key", "wnid", "split", "part_tar", "offset", "length", "similarity")
     records = [
@@ -342,11 +340,11 @@ def write_build_part(
         )
     ]
     part = job.removeprefix("part-")
-    out = write_part(
-        out_dir,
+    written = write_part(
+        out,
         records,
         classes,
-        part_manifest,
+        files.part,
         part=part,
         shard_size=shard_size,
         with_similarity=True,
@@ -354,8 +352,8 @@ def write_build_part(
         params=params,
     )
     reader.close()
-    log.info("%s: part %s, %d images", out_dir, job, len(records))
-    return out
+    log.info("%s: part %s, %d images", out, job, len(records))
+    return written
 
 
 def build_dataset(
@@ -398,7 +396,9 @@ def build_dataset(
         assignment = plan_build(files, fill, name=report_dir.name)
         parts = [Path(tmp) / f"{job}.parquet" for job in sorted({Path(t).stem for t in tables})]
         for part in parts:
-            write_build_part(files.assignment, part.stem, out_dir, part, write)
+            write_build_part(
+                WriteFiles(files.assignment, str(part)), write, job=part.stem, out=out_dir
+            )
         manifest = gather_parts(out_dir, parts, seed=fill.seed)
     log.info("%s: %d images, %d classes", out_dir, assignment.num_rows, len(read_classes(out_dir)))
     return manifest
@@ -407,31 +407,26 @@ def build_dataset(
 # ------------------------------------------------------------------------------------ top-up
 
 
-def select_topup(
-    selections: list[str | os.PathLike],
-    part_tables: list[str | os.PathLike],
-    reserve: str | os.PathLike,
-    out: str | os.PathLike,
-    settings: TopupSettings,
-) -> pa.Table:
-    """The next top-up round's selection: for each class short after the rounds so far
-    (fewer than ``images_per_class`` valid distinct images, counted as the build counts them),
-    its best reserve rows not fetched yet (by ``rank_in_class``, then similarity), as many as
+def select_topup(files: TopupFiles, settings: TopupSettings) -> pa.Table:
+    """The next top-up round's selection (``files.selection``): for each class short after the
+    rounds so far (``files.selections`` and their ``files.status`` tables; fewer than
+    ``images_per_class`` valid distinct images, counted as the build counts them), its best rows
+    of ``files.reserve`` not fetched yet (by ``rank_in_class``, then similarity), as many as
     ``ceil(deficit * (1 + oversample))`` (the curation's oversampling margin, on the deficit).
     Written with the reserve's columns; empty when nothing is short or the reserve is used up.
     """
     from imagenot.acquire.download import read_selection
 
-    selection, cand = read_rounds(selections, part_tables)
+    selection, cand = read_rounds(files.selections, files.status)
     cand, keep = distinct_candidates(cand, settings)
     images_per_class, oversample = settings.images_per_class, settings.oversample
     have = Counter(np.asarray(cand["wnid"].to_pylist(), dtype=object)[keep].tolist())
-    table = read_selection(reserve)
+    table = read_selection(files.reserve)
     overlap = pc.sum(pc.is_in(table["key"], selection["key"])).as_py() or 0
     first_round = selection.filter(pc.equal(selection["round"], 0))
     if pc.sum(pc.is_in(table["key"], first_round["key"])).as_py():
         raise ValueError(
-            f"{reserve}: holds keys of the selection {selections[0]}; it must hold "
+            f"{files.reserve}: holds keys of the selection {files.selections[0]}; it must hold "
             "only the captions after the selected ones"
         )
     table = table.filter(pc.invert(pc.is_in(table["key"], selection["key"])))
@@ -462,5 +457,5 @@ def select_topup(
         len(exhausted),
         overlap,
     )
-    write_parquet(result, out)
+    write_parquet(result, files.selection)
     return result

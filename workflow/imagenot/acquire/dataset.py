@@ -28,6 +28,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from imagenot.acquire import splits
+from imagenot.acquire.files import GatherFiles
+from imagenot.acquire.settings import GatherSettings
 from imagenot.core import job_usage
 from imagenot.core.dataset import (
     CLASSES_FILE,
@@ -388,6 +390,24 @@ def gather_parts(
         table = table.take(pa.array(np.concatenate([train, *rest]), pa.int64()))
     _remove_unreferenced(out_dir, _tars(table))
     return _write_index(out_dir, table.combine_chunks(), classes)
+
+
+def gather(files: GatherFiles, settings: GatherSettings) -> Path:
+    """``acquire-gather``: :func:`gather_parts` of ``files.parts`` into the folder of
+    ``files.manifest``, its classes and fingerprint beside it (else a one-line error naming the
+    role)."""
+    out = Path(files.manifest).parent
+    for role, name in (
+        ("manifest", MANIFEST_FILE),
+        ("classes", CLASSES_FILE),
+        ("fingerprint", FINGERPRINT_FILE),
+    ):
+        if Path(getattr(files, role)) != out / name:
+            raise ValueError(
+                f"--{role} {getattr(files, role)}: a dataset's {role} is {out / name} (beside its "
+                "manifest)"
+            )
+    return gather_parts(out, files.parts, seed=settings.seed)
 
 
 def _part_classes(parts: Sequence[Path]) -> list[str]:

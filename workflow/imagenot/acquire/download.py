@@ -41,6 +41,7 @@ from imagenot.acquire.fetch import (
     reusable_row,
     unmark_transient_batches,
 )
+from imagenot.acquire.files import DownloadFiles
 from imagenot.acquire.settings import DownloadSettings
 from imagenot.core.io import read_parquet, write_parquet
 
@@ -192,25 +193,23 @@ def read_selection(path: str | os.PathLike) -> pa.Table:
 
 
 def download_part(
-    selection_path: str | os.PathLike,
-    part: int,
-    work_dir: str | os.PathLike,
-    out_tar: str | os.PathLike,
-    out_status: str | os.PathLike,
+    files: DownloadFiles,
     settings: DownloadSettings,
     *,
+    part: int,
+    work_dir: str | os.PathLike,
     processes: int,
 ) -> pa.Table:
-    """Fetch and validate one part of a selection as ``settings`` say (the rule's
+    """Fetch and validate one part of ``files.selection`` as ``settings`` say (the rule's
     ``acquire-download`` settings, :class:`~imagenot.acquire.settings.DownloadSettings`; ``processes``
-    is the job's thread count; the part is ``part`` of ``settings.download_parts``); return its
-    status table. A part whose downloads mostly could not
-    reach their hosts fails (:func:`check_reachable`)."""
+    is the job's thread count; the part is ``part`` of ``settings.download_parts``); write its
+    valid images to ``files.tar`` and return its status table (``files.status``). A part whose
+    downloads mostly could not reach their hosts fails (:func:`check_reachable`)."""
     n_parts = settings.download_parts
-    table = select_part(read_selection(selection_path), part, n_parts)
+    table = select_part(read_selection(files.selection), part, n_parts)
     log.info("part %d/%d: %d selection rows", part, n_parts, table.num_rows)
     folder = fetch(table, work_dir, settings, processes=processes)
-    status = validate_fetched(folder, table, out_tar, out_status, settings)
+    status = validate_fetched(folder, table, files.tar, files.status, settings)
     counts = {r["reason"]: r["count"] for r in reason_counts(status, str(part)) if r["count"]}
     log.info("part %d: %s", part, json.dumps(counts, sort_keys=True))
     if settings.max_unreachable_fraction is not None:

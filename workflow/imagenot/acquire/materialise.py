@@ -55,6 +55,7 @@ from imagenot.acquire.adapters import (
     outside,
 )
 from imagenot.acquire.dataset import Record, gather_parts, part_is_done, write_part
+from imagenot.acquire.files import RangeFiles
 from imagenot.acquire.kinds import DATASET_KINDS
 from imagenot.acquire.ranges import n_range_jobs, range_classes
 from imagenot.acquire.settings import MaterialiseSettings
@@ -94,16 +95,13 @@ def _written_with(settings: MaterialiseSettings) -> dict:
 
 
 def materialise_range(
-    out_dir: str | os.PathLike,
-    part_manifest: str | os.PathLike,
-    settings: MaterialiseSettings,
-    *,
-    job: int,
+    files: RangeFiles, settings: MaterialiseSettings, *, out: str | os.PathLike, job: int
 ) -> Path:
     """Write the classes of range job ``job`` (:func:`range_classes`): their shards
-    ``shards/{split}-{job:05d}-{i:06d}.tar`` in ``out_dir`` and the part manifest (in class
-    order: each class's test, val, train items). A part manifest already written with the same
-    settings, whose shards are all on disk, makes this a no-op; a killed job redoes its range.
+    ``shards/{split}-{job:05d}-{i:06d}.tar`` in the dataset's folder ``out`` and the part
+    manifest ``files.part`` (in class order: each class's test, val, train items). A part
+    manifest already written with the same settings, whose shards are all on disk, makes this a
+    no-op; a killed job redoes its range.
     Unreadable files and empty classes: module docstring; the counts by reason are logged and
     written beside the part manifest (``<part>.skipped.json``).
     """
@@ -116,9 +114,9 @@ def materialise_range(
     classes = read_classes(path)
     mine = range_classes(classes, job, jobs, s.classes_per_job)
     params = {"job": job, "classes": mine, **_written_with(s)}
-    if part_is_done(out_dir, part_manifest, params):
+    if part_is_done(out, files.part, params):
         log.info("%s: range %d already written with these settings; nothing to do", path, job)
-        return Path(part_manifest)
+        return Path(files.part)
     _, items = read_items(path, set(mine))
     skipped = {"hidden": sum(1 for it in items if it.path and is_hidden(it.path))}
     items = [it for it in items if not (it.path and is_hidden(it.path))]
@@ -194,10 +192,10 @@ def materialise_range(
 
     records = (record(it, split) for it, split in pairs)
     write_part(
-        out_dir,
+        out,
         records,
         classes,
-        part_manifest,
+        files.part,
         part=f"{job:05d}",
         shard_size=s.shard_size,
         params=params,
@@ -205,8 +203,8 @@ def materialise_range(
     progress.close()
     counts = {r: n for r, n in sorted(skipped.items()) if n}
     log.info("%s: range %d skipped %s", path, job, json.dumps(counts) if counts else "nothing")
-    write_text(json.dumps(counts, sort_keys=True) + "\n", Path(f"{part_manifest}.skipped.json"))
-    return Path(part_manifest)
+    write_text(json.dumps(counts, sort_keys=True) + "\n", Path(f"{files.part}.skipped.json"))
+    return Path(files.part)
 
 
 def _check_empty(path, kind: str, mine: list[str], pairs: list, allow_empty: bool) -> None:
@@ -253,5 +251,5 @@ def materialise(
         folder = Path(parts_dir) if parts_dir is not None else Path(tmp)
         parts = [folder / f"range-{j:05d}.parquet" for j in range(jobs)]
         for j, part in enumerate(parts):
-            materialise_range(out_dir, part, settings, job=j)
+            materialise_range(RangeFiles(str(part)), settings, out=out_dir, job=j)
         return gather_parts(out_dir, parts, seed=settings.seed)

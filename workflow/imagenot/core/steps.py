@@ -140,7 +140,8 @@ def add_parser(subparsers: argparse._SubParsersAction, step: Step) -> argparse.A
 def call(step: Step, args: argparse.Namespace) -> int | None:
     """Run ``step``'s handler on a parsed command line: a settings object that does not match
     its class exits with one line naming the key (:func:`imagenot.core.settings.parse_or_exit`); a
-    function's plain JSON object is read as it is."""
+    function's plain JSON object is read as it is. An ``int`` the handler returns is the exit
+    status; any other value (a library function's table or path) is not."""
     from imagenot.core.settings import load, parse_or_exit
 
     given: list[Any] = []
@@ -152,7 +153,8 @@ def call(step: Step, args: argparse.Namespace) -> int | None:
             text = parse_or_exit(kind, text, step.name) if isinstance(kind, type) else load(text)
         given.append(text)
     options = {o.name: getattr(args, o.name) for o in step.all_options()}
-    return resolve(step.run)(*given, **options)
+    result = resolve(step.run)(*given, **options)
+    return result if type(result) is int else None  # a library function's value: no exit status
 
 
 def command(name: str) -> str:
@@ -228,12 +230,13 @@ def _staged(
     """A step of ``stage``: its files and settings classes are ``<kind>Files``,
     ``<kind>Settings`` of the stage's ``files`` and ``settings`` modules, its handler
     ``imagenot.<stage>.cli``'s function ``handler``, by default the name after ``<stage>-``
-    (``-`` read ``_``)."""
+    (``-`` read ``_``), or ``handler`` itself where it is a ``"module:attribute"`` reference (a
+    library function that takes the files and settings)."""
     files, settings_class = (
         f"imagenot.{stage}.{m}:{kind}{m.title()}" for m in ("files", "settings")
     )
     handler = handler or name.removeprefix(stage + "-").replace("-", "_")
-    run = f"imagenot.{stage}.cli:{handler}"
+    run = handler if ":" in handler else f"imagenot.{stage}.cli:{handler}"
     return Step(name, help, run, files, settings_class if settings else None, options, **more)
 
 
@@ -862,14 +865,18 @@ for _step in (
         Option("part", "the part's number", "{wildcards.part}", int, True),
         Option("work_dir", "img2dataset work folder (kept to resume)", "{params.work}", None, True),
         Option("processes", "download processes (the job's threads)", "{threads}", int, True),
+        handler="imagenot.acquire.download:download_part",
     ),
     _acquire(
-        "acquire-topup", "select the next top-up round: reserve captions of short classes", "Topup"
+        "acquire-topup",
+        "select the next top-up round: reserve captions of short classes",
+        "Topup",
+        handler="imagenot.acquire.build:select_topup",
     ),
     Step(
         "acquire-plan",
         "fill and split a LAION-built dataset from every download round",
-        "imagenot.acquire.cli:plan",
+        "imagenot.acquire.build:plan_build",
         "imagenot.acquire.files:PlanFiles",
         "imagenot.acquire.settings:FillSettings",
         (Option("name", "dataset name (for messages)", "{wildcards.dataset}", required=True),),
@@ -880,14 +887,18 @@ for _step in (
         "Write",
         Option("job", "download part, e.g. part-00003", "part-{wildcards.part}", required=True),
         _OUT,
+        handler="imagenot.acquire.build:write_build_part",
     ),
     _acquire(
-        "acquire-gather", "write manifest, classes and fingerprint from part manifests", "Gather"
+        "acquire-gather",
+        "write manifest, classes and fingerprint from part manifests",
+        "Gather",
+        handler="imagenot.acquire.dataset:gather",
     ),
     Step(
         "materialise-range",
         "write one class range of a dataset on disk (parallel jobs)",
-        "imagenot.acquire.cli:materialise_range",
+        "imagenot.acquire.materialise:materialise_range",
         "imagenot.acquire.files:RangeFiles",
         "imagenot.acquire.settings:MaterialiseSettings",
         (_OUT, Option("job", "the class range's number", "{wildcards.job}", int, True)),

@@ -32,6 +32,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+import snakemake_rules
 import yaml
 from conftest import INDEX, registry_reachable
 from packaging.markers import default_environment
@@ -82,52 +83,34 @@ def package_version() -> str:
 
 
 # ---- rules ---------------------------------------------------------------------------------------
-def rule_blocks() -> dict[str, str]:
-    """Rule name -> source text of its block, from the Snakefile and rules/*.smk."""
-    blocks: dict[str, str] = {}
-    for path in [REPO / "Snakefile", *sorted((REPO / "rules").glob("*.smk"))]:
-        parts = re.split(r"^(?:rule|checkpoint) (\w+):", path.read_text(), flags=re.M)
-        for name, body in zip(parts[1::2], parts[2::2], strict=True):
-            blocks[name] = body
-    return blocks
+# The configs under which each rule's conda env is read: the demo config (with the scale world, so
+# that every rule is defined), the paper's, and the demo in each CUDA variant (resources.cuda).
+ENV_CONFIGS = [
+    ((snakemake_rules.DEMO, snakemake_rules.SCALE), None),
+    ((snakemake_rules.PAPER,), None),
+    *(
+        ((snakemake_rules.DEMO, snakemake_rules.SCALE), {"resources": {"cuda": c}})
+        for c in CUDA_VARIANTS
+    ),
+]
 
 
-def is_target_rule(body: str) -> bool:
-    """A target rule (``all``, ``preflight``) names inputs only: it runs nothing, so it needs no
-    env, log or benchmark (Snakemake runs it locally, in no job)."""
-    return not re.search(r"^    (output|shell|run|script|wrapper|notebook):", body, re.M)
+def rule_envs(name: str) -> list[str]:
+    """The env files (relative to rules/) that rule ``name``'s ``conda:`` gives, as Snakemake holds
+    the rule under each of :data:`ENV_CONFIGS` (a GPU env in every CUDA variant, a plan's choice
+    for the demo and the paper)."""
+    envs = set()
+    for configs, overlay in ENV_CONFIGS:
+        rule = snakemake_rules.rules(*configs, overlay=overlay).get(name)
+        if rule is not None and rule.conda_env:
+            envs.add(rule.conda_env)
+    return sorted(envs)
 
 
-def rule_envs(body: str) -> list[str]:
-    """The env files (relative to rules/) a rule's ``conda:`` names: a literal path, a GPU env
-    ``gpu_env("<env>")`` (every CUDA variant of it), or a call ``<stage>_plan.<function>(config)``
-    evaluated for the demo and the paper config."""
-    literal = re.search(r'^\s+conda:\s*\n\s+"([^"]+)"', body, flags=re.M)
-    if literal:
-        return [literal.group(1)]
-    gpu = re.search(r'^\s+conda:\s*\n\s+gpu_env\("(\w+)"\)', body, flags=re.M)
-    if gpu:
-        from imagenot.core.conda_envs import env_file
-
-        return [env_file({"resources": {"cuda": c}}, gpu.group(1)) for c in CUDA_VARIANTS]
-    call = re.search(r"^\s+conda:\s*\n\s+(\w+)_plan\.(\w+)\(config\)", body, flags=re.M)
-    if not call:
-        return []
-    from importlib import import_module
-
-    from imagenot.core.config import load_config
-
-    function = getattr(import_module(f"imagenot.{call.group(1)}.plan"), call.group(2))
-    configs = [load_config(REPO / "config" / name) for name in ("config.yaml", "paper.yaml")]
-    return sorted({function(config) for config in configs})
-
-
-def rule_subcommands(body: str) -> set[str]:
-    """The commands a rule runs: written out (``"imagenot NAME``) or declared (``step("NAME")``,
-    :mod:`imagenot.core.steps`)."""
-    return set(re.findall(r'"imagenot ([a-z][a-z0-9-]*)', body)) | set(
-        re.findall(r'\bstep\("([a-z][a-z0-9-]*)"\)', body)
-    )
+def rule_subcommands(rule) -> set[str]:
+    """The commands rule object ``rule``'s shell line runs (``imagenot NAME``; a declared step's
+    line is its declaration's, :mod:`imagenot.core.steps`)."""
+    return set(re.findall(r"\bimagenot ([a-z][a-z0-9-]*)", rule.shellcmd or ""))
 
 
 # ---- imports -------------------------------------------------------------------------------------
@@ -314,22 +297,22 @@ def lock_metadata(cuda: str) -> dict[str, list[str]]:
 def env_rules() -> dict[str, list[str]]:
     """env name -> rules that use it."""
     out: dict[str, list[str]] = {}
-    for name, body in rule_blocks().items():
-        for env in rule_envs(body):
+    for name in snakemake_rules.rules():
+        for env in rule_envs(name):
             out.setdefault(Path(env).stem, []).append(name)
     return out
 
 
-def rule_imports(body: str) -> set[str]:
-    files = [f for sub in rule_subcommands(body) for f in subcommand_packages().get(sub, [])]
+def rule_imports(rule) -> set[str]:
+    files = [f for sub in rule_subcommands(rule) for f in subcommand_packages().get(sub, [])]
     return external_imports(files, cli_startup_files())
 
 
 def needed_dists(env: str) -> set[str]:
-    blocks = rule_blocks()
+    rules = snakemake_rules.rules()
     names = set()
     for rule in env_rules().get(env, []):
-        names |= rule_imports(blocks[rule])
+        names |= rule_imports(rules[rule])
     names |= external_imports([], cli_startup_files())
     return dists_for_imports(names)
 
@@ -390,15 +373,16 @@ def write_envs() -> None:
 
 # ---- tests ---------------------------------------------------------------------------------------
 def test_every_rule_names_an_env_file():
-    blocks = rule_blocks()
-    assert "prepare_wordnet" in blocks
+    rules = snakemake_rules.rules()
+    assert "prepare_wordnet" in rules and "scale_world" in rules
     # the exemption holds for the rules that run nothing, not for a rule that forgot its env
-    assert is_target_rule(blocks["all"]) and is_target_rule(blocks["preflight"])
-    assert not is_target_rule(blocks["preflight_site"])
-    for name, body in blocks.items():
-        if is_target_rule(body):
+    runs = snakemake_rules.runs_something
+    assert not runs(rules["all"]) and not runs(rules["preflight"])
+    assert runs(rules["preflight_site"])
+    for name, rule in rules.items():
+        if not runs(rule):
             continue
-        envs = rule_envs(body)
+        envs = rule_envs(name)
         assert envs, f"rule {name} has no conda: directive"
         for env in envs:
             assert (REPO / "rules" / env).resolve().parent == ENVS, (name, env)
@@ -408,8 +392,8 @@ def test_every_rule_names_an_env_file():
 
 def test_every_rule_subcommand_is_known():
     known = subcommand_packages()
-    for name, body in rule_blocks().items():
-        for sub in rule_subcommands(body):
+    for name, rule in snakemake_rules.rules().items():
+        for sub in rule_subcommands(rule):
             assert sub in known, f"rule {name}: `imagenot {sub}` is registered by no cli module"
 
 
@@ -436,11 +420,13 @@ def test_env_is_closed_under_dependencies(env):
 
 
 def test_each_rules_imports_are_in_its_env():
-    blocks = rule_blocks()
+    rule_objects = snakemake_rules.rules()
     for env, rules in env_rules().items():
         _, pip = parse_env(ENVS / f"{env}.yaml")
         for rule in rules:
-            wanted = variant_dists(dists_for_imports(rule_imports(blocks[rule])), env_cuda(env)[1])
+            wanted = variant_dists(
+                dists_for_imports(rule_imports(rule_objects[rule])), env_cuda(env)[1]
+            )
             missing = wanted - set(pip)
             assert not missing, f"rule {rule} imports {sorted(missing)}, not in envs/{env}.yaml"
 

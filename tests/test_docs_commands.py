@@ -456,13 +456,18 @@ def test_documented_pytest_commands_select_tests(tmp_path):
         assert ran.returncode == 0, f"{doc}: `{command}` selects no test:\n{ran.stdout[-1000:]}"
 
 
+# README section 5's change and docs/reruns.md's amendment of it
+CHANGE_DOCS = (REPO / "README.md", REPO / "docs" / "reruns.md")
+
+
 def _readme_yaml(name: str) -> dict:
-    """The README's ```yaml block whose first line names ``name``."""
-    for _, lang, body in fenced_blocks(REPO / "README.md"):
-        named = NAMED_YAML.fullmatch(body.splitlines()[0]) if lang == "yaml" else None
-        if named and named["name"] == name:
-            return yaml.safe_load(body)
-    raise AssertionError(f"README has no yaml block named {name}")
+    """The ```yaml block whose first line names ``name``, in README.md or docs/reruns.md."""
+    for doc in CHANGE_DOCS:
+        for _, lang, body in fenced_blocks(doc):
+            named = NAMED_YAML.fullmatch(body.splitlines()[0]) if lang == "yaml" else None
+            if named and named["name"] == name:
+                return yaml.safe_load(body)
+    raise AssertionError(f"neither README nor docs/reruns.md has a yaml block named {name}")
 
 
 # Validation accuracies (%) for every trial of the demo's record, by name: two fixed ones (the
@@ -476,9 +481,9 @@ ACCURACIES = {
 
 
 def test_the_readme_changes_hold_whatever_the_demos_accuracies(tmp_path, monkeypatch):
-    """README section 5's my-change.yaml and my-amendment.yaml, as printed, against the demo's
-    preregistration record with every trial's result, under accuracies of any value (a
-    machine's own: section 2): the new model is accepted and leaves the five models' training
+    """README section 5's my-change.yaml and docs/reruns.md's my-amendment.yaml, as printed,
+    against the demo's preregistration record with every trial's result, under accuracies of
+    any value (a machine's own: README section 2): the new model is accepted and leaves the five models' training
     settings as they were; AlexNet-mini's override alone is refused naming `scope: model`;
     with its amendment it is accepted exactly when that model's trials are all at chance, and
     otherwise refused naming "trained above chance"."""
@@ -495,9 +500,9 @@ def test_the_readme_changes_hold_whatever_the_demos_accuracies(tmp_path, monkeyp
     from imagenot.train.settings import DrawSettings, FinalSettings, TrialSettings
 
     change, amended = _readme_yaml("my-change.yaml"), _readme_yaml("my-amendment.yaml")
-    # the prose between them: the same override, for AlexNet-mini, with the five models
+    # the prose before the amendment: the same override, for AlexNet-mini, with the five models
     assert "`{alexnet_mini: 8}` in place of `{convnext_mini: 8}`" in " ".join(
-        (REPO / "README.md").read_text(encoding="utf-8").split()
+        CHANGE_DOCS[1].read_text(encoding="utf-8").split()
     )
     swapped = json.dumps(change["train"]["spaces"]).replace("convnext_mini", "alexnet_mini")
     assert amended["train"]["spaces"] == json.loads(swapped)

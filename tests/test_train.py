@@ -319,9 +319,10 @@ def test_an_amendment_covers_one_change_and_the_report_table_lists_it(tmp_path):
 def test_a_model_scope_amendment_reaches_that_models_draw_only_and_covers_no_space_change(
     demo_config, tmp_path
 ):
-    """README section 5: recording the amendment of one model's batch size must change that
-    model's trials-drawing job alone (any other changed job would redraw and retrain its model);
-    an amendment of the experiment's space reaches every model's job."""
+    """docs/reruns.md, "Amending the pre-registered search": recording the amendment of one
+    model's batch size must change that model's trials-drawing job alone (any other changed job
+    would redraw and retrain its model); an amendment of the experiment's space reaches every
+    model's job."""
     config = copy.deepcopy(demo_config)
     config["train"]["amendments"] = [
         {"experiment": "imagenot/st", "model": "vgg_mini", "reason": "batch", "scope": "model"}

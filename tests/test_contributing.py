@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+import snakemake_rules
 
 REPO = Path(__file__).resolve().parents[1]
 CONTRIBUTING = REPO / "docs" / "contributing.md"
@@ -59,30 +60,27 @@ def test_each_registry_module_is_among_the_files_a_recipe_touches(kind):
     assert f"`{path}`" in touched, f"{kind}: {path} is not listed as a file its recipe touches"
 
 
-def _rules() -> dict[str, str]:
-    """Rule name -> its block, for every rule of the Snakefile and rules/*.smk that runs
-    something (target rules, such as ``all``, only name inputs)."""
-    from test_envs import is_target_rule
-
-    blocks = {}
-    for path in [REPO / "Snakefile", *sorted((REPO / "rules").glob("*.smk"))]:
-        parts = re.split(r"^(?:rule|checkpoint) (\w+):", path.read_text(), flags=re.M)
-        for name, body in zip(parts[1::2], parts[2::2], strict=True):
-            blocks[name] = re.split(r"^\S", body, maxsplit=1, flags=re.M)[0]
-    return {name: body for name, body in blocks.items() if not is_target_rule(body)}
+def _lacking(rule) -> list[str]:
+    """The directives of :data:`RULE_DIRECTIVES` that rule object ``rule`` lacks (``threads:`` as
+    the rule wrote it: Snakemake gives every rule one core by default)."""
+    given = {
+        "log": bool(rule.log),
+        "benchmark": rule.benchmark is not None,
+        "conda": rule.conda_env is not None,
+        "threads": rule.ruleinfo.threads is not None,
+    }
+    return [d for d in RULE_DIRECTIVES if not given[d]]
 
 
 def test_every_rule_has_the_directives_the_page_names():
+    """Read on the rules as Snakemake holds them (tests/snakemake_rules.py), every rule that runs
+    something (target rules, such as ``all``, only name inputs)."""
     text = " ".join(CONTRIBUTING.read_text(encoding="utf-8").split())
     named = ", ".join(f"`{d}:`" for d in RULE_DIRECTIVES[:-1]) + f" and `{RULE_DIRECTIVES[-1]}:`"
     assert f"every rule needs {named}" in text
-    rules = _rules()
+    rules = {n: r for n, r in snakemake_rules.rules().items() if snakemake_rules.runs_something(r)}
     assert len(rules) > 30, sorted(rules)
-    lacking = {
-        name: [d for d in RULE_DIRECTIVES if not re.search(rf"^    {d}:", body, re.M)]
-        for name, body in rules.items()
-    }
-    lacking = {name: ds for name, ds in lacking.items() if ds}
+    lacking = {name: ds for name, rule in rules.items() if (ds := _lacking(rule))}
     assert not lacking, f"rules without the directives docs/contributing.md names: {lacking}"
 
 

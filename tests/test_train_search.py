@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+import snakemake_rules
 import yaml
 from toy_job import toy_job
 
@@ -173,41 +174,55 @@ def test_published_job_keeps_the_head_rows_of_the_datasets_wnids(tmp_path):
         run_published(settings, files, {"dataset": "d"})
 
 
-def test_only_training_evaluation_and_embedding_rules_request_a_gpu(repo_root):
+# A config that plans GPUs, its cores per GPU a count no rule writes by hand.
+GPU_OVERLAY = {"resources": {"gpus": 1, "cpus_per_gpu": 7}}
+
+
+def _threads(rule, model: str) -> int:
+    """The cores a job of ``rule`` asks for with wildcard ``model``, evaluated as Snakemake does
+    (a train_trial slot whose promotion input is not written yet trains)."""
+    from snakemake.iocontainers import Namedlist, Wildcards
+
+    cores = rule.resources["_cores"]
+    if not cores.is_evaluable():
+        return cores.value
+    wildcards = Wildcards(
+        fromdict={"dataset": "d", "protocol": "st", "model": model, "stage": "0", "slot": "0"}
+    )
+    return snakemake_rules.evaluate(
+        cores._evaluator,
+        wildcards=wildcards,
+        input=Namedlist(fromdict={"previous": "not-written-yet"}),
+        attempt=1,
+    )
+
+
+def test_only_training_evaluation_and_embedding_rules_request_a_gpu():
     """Every rule that asks for a GPU trains, evaluates or embeds; halving, selection, drawing
     and published weights run without one (tests/test_planning.py checks that the paper's
-    plan has exactly one train_trial job per trained slot, so none merely copies a result)."""
+    plan has exactly one train_trial job per trained slot, so none merely copies a result).
+    Read on the rules as Snakemake holds them under a config that plans GPUs
+    (tests/snakemake_rules.py)."""
     import re
 
-    from imagenot.core import steps
-
-    gpu_rules = set()
-    for smk in (repo_root / "rules").glob("*.smk"):
-        for block in re.split(r"\n(?=rule )", smk.read_text()):
-            m = re.match(r"rule (\w+):", block)
-            if m and re.search(
-                r"^\s+(?:gpu=|\*\*(?:refused_)?gpu_request\(|\*\*train_slot_resources\()",
-                block,
-                re.M,
-            ):
-                gpu_rules.add(m.group(1))
-                # the cores that feed its GPUs: resources.cpus_per_gpu per GPU
-                assert re.search(
-                    r"^    threads:\s+(?:gpu_threads\(|train_resources\.(?:slot_)?threads\(|lambda .*"
-                    r"train_resources\.(?:slot_)?threads\()",
-                    block,
-                    re.M,
-                ), m.group(1)
-                # a GPU job without a GPU stops (imagenot.core.device); training jobs and the
-                # preflight carry gpu_job in their settings (tests/test_train_device.py,
-                # tests/test_preflight.py)
-                # a declared step's line is generated from its declaration (imagenot.core.steps)
-                name = m.group(1)
-                declared = re.search(r'step\("([\w-]+)"\)', block)
-                line = block + (steps.command(declared.group(1)) if declared else "")
-                assert name.startswith(("train_", "preflight")) or "{params.gpu_job}" in line, name
     from conftest import GPU_RULES
 
+    rules = snakemake_rules.rules(overlay=GPU_OVERLAY)
+    config = validate_config(yaml.safe_load((snakemake_rules.DEMO).read_text()))
+    gpu_rules = set()
+    for name, rule in rules.items():
+        if not {"gpu", "gres"} & set(rule.resources):
+            continue
+        gpu_rules.add(name)
+        # the cores that feed its GPUs: resources.cpus_per_gpu per GPU
+        for model in config["train"]["models"]:
+            assert _threads(rule, model) == 7, (name, model)
+        # a GPU job without a GPU stops (imagenot.core.device); training jobs and the
+        # preflight carry gpu_job in their settings (tests/test_train_device.py,
+        # tests/test_preflight.py)
+        if not name.startswith(("train_", "preflight")):
+            assert re.search(r"\{params\.gpu_job(?::q)?\}", rule.shellcmd), name
+            assert rule.params.gpu_job == "--gpu-job", name
     assert gpu_rules == GPU_RULES
 
 

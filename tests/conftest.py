@@ -14,7 +14,8 @@ REPO = Path(__file__).resolve().parents[1]
 RESOURCES = REPO / "resources"
 NO_SLURM = REPO / "tests" / "no-slurm"
 # The rules whose jobs ask for GPUs when the config plans them (docs/gpu.md, "Which jobs ask for a
-# GPU"): tests/test_train_search.py finds them in the rule files, tests/test_plan.py in a plan.
+# GPU"): tests/test_train_search.py finds them among the rules Snakemake holds, tests/test_plan.py
+# in a plan.
 GPU_RULES = frozenset(
     {
         "train_trial",

@@ -113,9 +113,7 @@ def read_evaluation(path: str | os.PathLike):
                 f"{want!r}: an evaluation is read only under its own run's path"
             )
     for col in ("top1", "top5", "ci_low", "ci_high", "n", "published_top1"):
-        if (
-            col not in df.columns
-        ):  # a column the table lacks (published_top1 is optional) is not checked
+        if col not in df.columns:  # published_top1 is optional
             continue
         values = pd.to_numeric(df[col], errors="coerce").to_numpy(float)
         bad = ~np.isfinite(values) | (values < 0)

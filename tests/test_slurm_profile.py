@@ -4,6 +4,7 @@ profile profiles/default/ (docs/cluster.md). No SLURM needed: the plan is a dry 
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import subprocess
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import snakemake_rules
 import yaml
 from conftest import dry_run, planned_jobs, snakemake_workflow
 from trial_records import write_decision
@@ -41,23 +43,32 @@ def _workflow_profile() -> dict:
     return yaml.safe_load(WORKFLOW_PROFILE.read_text())
 
 
-def rule_names() -> dict[str, str]:
-    """Rule name -> its block's text (a `use rule A as B` rule: B -> A's block, its resources,
-    unless its `with:` block sets resources of its own)."""
-    blocks: dict[str, str] = {}
-    uses: dict[str, tuple[str, str]] = {}
-    for path in [REPO / "Snakefile", *sorted((REPO / "rules").glob("*.smk"))]:
-        text = path.read_text()
-        parts = re.split(r"^ *(?:rule|checkpoint) (\w+):", text, flags=re.M)
-        for name, body in zip(parts[1::2], parts[2::2], strict=True):
-            blocks[name] = re.split(r"^use rule ", body, flags=re.M)[0]
-        pattern = r"^use rule (\w+) as (\w+) with:(.*?)(?=^\S)"
-        for parent, child, body in re.findall(pattern, text + "\n.", flags=re.M | re.S):
-            uses[child] = (parent, body)
-    for child, (parent, body) in uses.items():
-        blocks[child] = body if "resources:" in body else blocks[parent]
-    blocks.pop("all", None)
-    return blocks
+def _resource(rule, key: str):
+    """The function that gives resource ``key`` of a job of rule object ``rule``, the rule's own
+    (Snakemake wraps a size's in its unit's converter); None: a plain value, or no such
+    resource."""
+    if key not in rule.resources or not rule.resources[key].is_evaluable():
+        return None
+    return inspect.unwrap(rule.resources[key]._evaluator)
+
+
+def _made_by(function, *makers: str) -> bool:
+    """Whether ``function`` (a rule's resource) is one that a function of rules/common.smk named
+    in ``makers`` returned (``class_resources``, ``work_resources``, ...)."""
+    return function is not None and function.__qualname__.split(".")[0] in makers
+
+
+def _calls(function, name: str) -> bool:
+    """Whether ``function`` (a rule's own ``lambda``) calls ``name``."""
+    return function is not None and name in function.__code__.co_names
+
+
+def _job_class(rule) -> str | None:
+    """The job class of a rule whose memory is ``**class_resources(CLASS)``'s, else None."""
+    memory = _resource(rule, "mem_mb")
+    if not _made_by(memory, "class_resources"):
+        return None
+    return inspect.getclosurevars(memory).nonlocals["job_class"]
 
 
 def test_command_writes_the_site_profile(tmp_path):
@@ -168,17 +179,21 @@ def test_every_rule_asks_for_its_own_memory_and_runtime():
     same; the workflow profile sets none."""
     profile = _workflow_profile()
     assert "set-resources" not in profile and "default-resources" not in profile
-    blocks = rule_names()
-    for name, body in blocks.items():
-        if "shell:" not in body and "resources:" not in body:
-            continue  # a gather of targets (rule preflight): no job
-        classed = "**class_resources(" in body
-        own = f'**work_resources("{name}")' in body or "**train_slot_resources()" in body
-        process = "train_resources.process_mem_mb(" in body
-        runtime = "class_runtime(" in body or "final_runtime_min(" in body
-        assert [classed, own, process and runtime].count(True) == 1, name
+    rules = snakemake_rules.rules()  # as Snakemake holds them (tests/snakemake_rules.py)
+    for name, rule in rules.items():
+        if not snakemake_rules.runs_something(rule):
+            continue  # a gather of targets (rules all, preflight): no job
+        memory, runtime = _resource(rule, "mem_mb"), _resource(rule, "runtime")
+        classed = _made_by(memory, "class_resources") and _made_by(runtime, "class_resources")
+        own = _made_by(memory, "work_resources", "train_slot_resources") and _made_by(
+            runtime, "work_resources", "train_slot_resources"
+        )
+        process = _calls(memory, "process_mem_mb") and (
+            _made_by(runtime, "class_runtime") or _calls(runtime, "final_runtime_min")
+        )
+        assert [classed, own, process].count(True) == 1, name
     arrays = profile["slurm-array-jobs"].split(",")
-    assert set(arrays) <= set(blocks), set(arrays) - set(blocks)
+    assert set(arrays) <= set(rules), set(arrays) - set(rules)
 
 
 def test_resources_grow_with_attempt_up_to_the_maximum():
@@ -203,7 +218,9 @@ def test_resources_grow_with_attempt_up_to_the_maximum():
 def test_no_rule_asks_slurm_for_a_warning_signal():
     """USR1 without B: kills a job step's Snakemake and misses array tasks, with B: it kills the
     plugin's batch shell; training stops by its own deadline and on SIGTERM instead (docs/gpu.md
-    "Preemption and time limits")."""
+    "Preemption and time limits"). The rule files' text is searched, not the rule objects: a
+    flag to SLURM can sit in any expression (a resource's function, a ``slurm_extra``), which a
+    rule object holds unevaluated until a job exists."""
     texts = [p.read_text() for p in (REPO / "rules").glob("*.smk")]
     assert not any("--signal" in t for t in texts)
     assert "--signal" not in (REPO / "profiles" / "default" / "config.yaml").read_text()
@@ -382,8 +399,8 @@ def test_an_empty_slot_runs_without_a_gpu_under_a_gpu_config(tmp_path):
     run = results / "train" / "imagenot" / "st" / "resnet_mini"
     (run / "halving").mkdir(parents=True)
     (results / "datasets" / "imagenot").mkdir(parents=True)
-    for stand_in in ("datasets/imagenot/manifest.parquet", "datasets/imagenot/fingerprint.txt"):
-        (results / stand_in).touch()
+    for stand_in in ("manifest.parquet", "classes.txt", "fingerprint.txt"):
+        (results / "datasets/imagenot" / stand_in).touch()
     (run / "trials.parquet").touch()
     time.sleep(1.1)  # the decision is newer than its stand-in inputs
     write_decision(run / "halving" / "rung-0.json", [])
@@ -467,9 +484,9 @@ def test_bookkeeping_rules_are_local_and_light(tmp_path, monkeypatch):
     )
     assert {"diagnostics_table", "diagnostics_figure"} <= local
     profile = _workflow_profile()
-    blocks = rule_names()
+    rules = snakemake_rules.rules()
     for rule in local - {"preflight"}:  # preflight gathers the preflight's reports: no job
-        assert '**class_resources("light")' in blocks[rule], rule
+        assert _job_class(rules[rule]) == "light", rule
     assert not local & set(profile["slurm-array-jobs"].split(","))
 
 

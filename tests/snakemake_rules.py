@@ -29,10 +29,12 @@ EVERY_RULE = (DEMO, SCALE)
 
 @dataclasses.dataclass(frozen=True)
 class Loaded:
-    """A loaded workflow: its rules by name and the Snakefile's global wildcard constraints."""
+    """A loaded workflow: its rules by name, the Snakefile's global wildcard constraints and the
+    config its rules were built from."""
 
     rules: dict  # rule name -> snakemake.rules.Rule
     wildcard_constraints: dict[str, str]
+    config: dict
 
 
 @functools.cache
@@ -52,7 +54,9 @@ def _load(configs: tuple[Path, ...], overlay: str) -> Loaded:
         with snakemake_workflow(Path(tmp) / "work", files) as api:
             workflow = api._workflow
             return Loaded(
-                {rule.name: rule for rule in workflow.rules}, dict(workflow.wildcard_constraints)
+                {rule.name: rule for rule in workflow.rules},
+                dict(workflow.wildcard_constraints),
+                workflow.globals["config"],  # the validated copy the rules read (rules/common.smk)
             )
 
 

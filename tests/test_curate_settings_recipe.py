@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+import snakemake_rules
 import yaml
 
 import imagenot.curate.cli as curate_cli
@@ -115,22 +116,41 @@ def settings_classes() -> set[str]:
     }
 
 
-def test_rules_build_each_settings_object_whole(repo_root):
-    """No rule names a key: each ``settings=`` param is one class's ``from_config``, so a new
-    field reaches the job (and changes its params, so Snakemake reruns it) with no rule edit."""
+def test_rules_build_each_settings_object_whole():
+    """No rule names a key: each curate rule's ``settings`` param is its step's class's
+    ``from_config``, whole, so a new field reaches the job (and changes its params, so Snakemake
+    reruns it) with no rule edit. Read on the rules as Snakemake holds them
+    (tests/snakemake_rules.py), each param evaluated for a job of the rule."""
+    import inspect
+
+    from snakemake.iocontainers import Wildcards
+
+    from imagenot.core import steps
+
+    workflow = snakemake_rules.loaded()
+    config = workflow.config
+    laion = [name for name, spec in config["datasets"].items() if spec["kind"] == "laion"]
+    # jobs of every curated dataset and two shards: a rule's own dataset or shard is found
+    jobs = [{"dataset": d, "shard": s} for d in laion for s in plan.shard_ids(config)[:2]]
     classes = settings_classes()
-    whole = re.compile(
-        r"to_arg\(\s*curate_settings\.(\w+)\.from_config\(config(?:, \w+=wc\.\w+)?\)\s*\)"
-    )
     seen = set()
-    for name in ("curate.smk", "wordnet.smk"):
-        text = (repo_root / "rules" / name).read_text()
-        params = re.findall(r"settings=(.*?\)),\n", text, flags=re.S)
-        assert params, name
-        for param in params:
-            found = whole.search(param)
-            assert found, f"rules/{name}: settings={param.strip()} does not pass an object whole"
-            seen.add(found.group(1))
+    for name, rule in workflow.rules.items():
+        if Path(rule.snakefile).name not in ("curate.smk", "wordnet.smk") or not rule.shellcmd:
+            continue
+        command = re.search(r"\bimagenot ([\w-]+)", rule.shellcmd).group(1)
+        if not steps.STEPS.entry(command).settings:
+            continue  # a step of no settings (noun-lemmas)
+        assert rule.params.get("settings") is not None, f"{name}: no settings param"
+        module, _, class_name = steps.STEPS.entry(command).settings.partition(":")
+        assert module == settings.__name__, (name, module)
+        cls = getattr(settings, class_name)
+        named = inspect.signature(cls.from_config).parameters
+        for job in jobs:
+            wildcards = Wildcards(fromdict=job)
+            value = snakemake_rules.evaluate(rule.params.settings, wildcards=wildcards)
+            whole = to_arg(cls.from_config(config, **{k: v for k, v in job.items() if k in named}))
+            assert value == whole, f"{name} {job}: settings={value} is not {class_name}'s whole"
+        seen.add(class_name)
     assert seen == classes, f"classes no rule builds, or rules building others: {seen ^ classes}"
 
 

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
+import snakemake_rules
 
 from imagenot.core.config import load_config
 from imagenot.core.settings import Style, parse, to_json
@@ -182,11 +183,29 @@ def test_plan_targets_and_settings(repo_root):
     assert label == "transformers: FacebookAI/roberta-large, mean pooling"
 
 
-def test_rule_writes_the_planned_files(repo_root):
-    rules = (repo_root / "rules" / "curate.smk").read_text()
-    block = rules[rules.index("rule curate_calibration:") :]
+def test_rule_writes_the_planned_files():
+    """Read on rule curate_calibration as Snakemake holds it (tests/snakemake_rules.py): its
+    outputs are the stage's planned files, its report entries are under Curation, and its
+    settings are CalibrationSettings' for its dataset."""
+    from snakemake.iocontainers import Wildcards
+
+    from imagenot.core.settings import to_arg
+
+    # one dataset with a class count of its own: a rule that read another dataset's settings
+    # would differ
+    workflow = snakemake_rules.loaded(overlay={"datasets": {"imagenet": {"n_classes": 7}}})
+    rule = workflow.rules["curate_calibration"]
     names = ("CALIBRATION", "CALIBRATION_SUMMARY", "CALIBRATION_FIGURE", "CALIBRATION_PDF")
     assert tuple(getattr(plan, name) for name in names) == plan.CALIBRATION_FILES
-    for name in names:  # the rule's outputs name the stage's patterns
-        assert f"curate_paths.{name}," in block
-    assert "CalibrationSettings.from_config(" in block and 'category="Curation"' in block
+    reports = [f.flags["report"] for f in rule.output if "report" in f.flags]
+    assert reports and {r.category for r in reports} == {"Curation"}
+    curated = [n for n, spec in workflow.config["datasets"].items() if spec["kind"] == "laion"]
+    for dataset in curated:
+        # the rule's outputs are the stage's patterns
+        outputs = {f.apply_wildcards({"dataset": dataset}) for f in rule.output}
+        assert outputs == set(plan.calibration_outputs(dataset)), dataset
+        settings = snakemake_rules.evaluate(
+            rule.params.settings, wildcards=Wildcards(fromdict={"dataset": dataset})
+        )
+        expected = CalibrationSettings.from_config(workflow.config, dataset=dataset)
+        assert settings == to_arg(expected), dataset

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import copy
 import io
-import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+import snakemake_rules
 from PIL import Image
 
 from imagenot.acquire import sizes
@@ -27,8 +27,8 @@ def paper() -> dict:
 
 
 def _rules() -> set[str]:
-    text = "".join(p.read_text() for p in (REPO / "rules").glob("*.smk"))
-    return set(re.findall(r"^(?:rule|checkpoint|use rule \w+ as) (\w+)", text, flags=re.M))
+    """The rules of the paper's workflow, as Snakemake holds them (tests/snakemake_rules.py)."""
+    return set(snakemake_rules.rules(snakemake_rules.PAPER))
 
 
 def _two_class_folder(root: Path) -> Path:

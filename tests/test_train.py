@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import snakemake_rules
 import torch
 import yaml
 from toy_job import toy_job
@@ -188,7 +189,10 @@ def test_a_timm_model_starts_ft_and_tl_from_its_published_weights_in_one_entry(
         Path(init).parent.mkdir(parents=True)
         save_file({k: v.contiguous() for k, v in published.state_dict().items()}, init)
         model = build_model("toy_timm", 10)
-        jobs.backbone_loader(SimpleNamespace(init=init, model="toy_timm"))(model)
+        assert plan.init_record(config, protocol, "toy_timm") == []  # published: none
+        jobs.backbone_loader(SimpleNamespace(init=init, model="toy_timm"), None)(model)
+        with pytest.raises(ValueError, match=r"--init-record r\.json: the job starts from no"):
+            jobs.backbone_loader(SimpleNamespace(init=None, model="toy_timm"), "r.json")
         assert torch.equal(model.conv1[0].weight, published.conv1[0].weight)
         assert model.fc.out_features == 10
     config["train"]["weights"] = {"resnet_mini": "hub:somewhere"}
@@ -616,7 +620,7 @@ def test_linear_probe_trains_only_the_head(tmp_path):
 # ------------------------------------------------------------------------------------ plan
 
 
-def test_one_protocol_constraint_from_the_configured_experiments(demo_config, repo_root):
+def test_one_protocol_constraint_from_the_configured_experiments(demo_config):
     import re
 
     pattern = re.compile(plan.protocol_regex(demo_config))
@@ -629,15 +633,20 @@ def test_one_protocol_constraint_from_the_configured_experiments(demo_config, re
     assert not re.fullmatch(plan.protocol_regex(none), "st")
     # the rules write no regex of their own: the Snakefile's global constraint is the one
     # (train_published narrows it to st, the only protocol of published weights; the TL
-    # feature and head-fitting rules to the configured TL protocols)
-    rules = "\n".join(p.read_text() for p in sorted((repo_root / "rules").glob("*.smk")))
-    narrowed = re.findall(r"^\s+protocol=(.*)$", rules, flags=re.M)
-    assert sorted(set(narrowed)) == ['"st",', "train_plan.tl_protocol_regex(config),"]
+    # feature and head-fitting rules to the configured TL protocols), read on the workflow as
+    # Snakemake holds it under the demo config (tests/snakemake_rules.py)
+    workflow = snakemake_rules.loaded(snakemake_rules.DEMO)
+    assert workflow.wildcard_constraints["protocol"] == plan.protocol_regex(workflow.config)
+    narrowed = {
+        name: rule.wildcard_constraints["protocol"]
+        for name, rule in workflow.rules.items()
+        if "protocol" in rule.wildcard_constraints
+    }
+    assert narrowed["train_published"] == "st"
+    assert set(narrowed.values()) == {"st", plan.tl_protocol_regex(workflow.config)}
     tl = re.compile(plan.tl_protocol_regex(demo_config))
     assert [p for p in ("st", "ft-imagenot", "tl-imagenot") if tl.fullmatch(p)] == ["tl-imagenot"]
     assert not re.fullmatch(plan.tl_protocol_regex(none), "tl-imagenot")
-    snakefile = (repo_root / "Snakefile").read_text()
-    assert "protocol=PROTOCOL" in snakefile
 
 
 def test_plan_lists_final_runs_and_transfer_inputs(demo_config):
@@ -647,7 +656,10 @@ def test_plan_lists_final_runs_and_transfer_inputs(demo_config):
     assert plan.targets(demo_config)[0].endswith("final/seed-0/result.json")
     weights = plan.init_weights(demo_config, "ft-imagenot", "vgg_mini")
     run = "results/train/imagenot/st/vgg_mini/final/seed-0"
-    assert weights == [f"{run}/model.safetensors", f"{run}/result.json"]  # read together
+    assert weights == [f"{run}/model.safetensors"]
+    # the weights' record, read with them: a role of the job, not a path found from theirs
+    assert plan.init_record(demo_config, "ft-imagenot", "vgg_mini") == [f"{run}/result.json"]
+    assert plan.init_record(demo_config, "st", "vgg_mini") == []
     job = train_settings.JobSettings.from_config(
         demo_config, "fashion_mnist", "tl-imagenot", "vgg_mini"
     )

@@ -8,6 +8,8 @@ rule evaluate_robustness:
         model=train_paths.FINAL_MODEL,
         result=train_paths.FINAL_RESULT,
         manifest=paths.MANIFEST,
+        classes=paths.CLASSES,
+        fingerprint=paths.FINGERPRINT,
         preflight=preflight_gate(per_model=True),
     output:
         robustness=evaluate_paths.ROBUSTNESS,

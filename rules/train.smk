@@ -37,6 +37,8 @@ rule train_draw_trials:
                 config, wc.dataset, wc.protocol, wc.model
             )
         ),
+        # read and amended by every draw, so no input or output: imagenot.train.files says
+        # why and what guards it
         record=train_plan.PREREGISTRATION,
     shell:
         step("train-draw-trials")
@@ -51,8 +53,10 @@ rule train_trial:
     input:
         trials=train_paths.TRIALS,
         manifest=paths.MANIFEST,
+        classes=paths.CLASSES,
         fingerprint=paths.FINGERPRINT,
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
+        init_record=lambda wc: train_plan.init_record(config, wc.protocol, wc.model),
         previous=lambda wc: train_plan.previous_decision(
             config, wc.dataset, wc.protocol, wc.model, wc.stage
         ),
@@ -99,8 +103,10 @@ rule train_trial:
 rule train_features:
     input:
         manifest=paths.MANIFEST,
+        classes=paths.CLASSES,
         fingerprint=paths.FINGERPRINT,
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
+        init_record=lambda wc: train_plan.init_record(config, wc.protocol, wc.model),
         preflight=preflight_gate(per_model=True),
     output:
         features=train_plan.feature_files("{dataset}", "{protocol}", "{model}"),
@@ -149,8 +155,10 @@ use rule train_trial as train_head_trial with:
     input:
         trials=train_paths.TRIALS,
         manifest=paths.MANIFEST,
+        classes=paths.CLASSES,
         fingerprint=paths.FINGERPRINT,
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
+        init_record=lambda wc: train_plan.init_record(config, wc.protocol, wc.model),
         previous=lambda wc: train_plan.previous_decision(
             config, wc.dataset, wc.protocol, wc.model, wc.stage
         ),
@@ -244,8 +252,10 @@ rule train_final:
             config, wc.dataset, wc.protocol, wc.model, table=False
         ),
         manifest=paths.MANIFEST,
+        classes=paths.CLASSES,
         fingerprint=paths.FINGERPRINT,
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
+        init_record=lambda wc: train_plan.init_record(config, wc.protocol, wc.model),
         preflight=preflight_gate(per_model=True),
     output:
         model=train_paths.FINAL_MODEL,
@@ -300,8 +310,10 @@ use rule train_final as train_head_final with:
             config, wc.dataset, wc.protocol, wc.model, table=False
         ),
         manifest=paths.MANIFEST,
+        classes=paths.CLASSES,
         fingerprint=paths.FINGERPRINT,
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
+        init_record=lambda wc: train_plan.init_record(config, wc.protocol, wc.model),
         features=lambda wc: train_plan.feature_files(wc.dataset, wc.protocol, wc.model),
     log:
         f"{LOGS}/train_head_final/{TRAIN_WC}/{{seed}}.log",
@@ -360,7 +372,8 @@ rule train_published:
 
 
 # The preregistration record (spaces, budgets, models, amendments) as a report table; read once
-# every trials table, the record's last writers, exists.
+# every trials table exists, each written after its draw amended the record (the record is no
+# input: no rule makes it, every draw amends it; imagenot.train.files).
 rule train_preregistration_table:
     input:
         trials_tables=train_plan.trials_tables(config),

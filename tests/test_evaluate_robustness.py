@@ -13,6 +13,7 @@ from final_run import write_final_run
 from statsmodels.stats.proportion import proportion_confint
 
 from imagenot.core.config import validate_config
+from imagenot.core.dataset import DatasetError
 from imagenot.evaluate import plan
 from imagenot.evaluate.files import RobustnessFiles
 from imagenot.evaluate.metrics import robust_accuracy, topk_correct
@@ -228,7 +229,8 @@ def test_evaluate_checkpoint_end_to_end(tmp_path, settings):
     out = tmp_path / "out"
     files = RobustnessFiles(
         model=run / "model.safetensors", result=run / "result.json",
-        manifest=ds_dir / "manifest.parquet", robustness=out / "robustness.parquet",
+        manifest=ds_dir / "manifest.parquet", classes=ds_dir / "classes.txt",
+        fingerprint=ds_dir / "fingerprint.txt", robustness=out / "robustness.parquet",
         per_image=out / "per_image.parquet",
     )  # fmt: skip
     table = evaluate_checkpoint(files, small, workers=0, gpu_job=False)
@@ -255,6 +257,23 @@ def test_evaluate_checkpoint_end_to_end(tmp_path, settings):
     with pytest.raises(RecordError, match=r"seed-1/result\.json: records seed 1, but .*seed-0/"):
         evaluate_checkpoint(mixed, small, workers=0, gpu_job=False)
     assert not (tmp_path / "r.parquet").exists() and not (tmp_path / "p.parquet").exists()
+
+    # the dataset's files are read as handed: a classes file not beside the manifest (the
+    # folder the shards are read from) is refused, and the fingerprint is the file handed
+    aside = tmp_path / "aside"
+    aside.mkdir()
+    for name in ("classes.txt", "fingerprint.txt"):
+        (aside / name).write_bytes((ds_dir / name).read_bytes())
+    moved = dataclasses.replace(files, classes=aside / "classes.txt")
+    moved = dataclasses.replace(moved, robustness=tmp_path / "r.parquet")
+    with pytest.raises(DatasetError, match=r"aside/classes\.txt: a dataset's files are"):
+        evaluate_checkpoint(moved, small, workers=0, gpu_job=False)
+    (aside / "fingerprint.txt").write_text("e" * 64 + "\n")  # another dataset's
+    rebuilt = dataclasses.replace(files, fingerprint=aside / "fingerprint.txt")
+    rebuilt = dataclasses.replace(rebuilt, robustness=tmp_path / "r.parquet")
+    with pytest.raises(RecordError, match=r"but .* has eeeeeeeeeeeeeeee\.\.\. \(the dataset"):
+        evaluate_checkpoint(rebuilt, small, workers=0, gpu_job=False)
+    assert not (tmp_path / "r.parquet").exists()
 
 
 def _on_and_off(model, settings, data, option: str) -> list:
@@ -413,7 +432,8 @@ def test_published_weights_run_float32_unfolded_and_trained_runs_keep_their_prot
         seen.clear()
         files = RobustnessFiles(
             model=run / "model.safetensors", result=run / "result.json",
-            manifest=ds_dir / "manifest.parquet", robustness=tmp_path / name / "r.parquet",
+            manifest=ds_dir / "manifest.parquet", classes=ds_dir / "classes.txt",
+            fingerprint=ds_dir / "fingerprint.txt", robustness=tmp_path / name / "r.parquet",
             per_image=tmp_path / name / "p.parquet",
         )  # fmt: skip
         out[name] = evaluate_checkpoint(files, small, workers=0, gpu_job=False)

@@ -188,7 +188,7 @@ def test_the_training_job_takes_the_batch_the_preflight_measured_on_the_card(
     assert trial.job.max_batch_per_gpu is None  # nothing in the config: the report decides
     out = run / "stage-0" / "slot-0.json"
     caplog.set_level("INFO")
-    assert main(["train-trial", "--settings", to_json(trial), "--manifest", str(toy_dataset / "manifest.parquet"), "--fingerprint", str(toy_dataset / "fingerprint.txt"), "--trials", str(run / "trials.parquet"), "--stage", "0", "--slot", "0", "--preflight", str(report_path), "--threads", "1", "--result", str(out)]) == 0  # fmt: skip
+    assert main(["train-trial", "--settings", to_json(trial), "--manifest", str(toy_dataset / "manifest.parquet"), "--classes", str(toy_dataset / "classes.txt"), "--fingerprint", str(toy_dataset / "fingerprint.txt"), "--trials", str(run / "trials.parquet"), "--stage", "0", "--slot", "0", "--preflight", str(report_path), "--threads", "1", "--result", str(out)]) == 0  # fmt: skip
     result = json.loads(out.read_text())
     assert result["micro_batches"] == micro_batches
     assert result["micro_batch_size"] == -(-16 // micro_batches)
@@ -451,7 +451,8 @@ def test_the_preflight_takes_the_rules_settings_or_a_config_and_a_job_its_report
     assert err == ["imagenot preflight: error: give either --config or --settings (the "
                    "workflow rule's), not both"] * 2  # fmt: skip
     argv = ["train-trial", "--settings", "{}", "--trials", "t", "--manifest", "m"]
-    argv += ["--fingerprint", "f", "--result", "r", "--stage", "0", "--slot", "0", "--threads", "1"]
+    argv += ["--classes", "c", "--fingerprint", "f", "--result", "r", "--stage", "0", "--slot", "0"]
+    argv += ["--threads", "1"]
     assert build_parser().parse_args([*argv, "--preflight"]).preflight is None
     assert build_parser().parse_args([*argv, "--preflight", "p.json"]).preflight == Path("p.json")
 
@@ -504,7 +505,7 @@ def _empty_slot(work: Path, model: str) -> str:
     run = work / "results" / "train" / "imagenot" / "st" / model
     (run / "halving").mkdir(parents=True)
     (work / "results" / "datasets" / "imagenot").mkdir(parents=True, exist_ok=True)
-    for stand_in in ("manifest.parquet", "fingerprint.txt"):
+    for stand_in in ("manifest.parquet", "classes.txt", "fingerprint.txt"):
         (work / "results" / "datasets" / "imagenot" / stand_in).touch()
     (run / "trials.parquet").touch()
     time.sleep(1.1)  # the decision is newer than its stand-in inputs

@@ -197,7 +197,8 @@ def test_published_weights_are_evaluated_on_the_originals(dataset, monkeypatch, 
     def files(dataset, name):
         return RobustnessFiles(
             model=run / "model.safetensors", result=run / "result.json",
-            manifest=dataset / "manifest.parquet", robustness=tmp_path / f"r{name}.parquet",
+            manifest=dataset / "manifest.parquet", classes=dataset / "classes.txt",
+            fingerprint=dataset / "fingerprint.txt", robustness=tmp_path / f"r{name}.parquet",
             per_image=tmp_path / f"p{name}.parquet",
         )  # fmt: skip
 

@@ -71,6 +71,7 @@ def _evaluate(root: Path, run: dict, model_dir: Path, ds_dir: Path, capsys) -> t
     code = main([
         "evaluate-robustness", "--model", str(model_dir / "model.safetensors"),
         "--result", str(model_dir / "result.json"), "--manifest", str(ds_dir / "manifest.parquet"),
+        "--classes", str(ds_dir / "classes.txt"), "--fingerprint", str(ds_dir / "fingerprint.txt"),
         "--robustness", str(root / ROBUSTNESS.format(**run)),
         "--per-image", str(root / PER_IMAGE.format(**run)),
         "--settings", to_json(settings), "--threads", "1",
@@ -588,21 +589,30 @@ def test_a_trial_result_out_of_range_stops_the_selection_in_one_line(tmp_path, c
 
 def test_an_ft_job_starts_only_from_the_run_its_path_names(tmp_path):
     """The starting weights of an FT/TL job are a final run's: read as the evaluation reads
-    them (its record against the path, the weights it names, their digest)."""
+    them, with the record the job is handed (its record against its path and the weights', the
+    weights it names, their digest); never without it, and no record derived from their path."""
     from imagenot.train.checkpoints import WeightsError
-    from imagenot.train.registry import read_state_dict
+    from imagenot.train.registry import RegistryError, read_state_dict
 
     source = write_final_run(tmp_path, _model())
-    assert set(read_state_dict(source / "model.safetensors")) == set(_model().state_dict())
+    weights, record = source / "model.safetensors", source / "result.json"
+    assert set(read_state_dict(weights, record)) == set(_model().state_dict())
+    with pytest.raises(RegistryError, match=r"a final run's weights, read only with its record"):
+        read_state_dict(weights)  # its result.json beside it is not read unless handed
+    torch.save(_model().state_dict(), tmp_path / "w.pth")
+    with pytest.raises(RegistryError, match=r"w\.pth: weights read with a run's record"):
+        read_state_dict(tmp_path / "w.pth", record)
     other = {**RUN, "dataset": "other"}  # the st run of another dataset, copied in
     target = tmp_path / FINAL_DIR.format(**other)
     shutil.copytree(source, target)
     with pytest.raises(RecordError, match=r"records dataset 'toy', but .* says dataset 'other'"):
-        read_state_dict(target / "model.safetensors")
+        read_state_dict(target / "model.safetensors", target / "result.json")
+    with pytest.raises(RecordError, match=r"records dataset 'toy', but .* says dataset 'other'"):
+        read_state_dict(target / "model.safetensors", record)  # another run's record handed
     write_final_run(tmp_path, _model(seed=1), dataset="other")
-    shutil.copy(source / "model.safetensors", target / "model.safetensors")  # other weights
+    shutil.copy(weights, target / "model.safetensors")  # other weights
     with pytest.raises(WeightsError, match=r"not the .* that its result\.json records"):
-        read_state_dict(target / "model.safetensors")
+        read_state_dict(target / "model.safetensors", target / "result.json")
 
 
 def test_a_trained_final_record_is_a_run_of_the_trial_its_run_selected(tmp_path):

@@ -303,7 +303,7 @@ def test_a_training_rule_runs_its_ranks_under_the_plans_launcher(tmp_path):
         assert main(["train-draw-trials", "--settings", draw, "--record", str(tmp_path / f"p{world}.json"), "--trials", str(run / "trials.parquet")]) == 0  # fmt: skip
         job = to_json(replace(settings, job=replace(settings.job, world=world)))
         out = run / "stage-0/slot-0.json"
-        command = [sys.executable, "-m", "imagenot.cli", "train-trial", "--settings", job, "--manifest", str(dataset / "manifest.parquet"), "--fingerprint", str(dataset / "fingerprint.txt"), "--trials", str(run / "trials.parquet"), "--stage", "0", "--slot", "0", "--threads", "2", "--result", str(out)]  # fmt: skip
+        command = [sys.executable, "-m", "imagenot.cli", "train-trial", "--settings", job, "--manifest", str(dataset / "manifest.parquet"), "--classes", str(dataset / "classes.txt"), "--fingerprint", str(dataset / "fingerprint.txt"), "--trials", str(run / "trials.parquet"), "--stage", "0", "--slot", "0", "--threads", "2", "--result", str(out)]  # fmt: skip
         launcher = train_launch.launch_line(1, world, 2).split()
         log = tmp_path / f"world-{world}.log"
         with open(log, "w") as f:

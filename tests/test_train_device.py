@@ -59,7 +59,7 @@ def test_the_refusal_reaches_the_training_job(tmp_path, capsys):
     draw = to_json(train_settings.DrawSettings.from_config(config, "toy", "st", "resnet_mini"))
     main(["train-draw-trials", "--settings", draw, "--record", str(tmp_path / "p.json"), "--trials", str(trials)])  # fmt: skip
     trial = to_json(train_settings.TrialSettings.from_config(config, "toy", "st", "resnet_mini", 0))
-    code = main(["train-trial", "--settings", trial, "--manifest", str(tmp_path / "manifest.parquet"), "--fingerprint", str(tmp_path / "fingerprint.txt"), "--trials", str(trials), "--stage", "0", "--slot", "0", "--threads", "1", "--result", str(tmp_path / "s.json")])  # fmt: skip
+    code = main(["train-trial", "--settings", trial, "--manifest", str(tmp_path / "manifest.parquet"), "--classes", str(tmp_path / "classes.txt"), "--fingerprint", str(tmp_path / "fingerprint.txt"), "--trials", str(trials), "--stage", "0", "--slot", "0", "--threads", "1", "--result", str(tmp_path / "s.json")])  # fmt: skip
     assert code == 2  # one line (imagenot.cli), not a traceback
     assert "sees no CUDA device" in capsys.readouterr().err
     assert not (tmp_path / "s.json").exists()
@@ -99,7 +99,7 @@ def _gpu_job_commands(tmp_path, repo: Path) -> dict[str, list[str]]:
     )
     commands = {
         "evaluate-robustness": f"evaluate-robustness --model {m} --result {m} --manifest {m} "
-        f"--robustness {m} --per-image {m} --threads 1",
+        f"--classes {m} --fingerprint {m} --robustness {m} --per-image {m} --threads 1",
         "embed-images": f"embed-images --manifest {m}/manifest.parquet --classes "
         f"{m}/classes.txt --workers 0 --embeddings {m}",
         "curate-embed": f"curate-embed --captions {m} --candidates {m} --queries {m} "

@@ -423,7 +423,7 @@ def test_a_diverging_trial_ends_its_job_and_a_diverging_final_run_is_not_retried
     _cli("train-draw-trials", "--settings", draw, "--record", str(tmp_path / "prereg.json"),
          "--trials", str(run / "trials.parquet"))  # fmt: skip
     trial = to_json(train_settings.TrialSettings.from_config(config, "toy", "st", "resnet_mini", 0))
-    common = ["--manifest", str(dataset_dir / "manifest.parquet"), "--fingerprint", str(dataset_dir / "fingerprint.txt"), "--trials", str(run / "trials.parquet"), "--threads", "1"]  # fmt: skip
+    common = ["--manifest", str(dataset_dir / "manifest.parquet"), "--classes", str(dataset_dir / "classes.txt"), "--fingerprint", str(dataset_dir / "fingerprint.txt"), "--trials", str(run / "trials.parquet"), "--threads", "1"]  # fmt: skip
     out = run / "stage-0/slot-0.json"
     _cli("train-trial", "--settings", trial, *common, "--stage", "0", "--slot", "0", "--result", str(out))  # fmt: skip
     result = json.loads(out.read_text())
@@ -473,7 +473,7 @@ def test_snakemake_retries_a_gpu_less_gpu_job_without_a_gpu_and_it_exits_at_once
     results = tmp_path / "results"
     run = results / "train" / "imagenot" / "st" / "resnet_mini"
     (results / "datasets" / "imagenot").mkdir(parents=True)
-    for stand_in in ("manifest.parquet", "fingerprint.txt"):
+    for stand_in in ("manifest.parquet", "classes.txt", "fingerprint.txt"):
         (results / "datasets" / "imagenot" / stand_in).touch()
     definition = experiments.definition(config, "imagenot", "st")
     drawn = search.draw_trials(definition, definition["seed"], "imagenot", "st")

@@ -157,7 +157,8 @@ def _experiment(config, model, dataset_dir, run, image_path: bool) -> dict:
             assert s.job.features is None
         return to_json(s)
 
-    data = ["--manifest", str(dataset_dir / "manifest.parquet"), "--fingerprint", str(dataset_dir / "fingerprint.txt"), "--threads", "1", "--trials", str(run / "trials.parquet")]  # fmt: skip
+    data = ["--manifest", str(dataset_dir / "manifest.parquet"), "--classes", str(dataset_dir / "classes.txt"), "--fingerprint", str(dataset_dir / "fingerprint.txt"), "--threads", "1", "--trials", str(run / "trials.parquet")]  # fmt: skip
+    data += ["--init-record", *plan.init_record(config, "tl-src", model)]  # the weights' record
     out: dict = {"slots": [], "rungs": []}
     for stage in plan.stage_ids(config, "toy", "tl-src"):
         s = settings(
@@ -206,7 +207,10 @@ def test_tl_over_features_selects_and_scores_as_the_image_path(
     source = write_final_run(
         tmp_path, build_model(model, 7), dataset="src", name=model, num_classes=7
     )
-    assert source / "model.safetensors" == tmp_path / init  # with its result.json, as written
+    assert source / "model.safetensors" == tmp_path / init
+    assert plan.init_record(config, "tl-src", model) == [
+        init.replace("model.safetensors", "result.json")
+    ]
     draw = to_json(train_settings.DrawSettings.from_config(config, "toy", "tl-src", model))
     features_run = tmp_path / plan.run_dir("toy", "tl-src", model)
     _cli("train-draw-trials", "--settings", draw, "--record", plan.PREREGISTRATION, "--trials", str(features_run / "trials.parquet"))  # fmt: skip
@@ -216,7 +220,9 @@ def test_tl_over_features_selects_and_scores_as_the_image_path(
     (image_run / "trials.parquet").write_bytes((features_run / "trials.parquet").read_bytes())
 
     job = to_json(train_settings.FeaturesSettings.from_config(config, "toy", "tl-src", model))
-    handed = ["--manifest", str(dataset_dir / "manifest.parquet"), "--fingerprint", str(dataset_dir / "fingerprint.txt")]  # fmt: skip
+    handed = ["--manifest", str(dataset_dir / "manifest.parquet"), "--classes", str(dataset_dir / "classes.txt"), "--fingerprint", str(dataset_dir / "fingerprint.txt")]  # fmt: skip
+    (record,) = plan.init_record(config, "tl-src", model)
+    handed += ["--init-record", record]
     _cli("train-features", "--settings", job, *handed, "--threads", "1", "--features", *plan.feature_files("toy", "tl-src", model))  # fmt: skip
     assert all((tmp_path / f).is_file() for f in plan.feature_files("toy", "tl-src", model))
     ours = _experiment(config, model, dataset_dir, features_run, image_path=False)

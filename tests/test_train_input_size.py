@@ -136,7 +136,8 @@ def test_the_evaluation_feeds_a_model_the_side_it_trained_at(vit, tmp_path):
         out = tmp_path / f"out-{seed}"
         files = RobustnessFiles(
             model=run / "model.safetensors", result=run / "result.json",
-            manifest=ds / "manifest.parquet", robustness=out / "robustness.parquet",
+            manifest=ds / "manifest.parquet", classes=ds / "classes.txt",
+            fingerprint=ds / "fingerprint.txt", robustness=out / "robustness.parquet",
             per_image=out / "per_image.parquet",
         )  # fmt: skip
         if side == 224:

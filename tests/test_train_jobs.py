@@ -66,7 +66,7 @@ def test_trial_halving_selection_and_final_via_cli(dataset_dir, tmp_path, monkey
         )
         return ["--settings", settings, *common]
 
-    common = ["--manifest", str(dataset_dir / "manifest.parquet"), "--fingerprint", str(dataset_dir / "fingerprint.txt"), "--trials", str(run / "trials.parquet"), "--threads", "1"]  # fmt: skip
+    common = ["--manifest", str(dataset_dir / "manifest.parquet"), "--classes", str(dataset_dir / "classes.txt"), "--fingerprint", str(dataset_dir / "fingerprint.txt"), "--trials", str(run / "trials.parquet"), "--threads", "1"]  # fmt: skip
     for t in range(2):
         _cli("train-trial", *stage(0), "--stage", "0", "--slot", str(t), "--result", str(run / f"stage-0/slot-{t}.json"))  # fmt: skip
         assert (run / f"trial-{t}/checkpoint.safetensors").is_file()  # paused at the rung
@@ -154,6 +154,26 @@ def test_trial_halving_selection_and_final_via_cli(dataset_dir, tmp_path, monkey
     assert other["train_seed"] != result["train_seed"] and other["reused_trial"] is False
 
 
+def test_a_training_job_reads_the_dataset_files_it_is_handed(dataset_dir, tmp_path):
+    """A training job's dataset: the manifest's folder (the shards it lists), its classes and
+    fingerprint read from the files handed (roles); a classes file not beside the manifest
+    is refused, naming both."""
+    from types import SimpleNamespace
+
+    from imagenot.core.dataset import DatasetError, read_classes
+    from imagenot.train.identity import dataset_of
+
+    handed = dict(manifest=dataset_dir / "manifest.parquet", classes=dataset_dir / "classes.txt")
+    aside = tmp_path / "fingerprint.txt"
+    aside.write_text("f" * 64 + "\n")  # the file handed is the one read
+    folder, classes, fingerprint = dataset_of(SimpleNamespace(**handed, fingerprint=aside))
+    assert (folder, classes, fingerprint) == (dataset_dir, len(read_classes(dataset_dir)), "f" * 64)
+    (tmp_path / "classes.txt").write_bytes((dataset_dir / "classes.txt").read_bytes())
+    moved = {**handed, "classes": tmp_path / "classes.txt"}
+    with pytest.raises(DatasetError, match=r"--manifest .* --classes .*: a dataset's files are"):
+        dataset_of(SimpleNamespace(**moved, fingerprint=aside))
+
+
 def test_a_slot_nothing_was_promoted_into_trains_nothing(tmp_path):
     from trial_records import write_decision
 
@@ -168,7 +188,7 @@ def test_a_slot_nothing_was_promoted_into_trains_nothing(tmp_path):
         validate_config(_config()), "toy", "st", "resnet_mini"
     )
     settings = to_json(train_settings.TrialSettings(job=job, stage_epochs=None))
-    _cli("train-trial", "--settings", settings, "--manifest", str(tmp_path / "manifest.parquet"), "--fingerprint", str(tmp_path / "fingerprint.txt"), "--trials", "none", "--stage", "1", "--slot", "1", "--previous", str(decision), "--threads", "1", "--result", str(out))  # fmt: skip
+    _cli("train-trial", "--settings", settings, "--manifest", str(tmp_path / "manifest.parquet"), "--classes", str(tmp_path / "classes.txt"), "--fingerprint", str(tmp_path / "fingerprint.txt"), "--trials", "none", "--stage", "1", "--slot", "1", "--previous", str(decision), "--threads", "1", "--result", str(out))  # fmt: skip
     written = read_record(out, record_kind="slot")  # sealed, as every slot's result
     assert {k: v for k, v in written.items() if k != "record_sha256"} == {
         "stage": 1, "slot": 1, "trial": None

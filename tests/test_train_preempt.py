@@ -157,7 +157,7 @@ def _toy_trial(tmp_path: Path, **train) -> tuple[list[str], Path]:
     draw = to_json(train_settings.DrawSettings.from_config(config, "toy", "st", "resnet_mini"))
     main(["train-draw-trials", "--settings", draw, "--record", str(tmp_path / "p.json"), "--trials", str(run / "trials.parquet")])  # fmt: skip
     out = run / "stage-0/slot-0.json"
-    cmd = [sys.executable, "-m", "imagenot.cli", "train-trial", "--settings", trial, "--manifest", str(data / "manifest.parquet"), "--fingerprint", str(data / "fingerprint.txt"), "--trials", str(run / "trials.parquet"), "--stage", "0", "--slot", "0", "--threads", "1", "--result", str(out)]  # fmt: skip
+    cmd = [sys.executable, "-m", "imagenot.cli", "train-trial", "--settings", trial, "--manifest", str(data / "manifest.parquet"), "--classes", str(data / "classes.txt"), "--fingerprint", str(data / "fingerprint.txt"), "--trials", str(run / "trials.parquet"), "--stage", "0", "--slot", "0", "--threads", "1", "--result", str(out)]  # fmt: skip
     return cmd, run
 
 

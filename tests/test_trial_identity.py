@@ -144,7 +144,8 @@ def test_a_selection_whose_trial_is_not_its_results_is_refused(tmp_path):
     with pytest.raises(RecordError, match=r"edited-trial\.json: trial is 1, but"):
         files = FinalFiles(
             trials=tmp_path, selection=run / "edited-trial.json", manifest=tmp_path / "m",
-            fingerprint=tmp_path / "f", model=tmp_path / "out/m", result=tmp_path / "out/r",
+            classes=tmp_path / "c", fingerprint=tmp_path / "f", init_record=None,
+            model=tmp_path / "out/m", result=tmp_path / "out/r",
         )  # fmt: skip
         run_final(SimpleNamespace(job=None), 1, None, files, 1, {})
 

@@ -168,6 +168,7 @@ def _evaluate(ds_dir, run, out) -> int:
     return main([
         "evaluate-robustness", "--model", str(run / "model.safetensors"),
         "--result", str(run / "result.json"), "--manifest", str(ds_dir / "manifest.parquet"),
+        "--classes", str(ds_dir / "classes.txt"), "--fingerprint", str(ds_dir / "fingerprint.txt"),
         "--robustness", str(out / "robustness.parquet"), "--per-image",
         str(out / "per_image.parquet"), "--settings", to_json(settings), "--threads", "2",
     ])  # fmt: skip

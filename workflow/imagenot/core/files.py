@@ -119,8 +119,9 @@ ORDER_ONLY = {
     "class_list": "a dataset's class list file: curate-candidates reads it through its settings "
     "(classes: {from_file: PATH}); listed so that a changed list reruns the step",
     "init": "the starting weights of an FT or TL job: its command reads them through its "
-    "settings (init), which name them in the run's identity; listed so that the job waits for "
-    "them and reruns when they change",
+    "settings (init), which name them in the run's identity (their record, when they are a "
+    "final run's, is its role init_record); listed so that the job waits for them and reruns "
+    "when they change",
     "features": "a TL job's stored features: its head is fitted over them, read through its "
     "settings (features: their folder); listed so that the job waits for them and reruns when "
     "they change",

@@ -209,7 +209,8 @@ _PREFLIGHT = Option(
 )
 _RECORD = Option(
     "record",
-    "the preregistration record, preregistration.json (each draw reads and amends it)",
+    "the preregistration record, preregistration.json (each draw reads and amends it, under a "
+    "lock: no rule's input or output, imagenot.train.files says why)",
     rule="{params.record}",
     type=Path,
     required=True,

@@ -15,8 +15,12 @@ class RobustnessFiles(Files):
     model: str = given("the final run's weights (model.safetensors)")
     result: str = given("the final run's record (its result.json)")
     manifest: str = given(
-        "the dataset's manifest (its folder is the dataset's: the shards, classes and "
-        "fingerprint it is read with)"
+        "the dataset's manifest (it lists the shards, in its folder, that the job reads: a "
+        "build writes it after every shard it lists, so it stands for them)"
+    )
+    classes: str = given("the dataset's classes.txt, beside its manifest (label order)")
+    fingerprint: str = given(
+        "the dataset's fingerprint.txt (checked against the one the run records)"
     )
     robustness: str = made("per-transformation accuracies (parquet)")
     per_image: str = made("per-image correctness under each transformation (parquet)")

@@ -395,21 +395,24 @@ def evaluate_checkpoint(
     files: RobustnessFiles, settings: RobustnessSettings, workers: int, gpu_job: bool
 ) -> pa.Table:
     """Evaluate a final run (``files.model``, its record ``files.result``) on its dataset's
-    ``settings.split`` (the folder of ``files.manifest``); write both tables
+    ``settings.split`` (the shards ``files.manifest`` lists, in its folder; ``files.classes``
+    the classes file beside it, :func:`imagenot.core.dataset.folder_of`), made on the dataset
+    ``files.fingerprint`` names (:func:`imagenot.train.records.check_fingerprint`); write both tables
     (``files.robustness``, ``files.per_image``) atomically, on ``settings.device``
     (``train.device``: ``auto``, ``cpu``, ``cuda``); ``workers``: DataLoader workers (the job's
     cores but one). ``gpu_job``: the config plans this job for a GPU (``resources.gpus > 0``):
     without a CUDA device it stops (:func:`resolve_device`) before reading anything."""
-    from imagenot.core.dataset import folder_of, read_fingerprint
+    from imagenot.core.dataset import folder_of, read_fingerprint_file
     from imagenot.train.records import check_fingerprint
 
     dev = resolve_device(settings.device, gpu_job)
-    model_path, result, dataset_dir = files.model, files.result, folder_of(files.manifest)
+    model_path, result = files.model, files.result
+    dataset_dir = folder_of(files.manifest, files.classes)
     model, info = load_checkpoint(
         model_path, result, (files.robustness, files.per_image, dataset_dir)
     )
     preprocessing = run_preprocessing(info, result)
-    check_fingerprint(info, result, dataset_dir, read_fingerprint(dataset_dir))
+    check_fingerprint(info, result, dataset_dir, read_fingerprint_file(files.fingerprint))
     log.info("evaluating %s on %s/%s on %s", model_path, dataset_dir, settings.split, dev)
     published = run_is_published(info)  # the reference: float32, unfolded (numerics)
     originals = reference_input(published, preprocessing, dataset_dir, settings.split)

@@ -125,8 +125,8 @@ def normalisation(config: dict, protocol: str, model: str) -> dict[str, list[flo
 
 
 def init_weights(config: dict, protocol: str, model: str) -> list[str]:
-    """The files an FT/TL run starts from ([] for st): published weights, or a final run's
-    weights and then its record, read with them (``imagenot.train.registry.read_state_dict``)."""
+    """The weights file an FT/TL run starts from ([] for st): published weights, or the weights
+    of a final run of the source dataset (whose record :func:`init_record` names)."""
     start = source(protocol)
     if start is None:
         return []
@@ -145,9 +145,24 @@ def init_weights(config: dict, protocol: str, model: str) -> list[str]:
         except RegistryError as exc:
             raise ConfigError(f"config key train.weights.{model}: {exc}") from None
         return [str(Path(config["train"]["weights_dir"]) / name)]
+    return [FINAL_MODEL.format(**_source_run(config, start, model))]
+
+
+def init_record(config: dict, protocol: str, model: str) -> list[str]:
+    """The record (``result.json``) of the final run whose weights an FT/TL run starts from,
+    read with them (``imagenot.train.registry.read_state_dict``: its weights' digest, the run
+    they are); [] for st and for published weights, which have none."""
+    start = source(protocol)
+    if start is None or start == TORCHVISION:
+        return []
+    return [FINAL_RESULT.format(**_source_run(config, start, model))]
+
+
+def _source_run(config: dict, start: str, model: str) -> dict:
+    """The final run of ``model`` on dataset ``start`` an FT/TL run starts from: its st
+    experiment's first seed."""
     seed = seeds(config, experiment(config, start, "st"))[0]
-    run = {"dataset": start, "protocol": "st", "model": model, "seed": seed}
-    return [FINAL_MODEL.format(**run), FINAL_RESULT.format(**run)]
+    return {"dataset": start, "protocol": "st", "model": model, "seed": seed}
 
 
 def gpus(config: dict, model: str | None = None) -> int:

@@ -8,8 +8,26 @@ them: a slot's trial folder (``trial-{id}/``: its checkpoint, best weights and
 ``metrics.csv`` beside its weights; its failure status (``imagenot.train.failfast``) beside its
 result (a slot) or its folder (a final run, the features).
 
-The preregistration record (``preregistration.json``) is no rule's input or output: every draw
-of the run reads and amends it, so it travels as an argument (``--record``) beside these files.
+A job reads the dataset through its manifest, classes and fingerprint, each a role. The shards
+are no role: a dataset folder holds many, and the manifest lists them (each row's ``shard``), a
+build writing it after every shard it lists (:mod:`imagenot.acquire.dataset`), so the manifest
+stands for them; the classes file is checked to be the one beside the manifest
+(:func:`imagenot.core.dataset.folder_of`), the folder the shards are read from.
+
+The preregistration record (``preregistration.json``) is no role of the drawing job or the
+table: each trials-drawing job reads it and amends it in place (every model of every
+experiment, one file), so it cannot be that job's input and output at once, and a rule's output
+has no other writer in Snakemake (one file for jobs of different wildcards is refused); with no
+rule making it, Snakemake would refuse it as a missing input of the table in a new run. So it
+travels as an argument (``--record``, the path :data:`imagenot.train.paths.PREREGISTRATION`) beside
+these files. What guards it: the drawing jobs amend it under an exclusive lock
+(``preregistration.lock`` beside it, :func:`imagenot.train.prereg.register`), the planning
+Snakemake checks the config against it before any job starts
+(:func:`imagenot.train.plan.check_results`), and the table's rule lists every trials
+table, each written after its draw amended the record, so it reads the record once every draw
+is done. A draw also reads, as an amendment's evidence, the experiment's slot results made so
+far (:func:`imagenot.train.prereg.trial_results`): jobs downstream of the draw, which no rule
+input can name without a cycle.
 """
 
 from __future__ import annotations
@@ -51,14 +69,23 @@ class PreregistrationTableFiles(Files):
 
 def _manifest() -> str:
     """A training job's dataset, by its manifest (a role of each job that reads images)."""
-    return given(
-        "the dataset's manifest (its folder is the dataset's: the shards and classes it is "
-        "read with)"
-    )
+    return given("the dataset's manifest (it lists the shards, in its folder, that the job reads)")
+
+
+def _classes() -> str:
+    return given("the dataset's classes.txt, beside its manifest (the head's rows, label order)")
 
 
 def _fingerprint() -> str:
     return given("the dataset's fingerprint.txt (recorded with what the job writes)")
+
+
+def _init_record() -> str | None:
+    return given(
+        "an FT/TL job's starting weights' record when they are a final run's (its result.json, "
+        "read with them: their digest, the run they are); none for st and published weights",
+        optional=True,
+    )
 
 
 @dataclass(frozen=True)
@@ -67,7 +94,9 @@ class TrialFiles(Files):
 
     trials: str = given("the experiment's trials (trials.parquet)")
     manifest: str = _manifest()
+    classes: str = _classes()
     fingerprint: str = _fingerprint()
+    init_record: str | None = _init_record()
     previous: str | None = given(
         "the previous rung's decision, which names the slot's trial (none at stage 0, whose "
         "slot is the trial)",
@@ -84,7 +113,9 @@ class FinalFiles(Files):
     trials: str = given("the experiment's trials (trials.parquet)")
     selection: str = given("the selected trial (selection.json; its trial folders beside it)")
     manifest: str = _manifest()
+    classes: str = _classes()
     fingerprint: str = _fingerprint()
+    init_record: str | None = _init_record()
     model: str = made("the run's best-validation weights (model.safetensors)")
     result: str = made("the run's record (result.json)")
 
@@ -118,7 +149,9 @@ class FeaturesFiles(Files):
     holding the features files."""
 
     manifest: str = _manifest()
+    classes: str = _classes()
     fingerprint: str = _fingerprint()
+    init_record: str | None = _init_record()
     features: list[str] = made(
         "the features files, one per split of imagenot.train.plan.FEATURE_SPLITS, in its order "
         "(safetensors)",

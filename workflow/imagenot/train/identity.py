@@ -79,12 +79,17 @@ class Job:
 
 def dataset_of(files: TrialFiles | FinalFiles | FeaturesFiles) -> tuple[Path, int, str]:
     """(folder, number of classes, fingerprint) of the dataset a training job's ``files``
-    hand it: its manifest's folder (the shards and classes it is read with) and its
-    fingerprint file."""
-    from imagenot.core.dataset import read_classes, read_fingerprint_file
+    hand it: its manifest's folder (the shards it lists), refused unless the classes file is
+    the one beside the manifest (:func:`imagenot.core.dataset.folder_of`), the classes and the
+    fingerprint read from the files handed."""
+    from imagenot.core.dataset import folder_of, read_class_file, read_fingerprint_file
 
-    dataset_dir = Path(files.manifest).parent
-    return dataset_dir, len(read_classes(dataset_dir)), read_fingerprint_file(files.fingerprint)
+    dataset_dir = folder_of(files.manifest, files.classes)
+    return (
+        dataset_dir,
+        len(read_class_file(files.classes)),
+        read_fingerprint_file(files.fingerprint),
+    )
 
 
 def init_description(settings: JobSettings) -> str:

@@ -93,13 +93,18 @@ def _configure(settings: JobSettings, threads: int, processes: int) -> None:
     configure(deterministic, max(1, threads // processes))
 
 
-def backbone_loader(settings: JobSettings):
-    """A callable loading the FT/TL starting weights into a fresh model, or None (ST)."""
+def backbone_loader(settings: JobSettings, record: str | None):
+    """A callable loading the FT/TL starting weights (``settings.init``) into a fresh model, or
+    None (ST); ``record``: their run's record when they are a final run's (the job's
+    ``init_record`` role, read with them: :func:`imagenot.train.registry.read_state_dict`); a
+    record handed to a job with no starting weights is refused."""
     init = settings.init
+    if not init and record is not None:
+        raise ValueError(f"--init-record {record}: the job starts from no weights (settings init)")
     if not init:
         return None
     try:
-        state = read_state_dict(init)
+        state = read_state_dict(init, record)
     except OSError as exc:
         raise missing_weights(settings.model, init, exc) from None
     # a partial, not a lambda: data-parallel workers receive it pickled
@@ -132,7 +137,7 @@ def run_features(settings: JobSettings, threads: int, files: FeaturesFiles) -> d
     job = make_job(settings, {}, 0, num_classes)
     device = torch.device(job.device)
     model = build_model(settings.model, num_classes)  # the head is never run: its init is moot
-    backbone_loader(settings)(model)
+    backbone_loader(settings, files.init_record)(model)
     model.to(device, memory_format=layout(device))  # as loop.fit: the image path's kernels
     head = head_module(model, settings.model)
     source, encoded = _data_source(settings, dataset_dir, fingerprint)
@@ -214,7 +219,7 @@ def fit_job(
             fingerprint,
             stop_epoch,
             workdir / BEST,
-            backbone_loader(settings),
+            backbone_loader(settings, files.init_record),
             max_batch=settings.max_batch_per_gpu,
             dist=d,
             head_only=head_only,

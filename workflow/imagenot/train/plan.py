@@ -22,6 +22,7 @@ from pathlib import Path
 from imagenot.train.checks import check
 from imagenot.train.experiments import (
     features_dir,  # noqa: F401 (the rules' name for a TL run's features folder)
+    init_record,  # noqa: F401 (the rules' name for an FT/TL run's starting weights' record)
     init_weights,
     is_published,
     is_tl,

@@ -312,24 +312,36 @@ def load_backbone(model: nn.Module, name: str, state: dict, source: str) -> None
     model.load_state_dict(given, strict=False)
 
 
-def read_state_dict(path: str | Path) -> dict:
+def read_state_dict(path: str | Path, record: str | Path | None = None) -> dict:
     """A state dict from a ``.safetensors`` file, or a torchvision ``.pth`` (weights_only). A
     final run's weights (an FT/TL job's start, ``.../final/seed-{seed}/model.safetensors``) are
-    read as the evaluation reads them: its record beside them (``result.json``, a rule input
-    with them: :func:`imagenot.train.experiments.init_weights`) checked against their path (the
-    run they start from is the one their path names) and naming them, their digest required."""
+    read as the evaluation reads them, with their run's ``record`` (its ``result.json``, a role
+    of the job: :func:`imagenot.train.experiments.init_record`): the record checked against
+    its own path and theirs (the run they start from is the one both name) and naming their
+    digest, which they must hold. Weights where the layout puts a final run's, handed without
+    their record, and a record handed with weights that are no safetensors file, are refused."""
     import torch
 
     from imagenot.train.checkpoints import check_finite, load_tensors, load_weights
-    from imagenot.train.paths import FINAL_MODEL, FINAL_RESULT
+    from imagenot.train.paths import FINAL_MODEL
     from imagenot.train.records import path_identity, read_final
 
     path = Path(path)
     if not path.is_file():
         raise RegistryError(f"weights file {path} does not exist")
+    if record is not None:
+        if path.suffix != ".safetensors":
+            raise RegistryError(
+                f"{path}: weights read with a run's record ({record}) are a final run's "
+                "model.safetensors"
+            )
+        checked = read_final(record, paths=(path,))
+        return load_weights(path, checked.weights_sha256, require_digest=True)
     if path.suffix == ".safetensors" and path_identity(path, FINAL_MODEL) is not None:
-        record = read_final(path.parent / Path(FINAL_RESULT).name, paths=(path,))
-        return load_weights(path, record.weights_sha256, require_digest=True)
+        raise RegistryError(
+            f"{path}: a final run's weights, read only with its record (its result.json, "
+            "--init-record): none was handed"
+        )
     if path.suffix == ".safetensors":  # other safetensors files check a digest they hold
         return load_tensors(path)[0]
     state = torch.load(path, map_location="cpu", weights_only=True)

@@ -35,6 +35,30 @@ class Loaded:
     rules: dict  # rule name -> snakemake.rules.Rule
     wildcard_constraints: dict[str, str]
     config: dict
+    # The names the rule files' functions read (config, the helpers of rules/common.smk), as
+    # this load left them, and the dict they read them from: Snakemake's module globals, which
+    # every workflow loaded in this process shares, so a later load rebinds them.
+    names: dict
+    shared: dict
+
+    def evaluate(self, value, **arguments):
+        """``value`` of one of this workflow's rules' directives: as it is, or a function of the
+        rule's arguments (``wildcards``, ``input``, ``attempt``, ...) called with those of
+        ``arguments`` it names (its first, whatever its name, ``lambda wc: ...``, is the
+        wildcards, as Snakemake hands them), while the names it reads are this load's."""
+        if not callable(value):
+            return value
+        names = list(inspect.signature(value).parameters)
+        args = {name: arguments[name] for name in names if name in arguments}
+        if names and names[0] not in args:
+            args[names[0]] = arguments["wildcards"]
+        current = dict(self.shared)
+        self.shared.update(self.names)
+        try:
+            return value(**args)
+        finally:
+            self.shared.clear()
+            self.shared.update(current)
 
 
 @functools.cache
@@ -57,6 +81,8 @@ def _load(configs: tuple[Path, ...], overlay: str) -> Loaded:
                 {rule.name: rule for rule in workflow.rules},
                 dict(workflow.wildcard_constraints),
                 workflow.globals["config"],  # the validated copy the rules read (rules/common.smk)
+                dict(workflow.globals),
+                workflow.globals,
             )
 
 
@@ -77,17 +103,3 @@ def runs_something(rule) -> bool:
     """Whether ``rule`` runs a job: a target rule (``all``, ``preflight``) names inputs only and
     runs nothing (Snakemake's ``norun``)."""
     return not rule.norun
-
-
-def evaluate(value, **arguments):
-    """``value`` of a rule's directive: as it is, or a function of the rule's arguments
-    (``wildcards``, ``input``, ``attempt``, ...) called with those of ``arguments`` it names;
-    its first argument, whatever its name (``lambda wc: ...``), is the wildcards, as Snakemake
-    hands them."""
-    if not callable(value):
-        return value
-    names = list(inspect.signature(value).parameters)
-    args = {name: arguments[name] for name in names if name in arguments}
-    if names and names[0] not in args:
-        args[names[0]] = arguments["wildcards"]
-    return value(**args)

@@ -204,7 +204,7 @@ def test_rule_writes_the_planned_files():
         # the rule's outputs are the stage's patterns
         outputs = {f.apply_wildcards({"dataset": dataset}) for f in rule.output}
         assert outputs == set(plan.calibration_outputs(dataset)), dataset
-        settings = snakemake_rules.evaluate(
+        settings = workflow.evaluate(
             rule.params.settings, wildcards=Wildcards(fromdict={"dataset": dataset})
         )
         expected = CalibrationSettings.from_config(workflow.config, dataset=dataset)

@@ -147,7 +147,7 @@ def test_rules_build_each_settings_object_whole():
         named = inspect.signature(cls.from_config).parameters
         for job in jobs:
             wildcards = Wildcards(fromdict=job)
-            value = snakemake_rules.evaluate(rule.params.settings, wildcards=wildcards)
+            value = workflow.evaluate(rule.params.settings, wildcards=wildcards)
             whole = to_arg(cls.from_config(config, **{k: v for k, v in job.items() if k in named}))
             assert value == whole, f"{name} {job}: settings={value} is not {class_name}'s whole"
         seen.add(class_name)

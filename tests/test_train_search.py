@@ -178,7 +178,7 @@ def test_published_job_keeps_the_head_rows_of_the_datasets_wnids(tmp_path):
 GPU_OVERLAY = {"resources": {"gpus": 1, "cpus_per_gpu": 7}}
 
 
-def _threads(rule, model: str) -> int:
+def _threads(workflow, rule, model: str) -> int:
     """The cores a job of ``rule`` asks for with wildcard ``model``, evaluated as Snakemake does
     (a train_trial slot whose promotion input is not written yet trains)."""
     from snakemake.iocontainers import Namedlist, Wildcards
@@ -189,7 +189,7 @@ def _threads(rule, model: str) -> int:
     wildcards = Wildcards(
         fromdict={"dataset": "d", "protocol": "st", "model": model, "stage": "0", "slot": "0"}
     )
-    return snakemake_rules.evaluate(
+    return workflow.evaluate(
         cores._evaluator,
         wildcards=wildcards,
         input=Namedlist(fromdict={"previous": "not-written-yet"}),
@@ -207,16 +207,17 @@ def test_only_training_evaluation_and_embedding_rules_request_a_gpu():
 
     from conftest import GPU_RULES
 
-    rules = snakemake_rules.rules(overlay=GPU_OVERLAY)
-    config = validate_config(yaml.safe_load((snakemake_rules.DEMO).read_text()))
+    workflow = snakemake_rules.loaded(overlay=GPU_OVERLAY)
+    models = workflow.config["train"]["models"]
+    assert models
     gpu_rules = set()
-    for name, rule in rules.items():
+    for name, rule in workflow.rules.items():
         if not {"gpu", "gres"} & set(rule.resources):
             continue
         gpu_rules.add(name)
         # the cores that feed its GPUs: resources.cpus_per_gpu per GPU
-        for model in config["train"]["models"]:
-            assert _threads(rule, model) == 7, (name, model)
+        for model in models:
+            assert _threads(workflow, rule, model) == 7, (name, model)
         # a GPU job without a GPU stops (imagenot.core.device); training jobs and the
         # preflight carry gpu_job in their settings (tests/test_train_device.py,
         # tests/test_preflight.py)

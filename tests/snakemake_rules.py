@@ -5,7 +5,8 @@
 optional overlay, once per combination and test session. The tests read its rule objects
 (``rule.shellcmd``, ``rule.conda_env``, ``rule.log``, ``rule.resources``, ``rule.params``,
 ``rule.wildcard_constraints``, ``rule.input``, ``rule.output``, ``rule.snakefile``, ...), each
-expression of the rule files evaluated for that config, not the rule files' text.
+expression of the rule files evaluated for that config, not the rule files' text; a directive
+that is a function of a job (``lambda wc: ...``) is called through :meth:`Loaded.evaluate`.
 """
 
 from __future__ import annotations

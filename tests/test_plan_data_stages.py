@@ -39,6 +39,7 @@ def _jobs() -> list[PlannedJob]:
         ("acquire_materialise_range", 2, 1, 30, 0),
         ("acquire_materialise", 2, 1, 30, 0),
         ("diagnostics_embed_images", 7, 8, 240, 1),
+        ("audit_thumbnails", 7, 2, 240, 0),
         ("audit_search", 24, 2, None, 0),
     ):
         res = {"runtime": runtime, **({"gpu": gpus} if gpus else {})}
@@ -123,28 +124,50 @@ def _overlay(config: dict, **audit) -> dict:
 def test_the_audit_is_a_data_stage_with_its_verification(paper):
     """The paper's audit (imagenot against ImageNet's three splits, CIFAR-10's test split and its
     own later splits) starts when the last dataset it reads is ready, embeds its sets on the
-    GPUs, then searches on the cores. Planted: the verification on adds its measured 23 ms of CPU
-    per verified pair (10 candidates per image and target set) and puts the audit on the whole
-    run's critical path; the audit off removes its line and its path."""
+    GPUs, then searches on the cores. Planted: the verification on adds its measured CPU per
+    verified pair (up to 10 candidates by embedding and 10 by thumbnail per image and target
+    set) and the thumbnails of each of its seven sets, decoded once at its stored side, and puts
+    the audit on the whole run's critical path; without pixel_candidates no thumbnails and half
+    the pairs; the audit off removes its line and its path."""
     from imagenot.audit import cost
 
     off = {d["stage"]: d for d in data_stages.data_stage_rows(paper, _jobs(), gpus=32)}
     audit = off["audit imagenot"]
     assert audit["start"] == pytest.approx(off["download imagenot"]["end"], abs=0.01)
+    assert [f["rule"] for f in audit["rules"]] == ["diagnostics_embed_images", "audit_search"]
     search = audit["rules"][1]
-    assert search["rule"] == "audit_search" and search["jobs"] == 3 * 8  # 3 splits x query_parts
+    assert search["jobs"] == 3 * 8  # 3 splits x query_parts
     assert search["verify_core_h"] == 0 and search["search_core_h"] > 1
     assert audit["core_hours"] == pytest.approx(search["search_core_h"], abs=0.1)  # embed: GPUs
     assert "no verification" in audit["source"]
 
     verified = _overlay(paper, verification={**paper["audit"]["verification"], "enabled": True})
     on = {d["stage"]: d for d in data_stages.data_stage_rows(verified, _jobs(), gpus=32)}
-    # train: 850,000 images x 6 target sets, val: 50,000 x 5, test: 100,000 x 4; 10 candidates
-    pairs = 10 * (850_000 * 6 + 50_000 * 5 + 100_000 * 4)
+    # train: 850,000 images x 6 target sets, val: 50,000 x 5, test: 100,000 x 4; 20 candidates
+    queried = 850_000 * 6 + 50_000 * 5 + 100_000 * 4
+    thumbnails = on["audit imagenot"]["rules"][1]
+    assert thumbnails["rule"] == "audit_thumbnails" and thumbnails["jobs"] == 7
+    # imagenot's three splits and CIFAR-10's test at 256 px, ImageNet's train and val at 224,
+    # its test at 480: 2,341,167 images, each decoded once
+    assert thumbnails["images"] == 2_341_167
+    pixels = 1_010_000 * 256**2 + 1_281_167 * 224**2 + 50_000 * 480**2
+    decoding = pixels / cost.THUMB_SIDE**2 * cost.THUMB_CORE_S / 3600
+    assert thumbnails["core_h"] == pytest.approx(decoding) and decoding > 1
     added = on["audit imagenot"]["core_hours"] - audit["core_hours"]
-    assert added == pytest.approx(pairs * cost.VERIFY_CORE_S / 3600, abs=0.1)
+    verify_h = 20 * queried * cost.VERIFY_CORE_S / 3600
+    assert added == pytest.approx(verify_h + decoding, abs=0.1)
     assert on["audit imagenot"]["hours"] > 4 * audit["hours"]
     assert "raise audit.query_parts to at least" in on["audit imagenot"]["source"]
+    assert "2,341,167 images decoded once per set" in on["audit imagenot"]["source"]
+    # planted: no pixel candidates, no thumbnails and 10 candidates a set
+    embedding_only = {**verified["audit"]["verification"], "pixel_candidates": 0}
+    fewer = data_stages.data_stage_rows(
+        _overlay(verified, verification=embedding_only), _jobs(), gpus=32
+    )
+    fewer = {d["stage"]: d for d in fewer}["audit imagenot"]
+    assert "audit_thumbnails" not in [f["rule"] for f in fewer["rules"]]
+    added = fewer["core_hours"] - audit["core_hours"]
+    assert added == pytest.approx(10 * queried * cost.VERIFY_CORE_S / 3600, abs=0.1)
 
     wall = {"hours": 10.0}
     gpu = [{"stage": "evaluate", "gpu_hours": 6.4}]

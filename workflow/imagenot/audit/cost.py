@@ -6,9 +6,18 @@ target sets, ``audit.query_parts`` search jobs per split. A search job's work is
 
 - the exact search: query-target pairs x dimensions, at the rate ``benchmarks/bench_audit.py``
   measured (:data:`PAIRS_PER_CORE_S` at :data:`RATE_DIM` dimensions; faiss-gpu divides it);
-- with ``audit.verification.enabled``, each image's ``candidates`` nearest targets in every
-  target set verified on the images, at :data:`VERIFY_CORE_S` a pair (measured on the demo at
-  ``compare_side`` :data:`VERIFY_SIDE` px; another side scaled by its pixels, an assumption).
+- with ``audit.verification.enabled``, each image's candidates in every target set verified on
+  the images, at :data:`VERIFY_CORE_S` a pair (measured on the demo at ``compare_side``
+  :data:`VERIFY_SIDE` px; another side scaled by its pixels, an assumption): its
+  ``candidates`` nearest by embedding and, with ``pixel_candidates``, as many more nearest by
+  thumbnail, counted as min(candidates + pixel_candidates, set size) a set (an upper bound:
+  the two lists' union, each target once).
+
+With ``pixel_candidates``, rule ``audit_thumbnails`` decodes every image of each set the audit
+compares once (one job per dataset and split, shared by every search job that reads it), at
+:data:`THUMB_CORE_S` a image (measured on the demo at its stored side, :data:`THUMB_SIDE` px;
+another stored side scaled by its pixels, an assumption that overstates the fixed cost of a
+read).
 
 Image counts are the config's sizes (:func:`imagenot.acquire.sizes.dataset_images`: LAION-built
 datasets at n_classes x images per class, an upper bound). The sets embedded (rule
@@ -36,6 +45,16 @@ VERIFY_SOURCE = (
     "compare_side 64, dev machine, 2026-12-02); each audit_search job's benchmark file "
     "(results/benchmarks/audit_search) measures it where the audit runs"
 )
+#: CPU-seconds a thumbnail (read and check a stored image, decode, resize, normalise) at
+#: THUMB_SIDE px: the loop of rule audit_thumbnails on the tiny demo's largest set.
+THUMB_CORE_S = 3.0e-4
+THUMB_SIDE = 64
+THUMB_SOURCE = (
+    'measured on the tiny demo (docs/audit.md, "The demo": 300 images of 64 px in 0.090 '
+    "CPU-seconds, one thread, the best of three, dev machine, 2 shared cores, 2026-12-03); each "
+    "audit_thumbnails job's benchmark file (results/benchmarks/audit_thumbnails) measures it "
+    "where the audit runs"
+)
 #: Embedding width: CLIP ViT-L/14's image projection (the paper's encoder; 512 for ViT-B/32).
 DIM_BY_MODEL = {"openai/clip-vit-large-patch14": 768, "openai/clip-vit-base-patch32": 512}
 
@@ -47,18 +66,31 @@ def _dim(config: dict) -> int:
     return RATE_DIM
 
 
+def thumbnail_core_s(config: dict, dataset: str, split: str, images: int) -> float:
+    """CPU-seconds of rule ``audit_thumbnails`` on ``images`` of one set: :data:`THUMB_CORE_S`
+    scaled by pixels to the split's stored side
+    (:func:`imagenot.plan.split_readers.split_size`)."""
+    from imagenot.plan.split_readers import split_size
+
+    return images * THUMB_CORE_S * (split_size(config, dataset, split) / THUMB_SIDE) ** 2
+
+
 def search_jobs(config: dict) -> list[dict]:
     """One row per audited dataset and split (its ``audit.query_parts`` search jobs together):
     ``queries`` (its images), ``targets`` (``{target}/{split}`` -> images), the search's
     ``pairs`` and ``search_core_s``, the ``verified`` pairs and ``verify_core_s`` (0 with the
-    verification off), ``input_mb`` (the query and target embeddings a job reads, float32) and
-    ``unknown`` (datasets of unknown size, not counted)."""
+    verification off), ``input_mb`` (the query and target embeddings a job reads, float32, and
+    with ``pixel_candidates`` their thumbnails) and ``unknown`` (datasets of unknown size, not
+    counted)."""
     from imagenot.acquire.sizes import dataset_images
     from imagenot.audit import plan
 
     dim = _dim(config)
     v = plan.settings(config)["verification"]
     per_pair = VERIFY_CORE_S * (v["compare_side"] / VERIFY_SIDE) ** 2 if v["enabled"] else 0.0
+    thumbed = plan.thumbnails_used(config)
+    per_image = dim * 4 + (3 * v["thumbnail_side"] ** 2 * 4 if thumbed else 0)
+    checked = v["candidates"] + (v["pixel_candidates"] if thumbed else 0)
     sizes: dict = {}
     rows = []
     for dataset in plan.audited_datasets(config):
@@ -69,7 +101,7 @@ def search_jobs(config: dict) -> list[dict]:
             queries = sizes[dataset][split] if sizes[dataset] else 0
             targets = {f"{t}/{s}": sizes[t][s] for t, s in sets if sizes[t]}
             pairs = queries * sum(targets.values())
-            verified = queries * sum(min(v["candidates"], n) for n in targets.values())
+            verified = queries * sum(min(checked, n) for n in targets.values())
             verified *= bool(per_pair)
             rows.append(
                 {
@@ -81,21 +113,42 @@ def search_jobs(config: dict) -> list[dict]:
                     "search_core_s": pairs * dim / RATE_DIM / PAIRS_PER_CORE_S,
                     "verified": verified,
                     "verify_core_s": verified * per_pair,
-                    "input_mb": (queries + sum(targets.values())) * dim * 4 / 1e6,
+                    "input_mb": (queries + sum(targets.values())) * per_image / 1e6,
                     "unknown": sorted(n for n in (dataset, *(t for t, _ in sets)) if not sizes[n]),
                 }
             )
     return rows
 
 
+def thumbnail_jobs(config: dict) -> list[dict]:
+    """One row per set rule ``audit_thumbnails`` makes (dataset, split, images, core_s), once
+    each however many audited splits compare it; none without ``pixel_candidates`` (or with
+    the verification off)."""
+    from imagenot.audit import plan
+
+    if not plan.thumbnails_used(config):
+        return []
+    out: dict[str, dict] = {}
+    for j in search_jobs(config):
+        for label, n in {f"{j['dataset']}/{j['split']}": j["queries"], **j["targets"]}.items():
+            if label not in out:
+                dataset, split = label.split("/")
+                out[label] = {"dataset": dataset, "split": split, "images": n}
+                out[label]["core_s"] = thumbnail_core_s(config, dataset, split, n)
+    return list(out.values())
+
+
 def audit_cost(config: dict) -> list[dict]:
     """Per audited dataset: images audited (None when its size is unknown), query-target
-    pairs, the search's and the verification's estimated core-hours, the largest target set's
+    pairs, the search's, the verification's and the thumbnails' estimated core-hours (the
+    thumbnails' images: every set it compares, once), the largest target set's
     index in memory, the sets and images embedded, and the source."""
     from imagenot.audit import plan
 
     dim, jobs = _dim(config), search_jobs(config)
     v = plan.settings(config)["verification"]
+    thumbed = plan.thumbnails_used(config)
+    thumbs = {f"{t['dataset']}/{t['split']}": t for t in thumbnail_jobs(config)}
     out = []
     for dataset in plan.audited_datasets(config):
         mine = [j for j in jobs if j["dataset"] == dataset]
@@ -104,13 +157,24 @@ def audit_cost(config: dict) -> list[dict]:
         }
         unknown = sorted({n for j in mine for n in j["unknown"]})
         verified = sum(j["verified"] for j in mine)
+        made = [thumbs[label] for label in embedded if label in thumbs]
         checked = (
-            f"; verification: {verified:,} pairs ({v['candidates']} candidates per image and "
-            f"target set) at {VERIFY_CORE_S * 1e3:g} ms of CPU a pair at {VERIFY_SIDE} px, "
-            f"scaled by pixels to compare_side {v['compare_side']} ({VERIFY_SOURCE})"
+            f"; verification: up to {verified:,} pairs ({v['candidates']} candidates by "
+            "embedding"
+            + (f" and {v['pixel_candidates']} by thumbnail" if thumbed else "")
+            + f" per image and target set) at {VERIFY_CORE_S * 1e3:g} ms of CPU a pair at "
+            f"{VERIFY_SIDE} px, scaled by pixels to compare_side {v['compare_side']} "
+            f"({VERIFY_SOURCE})"
             if v["enabled"]
             else "; verification off (audit.verification.enabled)"
         )
+        if made:
+            checked += (
+                f"; thumbnails: {sum(t['images'] for t in made):,} images of {len(made)} sets "
+                f"decoded once each (rule audit_thumbnails) at {THUMB_CORE_S * 1e3:g} ms of CPU "
+                f"an image at {THUMB_SIDE} px, scaled by pixels to each set's stored side "
+                f"({THUMB_SOURCE})"
+            )
         out.append(
             {
                 "dataset": dataset,
@@ -119,6 +183,8 @@ def audit_cost(config: dict) -> list[dict]:
                 "core_hours": round(sum(j["search_core_s"] for j in mine) / 3600, 1),
                 "verified_pairs": verified,
                 "verify_core_hours": round(sum(j["verify_core_s"] for j in mine) / 3600, 1),
+                "thumbnail_images": sum(t["images"] for t in made),
+                "thumbnail_core_hours": round(sum(t["core_s"] for t in made) / 3600, 1),
                 "index_bytes": max((n for j in mine for n in j["targets"].values()), default=0)
                 * dim
                 * 4,
@@ -143,7 +209,7 @@ def format_audit(rows: list[dict]) -> list[str]:
         out.append(
             f"  {r['dataset']}: {images} against its target sets, {r['core_hours']:,.1f} core-h "
             f"of search (GPU: a fraction), {r['verify_core_hours']:,.1f} core-h of "
-            f"verification, largest index {r['index_bytes'] / 1e9:,.1f} GB in memory, "
+            f"verification, {r['thumbnail_core_hours']:,.1f} core-h of thumbnails, largest index {r['index_bytes'] / 1e9:,.1f} GB in memory, "
             f"{r['embedded_images']:,} images embedded (shared with the diagnostics; their time "
             f"and the search jobs' on the cores: the data stages' audit line): {r['source']}"
         )

@@ -16,8 +16,9 @@ depend on them:
   the stored images at :func:`materialise_rate` (benchmarks/bench_materialise.py), then the
   gather;
 - the near-duplicate audit of each audited dataset (:func:`audit_chains`), from when the
-  datasets it reads are ready: the embedding of the sets it compares, then its search jobs at
-  :mod:`imagenot.audit.cost`'s core-seconds (the search, and the verification when it is on).
+  datasets it reads are ready: the embedding of the sets it compares, their thumbnails (with
+  the verification's pixel candidates), then its search jobs at :mod:`imagenot.audit.cost`'s
+  core-seconds (the search, and the verification when it is on).
 
 Jobs are started longest-remaining-chain first on the cores
 (:func:`imagenot.plan.schedule.place`); a dataset is ready when its last job ends. Training
@@ -195,7 +196,9 @@ def audit_chains(config: dict, jobs: list, gpus: int, ready: dict[str, float]) -
     audited dataset, chain and row ``audit <name>``: a wait until the last dataset it
     reads is ready (``ready``: dataset -> hour), the embedding of every set it compares (rule
     ``diagnostics_embed_images`` at its requested time: on the GPUs one job per GPU at a time,
-    else on the cores), then its search jobs on the cores, each its split's part of the search's
+    else on the cores), with ``audit.verification.pixel_candidates`` the thumbnails of every
+    such set on the cores (rule ``audit_thumbnails``, :func:`imagenot.audit.cost.thumbnail_jobs`),
+    then its search jobs on the cores, each its split's part of the search's
     and the verification's core-seconds (:func:`imagenot.audit.cost.search_jobs`) over the
     job's cores."""
     from imagenot.audit import cost
@@ -209,7 +212,8 @@ def audit_chains(config: dict, jobs: list, gpus: int, ready: dict[str, float]) -
     width = _threads(jobs, "audit_search")
     embed_hours, embed_width = _requested_hours(jobs, EMBED), _threads(jobs, EMBED)
     on_gpus = config["resources"]["gpus"] > 0
-    searches = cost.search_jobs(config)
+    searches, thumbs = cost.search_jobs(config), cost.thumbnail_jobs(config)
+    thumb_width = _threads(jobs, "audit_thumbnails")
     for dataset in audit_plan.audited_datasets(config):
         mine = [j for j in searches if j["dataset"] == dataset]
         sets = len(
@@ -228,12 +232,30 @@ def audit_chains(config: dict, jobs: list, gpus: int, ready: dict[str, float]) -
             else (sets, embed_width, embed_hours)
         )
         name = f"audit {dataset}"
-        chains[name] = [(1, 0, wait), embed, (len(each), width, each)]
+        labels = {f"{dataset}/{j['split']}" for j in mine} | {t for j in mine for t in j["targets"]}
+        made = [t for t in thumbs if f"{t['dataset']}/{t['split']}" in labels]
+        thumb_hours = [t["core_s"] / thumb_width / 3600 for t in made]
+        chains[name] = [(1, 0, wait), embed]
+        about = [_fact(EMBED, sets, embed[1], embed_hours, "request")]
+        if made:  # rule audit_thumbnails: each set once, after its embeddings
+            chains[name].append((len(made), thumb_width, thumb_hours))
+            about.append(
+                _fact(
+                    "audit_thumbnails",
+                    len(made),
+                    thumb_width,
+                    sum(thumb_hours) / len(made),
+                    "thumbnails",
+                    images=sum(t["images"] for t in made),
+                    core_h=sum(t["core_s"] for t in made) / 3600,
+                )
+            )
+        chains[name].append((len(each), width, each))
         search = _fact("audit_search", len(each), width, sum(each) / len(each), "audit")
         search |= {"longest": max(each), "asked": asked, "parts": parts}
         search["search_core_h"] = sum(j["search_core_s"] for j in mine) / 3600
         search["verify_core_h"] = sum(j["verify_core_s"] for j in mine) / 3600
-        about = [_fact(EMBED, sets, embed[1], embed_hours, "request"), search]
+        about.append(search)
         facts[name] = (name, 1, about)
     return chains, facts
 
@@ -281,6 +303,7 @@ def data_stage_rows(config: dict, jobs: list, gpus: int) -> list[dict]:
 
 def _source(name: str, about: list[dict], config, gpus, cores, scale) -> str:
     from imagenot.acquire.sizes import BYTES_PER_PIXEL
+    from imagenot.audit import cost
 
     rules = ", ".join(
         f"{f['rule']} {f['jobs']} x {f['hours'] * 60:,.1f} min on "
@@ -329,6 +352,13 @@ def _source(name: str, about: list[dict], config, gpus, cores, scale) -> str:
                 f"{f['parts']} per split), each its split's part (the near-duplicate audit "
                 f"section: imagenot.audit.cost){over}; from when the last dataset the audit "
                 "reads is ready"
+            )
+        if f["from"] == "thumbnails":
+            parts.append(
+                f"{f['images']:,} images decoded once per set for the search's thumbnails, "
+                f"{f['core_h']:,.1f} core-h at {cost.THUMB_CORE_S * 1e3:g} ms of CPU an image "
+                f"at {cost.THUMB_SIDE} px, scaled by pixels to each set's stored side "
+                f"({cost.THUMB_SOURCE})"
             )
         if f["from"] == "materialise":
             parts.append(

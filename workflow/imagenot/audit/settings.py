@@ -97,6 +97,10 @@ class ThumbnailsSettings(FromConfig):
     split: str
     thumbnail_side: int
 
+    @classmethod
+    def from_config(cls, config: Any, split: str) -> ThumbnailsSettings:  # type: ignore[override]
+        return cls(**cls.config_values(config, split=split))
+
 
 @dataclass(frozen=True)
 class PoolSettings(FromConfig):

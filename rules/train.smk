@@ -57,6 +57,7 @@ rule train_trial:
         fingerprint=paths.FINGERPRINT,
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
         init_record=lambda wc: train_plan.init_record(config, wc.protocol, wc.model),
+        features=[],  # images: a TL head fit (train_head_trial) reads stored features
         previous=lambda wc: train_plan.previous_decision(
             config, wc.dataset, wc.protocol, wc.model, wc.stage
         ),
@@ -195,9 +196,6 @@ rule train_halve:
         results=lambda wc: train_plan.stage_results(
             config, wc.dataset, wc.protocol, wc.model, wc.rung
         ),
-        traced=lambda wc: train_plan.traced_files(
-            config, wc.dataset, wc.protocol, wc.model, wc.rung
-        ),
     output:
         decision=train_paths.DECISION,
     log:
@@ -225,9 +223,6 @@ rule train_select:
         results=lambda wc: train_plan.all_results(
             config, wc.dataset, wc.protocol, wc.model
         ),
-        traced=lambda wc: train_plan.traced_files(
-            config, wc.dataset, wc.protocol, wc.model, results=False
-        ),
     output:
         selection=train_paths.TRIAL_SELECTION,
     log:
@@ -248,14 +243,12 @@ rule train_final:
     input:
         trials=train_paths.TRIALS,
         selection=train_paths.TRIAL_SELECTION,
-        traced=lambda wc: train_plan.traced_files(
-            config, wc.dataset, wc.protocol, wc.model, table=False
-        ),
         manifest=paths.MANIFEST,
         classes=paths.CLASSES,
         fingerprint=paths.FINGERPRINT,
         init=lambda wc: train_plan.init_weights(config, wc.protocol, wc.model),
         init_record=lambda wc: train_plan.init_record(config, wc.protocol, wc.model),
+        features=[],  # images: a TL head fit (train_head_final) reads stored features
         preflight=preflight_gate(per_model=True),
     output:
         model=train_paths.FINAL_MODEL,
@@ -306,9 +299,6 @@ use rule train_final as train_head_final with:
     input:
         trials=train_paths.TRIALS,
         selection=train_paths.TRIAL_SELECTION,
-        traced=lambda wc: train_plan.traced_files(
-            config, wc.dataset, wc.protocol, wc.model, table=False
-        ),
         manifest=paths.MANIFEST,
         classes=paths.CLASSES,
         fingerprint=paths.FINGERPRINT,

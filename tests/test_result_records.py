@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from final_run import write_final_run, write_toy_dataset
-from trial_records import selected, slot_record, write_decision, write_slot
+from trial_records import selected, slot_record, write_slot
 
 from imagenot.cli import main
 from imagenot.evaluate.paths import PER_IMAGE, ROBUSTNESS
@@ -160,7 +160,6 @@ def test_an_unsealed_final_or_slot_record_is_refused(tmp_path):
     assert check_record(seal(trained), trained_path, record_kind="slot")["trial"] == 0
     empty = {"stage": 1, "slot": 1, "trial": None}  # rung 0 promoted one trial, into slot 0
     empty_path = tmp_path / "e" / "stage-1" / "slot-1.json"
-    write_decision(tmp_path / "e" / "halving" / "rung-0.json", [0])  # with its rung's slots
     assert check_record(seal(empty), empty_path, record_kind="slot")["trial"] is None
     for record, where in ((trained, trained_path), (empty, empty_path)):
         with pytest.raises(RecordError, match=rf"slot-\d\.json: has no {records.SEAL_KEY}"):
@@ -211,16 +210,19 @@ def test_a_slot_record_without_a_key_the_workflow_writes_is_refused(tmp_path, ke
         ("dataset_fingerprint", ""),
     ],
 )
-def test_numbers_out_of_their_range_are_refused_even_when_sealed(tmp_path, key, value):
-    """A producer that re-seals (or a bug) cannot make a number out of its range readable."""
+def test_numbers_out_of_their_range_are_never_written_and_an_edit_is_refused(tmp_path, key, value):
+    """The writer refuses a number out of its range (a producer's bug), naming it, and writes
+    nothing; one edited into a written record is refused by its seal, which the reader checks
+    instead of the numbers its writer checked."""
     base = {**RUN, "num_classes": 3, "image_size": 32, "dataset_fingerprint": "a" * 64,
             "weights_sha256": "b" * 64, "chance_accuracy": 100 / 3, **TRIAL}  # fmt: skip
-    resealed = seal({**base, key: value})
-    with pytest.raises(RecordError, match=rf"result\.json: {key} is "):
-        check_record(resealed, tmp_path / "result.json")
-    with pytest.raises(RecordError, match=rf"{key} is "):  # and never written
+    with pytest.raises(RecordError, match=rf"out\.json: {key} is "):
         write_record({**base, key: value}, tmp_path / "out.json")
     assert not (tmp_path / "out.json").exists()
+    written = write_record(base, tmp_path / "result.json")
+    assert check_record(written, tmp_path / "result.json") == written
+    with pytest.raises(RecordError, match=r"result\.json: its contents are not those its producer"):
+        check_record({**written, key: value}, tmp_path / "result.json")
 
 
 @pytest.mark.parametrize(
@@ -235,18 +237,20 @@ def test_numbers_out_of_their_range_are_refused_even_when_sealed(tmp_path, key, 
     ],
 )
 def test_an_accuracy_its_image_count_cannot_give_is_refused(tmp_path, counts, refused):
-    """The toolbox's check of a table's rows (imagenot.core.counts), applied to a record's."""
+    """The toolbox's check of a table's rows (imagenot.core.counts), applied by the writer of a
+    final run's record and of a slot's."""
     base = {**RUN, "num_classes": 3, "image_size": 32, "dataset_fingerprint": "a" * 64,
             "weights_sha256": "b" * 64, "chance_accuracy": 100 / 3, **TRIAL}  # fmt: skip
     path = tmp_path / "result.json"
     if refused is None:
-        check_record(seal({**base, **counts}), path)
-        check_record(seal(slot_record(path, **counts)), path, record_kind="slot")
+        write_record({**base, **counts}, path)
+        write_record(slot_record(path, **counts), path, "slot")
         return
     with pytest.raises(RecordError, match=rf"result\.json: {refused} "):
-        check_record(seal({**base, **counts}), path)
+        write_record({**base, **counts}, path)
     with pytest.raises(RecordError, match=refused):
-        check_record(seal(slot_record(path, **counts)), path, record_kind="slot")
+        write_record(slot_record(path, **counts), path, "slot")
+    assert not path.exists()
 
 
 def test_the_record_of_another_run_is_refused_naming_both_paths(tmp_path):
@@ -443,10 +447,12 @@ def _layout(root: Path) -> dict:
     return {"description": "", "datasets": {}, "runs": runs}
 
 
-def _summary_record(root: Path, **change) -> Path:
+def _summary_record(root: Path, written: dict | None = None, **change) -> Path:
+    """The final run's record of ``RUN`` under ``root``, written sealed with ``written``
+    (a producer writing other keys), then edited with ``change`` (unsealed)."""
     record = {**RUN, "num_classes": 10, "image_size": 32, "dataset_fingerprint": "a" * 64,
               "weights_sha256": "b" * 64, "val_accuracy": 60.0, "chance_accuracy": 10.0,
-              **_trained(root)}  # fmt: skip
+              **_trained(root), **(written or {})}  # fmt: skip
     path = root / FINAL_DIR.format(**RUN) / "result.json"
     write_record(record, path)
     if change:
@@ -486,17 +492,13 @@ def test_the_summary_shows_a_runs_numbers_only_as_its_producer_wrote_them(tmp_pa
     assert f"{evaluation}: row 0 column top1 55 cannot be a share of n=4" in error
     assert summary["models"][0]["best_test_accuracy"] is None
     _robustness(tmp_path, RUN, top1=(75.0, 50.0), record=digest)
-    for change, words in [
-        ({"val_accuracy": 99.0}, "its contents are not those its producer wrote"),
-        ({"val_accuracy": float("nan"), records.SEAL_KEY: None}, "val_accuracy is nan"),
-        ({"val_accuracy": 250.0, records.SEAL_KEY: None}, "val_accuracy is 250.0"),
-        ({"protocol": "ft-imagenet", records.SEAL_KEY: None}, "records protocol 'ft-imagenet'"),
+    for written, change, words in [
+        (None, {"val_accuracy": 99.0}, "its contents are not those its producer wrote"),
+        (None, {"val_accuracy": float("nan")}, "its contents are not those its producer wrote"),
+        (None, {"val_accuracy": 250.0}, "its contents are not those its producer wrote"),
+        ({"protocol": "ft-imagenet"}, {}, "records protocol 'ft-imagenet'"),  # another's, sealed
     ]:
-        path = _summary_record(tmp_path, **change)
-        if change.get(records.SEAL_KEY, 1) is None:  # a record as written before sealing
-            text = json.loads(path.read_text())
-            del text[records.SEAL_KEY]
-            path.write_text(json.dumps(text))
+        path = _summary_record(tmp_path, written, **change)
         summary = collect(_layout(tmp_path), tmp_path)
         errors = [p["message"] for p in summary["problems"] if p["level"] == "error"]
         assert len(errors) == 1 and f"{path}: " in errors[0] and words in errors[0], errors
@@ -580,10 +582,10 @@ def test_a_trial_result_out_of_range_stops_the_selection_in_one_line(tmp_path, c
     assert main(["train-select", "--results", str(slot), "--selection", str(out)]) == 2
     err = capsys.readouterr().err
     assert f"{slot}: its contents are not those its producer wrote" in err
-    del text[records.SEAL_KEY]  # an unsealed one: its number is still range-checked
+    del text[records.SEAL_KEY]  # an unsealed one: not its producer's
     slot.write_text(json.dumps(text))
     assert main(["train-select", "--results", str(slot), "--selection", str(out)]) == 2
-    assert f"{slot}: val_accuracy is nan" in capsys.readouterr().err
+    assert f"{slot}: has no {records.SEAL_KEY}" in capsys.readouterr().err
     assert np.isfinite(json.loads(out.read_text())["val_accuracy"])
 
 
@@ -615,46 +617,25 @@ def test_an_ft_job_starts_only_from_the_run_its_path_names(tmp_path):
         read_state_dict(target / "model.safetensors", target / "result.json")
 
 
-def test_a_trained_final_record_is_a_run_of_the_trial_its_run_selected(tmp_path):
-    """A final record resealed with another trial or other hyperparameters than the selection
-    beside it, or read without that selection, is an error naming the file in the summary and
-    wherever the record is read; a published weights' record names no trial."""
+def test_a_final_record_names_its_trial_as_its_source_says_and_reads_alone(tmp_path):
+    """The writer refuses a trained run's record without its trial and a published weights'
+    record naming one; a sealed record is read alone, without the selection of its run (no
+    input of the jobs that read it), and so is in the summary."""
     from imagenot.run.run_summary import collect
 
     healthy = _summary_record(tmp_path)
-    selection = healthy.parents[2] / "selection.json"
-    chosen = json.loads(selection.read_text())
     _robustness(
         tmp_path, RUN, top1=(75.0, 50.0), record=json.loads(healthy.read_text())[records.SEAL_KEY]
     )
+    (healthy.parents[2] / "selection.json").unlink()
     assert collect(_layout(tmp_path), tmp_path)["problems"] == []
-    assert records.read_final(healthy)["trial"] == chosen["trial"] == 0
-    lr = chosen["hyperparameters"]["lr"]
-    planted = [
-        ({"trial": 1}, None, f"records trial 1, but {selection} selected trial 0"),
-        ({"hyperparameters": {**chosen["hyperparameters"], "lr": 0.5}}, None,
-         f"records hyperparameters lr 0.5, but {selection} selected hyperparameters lr {lr!r}"),
-        ({"trial": None}, None, "lacks key(s) trial, which every trained final run's"),
-        ({}, {"trial": 1}, f"{selection}: trial is 1, but the trial result it copies"),
-        ({}, {"result": {**chosen["result"], records.SEAL_KEY: "sealed"}},
-         "(its result): its record_sha256 is 'sealed', not a sha256 digest"),
-        ({}, {"result": seal({**chosen["result"], "trial": 1})},
-         f"{selection}: trial is 0, but the trial result it copies records 1"),
-        ({}, "missing", f"its run has no selection ({selection})"),
-        ({"source": "published"}, None, "a published weights' record (source published) that"),
-    ]  # fmt: skip
-    for change, edited, words in planted:
-        record = {k: v for k, v in json.loads(healthy.read_text()).items() if change.get(k, 1)}
-        healthy.write_text(json.dumps(seal({**record, **{k: v for k, v in change.items() if v}})))
-        if edited == "missing":
-            selection.unlink()
-        elif edited is not None:
-            selection.write_text(json.dumps({**chosen, **edited}))
-        summary = collect(_layout(tmp_path), tmp_path)
-        errors = [p["message"] for p in summary["problems"] if p["level"] == "error"]
-        assert len(errors) == 1 and words in errors[0], (words, errors)
-        assert summary["models"] == []
-        with pytest.raises(RecordError, match=re.escape(words)):
-            records.read_final(healthy)
-        selection.write_text(json.dumps(chosen))
-        _summary_record(tmp_path)
+    assert records.read_final(healthy)["trial"] == 0
+    record = {k: v for k, v in json.loads(healthy.read_text()).items() if k != records.SEAL_KEY}
+    for change, words in [
+        ({"trial": None}, "lacks key(s) trial, which every trained final run's"),
+        ({"source": "published"}, "a published weights' record (source published) that"),
+    ]:
+        planted = {k: v for k, v in {**record, **change}.items() if v is not None}
+        with pytest.raises(RecordError, match=re.escape(f"{healthy}: {words}")):
+            write_record(planted, healthy)
+    assert records.read_final(healthy)["trial"] == 0  # nothing written

@@ -381,7 +381,7 @@ def test_halving_rung_results_count_as_results(tmp_path):
         register(record, "cifar10/st", wider, "alexnet", amendment, exp_dir)
     for slot in range(2):  # the promoted trials, at chance at the later stage
         path = exp_dir / "alexnet" / "stage-1" / f"slot-{slot}.json"
-        write_slot(path, trial=slot_trial(slot, rung, traced=True), val_accuracy=10.0)
+        write_slot(path, trial=slot_trial(slot, rung), val_accuracy=10.0)
     assert register(record, "cifar10/st", wider, "alexnet", amendment, exp_dir)["hash"]
 
 

@@ -25,6 +25,7 @@ from imagenot.train import failfast, search
 from imagenot.train.checkpoints import read_state
 from imagenot.train.interrupts import Preempted
 from imagenot.train.loop import fit
+from imagenot.train.records import write_record
 
 torch.set_num_threads(1)
 
@@ -430,8 +431,8 @@ def test_a_diverging_trial_ends_its_job_and_a_diverging_final_run_is_not_retried
     assert result["stopped_by"] == search.DIVERGED and "best_sha256" not in result
     assert not list((run / "trial-0").glob("*.safetensors*"))
     # the final run of a (here: forced) selection of it
-    chosen = {k: result[k] for k in ("trial", "val_accuracy", "hyperparameters")}
-    (run / "selection.json").write_text(json.dumps({**chosen, "result": result}))
+    chosen = {k: result[k] for k in ("trial", "model", "val_accuracy", "hyperparameters")}
+    write_record({**chosen, "result": result}, run / "selection.json", "selection")
     final = to_json(train_settings.FinalSettings.from_config(config, "toy", "st", "resnet_mini", 1))
     out_dir = run / "final/seed-1"
     args = ["train-final", "--settings", final, *common, "--selection", str(run / "selection.json"),

@@ -159,6 +159,7 @@ def _experiment(config, model, dataset_dir, run, image_path: bool) -> dict:
 
     data = ["--manifest", str(dataset_dir / "manifest.parquet"), "--classes", str(dataset_dir / "classes.txt"), "--fingerprint", str(dataset_dir / "fingerprint.txt"), "--threads", "1", "--trials", str(run / "trials.parquet")]  # fmt: skip
     data += ["--init-record", *plan.init_record(config, "tl-src", model)]  # the weights' record
+    data += ["--features", *([] if image_path else plan.feature_files("toy", "tl-src", model))]
     out: dict = {"slots": [], "rungs": []}
     for stage in plan.stage_ids(config, "toy", "tl-src"):
         s = settings(

@@ -1,21 +1,19 @@
 """A trial's records as the workflow writes them, for tests of their readers (halving, selection,
-the preregistration's evidence, the final run that reuses a trial): a slot's result by the one
-record writer (:func:`imagenot.train.records.write_record`: every key train_trial writes,
-sealed), its run's trials table (drawn from the registered space where one is registered, as
-``train-draw-trials`` draws it) and a rung's decision with every key ``train-halve`` writes."""
+the preregistration's evidence, the final run that reuses a trial): a slot's result, a rung's
+decision and a selection by the one record writer (:func:`imagenot.train.records.write_record`:
+every key their producer writes, checked and sealed), and a run's trials table (drawn from the
+registered space where one is registered, as ``train-draw-trials`` draws it)."""
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import json
 from pathlib import Path
 
 import pyarrow as pa
 
 from imagenot.core.io import read_parquet, write_parquet
 from imagenot.train import search
-from imagenot.train.records import SLOT_PATTERN, run_dir, write_record
+from imagenot.train.records import SLOT_PATTERN, path_identity, write_record
 from imagenot.train.trials import registered_search
 
 
@@ -63,22 +61,19 @@ def trials_table(path: Path, trials: int) -> list[dict]:
 def slot_record(path: Path, **fields) -> dict:
     """A trained slot's result at ``path`` (``.../{model}/stage-{s}/slot-{k}.json``: its model,
     stage and slot are read from the path; its trial's hyperparameters and seed from its run's
-    trials table, :func:`trials_table`, written beside it when missing; at a later stage, the
-    previous rung's decision promotes the trial into the slot, :func:`promote`), ``fields``
-    overriding the defaults."""
+    trials table, :func:`trials_table`, written beside it when missing), ``fields`` overriding
+    the defaults."""
     path = Path(path)
     stage = (
         int(path.parent.name.removeprefix("stage-")) if path.parent.name.startswith("stage-") else 0
     )
     slot = int(path.stem.removeprefix("slot-")) if path.stem.startswith("slot-") else 0
     trial = fields.get("trial", slot)
-    run = run_dir(path, SLOT_PATTERN)
+    run = path.parents[1] if path_identity(path, SLOT_PATTERN) else None
     row = {"seed": 0, **search.DEFAULTS}
     if run is not None and isinstance(trial, int) and trial >= 0:  # its run draws it
         rows = trials_table(run / "trials.parquet", trial + 1)
         row = rows[trial] if trial < len(rows) else row
-        if stage > 0:  # and the previous rung promoted it into its slot
-            promote(run / "halving" / f"rung-{stage - 1}.json", slot, trial)
     record = {
         "stage": stage,
         "slot": slot,
@@ -103,51 +98,11 @@ def write_slot(path: Path, **fields) -> dict:
     return write_record(slot_record(path, **fields), path, "slot")
 
 
-def promote(path: Path, slot: int, trial: int) -> None:
-    """Make the rung decision at ``path`` (``.../halving/rung-{rung}.json``) promote ``trial``
-    into ``slot`` when it promotes nothing there yet (slots filled in order), writing it when
-    missing; a decision that promotes another trial there is left as it is."""
-    path = Path(path)
-    decision = json.loads(path.read_text()) if path.is_file() else {}
-    promoted = list(decision.get("promoted", []))
-    if len(promoted) != slot or trial in promoted:
-        return
-    promoted.append(trial)
-    rung = int(path.stem.removeprefix("rung-"))
-    ranked = {**decision.get("val_accuracy", {}), str(trial): 50.0}
-    slots = max(decision.get("slots", 0), len(promoted))
-    write_decision(path, promoted, rung=rung, slots=slots, val_accuracy=ranked)
-
-
 def write_decision(path: Path, promoted: list, **fields) -> dict:
-    """A rung's decision promoting ``promoted``, sealed, written at ``path``; returned as
-    written.
-
-    Where the decision lies in a run's folder (``{run}/halving/rung-{k}.json``) that holds no
-    trials table and no slot of its rung yet, whose trials can be drawn (:func:`_drawable`), and ``fields`` set no more than ``slots`` and
-    ``eta`` (whole numbers that a halving can give), the run is written as its producers write it (:func:`write_rung`): the rung's slot
-    results, the trials they train, the rungs before it, and the decision by ``train-halve``
-    itself, so that it is what a reader recomputes from its rung's slots. Otherwise (a planted
-    decision, a stand-in run): the keys ``train-halve`` writes, every promoted trial ranked,
-    ``fields`` overriding them, sealed as anyone can seal (the digest is public)."""
-    from imagenot.train.records import DECISION_PATTERN, path_identity, seal
-
-    path = Path(path)
-    found = path_identity(path, DECISION_PATTERN)
-    run = path.parent.parent
-    counts = [*promoted, *fields.values()]
-    slots = fields.get("slots", max(len(promoted), 1))
-    if (
-        found is not None
-        and set(fields) <= {"slots", "eta"}
-        and all(type(v) is int and v >= 0 for v in counts)
-        and len(set(promoted)) == len(promoted) <= slots
-        and fields.get("eta", 2) >= 2
-        and not (run / "trials.parquet").exists()
-        and not any(run.glob(f"stage-{found['rung']}/slot-*.json"))
-        and _drawable(run / "trials.parquet")
-    ):
-        return write_rung(path, promoted, **fields)
+    """A rung's decision promoting ``promoted`` (the keys ``train-halve`` writes, every promoted
+    trial ranked, ``fields`` overriding them), written sealed at ``path``
+    (:func:`imagenot.train.records.write_record`, which refuses one out of its declaration); the
+    decision as written."""
     decision = {
         "rung": 0,
         "eta": 2,
@@ -156,77 +111,25 @@ def write_decision(path: Path, promoted: list, **fields) -> dict:
         "promoted": promoted,
         **fields,
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sealed = seal(decision)
-    path.write_text(json.dumps(sealed))
-    return sealed
-
-
-def _drawable(table: Path) -> bool:
-    """Whether the trials table at ``table`` can be written (:func:`trials_table`): outside the
-    workflow's layout, or in it beside a preregistration record that registers its search."""
-    from imagenot.train.trials import JobError
-
-    try:
-        registered_search(table)
-    except JobError:
-        return False
-    return True
-
-
-def write_rung(path: Path, promoted: list, slots: int | None = None, eta: int = 2) -> dict:
-    """Rung ``k``'s decision at ``path`` (``{run}/halving/rung-{k}.json``) promoting
-    ``promoted`` into ``slots`` slots, written by ``train-halve`` (:func:`trials.halve`) over
-    slot results its producer writes: stage ``k``'s fewest slots that ``eta`` halves to
-    ``slots``, the promoted trials alive and ranked in their order, every other trial ended by
-    early stopping; at stage 0 slot ``s`` trains trial ``s``, at a later stage the trials the
-    rung before promoted (written so in turn). The decision as written."""
-    from imagenot.train import trials
-
-    path = Path(path)
-    rung, run = int(path.stem.removeprefix("rung-")), path.parent.parent
-    slots = max(len(promoted), 1) if slots is None else slots
-    assert len(set(promoted)) == len(promoted) <= slots, (promoted, slots)
-    least = max([len(promoted), 1, *((t + 1 for t in promoted) if rung == 0 else ())])
-    count = next(n for n in itertools.count(least) if search.promoted_count(n, eta) >= slots)
-    assert search.promoted_count(count, eta) == slots, (promoted, slots, eta)
-    if rung == 0:
-        stage = list(range(count))
-    else:
-        others = (t for t in itertools.count() if t not in promoted)
-        stage = [*promoted, *itertools.islice(others, count - len(promoted))]
-        write_rung(run / "halving" / f"rung-{rung - 1}.json", stage, count, eta)
-    results = []
-    for k, trial in enumerate(stage):
-        rank = promoted.index(trial) if trial in promoted else None
-        result = run / f"stage-{rung}" / f"slot-{k}.json"
-        ended = {"val_accuracy": 10.0, "stopped_by": "early_stopping"}
-        alive = {"val_accuracy": 90.0 - rank} if rank is not None else ended
-        write_slot(result, trial=trial, stage=rung, **alive)
-        results.append(result)
-    decision = trials.halve(results, rung, eta, path)
-    assert decision["promoted"] == list(promoted), (decision, promoted)
-    return decision
+    return write_record(decision, path, "decision")
 
 
 def write_selection(run_dir: Path, model: str, trial: int = 0, **fields) -> dict:
     """The selection ``train-select`` writes in the run at ``run_dir`` (``selection.json``):
     ``trial``, its validation accuracy and hyperparameters, and its sealed slot result (of
-    stage 0, every hyperparameter at its default, ``fields`` overriding). Alone: the search's
-    other files (its slots, trials table, preregistration) are not written, since a final
-    run's record is checked against the selection alone (:func:`records.trace_final`)."""
-    from imagenot.core.io import write_json
+    stage 0, every hyperparameter at its default, ``fields`` overriding), sealed. Alone: the
+    search's other files (its slots, trials table, preregistration) are not written."""
     from imagenot.train.records import seal
 
     result = seal(slot_record(Path(f"slot-{trial}.json"), trial=trial, model=model, **fields))
     selection = {
         "trial": trial,
+        "model": model,
         "val_accuracy": result["val_accuracy"],
         "hyperparameters": result["hyperparameters"],
         "result": result,
     }
-    write_json(selection, Path(run_dir) / "selection.json")
-    return selection
+    return write_record(selection, Path(run_dir) / "selection.json", "selection")
 
 
 def selected(run_dir: Path | None, model: str = "resnet_mini") -> dict:

@@ -122,15 +122,8 @@ ORDER_ONLY = {
     "settings (init), which name them in the run's identity (their record, when they are a "
     "final run's, is its role init_record); listed so that the job waits for them and reruns "
     "when they change",
-    "features": "a TL job's stored features: its head is fitted over them, read through its "
-    "settings (features: their folder); listed so that the job waits for them and reruns when "
-    "they change",
     "trials_tables": "every experiment's trials table: the preregistration table reads the "
     "record they are drawn into (--record); listed so that it is read once every draw is done",
-    "traced": "what halving, selection and a final run read beside the slot results to trace "
-    "each slot's trial to its producer (the run's trials table, earlier stages' slot results, "
-    "earlier rungs' decisions: imagenot.train.plan.traced_files), found in the run's folder; "
-    "listed so that the job waits for them and reruns when one changes",
 }
 """Rule input keys that are no role of their command: the job waits for the file (or reruns
 when it changes), but the command does not take it as an argument. The rule-wiring test allows

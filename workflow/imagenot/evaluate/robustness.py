@@ -320,7 +320,7 @@ def load_checkpoint(
 ) -> tuple[torch.nn.Module, FinalRecord]:
     """The trained network of ``.../final/seed-{seed}/model.safetensors`` and its run's record
     ``result_path`` (``result.json``), checked (:func:`imagenot.train.records.read_final`): its
-    seal and numbers, and its identity against its own path, the weights' and ``paths`` (what is
+    seal and keys, and its identity against its own path, the weights' and ``paths`` (what is
     read or written with it)."""
     from imagenot.evaluate.paths import RUN_DIR
     from imagenot.train.checkpoints import load_weights

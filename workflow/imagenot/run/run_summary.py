@@ -22,7 +22,8 @@ not the published protocol, and every comparison with it inherits the gap).
 
 A final run's numbers are shown only as their producers wrote them: its ``result.json`` (the
 validation accuracy) is checked as every reader checks it (:mod:`imagenot.train.records`: its
-seal, its numbers' ranges, its identity against the plan's run), and its test accuracy is its
+seal, under which its numbers are those its writer checked, and its identity against the
+plan's run), and its test accuracy is its
 evaluation's Identity row (``robustness.parquet``, measured once, for trained and published
 weights alike), shown only when that evaluation measured the record read (the record's digest,
 which every evaluation row names), its numbers checked as numbers read in. A failed check is an

@@ -80,6 +80,12 @@ def _fingerprint() -> str:
     return given("the dataset's fingerprint.txt (recorded with what the job writes)")
 
 
+_FEATURES = (
+    "a TL head fit's stored features, one file per split of imagenot.train.plan.FEATURE_SPLITS "
+    "in its order (the head is fitted over them); none on the image path"
+)
+
+
 def _init_record() -> str | None:
     return given(
         "an FT/TL job's starting weights' record when they are a final run's (its result.json, "
@@ -97,6 +103,7 @@ class TrialFiles(Files):
     classes: str = _classes()
     fingerprint: str = _fingerprint()
     init_record: str | None = _init_record()
+    features: list[str] = given(_FEATURES, many=True, optional=True)
     previous: str | None = given(
         "the previous rung's decision, which names the slot's trial (none at stage 0, whose "
         "slot is the trial)",
@@ -116,6 +123,7 @@ class FinalFiles(Files):
     classes: str = _classes()
     fingerprint: str = _fingerprint()
     init_record: str | None = _init_record()
+    features: list[str] = given(_FEATURES, many=True, optional=True)
     model: str = made("the run's best-validation weights (model.safetensors)")
     result: str = made("the run's record (result.json)")
 

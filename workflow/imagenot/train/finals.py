@@ -10,6 +10,14 @@ torchrun, still imports it). A deterministic CPU run gives the
 same weights either way, which a test checks. The other seeds, and a first seed whose trial
 stopped at a rung, train (:func:`imagenot.train.jobs.fit_job`).
 
+The trial's weights and ``metrics.csv`` that such a run copies are no role of its rule: they lie
+in the trial's folder (``trial-{id}/`` beside the selection, a role, so in the run the rule's
+wildcards name), which no rule lists as an output (a training job keeps them where its retry
+finds them, halving and selection delete those of the trials they drop), and which trial it is
+only the selection says, once it is written. What guards them: the weights are copied only when
+their sha256 is the ``best_sha256`` of the selection's sealed result (:func:`reusable_trial`),
+else the run trains; ``metrics.csv`` is that training's log, beside them.
+
 No final run measures the test split: the test accuracy is the evaluation's Identity row (rule
 ``evaluate_robustness``, ``robustness.parquet``), measured once, as for published weights; the
 run summary reads it there.
@@ -70,7 +78,7 @@ def run_final(
     record as written; None on data-parallel ranks other than 0."""
     settings = final.job
     selection = Path(files.selection)
-    chosen = read_record(selection, record_kind="selection")  # its trial's sealed result, traced
+    chosen = read_record(selection, record_kind="selection")  # with its trial's sealed result
     row = read_trial(Path(files.trials), chosen["trial"])
     train_seed = (
         row["seed"]

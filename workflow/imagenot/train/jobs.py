@@ -176,8 +176,9 @@ def fit_job(
     (``imagenot.train.distributed``): its checkpoint, best-validation weights (``BEST``) and
     ``metrics.csv`` in ``workdir``. Returns the training summary on rank 0 and None on the
     other ranks, which write nothing. ``files``: the job's, whose dataset it trains on; a TL
-    job's stored features (settings ``features``: their folder) are checked to be those of its
-    starting weights, dataset version and image size."""
+    head fit (settings ``features``) reads its stored features, ``files.features`` (one per
+    split of ``plan.FEATURE_SPLITS``, in its order), each checked to be that of its starting
+    weights, dataset version and image size."""
     from imagenot.train import features
     from imagenot.train.distributed import from_environment, joined
     from imagenot.train.interrupts import Interrupts
@@ -190,12 +191,16 @@ def fit_job(
     job = make_job(settings, search.hyperparameters_of(row), seed, num_classes)
     head_only = bool(settings.features)
     if head_only:  # TL over stored features: the head alone, in one process
-        train, val = (
-            features.read(
-                Path(settings.features) / f"{split}.safetensors",
-                features.describe(job, fingerprint, split),
+        from imagenot.train.plan import FEATURE_SPLITS
+
+        if len(files.features) != len(FEATURE_SPLITS):
+            raise ValueError(
+                f"--features: {len(files.features)} files for a head fit over the splits "
+                f"{FEATURE_SPLITS}, one each"
             )
-            for split in ("train", "val")
+        train, val = (
+            features.read(Path(path), features.describe(job, fingerprint, split))
+            for split, path in zip(FEATURE_SPLITS, files.features, strict=True)
         )
     else:
         source, encoded = _data_source(settings, dataset_dir, fingerprint, deadline)

@@ -149,37 +149,6 @@ def all_results(config: dict, dataset: str, protocol: str, model: str) -> list[s
     ]
 
 
-def traced_files(
-    config: dict,
-    dataset: str,
-    protocol: str,
-    model: str,
-    stage=None,
-    *,
-    table: bool = True,
-    results: bool = True,
-) -> list[str]:
-    """What a job reading slot results up to ``stage`` (None: every stage's, or the selection
-    made of them) reads beside them to trace each slot's trial to its producer
-    (:func:`imagenot.train.trials.check_slot_provenance`, ``check_decision``): the run's
-    trials table (``table``), the slot results of the stages before ``stage`` (``results``)
-    and the decisions of the rungs before it; a file its rule lists under another key is left
-    out by its flag. The rules list them as inputs (``traced``), so that halving, selection and
-    a final run wait for them and rerun when one changes."""
-    stages = stage_ids(config, dataset, protocol)
-    below = stages if stage is None else [s for s in stages if s < int(stage)]
-    run = {"dataset": dataset, "protocol": protocol, "model": model}
-    return [
-        *([TRIALS.format(**run)] if table else []),
-        *(
-            f
-            for s in (below if results else [])
-            for f in stage_results(config, dataset, protocol, model, s)
-        ),
-        *(decision_file(dataset, protocol, model, s) for s in below if s < stages[-1]),
-    ]
-
-
 def final_runs(config: dict) -> list[dict]:
     """Every final (retrained-best) run the workflow makes: dicts with keys ``dataset``,
     ``protocol``, ``model``, ``seed``; their outputs are

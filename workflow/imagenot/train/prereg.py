@@ -51,7 +51,7 @@ def trial_results(experiment_dir: Path, model: str | None) -> list[dict]:
     """The latest result of every trial under ``experiment_dir`` that has one (its highest
     stage's slot result, ``{model}/stage-{k}/slot-{s}.json``), per model, in trial order;
     ``model``: that model's alone, None: every model's."""
-    from imagenot.train.records import SLOT_PATTERN, run_dir
+    from imagenot.train.records import SLOT_PATTERN, path_identity
     from imagenot.train.search import latest_results
     from imagenot.train.trials import read_slot
 
@@ -59,7 +59,9 @@ def trial_results(experiment_dir: Path, model: str | None) -> list[dict]:
     for model_dir in sorted(experiment_dir.glob(model or "*")):
         # checked as the selection checks them: an amendment's evidence is their numbers
         # slot results alone, not what lies beside them (a failed job's status file)
-        slots = sorted(p for p in model_dir.glob("stage-*/slot-*.json") if run_dir(p, SLOT_PATTERN))
+        slots = sorted(
+            p for p in model_dir.glob("stage-*/slot-*.json") if path_identity(p, SLOT_PATTERN)
+        )
         rows = [read_slot(path) for path in slots]
         out += latest_results(rows).values()
     return out

@@ -4,38 +4,33 @@ keys its producer always writes, the range of each number, the path layout that 
 written sealed by :func:`write_record` and read by one reader, :func:`check_record`.
 
 Why: a record is where every later number comes from (the evaluation's labels, the accuracy
-table's rows, the run summary's best accuracies, a final run that reuses its trial). Read on
-trust, a final run's folder copied from one protocol's path into another's would be evaluated
-under the wrong label at exit 0, a NaN test accuracy printed as -1.00, 250 % shown as is, and a
-hand-edited accuracy shown as the run's result. The reader checks, in this order, and a failed
-check is one line naming the file and the key (:class:`RecordError`):
+table's rows, the run summary's best accuracies, a final run that reuses its trial). Its
+numbers are checked once, where they are made: the writer refuses a record out of its
+declaration (every key its kind's producer writes, each number in its range: accuracies finite
+percentages that their image counts can give, counts integers, chance 100 / classes) and seals
+what it writes; a producer takes what it copies (a slot's trial from its rung's decision, a
+final run's trial from the selection) from records read by the one reader. The reader checks, in
+this order, and a failed check is one line naming the file and the key (:class:`RecordError`):
 
 - **its seal** (:func:`check_seal`): the producer stores the sha256 of the record's other keys
-  under :data:`SEAL_KEY`; a record whose contents no longer give that digest was edited or
-  damaged after it was written;
-- **its declaration**: every key its kind's producer writes, each number in its range
-  (accuracies finite percentages that their image counts can give, counts integers, chance
-  100 / classes: the same test the writer runs before sealing);
+  under :data:`SEAL_KEY`; a record without one (64 lowercase hex digits) was not written by its
+  producer, one whose contents no longer give that digest was edited or damaged after it was
+  written. A sealed record's numbers are then those its writer checked: trusted, not checked
+  again;
+- **the keys its reader needs** (every key the producer writes by default): a record sealed by
+  a producer that wrote fewer;
 - **its identity**: the keys its path names (a final run's dataset, protocol, model and seed, a
   slot's model, stage and slot, a decision's rung) are those of the path it is read from, of
-  every path read or written beside it, and of the plan's run (:func:`path_identity`);
-- **that it is sealed at all**: the workflow seals every record it writes but a selection (a
-  copy of a sealed slot result), so one whose seal is absent or no digest (64 lowercase hex
-  digits) was not written by its producer; named after a wrong number or name;
-- **its trace**: a seal catches damage, not forgery (anyone can recompute a digest), so where
-  the record lies in a run's folder (its kind's ``layout``: :func:`run_dir`), what its producer
-  could have written is traced in that run's files (its kind's ``trace``): a slot's trial and
-  hyperparameters to the trials table and the rung that promoted it, a rung's promotion to its
-  own slots, a selection to the slot result it copies (:mod:`imagenot.train.trials`), a trained
-  final run's trial to the run's selection (:func:`trace_final`).
+  every path read or written beside it, and of the plan's run (:func:`path_identity`): a record
+  copied into another run's folder keeps its seal.
+
+A seal catches damage, not forgery (anyone can recompute a digest): a record resealed by hand is
+read as its producer's.
 
 A final run's record is typed (:class:`FinalRecord`), written by :func:`write_final` and read
 by :func:`read_final`: both of its producers (a trained run, published weights) and every reader
 that loads its model (evaluate, diagnostics, an FT/TL job's start) go through them. The run
 summary checks the plain record (:func:`check_record` with the few keys it shows).
-
-Over 500 lines because every record's declaration, its writer and its one reader are one
-reading of a record (its keys, its path's identity, its seal) and change together.
 
 Light: no stage's libraries (the run summary's job reads records in the analyse environment).
 """
@@ -57,9 +52,8 @@ from typing import Any
 
 from imagenot.core.counts import count_problem
 from imagenot.core.paths import DATASET
-from imagenot.core.registries import resolve
 from imagenot.core.settings import to_json
-from imagenot.train.paths import DECISION, FINAL_DIR, FINAL_RESULT, SLOT, TRIAL_SELECTION
+from imagenot.train.paths import DECISION, FINAL_DIR, SLOT, TRIAL_SELECTION
 
 log = logging.getLogger(__name__)
 
@@ -185,12 +179,9 @@ class FinalRecord(Mapping):
 class Kind:
     """One record the workflow writes and reads again, declared once: ``keys``, what its
     producer always writes (``empty_keys``: a slot nothing was promoted into, ``trial`` null,
-    whose numbers are not checked); ``ranges``, key -> (test, what the value must be);
-    ``patterns``, the path layouts whose wildcards of ``identity`` the record must match;
-    ``what``, its name in a refusal; ``sealed``, whether its producer seals it; ``layout``, the
-    tail (from ``{model}``) of where it lies in a run's folder, and ``trace``
-    (``"module:function"`` of ``(record, where, run_dir)``), what its producer could have
-    written, traced in that run's files when it lies there (:func:`check_record`)."""
+    whose numbers are not checked); ``ranges``, key -> (test, what the value must be), checked
+    by the writer; ``patterns``, the path layouts whose wildcards of ``identity`` the record
+    must match; ``what``, its name in a refusal."""
 
     what: str
     keys: tuple[str, ...]
@@ -198,9 +189,6 @@ class Kind:
     patterns: tuple[str, ...] = ()
     identity: tuple[str, ...] = ()
     empty_keys: tuple[str, ...] | None = None
-    sealed: bool = True
-    layout: str | None = None
-    trace: str | None = None
 
 
 def _tail(pattern: str, start: str) -> str:
@@ -222,8 +210,6 @@ FINAL = Kind(
      "published_top1": PERCENT_OR_NULL, "published_top5": PERCENT_OR_NULL},
     RUN_PATTERNS,
     IDENTITY,
-    layout=_tail(FINAL_RESULT, "{model}"),
-    trace="imagenot.train.records:trace_final",
 )  # fmt: skip
 SLOT_RESULT = Kind(
     "trial slot's result",
@@ -233,8 +219,6 @@ SLOT_RESULT = Kind(
     (SLOT_PATTERN,),
     ("model", "stage", "slot"),
     empty_keys=("stage", "slot", "trial"),
-    layout=SLOT_PATTERN,
-    trace="imagenot.train.trials:check_slot_provenance",
 )  # fmt: skip
 RUNG_DECISION = Kind(
     "rung decision",
@@ -242,18 +226,13 @@ RUNG_DECISION = Kind(
     {"rung": COUNT, "eta": POSITIVE, "slots": COUNT, "val_accuracy": RANKING, "promoted": PROMOTED},
     (DECISION_PATTERN,),
     ("rung",),
-    layout=DECISION_PATTERN,
-    trace="imagenot.train.trials:check_decision",
 )
 SELECTION = Kind(
     "selection",
-    ("trial", "val_accuracy", "hyperparameters", "result"),
-    {},  # its numbers are its sealed result's, its model (identity) its result's
+    ("trial", "model", "val_accuracy", "hyperparameters", "result"),
+    {},  # its numbers are those of the slot result it copies, read sealed by its producer
     (SELECTION_PATTERN,),
     ("model",),
-    sealed=False,
-    layout=SELECTION_PATTERN,
-    trace="imagenot.train.trials:trace_selection",
 )
 KINDS = {"final": FINAL, "slot": SLOT_RESULT, "decision": RUNG_DECISION, "selection": SELECTION}
 
@@ -283,35 +262,23 @@ def is_sealed(record: Mapping[str, Any]) -> bool:
 
 
 def check_seal(record: Mapping[str, Any], where: str | os.PathLike) -> None:
-    """RecordError when the record's seal is not the digest of its contents."""
-    if is_sealed(record) and record[SEAL_KEY] != record_digest(record):
+    """RecordError when the record carries no seal, a seal that is no digest, or one that is
+    not the digest of its contents: in each case not what its producer wrote."""
+    if SEAL_KEY not in record:
+        raise RecordError(
+            f"{where}: has no {SEAL_KEY}, so it was not written by this workflow's producer (or "
+            f"predates the seal); {REFUSED}"
+        )
+    if not is_sealed(record):
+        raise RecordError(
+            f"{where}: its {SEAL_KEY} is {_short(record[SEAL_KEY])}, not a sha256 digest (64 "
+            f"lowercase hex digits), so it was not written by this workflow's producer; {REFUSED}"
+        )
+    if record[SEAL_KEY] != record_digest(record):
         raise RecordError(
             f"{where}: its contents are not those its producer wrote ({SEAL_KEY} does not match "
             f"them: edited or damaged after writing); {REFUSED}"
         )
-
-
-def require(where: str | os.PathLike, path: Path, words: str) -> None:
-    """RecordError naming ``where`` when ``path``, a file its producer read, is absent."""
-    if not path.is_file():
-        raise RecordError(f"{where}: {words} ({path}), so it cannot be traced; {REFUSED}")
-
-
-def check_copy(where: str | os.PathLike, key: str, have: Any, drawn: Any, source: str) -> None:
-    """RecordError naming ``where`` when its ``key`` (``have``) is not ``drawn``, what
-    ``source`` says its producer copied (of an object, the keys that differ are named)."""
-    if to_json(have) == to_json(drawn):
-        return
-    names = []
-    if isinstance(have, dict) and isinstance(drawn, dict):
-        names = [
-            n for n in sorted({*have, *drawn}) if to_json(have.get(n)) != to_json(drawn.get(n))
-        ]
-    a, b = (", ".join(f"{n} {v.get(n)!r}" for n in names) or _short(v) for v in (have, drawn))
-    raise RecordError(
-        f"{where}: records {key} {a}, but {source} {b}: its producer could not have written "
-        f"it; {REFUSED}"
-    )
 
 
 def _short(value: Any, width: int = 40) -> str:
@@ -323,7 +290,8 @@ def write_record(
     record: Mapping[str, Any], path: str | os.PathLike, record_kind: str = "final"
 ) -> dict:
     """Check the record against its declaration (:func:`check_numbers`), seal it and write it
-    atomically as JSON; return what was written. The one writer of sealed records."""
+    atomically as JSON; return what was written. The one writer of records: where their
+    numbers are checked."""
     from imagenot.core.io import write_json
 
     sealed = seal(record)
@@ -335,24 +303,41 @@ def write_record(
 # ---------------------------------------------------------------------------------- numbers
 
 
-def check_numbers(
-    record: Any, where: str | os.PathLike, kind: Kind, required: Iterable[str] | None = None
+def _is_empty(record: Mapping[str, Any], kind: Kind) -> bool:
+    """Whether the record is an empty slot's (nothing promoted into it: ``trial`` null)."""
+    return kind.empty_keys is not None and record.get("trial") is None
+
+
+def check_keys(
+    record: Mapping[str, Any],
+    where: str | os.PathLike,
+    kind: Kind,
+    required: Iterable[str] | None = None,
 ) -> None:
-    """RecordError naming ``where`` and the key when a key of ``kind`` (or ``required``) is
-    missing or a value is out of its range: accuracies finite percentages that their image
-    counts can give (:func:`imagenot.core.counts.count_problem`: no 55 % of 3 images), counts
-    integers, chance 100 / classes."""
-    if not isinstance(record, Mapping):
-        raise RecordError(f"{where}: not a {kind.what} (a {type(record).__name__}); {REFUSED}")
-    empty = kind.empty_keys is not None and record.get("trial") is None
-    keys = kind.empty_keys if empty else (kind.keys if required is None else required)
+    """RecordError naming ``where`` and the keys of ``kind`` (or ``required``) it lacks."""
+    keys = (
+        kind.empty_keys
+        if _is_empty(record, kind)
+        else (kind.keys if required is None else required)
+    )
     missing = [k for k in keys if k not in record]
     if missing:
         raise RecordError(
             f"{where}: lacks key(s) {', '.join(missing)}, which every {kind.what} holds; {REFUSED}"
         )
-    if empty:
+
+
+def check_numbers(record: Mapping[str, Any], where: str | os.PathLike, kind: Kind) -> None:
+    """RecordError naming ``where`` and the key when a key of ``kind`` is missing or a value is
+    out of its range: accuracies finite percentages that their image counts can give
+    (:func:`imagenot.core.counts.count_problem`: no 55 % of 3 images), counts integers, chance
+    100 / classes; a final run's record names its trial as its source says
+    (:func:`_check_trained`). What the writer checks before sealing."""
+    check_keys(record, where, kind)
+    if _is_empty(record, kind):
         return  # nothing was promoted into the slot
+    if kind is FINAL:
+        _check_trained(record, where)
     for key, (test, what) in kind.ranges.items():
         if key in record and not test(record[key], record):
             raise RecordError(f"{where}: {key} is {_short(record[key])}, not {what}; {REFUSED}")
@@ -395,14 +380,6 @@ def path_identity(path: str | os.PathLike, pattern: str) -> dict | None:
             return None
         found[key] = int(found[key])
     return found
-
-
-def run_dir(path: str | os.PathLike, pattern: str) -> Path | None:
-    """The run folder (the one ``{model}`` names) of the file at ``path`` when it lies where
-    ``pattern`` (a layout's tail from ``{model}``) says; None outside it."""
-    if path_identity(path, pattern) is None:
-        return None
-    return Path(path).parents[pattern.partition("{model}")[2].count("/") - 1]
 
 
 def run_identity(
@@ -472,49 +449,18 @@ def check_record(
     expected: Mapping[str, Any] | None = None,
     required: Iterable[str] | None = None,
     patterns: Iterable[str] | None = None,
-    traced: bool = True,
 ) -> dict:
-    """The one reader of a record read from ``where`` (module docstring): its seal, its
-    declaration (``record_kind``, a key of :data:`KINDS`; ``required``, the keys this reader
-    needs, every key the producer writes by default), its identity (``paths``, ``expected``,
-    ``patterns``: :func:`check_identity`), that it is sealed, then, where it lies in its kind's
-    ``layout`` and ``traced``, what its producer could have written (its kind's ``trace``:
-    a final run's selected trial, :func:`trace_final`; a slot's trial, a rung's promotion, a
-    selection's slot, in :mod:`imagenot.train.trials`). A selection is a copy of the sealed
-    slot result it selected (read as every slot result is), whose trial, validation accuracy
-    and hyperparameters are that result's, of the model its path names. The record."""
+    """The one reader of a record read from ``where`` (module docstring): its seal
+    (:func:`check_seal`), the keys this reader needs (``required``; every key the producer of
+    its kind, ``record_kind``, a key of :data:`KINDS`, writes by default) and its identity
+    (``paths``, ``expected``, ``patterns``: :func:`check_identity`). Its numbers are trusted:
+    its writer checked them (:func:`write_record`). The record."""
     kind = KINDS[record_kind]
-    if isinstance(record, Mapping):
-        check_seal(record, where)  # first: an edited number is said to be an edit
-    check_numbers(record, where, kind, required)
+    if not isinstance(record, Mapping):
+        raise RecordError(f"{where}: not a {kind.what} (a {type(record).__name__}); {REFUSED}")
+    check_seal(record, where)
+    check_keys(record, where, kind, required)
     check_identity(record, where, kind, paths, expected, patterns)
-    if kind.sealed and SEAL_KEY not in record:  # a number or name that is wrong is named first
-        raise RecordError(
-            f"{where}: has no {SEAL_KEY}, so it was not written by this workflow's producer (or "
-            f"predates the seal) and its numbers cannot be traced to one; {REFUSED}"
-        )
-    if kind.sealed and not is_sealed(record):
-        raise RecordError(
-            f"{where}: its {SEAL_KEY} is {_short(record[SEAL_KEY])}, not a sha256 digest (64 "
-            f"lowercase hex digits), so it was not written by this workflow's producer and its "
-            f"numbers cannot be traced to one; {REFUSED}"
-        )
-    if kind is FINAL:
-        _check_trained(record, where)
-    if kind is SELECTION:
-        result = check_record(
-            record["result"], f"{where} (its result)", record_kind="slot", traced=False
-        )
-        for key in ("trial", "val_accuracy", "hyperparameters"):
-            if to_json(record[key]) != to_json(result[key]):
-                raise RecordError(
-                    f"{where}: {key} is {_short(record[key])}, but the trial result it copies "
-                    f"records {_short(result[key])}; {REFUSED}"
-                )
-        check_identity(result, where, kind)
-    run = run_dir(where, kind.layout) if traced and kind.layout else None
-    if run is not None:
-        resolve(kind.trace)(record, where, run)
     return dict(record)
 
 
@@ -563,19 +509,6 @@ def _check_trained(record: Mapping[str, Any], where: str | os.PathLike) -> None:
         )
 
 
-def trace_final(record: Mapping[str, Any], where: str | os.PathLike, run: Path) -> None:
-    """RecordError naming ``where`` when a trained final run's record is not a run of the trial
-    its run (``run``) selected: its ``trial`` and ``hyperparameters`` are those of the selection
-    there (``selection.json``, read as a selection is, its slot untraced)."""
-    if record.get("source") == PUBLISHED_SOURCE:
-        return
-    selection = run / Path(TRIAL_SELECTION).name
-    require(where, selection, "a trained final run, but its run has no selection")
-    chosen = read_record(selection, record_kind="selection", traced=False)
-    for key in ("trial", "hyperparameters"):
-        check_copy(where, key, record[key], chosen[key], f"{selection} selected {key}")
-
-
 # ------------------------------------------------------------------------------ final record
 
 
@@ -597,6 +530,6 @@ def read_final(
     paths: Iterable[str | os.PathLike] = (),
     patterns: Iterable[str] = RUN_PATTERNS,
 ) -> FinalRecord:
-    """The final run's record at ``path``, checked (:func:`read_record`: its seal, numbers, and
+    """The final run's record at ``path``, checked (:func:`read_record`: its seal, keys, and
     identity against ``path`` and ``paths``, in the layout ``patterns``)."""
     return FinalRecord.of(read_record(path, paths=paths, patterns=patterns))

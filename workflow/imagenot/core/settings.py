@@ -289,8 +289,4 @@ NOT_SETTINGS = {
     "fills defaults (absent: none), to list their names in an addition's default",
     "imagenot.plan.schedule:recommend(gpus)": "the GPU count the user will have (the plan's "
     "--gpus; None: recommend one), not resources.gpus",
-    "imagenot.train.trials:.get('halving')": "the halving a preregistered definition records "
-    "(compared with a rung's decision), not train.spaces.<space>.halving",
-    "imagenot.train.trials:.get('eta')": "the eta a preregistered definition records "
-    "(compared with a rung's decision), not train.spaces.<space>.halving.eta",
 }

@@ -65,11 +65,6 @@ def assumptions(config: dict) -> list[str]:
     ]
 
 
-def kind(protocol: str) -> str:
-    """``st`` or ``ft``/``tl`` (the part before the source: ``ft-imagenot`` -> ``ft``)."""
-    return protocol.split("-", 1)[0]
-
-
 def stop_epochs(config: dict, dataset: str, protocol: str, measured: dict | None = None) -> dict:
     """Where a trial of the experiment stops, three ways: ``low`` (every trial stops at its
     first chance, ``patience`` + 1 epochs: the loop's rule, a floor), ``expected`` (the
@@ -90,7 +85,7 @@ def stop_epochs(config: dict, dataset: str, protocol: str, measured: dict | None
     elif search.ends_at_horizon(sp["hyperparameters"]):
         expected, source = n, HORIZON_SOURCE.format(n=n)
     else:
-        best, why = EXPECTED_BEST_EPOCH[kind(protocol) if kind(protocol) == "st" else "ft"]
+        best, why = EXPECTED_BEST_EPOCH["st" if protocol == "st" else "ft"]  # ft and tl alike
         expected = min(n, best + patience)
         source = f"best epoch {best} + patience {patience}, capped at {n}: {why}"
     return {"low": low, "expected": expected, "bound": n, "source": source}
@@ -279,9 +274,7 @@ def wall_time(rows: list[dict], gpus: int) -> dict:
         "longest_chain_hours": round(chain, 1),
         "gpu_hours_over_gpus": round(total / gpus, 1),
         "bound_hours": round(max(chain, total / gpus), 1),
-        "hours": sim["hours"] if sim else None,
-        "used": sim["used"] if sim else None,
-        "reserved_gpu_hours": sim["reserved_gpu_hours"] if sim else None,
+        **{k: sim[k] if sim else None for k in ("hours", "used", "reserved_gpu_hours")},
     }
 
 

@@ -30,6 +30,7 @@ import io
 import math
 import os
 import time
+import timeit
 from pathlib import Path
 
 import numpy as np
@@ -286,13 +287,9 @@ def decode_floor(dataset: ManifestDataset) -> float:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        best = min(_clock(lambda: [dataset[i] for i in range(len(dataset))]) for _ in range(2))
+        best = min(
+            timeit.repeat(lambda: [dataset[i] for i in range(len(dataset))], repeat=2, number=1)
+        )
     finally:
         torch.set_num_threads(threads)
     return len(dataset) / best
-
-
-def _clock(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0

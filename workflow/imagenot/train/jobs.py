@@ -111,6 +111,18 @@ def backbone_loader(settings: JobSettings, record: str | None):
     return functools.partial(load_backbone, name=settings.model, state=state, source=init)
 
 
+def _feature_files(files) -> list[tuple[str, Path]]:
+    """(split, file) of ``files.features``: one file per split of ``plan.FEATURE_SPLITS``, in
+    its order (what a TL job writes and its head fits read)."""
+    from imagenot.train.plan import FEATURE_SPLITS
+
+    if len(files.features) != len(FEATURE_SPLITS):
+        raise ValueError(
+            f"--features: {len(files.features)} files for the splits {FEATURE_SPLITS}, one each"
+        )
+    return [(split, Path(f)) for split, f in zip(FEATURE_SPLITS, files.features, strict=True)]
+
+
 def run_features(settings: JobSettings, threads: int, files: FeaturesFiles) -> dict[str, dict]:
     """The TL backbone's features of every image of the splits a head is fitted on
     (``imagenot.train.features``; ``plan.FEATURE_SPLITS``: train and val, the test split being
@@ -122,15 +134,11 @@ def run_features(settings: JobSettings, threads: int, files: FeaturesFiles) -> d
     import torch
 
     from imagenot.train import features
-    from imagenot.train.plan import FEATURE_SPLITS as SPLITS
     from imagenot.train.registry import build_model, head_module
 
     if settings.trainable != "head" or not settings.init:
         raise ValueError("features are computed for TL jobs (trainable head, starting weights)")
-    if len(files.features) != len(SPLITS):
-        raise ValueError(
-            f"--features: {len(files.features)} files for the {len(SPLITS)} splits {SPLITS}"
-        )
+    splits = _feature_files(files)
     _configure(settings, threads, 1)
     dataset_dir, num_classes, fingerprint = dataset_of(files)
     # no training: no hyperparameters, and the seed is moot (eval mode, no random draw)
@@ -142,13 +150,13 @@ def run_features(settings: JobSettings, threads: int, files: FeaturesFiles) -> d
     head = head_module(model, settings.model)
     source, encoded = _data_source(settings, dataset_dir, fingerprint)
     written = {}
-    for split, out in zip(SPLITS, files.features, strict=True):
+    for split, out in splits:
         data = load_split(source, split, settings.in_memory, encoded)
         extracted = features.extract(model, head, data, job, device)
         meta = features.describe(job, fingerprint, split)
         meta["dtype"] = str(extracted.images.dtype).removeprefix("torch.")
         meta["device"] = device.type
-        features.write(extracted, meta, Path(out))
+        features.write(extracted, meta, out)
         written[split] = meta
         log.info(
             "%s %s: %d x %s features (%s) written to %s",
@@ -191,16 +199,9 @@ def fit_job(
     job = make_job(settings, search.hyperparameters_of(row), seed, num_classes)
     head_only = bool(settings.features)
     if head_only:  # TL over stored features: the head alone, in one process
-        from imagenot.train.plan import FEATURE_SPLITS
-
-        if len(files.features) != len(FEATURE_SPLITS):
-            raise ValueError(
-                f"--features: {len(files.features)} files for a head fit over the splits "
-                f"{FEATURE_SPLITS}, one each"
-            )
         train, val = (
-            features.read(Path(path), features.describe(job, fingerprint, split))
-            for split, path in zip(FEATURE_SPLITS, files.features, strict=True)
+            features.read(path, features.describe(job, fingerprint, split))
+            for split, path in _feature_files(files)
         )
     else:
         source, encoded = _data_source(settings, dataset_dir, fingerprint, deadline)

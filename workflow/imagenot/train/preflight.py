@@ -113,14 +113,12 @@ def check_cuda(settings: PreflightSettings) -> tuple[Check, torch.device | None]
 
 
 # ---- memory --------------------------------------------------------------------------------
-def _images(n: int, side: int, device: torch.device, seed: int) -> torch.Tensor:
+def _batch(n: int, side: int, device: torch.device, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` random uint8 images of ``side`` px and their labels, drawn from ``seed``."""
     g = torch.Generator().manual_seed(seed)
-    return torch.randint(0, 256, (n, 3, side, side), dtype=torch.uint8, generator=g).to(device)
-
-
-def _labels(n: int, device: torch.device, seed: int) -> torch.Tensor:
+    images = torch.randint(0, 256, (n, 3, side, side), dtype=torch.uint8, generator=g)
     g = torch.Generator().manual_seed(seed + 1)
-    return torch.randint(0, NUM_CLASSES, (n,), generator=g).to(device)
+    return images.to(device), torch.randint(0, NUM_CLASSES, (n,), generator=g).to(device)
 
 
 def step_peak(run: dict, batch: int, image_size: int, device: torch.device) -> int | None:
@@ -145,8 +143,7 @@ def _steps(run: dict, batch: int, image_size: int, device: torch.device) -> int:
     model = build_model(run["model"], NUM_CLASSES).to(device)
     if cuda:
         model.to(memory_format=torch.channels_last)
-    images = _images(batch, run["stored_size"], device, seed=0)
-    labels = _labels(batch, device, seed=0)
+    images, labels = _batch(batch, run["stored_size"], device, seed=0)
     if run["mode"] == "features":
         model.eval()
         with torch.no_grad(), torch.autocast(device.type, torch.bfloat16, enabled=cuda):
@@ -333,12 +330,8 @@ def compare_precision(
     module's ``STEPS`` training batches and one evaluation batch of ``batch`` images; autocast
     on ``device``'s type (CUDA in a preflight, the CPU's bf16 in the tests)."""
     build = model if callable(model) else (lambda: build_model(model, NUM_CLASSES))
-    batches = [
-        (preprocess(_images(batch, image_size, device, seed=s), image_size, normalisation,
-                    layout(device)),
-         _labels(batch, device, seed=s))
-        for s in range(preflight_precision.STEPS + 1)
-    ]  # fmt: skip
+    batches = [_batch(batch, image_size, device, s) for s in range(preflight_precision.STEPS + 1)]
+    batches = [(preprocess(x, image_size, normalisation, layout(device)), y) for x, y in batches]
     try:
         return preflight_precision.compare(build, batches, device)
     finally:

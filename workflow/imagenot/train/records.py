@@ -236,6 +236,8 @@ SELECTION = Kind(
     (SELECTION_PATTERN,),
     ("model",),
 )
+# what a trained run's result.json holds besides every final record's keys (_check_trained)
+TRAINED_FINAL = Kind("trained final run's result.json", ("trial", "hyperparameters"), {})
 KINDS = {"final": FINAL, "slot": SLOT_RESULT, "decision": RUNG_DECISION, "selection": SELECTION}
 
 
@@ -503,12 +505,7 @@ def _check_trained(record: Mapping[str, Any], where: str | os.PathLike) -> None:
                     f"records {key} {record[key]!r}: published weights train no trial; {REFUSED}"
                 )
         return
-    missing = [k for k in ("trial", "hyperparameters") if k not in record]
-    if missing:
-        raise RecordError(
-            f"{where}: lacks key(s) {', '.join(missing)}, which every trained final run's "
-            f"result.json holds; {REFUSED}"
-        )
+    check_keys(record, where, TRAINED_FINAL)
 
 
 # ------------------------------------------------------------------------------ final record

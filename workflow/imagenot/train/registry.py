@@ -84,22 +84,20 @@ def _alexnet_mini(num_classes: int) -> nn.Module:
     """
     from torch import nn
 
+    layers, c_in = [], 3
+    # AlexNet's five convolutions: (out channels, kernel, stride, padding, max-pool after)
+    for c_out, k, stride, pad, pool in (
+        (16, 11, 2, 2, True),
+        (48, 5, 1, 2, True),
+        (96, 3, 1, 1, False),
+        (64, 3, 1, 1, False),
+        (64, 3, 1, 1, True),
+    ):
+        layers += [nn.Conv2d(c_in, c_out, k, stride=stride, padding=pad), nn.ReLU(inplace=True)]
+        layers += [nn.MaxPool2d(3, 2)] if pool else []
+        c_in = c_out
     return nn.Sequential(
-        nn.Sequential(
-            nn.Conv2d(3, 16, 11, stride=2, padding=2),
-            nn.ReLU(inplace=True),
-            nn.MaxPool2d(3, 2),
-            nn.Conv2d(16, 48, 5, padding=2),
-            nn.ReLU(inplace=True),
-            nn.MaxPool2d(3, 2),
-            nn.Conv2d(48, 96, 3, padding=1),
-            nn.ReLU(inplace=True),
-            nn.Conv2d(96, 64, 3, padding=1),
-            nn.ReLU(inplace=True),
-            nn.Conv2d(64, 64, 3, padding=1),
-            nn.ReLU(inplace=True),
-            nn.MaxPool2d(3, 2),
-        ),
+        nn.Sequential(*layers),
         nn.AdaptiveAvgPool2d(2),
         nn.Flatten(),
         nn.Sequential(

@@ -89,12 +89,9 @@ def slot_mem_mb(
 ) -> int:
     """Memory (MB) of a train_trial job: :func:`process_mem_mb` when the slot trains, the small
     ``empty_mem_mb`` for an empty slot (it exits at once; grown per attempt as every rule's)."""
-    own = config["resources"]["train_trial"]
-    if _refused(status, attempt):
-        return own["empty_mem_mb"]
-    if slot_trains(previous, slot):
+    if _refused(status, attempt) or slot_trains(previous, slot):  # (refused: the least)
         return process_mem_mb(config, status, attempt, ring, gpus_per_node(config, model))
-    return _memory(config, own["empty_mem_mb"], status, attempt)
+    return _memory(config, config["resources"]["train_trial"]["empty_mem_mb"], status, attempt)
 
 
 def process_mem_mb(

@@ -59,44 +59,14 @@ def registered_search(path: Path) -> tuple[str, str, Mapping] | None:
     return found["dataset"], found["protocol"], entry["definition"]
 
 
-def _check_registered(path: Path, rows: list[dict], registered: tuple) -> None:
-    """JobError naming the table, the trial and the key where a row is not what
-    :func:`imagenot.train.search.draw_trials` could draw from the registered definition."""
-    dataset, protocol, definition = registered
-    space, budget = definition.get("hyperparameters", {}), definition.get("budget")
-    if len(rows) != budget:
-        raise JobError(
-            f"{path}: holds {len(rows)} trials, but the registered search of {dataset}/"
-            f"{protocol} draws {budget}; {_DRAW_AGAIN}"
-        )
-    points = search.grid_points(space)
-    for row in rows:
-        trial = row["trial"]
-        for name in search.HYPERPARAMETERS:
-            if name not in space:
-                continue
-            problem = search.spec_problem(
-                name, row[name], space[name], points[trial].get(name) if points[0] else None
-            )
-            if problem:
-                raise JobError(
-                    f"{path}: trial {trial}'s {name} is {row[name]!r}, {problem}; {_DRAW_AGAIN}"
-                )
-        seed = search.stable_int(definition.get("seed"), dataset, protocol, "trial", trial)
-        if row["seed"] != seed:
-            raise JobError(
-                f"{path}: trial {trial}'s seed is {row['seed']!r}, but the registered search "
-                f"gives it {seed}; {_DRAW_AGAIN}"
-            )
-
-
 def read_trials(path: Path) -> list[dict]:
     """The trials table at ``path`` (:func:`draw`), checked as what its producer could have
     written: the columns it writes, trials 0, 1, ... in order, each hyperparameter of its
     type and domain (:func:`imagenot.train.search.value_problem`), seeds whole numbers; and,
-    where the table lies in the workflow's layout, each value one the registered space could
-    draw for that trial, each seed the one it derives (:func:`_check_registered`). A failed
-    check is a JobError naming the file, the trial and the key."""
+    where the table lies in the workflow's layout, as many trials as the registered search
+    draws, each value one its space could draw for that trial
+    (:func:`imagenot.train.search.spec_problem`), each seed the one it derives. A failed check
+    is a JobError naming the file, the trial and the key."""
     table = read_parquet(path)
     missing = [c for c in search.TRIAL_COLUMNS if c not in table.column_names]
     if missing:
@@ -111,32 +81,49 @@ def read_trials(path: Path) -> list[dict]:
             f"{path}: its trials are {trials[:8]!r}{'...' if len(trials) > 8 else ''}, not "
             f"0 to {len(rows) - 1} in order; {_DRAW_AGAIN}"
         )
+    registered = registered_search(path)
+    if registered is not None:
+        dataset, protocol, definition = registered
+        space, budget = definition.get("hyperparameters", {}), definition.get("budget")
+        if len(rows) != budget:
+            raise JobError(
+                f"{path}: holds {len(rows)} trials, but the registered search of {dataset}/"
+                f"{protocol} draws {budget}; {_DRAW_AGAIN}"
+            )
+        points = search.grid_points(space)
     for row in rows:
+        trial = row["trial"]
         for name in search.HYPERPARAMETERS:
             problem = search.value_problem(name, row[name])
+            if problem is None and registered is not None and name in space:
+                grid = points[trial].get(name) if points[0] else None
+                problem = search.spec_problem(name, row[name], space[name], grid)
             if problem:
                 raise JobError(
-                    f"{path}: trial {row['trial']}'s {name} is {row[name]!r}, {problem}; "
-                    f"{_DRAW_AGAIN}"
+                    f"{path}: trial {trial}'s {name} is {row[name]!r}, {problem}; {_DRAW_AGAIN}"
                 )
         if not COUNT[0](row["seed"], row):
             raise JobError(
-                f"{path}: trial {row['trial']}'s seed is {row['seed']!r}, not a whole number; "
+                f"{path}: trial {trial}'s seed is {row['seed']!r}, not a whole number; "
                 f"{_DRAW_AGAIN}"
             )
-    registered = registered_search(path)
-    if registered is not None:
-        _check_registered(path, rows, registered)
+        if registered is None:
+            continue
+        seed = search.stable_int(definition.get("seed"), dataset, protocol, "trial", trial)
+        if row["seed"] != seed:
+            raise JobError(
+                f"{path}: trial {trial}'s seed is {row['seed']!r}, but the registered search "
+                f"gives it {seed}; {_DRAW_AGAIN}"
+            )
     return rows
 
 
 def read_trial(path: Path, trial: int) -> dict:
     """Row ``trial`` of the trials table at ``path`` (checked: :func:`read_trials`)."""
-    rows = read_trials(path)
-    match = [r for r in rows if r["trial"] == trial]
-    if not match:
-        raise JobError(f"{path}: no row for trial {trial} (trials {[r['trial'] for r in rows]})")
-    return match[0]
+    rows = read_trials(path)  # trials 0, 1, ... in order: a trial is its row's index
+    if not 0 <= trial < len(rows):
+        raise JobError(f"{path}: no row for trial {trial} (trials 0 to {len(rows) - 1})")
+    return rows[trial]
 
 
 CHECKPOINT = "checkpoint.safetensors"

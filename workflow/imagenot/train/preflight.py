@@ -39,7 +39,7 @@ import torch
 from imagenot.core.device import DeviceError, cuda_available, resolve_device
 from imagenot.train import feed_bench, preflight_feed, preflight_precision, rings
 from imagenot.train.experiments import accumulation
-from imagenot.train.feed import layout, preprocess
+from imagenot.train.feed import autocast, layout, preprocess
 from imagenot.train.preflight_feed import release as _release
 from imagenot.train.preflight_plan import Check
 from imagenot.train.registry import build_model, input_size
@@ -140,13 +140,11 @@ def _steps(run: dict, batch: int, image_size: int, device: torch.device) -> int:
     cuda = device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
-    model = build_model(run["model"], NUM_CLASSES).to(device)
-    if cuda:
-        model.to(memory_format=torch.channels_last)
+    model = build_model(run["model"], NUM_CLASSES).to(device, memory_format=layout(device))
     images, labels = _batch(batch, run["stored_size"], device, seed=0)
     if run["mode"] == "features":
         model.eval()
-        with torch.no_grad(), torch.autocast(device.type, torch.bfloat16, enabled=cuda):
+        with torch.no_grad(), autocast(device):
             model(preprocess(images, image_size, run["normalisation"], layout(device)))
     else:
         model.train()
@@ -200,12 +198,10 @@ def check_memory(
     model's input side (``input_size`` of train.image_size ``image_size``)."""
     run = runs[0]
     side = input_size(run["model"], image_size)
-    what = ", ".join(r["space"] for r in runs) + (
-        "; TL features" if run["mode"] == "features" else ""
-    )
-    name = f"memory {run['model']} ({what})"
-    spaces = {"model": run["model"], "mode": run["mode"], "spaces": [r["space"] for r in runs]}
-    spaces["image_size"] = side
+    names = [r["space"] for r in runs]
+    tl = "; TL features" if run["mode"] == "features" else ""
+    name = f"memory {run['model']} ({', '.join(names)}{tl})"
+    spaces = {"model": run["model"], "mode": run["mode"], "spaces": names, "image_size": side}
     if measured is None:
         step_peak(run, run["per_gpu"], side, device)
         detail = f"{run['per_gpu']} per GPU ran on the CPU; device memory not measured"
@@ -370,10 +366,8 @@ def run_checks(
     models = settings.checked_models
     if not models:
         return _report(settings, checks)
-    workers = settings.num_workers if options.workers is None else options.workers
     held = settings.in_memory and options.workers is None  # in-memory splits: no loader
-    if held:
-        workers = 0
+    workers = 0 if held else settings.num_workers if options.workers is None else options.workers
     add(check_host(settings, workers))
     if device is None:
         add(Check("models", "skip", "no working CUDA device: nothing to measure"))
@@ -387,11 +381,10 @@ def run_checks(
             best = feeds.setdefault(run["model"], run)
             feeds[run["model"]] = max(best, run, key=lambda r: (r["stored_size"], r["per_gpu"]))
     measured = card(device, settings.image_size)
-    readers = max(1, workers)
     with (
         tempfile.TemporaryDirectory(prefix="imagenot-preflight-") as tmp,
         preflight_feed.Samples(
-            settings, options.feed_images, readers, device, options.datasets_root
+            settings, options.feed_images, max(1, workers), device, options.datasets_root
         ) as samples,
     ):
         for model in models:
@@ -403,9 +396,9 @@ def run_checks(
                 reason = "train.in_memory: splits are held in memory, no loader"
                 add(Check(f"feed {model}", "skip", reason))
             elif run is not None:
-                fits = measured_fits(checks)
-                if model in fits:  # fed at the micro-batch the jobs will train at
-                    run = {**run, "per_gpu": min(run["per_gpu"], fits[model])}
+                fit = measured_fits(checks).get(model)
+                if fit:  # fed at the micro-batch the jobs will train at
+                    run = {**run, "per_gpu": min(run["per_gpu"], fit)}
                 sources = len(samples.checks)
                 data = samples.get(run["stored_size"])  # read where the jobs read
                 for found in samples.checks[sources:]:  # a stored size's first read

@@ -61,24 +61,22 @@ def run(files, settings, *, config, models, spaces, device, threads, progress, t
     report = {**preflight.run_checks(settings, options, on_check), "environment": environment()}
     text = markdown(report)
     print(summary(report) if table else text)
-    json_out, md_out = Path(files.json), Path(files.md)
-    if report["passed"]:
-        for path in (json_out, md_out):
-            Path(preflight_plan.failed_file(str(path))).unlink(missing_ok=True)
-        write_text(text, md_out)
-        write_json(report, json_out)
+    passed = report["passed"]
+    json_out, md_out = (  # a pass writes the rule's outputs, a failure the .failed files
+        Path(f if passed else preflight_plan.failed_file(str(f))) for f in (files.json, files.md)
+    )
+    for path in (files.json, files.md):  # the other outcome's files go
+        Path(preflight_plan.failed_file(str(path)) if passed else path).unlink(missing_ok=True)
+    write_text(text, md_out)
+    write_json(report, json_out)
+    if passed:
         return
-    json_out.unlink(missing_ok=True)
-    md_out.unlink(missing_ok=True)
-    failed_md = preflight_plan.failed_file(str(md_out))
-    write_text(text, failed_md)
-    write_json(report, preflight_plan.failed_file(str(json_out)))
     failed = [c for c in report["checks"] if c["status"] == "fail"]
     raise preflight.PreflightFailed(
         f"preflight failed ({len(failed)} checks: {', '.join(c['name'] for c in failed)}): "
         f"{' | '.join(c['detail'] for c in failed)}; "
         f"{preflight_plan.waiting([c['name'] for c in failed], settings.checked_models)} "
-        f"(report: {failed_md}; "
+        f"(report: {md_out}; "
         "resources.require_preflight: false overrides, docs/gpu.md)"
     )
 

@@ -12,7 +12,7 @@ only then is the new one renamed over it; the directory is fsynced too. ``<name>
 always holds a complete checkpoint, the old or the new one, whatever step a kill or Ctrl-C
 interrupts (renaming the old one away first would leave no ``<name>`` between the two
 renames). When the filesystem lost the newest file,
-:func:`resume_candidates` falls back to ``<name>.prev``: the job repeats one checkpoint
+:func:`imagenot.train.loop.fit` falls back to ``<name>.prev``: the job repeats one checkpoint
 interval, never the whole run.
 """
 
@@ -142,11 +142,6 @@ def _keep_previous(path: Path) -> None:
             shutil.copyfile(path, tmp)
             with open(tmp, "rb") as f:
                 os.fsync(f.fileno())
-
-
-def resume_candidates(path: Path) -> list[Path]:
-    """The checkpoints a job may resume, newest first: ``path``, then ``<name>.prev``."""
-    return [p for p in (path, previous(path)) if p.is_file()]
 
 
 def _read(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, str]]:

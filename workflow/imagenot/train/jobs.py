@@ -21,7 +21,7 @@ from imagenot.train import search
 from imagenot.train.checkpoints import history_csv, remove_checkpoint
 from imagenot.train.device import configure, deterministic_for, resolve_device
 from imagenot.train.failfast import missing_weights
-from imagenot.train.feed import InMemory, layout
+from imagenot.train.feed import EncodedImages, InMemory, layout
 from imagenot.train.identity import Job, dataset_of
 from imagenot.train.loop import fit
 from imagenot.train.records import write_record
@@ -51,11 +51,8 @@ def load_split(dataset_dir: Path, split: str, in_memory: bool, encoded: bool = F
 
     if in_memory:
         return InMemory(*load_split_tensors(dataset_dir, split))
-    if encoded:
-        from imagenot.train.feed import EncodedImages
-
-        return EncodedImages(ManifestDataset(dataset_dir, split))
-    return ManifestDataset(dataset_dir, split)
+    streamed = ManifestDataset(dataset_dir, split)
+    return EncodedImages(streamed) if encoded else streamed
 
 
 def _data_source(

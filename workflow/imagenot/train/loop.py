@@ -33,7 +33,6 @@ from imagenot.train.checkpoints import (
     State,
     load_checkpoint,
     previous,
-    resume_candidates,
     save_checkpoint,
     save_tensors,
     set_aside_stale_checkpoint,
@@ -322,7 +321,7 @@ def fit(
         for candidate in (checkpoint, previous(checkpoint)):
             set_aside_stale_checkpoint(candidate, state.identity, fingerprint)
     d.barrier()
-    found = resume_candidates(checkpoint)
+    found = [p for p in (checkpoint, previous(checkpoint)) if p.is_file()]  # newest first
     if found:
         state = load_checkpoint(found[0], model, optimizer)
         if d.main:

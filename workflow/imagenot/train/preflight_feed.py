@@ -87,6 +87,11 @@ def judge_source(stage: bool, room: bool, gain: float) -> tuple[str, str, bool]:
     return "pass", f"the jobs read {'a node-local copy' if stage else 'in place'}", stage
 
 
+def _remove_empty(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        folder.rmdir()
+
+
 def _same_filesystem(a: Path, b: Path) -> bool:
     try:
         return os.stat(a).st_dev == os.stat(b).st_dev
@@ -94,15 +99,16 @@ def _same_filesystem(a: Path, b: Path) -> bool:
         return False
 
 
-class Samples:
+class Samples(contextlib.ExitStack):
     """The feed checks' images per stored side, read where the jobs read (module docstring);
-    a context: the samples it writes are removed at its end. ``checks`` collects the ``feed
+    a context: the samples it writes (and the folders it made for them) are removed at its end. ``checks`` collects the ``feed
     source`` checks, one per side. ``measure(dataset,
     readers)``: a dataset's read rate (:func:`read_rate`'s ``img_per_s`` and ``mb_per_s``),
     taken cold in place and in ``$TMPDIR``."""
 
     def __init__(self, settings, feed_images: int, readers: int, device: torch.device,
                  datasets_root: str | None = None, measure=read_rate):  # fmt: skip
+        super().__init__()
         dirs = {name: Path(d) for name, d in settings.dataset_dirs.items()}
         if datasets_root is not None:  # the datasets' folder moved (tests, gpu_check)
             dirs = {name: Path(datasets_root) / name for name in dirs}
@@ -112,24 +118,11 @@ class Samples:
         self.feed_images, self.readers, self.device = feed_images, readers, device
         self.measure = measure
         self.local_root = os.environ.get("TMPDIR")
-        self.made: list[Path] = []
-        self.made_dirs: list[Path] = []
         self.data: dict[int, object] = {}
         self.checks: list = []
 
-    def __enter__(self) -> Samples:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.data.clear()
-        for path in self.made:
-            shutil.rmtree(path, ignore_errors=True)
-        for path in self.made_dirs:  # deepest first
-            with contextlib.suppress(OSError):
-                path.rmdir()
-
     def _made(self, path: Path) -> Path:
-        self.made.append(path)
+        self.callback(shutil.rmtree, path, ignore_errors=True)
         return path
 
     def _real(self, side: int):
@@ -142,9 +135,9 @@ class Samples:
                 dataset = ManifestDataset(folder, "train")
                 if len(dataset) and dataset.image_shape(0)[1:] == (side, side):
                     return feed_bench.Sample(dataset, self.feed_images), f"dataset {name}", folder
-        missing = [d for d in (self.beside, *self.beside.parents) if not d.exists()]
+        for made in [d for d in (self.beside, *self.beside.parents) if not d.exists()][::-1]:
+            self.callback(_remove_empty, made)  # at the end, after the samples (deepest first)
         self.beside.mkdir(parents=True, exist_ok=True)
-        self.made_dirs += missing  # removed at the end when still empty
         root = self._made(self.beside / f".preflight-sample-{os.getpid()}-{side}")
         sample = feed_bench.write_jpeg_dataset(root, self.feed_images, side)
         return sample, f"a sample written beside the datasets ({self.beside})", None

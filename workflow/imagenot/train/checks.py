@@ -7,10 +7,12 @@ stored image size that published weights need. Each raises ConfigError naming th
 
 from __future__ import annotations
 
-from imagenot.core.config import ConfigError
+from imagenot.acquire.sizes import stored_size
+from imagenot.core.config import ConfigError, load_schema
 from imagenot.core.names import name_problem
 from imagenot.core.registries import RegistryError
 from imagenot.train.experiments import TORCHVISION, is_published, published_weights, source
+from imagenot.train.facts import weight_facts
 from imagenot.train.registry import check_input_size
 from imagenot.train.search import SearchError, check_budget, check_space
 
@@ -133,8 +135,6 @@ def check_per_node(key: str, gpus: int, nodes: int, cpus_per_gpu: int) -> None:
     its cores per node (those GPUs times ``cpus_per_gpu``) at most the cores of one node: the
     bounds of workflow/schemas/resources.schema.yaml ($defs gpus, cores). A request past them
     is a typo no scheduler could place (torchrun would start thousands of processes)."""
-    from imagenot.core.config import load_schema
-
     bounds = load_schema("resources.schema.yaml")["$defs"]
     per_node = gpus // nodes
     most = bounds["gpus"]["maximum"]
@@ -157,8 +157,6 @@ def check_stored_size(config: dict, dataset: str) -> None:
     weights evaluated on it need (:func:`published_stored_size`): they would see upsampled
     images, and their measured accuracy would not be the published protocol's. A check, not a
     silent change of the size: the acquire stage comes before the models and knows none."""
-    from imagenot.acquire.sizes import stored_size
-
     stored = stored_size(config, dataset)
     needed = published_stored_size(config, dataset)
     if stored < needed:
@@ -175,8 +173,6 @@ def published_stored_size(config: dict, dataset: str) -> int:
     (:mod:`imagenot.train.facts`: 480 px for EfficientNet-V2-L), so that no weight sees an
     upsampled image: the reference dataset's stored size follows from its models
     (:func:`check_stored_size`)."""
-    from imagenot.train.facts import weight_facts
-
     if not any(is_published(e) and e["dataset"] == dataset for e in config["train"]["experiments"]):
         return 0
     needed = 0

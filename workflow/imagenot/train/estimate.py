@@ -14,6 +14,9 @@ import math
 from pathlib import Path
 
 from imagenot.acquire.sizes import dataset_bytes, dataset_images, originals_bytes
+from imagenot.plan.schedule import Chain, Stage, critical_chain, simulate, speed
+from imagenot.train import budget, experiments, plan, search
+from imagenot.train.paths import RUN
 
 # data-parallel jobs (train.gpus_per_job > 1): the share of linear speed-up kept per doubling
 # of the GPUs (an assumption; imagenot.plan.schedule.speed)
@@ -71,7 +74,6 @@ def stop_epochs(config: dict, dataset: str, protocol: str, measured: dict | None
     schedule's horizon where it ends every run, else :data:`EXPECTED_BEST_EPOCH` +
     ``patience``; or the run's own median, ``measured``: ``{"epochs", "trials"}``) and
     ``bound`` (the space's training epochs: no trial stops early). ``source`` says why."""
-    from imagenot.train import experiments, search
 
     sp = experiments.space(config, dataset, protocol)
     n, patience = search.training_epochs(sp), sp["patience"]
@@ -94,7 +96,6 @@ def stop_epochs(config: dict, dataset: str, protocol: str, measured: dict | None
 def stage_epochs_stopped(config: dict, dataset: str, protocol: str, stop: int) -> list[int]:
     """Epochs a slot of each halving stage trains when every trial stops at epoch ``stop``
     (0 for the stages after it: their slots are empty; :func:`budget.stage_epochs`)."""
-    from imagenot.train import budget, experiments
 
     return budget.stage_epochs(experiments.space(config, dataset, protocol), stop)
 
@@ -102,15 +103,13 @@ def stage_epochs_stopped(config: dict, dataset: str, protocol: str, stop: int) -
 def job_gpus(config: dict, model: str | None = None) -> int:
     """GPUs of one training job of ``model`` (``train.gpus_per_job`` or the model's
     ``train.gpus_per_job_overrides`` entry, over its nodes; 1 for CPU jobs)."""
-    from imagenot.train.experiments import gpus
 
-    return max(1, gpus(config, model))
+    return max(1, experiments.gpus(config, model))
 
 
 def gpu_job_hours(epochs: float, images: float, rate: float, gpus: int) -> float:
     """Wall-clock hours of a job of ``epochs`` over ``images`` at ``rate`` images/s per GPU on
     ``gpus`` GPUs (data-parallel: :func:`imagenot.plan.schedule.speed`)."""
-    from imagenot.plan.schedule import speed
 
     return epochs * images / (rate * speed(gpus, DDP_EFFICIENCY)) / 3600.0
 
@@ -126,16 +125,10 @@ def run_records(config: dict, root: Path | str = ".") -> dict[tuple[str, str, st
     model of ``config`` (:func:`imagenot.plan.measured.read_runs` of its ``results/train``
     folders)."""
     from imagenot.plan.measured import read_runs
-    from imagenot.train import plan
-    from imagenot.train.paths import RUN
 
     runs = {
-        (e["dataset"], e["protocol"], m): Path(
-            root, RUN.format(dataset=e["dataset"], protocol=e["protocol"], model=m)
-        )
-        for e in plan.experiments(config)
-        if not plan.is_published(e)
-        for m in config["train"]["models"]
+        (d, p, m): Path(root, RUN.format(dataset=d, protocol=p, model=m))
+        for d, p, m in plan._drawn(config)
     }
     return read_runs(runs)
 
@@ -163,8 +156,6 @@ def training_rows(config: dict, throughput: dict, records: dict | None = None) -
     :data:`FORWARD_SPEEDUP` times the training rate. ``records`` (the run's own,
     :func:`run_records`): its stop epochs replace the assumption, its jobs
     done are left out of what is left (``done_gpu_hours``, ``left``)."""
-    from imagenot.plan.schedule import Chain, Stage
-    from imagenot.train import experiments, plan
 
     records = records or {}
     stops_measured = measured_stops(records)
@@ -223,7 +214,6 @@ def _trained(config: dict, throughput: dict):
     """(dataset, protocol, images per split, model, images/s per GPU at the model's input side:
     the throughput table's 224 px rate scaled by pixels) of every trained experiment and model
     whose dataset's size and model's throughput are known."""
-    from imagenot.train import experiments, plan
 
     for exp in plan.experiments(config):
         sizes = None if plan.is_published(exp) else dataset_images(config, exp["dataset"])
@@ -258,7 +248,6 @@ def wall_time(rows: list[dict], gpus: int) -> dict:
     critical chain first (:func:`imagenot.plan.schedule.simulate`), with the share of the reserved
     GPU-hours the jobs use, beside its two lower bounds: the longest chain and the GPU-hours
     over every GPU. More GPUs never lengthen the bounds; the schedule follows them."""
-    from imagenot.plan.schedule import critical_chain, simulate
 
     if gpus < 1:
         raise ValueError(f"--gpus must be at least 1, got {gpus}")
@@ -305,7 +294,6 @@ def longest_job(config: dict, throughput: dict) -> dict | None:
     before) and a final seed's training (a job of its own when the space has several seeds),
     at the model's GPUs per job (:func:`job_gpus`). It decides the partition: a time limit at
     least this long runs it in one go. None when nothing is estimated."""
-    from imagenot.train import budget, experiments, plan, search
 
     best = None
     for d, p, sizes, model, rate in _trained(config, throughput):
@@ -362,7 +350,6 @@ def gpu_memory(config: dict, throughput_memory: list[dict] | None) -> dict:
     the model's jobs (scaled in proportion to the images where that batch is larger than the
     measured one: an estimate, since the weights and optimizer state do not grow)."""
     from imagenot.plan.measured import H200_MEMORY, H200_SOURCE
-    from imagenot.train import experiments, plan
 
     if throughput_memory:
         measured = [m for m in throughput_memory if m["peak_gib"] is not None]
@@ -402,12 +389,9 @@ def node_local_disk(config: dict) -> dict:
     node keeps one copy of every dataset its jobs train on (named by the dataset's fingerprint;
     the whole folder, kept originals included), so up to every trained dataset; without it,
     none (datasets are read in place)."""
-    from imagenot.train import plan
 
-    trained = list(
-        dict.fromkeys(e["dataset"] for e in plan.experiments(config) if not plan.is_published(e))
-    )
-    sizes = {d: _with_originals(config, d) for d in trained}
+    trained = [e["dataset"] for e in plan.experiments(config) if not plan.is_published(e)]
+    sizes = {d: _with_originals(config, d) for d in dict.fromkeys(trained)}
     known = [b for b in sizes.values() if b is not None]
     return {
         "stage_to_local": bool(config["train"]["stage_to_local"]),

@@ -15,7 +15,10 @@ from pathlib import Path
 
 from imagenot.core.config import ConfigError
 from imagenot.core.names import TORCHVISION  # the protocol source of published ImageNet weights
+from imagenot.core.registries import RegistryError
+from imagenot.train.facts import weight_facts
 from imagenot.train.paths import FEATURES_DIR, FINAL_MODEL, FINAL_RESULT, PUBLISHED_SEED, RUN
+from imagenot.train.registry import get_spec, input_size, weights_filename
 
 
 def is_published(exp: dict) -> bool:
@@ -83,8 +86,6 @@ def image_size(config: dict, model: str) -> int:
     (``ModelSpec.image_size``: a ViT's 224), else ``train.image_size``
     (:func:`imagenot.train.registry.input_size`). The same in every experiment of the model, so
     an FT/TL run sees its backbone's training size."""
-    from imagenot.train.registry import input_size
-
     return input_size(model, config["train"]["image_size"])
 
 
@@ -102,8 +103,6 @@ def published_weights(train: dict, model: str) -> str | None:
     """The published ImageNet weights FT/TL-from-ImageNet starts ``model`` from (a weights
     reference of ``imagenot.train.registry.WEIGHT_SOURCES``: torchvision, timm or a file):
     config ``train.weights`` if set for it, else the registry's."""
-    from imagenot.train.registry import get_spec
-
     return train["weights"].get(model) or get_spec(model).weights
 
 
@@ -112,9 +111,6 @@ def normalisation(config: dict, protocol: str, model: str) -> dict[str, list[flo
     ImageNet weights use the weights' own (``imagenot.train.facts``: EfficientNet-V2-L's are
     0.5), every other job ``train.normalisation`` (models trained here, and FT/TL from them)."""
     if source(protocol) == TORCHVISION:
-        from imagenot.core.registries import RegistryError
-        from imagenot.train.facts import weight_facts
-
         try:
             facts = weight_facts(published_weights(config["train"], model), model)
         except RegistryError as exc:
@@ -131,9 +127,6 @@ def init_weights(config: dict, protocol: str, model: str) -> list[str]:
     if start is None:
         return []
     if start == TORCHVISION:  # published ImageNet weights, whatever their source
-        from imagenot.core.registries import RegistryError
-        from imagenot.train.registry import weights_filename
-
         weights = published_weights(config["train"], model)
         if weights is None or not config["train"]["weights_dir"]:
             raise ConfigError(

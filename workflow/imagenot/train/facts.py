@@ -34,7 +34,9 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from imagenot.core.escape import csv_row
 from imagenot.core.registries import RegistryError
+from imagenot.train.registry import MODELS, RECIPES, get_spec, split_weights, timm_weights_filename
 
 if TYPE_CHECKING:
     import torch
@@ -219,8 +221,6 @@ def timm_facts(name: str) -> WeightFacts:
     import timm
     from timm.models import get_pretrained_cfg
 
-    from imagenot.train.registry import timm_weights_filename
-
     cfg = get_pretrained_cfg(name)
     if cfg is None:
         raise RegistryError(f"unknown timm pretrained weights {name!r}")
@@ -247,8 +247,6 @@ def timm_facts(name: str) -> WeightFacts:
 def file_facts(name: str, model: str | None) -> WeightFacts:
     """The facts of a ``file:`` weights reference: the registry entry's ``facts`` (a dict of
     :class:`Preprocessing`'s fields plus optional ``top1``, ``top5``, ``source``)."""
-    from imagenot.train.registry import get_spec
-
     given = get_spec(model).facts if model else None
     if not given:
         raise RegistryError(
@@ -272,8 +270,6 @@ def recipe_problem(spec) -> str | None:
     trained them (``meta["recipe"]``, ``meta["_docs"]``), and it must be one the recorded
     recipe lists. None when they agree or the entry records no recipe."""
     from torchvision.models import get_weight
-
-    from imagenot.train.registry import RECIPES, split_weights
 
     if spec.recipe is None:
         return None
@@ -300,8 +296,6 @@ def live_facts(weights: str, model: str | None) -> WeightFacts:
     the registry entry whose weights they are (a ``file:`` source's facts are its entry's;
     None where no entry is meant)."""
     from dataclasses import replace
-
-    from imagenot.train.registry import get_spec, split_weights
 
     source, name = split_weights(weights)
     if source == "torchvision":
@@ -347,9 +341,6 @@ def _from_row(row: dict[str, str]) -> WeightFacts:
 
 def derived_table() -> str:
     """The table's text as the readers make it: one row per registry entry with weights."""
-    from imagenot.core.escape import csv_row
-    from imagenot.train.registry import MODELS
-
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(TABLE_COLUMNS)

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from imagenot.core.io import atomic_path, sha256_file
 from imagenot.train import search
+from imagenot.train.distributed import from_environment
 from imagenot.train.failfast import diverged_final
 from imagenot.train.identity import Job, dataset_of
 from imagenot.train.paths import remove_checkpoint
@@ -94,8 +95,6 @@ def run_final(
         hyperparameters, classes = search.hyperparameters_of(row), dataset_of(files)[1]
         identity = Job.of(settings, hyperparameters, train_seed, classes, "none").identity()
     if identity is not None and reusable_trial(chosen, identity, source / BEST):
-        from imagenot.train.distributed import from_environment
-
         if not from_environment().main:  # nothing to train: rank 0 copies
             return None
         # what an earlier attempt that had to retrain left (the trial's weights were missing)

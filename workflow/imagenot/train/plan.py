@@ -17,17 +17,21 @@ Layout: ``results/train/{dataset}/{protocol}/{model}/`` holds ``trials.parquet``
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from imagenot.train.checks import check
 from imagenot.train.experiments import (
+    TORCHVISION,
     features_dir,  # noqa: F401 (the rules' name for a TL run's features folder)
     init_record,  # noqa: F401 (the rules' name for an FT/TL run's starting weights' record)
     init_weights,
     is_published,
     is_tl,
+    published_weights,
     run_dir,  # noqa: F401 (tests' name for an experiment x model's folder)
     seeds,
+    source,
     space,
 )
 
@@ -45,7 +49,10 @@ from imagenot.train.paths import (
     TRAIN,
     TRIALS,
 )
+from imagenot.train.prereg import check_planned
+from imagenot.train.registry import weights_filename
 from imagenot.train.search import promoted_count, rungs
+from imagenot.train.settings import DrawSettings
 
 
 def published_pattern(config: dict) -> str:
@@ -64,8 +71,6 @@ def protocol_regex(config: dict) -> str:
 
 def _protocols_regex(protocols) -> str:
     """An alternation of the given protocols, escaped; a regex matching nothing for none."""
-    import re
-
     return "|".join(map(re.escape, sorted(set(protocols)))) or "(?!)"
 
 
@@ -168,13 +173,9 @@ def final_dir(run: dict) -> str:
 def _drawn(config: dict) -> list[tuple[str, str, str]]:
     """(dataset, protocol, model) of every trials-drawing job; published-weights experiments
     register nothing."""
-    trained = {(e["dataset"], e["protocol"]) for e in experiments(config) if not is_published(e)}
-    runs = {
-        (r["dataset"], r["protocol"], r["model"])
-        for r in final_runs(config)
-        if (r["dataset"], r["protocol"]) in trained
-    }
-    return sorted(runs)
+    models = config["train"]["models"]
+    trained = [e for e in experiments(config) if not is_published(e)]
+    return sorted({(e["dataset"], e["protocol"], m) for e in trained for m in models})
 
 
 def trials_tables(config: dict) -> list[str]:
@@ -188,11 +189,8 @@ def check_results(config: dict) -> None:
     budget or model setting without its amendment stops the workflow before any job runs, as
     the trials-drawing job would (imagenot.train.prereg.check_planned says why), losing nothing.
     Nothing to check before the first run."""
-    from imagenot.train.prereg import check_planned
-
     if not Path(PREREGISTRATION).is_file():
         return
-    from imagenot.train.settings import DrawSettings
 
     drawing = [DrawSettings.from_config(config, *run) for run in _drawn(config)]
     check_planned(Path(PREREGISTRATION), drawing, Path(TRAIN))
@@ -204,8 +202,6 @@ def check_data(config: dict) -> None:
     published``), unless this study's results of those experiments exist already."""
     from imagenot.core.io import folder_problem
     from imagenot.run.run_identity import owns_results
-    from imagenot.train.experiments import TORCHVISION, published_weights, source
-    from imagenot.train.registry import weights_filename
 
     train = config["train"]
     users = {

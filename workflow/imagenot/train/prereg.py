@@ -23,8 +23,9 @@ import pyarrow as pa
 
 from imagenot.core.io import write_json, write_parquet
 from imagenot.train import search
-from imagenot.train.records import read_registration
-from imagenot.train.search import at_chance, canonical_hash
+from imagenot.train.records import SLOT_PATTERN, path_identity, read_registration
+from imagenot.train.search import at_chance, canonical_hash, latest_results
+from imagenot.train.trials import read_slot
 
 if TYPE_CHECKING:
     from imagenot.train.settings import DrawSettings
@@ -51,10 +52,6 @@ def trial_results(experiment_dir: Path, model: str | None) -> list[dict]:
     """The latest result of every trial under ``experiment_dir`` that has one (its highest
     stage's slot result, ``{model}/stage-{k}/slot-{s}.json``), per model, in trial order;
     ``model``: that model's alone, None: every model's."""
-    from imagenot.train.records import SLOT_PATTERN, path_identity
-    from imagenot.train.search import latest_results
-    from imagenot.train.trials import read_slot
-
     out = []
     for model_dir in sorted(experiment_dir.glob(model or "*")):
         # checked as the selection checks them: an amendment's evidence is their numbers

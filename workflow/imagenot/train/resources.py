@@ -15,10 +15,12 @@ from pathlib import Path
 
 from imagenot.acquire.sizes import dataset_images
 from imagenot.core.io import read_json
+from imagenot.plan.slurm_profile import gpu_threads
 from imagenot.train import budget, experiments, search
 from imagenot.train.experiments import gpus_per_node, nodes
 from imagenot.train.failfast import memory_attempt, refused, status_for
 from imagenot.train.plan import slot_file
+from imagenot.train.trials import slot_trial
 
 
 def threads(config: dict, model: str | None = None) -> int:
@@ -26,8 +28,6 @@ def threads(config: dict, model: str | None = None) -> int:
     --cpus-per-task of its one task per node): resources.cpus_per_gpu per GPU of the node
     (decoding and feeding), one for a CPU job (``slurm_profile.gpu_threads``, as every GPU
     rule's)."""
-    from imagenot.plan.slurm_profile import gpu_threads
-
     return gpu_threads(config, 1, gpus_per_node(config, model))
 
 
@@ -38,8 +38,6 @@ def slot_trains(previous, slot) -> bool:
     it must not wait in the GPU queue for a GPU, 24 h and 32 GB. A decision not written yet
     (``snakemake -n`` plans before it exists) or unreadable counts as a slot that trains: the
     full request, and the job itself reports a bad file."""
-    from imagenot.train.trials import slot_trial
-
     files = [previous] if isinstance(previous, str) else list(previous)
     if not files:
         return True

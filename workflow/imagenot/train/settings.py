@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from imagenot.core.settings import FromConfig
+from imagenot.train import experiments, preflight_plan, search
 
 # The sections of a training job's keys: the experiment's space, then the train section.
 _JOB_SECTIONS = ("train.spaces.{space}", "train")
@@ -92,8 +93,6 @@ class JobSettings(FromConfig):
         cls, config, dataset: str, protocol: str, model: str
     ) -> JobSettings:
         """The job on images (TL too: the feature pass runs it so)."""
-        from imagenot.train import experiments, search
-
         space_name = experiments.space_name(config, dataset, protocol)
         space = config["train"]["spaces"][space_name]
         init = experiments.init_weights(config, protocol, model)
@@ -120,8 +119,6 @@ class JobSettings(FromConfig):
         loader workers, no compile: docs/gpu.md, benchmarks/bench_head.py). Device, workers
         and world size are no part of a job's identity, so its trials and checkpoints are those
         of the image path."""
-        from imagenot.train import experiments
-
         job = cls.from_config(config, dataset, protocol, model)
         if not experiments.is_tl(protocol):
             return job
@@ -160,8 +157,6 @@ class DrawSettings(FromConfig):
     def from_config(  # type: ignore[override]
         cls, config, dataset: str, protocol: str, model: str
     ) -> DrawSettings:
-        from imagenot.train import experiments
-
         experiment = f"{dataset}/{protocol}"
         amendments = [
             a
@@ -194,8 +189,6 @@ class TrialSettings(FromConfig):
     def from_config(  # type: ignore[override]
         cls, config, dataset: str, protocol: str, model: str, stage: Any
     ) -> TrialSettings:
-        from imagenot.train import experiments, search
-
         milestones = search.rungs(experiments.space(config, dataset, protocol))
         stage = int(stage)
         return cls(
@@ -223,8 +216,6 @@ class FinalSettings(FromConfig):
     def from_config(  # type: ignore[override]
         cls, config, dataset: str, protocol: str, model: str, seed: Any
     ) -> FinalSettings:
-        from imagenot.train import experiments
-
         first = experiments.space(config, dataset, protocol)["seeds"][0]
         return cls(
             job=JobSettings.for_training(config, dataset, protocol, model),
@@ -267,8 +258,6 @@ class HalveSettings(FromConfig):
     def from_config(  # type: ignore[override]
         cls, config, dataset: str, protocol: str
     ) -> HalveSettings:
-        from imagenot.train import experiments
-
         return cls(
             **cls.config_values(config, space=experiments.space_name(config, dataset, protocol))
         )
@@ -291,8 +280,6 @@ class PublishedSettings(FromConfig):
 
     @classmethod
     def from_config(cls, config, model: str) -> PublishedSettings:  # type: ignore[override]
-        from imagenot.train import experiments
-
         return cls(
             **cls.config_values(config, model=model),
             weights=experiments.published_weights(config["train"], model),
@@ -350,8 +337,6 @@ class PreflightSettings(FromConfig):
     def from_config(  # type: ignore[override]
         cls, config, site: dict | None
     ) -> PreflightSettings:
-        from imagenot.train import experiments, preflight_plan
-
         return cls(
             **cls.config_values(config),
             site=preflight_plan.site_name(site),

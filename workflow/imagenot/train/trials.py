@@ -20,7 +20,7 @@ from pathlib import Path
 
 from imagenot.core.io import read_parquet
 from imagenot.train import search
-from imagenot.train.paths import PREREGISTRATION, TRAIN, TRIALS
+from imagenot.train.paths import PREREGISTRATION, TRAIN, TRIALS, remove_checkpoint
 from imagenot.train.records import (
     COUNT,
     path_identity,
@@ -127,8 +127,6 @@ def read_trial(path: Path, trial: int) -> dict:
 
 
 CHECKPOINT = "checkpoint.safetensors"
-# the checkpoint before the newest (imagenot.train.checkpoints.previous)
-PREVIOUS_CHECKPOINT = f"{CHECKPOINT}.prev"
 BEST = "best.safetensors"
 
 
@@ -174,9 +172,11 @@ def write_empty_slot(stage: int, slot: int, out: Path) -> dict:
     return write_record({"stage": stage, "slot": slot, "trial": None}, out, "slot")
 
 
-def _drop(run_dir: Path, trial: int, *names: str) -> None:
-    for name in names:
-        (trial_dir(run_dir, trial) / name).unlink(missing_ok=True)
+def _drop(run_dir: Path, trial: int, best: bool) -> None:
+    """Delete a trial's checkpoints (it trains no further) and with ``best`` its best weights."""
+    remove_checkpoint(trial_dir(run_dir, trial) / CHECKPOINT)
+    if best:
+        (trial_dir(run_dir, trial) / BEST).unlink(missing_ok=True)
 
 
 def read_slot(path: Path) -> dict:
@@ -205,7 +205,7 @@ def halve(results: Sequence[Path], rung: int, eta: int, out: Path) -> dict:
         run = Path(results[0]).parent.parent
         alive = {r["trial"] for r in records if r["trial"] is not None and r["stopped_by"] is None}
         for trial in alive - set(decision["promoted"]):
-            _drop(run, trial, CHECKPOINT, PREVIOUS_CHECKPOINT, BEST)
+            _drop(run, trial, best=True)
     return write_record(decision, out, "decision")
 
 
@@ -237,5 +237,5 @@ def select(results: Sequence[Path], out: Path) -> dict:
     if results:
         run = Path(results[0]).parent.parent
         for trial in latest:
-            _drop(run, trial, CHECKPOINT, PREVIOUS_CHECKPOINT, *(() if trial == best else (BEST,)))
+            _drop(run, trial, best=trial != best)
     return selection

@@ -32,6 +32,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 from imagenot.core.io import atomic_path, sha256_file
+from imagenot.core.settings import to_json
 from imagenot.train.paths import previous, remove_checkpoint  # noqa: F401 (torch-free, here too)
 
 log = logging.getLogger(__name__)
@@ -104,8 +105,6 @@ def checkpoint_digest(tensors: Mapping[str, torch.Tensor], meta: Mapping[str, st
     """sha256 of a checkpoint's tensors (:func:`tensors_digest`) and its metadata but
     :data:`DIGEST_KEY` (the job's progress, the optimizer's settings): stored in the file by
     :func:`save_checkpoint`, so that a flipped bit anywhere in what is resumed is found."""
-    from imagenot.core.settings import to_json
-
     text = to_json({k: v for k, v in meta.items() if k != DIGEST_KEY})
     return hashlib.sha256(f"{tensors_digest(tensors)}\0{text}".encode()).hexdigest()
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from imagenot.train.checkpoints import load_tensors, save_tensors
 from imagenot.train.feed import Feeder, InMemory, autocast, to_device
 
 log = logging.getLogger(__name__)
@@ -94,16 +95,12 @@ def extract(model: torch.nn.Module, head: torch.nn.Module, data, job, device) ->
 def write(features: Features, meta: dict, out: Path) -> None:
     """The features file, atomically, with the digest of its tensors and refused when any
     value is not finite (``checkpoints.save_tensors``)."""
-    from imagenot.train.checkpoints import save_tensors
-
     save_tensors({"features": features.images, "labels": features.labels}, out, meta)
 
 
 def read(path: Path, expected: dict) -> Features:
     """The features of ``path`` as float32 (the head fits in float32 on the CPU), after
     checking its metadata against ``expected`` (:func:`describe`)."""
-    from imagenot.train.checkpoints import load_tensors
-
     tensors, meta = load_tensors(path, require_digest=True)  # digest and finite values checked
     for key, value in expected.items():
         if meta.get(key) != value:

@@ -29,6 +29,7 @@ import functools
 import logging
 import os
 import shutil
+import time
 import uuid
 import weakref
 from collections.abc import Iterable
@@ -38,6 +39,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from imagenot.core.paths import FINGERPRINT_FILE
 from imagenot.train.decode import (  # noqa: F401  (the feed's names for its readers)
     DecodeAhead,
     EncodedBatch,
@@ -45,6 +47,7 @@ from imagenot.train.decode import (  # noqa: F401  (the feed's names for its rea
     collate_encoded,
     decode_batch,
 )
+from imagenot.train.interrupts import Preempted
 
 log = logging.getLogger(__name__)
 
@@ -391,11 +394,6 @@ def stage_to_local(
     ``deadline`` (the job's, ``interrupts.job_deadline``): checked before each
     file; once it has come the partial copy is removed and ``Preempted`` raised (the job exits
     75 and its retry stages again), so staging a large dataset cannot outlast the time limit."""
-    import time
-
-    from imagenot.core.paths import FINGERPRINT_FILE
-    from imagenot.train.interrupts import Preempted
-
     root = root or os.environ.get("TMPDIR")
     if not root:
         log.warning("train.stage_to_local: $TMPDIR is not set; reading %s in place", dataset_dir)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping
 from datetime import datetime
@@ -96,7 +98,6 @@ class Interrupts:
     def record_early(cls) -> None:
         """From now on, SIGUSR1 / SIGTERM / SIGINT are recorded instead of ending the process,
         so a signal during start-up (imports, data, model) still ends in a clean checkpoint."""
-        import signal
 
         def record(number, frame) -> None:
             cls.pending = signal.Signals(number).name
@@ -112,9 +113,6 @@ class Interrupts:
         self._previous: dict = {}
 
     def __enter__(self) -> Interrupts:
-        import signal
-        import threading
-
         if threading.current_thread() is threading.main_thread():  # handlers: main thread only
             for name in self.SIGNALS:
                 number = getattr(signal, name)
@@ -123,14 +121,10 @@ class Interrupts:
         return self
 
     def __exit__(self, *exc) -> None:
-        import signal
-
         for number, handler in self._previous.items():
             signal.signal(number, handler)
 
     def _handle(self, number, frame) -> None:
-        import signal
-
         self.requested = signal.Signals(number).name
 
     def stop_due(self) -> bool:

@@ -16,16 +16,23 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import torch
+
+from imagenot.core.dataset import ManifestDataset, load_split_tensors
 from imagenot.core.io import sha256_file, write_text
-from imagenot.train import search
+from imagenot.train import features, search
 from imagenot.train.checkpoints import history_csv, remove_checkpoint
 from imagenot.train.device import configure, deterministic_for, resolve_device
+from imagenot.train.distributed import from_environment, joined
+from imagenot.train.experiments import accumulation, per_gpu_batch
 from imagenot.train.failfast import missing_weights
-from imagenot.train.feed import EncodedImages, InMemory, layout
+from imagenot.train.feed import EncodedImages, InMemory, layout, stage_to_local
 from imagenot.train.identity import Job, dataset_of
+from imagenot.train.interrupts import Interrupts
 from imagenot.train.loop import fit
+from imagenot.train.plan import FEATURE_SPLITS
 from imagenot.train.records import write_record
-from imagenot.train.registry import load_backbone, read_state_dict
+from imagenot.train.registry import build_model, head_module, load_backbone, read_state_dict
 from imagenot.train.trials import (
     BEST,
     CHECKPOINT,
@@ -47,8 +54,6 @@ log = logging.getLogger(__name__)
 def load_split(dataset_dir: Path, split: str, in_memory: bool, encoded: bool = False):
     """A split as InMemory tensors, or a streaming ManifestDataset (``encoded``: serving the
     JPEG bytes, decoded batch-wise on the GPU; see imagenot.train.feed)."""
-    from imagenot.core.dataset import ManifestDataset, load_split_tensors
-
     if in_memory:
         return InMemory(*load_split_tensors(dataset_dir, split))
     streamed = ManifestDataset(dataset_dir, split)
@@ -62,8 +67,6 @@ def _data_source(
     ``deadline``) and whether it decodes on the GPU (CUDA jobs streaming from shards, when
     train.decode_on_gpu is on; off by default)."""
     if settings.stage_to_local and not settings.in_memory:
-        from imagenot.train.feed import stage_to_local
-
         dataset_dir = stage_to_local(dataset_dir, fingerprint, deadline=deadline)
     encoded = settings.decode_on_gpu and job_device(settings) == "cuda"
     return dataset_dir, encoded
@@ -77,8 +80,6 @@ def make_job(settings: JobSettings, hyperparameters: Mapping, seed: int, num_cla
 
 def job_device(settings: JobSettings) -> str:
     """The device of this job (see ``loop.resolve_device``): the one place CUDA is probed."""
-    import torch
-
     return resolve_device(settings.device, settings.gpu_job, torch.cuda.is_available())
 
 
@@ -111,8 +112,6 @@ def backbone_loader(settings: JobSettings, record: str | None):
 def _feature_files(files) -> list[tuple[str, Path]]:
     """(split, file) of ``files.features``: one file per split of ``plan.FEATURE_SPLITS``, in
     its order (what a TL job writes and its head fits read)."""
-    from imagenot.train.plan import FEATURE_SPLITS
-
     if len(files.features) != len(FEATURE_SPLITS):
         raise ValueError(
             f"--features: {len(files.features)} files for the splits {FEATURE_SPLITS}, one each"
@@ -128,11 +127,6 @@ def run_features(settings: JobSettings, threads: int, files: FeaturesFiles) -> d
     mode, the image path's data source and preprocess, on the job's device. One job for the
     splits: the model is loaded and the device set up once (on a cluster, a GPU job's start-up
     is longer than a CIFAR-10 split's pass). Returns each split's metadata."""
-    import torch
-
-    from imagenot.train import features
-    from imagenot.train.registry import build_model, head_module
-
     if settings.trainable != "head" or not settings.init:
         raise ValueError("features are computed for TL jobs (trainable head, starting weights)")
     splits = _feature_files(files)
@@ -184,10 +178,6 @@ def fit_job(
     head fit (settings ``features``) reads its stored features, ``files.features`` (one per
     split of ``plan.FEATURE_SPLITS``, in its order), each checked to be that of its starting
     weights, dataset version and image size."""
-    from imagenot.train import features
-    from imagenot.train.distributed import from_environment, joined
-    from imagenot.train.interrupts import Interrupts
-
     ranks = from_environment()
     if ranks.world > 1:  # torchrun forwards SLURM's signals at once: keep one that comes early
         Interrupts.record_early()
@@ -254,8 +244,6 @@ def micro_batching(settings: JobSettings) -> dict:
     cuts it): its ``micro_batches`` and the ``micro_batch_size`` of the largest, under
     ``max_batch_per_gpu`` (``train.max_batch_per_gpu``, lowered to what the site's preflight
     measured to fit: ``preflight_plan.measured_job``). In the job's log and result."""
-    from imagenot.train.experiments import accumulation, per_gpu_batch
-
     cap, world = settings.max_batch_per_gpu, settings.world
     return {
         "micro_batches": accumulation(settings.batch_size, world, cap),

@@ -41,7 +41,7 @@ from imagenot.train import feed_bench, preflight_feed, preflight_precision, ring
 from imagenot.train.experiments import accumulation
 from imagenot.train.feed import autocast, layout, preprocess
 from imagenot.train.preflight_feed import release as _release
-from imagenot.train.preflight_plan import Check
+from imagenot.train.preflight_plan import Check, measured_batch
 from imagenot.train.registry import build_model, input_size
 from imagenot.train.schedules import build_optimizer
 from imagenot.train.settings import PreflightSettings
@@ -416,8 +416,6 @@ def run_checks(
 def measured_fits(checks: list[Check]) -> dict[str, int]:
     """Per model, the largest training batch its memory checks measured to fit (none where
     nothing was measured): ``preflight_plan.measured_batch`` reads the same from the report."""
-    from imagenot.train.preflight_plan import measured_batch
-
     report = {"checks": [asdict(c) for c in checks]}
     models = {c.values["model"] for c in checks if c.name.startswith("memory ")}
     return {m: b for m in models if (b := measured_batch(report, m))}

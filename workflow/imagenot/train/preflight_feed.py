@@ -33,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from imagenot.core.dataset import DatasetError, ManifestDataset
 from imagenot.train import feed_bench
 from imagenot.train.experiments import decodes_on_gpu
 from imagenot.train.feed import staging_room, tree_bytes
@@ -128,8 +129,6 @@ class Samples(contextlib.ExitStack):
     def _real(self, side: int):
         """(sample, where, the dataset's folder or None) at the jobs' location: a sample of a
         built dataset stored at ``side``, else JPEGs written beside the datasets."""
-        from imagenot.core.dataset import DatasetError, ManifestDataset
-
         for name, folder in self.dirs.items():
             with contextlib.suppress(DatasetError, OSError, ValueError, IndexError):
                 dataset = ManifestDataset(folder, "train")

@@ -19,7 +19,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenot.core.registries import Registry, RegistryError
+from imagenot.core.registries import Registry, RegistryError, resolve
+from imagenot.train.paths import FINAL_MODEL
 
 if TYPE_CHECKING:
     from torch import nn
@@ -321,7 +322,6 @@ def read_state_dict(path: str | Path, record: str | Path | None = None) -> dict:
     import torch
 
     from imagenot.train.checkpoints import check_finite, load_tensors, load_weights
-    from imagenot.train.paths import FINAL_MODEL
     from imagenot.train.records import path_identity, read_final
 
     path = Path(path)
@@ -375,8 +375,6 @@ def split_weights(weights: str) -> tuple[str, str]:
 def weights_filename(weights: str) -> str:
     """The file of a weights reference, relative to ``train.weights_dir`` (absolute for a
     ``file:`` reference given as an absolute path)."""
-    from imagenot.core.registries import resolve
-
     source, name = split_weights(weights)
     return resolve(WEIGHT_SOURCES[source])(name)
 

@@ -295,7 +295,7 @@ def longest_job(config: dict, throughput: dict) -> dict | None:
     at the model's GPUs per job (:func:`job_gpus`). It decides the partition: a time limit at
     least this long runs it in one go. None when nothing is estimated."""
 
-    best = None
+    found = []
     for d, p, sizes, model, rate in _trained(config, throughput):
         if plan.is_tl(p):
             continue  # TL: a features pass (short) and head fits on CPU cores
@@ -304,43 +304,31 @@ def longest_job(config: dict, throughput: dict) -> dict | None:
         if len(space["seeds"]) > 1:
             jobs.append(("final seed", search.training_epochs(space)))
         gpus = job_gpus(config, model)
+        run = {"experiment": f"{d}/{p}", "model": model}
         for what, epochs in jobs:
-            h = gpu_job_hours(epochs, epoch_images(sizes), rate, gpus)
-            if best is None or h > best["hours"]:
-                best = {
-                    "experiment": f"{d}/{p}",
-                    "model": model,
-                    "job": what,
-                    "epochs": epochs,
-                    "gpus": gpus,
-                    "hours": round(h, 1),
-                }
-    return best
+            hours = gpu_job_hours(epochs, epoch_images(sizes), rate, gpus)
+            found.append({**run, "job": what, "epochs": epochs, "gpus": gpus, "hours": hours})
+    return _longest(found)
+
+
+def _longest(jobs: list[dict]) -> dict | None:
+    """The first of ``jobs`` with the most ``hours`` (rounded to 0.1 h), None without jobs."""
+    best = max(jobs, key=lambda j: j["hours"], default=None)
+    return best and {**best, "hours": round(best["hours"], 1)}
 
 
 def longest_expected_job(rows: list[dict]) -> dict | None:
     """The longest single training job left under the expected stop epochs (:func:`stop_epochs`):
     per row, each halving stage's slot and a final seed (a TL row: its features pass)."""
-    best = None
+    found = []
     for r in rows:
         stages = r["chain"].stages
         for k, s in enumerate(stages):
-            if not s.jobs:
-                continue
-            what = (
-                "features pass"
-                if len(stages) == 1
-                else ("final seed" if k == len(stages) - 1 else f"trial stage {k}")
-            )
-            if best is None or s.hours > best["hours"]:
-                best = {
-                    "experiment": r["experiment"],
-                    "model": r["model"],
-                    "job": what,
-                    "gpus": r["chain"].gpus,
-                    "hours": round(s.hours, 1),
-                }
-    return best
+            last = "final seed" if k == len(stages) - 1 else f"trial stage {k}"
+            what = "features pass" if len(stages) == 1 else last
+            job = {"experiment": r["experiment"], "model": r["model"], "job": what}
+            found += [{**job, "gpus": r["chain"].gpus, "hours": s.hours}] if s.jobs else []
+    return _longest(found)
 
 
 def gpu_memory(config: dict, throughput_memory: list[dict] | None) -> dict:

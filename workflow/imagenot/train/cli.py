@@ -17,6 +17,16 @@ import os
 import time
 from pathlib import Path
 
+import pyarrow as pa
+
+from imagenot.core.io import write_csv
+from imagenot.train import failfast, trials
+from imagenot.train.finals import run_final  # torch only if it trains
+from imagenot.train.interrupts import Preempted, job_deadline
+from imagenot.train.preflight_plan import measured_job
+from imagenot.train.prereg import draw, record_table
+from imagenot.train.published import run_published
+
 # When this module was loaded, as the command starts its handler: a training job's deadline
 # counts from here when SLURM cannot tell its end time (imagenot.train.interrupts.job_deadline).
 STARTED = time.time()
@@ -26,11 +36,7 @@ def _job(settings, preflight: Path | None, runtime_min: float | None):
     """``settings`` (trial or final) with the per-GPU batch its ``preflight`` report measured,
     and the time the job must have checkpointed and exited by (its time limit less
     train.deadline_margin_minutes)."""
-    from imagenot.train.interrupts import job_deadline
-
     if preflight is not None:
-        from imagenot.train.preflight_plan import measured_job
-
         settings = dataclasses.replace(settings, job=measured_job(settings.job, preflight))
     margin = settings.job.deadline_margin_minutes
     return settings, job_deadline(runtime_min, margin, STARTED)
@@ -48,9 +54,6 @@ def _preemptible(run, output: Path | None = None):
     ``imagenot.train.failfast``): a retry of a job whose earlier attempt failed for good ends
     at once with that message; a stop is counted (its retry's memory does not grow) and a
     fault no retry can fix is recorded."""
-    from imagenot.train import failfast
-    from imagenot.train.interrupts import Preempted
-
     status = failfast.status_for(output) if output is not None else None
     failfast.refuse_retry(status)
     try:
@@ -74,18 +77,11 @@ def _preemptible(run, output: Path | None = None):
 
 def draw_trials(files, settings, record: Path) -> None:
     """Pre-register and draw an experiment's trials."""
-    from imagenot.train.prereg import draw
-
     draw(settings, record, Path(files.trials))
 
 
 def preregistration_table(files, record: Path) -> None:
     """The preregistration record as CSV: experiments, hashes, models, amendments."""
-    import pyarrow as pa
-
-    from imagenot.core.io import write_csv
-    from imagenot.train.prereg import record_table
-
     rows = record_table(record)
     write_csv(pa.Table.from_pylist(rows), files.table)
     print(f"{len(rows)} experiments, {sum(r['amendments'] for r in rows)} amendments")
@@ -93,8 +89,6 @@ def preregistration_table(files, record: Path) -> None:
 
 def halve(files, settings, rung: int) -> None:
     """Successive halving: promote the best trials."""
-    from imagenot.train import trials
-
     decision = trials.halve(
         [Path(r) for r in files.results], rung, settings.eta, Path(files.decision)
     )
@@ -103,19 +97,15 @@ def halve(files, settings, rung: int) -> None:
 
 def select(files) -> None:
     """Pick the best trial by validation accuracy."""
-    from imagenot.train import trials
-
     selection = trials.select([Path(r) for r in files.results], Path(files.selection))
     print(f"best trial {selection['trial']}: val accuracy {selection['val_accuracy']:.2f}%")
 
 
 def trial(files, settings, stage, slot, preflight, threads, runtime_min) -> None:
     """Train the trial in one slot of a stage (to a halving rung or the end)."""
-    from imagenot.train.trials import slot_trial, write_empty_slot
-
     out = Path(files.result)
-    if slot_trial(slot, Path(files.previous) if files.previous else None) is None:
-        write_empty_slot(stage, slot, out)  # nothing promoted: no torch import
+    if trials.slot_trial(slot, Path(files.previous) if files.previous else None) is None:
+        trials.write_empty_slot(stage, slot, out)  # nothing promoted: no torch import
         return
     from imagenot.train import jobs  # torch: imported by the jobs that train
 
@@ -137,8 +127,6 @@ def features(files, settings, threads: int) -> None:
 def final(files, settings, run, preflight, threads, runtime_min) -> None:
     """The selected trial with one seed: trained again, or a space's first seed taking its
     trial's weights."""
-    from imagenot.train.finals import run_final  # torch only if it trains
-
     s, deadline = _job(settings, preflight, runtime_min)
     dataset, protocol, model, seed = run.split("/")
     where = {"dataset": dataset, "protocol": protocol, "model": model}
@@ -149,7 +137,5 @@ def final(files, settings, run, preflight, threads, runtime_min) -> None:
 
 def published(files, settings, run: str) -> None:
     """Torchvision's published ImageNet weights as a final run (nothing trained)."""
-    from imagenot.train.published import run_published
-
     dataset, protocol = run.split("/")
     run_published(settings, files, {"dataset": dataset, "protocol": protocol})

@@ -179,10 +179,10 @@ class WeightFacts:
     weights: str
     weights_file: str
     preprocessing: Preprocessing
-    classifier: str | None
-    top1: float | None
-    top5: float | None
     source: str
+    classifier: str | None = None  # None: the registry entry's head (live_facts)
+    top1: float | None = None
+    top5: float | None = None
 
 
 def torchvision_facts(name: str) -> WeightFacts:
@@ -206,7 +206,6 @@ def torchvision_facts(name: str) -> WeightFacts:
             int(t.resize_size[0]),
             t.interpolation.value,
         ),
-        classifier=None,
         top1=metrics.get("acc@1"),
         top5=metrics.get("acc@5"),
         source=f"torchvision {torchvision.__version__.split('+')[0]} {name}: transforms(), "
@@ -238,8 +237,6 @@ def timm_facts(name: str) -> WeightFacts:
             cfg.interpolation,
         ),
         classifier=cfg.classifier,
-        top1=None,
-        top5=None,
         source=f"timm {timm.__version__} get_pretrained_cfg({name!r}) (no published accuracy)",
     )
 

@@ -12,18 +12,23 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import platform
+import shutil
+import subprocess
 import sys
 from pathlib import Path
+
+from imagenot.core.config import load_configs
+from imagenot.core.io import write_json, write_text
+from imagenot.train import preflight_plan
+from imagenot.train.settings import PreflightSettings
 
 
 def _settings(settings, config, models, spaces, device):
     """The rule's settings, or those of the ``config`` files typed by hand, narrowed to
     ``models`` and ``spaces`` (comma-separated) and checked on ``device``."""
-    from imagenot.core.config import load_configs
-    from imagenot.train.settings import PreflightSettings
-
     if (settings is None) == (config is None):
         raise ValueError("give either --config or --settings (the workflow rule's), not both")
     if settings is None:
@@ -47,8 +52,7 @@ def _settings(settings, config, models, spaces, device):
 def run(files, settings, *, config, models, spaces, device, threads, progress, table, **feed):
     """Check one GPU against the config's training jobs before submitting them; ``feed``: the
     measured checks' :class:`imagenot.train.preflight.Options`."""
-    from imagenot.core.io import write_json, write_text
-    from imagenot.train import preflight, preflight_plan
+    from imagenot.train import preflight
     from imagenot.train.device import configure, deterministic_for
 
     settings = _settings(settings, config, models, spaces, device)
@@ -84,8 +88,6 @@ def run(files, settings, *, config, models, spaces, device, threads, progress, t
 def progress_writer(path: Path):
     """A ``run_checks`` hook that appends each finished check to ``path`` as one JSON line
     (the file emptied first), written through at once: what a killed run had finished."""
-    import json
-
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("")
 
@@ -131,9 +133,6 @@ def environment() -> dict:
 def _driver_version() -> str | None:
     """The node's NVIDIA driver, from nvidia-smi (on the node, or bound into the container by
     Apptainer's --nv); None where there is none."""
-    import shutil
-    import subprocess
-
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None

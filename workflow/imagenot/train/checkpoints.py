@@ -156,11 +156,8 @@ def load_checkpoint(path: Path, model: nn.Module, optimizer) -> State:
     tensors, meta = _read(path)
     model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
     slots: dict[int, dict] = {}
-    for key, value in tensors.items():
-        if key.startswith("optim."):
-            _, pid, name = key.split(".", 2)
-            slots.setdefault(int(pid), {})[name] = value
-    for key, value in json.loads(meta["optim_scalars"]).items():
+    held = {k.removeprefix("optim."): v for k, v in tensors.items() if k.startswith("optim.")}
+    for key, value in {**held, **json.loads(meta["optim_scalars"])}.items():  # "{pid}.{name}"
         pid, name = key.split(".", 1)
         slots.setdefault(int(pid), {})[name] = value
     optimizer.load_state_dict({"state": slots, "param_groups": json.loads(meta["param_groups"])})

@@ -145,8 +145,7 @@ def run_features(settings: JobSettings, threads: int, files: FeaturesFiles) -> d
         data = load_split(source, split, settings.in_memory, encoded)
         extracted = features.extract(model, head, data, job, device)
         meta = features.describe(job, fingerprint, split)
-        meta["dtype"] = str(extracted.images.dtype).removeprefix("torch.")
-        meta["device"] = device.type
+        meta |= {"dtype": str(extracted.images.dtype).removeprefix("torch."), "device": device.type}
         features.write(extracted, meta, out)
         written[split] = meta
         log.info(

@@ -140,8 +140,7 @@ def measured_batch(report: dict, model: str) -> int | None:
         if c["name"].startswith("memory ")
         and c["values"]["model"] == model
         and c["values"]["mode"] == "train"
-        and "largest_fit" in c["values"]
-        and c["values"]["largest_fit"]
+        and c["values"].get("largest_fit")
     ]
     return max(fits, default=None)
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -281,9 +282,7 @@ def check_host(settings: PreflightSettings, workers: int) -> Check:
     train = max((r["per_gpu"] for r in settings.runs if r["mode"] == "train"), default=0)
     stored = max((r["stored_size"] for r in settings.runs), default=0)
     ring = rings.ring_bytes(workers, train, settings.eval_batch_size, stored)
-    node_ring = ring * settings.gpus_per_node
-    shm = os.statvfs("/dev/shm") if Path("/dev/shm").is_dir() else None
-    shm_total = shm.f_frsize * shm.f_blocks if shm else 0
+    shm_total = shutil.disk_usage("/dev/shm").total if Path("/dev/shm").is_dir() else 0
     cgroup = _cgroup_limit()
     values = {
         "ring_gb_per_process": round(ring / 1e9, 2),
@@ -299,7 +298,7 @@ def check_host(settings: PreflightSettings, workers: int) -> Check:
     if ring == 0:
         return Check("host", "pass", f"{detail} (no ring: in-memory splits or no workers)", values)
     problems = []
-    if node_ring > shm_total:
+    if ring * settings.gpus_per_node > shm_total:
         problems.append(
             "/dev/shm is smaller than the rings (ask the site for a larger one, or "
             "lower train.num_workers)"

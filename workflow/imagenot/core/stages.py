@@ -7,37 +7,23 @@ only the Snakefile and ``validate-config`` need them all.
 
 from __future__ import annotations
 
+import importlib
+
 from imagenot.core.config import ConfigError, schema_default, validate_config
 from imagenot.core.registries import load_plugins
+
+# the stage plan modules (under imagenot.), in DAG order
+STAGE_PLANS = (
+    "demo.plan demo.scale_plan curate.plan acquire.plan train.plan evaluate.plan figures.plan "
+    "diagnostics.plan audit.plan run.summary_plan"
+).split()
 
 
 def stage_plans() -> list:
     """The stage plan modules in DAG order (each may define ``check(config)`` and defines
     ``targets(config)``); imported here so that the workflow and ``imagenot validate-config`` run
     the same checks."""
-    from imagenot.acquire import plan as acquire_plan
-    from imagenot.audit import plan as audit_plan
-    from imagenot.curate import plan as curate_plan
-    from imagenot.demo import plan as demo_plan
-    from imagenot.demo import scale_plan
-    from imagenot.diagnostics import plan as diagnostics_plan
-    from imagenot.evaluate import plan as evaluate_plan
-    from imagenot.figures import plan as figures_plan
-    from imagenot.run import summary_plan
-    from imagenot.train import plan as train_plan
-
-    return [
-        demo_plan,
-        scale_plan,
-        curate_plan,
-        acquire_plan,
-        train_plan,
-        evaluate_plan,
-        figures_plan,
-        diagnostics_plan,
-        audit_plan,
-        summary_plan,
-    ]
+    return [importlib.import_module(f"imagenot.{name}") for name in STAGE_PLANS]
 
 
 def check_workflow_config(config: dict, against_results: bool = True) -> dict:

@@ -61,9 +61,6 @@ MANIFEST_SCHEMA = pa.schema(
     ]
 )
 
-# what a message about a damaged dataset tells the user to do
-REBUILD_HINT = "delete {manifest} and run the workflow again: it rebuilds the dataset"
-
 
 class DatasetError(ValueError):
     """A dataset directory or a record that breaks the on-disk contract.
@@ -300,7 +297,8 @@ class ManifestDataset:
             raise DatasetError(
                 f"{self.dataset_dir / shard}: image {self.keys[index]!r} (bytes {offset}-"
                 f"{offset + len(data)}) does not match its sha256 in {manifest}: the shard was "
-                f"damaged after it was written; {REBUILD_HINT.format(manifest=manifest)}"
+                f"damaged after it was written; delete {manifest} and run the workflow again: it "
+                "rebuilds the dataset"
             )
         return data
 

@@ -69,21 +69,15 @@ class FromConfig:
         values: dict[str, Any] = {}
         for field in dataclasses.fields(cls):  # type: ignore[arg-type]
             name = field.name
-            if name in cls.DERIVED:
-                continue
+            if name in cls.WILDCARDS and name not in wildcards:
+                raise SettingsError(f"{cls.__name__}.from_config: wildcard {name!r} not given")
             if name in cls.WILDCARDS:
-                if name not in wildcards:
-                    raise SettingsError(f"{cls.__name__}.from_config: wildcard {name!r} not given")
                 values[name] = wildcards[name]
-                continue
-            values[name] = config_lookup(
-                config,
-                cls.SECTIONS,
-                name,
-                wildcards,
-                cls.__name__,
-                override=name in cls.DATASET_OVERRIDES,
-            )
+            elif name not in cls.DERIVED:
+                override = name in cls.DATASET_OVERRIDES
+                values[name] = config_lookup(
+                    config, cls.SECTIONS, name, wildcards, cls.__name__, override=override
+                )
         return values
 
     @classmethod

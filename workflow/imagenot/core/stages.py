@@ -26,6 +26,10 @@ def stage_plans() -> list:
     return [importlib.import_module(f"imagenot.{name}") for name in STAGE_PLANS]
 
 
+def _no_check(config: dict) -> None:
+    """A stage's check where its plan defines none."""
+
+
 def check_workflow_config(config: dict, against_results: bool = True) -> dict:
     """Everything the workflow checks before any job runs: the schema (defaults filled), then
     each stage's cross-key checks, then (``against_results``) the results already in the working
@@ -50,15 +54,14 @@ def check_workflow_config(config: dict, against_results: bool = True) -> dict:
     def run(check) -> bool:
         try:
             check(config)
+            return True
         except ValueError as exc:
             problems.append(exc)
-            return False
         except Exception:
             # a later check tripping over a key an earlier one refused: that refusal says it
             if not problems:
                 raise
-            return False
-        return True
+        return False
 
     # config paths that reach a shell line as arguments of their own (imagenot.core.shell_line)
     from imagenot.core import shell_line
@@ -66,8 +69,8 @@ def check_workflow_config(config: dict, against_results: bool = True) -> dict:
     run(shell_line.check)
     # each stage's keys, then (where they passed) the data on disk its jobs will read
     for plan in stage_plans():
-        if run(getattr(plan, "check", lambda config: None)) and hasattr(plan, "check_data"):
-            run(plan.check_data)
+        if run(getattr(plan, "check", _no_check)):
+            run(getattr(plan, "check_data", _no_check))
     if against_results:
         from imagenot.run.run_identity import foreign_results
 
@@ -76,8 +79,7 @@ def check_workflow_config(config: dict, against_results: bool = True) -> dict:
             problems.append(ConfigError(foreign))
         else:
             for plan in stage_plans():
-                if hasattr(plan, "check_results"):
-                    run(plan.check_results)
+                run(getattr(plan, "check_results", _no_check))
     # each refusal once, though two stages' checks may reach the same key
     lines = list(dict.fromkeys(ln for problem in problems for ln in str(problem).splitlines()))
     if len(lines) == 1:

@@ -65,10 +65,8 @@ def write_parquet(table: pa.Table, path: str | os.PathLike, **kwargs: Any) -> Pa
     Each data page carries a CRC-32 of its bytes (parquet's page checksum), which
     :func:`read_parquet` verifies: a page damaged after writing is an error naming the file,
     not other numbers read at exit 0."""
-    kwargs.setdefault("compression", "zstd")
-    kwargs.setdefault("write_page_checksum", True)
     with atomic_path(path, ".parquet") as tmp:
-        pq.write_table(table, tmp, **kwargs)
+        pq.write_table(table, tmp, **{"compression": "zstd", "write_page_checksum": True, **kwargs})
     return Path(path)
 
 

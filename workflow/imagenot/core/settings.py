@@ -218,10 +218,9 @@ def parse(cls: type[T], text: str | Mapping[str, Any], *, what: str = "--setting
     config, decides. The error names ``what`` (the flag, and the file of ``@file``) and the
     key."""
     raw = dict(text) if isinstance(text, Mapping) else load(text, what=what)
-    if dataclasses.is_dataclass(cls):
-        for f in dataclasses.fields(cls):
-            if "omitted_when" in f.metadata and f.name not in raw:
-                raw[f.name] = copy.deepcopy(f.metadata["omitted_when"])
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if "omitted_when" in f.metadata and f.name not in raw:
+            raw[f.name] = copy.deepcopy(f.metadata["omitted_when"])
     source = f"{what} {text[1:]}" if isinstance(text, str) and text.startswith("@") else what
     try:
         return read_object(cls, raw, source=source)

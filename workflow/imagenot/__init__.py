@@ -2,22 +2,19 @@
 
 One subpackage per pipeline stage: ``demo`` (the embedded demo world), ``curate`` (LAION
 captions to classes), ``acquire`` (images to datasets), ``train``, ``evaluate``, ``analyse``
-(rankings statistics), ``figures``, ``diagnostics``. Shared pieces: ``config``, ``wordnet``,
-``io``, ``cli``.
+(rankings statistics), ``figures``, ``diagnostics``, ``audit``, ``plan``, ``run``. Shared pieces
+(config, settings, I/O, WordNet, the steps' declarations) live in ``core``; ``cli`` is the
+command line.
 """
 
 
 def __getattr__(name: str):
-    """``imagenot.__version__``, read when asked (not at every job's import)."""
-    if name == "__version__":
-        return _version()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _version() -> str:
-    """The version of this code: pyproject.toml's ``version``, its one source. Read from the
-    checkout the package is imported from when it lies in one (an editable install's recorded
-    metadata keeps the version it was installed at), else from the installed distribution."""
+    """``imagenot.__version__``, read when asked (not at every job's import): pyproject.toml's
+    ``version``, its one source. Read from the checkout the package is imported from when it
+    lies in one (an editable install's recorded metadata keeps the version it was installed at),
+    else from the installed distribution."""
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from pathlib import Path
 
     pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"

@@ -6,6 +6,7 @@ its parser built from the declaration. Handlers import heavy libraries lazily so
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import sys
 import time
@@ -76,15 +77,9 @@ def _user_facing(parser: argparse.ArgumentParser, subparsers) -> None:
     listed[:] = sorted(
         (a for a in listed if a.dest in USER_COMMANDS), key=lambda a: USER_COMMANDS.index(a.dest)
     )
-    parser.epilog = "workflow steps (run by the rules; `imagenot STEP --help`):\n" + "\n".join(
-        textwrap.wrap(
-            ", ".join(steps),
-            76,
-            initial_indent="  ",
-            subsequent_indent="  ",
-            break_on_hyphens=False,
-        )
-    )
+    layout = {"initial_indent": "  ", "subsequent_indent": "  ", "break_on_hyphens": False}
+    wrapped = textwrap.fill(", ".join(steps), 76, **layout)
+    parser.epilog = f"workflow steps (run by the rules; `imagenot STEP --help`):\n{wrapped}"
     for name, command in subparsers.choices.items():
         for action in command._actions:
             if name in USER_COMMANDS and action.dest == "settings":
@@ -181,12 +176,10 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from imagenot.core.device import DeviceError  # a GPU job without a GPU: one line, not a trace
 
     extra: list[type[BaseException]] = [pickle.UnpicklingError, DeviceError]
-    try:  # a truncated or corrupt weights file
+    with contextlib.suppress(ImportError):  # a truncated or corrupt weights file
         from safetensors import SafetensorError
 
         extra.append(SafetensorError)
-    except ImportError:
-        pass
     return (*USER_ERRORS, *extra)
 
 
@@ -251,23 +244,21 @@ def _failed(args: argparse.Namespace, exc: Exception) -> int:
     ``--debug``."""
     if args.debug:
         raise exc
-    if (message := out_of_memory(exc)) is not None:
-        print(f"imagenot {args.command}: error: {message}", file=sys.stderr)
-        return MEMORY_LIMIT_EXIT
-    if isinstance(exc, ModuleNotFoundError):
+    message, status = out_of_memory(exc), MEMORY_LIMIT_EXIT
+    if message is None and isinstance(exc, ModuleNotFoundError):
         # a package of another install than this one (the toolbox alone: no torch): one line
         # saying what to install, not a trace; a missing module of imagenot itself is a bug
         if not exc.name or exc.name.partition(".")[0] == "imagenot":
             raise exc
-        print(f"imagenot {args.command}: error: {missing_package(exc.name)}", file=sys.stderr)
-        return 2
-    if isinstance(exc, _user_errors()):
+        message, status = missing_package(exc.name), 2
+    elif message is None and isinstance(exc, _user_errors()):
         # a bare KeyError is a missing key; a registry's (also a ValueError) says its own words
         bare_key = isinstance(exc, KeyError) and not isinstance(exc, ValueError)
-        message = f"missing key {exc}" if bare_key else str(exc)
-        print(f"imagenot {args.command}: error: {message}", file=sys.stderr)
-        return 2
-    raise exc
+        message, status = f"missing key {exc}" if bare_key else str(exc), 2
+    if message is None:
+        raise exc
+    print(f"imagenot {args.command}: error: {message}", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

@@ -36,26 +36,16 @@ STAGED = Path(".snakemake") / "imagenot-package"
 _SKIP = ("__pycache__", "*.pyc")
 
 
-def _files(installed_dir: Path) -> list[Path]:
-    """The files of :data:`PACKAGE_PARTS` under ``installed_dir``, relative to it, sorted;
-    compiled bytecode left out."""
-    files = []
-    for part in PACKAGE_PARTS:
-        for path in (installed_dir / part).rglob("*"):
-            rel = path.relative_to(installed_dir)
-            if "__pycache__" in rel.parts or path.suffix == ".pyc" or not path.is_file():
-                continue
-            files.append(rel)
-    return sorted(files)
-
-
 def package_digest(installed_dir: str | os.PathLike) -> str:
     """The first 16 hex digits of the SHA-256 of the package folder's files: each one's path and
     content (:data:`PACKAGE_PARTS`, compiled bytecode left out)."""
     installed_dir = Path(installed_dir)
     digest = hashlib.sha256()
-    for rel in _files(installed_dir):
-        data = (installed_dir / rel).read_bytes()
+    for path in sorted(p for part in PACKAGE_PARTS for p in (installed_dir / part).rglob("*")):
+        rel = path.relative_to(installed_dir)
+        if "__pycache__" in rel.parts or path.suffix == ".pyc" or not path.is_file():
+            continue
+        data = path.read_bytes()
         digest.update(f"{rel.as_posix()}\0{len(data)}\0".encode())
         digest.update(data)
     return digest.hexdigest()[:16]

@@ -98,19 +98,17 @@ def _yte(path: Path) -> Any:
     """A YAML config with :data:`YTE_KEY` as Snakemake reads it: through Snakemake's own
     config-file loader (``snakemake.common.configfile.load_configfile``, which renders the
     template with ``yte.process_yaml(..., require_use_yte=True)``), the same code path.
-    Imported by name: only Snakemake's process and the commands people type read config files,
+    Imported here: only Snakemake's process and the commands people type read config files,
     where Snakemake is installed; a job's environment has none (its settings come as JSON)."""
-    import importlib
-
     try:
-        loader = importlib.import_module("snakemake.common.configfile").load_configfile
+        from snakemake.common.configfile import load_configfile
     except ImportError:
         raise ConfigError(
             f"config file {path} is a YTE template ({YTE_KEY}), which Snakemake renders: read "
             "it where Snakemake is installed (the workflow's .venv)"
         ) from None
     try:
-        return loader(str(path))
+        return load_configfile(str(path))
     except Exception as exc:  # WorkflowError, or an error of the template's own code
         detail = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"config file {path}: its YTE template fails ({detail})") from None
@@ -551,35 +549,6 @@ def _resolve_in(node: dict, at: tuple, sources: Sequence[Source], root: dict) ->
             _resolve_in(node[key], (*at, key), sources, root)
 
 
-def _steps(
-    at: tuple, base: str, node: dict, sources: Sequence[Source], refuse
-) -> list[tuple[str | None, bool, Any]]:
-    """(file, adds, value) of each source that gives the list ``base`` at ``at`` whole (adds
-    False) or adds to it (True), in order; then the merged config's own where it differs from
-    the files' (Snakemake's ``--config`` on the command line, which comes last; with no
-    sources, the config itself). One source giving both is refused."""
-    key, target = f"{base}{ADD_SUFFIX}", ".".join(map(str, (*at, base)))
-    steps: list[tuple[str | None, bool, Any]] = []
-    for name, content in sources:
-        given = []
-        for adds in (False, True):
-            found, value = _value_at(content, (*at, key if adds else base))
-            given += [(name, adds, value)] if found else []
-        if len(given) == 2:
-            raise refuse(name, _BOTH.format(target=target, base=base, key=key))
-        steps += given
-    own = "--config" if sources else None
-
-    def last(adds: bool) -> Any:
-        return next((v for _, a, v in reversed(steps) if a == adds), _MISSING)
-
-    extra = [(own, False, node[base])] if base in node and node[base] != last(False) else []
-    extra += [(own, True, node[key])] if node[key] != last(True) else []
-    if len(extra) == 2:
-        raise refuse(own, _BOTH.format(target=target, base=base, key=key))
-    return steps + extra
-
-
 _MISSING = object()
 _BOTH = (
     "{target} is given beside it: give the whole list ({base}: [...]) or the items to add "
@@ -589,7 +558,10 @@ _BOTH = (
 
 def _add(node: dict, at: tuple, key: str, sources: Sequence[Source], root: dict) -> None:
     """Resolve the addition ``key`` of ``node``: each file in order replaces the list
-    (``KEY``, whole) or appends to it (``KEY+``), from the schema's default."""
+    (``KEY``, whole) or appends to it (``KEY+``), from the schema's default; the merged
+    config's own ``KEY`` and ``KEY+`` come last where they differ from the files' (Snakemake's
+    ``--config`` on the command line; with no sources, the config itself).
+    One source giving both is refused."""
     base = key[: -len(ADD_SUFFIX)]
     target = ".".join(map(str, (*at, base)))
 
@@ -597,7 +569,19 @@ def _add(node: dict, at: tuple, key: str, sources: Sequence[Source], root: dict)
         where = f"{name}: " if name else ""
         return ConfigError(f"{where}config key {target}{ADD_SUFFIX}: {why}", names_file=True)
 
-    steps = _steps(at, base, node, sources, refuse)
+    steps: list[tuple[str | None, bool, Any]] = []  # (file, adds, value), in order
+    for name, content in [*sources, ("--config" if sources else None, None)]:
+        given = []
+        for adds, part in ((False, base), (True, key)):
+            if content is None:  # the merged config's own, where it differs from the files'
+                last = next((v for _, a, v in reversed(steps) if a == adds), _MISSING)
+                found, value = part in node and node[part] != last, node.get(part)
+            else:
+                found, value = _value_at(content, (*at, part))
+            given += [(name, adds, value)] if found else []
+        if len(given) == 2:
+            raise refuse(name, _BOTH.format(target=target, base=base, key=key))
+        steps += given
     for name, adds, items in steps:
         if adds and not isinstance(items, list):
             raise refuse(

@@ -61,9 +61,6 @@ MANIFEST_SCHEMA = pa.schema(
     ]
 )
 
-# what a message about a damaged dataset tells the user to do
-REBUILD_HINT = "delete {manifest} and run the workflow again: it rebuilds the dataset"
-
 
 class DatasetError(ValueError):
     """A dataset directory or a record that breaks the on-disk contract.
@@ -222,15 +219,10 @@ class ShardReader:
 
 def has_originals(dataset_dir: str | os.PathLike, split: str) -> bool:
     """Whether every image of ``split`` has its original file stored (module docstring)."""
-    path = Path(dataset_dir) / MANIFEST_FILE
-    if not path.is_file():
+    if not (Path(dataset_dir) / MANIFEST_FILE).is_file():
         return False
-    import pyarrow.parquet as pq
-
-    if ORIGINAL_COLUMNS[0] not in pq.read_schema(path).names:
-        return False
-    table = read_manifest(dataset_dir, split)
-    return table.num_rows > 0 and table[ORIGINAL_COLUMNS[0]].null_count == 0
+    table, column = read_manifest(dataset_dir, split), ORIGINAL_COLUMNS[0]
+    return column in table.column_names and table.num_rows > 0 and table[column].null_count == 0
 
 
 class ManifestDataset:
@@ -305,7 +297,8 @@ class ManifestDataset:
             raise DatasetError(
                 f"{self.dataset_dir / shard}: image {self.keys[index]!r} (bytes {offset}-"
                 f"{offset + len(data)}) does not match its sha256 in {manifest}: the shard was "
-                f"damaged after it was written; {REBUILD_HINT.format(manifest=manifest)}"
+                f"damaged after it was written; delete {manifest} and run the workflow again: it "
+                "rebuilds the dataset"
             )
         return data
 
@@ -360,17 +353,11 @@ def load_split_tensors(dataset_dir: str | os.PathLike, split: str):
 
     ds = ManifestDataset(dataset_dir, split)
     labels = torch.from_numpy(ds.labels.copy())
-    if len(ds) == 0:
-        return torch.empty((0, 3, 0, 0), dtype=torch.uint8), labels
-    first = ds[0][0]
-    images = torch.empty((len(ds), *first.shape), dtype=torch.uint8)
-    images[0] = first
-    for i in range(1, len(ds)):
-        image = ds[i][0]
-        if image.shape != first.shape:
+    images = [ds[i][0] for i in range(len(ds))]
+    for key, image in zip(ds.keys, images, strict=True):
+        if image.shape != images[0].shape:
             raise DatasetError(
-                f"{ds.dataset_dir}: image {ds.keys[i]!r} has shape {tuple(image.shape)}, "
-                f"expected {tuple(first.shape)} like the rest of split {split!r}"
+                f"{ds.dataset_dir}: image {key!r} has shape {tuple(image.shape)}, "
+                f"expected {tuple(images[0].shape)} like the rest of split {split!r}"
             )
-        images[i] = image
-    return images, labels
+    return torch.stack(images) if images else torch.empty((0, 3, 0, 0), dtype=torch.uint8), labels

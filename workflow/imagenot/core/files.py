@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 INPUT = "input"
 OUTPUT = "output"
@@ -57,8 +57,6 @@ def flag(role: str) -> str:
 class Files:
     """Base of every step's files (module docstring). A subclass is a frozen dataclass whose
     every field is a :func:`given` or :func:`made` role."""
-
-    DESCRIPTION: ClassVar[str] = ""
 
     @classmethod
     def roles(cls, side: str | None = None) -> tuple[str, ...]:

@@ -65,10 +65,8 @@ def write_parquet(table: pa.Table, path: str | os.PathLike, **kwargs: Any) -> Pa
     Each data page carries a CRC-32 of its bytes (parquet's page checksum), which
     :func:`read_parquet` verifies: a page damaged after writing is an error naming the file,
     not other numbers read at exit 0."""
-    kwargs.setdefault("compression", "zstd")
-    kwargs.setdefault("write_page_checksum", True)
     with atomic_path(path, ".parquet") as tmp:
-        pq.write_table(table, tmp, **kwargs)
+        pq.write_table(table, tmp, **{"compression": "zstd", "write_page_checksum": True, **kwargs})
     return Path(path)
 
 
@@ -123,22 +121,16 @@ def _damaged(path: Path, what: str, exc: BaseException, hint: str | None = None)
     where = f"{path}: {what} is truncated or damaged ({detail})"
     if hint is not None:  # a record no rule rebuilds: never moved
         return ArtefactError(f"{where}; {hint}")
-    results = (Path.cwd() / RESULTS).resolve()
+    aside = path.with_name(f"{path.name}.damaged")
     try:
-        inside = path.resolve().is_relative_to(results)
-    except OSError:
-        inside = False
-    if inside and path.is_file():
-        aside = path.with_name(f"{path.name}.damaged")
-        try:
+        if path.resolve().is_relative_to((Path.cwd() / RESULTS).resolve()) and path.is_file():
             os.replace(path, aside)
-        except OSError:
-            pass
-        else:
             return ArtefactError(
                 f"{where}; moved aside to {aside.name}: run the workflow again and it reruns "
                 "the rule that writes it"
             )
+    except OSError:
+        pass
     return ArtefactError(
         f"{where}; if the workflow wrote it, delete it and run the workflow again (Snakemake "
         "reruns the rule whose output is missing)"
@@ -173,43 +165,39 @@ def _named_damage(path: Path, what: str, errors: tuple = (OSError, pa.ArrowInval
         raise _damaged(path, what, exc) from None
 
 
-def _check_columns(path: Path, parquet: pq.ParquetFile, columns: Any) -> None:
-    """ArtefactError naming the file and the columns it lacks (an intact file of another
-    layout: said as such, never moved aside as damaged)."""
-    missing = [c for c in columns or () if c not in parquet.schema_arrow.names]
-    if missing:
-        raise ArtefactError(
-            f"{path}: lacks column(s) {', '.join(missing)} (it has "
-            f"{', '.join(parquet.schema_arrow.names)})"
-        )
-
-
 def read_parquet(path: str | os.PathLike, columns: Any = None, **kwargs: Any) -> pa.Table:
     """``pyarrow.parquet.read_table(path, columns=..., **kwargs)`` with page checksums
     verified; a truncated or damaged file raises ArtefactError naming it (:func:`_damaged`).
     The one parquet reader of files a rule reads (with :func:`open_parquet` and
     :func:`iter_parquet`)."""
     path = Path(path)
-    _check_columns(path, open_parquet(path), columns)
+    open_parquet(path, columns)
     with _named_damage(path, "parquet file"):
         return pq.read_table(path, columns=columns, page_checksum_verification=True, **kwargs)
 
 
-def open_parquet(path: str | os.PathLike) -> pq.ParquetFile:
+def open_parquet(path: str | os.PathLike, columns: Any = None) -> pq.ParquetFile:
     """``pyarrow.parquet.ParquetFile`` (schema, metadata) with checksums verified on read;
-    a damaged footer raises ArtefactError naming the file."""
+    a damaged footer raises ArtefactError naming the file, as does a file that lacks one of
+    ``columns`` (an intact file of another layout: said as such, never moved aside)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     with _named_damage(path, "parquet file"):
-        return pq.ParquetFile(path, page_checksum_verification=True)
+        parquet = pq.ParquetFile(path, page_checksum_verification=True)
+    names = parquet.schema_arrow.names
+    missing = [c for c in columns or () if c not in names]
+    if missing:
+        raise ArtefactError(
+            f"{path}: lacks column(s) {', '.join(missing)} (it has {', '.join(names)})"
+        )
+    return parquet
 
 
 def iter_parquet(path: str | os.PathLike, **kwargs: Any) -> Iterator[pa.RecordBatch]:
     """``open_parquet(path).iter_batches(**kwargs)``; a damaged page raises ArtefactError
     naming the file."""
-    parquet = open_parquet(path)
-    _check_columns(Path(path), parquet, kwargs.get("columns"))
+    parquet = open_parquet(path, kwargs.get("columns"))
     with _named_damage(Path(path), "parquet file"):
         yield from parquet.iter_batches(**kwargs)
 
@@ -221,9 +209,7 @@ def read_npy(path: str | os.PathLike) -> Any:
 
     import numpy as np
 
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+    path = Path(path)  # a missing file: FileNotFoundError, which names it
     with (
         _named_damage(path, "numpy file", (OSError, ValueError, EOFError, zipfile.BadZipFile)),
         open(path, "rb") as f,

@@ -84,23 +84,26 @@ class Registry(dict):
 
 
 #: Registry kind (the value of a schema's ``x-registry`` marker) -> ``"module:attribute"``.
-REGISTRIES: dict[str, str] = {
-    "models": "imagenot.train.registry:MODELS",
-    "transforms": "imagenot.evaluate.transform_registry:TRANSFORMS",
-    "dataset_kinds": "imagenot.acquire.kinds:DATASET_KINDS",
-    "figures": "imagenot.figures.registry:WORKFLOW_FIGURES",
-    "tables": "imagenot.figures.registry:WORKFLOW_TABLES",
-    "report_figures": "imagenot.figures.registry:REPORT_FIGURES",
-    "report_tables": "imagenot.figures.registry:REPORT_TABLES",
-    "diagnostics_figures": "imagenot.diagnostics.plan:FIGURES",
-    "audit_copies": "imagenot.audit.copies:COPIES",
-    "image_encoders": "imagenot.diagnostics.encoders:IMAGE_ENCODERS",
-    "optimizers": "imagenot.train.optim_registry:OPTIMIZERS",
-    "schedulers": "imagenot.train.optim_registry:SCHEDULERS",
-    "encoders": "imagenot.curate.encoders:ENCODERS",
-    "nsfw_filters": "imagenot.curate.nsfw:NSFW_FILTERS",
-    "cuda_variants": "imagenot.core.conda_envs:CUDA_VARIANTS",
-}
+REGISTRIES = Registry(
+    "registry",
+    {
+        "models": "imagenot.train.registry:MODELS",
+        "transforms": "imagenot.evaluate.transform_registry:TRANSFORMS",
+        "dataset_kinds": "imagenot.acquire.kinds:DATASET_KINDS",
+        "figures": "imagenot.figures.registry:WORKFLOW_FIGURES",
+        "tables": "imagenot.figures.registry:WORKFLOW_TABLES",
+        "report_figures": "imagenot.figures.registry:REPORT_FIGURES",
+        "report_tables": "imagenot.figures.registry:REPORT_TABLES",
+        "diagnostics_figures": "imagenot.diagnostics.plan:FIGURES",
+        "audit_copies": "imagenot.audit.copies:COPIES",
+        "image_encoders": "imagenot.diagnostics.encoders:IMAGE_ENCODERS",
+        "optimizers": "imagenot.train.optim_registry:OPTIMIZERS",
+        "schedulers": "imagenot.train.optim_registry:SCHEDULERS",
+        "encoders": "imagenot.curate.encoders:ENCODERS",
+        "nsfw_filters": "imagenot.curate.nsfw:NSFW_FILTERS",
+        "cuda_variants": "imagenot.core.conda_envs:CUDA_VARIANTS",
+    },
+)
 
 
 def resolve(ref: Any) -> Any:
@@ -114,13 +117,7 @@ def resolve(ref: Any) -> Any:
 
 def registry(kind: str) -> Registry:
     """The registry of ``kind`` (a key of :data:`REGISTRIES`)."""
-    try:
-        where = REGISTRIES[kind]
-    except KeyError:
-        raise RegistryError(
-            f"unknown registry {kind!r}; registries: {', '.join(REGISTRIES)}"
-        ) from None
-    return resolve(where)
+    return resolve(REGISTRIES.entry(kind))
 
 
 def names(kind: str) -> tuple[str, ...]:

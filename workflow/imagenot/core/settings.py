@@ -69,21 +69,15 @@ class FromConfig:
         values: dict[str, Any] = {}
         for field in dataclasses.fields(cls):  # type: ignore[arg-type]
             name = field.name
-            if name in cls.DERIVED:
-                continue
+            if name in cls.WILDCARDS and name not in wildcards:
+                raise SettingsError(f"{cls.__name__}.from_config: wildcard {name!r} not given")
             if name in cls.WILDCARDS:
-                if name not in wildcards:
-                    raise SettingsError(f"{cls.__name__}.from_config: wildcard {name!r} not given")
                 values[name] = wildcards[name]
-                continue
-            values[name] = config_lookup(
-                config,
-                cls.SECTIONS,
-                name,
-                wildcards,
-                cls.__name__,
-                override=name in cls.DATASET_OVERRIDES,
-            )
+            elif name not in cls.DERIVED:
+                override = name in cls.DATASET_OVERRIDES
+                values[name] = config_lookup(
+                    config, cls.SECTIONS, name, wildcards, cls.__name__, override=override
+                )
         return values
 
     @classmethod
@@ -224,10 +218,9 @@ def parse(cls: type[T], text: str | Mapping[str, Any], *, what: str = "--setting
     config, decides. The error names ``what`` (the flag, and the file of ``@file``) and the
     key."""
     raw = dict(text) if isinstance(text, Mapping) else load(text, what=what)
-    if dataclasses.is_dataclass(cls):
-        for f in dataclasses.fields(cls):
-            if "omitted_when" in f.metadata and f.name not in raw:
-                raw[f.name] = copy.deepcopy(f.metadata["omitted_when"])
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if "omitted_when" in f.metadata and f.name not in raw:
+            raw[f.name] = copy.deepcopy(f.metadata["omitted_when"])
     source = f"{what} {text[1:]}" if isinstance(text, str) and text.startswith("@") else what
     try:
         return read_object(cls, raw, source=source)

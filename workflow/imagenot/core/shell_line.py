@@ -65,23 +65,13 @@ def quoted(line: str) -> str:
     """``line`` with Snakemake's ``:q`` on every field that has no format spec and is not in
     :data:`PREQUOTED`; literal text (``{{`` and ``}}`` included) unchanged."""
 
-    def escape(text: str) -> str:
-        return text.replace("{", "{{").replace("}", "}}")
-
     out = []
     for literal, name, spec, conversion in string.Formatter().parse(line):
-        out.append(escape(literal))
-        if name is None:
-            continue
-        if not spec and name not in PREQUOTED:
-            spec = "q"
-        out.append(
-            "{"
-            + name
-            + (f"!{conversion}" if conversion else "")
-            + (f":{spec}" if spec else "")
-            + "}"
-        )
+        out.append(literal.replace("{", "{{").replace("}", "}}"))
+        if name is not None:
+            conversion = f"!{conversion}" if conversion else ""
+            spec = f":{spec}" if spec else "" if name in PREQUOTED else ":q"
+            out.append(f"{{{name}{conversion}{spec}}}")
     return "".join(out)
 
 

@@ -7,37 +7,27 @@ only the Snakefile and ``validate-config`` need them all.
 
 from __future__ import annotations
 
+import importlib
+
 from imagenot.core.config import ConfigError, schema_default, validate_config
 from imagenot.core.registries import load_plugins
+
+# the stage plan modules (under imagenot.), in DAG order
+STAGE_PLANS = (
+    "demo.plan demo.scale_plan curate.plan acquire.plan train.plan evaluate.plan figures.plan "
+    "diagnostics.plan audit.plan run.summary_plan"
+).split()
 
 
 def stage_plans() -> list:
     """The stage plan modules in DAG order (each may define ``check(config)`` and defines
     ``targets(config)``); imported here so that the workflow and ``imagenot validate-config`` run
     the same checks."""
-    from imagenot.acquire import plan as acquire_plan
-    from imagenot.audit import plan as audit_plan
-    from imagenot.curate import plan as curate_plan
-    from imagenot.demo import plan as demo_plan
-    from imagenot.demo import scale_plan
-    from imagenot.diagnostics import plan as diagnostics_plan
-    from imagenot.evaluate import plan as evaluate_plan
-    from imagenot.figures import plan as figures_plan
-    from imagenot.run import summary_plan
-    from imagenot.train import plan as train_plan
+    return [importlib.import_module(f"imagenot.{name}") for name in STAGE_PLANS]
 
-    return [
-        demo_plan,
-        scale_plan,
-        curate_plan,
-        acquire_plan,
-        train_plan,
-        evaluate_plan,
-        figures_plan,
-        diagnostics_plan,
-        audit_plan,
-        summary_plan,
-    ]
+
+def _no_check(config: dict) -> None:
+    """A stage's check where its plan defines none."""
 
 
 def check_workflow_config(config: dict, against_results: bool = True) -> dict:
@@ -64,15 +54,14 @@ def check_workflow_config(config: dict, against_results: bool = True) -> dict:
     def run(check) -> bool:
         try:
             check(config)
+            return True
         except ValueError as exc:
             problems.append(exc)
-            return False
         except Exception:
             # a later check tripping over a key an earlier one refused: that refusal says it
             if not problems:
                 raise
-            return False
-        return True
+        return False
 
     # config paths that reach a shell line as arguments of their own (imagenot.core.shell_line)
     from imagenot.core import shell_line
@@ -80,8 +69,8 @@ def check_workflow_config(config: dict, against_results: bool = True) -> dict:
     run(shell_line.check)
     # each stage's keys, then (where they passed) the data on disk its jobs will read
     for plan in stage_plans():
-        if run(getattr(plan, "check", lambda config: None)) and hasattr(plan, "check_data"):
-            run(plan.check_data)
+        if run(getattr(plan, "check", _no_check)):
+            run(getattr(plan, "check_data", _no_check))
     if against_results:
         from imagenot.run.run_identity import foreign_results
 
@@ -90,8 +79,7 @@ def check_workflow_config(config: dict, against_results: bool = True) -> dict:
             problems.append(ConfigError(foreign))
         else:
             for plan in stage_plans():
-                if hasattr(plan, "check_results"):
-                    run(plan.check_results)
+                run(getattr(plan, "check_results", _no_check))
     # each refusal once, though two stages' checks may reach the same key
     lines = list(dict.fromkeys(ln for problem in problems for ln in str(problem).splitlines()))
     if len(lines) == 1:

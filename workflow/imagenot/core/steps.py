@@ -287,6 +287,7 @@ Recht et al. and Ozbulak et al.
 Tables with protocol/transform columns (results/analyse/accuracy.csv) are reduced with --variant.
 """
 _DEVICE = Option("device", "torch device (default: cuda if available)")
+_WORKERS = Option("workers", "DataLoader worker processes", "{threads}", int, True)
 _OUT = Option("out", "the dataset's folder", "{params.out}", required=True, metavar="DIR")
 
 for _step in (
@@ -327,12 +328,60 @@ for _step in (
         *(_run("dataset", "protocol", "model", "seed"), _PREFLIGHT, _THREADS, _RUNTIME),
         launch=_LAUNCH,
     ),
-    Step(
+    _train(
         "preflight",
         "check one GPU against the config's training jobs before submitting them",
-        run="imagenot.train.preflight_cli:run",
-        files="imagenot.train.files:PreflightFiles",
-        settings="imagenot.train.settings:PreflightSettings",
+        "Preflight",
+        Option(
+            "config",
+            "workflow config file(s), instead of the rule's --settings: a base, then "
+            "overlays (merged in order, later files winning, as snakemake's --configfile)",
+            nargs="+",
+            metavar="FILE",
+        ),
+        Option("models", "comma-separated: only these of the config's models (default: all)"),
+        Option("spaces", "comma-separated: only these train.spaces (default: all)"),
+        Option(
+            "device",
+            "the device to check (default: the config's train.device)",
+            choices=("auto", "cpu", "cuda"),
+        ),
+        Option("workers", "loader workers (default: the config's)", type=int),
+        Option("feed_steps", "timed feed steps per side", type=int, default=20),
+        Option(
+            "feed_seconds",
+            "each side's timed window lasts this long at least (the fast models' steps are "
+            "milliseconds; the workers' batches decoded ahead are drained first)",
+            type=float,
+            default=2.0,
+        ),
+        Option("feed_warmup", "untimed steps before them", type=int, default=5),
+        Option("feed_images", "JPEGs written per stored size", type=int, default=512),
+        Option("threads", "torch threads (the job's cores)", "{threads}", int, default=1),
+        Option(
+            "both_decoders",
+            "measure the feed decoding in the workers and on the device on the CPU too (on "
+            "CUDA always)",
+            switch=True,
+        ),
+        Option(
+            "datasets_root",
+            "the folder holding the datasets the jobs read (default: the config's, "
+            "results/datasets): the feed check reads a sample there",
+        ),
+        Option(
+            "progress",
+            "append each check to FILE as one JSON line the moment it finishes (one "
+            "model's checks after the other's): a run stopped part-way keeps what it "
+            "finished (benchmarks/gpu_check.sh reads it)",
+            metavar="FILE",
+        ),
+        Option(
+            "table",
+            "print one row per model (benchmarks/gpu_check.sh) instead of the whole report",
+            switch=True,
+        ),
+        handler="imagenot.train.preflight_cli:run",
         hand_settings=True,
         description="Checks, on the GPU it runs on, what the config's training jobs need: "
         "CUDA, each model's memory at its per-GPU batch, the data feed's speed, bf16 against "
@@ -340,57 +389,6 @@ for _step in (
         "every check passed: `imagenot plan --throughput` reads it); a failed check names the "
         "config key that fixes it, and the report goes to <name>.failed.md/.json. The "
         "workflow's rule `preflight` runs it before any GPU job (docs/gpu.md).",
-        options=(
-            Option(
-                "config",
-                "workflow config file(s), instead of the rule's --settings: a base, then "
-                "overlays (merged in order, later files winning, as snakemake's --configfile)",
-                nargs="+",
-                metavar="FILE",
-            ),
-            Option("models", "comma-separated: only these of the config's models (default: all)"),
-            Option("spaces", "comma-separated: only these train.spaces (default: all)"),
-            Option(
-                "device",
-                "the device to check (default: the config's train.device)",
-                choices=("auto", "cpu", "cuda"),
-            ),
-            Option("workers", "loader workers (default: the config's)", type=int),
-            Option("feed_steps", "timed feed steps per side", type=int, default=20),
-            Option(
-                "feed_seconds",
-                "each side's timed window lasts this long at least (the fast models' steps are "
-                "milliseconds; the workers' batches decoded ahead are drained first)",
-                type=float,
-                default=2.0,
-            ),
-            Option("feed_warmup", "untimed steps before them", type=int, default=5),
-            Option("feed_images", "JPEGs written per stored size", type=int, default=512),
-            Option("threads", "torch threads (the job's cores)", "{threads}", int, default=1),
-            Option(
-                "both_decoders",
-                "measure the feed decoding in the workers and on the device on the CPU too (on "
-                "CUDA always)",
-                switch=True,
-            ),
-            Option(
-                "datasets_root",
-                "the folder holding the datasets the jobs read (default: the config's, "
-                "results/datasets): the feed check reads a sample there",
-            ),
-            Option(
-                "progress",
-                "append each check to FILE as one JSON line the moment it finishes (one "
-                "model's checks after the other's): a run stopped part-way keeps what it "
-                "finished (benchmarks/gpu_check.sh reads it)",
-                metavar="FILE",
-            ),
-            Option(
-                "table",
-                "print one row per model (benchmarks/gpu_check.sh) instead of the whole report",
-                switch=True,
-            ),
-        ),
     ),
     _curate(
         "match",
@@ -457,21 +455,18 @@ for _step in (
         "number of classes whose score reaches it, a summary of the scores, and a figure with "
         "the configured threshold and n_classes marked.",
     ),
-    Step(
+    _curate(
         "prepare-wordnet",
         "build an nltk-readable WordNet 3.0 corpus",
-        run="imagenot.core.common_cli:prepare_wordnet",
-        files="imagenot.curate.files:WordnetFiles",
-        settings="imagenot.curate.settings:WordnetSettings",
-        hand_settings=True,
-        options=(
-            Option(
-                "dict_dir",
-                "WordNet dict directory, instead of --settings (default: the schema's "
-                "wordnet.dict_dir: null = nltk's, else /usr/share/wordnet)",
-                metavar="DIR",
-            ),
+        "Wordnet",
+        Option(
+            "dict_dir",
+            "WordNet dict directory, instead of --settings (default: the schema's "
+            "wordnet.dict_dir: null = nltk's, else /usr/share/wordnet)",
+            metavar="DIR",
         ),
+        handler="imagenot.core.common_cli:prepare_wordnet",
+        hand_settings=True,
     ),
     _staged(
         "evaluate",
@@ -556,7 +551,7 @@ for _step in (
         "embed-images",
         "embed every image of one split of a dataset with the diagnostics encoder",
         "Embed",
-        Option("workers", "DataLoader worker processes", "{threads}", int, required=True),
+        _WORKERS,
         *(_DEVICE, _GPU_JOB),
     ),
     _diagnostics(
@@ -590,7 +585,7 @@ for _step in (
         "make the colour-normalised thumbnails of one split of a dataset (the search's pixel "
         "candidates), in its embeddings' key order",
         "Thumbnails",
-        Option("workers", "DataLoader worker processes", "{threads}", int, required=True),
+        _WORKERS,
     ),
     _audit(
         "audit-search",
@@ -698,141 +693,141 @@ for _step in (
             Option("json", "print one JSON object (default: text)", switch=True),
         ),
     ),
-    Step(
+    _staged(
+        "figures",
         "rankings",
         "do rankings transfer? statistics, figures and tables of any results table",
-        run="imagenot.figures.rankings_cli:rankings",
-        files="imagenot.figures.files:RankingsFiles",
-        description=RANKINGS_DESCRIPTION,
-        options=(
-            *_group(
-                "input",
-                Option("format", "table layout", choices=("long", "wide"), default="long"),
-                Option(
-                    "accuracy_column",
-                    "the column of a long table holding the accuracy in percent, any case "
-                    "(timm's results CSVs: top1) (default: accuracy)",
-                    metavar="COLUMN",
-                ),
-                Option(
-                    "n",
-                    "test-set size per dataset (wide tables, or long ones without an n column)",
-                    nargs="+",
-                    metavar="DATASET=N",
-                ),
-                Option(
-                    "fractions",
-                    "accuracies are fractions in 0-1 (the same as --scale fraction)",
-                    switch=True,
-                ),
-                Option(
-                    "scale",
-                    "how accuracies are written, for all datasets or one: percent, fraction (0-1, "
-                    "multiplied by 100) or auto (default: percent, and a dataset whose accuracies are "
-                    "all at most 1 is refused until its scale is said)",
-                    nargs="+",
-                    metavar="[DATASET=]SCALE",
-                ),
-                Option(
-                    "key",
-                    "column(s) that tell apart rows of one model on one dataset (e.g. img_size: a "
-                    "model evaluated at two image sizes becomes two models, named model@img_size)",
-                    nargs="+",
-                    metavar="COLUMN",
-                ),
-                Option("variant", "", choices=("standard", "robust"), default="standard"),
-                Option("standard_transform", "", default="analyse.standard_transform"),
+        "Rankings",
+        *_group(
+            "input",
+            Option("format", "table layout", choices=("long", "wide"), default="long"),
+            Option(
+                "accuracy_column",
+                "the column of a long table holding the accuracy in percent, any case "
+                "(timm's results CSVs: top1) (default: accuracy)",
+                metavar="COLUMN",
             ),
-            *_group(
-                "analyses",
-                Option("reference", "dataset to compare against (default: the first one)"),
-                Option("baseline", "model for relative progress (accuracy / baseline's)"),
-                Option("axis", "OLS fitting scale", choices=_AXIS, default=_AXIS),
-                Option(
-                    "confidence",
-                    "",
-                    type="imagenot.analyse.cli:confidence_level",
-                    default="analyse.confidence",
-                ),
-                Option(
-                    "min_reference_accuracy",
-                    "also fit OLS on the models with reference accuracy >= X percent, 0-100 (Fang et "
-                    "al.: 70)",
-                    type=float,
-                    metavar="X",
-                ),
-                Option(
-                    "aggregate",
-                    "datasets of the across-dataset means and their ranks (default: all)",
-                    nargs="+",
-                    metavar="DATASET",
-                ),
-                Option(
-                    "floor",
-                    "raise accuracies below X percent (0 < X <= 100) to X before the geometric mean "
-                    "(all datasets, or one); without it a model with 0%% somewhere is left out of "
-                    "the geometric mean",
-                    nargs="+",
-                    metavar="[DATASET=]X",
-                ),
-                Option("bootstrap_reps", "", type=int, default=f"{_BOOT}.reps"),
-                Option("bootstrap_over", "", choices=f"{_BOOT}.over", default=f"{_BOOT}.over"),
-                Option(
-                    "interval",
-                    "bootstrap interval: bias-corrected, basic or percentile",
-                    choices=f"{_BOOT}.interval",
-                    default=f"{_BOOT}.interval",
-                ),
-                Option(
-                    "seed",
-                    "bootstrap and permutation seed",
-                    type=int,
-                    default=f"{_BOOT}.seed",
-                ),
-                Option(
-                    "settings",
-                    "the workflow's rule (whose table is in percent: --scale percent): --variant, "
-                    "--standard-transform, --reference, --baseline, --axis, --confidence and the "
-                    "--bootstrap-*/--interval/--seed flags as one JSON object "
-                    "(imagenot.analyse.settings.RankingsSettings, keys named as the config's), "
-                    "replacing those flags",
-                    rule="{params.settings}",
-                    metavar="JSON",
-                ),
+            Option(
+                "n",
+                "test-set size per dataset (wide tables, or long ones without an n column)",
+                nargs="+",
+                metavar="DATASET=N",
             ),
-            *_group(
-                "output",
-                Option("json", "print the full report as JSON", switch=True),
-                Option(
-                    "models",
-                    "models listed per dataset in the text summary (default: a compact digest)",
-                    metavar="K|all",
-                ),
-                Option("report", "write figures (PDF, PNG) and tables here", metavar="DIR"),
-                Option(
-                    "dpi",
-                    "PNG resolution of --report (default: %(default)s)",
-                    type=int,
-                    default=f"{_FIGURE}.dpi",
-                ),
-                Option(
-                    "top",
-                    "models drawn per panel of the rankings figure of --report: the best K "
-                    "(default: %(default)s)",
-                    type=int,
-                    default=f"{_FIGURE}.top",
-                    metavar="K",
-                ),
-                Option(
-                    "highlight",
-                    "models drawn and named in colour in every figure of --report, wherever they "
-                    "rank (default: none)",
-                    nargs="+",
-                    default=f"{_FIGURE}.highlight",
-                    metavar="MODEL",
-                ),
+            Option(
+                "fractions",
+                "accuracies are fractions in 0-1 (the same as --scale fraction)",
+                switch=True,
+            ),
+            Option(
+                "scale",
+                "how accuracies are written, for all datasets or one: percent, fraction (0-1, "
+                "multiplied by 100) or auto (default: percent, and a dataset whose accuracies are "
+                "all at most 1 is refused until its scale is said)",
+                nargs="+",
+                metavar="[DATASET=]SCALE",
+            ),
+            Option(
+                "key",
+                "column(s) that tell apart rows of one model on one dataset (e.g. img_size: a "
+                "model evaluated at two image sizes becomes two models, named model@img_size)",
+                nargs="+",
+                metavar="COLUMN",
+            ),
+            Option("variant", "", choices=("standard", "robust"), default="standard"),
+            Option("standard_transform", "", default="analyse.standard_transform"),
+        ),
+        *_group(
+            "analyses",
+            Option("reference", "dataset to compare against (default: the first one)"),
+            Option("baseline", "model for relative progress (accuracy / baseline's)"),
+            Option("axis", "OLS fitting scale", choices=_AXIS, default=_AXIS),
+            Option(
+                "confidence",
+                "",
+                type="imagenot.analyse.cli:confidence_level",
+                default="analyse.confidence",
+            ),
+            Option(
+                "min_reference_accuracy",
+                "also fit OLS on the models with reference accuracy >= X percent, 0-100 (Fang et "
+                "al.: 70)",
+                type=float,
+                metavar="X",
+            ),
+            Option(
+                "aggregate",
+                "datasets of the across-dataset means and their ranks (default: all)",
+                nargs="+",
+                metavar="DATASET",
+            ),
+            Option(
+                "floor",
+                "raise accuracies below X percent (0 < X <= 100) to X before the geometric mean "
+                "(all datasets, or one); without it a model with 0%% somewhere is left out of "
+                "the geometric mean",
+                nargs="+",
+                metavar="[DATASET=]X",
+            ),
+            Option("bootstrap_reps", "", type=int, default=f"{_BOOT}.reps"),
+            Option("bootstrap_over", "", choices=f"{_BOOT}.over", default=f"{_BOOT}.over"),
+            Option(
+                "interval",
+                "bootstrap interval: bias-corrected, basic or percentile",
+                choices=f"{_BOOT}.interval",
+                default=f"{_BOOT}.interval",
+            ),
+            Option(
+                "seed",
+                "bootstrap and permutation seed",
+                type=int,
+                default=f"{_BOOT}.seed",
+            ),
+            Option(
+                "settings",
+                "the workflow's rule (whose table is in percent: --scale percent): --variant, "
+                "--standard-transform, --reference, --baseline, --axis, --confidence and the "
+                "--bootstrap-*/--interval/--seed flags as one JSON object "
+                "(imagenot.analyse.settings.RankingsSettings, keys named as the config's), "
+                "replacing those flags",
+                rule="{params.settings}",
+                metavar="JSON",
             ),
         ),
+        *_group(
+            "output",
+            Option("json", "print the full report as JSON", switch=True),
+            Option(
+                "models",
+                "models listed per dataset in the text summary (default: a compact digest)",
+                metavar="K|all",
+            ),
+            Option("report", "write figures (PDF, PNG) and tables here", metavar="DIR"),
+            Option(
+                "dpi",
+                "PNG resolution of --report (default: %(default)s)",
+                type=int,
+                default=f"{_FIGURE}.dpi",
+            ),
+            Option(
+                "top",
+                "models drawn per panel of the rankings figure of --report: the best K "
+                "(default: %(default)s)",
+                type=int,
+                default=f"{_FIGURE}.top",
+                metavar="K",
+            ),
+            Option(
+                "highlight",
+                "models drawn and named in colour in every figure of --report, wherever they "
+                "rank (default: none)",
+                nargs="+",
+                default=f"{_FIGURE}.highlight",
+                metavar="MODEL",
+            ),
+        ),
+        settings=False,
+        handler="imagenot.figures.rankings_cli:rankings",
+        description=RANKINGS_DESCRIPTION,
     ),
     Step(
         "slurm-profile",

@@ -55,6 +55,7 @@ _WORDS = {
     "string": "a string",
     "boolean": "true or false",
     "null": "null",
+    "number": "a number",
 }
 
 
@@ -87,9 +88,7 @@ def read(value: Any, hint: Any, *, source: str, at: str = "") -> Any:
             raise _wrong(value, hint, source, at)
         item = args[1] if args else Any
         return {k: read(v, item, source=source, at=_at(at, k)) for k, v in value.items()}
-    if _hint_kind(hint) != _kind(value):
-        raise _wrong(value, hint, source, at)
-    if hint is int and not isinstance(value, int):
+    if _hint_kind(hint) != _kind(value) or (hint is int and not isinstance(value, int)):
         raise _wrong(value, hint, source, at)
     return float(value) if hint is float else value
 
@@ -220,19 +219,20 @@ def _wrong(value: Any, hint: Any, source: str, at: str) -> JsonError:
     return JsonError(f"{source}: {where}must be {_names(hint)}, not {_shown(value)}")
 
 
+# Each JSON kind and the Python types of its values (bool before the numbers it subclasses).
+_KINDS = {
+    "object": (Mapping,),
+    "list": (list, tuple),
+    "boolean": (bool,),
+    "null": (_NONE,),
+    "number": (int, float),
+    "string": (str,),
+}
+
+
 def _kind(value: Any) -> str:
     """The JSON kind of a value."""
-    if isinstance(value, Mapping):
-        return "object"
-    if isinstance(value, list | tuple):
-        return "list"
-    if isinstance(value, bool):
-        return "boolean"
-    if value is None:
-        return "null"
-    if isinstance(value, int | float):
-        return "number"
-    return "string" if isinstance(value, str) else "other"
+    return next((kind for kind, types_ in _KINDS.items() if isinstance(value, types_)), "other")
 
 
 def _hint_kind(hint: Any) -> str:
@@ -240,13 +240,12 @@ def _hint_kind(hint: Any) -> str:
     if hint is Any:
         return "any"
     origin = typing.get_origin(hint) or hint
-    if origin in (dict, Mapping) or dataclasses.is_dataclass(origin):
+    if origin is dict or dataclasses.is_dataclass(origin):
         return "object"
-    kinds = {list: "list", tuple: "list", int: "number", float: "number", str: "string"}
-    kinds.update({bool: "boolean", _NONE: "null"})
-    if origin not in kinds:
+    kind = next((kind for kind, types_ in _KINDS.items() if origin in types_), None)
+    if kind is None:
         raise TypeError(f"typed JSON has no reading of the type {hint!r}")
-    return kinds[origin]
+    return kind
 
 
 def _names(hint: Any) -> str:
@@ -260,8 +259,6 @@ def _names(hint: Any) -> str:
 def _word(hint: Any) -> str:
     if hint is int:
         return "an integer"
-    if hint is float:
-        return "a number"
     return "any JSON" if hint is Any else _WORDS[_hint_kind(hint)]
 
 

@@ -116,12 +116,10 @@ def prepare_nltk_wordnet(out_dir: str | os.PathLike, dict_dir: str | os.PathLike
     tmp = target.with_name(".wordnet.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    for name in _REQUIRED + _OPTIONAL:
+    for name in [*_REQUIRED, *_OPTIONAL, "lexnames"]:
         if (source / name).exists():
             shutil.copyfile(source / name, tmp / name)
-    if (source / "lexnames").exists():
-        shutil.copyfile(source / "lexnames", tmp / "lexnames")
-    else:
+    if not (tmp / "lexnames").exists():  # Debian's packages lack it
         (tmp / "lexnames").write_text(lexnames_text())
     shutil.rmtree(target, ignore_errors=True)
     os.replace(tmp, target)

@@ -156,15 +156,20 @@ def _check_records(
 
 
 def _write_shards(
-    out_dir: Path, pairs: list[tuple[Record, int]], shard_size: int, prefix: str
-) -> tuple[pa.Table, list[float | None]]:
-    """Write ``pairs`` split by split into ``shards/{split}{prefix}-{i:06d}.tar``; remove tars of
-    that name pattern left by an earlier, larger write. Return (manifest rows, similarities)."""
+    out_dir: Path,
+    pairs: list[tuple[Record, int]],
+    shard_size: int,
+    prefix: str,
+    with_similarity: bool | None,
+) -> pa.Table:
+    """Write ``pairs`` split by split into ``shards/{split}{prefix}-{i:06d}.tar`` (tars of an
+    earlier, larger write are left to the gather, which removes every tar no manifest row names).
+    Return the manifest rows, with a ``similarity`` column where ``with_similarity`` (None:
+    where some record has one)."""
     by_split: dict[str, list[tuple[Record, int]]] = {s: [] for s in SPLITS}
     for rec, label in pairs:
         by_split[rec.split].append((rec, label))
     rows = []  # per stored record: its manifest columns, similarity, source, original columns
-    written: set[str] = set()
     for split in SPLITS:
         members = by_split[split]
         for index, start in enumerate(range(0, len(members), shard_size)):
@@ -173,7 +178,6 @@ def _write_shards(
             kept = f"{ORIGINALS_DIR}/{split}{prefix}-{index:06d}.tar"
             keeps = any(rec.original is not None for rec, _ in chunk)
             spans = write_shard(out_dir / name, chunk, out_dir / kept if keeps else None)
-            written |= {name, kept} if keeps else {name}
             for (rec, label), both in zip(chunk, spans, strict=True):
                 if both is None:
                     continue
@@ -181,23 +185,21 @@ def _write_shards(
                 manifest = (rec.key, rec.wnid, label, split, digest, name, offset, length)
                 kept_at = (kept, *original) if original else (None,) * len(ORIGINAL_COLUMNS)
                 rows.append((*manifest, rec.similarity, rec.source, *kept_at))
-        for folder in (SHARD_DIR, ORIGINALS_DIR):
-            for stale in sorted((out_dir / folder).glob(f"{split}{prefix}-*.tar")):
-                if f"{folder}/{stale.name}" not in written and stale.stem.count("-") == (
-                    1 + prefix.count("-")
-                ):
-                    stale.unlink()
     n = len(MANIFEST_SCHEMA)
     columns = list(zip(*rows, strict=True)) or [()] * (n + 2 + len(ORIGINAL_COLUMNS))
     table = pa.table(dict(zip(MANIFEST_SCHEMA.names, columns, strict=False)), MANIFEST_SCHEMA)
-    similarity, sources, originals = list(columns[n]), columns[n + 1], columns[n + 2 :]
+    similarity, sources, originals = columns[n], columns[n + 1], columns[n + 2 :]
     if any(src is not None for src in sources):
         table = table.append_column("source", pa.array(sources, pa.string()))
     if any(s is not None for s in originals[0]):
         kinds = (pa.string(), pa.int64(), pa.int64(), pa.string())
         for column, values, kind in zip(ORIGINAL_COLUMNS, originals, kinds, strict=True):
             table = table.append_column(column, pa.array(values, kind))
-    return table, similarity
+    if with_similarity is None:
+        with_similarity = any(s is not None for s in similarity)
+    if with_similarity:
+        table = table.append_column("similarity", pa.array(similarity, pa.float32()))
+    return table
 
 
 def _tars(table: pa.Table) -> set[str]:
@@ -256,14 +258,6 @@ def _write_index(out_dir: Path, table: pa.Table, classes: Sequence[str]) -> Path
     return manifest
 
 
-def _with_similarity(table: pa.Table, similarity: list, with_similarity: bool | None) -> pa.Table:
-    if with_similarity is None:
-        with_similarity = any(s is not None for s in similarity)
-    if with_similarity:
-        table = table.append_column("similarity", pa.array(similarity, pa.float32()))
-    return table
-
-
 def write_dataset(
     out_dir: str | os.PathLike,
     records: Iterable[Record],
@@ -281,9 +275,9 @@ def write_dataset(
     """
     out_dir = Path(out_dir)
     pairs = _check_records(out_dir, records, classes)
-    table, similarity = _write_shards(out_dir, pairs, shard_size, "")
+    table = _write_shards(out_dir, pairs, shard_size, "", with_similarity)
     _remove_unreferenced(out_dir, _tars(table))
-    return _write_index(out_dir, _with_similarity(table, similarity, with_similarity), classes)
+    return _write_index(out_dir, table, classes)
 
 
 def write_part(
@@ -309,8 +303,7 @@ def write_part(
         raise DatasetError(f"part name {part!r}: expected a non-empty name without '/' or '.'")
     records = list(records)
     pairs = _check_records(out_dir, records, classes)
-    table, similarity = _write_shards(out_dir, pairs, shard_size, f"-{part}")
-    table = _with_similarity(table, similarity, with_similarity)
+    table = _write_shards(out_dir, pairs, shard_size, f"-{part}", with_similarity)
     if order is not None:
         position = {r.key: o for r, o in zip(records, order, strict=True)}
         table = table.append_column(

@@ -37,6 +37,7 @@ Images skipped:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -72,19 +73,10 @@ def _written_with(settings: MaterialiseSettings) -> dict:
     written with other settings is redone): every field but the range plan. The key names are
     those of the manifests written so far (``quality``), so that finished ranges stay done."""
     s = settings
+    plan = ("jobs", "classes_per_job", "jpeg_quality", "keep_originals", "splits", "split_sizes")
     return {
-        "kind": s.kind,
-        "path": str(s.path),
-        "image_size": s.image_size,
-        "resize_mode": s.resize_mode,
+        **{k: v for k, v in dataclasses.asdict(s).items() if k not in plan},
         "quality": s.jpeg_quality,
-        "seed": s.seed,
-        "val_per_class": s.val_per_class,
-        "test_per_class": s.test_per_class,
-        "max_train_per_class": s.max_train_per_class,
-        "shard_size": s.shard_size,
-        "max_unreadable_share": s.max_unreadable_share,
-        "allow_empty": s.allow_empty,
         # only where set: ranges of datasets without published weights stay done
         **({"keep_originals": True} if s.keep_originals else {}),
         # only where some split is not stored: ranges of every split stay done
@@ -241,7 +233,6 @@ def materialise(
     the real class list rather than planned from a hint), then the gather, in one process (the
     workflow runs the range jobs in parallel instead). Part manifests go to ``parts_dir`` (a
     temporary folder by default)."""
-    import dataclasses
     import tempfile
 
     _, read_classes = adapter_readers(settings.kind)

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
 
 from imagenot.core.wordnet import imagenet_wnids, lemma_text, synset_of, wnid
 from imagenot.demo import vocabulary as vocab
@@ -52,16 +51,6 @@ class NounLemmaIndex:
     def __init__(self, wnids_of: dict[str, set[str]]):
         self.wnids_of = {k: tuple(sorted(v)) for k, v in wnids_of.items() if k}
         self.max_words = max(len(k.split()) for k in self.wnids_of)
-
-    @classmethod
-    def from_lemma_table(cls, lemma_table: pa.Table) -> NounLemmaIndex:
-        """From a (lemma, wnid) table such as ``imagenot.core.wordnet.noun_lemma_table``."""
-        wnids_of: dict[str, set[str]] = defaultdict(set)
-        for lemma, sid in zip(
-            lemma_table["lemma"].to_pylist(), lemma_table["wnid"].to_pylist(), strict=True
-        ):
-            wnids_of[normalise(lemma)].add(sid)
-        return cls(wnids_of)
 
     @classmethod
     def from_wordnet(cls, wn) -> NounLemmaIndex:

@@ -42,6 +42,7 @@ import hashlib
 import os
 import pickle
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -344,9 +345,7 @@ def folder_items(root: Path, source: str, prefix: str, only: set[str] | None = N
         if only is not None and cls_dir.name not in only:
             continue
         files = [f for f in sorted(cls_dir.rglob("*")) if f.suffix.lower() in IMAGE_SUFFIXES]
-        stems: dict[Path, int] = {}
-        for f in files:
-            stems[f.with_suffix("")] = stems.get(f.with_suffix(""), 0) + 1
+        stems = Counter(f.with_suffix("") for f in files)
         for f in files:
             if not f.is_file():
                 continue

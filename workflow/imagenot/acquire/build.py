@@ -24,6 +24,7 @@ next-best captions from the curation's reserve, ``ceil(deficit * (1 + oversample
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import logging
@@ -38,7 +39,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from imagenot.acquire import paths as acquire_paths
-from imagenot.acquire.dataset import Record
+from imagenot.acquire.dataset import Record, gather_parts, part_is_done, write_part
+from imagenot.acquire.download import read_selection, reason_counts
 from imagenot.acquire.files import PlanFiles, TopupFiles, WriteFiles
 from imagenot.acquire.settings import FillSettings, TopupSettings, WriteSettings
 from imagenot.acquire.splits import class_seed, drop_excluded, excluded_columns
@@ -199,8 +201,6 @@ def read_rounds(
     rows of every part whose image validated, joined with their selection row), selection and
     status rows checked to cover each other exactly, key for key. The fill and the top-up
     start from the same candidates."""
-    from imagenot.acquire.download import read_selection
-
     tables = []
     for i, path in enumerate(selections):
         t = read_selection(path).select(["key", "wnid", "similarity"])
@@ -238,8 +238,6 @@ def plan_build(files: PlanFiles, fill: FillSettings, *, name: str) -> pa.Table:
     config's (:mod:`imagenot.acquire.settings`); ``name`` is the dataset's (for messages);
     ``files.exclusions``: none, or the audit's list of the pool (:func:`drop_excluded`).
     """
-    from imagenot.acquire.download import reason_counts
-
     selections, part_tables = files.selections, files.status
     reserve_path = files.reserve[0] if files.reserve else None
     selection, candidates = read_rounds(selections, part_tables)
@@ -283,8 +281,7 @@ def plan_build(files: PlanFiles, fill: FillSettings, *, name: str) -> pa.Table:
     out = assignment.select(["key", "wnid", "split", "similarity", "part_tar", "offset", "length"])
     out = out.append_column("job", pa.array(jobs, pa.string()))
     # manifest order: split by split (train, val, test), plan order within each
-    rank = {s: i for i, s in enumerate(SPLITS)}
-    split_rank = np.array([rank[x] for x in out["split"].to_pylist()], dtype=np.int64)
+    split_rank = pc.index_in(out["split"], value_set=pa.array(SPLITS)).to_numpy()
     order = np.empty(out.num_rows, dtype=np.int64)
     order[np.argsort(split_rank, kind="stable")] = np.arange(out.num_rows)
     out = out.append_column("order", pa.array(order, pa.int64()))
@@ -297,8 +294,6 @@ def reserve_left(reserve: str | os.PathLike | None, tried: pa.Table) -> dict[str
     """Per class, the reserve rows no round has fetched yet (empty without a reserve)."""
     if reserve is None:
         return {}
-    from imagenot.acquire.download import read_selection
-
     table = read_selection(reserve)
     untried = table.filter(pc.invert(pc.is_in(table["key"], tried["key"])))
     return dict(Counter(untried["wnid"].to_pylist()))
@@ -315,10 +310,6 @@ def write_build_part(
     dataset's folder ``out``, in manifest order, and write the part manifest ``files.part``. A
     part manifest of the same rows whose shards are on disk makes this a no-op (a rerun after a
     kill redoes only unfinished parts)."""
-    import hashlib
-
-    from imagenot.acquire.dataset import part_is_done, write_part
-
     table = read_parquet(files.assignment)
     classes = json.loads(table.schema.metadata[CLASSES_META])
     rows = table.filter(pc.equal(table["job"], job))
@@ -332,13 +323,10 @@ def write_build_part(
         log.info("%s: part %s already written from these rows; nothing to do", out, job)
         return read_parquet(files.part)
     reader = ShardReader(Path.cwd())
-    columns = ("key", "wnid", "split", "part_tar", "offset", "length", "similarity")
-    records = [
-        Record(key, wnid, split, partial(reader.read, tar, offset, length), similarity)
-        for key, wnid, split, tar, offset, length, similarity in zip(
-            *(rows[c].to_pylist() for c in columns), strict=True
-        )
-    ]
+    records = []
+    for r in rows.to_pylist():
+        jpeg = partial(reader.read, r["part_tar"], r["offset"], r["length"])
+        records.append(Record(r["key"], r["wnid"], r["split"], jpeg, r["similarity"]))
     part = job.removeprefix("part-")
     written = write_part(
         out,
@@ -373,8 +361,6 @@ def build_dataset(
     jobs do in parallel). ``topup``: (selection, part tables) of each top-up round;
     ``exclusions``: the audit's exclusion list of the pool, if any."""
     import tempfile
-
-    from imagenot.acquire.dataset import gather_parts
 
     selections = [selection_path, *(sel for sel, _ in topup)]
     tables = [*part_tables, *(t for _, parts in topup for t in parts)]
@@ -415,8 +401,6 @@ def select_topup(files: TopupFiles, settings: TopupSettings) -> pa.Table:
     ``ceil(deficit * (1 + oversample))`` (the curation's oversampling margin, on the deficit).
     Written with the reserve's columns; empty when nothing is short or the reserve is used up.
     """
-    from imagenot.acquire.download import read_selection
-
     selection, cand = read_rounds(files.selections, files.status)
     cand, keep = distinct_candidates(cand, settings)
     images_per_class, oversample = settings.images_per_class, settings.oversample

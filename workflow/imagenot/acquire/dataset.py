@@ -83,11 +83,6 @@ def _read(value: bytes | Callable[[], bytes | None] | None) -> bytes | None:
     return value() if callable(value) else value
 
 
-def shard_name(split: str, index: int) -> str:
-    """Path of a shard relative to the dataset directory."""
-    return f"{SHARD_DIR}/{split}-{index:06d}.tar"
-
-
 def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
     info = tarfile.TarInfo(name)
     info.size, info.mtime, info.mode = size, 0, 0o644

@@ -388,14 +388,14 @@ def write_world(
     for name in world.shards:
         (images_tmp / shard_name(name)).mkdir(parents=True)
     truth = world.truth.select(["url_status", "shard", "row", "image_wnid"]).to_pylist()
-    chunks = [truth[i : i + CHUNK_ROWS] for i in range(0, len(truth), CHUNK_ROWS)]
-    progress = tqdm(total=len(truth), desc="demo images", unit="img", mininterval=5)
-    with progress:
+    tasks = [
+        (truth[i : i + CHUNK_ROWS], world.prototypes, world.plants, images_tmp, cfg)
+        for i in range(0, len(truth), CHUNK_ROWS)
+    ]
+    with tqdm(total=len(truth), desc="demo images", unit="img", mininterval=5) as progress:
         if workers <= 1:
-            for chunk in chunks:
-                progress.update(
-                    _write_images(chunk, world.prototypes, world.plants, images_tmp, cfg)
-                )
+            for task in tasks:
+                progress.update(_write_images(*task))
         else:
             job_usage.declare_workers(workers)  # the job's recorded peak counts them
             # spawned, not forked: the parent holds pyarrow's and numpy's thread pools; each
@@ -404,12 +404,7 @@ def write_world(
                 workers, mp_context=get_context("spawn"), initializer=lifeline.bind_to_parent
             )
             with pool:
-                done = [
-                    pool.submit(
-                        _write_images, chunk, world.prototypes, world.plants, images_tmp, cfg
-                    )
-                    for chunk in chunks
-                ]
+                done = [pool.submit(_write_images, *task) for task in tasks]
                 try:
                     for future in as_completed(done):
                         progress.update(future.result())

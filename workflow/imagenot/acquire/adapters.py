@@ -320,7 +320,8 @@ def is_hidden(path: str | os.PathLike) -> bool:
     return any(part.startswith(".") for part in Path(path).parts)
 
 
-def _is_image(f: Path, root: Path) -> bool:
+def is_image(f: Path, root: Path) -> bool:
+    """Whether ``f`` (under ``root``) is an image file, not hidden (:func:`is_hidden`)."""
     return f.suffix.lower() in IMAGE_SUFFIXES and f.is_file() and not is_hidden(f.relative_to(root))
 
 
@@ -332,7 +333,7 @@ def class_folders(root: Path) -> tuple[set[str], set[str]]:
     full, empty = set(), set()
     for d in root.iterdir():
         if d.is_dir() and not is_hidden(d.name):
-            has_image = any(_is_image(f, d) for f in d.rglob("*"))
+            has_image = any(is_image(f, d) for f in d.rglob("*"))
             (full if has_image else empty).add(d.name)
     return full, empty
 

@@ -18,7 +18,7 @@ import json
 import logging
 import os
 import tarfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -245,12 +245,26 @@ def _fingerprint_update(h, rows: pa.Table) -> None:
         )
 
 
-def _write_index(out_dir: Path, table: pa.Table, classes: Sequence[str]) -> Path:
-    """classes.txt, manifest.parquet, then fingerprint.txt (last: its presence means done)."""
-    write_text(classes_text(classes, out_dir / CLASSES_FILE), out_dir / CLASSES_FILE)
-    manifest = write_parquet(table, out_dir / MANIFEST_FILE)
-    write_text(content_fingerprint(table, classes) + "\n", out_dir / FINGERPRINT_FILE)
-    return manifest
+def _write_index(
+    out_dir: Path, classes: Sequence[str], schema: pa.Schema, windows: Iterable[pa.Table]
+) -> Path:
+    """The manifest from its ``windows`` of rows in order (one held at a time; the fingerprint
+    hashed as they go), then the removal of tars no row names (left by an earlier run),
+    classes.txt, and fingerprint.txt last: its presence means done. An error while the
+    windows are read leaves the dataset's files as they were."""
+    shards: set[str] = set()
+    h = _fingerprint_start(classes)
+    with atomic_path(out_dir / MANIFEST_FILE, ".parquet") as tmp:
+        options = {"compression": "zstd", "write_page_checksum": True}  # as write_parquet's
+        with pq.ParquetWriter(tmp, schema, **options) as writer:
+            for rows in windows:
+                shards |= _tars(rows)
+                _fingerprint_update(h, rows)
+                writer.write_table(rows)
+        _remove_unreferenced(out_dir, shards)
+        write_text(classes_text(classes, out_dir / CLASSES_FILE), out_dir / CLASSES_FILE)
+    write_text(h.hexdigest() + "\n", out_dir / FINGERPRINT_FILE)
+    return out_dir / MANIFEST_FILE
 
 
 def write_dataset(
@@ -271,8 +285,7 @@ def write_dataset(
     out_dir = Path(out_dir)
     pairs = _check_records(out_dir, records, classes)
     table = _write_shards(out_dir, pairs, shard_size, "", with_similarity)
-    _remove_unreferenced(out_dir, _tars(table))
-    return _write_index(out_dir, table, classes)
+    return _write_index(out_dir, classes, table.schema, [table])
 
 
 def write_part(
@@ -376,8 +389,7 @@ def gather_parts(
             for s in ("val", "test")
         ]
         table = table.take(pa.array(np.concatenate([train, *rest]), pa.int64()))
-    _remove_unreferenced(out_dir, _tars(table))
-    return _write_index(out_dir, table.combine_chunks(), classes)
+    return _write_index(out_dir, classes, table.schema, [table])
 
 
 def gather(files: GatherFiles, settings: GatherSettings) -> Path:
@@ -440,28 +452,21 @@ def _gather_ordered(out_dir: Path, parts: list[Path], window: int = GATHER_WINDO
     job_usage.declare_rows_held(2 * window + max(sizes))
     schema = pa.unify_schemas(schemas)
     out_schema = pa.schema([f for f in schema if f.name != ORDER])
-    shards: set[str] = set()
-    h = _fingerprint_start(classes)
-    with atomic_path(out_dir / MANIFEST_FILE, ".parquet") as tmp:
-        with pq.ParquetWriter(tmp, out_schema, compression="zstd") as writer:
-            for start in range(0, n_rows, window):
-                stop = min(start + window, n_rows)
-                rows = _window(parts, schema, start, stop)
-                order = rows[ORDER].to_numpy()
-                if not np.array_equal(order, np.arange(start, stop)):
-                    raise DatasetError(
-                        f"{out_dir}: the parts' row orders are not 0..{n_rows - 1} (rows "
-                        f"{start}..{stop - 1} hold {len(order)}): parts of different plans; "
-                        "rerun the parts"
-                    )
-                rows = rows.drop_columns([ORDER]).cast(out_schema)
-                shards |= _tars(rows)
-                _fingerprint_update(h, rows)
-                writer.write_table(rows)
-        _remove_unreferenced(out_dir, shards)
-        write_text(classes_text(classes, out_dir / CLASSES_FILE), out_dir / CLASSES_FILE)
-    write_text(h.hexdigest() + "\n", out_dir / FINGERPRINT_FILE)
-    return out_dir / MANIFEST_FILE
+
+    def windows() -> Iterator[pa.Table]:
+        for start in range(0, n_rows, window):
+            stop = min(start + window, n_rows)
+            rows = _window(parts, schema, start, stop)
+            order = rows[ORDER].to_numpy()
+            if not np.array_equal(order, np.arange(start, stop)):
+                raise DatasetError(
+                    f"{out_dir}: the parts' row orders are not 0..{n_rows - 1} (rows "
+                    f"{start}..{stop - 1} hold {len(order)}): parts of different plans; "
+                    "rerun the parts"
+                )
+            yield rows.drop_columns([ORDER]).cast(out_schema)
+
+    return _write_index(out_dir, classes, out_schema, windows())
 
 
 def _window(parts: list[Path], schema: pa.Schema, start: int, stop: int) -> pa.Table:

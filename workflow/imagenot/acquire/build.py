@@ -140,7 +140,7 @@ def plan_splits(
     train = np.flatnonzero(out["split"].to_numpy(zero_copy_only=False) == "train")
     train = train[np.random.default_rng([seed, 1]).permutation(len(train))]
     rest = out.filter(pc.not_equal(out["split"], "train"))
-    rest = rest.take(pc.sort_indices(rest, [("wnid", "ascending"), ("key", "ascending")]))
+    rest = rest.sort_by([("wnid", "ascending"), ("key", "ascending")])
     out = pa.concat_tables([out.take(pa.array(train, pa.int64())), rest])
     return out, pa.Table.from_pylist(report)
 
@@ -312,8 +312,7 @@ def write_build_part(
     kill redoes only unfinished parts)."""
     table = read_parquet(files.assignment)
     classes = json.loads(table.schema.metadata[CLASSES_META])
-    rows = table.filter(pc.equal(table["job"], job))
-    rows = rows.take(pc.sort_indices(rows, [("order", "ascending")]))
+    rows = table.filter(pc.equal(table["job"], job)).sort_by("order")
     digest = hashlib.sha256()
     for batch in rows.drop_columns(["similarity"]).to_batches(1 << 16):
         digest.update(repr(batch.to_pydict()).encode())
@@ -417,7 +416,7 @@ def select_topup(files: TopupFiles, settings: TopupSettings) -> pa.Table:
     sort = [("similarity", "descending"), ("key", "ascending")]
     if "rank_in_class" in table.column_names:
         sort.insert(0, ("rank_in_class", "ascending"))
-    table = table.take(pc.sort_indices(table, sort))
+    table = table.sort_by(sort)
     classes = sorted(set(selection["wnid"].to_pylist()))
     wnid = np.asarray(table["wnid"].to_pylist(), dtype=object)
     take: list[np.ndarray] = []

@@ -378,7 +378,7 @@ def gather_parts(
     table = pa.concat_tables(tables, promote_options="default")
     _check_unique_keys(out_dir, table["key"])
     if ORDER in table.column_names:
-        table = table.take(pc.sort_indices(table, [(ORDER, "ascending")])).drop_columns([ORDER])
+        table = table.sort_by(ORDER).drop_columns([ORDER])
     else:
         table = splits.drop_cross_split_duplicates(table, out_dir, log)
         split = table["split"]
@@ -483,5 +483,4 @@ def _window(parts: list[Path], schema: pa.Schema, start: int, stop: int) -> pa.T
                 piece = piece.append_column(field, pa.nulls(piece.num_rows, field.type))
         pieces.append(piece.select(schema.names).cast(schema))
         del table
-    rows = pa.concat_tables(pieces)
-    return rows.take(pc.sort_indices(rows, [(ORDER, "ascending")]))
+    return pa.concat_tables(pieces).sort_by(ORDER)

@@ -28,7 +28,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from imagenot.acquire import images
 from imagenot.acquire.dataset import Record, write_shard
@@ -81,9 +80,7 @@ def select_part(selection: pa.Table, part: int, n_parts: int) -> pa.Table:
     keys = selection["key"].to_pylist()
     if len(set(keys)) != len(keys):
         raise ValueError("selection has duplicate keys")
-    mask = pa.array(part_of(keys, n_parts) == part)
-    table = selection.filter(mask)
-    return table.take(pc.sort_indices(table, [("key", "ascending")]))
+    return selection.filter(pa.array(part_of(keys, n_parts) == part)).sort_by("key")
 
 
 def validate_fetched(

@@ -79,8 +79,7 @@ _WELL_CAPTIONED = ("imagenet_classes", "shares_imagenet_lemma", "ancestors", "ns
 def shard_name(path: str | os.PathLike) -> str:
     """A shard's name in truth, image paths and URLs: its file name without ``.parquet``
     (``part-00000.parquet`` -> ``part-00000``)."""
-    name = Path(path).name
-    return name[: -len(".parquet")] if name.endswith(".parquet") else name
+    return Path(path).name.removesuffix(".parquet")
 
 
 def image_path(shard: str, row: int) -> str:

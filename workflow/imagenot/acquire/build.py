@@ -420,16 +420,12 @@ def select_topup(files: TopupFiles, settings: TopupSettings) -> pa.Table:
     classes = sorted(set(selection["wnid"].to_pylist()))
     wnid = np.asarray(table["wnid"].to_pylist(), dtype=object)
     take: list[np.ndarray] = []
-    exhausted = []
     for c in classes:
-        deficit = images_per_class - min(have.get(c, 0), images_per_class)
-        if deficit <= 0:
-            continue
-        rows = np.flatnonzero(wnid == c)[: math.ceil(deficit * (1 + oversample))]
-        if len(rows) == 0:
-            exhausted.append(c)
-        log.info("class %s: %d short, %d reserve rows taken", c, deficit, len(rows))
-        take.append(rows)
+        deficit = images_per_class - have[c]
+        if deficit > 0:
+            rows = np.flatnonzero(wnid == c)[: math.ceil(deficit * (1 + oversample))]
+            log.info("class %s: %d short, %d reserve rows taken", c, deficit, len(rows))
+            take.append(rows)
     idx = np.sort(np.concatenate(take)) if take else np.zeros(0, dtype=np.int64)
     result = table.take(pa.array(idx, pa.int64()))
     log.info(
@@ -437,7 +433,7 @@ def select_topup(files: TopupFiles, settings: TopupSettings) -> pa.Table:
         "fetched in earlier top-up rounds)",
         result.num_rows,
         len(take),
-        len(exhausted),
+        sum(len(rows) == 0 for rows in take),
         overlap,
     )
     write_parquet(result, files.selection)

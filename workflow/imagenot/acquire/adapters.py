@@ -42,6 +42,7 @@ import hashlib
 import os
 import pickle
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -319,7 +320,8 @@ def is_hidden(path: str | os.PathLike) -> bool:
     return any(part.startswith(".") for part in Path(path).parts)
 
 
-def _is_image(f: Path, root: Path) -> bool:
+def is_image(f: Path, root: Path) -> bool:
+    """Whether ``f`` (under ``root``) is an image file, not hidden (:func:`is_hidden`)."""
     return f.suffix.lower() in IMAGE_SUFFIXES and f.is_file() and not is_hidden(f.relative_to(root))
 
 
@@ -331,7 +333,7 @@ def class_folders(root: Path) -> tuple[set[str], set[str]]:
     full, empty = set(), set()
     for d in root.iterdir():
         if d.is_dir() and not is_hidden(d.name):
-            has_image = any(_is_image(f, d) for f in d.rglob("*"))
+            has_image = any(is_image(f, d) for f in d.rglob("*"))
             (full if has_image else empty).add(d.name)
     return full, empty
 
@@ -344,9 +346,7 @@ def folder_items(root: Path, source: str, prefix: str, only: set[str] | None = N
         if only is not None and cls_dir.name not in only:
             continue
         files = [f for f in sorted(cls_dir.rglob("*")) if f.suffix.lower() in IMAGE_SUFFIXES]
-        stems: dict[Path, int] = {}
-        for f in files:
-            stems[f.with_suffix("")] = stems.get(f.with_suffix(""), 0) + 1
+        stems = Counter(f.with_suffix("") for f in files)
         for f in files:
             if not f.is_file():
                 continue

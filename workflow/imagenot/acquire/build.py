@@ -24,6 +24,7 @@ next-best captions from the curation's reserve, ``ceil(deficit * (1 + oversample
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import logging
@@ -38,7 +39,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from imagenot.acquire import paths as acquire_paths
-from imagenot.acquire.dataset import Record
+from imagenot.acquire.dataset import Record, gather_parts, part_is_done, write_part
+from imagenot.acquire.download import read_selection, reason_counts
 from imagenot.acquire.files import PlanFiles, TopupFiles, WriteFiles
 from imagenot.acquire.settings import FillSettings, TopupSettings, WriteSettings
 from imagenot.acquire.splits import class_seed, drop_excluded, excluded_columns
@@ -138,7 +140,7 @@ def plan_splits(
     train = np.flatnonzero(out["split"].to_numpy(zero_copy_only=False) == "train")
     train = train[np.random.default_rng([seed, 1]).permutation(len(train))]
     rest = out.filter(pc.not_equal(out["split"], "train"))
-    rest = rest.take(pc.sort_indices(rest, [("wnid", "ascending"), ("key", "ascending")]))
+    rest = rest.sort_by([("wnid", "ascending"), ("key", "ascending")])
     out = pa.concat_tables([out.take(pa.array(train, pa.int64())), rest])
     return out, pa.Table.from_pylist(report)
 
@@ -199,8 +201,6 @@ def read_rounds(
     rows of every part whose image validated, joined with their selection row), selection and
     status rows checked to cover each other exactly, key for key. The fill and the top-up
     start from the same candidates."""
-    from imagenot.acquire.download import read_selection
-
     tables = []
     for i, path in enumerate(selections):
         t = read_selection(path).select(["key", "wnid", "similarity"])
@@ -238,8 +238,6 @@ def plan_build(files: PlanFiles, fill: FillSettings, *, name: str) -> pa.Table:
     config's (:mod:`imagenot.acquire.settings`); ``name`` is the dataset's (for messages);
     ``files.exclusions``: none, or the audit's list of the pool (:func:`drop_excluded`).
     """
-    from imagenot.acquire.download import reason_counts
-
     selections, part_tables = files.selections, files.status
     reserve_path = files.reserve[0] if files.reserve else None
     selection, candidates = read_rounds(selections, part_tables)
@@ -283,8 +281,7 @@ def plan_build(files: PlanFiles, fill: FillSettings, *, name: str) -> pa.Table:
     out = assignment.select(["key", "wnid", "split", "similarity", "part_tar", "offset", "length"])
     out = out.append_column("job", pa.array(jobs, pa.string()))
     # manifest order: split by split (train, val, test), plan order within each
-    rank = {s: i for i, s in enumerate(SPLITS)}
-    split_rank = np.array([rank[x] for x in out["split"].to_pylist()], dtype=np.int64)
+    split_rank = pc.index_in(out["split"], value_set=pa.array(SPLITS)).to_numpy()
     order = np.empty(out.num_rows, dtype=np.int64)
     order[np.argsort(split_rank, kind="stable")] = np.arange(out.num_rows)
     out = out.append_column("order", pa.array(order, pa.int64()))
@@ -297,8 +294,6 @@ def reserve_left(reserve: str | os.PathLike | None, tried: pa.Table) -> dict[str
     """Per class, the reserve rows no round has fetched yet (empty without a reserve)."""
     if reserve is None:
         return {}
-    from imagenot.acquire.download import read_selection
-
     table = read_selection(reserve)
     untried = table.filter(pc.invert(pc.is_in(table["key"], tried["key"])))
     return dict(Counter(untried["wnid"].to_pylist()))
@@ -315,14 +310,9 @@ def write_build_part(
     dataset's folder ``out``, in manifest order, and write the part manifest ``files.part``. A
     part manifest of the same rows whose shards are on disk makes this a no-op (a rerun after a
     kill redoes only unfinished parts)."""
-    import hashlib
-
-    from imagenot.acquire.dataset import part_is_done, write_part
-
     table = read_parquet(files.assignment)
     classes = json.loads(table.schema.metadata[CLASSES_META])
-    rows = table.filter(pc.equal(table["job"], job))
-    rows = rows.take(pc.sort_indices(rows, [("order", "ascending")]))
+    rows = table.filter(pc.equal(table["job"], job)).sort_by("order")
     digest = hashlib.sha256()
     for batch in rows.drop_columns(["similarity"]).to_batches(1 << 16):
         digest.update(repr(batch.to_pydict()).encode())
@@ -332,13 +322,10 @@ def write_build_part(
         log.info("%s: part %s already written from these rows; nothing to do", out, job)
         return read_parquet(files.part)
     reader = ShardReader(Path.cwd())
-    columns = ("key", "wnid", "split", "part_tar", "offset", "length", "similarity")
-    records = [
-        Record(key, wnid, split, partial(reader.read, tar, offset, length), similarity)
-        for key, wnid, split, tar, offset, length, similarity in zip(
-            *(rows[c].to_pylist() for c in columns), strict=True
-        )
-    ]
+    records = []
+    for r in rows.to_pylist():
+        jpeg = partial(reader.read, r["part_tar"], r["offset"], r["length"])
+        records.append(Record(r["key"], r["wnid"], r["split"], jpeg, r["similarity"]))
     part = job.removeprefix("part-")
     written = write_part(
         out,
@@ -373,8 +360,6 @@ def build_dataset(
     jobs do in parallel). ``topup``: (selection, part tables) of each top-up round;
     ``exclusions``: the audit's exclusion list of the pool, if any."""
     import tempfile
-
-    from imagenot.acquire.dataset import gather_parts
 
     selections = [selection_path, *(sel for sel, _ in topup)]
     tables = [*part_tables, *(t for _, parts in topup for t in parts)]
@@ -415,8 +400,6 @@ def select_topup(files: TopupFiles, settings: TopupSettings) -> pa.Table:
     ``ceil(deficit * (1 + oversample))`` (the curation's oversampling margin, on the deficit).
     Written with the reserve's columns; empty when nothing is short or the reserve is used up.
     """
-    from imagenot.acquire.download import read_selection
-
     selection, cand = read_rounds(files.selections, files.status)
     cand, keep = distinct_candidates(cand, settings)
     images_per_class, oversample = settings.images_per_class, settings.oversample
@@ -433,20 +416,16 @@ def select_topup(files: TopupFiles, settings: TopupSettings) -> pa.Table:
     sort = [("similarity", "descending"), ("key", "ascending")]
     if "rank_in_class" in table.column_names:
         sort.insert(0, ("rank_in_class", "ascending"))
-    table = table.take(pc.sort_indices(table, sort))
+    table = table.sort_by(sort)
     classes = sorted(set(selection["wnid"].to_pylist()))
     wnid = np.asarray(table["wnid"].to_pylist(), dtype=object)
     take: list[np.ndarray] = []
-    exhausted = []
     for c in classes:
-        deficit = images_per_class - min(have.get(c, 0), images_per_class)
-        if deficit <= 0:
-            continue
-        rows = np.flatnonzero(wnid == c)[: math.ceil(deficit * (1 + oversample))]
-        if len(rows) == 0:
-            exhausted.append(c)
-        log.info("class %s: %d short, %d reserve rows taken", c, deficit, len(rows))
-        take.append(rows)
+        deficit = images_per_class - have[c]
+        if deficit > 0:
+            rows = np.flatnonzero(wnid == c)[: math.ceil(deficit * (1 + oversample))]
+            log.info("class %s: %d short, %d reserve rows taken", c, deficit, len(rows))
+            take.append(rows)
     idx = np.sort(np.concatenate(take)) if take else np.zeros(0, dtype=np.int64)
     result = table.take(pa.array(idx, pa.int64()))
     log.info(
@@ -454,7 +433,7 @@ def select_topup(files: TopupFiles, settings: TopupSettings) -> pa.Table:
         "fetched in earlier top-up rounds)",
         result.num_rows,
         len(take),
-        len(exhausted),
+        sum(len(rows) == 0 for rows in take),
         overlap,
     )
     write_parquet(result, files.selection)

@@ -18,7 +18,7 @@ import json
 import logging
 import os
 import tarfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,11 +81,6 @@ class Record:
 def _read(value: bytes | Callable[[], bytes | None] | None) -> bytes | None:
     """A record's bytes, read now where they are read lazily."""
     return value() if callable(value) else value
-
-
-def shard_name(split: str, index: int) -> str:
-    """Path of a shard relative to the dataset directory."""
-    return f"{SHARD_DIR}/{split}-{index:06d}.tar"
 
 
 def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
@@ -156,15 +151,20 @@ def _check_records(
 
 
 def _write_shards(
-    out_dir: Path, pairs: list[tuple[Record, int]], shard_size: int, prefix: str
-) -> tuple[pa.Table, list[float | None]]:
-    """Write ``pairs`` split by split into ``shards/{split}{prefix}-{i:06d}.tar``; remove tars of
-    that name pattern left by an earlier, larger write. Return (manifest rows, similarities)."""
+    out_dir: Path,
+    pairs: list[tuple[Record, int]],
+    shard_size: int,
+    prefix: str,
+    with_similarity: bool | None,
+) -> pa.Table:
+    """Write ``pairs`` split by split into ``shards/{split}{prefix}-{i:06d}.tar`` (tars of an
+    earlier, larger write are left to the gather, which removes every tar no manifest row names).
+    Return the manifest rows, with a ``similarity`` column where ``with_similarity`` (None:
+    where some record has one)."""
     by_split: dict[str, list[tuple[Record, int]]] = {s: [] for s in SPLITS}
     for rec, label in pairs:
         by_split[rec.split].append((rec, label))
     rows = []  # per stored record: its manifest columns, similarity, source, original columns
-    written: set[str] = set()
     for split in SPLITS:
         members = by_split[split]
         for index, start in enumerate(range(0, len(members), shard_size)):
@@ -173,7 +173,6 @@ def _write_shards(
             kept = f"{ORIGINALS_DIR}/{split}{prefix}-{index:06d}.tar"
             keeps = any(rec.original is not None for rec, _ in chunk)
             spans = write_shard(out_dir / name, chunk, out_dir / kept if keeps else None)
-            written |= {name, kept} if keeps else {name}
             for (rec, label), both in zip(chunk, spans, strict=True):
                 if both is None:
                     continue
@@ -181,23 +180,21 @@ def _write_shards(
                 manifest = (rec.key, rec.wnid, label, split, digest, name, offset, length)
                 kept_at = (kept, *original) if original else (None,) * len(ORIGINAL_COLUMNS)
                 rows.append((*manifest, rec.similarity, rec.source, *kept_at))
-        for folder in (SHARD_DIR, ORIGINALS_DIR):
-            for stale in sorted((out_dir / folder).glob(f"{split}{prefix}-*.tar")):
-                if f"{folder}/{stale.name}" not in written and stale.stem.count("-") == (
-                    1 + prefix.count("-")
-                ):
-                    stale.unlink()
     n = len(MANIFEST_SCHEMA)
     columns = list(zip(*rows, strict=True)) or [()] * (n + 2 + len(ORIGINAL_COLUMNS))
     table = pa.table(dict(zip(MANIFEST_SCHEMA.names, columns, strict=False)), MANIFEST_SCHEMA)
-    similarity, sources, originals = list(columns[n]), columns[n + 1], columns[n + 2 :]
+    similarity, sources, originals = columns[n], columns[n + 1], columns[n + 2 :]
     if any(src is not None for src in sources):
         table = table.append_column("source", pa.array(sources, pa.string()))
     if any(s is not None for s in originals[0]):
         kinds = (pa.string(), pa.int64(), pa.int64(), pa.string())
         for column, values, kind in zip(ORIGINAL_COLUMNS, originals, kinds, strict=True):
             table = table.append_column(column, pa.array(values, kind))
-    return table, similarity
+    if with_similarity is None:
+        with_similarity = any(s is not None for s in similarity)
+    if with_similarity:
+        table = table.append_column("similarity", pa.array(similarity, pa.float32()))
+    return table
 
 
 def _tars(table: pa.Table) -> set[str]:
@@ -248,20 +245,26 @@ def _fingerprint_update(h, rows: pa.Table) -> None:
         )
 
 
-def _write_index(out_dir: Path, table: pa.Table, classes: Sequence[str]) -> Path:
-    """classes.txt, manifest.parquet, then fingerprint.txt (last: its presence means done)."""
-    write_text(classes_text(classes, out_dir / CLASSES_FILE), out_dir / CLASSES_FILE)
-    manifest = write_parquet(table, out_dir / MANIFEST_FILE)
-    write_text(content_fingerprint(table, classes) + "\n", out_dir / FINGERPRINT_FILE)
-    return manifest
-
-
-def _with_similarity(table: pa.Table, similarity: list, with_similarity: bool | None) -> pa.Table:
-    if with_similarity is None:
-        with_similarity = any(s is not None for s in similarity)
-    if with_similarity:
-        table = table.append_column("similarity", pa.array(similarity, pa.float32()))
-    return table
+def _write_index(
+    out_dir: Path, classes: Sequence[str], schema: pa.Schema, windows: Iterable[pa.Table]
+) -> Path:
+    """The manifest from its ``windows`` of rows in order (one held at a time; the fingerprint
+    hashed as they go), then the removal of tars no row names (left by an earlier run),
+    classes.txt, and fingerprint.txt last: its presence means done. An error while the
+    windows are read leaves the dataset's files as they were."""
+    shards: set[str] = set()
+    h = _fingerprint_start(classes)
+    with atomic_path(out_dir / MANIFEST_FILE, ".parquet") as tmp:
+        options = {"compression": "zstd", "write_page_checksum": True}  # as write_parquet's
+        with pq.ParquetWriter(tmp, schema, **options) as writer:
+            for rows in windows:
+                shards |= _tars(rows)
+                _fingerprint_update(h, rows)
+                writer.write_table(rows)
+        _remove_unreferenced(out_dir, shards)
+        write_text(classes_text(classes, out_dir / CLASSES_FILE), out_dir / CLASSES_FILE)
+    write_text(h.hexdigest() + "\n", out_dir / FINGERPRINT_FILE)
+    return out_dir / MANIFEST_FILE
 
 
 def write_dataset(
@@ -281,9 +284,8 @@ def write_dataset(
     """
     out_dir = Path(out_dir)
     pairs = _check_records(out_dir, records, classes)
-    table, similarity = _write_shards(out_dir, pairs, shard_size, "")
-    _remove_unreferenced(out_dir, _tars(table))
-    return _write_index(out_dir, _with_similarity(table, similarity, with_similarity), classes)
+    table = _write_shards(out_dir, pairs, shard_size, "", with_similarity)
+    return _write_index(out_dir, classes, table.schema, [table])
 
 
 def write_part(
@@ -309,8 +311,7 @@ def write_part(
         raise DatasetError(f"part name {part!r}: expected a non-empty name without '/' or '.'")
     records = list(records)
     pairs = _check_records(out_dir, records, classes)
-    table, similarity = _write_shards(out_dir, pairs, shard_size, f"-{part}")
-    table = _with_similarity(table, similarity, with_similarity)
+    table = _write_shards(out_dir, pairs, shard_size, f"-{part}", with_similarity)
     if order is not None:
         position = {r.key: o for r, o in zip(records, order, strict=True)}
         table = table.append_column(
@@ -377,7 +378,7 @@ def gather_parts(
     table = pa.concat_tables(tables, promote_options="default")
     _check_unique_keys(out_dir, table["key"])
     if ORDER in table.column_names:
-        table = table.take(pc.sort_indices(table, [(ORDER, "ascending")])).drop_columns([ORDER])
+        table = table.sort_by(ORDER).drop_columns([ORDER])
     else:
         table = splits.drop_cross_split_duplicates(table, out_dir, log)
         split = table["split"]
@@ -388,8 +389,7 @@ def gather_parts(
             for s in ("val", "test")
         ]
         table = table.take(pa.array(np.concatenate([train, *rest]), pa.int64()))
-    _remove_unreferenced(out_dir, _tars(table))
-    return _write_index(out_dir, table.combine_chunks(), classes)
+    return _write_index(out_dir, classes, table.schema, [table])
 
 
 def gather(files: GatherFiles, settings: GatherSettings) -> Path:
@@ -452,28 +452,21 @@ def _gather_ordered(out_dir: Path, parts: list[Path], window: int = GATHER_WINDO
     job_usage.declare_rows_held(2 * window + max(sizes))
     schema = pa.unify_schemas(schemas)
     out_schema = pa.schema([f for f in schema if f.name != ORDER])
-    shards: set[str] = set()
-    h = _fingerprint_start(classes)
-    with atomic_path(out_dir / MANIFEST_FILE, ".parquet") as tmp:
-        with pq.ParquetWriter(tmp, out_schema, compression="zstd") as writer:
-            for start in range(0, n_rows, window):
-                stop = min(start + window, n_rows)
-                rows = _window(parts, schema, start, stop)
-                order = rows[ORDER].to_numpy()
-                if not np.array_equal(order, np.arange(start, stop)):
-                    raise DatasetError(
-                        f"{out_dir}: the parts' row orders are not 0..{n_rows - 1} (rows "
-                        f"{start}..{stop - 1} hold {len(order)}): parts of different plans; "
-                        "rerun the parts"
-                    )
-                rows = rows.drop_columns([ORDER]).cast(out_schema)
-                shards |= _tars(rows)
-                _fingerprint_update(h, rows)
-                writer.write_table(rows)
-        _remove_unreferenced(out_dir, shards)
-        write_text(classes_text(classes, out_dir / CLASSES_FILE), out_dir / CLASSES_FILE)
-    write_text(h.hexdigest() + "\n", out_dir / FINGERPRINT_FILE)
-    return out_dir / MANIFEST_FILE
+
+    def windows() -> Iterator[pa.Table]:
+        for start in range(0, n_rows, window):
+            stop = min(start + window, n_rows)
+            rows = _window(parts, schema, start, stop)
+            order = rows[ORDER].to_numpy()
+            if not np.array_equal(order, np.arange(start, stop)):
+                raise DatasetError(
+                    f"{out_dir}: the parts' row orders are not 0..{n_rows - 1} (rows "
+                    f"{start}..{stop - 1} hold {len(order)}): parts of different plans; "
+                    "rerun the parts"
+                )
+            yield rows.drop_columns([ORDER]).cast(out_schema)
+
+    return _write_index(out_dir, classes, out_schema, windows())
 
 
 def _window(parts: list[Path], schema: pa.Schema, start: int, stop: int) -> pa.Table:
@@ -490,5 +483,4 @@ def _window(parts: list[Path], schema: pa.Schema, start: int, stop: int) -> pa.T
                 piece = piece.append_column(field, pa.nulls(piece.num_rows, field.type))
         pieces.append(piece.select(schema.names).cast(schema))
         del table
-    rows = pa.concat_tables(pieces)
-    return rows.take(pc.sort_indices(rows, [(ORDER, "ascending")]))
+    return pa.concat_tables(pieces).sort_by(ORDER)

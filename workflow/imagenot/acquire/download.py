@@ -28,7 +28,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from imagenot.acquire import images
 from imagenot.acquire.dataset import Record, write_shard
@@ -81,9 +80,7 @@ def select_part(selection: pa.Table, part: int, n_parts: int) -> pa.Table:
     keys = selection["key"].to_pylist()
     if len(set(keys)) != len(keys):
         raise ValueError("selection has duplicate keys")
-    mask = pa.array(part_of(keys, n_parts) == part)
-    table = selection.filter(mask)
-    return table.take(pc.sort_indices(table, [("key", "ascending")]))
+    return selection.filter(pa.array(part_of(keys, n_parts) == part)).sort_by("key")
 
 
 def validate_fetched(
@@ -120,16 +117,17 @@ def validate_fetched(
     records: list[Record] = []
     for key in tqdm(keys, desc=f"validate {Path(out_tar).name}", unit="img", mininterval=5):
         m = fetched[key]
-        row = dict.fromkeys(STATUS_SCHEMA.names)
-        row["key"] = key
         reason = images.classify_fetch_error(m.get("error_message"))
+        row = {**dict.fromkeys(STATUS_SCHEMA.names), "key": key, "reason": reason}
+        row["detail"] = m.get("error_message")
         data = m.get("_bytes")
         if reason == images.OK and data is None:
-            reason, row["detail"] = "other_fetch_error", f"img2dataset status {m.get('status')}"
-        if reason != images.OK:
-            row["reason"] = reason
-            row["detail"] = row["detail"] or m.get("error_message")
-            rows.append(row)
+            row["reason"], row["detail"] = (
+                "other_fetch_error",
+                f"img2dataset status {m.get('status')}",
+            )
+        rows.append(row)
+        if row["reason"] != images.OK:
             continue
         result = images.validate_image(
             data,
@@ -143,7 +141,6 @@ def validate_fetched(
         if result.jpeg is not None:  # its sha256 and place in the tar: once it is written
             row["phash"] = images.phash64(result.jpeg)
             records.append(Record(key, "", "train", result.jpeg))
-        rows.append(row)
 
     _check_floor(folder, rows, settings.min_success_rate)
     spans = write_shard(Path(out_tar), [(r, -1) for r in records], None)

@@ -173,14 +173,12 @@ def run_in_process_group(target, *args, **kwargs) -> None:
 def rewrite_urls(urls: list[str], mapping: Mapping[str, str]) -> list[str]:
     """Replace the first matching prefix of each URL (longest prefix first)."""
     prefixes = sorted(mapping, key=len, reverse=True)
-    out = []
-    for url in urls:
-        for p in prefixes:
-            if url is not None and url.startswith(p):
-                url = mapping[p] + url[len(p) :]
-                break
-        out.append(url)
-    return out
+
+    def rewrite(url: str) -> str:
+        prefix = next((p for p in prefixes if url is not None and url.startswith(p)), None)
+        return url if prefix is None else mapping[prefix] + url[len(prefix) :]
+
+    return [rewrite(url) for url in urls]
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

@@ -116,10 +116,8 @@ class _DeadlineHTTPHandler(urllib.request.HTTPHandler):
 
 class _DeadlineHTTPSHandler(urllib.request.HTTPSHandler):
     def https_open(self, req):
-        kwargs = {"context": self._context}
-        if hasattr(self, "_check_hostname"):  # Python < 3.12
-            kwargs["check_hostname"] = self._check_hostname
-        return self.do_open(_DeadlineHTTPSConnection, req, **kwargs)
+        connection, context = _DeadlineHTTPSConnection, self._context
+        return self.do_open(connection, req, context=context, check_hostname=self._check_hostname)
 
 
 _OPENER = urllib.request.build_opener(

@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 
 from imagenot.acquire.adapters import (
-    IMAGE_SUFFIXES,
     AdapterError,
     Item,
     class_folders,
@@ -27,6 +26,7 @@ from imagenot.acquire.adapters import (
     imagefolder_items,
     inside,
     is_hidden,
+    is_image,
 )
 
 DEVKIT = "ILSVRC2012_devkit_t12"
@@ -135,11 +135,7 @@ def _imagenet_flat_val(root: Path) -> list[str]:
         if not (root / sub).is_dir():
             raise AdapterError(f"{root}: ILSVRC-2012 layout needs {sub}/ with wnid folders")
     val = list((root / "val").iterdir())
-    flat = sorted(
-        p.name
-        for p in val
-        if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES and not is_hidden(p.name)
-    )
+    flat = sorted(p.name for p in val if is_image(p, root / "val"))
     if flat and any(p.is_dir() and not is_hidden(p.name) for p in val):
         raise AdapterError(f"{root / 'val'}: mixes wnid folders and flat images")
     return flat

@@ -37,10 +37,11 @@ Images skipped:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
-from collections.abc import Callable
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -72,19 +73,10 @@ def _written_with(settings: MaterialiseSettings) -> dict:
     written with other settings is redone): every field but the range plan. The key names are
     those of the manifests written so far (``quality``), so that finished ranges stay done."""
     s = settings
+    plan = ("jobs", "classes_per_job", "jpeg_quality", "keep_originals", "splits", "split_sizes")
     return {
-        "kind": s.kind,
-        "path": str(s.path),
-        "image_size": s.image_size,
-        "resize_mode": s.resize_mode,
+        **{k: v for k, v in dataclasses.asdict(s).items() if k not in plan},
         "quality": s.jpeg_quality,
-        "seed": s.seed,
-        "val_per_class": s.val_per_class,
-        "test_per_class": s.test_per_class,
-        "max_train_per_class": s.max_train_per_class,
-        "shard_size": s.shard_size,
-        "max_unreadable_share": s.max_unreadable_share,
-        "allow_empty": s.allow_empty,
         # only where set: ranges of datasets without published weights stay done
         **({"keep_originals": True} if s.keep_originals else {}),
         # only where some split is not stored: ranges of every split stay done
@@ -109,7 +101,6 @@ def materialise_range(
 
     s = settings
     kind, path, jobs = s.kind, s.path, s.jobs
-    resize_mode, quality = s.resize_mode, s.jpeg_quality
     read_items, read_classes = adapter_readers(kind)
     classes = read_classes(path)
     mine = range_classes(classes, job, jobs, s.classes_per_job)
@@ -120,10 +111,10 @@ def materialise_range(
     _, items = read_items(path, set(mine))
     skipped = {"hidden": sum(1 for it in items if it.path and is_hidden(it.path))}
     items = [it for it in items if not (it.path and is_hidden(it.path))]
-    by_class: dict[str, list[Item]] = {}  # each class in listing order
+    by_class: dict[str, list[Item]] = defaultdict(list)  # each class in listing order
     for it in items:
-        by_class.setdefault(it.cls, []).append(it)
-    pairs = [pair for cls in mine for pair in class_split(cls, by_class.get(cls, []), settings)]
+        by_class[it.cls].append(it)
+    pairs = [pair for cls in mine for pair in class_split(cls, by_class[cls], settings)]
     _check_empty(path, kind, mine, pairs, s.allow_empty)
     pairs = [(it, split) for it, split in pairs if split in s.splits]  # the splits read
     log.info("%s: range %d/%d, %d classes, %d images", path, job, jobs, len(mine), len(pairs))
@@ -146,10 +137,13 @@ def materialise_range(
             )
         log.warning("%s: skipped %s", path, first_bad[-1])
 
-    def loader(item: Item, kept: dict, image_size: int) -> Callable[[], bytes | None]:
-        """The stored copy's bytes at ``image_size`` (its split's side); where ``kept`` is
-        given (a test image of a dataset published weights are evaluated on), the file's own
-        bytes are left in it."""
+    def record(item: Item, split: str) -> Record:
+        """The item's record: its stored copy at its split's side; where the split keeps
+        originals (the test images of a dataset published weights are evaluated on), the
+        file's own bytes too."""
+        keep = s.keep_originals and split == "test"
+        size = s.split_sizes.get(split, s.image_size)
+        kept: dict = {}
 
         def load() -> bytes | None:
             progress.update()
@@ -161,34 +155,23 @@ def materialise_range(
             except OSError as exc:
                 return skip(item, "unreadable", exc.strerror or str(exc))
             if isinstance(pixels, np.ndarray):
-                return images.normalise_array(pixels, image_size, resize_mode, quality)
+                return images.normalise_array(pixels, size, s.resize_mode, s.jpeg_quality)
             result = images.validate_image(
                 pixels,
-                size=image_size,
-                resize_mode=resize_mode,
+                size=size,
+                resize_mode=s.resize_mode,
                 max_pixels=images.ON_DISK_MAX_PIXELS,
                 min_size=0,
-                quality=quality,
+                quality=s.jpeg_quality,
             )
             if result.jpeg is None:
                 return skip(item, result.reason, result.detail)
-            if kept is not None:
+            if keep:
                 kept["original"] = pixels  # decoded and checked above, stored as it is
             return result.jpeg
 
-        return load
-
-    def record(item: Item, split: str) -> Record:
-        keep = s.keep_originals and split == "test"
-        kept: dict = {}
-        return Record(
-            item.key,
-            item.cls,
-            split,
-            loader(item, kept if keep else None, s.split_sizes.get(split, s.image_size)),
-            source=item.path,
-            original=(lambda: kept.pop("original", None)) if keep else None,
-        )
+        original = (lambda: kept.pop("original", None)) if keep else None
+        return Record(item.key, item.cls, split, load, source=item.path, original=original)
 
     records = (record(it, split) for it, split in pairs)
     write_part(
@@ -241,7 +224,6 @@ def materialise(
     the real class list rather than planned from a hint), then the gather, in one process (the
     workflow runs the range jobs in parallel instead). Part manifests go to ``parts_dir`` (a
     temporary folder by default)."""
-    import dataclasses
     import tempfile
 
     _, read_classes = adapter_readers(settings.kind)

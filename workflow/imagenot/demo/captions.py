@@ -13,7 +13,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
 
 from imagenot.core.wordnet import imagenet_wnids, lemma_text, synset_of, wnid
 from imagenot.demo import vocabulary as vocab
@@ -52,16 +51,6 @@ class NounLemmaIndex:
     def __init__(self, wnids_of: dict[str, set[str]]):
         self.wnids_of = {k: tuple(sorted(v)) for k, v in wnids_of.items() if k}
         self.max_words = max(len(k.split()) for k in self.wnids_of)
-
-    @classmethod
-    def from_lemma_table(cls, lemma_table: pa.Table) -> NounLemmaIndex:
-        """From a (lemma, wnid) table such as ``imagenot.core.wordnet.noun_lemma_table``."""
-        wnids_of: dict[str, set[str]] = defaultdict(set)
-        for lemma, sid in zip(
-            lemma_table["lemma"].to_pylist(), lemma_table["wnid"].to_pylist(), strict=True
-        ):
-            wnids_of[normalise(lemma)].add(sid)
-        return cls(wnids_of)
 
     @classmethod
     def from_wordnet(cls, wn) -> NounLemmaIndex:
@@ -180,17 +169,16 @@ def plan_classes(wn, index: NounLemmaIndex, rng: np.random.Generator, counts: De
     n_ord = counts.n_survivors + counts.n_low_similarity + counts.n_rare
     dealt = _sample(rng, sorted(ordinary), n_ord, "n_survivors")
     dealt = [dealt[i] for i in rng.permutation(len(dealt))]
-    survivors = sorted(dealt[: counts.n_survivors])
-    low_sim = sorted(dealt[counts.n_survivors : counts.n_survivors + counts.n_low_similarity])
-    rare = sorted(dealt[counts.n_survivors + counts.n_low_similarity :])
-
     plan: dict[str, list[PlantedClass]] = {role: [] for role in ROLES}
-    for role, lemmas in (
-        ("intended_survivors", survivors),
-        ("low_similarity", low_sim),
-        ("rare", rare),
+    start = 0
+    for role, n in (
+        ("intended_survivors", counts.n_survivors),
+        ("low_similarity", counts.n_low_similarity),
+        ("rare", counts.n_rare),
     ):
+        lemmas = sorted(dealt[start : start + n])
         plan[role] = [_planted(wn, index, ordinary[lem], lem, role) for lem in lemmas]
+        start += n
 
     for lemma in _sample(rng, vocab.IMAGENET_POOL, counts.n_imagenet_classes, "n_imagenet_classes"):
         sid = _only_synset(index, lemma, "imagenet")
@@ -212,14 +200,14 @@ def plan_classes(wn, index: NounLemmaIndex, rng: np.random.Generator, counts: De
         )
 
     leaves = [c.wnid for c in plan["intended_survivors"] + plan["low_similarity"]]
-    eligible = []
-    for lemma in vocab.ANCESTOR_POOL:
-        sid = _only_synset(index, lemma, "ancestor")
-        if any(sid in hypernym_ancestors(wn, leaf) for leaf in leaves):
-            eligible.append(lemma)
+    ancestors = {lemma: _only_synset(index, lemma, "ancestor") for lemma in vocab.ANCESTOR_POOL}
+    eligible = [
+        lemma
+        for lemma, sid in ancestors.items()
+        if any(sid in hypernym_ancestors(wn, leaf) for leaf in leaves)
+    ]
     for lemma in _sample(rng, eligible, min(counts.n_ancestors, len(eligible)), "n_ancestors"):
-        sid = _only_synset(index, lemma, "ancestor")
-        plan["ancestors"].append(_planted(wn, index, sid, lemma, "ancestors"))
+        plan["ancestors"].append(_planted(wn, index, ancestors[lemma], lemma, "ancestors"))
 
     for lemma in _sample(rng, vocab.NSFW_POOL, counts.n_nsfw, "n_nsfw"):
         sid = _only_synset(index, lemma, "nsfw")

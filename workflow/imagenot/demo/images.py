@@ -34,29 +34,26 @@ class Prototype:
 
 
 def _rgb(hue: float, saturation: float, value: float) -> tuple[float, float, float]:
-    return colorsys.hsv_to_rgb(hue % 1.0, saturation, value)
+    return colorsys.hsv_to_rgb(float(hue) % 1.0, saturation, value)
 
 
 def make_prototypes(n: int, rng: np.random.Generator) -> list[Prototype]:
     """``n`` well-separated prototypes: evenly spaced hues, shapes and stripe settings mixed."""
     hues = (np.arange(n) / max(n, 1) + rng.random())[rng.permutation(n)]
     shapes = rng.permutation(np.resize(np.arange(len(SHAPES)), n))
-    out = []
-    for i in range(n):
-        hue = float(hues[i])
-        out.append(
-            Prototype(
-                background=_rgb(hue, 0.55, 0.85),
-                stripes=_rgb(hue + 0.08, 0.7, 0.45),
-                foreground=_rgb(
-                    hue + 0.5 + rng.uniform(-0.1, 0.1), 0.8, float(rng.uniform(0.6, 1))
-                ),
-                shape=SHAPES[int(shapes[i])],
-                angle=float(ANGLES[int(rng.integers(len(ANGLES)))]),
-                frequency=float(FREQUENCIES[int(rng.integers(len(FREQUENCIES)))]),
-            )
+    return [
+        Prototype(
+            background=_rgb(hues[i], 0.55, 0.85),
+            stripes=_rgb(hues[i] + 0.08, 0.7, 0.45),
+            foreground=_rgb(
+                hues[i] + 0.5 + rng.uniform(-0.1, 0.1), 0.8, float(rng.uniform(0.6, 1))
+            ),
+            shape=SHAPES[int(shapes[i])],
+            angle=float(ANGLES[int(rng.integers(len(ANGLES)))]),
+            frequency=float(FREQUENCIES[int(rng.integers(len(FREQUENCIES)))]),
         )
-    return out
+        for i in range(n)
+    ]
 
 
 @dataclass(frozen=True)
@@ -74,21 +71,15 @@ class Pose:
 
 def draw_pose(proto: Prototype, rng: np.random.Generator) -> Pose:
     """One image's jitter of ``proto``, drawn from ``rng``."""
-    angle = proto.angle + rng.normal(0, 0.12)
-    phase = rng.uniform(0, 2 * np.pi)
-    shift = rng.normal(0, 0.05, size=3)
-    cy, cx = rng.uniform(0.35, 0.65, size=2)
-    radius = rng.uniform(0.18, 0.28)
-    foreground_shift = rng.normal(0, 0.05, 3)
-    gain = rng.uniform(0.8, 1.15)
+    # keyword arguments are evaluated in order: the draws come in the fields' order
     return Pose(
-        angle=float(angle),
-        phase=float(phase),
-        shift=tuple(float(v) for v in shift),
-        centre=(float(cy), float(cx)),
-        radius=float(radius),
-        foreground_shift=tuple(float(v) for v in foreground_shift),
-        gain=float(gain),
+        angle=float(proto.angle + rng.normal(0, 0.12)),
+        phase=float(rng.uniform(0, 2 * np.pi)),
+        shift=tuple(float(v) for v in rng.normal(0, 0.05, size=3)),
+        centre=tuple(float(v) for v in rng.uniform(0.35, 0.65, size=2)),
+        radius=float(rng.uniform(0.18, 0.28)),
+        foreground_shift=tuple(float(v) for v in rng.normal(0, 0.05, 3)),
+        gain=float(rng.uniform(0.8, 1.15)),
     )
 
 

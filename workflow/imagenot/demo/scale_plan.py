@@ -32,20 +32,15 @@ def enabled(config: dict) -> bool:
 def _pattern_parts(pattern: str) -> tuple[str, str, str]:
     """(prefix, format spec of field ``i``, suffix) of a shard pattern with one field ``i``."""
     parts = list(string.Formatter().parse(pattern))
-    fields = [(literal, name, spec) for literal, name, spec, _ in parts if name is not None]
-    if len(fields) != 1 or fields[0][1] != "i":
+    fields = [i for i, (_, name, _, _) in enumerate(parts) if name is not None]
+    if len(fields) != 1 or parts[fields[0]][1] != "i":
         raise ScaleConfigError(
             f"config key laion.shard_pattern {pattern!r}: the scale world needs exactly one "
             "field {i...} (the shard index)"
         )
-    prefix, suffix, seen = "", "", False
-    for literal, name, _, _ in parts:
-        if seen:
-            suffix += literal
-        else:
-            prefix += literal
-        seen = seen or name is not None
-    return prefix, fields[0][2], suffix
+    at = fields[0]
+    prefix = "".join(literal for literal, *_ in parts[: at + 1])
+    return prefix, parts[at][2], "".join(literal for literal, *_ in parts[at + 1 :])
 
 
 def _escape(text: str) -> str:

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import shutil
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,8 +79,7 @@ _WELL_CAPTIONED = ("imagenet_classes", "shares_imagenet_lemma", "ancestors", "ns
 def shard_name(path: str | os.PathLike) -> str:
     """A shard's name in truth, image paths and URLs: its file name without ``.parquet``
     (``part-00000.parquet`` -> ``part-00000``)."""
-    name = Path(path).name
-    return name[: -len(".parquet")] if name.endswith(".parquet") else name
+    return Path(path).name.removesuffix(".parquet")
 
 
 def image_path(shard: str, row: int) -> str:
@@ -179,10 +179,9 @@ def build_world(wn, cfg: DemoSettings, shard_files: list[str]) -> World:
     placed = place_plants(plan, index, free, names, cfg)
 
     base = cfg.url_base.rstrip("/")
-    columns = {n: {k: [] for k in LAION_SCHEMA.names} for n in names}
-    truth = {k: [] for k in TRUTH_SCHEMA.names}
+    laion_rows: dict[str, list[tuple]] = {n: [] for n in names}
+    truth_rows, planted_rows = [], []
     plants: dict[tuple[str, int], Plant] = {}
-    planted_rows = {k: [] for k in PLANTED_SCHEMA.names}
     n_noisy = 0
     for position, source in enumerate(order):
         kind, role, sid, other, text = planted[source]
@@ -198,50 +197,30 @@ def build_world(wn, cfg: DemoSettings, shard_files: list[str]) -> World:
             status, unsafe = "ok", False
             if plant is not None:
                 plants[(shard, row)] = plant
-                planted_rows["url"].append(url)
-                planted_rows["original_url"].append(
-                    f"{base}/{image_path(plant.original_shard, plant.original_row)}"
-                )
-                planted_rows["kind"].append(plant.kind)
-                planted_rows["transform"].append(plant.transform)
-                planted_rows["transform_params"].append(plant.params)
+                original = f"{base}/{image_path(plant.original_shard, plant.original_row)}"
+                planted_rows.append((url, original, plant.kind, plant.transform, plant.params))
         elif sid and noisy[position] and len(classes) > 1:
             others = [c for c in class_ids if c != sid]
             image_wnid = others[int(noise_pick[position]) % len(others)]
             n_noisy += 1
-        col = columns[shard]
-        col["URL"].append(url)
-        col["TEXT"].append(text)
-        col["WIDTH"].append(side)
-        col["HEIGHT"].append(side)
-        col["similarity"].append(float(similarity[position]))
-        col["hash"].append(_row_hash(url, text))
-        col["punsafe"].append(float(unsafe_level[position] if unsafe else punsafe[position]))
-        col["pwatermark"].append(float(pwatermark[position]))
-        for key, value in (
-            ("shard", shard),
-            ("row", row),
-            ("kind", kind),
-            ("role", role),
-            ("wnid", sid),
-            ("other_wnid", other),
-            ("image_wnid", image_wnid),
-            ("url_status", status),
-        ):
-            truth[key].append(value)
+        scores = (unsafe_level if unsafe else punsafe)[position], pwatermark[position]
+        laion_rows[shard].append(
+            (url, text, side, side, similarity[position], _row_hash(url, text), *scores)
+        )
+        truth_rows.append((shard, row, kind, role, sid, other, image_wnid, status))
 
     shards = {
-        Path(f).name: pa.table(columns[n], schema=LAION_SCHEMA)
+        Path(f).name: _table(laion_rows[n], LAION_SCHEMA)
         for f, n in zip(shard_files, names, strict=True)
     }
-    truth_table = pa.table(truth, schema=TRUTH_SCHEMA)
-    planted_table = pa.table(planted_rows, schema=PLANTED_SCHEMA).sort_by(
+    truth_table = _table(truth_rows, TRUTH_SCHEMA)
+    planted_table = _table(planted_rows, PLANTED_SCHEMA).sort_by(
         [("kind", "ascending"), ("url", "ascending")]
     )
     summary = _summary(wn, cfg, plan, index, truth_table, shards, n_noisy)
     summary["planted_duplicates"] = {
         "file": PLANTED_FILE,
-        "kinds": {k: int(planted_rows["kind"].count(k)) for k in PLANT_KINDS},
+        "kinds": {k: sum(r[2] == k for r in planted_rows) for k in PLANT_KINDS},
     }
     return World(
         shards=shards,
@@ -253,9 +232,13 @@ def build_world(wn, cfg: DemoSettings, shard_files: list[str]) -> World:
     )
 
 
+def _table(rows: list[tuple], schema: pa.Schema) -> pa.Table:
+    """A table of ``schema`` from its rows (tuples in the schema's column order)."""
+    return pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema)
+
+
 def _count(values: list[str]) -> dict[str, int]:
-    keys, counts = np.unique(np.asarray(values, dtype=object).astype(str), return_counts=True)
-    return {str(k): int(c) for k, c in zip(keys, counts, strict=True)}
+    return dict(sorted(Counter(values).items()))
 
 
 def _summary(wn, cfg, plan, index, truth: pa.Table, shards: dict, n_noisy: int) -> dict:
@@ -369,30 +352,16 @@ def _write_images(
 ) -> int:
     """Render and write the files of ``rows`` (truth rows) under ``folder``; the number of rows."""
     for t in rows:
-        plant = plants.get((t["shard"], t["row"]))
+        shard, row = t["shard"], t["row"]
+        plant = plants.get((shard, row))
+        q, size = cfg.jpeg_quality, cfg.image_size
         if plant is not None:
-            data = render_plant(
-                plant,
-                t["shard"],
-                t["row"],
-                prototypes,
-                cfg.seed,
-                cfg.image_size,
-                cfg.jpeg_quality,
-            )
-            (folder / image_path(t["shard"], t["row"])).write_bytes(data)
-            continue
-        data = render_file(
-            t["url_status"],
-            t["shard"],
-            t["row"],
-            prototypes.get(t["image_wnid"]),
-            cfg.seed,
-            cfg.image_size,
-            cfg.jpeg_quality,
-        )
+            data = render_plant(plant, shard, row, prototypes, cfg.seed, size, q)
+        else:
+            proto = prototypes.get(t["image_wnid"])
+            data = render_file(t["url_status"], shard, row, proto, cfg.seed, size, q)
         if data is not None:
-            (folder / image_path(t["shard"], t["row"])).write_bytes(data)
+            (folder / image_path(shard, row)).write_bytes(data)
     return len(rows)
 
 
@@ -418,14 +387,14 @@ def write_world(
     for name in world.shards:
         (images_tmp / shard_name(name)).mkdir(parents=True)
     truth = world.truth.select(["url_status", "shard", "row", "image_wnid"]).to_pylist()
-    chunks = [truth[i : i + CHUNK_ROWS] for i in range(0, len(truth), CHUNK_ROWS)]
-    progress = tqdm(total=len(truth), desc="demo images", unit="img", mininterval=5)
-    with progress:
+    tasks = [
+        (truth[i : i + CHUNK_ROWS], world.prototypes, world.plants, images_tmp, cfg)
+        for i in range(0, len(truth), CHUNK_ROWS)
+    ]
+    with tqdm(total=len(truth), desc="demo images", unit="img", mininterval=5) as progress:
         if workers <= 1:
-            for chunk in chunks:
-                progress.update(
-                    _write_images(chunk, world.prototypes, world.plants, images_tmp, cfg)
-                )
+            for task in tasks:
+                progress.update(_write_images(*task))
         else:
             job_usage.declare_workers(workers)  # the job's recorded peak counts them
             # spawned, not forked: the parent holds pyarrow's and numpy's thread pools; each
@@ -434,12 +403,7 @@ def write_world(
                 workers, mp_context=get_context("spawn"), initializer=lifeline.bind_to_parent
             )
             with pool:
-                done = [
-                    pool.submit(
-                        _write_images, chunk, world.prototypes, world.plants, images_tmp, cfg
-                    )
-                    for chunk in chunks
-                ]
+                done = [pool.submit(_write_images, *task) for task in tasks]
                 try:
                     for future in as_completed(done):
                         progress.update(future.result())

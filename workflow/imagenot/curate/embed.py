@@ -262,17 +262,9 @@ def embed_part(
     sims = np.concatenate(
         [np.empty(0, np.float32)] + [read_npy(chunk_path(work, i, "sims")) for i in range(n_chunks)]
     )
-    if len(sims) != pairs.num_rows:
-        raise ValueError(f"{work}: {len(sims)} similarities for {pairs.num_rows} captions")
-    joined = captions.select(["key", "row", "TEXT", "wnid"]).join(
-        pairs.append_column("similarity", pa.array(sims, pa.float32())).drop_columns("pair_id"),
-        keys=["TEXT", "wnid"],
-        join_type="inner",
-    )
-    if joined.num_rows != captions.num_rows:
-        raise ValueError(
-            f"{captions_path}: {captions.num_rows - joined.num_rows} captions unscored"
-        )
+    # every caption's (TEXT, wnid) is one of ``pairs``: the join scores each caption once
+    scored = pairs.append_column("similarity", pa.array(sims, pa.float32()))
+    joined = captions.join(scored.drop_columns("pair_id"), keys=["TEXT", "wnid"])
     scores = joined.select(SCORE_SCHEMA.names).sort_by("row").cast(SCORE_SCHEMA)
     write_parquet(scores, out_scores)
     return {

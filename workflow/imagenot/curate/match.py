@@ -30,7 +30,7 @@ per caption, word or match.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -65,7 +65,7 @@ class LemmaIndex:
     @classmethod
     def from_lemma_table(cls, table: pa.Table) -> LemmaIndex:
         """Build from a (lemma, wnid) table such as ``imagenot.core.wordnet.noun_lemma_table``."""
-        keys = pa.chunked_array([normalise(clean_web_text(table.column("lemma")))]).combine_chunks()
+        keys = normalise(clean_web_text(table.column("lemma")))
         pairs = pa.table({"key": keys, "wnid": table.column("wnid")})
         pairs = pairs.filter(pc.greater(pc.utf8_length(pairs.column("key")), 0))
         pairs = (
@@ -75,11 +75,10 @@ class LemmaIndex:
         )
         wnids = pc.unique(pairs.column("wnid")).sort()
         wnid_idx = pc.index_in(pairs.column("wnid"), value_set=wnids).to_numpy().astype(np.int32)
-        key_col = pairs.column("key").to_pylist()
-        starts = [0] + [i for i in range(1, len(key_col)) if key_col[i] != key_col[i - 1]]
-        keys_unique = [key_col[i] for i in starts]
-        key_ptr = np.array([*starts, len(key_col)], dtype=np.int64)
-        return cls(keys_unique, key_ptr, wnid_idx, wnids)
+        key_col = pairs.column("key").to_numpy(zero_copy_only=False)
+        keys_unique, starts = np.unique(key_col, return_index=True)  # UTF-8 order: Arrow's sort
+        key_ptr = np.append(starts, len(key_col)).astype(np.int64)
+        return cls(keys_unique.tolist(), key_ptr, wnid_idx, wnids)
 
     @classmethod
     def from_wordnet(cls, nltk_data: str | os.PathLike) -> LemmaIndex:
@@ -89,13 +88,10 @@ class LemmaIndex:
         return cls.from_lemma_table(noun_lemma_table(load_wordnet(str(nltk_data))))
 
 
-LEMMA_COLUMNS = ("lemma", "wnid")
-
-
 def read_lemma_table(path: str | os.PathLike) -> pa.Table:
     """A (lemma, wnid) parquet as written by ``imagenot lemmas``; names the file if it is not one
     (the columns it lacks) or is empty."""
-    table = read_parquet(path, columns=list(LEMMA_COLUMNS))
+    table = read_parquet(path, columns=["lemma", "wnid"])
     if table.num_rows == 0:
         raise ValueError(f"{path}: the lemma table is empty")
     return table
@@ -242,8 +238,8 @@ class Matcher:
 
         Each hit's synsets (a row gather of the CSR key x synset matrix) are coded
         row * n_synsets + wnid in 32 bits, so one sort of plain values orders them (by row, then
-        wnid): NumPy's SIMD quicksort, several times faster on 32-bit values than the stable
-        sort the row-ordered 64-bit codes used; the order of equal values is immaterial.
+        wnid): ``np.unique``'s quicksort (NumPy's SIMD sort, several times faster on 32-bit values
+        than a stable sort of 64-bit codes; the order of equal values is immaterial).
         """
         if len(rows) == 0:
             return np.empty(0, np.int64), np.empty(0, np.int32)
@@ -251,13 +247,7 @@ class Matcher:
         synsets = self.key_synsets[keys]  # CSR rows of the hit keys, in hit order
         codes = np.repeat(rows.astype(np.uint32) * n_wnids, np.diff(synsets.indptr))
         codes += synsets.indices.astype(np.uint32, copy=False)
-        codes.sort(kind="quicksort")
-        keep = np.empty(len(codes), dtype=bool)
-        keep[0] = True
-        np.not_equal(codes[1:], codes[:-1], out=keep[1:])  # False: a wnid named twice in a row
-        if not keep.all():
-            codes = codes[keep]
-        row, wnid = np.divmod(codes, n_wnids)
+        row, wnid = np.divmod(np.unique(codes), n_wnids)  # a quicksort, then repeats dropped
         return row.astype(np.int64), wnid.view(np.int32)
 
 
@@ -265,7 +255,7 @@ def match_table(
     rows: np.ndarray,
     parts: list[tuple[np.ndarray, np.ndarray]],
     index: LemmaIndex,
-    totals: np.ndarray | None = None,
+    totals: np.ndarray,
 ) -> pa.Table:
     """The matches contract table from ``iter_matches`` pieces: ``row`` int64, ``wnid`` string.
 
@@ -279,8 +269,7 @@ def match_table(
     counts = np.zeros(len(index.wnids), dtype=np.int64)
     for _, wnid_idx in parts:
         counts += np.bincount(wnid_idx, minlength=len(index.wnids))
-    if totals is not None:  # the caller's running matches per wnid (the class-count scatter)
-        totals += counts
+    totals += counts  # the caller's running matches per wnid (the class-count scatter)
     used = np.flatnonzero(counts)
     dictionary = index.wnids.take(pa.array(used))
     recode = np.zeros(len(index.wnids), dtype=np.int32)
@@ -339,9 +328,9 @@ def iter_shard_matches(
     """
     from tqdm import tqdm
 
-    from imagenot.curate.shards import SkipCounts, iter_captions, open_shard, required_columns
+    from imagenot.curate.shards import SkipCounts, iter_captions, open_shard
 
-    total = open_shard(path, required_columns(settings)).num_rows
+    total = open_shard(path, settings.require_url).num_rows
     counts = SkipCounts()
     per_wnid = np.zeros(len(matcher.index.wnids), dtype=np.int64)
     n_matches = matched = 0
@@ -378,11 +367,25 @@ def match_shard(
     stats: dict = {}
     pieces = list(iter_shard_matches(path, matcher, settings, progress, stats))
     stats.pop("counts")
-    schema = pa.schema([("row", pa.int64()), ("wnid", pa.string())])
-    table = pa.Table.from_batches(
-        [b for t in pieces for b in t.cast(schema).to_batches()], schema=schema
-    )
-    return table, stats
+    table = pa.concat_tables([MATCH_SCHEMA.empty_table(), *pieces])
+    return table.cast(pa.schema([("row", pa.int64()), ("wnid", pa.string())])), stats
+
+
+def write_stream(
+    tables: Iterable[pa.Table], out: str | os.PathLike, schema: pa.Schema, **options
+) -> None:
+    """Stream ``tables`` to the parquet file ``out``, one row group each (atomically, zstd;
+    ``options``: the parquet writer's)."""
+    import pyarrow.parquet as pq
+
+    from imagenot.core.io import atomic_path
+
+    with (
+        atomic_path(out, ".parquet") as tmp,
+        pq.ParquetWriter(tmp, schema, compression="zstd", **options) as writer,
+    ):
+        for table in tables:
+            writer.write_table(table, row_group_size=max(table.num_rows, 1))
 
 
 def write_shard_matches(
@@ -394,15 +397,7 @@ def write_shard_matches(
 ) -> dict:
     """Match one shard and stream the matches to ``out`` (one row group per batch, written
     atomically); return the stats of ``iter_shard_matches`` (with per-wnid ``counts``)."""
-    import pyarrow.parquet as pq
-
-    from imagenot.core.io import atomic_path
-
     stats: dict = {}
-    with (
-        atomic_path(out, ".parquet") as tmp,
-        pq.ParquetWriter(tmp, MATCH_SCHEMA, compression="zstd", **MATCH_PARQUET_OPTIONS) as writer,
-    ):
-        for table in iter_shard_matches(path, matcher, settings, progress, stats):
-            writer.write_table(table, row_group_size=max(table.num_rows, 1))
+    tables = iter_shard_matches(path, matcher, settings, progress, stats)
+    write_stream(tables, out, MATCH_SCHEMA, **MATCH_PARQUET_OPTIONS)
     return stats

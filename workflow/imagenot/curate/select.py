@@ -88,11 +88,8 @@ def top_captions(
 
     value_set = pa.array(list(class_wnids), pa.string())
     counts = np.zeros(len(class_wnids), dtype=np.int64)
-    schema = (
-        TOP_SCHEMA
-        if with_keys
-        else pa.schema([TOP_SCHEMA.field("cls"), TOP_SCHEMA.field("similarity")])
-    )
+    names = TOP_SCHEMA.names if with_keys else ["cls", "similarity"]
+    schema = pa.schema([TOP_SCHEMA.field(name) for name in names])
     wanted = None if only is None else np.isin(np.arange(len(class_wnids)), only)
     kept = schema.empty_table()
     columns = ["key", "row", "wnid", "similarity"] if with_keys else ["wnid", "similarity"]
@@ -106,17 +103,9 @@ def top_captions(
                 )
             cls_np = cls.to_numpy(zero_copy_only=False).astype(np.int32)
             counts += np.bincount(cls_np, minlength=len(class_wnids))
-            columns_of = {
-                "cls": pa.array(cls_np),
-                "similarity": batch.column("similarity").cast(pa.float32()),
-            }
-            if with_keys:
-                columns_of.update(
-                    key=batch.column("key"),
-                    part=pa.array(np.full(batch.num_rows, part, np.int32)),
-                    row=batch.column("row"),
-                )
-            piece = pa.table({name: columns_of[name] for name in schema.names}, schema=schema)
+            piece = pa.Table.from_batches([batch]).append_column("cls", pa.array(cls_np))
+            part_column = pa.array(np.full(batch.num_rows, part, np.int32))
+            piece = piece.append_column("part", part_column).select(names).cast(schema)
             if wanted is not None:
                 piece = piece.filter(pa.array(wanted[cls_np]))
             kept = _top_per_class(pa.concat_tables([kept, _top_per_class(piece, depth)]), depth)

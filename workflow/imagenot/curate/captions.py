@@ -53,16 +53,11 @@ def caption_keys(shard_id: str, rows: np.ndarray) -> pa.Array:
 
 def one_class_rows(matches: pa.Table, class_wnids: list[str]) -> tuple[pa.Table, dict]:
     """(row, wnid) for rows whose matches, restricted to ``class_wnids``, name exactly one class."""
-    wnid = matches.column("wnid")
-    if pa.types.is_dictionary(wnid.type):
-        wnid = wnid.cast(pa.string())
-    keep = pc.is_in(wnid, value_set=pa.array(class_wnids, pa.string()))
-    kept = pa.table({"row": matches.column("row"), "wnid": wnid}).filter(keep)
+    keep = pc.is_in(matches.column("wnid"), value_set=pa.array(class_wnids, pa.string()))
+    kept = matches.select(["row", "wnid"]).filter(keep)
     grouped = kept.group_by("row").aggregate([("wnid", "count"), ("wnid", "min")])
     single = grouped.filter(pc.equal(grouped.column("wnid_count"), 1))
-    table = pa.table({"row": single.column("row"), "wnid": single.column("wnid_min")}).sort_by(
-        "row"
-    )
+    table = single.select(["row", "wnid_min"]).rename_columns(["row", "wnid"]).sort_by("row")
     stats = {
         "class_captions": grouped.num_rows,
         "ambiguous_captions": grouped.num_rows - single.num_rows,

@@ -176,14 +176,9 @@ def select(f: fs.SelectFiles, s: ss.SelectSettings) -> None:
     stats.update(
         classes=classes.num_rows, per_class=s.per_class, reserve_per_class=s.reserve_per_class
     )
-    tables = {
-        f.class_scores: scores,
-        f.classes: classes,
-        f.reserve: reserve,
-        f.selection: selection,
-    }
-    for path, table in tables.items():
+    for table, path in ((scores, f.class_scores), (classes, f.classes), (reserve, f.reserve)):
         write_parquet(table, path)
+    write_parquet(selection, f.selection)
     write_json(stats, f.stats)
     log.info("%s", json.dumps(stats))
 

@@ -187,10 +187,7 @@ def embed_queries(
     encoder of ``settings`` (or ``text_encoder``, one already loaded)."""
     spec = encoder_spec(settings)
     encoder = text_encoder or create_encoder(spec)
-    vectors = (
-        encoder.encode(list(queries)) if len(queries) else np.zeros((0, encoder.dim), np.float32)
-    )
-    _save_npy(vectors.astype(np.float32), Path(out))
+    _save_npy(encoder.encode(list(queries)).astype(np.float32), Path(out))  # (0, dim) for none
     return {"n_queries": len(queries), "dim": encoder.dim, "encoder": spec.identity()}
 
 

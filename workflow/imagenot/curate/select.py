@@ -162,7 +162,7 @@ def score_classes(
             "step": pa.array(step, pa.int32()),
             "status": pa.array(np.where(kept, "kept", "removed").tolist(), pa.string()),
             "reason": pa.array(reasons, pa.string()),
-            "rank": pa.array(np.where(rank > 0, rank, 0), pa.int64()).cast(pa.int64()),
+            "rank": pa.array(rank, pa.int64()),
         }
     )
 
@@ -172,9 +172,9 @@ def check_class_count(scores: pa.Table, settings: SelectSettings) -> None:
     ``allow_fewer_classes``), and always when none is: an empty selection would empty every dataset
     built from it."""
     n_classes, threshold = settings.applied_n_classes, settings.applied_threshold
-    allow_fewer, dataset = settings.allow_fewer_classes, settings.dataset
+    dataset = settings.dataset
     kept = int(pc.sum(pc.equal(scores.column("status"), "kept")).as_py() or 0)
-    if kept > 0 and (n_classes is None or allow_fewer or kept >= n_classes):
+    if kept > 0 and (n_classes is None or settings.allow_fewer_classes or kept >= n_classes):
         return
     step = scores.column("step").to_numpy()
     raise ShortfallError(
@@ -223,9 +223,7 @@ def select_captions(
     captions and the next ``settings.reserve_per_class`` ones, one use per URL (its most similar
     caption)."""
     per_class, reserve = settings.per_class, settings.reserve_per_class
-    keys = candidates.column("key").to_numpy(zero_copy_only=False).astype(str)
-    order = np.lexsort((keys, -candidates.column("similarity").to_numpy().astype(np.float64)))
-    table = candidates.take(pa.array(order))
+    table = candidates.sort_by([("similarity", "descending"), ("key", "ascending")])
     urls = pc.index_in(table["URL"], value_set=pc.unique(table["URL"]))
     first = np.unique(urls.to_numpy(zero_copy_only=False), return_index=True)[1]  # per URL
     duplicates = table.num_rows - len(first)

@@ -108,7 +108,6 @@ class Shard:
     """A LAION parquet shard read under the workflow's column names (:func:`column_names`)."""
 
     def __init__(self, path: str | os.PathLike, parquet: pq.ParquetFile):
-        self.path = path
         self.parquet = parquet
         self.columns = column_names(path, parquet.schema_arrow.names)
 

@@ -140,11 +140,10 @@ def imagenet_overlap(
             owner.setdefault(key, w)
     out = {}
     for w in candidates:
+        shared = sorted(k for k in keys_of.get(w, ()) if k in owner)
         if w in imagenet:
             out[w] = "ImageNet class"
-            continue
-        shared = sorted(k for k in keys_of.get(w, ()) if k in owner)
-        if shared:
+        elif shared:
             out[w] = f"shares lemma {shared[0]!r} with ImageNet {owner[shared[0]]}"
     return out
 

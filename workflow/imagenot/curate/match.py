@@ -10,7 +10,7 @@ it is a lemma of, and all of them are emitted; output rows are unique (row, wnid
 
 A normalised text is its words joined by single spaces, so that substring test is the same as
 "the lemma's words occur as consecutive words of the caption", which is what the hot path
-computes, keeping every match in NumPy arrays (no Python object per caption or per match):
+computes, keeping every match in NumPy arrays (no Python object per ASCII caption or per match):
 
 - tokenise (:func:`imagenot.curate.text.tokenise`): the words of every caption form one Arrow
   string array, hashed once against the lemma word vocabulary (``index_in``);
@@ -24,7 +24,7 @@ computes, keeping every match in NumPy arrays (no Python object per caption or p
 
 The output is the substring test's, caption by caption (``tests/test_curate_match.py`` compares
 it with a plain word-tuple reference on web and random captions), and no Python object is created
-per caption, word or match.
+per ASCII caption, word or match (non-ASCII captions are cleaned as Python strings).
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ class Matcher:
         import scipy.sparse as sp
 
         self.index = index
-        build_tables()  # the cached code point tables: now, not in the first batch
+        build_tables()  # the cached code point table: now, not in the first batch
         split = pc.split_pattern(pa.array(index.keys, pa.string()), " ")
         lengths = pc.list_value_length(split).to_numpy(zero_copy_only=False).astype(np.int64)
         flat = pc.list_flatten(split)
@@ -315,14 +315,14 @@ def iter_shard_matches(
     path: str | os.PathLike,
     matcher: Matcher,
     settings: MatchSettings,
-    progress: bool = True,
-    stats: dict | None = None,
+    progress: bool,
+    stats: dict,
 ) -> Iterator[pa.Table]:
     """Match one shard batch by batch: one matches table (``match_table``) per batch of
     ``settings.batch_rows`` shard rows, sorted by row then wnid. Memory is bounded by the batch, never by
     the shard: a laion2B-en part holds ~18 M captions and ~450 M matches.
 
-    ``stats`` (if given) is filled when the iterator is exhausted: row/skip counts, ``captions``,
+    ``stats`` is filled when the iterator is exhausted: row/skip counts, ``captions``,
     ``matches``, ``matched_captions`` and ``counts`` (matching captions per wnid, the input of
     the class-count gather).
     """
@@ -347,14 +347,13 @@ def iter_shard_matches(
             counts.add(batch_counts)
             bar.update(batch_counts.rows)
             yield table
-    if stats is not None:
-        stats.update(counts.as_dict())
-        stats["captions"] = stats["rows"] - sum(stats["skipped"].values())
-        stats["matches"] = n_matches
-        stats["matched_captions"] = matched
-        used = np.flatnonzero(per_wnid)
-        wnids = matcher.index.wnids.take(pa.array(used)).to_pylist()
-        stats["counts"] = dict(zip(wnids, per_wnid[used].tolist(), strict=True))
+    stats.update(counts.as_dict())
+    stats["captions"] = stats["rows"] - sum(stats["skipped"].values())
+    stats["matches"] = n_matches
+    stats["matched_captions"] = matched
+    used = np.flatnonzero(per_wnid)
+    wnids = matcher.index.wnids.take(pa.array(used)).to_pylist()
+    stats["counts"] = dict(zip(wnids, per_wnid[used].tolist(), strict=True))
 
 
 def match_shard(

@@ -74,13 +74,8 @@ def distinct_pairs(captions: pa.Table) -> pa.Table:
     table = con.sql(
         "SELECT DISTINCT TEXT, wnid FROM captions ORDER BY length(TEXT), TEXT, wnid"
     ).to_arrow_table()
-    return pa.table(
-        {
-            "pair_id": pa.array(np.arange(table.num_rows, dtype=np.int64)),
-            "TEXT": table.column("TEXT").cast(pa.string()),
-            "wnid": table.column("wnid").cast(pa.string()),
-        }
-    )
+    table = table.cast(pa.schema([("TEXT", pa.string()), ("wnid", pa.string())]))
+    return table.add_column(0, "pair_id", pa.array(np.arange(table.num_rows, dtype=np.int64)))
 
 
 def _fingerprint(*parts: bytes | str | pa.Array) -> str:

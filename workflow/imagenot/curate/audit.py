@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import numpy as np
+from collections import Counter
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from imagenot.curate.candidates import AUDIT_SCHEMA, STEP_NAMES
+from imagenot.curate.shards import SKIP_REASONS
 
 FULL_AUDIT_SCHEMA = AUDIT_SCHEMA.append(pa.field("score", pa.float64()))
 FUNNEL_COLUMNS = ("step", "step_name", "synsets", "captions", "note")
@@ -32,32 +34,27 @@ def funnel_rows(
     selection_stats: dict,
 ) -> list[dict]:
     """Counts after each step: synsets remaining and captions remaining where meaningful."""
-    rows_read = sum(s["rows"] for s in match_stats)
-    skipped = (
-        {k: sum(s["skipped"][k] for s in match_stats) for k in match_stats[0]["skipped"]}
-        if match_stats
-        else {}
-    )
-    usable = sum(s["captions"] for s in match_stats)
-    removed = removed_per_step(audit)
+
+    def total(stats: list[dict], key: str) -> int:
+        return sum(s.get(key, 0) for s in stats)
 
     def row(step: int, name: str, synsets: int | None, captions: int | None, note: str) -> dict:
         return dict(zip(FUNNEL_COLUMNS, (step, name, synsets, captions, note), strict=True))
 
+    skipped = {k: sum(s["skipped"][k] for s in match_stats) for k in SKIP_REASONS}
     skips = "skipped " + ", ".join(f"{k}={v}" for k, v in skipped.items())
-    out = [row(0, "input", None, rows_read, ""), row(0, "usable_captions", None, usable, skips)]
+    out = [
+        row(0, "input", None, total(match_stats, "rows"), ""),
+        row(0, "usable_captions", None, total(match_stats, "captions"), skips),
+    ]
     synsets = candidate_stats["universe"]
     notes = {
         1: f"mode {candidate_stats['mode']}: {candidate_stats['universe']} synsets considered",
         6: (
-            "ambiguous captions {a}, punsafe removed {p} (of them unknown {u}), punsafe not a "
-            "probability {n}"
-        ).format(
-            a=sum(s["ambiguous_captions"] for s in caption_stats),
-            p=sum(s["punsafe_removed"] for s in caption_stats),
-            u=sum(s.get("unknown_nsfw_removed", 0) for s in caption_stats),
-            # a stats file may name this count nan_punsafe (then it counts every value outside [0, 1])
-            n=sum(s.get("punsafe_not_probability", s.get("nan_punsafe", 0)) for s in caption_stats),
+            f"ambiguous captions {total(caption_stats, 'ambiguous_captions')}, punsafe removed "
+            f"{total(caption_stats, 'punsafe_removed')} (of them unknown "
+            f"{total(caption_stats, 'unknown_nsfw_removed')}), punsafe not a probability "
+            f"{total(caption_stats, 'punsafe_not_probability')}"
         ),
         8: f"duplicate URLs removed {selection_stats['duplicate_urls_removed']}",
     }
@@ -66,10 +63,11 @@ def funnel_rows(
             f"list holds {candidate_stats['ancestors_in_list']} ancestors of other listed classes"
         )
     captions = {
-        1: sum(s["matched_captions"] for s in match_stats),
-        6: sum(s["captions"] for s in caption_stats),
+        1: total(match_stats, "matched_captions"),
+        6: total(caption_stats, "captions"),
         8: selection_stats["selected_captions"],
     }
+    removed = removed_per_step(audit)
     for step, name in STEP_NAMES.items():
         synsets -= removed.get(step, 0)
         out.append(row(step, name, synsets, captions.get(step), notes.get(step, "")))
@@ -93,6 +91,5 @@ def funnel_csv(rows: list[dict]) -> str:
 
 def removed_per_step(audit: pa.Table) -> dict[int, int]:
     """Number of synsets each step removed (for reports and tests)."""
-    steps = audit.filter(pc.equal(audit.column("status"), "removed")).column("step").to_numpy()
-    values, counts = np.unique(steps, return_counts=True)
-    return {int(v): int(c) for v, c in zip(values, counts, strict=True)}
+    removed = audit.filter(pc.equal(audit.column("status"), "removed"))
+    return dict(Counter(removed.column("step").to_pylist()))

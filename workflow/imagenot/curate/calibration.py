@@ -118,13 +118,8 @@ def calibrate(scores: pa.Table, settings: CalibrationSettings) -> tuple[pa.Table
         ),
         "mean_score_of_kept": float(kept.mean()) if len(kept) else math.nan,
     }
-    summary = pa.table(
-        {
-            "statistic": pa.array(list(rows), pa.string()),
-            "value": pa.array([float(v) for v in rows.values()], pa.float64()),
-        }
-    )
-    return per_threshold, summary
+    summary = pa.table({"statistic": list(rows), "value": [float(v) for v in rows.values()]})
+    return per_threshold, summary  # string and float64 columns
 
 
 def calibration_figure(scores: pa.Table, per_threshold: pa.Table, settings: CalibrationSettings):

@@ -64,11 +64,11 @@ def sum_counts(count_files: Iterable[str | os.PathLike]) -> dict[str, int]:
     return dict(total)
 
 
-def class_list_entries(path: str | os.PathLike) -> list[tuple[int, str]]:
-    """(line number, wnid) of a class list file (one wnid per line; blank lines and '#'
-    comments ignored); ValueError naming the file and line of a malformed or repeated wnid."""
-    out: list[tuple[int, str]] = []
-    seen: set[str] = set()
+def class_list_entries(path: str | os.PathLike) -> dict[str, int]:
+    """wnid -> line number of a class list file (one wnid per line; blank lines and '#'
+    comments ignored), in file order; ValueError naming the file and line of a malformed or
+    repeated wnid."""
+    out: dict[str, int] = {}
     try:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as exc:
@@ -79,10 +79,9 @@ def class_list_entries(path: str | os.PathLike) -> list[tuple[int, str]]:
             continue
         if len(item) != 9 or item[0] != "n" or not item[1:].isdigit():
             raise ValueError(f"{path}, line {number}: {item!r} is not a noun wnid like n02084071")
-        if item in seen:
+        if item in out:
             raise ValueError(f"{path}, line {number}: duplicate wnid {item}")
-        seen.add(item)
-        out.append((number, item))
+        out[item] = number
     if not out:
         raise ValueError(f"{path}: the class list holds no wnid")
     return out
@@ -90,7 +89,7 @@ def class_list_entries(path: str | os.PathLike) -> list[tuple[int, str]]:
 
 def read_class_list(path: str | os.PathLike) -> list[str]:
     """wnids of a class list file (see :func:`class_list_entries`)."""
-    return [w for _, w in class_list_entries(path)]
+    return list(class_list_entries(path))
 
 
 def checked_class_list(path: str | os.PathLike, wordnet_dir: str | os.PathLike) -> list[str]:
@@ -104,14 +103,14 @@ def checked_class_list(path: str | os.PathLike, wordnet_dir: str | os.PathLike) 
     from imagenot.core.wordnet import unknown_noun_synsets
 
     entries = class_list_entries(path)
-    bad = set(unknown_noun_synsets(wordnet_dir, [w for _, w in entries]))
-    for number, w in entries:
+    bad = set(unknown_noun_synsets(wordnet_dir, list(entries)))
+    for w, number in entries.items():
         if w in bad:
             more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
             raise ValueError(
                 f"{path}, line {number}: {w} is not a noun synset of WordNet 3.0{more}"
             )
-    return [w for _, w in entries]
+    return list(entries)
 
 
 def synset_name(synset) -> str:
@@ -141,11 +140,10 @@ def imagenet_overlap(
             owner.setdefault(key, w)
     out = {}
     for w in candidates:
+        shared = sorted(k for k in keys_of.get(w, ()) if k in owner)
         if w in imagenet:
             out[w] = "ImageNet class"
-            continue
-        shared = sorted(k for k in keys_of.get(w, ()) if k in owner)
-        if shared:
+        elif shared:
             out[w] = f"shares lemma {shared[0]!r} with ImageNet {owner[shared[0]]}"
     return out
 

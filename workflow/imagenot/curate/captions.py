@@ -53,16 +53,11 @@ def caption_keys(shard_id: str, rows: np.ndarray) -> pa.Array:
 
 def one_class_rows(matches: pa.Table, class_wnids: list[str]) -> tuple[pa.Table, dict]:
     """(row, wnid) for rows whose matches, restricted to ``class_wnids``, name exactly one class."""
-    wnid = matches.column("wnid")
-    if pa.types.is_dictionary(wnid.type):
-        wnid = wnid.cast(pa.string())
-    keep = pc.is_in(wnid, value_set=pa.array(class_wnids, pa.string()))
-    kept = pa.table({"row": matches.column("row"), "wnid": wnid}).filter(keep)
+    keep = pc.is_in(matches.column("wnid"), value_set=pa.array(class_wnids, pa.string()))
+    kept = matches.select(["row", "wnid"]).filter(keep)
     grouped = kept.group_by("row").aggregate([("wnid", "count"), ("wnid", "min")])
     single = grouped.filter(pc.equal(grouped.column("wnid_count"), 1))
-    table = pa.table({"row": single.column("row"), "wnid": single.column("wnid_min")}).sort_by(
-        "row"
-    )
+    table = single.select(["row", "wnid_min"]).rename_columns(["row", "wnid"]).sort_by("row")
     stats = {
         "class_captions": grouped.num_rows,
         "ambiguous_captions": grouped.num_rows - single.num_rows,
@@ -170,82 +165,64 @@ def iter_shard_captions(
     n_rows = shard.num_rows
     file_name = os.path.basename(shard_path)
     batch_rows = settings.batch_rows
+
+    def captions_of(batch: pa.RecordBatch, picked: pa.Table, offset: int) -> pa.Table:
+        """The ``picked`` rows of one shard batch (whose first row is ``offset``) as captions,
+        rows without a URL or unsafe dropped and counted."""
+        rows = picked.column("row").to_numpy().astype(np.int64)
+        sub = pa.Table.from_batches([batch]).take(pa.array(rows - offset))
+        keep = np.asarray(sub.column("URL").is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        stats["null_url_removed"] += int((~keep).sum())
+        unsafe, unknown, improbable = unsafe_rows(settings, sub, shard_path)
+        unsafe &= keep
+        stats["punsafe_not_probability"] += int((improbable & keep).sum())
+        stats["punsafe_removed"] += int(unsafe.sum())
+        stats["unknown_nsfw_removed"] += int((unsafe & unknown).sum())
+        keep &= ~unsafe
+        mask = pa.array(keep)
+        rows = rows[keep]
+        sub = sub.filter(mask)
+        if "hash" in sub.column_names:
+            hashes = _typed(sub.column("hash"), pa.int64(), shard_path, "hash")
+        else:
+            hashes = pa.nulls(len(rows), pa.int64())
+        table = pa.table(
+            {
+                "key": caption_keys(settings.shard, rows),
+                "shard": pa.array([file_name] * len(rows), pa.string()),
+                "row": pa.array(rows, pa.int64()),
+                "URL": _typed(sub.column("URL"), pa.string(), shard_path, "URL"),
+                "TEXT": _typed(sub.column("TEXT"), pa.string(), shard_path, "TEXT"),
+                "hash": hashes,
+                "wnid": picked.column("wnid").filter(mask),
+            },
+            schema=CAPTION_SCHEMA,
+        )
+        stats["captions"] += table.num_rows
+        return table
+
     picked_iter = iter_one_class_rows(matches_path, class_wnids, batch_rows, stats)
-    pending: list[pa.Table] = []
+    pending = pa.schema([("row", pa.int64()), ("wnid", pa.string())]).empty_table()
     exhausted = False
     offset = 0
     for batch in shard.iter_batches(batch_rows, columns):
         end = offset + batch.num_rows
         # Pull picked rows until one lies beyond this batch (or none are left).
-        while not exhausted and (not pending or pending[-1].column("row")[-1].as_py() < end):
-            try:
-                piece = next(picked_iter)
-            except StopIteration:
-                exhausted = True
-                break
-            if piece.num_rows:
-                pending.append(piece)
-        picked = pa.concat_tables(pending) if pending else None
-        if picked is None or picked.num_rows == 0:
-            offset = end
-            continue
-        rows_all = picked.column("row").to_numpy()
-        inside = int(np.searchsorted(rows_all, end, side="left"))
-        here, rest = picked.slice(0, inside), picked.slice(inside)
-        pending = [rest] if rest.num_rows else []
+        while not exhausted and (not pending.num_rows or pending["row"][-1].as_py() < end):
+            piece = next(picked_iter, None)
+            exhausted = piece is None
+            pending = pending if exhausted else pa.concat_tables([pending, piece])
+        inside = int(np.searchsorted(pending["row"].to_numpy(), end, side="left"))
+        here, pending = pending.slice(0, inside), pending.slice(inside)
         if here.num_rows:
-            yield _batch_captions(batch, here, offset, file_name, shard_path, settings, stats)
+            yield captions_of(batch, here, offset)
         offset = end
-    leftover = sum(t.num_rows for t in pending)
-    if not exhausted:
-        leftover += sum(t.num_rows for t in picked_iter)
+    leftover = pending.num_rows + sum(t.num_rows for t in picked_iter)
     if leftover:
         raise ValueError(
             f"{shard_path}: {leftover} match row(s) lie beyond the shard's {n_rows} rows; "
             "the match file is stale (rerun curate_match)"
         )
-
-
-def _batch_captions(
-    batch: pa.RecordBatch,
-    picked: pa.Table,
-    offset: int,
-    file_name: str,
-    shard_path,
-    settings: CaptionSettings,
-    stats: dict,
-) -> pa.Table:
-    rows = picked.column("row").to_numpy().astype(np.int64)
-    sub = pa.Table.from_batches([batch]).take(pa.array(rows - offset))
-    keep = np.asarray(sub.column("URL").is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-    stats["null_url_removed"] += int((~keep).sum())
-    unsafe, unknown, improbable = unsafe_rows(settings, sub, shard_path)
-    unsafe &= keep
-    stats["punsafe_not_probability"] += int((improbable & keep).sum())
-    stats["punsafe_removed"] += int(unsafe.sum())
-    stats["unknown_nsfw_removed"] += int((unsafe & unknown).sum())
-    keep &= ~unsafe
-    mask = pa.array(keep)
-    rows = rows[keep]
-    sub = sub.filter(mask)
-    if "hash" in sub.column_names:
-        hashes = _typed(sub.column("hash"), pa.int64(), shard_path, "hash")
-    else:
-        hashes = pa.nulls(len(rows), pa.int64())
-    table = pa.table(
-        {
-            "key": caption_keys(settings.shard, rows),
-            "shard": pa.array([file_name] * len(rows), pa.string()),
-            "row": pa.array(rows, pa.int64()),
-            "URL": _typed(sub.column("URL"), pa.string(), shard_path, "URL"),
-            "TEXT": _typed(sub.column("TEXT"), pa.string(), shard_path, "TEXT"),
-            "hash": hashes,
-            "wnid": picked.column("wnid").filter(mask),
-        },
-        schema=CAPTION_SCHEMA,
-    )
-    stats["captions"] += table.num_rows
-    return table
 
 
 def write_shard_captions(
@@ -256,15 +233,9 @@ def write_shard_captions(
     settings: CaptionSettings,
 ) -> dict:
     """Stream step 6 of one shard to ``out`` (atomically); return its stats."""
-    import pyarrow.parquet as pq
-
-    from imagenot.core.io import atomic_path
+    from imagenot.curate.match import write_stream
 
     stats: dict = {}
-    with (
-        atomic_path(out, ".parquet") as tmp,
-        pq.ParquetWriter(tmp, CAPTION_SCHEMA, compression="zstd") as writer,
-    ):
-        for table in iter_shard_captions(shard_path, matches_path, class_wnids, settings, stats):
-            writer.write_table(table)
+    tables = iter_shard_captions(shard_path, matches_path, class_wnids, settings, stats)
+    write_stream(tables, out, CAPTION_SCHEMA)
     return stats

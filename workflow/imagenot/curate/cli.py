@@ -49,14 +49,14 @@ def match(f: fs.MatchFiles, settings: ss.MatchSettings | None, nltk_data: str | 
 
     from imagenot.core.io import keep_freed_memory, write_json, write_parquet
     from imagenot.curate.match import LemmaIndex, Matcher, read_lemma_table, write_shard_matches
-    from imagenot.curate.shards import open_shard, required_columns
+    from imagenot.curate.shards import open_shard
 
     s = match_settings(settings, **flags)
     # A one-shot process whose batches allocate and free arrays of 10-100 MB: reused heap memory
     # instead of fresh zeroed pages (60% fewer page faults, 0.2-0.3 s less per 1M captions).
     keep_freed_memory()
     # Fail fast, naming file and column, before loading WordNet.
-    open_shard(f.shard, required_columns(s))
+    open_shard(f.shard, s.require_url)
     if f.lemmas:
         index = LemmaIndex.from_lemma_table(read_lemma_table(f.lemmas))
     else:

@@ -74,13 +74,8 @@ def distinct_pairs(captions: pa.Table) -> pa.Table:
     table = con.sql(
         "SELECT DISTINCT TEXT, wnid FROM captions ORDER BY length(TEXT), TEXT, wnid"
     ).to_arrow_table()
-    return pa.table(
-        {
-            "pair_id": pa.array(np.arange(table.num_rows, dtype=np.int64)),
-            "TEXT": table.column("TEXT").cast(pa.string()),
-            "wnid": table.column("wnid").cast(pa.string()),
-        }
-    )
+    table = table.cast(pa.schema([("TEXT", pa.string()), ("wnid", pa.string())]))
+    return table.add_column(0, "pair_id", pa.array(np.arange(table.num_rows, dtype=np.int64)))
 
 
 def _fingerprint(*parts: bytes | str | pa.Array) -> str:
@@ -187,10 +182,7 @@ def embed_queries(
     encoder of ``settings`` (or ``text_encoder``, one already loaded)."""
     spec = encoder_spec(settings)
     encoder = text_encoder or create_encoder(spec)
-    vectors = (
-        encoder.encode(list(queries)) if len(queries) else np.zeros((0, encoder.dim), np.float32)
-    )
-    _save_npy(vectors.astype(np.float32), Path(out))
+    _save_npy(encoder.encode(list(queries)).astype(np.float32), Path(out))  # (0, dim) for none
     return {"n_queries": len(queries), "dim": encoder.dim, "encoder": spec.identity()}
 
 
@@ -262,17 +254,9 @@ def embed_part(
     sims = np.concatenate(
         [np.empty(0, np.float32)] + [read_npy(chunk_path(work, i, "sims")) for i in range(n_chunks)]
     )
-    if len(sims) != pairs.num_rows:
-        raise ValueError(f"{work}: {len(sims)} similarities for {pairs.num_rows} captions")
-    joined = captions.select(["key", "row", "TEXT", "wnid"]).join(
-        pairs.append_column("similarity", pa.array(sims, pa.float32())).drop_columns("pair_id"),
-        keys=["TEXT", "wnid"],
-        join_type="inner",
-    )
-    if joined.num_rows != captions.num_rows:
-        raise ValueError(
-            f"{captions_path}: {captions.num_rows - joined.num_rows} captions unscored"
-        )
+    # every caption's (TEXT, wnid) is one of ``pairs``: the join scores each caption once
+    scored = pairs.append_column("similarity", pa.array(sims, pa.float32()))
+    joined = captions.join(scored.drop_columns("pair_id"), keys=["TEXT", "wnid"])
     scores = joined.select(SCORE_SCHEMA.names).sort_by("row").cast(SCORE_SCHEMA)
     write_parquet(scores, out_scores)
     return {

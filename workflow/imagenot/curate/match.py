@@ -10,7 +10,7 @@ it is a lemma of, and all of them are emitted; output rows are unique (row, wnid
 
 A normalised text is its words joined by single spaces, so that substring test is the same as
 "the lemma's words occur as consecutive words of the caption", which is what the hot path
-computes, keeping every match in NumPy arrays (no Python object per caption or per match):
+computes, keeping every match in NumPy arrays (no Python object per ASCII caption or per match):
 
 - tokenise (:func:`imagenot.curate.text.tokenise`): the words of every caption form one Arrow
   string array, hashed once against the lemma word vocabulary (``index_in``);
@@ -24,13 +24,13 @@ computes, keeping every match in NumPy arrays (no Python object per caption or p
 
 The output is the substring test's, caption by caption (``tests/test_curate_match.py`` compares
 it with a plain word-tuple reference on web and random captions), and no Python object is created
-per caption, word or match.
+per ASCII caption, word or match (non-ASCII captions are cleaned as Python strings).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -65,7 +65,7 @@ class LemmaIndex:
     @classmethod
     def from_lemma_table(cls, table: pa.Table) -> LemmaIndex:
         """Build from a (lemma, wnid) table such as ``imagenot.core.wordnet.noun_lemma_table``."""
-        keys = pa.chunked_array([normalise(clean_web_text(table.column("lemma")))]).combine_chunks()
+        keys = normalise(clean_web_text(table.column("lemma")))
         pairs = pa.table({"key": keys, "wnid": table.column("wnid")})
         pairs = pairs.filter(pc.greater(pc.utf8_length(pairs.column("key")), 0))
         pairs = (
@@ -75,11 +75,10 @@ class LemmaIndex:
         )
         wnids = pc.unique(pairs.column("wnid")).sort()
         wnid_idx = pc.index_in(pairs.column("wnid"), value_set=wnids).to_numpy().astype(np.int32)
-        key_col = pairs.column("key").to_pylist()
-        starts = [0] + [i for i in range(1, len(key_col)) if key_col[i] != key_col[i - 1]]
-        keys_unique = [key_col[i] for i in starts]
-        key_ptr = np.array([*starts, len(key_col)], dtype=np.int64)
-        return cls(keys_unique, key_ptr, wnid_idx, wnids)
+        key_col = pairs.column("key").to_numpy(zero_copy_only=False)
+        keys_unique, starts = np.unique(key_col, return_index=True)  # UTF-8 order: Arrow's sort
+        key_ptr = np.append(starts, len(key_col)).astype(np.int64)
+        return cls(keys_unique.tolist(), key_ptr, wnid_idx, wnids)
 
     @classmethod
     def from_wordnet(cls, nltk_data: str | os.PathLike) -> LemmaIndex:
@@ -89,13 +88,10 @@ class LemmaIndex:
         return cls.from_lemma_table(noun_lemma_table(load_wordnet(str(nltk_data))))
 
 
-LEMMA_COLUMNS = ("lemma", "wnid")
-
-
 def read_lemma_table(path: str | os.PathLike) -> pa.Table:
     """A (lemma, wnid) parquet as written by ``imagenot lemmas``; names the file if it is not one
     (the columns it lacks) or is empty."""
-    table = read_parquet(path, columns=list(LEMMA_COLUMNS))
+    table = read_parquet(path, columns=["lemma", "wnid"])
     if table.num_rows == 0:
         raise ValueError(f"{path}: the lemma table is empty")
     return table
@@ -122,7 +118,7 @@ class Matcher:
         import scipy.sparse as sp
 
         self.index = index
-        build_tables()  # the cached code point tables: now, not in the first batch
+        build_tables()  # the cached code point table: now, not in the first batch
         split = pc.split_pattern(pa.array(index.keys, pa.string()), " ")
         lengths = pc.list_value_length(split).to_numpy(zero_copy_only=False).astype(np.int64)
         flat = pc.list_flatten(split)
@@ -242,8 +238,8 @@ class Matcher:
 
         Each hit's synsets (a row gather of the CSR key x synset matrix) are coded
         row * n_synsets + wnid in 32 bits, so one sort of plain values orders them (by row, then
-        wnid): NumPy's SIMD quicksort, several times faster on 32-bit values than the stable
-        sort the row-ordered 64-bit codes used; the order of equal values is immaterial.
+        wnid): ``np.unique``'s quicksort (NumPy's SIMD sort, several times faster on 32-bit values
+        than a stable sort of 64-bit codes; the order of equal values is immaterial).
         """
         if len(rows) == 0:
             return np.empty(0, np.int64), np.empty(0, np.int32)
@@ -251,13 +247,7 @@ class Matcher:
         synsets = self.key_synsets[keys]  # CSR rows of the hit keys, in hit order
         codes = np.repeat(rows.astype(np.uint32) * n_wnids, np.diff(synsets.indptr))
         codes += synsets.indices.astype(np.uint32, copy=False)
-        codes.sort(kind="quicksort")
-        keep = np.empty(len(codes), dtype=bool)
-        keep[0] = True
-        np.not_equal(codes[1:], codes[:-1], out=keep[1:])  # False: a wnid named twice in a row
-        if not keep.all():
-            codes = codes[keep]
-        row, wnid = np.divmod(codes, n_wnids)
+        row, wnid = np.divmod(np.unique(codes), n_wnids)  # a quicksort, then repeats dropped
         return row.astype(np.int64), wnid.view(np.int32)
 
 
@@ -265,7 +255,7 @@ def match_table(
     rows: np.ndarray,
     parts: list[tuple[np.ndarray, np.ndarray]],
     index: LemmaIndex,
-    totals: np.ndarray | None = None,
+    totals: np.ndarray,
 ) -> pa.Table:
     """The matches contract table from ``iter_matches`` pieces: ``row`` int64, ``wnid`` string.
 
@@ -279,8 +269,7 @@ def match_table(
     counts = np.zeros(len(index.wnids), dtype=np.int64)
     for _, wnid_idx in parts:
         counts += np.bincount(wnid_idx, minlength=len(index.wnids))
-    if totals is not None:  # the caller's running matches per wnid (the class-count scatter)
-        totals += counts
+    totals += counts  # the caller's running matches per wnid (the class-count scatter)
     used = np.flatnonzero(counts)
     dictionary = index.wnids.take(pa.array(used))
     recode = np.zeros(len(index.wnids), dtype=np.int32)
@@ -326,22 +315,22 @@ def iter_shard_matches(
     path: str | os.PathLike,
     matcher: Matcher,
     settings: MatchSettings,
-    progress: bool = True,
-    stats: dict | None = None,
+    progress: bool,
+    stats: dict,
 ) -> Iterator[pa.Table]:
     """Match one shard batch by batch: one matches table (``match_table``) per batch of
     ``settings.batch_rows`` shard rows, sorted by row then wnid. Memory is bounded by the batch, never by
     the shard: a laion2B-en part holds ~18 M captions and ~450 M matches.
 
-    ``stats`` (if given) is filled when the iterator is exhausted: row/skip counts, ``captions``,
+    ``stats`` is filled when the iterator is exhausted: row/skip counts, ``captions``,
     ``matches``, ``matched_captions`` and ``counts`` (matching captions per wnid, the input of
     the class-count gather).
     """
     from tqdm import tqdm
 
-    from imagenot.curate.shards import SkipCounts, iter_captions, open_shard, required_columns
+    from imagenot.curate.shards import SkipCounts, iter_captions, open_shard
 
-    total = open_shard(path, required_columns(settings)).num_rows
+    total = open_shard(path, settings.require_url).num_rows
     counts = SkipCounts()
     per_wnid = np.zeros(len(matcher.index.wnids), dtype=np.int64)
     n_matches = matched = 0
@@ -358,14 +347,13 @@ def iter_shard_matches(
             counts.add(batch_counts)
             bar.update(batch_counts.rows)
             yield table
-    if stats is not None:
-        stats.update(counts.as_dict())
-        stats["captions"] = stats["rows"] - sum(stats["skipped"].values())
-        stats["matches"] = n_matches
-        stats["matched_captions"] = matched
-        used = np.flatnonzero(per_wnid)
-        wnids = matcher.index.wnids.take(pa.array(used)).to_pylist()
-        stats["counts"] = dict(zip(wnids, per_wnid[used].tolist(), strict=True))
+    stats.update(counts.as_dict())
+    stats["captions"] = stats["rows"] - sum(stats["skipped"].values())
+    stats["matches"] = n_matches
+    stats["matched_captions"] = matched
+    used = np.flatnonzero(per_wnid)
+    wnids = matcher.index.wnids.take(pa.array(used)).to_pylist()
+    stats["counts"] = dict(zip(wnids, per_wnid[used].tolist(), strict=True))
 
 
 def match_shard(
@@ -378,11 +366,25 @@ def match_shard(
     stats: dict = {}
     pieces = list(iter_shard_matches(path, matcher, settings, progress, stats))
     stats.pop("counts")
-    schema = pa.schema([("row", pa.int64()), ("wnid", pa.string())])
-    table = pa.Table.from_batches(
-        [b for t in pieces for b in t.cast(schema).to_batches()], schema=schema
-    )
-    return table, stats
+    table = pa.concat_tables([MATCH_SCHEMA.empty_table(), *pieces])
+    return table.cast(pa.schema([("row", pa.int64()), ("wnid", pa.string())])), stats
+
+
+def write_stream(
+    tables: Iterable[pa.Table], out: str | os.PathLike, schema: pa.Schema, **options
+) -> None:
+    """Stream ``tables`` to the parquet file ``out``, one row group each (atomically, zstd;
+    ``options``: the parquet writer's)."""
+    import pyarrow.parquet as pq
+
+    from imagenot.core.io import atomic_path
+
+    with (
+        atomic_path(out, ".parquet") as tmp,
+        pq.ParquetWriter(tmp, schema, compression="zstd", **options) as writer,
+    ):
+        for table in tables:
+            writer.write_table(table, row_group_size=max(table.num_rows, 1))
 
 
 def write_shard_matches(
@@ -394,15 +396,7 @@ def write_shard_matches(
 ) -> dict:
     """Match one shard and stream the matches to ``out`` (one row group per batch, written
     atomically); return the stats of ``iter_shard_matches`` (with per-wnid ``counts``)."""
-    import pyarrow.parquet as pq
-
-    from imagenot.core.io import atomic_path
-
     stats: dict = {}
-    with (
-        atomic_path(out, ".parquet") as tmp,
-        pq.ParquetWriter(tmp, MATCH_SCHEMA, compression="zstd", **MATCH_PARQUET_OPTIONS) as writer,
-    ):
-        for table in iter_shard_matches(path, matcher, settings, progress, stats):
-            writer.write_table(table, row_group_size=max(table.num_rows, 1))
+    tables = iter_shard_matches(path, matcher, settings, progress, stats)
+    write_stream(tables, out, MATCH_SCHEMA, **MATCH_PARQUET_OPTIONS)
     return stats

@@ -43,15 +43,11 @@ def shard_files(config: dict) -> list[str]:
     return [laion["shard_pattern"].format(i=i) for i in range(laion["n_shards"])]
 
 
-def shard_id(position: int) -> str:
-    """A shard's short id: its position in the shard list, five digits. Keys and paths use it, so
-    no file name character (the dots of ``.snappy.parquet``, long hashes) reaches them."""
-    return f"{position:05d}"
-
-
 def shard_ids(config: dict) -> list[str]:
-    """Short ids of the configured shards, in shard-list order."""
-    return [shard_id(i) for i in range(len(shard_files(config)))]
+    """Short ids of the configured shards, in shard-list order: a shard's position in the list,
+    five digits. Keys and paths use them, so no file name character (the dots of
+    ``.snappy.parquet``, long hashes) reaches them."""
+    return [f"{i:05d}" for i in range(len(shard_files(config)))]
 
 
 SHARD_ID_PATTERN = "[0-9][0-9][0-9][0-9][0-9]+"
@@ -62,17 +58,23 @@ def shard_path(config: dict, shard: str) -> str:
     return f"{config['laion']['dir'].rstrip('/')}/{shard_files(config)[int(shard)]}"
 
 
+def format_fields(template: str, key: str) -> list[str]:
+    """The field names of the format string ``template`` (config key ``key``); ValueError
+    naming the key where it is no format string."""
+    import string
+
+    try:
+        return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as exc:
+        raise ValueError(f"config key {key}: {template!r}: {exc}") from None
+
+
 def check_shard_pattern(pattern: str) -> None:
     """``laion.shard_pattern`` is a format string whose only field is ``i`` (any format spec an
     int takes) and whose names are file names: an unknown field, a positional ``{}``, an index or
     a spec ``int`` refuses would otherwise fail in planning with a bare KeyError."""
-    import string
-
     key = "config key laion.shard_pattern"
-    try:
-        fields = [f for _, f, _, _ in string.Formatter().parse(pattern) if f is not None]
-    except ValueError as exc:
-        raise ValueError(f"{key}: {pattern!r}: {exc}") from None
+    fields = format_fields(pattern, "laion.shard_pattern")
     unknown = sorted({f for f in fields if f != "i"})
     if unknown or not fields:
         raise ValueError(
@@ -181,12 +183,7 @@ def check_data(config: dict) -> None:
 def check_query_template(template: str) -> None:
     """The class query must carry the gloss (a bare word scores every caption that names it
     alike) and no field but ``{name}`` and ``{gloss}``."""
-    import string
-
-    try:
-        fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
-    except ValueError as exc:
-        raise ValueError(f"config key curate.query_template: {exc}") from exc
+    fields = set(format_fields(template, "curate.query_template"))
     unknown = sorted(fields - {"name", "gloss"})
     if unknown or "gloss" not in fields:
         raise ValueError(

@@ -88,11 +88,8 @@ def top_captions(
 
     value_set = pa.array(list(class_wnids), pa.string())
     counts = np.zeros(len(class_wnids), dtype=np.int64)
-    schema = (
-        TOP_SCHEMA
-        if with_keys
-        else pa.schema([TOP_SCHEMA.field("cls"), TOP_SCHEMA.field("similarity")])
-    )
+    names = TOP_SCHEMA.names if with_keys else ["cls", "similarity"]
+    schema = pa.schema([TOP_SCHEMA.field(name) for name in names])
     wanted = None if only is None else np.isin(np.arange(len(class_wnids)), only)
     kept = schema.empty_table()
     columns = ["key", "row", "wnid", "similarity"] if with_keys else ["wnid", "similarity"]
@@ -106,17 +103,9 @@ def top_captions(
                 )
             cls_np = cls.to_numpy(zero_copy_only=False).astype(np.int32)
             counts += np.bincount(cls_np, minlength=len(class_wnids))
-            columns_of = {
-                "cls": pa.array(cls_np),
-                "similarity": batch.column("similarity").cast(pa.float32()),
-            }
-            if with_keys:
-                columns_of.update(
-                    key=batch.column("key"),
-                    part=pa.array(np.full(batch.num_rows, part, np.int32)),
-                    row=batch.column("row"),
-                )
-            piece = pa.table({name: columns_of[name] for name in schema.names}, schema=schema)
+            piece = pa.Table.from_batches([batch]).append_column("cls", pa.array(cls_np))
+            part_column = pa.array(np.full(batch.num_rows, part, np.int32))
+            piece = piece.append_column("part", part_column).select(names).cast(schema)
             if wanted is not None:
                 piece = piece.filter(pa.array(wanted[cls_np]))
             kept = _top_per_class(pa.concat_tables([kept, _top_per_class(piece, depth)]), depth)
@@ -173,7 +162,7 @@ def score_classes(
             "step": pa.array(step, pa.int32()),
             "status": pa.array(np.where(kept, "kept", "removed").tolist(), pa.string()),
             "reason": pa.array(reasons, pa.string()),
-            "rank": pa.array(np.where(rank > 0, rank, 0), pa.int64()).cast(pa.int64()),
+            "rank": pa.array(rank, pa.int64()),
         }
     )
 
@@ -183,9 +172,9 @@ def check_class_count(scores: pa.Table, settings: SelectSettings) -> None:
     ``allow_fewer_classes``), and always when none is: an empty selection would empty every dataset
     built from it."""
     n_classes, threshold = settings.applied_n_classes, settings.applied_threshold
-    allow_fewer, dataset = settings.allow_fewer_classes, settings.dataset
+    dataset = settings.dataset
     kept = int(pc.sum(pc.equal(scores.column("status"), "kept")).as_py() or 0)
-    if kept > 0 and (n_classes is None or allow_fewer or kept >= n_classes):
+    if kept > 0 and (n_classes is None or settings.allow_fewer_classes or kept >= n_classes):
         return
     step = scores.column("step").to_numpy()
     raise ShortfallError(
@@ -234,9 +223,7 @@ def select_captions(
     captions and the next ``settings.reserve_per_class`` ones, one use per URL (its most similar
     caption)."""
     per_class, reserve = settings.per_class, settings.reserve_per_class
-    keys = candidates.column("key").to_numpy(zero_copy_only=False).astype(str)
-    order = np.lexsort((keys, -candidates.column("similarity").to_numpy().astype(np.float64)))
-    table = candidates.take(pa.array(order))
+    table = candidates.sort_by([("similarity", "descending"), ("key", "ascending")])
     urls = pc.index_in(table["URL"], value_set=pc.unique(table["URL"]))
     first = np.unique(urls.to_numpy(zero_copy_only=False), return_index=True)[1]  # per URL
     duplicates = table.num_rows - len(first)

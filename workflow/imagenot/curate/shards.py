@@ -48,7 +48,6 @@ LAION_COLUMNS: dict[str, tuple[str, ...]] = {
     "punsafe": ("punsafe", "p_unsafe", "prob_unsafe"),
     "NSFW": ("NSFW", "nsfw"),
 }
-REQUIRED_COLUMNS = ("URL", "TEXT")
 STRING_LIKE = (pa.string(), pa.large_string(), pa.binary(), pa.large_binary())
 SKIP_REASONS = ("null", "empty", "invalid_utf8", "too_long")
 
@@ -109,7 +108,6 @@ class Shard:
     """A LAION parquet shard read under the workflow's column names (:func:`column_names`)."""
 
     def __init__(self, path: str | os.PathLike, parquet: pq.ParquetFile):
-        self.path = path
         self.parquet = parquet
         self.columns = column_names(path, parquet.schema_arrow.names)
 
@@ -124,16 +122,17 @@ class Shard:
             yield batch.rename_columns(columns)
 
 
-def open_shard(path: str | os.PathLike, required: tuple[str, ...] = REQUIRED_COLUMNS) -> Shard:
+def open_shard(path: str | os.PathLike, require_url: bool = True) -> Shard:
     """Open a parquet shard and validate its schema: ShardError naming ``path`` on a file that
-    is no parquet, and naming the column when a ``required`` one is missing or not text."""
+    is no parquet, and naming the column when a required one (TEXT, and URL with
+    ``require_url``) is missing or not text."""
     try:
         parquet = pq.ParquetFile(path)
     except (OSError, pa.ArrowInvalid) as exc:
         raise ShardError(f"{path}: not a readable parquet file ({exc})") from exc
     shard = Shard(path, parquet)
     schema = parquet.schema_arrow
-    for name in required:
+    for name in ("URL", "TEXT") if require_url else ("TEXT",):
         if name not in shard.columns:
             raise ShardError(
                 f"{path}: required column {name!r} is missing (spellings: "
@@ -229,17 +228,12 @@ def clean_captions(
     return rows[keep], texts.filter(pa.array(keep)), counts
 
 
-def required_columns(settings: MatchSettings) -> tuple[str, ...]:
-    """The columns a shard must have: URL and TEXT, or TEXT alone without ``require_url``."""
-    return REQUIRED_COLUMNS if settings.require_url else ("TEXT",)
-
-
 def iter_captions(
     path: str | os.PathLike, settings: MatchSettings
 ) -> Iterator[tuple[np.ndarray, pa.Array, SkipCounts]]:
     """Batches of (row index in the shard, caption text, skip counts) of a validated shard,
     ``settings.batch_rows`` rows at a time."""
-    shard = open_shard(path, required_columns(settings))
+    shard = open_shard(path, settings.require_url)
     offset = 0
     for batch in shard.iter_batches(settings.batch_rows, ["TEXT"]):
         rows, texts, counts = clean_captions(batch.column(0), settings)

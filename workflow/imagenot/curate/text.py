@@ -17,11 +17,10 @@ Normalisation rule, applied identically to lemmas and captions:
 
 ``normalise`` applies steps 1-3 to a string array (``normalise_one`` to one string); candidates
 and the NSFW filter use it too. ``tokenise`` gives the words of ``normalise(texts)`` without
-building the normalised strings, for the trie walk of :mod:`imagenot.curate.match`:
-pure-ASCII captions (most of them) are lowercased and split in NumPy with 256-entry byte tables
-(``[A-Za-z0-9]`` are exactly the ASCII letters and digits). The others are lowercased by Arrow's
-``utf8_lower`` (as ``normalise`` does) and their characters classified with a per-code-point
-table that ``normalise``'s own regex computed once, then split the same way.
+building the normalised strings for pure-ASCII captions (most of them), for the trie walk of
+:mod:`imagenot.curate.match`: those are lowercased and split in NumPy with 256-entry byte tables
+(``[A-Za-z0-9]`` are exactly the ASCII letters and digits). The others are normalised by
+``normalise`` itself, then split the same way.
 """
 
 from __future__ import annotations
@@ -50,15 +49,6 @@ def clean_one(text: str) -> str:
 _ENTITY = "&[#A-Za-z]"
 
 
-def _offsets(texts: pa.Array) -> tuple[np.ndarray, pa.Buffer]:
-    """The offsets of a string array's texts into its data buffer (int32, or int64 for
-    ``large_string``; ``len(texts) + 1`` of them, from the array's own offset), and the buffer."""
-    offsets_type = np.int64 if texts.type == pa.large_string() else np.int32
-    buffers = texts.buffers()
-    offsets = np.frombuffer(buffers[1], dtype=offsets_type)
-    return offsets[texts.offset : texts.offset + len(texts) + 1], buffers[2]
-
-
 @functools.cache
 def _combining_code_points() -> np.ndarray:
     """bool per Unicode code point: ``unicodedata.combining`` (the marks step 0 drops)."""
@@ -76,31 +66,17 @@ def _fold_unicode(texts: pa.Array) -> pa.Array:
     that nothing composes with and no decomposition produces, so NFKD and NFC of the whole are
     the NFKD and NFC of each text, joined. Combining marks are dropped in NumPy with a per-code
     point table taken from ``unicodedata.combining``, then the result is split at U+0000 again.
-    A text that holds U+0000 itself goes through ``clean_one`` one text at a time.
+    Texts of which one holds U+0000 itself go through ``clean_one`` one text at a time.
     """
     import unicodedata
 
-    n = len(texts)
-    separator, nothing = pa.scalar("\0", texts.type), pa.scalar("", texts.type)
-    joined = pc.binary_join_element_wise(texts, separator, nothing)
-    offsets, buffer = _offsets(joined)
-    data = buffer.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
-    folded = unicodedata.normalize("NFKD", data.to_pybytes().decode("utf-8"))
+    if pc.any(pc.match_substring(texts, "\0")).as_py():
+        return pa.array([clean_one(t) for t in texts.to_pylist()], texts.type)
+    folded = unicodedata.normalize("NFKD", "\0".join(texts.to_pylist()))
     points = np.frombuffer(folded.encode("utf-32-le"), dtype=np.uint32)
     points = points[~_combining_code_points()[points]]
     folded = unicodedata.normalize("NFC", points.tobytes().decode("utf-32-le"))
-    out = np.frombuffer(folded.encode("utf-8"), dtype=np.uint8)
-    ends = np.flatnonzero(out == 0)
-    if len(ends) != n:  # a text holds U+0000
-        return pa.array([clean_one(t) for t in texts.to_pylist()], texts.type)
-    text_offsets = np.empty(n + 1, dtype=offsets.dtype)
-    text_offsets[0] = 0
-    text_offsets[1:] = ends - np.arange(n)  # each end, less the separators before it
-    keep = np.ones(len(out), dtype=bool)
-    keep[ends] = False
-    return pa.Array.from_buffers(
-        texts.type, n, [None, pa.py_buffer(text_offsets), pa.py_buffer(out[keep])]
-    )
+    return pa.array(folded.split("\0"), texts.type)
 
 
 def clean_web_text(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -141,9 +117,8 @@ def normalise_one(text: str) -> str:
 
 
 # Byte -> lowercased byte, or 0 for a separator. ASCII letters and digits are word bytes; bytes
-# of multi-byte UTF-8 characters (>= 0x80) only reach this table in text where
-# ``_blank_non_words`` has already replaced every non-letter, non-digit character by a space,
-# so all of them belong to words.
+# of multi-byte UTF-8 characters (>= 0x80) only reach this table in text ``normalise`` has
+# already reduced to letters, digits and spaces, so all of them belong to words.
 _BYTE_TABLE = np.zeros(256, dtype=np.uint8)
 _WORD_BYTES = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", np.uint8)
 _BYTE_TABLE[_WORD_BYTES] = _WORD_BYTES
@@ -159,8 +134,7 @@ def string_array(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
     if isinstance(texts, pa.ChunkedArray):
         texts = texts.combine_chunks()
     if texts.type not in (pa.string(), pa.large_string()):
-        large = texts.type in (pa.large_binary(), pa.large_string())
-        texts = texts.cast(pa.large_string() if large else pa.string())
+        texts = texts.cast(pa.large_string() if texts.type == pa.large_binary() else pa.string())
     if texts.null_count:
         texts = pc.fill_null(texts, "")
     return texts
@@ -175,7 +149,9 @@ def _split_words(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
     n = len(texts)
     space, nothing = pa.scalar(" ", texts.type), pa.scalar("", texts.type)
     texts = pc.binary_join_element_wise(texts, space, nothing)
-    offsets, buffer = _offsets(texts)
+    _, offsets_buffer, buffer = texts.buffers()
+    offsets_type = np.int64 if texts.type == pa.large_string() else np.int32
+    offsets = np.frombuffer(offsets_buffer, offsets_type)[texts.offset : texts.offset + n + 1]
     first, size = int(offsets[0]), int(offsets[-1] - offsets[0])
     raw = buffer.slice(first, size).to_pybytes()
     word = np.frombuffer(raw.translate(_IS_WORD), dtype=np.bool_)
@@ -198,60 +174,9 @@ def _split_words(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
     return words, np.repeat(np.arange(n, dtype=np.int64), per_text)
 
 
-@functools.cache
-def _word_code_points() -> np.ndarray:
-    """bool per Unicode code point: a letter or digit by ``NON_WORD`` (Arrow's RE2 tables).
-
-    Derived by running the ``normalise`` character class itself over every code point once, so
-    the fast path below classifies exactly as the regex does.
-    """
-    code_points = np.arange(0x110000, dtype=np.uint32)
-    code_points = code_points[(code_points < 0xD800) | (code_points > 0xDFFF)]  # no surrogates
-    every = pa.array([code_points.tobytes().decode("utf-32-le")])
-    marked = pc.replace_substring_regex(every, pattern=NON_WORD[:-1], replacement="\0")
-    marked_points = np.frombuffer(marked[0].as_py().encode("utf-32-le"), dtype=np.uint32)
-    if len(marked_points) != len(code_points):  # one character in, one out: never expected
-        raise RuntimeError("code point classification does not line up")
-    table = np.zeros(0x110000, dtype=bool)
-    table[code_points] = marked_points != 0
-    return table
-
-
-def _blank_non_words(lowered: pa.Array) -> pa.Array:
-    """Each byte of every non-ASCII character that is no letter or digit replaced by a space.
-
-    ASCII separators are left alone (the byte tables of ``_split_words`` handle those), so in the
-    result every byte >= 0x80 belongs to a word character.
-    """
-    offsets, buffer = _offsets(lowered)
-    first, size = int(offsets[0]), int(offsets[-1] - offsets[0])
-    data = np.frombuffer(buffer, dtype=np.uint8)[first : first + size].copy()
-    padded = np.concatenate([data, np.zeros(3, np.uint8)]).astype(np.uint32)
-    lead = np.flatnonzero(data >= 0xC0)  # first byte of each multi-byte character
-    b0, b1, b2, b3 = (padded[lead + k] for k in range(4))
-    width = 2 + (b0 >= 0xE0) + (b0 >= 0xF0)
-    point = np.where(
-        width == 2,
-        ((b0 & 0x1F) << 6) | (b1 & 0x3F),
-        np.where(
-            width == 3,
-            ((b0 & 0x0F) << 12) | ((b1 & 0x3F) << 6) | (b2 & 0x3F),
-            ((b0 & 0x07) << 18) | ((b1 & 0x3F) << 12) | ((b2 & 0x3F) << 6) | (b3 & 0x3F),
-        ),
-    )
-    blank = ~_word_code_points()[point]
-    for k in range(4):
-        data[lead[blank & (width > k)] + k] = 0x20
-    offsets = (offsets.astype(np.int64) - first).astype(offsets.dtype)
-    return pa.Array.from_buffers(
-        lowered.type, len(lowered), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-    )
-
-
 def build_tables() -> None:
-    """Build the cached code point tables of ``clean_web_text`` and ``tokenise`` now (about a
-    second), so that a matcher's first batch does not pay for them."""
-    _word_code_points()
+    """Build the cached code point table of ``clean_web_text`` now (about a second), so that a
+    matcher's first batch does not pay for it."""
     _combining_code_points()
 
 
@@ -259,9 +184,8 @@ def tokenise(texts: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
     """Words of ``normalise(texts)`` (split at its spaces) and the position of each word's text.
 
     Words come in text order, and in order within a text. Pure-ASCII texts are split directly
-    (lowercase, ``[^a-z0-9]`` separates: the same result as ``normalise`` for ASCII). The others
-    are lowercased by Arrow as in ``normalise``, their non-letter, non-digit characters blanked
-    by a code point table taken from ``normalise``'s own regex, then split the same way.
+    (lowercase, ``[^a-z0-9]`` separates: the same result as ``normalise`` for ASCII); the others
+    are normalised by ``normalise`` itself, then split the same way.
     """
     texts = string_array(texts)
     if len(texts) == 0:
@@ -269,6 +193,6 @@ def tokenise(texts: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
     ascii_mask = pc.string_is_ascii(texts)
     if not pc.all(ascii_mask).as_py():
         unicode_mask = pc.invert(ascii_mask)
-        lowered = pc.utf8_lower(texts.filter(unicode_mask))
-        texts = pc.replace_with_mask(texts, unicode_mask, _blank_non_words(lowered))
+        normalised = normalise(texts.filter(unicode_mask))
+        texts = pc.replace_with_mask(texts, unicode_mask, normalised)
     return _split_words(texts)

@@ -38,13 +38,12 @@ def read_curation(
 ) -> tuple[dict, dict]:
     """(classes columns wnid/score, selection columns wnid/similarity) as numpy arrays, from a
     curation's classes.parquet and selection.parquet."""
-    classes = read_parquet(classes_path, columns=["wnid", "score"])
-    selection = read_parquet(selection_path, columns=["wnid", "similarity"])
-    similarity = selection["similarity"].to_numpy(zero_copy_only=False)
-    return (
-        {"wnid": np.asarray(classes["wnid"].to_pylist()), "score": classes["score"].to_numpy()},
-        {"wnid": np.asarray(selection["wnid"].to_pylist()), "similarity": similarity},
-    )
+
+    def arrays(path: str | os.PathLike, columns: list[str]) -> dict:
+        table = read_parquet(path, columns=columns)
+        return {name: table[name].to_numpy(zero_copy_only=False) for name in columns}
+
+    return arrays(classes_path, ["wnid", "score"]), arrays(selection_path, ["wnid", "similarity"])
 
 
 def caption_stats(classes: dict, selection: dict) -> dict:

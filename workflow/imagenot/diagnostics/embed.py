@@ -103,26 +103,21 @@ def processor_side(processor) -> int | None:
     return max(sides) if sides else None
 
 
-def check_processor_side(processor, model_id: str, clip_image_size: int) -> None:
-    """Refuse a CLIP processor whose input (:func:`processor_side`) is larger than
-    ``diagnostics.encoder.clip_image_size``, the side the splits it embeds are stored at: the
-    processor would enlarge every stored image, and the embeddings be those of blurred ones."""
-    side = processor_side(processor)
-    if side is not None and side > clip_image_size:
+def check_clip_input(settings: EmbedSettings) -> None:
+    """Before a CLIP model loads: refuse a processor whose input (:func:`processor_side`) is
+    larger than ``settings.clip_image_size``, the side the split is stored at (the processor
+    would enlarge every stored image, and the embeddings be those of blurred ones); nothing to
+    check for another encoder."""
+    model_id, size = settings.clip_model, settings.clip_image_size
+    if model_id is None or size is None:
+        return
+    side = processor_side(clip_processor(model_id))
+    if side is not None and side > size:
         raise ValueError(
-            f"config key diagnostics.encoder.clip_image_size: {clip_image_size} px is smaller "
+            f"config key diagnostics.encoder.clip_image_size: {size} px is smaller "
             f"than the {side} px input of {model_id}'s image processor ({PROCESSOR_CONFIG}); "
             f"set it to at least {side}"
         )
-
-
-def check_clip_input(settings: EmbedSettings) -> None:
-    """Before a CLIP model loads: its processor takes images no larger than the side the split
-    is stored at (``settings.clip_image_size``, :func:`check_processor_side`); nothing to check
-    for another encoder."""
-    if settings.clip_model is not None and settings.clip_image_size is not None:
-        processor = clip_processor(settings.clip_model)
-        check_processor_side(processor, settings.clip_model, settings.clip_image_size)
 
 
 def clip_encoder(model_id: str, device: str):

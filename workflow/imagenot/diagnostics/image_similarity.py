@@ -18,13 +18,6 @@ import numpy as np
 import pyarrow as pa
 
 
-def normalise(embeddings: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit L2 norm (float64; zero rows stay zero)."""
-    x = np.asarray(embeddings, dtype=np.float64)
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return x / np.where(norms == 0, 1.0, norms)
-
-
 def class_similarity(
     embeddings: np.ndarray, labels: np.ndarray, n_classes: int | None
 ) -> dict[str, np.ndarray]:
@@ -37,7 +30,9 @@ def class_similarity(
         n_classes = int(labels.max()) + 1 if labels.size else 0
     from scipy.sparse import csr_matrix
 
-    x = normalise(embeddings)
+    x = np.asarray(embeddings, dtype=np.float64)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    x = x / np.where(norms == 0, 1.0, norms)  # unit rows (zero rows stay zero)
     counts = np.bincount(labels, minlength=n_classes).astype(np.int64)
     rows = np.arange(labels.size)
     onehot = csr_matrix((np.ones(labels.size), (labels, rows)), shape=(n_classes, labels.size))

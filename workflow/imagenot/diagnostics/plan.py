@@ -191,44 +191,35 @@ class DiagnosticsFigure:
     """A diagnostics figure: what it compares, which files it reads and what draws it.
 
     ``sources(config)`` gives the labels it compares (subjects or datasets), in order;
-    ``files(label)`` that source's files by role of
-    :class:`imagenot.diagnostics.files.FigureFiles` (``{role: path}``); ``draw`` a
+    ``files`` the pattern of each source's file by role of
+    :class:`imagenot.diagnostics.files.FigureFiles` (``{role: pattern}``, its ``{subject}`` or
+    ``{dataset}`` wildcard the source's label); ``draw`` a
     ``"module:function"`` called as ``draw(name, labels, files, settings)`` (settings: the
     rule's :class:`imagenot.diagnostics.settings.FigureSettings`) returning a
     matplotlib figure (imported by the job only: planning stays matplotlib-free)."""
 
     sources: Callable[[dict], list[str]]
-    files: Callable[[str], dict[str, str]]
+    files: dict[str, str]
     draw: str
-
-
-def _wordnet_files(subject: str) -> dict[str, str]:
-    return {"tables": WORDNET_CLASSES.format(subject=subject)}
-
-
-def _caption_files(dataset: str) -> dict[str, str]:
-    tables = {"classes": curate_paths.CLASS_TABLE, "selection": curate_paths.SELECTION}
-    return {role: path.format(dataset=dataset) for role, path in tables.items()}
-
-
-def _image_files(dataset: str) -> dict[str, str]:
-    return {"tables": IMAGE_CLASSES.format(dataset=dataset)}
 
 
 #: The one list of diagnostics figures (rule ``diagnostics_figure``'s wildcard, the command's
 #: check, the default of what is drawn).
 _DRAW = "imagenot.diagnostics.figures"
-_WORDNET = DiagnosticsFigure(wordnet_subjects, _wordnet_files, f"{_DRAW}:draw_wordnet_figure")
+_WORDNET = DiagnosticsFigure(
+    wordnet_subjects, {"tables": WORDNET_CLASSES}, f"{_DRAW}:draw_wordnet_figure"
+)
+_CAPTION_FILES = {"classes": curate_paths.CLASS_TABLE, "selection": curate_paths.SELECTION}
 FIGURES = Registry(
     "diagnostics figure",
     {
         "class_depth": _WORDNET,
         "siblings": _WORDNET,
         "caption_similarity": DiagnosticsFigure(
-            caption_datasets, _caption_files, f"{_DRAW}:draw_caption_figure"
+            caption_datasets, _CAPTION_FILES, f"{_DRAW}:draw_caption_figure"
         ),
         "image_similarity": DiagnosticsFigure(
-            image_datasets, _image_files, f"{_DRAW}:draw_image_figure"
+            image_datasets, {"tables": IMAGE_CLASSES}, f"{_DRAW}:draw_image_figure"
         ),
     },
 )
@@ -238,7 +229,8 @@ def figure_inputs(config: dict, name: str, role: str) -> list[str]:
     """The files of role ``role`` of the diagnostics figure ``name``, one per source in the
     order of :func:`figure_labels` ([] for a role the figure does not read)."""
     figure = FIGURES.entry(name)
-    return [p for label in figure.sources(config) if (p := figure.files(label).get(role))]
+    pattern = figure.files.get(role)
+    return [pattern.format(subject=s, dataset=s) for s in figure.sources(config)] if pattern else []
 
 
 def figure_labels(config: dict, name: str) -> list[str]:

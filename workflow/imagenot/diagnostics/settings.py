@@ -43,12 +43,9 @@ class EmbedSettings(FromConfig):
     @classmethod
     def from_config(cls, config: Any, split: str) -> EmbedSettings:  # type: ignore[override]
         values = cls.config_values(config, split=split)
-        encoder = config["diagnostics"]["encoder"]
-        if values["kind"] != "clip":
-            return cls(**values, clip_model=None, clip_image_size=None)
-        return cls(
-            **values, clip_model=encoder["clip_model"], clip_image_size=encoder["clip_image_size"]
-        )
+        encoder, clip = config["diagnostics"]["encoder"], values["kind"] == "clip"
+        derived = {k: encoder[k] if clip else None for k in ("clip_model", "clip_image_size")}
+        return cls(**values, **derived)
 
 
 @dataclass(frozen=True)

@@ -21,17 +21,12 @@ _IMAGE_KEYS = (
 )
 
 
-def ratio(value, reference) -> float | None:
-    """value / reference, None when either is missing or the reference is 0."""
-    if value is None or reference is None or reference == 0:
-        return None
-    return float(value) / float(reference)
-
-
 def _row(group: str, metric: str, value, reference) -> Row:
-    return dict(
-        zip(COLUMNS, (group, metric, value, reference, ratio(value, reference)), strict=True)
-    )
+    """One row; its ratio is value / reference, None when either is missing or the reference
+    is 0."""
+    known = value is not None and reference is not None and reference != 0
+    ratio = float(value) / float(reference) if known else None
+    return dict(zip(COLUMNS, (group, metric, value, reference, ratio), strict=True))
 
 
 def diagnostics_rows(

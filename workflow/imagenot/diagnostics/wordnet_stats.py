@@ -55,16 +55,6 @@ class ClassEntry:
 # Reading and checking class lists (I/O at the edge)
 
 
-def parse_class_lines(lines: Iterable[str]) -> list[ClassEntry]:
-    """Class entries of a text list: the first token of each line; blanks and ``#`` skipped."""
-    entries = []
-    for number, line in enumerate(lines, start=1):
-        text = line.strip()
-        if text and not text.startswith("#"):
-            entries.append(ClassEntry(text.split()[0], number))
-    return entries
-
-
 def read_class_entries(path: str | os.PathLike) -> list[ClassEntry]:
     """Class entries of a ``.txt`` list (one wnid a line) or a parquet with a ``wnid`` column.
 
@@ -74,8 +64,13 @@ def read_class_entries(path: str | os.PathLike) -> list[ClassEntry]:
     if path.suffix == ".parquet":
         column = read_parquet(path, columns=["wnid"])["wnid"].to_pylist()
         return [ClassEntry(str(w).strip(), i) for i, w in enumerate(column, start=1)]
-    with open(path) as f:
-        return parse_class_lines(f)
+    entries = []
+    with open(path) as f:  # the first token of each line; blanks and ``#`` comments skipped
+        for number, line in enumerate(f, start=1):
+            text = line.strip()
+            if text and not text.startswith("#"):
+                entries.append(ClassEntry(text.split()[0], number))
+    return entries
 
 
 def check_class_entries(

@@ -48,13 +48,9 @@ COLUMNS = [
 def read_robustness(paths: Sequence[str | os.PathLike]) -> pd.DataFrame:
     """Concatenate evaluation ``robustness.parquet`` files, each read by the evaluations' one
     reader (:func:`imagenot.evaluate.outputs.read_evaluation`: columns, identity, numbers)."""
-    frames = []
-    for path in paths:
-        df = read_evaluation(path)
-        frames.append(df.reindex(columns=[*ROBUSTNESS_COLUMNS, *RECORD_COLUMNS]))
-    if not frames:
-        return pd.DataFrame({c: [] for c in (*ROBUSTNESS_COLUMNS, *RECORD_COLUMNS)})
-    return pd.concat(frames, ignore_index=True)
+    columns = [*ROBUSTNESS_COLUMNS, *RECORD_COLUMNS]
+    frames = [read_evaluation(path).reindex(columns=columns) for path in paths]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
 def read_published(path: str | os.PathLike) -> pd.DataFrame:
@@ -189,9 +185,7 @@ def read_per_image(
         per = read_parquet(per_path, columns=["key", "transform", "correct"]).to_pandas()
         _check_per_image(per, summary, per_path, path)
         frames.append(per.assign(**summary[run_columns].iloc[0]))
-    if not frames:
-        return pd.DataFrame({c: [] for c in cols})
-    return pd.concat(frames, ignore_index=True)[cols]
+    return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
 
 
 def _check_per_image(per: pd.DataFrame, summary: pd.DataFrame, path, robustness) -> None:

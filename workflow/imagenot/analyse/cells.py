@@ -38,22 +38,19 @@ where a cell has several, else the interval the evaluation gave, else Clopper-Pe
 
 @dataclass
 class Cell:
-    """One model on one dataset: accuracy per seed and the interval drawn as its error bar."""
+    """One model on one dataset: accuracy per seed, the interval drawn as its error bar and
+    ``se``, the standard error of the mean over seeds (NaN for one seed)."""
 
     seeds: np.ndarray
     n: float
     lo: float
     hi: float
     interval: str
+    se: float
     mean: float = float("nan")
 
     def __post_init__(self) -> None:
         self.mean = float(self.seeds.mean())
-
-    @property
-    def se(self) -> float:
-        k = len(self.seeds)
-        return float(self.seeds.std(ddof=1) / np.sqrt(k)) if k > 1 else float("nan")
 
 
 @dataclass
@@ -93,7 +90,7 @@ def build_cells(df: pd.DataFrame, confidence: float) -> Cells:
     g = work.groupby(["model", "dataset"], sort=False)
     agg = g.agg(
         mean=("accuracy", "mean"),
-        sd=("accuracy", "std"),
+        se=("accuracy", "sem"),
         k=("accuracy", "size"),
         n=("n", "max"),
         ci_low=("ci_low", "first"),
@@ -104,7 +101,7 @@ def build_cells(df: pd.DataFrame, confidence: float) -> Cells:
     mean = agg["mean"].to_numpy(float)
     k = agg["k"].to_numpy()
     n = agg["n"].to_numpy(float)
-    se = agg["sd"].to_numpy(float) / np.sqrt(k)
+    se = agg["se"].to_numpy(float)
     given = np.isfinite(agg["ci_low"].to_numpy(float)) & np.isfinite(agg["ci_high"].to_numpy(float))
     has_n = np.isfinite(n)
     cp_lo, cp_hi = np.full(len(mean), np.nan), np.full(len(mean), np.nan)
@@ -117,7 +114,7 @@ def build_cells(df: pd.DataFrame, confidence: float) -> Cells:
     cells: dict[tuple[str, str], Cell] = {}
     for i, key in enumerate(agg.index):
         acc = values[seeds[key]] if seeds is not None else np.array([mean[i]])
-        cells[key] = Cell(acc, float(n[i]), float(lo[i]), float(hi[i]), str(kind[i]))
+        cells[key] = Cell(acc, float(n[i]), float(lo[i]), float(hi[i]), str(kind[i]), float(se[i]))
     return Cells(cells, models, datasets)
 
 

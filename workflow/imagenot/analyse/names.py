@@ -76,13 +76,10 @@ def names_alike(names: list[str]) -> list[tuple[str, str, str]]:
 def alike_hint(name: str, names: list[str]) -> str:
     """Where ``name`` (typed as an option) is not among ``names`` but prints like one of them,
     a clause saying so and how they differ; else ''."""
-    key = name_skeleton(name)
-    match = next((n for n in names if n != name and name_skeleton(n) == key), None)
-    if match is None:
+    pairs = [(b, why) for a, b, why in names_alike([name, *names]) if a == name]
+    if not pairs:
         return ""
-    return (
-        f" ({match!r} of the table prints alike but is different text: {_difference(name, match)})"
-    )
+    return f" ({pairs[0][0]!r} of the table prints alike but is different text: {pairs[0][1]})"
 
 
 def near_duplicate_models(models: list[str]) -> list[list[str]]:

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.stats import gmean
 
 from imagenot.analyse import PUBLISHED_DATASET, stats
 from imagenot.analyse.cells import (
@@ -103,7 +104,7 @@ def across_datasets(
         out["weights"] = {
             d: (n[0, j] if uniform[j] else "per model") for j, d in enumerate(datasets)
         }
-        ranked("weighted_mean", stats.weighted_mean(acc, n), models)
+        ranked("weighted_mean", np.average(acc, axis=1, weights=n), models)
     else:
         missing["weighted_mean"] = "column n (test-set size) missing for some dataset"
     # raised to each dataset's floor (``*`` = every dataset) for the geometric mean
@@ -113,7 +114,7 @@ def across_datasets(
         out["geometric_mean_floors"] = floors
     if positive.any():
         who = [m for m, ok in zip(models, positive, strict=True) if ok]
-        ranked("geometric_mean", stats.geometric_mean(floored[positive]), who)
+        ranked("geometric_mean", gmean(floored[positive], axis=1), who)
         if not positive.all():
             out["geometric_mean_excluded"] = [
                 m for m, ok in zip(models, positive, strict=True) if not ok

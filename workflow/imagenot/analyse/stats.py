@@ -195,20 +195,6 @@ def tau_up_to_error_bars(
     }
 
 
-def weighted_mean(acc: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Row-wise weighted mean of a models x datasets accuracy matrix.
-
-    ``weights`` is one weight per dataset, or a models x datasets matrix (each model's own
-    test-set size where the sizes differ within a dataset).
-    """
-    return np.average(np.asarray(acc, dtype=float), axis=1, weights=np.asarray(weights, float))
-
-
-def geometric_mean(acc: np.ndarray) -> np.ndarray:
-    """Row-wise geometric mean of a models x datasets accuracy matrix (scipy gmean)."""
-    return stats.gmean(np.asarray(acc, dtype=float), axis=1)
-
-
 INTERVALS = ("bc", "basic", "percentile")
 BOOTSTRAP_INTERVAL_NAMES = {
     "bc": "bias-corrected percentile (BC)",

@@ -191,7 +191,7 @@ def read_table(
     try:
         if path.suffix == ".parquet":
             df = read_parquet(path).to_pandas()
-            header = [str(c).strip() for c in df.columns]
+            written = list(map(str, df.columns))
         else:
             sep = _separator(path)
             written, lines = _records(path, sep)
@@ -209,7 +209,6 @@ def read_table(
                 keep_default_na=False,
                 na_values={c: [""] if c in names else list(MISSING_TEXT) for c in written},
             )
-            header = [c.strip() for c in written]
     except TableError:
         raise
     except pd.errors.EmptyDataError:
@@ -222,7 +221,7 @@ def read_table(
     except Exception as exc:  # any reader error becomes one line naming the file
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TableError(f"{path}: cannot be read as a table: {msg}") from None
-    header = [_canonical(c) for c in header]
+    header = [_canonical(c.strip()) for c in written]
     twice = sorted({c for c in header if header.count(c) > 1})
     if twice:  # pandas would rename the second to "name.1" and read it as another dataset
         raise TableError(
@@ -574,9 +573,7 @@ def mixed_sizes(df: pd.DataFrame) -> dict[str, list[float]]:
 
 def dataset_label(dataset: str, protocol: str) -> str:
     """Label of a (dataset, protocol) pair in a rankings table: ``cifar10/ft-imagenet``."""
-    if protocol in ("st", PUBLISHED_PROTOCOL):
-        return dataset
-    return f"{dataset}/{protocol}"
+    return dataset if protocol in ("st", PUBLISHED_PROTOCOL) else f"{dataset}/{protocol}"
 
 
 def with_labels(df: pd.DataFrame) -> pd.DataFrame:

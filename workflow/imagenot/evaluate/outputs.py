@@ -17,23 +17,34 @@ from imagenot.train.facts import PUBLISHED_TOLERANCE
 log = logging.getLogger(__name__)
 
 
-#: An evaluation table's columns every reader needs (``imagenot.evaluate.robustness`` writes them)
-ROBUSTNESS_COLUMNS = (
-    "model",
-    "dataset",
-    "protocol",
-    "seed",
-    "transform",
-    "top1",
-    "top5",
-    "n",
-    "ci_low",
-    "ci_high",
+ROBUSTNESS_SCHEMA = pa.schema(
+    [
+        ("model", pa.string()),
+        ("dataset", pa.string()),
+        ("protocol", pa.string()),
+        ("seed", pa.int64()),
+        ("transform", pa.string()),
+        ("top1", pa.float64()),
+        ("top5", pa.float64()),
+        ("n", pa.int64()),
+        ("ci_low", pa.float64()),
+        ("ci_high", pa.float64()),
+        # the run's own record (result.json): the published weights it evaluated and their
+        # published top-1 (null for a trained run): the accuracy table's x-axis and the
+        # published check read these, never the model's name
+        ("weights", pa.string()),
+        ("published_top1", pa.float64()),
+        # the digest its producer sealed the run's record with (imagenot.train.records): each
+        # row names the record it was made from (null for an older run's record without one)
+        ("record_sha256", pa.string()),
+    ]
 )
-#: A run's own record of the published weights it evaluated, and the digest its producer sealed
-#: the record with (optional: a table without them is read with them empty, the config's
-#: weights standing in)
-RECORD_COLUMNS = ("weights", "published_top1", "record_sha256")
+#: An evaluation table's columns every reader needs (:func:`imagenot.evaluate.robustness.summarise`
+#: writes them), then a run's own record of the published weights it evaluated and the digest
+#: its producer sealed the record with (optional: a table without them is read with them empty,
+#: the config's weights standing in)
+ROBUSTNESS_COLUMNS = tuple(ROBUSTNESS_SCHEMA.names[:10])
+RECORD_COLUMNS = tuple(ROBUSTNESS_SCHEMA.names[10:])
 
 
 class NonFiniteOutputs(ValueError):

@@ -37,7 +37,12 @@ from imagenot.core import job_usage
 from imagenot.core.io import write_parquet
 from imagenot.evaluate.files import RobustnessFiles
 from imagenot.evaluate.metrics import topk_correct
-from imagenot.evaluate.outputs import NonFiniteOutputs, check_finite_outputs, check_published
+from imagenot.evaluate.outputs import (
+    ROBUSTNESS_SCHEMA,
+    NonFiniteOutputs,
+    check_finite_outputs,
+    check_published,
+)
 from imagenot.evaluate.reference import full_float32, numerics, reference_input, run_is_published
 from imagenot.evaluate.settings import RobustnessSettings
 from imagenot.evaluate.transforms import Transform, build_transforms, key_hashes, transform_uniforms
@@ -46,28 +51,6 @@ from imagenot.train.records import FinalRecord
 
 log = logging.getLogger(__name__)
 
-ROBUSTNESS_SCHEMA = pa.schema(
-    [
-        ("model", pa.string()),
-        ("dataset", pa.string()),
-        ("protocol", pa.string()),
-        ("seed", pa.int64()),
-        ("transform", pa.string()),
-        ("top1", pa.float64()),
-        ("top5", pa.float64()),
-        ("n", pa.int64()),
-        ("ci_low", pa.float64()),
-        ("ci_high", pa.float64()),
-        # the run's own record (result.json): the published weights it evaluated and their
-        # published top-1 (null for a trained run): the accuracy table's x-axis and the
-        # published check read these, never the model's name
-        ("weights", pa.string()),
-        ("published_top1", pa.float64()),
-        # the digest its producer sealed the run's record with (imagenot.train.records): each
-        # row names the record it was made from (null for an older run's record without one)
-        ("record_sha256", pa.string()),
-    ]
-)
 PER_IMAGE_SCHEMA = pa.schema(
     [
         ("key", pa.string()),
@@ -221,10 +204,9 @@ def _evaluate(
         if not cuda:
             return model(xt)
         xt = xt.contiguous(memory_format=torch.channels_last)
-        if autocast is None:  # published weights: float32, as their numbers were measured
-            return model(xt).float()
-        # a model trained here, as training runs: bf16 autocast, float32 logits
-        with torch.autocast("cuda", dtype=autocast):
+        # a model trained here runs as training does (bf16 autocast, float32 logits); published
+        # weights in float32, as their numbers were measured (no autocast)
+        with torch.autocast("cuda", dtype=autocast, enabled=autocast is not None):
             return model(xt).float()
 
     out, images = PerImage(), 0

@@ -7,10 +7,11 @@ import numpy as np
 import pandas as pd
 
 from imagenot.analyse import stats
+from imagenot.analyse.table import dataset_label
 from imagenot.core.figure_style import HIGHLIGHT, paper_style
 from imagenot.core.settings import Style
 from imagenot.figures import layout
-from imagenot.figures.data import Options, cells, imagenet_x, imagenet_x_label, label_of
+from imagenot.figures.data import Options, cells, imagenet_x
 from imagenot.figures.names import show_protocol
 
 SERIES = (("standard", "Standard", "C0", "o"), ("robust", "Robust", "C3", "s"))
@@ -20,7 +21,7 @@ def fit_rows(acc: pd.DataFrame, dataset: str, protocol: str, opts: Options) -> l
     """Per series: the models (and their display ``names``), x (ImageNet accuracy), y, error
     bars and the OLS fit (or None)."""
     pub = imagenet_x(acc, opts)
-    label = label_of(dataset, protocol)
+    label = dataset_label(dataset, protocol)
     rows = []
     for variant, name, color, marker in SERIES:
         c = cells(acc, variant, opts)
@@ -165,12 +166,11 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style, *, dataset: str, protoc
     how = show_protocol(protocol, opts.dataset_names)
     published = opts.imagenet_axis == "published"
     against = "published ImageNet" if published else opts.dataset(opts.reference)
+    x_label = f"{against} top-1 (%)" + ("" if published else ", ST")
     with paper_style(style):
         fig, ax = plt.subplots(figsize=(style.column_in, style.column_in * 0.9))
         labels = fit_panel(ax, rows, style, legend=True, axis=opts.axis)
-        ax.set_xlabel(
-            layout.wrap_text(imagenet_x_label(opts), style.column_in - 0.5, style.font_size)
-        )
+        ax.set_xlabel(layout.wrap_text(x_label, style.column_in - 0.5, style.font_size))
         ax.set_ylabel(
             layout.wrap_text(f"{shown} top-1 (%), {how}", style.column_in - 0.6, style.font_size)
         )

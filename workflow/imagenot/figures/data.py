@@ -6,7 +6,6 @@ import os
 
 import pandas as pd
 
-from imagenot.analyse import PUBLISHED_DATASET
 from imagenot.analyse.cells import Cells, build_cells
 from imagenot.analyse.checks import validate_table
 from imagenot.analyse.table import TableError, read_table, select_variant
@@ -49,12 +48,6 @@ def imagenet_x(acc: pd.DataFrame, opts: Options) -> dict[str, float]:
     return {m: c.cells[m, opts.reference].mean for m in c.models_of(opts.reference)}
 
 
-def imagenet_x_label(opts: Options) -> str:
-    if opts.imagenet_axis == "published":
-        return "published ImageNet top-1 (%)"
-    return f"{opts.dataset(opts.reference)} top-1 (%), ST"
-
-
 def ordered_labels(acc: pd.DataFrame, opts: Options, protocol: str | None) -> list[str]:
     """Dataset labels present for ``protocol`` ('st' -> trained datasets), in config order."""
     present = acc if protocol is None else acc[acc["protocol"] == protocol]
@@ -67,18 +60,3 @@ def transfer_labels(acc: pd.DataFrame, opts: Options) -> list[str]:
     transfer = (acc["dataset"] == opts.downstream_dataset) & acc["protocol"].str.match(r"(ft|tl)-")
     down = acc[transfer]
     return [f"{opts.downstream_dataset}/{p}" for p in sorted(dict.fromkeys(down["protocol"]))]
-
-
-def label_of(dataset: str, protocol: str) -> str:
-    return dataset if protocol == "st" else f"{dataset}/{protocol}"
-
-
-def nice(label: str) -> str:
-    """Human-readable dataset label for axes: ``cifar10/ft-imagenet`` -> ``cifar10 FT (imagenet)``."""
-    if label == PUBLISHED_DATASET:
-        return "ImageNet (published)"
-    if "/" not in label:
-        return label
-    dataset, protocol = label.split("/", 1)
-    kind, _, source = protocol.partition("-")
-    return f"{dataset} {kind.upper()} ({source})"

@@ -206,34 +206,23 @@ def _markers(ax, caps: bool) -> list[tuple[np.ndarray, float]]:
     return [(xy[np.isfinite(xy).all(axis=1)], r) for xy, r in arrays]
 
 
-def marker_boxes(ax) -> list:
-    """The window extent of every marker drawn in ``ax`` (points of lines with a marker and
-    of scatter collections), each grown by :data:`MARKER_MARGIN_PT`: what a label must not
-    cover."""
+def obstacles(ax) -> tuple[list, np.ndarray, np.ndarray]:
+    """What a point label of ``ax`` must keep clear of: the window extent of every marker drawn
+    (points of lines with a marker and of scatter collections), each grown by
+    :data:`MARKER_MARGIN_PT`; every error bar as a segment in window pixels (n x 2 x 2); and the
+    window position (pixels, n x 2) of every data point drawn with a marker (the caps of error
+    bars are not points)."""
+    from matplotlib.container import ErrorbarContainer
     from matplotlib.transforms import Bbox
 
     px_per_pt = ax.figure.dpi / 72.0
-    return [
+    boxes = [
         Bbox.from_extents(px - r, py - r, px + r, py + r)
         for xy, radius in _markers(ax, caps=True)
         if len(xy)
         for r in [(radius + MARKER_MARGIN_PT) * px_per_pt]
         for px, py in ax.transData.transform(xy)
     ]
-
-
-def point_centres(ax) -> np.ndarray:
-    """The window position (pixels, n x 2) of every data point drawn in ``ax`` with a marker
-    (the caps of error bars are not points)."""
-    xy = np.concatenate([xy for xy, _ in _markers(ax, caps=False)] or [np.zeros((0, 2))])
-    return ax.transData.transform(xy) if len(xy) else np.zeros((0, 2))
-
-
-def error_bar_segments(ax) -> np.ndarray:
-    """Every error bar drawn in ``ax`` as a segment in window pixels (n x 2 x 2): what a label
-    may not cross."""
-    from matplotlib.container import ErrorbarContainer
-
     segs = [
         np.asarray(seg, dtype=float)
         for e in ax.containers
@@ -243,11 +232,11 @@ def error_bar_segments(ax) -> np.ndarray:
         for seg in coll.get_segments()
         if len(seg) == 2
     ]
-    if not segs:
-        return np.zeros((0, 2, 2))
-    segs = np.stack(segs)
+    segs = np.stack(segs) if segs else np.zeros((0, 2, 2))
     segs = segs[np.isfinite(segs).all(axis=(1, 2))]
-    return ax.transData.transform(segs.reshape(-1, 2)).reshape(-1, 2, 2)
+    bars = ax.transData.transform(segs.reshape(-1, 2)).reshape(-1, 2, 2)
+    xy = np.concatenate([xy for xy, _ in _markers(ax, caps=False)] or [np.zeros((0, 2))])
+    return boxes, bars, ax.transData.transform(xy) if len(xy) else np.zeros((0, 2))
 
 
 def crosses(box, segments: np.ndarray) -> np.ndarray:
@@ -277,7 +266,7 @@ def _distance(box, xy) -> np.ndarray:
 
 def place_point_labels(ax, labels: Sequence[PointLabel], font_size: float) -> list:
     """Place each label beside its point where it covers no marker of the axes
-    (:func:`marker_boxes`), crosses no error bar (:func:`error_bar_segments`), covers no label
+    (:func:`obstacles`), crosses no error bar, covers no label
     placed before it and nothing else of the axes that is text (legend, notes), and stays
     inside the axes. A label close to its point (no leader line, :data:`LEADER_FROM_PT`) must
     lie :data:`OWN_POINT_MARGIN` times farther from every other point than from its own, so
@@ -295,7 +284,7 @@ def place_point_labels(ax, labels: Sequence[PointLabel], font_size: float) -> li
     if legend is not None:
         taken.append(legend.get_window_extent(renderer))
     taken += [text_extent(t, renderer) for t in ax.texts if t.get_visible()]
-    found = marker_boxes(ax), error_bar_segments(ax), point_centres(ax)
+    found = obstacles(ax)
     px_per_pt = fig.dpi / 72.0
     placed = []
     for lab in labels:
@@ -379,7 +368,7 @@ def label_problems(ax, placed=None) -> list[str]:
     if placed is None:
         placed = [t for t in ax.texts if isinstance(t, Annotation) and t.get_visible()]
     boxes = [text_extent(t, renderer) for t in placed]
-    found = marker_boxes(ax), error_bar_segments(ax), point_centres(ax)
+    found = obstacles(ax)
     problems = []
     for k, (t, box) in enumerate(zip(placed, boxes, strict=True)):
         others = [b for j, b in enumerate(boxes) if j != k]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from difflib import get_close_matches
 from typing import TYPE_CHECKING, Any
 
 from imagenot.analyse.cli import confidence_level
@@ -50,12 +51,14 @@ def rankings(f: RankingsFiles, **flags: Any) -> int:
     from imagenot.analyse.rankings import rankings_report
     from imagenot.analyse.table import (
         TableError,
+        name_and_file,
         parse_sizes,
         read_table,
         read_tables,
         select_variant,
     )
     from imagenot.core.io import write_text
+    from imagenot.core.settings import Style
 
     args = argparse.Namespace(**flags)
     settings = _settings(args)
@@ -63,8 +66,17 @@ def rankings(f: RankingsFiles, **flags: Any) -> int:
         print(f"imagenot rankings: {settings}", file=sys.stderr)
         return 2
     try:
-        top = _models_option(args.models)
-        style = _style(args)
+        top = args.models
+        if top not in (None, "all"):  # the compact digest, all models, or K >= 1 per dataset
+            if not str(top).isdigit() or int(top) < 1:
+                raise TableError(f"--models must be a whole number from 1 or 'all', not {top!r}")
+            top = str(int(top))
+        # the figure style of --report: the schema's defaults, --dpi and --top (checked with
+        # the other flags, _settings) and --highlight
+        highlight = list(dict.fromkeys(args.highlight or []))
+        style = dataclasses.replace(
+            Style.schema_defaults(), dpi=args.dpi, top=args.top, highlight=highlight
+        )
         scale = parse_scale(args.scale)
         if args.fractions:
             if scale:
@@ -97,14 +109,23 @@ def rankings(f: RankingsFiles, **flags: Any) -> int:
             aggregate=args.aggregate,
             floors=floors,
         )
-        _check_highlight(style.highlight, report.models)
+        if unknown := [m for m in highlight if m not in set(report.models)]:
+            close = get_close_matches(unknown[0], report.models, n=3)
+            hint = f"; close: {', '.join(close)}" if close else ""
+            raise TableError(
+                f"--highlight names model(s) not in the table: {', '.join(unknown[:5])}{hint}"
+            )
         if args.report:
             from imagenot.figures.report import write_report
 
             written = write_report(report, args.report, style=style)
     except (TableError, ValueError, OSError) as exc:
         msg = " ".join(str(exc).split())
-        print(f"imagenot rankings: {_where(msg, list(f.table))}{msg}", file=sys.stderr)
+        # the one table given (NAME=FILE: the file) before the message, unless the message
+        # names a table itself; of several tables, the message names the one it concerns
+        paths = [name_and_file(t)[1] for t in f.table]
+        where = "" if len(paths) > 1 or any(msg.startswith(p) for p in paths) else f"{paths[0]}: "
+        print(f"imagenot rankings: {where}{msg}", file=sys.stderr)
         return 2
     text = report.to_text()
     if f.out:
@@ -118,54 +139,6 @@ def rankings(f: RankingsFiles, **flags: Any) -> int:
     for warning in report.warnings[:10]:
         print(f"warning: {warning}", file=sys.stderr)
     return 0
-
-
-def _where(msg: str, tables: list[str]) -> str:
-    """The table a refusal is about, before its message: the one table given (``NAME=FILE``:
-    the file), unless the message names a table itself; of several tables, the message names
-    the one it concerns (its row's file, or its reader's) or concerns all of them."""
-    from imagenot.analyse.table import name_and_file
-
-    paths = [name_and_file(t)[1] for t in tables]
-    if len(paths) > 1 or any(msg.startswith(p) for p in paths):
-        return ""
-    return f"{paths[0]}: "
-
-
-def _models_option(value: str | None) -> str | None:
-    """``--models``: None (the compact digest), 'all', or a whole number K >= 1."""
-    from imagenot.analyse.table import TableError
-
-    if value in (None, "all"):
-        return value
-    if not str(value).isdigit() or int(value) < 1:
-        raise TableError(f"--models must be a whole number from 1 or 'all', not {value!r}")
-    return str(int(value))
-
-
-def _style(args: argparse.Namespace):
-    """The figure style of ``--report``: the schema's defaults, ``--dpi`` and ``--top`` (checked
-    with the other flags, :func:`_settings`) and ``--highlight``."""
-    from imagenot.core.settings import Style
-
-    highlight = list(dict.fromkeys(args.highlight or []))
-    return dataclasses.replace(
-        Style.schema_defaults(), dpi=args.dpi, top=args.top, highlight=highlight
-    )
-
-
-def _check_highlight(highlight: list[str], models: list[str]) -> None:
-    from difflib import get_close_matches
-
-    from imagenot.analyse.table import TableError
-
-    unknown = [m for m in highlight if m not in set(models)]
-    if unknown:
-        close = get_close_matches(unknown[0], models, n=3)
-        hint = f"; close: {', '.join(close)}" if close else ""
-        raise TableError(
-            f"--highlight names model(s) not in the table: {', '.join(unknown[:5])}{hint}"
-        )
 
 
 def _settings(args: argparse.Namespace) -> RankingsSettings | str:

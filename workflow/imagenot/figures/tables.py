@@ -13,7 +13,7 @@ from imagenot.analyse.report import P_FLOOR, RankingsReport
 from imagenot.core.escape import csv_frame, markdown_text
 from imagenot.core.io import atomic_path
 from imagenot.figures import accuracy_vs_imagenet
-from imagenot.figures.data import Options, cells, nice
+from imagenot.figures.data import Options, cells
 
 Reports = dict[str, RankingsReport]
 """The run's rankings reports by variant (``standard``, ``robust``), as a table builder gets
@@ -229,16 +229,22 @@ def _cell(v: Any, column: str = "") -> str:
     return f"{v:.3g}" if abs(v) < 1 else f"{v:.2f}"
 
 
+def _label(column: str) -> str:
+    """A workflow label as a column head: ``cifar10/ft-imagenet`` -> ``cifar10 FT (imagenet)``."""
+    if "/" not in column:
+        return column
+    dataset, protocol = column.split("/", 1)
+    kind, _, source = protocol.partition("-")
+    return f"{dataset} {kind.upper()} ({source})"
+
+
 def to_markdown(df: pd.DataFrame, title: str = "", *, workflow_labels: bool = False) -> str:
     """A GitHub-flavoured Markdown table (numbers to 2 decimals or 3 significant digits); every
     text (names from users' tables, the title) through the one Markdown escaper. Column names
     are shown as written, but for ``workflow_labels`` (a table of the workflow's own run, whose
-    ``dataset/protocol`` labels read as ``dataset FT (source)``, :func:`nice`): a user's dataset
+    ``dataset/protocol`` labels read as ``dataset FT (source)``, :func:`_label`): a user's dataset
     name keeps its punctuation."""
-    head = [
-        markdown_text(nice(str(c)) if workflow_labels and "/" in str(c) else str(c))
-        for c in df.columns
-    ]
+    head = [markdown_text(_label(str(c)) if workflow_labels else str(c)) for c in df.columns]
     lines = [f"**{markdown_text(title)}**", ""] if title else []
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "|".join("---" for _ in head) + "|")

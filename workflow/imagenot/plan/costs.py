@@ -101,7 +101,7 @@ def group_rows(config: dict, jobs: list[PlannedJob]) -> list[dict]:
         requests.setdefault(groups.get(job.rule, "other"), []).append((job, res, source))
     out = []
     for group, mine in requests.items():
-        hours = [(res.get("runtime") or 0) / 60 for _, res, _ in mine]
+        hours = [(j, (res.get("runtime") or 0) / 60) for j, res, _ in mine]
         notes = {f"{j.rule}: {source}" for j, _, source in mine if source != "request"}
         notes |= {
             f"{j.rule}: request unknown until its input exists"
@@ -111,12 +111,8 @@ def group_rows(config: dict, jobs: list[PlannedJob]) -> list[dict]:
         peaks = [round(projected[j.rule]["peak_rss_mb"]) for j, _, _ in mine if j.rule in projected]
         row = {"group": group, "rules": dict(sorted(Counter(j.rule for j, _, _ in mine).items()))}
         row |= {"jobs": len(mine), "gpu_jobs": sum(j.gpus > 0 for j, _, _ in mine)}
-        row["gpu_hours_requested"] = round(
-            sum(j.gpus * h for (j, _, _), h in zip(mine, hours, strict=True)), 1
-        )
-        row["core_hours_requested"] = round(
-            sum(j.threads * h for (j, _, _), h in zip(mine, hours, strict=True)), 1
-        )
+        row["gpu_hours_requested"] = round(sum(j.gpus * h for j, h in hours), 1)
+        row["core_hours_requested"] = round(sum(j.threads * h for j, h in hours), 1)
         row["peak_mem_mb_requested"] = max(res.get("mem_mb") or 0 for _, res, _ in mine)
         row["peak_mem_mb_projected"] = max(peaks, default=None) if paper else None
         row["disk_mb_requested"] = sum(res.get("disk_mb") or 0 for _, res, _ in mine)
@@ -150,10 +146,9 @@ def storage(config: dict) -> list[dict]:
     read_by = readers.split_readers(config)
     scale = scale_projection()
     rows: list[dict] = []
-    laion = config["laion"]
     names = readers.curated_datasets(config)
     if names:
-        on_disk = [Path(laion["dir"]) / f for f in _shard_names(config)]
+        on_disk = [Path(config["laion"]["dir"]) / f for f in _shard_names(config)]
         parts = len(on_disk)
         if on_disk and all(p.is_file() and p.stat().st_size for p in on_disk):
             size, source = sum(p.stat().st_size for p in on_disk), "measured on disk"
@@ -180,10 +175,8 @@ def storage(config: dict) -> list[dict]:
         if name in names:
             select = SelectSettings.from_config(config, dataset=name)
             wanted = select.n_classes * math.ceil(select.images_per_class * (1 + select.oversample))
-            item, nbytes = (
-                f"{name} downloaded images ({wanted:,})",
-                wanted * side * side * BYTES_PER_PIXEL,
-            )
+            item = f"{name} downloaded images ({wanted:,})"
+            nbytes = wanted * side * side * BYTES_PER_PIXEL
             rows.append(_row("acquire", item, nbytes, BYTES_PER_PIXEL_SOURCE, ["acquire_write"]))
         own = stored_size(config, name)
         for split in readers.stored_splits(config, name):  # one line per stored split, its readers
@@ -224,10 +217,8 @@ def storage(config: dict) -> list[dict]:
     item = f"final weights ({finals} runs per model, and each selected trial)"
     source = "parameters x 4 bytes (float32), built on torch's meta device; trial checkpoints "
     source += "are deleted as trials end"
-    return [
-        *rows,
-        _row("train", item, weights * (finals + len(trained)), source, [readers.EVALUATE]),
-    ]
+    rows.append(_row("train", item, weights * (finals + len(trained)), source, [readers.EVALUATE]))
+    return rows
 
 
 def _row(stage: str, item: str, nbytes=None, source: str = "", read_by=None) -> dict:

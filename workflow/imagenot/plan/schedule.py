@@ -116,11 +116,10 @@ def simulate(chains: list[Chain], gpus: int) -> dict:
     the module's doc). Returns ``hours`` (when the last job ends), ``gpu_hours`` (what the jobs
     use), ``reserved_gpu_hours`` (``gpus`` x ``hours``) and ``used`` (their ratio). A chain
     that asks for more GPUs than there are raises ValueError."""
-    too_wide = [c for c in chains if c.gpus > gpus and c.hours() > 0]
-    if too_wide:
-        c = too_wide[0]
-        raise ValueError(f"{c.name} {c.model} asks for {c.gpus} GPUs per job, more than {gpus}")
     live = [c for c in chains if c.hours() > 0]
+    for c in live:
+        if c.gpus > gpus:
+            raise ValueError(f"{c.name} {c.model} asks for {c.gpus} GPUs per job, more than {gpus}")
     spans = place(
         {i: [(s.jobs, c.gpus, s.hours) for s in c.stages] for i, c in enumerate(live)}, gpus
     )

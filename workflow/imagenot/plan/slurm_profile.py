@@ -271,14 +271,10 @@ def options() -> tuple:
             (s["enum"] for s in spec.get("anyOf", []) if "enum" in s), None
         )
         choices = tuple(v for v in enum if v is not None) if enum else None
-        integer = spec.get("type") == "integer" and not enum
-        spelled = "--max-runtime" if key == "max_runtime_min" else None
+        kind = int if spec.get("type") == "integer" and not enum else None
+        flag = "--max-runtime" if key == "max_runtime_min" else None
         required = key in schema["required"]
-        out.append(
-            Option(
-                key, text, None, int if integer else None, required, choices=choices, flag=spelled
-            )
-        )
+        out.append(Option(key, text, None, kind, required, choices=choices, flag=flag))
     return (
         *out,
         Option(

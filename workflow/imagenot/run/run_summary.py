@@ -417,13 +417,10 @@ def landing(root: str | os.PathLike = ".") -> dict:
         answer["Do rankings transfer? rankings statistics built"] = 0
     elif t is not None:
         for row, line in zip(t["rows"], transfer_lines(s), strict=True):
-            answer[f"Do rankings transfer? {line} (value: Kendall tau-b)"] = round(
-                row["kendall_tau"], 3
-            )
-        if t["left_out"]:
-            answer["comparisons left out (no Kendall tau-b; results/summary.md says why)"] = len(
-                t["left_out"]
-            )
+            tau = round(row["kendall_tau"], 3)
+            answer[f"Do rankings transfer? {line} (value: Kendall tau-b)"] = tau
+        if left := len(t["left_out"]):
+            answer["comparisons left out (no Kendall tau-b; results/summary.md says why)"] = left
     return answer | {
         "errors (unusable results)": s["errors"],
         "warnings": s["warnings"],

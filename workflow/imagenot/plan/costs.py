@@ -33,7 +33,13 @@ from imagenot.acquire.sizes import (
     stored_size,
 )
 from imagenot.audit import cost as audit_cost
+from imagenot.curate import plan as curate_plan
+from imagenot.curate.settings import SelectSettings
+from imagenot.plan import split_readers as readers
+from imagenot.plan import work
 from imagenot.plan.planning import REPO, PlannedJob, rule_groups, world_rows_per_part
+from imagenot.train import experiments
+from imagenot.train import plan as train_plan
 from imagenot.train.estimate import FORWARD_SPEEDUP
 
 SCALE_JSON = REPO / "docs" / "scale.json"
@@ -58,8 +64,6 @@ def _work_request(
     sized from the input the plan knows (``input_mb``: rule -> MB, the audit's search: its
     largest job's embeddings); else the rule's floor (the request grows with the input at run
     time)."""
-    from imagenot.plan import work
-
     rule = job.rule
     projected = {r["rule"]: r for r in (scale or {}).get("rules", [])}.get(rule, {})
     if paper and projected.get("requested_at_target"):
@@ -97,7 +101,7 @@ def group_rows(config: dict, jobs: list[PlannedJob]) -> list[dict]:
         requests.setdefault(groups.get(job.rule, "other"), []).append((job, res, source))
     out = []
     for group, mine in requests.items():
-        hours = [(res.get("runtime") or 0) / 60 for _, res, _ in mine]
+        hours = [(j, (res.get("runtime") or 0) / 60) for j, res, _ in mine]
         notes = {f"{j.rule}: {source}" for j, _, source in mine if source != "request"}
         notes |= {
             f"{j.rule}: request unknown until its input exists"
@@ -107,12 +111,8 @@ def group_rows(config: dict, jobs: list[PlannedJob]) -> list[dict]:
         peaks = [round(projected[j.rule]["peak_rss_mb"]) for j, _, _ in mine if j.rule in projected]
         row = {"group": group, "rules": dict(sorted(Counter(j.rule for j, _, _ in mine).items()))}
         row |= {"jobs": len(mine), "gpu_jobs": sum(j.gpus > 0 for j, _, _ in mine)}
-        row["gpu_hours_requested"] = round(
-            sum(j.gpus * h for (j, _, _), h in zip(mine, hours, strict=True)), 1
-        )
-        row["core_hours_requested"] = round(
-            sum(j.threads * h for (j, _, _), h in zip(mine, hours, strict=True)), 1
-        )
+        row["gpu_hours_requested"] = round(sum(j.gpus * h for j, h in hours), 1)
+        row["core_hours_requested"] = round(sum(j.threads * h for j, h in hours), 1)
         row["peak_mem_mb_requested"] = max(res.get("mem_mb") or 0 for _, res, _ in mine)
         row["peak_mem_mb_projected"] = max(peaks, default=None) if paper else None
         row["disk_mb_requested"] = sum(res.get("disk_mb") or 0 for _, res, _ in mine)
@@ -143,25 +143,12 @@ def storage(config: dict) -> list[dict]:
     that read it (``read_by``): a dataset line per stored split, whose readers
     (:func:`imagenot.plan.split_readers.split_readers`) are why it is stored; a dataset nothing
     reads has no line (not built: :func:`imagenot.plan.split_readers.read_datasets`)."""
-    from imagenot.curate.settings import SelectSettings
-    from imagenot.plan.split_readers import (
-        EVALUATE,
-        curated_datasets,
-        read_datasets,
-        split_readers,
-        split_size,
-        stored_splits,
-    )
-    from imagenot.train import plan as train_plan
-
-    readers = split_readers(config)
-
+    read_by = readers.split_readers(config)
     scale = scale_projection()
     rows: list[dict] = []
-    laion = config["laion"]
-    names = curated_datasets(config)
+    names = readers.curated_datasets(config)
     if names:
-        on_disk = [Path(laion["dir"]) / f for f in _shard_names(config)]
+        on_disk = [Path(config["laion"]["dir"]) / f for f in _shard_names(config)]
         parts = len(on_disk)
         if on_disk and all(p.is_file() and p.stat().st_size for p in on_disk):
             size, source = sum(p.stat().st_size for p in on_disk), "measured on disk"
@@ -177,8 +164,7 @@ def storage(config: dict) -> list[dict]:
             _row("curate", f"LAION metadata ({parts} parts, input)", size, source, ["curate_match"])
         )
         rows.append(caption_embeddings(config, scale))
-    pixel = BYTES_PER_PIXEL
-    for name in read_datasets(config):
+    for name in readers.read_datasets(config):
         sizes = dataset_images(config, name)
         side = config["acquire"]["image_size"]
         if sizes is None:
@@ -189,11 +175,12 @@ def storage(config: dict) -> list[dict]:
         if name in names:
             select = SelectSettings.from_config(config, dataset=name)
             wanted = select.n_classes * math.ceil(select.images_per_class * (1 + select.oversample))
-            item, nbytes = f"{name} downloaded images ({wanted:,})", wanted * side * side * pixel
+            item = f"{name} downloaded images ({wanted:,})"
+            nbytes = wanted * side * side * BYTES_PER_PIXEL
             rows.append(_row("acquire", item, nbytes, BYTES_PER_PIXEL_SOURCE, ["acquire_write"]))
         own = stored_size(config, name)
-        for split in stored_splits(config, name):  # one line per stored split, its readers
-            side = split_size(config, name, split)
+        for split in readers.stored_splits(config, name):  # one line per stored split, its readers
+            side = readers.split_size(config, name, split)
             why = (
                 f"the largest input of its readers; {own} px where a model reads it"
                 if side != own
@@ -204,11 +191,11 @@ def storage(config: dict) -> list[dict]:
             row |= {"side": side, "bytes_at_own_side": split_bytes(config, name, split, own)}
             row["source"] = f"{sizes[split]:,} images at {side} px ({why}); {sizes['source']}; "
             row["source"] += BYTES_PER_PIXEL_SOURCE
-            rows.append(row | {"read_by": list(readers[name][split])})
+            rows.append(row | {"read_by": list(read_by[name][split])})
         kept, source = originals_bytes(config, name)
         if kept != 0:  # the test originals of a dataset published weights are evaluated on
             item = f"{name} test originals ({sizes['test']:,} files)"
-            rows.append(_row("acquire", item, kept, source, [EVALUATE]))
+            rows.append(_row("acquire", item, kept, source, [readers.EVALUATE]))
     trained = [e for e in train_plan.experiments(config) if not train_plan.is_published(e)]
     models = list(config["train"]["models"])
     facts = model_facts(models)
@@ -220,19 +207,18 @@ def storage(config: dict) -> list[dict]:
         n = sum(sizes[split] for split in train_plan.FEATURE_SPLITS) if sizes else 0
         feats += sum(n * facts[m]["features"] * width for m in models)
     if tl:
-        item, source = (
-            f"TL features ({len(tl)} experiments)",
-            f"images x head input width x {width} bytes",
-        )
+        item = f"TL features ({len(tl)} experiments)"
+        source = f"images x head input width x {width} bytes"
         rows.append(_row("train", item, feats, source, ["train_head_trial", "train_head_final"]))
-    finals = sum(len(train_plan.seeds(config, e)) for e in trained)
-    weights = sum(facts[m]["parameters"] for m in models) * 4
     if not trained:
         return rows
+    finals = sum(len(train_plan.seeds(config, e)) for e in trained)
+    weights = sum(facts[m]["parameters"] for m in models) * 4
     item = f"final weights ({finals} runs per model, and each selected trial)"
     source = "parameters x 4 bytes (float32), built on torch's meta device; trial checkpoints "
     source += "are deleted as trials end"
-    return [*rows, _row("train", item, weights * (finals + len(trained)), source, [EVALUATE])]
+    rows.append(_row("train", item, weights * (finals + len(trained)), source, [readers.EVALUATE]))
+    return rows
 
 
 def _row(stage: str, item: str, nbytes=None, source: str = "", read_by=None) -> dict:
@@ -278,8 +264,6 @@ def caption_embeddings(config: dict, scale: dict | None) -> dict:
 
 
 def _shard_names(config: dict) -> list[str]:
-    from imagenot.curate import plan as curate_plan
-
     try:
         return curate_plan.shard_files(config)
     except (KeyError, ValueError):
@@ -297,22 +281,20 @@ def gpu_stage_rows(config: dict, jobs: list[PlannedJob], throughput: dict) -> li
     embedding (the scale model's projected runtime per part at laion2B-en, docs/scale.json), and
     every other stage's GPU jobs (the diagnostics, the audit, the preflight: at their requested time, short jobs, an
     upper bound)."""
-    from imagenot.acquire.sizes import stored_size
     from imagenot.evaluate import transforms
-    from imagenot.train import experiments, plan
 
     groups = rule_groups()
     out = []
     passes = len(transforms.names())
     hours, missing = 0.0, set()
-    for run in plan.final_runs(config):
+    for run in train_plan.final_runs(config):
         d, model, key = run["dataset"], run["model"], (run["dataset"], run["protocol"])
         sizes = dataset_images(config, d)
         if sizes is None or model not in throughput:
             missing.add(model if model not in throughput else d)
             continue
-        mine = [e for e in plan.experiments(config) if (e["dataset"], e["protocol"]) == key]
-        published = any(plan.is_published(e) for e in mine)
+        mine = [e for e in train_plan.experiments(config) if (e["dataset"], e["protocol"]) == key]
+        published = any(train_plan.is_published(e) for e in mine)
         side = stored_size(config, d) if published else experiments.image_size(config, model)
         rate = throughput[model] * FORWARD_SPEEDUP * (224 / side) ** 2
         hours += passes * sizes["test"] / rate / 3600
@@ -347,10 +329,8 @@ def gpu_stage_rows(config: dict, jobs: list[PlannedJob], throughput: dict) -> li
         out.append(_gpu_row("curate (caption embedding)", len(embed), per * len(embed), source))
     estimated = {"train", "evaluate", "curate"}  # the rows above
     for stage in dict.fromkeys(groups.get(j.rule) for j in jobs if j.gpus):
-        if stage in estimated:
-            continue
         mine = [j for j in jobs if groups.get(j.rule) == stage and j.gpus]
-        if mine:
+        if stage not in estimated:
             hours = sum(j.gpus * (j.resources.get("runtime") or 0) for j in mine) / 60
             source = "requested time x GPUs (short jobs: an upper bound)"
             out.append(_gpu_row(stage, len(mine), hours, source))

@@ -33,6 +33,16 @@ from __future__ import annotations
 
 import math
 
+from imagenot.acquire.kinds import DATASET_KINDS
+from imagenot.acquire.ranges import class_count_hint, n_range_jobs
+from imagenot.acquire.settings import MaterialiseSettings
+from imagenot.acquire.sizes import BYTES_PER_PIXEL, dataset_images
+from imagenot.audit import cost
+from imagenot.audit import plan as audit_plan
+from imagenot.curate.settings import SelectSettings
+from imagenot.plan import split_readers as readers
+from imagenot.plan import work
+from imagenot.plan.costs import paper_shaped, scale_projection
 from imagenot.plan.schedule import place
 
 # LAION image download (each assumption stated in the plan): img2dataset's own benchmarks
@@ -102,25 +112,12 @@ def data_chains(config: dict, jobs: list, gpus: int) -> tuple[dict, dict]:
     LAION-built dataset whose images are read (row ``download <name>``; one after another, as
     they share the bandwidth); a chain per materialised dataset on disk (``materialise
     <name>``)."""
-    from imagenot.acquire.kinds import DATASET_KINDS
-    from imagenot.acquire.ranges import class_count_hint, n_range_jobs
-    from imagenot.acquire.settings import MaterialiseSettings
-    from imagenot.acquire.sizes import BYTES_PER_PIXEL, dataset_images
-    from imagenot.curate.settings import SelectSettings
-    from imagenot.plan.costs import paper_shaped, scale_projection
-    from imagenot.plan.split_readers import (
-        curated_datasets,
-        read_datasets,
-        split_size,
-        stored_splits,
-    )
-
     chains: dict[str, list] = {}
     facts: dict[str, list] = {}
     scale = scale_projection()
     paper = paper_shaped(config, scale)
     projected = {r["rule"]: r["projected"] for r in (scale or {}).get("rules", [])}
-    curated = curated_datasets(config)
+    curated = readers.curated_datasets(config)
 
     def rule_hours(rule: str) -> tuple[float, str]:
         """One job's hours of ``rule``: the scale model's projection on a paper-shaped config,
@@ -147,7 +144,7 @@ def data_chains(config: dict, jobs: list, gpus: int) -> tuple[dict, dict]:
     stages, about = by_rule(CURATE_CHAIN) if curated else ([], [])
     if stages:
         chains["laion"], facts["curate"] = stages, ("laion", 0, about)
-    for name in [n for n in curated if n in read_datasets(config)]:
+    for name in [n for n in curated if n in readers.read_datasets(config)]:
         select = SelectSettings.from_config(config, dataset=name)
         urls = select.n_classes * math.ceil(select.images_per_class * (1 + select.oversample))
         success = 1 / (1 + select.oversample)
@@ -166,7 +163,7 @@ def data_chains(config: dict, jobs: list, gpus: int) -> tuple[dict, dict]:
         laion = chains.setdefault("laion", [])
         facts[f"download {name}"] = ("laion", len(laion), [download, *about])
         laion += [(parts, width, hours), *built]
-    for name in read_datasets(config):
+    for name in readers.read_datasets(config):
         sizes = dataset_images(config, name)
         if not DATASET_KINDS[config["datasets"][name]["kind"]].adapter or sizes is None:
             continue
@@ -174,8 +171,10 @@ def data_chains(config: dict, jobs: list, gpus: int) -> tuple[dict, dict]:
         ranges = n_range_jobs(
             class_count_hint(values["kind"], values["path"]), values["classes_per_job"]
         )
-        splits = stored_splits(config, name)
-        seconds = sum(sizes[s] / materialise_rate(split_size(config, name, s)) for s in splits)
+        splits = readers.stored_splits(config, name)
+        seconds = sum(
+            sizes[s] / materialise_rate(readers.split_size(config, name, s)) for s in splits
+        )
         gather = _requested_hours(jobs, "acquire_materialise")
         hours = seconds / ranges / 3600
         images = sum(sizes[s] for s in splits)
@@ -201,24 +200,18 @@ def audit_chains(config: dict, jobs: list, gpus: int, ready: dict[str, float]) -
     then its search jobs on the cores, each its split's part of the search's
     and the verification's core-seconds (:func:`imagenot.audit.cost.search_jobs`) over the
     job's cores."""
-    from imagenot.audit import cost
-    from imagenot.audit import plan as audit_plan
-    from imagenot.plan import work
-    from imagenot.plan.split_readers import EMBED
-
     chains: dict[str, list] = {}
     facts: dict[str, tuple] = {}
     parts = audit_plan.settings(config)["query_parts"]
     width = _threads(jobs, "audit_search")
-    embed_hours, embed_width = _requested_hours(jobs, EMBED), _threads(jobs, EMBED)
+    embed_hours, embed_width = _requested_hours(jobs, readers.EMBED), _threads(jobs, readers.EMBED)
     on_gpus = config["resources"]["gpus"] > 0
     searches, thumbs = cost.search_jobs(config), cost.thumbnail_jobs(config)
     thumb_width = _threads(jobs, "audit_thumbnails")
     for dataset in audit_plan.audited_datasets(config):
         mine = [j for j in searches if j["dataset"] == dataset]
-        sets = len(
-            {f"{dataset}/{j['split']}" for j in mine} | {t for j in mine for t in j["targets"]}
-        )
+        labels = {f"{dataset}/{j['split']}" for j in mine} | {t for j in mine for t in j["targets"]}
+        sets = len(labels)
         each = [
             (j["search_core_s"] + j["verify_core_s"]) / parts / width / 3600
             for j in mine
@@ -232,11 +225,10 @@ def audit_chains(config: dict, jobs: list, gpus: int, ready: dict[str, float]) -
             else (sets, embed_width, embed_hours)
         )
         name = f"audit {dataset}"
-        labels = {f"{dataset}/{j['split']}" for j in mine} | {t for j in mine for t in j["targets"]}
         made = [t for t in thumbs if f"{t['dataset']}/{t['split']}" in labels]
         thumb_hours = [t["core_s"] / thumb_width / 3600 for t in made]
         chains[name] = [(1, 0, wait), embed]
-        about = [_fact(EMBED, sets, embed[1], embed_hours, "request")]
+        about = [_fact(readers.EMBED, sets, embed[1], embed_hours, "request")]
         if made:  # rule audit_thumbnails: each set once, after its embeddings
             chains[name].append((len(made), thumb_width, thumb_hours))
             about.append(
@@ -265,8 +257,6 @@ def data_stage_rows(config: dict, jobs: list, gpus: int) -> list[dict]:
     (``resources.plan_cores``: the schema's default, or an overlay's): its start and end hour, its jobs and estimated core-hours, and its source; ``hours`` the
     stage's time in the schedule, None where not estimated (a LAION copy the scale model does
     not project)."""
-    from imagenot.plan.costs import paper_shaped, scale_projection
-
     cores = config["resources"]["plan_cores"]
     chains, facts = data_chains(config, jobs, gpus)
     spans = place(chains, cores)
@@ -302,9 +292,6 @@ def data_stage_rows(config: dict, jobs: list, gpus: int) -> list[dict]:
 
 
 def _source(name: str, about: list[dict], config, gpus, cores, scale) -> str:
-    from imagenot.acquire.sizes import BYTES_PER_PIXEL
-    from imagenot.audit import cost
-
     rules = ", ".join(
         f"{f['rule']} {f['jobs']} x {f['hours'] * 60:,.1f} min on "
         + ("the GPUs" if not f["cores"] else f"{f['cores']} core{'' if f['cores'] == 1 else 's'}")
@@ -379,22 +366,18 @@ def whole_run(config: dict, data: list[dict], wall: dict, stages: list[dict], gp
     diagnostics or the published weights' evaluation read, then those stages' GPU-hours over the
     GPUs. ``hours`` the longest path, ``critical_path`` its stages, ``parts`` their hours (they
     add up to ``hours``). None where a figure on the way is not estimated."""
-    from imagenot.plan.split_readers import split_readers
-
     if wall["hours"] is None or any(d["hours"] is None for d in data):
         return None
-    from imagenot.audit.plan import involved_datasets
-
     ready = {  # dataset -> when it is ready, by which stage
         d["stage"].split(" ", 1)[1]: (d["end"], d["stage"])
         for d in data
         if d["stage"].startswith(("download ", "materialise "))
     }
     curate = next((d for d in data if d["stage"] == "curate"), None)
-    readers = split_readers(config)
+    read_by = readers.split_readers(config)
     trained = [
         n
-        for n, splits in readers.items()
+        for n, splits in read_by.items()
         if any(r.startswith("train_") for rules in splits.values() for r in rules)
     ]
     gpu = {s["stage"]: s["gpu_hours"] / gpus for s in stages}
@@ -420,7 +403,7 @@ def whole_run(config: dict, data: list[dict], wall: dict, stages: list[dict], gp
             paths.append(data_parts(dataset) | {"audit and diagnostics": round(others, 2)})
     for d in data:
         if d["stage"].startswith("audit "):
-            read = involved_datasets(config, d["stage"].split(" ", 1)[1])
+            read = audit_plan.involved_datasets(config, d["stage"].split(" ", 1)[1])
             parts = data_parts(max(read, key=lambda n: ready.get(n, (0.0, None))[0]))
             paths.append(parts | {d["stage"]: round(d["end"] - sum(parts.values()), 2)})
     best = max(paths, key=lambda p: sum(p.values()))

@@ -19,7 +19,12 @@ import json as _json
 from collections import Counter
 from pathlib import Path
 
+from imagenot.acquire.sizes import dataset_images
 from imagenot.audit.cost import audit_cost, format_audit
+from imagenot.core.config import load_configs
+from imagenot.plan import costs
+from imagenot.plan.data_stages import data_stage_rows, whole_run
+from imagenot.plan.measured import median_rate, read_measurements
 from imagenot.plan.plan_text import (
     _cell,
     _gb,
@@ -28,6 +33,10 @@ from imagenot.plan.plan_text import (
     format_deadline,
     format_gpu_hours,
 )
+from imagenot.plan.planning import config_paths, planned_jobs
+from imagenot.plan.schedule import recommend, speed
+from imagenot.plan.slurm_profile import load_site, max_runtime_min
+from imagenot.train import estimate
 
 # headroom on the estimate for the allocation request: reruns of failed or preempted jobs
 MARGIN = 0.2
@@ -45,15 +54,6 @@ def build_plan(
     JSON-ready dict. ``directory``: the working directory of the run, whose finished trials
     and final runs (their records and metrics) re-estimate what is left; ``cores``: the CPU
     cores the data stages run on, in place of the config's ``resources.plan_cores``."""
-    from imagenot.acquire.sizes import dataset_images
-    from imagenot.core.config import load_configs
-    from imagenot.plan import costs
-    from imagenot.plan.data_stages import data_stage_rows, whole_run
-    from imagenot.plan.measured import median_rate, read_measurements
-    from imagenot.plan.planning import config_paths, planned_jobs
-    from imagenot.plan.schedule import recommend, speed
-    from imagenot.train import estimate
-
     if gpus < 1:
         raise ValueError(f"--gpus must be at least 1, got {gpus}")
     if deadline_hours is not None and deadline_hours <= 0:
@@ -84,8 +84,7 @@ def build_plan(
     groups = costs.group_rows(config, jobs)
     rows = estimate.training_rows(config, table, records)
     keys = ("jobs", "gpu_jobs", "gpu_hours_requested", "core_hours_requested")
-    total = {k: round(sum(g[k] for g in groups), 1) for k in keys}
-    total["jobs"], total["gpu_jobs"] = int(total["jobs"]), int(total["gpu_jobs"])
+    total = {k: round(sum(g[k] for g in groups), 1) for k in keys}  # (counts stay int)
     stored = costs.storage(config)
     unmeasured = [m for m in config["train"]["models"] if m not in table]
     unsized = [d for d in config["datasets"] if dataset_images(config, d) is None]
@@ -101,9 +100,7 @@ def build_plan(
     stages = costs.gpu_stage_rows(config, jobs, table)
     others = round(sum(g["gpu_hours"] for g in stages), 1)
     storage_total = sum(s["bytes"] or 0 for s in stored)
-    stops = {}
-    for r in rows:
-        stops.setdefault(r["experiment"], r["stop_epochs"])
+    stops = {r["experiment"]: r["stop_epochs"] for r in reversed(rows)}
     expected = training["expected"]
     wall = estimate.wall_time(rows, gpus)
     data = data_stage_rows(config, jobs, gpus)
@@ -177,9 +174,6 @@ def _request(config, groups, rows, expected, table, measurements, storage_total,
     stage, less what the run has done, with a margin; not the bound, nor the requested sum),
     the longest single job against the partitions' limit, the GPU memory the largest job
     needs, node-local disk, and storage."""
-    from imagenot.plan.slurm_profile import load_site, max_runtime_min
-    from imagenot.train import estimate
-
     site = config["resources"]["site"]
     memory = measurements["memory"]
     left = expected - done
@@ -206,19 +200,14 @@ def format_plan(plan: dict) -> str:
     out = [f"imagenot plan: {plan['config']}", ""]
     head = f"{'group':<12} {'jobs':>6} {'GPU jobs':>8} {'GPU-h req':>10} {'core-h req':>10} "
     out.append(head + f"{'host mem/job':>13}")
-    for g in plan["groups"]:
-        mem = f"{g['peak_mem_mb_requested'] / 1000:,.1f} GB"
-        if g["peak_mem_mb_projected"]:
+    for g in [*plan["groups"], {**plan["total"], "group": "total"}]:
+        mem = f"{g['peak_mem_mb_requested'] / 1000:,.1f} GB" if "notes" in g else ""
+        if g.get("peak_mem_mb_projected"):
             mem += f" (proj. {g['peak_mem_mb_projected'] / 1000:,.1f})"
         out.append(
-            f"{g['group']:<12} {g['jobs']:>6} {g['gpu_jobs']:>8} "
-            f"{g['gpu_hours_requested']:>10,.0f} {g['core_hours_requested']:>10,.0f} {mem:>13}"
+            f"{g['group']:<12} {g['jobs']:>6} {g['gpu_jobs']:>8} {g['gpu_hours_requested']:>10,.0f}"
+            f" {g['core_hours_requested']:>10,.0f} {mem:>13}".rstrip()
         )
-    t = plan["total"]
-    out.append(
-        f"{'total':<12} {t['jobs']:>6} {t['gpu_jobs']:>8} {t['gpu_hours_requested']:>10,.0f} "
-        f"{t['core_hours_requested']:>10,.0f}"
-    )
     out.append("  req = requested runtime x GPUs (or cores): what the scheduler must allow")
     out.append("  host mem/job: the host memory (RAM) a job asks for; GPU memory: see below")
     notes = sorted({n for g in plan["groups"] for n in g["notes"]})
@@ -349,8 +338,6 @@ def format_request(plan: dict) -> list[str]:
 def format_wall_time(plan: dict) -> list[str]:
     """Training's schedule against GPUs: when it ends and the share of the reserved GPU-hours
     it uses; where more GPUs stop helping, and why."""
-    from imagenot.train.estimate import DDP_EFFICIENCY
-
     w, by = plan["wall_time"], plan["wall_time_by_gpus"]
     if not w["longest_chain"]:
         return ["wall time of training: not estimated (no GPU-hours estimate)"]
@@ -387,7 +374,7 @@ def format_wall_time(plan: dict) -> list[str]:
         "one after another (each stage waits for the rung's decision and resumes the stage "
         "before), then its final seeds, however many GPUs run the other trials beside it. "
         "More GPUs per job for its model (train.gpus_per_job_overrides) shorten it (data-parallel, "
-        f"{DDP_EFFICIENCY:.0%} of linear per doubling); --deadline-hours H says the GPUs and GPUs per job "
+        f"{estimate.DDP_EFFICIENCY:.0%} of linear per doubling); --deadline-hours H says the GPUs and GPUs per job "
         "that end within H hours at the least cost.",
     ]
     return table + _wrapped(out)

@@ -34,19 +34,12 @@ def format_gpu_hours(plan: dict) -> list[str]:
     """GPU-hours of every GPU stage: training low / expected / bound with the stop-epoch
     assumption of each experiment, and the other GPU stages with their sources."""
     est, h = plan["training_estimate"], plan["gpu_hours"]
-    out = [
-        "GPU-hours, estimate (every GPU stage):",
-        f"  {'stage':<28} {'GPU jobs':>8} {'low':>9} {'expected':>9} {'bound':>9}",
-        f"  {'train':<28} {'':>8} {est['gpu_hours_low']:>9,.1f} {est['gpu_hours']:>9,.1f} "
-        f"{est['gpu_hours_bound']:>9,.1f}",
-    ]
-    for g in plan["gpu_stages"]:
-        v = f"{g['gpu_hours']:>9,.1f}"
-        out.append(f"  {g['stage']:<28} {g['gpu_jobs']:>8} {v} {v} {v}")
-    out.append(
-        f"  {'total':<28} {'':>8} {h['total_low']:>9,.1f} {h['total']:>9,.1f} "
-        f"{h['total_bound']:>9,.1f}"
-    )
+    rows = [("train", "", est["gpu_hours_low"], est["gpu_hours"], est["gpu_hours_bound"])]
+    rows += [(g["stage"], g["gpu_jobs"], *[g["gpu_hours"]] * 3) for g in plan["gpu_stages"]]
+    rows.append(("total", "", h["total_low"], h["total"], h["total_bound"]))
+    out = ["GPU-hours, estimate (every GPU stage):"]
+    out.append(f"  {'stage':<28} {'GPU jobs':>8} {'low':>9} {'expected':>9} {'bound':>9}")
+    out += [f"  {s:<28} {n:>8} {low:>9,.1f} {e:>9,.1f} {b:>9,.1f}" for s, n, low, e, b in rows]
     lines = [f"  throughput: {est['throughput_source']}"]
     for exp, stop in est["stop_epochs"].items():
         lines.append(

@@ -57,14 +57,12 @@ class PlannedJob:
 
 def rule_groups() -> dict[str, str]:
     """Each rule's group: the stage file under rules/ that defines it (rules/train.smk: train)."""
-    groups = {}
-    for path in sorted(RULES_DIR.glob("*.smk")):
-        text = path.read_text()
-        for name in re.findall(r"^\s*(?:rule|checkpoint)\s+(\w+)\s*:", text, re.M):
-            groups[name] = path.stem
-        for name in re.findall(r"^use rule \w+ as (\w+)", text, re.M):
-            groups[name] = path.stem
-    return groups
+    defined = re.compile(r"^(?:\s*(?:rule|checkpoint)\s+(\w+)\s*:|use rule \w+ as (\w+))", re.M)
+    return {
+        new or old: path.stem
+        for path in sorted(RULES_DIR.glob("*.smk"))
+        for old, new in defined.findall(path.read_text())
+    }
 
 
 def world_rows_per_part(config: dict) -> int | None:
@@ -125,23 +123,9 @@ def snakemake_env() -> dict[str, str]:
 
 def dry_run_cmd(workdir: Path, configs: list[Path], *extra: str) -> list[str]:
     """``snakemake --dry-run all`` of this checkout's Snakefile in ``workdir``."""
-    return [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(SNAKEFILE),
-        "--directory",
-        str(workdir),
-        "--cores",
-        str(PLAN_CORES),
-        "--dry-run",
-        *extra,
-        "--configfile",
-        *map(str, configs),
-        "--",
-        "all",
-    ]
+    snakemake = [sys.executable, "-m", "snakemake", "--snakefile", str(SNAKEFILE)]
+    where = ["--directory", str(workdir), "--cores", str(PLAN_CORES), "--dry-run"]
+    return [*snakemake, *where, *extra, "--configfile", *map(str, configs), "--", "all"]
 
 
 def missing_inputs(output: str) -> list[str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass, field
+from itertools import product
 
 
 @dataclass(frozen=True)
@@ -115,11 +116,10 @@ def simulate(chains: list[Chain], gpus: int) -> dict:
     the module's doc). Returns ``hours`` (when the last job ends), ``gpu_hours`` (what the jobs
     use), ``reserved_gpu_hours`` (``gpus`` x ``hours``) and ``used`` (their ratio). A chain
     that asks for more GPUs than there are raises ValueError."""
-    too_wide = [c for c in chains if c.gpus > gpus and c.hours() > 0]
-    if too_wide:
-        c = too_wide[0]
-        raise ValueError(f"{c.name} {c.model} asks for {c.gpus} GPUs per job, more than {gpus}")
     live = [c for c in chains if c.hours() > 0]
+    for c in live:
+        if c.gpus > gpus:
+            raise ValueError(f"{c.name} {c.model} asks for {c.gpus} GPUs per job, more than {gpus}")
     spans = place(
         {i: [(s.jobs, c.gpus, s.hours) for s in c.stages] for i, c in enumerate(live)}, gpus
     )
@@ -164,9 +164,7 @@ def fewest_gpus(chains: list[Chain], deadline: float, most: int = 4096) -> dict 
     :func:`simulate` result), None when the critical chain alone is longer or none up to
     ``most`` does. Starts at the GPU-hours over the deadline and counts up."""
     crit = critical_chain(chains)
-    if crit is None:
-        return None
-    if crit.hours() > deadline:
+    if crit is None or crit.hours() > deadline:
         return None
     total = sum(c.gpu_hours() for c in chains)
     widest = max(c.gpus for c in chains)
@@ -185,12 +183,8 @@ def gpus_options(chains: list[Chain], deadline: float, efficiency: float) -> dic
     """Per model, the GPUs per job worth trying: the fewest (a power of two, at most 8) whose
     data-parallel jobs bring the model's longest chain within ``deadline``, and the next
     power of two (a shorter critical chain can let fewer GPUs meet the deadline)."""
-    longest: dict[str, Chain] = {}
-    for c in chains:
-        if c.model not in longest or c.hours() > longest[c.model].hours():
-            longest[c.model] = c
     options = {}
-    for model, c in longest.items():
+    for model, c in _longest(chains).items():
         one = c.hours() * speed(c.gpus, efficiency)  # its chain on one GPU
         g = 1
         while g < 8 and one / speed(g, efficiency) > deadline:
@@ -210,11 +204,8 @@ def recommend(
     options = gpus_options(chains, deadline, efficiency)
     tries = [dict.fromkeys(options, g) for g in (1, 2, 4, 8)]
     uniform = _cheapest(chains, tries, efficiency, lambda c: fewest_gpus(c, deadline), deadline)
-    wide = sorted(m for m, o in options.items() if len(o) > 1)
-    tries = [
-        {m: o[mask >> wide.index(m) & 1] if m in wide else o[0] for m, o in options.items()}
-        for mask in range(2 ** len(wide))
-    ]
+    models = sorted(options, reverse=True)  # the first model's options vary fastest
+    tries = [dict(zip(models, g, strict=True)) for g in product(*map(options.get, models))]
     best = _cheapest(chains, tries, efficiency, lambda c: fewest_gpus(c, deadline), deadline)
     on = best_on(chains, gpus, deadline, efficiency) if gpus else None
     return {
@@ -232,16 +223,23 @@ def best_on(chains: list[Chain], gpus: int, deadline: float, efficiency: float) 
     share used): one width for every model (1, 2, 4, 8), or 1, 2, 4 or 8 for each of the two
     models with the longest chains and one for the rest. Its :func:`simulate` result with
     ``per_model``, None when nothing tried ends in time."""
-    longest: dict[str, float] = {}
-    for c in chains:
-        longest[c.model] = max(longest.get(c.model, 0.0), c.hours())
-    models = sorted(longest, key=longest.get, reverse=True)
+    longest = _longest(chains)
+    models = sorted(longest, key=lambda m: longest[m].hours(), reverse=True)
     tries = [dict.fromkeys(models, g) for g in (1, 2, 4, 8) if g <= gpus]
     for a in (1, 2, 4, 8):
         for b in (1, 2, 4, 8):
             if max(a, b) <= gpus and len(models) >= 2:
                 tries.append({**dict.fromkeys(models, 1), models[0]: a, models[1]: b})
     return _cheapest(chains, tries, efficiency, lambda c: simulate(c, gpus), deadline)
+
+
+def _longest(chains: list[Chain]) -> dict[str, Chain]:
+    """Per model, its chain with the longest critical path (the first of equal ones)."""
+    longest: dict[str, Chain] = {}
+    for c in chains:
+        if c.model not in longest or c.hours() > longest[c.model].hours():
+            longest[c.model] = c
+    return longest
 
 
 def _cheapest(chains: list[Chain], tries: list, efficiency: float, schedule, deadline: float):

@@ -58,9 +58,8 @@ def validate_site(site: dict, source: str) -> dict:
     return site
 
 
-# The site's software deployment (site key software_deployment) as Snakemake's
-# --software-deployment-method; none: no method, every job runs with the clone's .venv
-DEPLOYMENT_METHODS = {"conda": "conda", "apptainer": "apptainer", "none": None}
+# What each software deployment (site key software_deployment) needs; conda and apptainer are
+# Snakemake's --software-deployment-method, none no method (every job runs with the clone's .venv)
 DEPLOYMENT_NEEDS = {
     "conda": "conda or mamba on the submit node (Snakemake creates one env per rule group)",
     "apptainer": "Apptainer on the nodes and an image built from containers/imagenot.def "
@@ -190,8 +189,8 @@ def profile(site: dict, directory: Path) -> dict:
         # YAML inside --config is read by Snakemake as strings only: pass the path, not values
         "config": [f"resources={json.dumps({'site': str(directory / SITE_FILE)})}"],
     }
-    method = DEPLOYMENT_METHODS[deployment(site, conda_found=True)]
-    if method:  # none: Snakemake's own default, no deployment (the clone's .venv)
+    method = deployment(site, conda_found=True)
+    if method != "none":  # none: Snakemake's own default, no deployment (the clone's .venv)
         out = {"executor": out.pop("executor"), "software-deployment-method": method, **out}
     if site["container"]:
         # Apptainer hides the node's GPUs and driver from a container without --nv: every GPU
@@ -272,14 +271,10 @@ def options() -> tuple:
             (s["enum"] for s in spec.get("anyOf", []) if "enum" in s), None
         )
         choices = tuple(v for v in enum if v is not None) if enum else None
-        integer = spec.get("type") == "integer" and not enum
-        spelled = "--max-runtime" if key == "max_runtime_min" else None
+        kind = int if spec.get("type") == "integer" and not enum else None
+        flag = "--max-runtime" if key == "max_runtime_min" else None
         required = key in schema["required"]
-        out.append(
-            Option(
-                key, text, None, int if integer else None, required, choices=choices, flag=spelled
-            )
-        )
+        out.append(Option(key, text, None, kind, required, choices=choices, flag=flag))
     return (
         *out,
         Option(

@@ -44,17 +44,6 @@ def _decode(name_parts: tuple[str, ...]) -> str | None:
         return None
 
 
-def _record_files(folder: Path, parts: tuple[str, ...] = ()) -> Iterator[tuple[Path, str]]:
-    """(file, encoded name parts) of every record file under ``folder``, listed lazily (a
-    paper run holds tens of thousands; the check before planning reads a few)."""
-    with os.scandir(folder) as entries:
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False) and entry.name.startswith("@"):
-                yield from _record_files(Path(entry.path), (*parts, entry.name))
-            elif entry.is_file(follow_symlinks=False):
-                yield Path(entry.path), (*parts, entry.name)
-
-
 def records(workdir: str | os.PathLike) -> Iterator[tuple[str, float]]:
     """(output path relative to ``workdir``, the time Snakemake recorded for it when its job
     ended) of each output record of the run in ``workdir`` that carries an end time, in the
@@ -63,8 +52,10 @@ def records(workdir: str | os.PathLike) -> Iterator[tuple[str, float]]:
     root = Path(workdir) / METADATA
     if not root.is_dir():
         return
-    for file, parts in _record_files(root):
-        path = _decode(parts)
+    for file in root.rglob("*"):  # lazily: the check before planning reads a few
+        if file.is_symlink() or not file.is_file():
+            continue
+        path = _decode(file.relative_to(root).parts)
         if path is None or os.path.isabs(path) or ".." in Path(path).parts:
             continue  # only outputs inside the working directory are the run's
         try:

@@ -37,13 +37,13 @@ names); the report's landing page (:func:`landing`) shows the same lines before 
 
 from __future__ import annotations
 
-import html
 import os
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from imagenot.core.io import read_json, write_json
 from imagenot.core.paths import RESULTS, SPLITS
 from imagenot.train.records import (
     IDENTITY,
@@ -206,8 +206,6 @@ def collect(
 
 def _sentence(summary: Path) -> str:
     """The sentence of a near-duplicate audit's summary (the run summary's line)."""
-    from imagenot.core.io import read_json
-
     return str(read_json(summary)["sentence"])
 
 
@@ -287,33 +285,28 @@ def _best_per_model(runs: list[dict]) -> list[dict]:
     """Per experiment and model, the best validation and test accuracy over its seeds, and where
     the best test accuracy was read from (the evaluation's path and the digest of the final run's
     record it measured)."""
-    best: dict[tuple, dict] = {}
+    seeds: dict[tuple, list[dict]] = {}
     for run in runs:
-        key = (run["dataset"], run["protocol"], run["model"])
-        row = best.setdefault(
-            key,
+        seeds.setdefault((run["dataset"], run["protocol"], run["model"]), []).append(run)
+    out = []
+    for (dataset, protocol, model), mine in seeds.items():
+        tested = [r for r in mine if r["test_accuracy"] is not None]
+        best = max(tested, key=lambda r: r["test_accuracy"], default=None)
+        out.append(
             {
-                "experiment": f"{run['dataset']}/{run['protocol']}",
-                "model": run["model"],
-                "seeds": 0,
-                "best_val_accuracy": None,
-                "best_test_accuracy": None,
-                "best_test_record": None,
-                "chance_accuracy": run["chance_accuracy"],
-                "at_chance": True,
-            },
+                "experiment": f"{dataset}/{protocol}",
+                "model": model,
+                "seeds": len(mine),
+                "best_val_accuracy": max(
+                    (r["val_accuracy"] for r in mine if r["val_accuracy"] is not None), default=None
+                ),
+                "best_test_accuracy": best and best["test_accuracy"],
+                "best_test_record": best and best["record"],
+                "chance_accuracy": mine[0]["chance_accuracy"],
+                "at_chance": all(r["at_chance"] for r in mine),
+            }
         )
-        row["seeds"] += 1
-        row["at_chance"] = row["at_chance"] and run["at_chance"]
-        if _higher(run["val_accuracy"], row["best_val_accuracy"]):
-            row["best_val_accuracy"] = run["val_accuracy"]
-        if _higher(run["test_accuracy"], row["best_test_accuracy"]):  # and where it was read
-            row["best_test_accuracy"], row["best_test_record"] = run["test_accuracy"], run["record"]
-    return list(best.values())
-
-
-def _higher(value: float | None, best: float | None) -> bool:
-    return value is not None and (best is None or value > best)
+    return out
 
 
 def _pct(x: float | None) -> str:
@@ -383,39 +376,23 @@ def format_text(summary: dict, command: str | None = None, report: str | None = 
 
 
 def format_html(summary: dict, command: str | None = None) -> str:
-    """The summary as a standalone HTML page (the report shows it on its Summary tab);
-    ``command``: as :func:`format_text`'s."""
-    text = format_text(summary, command)
-    body = []
-    for block in text.split("\n\n"):
-        lines = block.strip().splitlines()
-        if not lines:
-            continue
-        if lines[0].startswith("|"):
-            rows = [ln.strip("|").split("|") for ln in lines if not ln.startswith("|---")]
-            cells = [
-                "<tr>" + "".join(f"<{t}>{html.escape(c.strip())}</{t}>" for c in row) + "</tr>"
-                for t, row in [("th", rows[0])] + [("td", r) for r in rows[1:]]
-            ]
-            body.append("<table>" + "".join(cells) + "</table>")
-        elif lines[0].startswith("#"):
-            level = len(lines[0]) - len(lines[0].lstrip("#"))
-            body.append(f"<h{level}>{html.escape(lines[0].lstrip('# '))}</h{level}>")
-        elif lines[0].startswith("- "):
-            items = "".join(f"<li>{html.escape(ln[2:])}</li>" for ln in lines)
-            body.append(f'<ul class="problems">{items}</ul>')
-        else:
-            para = html.escape(" ".join(lines)).replace("**", "")
-            style = ' style="color:#b00;font-weight:bold"' if "UNUSABLE" in para else ""
-            body.append(f"<p{style}>{para}</p>")
+    """The summary as a standalone HTML page (the report shows it on its Summary tab), its
+    Markdown rendered by markdown-it (raw HTML in a message escaped); ``command``: as :func:`format_text`'s."""
+    from markdown_it import MarkdownIt
+
+    # its headings, lists, tables and the bold line, no other syntax: a message shows as written
+    markdown = MarkdownIt("zero").enable(["heading", "list", "table", "emphasis"])
+    body = markdown.render(format_text(summary, command))
     css = "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}"
-    return f"<!DOCTYPE html><html><head><meta charset='utf-8'><style>{css}</style></head><body>{''.join(body)}</body></html>\n"
+    css += "strong{color:#b00}"  # the one bold line: UNUSABLE RESULTS
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><style>{css}</style></head>"
+        f"<body>{body}</body></html>\n"
+    )
 
 
 def write(summary: dict, md: Path, js: Path, page: Path, command: str | None = None) -> None:
     """The summary's three forms; ``command``: as :func:`format_text`'s."""
-    from imagenot.core.io import write_json
-
     for path in (md, js, page):
         path.parent.mkdir(parents=True, exist_ok=True)
     md.write_text(format_text(summary, command))
@@ -432,7 +409,6 @@ def landing(root: str | os.PathLike = ".") -> dict:
     if not path.is_file():
         return {"run summary built": 0}
     from imagenot.analyse.transfer import transfer_lines
-    from imagenot.core.io import read_json
 
     s = read_json(path)  # the JSON files' one reader (a damaged file is named and moved aside)
     answer: dict = {}
@@ -441,13 +417,10 @@ def landing(root: str | os.PathLike = ".") -> dict:
         answer["Do rankings transfer? rankings statistics built"] = 0
     elif t is not None:
         for row, line in zip(t["rows"], transfer_lines(s), strict=True):
-            answer[f"Do rankings transfer? {line} (value: Kendall tau-b)"] = round(
-                row["kendall_tau"], 3
-            )
-        if t["left_out"]:
-            answer["comparisons left out (no Kendall tau-b; results/summary.md says why)"] = len(
-                t["left_out"]
-            )
+            tau = round(row["kendall_tau"], 3)
+            answer[f"Do rankings transfer? {line} (value: Kendall tau-b)"] = tau
+        if left := len(t["left_out"]):
+            answer["comparisons left out (no Kendall tau-b; results/summary.md says why)"] = left
     return answer | {
         "errors (unusable results)": s["errors"],
         "warnings": s["warnings"],

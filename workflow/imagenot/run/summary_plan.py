@@ -193,17 +193,10 @@ def report_command(configfiles: list[str], clone: Path = CLONE) -> str:
             words += ["--configfile", *configfiles]
     else:
         words = [str(venv) if venv.is_file() else "snakemake", "--snakefile"]
-        words += [
-            str(clone / "Snakefile"),
-            "--workflow-profile",
-            str(clone / "profiles" / "default"),
-        ]
+        words += [str(clone / "Snakefile"), "--workflow-profile", str(clone / "profiles/default")]
         words += ["--directory", str(here)]
-        if configfiles:
-            words += [
-                "--configfile",
-                *(str(clone / f) if not Path(f).is_absolute() else f for f in configfiles),
-            ]
+        if configfiles:  # (an absolute path stays as it is under clone / f)
+            words += ["--configfile", *(str(clone / f) for f in configfiles)]
     return " ".join(map(shlex.quote, words)) + f" --report {REPORT}"
 
 

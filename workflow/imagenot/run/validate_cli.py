@@ -58,11 +58,8 @@ def run_folder(where: Path) -> tuple[Path, str] | None:
     first mark it holds; else None."""
     if any((where / mark).exists() for mark in RUN_MARKS):
         return None
-    for parent in where.parents:
-        marks = [mark for mark in RUN_MARKS if (parent / mark).exists()]
-        if marks:
-            return parent, marks[0]
-    return None
+    marked = ((parent, m) for parent in where.parents for m in RUN_MARKS if (parent / m).exists())
+    return next(marked, None)
 
 
 def misplaced(where: Path, config: Mapping) -> str | None:

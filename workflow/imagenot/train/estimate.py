@@ -90,13 +90,6 @@ def stop_epochs(config: dict, dataset: str, protocol: str, measured: dict | None
     return {"low": low, "expected": expected, "bound": n, "source": source}
 
 
-def stage_epochs_stopped(config: dict, dataset: str, protocol: str, stop: int) -> list[int]:
-    """Epochs a slot of each halving stage trains when every trial stops at epoch ``stop``
-    (0 for the stages after it: their slots are empty; :func:`budget.stage_epochs`)."""
-
-    return budget.stage_epochs(experiments.space(config, dataset, protocol), stop)
-
-
 def job_gpus(config: dict, model: str | None = None) -> int:
     """GPUs of one training job of ``model`` (``train.gpus_per_job`` or the model's
     ``train.gpus_per_job_overrides`` entry, over its nodes; 1 for CPU jobs)."""
@@ -172,7 +165,7 @@ def training_rows(config: dict, throughput: dict, records: dict | None = None) -
                 epochs = 1
             else:
                 n = epoch_images(sizes)
-                per_slot = stage_epochs_stopped(config, d, p, stops[scenario])
+                per_slot = budget.stage_epochs(sp, stops[scenario])  # 0 after the stop
                 stages = [
                     Stage(c if e else 0, budget.hours(e, n, rate, gpus))
                     for c, e in zip(counts, per_slot, strict=True)

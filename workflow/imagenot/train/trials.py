@@ -66,15 +66,9 @@ def read_trials(path: Path) -> list[dict]:
     where the table lies in the workflow's layout, as many trials as the registered search
     draws, each value one its space could draw for that trial
     (:func:`imagenot.train.search.spec_problem`), each seed the one it derives. A failed check
-    is a JobError naming the file, the trial and the key."""
-    table = read_parquet(path)
-    missing = [c for c in search.TRIAL_COLUMNS if c not in table.column_names]
-    if missing:
-        raise JobError(
-            f"{path}: lacks column(s) {', '.join(missing)}, which every trials table holds; "
-            f"{_DRAW_AGAIN}"
-        )
-    rows = table.select(list(search.TRIAL_COLUMNS)).to_pylist()
+    is a JobError naming the file, the trial and the key; a missing column, the parquet
+    reader's error naming them (:func:`imagenot.core.io.read_parquet`)."""
+    rows = read_parquet(path, list(search.TRIAL_COLUMNS)).to_pylist()
     trials = [r["trial"] for r in rows]
     if trials != list(range(len(rows))):
         raise JobError(

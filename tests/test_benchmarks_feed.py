@@ -89,6 +89,5 @@ def test_an_unknown_model_is_a_one_line_error_before_any_work():
     )
     assert done.returncode != 0
     assert done.stderr.strip().splitlines() == [
-        f"--models/--size: model 'nope' is not in the registry; registered models: "
-        f"{', '.join(MODELS)}"
+        f"--models/--size: unknown model 'nope'; registered: {', '.join(MODELS)}"
     ]

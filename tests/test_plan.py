@@ -517,10 +517,8 @@ def test_stage_epochs_stop_with_the_trials():
     from imagenot.train import budget, experiments
 
     space = experiments.space(config, "cifar10", "st")  # rungs 10, 30, 90, 270, 810; 1000
-    assert estimate.stage_epochs_stopped(config, "cifar10", "st", 50) == [10, 20, 20, 0, 0, 0]
-    assert estimate.stage_epochs_stopped(config, "cifar10", "st", 1000) == budget.stage_epochs(
-        space
-    )
+    assert budget.stage_epochs(space, 50) == [10, 20, 20, 0, 0, 0]
+    assert budget.stage_epochs(space, 1000) == budget.stage_epochs(space)
 
 
 def test_training_rows_low_expected_bound(paper_plan):

@@ -7,7 +7,12 @@ docs/gpu.md.
 
 from __future__ import annotations
 
+from imagenot.plan.schedule import speed
 from imagenot.train import experiments, plan, search
+
+# data-parallel jobs (train.gpus_per_job > 1): the share of linear speed-up kept per doubling
+# of the GPUs (an assumption; imagenot.plan.schedule.speed)
+DDP_EFFICIENCY = 0.9
 
 
 def stage_epochs(space: dict, until: float = float("inf")) -> list[int]:
@@ -31,8 +36,9 @@ def final_epochs(config: dict, dataset: str, protocol: str) -> int:
     return (len(sp["seeds"]) - 1) * search.training_epochs(sp)
 
 
-def hours(epochs: int, images: int, throughput: float, gpus: int, efficiency=0.9) -> float:
-    """Wall-clock hours of ``epochs`` over ``images`` at ``throughput`` images/s per GPU; with
-    ``gpus > 1`` data-parallel at ``efficiency`` of linear scaling (an assumption)."""
-    rate = throughput * (gpus * efficiency if gpus > 1 else 1)
-    return epochs * images / rate / 3600.0
+def hours(
+    epochs: float, images: float, throughput: float, gpus: int, efficiency=DDP_EFFICIENCY
+) -> float:
+    """Wall-clock hours of ``epochs`` over ``images`` at ``throughput`` images/s per GPU on
+    ``gpus`` GPUs (data-parallel at ``efficiency``: :func:`imagenot.plan.schedule.speed`)."""
+    return epochs * images / (throughput * speed(gpus, efficiency)) / 3600.0

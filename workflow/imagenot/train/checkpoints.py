@@ -187,7 +187,7 @@ def set_aside_stale_checkpoint(path: Path, identity: str, fingerprint: str) -> s
     set-aside files never pile up) and a warning is logged: a rerun after any config change
     trains afresh with no manual step, and nothing is deleted that a user may want to inspect.
     Why not resume anyway or stop: resuming other data or another job would mix two
-    experiments; stopping left every rerun at a dead end until the file was deleted by hand.
+    experiments; stopping would leave every rerun at a dead end until the file is deleted by hand.
     """
     if not path.is_file():
         return None

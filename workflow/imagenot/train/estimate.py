@@ -14,13 +14,10 @@ import math
 from pathlib import Path
 
 from imagenot.acquire.sizes import dataset_bytes, dataset_images, originals_bytes
-from imagenot.plan.schedule import Chain, Stage, critical_chain, simulate, speed
+from imagenot.plan.schedule import Chain, Stage, critical_chain, simulate
 from imagenot.train import budget, experiments, plan, search
+from imagenot.train.budget import DDP_EFFICIENCY
 from imagenot.train.paths import RUN
-
-# data-parallel jobs (train.gpus_per_job > 1): the share of linear speed-up kept per doubling
-# of the GPUs (an assumption; imagenot.plan.schedule.speed)
-DDP_EFFICIENCY = 0.9
 
 # Early stopping: when a trial of a space that does not end at its schedule's horizon stops,
 # before any of the run's own trials has (then the run's median replaces it). The expected
@@ -93,25 +90,11 @@ def stop_epochs(config: dict, dataset: str, protocol: str, measured: dict | None
     return {"low": low, "expected": expected, "bound": n, "source": source}
 
 
-def stage_epochs_stopped(config: dict, dataset: str, protocol: str, stop: int) -> list[int]:
-    """Epochs a slot of each halving stage trains when every trial stops at epoch ``stop``
-    (0 for the stages after it: their slots are empty; :func:`budget.stage_epochs`)."""
-
-    return budget.stage_epochs(experiments.space(config, dataset, protocol), stop)
-
-
 def job_gpus(config: dict, model: str | None = None) -> int:
     """GPUs of one training job of ``model`` (``train.gpus_per_job`` or the model's
     ``train.gpus_per_job_overrides`` entry, over its nodes; 1 for CPU jobs)."""
 
     return max(1, experiments.gpus(config, model))
-
-
-def gpu_job_hours(epochs: float, images: float, rate: float, gpus: int) -> float:
-    """Wall-clock hours of a job of ``epochs`` over ``images`` at ``rate`` images/s per GPU on
-    ``gpus`` GPUs (data-parallel: :func:`imagenot.plan.schedule.speed`)."""
-
-    return epochs * images / (rate * speed(gpus, DDP_EFFICIENCY)) / 3600.0
 
 
 def epoch_images(sizes: dict) -> float:
@@ -178,17 +161,17 @@ def training_rows(config: dict, throughput: dict, records: dict | None = None) -
         for scenario in SCENARIOS:
             if plan.is_tl(p):
                 n = sum(sizes[split] for split in plan.FEATURE_SPLITS) / FORWARD_SPEEDUP
-                stages = [Stage(1, gpu_job_hours(1, n, rate, gpus))]
+                stages = [Stage(1, budget.hours(1, n, rate, gpus))]
                 epochs = 1
             else:
                 n = epoch_images(sizes)
-                per_slot = stage_epochs_stopped(config, d, p, stops[scenario])
+                per_slot = budget.stage_epochs(sp, stops[scenario])  # 0 after the stop
                 stages = [
-                    Stage(c if e else 0, gpu_job_hours(e, n, rate, gpus))
+                    Stage(c if e else 0, budget.hours(e, n, rate, gpus))
                     for c, e in zip(counts, per_slot, strict=True)
                 ]
                 final = stops[scenario]
-                stages.append(Stage(extra_seeds, gpu_job_hours(final, n, rate, gpus)))
+                stages.append(Stage(extra_seeds, budget.hours(final, n, rate, gpus)))
                 epochs = sum(c * e for c, e in zip(counts, per_slot, strict=True))
                 epochs += extra_seeds * final
             chain = Chain(f"{d}/{p}", model, gpus, tuple(stages))
@@ -306,7 +289,7 @@ def longest_job(config: dict, throughput: dict) -> dict | None:
         gpus = job_gpus(config, model)
         run = {"experiment": f"{d}/{p}", "model": model}
         for what, epochs in jobs:
-            hours = gpu_job_hours(epochs, epoch_images(sizes), rate, gpus)
+            hours = budget.hours(epochs, epoch_images(sizes), rate, gpus)
             found.append({**run, "job": what, "epochs": epochs, "gpus": gpus, "hours": hours})
     return _longest(found)
 

@@ -29,7 +29,7 @@ import csv
 import io
 import math
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -292,15 +292,9 @@ def live_facts(weights: str, model: str | None) -> WeightFacts:
     """The facts of a weights reference, read from its publisher (imports torch); ``model``:
     the registry entry whose weights they are (a ``file:`` source's facts are its entry's;
     None where no entry is meant)."""
-    from dataclasses import replace
-
     source, name = split_weights(weights)
-    if source == "torchvision":
-        facts = torchvision_facts(name)
-    elif source == "timm":
-        facts = timm_facts(name)
-    else:
-        facts = file_facts(name, model)
+    readers = {"torchvision": torchvision_facts, "timm": timm_facts}
+    facts = readers[source](name) if source in readers else file_facts(name, model)
     if facts.classifier is None and model is not None:
         # torchvision's enums do not name the head; the entry's is the one the model has
         facts = replace(facts, classifier=get_spec(model).head)
@@ -381,7 +375,7 @@ def run_preprocessing(info: dict[str, Any], where: Any) -> Preprocessing:
     if "normalisation" not in info:
         raise RegistryError(
             f"{where}: lacks key 'normalisation' (the input statistics the run trained with, "
-            f"recorded by every run since models' facts come from their weights: rerun it)"
+            "which every run records: rerun it)"
         )
     return Preprocessing.trained(info["normalisation"], int(info["image_size"]))
 

@@ -36,9 +36,8 @@ from imagenot.train import search
 from imagenot.train.distributed import from_environment
 from imagenot.train.failfast import diverged_final
 from imagenot.train.identity import Job, dataset_of
-from imagenot.train.paths import remove_checkpoint
 from imagenot.train.records import SLOT_RESULT, FinalRecord, read_record, write_final
-from imagenot.train.trials import BEST, CHECKPOINT, read_trial, trial_dir
+from imagenot.train.trials import BEST, drop, read_trial, trial_dir
 
 if TYPE_CHECKING:
     from imagenot.train.files import FinalFiles
@@ -98,8 +97,7 @@ def run_final(
         if not from_environment().main:  # nothing to train: rank 0 copies
             return None
         # what an earlier attempt that had to retrain left (the trial's weights were missing)
-        remove_checkpoint(out_dir / CHECKPOINT)
-        (out_dir / BEST).unlink(missing_ok=True)
+        drop(out_dir)
         for name, to in (("metrics.csv", out_dir / "metrics.csv"), (BEST, model_file)):
             with atomic_path(to) as tmp:  # a killed copy leaves nothing to consume
                 shutil.copyfile(source / name, tmp)
@@ -119,7 +117,7 @@ def run_final(
             return None
         # finished training: the checkpoint goes before the best weights are handed on, so it
         # never outlives them (a rerun after a kill here trains afresh, to the same weights)
-        remove_checkpoint(out_dir / CHECKPOINT)
+        drop(out_dir, best=False)
         if summary["stopped_by"] == search.DIVERGED:  # not retried (failfast)
             lr = summary["hyperparameters"]["lr"]
             raise diverged_final(run, seed, row["trial"], lr, train_seed)

@@ -68,8 +68,8 @@ class Job:
         """What decides whether a checkpoint or trial may be resumed or reused: every field of
         the settings and of the job (the job's own in place of the settings' namesakes) except
         :data:`JOB_TRANSIENT_FIELDS` (derived, so that a new field can never be left out and
-        silently reuse results of a different job). The JSON is that of the loop's Job before
-        it held its settings, key for key: tests/test_train.py pins it."""
+        silently reuse results of a different job). tests/test_train.py pins its JSON, key for
+        key."""
         keys = asdict(self.settings)
         keys.update((f.name, getattr(self, f.name)) for f in fields(self) if f.name != "settings")
         for transient in JOB_TRANSIENT_FIELDS:

@@ -21,7 +21,7 @@ import torch
 from imagenot.core.dataset import ManifestDataset, load_split_tensors
 from imagenot.core.io import sha256_file, write_text
 from imagenot.train import features, search
-from imagenot.train.checkpoints import history_csv, remove_checkpoint
+from imagenot.train.checkpoints import history_csv
 from imagenot.train.device import configure, deterministic_for, resolve_device
 from imagenot.train.distributed import from_environment, joined
 from imagenot.train.experiments import accumulation, per_gpu_batch
@@ -33,13 +33,7 @@ from imagenot.train.loop import fit
 from imagenot.train.plan import FEATURE_SPLITS
 from imagenot.train.records import write_record
 from imagenot.train.registry import build_model, head_module, load_backbone, read_state_dict
-from imagenot.train.trials import (
-    BEST,
-    CHECKPOINT,
-    read_trial,
-    slot_trial,
-    trial_dir,
-)
+from imagenot.train.trials import BEST, CHECKPOINT, drop, read_trial, slot_trial, trial_dir
 
 if TYPE_CHECKING:
     from imagenot.train.files import FeaturesFiles, FinalFiles, TrialFiles
@@ -280,10 +274,9 @@ def run_slot(
         return None
     result = {"stage": stage, "slot": slot, "trial": trial, **summary}
     if summary["stopped_by"] == search.DIVERGED:  # never promoted nor selected: free its disk
-        remove_checkpoint(workdir / CHECKPOINT)
-        (workdir / BEST).unlink(missing_ok=True)
+        drop(workdir)
     if summary["stopped_by"] in search.ENDED:
-        remove_checkpoint(workdir / CHECKPOINT)
+        drop(workdir, best=False)
         result["best_sha256"] = sha256_file(workdir / BEST)
     write_record(result, out, "slot")
     log.info(

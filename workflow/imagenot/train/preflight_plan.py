@@ -165,15 +165,10 @@ def runs(config: dict) -> list[dict]:
             if key in out:
                 out[key]["stored_size"] = max(out[key]["stored_size"], size)
                 continue
-            if features:
-                batch = per_gpu = config["train"]["eval_batch_size"]
-            else:
-                batch = experiments.model_settings(config, exp["dataset"], exp["protocol"], model)[
-                    "batch_size"
-                ]
-                per_gpu = experiments.per_gpu_batch(
-                    batch, world, config["train"]["max_batch_per_gpu"]
-                )
+            own = experiments.model_settings(config, exp["dataset"], exp["protocol"], model)
+            batch = config["train"]["eval_batch_size"] if features else own["batch_size"]
+            cap = config["train"]["max_batch_per_gpu"]
+            per_gpu = batch if features else experiments.per_gpu_batch(batch, world, cap)
             out[key] = {
                 "model": model,
                 "space": exp["space"],

@@ -242,12 +242,7 @@ MODELS: Registry = _register(
 
 def get_spec(name: str) -> ModelSpec:
     """The registry entry of ``name``; an unknown name is an error listing the registered ones."""
-    try:
-        return MODELS[name]
-    except KeyError:
-        raise RegistryError(
-            f"model {name!r} is not in the registry; registered models: {', '.join(MODELS)}"
-        ) from None
+    return MODELS.entry(name)
 
 
 def input_size(name: str, image_size: int) -> int:

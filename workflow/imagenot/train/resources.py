@@ -16,6 +16,7 @@ from pathlib import Path
 from imagenot.acquire.sizes import dataset_images
 from imagenot.core.io import read_json
 from imagenot.plan.slurm_profile import gpu_threads
+from imagenot.plan.work import growth
 from imagenot.train import budget, experiments, search
 from imagenot.train.experiments import gpus_per_node, nodes
 from imagenot.train.failfast import memory_attempt, refused, status_for
@@ -109,7 +110,7 @@ def process_mem_mb(
 
 def _memory(config: dict, base: int, status: Path | None, attempt: int) -> int:
     grown = memory_attempt(status, attempt) if status is not None else attempt
-    return int(base * config["resources"]["attempt_growth"] ** max(grown - 1, 0))
+    return int(base * growth(config, grown))
 
 
 def slot_runtime_min(
@@ -138,8 +139,7 @@ def slot_runtime_min(
 
 
 def _grown(config: dict, minutes: int, attempt: int) -> int:
-    grown = int(minutes * config["resources"]["attempt_growth"] ** max(attempt - 1, 0))
-    return min(grown, config["resources"]["max_runtime_min"])
+    return min(int(minutes * growth(config, attempt)), config["resources"]["max_runtime_min"])
 
 
 # Short GPU jobs: a CIFAR-10 stage-0 slot of AlexNet trains 10 epochs in about a

@@ -12,7 +12,7 @@ killed on the first epoch. Every training job's memory adds its own
 from __future__ import annotations
 
 from imagenot.acquire.sizes import stored_size
-from imagenot.train.experiments import is_published
+from imagenot.train.experiments import is_published, per_gpu_batch
 
 # The DataLoader's batches in flight per worker (train.feed.Feeder.PREFETCH; a copy here: the
 # feed imports torch, and tests/test_train_failfast.py checks the two agree)
@@ -42,9 +42,8 @@ def ring_mb(config: dict, dataset: str, protocol: str, model: str) -> int:
         return 0
     if job.decode_on_gpu and job.gpu_job:  # JPEG bytes cross the queue, no ring (train.feed)
         return 0
-    per_rank = -(-job.batch_size // job.world)  # ceil: the largest share of a global batch
-    if job.max_batch_per_gpu:
-        per_rank = min(per_rank, job.max_batch_per_gpu)
+    # the train feeder's slots hold its largest micro-batch (loop.fit cuts the batch so)
+    per_rank = per_gpu_batch(job.batch_size, job.world, job.max_batch_per_gpu)
     held = ring_bytes(job.num_workers, per_rank, job.eval_batch_size, stored_size(config, dataset))
     return -(-held // 2**20)
 

@@ -66,15 +66,9 @@ def read_trials(path: Path) -> list[dict]:
     where the table lies in the workflow's layout, as many trials as the registered search
     draws, each value one its space could draw for that trial
     (:func:`imagenot.train.search.spec_problem`), each seed the one it derives. A failed check
-    is a JobError naming the file, the trial and the key."""
-    table = read_parquet(path)
-    missing = [c for c in search.TRIAL_COLUMNS if c not in table.column_names]
-    if missing:
-        raise JobError(
-            f"{path}: lacks column(s) {', '.join(missing)}, which every trials table holds; "
-            f"{_DRAW_AGAIN}"
-        )
-    rows = table.select(list(search.TRIAL_COLUMNS)).to_pylist()
+    is a JobError naming the file, the trial and the key; a missing column, the parquet
+    reader's error naming them (:func:`imagenot.core.io.read_parquet`)."""
+    rows = read_parquet(path, list(search.TRIAL_COLUMNS)).to_pylist()
     trials = [r["trial"] for r in rows]
     if trials != list(range(len(rows))):
         raise JobError(
@@ -172,11 +166,12 @@ def write_empty_slot(stage: int, slot: int, out: Path) -> dict:
     return write_record({"stage": stage, "slot": slot, "trial": None}, out, "slot")
 
 
-def _drop(run_dir: Path, trial: int, best: bool) -> None:
-    """Delete a trial's checkpoints (it trains no further) and with ``best`` its best weights."""
-    remove_checkpoint(trial_dir(run_dir, trial) / CHECKPOINT)
+def drop(folder: Path, best: bool = True) -> None:
+    """Delete the checkpoints of a trial's or final run's ``folder`` (it trains no further)
+    and with ``best`` its best weights."""
+    remove_checkpoint(folder / CHECKPOINT)
     if best:
-        (trial_dir(run_dir, trial) / BEST).unlink(missing_ok=True)
+        (folder / BEST).unlink(missing_ok=True)
 
 
 def read_slot(path: Path) -> dict:
@@ -205,7 +200,7 @@ def halve(results: Sequence[Path], rung: int, eta: int, out: Path) -> dict:
         run = Path(results[0]).parent.parent
         alive = {r["trial"] for r in records if r["trial"] is not None and r["stopped_by"] is None}
         for trial in alive - set(decision["promoted"]):
-            _drop(run, trial, best=True)
+            drop(trial_dir(run, trial))
     return write_record(decision, out, "decision")
 
 
@@ -237,5 +232,5 @@ def select(results: Sequence[Path], out: Path) -> dict:
     if results:
         run = Path(results[0]).parent.parent
         for trial in latest:
-            _drop(run, trial, best=trial != best)
+            drop(trial_dir(run, trial), best=trial != best)
     return selection

@@ -23,7 +23,6 @@ from imagenot.train.records import (
     Kind,
     RecordError,
     check_identity,
-    check_keys,
     check_numbers,
 )
 
@@ -117,14 +116,13 @@ def check_published(table: pa.Table, info: Mapping[str, Any]) -> float | None:
 def read_evaluation(path: str | os.PathLike):
     """An evaluation's ``robustness.parquet`` as a pandas frame, read by every reader of it (the
     accuracy table, the run summary's test accuracy) through this one check: RecordError naming
-    the file, row and column of a table without rows, that lacks a column of
-    :data:`ROBUSTNESS_COLUMNS`, or a row out of its declaration (:data:`EVALUATION_ROW`, checked
-    as a record's numbers and identity are: :func:`imagenot.train.records.check_numbers`,
+    the file, row and column of a table without rows, or with a row out of its declaration
+    (:data:`EVALUATION_ROW`: its columns, their ranges and its run, checked as a record's are,
+    :func:`imagenot.train.records.check_numbers` and
     :func:`imagenot.train.records.check_identity`) or whose top-1 is outside its interval or
-    above its top-5. Read back like numbers read in: a table copied into another run's folder,
-    or edited, never becomes that run's rows."""
+    above its top-5. The table is not sealed, so its numbers are checked on every read: a table
+    copied into another run's folder, or edited, never becomes that run's rows."""
     table = read_parquet(path)
-    check_keys(dict.fromkeys(table.column_names), path, EVALUATION_ROW)
     if table.num_rows == 0:
         raise RecordError(f"{path}: no rows (an evaluation has one row per transformation)")
     for i, row in enumerate(table.to_pylist()):

@@ -182,7 +182,8 @@ class Kind:
     """One record the workflow writes and reads again, declared once: ``keys``, what its
     producer always writes (``empty_keys``: a slot nothing was promoted into, ``trial`` null,
     whose numbers are not checked); ``ranges``, key -> (test, what the value must be), checked
-    by the writer; ``shares``, (accuracy key, count key, what it counts): accuracies that must
+    by the writer (by every reader, for an unsealed table's rows: the evaluation's,
+    :data:`imagenot.evaluate.outputs.EVALUATION_ROW`); ``shares``, (accuracy key, count key, what it counts): accuracies that must
     be a share of their count of images; ``patterns``, the path layouts whose wildcards of
     ``identity`` the record must match; ``what``, its name in a refusal."""
 

@@ -1,7 +1,8 @@
 """Checks of what an evaluation measured, before its numbers are written: the model's outputs
 are finite (:func:`check_finite_outputs`), and a published weight's measured top-1 is compared
-with the one its publisher states (:func:`check_published`); and the one reader of the table it
-writes (:func:`read_evaluation`), light enough for the run summary (no torch)."""
+with the one its publisher states (:func:`check_published`); and the table it writes, declared
+row by row as a record is (:data:`EVALUATION_ROW`), with its one reader (:func:`read_evaluation`),
+light enough for the run summary (no torch)."""
 
 from __future__ import annotations
 

@@ -600,7 +600,7 @@ def test_a_run_s_records_re_estimate_what_is_left(tmp_path):
 
     # planted: a record that is not JSON, a metrics file without the column
     (run / "stage-0/slot-3.json").write_text("{not json")
-    with pytest.raises(ValueError, match=r"slot-3\.json: not a JSON record"):
+    with pytest.raises(ValueError, match=r"slot-3\.json: JSON file is truncated or damaged"):
         run_records(config, tmp_path)
     (run / "stage-0/slot-3.json").write_text(json.dumps({"stage": 0, "trial": 3}))
     with pytest.raises(ValueError, match=r"slot-3\.json: record without epochs, stopped_by"):

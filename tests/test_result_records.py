@@ -390,18 +390,21 @@ def test_the_accuracy_table_reads_each_evaluation_only_under_its_own_path(tmp_pa
     shutil.copy(tmp_path / PER_IMAGE.format(**RUN), tmp_path / PER_IMAGE.format(**other))
     code, errors = _accuracy_table(tmp_path, [healthy, copy], capsys)
     assert code == 2 and len(errors) == 1, errors
-    assert f"{copy}: row 0 has protocol 'st', but its path says 'ft-imagenet'" in errors[0]
+    assert (
+        f"{copy}: row 0: records protocol 'st', but its path says protocol 'ft-imagenet'"
+        in errors[0]
+    )
 
 
 @pytest.mark.parametrize(
     ("top1", "correct", "expected"),
     [
-        ((float("nan"), 25.0), None, "row 0 column top1 is nan, not a percentage"),
-        ((250.0, 25.0), None, "row 0 column top1 is 250.0, not a percentage"),
+        ((float("nan"), 25.0), None, "row 0: top1 is nan, not a percentage"),
+        ((250.0, 25.0), None, "row 0: top1 is 250.0, not a percentage"),
         # a share that 4 test images cannot give (1 of 4 is 25%, 2 of 4 is 50%)
-        ((50.0, 30.0), None, "row 1 column top1 30 cannot be a share of n=4 test images"),
+        ((50.0, 30.0), None, "row 1: top1 30 cannot be a share of n=4 test images"),
         # a published run's recorded top-1, carried into its evaluation
-        ((50.0, 25.0), "published", "row 0 column published_top1 is 170.0, not a percentage"),
+        ((50.0, 25.0), "published", "row 0: published_top1 is 170.0, not a percentage"),
         # an edited top-1 that its per-image rows do not give
         ((50.0, 25.0), [[True] * 4, [False] * 4], "transform 'Identity' has 4 image(s), 4 correct"),
     ],
@@ -434,7 +437,7 @@ def test_the_accuracy_table_refuses_a_top5_its_image_count_cannot_give(
         assert (code, errors) == (0, [])
         return
     assert code == 2 and len(errors) == 1, errors
-    assert f"{path}: row 0 column top5 90 cannot be a share of n=4 test images" in errors[0]
+    assert f"{path}: row 0: top5 90 cannot be a share of n=4 test images" in errors[0]
 
 
 # -------------------------------------------------------------------------- the summary
@@ -489,7 +492,7 @@ def test_the_summary_shows_a_runs_numbers_only_as_its_producer_wrote_them(tmp_pa
     _robustness(tmp_path, RUN, top1=(55.0, 50.0), record=digest)
     summary = collect(_layout(tmp_path), tmp_path)
     (error,) = [p["message"] for p in summary["problems"] if p["level"] == "error"]
-    assert f"{evaluation}: row 0 column top1 55 cannot be a share of n=4" in error
+    assert f"{evaluation}: row 0: top1 55 cannot be a share of n=4" in error
     assert summary["models"][0]["best_test_accuracy"] is None
     _robustness(tmp_path, RUN, top1=(75.0, 50.0), record=digest)
     for written, change, words in [
@@ -566,8 +569,8 @@ def test_the_summary_checks_a_published_runs_measured_top1_as_read(tmp_path, top
     pq.write_table(pa.Table.from_pylist(table, pq.read_schema(path)), path)
     summary = collect(layout, tmp_path)
     errors = [p["message"] for p in summary["problems"] if p["level"] == "error"]
-    assert len(errors) == 1 and f"{path}: row 0 column " in errors[0], errors
-    assert ("not a percentage" if n else "not a positive integer") in errors[0]
+    assert len(errors) == 1 and f"{path}: row 0: " in errors[0], errors
+    assert ("not a percentage" if n else "not an integer of at least 1") in errors[0]
     assert summary["published_check"] == []
 
 

@@ -1,7 +1,8 @@
 """Checks of what an evaluation measured, before its numbers are written: the model's outputs
 are finite (:func:`check_finite_outputs`), and a published weight's measured top-1 is compared
-with the one its publisher states (:func:`check_published`); and the one reader of the table it
-writes (:func:`read_evaluation`), light enough for the run summary (no torch)."""
+with the one its publisher states (:func:`check_published`); and the table it writes, declared
+row by row as a record is (:data:`EVALUATION_ROW`), with its one reader (:func:`read_evaluation`),
+light enough for the run summary (no torch)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,19 @@ from typing import Any
 
 import pyarrow as pa
 
+from imagenot.core.io import read_parquet
+from imagenot.evaluate.paths import RUN_DIR
 from imagenot.train.facts import PUBLISHED_TOLERANCE
+from imagenot.train.records import (
+    IDENTITY,
+    PERCENT,
+    PERCENT_OR_NULL,
+    POSITIVE,
+    Kind,
+    RecordError,
+    check_identity,
+    check_numbers,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +58,19 @@ ROBUSTNESS_SCHEMA = pa.schema(
 #: the config's weights standing in)
 ROBUSTNESS_COLUMNS = tuple(ROBUSTNESS_SCHEMA.names[:10])
 RECORD_COLUMNS = tuple(ROBUSTNESS_SCHEMA.names[10:])
+# An evaluation table's row, declared as a record is (imagenot.train.records.Kind): what every
+# row holds, the range of each number (published_top1 null for a trained run), the accuracies
+# that its n test images must give (no 55 % of 3) and the run its folder names.
+EVALUATION_ROW = Kind(
+    "row of an evaluation",
+    ROBUSTNESS_COLUMNS,
+    {"top1": PERCENT, "top5": PERCENT, "ci_low": PERCENT, "ci_high": PERCENT, "n": POSITIVE,
+     "published_top1": PERCENT_OR_NULL},
+    (f"{RUN_DIR}/{{name}}",),
+    IDENTITY,
+    shares=(("top1", "n", "test images"), ("top5", "n", "test images")),
+)  # fmt: skip
+TOLERANCE = 1e-6  # of a top-1 beyond its interval or its top-5 (both rounded by the same float)
 
 
 class NonFiniteOutputs(ValueError):
@@ -91,62 +117,23 @@ def check_published(table: pa.Table, info: Mapping[str, Any]) -> float | None:
 def read_evaluation(path: str | os.PathLike):
     """An evaluation's ``robustness.parquet`` as a pandas frame, read by every reader of it (the
     accuracy table, the run summary's test accuracy) through this one check: RecordError naming
-    the file, row and column of a table that lacks a column of :data:`ROBUSTNESS_COLUMNS`, is
-    not what its path says (the run's dataset, protocol, model and seed) or whose numbers are out of their
-    range: percentages finite in [0, 100] (``published_top1`` too where not null), ``n`` a
-    positive integer, top-1 and top-5 shares that ``n`` test images can give
-    (:func:`imagenot.core.counts.count_problem`: no 55 % of 3), top-1 within its interval and at most
-    top-5. Read back like numbers read in: a table copied into another run's folder, or edited,
-    never becomes that run's rows."""
-    import numpy as np
-    import pandas as pd
-
-    from imagenot.core.counts import count_problem
-    from imagenot.core.io import read_parquet
-    from imagenot.evaluate.paths import RUN_DIR
-    from imagenot.train.records import RecordError, run_identity
-
-    df = read_parquet(path).to_pandas()
-    if missing := [c for c in ROBUSTNESS_COLUMNS if c not in df.columns]:
-        raise RecordError(f"{path}: lacks column(s) {', '.join(missing)}")
-
-    def cell(col: str, row: int):
-        value = df[col].iloc[row]
-        return repr(value.item() if hasattr(value, "item") else value)
-
-    if df.empty:
+    the file, row and column of a table without rows, or with a row out of its declaration
+    (:data:`EVALUATION_ROW`: its columns, their ranges and its run, checked as a record's are,
+    :func:`imagenot.train.records.check_numbers` and
+    :func:`imagenot.train.records.check_identity`) or whose top-1 is outside its interval or
+    above its top-5. The table is not sealed, so its numbers are checked on every read: a table
+    copied into another run's folder, or edited, never becomes that run's rows."""
+    table = read_parquet(path)
+    if table.num_rows == 0:
         raise RecordError(f"{path}: no rows (an evaluation has one row per transformation)")
-    for key, want in (run_identity(path, (f"{RUN_DIR}/{{name}}",)) or {}).items():
-        wrong = np.flatnonzero((df[key].astype(str) != str(want)).to_numpy())
-        if len(wrong):
+    for i, row in enumerate(table.to_pylist()):
+        where = f"{path}: row {i}"
+        check_numbers(row, where, EVALUATION_ROW)
+        check_identity(row, where, EVALUATION_ROW, (path,))
+        low, top1, high = row["ci_low"], row["top1"], min(row["ci_high"], row["top5"])
+        if not low - TOLERANCE <= top1 <= high + TOLERANCE:
             raise RecordError(
-                f"{path}: row {wrong[0]} has {key} {cell(key, wrong[0])}, but its path says "
-                f"{want!r}: an evaluation is read only under its own run's path"
+                f"{where}: top1 {top1!r} is outside its interval [{low!r}, {row['ci_high']!r}] "
+                f"or above top5 {row['top5']!r}"
             )
-    for col in ("top1", "top5", "ci_low", "ci_high", "n", "published_top1"):
-        if col not in df.columns:  # published_top1 is optional
-            continue
-        values = pd.to_numeric(df[col], errors="coerce").to_numpy(float)
-        bad = ~np.isfinite(values) | (values < 0)
-        if col == "published_top1":  # null for a trained run
-            bad &= df[col].notna().to_numpy()
-        bad |= (values > 100) if col != "n" else (values < 1) | (values != np.round(values))
-        if bad.any():
-            row = int(np.flatnonzero(bad)[0])
-            what = "a positive integer" if col == "n" else "a percentage in [0, 100]"
-            raise RecordError(f"{path}: row {row} column {col} is {cell(col, row)}, not {what}")
-    for col in ("top1", "top5"):  # a count of correct images out of n (as the toolbox checks)
-        for row, (pct, n) in enumerate(zip(df[col].astype(float), df["n"], strict=True)):
-            problem = count_problem(pct, int(n), pct, 1.0)
-            if problem:
-                raise RecordError(f"{path}: row {row} column {col} {problem}")
-    tol = 1e-6
-    off = (df["ci_low"] > df["top1"] + tol) | (df["top1"] > df["ci_high"] + tol)
-    off |= df["top1"] > df["top5"] + tol
-    if off.any():
-        row = int(np.flatnonzero(off.to_numpy())[0])
-        raise RecordError(
-            f"{path}: row {row} has top1 {cell('top1', row)} outside its interval "
-            f"[{cell('ci_low', row)}, {cell('ci_high', row)}] or above top5 {cell('top5', row)}"
-        )
-    return df
+    return table.to_pandas()

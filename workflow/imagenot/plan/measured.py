@@ -17,9 +17,10 @@ is left of a run from the run.
 from __future__ import annotations
 
 import csv
-import json
 import statistics
 from pathlib import Path
+
+from imagenot.core.io import read_json
 
 # GPU memory measured on one NVIDIA H200 (139.8 GiB; docs/gpu.md "Measured on a GPU": the
 # preflight's memory check for four models at c9a3615, the plain training loop for three):
@@ -72,10 +73,7 @@ def read_measurements(path: Path | list[Path] | None, config: dict) -> dict:
 def _read_measured(path: Path) -> tuple[dict[str, float], list[dict] | None, str]:
     """The fed images/s per model one file measured, its memory checks (a preflight report's;
     None for bench_feed_models) and what measured them."""
-    try:
-        data = json.loads(path.read_text())
-    except ValueError as exc:
-        raise ValueError(f"{path}: not JSON ({exc})") from None
+    data = read_json(path, hint="pass the JSON that imagenot preflight or the benchmark wrote")
     memory = None
     try:
         if isinstance(data, dict) and "checks" in data:  # imagenot preflight's report
@@ -152,10 +150,9 @@ def read_runs(runs: dict[tuple[str, str, str], Path]) -> dict[tuple[str, str, st
 
 
 def _record(path: Path, keys: tuple[str, ...]) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except ValueError as exc:
-        raise ValueError(f"{path}: not a JSON record ({exc})") from None
+    """``keys`` of the record at ``path``; ValueError naming it when it is damaged (never moved
+    aside: the plan writes nothing), no JSON object or lacks a key."""
+    data = read_json(path, hint="delete it and run the workflow again (it reruns its job)")
     if not isinstance(data, dict):
         raise ValueError(f"{path}: not a JSON object")
     if "stage" in keys and data.get("trial", 0) is None:

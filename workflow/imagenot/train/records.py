@@ -182,8 +182,10 @@ class Kind:
     """One record the workflow writes and reads again, declared once: ``keys``, what its
     producer always writes (``empty_keys``: a slot nothing was promoted into, ``trial`` null,
     whose numbers are not checked); ``ranges``, key -> (test, what the value must be), checked
-    by the writer; ``patterns``, the path layouts whose wildcards of ``identity`` the record
-    must match; ``what``, its name in a refusal."""
+    by the writer (by every reader, for an unsealed table's rows: the evaluation's,
+    :data:`imagenot.evaluate.outputs.EVALUATION_ROW`); ``shares``, (accuracy key, count key, what it counts): accuracies that must
+    be a share of their count of images; ``patterns``, the path layouts whose wildcards of
+    ``identity`` the record must match; ``what``, its name in a refusal."""
 
     what: str
     keys: tuple[str, ...]
@@ -191,6 +193,7 @@ class Kind:
     patterns: tuple[str, ...] = ()
     identity: tuple[str, ...] = ()
     empty_keys: tuple[str, ...] | None = None
+    shares: tuple[tuple[str, str, str], ...] = ()
 
 
 def _tail(pattern: str, start: str) -> str:
@@ -205,6 +208,7 @@ SLOT_PATTERN = _tail(SLOT, "{model}")
 DECISION_PATTERN = _tail(DECISION, "{model}")
 SELECTION_PATTERN = _tail(TRIAL_SELECTION, "{model}")
 
+VAL_SHARE = (("val_accuracy", "n_val", "val images"),)
 FINAL = Kind(
     "final run's result.json",
     tuple(f.name for f in fields(FinalRecord) if f.default is f.default_factory is MISSING),
@@ -212,6 +216,7 @@ FINAL = Kind(
      "published_top1": PERCENT_OR_NULL, "published_top5": PERCENT_OR_NULL},
     RUN_PATTERNS,
     IDENTITY,
+    shares=VAL_SHARE,
 )  # fmt: skip
 SLOT_RESULT = Kind(
     "trial slot's result",
@@ -221,6 +226,7 @@ SLOT_RESULT = Kind(
     (SLOT_PATTERN,),
     ("model", "stage", "slot"),
     empty_keys=("stage", "slot", "trial"),
+    shares=VAL_SHARE,
 )  # fmt: skip
 RUNG_DECISION = Kind(
     "rung decision",
@@ -345,11 +351,11 @@ def check_numbers(record: Mapping[str, Any], where: str | os.PathLike, kind: Kin
     for key, (test, what) in kind.ranges.items():
         if key in record and not test(record[key], record):
             raise RecordError(f"{where}: {key} is {_short(record[key])}, not {what}; {REFUSED}")
-    value, n = record.get("val_accuracy"), record.get("n_val")
-    if isinstance(value, int | float) and n is not None and value != -1.0:
-        problem = count_problem(value, n, value, 1.0, "n_val", "val images")
-        if problem:
-            raise RecordError(f"{where}: val_accuracy {problem}; {REFUSED}")
+    for key, count, of in kind.shares:
+        value, n = record.get(key), record.get(count)
+        number = isinstance(value, int | float) and n is not None and value != -1.0
+        if number and (problem := count_problem(value, n, value, 1.0, count, of)):
+            raise RecordError(f"{where}: {key} {problem}; {REFUSED}")
     classes, chance = record.get("num_classes"), record.get("chance_accuracy")
     if classes and chance is not None and not math.isclose(chance, 100.0 / classes):
         raise RecordError(

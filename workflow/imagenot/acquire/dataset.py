@@ -44,6 +44,7 @@ from imagenot.core.dataset import (
     check_class_names,
     classes_text,
 )
+from imagenot.core.files import check_layout
 from imagenot.core.io import (
     atomic_path,
     open_parquet,
@@ -397,16 +398,8 @@ def gather(files: GatherFiles, settings: GatherSettings) -> Path:
     ``files.manifest``, its classes and fingerprint beside it (else a one-line error naming the
     role)."""
     out = Path(files.manifest).parent
-    for role, name in (
-        ("manifest", MANIFEST_FILE),
-        ("classes", CLASSES_FILE),
-        ("fingerprint", FINGERPRINT_FILE),
-    ):
-        if Path(getattr(files, role)) != out / name:
-            raise ValueError(
-                f"--{role} {getattr(files, role)}: a dataset's {role} is {out / name} (beside its "
-                "manifest)"
-            )
+    layout = {"manifest": MANIFEST_FILE, "classes": CLASSES_FILE, "fingerprint": FINGERPRINT_FILE}
+    check_layout(files, out, layout, "a dataset")
     return gather_parts(out, files.parts, seed=settings.seed)
 
 

@@ -407,34 +407,28 @@ def fashion_mnist_classes(root: str | os.PathLike) -> list[str]:
     return list(FASHION_MNIST_CLASSES)
 
 
-def checked_classes(names: object, root: str | os.PathLike, kind: str) -> list[str]:
-    """An adapter's class list, refused (AdapterError naming the dataset folder, the position
-    and the name) when a name cannot be written to classes.txt and read back unchanged (a
-    folder name holding a line break) or is given twice (:func:`imagenot.core.dataset.
-    check_class_names`)."""
-    from imagenot.core.dataset import DatasetError, check_class_names
-
-    try:
-        return check_class_names(names, root, f"{kind} class")
-    except DatasetError as exc:
-        raise AdapterError(str(exc)) from None
-
-
 def adapter_readers(kind: str) -> tuple[Callable, Callable]:
     """The (items reader, class-list reader) of adapter kind ``kind`` (registered in
-    :data:`imagenot.acquire.kinds.DATASET_KINDS`, the one list of kinds); every class list
-    either returns is checked (:func:`checked_classes`), whichever adapter (a plugin's too)
-    read it."""
+    :data:`imagenot.acquire.kinds.DATASET_KINDS`, the one list of kinds). Every class list
+    either returns is checked, whichever adapter (a plugin's too) read it: refused
+    (AdapterError naming the dataset folder, the position and the name) when a name cannot be
+    written to classes.txt and read back unchanged (a folder name holding a line break) or is
+    given twice (:func:`imagenot.core.dataset.check_class_names`)."""
+    from imagenot.core.dataset import DatasetError, check_class_names
+
     entry = DATASET_KINDS.get(kind)
     if entry is None or not entry.adapter:
         raise AdapterError(f"unknown dataset kind {kind!r}; adapters exist for {adapter_kinds()}")
     items, classes = resolve(entry.items), resolve(entry.classes)
 
+    def checked(names: object, root) -> list[str]:
+        try:
+            return check_class_names(names, root, f"{kind} class")
+        except DatasetError as exc:
+            raise AdapterError(str(exc)) from None
+
     def read_items(root, only=None):
         names, found = items(root, only)
-        return checked_classes(names, root, kind), found
+        return checked(names, root), found
 
-    def read_classes(root):
-        return checked_classes(classes(root), root, kind)
-
-    return read_items, read_classes
+    return read_items, lambda root: checked(classes(root), root)

@@ -84,19 +84,16 @@ def _read(value: bytes | Callable[[], bytes | None] | None) -> bytes | None:
     return value() if callable(value) else value
 
 
-def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name)
-    info.size, info.mtime, info.mode = size, 0, 0o644
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    return info
-
-
 Span = tuple[int, int, str]  # (offset, length, sha256) of a member's bytes in its tar
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> Span:
-    info = _tarinfo(name, len(data))
+    """Add member ``name`` holding ``data``, its metadata fixed (identical input, identical
+    tar); return where its bytes lie."""
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime, info.mode = len(data), 0, 0o644
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
     header = len(info.tobuf(tarfile.USTAR_FORMAT, tar.encoding, tar.errors))
     span = (tar.offset + header, len(data), sha256_bytes(data))  # where the bytes lie
     tar.addfile(info, io.BytesIO(data))
@@ -123,8 +120,7 @@ def write_shard(
                 spans.append(None)
                 continue
             span = _add(tar, f"{rec.key}.jpg", data)
-            cls = str(label).encode("ascii")
-            tar.addfile(_tarinfo(f"{rec.key}.cls", len(cls)), io.BytesIO(cls))
+            _add(tar, f"{rec.key}.cls", str(label).encode("ascii"))
             original = _read(rec.original) if kept is not None else None
             spans.append((span, _add(kept, f"{rec.key}.orig", original) if original else None))
     return spans

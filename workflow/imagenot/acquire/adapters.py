@@ -43,8 +43,9 @@ import os
 import pickle
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -141,18 +142,37 @@ def fashion_mnist_items(
                 f"{labels}: labels {y.shape} do not pair with the images {x.shape} of {images} "
                 "(one label per image)"
             )
-        wrong = np.flatnonzero(y >= len(FASHION_MNIST_CLASSES))
-        if len(wrong):
-            raise AdapterError(
-                f"{labels}: label {y[wrong[0]]} at row {wrong[0]} is not a class index 0-"
-                f"{len(FASHION_MNIST_CLASSES) - 1}"
-            )
-        items += [
-            Item(f"{source}-{i:06d}", FASHION_MNIST_CLASSES[y[i]], source, lambda i=i, x=x: x[i])
-            for i in range(len(y))
-            if only is None or FASHION_MNIST_CLASSES[y[i]] in only
-        ]
+        _check_labels(labels, y.tolist(), len(FASHION_MNIST_CLASSES))
+        items += _array_items(FASHION_MNIST_CLASSES, source, 0, x, y.tolist(), only)
     return list(FASHION_MNIST_CLASSES), items
+
+
+def _check_labels(path: Path, labels: list[int], n_classes: int, named: str = "") -> None:
+    """Refuse a label that is no class index (a -1 would index the last class), naming the
+    file and the row."""
+    for row, label in enumerate(labels):
+        if not 0 <= label < n_classes:
+            raise AdapterError(
+                f"{path}: label {int(label)} at row {row} is not a class index "
+                f"0-{n_classes - 1}{named}"
+            )
+
+
+def _array_items(
+    classes: Sequence[str],
+    source: str,
+    offset: int,
+    pixels: np.ndarray,
+    labels: list[int],
+    only: set[str] | None,
+) -> list[Item]:
+    """The items of a file of pixel arrays (HxW or HxWx3, by position) and their labels (class
+    indices), keyed ``{source}-{offset + i:06d}``; the pixels are read when the item loads."""
+    return [
+        Item(f"{source}-{offset + i:06d}", classes[label], source, partial(pixels.__getitem__, i))
+        for i, label in enumerate(labels)
+        if only is None or classes[label] in only
+    ]
 
 
 # What a CIFAR-10 batch may name: numpy's array reconstructors (numpy 1 and 2 module paths,
@@ -227,7 +247,7 @@ def _is_label(value: object) -> bool:
 
 
 def cifar10_batch(path: Path, n_classes: int) -> tuple[np.ndarray, list[int]]:
-    """(images N x 3 x 32 x 32 uint8, labels) of one CIFAR-10 batch file, checked: ``data`` a
+    """(images N x 32 x 32 x 3 uint8, labels) of one CIFAR-10 batch file, checked: ``data`` a
     uint8 array of N rows of 3072 values, ``labels`` N integers in [0, ``n_classes``). Why
     checked here: labels are paired with images by position and index the class list, so a
     label of -1 would become the last class, fewer labels than images would drop images
@@ -252,16 +272,12 @@ def cifar10_batch(path: Path, n_classes: int) -> tuple[np.ndarray, list[int]]:
     for row, label in enumerate(labels):
         if not _is_label(label):
             raise AdapterError(f"{path}: label at row {row} is {label!r}, not an integer")
-        if not 0 <= label < n_classes:
-            raise AdapterError(
-                f"{path}: label {int(label)} at row {row} is not a class index 0-{n_classes - 1} "
-                f"(batches.meta names {n_classes} classes)"
-            )
+    _check_labels(path, labels, n_classes, f" (batches.meta names {n_classes} classes)")
     if len(labels) != len(data):
         raise AdapterError(
             f"{path}: {len(labels)} labels for {len(data)} images; every image needs one label"
         )
-    return data.reshape(-1, 3, 32, 32), [int(label) for label in labels]
+    return data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1), [int(label) for label in labels]
 
 
 def cifar10_items(
@@ -276,16 +292,7 @@ def cifar10_items(
         data, labels = cifar10_batch(inside(root, root / name), len(classes))
         offset = counts[source]
         counts[source] += len(labels)
-        items += [
-            Item(
-                f"{source}-{offset + i:06d}",
-                classes[labels[i]],
-                source,
-                lambda i=i, d=data: d[i].transpose(1, 2, 0),
-            )
-            for i in range(len(labels))
-            if only is None or classes[labels[i]] in only
-        ]
+        items += _array_items(classes, source, offset, data, labels, only)
     return classes, items
 
 
@@ -400,34 +407,28 @@ def fashion_mnist_classes(root: str | os.PathLike) -> list[str]:
     return list(FASHION_MNIST_CLASSES)
 
 
-def checked_classes(names: object, root: str | os.PathLike, kind: str) -> list[str]:
-    """An adapter's class list, refused (AdapterError naming the dataset folder, the position
-    and the name) when a name cannot be written to classes.txt and read back unchanged (a
-    folder name holding a line break) or is given twice (:func:`imagenot.core.dataset.
-    check_class_names`)."""
-    from imagenot.core.dataset import DatasetError, check_class_names
-
-    try:
-        return check_class_names(names, root, f"{kind} class")
-    except DatasetError as exc:
-        raise AdapterError(str(exc)) from None
-
-
 def adapter_readers(kind: str) -> tuple[Callable, Callable]:
     """The (items reader, class-list reader) of adapter kind ``kind`` (registered in
-    :data:`imagenot.acquire.kinds.DATASET_KINDS`, the one list of kinds); every class list
-    either returns is checked (:func:`checked_classes`), whichever adapter (a plugin's too)
-    read it."""
+    :data:`imagenot.acquire.kinds.DATASET_KINDS`, the one list of kinds). Every class list
+    either returns is checked, whichever adapter (a plugin's too) read it: refused
+    (AdapterError naming the dataset folder, the position and the name) when a name cannot be
+    written to classes.txt and read back unchanged (a folder name holding a line break) or is
+    given twice (:func:`imagenot.core.dataset.check_class_names`)."""
+    from imagenot.core.dataset import DatasetError, check_class_names
+
     entry = DATASET_KINDS.get(kind)
     if entry is None or not entry.adapter:
         raise AdapterError(f"unknown dataset kind {kind!r}; adapters exist for {adapter_kinds()}")
     items, classes = resolve(entry.items), resolve(entry.classes)
 
+    def checked(names: object, root) -> list[str]:
+        try:
+            return check_class_names(names, root, f"{kind} class")
+        except DatasetError as exc:
+            raise AdapterError(str(exc)) from None
+
     def read_items(root, only=None):
         names, found = items(root, only)
-        return checked_classes(names, root, kind), found
+        return checked(names, root), found
 
-    def read_classes(root):
-        return checked_classes(classes(root), root, kind)
-
-    return read_items, read_classes
+    return read_items, lambda root: checked(classes(root), root)

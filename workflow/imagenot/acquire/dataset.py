@@ -44,6 +44,7 @@ from imagenot.core.dataset import (
     check_class_names,
     classes_text,
 )
+from imagenot.core.files import check_layout
 from imagenot.core.io import (
     atomic_path,
     open_parquet,
@@ -83,19 +84,16 @@ def _read(value: bytes | Callable[[], bytes | None] | None) -> bytes | None:
     return value() if callable(value) else value
 
 
-def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name)
-    info.size, info.mtime, info.mode = size, 0, 0o644
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    return info
-
-
 Span = tuple[int, int, str]  # (offset, length, sha256) of a member's bytes in its tar
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> Span:
-    info = _tarinfo(name, len(data))
+    """Add member ``name`` holding ``data``, its metadata fixed (identical input, identical
+    tar); return where its bytes lie."""
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime, info.mode = len(data), 0, 0o644
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
     header = len(info.tobuf(tarfile.USTAR_FORMAT, tar.encoding, tar.errors))
     span = (tar.offset + header, len(data), sha256_bytes(data))  # where the bytes lie
     tar.addfile(info, io.BytesIO(data))
@@ -122,8 +120,7 @@ def write_shard(
                 spans.append(None)
                 continue
             span = _add(tar, f"{rec.key}.jpg", data)
-            cls = str(label).encode("ascii")
-            tar.addfile(_tarinfo(f"{rec.key}.cls", len(cls)), io.BytesIO(cls))
+            _add(tar, f"{rec.key}.cls", str(label).encode("ascii"))
             original = _read(rec.original) if kept is not None else None
             spans.append((span, _add(kept, f"{rec.key}.orig", original) if original else None))
     return spans
@@ -397,16 +394,8 @@ def gather(files: GatherFiles, settings: GatherSettings) -> Path:
     ``files.manifest``, its classes and fingerprint beside it (else a one-line error naming the
     role)."""
     out = Path(files.manifest).parent
-    for role, name in (
-        ("manifest", MANIFEST_FILE),
-        ("classes", CLASSES_FILE),
-        ("fingerprint", FINGERPRINT_FILE),
-    ):
-        if Path(getattr(files, role)) != out / name:
-            raise ValueError(
-                f"--{role} {getattr(files, role)}: a dataset's {role} is {out / name} (beside its "
-                "manifest)"
-            )
+    layout = {"manifest": MANIFEST_FILE, "classes": CLASSES_FILE, "fingerprint": FINGERPRINT_FILE}
+    check_layout(files, out, layout, "a dataset")
     return gather_parts(out, files.parts, seed=settings.seed)
 
 

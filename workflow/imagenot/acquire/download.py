@@ -118,14 +118,11 @@ def validate_fetched(
     for key in tqdm(keys, desc=f"validate {Path(out_tar).name}", unit="img", mininterval=5):
         m = fetched[key]
         reason = images.classify_fetch_error(m.get("error_message"))
-        row = {**dict.fromkeys(STATUS_SCHEMA.names), "key": key, "reason": reason}
-        row["detail"] = m.get("error_message")
+        row = dict.fromkeys(STATUS_SCHEMA.names)
+        row.update(key=key, reason=reason, detail=m.get("error_message"))
         data = m.get("_bytes")
         if reason == images.OK and data is None:
-            row["reason"], row["detail"] = (
-                "other_fetch_error",
-                f"img2dataset status {m.get('status')}",
-            )
+            row.update(reason="other_fetch_error", detail=f"img2dataset status {m.get('status')}")
         rows.append(row)
         if row["reason"] != images.OK:
             continue

@@ -120,15 +120,6 @@ def _flat_val_labels(root: Path, files: list[str]) -> dict[str, str]:
     return flat_val_labels(files, ids, parse_meta_mat(meta, meta_name), gt_name)
 
 
-def _flat_val_items(root: Path, labels: dict[str, str], only: set[str] | None) -> list[Item]:
-    # keyed as in the val/<wnid>/ layout, so both layouts give the same dataset
-    return [
-        Item(file_key(f"val/{wnid}/{f}"), wnid, "test", (root / "val" / f).read_bytes, f"val/{f}")
-        for f, wnid in labels.items()
-        if only is None or wnid in only
-    ]
-
-
 def _imagenet_flat_val(root: Path) -> list[str]:
     """Flat val/ image names (original ILSVRC-2012 layout), or [] for val/<wnid>/ folders."""
     for sub in ("train", "val"):
@@ -172,8 +163,14 @@ def imagenet_items(
     if not flat:
         classes, items = imagefolder_items(root, only)
     else:
-        labels = _flat_val_labels(root, flat)
         items = folder_items(root / "train", "train", "train/", only)
-        items += _flat_val_items(root, labels, only)
+        # keyed as in the val/<wnid>/ layout, so both layouts give the same dataset
+        items += [
+            Item(
+                file_key(f"val/{wnid}/{f}"), wnid, "test", (root / "val" / f).read_bytes, f"val/{f}"
+            )
+            for f, wnid in _flat_val_labels(root, flat).items()
+            if only is None or wnid in only
+        ]
         classes = imagenet_classes(root) if only is not None else sorted({it.cls for it in items})
     return _check_wnids(root, classes), items

@@ -74,24 +74,25 @@ def looks_like_image(data: bytes) -> bool:
     return data.startswith(_MAGIC) or (data[:4] == b"RIFF" and data[8:12] == b"WEBP")
 
 
+# Fetch reasons by what their download error message holds (lower-cased), the first that
+# matches; a message none matches is ``other_fetch_error``.
+FETCH_MESSAGES = (
+    ("unsupported_scheme", ("unsupported url scheme", "unknown url type")),
+    ("too_large", ("response too large",)),
+    ("timeout", ("timed out", "timeout")),
+    ("http_error", ("http error",)),
+    ("disallowed", ("x-robots-tag",)),
+    ("network_error", ("urlopen error", "connection", "name or service", "refused", "reset")),
+)
+
+
 def classify_fetch_error(message: str | None) -> str:
-    """Reason code for an img2dataset/urllib download error message."""
+    """Reason code for an img2dataset/urllib download error message (:data:`FETCH_MESSAGES`)."""
     if not message:
         return OK
     m = message.lower()
-    if "unsupported url scheme" in m or "unknown url type" in m:
-        return "unsupported_scheme"
-    if "response too large" in m:
-        return "too_large"
-    if "timed out" in m or "timeout" in m:
-        return "timeout"
-    if m.startswith("http error") or "http error" in m:
-        return "http_error"
-    if "x-robots-tag" in m:
-        return "disallowed"
-    if any(s in m for s in ("urlopen error", "connection", "name or service", "refused", "reset")):
-        return "network_error"
-    return "other_fetch_error"
+    found = (reason for reason, parts in FETCH_MESSAGES if any(p in m for p in parts))
+    return next(found, "other_fetch_error")
 
 
 def to_rgb(img: Image.Image) -> Image.Image:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 INPUT = "input"
@@ -51,6 +53,18 @@ def made(help: str, *, many: bool = False, optional: bool = False) -> Any:
 def flag(role: str) -> str:
     """The command-line flag of a role: ``summary_out`` -> ``--summary-out``."""
     return "--" + role.replace("_", "-")
+
+
+def check_layout(files: Files, folder: Path, layout: Mapping[str, str], what: str) -> None:
+    """Refuse a role of ``files`` handed elsewhere than where ``what``'s folder layout puts it
+    (``layout``: role -> its name under ``folder``), one line naming the flag, the path handed
+    and the one expected; a role handed no file is not checked. Why: a step that writes a
+    folder of its own format finds its files by the format, so the rule's list must say the
+    same."""
+    for role, name in layout.items():
+        handed = getattr(files, role)
+        if handed is not None and Path(handed) != folder / name:
+            raise ValueError(f"{flag(role)} {handed}: {what}'s {role} is {folder / name}")
 
 
 @dataclasses.dataclass(frozen=True)

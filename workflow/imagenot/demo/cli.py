@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from imagenot.core.files import flag
+from imagenot.core.files import check_layout
 
 log = logging.getLogger("imagenot.demo")
 
@@ -31,16 +31,8 @@ def world(f, settings: dict | None, out: str, seed: int | None, threads: int) ->
     from imagenot.demo.planted import PLANTED_FILE
     from imagenot.demo.world import build_world, write_world
 
-    for role, where in (
-        ("images", "images"),
-        ("truth", "truth.parquet"),
-        ("planted_duplicates", PLANTED_FILE),
-        ("world", "world.json"),
-    ):
-        if getattr(f, role) is not None and Path(getattr(f, role)) != Path(out) / where:
-            raise ValueError(
-                f"{flag(role)} {getattr(f, role)}: the demo world's {role} is {Path(out) / where}"
-            )
+    layout = {"images": "images", "truth": "truth.parquet", "world": "world.json"}
+    check_layout(f, Path(out), {**layout, "planted_duplicates": PLANTED_FILE}, "the demo world")
     config = demo_settings(settings or {}, seed)
     start = time.perf_counter()
     built = build_world(load_wordnet(f.nltk_data), config, f.shards)

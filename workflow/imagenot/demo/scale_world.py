@@ -37,7 +37,6 @@ deterministic JPEG for any URL path on request (the download job's loopback serv
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -209,18 +208,6 @@ def _batch(
     return table, kind
 
 
-def iter_row_groups(
-    index: int, cfg: ScaleSettings, web: pa.Array, filler: pa.Array, vocab: Vocabulary
-) -> Iterator[tuple[pa.Table, np.ndarray]]:
-    """Shard ``index`` of the scale world, one row group (``row_group_rows`` rows) at a time:
-    (LAION_SCHEMA table, count of each caption kind). Memory is bounded by a row group."""
-    rng = np.random.default_rng([cfg.seed, 1, index])
-    total, step = cfg.rows_per_shard, cfg.row_group_rows
-    for start in range(0, total, step):
-        table, kind = _batch(rng, index, start, min(step, total - start), cfg, web, filler, vocab)
-        yield table, np.bincount(kind, minlength=len(KINDS))
-
-
 def write_shard(
     index: int,
     cfg: ScaleSettings,
@@ -229,18 +216,24 @@ def write_shard(
     vocab: Vocabulary,
     path: str | os.PathLike,
 ) -> dict:
-    """Generate and write shard ``index`` atomically, one snappy row group at a time (as LAION's
-    Spark-written parts); returns the shard's summary (caption kinds, vocabulary size)."""
+    """Generate and write shard ``index`` atomically, one snappy row group (``row_group_rows``
+    rows) at a time, as LAION's Spark-written parts: memory is bounded by a row group. Returns
+    the shard's summary (caption kinds, vocabulary size)."""
     from imagenot.core.io import atomic_path
 
+    rng = np.random.default_rng([cfg.seed, 1, index])
+    total, step = cfg.rows_per_shard, cfg.row_group_rows
     counts = np.zeros(len(KINDS), dtype=np.int64)
     with (
         atomic_path(path, ".parquet") as tmp,
         pq.ParquetWriter(tmp, LAION_SCHEMA, compression="snappy") as writer,
     ):
-        for table, kinds in iter_row_groups(index, cfg, web, filler, vocab):
+        for start in range(0, total, step):
+            table, kind = _batch(
+                rng, index, start, min(step, total - start), cfg, web, filler, vocab
+            )
             writer.write_table(table, row_group_size=len(table))
-            counts += kinds
+            counts += np.bincount(kind, minlength=len(KINDS))
     return {
         "shard_index": index,
         "rows": cfg.rows_per_shard,

@@ -465,7 +465,6 @@ for _step in (
             "wordnet.dict_dir: null = nltk's, else /usr/share/wordnet)",
             metavar="DIR",
         ),
-        handler="imagenot.core.common_cli:prepare_wordnet",
         hand_settings=True,
     ),
     _staged(

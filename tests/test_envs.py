@@ -207,7 +207,6 @@ def cli_startup_files() -> list[Path]:
     return [
         PKG / "__main__.py",
         PKG / "cli.py",
-        PKG / "core" / "common_cli.py",
         *sorted(PKG.glob("*/cli.py")),
     ]
 

@@ -139,14 +139,10 @@ STAGE_ORDER = (
 )
 # The shared rooms: the base modules every stage may import, and the entry points below.
 ROOMS = {"core", "plan", "run"}
-# Command modules: like cli.py they may import any stage (common_cli's prepare-wordnet parses
-# its settings with imagenot.curate.settings.WordnetSettings).
-# The run's plan and its summary span every stage as `stages` does: `imagenot plan` (plan_cli,
-# planning, costs) and the end of a run (summary_plan, run_summary, run_summary_cli).
+# Entry points, which may import any stage: validate-config, and the modules that span every
+# stage: `imagenot plan` (plan_cli, planning, costs) and the end of a run (summary_plan,
+# run_summary, run_summary_cli).
 ENTRY_POINTS = {
-    "cli",
-    "common_cli",
-    "stages",
     "validate_cli",
     "plan_cli",
     "planning",

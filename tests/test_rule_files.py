@@ -174,7 +174,7 @@ def test_a_steps_line_and_call_come_from_its_declaration(monkeypatch):
     )
     seen = {}
     monkeypatch.setattr(
-        "imagenot.core.common_cli.prepare_wordnet",
+        "imagenot.curate.cli.prepare_wordnet",
         lambda files, settings, dict_dir: seen.update(f=files, s=settings, d=dict_dir),
     )
     argv = ["prepare-wordnet", "--nltk-data", "out"]

@@ -309,7 +309,7 @@ def test_match_runs_on_the_rules_settings_and_hand_flags_default_from_the_schema
 
 
 def test_prepare_wordnet_takes_the_rules_settings_or_the_hand_flag():
-    from imagenot.core.common_cli import wordnet_settings
+    from imagenot.curate.cli import wordnet_settings
 
     assert wordnet_settings(WordnetSettings("/wn/dict"), None) == WordnetSettings("/wn/dict")
     hand = wordnet_settings(None, None)

@@ -379,28 +379,23 @@ def non_finite_numbers(node: Any, at: tuple = ()) -> list[tuple[str, float]]:
     return [bad for key, value in items for bad in non_finite_numbers(value, (*at, key))]
 
 
-# Keys that were removed, with what replaces them: a config still naming one stops on one line
-# saying so, instead of the schema's list of the keys allowed beside it.
-REMOVED_KEYS = {
-    "train.max_batch_per_gpu_overrides": "removed: each training job takes the "
+# A key the workflow does not read, and what replaces it: a config still naming it stops on one
+# line saying so, instead of the schema's list of the keys allowed beside it.
+_REPLACED = ("train", "max_batch_per_gpu_overrides")
+_REPLACED_BY = (
+    "removed: each training job takes the "
     "largest per-GPU batch its site's preflight measured to fit its model on the card "
     '(`.venv/bin/imagenot preflight`, docs/gpu.md "First hour on a GPU"); delete the key '
-    "(train.max_batch_per_gpu stays, a ceiling for every model)",
-}
-
-
-def removed_key(config: Mapping) -> str | None:
-    """The message for the first :data:`REMOVED_KEYS` entry ``config`` still names, else None."""
-    found = (key for key in REMOVED_KEYS if _value_at(config, key.split("."))[0])
-    return next((f"config key {key}: {REMOVED_KEYS[key]}" for key in found), None)
+    "(train.max_batch_per_gpu stays, a ceiling for every model)"
+)
 
 
 def validate_config(
     config: dict, schema_dir: str | os.PathLike = SCHEMA_DIR, schema: str = MAIN_SCHEMA
 ) -> dict:
     """Validate ``config`` in place, filling defaults; raise ConfigError naming the key."""
-    if (removed := removed_key(config)) is not None:
-        raise ConfigError(removed)
+    if _value_at(config, _REPLACED)[0]:
+        raise ConfigError(f"config key {'.'.join(_REPLACED)}: {_REPLACED_BY}")
     schema_dir = Path(schema_dir)
     main = load_schema(schema, schema_dir)
     cls = _with_defaults(jsonschema.validators.validator_for(main))

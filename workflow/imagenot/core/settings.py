@@ -244,15 +244,12 @@ _PER_MODEL_GPUS = (
     "the model whose GPUs per job are asked for (train.gpus_per_job_overrides; None: the value "
     "of the models not named there), not curate.encoder.model or an amendment's model"
 )
+_PER_MODEL = (
+    "estimate:job_gpus experiments:gpus experiments:gpus_per_node experiments:nodes "
+    "launch:launcher resources:slot_mem_mb resources:slot_threads resources:threads"
+)
 NOT_SETTINGS = {
-    "imagenot.train.estimate:job_gpus(model)": _PER_MODEL_GPUS,
-    "imagenot.train.experiments:gpus(model)": _PER_MODEL_GPUS,
-    "imagenot.train.experiments:gpus_per_node(model)": _PER_MODEL_GPUS,
-    "imagenot.train.experiments:nodes(model)": _PER_MODEL_GPUS,
-    "imagenot.train.launch:launcher(model)": _PER_MODEL_GPUS,
-    "imagenot.train.resources:slot_mem_mb(model)": _PER_MODEL_GPUS,
-    "imagenot.train.resources:slot_threads(model)": _PER_MODEL_GPUS,
-    "imagenot.train.resources:threads(model)": _PER_MODEL_GPUS,
+    **{f"imagenot.train.{f}(model)": _PER_MODEL_GPUS for f in _PER_MODEL.split()},
     "imagenot.core.dataset:read_manifest(split)": "which split to read (a caller's choice, None = "
     "all), not acquire's split sizes",
     "imagenot.plan.costs:.get('mem_mb')": "a planned job's resources as Snakemake's dry run lists "

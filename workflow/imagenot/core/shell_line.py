@@ -44,20 +44,13 @@ ARGUMENT_PATHS = (
 )
 
 
-def fields(line: str) -> Iterator[tuple[str, str]]:
-    """(field name, format spec) of each replacement field of the format string ``line``."""
-    for _, name, spec, _ in string.Formatter().parse(line):
-        if name is not None:
-            yield name, spec or ""
-
-
 def unquoted(line: str) -> list[str]:
     """The fields of ``line`` that Snakemake would hand the shell unquoted: no ``q`` spec and
     not in :data:`PREQUOTED`."""
     return [
         "{" + name + (":" + spec if spec else "") + "}"
-        for name, spec in fields(line)
-        if not spec.endswith("q") and name not in PREQUOTED
+        for _, name, spec, _ in string.Formatter().parse(line)
+        if name is not None and not (spec or "").endswith("q") and name not in PREQUOTED
     ]
 
 

@@ -34,7 +34,9 @@ from imagenot.core.registries import Registry, resolve
 @dataclasses.dataclass(frozen=True)
 class Option:
     """A command-line value of a step beside its files and settings: ``--NAME`` (``_`` read
-    ``-``; ``flag``: another spelling), handed to the handler as the keyword ``NAME``. ``rule``:
+    ``-``; ``flag``: another spelling), handed to the handler as the keyword ``NAME``. ``help``:
+    what ``--help`` says (empty: the schema's ``description`` of the key ``default`` names, the
+    one text of the key and its flag). ``rule``:
     what the rule's line hands (``"{threads}"``; for a ``switch``, a field holding the flag or
     nothing: ``"{params.gpu_job}"``); None: the option is typed by hand only. ``type``: what
     reads its text (or its ``"module:attribute"``); ``default``: the schema key whose default it
@@ -46,7 +48,7 @@ class Option:
     title of the ``--help`` section it is listed in."""
 
     name: str
-    help: str
+    help: str = ""
     rule: str | None = None
     type: Callable[[str], Any] | str | None = None
     required: bool = False
@@ -69,8 +71,9 @@ class Option:
         if self.switch:
             parser.add_argument(self.spelled, action="store_true", help=self.help, dest=self.name)
             return
-        default = self.default
+        default, help = self.default, self.help
         if isinstance(default, str) and "." in default:
+            help = help or schema_node(default)["description"].replace("%", "%%")
             default = schema_default(default)
         choices = (
             schema_node(self.choices)["enum"] if isinstance(self.choices, str) else self.choices
@@ -81,7 +84,7 @@ class Option:
             else (self.spelled, {"required": self.required, "dest": self.name})
         )
         parser.add_argument(
-            name, type=resolve(self.type), default=default, metavar=self.metavar, help=self.help,
+            name, type=resolve(self.type), default=default, metavar=self.metavar, help=help,
             nargs=self.nargs, choices=choices, **more,
         )  # fmt: skip
 
@@ -256,6 +259,7 @@ _RUNG = Option("rung", "the rung decided: 0, 1, ...", "{wildcards.rung}", int, T
 _STAGE = Option("stage", "0, 1, ...: rungs, then the end", "{wildcards.stage}", int, True)
 _SLOT = Option("slot", "stage 0: the trial id", "{wildcards.slot}", int, True)
 _LAUNCH = "{params.launch}"  # the rule's launcher before the command (torchrun, srun)
+_TRAINING = (_PREFLIGHT, _THREADS, _RUNTIME)  # a training job's: its batch cap, cores, deadline
 
 _AXIS, _BOOT, _FIGURE = "analyse.axis", "analyse.bootstrap", "analyse.figure_options"
 
@@ -287,6 +291,7 @@ Recht et al. and Ozbulak et al.
 Tables with protocol/transform columns (results/analyse/accuracy.csv) are reduced with --variant.
 """
 _DEVICE = Option("device", "torch device (default: cuda if available)")
+_ON_GPU = (_DEVICE, _GPU_JOB)
 _WORKERS = Option("workers", "DataLoader worker processes", "{threads}", int, True)
 _OUT = Option("out", "the dataset's folder", "{params.out}", required=True, metavar="DIR")
 
@@ -303,7 +308,7 @@ for _step in (
         "train-trial",
         "train the trial in one slot of a stage (to a halving rung or the end)",
         "Trial",
-        *(_STAGE, _SLOT, _PREFLIGHT, _THREADS, _RUNTIME),
+        *(_STAGE, _SLOT, *_TRAINING),
         launch=_LAUNCH,
     ),
     _train(
@@ -325,7 +330,7 @@ for _step in (
         "the selected trial with one seed: trained again, or a space's first seed taking its "
         "trial's weights",
         "Final",
-        *(_run("dataset", "protocol", "model", "seed"), _PREFLIGHT, _THREADS, _RUNTIME),
+        *(_run("dataset", "protocol", "model", "seed"), *_TRAINING),
         launch=_LAUNCH,
     ),
     _train(
@@ -465,7 +470,6 @@ for _step in (
             "wordnet.dict_dir: null = nltk's, else /usr/share/wordnet)",
             metavar="DIR",
         ),
-        handler="imagenot.core.common_cli:prepare_wordnet",
         hand_settings=True,
     ),
     _staged(
@@ -552,7 +556,7 @@ for _step in (
         "embed every image of one split of a dataset with the diagnostics encoder",
         "Embed",
         _WORKERS,
-        *(_DEVICE, _GPU_JOB),
+        *_ON_GPU,
     ),
     _diagnostics(
         "image-similarity",
@@ -578,7 +582,7 @@ for _step in (
         "audit-calibrate",
         "calibrate the near-duplicate threshold on held-apart images and their edited copies",
         "Calibrate",
-        *(_DEVICE, _GPU_JOB),
+        *_ON_GPU,
     ),
     _audit(
         "audit-thumbnails",
@@ -597,7 +601,7 @@ for _step in (
         "audit-pool",
         "flag a download pool's images before its splits are built (the exclusion list)",
         "Pool",
-        *(_DEVICE, _GPU_JOB),
+        *_ON_GPU,
     ),
     _audit(
         "audit-table",
@@ -733,17 +737,16 @@ for _step in (
                 nargs="+",
                 metavar="COLUMN",
             ),
-            Option("variant", "", choices=("standard", "robust"), default="standard"),
-            Option("standard_transform", "", default="analyse.standard_transform"),
+            Option("variant", choices=("standard", "robust"), default="standard"),
+            Option("standard_transform", default="analyse.standard_transform"),
         ),
         *_group(
             "analyses",
             Option("reference", "dataset to compare against (default: the first one)"),
             Option("baseline", "model for relative progress (accuracy / baseline's)"),
-            Option("axis", "OLS fitting scale", choices=_AXIS, default=_AXIS),
+            Option("axis", choices=_AXIS, default=_AXIS),
             Option(
                 "confidence",
-                "",
                 type="imagenot.analyse.cli:confidence_level",
                 default="analyse.confidence",
             ),
@@ -768,20 +771,10 @@ for _step in (
                 nargs="+",
                 metavar="[DATASET=]X",
             ),
-            Option("bootstrap_reps", "", type=int, default=f"{_BOOT}.reps"),
-            Option("bootstrap_over", "", choices=f"{_BOOT}.over", default=f"{_BOOT}.over"),
-            Option(
-                "interval",
-                "bootstrap interval: bias-corrected, basic or percentile",
-                choices=f"{_BOOT}.interval",
-                default=f"{_BOOT}.interval",
-            ),
-            Option(
-                "seed",
-                "bootstrap and permutation seed",
-                type=int,
-                default=f"{_BOOT}.seed",
-            ),
+            Option("bootstrap_reps", type=int, default=f"{_BOOT}.reps"),
+            Option("bootstrap_over", choices=f"{_BOOT}.over", default=f"{_BOOT}.over"),
+            Option("interval", choices=f"{_BOOT}.interval", default=f"{_BOOT}.interval"),
+            Option("seed", type=int, default=f"{_BOOT}.seed"),
             Option(
                 "settings",
                 "the workflow's rule (whose table is in percent: --scale percent): --variant, "
@@ -802,12 +795,7 @@ for _step in (
                 metavar="K|all",
             ),
             Option("report", "write figures (PDF, PNG) and tables here", metavar="DIR"),
-            Option(
-                "dpi",
-                "PNG resolution of --report (default: %(default)s)",
-                type=int,
-                default=f"{_FIGURE}.dpi",
-            ),
+            Option("dpi", type=int, default=f"{_FIGURE}.dpi"),
             Option(
                 "top",
                 "models drawn per panel of the rankings figure of --report: the best K "

@@ -49,14 +49,6 @@ EMPTY_IS_NONE = "empty_is_none"
 """Field metadata: None is written as ``{}`` (and ``{}`` read as None; null is refused)."""
 
 _NONE = type(None)
-_WORDS = {
-    "object": "an object",
-    "list": "a list",
-    "string": "a string",
-    "boolean": "true or false",
-    "null": "null",
-    "number": "a number",
-}
 
 
 class JsonError(ValueError):
@@ -219,20 +211,23 @@ def _wrong(value: Any, hint: Any, source: str, at: str) -> JsonError:
     return JsonError(f"{source}: {where}must be {_names(hint)}, not {_shown(value)}")
 
 
-# Each JSON kind and the Python types of its values (bool before the numbers it subclasses).
+# Each JSON kind: the Python types of its values (bool before the numbers it subclasses), and
+# what it is called in a message.
 _KINDS = {
-    "object": (Mapping,),
-    "list": (list, tuple),
-    "boolean": (bool,),
-    "null": (_NONE,),
-    "number": (int, float),
-    "string": (str,),
+    "object": ((Mapping,), "an object"),
+    "list": ((list, tuple), "a list"),
+    "boolean": ((bool,), "true or false"),
+    "null": ((_NONE,), "null"),
+    "number": ((int, float), "a number"),
+    "string": ((str,), "a string"),
 }
 
 
 def _kind(value: Any) -> str:
     """The JSON kind of a value."""
-    return next((kind for kind, types_ in _KINDS.items() if isinstance(value, types_)), "other")
+    return next(
+        (kind for kind, (types_, _) in _KINDS.items() if isinstance(value, types_)), "other"
+    )
 
 
 def _hint_kind(hint: Any) -> str:
@@ -242,7 +237,7 @@ def _hint_kind(hint: Any) -> str:
     origin = typing.get_origin(hint) or hint
     if origin is dict or dataclasses.is_dataclass(origin):
         return "object"
-    kind = next((kind for kind, types_ in _KINDS.items() if origin in types_), None)
+    kind = next((kind for kind, (types_, _) in _KINDS.items() if origin in types_), None)
     if kind is None:
         raise TypeError(f"typed JSON has no reading of the type {hint!r}")
     return kind
@@ -259,7 +254,7 @@ def _names(hint: Any) -> str:
 def _word(hint: Any) -> str:
     if hint is int:
         return "an integer"
-    return "any JSON" if hint is Any else _WORDS[_hint_kind(hint)]
+    return "any JSON" if hint is Any else _KINDS[_hint_kind(hint)][1]
 
 
 def _shown(value: Any) -> str:

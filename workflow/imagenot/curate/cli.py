@@ -1,7 +1,8 @@
 """The handlers of the curate stage's steps (declared in :mod:`imagenot.core.steps`), one per rule: each
 takes its files by role (a class of :mod:`imagenot.curate.files`) and the settings object its
-rule built (:mod:`imagenot.curate.settings`); heavy imports stay inside. ``match`` is typed by
-hand too: without ``--settings`` its flags, whose defaults are the schema's, make the settings.
+rule built (:mod:`imagenot.curate.settings`); heavy imports stay inside. ``match`` and
+``prepare-wordnet`` are typed by hand too: without ``--settings`` their flags, whose defaults are
+the schema's, make the settings.
 """
 
 from __future__ import annotations
@@ -79,6 +80,33 @@ def lemmas(f: fs.LemmasFiles) -> None:
     table = noun_lemma_table(load_wordnet(f.nltk_data or NLTK_DATA))
     write_parquet(table, f.lemmas)
     log.info("%s: %d (lemma, wnid) pairs", f.lemmas, table.num_rows)
+
+
+def wordnet_settings(
+    settings: ss.WordnetSettings | None, dict_dir: str | None
+) -> ss.WordnetSettings:
+    """The rule's ``--settings``, or the hand-typed ``--dict-dir`` (default: the schema's); both
+    given is an error."""
+    from imagenot.core.config import schema_default
+    from imagenot.curate.settings import WordnetSettings
+
+    if settings is not None:
+        if dict_dir is not None:
+            raise ValueError("--dict-dir and --settings: give one of them")
+        return settings
+    return WordnetSettings(dict_dir if dict_dir is not None else schema_default("wordnet.dict_dir"))
+
+
+def prepare_wordnet(
+    f: fs.WordnetFiles, settings: ss.WordnetSettings | None, dict_dir: str | None
+) -> None:
+    """Build an nltk-readable WordNet 3.0 corpus."""
+    from imagenot.core.wordnet import load_wordnet, noun_synset_count, prepare_nltk_wordnet
+
+    out = prepare_nltk_wordnet(f.nltk_data, wordnet_settings(settings, dict_dir).dict_dir)
+    wn = load_wordnet(str(out))
+    wn.synset("entity.n.01")  # nltk reads the corpus: its indexes and a data record
+    print(f"WordNet ready at {out}: {noun_synset_count(wn)} noun synsets")
 
 
 def candidates(f: fs.CandidatesFiles, s: ss.CandidatesSettings) -> None:

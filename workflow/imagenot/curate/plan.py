@@ -196,7 +196,7 @@ def check_query_template(template: str) -> None:
 def check_class_list(config: dict, dataset: str) -> None:
     """Published-list mode: the list file reads as wnids of WordNet 3.0 noun synsets (the
     check of the curate-candidates job itself, :func:`imagenot.curate.candidates.
-    checked_class_list`), and (unless allowed) holds no ImageNet class, since a contrast dataset
+    read_class_list`), and (unless allowed) holds no ImageNet class, since a contrast dataset
     must not share ImageNet's classes."""
     classes = config["datasets"][dataset]["classes"]
     if not isinstance(classes, dict):
@@ -204,12 +204,15 @@ def check_class_list(config: dict, dataset: str) -> None:
     from pathlib import Path
 
     from imagenot.core.wordnet import config_wordnet_dir, imagenet_wnids
-    from imagenot.curate.candidates import checked_class_list
+    from imagenot.curate.candidates import read_class_list
 
-    path = shipped(classes["from_file"])
+    path, key = shipped(classes["from_file"]), f"config key datasets.{dataset}.classes.from_file"
     if not Path(path).is_file():
-        raise ValueError(f"config key datasets.{dataset}.classes.from_file: no file {path}")
-    listed = checked_class_list(path, config_wordnet_dir(config))
+        raise ValueError(f"{key}: no file {path}")
+    try:
+        listed = read_class_list(path, config_wordnet_dir(config))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{key}: {path}: {exc}") from None
     shared = sorted(set(listed) & set(imagenet_wnids()))
     if shared and not classes["allow_imagenet_classes"]:
         raise ValueError(

@@ -70,7 +70,7 @@ def wordnet_subjects(config: dict) -> list[str]:
 def check(config: dict) -> None:
     """The class-list files of ``diagnostics.class_lists`` and ``diagnostics.reference_classes``
     exist and pass the WordNet job's own check
-    (:func:`imagenot.diagnostics.wordnet_stats.check_class_entries`): a list with a malformed,
+    (:func:`imagenot.curate.candidates.check_class_entries`): a list with a malformed,
     repeated or unknown wnid is refused before any job, with the job's message."""
     cfg = settings(config)
     lists = {f"class_lists.{name}": path for name, path in cfg["class_lists"].items()}
@@ -79,17 +79,17 @@ def check(config: dict) -> None:
     if not lists:
         return
     from imagenot.core.wordnet import config_wordnet_dir
-    from imagenot.diagnostics import wordnet_stats as ws
+    from imagenot.curate.candidates import check_class_entries, read_class_entries
 
     for key, given in lists.items():
         path = paths.shipped(given)
         if not Path(path).is_file():
             raise ValueError(f"config key diagnostics.{key}: no file {path}")
         try:
-            entries = ws.read_class_entries(path)
+            entries = read_class_entries(path)
         except (OSError, UnicodeDecodeError, KeyError) as exc:
             raise ValueError(f"config key diagnostics.{key}: {path}: {exc}") from None
-        ws.check_class_entries(entries, path, config_wordnet_dir(config))
+        check_class_entries(entries, path, config_wordnet_dir(config))
 
 
 def class_list_file(config: dict, subject: str) -> str:

@@ -148,6 +148,22 @@ def read_class_list(
     return [entry.wnid for entry in entries]
 
 
+def config_class_list(config: dict, key: str, given: str) -> list[str]:
+    """The wnids of the class-list file that config key ``key`` names (``given``: a relative
+    path missing from the working directory is the clone's file), checked as the jobs that read
+    it check it (:func:`read_class_list`: the same message); a missing or unreadable file is a
+    ValueError naming the key."""
+    from imagenot.core.wordnet import config_wordnet_dir
+
+    path = shipped(given)
+    if not Path(path).is_file():
+        raise ValueError(f"config key {key}: no file {path}")
+    try:
+        return read_class_list(path, config_wordnet_dir(config))
+    except (OSError, UnicodeDecodeError, KeyError) as exc:
+        raise ValueError(f"config key {key}: {path}: {exc}") from None
+
+
 def synset_name(synset) -> str:
     """Class name: the synset's first lemma as text."""
     return synset.lemma_names()[0].replace("_", " ")

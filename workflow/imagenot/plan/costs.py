@@ -20,7 +20,6 @@ Two kinds of figure, never mixed:
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from pathlib import Path
 
@@ -176,7 +175,7 @@ def storage(config: dict) -> list[dict]:
             continue
         if name in names:
             select = SelectSettings.from_config(config, dataset=name)
-            wanted = select.n_classes * math.ceil(select.images_per_class * (1 + select.oversample))
+            wanted = select.n_classes * select.per_class
             item = f"{name} downloaded images ({wanted:,})"
             nbytes = wanted * side * side * BYTES_PER_PIXEL
             rows.append(_row("acquire", item, nbytes, BYTES_PER_PIXEL_SOURCE, ["acquire_write"]))

@@ -89,6 +89,10 @@ class CaptionSettings(FromConfig):
     unknown_nsfw: str
     batch_rows: int
 
+    @classmethod
+    def from_config(cls, config, shard: str) -> CaptionSettings:  # type: ignore[override]
+        return cls(**cls.config_values(config, shard=shard))
+
 
 @dataclass(frozen=True)
 class QueriesSettings(FromConfig):

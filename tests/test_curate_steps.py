@@ -139,7 +139,7 @@ def test_published_list_mode(wn, counts, tmp_path):
 def test_class_list_errors_name_file_and_line(tmp_path):
     path = tmp_path / "bad.txt"
     path.write_text("n02084071\ndog\n")
-    with pytest.raises(ValueError, match=r"bad.txt, line 2: 'dog' is not a noun wnid"):
+    with pytest.raises(ValueError, match=r"bad.txt:2: malformed WordNet noun id 'dog'"):
         read_class_list(path)
 
 

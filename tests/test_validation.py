@@ -341,9 +341,12 @@ def _imagenet_first() -> str:
 @pytest.mark.parametrize(
     ("second", "expect"),
     [
-        ("n02084072", "line 2: n02084072 is not a noun synset of WordNet 3.0"),  # one byte off dog
-        ("v01168468", "line 2: 'v01168468' is not a noun wnid"),  # a verb synset
-        ("n12345", "line 2: 'n12345' is not a noun wnid"),
+        (
+            "n02084072",
+            ":2: unknown id n02084072 (no such WordNet 3.0 noun synset)",
+        ),  # one byte off dog
+        ("v01168468", ":2: malformed WordNet noun id 'v01168468'"),  # a verb synset
+        ("n12345", ":2: malformed WordNet noun id 'n12345'"),
         (None, "1 ImageNet class(es) in the class list of dataset 'listed'"),
     ],
     ids=["unknown", "verb", "malformed", "imagenet"],
@@ -363,7 +366,7 @@ def test_class_lists_the_curation_job_would_refuse_are_refused_before_any_job(
     checked, planned = _refusals(tmp_path, {"datasets": {"listed": spec}})
     assert checked == planned and expect in checked, (checked, planned)
     if second is not None:
-        assert checked.startswith(f"{listed}, line 2: ")
+        assert checked.startswith(f"{listed}:2: ")
         with pytest.raises(ValueError) as job:
             build_candidates({}, wn, CandidatesSettings(str(listed), 1, "{name}", {}), [])
         assert str(job.value) == checked

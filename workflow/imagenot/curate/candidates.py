@@ -17,8 +17,10 @@ Audit rows: ``wnid``, ``name``, ``step`` (method step number), ``step_name``, ``
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -64,53 +66,102 @@ def sum_counts(count_files: Iterable[str | os.PathLike]) -> dict[str, int]:
     return dict(total)
 
 
-def class_list_entries(path: str | os.PathLike) -> dict[str, int]:
-    """wnid -> line number of a class list file (one wnid per line; blank lines and '#'
-    comments ignored), in file order; ValueError naming the file and line of a malformed or
-    repeated wnid."""
-    out: dict[str, int] = {}
-    try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read the class list ({exc})") from None
-    for number, line in enumerate(text.splitlines(), start=1):
-        item = line.split("#", 1)[0].strip()
-        if not item:
-            continue
-        if len(item) != 9 or item[0] != "n" or not item[1:].isdigit():
-            raise ValueError(f"{path}, line {number}: {item!r} is not a noun wnid like n02084071")
-        if item in out:
-            raise ValueError(f"{path}, line {number}: duplicate wnid {item}")
-        out[item] = number
-    if not out:
-        raise ValueError(f"{path}: the class list holds no wnid")
-    return out
+WNID_RE = re.compile(r"^n\d{8}$")
 
 
-def read_class_list(path: str | os.PathLike) -> list[str]:
-    """wnids of a class list file (see :func:`class_list_entries`)."""
-    return list(class_list_entries(path))
+class ClassListError(ValueError):
+    """A class list with malformed, unknown or repeated ids; the message names each line."""
 
 
-def checked_class_list(path: str | os.PathLike, wordnet_dir: str | os.PathLike) -> list[str]:
-    """wnids of a class list file, each a noun synset of the WordNet in ``wordnet_dir``; else
-    ValueError naming the file, the line and the wnid.
+@dataclass(frozen=True)
+class ClassEntry:
+    """One class of a list: its wnid and the line it came from (1-based)."""
 
-    The config check at planning (``imagenot.curate.plan.check_class_list``, hence
-    ``imagenot validate-config``) and the curate-candidates job both call this, so a list the
-    job would refuse is refused before any job, with the same message.
+    wnid: str
+    line: int
+
+
+def read_class_entries(path: str | os.PathLike) -> list[ClassEntry]:
+    """Class entries of a ``.txt`` list (the first word of each line; blank lines and ``#``
+    comments skipped) or of a parquet with a ``wnid`` column (``line``: the 1-based row)."""
+    path = Path(path)
+    if path.suffix == ".parquet":
+        column = read_parquet(path, columns=["wnid"])["wnid"].to_pylist()
+        return [ClassEntry(str(w).strip(), i) for i, w in enumerate(column, start=1)]
+    entries = []
+    with open(path) as f:
+        for number, line in enumerate(f, start=1):
+            words = line.split("#", 1)[0].split()
+            if words:
+                entries.append(ClassEntry(words[0], number))
+    return entries
+
+
+def check_class_entries(
+    entries: Sequence[ClassEntry], source: str, wordnet_dir: str | os.PathLike | None
+) -> None:
+    """ClassListError naming every malformed, duplicated or unknown line of ``entries`` at once
+    (unknown: no noun synset of the WordNet in ``wordnet_dir``; None: not looked up), or an
+    empty list.
+
+    The jobs that read a class list (curate-candidates, wordnet-stats) and the config checks at
+    planning (hence ``imagenot validate-config``) all call this, so a list a job would refuse
+    is refused before any job, with the same message.
     """
     from imagenot.core.wordnet import unknown_noun_synsets
 
-    entries = class_list_entries(path)
-    bad = set(unknown_noun_synsets(wordnet_dir, list(entries)))
-    for w, number in entries.items():
-        if w in bad:
-            more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
-            raise ValueError(
-                f"{path}, line {number}: {w} is not a noun synset of WordNet 3.0{more}"
-            )
-    return list(entries)
+    problems: list[tuple[int, str]] = []
+    first_line: dict[str, int] = {}
+    for entry in entries:
+        if not WNID_RE.match(entry.wnid):
+            why = f"malformed WordNet noun id {entry.wnid!r} (like 'n02084071')"
+        elif entry.wnid in first_line:
+            why = f"duplicate id {entry.wnid} (first on line {first_line[entry.wnid]})"
+        else:
+            first_line[entry.wnid] = entry.line
+            continue
+        problems.append((entry.line, f"{source}:{entry.line}: {why}"))
+    unknown = set(unknown_noun_synsets(wordnet_dir, list(first_line)) if wordnet_dir else ())
+    problems += [
+        (line, f"{source}:{line}: unknown id {w} (no such WordNet 3.0 noun synset)")
+        for w, line in first_line.items()
+        if w in unknown
+    ]
+    if len(problems) == 1:
+        raise ClassListError(problems[0][1])  # one bad line: one line
+    if problems:
+        lines = [text for _, text in sorted(problems)]
+        shown = "\n".join(f"  {p}" for p in lines[:50])
+        more = f"\n  ... and {len(lines) - 50} more" if len(lines) > 50 else ""
+        raise ClassListError(f"{len(lines)} bad line(s) in {source}:\n{shown}{more}")
+    if not entries:
+        raise ClassListError(f"{source} holds no class")
+
+
+def read_class_list(
+    path: str | os.PathLike, wordnet_dir: str | os.PathLike | None = None
+) -> list[str]:
+    """wnids of a class list file, in file order, checked (:func:`check_class_entries`: each a
+    noun synset of the WordNet in ``wordnet_dir`` where given)."""
+    entries = read_class_entries(path)
+    check_class_entries(entries, str(path), wordnet_dir)
+    return [entry.wnid for entry in entries]
+
+
+def config_class_list(config: dict, key: str, given: str) -> list[str]:
+    """The wnids of the class-list file that config key ``key`` names (``given``: a relative
+    path missing from the working directory is the clone's file), checked as the jobs that read
+    it check it (:func:`read_class_list`: the same message); a missing or unreadable file is a
+    ValueError naming the key."""
+    from imagenot.core.wordnet import config_wordnet_dir
+
+    path = shipped(given)
+    if not Path(path).is_file():
+        raise ValueError(f"config key {key}: no file {path}")
+    try:
+        return read_class_list(path, config_wordnet_dir(config))
+    except (OSError, UnicodeDecodeError, KeyError) as exc:
+        raise ValueError(f"config key {key}: {path}: {exc}") from None
 
 
 def synset_name(synset) -> str:
@@ -200,7 +251,7 @@ def build_candidates(
     else:
         # a list file is the rule's input: a relative path missing from the working directory
         # is the clone's
-        base = imagenet if mode == "imagenet" else checked_class_list(shipped(mode), wn.root.path)
+        base = imagenet if mode == "imagenet" else read_class_list(shipped(mode), wn.root.path)
         universe = len(base)
         absent = {w: "no caption mentions it" for w in base if counts.get(w, 0) == 0}
         current = remove(base, absent, 1)

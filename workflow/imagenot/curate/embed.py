@@ -94,6 +94,17 @@ def _fingerprint(*parts: bytes | str | pa.Array) -> str:
     return h.hexdigest()
 
 
+def class_indices(wnids, candidates: pa.Array, path, rule: str) -> np.ndarray:
+    """Each of ``wnids``' index in ``candidates``; a class that is none of them means the file
+    ``path`` is stale: a ValueError naming it and the ``rule`` that writes it again."""
+    cls = pc.index_in(wnids, value_set=candidates)
+    if cls.null_count:
+        raise ValueError(
+            f"{path}: names classes that are not candidates; the file is stale (rerun {rule})"
+        )
+    return cls.to_numpy(zero_copy_only=False).astype(np.int32)
+
+
 def chunk_path(out_dir: str | os.PathLike, i: int, name: str = "chunk") -> Path:
     return Path(out_dir) / f"{name}-{i:06d}.npy"
 
@@ -219,13 +230,8 @@ def embed_part(
         )
     captions = read_parquet(captions_path, columns=["key", "row", "TEXT", "wnid"])
     pairs = distinct_pairs(captions)
-    cls = pc.index_in(pairs.column("wnid"), value_set=pa.array(list(class_wnids), pa.string()))
-    if cls.null_count:
-        raise ValueError(
-            f"{captions_path}: captions name classes that are not candidates; the caption file is "
-            "stale (rerun curate_captions)"
-        )
-    cls = cls.to_numpy(zero_copy_only=False).astype(np.int64)
+    candidates = pa.array(list(class_wnids), pa.string())
+    cls = class_indices(pairs.column("wnid"), candidates, captions_path, "curate_captions")
     queries = np.ascontiguousarray(query_vectors, dtype=np.float32)
     names = ("sims", "vectors") if keep_vectors else ("sims",)
     fingerprint = _fingerprint(

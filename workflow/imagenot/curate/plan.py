@@ -194,28 +194,23 @@ def check_query_template(template: str) -> None:
 
 
 def check_class_list(config: dict, dataset: str) -> None:
-    """Published-list mode: the list file reads as wnids of WordNet 3.0 noun synsets (the
-    check of the curate-candidates job itself, :func:`imagenot.curate.candidates.
-    checked_class_list`), and (unless allowed) holds no ImageNet class, since a contrast dataset
-    must not share ImageNet's classes."""
+    """Published-list mode: the list file reads as wnids of WordNet 3.0 noun synsets
+    (:func:`imagenot.curate.candidates.config_class_list`), and (unless allowed) holds no
+    ImageNet class, since a contrast dataset must not share ImageNet's classes."""
     classes = config["datasets"][dataset]["classes"]
     if not isinstance(classes, dict):
         return
-    from pathlib import Path
+    from imagenot.core.wordnet import imagenet_wnids
+    from imagenot.curate.candidates import config_class_list
 
-    from imagenot.core.wordnet import config_wordnet_dir, imagenet_wnids
-    from imagenot.curate.candidates import checked_class_list
-
-    path = shipped(classes["from_file"])
-    if not Path(path).is_file():
-        raise ValueError(f"config key datasets.{dataset}.classes.from_file: no file {path}")
-    listed = checked_class_list(path, config_wordnet_dir(config))
+    key = f"datasets.{dataset}.classes.from_file"
+    listed = config_class_list(config, key, classes["from_file"])
     shared = sorted(set(listed) & set(imagenet_wnids()))
     if shared and not classes["allow_imagenet_classes"]:
         raise ValueError(
-            f"{path}: {len(shared)} ImageNet class(es) in the class list of dataset {dataset!r} "
-            f"({', '.join(shared[:5])}{', ...' if len(shared) > 5 else ''}); remove them or set "
-            f"datasets.{dataset}.classes.allow_imagenet_classes: true"
+            f"{shipped(classes['from_file'])}: {len(shared)} ImageNet class(es) in the class list "
+            f"of dataset {dataset!r} ({', '.join(shared[:5])}{', ...' if len(shared) > 5 else ''}"
+            f"); remove them or set datasets.{dataset}.classes.allow_imagenet_classes: true"
         )
 
 

@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from imagenot.core.io import iter_parquet
 from imagenot.curate.captions import CAPTION_SCHEMA
+from imagenot.curate.embed import class_indices
 from imagenot.curate.paths import CLASS_SCORES
 
 if TYPE_CHECKING:
@@ -95,13 +96,7 @@ def top_captions(
     columns = ["key", "row", "wnid", "similarity"] if with_keys else ["wnid", "similarity"]
     for part, path in enumerate(score_files):
         for batch in iter_parquet(path, batch_size=settings.select_batch_rows, columns=columns):
-            cls = pc.index_in(batch.column("wnid"), value_set=value_set)
-            if cls.null_count:
-                raise ValueError(
-                    f"{path}: scores name classes that are not candidates; the file is stale "
-                    "(rerun curate_embed)"
-                )
-            cls_np = cls.to_numpy(zero_copy_only=False).astype(np.int32)
+            cls_np = class_indices(batch.column("wnid"), value_set, path, "curate_embed")
             counts += np.bincount(cls_np, minlength=len(class_wnids))
             piece = pa.Table.from_batches([batch]).append_column("cls", pa.array(cls_np))
             part_column = pa.array(np.full(batch.num_rows, part, np.int32))

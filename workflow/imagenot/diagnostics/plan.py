@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from imagenot.acquire.kinds import wnid_kinds
 from imagenot.core import paths
@@ -70,26 +69,18 @@ def wordnet_subjects(config: dict) -> list[str]:
 def check(config: dict) -> None:
     """The class-list files of ``diagnostics.class_lists`` and ``diagnostics.reference_classes``
     exist and pass the WordNet job's own check
-    (:func:`imagenot.diagnostics.wordnet_stats.check_class_entries`): a list with a malformed,
-    repeated or unknown wnid is refused before any job, with the job's message."""
+    (:func:`imagenot.curate.candidates.config_class_list`): a list with a malformed, repeated
+    or unknown wnid is refused before any job, with the job's message."""
     cfg = settings(config)
     lists = {f"class_lists.{name}": path for name, path in cfg["class_lists"].items()}
     if cfg["reference_classes"]:
         lists["reference_classes"] = cfg["reference_classes"]
     if not lists:
         return
-    from imagenot.core.wordnet import config_wordnet_dir
-    from imagenot.diagnostics import wordnet_stats as ws
+    from imagenot.curate.candidates import config_class_list
 
     for key, given in lists.items():
-        path = paths.shipped(given)
-        if not Path(path).is_file():
-            raise ValueError(f"config key diagnostics.{key}: no file {path}")
-        try:
-            entries = ws.read_class_entries(path)
-        except (OSError, UnicodeDecodeError, KeyError) as exc:
-            raise ValueError(f"config key diagnostics.{key}: {path}: {exc}") from None
-        ws.check_class_entries(entries, path, config_wordnet_dir(config))
+        config_class_list(config, f"diagnostics.{key}", given)
 
 
 def class_list_file(config: dict, subject: str) -> str:

@@ -19,103 +19,28 @@ hypernyms, as in the paper ("shared parents over the number of ImageNot parents"
 
 from __future__ import annotations
 
-import os
-import re
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 
 import networkx as nx
 import pyarrow as pa
 
-from imagenot.core.io import read_parquet
 from imagenot.core.wordnet import wnid as wnid_of
+from imagenot.curate.candidates import ClassEntry as ClassEntry
+from imagenot.curate.candidates import ClassListError as ClassListError
+from imagenot.curate.candidates import check_class_entries
+from imagenot.curate.candidates import read_class_entries as read_class_entries
 
-WNID_RE = re.compile(r"^n\d{8}$")
 STAT_KEYS = tuple(
     "nodes edges min_depth median_depth max_depth density modularity n_classes n_leaf_classes "
     "n_parents".split()
 )
 
 
-class ClassListError(ValueError):
-    """A class list with malformed, unknown or duplicated ids; the message names each line."""
-
-
-@dataclass(frozen=True)
-class ClassEntry:
-    """One class of a list: its wnid and the line it came from (1-based)."""
-
-    wnid: str
-    line: int
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading and checking class lists (I/O at the edge)
-
-
-def read_class_entries(path: str | os.PathLike) -> list[ClassEntry]:
-    """Class entries of a ``.txt`` list (one wnid a line) or a parquet with a ``wnid`` column.
-
-    For parquet, ``line`` is the 1-based row number.
-    """
-    path = Path(path)
-    if path.suffix == ".parquet":
-        column = read_parquet(path, columns=["wnid"])["wnid"].to_pylist()
-        return [ClassEntry(str(w).strip(), i) for i, w in enumerate(column, start=1)]
-    entries = []
-    with open(path) as f:  # the first token of each line; blanks and ``#`` comments skipped
-        for number, line in enumerate(f, start=1):
-            text = line.strip()
-            if text and not text.startswith("#"):
-                entries.append(ClassEntry(text.split()[0], number))
-    return entries
-
-
-def check_class_entries(
-    entries: Sequence[ClassEntry], source: str, wordnet_dir: str | os.PathLike
-) -> None:
-    """ClassListError naming every malformed, duplicated or unknown line of ``entries`` at once
-    (unknown: no noun synset of the WordNet in ``wordnet_dir``), or an empty list.
-
-    The job (:func:`resolve_classes`) and the config check at planning
-    (:func:`imagenot.diagnostics.plan.check`, hence ``imagenot validate-config``) both call
-    this, so a list the job would refuse is refused before any job, with the same message.
-    """
-    from imagenot.core.wordnet import unknown_noun_synsets
-
-    problems: list[tuple[int, str]] = []
-    first_line: dict[str, int] = {}
-    for entry in entries:
-        if not WNID_RE.match(entry.wnid):
-            why = f"malformed WordNet noun id {entry.wnid!r} (like 'n02084071')"
-        elif entry.wnid in first_line:
-            why = f"duplicate id {entry.wnid} (first on line {first_line[entry.wnid]})"
-        else:
-            first_line[entry.wnid] = entry.line
-            continue
-        problems.append((entry.line, f"{source}:{entry.line}: {why}"))
-    unknown = set(unknown_noun_synsets(wordnet_dir, list(first_line)))
-    problems += [
-        (line, f"{source}:{line}: unknown id {w} (no such WordNet 3.0 noun synset)")
-        for w, line in first_line.items()
-        if w in unknown
-    ]
-    if len(problems) == 1:
-        raise ClassListError(problems[0][1])  # one bad line: one line
-    if problems:
-        lines = [text for _, text in sorted(problems)]
-        shown = "\n".join(f"  {p}" for p in lines[:50])
-        more = f"\n  ... and {len(lines) - 50} more" if len(lines) > 50 else ""
-        raise ClassListError(f"{len(lines)} bad line(s) in {source}:\n{shown}{more}")
-    if not entries:
-        raise ClassListError(f"{source} holds no class")
-
-
 def resolve_classes(wn, entries: Sequence[ClassEntry], source: str = "class list") -> list:
-    """Synsets of ``entries`` in list order, after :func:`check_class_entries` (ClassListError
-    naming every bad line at once)."""
+    """Synsets of ``entries`` in list order, after
+    :func:`imagenot.curate.candidates.check_class_entries` (ClassListError naming every bad
+    line at once)."""
     from imagenot.core.wordnet import synset_of
 
     check_class_entries(entries, source, wn.root.path)

@@ -20,7 +20,6 @@ Two kinds of figure, never mixed:
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from imagenot.acquire.sizes import (
     stored_size,
 )
 from imagenot.audit import cost as audit_cost
+from imagenot.audit import plan as audit_plan
 from imagenot.curate import plan as curate_plan
 from imagenot.curate.settings import SelectSettings
 from imagenot.plan import split_readers as readers
@@ -70,8 +70,9 @@ def _work_request(
         at = projected["requested_at_target"]
         return {"mem_mb": at["mem_mb"], "runtime": at["runtime_min"]}, "scale projection"
     mb = input_mb.get(rule, 0.0)
+    read = "embeddings and thumbnails" if audit_plan.thumbnails_used(config) else "embeddings"
     source = (
-        f"sized from its largest input, {mb / 1e3:,.1f} GB of embeddings (imagenot.audit.cost)"
+        f"sized from its largest input, {mb / 1e3:,.1f} GB of {read} (imagenot.audit.cost)"
         if mb
         else "floor (sized from its input at run time)"
     )
@@ -174,7 +175,7 @@ def storage(config: dict) -> list[dict]:
             continue
         if name in names:
             select = SelectSettings.from_config(config, dataset=name)
-            wanted = select.n_classes * math.ceil(select.images_per_class * (1 + select.oversample))
+            wanted = select.n_classes * select.per_class
             item = f"{name} downloaded images ({wanted:,})"
             nbytes = wanted * side * side * BYTES_PER_PIXEL
             rows.append(_row("acquire", item, nbytes, BYTES_PER_PIXEL_SOURCE, ["acquire_write"]))

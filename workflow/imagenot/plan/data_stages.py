@@ -99,6 +99,12 @@ def _requested_hours(jobs: list, rule: str) -> float:
     return max(((j.resources.get("runtime") or 0) / 60 for j in jobs if j.rule == rule), default=0)
 
 
+def _stage(jobs: int, width: int, hours: float, gpus: int, on_gpus: bool) -> tuple:
+    """A stage of :func:`imagenot.plan.schedule.place`: ``jobs`` jobs of ``hours`` on
+    ``width`` cores each, or on the GPUs one job per GPU at a time (a wait of no cores)."""
+    return (1, 0, math.ceil(jobs / gpus) * hours) if on_gpus else (jobs, width, hours)
+
+
 def _fact(rule: str, jobs: int, cores: int, hours: float, source: str, **more) -> dict:
     """What the plan says of one stage: its rule, jobs, cores per job (0: on the GPUs), hours
     per job and where they come from (``from``)."""
@@ -136,9 +142,8 @@ def data_chains(config: dict, jobs: list, gpus: int) -> tuple[dict, dict]:
             if n:
                 hours, source = rule_hours(rule)
                 on_gpus = rule == "curate_embed" and config["resources"]["gpus"] > 0
-                width = 0 if on_gpus else _threads(jobs, rule)
-                stages.append((1, 0, math.ceil(n / gpus) * hours) if on_gpus else (n, width, hours))
-                about.append(_fact(rule, n, width, hours, source))
+                stages.append(_stage(n, _threads(jobs, rule), hours, gpus, on_gpus))
+                about.append(_fact(rule, n, stages[-1][1], hours, source))
         return stages, about
 
     stages, about = by_rule(CURATE_CHAIN) if curated else ([], [])
@@ -146,7 +151,7 @@ def data_chains(config: dict, jobs: list, gpus: int) -> tuple[dict, dict]:
         chains["laion"], facts["curate"] = stages, ("laion", 0, about)
     for name in [n for n in curated if n in readers.read_datasets(config)]:
         select = SelectSettings.from_config(config, dataset=name)
-        urls = select.n_classes * math.ceil(select.images_per_class * (1 + select.oversample))
+        urls = select.n_classes * select.per_class
         success = 1 / (1 + select.oversample)
         nbytes = urls * success * MEAN_PHOTO_PIXELS * BYTES_PER_PIXEL
         parts = max(_count(jobs, "acquire_download"), 1)
@@ -219,11 +224,7 @@ def audit_chains(config: dict, jobs: list, gpus: int, ready: dict[str, float]) -
         ]
         asked = work.runtime_min(config, "audit_search", max(j["input_mb"] for j in mine)) / 60
         wait = max(ready.get(n, 0.0) for n in audit_plan.involved_datasets(config, dataset))
-        embed = (
-            (1, 0, math.ceil(sets / gpus) * embed_hours)
-            if on_gpus
-            else (sets, embed_width, embed_hours)
-        )
+        embed = _stage(sets, embed_width, embed_hours, gpus, on_gpus)
         name = f"audit {dataset}"
         made = [t for t in thumbs if f"{t['dataset']}/{t['split']}" in labels]
         thumb_hours = [t["core_s"] / thumb_width / 3600 for t in made]

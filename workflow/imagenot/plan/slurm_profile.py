@@ -58,31 +58,26 @@ def validate_site(site: dict, source: str) -> dict:
     return site
 
 
-# What each software deployment (site key software_deployment) needs; conda and apptainer are
-# Snakemake's --software-deployment-method, none no method (every job runs with the clone's .venv)
-DEPLOYMENT_NEEDS = {
-    "conda": "conda or mamba on the submit node (Snakemake creates one env per rule group)",
-    "apptainer": "Apptainer on the nodes and an image built from containers/imagenot.def "
-    "(--container IMAGE)",
-    "none": "nothing more: every job runs with this clone's .venv (make setup), which the "
-    "nodes see on the shared filesystem",
-}
+def deployment_help() -> str:
+    """What each software deployment needs: the site schema's ``software_deployment``
+    description, one line."""
+    return " ".join(site_schema()["properties"]["software_deployment"]["description"].split())
 
 
 def deployment(site: dict, conda_found: bool) -> str:
     """The site's software deployment: its ``software_deployment``, else apptainer when it has
     a container, else conda when ``conda_found``; refused when it cannot be told (no conda here
-    and none chosen) or contradicts the container, naming the choices and what each needs."""
+    and none chosen) or contradicts the container, naming the choices and what each needs
+    (:func:`deployment_help`)."""
     chosen = site["software_deployment"]
     if chosen is None:
         if site["container"]:
             return "apptainer"
         if conda_found:
             return "conda"
-        choices = "; ".join(f"{k}: needs {v}" for k, v in DEPLOYMENT_NEEDS.items())
         raise ValueError(
             "conda is not installed here: say how jobs get their software with "
-            f"--software-deployment conda|apptainer|none ({choices})"
+            f"--software-deployment conda|apptainer|none ({deployment_help()})"
         )
     if chosen == "apptainer" and not site["container"]:
         raise ValueError("--software-deployment apptainer needs --container IMAGE")
@@ -306,7 +301,7 @@ def main(dir: str | None, force: bool, **given) -> None:
     for path, backup in backups:
         print(f"replaced {path}: the previous one is kept as {backup}")
     chosen = site["software_deployment"]
-    print(f"software deployment: {chosen} (needs {DEPLOYMENT_NEEDS[chosen]})", file=sys.stderr)
+    print(f"software deployment: {chosen} ({deployment_help()})", file=sys.stderr)
     if chosen == "conda" and not conda:
         print(
             "note: conda is not installed here; Snakemake needs it where it runs (or rerun with "

@@ -43,7 +43,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from imagenot.core.io import read_json, write_json
+from imagenot.core.io import read_json, write_json, write_text
 from imagenot.core.paths import RESULTS, SPLITS
 from imagenot.train.records import (
     IDENTITY,
@@ -392,12 +392,11 @@ def format_html(summary: dict, command: str | None = None) -> str:
 
 
 def write(summary: dict, md: Path, js: Path, page: Path, command: str | None = None) -> None:
-    """The summary's three forms; ``command``: as :func:`format_text`'s."""
-    for path in (md, js, page):
-        path.parent.mkdir(parents=True, exist_ok=True)
-    md.write_text(format_text(summary, command))
+    """The summary's three forms, each written atomically; ``command``: as
+    :func:`format_text`'s."""
+    write_text(format_text(summary, command), md)
     write_json(summary, js)
-    page.write_text(format_html(summary, command))
+    write_text(format_html(summary, command), page)
 
 
 def landing(root: str | os.PathLike = ".") -> dict:

@@ -143,6 +143,15 @@ def test_class_list_errors_name_file_and_line(tmp_path):
         read_class_list(path)
 
 
+def test_an_unreadable_class_list_is_one_error_naming_the_file(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("n02084071 # chien \xe9\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin1.txt: cannot read the class list \(.*utf-8"):
+        read_class_list(path)
+    (tmp_path / "ok.txt").write_text("n02084071 # chien\n")
+    assert read_class_list(tmp_path / "ok.txt") == ["n02084071"]
+
+
 def test_published_list_real_file(class_lists):
     wnids = read_class_list(class_lists / "imagenot_classes_2024-05-25.txt")
     assert len(wnids) == 1000 and len(set(wnids)) == 1000

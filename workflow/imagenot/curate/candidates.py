@@ -88,12 +88,15 @@ def read_class_entries(path: str | os.PathLike) -> list[ClassEntry]:
     if path.suffix == ".parquet":
         column = read_parquet(path, columns=["wnid"])["wnid"].to_pylist()
         return [ClassEntry(str(w).strip(), i) for i, w in enumerate(column, start=1)]
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ClassListError(f"{path}: cannot read the class list ({exc})") from None
     entries = []
-    with open(path) as f:
-        for number, line in enumerate(f, start=1):
-            words = line.split("#", 1)[0].split()
-            if words:
-                entries.append(ClassEntry(words[0], number))
+    for number, line in enumerate(lines, start=1):
+        words = line.split("#", 1)[0].split()
+        if words:
+            entries.append(ClassEntry(words[0], number))
     return entries
 
 
@@ -159,8 +162,12 @@ def config_class_list(config: dict, key: str, given: str) -> list[str]:
     if not Path(path).is_file():
         raise ValueError(f"config key {key}: no file {path}")
     try:
+        Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"config key {key}: {path}: cannot read the class list ({exc})") from None
+    try:
         return read_class_list(path, config_wordnet_dir(config))
-    except (OSError, UnicodeDecodeError, KeyError) as exc:
+    except KeyError as exc:
         raise ValueError(f"config key {key}: {path}: {exc}") from None
 
 

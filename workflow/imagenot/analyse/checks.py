@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from imagenot.analyse.names import names_alike
+from imagenot.analyse.names import alike_problem
 from imagenot.analyse.table import (
     FILE,
     KEY_COLUMNS,
@@ -79,19 +79,15 @@ DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+")
 
 def _refuse_alike(df: pd.DataFrame, col: str) -> None:
     """Refuse two distinct names of column ``col`` that print alike
-    (:func:`imagenot.analyse.table.names_alike`: Unicode forms, invisible characters,
+    (:func:`imagenot.analyse.names.alike_problem`: Unicode forms, invisible characters,
     look-alike letters), naming the first row of each: every table and figure would show two
     models (datasets) under one name, and an option typed as printed would match one of them."""
-    alike = names_alike(list(df[col]))
-    if not alike:
-        return
-    a, b, why = alike[0]
-    where = [row_where(df, int(np.flatnonzero((df[col] == x).to_numpy())[0])) for x in (a, b)]
-    more = f" ({len(alike)} such pairs)" if len(alike) > 1 else ""
-    raise TableError(
-        f"{col} names {a!r} ({where[0]}) and {b!r} ({where[1]}) print alike but are different "
-        f"text ({why}){more}: write both the same way, or rename one"
-    )
+
+    def shown(name: str) -> str:
+        return f"{name!r} ({row_where(df, int(np.flatnonzero((df[col] == name).to_numpy())[0]))})"
+
+    if problem := alike_problem(df[col], shown):
+        raise TableError(f"{col} names {problem}")
 
 
 def _numeric(df: pd.DataFrame, col: str, what: str, *, empty_ok: bool) -> pd.Series:

@@ -30,7 +30,7 @@ import pandas as pd
 from pandas._libs.parsers import STR_NA_VALUES
 
 from imagenot.analyse import PUBLISHED_PROTOCOL
-from imagenot.analyse.names import names_alike
+from imagenot.analyse.names import alike_problem
 from imagenot.core.io import read_parquet
 
 REQUIRED = ("model", "dataset", "accuracy")
@@ -533,13 +533,9 @@ def _from_wide(df: pd.DataFrame, path: Path, id_columns: tuple[str, ...]) -> pd.
     long = long.rename_axis("_row").reset_index()
     datasets = list(dict.fromkeys(long.sort_values("_row", kind="stable")["dataset"]))
     column = {f[0]: c for c, f in fields.items() if f[1] == "accuracy"}
-    alike = names_alike(list(column))  # a group's names are checked with the dataset column
-    if alike:
-        a, b, why = alike[0]
-        raise TableError(
-            f"{path}: the header's dataset columns {where[column[a]]} and {where[column[b]]} "
-            f"print alike but are different text ({why}): write both the same way, or rename one"
-        )
+    # a group's names are checked with the dataset column
+    if problem := alike_problem(column, lambda name: where[column[name]]):
+        raise TableError(f"{path}: the header's dataset columns {problem}")
     long = long.pivot(index=["_row", "dataset"], columns="_field", values="_value")
     long = long.reset_index().join(df[ids], on="_row").rename(columns={ids[0]: "model"})
     long["dataset"] = pd.Categorical(long["dataset"], categories=datasets, ordered=True)

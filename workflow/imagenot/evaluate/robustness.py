@@ -52,15 +52,12 @@ from imagenot.train.records import FinalRecord
 log = logging.getLogger(__name__)
 
 PER_IMAGE_SCHEMA = pa.schema(
-    [
-        ("key", pa.string()),
-        ("transform", pa.string()),
-        ("label", pa.int64()),
-        ("pred", pa.int64()),
-        ("correct", pa.bool_()),
-        ("correct_top5", pa.bool_()),
-    ]
+    dict.fromkeys(("key", "transform"), pa.string())
+    | dict.fromkeys(("label", "pred"), pa.int64())
+    | dict.fromkeys(("correct", "correct_top5"), pa.bool_())
 )
+"""The per-image table: each image's key, the transformation, its label, the predicted class,
+and whether the top-1 and the top-5 predictions hold the label."""
 
 
 @dataclass

@@ -114,23 +114,17 @@ def _scales(df: pd.DataFrame, acc: pd.Series, scale: dict[str, str]) -> dict[str
     table whose datasets would be read on different scales by guessing is refused."""
     datasets = list(dict.fromkeys(df["dataset"]))
     unknown_datasets("--scale", scale, datasets)
-    out: dict[str, str] = {}
-    guessed: list[str] = []
-    for d in datasets:
-        rows = df["dataset"] == d
-        said = scale.get(d, scale.get("*", "auto"))
-        top = 1.0 if said == "fraction" else 100.0
-        what = (
-            f"a fraction in 0-1 (--scale {'fraction' if '*' in scale else d + '=fraction'})"
-            if said == "fraction"
-            else "a percentage in 0-100"
-        )
-        bad = rows & ((acc < 0) | (acc > top))
-        cell = df["accuracy"]
-        _refuse_first(df, bad, lambda i: f"accuracy {_cell(cell.iloc[i])} is not {what}")  # noqa: B023
-        if said == "auto" and (acc[rows] <= 1).all():
-            guessed.append(d)
-        out[d] = "fraction" if said == "fraction" else "percent"
+    said = {d: scale.get(d, scale.get("*", "auto")) for d in datasets}
+    fraction = (df["dataset"].map(said) == "fraction").to_numpy()
+
+    def says(i: int) -> str:
+        d = df["dataset"].iloc[i]
+        flag = "fraction" if "*" in scale else f"{d}=fraction"
+        what = f"a fraction in 0-1 (--scale {flag})" if said[d] == "fraction" else ""
+        return f"accuracy {_cell(df['accuracy'].iloc[i])} is not {what or 'a percentage in 0-100'}"
+
+    _refuse_first(df, (acc < 0) | (acc > np.where(fraction, 1.0, 100.0)), says)
+    guessed = [d for d in datasets if said[d] == "auto" and (acc[df["dataset"] == d] <= 1).all()]
     if guessed and len(guessed) == len(datasets):
         raise TableError(FRACTION_HINT)
     if guessed:
@@ -145,7 +139,7 @@ def _scales(df: pd.DataFrame, acc: pd.Series, scale: dict[str, str]) -> dict[str
             f"which: --scale {first}=fraction (converted to percent) or --scale {first}=percent "
             "(they really are below 1%)"
         )
-    return out
+    return {d: "fraction" if v == "fraction" else "percent" for d, v in said.items()}
 
 
 PRINTED_SLACK = 1.0
@@ -308,10 +302,8 @@ def validate_table(
         df[col] = text
         # a name is a line of every table and figure label the toolbox writes: one holding a
         # line break or control character would split a row or hide another name's
-        for i, name in enumerate(text):
-            problem = class_name_problem(name)
-            if problem is not None:
-                raise TableError(f"{_row_name(df, i)}: {col} {name!r}: {problem}")
+        problem = text.map(class_name_problem)
+        _refuse_first(df, problem.notna(), lambda i: f"{col} {text[i]!r}: {problem[i]}")  # noqa: B023
         _refuse_alike(df, col)
     raw_acc = df["accuracy"]
     acc = _numeric(df, "accuracy", "a number", empty_ok=False)

@@ -15,7 +15,6 @@ import sys
 from difflib import get_close_matches
 from typing import TYPE_CHECKING, Any
 
-from imagenot.analyse.cli import confidence_level
 from imagenot.analyse.settings import RankingsSettings
 from imagenot.figures.files import RankingsFiles
 
@@ -147,15 +146,13 @@ def _settings(args: argparse.Namespace) -> RankingsSettings | str:
     against its config key. A bad value gives the one-line reason instead."""
     if not args.settings:
         names = [f.name for f in dataclasses.fields(RankingsSettings)]
-        flag = {n: FLAG_OF.get(n, n) for n in names}  # the flag that gives each field
-        settings = RankingsSettings(**{n: getattr(args, flag[n]) for n in names})
+        settings = RankingsSettings(**{n: getattr(args, FLAG_OF.get(n, n)) for n in names})
     else:
         from imagenot.core.settings import SettingsError, parse
 
         try:
             settings = parse(RankingsSettings, args.settings)
-            confidence_level(str(settings.confidence))
-        except (SettingsError, argparse.ArgumentTypeError) as exc:
+        except SettingsError as exc:
             return str(exc)
     from imagenot.analyse.checks import schema_problem
 

@@ -63,11 +63,9 @@ def parse_scale(items: list[str] | None) -> dict[str, str]:
     """``['fraction']`` or ``['imagenet-a=fraction', ...]`` (option ``--scale``) ->
     {dataset or '*': scale}."""
 
-    def scale(item: str, name: str, value: str) -> str:
+    def scale(name: str, value: str) -> str:
         if value not in SCALES:
-            raise TableError(
-                f"--scale {item!r}: expected {'|'.join(SCALES)} or DATASET={'|'.join(SCALES)}"
-            )
+            raise ValueError(f"expected {'|'.join(SCALES)} or DATASET={'|'.join(SCALES)}")
         return value
 
     return parse_items("--scale", items, scale, "the scale of all datasets")
@@ -158,13 +156,9 @@ def _check_counts(df: pd.DataFrame, raw_acc: pd.Series, factor: np.ndarray) -> N
     to the digits it is written with and :data:`PRINTED_SLACK` (:func:`count_problem`)."""
     n = df["n"].to_numpy(float)
     pct = df["accuracy"].to_numpy(float)
-    has = np.isfinite(n)
-    if not has.any():
-        return
-    nearest = np.full(len(df), np.nan)
-    nearest[has] = np.round(pct[has] / 100.0 * n[has]) / n[has] * 100.0
+    nearest = np.round(pct / 100.0 * n) / n * 100.0  # NaN where no size is given
     exact = np.abs(pct - nearest) <= 1e-9 * np.maximum(1.0, pct)
-    for i in np.flatnonzero(has & ~exact):  # the rows that need their digits looked at
+    for i in np.flatnonzero(np.isfinite(n) & ~exact):  # the rows whose digits need a look
         problem = count_problem(pct[i], n[i], raw_acc.iloc[i], factor[i], slack=PRINTED_SLACK)
         if problem:
             raise TableError(
@@ -392,15 +386,13 @@ def parse_floors(items: list[str] | None) -> dict[str, float]:
     """``['0.1', 'imagenet-a=1']`` -> {'*': 0.1, 'imagenet-a': 1.0} (option ``--floor``): each
     floor a percentage above 0 and at most 100."""
 
-    def floor(item: str, name: str, value: str) -> float:
+    def floor(name: str, value: str) -> float:
         try:
             x = float(value)
         except ValueError:
-            raise TableError(f"--floor {item!r}: expected X or DATASET=X with a number X") from None
+            raise ValueError("expected X or DATASET=X with a number X") from None
         if not np.isfinite(x) or not 0 < x <= 100:
-            raise TableError(
-                f"--floor {item!r}: a floor is an accuracy in percent above 0 and at most 100"
-            )
+            raise ValueError("a floor is an accuracy in percent above 0 and at most 100")
         return x
 
     return parse_items("--floor", items, floor, "the floor of all datasets")

@@ -171,7 +171,8 @@ def read_per_image(
     robustness_paths: Sequence[str | os.PathLike], per_image_paths: Sequence[str | os.PathLike]
 ) -> pd.DataFrame:
     """Per-image correctness of each run (``per_image_paths``), labelled with its run (read
-    from its ``robustness.parquet``, the same position in ``robustness_paths``)."""
+    from its ``robustness.parquet``, the same position in ``robustness_paths``, by the
+    evaluations' one reader)."""
     if len(robustness_paths) != len(per_image_paths):
         raise ValueError(
             f"{len(robustness_paths)} robustness files but {len(per_image_paths)} per-image "
@@ -181,7 +182,7 @@ def read_per_image(
     cols = [*run_columns, "transform", "key", "correct"]
     frames = []
     for path, per_path in zip(robustness_paths, per_image_paths, strict=True):
-        summary = read_parquet(path, columns=[*run_columns, "transform", "top1", "n"]).to_pandas()
+        summary = read_evaluation(path)
         per = read_parquet(per_path, columns=["key", "transform", "correct"]).to_pandas()
         _check_per_image(per, summary, per_path, path)
         frames.append(per.assign(**summary[run_columns].iloc[0]))

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from imagenot.analyse.names import names_alike
+from imagenot.analyse.names import alike_problem
 from imagenot.analyse.table import (
     FILE,
     KEY_COLUMNS,
@@ -63,11 +63,9 @@ def parse_scale(items: list[str] | None) -> dict[str, str]:
     """``['fraction']`` or ``['imagenet-a=fraction', ...]`` (option ``--scale``) ->
     {dataset or '*': scale}."""
 
-    def scale(item: str, name: str, value: str) -> str:
+    def scale(name: str, value: str) -> str:
         if value not in SCALES:
-            raise TableError(
-                f"--scale {item!r}: expected {'|'.join(SCALES)} or DATASET={'|'.join(SCALES)}"
-            )
+            raise ValueError(f"expected {'|'.join(SCALES)} or DATASET={'|'.join(SCALES)}")
         return value
 
     return parse_items("--scale", items, scale, "the scale of all datasets")
@@ -79,19 +77,15 @@ DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+")
 
 def _refuse_alike(df: pd.DataFrame, col: str) -> None:
     """Refuse two distinct names of column ``col`` that print alike
-    (:func:`imagenot.analyse.table.names_alike`: Unicode forms, invisible characters,
+    (:func:`imagenot.analyse.names.alike_problem`: Unicode forms, invisible characters,
     look-alike letters), naming the first row of each: every table and figure would show two
     models (datasets) under one name, and an option typed as printed would match one of them."""
-    alike = names_alike(list(df[col]))
-    if not alike:
-        return
-    a, b, why = alike[0]
-    where = [row_where(df, int(np.flatnonzero((df[col] == x).to_numpy())[0])) for x in (a, b)]
-    more = f" ({len(alike)} such pairs)" if len(alike) > 1 else ""
-    raise TableError(
-        f"{col} names {a!r} ({where[0]}) and {b!r} ({where[1]}) print alike but are different "
-        f"text ({why}){more}: write both the same way, or rename one"
-    )
+
+    def shown(name: str) -> str:
+        return f"{name!r} ({row_where(df, int(np.flatnonzero((df[col] == name).to_numpy())[0]))})"
+
+    if problem := alike_problem(df[col], shown):
+        raise TableError(f"{col} names {problem}")
 
 
 def _numeric(df: pd.DataFrame, col: str, what: str, *, empty_ok: bool) -> pd.Series:
@@ -118,23 +112,17 @@ def _scales(df: pd.DataFrame, acc: pd.Series, scale: dict[str, str]) -> dict[str
     table whose datasets would be read on different scales by guessing is refused."""
     datasets = list(dict.fromkeys(df["dataset"]))
     unknown_datasets("--scale", scale, datasets)
-    out: dict[str, str] = {}
-    guessed: list[str] = []
-    for d in datasets:
-        rows = df["dataset"] == d
-        said = scale.get(d, scale.get("*", "auto"))
-        top = 1.0 if said == "fraction" else 100.0
-        what = (
-            f"a fraction in 0-1 (--scale {'fraction' if '*' in scale else d + '=fraction'})"
-            if said == "fraction"
-            else "a percentage in 0-100"
-        )
-        bad = rows & ((acc < 0) | (acc > top))
-        cell = df["accuracy"]
-        _refuse_first(df, bad, lambda i: f"accuracy {_cell(cell.iloc[i])} is not {what}")  # noqa: B023
-        if said == "auto" and (acc[rows] <= 1).all():
-            guessed.append(d)
-        out[d] = "fraction" if said == "fraction" else "percent"
+    said = {d: scale.get(d, scale.get("*", "auto")) for d in datasets}
+    fraction = (df["dataset"].map(said) == "fraction").to_numpy()
+
+    def says(i: int) -> str:
+        d = df["dataset"].iloc[i]
+        flag = "fraction" if "*" in scale else f"{d}=fraction"
+        what = f"a fraction in 0-1 (--scale {flag})" if said[d] == "fraction" else ""
+        return f"accuracy {_cell(df['accuracy'].iloc[i])} is not {what or 'a percentage in 0-100'}"
+
+    _refuse_first(df, (acc < 0) | (acc > np.where(fraction, 1.0, 100.0)), says)
+    guessed = [d for d in datasets if said[d] == "auto" and (acc[df["dataset"] == d] <= 1).all()]
     if guessed and len(guessed) == len(datasets):
         raise TableError(FRACTION_HINT)
     if guessed:
@@ -149,7 +137,7 @@ def _scales(df: pd.DataFrame, acc: pd.Series, scale: dict[str, str]) -> dict[str
             f"which: --scale {first}=fraction (converted to percent) or --scale {first}=percent "
             "(they really are below 1%)"
         )
-    return out
+    return {d: "fraction" if v == "fraction" else "percent" for d, v in said.items()}
 
 
 PRINTED_SLACK = 1.0
@@ -168,13 +156,9 @@ def _check_counts(df: pd.DataFrame, raw_acc: pd.Series, factor: np.ndarray) -> N
     to the digits it is written with and :data:`PRINTED_SLACK` (:func:`count_problem`)."""
     n = df["n"].to_numpy(float)
     pct = df["accuracy"].to_numpy(float)
-    has = np.isfinite(n)
-    if not has.any():
-        return
-    nearest = np.full(len(df), np.nan)
-    nearest[has] = np.round(pct[has] / 100.0 * n[has]) / n[has] * 100.0
+    nearest = np.round(pct / 100.0 * n) / n * 100.0  # NaN where no size is given
     exact = np.abs(pct - nearest) <= 1e-9 * np.maximum(1.0, pct)
-    for i in np.flatnonzero(has & ~exact):  # the rows that need their digits looked at
+    for i in np.flatnonzero(np.isfinite(n) & ~exact):  # the rows whose digits need a look
         problem = count_problem(pct[i], n[i], raw_acc.iloc[i], factor[i], slack=PRINTED_SLACK)
         if problem:
             raise TableError(
@@ -312,10 +296,8 @@ def validate_table(
         df[col] = text
         # a name is a line of every table and figure label the toolbox writes: one holding a
         # line break or control character would split a row or hide another name's
-        for i, name in enumerate(text):
-            problem = class_name_problem(name)
-            if problem is not None:
-                raise TableError(f"{_row_name(df, i)}: {col} {name!r}: {problem}")
+        problem = text.map(class_name_problem)
+        _refuse_first(df, problem.notna(), lambda i: f"{col} {text[i]!r}: {problem[i]}")  # noqa: B023
         _refuse_alike(df, col)
     raw_acc = df["accuracy"]
     acc = _numeric(df, "accuracy", "a number", empty_ok=False)
@@ -404,15 +386,13 @@ def parse_floors(items: list[str] | None) -> dict[str, float]:
     """``['0.1', 'imagenet-a=1']`` -> {'*': 0.1, 'imagenet-a': 1.0} (option ``--floor``): each
     floor a percentage above 0 and at most 100."""
 
-    def floor(item: str, name: str, value: str) -> float:
+    def floor(name: str, value: str) -> float:
         try:
             x = float(value)
         except ValueError:
-            raise TableError(f"--floor {item!r}: expected X or DATASET=X with a number X") from None
+            raise ValueError("expected X or DATASET=X with a number X") from None
         if not np.isfinite(x) or not 0 < x <= 100:
-            raise TableError(
-                f"--floor {item!r}: a floor is an accuracy in percent above 0 and at most 100"
-            )
+            raise ValueError("a floor is an accuracy in percent above 0 and at most 100")
         return x
 
     return parse_items("--floor", items, floor, "the floor of all datasets")

@@ -73,6 +73,20 @@ def names_alike(names: list[str]) -> list[tuple[str, str, str]]:
     return pairs
 
 
+def alike_problem(names, shown) -> str | None:
+    """Where two distinct ``names`` print alike (:func:`names_alike`): the first pair, each as
+    ``shown(name)`` says it, how they differ and what to do; else None."""
+    alike = names_alike(list(names))
+    if not alike:
+        return None
+    a, b, why = alike[0]
+    more = f" ({len(alike)} such pairs)" if len(alike) > 1 else ""
+    return (
+        f"{shown(a)} and {shown(b)} print alike but are different text ({why}){more}: write "
+        "both the same way, or rename one"
+    )
+
+
 def alike_hint(name: str, names: list[str]) -> str:
     """Where ``name`` (typed as an option) is not among ``names`` but prints like one of them,
     a clause saying so and how they differ; else ''."""

@@ -30,7 +30,7 @@ import pandas as pd
 from pandas._libs.parsers import STR_NA_VALUES
 
 from imagenot.analyse import PUBLISHED_PROTOCOL
-from imagenot.analyse.names import names_alike
+from imagenot.analyse.names import alike_problem
 from imagenot.core.io import read_parquet
 
 REQUIRED = ("model", "dataset", "accuracy")
@@ -91,33 +91,35 @@ def check_confidence(confidence: float) -> float:
 
 
 def parse_items(
-    flag: str, items: list[str] | None, value: Callable[[str, str, str], Any], everywhere: str
+    flag: str, items: list[str] | None, value: Callable[[str, str], Any], everywhere: str
 ) -> dict[str, Any]:
-    """Option ``flag``'s items ``[NAME=]VALUE`` -> {NAME or '*': value(item, NAME, VALUE)};
-    a name given twice is refused (``everywhere`` names the '*' entry)."""
+    """Option ``flag``'s items ``[NAME=]VALUE`` -> {NAME or '*': value(NAME, VALUE)}; a
+    ValueError of ``value``, and a name given twice (``everywhere`` names the '*' entry), is
+    refused as ``flag 'ITEM': why``."""
     out: dict[str, Any] = {}
     for item in items or []:
         name, _, text = item.rpartition("=")
-        if (name or "*") in out:
-            raise TableError(f"{flag} {item!r}: {repr(name) if name else everywhere} given twice")
-        out[name or "*"] = value(item, name, text)
+        try:
+            if (name or "*") in out:
+                raise ValueError(f"{repr(name) if name else everywhere} given twice")
+            out[name or "*"] = value(name, text)
+        except ValueError as exc:
+            raise TableError(f"{flag} {item!r}: {exc}") from None
     return out
 
 
 def parse_sizes(items: list[str] | None) -> dict[str, float]:
     """``['imagenet-v2=10000', ...]`` (option ``--n``) -> {dataset: n}."""
 
-    def size(item: str, name: str, value: str) -> float:
+    def size(name: str, value: str) -> float:
         try:
             n = float(value)
         except ValueError:
             n = float("nan")
         if not name or not np.isfinite(n) or n <= 0 or not n.is_integer():
-            raise TableError(
-                f"--n {item!r}: expected DATASET=N with a positive whole test-set size N"
-            )
+            raise ValueError("expected DATASET=N with a positive whole test-set size N")
         if n > MAX_COUNT:
-            raise TableError(f"--n {item!r}: a test-set size above 2^53 is not counted exactly")
+            raise ValueError("a test-set size above 2^53 is not counted exactly")
         return n
 
     return parse_items("--n", items, size, "")
@@ -248,9 +250,9 @@ def read_table(
 def with_sizes(df: pd.DataFrame, sizes: Mapping[str, float], where: str) -> pd.DataFrame:
     """``df`` with the test-set sizes of ``--n`` ({dataset: n}) in its ``n`` column: where the
     table has an ``n``, the two must agree (``where``: the table(s), as a refusal names them)."""
-    if "dataset" in df:
-        datasets = list(dict.fromkeys(df["dataset"].astype(str)))
-        unknown_datasets("--n", sizes, datasets, where)
+    if "dataset" not in df:  # refused by validate_table, which names the missing column
+        return df
+    unknown_datasets("--n", sizes, list(dict.fromkeys(df["dataset"].astype(str))), where)
     given = df["dataset"].astype(str).map(sizes)
     if "n" in df.columns:  # the table's own n wins only where it agrees with --n
         own = pd.to_numeric(df["n"], errors="coerce")
@@ -533,13 +535,9 @@ def _from_wide(df: pd.DataFrame, path: Path, id_columns: tuple[str, ...]) -> pd.
     long = long.rename_axis("_row").reset_index()
     datasets = list(dict.fromkeys(long.sort_values("_row", kind="stable")["dataset"]))
     column = {f[0]: c for c, f in fields.items() if f[1] == "accuracy"}
-    alike = names_alike(list(column))  # a group's names are checked with the dataset column
-    if alike:
-        a, b, why = alike[0]
-        raise TableError(
-            f"{path}: the header's dataset columns {where[column[a]]} and {where[column[b]]} "
-            f"print alike but are different text ({why}): write both the same way, or rename one"
-        )
+    # a group's names are checked with the dataset column
+    if problem := alike_problem(column, lambda name: where[column[name]]):
+        raise TableError(f"{path}: the header's dataset columns {problem}")
     long = long.pivot(index=["_row", "dataset"], columns="_field", values="_value")
     long = long.reset_index().join(df[ids], on="_row").rename(columns={ids[0]: "model"})
     long["dataset"] = pd.Categorical(long["dataset"], categories=datasets, ordered=True)

@@ -52,15 +52,12 @@ from imagenot.train.records import FinalRecord
 log = logging.getLogger(__name__)
 
 PER_IMAGE_SCHEMA = pa.schema(
-    [
-        ("key", pa.string()),
-        ("transform", pa.string()),
-        ("label", pa.int64()),
-        ("pred", pa.int64()),
-        ("correct", pa.bool_()),
-        ("correct_top5", pa.bool_()),
-    ]
+    dict.fromkeys(("key", "transform"), pa.string())
+    | dict.fromkeys(("label", "pred"), pa.int64())
+    | dict.fromkeys(("correct", "correct_top5"), pa.bool_())
 )
+"""The per-image table: each image's key, the transformation, its label, the predicted class,
+and whether the top-1 and the top-5 predictions hold the label."""
 
 
 @dataclass
@@ -137,10 +134,46 @@ def evaluate_batches(
     model = model.to(dev).eval()
     if fold_batch_norm:
         model = fold_batch_norms(model)
+    cuda, autocast = dev.type == "cuda", numerics(published, dev).autocast
+
+    def forward(xt: torch.Tensor) -> torch.Tensor:
+        xt = preprocessing.normalise(xt)  # a new tensor: x is every transformation's input
+        if not cuda:
+            return model(xt)
+        xt = xt.contiguous(memory_format=torch.channels_last)
+        # a model trained here runs as training does (bf16 autocast, float32 logits); published
+        # weights in float32, as their numbers were measured (no autocast)
+        with torch.autocast("cuda", dtype=autocast, enabled=autocast is not None):
+            return model(xt).float()
+
+    out, images = PerImage(), 0
     # the layout change (and its undoing) stays outside inference mode: the model's weights must
     # remain ordinary tensors (trainable) afterwards
     with _channels_last(model, channels_last), full_float32(published), torch.inference_mode():
-        return _evaluate(model, batches, transforms, seed, preprocessing, dev, published)
+        # images whose logits hold NaN or infinity, per transformation (summed on the device)
+        nonfinite = torch.zeros(len(transforms), dtype=torch.int64, device=dev)
+        for x, labels, keys in batches:
+            x, labels, images = _as_float(x.to(dev)), labels.to(dev), images + len(keys)
+            x = preprocessing.geometry(x)  # the image the model sees: the transformations' input
+            base_logits = forward(x)
+            hashes = key_hashes(keys)
+            for i, t in enumerate(transforms):
+                logits = base_logits
+                u = transform_uniforms(t, seed, hashes, dev)
+                rows = t.gate(u).nonzero().squeeze(1)
+                if len(rows):
+                    # an all-open gate needs no gather: the operations never modify their input
+                    if len(rows) == len(u):
+                        xt = t.op(x, u[:, 1:])
+                    else:
+                        xt = t.op(x.index_select(0, rows), u.index_select(0, rows)[:, 1:])
+                    logits = base_logits.clone()
+                    logits.index_copy_(0, rows, forward(xt).to(logits.dtype))
+                nonfinite[i] += (~torch.isfinite(logits)).any(dim=1).sum()
+                hits = topk_correct(logits, labels, 1), topk_correct(logits, labels, 5)
+                out.add(t.name, keys, labels, logits.argmax(dim=1), *hits)
+        check_finite_outputs(nonfinite.tolist(), [t.name for t in transforms], images)
+    return out
 
 
 def fold_batch_norms(model: torch.nn.Module) -> torch.nn.Module:
@@ -185,55 +218,6 @@ def _channels_last(model: torch.nn.Module, enabled: bool) -> Iterator[None]:
                         t.shape, strides[name], dtype=t.dtype, device=t.device
                     )
                     t.data = restored.copy_(t.data)
-
-
-def _evaluate(
-    model: torch.nn.Module,
-    batches: Iterable[tuple[torch.Tensor, torch.Tensor, Sequence[str]]],
-    transforms: Sequence[Transform],
-    seed: int,
-    preprocessing: Preprocessing,
-    dev: torch.device,
-    published: bool,
-) -> PerImage:
-    cuda = dev.type == "cuda"
-    autocast = numerics(published, dev).autocast
-
-    def forward(xt: torch.Tensor) -> torch.Tensor:
-        xt = preprocessing.normalise(xt)  # a new tensor: x is every transformation's input
-        if not cuda:
-            return model(xt)
-        xt = xt.contiguous(memory_format=torch.channels_last)
-        # a model trained here runs as training does (bf16 autocast, float32 logits); published
-        # weights in float32, as their numbers were measured (no autocast)
-        with torch.autocast("cuda", dtype=autocast, enabled=autocast is not None):
-            return model(xt).float()
-
-    out, images = PerImage(), 0
-    # images whose logits hold NaN or infinity, per transformation (summed on the device)
-    nonfinite = torch.zeros(len(transforms), dtype=torch.int64, device=dev)
-    for x, labels, keys in batches:
-        x, labels, images = _as_float(x.to(dev)), labels.to(dev), images + len(keys)
-        x = preprocessing.geometry(x)  # the image the model sees: the transformations' input
-        base_logits = forward(x)
-        hashes = key_hashes(keys)
-        for i, t in enumerate(transforms):
-            logits = base_logits
-            u = transform_uniforms(t, seed, hashes, dev)
-            rows = t.gate(u).nonzero().squeeze(1)
-            if len(rows):
-                # an all-open gate needs no gather: the operations never modify their input
-                if len(rows) == len(u):
-                    xt = t.op(x, u[:, 1:])
-                else:
-                    xt = t.op(x.index_select(0, rows), u.index_select(0, rows)[:, 1:])
-                logits = base_logits.clone()
-                logits.index_copy_(0, rows, forward(xt).to(logits.dtype))
-            nonfinite[i] += (~torch.isfinite(logits)).any(dim=1).sum()
-            hits = topk_correct(logits, labels, 1), topk_correct(logits, labels, 5)
-            out.add(t.name, keys, labels, logits.argmax(dim=1), *hits)
-    check_finite_outputs(nonfinite.tolist(), [t.name for t in transforms], images)
-    return out
 
 
 def tensor_batches(

@@ -144,8 +144,19 @@ def _randint(u: torch.Tensor, lo: torch.Tensor | int, hi: torch.Tensor | int) ->
 # --------------------------------------------------------------------------- registry
 
 
-def _identity() -> tuple[int, Op]:
-    return 0, lambda x, u: x
+def _fixed(op: Callable[..., torch.Tensor]) -> Callable[..., tuple[int, Op]]:
+    """The builder of a transformation that draws no parameter: ``op(x, **params)`` on every
+    image its gate opens, ``params`` its config parameters (``Posterize``'s ``bits``)."""
+    return lambda **params: (0, lambda x, u: op(x, **params))
+
+
+_identity = _fixed(lambda x: x)
+_grayscale = _fixed(lambda x: kernels.grayscale(x).expand_as(x).clone())
+_horizontal_flip = _fixed(lambda x: x.flip(-1))
+_invert = _fixed(lambda x: 1.0 - x)
+_posterize = _fixed(kernels.posterize)
+_solarize = _fixed(kernels.solarize)
+_vertical_flip = _fixed(lambda x: x.flip(-2))
 
 
 def side_scale(x: torch.Tensor, strength_side: int | None) -> float:
@@ -215,18 +226,6 @@ def _equalize() -> tuple[int, Op]:
     return 0, lambda x, u: equalize(x)
 
 
-def _grayscale() -> tuple[int, Op]:
-    return 0, lambda x, u: kernels.grayscale(x).expand_as(x).clone()
-
-
-def _horizontal_flip() -> tuple[int, Op]:
-    return 0, lambda x, u: x.flip(-1)
-
-
-def _invert() -> tuple[int, Op]:
-    return 0, lambda x, u: 1.0 - x
-
-
 def perspective_endpoints(u: torch.Tensor, h: int, w: int, distortion_scale: float) -> torch.Tensor:
     """``B x 4 x 2`` distorted corners (x, y) from ``B x 8`` uniforms, as RandomPerspective draws."""
     bh = int(distortion_scale * (h // 2)) + 1
@@ -253,10 +252,6 @@ def _perspective(distortion_scale: float, fill: float) -> tuple[int, Op]:
         return kernels.perspective(x, kernels.perspective_coefficients(start, end), fill)
 
     return 8, op
-
-
-def _posterize(bits: int) -> tuple[int, Op]:
-    return 0, lambda x, u: kernels.posterize(x, bits)
 
 
 ATTEMPTS = 10  # torchvision's RandomResizedCrop tries 10 boxes, then falls back to a centre crop
@@ -312,14 +307,6 @@ def _sharpness(factor: Sequence[float], *, strength_side: int | None = None) -> 
     return 1, lambda x, u: kernels.adjust_sharpness(
         x, _between(u[:, 0], *factor), side_scale(x, strength_side)
     )
-
-
-def _solarize(threshold: float) -> tuple[int, Op]:
-    return 0, lambda x, u: kernels.solarize(x, threshold)
-
-
-def _vertical_flip() -> tuple[int, Op]:
-    return 0, lambda x, u: x.flip(-2)
 
 
 def names() -> tuple[str, ...]:

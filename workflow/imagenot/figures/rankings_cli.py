@@ -15,26 +15,12 @@ import sys
 from difflib import get_close_matches
 from typing import TYPE_CHECKING, Any
 
-from imagenot.analyse.cli import confidence_level
 from imagenot.analyse.settings import RankingsSettings
 from imagenot.figures.files import RankingsFiles
 
 if TYPE_CHECKING:
     from imagenot.analyse.report import DatasetEntry, RankingsReport
 
-FLAGS = {
-    "confidence": ("--confidence", "analyse.confidence"),
-    "axis": ("--axis", "analyse.axis"),
-    "reps": ("--bootstrap-reps", "analyse.bootstrap.reps"),
-    "seed": ("--seed", "analyse.bootstrap.seed"),
-    "over": ("--bootstrap-over", "analyse.bootstrap.over"),
-    "interval": ("--interval", "analyse.bootstrap.interval"),
-    "dpi": ("--dpi", "analyse.figure_options.dpi"),
-    "top": ("--top", "analyse.figure_options.top"),
-}
-"""Flags of ``rankings`` that mirror a config key: field -> (flag, key). Each value is checked
-against the key's schema node (:func:`imagenot.analyse.checks.schema_problem`), the one
-statement of its domain."""
 # the options named otherwise than the RankingsSettings fields they give: field -> option
 FLAG_OF = {"baseline_model": "baseline", "reps": "bootstrap_reps", "over": "bootstrap_over"}
 
@@ -61,6 +47,7 @@ def rankings(f: RankingsFiles, **flags: Any) -> int:
     from imagenot.core.settings import Style
 
     args = argparse.Namespace(**flags)
+    args.highlight = list(dict.fromkeys(args.highlight or []))  # a model named twice: once
     settings = _settings(args)
     if isinstance(settings, str):
         print(f"imagenot rankings: {settings}", file=sys.stderr)
@@ -71,11 +58,10 @@ def rankings(f: RankingsFiles, **flags: Any) -> int:
             if not str(top).isdigit() or int(top) < 1:
                 raise TableError(f"--models must be a whole number from 1 or 'all', not {top!r}")
             top = str(int(top))
-        # the figure style of --report: the schema's defaults, --dpi and --top (checked with
-        # the other flags, _settings) and --highlight
-        highlight = list(dict.fromkeys(args.highlight or []))
+        # the figure style of --report: the schema's defaults, --dpi, --top and --highlight
+        # (checked with the other flags, _settings)
         style = dataclasses.replace(
-            Style.schema_defaults(), dpi=args.dpi, top=args.top, highlight=highlight
+            Style.schema_defaults(), dpi=args.dpi, top=args.top, highlight=args.highlight
         )
         scale = parse_scale(args.scale)
         if args.fractions:
@@ -109,7 +95,7 @@ def rankings(f: RankingsFiles, **flags: Any) -> int:
             aggregate=args.aggregate,
             floors=floors,
         )
-        if unknown := [m for m in highlight if m not in set(report.models)]:
+        if unknown := [m for m in args.highlight if m not in set(report.models)]:
             close = get_close_matches(unknown[0], report.models, n=3)
             hint = f"; close: {', '.join(close)}" if close else ""
             raise TableError(
@@ -143,27 +129,33 @@ def rankings(f: RankingsFiles, **flags: Any) -> int:
 
 def _settings(args: argparse.Namespace) -> RankingsSettings | str:
     """The analysis settings: the rule's ``--settings`` JSON, else the flags (whose defaults are
-    the schema's); each field, and each flag of :data:`FLAGS` (``--dpi``, ``--top``), checked
-    against its config key. A bad value gives the one-line reason instead."""
+    the schema's); each field, and each flag that gives a config key (``--dpi``, ``--top``,
+    ``--highlight``: the key its declaration in :data:`imagenot.core.steps.STEPS` takes its
+    default from), checked against that key's schema node, the one statement of its domain
+    (:func:`imagenot.analyse.checks.schema_problem`). A bad value gives the one-line reason
+    instead."""
     if not args.settings:
         names = [f.name for f in dataclasses.fields(RankingsSettings)]
-        flag = {n: FLAG_OF.get(n, n) for n in names}  # the flag that gives each field
-        settings = RankingsSettings(**{n: getattr(args, flag[n]) for n in names})
+        settings = RankingsSettings(**{n: getattr(args, FLAG_OF.get(n, n)) for n in names})
     else:
         from imagenot.core.settings import SettingsError, parse
 
         try:
             settings = parse(RankingsSettings, args.settings)
-            confidence_level(str(settings.confidence))
-        except (SettingsError, argparse.ArgumentTypeError) as exc:
+        except SettingsError as exc:
             return str(exc)
     from imagenot.analyse.checks import schema_problem
+    from imagenot.core.steps import STEPS
 
-    for field, (flag, key) in FLAGS.items():
+    field_of = {option: field for field, option in FLAG_OF.items()}
+    for option in STEPS.entry("rankings").all_options():
+        key, field = option.default, field_of.get(option.name, option.name)
+        if not (isinstance(key, str) and "." in key):
+            continue  # a knob of the command's own
         given = hasattr(settings, field)
-        value = getattr(settings if given else args, field)
+        value = getattr(settings, field) if given else getattr(args, option.name)
         if problem := schema_problem(key, value):
-            where = f"--settings.{field}" if args.settings and given else flag
+            where = f"--settings.{field}" if args.settings and given else option.spelled
             return f"{where} {value}: {problem} (config key {key})"
     return settings
 

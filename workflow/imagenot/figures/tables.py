@@ -44,7 +44,15 @@ def _wide(reports: Reports, key: str, opts: Options) -> pd.DataFrame:
     """One column per dataset label: field ``key`` of its entry (labels without it left out)."""
     rep = reports["standard"]
     cols = {d: getattr(e, key) for d, e in rep.datasets.items() if getattr(e, key) is not None}
-    df = pd.DataFrame(cols).reindex(index=rep.models, columns=order(list(cols), opts))
+    return _by_model({d: cols[d] for d in order(list(cols), opts)}, rep.models)
+
+
+def _by_model(columns: dict[str, Any], models: list[str], sort_by: str = "") -> pd.DataFrame:
+    """One row per model of ``models`` (in that order), one column per entry of ``columns``
+    ({model: number}; a model without one: an empty cell), sorted by column ``sort_by`` where
+    the table has it."""
+    df = pd.DataFrame({c: pd.Series(v, dtype=float) for c, v in columns.items()}).reindex(models)
+    df = df.sort_values(sort_by, kind="stable") if sort_by in df else df
     return df.rename_axis("model").reset_index()
 
 
@@ -178,21 +186,18 @@ def report_ranks(rep: RankingsReport) -> pd.DataFrame:
     """Accuracy, rank and delta rank of every model on every dataset"""
     # per model and dataset (table order); delta rank = rank on the reference - rank here
     # (positive = climbs); one row per model
-    cols: dict[str, pd.Series] = {}
+    cols: dict[str, Any] = {}
     for d, e in rep.datasets.items():
-        cols[f"{d} accuracy"] = pd.Series(e.accuracy, dtype=float)
-        cols[f"{d} rank"] = pd.Series(e.ranks, dtype=float)
+        cols[f"{d} accuracy"], cols[f"{d} rank"] = e.accuracy, e.ranks
         if e.delta_rank is not None:
-            cols[f"{d} delta_rank"] = pd.Series(e.delta_rank, dtype=float)
-    df = pd.DataFrame(cols).reindex(rep.models)
-    ref = f"{rep.reference} rank"
-    df = df.sort_values(ref, kind="stable") if ref in df else df
-    return df.rename_axis("model").reset_index()
+            cols[f"{d} delta_rank"] = e.delta_rank
+    return _by_model(cols, rep.models, f"{rep.reference} rank")
 
 
 def report_across_datasets(rep: RankingsReport) -> pd.DataFrame:
     """Size-weighted and geometric means across datasets, ranks, rank changes"""
-    # against the reference, one row per model that has every aggregated dataset
+    # against the reference, one row per model that has every aggregated dataset, sorted by the
+    # first mean's rank
     across = rep.across_datasets
     columns = {
         f"{base}{suffix}": getattr(across, f"{base}{suffix}")
@@ -201,11 +206,8 @@ def report_across_datasets(rep: RankingsReport) -> pd.DataFrame:
         if across is not None and getattr(across, f"{base}{suffix}") is not None
     }
     keys = list(columns)
-    df = pd.DataFrame({k: pd.Series(v, dtype=float) for k, v in columns.items()})
-    df = df.reindex(across.models if across is not None else [])  # no model on every dataset
-    if keys:
-        df = df.sort_values(keys[1] if len(keys) > 1 else keys[0], kind="stable")
-    return df.rename_axis("model").reset_index()
+    models = across.models if across is not None else []  # no model on every dataset
+    return _by_model(columns, models, keys[1] if len(keys) > 1 else keys[0] if keys else "")
 
 
 def builder(name: str) -> Builder:

@@ -372,6 +372,46 @@ def test_class_lists_the_curation_job_would_refuse_are_refused_before_any_job(
         assert str(job.value) == checked
 
 
+@pytest.mark.parametrize(
+    ("name", "content", "expect"),
+    [
+        ("latin1.txt", "n02084071 # chien \xe9\n".encode("latin-1"), "cannot read the class list"),
+        ("ids.parquet", {"id": ["n02084071"]}, "lacks column(s) wnid"),
+    ],
+    ids=["not-utf8", "parquet-without-wnid"],
+)
+def test_a_class_list_that_cannot_be_read_is_refused_naming_its_key(
+    repo_root, tmp_path, name, content, expect
+):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    listed = tmp_path / name
+    if isinstance(content, bytes):
+        listed.write_bytes(content)
+    else:
+        pq.write_table(pa.table(content), listed)
+    spec = {"kind": "laion", "classes": {"from_file": str(listed)}}
+    checked, planned = _refusals(tmp_path, {"datasets": {"listed": spec}})
+    assert checked == planned, (checked, planned)
+    assert checked.startswith(f"config key datasets.listed.classes.from_file: {listed}: {expect}")
+
+
+def test_a_parquet_class_list_with_a_wnid_column_is_read_as_a_text_one(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from imagenot.core.wordnet import config_wordnet_dir
+    from imagenot.curate.candidates import read_class_list
+
+    wn = config_wordnet_dir({"wordnet": {"dict_dir": None}})
+
+    (tmp_path / "a.txt").write_text("n02084071 dog\nn02121808  # cat\n")
+    pq.write_table(pa.table({"wnid": ["n02084071", "n02121808"]}), tmp_path / "a.parquet")
+    assert read_class_list(tmp_path / "a.txt", wn) == ["n02084071", "n02121808"]
+    assert read_class_list(tmp_path / "a.parquet", wn) == read_class_list(tmp_path / "a.txt", wn)
+
+
 def test_a_wordnet_source_the_prepare_job_would_refuse_is_refused_first(repo_root, tmp_path):
     from imagenot.core.wordnet import prepare_nltk_wordnet
 

@@ -162,13 +162,14 @@ def config_class_list(config: dict, key: str, given: str) -> list[str]:
     if not Path(path).is_file():
         raise ValueError(f"config key {key}: no file {path}")
     try:
-        Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"config key {key}: {path}: cannot read the class list ({exc})") from None
+        entries = read_class_entries(path)  # refuses only a file it cannot read
+    except ValueError as exc:
+        raise ValueError(f"config key {key}: {exc}") from None
     try:
-        return read_class_list(path, config_wordnet_dir(config))
+        check_class_entries(entries, str(path), config_wordnet_dir(config))
     except KeyError as exc:
         raise ValueError(f"config key {key}: {path}: {exc}") from None
+    return [entry.wnid for entry in entries]
 
 
 def synset_name(synset) -> str:

@@ -195,13 +195,13 @@ def check_query_template(template: str) -> None:
 
 def check_class_list(config: dict, dataset: str) -> None:
     """Published-list mode: the list file reads as wnids of WordNet 3.0 noun synsets
-    (:func:`imagenot.curate.candidates.config_class_list`), and (unless allowed) holds no
+    (:func:`imagenot.core.class_list.config_class_list`), and (unless allowed) holds no
     ImageNet class, since a contrast dataset must not share ImageNet's classes."""
     classes = config["datasets"][dataset]["classes"]
     if not isinstance(classes, dict):
         return
+    from imagenot.core.class_list import config_class_list
     from imagenot.core.wordnet import imagenet_wnids
-    from imagenot.curate.candidates import config_class_list
 
     key = f"datasets.{dataset}.classes.from_file"
     listed = config_class_list(config, key, classes["from_file"])

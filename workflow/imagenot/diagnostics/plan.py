@@ -69,7 +69,7 @@ def wordnet_subjects(config: dict) -> list[str]:
 def check(config: dict) -> None:
     """The class-list files of ``diagnostics.class_lists`` and ``diagnostics.reference_classes``
     exist and pass the WordNet job's own check
-    (:func:`imagenot.curate.candidates.config_class_list`): a list with a malformed, repeated
+    (:func:`imagenot.core.class_list.config_class_list`): a list with a malformed, repeated
     or unknown wnid is refused before any job, with the job's message."""
     cfg = settings(config)
     lists = {f"class_lists.{name}": path for name, path in cfg["class_lists"].items()}
@@ -77,7 +77,7 @@ def check(config: dict) -> None:
         lists["reference_classes"] = cfg["reference_classes"]
     if not lists:
         return
-    from imagenot.curate.candidates import config_class_list
+    from imagenot.core.class_list import config_class_list
 
     for key, given in lists.items():
         config_class_list(config, f"diagnostics.{key}", given)

@@ -25,11 +25,11 @@ from collections.abc import Iterable, Sequence
 import networkx as nx
 import pyarrow as pa
 
+from imagenot.core.class_list import ClassEntry as ClassEntry
+from imagenot.core.class_list import ClassListError as ClassListError
+from imagenot.core.class_list import check_class_entries
+from imagenot.core.class_list import read_class_entries as read_class_entries
 from imagenot.core.wordnet import wnid as wnid_of
-from imagenot.curate.candidates import ClassEntry as ClassEntry
-from imagenot.curate.candidates import ClassListError as ClassListError
-from imagenot.curate.candidates import check_class_entries
-from imagenot.curate.candidates import read_class_entries as read_class_entries
 
 STAT_KEYS = tuple(
     "nodes edges min_depth median_depth max_depth density modularity n_classes n_leaf_classes "
@@ -39,7 +39,7 @@ STAT_KEYS = tuple(
 
 def resolve_classes(wn, entries: Sequence[ClassEntry], source: str = "class list") -> list:
     """Synsets of ``entries`` in list order, after
-    :func:`imagenot.curate.candidates.check_class_entries` (ClassListError naming every bad
+    :func:`imagenot.core.class_list.check_class_entries` (ClassListError naming every bad
     line at once)."""
     from imagenot.core.wordnet import synset_of
 

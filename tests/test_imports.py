@@ -195,6 +195,50 @@ def test_no_import_goes_up_the_stages():
     assert not upward, "imports up the stages:\n" + "\n".join(upward)
 
 
+def _step_reference_problems(steps) -> list[str]:
+    """Where a step's ``"module:attribute"`` references (its handler, files, settings, launcher,
+    options and the types of its options), which :mod:`imagenot.core.steps` holds as text and
+    the import scan above cannot see, do not resolve, or reach up the stages: a step is the
+    command of its handler's stage (or of a shared room), and a reference of a later stage would
+    be a link up the stages that no import shows (an earlier stage's, as an import, is fine)."""
+    from imagenot.core.registries import resolve
+
+    problems = []
+    for name, step in steps.items():
+        options = step.options if isinstance(step.options, tuple) else ()
+        refs = [step.run, step.files, step.settings, step.launch, step.options]
+        refs += [option.type for option in options]
+        refs = [r for r in refs if isinstance(r, str) and ":" in r]
+        for ref in refs:
+            try:
+                resolve(ref)
+            except (ImportError, AttributeError) as exc:
+                problems.append(f"{name}: {ref} does not resolve ({exc})")
+        rank = {stage: i for i, stage in enumerate(STAGE_ORDER)}
+        own = rank.get(step.run.split(".")[1], -1)  # a shared room's: below every stage
+        up = sorted({r for r in refs if rank.get(r.split(".")[1], -1) > own})
+        if up:
+            problems.append(f"{name}: reaches up the stages: {', '.join(up)}")
+    return problems
+
+
+def test_every_step_reference_resolves_within_its_own_stage():
+    import dataclasses
+
+    from imagenot.core.steps import STEPS
+
+    assert _step_reference_problems(STEPS) == []
+    # planted: a curate step handed the diagnostics' files, and a handler that is not there
+    match = STEPS["match"]
+    planted = {
+        "match": dataclasses.replace(match, files="imagenot.diagnostics.files:EmbedFiles"),
+        "gone": dataclasses.replace(match, run="imagenot.curate.cli:no_such_handler"),
+    }
+    problems = _step_reference_problems(planted)
+    assert problems[0] == "match: reaches up the stages: imagenot.diagnostics.files:EmbedFiles"
+    assert problems[1].startswith("gone: imagenot.curate.cli:no_such_handler does not resolve")
+
+
 def test_the_dataset_format_is_read_from_its_own_module():
     """Training, evaluation and the diagnostics read the on-disk format from ``imagenot.core.dataset``,
     not from the producer's room: ``imagenot.acquire.dataset`` holds the writer, and

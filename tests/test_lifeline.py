@@ -213,3 +213,23 @@ def test_a_workflow_jobs_imagenot_command_binds_to_its_parent(tmp_path):
             text=True,
         )
         assert run.stdout.strip().splitlines()[-1] == expected, run.stderr
+
+
+def test_a_process_whose_given_parent_is_gone_ends_when_it_binds():
+    """A pool's worker is handed its job's pid (``bind_to_parent(parent=...)``): one still starting
+    when its job was killed has another parent by the time it binds, and ends then; one whose
+    parent is the given one goes on."""
+    code = (
+        "import os, sys; from imagenot.core import lifeline;"
+        " lifeline.bind_to_parent(parent=int(sys.argv[1])); print('alive')"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    ours = subprocess.run(
+        [sys.executable, "-c", code, str(os.getpid())], env=env, capture_output=True, text=True
+    )
+    assert ours.returncode == 0 and ours.stdout.strip() == "alive", ours.stderr
+    # planted: a parent that is not this process's (the job that started it, since killed)
+    gone = subprocess.run(
+        [sys.executable, "-c", code, str(os.getpid() + 10**6)], env=env, capture_output=True
+    )
+    assert gone.returncode == -signal.SIGTERM and b"alive" not in gone.stdout

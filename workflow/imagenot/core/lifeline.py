@@ -55,11 +55,14 @@ class JobEnded(SystemExit):
     """The job this command ran for has ended: nothing more may be written."""
 
 
-def bind_to_parent(sig: int = signal.SIGTERM) -> bool:
+def bind_to_parent(sig: int = signal.SIGTERM, parent: int | None = None) -> bool:
     """Ask for ``sig`` when the parent process dies and remember the parent; False where the
-    kernel offers no such request (not Linux). A parent already gone ends this process now."""
+    kernel offers no such request (not Linux). A parent already gone ends this process now.
+    ``parent``: the pid the caller was started by, where it knows it (a pool's worker is handed
+    its job's pid): a worker still starting when its job was killed has been handed to another
+    parent by then, which the parent of the moment would not reveal."""
     global _bound
-    parent = os.getppid()
+    parent = os.getppid() if parent is None else parent
     if not sys.platform.startswith("linux"):
         return False
     libc = ctypes.CDLL(None, use_errno=True)

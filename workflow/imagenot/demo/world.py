@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -400,7 +401,10 @@ def write_world(
             # spawned, not forked: the parent holds pyarrow's and numpy's thread pools; each
             # worker ends with the job (lifeline.bind_to_parent), as a killed job's must
             pool = ProcessPoolExecutor(
-                workers, mp_context=get_context("spawn"), initializer=lifeline.bind_to_parent
+                workers,
+                mp_context=get_context("spawn"),
+                initializer=lifeline.bind_to_parent,
+                initargs=(signal.SIGTERM, os.getpid()),
             )
             with pool:
                 done = [pool.submit(_write_images, *task) for task in tasks]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from imagenot.core import class_list as cl
 from imagenot.core.wordnet import imagenet_wnids, load_wordnet
 from imagenot.diagnostics import image_similarity as sim
 from imagenot.diagnostics import wordnet_stats as ws
@@ -32,11 +33,11 @@ def main() -> None:
 
     t0 = time.perf_counter()
     wn = load_wordnet(args.nltk_data)
-    imagenet = [ws.ClassEntry(w, i) for i, w in enumerate(imagenet_wnids(), start=1)]
+    imagenet = [cl.ClassEntry(w, i) for i, w in enumerate(imagenet_wnids(), start=1)]
     setup = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    classes = ws.resolve_classes(wn, ws.read_class_entries(args.classes), args.classes)
+    classes = ws.resolve_classes(wn, cl.read_class_entries(args.classes), args.classes)
     reference = ws.resolve_classes(wn, imagenet, "ImageNet")
     ws.compare(classes, reference)
     stats = time.perf_counter() - t0

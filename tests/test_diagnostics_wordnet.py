@@ -11,6 +11,7 @@ import jsonschema
 import networkx as nx
 import pytest
 
+from imagenot.core import class_list as cl
 from imagenot.core.wordnet import imagenet_wnids, synset_of, wnid
 from imagenot.diagnostics import wordnet_stats as ws
 
@@ -139,7 +140,7 @@ def test_graph_edges_point_from_parent_to_child(wn):
 
 @pytest.mark.parametrize("name", PUBLISHED)
 def test_published_lists(wn, class_lists, imagenet, name):
-    entries = ws.read_class_entries(class_lists / name)
+    entries = cl.read_class_entries(class_lists / name)
     classes = ws.resolve_classes(wn, entries, name)
     doc = ws.compare(classes, imagenet)
     jsonschema.validate(doc, DOCUMENT_SCHEMA)
@@ -172,8 +173,8 @@ def test_result_does_not_depend_on_list_order(wn, imagenet):
 def test_bad_lines_are_reported_with_line_numbers(wn, tmp_path):
     path = tmp_path / "bad.txt"
     path.write_text(f"# header\n{DOG}\ndog\n\nn99999999\n{DOG}\nn02084072  offset inside a line\n")
-    with pytest.raises(ws.ClassListError) as info:
-        ws.resolve_classes(wn, ws.read_class_entries(path), "bad.txt")
+    with pytest.raises(cl.ClassListError) as info:
+        ws.resolve_classes(wn, cl.read_class_entries(path), "bad.txt")
     message = str(info.value)
     assert "4 bad line(s)" in message
     assert "bad.txt:3: malformed" in message and "'dog'" in message
@@ -187,7 +188,7 @@ def test_parquet_class_list(wn, tmp_path):
     import pyarrow.parquet as pq
 
     pq.write_table(pa.table({"wnid": [CAT, DOG], "score": [0.9, 0.8]}), tmp_path / "c.parquet")
-    entries = ws.read_class_entries(tmp_path / "c.parquet")
+    entries = cl.read_class_entries(tmp_path / "c.parquet")
     assert [(e.wnid, e.line) for e in entries] == [(CAT, 1), (DOG, 2)]
 
 

@@ -437,14 +437,15 @@ def test_diagnostics_class_lists_the_wordnet_job_would_refuse_are_refused_first(
 ):
     """diagnostics.class_lists: validate-config, `snakemake -n` and the wordnet-stats job's own
     check give the same line."""
+    from imagenot.core import class_list as cl
     from imagenot.diagnostics import wordnet_stats as ws
 
     listed = tmp_path / "published.txt"
     listed.write_text(f"n02084071\n{line}\n")
     checked, planned = _refusals(tmp_path, {"diagnostics": {"class_lists": {"mine": str(listed)}}})
     assert checked == planned and checked.startswith(f"{listed}{expect}"), (checked, planned)
-    with pytest.raises(ws.ClassListError) as job:
-        ws.resolve_classes(wn, ws.read_class_entries(listed), str(listed))
+    with pytest.raises(cl.ClassListError) as job:
+        ws.resolve_classes(wn, cl.read_class_entries(listed), str(listed))
     assert str(job.value) == checked
     missing = {"diagnostics": {"class_lists": {"mine": str(tmp_path / "gone.txt")}}}
     checked, planned = _refusals(tmp_path, missing)

@@ -148,7 +148,9 @@ def load_wordnet(nltk_data: str | os.PathLike):
         nltk.data.path.insert(0, data_dir)
     root = Path(data_dir) / "corpora" / "wordnet"
     if not (root / "data.noun").exists():
-        raise FileNotFoundError(f"no WordNet at {root}: run `imagenot prepare-wordnet {nltk_data}`")
+        raise FileNotFoundError(
+            f"no WordNet at {root}: run `.venv/bin/imagenot prepare-wordnet --nltk-data {nltk_data}`"
+        )
     return Reader(str(root), None)
 
 

@@ -15,19 +15,20 @@ from imagenot.core.wordnet import NLTK_DATA
 
 def wordnet_stats(f, json: bool) -> int:
     """WordNet subtree statistics of a class list against a reference list."""
+    from imagenot.core import class_list as cl
     from imagenot.core.io import write_json, write_parquet
     from imagenot.core.wordnet import imagenet_wnids, load_wordnet
     from imagenot.diagnostics import wordnet_stats as ws
 
     wn = load_wordnet(f.nltk_data or os.environ.get("IMAGENOT_NLTK_DATA", NLTK_DATA))
     try:
-        classes = ws.resolve_classes(wn, ws.read_class_entries(f.classes), f.classes)
+        classes = ws.resolve_classes(wn, cl.read_class_entries(f.classes), f.classes)
         if f.reference:
-            reference = ws.resolve_classes(wn, ws.read_class_entries(f.reference), f.reference)
+            reference = ws.resolve_classes(wn, cl.read_class_entries(f.reference), f.reference)
         else:
-            entries = [ws.ClassEntry(w, i) for i, w in enumerate(imagenet_wnids(), start=1)]
+            entries = [cl.ClassEntry(w, i) for i, w in enumerate(imagenet_wnids(), start=1)]
             reference = ws.resolve_classes(wn, entries, "ImageNet (timm)")
-    except (ws.ClassListError, OSError) as exc:
+    except (cl.ClassListError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     document = ws.compare(classes, reference)

@@ -25,10 +25,7 @@ from collections.abc import Iterable, Sequence
 import networkx as nx
 import pyarrow as pa
 
-from imagenot.core.class_list import ClassEntry as ClassEntry
-from imagenot.core.class_list import ClassListError as ClassListError
-from imagenot.core.class_list import check_class_entries
-from imagenot.core.class_list import read_class_entries as read_class_entries
+from imagenot.core.class_list import ClassEntry, check_class_entries
 from imagenot.core.wordnet import wnid as wnid_of
 
 STAT_KEYS = tuple(

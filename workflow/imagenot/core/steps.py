@@ -183,54 +183,36 @@ def command(name: str) -> str:
 STEPS = Registry("step")
 """Every command of ``imagenot``, by name."""
 
-_GPU_JOB = Option(
-    "gpu_job",
-    "the config plans this job for a GPU (resources.gpus > 0): stop without one",
-    rule="{params.gpu_job}",
-    switch=True,
-)
-
-
-_THREADS = Option(
-    "threads", "the job's cores (rule threads)", rule="{threads}", type=int, required=True
-)
+_GPU_JOB = Option("gpu_job", "planned for a GPU: stop without one", "{params.gpu_job}", switch=True)
+_THREADS = Option("threads", "the job's cores (rule threads)", "{threads}", int, True)
 _RUNTIME = Option(
     "runtime_min",
-    "the job's runtime resource (its time limit): checkpoint and exit 75 "
-    "train.deadline_margin_minutes before the job's end (SLURM's end time when known)",
-    rule="{resources.runtime}",
-    type=float,
+    "the job's time limit: checkpoint and exit 75 train.deadline_margin_minutes before its end "
+    "(SLURM's end time when known)",
+    "{resources.runtime}",
+    float,
 )
 _PREFLIGHT = Option(
     "preflight",
-    "the model's preflight report on this site (the rule's gate; the flag alone: none): its "
-    "largest batch per GPU measured to fit the card caps the job's micro-batches",
-    rule="{params.preflight}",
-    type=Path,
+    "the model's preflight report (the flag alone: none): its largest batch measured to fit "
+    "the GPU caps the job's micro-batches",
+    "{params.preflight}",
+    Path,
     nargs="?",
     metavar="PATH",
 )
 _RECORD = Option(
     "record",
-    "the preregistration record, preregistration.json (each draw reads and amends it, under a "
-    "lock: no rule's input or output, imagenot.train.files says why)",
-    rule="{params.record}",
-    type=Path,
-    required=True,
+    "preregistration.json, read and amended by each draw under a lock (no rule's input or "
+    "output: imagenot.train.files)",
+    "{params.record}",
+    Path,
+    True,
     metavar="PATH",
 )
 
 
-def _staged(
-    stage: str,
-    name: str,
-    help: str,
-    kind: str,
-    *options: Option,
-    settings=True,
-    handler: str | None = None,
-    **more,
-):
+def _staged(stage: str, name: str, help: str, kind: str, *options: Option, settings=True, **more):
     """A step of ``stage``: its files and settings classes are ``<kind>Files``,
     ``<kind>Settings`` of the stage's ``files`` and ``settings`` modules, its handler
     ``imagenot.<stage>.cli``'s function ``handler``, by default the name after ``<stage>-``
@@ -239,13 +221,14 @@ def _staged(
     files, settings_class = (
         f"imagenot.{stage}.{m}:{kind}{m.title()}" for m in ("files", "settings")
     )
-    handler = handler or name.removeprefix(stage + "-").replace("-", "_")
+    handler = more.pop("handler", None) or name.removeprefix(stage + "-").replace("-", "_")
     run = handler if ":" in handler else f"imagenot.{stage}.cli:{handler}"
     return Step(name, help, run, files, settings_class if settings else None, options, **more)
 
 
-_train, _curate, _diagnostics, _audit, _acquire = (
-    functools.partial(_staged, s) for s in ("train", "curate", "diagnostics", "audit", "acquire")
+_train, _curate, _diagnostics, _audit, _acquire, _figures = (
+    functools.partial(_staged, s)
+    for s in ("train", "curate", "diagnostics", "audit", "acquire", "figures")
 )
 
 
@@ -260,7 +243,6 @@ _STAGE = Option("stage", "0, 1, ...: rungs, then the end", "{wildcards.stage}", 
 _SLOT = Option("slot", "stage 0: the trial id", "{wildcards.slot}", int, True)
 _LAUNCH = "{params.launch}"  # the rule's launcher before the command (torchrun, srun)
 _TRAINING = (_PREFLIGHT, _THREADS, _RUNTIME)  # a training job's: its batch cap, cores, deadline
-
 _AXIS, _BOOT, _FIGURE = "analyse.axis", "analyse.bootstrap", "analyse.figure_options"
 
 
@@ -278,22 +260,31 @@ prefixes the dataset. Several tables are read as one: a table without a dataset 
 test set, named NAME=FILE or after its file (results-<dataset>.csv, as timm's results CSVs);
 --accuracy-column top1 reads their accuracies.
 
-Per dataset against the reference: ranks (1 = best, ties averaged), delta rank, Kendall tau-b,
-Spearman rho and Pearson r (exact or permutation p-values for up to 30 models), the OLS fit of
-accuracy on reference accuracy (optionally on the models above a cut), rank agreement up to
+Per dataset against the reference: ranks (1 = best, ties averaged), delta rank (rank on the
+reference - rank on the dataset: positive = the model climbs, as in Recht et al. and Ozbulak et
+al.), Kendall tau-b, Spearman rho and Pearson r (exact or permutation p-values up to 30 models),
+the OLS fit of accuracy on reference accuracy (optionally above a cut), rank agreement up to
 error bars, bootstrap intervals (over models, seeds or images). Across datasets: size-weighted
 and geometric means with their ranks and rank changes, correlations averaged over datasets and
 each dataset's correlation with the mean of the others, Spearman rho of errors.
 
-Delta rank = rank on the reference - rank on the dataset: positive = the model climbs, as in
-Recht et al. and Ozbulak et al.
-
 Tables with protocol/transform columns (results/analyse/accuracy.csv) are reduced with --variant.
 """
-_DEVICE = Option("device", "torch device (default: cuda if available)")
-_ON_GPU = (_DEVICE, _GPU_JOB)
+_ON_GPU = (Option("device", "torch device (default: cuda if available)"), _GPU_JOB)
 _WORKERS = Option("workers", "DataLoader worker processes", "{threads}", int, True)
 _OUT = Option("out", "the dataset's folder", "{params.out}", required=True, metavar="DIR")
+_LABELS = Option(
+    "labels",
+    "the subjects or datasets the figure compares, in the order of its files",
+    "{params.labels}",
+    required=True,
+    metavar="LABEL",
+    nargs="+",
+)
+_CONFIG = (
+    "workflow config file(s): a base, then overlays (merged in order, later files winning, as "
+    "snakemake's --configfile)"
+)
 
 for _step in (
     _train("train-draw-trials", "pre-register and draw an experiment's trials", "Draw", _RECORD),
@@ -337,13 +328,7 @@ for _step in (
         "preflight",
         "check one GPU against the config's training jobs before submitting them",
         "Preflight",
-        Option(
-            "config",
-            "workflow config file(s), instead of the rule's --settings: a base, then "
-            "overlays (merged in order, later files winning, as snakemake's --configfile)",
-            nargs="+",
-            metavar="FILE",
-        ),
+        Option("config", f"{_CONFIG}, instead of the rule's --settings", nargs="+", metavar="FILE"),
         Option("models", "comma-separated: only these of the config's models (default: all)"),
         Option("spaces", "comma-separated: only these train.spaces (default: all)"),
         Option(
@@ -355,8 +340,7 @@ for _step in (
         Option("feed_steps", "timed feed steps per side", type=int, default=20),
         Option(
             "feed_seconds",
-            "each side's timed window lasts this long at least (the fast models' steps are "
-            "milliseconds; the workers' batches decoded ahead are drained first)",
+            "each side's timed window lasts at least this long (after the batches decoded ahead)",
             type=float,
             default=2.0,
         ),
@@ -364,28 +348,18 @@ for _step in (
         Option("feed_images", "JPEGs written per stored size", type=int, default=512),
         Option("threads", "torch threads (the job's cores)", "{threads}", int, default=1),
         Option(
-            "both_decoders",
-            "measure the feed decoding in the workers and on the device on the CPU too (on "
-            "CUDA always)",
-            switch=True,
+            "both_decoders", "on the CPU too, decode in the workers and on the device", switch=True
         ),
         Option(
             "datasets_root",
-            "the folder holding the datasets the jobs read (default: the config's, "
-            "results/datasets): the feed check reads a sample there",
+            "where the feed check reads a sample of the jobs' datasets (default: the config's)",
         ),
         Option(
             "progress",
-            "append each check to FILE as one JSON line the moment it finishes (one "
-            "model's checks after the other's): a run stopped part-way keeps what it "
-            "finished (benchmarks/gpu_check.sh reads it)",
+            "append each finished check to FILE as one JSON line (a stopped run keeps them)",
             metavar="FILE",
         ),
-        Option(
-            "table",
-            "print one row per model (benchmarks/gpu_check.sh) instead of the whole report",
-            switch=True,
-        ),
+        Option("table", "print one row per model instead of the whole report", switch=True),
         handler="imagenot.train.preflight_cli:run",
         hand_settings=True,
         description="Checks, on the GPU it runs on, what the config's training jobs need: "
@@ -401,31 +375,20 @@ for _step in (
         "Match",
         Option(
             "nltk_data",
-            "without --lemmas: NLTK_DATA dir with WordNet 3.0 (default: "
-            "the workflow's, results/wordnet/nltk_data)",
+            "without --lemmas: NLTK_DATA dir with WordNet 3.0 (default: results/wordnet/nltk_data)",
             metavar="NLTK_DATA",
         ),
-        Option(
-            "batch_rows",
-            "rows matched per batch, instead of --settings (default: the "
-            "schema's laion.batch_rows)",
-            type=int,
-        ),
+        Option("batch_rows", "rows per batch (default: laion.batch_rows)", type=int),
         Option(
             "max_caption_bytes",
-            "longer captions are skipped, instead of --settings "
-            "(default: the schema's laion.max_caption_bytes)",
+            "longer captions are skipped (default: laion.max_caption_bytes)",
             type=int,
         ),
-        Option(
-            "require_url",
-            "also require a URL string column, instead of --settings "
-            "(LAION shards: the workflow's images come from it)",
-            switch=True,
-        ),
+        Option("require_url", "also require a URL string column (LAION shards)", switch=True),
         hand_settings=True,
         description="Writes (row, wnid), one row per match: case-insensitive, whole words, "
-        "after lowercasing and turning every non-letter/digit run into one space.",
+        "after lowercasing and turning every non-letter/digit run into one space. A flag "
+        "replaces its key of --settings.",
     ),
     _curate(
         "lemmas",
@@ -441,13 +404,7 @@ for _step in (
         "curate-embed",
         "step 7 for one part: each caption's similarity to its class query",
         "Embed",
-        Option(
-            "work_dir",
-            "resumable chunk files of this part",
-            rule="{params.work}",
-            required=True,
-            metavar="DIR",
-        ),
+        Option("work_dir", "resumable chunk files", "{params.work}", None, True, metavar="DIR"),
         _GPU_JOB,
     ),
     _curate("curate-select", "steps 7b-8: score classes, select captions", "Select"),
@@ -466,8 +423,7 @@ for _step in (
         "Wordnet",
         Option(
             "dict_dir",
-            "WordNet dict directory, instead of --settings (default: the schema's "
-            "wordnet.dict_dir: null = nltk's, else /usr/share/wordnet)",
+            "WordNet dict directory, instead of --settings (default: wordnet.dict_dir)",
             metavar="DIR",
         ),
         hand_settings=True,
@@ -475,10 +431,9 @@ for _step in (
     _staged(
         "evaluate",
         "evaluate-robustness",
-        "evaluate a final checkpoint under every registered test-time transformation (the "
-        "paper's 17)",
+        "evaluate a final checkpoint under every registered test-time transformation",
         "Robustness",
-        Option("threads", "CPU threads (the rule's, evaluate.threads)", "{threads}", int, True),
+        Option("threads", "CPU threads (evaluate.threads)", "{threads}", int, True),
         _GPU_JOB,
         handler="evaluate_robustness",
     ),
@@ -489,12 +444,7 @@ for _step in (
         options=(
             Option("accuracy", "top-1 accuracy in percent", type=float, required=True),
             Option("n", "test-set size", type=int, required=True),
-            Option(
-                "confidence",
-                "confidence level of the intervals, strictly between 0 and 1",
-                type=float,
-                default="analyse.confidence",
-            ),
+            Option("confidence", "strictly in (0, 1)", type=float, default="analyse.confidence"),
             Option("json", "print the intervals as JSON", switch=True),
         ),
     ),
@@ -505,14 +455,13 @@ for _step in (
         "Accuracy",
         Option(
             "published",
-            "the published accuracies (default: the table this package ships, "
-            "imagenot/resources/published_weights.csv)",
+            "the published accuracies (default: imagenot/resources/published_weights.csv)",
             metavar="PATH",
         ),
         handler="write_accuracy_table",
     ),
-    _staged("figures", "figure", "draw one figure (PDF + PNG) from accuracy.csv", "Figure"),
-    _staged("figures", "table", "write one table (CSV + Markdown)", "Table"),
+    _figures("figure", "draw one figure (PDF + PNG) from accuracy.csv", "Figure"),
+    _figures("table", "write one table (CSV + Markdown)", "Table"),
     Step(
         "run-summary",
         "whether rankings transfer, per comparison; what a run built, per dataset images per "
@@ -529,8 +478,8 @@ for _step in (
             Option(
                 "configfiles",
                 "the run's config files as a JSON list, named by the report command the summary "
-                "ends with (the rule: summary_plan.config_files; default: the demo's)",
-                rule="{params.configfiles}",
+                "ends with (default: the demo's)",
+                "{params.configfiles}",
                 metavar="JSON",
             ),
         ),
@@ -565,19 +514,7 @@ for _step in (
         "ImageSimilarity",
     ),
     _diagnostics("diagnostics-table", "contrast vs reference table with ratios", "Table"),
-    _diagnostics(
-        "diagnostics-figure",
-        "one diagnostics figure (PDF and PNG)",
-        "Figure",
-        Option(
-            "labels",
-            "the subjects or datasets the figure compares, in the order of its files",
-            rule="{params.labels}",
-            required=True,
-            metavar="LABEL",
-            nargs="+",
-        ),
-    ),
+    _diagnostics("diagnostics-figure", "one diagnostics figure (PDF and PNG)", "Figure", _LABELS),
     _audit(
         "audit-calibrate",
         "calibrate the near-duplicate threshold on held-apart images and their edited copies",
@@ -595,7 +532,7 @@ for _step in (
         "audit-search",
         "find each image's closest image in every target set (exact FAISS search)",
         "Search",
-        Option("threads", "FAISS's threads (the job's cores)", "{threads}", int, required=True),
+        Option("threads", "FAISS's threads (the job's cores)", "{threads}", int, True),
     ),
     _audit(
         "audit-pool",
@@ -604,9 +541,7 @@ for _step in (
         *_ON_GPU,
     ),
     _audit(
-        "audit-table",
-        "tabulate the near-duplicates found at the calibrated threshold",
-        "Table",
+        "audit-table", "tabulate the near-duplicates found at the calibrated threshold", "Table"
     ),
     _audit("audit-figure", "draw the closest pairs side by side (PDF and PNG)", "Figure"),
     Step(
@@ -617,9 +552,9 @@ for _step in (
         "a key ending in + adds to a list (`models+: [convnext_mini]`). Every problem is "
         "listed at once. Run it where the workflow runs (or name that folder with "
         "--directory): the config is also checked against the results there (results of "
-        "another study, such as the demo's when checking the paper, are refused; a changed "
-        "search definition or model setting is checked against the preregistration record), "
-        "and what it could not check there is printed after the verdict.",
+        "another study are refused; a changed search definition or model setting is checked "
+        "against the preregistration record), and what it could not check there is printed "
+        "after the verdict.",
         options=(
             Option(
                 "config", "YAML config file(s), read from where you are", nargs="+", positional=True
@@ -627,14 +562,14 @@ for _step in (
             Option(
                 "directory",
                 "the working directory the workflow will run in (snakemake's --directory; "
-                "created if missing): relative paths in the config and results/ are read from "
-                "there (default: the current folder)",
+                "created if missing), where relative paths and results/ are read (default: the "
+                "current folder)",
                 metavar="DIR",
             ),
             Option(
                 "allow_templates",
-                "render YTE-templated config files (top-level __use_yte__), running the Python "
-                "code they hold, as Snakemake does; without it such a file is refused unread",
+                "render YTE-templated config files (top-level __use_yte__), running their Python "
+                "code, as Snakemake does; without it such a file is refused unread",
                 switch=True,
             ),
         ),
@@ -652,44 +587,33 @@ for _step in (
         "Requested figures are upper bounds; estimates say their source. Finished trials and "
         "final runs in --directory re-estimate what is left.",
         options=(
-            Option(
-                "config",
-                "workflow config file(s): a base, then overlays that change a few keys (merged "
-                "in order, later files winning, as snakemake's --configfile)",
-                type=Path,
-                required=True,
-                metavar="FILE",
-                nargs="+",
-            ),
+            Option("config", _CONFIG, type=Path, required=True, metavar="FILE", nargs="+"),
             Option("gpus", "GPUs at once, for the schedule", type=int, default=8),
             Option(
                 "cores",
-                "CPU cores at once for the data stages (curation, download, materialisation) "
-                "(default: the config's resources.plan_cores)",
+                "CPU cores at once for the data stages (default: the config's resources.plan_cores)",
                 type=int,
                 metavar="N",
             ),
             Option(
                 "deadline_hours",
-                "also say how many GPUs end training within H hours at the least reserved "
-                "GPU-hours, and at how many GPUs per job",
+                "also say how many GPUs (and per job) end training within H hours at the least "
+                "GPU-hours",
                 type=float,
                 metavar="H",
             ),
             Option(
                 "directory",
-                "the run's working directory, whose finished trials and final runs "
-                "(results/train) re-estimate what is left (default: the current one)",
+                "the run's working directory, whose finished trials and final runs re-estimate "
+                "what is left (default: the current one)",
                 metavar="DIR",
             ),
             Option(
                 "throughput",
                 "your GPU's measured speed: the JSON report(s) of `imagenot preflight` run on it "
-                "(or the output of `benchmarks/bench_feed_models.py --json`; several files: "
-                "each replaces the models it measured, as `bash benchmarks/gpu_check.sh` writes "
-                "preflight.json and preflight_large.json); the estimate then uses its fed "
-                "images/s for the models it measured, and the GPU memory its memory checks "
-                "measured (default: the config's train.throughput, one H200's measured figures)",
+                "(or of `benchmarks/bench_feed_models.py --json`; a later file replaces the "
+                "models it measured): its images/s and GPU memory replace the estimate's for "
+                "those models (default: the config's train.throughput, an H200's)",
                 type=Path,
                 metavar="FILE",
                 nargs="+",
@@ -697,8 +621,7 @@ for _step in (
             Option("json", "print one JSON object (default: text)", switch=True),
         ),
     ),
-    _staged(
-        "figures",
+    _figures(
         "rankings",
         "do rankings transfer? statistics, figures and tables of any results table",
         "Rankings",
@@ -707,8 +630,8 @@ for _step in (
             Option("format", "table layout", choices=("long", "wide"), default="long"),
             Option(
                 "accuracy_column",
-                "the column of a long table holding the accuracy in percent, any case "
-                "(timm's results CSVs: top1) (default: accuracy)",
+                "a long table's accuracy column, in percent, any case (timm's results CSVs: top1) "
+                "(default: accuracy)",
                 metavar="COLUMN",
             ),
             Option(
@@ -717,11 +640,7 @@ for _step in (
                 nargs="+",
                 metavar="DATASET=N",
             ),
-            Option(
-                "fractions",
-                "accuracies are fractions in 0-1 (the same as --scale fraction)",
-                switch=True,
-            ),
+            Option("fractions", "accuracies are fractions in 0-1 (--scale fraction)", switch=True),
             Option(
                 "scale",
                 "how accuracies are written, for all datasets or one: percent, fraction (0-1, "
@@ -732,8 +651,8 @@ for _step in (
             ),
             Option(
                 "key",
-                "column(s) that tell apart rows of one model on one dataset (e.g. img_size: a "
-                "model evaluated at two image sizes becomes two models, named model@img_size)",
+                "column(s) telling apart rows of one model on one dataset (img_size: a model at "
+                "two image sizes becomes two, model@img_size)",
                 nargs="+",
                 metavar="COLUMN",
             ),
@@ -752,8 +671,7 @@ for _step in (
             ),
             Option(
                 "min_reference_accuracy",
-                "also fit OLS on the models with reference accuracy >= X percent, 0-100 (Fang et "
-                "al.: 70)",
+                "also fit OLS on the models with reference accuracy >= X percent (Fang et al.: 70)",
                 type=float,
                 metavar="X",
             ),
@@ -777,12 +695,9 @@ for _step in (
             Option("seed", type=int, default=f"{_BOOT}.seed"),
             Option(
                 "settings",
-                "the workflow's rule (whose table is in percent: --scale percent): --variant, "
-                "--standard-transform, --reference, --baseline, --axis, --confidence and the "
-                "--bootstrap-*/--interval/--seed flags as one JSON object "
-                "(imagenot.analyse.settings.RankingsSettings, keys named as the config's), "
-                "replacing those flags",
-                rule="{params.settings}",
+                "the workflow rule's flags above (--variant to --seed; its table in percent) as "
+                "one JSON object (keys named as the config's), replacing them",
+                "{params.settings}",
                 metavar="JSON",
             ),
         ),
@@ -798,16 +713,14 @@ for _step in (
             Option("dpi", type=int, default=f"{_FIGURE}.dpi"),
             Option(
                 "top",
-                "models drawn per panel of the rankings figure of --report: the best K "
-                "(default: %(default)s)",
+                "models drawn per panel of the rankings figure: the best K (default: %(default)s)",
                 type=int,
                 default=f"{_FIGURE}.top",
                 metavar="K",
             ),
             Option(
                 "highlight",
-                "models drawn and named in colour in every figure of --report, wherever they "
-                "rank (default: none)",
+                "models named in colour in every figure, wherever they rank (default: none)",
                 nargs="+",
                 default=f"{_FIGURE}.highlight",
                 metavar="MODEL",
@@ -829,16 +742,12 @@ for _step in (
     ),
     Step(
         "restamp",
-        "set the outputs of a run copied without its file times (cp -r) back to the times "
-        "Snakemake recorded for them, so that the copy plans what the run it was copied from "
-        "plans (nothing, for a finished run)",
+        "set a run copied without its file times (cp -r) back to the times Snakemake recorded, "
+        "so that the copy plans what the original plans (nothing, for a finished run)",
         run="imagenot.run.restamp:main",
         options=(
             Option(
-                "directory",
-                "the working directory of the copied run (snakemake's --directory) (default: "
-                "the current folder)",
-                metavar="DIR",
+                "directory", "the copied run's working directory (default: here)", metavar="DIR"
             ),
         ),
     ),
@@ -896,9 +805,7 @@ for _step in (
         (
             Option("out", "output directory (results/demo_world)", "{params.out}", None, True),
             Option("seed", "override demo_world.seed", type=int),
-            Option(
-                "threads", "processes that render the images (rule threads)", "{threads}", int, True
-            ),
+            Option("threads", "image-rendering processes (rule threads)", "{threads}", int, True),
         ),
         hand_settings=True,
     ),

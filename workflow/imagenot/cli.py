@@ -96,18 +96,10 @@ def _user_facing(parser: argparse.ArgumentParser, subparsers) -> None:
             action.help = f"{action.help or ''} (default: {shown})".lstrip()
 
 
-# What bad input raises: the message names the file, row or key (ValueError covers ConfigError,
-# pyarrow's ArrowInvalid, JSON and Unicode decode errors; OSError covers missing files and
-# truncated gzip). Anything else is a bug and keeps its traceback.
-USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, EOFError, KeyError)
-
-
 # The exit status of a command ended by Ctrl-C, as a shell reports a process ended by SIGINT.
 INTERRUPTED_EXIT = 130
 MEMORY_LIMIT_EXIT = 1  # the process's memory, not its input: not the bad-input status 2
 
-# The process limits a shell or a scheduler sets on a process's memory ((name, ulimit flag)).
-MEMORY_LIMITS = (("RLIMIT_AS", "-v"), ("RLIMIT_DATA", "-d"))
 # How the loader words a shared library it could not map (torch's libraries are gigabytes of
 # address space), and the C library an allocation refused.
 NO_MEMORY_WORDS = ("failed to map segment", "cannot allocate memory", "cannot map zero-fill")
@@ -124,7 +116,7 @@ def memory_limits() -> list[str]:
     import resource
 
     limits = []
-    for name, flag in MEMORY_LIMITS:
+    for name, flag in (("RLIMIT_AS", "-v"), ("RLIMIT_DATA", "-d")):
         soft, _ = resource.getrlimit(getattr(resource, name))
         if soft != resource.RLIM_INFINITY:
             limits.append(f"ulimit {flag} {soft // 1024} ({name}, {soft / 2**20:,.0f} MiB)")
@@ -171,16 +163,20 @@ def out_of_memory(exc: BaseException) -> str | None:
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
+    """What bad input raises: the message names the file, row or key (ValueError covers
+    ConfigError, pyarrow's ArrowInvalid, JSON and Unicode decode errors; OSError covers missing
+    files and truncated gzip; DeviceError a GPU job without a GPU). Anything else is a bug and
+    keeps its traceback."""
     import pickle
 
-    from imagenot.core.device import DeviceError  # a GPU job without a GPU: one line, not a trace
+    from imagenot.core.device import DeviceError
 
     extra: list[type[BaseException]] = [pickle.UnpicklingError, DeviceError]
     with contextlib.suppress(ImportError):  # a truncated or corrupt weights file
         from safetensors import SafetensorError
 
         extra.append(SafetensorError)
-    return (*USER_ERRORS, *extra)
+    return (ValueError, OSError, EOFError, KeyError, *extra)
 
 
 def missing_package(module: str) -> str:

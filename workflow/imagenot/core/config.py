@@ -106,10 +106,8 @@ def _yte(path: Path) -> Any:
     try:
         load_configfile = importlib.import_module("snakemake.common.configfile").load_configfile
     except ImportError:
-        raise ConfigError(
-            f"config file {path} is a YTE template ({YTE_KEY}), which Snakemake renders: read "
-            "it where Snakemake is installed (the workflow's .venv)"
-        ) from None
+        why = f"is a YTE template ({YTE_KEY}): read it where Snakemake is installed (the .venv)"
+        raise ConfigError(f"config file {path} {why}") from None
     try:
         return load_configfile(str(path))
     except Exception as exc:  # WorkflowError, or an error of the template's own code
@@ -383,8 +381,7 @@ def non_finite_numbers(node: Any, at: tuple = ()) -> list[tuple[str, float]]:
 # line saying so, instead of the schema's list of the keys allowed beside it.
 _REPLACED = ("train", "max_batch_per_gpu_overrides")
 _REPLACED_BY = (
-    "removed: each training job takes the "
-    "largest per-GPU batch its site's preflight measured to fit its model on the card "
+    "removed: each training job takes the largest per-GPU batch its site's preflight measured "
     '(`.venv/bin/imagenot preflight`, docs/gpu.md "First hour on a GPU"); delete the key '
     "(train.max_batch_per_gpu stays, a ceiling for every model)"
 )

@@ -121,21 +121,12 @@ class Files:
 
 
 ORDER_ONLY = {
-    "preflight": "the GPU check's verdict (rules/common.smk preflight_gate; the site's, before a "
-    "model's preflight): the job waits for it; a training job on a GPU is handed its model's "
-    "report apart, as the batch it measured (--preflight, preflight_plan.batch_option)",
-    "served": "the local folders acquire.url_map serves: the download reads them through its "
-    "settings (url_map); listed so that the job waits for them",
-    "results": "everything the run summary reads: it finds each through its settings (the "
-    "run's layout); listed so that the summary comes last and is rewritten when one changes",
-    "class_list": "a dataset's class list file: curate-candidates reads it through its settings "
-    "(classes: {from_file: PATH}); listed so that a changed list reruns the step",
-    "init": "the starting weights of an FT or TL job: its command reads them through its "
-    "settings (init), which name them in the run's identity (their record, when they are a "
-    "final run's, is its role init_record); listed so that the job waits for them and reruns "
-    "when they change",
-    "trials_tables": "every experiment's trials table: the preregistration table reads the "
-    "record they are drawn into (--record); listed so that it is read once every draw is done",
+    "preflight": "the GPU check's verdict (rules/common.smk preflight_gate): the job waits for it",
+    "served": "the local folders acquire.url_map serves (read through the settings): waited for",
+    "results": "everything the run summary reads (through its settings): it comes last",
+    "class_list": "a dataset's class list (read through the settings): a changed list reruns",
+    "init": "an FT or TL job's starting weights (named in its settings): waited for, reruns",
+    "trials_tables": "every experiment's trials table: the record is read once every draw is done",
 }
 """Rule input keys that are no role of their command: the job waits for the file (or reruns
 when it changes), but the command does not take it as an argument. The rule-wiring test allows

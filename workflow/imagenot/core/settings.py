@@ -240,43 +240,25 @@ def parse_or_exit(cls: type[T], text: str, command: str) -> T:
 # Names of schema keys used for something else (tests/test_settings_schema.py's guard): the
 # cost plan's reading of a dry run's jobs and of optional dataset keys; the dataset reader's
 # choice of split.
-_PER_MODEL_GPUS = (
-    "the model whose GPUs per job are asked for (train.gpus_per_job_overrides; None: the value "
-    "of the models not named there), not curate.encoder.model or an amendment's model"
-)
+_PER_MODEL_GPUS = "the model whose GPUs per job are asked for (train.gpus_per_job_overrides)"
 _PER_MODEL = (
     "estimate:job_gpus experiments:gpus experiments:gpus_per_node experiments:nodes "
     "launch:launcher resources:slot_mem_mb resources:slot_threads resources:threads"
 )
 NOT_SETTINGS = {
     **{f"imagenot.train.{f}(model)": _PER_MODEL_GPUS for f in _PER_MODEL.split()},
-    "imagenot.core.dataset:read_manifest(split)": "which split to read (a caller's choice, None = "
-    "all), not acquire's split sizes",
-    "imagenot.plan.costs:.get('mem_mb')": "a planned job's resources as Snakemake's dry run lists "
-    "them (absent for a job without the resource), not resources.<rule>.mem_mb",
-    "imagenot.plan.costs:.get('n_shards')": "laion.n_shards has no default: a config may list "
-    "laion.shards instead",
-    "imagenot.analyse.transfer:.get('protocol')": "a comparison's protocol as the run "
-    "summary's layout records it (absent for one it does not list), not an experiment's key",
-    "imagenot.plan.planning:.get('gpu')": "a planned job's GPU request as Snakemake's dry run lists "
-    "it (absent for a CPU job), not resources.classes.gpu",
-    "imagenot.plan.measured:.get('gpu')": "the GPU name a preflight report records (absent on the "
-    "CPU), not resources.classes.gpu",
-    "imagenot.run.run_summary:.get('download')": "a dataset's download record in the run summary "
-    "(absent for a dataset read from disk), not resources.classes.download",
-    "imagenot.run.run_summary:.get('weights')": "the weights a published run's result.json "
-    "records having evaluated (absent in a trained run's), not train.weights",
-    "imagenot.core.dataset:folder_of(classes)": "the dataset's classes.txt handed to a command, "
-    "whose folder is the dataset's, not datasets.<name>.classes",
-    "imagenot.train.trials:.get('hyperparameters')": "the hyperparameters a preregistered "
-    "definition or a slot's result records (checked against the trials table), not "
-    "train.spaces.<space>.hyperparameters",
-    "imagenot.train.trials:.get('budget')": "the budget a preregistered definition records, "
-    "not train.spaces.<space>.budget",
-    "imagenot.train.trials:.get('seed')": "the seed a preregistered definition or a slot's "
-    "result records, compared with the trials table's, not the config's seed",
-    "imagenot.core.config:.get('plugins')": "the plugins the merged files give, before validation "
-    "fills defaults (absent: none), to list their names in an addition's default",
-    "imagenot.plan.schedule:recommend(gpus)": "the GPU count the user will have (the plan's "
-    "--gpus; None: recommend one), not resources.gpus",
+    "imagenot.core.dataset:read_manifest(split)": "which split to read, not acquire's split sizes",
+    "imagenot.plan.costs:.get('mem_mb')": "a dry-run job's resources, not resources.<rule>.mem_mb",
+    "imagenot.plan.costs:.get('n_shards')": "laion.n_shards has no default (laion.shards instead)",
+    "imagenot.analyse.transfer:.get('protocol')": "a comparison's protocol in the summary layout",
+    "imagenot.plan.planning:.get('gpu')": "a dry-run job's GPU request, not resources.classes.gpu",
+    "imagenot.plan.measured:.get('gpu')": "the GPU a preflight report names, not a config key",
+    "imagenot.run.run_summary:.get('download')": "a dataset's download record in the run summary",
+    "imagenot.run.run_summary:.get('weights')": "the weights a published run's result.json names",
+    "imagenot.core.dataset:folder_of(classes)": "the classes.txt handed to a command, not a key",
+    "imagenot.train.trials:.get('hyperparameters')": "a definition's or result's, not a space's",
+    "imagenot.train.trials:.get('budget')": "a preregistered definition's, not a space's",
+    "imagenot.train.trials:.get('seed')": "a definition's or result's, not the config's seed",
+    "imagenot.core.config:.get('plugins')": "the merged files' plugins, before validation",
+    "imagenot.plan.schedule:recommend(gpus)": "the plan's --gpus, not resources.gpus",
 }

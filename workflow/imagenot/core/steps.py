@@ -332,33 +332,24 @@ for _step in (
         Option("models", "comma-separated: only these of the config's models (default: all)"),
         Option("spaces", "comma-separated: only these train.spaces (default: all)"),
         Option(
-            "device",
-            "the device to check (default: the config's train.device)",
-            choices=("auto", "cpu", "cuda"),
+            "device", "the device to check (default: train.device)", choices=("auto", "cpu", "cuda")
         ),
         Option("workers", "loader workers (default: the config's)", type=int),
         Option("feed_steps", "timed feed steps per side", type=int, default=20),
         Option(
             "feed_seconds",
-            "each side's timed window lasts at least this long (after the batches decoded ahead)",
+            "each side's timed window lasts at least this long",
             type=float,
             default=2.0,
         ),
         Option("feed_warmup", "untimed steps before them", type=int, default=5),
         Option("feed_images", "JPEGs written per stored size", type=int, default=512),
         Option("threads", "torch threads (the job's cores)", "{threads}", int, default=1),
+        Option("both_decoders", "on the CPU too (CUDA: always), time both decoders", switch=True),
         Option(
-            "both_decoders", "on the CPU too, decode in the workers and on the device", switch=True
+            "datasets_root", "the jobs' datasets, sampled by the feed check (default: the config's)"
         ),
-        Option(
-            "datasets_root",
-            "where the feed check reads a sample of the jobs' datasets (default: the config's)",
-        ),
-        Option(
-            "progress",
-            "append each finished check to FILE as one JSON line (a stopped run keeps them)",
-            metavar="FILE",
-        ),
+        Option("progress", "append each finished check to FILE as a JSON line", metavar="FILE"),
         Option("table", "print one row per model instead of the whole report", switch=True),
         handler="imagenot.train.preflight_cli:run",
         hand_settings=True,
@@ -380,9 +371,7 @@ for _step in (
         ),
         Option("batch_rows", "rows per batch (default: laion.batch_rows)", type=int),
         Option(
-            "max_caption_bytes",
-            "longer captions are skipped (default: laion.max_caption_bytes)",
-            type=int,
+            "max_caption_bytes", "skip longer captions (default: laion.max_caption_bytes)", type=int
         ),
         Option("require_url", "also require a URL string column (LAION shards)", switch=True),
         hand_settings=True,
@@ -421,11 +410,7 @@ for _step in (
         "prepare-wordnet",
         "build an nltk-readable WordNet 3.0 corpus",
         "Wordnet",
-        Option(
-            "dict_dir",
-            "WordNet dict directory, instead of --settings (default: wordnet.dict_dir)",
-            metavar="DIR",
-        ),
+        Option("dict_dir", default="wordnet.dict_dir", metavar="DIR"),
         hand_settings=True,
     ),
     _staged(
@@ -455,7 +440,7 @@ for _step in (
         "Accuracy",
         Option(
             "published",
-            "the published accuracies (default: imagenot/resources/published_weights.csv)",
+            "published accuracies (default: resources/published_weights.csv)",
             metavar="PATH",
         ),
         handler="write_accuracy_table",

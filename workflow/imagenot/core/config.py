@@ -503,16 +503,14 @@ def _list_keys(path: Sequence[str]) -> list[str]:
     return [n for n in props if (sub := _schema_at((*path, n))) and _is_list_schema(sub)]
 
 
+_KINDS = ((bool, "a boolean"), (int | float, "a number"), (str, "a string"))
+
+
 def _kind(value: Any) -> str:
     if isinstance(value, Mapping):
         return "a section (a mapping of keys)"
-    if isinstance(value, bool):
-        return f"a boolean ({value!r})"
-    if isinstance(value, (int, float)):
-        return f"a number ({value!r})"
-    if isinstance(value, str):
-        return f"a string ({value!r})"
-    return f"{value!r}"
+    word = next((word for kind, word in _KINDS if isinstance(value, kind)), None)
+    return f"{word} ({value!r})" if word else repr(value)
 
 
 def resolve_additions(config: dict, sources: Sequence[Source] = ()) -> dict:

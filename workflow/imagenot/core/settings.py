@@ -115,11 +115,9 @@ class Style(FromConfig):
         its flags)."""
         from imagenot.core.config import schema_default
 
+        section = cls.SECTIONS[0]
         return cls(
-            **{
-                f.name: schema_default(f"analyse.figure_options.{f.name}")
-                for f in dataclasses.fields(cls)
-            }
+            **{f.name: schema_default(f"{section}.{f.name}") for f in dataclasses.fields(cls)}
         )
 
     @property

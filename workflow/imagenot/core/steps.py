@@ -75,14 +75,11 @@ class Option:
         if isinstance(default, str) and "." in default:
             help = help or schema_node(default)["description"].replace("%", "%%")
             default = schema_default(default)
-        choices = (
-            schema_node(self.choices)["enum"] if isinstance(self.choices, str) else self.choices
-        )
-        name, more = (
-            (self.name, {})
-            if self.positional
-            else (self.spelled, {"required": self.required, "dest": self.name})
-        )
+        choices = self.choices
+        if isinstance(choices, str):
+            choices = schema_node(choices)["enum"]
+        name = self.name if self.positional else self.spelled
+        more = {} if self.positional else {"required": self.required, "dest": self.name}
         parser.add_argument(
             name, type=resolve(self.type), default=default, metavar=self.metavar, help=help,
             nargs=self.nargs, choices=choices, **more,
@@ -255,20 +252,18 @@ RANKINGS_DESCRIPTION = """\
 Do rankings transfer? Statistics of any results table with columns model, dataset, accuracy
 (percent) and optional n (test-set size), seed, ci_low, ci_high; or a wide table (--format wide)
 with one column per dataset, or paired columns per dataset (<dataset>_accuracy and optional
-<dataset>_n, _ci_low, _ci_high) and at most one group column (such as benchmark) whose value
-prefixes the dataset. Several tables are read as one: a table without a dataset column is one
-test set, named NAME=FILE or after its file (results-<dataset>.csv, as timm's results CSVs);
---accuracy-column top1 reads their accuracies.
+<dataset>_n, _ci_low, _ci_high) and at most one group column (such as benchmark) prefixing the
+dataset. Several tables are read as one: a table without a dataset column is one test set, named
+NAME=FILE or after its file (timm's results-<dataset>.csv; --accuracy-column top1).
 
 Per dataset against the reference: ranks (1 = best, ties averaged), delta rank (rank on the
 reference - rank on the dataset: positive = the model climbs, as in Recht et al. and Ozbulak et
 al.), Kendall tau-b, Spearman rho and Pearson r (exact or permutation p-values up to 30 models),
-the OLS fit of accuracy on reference accuracy (optionally above a cut), rank agreement up to
-error bars, bootstrap intervals (over models, seeds or images). Across datasets: size-weighted
-and geometric means with their ranks and rank changes, correlations averaged over datasets and
-each dataset's correlation with the mean of the others, Spearman rho of errors.
-
-Tables with protocol/transform columns (results/analyse/accuracy.csv) are reduced with --variant.
+the OLS fit on reference accuracy (optionally above a cut), rank agreement up to error bars,
+bootstrap intervals (over models, seeds or images). Across datasets: size-weighted and geometric
+means and their ranks, correlations averaged over datasets and each dataset's with the mean of
+the others, Spearman rho of errors. Tables with protocol/transform columns (accuracy.csv) are
+reduced with --variant.
 """
 _ON_GPU = (Option("device", "torch device (default: cuda if available)"), _GPU_JOB)
 _WORKERS = Option("workers", "DataLoader worker processes", "{threads}", int, True)
@@ -353,12 +348,11 @@ for _step in (
         Option("table", "print one row per model instead of the whole report", switch=True),
         handler="imagenot.train.preflight_cli:run",
         hand_settings=True,
-        description="Checks, on the GPU it runs on, what the config's training jobs need: "
-        "CUDA, each model's memory at its per-GPU batch, the data feed's speed, bf16 against "
-        "float32, and the node's shared memory. Writes the report (Markdown, and JSON when "
-        "every check passed: `imagenot plan --throughput` reads it); a failed check names the "
-        "config key that fixes it, and the report goes to <name>.failed.md/.json. The "
-        "workflow's rule `preflight` runs it before any GPU job (docs/gpu.md).",
+        description="Checks on this GPU what the training jobs need: CUDA, each model's memory "
+        "at its per-GPU batch, the feed's speed, bf16 against float32, the node's shared memory. "
+        "Writes the report (Markdown, and JSON for `imagenot plan --throughput` when all passed; "
+        "else <name>.failed.md/.json, each failed check naming the key that fixes it). The rule "
+        "`preflight` runs it before any GPU job (docs/gpu.md).",
     ),
     _curate(
         "match",
@@ -402,9 +396,8 @@ for _step in (
         "curate-calibration",
         "step 7 check: classes passing each similarity threshold, score distribution",
         "Calibration",
-        description="Reads class_scores.parquet and writes, for a grid of thresholds, the "
-        "number of classes whose score reaches it, a summary of the scores, and a figure with "
-        "the configured threshold and n_classes marked.",
+        description="Per threshold of a grid, the classes whose score reaches it; a summary of "
+        "the scores; a figure marking the configured threshold and n_classes.",
     ),
     _curate(
         "prepare-wordnet",
@@ -455,9 +448,8 @@ for _step in (
         run="imagenot.run.run_summary_cli:run_summary",
         files="imagenot.run.run_summary_cli:SummaryFiles",
         settings="imagenot.run.summary_plan:layout",
-        description="Reads the results tree of the working directory. Errors (unusable "
-        "results) come first; the exit status is 0 unless --strict (the rule writes the "
-        "report's page either way; the workflow's end exits 1 on errors).",
+        description="Reads the working directory's results. Errors (unusable results) come "
+        "first; the exit status is 0 unless --strict (the workflow's end exits 1 on errors).",
         options=(
             Option("strict", "exit 1 when there is an error", switch=True),
             Option(
@@ -475,9 +467,8 @@ for _step in (
         "WordnetStats",
         Option("json", "print the JSON document on stdout", switch=True),
         settings=False,
-        description="Statistics of the union of all hypernym paths of the classes "
-        "(docs/method.md section 3). Bad ids are reported with their line numbers (exit "
-        "status 2).",
+        description="Statistics of the union of the classes' hypernym paths (docs/method.md "
+        "section 3). Bad ids are reported with their line numbers (exit status 2).",
     ),
     _diagnostics(
         "caption-similarity-stats",
@@ -534,12 +525,10 @@ for _step in (
         "check config files exactly as the workflow does (schema and cross-key checks)",
         run="imagenot.run.validate_cli:validate_config",
         description="Later files override earlier ones key by key, as Snakemake's --configfile; "
-        "a key ending in + adds to a list (`models+: [convnext_mini]`). Every problem is "
-        "listed at once. Run it where the workflow runs (or name that folder with "
-        "--directory): the config is also checked against the results there (results of "
-        "another study are refused; a changed search definition or model setting is checked "
-        "against the preregistration record), and what it could not check there is printed "
-        "after the verdict.",
+        "a key ending in + adds to a list (`models+: [convnext_mini]`). Every problem is listed "
+        "at once. Run it where the workflow runs (or --directory): the config is also checked "
+        "against the results there (another study's are refused; a changed search or model "
+        "setting against the preregistration record); what it could not check is printed last.",
         options=(
             Option(
                 "config", "YAML config file(s), read from where you are", nargs="+", positional=True
@@ -563,14 +552,12 @@ for _step in (
         "plan",
         "what a config will cost, and what to ask for, before launch (no data needed)",
         run="imagenot.plan.plan_cli:plan",
-        description="Plans the config's `all` with Snakemake's dry run against empty "
-        "placeholder inputs in a temporary folder (no data is read), then sums per rule group "
-        "and says what to request: GPU-hours (expected with early stopping, with the low "
-        "figure and the bound beside it), the longest single job (which decides the "
-        "partition), the GPU memory, node-local disk, the storage (each line with the rules "
-        "that read it), and training's schedule on the GPUs. "
-        "Requested figures are upper bounds; estimates say their source. Finished trials and "
-        "final runs in --directory re-estimate what is left.",
+        description="Plans the config's `all` with Snakemake's dry run on empty placeholder "
+        "inputs (no data is read), sums per rule group and says what to request: GPU-hours "
+        "(expected with early stopping, the low figure and the bound beside it), the longest job "
+        "(the partition), GPU memory, node-local disk, storage (each with the rules that read "
+        "it), training's schedule on the GPUs. Requests are upper bounds; estimates say their "
+        "source. Finished trials and final runs in --directory re-estimate what is left.",
         options=(
             Option("config", _CONFIG, type=Path, required=True, metavar="FILE", nargs="+"),
             Option("gpus", "GPUs at once, for the schedule", type=int, default=8),

@@ -49,15 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--version",
-        action=_Version,
-        help="print the version of imagenot (pyproject.toml's) and exit",
-    )
+    parser.add_argument("--version", action=_Version, help="print imagenot's version and exit")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    parser.add_argument(
-        "--debug", action="store_true", help="show the Python traceback of an error"
-    )
+    parser.add_argument("--debug", action="store_true", help="show an error's Python traceback")
     subparsers = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", title="commands"
     )

@@ -48,16 +48,11 @@ ORIGINALS_DIR = "originals"
 #: The manifest's optional columns locating a row's original file (module docstring).
 ORIGINAL_COLUMNS = ("original_shard", "original_offset", "original_length", "original_sha256")
 
+# the manifest's columns, in order: strings but for the integers label, offset and length
 MANIFEST_SCHEMA = pa.schema(
     [
-        ("key", pa.string()),
-        ("wnid", pa.string()),
-        ("label", pa.int64()),
-        ("split", pa.string()),
-        ("sha256", pa.string()),
-        ("shard", pa.string()),
-        ("offset", pa.int64()),
-        ("length", pa.int64()),
+        (name, pa.int64() if name in ("label", "offset", "length") else pa.string())
+        for name in ("key", "wnid", "label", "split", "sha256", "shard", "offset", "length")
     ]
 )
 

@@ -33,15 +33,8 @@ journal). A figure drawn at ``style.width_in`` is at most ``PAGE_RATIO`` times a
 
 BOX_STYLE = {
     "medianprops": {"color": "k", "lw": 1.2},
-    "boxprops": {"color": "0.2", "lw": 0.8},
-    "whiskerprops": {"color": "0.2", "lw": 0.8},
-    "capprops": {"color": "0.2", "lw": 0.8},
-    "flierprops": {
-        "marker": ".",
-        "markersize": 2,
-        "markerfacecolor": "0.4",
-        "markeredgecolor": "none",
-    },
+    **{f"{part}props": {"color": "0.2", "lw": 0.8} for part in ("box", "whisker", "cap")},
+    "flierprops": dict(marker=".", markersize=2, markerfacecolor="0.4", markeredgecolor="none"),
 }
 """How every box plot is drawn: black medians, thin grey boxes and whiskers, small outliers."""
 
@@ -60,13 +53,9 @@ def paper_style(style: Style) -> Iterator[None]:
 
     fs = style.font_size
     rc = {
-        "font.size": fs,
-        "axes.titlesize": fs,
-        "figure.titlesize": fs,  # the size texts are wrapped for (imagenot.figures.layout)
-        "axes.labelsize": fs,
-        "xtick.labelsize": fs - 1,
-        "ytick.labelsize": fs - 1,
-        "legend.fontsize": fs - 1,
+        # figure.titlesize: the size texts are wrapped for (imagenot.figures.layout)
+        **dict.fromkeys(("font.size", "axes.titlesize", "figure.titlesize", "axes.labelsize"), fs),
+        **dict.fromkeys(("xtick.labelsize", "ytick.labelsize", "legend.fontsize"), fs - 1),
         "axes.spines.top": False,
         "axes.spines.right": False,
         "axes.grid": True,

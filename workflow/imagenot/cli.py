@@ -17,15 +17,8 @@ from imagenot.core.steps import STEPS, add_parser
 
 # The commands people run; the others are the workflow's steps, which its rules run (listed
 # apart in `imagenot --help`, each with its own --help).
-USER_COMMANDS = (
-    "validate-config",
-    "plan",
-    "preflight",
-    "slurm-profile",
-    "restamp",
-    "rankings",
-    "ci",
-    "wordnet-stats",
+USER_COMMANDS = tuple(
+    "validate-config plan preflight slurm-profile restamp rankings ci wordnet-stats".split()
 )
 DESCRIPTION = """\
 Commands of the ImageNot reproduction package for people: check a config, see what a

@@ -226,14 +226,9 @@ def _expand_registries(node: Any, where: str) -> Any:
     if VALUES_MARKER in out:
         domain = out[VALUES_MARKER]
         bound = {**domain, "type": "number"} if domain.get("type") == "integer" else domain
-        out["properties"] = {
-            **out.get("properties", {}),
-            "value": domain,
-            "choice": {"items": domain},
-            "grid": {"items": domain},
-            "uniform": {"items": bound},
-            "log_uniform": {"items": bound},
-        }
+        ranges = {"choice": domain, "grid": domain, "uniform": bound, "log_uniform": bound}
+        listed = {form: {"items": items} for form, items in ranges.items()}
+        out["properties"] = {**out.get("properties", {}), "value": domain, **listed}
     if REGISTRY_KEYS_MARKER in out:
         kind = out[REGISTRY_KEYS_MARKER]
         reg = registries.registry(kind)

@@ -341,11 +341,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return f"config key {key}: name {problem or repr(error.instance) + form}"
     if error.validator == "enum":
         allowed = error.validator_value
-        match = (
-            did_you_mean(error.instance, [v for v in allowed if isinstance(v, str)])
-            if isinstance(error.instance, str)
-            else None
-        )
+        words = [v for v in allowed if isinstance(v, str)]
+        match = did_you_mean(error.instance, words) if isinstance(error.instance, str) else None
         hint = f" (did you mean {match!r}?)" if match is not None else ""
         return (
             f"config key {key}: {error.instance!r} is not allowed{hint}; allowed values: {allowed}"

@@ -248,6 +248,11 @@ def _group(title: str, *options: Option) -> tuple[Option, ...]:
     return tuple(dataclasses.replace(o, group=title) for o in options)
 
 
+def _command(name: str, help: str, run: str, *options: Option, **more) -> Step:
+    """A step with ``options`` whose handler is ``run`` (a ``"module:attribute"`` reference)."""
+    return Step(name, help, run, options=options, **more)
+
+
 RANKINGS_DESCRIPTION = """\
 Do rankings transfer? Statistics of any results table with columns model, dataset, accuracy
 (percent) and optional n (test-set size), seed, ci_low, ci_high; or a wide table (--format wide)
@@ -415,16 +420,14 @@ for _step in (
         _GPU_JOB,
         handler="evaluate_robustness",
     ),
-    Step(
+    _command(
         "ci",
         "Clopper-Pearson and Wilson intervals of one accuracy on n test images",
-        run="imagenot.analyse.cli:ci",
-        options=(
-            Option("accuracy", "top-1 accuracy in percent", type=float, required=True),
-            Option("n", "test-set size", type=int, required=True),
-            Option("confidence", "strictly in (0, 1)", type=float, default="analyse.confidence"),
-            Option("json", "print the intervals as JSON", switch=True),
-        ),
+        "imagenot.analyse.cli:ci",
+        Option("accuracy", "top-1 accuracy in percent", type=float, required=True),
+        Option("n", "test-set size", type=int, required=True),
+        Option("confidence", "strictly in (0, 1)", type=float, default="analyse.confidence"),
+        Option("json", "print the intervals as JSON", switch=True),
     ),
     _staged(
         "analyse",
@@ -440,26 +443,24 @@ for _step in (
     ),
     _figures("figure", "draw one figure (PDF + PNG) from accuracy.csv", "Figure"),
     _figures("table", "write one table (CSV + Markdown)", "Table"),
-    Step(
+    _command(
         "run-summary",
         "whether rankings transfer, per comparison; what a run built, per dataset images per "
         "split and download success, per model the best validation/test accuracy, and every "
         "problem",
-        run="imagenot.run.run_summary_cli:run_summary",
+        "imagenot.run.run_summary_cli:run_summary",
+        Option("strict", "exit 1 when there is an error", switch=True),
+        Option(
+            "configfiles",
+            "the run's config files as a JSON list, named by the report command the summary "
+            "ends with (default: the demo's)",
+            "{params.configfiles}",
+            metavar="JSON",
+        ),
         files="imagenot.run.run_summary_cli:SummaryFiles",
         settings="imagenot.run.summary_plan:layout",
         description="Reads the working directory's results. Errors (unusable results) come "
         "first; the exit status is 0 unless --strict (the workflow's end exits 1 on errors).",
-        options=(
-            Option("strict", "exit 1 when there is an error", switch=True),
-            Option(
-                "configfiles",
-                "the run's config files as a JSON list, named by the report command the summary "
-                "ends with (default: the demo's)",
-                "{params.configfiles}",
-                metavar="JSON",
-            ),
-        ),
     ),
     _diagnostics(
         "wordnet-stats",
@@ -520,78 +521,74 @@ for _step in (
         "audit-table", "tabulate the near-duplicates found at the calibrated threshold", "Table"
     ),
     _audit("audit-figure", "draw the closest pairs side by side (PDF and PNG)", "Figure"),
-    Step(
+    _command(
         "validate-config",
         "check config files exactly as the workflow does (schema and cross-key checks)",
-        run="imagenot.run.validate_cli:validate_config",
+        "imagenot.run.validate_cli:validate_config",
+        Option(
+            "config", "YAML config file(s), read from where you are", nargs="+", positional=True
+        ),
+        Option(
+            "directory",
+            "the working directory the workflow will run in (snakemake's --directory; "
+            "created if missing), where relative paths and results/ are read (default: the "
+            "current folder)",
+            metavar="DIR",
+        ),
+        Option(
+            "allow_templates",
+            "render YTE-templated config files (top-level __use_yte__), running their Python "
+            "code, as Snakemake does; without it such a file is refused unread",
+            switch=True,
+        ),
         description="Later files override earlier ones key by key, as Snakemake's --configfile; "
         "a key ending in + adds to a list (`models+: [convnext_mini]`). Every problem is listed "
         "at once. Run it where the workflow runs (or --directory): the config is also checked "
         "against the results there (another study's are refused; a changed search or model "
         "setting against the preregistration record); what it could not check is printed last.",
-        options=(
-            Option(
-                "config", "YAML config file(s), read from where you are", nargs="+", positional=True
-            ),
-            Option(
-                "directory",
-                "the working directory the workflow will run in (snakemake's --directory; "
-                "created if missing), where relative paths and results/ are read (default: the "
-                "current folder)",
-                metavar="DIR",
-            ),
-            Option(
-                "allow_templates",
-                "render YTE-templated config files (top-level __use_yte__), running their Python "
-                "code, as Snakemake does; without it such a file is refused unread",
-                switch=True,
-            ),
-        ),
     ),
-    Step(
+    _command(
         "plan",
         "what a config will cost, and what to ask for, before launch (no data needed)",
-        run="imagenot.plan.plan_cli:plan",
+        "imagenot.plan.plan_cli:plan",
+        Option("config", _CONFIG, type=Path, required=True, metavar="FILE", nargs="+"),
+        Option("gpus", "GPUs at once, for the schedule", type=int, default=8),
+        Option(
+            "cores",
+            "CPU cores at once for the data stages (default: the config's resources.plan_cores)",
+            type=int,
+            metavar="N",
+        ),
+        Option(
+            "deadline_hours",
+            "also say how many GPUs (and per job) end training within H hours at the least "
+            "GPU-hours",
+            type=float,
+            metavar="H",
+        ),
+        Option(
+            "directory",
+            "the run's working directory, whose finished trials and final runs re-estimate "
+            "what is left (default: the current one)",
+            metavar="DIR",
+        ),
+        Option(
+            "throughput",
+            "your GPU's measured speed: the JSON report(s) of `imagenot preflight` run on it "
+            "(or of `benchmarks/bench_feed_models.py --json`; a later file replaces the "
+            "models it measured): its images/s and GPU memory replace the estimate's for "
+            "those models (default: the config's train.throughput, an H200's)",
+            type=Path,
+            metavar="FILE",
+            nargs="+",
+        ),
+        Option("json", "print one JSON object (default: text)", switch=True),
         description="Plans the config's `all` with Snakemake's dry run on empty placeholder "
         "inputs (no data is read), sums per rule group and says what to request: GPU-hours "
         "(expected with early stopping, the low figure and the bound beside it), the longest job "
         "(the partition), GPU memory, node-local disk, storage (each with the rules that read "
         "it), training's schedule on the GPUs. Requests are upper bounds; estimates say their "
         "source. Finished trials and final runs in --directory re-estimate what is left.",
-        options=(
-            Option("config", _CONFIG, type=Path, required=True, metavar="FILE", nargs="+"),
-            Option("gpus", "GPUs at once, for the schedule", type=int, default=8),
-            Option(
-                "cores",
-                "CPU cores at once for the data stages (default: the config's resources.plan_cores)",
-                type=int,
-                metavar="N",
-            ),
-            Option(
-                "deadline_hours",
-                "also say how many GPUs (and per job) end training within H hours at the least "
-                "GPU-hours",
-                type=float,
-                metavar="H",
-            ),
-            Option(
-                "directory",
-                "the run's working directory, whose finished trials and final runs re-estimate "
-                "what is left (default: the current one)",
-                metavar="DIR",
-            ),
-            Option(
-                "throughput",
-                "your GPU's measured speed: the JSON report(s) of `imagenot preflight` run on it "
-                "(or of `benchmarks/bench_feed_models.py --json`; a later file replaces the "
-                "models it measured): its images/s and GPU memory replace the estimate's for "
-                "those models (default: the config's train.throughput, an H200's)",
-                type=Path,
-                metavar="FILE",
-                nargs="+",
-            ),
-            Option("json", "print one JSON object (default: text)", switch=True),
-        ),
     ),
     _figures(
         "rankings",
@@ -712,16 +709,12 @@ for _step in (
         "workflow/schemas/site.schema.yaml; every key: docs/cluster.md.",
         options="imagenot.plan.slurm_profile:options",
     ),
-    Step(
+    _command(
         "restamp",
         "set a run copied without its file times (cp -r) back to the times Snakemake recorded, "
         "so that the copy plans what the original plans (nothing, for a finished run)",
-        run="imagenot.run.restamp:main",
-        options=(
-            Option(
-                "directory", "the copied run's working directory (default: here)", metavar="DIR"
-            ),
-        ),
+        "imagenot.run.restamp:main",
+        Option("directory", "the copied run's working directory (default: here)", metavar="DIR"),
     ),
     _acquire(
         "acquire-download",

@@ -153,13 +153,8 @@ def iter_shard_captions(
     from imagenot.curate.shards import open_shard
 
     stats = {} if stats is None else stats
-    stats.update(
-        null_url_removed=0,
-        punsafe_removed=0,
-        unknown_nsfw_removed=0,
-        punsafe_not_probability=0,
-        captions=0,
-    )
+    removed = ("null_url_removed", "punsafe_removed", "unknown_nsfw_removed")
+    stats.update(dict.fromkeys((*removed, "punsafe_not_probability", "captions"), 0))
     shard = open_shard(shard_path)
     columns = ["URL", "TEXT"] + [c for c in ("hash", "punsafe", "NSFW") if c in shard.columns]
     n_rows = shard.num_rows

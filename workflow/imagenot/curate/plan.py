@@ -187,9 +187,8 @@ def check_query_template(template: str) -> None:
     unknown = sorted(fields - {"name", "gloss"})
     if unknown or "gloss" not in fields:
         raise ValueError(
-            f"config key curate.query_template {template!r}: needs the field {{gloss}} and may use "
-            f"only {{name}} and {{gloss}}"
-            + (f" (unknown: {', '.join(unknown)})" if unknown else "")
+            f"config key curate.query_template {template!r}: needs {{gloss}}, may use only {{name}} "
+            f"and {{gloss}} (unknown: {', '.join(unknown) or 'none'})"
         )
 
 

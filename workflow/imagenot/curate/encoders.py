@@ -75,12 +75,8 @@ class EncoderSpec:
         """
         from imagenot.core.config import validate_config
 
-        try:
-            resolved = validate_config({"encoder": dict(section)}, schema="curate.schema.yaml")
-        except ConfigError as exc:  # name the key from the top of the workflow config
-            message = str(exc).replace("config key encoder", f"config key {CONFIG_KEY}")
-            raise ConfigError(message.replace("under encoder", f"under {CONFIG_KEY}", 1)) from None
-        values = resolved["encoder"]
+        # validated where it sits in a workflow config, so that an error names curate.encoder.KEY
+        values = validate_config({"curate": {"encoder": dict(section)}})["curate"]["encoder"]
         check_encoder_config(values)
         return cls(**{f.name: values[f.name] for f in fields(cls)})
 

@@ -103,10 +103,7 @@ def unsafe_rows(
     unsafe-image signal, per layout: ``punsafe`` above ``settings.max_punsafe``, or an ``NSFW``
     tag in ``settings.nsfw_tags``; a null signal (a ``punsafe`` outside [0, 1] or NaN is one)
     is unsafe when ``settings.unknown_nsfw`` says so."""
-    n = table.num_rows
-    unsafe = np.zeros(n, dtype=bool)
-    null = np.zeros(n, dtype=bool)
-    improbable = np.zeros(n, dtype=bool)
+    unsafe, null, improbable = np.zeros((3, table.num_rows), dtype=bool)
     if settings.max_punsafe is not None and "punsafe" in table.column_names:
         punsafe = _typed(table.column("punsafe"), pa.float64(), path, "punsafe")
         missing = np.asarray(punsafe.is_null().to_numpy(zero_copy_only=False), dtype=bool)

@@ -56,9 +56,8 @@ class LemmaIndex:
     """Normalised lemma keys and, for each key, the synsets it names (CSR layout)."""
 
     keys: list[str]  # normalised lemma text, unique, sorted
-    key_ptr: (
-        np.ndarray
-    )  # int64 [n_keys + 1]: synsets of key i are wnid_idx[key_ptr[i]:key_ptr[i+1]]
+    # int64 [n_keys + 1]: the synsets of key i are wnid_idx[key_ptr[i]:key_ptr[i+1]]
+    key_ptr: np.ndarray
     wnid_idx: np.ndarray  # int32 indices into ``wnids``
     wnids: pa.Array  # string, sorted unique wnids
 

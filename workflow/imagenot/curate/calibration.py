@@ -43,9 +43,8 @@ def check_grid(settings: CalibrationSettings) -> None:
     keys (CalibrationError)."""
     if not settings.step > 0 or settings.stop < settings.start:
         raise CalibrationError(
-            f"--settings: the grid start {settings.start}, stop {settings.stop}, step "
-            f"{settings.step} is empty (config keys curate.calibration.*: step > 0, "
-            "stop >= start)"
+            f"--settings: grid start {settings.start}, stop {settings.stop}, step {settings.step} "
+            "is empty (curate.calibration: step > 0, stop >= start)"
         )
 
 

@@ -103,10 +103,7 @@ def unsafe_rows(
     unsafe-image signal, per layout: ``punsafe`` above ``settings.max_punsafe``, or an ``NSFW``
     tag in ``settings.nsfw_tags``; a null signal (a ``punsafe`` outside [0, 1] or NaN is one)
     is unsafe when ``settings.unknown_nsfw`` says so."""
-    n = table.num_rows
-    unsafe = np.zeros(n, dtype=bool)
-    null = np.zeros(n, dtype=bool)
-    improbable = np.zeros(n, dtype=bool)
+    unsafe, null, improbable = np.zeros((3, table.num_rows), dtype=bool)
     if settings.max_punsafe is not None and "punsafe" in table.column_names:
         punsafe = _typed(table.column("punsafe"), pa.float64(), path, "punsafe")
         missing = np.asarray(punsafe.is_null().to_numpy(zero_copy_only=False), dtype=bool)
@@ -153,13 +150,8 @@ def iter_shard_captions(
     from imagenot.curate.shards import open_shard
 
     stats = {} if stats is None else stats
-    stats.update(
-        null_url_removed=0,
-        punsafe_removed=0,
-        unknown_nsfw_removed=0,
-        punsafe_not_probability=0,
-        captions=0,
-    )
+    removed = ("null_url_removed", "punsafe_removed", "unknown_nsfw_removed")
+    stats.update(dict.fromkeys((*removed, "punsafe_not_probability", "captions"), 0))
     shard = open_shard(shard_path)
     columns = ["URL", "TEXT"] + [c for c in ("hash", "punsafe", "NSFW") if c in shard.columns]
     n_rows = shard.num_rows

@@ -2,7 +2,7 @@
 takes its files by role (a class of :mod:`imagenot.curate.files`) and the settings object its
 rule built (:mod:`imagenot.curate.settings`); heavy imports stay inside. ``match`` and
 ``prepare-wordnet`` are typed by hand too: without ``--settings`` their flags, whose defaults are
-the schema's, make the settings.
+the schema's, make the settings (:func:`hand_settings`).
 """
 
 from __future__ import annotations
@@ -20,28 +20,34 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def hand_settings(settings, cls, flags: dict[str, tuple]):
+    """The rule's ``--settings``, or a ``cls`` of the hand-typed ``flags`` (``{flag: (value,
+    config key)}``, in field order; a value not given is the key's schema default). Never both: a
+    flag beside ``--settings`` would be silently ignored."""
+    from imagenot.core.config import schema_default
+
+    if settings is None:
+        return cls(*(schema_default(key) if v is None else v for v, key in flags.values()))
+    if given := [flag for flag, (v, _) in flags.items() if v is not None and v is not False]:
+        raise ValueError(f"{', '.join(given)} and --settings: give one of them")
+    return settings
+
+
 def match_settings(
     settings: ss.MatchSettings | None,
     batch_rows: int | None,
     max_caption_bytes: int | None,
     require_url: bool,
 ) -> ss.MatchSettings:
-    """The rule's ``--settings``, or the hand-typed flags with the schema's defaults (never both:
-    a flag beside ``--settings`` would be silently ignored)."""
-    from imagenot.core.config import schema_default
+    """:func:`hand_settings` of ``match`` (``--require-url``: no default, off unless given)."""
     from imagenot.curate.settings import MatchSettings
 
-    flags = {"--batch-rows": batch_rows, "--max-caption-bytes": max_caption_bytes}
-    if settings is not None:
-        given = [f for f, v in {**flags, "--require-url": require_url or None}.items() if v]
-        if given:
-            raise ValueError(f"--settings replaces {', '.join(given)}: give one or the other")
-        return settings
-    keys = ("laion.batch_rows", "laion.max_caption_bytes")
-    values = [
-        v if v is not None else schema_default(k) for v, k in zip(flags.values(), keys, strict=True)
-    ]
-    return MatchSettings(*values, require_url=require_url)
+    flags = {
+        "--batch-rows": (batch_rows, "laion.batch_rows"),
+        "--max-caption-bytes": (max_caption_bytes, "laion.max_caption_bytes"),
+        "--require-url": (require_url, None),
+    }
+    return hand_settings(settings, MatchSettings, flags)
 
 
 def match(f: fs.MatchFiles, settings: ss.MatchSettings | None, nltk_data: str | None, **flags):
@@ -85,16 +91,10 @@ def lemmas(f: fs.LemmasFiles) -> None:
 def wordnet_settings(
     settings: ss.WordnetSettings | None, dict_dir: str | None
 ) -> ss.WordnetSettings:
-    """The rule's ``--settings``, or the hand-typed ``--dict-dir`` (default: the schema's); both
-    given is an error."""
-    from imagenot.core.config import schema_default
+    """:func:`hand_settings` of ``prepare-wordnet`` (``--dict-dir``)."""
     from imagenot.curate.settings import WordnetSettings
 
-    if settings is not None:
-        if dict_dir is not None:
-            raise ValueError("--dict-dir and --settings: give one of them")
-        return settings
-    return WordnetSettings(dict_dir if dict_dir is not None else schema_default("wordnet.dict_dir"))
+    return hand_settings(settings, WordnetSettings, {"--dict-dir": (dict_dir, "wordnet.dict_dir")})
 
 
 def prepare_wordnet(

@@ -225,8 +225,7 @@ def embed_part(
         )
     if len(query_vectors) != len(class_wnids):
         raise ValueError(
-            f"{len(query_vectors)} query vectors for {len(class_wnids)} candidate classes; "
-            "rerun curate_queries"
+            f"{len(query_vectors)} query vectors for {len(class_wnids)} classes; rerun curate_queries"
         )
     captions = read_parquet(captions_path, columns=["key", "row", "TEXT", "wnid"])
     pairs = distinct_pairs(captions)

@@ -75,12 +75,8 @@ class EncoderSpec:
         """
         from imagenot.core.config import validate_config
 
-        try:
-            resolved = validate_config({"encoder": dict(section)}, schema="curate.schema.yaml")
-        except ConfigError as exc:  # name the key from the top of the workflow config
-            message = str(exc).replace("config key encoder", f"config key {CONFIG_KEY}")
-            raise ConfigError(message.replace("under encoder", f"under {CONFIG_KEY}", 1)) from None
-        values = resolved["encoder"]
+        # validated where it sits in a workflow config, so that an error names curate.encoder.KEY
+        values = validate_config({"curate": {"encoder": dict(section)}})["curate"]["encoder"]
         check_encoder_config(values)
         return cls(**{f.name: values[f.name] for f in fields(cls)})
 
@@ -108,14 +104,14 @@ def check_encoder_config(section: Mapping) -> None:
     backend = section["backend"]
     if _backend(backend).test_only and not section["allow_test_only"]:
         raise ConfigError(
-            f"config key {CONFIG_KEY}.allow_test_only: backend {backend!r} is a stand-in for "
-            f"benchmarks and tests (no language model); set {CONFIG_KEY}.allow_test_only: true "
-            "to use it"
+            f"config key {CONFIG_KEY}.allow_test_only: {backend!r} is a test-only stand-in (no "
+            f"language model); set {CONFIG_KEY}.allow_test_only: true to use it"
         )
 
 
 class TextEncoder:
-    """The interface every backend speaks (see the module docstring)."""
+    """The interface every backend speaks: ``dim``, ``device``, ``token_lengths(texts)`` and
+    ``encode(texts)`` (see the module docstring)."""
 
     name: ClassVar[str]
     test_only: ClassVar[bool] = False
@@ -124,12 +120,6 @@ class TextEncoder:
 
     def __init__(self, spec: EncoderSpec):
         self.spec = spec
-
-    def token_lengths(self, texts: Sequence[str]) -> np.ndarray:
-        raise NotImplementedError
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        raise NotImplementedError
 
 
 #: Backend name -> its TextEncoder class: the one list of backends (the schema's
@@ -145,8 +135,7 @@ def register_encoder(name: str, *, test_only: bool = False) -> Callable[[type], 
     """
     if test_only != name.startswith(TEST_ONLY_PREFIX):
         raise ValueError(
-            f"encoder backend {name!r}: test-only backends, and only they, are named "
-            f"'{TEST_ONLY_PREFIX}...'"
+            f"encoder backend {name!r}: only test-only backends are named '{TEST_ONLY_PREFIX}...'"
         )
 
     def register(cls: type) -> type:
@@ -199,10 +188,6 @@ class TorchEncoder(TextEncoder):
             return torch.autocast("cuda", dtype=dtype)
         return contextlib.nullcontext()
 
-    def _encode_batch(self, texts: list[str]) -> np.ndarray:
-        """Unit vectors of one batch (what the model gives for exactly these texts)."""
-        raise NotImplementedError
-
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Unit vectors of ``texts`` (float32, in input order).
 
@@ -221,6 +206,7 @@ class TorchEncoder(TextEncoder):
         with self._autocast(), torch.inference_mode():
             for start in range(0, len(texts), size):
                 rows = order[start : start + size]
+                # each backend's ``_encode_batch``: what the model gives for exactly these texts
                 vectors[rows] = self._encode_batch([texts[i] for i in rows])
         return vectors
 
@@ -236,10 +222,7 @@ class SentenceTransformersEncoder(TorchEncoder):
 
         self.model = SentenceTransformer(spec.source(), device=self.device)
         self.model.max_seq_length = spec.max_seq_length
-        get_dim = getattr(self.model, "get_embedding_dimension", None) or (
-            self.model.get_sentence_embedding_dimension
-        )
-        self.dim = int(get_dim())
+        self.dim = int(self.model.get_embedding_dimension())
 
     def token_lengths(self, texts: Sequence[str]) -> np.ndarray:
         """Tokens per text as the model will see them (its tokenizer, special tokens, truncation)."""

@@ -40,8 +40,8 @@ import pyarrow.compute as pc
 
 from imagenot.core.io import read_parquet
 from imagenot.curate.text import (
-    build_tables,
     clean_web_text,
+    combining_code_points,
     normalise,
     string_array,
     tokenise,
@@ -56,9 +56,8 @@ class LemmaIndex:
     """Normalised lemma keys and, for each key, the synsets it names (CSR layout)."""
 
     keys: list[str]  # normalised lemma text, unique, sorted
-    key_ptr: (
-        np.ndarray
-    )  # int64 [n_keys + 1]: synsets of key i are wnid_idx[key_ptr[i]:key_ptr[i+1]]
+    # int64 [n_keys + 1]: the synsets of key i are wnid_idx[key_ptr[i]:key_ptr[i+1]]
+    key_ptr: np.ndarray
     wnid_idx: np.ndarray  # int32 indices into ``wnids``
     wnids: pa.Array  # string, sorted unique wnids
 
@@ -118,7 +117,8 @@ class Matcher:
         import scipy.sparse as sp
 
         self.index = index
-        build_tables()  # the cached code point table: now, not in the first batch
+        # clean_web_text's cached code point table (about a second): now, not in the first batch
+        combining_code_points()
         split = pc.split_pattern(pa.array(index.keys, pa.string()), " ")
         lengths = pc.list_value_length(split).to_numpy(zero_copy_only=False).astype(np.int64)
         flat = pc.list_flatten(split)

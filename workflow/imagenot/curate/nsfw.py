@@ -1,6 +1,7 @@
 """Step 5: not-safe-for-work filters over class names, pluggable by name.
 
-``NSFW_FILTERS`` maps a filter name to a class built from the ``curate.nsfw`` config section.
+``NSFW_FILTERS`` maps a filter name to a class built from the ``curate.nsfw`` config section and
+WordNet (``Filter(cfg, wn)``).
 Each filter takes a table of candidate synsets (``wnid``, ``name``, ``lemmas``, ``gloss``) and
 returns a reason string per row (empty string = safe). Filters run in config order and the first
 reason found is recorded in the audit trail.
@@ -15,8 +16,6 @@ reason found is recorded in the audit trail.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pyarrow as pa
 
 from imagenot.core.registries import Registry
@@ -26,11 +25,11 @@ from imagenot.curate.text import normalise, normalise_one
 class WordNetCueFilter:
     """WordNet usage domains, gloss cue words and a word list."""
 
-    def __init__(self, wn, usage_domains: list[str], gloss_cues: list[str], words: list[str]):
+    def __init__(self, cfg: dict, wn):
         self.wn = wn
-        self.usage_domains = set(usage_domains)
-        self.gloss_cues = [normalise_one(c) for c in gloss_cues if c.strip()]
-        self.words = {normalise_one(w) for w in words if w.strip()}
+        self.usage_domains = set(cfg["usage_domains"])
+        self.gloss_cues = [normalise_one(c) for c in cfg["gloss_cues"] if c.strip()]
+        self.words = {normalise_one(w) for w in cfg["words"] if w.strip()}
 
     def reason(self, wnid: str, lemmas: list[str], gloss: str) -> str:
         """Why a class is flagged ("" if not); ``lemmas`` and ``gloss`` are normalised
@@ -71,8 +70,12 @@ class HFTextClassifierFilter:
     # key (curate.encoder.batch_size is the caption encoder's, a different model).
     BATCH = 64
 
-    def __init__(self, model: str, label: str, threshold: float):
-        self.model, self.label, self.threshold = model, label, threshold
+    def __init__(self, cfg: dict, wn):
+        hf = cfg["hf_classifier"]
+        self.model = hf["local_path"] or hf["model"]
+        if not self.model:
+            raise ValueError("config key curate.nsfw.hf_classifier.model (or local_path): unset")
+        self.label, self.threshold = hf["label"], hf["threshold"]
 
     def __call__(self, table: pa.Table) -> list[str]:
         from transformers import pipeline
@@ -89,21 +92,10 @@ class HFTextClassifierFilter:
         return reasons
 
 
-def _wordnet_filter(cfg: dict, wn) -> Callable[[pa.Table], list[str]]:
-    return WordNetCueFilter(wn, cfg["usage_domains"], cfg["gloss_cues"], cfg["words"])
-
-
-def _hf_filter(cfg: dict, wn) -> Callable[[pa.Table], list[str]]:
-    hf = cfg["hf_classifier"]
-    if not (hf["local_path"] or hf["model"]):
-        raise ValueError("config key curate.nsfw.hf_classifier.model (or local_path) is not set")
-    return HFTextClassifierFilter(hf["local_path"] or hf["model"], hf["label"], hf["threshold"])
-
-
-#: Filter name -> ``(curate.nsfw config, wordnet) -> filter``; the one list of filter names
-#: (the schema's ``curate.nsfw.filters`` items derive from it).
+#: Filter name -> its class, built as ``Filter(curate.nsfw config, wordnet)``; the one list of
+#: filter names (the schema's ``curate.nsfw.filters`` items derive from it).
 NSFW_FILTERS: Registry = Registry(
-    "NSFW filter", {"wordnet": _wordnet_filter, "hf_classifier": _hf_filter}
+    "NSFW filter", {"wordnet": WordNetCueFilter, "hf_classifier": HFTextClassifierFilter}
 )
 
 

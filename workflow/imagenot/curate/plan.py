@@ -58,15 +58,21 @@ def shard_path(config: dict, shard: str) -> str:
     return f"{config['laion']['dir'].rstrip('/')}/{shard_files(config)[int(shard)]}"
 
 
-def format_fields(template: str, key: str) -> list[str]:
-    """The field names of the format string ``template`` (config key ``key``); ValueError
-    naming the key where it is no format string."""
+def check_fields(template: str, key: str, required: str, allowed: set[str]) -> None:
+    """``template`` (config key ``key``) is a format string that holds the field ``required``
+    and no field outside ``allowed``; ValueError naming the key (and the unknown fields)."""
     import string
 
     try:
-        return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+        fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
     except ValueError as exc:
         raise ValueError(f"config key {key}: {template!r}: {exc}") from None
+    if (unknown := sorted(fields - allowed)) or required not in fields:
+        raise ValueError(
+            f"config key {key} {template!r}: needs the field {{{required}}}, may use only "
+            f"{' and '.join(f'{{{f}}}' for f in sorted(allowed))} "
+            f"(unknown: {', '.join(f or '{}' for f in unknown) or 'none'})"
+        )
 
 
 def check_shard_pattern(pattern: str) -> None:
@@ -74,13 +80,7 @@ def check_shard_pattern(pattern: str) -> None:
     int takes) and whose names are file names: an unknown field, a positional ``{}``, an index or
     a spec ``int`` refuses would otherwise fail in planning with a bare KeyError."""
     key = "config key laion.shard_pattern"
-    fields = format_fields(pattern, "laion.shard_pattern")
-    unknown = sorted({f for f in fields if f != "i"})
-    if unknown or not fields:
-        raise ValueError(
-            f"{key}: {pattern!r} needs the field {{i}} (the shard number) and no other; "
-            f"unknown: {', '.join(repr(f) for f in unknown) or 'none'}"
-        )
+    check_fields(pattern, "laion.shard_pattern", "i", {"i"})
     try:
         name = pattern.format(i=0)
     except (ValueError, TypeError) as exc:
@@ -133,6 +133,9 @@ def targets(config: dict) -> list[str]:
     return [path for dataset in curated_datasets(config) for path in dataset_outputs(dataset)]
 
 
+QUERY_FIELDS = {"name", "gloss"}
+
+
 def check(config: dict) -> None:
     """Cross-key checks the schema cannot express; raise ConfigError naming the key (a test-only
     encoder backend needs ``curate.encoder.allow_test_only``)."""
@@ -143,7 +146,8 @@ def check(config: dict) -> None:
 
     config_wordnet_dir(config)  # every config prepares WordNet (rule all asks for it)
     check_shards(config)
-    check_query_template(config["curate"]["query_template"])
+    # the class query carries the gloss: a bare word scores every caption that names it alike
+    check_fields(config["curate"]["query_template"], "curate.query_template", "gloss", QUERY_FIELDS)
     for dataset in laion_datasets(config):
         check_class_list(config, dataset)
 
@@ -177,19 +181,6 @@ def check_data(config: dict) -> None:
         raise ValueError(
             f"config key laion.dir: {len(missing)} of the {len(files)} LAION parts that "
             f"laion.shards/laion.shard_pattern name are not in {folder} (first: {missing[0]})"
-        )
-
-
-def check_query_template(template: str) -> None:
-    """The class query must carry the gloss (a bare word scores every caption that names it
-    alike) and no field but ``{name}`` and ``{gloss}``."""
-    fields = set(format_fields(template, "curate.query_template"))
-    unknown = sorted(fields - {"name", "gloss"})
-    if unknown or "gloss" not in fields:
-        raise ValueError(
-            f"config key curate.query_template {template!r}: needs the field {{gloss}} and may use "
-            f"only {{name}} and {{gloss}}"
-            + (f" (unknown: {', '.join(unknown)})" if unknown else "")
         )
 
 

@@ -175,10 +175,9 @@ def check_class_count(scores: pa.Table, settings: SelectSettings) -> None:
     raise ShortfallError(
         f"dataset {dataset!r}: {kept} classes pass, {n_classes or 'at least one'} wanted "
         f"({len(step)} candidates: {int((step == 6).sum())} without a one-class caption, "
-        f"{int((step == 7).sum())} under the similarity threshold {threshold}); "
-        f"see {CLASS_SCORES.format(dataset=dataset)}. Change curate.threshold, "
-        "curate.min_count, the encoder (curate.encoder) or n_classes, or set "
-        "curate.allow_fewer_classes: true to go on with fewer"
+        f"{int((step == 7).sum())} under the similarity threshold {threshold}; see "
+        f"{CLASS_SCORES.format(dataset=dataset)}); change curate.threshold, curate.min_count, "
+        "curate.encoder or n_classes, or set curate.allow_fewer_classes: true"
     )
 
 
@@ -205,8 +204,7 @@ def candidate_rows(
     joined = captions.join(top.select(["key", "similarity"]), keys="key", join_type="inner")
     if joined.num_rows != top.num_rows:
         raise ValueError(
-            f"{top.num_rows - joined.num_rows} scored captions are missing from the caption "
-            "files; rerun curate_embed"
+            f"{top.num_rows - joined.num_rows} scored captions missing; rerun curate_embed"
         )
     return joined
 

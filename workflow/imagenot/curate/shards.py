@@ -141,8 +141,7 @@ def open_shard(path: str | os.PathLike, require_url: bool = True) -> Shard:
         col_type = schema.field(shard.columns[name]).type
         if col_type not in STRING_LIKE and not pa.types.is_dictionary(col_type):
             raise ShardError(
-                f"{path}: column {shard.columns[name]!r} has type {col_type}, expected a string "
-                "column"
+                f"{path}: column {shard.columns[name]!r} has type {col_type}, not a string type"
             )
     return shard
 

@@ -50,7 +50,7 @@ _ENTITY = "&[#A-Za-z]"
 
 
 @functools.cache
-def _combining_code_points() -> np.ndarray:
+def combining_code_points() -> np.ndarray:
     """bool per Unicode code point: ``unicodedata.combining`` (the marks step 0 drops)."""
     import unicodedata
 
@@ -74,7 +74,7 @@ def _fold_unicode(texts: pa.Array) -> pa.Array:
         return pa.array([clean_one(t) for t in texts.to_pylist()], texts.type)
     folded = unicodedata.normalize("NFKD", "\0".join(texts.to_pylist()))
     points = np.frombuffer(folded.encode("utf-32-le"), dtype=np.uint32)
-    points = points[~_combining_code_points()[points]]
+    points = points[~combining_code_points()[points]]
     folded = unicodedata.normalize("NFC", points.tobytes().decode("utf-32-le"))
     return pa.array(folded.split("\0"), texts.type)
 
@@ -172,12 +172,6 @@ def _split_words(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
     )
     per_text = np.diff(np.searchsorted(starts, offsets - first))
     return words, np.repeat(np.arange(n, dtype=np.int64), per_text)
-
-
-def build_tables() -> None:
-    """Build the cached code point table of ``clean_web_text`` now (about a second), so that a
-    matcher's first batch does not pay for it."""
-    _combining_code_points()
 
 
 def tokenise(texts: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:

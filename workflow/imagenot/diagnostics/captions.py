@@ -24,15 +24,6 @@ def summary(values: np.ndarray) -> dict[str, float | None]:
     return {k: None if x is None else float(x) for k, x in zip(SUMMARY, found, strict=True)}
 
 
-def per_class_similarity(wnids: np.ndarray, similarity: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-class mean and count of caption similarities (vectorised group-by on wnid)."""
-    classes, inverse = np.unique(np.asarray(wnids, dtype=object).astype(str), return_inverse=True)
-    sims = np.asarray(similarity, dtype=np.float64)
-    counts = np.bincount(inverse, minlength=len(classes))
-    means = np.bincount(inverse, weights=sims, minlength=len(classes)) / np.maximum(counts, 1)
-    return {"wnid": classes, "n": counts, "mean": means}
-
-
 def read_curation(
     classes_path: str | os.PathLike, selection_path: str | os.PathLike
 ) -> tuple[dict, dict]:
@@ -47,9 +38,13 @@ def read_curation(
 
 
 def caption_stats(classes: dict, selection: dict) -> dict:
-    """Class-score summary across classes (the paper's figure) and caption-level summaries."""
-    per_class = per_class_similarity(selection["wnid"], selection["similarity"])
+    """Class-score summary across classes (the paper's figure), the summary of each class's mean
+    caption similarity, and caption-level summaries."""
+    import pandas as pd
+
+    similarity = pd.Series(np.asarray(selection["similarity"], dtype=np.float64))
+    per_class = similarity.groupby(np.asarray(selection["wnid"]).astype(str)).mean()
     stats = {"n_classes": len(classes["wnid"]), "n_captions": len(selection["wnid"])}
     stats |= {"class_score": summary(classes["score"])}
-    stats |= {"class_mean_selected_similarity": summary(per_class["mean"])}
+    stats |= {"class_mean_selected_similarity": summary(per_class.to_numpy())}
     return stats | {"caption_similarity": summary(selection["similarity"])}

@@ -43,8 +43,8 @@ def wordnet_stats(f, json: bool) -> int:
         for key in ws.STAT_KEYS:
             a, b = document["classes"][key], document["reference"][key]
             print(f"{key:<16}{a:>14.6g}{b:>14.6g}")
-        print(f"synset_overlap  {document['synset_overlap']:.4f}")
-        print(f"parent_overlap  {document['parent_overlap']:.4f}")
+        for key in ("synset_overlap", "parent_overlap"):
+            print(f"{key:<16}{document[key]:.4f}")
     return 0
 
 

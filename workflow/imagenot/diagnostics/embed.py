@@ -85,9 +85,9 @@ def clip_processor(model_id: str):
         return AutoImageProcessor.from_pretrained(model_id)
     except OSError as exc:
         raise FileNotFoundError(
-            f"diagnostics.encoder.clip_model {model_id}: no image processor config "
-            f"({PROCESSOR_CONFIG}) found ({str(exc).splitlines()[0]}); save it beside the model: "
-            f"transformers.CLIPProcessor.from_pretrained(HUB_ID).save_pretrained(DIR)"
+            f"diagnostics.encoder.clip_model {model_id}: no {PROCESSOR_CONFIG} "
+            f"({str(exc).splitlines()[0]}); save it beside the model: "
+            "transformers.CLIPProcessor.from_pretrained(HUB_ID).save_pretrained(DIR)"
         ) from None
 
 
@@ -114,9 +114,8 @@ def check_clip_input(settings: EmbedSettings) -> None:
     side = processor_side(clip_processor(model_id))
     if side is not None and side > size:
         raise ValueError(
-            f"config key diagnostics.encoder.clip_image_size: {size} px is smaller "
-            f"than the {side} px input of {model_id}'s image processor ({PROCESSOR_CONFIG}); "
-            f"set it to at least {side}"
+            f"config key diagnostics.encoder.clip_image_size: {size} px is smaller than the "
+            f"{side} px input of {model_id}'s {PROCESSOR_CONFIG}; set it to at least {side}"
         )
 
 

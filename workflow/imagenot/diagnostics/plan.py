@@ -75,8 +75,6 @@ def check(config: dict) -> None:
     lists = {f"class_lists.{name}": path for name, path in cfg["class_lists"].items()}
     if cfg["reference_classes"]:
         lists["reference_classes"] = cfg["reference_classes"]
-    if not lists:
-        return
     from imagenot.core.class_list import config_class_list
 
     for key, given in lists.items():

@@ -427,13 +427,9 @@ def _epochs(
             interrupts.saved(stop and not ended)  # a stop now only matters if work is left
         if d.main:
             log.info(
-                "epoch %d: train loss %.4f acc %.2f%%, val acc %.2f%%, lr %.3g, %.1f images/s",
-                state.epoch,
-                row["train_loss"],
-                row["train_accuracy"],
-                val_accuracy,
-                row["lr"],
-                row["images_per_s"],
+                "epoch %(epoch)d: train loss %(train_loss).4f acc %(train_accuracy).2f%%, val acc "
+                "%(val_accuracy).2f%%, lr %(lr).3g, %(images_per_s).1f images/s",
+                row,
             )
         if on_epoch is not None:
             on_epoch(state)

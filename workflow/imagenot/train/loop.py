@@ -79,10 +79,8 @@ def make_model(job: Job, init: Callable[[nn.Module], None] | None = None):
     if init is not None:
         init(model)
     if job.settings.trainable == "head":
-        for p in model.parameters():
-            p.requires_grad_(False)
-        for p in head_module(model, job.settings.model).parameters():
-            p.requires_grad_(True)
+        model.requires_grad_(False)
+        head_module(model, job.settings.model).requires_grad_(True)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = build_optimizer(params, job.hyperparameters)
     return model, optimizer

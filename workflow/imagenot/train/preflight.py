@@ -41,7 +41,6 @@ from imagenot.core.device import DeviceError, cuda_available, resolve_device
 from imagenot.train import feed_bench, preflight_feed, preflight_precision, rings
 from imagenot.train.experiments import accumulation
 from imagenot.train.feed import autocast, layout, preprocess
-from imagenot.train.preflight_feed import release as _release
 from imagenot.train.preflight_plan import Check, measured_batch
 from imagenot.train.registry import build_model, input_size
 from imagenot.train.schedules import build_optimizer
@@ -134,7 +133,7 @@ def step_peak(run: dict, batch: int, image_size: int, device: torch.device) -> i
     except torch.OutOfMemoryError:
         return None
     finally:
-        _release()
+        preflight_feed.release()
 
 
 def _steps(run: dict, batch: int, image_size: int, device: torch.device) -> int:
@@ -330,7 +329,7 @@ def compare_precision(
     try:
         return preflight_precision.compare(build, batches, device)
     finally:
-        _release()
+        preflight_feed.release()
 
 
 def check_precision(

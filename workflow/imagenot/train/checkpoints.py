@@ -198,10 +198,7 @@ def set_aside_stale_checkpoint(path: Path, identity: str, fingerprint: str) -> s
     else:
         if saved.fingerprint != fingerprint:
             reason = "data-changed"
-            detail = (
-                f"written for dataset fingerprint {saved.fingerprint[:12]}..., the dataset's "
-                f"is now {fingerprint[:12]}..."
-            )
+            detail = f"written for dataset {saved.fingerprint[:12]}..., not {fingerprint[:12]}..."
         elif saved.identity != identity:
             reason, detail = "other-job", "written for another job definition"
         else:

@@ -374,8 +374,7 @@ def run_preprocessing(info: dict[str, Any], where: Any) -> Preprocessing:
         return Preprocessing.from_dict(info["preprocessing"])
     if "normalisation" not in info:
         raise RegistryError(
-            f"{where}: lacks key 'normalisation' (the input statistics the run trained with, "
-            "which every run records: rerun it)"
+            f"{where}: lacks key 'normalisation' (the run's input statistics): rerun it"
         )
     return Preprocessing.trained(info["normalisation"], int(info["image_size"]))
 

@@ -22,10 +22,6 @@ from typing import Any, ClassVar
 from imagenot.core.settings import FromConfig
 from imagenot.train import experiments, preflight_plan, search
 
-# The sections of a training job's keys: the experiment's space, then the train section.
-_JOB_SECTIONS = ("train.spaces.{space}", "train")
-
-
 # Names of schema keys used for something else (tests/test_settings_schema.py's guard).
 NOT_SETTINGS = {
     "imagenot.train.preflight_cli:.get('gpu')": "the GPU name of the preflight's environment "
@@ -37,7 +33,7 @@ NOT_SETTINGS = {
 class JobSettings(FromConfig):
     """A training job (trial or final run) and the TL backbone's feature pass."""
 
-    SECTIONS: ClassVar = _JOB_SECTIONS
+    SECTIONS: ClassVar = ("train.spaces.{space}", "train")  # the experiment's space first
     WILDCARDS: ClassVar = ("model",)
     DERIVED: ClassVar = {
         "batch_size": "the model's pre-registered batch size (experiments.model_settings)",

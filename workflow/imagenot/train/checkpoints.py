@@ -198,10 +198,7 @@ def set_aside_stale_checkpoint(path: Path, identity: str, fingerprint: str) -> s
     else:
         if saved.fingerprint != fingerprint:
             reason = "data-changed"
-            detail = (
-                f"written for dataset fingerprint {saved.fingerprint[:12]}..., the dataset's "
-                f"is now {fingerprint[:12]}..."
-            )
+            detail = f"written for dataset {saved.fingerprint[:12]}..., not {fingerprint[:12]}..."
         elif saved.identity != identity:
             reason, detail = "other-job", "written for another job definition"
         else:
@@ -279,14 +276,13 @@ def load_tensors(
     stored = meta.get(DIGEST_KEY)
     if stored is None and require_digest:
         raise WeightsError(
-            f"{path}: lacks the digest ({DIGEST_KEY}) the workflow stores in every weights and "
-            "features file it writes: not written by it (or by an older version of it); "
-            "delete it and run the workflow again (it reruns the rule that writes it)"
+            f"{path}: lacks the digest ({DIGEST_KEY}) the workflow writes: not written by it; "
+            "delete it and run the workflow again"
         )
     if stored is not None and stored != tensors_digest(tensors):
         raise WeightsError(
-            f"{path}: its tensors do not match the sha256 stored when it was written: the file "
-            "was damaged; delete it and run the workflow again (it reruns the rule that writes it)"
+            f"{path}: its tensors do not match the sha256 stored when it was written; delete it "
+            "and run the workflow again"
         )
     check_finite(tensors, path)
     return tensors, meta
@@ -309,8 +305,7 @@ def load_weights(
         if actual != sha256:
             raise WeightsError(
                 f"{path}: sha256 {actual[:16]}... is not the {sha256[:16]}... that its "
-                "result.json records: these are not the weights the result describes; delete "
-                "the run's folder and run the workflow again"
+                "result.json records; delete the run's folder and run the workflow again"
             )
     return load_tensors(path, require_digest)[0]
 

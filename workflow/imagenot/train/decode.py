@@ -230,9 +230,7 @@ class DecodeAhead:
 
     def serve(self, items: Iterable) -> Iterator[tuple[object, torch.Tensor]]:
         items = iter(items)
-        pending: deque = deque()
-        for item in itertools.islice(items, AHEAD):
-            pending.append(self._submit(item))
+        pending = deque(self._submit(item) for item in itertools.islice(items, AHEAD))
         while pending:
             future, encoded, labels = pending.popleft()
             nxt = next(items, None)

@@ -122,15 +122,8 @@ def from_environment(environ=os.environ) -> Dist:
         return SINGLE
     missing = [k for k in _TORCHRUN if k not in environ]
     if missing:
-        raise LaunchError(
-            f"WORLD_SIZE is set but {', '.join(missing)} not: start ranks with torchrun"
-        )
-    return Dist(
-        rank=int(environ["RANK"]),
-        world=int(environ["WORLD_SIZE"]),
-        local_rank=int(environ["LOCAL_RANK"]),
-        local_world=int(environ["LOCAL_WORLD_SIZE"]),
-    )
+        raise LaunchError(f"WORLD_SIZE is set but {', '.join(missing)} not: start with torchrun")
+    return Dist(*(int(environ[k]) for k in _TORCHRUN[:4]))  # (the fields' order)
 
 
 @contextlib.contextmanager

@@ -36,10 +36,6 @@ EXPECTED_BEST_EPOCH = {
         "102 epochs",
     ),
 }
-HORIZON_SOURCE = (
-    "the schedule ends at its horizon ({n} epochs; cosine to 0): accuracy assumed to rise to "
-    "its end, as torchvision's recipes report their last epoch"
-)
 # A forward pass costs about a third of a training step (the backward pass about twice the
 # forward's FLOPs, Kaplan et al. 2020 section 2.1): evaluation, validation and the TL features
 # pass run at this many times the training images/s (an estimate)
@@ -82,7 +78,11 @@ def stop_epochs(config: dict, dataset: str, protocol: str, measured: dict | None
             "that early stopping ended (results/train)"
         )
     elif search.ends_at_horizon(sp["hyperparameters"]):
-        expected, source = n, HORIZON_SOURCE.format(n=n)
+        expected = n
+        source = (
+            f"the schedule ends at its horizon ({n} epochs; cosine to 0): accuracy assumed to "
+            "rise to its end, as torchvision's recipes report their last epoch"
+        )
     else:
         best, why = EXPECTED_BEST_EPOCH["st" if protocol == "st" else "ft"]  # ft and tl alike
         expected = min(n, best + patience)
@@ -151,29 +151,21 @@ def training_rows(config: dict, throughput: dict, records: dict | None = None) -
         # the model's GPUs per job; a TL features pass is one process on one GPU
         gpus = 1 if plan.is_tl(p) else job_gpus(config, model)
         done = _done_jobs(records.get((d, p, model)), sp, len(counts))
-        row = {
-            "experiment": f"{d}/{p}",
-            "model": model,
-            "gpus": gpus,
-            "stop_epochs": stops,
-            "images_per_epoch": round(epoch_images(sizes)),
-        }
+        n = epoch_images(sizes)
+        row = {"experiment": f"{d}/{p}", "model": model, "gpus": gpus, "stop_epochs": stops}
+        row["images_per_epoch"] = round(n)
         for scenario in SCENARIOS:
             if plan.is_tl(p):
-                n = sum(sizes[split] for split in plan.FEATURE_SPLITS) / FORWARD_SPEEDUP
-                stages = [Stage(1, budget.hours(1, n, rate, gpus))]
-                epochs = 1
-            else:
-                n = epoch_images(sizes)
-                per_slot = budget.stage_epochs(sp, stops[scenario])  # 0 after the stop
+                features = sum(sizes[split] for split in plan.FEATURE_SPLITS) / FORWARD_SPEEDUP
+                stages, epochs = [Stage(1, budget.hours(1, features, rate, gpus))], 1
+            else:  # the halving stages' slots (none after the stop), then the extra seeds
+                per_job = [*budget.stage_epochs(sp, stops[scenario]), stops[scenario]]
+                jobs = [*counts, extra_seeds]
                 stages = [
-                    Stage(c if e else 0, budget.hours(e, n, rate, gpus))
-                    for c, e in zip(counts, per_slot, strict=True)
+                    Stage(c if e or k == len(counts) else 0, budget.hours(e, n, rate, gpus))
+                    for k, (c, e) in enumerate(zip(jobs, per_job, strict=True))
                 ]
-                final = stops[scenario]
-                stages.append(Stage(extra_seeds, budget.hours(final, n, rate, gpus)))
-                epochs = sum(c * e for c, e in zip(counts, per_slot, strict=True))
-                epochs += extra_seeds * final
+                epochs = sum(c * e for c, e in zip(jobs, per_job, strict=True))
             chain = Chain(f"{d}/{p}", model, gpus, tuple(stages))
             key = "" if scenario == "expected" else f"_{scenario}"
             row[f"epochs{key}"] = epochs

@@ -55,9 +55,7 @@ def space_name(config: dict, dataset: str, protocol: str) -> str:
     """The ``train.spaces`` key of an experiment (the settings classes' ``{space}`` section)."""
     exp = experiment(config, dataset, protocol)
     if is_published(exp):
-        raise ConfigError(
-            f"train.experiments {dataset}/{protocol} uses published weights: it has no space"
-        )
+        raise ConfigError(f"train.experiments {dataset}/{protocol}: published weights, no space")
     return exp["space"]
 
 

@@ -131,16 +131,20 @@ class Preprocessing:
                 x = F.interpolate(x, size=size, mode=self.interpolation, antialias=True)
                 x = x.clamp_(0.0, 1.0)
             return x
-        # torchvision.transforms.functional, as weights.transforms() calls it (the v2
-        # functions round some uint8 resizes differently, by one level)
+        pixels = self._resize_crop(x.mul(255.0).round_().clamp_(0, 255).to(torch.uint8))
+        return pixels.to(torch.float32).div_(255.0)
+
+    def _resize_crop(self, image):
+        """``weights.transforms()``' resize of the shorter side and centre crop of a uint8
+        tensor or a Pillow image, by torchvision.transforms.functional as it calls them (the v2
+        functions round some uint8 resizes differently, by one level)."""
         from torchvision.transforms import InterpolationMode
         from torchvision.transforms import functional as TF
 
-        pixels = x.mul(255.0).round_().clamp_(0, 255).to(torch.uint8)
         mode = InterpolationMode(self.interpolation)
-        pixels = TF.resize(pixels, [self.resize_size], mode, antialias=True)
-        pixels = TF.center_crop(pixels, [self.crop_size])
-        return pixels.to(torch.float32).div_(255.0)
+        return TF.center_crop(
+            TF.resize(image, [self.resize_size], mode, antialias=True), [self.crop_size]
+        )
 
     def pil_geometry(self, image) -> torch.Tensor:
         """A Pillow RGB image (an original file, decoded as torchvision's datasets decode it)
@@ -148,14 +152,11 @@ class Preprocessing:
         side and centre crop on the Pillow image, as torchvision's reference evaluation (its
         default Pillow backend) ran them for the published accuracies. Needs a
         ``resize_size``."""
-        from torchvision.transforms import InterpolationMode
-        from torchvision.transforms import functional as TF
+        from torchvision.transforms.functional import pil_to_tensor
 
         if self.resize_size is None:
             raise ValueError("pil_geometry: a protocol without resize_size resizes stored copies")
-        mode = InterpolationMode(self.interpolation)
-        image = TF.resize(image, [self.resize_size], mode, antialias=True)
-        return TF.pil_to_tensor(TF.center_crop(image, [self.crop_size]))
+        return pil_to_tensor(self._resize_crop(image))
 
     def normalise(self, x: torch.Tensor) -> torch.Tensor:
         """``(x - mean) / std`` of a [0, 1] image (a new tensor)."""
@@ -374,8 +375,7 @@ def run_preprocessing(info: dict[str, Any], where: Any) -> Preprocessing:
         return Preprocessing.from_dict(info["preprocessing"])
     if "normalisation" not in info:
         raise RegistryError(
-            f"{where}: lacks key 'normalisation' (the input statistics the run trained with, "
-            "which every run records: rerun it)"
+            f"{where}: lacks key 'normalisation' (the run's input statistics): rerun it"
         )
     return Preprocessing.trained(info["normalisation"], int(info["image_size"]))
 

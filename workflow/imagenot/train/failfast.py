@@ -64,26 +64,22 @@ class Diverged(RuntimeError):
 def startup_out_of_memory(model: str, per_gpu: int, image_size: int) -> StartupOutOfMemory:
     return StartupOutOfMemory(
         f"CUDA out of memory at the first training step of {model} (per-GPU batch {per_gpu}, "
-        f"image size {image_size}): this GPU holds less than the preflight measured on its site "
-        f"(another process on it, or another card): rerun the preflight on this kind of node, "
-        f"or set train.max_batch_per_gpu below {per_gpu} (gradient accumulation keeps the batch "
-        "size)"
+        f"image size {image_size}): rerun the preflight on this kind of node, or set "
+        f"train.max_batch_per_gpu below {per_gpu}"
     )
 
 
 def missing_weights(model: str, init: str, exc: Exception) -> MissingWeights:
     return MissingWeights(
         f"starting weights {init} of {model}: {exc}; published weights go in "
-        f"train.weights_dir (train.weights.{model} names them), a source run's weights are its "
-        "final run's model.safetensors (rerun it)"
+        f"train.weights_dir (train.weights.{model}), a source run's are its final run's (rerun it)"
     )
 
 
 def diverged_final(run, seed: int, trial: int, lr: float, train_seed: int) -> PermanentFailure:
     return PermanentFailure(
-        f"final run {run} seed {seed}: the loss became NaN or infinite with trial {trial}'s "
-        f"hyperparameters (lr {lr}) and seed {train_seed}; lower the learning rates of the "
-        "experiment's space (train.spaces.<space>.hyperparameters.lr)"
+        f"final run {run} seed {seed}: loss NaN or infinite with trial {trial}'s lr {lr}, seed "
+        f"{train_seed}; lower train.spaces.<space>.hyperparameters.lr"
     )
 
 

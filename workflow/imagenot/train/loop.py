@@ -79,10 +79,8 @@ def make_model(job: Job, init: Callable[[nn.Module], None] | None = None):
     if init is not None:
         init(model)
     if job.settings.trainable == "head":
-        for p in model.parameters():
-            p.requires_grad_(False)
-        for p in head_module(model, job.settings.model).parameters():
-            p.requires_grad_(True)
+        model.requires_grad_(False)
+        head_module(model, job.settings.model).requires_grad_(True)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = build_optimizer(params, job.hyperparameters)
     return model, optimizer
@@ -427,13 +425,9 @@ def _epochs(
             interrupts.saved(stop and not ended)  # a stop now only matters if work is left
         if d.main:
             log.info(
-                "epoch %d: train loss %.4f acc %.2f%%, val acc %.2f%%, lr %.3g, %.1f images/s",
-                state.epoch,
-                row["train_loss"],
-                row["train_accuracy"],
-                val_accuracy,
-                row["lr"],
-                row["images_per_s"],
+                "epoch %(epoch)d: train loss %(train_loss).4f acc %(train_accuracy).2f%%, val acc "
+                "%(val_accuracy).2f%%, lr %(lr).3g, %(images_per_s).1f images/s",
+                row,
             )
         if on_epoch is not None:
             on_epoch(state)

@@ -41,7 +41,6 @@ from imagenot.core.device import DeviceError, cuda_available, resolve_device
 from imagenot.train import feed_bench, preflight_feed, preflight_precision, rings
 from imagenot.train.experiments import accumulation
 from imagenot.train.feed import autocast, layout, preprocess
-from imagenot.train.preflight_feed import release as _release
 from imagenot.train.preflight_plan import Check, measured_batch
 from imagenot.train.registry import build_model, input_size
 from imagenot.train.schedules import build_optimizer
@@ -134,7 +133,7 @@ def step_peak(run: dict, batch: int, image_size: int, device: torch.device) -> i
     except torch.OutOfMemoryError:
         return None
     finally:
-        _release()
+        preflight_feed.release()
 
 
 def _steps(run: dict, batch: int, image_size: int, device: torch.device) -> int:
@@ -223,6 +222,11 @@ def memory_verdict(name: str, run: dict, total: int, peak_of) -> Check:
     pass whose evaluation batch does not fit (it is not cut)."""
     batch = run["per_gpu"]
     limit = FIT_FRACTION * total
+
+    def fits(b: int) -> int | None:  # the peak of a batch that fits
+        p = peak_of(b)
+        return p if p is not None and p <= limit else None
+
     peak = peak_of(batch)
     values = {"per_gpu": batch, "peak_gib": None if peak is None else round(peak / GIB, 2)}
     values |= {"device_gib": round(total / GIB, 2), "budget_gib": round(limit / GIB, 2)}
@@ -230,20 +234,14 @@ def memory_verdict(name: str, run: dict, total: int, peak_of) -> Check:
         values |= {"largest_fit": batch, "micro_batches": _micro_batches(run, batch)}
         detail = f"{batch} per GPU: {peak / GIB:.1f} of {total / GIB:.1f} GiB, the batch whole"
         return Check(name, "pass", detail, values)
-    fit, fit_peak, over = 0, None, batch
-    b = batch // 2
-    while b >= 1:  # halve down to a batch that fits...
-        p = peak_of(b)
-        if p is not None and p <= limit:
-            fit, fit_peak = b, p
-            break
-        over, b = b, b // 2
+    fit, fit_peak, over = batch // 2, None, batch
+    while fit >= 1 and (fit_peak := fits(fit)) is None:  # halve down to a batch that fits...
+        over, fit = fit, fit // 2
     for _ in range(SEARCH_STEPS if fit else 0):  # ...then bisect up towards the one that did not
         if over - fit <= 1:
             break
         mid = (fit + over) // 2
-        p = peak_of(mid)
-        if p is not None and p <= limit:
+        if (p := fits(mid)) is not None:
             fit, fit_peak = mid, p
         else:
             over = mid
@@ -330,7 +328,7 @@ def compare_precision(
     try:
         return preflight_precision.compare(build, batches, device)
     finally:
-        _release()
+        preflight_feed.release()
 
 
 def check_precision(

@@ -34,18 +34,18 @@ def _settings(settings, config, models, spaces, device):
     if settings is None:
         settings = PreflightSettings.from_config(load_configs(config), None)
     for flag, key, wanted in (("models", "model", models), ("spaces", "space", spaces)):
-        if wanted:
-            names = wanted.split(",")
-            known = {r[key] for r in settings.runs}
-            if unknown := [n for n in names if n not in known]:
-                raise ValueError(
-                    f"--{flag}: {unknown} not trained by this config; it has {sorted(known)}"
-                )
-            if flag == "models":
-                settings = settings.narrowed(names)
-            else:
-                runs = [r for r in settings.runs if r[key] in names]
-                settings = dataclasses.replace(settings, runs=runs)
+        names = wanted.split(",") if wanted else []
+        known = {r[key] for r in settings.runs}
+        if unknown := [n for n in names if n not in known]:
+            raise ValueError(
+                f"--{flag}: {unknown} not trained by this config; it has {sorted(known)}"
+            )
+        if names and flag == "models":
+            settings = settings.narrowed(names)
+        elif names:
+            settings = dataclasses.replace(
+                settings, runs=[r for r in settings.runs if r[key] in names]
+            )
     return dataclasses.replace(settings, device=device) if device else settings
 
 
@@ -133,16 +133,9 @@ def environment() -> dict:
 def _driver_version() -> str | None:
     """The node's NVIDIA driver, from nvidia-smi (on the node, or bound into the container by
     Apptainer's --nv); None where there is none."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return None
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        out = subprocess.run(
-            [smi, "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        ).stdout.split()
+    query = [shutil.which("nvidia-smi"), "--query-gpu=driver_version", "--format=csv,noheader"]
+    with contextlib.suppress(OSError, subprocess.SubprocessError, TypeError):  # (TypeError: none)
+        out = subprocess.run(query, capture_output=True, text=True, timeout=30).stdout.split()
         return out[0] if out else None
     return None
 

@@ -93,13 +93,6 @@ def _remove_empty(folder: Path) -> None:
         folder.rmdir()
 
 
-def _same_filesystem(a: Path, b: Path) -> bool:
-    try:
-        return os.stat(a).st_dev == os.stat(b).st_dev
-    except OSError:
-        return False
-
-
 class Samples(contextlib.ExitStack):
     """The feed checks' images per stored side, read where the jobs read (module docstring);
     a context: the samples it writes (and the folders it made for them) are removed at its end. ``checks`` collects the ``feed
@@ -152,9 +145,8 @@ class Samples(contextlib.ExitStack):
         source measured once per side, the images put on the device anew for each caller (who
         lets them go after its check: no model's memory check runs beside another's images)."""
         if side not in self.data:
-            feed_from, check = self._measure(side)
+            self.data[side], check = self._measure(side)
             self.checks.append(check)
-            self.data[side] = feed_from
         feed_from = self.data[side]
         return feed_from, feed_bench.resident(feed_from, self.device)
 
@@ -184,8 +176,9 @@ class Samples(contextlib.ExitStack):
         gain = fast["img_per_s"] / max(real["img_per_s"], 1e-9)
         values["local_over_real"] = round(gain, 2)
         head += f"; node-local $TMPDIR {fast['img_per_s']} img/s (x{gain:.2f})"
-        if _same_filesystem(local_root, sample_root or folder):
-            head += " (the same filesystem)"
+        with contextlib.suppress(OSError):
+            if os.stat(local_root).st_dev == os.stat(sample_root or folder).st_dev:
+                head += " (the same filesystem)"
         if need is None:
             head += f"; $TMPDIR has {free / 1e9:.0f} GB free (the dataset is not built yet: "
             head += "each job checks the room before it stages)"

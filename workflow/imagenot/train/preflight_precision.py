@@ -65,10 +65,6 @@ def _loss_and_grad(model, x, labels, device: torch.device, bf16: bool, seed: int
     return loss.item(), grad
 
 
-def _cosine(a: torch.Tensor, b: torch.Tensor) -> float:
-    return F.cosine_similarity(a, b, dim=0).item()
-
-
 def compare(
     build: Callable[[], nn.Module],
     batches: list[tuple[torch.Tensor, torch.Tensor]],
@@ -98,10 +94,10 @@ def compare(
         model.load_state_dict(state)
         high, g_high = _loss_and_grad(model, x, labels, device, False, _SEEDS["fp32"] + step)
         if step == 0:
-            same = _cosine(g_again, g_high)
+            same = F.cosine_similarity(g_again, g_high, dim=0).item()
         losses[True].append(low)
         losses[False].append(high)
-        cosines.append(_cosine(g_low, g_high))
+        cosines.append(F.cosine_similarity(g_low, g_high, dim=0).item())
         optimizer.step()  # with the float32 gradients, the last computed
     model.eval()
     logits = {}

@@ -332,8 +332,7 @@ def read_state_dict(path: str | Path, record: str | Path | None = None) -> dict:
         return load_weights(path, checked.weights_sha256, require_digest=True)
     if path.suffix == ".safetensors" and path_identity(path, FINAL_MODEL) is not None:
         raise RegistryError(
-            f"{path}: a final run's weights, read only with its record (its result.json, "
-            "--init-record): none was handed"
+            f"{path}: a final run's weights, read only with its record (--init-record)"
         )
     if path.suffix == ".safetensors":  # other safetensors files check a digest they hold
         return load_tensors(path)[0]

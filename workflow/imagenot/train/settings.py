@@ -22,10 +22,6 @@ from typing import Any, ClassVar
 from imagenot.core.settings import FromConfig
 from imagenot.train import experiments, preflight_plan, search
 
-# The sections of a training job's keys: the experiment's space, then the train section.
-_JOB_SECTIONS = ("train.spaces.{space}", "train")
-
-
 # Names of schema keys used for something else (tests/test_settings_schema.py's guard).
 NOT_SETTINGS = {
     "imagenot.train.preflight_cli:.get('gpu')": "the GPU name of the preflight's environment "
@@ -37,29 +33,19 @@ NOT_SETTINGS = {
 class JobSettings(FromConfig):
     """A training job (trial or final run) and the TL backbone's feature pass."""
 
-    SECTIONS: ClassVar = _JOB_SECTIONS
+    SECTIONS: ClassVar = ("train.spaces.{space}", "train")  # the experiment's space first
     WILDCARDS: ClassVar = ("model",)
     DERIVED: ClassVar = {
-        "batch_size": "the space's batch_size_overrides entry of the model, else its batch_size "
-        "(the model's pre-registered setting, DrawSettings.model_settings)",
-        "schedule_epochs": "the space's schedule_epochs, or where null the expected training "
-        "length (imagenot.train.search.schedule_epochs)",
+        "batch_size": "the model's pre-registered batch size (experiments.model_settings)",
+        "schedule_epochs": "the schedule's horizon (imagenot.train.search.schedule_epochs)",
         "trainable": "'head' for a tl-SOURCE protocol (the head alone is trained), else 'all'",
-        "init": "the starting weights file of an ft/tl protocol (experiments.init_weights), "
-        "null for st",
-        "gpu_job": "whether the config plans GPU jobs (resources.gpus > 0): a job that then "
-        "sees no GPU stops instead of training on the CPU",
-        "num_workers": "train.num_workers, or where null the GPU's cores but one on GPU jobs and "
-        "none on CPU jobs (experiments.num_workers); 0 for a head fit over stored features",
-        "world": "the processes the launcher starts (the model's GPUs per job, train.gpus_per_job "
-        "or its train.gpus_per_job_overrides entry, on GPU jobs, else 1): "
-        "every rank checks it was launched with this many; 1 for a head fit",
-        "features": "the folder of the TL backbone's stored features for a head fit "
-        "(experiments.features_dir), null on the image path",
-        "decode_on_gpu": "whether train.decode_on_gpu (true, false, or a list of models) "
-        "names this model (experiments.decodes_on_gpu)",
-        "image_size": "the model's input side: its registry entry's image_size where it "
-        "declares one (a ViT's 224), else train.image_size (experiments.image_size)",
+        "init": "an ft/tl run's starting weights file (experiments.init_weights), null for st",
+        "gpu_job": "resources.gpus > 0: a job that sees no GPU stops, not trains on the CPU",
+        "num_workers": "experiments.num_workers; 0 for a head fit over stored features",
+        "world": "the processes the launcher starts, each rank checks it (experiments.gpus)",
+        "features": "a head fit's stored features (experiments.features_dir), else null",
+        "decode_on_gpu": "whether train.decode_on_gpu names it (experiments.decodes_on_gpu)",
+        "image_size": "the model's input side (experiments.image_size)",
     }
 
     model: str
@@ -140,11 +126,9 @@ class DrawSettings(FromConfig):
     WILDCARDS: ClassVar = ("model",)
     DERIVED: ClassVar = {
         "experiment": "'{dataset}/{protocol}', the preregistration record's key",
-        "definition": "the experiment's space less batch_size_overrides, with the top-level "
-        "seed (experiments.definition): what every model of the experiment shares",
+        "definition": "what every model of the experiment shares (experiments.definition)",
         "model_settings": "the model's own pre-registered settings (its batch size)",
-        "amendments": "train.amendments of this experiment whose scope is the space or this "
-        "model: recording one model's amendment reruns that model's jobs alone",
+        "amendments": "train.amendments of the space or this model (one model's reruns it alone)",
     }
 
     experiment: str
@@ -178,8 +162,7 @@ class TrialSettings(FromConfig):
 
     DERIVED: ClassVar = {
         "job": "JobSettings.for_training of the experiment and model",
-        "stage_epochs": "the stage's halving rung (imagenot.train.search.rungs of the space); "
-        "null for the last stage, which trains to the end",
+        "stage_epochs": "the stage's halving rung (search.rungs); null for the last stage",
     }
 
     job: JobSettings
@@ -204,8 +187,7 @@ class FinalSettings(FromConfig):
     DERIVED: ClassVar = {
         "job": "JobSettings.for_training of the experiment and model",
         "master_seed": "the top-level seed key, named apart from the run's seed wildcard",
-        "reuse_trial": "whether the run's seed is the space's first: that run trains with the "
-        "trial's own seed, so a trial that ran the full schedule is reused, not retrained",
+        "reuse_trial": "whether the seed is the space's first, whose trial's weights are reused",
     }
 
     job: JobSettings
@@ -229,9 +211,7 @@ class FeaturesSettings(FromConfig):
     """``train-features``: the TL job whose backbone features are computed (on images)."""
 
     DERIVED: ClassVar = {
-        "job": "JobSettings.from_config of the TL experiment (its device, data source, "
-        "preprocess and eval batch size: the image path's), in one process (world 1, "
-        "whatever the model's GPUs per job: the rule starts no launcher)",
+        "job": "JobSettings.from_config of the TL experiment, in one process (world 1)",
     }
 
     job: JobSettings
@@ -271,8 +251,7 @@ class PublishedSettings(FromConfig):
     SECTIONS: ClassVar = ("train",)
     WILDCARDS: ClassVar = ("model",)
     DERIVED: ClassVar = {
-        "weights": "train.weights' entry of the model, else the registry's published weights "
-        "(experiments.published_weights)",
+        "weights": "the model's published weights (experiments.published_weights)",
     }
 
     model: str
@@ -293,24 +272,14 @@ class PreflightSettings(FromConfig):
 
     SECTIONS: ClassVar = ("train",)
     DERIVED: ClassVar = {
-        "site": "the report's name (preflight_plan.site_name: local, else the site's GPU "
-        "partition and model)",
-        "gpu_job": "whether the config plans GPU jobs (resources.gpus > 0): then a missing or "
-        "broken CUDA device fails the preflight, else the GPU-only checks are skipped",
-        "runs": "each model and space trained: global batch, GPUs per job, per-GPU share of the "
-        "batch (train.max_batch_per_gpu applied), mode (train, or features for TL) and stored "
-        "image side (preflight_plan.runs); a model's gate keeps its own",
-        "checked_models": "the models whose host, memory, feed and precision checks run: every "
-        "train.models entry by hand (narrowed by --models), one in a model's gate, none in the "
-        "site's CUDA gate (for_site, for_model)",
+        "site": "the report's name (preflight_plan.site_name)",
+        "gpu_job": "resources.gpus > 0: a broken CUDA fails, else GPU-only checks are skipped",
+        "runs": "each model and space trained (preflight_plan.runs)",
+        "checked_models": "the models whose host, memory, feed and precision checks run",
         "num_workers": "a training process's loader workers (experiments.num_workers)",
-        "gpus_per_node": "the most training processes sharing a node's /dev/shm (the widest "
-        "model's, experiments.widest)",
-        "mem_mb": "the memory a training process gets besides its batch rings: "
-        "resources.train_trial.mem_mb (a training slot asks it per GPU of its node, plus the "
-        "rings, resources.process_mem_mb)",
-        "dataset_dirs": "where the training jobs read each dataset they stream (paths.DATASET): "
-        "the feed check reads its sample there (preflight_plan.dataset_dirs)",
+        "gpus_per_node": "the most training processes sharing a node's /dev/shm",
+        "mem_mb": "resources.train_trial.mem_mb: a process's memory besides its batch rings",
+        "dataset_dirs": "where the jobs read each dataset (preflight_plan.dataset_dirs)",
     }
 
     # the input side of the models that declare none; a model that does is checked at its own

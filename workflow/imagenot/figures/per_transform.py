@@ -45,8 +45,8 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style, *, dataset: str):
     models = [models[i] for i in rows]
     ranks, values = ranks[rows], values[rows]
     tick_fs = style.font_size - 1
-    names = layout.fit_texts([opts.model(m) for m in models], 2.2, tick_fs)
-    columns = layout.fit_texts(transforms, 1.2, tick_fs)
+    names = [layout.fit_text(opts.model(m), 2.2, tick_fs) for m in models]
+    columns = [layout.fit_text(t, 1.2, tick_fs) for t in transforms]
     with paper_style(style):
         height = 1.2 + layout.text_width_in(columns, tick_fs) + 0.28 * max(len(models), 1)
         fig, ax = plt.subplots(figsize=(style.width_in, height))
@@ -65,7 +65,7 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style, *, dataset: str):
         title = "Rank (colour) and top-1 % (text) under each test-time transformation of the "
         title += f"models trained on {opts.dataset(dataset)}{more}"
         # over the figure: the axes are narrower beside long names
-        layout.suptitle(fig, title, style.width_in - 0.3, style.font_size)
+        fig.suptitle(layout.wrap_text(title, style.width_in - 0.3, style.font_size))
         bar = fig.colorbar(im, ax=ax, label="rank (1 = best)", shrink=0.8)
         integer_ticks(bar.ax.yaxis)
     return fig

@@ -131,7 +131,9 @@ def draw_panels(panels: list[Panel], style: Style, title: str, per_row: int | No
     rows = [shown_rows(p, top, highlight) for p in panels]
     labels = [p.ranked(best + extra) for p, (best, extra) in zip(panels, rows, strict=True)]
     if label_in > panel_in - PLOT_IN:  # shorten in the middle to what the panel leaves
-        labels = [layout.fit_texts(ls, panel_in - PLOT_IN - 0.1, tick_fs) for ls in labels]
+        labels = [
+            [layout.fit_text(t, panel_in - PLOT_IN - 0.1, tick_fs) for t in ls] for ls in labels
+        ]
     shown = max((len(b) + len(e) + (1 if e else 0) for b, e in rows), default=1)
     titles = []
     for p, (best, _extra) in zip(panels, rows, strict=True):

@@ -80,7 +80,7 @@ def _accuracy_page(rep: RankingsReport, style: Style, names: list[str], note: st
         axis = "" if rep.axis == "linear" else f", {rep.axis} axes"
         title = f"Accuracy on each dataset against accuracy on {ref}, one point per model: "
         title += f"OLS line with {pct} band{axis}{note}"
-        layout.suptitle(fig, title, style.width_in - 0.2, style.font_size)
+        fig.suptitle(layout.wrap_text(title, style.width_in - 0.2, style.font_size))
         layout.freeze(fig)
         for ax, labels in pending:
             layout.place_point_labels(ax, labels, style.font_size - 2)
@@ -137,7 +137,7 @@ def error_correlations(rep: RankingsReport, style: Style):
         i, j = pos[row.a], pos[row.b]
         rho[i, j] = rho[j, i] = np.nan if row.rho is None else row.rho
     cell_fs = style.font_size - 2
-    shown = layout.fit_texts(names, 1.6, style.font_size - 1)
+    shown = [layout.fit_text(d, 1.6, style.font_size - 1) for d in names]
     with paper_style(style):
         side = min(style.width_in - 0.8, 1.5 + 0.55 * k)
         fig, ax = plt.subplots(figsize=(side + 0.8, side + 0.3))

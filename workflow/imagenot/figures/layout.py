@@ -75,15 +75,21 @@ def note(ax, text: str, **kwargs) -> None:
     ax.text(0.5, 0.5, text, ha="center", transform=ax.transAxes, **kwargs)
 
 
-def cell_texts(ax, texts, colors, font_size: float) -> None:
-    """``texts[i][j]`` (an empty one: none) in the centre of cell (i, j) of an image grid, in
-    ``colors[i][j]``."""
+def heat_map(ax, values, columns, rows, texts, colors, font_size: float, **look):
+    """``values`` as an image (``look``: ``imshow``'s), ``columns`` and ``rows`` its tick labels,
+    ``texts[i][j]`` (an empty one: none) in the centre of cell (i, j) in ``colors[i][j]``.
+    Returns the image (for a colour bar)."""
+    image = ax.imshow(values, **look)
     for i, row in enumerate(texts):
         for j, text in enumerate(row):
             if text:
                 ax.text(
                     j, i, text, ha="center", va="center", color=colors[i][j], fontsize=font_size
                 )
+    ax.set_xticks(range(len(columns)), columns, rotation=90)
+    ax.set_yticks(range(len(rows)), rows)
+    ax.grid(False)
+    return image
 
 
 def highlight_ticks(ticks, hot) -> None:

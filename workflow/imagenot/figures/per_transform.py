@@ -53,14 +53,11 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style, *, dataset: str):
         if not models:
             layout.note(ax, "no results")
             return fig
-        im = ax.imshow(ranks, cmap="viridis_r", aspect="auto", vmin=1, vmax=max(total, 2))
         texts = [[f"{v:.0f}" for v in row] for row in values]
         colors = np.where(ranks <= (total + 1) / 2, "k", "w")
-        layout.cell_texts(ax, texts, colors, style.font_size - 2)
-        ax.set_xticks(range(len(transforms)), columns, rotation=90)
-        ax.set_yticks(range(len(models)), names)
+        look = {"cmap": "viridis_r", "aspect": "auto", "vmin": 1, "vmax": max(total, 2)}
+        im = layout.heat_map(ax, ranks, columns, names, texts, colors, style.font_size - 2, **look)
         layout.highlight_ticks(ax.get_yticklabels(), [m in highlight for m in models])
-        ax.grid(False)
         more = f"; the best {min(style.top, total)} of {total} models" if total > style.top else ""
         title = "Rank (colour) and top-1 % (text) under each test-time transformation of the "
         title += f"models trained on {opts.dataset(dataset)}{more}"

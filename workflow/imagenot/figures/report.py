@@ -141,16 +141,14 @@ def error_correlations(rep: RankingsReport, style: Style):
     with paper_style(style):
         side = min(style.width_in - 0.8, 1.5 + 0.55 * k)
         fig, ax = plt.subplots(figsize=(side + 0.8, side + 0.3))
-        im = ax.imshow(rho, cmap="RdBu_r", vmin=-1, vmax=1)
         # the plotting area is what remains of the side beside the longest name
         cell_in = (side - layout.text_width_in(shown, style.font_size - 1) * 0.75 - 0.4) / k
         numbers = cell_in > layout.text_width_in(["-0.00"], cell_fs) * 1.15
-        if numbers:
-            texts = [[f"{v:.2f}" if np.isfinite(v) else "" for v in row] for row in rho]
-            layout.cell_texts(ax, texts, np.where(np.abs(rho) > 0.6, "w", "k"), cell_fs)
-        ax.set_xticks(range(k), shown, rotation=90)
-        ax.set_yticks(range(k), shown)
-        ax.grid(False)
+        texts = [[f"{v:.2f}" if numbers and np.isfinite(v) else "" for v in row] for row in rho]
+        colors = np.where(np.abs(rho) > 0.6, "w", "k")
+        im = layout.heat_map(
+            ax, rho, shown, shown, texts, colors, cell_fs, cmap="RdBu_r", vmin=-1, vmax=1
+        )
         title = "Spearman ρ of model errors" + ("" if numbers else " (values: the report's JSON)")
         ax.set_title(layout.wrap_text(title, side, style.font_size))
         fig.colorbar(im, ax=ax, shrink=0.8)

@@ -43,7 +43,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from imagenot.core.io import read_json
+from imagenot.core.io import read_json, write_json, write_text
 from imagenot.core.paths import RESULTS, SPLITS
 from imagenot.train.records import (
     IDENTITY,
@@ -370,6 +370,14 @@ def format_html(summary: dict, command: str | None = None) -> str:
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><style>{css}</style></head>"
         f"<body>{body}</body></html>\n"
     )
+
+
+def write(summary: dict, md: Path, js: Path, page: Path, command: str | None = None) -> None:
+    """The summary's three forms, each written atomically; ``command``: as
+    :func:`format_text`'s."""
+    write_text(format_text(summary, command), md)
+    write_json(summary, js)
+    write_text(format_html(summary, command), page)
 
 
 def landing(root: str | os.PathLike = ".") -> dict:

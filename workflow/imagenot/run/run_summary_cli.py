@@ -8,7 +8,6 @@ import json
 from dataclasses import dataclass
 
 from imagenot.core.files import Files, given, made
-from imagenot.core.io import write_json, write_text
 from imagenot.run.run_summary import SUMMARY_HTML, SUMMARY_JSON, SUMMARY_MD
 
 
@@ -33,14 +32,13 @@ def run_summary(f: SummaryFiles, layout: dict, strict: bool, configfiles: str | 
     given and write its forms, ending with the command that writes the report of this run
     (its ``configfiles``, a JSON list: :func:`imagenot.run.summary_plan.report_command`); 1 with
     ``strict`` when it has an error."""
-    from imagenot.run.run_summary import collect, format_html, format_text
+    from imagenot.run.run_summary import collect, format_text, write
     from imagenot.run.summary_plan import report_command as command
 
     report_command = command(json.loads(configfiles)) if configfiles else None
     summary = collect(layout, rankings=f.rankings)
     print(format_text(summary, report_command))
-    if f.md or f.json or f.html:  # each written atomically
-        write_text(format_text(summary, report_command), f.md or SUMMARY_MD)
-        write_json(summary, f.json or SUMMARY_JSON)
-        write_text(format_html(summary, report_command), f.html or SUMMARY_HTML)
+    if f.md or f.json or f.html:
+        paths = (f.md or SUMMARY_MD, f.json or SUMMARY_JSON, f.html or SUMMARY_HTML)
+        write(summary, *paths, report_command)
     return 1 if strict and summary["errors"] else 0

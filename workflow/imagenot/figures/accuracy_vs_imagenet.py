@@ -3,6 +3,8 @@ the models' own on the reference dataset; config ``analyse.imagenet_axis``), wit
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pandas as pd
 
@@ -64,12 +66,7 @@ def accuracy_scale(ax, axis: str, x: np.ndarray, y: np.ndarray) -> None:
         ax.set_ylim(max(lo, 0.0), min(hi, 100.0))
         return
 
-    def forward(a):
-        return stats.to_axis(np.asarray(a, dtype=float), axis)
-
-    def inverse(v):
-        return stats.from_axis(np.asarray(v, dtype=float), axis)
-
+    forward, inverse = partial(stats.to_axis, axis=axis), partial(stats.from_axis, axis=axis)
     for values, set_scale, set_lim, which in (
         (x, ax.set_xscale, ax.set_xlim, ax.xaxis),
         (y, ax.set_yscale, ax.set_ylim, ax.yaxis),

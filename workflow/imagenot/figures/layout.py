@@ -50,11 +50,6 @@ def fit_text(text: str, max_in: float, font_size: float) -> str:
     return best
 
 
-def fit_texts(texts: Sequence[str], max_in: float, font_size: float) -> list[str]:
-    """:func:`fit_text` of each (the widest first decide nothing: each is shortened alone)."""
-    return [fit_text(t, max_in, font_size) for t in texts]
-
-
 def wrap_text(text: str, max_in: float, font_size: float) -> str:
     """``text`` broken at spaces into lines of at most ``max_in`` inches (a word wider than
     that is shortened by :func:`fit_text`)."""
@@ -75,25 +70,26 @@ def wrap_text(text: str, max_in: float, font_size: float) -> str:
     return "\n".join(fit_text(x, max_in, font_size) for x in out)
 
 
-def suptitle(fig, text: str, width_in: float, font_size: float) -> None:
-    """The figure's title, wrapped to ``width_in`` inches (:func:`wrap_text`)."""
-    fig.suptitle(wrap_text(text, width_in, font_size))
-
-
 def note(ax, text: str, **kwargs) -> None:
     """``text`` in the middle of an axes that has nothing to show."""
     ax.text(0.5, 0.5, text, ha="center", transform=ax.transAxes, **kwargs)
 
 
-def cell_texts(ax, texts, colors, font_size: float) -> None:
-    """``texts[i][j]`` (an empty one: none) in the centre of cell (i, j) of an image grid, in
-    ``colors[i][j]``."""
+def heat_map(ax, values, columns, rows, texts, colors, font_size: float, **look):
+    """``values`` as an image (``look``: ``imshow``'s), ``columns`` and ``rows`` its tick labels,
+    ``texts[i][j]`` (an empty one: none) in the centre of cell (i, j) in ``colors[i][j]``.
+    Returns the image (for a colour bar)."""
+    image = ax.imshow(values, **look)
     for i, row in enumerate(texts):
         for j, text in enumerate(row):
             if text:
                 ax.text(
                     j, i, text, ha="center", va="center", color=colors[i][j], fontsize=font_size
                 )
+    ax.set_xticks(range(len(columns)), columns, rotation=90)
+    ax.set_yticks(range(len(rows)), rows)
+    ax.grid(False)
+    return image
 
 
 def highlight_ticks(ticks, hot) -> None:
@@ -206,13 +202,14 @@ def _markers(ax, caps: bool) -> list[tuple[np.ndarray, float]]:
     return [(xy[np.isfinite(xy).all(axis=1)], r) for xy, r in arrays]
 
 
-def obstacles(ax) -> tuple[list, np.ndarray, np.ndarray]:
+def obstacles(ax) -> tuple[list, list, np.ndarray]:
     """What a point label of ``ax`` must keep clear of: the window extent of every marker drawn
     (points of lines with a marker and of scatter collections), each grown by
-    :data:`MARKER_MARGIN_PT`; every error bar as a segment in window pixels (n x 2 x 2); and the
+    :data:`MARKER_MARGIN_PT`; every error bar as a path in window pixels; and the
     window position (pixels, n x 2) of every data point drawn with a marker (the caps of error
     bars are not points)."""
     from matplotlib.container import ErrorbarContainer
+    from matplotlib.path import Path
     from matplotlib.transforms import Bbox
 
     px_per_pt = ax.figure.dpi / 72.0
@@ -223,38 +220,17 @@ def obstacles(ax) -> tuple[list, np.ndarray, np.ndarray]:
         for r in [(radius + MARKER_MARGIN_PT) * px_per_pt]
         for px, py in ax.transData.transform(xy)
     ]
-    segs = [
-        np.asarray(seg, dtype=float)
+    bars = [
+        Path(ax.transData.transform(seg))
         for e in ax.containers
         if isinstance(e, ErrorbarContainer)
         for coll in e[2]
         if coll.get_visible()
-        for seg in coll.get_segments()
-        if len(seg) == 2
+        for seg in map(np.asarray, coll.get_segments())
+        if len(seg) == 2 and np.isfinite(seg).all()
     ]
-    segs = np.stack(segs) if segs else np.zeros((0, 2, 2))
-    segs = segs[np.isfinite(segs).all(axis=(1, 2))]
-    bars = ax.transData.transform(segs.reshape(-1, 2)).reshape(-1, 2, 2)
     xy = np.concatenate([xy for xy, _ in _markers(ax, caps=False)] or [np.zeros((0, 2))])
     return boxes, bars, ax.transData.transform(xy) if len(xy) else np.zeros((0, 2))
-
-
-def crosses(box, segments: np.ndarray) -> np.ndarray:
-    """Per segment (n x 2 x 2, pixels), whether it passes through ``box`` (Liang-Barsky
-    clipping, all segments at once)."""
-    if not len(segments):
-        return np.zeros(0, dtype=bool)
-    p0, d = segments[:, 0], segments[:, 1] - segments[:, 0]
-    lo, hi = np.asarray(box.p0, dtype=float), np.asarray(box.p1, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t_lo, t_hi = (lo - p0) / d, (hi - p0) / d
-    moving = d != 0
-    enter = np.where(moving, np.minimum(t_lo, t_hi), -np.inf)
-    leave = np.where(moving, np.maximum(t_lo, t_hi), np.inf)
-    within = moving | ((p0 >= lo) & (p0 <= hi))  # a still coordinate must lie in the box
-    start = np.maximum(enter.max(axis=1), 0.0)
-    end = np.minimum(leave.min(axis=1), 1.0)
-    return within.all(axis=1) & (start <= end)
 
 
 def _distance(box, xy) -> np.ndarray:
@@ -310,16 +286,9 @@ def place_point_labels(ax, labels: Sequence[PointLabel], font_size: float) -> li
             side["va"] = "bottom" if dy > 0 else "top" if dy < 0 else "center"
             line = {"arrowstyle": "-", "color": "0.5", "lw": 0.4, "shrinkA": 0, "shrinkB": 2}
             look = {"fontsize": font_size, "color": lab.color, "fontweight": lab.weight}
-            t = ax.annotate(
-                text,
-                (lab.x, lab.y),
-                xytext=(dx, dy),
-                textcoords="offset points",
-                annotation_clip=True,
-                arrowprops=line if leader else None,
-                **side,
-                **look,
-            )
+            at = {"xytext": (dx, dy), "textcoords": "offset points", "annotation_clip": True}
+            at["arrowprops"] = line if leader else None
+            t = ax.annotate(text, (lab.x, lab.y), **at, **side, **look)
             taken.append(text_extent(t, renderer))
             placed.append(t)
             break
@@ -337,14 +306,14 @@ def _ambiguous(box, own, points: np.ndarray) -> bool:
 
 def _faults(box, own, leader: bool, labels, markers, bars, points) -> Iterator[str]:
     """What makes a point label's ``box`` (its point at ``own``, pixels) misreadable: it covers
-    one of ``labels`` (boxes) or ``markers``, crosses one of ``bars`` (segments) or, without a
+    one of ``labels`` (boxes) or ``markers``, crosses one of ``bars`` (paths) or, without a
     ``leader`` line, lies less than :data:`OWN_POINT_MARGIN` times farther from another of
     ``points`` than from its own. Placing a label and checking a placed one ask the same."""
     if any(box.overlaps(other) for other in labels):
         yield "overlaps a label"
     if any(box.overlaps(m) for m in markers):
         yield "covers a marker"
-    if crosses(box, bars).any():
+    if any(bar.intersects_bbox(box, filled=False) for bar in bars):
         yield "crosses an error bar"
     if not leader and _ambiguous(box, own, points):
         yield (

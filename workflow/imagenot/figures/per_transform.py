@@ -45,27 +45,24 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style, *, dataset: str):
     models = [models[i] for i in rows]
     ranks, values = ranks[rows], values[rows]
     tick_fs = style.font_size - 1
-    names = layout.fit_texts([opts.model(m) for m in models], 2.2, tick_fs)
-    columns = layout.fit_texts(transforms, 1.2, tick_fs)
+    names = [layout.fit_text(opts.model(m), 2.2, tick_fs) for m in models]
+    columns = [layout.fit_text(t, 1.2, tick_fs) for t in transforms]
     with paper_style(style):
         height = 1.2 + layout.text_width_in(columns, tick_fs) + 0.28 * max(len(models), 1)
         fig, ax = plt.subplots(figsize=(style.width_in, height))
         if not models:
             layout.note(ax, "no results")
             return fig
-        im = ax.imshow(ranks, cmap="viridis_r", aspect="auto", vmin=1, vmax=max(total, 2))
         texts = [[f"{v:.0f}" for v in row] for row in values]
         colors = np.where(ranks <= (total + 1) / 2, "k", "w")
-        layout.cell_texts(ax, texts, colors, style.font_size - 2)
-        ax.set_xticks(range(len(transforms)), columns, rotation=90)
-        ax.set_yticks(range(len(models)), names)
+        look = {"cmap": "viridis_r", "aspect": "auto", "vmin": 1, "vmax": max(total, 2)}
+        im = layout.heat_map(ax, ranks, columns, names, texts, colors, style.font_size - 2, **look)
         layout.highlight_ticks(ax.get_yticklabels(), [m in highlight for m in models])
-        ax.grid(False)
         more = f"; the best {min(style.top, total)} of {total} models" if total > style.top else ""
         title = "Rank (colour) and top-1 % (text) under each test-time transformation of the "
         title += f"models trained on {opts.dataset(dataset)}{more}"
         # over the figure: the axes are narrower beside long names
-        layout.suptitle(fig, title, style.width_in - 0.3, style.font_size)
+        fig.suptitle(layout.wrap_text(title, style.width_in - 0.3, style.font_size))
         bar = fig.colorbar(im, ax=ax, label="rank (1 = best)", shrink=0.8)
         integer_ticks(bar.ax.yaxis)
     return fig

@@ -67,18 +67,6 @@ def _named(panels: list[SlopePanel], style: Style) -> list[tuple]:
     return prepared
 
 
-def _label_in(prepared: list[tuple], style: Style) -> float:
-
-    texts = (t for x in prepared for t in x[3].values())
-    return layout.text_width_in(texts, style.font_size - 2) + 0.1
-
-
-def columns(panels: list[SlopePanel], style: Style) -> int:
-    """Panels side by side: as many as their named lines' labels leave room for, at most 3."""
-    label_in = _label_in(_named(panels, style), style)
-    return max(1, min(3, len(panels), int(style.width_in // (label_in + LINES_IN + 0.5))))
-
-
 HEAD_IN = 0.4
 """Height of the figure's title (inches)."""
 ROW_MIN_IN = 1.6
@@ -86,27 +74,28 @@ ROW_MIN_IN = 1.6
 lines."""
 
 
-def _page_in(style: Style) -> float:
-    """Height a page leaves the rows of panels (:data:`imagenot.core.figure_style.PAGE_RATIO`)."""
-    return style.width_in * PAGE_RATIO - HEAD_IN
-
-
-def _row_in(panels: list[SlopePanel], style: Style) -> float:
-    """Height of a row of panels: room for the named lines' labels, within a page for the
-    rows these panels fill (not below :data:`ROW_MIN_IN`)."""
-    ncols = columns(panels, style)
+def _grid(panels: list[SlopePanel], style: Style) -> tuple[list[tuple], float, int, float]:
+    """The panels' named lines (:func:`_named`), the width of their labels (inches), the panels
+    side by side (as many as those labels leave room for, at most 3) and the height of a row of
+    panels: room for the named lines' labels, within a page for the rows these panels fill
+    (:data:`imagenot.core.figure_style.PAGE_RATIO`), not below :data:`ROW_MIN_IN`."""
+    prepared = _named(panels, style)
+    texts = (t for x in prepared for t in x[3].values())
+    label_in = layout.text_width_in(texts, style.font_size - 2) + 0.1
+    ncols = max(1, min(3, len(panels), int(style.width_in // (label_in + LINES_IN + 0.5))))
     line_in = (style.font_size - 2) * 1.35 / 72  # a label's row
-    panel_in = style.width_in / ncols
-    most = max((len(x[2]) for x in _named(panels, style)), default=0)
-    height = max(min(panel_in * 1.1, PANEL_MAX_IN), 1.2 + most * line_in * 1.15)
+    most = max((len(x[2]) for x in prepared), default=0)
+    height = max(min(style.width_in / ncols * 1.1, PANEL_MAX_IN), 1.2 + most * line_in * 1.15)
     nrows = max(1, -(-len(panels) // ncols))
-    return max(min(height, _page_in(style) / nrows), min(ROW_MIN_IN, height))
+    page_in = style.width_in * PAGE_RATIO - HEAD_IN
+    return prepared, label_in, ncols, max(min(height, page_in / nrows), min(ROW_MIN_IN, height))
 
 
 def per_page(panels: list[SlopePanel], style: Style) -> int:
-    """Panels on a page: whole rows of :func:`columns` panels, each at least
+    """Panels on a page: whole rows of panels side by side (:func:`_grid`), each at least
     :data:`ROW_MIN_IN` high, within a page's height."""
-    return columns(panels, style) * max(1, int(_page_in(style) // ROW_MIN_IN))
+    rows = int((style.width_in * PAGE_RATIO - HEAD_IN) // ROW_MIN_IN)
+    return _grid(panels, style)[2] * max(1, rows)
 
 
 def draw_slopes(
@@ -122,11 +111,8 @@ def draw_slopes(
     label_fs = style.font_size - 2
     line_in = label_fs * 1.35 / 72  # a label's row
     highlight = set(style.highlight)
-    prepared = _named(panels, style)
-    label_in = _label_in(prepared, style)
-    ncols = columns(panels, style)
+    prepared, label_in, ncols, height = _grid(panels, style)
     panel_in = style.width_in / ncols
-    height = _row_in(panels, style)
     with paper_style(style):
         fig, axes = layout.panel_grid(len(panels), ncols, style.width_in, height, HEAD_IN)
         for ax, (p, change, named, _text) in zip(axes, prepared, strict=False):
@@ -156,7 +142,7 @@ def draw_slopes(
         crowded = any(len(p.models) > ALL_LINES for p in panels)
         head = f"Rank of each model on {against} (left) and {right or 'on each dataset'} (right); "
         head += "blue: climbs, red: falls" + ("; grey: the models not named" if crowded else "")
-        layout.suptitle(fig, head + note, style.width_in - 0.2, style.font_size)
+        fig.suptitle(layout.wrap_text(head + note, style.width_in - 0.2, style.font_size))
         layout.freeze(fig)
         for ax, panel in zip(axes, prepared, strict=False):
             _name_lines(ax, panel, label_in, label_fs, line_in, highlight)

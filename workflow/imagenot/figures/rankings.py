@@ -122,16 +122,16 @@ def draw_panels(panels: list[Panel], style: Style, title: str, per_row: int | No
     nrows = max(1, -(-len(panels) // ncols))
     kinds: set[str] = set().union(*(p.kinds for p in panels)) if panels else set()
     note = ", ".join(CELL_INTERVAL_NAMES.get(k, k) for k in sorted(kinds))
-    suptitle = layout.wrap_text(
-        f"{title}; error bars: {note}" if note else title, style.width_in - 0.2, style.font_size
-    )
+    head = f"{title}; error bars: {note}" if note else title
+    suptitle = layout.wrap_text(head, style.width_in - 0.2, style.font_size)
     head_in = 0.2 * (suptitle.count("\n") + 1) + 0.1
     # the models a panel can show within a page: its rows, less its head and a highlight gap
     top = max(1, min(style.top, _fit(nrows, style) - len(highlight)))
     rows = [shown_rows(p, top, highlight) for p in panels]
     labels = [p.ranked(best + extra) for p, (best, extra) in zip(panels, rows, strict=True)]
-    if label_in > panel_in - PLOT_IN:  # shorten in the middle to what the panel leaves
-        labels = [layout.fit_texts(ls, panel_in - PLOT_IN - 0.1, tick_fs) for ls in labels]
+    fit_in = panel_in - PLOT_IN - 0.1  # a label wider: shortened in the middle to this
+    if label_in > panel_in - PLOT_IN:
+        labels = [[layout.fit_text(t, fit_in, tick_fs) for t in ls] for ls in labels]
     shown = max((len(b) + len(e) + (1 if e else 0) for b, e in rows), default=1)
     titles = []
     for p, (best, _extra) in zip(panels, rows, strict=True):

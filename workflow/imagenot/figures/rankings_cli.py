@@ -13,13 +13,17 @@ import argparse
 import dataclasses
 import sys
 from difflib import get_close_matches
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from imagenot.analyse import checks, table
+from imagenot.analyse.rankings import rankings_report
+from imagenot.analyse.report import RankingsReport, p_text
 from imagenot.analyse.settings import RankingsSettings
+from imagenot.analyse.table import TableError
+from imagenot.core.io import write_text
+from imagenot.core.settings import SettingsError, Style, parse
+from imagenot.core.steps import STEPS
 from imagenot.figures.files import RankingsFiles
-
-if TYPE_CHECKING:
-    from imagenot.analyse.report import DatasetEntry, RankingsReport
 
 # the options named otherwise than the RankingsSettings fields they give: field -> option
 FLAG_OF = {"baseline_model": "baseline", "reps": "bootstrap_reps", "over": "bootstrap_over"}
@@ -28,24 +32,6 @@ FLAG_OF = {"baseline_model": "baseline", "reps": "bootstrap_reps", "over": "boot
 def rankings(f: RankingsFiles, **flags: Any) -> int:
     """Do rankings transfer? statistics, figures and tables of any results table (its flags:
     :data:`imagenot.core.steps.STEPS`' ``rankings``)."""
-    from imagenot.analyse.checks import (
-        check_accuracy_option,
-        parse_floors,
-        parse_scale,
-        validate_table,
-    )
-    from imagenot.analyse.rankings import rankings_report
-    from imagenot.analyse.table import (
-        TableError,
-        name_and_file,
-        parse_sizes,
-        read_table,
-        read_tables,
-        select_variant,
-    )
-    from imagenot.core.io import write_text
-    from imagenot.core.settings import Style
-
     args = argparse.Namespace(**flags)
     args.highlight = list(dict.fromkeys(args.highlight or []))  # a model named twice: once
     settings = _settings(args)
@@ -63,30 +49,30 @@ def rankings(f: RankingsFiles, **flags: Any) -> int:
         style = dataclasses.replace(
             Style.schema_defaults(), dpi=args.dpi, top=args.top, highlight=args.highlight
         )
-        scale = parse_scale(args.scale)
+        scale = checks.parse_scale(args.scale)
         if args.fractions:
             if scale:
                 raise TableError("--fractions and --scale: give one of them")
             scale = {"*": "fraction"}
         if args.settings and not scale:  # the workflow's rule: its accuracy.csv is in percent
             scale = {"*": "percent"}
-        floors = parse_floors(args.floor)
-        cut = check_accuracy_option("--min-reference-accuracy", args.min_reference_accuracy)
-        raw = read_tables(
+        floors = checks.parse_floors(args.floor)
+        cut = checks.check_accuracy_option("--min-reference-accuracy", args.min_reference_accuracy)
+        raw = table.read_tables(
             list(f.table),
             args.format,
-            parse_sizes(args.n),
+            table.parse_sizes(args.n),
             tuple(args.key or ()),
             accuracy_column=args.accuracy_column,
         )
-        df = validate_table(raw, scale_of=scale, key=args.key or ())
-        df = select_variant(df, settings.variant, settings.standard_transform)
+        df = checks.validate_table(raw, scale_of=scale, key=args.key or ())
+        df = table.select_variant(df, settings.variant, settings.standard_transform)
         if not len(df):
             raise TableError(
                 f"no row has the transform {settings.standard_transform!r} "
                 "(--standard-transform) of the standard variant"
             )
-        per_image = read_table(f.per_image) if f.per_image else None
+        per_image = table.read_table(f.per_image) if f.per_image else None
         report = rankings_report(
             df,
             settings,
@@ -109,7 +95,7 @@ def rankings(f: RankingsFiles, **flags: Any) -> int:
         msg = " ".join(str(exc).split())
         # the one table given (NAME=FILE: the file) before the message, unless the message
         # names a table itself; of several tables, the message names the one it concerns
-        paths = [name_and_file(t)[1] for t in f.table]
+        paths = [table.name_and_file(t)[1] for t in f.table]
         where = "" if len(paths) > 1 or any(msg.startswith(p) for p in paths) else f"{paths[0]}: "
         print(f"imagenot rankings: {where}{msg}", file=sys.stderr)
         return 2
@@ -138,15 +124,10 @@ def _settings(args: argparse.Namespace) -> RankingsSettings | str:
         names = [f.name for f in dataclasses.fields(RankingsSettings)]
         settings = RankingsSettings(**{n: getattr(args, FLAG_OF.get(n, n)) for n in names})
     else:
-        from imagenot.core.settings import SettingsError, parse
-
         try:
             settings = parse(RankingsSettings, args.settings)
         except SettingsError as exc:
             return str(exc)
-    from imagenot.analyse.checks import schema_problem
-    from imagenot.core.steps import STEPS
-
     field_of = {option: field for field, option in FLAG_OF.items()}
     for option in STEPS.entry("rankings").all_options():
         key, field = option.default, field_of.get(option.name, option.name)
@@ -154,7 +135,7 @@ def _settings(args: argparse.Namespace) -> RankingsSettings | str:
             continue  # a knob of the command's own
         given = hasattr(settings, field)
         value = getattr(settings, field) if given else getattr(args, option.name)
-        if problem := schema_problem(key, value):
+        if problem := checks.schema_problem(key, value):
             where = f"--settings.{field}" if args.settings and given else option.spelled
             return f"{where} {value}: {problem} (config key {key})"
     return settings
@@ -179,8 +160,6 @@ def summary_text(report: RankingsReport, models: str | None) -> str:
     Compact by default (about six lines per dataset whatever the number of models); the JSON
     (``--json``) holds everything.
     """
-    from imagenot.analyse.report import p_text
-
     ref = report.reference
     top = None if models == "all" else (int(models) if models is not None else SUMMARY_TOP)
     n_models = len(report.models)
@@ -191,12 +170,9 @@ def summary_text(report: RankingsReport, models: str | None) -> str:
     ]
     for name, d in report.datasets.items():
         order = sorted(d.ranks, key=d.ranks.get)
-        head = f"{name}: {plural(d.models, 'model')}"
-        if d.missing_models:
-            head += f" ({len(d.missing_models)} missing)"
-        if name == ref:
-            head += " [reference]"
-        lines.append(head)
+        missing = f" ({len(d.missing_models)} missing)" if d.missing_models else ""
+        mark = " [reference]" if name == ref else ""
+        lines.append(f"{name}: {plural(d.models, 'model')}{missing}{mark}")
         if d.correlations is not None:
             c, boot, ols = d.correlations, d.bootstrap, d.ols
             ci = boot.kendall_tau_ci if boot is not None else None
@@ -221,19 +197,16 @@ def summary_text(report: RankingsReport, models: str | None) -> str:
                     f"  models with reference >= {s.min_reference_accuracy:g}: {s.n}, "
                     f"slope {_fmt(s.slope)} adj R2 {_fmt(s.adj_r2)}"
                 )
-        shown = order if top is None else order[:top]
         delta = d.delta_rank or {}
-
-        def item(m: str, d: DatasetEntry = d, delta: dict = delta) -> str:
-            s = f"{d.ranks[m]:g}. {m} {d.accuracy[m]:.2f}"
-            if m in delta:
-                s += f" ({delta[m]:+g})"
-            return s
-
+        item = {
+            m: f"{d.ranks[m]:g}. {m} {d.accuracy[m]:.2f}"
+            + (f" ({delta[m]:+g})" if m in delta else "")
+            for m in (order if top is None else order[:top])
+        }
         if top is None:
-            lines += [f"  {item(m)}" for m in shown]
+            lines += [f"  {text}" for text in item.values()]
         else:
-            lines.append("  best: " + "; ".join(item(m) for m in shown))
+            lines.append("  best: " + "; ".join(item.values()))
             if delta and top:
                 moves = sorted(delta, key=lambda m: -abs(delta[m]))[:top]
                 moves = [m for m in moves if delta[m] != 0]

@@ -28,7 +28,7 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style):
         {m for d in labels for m in c.models_of(d)}, key=lambda m: (pub.get(m, np.inf), m)
     )
     tick_fs = style.font_size - 1
-    names = layout.fit_texts([opts.model(m) for m in models], NAME_IN, tick_fs)
+    names = [layout.fit_text(opts.model(m), NAME_IN, tick_fs) for m in models]
     name_in = layout.text_width_in(names, tick_fs)
     width = style.column_in * 1.3
     # names stand upright, one text line apart at least: every step-th model when they crowd
@@ -59,7 +59,7 @@ def draw(acc: pd.DataFrame, opts: Options, style: Style):
         title = f"Accuracy relative to {baseline} on each dataset, models in the order of their "
         title += order + (f" (every {step}th model named)" if step > 1 else "")
         # over the figure: a title over the axes is off-centre beside the y label
-        layout.suptitle(fig, title, width - 0.3, style.font_size)
+        fig.suptitle(layout.wrap_text(title, width - 0.3, style.font_size))
         if labels:
             ax.legend(frameon=False)
         else:

@@ -80,7 +80,7 @@ def _accuracy_page(rep: RankingsReport, style: Style, names: list[str], note: st
         axis = "" if rep.axis == "linear" else f", {rep.axis} axes"
         title = f"Accuracy on each dataset against accuracy on {ref}, one point per model: "
         title += f"OLS line with {pct} band{axis}{note}"
-        layout.suptitle(fig, title, style.width_in - 0.2, style.font_size)
+        fig.suptitle(layout.wrap_text(title, style.width_in - 0.2, style.font_size))
         layout.freeze(fig)
         for ax, labels in pending:
             layout.place_point_labels(ax, labels, style.font_size - 2)
@@ -137,20 +137,18 @@ def error_correlations(rep: RankingsReport, style: Style):
         i, j = pos[row.a], pos[row.b]
         rho[i, j] = rho[j, i] = np.nan if row.rho is None else row.rho
     cell_fs = style.font_size - 2
-    shown = layout.fit_texts(names, 1.6, style.font_size - 1)
+    shown = [layout.fit_text(d, 1.6, style.font_size - 1) for d in names]
     with paper_style(style):
         side = min(style.width_in - 0.8, 1.5 + 0.55 * k)
         fig, ax = plt.subplots(figsize=(side + 0.8, side + 0.3))
-        im = ax.imshow(rho, cmap="RdBu_r", vmin=-1, vmax=1)
         # the plotting area is what remains of the side beside the longest name
         cell_in = (side - layout.text_width_in(shown, style.font_size - 1) * 0.75 - 0.4) / k
         numbers = cell_in > layout.text_width_in(["-0.00"], cell_fs) * 1.15
-        if numbers:
-            texts = [[f"{v:.2f}" if np.isfinite(v) else "" for v in row] for row in rho]
-            layout.cell_texts(ax, texts, np.where(np.abs(rho) > 0.6, "w", "k"), cell_fs)
-        ax.set_xticks(range(k), shown, rotation=90)
-        ax.set_yticks(range(k), shown)
-        ax.grid(False)
+        texts = [[f"{v:.2f}" if numbers and np.isfinite(v) else "" for v in row] for row in rho]
+        colors = np.where(np.abs(rho) > 0.6, "w", "k")
+        im = layout.heat_map(
+            ax, rho, shown, shown, texts, colors, cell_fs, cmap="RdBu_r", vmin=-1, vmax=1
+        )
         title = "Spearman ρ of model errors" + ("" if numbers else " (values: the report's JSON)")
         ax.set_title(layout.wrap_text(title, side, style.font_size))
         fig.colorbar(im, ax=ax, shrink=0.8)

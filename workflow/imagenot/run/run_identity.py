@@ -153,5 +153,4 @@ def record(current: dict) -> None:
         if new == old:
             return
     new.setdefault("written", datetime.datetime.now().astimezone().isoformat(timespec="seconds"))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_json(new, path)
+    write_json(new, path)  # (its folder made)

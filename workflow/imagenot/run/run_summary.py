@@ -73,22 +73,26 @@ def _split_counts(manifest: Path) -> dict[str, int]:
 
 def _download(stats: Path) -> dict:
     """Overall success rate of a LAION dataset's download, and its parts far below it."""
-    import pyarrow.parquet as pq
+    import pandas as pd
 
-    rows = pq.read_table(stats).to_pylist()
-    parts: dict[tuple, list[int]] = {}
-    for row in rows:
-        ok_all = parts.setdefault((row.get("round", 0), row["part"]), [0, 0])
-        ok_all[1] += row["count"]
-        ok_all[0] += row["count"] if row["reason"] == "success" else 0
-    ok, total = sum(v[0] for v in parts.values()), sum(v[1] for v in parts.values())
+    df = pd.read_parquet(stats)
+    df = df.assign(ok=df["count"].where(df["reason"] == "success", 0))
+    parts = df.assign(round=df.get("round", 0)).groupby(["round", "part"])[["ok", "count"]].sum()
+    ok, total = int(parts["ok"].sum()), int(parts["count"].sum())
     rate = ok / total if total else 0.0
-    low = [
-        {"round": r, "part": p, "success_rate": round(v[0] / v[1], 3), "rows": v[1]}
-        for (r, p), v in sorted(parts.items())
-        if v[1] >= MIN_PART_ROWS and v[0] / v[1] < FAR_BELOW * rate
+    low = parts[
+        (parts["count"] >= MIN_PART_ROWS) & (parts["ok"] / parts["count"] < FAR_BELOW * rate)
     ]
-    return {"attempted": total, "success": ok, "success_rate": round(rate, 4), "low_parts": low}
+    low_parts = [
+        {"round": int(r), "part": p, "success_rate": round(o / n, 3), "rows": int(n)}
+        for (r, p), o, n in zip(low.index, low["ok"], low["count"], strict=True)
+    ]
+    return {
+        "attempted": total,
+        "success": ok,
+        "success_rate": round(rate, 4),
+        "low_parts": low_parts,
+    }
 
 
 def collect(
@@ -165,18 +169,13 @@ def collect(
                 warn(check["problem"])
         test = measured["top1"] if measured else None
         classes = result.get("num_classes")
-        runs.append(
-            {
-                **{k: run[k] for k in ("dataset", "protocol", "model", "seed")},
-                "val_accuracy": result.get("val_accuracy"),
-                "test_accuracy": test,
-                # where the test accuracy comes from: the evaluation, and the digest of the
-                # final run's record it measured (sealed by that record's producer)
-                "record": {"path": run["evaluation"], SEAL_KEY: result.get(SEAL_KEY)},
-                "chance_accuracy": 100.0 / classes if classes else None,
-                "at_chance": bool(measured and classes and at_chance(test, classes, measured["n"])),
-            }
-        )
+        chance = bool(measured and classes and at_chance(test, classes, measured["n"]))
+        row = {k: run[k] for k in ("dataset", "protocol", "model")} | {"at_chance": chance}
+        row |= {"val_accuracy": result.get("val_accuracy"), "test_accuracy": test}
+        # where the test accuracy comes from: the evaluation, and the digest of the final run's
+        # record it measured (sealed by that record's producer)
+        row["record"] = {"path": run["evaluation"], SEAL_KEY: result.get(SEAL_KEY)}
+        runs.append(row | {"chance_accuracy": 100.0 / classes if classes else None})
     models = _best_per_model(runs)
     problems += _chance_warnings(models)
     audits = {  # per audited dataset, its near-duplicate audit's sentence (None: not built)
@@ -243,17 +242,9 @@ def _published_check(run: dict, result: dict, row: dict) -> dict:
             f"{float(published):.2f}%: {deviation:+.2f} points, over the tolerance of "
             f"{PUBLISHED_TOLERANCE}: the reference is not the published protocol"
         )
-    return {
-        "model": run["model"],
-        "dataset": run["dataset"],
-        "weights": weights,
-        "n": row["n"],
-        "measured_top1": row["top1"],
-        "published_top1": float(published),
-        "deviation": deviation,
-        "whole_validation_set": whole,
-        "problem": problem,
-    }
+    check = {"model": run["model"], "dataset": run["dataset"], "weights": weights, "n": row["n"]}
+    check |= {"measured_top1": row["top1"], "published_top1": float(published)}
+    return check | {"deviation": deviation, "whole_validation_set": whole, "problem": problem}
 
 
 def _chance_warnings(models: list[dict]) -> list[dict]:
@@ -292,25 +283,23 @@ def _best_per_model(runs: list[dict]) -> list[dict]:
     for (dataset, protocol, model), mine in seeds.items():
         tested = [r for r in mine if r["test_accuracy"] is not None]
         best = max(tested, key=lambda r: r["test_accuracy"], default=None)
-        out.append(
-            {
-                "experiment": f"{dataset}/{protocol}",
-                "model": model,
-                "seeds": len(mine),
-                "best_val_accuracy": max(
-                    (r["val_accuracy"] for r in mine if r["val_accuracy"] is not None), default=None
-                ),
-                "best_test_accuracy": best and best["test_accuracy"],
-                "best_test_record": best and best["record"],
-                "chance_accuracy": mine[0]["chance_accuracy"],
-                "at_chance": all(r["at_chance"] for r in mine),
-            }
-        )
+        val = max((r["val_accuracy"] for r in mine if r["val_accuracy"] is not None), default=None)
+        row = {"experiment": f"{dataset}/{protocol}", "model": model, "seeds": len(mine)}
+        row |= {"best_val_accuracy": val, "best_test_accuracy": best and best["test_accuracy"]}
+        row |= {"best_test_record": best and best["record"]}
+        at_chance = all(r["at_chance"] for r in mine)
+        out.append(row | {"chance_accuracy": mine[0]["chance_accuracy"], "at_chance": at_chance})
     return out
 
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
+
+
+def _table(columns: list[str], rows: list[list]) -> list[str]:
+    """A Markdown table of ``columns``, a line per row of cells."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return lines + ["| " + " | ".join(map(str, row)) + " |" for row in rows]
 
 
 def format_text(summary: dict, command: str | None = None, report: str | None = None) -> str:
@@ -334,35 +323,27 @@ def format_text(summary: dict, command: str | None = None, report: str | None = 
     out += ["", "## Problems", ""]
     ordered = sorted(summary["problems"], key=lambda p: p["level"] != "error")  # errors first
     out += [f"- {p['level'].upper()}: {p['message']}" for p in ordered] or ["none"]
-    out += ["", "## Datasets", "", "| dataset | train | val | test | download success |"]
-    out.append("|---|---|---|---|---|")
+    datasets = []
     for name, d in summary["datasets"].items():
-        if not d["built"]:
-            out.append(f"| {name} | not built | | | |")
-            continue
-        n = d["images"]
         dl = d.get("download")
         rate = f"{dl['success_rate']:.1%} of {dl['attempted']:,}" if dl else "n/a (read from disk)"
-        out.append(f"| {name} | {n['train']:,} | {n['val']:,} | {n['test']:,} | {rate} |")
+        counts = [f"{d['images'][split]:,}" for split in SPLITS] if d["built"] else []
+        datasets.append([name, *counts, rate] if d["built"] else [name, "not built", "", "", ""])
+    out += ["", "## Datasets", "", *_table(["dataset", *SPLITS, "download success"], datasets)]
     if summary.get("audits"):
         out += ["", "## Near-duplicate audit", ""]
         out += [
             f"- {line}" if line else f"- {name}: not built"
             for name, line in summary["audits"].items()
         ]
+    models = [
+        [m["experiment"], m["model"], m["seeds"], _pct(m["best_val_accuracy"]), test, chance]
+        for m in summary["models"]
+        for test in [_pct(m["best_test_accuracy"]) + (" (at chance)" if m["at_chance"] else "")]
+        for chance in [_pct(m["chance_accuracy"])]
+    ] or [["(no final run yet)", "", "", "", "", ""]]
     out += ["", "## Models: best over seeds (accuracy %)", ""]
-    out += [
-        "| experiment | model | seeds | validation | test | chance |",
-        "|---|---|---|---|---|---|",
-    ]
-    for m in summary["models"]:
-        out.append(
-            f"| {m['experiment']} | {m['model']} | {m['seeds']} | {_pct(m['best_val_accuracy'])} "
-            f"| {_pct(m['best_test_accuracy'])}{' (at chance)' if m['at_chance'] else ''} "
-            f"| {_pct(m['chance_accuracy'])} |"
-        )
-    if not summary["models"]:
-        out.append("| (no final run yet) | | | | | |")
+    out += _table(["experiment", "model", "seeds", "validation", "test", "chance"], models)
     out.append("")
     # without ``report`` (the file the rule writes, read after the report may have been
     # written or refreshed): a line true whether the report exists, is current or is stale

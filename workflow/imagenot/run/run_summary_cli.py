@@ -4,8 +4,8 @@ people."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from pathlib import Path
 
 from imagenot.core.files import Files, given, made
 from imagenot.run.run_summary import SUMMARY_HTML, SUMMARY_JSON, SUMMARY_MD
@@ -32,21 +32,13 @@ def run_summary(f: SummaryFiles, layout: dict, strict: bool, configfiles: str | 
     given and write its forms, ending with the command that writes the report of this run
     (its ``configfiles``, a JSON list: :func:`imagenot.run.summary_plan.report_command`); 1 with
     ``strict`` when it has an error."""
-    import json
-
     from imagenot.run.run_summary import collect, format_text, write
     from imagenot.run.summary_plan import report_command as command
 
     report_command = command(json.loads(configfiles)) if configfiles else None
-
     summary = collect(layout, rankings=f.rankings)
     print(format_text(summary, report_command))
     if f.md or f.json or f.html:
-        write(
-            summary,
-            Path(f.md or SUMMARY_MD),
-            Path(f.json or SUMMARY_JSON),
-            Path(f.html or SUMMARY_HTML),
-            report_command,
-        )
+        paths = (f.md or SUMMARY_MD, f.json or SUMMARY_JSON, f.html or SUMMARY_HTML)
+        write(summary, *paths, report_command)
     return 1 if strict and summary["errors"] else 0

@@ -11,6 +11,7 @@ Snakefile or .snakemake/), with the relative paths that resolve from there but n
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -93,40 +94,31 @@ def no_results(where: Path) -> str | None:
     )
 
 
-def _refuse_templates(config: list[str], allow_templates: bool) -> None:
-    """A config someone sent is read, not run: a YTE template (:func:`templates`) is refused
-    unless ``--allow-templates`` asks for its code to run."""
-    from imagenot.core.config import YTE_KEY, ConfigError
-
-    found = [] if allow_templates else templates(config)
-    if found:
-        raise ConfigError(
-            f"config file {found[0]} is a YTE template ({YTE_KEY}): reading it runs the Python "
-            "code it holds; read what it does, then pass --allow-templates to render it"
-        )
-
-
 def validate_config(config: list[str], directory: str | None, allow_templates: bool) -> None:
     """Check config files exactly as the workflow does (schema and cross-key checks)."""
-    from imagenot.core.config import ConfigError, check_config_files, config_sources, merge_sources
+    from imagenot.core import config as loader
     from imagenot.core.stages import check_workflow_config
 
-    _refuse_templates(config, allow_templates)
-    sources = config_sources(config)  # read from where you are
+    # a config someone sent is read, not run: a YTE template is refused unless
+    # --allow-templates asks for its code to run
+    if found := [] if allow_templates else templates(config):
+        raise loader.ConfigError(
+            f"config file {found[0]} is a YTE template ({loader.YTE_KEY}): reading it runs the Python "
+            "code it holds; read what it does, then pass --allow-templates to render it"
+        )
+    sources = loader.config_sources(config)  # read from where you are
     if directory:
-        import os
-
         Path(directory).mkdir(parents=True, exist_ok=True)
         os.chdir(directory)
     where = Path.cwd()
-    merged = merge_sources(sources)
+    merged = loader.merge_sources(sources)
     wrong_folder = misplaced(where, merged)
     try:
-        check_config_files(merged, sources, check_workflow_config)
+        loader.check_config_files(merged, sources, check_workflow_config)
     except ValueError as exc:
         # relative paths read from the wrong folder may explain a refusal ("does not exist")
         extra = f"\nnot checked: {wrong_folder}" if wrong_folder else ""
-        raise ConfigError(f"{exc}{extra}") from exc
+        raise loader.ConfigError(f"{exc}{extra}") from exc
     print(f"{', '.join(config)}: valid")
     for note in (wrong_folder, no_results(where)):
         if note is not None:

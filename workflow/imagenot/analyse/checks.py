@@ -22,6 +22,7 @@ from imagenot.analyse.table import (
     MAX_COUNT,
     REQUIRED,
     TableError,
+    listed,
     missing_columns,
     parse_items,
     row_where,
@@ -126,16 +127,11 @@ def _scales(df: pd.DataFrame, acc: pd.Series, scale: dict[str, str]) -> dict[str
     if guessed and len(guessed) == len(datasets):
         raise TableError(FRACTION_HINT)
     if guessed:
-        shown = ", ".join(guessed[:5]) + (
-            f" and {len(guessed) - 5} more" if len(guessed) > 5 else ""
-        )
-        others = [d for d in datasets if d not in guessed]
-        first = guessed[0]
+        first, others = guessed[0], [d for d in datasets if d not in guessed]
         raise TableError(
-            f"accuracies of {shown} are all at most 1 while those of {', '.join(others[:3])}"
-            f"{' ...' if len(others) > 3 else ''} are percentages: one table, one scale; say "
-            f"which: --scale {first}=fraction (converted to percent) or --scale {first}=percent "
-            "(they really are below 1%)"
+            f"accuracies of {listed(guessed, 5)} are all at most 1 while those of "
+            f"{listed(others, 3)} are percentages: one table, one scale; say which: --scale "
+            f"{first}=fraction (converted to percent) or --scale {first}=percent (below 1%)"
         )
     return {d: "fraction" if v == "fraction" else "percent" for d, v in said.items()}
 
@@ -225,8 +221,7 @@ def _duplicates(df: pd.DataFrame, key: list[str], keyed: list[str]) -> None:
     of = (lambda pos: f" of {rows[FILE].iloc[pos[0]]}") if FILE in df.columns else (lambda pos: "")
     where = [
         f"{', '.join(f'{k}={_cell(rows[k].iloc[pos[0]])}' for k in key)} ({lines} "
-        f"{', '.join(str(int(i)) for i in at.to_numpy()[pos[:3]])}{' ...' if len(pos) > 3 else ''}"
-        f"{of(pos)})"
+        f"{listed(at.to_numpy()[pos].astype(int), 3)}{of(pos)})"
         for pos in groups[:3]
     ]
     # the columns whose values differ within some repeated key: what tells the rows apart
@@ -236,24 +231,19 @@ def _duplicates(df: pd.DataFrame, key: list[str], keyed: list[str]) -> None:
         for c in df.columns
         if c not in ignore and (rows.groupby(key, sort=False)[c].nunique(dropna=False) > 1).any()
     ]
-    if differ:
-        how = (
-            f"the repeated rows differ in {', '.join(differ[:4])}: key them apart with "
-            f"--key {differ[0]} (the model is then named model@{differ[0]}), or give each its "
-            "own model name"
-        )
-    else:
-        runs = "give each its own seed" if "seed" in key else "add a seed column"
-        how = (
-            f"the repeated rows differ in no other column: if they are runs of one model, {runs}; "
-            "if they are copies, remove them; else give each its own model name"
-        )
-    if keyed:
-        how += f" (--key {' '.join(keyed)} is applied)"
+    runs = "give each its own seed" if "seed" in key else "add a seed column"
+    how = (
+        f"the repeated rows differ in {', '.join(differ[:4])}: key them apart with --key "
+        f"{differ[0]} (the model is then named model@{differ[0]}), or give each its own model name"
+        if differ
+        else f"the repeated rows differ in no other column: if they are runs of one model, {runs}; "
+        "if they are copies, remove them; else give each its own model name"
+    )
+    applied = f" (--key {' '.join(keyed)} is applied)" if keyed else ""
     raise TableError(
         f"{int(dup.sum())} rows share a key ({', '.join(key)}) with another row: "
         f"{len(groups)} repeated key(s), e.g. {'; '.join(where)}"
-        f"{' ...' if len(groups) > 3 else ''}; {how}"
+        f"{' ...' if len(groups) > 3 else ''}; {how}{applied}"
     )
 
 

@@ -74,22 +74,14 @@ def _bootstrap(
 
         y, x = draw(dataset), draw(reference)
     else:
-        mats = {}
-        for d in (dataset, reference):
+        y, x = [], []
+        for d, out in ((dataset, y), (reference, x)):
             names, mat = images[d]
             if not set(models) <= set(names):
                 return f"per-image results of {d!r} lack some of the models"
-            pos = {name: i for i, name in enumerate(names)}
-            mats[d] = mat[[pos[m] for m in models]]
-        y, x = (
-            np.stack(
-                [
-                    m[:, rng.integers(0, m.shape[1], m.shape[1])].mean(axis=1) * 100.0
-                    for _ in range(reps)
-                ]
-            )
-            for m in (mats[dataset], mats[reference])
-        )
+            mat = mat[[names.index(m) for m in models]]
+            k = mat.shape[1]
+            out.extend(mat[:, rng.integers(0, k, k)].mean(axis=1) * 100.0 for _ in range(reps))
     axis, interval = settings.axis, settings.interval
     replicates = {
         "kendall_tau": np.array(
@@ -118,7 +110,6 @@ def compare(
     dataset: str,
     reference: str,
     settings: RankingsSettings,
-    *,
     images: dict[str, tuple[list[str], np.ndarray]] | None = None,
     min_reference_accuracy: float | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:

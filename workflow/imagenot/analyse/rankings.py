@@ -43,6 +43,7 @@ from imagenot.analyse.settings import RankingsSettings
 from imagenot.analyse.table import (
     TableError,
     check_confidence,
+    listed,
     mixed_sizes,
     unknown_datasets,
 )
@@ -254,9 +255,8 @@ def rankings_report(
             entry["seeds"] = k
             entry["standard_error"] = {m: cells.cells[m, d].se for m in models}
         if absent and d != PUBLISHED_DATASET:  # a model without published weights is no gap
-            more = " ..." if len(absent) > 5 else ""
             warnings.append(
-                f"{d}: {len(absent)} model(s) of the table missing: {', '.join(absent[:5])}{more}"
+                f"{d}: {len(absent)} model(s) of the table missing: {listed(absent, 5)}"
             )
         if baseline is not None:
             if (baseline, d) in cells.cells and cells.cells[baseline, d].mean > 0:
@@ -266,11 +266,9 @@ def rankings_report(
                 not_computed[f"{d}: relative_progress"] = (
                     f"baseline {baseline!r} has no positive accuracy on {d!r}"
                 )
-        comp, missing, cut = {}, {}, min_reference_accuracy
+        comp, missing = {}, {}
         if d != reference:
-            comp, missing = compare(
-                cells, d, reference, settings, images=images, min_reference_accuracy=cut
-            )
+            comp, missing = compare(cells, d, reference, settings, images, min_reference_accuracy)
         not_computed.update({f"{d}: {k}": v for k, v in missing.items()})
         out_ds[d] = DatasetEntry(**clean(entry), **comp)
     across, missing = across_datasets(cells, agg_datasets, reference, floors, seed)

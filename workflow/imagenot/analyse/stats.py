@@ -40,30 +40,28 @@ clopper_pearson = functools.partial(binomial_interval, method="beta")
 
 
 _AXES = {
+    "linear": (None, None),
     "probit": (stats.norm.ppf, lambda v: stats.norm.cdf(v) * 100.0),
     "logit": (special.logit, lambda v: special.expit(v) * 100.0),
 }
-"""Per fitting scale but ``linear``: (fraction -> scale, scale -> percent)."""
+"""Per fitting scale (:data:`AXES`): (fraction -> scale, scale -> percent)."""
 
 
-def _axis(axis: str) -> tuple:
+def _axis(axis: str, way: int, values: np.ndarray, eps: float = 1e-4) -> np.ndarray:
     if axis not in AXES:
         raise ValueError(f"axis must be one of {AXES}, not {axis!r}")
-    return _AXES.get(axis, (None, None))
+    v, f = np.asarray(values, dtype=float), _AXES[axis][way]
+    return v if f is None else f(np.clip(v / 100.0, eps, 1 - eps) if way == 0 else v)
 
 
-def to_axis(accuracy: np.ndarray, axis: str, eps: float = 1e-4) -> np.ndarray:
+def to_axis(accuracy: np.ndarray, axis: str) -> np.ndarray:
     """Accuracy (percent) on the fitting scale: percent, probit or logit of the fraction."""
-    a = np.asarray(accuracy, dtype=float)
-    forward = _axis(axis)[0]
-    return a if forward is None else forward(np.clip(a / 100.0, eps, 1 - eps))
+    return _axis(axis, 0, accuracy)
 
 
 def from_axis(value: np.ndarray, axis: str) -> np.ndarray:
     """Inverse of :func:`to_axis` (back to percent)."""
-    v = np.asarray(value, dtype=float)
-    back = _axis(axis)[1]
-    return v if back is None else back(v)
+    return _axis(axis, 1, value)
 
 
 @dataclass
@@ -251,8 +249,7 @@ def bootstrap_interval(
     low, high = float(v.min()), float(v.max())
     if low == high:
         return refused(
-            f"all {reps} replicates equal {low:.4g}: resampling leaves the statistic fixed, so "
-            "the replicates say nothing of its spread"
+            f"all {reps} replicates equal {low:.4g}: resampling leaves the statistic fixed"
         )
     alpha = 1 - confidence
     below, ties = int(np.sum(v < estimate)), int(np.sum(v == estimate))
@@ -273,10 +270,8 @@ def bootstrap_interval(
         lo, hi = np.quantile(v, stats.norm.cdf(2 * z0 + stats.norm.ppf([alpha / 2, 1 - alpha / 2])))
     lo, hi = float(lo), float(hi)
     if lo == hi:
-        at = float(np.mean(v == lo))
-        return refused(
-            f"the {name} interval has zero width: {at:.0%} of the {reps} replicates equal {lo:.4g}"
-        )
+        at = f"{np.mean(v == lo):.0%} of the {reps} replicates equal {lo:.4g}"
+        return refused(f"the {name} interval has zero width: {at}")
     if not lo <= estimate <= hi:
         return refused(
             f"the estimate {estimate:.4g} lies outside the {name} interval [{lo:.4g}, {hi:.4g}] "

@@ -140,6 +140,12 @@ def _shown(name: object) -> str:
     return text if text.isprintable() and text == text.strip() else repr(text)
 
 
+def listed(names, most: int) -> str:
+    """The first ``most`` of ``names``, comma-separated, `` ...`` where there are more."""
+    names = list(names)
+    return ", ".join(map(str, names[:most])) + (" ..." if len(names) > most else "")
+
+
 def unknown_datasets(flag: str, names, datasets: list[str], where: str = "the table") -> None:
     """Refuse datasets named by option ``flag`` (``*``: all of them) that are not in ``where``."""
     unknown = sorted(set(names) - set(datasets) - {"*"})
@@ -216,20 +222,16 @@ def read_table(
     except pd.errors.EmptyDataError:
         raise TableError(f"{path}: the file is empty") from None
     except UnicodeDecodeError as exc:
-        raise TableError(
-            f"{path}: byte {exc.start} is not UTF-8 text ({exc.reason}); save the table as "
-            "UTF-8 (CSV UTF-8 in a spreadsheet)"
-        ) from None
+        why = f"byte {exc.start} is not UTF-8 text ({exc.reason})"
+        raise TableError(f"{path}: {why}; save the table as UTF-8 (CSV UTF-8)") from None
     except Exception as exc:  # any reader error becomes one line naming the file
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TableError(f"{path}: cannot be read as a table: {msg}") from None
     header = [_canonical(c.strip()) for c in written]
     twice = sorted({c for c in header if header.count(c) > 1})
     if twice:  # pandas would rename the second to "name.1" and read it as another dataset
-        raise TableError(
-            f"{path}: column(s) {', '.join(map(repr, twice))} given twice (names are matched "
-            "whatever their case)"
-        )
+        why = "given twice (names are matched whatever their case)"
+        raise TableError(f"{path}: column(s) {', '.join(map(repr, twice))} {why}")
     df.columns = [_canonical(str(c).strip()) for c in df.columns]
     if len(df) == 0:
         raise TableError(f"{path}: header only, no data rows (columns: {', '.join(df.columns)})")
@@ -297,10 +299,8 @@ def _refuse_grouped_counts(df: pd.DataFrame, path: Path, fmt: str) -> None:
     spreadsheet that wrote it, while a number reader takes the dot for a decimal point (10). It
     is refused, not read either way: a table whose decimal separator is a comma may still hold
     cells with decimal points, so the dot is ambiguous."""
-    for column in df.columns:
-        field = column if fmt == "long" else (wide_field(str(column)) or ("", ""))[1]
-        if field != "n":
-            continue
+    fields = {c: c if fmt == "long" else (wide_field(str(c)) or ("", ""))[1] for c in df.columns}
+    for column in [c for c, field in fields.items() if field == "n"]:
         cells = df[column]
         grouped = cells.map(lambda v: isinstance(v, str) and bool(GROUPED.fullmatch(v.strip())))
         bad = np.flatnonzero(grouped.to_numpy())
@@ -454,12 +454,11 @@ def _check_layout(df: pd.DataFrame, path: Path, sep: str | None, fmt: str) -> No
         if found and (len(found) >= 2 or any(ch in column for ch in SEPARATORS)):
             other = sorted({ch for ch in column if ch in SEPARATORS + " |"})
             used = {"\t": "tab", ",": "comma", ";": "semicolon"}[sep]
+            why = f"its lines are {used}-separated"
+            if len(df.columns) == 1:
+                why = "no comma, semicolon or tab separates its names"
             if path.suffix.lower() == ".tsv":
                 why = "a .tsv file is read as tab-separated"
-            elif len(df.columns) == 1:
-                why = "no comma, semicolon or tab separates its names"
-            else:
-                why = f"its lines are {used}-separated"
             raise TableError(
                 f"{path}: the header cell {column!r} is read as one column name ({why}), but "
                 f"it holds names separated by {' or '.join(map(repr, other))}: save the table "

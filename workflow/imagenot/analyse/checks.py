@@ -169,32 +169,23 @@ def _check_intervals(df: pd.DataFrame, raw_acc: pd.Series, factor: np.ndarray) -
     accuracy belongs to another number (as the workflow's accuracy table refuses it)."""
     acc = df["accuracy"].to_numpy(float)
     for col, sign in (("ci_low", 1.0), ("ci_high", -1.0)):
-        if col not in df.columns:
-            continue
-        bound = df[col].to_numpy(float)
+        bound = df[col].to_numpy(float) if col in df.columns else np.full(len(acc), np.nan)
         outside = np.isfinite(bound) & (sign * (bound - acc) > 1e-9 * np.maximum(1.0, acc))
         for i in np.flatnonzero(outside):
-            written = pd.to_numeric(df[col].iloc[i])  # already in percent: its digits, scaled
-            digits = 10.0 ** -decimals(float(raw_acc.iloc[i])) + 10.0 ** -decimals(
-                written / factor[i]
-            )
-            tol = 0.5 * factor[i] * digits
-            if sign * (bound[i] - acc[i]) > tol:
+            written = bound[i] / factor[i]  # the bound as the table writes it
+            digits = 10.0 ** -decimals(float(raw_acc.iloc[i])) + 10.0 ** -decimals(written)
+            if sign * (bound[i] - acc[i]) > 0.5 * factor[i] * digits:
                 raise TableError(
                     f"{_row_name(df, i)}: accuracy {_cell(raw_acc.iloc[i])} lies outside its "
-                    f"confidence interval ({col} {_cell(written / factor[i])})"
+                    f"confidence interval ({col} {_cell(written)})"
                 )
 
 
 def _keyed_models(df: pd.DataFrame, key: list[str]) -> pd.Series:
     """``model@value`` for each column of ``key`` (option ``--key``): a model evaluated at two
     image sizes becomes two models."""
-    missing = [k for k in key if k not in df.columns]
-    if missing:
-        raise TableError(
-            f"--key names column(s) not in the table: {', '.join(missing)}; "
-            f"columns: {', '.join(c for c in df.columns if c not in (LINE, FILE))}"
-        )
+    columns = [c for c in df.columns if c not in (LINE, FILE)]
+    unknown_datasets("--key", key, columns, what="column")
     if len(set(key)) < len(key) or "model" in key:
         raise TableError(f"--key {' '.join(key)}: name each column once, besides model")
     model = df["model"].astype(str)

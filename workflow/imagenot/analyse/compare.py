@@ -84,9 +84,7 @@ def _bootstrap(
             out.extend(mat[:, rng.integers(0, k, k)].mean(axis=1) * 100.0 for _ in range(reps))
     axis, interval = settings.axis, settings.interval
     replicates = {
-        "kendall_tau": np.array(
-            [kendalltau(a, b, variant="b").statistic for a, b in zip(y, x, strict=True)]
-        ),
+        "kendall_tau": [kendalltau(a, b, variant="b").statistic for a, b in zip(y, x, strict=True)],
         "slope": stats.slopes(stats.to_axis(x, axis), stats.to_axis(y, axis)),
     }
     cis = {

@@ -252,20 +252,17 @@ def rankings_report(
         }
         k = {m: len(cells.cells[m, d].seeds) for m in models}
         if any(v > 1 for v in k.values()):
-            entry["seeds"] = k
-            entry["standard_error"] = {m: cells.cells[m, d].se for m in models}
+            entry |= {"seeds": k, "standard_error": {m: cells.cells[m, d].se for m in models}}
         if absent and d != PUBLISHED_DATASET:  # a model without published weights is no gap
             warnings.append(
                 f"{d}: {len(absent)} model(s) of the table missing: {listed(absent, 5)}"
             )
-        if baseline is not None:
-            if (baseline, d) in cells.cells and cells.cells[baseline, d].mean > 0:
-                base = cells.cells[baseline, d].mean
-                entry["relative_progress"] = {m: a / base for m, a in zip(models, acc, strict=True)}
-            else:
-                not_computed[f"{d}: relative_progress"] = (
-                    f"baseline {baseline!r} has no positive accuracy on {d!r}"
-                )
+        base = cells.cells[baseline, d].mean if (baseline, d) in cells.cells else 0.0
+        if base > 0:
+            entry["relative_progress"] = {m: a / base for m, a in zip(models, acc, strict=True)}
+        elif baseline is not None:
+            why = f"baseline {baseline!r} has no positive accuracy on {d!r}"
+            not_computed[f"{d}: relative_progress"] = why
         comp, missing = {}, {}
         if d != reference:
             comp, missing = compare(cells, d, reference, settings, images, min_reference_accuracy)

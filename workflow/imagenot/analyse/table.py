@@ -146,13 +146,16 @@ def listed(names, most: int) -> str:
     return ", ".join(map(str, names[:most])) + (" ..." if len(names) > most else "")
 
 
-def unknown_datasets(flag: str, names, datasets: list[str], where: str = "the table") -> None:
-    """Refuse datasets named by option ``flag`` (``*``: all of them) that are not in ``where``."""
-    unknown = sorted(set(names) - set(datasets) - {"*"})
+def unknown_datasets(
+    flag: str, names, datasets: list[str], where: str = "the table", what: str = "dataset"
+) -> None:
+    """Refuse datasets (or another ``what``) named by option ``flag`` (a dataset ``*``: all of
+    them) that are not in ``where``."""
+    unknown = sorted(set(names) - set(datasets) - ({"*"} if what == "dataset" else set()))
     if unknown:
         raise TableError(
-            f"{flag} names dataset(s) not in {where}: {', '.join(unknown)}; "
-            f"datasets: {', '.join(datasets[:20])}"
+            f"{flag} names {what}(s) not in {where}: {', '.join(unknown)}; "
+            f"{what}s: {listed(datasets, 20)}"
         )
 
 

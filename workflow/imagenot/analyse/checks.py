@@ -54,9 +54,8 @@ then the table is refused until the scale is said, never guessed)."""
 MAX_SEED = 2**63 - 1
 
 FRACTION_HINT = (
-    "every accuracy is at most 1: accuracies are percentages (75.1, not 0.751); "
-    "pass --fractions if the table holds fractions, or --scale percent if they really are "
-    "below 1%"
+    "every accuracy is at most 1: accuracies are percentages (75.1, not 0.751); pass "
+    "--fractions if the table holds fractions, or --scale percent if they are below 1%"
 )
 
 
@@ -98,10 +97,7 @@ def _numeric(df: pd.DataFrame, col: str, what: str, *, empty_ok: bool) -> pd.Ser
 
     def says(i: int) -> str:
         comma = isinstance(raw.iloc[i], str) and DECIMAL_COMMA.fullmatch(raw.iloc[i].strip())
-        hint = (
-            " (a decimal comma in a comma-separated file: separate the cells with semicolons or "
-            "tabs, as spreadsheets that write decimal commas do)"
-        )
+        hint = " (a decimal comma in a comma-separated file: separate cells with ; or tabs)"
         return f"{col} {_cell(raw.iloc[i])} is not {what}{hint if comma else ''}"
 
     _refuse_first(df, bad, says)
@@ -342,14 +338,9 @@ def schema_problem(key: str, value: object) -> str | None:
 
     if isinstance(value, float) and not np.isfinite(value):
         return "is not a finite number"
-    node = {
-        k: v
-        for k, v in schema_node(key).items()
-        if not k.startswith("x-") and k not in ("default", "description")
-    }
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(node).iter_errors(value)
-    )
+    # annotations (default, description) and the project's x- keywords constrain nothing
+    errors = jsonschema.Draft202012Validator(schema_node(key)).iter_errors(value)
+    error = jsonschema.exceptions.best_match(errors)
     return None if error is None else error.message
 
 

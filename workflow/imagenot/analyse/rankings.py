@@ -102,9 +102,7 @@ def across_datasets(
 
     if np.all(np.isfinite(n)):
         uniform = np.all(n == n[0], axis=0)
-        out["weights"] = {
-            d: (n[0, j] if uniform[j] else "per model") for j, d in enumerate(datasets)
-        }
+        out["weights"] = {d: n[0, j] if uniform[j] else "per model" for j, d in enumerate(datasets)}
         ranked("weighted_mean", np.average(acc, axis=1, weights=n), models)
     else:
         missing["weighted_mean"] = "column n (test-set size) missing for some dataset"
@@ -117,9 +115,7 @@ def across_datasets(
         who = [m for m, ok in zip(models, positive, strict=True) if ok]
         ranked("geometric_mean", gmean(floored[positive], axis=1), who)
         if not positive.all():
-            out["geometric_mean_excluded"] = [
-                m for m, ok in zip(models, positive, strict=True) if not ok
-            ]
+            out["geometric_mean_excluded"] = [m for m in models if m not in who]
     else:
         missing["geometric_mean"] = "every model has an accuracy of 0 on some dataset"
     if len(datasets) >= 3 and len(models) >= MIN_MODELS:

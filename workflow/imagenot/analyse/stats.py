@@ -92,11 +92,8 @@ class OLSFit:
         x = to_axis(x_percent, self.axis)
         exog = np.column_stack([np.ones_like(x), x])
         frame = self.result.get_prediction(exog).summary_frame(alpha=1 - self.confidence)
-        return (
-            from_axis(frame["mean"].to_numpy(), self.axis),
-            from_axis(frame["mean_ci_lower"].to_numpy(), self.axis),
-            from_axis(frame["mean_ci_upper"].to_numpy(), self.axis),
-        )
+        columns = ("mean", "mean_ci_lower", "mean_ci_upper")
+        return tuple(from_axis(frame[c].to_numpy(), self.axis) for c in columns)
 
 
 MIN_FIT_MODELS = 3
@@ -165,21 +162,17 @@ def tau_up_to_error_bars(
     """
     lo_a, hi_a, lo_b, hi_b = (np.asarray(v, dtype=float) for v in (lo_a, hi_a, lo_b, hi_b))
     m = len(lo_a)
-    conc = disc = tied_a = tied_b = tied_both = 0
+    counts = np.zeros(5, dtype=np.int64)  # concordant, discordant, tied in a, in b, in both
     block = max(1, 4_000_000 // max(m, 1))
     for start in range(0, m, block):
         rows = slice(start, min(m, start + block))
-        sa = _order_matrix(lo_a, hi_a, rows)
-        sb = _order_matrix(lo_b, hi_b, rows)
+        sa, sb = _order_matrix(lo_a, hi_a, rows), _order_matrix(lo_b, hi_b, rows)
         # keep the pairs i < j only
         upper = np.arange(rows.start, rows.stop)[:, None] < np.arange(m)[None, :]
-        za, zb = (sa == 0) & upper, (sb == 0) & upper
-        tied_a += int(za.sum())
-        tied_b += int(zb.sum())
-        tied_both += int((za & zb).sum())
         prod = sa.astype(np.int16) * sb
-        conc += int(((prod > 0) & upper).sum())
-        disc += int(((prod < 0) & upper).sum())
+        found = (prod > 0, prod < 0, sa == 0, sb == 0, (sa == 0) & (sb == 0))
+        counts += [np.count_nonzero(f & upper) for f in found]
+    conc, disc, tied_a, tied_b, tied_both = map(int, counts)
     pairs = m * (m - 1) // 2
     denom = np.sqrt(float(pairs - tied_a) * float(pairs - tied_b))
     return {

@@ -277,18 +277,12 @@ def with_sizes(df: pd.DataFrame, sizes: Mapping[str, float], where: str) -> pd.D
 def _accuracy_from(df: pd.DataFrame, path: Path, name: str, fmt: str) -> pd.DataFrame:
     """``df`` with column ``name`` (``--accuracy-column``, any case) as its ``accuracy``."""
     if fmt == "wide":
-        raise TableError(
-            f"--accuracy-column {name} names the accuracy column of a long table; a wide "
-            "table's accuracies are its dataset columns"
-        )
+        raise TableError(f"--accuracy-column {name}: a wide table's accuracies are its columns")
     match = [c for c in df.columns if str(c).casefold() == name.casefold()]
     if not match:
         missing_columns(df, [name], f"{path} (--accuracy-column {name})")
     if match[0] != "accuracy" and "accuracy" in df.columns:
-        raise TableError(
-            f"{path}: has an accuracy column besides {match[0]!r} (--accuracy-column): "
-            "give one of them"
-        )
+        raise TableError(f"{path}: accuracy and {match[0]!r} (--accuracy-column) given: keep one")
     return df.rename(columns={match[0]: "accuracy"})
 
 
@@ -505,7 +499,7 @@ def _from_wide(df: pd.DataFrame, path: Path, id_columns: tuple[str, ...]) -> pd.
         raise TableError(
             f"{path}: columns {', '.join(where[c] for c in groups)} of the wide table are "
             f"neither model, seed, --key nor <dataset>_{'/'.join(WIDE_FIELDS)}; one may name "
-            "groups of rows (such as benchmark): name the others with --key or delete them"
+            "groups of rows: name the others with --key or delete them"
         )
     seen: dict[tuple[str, str], str] = {}
     for c, key in fields.items():
@@ -524,8 +518,7 @@ def _from_wide(df: pd.DataFrame, path: Path, id_columns: tuple[str, ...]) -> pd.
     if empty:  # melting would drop the dataset with its cells: it would vanish unsaid
         raise TableError(
             f"{path}: dataset column(s) {', '.join(empty)} of the wide table hold no "
-            "accuracy (every cell empty or missing): fill them, or delete the column(s) to rank "
-            "the other datasets"
+            "accuracy (every cell empty or missing): fill or delete them"
         )
     df = df.reset_index(drop=True)
     for g in groups:
@@ -551,8 +544,7 @@ def _from_wide(df: pd.DataFrame, path: Path, id_columns: tuple[str, ...]) -> pd.
 
 def _check_group(df: pd.DataFrame, group: str, path: Path, where: str) -> None:
     """Refuse a group column of a paired wide table with an empty cell or only numbers."""
-    missing = np.flatnonzero(df[group].isna().to_numpy())
-    if len(missing):
+    if len(missing := np.flatnonzero(df[group].isna().to_numpy())):
         raise TableError(
             f"{path} {row_where(df, int(missing[0]))}: the group column {where} is empty"
         )

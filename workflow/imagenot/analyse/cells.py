@@ -175,6 +175,5 @@ def check_per_image_means(cells: Cells, images: dict[str, tuple[list[str], np.nd
                     f"per-image results of model {model!r} on dataset {dataset!r}: "
                     f"{row.sum():g} of {len(row)} images correct is {share:.4f}%, but "
                     f"the table's accuracy is {cell_text(written)}% (further than the "
-                    f"{tol:.2g} its digits allow): the per-image results are of other runs "
-                    "than the table's"
+                    f"{tol:.2g} its digits allow): the per-image results are of other runs"
                 )

@@ -72,11 +72,8 @@ def write_accuracy_table(
     from imagenot.core.io import atomic_path, write_parquet
     from imagenot.train.facts import shipped_path
 
-    table = accuracy_table(
-        read_robustness(files.robustness),
-        read_published(published or shipped_path()),
-        settings,
-    )
+    runs = read_robustness(files.robustness)
+    table = accuracy_table(runs, read_published(published or shipped_path()), settings)
     with atomic_path(files.accuracy, ".csv") as tmp:
         csv_frame(table).to_csv(tmp, index=False)
     print(f"{files.accuracy}: {len(table)} rows from {len(files.robustness)} evaluation file(s)")

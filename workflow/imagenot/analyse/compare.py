@@ -64,15 +64,12 @@ def _bootstrap(
         y, x = cells.accuracy(models, dataset)[idx], cells.accuracy(models, reference)[idx]
     elif over == "seeds":
 
-        def draw(d: str) -> np.ndarray:
-            out = np.empty((reps, len(models)))
-            for i, m in enumerate(models):
-                s = cells.cells[m, d].seeds
-                k = len(s)
-                out[:, i] = s[rng.integers(0, k, (reps, k))].mean(axis=1) if k > 1 else s[0]
-            return out
+        def draw(s: np.ndarray) -> np.ndarray:  # one model's mean over its resampled seeds
+            k = len(s)
+            return s[rng.integers(0, k, (reps, k))].mean(axis=1) if k > 1 else np.full(reps, s[0])
 
-        y, x = draw(dataset), draw(reference)
+        y, x = ([draw(cells.cells[m, d].seeds) for m in models] for d in (dataset, reference))
+        y, x = np.stack(y, axis=1), np.stack(x, axis=1)
     else:
         y, x = [], []
         for d, out in ((dataset, y), (reference, x)):

@@ -89,10 +89,8 @@ def check_published(table: pa.Table, info: Mapping[str, Any]) -> float | None:
     logged as a warning past :data:`PUBLISHED_TOLERANCE` points (the report's
     ``published_check`` table shows the same). None for other runs."""
     published = info.get("published_top1")
-    if published is None:
-        return None
     rows = [r for r in table.to_pylist() if r["transform"] == "Identity"]
-    if not rows:
+    if published is None or not rows:
         return None
     measured = rows[0]["top1"]
     deviation = measured - float(published)

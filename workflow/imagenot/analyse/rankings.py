@@ -138,9 +138,8 @@ def mean_correlations(entries: dict[str, DatasetEntry], datasets: list[str]) -> 
         v = np.array([getattr(t, key) for t in tests.values()], dtype=float)
         out[key] = float(np.mean(v)) if len(v) else float("nan")
         if key != "kendall_tau" and len(v):
-            out[f"{key}_fisher"] = float(
-                np.tanh(np.mean(np.arctanh(np.clip(v, -0.999999, 0.999999))))
-            )
+            z = np.arctanh(np.clip(v, -0.999999, 0.999999))
+            out[f"{key}_fisher"] = float(np.tanh(np.mean(z)))
     return MeanCorrelations(**clean(out))
 
 

@@ -344,9 +344,6 @@ def correlation_tests(a: np.ndarray, b: np.ndarray, seed: int) -> dict[str, Any]
         rng=np.random.default_rng(seed),
     )
     out["kendall_p"], out["spearman_p"], out["pearson_p"] = (float(v) for v in res.pvalue)
-    out["p_method"] = (
-        f"exact: all {math.factorial(n)} pairings"
-        if exact
-        else f"permutation: {PERMUTATIONS} random pairings, seed {seed}"
-    )
+    drawn = f"permutation: {PERMUTATIONS} random pairings, seed {seed}"
+    out["p_method"] = f"exact: all {math.factorial(n)} pairings" if exact else drawn
     return out

@@ -102,29 +102,22 @@ def model_published(
         # the row of these weights (the model's own first: a table may reuse a weights name)
         same = [r for r in table if r.weights == ref]
         row = next((r for r in same if r.model == model), same[0] if same else None)
-        if row is not None:
-            top1, top5, source = row.top1, row.top5, row.source
-        else:
+        if row is None:  # the weights' facts from their publisher (same fields)
             from imagenot.core.registries import RegistryError
             from imagenot.train.facts import weight_facts
 
             try:
-                facts = weight_facts(ref, model)
+                row = weight_facts(ref, model)
             except RegistryError as exc:
                 raise TableError(f"model {model!r}: weights {ref}: {exc}") from None
-            top1, top5, source = facts.top1, facts.top5, facts.source
-        if model in records:
-            top1 = records[model][1]  # the run's own record
+        top1 = records[model][1] if model in records else row.top1  # the run's own record first
         if top1 is None or pd.isna(top1):
             unstated.append(model)
             continue
-        rows.append({"model": model, "weights": ref, "top1": top1, "top5": top5, "source": source})
+        rows.append(dict(model=model, weights=ref, top1=top1, top5=row.top5, source=row.source))
     if unstated:
-        log.info(
-            "%d model(s) without a published top-1 (%s) are left off the published axis",
-            len(unstated),
-            ", ".join(unstated),
-        )
+        without = f"{len(unstated)} model(s) without a published top-1 ({', '.join(unstated)})"
+        log.info("%s are left off the published axis", without)
     return pd.DataFrame(rows, columns=list(PUBLISHED_COLUMNS))
 
 

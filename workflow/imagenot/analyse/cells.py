@@ -98,19 +98,16 @@ def build_cells(df: pd.DataFrame, confidence: float) -> Cells:
     )
     values = work["accuracy"].to_numpy(dtype=float)
     seeds = g.indices if (agg["k"] > 1).any() else None
-    mean = agg["mean"].to_numpy(float)
-    k = agg["k"].to_numpy()
-    n = agg["n"].to_numpy(float)
-    se = agg["se"].to_numpy(float)
-    given = np.isfinite(agg["ci_low"].to_numpy(float)) & np.isfinite(agg["ci_high"].to_numpy(float))
+    mean, se, k, n, ci_low, ci_high = agg.to_numpy(float).T  # the columns in agg's order
+    given = np.isfinite(ci_low) & np.isfinite(ci_high)
     has_n = np.isfinite(n)
     cp_lo, cp_hi = np.full(len(mean), np.nan), np.full(len(mean), np.nan)
     if has_n.any():
         cp_lo[has_n], cp_hi[has_n] = stats.clopper_pearson(mean[has_n], n[has_n], confidence)
     chosen = [k > 1, given, has_n]  # the first that holds gives the interval
     kind = np.select(chosen, ["seed_se", "given", "clopper_pearson"], default="none")
-    lo = np.select(chosen, [mean - se, agg["ci_low"].to_numpy(float), cp_lo], default=mean)
-    hi = np.select(chosen, [mean + se, agg["ci_high"].to_numpy(float), cp_hi], default=mean)
+    lo = np.select(chosen, [mean - se, ci_low, cp_lo], default=mean)
+    hi = np.select(chosen, [mean + se, ci_high, cp_hi], default=mean)
     cells: dict[tuple[str, str], Cell] = {}
     for i, key in enumerate(agg.index):
         acc = values[seeds[key]] if seeds is not None else np.array([mean[i]])
@@ -178,6 +175,5 @@ def check_per_image_means(cells: Cells, images: dict[str, tuple[list[str], np.nd
                     f"per-image results of model {model!r} on dataset {dataset!r}: "
                     f"{row.sum():g} of {len(row)} images correct is {share:.4f}%, but "
                     f"the table's accuracy is {cell_text(written)}% (further than the "
-                    f"{tol:.2g} its digits allow): the per-image results are of other runs "
-                    "than the table's"
+                    f"{tol:.2g} its digits allow): the per-image results are of other runs"
                 )

@@ -22,6 +22,7 @@ from imagenot.analyse.table import (
     MAX_COUNT,
     REQUIRED,
     TableError,
+    listed,
     missing_columns,
     parse_items,
     row_where,
@@ -53,9 +54,8 @@ then the table is refused until the scale is said, never guessed)."""
 MAX_SEED = 2**63 - 1
 
 FRACTION_HINT = (
-    "every accuracy is at most 1: accuracies are percentages (75.1, not 0.751); "
-    "pass --fractions if the table holds fractions, or --scale percent if they really are "
-    "below 1%"
+    "every accuracy is at most 1: accuracies are percentages (75.1, not 0.751); pass "
+    "--fractions if the table holds fractions, or --scale percent if they are below 1%"
 )
 
 
@@ -97,10 +97,7 @@ def _numeric(df: pd.DataFrame, col: str, what: str, *, empty_ok: bool) -> pd.Ser
 
     def says(i: int) -> str:
         comma = isinstance(raw.iloc[i], str) and DECIMAL_COMMA.fullmatch(raw.iloc[i].strip())
-        hint = (
-            " (a decimal comma in a comma-separated file: separate the cells with semicolons or "
-            "tabs, as spreadsheets that write decimal commas do)"
-        )
+        hint = " (a decimal comma in a comma-separated file: separate cells with ; or tabs)"
         return f"{col} {_cell(raw.iloc[i])} is not {what}{hint if comma else ''}"
 
     _refuse_first(df, bad, says)
@@ -126,16 +123,11 @@ def _scales(df: pd.DataFrame, acc: pd.Series, scale: dict[str, str]) -> dict[str
     if guessed and len(guessed) == len(datasets):
         raise TableError(FRACTION_HINT)
     if guessed:
-        shown = ", ".join(guessed[:5]) + (
-            f" and {len(guessed) - 5} more" if len(guessed) > 5 else ""
-        )
-        others = [d for d in datasets if d not in guessed]
-        first = guessed[0]
+        first, others = guessed[0], [d for d in datasets if d not in guessed]
         raise TableError(
-            f"accuracies of {shown} are all at most 1 while those of {', '.join(others[:3])}"
-            f"{' ...' if len(others) > 3 else ''} are percentages: one table, one scale; say "
-            f"which: --scale {first}=fraction (converted to percent) or --scale {first}=percent "
-            "(they really are below 1%)"
+            f"accuracies of {listed(guessed, 5)} are all at most 1 while those of "
+            f"{listed(others, 3)} are percentages: one table, one scale; say which: --scale "
+            f"{first}=fraction (converted to percent) or --scale {first}=percent (below 1%)"
         )
     return {d: "fraction" if v == "fraction" else "percent" for d, v in said.items()}
 
@@ -173,32 +165,23 @@ def _check_intervals(df: pd.DataFrame, raw_acc: pd.Series, factor: np.ndarray) -
     accuracy belongs to another number (as the workflow's accuracy table refuses it)."""
     acc = df["accuracy"].to_numpy(float)
     for col, sign in (("ci_low", 1.0), ("ci_high", -1.0)):
-        if col not in df.columns:
-            continue
-        bound = df[col].to_numpy(float)
+        bound = df[col].to_numpy(float) if col in df.columns else np.full(len(acc), np.nan)
         outside = np.isfinite(bound) & (sign * (bound - acc) > 1e-9 * np.maximum(1.0, acc))
         for i in np.flatnonzero(outside):
-            written = pd.to_numeric(df[col].iloc[i])  # already in percent: its digits, scaled
-            digits = 10.0 ** -decimals(float(raw_acc.iloc[i])) + 10.0 ** -decimals(
-                written / factor[i]
-            )
-            tol = 0.5 * factor[i] * digits
-            if sign * (bound[i] - acc[i]) > tol:
+            written = bound[i] / factor[i]  # the bound as the table writes it
+            digits = 10.0 ** -decimals(float(raw_acc.iloc[i])) + 10.0 ** -decimals(written)
+            if sign * (bound[i] - acc[i]) > 0.5 * factor[i] * digits:
                 raise TableError(
                     f"{_row_name(df, i)}: accuracy {_cell(raw_acc.iloc[i])} lies outside its "
-                    f"confidence interval ({col} {_cell(written / factor[i])})"
+                    f"confidence interval ({col} {_cell(written)})"
                 )
 
 
 def _keyed_models(df: pd.DataFrame, key: list[str]) -> pd.Series:
     """``model@value`` for each column of ``key`` (option ``--key``): a model evaluated at two
     image sizes becomes two models."""
-    missing = [k for k in key if k not in df.columns]
-    if missing:
-        raise TableError(
-            f"--key names column(s) not in the table: {', '.join(missing)}; "
-            f"columns: {', '.join(c for c in df.columns if c not in (LINE, FILE))}"
-        )
+    columns = [c for c in df.columns if c not in (LINE, FILE)]
+    unknown_datasets("--key", key, columns, what="column")
     if len(set(key)) < len(key) or "model" in key:
         raise TableError(f"--key {' '.join(key)}: name each column once, besides model")
     model = df["model"].astype(str)
@@ -225,8 +208,7 @@ def _duplicates(df: pd.DataFrame, key: list[str], keyed: list[str]) -> None:
     of = (lambda pos: f" of {rows[FILE].iloc[pos[0]]}") if FILE in df.columns else (lambda pos: "")
     where = [
         f"{', '.join(f'{k}={_cell(rows[k].iloc[pos[0]])}' for k in key)} ({lines} "
-        f"{', '.join(str(int(i)) for i in at.to_numpy()[pos[:3]])}{' ...' if len(pos) > 3 else ''}"
-        f"{of(pos)})"
+        f"{listed(at.to_numpy()[pos].astype(int), 3)}{of(pos)})"
         for pos in groups[:3]
     ]
     # the columns whose values differ within some repeated key: what tells the rows apart
@@ -236,24 +218,19 @@ def _duplicates(df: pd.DataFrame, key: list[str], keyed: list[str]) -> None:
         for c in df.columns
         if c not in ignore and (rows.groupby(key, sort=False)[c].nunique(dropna=False) > 1).any()
     ]
-    if differ:
-        how = (
-            f"the repeated rows differ in {', '.join(differ[:4])}: key them apart with "
-            f"--key {differ[0]} (the model is then named model@{differ[0]}), or give each its "
-            "own model name"
-        )
-    else:
-        runs = "give each its own seed" if "seed" in key else "add a seed column"
-        how = (
-            f"the repeated rows differ in no other column: if they are runs of one model, {runs}; "
-            "if they are copies, remove them; else give each its own model name"
-        )
-    if keyed:
-        how += f" (--key {' '.join(keyed)} is applied)"
+    runs = "give each its own seed" if "seed" in key else "add a seed column"
+    how = (
+        f"the repeated rows differ in {', '.join(differ[:4])}: key them apart with --key "
+        f"{differ[0]} (the model is then named model@{differ[0]}), or give each its own model name"
+        if differ
+        else f"the repeated rows differ in no other column: if they are runs of one model, {runs}; "
+        "if they are copies, remove them; else give each its own model name"
+    )
+    applied = f" (--key {' '.join(keyed)} is applied)" if keyed else ""
     raise TableError(
         f"{int(dup.sum())} rows share a key ({', '.join(key)}) with another row: "
         f"{len(groups)} repeated key(s), e.g. {'; '.join(where)}"
-        f"{' ...' if len(groups) > 3 else ''}; {how}"
+        f"{' ...' if len(groups) > 3 else ''}; {how}{applied}"
     )
 
 
@@ -361,14 +338,9 @@ def schema_problem(key: str, value: object) -> str | None:
 
     if isinstance(value, float) and not np.isfinite(value):
         return "is not a finite number"
-    node = {
-        k: v
-        for k, v in schema_node(key).items()
-        if not k.startswith("x-") and k not in ("default", "description")
-    }
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(node).iter_errors(value)
-    )
+    # annotations (default, description) and the project's x- keywords constrain nothing
+    errors = jsonschema.Draft202012Validator(schema_node(key)).iter_errors(value)
+    error = jsonschema.exceptions.best_match(errors)
     return None if error is None else error.message
 
 

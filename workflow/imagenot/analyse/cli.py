@@ -36,16 +36,13 @@ def ci(accuracy: float, n: int, confidence: float, json: bool) -> int:
     from imagenot.core.counts import count_problem
 
     check_confidence(confidence)
-    if not 0 <= accuracy <= 100 or not 0 < n <= MAX_COUNT:
-        print(
-            f"imagenot ci: accuracy must be a percentage in 0-100 and n a whole number from 1 "
-            f"to 2^53, got {accuracy} and {n}",
-            file=sys.stderr,
-        )
-        return 2
-    problem = count_problem(accuracy, n, accuracy, 1.0, slack=PRINTED_SLACK)
+    problem = "accuracy must be a percentage in 0-100 and n a whole number from 1 to 2^53"
+    problem += f", got {accuracy} and {n}"
+    if 0 <= accuracy <= 100 and 0 < n <= MAX_COUNT:
+        problem = count_problem(accuracy, n, accuracy, 1.0, slack=PRINTED_SLACK)
+        problem = problem and f"--accuracy {problem}"
     if problem:
-        print(f"imagenot ci: --accuracy {problem}", file=sys.stderr)
+        print(f"imagenot ci: {problem}", file=sys.stderr)
         return 2
     k = round(accuracy / 100 * n)
     out = {"accuracy": accuracy, "n": n, "correct": k, "confidence": confidence}
@@ -75,11 +72,8 @@ def write_accuracy_table(
     from imagenot.core.io import atomic_path, write_parquet
     from imagenot.train.facts import shipped_path
 
-    table = accuracy_table(
-        read_robustness(files.robustness),
-        read_published(published or shipped_path()),
-        settings,
-    )
+    runs = read_robustness(files.robustness)
+    table = accuracy_table(runs, read_published(published or shipped_path()), settings)
     with atomic_path(files.accuracy, ".csv") as tmp:
         csv_frame(table).to_csv(tmp, index=False)
     print(f"{files.accuracy}: {len(table)} rows from {len(files.robustness)} evaluation file(s)")

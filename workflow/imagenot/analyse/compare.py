@@ -64,37 +64,24 @@ def _bootstrap(
         y, x = cells.accuracy(models, dataset)[idx], cells.accuracy(models, reference)[idx]
     elif over == "seeds":
 
-        def draw(d: str) -> np.ndarray:
-            out = np.empty((reps, len(models)))
-            for i, m in enumerate(models):
-                s = cells.cells[m, d].seeds
-                k = len(s)
-                out[:, i] = s[rng.integers(0, k, (reps, k))].mean(axis=1) if k > 1 else s[0]
-            return out
+        def draw(s: np.ndarray) -> np.ndarray:  # one model's mean over its resampled seeds
+            k = len(s)
+            return s[rng.integers(0, k, (reps, k))].mean(axis=1) if k > 1 else np.full(reps, s[0])
 
-        y, x = draw(dataset), draw(reference)
+        y, x = ([draw(cells.cells[m, d].seeds) for m in models] for d in (dataset, reference))
+        y, x = np.stack(y, axis=1), np.stack(x, axis=1)
     else:
-        mats = {}
-        for d in (dataset, reference):
+        y, x = [], []
+        for d, out in ((dataset, y), (reference, x)):
             names, mat = images[d]
             if not set(models) <= set(names):
                 return f"per-image results of {d!r} lack some of the models"
-            pos = {name: i for i, name in enumerate(names)}
-            mats[d] = mat[[pos[m] for m in models]]
-        y, x = (
-            np.stack(
-                [
-                    m[:, rng.integers(0, m.shape[1], m.shape[1])].mean(axis=1) * 100.0
-                    for _ in range(reps)
-                ]
-            )
-            for m in (mats[dataset], mats[reference])
-        )
+            mat = mat[[names.index(m) for m in models]]
+            k = mat.shape[1]
+            out.extend(mat[:, rng.integers(0, k, k)].mean(axis=1) * 100.0 for _ in range(reps))
     axis, interval = settings.axis, settings.interval
     replicates = {
-        "kendall_tau": np.array(
-            [kendalltau(a, b, variant="b").statistic for a, b in zip(y, x, strict=True)]
-        ),
+        "kendall_tau": [kendalltau(a, b, variant="b").statistic for a, b in zip(y, x, strict=True)],
         "slope": stats.slopes(stats.to_axis(x, axis), stats.to_axis(y, axis)),
     }
     cis = {
@@ -118,7 +105,6 @@ def compare(
     dataset: str,
     reference: str,
     settings: RankingsSettings,
-    *,
     images: dict[str, tuple[list[str], np.ndarray]] | None = None,
     min_reference_accuracy: float | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:

@@ -43,6 +43,7 @@ from imagenot.analyse.settings import RankingsSettings
 from imagenot.analyse.table import (
     TableError,
     check_confidence,
+    listed,
     mixed_sizes,
     unknown_datasets,
 )
@@ -101,9 +102,7 @@ def across_datasets(
 
     if np.all(np.isfinite(n)):
         uniform = np.all(n == n[0], axis=0)
-        out["weights"] = {
-            d: (n[0, j] if uniform[j] else "per model") for j, d in enumerate(datasets)
-        }
+        out["weights"] = {d: n[0, j] if uniform[j] else "per model" for j, d in enumerate(datasets)}
         ranked("weighted_mean", np.average(acc, axis=1, weights=n), models)
     else:
         missing["weighted_mean"] = "column n (test-set size) missing for some dataset"
@@ -116,9 +115,7 @@ def across_datasets(
         who = [m for m, ok in zip(models, positive, strict=True) if ok]
         ranked("geometric_mean", gmean(floored[positive], axis=1), who)
         if not positive.all():
-            out["geometric_mean_excluded"] = [
-                m for m, ok in zip(models, positive, strict=True) if not ok
-            ]
+            out["geometric_mean_excluded"] = [m for m in models if m not in who]
     else:
         missing["geometric_mean"] = "every model has an accuracy of 0 on some dataset"
     if len(datasets) >= 3 and len(models) >= MIN_MODELS:
@@ -141,9 +138,8 @@ def mean_correlations(entries: dict[str, DatasetEntry], datasets: list[str]) -> 
         v = np.array([getattr(t, key) for t in tests.values()], dtype=float)
         out[key] = float(np.mean(v)) if len(v) else float("nan")
         if key != "kendall_tau" and len(v):
-            out[f"{key}_fisher"] = float(
-                np.tanh(np.mean(np.arctanh(np.clip(v, -0.999999, 0.999999))))
-            )
+            z = np.arctanh(np.clip(v, -0.999999, 0.999999))
+            out[f"{key}_fisher"] = float(np.tanh(np.mean(z)))
     return MeanCorrelations(**clean(out))
 
 
@@ -251,26 +247,20 @@ def rankings_report(
         }
         k = {m: len(cells.cells[m, d].seeds) for m in models}
         if any(v > 1 for v in k.values()):
-            entry["seeds"] = k
-            entry["standard_error"] = {m: cells.cells[m, d].se for m in models}
+            entry |= {"seeds": k, "standard_error": {m: cells.cells[m, d].se for m in models}}
         if absent and d != PUBLISHED_DATASET:  # a model without published weights is no gap
-            more = " ..." if len(absent) > 5 else ""
             warnings.append(
-                f"{d}: {len(absent)} model(s) of the table missing: {', '.join(absent[:5])}{more}"
+                f"{d}: {len(absent)} model(s) of the table missing: {listed(absent, 5)}"
             )
-        if baseline is not None:
-            if (baseline, d) in cells.cells and cells.cells[baseline, d].mean > 0:
-                base = cells.cells[baseline, d].mean
-                entry["relative_progress"] = {m: a / base for m, a in zip(models, acc, strict=True)}
-            else:
-                not_computed[f"{d}: relative_progress"] = (
-                    f"baseline {baseline!r} has no positive accuracy on {d!r}"
-                )
-        comp, missing, cut = {}, {}, min_reference_accuracy
+        base = cells.cells[baseline, d].mean if (baseline, d) in cells.cells else 0.0
+        if base > 0:
+            entry["relative_progress"] = {m: a / base for m, a in zip(models, acc, strict=True)}
+        elif baseline is not None:
+            why = f"baseline {baseline!r} has no positive accuracy on {d!r}"
+            not_computed[f"{d}: relative_progress"] = why
+        comp, missing = {}, {}
         if d != reference:
-            comp, missing = compare(
-                cells, d, reference, settings, images=images, min_reference_accuracy=cut
-            )
+            comp, missing = compare(cells, d, reference, settings, images, min_reference_accuracy)
         not_computed.update({f"{d}: {k}": v for k, v in missing.items()})
         out_ds[d] = DatasetEntry(**clean(entry), **comp)
     across, missing = across_datasets(cells, agg_datasets, reference, floors, seed)

@@ -40,30 +40,28 @@ clopper_pearson = functools.partial(binomial_interval, method="beta")
 
 
 _AXES = {
+    "linear": (None, None),
     "probit": (stats.norm.ppf, lambda v: stats.norm.cdf(v) * 100.0),
     "logit": (special.logit, lambda v: special.expit(v) * 100.0),
 }
-"""Per fitting scale but ``linear``: (fraction -> scale, scale -> percent)."""
+"""Per fitting scale (:data:`AXES`): (fraction -> scale, scale -> percent)."""
 
 
-def _axis(axis: str) -> tuple:
+def _axis(axis: str, way: int, values: np.ndarray, eps: float = 1e-4) -> np.ndarray:
     if axis not in AXES:
         raise ValueError(f"axis must be one of {AXES}, not {axis!r}")
-    return _AXES.get(axis, (None, None))
+    v, f = np.asarray(values, dtype=float), _AXES[axis][way]
+    return v if f is None else f(np.clip(v / 100.0, eps, 1 - eps) if way == 0 else v)
 
 
-def to_axis(accuracy: np.ndarray, axis: str, eps: float = 1e-4) -> np.ndarray:
+def to_axis(accuracy: np.ndarray, axis: str) -> np.ndarray:
     """Accuracy (percent) on the fitting scale: percent, probit or logit of the fraction."""
-    a = np.asarray(accuracy, dtype=float)
-    forward = _axis(axis)[0]
-    return a if forward is None else forward(np.clip(a / 100.0, eps, 1 - eps))
+    return _axis(axis, 0, accuracy)
 
 
 def from_axis(value: np.ndarray, axis: str) -> np.ndarray:
     """Inverse of :func:`to_axis` (back to percent)."""
-    v = np.asarray(value, dtype=float)
-    back = _axis(axis)[1]
-    return v if back is None else back(v)
+    return _axis(axis, 1, value)
 
 
 @dataclass
@@ -94,11 +92,8 @@ class OLSFit:
         x = to_axis(x_percent, self.axis)
         exog = np.column_stack([np.ones_like(x), x])
         frame = self.result.get_prediction(exog).summary_frame(alpha=1 - self.confidence)
-        return (
-            from_axis(frame["mean"].to_numpy(), self.axis),
-            from_axis(frame["mean_ci_lower"].to_numpy(), self.axis),
-            from_axis(frame["mean_ci_upper"].to_numpy(), self.axis),
-        )
+        columns = ("mean", "mean_ci_lower", "mean_ci_upper")
+        return tuple(from_axis(frame[c].to_numpy(), self.axis) for c in columns)
 
 
 MIN_FIT_MODELS = 3
@@ -167,21 +162,17 @@ def tau_up_to_error_bars(
     """
     lo_a, hi_a, lo_b, hi_b = (np.asarray(v, dtype=float) for v in (lo_a, hi_a, lo_b, hi_b))
     m = len(lo_a)
-    conc = disc = tied_a = tied_b = tied_both = 0
+    counts = np.zeros(5, dtype=np.int64)  # concordant, discordant, tied in a, in b, in both
     block = max(1, 4_000_000 // max(m, 1))
     for start in range(0, m, block):
         rows = slice(start, min(m, start + block))
-        sa = _order_matrix(lo_a, hi_a, rows)
-        sb = _order_matrix(lo_b, hi_b, rows)
+        sa, sb = _order_matrix(lo_a, hi_a, rows), _order_matrix(lo_b, hi_b, rows)
         # keep the pairs i < j only
         upper = np.arange(rows.start, rows.stop)[:, None] < np.arange(m)[None, :]
-        za, zb = (sa == 0) & upper, (sb == 0) & upper
-        tied_a += int(za.sum())
-        tied_b += int(zb.sum())
-        tied_both += int((za & zb).sum())
         prod = sa.astype(np.int16) * sb
-        conc += int(((prod > 0) & upper).sum())
-        disc += int(((prod < 0) & upper).sum())
+        found = (prod > 0, prod < 0, sa == 0, sb == 0, (sa == 0) & (sb == 0))
+        counts += [np.count_nonzero(f & upper) for f in found]
+    conc, disc, tied_a, tied_b, tied_both = map(int, counts)
     pairs = m * (m - 1) // 2
     denom = np.sqrt(float(pairs - tied_a) * float(pairs - tied_b))
     return {
@@ -251,8 +242,7 @@ def bootstrap_interval(
     low, high = float(v.min()), float(v.max())
     if low == high:
         return refused(
-            f"all {reps} replicates equal {low:.4g}: resampling leaves the statistic fixed, so "
-            "the replicates say nothing of its spread"
+            f"all {reps} replicates equal {low:.4g}: resampling leaves the statistic fixed"
         )
     alpha = 1 - confidence
     below, ties = int(np.sum(v < estimate)), int(np.sum(v == estimate))
@@ -273,10 +263,8 @@ def bootstrap_interval(
         lo, hi = np.quantile(v, stats.norm.cdf(2 * z0 + stats.norm.ppf([alpha / 2, 1 - alpha / 2])))
     lo, hi = float(lo), float(hi)
     if lo == hi:
-        at = float(np.mean(v == lo))
-        return refused(
-            f"the {name} interval has zero width: {at:.0%} of the {reps} replicates equal {lo:.4g}"
-        )
+        at = f"{np.mean(v == lo):.0%} of the {reps} replicates equal {lo:.4g}"
+        return refused(f"the {name} interval has zero width: {at}")
     if not lo <= estimate <= hi:
         return refused(
             f"the estimate {estimate:.4g} lies outside the {name} interval [{lo:.4g}, {hi:.4g}] "
@@ -356,9 +344,6 @@ def correlation_tests(a: np.ndarray, b: np.ndarray, seed: int) -> dict[str, Any]
         rng=np.random.default_rng(seed),
     )
     out["kendall_p"], out["spearman_p"], out["pearson_p"] = (float(v) for v in res.pvalue)
-    out["p_method"] = (
-        f"exact: all {math.factorial(n)} pairings"
-        if exact
-        else f"permutation: {PERMUTATIONS} random pairings, seed {seed}"
-    )
+    drawn = f"permutation: {PERMUTATIONS} random pairings, seed {seed}"
+    out["p_method"] = f"exact: all {math.factorial(n)} pairings" if exact else drawn
     return out

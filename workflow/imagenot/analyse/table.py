@@ -140,13 +140,22 @@ def _shown(name: object) -> str:
     return text if text.isprintable() and text == text.strip() else repr(text)
 
 
-def unknown_datasets(flag: str, names, datasets: list[str], where: str = "the table") -> None:
-    """Refuse datasets named by option ``flag`` (``*``: all of them) that are not in ``where``."""
-    unknown = sorted(set(names) - set(datasets) - {"*"})
+def listed(names, most: int) -> str:
+    """The first ``most`` of ``names``, comma-separated, `` ...`` where there are more."""
+    names = list(names)
+    return ", ".join(map(str, names[:most])) + (" ..." if len(names) > most else "")
+
+
+def unknown_datasets(
+    flag: str, names, datasets: list[str], where: str = "the table", what: str = "dataset"
+) -> None:
+    """Refuse datasets (or another ``what``) named by option ``flag`` (a dataset ``*``: all of
+    them) that are not in ``where``."""
+    unknown = sorted(set(names) - set(datasets) - ({"*"} if what == "dataset" else set()))
     if unknown:
         raise TableError(
-            f"{flag} names dataset(s) not in {where}: {', '.join(unknown)}; "
-            f"datasets: {', '.join(datasets[:20])}"
+            f"{flag} names {what}(s) not in {where}: {', '.join(unknown)}; "
+            f"{what}s: {listed(datasets, 20)}"
         )
 
 
@@ -216,20 +225,16 @@ def read_table(
     except pd.errors.EmptyDataError:
         raise TableError(f"{path}: the file is empty") from None
     except UnicodeDecodeError as exc:
-        raise TableError(
-            f"{path}: byte {exc.start} is not UTF-8 text ({exc.reason}); save the table as "
-            "UTF-8 (CSV UTF-8 in a spreadsheet)"
-        ) from None
+        why = f"byte {exc.start} is not UTF-8 text ({exc.reason})"
+        raise TableError(f"{path}: {why}; save the table as UTF-8 (CSV UTF-8)") from None
     except Exception as exc:  # any reader error becomes one line naming the file
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TableError(f"{path}: cannot be read as a table: {msg}") from None
     header = [_canonical(c.strip()) for c in written]
     twice = sorted({c for c in header if header.count(c) > 1})
     if twice:  # pandas would rename the second to "name.1" and read it as another dataset
-        raise TableError(
-            f"{path}: column(s) {', '.join(map(repr, twice))} given twice (names are matched "
-            "whatever their case)"
-        )
+        why = "given twice (names are matched whatever their case)"
+        raise TableError(f"{path}: column(s) {', '.join(map(repr, twice))} {why}")
     df.columns = [_canonical(str(c).strip()) for c in df.columns]
     if len(df) == 0:
         raise TableError(f"{path}: header only, no data rows (columns: {', '.join(df.columns)})")
@@ -272,18 +277,12 @@ def with_sizes(df: pd.DataFrame, sizes: Mapping[str, float], where: str) -> pd.D
 def _accuracy_from(df: pd.DataFrame, path: Path, name: str, fmt: str) -> pd.DataFrame:
     """``df`` with column ``name`` (``--accuracy-column``, any case) as its ``accuracy``."""
     if fmt == "wide":
-        raise TableError(
-            f"--accuracy-column {name} names the accuracy column of a long table; a wide "
-            "table's accuracies are its dataset columns"
-        )
+        raise TableError(f"--accuracy-column {name}: a wide table's accuracies are its columns")
     match = [c for c in df.columns if str(c).casefold() == name.casefold()]
     if not match:
         missing_columns(df, [name], f"{path} (--accuracy-column {name})")
     if match[0] != "accuracy" and "accuracy" in df.columns:
-        raise TableError(
-            f"{path}: has an accuracy column besides {match[0]!r} (--accuracy-column): "
-            "give one of them"
-        )
+        raise TableError(f"{path}: accuracy and {match[0]!r} (--accuracy-column) given: keep one")
     return df.rename(columns={match[0]: "accuracy"})
 
 
@@ -297,10 +296,8 @@ def _refuse_grouped_counts(df: pd.DataFrame, path: Path, fmt: str) -> None:
     spreadsheet that wrote it, while a number reader takes the dot for a decimal point (10). It
     is refused, not read either way: a table whose decimal separator is a comma may still hold
     cells with decimal points, so the dot is ambiguous."""
-    for column in df.columns:
-        field = column if fmt == "long" else (wide_field(str(column)) or ("", ""))[1]
-        if field != "n":
-            continue
+    fields = {c: c if fmt == "long" else (wide_field(str(c)) or ("", ""))[1] for c in df.columns}
+    for column in [c for c, field in fields.items() if field == "n"]:
         cells = df[column]
         grouped = cells.map(lambda v: isinstance(v, str) and bool(GROUPED.fullmatch(v.strip())))
         bad = np.flatnonzero(grouped.to_numpy())
@@ -454,12 +451,11 @@ def _check_layout(df: pd.DataFrame, path: Path, sep: str | None, fmt: str) -> No
         if found and (len(found) >= 2 or any(ch in column for ch in SEPARATORS)):
             other = sorted({ch for ch in column if ch in SEPARATORS + " |"})
             used = {"\t": "tab", ",": "comma", ";": "semicolon"}[sep]
+            why = f"its lines are {used}-separated"
+            if len(df.columns) == 1:
+                why = "no comma, semicolon or tab separates its names"
             if path.suffix.lower() == ".tsv":
                 why = "a .tsv file is read as tab-separated"
-            elif len(df.columns) == 1:
-                why = "no comma, semicolon or tab separates its names"
-            else:
-                why = f"its lines are {used}-separated"
             raise TableError(
                 f"{path}: the header cell {column!r} is read as one column name ({why}), but "
                 f"it holds names separated by {' or '.join(map(repr, other))}: save the table "
@@ -503,7 +499,7 @@ def _from_wide(df: pd.DataFrame, path: Path, id_columns: tuple[str, ...]) -> pd.
         raise TableError(
             f"{path}: columns {', '.join(where[c] for c in groups)} of the wide table are "
             f"neither model, seed, --key nor <dataset>_{'/'.join(WIDE_FIELDS)}; one may name "
-            "groups of rows (such as benchmark): name the others with --key or delete them"
+            "groups of rows: name the others with --key or delete them"
         )
     seen: dict[tuple[str, str], str] = {}
     for c, key in fields.items():
@@ -522,8 +518,7 @@ def _from_wide(df: pd.DataFrame, path: Path, id_columns: tuple[str, ...]) -> pd.
     if empty:  # melting would drop the dataset with its cells: it would vanish unsaid
         raise TableError(
             f"{path}: dataset column(s) {', '.join(empty)} of the wide table hold no "
-            "accuracy (every cell empty or missing): fill them, or delete the column(s) to rank "
-            "the other datasets"
+            "accuracy (every cell empty or missing): fill or delete them"
         )
     df = df.reset_index(drop=True)
     for g in groups:
@@ -549,8 +544,7 @@ def _from_wide(df: pd.DataFrame, path: Path, id_columns: tuple[str, ...]) -> pd.
 
 def _check_group(df: pd.DataFrame, group: str, path: Path, where: str) -> None:
     """Refuse a group column of a paired wide table with an empty cell or only numbers."""
-    missing = np.flatnonzero(df[group].isna().to_numpy())
-    if len(missing):
+    if len(missing := np.flatnonzero(df[group].isna().to_numpy())):
         raise TableError(
             f"{path} {row_where(df, int(missing[0]))}: the group column {where} is empty"
         )

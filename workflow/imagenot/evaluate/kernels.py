@@ -211,16 +211,13 @@ def affine(x: torch.Tensor, theta: torch.Tensor, fill: float) -> torch.Tensor:
 
 def perspective_coefficients(start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
     """``B x 8`` homography coefficients mapping ``end`` corners to ``start`` (``B x 4 x 2``)."""
-    n = end.shape[0]
-    a = torch.zeros(n, 8, 8, dtype=torch.float64, device=end.device)
     e, s = end.to(torch.float64), start.to(torch.float64)
-    for i in range(4):
-        ex, ey, sx, sy = e[:, i, 0], e[:, i, 1], s[:, i, 0], s[:, i, 1]
-        a[:, 2 * i, 0], a[:, 2 * i, 1], a[:, 2 * i, 2] = ex, ey, 1.0
-        a[:, 2 * i, 6], a[:, 2 * i, 7] = -sx * ex, -sx * ey
-        a[:, 2 * i + 1, 3], a[:, 2 * i + 1, 4], a[:, 2 * i + 1, 5] = ex, ey, 1.0
-        a[:, 2 * i + 1, 6], a[:, 2 * i + 1, 7] = -sy * ex, -sy * ey
-    return torch.linalg.solve(a, s.reshape(n, 8)).to(torch.float32)
+    ex, ey, sx, sy = e[..., 0], e[..., 1], s[..., 0], s[..., 1]  # B x 4: one per corner
+    one, zero = torch.ones_like(ex), torch.zeros_like(ex)
+    row_x = (ex, ey, one, zero, zero, zero, -sx * ex, -sx * ey)  # each corner's two equations
+    row_y = (zero, zero, zero, ex, ey, one, -sy * ex, -sy * ey)
+    a = torch.stack((torch.stack(row_x, -1), torch.stack(row_y, -1)), 2).reshape(-1, 8, 8)
+    return torch.linalg.solve(a, s.reshape(-1, 8)).to(torch.float32)
 
 
 def perspective(x: torch.Tensor, coeffs: torch.Tensor, fill: float) -> torch.Tensor:

@@ -31,26 +31,17 @@ log = logging.getLogger(__name__)
 
 
 ROBUSTNESS_SCHEMA = pa.schema(
-    [
-        ("model", pa.string()),
-        ("dataset", pa.string()),
-        ("protocol", pa.string()),
-        ("seed", pa.int64()),
-        ("transform", pa.string()),
-        ("top1", pa.float64()),
-        ("top5", pa.float64()),
-        ("n", pa.int64()),
-        ("ci_low", pa.float64()),
-        ("ci_high", pa.float64()),
-        # the run's own record (result.json): the published weights it evaluated and their
-        # published top-1 (null for a trained run): the accuracy table's x-axis and the
-        # published check read these, never the model's name
-        ("weights", pa.string()),
-        ("published_top1", pa.float64()),
-        # the digest its producer sealed the run's record with (imagenot.train.records): each
-        # row names the record it was made from (null for an older run's record without one)
-        ("record_sha256", pa.string()),
-    ]
+    dict.fromkeys(("model", "dataset", "protocol"), pa.string())
+    | {"seed": pa.int64(), "transform": pa.string()}
+    | dict.fromkeys(("top1", "top5"), pa.float64())
+    | {"n": pa.int64()}
+    | dict.fromkeys(("ci_low", "ci_high"), pa.float64())
+    # the run's own record (result.json): the published weights it evaluated and their
+    # published top-1 (null for a trained run): the accuracy table's x-axis and the
+    # published check read these, never the model's name; then the digest its producer sealed
+    # the run's record with (imagenot.train.records): each row names the record it was made
+    # from (null for an older run's record without one)
+    | {"weights": pa.string(), "published_top1": pa.float64(), "record_sha256": pa.string()}
 )
 #: An evaluation table's columns every reader needs (:func:`imagenot.evaluate.robustness.summarise`
 #: writes them), then a run's own record of the published weights it evaluated and the digest
@@ -98,10 +89,8 @@ def check_published(table: pa.Table, info: Mapping[str, Any]) -> float | None:
     logged as a warning past :data:`PUBLISHED_TOLERANCE` points (the report's
     ``published_check`` table shows the same). None for other runs."""
     published = info.get("published_top1")
-    if published is None:
-        return None
     rows = [r for r in table.to_pylist() if r["transform"] == "Identity"]
-    if not rows:
+    if published is None or not rows:
         return None
     measured = rows[0]["top1"]
     deviation = measured - float(published)

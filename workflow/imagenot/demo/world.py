@@ -223,14 +223,7 @@ def build_world(wn, cfg: DemoSettings, shard_files: list[str]) -> World:
         "file": PLANTED_FILE,
         "kinds": {k: sum(r[2] == k for r in planted_rows) for k in PLANT_KINDS},
     }
-    return World(
-        shards=shards,
-        truth=truth_table,
-        summary=summary,
-        prototypes=prototypes,
-        planted=planted_table,
-        plants=plants,
-    )
+    return World(shards, truth_table, summary, prototypes, planted_table, plants)
 
 
 def _table(rows: list[tuple], schema: pa.Schema) -> pa.Table:
@@ -292,13 +285,7 @@ def _row_rng(seed: int, shard: str, row: int) -> np.random.Generator:
 
 
 def render_file(
-    status: str,
-    shard: str,
-    row: int,
-    prototype: img.Prototype | None,
-    seed: int,
-    size: int,
-    quality: int,
+    status: str, shard: str, row: int, prototype: img.Prototype | None, cfg: DemoSettings
 ) -> bytes | None:
     """The file served for one row: JPEG, truncated JPEG, HTML page, or None (a 404).
 
@@ -308,34 +295,22 @@ def render_file(
         return None
     if status == "non_image":
         return img.html_page(f"/{image_path(shard, row)}")
-    rng = _row_rng(seed, shard, row)
-    if prototype is not None:
-        pixels = img.render(prototype, rng, size)
-    else:
-        pixels = render_clutter(rng, size)
-    data = jpeg_bytes(pixels, quality)
+    rng, size = _row_rng(cfg.seed, shard, row), cfg.image_size
+    pixels = render_clutter(rng, size) if prototype is None else img.render(prototype, rng, size)
+    data = jpeg_bytes(pixels, cfg.jpeg_quality)
     return img.truncated(data, rng) if status == "truncated" else data
 
 
-def render_plant(
-    plant: Plant,
-    shard: str,
-    row: int,
-    prototypes: dict[str, img.Prototype],
-    seed: int,
-    size: int,
-    quality: int,
-) -> bytes:
+def render_plant(plant: Plant, shard: str, row: int, prototypes: dict, cfg: DemoSettings) -> bytes:
     """The file of a planted row (``shard``, ``row``): its original's file transformed, or for a
     look-alike the original's prototype drawn again in a nearby pose with the row's own noise."""
     proto = prototypes[plant.original_image_wnid]
+    size, quality = cfg.image_size, cfg.jpeg_quality
     if plant.kind == "lookalike":
-        pose = img.draw_pose(proto, _row_rng(seed, plant.original_shard, plant.original_row))
-        rng = _row_rng(seed, shard, row)
+        pose = img.draw_pose(proto, _row_rng(cfg.seed, plant.original_shard, plant.original_row))
+        rng = _row_rng(cfg.seed, shard, row)
         return jpeg_bytes(img.paint(proto, img.lookalike_pose(pose, rng), rng, size), quality)
-    original = render_file(
-        "ok", plant.original_shard, plant.original_row, proto, seed, size, quality
-    )
+    original = render_file("ok", plant.original_shard, plant.original_row, proto, cfg)
     assert original is not None  # an "ok" row always has a file
     return img.copy_transform(original, plant.transform, json.loads(plant.params), size, quality)
 
@@ -355,12 +330,10 @@ def _write_images(
     for t in rows:
         shard, row = t["shard"], t["row"]
         plant = plants.get((shard, row))
-        q, size = cfg.jpeg_quality, cfg.image_size
         if plant is not None:
-            data = render_plant(plant, shard, row, prototypes, cfg.seed, size, q)
+            data = render_plant(plant, shard, row, prototypes, cfg)
         else:
-            proto = prototypes.get(t["image_wnid"])
-            data = render_file(t["url_status"], shard, row, proto, cfg.seed, size, q)
+            data = render_file(t["url_status"], shard, row, prototypes.get(t["image_wnid"]), cfg)
         if data is not None:
             (folder / image_path(shard, row)).write_bytes(data)
     return len(rows)

@@ -243,94 +243,69 @@ def format_request(plan: dict) -> list[str]:
     if not est["rows"]:
         out.append("  GPU-hours: not estimated (no trained model has a throughput)")
     else:
-        done = (
-            f", less the {est['done_gpu_hours']:,.1f} this run has done: "
-            f"{r['gpu_hours_estimate']:,.1f} left"
-            if est["done_gpu_hours"]
-            else ""
-        )
+        done = f", less the {est['done_gpu_hours']:,.1f} this run has done: "
+        done = f"{done}{r['gpu_hours_estimate']:,.1f} left" if est["done_gpu_hours"] else ""
         out.append(
-            f"  GPU-hours: {r['gpu_hours']:,.0f}: the expected estimate of every GPU stage "
-            f"above ({h['total']:,.1f}{done}; trials stopped "
-            f"early as the stop epochs say, at the throughput of "
-            f"{est['throughput_source'].split(' (')[0]}) plus {r['margin']:.0%} for reruns of "
-            f"failed or preempted jobs. Between {h['total_low']:,.0f} (every trial stops at "
-            f"its first chance) and {h['total_bound']:,.0f} (none stops early, the bound). "
-            f"Not the {r['gpu_hours_requested_sum']:,.0f} GPU-h requested above: that sum of "
-            "each job's time limit x GPUs is what the scheduler must let a job ask for, not "
-            "what the run uses"
+            f"  GPU-hours: {r['gpu_hours']:,.0f}: the expected estimate of every GPU stage above "
+            f"({h['total']:,.1f}{done}; throughput: {est['throughput_source'].split(' (')[0]}) "
+            f"plus {r['margin']:.0%} for reruns of failed or preempted jobs. Between "
+            f"{h['total_low']:,.0f} (every trial stops at its first chance) and "
+            f"{h['total_bound']:,.0f} (none stops early, the bound). Not the "
+            f"{r['gpu_hours_requested_sum']:,.0f} GPU-h requested above (the time limits the "
+            "scheduler must allow, not what the run uses)"
         )
-    job, expected = r["longest_job"], r["longest_job_expected"]
+    job, expected, limit = r["longest_job"], r["longest_job_expected"], r["max_runtime_hours"]
     if job:
-        gpus = f"{job['gpus']} GPU{'s' if job['gpus'] > 1 else ''}"
-        fits = (
-            f"within the {r['max_runtime_hours']:g} h time limit jobs ask for "
-            "(resources.max_runtime_min, or the site profile's)"
-            if job["hours"] <= r["max_runtime_hours"]
-            else f"longer than the {r['max_runtime_hours']:g} h jobs ask for (resources."
-            "max_runtime_min, or the site profile's): it checkpoints before its limit and its "
-            "next attempt resumes there (train.deadline_margin_minutes), so any GPU partition "
-            f"works; one whose limit is at least {job['hours']:,.0f} h runs it without requeueing"
-        )
-        first = (
-            f"  longest single job: expected {expected['experiment']} {expected['model']}, a "
-            f"{expected['job']} of {expected['hours']:,.1f} h; "
-            if expected
-            else "  longest single job: "
-        )
+        asked = f"the {limit:g} h limit jobs ask for (resources.max_runtime_min, or the site's)"
+        fits = f"within {asked}"
+        if job["hours"] > limit:
+            fits = f"longer than {asked}: it checkpoints and its next attempt resumes (train."
+            fits += f"deadline_margin_minutes); a limit of {job['hours']:,.0f} h avoids requeues"
+        first = "  longest single job: "
+        if expected:
+            first += f"expected {expected['experiment']} {expected['model']}, a {expected['job']}"
+            first += f" of {expected['hours']:,.1f} h; "
         out.append(
             f"{first}at the bound {job['experiment']} {job['model']}, a {job['job']} of "
-            f"{job['epochs']} epochs: {job['hours']:,.1f} h on {gpus} (its GPUs per job); "
-            f"{fits}"
+            f"{job['epochs']} epochs: {job['hours']:,.1f} h on {job['gpus']} GPU(s) (its GPUs "
+            f"per job); {fits}"
         )
     mem = r["gpu_memory"]
     m = mem["largest"]
+    ask = "ask for GPUs with at least that much"
     if mem["measured"] and m:
         out.append(
-            f"  GPU memory (device): {m['peak_gib']:,.1f} GiB for the largest job "
-            f"({m['check']}, {m['per_gpu']} images per GPU; measured by the preflight on a "
-            f"{m['device_gib']:,.0f} GiB GPU): ask for GPUs with at least that much"
+            f"  GPU memory (device): {m['peak_gib']:,.1f} GiB for the largest job ({m['check']}, "
+            f"{m['per_gpu']} images per GPU; preflight on a {m['device_gib']:,.0f} GiB GPU): {ask}"
         )
-        for f in mem["failed"]:
-            out.append(
-                f"  GPU memory: {f['check']} did not fit at {f['per_gpu']} per GPU on that GPU "
-                f"(fits: {f['fits'] or 'not one image'}): see the preflight's report"
-            )
+        out += [
+            f"  GPU memory: {f['check']} did not fit at {f['per_gpu']} per GPU on that GPU (fits: "
+            f"{f['fits'] or 'not one image'}): see the preflight's report"
+            for f in mem["failed"]
+        ]
     elif m:
-        how = (
-            f"measured at {m['per_gpu']} images per GPU"
-            if m["kind"] == "measured"
-            else f"an estimate: {m['measured_gib']:,.1f} GiB measured at {m['measured_at']} "
-            f"images per GPU, scaled to the {m['per_gpu']} its jobs take at once"
-        )
+        how = f"measured at {m['per_gpu']} images per GPU"
+        if m["kind"] != "measured":
+            how = f"an estimate: {m['measured_gib']:,.1f} GiB measured at {m['measured_at']} "
+            how += f"images per GPU, scaled to {m['per_gpu']}"
         out.append(
             f"  GPU memory (device): {m['peak_gib']:,.1f} GiB for the largest job ({m['model']}, "
-            f"{how}; {mem['source']}): ask for GPUs with at least that much, or set "
-            "train.max_batch_per_gpu (micro-batches keep the batch)"
+            f"{how}; {mem['source']}): {ask}, or set train.max_batch_per_gpu (micro-batches)"
         )
     else:
         out.append(
-            "  GPU memory (device): not estimated for these models: `.venv/bin/imagenot preflight "
-            "--config ... --json R.json --md R.md` on one of your GPUs measures every model's "
-            "peak at its per-GPU batch (docs/gpu.md); give its report to --throughput"
+            "  GPU memory (device): not estimated for these models: `imagenot preflight --config "
+            "... --json R.json` on one of your GPUs measures each model's peak (docs/gpu.md); "
+            "give its report to --throughput"
         )
     host = max((g["peak_mem_mb_requested"] for g in plan["groups"]), default=0)
-    out.append(
-        f"  host memory (RAM): {host / 1000:,.1f} GB for the largest job (its request, the "
-        "table's host mem/job)"
-    )
-    disk = r["node_local_disk"]
+    out.append(f"  host memory (RAM): {host / 1000:,.1f} GB for the largest job (host mem/job)")
+    disk, gb = r["node_local_disk"], _gb(r["node_local_disk"]["all_trained_bytes"])
     if disk["stage_to_local"]:
-        out.append(
-            f"  node-local disk: {_gb(disk['all_trained_bytes'])} per node for "
-            f"train.stage_to_local (one copy of each dataset a node trains on; the largest "
-            f"alone {_gb(disk['largest_dataset_bytes'])})"
-        )
+        largest = _gb(disk["largest_dataset_bytes"])
+        out.append(f"  node-local disk: {gb} per node for train.stage_to_local (largest {largest})")
     else:
-        out.append(
-            "  node-local disk: none (train.stage_to_local is off: datasets are read in place; "
-            f"turned on, up to {_gb(disk['all_trained_bytes'])} per node)"
-        )
+        out.append(f"  node-local disk: none (train.stage_to_local off; on, up to {gb} per node)")
     out.append(f"  shared storage: {_gb(r['storage_bytes'])} (the storage estimate below)")
     return _wrapped(out)
 
@@ -338,46 +313,34 @@ def format_request(plan: dict) -> list[str]:
 def format_wall_time(plan: dict) -> list[str]:
     """Training's schedule against GPUs: when it ends and the share of the reserved GPU-hours
     it uses; where more GPUs stop helping, and why."""
-    w, by = plan["wall_time"], plan["wall_time_by_gpus"]
+    w, by, whole = plan["wall_time"], plan["wall_time_by_gpus"], plan.get("whole_run")
     if not w["longest_chain"]:
         return ["wall time of training: not estimated (no GPU-hours estimate)"]
     points = by["points"]
     table = [
-        "training's schedule against GPUs, estimate (expected stop epochs; jobs started",
-        "longest-remaining-chain first; queueing not included, the data stages apart):",
+        "training's schedule against GPUs, estimate (expected stop epochs; longest chain first;",
+        "queueing not included, the data stages apart):",
         "  GPUs   " + "".join(f"{p['gpus']:>8}" for p in points),
         "  hours  " + "".join(f"{_cell(p['hours'], ',.0f'):>8}" for p in points),
         "  used   " + "".join(f"{_cell(p['used'], '.0%'):>8}" for p in points),
     ]
+    on = f"  on --gpus {w['gpus']}: "
     if w["hours"] is None:
-        on = (
-            f"  on --gpus {w['gpus']}: fewer GPUs than one job asks for (train.gpus_per_job, "
-            "train.gpus_per_job_overrides)"
-        )
+        on += "fewer GPUs than one job asks for (train.gpus_per_job, its overrides)"
     else:
-        on = (
-            f"  on --gpus {w['gpus']}: training ends after {w['hours']:,.1f} h and uses "
-            f"{w['used']:.0%} of the {w['reserved_gpu_hours']:,.0f} GPU-hours reserved "
-            f"({w['gpus']} x {w['hours']:,.1f} h)"
-        )
-    whole = plan.get("whole_run")
+        on += f"training ends after {w['hours']:,.1f} h and uses {w['used']:.0%} of the "
+        on += f"{w['reserved_gpu_hours']:,.0f} GPU-hours reserved"
     if whole:
         steps = " -> ".join(f"{k} {v:,.1f} h" for k, v in whole["parts"].items())
-        on += (
-            f". The whole run, data stages included: about {whole['hours']:,.1f} h, its "
-            f"critical path {steps} (the data stages' section)"
-        )
-    out = [
-        on,
-        f"  Past {by['knee_gpus']} GPUs the wall time stays at least {by['knee_hours']:,.1f} "
-        f"h, the critical path: one trial of {w['longest_chain']} trains its halving stages "
-        "one after another (each stage waits for the rung's decision and resumes the stage "
-        "before), then its final seeds, however many GPUs run the other trials beside it. "
-        "More GPUs per job for its model (train.gpus_per_job_overrides) shorten it (data-parallel, "
-        f"{estimate.DDP_EFFICIENCY:.0%} of linear per doubling); --deadline-hours H says the GPUs and GPUs per job "
-        "that end within H hours at the least cost.",
-    ]
-    return table + _wrapped(out)
+        on += f". The whole run: about {whole['hours']:,.1f} h, its critical path {steps}"
+    knee = (
+        f"  Past {by['knee_gpus']} GPUs the wall time stays at least {by['knee_hours']:,.1f} h: "
+        f"one trial of {w['longest_chain']} trains its halving stages, then its final seeds, "
+        "one after another. More GPUs per job for its model (train.gpus_per_job_overrides, "
+        f"{estimate.DDP_EFFICIENCY:.0%} of linear per doubling) shorten it; --deadline-hours H "
+        "says the GPUs that end within H hours at the least cost."
+    )
+    return table + _wrapped([on, knee])
 
 
 def plan(config, gpus, cores, deadline_hours, directory, throughput, json) -> None:

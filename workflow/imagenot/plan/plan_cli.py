@@ -16,8 +16,12 @@ was measured) and :mod:`imagenot.plan.schedule` (the schedule).
 from __future__ import annotations
 
 import json as _json
+import textwrap
 from collections import Counter
+from functools import partial
 from pathlib import Path
+
+import yaml
 
 from imagenot.acquire.sizes import dataset_images
 from imagenot.audit.cost import audit_cost, format_audit
@@ -218,13 +222,9 @@ def format_plan(plan: dict) -> str:
         out.append(f"  {'':<8} ({s['source']})")
     out.append(f"  total {_gb(plan['storage_total_bytes'])}")
     if plan.get("storage_saving_bytes"):
-        out += _wrapped(
-            [
-                f"  each split of a dataset on disk is stored at the side its readers need "
-                f"(the px of its line): {_gb(plan['storage_saving_bytes'])} less than every "
-                "split at its dataset's image_size (the same bytes per pixel, an estimate)"
-            ]
-        )
+        saving = f"{_gb(plan['storage_saving_bytes'])} less than every split at its dataset's"
+        line = "  each split on disk is stored at the side its readers need (its line's px): "
+        out += _wrapped([f"{line}{saving} image_size (the same bytes per pixel, an estimate)"])
     return "\n".join(out)
 
 
@@ -350,16 +350,8 @@ def _gb(n: float | None) -> str:
 
 def _wrapped(lines: list[str]) -> list[str]:
     """Each ``  item: ...`` line wrapped at 100 columns, its continuation indented."""
-    import textwrap
-
-    out = []
-    for line in lines:
-        out += (
-            textwrap.wrap(line, 100, subsequent_indent="    ", break_on_hyphens=False)
-            if line.startswith("  ")
-            else [line]
-        )
-    return out
+    wrap = partial(textwrap.wrap, width=100, subsequent_indent="    ", break_on_hyphens=False)
+    return [part for line in lines for part in (wrap(line) if line.startswith("  ") else [line])]
 
 
 def _cell(value: float | None, spec: str) -> str:
@@ -399,11 +391,8 @@ def format_data_stages(plan: dict) -> list[str]:
     their assumptions; then the whole run's wall time through them, its critical path named."""
     whole = plan.get("whole_run")
     cores = whole["cores"] if whole else None
-    out = [
-        "data stages, estimate (scheduled on "
-        + (f"{cores} CPU cores, resources.plan_cores" if cores else "the plan's CPU cores")
-        + "; hours from the start of the run):"
-    ]
+    on = f"{cores} CPU cores, resources.plan_cores" if cores else "the plan's CPU cores"
+    out = [f"data stages, estimate (scheduled on {on}; hours from the start of the run):"]
     for d in plan["data_stages"]:
         if d["hours"] is None:
             out.append(f"  {d['stage']}: not estimated: {d['source']}")
@@ -438,24 +427,15 @@ def format_deadline(plan: dict) -> list[str]:
         if r is None:
             out.append(f"  {how}: nothing tried ends within the deadline")
             continue
-        widths = sorted(set(r["per_model"].values()))
-        per = (
-            f"gpus_per_job {widths[0]}"
-            if len(widths) == 1
-            else ", ".join(f"{m} {g}" for m, g in sorted(r["per_model"].items()) if g > 1)
-            + " GPUs per job, the others 1"
-        )
+        per = f"gpus_per_job {min(r['per_model'].values())}"
+        if len(set(r["per_model"].values())) > 1:
+            per = ", ".join(f"{m} {g}" for m, g in sorted(r["per_model"].items()) if g > 1)
+            per += " GPUs per job, the others 1"
         out.append(
             f"  {how}: {r['gpus']} GPUs ({per}): training ends after {r['hours']:,.1f} h and "
             f"uses {r['used']:.0%} of the {r['reserved_gpu_hours']:,.0f} GPU-hours reserved"
         )
-        if r.get("overlay"):
-            out.append(f"    the overlay (--configfile) that plans it: {_flow(r['overlay'])}")
+        if r.get("overlay"):  # one line of YAML flow style
+            flow = yaml.safe_dump(r["overlay"], default_flow_style=True, sort_keys=False, width=1e9)
+            out.append(f"    the overlay (--configfile) that plans it: {flow.strip()}")
     return _wrapped(out)
-
-
-def _flow(value) -> str:
-    """``value`` as one line of YAML flow style (a config overlay)."""
-    import yaml
-
-    return yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=1e9).strip()

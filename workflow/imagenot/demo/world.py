@@ -113,16 +113,11 @@ def _captions(
     lo, hi = cfg.captions_per_class_min, cfg.captions_per_class_max
     for cls in plan["intended_survivors"]:
         for _ in range(int(rng.integers(lo, hi + 1))):
-            if rng.random() < cfg.incidental_fraction:
-                rows.append(("incidental", cls.role, cls.wnid, "", writer.incidental(cls)))
-            else:
-                rows.append(("good", cls.role, cls.wnid, "", writer.good(cls)))
+            kind = "incidental" if rng.random() < cfg.incidental_fraction else "good"
+            rows.append((kind, cls.role, cls.wnid, "", getattr(writer, kind)(cls)))
+    hazard = cfg.captions_per_hazard_class
     for role in _WELL_CAPTIONED:
-        n = (
-            cfg.captions_per_class_min
-            if role == "imagenet_classes"
-            else cfg.captions_per_hazard_class
-        )
+        n = cfg.captions_per_class_min if role == "imagenet_classes" else hazard
         for cls in plan[role]:
             rows += [("good", role, cls.wnid, "", writer.good(cls)) for _ in range(n)]
     for cls in plan["low_similarity"]:

@@ -236,11 +236,10 @@ def caption_embeddings(config: dict, scale: dict | None) -> dict:
     else:  # a LAION source the workflow writes (demo or scale world): its own caption rows
         rows = share * world * len(_shard_names(config))
         item = f"caption embeddings ({rows:,.0f} captions)"
-        source = f"{share:.0%} of the parts' caption rows embedded x {per_row:,.0f} bytes each "
-        source += (
-            f"(similarity, score tables{', float16 vector' if keep else ''}; docs/scale.json); "
-        )
-        source += "measured: du -sh results/curate after the run"
+        vector = ", float16 vector" if keep else ""
+        source = f"estimate: {share:.0%} of the parts' caption rows embedded x {per_row:,.0f} "
+        source += f"bytes each (similarity, score tables{vector}; docs/scale.json); measured: "
+        source += "du -sh results/curate after the run"
     return _row("curate", item, round(rows * per_row), source, ["curate_select"])
 
 

@@ -68,13 +68,9 @@ def rule_groups() -> dict[str, str]:
 def world_rows_per_part(config: dict) -> int | None:
     """Caption rows per LAION part when the workflow writes the parts itself (the demo world or
     the scale world, each a rule of its own); None for a LAION copy on disk."""
-    from imagenot.demo import plan as demo_plan
-    from imagenot.demo import scale_plan
-
-    if demo_plan.enabled(config):
-        return config["demo_world"]["rows_per_shard"]
-    if scale_plan.enabled(config):
-        return config["scale_world"]["rows_per_shard"]
+    for world in ("demo_world", "scale_world"):
+        if config[world]["enabled"]:
+            return config[world]["rows_per_shard"]
     return None
 
 

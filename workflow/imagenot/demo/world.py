@@ -242,6 +242,10 @@ def _summary(wn, cfg, plan, index, truth: pa.Table, shards: dict, n_noisy: int) 
     hazards["shares_imagenet_lemma"] = sorted(
         s for c in plan["shares_imagenet_lemma"] for s in shared_lemma_synsets(index, c.lemma)
     )
+    keys = ("lemma", "name", "gloss", "role")
+    classes = {c.wnid: {k: getattr(c, k) for k in keys} for role in ROLES for c in plan[role]}
+    for wnid, entry in classes.items():
+        entry["n_captions"] = n_captions.get(wnid, 0)
     return {
         "seed": cfg.seed,
         "shards": sorted(shard_name(n) for n in shards),
@@ -251,17 +255,7 @@ def _summary(wn, cfg, plan, index, truth: pa.Table, shards: dict, n_noisy: int) 
         "url_base": cfg.url_base.rstrip("/"),
         "hazards": hazards,
         "ancestor_of": ancestor_of,
-        "classes": {
-            c.wnid: {
-                "lemma": c.lemma,
-                "name": c.name,
-                "gloss": c.gloss,
-                "role": c.role,
-                "n_captions": n_captions.get(c.wnid, 0),
-            }
-            for role in ROLES
-            for c in plan[role]
-        },
+        "classes": classes,
         "caption_kinds": kinds,
         "two_class_captions": kinds.get("two_class", 0),
         "no_noun_captions": kinds.get("no_noun", 0),

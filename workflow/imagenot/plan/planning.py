@@ -178,14 +178,12 @@ def parse_jobs(output: str) -> list[PlannedJob]:
         m = re.fullmatch(r"(?:local)?rule (\w+):", line.strip())
         if m and not line.startswith(" "):
             jobs.append(PlannedJob(m.group(1)))
-            continue
-        if not jobs or not line.startswith("    "):
-            continue
-        key, _, value = line.strip().partition(": ")
-        if key == "threads":
-            jobs[-1].threads = int(value)
-        elif key == "resources":
-            jobs[-1].resources = _resources(value)
+        elif jobs and line.startswith("    "):
+            key, _, value = line.strip().partition(": ")
+            if key == "threads":
+                jobs[-1].threads = int(value)
+            elif key == "resources":
+                jobs[-1].resources = _resources(value)
     return [job for job in jobs if job.rule != "all"]
 
 

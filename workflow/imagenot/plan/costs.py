@@ -292,12 +292,10 @@ def gpu_stage_rows(config: dict, jobs: list[PlannedJob], throughput: dict) -> li
         if paper_shaped(config, scale) and "curate_embed" in projected:
             per = projected["curate_embed"]["runtime_min"] / 60
             rate = scale["embedding_rate"]
-            source = (
-                f"the scale model's projected {per * 60:.0f} min per part at laion2B-en "
-                f"(docs/scale.json: {scale['embed_fraction']:.0%} of rows embedded at "
-                f"{rate['sentences_per_s']:.0f} sentences/s, {rate['model']} on a {rate['gpu']}, "
-                "sbert.net's published rate)"
-            )
+            source = f"the scale model's projected {per * 60:.0f} min per part at laion2B-en "
+            source += f"(docs/scale.json: {scale['embed_fraction']:.0%} of rows embedded at "
+            source += f"{rate['sentences_per_s']:.0f} sentences/s, {rate['model']} on a "
+            source += f"{rate['gpu']}, sbert.net's published rate)"
         else:
             per = sum((j.resources.get("runtime") or 0) for j in embed) / 60 / len(embed)
             source = "requested time (an upper bound; no projection for this LAION source)"

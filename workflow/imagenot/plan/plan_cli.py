@@ -235,8 +235,10 @@ def format_request(plan: dict) -> list[str]:
     if not est["rows"]:
         out.append("  GPU-hours: not estimated (no trained model has a throughput)")
     else:
-        done = f", less the {est['done_gpu_hours']:,.1f} this run has done: "
-        done = f"{done}{r['gpu_hours_estimate']:,.1f} left" if est["done_gpu_hours"] else ""
+        done = ""
+        if est["done_gpu_hours"]:
+            done = f", less the {est['done_gpu_hours']:,.1f} this run has done: "
+            done += f"{r['gpu_hours_estimate']:,.1f} left"
         out.append(
             f"  GPU-hours: {r['gpu_hours']:,.0f}: the expected estimate of every GPU stage above "
             f"({h['total']:,.1f}{done}; throughput: {est['throughput_source'].split(' (')[0]}) "

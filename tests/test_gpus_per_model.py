@@ -116,8 +116,7 @@ def test_the_plan_schedules_each_model_at_its_gpus_and_prints_the_overlay(tmp_pa
     """The plan's training rows and chains take each model's configured GPUs per job (the
     paper's config: EfficientNet-V2-L and ConvNeXt-L data-parallel); the overlay the plan
     recommends, merged over the config, plans what it recommends."""
-    from imagenot.plan.plan_cli import gpus_overlay
-    from imagenot.plan.plan_text import format_deadline
+    from imagenot.plan.plan_cli import format_deadline, gpus_overlay
 
     paper = load_configs([REPO / "config" / "paper.yaml"])
     own = paper["train"]["gpus_per_job_overrides"]

@@ -104,14 +104,8 @@ def _planted(wn, index: NounLemmaIndex, sid: str, lemma: str, role: str) -> Plan
             if len(w) >= 4 and w not in _GLOSS_STOPWORDS and not index.is_noun(w)
         }
     )
-    return PlantedClass(
-        wnid=sid,
-        lemma=lemma,
-        role=role,
-        name=lemma_text(synset.lemma_names()[0]),
-        gloss=synset.definition(),
-        gloss_words=tuple(words),
-    )
+    name = lemma_text(synset.lemma_names()[0])
+    return PlantedClass(sid, lemma, role, name, synset.definition(), tuple(words))
 
 
 def _only_synset(index: NounLemmaIndex, lemma: str, role: str) -> str:

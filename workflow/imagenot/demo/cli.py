@@ -38,12 +38,6 @@ def world(f, settings: dict | None, out: str, seed: int | None, threads: int) ->
     built = build_world(load_wordnet(f.nltk_data), config, f.shards)
     log.info("planned %d rows in %.1f s", built.truth.num_rows, time.perf_counter() - start)
     write_world(built, out, config, workers=threads)
-    summary = built.summary
-    log.info(
-        "demo world at %s: %d rows, %d planted classes, url status %s (%.1f s)",
-        out,
-        summary["rows"],
-        len(summary["classes"]),
-        summary["url_status"],
-        time.perf_counter() - start,
-    )
+    s = built.summary
+    facts = (s["rows"], len(s["classes"]), s["url_status"], time.perf_counter() - start)
+    log.info("demo world at %s: %d rows, %d planted classes, url status %s (%.1f s)", out, *facts)

@@ -99,10 +99,9 @@ def plan_pairs(
 ) -> list[Pair]:
     """The planted pairs (:class:`Pair`), in a fixed order: classes dealt round-robin from a
     seeded order, transforms in turn (:data:`imagenot.demo.images.TRANSFORMS`)."""
-    survivors = [
-        plan["intended_survivors"][i] for i in rng.permutation(len(plan["intended_survivors"]))
-    ]
-    imagenet = [plan["imagenet_classes"][i] for i in rng.permutation(len(plan["imagenet_classes"]))]
+    survivors, imagenet = plan["intended_survivors"], plan["imagenet_classes"]
+    survivors = [survivors[i] for i in rng.permutation(len(survivors))]
+    imagenet = [imagenet[i] for i in rng.permutation(len(imagenet))]
     wanted = {
         "reference_copy": (cfg.n_reference_copies, "n_reference_copies", (survivors, imagenet)),
         "within_copy": (cfg.n_within_copies, "n_within_copies", (survivors,)),
@@ -129,17 +128,8 @@ def plan_pairs(
                 transform = img.TRANSFORMS[i % len(img.TRANSFORMS)]
                 drawn = img.draw_transform(transform, rng, cfg.image_size, cfg.jpeg_quality)
                 params = json.dumps(drawn, sort_keys=True)
-            pairs.append(
-                Pair(
-                    kind,
-                    original,
-                    writer.best(original),
-                    copy,
-                    writer.best(copy),
-                    transform,
-                    params,
-                )
-            )
+            texts = writer.best(original), writer.best(copy)
+            pairs.append(Pair(kind, original, texts[0], copy, texts[1], transform, params))
     return pairs
 
 
@@ -163,28 +153,13 @@ def place_plants(
         side = cfg.image_size
         if pair.transform == "resize":
             side = int(json.loads(pair.params)["side"])
-        original = pair.original
-        placed[at_original] = (
-            ("good", original.role, original.wnid, "", pair.original_text),
-            original.wnid,
-            cfg.image_size,
-            None,
-        )
-        plant = Plant(
-            kind=pair.kind,
-            original_shard=names[at_original // cfg.rows_per_shard],
-            original_row=at_original % cfg.rows_per_shard,
-            original_image_wnid=original.wnid,
-            transform=pair.transform,
-            params=pair.params,
-        )
-        copy = pair.copy
-        placed[at_copy] = (
-            ("good", copy.role, copy.wnid, "", pair.copy_text),
-            original.wnid,
-            side,
-            plant,
-        )
+        original, copy = pair.original, pair.copy
+        caption = ("good", original.role, original.wnid, "", pair.original_text)
+        placed[at_original] = (caption, original.wnid, cfg.image_size, None)
+        shard, row = divmod(at_original, cfg.rows_per_shard)
+        plant = Plant(pair.kind, names[shard], row, original.wnid, pair.transform, pair.params)
+        caption = ("good", copy.role, copy.wnid, "", pair.copy_text)
+        placed[at_copy] = (caption, original.wnid, side, plant)
     return placed
 
 

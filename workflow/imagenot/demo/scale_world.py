@@ -106,12 +106,7 @@ def vocabulary(lemma_table: pa.Table, cfg: ScaleSettings) -> Vocabulary:
     in_imagenet = in_imagenet.to_numpy(zero_copy_only=False)
     others = np.flatnonzero(~in_imagenet)
     classes = np.flatnonzero(in_imagenet)
-    pick = np.concatenate(
-        [
-            others[: min(cfg.n_synsets, len(others))],
-            classes[: min(cfg.n_imagenet_classes, len(classes))],
-        ]
-    )
+    pick = np.concatenate([others[: cfg.n_synsets], classes[: cfg.n_imagenet_classes]])
     pick = pick[rng.permutation(len(pick))]  # the Zipf rank order
     chosen = table.take(pa.array(pick))
     ranks = np.arange(1, len(pick) + 1, dtype=np.float64)
@@ -136,15 +131,18 @@ def _kind_probabilities(cfg: ScaleSettings) -> list[float]:
     return [web, web_lemma, max(lemma, 0.0), two, none]
 
 
-def _captions(
+def _batch(
     rng: np.random.Generator,
+    index: int,
+    start: int,
     n: int,
     cfg: ScaleSettings,
     web: pa.Array,
     filler: pa.Array,
     vocab: Vocabulary,
-) -> tuple[pa.Array, np.ndarray]:
-    """(TEXT, kind index) of ``n`` rows, built column-wise from token indices."""
+) -> tuple[pa.Table, np.ndarray]:
+    """Rows ``start`` .. ``start + n`` of shard ``index`` (LAION_SCHEMA) and their caption kind
+    indices; the captions built column-wise from token indices."""
     kind = rng.choice(len(KINDS), size=n, p=_kind_probabilities(cfg))
     is_web = kind <= 1
     n_lemmas = np.select([kind == 1, kind == 2, kind == 3], [1, 1, 2], 0)
@@ -170,21 +168,6 @@ def _captions(
             break
         columns.append(words.take(pa.array(ids, mask=ids < 0)))
     text = pc.binary_join_element_wise(*columns, " ", null_handling="skip")
-    return text, kind
-
-
-def _batch(
-    rng: np.random.Generator,
-    index: int,
-    start: int,
-    n: int,
-    cfg: ScaleSettings,
-    web: pa.Array,
-    filler: pa.Array,
-    vocab: Vocabulary,
-) -> tuple[pa.Table, np.ndarray]:
-    """Rows ``start`` .. ``start + n`` of shard ``index`` (LAION_SCHEMA) and their kinds."""
-    text, kind = _captions(rng, n, cfg, web, filler, vocab)
     rows = pc.cast(pa.array(np.arange(start, start + n, dtype=np.int64)), pa.string())
     base = f"{cfg.url_base.rstrip('/')}/{index:05d}/"
     url = pc.binary_join_element_wise(base, pc.utf8_lpad(rows, width=9, padding="0"), ".jpg", "")

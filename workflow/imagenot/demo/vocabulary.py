@@ -46,39 +46,17 @@ NSFW_POOL = ("bullshit", "chickenshit", "motherfucker")
 # Usage domains whose members a class-name NSFW filter must flag.
 NSFW_USAGE_DOMAINS = ("obscenity.n.02", "vulgarism.n.01", "ethnic_slur.n.01")
 
-# --- filler words (anything that is a WordNet noun lemma is removed when the world is built) ---
-OPENERS = (
-    "the",
-    "this",
-    "my",
-    "our",
-    "your",
-    "such a",
-    "just a",
-    "really",
-    "very",
-    "",
-    "",
-)
+# --- filler words (anything that is a WordNet noun lemma is removed when the world is built;
+# "|" separates the entries that may hold spaces or be empty) ---
+OPENERS = tuple("the|this|my|our|your|such a|just a|really|very||".split("|"))
 ADJECTIVES = (
     "beautiful cute tiny huge big new tame happy sleepy rare wonderful amazing adorable "
     "majestic graceful colorful bright shiny golden handmade traditional fresh homemade tasty "
     "crispy warm gorgeous stunning elegant"
 ).split()
-TAILS = (
-    "",
-    "",
-    "",
-    "seen nearby",
-    "spotted again",
-    "resting quietly",
-    "photographed up close",
-    "photographed again",
-    "seen together again",
-    "indoors",
-    "alone",
-    "calmly resting",
-    "proudly",
+TAILS = tuple(
+    "|||seen nearby|spotted again|resting quietly|photographed up close|photographed again|"
+    "seen together again|indoors|alone|calmly resting|proudly".split("|")
 )
 # Shop-listing noise around an incidental mention (method step 7: low caption-gloss similarity).
 JUNK = (
@@ -87,42 +65,15 @@ JUNK = (
     "precio nuovo prezzo spedizione online cheap themed inspired printed random misc assorted "
     "various unrelated hd 4k xxl vs pcs 2017 2019 2020 4471 0815 007"
 ).split()
-INCIDENTAL_TEMPLATES = (
-    "{j} {j} {j} {j} {lemma} {j} {j} {j} {j}",
-    "{j} {j} {j} {lemma} {j} {j} {j} {j} {j} {j}",
-    "{j} {j} {j} {j} {j} {j} {lemma} {j} {j}",
-    "{j} {j} {j} {j} {j} {j} {j} {j} {lemma} {j}",
+INCIDENTAL_TEMPLATES = tuple(
+    "{j} {j} {j} {j} {lemma} {j} {j} {j} {j}|{j} {j} {j} {lemma} {j} {j} {j} {j} {j} {j}|"
+    "{j} {j} {j} {j} {j} {j} {lemma} {j} {j}|{j} {j} {j} {j} {j} {j} {j} {j} {lemma} {j}".split("|")
 )
-TWO_CLASS_TEMPLATES = (
-    "{a} and {b} together",
-    "the {a} with the {b}",
-    "my {a} next to our {b}",
-    "{a} vs {b}",
+TWO_CLASS_TEMPLATES = tuple(
+    "{a} and {b} together|the {a} with the {b}|my {a} next to our {b}|{a} vs {b}".split("|")
 )
 # Caption pieces with no noun lemma at all: non-Latin scripts, emoji, digits, punctuation.
-NO_NOUN_PIECES = (
-    "東京の夜景",
-    "海边日落",
-    "서울 여행",
-    "Привет",
-    "Москва 2019",
-    "καλημέρα",
-    "ঢাকা",
-    "שלום",
-    "مرحبا",
-    "✨✨",
-    "🌸🌸🌸",
-    "😍",
-    "🔥🔥",
-    "♥",
-    "★★★★☆",
-    "2019",
-    "2020",
-    "#4471",
-    "...",
-    "!!!",
-    "—",
-    "(0815)",
-    "№ 42",
-    "→",
+NO_NOUN_PIECES = tuple(
+    "東京の夜景|海边日落|서울 여행|Привет|Москва 2019|καλημέρα|ঢাকা|שלום|مرحبا|✨✨|🌸🌸🌸|😍|🔥🔥|♥|★★★★☆|2019|"
+    "2020|#4471|...|!!!|—|(0815)|№ 42|→".split("|")
 )

@@ -113,16 +113,11 @@ def _captions(
     lo, hi = cfg.captions_per_class_min, cfg.captions_per_class_max
     for cls in plan["intended_survivors"]:
         for _ in range(int(rng.integers(lo, hi + 1))):
-            if rng.random() < cfg.incidental_fraction:
-                rows.append(("incidental", cls.role, cls.wnid, "", writer.incidental(cls)))
-            else:
-                rows.append(("good", cls.role, cls.wnid, "", writer.good(cls)))
+            kind = "incidental" if rng.random() < cfg.incidental_fraction else "good"
+            rows.append((kind, cls.role, cls.wnid, "", getattr(writer, kind)(cls)))
+    hazard = cfg.captions_per_hazard_class
     for role in _WELL_CAPTIONED:
-        n = (
-            cfg.captions_per_class_min
-            if role == "imagenet_classes"
-            else cfg.captions_per_hazard_class
-        )
+        n = cfg.captions_per_class_min if role == "imagenet_classes" else hazard
         for cls in plan[role]:
             rows += [("good", role, cls.wnid, "", writer.good(cls)) for _ in range(n)]
     for cls in plan["low_similarity"]:
@@ -223,14 +218,7 @@ def build_world(wn, cfg: DemoSettings, shard_files: list[str]) -> World:
         "file": PLANTED_FILE,
         "kinds": {k: sum(r[2] == k for r in planted_rows) for k in PLANT_KINDS},
     }
-    return World(
-        shards=shards,
-        truth=truth_table,
-        summary=summary,
-        prototypes=prototypes,
-        planted=planted_table,
-        plants=plants,
-    )
+    return World(shards, truth_table, summary, prototypes, planted_table, plants)
 
 
 def _table(rows: list[tuple], schema: pa.Schema) -> pa.Table:
@@ -254,6 +242,10 @@ def _summary(wn, cfg, plan, index, truth: pa.Table, shards: dict, n_noisy: int) 
     hazards["shares_imagenet_lemma"] = sorted(
         s for c in plan["shares_imagenet_lemma"] for s in shared_lemma_synsets(index, c.lemma)
     )
+    keys = ("lemma", "name", "gloss", "role")
+    classes = {c.wnid: {k: getattr(c, k) for k in keys} for role in ROLES for c in plan[role]}
+    for wnid, entry in classes.items():
+        entry["n_captions"] = n_captions.get(wnid, 0)
     return {
         "seed": cfg.seed,
         "shards": sorted(shard_name(n) for n in shards),
@@ -263,17 +255,7 @@ def _summary(wn, cfg, plan, index, truth: pa.Table, shards: dict, n_noisy: int) 
         "url_base": cfg.url_base.rstrip("/"),
         "hazards": hazards,
         "ancestor_of": ancestor_of,
-        "classes": {
-            c.wnid: {
-                "lemma": c.lemma,
-                "name": c.name,
-                "gloss": c.gloss,
-                "role": c.role,
-                "n_captions": n_captions.get(c.wnid, 0),
-            }
-            for role in ROLES
-            for c in plan[role]
-        },
+        "classes": classes,
         "caption_kinds": kinds,
         "two_class_captions": kinds.get("two_class", 0),
         "no_noun_captions": kinds.get("no_noun", 0),
@@ -292,13 +274,7 @@ def _row_rng(seed: int, shard: str, row: int) -> np.random.Generator:
 
 
 def render_file(
-    status: str,
-    shard: str,
-    row: int,
-    prototype: img.Prototype | None,
-    seed: int,
-    size: int,
-    quality: int,
+    status: str, shard: str, row: int, prototype: img.Prototype | None, cfg: DemoSettings
 ) -> bytes | None:
     """The file served for one row: JPEG, truncated JPEG, HTML page, or None (a 404).
 
@@ -308,34 +284,22 @@ def render_file(
         return None
     if status == "non_image":
         return img.html_page(f"/{image_path(shard, row)}")
-    rng = _row_rng(seed, shard, row)
-    if prototype is not None:
-        pixels = img.render(prototype, rng, size)
-    else:
-        pixels = render_clutter(rng, size)
-    data = jpeg_bytes(pixels, quality)
+    rng, size = _row_rng(cfg.seed, shard, row), cfg.image_size
+    pixels = render_clutter(rng, size) if prototype is None else img.render(prototype, rng, size)
+    data = jpeg_bytes(pixels, cfg.jpeg_quality)
     return img.truncated(data, rng) if status == "truncated" else data
 
 
-def render_plant(
-    plant: Plant,
-    shard: str,
-    row: int,
-    prototypes: dict[str, img.Prototype],
-    seed: int,
-    size: int,
-    quality: int,
-) -> bytes:
+def render_plant(plant: Plant, shard: str, row: int, prototypes: dict, cfg: DemoSettings) -> bytes:
     """The file of a planted row (``shard``, ``row``): its original's file transformed, or for a
     look-alike the original's prototype drawn again in a nearby pose with the row's own noise."""
     proto = prototypes[plant.original_image_wnid]
+    size, quality = cfg.image_size, cfg.jpeg_quality
     if plant.kind == "lookalike":
-        pose = img.draw_pose(proto, _row_rng(seed, plant.original_shard, plant.original_row))
-        rng = _row_rng(seed, shard, row)
+        pose = img.draw_pose(proto, _row_rng(cfg.seed, plant.original_shard, plant.original_row))
+        rng = _row_rng(cfg.seed, shard, row)
         return jpeg_bytes(img.paint(proto, img.lookalike_pose(pose, rng), rng, size), quality)
-    original = render_file(
-        "ok", plant.original_shard, plant.original_row, proto, seed, size, quality
-    )
+    original = render_file("ok", plant.original_shard, plant.original_row, proto, cfg)
     assert original is not None  # an "ok" row always has a file
     return img.copy_transform(original, plant.transform, json.loads(plant.params), size, quality)
 
@@ -355,12 +319,10 @@ def _write_images(
     for t in rows:
         shard, row = t["shard"], t["row"]
         plant = plants.get((shard, row))
-        q, size = cfg.jpeg_quality, cfg.image_size
         if plant is not None:
-            data = render_plant(plant, shard, row, prototypes, cfg.seed, size, q)
+            data = render_plant(plant, shard, row, prototypes, cfg)
         else:
-            proto = prototypes.get(t["image_wnid"])
-            data = render_file(t["url_status"], shard, row, proto, cfg.seed, size, q)
+            data = render_file(t["url_status"], shard, row, prototypes.get(t["image_wnid"]), cfg)
         if data is not None:
             (folder / image_path(shard, row)).write_bytes(data)
     return len(rows)

@@ -57,49 +57,38 @@ def paper_shaped(config: dict, scale: dict | None) -> bool:
     return config["laion"]["n_shards"] == scale["projection_target"]["parts"]
 
 
-def _work_request(
-    config: dict, job: PlannedJob, scale: dict | None, paper: bool, input_mb: dict
-) -> tuple[dict, str]:
-    """Memory and runtime of a job of an input-sized rule: the projection at laion2B-en; else
-    sized from the input the plan knows (``input_mb``: rule -> MB, the audit's search: its
-    largest job's embeddings); else the rule's floor (the request grows with the input at run
-    time)."""
-    rule = job.rule
-    projected = {r["rule"]: r for r in (scale or {}).get("rules", [])}.get(rule, {})
-    if paper and projected.get("requested_at_target"):
-        at = projected["requested_at_target"]
-        return {"mem_mb": at["mem_mb"], "runtime": at["runtime_min"]}, "scale projection"
-    mb = input_mb.get(rule, 0.0)
-    read = "embeddings and thumbnails" if audit_plan.thumbnails_used(config) else "embeddings"
-    source = (
-        f"sized from its largest input, {mb / 1e3:,.1f} GB of {read} (imagenot.audit.cost)"
-        if mb
-        else "floor (sized from its input at run time)"
-    )
-    return {
-        "mem_mb": work.mem_mb(config, rule, mb),
-        "runtime": work.runtime_min(config, rule, mb),
-    }, source
-
-
 def group_rows(config: dict, jobs: list[PlannedJob]) -> list[dict]:
     """One row per rule group (stage file): jobs, GPU jobs, requested GPU-hours and core-hours,
     the largest requested memory of a job, and the scale model's projected peak where known;
-    the disk its jobs request (``disk_mb``, the rules that declare it: what the job writes)."""
+    the disk its jobs request (``disk_mb``, the rules that declare it: what the job writes).
+
+    A job of an input-sized rule (``resources.work``) asks for the scale model's projection at
+    laion2B-en on a paper-shaped config; else what the input the plan knows asks for (the
+    audit's search: its largest job's embeddings); else the rule's floor (the request grows
+    with the input at run time)."""
     groups = rule_groups()
     scale = scale_projection()
     paper = paper_shaped(config, scale)
-    projected = {r["rule"]: r["projected"] for r in (scale or {}).get("rules", [])}
-    sized = set(config["resources"]["work"])
+    at_scale = {r["rule"]: r for r in (scale or {}).get("rules", [])}
+    projected = {rule: r["projected"] for rule, r in at_scale.items()}
     searches = audit_cost.search_jobs(config)
     input_mb = {"audit_search": max((j["input_mb"] for j in searches), default=0.0)}
+    read = "embeddings and thumbnails" if audit_plan.thumbnails_used(config) else "embeddings"
     requests: dict[str, list] = {}  # group -> (job, its resources, their source) per job
     for job in jobs:
-        res, source = dict(job.resources), "request"
-        if job.rule in sized:
-            got, source = _work_request(config, job, scale, paper, input_mb)
-            res.update(got)
-        requests.setdefault(groups.get(job.rule, "other"), []).append((job, res, source))
+        rule, res, source = job.rule, dict(job.resources), "request"
+        at = at_scale.get(rule, {}).get("requested_at_target")
+        if rule in config["resources"]["work"] and paper and at:
+            res |= {"mem_mb": at["mem_mb"], "runtime": at["runtime_min"]}
+            source = "scale projection"
+        elif rule in config["resources"]["work"]:
+            mb = input_mb.get(rule, 0.0)
+            res |= {"mem_mb": work.mem_mb(config, rule, mb)}
+            res |= {"runtime": work.runtime_min(config, rule, mb)}
+            source = "floor (sized from its input at run time)"
+            if mb:
+                source = f"sized from its largest input, {mb / 1e3:,.1f} GB of {read} (audit.cost)"
+        requests.setdefault(groups.get(rule, "other"), []).append((job, res, source))
     out = []
     for group, mine in requests.items():
         hours = [(j, (res.get("runtime") or 0) / 60) for j, res, _ in mine]
@@ -169,9 +158,7 @@ def storage(config: dict) -> list[dict]:
         sizes = dataset_images(config, name)
         side = config["acquire"]["image_size"]
         if sizes is None:
-            rows.append(
-                _row("acquire", f"{name} images", None, "unknown until the dataset is read")
-            )
+            rows.append(_row("acquire", f"{name} images", None, "unknown until it is read"))
             continue
         if name in names:
             select = SelectSettings.from_config(config, dataset=name)
@@ -182,16 +169,14 @@ def storage(config: dict) -> list[dict]:
         own = stored_size(config, name)
         for split in readers.stored_splits(config, name):  # one line per stored split, its readers
             side = readers.split_size(config, name, split)
-            why = (
-                f"the largest input of its readers; {own} px where a model reads it"
-                if side != own
-                else "the size its readers need"
-            )
-            row = _row("acquire", f"{name} {split} split ({sizes[split]:,} images, {side} px)")
-            row["bytes"] = split_bytes(config, name, split, side)
+            why = "the size its readers need"
+            if side != own:
+                why = f"the largest input of its readers; {own} px where a model reads it"
+            item = f"{name} {split} split ({sizes[split]:,} images, {side} px)"
+            source = f"{sizes[split]:,} images at {side} px ({why}); {sizes['source']}; "
+            source += BYTES_PER_PIXEL_SOURCE
+            row = _row("acquire", item, split_bytes(config, name, split, side), source)
             row |= {"side": side, "bytes_at_own_side": split_bytes(config, name, split, own)}
-            row["source"] = f"{sizes[split]:,} images at {side} px ({why}); {sizes['source']}; "
-            row["source"] += BYTES_PER_PIXEL_SOURCE
             rows.append(row | {"read_by": list(read_by[name][split])})
         kept, source = originals_bytes(config, name)
         if kept != 0:  # the test originals of a dataset published weights are evaluated on
@@ -245,22 +230,16 @@ def caption_embeddings(config: dict, scale: dict | None) -> dict:
     per_row = 4 + tables * 1e6 / target + (1024 * 2 if keep else 0)
     if paper:
         rows, item = target, f"caption embeddings ({target / 1e6:,.0f} M captions)"
-        source = (
-            f"{share:.0%} of laion2B-en's rows embedded (docs/scale.json; 2-39 % by part, "
-            "docs/scale.md) x 4 bytes of similarity, and the parts' score tables "
-            f"({tables / 1e3:,.1f} GB, the selection's projected input)"
-            + ("; float16 vectors kept, 1,024 per caption" if keep else "; vectors not kept")
-        )
+        source = f"{share:.0%} of laion2B-en's rows embedded (docs/scale.json) x 4 bytes of "
+        source += f"similarity, and the parts' score tables ({tables / 1e3:,.1f} GB); "
+        source += "float16 vectors kept, 1,024 per caption" if keep else "vectors not kept"
     else:  # a LAION source the workflow writes (demo or scale world): its own caption rows
         rows = share * world * len(_shard_names(config))
         item = f"caption embeddings ({rows:,.0f} captions)"
-        source = (
-            f"estimate: {share:.0%} of the parts' caption rows embedded x {per_row:,.0f} bytes "
-            "per embedded caption (similarity, score tables"
-            + (", float16 vector" if keep else "")
-            + "), the scale model's laion2B-en projection (docs/scale.json); measured: "
-            "du -sh results/curate after the run (score tables and similarities)"
-        )
+        vector = ", float16 vector" if keep else ""
+        source = f"estimate: {share:.0%} of the parts' caption rows embedded x {per_row:,.0f} "
+        source += f"bytes each (similarity, score tables{vector}; docs/scale.json); measured: "
+        source += "du -sh results/curate after the run"
     return _row("curate", item, round(rows * per_row), source, ["curate_select"])
 
 
@@ -300,17 +279,12 @@ def gpu_stage_rows(config: dict, jobs: list[PlannedJob], throughput: dict) -> li
         rate = throughput[model] * FORWARD_SPEEDUP * (224 / side) ** 2
         hours += passes * sizes["test"] / rate / 3600
     n_eval = sum(1 for j in jobs if j.rule == "evaluate_robustness" and j.gpus)
-    out.append(
-        _gpu_row(
-            "evaluate",
-            n_eval,
-            hours,
-            f"{passes} passes (one per transformation) over each final run's test "
-            f"split at {FORWARD_SPEEDUP}x the model's training images/s, scaled by pixels to the "
-            "size evaluated (a published model's: its dataset's stored size, an upper bound)"
-            + (f"; not estimated: {', '.join(sorted(missing))}" if missing else ""),
-        )
-    )
+    source = f"{passes} passes (one per transformation) over each final run's test split at "
+    source += f"{FORWARD_SPEEDUP}x the model's training images/s, scaled by pixels to the size "
+    source += "evaluated (a published model's: its dataset's stored size, an upper bound)"
+    if missing:
+        source += f"; not estimated: {', '.join(sorted(missing))}"
+    out.append(_gpu_row("evaluate", n_eval, hours, source))
     scale = scale_projection()
     embed = [j for j in jobs if j.rule == "curate_embed" and j.gpus]
     if embed:
@@ -318,12 +292,10 @@ def gpu_stage_rows(config: dict, jobs: list[PlannedJob], throughput: dict) -> li
         if paper_shaped(config, scale) and "curate_embed" in projected:
             per = projected["curate_embed"]["runtime_min"] / 60
             rate = scale["embedding_rate"]
-            source = (
-                f"the scale model's projected {per * 60:.0f} min per part at laion2B-en "
-                f"(docs/scale.json: {scale['embed_fraction']:.0%} of rows embedded at "
-                f"{rate['sentences_per_s']:.0f} sentences/s, {rate['model']} on a {rate['gpu']}, "
-                "sbert.net's published rate)"
-            )
+            source = f"the scale model's projected {per * 60:.0f} min per part at laion2B-en "
+            source += f"(docs/scale.json: {scale['embed_fraction']:.0%} of rows embedded at "
+            source += f"{rate['sentences_per_s']:.0f} sentences/s, {rate['model']} on a "
+            source += f"{rate['gpu']}, sbert.net's published rate)"
         else:
             per = sum((j.resources.get("runtime") or 0) for j in embed) / 60 / len(embed)
             source = "requested time (an upper bound; no projection for this LAION source)"

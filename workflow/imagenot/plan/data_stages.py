@@ -183,15 +183,10 @@ def data_chains(config: dict, jobs: list, gpus: int) -> tuple[dict, dict]:
         gather = _requested_hours(jobs, "acquire_materialise")
         hours = seconds / ranges / 3600
         images = sum(sizes[s] for s in splits)
-        chains[f"materialise {name}"] = [(ranges, 1, hours), (1, 1, gather)]
-        facts[f"materialise {name}"] = (
-            f"materialise {name}",
-            0,
-            [
-                _fact("acquire_materialise_range", ranges, 1, hours, "materialise", images=images),
-                _fact("acquire_materialise", 1, 1, gather, "request"),
-            ],
-        )
+        row = f"materialise {name}"
+        chains[row] = [(ranges, 1, hours), (1, 1, gather)]
+        about = [_fact("acquire_materialise_range", ranges, 1, hours, "materialise", images=images)]
+        facts[row] = (row, 0, [*about, _fact("acquire_materialise", 1, 1, gather, "request")])
     return chains, facts
 
 
@@ -232,17 +227,10 @@ def audit_chains(config: dict, jobs: list, gpus: int, ready: dict[str, float]) -
         about = [_fact(readers.EMBED, sets, embed[1], embed_hours, "request")]
         if made:  # rule audit_thumbnails: each set once, after its embeddings
             chains[name].append((len(made), thumb_width, thumb_hours))
-            about.append(
-                _fact(
-                    "audit_thumbnails",
-                    len(made),
-                    thumb_width,
-                    sum(thumb_hours) / len(made),
-                    "thumbnails",
-                    images=sum(t["images"] for t in made),
-                    core_h=sum(t["core_s"] for t in made) / 3600,
-                )
-            )
+            mean = sum(thumb_hours) / len(made)
+            thumbs_fact = _fact("audit_thumbnails", len(made), thumb_width, mean, "thumbnails")
+            thumbs_fact["images"] = sum(t["images"] for t in made)
+            about.append(thumbs_fact | {"core_h": sum(t["core_s"] for t in made) / 3600})
         chains[name].append((len(each), width, each))
         search = _fact("audit_search", len(each), width, sum(each) / len(each), "audit")
         search |= {"longest": max(each), "asked": asked, "parts": parts}
@@ -293,20 +281,16 @@ def data_stage_rows(config: dict, jobs: list, gpus: int) -> list[dict]:
 
 
 def _source(name: str, about: list[dict], config, gpus, cores, scale) -> str:
+    def on(f: dict) -> str:
+        return "the GPUs" if not f["cores"] else f"{f['cores']} core{'s' * (f['cores'] > 1)}"
+
     rules = ", ".join(
-        f"{f['rule']} {f['jobs']} x {f['hours'] * 60:,.1f} min on "
-        + ("the GPUs" if not f["cores"] else f"{f['cores']} core{'' if f['cores'] == 1 else 's'}")
-        for f in about
+        f"{f['rule']} {f['jobs']} x {f['hours'] * 60:,.1f} min on {on(f)}" for f in about
     )
-    projected = any(f["from"] == "projection" for f in about)
-    requested = [f["rule"] for f in about if f["from"] == "request"]
     parts = [f"on {cores} cores, jobs longest-chain first: {rules}"]
     if name == "curate":
-        parts.append(
-            f"{scale['projection_target']['captions']:,} caption rows"
-            if scale
-            else "caption rows unknown"
-        )
+        rows = scale["projection_target"]["captions"] if scale else None
+        parts.append(f"{rows:,} caption rows" if rows else "caption rows unknown")
         if config["resources"]["gpus"] > 0:
             parts.append(f"the caption embedding's parts on the {gpus} GPUs, one per GPU at a time")
     for f in about:
@@ -315,46 +299,35 @@ def _source(name: str, about: list[dict], config, gpus, cores, scale) -> str:
                 f"{f['urls']:,} URLs at {DOWNLOAD_SAMPLES_PER_S / DOWNLOAD_NODE_CORES:,.1f} URLs/s "
                 f"per core ({DOWNLOAD_SOURCE}) within {DOWNLOAD_GBIT_PER_S:g} Gbit/s shared; "
                 f"{f['success']:.0%} of them serve an image (1 / (1 + curate.oversample "
-                f"{f['oversample']:g}), what the config plans for): {f['images']:,} images, "
-                f"{f['bytes'] / 1e9:,.1f} GB at {MEAN_PHOTO_PIXELS * BYTES_PER_PIXEL / 1e3:,.0f} "
-                "kB each "
-                "(ILSVRC-2012 train's mean JPEG); no top-up round (the planned share fills "
-                "every class)"
+                f"{f['oversample']:g})): {f['images']:,} images, {f['bytes'] / 1e9:,.1f} GB at "
+                f"{MEAN_PHOTO_PIXELS * BYTES_PER_PIXEL / 1e3:,.0f} kB each (ILSVRC-2012 train's "
+                "mean JPEG); no top-up round"
             )
-        if f["from"] == "audit":
-            over = (
-                f"; its longest job, {f['longest']:,.1f} h, is longer than the {f['asked']:,.1f} "
-                "h it asks for (resources.work.audit_search, from its input): raise "
-                f"audit.query_parts to at least {math.ceil(f['parts'] * f['longest'] / f['asked'])}"
-                if f["longest"] > f["asked"]
-                else ""
-            )
+        elif f["from"] == "audit":
+            verify = f"{f['verify_core_h']:,.1f} of verification"
             parts.append(
                 f"{f['search_core_h']:,.1f} core-h of search and "
-                + (
-                    f"{f['verify_core_h']:,.1f} of verification"
-                    if f["verify_core_h"]
-                    else "no verification (audit.verification.enabled false)"
-                )
-                + f" over {f['jobs']} audit_search jobs (audit.query_parts "
-                f"{f['parts']} per split), each its split's part (the near-duplicate audit "
-                f"section: imagenot.audit.cost){over}; from when the last dataset the audit "
-                "reads is ready"
+                f"{verify if f['verify_core_h'] else 'no verification (audit.verification off)'}"
+                f" over {f['jobs']} audit_search jobs (audit.query_parts {f['parts']} per split;"
+                " imagenot.audit.cost), from when the last dataset the audit reads is ready"
             )
-        if f["from"] == "thumbnails":
+            if f["longest"] > f["asked"]:
+                least = math.ceil(f["parts"] * f["longest"] / f["asked"])
+                parts[-1] += (
+                    f"; its longest job, {f['longest']:,.1f} h, is longer than the "
+                    f"{f['asked']:,.1f} h it asks for: raise audit.query_parts to at least {least}"
+                )
+        elif f["from"] == "thumbnails":
             parts.append(
                 f"{f['images']:,} images decoded once per set for the search's thumbnails, "
                 f"{f['core_h']:,.1f} core-h at {cost.THUMB_CORE_S * 1e3:g} ms of CPU an image "
-                f"at {cost.THUMB_SIDE} px, scaled by pixels to each set's stored side "
-                f"({cost.THUMB_SOURCE})"
+                f"at {cost.THUMB_SIDE} px, scaled by pixels to each set's side ({cost.THUMB_SOURCE})"
             )
-        if f["from"] == "materialise":
-            parts.append(
-                f"{f['images']:,} images stored, each split at its side, at {MATERIALISE_SOURCE}"
-            )
-    if projected:
+        elif f["from"] == "materialise":
+            parts.append(f"{f['images']:,} images stored at {MATERIALISE_SOURCE}")
+    if any(f["from"] == "projection" for f in about):
         parts.append("the scale model's projected runtime per job at laion2B-en (docs/scale.json)")
-    if requested:
+    if requested := [f["rule"] for f in about if f["from"] == "request"]:
         parts.append(f"{', '.join(requested)} at the requested time (an upper bound)")
     parts.append("measured: each job's benchmark file (results/benchmarks)")
     return "; ".join(parts)

@@ -53,11 +53,9 @@ def read_measurements(path: Path | list[Path] | None, config: dict) -> dict:
     bench_feed_models.py --json`` output."""
     table = dict(config["train"]["throughput"])
     if path is None:
-        source = (
-            "config train.throughput, one H200's measured images/s (the schema's default: "
-            'docs/gpu.md "Measured on a GPU"; `bash benchmarks/gpu_check.sh` on your GPU, then '
-            "--throughput with its preflight reports, replaces it)"
-        )
+        source = "config train.throughput, one H200's measured images/s (the schema's default: "
+        source += 'docs/gpu.md "Measured on a GPU"; `bash benchmarks/gpu_check.sh` on your GPU, '
+        source += "then --throughput with its preflight reports, replaces it)"
         return {"throughput": table, "source": source, "memory": None, "measured": []}
     memory, sources, names = None, [], set()
     for one in path if isinstance(path, list | tuple) else [path]:

@@ -16,8 +16,12 @@ was measured) and :mod:`imagenot.plan.schedule` (the schedule).
 from __future__ import annotations
 
 import json as _json
+import textwrap
 from collections import Counter
+from functools import partial
 from pathlib import Path
+
+import yaml
 
 from imagenot.acquire.sizes import dataset_images
 from imagenot.audit.cost import audit_cost, format_audit
@@ -25,14 +29,6 @@ from imagenot.core.config import load_configs
 from imagenot.plan import costs
 from imagenot.plan.data_stages import data_stage_rows, whole_run
 from imagenot.plan.measured import median_rate, read_measurements
-from imagenot.plan.plan_text import (
-    _cell,
-    _gb,
-    _wrapped,
-    format_data_stages,
-    format_deadline,
-    format_gpu_hours,
-)
 from imagenot.plan.planning import config_paths, planned_jobs
 from imagenot.plan.schedule import recommend, speed
 from imagenot.plan.slurm_profile import load_site, max_runtime_min
@@ -226,13 +222,9 @@ def format_plan(plan: dict) -> str:
         out.append(f"  {'':<8} ({s['source']})")
     out.append(f"  total {_gb(plan['storage_total_bytes'])}")
     if plan.get("storage_saving_bytes"):
-        out += _wrapped(
-            [
-                f"  each split of a dataset on disk is stored at the side its readers need "
-                f"(the px of its line): {_gb(plan['storage_saving_bytes'])} less than every "
-                "split at its dataset's image_size (the same bytes per pixel, an estimate)"
-            ]
-        )
+        saving = f"{_gb(plan['storage_saving_bytes'])} less than every split at its dataset's"
+        line = "  each split on disk is stored at the side its readers need (its line's px): "
+        out += _wrapped([f"{line}{saving} image_size (the same bytes per pixel, an estimate)"])
     return "\n".join(out)
 
 
@@ -243,94 +235,71 @@ def format_request(plan: dict) -> list[str]:
     if not est["rows"]:
         out.append("  GPU-hours: not estimated (no trained model has a throughput)")
     else:
-        done = (
-            f", less the {est['done_gpu_hours']:,.1f} this run has done: "
-            f"{r['gpu_hours_estimate']:,.1f} left"
-            if est["done_gpu_hours"]
-            else ""
-        )
+        done = ""
+        if est["done_gpu_hours"]:
+            done = f", less the {est['done_gpu_hours']:,.1f} this run has done: "
+            done += f"{r['gpu_hours_estimate']:,.1f} left"
         out.append(
-            f"  GPU-hours: {r['gpu_hours']:,.0f}: the expected estimate of every GPU stage "
-            f"above ({h['total']:,.1f}{done}; trials stopped "
-            f"early as the stop epochs say, at the throughput of "
-            f"{est['throughput_source'].split(' (')[0]}) plus {r['margin']:.0%} for reruns of "
-            f"failed or preempted jobs. Between {h['total_low']:,.0f} (every trial stops at "
-            f"its first chance) and {h['total_bound']:,.0f} (none stops early, the bound). "
-            f"Not the {r['gpu_hours_requested_sum']:,.0f} GPU-h requested above: that sum of "
-            "each job's time limit x GPUs is what the scheduler must let a job ask for, not "
-            "what the run uses"
+            f"  GPU-hours: {r['gpu_hours']:,.0f}: the expected estimate of every GPU stage above "
+            f"({h['total']:,.1f}{done}; throughput: {est['throughput_source'].split(' (')[0]}) "
+            f"plus {r['margin']:.0%} for reruns of failed or preempted jobs. Between "
+            f"{h['total_low']:,.0f} (every trial stops at its first chance) and "
+            f"{h['total_bound']:,.0f} (none stops early, the bound). Not the "
+            f"{r['gpu_hours_requested_sum']:,.0f} GPU-h requested above (the time limits the "
+            "scheduler must allow, not what the run uses)"
         )
-    job, expected = r["longest_job"], r["longest_job_expected"]
+    job, expected, limit = r["longest_job"], r["longest_job_expected"], r["max_runtime_hours"]
     if job:
-        gpus = f"{job['gpus']} GPU{'s' if job['gpus'] > 1 else ''}"
-        fits = (
-            f"within the {r['max_runtime_hours']:g} h time limit jobs ask for "
-            "(resources.max_runtime_min, or the site profile's)"
-            if job["hours"] <= r["max_runtime_hours"]
-            else f"longer than the {r['max_runtime_hours']:g} h jobs ask for (resources."
-            "max_runtime_min, or the site profile's): it checkpoints before its limit and its "
-            "next attempt resumes there (train.deadline_margin_minutes), so any GPU partition "
-            f"works; one whose limit is at least {job['hours']:,.0f} h runs it without requeueing"
-        )
-        first = (
-            f"  longest single job: expected {expected['experiment']} {expected['model']}, a "
-            f"{expected['job']} of {expected['hours']:,.1f} h; "
-            if expected
-            else "  longest single job: "
-        )
+        asked = f"the {limit:g} h limit jobs ask for (resources.max_runtime_min, or the site's)"
+        fits = f"within {asked}"
+        if job["hours"] > limit:
+            fits = f"longer than {asked}: it checkpoints and its next attempt resumes (train."
+            fits += f"deadline_margin_minutes); a limit of {job['hours']:,.0f} h avoids requeues"
+        first = "  longest single job: "
+        if expected:
+            first += f"expected {expected['experiment']} {expected['model']}, a {expected['job']}"
+            first += f" of {expected['hours']:,.1f} h; "
         out.append(
             f"{first}at the bound {job['experiment']} {job['model']}, a {job['job']} of "
-            f"{job['epochs']} epochs: {job['hours']:,.1f} h on {gpus} (its GPUs per job); "
-            f"{fits}"
+            f"{job['epochs']} epochs: {job['hours']:,.1f} h on {job['gpus']} GPU(s) (its GPUs "
+            f"per job); {fits}"
         )
     mem = r["gpu_memory"]
     m = mem["largest"]
+    ask = "ask for GPUs with at least that much"
     if mem["measured"] and m:
         out.append(
-            f"  GPU memory (device): {m['peak_gib']:,.1f} GiB for the largest job "
-            f"({m['check']}, {m['per_gpu']} images per GPU; measured by the preflight on a "
-            f"{m['device_gib']:,.0f} GiB GPU): ask for GPUs with at least that much"
+            f"  GPU memory (device): {m['peak_gib']:,.1f} GiB for the largest job ({m['check']}, "
+            f"{m['per_gpu']} images per GPU; preflight on a {m['device_gib']:,.0f} GiB GPU): {ask}"
         )
-        for f in mem["failed"]:
-            out.append(
-                f"  GPU memory: {f['check']} did not fit at {f['per_gpu']} per GPU on that GPU "
-                f"(fits: {f['fits'] or 'not one image'}): see the preflight's report"
-            )
+        out += [
+            f"  GPU memory: {f['check']} did not fit at {f['per_gpu']} per GPU on that GPU (fits: "
+            f"{f['fits'] or 'not one image'}): see the preflight's report"
+            for f in mem["failed"]
+        ]
     elif m:
-        how = (
-            f"measured at {m['per_gpu']} images per GPU"
-            if m["kind"] == "measured"
-            else f"an estimate: {m['measured_gib']:,.1f} GiB measured at {m['measured_at']} "
-            f"images per GPU, scaled to the {m['per_gpu']} its jobs take at once"
-        )
+        how = f"measured at {m['per_gpu']} images per GPU"
+        if m["kind"] != "measured":
+            how = f"an estimate: {m['measured_gib']:,.1f} GiB measured at {m['measured_at']} "
+            how += f"images per GPU, scaled to {m['per_gpu']}"
         out.append(
             f"  GPU memory (device): {m['peak_gib']:,.1f} GiB for the largest job ({m['model']}, "
-            f"{how}; {mem['source']}): ask for GPUs with at least that much, or set "
-            "train.max_batch_per_gpu (micro-batches keep the batch)"
+            f"{how}; {mem['source']}): {ask}, or set train.max_batch_per_gpu (micro-batches)"
         )
     else:
         out.append(
-            "  GPU memory (device): not estimated for these models: `.venv/bin/imagenot preflight "
-            "--config ... --json R.json --md R.md` on one of your GPUs measures every model's "
-            "peak at its per-GPU batch (docs/gpu.md); give its report to --throughput"
+            "  GPU memory (device): not estimated for these models: `imagenot preflight --config "
+            "... --json R.json` on one of your GPUs measures each model's peak (docs/gpu.md); "
+            "give its report to --throughput"
         )
     host = max((g["peak_mem_mb_requested"] for g in plan["groups"]), default=0)
-    out.append(
-        f"  host memory (RAM): {host / 1000:,.1f} GB for the largest job (its request, the "
-        "table's host mem/job)"
-    )
-    disk = r["node_local_disk"]
+    out.append(f"  host memory (RAM): {host / 1000:,.1f} GB for the largest job (host mem/job)")
+    disk, gb = r["node_local_disk"], _gb(r["node_local_disk"]["all_trained_bytes"])
     if disk["stage_to_local"]:
-        out.append(
-            f"  node-local disk: {_gb(disk['all_trained_bytes'])} per node for "
-            f"train.stage_to_local (one copy of each dataset a node trains on; the largest "
-            f"alone {_gb(disk['largest_dataset_bytes'])})"
-        )
+        largest = _gb(disk["largest_dataset_bytes"])
+        out.append(f"  node-local disk: {gb} per node for train.stage_to_local (largest {largest})")
     else:
-        out.append(
-            "  node-local disk: none (train.stage_to_local is off: datasets are read in place; "
-            f"turned on, up to {_gb(disk['all_trained_bytes'])} per node)"
-        )
+        out.append(f"  node-local disk: none (train.stage_to_local off; on, up to {gb} per node)")
     out.append(f"  shared storage: {_gb(r['storage_bytes'])} (the storage estimate below)")
     return _wrapped(out)
 
@@ -338,49 +307,137 @@ def format_request(plan: dict) -> list[str]:
 def format_wall_time(plan: dict) -> list[str]:
     """Training's schedule against GPUs: when it ends and the share of the reserved GPU-hours
     it uses; where more GPUs stop helping, and why."""
-    w, by = plan["wall_time"], plan["wall_time_by_gpus"]
+    w, by, whole = plan["wall_time"], plan["wall_time_by_gpus"], plan.get("whole_run")
     if not w["longest_chain"]:
         return ["wall time of training: not estimated (no GPU-hours estimate)"]
     points = by["points"]
     table = [
-        "training's schedule against GPUs, estimate (expected stop epochs; jobs started",
-        "longest-remaining-chain first; queueing not included, the data stages apart):",
+        "training's schedule against GPUs, estimate (expected stop epochs; longest chain first;",
+        "queueing not included, the data stages apart):",
         "  GPUs   " + "".join(f"{p['gpus']:>8}" for p in points),
         "  hours  " + "".join(f"{_cell(p['hours'], ',.0f'):>8}" for p in points),
         "  used   " + "".join(f"{_cell(p['used'], '.0%'):>8}" for p in points),
     ]
+    on = f"  on --gpus {w['gpus']}: "
     if w["hours"] is None:
-        on = (
-            f"  on --gpus {w['gpus']}: fewer GPUs than one job asks for (train.gpus_per_job, "
-            "train.gpus_per_job_overrides)"
-        )
+        on += "fewer GPUs than one job asks for (train.gpus_per_job, its overrides)"
     else:
-        on = (
-            f"  on --gpus {w['gpus']}: training ends after {w['hours']:,.1f} h and uses "
-            f"{w['used']:.0%} of the {w['reserved_gpu_hours']:,.0f} GPU-hours reserved "
-            f"({w['gpus']} x {w['hours']:,.1f} h)"
-        )
-    whole = plan.get("whole_run")
+        on += f"training ends after {w['hours']:,.1f} h and uses {w['used']:.0%} of the "
+        on += f"{w['reserved_gpu_hours']:,.0f} GPU-hours reserved"
     if whole:
         steps = " -> ".join(f"{k} {v:,.1f} h" for k, v in whole["parts"].items())
-        on += (
-            f". The whole run, data stages included: about {whole['hours']:,.1f} h, its "
-            f"critical path {steps} (the data stages' section)"
-        )
-    out = [
-        on,
-        f"  Past {by['knee_gpus']} GPUs the wall time stays at least {by['knee_hours']:,.1f} "
-        f"h, the critical path: one trial of {w['longest_chain']} trains its halving stages "
-        "one after another (each stage waits for the rung's decision and resumes the stage "
-        "before), then its final seeds, however many GPUs run the other trials beside it. "
-        "More GPUs per job for its model (train.gpus_per_job_overrides) shorten it (data-parallel, "
-        f"{estimate.DDP_EFFICIENCY:.0%} of linear per doubling); --deadline-hours H says the GPUs and GPUs per job "
-        "that end within H hours at the least cost.",
-    ]
-    return table + _wrapped(out)
+        on += f". The whole run: about {whole['hours']:,.1f} h, its critical path {steps}"
+    knee = (
+        f"  Past {by['knee_gpus']} GPUs the wall time stays at least {by['knee_hours']:,.1f} h: "
+        f"one trial of {w['longest_chain']} trains its halving stages, then its final seeds, "
+        "one after another. More GPUs per job for its model (train.gpus_per_job_overrides, "
+        f"{estimate.DDP_EFFICIENCY:.0%} of linear per doubling) shorten it; --deadline-hours H "
+        "says the GPUs that end within H hours at the least cost."
+    )
+    return table + _wrapped([on, knee])
 
 
 def plan(config, gpus, cores, deadline_hours, directory, throughput, json) -> None:
     """What a config will cost, and what to ask for, before launch (no data needed)."""
     found = build_plan(config, gpus, throughput, deadline_hours, Path(directory or "."), cores)
     print(_json.dumps(found, indent=1) if json else format_plan(found))
+
+
+# ---- text helpers and the sections apart from the request ----------------------------------
+def _gb(n: float | None) -> str:
+    if n is None:
+        return "not estimated"
+    return f"{n / 1e9:,.1f} GB" if n >= 1e9 else f"{n / 1e6:,.1f} MB"
+
+
+def _wrapped(lines: list[str]) -> list[str]:
+    """Each ``  item: ...`` line wrapped at 100 columns, its continuation indented."""
+    wrap = partial(textwrap.wrap, width=100, subsequent_indent="    ", break_on_hyphens=False)
+    return [part for line in lines for part in (wrap(line) if line.startswith("  ") else [line])]
+
+
+def _cell(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def format_gpu_hours(plan: dict) -> list[str]:
+    """GPU-hours of every GPU stage: training low / expected / bound with the stop-epoch
+    assumption of each experiment, and the other GPU stages with their sources."""
+    est, h = plan["training_estimate"], plan["gpu_hours"]
+    rows = [("train", "", est["gpu_hours_low"], est["gpu_hours"], est["gpu_hours_bound"])]
+    rows += [(g["stage"], g["gpu_jobs"], *[g["gpu_hours"]] * 3) for g in plan["gpu_stages"]]
+    rows.append(("total", "", h["total_low"], h["total"], h["total_bound"]))
+    out = ["GPU-hours, estimate (every GPU stage):"]
+    out.append(f"  {'stage':<28} {'GPU jobs':>8} {'low':>9} {'expected':>9} {'bound':>9}")
+    out += [f"  {s:<28} {n:>8} {low:>9,.1f} {e:>9,.1f} {b:>9,.1f}" for s, n, low, e, b in rows]
+    lines = [f"  throughput: {est['throughput_source']}"]
+    for exp, stop in est["stop_epochs"].items():
+        lines.append(
+            f"  stop epoch, {exp}: low {stop['low']}, expected {stop['expected']}, bound "
+            f"{stop['bound']} (expected: {stop['source']})"
+        )
+    for g in plan["gpu_stages"]:
+        lines.append(f"  {g['stage']}: {g['source']}")
+    if est["from_run"]["records"] or est["from_run"]["models_measured"]:
+        lines.append(
+            f"  this run so far: {est['from_run']['records']} finished trial slot(s) and final "
+            f"run(s) read; {est['done_gpu_hours']:,.1f} GPU-h of training done, "
+            f"{est['left_gpu_hours']:,.1f} expected left"
+        )
+    lines += [f"  assumes: {a}" for a in est["assumptions"]]
+    return out + _wrapped(lines)
+
+
+def format_data_stages(plan: dict) -> list[str]:
+    """The data stages as scheduled on the plan's CPU cores (start and end hour of each), with
+    their assumptions; then the whole run's wall time through them, its critical path named."""
+    whole = plan.get("whole_run")
+    cores = whole["cores"] if whole else None
+    on = f"{cores} CPU cores, resources.plan_cores" if cores else "the plan's CPU cores"
+    out = [f"data stages, estimate (scheduled on {on}; hours from the start of the run):"]
+    for d in plan["data_stages"]:
+        if d["hours"] is None:
+            out.append(f"  {d['stage']}: not estimated: {d['source']}")
+            continue
+        out.append(
+            f"  {d['stage']}: {d['hours']:,.1f} h (hours {d['start']:,.1f} to {d['end']:,.1f}; "
+            f"{d['jobs']:,} jobs, {d['core_hours']:,.0f} core-h estimated): {d['source']}"
+        )
+    if len(out) == 1:
+        out.append("  none (the config reads no dataset)")
+    if whole:
+        path = " -> ".join(f"{k} {v:,.1f} h" for k, v in whole["parts"].items())
+        ready = ", ".join(f"{n} at {h:,.1f} h" for n, h in whole["ready"].items())
+        out.append(
+            f"  whole run, estimate: about {whole['hours']:,.1f} h on these cores and the "
+            f"GPUs; critical path: {path}. Datasets ready: {ready}. ({whole['source']})"
+        )
+    return _wrapped(out)
+
+
+def format_deadline(plan: dict) -> list[str]:
+    """The GPU count that meets the deadline at the least reserved GPU-hours, both ways: one
+    train.gpus_per_job for every model, and one per model."""
+    d = plan["deadline"]
+    out = [f"to end training within {d['deadline_hours']:g} h, at the least cost:"]
+    for key, how in (
+        ("uniform", "train.gpus_per_job, one value for every model"),
+        ("per_model", "GPUs per job chosen per model"),
+        ("on_gpus", f"on --gpus {d['gpus']}, the GPUs per job that end soonest"),
+    ):
+        r = d.get(key)
+        if r is None:
+            out.append(f"  {how}: nothing tried ends within the deadline")
+            continue
+        per = f"gpus_per_job {min(r['per_model'].values())}"
+        if len(set(r["per_model"].values())) > 1:
+            per = ", ".join(f"{m} {g}" for m, g in sorted(r["per_model"].items()) if g > 1)
+            per += " GPUs per job, the others 1"
+        out.append(
+            f"  {how}: {r['gpus']} GPUs ({per}): training ends after {r['hours']:,.1f} h and "
+            f"uses {r['used']:.0%} of the {r['reserved_gpu_hours']:,.0f} GPU-hours reserved"
+        )
+        if r.get("overlay"):  # one line of YAML flow style
+            flow = yaml.safe_dump(r["overlay"], default_flow_style=True, sort_keys=False, width=1e9)
+            out.append(f"    the overlay (--configfile) that plans it: {flow.strip()}")
+    return _wrapped(out)

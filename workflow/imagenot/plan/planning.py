@@ -68,13 +68,9 @@ def rule_groups() -> dict[str, str]:
 def world_rows_per_part(config: dict) -> int | None:
     """Caption rows per LAION part when the workflow writes the parts itself (the demo world or
     the scale world, each a rule of its own); None for a LAION copy on disk."""
-    from imagenot.demo import plan as demo_plan
-    from imagenot.demo import scale_plan
-
-    if demo_plan.enabled(config):
-        return config["demo_world"]["rows_per_shard"]
-    if scale_plan.enabled(config):
-        return config["scale_world"]["rows_per_shard"]
+    for world in ("demo_world", "scale_world"):
+        if config[world]["enabled"]:
+            return config[world]["rows_per_shard"]
     return None
 
 
@@ -121,13 +117,6 @@ def snakemake_env() -> dict[str, str]:
     return env
 
 
-def dry_run_cmd(workdir: Path, configs: list[Path], *extra: str) -> list[str]:
-    """``snakemake --dry-run all`` of this checkout's Snakefile in ``workdir``."""
-    snakemake = [sys.executable, "-m", "snakemake", "--snakefile", str(SNAKEFILE)]
-    where = ["--directory", str(workdir), "--cores", str(PLAN_CORES), "--dry-run"]
-    return [*snakemake, *where, *extra, "--configfile", *map(str, configs), "--", "all"]
-
-
 def missing_inputs(output: str) -> list[str]:
     """Files a MissingInputException names ('affected files:' block)."""
     m = re.search(r"affected files:\n((?:\s+\S.*\n?)+)", output)
@@ -159,17 +148,15 @@ def placeholder_workdir(tmp: Path, config: Path | list[Path]) -> tuple[Path, lis
 
 
 def dry_run(workdir: Path, configs: list[Path], *extra: str) -> subprocess.CompletedProcess:
-    """Snakemake's dry run of ``all``; an input the DAG asks for that lies under the temporary
-    folder (a placeholder the overlay did not know of) is created empty and the run repeated."""
+    """Snakemake's dry run of ``all`` of this checkout's Snakefile in ``workdir``; an input the
+    DAG asks for that lies under the temporary folder (a placeholder the overlay did not know
+    of) is created empty and the run repeated."""
     root = str(workdir.parent)
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(SNAKEFILE), "--dry-run"]
+    cmd += ["--directory", str(workdir), "--cores", str(PLAN_CORES), *extra, "--configfile"]
+    cmd += [*map(str, configs), "--", "all"]
     for _ in range(50):
-        proc = subprocess.run(
-            dry_run_cmd(workdir, configs, *extra),
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            env=snakemake_env(),
-        )
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=snakemake_env())
         if proc.returncode == 0:
             return proc
         files = [f for f in missing_inputs(proc.stdout + proc.stderr) if f.startswith(root)]
@@ -191,14 +178,12 @@ def parse_jobs(output: str) -> list[PlannedJob]:
         m = re.fullmatch(r"(?:local)?rule (\w+):", line.strip())
         if m and not line.startswith(" "):
             jobs.append(PlannedJob(m.group(1)))
-            continue
-        if not jobs or not line.startswith("    "):
-            continue
-        key, _, value = line.strip().partition(": ")
-        if key == "threads":
-            jobs[-1].threads = int(value)
-        elif key == "resources":
-            jobs[-1].resources = _resources(value)
+        elif jobs and line.startswith("    "):
+            key, _, value = line.strip().partition(": ")
+            if key == "threads":
+                jobs[-1].threads = int(value)
+            elif key == "resources":
+                jobs[-1].resources = _resources(value)
     return [job for job in jobs if job.rule != "all"]
 
 

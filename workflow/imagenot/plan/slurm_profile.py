@@ -270,18 +270,10 @@ def options() -> tuple:
         flag = "--max-runtime" if key == "max_runtime_min" else None
         required = key in schema["required"]
         out.append(Option(key, text, None, kind, required, choices=choices, flag=flag))
-    return (
-        *out,
-        Option(
-            "dir", f"where to write the profile (default {DEFAULT_DIR}: `--profile slurm` finds it)"
-        ),
-        Option(
-            "force",
-            "replace an existing site profile with other settings (its files are kept as "
-            "<name>.bak); without it the command refuses, naming the file",
-            switch=True,
-        ),
-    )
+    where = f"where to write the profile (default {DEFAULT_DIR}: `--profile slurm` finds it)"
+    force = "replace an existing site profile with other settings (its files are kept as "
+    force += "<name>.bak); without it the command refuses, naming the file"
+    return (*out, Option("dir", where), Option("force", force, switch=True))
 
 
 def main(dir: str | None, force: bool, **given) -> None:
@@ -290,9 +282,8 @@ def main(dir: str | None, force: bool, **given) -> None:
     import shutil
     import sys
 
-    site = validate_site(
-        {k: v for k, v in given.items() if v is not None}, "imagenot slurm-profile"
-    )
+    given = {k: v for k, v in given.items() if v is not None}
+    site = validate_site(given, "imagenot slurm-profile")
     conda = shutil.which("conda") or shutil.which("mamba")
     site["software_deployment"] = deployment(site, bool(conda))
     written, backups = write(site, dir or DEFAULT_DIR, force=force)

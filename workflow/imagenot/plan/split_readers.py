@@ -32,6 +32,8 @@ Kept free of heavy imports: the rules' parse and the plan read it.
 
 from __future__ import annotations
 
+from itertools import product
+
 from imagenot.core.paths import SPLITS
 
 EVALUATE = "evaluate_robustness"
@@ -60,11 +62,11 @@ def split_readers(config: dict) -> dict[str, dict[str, tuple[str, ...]]]:
         dataset = e["dataset"]
         if not train_plan.is_published(e):
             tl = train_plan.is_tl(e["protocol"])
-            for rule in (
+            trains = (
                 ("train_head_trial", "train_head_final") if tl else ("train_trial", "train_final")
-            ):
-                for split in ("train", "val"):
-                    add(dataset, split, rule)
+            )
+            for rule, split in product(trains, ("train", "val")):
+                add(dataset, split, rule)
             if tl:
                 for split in train_plan.FEATURE_SPLITS:
                     add(dataset, split, "train_features")
@@ -80,11 +82,8 @@ def split_readers(config: dict) -> dict[str, dict[str, tuple[str, ...]]]:
             for target, target_split in audit_plan.target_sets(config, dataset, split):
                 add(target, target_split, f"{EMBED} (audit_search)")
     for dataset in pool_plan.removing(config):  # the pool's threshold: the reference's images
-        add(
-            diagnostics_plan.reference_dataset(config),
-            audit["calibration"]["split"],
-            CALIBRATE,
-        )
+        reference = diagnostics_plan.reference_dataset(config)
+        add(reference, audit["calibration"]["split"], CALIBRATE)
         for target, target_split in pool_plan.target_sets(config, dataset):
             add(target, target_split, f"{EMBED} (audit_pool)")
     return {

@@ -147,10 +147,12 @@ def fashion_mnist_items(
     return list(FASHION_MNIST_CLASSES), items
 
 
-def _check_labels(path: Path, labels: list[int], n_classes: int, named: str = "") -> None:
-    """Refuse a label that is no class index (a -1 would index the last class), naming the
-    file and the row."""
+def _check_labels(path: Path, labels: list, n_classes: int, named: str = "") -> None:
+    """Refuse a label that is no integer or no class index (a -1 would index the last class),
+    naming the file and the row."""
     for row, label in enumerate(labels):
+        if not isinstance(label, int | np.integer) or isinstance(label, bool | np.bool_):
+            raise AdapterError(f"{path}: label at row {row} is {label!r}, not an integer")
         if not 0 <= label < n_classes:
             raise AdapterError(
                 f"{path}: label {int(label)} at row {row} is not a class index "
@@ -242,10 +244,6 @@ def cifar10_classes(root: str | os.PathLike) -> list[str]:
     return out
 
 
-def _is_label(value: object) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
-
-
 def cifar10_batch(path: Path, n_classes: int) -> tuple[np.ndarray, list[int]]:
     """(images N x 32 x 32 x 3 uint8, labels) of one CIFAR-10 batch file, checked: ``data`` a
     uint8 array of N rows of 3072 values, ``labels`` N integers in [0, ``n_classes``). Why
@@ -269,9 +267,6 @@ def cifar10_batch(path: Path, n_classes: int) -> tuple[np.ndarray, list[int]]:
         labels = labels.tolist()
     if not isinstance(labels, list):
         raise AdapterError(f"{path}: labels is a {type(labels).__name__}, expected a list")
-    for row, label in enumerate(labels):
-        if not _is_label(label):
-            raise AdapterError(f"{path}: label at row {row} is {label!r}, not an integer")
     _check_labels(path, labels, n_classes, f" (batches.meta names {n_classes} classes)")
     if len(labels) != len(data):
         raise AdapterError(

@@ -31,10 +31,6 @@ NOT_SETTINGS = {
     "leaves unset (no default) where the adapter keeps its whole test split: absent means null",
     "imagenot.acquire.settings:.get('max_train_per_class')": "a dataset's own key without a "
     "default: absent means every training image is kept (null)",
-    "imagenot.acquire.sizes:.get('test_per_class')": "the same dataset key, read to size the "
-    "test split for the plan: absent means the whole published split",
-    "imagenot.acquire.sizes:.get('max_train_per_class')": "the same dataset key, read to size "
-    "the training split for the plan: absent means every training image",
 }
 
 

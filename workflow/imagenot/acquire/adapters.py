@@ -139,8 +139,7 @@ def fashion_mnist_items(
         x, y = read_idx(images), read_idx(labels)
         if x.ndim != 3 or y.ndim != 1 or len(x) != len(y):
             raise AdapterError(
-                f"{labels}: labels {y.shape} do not pair with the images {x.shape} of {images} "
-                "(one label per image)"
+                f"{labels}: labels {y.shape} do not pair with the images {x.shape} of {images}"
             )
         _check_labels(labels, y.tolist(), len(FASHION_MNIST_CLASSES))
         items += _array_items(FASHION_MNIST_CLASSES, source, 0, x, y.tolist(), only)
@@ -259,10 +258,7 @@ def cifar10_batch(path: Path, n_classes: int) -> tuple[np.ndarray, list[int]]:
         data.shape[1] != 3 * 32 * 32
     ):
         what = f"{data.dtype} {data.shape}" if isinstance(data, np.ndarray) else type(data).__name__
-        raise AdapterError(
-            f"{path}: data is {what}, expected a uint8 array of one row of 3072 values (3 x 32 x "
-            "32) per image"
-        )
+        raise AdapterError(f"{path}: data is {what}, expected a uint8 array of 3072 values a row")
     if isinstance(labels, np.ndarray) and labels.ndim == 1:
         labels = labels.tolist()
     if not isinstance(labels, list):

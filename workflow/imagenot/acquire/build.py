@@ -213,8 +213,7 @@ def read_rounds(
     keys = selection["key"]
     if pc.count_distinct(keys).as_py() != len(keys):
         raise ValueError(
-            f"selections {', '.join(map(str, selections))} share keys: a top-up round "
-            "fetched a caption already selected; rerun the top-up selection"
+            f"selections {', '.join(map(str, selections))} share keys; rerun the top-up selection"
         )
     status_keys = status["key"] if status.num_rows else pa.chunked_array([], pa.string())
     if len(status_keys) != len(keys) or set(status_keys.to_pylist()) != set(keys.to_pylist()):
@@ -409,8 +408,7 @@ def select_topup(files: TopupFiles, settings: TopupSettings) -> pa.Table:
     first_round = selection.filter(pc.equal(selection["round"], 0))
     if pc.sum(pc.is_in(table["key"], first_round["key"])).as_py():
         raise ValueError(
-            f"{files.reserve}: holds keys of the selection {files.selections[0]}; it must hold "
-            "only the captions after the selected ones"
+            f"{files.reserve}: holds keys of the selection {files.selections[0]}, not only after it"
         )
     table = table.filter(pc.invert(pc.is_in(table["key"], selection["key"])))
     sort = [("similarity", "descending"), ("key", "ascending")]

@@ -444,8 +444,7 @@ def _gather_ordered(out_dir: Path, parts: list[Path], window: int = GATHER_WINDO
             if not np.array_equal(order, np.arange(start, stop)):
                 raise DatasetError(
                     f"{out_dir}: the parts' row orders are not 0..{n_rows - 1} (rows "
-                    f"{start}..{stop - 1} hold {len(order)}): parts of different plans; "
-                    "rerun the parts"
+                    f"{start}..{stop - 1}): parts of different plans; rerun the parts"
                 )
             yield rows.drop_columns([ORDER]).cast(out_schema)
 

@@ -74,10 +74,8 @@ WITHOUT_TORCH = str(Path(__file__).resolve().parents[1] / "resources" / "without
 
 def selection_fingerprint(part_table: pa.Table) -> str:
     """sha256 of the part's (key, URL) rows in order: what its download work was made for."""
-    h = hashlib.sha256()
-    for key, url in zip(part_table["key"].to_pylist(), part_table["URL"].to_pylist(), strict=True):
-        h.update(f"{key}\t{url}\n".encode())
-    return h.hexdigest()
+    rows = zip(part_table["key"].to_pylist(), part_table["URL"].to_pylist(), strict=True)
+    return hashlib.sha256("".join(f"{key}\t{url}\n" for key, url in rows).encode()).hexdigest()
 
 
 # ------------------------------------------------------------------------ process supervision
@@ -270,8 +268,6 @@ def _keep_for_reuse(out: Path, reuse: Path) -> int:
     """Move the finished batches of stale work into ``reuse`` (names prefixed with a new
     generation number; the stats file, the done marker, last); return how many."""
     shards = _done_shards(out)
-    if not shards:
-        return 0
     reuse.mkdir(parents=True, exist_ok=True)
     generation = 1 + max(
         (int(p.name.split("-", 1)[0]) for p in reuse.glob("*_stats.json")), default=0

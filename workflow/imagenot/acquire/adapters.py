@@ -281,9 +281,8 @@ def cifar10_items(
     batches = [(f"data_batch_{i}", "train") for i in range(1, 6)] + [("test_batch", "test")]
     for name, source in batches:
         data, labels = cifar10_batch(inside(root, root / name), len(classes))
-        offset = counts[source]
+        items += _array_items(classes, source, counts[source], data, labels, only)
         counts[source] += len(labels)
-        items += _array_items(classes, source, offset, data, labels, only)
     return classes, items
 
 

@@ -149,9 +149,8 @@ def read_parts(parts: list[str | os.PathLike]) -> pa.Table:
     """Concatenate per-part status tables, adding ``part_tar`` (the tar beside each table)."""
     tables = []
     for path in parts:
-        path = Path(path)
         t = read_parquet(path)
-        tar = str(path.with_suffix(".tar"))
+        tar = str(Path(path).with_suffix(".tar"))
         tables.append(t.append_column("part_tar", pa.array([tar] * t.num_rows, pa.string())))
     return pa.concat_tables(tables) if tables else pa.table({})
 

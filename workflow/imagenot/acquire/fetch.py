@@ -140,9 +140,8 @@ def run_in_process_group(target, *args, **kwargs) -> None:
 
     proc.start()
     writer.close()
-    main = threading.current_thread() is threading.main_thread()
     try:
-        if main:
+        if threading.current_thread() is threading.main_thread():
             for number in (signal.SIGTERM, signal.SIGHUP):
                 handlers[number] = signal.signal(number, stop)
         proc.join()
@@ -150,11 +149,10 @@ def run_in_process_group(target, *args, **kwargs) -> None:
         with contextlib.suppress(EOFError):  # a child that never ran its target sent nothing
             message = reader.recv() if reader.poll() else None
     finally:
-        if proc.exitcode is None:  # interrupted (KeyboardInterrupt): stop the group first
+        # interrupted (KeyboardInterrupt, no exit code yet), or the child failed: whatever it
+        # started must not go on
+        if proc.exitcode != 0:
             _kill_group(proc.pid, proc, grace=0.5)
-        elif proc.exitcode != 0:  # the child failed: whatever it started must not go on
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
         for number, handler in handlers.items():
             signal.signal(number, handler)
     if proc.exitcode != 0:

@@ -324,13 +324,12 @@ def write_build_part(
     for r in rows.to_pylist():
         jpeg = partial(reader.read, r["part_tar"], r["offset"], r["length"])
         records.append(Record(r["key"], r["wnid"], r["split"], jpeg, r["similarity"]))
-    part = job.removeprefix("part-")
     written = write_part(
         out,
         records,
         classes,
         files.part,
-        part=part,
+        part=job.removeprefix("part-"),
         shard_size=shard_size,
         with_similarity=True,
         order=rows["order"].to_pylist(),

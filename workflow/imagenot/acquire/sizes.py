@@ -54,10 +54,9 @@ def dataset_images(config: dict, dataset: str) -> dict | None:
     if not kind.adapter:
         fill = FillSettings.from_config(config, dataset)
         classes = SelectSettings.from_config(config, dataset=dataset).n_classes
-        per = fill.images_per_class
         return {
             "classes": classes,
-            "train": classes * (per - fill.test_per_class - fill.val_per_class),
+            "train": classes * (fill.images_per_class - fill.test_per_class - fill.val_per_class),
             "val": classes * fill.val_per_class,
             "test": classes * fill.test_per_class,
             "source": "config: n_classes x images per class, an upper bound (every class "

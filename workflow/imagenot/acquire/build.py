@@ -193,6 +193,11 @@ def shortfall_message(
     )
 
 
+ROUND_SCHEMA = pa.schema(
+    [("key", pa.string()), ("wnid", pa.string()), ("similarity", pa.float32())]
+)
+
+
 def read_rounds(
     selections: list[str | os.PathLike], part_tables: list[str | os.PathLike]
 ) -> tuple[pa.Table, pa.Table]:
@@ -202,10 +207,7 @@ def read_rounds(
     start from the same candidates."""
     tables = []
     for i, path in enumerate(selections):
-        t = read_selection(path).select(["key", "wnid", "similarity"])
-        t = t.cast(
-            pa.schema([("key", pa.string()), ("wnid", pa.string()), ("similarity", pa.float32())])
-        )
+        t = read_selection(path).select(ROUND_SCHEMA.names).cast(ROUND_SCHEMA)
         tables.append(t.append_column("round", pa.array([i] * t.num_rows, pa.int32())))
     selection = pa.concat_tables(tables)
     status = read_parts(part_tables)

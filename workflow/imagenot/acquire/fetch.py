@@ -379,11 +379,10 @@ def unmark_dead_batches(folder: str | os.PathLike) -> None:
     )
     if dead:
         shard, messages, seconds = dead[0]
-        n, message = len(messages), messages[0]
         raise DownloadError(
             f"{folder}: {len(dead)} download batch(es) failed entirely with one network error "
-            f"(first: shard {shard}, all {n} URLs{seconds}: {message!r}): a dead server or no "
-            "network, not dead URLs; not recorded as finished, rerun the job to fetch them again"
+            f"(first: shard {shard}, all {len(messages)} URLs{seconds}: {messages[0]!r}): a dead "
+            "server or no network, not dead URLs; unfinished, a rerun fetches them again"
         )
 
 

@@ -139,18 +139,19 @@ def fashion_mnist_items(
         x, y = read_idx(images), read_idx(labels)
         if x.ndim != 3 or y.ndim != 1 or len(x) != len(y):
             raise AdapterError(
-                f"{labels}: labels {y.shape} do not pair with the images {x.shape} of {images} "
-                "(one label per image)"
+                f"{labels}: labels {y.shape} do not pair with the images {x.shape} of {images}"
             )
         _check_labels(labels, y.tolist(), len(FASHION_MNIST_CLASSES))
         items += _array_items(FASHION_MNIST_CLASSES, source, 0, x, y.tolist(), only)
     return list(FASHION_MNIST_CLASSES), items
 
 
-def _check_labels(path: Path, labels: list[int], n_classes: int, named: str = "") -> None:
-    """Refuse a label that is no class index (a -1 would index the last class), naming the
-    file and the row."""
+def _check_labels(path: Path, labels: list, n_classes: int, named: str = "") -> None:
+    """Refuse a label that is no integer or no class index (a -1 would index the last class),
+    naming the file and the row."""
     for row, label in enumerate(labels):
+        if not isinstance(label, int | np.integer) or isinstance(label, bool | np.bool_):
+            raise AdapterError(f"{path}: label at row {row} is {label!r}, not an integer")
         if not 0 <= label < n_classes:
             raise AdapterError(
                 f"{path}: label {int(label)} at row {row} is not a class index "
@@ -242,10 +243,6 @@ def cifar10_classes(root: str | os.PathLike) -> list[str]:
     return out
 
 
-def _is_label(value: object) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
-
-
 def cifar10_batch(path: Path, n_classes: int) -> tuple[np.ndarray, list[int]]:
     """(images N x 32 x 32 x 3 uint8, labels) of one CIFAR-10 batch file, checked: ``data`` a
     uint8 array of N rows of 3072 values, ``labels`` N integers in [0, ``n_classes``). Why
@@ -261,17 +258,11 @@ def cifar10_batch(path: Path, n_classes: int) -> tuple[np.ndarray, list[int]]:
         data.shape[1] != 3 * 32 * 32
     ):
         what = f"{data.dtype} {data.shape}" if isinstance(data, np.ndarray) else type(data).__name__
-        raise AdapterError(
-            f"{path}: data is {what}, expected a uint8 array of one row of 3072 values (3 x 32 x "
-            "32) per image"
-        )
+        raise AdapterError(f"{path}: data is {what}, expected a uint8 array of 3072 values a row")
     if isinstance(labels, np.ndarray) and labels.ndim == 1:
         labels = labels.tolist()
     if not isinstance(labels, list):
         raise AdapterError(f"{path}: labels is a {type(labels).__name__}, expected a list")
-    for row, label in enumerate(labels):
-        if not _is_label(label):
-            raise AdapterError(f"{path}: label at row {row} is {label!r}, not an integer")
     _check_labels(path, labels, n_classes, f" (batches.meta names {n_classes} classes)")
     if len(labels) != len(data):
         raise AdapterError(
@@ -290,9 +281,8 @@ def cifar10_items(
     batches = [(f"data_batch_{i}", "train") for i in range(1, 6)] + [("test_batch", "test")]
     for name, source in batches:
         data, labels = cifar10_batch(inside(root, root / name), len(classes))
-        offset = counts[source]
+        items += _array_items(classes, source, counts[source], data, labels, only)
         counts[source] += len(labels)
-        items += _array_items(classes, source, offset, data, labels, only)
     return classes, items
 
 

@@ -149,9 +149,8 @@ def read_parts(parts: list[str | os.PathLike]) -> pa.Table:
     """Concatenate per-part status tables, adding ``part_tar`` (the tar beside each table)."""
     tables = []
     for path in parts:
-        path = Path(path)
         t = read_parquet(path)
-        tar = str(path.with_suffix(".tar"))
+        tar = str(Path(path).with_suffix(".tar"))
         tables.append(t.append_column("part_tar", pa.array([tar] * t.num_rows, pa.string())))
     return pa.concat_tables(tables) if tables else pa.table({})
 
@@ -194,6 +193,11 @@ def shortfall_message(
     )
 
 
+ROUND_SCHEMA = pa.schema(
+    [("key", pa.string()), ("wnid", pa.string()), ("similarity", pa.float32())]
+)
+
+
 def read_rounds(
     selections: list[str | os.PathLike], part_tables: list[str | os.PathLike]
 ) -> tuple[pa.Table, pa.Table]:
@@ -203,18 +207,14 @@ def read_rounds(
     start from the same candidates."""
     tables = []
     for i, path in enumerate(selections):
-        t = read_selection(path).select(["key", "wnid", "similarity"])
-        t = t.cast(
-            pa.schema([("key", pa.string()), ("wnid", pa.string()), ("similarity", pa.float32())])
-        )
+        t = read_selection(path).select(ROUND_SCHEMA.names).cast(ROUND_SCHEMA)
         tables.append(t.append_column("round", pa.array([i] * t.num_rows, pa.int32())))
     selection = pa.concat_tables(tables)
     status = read_parts(part_tables)
     keys = selection["key"]
     if pc.count_distinct(keys).as_py() != len(keys):
         raise ValueError(
-            f"selections {', '.join(map(str, selections))} share keys: a top-up round "
-            "fetched a caption already selected; rerun the top-up selection"
+            f"selections {', '.join(map(str, selections))} share keys; rerun the top-up selection"
         )
     status_keys = status["key"] if status.num_rows else pa.chunked_array([], pa.string())
     if len(status_keys) != len(keys) or set(status_keys.to_pylist()) != set(keys.to_pylist()):
@@ -326,13 +326,12 @@ def write_build_part(
     for r in rows.to_pylist():
         jpeg = partial(reader.read, r["part_tar"], r["offset"], r["length"])
         records.append(Record(r["key"], r["wnid"], r["split"], jpeg, r["similarity"]))
-    part = job.removeprefix("part-")
     written = write_part(
         out,
         records,
         classes,
         files.part,
-        part=part,
+        part=job.removeprefix("part-"),
         shard_size=shard_size,
         with_similarity=True,
         order=rows["order"].to_pylist(),
@@ -409,8 +408,7 @@ def select_topup(files: TopupFiles, settings: TopupSettings) -> pa.Table:
     first_round = selection.filter(pc.equal(selection["round"], 0))
     if pc.sum(pc.is_in(table["key"], first_round["key"])).as_py():
         raise ValueError(
-            f"{files.reserve}: holds keys of the selection {files.selections[0]}; it must hold "
-            "only the captions after the selected ones"
+            f"{files.reserve}: holds keys of the selection {files.selections[0]}, not only after it"
         )
     table = table.filter(pc.invert(pc.is_in(table["key"], selection["key"])))
     sort = [("similarity", "descending"), ("key", "ascending")]

@@ -158,12 +158,9 @@ def _write_shards(
     earlier, larger write are left to the gather, which removes every tar no manifest row names).
     Return the manifest rows, with a ``similarity`` column where ``with_similarity`` (None:
     where some record has one)."""
-    by_split: dict[str, list[tuple[Record, int]]] = {s: [] for s in SPLITS}
-    for rec, label in pairs:
-        by_split[rec.split].append((rec, label))
     rows = []  # per stored record: its manifest columns, similarity, source, original columns
     for split in SPLITS:
-        members = by_split[split]
+        members = [(rec, label) for rec, label in pairs if rec.split == split]
         for index, start in enumerate(range(0, len(members), shard_size)):
             chunk = members[start : start + shard_size]
             name = f"{SHARD_DIR}/{split}{prefix}-{index:06d}.tar"
@@ -378,13 +375,10 @@ def gather_parts(
         table = table.sort_by(ORDER).drop_columns([ORDER])
     else:
         table = splits.drop_cross_split_duplicates(table, out_dir, log)
-        split = table["split"]
-        train = np.flatnonzero(pc.equal(split, "train").to_numpy(zero_copy_only=False))
+        split = np.asarray(table["split"].to_pylist(), dtype=object)
+        train = np.flatnonzero(split == "train")
         train = train[np.random.default_rng([seed, 1]).permutation(len(train))]
-        rest = [
-            np.flatnonzero(pc.equal(split, s).to_numpy(zero_copy_only=False))
-            for s in ("val", "test")
-        ]
+        rest = [np.flatnonzero(split == s) for s in ("val", "test")]
         table = table.take(pa.array(np.concatenate([train, *rest]), pa.int64()))
     return _write_index(out_dir, classes, table.schema, [table])
 
@@ -450,8 +444,7 @@ def _gather_ordered(out_dir: Path, parts: list[Path], window: int = GATHER_WINDO
             if not np.array_equal(order, np.arange(start, stop)):
                 raise DatasetError(
                     f"{out_dir}: the parts' row orders are not 0..{n_rows - 1} (rows "
-                    f"{start}..{stop - 1} hold {len(order)}): parts of different plans; "
-                    "rerun the parts"
+                    f"{start}..{stop - 1}): parts of different plans; rerun the parts"
                 )
             yield rows.drop_columns([ORDER]).cast(out_schema)
 

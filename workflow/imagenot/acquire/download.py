@@ -109,8 +109,7 @@ def validate_fetched(
     missing = [k for k in keys if k not in fetched]
     if missing:
         raise DownloadError(
-            f"{folder}: {len(missing)} selection row(s) were not downloaded (first: {missing[0]!r}); "
-            "rerun the job to resume"
+            f"{folder}: {len(missing)} selection rows not downloaded (first {missing[0]!r}); rerun"
         )
 
     rows: list[dict] = []

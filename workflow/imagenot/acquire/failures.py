@@ -28,9 +28,8 @@ try:
     if main:
         shown = main.get("init_main_from_path") or main.get("init_main_from_name")
         stage = (
-            f"running the program's main module {shown} again (every spawned process does; "
-            "keep its top level to imports a download's processes can make, its work under "
-            "if __name__ == '__main__':)"
+            f"running the program's main module {shown} again, as every spawned process does "
+            "(keep its work under if __name__ == '__main__':)"
         )
         spawn.prepare(main)
     stage = "importing img2dataset"

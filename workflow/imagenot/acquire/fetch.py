@@ -12,8 +12,9 @@ Faults:
 
 - No orphans. The fetch (loopback servers and img2dataset with its worker processes) runs in a
   child process that leads a process group of its own (:func:`run_in_process_group`). The job's
-  SIGTERM/SIGINT/SIGHUP kill that whole group before the job exits, and a watchdog thread in
-  the child kills the group when the job process is gone (SIGKILL, a crash), so no
+  SIGTERM/SIGINT/SIGHUP kill that whole group before the job exits, and the child asks the
+  kernel for a signal that kills the group when the job process is gone (SIGKILL, a crash:
+  :func:`imagenot.core.lifeline.bind_to_parent`), so no
   img2dataset worker outlives its job and records URLs against a server that died with it.
 - No endless restarts. A process the download spawns (the fetch child, img2dataset's workers)
   that cannot start, or a worker that dies, ends the download with one line saying why
@@ -47,7 +48,6 @@ import signal
 import sys
 import tarfile
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -57,7 +57,7 @@ import pyarrow.compute as pc
 from imagenot.acquire import images
 from imagenot.acquire.failures import DownloadError, startup_problem
 from imagenot.acquire.settings import DownloadSettings
-from imagenot.core import job_usage
+from imagenot.core import job_usage, lifeline
 from imagenot.core.io import read_parquet, write_parquet, write_text
 
 log = logging.getLogger(__name__)
@@ -74,10 +74,8 @@ WITHOUT_TORCH = str(Path(__file__).resolve().parents[1] / "resources" / "without
 
 def selection_fingerprint(part_table: pa.Table) -> str:
     """sha256 of the part's (key, URL) rows in order: what its download work was made for."""
-    h = hashlib.sha256()
-    for key, url in zip(part_table["key"].to_pylist(), part_table["URL"].to_pylist(), strict=True):
-        h.update(f"{key}\t{url}\n".encode())
-    return h.hexdigest()
+    rows = zip(part_table["key"].to_pylist(), part_table["URL"].to_pylist(), strict=True)
+    return hashlib.sha256("".join(f"{key}\t{url}\n" for key, url in rows).encode()).hexdigest()
 
 
 # ------------------------------------------------------------------------ process supervision
@@ -103,14 +101,9 @@ def _group_child(parent_pid: int, conn, target, args, kwargs) -> None:
     def kill_all(*_):
         os.killpg(0, signal.SIGKILL)  # this process, img2dataset's workers, everything
 
-    def watch():
-        while True:
-            if os.getppid() != parent_pid:  # the job process is gone (reparented)
-                kill_all()
-            time.sleep(0.2)
-
     signal.signal(signal.SIGTERM, kill_all)
-    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+    # the job process gone (SIGKILL, a crash): the kernel sends SIGTERM, which kills the group
+    lifeline.bind_to_parent(signal.SIGTERM, parent_pid)
     try:
         target(*args, **kwargs)
     except BaseException as exc:
@@ -127,7 +120,8 @@ def run_in_process_group(target, *args, **kwargs) -> None:
     Why: img2dataset runs its downloads in worker processes; killed with the job's process
     alone they went on as orphans, against loopback servers that died with the job, and
     recorded every URL as refused. Here the job's SIGTERM/SIGINT/SIGHUP kill the whole group
-    first, and the child's watchdog kills the group when the job process dies any other way.
+    first, and the child's parent-death signal kills the group when the job process dies any
+    other way.
     An exception in the child comes back as :class:`DownloadError` with its message.
     """
     ctx = multiprocessing.get_context("spawn")
@@ -146,9 +140,8 @@ def run_in_process_group(target, *args, **kwargs) -> None:
 
     proc.start()
     writer.close()
-    main = threading.current_thread() is threading.main_thread()
     try:
-        if main:
+        if threading.current_thread() is threading.main_thread():
             for number in (signal.SIGTERM, signal.SIGHUP):
                 handlers[number] = signal.signal(number, stop)
         proc.join()
@@ -156,11 +149,10 @@ def run_in_process_group(target, *args, **kwargs) -> None:
         with contextlib.suppress(EOFError):  # a child that never ran its target sent nothing
             message = reader.recv() if reader.poll() else None
     finally:
-        if proc.exitcode is None:  # interrupted (KeyboardInterrupt): stop the group first
+        # interrupted (KeyboardInterrupt, no exit code yet), or the child failed: whatever it
+        # started must not go on
+        if proc.exitcode != 0:
             _kill_group(proc.pid, proc, grace=0.5)
-        elif proc.exitcode != 0:  # the child failed: whatever it started must not go on
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
         for number, handler in handlers.items():
             signal.signal(number, handler)
     if proc.exitcode != 0:
@@ -173,12 +165,11 @@ def run_in_process_group(target, *args, **kwargs) -> None:
 def rewrite_urls(urls: list[str], mapping: Mapping[str, str]) -> list[str]:
     """Replace the first matching prefix of each URL (longest prefix first)."""
     prefixes = sorted(mapping, key=len, reverse=True)
-
-    def rewrite(url: str) -> str:
+    out = []
+    for url in urls:
         prefix = next((p for p in prefixes if url is not None and url.startswith(p)), None)
-        return url if prefix is None else mapping[prefix] + url[len(prefix) :]
-
-    return [rewrite(url) for url in urls]
+        out.append(url if prefix is None else mapping[prefix] + url[len(prefix) :])
+    return out
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -275,8 +266,6 @@ def _keep_for_reuse(out: Path, reuse: Path) -> int:
     """Move the finished batches of stale work into ``reuse`` (names prefixed with a new
     generation number; the stats file, the done marker, last); return how many."""
     shards = _done_shards(out)
-    if not shards:
-        return 0
     reuse.mkdir(parents=True, exist_ok=True)
     generation = 1 + max(
         (int(p.name.split("-", 1)[0]) for p in reuse.glob("*_stats.json")), default=0
@@ -315,11 +304,8 @@ def _fetch_here(
     out = work_dir / "img2dataset"
     with serve_directories(s.url_map) as mapping:
         urls = rewrite_urls(part_table["URL"].to_pylist(), mapping)
-        text = (
-            part_table["TEXT"].to_pylist()
-            if "TEXT" in part_table.column_names
-            else [""] * part_table.num_rows
-        )
+        n = part_table.num_rows
+        text = part_table["TEXT"].to_pylist() if "TEXT" in part_table.column_names else [""] * n
         feed = pa.table(
             {
                 "sel_key": part_table["key"],
@@ -393,11 +379,10 @@ def unmark_dead_batches(folder: str | os.PathLike) -> None:
     )
     if dead:
         shard, messages, seconds = dead[0]
-        n, message = len(messages), messages[0]
         raise DownloadError(
             f"{folder}: {len(dead)} download batch(es) failed entirely with one network error "
-            f"(first: shard {shard}, all {n} URLs{seconds}: {message!r}): a dead server or no "
-            "network, not dead URLs; not recorded as finished, rerun the job to fetch them again"
+            f"(first: shard {shard}, all {len(messages)} URLs{seconds}: {messages[0]!r}): a dead "
+            "server or no network, not dead URLs; unfinished, a rerun fetches them again"
         )
 
 

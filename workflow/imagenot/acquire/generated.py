@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import http.server
+import re
 import urllib.parse
 
 import numpy as np
@@ -31,19 +32,14 @@ def is_generated(value: str) -> bool:
 
 def parse_generated(value: str) -> tuple[int, int]:
     """(seed, image size) of a ``generate:<seed>[:<size>]`` url_map value."""
-    fields = str(value)[len(GENERATE_PREFIX) :].split(":")
-    try:
-        if len(fields) > 2:
-            raise ValueError
-        seed = int(fields[0])
-        size = int(fields[1]) if len(fields) == 2 else GENERATED_IMAGE_SIZE
-    except ValueError:
+    match = re.fullmatch(rf"{GENERATE_PREFIX}(\d+)(?::(\d+))?", str(value))
+    size = int(match[2] or GENERATED_IMAGE_SIZE) if match else 0
+    if not 8 <= size <= 1024:
         raise UrlMapError(
-            f"acquire.url_map value {value!r}: expected generate:<seed> or generate:<seed>:<size>"
-        ) from None
-    if seed < 0 or not 8 <= size <= 1024:
-        raise UrlMapError(f"acquire.url_map value {value!r}: seed must be >= 0 and size in 8..1024")
-    return seed, size
+            f"acquire.url_map value {value!r}: expected generate:<seed>[:<size>], a seed >= 0 "
+            "and a size in 8..1024"
+        )
+    return int(match[1]), size
 
 
 def generated_jpeg(path: str, seed: int, size: int, quality: int = 85) -> bytes:

@@ -47,8 +47,7 @@ def parse_meta_mat(data: bytes, name: str = META_MAT) -> dict[int, str]:
         leaves = {int(i): str(w) for i, w, n in zip(*fields, strict=True) if int(n) == 0}
     except (MatReadError, KeyError, ValueError, IndexError, TypeError) as exc:
         raise AdapterError(
-            f"{name}: not a devkit meta.mat with a 'synsets' struct array "
-            f"(fields ILSVRC2012_ID, WNID, num_children): {exc!r}"
+            f"{name}: not a devkit meta.mat (synsets: ILSVRC2012_ID, WNID, num_children): {exc!r}"
         ) from exc
     bad = [w for w in leaves.values() if not WNID.fullmatch(w)]
     if not leaves or bad:
@@ -95,8 +94,7 @@ def _devkit_file(root: Path, member: str) -> tuple[str, bytes]:
     if (root / DEVKIT).is_dir() or not tarball.is_file():
         if not path.is_file():
             raise AdapterError(
-                f"{path}: missing; flat val/ images are labelled by the ILSVRC-2012 devkit "
-                f"({DEVKIT}/ or {DEVKIT}.tar.gz in {root})"
+                f"{path}: missing; flat val/ images need the devkit ({DEVKIT}[.tar.gz] in {root})"
             )
         return str(path), inside(root, path).read_bytes()
     inside(root, tarball)

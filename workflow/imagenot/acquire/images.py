@@ -175,8 +175,7 @@ def validate_image(
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
         reason = "corrupt" if looks_like_image(data) else "not_an_image"
         return ImageResult(reason, detail=str(exc)[:200])
-    w, h = img.size
-    mode = img.mode
+    (w, h), mode = img.size, img.mode
     if w * h > max_pixels:
         return ImageResult("decompression_bomb", width=w, height=h, mode=mode)
     if min(w, h) < max(min_size, 1):

@@ -80,26 +80,18 @@ ADAPTER_KEYS = ("path", "test_per_class", "val_per_class", "max_train_per_class"
 needed."""
 
 
-def _adapter(
-    name: str,
-    count: int | None,
-    folders: bool = False,
-    wnids: bool = False,
-    images: tuple[int, int] | None = None,
-    where: str = "imagenot.acquire.adapters",
-    originals: tuple[int, str] | None = None,
-):
-    roots = f"{where}:{name}_class_roots" if folders else None
+def _adapter(name: str, count: int | None, where: str = "imagenot.acquire.adapters", **declared):
+    """A kind read by the adapter functions ``{where}:{name}_items``, ``_classes`` (and
+    ``_class_roots`` where ``declared`` says ``class_roots=True``)."""
+    roots = f"{where}:{name}_class_roots" if declared.pop("class_roots", False) else None
     return DatasetKind(
         f"{where}:{name}_items",
         f"{where}:{name}_classes",
         count,
         roots,
-        wnids,
         keys=ADAPTER_KEYS,
         required_keys=("path",),
-        published_images=images,
-        published_originals=originals,
+        **declared,
     )
 
 
@@ -112,22 +104,26 @@ DATASET_KINDS: Registry = Registry(
         "laion": DatasetKind(None, None, wnid_classes=True, keys=LAION_KEYS),
         # published sizes: Fashion-MNIST 60,000 + 10,000; CIFAR-10 50,000 + 10,000;
         # ILSVRC-2012 1,281,167 training images + 50,000 validation images (our test split)
-        "fashion_mnist": _adapter("fashion_mnist", 10, images=(60_000, 10_000), originals=ARRAYS),
-        "cifar10": _adapter("cifar10", 10, images=(50_000, 10_000), originals=ARRAYS),
+        "fashion_mnist": _adapter(
+            "fashion_mnist", 10, published_images=(60_000, 10_000), published_originals=ARRAYS
+        ),
+        "cifar10": _adapter(
+            "cifar10", 10, published_images=(50_000, 10_000), published_originals=ARRAYS
+        ),
         "imagenet": _adapter(
             "imagenet",
             1000,
-            folders=True,
-            wnids=True,
-            images=(1_281_167, 50_000),
-            where="imagenot.acquire.imagenet",
-            originals=(
+            "imagenot.acquire.imagenet",
+            class_roots=True,
+            wnid_classes=True,
+            published_images=(1_281_167, 50_000),
+            published_originals=(
                 6_744_924_160,
                 "ILSVRC2012_img_val.tar, the 50,000 validation JPEGs: 6,744,924,160 bytes as "
                 "image-net.org serves it",
             ),
         ),
-        "imagefolder": _adapter("imagefolder", None, folders=True),
+        "imagefolder": _adapter("imagefolder", None, class_roots=True),
     },
 )
 

@@ -131,9 +131,8 @@ def materialise_range(
         n_bad = sum(n for r, n in skipped.items() if r != "hidden")
         if n_bad > allowed:
             raise AdapterError(
-                f"{path}: {n_bad} unreadable image(s) in range {job} of {len(pairs)}, more than "
-                f"acquire.max_unreadable_share {s.max_unreadable_share:g} allows (first: "
-                f"{first_bad[0]})"
+                f"{path}: {n_bad} unreadable image(s) in range {job} of {len(pairs)}, over "
+                f"acquire.max_unreadable_share {s.max_unreadable_share:g} (first: {first_bad[0]})"
             )
         log.warning("%s: skipped %s", path, first_bad[-1])
 

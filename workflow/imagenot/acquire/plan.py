@@ -158,8 +158,7 @@ def check(config: dict) -> None:
     for name, spec in config["datasets"].items():
         kind = spec["kind"]
         entry = DATASET_KINDS.entry(kind)
-        missing = [key for key in entry.required_keys if key not in spec]
-        for key in missing:
+        for key in [key for key in entry.required_keys if key not in spec]:
             problems.append(
                 f"config key datasets.{name}.{key} is required for kind {kind!r}"
                 + (" (where the data lies on disk)" if key == "path" else "")

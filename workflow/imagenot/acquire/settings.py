@@ -31,10 +31,6 @@ NOT_SETTINGS = {
     "leaves unset (no default) where the adapter keeps its whole test split: absent means null",
     "imagenot.acquire.settings:.get('max_train_per_class')": "a dataset's own key without a "
     "default: absent means every training image is kept (null)",
-    "imagenot.acquire.sizes:.get('test_per_class')": "the same dataset key, read to size the "
-    "test split for the plan: absent means the whole published split",
-    "imagenot.acquire.sizes:.get('max_train_per_class')": "the same dataset key, read to size "
-    "the training split for the plan: absent means every training image",
 }
 
 
@@ -143,22 +139,17 @@ class MaterialiseSettings(FromConfig):
     DATASET_OVERRIDES: ClassVar = ("image_size", "val_per_class")
     DERIVED: ClassVar = {
         "seed": SEED,
-        "test_per_class": "the dataset's own key, or null: without it an adapter dataset keeps "
-        "its whole test split (acquire.test_per_class sizes LAION-built test splits)",
-        "max_train_per_class": "the dataset's own key, or null (keep every training image): "
-        "the key exists for datasets on disk only",
-        "jobs": "the number of range jobs: the dataset's classes (counted on disk) over "
-        "classes_per_job",
-        "keep_originals": "whether published weights are evaluated on the dataset (a "
-        "train.experiments entry with weights: published): its test images' original files are "
-        "stored beside the copy, the input their published accuracies were measured on",
-        "splits": "the splits stored: every split here; the range rule's settings narrow them "
-        "to the ones some rule of the config reads (imagenot.plan.split_readers."
-        "materialise_settings); a split left out is drawn but not written",
-        "split_sizes": "the side of each split stored smaller than image_size: none here; the "
-        "range rule's settings name the splits only the image encoder reads, stored at its "
-        "input side (imagenot.plan.split_readers.split_size); a split not named is stored at "
-        "image_size",
+        "test_per_class": "the dataset's own key, or null: keep the whole test split "
+        "(acquire.test_per_class sizes LAION-built test splits)",
+        "max_train_per_class": "the dataset's own key (datasets on disk only), or null: keep "
+        "every training image",
+        "jobs": "range jobs: the dataset's classes (counted on disk) over classes_per_job",
+        "keep_originals": "whether published weights are evaluated on the dataset: its test "
+        "images' original files, their accuracies' input, are stored beside the copy",
+        "splits": "every split here; the range rule's narrows them to those some rule reads "
+        "(imagenot.plan.split_readers.materialise_settings): a split left out is not written",
+        "split_sizes": "none here; the range rule's names the splits only the image encoder "
+        "reads, stored at its input side (imagenot.plan.split_readers.split_size)",
     }
 
     kind: str

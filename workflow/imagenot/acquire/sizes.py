@@ -54,10 +54,9 @@ def dataset_images(config: dict, dataset: str) -> dict | None:
     if not kind.adapter:
         fill = FillSettings.from_config(config, dataset)
         classes = SelectSettings.from_config(config, dataset=dataset).n_classes
-        per = fill.images_per_class
         return {
             "classes": classes,
-            "train": classes * (per - fill.test_per_class - fill.val_per_class),
+            "train": classes * (fill.images_per_class - fill.test_per_class - fill.val_per_class),
             "val": classes * fill.val_per_class,
             "test": classes * fill.test_per_class,
             "source": "config: n_classes x images per class, an upper bound (every class "
@@ -65,15 +64,14 @@ def dataset_images(config: dict, dataset: str) -> dict | None:
         }
     if kind.published_images is None or kind.class_count is None:
         return None
-    settings = MaterialiseSettings.config_values(config, dataset=dataset)
-    spec = config["datasets"][dataset]
+    s = MaterialiseSettings.from_config(config, dataset=dataset)
     classes, (pool, test) = kind.class_count, kind.published_images
-    val = classes * settings["val_per_class"]
+    val = classes * s.val_per_class
     train = pool - val
-    if spec.get("max_train_per_class"):
-        train = min(train, classes * spec["max_train_per_class"])
-    if spec.get("test_per_class"):
-        test = min(test, classes * spec["test_per_class"])
+    if s.max_train_per_class:
+        train = min(train, classes * s.max_train_per_class)
+    if s.test_per_class:
+        test = min(test, classes * s.test_per_class)
     return {
         "classes": classes,
         "train": train,
@@ -151,15 +149,12 @@ def range_disk_mb(
     least Snakemake's own default, also the figure where the size is unknown. ``splits``: the
     ones it stores, at ``sides`` (:func:`dataset_bytes`; ``imagenot.plan.split_readers.
     range_disk_mb`` gives the rule's)."""
-    from imagenot.acquire.ranges import class_count_hint, n_range_jobs
-
     sizes = dataset_images(config, dataset)
     stored, _ = dataset_bytes(config, dataset, splits, sides)
     kept, _ = originals_bytes(config, dataset)
     if sizes is None or stored is None or kept is None:
         return DISK_MB_FLOOR
-    values = MaterialiseSettings.config_values(config, dataset=dataset)
-    per_job, classes = values["classes_per_job"], sizes["classes"]
-    jobs = n_range_jobs(class_count_hint(values["kind"], values["path"]), per_job)
-    largest = max(min(per_job, classes), classes - (jobs - 1) * per_job)
+    s = MaterialiseSettings.from_config(config, dataset=dataset)
+    per_job, classes = s.classes_per_job, sizes["classes"]
+    largest = max(min(per_job, classes), classes - (s.jobs - 1) * per_job)
     return max(DISK_MB_FLOOR, math.ceil((stored + kept) / classes * largest / 1e6))

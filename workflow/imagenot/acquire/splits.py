@@ -37,25 +37,22 @@ def class_split(
     images first. Depends only on the seed, the class name and its items, never on other classes
     (so ranges can be split apart).
     """
-    seed, val_per_class = settings.seed, settings.val_per_class
-    test_per_class, max_train_per_class = settings.test_per_class, settings.max_train_per_class
-    rng = class_seed(seed, cls)
+    s = settings
+    rng = class_seed(s.seed, cls)
     test = [it for it in group if it.source == "test"]
     pool = [it for it in group if it.source != "test"]
     pool = [pool[i] for i in rng.permutation(len(pool))]
     if any(it.source == "all" for it in pool):
-        n_test = test_per_class if test_per_class is not None else 0
+        n_test = s.test_per_class or 0  # None: no test images drawn here
         test, pool = pool[:n_test], pool[n_test:]
-    elif test_per_class is not None and len(test) > test_per_class:
-        test = [test[i] for i in sorted(rng.permutation(len(test))[:test_per_class])]
-    val, train = pool[:val_per_class], pool[val_per_class:]
-    if max_train_per_class is not None:
-        train = train[:max_train_per_class]
-    return (
-        [(it, "test") for it in test]
-        + [(it, "val") for it in val]
-        + [(it, "train") for it in train]
-    )
+    elif s.test_per_class is not None and len(test) > s.test_per_class:
+        test = [test[i] for i in sorted(rng.permutation(len(test))[: s.test_per_class])]
+    val, train = pool[: s.val_per_class], pool[s.val_per_class :]
+    if s.max_train_per_class is not None:
+        train = train[: s.max_train_per_class]
+    return [
+        (it, split) for split, its in (("test", test), ("val", val), ("train", train)) for it in its
+    ]
 
 
 KEEP_FIRST = ("test", "val", "train")  # which split keeps an image stored in two

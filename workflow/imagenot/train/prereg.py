@@ -19,13 +19,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-
-from imagenot.core.io import write_json, write_parquet
+from imagenot.core.io import write_json
 from imagenot.train import search
 from imagenot.train.records import SLOT_PATTERN, path_identity, read_registration
 from imagenot.train.search import at_chance, canonical_hash, latest_results
-from imagenot.train.trials import read_slot
+from imagenot.train.trials import read_slot, write_trials
 
 if TYPE_CHECKING:
     from imagenot.train.settings import DrawSettings
@@ -258,13 +256,20 @@ def record_table(record_path: str | os.PathLike) -> list[dict]:
 
 def draw(settings: DrawSettings, record: Path, out: Path) -> None:
     """Check/record the preregistration in ``record``, then write the experiment's trials
-    table ``out``."""
+    table ``out``, carrying the definition it is drawn from (:func:`write_trials`), which is
+    checked to be the one the record registers: the later jobs read the table alone."""
     s = settings
     dataset, protocol = s.experiment.split("/", 1)
-    register(
+    entry = register(
         record, s.experiment, dict(s.definition), s.model, s.amendments, out.parent.parent,
         s.model_settings,
     )  # fmt: skip
+    if canonical_hash(entry["definition"]) != canonical_hash(s.definition):
+        raise PreregistrationError(
+            f"{record}: the definition it registers for {s.experiment} is not the one its hash "
+            f"{entry['hash'][:12]} names, which this draw draws from (edited after writing); "
+            "restore the record (a copy, version control)"
+        )
     trials = search.draw_trials(s.definition, s.definition["seed"], dataset, protocol)
-    write_parquet(pa.table(search.trial_columns(trials)), out)
+    write_trials(trials, s.experiment, s.definition, out)
     log.info("%s %s: %d trials drawn and pre-registered", s.experiment, s.model, len(trials))

@@ -1,5 +1,6 @@
 """The records the workflow writes and reads again (a final run's ``result.json``, a trial
-slot's result, a rung's decision, a search's selection): each declared once (:class:`Kind`: the
+slot's result, a rung's decision, a search's selection, the registered search a trials table
+carries in its metadata): each declared once (:class:`Kind`: the
 keys its producer always writes, the range of each number, the path layout that names it),
 written sealed by :func:`write_record` and read by one reader, :func:`check_record`.
 
@@ -20,9 +21,9 @@ this order, and a failed check is one line naming the file and the key (:class:`
 - **the keys its reader needs** (every key the producer writes by default): a record sealed by
   a producer that wrote fewer;
 - **its identity**: the keys its path names (a final run's dataset, protocol, model and seed, a
-  slot's model, stage and slot, a decision's rung) are those of the path it is read from, of
-  every path read or written beside it, and of the plan's run (:func:`path_identity`): a record
-  copied into another run's folder keeps its seal.
+  slot's model, stage and slot, a decision's rung, a trials table's dataset and protocol) are
+  those of the path it is read from, of every path read or written beside it, and of the plan's
+  run (:func:`path_identity`): a record copied into another run's folder keeps its seal.
 
 A seal catches damage, not forgery (anyone can recompute a digest): a record resealed by hand is
 read as its producer's.
@@ -55,7 +56,7 @@ from typing import Any
 from imagenot.core.counts import count_problem
 from imagenot.core.paths import DATASET
 from imagenot.core.settings import to_json
-from imagenot.train.paths import DECISION, FINAL_DIR, SLOT, TRIAL_SELECTION
+from imagenot.train.paths import DECISION, FINAL_DIR, SLOT, TRIAL_SELECTION, TRIALS
 
 log = logging.getLogger(__name__)
 
@@ -242,9 +243,24 @@ SELECTION = Kind(
     (SELECTION_PATTERN,),
     ("model",),
 )
+# what a trials table carries (imagenot.train.trials.write_trials): the registered search it was
+# drawn from, whose definition the drawing job checked to be the preregistration record's
+SEARCH = Kind(
+    "trials table's registered search",
+    ("dataset", "protocol", "definition"),
+    {},
+    (TRIALS,),
+    ("dataset", "protocol"),
+)
 # what a trained run's result.json holds besides every final record's keys (_check_trained)
 TRAINED_FINAL = Kind("trained final run's result.json", ("trial", "hyperparameters"), {})
-KINDS = {"final": FINAL, "slot": SLOT_RESULT, "decision": RUNG_DECISION, "selection": SELECTION}
+KINDS = {
+    "final": FINAL,
+    "slot": SLOT_RESULT,
+    "decision": RUNG_DECISION,
+    "selection": SELECTION,
+    "search": SEARCH,
+}
 
 
 # ------------------------------------------------------------------------------------- seal

@@ -5,7 +5,7 @@ They also delete what a trial no longer needs: the checkpoint and weights of a t
 rung drops, and after selection the weights of every trial but the selected one.
 
 The trials table is checked as what its producer could have written (against the registered
-space: the drawing's own computation runs again, kept beside it). The records these jobs write
+search it carries, sealed: the drawing's own computation runs again, kept beside it). The records these jobs write
 and read (a slot's result, a rung's decision, the selection) are sealed records
 (:mod:`imagenot.train.records`): each job derives what it writes from records read by the one
 reader (a rung's decision from its slots' results, the selection from every slot's), and the
@@ -14,18 +14,26 @@ writer checks its numbers.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from imagenot.core.io import read_parquet
+import pyarrow as pa
+
+from imagenot.core.io import open_parquet, read_parquet, write_parquet
+from imagenot.core.settings import to_json
 from imagenot.train import search
 from imagenot.train.paths import PREREGISTRATION, TRAIN, TRIALS, remove_checkpoint
 from imagenot.train.records import (
     COUNT,
+    REFUSED,
+    RecordError,
+    check_record,
     path_identity,
     read_record,
     read_registration,
+    seal,
     write_record,
 )
 
@@ -38,17 +46,42 @@ class JobError(ValueError):
 
 
 _DRAW_AGAIN = "delete it and run the workflow again (it draws the trials again)"
+# The key of a trials table's metadata that carries its registered search (records kind "search")
+SEARCH_KEY = b"imagenot.registered_search"
+
+
+def write_trials(rows: Sequence[Mapping], experiment: str, definition: Mapping, out: Path) -> None:
+    """Write the trials table ``out`` (``rows``, :data:`imagenot.train.search.TRIAL_COLUMNS`),
+    carrying the registered search they were drawn from (``experiment``'s ``definition``) under
+    :data:`SEARCH_KEY` of its metadata, sealed (:func:`imagenot.train.records.seal`)."""
+    dataset, protocol = experiment.split("/", 1)
+    carried = seal({"dataset": dataset, "protocol": protocol, "definition": definition})
+    table = pa.table(search.trial_columns(rows))
+    write_parquet(table.replace_schema_metadata({SEARCH_KEY: to_json(carried)}), out)
 
 
 def registered_search(path: Path) -> tuple[str, str, Mapping] | None:
-    """(dataset, protocol, registered definition) of the trials table at ``path`` when it lies
-    in the workflow's layout (:data:`imagenot.train.paths.TRIALS`, in whichever working
-    directory), read from the preregistration record beside the results; None outside it."""
-
+    """(dataset, protocol, registered definition) of the trials table at ``path``: the search
+    it carries (:func:`write_trials`), read by the one reader of records (its seal, and its
+    dataset and protocol those of the path in the workflow's layout). A table that carries none
+    (drawn by imagenot 0.6.1 or earlier: a finished run's, read again when a seed is added) is
+    read against the preregistration record beside the results, as its draw registered it,
+    when it lies in the workflow's layout (:data:`imagenot.train.paths.TRIALS`, in whichever
+    working directory); None outside it."""
+    path = Path(path)
+    metadata = open_parquet(path).schema_arrow.metadata if path.is_file() else None
+    carried = (metadata or {}).get(SEARCH_KEY)
+    if carried is not None:
+        try:
+            record = json.loads(carried)
+        except ValueError:
+            raise RecordError(f"{path}: its {SEARCH_KEY.decode()} is not JSON; {REFUSED}") from None
+        found = check_record(record, path, record_kind="search")
+        return found["dataset"], found["protocol"], found["definition"]
     found = path_identity(path, TRIALS)
     if found is None:
         return None
-    record = Path(path).parents[3] / PREREGISTRATION.removeprefix(f"{TRAIN}/")
+    record = path.parents[3] / PREREGISTRATION.removeprefix(f"{TRAIN}/")
     experiment = f"{found['dataset']}/{found['protocol']}"
     entry = read_registration(record)["experiments"].get(experiment)
     if not isinstance(entry, Mapping) or not isinstance(entry.get("definition"), Mapping):
@@ -60,11 +93,11 @@ def registered_search(path: Path) -> tuple[str, str, Mapping] | None:
 
 
 def read_trials(path: Path) -> list[dict]:
-    """The trials table at ``path`` (:func:`draw`), checked as what its producer could have
-    written: the columns it writes, trials 0, 1, ... in order, each hyperparameter of its
+    """The trials table at ``path`` (:func:`write_trials`), checked as what its producer could
+    have written: the columns it writes, trials 0, 1, ... in order, each hyperparameter of its
     type and domain (:func:`imagenot.train.search.value_problem`), seeds whole numbers; and,
-    where the table lies in the workflow's layout, as many trials as the registered search
-    draws, each value one its space could draw for that trial
+    where its registered search is known (:func:`registered_search`), as many trials as that
+    search draws, each value one its space could draw for that trial
     (:func:`imagenot.train.search.spec_problem`), each seed the one it derives. A failed check
     is a JobError naming the file, the trial and the key; a missing column, the parquet
     reader's error naming them (:func:`imagenot.core.io.read_parquet`)."""

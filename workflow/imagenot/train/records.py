@@ -75,12 +75,8 @@ class RecordError(ValueError):
 
 def is_percent(value: Any) -> bool:
     """A finite number in [0, 100] (not a bool): what every accuracy read back must be."""
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and 0.0 <= value <= 100.0
-    )
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return number and math.isfinite(value) and 0.0 <= value <= 100.0
 
 
 def _integer(low: int) -> tuple[Callable, str]:
@@ -291,20 +287,14 @@ def check_seal(record: Mapping[str, Any], where: str | os.PathLike) -> None:
     """RecordError when the record carries no seal, a seal that is no digest, or one that is
     not the digest of its contents: in each case not what its producer wrote."""
     if SEAL_KEY not in record:
-        raise RecordError(
-            f"{where}: has no {SEAL_KEY}, so it was not written by this workflow's producer (or "
-            f"predates the seal); {REFUSED}"
-        )
-    if not is_sealed(record):
-        raise RecordError(
-            f"{where}: its {SEAL_KEY} is {_short(record[SEAL_KEY])}, not a sha256 digest (64 "
-            f"lowercase hex digits), so it was not written by this workflow's producer; {REFUSED}"
-        )
-    if record[SEAL_KEY] != record_digest(record):
-        raise RecordError(
-            f"{where}: its contents are not those its producer wrote ({SEAL_KEY} does not match "
-            f"them: edited or damaged after writing); {REFUSED}"
-        )
+        problem = f"has no {SEAL_KEY}, so it was not written by this workflow's producer"
+    elif not is_sealed(record):
+        problem = f"its {SEAL_KEY} is {_short(record[SEAL_KEY])}, not a sha256 digest"
+    elif record[SEAL_KEY] != record_digest(record):
+        problem = "its contents are not those its producer wrote (edited or damaged since)"
+    else:
+        return
+    raise RecordError(f"{where}: {problem}; {REFUSED}")
 
 
 def _short(value: Any, width: int = 40) -> str:
@@ -341,12 +331,8 @@ def check_keys(
     required: Iterable[str] | None = None,
 ) -> None:
     """RecordError naming ``where`` and the keys of ``kind`` (or ``required``) it lacks."""
-    keys = (
-        kind.empty_keys
-        if _is_empty(record, kind)
-        else (kind.keys if required is None else required)
-    )
-    missing = [k for k in keys if k not in record]
+    keys = kind.keys if required is None else required
+    missing = [k for k in (kind.empty_keys if _is_empty(record, kind) else keys) if k not in record]
     if missing:
         raise RecordError(
             f"{where}: lacks key(s) {', '.join(missing)}, which every {kind.what} holds; {REFUSED}"
@@ -374,10 +360,7 @@ def check_numbers(record: Mapping[str, Any], where: str | os.PathLike, kind: Kin
             raise RecordError(f"{where}: {key} {problem}; {REFUSED}")
     classes, chance = record.get("num_classes"), record.get("chance_accuracy")
     if classes and chance is not None and not math.isclose(chance, 100.0 / classes):
-        raise RecordError(
-            f"{where}: chance_accuracy is {chance!r}, but {classes} classes give "
-            f"{100.0 / classes:g}; {REFUSED}"
-        )
+        raise RecordError(f"{where}: chance_accuracy is {chance!r}, not 100 / {classes}; {REFUSED}")
 
 
 # --------------------------------------------------------------------------------- identity
@@ -443,11 +426,8 @@ def check_identity(
         for key in kind.identity:
             have = record.get(key)
             if key in identity and key in record and str(have) != str(identity[key]):
-                raise RecordError(
-                    f"{where}: records {key} {have!r}, but {source} says {key} "
-                    f"{identity[key]!r}: a {kind.what} is used only under its own path (delete "
-                    "it and run the workflow again)"
-                )
+                said = f"{source} says {key} {identity[key]!r}"
+                raise RecordError(f"{where}: records {key} {have!r}, but {said}; {REFUSED}")
 
 
 def check_fingerprint(

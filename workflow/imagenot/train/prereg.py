@@ -65,17 +65,17 @@ def trial_results(experiment_dir: Path, model: str | None) -> list[dict]:
 def _evidence(experiment_dir: Path, model: str, budget: int) -> list[float]:
     """Validation accuracies of ``model``'s registered trials, if every one is at chance."""
     results = trial_results(experiment_dir, model)
+    where = f"amendment for model {model!r} in {experiment_dir}"
     if len(results) < budget:
         raise PreregistrationError(
-            f"amendment for model {model!r} in {experiment_dir}: only {len(results)} of its "
-            f"{budget} registered trials have results; it must run them all first"
+            f"{where}: {len(results)} of its {budget} trials have results; run them all first"
         )
     above = [r for r in results if not at_chance(r["val_accuracy"], r["num_classes"], r["n_val"])]
     if above:
+        accuracies = [round(r["val_accuracy"], 2) for r in above]
         raise PreregistrationError(
-            f"amendment for model {model!r} in {experiment_dir} refused: trial(s) "
-            f"{[r['trial'] for r in above]} trained above chance (val accuracy "
-            f"{[round(r['val_accuracy'], 2) for r in above]}%), so the model did train"
+            f"{where} refused: trial(s) {[r['trial'] for r in above]} trained above chance "
+            f"(val accuracy {accuracies}%)"
         )
     return [r["val_accuracy"] for r in results]
 
@@ -267,8 +267,7 @@ def draw(settings: DrawSettings, record: Path, out: Path) -> None:
     if canonical_hash(entry["definition"]) != canonical_hash(s.definition):
         raise PreregistrationError(
             f"{record}: the definition it registers for {s.experiment} is not the one its hash "
-            f"{entry['hash'][:12]} names, which this draw draws from (edited after writing); "
-            "restore the record (a copy, version control)"
+            f"{entry['hash'][:12]} names (edited after writing); restore the record (a copy)"
         )
     trials = search.draw_trials(s.definition, s.definition["seed"], dataset, protocol)
     write_trials(trials, s.experiment, s.definition, out)

@@ -291,9 +291,11 @@ def test_a_slot_whose_seal_is_no_digest_is_refused(tmp_path, capsys):
     _refused(capsys, run, slots, slots[0], "has no record_sha256")
 
 
-def test_a_trials_table_the_space_could_not_have_drawn_is_refused(tmp_path):
-    """An edited table: the training jobs read it as what the registered space draws, each
-    value of its hyperparameter's type and domain."""
+@pytest.mark.parametrize("carried", [True, False])
+def test_a_trials_table_the_space_could_not_have_drawn_is_refused(tmp_path, carried):
+    """An edited table: the training jobs read it as what the registered space draws (the
+    search it carries; for a table that carries none, drawn by imagenot 0.6.1 or earlier, the
+    preregistration record's), each value of its hyperparameter's type and domain."""
     import pyarrow as pa
 
     from imagenot.core.io import read_parquet, write_parquet
@@ -301,6 +303,8 @@ def test_a_trials_table_the_space_could_not_have_drawn_is_refused(tmp_path):
     run, _ = _searched(tmp_path)
     table = run / "trials.parquet"
     drawn = read_parquet(table).to_pylist()
+    metadata = read_parquet(table).schema.metadata if carried else None
+    assert not carried or trials.SEARCH_KEY in metadata
     assert trials.read_trial(table, 1) == drawn[1]
     for column, value, words in [
         ("lr", 0.5, "trial 0's lr is 0.5, but the space draws it from [0.001, 0.1]"),
@@ -310,7 +314,8 @@ def test_a_trials_table_the_space_could_not_have_drawn_is_refused(tmp_path):
         ("warmup_steps", 2, "trial 0's warmup_steps is 2, but the space fixes it at 0"),
         ("seed", 7, "trial 0's seed is 7, but the registered search gives it"),
     ]:
-        write_parquet(pa.Table.from_pylist([{**drawn[0], column: value}, *drawn[1:]]), table)
+        rows = [{**drawn[0], column: value}, *drawn[1:]]
+        write_parquet(pa.Table.from_pylist(rows, metadata=metadata), table)
         with pytest.raises(JobError, match=rf"{table}: {re.escape(words)}"):
             trials.read_trial(table, 1)  # the training jobs read it so too
 
@@ -389,7 +394,108 @@ def test_halving_selection_and_a_final_run_read_only_their_rules_inputs(tmp_path
     assert selected == set(results)
     selection = str((run / "selection.json").relative_to(tmp_path))
     assert files_read(lambda: read_selection(Path(selection))) == {selection}
-    # the planted case: a read beside the inputs (the trials table, and the preregistration
-    # record its check reads, an argument of its own: imagenot.train.files) is seen
+    # a trial's and a final run's trials table: it carries its registered search
     table = plan.TRIALS.format(dataset="toy", protocol="st", model="resnet_mini")
+    assert files_read(lambda: trials.read_trials(Path(table))) == {table}
+    # the planted case: a read beside the inputs (the preregistration record, an argument of
+    # its own: imagenot.train.files) is seen, for a table that carries no search
+    _without_search(Path(table))
     assert files_read(lambda: trials.read_trials(Path(table))) == {table, PREREGISTRATION}
+
+
+# ----------------------------------------------------------------- a table's registered search
+
+
+def _without_search(table: Path, search: bytes | None = None) -> None:
+    """Rewrite the trials table at ``table`` without the search it carries (as imagenot 0.6.1
+    and earlier drew it), or carrying ``search`` in its place."""
+    from imagenot.core.io import read_parquet, write_parquet
+
+    metadata = {trials.SEARCH_KEY: search} if search is not None else None
+    write_parquet(read_parquet(table).replace_schema_metadata(metadata), table)
+
+
+def test_a_trials_table_carries_its_registered_search_sealed(tmp_path):
+    """The draw writes the registered definition into the table, sealed; the training jobs read
+    it there (the preregistration record aside: an edit of it changes nothing they read)."""
+    from imagenot.core.io import open_parquet, read_json, write_json
+    from imagenot.train.paths import PREREGISTRATION
+    from imagenot.train.records import is_sealed
+
+    run = draw_run(tmp_path, SPACE)
+    table = run / "trials.parquet"
+    rows = trials.read_trials(table)
+    record = tmp_path / PREREGISTRATION
+    definition = read_json(record)["experiments"]["toy/st"]["definition"]
+    dataset, protocol, carried = trials.registered_search(table)
+    assert (dataset, protocol, carried) == ("toy", "st", definition)
+    assert is_sealed(json.loads(open_parquet(table).schema_arrow.metadata[trials.SEARCH_KEY]))
+    record.unlink()
+    assert trials.read_trials(table) == rows
+    # a table that carries no search (imagenot 0.6.1 or earlier) is read against the record
+    _without_search(table)
+    with pytest.raises(JobError, match="registers no search of toy/st"):
+        trials.read_trials(table)
+    write_json({"experiments": {"toy/st": {"definition": definition}}}, record)
+    assert trials.read_trials(table) == rows
+
+
+def test_a_trials_table_whose_carried_search_is_damaged_is_refused(tmp_path):
+    """A search edited in the table (a wider space), unsealed, copied from another experiment
+    or short of a key is refused where a training job reads the table, naming the file."""
+    from imagenot.core.io import open_parquet
+
+    table = draw_run(tmp_path, SPACE) / "trials.parquet"
+    sealed = json.loads(open_parquet(table).schema_arrow.metadata[trials.SEARCH_KEY])
+    wider = {**sealed["definition"], "hyperparameters": {"lr": {"log_uniform": [0.001, 1.0]}}}
+    for search, words in [
+        ({**sealed, "definition": wider}, "its contents are not those its producer wrote"),
+        ({k: v for k, v in sealed.items() if k != "record_sha256"}, "has no record_sha256"),
+        (seal({**sealed, "protocol": "ft-x"}), "records protocol 'ft-x', but its path says"),
+        (seal({"dataset": "toy", "protocol": "st"}), "lacks key(s) definition"),
+    ]:
+        _without_search(table, json.dumps(search).encode())
+        with pytest.raises(RecordError, match=rf"{re.escape(str(table))}: {re.escape(words)}"):
+            trials.read_trial(table, 0)
+    _without_search(table, b"{not json")
+    with pytest.raises(RecordError, match=r"imagenot\.registered_search is not JSON"):
+        trials.read_trial(table, 0)
+
+
+def test_a_trials_table_leaving_its_carried_space_is_refused_outside_the_layout_too(tmp_path):
+    """A copy of the table outside the results folder is still read against its search."""
+    import pyarrow as pa
+
+    from imagenot.core.io import read_parquet, write_parquet
+
+    table = draw_run(tmp_path, SPACE) / "trials.parquet"
+    copy = tmp_path / "elsewhere" / "trials.parquet"
+    copy.parent.mkdir()
+    read = read_parquet(table)
+    rows = read.to_pylist()
+    write_parquet(pa.Table.from_pylist(rows, metadata=read.schema.metadata), copy)
+    assert trials.read_trials(copy) == rows
+    rows[2]["lr"] = 0.5
+    write_parquet(pa.Table.from_pylist(rows, metadata=read.schema.metadata), copy)
+    with pytest.raises(JobError, match=r"trial 2's lr is 0\.5, but the space draws it from"):
+        trials.read_trials(copy)
+    write_parquet(pa.Table.from_pylist(rows[:3], metadata=read.schema.metadata), copy)
+    with pytest.raises(JobError, match="holds 3 trials, but the registered search of toy/st"):
+        trials.read_trials(copy)
+
+
+def test_a_draw_refuses_a_record_whose_definition_is_not_the_one_it_carries(tmp_path):
+    """The draw checks that the definition its table carries is the record's: a record whose
+    definition was edited under its hash is refused, naming the record, and no table written."""
+    from imagenot.core.io import read_json, write_json
+    from imagenot.train.paths import PREREGISTRATION
+    from imagenot.train.prereg import PreregistrationError
+
+    run = draw_run(tmp_path, SPACE)
+    record = tmp_path / PREREGISTRATION
+    edited = read_json(record)
+    edited["experiments"]["toy/st"]["definition"]["budget"] = 8
+    write_json(edited, record)
+    with pytest.raises(PreregistrationError, match=rf"{re.escape(str(record))}: the definition"):
+        draw_run(tmp_path, SPACE, "vgg_mini")
+    assert not (run.parent / "vgg_mini" / "trials.parquet").exists()

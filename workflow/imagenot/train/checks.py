@@ -35,41 +35,36 @@ def check(config: dict) -> None:
         where = f"train.experiments.{i}"
         pair = (exp["dataset"], exp["protocol"])
         if pair in seen:  # one results folder per pair: the second entry would be ignored
-            raise ConfigError(
-                f"config key {where}: experiment {'/'.join(pair)} is listed twice (also "
-                f"train.experiments.{seen[pair]}); each dataset/protocol is one experiment"
-            )
+            also = f"train.experiments.{seen[pair]}"
+            raise ConfigError(f"config key {where}: {'/'.join(pair)} is listed twice (also {also})")
         seen[pair] = i
         if exp["dataset"] not in config["datasets"]:
+            allowed = f"allowed values: {sorted(config['datasets'])}"
             raise ConfigError(
-                f"config key {where}.dataset: {exp['dataset']!r} is not a configured dataset; "
-                f"allowed values: {sorted(config['datasets'])}"
+                f"config key {where}.dataset: {exp['dataset']!r} not in datasets; {allowed}"
             )
         if is_published(exp):
             if exp["protocol"] != "st" or "space" in exp:
                 raise ConfigError(
-                    f"config key {where}: weights: published takes protocol st and no space "
-                    f"(nothing is searched or trained)"
+                    f"config key {where}: weights: published takes protocol st, no space"
                 )
             if not train["weights_dir"]:
-                raise ConfigError(
-                    f"config key train.weights_dir: {where} uses published weights; give the "
-                    f"directory holding torchvision's weights files"
-                )
+                need = f"{where} uses published weights: give their folder"
+                raise ConfigError(f"config key train.weights_dir: {need}")
             check_stored_size(config, exp["dataset"])
             continue
         if "space" not in exp:
             raise ConfigError(f"config key {where}.space: required (a key of train.spaces)")
         if exp["space"] not in train["spaces"]:
+            allowed = f"allowed values: {sorted(train['spaces'])}"
             raise ConfigError(
-                f"config key {where}.space: {exp['space']!r} is not defined; allowed values: "
-                f"{sorted(train['spaces'])}"
+                f"config key {where}.space: {exp['space']!r} not in train.spaces; {allowed}"
             )
         start = source(exp["protocol"])
         if start and start != TORCHVISION and start not in st:
+            allowed = f"allowed sources: {sorted(st | {TORCHVISION})}"
             raise ConfigError(
-                f"config key {where}.protocol: source {start!r} has no st experiment; allowed "
-                f"sources: {sorted(st | {TORCHVISION})}"
+                f"config key {where}.protocol: source {start!r} has no st experiment; {allowed}"
             )
     for name, sp in train["spaces"].items():
         try:
@@ -81,10 +76,8 @@ def check(config: dict) -> None:
     known = {f"{e['dataset']}/{e['protocol']}" for e in train["experiments"]}
     for i, amendment in enumerate(train["amendments"]):
         if amendment["experiment"] not in known or amendment["model"] not in train["models"]:
-            raise ConfigError(
-                f"config key train.amendments.{i}: experiment must be one of {sorted(known)} "
-                f"and model one of {train['models']}"
-            )
+            allowed = f"experiment must be one of {sorted(known)}, model one of {train['models']}"
+            raise ConfigError(f"config key train.amendments.{i}: {allowed}")
 
 
 def check_epochs(space: dict, where: str) -> None:
@@ -115,8 +108,7 @@ def check_nodes(config: dict) -> None:
     for key, g in own.items():
         if g % n:
             raise ConfigError(
-                f"config key train.nodes_per_job: {key} ({g}) must split evenly over {n} nodes "
-                f"(the same GPUs on every node)"
+                f"config key train.nodes_per_job: {key} ({g}) must split evenly over {n} nodes"
             )
     if config["resources"]["gpus"] > 0:  # GPU counts are ignored by CPU training jobs
         for key, g in own.items():
@@ -161,9 +153,8 @@ def check_stored_size(config: dict, dataset: str) -> None:
     needed = published_stored_size(config, dataset)
     if stored < needed:
         raise ConfigError(
-            f"config key datasets.{dataset}.image_size: {dataset} would be stored at {stored} "
-            f"px, but the published weights evaluated on it resize to {needed} px (their own "
-            f"protocol, imagenot.train.facts); set datasets.{dataset}.image_size: {needed}"
+            f"config key datasets.{dataset}.image_size: stored at {stored} px, below the {needed} "
+            f"px its published weights resize to; set datasets.{dataset}.image_size: {needed}"
         )
 
 

@@ -14,20 +14,27 @@ build writing it after every shard it lists (:mod:`imagenot.acquire.dataset`), s
 stands for them; the classes file is checked to be the one beside the manifest
 (:func:`imagenot.core.dataset.folder_of`), the folder the shards are read from.
 
+What each job reads: a draw, the preregistration record (below) and, as an amendment's
+evidence, the experiment's slot results made so far (:func:`imagenot.train.prereg.trial_results`:
+jobs downstream of the draw, which no rule input can name without a cycle); a trial or final
+run, its trials table, which carries the registered search it was drawn from
+(:func:`imagenot.train.trials.write_trials`: sealed, checked by the draw to be the record's);
+a halving, its stage's slot results; the selection, every slot result; the preregistration
+table, the record once every draw is done (its rule lists every trials table). A trials table
+that carries no search (drawn by imagenot 0.6.1 or earlier) is read against the record
+beside the results (:func:`imagenot.train.trials.registered_search`), a read of no rule input
+kept so that a finished run's later jobs (a seed added) do not draw and train again.
+
 The preregistration record (``preregistration.json``) is no role of the drawing job or the
 table: each trials-drawing job reads it and amends it in place (every model of every
 experiment, one file), so it cannot be that job's input and output at once, and a rule's output
 has no other writer in Snakemake (one file for jobs of different wildcards is refused); with no
 rule making it, Snakemake would refuse it as a missing input of the table in a new run. So it
-travels as an argument (``--record``, the path :data:`imagenot.train.paths.PREREGISTRATION`) beside
-these files. What guards it: the drawing jobs amend it under an exclusive lock
-(``preregistration.lock`` beside it, :func:`imagenot.train.prereg.register`), the planning
+travels as an argument (``--record``, the path :data:`imagenot.train.paths.PREREGISTRATION`)
+beside these files. What guards it: the drawing jobs amend it under an exclusive lock
+(``preregistration.lock`` beside it, :func:`imagenot.train.prereg.register`), and the planning
 Snakemake checks the config against it before any job starts
-(:func:`imagenot.train.plan.check_results`), and the table's rule lists every trials
-table, each written after its draw amended the record, so it reads the record once every draw
-is done. A draw also reads, as an amendment's evidence, the experiment's slot results made so
-far (:func:`imagenot.train.prereg.trial_results`): jobs downstream of the draw, which no rule
-input can name without a cycle.
+(:func:`imagenot.train.plan.check_results`).
 """
 
 from __future__ import annotations

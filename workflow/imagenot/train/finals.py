@@ -136,11 +136,7 @@ def run_final(
     )
     result = write_final(result, files.result)
     log.info(
-        "final %s seed %d: best val accuracy %.2f%% (chance %.2f%%); its test accuracy is its "
-        "evaluation's",
-        run,
-        seed,
-        result.val_accuracy,
-        result.chance_accuracy,
+        f"final {run} seed {seed}: best val accuracy {result.val_accuracy:.2f}% (chance "
+        f"{result.chance_accuracy:.2f}%); its test accuracy is its evaluation's"
     )
     return result

@@ -142,15 +142,8 @@ def run_features(settings: JobSettings, threads: int, files: FeaturesFiles) -> d
         meta |= {"dtype": str(extracted.images.dtype).removeprefix("torch."), "device": device.type}
         features.write(extracted, meta, out)
         written[split] = meta
-        log.info(
-            "%s %s: %d x %s features (%s) written to %s",
-            settings.model,
-            split,
-            len(extracted),
-            tuple(extracted.images.shape[1:]),
-            meta["dtype"],
-            out,
-        )
+        size = f"{len(extracted)} x {tuple(extracted.images.shape[1:])}"
+        log.info(f"{settings.model} {split}: {size} features ({meta['dtype']}) written to {out}")
     return written
 
 
@@ -190,11 +183,10 @@ def fit_job(
     batching = micro_batching(settings)
     if ranks.main:
         log.info(
-            "%s: %d images per step, at most %d per GPU at once: %d micro-batch(es) per GPU "
-            "(largest per GPU: %s)",
-            settings.model, settings.batch_size, batching["micro_batch_size"],
-            batching["micro_batches"], settings.max_batch_per_gpu or "no cap",
-        )  # fmt: skip
+            f"{settings.model}: {settings.batch_size} images per step, at most "
+            f"{batching['micro_batch_size']} per GPU at once: {batching['micro_batches']} "
+            f"micro-batch(es) per GPU (largest per GPU: {settings.max_batch_per_gpu or 'no cap'})"
+        )
     backend = "nccl" if job.device == "cuda" else "gloo"
     with joined(backend, planned=settings.world) as d:
         _, state = fit(
@@ -280,11 +272,7 @@ def run_slot(
         result["best_sha256"] = sha256_file(workdir / BEST)
     write_record(result, out, "slot")
     log.info(
-        "stage %d slot %d (trial %d): best val accuracy %.2f%% after %d epochs",
-        stage,
-        slot,
-        trial,
-        result["val_accuracy"],
-        result["epochs"],
+        f"stage {stage} slot {slot} (trial {trial}): best val accuracy "
+        f"{result['val_accuracy']:.2f}% after {result['epochs']} epochs"
     )
     return result

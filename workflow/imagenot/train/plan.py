@@ -127,14 +127,10 @@ def slot_file(dataset: str, protocol: str, model: str, stage, slot) -> str:
     return SLOT.format(dataset=dataset, protocol=protocol, model=model, stage=stage, slot=slot)
 
 
-def decision_file(dataset: str, protocol: str, model: str, rung) -> str:
-    return DECISION.format(dataset=dataset, protocol=protocol, model=model, rung=rung)
-
-
 def previous_decision(config: dict, dataset: str, protocol: str, model: str, stage) -> list[str]:
     """The halving decision a stage's slots read their trial from ([] for stage 0)."""
-    stage = int(stage)
-    return [decision_file(dataset, protocol, model, stage - 1)] if stage > 0 else []
+    run = {"dataset": dataset, "protocol": protocol, "model": model}
+    return [DECISION.format(**run, rung=int(stage) - 1)] if int(stage) > 0 else []
 
 
 def stage_results(config: dict, dataset: str, protocol: str, model: str, stage) -> list[str]:

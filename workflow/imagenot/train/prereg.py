@@ -19,13 +19,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-
-from imagenot.core.io import write_json, write_parquet
+from imagenot.core.io import write_json
 from imagenot.train import search
 from imagenot.train.records import SLOT_PATTERN, path_identity, read_registration
 from imagenot.train.search import at_chance, canonical_hash, latest_results
-from imagenot.train.trials import read_slot
+from imagenot.train.trials import read_slot, write_trials
 
 if TYPE_CHECKING:
     from imagenot.train.settings import DrawSettings
@@ -67,17 +65,17 @@ def trial_results(experiment_dir: Path, model: str | None) -> list[dict]:
 def _evidence(experiment_dir: Path, model: str, budget: int) -> list[float]:
     """Validation accuracies of ``model``'s registered trials, if every one is at chance."""
     results = trial_results(experiment_dir, model)
+    where = f"amendment for model {model!r} in {experiment_dir}"
     if len(results) < budget:
         raise PreregistrationError(
-            f"amendment for model {model!r} in {experiment_dir}: only {len(results)} of its "
-            f"{budget} registered trials have results; it must run them all first"
+            f"{where}: {len(results)} of its {budget} trials have results; run them all first"
         )
     above = [r for r in results if not at_chance(r["val_accuracy"], r["num_classes"], r["n_val"])]
     if above:
+        accuracies = [round(r["val_accuracy"], 2) for r in above]
         raise PreregistrationError(
-            f"amendment for model {model!r} in {experiment_dir} refused: trial(s) "
-            f"{[r['trial'] for r in above]} trained above chance (val accuracy "
-            f"{[round(r['val_accuracy'], 2) for r in above]}%), so the model did train"
+            f"{where} refused: trial(s) {[r['trial'] for r in above]} trained above chance "
+            f"(val accuracy {accuracies}%)"
         )
     return [r["val_accuracy"] for r in results]
 
@@ -258,13 +256,19 @@ def record_table(record_path: str | os.PathLike) -> list[dict]:
 
 def draw(settings: DrawSettings, record: Path, out: Path) -> None:
     """Check/record the preregistration in ``record``, then write the experiment's trials
-    table ``out``."""
+    table ``out``, carrying the definition it is drawn from (:func:`write_trials`), which is
+    checked to be the one the record registers: the later jobs read the table alone."""
     s = settings
     dataset, protocol = s.experiment.split("/", 1)
-    register(
+    entry = register(
         record, s.experiment, dict(s.definition), s.model, s.amendments, out.parent.parent,
         s.model_settings,
     )  # fmt: skip
+    if canonical_hash(entry["definition"]) != canonical_hash(s.definition):
+        raise PreregistrationError(
+            f"{record}: the definition it registers for {s.experiment} is not the one its hash "
+            f"{entry['hash'][:12]} names (edited after writing); restore the record (a copy)"
+        )
     trials = search.draw_trials(s.definition, s.definition["seed"], dataset, protocol)
-    write_parquet(pa.table(search.trial_columns(trials)), out)
+    write_trials(trials, s.experiment, s.definition, out)
     log.info("%s %s: %d trials drawn and pre-registered", s.experiment, s.model, len(trials))

@@ -1,5 +1,6 @@
 """The records the workflow writes and reads again (a final run's ``result.json``, a trial
-slot's result, a rung's decision, a search's selection): each declared once (:class:`Kind`: the
+slot's result, a rung's decision, a search's selection, the registered search a trials table
+carries in its metadata): each declared once (:class:`Kind`: the
 keys its producer always writes, the range of each number, the path layout that names it),
 written sealed by :func:`write_record` and read by one reader, :func:`check_record`.
 
@@ -20,9 +21,9 @@ this order, and a failed check is one line naming the file and the key (:class:`
 - **the keys its reader needs** (every key the producer writes by default): a record sealed by
   a producer that wrote fewer;
 - **its identity**: the keys its path names (a final run's dataset, protocol, model and seed, a
-  slot's model, stage and slot, a decision's rung) are those of the path it is read from, of
-  every path read or written beside it, and of the plan's run (:func:`path_identity`): a record
-  copied into another run's folder keeps its seal.
+  slot's model, stage and slot, a decision's rung, a trials table's dataset and protocol) are
+  those of the path it is read from, of every path read or written beside it, and of the plan's
+  run (:func:`path_identity`): a record copied into another run's folder keeps its seal.
 
 A seal catches damage, not forgery (anyone can recompute a digest): a record resealed by hand is
 read as its producer's.
@@ -55,7 +56,7 @@ from typing import Any
 from imagenot.core.counts import count_problem
 from imagenot.core.paths import DATASET
 from imagenot.core.settings import to_json
-from imagenot.train.paths import DECISION, FINAL_DIR, SLOT, TRIAL_SELECTION
+from imagenot.train.paths import DECISION, FINAL_DIR, SLOT, TRIAL_SELECTION, TRIALS
 
 log = logging.getLogger(__name__)
 
@@ -74,12 +75,8 @@ class RecordError(ValueError):
 
 def is_percent(value: Any) -> bool:
     """A finite number in [0, 100] (not a bool): what every accuracy read back must be."""
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and 0.0 <= value <= 100.0
-    )
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return number and math.isfinite(value) and 0.0 <= value <= 100.0
 
 
 def _integer(low: int) -> tuple[Callable, str]:
@@ -242,9 +239,24 @@ SELECTION = Kind(
     (SELECTION_PATTERN,),
     ("model",),
 )
+# what a trials table carries (imagenot.train.trials.write_trials): the registered search it was
+# drawn from, whose definition the drawing job checked to be the preregistration record's
+SEARCH = Kind(
+    "trials table's registered search",
+    ("dataset", "protocol", "definition"),
+    {},
+    (TRIALS,),
+    ("dataset", "protocol"),
+)
 # what a trained run's result.json holds besides every final record's keys (_check_trained)
 TRAINED_FINAL = Kind("trained final run's result.json", ("trial", "hyperparameters"), {})
-KINDS = {"final": FINAL, "slot": SLOT_RESULT, "decision": RUNG_DECISION, "selection": SELECTION}
+KINDS = {
+    "final": FINAL,
+    "slot": SLOT_RESULT,
+    "decision": RUNG_DECISION,
+    "selection": SELECTION,
+    "search": SEARCH,
+}
 
 
 # ------------------------------------------------------------------------------------- seal
@@ -275,20 +287,14 @@ def check_seal(record: Mapping[str, Any], where: str | os.PathLike) -> None:
     """RecordError when the record carries no seal, a seal that is no digest, or one that is
     not the digest of its contents: in each case not what its producer wrote."""
     if SEAL_KEY not in record:
-        raise RecordError(
-            f"{where}: has no {SEAL_KEY}, so it was not written by this workflow's producer (or "
-            f"predates the seal); {REFUSED}"
-        )
-    if not is_sealed(record):
-        raise RecordError(
-            f"{where}: its {SEAL_KEY} is {_short(record[SEAL_KEY])}, not a sha256 digest (64 "
-            f"lowercase hex digits), so it was not written by this workflow's producer; {REFUSED}"
-        )
-    if record[SEAL_KEY] != record_digest(record):
-        raise RecordError(
-            f"{where}: its contents are not those its producer wrote ({SEAL_KEY} does not match "
-            f"them: edited or damaged after writing); {REFUSED}"
-        )
+        problem = f"has no {SEAL_KEY}, so it was not written by this workflow's producer"
+    elif not is_sealed(record):
+        problem = f"its {SEAL_KEY} is {_short(record[SEAL_KEY])}, not a sha256 digest"
+    elif record[SEAL_KEY] != record_digest(record):
+        problem = "its contents are not those its producer wrote (edited or damaged since)"
+    else:
+        return
+    raise RecordError(f"{where}: {problem}; {REFUSED}")
 
 
 def _short(value: Any, width: int = 40) -> str:
@@ -325,12 +331,8 @@ def check_keys(
     required: Iterable[str] | None = None,
 ) -> None:
     """RecordError naming ``where`` and the keys of ``kind`` (or ``required``) it lacks."""
-    keys = (
-        kind.empty_keys
-        if _is_empty(record, kind)
-        else (kind.keys if required is None else required)
-    )
-    missing = [k for k in keys if k not in record]
+    keys = kind.keys if required is None else required
+    missing = [k for k in (kind.empty_keys if _is_empty(record, kind) else keys) if k not in record]
     if missing:
         raise RecordError(
             f"{where}: lacks key(s) {', '.join(missing)}, which every {kind.what} holds; {REFUSED}"
@@ -358,10 +360,7 @@ def check_numbers(record: Mapping[str, Any], where: str | os.PathLike, kind: Kin
             raise RecordError(f"{where}: {key} {problem}; {REFUSED}")
     classes, chance = record.get("num_classes"), record.get("chance_accuracy")
     if classes and chance is not None and not math.isclose(chance, 100.0 / classes):
-        raise RecordError(
-            f"{where}: chance_accuracy is {chance!r}, but {classes} classes give "
-            f"{100.0 / classes:g}; {REFUSED}"
-        )
+        raise RecordError(f"{where}: chance_accuracy is {chance!r}, not 100 / {classes}; {REFUSED}")
 
 
 # --------------------------------------------------------------------------------- identity
@@ -427,11 +426,8 @@ def check_identity(
         for key in kind.identity:
             have = record.get(key)
             if key in identity and key in record and str(have) != str(identity[key]):
-                raise RecordError(
-                    f"{where}: records {key} {have!r}, but {source} says {key} "
-                    f"{identity[key]!r}: a {kind.what} is used only under its own path (delete "
-                    "it and run the workflow again)"
-                )
+                said = f"{source} says {key} {identity[key]!r}"
+                raise RecordError(f"{where}: records {key} {have!r}, but {said}; {REFUSED}")
 
 
 def check_fingerprint(

@@ -101,10 +101,10 @@ def check_budget(space: Mapping, where: str) -> None:
     """Raise naming ``{where}.budget`` when a space with grids has a budget other than the
     number of grid points (each point is run exactly once)."""
     hps = space["hyperparameters"]
-    names = [n for n in HYPERPARAMETERS if "grid" in hps.get(n, {})]
-    n = len(grid_points(hps))
-    if names and space["budget"] != n:
-        sizes = " x ".join(f"{name} ({len(hps[name]['grid'])})" for name in names)
+    points = grid_points(hps)
+    n = len(points)
+    if points[0] and space["budget"] != n:  # the first point names every grid, in order
+        sizes = " x ".join(f"{name} ({len(hps[name]['grid'])})" for name in points[0])
         raise SearchError(
             f"{where}.budget: {space['budget']} trials, but the grid {sizes} has {n} points; "
             f"set budget: {n} (each grid point is run once)"
@@ -267,9 +267,8 @@ def value_problem(name: str, value: object) -> str | None:
     fraction where a count is due."""
     registry = NAMED_HYPERPARAMETERS.get(name)
     if registry is not None:
-        if isinstance(value, str) and value in registry:
-            return None
-        return f"not one of {', '.join(sorted(registry))}"
+        known = isinstance(value, str) and value in registry
+        return None if known else f"not one of {', '.join(sorted(registry))}"
     if isinstance(value, bool) or not isinstance(value, int | float):
         return "not a number"
     if not math.isfinite(value):

@@ -5,8 +5,9 @@ They also delete what a trial no longer needs: the checkpoint and weights of a t
 rung drops, and after selection the weights of every trial but the selected one.
 
 The trials table is checked as what its producer could have written (against the registered
-space: the drawing's own computation runs again, kept beside it). The records these jobs write
-and read (a slot's result, a rung's decision, the selection) are sealed records
+search it carries, sealed: the drawing's own computation runs again, kept beside it). The
+records these jobs write and read (a slot's result, a rung's decision, the selection) are
+sealed records
 (:mod:`imagenot.train.records`): each job derives what it writes from records read by the one
 reader (a rung's decision from its slots' results, the selection from every slot's), and the
 writer checks its numbers.
@@ -14,20 +15,18 @@ writer checks its numbers.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from imagenot.core.io import read_parquet
-from imagenot.train import search
+import pyarrow as pa
+
+from imagenot.core.io import open_parquet, read_parquet, write_parquet
+from imagenot.core.settings import to_json
+from imagenot.train import records, search
 from imagenot.train.paths import PREREGISTRATION, TRAIN, TRIALS, remove_checkpoint
-from imagenot.train.records import (
-    COUNT,
-    path_identity,
-    read_record,
-    read_registration,
-    write_record,
-)
+from imagenot.train.records import read_record, write_record
 
 log = logging.getLogger(__name__)
 
@@ -38,19 +37,46 @@ class JobError(ValueError):
 
 
 _DRAW_AGAIN = "delete it and run the workflow again (it draws the trials again)"
+# The key of a trials table's metadata that carries its registered search (records kind "search")
+SEARCH_KEY = b"imagenot.registered_search"
+
+
+def write_trials(rows: Sequence[Mapping], experiment: str, definition: Mapping, out: Path) -> None:
+    """Write the trials table ``out`` (``rows``, :data:`imagenot.train.search.TRIAL_COLUMNS`),
+    carrying the registered search they were drawn from (``experiment``'s ``definition``) under
+    :data:`SEARCH_KEY` of its metadata, sealed (:func:`imagenot.train.records.seal`)."""
+    dataset, protocol = experiment.split("/", 1)
+    carried = records.seal({"dataset": dataset, "protocol": protocol, "definition": definition})
+    table = pa.table(search.trial_columns(rows))
+    write_parquet(table.replace_schema_metadata({SEARCH_KEY: to_json(carried)}), out)
 
 
 def registered_search(path: Path) -> tuple[str, str, Mapping] | None:
-    """(dataset, protocol, registered definition) of the trials table at ``path`` when it lies
-    in the workflow's layout (:data:`imagenot.train.paths.TRIALS`, in whichever working
-    directory), read from the preregistration record beside the results; None outside it."""
-
-    found = path_identity(path, TRIALS)
+    """(dataset, protocol, registered definition) of the trials table at ``path``: the search
+    it carries (:func:`write_trials`), read by the one reader of records (its seal, and its
+    dataset and protocol those of the path in the workflow's layout). A table that carries none
+    (drawn by imagenot 0.6.1 or earlier: a finished run's, read again when a seed is added) is
+    read against the preregistration record beside the results, as its draw registered it,
+    when it lies in the workflow's layout (:data:`imagenot.train.paths.TRIALS`, in whichever
+    working directory); None outside it."""
+    path = Path(path)
+    metadata = open_parquet(path).schema_arrow.metadata if path.is_file() else None
+    carried = (metadata or {}).get(SEARCH_KEY)
+    if carried is not None:
+        try:
+            record = json.loads(carried)
+        except ValueError:
+            raise records.RecordError(
+                f"{path}: its {SEARCH_KEY.decode()} is not JSON; {records.REFUSED}"
+            ) from None
+        found = records.check_record(record, path, record_kind="search")
+        return found["dataset"], found["protocol"], found["definition"]
+    found = records.path_identity(path, TRIALS)
     if found is None:
         return None
-    record = Path(path).parents[3] / PREREGISTRATION.removeprefix(f"{TRAIN}/")
+    record = path.parents[3] / PREREGISTRATION.removeprefix(f"{TRAIN}/")
     experiment = f"{found['dataset']}/{found['protocol']}"
-    entry = read_registration(record)["experiments"].get(experiment)
+    entry = records.read_registration(record)["experiments"].get(experiment)
     if not isinstance(entry, Mapping) or not isinstance(entry.get("definition"), Mapping):
         raise JobError(
             f"{path}: the preregistration record {record} registers no search of {experiment}, "
@@ -60,11 +86,11 @@ def registered_search(path: Path) -> tuple[str, str, Mapping] | None:
 
 
 def read_trials(path: Path) -> list[dict]:
-    """The trials table at ``path`` (:func:`draw`), checked as what its producer could have
-    written: the columns it writes, trials 0, 1, ... in order, each hyperparameter of its
+    """The trials table at ``path`` (:func:`write_trials`), checked as what its producer could
+    have written: the columns it writes, trials 0, 1, ... in order, each hyperparameter of its
     type and domain (:func:`imagenot.train.search.value_problem`), seeds whole numbers; and,
-    where the table lies in the workflow's layout, as many trials as the registered search
-    draws, each value one its space could draw for that trial
+    where its registered search is known (:func:`registered_search`), as many trials as that
+    search draws, each value one its space could draw for that trial
     (:func:`imagenot.train.search.spec_problem`), each seed the one it derives. A failed check
     is a JobError naming the file, the trial and the key; a missing column, the parquet
     reader's error naming them (:func:`imagenot.core.io.read_parquet`)."""
@@ -76,40 +102,41 @@ def read_trials(path: Path) -> list[dict]:
             f"0 to {len(rows) - 1} in order; {_DRAW_AGAIN}"
         )
     registered = registered_search(path)
-    if registered is not None:
-        dataset, protocol, definition = registered
-        space, budget = definition.get("hyperparameters", {}), definition.get("budget")
-        if len(rows) != budget:
-            raise JobError(
-                f"{path}: holds {len(rows)} trials, but the registered search of {dataset}/"
-                f"{protocol} draws {budget}; {_DRAW_AGAIN}"
-            )
-        points = search.grid_points(space)
+    dataset, protocol, definition = registered or (None, None, {})
+    space = definition.get("hyperparameters", {})
+    points, budget = search.grid_points(space), definition.get("budget")
+    if registered is not None and len(rows) != budget:
+        raise JobError(
+            f"{path}: holds {len(rows)} trials, but the registered search of {dataset}/"
+            f"{protocol} draws {budget}; {_DRAW_AGAIN}"
+        )
     for row in rows:
         trial = row["trial"]
-        for name in search.HYPERPARAMETERS:
-            problem = search.value_problem(name, row[name])
-            if problem is None and registered is not None and name in space:
-                grid = points[trial].get(name) if points[0] else None
-                problem = search.spec_problem(name, row[name], space[name], grid)
+        for name in (*search.HYPERPARAMETERS, "seed"):
+            problem = _value_problem(name, row, space, points[trial] if points[0] else {})
+            if problem is None and name == "seed" and registered is not None:
+                seed = search.stable_int(definition.get("seed"), dataset, protocol, "trial", trial)
+                problem = (
+                    f"but the registered search gives it {seed}" if row[name] != seed else None
+                )
             if problem:
                 raise JobError(
                     f"{path}: trial {trial}'s {name} is {row[name]!r}, {problem}; {_DRAW_AGAIN}"
                 )
-        if not COUNT[0](row["seed"], row):
-            raise JobError(
-                f"{path}: trial {trial}'s seed is {row['seed']!r}, not a whole number; "
-                f"{_DRAW_AGAIN}"
-            )
-        if registered is None:
-            continue
-        seed = search.stable_int(definition.get("seed"), dataset, protocol, "trial", trial)
-        if row["seed"] != seed:
-            raise JobError(
-                f"{path}: trial {trial}'s seed is {row['seed']!r}, but the registered search "
-                f"gives it {seed}; {_DRAW_AGAIN}"
-            )
     return rows
+
+
+def _value_problem(name: str, row: Mapping, space: Mapping, grid: Mapping) -> str | None:
+    """What is wrong with ``row[name]``: of any space (:func:`imagenot.train.search.value_problem`;
+    a seed, a whole number), then of ``space`` (what it could draw for the row's trial, whose
+    grid point is ``grid``: :func:`imagenot.train.search.spec_problem`)."""
+    value = row[name]
+    if name == "seed":
+        return None if records.COUNT[0](value, row) else "not a whole number"
+    problem = search.value_problem(name, value)
+    if problem is None and name in space:
+        return search.spec_problem(name, value, space[name], grid.get(name))
+    return problem
 
 
 def read_trial(path: Path, trial: int) -> dict:
@@ -188,20 +215,24 @@ def halve(results: Sequence[Path], rung: int, eta: int, out: Path) -> dict:
     (:func:`imagenot.train.records.write_record`), as every record a later job reads. The
     trials not promoted end here: their checkpoints and best weights are deleted."""
 
-    records = [read_slot(path) for path in results]
-    for path, record in zip(results, records, strict=True):
-        if record["stage"] != rung:  # the rule hands the rung's own stage; a typed command may not
+    slots = [read_slot(path) for path in results]
+    for path, slot in zip(results, slots, strict=True):
+        if slot["stage"] != rung:  # the rule hands the rung's own stage; a typed command may not
             raise JobError(
-                f"{path}: a result of stage {record['stage']!r}, handed to rung {rung}'s "
+                f"{path}: a result of stage {slot['stage']!r}, handed to rung {rung}'s "
                 f"halving: a rung ranks the slots of its own stage (stage-{rung})"
             )
-    decision = decide(records, rung, eta)
-    if results:
-        run = Path(results[0]).parent.parent
-        alive = {r["trial"] for r in records if r["trial"] is not None and r["stopped_by"] is None}
-        for trial in alive - set(decision["promoted"]):
-            drop(trial_dir(run, trial))
+    decision = decide(slots, rung, eta)
+    alive = {r["trial"] for r in slots if r["trial"] is not None and r["stopped_by"] is None}
+    _drop_trials(results, alive - set(decision["promoted"]))
     return write_record(decision, out, "decision")
+
+
+def _drop_trials(results: Sequence[Path], trials, keep_best: int | None = None) -> None:
+    """Delete the checkpoints and best weights (but ``keep_best``'s) of ``trials`` of the run
+    whose slot ``results`` these are."""
+    for trial in trials:
+        drop(trial_dir(Path(results[0]).parent.parent, trial), best=trial != keep_best)
 
 
 def select(results: Sequence[Path], out: Path) -> dict:
@@ -213,24 +244,12 @@ def select(results: Sequence[Path], out: Path) -> dict:
     if latest and all(r.get("stopped_by") == search.DIVERGED for r in latest.values()):
         raise JobError(
             f"{results[0]}: every trial's loss became NaN or infinite (stopped_by "
-            f"{search.DIVERGED}): lower the learning rates of the experiment's space "
-            "(train.spaces.<space>.hyperparameters.lr)"
+            f"{search.DIVERGED}): lower train.spaces.<space>.hyperparameters.lr"
         )
     # a trial that diverged ranks last (search.standing), whatever it reached before
     best = search.best_trial({t: search.standing(r) for t, r in latest.items()})
-    selection = write_record(
-        {
-            "trial": best,
-            "model": latest[best]["model"],
-            "val_accuracy": latest[best]["val_accuracy"],
-            "hyperparameters": latest[best]["hyperparameters"],
-            "result": latest[best],
-        },
-        out,
-        "selection",
-    )
-    if results:
-        run = Path(results[0]).parent.parent
-        for trial in latest:
-            drop(trial_dir(run, trial), best=trial != best)
+    chosen, copied = latest[best], ("model", "val_accuracy", "hyperparameters")
+    record = {"trial": best, **{k: chosen[k] for k in copied}, "result": chosen}
+    selection = write_record(record, out, "selection")
+    _drop_trials(results, latest, keep_best=best)
     return selection

@@ -23,6 +23,13 @@ REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "config" / "config.yaml"
 
 
+@pytest.fixture(autouse=True)
+def _keep_working_directory(monkeypatch):
+    """`validate-config --directory` changes the process's working directory, as the command
+    run by hand does; the tests run it in-process, so each gets its own back at teardown."""
+    monkeypatch.chdir(Path.cwd())
+
+
 def _validate(tmp_path, overlay: str | dict | bytes, capsys, name="overlay.yaml", *flags: str):
     """`imagenot validate-config config/config.yaml OVERLAY [FLAGS]` in a working directory
     without results: (exit status, error lines)."""

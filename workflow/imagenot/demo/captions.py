@@ -156,8 +156,7 @@ def plan_classes(wn, index: NounLemmaIndex, rng: np.random.Generator, counts: De
         shares = any(normalise(lemma_text(n)) in imagenet_lemmas for n in synset.lemma_names())
         if sid in imagenet or shares or synset.hyponyms():
             raise ValueError(
-                f"demo vocabulary: ordinary lemma {lemma!r} is ImageNet, shares a lemma with an "
-                f"ImageNet class, or is no leaf"
+                f"demo vocabulary: {lemma!r} is or shares a lemma with ImageNet, or no leaf"
             )
         ordinary[lemma] = sid
     n_ord = counts.n_survivors + counts.n_low_similarity + counts.n_rare

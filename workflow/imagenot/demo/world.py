@@ -118,14 +118,12 @@ def _captions(
     hazard = cfg.captions_per_hazard_class
     for role in _WELL_CAPTIONED:
         n = cfg.captions_per_class_min if role == "imagenet_classes" else hazard
-        for cls in plan[role]:
-            rows += [("good", role, cls.wnid, "", writer.good(cls)) for _ in range(n)]
-    for cls in plan["low_similarity"]:
-        for _ in range(cfg.captions_per_hazard_class):
-            rows.append(("incidental", cls.role, cls.wnid, "", writer.incidental(cls)))
-    for cls in plan["rare"]:
-        for _ in range(int(rng.integers(1, cfg.rare_captions_max + 1))):
-            rows.append(("good", cls.role, cls.wnid, "", writer.good(cls)))
+        rows += [("good", role, c.wnid, "", writer.good(c)) for c in plan[role] for _ in range(n)]
+    for c in plan["low_similarity"]:
+        rows += [("incidental", c.role, c.wnid, "", writer.incidental(c)) for _ in range(hazard)]
+    for c in plan["rare"]:
+        n = int(rng.integers(1, cfg.rare_captions_max + 1))
+        rows += [("good", c.role, c.wnid, "", writer.good(c)) for _ in range(n)]
     survivors = plan["intended_survivors"]
     for _ in range(cfg.two_class_captions if len(survivors) >= 2 else 0):
         a, b = (survivors[i] for i in rng.choice(len(survivors), size=2, replace=False))

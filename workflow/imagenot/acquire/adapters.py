@@ -214,10 +214,8 @@ def _unpickle(path: Path) -> dict:
     try:
         with open(path, "rb") as f:
             obj = _CifarUnpickler(f, encoding="bytes").load()
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError) as exc:
-        raise AdapterError(
-            f"{path}: not a readable CIFAR-10 batch ({exc or 'truncated'})"
-        ) from None
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError) as e:
+        raise AdapterError(f"{path}: not a readable CIFAR-10 batch ({e or 'truncated'})") from None
     if not isinstance(obj, dict):
         raise AdapterError(f"{path}: not a CIFAR-10 batch (a {type(obj).__name__}, not a dict)")
     return obj
@@ -265,9 +263,7 @@ def cifar10_batch(path: Path, n_classes: int) -> tuple[np.ndarray, list[int]]:
         raise AdapterError(f"{path}: labels is a {type(labels).__name__}, expected a list")
     _check_labels(path, labels, n_classes, f" (batches.meta names {n_classes} classes)")
     if len(labels) != len(data):
-        raise AdapterError(
-            f"{path}: {len(labels)} labels for {len(data)} images; every image needs one label"
-        )
+        raise AdapterError(f"{path}: {len(labels)} labels for {len(data)} images, not one each")
     return data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1), [int(label) for label in labels]
 
 

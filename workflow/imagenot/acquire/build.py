@@ -407,9 +407,7 @@ def select_topup(files: TopupFiles, settings: TopupSettings) -> pa.Table:
     overlap = pc.sum(pc.is_in(table["key"], selection["key"])).as_py() or 0
     first_round = selection.filter(pc.equal(selection["round"], 0))
     if pc.sum(pc.is_in(table["key"], first_round["key"])).as_py():
-        raise ValueError(
-            f"{files.reserve}: holds keys of the selection {files.selections[0]}, not only after it"
-        )
+        raise ValueError(f"{files.reserve}: holds keys of the selection {files.selections[0]}")
     table = table.filter(pc.invert(pc.is_in(table["key"], selection["key"])))
     sort = [("similarity", "descending"), ("key", "ascending")]
     if "rank_in_class" in table.column_names:

@@ -140,9 +140,7 @@ def drop_excluded(
                 f"{path}: row {row}: reason {reason!r} is not one of {', '.join(EXCLUSION_REASONS)}"
             )
         if key not in pool:
-            raise ValueError(
-                f"{path}: row {row}: key {key!r} names no validated image of the download pool"
-            )
+            raise ValueError(f"{path}: row {row}: key {key!r} names no validated image of the pool")
         if key in seen:
             raise ValueError(f"{path}: row {row}: key {key!r} is listed twice")
         seen.add(key)

@@ -102,9 +102,7 @@ def check(config: dict) -> None:
     if not os.path.isfile(captions):
         raise ScaleConfigError(f"config key scale_world.captions: no file {captions}")
     if cfg["filler_words_min"] > cfg["filler_words_max"]:
-        raise ScaleConfigError(
-            "config key scale_world.filler_words_min is above scale_world.filler_words_max"
-        )
+        raise ScaleConfigError("config key scale_world.filler_words_min is above filler_words_max")
     shares = ("web_fraction", "web_lemma_fraction", "two_class_fraction", "no_noun_fraction")
     if sum(cfg[k] for k in shares) > 1:
         raise ScaleConfigError(f"config keys scale_world.{{{','.join(shares)}}} sum above 1")

@@ -32,7 +32,6 @@ from imagenot.demo.captions import (
     ROLES,
     CaptionWriter,
     NounLemmaIndex,
-    PlantedClass,
     hypernym_ancestors,
     plan_classes,
     shared_lemma_synsets,
@@ -152,9 +151,7 @@ def build_world(wn, cfg: DemoSettings, shard_files: list[str]) -> World:
     planted += [("no_noun", "", "", "", writer.no_noun()) for _ in range(total - len(planted))]
     order = rng.permutation(total)
 
-    classes: list[PlantedClass] = sorted(
-        (c for role in ROLES for c in plan[role]), key=lambda c: c.wnid
-    )
+    classes = sorted((c for role in ROLES for c in plan[role]), key=lambda c: c.wnid)
     class_ids = [c.wnid for c in classes]
     prototypes = dict(zip(class_ids, img.make_prototypes(len(classes), rng), strict=True))
     nsfw_ids = {c.wnid for c in plan["nsfw"]}

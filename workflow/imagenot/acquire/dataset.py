@@ -191,23 +191,6 @@ def _write_shards(
     return table
 
 
-def _tars(table: pa.Table) -> set[str]:
-    """The tars under shards/ and originals/ that manifest rows name."""
-    names = set(table["shard"].unique().to_pylist())
-    if ORIGINAL_COLUMNS[0] in table.column_names:
-        names |= set(table[ORIGINAL_COLUMNS[0]].drop_null().unique().to_pylist())
-    return names
-
-
-def _remove_unreferenced(out_dir: Path, referenced: set[str]) -> None:
-    """Remove tars under shards/ and originals/ that are not ``referenced`` (left by an
-    earlier run)."""
-    for folder in (SHARD_DIR, ORIGINALS_DIR):
-        for stale in sorted((out_dir / folder).glob("*.tar")):
-            if f"{folder}/{stale.name}" not in referenced:
-                stale.unlink()
-
-
 def content_fingerprint(manifest: pa.Table, classes: Sequence[str]) -> str:
     """sha256 of a dataset's content: the class list, then per manifest row (in order) key,
     wnid, label, split and the stored image's sha256.
@@ -246,16 +229,21 @@ def _write_index(
     hashed as they go), then the removal of tars no row names (left by an earlier run),
     classes.txt, and fingerprint.txt last: its presence means done. An error while the
     windows are read leaves the dataset's files as they were."""
-    shards: set[str] = set()
+    tars: set[str] = set()  # the tars under shards/ and originals/ that rows name
     h = _fingerprint_start(classes)
     with atomic_path(out_dir / MANIFEST_FILE, ".parquet") as tmp:
         options = {"compression": "zstd", "write_page_checksum": True}  # as write_parquet's
         with pq.ParquetWriter(tmp, schema, **options) as writer:
             for rows in windows:
-                shards |= _tars(rows)
+                tars |= set(rows["shard"].unique().to_pylist())
+                if ORIGINAL_COLUMNS[0] in rows.column_names:
+                    tars |= set(rows[ORIGINAL_COLUMNS[0]].drop_null().unique().to_pylist())
                 _fingerprint_update(h, rows)
                 writer.write_table(rows)
-        _remove_unreferenced(out_dir, shards)
+        for folder in (SHARD_DIR, ORIGINALS_DIR):
+            for stale in sorted((out_dir / folder).glob("*.tar")):
+                if f"{folder}/{stale.name}" not in tars:
+                    stale.unlink()
         write_text(classes_text(classes, out_dir / CLASSES_FILE), out_dir / CLASSES_FILE)
     write_text(h.hexdigest() + "\n", out_dir / FINGERPRINT_FILE)
     return out_dir / MANIFEST_FILE

@@ -24,10 +24,10 @@ def wordnet_stats(f, json: bool) -> int:
     try:
         classes = ws.resolve_classes(wn, cl.read_class_entries(f.classes), f.classes)
         if f.reference:
-            entries = cl.read_class_entries(f.reference)
+            reference = ws.resolve_classes(wn, cl.read_class_entries(f.reference), f.reference)
         else:
             entries = [cl.ClassEntry(w, i) for i, w in enumerate(imagenet_wnids(), start=1)]
-        reference = ws.resolve_classes(wn, entries, f.reference or "ImageNet (timm)")
+            reference = ws.resolve_classes(wn, entries, "ImageNet (timm)")
     except (cl.ClassListError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -61,12 +61,6 @@ def adjust_saturation(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
 SHARPNESS_VARIANCE = 6.0 / 13.0
 
 
-def scaled_kernel_size(kernel_size: int, size_ratio: float) -> int:
-    """An odd kernel side in pixels: ``kernel_size`` (odd) stretched by ``size_ratio``, the odd
-    integer nearest ``kernel_size * size_ratio`` (1 at least); ``kernel_size`` itself at 1."""
-    return max(1, 2 * round((kernel_size * size_ratio - 1.0) / 2.0) + 1)
-
-
 def adjust_sharpness(
     x: torch.Tensor, factor: torch.Tensor, size_ratio: float = 1.0
 ) -> torch.Tensor:

@@ -19,9 +19,7 @@ def per_image_files(config: dict) -> list[str]:
     return [PER_IMAGE.format(**run) for run in train_plan.final_runs(config)]
 
 
-def targets(config: dict) -> list[str]:
-    """Final outputs of this stage for ``rule all``."""
-    return robustness_files(config)
+targets = robustness_files  # the final outputs of this stage for ``rule all``
 
 
 def threads(config: dict) -> int:

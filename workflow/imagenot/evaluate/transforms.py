@@ -174,7 +174,9 @@ def _gaussian_blur(
     def op(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         scale = side_scale(x, strength_side)
         # odd, and its reflect padding (half the side) inside the image
-        size = min(kernels.scaled_kernel_size(kernel_size, scale), 2 * min(x.shape[-2:]) - 1)
+        # the odd side nearest kernel_size x scale (1 at least), at most the images' reflection
+        size = max(1, 2 * round((kernel_size * scale - 1.0) / 2.0) + 1)
+        size = min(size, 2 * min(x.shape[-2:]) - 1)
         return kernels.gaussian_blur(x, _between(u[:, 0], *sigma) * scale, size)
 
     return 1, op

@@ -110,7 +110,7 @@ def collect(
     problems: list[dict] = []
 
     def warn(message: str, level: str = "warning") -> None:
-        problems.append(_problem(level, message))
+        problems.append({"level": level, "message": message})
 
     def read(path: Path, reader: Callable[[Path], Any], what: str = "") -> Any:
         """``reader(path)``; None where ``path`` is not built, or is a record refused (an
@@ -179,7 +179,7 @@ def collect(
     models = _best_per_model(runs)
     problems += _chance_warnings(models)
     audits = {  # per audited dataset, its near-duplicate audit's sentence (None: not built)
-        name: read(root / path, _sentence, f"audit {name}: ")
+        name: read(root / path, lambda p: str(read_json(p)["sentence"]), f"audit {name}: ")
         for name, path in layout.get("audits", {}).items()
     }
     transfer = answer(layout.get("rankings"), root, problems, rankings)
@@ -201,11 +201,6 @@ def collect(
         "warnings": sum(p["level"] == "warning" for p in problems),
         "report": REPORT if (root / REPORT).is_file() else None,
     }
-
-
-def _sentence(summary: Path) -> str:
-    """The sentence of a near-duplicate audit's summary (the run summary's line)."""
-    return str(read_json(summary)["sentence"])
 
 
 def _identity_row(evaluation: Path) -> dict:
@@ -265,11 +260,7 @@ def _chance_warnings(models: list[dict]) -> list[dict]:
             "it did not train there; an amendment may retry it (README section 5)"
             for r in at
         ]
-    return [_problem("warning", message) for message in messages]
-
-
-def _problem(level: str, message: str) -> dict:
-    return {"level": level, "message": message}
+    return [{"level": "warning", "message": message} for message in messages]
 
 
 def _best_per_model(runs: list[dict]) -> list[dict]:

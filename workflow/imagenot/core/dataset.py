@@ -291,9 +291,8 @@ class ManifestDataset:
             manifest = self.dataset_dir / MANIFEST_FILE
             raise DatasetError(
                 f"{self.dataset_dir / shard}: image {self.keys[index]!r} (bytes {offset}-"
-                f"{offset + len(data)}) does not match its sha256 in {manifest}: the shard was "
-                f"damaged after it was written; delete {manifest} and run the workflow again: it "
-                "rebuilds the dataset"
+                f"{offset + len(data)}) does not match its sha256 in {manifest}: delete "
+                f"{manifest} and rerun the workflow to rebuild the dataset"
             )
         return data
 

@@ -22,13 +22,9 @@ from imagenot.core.lifeline import check_parent
 log = logging.getLogger("imagenot")
 
 
-def _new_file_mode() -> int:
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-NEW_FILE_MODE = _new_file_mode()
+_UMASK = os.umask(0)  # read by setting it, then set back
+os.umask(_UMASK)
+NEW_FILE_MODE = 0o666 & ~_UMASK
 
 
 @contextlib.contextmanager
@@ -131,10 +127,7 @@ def _damaged(path: Path, what: str, exc: BaseException, hint: str | None = None)
             )
     except OSError:
         pass
-    return ArtefactError(
-        f"{where}; if the workflow wrote it, delete it and run the workflow again (Snakemake "
-        "reruns the rule whose output is missing)"
-    )
+    return ArtefactError(f"{where}; if the workflow wrote it, delete it and run the workflow again")
 
 
 def read_json(path: str | os.PathLike, hint: str | None = None) -> Any:

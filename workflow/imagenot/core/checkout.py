@@ -96,9 +96,11 @@ def mismatch(wanted: str | None, imported: Path) -> str | None:
     seen = "which this job cannot see" if not expected.is_dir() else "not first on its path"
     root = Path(wanted).parent
     return (
-        f"imagenot: this job would run the package at {imported}, not the checkout {root} "
-        f"({seen}): make it visible to the job (Apptainer: `--bind {root}` in the profile's "
-        "apptainer-args; a cluster: the clone on a filesystem the nodes share)"
+        f"imagenot: this job would run the package at {imported}, not the checkout "
+        f"{root} its workflow was launched from ({seen}): make the checkout visible to the "
+        f"job (an Apptainer image: add `--bind {root}` to the profile's apptainer-args, or "
+        "rerun `.venv/bin/imagenot slurm-profile` from this clone; a cluster: keep the clone on a "
+        "filesystem the nodes share)"
     )
 
 

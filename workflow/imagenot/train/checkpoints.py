@@ -212,6 +212,7 @@ def set_aside_stale_checkpoint(path: Path, identity: str, fingerprint: str) -> s
     return reason
 
 
+AGAIN = "delete it and run the workflow again"
 # The safetensors metadata key holding :func:`tensors_digest` of the file's tensors.
 DIGEST_KEY = "imagenot.sha256"
 
@@ -275,15 +276,9 @@ def load_tensors(
         raise WeightsError(f"{path}: not a readable safetensors file ({exc})") from None
     stored = meta.get(DIGEST_KEY)
     if stored is None and require_digest:
-        raise WeightsError(
-            f"{path}: lacks the digest ({DIGEST_KEY}) the workflow writes: not written by it; "
-            "delete it and run the workflow again"
-        )
+        raise WeightsError(f"{path}: lacks the digest ({DIGEST_KEY}) the workflow writes; {AGAIN}")
     if stored is not None and stored != tensors_digest(tensors):
-        raise WeightsError(
-            f"{path}: its tensors do not match the sha256 stored when it was written; delete it "
-            "and run the workflow again"
-        )
+        raise WeightsError(f"{path}: its tensors do not match the sha256 written in it; {AGAIN}")
     check_finite(tensors, path)
     return tensors, meta
 

@@ -177,10 +177,8 @@ def training_rows(config: dict, throughput: dict, records: dict | None = None) -
                     Stage(max(0, s.jobs - k), s.hours) for s, k in zip(stages, done, strict=True)
                 )
                 row["chain"] = Chain(f"{d}/{p}", model, gpus, left)
-                row["done_gpu_hours"] = round(
-                    sum(gpus * s.hours * min(k, s.jobs) for s, k in zip(stages, done, strict=True)),
-                    2,
-                )
+                spent = [gpus * s.hours * min(k, s.jobs) for s, k in zip(stages, done, strict=True)]
+                row["done_gpu_hours"] = round(sum(spent), 2)
         rows.append(row)
     return rows
 
@@ -333,16 +331,9 @@ def gpu_memory(config: dict, throughput_memory: list[dict] | None) -> dict:
         if not per_gpu:
             continue
         estimate = peak * per_gpu / at if per_gpu > at else peak
-        rows.append(
-            {
-                "model": model,
-                "per_gpu": per_gpu,
-                "peak_gib": round(estimate, 1),
-                "measured_at": at,
-                "measured_gib": peak,
-                "kind": "measured" if per_gpu <= at else "estimate (scaled from the measured)",
-            }
-        )
+        kind = "measured" if per_gpu <= at else "estimate (scaled from the measured)"
+        row = {"model": model, "per_gpu": per_gpu, "peak_gib": round(estimate, 1)}
+        rows.append({**row, "measured_at": at, "measured_gib": peak, "kind": kind})
     largest = max(rows, key=lambda r: r["peak_gib"], default=None)
     return {"source": H200_SOURCE, "largest": largest, "models": rows}
 

@@ -29,7 +29,7 @@ import csv
 import io
 import math
 import sys
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -43,20 +43,6 @@ if TYPE_CHECKING:
 
 #: The derived table of every registered weights reference's facts (module docstring).
 PUBLISHED_TABLE = "published_weights.csv"
-TABLE_COLUMNS = (
-    "model",
-    "weights",
-    "top1",
-    "top5",
-    "source",
-    "weights_file",
-    "mean",
-    "std",
-    "crop_size",
-    "resize_size",
-    "interpolation",
-    "classifier",
-)
 INTERPOLATIONS = ("bilinear", "bicubic")
 #: How far (percentage points) a published weight's measured top-1 may lie from its published
 #: one before the evaluation's log and the report's ``published_check`` table flag it.
@@ -184,6 +170,15 @@ class WeightFacts:
     classifier: str | None = None  # None: the registry entry's head (live_facts)
     top1: float | None = None
     top5: float | None = None
+
+
+# the derived table's columns: the model, then a weights reference's facts, its
+# preprocessing's fields where the table spells them out
+TABLE_COLUMNS = (
+    *("model", "weights", "top1", "top5", "source", "weights_file"),
+    *(f.name for f in fields(Preprocessing)),
+    "classifier",
+)
 
 
 def torchvision_facts(name: str) -> WeightFacts:

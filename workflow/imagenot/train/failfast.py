@@ -61,25 +61,10 @@ class Diverged(RuntimeError):
     Not a fault of the job: its result says so (``train.loop``)."""
 
 
-def startup_out_of_memory(model: str, per_gpu: int, image_size: int) -> StartupOutOfMemory:
-    return StartupOutOfMemory(
-        f"CUDA out of memory at the first training step of {model} (per-GPU batch {per_gpu}, "
-        f"image size {image_size}): rerun the preflight on this kind of node, or set "
-        f"train.max_batch_per_gpu below {per_gpu}"
-    )
-
-
 def missing_weights(model: str, init: str, exc: Exception) -> MissingWeights:
     return MissingWeights(
         f"starting weights {init} of {model}: {exc}; published weights go in "
         f"train.weights_dir (train.weights.{model}), a source run's are its final run's (rerun it)"
-    )
-
-
-def diverged_final(run, seed: int, trial: int, lr: float, train_seed: int) -> PermanentFailure:
-    return PermanentFailure(
-        f"final run {run} seed {seed}: loss NaN or infinite with trial {trial}'s lr {lr}, seed "
-        f"{train_seed}; lower train.spaces.<space>.hyperparameters.lr"
     )
 
 

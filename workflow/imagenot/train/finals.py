@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from imagenot.core.io import atomic_path, sha256_file
 from imagenot.train import search
 from imagenot.train.distributed import from_environment
-from imagenot.train.failfast import diverged_final
+from imagenot.train.failfast import PermanentFailure
 from imagenot.train.identity import Job, dataset_of
 from imagenot.train.records import SLOT_RESULT, FinalRecord, read_record, write_final
 from imagenot.train.trials import BEST, drop, read_trial, trial_dir
@@ -120,7 +120,10 @@ def run_final(
         drop(out_dir, best=False)
         if summary["stopped_by"] == search.DIVERGED:  # not retried (failfast)
             lr = summary["hyperparameters"]["lr"]
-            raise diverged_final(run, seed, row["trial"], lr, train_seed)
+            raise PermanentFailure(
+                f"final run {run} seed {seed}: loss NaN or infinite with trial {row['trial']}'s "
+                f"lr {lr}, seed {train_seed}; lower train.spaces.<space>.hyperparameters.lr"
+            )
         (out_dir / BEST).replace(model_file)
         summary["reused_trial"] = False
     result = FinalRecord.of(

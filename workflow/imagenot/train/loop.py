@@ -46,7 +46,7 @@ from imagenot.train.distributed import (
     no_sync_unless,
     shard,
 )
-from imagenot.train.failfast import Diverged, startup_out_of_memory
+from imagenot.train.failfast import Diverged, StartupOutOfMemory
 from imagenot.train.features import Features
 from imagenot.train.feed import Feeder, autocast, layout, to_device
 from imagenot.train.identity import Job
@@ -356,7 +356,11 @@ def fit(
     except torch.cuda.OutOfMemoryError as exc:
         if state.step != first_step:  # it trained here before: a retry may fit (fragmentation)
             raise
-        raise startup_out_of_memory(settings.model, per_gpu, settings.image_size) from exc
+        raise StartupOutOfMemory(
+            f"CUDA out of memory at the first training step of {settings.model} (per-GPU batch "
+            f"{per_gpu}, image size {settings.image_size}): rerun the preflight on this kind of "
+            f"node, or set train.max_batch_per_gpu below {per_gpu}"
+        ) from exc
     return model, state
 
 

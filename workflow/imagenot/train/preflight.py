@@ -101,12 +101,9 @@ def check_cuda(settings: PreflightSettings) -> tuple[Check, torch.device | None]
         torch.cuda.synchronize(dev)
     except RuntimeError as exc:
         msg = " ".join(str(exc).split())[:300]
-        return Check(
-            "cuda",
-            "fail",
-            f"CUDA is visible but does not run ({msg}); an env built for a newer driver: set "
-            'resources.cuda (or the site\'s cuda) to "12" (docs/cluster.md)',
-        ), None
+        msg = f"CUDA is visible but does not run ({msg}); an env built for a newer driver: set "
+        msg += 'resources.cuda (or the site\'s cuda) to "12" (docs/cluster.md)'
+        return Check("cuda", "fail", msg), None
     props = torch.cuda.get_device_properties(dev)
     detail = f"{props.name}, {props.total_memory / GIB:.1f} GiB, torch CUDA {torch.version.cuda}"
     return Check("cuda", "pass", detail, {"gpu": props.name}), dev

@@ -145,12 +145,27 @@ def _registered(
     settings = dict(model_settings or {})
     entry = copy.deepcopy(record["experiments"].get(experiment))
     if entry is not None and entry["hash"] != digest and trial_results(experiment_dir, None):
-        entry = _amend(entry, experiment, definition, digest, amendments, experiment_dir)
+        what = (
+            f"the search definition of {experiment} (registered hash {entry['hash'][:12]}, now "
+            f"{digest[:12]}; spaces and budgets are pre-registered)"
+        )
+        change = {"from_hash": entry["hash"], "to_hash": digest}
+        change["previous_definition"] = entry["definition"]
+        amended = _amend(entry, experiment, amendments, experiment_dir, None, what, change)
+        history = [*entry["amendments"], amended]
+        # the entry anew: the models' own settings are registered again with the definition
+        entry = {"definition": definition, "hash": digest, "models": entry["models"]}
+        entry["amendments"] = history
     elif entry is None or entry["hash"] != digest:
         entry = {"definition": definition, "hash": digest, "models": [], "amendments": []}
     recorded = entry.setdefault("model_settings", {}).get(model)
     if recorded not in (None, settings) and trial_results(experiment_dir, model):
-        _amend_model(entry, experiment, model, recorded, settings, amendments, experiment_dir)
+        what = f"the settings of model {model!r} in {experiment} (registered {recorded}, now "
+        what += f"{settings})"
+        change = {"previous_model_settings": recorded, "model_settings": settings}
+        entry["amendments"].append(
+            _amend(entry, experiment, amendments, experiment_dir, model, what, change)
+        )
     entry["model_settings"][model] = settings
     entry["models"] = sorted(set(entry["models"]) | {model})
     return entry
@@ -166,60 +181,26 @@ def _unused(amendments: Sequence[Mapping], entry: Mapping, experiment: str) -> l
     ]
 
 
-def _amend(entry, experiment, definition, digest, amendments, experiment_dir) -> dict:
+def _amend(entry, experiment, amendments, experiment_dir, model, what, change) -> dict:
+    """The history entry of a change (``change``: its keys) to ``experiment``'s search
+    definition (``model`` None: a new amendment of any model but of scope model covers it, and
+    names the model) or to ``model``'s own settings (a new amendment naming that model); else
+    PreregistrationError naming ``what`` changed and how to proceed."""
+    unused = _unused(amendments, entry, experiment)
     # a model-scope amendment is about one model's own settings: it cannot cover the space
-    matching = [a for a in _unused(amendments, entry, experiment) if a["scope"] != "model"]
+    matching = [a for a in unused if (a["model"] == model if model else a["scope"] != "model")]
     if not matching:
+        names = f"model: {model}, scope: model" if model else "the model that did not train"
         raise PreregistrationError(
-            f"the search definition of {experiment} changed after results exist "
-            f"(registered hash {entry['hash'][:12]}, now {digest[:12]}). Spaces and budgets are "
-            f"pre-registered: revert the change, or record a new amendment in config "
-            f"train.amendments with experiment: {experiment}, the model that did not train, and "
-            f"a reason (allowed only if all that model's trials ended at chance; an amendment "
-            f"already recorded does not cover a further change)."
+            f"{what} changed after results exist. Revert the change, or record a new amendment "
+            f"in config train.amendments with experiment: {experiment}, {names} and a reason "
+            f"(allowed only if all that model's trials ended at chance; an amendment already "
+            f"recorded does not cover a further change)."
         )
     amendment = matching[-1]
     evidence = _evidence(experiment_dir, amendment["model"], entry["definition"]["budget"])
-    history = [
-        *entry["amendments"],
-        {
-            "model": amendment["model"],
-            "reason": amendment["reason"],
-            "from_hash": entry["hash"],
-            "to_hash": digest,
-            "previous_definition": entry["definition"],
-            "evidence_val_accuracy": evidence,
-        },
-    ]
-    return {
-        "definition": definition,
-        "hash": digest,
-        "models": entry["models"],
-        "amendments": history,
-    }
-
-
-def _amend_model(entry, experiment, model, recorded, settings, amendments, experiment_dir):
-    """Record an amendment of one model's own settings, or refuse the change."""
-    matching = [a for a in _unused(amendments, entry, experiment) if a["model"] == model]
-    if not matching:
-        raise PreregistrationError(
-            f"the settings of model {model!r} in {experiment} changed after its results exist "
-            f"(registered {recorded}, now {settings}). Revert the change, or record a new "
-            f"amendment in config train.amendments with experiment: {experiment}, model: {model}, "
-            f"scope: model and a reason (allowed only if all that model's trials ended at chance; "
-            f"an amendment already recorded does not cover a further change)."
-        )
-    evidence = _evidence(experiment_dir, model, entry["definition"]["budget"])
-    entry["amendments"].append(
-        {
-            "model": model,
-            "reason": matching[-1]["reason"],
-            "previous_model_settings": recorded,
-            "model_settings": settings,
-            "evidence_val_accuracy": evidence,
-        }
-    )
+    named = {"model": amendment["model"], "reason": amendment["reason"]}
+    return {**named, **change, "evidence_val_accuracy": evidence}
 
 
 def _amendment_text(amendment: Mapping) -> str:

@@ -23,8 +23,6 @@ FIGURE_PDF = f"{FIGURES}/{{figure}}.pdf"
 FIGURE_PNG = f"{FIGURES}/{{figure}}.png"
 TABLE_CSV = f"{TABLES}/{{table}}.csv"
 TABLE_MD = f"{TABLES}/{{table}}.md"
-FIGURE_KINDS = WORKFLOW_FIGURES  # the registries themselves: a kind registered later counts
-TABLE_NAMES = WORKFLOW_TABLES
 
 
 def code(kind: str) -> str:
@@ -48,14 +46,14 @@ def tables_code() -> str:
 
 def table_regex() -> str:
     """The ``table`` wildcard: a registered table name (imagenot.figures.registry)."""
-    return "|".join(map(re.escape, TABLE_NAMES))
+    return "|".join(map(re.escape, WORKFLOW_TABLES))
 
 
 def figure_regex() -> str:
     """The ``figure`` wildcard of the one figure rule: a registered kind, optionally followed by
     what the file is drawn for. Anchored on the registry, so it never matches the diagnostics
     figures that share results/figures/."""
-    kinds = sorted(FIGURE_KINDS, key=len, reverse=True)
+    kinds = sorted(WORKFLOW_FIGURES, key=len, reverse=True)
     return f"(?:{'|'.join(map(re.escape, kinds))})(?:_[a-z0-9][a-z0-9_-]*)?"
 
 
@@ -71,10 +69,12 @@ def figure_request(name: str, protocol_regex: str) -> dict:
     ``protocol_regex`` is the workflow's one protocol constraint
     (imagenot.train.plan.protocol_regex); a protocol is always last, so a dataset name with
     underscores stays whole."""
-    kinds = sorted(FIGURE_KINDS, key=len, reverse=True)
+    kinds = sorted(WORKFLOW_FIGURES, key=len, reverse=True)
     kind = next((k for k in kinds if name == k or name.startswith(f"{k}_")), None)
     if kind is None:
-        raise ValueError(f"figure {name!r}: no registered figure kind ({', '.join(FIGURE_KINDS)})")
+        raise ValueError(
+            f"figure {name!r}: no registered figure kind ({', '.join(WORKFLOW_FIGURES)})"
+        )
     fields = WORKFLOW_FIGURES.entry(kind).drawn_for  # in the order the name spells them
     rest = name[len(kind) + 1 :]
     group = {"dataset": NAME_PATTERN, "protocol": protocol_regex}

@@ -109,27 +109,20 @@ def check(config: dict) -> None:
         )
 
 
-def feeding_runs(config: dict, runs: list[dict], when: str) -> list[dict]:
-    """The runs that feed a figure kind drawn ``when`` (a FigureKind.when of
-    imagenot.figures.registry.WHEN)."""
-    a = config["analyse"]
-    keep = {
+def kind_names(config: dict, runs: list[dict], kind: str) -> list[str]:
+    """The files of one figure kind that these runs can feed (its FigureKind says for what and
+    when): none without feeding runs; else one, one per dataset in drawing order, or one per
+    (dataset, protocol) pair in run order."""
+    entry, a = WORKFLOW_FIGURES.entry(kind), config["analyse"]
+    feeds = {  # the runs that feed a kind drawn when (imagenot.figures.registry.WHEN)
         "always": lambda r: True,
         "st_runs": lambda r: r["protocol"] == "st",
         "transfer_runs": lambda r: (
             r["dataset"] == a["downstream_dataset"] and r["protocol"] != "st"
         ),
         "baseline_run": lambda r: r["model"] == a["baseline_model"],
-    }[when]
-    return [r for r in runs if keep(r)]
-
-
-def kind_names(config: dict, runs: list[dict], kind: str) -> list[str]:
-    """The files of one figure kind that these runs can feed (its FigureKind says for what and
-    when): none without feeding runs; else one, one per dataset in drawing order, or one per
-    (dataset, protocol) pair in run order."""
-    entry = WORKFLOW_FIGURES.entry(kind)
-    fed = feeding_runs(config, runs, entry.when)
+    }[entry.when]
+    fed = [r for r in runs if feeds(r)]
     if not fed:
         return []
     if entry.drawn_for == ():
@@ -138,7 +131,7 @@ def kind_names(config: dict, runs: list[dict], kind: str) -> list[str]:
         have = {r["dataset"] for r in fed}
         return [figure_name(kind, d, None) for d in dataset_order(config, fed) if d in have]
     pairs = dict.fromkeys((r["dataset"], r["protocol"]) for r in fed)
-    if entry.against_imagenet and config["analyse"]["imagenet_axis"] == "reference":
+    if entry.against_imagenet and a["imagenet_axis"] == "reference":
         from imagenot.analyse.settings import reference
 
         pairs.pop((reference(config, runs), "st"), None)  # the reference against itself

@@ -1038,7 +1038,7 @@ def test_one_registry_of_names(repo_root):
     props = load_schema("analyse.schema.yaml")["properties"]
     assert props["figures"]["items"]["enum"] == list(registry.WORKFLOW_FIGURES)
     assert props["tables"]["items"]["enum"] == list(registry.WORKFLOW_TABLES)
-    assert list(plan.TABLE_NAMES) == list(registry.WORKFLOW_TABLES)
+    assert list(plan.WORKFLOW_TABLES) == list(registry.WORKFLOW_TABLES)
     assert all(callable(tables.builder(name)) for name in registry.WORKFLOW_TABLES)
     assert tables.builder("fits") is tables.fits  # the registry's entry, resolved
     # report figures and tables register as every figure does: "module:function", resolved

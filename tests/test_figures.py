@@ -293,7 +293,7 @@ def test_fit_in_figure_matches_the_fits_table(config, results, tmp_path):
     )
 
 
-@pytest.mark.parametrize("name", plan.TABLE_NAMES)
+@pytest.mark.parametrize("name", plan.WORKFLOW_TABLES)
 def test_every_table_writes_csv_and_markdown(config, results, tmp_path, name):
     csv, md = tmp_path / f"{name}.csv", tmp_path / f"{name}.md"
     argv = table_argv(config, name)
@@ -374,7 +374,7 @@ def test_settings_name_a_wrong_key_and_an_unregistered_kind(config, results, tmp
     assert (rule.kind, rule.dataset, rule.protocol) == ("per_transform", "imagenot", None)
 
 
-@pytest.mark.parametrize("kind", [*plan.FIGURE_KINDS, "a_plugin_kind"])
+@pytest.mark.parametrize("kind", [*plan.WORKFLOW_FIGURES, "a_plugin_kind"])
 def test_every_registered_figure_has_its_report_caption(config, repo_root, kind):
     """report/figure.rst, the one figure rule's caption, says something for every kind (rendered
     as Snakemake renders captions: Jinja with the job's params and the config)."""

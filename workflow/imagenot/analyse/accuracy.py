@@ -177,19 +177,15 @@ def read_per_image(
     for path, per_path in zip(robustness_paths, per_image_paths, strict=True):
         summary = read_evaluation(path)
         per = read_parquet(per_path, columns=["key", "transform", "correct"]).to_pandas()
-        _check_per_image(per, summary, per_path, path)
+        # the per-image rows give the evaluation's counts and top-1 (one producer wrote both: a
+        # file from another run or an edit shows here)
+        counts = per.groupby("transform", sort=False)["correct"].agg(["size", "sum"])
+        for row in summary.itertuples():
+            n, k = counts["size"].get(row.transform, 0), counts["sum"].get(row.transform, 0)
+            if n != row.n or not np.isclose(100.0 * k / max(n, 1), row.top1):
+                raise TableError(
+                    f"{per_path}: transform {row.transform!r} has {n} image(s), {k} correct, "
+                    f"but {path} says n {row.n}, top1 {row.top1}: not the same evaluation"
+                )
         frames.append(per.assign(**summary[run_columns].iloc[0]))
     return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
-
-
-def _check_per_image(per: pd.DataFrame, summary: pd.DataFrame, path, robustness) -> None:
-    """TableError when the per-image rows do not give the evaluation's counts and top-1 (one
-    producer wrote both: a file from another run or an edit shows here)."""
-    counts = per.groupby("transform", sort=False)["correct"].agg(["size", "sum"])
-    for row in summary.itertuples():
-        n, k = counts["size"].get(row.transform, 0), counts["sum"].get(row.transform, 0)
-        if n != row.n or not np.isclose(100.0 * k / max(n, 1), row.top1):
-            raise TableError(
-                f"{path}: transform {row.transform!r} has {n} image(s), {k} correct, but "
-                f"{robustness} says n {row.n}, top1 {row.top1}: not the same evaluation"
-            )

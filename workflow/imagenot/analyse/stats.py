@@ -145,9 +145,7 @@ def slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def _order_matrix(lo: np.ndarray, hi: np.ndarray, rows: slice) -> np.ndarray:
     """+1 where model i is above j with disjoint intervals, -1 below, 0 overlapping."""
-    return (lo[rows, None] > hi[None, :]).astype(np.int8) - (lo[None, :] > hi[rows, None]).astype(
-        np.int8
-    )
+    return (lo[rows, None] > hi).astype(np.int8) - (lo > hi[rows, None])
 
 
 def tau_up_to_error_bars(

@@ -521,8 +521,16 @@ def _from_wide(df: pd.DataFrame, path: Path, id_columns: tuple[str, ...]) -> pd.
             "accuracy (every cell empty or missing): fill or delete them"
         )
     df = df.reset_index(drop=True)
-    for g in groups:
-        _check_group(df, g, path, where[g])
+    for g in groups:  # a group column names groups of rows: no cell empty, not numbers alone
+        if len(missing := np.flatnonzero(df[g].isna().to_numpy())):
+            raise TableError(
+                f"{path} {row_where(df, int(missing[0]))}: the group column {where[g]} is empty"
+            )
+        if pd.to_numeric(df[g], errors="coerce").notna().all():
+            raise TableError(
+                f"{path}: column {where[g]} of the wide table holds numbers, not the names of "
+                "groups of rows: give it to --key if it tells models apart, or delete it"
+            )
     long = df.melt(groups, list(fields), "_c", "_value", ignore_index=False)
     named = pd.Series([fields[c][0] for c in long["_c"]], index=long.index)
     long["dataset"] = long[groups[0]].astype(str) + "-" + named if groups else named
@@ -540,19 +548,6 @@ def _from_wide(df: pd.DataFrame, path: Path, id_columns: tuple[str, ...]) -> pd.
     long["dataset"] = long["dataset"].astype(str)
     given = [f for f in WIDE_FIELDS if f in long.columns]
     return long[["model", *ids[1:], "dataset", *given]].reset_index(drop=True)
-
-
-def _check_group(df: pd.DataFrame, group: str, path: Path, where: str) -> None:
-    """Refuse a group column of a paired wide table with an empty cell or only numbers."""
-    if len(missing := np.flatnonzero(df[group].isna().to_numpy())):
-        raise TableError(
-            f"{path} {row_where(df, int(missing[0]))}: the group column {where} is empty"
-        )
-    if pd.to_numeric(df[group], errors="coerce").notna().all():
-        raise TableError(
-            f"{path}: column {where} of the wide table holds numbers, not the names of groups "
-            "of rows: give it to --key if it tells models apart, or delete it"
-        )
 
 
 def mixed_sizes(df: pd.DataFrame) -> dict[str, list[float]]:

@@ -6,7 +6,7 @@ object its rule built (:class:`imagenot.figures.settings.FigureSettings`, ``Tabl
 from __future__ import annotations
 
 from imagenot.figures.files import FigureFiles, TableFiles
-from imagenot.figures.plan import FIGURE_KINDS, TABLE_NAMES
+from imagenot.figures.registry import WORKFLOW_FIGURES, WORKFLOW_TABLES
 from imagenot.figures.settings import FigureSettings, TableSettings
 
 
@@ -24,9 +24,8 @@ def figure(f: FigureFiles, s: FigureSettings) -> int:
     from imagenot.core.figure_style import save
     from imagenot.core.registries import resolve
     from imagenot.figures.data import load_accuracy
-    from imagenot.figures.registry import WORKFLOW_FIGURES
 
-    _registered(s, "figure", "kind", FIGURE_KINDS)
+    _registered(s, "figure", "kind", WORKFLOW_FIGURES)
     opts, style = s.options, s.figure_options
     acc = load_accuracy(f.accuracy)
     request = {field: getattr(s, field) for field in WORKFLOW_FIGURES[s.kind].drawn_for}
@@ -46,7 +45,7 @@ def table(f: TableFiles, s: TableSettings) -> int:
     from imagenot.figures import tables
     from imagenot.figures.data import load_accuracy
 
-    _registered(s, "table", "table", TABLE_NAMES)
+    _registered(s, "table", "table", WORKFLOW_TABLES)
     acc = load_accuracy(f.accuracy)
     if len(f.rankings) != 2:
         raise ValueError(f"--rankings: give the standard then the robust report, not {f.rankings}")

@@ -295,15 +295,6 @@ def place_point_labels(ax, labels: Sequence[PointLabel], font_size: float) -> li
     return placed
 
 
-def _ambiguous(box, own, points: np.ndarray) -> bool:
-    """Whether a label's ``box`` lies less than :data:`OWN_POINT_MARGIN` times farther from
-    some point of ``points`` (pixels) other than its ``own`` than from its own."""
-    others = points[np.hypot(*(points - own).T) > 0.5] if len(points) else points
-    if not len(others):
-        return False
-    return bool(_distance(box, others).min() < OWN_POINT_MARGIN * _distance(box, own))
-
-
 def _faults(box, own, leader: bool, labels, markers, bars, points) -> Iterator[str]:
     """What makes a point label's ``box`` (its point at ``own``, pixels) misreadable: it covers
     one of ``labels`` (boxes) or ``markers``, crosses one of ``bars`` (paths) or, without a
@@ -315,7 +306,9 @@ def _faults(box, own, leader: bool, labels, markers, bars, points) -> Iterator[s
         yield "covers a marker"
     if any(bar.intersects_bbox(box, filled=False) for bar in bars):
         yield "crosses an error bar"
-    if not leader and _ambiguous(box, own, points):
+    others = points[np.hypot(*(points - own).T) > 0.5] if len(points) else points
+    near = len(others) and _distance(box, others).min() < OWN_POINT_MARGIN * _distance(box, own)
+    if not leader and near:
         yield (
             f"is not {OWN_POINT_MARGIN:g} times farther from another point than from its own, "
             "and has no leader line"

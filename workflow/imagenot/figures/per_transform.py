@@ -13,31 +13,22 @@ from imagenot.figures import layout
 from imagenot.figures.data import Options
 
 
-def rank_matrix(
-    acc: pd.DataFrame, dataset: str, opts: Options
-) -> tuple[list, list, np.ndarray, np.ndarray]:
-    """Models (by standard rank), transforms (standard first, then table order, then Robust),
-    ranks and mean accuracies (models x transforms) of ST runs on ``dataset``."""
-    d = acc[(acc["dataset"] == dataset) & (acc["protocol"] == "st")]
-    mean = d.groupby(["model", "transform"], sort=False)["accuracy"].mean().unstack("transform")
-    transforms = list(dict.fromkeys(d["transform"]))
-    std = [t for t in transforms if is_standard(pd.Series([t]), opts.standard_transform)[0]]
-    transforms = std + [t for t in transforms if t not in std]
-    mean = mean[transforms]
-    mean["Robust"] = mean.mean(axis=1)
-    if std:
-        mean = mean.sort_values(std[0], ascending=False, kind="stable")
-    values = mean.to_numpy(dtype=float)
-    ranks = np.column_stack([stats.ranks(values[:, j]) for j in range(values.shape[1])])
-    return list(mean.index), list(mean.columns), ranks, values
-
-
 def draw(acc: pd.DataFrame, opts: Options, style: Style, *, dataset: str):
     """Heat map of ranks (1 = best) with accuracies written in the cells: the best
     ``style.top`` models by standard accuracy, then the highlighted ones below them."""
     import matplotlib.pyplot as plt
 
-    models, transforms, ranks, values = rank_matrix(acc, dataset, opts)
+    # models by standard accuracy; transforms: the standard first, then table order, then Robust
+    d = acc[(acc["dataset"] == dataset) & (acc["protocol"] == "st")]
+    mean = d.groupby(["model", "transform"], sort=False)["accuracy"].mean().unstack("transform")
+    transforms = list(dict.fromkeys(d["transform"]))
+    std = [t for t in transforms if is_standard(pd.Series([t]), opts.standard_transform)[0]]
+    mean = mean[std + [t for t in transforms if t not in std]]
+    mean["Robust"] = mean.mean(axis=1)
+    if std:
+        mean = mean.sort_values(std[0], ascending=False, kind="stable")
+    models, transforms, values = list(mean.index), list(mean.columns), mean.to_numpy(dtype=float)
+    ranks = np.apply_along_axis(stats.ranks, 0, values)  # per transform, 1 = best
     total = len(models)
     highlight = set(style.highlight)
     rows = list(range(min(style.top, total)))

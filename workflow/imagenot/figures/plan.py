@@ -23,8 +23,6 @@ FIGURE_PDF = f"{FIGURES}/{{figure}}.pdf"
 FIGURE_PNG = f"{FIGURES}/{{figure}}.png"
 TABLE_CSV = f"{TABLES}/{{table}}.csv"
 TABLE_MD = f"{TABLES}/{{table}}.md"
-FIGURE_KINDS = WORKFLOW_FIGURES  # the registries themselves: a kind registered later counts
-TABLE_NAMES = WORKFLOW_TABLES
 
 
 def code(kind: str) -> str:
@@ -48,14 +46,14 @@ def tables_code() -> str:
 
 def table_regex() -> str:
     """The ``table`` wildcard: a registered table name (imagenot.figures.registry)."""
-    return "|".join(map(re.escape, TABLE_NAMES))
+    return "|".join(map(re.escape, WORKFLOW_TABLES))
 
 
 def figure_regex() -> str:
     """The ``figure`` wildcard of the one figure rule: a registered kind, optionally followed by
     what the file is drawn for. Anchored on the registry, so it never matches the diagnostics
     figures that share results/figures/."""
-    kinds = sorted(FIGURE_KINDS, key=len, reverse=True)
+    kinds = sorted(WORKFLOW_FIGURES, key=len, reverse=True)
     return f"(?:{'|'.join(map(re.escape, kinds))})(?:_[a-z0-9][a-z0-9_-]*)?"
 
 
@@ -71,10 +69,12 @@ def figure_request(name: str, protocol_regex: str) -> dict:
     ``protocol_regex`` is the workflow's one protocol constraint
     (imagenot.train.plan.protocol_regex); a protocol is always last, so a dataset name with
     underscores stays whole."""
-    kinds = sorted(FIGURE_KINDS, key=len, reverse=True)
+    kinds = sorted(WORKFLOW_FIGURES, key=len, reverse=True)
     kind = next((k for k in kinds if name == k or name.startswith(f"{k}_")), None)
     if kind is None:
-        raise ValueError(f"figure {name!r}: no registered figure kind ({', '.join(FIGURE_KINDS)})")
+        raise ValueError(
+            f"figure {name!r}: no registered figure kind ({', '.join(WORKFLOW_FIGURES)})"
+        )
     fields = WORKFLOW_FIGURES.entry(kind).drawn_for  # in the order the name spells them
     rest = name[len(kind) + 1 :]
     group = {"dataset": NAME_PATTERN, "protocol": protocol_regex}
@@ -109,27 +109,20 @@ def check(config: dict) -> None:
         )
 
 
-def feeding_runs(config: dict, runs: list[dict], when: str) -> list[dict]:
-    """The runs that feed a figure kind drawn ``when`` (a FigureKind.when of
-    imagenot.figures.registry.WHEN)."""
-    a = config["analyse"]
-    keep = {
+def kind_names(config: dict, runs: list[dict], kind: str) -> list[str]:
+    """The files of one figure kind that these runs can feed (its FigureKind says for what and
+    when): none without feeding runs; else one, one per dataset in drawing order, or one per
+    (dataset, protocol) pair in run order."""
+    entry, a = WORKFLOW_FIGURES.entry(kind), config["analyse"]
+    feeds = {  # the runs that feed a kind drawn when (imagenot.figures.registry.WHEN)
         "always": lambda r: True,
         "st_runs": lambda r: r["protocol"] == "st",
         "transfer_runs": lambda r: (
             r["dataset"] == a["downstream_dataset"] and r["protocol"] != "st"
         ),
         "baseline_run": lambda r: r["model"] == a["baseline_model"],
-    }[when]
-    return [r for r in runs if keep(r)]
-
-
-def kind_names(config: dict, runs: list[dict], kind: str) -> list[str]:
-    """The files of one figure kind that these runs can feed (its FigureKind says for what and
-    when): none without feeding runs; else one, one per dataset in drawing order, or one per
-    (dataset, protocol) pair in run order."""
-    entry = WORKFLOW_FIGURES.entry(kind)
-    fed = feeding_runs(config, runs, entry.when)
+    }[entry.when]
+    fed = [r for r in runs if feeds(r)]
     if not fed:
         return []
     if entry.drawn_for == ():
@@ -138,7 +131,7 @@ def kind_names(config: dict, runs: list[dict], kind: str) -> list[str]:
         have = {r["dataset"] for r in fed}
         return [figure_name(kind, d, None) for d in dataset_order(config, fed) if d in have]
     pairs = dict.fromkeys((r["dataset"], r["protocol"]) for r in fed)
-    if entry.against_imagenet and config["analyse"]["imagenet_axis"] == "reference":
+    if entry.against_imagenet and a["imagenet_axis"] == "reference":
         from imagenot.analyse.settings import reference
 
         pairs.pop((reference(config, runs), "st"), None)  # the reference against itself

@@ -192,24 +192,6 @@ def _name_lines(ax, panel, label_in: float, label_fs: float, line_in: float, hig
         ax.text(tx, yy, shown, va="center", ha="left", **look)
 
 
-def panel_of(
-    models: list[str], left_acc, right_acc, names: list[str], labels: tuple[str, str, str]
-) -> SlopePanel:
-    """The panel of ``models`` with accuracies ``left_acc`` on the reference and ``right_acc``
-    on the dataset (ranks among these models; Kendall tau-b as the rankings report computes
-    it, scipy's, with at least :data:`imagenot.analyse.compare.MIN_MODELS` models and neither
-    ranking constant); ``labels``: title, left and right axis names."""
-    from scipy.stats import kendalltau
-
-    left_acc = np.asarray(left_acc, dtype=float)
-    right_acc = np.asarray(right_acc, dtype=float)
-    tau = None
-    if len(models) >= MIN_MODELS and np.ptp(left_acc) > 0 and np.ptp(right_acc) > 0:
-        tau = float(kendalltau(right_acc, left_acc, variant="b").statistic)
-    ranks = stats.ranks(left_acc), stats.ranks(right_acc)
-    return SlopePanel(*labels, list(models), list(names), *ranks, tau)
-
-
 def draw_st(acc: pd.DataFrame, opts: Options, style: Style):
     """Workflow figure ``rank_changes_st``: each model's standard-training rank on the
     reference dataset and on every other dataset it was trained on, linked by a line."""
@@ -231,6 +213,8 @@ def _against_reference(
 ):
     """Slope chart of the reference's standard ranking against each dataset label of
     ``labels`` (accuracy.csv's ``dataset`` or ``dataset/protocol``), on their common models."""
+    from scipy.stats import kendalltau
+
     c = cells(acc, "standard", opts)
     ref = opts.reference
     ref_models = set(c.models_of(ref))
@@ -240,8 +224,11 @@ def _against_reference(
         models = [m for m in c.models_of(d) if m in ref_models]
         if not models:
             continue
-        names = [opts.model(m) for m in models]
-        shown = opts.dataset(d)
-        ranks = (c.accuracy(models, ref), c.accuracy(models, d))
-        panels.append(panel_of(models, *ranks, names, (shown, shown_ref, shown)))
+        names, shown = [opts.model(m) for m in models], opts.dataset(d)
+        on_ref, on_d = c.accuracy(models, ref), c.accuracy(models, d)
+        tau = None  # as the rankings report computes it (imagenot.analyse.compare.MIN_MODELS)
+        if len(models) >= MIN_MODELS and np.ptp(on_ref) > 0 and np.ptp(on_d) > 0:
+            tau = float(kendalltau(on_d, on_ref, variant="b").statistic)
+        ranks = stats.ranks(on_ref), stats.ranks(on_d)
+        panels.append(SlopePanel(shown, shown_ref, shown, models, names, *ranks, tau))
     return draw_slopes(panels, style, shown_ref, right=right)

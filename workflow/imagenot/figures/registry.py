@@ -61,12 +61,8 @@ class FigureKind:
 
 class FigureRegistry(Registry):
     """A :class:`Registry` whose entries are :class:`FigureKind`; a plain string entry (a
-    plugin's ``"module:draw"``) is taken as ``FigureKind(code)``: drawn once, always."""
-
-    def __init__(self, what: str, entries=()):
-        super().__init__(what)
-        for name, entry in dict(entries).items():
-            self[name] = entry
+    plugin's ``"module:draw"``) is taken as ``FigureKind(code)``: drawn once, always. Entries
+    are checked as they are registered (the built-in ones below are written as FigureKinds)."""
 
     def __setitem__(self, name: str, entry) -> None:
         if isinstance(entry, str):

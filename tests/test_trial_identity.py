@@ -499,3 +499,19 @@ def test_a_draw_refuses_a_record_whose_definition_is_not_the_one_it_carries(tmp_
     with pytest.raises(PreregistrationError, match=rf"{re.escape(str(record))}: the definition"):
         draw_run(tmp_path, SPACE, "vgg_mini")
     assert not (run.parent / "vgg_mini" / "trials.parquet").exists()
+
+
+def test_a_trials_table_without_a_column_its_draw_writes_says_to_draw_again(tmp_path):
+    """A table lacking a column (another tool's, or cut by hand) is refused naming the file and
+    the column, with what to do; the table the draw wrote is read."""
+    import pyarrow.parquet as pq
+
+    run, _ = _searched(tmp_path)
+    table = run / "trials.parquet"
+    assert [r["trial"] for r in trials.read_trials(table)] == [0, 1, 2, 3]
+    cut = tmp_path / "cut.parquet"
+    pq.write_table(pq.read_table(table).drop_columns(["lr"]), cut)
+    with pytest.raises(
+        JobError, match=r"cut\.parquet: lacks column\(s\) lr .*draws the trials again"
+    ):
+        trials.read_trials(cut)

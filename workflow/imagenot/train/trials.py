@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from imagenot.core.io import open_parquet, read_parquet, write_parquet
+from imagenot.core.io import ArtefactError, open_parquet, read_parquet, write_parquet
 from imagenot.core.settings import to_json
 from imagenot.train import records, search
 from imagenot.train.paths import PREREGISTRATION, TRAIN, TRIALS, remove_checkpoint
@@ -92,9 +92,13 @@ def read_trials(path: Path) -> list[dict]:
     where its registered search is known (:func:`registered_search`), as many trials as that
     search draws, each value one its space could draw for that trial
     (:func:`imagenot.train.search.spec_problem`), each seed the one it derives. A failed check
-    is a JobError naming the file, the trial and the key; a missing column, the parquet
-    reader's error naming them (:func:`imagenot.core.io.read_parquet`)."""
-    rows = read_parquet(path, list(search.TRIAL_COLUMNS)).to_pylist()
+    is a JobError naming the file, the trial and the key; a missing column or a damaged file,
+    the parquet reader's error naming them (:func:`imagenot.core.io.read_parquet`), with what
+    to do."""
+    try:
+        rows = read_parquet(path, list(search.TRIAL_COLUMNS)).to_pylist()
+    except ArtefactError as exc:  # damaged, or lacking a column its producer writes
+        raise JobError(f"{exc}; {_DRAW_AGAIN}") from None
     trials = [r["trial"] for r in rows]
     if trials != list(range(len(rows))):
         raise JobError(

@@ -51,16 +51,20 @@ def write_trials(rows: Sequence[Mapping], experiment: str, definition: Mapping, 
     write_parquet(table.replace_schema_metadata({SEARCH_KEY: to_json(carried)}), out)
 
 
-def registered_search(path: Path) -> tuple[str, str, Mapping] | None:
+def registered_search(
+    path: Path, metadata: Mapping | None = None
+) -> tuple[str, str, Mapping] | None:
     """(dataset, protocol, registered definition) of the trials table at ``path``: the search
     it carries (:func:`write_trials`), read by the one reader of records (its seal, and its
     dataset and protocol those of the path in the workflow's layout). A table that carries none
     (drawn by imagenot 0.6.1 or earlier: a finished run's, read again when a seed is added) is
     read against the preregistration record beside the results, as its draw registered it,
     when it lies in the workflow's layout (:data:`imagenot.train.paths.TRIALS`, in whichever
-    working directory); None outside it."""
+    working directory); None outside it. ``metadata``: the table's, where the caller has read
+    the table (else its footer is read here)."""
     path = Path(path)
-    metadata = open_parquet(path).schema_arrow.metadata if path.is_file() else None
+    if metadata is None and path.is_file():
+        metadata = open_parquet(path).schema_arrow.metadata
     carried = (metadata or {}).get(SEARCH_KEY)
     if carried is not None:
         try:
@@ -96,16 +100,17 @@ def read_trials(path: Path) -> list[dict]:
     the parquet reader's error naming them (:func:`imagenot.core.io.read_parquet`), with what
     to do."""
     try:
-        rows = read_parquet(path, list(search.TRIAL_COLUMNS)).to_pylist()
+        table = read_parquet(path, list(search.TRIAL_COLUMNS))
     except ArtefactError as exc:  # damaged, or lacking a column its producer writes
         raise JobError(f"{exc}; {_DRAW_AGAIN}") from None
+    rows = table.to_pylist()
     trials = [r["trial"] for r in rows]
     if trials != list(range(len(rows))):
         raise JobError(
             f"{path}: its trials are {trials[:8]!r}{'...' if len(trials) > 8 else ''}, not "
             f"0 to {len(rows) - 1} in order; {_DRAW_AGAIN}"
         )
-    registered = registered_search(path)
+    registered = registered_search(path, table.schema.metadata or {})
     dataset, protocol, definition = registered or (None, None, {})
     space = definition.get("hyperparameters", {})
     points, budget = search.grid_points(space), definition.get("budget")
